@@ -1,0 +1,5 @@
+import sys
+
+from lltui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,149 @@
+"""Snapshot models shared by every source, the CLI and the app.
+
+All are frozen: a source builds a new snapshot each tick and nobody mutates one after.
+Byte counts are integers in bytes; a field a GPU or driver does not report is ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatic:
+    """Facts about one GPU that do not change while it is attached; read once."""
+
+    index: int  # NVML index (the order nvidia-smi shows)
+    uuid: str
+    name: str
+    pci_bus_id: str  # "00000000:3B:00.0", as NVML prints it
+    memory_total: int
+    power_limit_default_w: float | None = None
+    power_limit_max_w: float | None = None
+    max_sm_clock_mhz: int | None = None
+    max_mem_clock_mhz: int | None = None
+    compute_capability: tuple[int, int] | None = None
+    cuda_index: int | None = None  # index CUDA gives it under the current CUDA_DEVICE_ORDER
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    nvlink_links: int | None = None  # NVLink links present (None: unknown or not supported)
+    serial: str | None = None
+    vbios: str | None = None
+    persistence_mode: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """One process holding memory on one GPU, joined with what the host knows of it."""
+
+    pid: int
+    gpu_index: int
+    used_memory: int | None  # bytes on this GPU; None where the driver hides it
+    kind: str = "C"  # "C" compute, "G" graphics, "C+G" both
+    name: str | None = None
+    user: str | None = None
+    command: str | None = None
+    host_rss: int | None = None
+    cpu_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """What one GPU reported on one tick."""
+
+    info: GpuStatic
+    lost: bool = False
+    memory_used: int | None = None
+    memory_free: int | None = None
+    memory_reserved: int | None = None
+    util_gpu: float | None = None  # percent of time a kernel ran
+    util_mem: float | None = None  # percent of time memory was read or written
+    power_w: float | None = None
+    power_limit_w: float | None = None  # the enforced limit now
+    energy_mj: int | None = None  # counter since the driver loaded
+    temp_c: float | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    fan_pct: float | None = None
+    pstate: int | None = None
+    throttle_reasons: tuple[str, ...] | None = None  # words, see core.throttle
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_rx_kbs: float | None = None
+    pcie_tx_kbs: float | None = None
+    nvlink_active: int | None = None  # links up
+    nvlink_rx_kbs: float | None = None
+    nvlink_tx_kbs: float | None = None
+    ecc_uncorrected: int | None = None  # volatile
+    ecc_corrected: int | None = None
+    retired_pages: int | None = None
+    xid: int | None = None  # last XID error seen
+    processes: tuple[GpuProcess, ...] = ()
+    error: str | None = None  # why this GPU's tick is partial (lost, ...)
+
+    @property
+    def index(self) -> int:
+        return self.info.index
+
+    @property
+    def memory_total(self) -> int:
+        return self.info.memory_total
+
+    @property
+    def memory_pct(self) -> float | None:
+        if self.memory_used is None or self.info.memory_total <= 0:
+            return None
+        return 100.0 * self.memory_used / self.info.memory_total
+
+    @property
+    def power_pct(self) -> float | None:
+        if self.power_w is None or not self.power_limit_w:
+            return None
+        return 100.0 * self.power_w / self.power_limit_w
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    cpu_pct: float | None = None
+    mem_total: int | None = None
+    mem_used: int | None = None
+    cpu_count: int | None = None
+    load_1m: float | None = None
+    hostname: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RigInfo:
+    """What a source knows of the rig as a whole; the header of a recording."""
+
+    source: str  # "nvml", "smi", "smi:HOST", "sim:PROFILE", "replay:FILE"
+    simulated: bool = False
+    simulated_reason: str | None = None  # why we fell back to a simulated rig, in words
+    driver_version: str | None = None
+    cuda_version: str | None = None  # the driver's CUDA version, "12.4"
+    nvml_version: str | None = None
+    nccl_version: str | None = None
+    hostname: str | None = None
+    gpus: tuple[GpuStatic, ...] = ()
+    hints: tuple[str, ...] = ()  # one-line advice the source wants shown once
+
+
+@dataclass(frozen=True, slots=True)
+class RigSample:
+    """Everything one poll of a source saw. ``seq`` increases by one per poll of a source."""
+
+    seq: int
+    t: float  # monotonic seconds
+    wall: float  # seconds since the epoch, for recordings
+    info: RigInfo
+    gpus: tuple[GpuSample, ...]
+    host: HostSample = field(default_factory=HostSample)
+    error: str | None = None  # a per-source problem this tick, in words
+
+    @property
+    def simulated(self) -> bool:
+        return self.info.simulated
+
+
+class SourceUnavailable(Exception):
+    """A source cannot run here. ``str()`` is one line a user can act on."""

@@ -1,0 +1,143 @@
+"""Units and formatting shared by the CLI text output and the widgets."""
+
+from __future__ import annotations
+
+KIB = 1024
+MIB = 1024 * 1024
+GIB = 1024 * 1024 * 1024
+
+NA = "-"
+
+
+def fmt_bytes(n: int | float | None, *, precision: int = 1) -> str:
+    """Human bytes with binary prefixes: ``1.5 GiB``; ``-`` for None."""
+    if n is None:
+        return NA
+    value = float(n)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if value >= size:
+            return f"{sign}{value / size:.{precision}f} {unit}"
+    return f"{sign}{int(value)} B"
+
+
+def fmt_mib(n: int | float | None) -> str:
+    """Bytes as whole MiB, the unit nvidia-smi users read: ``15360 MiB``."""
+    if n is None:
+        return NA
+    return f"{round(n / MIB)} MiB"
+
+
+def fmt_gib(n: int | float | None, precision: int = 1) -> str:
+    if n is None:
+        return NA
+    return f"{n / GIB:.{precision}f}G"
+
+
+def fmt_pct(p: float | None, *, width: int = 0) -> str:
+    if p is None:
+        return NA.rjust(width)
+    return f"{p:.0f}%".rjust(width)
+
+
+def fmt_watts(w: float | None) -> str:
+    if w is None:
+        return NA
+    return f"{w:.0f} W"
+
+
+def fmt_temp(c: float | None) -> str:
+    if c is None:
+        return NA
+    return f"{c:.0f}°C"
+
+
+def fmt_mhz(mhz: int | float | None) -> str:
+    if mhz is None:
+        return NA
+    return f"{mhz:.0f} MHz"
+
+
+def fmt_rate_kbs(kbs: float | None) -> str:
+    """A link rate given in KB/s (NVML's unit) as B/s with binary prefixes."""
+    if kbs is None:
+        return NA
+    return fmt_bytes(kbs * KIB, precision=1) + "/s"
+
+
+def fmt_energy_mj(mj: float | None) -> str:
+    """Energy in millijoules as J, kJ or kWh, whichever reads best."""
+    if mj is None:
+        return NA
+    joules = mj / 1000.0
+    if joules < 10_000:
+        return f"{joules:.0f} J"
+    if joules < 3_600_000:
+        return f"{joules / 1000:.1f} kJ"
+    return f"{joules / 3_600_000:.2f} kWh"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return NA
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def parse_size(text: str) -> int:
+    """Parse ``24GiB``, ``24G``, ``16000MiB``, ``15360M`` or a plain byte count.
+
+    Decimal suffixes (GB, MB) are taken as decimal; single letters as binary, as GPU
+    vendors and nvidia-smi print them. Raises ValueError with the text on bad input.
+    """
+    s = text.strip().replace(" ", "")
+    if not s:
+        raise ValueError("empty size")
+    units = {
+        "tib": 1024**4,
+        "gib": GIB,
+        "mib": MIB,
+        "kib": KIB,
+        "tb": 10**12,
+        "gb": 10**9,
+        "mb": 10**6,
+        "kb": 10**3,
+        "t": 1024**4,
+        "g": GIB,
+        "m": MIB,
+        "k": KIB,
+        "b": 1,
+    }
+    lower = s.lower()
+    for suffix, mult in units.items():
+        if lower.endswith(suffix):
+            number = lower[: -len(suffix)]
+            break
+    else:
+        number, mult = lower, 1
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"not a size: {text!r}") from None
+    if value < 0:
+        raise ValueError(f"negative size: {text!r}")
+    return int(value * mult)
+
+
+def bar(fraction: float | None, width: int, *, fill: str = "█", empty: str = "░") -> str:
+    """A text bar of ``width`` cells, with eighth-cell resolution at its end."""
+    if width <= 0:
+        return ""
+    if fraction is None:
+        return empty * width
+    f = min(max(fraction, 0.0), 1.0)
+    eighths = round(f * width * 8)
+    full, rest = divmod(eighths, 8)
+    partial = " ▏▎▍▌▋▊▉"[rest] if rest and full < width else ""
+    out = fill * full + partial
+    return out + empty * (width - len(out))

@@ -1,0 +1,1 @@
+"""The edges of the world: NVML, nvidia-smi, files, processes, simulated and replayed rigs."""

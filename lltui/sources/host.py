@@ -1,0 +1,72 @@
+"""Host CPU and RAM, and the host-side facts of GPU processes, through psutil."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import replace
+
+import psutil
+
+from lltui.core.models import GpuProcess, HostSample
+
+
+class HostSampler:
+    """Samples host CPU/RAM; ``cpu_percent`` is measured between two calls, never blocking."""
+
+    def __init__(self) -> None:
+        psutil.cpu_percent(interval=None)  # prime the counter so the first sample is real
+        self._hostname = socket.gethostname()
+        self._procs: dict[int, psutil.Process] = {}
+
+    def sample(self) -> HostSample:
+        vm = psutil.virtual_memory()
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = None
+        return HostSample(
+            cpu_pct=psutil.cpu_percent(interval=None),
+            mem_total=int(vm.total),
+            mem_used=int(vm.total - vm.available),
+            cpu_count=psutil.cpu_count(),
+            load_1m=load,
+            hostname=self._hostname,
+        )
+
+    def enrich(self, processes: Iterable[GpuProcess]) -> tuple[GpuProcess, ...]:
+        """Fill name, user, command, RSS and CPU% from the host; a vanished pid keeps Nones.
+
+        psutil.Process objects are kept between ticks so ``cpu_percent`` measures the
+        interval since the previous tick (the first tick of a pid reads 0.0).
+        """
+        out = []
+        seen: set[int] = set()
+        for gp in processes:
+            seen.add(gp.pid)
+            proc = self._procs.get(gp.pid)
+            try:
+                if proc is None:
+                    proc = psutil.Process(gp.pid)
+                    self._procs[gp.pid] = proc
+                with proc.oneshot():
+                    cmdline = proc.cmdline()
+                    out.append(
+                        replace(
+                            gp,
+                            name=proc.name(),
+                            user=proc.username(),
+                            command=" ".join(cmdline) if cmdline else proc.name(),
+                            host_rss=int(proc.memory_info().rss),
+                            cpu_pct=proc.cpu_percent(interval=None),
+                        )
+                    )
+            except (psutil.Error, OSError):
+                # Gone, or in another PID namespace (containers without --pid=host).
+                self._procs.pop(gp.pid, None)
+                out.append(gp)
+        for pid in list(self._procs):
+            if pid not in seen:
+                del self._procs[pid]
+        return tuple(out)
