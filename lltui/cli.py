@@ -1,0 +1,89 @@
+"""Command line entry point. Subcommands print text or ``--json``; the app is imported lazily."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from lltui import __version__
+from lltui.commands import CliError
+
+# Each module exposes register(subparsers) and sets ``func`` on its parser.
+COMMAND_MODULES: tuple[str, ...] = (
+    "lltui.commands.gpus",
+    "lltui.commands.doctor",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise CliError(f"{self.prog}: {message}", 2)
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--source",
+        default=None,
+        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE",
+    )
+    p.add_argument("--interval", type=float, default=None, help="seconds between samples")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="lltui",
+        description="A terminal control room for llama.cpp on several NVIDIA GPUs.",
+    )
+    parser.add_argument("--version", action="version", version=f"lltui {__version__}")
+    add_source_options(parser)
+    parser.add_argument("--theme", default=None, help="dark, light, high-contrast or a user theme")
+    parser.add_argument("--record", metavar="FILE", default=None, help="record samples as JSONL")
+    parser.add_argument("--config", metavar="FILE", default=None, help="config file to read")
+    parser.add_argument(
+        "--screenshot", metavar="FILE.svg", default=None, help="save one screen as SVG and exit"
+    )
+    parser.add_argument("--size", default="120x40", help="terminal size for --screenshot, WxH")
+    parser.add_argument("--view", default=None, help="view to open: monitor, ...")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if args.command is None:
+            from lltui.commands.ui import run_app
+
+            return run_app(args)
+        return int(args.func(args))
+    except CliError as exc:
+        print(f"lltui: {exc}" if not str(exc).startswith("lltui") else str(exc), file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `lltui gpus | head`: the reader went away; say nothing.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # a bug of ours: one line unless asked for the traceback
+        if os.environ.get("LLTUI_DEBUG"):
+            raise
+        print(
+            f"lltui: internal error: {type(exc).__name__}: {exc} (set LLTUI_DEBUG=1 for details)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
