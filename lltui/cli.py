@@ -29,7 +29,7 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default=None,
-        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE",
+        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE; also LLTUI_SOURCE",
     )
     p.add_argument("--interval", type=float, default=None, help="seconds between samples")
 

@@ -114,12 +114,9 @@ def parse_size(text: str) -> int:
         "b": 1,
     }
     lower = s.lower()
-    for suffix, mult in units.items():
-        if lower.endswith(suffix):
-            number = lower[: -len(suffix)]
-            break
-    else:
-        number, mult = lower, 1
+    suffix = next((u for u in units if lower.endswith(u)), "")
+    number = lower[: len(lower) - len(suffix)]
+    mult = units.get(suffix, 1)
     try:
         value = float(number)
     except ValueError:

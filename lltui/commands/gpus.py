@@ -1,0 +1,42 @@
+"""``lltui gpus``: one snapshot of every GPU and the host."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lltui.commands import CliError, print_json
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("gpus", help="one snapshot of every GPU (and host CPU/RAM)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--source", dest="sub_source", default=None, help="as the global --source")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from lltui.core.gpus_report import rig_to_json, rig_to_text
+    from lltui.core.models import SourceUnavailable
+    from lltui.sources.registry import open_source
+
+    spec = args.sub_source or args.source
+    try:
+        source, info = open_source(spec)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    except SourceUnavailable as exc:
+        raise CliError(f"source {spec}: {exc}", 1) from None
+    try:
+        if not info.simulated:
+            time.sleep(0.1)  # give host CPU% (and rate counters) an interval to measure
+        sample = source.poll()
+    finally:
+        source.close()
+    if args.json:
+        print_json(rig_to_json(sample))
+    else:
+        print(rig_to_text(sample))
+    return 0

@@ -1,0 +1,60 @@
+"""What works on this machine, as checks a user can act on, rendered as text or JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+OK = "ok"
+WARN = "warn"
+MISSING = "missing"
+ERROR = "error"
+
+_MARK = {OK: "ok  ", WARN: "warn", MISSING: "miss", ERROR: "FAIL"}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str  # "driver", "nvml", "cuda", "nvidia-smi", "libnccl", "llama-server", ...
+    status: str  # ok | warn | missing | error
+    detail: str  # what was found, in words
+    version: str | None = None
+    hint: str | None = None  # what to do next
+    essential: bool = False  # monitoring a real GPU needs it
+
+
+def checks_ok(checks: tuple[Check, ...] | list[Check]) -> bool:
+    """True when every essential check passed."""
+    return all(c.status in (OK, WARN) for c in checks if c.essential)
+
+
+def checks_to_json(checks: tuple[Check, ...] | list[Check]) -> dict[str, Any]:
+    return {
+        "ok": checks_ok(checks),
+        "checks": [
+            {
+                "name": c.name,
+                "status": c.status,
+                "detail": c.detail,
+                "version": c.version,
+                "hint": c.hint,
+                "essential": c.essential,
+            }
+            for c in checks
+        ],
+    }
+
+
+def checks_to_text(checks: tuple[Check, ...] | list[Check]) -> str:
+    width = max((len(c.name) for c in checks), default=0)
+    lines = []
+    for c in checks:
+        version = f" {c.version}" if c.version else ""
+        lines.append(f"[{_MARK.get(c.status, c.status)}] {c.name:<{width}}  {c.detail}{version}")
+        if c.hint and c.status != OK:
+            lines.append(f"       {'':<{width}}  -> {c.hint}")
+    if checks_ok(checks):
+        lines.append("GPU monitoring works here.")
+    else:
+        lines.append("No NVIDIA GPU can be monitored here; `lltui` shows a simulated rig.")
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""One rig sample as the ``gpus --json`` contract and as a text table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lltui.core.models import GpuSample, RigSample
+from lltui.core.units import fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
+
+
+def gpu_to_json(g: GpuSample) -> dict[str, Any]:
+    info = g.info
+    return {
+        "index": info.index,
+        "cuda_index": info.cuda_index,
+        "uuid": info.uuid,
+        "name": info.name,
+        "pci_bus_id": info.pci_bus_id,
+        "compute_capability": (
+            f"{info.compute_capability[0]}.{info.compute_capability[1]}"
+            if info.compute_capability
+            else None
+        ),
+        "lost": g.lost,
+        "memory_total": info.memory_total,
+        "memory_used": g.memory_used,
+        "memory_free": g.memory_free,
+        "memory_reserved": g.memory_reserved,
+        "power_w": g.power_w,
+        "power_limit_w": g.power_limit_w,
+        "power_limit_default_w": info.power_limit_default_w,
+        "energy_mj": g.energy_mj,
+        "util_gpu": g.util_gpu,
+        "util_mem": g.util_mem,
+        "temp_c": g.temp_c,
+        "sm_clock_mhz": g.sm_clock_mhz,
+        "mem_clock_mhz": g.mem_clock_mhz,
+        "max_sm_clock_mhz": info.max_sm_clock_mhz,
+        "max_mem_clock_mhz": info.max_mem_clock_mhz,
+        "fan_pct": g.fan_pct,
+        "pstate": g.pstate,
+        "pcie_gen": g.pcie_gen,
+        "pcie_width": g.pcie_width,
+        "pcie_rx_kbs": g.pcie_rx_kbs,
+        "pcie_tx_kbs": g.pcie_tx_kbs,
+        "nvlink_active": g.nvlink_active,
+        "nvlink_rx_kbs": g.nvlink_rx_kbs,
+        "nvlink_tx_kbs": g.nvlink_tx_kbs,
+        "throttle_reasons": list(g.throttle_reasons) if g.throttle_reasons is not None else None,
+        "ecc_uncorrected": g.ecc_uncorrected,
+        "ecc_corrected": g.ecc_corrected,
+        "retired_pages": g.retired_pages,
+        "persistence_mode": info.persistence_mode,
+        "processes": [
+            {
+                "pid": p.pid,
+                "name": p.name,
+                "user": p.user,
+                "used_memory": p.used_memory,
+                "type": p.kind,
+                "command": p.command,
+                "host_rss": p.host_rss,
+                "cpu_pct": p.cpu_pct,
+            }
+            for p in g.processes
+        ],
+        "error": g.error,
+    }
+
+
+def rig_to_json(sample: RigSample) -> dict[str, Any]:
+    """The ``lltui gpus --json`` object (DESIGN.md contract; extra keys are additions)."""
+    info = sample.info
+    host = sample.host
+    return {
+        "source": info.source,
+        "simulated": info.simulated,
+        "simulated_reason": info.simulated_reason,
+        "driver_version": info.driver_version,
+        "cuda_version": info.cuda_version,
+        "nvml_version": info.nvml_version,
+        "hostname": host.hostname or info.hostname,
+        "gpus": [gpu_to_json(g) for g in sample.gpus],
+        "host": {
+            "cpu_pct": host.cpu_pct,
+            "mem_total": host.mem_total,
+            "mem_used": host.mem_used,
+            "cpu_count": host.cpu_count,
+            "load_1m": host.load_1m,
+        },
+        "hints": list(info.hints),
+        "error": sample.error,
+    }
+
+
+def rig_to_text(sample: RigSample) -> str:
+    """A compact table, one line per GPU, like ``nvidia-smi`` users expect."""
+    info = sample.info
+    lines = []
+    if info.simulated:
+        lines.append(f"SIMULATED rig ({info.source}): {info.simulated_reason}")
+    head = f"source {info.source}"
+    if info.driver_version:
+        head += f"  driver {info.driver_version}"
+    if info.cuda_version:
+        head += f"  CUDA {info.cuda_version}"
+    lines.append(head)
+    cols = f"{'GPU':>3} {'CUDA':>4}  {'name':<26} {'memory used / total':>22} {'util':>5}"
+    cols += f" {'power':>13} {'temp':>5}  throttle"
+    lines.append(cols)
+    for g in sample.gpus:
+        i = g.info
+        cuda = "-" if i.cuda_index is None else str(i.cuda_index)
+        if g.lost:
+            lines.append(f"{i.index:>3} {cuda:>4}  {i.name[:26]:<26} LOST: {g.error or 'gone'}")
+            continue
+        mem = f"{fmt_mib(g.memory_used)} / {fmt_mib(i.memory_total)}"
+        power = f"{fmt_watts(g.power_w)} / {fmt_watts(g.power_limit_w)}"
+        reasons = ", ".join(g.throttle_reasons or ()) or "-"
+        lines.append(
+            f"{i.index:>3} {cuda:>4}  {i.name[:26]:<26} {mem:>22} {fmt_pct(g.util_gpu):>5}"
+            f" {power:>13} {fmt_temp(g.temp_c):>5}  {reasons}"
+        )
+        if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
+            lines.append(
+                f"{'':>10}PCIe rx {fmt_rate_kbs(g.pcie_rx_kbs)}  tx {fmt_rate_kbs(g.pcie_tx_kbs)}"
+            )
+    procs = [p for g in sample.gpus for p in g.processes]
+    if procs:
+        lines.append("")
+        lines.append(f"{'GPU':>3} {'pid':>8} {'type':<4} {'user':<10} {'GPU mem':>10}  command")
+        for p in procs:
+            cmd = (p.command or p.name or "?")[:60]
+            lines.append(
+                f"{p.gpu_index:>3} {p.pid:>8} {p.kind:<4} {(p.user or '-')[:10]:<10}"
+                f" {fmt_mib(p.used_memory):>10}  {cmd}"
+            )
+    h = sample.host
+    if h.cpu_pct is not None or h.mem_total is not None:
+        lines.append("")
+        lines.append(
+            f"host {h.hostname or ''}  CPU {fmt_pct(h.cpu_pct)}  RAM {fmt_mib(h.mem_used)}"
+            f" / {fmt_mib(h.mem_total)}"
+        )
+    for hint in info.hints:
+        lines.append(f"hint: {hint}")
+    if sample.error:
+        lines.append(f"error: {sample.error}")
+    return "\n".join(lines)

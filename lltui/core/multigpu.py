@@ -1,0 +1,84 @@
+"""Split settings for llama.cpp across several GPUs, validated, and their llama-server flags."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class SplitMode(enum.Enum):
+    """llama.cpp's ``--split-mode``."""
+
+    NONE = 0  # one GPU holds everything
+    LAYER = 1  # consecutive layers on consecutive GPUs (the default; any interconnect)
+    ROW = 2  # weight rows split across GPUs; wants NVLink, and recent CUDA builds refuse it
+    TENSOR = 3  # llama.cpp's tensor-parallel mode; wants NVLink/NVSwitch
+
+    @property
+    def flag(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str | SplitMode) -> SplitMode:
+        if isinstance(text, SplitMode):
+            return text
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            names = ", ".join(m.flag for m in cls)
+            raise ValueError(f"unknown split mode {text!r}; use one of: {names}") from None
+
+
+SPLIT_SUM_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class MultiGPUConfig:
+    """How llama-server should use the GPUs. Raises ValueError on construction when the
+    settings cannot work (tensor_split length, sum, main_gpu range, counts)."""
+
+    n_gpu: int = 1
+    split_mode: SplitMode = SplitMode.LAYER
+    main_gpu: int = 0
+    tensor_split: tuple[float, ...] | list[float] | None = None  # per-GPU fractions, sum 1
+    gpu_layers: int | None = None  # None: llama-server's default (all that fit)
+    n_parallel: int = 1
+
+    def __post_init__(self) -> None:
+        mode = SplitMode.parse(self.split_mode)
+        object.__setattr__(self, "split_mode", mode)
+        if not isinstance(self.n_gpu, int) or self.n_gpu < 1:
+            raise ValueError(f"n_gpu must be a whole number >= 1, got {self.n_gpu!r}")
+        if not 0 <= self.main_gpu < self.n_gpu:
+            raise ValueError(f"main_gpu {self.main_gpu} is not one of the {self.n_gpu} GPU(s)")
+        if self.n_parallel < 1:
+            raise ValueError(f"n_parallel must be >= 1, got {self.n_parallel}")
+        if self.gpu_layers is not None and self.gpu_layers < 0:
+            raise ValueError(f"gpu_layers must be >= 0 or None, got {self.gpu_layers}")
+        if self.tensor_split is not None:
+            split = tuple(float(x) for x in self.tensor_split)
+            if len(split) != self.n_gpu:
+                raise ValueError(
+                    f"tensor_split has {len(split)} value(s) but n_gpu is {self.n_gpu}"
+                )
+            if any(x < 0 for x in split):
+                raise ValueError(f"tensor_split fractions must not be negative: {list(split)}")
+            if abs(sum(split) - 1.0) > SPLIT_SUM_TOLERANCE:
+                raise ValueError(f"tensor_split fractions must sum to 1, got {sum(split):.4f}")
+            object.__setattr__(self, "tensor_split", split)
+        if mode is SplitMode.NONE and self.tensor_split is not None and self.n_gpu > 1:
+            raise ValueError("split_mode none uses one GPU; drop tensor_split or pick layer")
+
+    def to_llama_args(self) -> list[str]:
+        """llama-server flags for these settings, with its own spellings."""
+        args: list[str] = []
+        if self.gpu_layers is not None:
+            args += ["-ngl", str(self.gpu_layers)]
+        args += ["-sm", self.split_mode.flag]
+        if self.main_gpu:
+            args += ["-mg", str(self.main_gpu)]
+        if self.tensor_split is not None and self.n_gpu > 1:
+            args += ["-ts", ",".join(f"{x:g}" for x in self.tensor_split)]
+        if self.n_parallel != 1:
+            args += ["-np", str(self.n_parallel)]
+        return args

@@ -1,0 +1,86 @@
+"""Turns a ``--source`` spec into an opened source; ``auto`` falls back to a simulated rig."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lltui.core.models import RigInfo, SourceUnavailable
+from lltui.sources.base import GpuSource
+from lltui.sources.sim import DEFAULT_PROFILE, PROFILES
+
+SOURCE_HELP = "auto, nvml, smi, smi:HOST, sim, sim:PROFILE or replay:FILE"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    kind: str  # auto | nvml | smi | sim | replay
+    arg: str | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.arg is None else f"{self.kind}:{self.arg}"
+
+
+def parse_source_spec(text: str | None) -> SourceSpec:
+    """Parse ``--source``; raises ValueError with one line for a spec we do not know."""
+    spec = (text or "auto").strip()
+    kind, _, arg = spec.partition(":")
+    kind = kind.lower()
+    if kind in ("auto", "nvml") and not arg:
+        return SourceSpec(kind)
+    if kind == "smi":
+        return SourceSpec("smi", arg or None)
+    if kind == "sim":
+        name = arg or DEFAULT_PROFILE
+        if name not in PROFILES:
+            raise ValueError(
+                f"unknown simulated profile {name!r}; choose one of: {', '.join(PROFILES)}"
+            )
+        return SourceSpec("sim", name)
+    if kind == "replay":
+        if not arg:
+            raise ValueError("replay needs a file: --source replay:FILE")
+        return SourceSpec("replay", arg)
+    raise ValueError(f"unknown source {spec!r}; use {SOURCE_HELP}")
+
+
+def make_source(spec: SourceSpec, *, sim_reason: str | None = None, seed: int = 0) -> GpuSource:
+    """Construct (but do not open) the source a spec names."""
+    if spec.kind == "nvml":
+        from lltui.sources.nvml import NvmlSource
+
+        return NvmlSource()
+    if spec.kind == "smi":
+        from lltui.sources.smi import SmiSource
+
+        return SmiSource(host=spec.arg)
+    if spec.kind == "sim":
+        from lltui.sources.sim import SimSource
+
+        return SimSource(spec.arg or DEFAULT_PROFILE, seed=seed, reason=sim_reason)
+    if spec.kind == "replay":
+        from lltui.sources.replay import ReplaySource
+
+        return ReplaySource(spec.arg or "")
+    raise ValueError(f"cannot construct source {spec}")
+
+
+def open_source(text: str | None, *, seed: int = 0) -> tuple[GpuSource, RigInfo]:
+    """Open the source ``--source`` names.
+
+    ``auto`` is NVML when it initialises with at least one GPU; otherwise the default
+    simulated rig, whose RigInfo says SIMULATED and why in plain words. Every other spec
+    raises SourceUnavailable with a one-line reason when it cannot run here.
+    """
+    spec = parse_source_spec(text)
+    if spec.kind != "auto":
+        source = make_source(spec, seed=seed)
+        return source, source.open()
+    try:
+        source = make_source(SourceSpec("nvml"))
+        return source, source.open()
+    except SourceUnavailable as exc:
+        reason = f"no NVIDIA GPU could be read here ({exc}); showing a simulated rig"
+    except ImportError as exc:  # the binding is missing from this install
+        reason = f"nvidia-ml-py is not importable ({exc}); showing a simulated rig"
+    sim = make_source(SourceSpec("sim", DEFAULT_PROFILE), sim_reason=reason, seed=seed)
+    return sim, sim.open()

@@ -1,0 +1,78 @@
+import json
+
+import pytest
+
+from lltui.cli import main
+
+CONTRACT_GPU_KEYS = {
+    "index", "uuid", "name", "pci_bus_id", "memory_total", "memory_used", "memory_free",
+    "power_w", "power_limit_w", "energy_mj", "util_gpu", "util_mem", "temp_c", "sm_clock_mhz",
+    "mem_clock_mhz", "fan_pct", "pcie_rx_kbs", "pcie_tx_kbs", "throttle_reasons", "processes",
+}  # fmt: skip
+
+
+def test_gpus_json_contract_on_sim(capsys):
+    assert main(["gpus", "--json", "--source", "sim:4xl4"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"source", "simulated", "driver_version", "cuda_version", "gpus", "host"} <= set(data)
+    assert data["simulated"] is True and data["source"] == "sim:4xl4"
+    assert len(data["gpus"]) == 4
+    for g in data["gpus"]:
+        assert set(g) >= CONTRACT_GPU_KEYS
+        assert isinstance(g["memory_total"], int)
+        assert g["memory_used"] + g["memory_free"] <= g["memory_total"]
+        for p in g["processes"]:
+            assert {"pid", "name", "user", "used_memory"} <= set(p)
+    assert {"cpu_pct", "mem_total", "mem_used"} <= set(data["host"])
+
+
+def test_auto_without_a_gpu_falls_back_to_the_simulated_rig_and_says_why(capsys, monkeypatch):
+    from lltui.core.models import SourceUnavailable
+    from lltui.sources import registry
+
+    class NoDriver:
+        name = "nvml"
+
+        def open(self):
+            raise SourceUnavailable("NVIDIA driver not loaded (libnvidia-ml.so.1 not found)")
+
+    real_make = registry.make_source
+
+    def make(spec, **kw):
+        return NoDriver() if spec.kind == "nvml" else real_make(spec, **kw)
+
+    monkeypatch.setattr(registry, "make_source", make)
+    assert main(["gpus", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["simulated"] is True
+    assert "libnvidia-ml.so.1 not found" in data["simulated_reason"]
+
+
+def test_gpus_text_names_the_simulation(capsys):
+    assert main(["gpus", "--source", "sim:2x3090-nvlink"]) == 0
+    out = capsys.readouterr().out
+    assert "SIMULATED" in out and "RTX 3090" in out and "llama-server" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "needle"),
+    [
+        (["gpus", "--source", "bogus"], 2, "unknown source"),
+        (["gpus", "--source", "sim:nope"], 2, "unknown simulated profile"),
+        (["gpus", "--frobnicate"], 2, "unrecognized arguments"),
+        (["nosuchcommand"], 2, "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, code, needle):
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("lltui ")
