@@ -138,3 +138,30 @@ def bar(fraction: float | None, width: int, *, fill: str = "█", empty: str = "
     partial = " ▏▎▍▌▋▊▉"[rest] if rest and full < width else ""
     out = fill * full + partial
     return out + empty * (width - len(out))
+
+
+SPARK_CHARS = " ▁▂▃▄▅▆▇█"
+
+
+def spark(values: tuple[float, ...] | list[float], width: int, lo: float, hi: float) -> str:
+    """A sparkline of ``width`` cells on a fixed axis ``lo..hi`` (not rescaled to the data,
+    so 40 W on a 350 W card looks low). Older points are folded by max when there are more
+    values than cells; fewer values are right-aligned."""
+    if width <= 0:
+        return ""
+    n = len(values)
+    if n > width:
+        step = n / width
+        cells = [
+            max(values[int(i * step) : max(int((i + 1) * step), int(i * step) + 1)])
+            for i in range(width)
+        ]
+    else:
+        cells = list(values)
+    span = hi - lo
+    out = []
+    for v in cells:
+        f = 0.0 if span <= 0 else (v - lo) / span
+        f = min(max(f, 0.0), 1.0)
+        out.append(SPARK_CHARS[round(f * 8)] if f > 0 else "▁" if v >= lo else " ")
+    return " " * (width - len(out)) + "".join(out)

@@ -1,0 +1,1 @@
+"""The Textual app: the only package that imports textual."""

@@ -1,0 +1,281 @@
+"""The Textual app and the one factory that the CLI, the tests and the screenshot script use."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from lltui.app.messages import PollFailed, SampleReady
+from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
+from lltui.app.palette import LltuiCommands
+from lltui.app.poller import Poller
+from lltui.app.screens.gpu_detail import GpuDetailScreen
+from lltui.app.screens.monitor import MonitorScreen
+from lltui.app.themes import (
+    APP_VARIABLE_DEFAULTS,
+    BUILTIN_THEMES,
+    FALLBACK_THEME,
+    load_user_themes,
+)
+from lltui.config import MAX_INTERVAL, MIN_INTERVAL, Settings, themes_dir
+from lltui.core.history import RigHistory
+from lltui.core.models import RigInfo, RigSample
+from lltui.sources.base import GpuSource
+
+INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+STATUS_REFRESH_S = 0.5
+
+SampleListener = Callable[[RigSample], None]
+
+
+class LltuiApp(App[int]):
+    """lltui. Views are modes; the monitor exists now, each other view arrives as a mode."""
+
+    CSS_PATH = "lltui.tcss"
+    TITLE = "lltui"
+    MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {
+        "monitor": MonitorScreen,
+    }
+    DEFAULT_MODE = "monitor"
+    COMMANDS = App.COMMANDS | {LltuiCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q,ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("1", "switch_mode('monitor')", "Monitor", id="view-monitor", show=False),
+        Binding("space,p", "toggle_pause", "Pause", id="pause"),
+        Binding("minus", "interval(-1)", "Faster", id="interval-down"),
+        Binding("plus,equals", "interval(1)", "Slower", id="interval-up"),
+        Binding("s", "cycle_sort", "Sort", id="sort"),
+        Binding("r", "reverse_sort", "Reverse", id="sort-reverse", show=False),
+        Binding("w", "cycle_window", "Window", id="window"),
+        Binding("g", "toggle_graphs", "Graphs", id="graphs"),
+        Binding("left_square_bracket,k", "select_gpu(-1)", "Prev GPU", id="gpu-prev", show=False),
+        Binding("right_square_bracket,j", "select_gpu(1)", "Next GPU", id="gpu-next", show=False),
+        Binding("enter,d", "gpu_detail", "Detail", id="gpu-detail"),
+        Binding("question_mark,f1", "help", "Help", id="help"),
+    ]
+
+    def __init__(
+        self,
+        source: GpuSource,
+        info: RigInfo,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        poll_limit: int | None = None,
+        start_polling: bool = True,
+        on_sample: SampleListener | None = None,
+        view: str = "monitor",
+    ) -> None:
+        super().__init__()
+        self._initial_view = view
+        self.settings = settings
+        self.source = source
+        self.clock = clock
+        history_len = max(60, int(settings.history_minutes * 60 / max(settings.interval, 0.25)))
+        self.model = RigModel(
+            info=info, interval=settings.interval, history=RigHistory(history_len), clock=clock
+        )
+        self.poller = Poller(
+            source,
+            lambda sample, dt: self.post_message(SampleReady(sample, dt)),
+            lambda error: self.post_message(PollFailed(error)),
+            settings.interval,
+            limit=poll_limit,
+        )
+        self._start_polling = start_polling
+        self._on_sample = on_sample
+        self.samples_applied = 0
+        self.theme_failures: tuple[str, ...] = ()
+        for theme in BUILTIN_THEMES:
+            self.register_theme(theme)
+
+    # -- setup ---------------------------------------------------------------------------
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(APP_VARIABLE_DEFAULTS)
+
+    def on_mount(self) -> None:
+        self._apply_theme()
+        if self._initial_view != self.current_mode:
+            self.switch_mode(self._initial_view)
+        if self.settings.keymap:
+            self.set_keymap(self.settings.keymap)
+        if self._start_polling:
+            self.poller.start()
+        self.set_interval(STATUS_REFRESH_S, self._refresh_status)
+
+    def _apply_theme(self) -> None:
+        loaded = load_user_themes(themes_dir())
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        failures = list(loaded.failures)
+        wanted = self.settings.theme
+        if wanted in self.available_themes:
+            self.theme = wanted
+        else:
+            failures.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
+            self.theme = FALLBACK_THEME
+        self.theme_failures = tuple(failures)
+        if failures:
+            self.notify("\n".join(failures), title="Themes", severity="warning", timeout=8)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Any:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Pause / resume", "Stop or restart sampling", self.action_toggle_pause)
+
+    async def on_unmount(self) -> None:
+        self.poller.stop()
+        if self.poller.in_flight_since is None:
+            # closing a broken source must not hide the real exit
+            with contextlib.suppress(Exception):
+                self.source.close()
+
+    # -- data ----------------------------------------------------------------------------
+    def busy_for(self) -> float | None:
+        return self.poller.busy_for()
+
+    def on_sample_ready(self, message: SampleReady) -> None:
+        if not self.model.apply(message.sample, message.poll_seconds):
+            return
+        self.samples_applied += 1
+        if self._on_sample is not None:
+            self._on_sample(message.sample)
+        self._show()
+
+    def on_poll_failed(self, message: PollFailed) -> None:
+        self.model.fail(message.error)
+        self._show()
+
+    def _show(self) -> None:
+        screen = self.screen
+        show = getattr(screen, "show", None)
+        if show is not None:
+            show(self.model)
+        if screen is not self.get_screen_stack_base():
+            base_show = getattr(self.get_screen_stack_base(), "show", None)
+            if base_show is not None:
+                base_show(self.model)
+
+    def get_screen_stack_base(self) -> Screen[Any]:
+        return self.screen_stack[0] if self.screen_stack else self.screen
+
+    def _refresh_status(self) -> None:
+        refresh = getattr(self.screen, "refresh_status", None)
+        if refresh is not None:
+            refresh(self.model, self.busy_for())
+
+    # -- actions -------------------------------------------------------------------------
+    def action_toggle_pause(self) -> None:
+        self.model.paused = not self.model.paused
+        if self.model.paused:
+            self.poller.pause()
+        else:
+            self.poller.resume()
+        self._show()
+
+    def action_interval(self, direction: int) -> None:
+        current = self.model.interval
+        if direction > 0:
+            bigger = [s for s in INTERVAL_STEPS if s > current]
+            new = bigger[0] if bigger else MAX_INTERVAL
+        else:
+            smaller = [s for s in INTERVAL_STEPS if s < current]
+            new = smaller[-1] if smaller else MIN_INTERVAL
+        self.model.interval = new
+        self.poller.set_interval(new)
+        self._show()
+
+    def action_cycle_sort(self) -> None:
+        self.model.sort_index = (self.model.sort_index + 1) % len(SORT_KEYS)
+        self._show()
+
+    def action_sort_by(self, key: str) -> None:
+        self.model.sort_index = SORT_KEYS.index(key)
+        self._show()
+
+    def action_reverse_sort(self) -> None:
+        self.model.sort_reverse = not self.model.sort_reverse
+        self._show()
+
+    def action_cycle_window(self) -> None:
+        self.model.window_index = (self.model.window_index + 1) % len(WINDOWS_S)
+        self._show()
+
+    def action_set_window(self, index: int) -> None:
+        self.model.window_index = index % len(WINDOWS_S)
+        self._show()
+
+    def action_toggle_graphs(self) -> None:
+        current = self.model.graphs
+        if current is None:
+            screen = self.get_screen_stack_base()
+            layout = getattr(screen, "_layout", None)
+            n = len(self.model.latest.gpus) if self.model.latest else 1
+            current = layout(n)[1] if layout else False
+        self.model.graphs = not current
+        self._show()
+
+    def action_select_gpu(self, step: int) -> None:
+        n = len(self.model.latest.gpus) if self.model.latest else 0
+        if n:
+            self.model.selected = (self.model.selected + step) % n
+            self._show()
+
+    def action_gpu_detail(self) -> None:
+        if isinstance(self.screen, GpuDetailScreen):
+            self.screen.dismiss()
+            return
+        sample = self.model.latest
+        if sample is None or not sample.gpus:
+            return
+        g = sample.gpus[min(self.model.selected, len(sample.gpus) - 1)]
+        self.push_screen(GpuDetailScreen(g.info.uuid))
+
+    def action_help(self) -> None:
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+
+def create_app(
+    settings: Settings,
+    *,
+    source: GpuSource | None = None,
+    info: RigInfo | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    poll_limit: int | None = None,
+    start_polling: bool = True,
+    on_sample: SampleListener | None = None,
+    view: str = "monitor",
+) -> LltuiApp:
+    """Build the app for a source (opened here from ``settings.source`` when not given).
+
+    Raises SourceUnavailable or ValueError with one line when the source cannot be opened.
+    """
+    if source is None:
+        from lltui.sources.registry import open_source
+
+        source, info = open_source(settings.source)
+    elif info is None:
+        info = source.open()
+    return LltuiApp(
+        source,
+        info,
+        settings,
+        clock=clock,
+        poll_limit=poll_limit,
+        start_polling=start_polling,
+        on_sample=on_sample,
+        view=view,
+    )
+
+
+def css_path() -> Path:
+    return Path(__file__).with_name("lltui.tcss")

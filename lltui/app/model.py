@@ -1,0 +1,76 @@
+"""The app's model of the rig: latest sample, history, poll health. No widgets here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lltui.core.history import RigHistory
+from lltui.core.models import RigInfo, RigSample
+
+WINDOWS_S: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0)
+SORT_KEYS: tuple[str, ...] = ("gpu_mem", "cpu", "rss", "pid", "gpu")
+STALE_FACTOR = 3.0  # data older than this many intervals is stale
+STALE_MIN_S = 3.0
+
+
+@dataclass
+class RigModel:
+    info: RigInfo
+    interval: float
+    history: RigHistory
+    clock: Callable[[], float] = time.monotonic
+    latest: RigSample | None = None
+    received_at: float | None = None  # clock() when the latest sample was applied
+    last_poll_s: float | None = None
+    error: str | None = None
+    error_at: float | None = None
+    dropped: int = 0  # samples that arrived out of order and were dropped
+    paused: bool = False
+    window_index: int = 0
+    sort_index: int = 0
+    sort_reverse: bool = False
+    selected: int = 0  # position of the selected GPU in latest.gpus
+    graphs: bool | None = None  # None: decided by the terminal size
+    applied: list[int] = field(default_factory=list)
+
+    @property
+    def window_s(self) -> float:
+        return WINDOWS_S[self.window_index]
+
+    @property
+    def sort_key(self) -> str:
+        return SORT_KEYS[self.sort_index]
+
+    def apply(self, sample: RigSample, poll_s: float) -> bool:
+        """Take a sample; False (and counted) when it is older than one already shown."""
+        if self.latest is not None and sample.seq <= self.latest.seq:
+            self.dropped += 1
+            return False
+        self.latest = sample
+        self.info = sample.info
+        self.received_at = self.clock()
+        self.last_poll_s = poll_s
+        self.error = sample.error
+        self.history.append(sample)
+        return True
+
+    def fail(self, error: str) -> None:
+        self.error = error
+        self.error_at = self.clock()
+
+    def age(self) -> float | None:
+        if self.received_at is None:
+            return None
+        return self.clock() - self.received_at
+
+    def stale(self, busy_for: float | None) -> bool:
+        """No fresh data for several intervals, or a poll hanging that long."""
+        if self.paused:
+            return False
+        limit = max(STALE_MIN_S, STALE_FACTOR * self.interval)
+        if busy_for is not None and busy_for > limit:
+            return True
+        age = self.age()
+        return age is not None and age > limit

@@ -1,0 +1,153 @@
+"""The monitor view: rig summary, one card per GPU, the process table, host CPU/RAM."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Grid, VerticalScroll
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from lltui.app.model import RigModel
+from lltui.app.widgets.gpu_card import GpuCard, render_card
+from lltui.app.widgets.process_table import ProcessTable
+from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.core.balance import imbalances
+from lltui.core.models import RigSample
+from lltui.core.units import GIB, fmt_duration, fmt_energy_mj, fmt_pct
+
+CARD_MIN_WIDTH = 78
+GRAPHS_MIN_ROWS_PER_GPU = 9  # a card with sparklines needs this many rows to be useful
+
+
+def render_rig_line(sample: RigSample, model: RigModel) -> str:
+    """Totals over the GPUs, energy since start, and the load balance of what they serve."""
+    live = [g for g in sample.gpus if not g.lost]
+    total = sum(g.info.memory_total for g in live)
+    used = sum(g.memory_used or 0 for g in live)
+    free = sum(g.memory_free or 0 for g in live)
+    power = sum(g.power_w or 0.0 for g in live)
+    limit = sum(g.power_limit_w or 0.0 for g in live)
+    energy = model.history.energy_since_start_mj()
+    lost = len(sample.gpus) - len(live)
+    parts = [
+        f"[b]{len(sample.gpus)} GPU{'s' if len(sample.gpus) != 1 else ''}[/b]",
+        f"VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB ({free / GIB:.1f} free)",
+        f"power {power:.0f}/{limit:.0f} W",
+        f"energy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}",
+    ]
+    if lost:
+        parts.append(f"[b $error]{lost} lost[/]")
+    line = "  ".join(parts)
+    balance = imbalances(sample)
+    if balance:
+        im = balance[0]
+        colour = {"ok": "$gpu-ok", "uneven": "$gpu-warn", "skewed": "$gpu-hot"}[im.level]
+        line += (
+            f"\n[b]balance[/b] {escape(im.name)} GPU{','.join(map(str, im.gpu_indexes))}:"
+            f" [{colour}]{im.level}[/]  VRAM ±{im.vram_spread:.0f}%"
+            f" (full GPU{im.fullest}, empty GPU{im.emptiest})"
+            f"  util ±{im.util_spread:.0f}% (busy GPU{im.busiest})"
+        )
+    host = sample.host
+    if host.cpu_pct is not None or host.mem_total:
+        mem_pct = 100 * host.mem_used / host.mem_total if host.mem_used and host.mem_total else None
+        used_gib = (host.mem_used or 0) / GIB
+        total_gib = (host.mem_total or 0) / GIB
+        line += (
+            f"\n[b]host[/b] {escape(host.hostname or '')} CPU {fmt_pct(host.cpu_pct)}"
+            f" of {host.cpu_count or '?'} cores  RAM {used_gib:.1f}/{total_gib:.1f} GiB"
+            f" ({fmt_pct(mem_pct)})"
+        )
+        if host.load_1m is not None:
+            line += f"  load {host.load_1m:.2f}"
+    return line
+
+
+class MonitorScreen(Screen[None]):
+    """Live per-GPU dashboard. Rendering reads only the app's model."""
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield Static("", id="banner")
+        yield Static("", id="rig")
+        with VerticalScroll(id="cards-scroll"):
+            yield Grid(id="cards")
+        yield ProcessTable(id="processes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._cards: dict[str, GpuCard] = {}
+        self._columns = 0
+
+    def on_screen_resume(self) -> None:
+        model: RigModel | None = getattr(self.app, "model", None)
+        if model is not None:
+            self.show(model)
+
+    def on_resize(self) -> None:
+        model: RigModel | None = getattr(self.app, "model", None)
+        if model is not None:
+            self.show(model)
+
+    def _layout(self, n: int) -> tuple[int, bool, int]:
+        """Columns of cards, whether cards carry sparklines, and each card's width."""
+        width, height = self.size
+        columns = max(1, min(n, width // CARD_MIN_WIDTH)) if n else 1
+        model: RigModel | None = getattr(self.app, "model", None)
+        graphs = model.graphs if model is not None else None
+        if graphs is None:
+            rows_per_column = -(-n // columns) if n else 1
+            graphs = height >= 14 + rows_per_column * GRAPHS_MIN_ROWS_PER_GPU
+        card_width = max(40, width // columns - 2)
+        return columns, graphs, card_width
+
+    def show(self, model: RigModel) -> None:
+        status = self.query_one(StatusBar)
+        status.show(model, getattr(self.app, "busy_for", lambda: None)())
+        banner = self.query_one("#banner", Static)
+        text = render_banner(model.info)
+        banner.display = bool(text)
+        banner.update(text)
+        sample = model.latest
+        if sample is None:
+            self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")
+            return
+        with self.app.batch_update():
+            self.query_one("#rig", Static).update(render_rig_line(sample, model))
+            grid = self.query_one("#cards", Grid)
+            columns, graphs, card_width = self._layout(len(sample.gpus))
+            if columns != self._columns:
+                grid.styles.grid_size_columns = columns
+                self._columns = columns
+            present = {g.info.uuid for g in sample.gpus}
+            for uuid in [u for u in self._cards if u not in present]:
+                self._cards.pop(uuid).remove()
+            selected = min(model.selected, len(sample.gpus) - 1)
+            for pos, g in enumerate(sample.gpus):
+                card = self._cards.get(g.info.uuid)
+                if card is None:
+                    card = GpuCard(g.info.uuid, classes="gpu-card")
+                    self._cards[g.info.uuid] = card
+                    grid.mount(card)
+                card.set_class(g.lost, "-lost")
+                card.set_class(pos == selected, "-selected")
+                card.set_class(model.stale(None), "-stale")
+                card.show(
+                    render_card(
+                        g,
+                        model.history,
+                        width=card_width,
+                        window_s=model.window_s,
+                        graphs=graphs,
+                        selected=pos == selected,
+                    )
+                )
+            self.query_one(ProcessTable).show(sample, model.sort_key, model.sort_reverse)
+
+    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
+        """Cheap refresh of the status line only (age, stale marker) between samples."""
+        self.query_one(StatusBar).show(model, busy_for)
+        stale = model.stale(busy_for)
+        for card in self._cards.values():
+            card.set_class(stale, "-stale")

@@ -1,0 +1,91 @@
+"""Starting the app (and ``--screenshot``) from the command line; Textual is imported here."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from lltui.commands import CliError
+
+
+def _size(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text or "")
+    if not m:
+        raise CliError(f"--size must look like 120x40, got {text!r}", 2)
+    w, h = int(m.group(1)), int(m.group(2))
+    if not (20 <= w <= 1000 and 8 <= h <= 500):
+        raise CliError(f"--size {w}x{h} is out of range (20..1000 x 8..500)", 2)
+    return w, h
+
+
+def run_app(args: argparse.Namespace) -> int:
+    from lltui.config import ConfigError, load_settings
+    from lltui.core.models import SourceUnavailable
+
+    try:
+        settings = load_settings(
+            {"interval": args.interval, "theme": args.theme, "source": args.source},
+            path=args.config,
+        )
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
+    size = _size(args.size) if args.screenshot else None
+    view = args.view or "monitor"
+
+    from lltui.app.app import LltuiApp, create_app
+
+    if view not in LltuiApp.MODES:
+        raise CliError(f"unknown view {view!r}; views: {', '.join(LltuiApp.MODES)}", 2)
+    recorder = None
+    try:
+        if args.record:
+            from lltui.sources.replay import Recorder
+
+            recorder = Recorder(args.record)
+        try:
+            app = create_app(
+                settings,
+                poll_limit=1 if args.screenshot else None,
+                on_sample=recorder.write if recorder is not None else None,
+                view=view,
+            )
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        except SourceUnavailable as exc:
+            raise CliError(f"source {settings.source}: {exc}", 1) from None
+        if recorder is not None:
+            recorder.start(app.model.info)
+        if args.screenshot:
+            assert size is not None
+            return _screenshot(app, args.screenshot, size, view)
+        app.run()
+        return 0
+    finally:
+        if recorder is not None:
+            recorder.close()
+
+
+def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int:
+    import asyncio
+    import os
+
+    from lltui.app.app import LltuiApp
+
+    assert isinstance(app, LltuiApp)
+
+    async def shoot() -> None:
+        async with app.run_test(size=size) as pilot:
+            for _ in range(200):  # up to ~10 s for the first sample
+                if app.samples_applied or app.model.error:
+                    break
+                await asyncio.sleep(0.05)
+            await pilot.pause()
+            folder, name = os.path.split(os.path.abspath(path))
+            app.save_screenshot(filename=name, path=folder)
+
+    try:
+        asyncio.run(shoot())
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc}", 1) from None
+    print(path)
+    return 0

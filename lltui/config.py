@@ -1,0 +1,133 @@
+"""Settings: defaults < config file < LLTUI_* environment < command line.
+
+The file is TOML at ``$XDG_CONFIG_HOME/lltui/config.toml`` (``~/.config/lltui/config.toml``)::
+
+    interval = 1.0          # seconds between samples
+    theme = "dark"          # dark, light, high-contrast, a Textual theme or a user theme
+    source = "auto"         # auto, nvml, smi, smi:HOST, sim:PROFILE, replay:FILE
+    history_minutes = 60    # how much history the monitor keeps
+
+    [keymap]                # binding id = keys, as Textual spells them
+    pause = "space"
+    quit = "q,ctrl+q"
+
+User themes are TOML files in ``$XDG_CONFIG_HOME/lltui/themes/``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+MIN_INTERVAL = 0.25  # NVML latency makes faster polling meaningless and costly
+MAX_INTERVAL = 60.0
+
+
+class ConfigError(ValueError):
+    """A config file or variable that cannot be used; ``str()`` names where and why."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    interval: float = 1.0
+    theme: str = "dark"
+    source: str = "auto"
+    history_minutes: float = 60.0
+    keymap: dict[str, str] = field(default_factory=dict)
+    config_path: str | None = None  # the file these came from, if any
+
+
+def config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "lltui"
+
+
+def default_config_path() -> Path:
+    return config_dir() / "config.toml"
+
+
+def themes_dir() -> Path:
+    return config_dir() / "themes"
+
+
+def _interval(value: Any, where: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: interval must be a number of seconds, got {value!r}") from None
+    if not MIN_INTERVAL <= v <= MAX_INTERVAL:
+        raise ConfigError(
+            f"{where}: interval must be between {MIN_INTERVAL} and {MAX_INTERVAL} s, got {v}"
+        )
+    return v
+
+
+def _from_mapping(data: dict[str, Any], base: Settings, where: str) -> Settings:
+    known = {f.name for f in fields(Settings)} - {"config_path"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
+    out = base
+    if "interval" in data:
+        out = replace(out, interval=_interval(data["interval"], where))
+    for key in ("theme", "source"):
+        if key in data:
+            if not isinstance(data[key], str) or not data[key]:
+                raise ConfigError(f"{where}: {key} must be a non-empty string")
+            out = replace(out, **{key: data[key]})
+    if "history_minutes" in data:
+        try:
+            minutes = float(data["history_minutes"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: history_minutes must be a number") from None
+        if not 1 <= minutes <= 24 * 60:
+            raise ConfigError(f"{where}: history_minutes must be between 1 and 1440")
+        out = replace(out, history_minutes=minutes)
+    if "keymap" in data:
+        keymap = data["keymap"]
+        if not isinstance(keymap, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in keymap.items()
+        ):
+            raise ConfigError(f"{where}: [keymap] maps binding ids to key strings")
+        out = replace(out, keymap={**out.keymap, **keymap})
+    return out
+
+
+def load_settings(
+    cli: dict[str, Any] | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Settings:
+    """Settings from every layer. Raises ConfigError with the file or variable named."""
+    env = os.environ if environ is None else environ
+    settings = Settings()
+    explicit = path is not None or bool(env.get("LLTUI_CONFIG"))
+    file = Path(path or env.get("LLTUI_CONFIG") or default_config_path())
+    if file.exists():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: {exc}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{file}: cannot read: {exc}") from None
+        settings = replace(_from_mapping(data, settings, str(file)), config_path=str(file))
+    elif explicit:
+        raise ConfigError(f"{file}: no such config file")
+    env_layer: dict[str, Any] = {}
+    for key in ("interval", "theme", "source"):
+        value = env.get(f"LLTUI_{key.upper()}")
+        if value:
+            env_layer[key] = value
+    if env_layer:
+        settings = _from_mapping(env_layer, settings, "environment (LLTUI_*)")
+    if cli:
+        given = {k: v for k, v in cli.items() if v is not None}
+        if given:
+            settings = _from_mapping(given, settings, "command line")
+    return settings

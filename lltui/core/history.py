@@ -1,0 +1,95 @@
+"""Bounded per-GPU history of a rig, owned by the app model (never by a widget)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from lltui.core.models import RigSample
+
+METRICS = ("power_w", "util_gpu", "memory_used", "temp_c", "util_mem")
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesStats:
+    values: tuple[float, ...]
+    lo: float | None
+    hi: float | None
+    last: float | None
+
+
+class RigHistory:
+    """Ring buffers of recent samples' metrics, keyed by GPU UUID.
+
+    ``maxlen`` bounds memory whatever the run length; a series is read for a time window
+    so the same buffers serve the 1, 5 and 15 minute views.
+    """
+
+    def __init__(self, maxlen: int = 3600) -> None:
+        self.maxlen = maxlen
+        self._t: dict[str, deque[float]] = {}
+        self._series: dict[tuple[str, str], deque[float | None]] = {}
+        self.first: RigSample | None = None
+        self.last: RigSample | None = None
+        self._energy_start: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return max((len(d) for d in self._t.values()), default=0)
+
+    def append(self, sample: RigSample) -> None:
+        if self.first is None:
+            self.first = sample
+        self.last = sample
+        for g in sample.gpus:
+            uuid = g.info.uuid
+            times = self._t.get(uuid)
+            if times is None:
+                times = self._t[uuid] = deque(maxlen=self.maxlen)
+            times.append(sample.t)
+            for metric in METRICS:
+                key = (uuid, metric)
+                buf = self._series.get(key)
+                if buf is None:
+                    buf = self._series[key] = deque(maxlen=self.maxlen)
+                value = None if g.lost else getattr(g, metric)
+                buf.append(None if value is None else float(value))
+            if g.energy_mj is not None and uuid not in self._energy_start:
+                self._energy_start[uuid] = g.energy_mj
+
+    def series(self, uuid: str, metric: str, window_s: float | None = None) -> SeriesStats:
+        """Values of ``metric`` for one GPU over the last ``window_s`` seconds (all if None);
+        missing readings are dropped."""
+        times = self._t.get(uuid)
+        buf = self._series.get((uuid, metric))
+        if not times or buf is None:
+            return SeriesStats((), None, None, None)
+        start = 0
+        if window_s is not None:
+            cutoff = times[-1] - window_s
+            # times are increasing: walk back from the end, cheaper than scanning all
+            start = len(times)
+            while start > 0 and times[start - 1] >= cutoff:
+                start -= 1
+        values = tuple(v for i, v in enumerate(buf) if i >= start and v is not None)
+        if not values:
+            return SeriesStats((), None, None, None)
+        return SeriesStats(values, min(values), max(values), values[-1])
+
+    def energy_since_start_mj(self) -> int | None:
+        """Energy all GPUs used since the first sample, from their energy counters."""
+        if self.last is None:
+            return None
+        total = 0
+        seen = False
+        for g in self.last.gpus:
+            start = self._energy_start.get(g.info.uuid)
+            if start is None or g.energy_mj is None:
+                continue
+            total += max(0, g.energy_mj - start)
+            seen = True
+        return total if seen else None
+
+    def seconds(self) -> float:
+        if self.first is None or self.last is None:
+            return 0.0
+        return self.last.t - self.first.t
