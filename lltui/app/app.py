@@ -84,9 +84,10 @@ class LltuiApp(App[int]):
         )
         self.poller = Poller(
             source,
-            lambda sample, dt: self.post_message(SampleReady(sample, dt)),
-            lambda error: self.post_message(PollFailed(error)),
+            self.ingest,
+            self.report_error,
             settings.interval,
+            clock=clock,
             limit=poll_limit,
         )
         self._start_polling = start_polling
@@ -140,19 +141,36 @@ class LltuiApp(App[int]):
     def busy_for(self) -> float | None:
         return self.poller.busy_for()
 
-    def on_sample_ready(self, message: SampleReady) -> None:
-        if not self.model.apply(message.sample, message.poll_seconds):
+    def ingest(self, sample: RigSample, poll_seconds: float = 0.0) -> None:
+        """Take a sample (on the poller thread, or from a test): into the model, to the
+        recorder, then a render request to the UI thread."""
+        if not self.model.apply(sample, poll_seconds):
             return
         self.samples_applied += 1
         if self._on_sample is not None:
-            self._on_sample(message.sample)
-        self._show()
+            try:
+                self._on_sample(sample)
+            except Exception as exc:  # a full disk must not stop the monitor
+                self.report_error(f"recording stopped: {exc}")
+                self._on_sample = None
+        self.post_message(SampleReady(sample))
+
+    def report_error(self, error: str) -> None:
+        self.model.fail(error)
+        self.post_message(PollFailed(error))
+
+    def on_sample_ready(self, message: SampleReady) -> None:
+        self.render_model()
 
     def on_poll_failed(self, message: PollFailed) -> None:
-        self.model.fail(message.error)
-        self._show()
+        self.render_model()
 
-    def _show(self) -> None:
+    def render_model(self) -> None:
+        """Render the model on the current screen (and the base screen under a modal)."""
+        with self.model.lock:
+            self._show_locked()
+
+    def _show_locked(self) -> None:
         screen = self.screen
         show = getattr(screen, "show", None)
         if show is not None:
@@ -168,7 +186,8 @@ class LltuiApp(App[int]):
     def _refresh_status(self) -> None:
         refresh = getattr(self.screen, "refresh_status", None)
         if refresh is not None:
-            refresh(self.model, self.busy_for())
+            with self.model.lock:
+                refresh(self.model, self.busy_for())
 
     # -- actions -------------------------------------------------------------------------
     def action_toggle_pause(self) -> None:
@@ -177,7 +196,7 @@ class LltuiApp(App[int]):
             self.poller.pause()
         else:
             self.poller.resume()
-        self._show()
+        self.render_model()
 
     def action_interval(self, direction: int) -> None:
         current = self.model.interval
@@ -189,27 +208,27 @@ class LltuiApp(App[int]):
             new = smaller[-1] if smaller else MIN_INTERVAL
         self.model.interval = new
         self.poller.set_interval(new)
-        self._show()
+        self.render_model()
 
     def action_cycle_sort(self) -> None:
         self.model.sort_index = (self.model.sort_index + 1) % len(SORT_KEYS)
-        self._show()
+        self.render_model()
 
     def action_sort_by(self, key: str) -> None:
         self.model.sort_index = SORT_KEYS.index(key)
-        self._show()
+        self.render_model()
 
     def action_reverse_sort(self) -> None:
         self.model.sort_reverse = not self.model.sort_reverse
-        self._show()
+        self.render_model()
 
     def action_cycle_window(self) -> None:
         self.model.window_index = (self.model.window_index + 1) % len(WINDOWS_S)
-        self._show()
+        self.render_model()
 
     def action_set_window(self, index: int) -> None:
         self.model.window_index = index % len(WINDOWS_S)
-        self._show()
+        self.render_model()
 
     def action_toggle_graphs(self) -> None:
         current = self.model.graphs
@@ -219,13 +238,13 @@ class LltuiApp(App[int]):
             n = len(self.model.latest.gpus) if self.model.latest else 1
             current = layout(n)[1] if layout else False
         self.model.graphs = not current
-        self._show()
+        self.render_model()
 
     def action_select_gpu(self, step: int) -> None:
         n = len(self.model.latest.gpus) if self.model.latest else 0
         if n:
             self.model.selected = (self.model.selected + step) % n
-            self._show()
+            self.render_model()
 
     def action_gpu_detail(self) -> None:
         if isinstance(self.screen, GpuDetailScreen):

@@ -8,12 +8,12 @@ from lltui.core.models import RigSample
 
 
 class SampleReady(Message):
-    """A new sample from the poller. Coalesces: only the newest pending one is handled."""
+    """The model took a new sample: render it. Coalesces: only the newest pending one is
+    handled (the model's history already holds every sample)."""
 
-    def __init__(self, sample: RigSample, poll_seconds: float) -> None:
+    def __init__(self, sample: RigSample) -> None:
         super().__init__()
         self.sample = sample
-        self.poll_seconds = poll_seconds
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SampleReady)

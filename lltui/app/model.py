@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ class RigModel:
     sort_reverse: bool = False
     selected: int = 0  # position of the selected GPU in latest.gpus
     graphs: bool | None = None  # None: decided by the terminal size
-    applied: list[int] = field(default_factory=list)
+    # apply() runs on the poller thread; the UI holds this lock while it renders
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def window_s(self) -> float:
@@ -44,21 +46,25 @@ class RigModel:
         return SORT_KEYS[self.sort_index]
 
     def apply(self, sample: RigSample, poll_s: float) -> bool:
-        """Take a sample; False (and counted) when it is older than one already shown."""
-        if self.latest is not None and sample.seq <= self.latest.seq:
-            self.dropped += 1
-            return False
-        self.latest = sample
-        self.info = sample.info
-        self.received_at = self.clock()
-        self.last_poll_s = poll_s
-        self.error = sample.error
-        self.history.append(sample)
-        return True
+        """Take a sample; False (and counted) when it is older than one already taken.
+
+        Every sample reaches the history here, even when the UI coalesces the renders."""
+        with self.lock:
+            if self.latest is not None and sample.seq <= self.latest.seq:
+                self.dropped += 1
+                return False
+            self.latest = sample
+            self.info = sample.info
+            self.received_at = self.clock()
+            self.last_poll_s = poll_s
+            self.error = sample.error
+            self.history.append(sample)
+            return True
 
     def fail(self, error: str) -> None:
-        self.error = error
-        self.error_at = self.clock()
+        with self.lock:
+            self.error = error
+            self.error_at = self.clock()
 
     def age(self) -> float | None:
         if self.received_at is None:

@@ -42,7 +42,7 @@ class Poller:
         self._paused = False
         self._thread: threading.Thread | None = None
         self.polls = 0
-        self.in_flight_since: float | None = None  # monotonic time the running poll began
+        self.in_flight_since: float | None = None  # clock() when the running poll began
 
     @property
     def paused(self) -> bool:
@@ -60,7 +60,7 @@ class Poller:
                 self._wake.clear()
                 continue
             started = time.monotonic()
-            self.in_flight_since = started
+            self.in_flight_since = self._clock()
             try:
                 sample = self.source.poll()
             except Exception as exc:  # a source bug or a dead remote: report, keep polling
@@ -98,4 +98,4 @@ class Poller:
     def busy_for(self) -> float | None:
         """Seconds the current poll has run, None when idle."""
         since = self.in_flight_since
-        return None if since is None else time.monotonic() - since
+        return None if since is None else self._clock() - since

@@ -165,3 +165,19 @@ def spark(values: tuple[float, ...] | list[float], width: int, lo: float, hi: fl
         f = min(max(f, 0.0), 1.0)
         out.append(SPARK_CHARS[round(f * 8)] if f > 0 else "▁" if v >= lo else " ")
     return " " * (width - len(out)) + "".join(out)
+
+
+def compact_indexes(indexes: tuple[int, ...] | list[int]) -> str:
+    """``(0, 1, 2, 3, 6)`` -> ``0-3,6``."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(indexes):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+        run = [i]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+    return ",".join(out)

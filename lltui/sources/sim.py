@@ -81,6 +81,9 @@ RTX3090 = GpuModel(
 RTX4090 = GpuModel(
     "NVIDIA GeForce RTX 4090", 24564, 450.0, 600.0, 18.0, 3105, 10501, 210, (8, 9), 4, 16, True
 )
+V100_SXM3 = GpuModel(
+    "Tesla V100-SXM3-32GB", 32768, 350.0, 350.0, 52.0, 1597, 958, 135, (7, 0), 3, 16, False, 6
+)
 H100_SXM = GpuModel(
     "NVIDIA H100 80GB HBM3", 81559, 700.0, 700.0, 70.0, 1980, 2619, 345, (9, 0), 5, 16, False, 18
 )
@@ -271,6 +274,33 @@ PROFILES: dict[str, SimProfile] = {
             ),
             nccl_env={"NCCL_IB_HCA": "mlx5_0,mlx5_1,mlx5_2,mlx5_3"},
             hostname="dgx-sim",
+        ),
+        SimProfile(
+            name="16xv100-dgx2",
+            description="16x V100 SXM3 on NVSwitch (NV6), two sockets",
+            gpus=(V100_SXM3,) * 16,
+            pci_bus_ids=tuple(
+                f"00000000:{b:02X}:00.0"
+                for b in (0x34, 0x36, 0x39, 0x3B, 0x57, 0x59, 0x5C, 0x5E)
+                + (0xB7, 0xB9, 0xBC, 0xBE, 0xE0, 0xE2, 0xE5, 0xE7)
+            ),
+            links=_even_links(16, "NV6"),
+            cpu_affinity=("0-23,48-71",) * 8 + ("24-47,72-95",) * 8,
+            numa_affinity=("0",) * 8 + ("1",) * 8,
+            cpu_count=96,
+            host_mem_gib=1510,
+            driver_version="535.247.01",
+            cuda_version="12.2",
+            nccl_version="2.18.5",
+            served=ServedModel(
+                gguf="Llama-3.1-405B-Instruct-Q4_K_M-00001-of-00006.gguf",
+                weights_gib=227.0,
+                n_layer=126,
+                kv_gib=31.5,
+                compute_mib=1400,
+                argv=("-ngl", "999", "-sm", "layer", "-c", "32768", "-np", "2"),
+            ),
+            hostname="dgx2-sim",
         ),
         SimProfile(
             name="mixed-4090-3090",

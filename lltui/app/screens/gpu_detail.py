@@ -84,9 +84,9 @@ class GpuDetailScreen(ModalScreen[None]):
             yield Static("", id="detail")
 
     def on_mount(self) -> None:
-        model: RigModel | None = getattr(self.app, "model", None)
-        if model is not None:
-            self.show(model)
+        render = getattr(self.app, "render_model", None)
+        if render is not None:
+            render()
 
     def show(self, model: RigModel) -> None:
         sample = model.latest

@@ -14,14 +14,15 @@ from lltui.app.widgets.process_table import ProcessTable
 from lltui.app.widgets.status import StatusBar, render_banner
 from lltui.core.balance import imbalances
 from lltui.core.models import RigSample
-from lltui.core.units import GIB, fmt_duration, fmt_energy_mj, fmt_pct
+from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
 
 CARD_MIN_WIDTH = 78
 GRAPHS_MIN_ROWS_PER_GPU = 9  # a card with sparklines needs this many rows to be useful
 
 
 def render_rig_line(sample: RigSample, model: RigModel) -> str:
-    """Totals over the GPUs, energy since start, and the load balance of what they serve."""
+    """Totals over the GPUs, energy since start, host, and the load balance of what they
+    serve; each line fits 78 columns."""
     live = [g for g in sample.gpus if not g.lost]
     total = sum(g.info.memory_total for g in live)
     used = sum(g.memory_used or 0 for g in live)
@@ -30,38 +31,36 @@ def render_rig_line(sample: RigSample, model: RigModel) -> str:
     limit = sum(g.power_limit_w or 0.0 for g in live)
     energy = model.history.energy_since_start_mj()
     lost = len(sample.gpus) - len(live)
-    parts = [
-        f"[b]{len(sample.gpus)} GPU{'s' if len(sample.gpus) != 1 else ''}[/b]",
-        f"VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB ({free / GIB:.1f} free)",
-        f"power {power:.0f}/{limit:.0f} W",
-        f"energy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}",
-    ]
+    n = len(sample.gpus)
+    first = (
+        f"[b]{n} GPU{'s' if n != 1 else ''}[/b]  VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB"
+        f" ({free / GIB:.1f} free)  power {power:.0f}/{limit:.0f} W"
+    )
     if lost:
-        parts.append(f"[b $error]{lost} lost[/]")
-    line = "  ".join(parts)
+        first += f"  [b $error]{lost} lost[/]"
+    second = f"energy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}"
+    host = sample.host
+    if host.cpu_pct is not None or host.mem_total:
+        used_gib = (host.mem_used or 0) / GIB
+        total_gib = (host.mem_total or 0) / GIB
+        second += (
+            f"  [b]host[/b] CPU {fmt_pct(host.cpu_pct)}/{host.cpu_count or '?'}"
+            f"  RAM {used_gib:.1f}/{total_gib:.1f} GiB"
+        )
+        if host.load_1m is not None:
+            second += f"  load {host.load_1m:.2f}"
+    lines = [first, second]
     balance = imbalances(sample)
     if balance:
         im = balance[0]
         colour = {"ok": "$gpu-ok", "uneven": "$gpu-warn", "skewed": "$gpu-hot"}[im.level]
-        line += (
-            f"\n[b]balance[/b] {escape(im.name)} GPU{','.join(map(str, im.gpu_indexes))}:"
+        lines.append(
+            f"[b]balance[/b] {escape(im.name[:16])} GPU{compact_indexes(im.gpu_indexes)}"
             f" [{colour}]{im.level}[/]  VRAM ±{im.vram_spread:.0f}%"
-            f" (full GPU{im.fullest}, empty GPU{im.emptiest})"
-            f"  util ±{im.util_spread:.0f}% (busy GPU{im.busiest})"
+            f" full {im.fullest} empty {im.emptiest}"
+            f"  util ±{im.util_spread:.0f}% busy {im.busiest}"
         )
-    host = sample.host
-    if host.cpu_pct is not None or host.mem_total:
-        mem_pct = 100 * host.mem_used / host.mem_total if host.mem_used and host.mem_total else None
-        used_gib = (host.mem_used or 0) / GIB
-        total_gib = (host.mem_total or 0) / GIB
-        line += (
-            f"\n[b]host[/b] {escape(host.hostname or '')} CPU {fmt_pct(host.cpu_pct)}"
-            f" of {host.cpu_count or '?'} cores  RAM {used_gib:.1f}/{total_gib:.1f} GiB"
-            f" ({fmt_pct(mem_pct)})"
-        )
-        if host.load_1m is not None:
-            line += f"  load {host.load_1m:.2f}"
-    return line
+    return "\n".join(lines)
 
 
 class MonitorScreen(Screen[None]):
@@ -81,14 +80,15 @@ class MonitorScreen(Screen[None]):
         self._columns = 0
 
     def on_screen_resume(self) -> None:
-        model: RigModel | None = getattr(self.app, "model", None)
-        if model is not None:
-            self.show(model)
+        self._render_from_app()
 
     def on_resize(self) -> None:
-        model: RigModel | None = getattr(self.app, "model", None)
-        if model is not None:
-            self.show(model)
+        self._render_from_app()
+
+    def _render_from_app(self) -> None:
+        render = getattr(self.app, "render_model", None)
+        if render is not None:
+            render()
 
     def _layout(self, n: int) -> tuple[int, bool, int]:
         """Columns of cards, whether cards carry sparklines, and each card's width."""

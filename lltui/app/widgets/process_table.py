@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from textual.widgets import DataTable
 
 from lltui.core.models import RigSample
-from lltui.core.units import MIB, fmt_bytes
+from lltui.core.units import MIB, compact_indexes, fmt_bytes
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("pid", "PID", 8),
     ("user", "USER", 10),
-    ("gpu", "GPU", 6),
+    ("gpu", "GPU", 7),
     ("gpu_mem", "GPU MEM", 10),
     ("cpu", "CPU%", 6),
     ("rss", "RSS", 9),
@@ -36,7 +36,7 @@ class ProcessRow:
         return (
             str(self.pid),
             self.user[:10],
-            ",".join(str(g) for g in self.gpus),
+            compact_indexes(self.gpus),
             mem,
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),

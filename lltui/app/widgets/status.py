@@ -34,8 +34,9 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
     elif model.latest is None:
         state = "[$text-muted]starting…[/]"
     else:
-        state = f"[$gpu-ok]●[/] every {model.interval:g}s"
+        state = "[$gpu-ok]●[/] live"
     parts.append(state)
+    parts.append(f"every {model.interval:g}s")
     parts.append(f"window {fmt_duration(model.window_s)}")
     line = "  ".join(parts)
     if model.error:

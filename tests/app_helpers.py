@@ -1,0 +1,102 @@
+"""Deterministic app construction for Pilot and snapshot tests."""
+
+from __future__ import annotations
+
+import threading
+
+from lltui.app.app import LltuiApp, create_app
+from lltui.config import Settings
+from lltui.core.models import RigInfo, RigSample
+from lltui.sources.sim import SimSource
+
+
+class StepClock:
+    """A clock that moves only when told (or by ``step`` per call when step > 0)."""
+
+    def __init__(self, start: float = 1000.0, step: float = 0.0) -> None:
+        self.now = start
+        self.step = step
+
+    def __call__(self) -> float:
+        value = self.now
+        self.now += self.step
+        return value
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def sim_app(
+    profile: str = "kaggle-2xt4",
+    *,
+    theme: str = "dark",
+    interval: float = 1.0,
+    start_polling: bool = False,
+    source: object | None = None,
+    clock: StepClock | None = None,
+) -> LltuiApp:
+    settings = Settings(interval=interval, theme=theme, source=f"sim:{profile}")
+    src = source or SimSource(profile, seed=0, clock=StepClock(step=1.0), start=0.0)
+    return create_app(
+        settings,
+        source=src,  # type: ignore[arg-type]
+        clock=clock or StepClock(),
+        start_polling=start_polling,
+    )
+
+
+def feed(app: LltuiApp, n: int) -> list[RigSample]:
+    """Poll the app's source n times on this thread, as the poller would."""
+    out = []
+    for _ in range(n):
+        sample = app.source.poll()
+        app.ingest(sample, 0.001)
+        out.append(sample)
+    return out
+
+
+class HangingSource:
+    """A source whose second poll blocks until released: a hung driver or dead remote."""
+
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.inner = SimSource("kaggle-2xt4", seed=0, clock=StepClock(step=1.0), start=20.0)
+        self.release = threading.Event()
+        self.hanging = threading.Event()
+        self.calls = 0
+
+    def open(self) -> RigInfo:
+        return self.inner.open()
+
+    def poll(self) -> RigSample:
+        self.calls += 1
+        if self.calls >= 2:
+            self.hanging.set()
+            self.release.wait(30)
+        return self.inner.poll()
+
+    def close(self) -> None:
+        self.release.set()
+
+
+class RaisingSource:
+    """A source whose polls raise after the first: a remote that went away."""
+
+    name = "raising"
+
+    def __init__(self) -> None:
+        self.inner = SimSource("kaggle-2xt4", seed=0, clock=StepClock(step=1.0), start=20.0)
+        self.calls = 0
+
+    def open(self) -> RigInfo:
+        return self.inner.open()
+
+    def poll(self) -> RigSample:
+        self.calls += 1
+        if self.calls >= 2:
+            raise ConnectionError("ssh: connect to host gpu-box port 22: Connection refused")
+        return self.inner.poll()
+
+    def close(self) -> None:
+        pass

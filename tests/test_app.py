@@ -1,0 +1,228 @@
+"""The monitor driven by Pilot: keys, pause, interval, sort, detail, stale and failing sources."""
+
+import asyncio
+
+from app_helpers import HangingSource, RaisingSource, StepClock, feed, sim_app
+
+from lltui.app.screens.gpu_detail import GpuDetailScreen
+from lltui.app.widgets.gpu_card import GpuCard
+from lltui.app.widgets.process_table import ProcessTable
+
+
+def text_of(app, selector: str) -> str:
+    return str(app.screen.query_one(selector).render())
+
+
+async def wait_for(predicate, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_banner_names_and_cards_on_a_simulated_rig():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 20)
+        await pilot.pause()
+        assert "SIMULATED" in text_of(app, "#banner")
+        cards = list(app.screen.query(GpuCard))
+        assert len(cards) == 2
+        assert all("Tesla T4" in str(c.render()) for c in cards)
+        assert "balance" in text_of(app, "#rig")
+
+
+async def test_real_poller_updates_the_screen():
+    app = sim_app("4xl4", interval=0.25, start_polling=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: app.samples_applied >= 3)
+        await pilot.pause()
+        assert len(app.screen.query(GpuCard)) == 4
+        seqs = [app.model.latest.seq]
+        await wait_for(lambda: app.model.latest.seq > seqs[0])
+
+
+async def test_pause_and_resume_stop_and_restart_sampling():
+    app = sim_app("kaggle-2xt4", interval=0.25, start_polling=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.samples_applied >= 1)
+        await pilot.press("space")
+        assert app.model.paused and app.poller.paused
+        assert "PAUSED" in text_of(app, "#status")
+        await asyncio.sleep(0.3)  # let a poll that was already running finish
+        count = app.samples_applied
+        await asyncio.sleep(0.6)
+        assert app.samples_applied == count
+        await pilot.press("space")
+        assert not app.model.paused
+        await wait_for(lambda: app.samples_applied > count)
+
+
+async def test_interval_keys_step_through_the_allowed_intervals():
+    app = sim_app(interval=1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("plus")
+        assert app.model.interval == 2.0 and app.poller.interval == 2.0
+        await pilot.press("minus", "minus", "minus", "minus", "minus")
+        assert app.model.interval == 0.25  # never below the floor
+        assert "every 0.25s" in text_of(app, "#status")
+
+
+async def test_sort_key_orders_the_process_table():
+    app = sim_app("2x3090-nvlink")  # llama-server on both GPUs, Xorg on GPU0
+    async with app.run_test(size=(100, 30)) as pilot:
+        feed(app, 20)
+        await pilot.pause()
+        table = app.screen.query_one(ProcessTable)
+        assert app.model.sort_key == "gpu_mem"
+        # llama-server holds far more GPU memory than Xorg: first by GPU memory
+        assert table.pids == [41234, 1873]
+        await pilot.press("s", "s", "s")  # cpu, rss, pid
+        assert app.model.sort_key == "pid"
+        assert table.pids == sorted(table.pids, reverse=True)
+        await pilot.press("r")
+        assert table.pids == sorted(table.pids)
+
+
+async def test_process_rows_update_in_place_by_key():
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(100, 30)) as pilot:
+        feed(app, 20)
+        await pilot.pause()
+        table = app.screen.query_one(ProcessTable)
+        table.move_cursor(row=1)
+        await pilot.pause()
+        assert table.cursor_row == 1
+        keys_before = list(table.rows)
+        feed(app, 3)
+        await pilot.pause()
+        assert list(table.rows) == keys_before
+        assert table.cursor_row == 1  # the table was not cleared
+
+
+async def test_select_gpu_and_open_detail():
+    app = sim_app("4xl4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        feed(app, 20)
+        await pilot.pause()
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        assert app.model.selected == 2
+        assert app.screen.query(GpuCard)[2].has_class("-selected")
+        await pilot.press("enter")
+        assert isinstance(app.screen, GpuDetailScreen)
+        detail = str(app.screen.query_one("#detail").render())
+        assert "GPU2" in detail and "power" in detail and "min" in detail
+        feed(app, 2)  # the detail follows the live model
+        await pilot.pause()
+        await pilot.press("escape")
+        assert not isinstance(app.screen, GpuDetailScreen)
+
+
+async def test_window_and_graph_toggles():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 20)
+        await pilot.pause()
+        first = str(app.screen.query(GpuCard)[0].render())
+        assert "pwr" not in first  # no room for sparklines at 80x24
+        await pilot.press("g")
+        await pilot.pause()
+        assert "pwr" in str(app.screen.query(GpuCard)[0].render())
+        await pilot.press("w")
+        assert app.model.window_s == 300.0
+        assert "window 5m00s" in text_of(app, "#status")
+
+
+async def test_hanging_source_keeps_ui_responsive_and_marks_data_stale():
+    clock = StepClock()
+    source = HangingSource()
+    app = sim_app(source=source, clock=clock, interval=0.25, start_polling=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.samples_applied >= 1)
+        await wait_for(source.hanging.is_set)
+        clock.advance(10.0)
+        app._refresh_status()
+        await pilot.pause()
+        assert "STALE" in text_of(app, "#status")
+        assert app.screen.query(GpuCard)[0].has_class("-stale")
+        await pilot.press("w")  # keys still work while the poll hangs
+        assert app.model.window_s == 300.0
+        source.release.set()
+        await wait_for(lambda: app.samples_applied >= 2)
+        app._refresh_status()
+        await pilot.pause()
+        assert "STALE" not in text_of(app, "#status")
+
+
+async def test_raising_source_shows_the_error_and_keeps_running():
+    app = sim_app(source=RaisingSource(), interval=0.25, start_polling=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: app.model.error is not None)
+        await pilot.pause()
+        status = text_of(app, "#status")
+        assert "source error" in status and "Connection refused" in status
+        await pilot.press("space")  # still alive
+        assert app.model.paused
+        assert app.is_running
+
+
+async def test_lost_gpu_is_shown_as_lost_while_others_update():
+    from dataclasses import replace
+
+    app = sim_app("4xl4")
+    async with app.run_test(size=(100, 40)) as pilot:
+        samples = feed(app, 20)
+        last = samples[-1]
+        gpus = list(last.gpus)
+        gpus[1] = replace(gpus[1], lost=True, error="GPU is lost", processes=())
+        app.ingest(replace(last, seq=last.seq + 1, gpus=tuple(gpus)))
+        await pilot.pause()
+        cards = app.screen.query(GpuCard)
+        assert cards[1].has_class("-lost") and "LOST" in str(cards[1].render())
+        assert "LOST" not in str(cards[0].render())
+        assert "1 lost" in text_of(app, "#rig")
+
+
+async def test_out_of_order_samples_are_dropped():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(80, 24)):
+        samples = feed(app, 3)
+        app.ingest(samples[0])
+        assert app.model.latest is samples[-1]
+        assert app.model.dropped == 1
+
+
+async def test_quit_on_q_and_ctrl_q():
+    for key in ("q", "ctrl+q"):
+        app = sim_app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press(key)
+            await pilot.pause()
+        assert app.return_code in (0, None)
+        assert not app.is_running
+
+
+async def test_keymap_from_config_remaps_a_binding():
+    from lltui.app.app import create_app
+    from lltui.config import Settings
+    from lltui.sources.sim import SimSource
+
+    settings = Settings(interval=1.0, source="sim:kaggle-2xt4", keymap={"pause": "x"})
+    app = create_app(settings, source=SimSource(), start_polling=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("x")
+        assert app.model.paused
+
+
+async def test_command_palette_lists_lltui_actions():
+    from lltui.app.palette import LltuiCommands
+
+    app = sim_app()
+    async with app.run_test(size=(100, 30)):
+        provider = LltuiCommands(app.screen)
+        names = [name for name, _help, _cb in provider._commands()]
+        assert "Pause / resume sampling" in names
+        assert any(n.startswith("Sort processes by") for n in names)
+        assert "View: monitor" in names
