@@ -132,7 +132,7 @@ async def test_window_and_graph_toggles():
         assert "pwr" in str(app.screen.query(GpuCard)[0].render())
         await pilot.press("w")
         assert app.model.window_s == 300.0
-        assert "window 5m00s" in text_of(app, "#status")
+        assert "graphs 5m" in text_of(app, "#status")
 
 
 async def test_hanging_source_keeps_ui_responsive_and_marks_data_stale():

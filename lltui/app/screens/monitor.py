@@ -75,9 +75,15 @@ class MonitorScreen(Screen[None]):
         yield ProcessTable(id="processes")
         yield Footer()
 
-    def on_mount(self) -> None:
+    def __init__(self) -> None:
+        super().__init__()
         self._cards: dict[str, GpuCard] = {}
         self._columns = 0
+        self._ready = False
+
+    def on_mount(self) -> None:
+        self._ready = True
+        self._render_from_app()
 
     def on_screen_resume(self) -> None:
         self._render_from_app()
@@ -103,6 +109,8 @@ class MonitorScreen(Screen[None]):
         return columns, graphs, card_width
 
     def show(self, model: RigModel) -> None:
+        if not self._ready:  # a sample can arrive before this screen is composed
+            return
         status = self.query_one(StatusBar)
         status.show(model, getattr(self.app, "busy_for", lambda: None)())
         banner = self.query_one("#banner", Static)
@@ -147,6 +155,8 @@ class MonitorScreen(Screen[None]):
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         """Cheap refresh of the status line only (age, stale marker) between samples."""
+        if not self._ready:
+            return
         self.query_one(StatusBar).show(model, busy_for)
         stale = model.stale(busy_for)
         for card in self._cards.values():

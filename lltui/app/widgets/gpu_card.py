@@ -136,7 +136,8 @@ def render_card(
         lines.append("  ".join(extras))
 
     if graphs:
-        spark_w = max(10, width - 26)
+        range_w = 13
+        spark_w = max(10, width - LABEL_W - range_w - 4)
         uuid = info.uuid
         for label, metric, lo, hi, unit, scale in (
             ("pwr", "power_w", 0.0, float(limit or info.power_limit_max_w or 1.0), "W", 1.0),
@@ -151,7 +152,7 @@ def render_card(
             else:
                 rng = f"{s.lo / scale:.0f}..{s.hi / scale:.0f}{unit}"
             line = spark(s.values, spark_w, lo, hi)
-            lines.append(f"{label:<{LABEL_W}}[$spark]{line}[/] [$text-muted]{rng}[/]")
+            lines.append(f"{label:<{LABEL_W}}[$text-muted]{rng:>{range_w}}[/] [$spark]{line}[/]")
     return "\n".join(lines)
 
 

@@ -31,7 +31,7 @@ class ProcessRow:
     rss: int | None
     command: str
 
-    def cells(self) -> tuple[str, ...]:
+    def cells(self, command_width: int = 200) -> tuple[str, ...]:
         mem = "-" if self.gpu_mem is None else f"{self.gpu_mem / MIB:.0f} MiB"
         return (
             str(self.pid),
@@ -40,7 +40,9 @@ class ProcessRow:
             mem,
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
-            self.command,
+            self.command
+            if len(self.command) <= command_width
+            else self.command[: command_width - 1] + "…",
         )
 
     def sort_value(self, key: str) -> tuple[float, int]:
@@ -113,23 +115,36 @@ class ProcessTable(DataTable[str]):
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self._rows: dict[int, ProcessRow] = {}
         self._order: list[int] = []
+        self._width = 0
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
             self.add_column(label, key=key, width=width)
 
+    def _command_width(self) -> int:
+        # what is left of the table's width after the fixed columns (each has 2 cells padding)
+        fixed = sum((w or 0) + 2 for _k, _l, w in COLUMNS if w is not None)
+        return max(16, self.size.width - fixed - 3)
+
     def show(self, sample: RigSample, sort_key: str, reverse: bool) -> None:
         rows = process_rows(sample)
+        width = self._command_width()
+        if width != self._width:
+            self._width = width
+            self._rows = {}  # re-render every cell at the new width (a resize, not a tick)
+            self._order = []
+            for key in list(self.rows):
+                self.remove_row(key)
         for pid in [p for p in self._rows if p not in rows]:
             self.remove_row(str(pid))
             del self._rows[pid]
         for pid, row in rows.items():
             old = self._rows.get(pid)
             if old is None:
-                self.add_row(*row.cells(), key=str(pid))
+                self.add_row(*row.cells(width), key=str(pid))
             elif old != row:
                 for (col, _label, _w), new_cell, old_cell in zip(
-                    COLUMNS, row.cells(), old.cells(), strict=True
+                    COLUMNS, row.cells(width), old.cells(width), strict=True
                 ):
                     if new_cell != old_cell:
                         self.update_cell(str(pid), col, new_cell)

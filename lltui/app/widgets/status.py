@@ -10,6 +10,10 @@ from lltui.core.models import RigInfo
 from lltui.core.units import fmt_duration
 
 
+def fmt_window(seconds: float) -> str:
+    return f"{seconds / 3600:g}h" if seconds >= 3600 else f"{seconds / 60:g}m"
+
+
 def render_banner(info: RigInfo) -> str:
     """The always-visible line that says a rig is simulated, and why."""
     if not info.simulated:
@@ -35,9 +39,8 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
         state = "[$text-muted]starting…[/]"
     else:
         state = "[$gpu-ok]●[/] live"
-    parts.append(state)
-    parts.append(f"every {model.interval:g}s")
-    parts.append(f"window {fmt_duration(model.window_s)}")
+    parts.append(f"{state} every {model.interval:g}s")
+    parts.append(f"graphs {fmt_window(model.window_s)}")
     line = "  ".join(parts)
     if model.error:
         line += f"\n[b $error]source error:[/] {escape(model.error)}"
@@ -49,5 +52,6 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
 class StatusBar(Static):
     def show(self, model: RigModel, busy_for: float | None) -> None:
         text = render_status(model, busy_for)
-        self.update(text, layout=text.count("\n") != getattr(self, "_n", -1))
-        self._n = text.count("\n")
+        if text != getattr(self, "_text", None):  # twice a second between samples: skip repeats
+            self._text = text
+            self.update(text)

@@ -1,0 +1,48 @@
+"""Snapshot tests of the monitor at 80x24 and 160x50 (plain def tests, as the plugin wants)."""
+
+import pytest
+from app_helpers import feed, sim_app
+
+SAMPLES = 40
+
+
+def _warm(app):
+    async def run_before(pilot):
+        feed(app, SAMPLES)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize(
+    ("profile", "size"),
+    [
+        ("kaggle-2xt4", (80, 24)),
+        ("kaggle-2xt4", (160, 50)),
+        ("8xh100-sxm", (80, 24)),
+        ("8xh100-sxm", (160, 50)),
+        ("16xv100-dgx2", (160, 50)),
+        ("mixed-4090-3090", (120, 40)),
+    ],
+)
+def test_monitor_snapshot(snap_compare, profile, size):
+    app = sim_app(profile)
+    assert snap_compare(app, terminal_size=size, run_before=_warm(app))
+
+
+@pytest.mark.parametrize("theme", ["light", "high-contrast"])
+def test_monitor_snapshot_themes(snap_compare, theme):
+    app = sim_app("2x3090-nvlink", theme=theme)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_warm(app))
+
+
+def test_gpu_detail_snapshot(snap_compare):
+    app = sim_app("2x3090-nvlink")
+
+    async def run_before(pilot):
+        feed(app, SAMPLES)
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
