@@ -47,12 +47,7 @@ def sim_app(
 
 def feed(app: LltuiApp, n: int) -> list[RigSample]:
     """Poll the app's source n times on this thread, as the poller would."""
-    out = []
-    for _ in range(n):
-        sample = app.source.poll()
-        app.ingest(sample, 0.001)
-        out.append(sample)
-    return out
+    return app.poll_sync(n)
 
 
 class HangingSource:

@@ -155,6 +155,16 @@ class LltuiApp(App[int]):
                 self._on_sample = None
         self.post_message(SampleReady(sample))
 
+    def poll_sync(self, n: int = 1) -> list[RigSample]:
+        """Poll the source ``n`` times on the calling thread, as the poller would; for
+        screenshots and tests that need a known history without timers."""
+        samples = []
+        for _ in range(n):
+            sample = self.source.poll()
+            self.ingest(sample, 0.0)
+            samples.append(sample)
+        return samples
+
     def report_error(self, error: str) -> None:
         self.model.fail(error)
         self.post_message(PollFailed(error))

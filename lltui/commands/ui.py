@@ -75,10 +75,10 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
 
     async def shoot() -> None:
         async with app.run_test(size=size) as pilot:
-            for _ in range(200):  # up to ~10 s for the first sample
+            for _ in range(2000):  # up to ~10 s for the first sample
                 if app.samples_applied or app.model.error:
                     break
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.005)
             await pilot.pause()
             folder, name = os.path.split(os.path.abspath(path))
             app.save_screenshot(filename=name, path=folder)

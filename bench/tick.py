@@ -1,0 +1,67 @@
+"""UI cost per tick: the UI-thread work of rendering one new sample on 2, 8 and 16 simulated
+GPUs, against the cost of the simulated poll itself measured in the same run.
+
+    .venv/bin/python bench/tick.py [--ticks N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+
+from lltui.app.app import create_app
+from lltui.config import Settings
+from lltui.sources.sim import SimSource
+
+PROFILES = (("kaggle-2xt4", 2), ("8xh100-sxm", 8), ("16xv100-dgx2", 16))
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+async def measure(profile: str, ticks: int, size: tuple[int, int]) -> tuple[float, float]:
+    settings = Settings(interval=1.0, source=f"sim:{profile}")
+    source = SimSource(profile, seed=0, clock=StepClock(), start=0.0)
+    app = create_app(settings, source=source, start_polling=False)
+    poll_ms, render_ms = [], []
+    async with app.run_test(size=size) as pilot:
+        app.poll_sync(30)
+        await pilot.pause()
+        for _ in range(ticks):
+            t0 = time.perf_counter()
+            sample = source.poll()
+            t1 = time.perf_counter()
+            app.model.apply(sample, 0.0)
+            app.render_model()
+            await pilot.pause()  # let Textual lay out and paint the frame
+            t2 = time.perf_counter()
+            poll_ms.append((t1 - t0) * 1000)
+            render_ms.append((t2 - t1) * 1000)
+    return statistics.median(poll_ms), statistics.median(render_ms)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ticks", type=int, default=40)
+    args = parser.parse_args()
+    for size in ((80, 24), (160, 50)):
+        for profile, n in PROFILES:
+            poll, render = asyncio.run(measure(profile, args.ticks, size))
+            print(
+                f"{n:>2} GPUs {size[0]}x{size[1]}: UI {render:6.2f} ms/tick"
+                f" ({render / n:.2f} ms/GPU), sim poll {poll:.2f} ms"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

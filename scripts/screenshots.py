@@ -1,0 +1,61 @@
+"""Regenerate the README screenshots in screenshots/ from simulated rigs.
+
+    .venv/bin/python scripts/screenshots.py
+
+Each shot runs the app headless over a seeded simulated rig with a stepping clock, takes
+60 samples so the sparklines have history, and saves an SVG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from lltui.app.app import create_app
+from lltui.config import Settings
+from lltui.sources.sim import SimSource
+
+OUT = Path(__file__).resolve().parents[1] / "screenshots"
+SAMPLES = 60
+
+SHOTS: tuple[tuple[str, str, tuple[int, int], str], ...] = (
+    # (file stem, profile, size, theme)
+    ("monitor-kaggle-2xt4-80x24", "kaggle-2xt4", (80, 24), "dark"),
+    ("monitor-kaggle-2xt4-160x50", "kaggle-2xt4", (160, 50), "dark"),
+    ("monitor-8xh100-sxm-80x24", "8xh100-sxm", (80, 24), "dark"),
+    ("monitor-8xh100-sxm-160x50", "8xh100-sxm", (160, 50), "dark"),
+    ("monitor-2x3090-nvlink-light", "2x3090-nvlink", (120, 40), "light"),
+    ("monitor-mixed-4090-3090-high-contrast", "mixed-4090-3090", (120, 40), "high-contrast"),
+)
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+async def shoot(stem: str, profile: str, size: tuple[int, int], theme: str) -> Path:
+    settings = Settings(interval=1.0, theme=theme, source=f"sim:{profile}")
+    source = SimSource(profile, seed=0, clock=StepClock(), start=0.0)
+    app = create_app(settings, source=source, start_polling=False, clock=lambda: 0.0)
+    async with app.run_test(size=size) as pilot:
+        app.poll_sync(SAMPLES)
+        await pilot.pause()
+        app.save_screenshot(filename=f"{stem}.svg", path=str(OUT))
+    return OUT / f"{stem}.svg"
+
+
+def main() -> int:
+    OUT.mkdir(exist_ok=True)
+    for shot in SHOTS:
+        print(asyncio.run(shoot(*shot)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

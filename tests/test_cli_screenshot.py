@@ -1,0 +1,26 @@
+import subprocess
+import sys
+
+from lltui.cli import main
+
+
+def test_screenshot_writes_an_svg_of_the_simulated_rig(tmp_path, capsys):
+    out = tmp_path / "shot.svg"
+    code = main(["--source", "sim:2x3090-nvlink", "--screenshot", str(out), "--size", "100x30"])
+    assert code == 0
+    svg = out.read_text()
+    assert svg.startswith("<svg") and "SIMULATED" in svg and "RTX&#160;3090" in svg
+
+
+def test_screenshot_bad_size_and_view_are_usage_errors(tmp_path, capsys):
+    assert main(["--source", "sim:colab-t4", "--screenshot", "x.svg", "--size", "huge"]) == 2
+    assert "--size" in capsys.readouterr().err
+    assert main(["--source", "sim:colab-t4", "--screenshot", "x.svg", "--view", "nope"]) == 2
+    assert "unknown view" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_cli():
+    proc = subprocess.run(
+        [sys.executable, "-m", "lltui", "--version"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("lltui ")
