@@ -1,5 +1,6 @@
 """UI cost per tick: the UI-thread work of rendering one new sample on 2, 8 and 16 simulated
-GPUs, against the cost of the simulated poll itself measured in the same run.
+GPUs. Each tick is measured against an idle frame (the same wait with nothing new) taken in
+the same run, so the harness's own overhead is shown and subtracted.
 
     .venv/bin/python bench/tick.py [--ticks N]
 """
@@ -28,11 +29,11 @@ class StepClock:
         return self.now
 
 
-async def measure(profile: str, ticks: int, size: tuple[int, int]) -> tuple[float, float]:
+async def measure(profile: str, ticks: int, size: tuple[int, int]) -> tuple[float, float, float]:
     settings = Settings(interval=1.0, source=f"sim:{profile}")
     source = SimSource(profile, seed=0, clock=StepClock(), start=0.0)
     app = create_app(settings, source=source, start_polling=False)
-    poll_ms, render_ms = [], []
+    poll_ms, render_ms, idle_ms = [], [], []
     async with app.run_test(size=size) as pilot:
         app.poll_sync(30)
         await pilot.pause()
@@ -44,9 +45,16 @@ async def measure(profile: str, ticks: int, size: tuple[int, int]) -> tuple[floa
             app.render_model()
             await pilot.pause()  # let Textual lay out and paint the frame
             t2 = time.perf_counter()
+            await pilot.pause()
+            t3 = time.perf_counter()
             poll_ms.append((t1 - t0) * 1000)
             render_ms.append((t2 - t1) * 1000)
-    return statistics.median(poll_ms), statistics.median(render_ms)
+            idle_ms.append((t3 - t2) * 1000)
+    return (
+        statistics.median(poll_ms),
+        statistics.median(render_ms),
+        statistics.median(idle_ms),
+    )
 
 
 def main() -> int:
@@ -55,10 +63,12 @@ def main() -> int:
     args = parser.parse_args()
     for size in ((80, 24), (160, 50)):
         for profile, n in PROFILES:
-            poll, render = asyncio.run(measure(profile, args.ticks, size))
+            poll, render, idle = asyncio.run(measure(profile, args.ticks, size))
+            cost = max(0.0, render - idle)
             print(
-                f"{n:>2} GPUs {size[0]}x{size[1]}: UI {render:6.2f} ms/tick"
-                f" ({render / n:.2f} ms/GPU), sim poll {poll:.2f} ms"
+                f"{n:>2} GPUs {size[0]}x{size[1]}: UI {cost:6.2f} ms/tick"
+                f" ({cost / n:.2f} ms/GPU; frame {render:.1f} ms vs idle frame {idle:.1f} ms,"
+                f" ratio {render / idle:.1f}), sim poll {poll:.2f} ms"
             )
     return 0
 
