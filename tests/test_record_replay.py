@@ -1,0 +1,477 @@
+"""Recordings: the JSONL format round trip, the Recorder, and replaying through ReplaySource."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lltui.core.models import (
+    GpuProcess,
+    GpuSample,
+    GpuStatic,
+    HostSample,
+    RigInfo,
+    RigSample,
+    SourceUnavailable,
+)
+from lltui.core.record import (
+    RECORDING_VERSION,
+    Encoder,
+    RecordingError,
+    decode_lines,
+    sample_from_dict,
+    sample_to_dict,
+)
+from lltui.sources.base import GpuSource
+from lltui.sources.registry import make_source, parse_source_spec
+from lltui.sources.replay import (
+    END_OF_RECORDING,
+    Recorder,
+    RecordingSource,
+    ReplaySource,
+    read_recording,
+)
+from lltui.sources.sim import PROFILES, SimSource
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def sim_samples(profile: str, n: int, step: float = 1.0) -> tuple[RigInfo, list[RigSample]]:
+    clock = FakeClock()
+    src = SimSource(profile, seed=3, clock=clock, start=0.0)
+    info = src.open()
+    out = []
+    for _ in range(n):
+        clock.now += step
+        out.append(src.poll())
+    return info, out
+
+
+def write(path: Path, info: RigInfo, samples: list[RigSample]) -> None:
+    with Recorder(path, wall=lambda: 1_767_225_600.0) as rec:
+        rec.start(info)
+        for s in samples:
+            rec.write(s)
+
+
+def odd_samples() -> tuple[RigInfo, list[RigSample]]:
+    """Samples with what a recording must keep exactly: Nones, empty and None reason lists,
+    ints in float fields, processes, a lost GPU, errors and a GPU not in the header."""
+    a = GpuStatic(0, "GPU-a", "Tesla T4", "00000000:00:04.0", 15 * 2**30, compute_capability=(7, 5))
+    b = GpuStatic(1, "GPU-b", "Tesla T4", "00000000:00:05.0", 15 * 2**30, persistence_mode=False)
+    stray = GpuStatic(7, "GPU-z", "NVIDIA L4", "00000000:00:09.0", 22 * 2**30)
+    info = RigInfo(
+        source="smi:box",
+        driver_version="550.54.15",
+        cuda_version="12.4",
+        nccl_version="2.21.5",
+        hostname="box",
+        gpus=(a, b),
+        hints=("this nvidia-smi does not report: memory.reserved",),
+    )
+    procs = (
+        GpuProcess(4242, 0, 9 * 2**30, "C", "llama-server", "me", "llama-server -m x.gguf", 2**30),
+        GpuProcess(1873, 0, None, "G", None, None, None, None, 0.0),
+    )
+    s1 = RigSample(
+        seq=1,
+        t=10.0,
+        wall=1_767_225_600.25,
+        info=info,
+        gpus=(
+            GpuSample(
+                a, memory_used=3, util_gpu=93, power_w=69.5, throttle_reasons=(), processes=procs
+            ),
+            GpuSample(b, throttle_reasons=None, temp_c=40.0, fan_pct=None),
+        ),
+        host=HostSample(cpu_pct=12.5, mem_total=2**34, hostname="box"),
+    )
+    s2 = RigSample(
+        seq=2,
+        t=11.0,
+        wall=1_767_225_601.25,
+        info=info,
+        gpus=(
+            GpuSample(a, util_gpu=0.0, throttle_reasons=("idle",)),
+            GpuSample(b, lost=True, error="missing from nvidia-smi output"),
+            GpuSample(stray, memory_used=0),
+        ),
+        error="process list: Unknown Error",
+    )
+    return info, [s1, s2]
+
+
+# -- the format ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_round_trip_of_simulated_rigs(tmp_path: Path, profile: str):
+    info, samples = sim_samples(profile, 12)
+    path = tmp_path / "rec.jsonl"
+    write(path, info, samples)
+    rec = read_recording(path)
+    assert rec.header.info == info
+    assert rec.samples == tuple(samples)
+    assert rec.hints == ()
+
+
+def test_round_trip_keeps_nones_tuples_ints_lost_gpus_and_errors(tmp_path: Path):
+    info, samples = odd_samples()
+    path = tmp_path / "rec.jsonl"
+    write(path, info, samples)
+    loaded = read_recording(path).samples
+    assert loaded == tuple(samples)
+    s1, s2 = loaded
+    assert s1.gpus[0].throttle_reasons == () and s1.gpus[1].throttle_reasons is None
+    assert type(s1.gpus[0].util_gpu) is int and type(s2.gpus[0].util_gpu) is float
+    assert s1.gpus[0].info.compute_capability == (7, 5)
+    assert isinstance(s1.gpus[0].processes, tuple) and s1.gpus[0].processes[1].used_memory is None
+    assert s2.gpus[1].lost and s2.gpus[2].info.uuid == "GPU-z"
+
+
+def test_an_info_change_mid_recording_is_kept(tmp_path: Path):
+    info, samples = odd_samples()
+    changed = replace(info, driver_version="560.28.03", hints=())
+    later = replace(samples[1], seq=3, info=changed)
+    path = tmp_path / "rec.jsonl"
+    write(path, info, [*samples, later])
+    loaded = read_recording(path).samples
+    assert loaded[-1] == later and loaded[0].info == info
+
+
+def test_header_and_compact_lines(tmp_path: Path):
+    info, samples = sim_samples("2x3090-nvlink", 3)
+    path = tmp_path / "rec.jsonl"
+    write(path, info, samples)
+    header, *lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert header["lltui_recording"] == RECORDING_VERSION
+    assert header["source"] == info.source and header["gpu_count"] == len(info.gpus)
+    assert header["created"] == "2026-01-01T00:00:00Z"
+    assert isinstance(header["lltui_version"], str)
+    got = header["info"]
+    assert got["driver_version"] == info.driver_version and got["cuda_version"] == info.cuda_version
+    assert got["nccl_version"] == info.nccl_version and got["hostname"] == info.hostname
+    assert [g["name"] for g in got["gpus"]] == [g.name for g in info.gpus]
+    assert [g["memory_total"] for g in got["gpus"]] == [g.memory_total for g in info.gpus]
+    text = path.read_text().splitlines()
+    for line, sample in zip(lines, samples, strict=True):
+        # GPUs refer to the header's list; their static facts are not repeated
+        assert [g["gpu"] for g in line["gpus"]] == [g.info.index for g in sample.gpus]
+        assert not any("uuid" in g for g in line["gpus"])
+    assert all(info.gpus[0].uuid not in t for t in text[1:])
+
+
+def test_sample_dicts_reject_wrong_types_with_a_path():
+    info, samples = odd_samples()
+    good = sample_to_dict(samples[0], info)
+    bad = json.loads(json.dumps(good))
+    bad["gpus"][0]["util_gpu"] = "hot"
+    with pytest.raises(RecordingError) as exc:
+        sample_from_dict(bad, info, 7)
+    assert exc.value.line == 7 and "gpus[0].util_gpu" in str(exc.value)
+    bad = json.loads(json.dumps(good))
+    bad["gpus"][1]["gpu"] = 5
+    with pytest.raises(RecordingError, match="not one of the 2 GPUs"):
+        sample_from_dict(bad, info)
+    bad = json.loads(json.dumps(good))
+    del bad["seq"]
+    with pytest.raises(RecordingError, match="seq is missing"):
+        sample_from_dict(bad, info)
+    bad = json.loads(json.dumps(good))
+    bad["gpus"][0]["info"] = "GPU-a"  # a key the format does not use is ignored
+    bad["future_field"] = 1
+    assert sample_from_dict(bad, info) == samples[0]
+
+
+# -- the recorder ----------------------------------------------------------------------------------
+
+
+def test_recorder_flushes_every_line(tmp_path: Path):
+    info, samples = sim_samples("kaggle-2xt4", 3)
+    path = tmp_path / "rec.jsonl"
+    rec = Recorder(path)
+    rec.start(info)
+    for k, s in enumerate(samples, start=1):
+        rec.write(s)
+        # read while the recorder is still open: everything written so far is there
+        assert read_recording(path).samples == tuple(samples[:k])
+    rec.close()
+    rec.close()
+    assert rec.closed
+
+
+def test_recorder_header_from_the_first_sample_and_writes_after_close(tmp_path: Path):
+    info, samples = sim_samples("colab-t4", 2)
+    path = tmp_path / "rec.jsonl"
+    rec = Recorder(path)
+    rec.write(samples[0])  # before start: the header comes from the sample's info
+    rec.start(info)  # already started: nothing more
+    rec.close()
+    rec.write(samples[1])  # dropped, not raised: the poller may still be delivering
+    loaded = read_recording(path)
+    assert loaded.header.info == info and loaded.samples == (samples[0],)
+    with pytest.raises(ValueError):
+        rec.start(info)
+
+
+def test_recorder_from_several_threads_keeps_lines_whole(tmp_path: Path):
+    info, samples = sim_samples("4xl4", 40)
+    path = tmp_path / "rec.jsonl"
+    rec = Recorder(path)
+    rec.start(info)
+    threads = [
+        threading.Thread(target=lambda part=samples[i::4]: [rec.write(s) for s in part])
+        for i in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rec.close()
+    loaded = read_recording(path).samples
+    assert sorted(loaded, key=lambda s: s.seq) == samples
+
+
+def test_recorder_on_a_bad_path_fails_at_once(tmp_path: Path):
+    with pytest.raises(OSError):
+        Recorder(tmp_path / "no-such-dir" / "rec.jsonl")
+
+
+def test_recording_source_tees_any_source(tmp_path: Path):
+    path = tmp_path / "rec.jsonl"
+    clock = FakeClock()
+    sim = SimSource("mixed-4090-3090", seed=1, clock=clock, start=0.0)
+    tee = RecordingSource(sim, Recorder(path))
+    assert isinstance(tee, GpuSource)
+    info = tee.open()
+    polled = []
+    for _ in range(4):
+        clock.now += 0.5
+        polled.append(tee.poll())
+    tee.close()
+    loaded = read_recording(path)
+    assert loaded.header.info == info and loaded.samples == tuple(polled)
+
+
+# -- replay ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> tuple[Path, RigInfo, list[RigSample]]:
+    info, samples = sim_samples("kaggle-2xt4", 5, step=2.0)
+    path = tmp_path / "rec.jsonl"
+    write(path, info, samples)
+    return path, info, samples
+
+
+def same_readings(played: RigSample, recorded: RigSample) -> bool:
+    """Replay renumbers seq and t and names itself as the source; the rest is as recorded."""
+    return (played.gpus, played.wall, played.host, played.error) == (
+        recorded.gpus,
+        recorded.wall,
+        recorded.host,
+        recorded.error,
+    )
+
+
+def test_replay_implements_the_protocol_and_names_itself(recording):
+    path, info, _ = recording
+    src = ReplaySource(path, stepped=True)
+    assert isinstance(src, GpuSource)
+    opened = src.open()
+    assert opened.source == f"replay:{path}"
+    assert opened.gpus == info.gpus and opened.driver_version == info.driver_version
+    assert any(info.source in h for h in opened.hints)
+
+
+def test_stepped_replay_then_the_end(recording):
+    path, _, samples = recording
+    src = ReplaySource(path, stepped=True, clock=FakeClock())
+    src.open()
+    played = [src.poll() for _ in range(len(samples))]
+    assert all(same_readings(p, r) for p, r in zip(played, samples, strict=True))
+    assert all(p.error is None for p in played)
+    seqs = [p.seq for p in played]
+    assert seqs == sorted(set(seqs))
+    # recorded spacing is kept on the replay's timeline
+    assert [b.t - a.t for a, b in itertools.pairwise(played)] == [
+        b.t - a.t for a, b in itertools.pairwise(samples)
+    ]
+    after = [src.poll() for _ in range(3)]
+    for a in after:
+        assert a.error == END_OF_RECORDING and a.gpus == played[-1].gpus
+    assert [a.seq for a in after] == sorted({a.seq for a in after})
+    assert after[0].seq > played[-1].seq and after[0].t >= played[-1].t
+    src.close()
+
+
+def test_recorded_speed_follows_the_clock(recording):
+    path, _, samples = recording  # recorded every 2 s
+    clock = FakeClock()
+    src = ReplaySource(path, clock=clock)
+    src.open()
+    first = src.poll()
+    assert same_readings(first, samples[0])
+    assert src.poll().seq == first.seq  # nothing new is due: the same sample again
+    clock.now += 1.9
+    assert src.poll().seq == first.seq
+    clock.now += 0.2  # 2.1 s in: the second sample's offset has elapsed
+    assert same_readings(src.poll(), samples[1])
+    clock.now += 4.0  # 6.1 s in
+    assert same_readings(src.poll(), samples[3])
+    clock.now += 10.0
+    end = src.poll()
+    assert end.error == END_OF_RECORDING and end.gpus == src.poll().gpus
+    assert same_readings(replace(end, error=None), samples[-1])
+
+
+def test_faster_speed(recording):
+    path, _, samples = recording
+    clock = FakeClock()
+    src = ReplaySource(path, clock=clock, speed=4.0)
+    src.open()
+    clock.now += 2.1  # 8.4 recorded seconds
+    assert same_readings(src.poll(), samples[4])
+
+
+def test_loop_starts_over_with_increasing_seq_and_time(recording):
+    path, _, samples = recording
+    src = ReplaySource(path, stepped=True, loop=True)
+    src.open()
+    played = [src.poll() for _ in range(2 * len(samples) + 1)]
+    assert all(p.error is None for p in played)
+    assert same_readings(played[len(samples)], samples[0])
+    assert [p.seq for p in played] == sorted({p.seq for p in played})
+    assert all(b.t > a.t for a, b in itertools.pairwise(played))
+    clock = FakeClock()
+    timed = ReplaySource(path, clock=clock, loop=True)
+    timed.open()
+    clock.now += 10.0 + 0.1  # one period (8 s of samples + one 2 s gap) and a bit
+    again = timed.poll()
+    assert same_readings(again, samples[0]) and again.seq == len(samples) + 1
+
+
+def test_registry_builds_a_replay_source(recording):
+    path = recording[0]
+    src = make_source(parse_source_spec(f"replay:{path}"))
+    assert isinstance(src, ReplaySource)
+    assert src.open().source == f"replay:{path}"
+
+
+def test_truncated_last_line_is_skipped_with_a_hint(recording):
+    path, _, samples = recording
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])  # cut mid-write
+    loaded = read_recording(path)
+    assert loaded.samples == tuple(samples[:-1])
+    assert loaded.hints and "cut short" in loaded.hints[0]
+    src = ReplaySource(path, stepped=True)
+    info = src.open()
+    assert any("cut short" in h for h in info.hints)
+    played = [src.poll() for _ in range(len(samples) - 1)]
+    assert same_readings(played[-1], samples[-2])
+    assert src.poll().error == END_OF_RECORDING
+
+
+def test_a_broken_line_in_the_middle_names_file_and_line(recording):
+    path, _, _ = recording
+    lines = path.read_text().splitlines(keepends=True)
+    lines[2] = lines[2][:30] + "\n"
+    path.write_text("".join(lines))
+    with pytest.raises(SourceUnavailable) as exc:
+        ReplaySource(path).open()
+    assert str(exc.value).startswith(f"{path}:3: ") and "\n" not in str(exc.value)
+    with pytest.raises(RecordingError) as rexc:
+        read_recording(path)
+    assert rexc.value.line == 3
+
+
+def test_a_bad_value_is_reported_when_played(recording):
+    path, _, _ = recording
+    lines = path.read_text().splitlines(keepends=True)
+    obj = json.loads(lines[3])
+    obj["gpus"][0]["power_w"] = "a lot"
+    lines[3] = json.dumps(obj) + "\n"
+    path.write_text("".join(lines))
+    src = ReplaySource(path, stepped=True)
+    src.open()
+    src.poll()
+    src.poll()
+    with pytest.raises(SourceUnavailable) as exc:
+        src.poll()
+    assert str(exc.value).startswith(f"{path}:4: ") and "power_w" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "words", "line"),
+    [
+        (b"", "empty", 1),
+        (b"\n\n", "empty", 1),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not an lltui recording", 1),
+        (b"gpu,memory\n0,15360\n", "not an lltui recording", 1),
+        (b'{"name": "something else"}\n', "not an lltui recording", 1),
+        (b"[1, 2, 3]\n", "not an lltui recording", 1),
+        (b'{"lltui_recording": "yes", "info": {}}\n', "not an lltui recording", 1),
+        (b'{"lltui_recording": 2, "info": {"source": "x"}}\n', "newer than this lltui", 1),
+        (b'{"lltui_recording": 1, "info": {"gpus": 3}}\n', "header", 1),
+        (b'{"lltui_recording": 1, "info": {"source": "nvml"}}\n', "no samples", None),
+        (
+            b'{"lltui_recording": 1, "info": {"source": "nvml"}}\n{"what": 1}\n{"seq": 1}\n',
+            "neither a sample",
+            2,
+        ),
+    ],
+    ids=[
+        "empty",
+        "blank",
+        "binary",
+        "csv",
+        "foreign-json",
+        "json-list",
+        "bad-version",
+        "newer-version",
+        "bad-header-info",
+        "header-only",
+        "unknown-record",
+    ],
+)
+def test_foreign_and_broken_files_are_one_clear_line(
+    tmp_path: Path, content: bytes, words: str, line: int | None
+):
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(SourceUnavailable) as exc:
+        ReplaySource(path).open()
+    message = str(exc.value)
+    assert words in message and "\n" not in message
+    where = f"{path}:{line}: " if line is not None else f"{path}: "
+    assert message.startswith(where)
+
+
+def test_missing_file_and_directory(tmp_path: Path):
+    with pytest.raises(SourceUnavailable, match="no such recording"):
+        ReplaySource(tmp_path / "nope.jsonl").open()
+    with pytest.raises(SourceUnavailable, match="directory"):
+        ReplaySource(tmp_path).open()
+    with pytest.raises(ValueError):
+        ReplaySource(tmp_path / "x", speed=0)
+
+
+def test_decode_lines_without_line_endings():
+    info, samples = odd_samples()
+    enc = Encoder(info)
+    lines = [enc.header(lltui_version="0", created=0.0)]
+    for s in samples:
+        lines += enc.lines(s)
+    assert decode_lines(lines).samples == tuple(samples)
