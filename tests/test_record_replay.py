@@ -35,6 +35,7 @@ from lltui.sources.replay import (
     RecordingSource,
     ReplaySource,
     read_recording,
+    record,
 )
 from lltui.sources.sim import PROFILES, SimSource
 
@@ -262,6 +263,22 @@ def test_recording_source_tees_any_source(tmp_path: Path):
     tee.close()
     loaded = read_recording(path)
     assert loaded.header.info == info and loaded.samples == tuple(polled)
+
+
+def test_record_helper_polls_and_closes(tmp_path: Path):
+    path = tmp_path / "rec.jsonl"
+    clock = FakeClock()
+    sim = SimSource("colab-t4", clock=clock, start=0.0)
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        clock.now += seconds
+
+    assert record(sim, path, 3, sleep=sleep, interval=2.0) == 3
+    loaded = read_recording(path).samples
+    assert [s.seq for s in loaded] == [1, 2, 3] and pauses == [2.0, 2.0]
+    assert [s.t for s in loaded] == [clock.now - 4.0, clock.now - 2.0, clock.now]
 
 
 # -- replay ----------------------------------------------------------------------------------------
