@@ -9,12 +9,14 @@ import sys
 from collections.abc import Sequence
 
 from lltui import __version__
-from lltui.commands import CliError
+from lltui.commands import CliError, add_replay_options
 
 # Each module exposes register(subparsers) and sets ``func`` on its parser.
 COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.gpus",
     "lltui.commands.doctor",
+    "lltui.commands.nccl",
+    "lltui.commands.topo",
 )
 
 
@@ -32,6 +34,7 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE; also LLTUI_SOURCE",
     )
     p.add_argument("--interval", type=float, default=None, help="seconds between samples")
+    add_replay_options(p)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,3 +76,29 @@ def test_version(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith("lltui ")
+
+
+def test_record_then_replay_through_the_cli(tmp_path, capsys):
+    rec = tmp_path / "rig.jsonl"
+    shot = tmp_path / "s.svg"
+    assert main(["--source", "sim:4xl4", "--record", str(rec), "--screenshot", str(shot)]) == 0
+    capsys.readouterr()
+    assert main(["gpus", "--json", "--source", f"replay:{rec}", "--replay-step"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["source"] == f"replay:{rec}"
+    assert [g["name"] for g in data["gpus"]] == ["NVIDIA L4"] * 4
+
+
+def test_record_to_a_bad_path_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "missing" / "r.jsonl"
+    assert main(["--source", "sim:4xl4", "--record", str(bad), "--screenshot", "x.svg"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--record" in err and len(err.splitlines()) == 1
+
+
+def test_replay_of_a_foreign_file_is_one_line(tmp_path, capsys):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello\n")
+    assert main(["gpus", "--source", f"replay:{junk}"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert str(junk) in err and len(err.splitlines()) == 1

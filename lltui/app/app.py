@@ -28,6 +28,7 @@ from lltui.config import MAX_INTERVAL, MIN_INTERVAL, Settings, themes_dir
 from lltui.core.history import RigHistory
 from lltui.core.models import RigInfo, RigSample
 from lltui.sources.base import GpuSource
+from lltui.sources.registry import ReplayOptions
 
 INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 STATUS_REFRESH_S = 0.5
@@ -283,6 +284,7 @@ def create_app(
     start_polling: bool = True,
     on_sample: SampleListener | None = None,
     view: str = "monitor",
+    replay: ReplayOptions | None = None,
 ) -> LltuiApp:
     """Build the app for a source (opened here from ``settings.source`` when not given).
 
@@ -291,7 +293,7 @@ def create_app(
     if source is None:
         from lltui.sources.registry import open_source
 
-        source, info = open_source(settings.source)
+        source, info = open_source(settings.source, replay=replay)
     elif info is None:
         info = source.open()
     return LltuiApp(

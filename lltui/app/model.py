@@ -51,7 +51,10 @@ class RigModel:
         Every sample reaches the history here, even when the UI coalesces the renders."""
         with self.lock:
             if self.latest is not None and sample.seq <= self.latest.seq:
-                self.dropped += 1
+                # the same seq again is "nothing new" (a replay polled faster than it was
+                # recorded); an older one arrived out of order
+                if sample.seq < self.latest.seq:
+                    self.dropped += 1
                 return False
             self.latest = sample
             self.info = sample.info

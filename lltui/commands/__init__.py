@@ -6,6 +6,7 @@ and ``lltui fit --json`` start fast; heavy imports go inside ``run``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
@@ -22,3 +23,19 @@ class CliError(Exception):
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
+
+
+def add_replay_options(p: argparse.ArgumentParser, default: object = None) -> None:
+    """``--replay-*``. A subcommand passes argparse.SUPPRESS so that, when not given there,
+    it leaves what was given before the subcommand alone."""
+    flag_default = False if default is None else default
+    p.add_argument(
+        "--replay-speed", type=float, default=default, metavar="X", help="replay at X times"
+    )
+    p.add_argument(
+        "--replay-step",
+        action="store_true",
+        default=flag_default,
+        help="replay one recorded sample per poll",
+    )
+    p.add_argument("--replay-loop", action="store_true", default=flag_default, help="loop a replay")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lltui.commands import CliError, print_json
+from lltui.commands import CliError, add_replay_options, print_json
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("gpus", help="one snapshot of every GPU (and host CPU/RAM)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--source", dest="sub_source", default=None, help="as the global --source")
+    add_replay_options(p, argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -20,11 +21,11 @@ def run(args: argparse.Namespace) -> int:
 
     from lltui.core.gpus_report import rig_to_json, rig_to_text
     from lltui.core.models import SourceUnavailable
-    from lltui.sources.registry import open_source
+    from lltui.sources.registry import open_source, replay_options
 
     spec = args.sub_source or args.source
     try:
-        source, info = open_source(spec)
+        source, info = open_source(spec, replay=replay_options(args))
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
         if not info.simulated:
             time.sleep(0.1)  # give host CPU% (and rate counters) an interval to measure
         sample = source.poll()
+    except SourceUnavailable as exc:  # an ssh drop, a broken recording line
+        raise CliError(f"source {spec}: {exc}", 1) from None
     finally:
         source.close()
     if args.json:

@@ -33,6 +33,7 @@ def run_app(args: argparse.Namespace) -> int:
     view = args.view or "monitor"
 
     from lltui.app.app import LltuiApp, create_app
+    from lltui.sources.registry import replay_options
 
     if view not in LltuiApp.MODES:
         raise CliError(f"unknown view {view!r}; views: {', '.join(LltuiApp.MODES)}", 2)
@@ -41,10 +42,14 @@ def run_app(args: argparse.Namespace) -> int:
         if args.record:
             from lltui.sources.replay import Recorder
 
-            recorder = Recorder(args.record)
+            try:
+                recorder = Recorder(args.record)
+            except OSError as exc:
+                raise CliError(f"--record {args.record}: {exc.strerror or exc}", 2) from None
         try:
             app = create_app(
                 settings,
+                replay=replay_options(args),
                 poll_limit=1 if args.screenshot else None,
                 on_sample=recorder.write if recorder is not None else None,
                 view=view,

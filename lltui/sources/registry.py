@@ -12,6 +12,22 @@ SOURCE_HELP = "auto, nvml, smi, smi:HOST, sim, sim:PROFILE or replay:FILE"
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    speed: float = 1.0  # times the recorded pace
+    stepped: bool = False  # one recorded sample per poll, whatever the recorded timing
+    loop: bool = False
+
+
+def replay_options(args: object) -> ReplayOptions:
+    """The ``--replay-*`` options of a parsed command line (defaults where absent)."""
+    return ReplayOptions(
+        speed=getattr(args, "replay_speed", None) or 1.0,
+        stepped=bool(getattr(args, "replay_step", False)),
+        loop=bool(getattr(args, "replay_loop", False)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class SourceSpec:
     kind: str  # auto | nvml | smi | sim | replay
     arg: str | None = None
@@ -43,7 +59,13 @@ def parse_source_spec(text: str | None) -> SourceSpec:
     raise ValueError(f"unknown source {spec!r}; use {SOURCE_HELP}")
 
 
-def make_source(spec: SourceSpec, *, sim_reason: str | None = None, seed: int = 0) -> GpuSource:
+def make_source(
+    spec: SourceSpec,
+    *,
+    sim_reason: str | None = None,
+    seed: int = 0,
+    replay: ReplayOptions | None = None,
+) -> GpuSource:
     """Construct (but do not open) the source a spec names."""
     if spec.kind == "nvml":
         from lltui.sources.nvml import NvmlSource
@@ -60,11 +82,14 @@ def make_source(spec: SourceSpec, *, sim_reason: str | None = None, seed: int = 
     if spec.kind == "replay":
         from lltui.sources.replay import ReplaySource
 
-        return ReplaySource(spec.arg or "")
+        opts = replay or ReplayOptions()
+        return ReplaySource(spec.arg or "", speed=opts.speed, stepped=opts.stepped, loop=opts.loop)
     raise ValueError(f"cannot construct source {spec}")
 
 
-def open_source(text: str | None, *, seed: int = 0) -> tuple[GpuSource, RigInfo]:
+def open_source(
+    text: str | None, *, seed: int = 0, replay: ReplayOptions | None = None
+) -> tuple[GpuSource, RigInfo]:
     """Open the source ``--source`` names.
 
     ``auto`` is NVML when it initialises with at least one GPU; otherwise the default
@@ -73,7 +98,7 @@ def open_source(text: str | None, *, seed: int = 0) -> tuple[GpuSource, RigInfo]
     """
     spec = parse_source_spec(text)
     if spec.kind != "auto":
-        source = make_source(spec, seed=seed)
+        source = make_source(spec, seed=seed, replay=replay)
         return source, source.open()
     try:
         source = make_source(SourceSpec("nvml"))
