@@ -104,8 +104,8 @@ def open_source(
         source = make_source(SourceSpec("nvml"))
         return source, source.open()
     except SourceUnavailable as exc:
-        reason = f"no NVIDIA GPU could be read here ({exc}); showing a simulated rig"
+        reason = f"no NVIDIA GPU here: {exc}; showing a simulated rig"
     except ImportError as exc:  # the binding is missing from this install
-        reason = f"nvidia-ml-py is not importable ({exc}); showing a simulated rig"
+        reason = f"nvidia-ml-py is not importable: {exc}; showing a simulated rig"
     sim = make_source(SourceSpec("sim", DEFAULT_PROFILE), sim_reason=reason, seed=seed)
     return sim, sim.open()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lltui.core.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.models import (
     GpuProcess,
     GpuSample,
@@ -363,17 +364,13 @@ def render_topo(profile: SimProfile) -> str:
 
 
 def cuda_order(profile: SimProfile) -> tuple[int, ...]:
-    """CUDA's default device order: compute capability descending, then PCI bus id."""
-    return tuple(
-        sorted(
-            range(len(profile.gpus)),
-            key=lambda i: (
-                -profile.gpus[i].compute_capability[0],
-                -profile.gpus[i].compute_capability[1],
-                profile.pci_bus_ids[i],
-            ),
-        )
-    )
+    """CUDA's default device order (compute capability descending, then PCI bus id), by the
+    same rule the NVML source uses."""
+    candidates = [
+        CudaCandidate("", bus, g.compute_capability)
+        for g, bus in zip(profile.gpus, profile.pci_bus_ids, strict=True)
+    ]
+    return tuple(enumeration_order(candidates, None))
 
 
 # The llama-server the simulated rig runs: loading, then prompt processing and generation
