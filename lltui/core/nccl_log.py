@@ -1,0 +1,428 @@
+"""Summaries of NCCL_DEBUG=INFO logs: version, ranks, channels, transports, network, warnings.
+
+NCCL prefixes each record with ``host:pid:tid [cudaDev]`` and a level (``NCCL INFO``,
+``NCCL WARN``; NCCL before 2.4 printed the level without the ``NCCL`` token). Launchers add
+their own prefix in front (Open MPI ``[1,0]<stdout>:``, Slurm ``0: ``, torchrun
+``[default0]:``, Ray ``(Worker pid=1)``), so records are searched for inside each line rather
+than anchored at its start. A line with no record right after a long WARN line is the rest of
+that WARN, hard-wrapped by a terminal or a paste, and is joined back onto it.
+
+Input is an iterable of lines, so a log of any size is read in one pass; what is kept of it
+(WARN and error lines) is capped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lltui.core.nccl_env import RESULT_NAMES
+
+MAX_KEPT_LINES = 2000  # WARN and error lines kept; the totals count every one
+MAX_LINE_CHARS = 4096  # a longer line is cut: no NCCL record is that long
+_WRAP_MIN_CHARS = 60  # a line shorter than this was not hard-wrapped
+_MAX_CONTINUATIONS = 3
+
+# host:pid:tid [dev] (NCCL )?LEVEL message
+_RECORD = re.compile(
+    r"(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]\s]{0,16})\] "
+    r"(?:(?P<src>[\w./+-]+:\d+) )?(?P<nccl>NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
+)
+# The same without the host prefix: only with the NCCL token, which makes it unambiguous.
+_BARE_RECORD = re.compile(r"\bNCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$")
+# Launcher prefixes, for lines that hold no record (continuations, error lines).
+LAUNCHER_PREFIX = re.compile(
+    r"^(?:\s*>)*\s*"
+    r"(?:\[\d+,\d+\]<\w+>:|\d+:(?=\s|#|$)|\[(?:default|rank)?\d+\]:|\(\w+ pid=\d+\))?"
+    r"\s*"
+)
+
+_VERSION = re.compile(r"\bNCCL version (?P<v>\d+\.\d+\.\d+\S*)")
+_CUDA_DRIVER = re.compile(r"\bcuda ?Driver ?Version:? (?P<v>\d+)", re.IGNORECASE)
+_NETWORK = re.compile(r"\bUsing (?:internal )?network (?P<net>\S.*?)\s*$", re.IGNORECASE)
+_NET_PREFIX = re.compile(r"\bNET/(?P<net>[A-Za-z][\w-]*)\s*:")
+_NET_DEVICES = re.compile(r"\bNET/(?P<net>[A-Za-z][\w-]*) ?: Using (?P<devs>\[\d+\].*)$")
+_VIA = re.compile(r"\bvia (?P<t>\S.*?)\s*$")
+_CHANNEL_VIA = re.compile(r"\b(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : .*\bvia ")
+_CHANNEL_LIST = re.compile(
+    r"\b(?:Channel|Ring) (?P<ch>\d+)(?:/(?P<total>\d+))? :(?P<ranks>(?:\s+\d+)+)\s*$"
+)
+_COLL_CHANNELS = re.compile(r"\b(?P<n>\d+) coll channels\b")
+_NRANKS = re.compile(r"\bnranks (?P<n>\d+)\b", re.IGNORECASE)
+_RANK = re.compile(r"\brank (?P<r>\d+) nranks \d+", re.IGNORECASE)
+_ENV_SET = re.compile(r"\b(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
+_ERROR_TRACE = re.compile(
+    r"^(?P<where>[\w./+-]+\.(?:cc|cu|c|cpp|h)):(?P<line>\d+) -> (?P<code>\d+)"
+)
+_INIT_COMPLETE = re.compile(r"\bInit COMPLETE\b")
+_ERROR_LINE = re.compile(
+    r"NCCL error|NCCL failure|CUDA failure|\bnccl(?:UnhandledCuda|System|Internal|Remote)Error\b"
+    r"|\bnccl(?:InvalidArgument|InvalidUsage)\b|unhandled (?:cuda|system) error"
+    r"|Watchdog caught collective operation timeout|DistBackendError"
+    r"|NCCL communicator was aborted",
+    re.IGNORECASE,
+)
+_NOT_A_CONTINUATION = re.compile(
+    r"^(?:Traceback\b|File \"|\w[\w.]*(?:Error|Exception|Warning)\b|#|\$|>>>|\S+@\S+[:$#])"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorTrace:
+    """One ``file.cc:123 -> 6`` line: where NCCL passed an error code up the stack."""
+
+    where: str
+    code: int
+
+    @property
+    def name(self) -> str | None:
+        return RESULT_NAMES.get(self.code)
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLogSummary:
+    nccl_version: str | None  # as printed: "2.25.1+cuda12.2"
+    cuda_driver_version: str | None  # "12.2", from cudaDriverVersion 12020
+    cuda_driver_code: int | None
+    nranks: int | None
+    channels: int | None
+    transports: tuple[str, ...]  # after "via", as printed, first seen first
+    network: str | None  # "IB", "Socket", a plugin's name
+    networks: tuple[str, ...]
+    warn_lines: tuple[str, ...]
+    error_lines: tuple[str, ...]
+    warn_total: int
+    error_total: int
+    hosts: tuple[str, ...]
+    pids: tuple[int, ...]
+    devices: tuple[str, ...]  # the [cudaDev] field values seen
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_X set by environment to Y
+    net_devices: tuple[str, ...] = ()  # "mlx5_0:1/IB", from NET/IB : Using [0]...
+    error_trace: tuple[ErrorTrace, ...] = ()
+    init_complete: int = 0  # "Init COMPLETE" lines
+    lines: int = 0
+    record_lines: int = 0  # lines holding an NCCL record
+
+    @property
+    def has_nccl(self) -> bool:
+        """True when anything in the input came from NCCL."""
+        return bool(
+            self.record_lines
+            or self.nccl_version
+            or self.transports
+            or self.error_lines
+            or self.network
+        )
+
+    @property
+    def transport_classes(self) -> tuple[str, ...]:
+        """``P2P``, ``SHM``, ``NET``, ... from the transports, first seen first."""
+        out: list[str] = []
+        for t in self.transports:
+            cls = t.split("/", 1)[0].split()[0]
+            if cls not in out:
+                out.append(cls)
+        return tuple(out)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nccl_version": self.nccl_version,
+            "cuda_driver_version": self.cuda_driver_version,
+            "nranks": self.nranks,
+            "channels": self.channels,
+            "transports": list(self.transports),
+            "network": self.network,
+            "warn_lines": list(self.warn_lines),
+            "error_lines": list(self.error_lines),
+            "warn_total": self.warn_total,
+            "error_total": self.error_total,
+            "transport_classes": list(self.transport_classes),
+            "networks": list(self.networks),
+            "net_devices": list(self.net_devices),
+            "cuda_driver_code": self.cuda_driver_code,
+            "hosts": list(self.hosts),
+            "pids": list(self.pids),
+            "devices": list(self.devices),
+            "env": dict(self.env),
+            "error_trace": [
+                {"where": t.where, "code": t.code, "name": t.name} for t in self.error_trace
+            ],
+            "init_complete": self.init_complete,
+            "lines": self.lines,
+            "record_lines": self.record_lines,
+        }
+
+
+def strip_launcher_prefix(line: str) -> str:
+    """The line without an MPI, Slurm, torchrun or Ray prefix, quote marks and indentation."""
+    m = LAUNCHER_PREFIX.match(line)
+    return line[m.end() :] if m else line
+
+
+def decode_cuda_driver(code: int) -> str:
+    """12020 -> "12.2", as CUDA encodes it (1000 * major + 10 * minor)."""
+    return f"{code // 1000}.{(code % 1000) // 10}"
+
+
+def _add(seq: list[Any], value: Any) -> None:
+    if value not in seq:
+        seq.append(value)
+
+
+class _Collector:
+    """Mutable state of one pass; frozen into an NcclLogSummary at the end."""
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self.version_fallback: str | None = None
+        self.cuda_code: int | None = None
+        self.nranks = 0
+        self.ranks_seen: set[int] = set()
+        self.list_ranks = 0
+        self.channel_total = 0
+        self.channel_ids: set[int] = set()
+        self.via_channel_max = -1
+        self.coll_channels = 0
+        self.transports: list[str] = []
+        self.networks: list[str] = []
+        self.net_hint: list[str] = []
+        self.net_devices: list[str] = []
+        self.warn: list[str] = []
+        self.errors: list[str] = []
+        self.warn_total = 0
+        self.error_total = 0
+        self.hosts: list[str] = []
+        self.pids: list[int] = []
+        self.devices: list[str] = []
+        self.env: dict[str, str] = {}
+        self.trace: list[ErrorTrace] = []
+        self.init_complete = 0
+        self.lines = 0
+        self.record_lines = 0
+        # The WARN or error line being extended by hard-wrapped continuations.
+        self.open_kind: str | None = None
+        self.open_len = 0
+        self.open_continuations = 0
+
+    def keep(self, kind: str, text: str) -> None:
+        if kind == "warn":
+            self.warn_total += 1
+            if len(self.warn) < MAX_KEPT_LINES:
+                self.warn.append(text)
+                self._open(kind, text)
+            else:
+                self.open_kind = None
+        else:
+            self.error_total += 1
+            if len(self.errors) < MAX_KEPT_LINES:
+                self.errors.append(text)
+                self._open(kind, text)
+            else:
+                self.open_kind = None
+
+    def _open(self, kind: str, text: str) -> None:
+        self.open_kind = kind
+        self.open_len = len(text)
+        self.open_continuations = 0
+
+    def continue_open(self, line: str, rest: str) -> bool:
+        """Join ``line`` onto the open WARN or error line when it looks hard-wrapped: right
+        after a long one, with no launcher prefix of its own, and not the start of
+        something else (a traceback, an error, a prompt)."""
+        if (
+            self.open_kind is None
+            or self.open_len < _WRAP_MIN_CHARS
+            or self.open_continuations >= _MAX_CONTINUATIONS
+            or not rest.strip()
+            or line[: len(line) - len(rest)].strip()
+            or _NOT_A_CONTINUATION.match(rest.strip())
+            or _ERROR_LINE.search(rest)
+        ):
+            return False
+        target = self.warn if self.open_kind == "warn" else self.errors
+        target[-1] = target[-1] + "\n" + line
+        self.open_len = len(line)
+        self.open_continuations += 1
+        return True
+
+
+def _message_facts(c: _Collector, msg: str) -> None:
+    """Facts any NCCL message can carry (INFO and WARN alike)."""
+    if c.version is None:
+        m = _VERSION.search(msg)
+        if m:
+            c.version = m.group("v").rstrip(",.;:)")
+    m = _CUDA_DRIVER.search(msg)
+    if m and c.cuda_code is None:
+        c.cuda_code = int(m.group("v"))
+    m = _NETWORK.search(msg)
+    if m:
+        _add(c.networks, m.group("net"))
+    m = _NET_DEVICES.search(msg)
+    if m:
+        for dev in re.findall(r"\[\d+\](\S+)", m.group("devs")):
+            _add(c.net_devices, dev)
+    m = _NET_PREFIX.search(msg)
+    if m and m.group("net") not in ("Plugin", "OFI"):
+        _add(c.net_hint, m.group("net"))
+    if " via " in msg:
+        mv = _VIA.search(msg)
+        if mv:
+            _add(c.transports, mv.group("t"))
+        mc = _CHANNEL_VIA.search(msg)
+        if mc:
+            c.via_channel_max = max(c.via_channel_max, int(mc.group("ch")))
+    else:
+        ml = _CHANNEL_LIST.search(msg)
+        if ml:
+            c.channel_ids.add(int(ml.group("ch")))
+            if ml.group("total"):
+                c.channel_total = max(c.channel_total, int(ml.group("total")))
+            c.list_ranks = max(c.list_ranks, len(ml.group("ranks").split()))
+    m = _COLL_CHANNELS.search(msg)
+    if m:
+        c.coll_channels = max(c.coll_channels, int(m.group("n")))
+    for m in _NRANKS.finditer(msg):
+        c.nranks = max(c.nranks, int(m.group("n")))
+    m = _RANK.search(msg)
+    if m:
+        c.ranks_seen.add(int(m.group("r")))
+    m = _ENV_SET.search(msg)
+    if m:
+        c.env[m.group("name")] = m.group("value")
+    m = _ERROR_TRACE.match(msg)
+    if m:
+        trace = ErrorTrace(f"{m.group('where')}:{m.group('line')}", int(m.group("code")))
+        if trace not in c.trace and len(c.trace) < MAX_KEPT_LINES:
+            c.trace.append(trace)
+    if _INIT_COMPLETE.search(msg):
+        c.init_complete += 1
+
+
+def _feed(c: _Collector, raw: str) -> None:
+    line = raw.rstrip("\r\n")
+    if len(line) > MAX_LINE_CHARS:
+        line = line[:MAX_LINE_CHARS]
+    line = line.rstrip()
+    c.lines += 1
+    rec = _RECORD.search(line)
+    if rec:
+        c.record_lines += 1
+        _add(c.hosts, rec.group("host"))
+        pid = int(rec.group("pid"))
+        if len(c.pids) < MAX_KEPT_LINES:
+            _add(c.pids, pid)
+        _add(c.devices, rec.group("dev"))
+        level, msg, text = rec.group("level"), rec.group("msg"), line[rec.start() :]
+    else:
+        bare = _BARE_RECORD.search(line)
+        if bare:
+            c.record_lines += 1
+            level, msg, text = bare.group("level"), bare.group("msg"), line[bare.start() :]
+        else:
+            level, msg, text = "", "", ""
+    if level:
+        _message_facts(c, msg)
+        if level == "WARN":
+            c.keep("warn", text)
+        elif level == "ABORT" or (_ERROR_LINE.search(msg) and level != "INFO"):
+            c.keep("error", text)
+        else:
+            c.open_kind = None
+        return
+    rest = strip_launcher_prefix(line)
+    if c.continue_open(line, rest):
+        return
+    c.open_kind = None
+    if not rest:
+        return
+    # Lines outside NCCL's records: the version banner NCCL_DEBUG=VERSION prints bare,
+    # and the errors frameworks and nccl-tests report about NCCL.
+    m = _VERSION.search(rest)
+    if m and rest.lstrip().startswith("NCCL version"):
+        c.version = c.version or m.group("v").rstrip(",.;:)")
+    elif m and c.version_fallback is None:
+        c.version_fallback = m.group("v").rstrip(",.;:)")
+    if _ERROR_LINE.search(rest):
+        c.keep("error", rest)
+
+
+def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
+    """Summarise an NCCL_DEBUG=INFO log given as lines (with or without their newlines)."""
+    c = _Collector()
+    for raw in lines:
+        _feed(c, raw)
+    channels = (
+        c.channel_total
+        or c.coll_channels
+        or len(c.channel_ids)
+        or (c.via_channel_max + 1 if c.via_channel_max >= 0 else 0)
+    )
+    nranks = c.nranks or c.list_ranks or None
+    network = c.networks[0] if c.networks else None
+    if network is None:
+        # No "Using network" line: the net transport that was used or talked about.
+        net_from_transport = [
+            t.split("/")[1] for t in c.transports if t.startswith("NET/") and t.count("/") >= 1
+        ]
+        candidates = net_from_transport + c.net_hint
+        network = candidates[0] if candidates else None
+    return NcclLogSummary(
+        nccl_version=c.version or c.version_fallback,
+        cuda_driver_version=decode_cuda_driver(c.cuda_code) if c.cuda_code else None,
+        cuda_driver_code=c.cuda_code,
+        nranks=nranks,
+        channels=channels or None,
+        transports=tuple(c.transports),
+        network=network,
+        networks=tuple(c.networks),
+        warn_lines=tuple(c.warn),
+        error_lines=tuple(c.errors),
+        warn_total=c.warn_total,
+        error_total=c.error_total,
+        hosts=tuple(c.hosts),
+        pids=tuple(c.pids),
+        devices=tuple(c.devices),
+        env=dict(c.env),
+        net_devices=tuple(c.net_devices),
+        error_trace=tuple(c.trace),
+        init_complete=c.init_complete,
+        lines=c.lines,
+        record_lines=c.record_lines,
+    )
+
+
+def parse_nccl_log_text(text: str) -> NcclLogSummary:
+    return parse_nccl_log(text.splitlines())
+
+
+def format_log_summary(s: NcclLogSummary) -> str:
+    """The summary as a few lines of text for the terminal."""
+    head = [f"NCCL {s.nccl_version}" if s.nccl_version else "NCCL version not in the log"]
+    if s.cuda_driver_version:
+        head.append(f"CUDA driver {s.cuda_driver_version}")
+    if s.nranks:
+        hosts = f" on {len(s.hosts)} host{'s' if len(s.hosts) != 1 else ''}" if s.hosts else ""
+        head.append(f"{s.nranks} rank{'s' if s.nranks != 1 else ''}{hosts}")
+    if s.channels:
+        head.append(f"{s.channels} channel{'s' if s.channels != 1 else ''}")
+    out = [" · ".join(head)]
+    out.append(f"network     {s.network or '-'}")
+    out.append(f"transports  {', '.join(s.transports) if s.transports else '-'}")
+    if s.env:
+        out.append("environment " + " ".join(f"{k}={v}" for k, v in s.env.items()))
+    for t in s.error_trace[:5]:
+        out.append(f"error code  {t.code} ({t.name or 'unknown'}) passed up at {t.where}")
+    out.append(f"warnings    {s.warn_total}")
+    for w in s.warn_lines:
+        out.append("  " + w.replace("\n", "\n    "))
+    if s.warn_total > len(s.warn_lines):
+        out.append(f"  ... {s.warn_total - len(s.warn_lines)} more")
+    out.append(f"errors      {s.error_total}")
+    for e in s.error_lines:
+        out.append("  " + e.replace("\n", "\n    "))
+    if s.error_total > len(s.error_lines):
+        out.append(f"  ... {s.error_total - len(s.error_lines)} more")
+    return "\n".join(out)

@@ -1,0 +1,545 @@
+"""nccl-tests output (all_reduce_perf, all_gather_perf, ...) parsed into rows and a summary.
+
+A data row is ``size count type [redop [root]] time algbw busbw wrong`` for the out-of-place
+run, then the same four for in-place. The redop and root columns came in later nccl-tests
+versions and ``#wrong`` replaced an ``error`` column, so rows are read by their shape, not by
+fixed positions. Launcher prefixes (``[1,0]<stdout>:``, ``0: ``), indentation, elided rows
+(``...``), and a missing ``# Avg bus bandwidth`` line are all expected.
+
+The same row model holds what ``lltui nccl bench`` measures, so both print alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lltui.core.nccl_log import MAX_LINE_CHARS, strip_launcher_prefix
+
+_INT = re.compile(r"^-?\d+$")
+_TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
+_REDOPS = frozenset({"sum", "prod", "max", "min", "avg", "none", "premulsum", "mulsum"})
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)", re.IGNORECASE)
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<status>\w+)?", re.IGNORECASE)
+_BANNER = re.compile(
+    r"^#\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)\s+minBytes\s+(?P<min>\d+)"
+    r"\s+maxBytes\s+(?P<max>\d+)"
+)
+_RANK_LINE = re.compile(
+    r"^#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
+    r"\s+device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*?)\s*$"
+)
+_BINARY = re.compile(r"\b(?P<name>[a-z][a-z_0-9]*?)_perf(?:_mpi)?\b")
+_STARTING = re.compile(r"Collective test starting:\s*(?P<name>[a-z_0-9]+?)(?:_perf)?\b")
+_HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
+_ELIDED = re.compile(r"^(?:\.{3,}|…)$")
+_FAILURE = re.compile(
+    r"Test (?:NCCL|CUDA) failure|NCCL failure|CUDA failure|NCCL WARN|Test FAILED|"
+    r"Out of bounds values\s*:\s*\d+\s*FAILED",
+    re.IGNORECASE,
+)
+
+
+def bus_bandwidth_factor(collective: str | None, nranks: int) -> float | None:
+    """busbw / algbw for a collective on ``nranks`` ranks, as nccl-tests computes it."""
+    if nranks < 1 or collective is None:
+        return None
+    n = nranks
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce", "sendrecv", "scatter", "gather", "hypercube"):
+        return 1.0
+    return None
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, factor: int, itemsize: int) -> list[int]:
+    """Message sizes from ``min_bytes`` to ``max_bytes`` multiplying by ``factor``, each a
+    whole number of elements; ``max_bytes`` is always the last size."""
+    if factor < 2:
+        raise ValueError(f"step factor must be 2 or more, not {factor}")
+    if itemsize < 1:
+        raise ValueError("itemsize must be positive")
+    lo = max(min_bytes, itemsize) // itemsize * itemsize
+    hi = max_bytes // itemsize * itemsize
+    if hi < lo:
+        raise ValueError(f"max size {max_bytes} B is below min size {min_bytes} B")
+    sizes = []
+    s = lo
+    while s <= hi:
+        sizes.append(s)
+        s *= factor
+    if sizes[-1] != hi:
+        sizes.append(hi)
+    return sizes
+
+
+@dataclass(frozen=True, slots=True)
+class NcclTestsRow:
+    size: int  # bytes
+    count: int  # elements
+    type: str  # "float", as nccl-tests prints it
+    redop: str | None
+    root: int | None
+    time_us_out: float | None
+    algbw_out: float | None  # GB/s (1e9 bytes per second)
+    busbw_out: float | None
+    wrong_out: float | None  # #wrong (an int) or the old max error column
+    time_us_in: float | None = None
+    algbw_in: float | None = None
+    busbw_in: float | None = None
+    wrong_in: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "count": self.count,
+            "type": self.type,
+            "time_us_out": self.time_us_out,
+            "algbw_out": self.algbw_out,
+            "busbw_out": self.busbw_out,
+            "time_us_in": self.time_us_in,
+            "algbw_in": self.algbw_in,
+            "busbw_in": self.busbw_in,
+            "redop": self.redop,
+            "root": self.root,
+            "wrong_out": _int_if_whole(self.wrong_out),
+            "wrong_in": _int_if_whole(self.wrong_in),
+        }
+
+
+def _int_if_whole(v: float | None) -> float | int | None:
+    if v is None or not math.isfinite(v):
+        return None
+    return int(v) if v == int(v) else v
+
+
+@dataclass(frozen=True, slots=True)
+class TestDevice:
+    rank: int
+    pid: int
+    host: str
+    device: int
+    bus: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class NcclTestsTable:
+    collective: str | None  # "all_reduce"
+    collective_inferred: bool  # from the columns, not printed
+    nranks: int | None  # from the device list of the header
+    rows: tuple[NcclTestsRow, ...]
+    avg_busbw: float | None
+    avg_busbw_text: str | None  # as printed
+    devices: tuple[TestDevice, ...] = ()
+    threads: int | None = None
+    gpus_per_thread: int | None = None
+    min_bytes: int | None = None
+    max_bytes: int | None = None
+    out_of_bounds: int | None = None
+    elided: bool = False
+    failures: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def peak_busbw_out(self) -> float | None:
+        vals = [r.busbw_out for r in self.rows if r.busbw_out is not None]
+        return max(vals) if vals else None
+
+    @property
+    def largest(self) -> NcclTestsRow | None:
+        return max(self.rows, key=lambda r: r.size) if self.rows else None
+
+    @property
+    def wrong_rows(self) -> int:
+        return _count_wrong(self.rows)
+
+    @property
+    def nranks_from_busbw(self) -> int | None:
+        """Ranks implied by busbw/algbw when the table is an all-reduce."""
+        if self.collective != "all_reduce":
+            return None
+        return nranks_from_all_reduce(self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        largest = self.largest
+        return {
+            "collective": self.collective,
+            "nranks": self.nranks,
+            "rows": [r.to_json() for r in self.rows],
+            "avg_busbw": self.avg_busbw,
+            "avg_busbw_text": self.avg_busbw_text,
+            "collective_inferred": self.collective_inferred,
+            "nranks_from_busbw": self.nranks_from_busbw,
+            "peak_busbw_out": self.peak_busbw_out,
+            "min_size": min((r.size for r in self.rows), default=None),
+            "max_size": largest.size if largest else None,
+            "largest_busbw_out": largest.busbw_out if largest else None,
+            "largest_busbw_in": largest.busbw_in if largest else None,
+            "devices": [
+                {
+                    "rank": d.rank,
+                    "pid": d.pid,
+                    "host": d.host,
+                    "device": d.device,
+                    "bus": d.bus,
+                    "name": d.name,
+                }
+                for d in self.devices
+            ],
+            "threads": self.threads,
+            "gpus_per_thread": self.gpus_per_thread,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "out_of_bounds": self.out_of_bounds,
+            "wrong_rows": self.wrong_rows,
+            "elided": self.elided,
+            "failures": list(self.failures),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NcclTestsResult:
+    """Every table in the input; most files hold one."""
+
+    tables: tuple[NcclTestsTable, ...]
+    lines: int
+
+    @property
+    def first(self) -> NcclTestsTable | None:
+        return self.tables[0] if self.tables else None
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.tables:
+            return {"collective": None, "nranks": None, "rows": [], "avg_busbw": None}
+        out = self.tables[0].to_json()
+        if len(self.tables) > 1:
+            out["more_tables"] = [t.to_json() for t in self.tables[1:]]
+        return out
+
+
+def _number(tok: str) -> float | None:
+    """A measured value; ``N/A`` (validation off) and garbage are None."""
+    try:
+        v = float(tok)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def parse_row(text: str) -> NcclTestsRow | None:
+    """One data row (prefix already stripped), or None when the line is not one."""
+    toks = text.split()
+    if len(toks) < 7 or not (_INT.match(toks[0]) and _INT.match(toks[1])):
+        return None
+    if not _TYPE.match(toks[2]):
+        return None
+    size, count, dtype = int(toks[0]), int(toks[1]), toks[2]
+    if size < 0 or count < 0:
+        return None
+    rest = toks[3:]
+    redop: str | None = None
+    root: int | None = None
+    if rest and rest[0].lower() in _REDOPS:
+        redop = rest[0]
+        rest = rest[1:]
+    elif rest and _number(rest[0]) is None:
+        return None
+    if len(rest) in (5, 9) and _INT.match(rest[0]):
+        root = int(rest[0])
+        rest = rest[1:]
+    if len(rest) not in (4, 8):
+        return None
+    # time, algbw and busbw must be numbers; the fourth column may say N/A.
+    groups = [rest[i : i + 4] for i in range(0, len(rest), 4)]
+    for g in groups:
+        if any(_number(t) is None for t in g[:3]):
+            return None
+    vals = [[_number(t) for t in g] for g in groups]
+    out = vals[0]
+    inp = vals[1] if len(vals) > 1 else [None, None, None, None]
+    return NcclTestsRow(
+        size=size,
+        count=count,
+        type=dtype,
+        redop=redop,
+        root=root,
+        time_us_out=out[0],
+        algbw_out=out[1],
+        busbw_out=out[2],
+        wrong_out=out[3],
+        time_us_in=inp[0],
+        algbw_in=inp[1],
+        busbw_in=inp[2],
+        wrong_in=inp[3],
+    )
+
+
+def _ratio_bounds(row: NcclTestsRow) -> tuple[float, float] | None:
+    """busbw/algbw of a row, as the interval its two printed decimals allow."""
+    a, b = row.algbw_out, row.busbw_out
+    if a is None or b is None or a < 0.1:
+        return None
+    half = _PRINTED_HALF_UNIT
+    return max(b - half, 0.0) / (a + half), (b + half) / (a - half)
+
+
+_PRINTED_HALF_UNIT = 0.005  # nccl-tests prints bandwidths with two decimals
+
+
+def _best_row(rows: Sequence[NcclTestsRow]) -> NcclTestsRow | None:
+    """The row whose printed bandwidths carry the most digits."""
+    usable = [r for r in rows if r.algbw_out and r.busbw_out]
+    return max(usable, key=lambda r: r.algbw_out or 0.0, default=None)
+
+
+def infer_collective(rows: Sequence[NcclTestsRow]) -> str | None:
+    """The collective a table measured, from its columns, where only one fits."""
+    r = _best_row(rows)
+    bounds = _ratio_bounds(r) if r is not None else None
+    if r is None or bounds is None:
+        return None
+    lo, hi = bounds
+    reduces = r.redop is None or r.redop.lower() != "none"
+    if r.root is not None and r.root >= 0:
+        if lo <= 1.0 <= hi:
+            return "reduce" if r.redop and r.redop.lower() != "none" else "broadcast"
+        return None
+    if reduces and lo > 1.0:
+        return "all_reduce"  # only all-reduce moves more than the buffer per rank
+    if r.redop is not None and reduces and hi < 1.0:
+        return "reduce_scatter"
+    return None
+
+
+def nranks_from_all_reduce(rows: Sequence[NcclTestsRow]) -> int | None:
+    """Ranks implied by an all-reduce's busbw = algbw * 2(n-1)/n, when the printed digits
+    pin it to one integer."""
+    r = _best_row(rows)
+    bounds = _ratio_bounds(r) if r is not None else None
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    if lo < 0.99 or hi >= 2.0:
+        return None
+    n_lo, n_hi = 2.0 / (2.0 - lo), 2.0 / (2.0 - hi)
+    if round(n_lo) != round(n_hi):
+        return None
+    return max(1, round(n_lo))
+
+
+class _TableBuilder:
+    def __init__(self) -> None:
+        self.collective: str | None = None
+        self.rows: list[NcclTestsRow] = []
+        self.avg: float | None = None
+        self.avg_text: str | None = None
+        self.devices: dict[int, TestDevice] = {}
+        self.threads: int | None = None
+        self.gpus: int | None = None
+        self.min_bytes: int | None = None
+        self.max_bytes: int | None = None
+        self.oob: int | None = None
+        self.elided = False
+        self.failures: list[str] = []
+        self.bad_rows = 0
+        self.seen_header = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.rows or self.avg_text or self.devices or self.threads)
+
+    def build(self) -> NcclTestsTable:
+        collective = self.collective
+        inferred = False
+        if collective is None:
+            collective = infer_collective(self.rows)
+            inferred = collective is not None
+        warnings: list[str] = []
+        if self.rows and self.avg_text is None:
+            warnings.append("no '# Avg bus bandwidth' line: the output was cut or is partial")
+        if self.elided:
+            warnings.append("rows were elided ('...'): the average covers rows not shown")
+        if self.bad_rows:
+            warnings.append(f"{self.bad_rows} line(s) looked like rows but could not be read")
+        wrong = _count_wrong(self.rows)
+        if wrong:
+            warnings.append(
+                f"{wrong} measurement(s) report wrong results (#wrong > 0): "
+                "data was corrupted in transit"
+            )
+        return NcclTestsTable(
+            collective=collective,
+            collective_inferred=inferred,
+            nranks=len(self.devices) or None,
+            rows=tuple(self.rows),
+            avg_busbw=_number(self.avg_text) if self.avg_text else None,
+            avg_busbw_text=self.avg_text,
+            devices=tuple(self.devices[k] for k in sorted(self.devices)),
+            threads=self.threads,
+            gpus_per_thread=self.gpus,
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            out_of_bounds=self.oob,
+            elided=self.elided,
+            failures=tuple(self.failures[:50]),
+            warnings=tuple(warnings),
+        )
+
+
+def _count_wrong(rows: Sequence[NcclTestsRow]) -> int:
+    """Measurements whose #wrong column is a positive count (the old float error column,
+    such as 5e-07, is a rounding error, not a count)."""
+    return sum(
+        1
+        for r in rows
+        for w in (r.wrong_out, r.wrong_in)
+        if w is not None and w >= 1 and w == int(w)
+    )
+
+
+def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsResult:
+    """Parse nccl-tests output given as lines."""
+    tables: list[NcclTestsTable] = []
+    cur = _TableBuilder()
+    pending_collective: str | None = None
+    n = 0
+    for raw in lines:
+        n += 1
+        line = raw.rstrip("\r\n")[:MAX_LINE_CHARS]
+        text = strip_launcher_prefix(line).rstrip()
+        if not text:
+            continue
+        if not text.startswith("#"):
+            m = _BINARY.search(text)
+            if m and parse_row(text) is None:
+                pending_collective = m.group("name")
+                if cur.rows:
+                    tables.append(cur.build())
+                    cur = _TableBuilder()
+                cur.collective = cur.collective or pending_collective
+                continue
+        m = _STARTING.search(text)
+        if m:
+            if cur.rows:
+                tables.append(cur.build())
+                cur = _TableBuilder()
+            cur.collective = m.group("name")
+            continue
+        if text.startswith("#"):
+            m = _BANNER.match(text)
+            if m:
+                if cur.rows:
+                    tables.append(cur.build())
+                    cur = _TableBuilder()
+                    cur.collective = pending_collective
+                cur.threads = int(m.group("threads"))
+                cur.gpus = int(m.group("gpus"))
+                cur.min_bytes = int(m.group("min"))
+                cur.max_bytes = int(m.group("max"))
+                continue
+            m = _RANK_LINE.match(text)
+            if m:
+                rank = int(m.group("rank"))
+                cur.devices.setdefault(
+                    rank,
+                    TestDevice(
+                        rank=rank,
+                        pid=int(m.group("pid")),
+                        host=m.group("host"),
+                        device=int(m.group("dev")),
+                        bus=m.group("bus"),
+                        name=m.group("name"),
+                    ),
+                )
+                continue
+            if _HEADER.match(text):
+                if cur.rows:
+                    tables.append(cur.build())
+                    cur = _TableBuilder()
+                    cur.collective = pending_collective
+                cur.seen_header = True
+                continue
+            m = _AVG.match(text)
+            if m:
+                cur.avg_text = m.group("v")
+                continue
+            m = _OOB.match(text)
+            if m:
+                cur.oob = int(m.group("n"))
+                if (m.group("status") or "").upper() == "FAILED":
+                    cur.failures.append(text)
+                continue
+            continue
+        if _ELIDED.match(text):
+            cur.elided = cur.elided or bool(cur.rows or cur.seen_header)
+            continue
+        row = parse_row(text)
+        if row is not None:
+            cur.rows.append(row)
+            continue
+        if _FAILURE.search(text):
+            cur.failures.append(text)
+            continue
+        toks = text.split()
+        if cur.seen_header and len(toks) >= 3 and _INT.match(toks[0]) and _INT.match(toks[1]):
+            cur.bad_rows += 1
+    if not cur.empty or cur.failures:
+        tables.append(cur.build())
+    return NcclTestsResult(tables=tuple(t for t in tables if t.rows or t.avg_busbw_text), lines=n)
+
+
+def parse_nccl_tests_text(text: str) -> NcclTestsResult:
+    return parse_nccl_tests(text.splitlines())
+
+
+def _f(v: float | None, width: int, prec: int = 2) -> str:
+    return ("-" if v is None else f"{v:.{prec}f}").rjust(width)
+
+
+def format_rows(rows: Sequence[NcclTestsRow]) -> list[str]:
+    """Rows as nccl-tests lays them out (size, count, type, time/algbw/busbw both ways)."""
+    out = [
+        f"{'size':>12} {'count':>12} {'type':>8}  "
+        f"{'time us':>9} {'algbw':>7} {'busbw':>7}  {'in-place':>9} {'algbw':>7} {'busbw':>7}"
+    ]
+    for r in rows:
+        out.append(
+            f"{r.size:>12} {r.count:>12} {r.type:>8}  "
+            f"{_f(r.time_us_out, 9)} {_f(r.algbw_out, 7)} {_f(r.busbw_out, 7)}  "
+            f"{_f(r.time_us_in, 9)} {_f(r.algbw_in, 7)} {_f(r.busbw_in, 7)}"
+        )
+    return out
+
+
+def format_table(t: NcclTestsTable) -> str:
+    name = t.collective or "collective not printed"
+    if t.collective and t.collective_inferred:
+        name += " (inferred from the columns)"
+    head = [name]
+    if t.nranks:
+        head.append(f"{t.nranks} ranks")
+    elif t.nranks_from_busbw:
+        head.append(f"~{t.nranks_from_busbw} ranks (from busbw/algbw)")
+    out = [" · ".join(head)]
+    out += format_rows(t.rows)
+    peak = t.peak_busbw_out
+    if peak is not None:
+        at = max((r for r in t.rows if r.busbw_out == peak), key=lambda r: r.size)
+        out.append(f"peak bus bandwidth  {peak:.2f} GB/s at {at.size} B")
+    out.append(
+        f"avg bus bandwidth   {t.avg_busbw_text} GB/s"
+        if t.avg_busbw_text
+        else "avg bus bandwidth   not in the output"
+    )
+    for w in t.warnings:
+        out.append(f"warning: {w}")
+    for f in t.failures[:10]:
+        out.append(f"failure: {f}")
+    return "\n".join(out)
