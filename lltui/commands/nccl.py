@@ -1,0 +1,334 @@
+"""``lltui nccl``: the NCCL library and environment, NCCL logs, nccl-tests output, a bench.
+
+lltui nccl [--json]              library, version, NCCL_* environment, findings
+lltui nccl log FILE [--json]     an NCCL_DEBUG=INFO log summarised (FILE or - for stdin)
+lltui nccl tests FILE [--json]   nccl-tests output (all_reduce_perf, ...) summarised
+lltui nccl bench [--json]        all-reduce bandwidth across the local GPUs
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+from lltui.commands import CliError, print_json
+
+MAX_LINE_BYTES = 64 * 1024  # longer lines are cut; no NCCL or nccl-tests line comes close
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "nccl",
+        help="NCCL library, version, NCCL_* environment, advice; logs, nccl-tests, bench",
+        description=(
+            "Without a subcommand: which libnccl.so.2 lltui finds, its version, the NCCL_* "
+            "environment and findings about it (exit 1 when no libnccl is found). "
+            "$LLTUI_NCCL_LIB and $LLTUI_CUDART_LIB name libraries to use instead of searching."
+        ),
+    )
+    p.add_argument("--json", action="store_true", dest="nccl_json", help="print JSON")
+    p.add_argument("--lib", metavar="PATH", dest="nccl_lib", help="libnccl.so.2 to load")
+    p.add_argument(
+        "--source",
+        dest="sub_source",
+        default=None,
+        help="as the global --source: sim:PROFILE shows a simulated rig's NCCL facts",
+    )
+    p.set_defaults(func=run, nccl_command=None)
+    nsub = p.add_subparsers(dest="nccl_command", metavar="SUBCOMMAND")
+
+    pl = nsub.add_parser(
+        "log",
+        help="summarise an NCCL_DEBUG=INFO log",
+        description="Version, ranks, channels, transports, network, WARN and error lines "
+        "of an NCCL_DEBUG=INFO log (with MPI/Slurm prefixes, wrapped lines, old formats).",
+    )
+    pl.add_argument("file", metavar="FILE", help="the log, or - for stdin")
+    pl.add_argument("--json", action="store_true", help="print JSON")
+    pl.set_defaults(func=run_log)
+
+    pt = nsub.add_parser(
+        "tests",
+        help="summarise nccl-tests output (all_reduce_perf, all_gather_perf, ...)",
+        description="Rows, bandwidths and the average of nccl-tests output, prefixes and "
+        "elided rows included.",
+    )
+    pt.add_argument("file", metavar="FILE", help="the output, or - for stdin")
+    pt.add_argument("--json", action="store_true", help="print JSON")
+    pt.set_defaults(func=run_tests)
+
+    pb = nsub.add_parser(
+        "bench",
+        help="measure all-reduce bus bandwidth across the local GPUs",
+        description="Float all-reduce from --min-size to --max-size, out-of-place and "
+        "in-place, timed like nccl-tests (busbw = algbw * 2(n-1)/n). Needs a GPU; exit 1 "
+        "when there is none or when the results are wrong.",
+    )
+    pb.add_argument("--json", action="store_true", help="print JSON")
+    pb.add_argument("--gpus", metavar="LIST", help="CUDA device indices, e.g. 0,1 (default all)")
+    pb.add_argument("--min-size", default="8", metavar="SIZE", help="smallest message (8)")
+    pb.add_argument("--max-size", default="256MiB", metavar="SIZE", help="largest (256MiB)")
+    pb.add_argument("--step", type=int, choices=(2, 4), default=2, help="size factor (2)")
+    pb.add_argument("--iters", type=int, default=20, help="timed iterations per size (20)")
+    pb.add_argument("--warmup", type=int, default=5, help="untimed iterations first (5)")
+    pb.add_argument("--lib", metavar="PATH", help="libnccl.so.2 to load")
+    pb.add_argument("--cudart", metavar="PATH", help="libcudart to load")
+    pb.add_argument("--no-check", action="store_true", help="skip the correctness check")
+    pb.set_defaults(func=run_bench)
+
+
+def _wants_json(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "json", False) or getattr(args, "nccl_json", False))
+
+
+def read_lines(path: str, *, stdin: IO[bytes] | None = None) -> Iterator[str]:
+    """Lines of a text file (``-`` for stdin), decoded leniently, each cut to
+    MAX_LINE_BYTES so a file without newlines cannot fill memory."""
+    if path == "-":
+        yield from _lines(stdin or sys.stdin.buffer)
+        return
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below, after the generator ends
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file", 2) from None
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory", 2) from None
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror or exc}", 2) from None
+    with f:
+        yield from _lines(f)
+
+
+def _lines(stream: IO[bytes]) -> Iterator[str]:
+    while True:
+        try:
+            line = stream.readline(MAX_LINE_BYTES)
+        except OSError as exc:
+            raise CliError(f"read error: {exc.strerror or exc}", 1) from None
+        if not line:
+            return
+        if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:  # drop the rest of an overlong line
+                rest = stream.readline(MAX_LINE_BYTES)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield line.replace(b"\x00", b"").decode("utf-8", errors="replace")
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from lltui.core.nccl_log import format_log_summary, parse_nccl_log
+
+    summary = parse_nccl_log(read_lines(args.file))
+    if not summary.has_nccl:
+        raise CliError(
+            f"{args.file}: nothing from NCCL in it (no 'NCCL INFO' or 'NCCL WARN' lines, "
+            "version or transports); run with NCCL_DEBUG=INFO to get a log",
+            2,
+        )
+    if _wants_json(args):
+        print_json(summary.to_json())
+    else:
+        print(format_log_summary(summary))
+    return 0
+
+
+def run_tests(args: argparse.Namespace) -> int:
+    from lltui.core.nccl_tests import format_table, parse_nccl_tests
+
+    result = parse_nccl_tests(read_lines(args.file))
+    if not result.tables:
+        raise CliError(
+            f"{args.file}: no nccl-tests table in it (no rows of size, count, type, time, "
+            "algbw, busbw and no '# Avg bus bandwidth' line)",
+            2,
+        )
+    if _wants_json(args):
+        print_json(result.to_json())
+    else:
+        print("\n\n".join(format_table(t) for t in result.tables))
+    return 0
+
+
+def _sim_facts(source: str) -> dict[str, Any] | None:
+    """NCCL facts of a simulated rig named by --source sim:PROFILE, else None."""
+    from lltui.sources.registry import parse_source_spec
+
+    try:
+        spec = parse_source_spec(source)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    if spec.kind != "sim":
+        return None
+    from lltui.sources.sim import PROFILES
+
+    profile = PROFILES[spec.arg or ""]
+    facts = dict(profile.nccl_facts)
+    facts["links"] = {f"GPU{i}-GPU{j}": cell for (i, j), cell in sorted(profile.links.items())}
+    facts["gpu_names"] = [g.name for g in profile.gpus]
+    facts["source"] = str(spec)
+    return facts
+
+
+def _local_gpu_names() -> list[str]:
+    try:
+        from lltui.api import detect_gpus
+
+        return [g.name for g in detect_gpus()]
+    except Exception:  # no driver or binding: the names only sharpen the advice
+        return []
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from lltui.core.nccl_env import (
+        NcclFacts,
+        explain_variable,
+        findings_to_json,
+        nccl_environment,
+        nccl_findings,
+    )
+
+    source = getattr(args, "sub_source", None) or getattr(args, "source", None)
+    sim = _sim_facts(source) if source else None
+    if sim is not None:
+        env_all: dict[str, str] = dict(sim["env"])
+        out: dict[str, Any] = {
+            "available": bool(sim["available"]),
+            "version": sim["version"],
+            "path": sim["path"],
+            "found_by": sim["source"],
+            "simulated": True,
+            "source": sim["source"],
+        }
+        facts = NcclFacts(
+            available=out["available"],
+            version=out["version"],
+            env=env_all,
+            links=sim["links"],
+            gpu_names=sim["gpu_names"],
+        )
+    else:
+        from lltui.sources.nccl import find_cudart_candidates, local_interfaces, probe_nccl
+
+        probe = probe_nccl(args.nccl_lib)
+        env_all = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+        out = probe.to_json()
+        out["simulated"] = False
+        cudart = find_cudart_candidates()
+        out["cudart"] = [{"path": c.path, "found_by": c.found_by} for c in cudart]
+        facts = NcclFacts(
+            available=probe.available,
+            version=probe.version,
+            env=env_all,
+            gpu_names=_local_gpu_names(),
+            interfaces=local_interfaces() or None,
+        )
+    env = nccl_environment(env_all)
+    findings = nccl_findings(facts)
+    out["env"] = env
+    out["findings"] = findings_to_json(findings)
+    if _wants_json(args):
+        print_json(out)
+    else:
+        lines = []
+        if out["simulated"]:
+            lines.append(f"NCCL {out['version']}  {out['path']}  [{out['source']}]")
+        elif out["available"]:
+            lines.append(f"NCCL {out['version']}  {out['path']}  ({out['found_by']})")
+        else:
+            lines.append(f"NCCL not available: {out.get('reason') or 'not found'}")
+        for c in out.get("candidates", [])[1:]:
+            lines.append(f"  also: {c['path']} ({c['found_by']})")
+        for c in out.get("cudart", [])[:1]:
+            lines.append(f"CUDA runtime  {c['path']} ({c['found_by']})")
+        lines.append("environment")
+        width = max(len(k) for k in env)
+        for k, v in env.items():
+            shown = "(unset)" if v is None else f"{v}  - {explain_variable(k, v)}"
+            lines.append(f"  {k.ljust(width)}  {shown}")
+        lines.append("findings" if findings else "findings: none")
+        for f in findings:
+            lines.append(f"  [{f.severity}] {f.code}: {f.message}")
+            if f.hint:
+                lines.append(f"         -> {f.hint}")
+        print("\n".join(lines))
+    return 0 if out["available"] else 1
+
+
+def _parse_gpus(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        ids = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise CliError(f"--gpus: not a list of device indices: {text!r}", 2) from None
+    if not ids or any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise CliError(f"--gpus: give distinct indices >= 0, e.g. 0,1 (got {text!r})", 2)
+    return ids
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from lltui.core.nccl_tests import format_rows
+    from lltui.core.units import parse_size
+    from lltui.sources.nccl import CudaError, NCCLError, NcclUnavailable, run_allreduce_bench
+
+    try:
+        min_b, max_b = parse_size(args.min_size), parse_size(args.max_size)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    if min_b > max_b:
+        raise CliError(f"--min-size {args.min_size} is above --max-size {args.max_size}", 2)
+    if args.iters < 1 or args.warmup < 0:
+        raise CliError("--iters must be 1 or more and --warmup 0 or more", 2)
+    devices = _parse_gpus(args.gpus)
+    try:
+        result = run_allreduce_bench(
+            devices=devices,
+            min_bytes=min_b,
+            max_bytes=max_b,
+            factor=args.step,
+            iters=args.iters,
+            warmup=args.warmup,
+            validate=not args.no_check,
+            nccl_path=args.lib or getattr(args, "nccl_lib", None),
+            cudart_path=args.cudart,
+        )
+    except NcclUnavailable as exc:
+        raise CliError(f"nccl bench: {exc}", 1) from None
+    except (NCCLError, CudaError) as exc:
+        raise CliError(f"nccl bench: {exc}", 1) from None
+    except ValueError as exc:
+        raise CliError(f"nccl bench: {exc}", 2) from None
+    if _wants_json(args):
+        print_json(result.to_json())
+    else:
+        gpus = ",".join(str(d) for d in result.devices)
+        lines = [
+            f"all-reduce, float, sum · {result.nranks} GPU{'s' if result.nranks != 1 else ''} "
+            f"({gpus}) · NCCL {result.nccl_version} · {result.iters} iterations"
+        ]
+        if result.p2p:
+            lines.append(
+                "P2P access  "
+                + "  ".join(f"{k} {'yes' if v else 'no'}" for k, v in result.p2p.items())
+            )
+        lines += format_rows(result.rows)
+        avg = result.avg_busbw
+        lines.append(
+            f"avg bus bandwidth   {avg:.2f} GB/s"
+            if avg is not None
+            else "avg bus bandwidth   - (needs two or more GPUs)"
+        )
+        if result.validated is not None:
+            lines.append(
+                "results     correct"
+                if result.validated
+                else f"results     WRONG: {result.validation_error}"
+            )
+        for note in result.notes:
+            lines.append(f"note: {note}")
+        print("\n".join(lines))
+    return 1 if result.validated is False else 0

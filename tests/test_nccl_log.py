@@ -1,0 +1,322 @@
+"""NCCL_DEBUG=INFO log parsing: the real fixture against truth.json, written-out formats,
+launcher prefixes, wrapped WARN lines, error lines, and garbage through the CLI."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lltui.cli import main
+from lltui.core.nccl_log import (
+    MAX_KEPT_LINES,
+    decode_cuda_driver,
+    parse_nccl_log,
+    parse_nccl_log_text,
+    strip_launcher_prefix,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+
+
+def _log_entries():
+    if not (FIXTURES / "truth.json").exists():
+        return []
+    truth = json.loads((FIXTURES / "truth.json").read_text())
+    return [e for e in truth["entries"] if e["kind"] == "nccl-log"]
+
+
+LOG_ENTRIES = _log_entries()
+needs_fixtures = pytest.mark.skipif(not LOG_ENTRIES, reason="shared fixtures not present")
+
+
+@pytest.mark.parametrize("entry", LOG_ENTRIES, ids=lambda e: Path(e["file"]).stem)
+def test_real_log_matches_truth(entry):
+    s = parse_nccl_log_text((FIXTURES / entry["file"]).read_text())
+    t = entry["truth"]
+    assert s.nccl_version == t["nccl_version"]
+    assert list(s.transports) == t["transports_via_lines"]
+    assert s.network == t["network"]
+    assert s.channels == t.get("channels")
+    assert list(s.warn_lines) == t["warn_lines"]
+    assert list(s.error_lines) == t["error_lines"]
+    if s.nranks is not None:
+        assert s.nranks == t["nranks"]
+
+
+@needs_fixtures
+def test_real_wrapped_warn_fixture_through_cli(capsys):
+    entry = next(e for e in LOG_ENTRIES if "wrapped" in e["file"])
+    assert main(["nccl", "log", str(FIXTURES / entry["file"]), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in (
+        "nccl_version",
+        "cuda_driver_version",
+        "nranks",
+        "channels",
+        "transports",
+        "network",
+        "warn_lines",
+        "error_lines",
+    ):
+        assert key in data
+    assert data["warn_lines"] == entry["truth"]["warn_lines"]
+    assert data["network"] == "IB"
+    # The INFO lines after the WARN pass error 6 up the stack: a remote error.
+    assert {t["code"] for t in data["error_trace"]} == {6}
+    assert data["error_trace"][0]["name"] == "ncclRemoteError"
+    # The rank count is not in this file (the truth's 2 comes from its description).
+    assert data["nranks"] is None
+
+
+SINGLE_NODE = """\
+rig:4101:4101 [0] NCCL INFO Bootstrap : Using enp5s0:192.168.1.20<0>
+rig:4101:4101 [0] NCCL INFO cudaDriverVersion 12020
+rig:4101:4101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+rig:4101:4101 [0] NCCL INFO NCCL_P2P_LEVEL set by environment to NVL
+rig:4101:4120 [0] NCCL INFO NET/IB : No device found.
+rig:4101:4120 [0] NCCL INFO NET/Socket : Using [0]enp5s0:192.168.1.20<0>
+rig:4101:4120 [0] NCCL INFO Using network Socket
+rig:4101:4121 [1] NCCL INFO Using network Socket
+rig:4101:4120 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x9 - Init START
+rig:4101:4121 [1] NCCL INFO comm 0x55e0 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 2000 commId 0x9 - Init START
+rig:4101:4120 [0] NCCL INFO Channel 00/04 :    0   1
+rig:4101:4120 [0] NCCL INFO Channel 01/04 :    0   1
+rig:4101:4120 [0] NCCL INFO Channel 02/04 :    0   1
+rig:4101:4120 [0] NCCL INFO Channel 03/04 :    0   1
+rig:4101:4120 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read
+rig:4101:4121 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC/read
+rig:4101:4121 [1] NCCL INFO Channel 01/0 : 1[1] -> 0[0] via SHM/direct/direct
+rig:4101:4120 [0] NCCL INFO Connected all rings
+rig:4101:4120 [0] NCCL INFO 4 coll channels, 0 nvls channels, 4 p2p channels, 2 p2p channels per peer
+rig:4101:4120 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x9 - Init COMPLETE
+rig:4101:4121 [1] NCCL INFO comm 0x55e0 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 2000 commId 0x9 - Init COMPLETE
+"""  # noqa: E501
+
+
+def test_single_node_log_every_field():
+    s = parse_nccl_log_text(SINGLE_NODE)
+    assert s.nccl_version == "2.21.5+cuda12.4"
+    assert s.cuda_driver_code == 12020
+    assert s.cuda_driver_version == "12.2"
+    assert s.nranks == 2
+    assert s.channels == 4
+    assert s.transports == ("P2P/IPC/read", "SHM/direct/direct")
+    assert s.transport_classes == ("P2P", "SHM")
+    assert s.network == "Socket"
+    assert s.networks == ("Socket",)
+    assert s.env == {"NCCL_P2P_LEVEL": "NVL"}
+    assert s.hosts == ("rig",)
+    assert s.pids == (4101,)
+    assert s.devices == ("0", "1")
+    assert s.init_complete == 2
+    assert s.warn_lines == () and s.error_lines == ()
+    assert s.record_lines == len(SINGLE_NODE.splitlines())
+
+
+MULTI_NODE_MPI = """\
+[1,0]<stdout>:node-a:700:700 [0] NCCL INFO NCCL version 2.18.5+cuda12.2
+[1,0]<stdout>:node-a:700:790 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB ib0:10.0.0.1<0>
+[1,0]<stdout>:node-a:700:790 [0] NCCL INFO Using network IB
+[1,8]<stdout>:node-b:900:990 [0] NCCL INFO Using network IB
+[1,0]<stdout>:node-a:700:790 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0
+[1,0]<stdout>:node-a:700:790 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM
+[1,7]<stdout>:node-a:707:797 [7] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA
+[1,8]<stdout>:node-b:900:990 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [receive] via NET/IB/0/GDRDMA
+[1,8]<stdout>:node-b:900:990 [0] NCCL INFO Channel 05/0 : 8[0] -> 9[1] via P2P/CUMEM
+"""  # noqa: E501
+
+SRUN = """\
+0: gpu-01:11:11 [0] NCCL INFO NCCL version 2.20.5+cuda12.4
+ 1: gpu-01:12:12 [1] NCCL INFO Channel 03/1 : 1[1] -> 0[0] via P2P/IPC
+12: gpu-02:13:13 [4] NCCL INFO Channel 01/1 : 12[4] -> 13[5] via P2P/IPC
+"""
+
+
+def test_mpi_prefixed_multi_node_log():
+    s = parse_nccl_log_text(MULTI_NODE_MPI)
+    assert s.nccl_version == "2.18.5+cuda12.2"
+    assert s.nranks == 16
+    assert s.network == "IB"
+    assert s.transports == ("P2P/CUMEM", "NET/IB/0/GDRDMA")
+    assert s.transport_classes == ("P2P", "NET")
+    assert s.hosts == ("node-a", "node-b")
+    assert set(s.pids) == {700, 707, 900}
+    assert s.net_devices == ("mlx5_0:1/IB", "mlx5_1:1/RoCE")
+    # No ring listing: the channel count comes from the highest channel used.
+    assert s.channels == 6
+
+
+def test_srun_prefixes_with_and_without_padding():
+    s = parse_nccl_log_text(SRUN)
+    assert s.nccl_version == "2.20.5+cuda12.4"
+    assert s.transports == ("P2P/IPC",)
+    assert s.hosts == ("gpu-01", "gpu-02")
+
+
+OLD_FORMAT = """\
+box:2335:2335 [0] INFO NET : Using interface eno1:192.168.1.2<0>
+box:2335:2335 [0] INFO NET/Socket : 1 interfaces found
+box:2335:2335 [0] INFO Using internal Network Socket
+box:2335:2335 [0] INFO NCCL version 2.3.7+cuda9.2
+box:2335:2360 [0] INFO Ring 00 :    0   1   2
+box:2335:2360 [0] INFO Ring 01 :    0   1   2
+box:2335:2360 [0] INFO Ring 00 : 0[0] -> 1[1] via P2P/IPC
+box:2335:2361 [1] INFO Ring 00 : 1[1] -> 2[2] via direct shared memory
+box:2335:2361 [1] INFO Ring 00 : 1[1] -> 2[2] via P2P/direct pointer
+"""
+
+
+def test_old_format_without_the_nccl_token():
+    s = parse_nccl_log_text(OLD_FORMAT)
+    assert s.nccl_version == "2.3.7+cuda9.2"
+    assert s.network == "Socket"
+    assert s.nranks == 3  # from the ring listing
+    assert s.channels == 2
+    assert s.transports == ("P2P/IPC", "direct shared memory", "P2P/direct pointer")
+
+
+def test_bare_version_banner_and_ray_prefix():
+    text = (
+        "NCCL version 2.19.3+cuda12.3\n"
+        "(Worker pid=31) host9:31:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"  # noqa: E501
+    )
+    s = parse_nccl_log_text(text)
+    assert s.nccl_version == "2.19.3+cuda12.3"
+    assert s.transports == ("SHM/direct/direct",)
+    assert s.hosts == ("host9",)
+
+
+def test_warn_lines_one_per_line_with_launcher_prefix_removed():
+    text = (
+        "[1,3]<stderr>:n1:5:6 [3] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.1.2<4321> failed : Connection refused\n"  # noqa: E501
+        "n1:5:6 [3] NCCL WARN Short one\n"
+        "A line from the program that follows a short WARN\n"
+        "n1:5:6 [3] NCCL INFO misc/socket.cc:564 -> 2\n"
+    )
+    s = parse_nccl_log_text(text)
+    assert s.warn_lines == (
+        "n1:5:6 [3] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+        "10.1.1.2<4321> failed : Connection refused",
+        "n1:5:6 [3] NCCL WARN Short one",
+    )
+    assert s.warn_total == 2
+    assert [(t.where, t.code, t.name) for t in s.error_trace] == [
+        ("misc/socket.cc:564", 2, "ncclSystemError")
+    ]
+
+
+def test_wrapped_warn_is_joined_but_a_traceback_after_it_is_not():
+    long_warn = (
+        "h:1:2 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.0.9<1> with error 5, opcode 0,"
+    )
+    text = long_warn + "\n len 0, vendor err 249\nTraceback (most recent call last):\n"
+    s = parse_nccl_log_text(text)
+    assert s.warn_lines == (long_warn + "\n len 0, vendor err 249",)
+
+
+def test_error_lines_from_frameworks_and_nccl_tests():
+    text = (
+        "host:1:1 [0] NCCL INFO Using network IB\n"
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for "
+        "details), NCCL version 2.19.3\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed.\n"
+        "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds\n"
+        "gpu7: Test NCCL failure common.cu:958 'internal error'\n"
+        "host:1:1 [0] NCCL ABORT something went very wrong\n"
+        "an ordinary line mentioning errors in general\n"
+    )
+    s = parse_nccl_log_text(text)
+    assert s.error_total == 5
+    assert s.error_lines[0].startswith("torch.distributed.DistBackendError: NCCL error in:")
+    assert s.error_lines[2].startswith("[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog")
+    assert s.error_lines[3] == "gpu7: Test NCCL failure common.cu:958 'internal error'"
+    assert s.error_lines[4] == "host:1:1 [0] NCCL ABORT something went very wrong"
+    # The version the framework names is used when NCCL's own banner is missing.
+    assert s.nccl_version == "2.19.3"
+
+
+def test_kept_lines_are_capped_but_counted():
+    text = "".join(f"h:1:1 [0] NCCL WARN number {i}\n" for i in range(MAX_KEPT_LINES + 25))
+    s = parse_nccl_log_text(text)
+    assert s.warn_total == MAX_KEPT_LINES + 25
+    assert len(s.warn_lines) == MAX_KEPT_LINES
+    assert s.warn_lines[-1] == f"h:1:1 [0] NCCL WARN number {MAX_KEPT_LINES - 1}"
+
+
+def test_lines_can_be_any_iterable_with_newlines():
+    s = parse_nccl_log(iter(SINGLE_NODE.splitlines(keepends=True)))
+    assert s.nranks == 2 and s.channels == 4
+
+
+def test_strip_launcher_prefix_and_cuda_driver_decoding():
+    assert strip_launcher_prefix("[1,0]<stdout>:   # size") == "# size"
+    assert strip_launcher_prefix("  12: text") == "text"
+    assert strip_launcher_prefix("[default3]:text") == "text"
+    assert strip_launcher_prefix("> > (Actor pid=5) text") == "text"
+    assert strip_launcher_prefix("plain text") == "plain text"
+    assert decode_cuda_driver(12040) == "12.4"
+    assert decode_cuda_driver(11080) == "11.8"
+
+
+@needs_fixtures
+def test_text_output_lists_warnings(capsys):
+    entry = next(e for e in LOG_ENTRIES if "wrapped" in e["file"])
+    assert main(["nccl", "log", str(FIXTURES / entry["file"])]) == 0
+    out = capsys.readouterr().out
+    assert "network     IB" in out
+    assert "Got completion from peer 10.2.0.5<33092>" in out
+    assert "warnings    1" in out
+
+
+def test_log_from_stdin(capsys, monkeypatch):
+    import io
+    import sys
+
+    class FakeStdin:
+        buffer = io.BytesIO(SINGLE_NODE.encode())
+
+    monkeypatch.setattr(sys, "stdin", FakeStdin())
+    assert main(["nccl", "log", "-", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["channels"] == 4
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\x00\x01\x02\xff\xfe" * 4000,
+        bytes(range(256)) * 300,
+        b"just some text\nwith nothing from the library\n" * 50,
+        b"x" * 300_000,  # one line longer than any reader limit
+        "ünïcödé ✓ NCCL_DEBUG\n".encode("utf-16"),
+    ],
+    ids=["empty", "binary", "all-bytes", "plain-text", "one-huge-line", "utf16"],
+)
+def test_garbage_is_exit_2_with_one_line(tmp_path, capsys, content):
+    f = tmp_path / "input.log"
+    f.write_bytes(content)
+    assert main(["nccl", "log", str(f)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert "nothing from NCCL" in err
+
+
+def test_missing_file_and_directory_are_exit_2(tmp_path, capsys):
+    assert main(["nccl", "log", str(tmp_path / "absent.log")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["nccl", "log", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_records_survive_binary_noise_around_them(tmp_path, capsys):
+    f = tmp_path / "noisy.log"
+    f.write_bytes(b"\x00\xff" * 100 + b"\n" + SINGLE_NODE.encode() + b"\xfe\x00garbage\n")
+    assert main(["nccl", "log", str(f), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["nranks"] == 2
+    assert data["transports"] == ["P2P/IPC/read", "SHM/direct/direct"]
