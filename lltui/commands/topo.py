@@ -1,0 +1,130 @@
+"""``lltui topo``: ``nvidia-smi topo -m`` parsed (live, from a file or stdin), with advice."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lltui.commands import CliError, print_json
+
+MAX_INPUT_BYTES = 8 * 1024 * 1024  # a 16-GPU, 16-NIC matrix with legends is a few KiB
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "topo",
+        help="nvidia-smi topo -m parsed (live, from a file, or stdin) + advice",
+        description="Show the GPU topology (NVLink, PCIe, NICs, CPU/NUMA affinity) with "
+        "advice for llama.cpp: read live from nvidia-smi (NVML where nvidia-smi is "
+        "missing), from a saved `nvidia-smi topo -m`, or from a simulated rig.",
+    )
+    p.add_argument(
+        "--file",
+        metavar="PATH",
+        default=None,
+        help="a saved `nvidia-smi topo -m` output; - reads standard input",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--source",
+        dest="sub_source",
+        default=None,
+        help="as the global --source: smi:HOST reads a host over ssh, sim:PROFILE a simulated rig",
+    )
+    p.set_defaults(func=run)
+
+
+def _read_input(path: str) -> tuple[bytes, str]:
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is not None:
+            return stream.read(MAX_INPUT_BYTES + 1), "standard input"
+        return sys.stdin.read(MAX_INPUT_BYTES + 1).encode("utf-8", "replace"), "standard input"
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_INPUT_BYTES + 1), path
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file", 2) from None
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory, not a saved nvidia-smi topo -m", 2) from None
+    except PermissionError:
+        raise CliError(f"{path}: permission denied", 2) from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read: {exc.strerror or exc}", 2) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    import dataclasses
+    import os
+    import shutil
+
+    from lltui.core.models import GpuStatic, SourceUnavailable
+    from lltui.core.topo import (
+        Topology,
+        decode_text,
+        parse_topology,
+        topology_to_json,
+        topology_to_text,
+    )
+    from lltui.core.topo_advice import advise
+
+    topo: Topology
+    gpus: tuple[GpuStatic, ...] = ()
+    env: dict[str, str] | None = None
+    if args.file is not None:
+        data, where = _read_input(args.file)
+        if not data.strip():
+            raise CliError(f"{where} is empty: expected the output of nvidia-smi topo -m", 2)
+        cut = len(data) > MAX_INPUT_BYTES
+        topo = parse_topology(decode_text(data[:MAX_INPUT_BYTES]))
+        if not topo.found:
+            raise CliError(f"{where}: {topo.warnings[0] if topo.warnings else 'no matrix'}", 2)
+        if cut:
+            note = f"only the first {MAX_INPUT_BYTES // (1024 * 1024)} MiB of the input were read"
+            topo = dataclasses.replace(topo, warnings=(*topo.warnings, note))
+    else:
+        from lltui.sources.registry import parse_source_spec
+
+        try:
+            spec = parse_source_spec(args.sub_source or args.source)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        if spec.kind == "replay":
+            raise CliError(
+                "a replay holds no topology: pass a saved nvidia-smi topo -m with --file", 2
+            )
+        if spec.kind == "sim":
+            from lltui.sources.sim import PROFILES, SimSource
+
+            name = spec.arg or ""
+            profile = PROFILES[name]
+            topo = dataclasses.replace(parse_topology(profile.topo_text), source=f"sim:{name}")
+            source = SimSource(name)
+            try:
+                gpus = source.open().gpus
+            finally:
+                source.close()
+            env = dict(profile.nccl_env)
+            where = f"the simulated rig {name} (SIMULATED)"
+        else:
+            from lltui.sources.topo import read_live_topology
+
+            host = spec.arg if spec.kind == "smi" else None
+            try:
+                live = read_live_topology(host=host)
+            except SourceUnavailable as exc:
+                raise CliError(
+                    f"{exc}; save `nvidia-smi topo -m` on the rig and pass it with --file", 1
+                ) from None
+            topo, gpus, where = live.topology, live.gpus, live.where
+            if host is None:
+                env = dict(os.environ)
+
+    advice = advise(topo, gpus, env=env)
+    if args.json:
+        print_json(topology_to_json(topo, advice))
+    else:
+        width = max(60, min(160, shutil.get_terminal_size((80, 24)).columns))
+        print(topology_to_text(topo, advice, width=width, title=f"GPU topology from {where}"))
+    return 0
