@@ -56,7 +56,6 @@ def _read_input(path: str) -> tuple[bytes, str]:
 
 def run(args: argparse.Namespace) -> int:
     import dataclasses
-    import os
     import shutil
 
     from lltui.core.models import GpuStatic, SourceUnavailable
@@ -84,42 +83,18 @@ def run(args: argparse.Namespace) -> int:
             note = f"only the first {MAX_INPUT_BYTES // (1024 * 1024)} MiB of the input were read"
             topo = dataclasses.replace(topo, warnings=(*topo.warnings, note))
     else:
-        from lltui.sources.registry import parse_source_spec
+        from lltui.sources.topo import topology_for_source
 
         try:
-            spec = parse_source_spec(args.sub_source or args.source)
+            report = topology_for_source(args.sub_source or args.source)
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
-        if spec.kind == "replay":
+        except SourceUnavailable as exc:
             raise CliError(
-                "a replay holds no topology: pass a saved nvidia-smi topo -m with --file", 2
-            )
-        if spec.kind == "sim":
-            from lltui.sources.sim import PROFILES, SimSource
-
-            name = spec.arg or ""
-            profile = PROFILES[name]
-            topo = dataclasses.replace(parse_topology(profile.topo_text), source=f"sim:{name}")
-            source = SimSource(name)
-            try:
-                gpus = source.open().gpus
-            finally:
-                source.close()
-            env = dict(profile.nccl_env)
-            where = f"the simulated rig {name} (SIMULATED)"
-        else:
-            from lltui.sources.topo import read_live_topology
-
-            host = spec.arg if spec.kind == "smi" else None
-            try:
-                live = read_live_topology(host=host)
-            except SourceUnavailable as exc:
-                raise CliError(
-                    f"{exc}; save `nvidia-smi topo -m` on the rig and pass it with --file", 1
-                ) from None
-            topo, gpus, where = live.topology, live.gpus, live.where
-            if host is None:
-                env = dict(os.environ)
+                f"{exc}; save `nvidia-smi topo -m` on the rig and pass it with --file", 1
+            ) from None
+        topo, gpus, where = report.live.topology, report.live.gpus, report.live.where
+        env = report.env
 
     advice = advise(topo, gpus, env=env)
     if args.json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from lltui.core.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.models import GpuStatic
 from lltui.core.topo import (
     LINK_MEANINGS,
@@ -132,16 +133,8 @@ def default_cuda_order(gpus: Sequence[GpuStatic]) -> tuple[int, ...] | None:
     order) as NVML indexes; None when a compute capability is unknown."""
     if not gpus or any(g.compute_capability is None for g in gpus):
         return None
-    ordered = sorted(
-        gpus,
-        key=lambda g: (
-            -(g.compute_capability or (0, 0))[0],
-            -(g.compute_capability or (0, 0))[1],
-            g.pci_bus_id.upper(),
-            g.index,
-        ),
-    )
-    return tuple(g.index for g in ordered)
+    candidates = [CudaCandidate(g.uuid, g.pci_bus_id, g.compute_capability) for g in gpus]
+    return tuple(gpus[pos].index for pos in enumeration_order(candidates, None))
 
 
 def _gpu_name(g: GpuStatic | None) -> str:

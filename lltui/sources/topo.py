@@ -460,3 +460,42 @@ def read_live_topology(
             return read_nvml_topology(nvml)
         except SourceUnavailable as exc:
             raise SourceUnavailable(f"{smi_missing}, and {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyReport:
+    """A rig's topology with what advice needs: GPU models and the environment llama-server
+    would run with (None when unknown)."""
+
+    live: LiveTopology
+    env: dict[str, str] | None = None
+
+
+def topology_for_source(spec_text: str | None) -> TopologyReport:
+    """The topology behind a ``--source`` spec: a simulated profile's own text, or live from
+    nvidia-smi (NVML where it is missing), locally or on ``smi:HOST``. Raises ValueError for
+    a spec with no topology (a replay) and SourceUnavailable when it cannot be read."""
+    import dataclasses
+    import os
+
+    from lltui.core.topo import parse_topology
+    from lltui.sources.registry import parse_source_spec
+    from lltui.sources.sim import PROFILES, SimSource
+
+    spec = parse_source_spec(spec_text)
+    if spec.kind == "replay":
+        raise ValueError("a replay holds no topology: pass a saved nvidia-smi topo -m with --file")
+    if spec.kind == "sim":
+        name = spec.arg or ""
+        profile = PROFILES[name]
+        topo = dataclasses.replace(parse_topology(profile.topo_text), source=f"sim:{name}")
+        source = SimSource(name)
+        try:
+            gpus = source.open().gpus
+        finally:
+            source.close()
+        live = LiveTopology(topo, gpus, f"the simulated rig {name} (SIMULATED)")
+        return TopologyReport(live, dict(profile.nccl_env))
+    host = spec.arg if spec.kind == "smi" else None
+    live = read_live_topology(host=host)
+    return TopologyReport(live, dict(os.environ) if host is None else None)
