@@ -312,3 +312,28 @@ def test_a_log_is_not_a_table(capsys):
     log = next(FIXTURES.glob("nccl/N*.txt"))
     assert main(["nccl", "tests", str(log)]) == 2
     assert "no nccl-tests table" in capsys.readouterr().err
+
+
+@needs_fixtures
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: Path(e["file"]).stem)
+def test_printed_average_is_the_mean_of_both_busbw_columns(entry):
+    # nccl-tests averages out-of-place and in-place busbw over every row; where no row was
+    # elided, the parsed rows give the printed average back (to its rounding).
+    t = parse_nccl_tests_text((FIXTURES / entry["file"]).read_text()).tables[0]
+    if t.avg_busbw is None or t.elided:
+        pytest.skip("no average, or rows elided")
+    both = [v for r in t.rows for v in (r.busbw_out, r.busbw_in) if v is not None]
+    assert abs(sum(both) / len(both) - t.avg_busbw) < 0.01
+
+
+@needs_fixtures
+def test_tests_from_a_text_stdin(capsys, monkeypatch):
+    import io
+    import sys
+
+    entry = next(e for e in ENTRIES if "NVSwitch" in e["file"])
+    monkeypatch.setattr(sys, "stdin", io.StringIO((FIXTURES / entry["file"]).read_text()))
+    assert main(["nccl", "tests", "-", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["avg_busbw"] == float(entry["truth"]["avg_bus_bandwidth"])
+    assert data["collective"] == "all_reduce" and data["collective_inferred"] is True

@@ -87,7 +87,12 @@ def read_lines(path: str, *, stdin: IO[bytes] | None = None) -> Iterator[str]:
     """Lines of a text file (``-`` for stdin), decoded leniently, each cut to
     MAX_LINE_BYTES so a file without newlines cannot fill memory."""
     if path == "-":
-        yield from _lines(stdin or sys.stdin.buffer)
+        stream = stdin or getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text-only stdin (embedded interpreters, tests)
+            for line in sys.stdin:
+                yield line[:MAX_LINE_BYTES]
+            return
+        yield from _lines(stream)
         return
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below, after the generator ends

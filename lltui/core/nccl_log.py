@@ -25,11 +25,15 @@ MAX_LINE_CHARS = 4096  # a longer line is cut: no NCCL record is that long
 _WRAP_MIN_CHARS = 60  # a line shorter than this was not hard-wrapped
 _MAX_CONTINUATIONS = 3
 
-# host:pid:tid [dev] (NCCL )?LEVEL message
-_RECORD = re.compile(
-    r"(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]\s]{0,16})\] "
+# ":pid:tid [dev] (file.cc:123 )?(NCCL )?LEVEL message", found first; the host name is read
+# backwards from where it starts. Searching for the host first would rescan every long run
+# of non-space characters from each of its positions.
+_RECORD_TAIL = re.compile(
+    r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]\s]{0,16})\] "
     r"(?:(?P<src>[\w./+-]+:\d+) )?(?P<nccl>NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
 )
+_HOST_STOP = frozenset(" \t:[]()")
+_MAX_HOST_CHARS = 255
 # The same without the host prefix: only with the NCCL token, which makes it unambiguous.
 _BARE_RECORD = re.compile(r"\bNCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$")
 # Launcher prefixes, for lines that hold no record (continuations, error lines).
@@ -238,7 +242,7 @@ class _Collector:
             or not rest.strip()
             or line[: len(line) - len(rest)].strip()
             or _NOT_A_CONTINUATION.match(rest.strip())
-            or _ERROR_LINE.search(rest)
+            or _is_error_line(rest)
         ):
             return False
         target = self.warn if self.open_kind == "warn" else self.errors
@@ -249,24 +253,28 @@ class _Collector:
 
 
 def _message_facts(c: _Collector, msg: str) -> None:
-    """Facts any NCCL message can carry (INFO and WARN alike)."""
-    if c.version is None:
+    """Facts any NCCL message can carry (INFO and WARN alike). Substring checks gate the
+    regular expressions: most lines carry none of these facts."""
+    if c.version is None and "NCCL version" in msg:
         m = _VERSION.search(msg)
         if m:
             c.version = m.group("v").rstrip(",.;:)")
-    m = _CUDA_DRIVER.search(msg)
-    if m and c.cuda_code is None:
-        c.cuda_code = int(m.group("v"))
-    m = _NETWORK.search(msg)
-    if m:
-        _add(c.networks, m.group("net"))
-    m = _NET_DEVICES.search(msg)
-    if m:
-        for dev in re.findall(r"\[\d+\](\S+)", m.group("devs")):
-            _add(c.net_devices, dev)
-    m = _NET_PREFIX.search(msg)
-    if m and m.group("net") not in ("Plugin", "OFI"):
-        _add(c.net_hint, m.group("net"))
+    if c.cuda_code is None and "ersion" in msg:
+        m = _CUDA_DRIVER.search(msg)
+        if m:
+            c.cuda_code = int(m.group("v"))
+    if "etwork" in msg:
+        m = _NETWORK.search(msg)
+        if m:
+            _add(c.networks, m.group("net"))
+    if "NET/" in msg:
+        m = _NET_DEVICES.search(msg)
+        if m:
+            for dev in re.findall(r"\[\d+\](\S+)", m.group("devs")):
+                _add(c.net_devices, dev)
+        m = _NET_PREFIX.search(msg)
+        if m and m.group("net") not in ("Plugin", "OFI"):
+            _add(c.net_hint, m.group("net"))
     if " via " in msg:
         mv = _VIA.search(msg)
         if mv:
@@ -274,31 +282,54 @@ def _message_facts(c: _Collector, msg: str) -> None:
         mc = _CHANNEL_VIA.search(msg)
         if mc:
             c.via_channel_max = max(c.via_channel_max, int(mc.group("ch")))
-    else:
+    elif "Channel " in msg or "Ring " in msg:
         ml = _CHANNEL_LIST.search(msg)
         if ml:
             c.channel_ids.add(int(ml.group("ch")))
             if ml.group("total"):
                 c.channel_total = max(c.channel_total, int(ml.group("total")))
             c.list_ranks = max(c.list_ranks, len(ml.group("ranks").split()))
-    m = _COLL_CHANNELS.search(msg)
-    if m:
-        c.coll_channels = max(c.coll_channels, int(m.group("n")))
-    for m in _NRANKS.finditer(msg):
-        c.nranks = max(c.nranks, int(m.group("n")))
-    m = _RANK.search(msg)
-    if m:
-        c.ranks_seen.add(int(m.group("r")))
-    m = _ENV_SET.search(msg)
-    if m:
-        c.env[m.group("name")] = m.group("value")
-    m = _ERROR_TRACE.match(msg)
-    if m:
-        trace = ErrorTrace(f"{m.group('where')}:{m.group('line')}", int(m.group("code")))
-        if trace not in c.trace and len(c.trace) < MAX_KEPT_LINES:
-            c.trace.append(trace)
-    if _INIT_COMPLETE.search(msg):
+    if "coll channels" in msg:
+        m = _COLL_CHANNELS.search(msg)
+        if m:
+            c.coll_channels = max(c.coll_channels, int(m.group("n")))
+    if "anks " in msg:
+        for m in _NRANKS.finditer(msg):
+            c.nranks = max(c.nranks, int(m.group("n")))
+        m = _RANK.search(msg)
+        if m:
+            c.ranks_seen.add(int(m.group("r")))
+    if "set by environment" in msg:
+        m = _ENV_SET.search(msg)
+        if m:
+            c.env[m.group("name")] = m.group("value")
+    if " -> " in msg:
+        m = _ERROR_TRACE.match(msg)
+        if m:
+            trace = ErrorTrace(f"{m.group('where')}:{m.group('line')}", int(m.group("code")))
+            if trace not in c.trace and len(c.trace) < MAX_KEPT_LINES:
+                c.trace.append(trace)
+    if "Init COMPLETE" in msg:
         c.init_complete += 1
+
+
+def _is_error_line(text: str) -> bool:
+    low = text.lower()
+    if not any(w in low for w in ("nccl", "cuda", "unhandled", "watchdog", "distbackend")):
+        return False
+    return _ERROR_LINE.search(text) is not None
+
+
+def _find_record(line: str) -> tuple[int, re.Match[str]] | None:
+    """(where the host name starts, the match of the rest) for an NCCL record in ``line``."""
+    for m in _RECORD_TAIL.finditer(line):
+        end = m.start()
+        i = end
+        while i > 0 and end - i < _MAX_HOST_CHARS and line[i - 1] not in _HOST_STOP:
+            i -= 1
+        if i < end:
+            return i, m
+    return None
 
 
 def _feed(c: _Collector, raw: str) -> None:
@@ -307,17 +338,19 @@ def _feed(c: _Collector, raw: str) -> None:
         line = line[:MAX_LINE_CHARS]
     line = line.rstrip()
     c.lines += 1
-    rec = _RECORD.search(line)
-    if rec:
+    has_level = "INFO" in line or "WARN" in line or "TRACE" in line or "ABORT" in line
+    rec = _find_record(line) if has_level else None
+    if rec is not None:
+        start, m = rec
         c.record_lines += 1
-        _add(c.hosts, rec.group("host"))
-        pid = int(rec.group("pid"))
+        _add(c.hosts, line[start : m.start()])
+        pid = int(m.group("pid"))
         if len(c.pids) < MAX_KEPT_LINES:
             _add(c.pids, pid)
-        _add(c.devices, rec.group("dev"))
-        level, msg, text = rec.group("level"), rec.group("msg"), line[rec.start() :]
+        _add(c.devices, m.group("dev"))
+        level, msg, text = m.group("level"), m.group("msg"), line[start:]
     else:
-        bare = _BARE_RECORD.search(line)
+        bare = _BARE_RECORD.search(line) if has_level and "NCCL " in line else None
         if bare:
             c.record_lines += 1
             level, msg, text = bare.group("level"), bare.group("msg"), line[bare.start() :]
@@ -327,7 +360,7 @@ def _feed(c: _Collector, raw: str) -> None:
         _message_facts(c, msg)
         if level == "WARN":
             c.keep("warn", text)
-        elif level == "ABORT" or (_ERROR_LINE.search(msg) and level != "INFO"):
+        elif level == "ABORT" or (level != "INFO" and _is_error_line(msg)):
             c.keep("error", text)
         else:
             c.open_kind = None
@@ -340,12 +373,12 @@ def _feed(c: _Collector, raw: str) -> None:
         return
     # Lines outside NCCL's records: the version banner NCCL_DEBUG=VERSION prints bare,
     # and the errors frameworks and nccl-tests report about NCCL.
-    m = _VERSION.search(rest)
-    if m and rest.lstrip().startswith("NCCL version"):
-        c.version = c.version or m.group("v").rstrip(",.;:)")
-    elif m and c.version_fallback is None:
-        c.version_fallback = m.group("v").rstrip(",.;:)")
-    if _ERROR_LINE.search(rest):
+    vm = _VERSION.search(rest) if "NCCL version" in rest else None
+    if vm and rest.lstrip().startswith("NCCL version"):
+        c.version = c.version or vm.group("v").rstrip(",.;:)")
+    elif vm and c.version_fallback is None:
+        c.version_fallback = vm.group("v").rstrip(",.;:)")
+    if _is_error_line(rest):
         c.keep("error", rest)
 
 

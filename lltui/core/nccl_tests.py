@@ -416,7 +416,7 @@ def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsResult:
         text = strip_launcher_prefix(line).rstrip()
         if not text:
             continue
-        if not text.startswith("#"):
+        if not text.startswith("#") and "_perf" in text:
             m = _BINARY.search(text)
             if m and parse_row(text) is None:
                 pending_collective = m.group("name")
@@ -425,7 +425,7 @@ def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsResult:
                     cur = _TableBuilder()
                 cur.collective = cur.collective or pending_collective
                 continue
-        m = _STARTING.search(text)
+        m = _STARTING.search(text) if "Collective test starting" in text else None
         if m:
             if cur.rows:
                 tables.append(cur.build())
@@ -484,7 +484,8 @@ def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsResult:
         if row is not None:
             cur.rows.append(row)
             continue
-        if _FAILURE.search(text):
+        low = text.lower()
+        if ("fail" in low or "warn" in low) and _FAILURE.search(text):
             cur.failures.append(text)
             continue
         toks = text.split()
