@@ -109,6 +109,7 @@ def test_single_node_log_every_field():
     assert s.pids == (4101,)
     assert s.devices == ("0", "1")
     assert s.init_complete == 2
+    assert s.ranks_seen == (0, 1)
     assert s.warn_lines == () and s.error_lines == ()
     assert s.record_lines == len(SINGLE_NODE.splitlines())
 
@@ -136,6 +137,7 @@ def test_mpi_prefixed_multi_node_log():
     s = parse_nccl_log_text(MULTI_NODE_MPI)
     assert s.nccl_version == "2.18.5+cuda12.2"
     assert s.nranks == 16
+    assert s.ranks_seen == (0,)  # only rank 0 logged its setup line here
     assert s.network == "IB"
     assert s.transports == ("P2P/CUMEM", "NET/IB/0/GDRDMA")
     assert s.transport_classes == ("P2P", "NET")

@@ -102,6 +102,7 @@ class NcclLogSummary:
     hosts: tuple[str, ...]
     pids: tuple[int, ...]
     devices: tuple[str, ...]  # the [cudaDev] field values seen
+    ranks_seen: tuple[int, ...] = ()  # ranks whose communicator setup is in the log
     env: dict[str, str] = field(default_factory=dict)  # NCCL_X set by environment to Y
     net_devices: tuple[str, ...] = ()  # "mlx5_0:1/IB", from NET/IB : Using [0]...
     error_trace: tuple[ErrorTrace, ...] = ()
@@ -149,6 +150,7 @@ class NcclLogSummary:
             "hosts": list(self.hosts),
             "pids": list(self.pids),
             "devices": list(self.devices),
+            "ranks_seen": list(self.ranks_seen),
             "env": dict(self.env),
             "error_trace": [
                 {"where": t.where, "code": t.code, "name": t.name} for t in self.error_trace
@@ -418,6 +420,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
         hosts=tuple(c.hosts),
         pids=tuple(c.pids),
         devices=tuple(c.devices),
+        ranks_seen=tuple(sorted(c.ranks_seen)),
         env=dict(c.env),
         net_devices=tuple(c.net_devices),
         error_trace=tuple(c.trace),
