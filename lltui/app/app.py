@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,12 +13,13 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from lltui.app.messages import PollFailed, SampleReady
+from lltui.app.messages import PollFailed, SampleReady, TopologyReady
 from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.gpu_detail import GpuDetailScreen
 from lltui.app.screens.monitor import MonitorScreen
+from lltui.app.screens.topology import TopologyScreen
 from lltui.app.themes import (
     APP_VARIABLE_DEFAULTS,
     BUILTIN_THEMES,
@@ -27,13 +29,25 @@ from lltui.app.themes import (
 from lltui.config import MAX_INTERVAL, MIN_INTERVAL, Settings, themes_dir
 from lltui.core.history import RigHistory
 from lltui.core.models import RigInfo, RigSample
+from lltui.core.topo_advice import Advice
 from lltui.sources.base import GpuSource
 from lltui.sources.registry import ReplayOptions
+from lltui.sources.topo import TopologyReport
 
 INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 STATUS_REFRESH_S = 0.5
 
 SampleListener = Callable[[RigSample], None]
+
+
+@dataclass
+class TopologyState:
+    """The topology, read once per run off the UI thread."""
+
+    loading: bool = False
+    report: TopologyReport | None = None
+    advice: tuple[Advice, ...] = ()
+    error: str | None = None
 
 
 class LltuiApp(App[int]):
@@ -43,12 +57,14 @@ class LltuiApp(App[int]):
     TITLE = "lltui"
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {
         "monitor": MonitorScreen,
+        "topology": TopologyScreen,
     }
     DEFAULT_MODE = "monitor"
     COMMANDS = App.COMMANDS | {LltuiCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q,ctrl+q", "quit", "Quit", id="quit", priority=True),
         Binding("1", "switch_mode('monitor')", "Monitor", id="view-monitor", show=False),
+        Binding("2", "switch_mode('topology')", "Topology", id="view-topology", show=False),
         Binding("space,p", "toggle_pause", "Pause", id="pause"),
         Binding("minus", "interval(-1)", "Faster", id="interval-down"),
         Binding("plus,equals", "interval(1)", "Slower", id="interval-up"),
@@ -95,6 +111,7 @@ class LltuiApp(App[int]):
         self._on_sample = on_sample
         self.samples_applied = 0
         self.theme_failures: tuple[str, ...] = ()
+        self.topology_state = TopologyState()
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
 
@@ -200,7 +217,51 @@ class LltuiApp(App[int]):
             with self.model.lock:
                 refresh(self.model, self.busy_for())
 
+    def load_topology(self) -> None:
+        """Read the topology once, in a thread (nvidia-smi can take seconds)."""
+        state = self.topology_state
+        if state.loading or state.report is not None or state.error is not None:
+            return
+        state.loading = True
+        self.run_worker(self._read_topology, thread=True, group="topology", exit_on_error=False)
+
+    def _read_topology(self) -> None:
+        from lltui.core.models import SourceUnavailable
+        from lltui.core.topo_advice import advise
+        from lltui.sources.topo import topology_for_source
+
+        state = self.topology_state
+        try:
+            report = topology_for_source(self.model.info.source)
+            advice = advise(report.live.topology, report.live.gpus, env=report.env)
+        except (SourceUnavailable, ValueError, OSError) as exc:
+            state.error = str(exc)
+        else:
+            state.report, state.advice = report, advice
+        finally:
+            state.loading = False
+        self.post_message(TopologyReady())
+
+    def view_loading(self) -> bool:
+        """Whether the current view still waits for data it reads once (screenshots)."""
+        if self.current_mode == "topology":
+            return self.topology_state.report is None and self.topology_state.error is None
+        return False
+
+    def on_topology_ready(self, message: TopologyReady) -> None:
+        show = getattr(self.screen, "show_topology", None)
+        if show is not None:
+            show()
+
     # -- actions -------------------------------------------------------------------------
+    MONITOR_ACTIONS = frozenset(
+        {"cycle_sort", "reverse_sort", "cycle_window", "toggle_graphs", "select_gpu", "gpu_detail"}
+    )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Monitor keys are offered only where the monitor (or its detail page) is shown."""
+        return action not in self.MONITOR_ACTIONS or self.current_mode == "monitor"
+
     def action_toggle_pause(self) -> None:
         self.model.paused = not self.model.paused
         if self.model.paused:

@@ -28,3 +28,7 @@ class PollFailed(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, PollFailed)
+
+
+class TopologyReady(Message):
+    """The topology was read (or could not be); the app holds the result."""

@@ -84,6 +84,10 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
                 if app.samples_applied or app.model.error:
                     break
                 await asyncio.sleep(0.005)
+            for _ in range(3000):  # and for what the view reads once, such as the topology
+                if not app.view_loading():
+                    break
+                await asyncio.sleep(0.005)
             await pilot.pause()
             folder, name = os.path.split(os.path.abspath(path))
             app.save_screenshot(filename=name, path=folder)

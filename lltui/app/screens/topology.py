@@ -1,0 +1,167 @@
+"""The topology view: the link matrix coloured by link kind, affinities, NICs and advice."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import HorizontalScroll, VerticalScroll
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from lltui.app.model import RigModel
+from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.core.models import GpuStatic
+from lltui.core.topo import Topology, link_meaning
+from lltui.core.topo_advice import Advice
+
+SEVERITY_STYLE = {"error": "$error", "warn": "$warning", "warning": "$warning", "info": "$primary"}
+
+
+def cell_style(cell: str) -> str:
+    """A theme variable per link kind: NVLink best, then PCIe switch, host bridge, NUMA."""
+    c = cell.strip().upper()
+    if c == "X":
+        return "$text-muted"
+    if c.startswith("NV"):
+        return "b $gpu-ok"
+    if c in ("PIX", "PXB"):
+        return "$primary"
+    if c == "PHB":
+        return "$gpu-warn"
+    if c == "NODE":
+        return "$accent"
+    if c == "SYS":
+        return "b $gpu-hot"
+    return "$text"
+
+
+def render_matrix_markup(topo: Topology) -> str:
+    devices = list(topo.gpus) + list(topo.nics)
+    extra: list[tuple[str, dict[str, str] | None]] = [
+        ("CPU Affinity", topo.affinity("cpu_affinity")),
+        ("NUMA", topo.affinity("numa_affinity")),
+        ("GPU NUMA", topo.affinity("gpu_numa_id")),
+    ]
+    extra = [(name, values) for name, values in extra if values is not None]
+    label_w = max((len(d) for d in devices), default=4) + 2
+    cell_w = max([len(d) for d in devices] + [4]) + 2
+    extra_w = {
+        name: max([len(name)] + [len(v) for v in (values or {}).values()]) + 2
+        for name, values in extra
+    }
+    head = " " * label_w + "".join(f"[b]{d:<{cell_w}}[/b]" for d in devices)
+    head += "".join(f"[b]{name:<{extra_w[name]}}[/b]" for name, _ in extra)
+    lines = [head]
+    for a in devices:
+        row = f"[b]{a:<{label_w}}[/b]"
+        for b in devices:
+            if a in topo.nics and b in topo.nics and a != b:
+                row += f"[$text-muted]{'·':<{cell_w}}[/]"  # NIC pairs are not kept
+                continue
+            cell = topo.link(a, b) or "?"
+            row += f"[{cell_style(cell)}]{escape(cell):<{cell_w}}[/]"
+        for name, values in extra:
+            row += f"{escape((values or {}).get(a, '')):<{extra_w[name]}}"
+        lines.append(row.rstrip())
+    return "\n".join(lines)
+
+
+def render_legend(topo: Topology) -> str:
+    cells = sorted({c for _a, _b, c in (*topo.links, *topo.gpu_nic_links) if c.upper() != "X"})
+    return "\n".join(f"[{cell_style(c)}]{escape(c):<6}[/] {escape(link_meaning(c))}" for c in cells)
+
+
+def render_gpus(gpus: tuple[GpuStatic, ...], topo: Topology) -> str:
+    lines = []
+    for g in gpus:
+        cuda = f"CUDA{g.cuda_index}" if g.cuda_index is not None else "CUDA-"
+        lines.append(f"GPU{g.index}  {escape(g.name)}  {cuda}  {escape(g.pci_bus_id)}")
+    names = topo.nic_map()
+    for nic in topo.nics:
+        near = [
+            f"{gpu} ({cell})"
+            for gpu in topo.gpus
+            if (cell := topo.link(gpu, nic) or "").upper() in ("PIX", "PXB")
+        ]
+        dev = names.get(nic, "")
+        lines.append(f"{nic}  {escape(dev)}  nearest: {', '.join(near) or '-'}")
+    return "\n".join(lines)
+
+
+def render_advice(advice: tuple[Advice, ...]) -> str:
+    lines = []
+    for item in advice:
+        style = SEVERITY_STYLE.get(item.severity, "$text")
+        lines.append(f"[{style}][b]{escape(item.severity)}[/b][/] {escape(item.message)}")
+        if item.hint:
+            lines.append(f"  [$text-muted]{escape(item.hint)}[/]")
+    return "\n".join(lines) or "[$text-muted]no advice[/]"
+
+
+class TopologyScreen(Screen[None]):
+    """Reads the topology once (off the UI thread) and shows it."""
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield Static("", id="banner")
+        with VerticalScroll(id="topo-page"):
+            yield Static("[$text-muted]reading the topology…[/]", id="topo-title")
+            with HorizontalScroll(id="topo-matrix-scroll"):
+                yield Static("", id="topo-matrix")
+            yield Static("", id="topo-legend", classes="topo-section")
+            yield Static("", id="topo-devices", classes="topo-section")
+            yield Static("", id="topo-warnings", classes="topo-section")
+            yield Static("", id="topo-advice", classes="topo-section")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        load = getattr(self.app, "load_topology", None)
+        if load is not None:
+            load()
+        self._render_all()
+
+    def on_screen_resume(self) -> None:
+        self._render_all()
+
+    def _render_all(self) -> None:
+        render = getattr(self.app, "render_model", None)
+        if render is not None:
+            render()
+        self.show_topology()
+
+    def show(self, model: RigModel) -> None:
+        self.refresh_status(model, None)
+
+    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one(StatusBar).show(model, busy_for)
+        banner = self.query_one("#banner", Static)
+        text = render_banner(model.info)
+        banner.display = bool(text)
+        banner.update(text)
+
+    def show_topology(self) -> None:
+        state = getattr(self.app, "topology_state", None)
+        if state is None or not self.is_mounted:
+            return
+        title = self.query_one("#topo-title", Static)
+        if state.error:
+            title.update(f"[b $error]topology unavailable:[/] {escape(state.error)}")
+            return
+        if state.report is None:
+            return
+        live = state.report.live
+        topo = live.topology
+        title.update(f"[b]GPU topology[/b] from {escape(live.where)}")
+        self.query_one("#topo-matrix", Static).update(render_matrix_markup(topo))
+        self.query_one("#topo-legend", Static).update("[b]legend[/b]\n" + render_legend(topo))
+        self.query_one("#topo-devices", Static).update(
+            "[b]devices[/b]\n" + (render_gpus(live.gpus, topo) or "-")
+        )
+        warnings = self.query_one("#topo-warnings", Static)
+        warnings.display = bool(topo.warnings)
+        warnings.update("[b $warning]warnings[/]\n" + "\n".join(escape(w) for w in topo.warnings))
+        self.query_one("#topo-advice", Static).update(
+            "[b]advice[/b]\n" + render_advice(state.advice)
+        )

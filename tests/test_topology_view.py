@@ -1,0 +1,90 @@
+"""The topology view: loads off the UI thread, colours the matrix, shows advice."""
+
+import asyncio
+
+import pytest
+from app_helpers import sim_app
+
+from lltui.app.screens.topology import TopologyScreen, cell_style
+from lltui.sources.sim import PROFILES
+
+
+async def wait_for(predicate, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+def loaded(app) -> bool:
+    state = app.topology_state
+    return state.report is not None or state.error is not None
+
+
+async def test_key_2_shows_the_topology_of_the_simulated_rig():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(120, 50)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("2")
+        assert isinstance(app.screen, TopologyScreen)
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        matrix = str(app.screen.query_one("#topo-matrix").render())
+        assert matrix.count("NV18") == 8 * 7
+        assert "mlx5_0" in str(app.screen.query_one("#topo-devices").render())
+        advice = str(app.screen.query_one("#topo-advice").render())
+        assert "NVLink" in advice
+        await pilot.press("1")
+        assert app.current_mode == "monitor"
+
+
+async def test_monitor_keys_are_disabled_in_the_topology_view():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.press("s", "w")
+        assert app.model.sort_index == 0 and app.model.window_index == 0
+        assert app.check_action("cycle_sort", ()) is False
+        await pilot.press("1", "s")
+        assert app.model.sort_index == 1
+
+
+async def test_a_replay_has_no_topology_and_says_so(tmp_path):
+    from lltui.app.app import create_app
+    from lltui.config import Settings
+    from lltui.sources.replay import ReplaySource, record
+    from lltui.sources.sim import SimSource
+
+    path = tmp_path / "r.jsonl"
+    record(SimSource("kaggle-2xt4"), path, 3)
+    app = create_app(
+        Settings(source=f"replay:{path}"),
+        source=ReplaySource(path, stepped=True),
+        start_polling=False,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        title = str(app.screen.query_one("#topo-title").render())
+        assert "topology unavailable" in title and "replay" in title
+
+
+def test_link_kinds_have_distinct_styles():
+    styles = {cell_style(c) for c in ("NV12", "PIX", "PHB", "NODE", "SYS", "X")}
+    assert len(styles) == 6
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_topology_snapshot(snap_compare, profile):
+    app = sim_app(profile)
+
+    async def run_before(pilot):
+        app.poll_sync(2)
+        await pilot.press("2")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 50), run_before=run_before)
