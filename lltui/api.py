@@ -15,17 +15,36 @@ from dataclasses import dataclass
 
 from lltui.core.models import RigSample, SourceUnavailable
 from lltui.core.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.nccl_env import NCCLDataType, NCCLResult
+from lltui.sources.nccl import (
+    NCCLCommunicator,
+    get_nccl_info,
+    get_nccl_version,
+    is_nccl_available,
+    kaggle_nccl_config,
+    print_nccl_info,
+    setup_nccl_environment,
+)
 
 __all__ = [
     "GPUInfo",
     "MultiGPUConfig",
+    "NCCLCommunicator",
+    "NCCLDataType",
+    "NCCLResult",
     "SplitMode",
     "detect_gpus",
     "get_cuda_version",
     "get_free_vram",
+    "get_nccl_info",
+    "get_nccl_version",
     "get_total_vram",
     "gpu_count",
+    "is_nccl_available",
+    "kaggle_nccl_config",
+    "print_nccl_info",
     "rig_sample",
+    "setup_nccl_environment",
 ]
 
 

@@ -156,85 +156,17 @@ def run_tests(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sim_facts(source: str) -> dict[str, Any] | None:
-    """NCCL facts of a simulated rig named by --source sim:PROFILE, else None."""
-    from lltui.sources.registry import parse_source_spec
-
-    try:
-        spec = parse_source_spec(source)
-    except ValueError as exc:
-        raise CliError(str(exc), 2) from None
-    if spec.kind != "sim":
-        return None
-    from lltui.sources.sim import PROFILES
-
-    profile = PROFILES[spec.arg or ""]
-    facts = dict(profile.nccl_facts)
-    facts["links"] = {f"GPU{i}-GPU{j}": cell for (i, j), cell in sorted(profile.links.items())}
-    facts["gpu_names"] = [g.name for g in profile.gpus]
-    facts["source"] = str(spec)
-    return facts
-
-
-def _local_gpu_names() -> list[str]:
-    try:
-        from lltui.api import detect_gpus
-
-        return [g.name for g in detect_gpus()]
-    except Exception:  # no driver or binding: the names only sharpen the advice
-        return []
-
-
 def run(args: argparse.Namespace) -> int:
-    import os
-
-    from lltui.core.nccl_env import (
-        NcclFacts,
-        explain_variable,
-        findings_to_json,
-        nccl_environment,
-        nccl_findings,
-    )
+    from lltui.core.nccl_env import explain_variable
+    from lltui.sources.nccl_report import nccl_report
 
     source = getattr(args, "sub_source", None) or getattr(args, "source", None)
-    sim = _sim_facts(source) if source else None
-    if sim is not None:
-        env_all: dict[str, str] = dict(sim["env"])
-        out: dict[str, Any] = {
-            "available": bool(sim["available"]),
-            "version": sim["version"],
-            "path": sim["path"],
-            "found_by": sim["source"],
-            "simulated": True,
-            "source": sim["source"],
-        }
-        facts = NcclFacts(
-            available=out["available"],
-            version=out["version"],
-            env=env_all,
-            links=sim["links"],
-            gpu_names=sim["gpu_names"],
-        )
-    else:
-        from lltui.sources.nccl import find_cudart_candidates, local_interfaces, probe_nccl
-
-        probe = probe_nccl(args.nccl_lib)
-        env_all = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-        out = probe.to_json()
-        out["simulated"] = False
-        cudart = find_cudart_candidates()
-        out["cudart"] = [{"path": c.path, "found_by": c.found_by} for c in cudart]
-        facts = NcclFacts(
-            available=probe.available,
-            version=probe.version,
-            env=env_all,
-            gpu_names=_local_gpu_names(),
-            interfaces=local_interfaces() or None,
-        )
-    env = nccl_environment(env_all)
-    findings = nccl_findings(facts)
-    out["env"] = env
-    out["findings"] = findings_to_json(findings)
+    try:
+        report = nccl_report(source, lib_path=args.nccl_lib)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    out = report.to_json()
+    env, findings = report.env, report.findings
     if _wants_json(args):
         print_json(out)
     else:
@@ -249,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"  also: {c['path']} ({c['found_by']})")
         for c in out.get("cudart", [])[:1]:
             lines.append(f"CUDA runtime  {c['path']} ({c['found_by']})")
+        if report.links:
+            kinds = sorted(set(report.links.values()))
+            lines.append(f"GPU links  {', '.join(kinds)} ({len(report.links)} pairs)")
         lines.append("environment")
         width = max(len(k) for k in env)
         for k, v in env.items():
