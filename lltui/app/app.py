@@ -13,12 +13,14 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from lltui.app.messages import PollFailed, SampleReady, TopologyReady
+from lltui.app.messages import NcclReady, PollFailed, SampleReady, TopologyReady
 from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
+from lltui.app.nccl_state import NcclState
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.gpu_detail import GpuDetailScreen
 from lltui.app.screens.monitor import MonitorScreen
+from lltui.app.screens.nccl import NcclScreen
 from lltui.app.screens.topology import TopologyScreen
 from lltui.app.themes import (
     APP_VARIABLE_DEFAULTS,
@@ -58,13 +60,17 @@ class LltuiApp(App[int]):
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {
         "monitor": MonitorScreen,
         "topology": TopologyScreen,
+        "nccl": NcclScreen,
     }
     DEFAULT_MODE = "monitor"
     COMMANDS = App.COMMANDS | {LltuiCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q,ctrl+q", "quit", "Quit", id="quit", priority=True),
+        # ctrl+q quits from anywhere; plain q only where no text field takes the key
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding("q", "quit", "Quit", id="quit-q", show=False),
         Binding("1", "switch_mode('monitor')", "Monitor", id="view-monitor", show=False),
         Binding("2", "switch_mode('topology')", "Topology", id="view-topology", show=False),
+        Binding("3", "switch_mode('nccl')", "NCCL", id="view-nccl", show=False),
         Binding("space,p", "toggle_pause", "Pause", id="pause"),
         Binding("minus", "interval(-1)", "Faster", id="interval-down"),
         Binding("plus,equals", "interval(1)", "Slower", id="interval-up"),
@@ -112,6 +118,7 @@ class LltuiApp(App[int]):
         self.samples_applied = 0
         self.theme_failures: tuple[str, ...] = ()
         self.topology_state = TopologyState()
+        self.nccl_state = NcclState()
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
 
@@ -246,7 +253,60 @@ class LltuiApp(App[int]):
         """Whether the current view still waits for data it reads once (screenshots)."""
         if self.current_mode == "topology":
             return self.topology_state.report is None and self.topology_state.error is None
+        if self.current_mode == "nccl":
+            return self.nccl_state.report is None and self.nccl_state.error is None
         return False
+
+    def load_nccl(self) -> None:
+        """Find libnccl and make the findings once, in a thread (ldconfig, nvidia-smi)."""
+        state = self.nccl_state
+        if state.loading or state.report is not None or state.error is not None:
+            return
+        state.loading = True
+
+        def work() -> None:
+            from lltui.app.nccl_state import read_report
+
+            state.report, state.error = read_report(self.model.info.source)
+            state.loading = False
+            self.post_message(NcclReady())
+
+        self.run_worker(work, thread=True, group="nccl", exit_on_error=False)
+
+    def run_nccl_bench(self) -> None:
+        state = self.nccl_state
+        if state.bench_running:
+            return
+        state.bench_running = True
+        simulated = self.model.info.simulated
+
+        def work() -> None:
+            from lltui.app.nccl_state import run_bench_text
+
+            try:
+                state.bench_text = run_bench_text(simulated)
+            finally:
+                state.bench_running = False
+                self.post_message(NcclReady())
+
+        self.run_worker(work, thread=True, group="nccl-bench", exit_on_error=False)
+        self.post_message(NcclReady())
+
+    def load_nccl_file(self, path: str) -> None:
+        state = self.nccl_state
+
+        def work() -> None:
+            from lltui.app.nccl_state import summarize_file
+
+            state.file_text = summarize_file(path)
+            self.post_message(NcclReady())
+
+        self.run_worker(work, thread=True, group="nccl-file", exit_on_error=False)
+
+    def on_nccl_ready(self, message: NcclReady) -> None:
+        show = getattr(self.screen, "show_nccl", None)
+        if show is not None:
+            show()
 
     def on_topology_ready(self, message: TopologyReady) -> None:
         show = getattr(self.screen, "show_topology", None)

@@ -32,3 +32,7 @@ class PollFailed(Message):
 
 class TopologyReady(Message):
     """The topology was read (or could not be); the app holds the result."""
+
+
+class NcclReady(Message):
+    """NCCL facts, a bandwidth test or a loaded file changed; the app holds them."""

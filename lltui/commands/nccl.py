@@ -211,7 +211,6 @@ def _parse_gpus(text: str | None) -> list[int] | None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from lltui.core.nccl_tests import format_rows
     from lltui.core.units import parse_size
     from lltui.sources.nccl import CudaError, NCCLError, NcclUnavailable, run_allreduce_bench
 
@@ -245,30 +244,5 @@ def run_bench(args: argparse.Namespace) -> int:
     if _wants_json(args):
         print_json(result.to_json())
     else:
-        gpus = ",".join(str(d) for d in result.devices)
-        lines = [
-            f"all-reduce, float, sum · {result.nranks} GPU{'s' if result.nranks != 1 else ''} "
-            f"({gpus}) · NCCL {result.nccl_version} · {result.iters} iterations"
-        ]
-        if result.p2p:
-            lines.append(
-                "P2P access  "
-                + "  ".join(f"{k} {'yes' if v else 'no'}" for k, v in result.p2p.items())
-            )
-        lines += format_rows(result.rows)
-        avg = result.avg_busbw
-        lines.append(
-            f"avg bus bandwidth   {avg:.2f} GB/s"
-            if avg is not None
-            else "avg bus bandwidth   - (needs two or more GPUs)"
-        )
-        if result.validated is not None:
-            lines.append(
-                "results     correct"
-                if result.validated
-                else f"results     WRONG: {result.validation_error}"
-            )
-        for note in result.notes:
-            lines.append(f"note: {note}")
-        print("\n".join(lines))
+        print(result.to_text())
     return 1 if result.validated is False else 0

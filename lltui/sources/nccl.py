@@ -37,7 +37,7 @@ from lltui.core.nccl_env import (
     decode_nccl_version,
     socket_ifname_matches,
 )
-from lltui.core.nccl_tests import NcclTestsRow, bus_bandwidth_factor, sweep_sizes
+from lltui.core.nccl_tests import NcclTestsRow, bus_bandwidth_factor, format_rows, sweep_sizes
 from lltui.core.units import MIB
 
 __all__ = [
@@ -980,6 +980,35 @@ class BenchResult:
     def peak_busbw_out(self) -> float | None:
         vals = [r.busbw_out for r in self.rows if r.busbw_out is not None]
         return max(vals) if vals else None
+
+    def to_text(self) -> str:
+        """The sweep as nccl-tests prints it, with a header and the average."""
+        gpus = ",".join(str(d) for d in self.devices)
+        lines = [
+            f"all-reduce, float, sum · {self.nranks} GPU{'s' if self.nranks != 1 else ''} "
+            f"({gpus}) · NCCL {self.nccl_version} · {self.iters} iterations"
+        ]
+        if self.p2p:
+            lines.append(
+                "P2P access  "
+                + "  ".join(f"{k} {'yes' if v else 'no'}" for k, v in self.p2p.items())
+            )
+        lines += format_rows(self.rows)
+        avg = self.avg_busbw
+        lines.append(
+            f"avg bus bandwidth   {avg:.2f} GB/s"
+            if avg is not None
+            else "avg bus bandwidth   - (needs two or more GPUs)"
+        )
+        if self.validated is not None:
+            lines.append(
+                "results     correct"
+                if self.validated
+                else f"results     WRONG: {self.validation_error}"
+            )
+        for note in self.notes:
+            lines.append(f"note: {note}")
+        return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         rows = []

@@ -1,0 +1,74 @@
+"""The NCCL view's data, read off the UI thread: the report, a bandwidth test, a loaded file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lltui.sources.nccl_report import NcclReport
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class NcclState:
+    loading: bool = False
+    report: NcclReport | None = None
+    error: str | None = None
+    bench_running: bool = False
+    bench_text: str = ""
+    file_text: str = ""
+
+
+def read_report(source: str) -> tuple[NcclReport | None, str | None]:
+    from lltui.sources.nccl_report import nccl_report
+
+    try:
+        return nccl_report(source), None
+    except (ValueError, OSError) as exc:
+        return None, str(exc)
+
+
+def run_bench_text(simulated: bool) -> str:
+    """A quick all-reduce sweep on the local GPUs, as text; the reason in words when none."""
+    if simulated:
+        return (
+            "[b]bandwidth test[/b]: a simulated rig has no GPUs to test; "
+            "run lltui on the rig (or `lltui nccl bench` there)"
+        )
+    from lltui.sources.nccl import CudaError, NCCLError, NcclUnavailable, run_allreduce_bench
+
+    try:
+        result = run_allreduce_bench(max_bytes=64 * 1024 * 1024, factor=4, iters=10, warmup=3)
+    except (NcclUnavailable, NCCLError, CudaError, ValueError, OSError) as exc:
+        return f"[b]bandwidth test[/b]: {exc}"
+    from textual.markup import escape
+
+    return "[b]bandwidth test[/b]\n" + escape(result.to_text())
+
+
+def summarize_file(path: str) -> str:
+    """An NCCL_DEBUG=INFO log or nccl-tests output, summarised; which one is told by content."""
+    from textual.markup import escape
+
+    from lltui.core.nccl_log import format_log_summary, parse_nccl_log_text
+    from lltui.core.nccl_tests import format_table, parse_nccl_tests_text
+
+    p = Path(path).expanduser()
+    try:
+        with p.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES)
+    except OSError as exc:
+        return f"[b $error]{escape(str(p))}[/]: {escape(exc.strerror or str(exc))}"
+    text = data.decode("utf-8", errors="replace")
+    tests = parse_nccl_tests_text(text)
+    if tests.tables:
+        body = "\n\n".join(format_table(t) for t in tests.tables)
+        return f"[b]nccl-tests[/b] {escape(str(p))}\n{escape(body)}"
+    log = parse_nccl_log_text(text)
+    if log.has_nccl:
+        return f"[b]NCCL log[/b] {escape(str(p))}\n{escape(format_log_summary(log))}"
+    return (
+        f"[b $error]{escape(str(p))}[/]: nothing from NCCL in it "
+        "(neither NCCL_DEBUG=INFO lines nor an nccl-tests table)"
+    )

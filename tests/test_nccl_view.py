@@ -1,0 +1,103 @@
+"""The NCCL view: facts off the UI thread, findings, the bench button, a loaded file."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from app_helpers import sim_app
+
+from lltui.app.screens.nccl import NcclScreen
+from lltui.sources.sim import PROFILES
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "nccl"
+
+
+async def wait_for(predicate, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+def loaded(app) -> bool:
+    return app.nccl_state.report is not None or app.nccl_state.error is not None
+
+
+def text(app, selector: str) -> str:
+    return str(app.screen.query_one(selector).render())
+
+
+async def test_key_3_shows_the_simulated_nccl_facts_and_findings():
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(1)
+        await pilot.press("3")
+        assert isinstance(app.screen, NcclScreen)
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        assert "2.27.7" in text(app, "#nccl-library")
+        assert "SIMULATED" in text(app, "#nccl-library")
+        assert "NCCL_P2P_LEVEL" in text(app, "#nccl-env")
+        assert "NVLink" in text(app, "#nccl-findings")
+
+
+async def test_bench_on_a_simulated_rig_says_why_it_cannot_run():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        await pilot.click("#nccl-bench")
+        await wait_for(lambda: bool(app.nccl_state.bench_text))
+        await pilot.pause()
+        assert "simulated rig has no GPUs" in text(app, "#nccl-bench-result")
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not beside the repo")
+async def test_loading_an_nccl_tests_file_and_a_log():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(140, 60)) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        field = app.screen.query_one("#nccl-file")
+        tests_file = next(FIXTURES.glob("T01-*.txt"))
+        field.value = str(tests_file)
+        await pilot.click("#nccl-file")
+        await pilot.press("enter")
+        await wait_for(lambda: "nccl-tests" in app.nccl_state.file_text)
+        await pilot.pause()
+        assert "busbw" in text(app, "#nccl-file-result") or "GB/s" in text(app, "#nccl-file-result")
+        log_file = next(FIXTURES.glob("N11-*.txt"))
+        field.value = str(log_file)
+        await pilot.press("enter")
+        await wait_for(lambda: "NCCL log" in app.nccl_state.file_text)
+        field.value = "/no/such/file"
+        await pilot.press("enter")
+        await wait_for(lambda: "/no/such/file" in app.nccl_state.file_text)
+        assert app.is_running
+
+
+async def test_typing_q_in_the_file_field_does_not_quit():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        await pilot.click("#nccl-file")
+        await pilot.press("q", "1", "space")
+        await pilot.pause()
+        assert app.is_running and app.current_mode == "nccl"
+        assert app.screen.query_one("#nccl-file").value == "q1 "
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_nccl_snapshot(snap_compare, profile):
+    app = sim_app(profile)
+
+    async def run_before(pilot):
+        app.poll_sync(2)
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
