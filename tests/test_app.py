@@ -226,3 +226,14 @@ async def test_command_palette_lists_lltui_actions():
         assert "Pause / resume sampling" in names
         assert any(n.startswith("Sort processes by") for n in names)
         assert "View: monitor" in names
+
+
+async def test_v_cycles_through_the_views():
+    app = sim_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        seen = [app.current_mode]
+        for _ in range(len(app.MODES)):
+            await pilot.press("v")
+            seen.append(app.current_mode)
+        assert seen[0] == seen[-1] == "monitor"
+        assert set(seen) == set(app.MODES)

@@ -71,6 +71,7 @@ class LltuiApp(App[int]):
         Binding("1", "switch_mode('monitor')", "Monitor", id="view-monitor", show=False),
         Binding("2", "switch_mode('topology')", "Topology", id="view-topology", show=False),
         Binding("3", "switch_mode('nccl')", "NCCL", id="view-nccl", show=False),
+        Binding("v", "next_view", "View", id="view-next"),
         Binding("space,p", "toggle_pause", "Pause", id="pause"),
         Binding("minus", "interval(-1)", "Faster", id="interval-down"),
         Binding("plus,equals", "interval(1)", "Slower", id="interval-up"),
@@ -321,6 +322,11 @@ class LltuiApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Monitor keys are offered only where the monitor (or its detail page) is shown."""
         return action not in self.MONITOR_ACTIONS or self.current_mode == "monitor"
+
+    def action_next_view(self) -> None:
+        modes = list(self.MODES)
+        current = modes.index(self.current_mode) if self.current_mode in modes else -1
+        self.switch_mode(modes[(current + 1) % len(modes)])
 
     def action_toggle_pause(self) -> None:
         self.model.paused = not self.model.paused
