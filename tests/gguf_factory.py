@@ -1,0 +1,315 @@
+"""Tiny GGUF models of real architectures, written with the ``gguf`` package, for tests and benches.
+
+Tensor names, shapes and metadata keys follow llama.cpp's loaders (src/models/*.cpp), so
+llama.cpp can load these files: llama, qwen3, gemma3 (sliding window attention) and qwen3moe.
+Weights are random (seeded); norms are F32 as converters write them. Also raw byte builders
+for hand-made (and hostile) GGUF files.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+
+Q = gguf.GGMLQuantizationType
+V = gguf.GGUFValueType
+
+# llama_ftype written as general.file_type for each weight type
+FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7, "Q4_K": 15, "Q4_0": 2, "BF16": 32}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    arch: str
+    n_layer: int = 4
+    n_embd: int = 256
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 64
+    n_ff: int = 512
+    n_vocab: int = 1024
+    n_ctx_train: int = 4096
+    tied: bool = False
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 256
+    sliding_window: int = 0
+    swa_pattern: int = 0
+    qk_norm: bool = False
+    post_norms: bool = False
+    # key -> (value, gguf.GGUFValueType)
+    extra_kv: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+def llama_spec(**kw: Any) -> ModelSpec:
+    return replace(ModelSpec(arch="llama", n_head=8, n_head_kv=2, head_dim=32), **kw)
+
+
+def qwen3_spec(**kw: Any) -> ModelSpec:
+    return replace(ModelSpec(arch="qwen3", tied=True, qk_norm=True), **kw)
+
+
+def gemma3_spec(**kw: Any) -> ModelSpec:
+    base = ModelSpec(
+        arch="gemma3",
+        n_layer=6,
+        n_head=4,
+        n_head_kv=1,
+        tied=True,
+        qk_norm=True,
+        post_norms=True,
+        sliding_window=128,
+        swa_pattern=6,
+    )
+    return replace(base, **kw)
+
+
+def qwen3moe_spec(**kw: Any) -> ModelSpec:
+    base = ModelSpec(
+        arch="qwen3moe", qk_norm=True, n_expert=8, n_expert_used=2, n_ff_exp=256, n_ff=512
+    )
+    return replace(base, **kw)
+
+
+SPECS = {"llama": llama_spec, "qwen3": qwen3_spec, "gemma3": gemma3_spec, "qwen3moe": qwen3moe_spec}
+
+
+def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, ggml dims with ne0 first) of every tensor llama.cpp expects for ``spec``."""
+    e, hd = spec.n_embd, spec.head_dim
+    plan: list[tuple[str, tuple[int, ...]]] = [
+        ("token_embd.weight", (e, spec.n_vocab)),
+        ("output_norm.weight", (e,)),
+    ]
+    if not spec.tied:
+        plan.append(("output.weight", (e, spec.n_vocab)))
+    for i in range(spec.n_layer):
+        b = f"blk.{i}."
+        plan += [
+            (b + "attn_norm.weight", (e,)),
+            (b + "attn_q.weight", (e, hd * spec.n_head)),
+            (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
+            (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
+            (b + "attn_output.weight", (hd * spec.n_head, e)),
+            (b + "ffn_norm.weight", (e,)),
+        ]
+        if spec.qk_norm:
+            plan += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
+        if spec.post_norms:
+            plan += [(b + "attn_post_norm.weight", (e,)), (b + "ffn_post_norm.weight", (e,))]
+        if spec.n_expert:
+            x, fe = spec.n_expert, spec.n_ff_exp
+            plan += [
+                (b + "ffn_gate_inp.weight", (e, x)),
+                (b + "ffn_gate_exps.weight", (e, fe, x)),
+                (b + "ffn_down_exps.weight", (fe, e, x)),
+                (b + "ffn_up_exps.weight", (e, fe, x)),
+            ]
+        else:
+            plan += [
+                (b + "ffn_gate.weight", (e, spec.n_ff)),
+                (b + "ffn_down.weight", (spec.n_ff, e)),
+                (b + "ffn_up.weight", (e, spec.n_ff)),
+            ]
+    return plan
+
+
+def spm_vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
+    """A SentencePiece-style vocabulary llama.cpp accepts: specials, 256 byte tokens, fillers."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    i = 0
+    while len(tokens) < n_vocab:
+        tokens.append(f"\u2581t{i}")
+        types.append(1)
+        i += 1
+    tokens, types = tokens[:n_vocab], types[:n_vocab]
+    scores = [-float(k) for k in range(len(tokens))]
+    return tokens, scores, types
+
+
+def bpe_merges(n: int) -> list[str]:
+    return [f"t{i} m{i}" for i in range(n)]
+
+
+def _is_norm_or_router(name: str, dims: tuple[int, ...]) -> bool:
+    return len(dims) == 1 or name.endswith("ffn_gate_inp.weight")
+
+
+# types gguf-py can quantize from float data
+_GGUF_PY_QUANTIZES = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}
+
+
+def _weights(
+    rng: np.random.Generator, dims: tuple[int, ...], wtype: str
+) -> tuple[np.ndarray, Q | None]:
+    """Random data for ggml ``dims`` as ``wtype``; F16 when the rows do not fit the blocks."""
+    shape = tuple(reversed(dims))
+    qt = Q[wtype.upper()]
+    block, type_size = gguf.GGML_QUANT_SIZES[qt]
+    if qt in (Q.F16, Q.F32) or dims[0] % block:
+        data = (rng.standard_normal(shape) * 0.02).astype(np.float32)
+        return (data, None) if qt == Q.F32 else (data.astype(np.float16), None)
+    if qt.name in _GGUF_PY_QUANTIZES or qt == Q.BF16:
+        data = (rng.standard_normal(shape) * 0.02).astype(np.float32)
+        return gguf.quants.quantize(data, qt), qt
+    n_blocks = dims[0] // block
+    raw = np.zeros((*shape[:-1], n_blocks, type_size), dtype=np.uint8)
+    if qt == Q.Q4_K:
+        # gguf-py cannot quantize K-quants: random blocks with a small, finite d and dmin
+        raw[...] = rng.integers(0, 256, size=raw.shape, dtype=np.uint8)
+        raw[..., 0:4] = np.frombuffer(np.array([0.01, 0.001], dtype=np.float16).tobytes(), np.uint8)
+    # other types: zero blocks (valid for every type; sizes are what the tests look at)
+    return raw.reshape(*shape[:-1], n_blocks * type_size), qt
+
+
+def write_model(
+    path: str | Path,
+    spec: ModelSpec,
+    weight_type: str = "F16",
+    *,
+    seed: int = 0,
+    split_max_tensors: int = 0,
+    vocab: tuple[list[str], list[float], list[int]] | None = None,
+    merges: list[str] | None = None,
+    tensor_types: dict[str, str] | None = None,
+    file_type: int | None = None,
+) -> list[Path]:
+    """Write ``spec`` as a GGUF file (or split files); returns the paths written.
+
+    ``tensor_types`` overrides ``weight_type`` per tensor name (e.g. {"output.weight": "Q6_K"}).
+    """
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(path, spec.arch, split_max_tensors=split_max_tensors)
+    a = spec.arch
+    kv: dict[str, tuple[Any, Any]] = {
+        "general.name": (f"tiny-{a}", V.STRING),
+        f"{a}.block_count": (spec.n_layer, V.UINT32),
+        f"{a}.context_length": (spec.n_ctx_train, V.UINT32),
+        f"{a}.embedding_length": (spec.n_embd, V.UINT32),
+        f"{a}.feed_forward_length": (spec.n_ff, V.UINT32),
+        f"{a}.attention.head_count": (spec.n_head, V.UINT32),
+        f"{a}.attention.head_count_kv": (spec.n_head_kv, V.UINT32),
+        f"{a}.attention.key_length": (spec.head_dim, V.UINT32),
+        f"{a}.attention.value_length": (spec.head_dim, V.UINT32),
+        f"{a}.rope.dimension_count": (spec.head_dim, V.UINT32),
+        f"{a}.rope.freq_base": (10000.0, V.FLOAT32),
+        f"{a}.attention.layer_norm_rms_epsilon": (1e-6, V.FLOAT32),
+        f"{a}.vocab_size": (spec.n_vocab, V.UINT32),
+        "general.quantization_version": (gguf.GGML_QUANT_VERSION, V.UINT32),
+        "general.file_type": (
+            FILE_TYPE.get(weight_type, 1) if file_type is None else file_type,
+            V.UINT32,
+        ),
+    }
+    if spec.n_expert:
+        kv[f"{a}.expert_count"] = (spec.n_expert, V.UINT32)
+        kv[f"{a}.expert_used_count"] = (spec.n_expert_used, V.UINT32)
+        kv[f"{a}.expert_feed_forward_length"] = (spec.n_ff_exp, V.UINT32)
+    if spec.sliding_window:
+        kv[f"{a}.attention.sliding_window"] = (spec.sliding_window, V.UINT32)
+        kv[f"{a}.attention.sliding_window_pattern"] = (spec.swa_pattern, V.UINT32)
+    kv.update(spec.extra_kv)  # replaces a standard key in place
+    for key, (value, vtype) in kv.items():
+        w.add_key_value(key, value, vtype)
+
+    tokens, scores, types = vocab or spm_vocab(spec.n_vocab)
+    w.add_tokenizer_model("gpt2" if merges is not None else "llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    if merges is not None:
+        w.add_token_merges(merges)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+
+    for name, dims in tensor_plan(spec):
+        if tensor_types and name in tensor_types:
+            wanted = tensor_types[name]
+        elif _is_norm_or_router(name, dims):
+            wanted = "F32"
+        else:
+            wanted = weight_type
+        if wanted == "F32" and _is_norm_or_router(name, dims):
+            data = (1.0 + rng.standard_normal(tuple(reversed(dims))) * 0.01).astype(np.float32)
+            w.add_tensor(name, data)
+            continue
+        data, raw_dtype = _weights(rng, dims, wanted)
+        if raw_dtype is None:
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, data, raw_dtype=raw_dtype)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if split_max_tensors:
+        return sorted(path.parent.glob(f"{path.stem}-*-of-*.gguf"))
+    return [path]
+
+
+# -- raw builders for hand-made files --------------------------------------------------------
+
+GGUF_STRING, GGUF_ARRAY, GGUF_UINT32 = 8, 9, 4
+
+
+def raw_str(s: str | bytes) -> bytes:
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def raw_kv(key: str, vtype: int, payload: bytes) -> bytes:
+    return raw_str(key) + struct.pack("<I", vtype) + payload
+
+
+def raw_kv_u32(key: str, value: int) -> bytes:
+    return raw_kv(key, GGUF_UINT32, struct.pack("<I", value))
+
+
+def raw_kv_str(key: str, value: str) -> bytes:
+    return raw_kv(key, GGUF_STRING, raw_str(value))
+
+
+def raw_array(item_type: int, count: int, items: bytes) -> bytes:
+    return struct.pack("<IQ", item_type, count) + items
+
+
+def raw_tensor_info(name: str, dims: tuple[int, ...], type_id: int, offset: int) -> bytes:
+    return (
+        raw_str(name)
+        + struct.pack("<I", len(dims))
+        + b"".join(struct.pack("<Q", d) for d in dims)
+        + struct.pack("<iQ", type_id, offset)
+    )
+
+
+def raw_gguf(
+    kvs: list[bytes],
+    tensor_infos: list[bytes],
+    *,
+    data: bytes = b"",
+    version: int = 3,
+    n_kv: int | None = None,
+    n_tensors: int | None = None,
+    alignment: int = 32,
+) -> bytes:
+    """A GGUF file from raw parts; counts may be given to lie about the contents."""
+    head = b"GGUF" + struct.pack(
+        "<IQQ",
+        version,
+        len(tensor_infos) if n_tensors is None else n_tensors,
+        len(kvs) if n_kv is None else n_kv,
+    )
+    body = head + b"".join(kvs) + b"".join(tensor_infos)
+    if tensor_infos:
+        body += b"\0" * (-len(body) % alignment)
+    return body + data
