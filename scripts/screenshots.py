@@ -19,14 +19,22 @@ from lltui.sources.sim import SimSource
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
 SAMPLES = 60
 
-SHOTS: tuple[tuple[str, str, tuple[int, int], str], ...] = (
-    # (file stem, profile, size, theme)
-    ("monitor-kaggle-2xt4-80x24", "kaggle-2xt4", (80, 24), "dark"),
-    ("monitor-kaggle-2xt4-160x50", "kaggle-2xt4", (160, 50), "dark"),
-    ("monitor-8xh100-sxm-80x24", "8xh100-sxm", (80, 24), "dark"),
-    ("monitor-8xh100-sxm-160x50", "8xh100-sxm", (160, 50), "dark"),
-    ("monitor-2x3090-nvlink-light", "2x3090-nvlink", (120, 40), "light"),
-    ("monitor-mixed-4090-3090-high-contrast", "mixed-4090-3090", (120, 40), "high-contrast"),
+SHOTS: tuple[tuple[str, str, tuple[int, int], str, str], ...] = (
+    # (file stem, profile, size, theme, view)
+    ("monitor-kaggle-2xt4-80x24", "kaggle-2xt4", (80, 24), "dark", "monitor"),
+    ("monitor-kaggle-2xt4-160x50", "kaggle-2xt4", (160, 50), "dark", "monitor"),
+    ("monitor-8xh100-sxm-80x24", "8xh100-sxm", (80, 24), "dark", "monitor"),
+    ("monitor-8xh100-sxm-160x50", "8xh100-sxm", (160, 50), "dark", "monitor"),
+    ("monitor-2x3090-nvlink-light", "2x3090-nvlink", (120, 40), "light", "monitor"),
+    (
+        "monitor-mixed-4090-3090-high-contrast",
+        "mixed-4090-3090",
+        (120, 40),
+        "high-contrast",
+        "monitor",
+    ),
+    ("topology-8xh100-sxm", "8xh100-sxm", (120, 45), "dark", "topology"),
+    ("nccl-2x3090-nvlink", "2x3090-nvlink", (120, 30), "dark", "nccl"),
 )
 
 
@@ -39,13 +47,20 @@ class StepClock:
         return self.now
 
 
-async def shoot(stem: str, profile: str, size: tuple[int, int], theme: str) -> Path:
+async def shoot(stem: str, profile: str, size: tuple[int, int], theme: str, view: str) -> Path:
     settings = Settings(interval=1.0, theme=theme, source=f"sim:{profile}")
     source = SimSource(profile, seed=0, clock=StepClock(), start=0.0)
     app = create_app(settings, source=source, start_polling=False, clock=lambda: 0.0)
     async with app.run_test(size=size) as pilot:
         app.poll_sync(SAMPLES)
         await pilot.pause()
+        if view != "monitor":
+            await app.switch_mode(view)
+            for _ in range(1000):  # what the view reads once, off the UI thread
+                if not app.view_loading():
+                    break
+                await asyncio.sleep(0.01)
+            await pilot.pause()
         app.save_screenshot(filename=f"{stem}.svg", path=str(OUT))
     return OUT / f"{stem}.svg"
 
