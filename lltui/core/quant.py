@@ -1,0 +1,661 @@
+"""Quantization what-if: llama-quantize's per-tensor type rules applied to a model's tensor list.
+
+A port of the type selection in llama.cpp's src/llama-quant.cpp (tensor_allows_quantization,
+llama_tensor_get_type_impl, tensor_type_fallback) and of the output file layout (metadata copied
+from the source, general.file_type and general.quantization_version set, split keys removed,
+tensor table, every tensor padded to 32 bytes). Only tensor names and shapes matter, plus the
+source type of the tensors llama-quantize copies unchanged (norms, 1-d tensors, routers), so
+the sizes of every quantization can be predicted from any GGUF of the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from lltui.core.ggml_types import (
+    FTYPE_DEFAULT_TYPE,
+    FTYPE_NAMES,
+    QUANTIZE_FTYPES,
+    GgmlType,
+    LlamaFtype,
+    type_info,
+)
+from lltui.core.gguf import GgufModel
+
+GGUF_DEFAULT_ALIGNMENT = 32
+GGUF_HEADER_BYTES = 4 + 4 + 8 + 8  # magic, version, tensor count, key/value count
+# keys llama-quantize drops from the copied metadata, or sets itself
+_REMOVED_KEYS = frozenset(
+    {
+        "split.no",
+        "split.count",
+        "split.tensors.count",
+        "general.quantization_version",
+        "general.file_type",
+    }
+)
+_ADDED_U32_KEYS = ("general.quantization_version", "general.file_type")
+
+G = GgmlType
+F = LlamaFtype
+
+
+class QuantizeRefused(Exception):
+    """llama-quantize would stop on this model with this type (the message says why)."""
+
+
+class Category(Enum):
+    TOKEN_EMBD = auto()
+    ATTENTION_Q = auto()
+    ATTENTION_V = auto()
+    ATTENTION_K = auto()
+    ATTENTION_QKV = auto()
+    ATTENTION_KV_B = auto()
+    ATTENTION_OUTPUT = auto()
+    FFN_UP = auto()
+    FFN_GATE = auto()
+    FFN_DOWN = auto()
+    OUTPUT = auto()
+    OTHER = auto()
+
+
+_ATTN_V_LIKE = (Category.ATTENTION_V, Category.ATTENTION_QKV, Category.ATTENTION_KV_B)
+
+
+def tensor_category(name: str) -> Category:
+    """The broad class llama-quantize sorts a tensor into, by substring of its name."""
+    if name == "output.weight":
+        return Category.OUTPUT
+    if name in ("token_embd.weight", "per_layer_token_embd.weight"):
+        return Category.TOKEN_EMBD
+    for needle, cat in (
+        ("attn_qkv.weight", Category.ATTENTION_QKV),
+        ("attn_kv_b.weight", Category.ATTENTION_KV_B),
+        ("attn_v.weight", Category.ATTENTION_V),
+        ("attn_k.weight", Category.ATTENTION_K),
+        ("attn_q.weight", Category.ATTENTION_Q),
+        ("attn_output.weight", Category.ATTENTION_OUTPUT),
+        ("ffn_up", Category.FFN_UP),
+        ("ffn_gate", Category.FFN_GATE),
+        ("ffn_down", Category.FFN_DOWN),
+    ):
+        if needle in name:
+            return cat
+    return Category.OTHER
+
+
+def n_dims(dims: Sequence[int]) -> int:
+    """ggml_n_dims: trailing dimensions of 1 do not count; at least 1."""
+    for i in range(len(dims) - 1, 0, -1):
+        if dims[i] > 1:
+            return i + 1
+    return 1
+
+
+_NOT_QUANTIZED_SUBSTRINGS = (
+    "_norm.weight",
+    "ffn_gate_inp.weight",
+    "ffn_gate_tid2eid.weight",
+    "altup",
+    "laurel",
+    "per_layer_model_proj",
+    "ssm_conv1d",
+    "shortconv.conv.weight",
+    "indexer.k_proj.weight",
+    "indexer.q_proj.weight",
+    "time_mix_first.weight",
+    "time_mix_w0.weight",
+    "time_mix_w1.weight",
+    "time_mix_w2.weight",
+    "time_mix_v0.weight",
+    "time_mix_v1.weight",
+    "time_mix_v2.weight",
+    "time_mix_a0.weight",
+    "time_mix_a1.weight",
+    "time_mix_a2.weight",
+    "time_mix_g1.weight",
+    "time_mix_g2.weight",
+    "time_mix_decay_w1.weight",
+    "time_mix_decay_w2.weight",
+    "time_mix_lerp_fused.weight",
+    "attn_rel_b.weight",
+    ".position_embd",
+    "sam.pos_embd",
+    "sam.neck.",
+    "sam.net_",
+    ".rel_pos",
+    ".patch_embd",
+    ".patch_merger",
+    "a.rvq.codebook",
+    "mm.a.code_embd",
+)
+_GLM5_NEXT_NOT_QUANTIZED = (
+    "hc_",
+    "indexer.attn_q_b",
+    "indexer.attn_k",
+    "indexer.proj",
+    "indexer_compressor_gate",
+    "indexer_compressor_ape",
+    "ssm_f_a.weight",
+    "ssm_f_b.weight",
+    "ssm_g_a.weight",
+    "ssm_g_b.weight",
+    "ssm_beta.weight",
+    "attn_kv_a_mqa.weight",
+    "attn_k_b.weight",
+    "attn_v_b.weight",
+)
+
+
+def allows_quantization(arch: str, name: str, dims: Sequence[int]) -> bool:
+    """Whether llama-quantize changes this tensor's type at all (else it is copied as is)."""
+    if n_dims(dims) < 2:
+        return False
+    # llama.cpp tests name.rfind("weight") == name.size() - 6 on size_t, which also holds
+    # for a 5-character name that lacks "weight" (npos == size - 6 after wrap-around).
+    if not (name.endswith("weight") or len(name) == 5):
+        return False
+    if name in ("position_embd.weight", "token_types.weight"):
+        return False
+    if any(s in name for s in _NOT_QUANTIZED_SUBSTRINGS):
+        return False
+    return not (arch == "glm5-next" and any(s in name for s in _GLM5_NEXT_NOT_QUANTIZED))
+
+
+_BLK_RE = re.compile(r"blk\.\s*([+-]?\d+)")
+
+
+def layer_index(name: str) -> int | None:
+    """The N of ``blk.N.``, parsed as llama.cpp's sscanf("blk.%d.") does; None if absent."""
+    m = _BLK_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def tensor_sort_key(name: str) -> tuple[int, bytes]:
+    """llama_model_loader's weight order: by layer (-1 outside blocks), then by name."""
+    layer = layer_index(name)
+    return (-1 if layer is None else layer, name.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class SourceTensor:
+    name: str
+    dims: tuple[int, ...]  # ggml order, ne0 first
+    type: int = G.F16  # only matters for tensors that are copied unchanged
+
+
+@dataclass(frozen=True)
+class QuantSource:
+    """What the rules need from a model: a few hyperparameters and the tensor list."""
+
+    arch: str
+    n_layer: int  # block_count, MTP/nextn layers included
+    n_head: int  # layer 0
+    n_head_kv: int  # layer 0
+    n_expert: int
+    tensors: tuple[SourceTensor, ...]
+    kv_bytes: int = 0  # encoded metadata copied to the output (split/quant keys excluded)
+    n_kv: int = 0
+
+    @property
+    def n_gqa(self) -> int:
+        return self.n_head // self.n_head_kv if self.n_head_kv else 0
+
+    @property
+    def is_llama_70b(self) -> bool:
+        """llama.cpp's LLM_TYPE_70B, which gets more bits on attn_v."""
+        return self.arch == "llama" and self.n_layer == 80 and self.n_head != self.n_head_kv
+
+
+def quant_source(model: GgufModel) -> QuantSource:
+    """The rules' input from a model's header; a split model's metadata is its first file's."""
+    kv_nbytes = model.files[0].kv_nbytes
+    kv_keys = [k for k in kv_nbytes if k not in _REMOVED_KEYS]
+    head_kv = model.n_head_kv_layers
+    return QuantSource(
+        arch=model.architecture or "",
+        n_layer=model.n_layer,
+        n_head=model.n_head,
+        n_head_kv=head_kv[0] if head_kv else model.n_head,
+        n_expert=model.expert_count,
+        tensors=tuple(SourceTensor(t.name, t.dims, t.type) for t in model.tensors),
+        kv_bytes=sum(kv_nbytes[k] for k in kv_keys),
+        n_kv=len(kv_keys),
+    )
+
+
+@dataclass(frozen=True)
+class QuantTensor:
+    name: str
+    dims: tuple[int, ...]
+    source_type: int
+    type: GgmlType
+    nbytes: int
+    quantizable: bool  # False: copied unchanged (norms, 1-d, routers, ...)
+    fallback: bool  # its rows do not fit the chosen type's blocks; a fallback type was used
+
+    @property
+    def type_name(self) -> str:
+        return type_info(self.type).name
+
+
+@dataclass(frozen=True)
+class QuantRow:
+    """One llama-quantize type applied to one model."""
+
+    ftype: LlamaFtype
+    name: str  # as llama-quantize spells it: "Q4_K_M"
+    default_type: GgmlType
+    tensors: tuple[QuantTensor, ...]  # in the order llama-quantize writes them
+    meta_bytes: int  # header, metadata and tensor table, before padding
+    header_bytes: int  # meta_bytes padded to 32: where the tensor data starts
+    weights_bytes: int  # sum of tensor bytes
+    file_bytes: int  # the size of the file llama-quantize writes
+    n_fallback: int
+    requires_imatrix: bool  # llama-quantize refuses to make it without --imatrix
+    imatrix: bool  # the rules were applied as with an importance matrix
+    requantize: bool  # some tensors of the source are quantized: needs --allow-requantize
+    error: str | None = None  # llama-quantize would stop; sizes are then 0
+
+    @property
+    def n_elements(self) -> int:
+        total = 0
+        for t in self.tensors:
+            n = 1
+            for d in t.dims:
+                n *= d
+            total += n
+        return total
+
+    @property
+    def bits_per_weight(self) -> float:
+        n = self.n_elements
+        return self.weights_bytes * 8 / n if n else 0.0
+
+    def type_counts(self) -> dict[str, int]:
+        """How many tensors of each type, e.g. {"q4_K": 120, "q6_K": 17, "f32": 65}."""
+        return dict(Counter(t.type_name for t in self.tensors))
+
+    def bytes_by_type(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for t in self.tensors:
+            out[t.type_name] += t.nbytes
+        return dict(out)
+
+
+class _State:
+    """quantize_state_impl: counters advanced as tensors are visited in order."""
+
+    def __init__(self, src: QuantSource, names: Iterable[str], imatrix: bool) -> None:
+        cats = [tensor_category(n) for n in names]
+        self.n_attention_wv = sum(1 for c in cats if c in _ATTN_V_LIKE)
+        self.has_tied_embeddings = Category.OUTPUT not in cats
+        self.n_ffn_down = self.n_ffn_gate = self.n_ffn_up = src.n_layer
+        self.i_attention_wv = self.i_ffn_down = self.i_ffn_gate = self.i_ffn_up = 0
+        self.n_fallback = 0
+        self.has_imatrix = imatrix
+
+
+def _use_more_bits(i_layer: int, n_layers: int) -> bool:
+    return (
+        i_layer < n_layers // 8
+        or i_layer >= 7 * n_layers // 8
+        or (i_layer - n_layers // 8) % 3 == 2
+    )
+
+
+_IQ_LOW = (F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M)
+_IQ_LOW_ALL = (*_IQ_LOW, F.MOSTLY_IQ1_M)
+_OUTPUT_Q5K = (*_IQ_LOW_ALL, F.MOSTLY_IQ3_XXS)
+_MOE8_ATTN_OUT_Q5K = (
+    F.MOSTLY_Q2_K,
+    F.MOSTLY_IQ3_XS,
+    F.MOSTLY_IQ3_XXS,
+    F.MOSTLY_Q3_K_S,
+    F.MOSTLY_Q3_K_M,
+    F.MOSTLY_IQ4_NL,
+    F.MOSTLY_Q4_K_S,
+    F.MOSTLY_Q4_K_M,
+    F.MOSTLY_IQ3_S,
+    F.MOSTLY_IQ3_M,
+    F.MOSTLY_IQ4_XS,
+)
+
+
+def _layer_info(src: QuantSource, i_layer: int, n_layer: int, name: str) -> tuple[int, int]:
+    if max(1, src.n_expert) > 1:
+        # expert tensors are not visited one per layer: take the layer from the name
+        parsed = layer_index(name)
+        if parsed is None:
+            raise QuantizeRefused(f"failed to determine layer for tensor {name}")
+        if parsed < 0 or parsed >= n_layer:
+            raise QuantizeRefused(
+                f"bad layer {parsed} for tensor {name}; must be in [0, {n_layer})"
+            )
+        i_layer = parsed
+    return i_layer, n_layer
+
+
+def _rules(
+    st: _State, src: QuantSource, new: GgmlType, t: SourceTensor, ftype: F, cat: Category
+) -> GgmlType:
+    """llama_tensor_get_type_impl."""
+    name, arch = t.name, src.arch
+    n_gqa, n_expert = src.n_gqa, src.n_expert
+
+    glm5_keep_q8 = ("attn_q_a", "attn_q_b", "nextn.eh_proj")
+    if (
+        arch == "glm5-next"
+        and any(s in name for s in glm5_keep_q8)
+        and new not in (G.F32, G.BF16, G.F16)
+    ):
+        return G.Q8_0
+
+    if cat == Category.OUTPUT or (st.has_tied_embeddings and cat == Category.TOKEN_EMBD):
+        nx = t.dims[0] if t.dims else 1
+        if ftype == F.MOSTLY_MXFP4_MOE or arch == "falcon" or nx % type_info(new).block_size:
+            new = G.Q8_0
+        elif ftype in _OUTPUT_Q5K:
+            new = G.Q5_K
+        elif new != G.Q8_0:
+            new = G.Q6_K
+    elif ftype == F.MOSTLY_MXFP4_MOE:
+        is_expert_role = cat in (Category.FFN_UP, Category.FFN_GATE, Category.FFN_DOWN)
+        ne2 = t.dims[2] if len(t.dims) > 2 else 1
+        new = G.MXFP4 if ne2 > 1 and (arch != "bailingmoe3" or is_expert_role) else G.Q8_0
+    elif cat == Category.TOKEN_EMBD:
+        if ftype in (F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ1_M):
+            new = G.Q2_K
+        elif ftype in (F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M, F.MOSTLY_IQ3_XXS):
+            new = G.IQ3_S
+        elif ftype in (F.MOSTLY_TQ1_0, F.MOSTLY_TQ2_0, F.MOSTLY_Q2_0):
+            new = G.Q4_K
+    elif ftype in _IQ_LOW_ALL:
+        iq2s_or_m = ftype in (F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M)
+        if cat in _ATTN_V_LIKE:
+            low = G.IQ3_S if iq2s_or_m else G.Q2_K
+            new = G.Q4_K if n_gqa >= 4 or n_expert >= 4 else low
+            st.i_attention_wv += 1
+        elif n_expert == 8 and cat == Category.ATTENTION_K:
+            new = G.Q4_K
+        elif cat == Category.FFN_DOWN:
+            if st.i_ffn_down < st.n_ffn_down // 8:
+                new = G.IQ3_S if iq2s_or_m else G.Q2_K
+            st.i_ffn_down += 1
+        elif cat == Category.ATTENTION_OUTPUT:
+            if n_expert == 8:
+                new = G.Q5_K
+            elif ftype in (F.MOSTLY_IQ1_S, F.MOSTLY_IQ1_M):
+                new = G.IQ2_XXS
+            elif iq2s_or_m:
+                new = G.IQ3_S
+    elif cat in _ATTN_V_LIKE:
+        i_wv, n_wv = st.i_attention_wv, st.n_attention_wv
+        if ftype == F.MOSTLY_Q2_K:
+            new = G.Q4_K if n_gqa >= 4 else G.Q3_K
+        elif ftype == F.MOSTLY_Q2_K_S and n_gqa >= 4:
+            new = G.Q4_K
+        elif ftype == F.MOSTLY_IQ3_XXS:
+            new = G.Q4_K if n_gqa >= 4 else (G.IQ3_XXS if st.has_imatrix else G.IQ3_S)
+        elif (ftype in (F.MOSTLY_IQ3_XS, F.MOSTLY_IQ3_S) and n_gqa >= 4) or ftype == F.MOSTLY_IQ3_M:
+            new = G.Q4_K
+        elif ftype == F.MOSTLY_Q3_K_M:
+            new = G.Q5_K if i_wv < 2 else G.Q4_K
+        elif ftype == F.MOSTLY_Q3_K_L or (
+            ftype in (F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS) and n_gqa >= 4
+        ):
+            new = G.Q5_K
+        elif ftype in (F.MOSTLY_Q4_K_M, F.MOSTLY_Q5_K_M) and _use_more_bits(i_wv, n_wv):
+            new = G.Q6_K
+        elif ftype == F.MOSTLY_Q4_K_S and i_wv < 4:
+            new = G.Q5_K
+        if src.is_llama_70b and new in (G.Q3_K, G.Q4_K):
+            new = G.Q5_K
+        if n_expert == 8:
+            new = G.Q8_0
+        st.i_attention_wv += 1
+    elif cat == Category.ATTENTION_K:
+        if n_expert == 8:
+            new = G.Q8_0
+        elif ftype == F.MOSTLY_IQ3_XS:
+            new = G.IQ3_XXS
+        elif ftype == F.MOSTLY_IQ3_XXS:
+            new = G.IQ2_S
+    elif cat == Category.ATTENTION_Q:
+        if ftype == F.MOSTLY_IQ3_XS:
+            new = G.IQ3_XXS
+        elif ftype == F.MOSTLY_IQ3_XXS:
+            new = G.IQ2_S
+    elif cat == Category.FFN_DOWN:
+        i, n = _layer_info(src, st.i_ffn_down, st.n_ffn_down, name)
+        falcon = arch == "falcon"
+        if ftype == F.MOSTLY_Q2_K:
+            new = G.Q3_K
+        elif ftype == F.MOSTLY_Q2_K_S:
+            if i < n // 8:
+                new = G.Q4_K
+        elif ftype == F.MOSTLY_IQ3_XXS and not st.has_imatrix:
+            new = G.Q4_K if i < n // 8 else G.Q3_K
+        elif ftype == F.MOSTLY_Q3_K_M:
+            if i < n // 16:
+                new = G.Q5_K
+            elif not falcon or _use_more_bits(i, n):
+                new = G.Q4_K
+            else:
+                new = G.Q3_K
+        elif ftype == F.MOSTLY_IQ3_M and (i < n // 8 or (n_expert == 8 and _use_more_bits(i, n))):
+            new = G.Q4_K
+        elif ftype == F.MOSTLY_Q3_K_L:
+            new = G.Q4_K if falcon else G.Q5_K
+        elif ftype == F.MOSTLY_Q4_K_M:
+            if falcon:
+                new = G.Q6_K if i < n // 16 else G.Q5_K if _use_more_bits(i, n) else G.Q4_K
+            elif _use_more_bits(i, n):
+                new = G.Q6_K
+        elif i < n // 8 and ftype in (F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS) and not st.has_imatrix:
+            new = G.Q5_K
+        elif ftype == F.MOSTLY_Q5_K_M and _use_more_bits(i, n):
+            new = G.Q6_K
+        elif ftype == F.MOSTLY_Q4_K_S and not falcon and i < n // 8:
+            new = G.Q5_K
+        elif ftype in (F.MOSTLY_Q4_0, F.MOSTLY_Q5_0) and st.has_imatrix and i < n // 8:
+            # llama.cpp guards the first ffn_down layers only when an imatrix is given
+            new = G.Q4_1 if ftype == F.MOSTLY_Q4_0 else G.Q5_1
+        st.i_ffn_down += 1
+    elif cat == Category.ATTENTION_OUTPUT:
+        if arch != "falcon":
+            if n_expert == 8:
+                if ftype in _MOE8_ATTN_OUT_Q5K:
+                    new = G.Q5_K
+            elif ftype == F.MOSTLY_Q2_K:
+                new = G.Q3_K
+            elif ftype == F.MOSTLY_IQ3_XXS:
+                new = G.IQ3_S
+            elif ftype == F.MOSTLY_Q3_K_M:
+                new = G.Q4_K
+            elif ftype == F.MOSTLY_Q3_K_L:
+                new = G.Q5_K
+            elif ftype == F.MOSTLY_IQ3_M:
+                new = G.Q4_K
+        elif ftype == F.MOSTLY_Q3_K_L:
+            new = G.Q4_K
+    elif cat == Category.ATTENTION_QKV:
+        if ftype in (F.MOSTLY_Q3_K_M, F.MOSTLY_Q3_K_L, F.MOSTLY_IQ3_M):
+            new = G.Q4_K
+        elif ftype == F.MOSTLY_Q4_K_M:
+            new = G.Q5_K
+        elif ftype == F.MOSTLY_Q5_K_M:
+            new = G.Q6_K
+    elif cat in (Category.FFN_GATE, Category.FFN_UP):
+        gate = cat == Category.FFN_GATE
+        counter = st.i_ffn_gate if gate else st.i_ffn_up
+        total = st.n_ffn_gate if gate else st.n_ffn_up
+        i, n = _layer_info(src, counter, total, name)
+        if ftype == F.MOSTLY_IQ3_XS and n // 8 <= i < 7 * n // 8:
+            new = G.IQ3_XXS
+        if gate:
+            st.i_ffn_gate += 1
+        else:
+            st.i_ffn_up += 1
+    return new
+
+
+_FALLBACK = {
+    G.IQ1_S: G.IQ4_NL,
+    G.IQ1_M: G.IQ4_NL,
+    G.IQ2_XXS: G.IQ4_NL,
+    G.IQ2_XS: G.IQ4_NL,
+    G.IQ2_S: G.IQ4_NL,
+    G.IQ3_XXS: G.IQ4_NL,
+    G.IQ3_S: G.IQ4_NL,
+    G.IQ4_XS: G.IQ4_NL,
+    G.Q2_0: G.Q4_0,
+    G.Q2_K: G.Q4_0,
+    G.Q3_K: G.Q4_0,
+    G.TQ1_0: G.Q4_0,
+    G.TQ2_0: G.Q4_0,
+    G.Q4_K: G.Q5_0,
+    G.Q5_K: G.Q5_1,
+    G.Q6_K: G.Q8_0,
+}
+
+
+def _fallback(st: _State, t: SourceTensor, target: GgmlType) -> tuple[GgmlType, bool]:
+    """tensor_type_fallback: a type whose blocks fit the row length, else F16."""
+    ncols = t.dims[0] if t.dims else 1
+    block = type_info(target).block_size
+    if ncols % block == 0:
+        return target, False
+    st.n_fallback += 1
+    out = _FALLBACK.get(target)
+    if out is None:
+        if block > 32:
+            raise QuantizeRefused(
+                f"no tensor type fallback is defined for type {type_info(target).name} "
+                f"({t.name} has rows of {ncols})"
+            )
+        out = target
+    if ncols % type_info(out).block_size:
+        out = G.F16
+    return out, True
+
+
+def _requires_imatrix(name: str, new: GgmlType, ftype: F) -> bool:
+    if name in ("token_embd.weight", "per_layer_token_embd.weight", "output.weight"):
+        return False
+    if new in (G.IQ3_XXS, G.IQ2_XXS, G.IQ2_XS, G.IQ2_S, G.IQ1_M, G.IQ1_S):
+        return True
+    return new == G.Q2_K and ftype == F.MOSTLY_Q2_K_S
+
+
+def _kv_u32_bytes(key: str) -> int:
+    return 8 + len(key.encode("utf-8")) + 4 + 4
+
+
+def _tensor_info_bytes(name: str, dims: Sequence[int]) -> int:
+    return 8 + len(name.encode("utf-8")) + 4 + 8 * n_dims(dims) + 4 + 8
+
+
+def _pad(n: int, align: int = GGUF_DEFAULT_ALIGNMENT) -> int:
+    return -(-n // align) * align
+
+
+def _nbytes(type_id: int, dims: Sequence[int]) -> int:
+    info = type_info(type_id)
+    n = (dims[0] if dims else 1) // info.block_size * info.type_size
+    for d in dims[1:]:
+        n *= d
+    return n
+
+
+def _choose_types(
+    src: QuantSource, ftype: F, imatrix: bool
+) -> tuple[list[tuple[SourceTensor, GgmlType, bool, bool]], int, bool]:
+    """(tensor, type, quantizable, fallback) in output order, fallback count, imatrix needed."""
+    default = FTYPE_DEFAULT_TYPE.get(ftype)
+    if default is None:
+        raise QuantizeRefused(f"invalid output file type {int(ftype)}")
+    ordered = sorted(src.tensors, key=lambda t: tensor_sort_key(t.name))
+    st = _State(src, (t.name for t in ordered), imatrix)
+    quantized_default = type_info(default).quantized
+    out = []
+    needs_imatrix = False
+    for t in ordered:
+        if not allows_quantization(src.arch, t.name, t.dims):
+            out.append((t, G(t.type), False, False))
+            continue
+        new, fell_back = default, False
+        if quantized_default:
+            new = _rules(st, src, default, t, ftype, tensor_category(t.name))
+            new, fell_back = _fallback(st, t, new)
+        needs_imatrix = needs_imatrix or _requires_imatrix(t.name, new, ftype)
+        out.append((t, new, True, fell_back))
+    return out, st.n_fallback, needs_imatrix
+
+
+def quant_row(src: QuantSource, ftype: LlamaFtype, *, imatrix: bool | None = None) -> QuantRow:
+    """The tensors and file size llama-quantize produces for ``ftype``.
+
+    ``imatrix=None`` assumes an importance matrix exactly where llama-quantize demands one.
+    """
+    ftype = LlamaFtype(ftype)
+    name = FTYPE_NAMES[ftype]
+    default = FTYPE_DEFAULT_TYPE.get(ftype, G.F32)
+    try:
+        use_imatrix = bool(imatrix)
+        chosen, n_fallback, needs = _choose_types(src, ftype, use_imatrix)
+        if imatrix is None and needs:
+            use_imatrix = True
+            chosen, n_fallback, needs = _choose_types(src, ftype, use_imatrix)
+    except QuantizeRefused as exc:
+        return QuantRow(
+            ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
+        )
+
+    tensors = tuple(
+        QuantTensor(
+            name=t.name,
+            dims=t.dims,
+            source_type=t.type,
+            type=new,
+            nbytes=_nbytes(new, t.dims),
+            quantizable=quantizable,
+            fallback=fell_back,
+        )
+        for t, new, quantizable, fell_back in chosen
+    )
+    meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
+    meta += sum(_tensor_info_bytes(t.name, t.dims) for t in tensors)
+    header = _pad(meta)
+    requantize = any(
+        type_info(t.source_type).quantized and t.type != t.source_type for t in tensors
+    )
+    return QuantRow(
+        ftype=ftype,
+        name=name,
+        default_type=default,
+        tensors=tensors,
+        meta_bytes=meta,
+        header_bytes=header,
+        weights_bytes=sum(t.nbytes for t in tensors),
+        file_bytes=header + sum(_pad(t.nbytes) for t in tensors),
+        n_fallback=n_fallback,
+        requires_imatrix=needs,
+        imatrix=use_imatrix,
+        requantize=requantize,
+    )
+
+
+def quant_sizes(
+    model: GgufModel | QuantSource,
+    ftypes: Iterable[LlamaFtype] | None = None,
+    *,
+    imatrix: bool | None = None,
+) -> list[QuantRow]:
+    """One QuantRow per llama-quantize type (all by default), for a GgufModel or a QuantSource."""
+    src = model if isinstance(model, QuantSource) else quant_source(model)
+    return [quant_row(src, ft, imatrix=imatrix) for ft in (ftypes or QUANTIZE_FTYPES)]
