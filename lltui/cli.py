@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.doctor",
     "lltui.commands.nccl",
     "lltui.commands.topo",
+    "lltui.commands.llama",
 )
 
 
