@@ -1,0 +1,960 @@
+"""What to launch: a llama-server command line and environment, built from a frozen spec.
+
+A :class:`LaunchSpec` holds the settings lltui understands (model, split, context, KV types,
+batch sizes, RPC hosts, address, API key, environment) plus any other llama-server flags as
+they were typed. :func:`build_command` turns it into the exact argv and environment for one
+binary, spelling each flag the way that binary does (``--load-mode none`` or ``--no-mmap``),
+and refusing, in one line, a flag the binary lacks.
+
+The API key is a secret: it never goes into argv (``ps`` would show it), it is passed as the
+``LLAMA_API_KEY`` environment variable, and every repr, display form and captured log line
+shows ``***`` instead. Standard library only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shlex
+import signal
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from lltui.core.multigpu import MultiGPUConfig, SplitMode
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+# Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
+PLACEMENT_LOG_VERBOSITY = 4
+MASK = "***"
+
+KV_CACHE_TYPES: tuple[str, ...] = (
+    "f32",
+    "f16",
+    "bf16",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "iq4_nl",
+    "q5_0",
+    "q5_1",
+)
+FLASH_ATTN_VALUES: tuple[str, ...] = ("on", "off", "auto")
+LOAD_MODES: tuple[str, ...] = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
+
+API_KEY_ENV = "LLAMA_API_KEY"
+P2P_ENV = "GGML_CUDA_P2P"  # enables peer access when set at all, whatever its value
+# Inherited variables that change what llama-server does; shown by a dry run.
+RELEVANT_ENV_PREFIXES: tuple[str, ...] = ("LLAMA_", "GGML_", "CUDA_", "NCCL_")
+
+_NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_GPU_ID = re.compile(r"^(?:\d+|GPU-[0-9A-Za-z-]+|MIG-[0-9A-Za-z/-]+)$")
+_NUMBER = re.compile(r"^-\d+(?:\.\d+)?$")
+
+
+class LaunchError(ValueError):
+    """A spec or flag that cannot be launched; ``str()`` is one line, ``code`` the exit code."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- the spec ----------------------------------------------------------------------------
+
+
+def _pairs(
+    value: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple((str(k), str(v)) for k, v in items)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One llama-server launch. ``None`` means "llama-server's own default": the flag is left out.
+
+    ``n_gpu_layers``: a count, or -1 for ``auto``, -2 for ``all``. ``n_parallel``: slots, or -1
+    for auto. ``tensor_split``: proportions as given (``(3, 1)``), not necessarily summing to 1.
+    ``extra_args``: other llama-server flags, passed on in order after a check against the binary.
+    ``visible_gpus``: GPU UUIDs (``GPU-...``) or indices for ``CUDA_VISIBLE_DEVICES``.
+    """
+
+    model: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    ctx_size: int | None = None
+    n_parallel: int | None = None
+    n_gpu_layers: int | None = None
+    split_mode: SplitMode | None = None
+    main_gpu: int | None = None
+    tensor_split: tuple[float, ...] | None = None
+    devices: tuple[str, ...] = ()
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    flash_attn: str | None = None
+    batch_size: int | None = None
+    ubatch_size: int | None = None
+    load_mode: str | None = None
+    rpc: tuple[str, ...] = ()
+    api_key: str | None = field(default=None, repr=False)
+    api_key_file: str | None = None
+    metrics: bool = True  # /metrics feeds tokens/s; it costs nothing when unused
+    log_verbosity: int = PLACEMENT_LOG_VERBOSITY
+    extra_args: tuple[str, ...] = ()
+    visible_gpus: tuple[str, ...] = ()
+    nccl_env: tuple[tuple[str, str], ...] = ()
+    cuda_p2p: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise LaunchError("no model given: pass MODEL.gguf (or -m MODEL.gguf)")
+        if not isinstance(self.host, str) or not self.host.strip():
+            raise LaunchError("--host needs an address")
+        if isinstance(self.port, bool) or not isinstance(self.port, int):
+            raise LaunchError(f"--port must be a whole number, got {self.port!r}")
+        if not 0 <= self.port <= 65535:
+            raise LaunchError(f"--port must be between 0 and 65535, got {self.port}")
+        for name in ("ctx_size", "batch_size", "ubatch_size", "main_gpu"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise LaunchError(f"{name} must be a whole number, got {value!r}")
+            if value is not None and value < 0:
+                raise LaunchError(f"{name} must not be negative, got {value}")
+        for name in ("batch_size", "ubatch_size"):
+            if getattr(self, name) == 0:
+                raise LaunchError(f"{name} must be at least 1")
+        if self.n_parallel is not None and (self.n_parallel == 0 or self.n_parallel < -1):
+            raise LaunchError(f"n_parallel must be >= 1 (or -1 for auto), got {self.n_parallel}")
+        if self.n_gpu_layers is not None and self.n_gpu_layers < -2:
+            raise LaunchError(
+                f"n_gpu_layers must be >= 0, -1 (auto) or -2 (all), got {self.n_gpu_layers}"
+            )
+        if self.split_mode is not None:
+            try:
+                set_(self, "split_mode", SplitMode.parse(self.split_mode))
+            except ValueError as exc:
+                raise LaunchError(str(exc)) from None
+        if self.tensor_split is not None:
+            try:
+                split = tuple(float(x) for x in self.tensor_split)
+            except (TypeError, ValueError):
+                raise LaunchError(
+                    f"tensor_split must be numbers, got {self.tensor_split!r}"
+                ) from None
+            if not split or any(x < 0 for x in split) or sum(split) <= 0:
+                raise LaunchError(
+                    f"tensor_split needs non-negative proportions, not all zero: {list(split)}"
+                )
+            set_(self, "tensor_split", split)
+        n_split = len(self.tensor_split) if self.tensor_split is not None else None
+        if self.main_gpu is not None and n_split is not None and self.main_gpu >= n_split:
+            raise LaunchError(
+                f"main_gpu {self.main_gpu} is not one of the {n_split} device(s) in tensor_split"
+            )
+        for name in ("cache_type_k", "cache_type_v"):
+            value = getattr(self, name)
+            if value is not None:
+                value = str(value).lower()
+                if value not in KV_CACHE_TYPES:
+                    raise LaunchError(
+                        f"{name} {value!r} is not one of: {', '.join(KV_CACHE_TYPES)}"
+                    )
+                set_(self, name, value)
+        if self.flash_attn is not None:
+            value = str(self.flash_attn).lower()
+            if value not in FLASH_ATTN_VALUES:
+                raise LaunchError(
+                    f"flash_attn must be one of on, off, auto; got {self.flash_attn!r}"
+                )
+            set_(self, "flash_attn", value)
+        if self.load_mode is not None and self.load_mode not in LOAD_MODES:
+            raise LaunchError(
+                f"load_mode must be one of {', '.join(LOAD_MODES)}; got {self.load_mode!r}"
+            )
+        set_(self, "devices", tuple(str(d) for d in self.devices))
+        rpc = tuple(str(h).strip() for h in self.rpc)
+        for hostport in rpc:
+            _check_hostport(hostport)
+        set_(self, "rpc", rpc)
+        if self.api_key is not None:
+            if not isinstance(self.api_key, str) or not self.api_key.strip(","):
+                raise LaunchError("the API key is empty")
+            if "\n" in self.api_key or "\r" in self.api_key:
+                raise LaunchError("the API key must be one line")
+        if self.log_verbosity < 0:
+            raise LaunchError(f"log verbosity must be >= 0, got {self.log_verbosity}")
+        set_(self, "extra_args", tuple(str(a) for a in self.extra_args))
+        gpus = tuple(str(g).strip() for g in self.visible_gpus)
+        for gpu in gpus:
+            if not _GPU_ID.match(gpu):
+                raise LaunchError(f"{gpu!r} is not a GPU UUID (GPU-...), MIG id or index")
+        set_(self, "visible_gpus", gpus)
+        nccl = _pairs(self.nccl_env)
+        for name, _ in nccl:
+            if not _NCCL_NAME.match(name):
+                raise LaunchError(f"{name!r} is not an NCCL_* variable name")
+        set_(self, "nccl_env", nccl)
+        env = _pairs(self.env)
+        for name, _ in env:
+            if not _ENV_NAME.match(name):
+                raise LaunchError(f"{name!r} is not an environment variable name")
+        set_(self, "env", env)
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "api_key":
+                value = MASK if value is not None else None
+                parts.append(f"api_key={value!r}" if value else "api_key=None")
+                continue
+            parts.append(f"{f.name}={value!r}")
+        return f"LaunchSpec({', '.join(parts)})"
+
+    __str__ = __repr__
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Strings that must never be shown: the key, and each key of a comma list."""
+        if not self.api_key:
+            return ()
+        parts = [p for p in self.api_key.split(",") if p]
+        return tuple(dict.fromkeys([self.api_key, *parts]))
+
+    @property
+    def url(self) -> str:
+        """Where clients reach the server (the first address of a comma list)."""
+        return server_url(self.host, self.port)
+
+    @property
+    def multigpu(self) -> MultiGPUConfig:
+        """These split settings as the seed API's :class:`MultiGPUConfig`.
+
+        ``n_gpu`` is what the spec implies (tensor_split entries, main_gpu, RPC hosts); an auto
+        ``-np`` reads as 1 and ``-ngl auto/all`` as ``None`` (all that fit).
+        """
+        n_gpu = max(
+            len(self.tensor_split or ()),
+            (self.main_gpu or 0) + 1,
+            len(self.devices),
+            len(self.visible_gpus) + len(self.rpc),
+            1,
+        )
+        split = None
+        if self.tensor_split is not None and len(self.tensor_split) == n_gpu and n_gpu > 1:
+            total = sum(self.tensor_split)
+            split = tuple(x / total for x in self.tensor_split)
+        mode = self.split_mode or SplitMode.LAYER
+        if mode is SplitMode.NONE:
+            split = None
+        return MultiGPUConfig(
+            n_gpu=n_gpu,
+            split_mode=mode,
+            main_gpu=self.main_gpu or 0,
+            tensor_split=split,
+            gpu_layers=self.n_gpu_layers
+            if self.n_gpu_layers is not None and self.n_gpu_layers >= 0
+            else None,
+            n_parallel=self.n_parallel if self.n_parallel and self.n_parallel > 0 else 1,
+        )
+
+    @classmethod
+    def from_multigpu(cls, model: str, config: MultiGPUConfig, **kwargs: Any) -> LaunchSpec:
+        """A spec whose split settings come from a :class:`MultiGPUConfig`; ``-np`` is always
+        passed so one slot means one slot (llama-server's own default is 4)."""
+        return cls(
+            model=model,
+            n_gpu_layers=config.gpu_layers,
+            split_mode=config.split_mode,
+            main_gpu=config.main_gpu if config.main_gpu else None,
+            tensor_split=tuple(config.tensor_split)
+            if config.tensor_split is not None and config.n_gpu > 1
+            else None,
+            n_parallel=config.n_parallel,
+            **kwargs,
+        )
+
+
+def _check_hostport(hostport: str) -> None:
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise LaunchError(f"RPC server {hostport!r} is not HOST:PORT")
+
+
+def server_url(host: str, port: int) -> str:
+    """``http://HOST:PORT`` for the first TCP address; IPv6 in brackets, a wildcard as loopback."""
+    first = next((h.strip() for h in host.split(",") if h.strip()), DEFAULT_HOST)
+    if first in ("0.0.0.0", ""):
+        first = "127.0.0.1"
+    elif first == "::":
+        first = "::1"
+    try:
+        if isinstance(ipaddress.ip_address(first), ipaddress.IPv6Address):
+            first = f"[{first}]"
+    except ValueError:
+        pass
+    return f"http://{first}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """True when every address of ``host`` (a comma list) is loopback or a UNIX socket."""
+    for h in (x.strip() for x in host.split(",")):
+        if not h or h.endswith(".sock") or h == "localhost":
+            continue
+        try:
+            if not ipaddress.ip_address(h).is_loopback:
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+# --- reading llama-server flags as a user types them ----------------------------------------
+
+# canonical name -> (spellings, number of values)
+SPEC_FLAGS: dict[str, tuple[tuple[str, ...], int]] = {
+    "model": (("-m", "--model"), 1),
+    "ctx_size": (("-c", "--ctx-size"), 1),
+    "n_parallel": (("-np", "--parallel"), 1),
+    "n_gpu_layers": (("-ngl", "--gpu-layers", "--n-gpu-layers"), 1),
+    "split_mode": (("-sm", "--split-mode"), 1),
+    "tensor_split": (("-ts", "--tensor-split"), 1),
+    "main_gpu": (("-mg", "--main-gpu"), 1),
+    "devices": (("-dev", "--device"), 1),
+    "cache_type_k": (("-ctk", "--cache-type-k"), 1),
+    "cache_type_v": (("-ctv", "--cache-type-v"), 1),
+    "flash_attn": (("-fa", "--flash-attn"), 1),
+    "batch_size": (("-b", "--batch-size"), 1),
+    "ubatch_size": (("-ub", "--ubatch-size"), 1),
+    "load_mode": (("-lm", "--load-mode"), 1),
+    "rpc": (("--rpc",), 1),
+    "host": (("--host",), 1),
+    "port": (("--port",), 1),
+    "api_key": (("--api-key",), 1),
+    "api_key_file": (("--api-key-file",), 1),
+    "log_verbosity": (("-lv", "--verbosity", "--log-verbosity"), 1),
+    "metrics": (("--metrics",), 0),
+}
+_SPELLING_TO_NAME = {s: name for name, (spellings, _) in SPEC_FLAGS.items() for s in spellings}
+# Flags this build removed, read into the load mode and spelled again per binary.
+_LEGACY_LOAD_FLAGS = ("--no-mmap", "--mlock", "--mmap")
+_FA_LEGACY_TRUE = ("1", "true", "enabled")
+_FA_LEGACY_FALSE = ("0", "false", "disabled")
+
+
+def _normalise_flag(token: str) -> str:
+    # llama.cpp treats '_' as '-' in long flags.
+    return token.replace("_", "-") if token.startswith("--") else token
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") and len(token) > 1 and not _NUMBER.match(token)
+
+
+def _int(flag: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise LaunchError(f"{flag} needs a whole number, got {value!r}") from None
+
+
+def _gpu_layers(flag: str, value: str) -> int:
+    word = value.strip().lower()
+    if word == "auto":
+        return -1
+    if word == "all":
+        return -2
+    n = _int(flag, value)
+    if n < -2:
+        raise LaunchError(f"{flag} takes a count, auto or all; got {value!r}")
+    return n
+
+
+def _split_list(value: str) -> list[str]:
+    return [p.strip() for p in re.split(r"[,/]", value) if p.strip()]
+
+
+def parse_llama_args(
+    tokens: Sequence[str], arity: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """Read llama-server flags as typed into :class:`LaunchSpec` keyword arguments.
+
+    Flags the spec models become fields (``-ts 3,1`` -> ``tensor_split=(3.0, 1.0)``); the
+    removed ``--no-mmap``/``--mlock`` become a load mode; the API key is taken out of the
+    flags; everything else stays in ``extra_args`` in order. ``arity`` (flag -> number of
+    values, from the binary's help) tells which tokens after an unknown flag are its values;
+    without it a token that does not start with ``-`` is taken as a value.
+    Raises :class:`LaunchError` for a missing or malformed value.
+    """
+    out: dict[str, Any] = {}
+    extra: list[str] = []
+    no_mmap = mlock = False
+    i = 0
+    while i < len(tokens):
+        raw = tokens[i]
+        token = _normalise_flag(raw)
+        inline: str | None = None
+        if token.startswith("--") and "=" in token:
+            head, _, tail = token.partition("=")
+            if head in _SPELLING_TO_NAME:
+                token, inline = head, tail
+        name = _SPELLING_TO_NAME.get(token)
+        if token in _LEGACY_LOAD_FLAGS:
+            no_mmap = no_mmap or token == "--no-mmap"
+            mlock = mlock or token == "--mlock"
+            i += 1
+            continue
+        if name is None:
+            extra.append(raw)
+            i += 1
+            n = arity.get(token) if arity is not None else None
+            if n is None:
+                # Unknown arity: one following token that does not look like a flag.
+                n = 1 if _is_flag(token) and i < len(tokens) and not _is_flag(tokens[i]) else 0
+            take = tokens[i : i + n]
+            extra += take
+            i += len(take)
+            continue
+        _, n_values = SPEC_FLAGS[name]
+        i += 1
+        if n_values == 0:
+            out[name] = True
+            continue
+        if name == "flash_attn" and inline is None:
+            # Older builds had a bare -fa switch; newer ones take on|off|auto.
+            nxt = tokens[i].lower() if i < len(tokens) else ""
+            if nxt in FLASH_ATTN_VALUES or nxt in _FA_LEGACY_TRUE or nxt in _FA_LEGACY_FALSE:
+                inline = tokens[i]
+                i += 1
+            else:
+                out[name] = "on"
+                continue
+        if inline is None:
+            if i >= len(tokens):
+                raise LaunchError(f"{raw} needs a value")
+            inline = tokens[i]
+            i += 1
+        out[name] = _field_value(name, raw, inline)
+    if no_mmap or mlock:
+        mode = "mlock" if (no_mmap and mlock) else "none" if no_mmap else "mmap+mlock"
+        out.setdefault("load_mode", mode)
+    out["extra_args"] = tuple(extra)
+    return out
+
+
+def _field_value(name: str, flag: str, value: str) -> Any:
+    if name in ("ctx_size", "n_parallel", "main_gpu", "batch_size", "ubatch_size", "port"):
+        return _int(flag, value)
+    if name == "log_verbosity":
+        return _int(flag, value)
+    if name == "n_gpu_layers":
+        return _gpu_layers(flag, value)
+    if name == "split_mode":
+        try:
+            return SplitMode.parse(value)
+        except ValueError as exc:
+            raise LaunchError(f"{flag}: {exc}") from None
+    if name == "tensor_split":
+        parts = _split_list(value)
+        try:
+            return tuple(float(p) for p in parts)
+        except ValueError:
+            raise LaunchError(f"{flag} takes numbers such as 3,1; got {value!r}") from None
+    if name in ("rpc", "devices"):
+        return tuple(
+            _split_list(value)
+            if name == "devices"
+            else [p.strip() for p in value.split(",") if p.strip()]
+        )
+    if name == "flash_attn":
+        word = value.lower()
+        if word in _FA_LEGACY_TRUE:
+            return "on"
+        if word in _FA_LEGACY_FALSE:
+            return "off"
+        if word not in FLASH_ATTN_VALUES:
+            raise LaunchError(f"{flag} takes on, off or auto; got {value!r}")
+        return word
+    if name in ("cache_type_k", "cache_type_v"):
+        if value.lower() not in KV_CACHE_TYPES:
+            raise LaunchError(f"{flag} {value!r} is not one of: {', '.join(KV_CACHE_TYPES)}")
+        return value.lower()
+    if name == "load_mode":
+        if value not in LOAD_MODES:
+            raise LaunchError(f"{flag} takes one of {', '.join(LOAD_MODES)}; got {value!r}")
+        return value
+    return value
+
+
+# --- what a binary accepts -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BinaryFlags:
+    """What one llama-server binary accepts, from its ``--help``: every flag spelling, the
+    environment variables it reads, and, where known, how many values each flag takes."""
+
+    flags: frozenset[str]
+    env_vars: frozenset[str] = frozenset()
+    arity: Mapping[str, int] = field(default_factory=dict)
+    path: str | None = None
+    version: str | None = None
+
+    def has(self, flag: str) -> bool:
+        return _normalise_flag(flag) in self.flags
+
+    def values_of(self, flag: str) -> int | None:
+        """How many values ``flag`` takes; ``None`` when the help did not say."""
+        return self.arity.get(_normalise_flag(flag))
+
+    def describe(self) -> str:
+        where = self.path or "llama-server"
+        return f"{where} ({self.version})" if self.version else where
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """The exact process to start: argv, the variables set over the inherited environment and
+    the ones removed from it. ``secrets`` are masked in every display form."""
+
+    argv: tuple[str, ...]
+    env_set: tuple[tuple[str, str], ...] = ()
+    env_unset: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The child's whole environment: ``base`` minus ``env_unset``, plus ``env_set``."""
+        env = {k: v for k, v in base.items() if k not in self.env_unset}
+        env.update(self.env_set)
+        return env
+
+    def mask(self, text: str) -> str:
+        return mask_secrets(text, self.secrets)
+
+    def display_argv(self) -> list[str]:
+        return [self.mask(a) for a in self.argv]
+
+    def display_env(self) -> dict[str, str]:
+        return {k: self.mask(v) for k, v in self.env_set}
+
+    def shell_line(self) -> str:
+        """One line a user could paste into a shell (key masked)."""
+        parts = [f"{k}={shlex.quote(v)}" for k, v in self.display_env().items()]
+        if self.env_unset:
+            parts = ["env", *(f"-u {shlex.quote(k)}" for k in self.env_unset), *parts]
+        return " ".join([*parts, *(shlex.quote(a) for a in self.display_argv())])
+
+    def __repr__(self) -> str:
+        return (
+            f"LaunchCommand(argv={self.display_argv()!r}, env_set={self.display_env()!r}, "
+            f"env_unset={list(self.env_unset)!r})"
+        )
+
+    __str__ = __repr__
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each secret replaced by ``***``, longest first (a key list before its keys)."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+def _pick(binary: BinaryFlags | None, spellings: Sequence[str]) -> str | None:
+    """The first spelling this binary knows; the first of all when the binary is unknown."""
+    if binary is None:
+        return spellings[0]
+    return next((s for s in spellings if binary.has(s)), None)
+
+
+def _flag(binary: BinaryFlags | None, name: str) -> str:
+    spellings, _ = SPEC_FLAGS[name]
+    chosen = _pick(binary, spellings)
+    if chosen is None:
+        assert binary is not None
+        raise LaunchError(f"{binary.describe()} has no {spellings[-1]} flag ({spellings[0]})")
+    return chosen
+
+
+def _fmt_number(x: float) -> str:
+    return f"{x:g}"
+
+
+def _load_mode_args(mode: str, binary: BinaryFlags | None) -> list[str]:
+    if binary is None or binary.has("-lm") or binary.has("--load-mode"):
+        return [_flag(binary, "load_mode"), mode]
+    # Builds from before --load-mode: mmap is on by default and --mlock adds locking.
+    wanted = {
+        "auto": [],
+        "mmap": [],
+        "none": ["--no-mmap"],
+        "mmap+mlock": ["--mlock"],
+        "mlock": ["--no-mmap", "--mlock"],
+    }.get(mode)
+    if wanted is None or not all(binary.has(f) for f in wanted):
+        raise LaunchError(
+            f"{binary.describe()} has no --load-mode flag, so load mode {mode!r} cannot be set"
+        )
+    return wanted
+
+
+def _flash_attn_args(value: str, binary: BinaryFlags | None) -> list[str]:
+    flag = _flag(binary, "flash_attn")
+    if binary is not None and binary.values_of(flag) == 0:
+        # An older build where -fa is a switch: on is the switch, off/auto its absence.
+        return [flag] if value == "on" else []
+    return [flag, value]
+
+
+def api_key_transport(spec: LaunchSpec, binary: BinaryFlags | None) -> str:
+    """How the key reaches the server: ``env`` (LLAMA_API_KEY), ``file`` or ``none``.
+
+    ``file`` means the binary does not read LLAMA_API_KEY but has ``--api-key-file``: the
+    caller writes the key to a private file and passes its path to :func:`build_command`.
+    """
+    if not spec.api_key:
+        return "none"
+    if binary is None or not binary.env_vars or API_KEY_ENV in binary.env_vars:
+        return "env"
+    if binary.has("--api-key-file"):
+        return "file"
+    raise LaunchError(
+        f"{binary.describe()} reads the API key only from its command line, where any user "
+        "could see it in ps; use a build that knows LLAMA_API_KEY or --api-key-file"
+    )
+
+
+def build_command(
+    spec: LaunchSpec,
+    binary_path: str,
+    binary: BinaryFlags | None = None,
+    *,
+    key_file: str | None = None,
+) -> LaunchCommand:
+    """The argv and environment for ``spec`` on this binary; see the module docstring.
+
+    ``binary`` (its probed flags) maps each flag to the spelling the build knows and refuses
+    flags it lacks; ``None`` composes the current llama-server spellings unchecked.
+    ``key_file``: the private file holding the key when :func:`api_key_transport` says ``file``.
+    """
+    f = lambda name: _flag(binary, name)  # noqa: E731
+    argv: list[str] = [binary_path, f("log_verbosity"), str(spec.log_verbosity)]
+    argv += [f("model"), spec.model, f("host"), spec.host, f("port"), str(spec.port)]
+    if spec.metrics:
+        argv.append(f("metrics"))
+    if spec.ctx_size is not None:
+        argv += [f("ctx_size"), str(spec.ctx_size)]
+    if spec.n_parallel is not None:
+        argv += [f("n_parallel"), str(spec.n_parallel)]
+    if spec.n_gpu_layers is not None:
+        words = {-1: "auto", -2: "all"}
+        argv += [f("n_gpu_layers"), words.get(spec.n_gpu_layers, str(spec.n_gpu_layers))]
+    if spec.split_mode is not None:
+        argv += [f("split_mode"), spec.split_mode.flag]
+    if spec.tensor_split is not None:
+        argv += [f("tensor_split"), ",".join(_fmt_number(x) for x in spec.tensor_split)]
+    if spec.main_gpu is not None:
+        argv += [f("main_gpu"), str(spec.main_gpu)]
+    if spec.devices:
+        argv += [f("devices"), ",".join(spec.devices)]
+    if spec.cache_type_k is not None:
+        argv += [f("cache_type_k"), spec.cache_type_k]
+    if spec.cache_type_v is not None:
+        argv += [f("cache_type_v"), spec.cache_type_v]
+    if spec.flash_attn is not None:
+        argv += _flash_attn_args(spec.flash_attn, binary)
+    if spec.batch_size is not None:
+        argv += [f("batch_size"), str(spec.batch_size)]
+    if spec.ubatch_size is not None:
+        argv += [f("ubatch_size"), str(spec.ubatch_size)]
+    if spec.load_mode is not None:
+        argv += _load_mode_args(spec.load_mode, binary)
+    if spec.rpc:
+        argv += [f("rpc"), ",".join(spec.rpc)]
+    if spec.api_key_file is not None:
+        argv += [f("api_key_file"), spec.api_key_file]
+    env_set: dict[str, str] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    env_unset: list[str] = []
+    transport = api_key_transport(spec, binary)
+    if transport == "env":
+        env_set[API_KEY_ENV] = spec.api_key or ""
+    elif transport == "file":
+        if key_file is None:
+            raise LaunchError("this llama-server needs the API key in a file; none was given", 1)
+        argv += [f("api_key_file"), key_file]
+    if transport != "env":
+        env_unset.append(API_KEY_ENV)  # an inherited key would lock lltui out of /metrics
+    _check_extra(spec.extra_args, binary)
+    argv += spec.extra_args
+    if spec.visible_gpus:
+        env_set["CUDA_VISIBLE_DEVICES"] = ",".join(spec.visible_gpus)
+    env_set.update(spec.nccl_env)
+    if spec.cuda_p2p:
+        env_set[P2P_ENV] = "1"
+    else:
+        env_unset.append(P2P_ENV)
+    for name, value in spec.env:
+        if name == P2P_ENV and not spec.cuda_p2p:
+            continue  # peer access is opt-in through cuda_p2p only
+        if name == API_KEY_ENV:
+            continue  # the key goes through api_key, masked
+        env_set[name] = value
+    env_unset = [n for n in env_unset if n not in env_set]
+    return LaunchCommand(
+        argv=tuple(argv),
+        env_set=tuple(env_set.items()),
+        env_unset=tuple(env_unset),
+        secrets=spec.secrets,
+    )
+
+
+def _check_extra(extra: Sequence[str], binary: BinaryFlags | None) -> None:
+    """Refuse extra flags the binary lacks, and flags the spec sets itself (llama-server
+    would take the last of two and warn)."""
+    i = 0
+    while i < len(extra):
+        token = _normalise_flag(extra[i])
+        i += 1
+        if not _is_flag(token):
+            if binary is not None:
+                raise LaunchError(
+                    f"unexpected argument {extra[i - 1]!r}: llama-server takes flags only"
+                )
+            continue
+        if token in _SPELLING_TO_NAME:
+            raise LaunchError(
+                f"{extra[i - 1]} is a launch setting: give it once, not among the extra flags"
+            )
+        if binary is None:
+            continue
+        if token not in binary.flags:
+            hint = ""
+            if "=" in token:
+                hint = f" (write it as {token.split('=', 1)[0]} VALUE)"
+            raise LaunchError(f"{binary.describe()} has no {extra[i - 1]} flag{hint}")
+        n = binary.values_of(token)
+        if n is None:
+            # Unknown arity: one following token that does not look like a flag.
+            n = 1 if i < len(extra) and not _is_flag(extra[i]) else 0
+        i += n
+
+
+# --- profiles as plain data --------------------------------------------------------------
+
+_TUPLE_FIELDS = ("devices", "rpc", "extra_args", "visible_gpus")
+_TABLE_FIELDS = ("nccl_env", "env")
+
+
+def spec_to_dict(spec: LaunchSpec, *, include_secret: bool = True) -> dict[str, Any]:
+    """The spec as TOML-ready data: only the fields that differ from the defaults."""
+    defaults = {f.name: f.default for f in fields(LaunchSpec)}
+    out: dict[str, Any] = {}
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if f.name != "model" and value == defaults.get(f.name):
+            continue
+        if f.name == "api_key" and not include_secret:
+            continue
+        if isinstance(value, SplitMode):
+            value = value.flag
+        elif f.name in _TABLE_FIELDS:
+            value = dict(value)
+        elif f.name == "tensor_split":
+            value = [float(x) for x in value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "host": (str,),
+    "port": (int,),
+    "ctx_size": (int,),
+    "n_parallel": (int,),
+    "n_gpu_layers": (int,),
+    "split_mode": (str,),
+    "main_gpu": (int,),
+    "tensor_split": (list,),
+    "devices": (list,),
+    "cache_type_k": (str,),
+    "cache_type_v": (str,),
+    "flash_attn": (str,),
+    "batch_size": (int,),
+    "ubatch_size": (int,),
+    "load_mode": (str,),
+    "rpc": (list,),
+    "api_key": (str,),
+    "api_key_file": (str,),
+    "metrics": (bool,),
+    "log_verbosity": (int,),
+    "extra_args": (list,),
+    "visible_gpus": (list,),
+    "nccl_env": (dict,),
+    "cuda_p2p": (bool,),
+    "env": (dict,),
+}
+
+
+def spec_from_dict(data: Mapping[str, Any], where: str = "profile") -> LaunchSpec:
+    """A spec from :func:`spec_to_dict` data; :class:`LaunchError` names the bad key."""
+    unknown = sorted(set(data) - set(_FIELD_TYPES))
+    if unknown:
+        raise LaunchError(f"{where}: unknown key {unknown[0]!r}")
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        types = _FIELD_TYPES[key]
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if key == "tensor_split" and isinstance(value, list):
+            ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+        elif key in _TUPLE_FIELDS and isinstance(value, list):
+            ok = all(isinstance(x, str) for x in value)
+        elif key in _TABLE_FIELDS and isinstance(value, dict):
+            ok = all(isinstance(v, str) for v in value.values())
+        if not ok:
+            raise LaunchError(f"{where}: {key} has the wrong type ({type(value).__name__})")
+        kwargs[key] = tuple(value) if isinstance(value, list) else value
+    if "model" not in kwargs:
+        raise LaunchError(f"{where}: no model")
+    try:
+        return LaunchSpec(**kwargs)
+    except LaunchError as exc:
+        raise LaunchError(f"{where}: {exc}") from None
+
+
+# --- why a server stopped --------------------------------------------------------------
+
+_RE_INVALID_ARG = re.compile(r"error: invalid argument: (\S+)")
+_RE_BAD_VALUE = re.compile(r'error while handling argument "([^"]+)": ?(.*)')
+_RE_BAD_ENV = re.compile(r'error while handling environment variable "([^"]+)"')
+_RE_NO_FILE = re.compile(r"failed to open GGUF file '(.+)' \((.+)\)")
+_RE_CORRUPT = re.compile(r"error loading model: (.*(?:corrupted|incomplete|bounds|invalid).*)")
+_RE_BIND = re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)")
+_RE_MEMORY = re.compile(
+    r"(failed to allocate[^\n]*|insufficient memory[^\n]*|out of memory[^\n]*"
+    r"|unable to allocate[^\n]*|cudaMalloc failed[^\n]*)",
+    re.IGNORECASE,
+)
+_RE_LOAD_FAILED = re.compile(r"exiting due to model loading error|failed to load model")
+_RE_SECOND = re.compile(r"Received second interrupt")
+_RE_LEVEL_PREFIX = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} )?([IWED]) ")
+
+
+def signal_name(returncode: int | None) -> str | None:
+    """``SIGKILL`` for a Popen return code of -9; ``None`` for a normal exit."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _last_error_line(lines: Sequence[str]) -> str | None:
+    for line in reversed(lines):
+        m = _RE_LEVEL_PREFIX.match(line)
+        if (m and m.group(1) == "E") or line.startswith("error"):
+            return line[m.end() :].strip() if m else line.strip()
+    return None
+
+
+def exit_reason(returncode: int | None, lines: Sequence[str], *, stopped: bool = False) -> str:
+    """Why llama-server exited, in words, from its exit code and its log.
+
+    ``stopped``: lltui asked it to stop. Known failures get a plain name (model not found, port
+    in use, out of memory, a flag the build lacks); otherwise the last error line is quoted.
+    """
+    text = "\n".join(lines)
+    m = _RE_INVALID_ARG.search(text)
+    if m:
+        return f"llama-server does not accept the flag {m.group(1)}"
+    m = _RE_BAD_VALUE.search(text)
+    if m:
+        detail = m.group(2).strip().removeprefix("error: ").strip() or "invalid value"
+        return f"llama-server rejected the value of {m.group(1)}: {detail}"
+    m = _RE_BAD_ENV.search(text)
+    if m:
+        return f"llama-server rejected the environment variable {m.group(1)}"
+    m = _RE_BIND.search(text)
+    if m:
+        return f"port {m.group(2)} on {m.group(1)} is in use or cannot be bound"
+    m = _RE_NO_FILE.search(text)
+    if m:
+        if "No such file" in m.group(2):
+            return f"model not found: {m.group(1)}"
+        return f"cannot open model {m.group(1)}: {m.group(2)}"
+    m = _RE_CORRUPT.search(text)
+    if m:
+        return f"the model file is damaged: {m.group(1).strip()}"
+    found = _RE_MEMORY.findall(text)
+    if found and (returncode is None or returncode != 0 or not stopped):
+        # The last allocation line is the most specific ("... buffer for kv cache").
+        return f"the model does not fit in memory: {found[-1].strip()}"
+    if _RE_LOAD_FAILED.search(text):
+        return "llama-server could not load the model" + (
+            f": {err}" if (err := _last_error_line(lines)) else ""
+        )
+    sig = signal_name(returncode)
+    if stopped:
+        if _RE_SECOND.search(text):
+            return "stopped (forced by a second signal)"
+        if sig == "SIGKILL":
+            return "stopped (killed after it did not exit in time)"
+        if sig is not None:
+            return f"stopped by {sig} (still loading, so no clean shutdown)"
+        return "stopped"
+    if sig == "SIGABRT":
+        err = _last_error_line(lines)
+        return "llama-server aborted" + (f": {err}" if err else "")
+    if sig is not None:
+        return f"llama-server was killed by {sig}"
+    if returncode == 0:
+        return "llama-server exited"
+    err = _last_error_line(lines)
+    return f"llama-server exited with code {returncode}" + (f": {err}" if err else "")
+
+
+# --- events printed by `lltui launch` ------------------------------------------------------
+
+
+def ready_event(
+    url: str, pid: int, argv: Sequence[str], devices: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    return {"event": "ready", "url": url, "pid": pid, "argv": list(argv), "devices": list(devices)}
+
+
+def exit_event(
+    returncode: int | None, reason: str, log_tail: Sequence[str], *, pid: int | None = None
+) -> dict[str, Any]:
+    return {
+        "event": "exit",
+        "code": returncode,
+        "signal": signal_name(returncode),
+        "reason": reason,
+        "log_tail": list(log_tail),
+        "pid": pid,
+    }
+
+
+def relevant_inherited_env(environ: Mapping[str, str], command: LaunchCommand) -> dict[str, str]:
+    """Inherited variables that reach llama-server and change what it does (masked)."""
+    own = {k for k, _ in command.env_set} | set(command.env_unset)
+    out = {}
+    for name in sorted(environ):
+        if name in own or not name.startswith(RELEVANT_ENV_PREFIXES):
+            continue
+        out[name] = MASK if name == API_KEY_ENV else command.mask(environ[name])
+    return out
+
+
+def known_flag_names() -> Collection[str]:
+    """Every spelling the spec models (for help texts and tests)."""
+    return tuple(_SPELLING_TO_NAME)

@@ -1,0 +1,474 @@
+"""The launch spec: flags read as typed, argv and environment per binary, secrets masked,
+exit reasons from real llama-server logs, profiles on disk."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from lltui.core.launch import (
+    API_KEY_ENV,
+    MASK,
+    P2P_ENV,
+    BinaryFlags,
+    LaunchError,
+    LaunchSpec,
+    api_key_transport,
+    build_command,
+    exit_event,
+    exit_reason,
+    is_loopback,
+    mask_secrets,
+    parse_llama_args,
+    relevant_inherited_env,
+    server_url,
+    spec_from_dict,
+    spec_to_dict,
+)
+from lltui.core.multigpu import MultiGPUConfig, SplitMode
+from lltui.sources import profiles
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llama-server"
+needs_fixtures = pytest.mark.skipif(
+    not (FIXTURES / "INDEX.md").is_file(), reason="shared llama-server captures not present"
+)
+KEY = "sk-secret-7f3a9c"
+
+
+# Hand-written flag sets standing in for builds of other ages (the real binary is probed in
+# test_launch_cli). Current: --load-mode, no --no-mmap/--mlock. Old: the reverse, no env key.
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+CURRENT_FLAGS = BinaryFlags(
+    flags=_words(
+        "-lv --verbosity --log-verbosity -m --model --host --port --metrics -c --ctx-size -np "
+        "--parallel -ngl --gpu-layers --n-gpu-layers -sm --split-mode -ts --tensor-split -mg "
+        "--main-gpu -dev --device -ctk --cache-type-k -ctv --cache-type-v -fa --flash-attn -b "
+        "--batch-size -ub --ubatch-size -lm --load-mode --rpc --api-key --api-key-file "
+        "--no-warmup -nkvo --no-kv-offload --jinja --temp"
+    ),
+    env_vars=frozenset({"LLAMA_API_KEY", "LLAMA_ARG_PORT"}),
+    arity={"--no-warmup": 0, "-nkvo": 0, "--jinja": 0, "-fa": 1},
+    path="/opt/llama/llama-server",
+    version="0.6.0-dev",
+)
+OLD_FLAGS = BinaryFlags(
+    flags=_words(
+        "-lv --log-verbosity -m --model --host --port --metrics -c --ctx-size -ngl "
+        "--n-gpu-layers -fa --flash-attn --no-mmap --mlock --api-key --api-key-file"
+    ),
+    env_vars=frozenset({"LLAMA_ARG_PORT"}),
+    arity={"-fa": 0, "--flash-attn": 0, "--no-mmap": 0, "--mlock": 0},
+    path="/old/llama-server",
+    version="b3000",
+)
+
+
+def spec_from(words: list[str], **kw: object) -> LaunchSpec:
+    args = parse_llama_args(words)
+    args.update(kw)
+    args.setdefault("model", "m.gguf")
+    return LaunchSpec(**args)
+
+
+# --- reading flags -----------------------------------------------------------------------
+
+
+def test_memory_flags_become_fields_and_the_rest_stays_in_order():
+    args = parse_llama_args(
+        ["-c", "8192", "--jinja", "-ngl", "all", "-ts", "3/1", "--temp", "0.7", "-np", "2"]
+    )
+    assert args["ctx_size"] == 8192
+    assert args["n_gpu_layers"] == -2
+    assert args["tensor_split"] == (3.0, 1.0)
+    assert args["n_parallel"] == 2
+    assert args["extra_args"] == ("--jinja", "--temp", "0.7")
+
+
+def test_negative_numbers_are_values_and_long_flags_take_equals_and_underscores():
+    args = parse_llama_args(["-ngl", "-1", "--ctx_size=512", "--main-gpu=1", "-ts", "1,1"])
+    assert args["n_gpu_layers"] == -1
+    assert args["ctx_size"] == 512
+    assert args["main_gpu"] == 1
+
+
+@pytest.mark.parametrize(
+    ("words", "mode"),
+    [
+        (["--no-mmap"], "none"),
+        (["--mlock"], "mmap+mlock"),
+        (["--no-mmap", "--mlock"], "mlock"),
+        (["-lm", "dio"], "dio"),
+    ],
+)
+def test_removed_mmap_flags_become_a_load_mode(words, mode):
+    assert parse_llama_args(words)["load_mode"] == mode
+
+
+def test_bare_flash_attn_switch_means_on_and_a_value_is_kept():
+    assert parse_llama_args(["-fa", "-c", "10"])["flash_attn"] == "on"
+    assert parse_llama_args(["-fa", "off"])["flash_attn"] == "off"
+    assert parse_llama_args(["--flash-attn", "1"])["flash_attn"] == "on"
+
+
+@pytest.mark.parametrize(
+    ("words", "needle"),
+    [
+        (["-c"], "-c needs a value"),
+        (["-c", "lots"], "-c needs a whole number"),
+        (["-sm", "diagonal"], "unknown split mode"),
+        (["-ngl", "many"], "-ngl needs a whole number"),
+        (["-ctk", "q3_k"], "is not one of"),
+        (["-fa", "maybe"], None),  # 'maybe' is not a value: -fa alone, then a stray word
+        (["-ts", "a,b"], "takes numbers"),
+        (["-lm", "fast"], "takes one of"),
+    ],
+)
+def test_malformed_values_are_one_clear_line(words, needle):
+    if needle is None:
+        args = parse_llama_args(words)
+        assert args["flash_attn"] == "on" and args["extra_args"] == ("maybe",)
+        return
+    with pytest.raises(LaunchError) as err:
+        spec_from(words)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert err.value.code == 2
+
+
+def test_spec_checks_its_own_values():
+    with pytest.raises(LaunchError, match="main_gpu 2 is not one of the 2"):
+        LaunchSpec(model="m.gguf", tensor_split=(1, 1), main_gpu=2)
+    with pytest.raises(LaunchError, match="not HOST:PORT"):
+        LaunchSpec(model="m.gguf", rpc=("127.0.0.1",))
+    with pytest.raises(LaunchError, match="not a GPU UUID"):
+        LaunchSpec(model="m.gguf", visible_gpus=("my gpu",))
+    with pytest.raises(LaunchError, match="NCCL_"):
+        LaunchSpec(model="m.gguf", nccl_env={"P2P_LEVEL": "NVL"})
+    with pytest.raises(LaunchError, match="between 0 and 65535"):
+        LaunchSpec(model="m.gguf", port=70000)
+    with pytest.raises(LaunchError, match="no model"):
+        LaunchSpec(model="  ")
+
+
+# --- argv and environment ----------------------------------------------------------------
+
+
+def test_verbosity_comes_first_and_every_setting_is_spelled_as_llama_server_does():
+    spec = spec_from(
+        [
+            "-c", "4096", "-np", "1", "-ngl", "99", "-sm", "layer", "-ts", "3,1", "-mg", "0",
+            "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-b", "1024", "-ub", "256",
+            "--rpc", "127.0.0.1:50052,127.0.0.1:50053", "--no-warmup",
+        ],
+        port=18181,
+    )  # fmt: skip
+    cmd = build_command(spec, "/opt/llama/llama-server", CURRENT_FLAGS)
+    assert cmd.argv == (
+        "/opt/llama/llama-server", "-lv", "4", "-m", "m.gguf", "--host", "127.0.0.1",
+        "--port", "18181", "--metrics", "-c", "4096", "-np", "1", "-ngl", "99", "-sm", "layer",
+        "-ts", "3,1", "-mg", "0", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-b", "1024",
+        "-ub", "256", "--rpc", "127.0.0.1:50052,127.0.0.1:50053", "--no-warmup",
+    )  # fmt: skip
+    env = dict(cmd.env_set)
+    assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert P2P_ENV in cmd.env_unset
+
+
+def test_defaults_listen_on_loopback_only():
+    spec = LaunchSpec(model="m.gguf")
+    cmd = build_command(spec, "llama-server")
+    i = cmd.argv.index("--host")
+    assert cmd.argv[i + 1] == "127.0.0.1"
+    assert is_loopback(spec.host)
+    assert not is_loopback("0.0.0.0") and not is_loopback("127.0.0.1,10.0.0.5")
+    assert is_loopback("::1,localhost")
+
+
+def test_the_api_key_travels_in_the_environment_and_is_masked_everywhere():
+    spec = spec_from(["--api-key", KEY, "-c", "512"])
+    assert spec.api_key == KEY and "--api-key" not in spec.extra_args
+    cmd = build_command(spec, "/opt/llama/llama-server", CURRENT_FLAGS)
+    assert all(KEY not in a for a in cmd.argv)
+    assert dict(cmd.env_set)[API_KEY_ENV] == KEY
+    assert cmd.environ({"PATH": "/bin", API_KEY_ENV: "other"})[API_KEY_ENV] == KEY
+    for shown in (repr(spec), str(spec), repr(cmd), str(cmd), cmd.shell_line()):
+        assert KEY not in shown
+    assert MASK in repr(spec) and MASK in cmd.shell_line()
+    assert cmd.display_env()[API_KEY_ENV] == MASK
+    assert cmd.mask(f"log line with {KEY} in it") == f"log line with {MASK} in it"
+
+
+def test_a_key_list_is_masked_key_by_key():
+    spec = LaunchSpec(model="m.gguf", api_key="alpha-key,beta-key")
+    text = "alpha-key,beta-key then beta-key alone"
+    assert mask_secrets(text, spec.secrets) == f"{MASK} then {MASK} alone"
+
+
+def test_an_inherited_key_is_removed_when_the_spec_has_none():
+    cmd = build_command(LaunchSpec(model="m.gguf"), "llama-server")
+    assert API_KEY_ENV in cmd.env_unset
+    assert API_KEY_ENV not in cmd.environ({API_KEY_ENV: "stale"})
+
+
+def test_a_build_without_the_env_key_gets_a_key_file_and_never_argv():
+    spec = LaunchSpec(model="m.gguf", api_key=KEY)
+    assert api_key_transport(spec, CURRENT_FLAGS) == "env"
+    assert api_key_transport(spec, OLD_FLAGS) == "file"
+    cmd = build_command(spec, "/old/llama-server", OLD_FLAGS, key_file="/run/k")
+    assert cmd.argv[-2:] == ("--api-key-file", "/run/k")
+    assert all(KEY not in a for a in cmd.argv)
+    assert API_KEY_ENV not in dict(cmd.env_set)
+    no_file = BinaryFlags(flags=OLD_FLAGS.flags - {"--api-key-file"}, env_vars=OLD_FLAGS.env_vars)
+    with pytest.raises(LaunchError, match="ps"):
+        build_command(spec, "/old/llama-server", no_file)
+
+
+def test_gpu_environment_by_uuid_nccl_values_and_p2p_only_when_asked():
+    uuids = ("GPU-1f2e3d4c-0000-1111-2222-333344445555", "GPU-aaaabbbb-cccc-dddd-eeee-ffff00001111")
+    spec = LaunchSpec(
+        model="m.gguf",
+        visible_gpus=uuids,
+        nccl_env={"NCCL_P2P_LEVEL": "NVL", "NCCL_DEBUG": "WARN"},
+        env={P2P_ENV: "0", "OMP_NUM_THREADS": "4"},
+    )
+    env = dict(build_command(spec, "llama-server").env_set)
+    assert env["CUDA_VISIBLE_DEVICES"] == ",".join(uuids)
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["NCCL_P2P_LEVEL"] == "NVL" and env["NCCL_DEBUG"] == "WARN"
+    assert env["OMP_NUM_THREADS"] == "4"
+    # Any value of GGML_CUDA_P2P turns peer access on, so it is set only through cuda_p2p.
+    cmd = build_command(spec, "llama-server")
+    assert P2P_ENV not in dict(cmd.env_set) and P2P_ENV in cmd.env_unset
+    assert P2P_ENV not in cmd.environ({P2P_ENV: "1"})
+    on = build_command(LaunchSpec(model="m.gguf", cuda_p2p=True), "llama-server")
+    assert dict(on.env_set)[P2P_ENV] == "1" and P2P_ENV not in on.env_unset
+
+
+def test_load_mode_is_spelled_for_each_build():
+    spec = spec_from(["--no-mmap"])
+    assert build_command(spec, "x", CURRENT_FLAGS).argv[-2:] == ("-lm", "none")
+    assert build_command(spec, "x", OLD_FLAGS).argv[-1:] == ("--no-mmap",)
+    locked = spec_from(["-lm", "mlock"])
+    assert build_command(locked, "x", OLD_FLAGS).argv[-2:] == ("--no-mmap", "--mlock")
+    with pytest.raises(LaunchError, match="no --load-mode flag"):
+        build_command(spec_from(["-lm", "dio"]), "x", OLD_FLAGS)
+
+
+def test_flash_attn_on_an_old_build_is_the_bare_switch():
+    assert build_command(spec_from(["-fa", "on"]), "x", OLD_FLAGS).argv[-1] == "-fa"
+    assert "-fa" not in build_command(spec_from(["-fa", "auto"]), "x", OLD_FLAGS).argv
+
+
+def test_a_flag_the_build_lacks_is_refused_in_one_line():
+    with pytest.raises(LaunchError) as err:
+        build_command(spec_from(["-ts", "1,1"]), "/old/llama-server", OLD_FLAGS)
+    assert str(err.value) == "/old/llama-server (b3000) has no --tensor-split flag (-ts)"
+    with pytest.raises(LaunchError, match="has no --no-such-flag flag"):
+        build_command(spec_from(["--no-such-flag"]), "x", CURRENT_FLAGS)
+    with pytest.raises(LaunchError, match=r"write it as --temp VALUE"):
+        build_command(spec_from(["--temp=0.5"]), "x", CURRENT_FLAGS)
+
+
+def test_extra_flags_may_not_repeat_a_setting():
+    spec = LaunchSpec(model="m.gguf", extra_args=("-c", "100"))
+    with pytest.raises(LaunchError, match="launch setting"):
+        build_command(spec, "x", CURRENT_FLAGS)
+
+
+def test_urls_for_wildcards_and_ipv6():
+    assert server_url("127.0.0.1", 8080) == "http://127.0.0.1:8080"
+    assert server_url("0.0.0.0", 1) == "http://127.0.0.1:1"
+    assert server_url("::1", 2) == "http://[::1]:2"
+    assert server_url("::", 3) == "http://[::1]:3"
+    assert server_url("10.1.2.3,127.0.0.1", 4) == "http://10.1.2.3:4"
+
+
+def test_inherited_variables_that_matter_are_shown_with_the_key_masked():
+    cmd = build_command(LaunchSpec(model="m.gguf", api_key=KEY), "x")
+    shown = relevant_inherited_env(
+        {"LLAMA_ARG_THREADS": "8", "HOME": "/root", "NCCL_DEBUG": "INFO", API_KEY_ENV: KEY}, cmd
+    )
+    assert shown == {"LLAMA_ARG_THREADS": "8", "NCCL_DEBUG": "INFO"}  # the key is lltui's own
+
+
+# --- split settings ----------------------------------------------------------------------
+
+
+def test_split_settings_round_trip_through_multigpu_config():
+    config = MultiGPUConfig(
+        n_gpu=2, split_mode="layer", main_gpu=1, tensor_split=(0.75, 0.25), n_parallel=1
+    )
+    spec = LaunchSpec.from_multigpu("m.gguf", config)
+    argv = build_command(spec, "x").argv
+    assert argv[argv.index("-ts") + 1] == "0.75,0.25"
+    assert argv[argv.index("-np") + 1] == "1"  # one slot is said out loud: the default is 4
+    assert argv[argv.index("-mg") + 1] == "1"
+    assert spec.multigpu == config
+    proportions = spec_from(["-ts", "3,1", "-sm", "row"]).multigpu
+    assert proportions.tensor_split == (0.75, 0.25)
+    assert proportions.split_mode is SplitMode.ROW and proportions.n_gpu == 2
+
+
+# --- why it stopped, from real logs --------------------------------------------------------
+
+
+def _sections(text: str) -> list[tuple[str, list[str], int]]:
+    out = []
+    for block in re.split(r"^=+$", text, flags=re.M):
+        lines = [ln for ln in block.strip().splitlines() if ln.strip()]
+        if not lines or not lines[0].startswith("$"):
+            continue
+        code = next(
+            int(m.group(1)) for ln in lines if (m := re.match(r"\[exit code: (-?\d+)\]", ln))
+        )
+        out.append((lines[0], [ln for ln in lines[1:] if not ln.startswith("[exit")], code))
+    return out
+
+
+@needs_fixtures
+def test_every_captured_failure_gets_its_own_plain_reason():
+    sections = _sections((FIXTURES / "errors_exit_codes.txt").read_text())
+    assert len(sections) >= 9
+    reasons = {cmd: exit_reason(code, lines) for cmd, lines, code in sections}
+    by_flag = {cmd.split("18180", 1)[-1].strip(): r for cmd, r in reasons.items()}
+    assert by_flag["--no-such-flag"] == "llama-server does not accept the flag --no-such-flag"
+    assert by_flag["--no-mmap"] == "llama-server does not accept the flag --no-mmap"
+    assert by_flag["-sm diagonal"] == "llama-server rejected the value of -sm: invalid value"
+    assert "rejected the value of -fa" in by_flag["-fa maybe"]
+    assert by_flag["-dev CUDA0"] == "llama-server rejected the value of -dev: invalid device: CUDA0"
+    missing = next(r for c, r in reasons.items() if "does-not-exist" in c)
+    assert missing == "model not found: models/does-not-exist.gguf"
+    truncated = next(r for c, r in reasons.items() if "truncated" in c)
+    assert truncated.startswith("the model file is damaged: tensor 'blk.4.ffn_down.weight'")
+    port = next(r for c, r in reasons.items() if "port already taken" in c)
+    assert port == "port 18180 on 127.0.0.1 is in use or cannot be bound"
+
+
+@needs_fixtures
+def test_kv_cache_allocation_failure_reads_as_does_not_fit():
+    lines = (FIXTURES / "error_alloc_failure_kv_cache.log").read_text().splitlines()
+    reason = exit_reason(1, lines)
+    assert reason == "the model does not fit in memory: failed to allocate buffer for kv cache"
+
+
+@needs_fixtures
+def test_stops_are_told_apart_from_crashes():
+    clean = (FIXTURES / "shutdown_sigterm_lv4.log").read_text().splitlines()
+    assert exit_reason(0, clean, stopped=True) == "stopped"
+    assert exit_reason(0, clean) == "llama-server exited"
+    loading = (FIXTURES / "signal_during_loading.txt").read_text().splitlines()[:12]
+    assert exit_reason(-15, loading, stopped=True).startswith("stopped by SIGTERM")
+    assert exit_reason(-9, loading) == "llama-server was killed by SIGKILL"
+    forced = ["0.00.1 I x", "Received second interrupt, terminating immediately."]
+    assert exit_reason(1, forced, stopped=True) == "stopped (forced by a second signal)"
+    aborted = ["0.01.000.000 E ggml_abort: CUDA error: an illegal memory access"]
+    assert (
+        exit_reason(-6, aborted)
+        == "llama-server aborted: ggml_abort: CUDA error: an illegal memory access"
+    )
+    event = exit_event(-9, "x", ["a", "b"], pid=7)
+    assert (
+        event["event"] == "exit"
+        and event["signal"] == "SIGKILL"
+        and event["log_tail"] == ["a", "b"]
+    )
+
+
+# --- profiles ------------------------------------------------------------------------------
+
+
+def test_spec_survives_the_trip_through_plain_data():
+    spec = spec_from(
+        ["-c", "2048", "-ts", "3,1", "-sm", "layer", "--rpc", "h:1", "--jinja"],
+        api_key=KEY,
+        visible_gpus=("GPU-abc",),
+        nccl_env={"NCCL_DEBUG": "INFO"},
+        cuda_p2p=True,
+    )
+    data = spec_to_dict(spec)
+    assert data["tensor_split"] == [3.0, 1.0] and data["split_mode"] == "layer"
+    assert "port" not in data  # defaults are left out
+    assert spec_from_dict(data) == spec
+    assert "api_key" not in spec_to_dict(spec, include_secret=False)
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ({"model": "m", "ctx": 5}, "unknown key 'ctx'"),
+        ({"model": "m", "port": "80"}, "port has the wrong type"),
+        ({"model": "m", "metrics": 1}, "metrics has the wrong type"),
+        ({"model": "m", "rpc": [1]}, "rpc has the wrong type"),
+        ({"ctx_size": 5}, "no model"),
+        ({"model": "m", "split_mode": "sideways"}, "unknown split mode"),
+    ],
+)
+def test_bad_profile_data_names_the_key(data, needle):
+    with pytest.raises(LaunchError) as err:
+        spec_from_dict(data, where="p.toml")
+    assert needle in str(err.value) and str(err.value).startswith("p.toml: ")
+
+
+def test_profile_with_a_key_is_private_and_round_trips(tmp_path):
+    spec = spec_from(["-c", "1024", "--rpc", "127.0.0.1:5"], api_key=KEY, env={"A": 'q"uote\\'})
+    path = profiles.save_profile("big-model", spec, tmp_path)
+    assert path == tmp_path / "big-model.toml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert profiles.load_profile("big-model", tmp_path) == spec
+    assert [p.name for p in tmp_path.iterdir()] == ["big-model.toml"]  # no temp file left
+    assert profiles.list_profiles(tmp_path) == ["big-model"]
+
+
+def test_profile_without_a_key_follows_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = profiles.save_profile("plain", LaunchSpec(model="m.gguf"), tmp_path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert "api_key" not in path.read_text()
+
+
+def test_saving_again_replaces_the_whole_file(tmp_path):
+    profiles.save_profile("p", spec_from(["-c", "1", "--jinja"]), tmp_path)
+    profiles.save_profile("p", LaunchSpec(model="other.gguf"), tmp_path)
+    assert profiles.load_profile("p", tmp_path) == LaunchSpec(model="other.gguf")
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "", "x.toml", "a" * 65])
+def test_profile_names_are_plain_file_names(name, tmp_path):
+    with pytest.raises(profiles.ProfileError, match="profile name"):
+        profiles.save_profile(name, LaunchSpec(model="m.gguf"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"model = ", "Invalid"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b'model = "m"\nbogus = 1\n', "unknown key 'bogus'"),
+        (b"# " + b"x" * (profiles.MAX_PROFILE_BYTES + 10), "too large"),
+    ],
+)
+def test_broken_profiles_are_one_line(tmp_path, content, needle):
+    (tmp_path / "bad.toml").write_bytes(content)
+    with pytest.raises(profiles.ProfileError) as err:
+        profiles.load_profile("bad", tmp_path)
+    assert needle in str(err.value) and str(tmp_path / "bad.toml") in str(err.value)
+
+
+def test_a_missing_profile_lists_the_known_ones(tmp_path):
+    profiles.save_profile("one", LaunchSpec(model="m.gguf"), tmp_path)
+    with pytest.raises(profiles.ProfileError, match=r"no launch profile 'two'.*known: one"):
+        profiles.load_profile("two", tmp_path)
+
+
+def test_profiles_live_in_the_config_dir(isolated_config):
+    path = profiles.save_profile("cfg", LaunchSpec(model="m.gguf"))
+    assert path == isolated_config / "profiles" / "cfg.toml"
