@@ -107,21 +107,24 @@ def check_nccl() -> Check:
 
 def check_llama_server() -> Check:
     try:
-        from lltui.sources.llama_bin import find_llama_server
+        from lltui.sources.llama_bin import LlamaBinaryError, find_llama_server, probe
     except ImportError as exc:
         return Check("llama-server", ERROR, f"llama-server probe unavailable: {exc}")
     try:
         found = find_llama_server()
-    except Exception as exc:
-        return Check("llama-server", ERROR, f"llama-server could not be probed: {exc}")
-    if found is None:
+    except LlamaBinaryError as exc:
         return Check(
             "llama-server",
             MISSING,
-            "llama-server not found (PATH, $LLTUI_LLAMA_SERVER, lltui's build)",
+            str(exc),
             hint="lltui llama install   (builds it from source into the user cache)",
         )
-    return Check("llama-server", OK, str(found.path), version=found.version)
+    try:
+        probed = probe(found.path)
+    except LlamaBinaryError as exc:
+        return Check("llama-server", ERROR, str(exc))
+    version = probed.version.text if probed.version else None
+    return Check("llama-server", OK, str(found.path), version=version)
 
 
 def run_checks() -> list[Check]:
