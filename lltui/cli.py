@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.nccl",
     "lltui.commands.topo",
     "lltui.commands.llama",
+    "lltui.commands.launch",
 )
 
 

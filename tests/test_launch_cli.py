@@ -1,0 +1,277 @@
+"""``lltui launch``: the dry run, bad input, and the foreground supervisor run as a real
+subprocess that is stopped or killed by SIGINT, SIGTERM, SIGHUP and SIGKILL."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from llama_fixture import free_port, llama_bins, tiny_model
+
+from lltui.cli import main
+
+__all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
+
+pytestmark = pytest.mark.slow
+KEY = "sk-cli-5be07d"
+GONE_WITHIN_S = 15.0
+READY_TIMEOUT_S = 90.0
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def server_env(llama_bins, monkeypatch) -> dict[str, str]:
+    """This process and its children use the test build of llama-server, and no stray key."""
+    monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    monkeypatch.delenv("GGML_CUDA_P2P", raising=False)
+    return dict(os.environ)
+
+
+@pytest.fixture
+def servers() -> Iterator[list[int]]:
+    """Pids of llama-servers a test saw; their groups are killed when it ends, whatever happened."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie waiting to be reaped counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_gone(pid: int, seconds: float = GONE_WITHIN_S) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.05)
+    return not pid_alive(pid)
+
+
+# --- dry run ----------------------------------------------------------------------------
+
+
+def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
+    server = server_env["LLTUI_LLAMA_SERVER"]
+    rc = main(
+        ["launch", str(tiny_model), "-c", "512", "--no-mmap", "--port", "18555", "--jinja",
+         "--dry-run", "--json"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    data = json.loads(out)
+    assert data["argv"] == [
+        server, "-lv", "4", "-m", str(tiny_model), "--host", "127.0.0.1", "--port", "18555",
+        "--metrics", "-c", "512", "-lm", "none", "--jinja",
+    ]  # fmt: skip
+    assert data["env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert set(data["env_unset"]) == {"LLAMA_API_KEY", "GGML_CUDA_P2P"}
+    assert data["url"] == "http://127.0.0.1:18555"
+    assert data["binary"]["flags_checked"] is True
+
+
+def test_dry_run_text_masks_the_key(server_env, tiny_model, capsys):
+    rc = main(["launch", str(tiny_model), "--api-key", KEY, "--port", "18556", "--dry-run"])
+    captured = capsys.readouterr()
+    assert rc == 0
+    assert KEY not in captured.out and KEY not in captured.err
+    lines = captured.out.splitlines()
+    assert "env:  LLAMA_API_KEY='***'" in lines
+    assert lines[0].startswith("argv: ") and "--api-key" not in lines[0]
+    assert "shows in `ps`" in captured.err  # a key typed on the command line is visible there
+
+
+def test_dry_run_of_a_saved_profile_with_overrides(server_env, tiny_model, capsys, tmp_path):
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"# a comment\n{KEY}\n")
+    saving = ["launch", str(tiny_model), "-c", "1024", "-np", "2"]
+    saving += ["--api-key-file", str(key_file), "--save-profile", "small", "--dry-run", "--json"]
+    assert main(saving) == 0
+    capsys.readouterr()
+    assert main(["launch", "--profile", "small", "-c", "256", "--dry-run", "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["argv"]
+    assert argv[argv.index("-c") + 1] == "256"  # the command line wins over the profile
+    assert argv[argv.index("-np") + 1] == "2"
+    assert argv[argv.index("--api-key-file") + 1] == str(key_file)
+    assert KEY not in " ".join(argv)
+
+
+# --- bad input: one line, no traceback ------------------------------------------------------
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_missing_model(server_env, tmp_path, capsys):
+    assert main(["launch", str(tmp_path / "none.gguf"), "--dry-run"]) == 2
+    assert one_line_error(capsys) == f"lltui: launch: model not found: {tmp_path / 'none.gguf'}"
+
+
+def test_a_flag_the_binary_lacks(server_env, tiny_model, capsys):
+    assert main(["launch", str(tiny_model), "--no-such-flag"]) == 2
+    err = one_line_error(capsys)
+    assert err.endswith("has no --no-such-flag flag") and server_env["LLTUI_LLAMA_SERVER"] in err
+
+
+def test_bad_values_and_usage(server_env, tiny_model, capsys):
+    assert main(["launch", str(tiny_model), "-sm", "sideways"]) == 2
+    assert "unknown split mode 'sideways'" in one_line_error(capsys)
+    assert main(["launch", "-c", "512"]) == 2
+    assert "no model given" in one_line_error(capsys)
+    assert main(["launch", str(tiny_model), "--profile", "nope"]) == 2
+    assert "no launch profile 'nope'" in one_line_error(capsys)
+
+
+def test_port_in_use(server_env, tiny_model, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["launch", str(tiny_model), "--port", str(port)]) == 1
+    assert one_line_error(capsys) == f"lltui: launch: port {port} on 127.0.0.1 is already in use"
+
+
+def test_help_lists_the_options(capsys):
+    assert main(["launch", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--dry-run", "--json", "--profile", "--save-profile", "--api-key-file"):
+        assert option in out
+
+
+# --- the foreground supervisor as a real process ----------------------------------------------
+
+
+@contextlib.contextmanager
+def launched(
+    model: Path, env: dict[str, str], *extra: str, as_json: bool = True
+) -> Iterator[subprocess.Popen[str]]:
+    argv = [sys.executable, "-m", "lltui", "launch", str(model), "--port", str(free_port())]
+    argv += ["-c", "512", "-t", "1", *extra] + (["--json"] if as_json else [])
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own group, as a login shell would give it
+    )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def read_event(proc: subprocess.Popen[str], seconds: float = READY_TIMEOUT_S) -> dict:
+    """The next JSON line lltui prints, within ``seconds``."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            return json.loads(line)
+    stderr = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+    raise AssertionError(f"no event from lltui launch in {seconds:.0f} s; stderr: {stderr}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
+def test_signals_stop_the_server_cleanly(server_env, tiny_model, sig, servers):
+    with launched(tiny_model, server_env) as proc:
+        ready = read_event(proc)
+        assert ready["event"] == "ready"
+        server_pid = ready["pid"]
+        servers.append(server_pid)
+        assert pid_alive(server_pid)
+        assert ready["url"].startswith("http://127.0.0.1:")
+        assert ready["argv"][1:3] == ["-lv", "4"]
+        assert [d["name"] for d in ready["devices"]] == ["CPU"]
+        assert ready["devices"][0]["kv_mib"] == pytest.approx(1.0)
+        proc.send_signal(sig)
+        end = read_event(proc, GONE_WITHIN_S)
+        assert proc.wait(timeout=GONE_WITHIN_S) == 0
+    assert end["event"] == "exit" and end["code"] == 0 and end["reason"] == "stopped"
+    assert any("cleaning up before exit" in ln for ln in end["log_tail"])
+    assert wait_gone(server_pid)
+
+
+def test_sigkill_of_lltui_takes_the_server_with_it(server_env, tiny_model, servers):
+    with launched(tiny_model, server_env) as proc:
+        server_pid = read_event(proc)["pid"]
+        servers.append(server_pid)
+        proc.kill()
+        proc.wait(timeout=GONE_WITHIN_S)
+        assert wait_gone(server_pid), "llama-server outlived a SIGKILLed lltui"
+
+
+def test_keep_running_survives_lltui(server_env, tiny_model, tmp_path, servers):
+    env = {**server_env, "XDG_STATE_HOME": str(tmp_path / "state")}
+    with launched(tiny_model, env, "--keep-running") as proc:
+        server_pid = read_event(proc)["pid"]
+        servers.append(server_pid)
+        proc.kill()
+        proc.wait(timeout=GONE_WITHIN_S)
+        time.sleep(0.5)
+        assert pid_alive(server_pid)
+    logs = list((tmp_path / "state" / "lltui").glob("llama-server-*.log"))
+    assert len(logs) == 1 and "listening on" in logs[0].read_text()
+
+
+def test_a_server_killed_mid_run_is_reported(server_env, tiny_model, servers):
+    with launched(tiny_model, server_env) as proc:
+        server_pid = read_event(proc)["pid"]
+        servers.append(server_pid)
+        os.kill(server_pid, signal.SIGKILL)
+        end = read_event(proc, GONE_WITHIN_S)
+        assert proc.wait(timeout=GONE_WITHIN_S) == 1
+    assert end["event"] == "exit" and end["code"] == -9 and end["signal"] == "SIGKILL"
+    assert end["reason"] == "llama-server was killed by SIGKILL"
+    assert end["log_tail"] and any("listening on" in ln for ln in end["log_tail"])
+
+
+def test_text_mode_ready_line_and_a_model_that_does_not_fit(server_env, tiny_model):
+    with launched(tiny_model, server_env, as_json=False) as proc:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("llama-server ready at http://127.0.0.1:")
+        assert "CPU: model " in line and "KV 1.00 MiB" in line
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=GONE_WITHIN_S) == 0
+        assert "stopped (exit code 0)" in proc.stdout.read()
+
+    # Too large a context: the KV cache cannot be allocated; one line says why.
+    with launched(tiny_model, server_env, "-c", "40000000", as_json=False) as proc:
+        _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("lltui: llama-server exited (code 1): the model does not fit")
