@@ -257,6 +257,32 @@ def write_model(
     return [path]
 
 
+def write_imatrix(
+    path: str | Path, model_path: str | Path, *, dataset: str = "random", chunks: int = 4
+) -> Path:
+    """An importance matrix (llama-imatrix's GGUF format) with random positive sums for every
+    2-d and 3-d weight of ``model_path``: enough for llama-quantize's IQ types."""
+    reader = gguf.GGUFReader(model_path)
+    rng = np.random.default_rng(1)
+    w = gguf.GGUFWriter(path, "")
+    w.add_array("imatrix.datasets", [dataset])
+    w.add_uint32("imatrix.chunk_count", chunks)
+    w.add_uint32("imatrix.chunk_size", 512)
+    for t in reader.tensors:
+        dims = [int(d) for d in t.shape]
+        if len(dims) < 2 or not t.name.endswith(".weight") or "norm" in t.name:
+            continue
+        n_mat = dims[2] if len(dims) > 2 else 1
+        sums = rng.uniform(0.5, 2.0, size=(n_mat, dims[0])).astype(np.float32)
+        w.add_tensor(t.name + ".in_sum2", sums)
+        w.add_tensor(t.name + ".counts", np.full((n_mat, 1), 512.0 * chunks, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)
+
+
 # -- raw builders for hand-made files --------------------------------------------------------
 
 GGUF_STRING, GGUF_ARRAY, GGUF_UINT32 = 8, 9, 4

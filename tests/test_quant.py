@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import tarfile
 from pathlib import Path
 
 import gguf_factory as gf
 import pytest
+from llama_fixture import llama_bins
 
 from lltui.core.ggml_types import (
     QUANTIZE_FTYPES,
@@ -28,6 +31,9 @@ from lltui.core.quant import (
     tensor_category,
     tensor_sort_key,
 )
+from lltui.sources import llama_build
+
+__all__ = ["llama_bins"]  # a session fixture used by name
 
 G = GgmlType
 F = LlamaFtype
@@ -439,9 +445,35 @@ def test_gemma3_tiny_model_q4_k_m(written):
 
 # -- against llama.cpp's own type-selection snapshots -------------------------------------------
 # tests/snapshots/*.schema in the pinned llama.cpp tree list, per ftype, every tensor of real
-# models whose type differs from the default. Set LLTUI_LLAMA_CPP_SRC to that tree to run.
+# models whose type differs from the default. They are read from $LLTUI_LLAMA_CPP_SRC (a llama.cpp
+# tree) or from the sdist that `lltui llama install` keeps in the user cache.
 
-LLAMA_CPP_SRC = os.environ.get("LLTUI_LLAMA_CPP_SRC")
+
+def _snapshot_texts() -> dict[str, str]:
+    tree = os.environ.get("LLTUI_LLAMA_CPP_SRC")
+    if tree:
+        snap = Path(tree) / "tests" / "snapshots"
+        return {p.stem: p.read_text() for p in snap.glob("*.schema")}
+    for cuda in (False, True):
+        archive = llama_build.flavor_root(cuda) / "download" / llama_build.sdist_name()
+        if archive.is_file():
+            texts = {}
+            with tarfile.open(archive, "r:gz") as tar:
+                for member in tar:
+                    if member.isfile() and "/tests/snapshots/" in member.name:
+                        f = tar.extractfile(member)
+                        if f is not None and member.name.endswith(".schema"):
+                            texts[Path(member.name).stem] = f.read().decode()
+            return texts
+    return {}
+
+
+@pytest.fixture(scope="module")
+def snapshots() -> dict[str, str]:
+    texts = _snapshot_texts()
+    if not texts:
+        pytest.skip("no llama.cpp source: set LLTUI_LLAMA_CPP_SRC or run `lltui llama install`")
+    return texts
 
 
 def _gpt_oss() -> QuantSource:
@@ -504,10 +536,10 @@ SNAPSHOT_MODELS = {
 }
 
 
-def _parse_schema(path: Path) -> dict[str, tuple[str, dict[str, str]]]:
+def _parse_schema(text: str) -> dict[str, tuple[str, dict[str, str]]]:
     sections: dict[str, tuple[str, dict[str, str]]] = {}
     current: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         if line.startswith("["):
@@ -520,11 +552,9 @@ def _parse_schema(path: Path) -> dict[str, tuple[str, dict[str, str]]]:
     return sections
 
 
-@pytest.mark.skipif(not LLAMA_CPP_SRC, reason="set LLTUI_LLAMA_CPP_SRC to a llama.cpp tree")
 @pytest.mark.parametrize("model", list(SNAPSHOT_MODELS))
-def test_matches_llama_cpp_type_selection_snapshots(model):
-    schema = Path(str(LLAMA_CPP_SRC)) / "tests" / "snapshots" / f"{model}.schema"
-    sections = _parse_schema(schema)
+def test_matches_llama_cpp_type_selection_snapshots(snapshots, model):
+    sections = _parse_schema(snapshots[model])
     src = SNAPSHOT_MODELS[model]()
     assert len(sections) > 30
     for ftype_name, (default, overrides) in sections.items():
@@ -536,3 +566,40 @@ def test_matches_llama_cpp_type_selection_snapshots(model):
         for name, qtype in got.items():
             want = type_from_name(overrides.get(name, default))
             assert qtype == want, (ftype_name, name)
+
+
+# -- against the real llama-quantize -----------------------------------------------------------
+
+REAL_FTYPES = ("Q4_K_M", "Q3_K_M", "Q2_K", "IQ4_XS", "Q5_K_S", "Q4_0", "MXFP4_MOE", "BF16")
+IMATRIX_FTYPES = ("IQ2_XXS", "IQ3_XXS", "Q2_K_S", "Q4_0")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", list(gf.SPECS))
+def test_llama_quantize_writes_the_predicted_files(llama_bins, tmp_path, arch):
+    quantize = llama_bins.binaries["llama-quantize"]
+    src = tmp_path / "f16.gguf"
+    gf.write_model(src, gf.SPECS[arch](), "F16")
+    imatrix = gf.write_imatrix(tmp_path / "imatrix.gguf", src, dataset="calibration.txt")
+    model = read_gguf(src)
+    runs = [(ft, False) for ft in REAL_FTYPES] + [(ft, True) for ft in IMATRIX_FTYPES]
+    for name, with_imatrix in runs:
+        row = quant_row(
+            quant_source(model),
+            ftype_from_name(name),
+            imatrix=with_imatrix,
+            imatrix_file=str(imatrix),
+            imatrix_dataset="calibration.txt",
+        )
+        out = tmp_path / f"{name}.gguf"
+        argv = [str(quantize), *(["--imatrix", str(imatrix)] if with_imatrix else [])]
+        proc = subprocess.run(
+            [*argv, str(src), str(out), name, "2"], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr[-500:]
+        written = read_gguf(out)
+        assert {t.name: t.type for t in written.tensors} == {
+            t.name: int(t.type) for t in row.tensors
+        }, name
+        assert out.stat().st_size == row.file_bytes, name
+        out.unlink()

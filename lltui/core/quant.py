@@ -597,10 +597,32 @@ def _choose_types(
     return out, st.n_fallback, needs_imatrix
 
 
-def quant_row(src: QuantSource, ftype: LlamaFtype, *, imatrix: bool | None = None) -> QuantRow:
+def _imatrix_keys_bytes(imatrix_file: str, imatrix_dataset: str | None) -> int:
+    """The quantize.imatrix.* keys llama-quantize records (strings cut at 127 bytes)."""
+    n = 8 + len("quantize.imatrix.file") + 4 + 8 + min(127, len(imatrix_file.encode("utf-8")))
+    if imatrix_dataset is not None:
+        n += 8 + len("quantize.imatrix.dataset") + 4 + 8
+        n += min(127, len(imatrix_dataset.encode("utf-8")))
+    return (
+        n
+        + _kv_u32_bytes("quantize.imatrix.entries_count")
+        + _kv_u32_bytes("quantize.imatrix.chunks_count")
+    )
+
+
+def quant_row(
+    src: QuantSource,
+    ftype: LlamaFtype,
+    *,
+    imatrix: bool | None = None,
+    imatrix_file: str = "imatrix.gguf",
+    imatrix_dataset: str | None = None,
+) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
     ``imatrix=None`` assumes an importance matrix exactly where llama-quantize demands one.
+    With one, the file also records ``imatrix_file`` and ``imatrix_dataset`` (as given to
+    llama-quantize and stored in the imatrix file) in its metadata.
     """
     ftype = LlamaFtype(ftype)
     name = FTYPE_NAMES[ftype]
@@ -630,6 +652,8 @@ def quant_row(src: QuantSource, ftype: LlamaFtype, *, imatrix: bool | None = Non
     )
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
     meta += sum(_tensor_info_bytes(t.name, t.dims) for t in tensors)
+    if use_imatrix:
+        meta += _imatrix_keys_bytes(imatrix_file, imatrix_dataset)
     header = _pad(meta)
     requantize = any(
         type_info(t.source_type).quantized and t.type != t.source_type for t in tensors
@@ -655,7 +679,14 @@ def quant_sizes(
     ftypes: Iterable[LlamaFtype] | None = None,
     *,
     imatrix: bool | None = None,
+    imatrix_file: str = "imatrix.gguf",
+    imatrix_dataset: str | None = None,
 ) -> list[QuantRow]:
     """One QuantRow per llama-quantize type (all by default), for a GgufModel or a QuantSource."""
     src = model if isinstance(model, QuantSource) else quant_source(model)
-    return [quant_row(src, ft, imatrix=imatrix) for ft in (ftypes or QUANTIZE_FTYPES)]
+    return [
+        quant_row(
+            src, ft, imatrix=imatrix, imatrix_file=imatrix_file, imatrix_dataset=imatrix_dataset
+        )
+        for ft in (ftypes or QUANTIZE_FTYPES)
+    ]
