@@ -275,3 +275,20 @@ def test_text_mode_ready_line_and_a_model_that_does_not_fit(server_env, tiny_mod
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("lltui: llama-server exited (code 1): the model does not fit")
+
+
+def test_keys_from_the_key_file_never_reach_the_output(server_env, tiny_model, tmp_path, servers):
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"{KEY}\n")
+    leaky = tmp_path / f"model-{KEY}.gguf"  # a key that also turns up in a path and the log
+    leaky.write_bytes(tiny_model.read_bytes())
+    with launched(leaky, server_env, "--api-key-file", str(key_file)) as proc:
+        ready = read_event(proc)
+        servers.append(ready["pid"])
+        assert str(key_file) in ready["argv"]
+        assert ready["argv"][ready["argv"].index("-m") + 1] == str(tmp_path / "model-***.gguf")
+        proc.send_signal(signal.SIGTERM)
+        end = read_event(proc, GONE_WITHIN_S)
+        out, err = proc.communicate(timeout=GONE_WITHIN_S)
+    assert end["event"] == "exit" and end["code"] == 0
+    assert KEY not in json.dumps([ready, end]) + out + err

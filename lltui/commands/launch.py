@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"launch: {exc}", exc.code) from None
         _say(f"lltui: saved launch profile {own['save_profile']!r} in {path}", err=True)
 
-    _check_inputs(spec)
+    file_keys = _check_inputs(spec)
     key_dir: Any = None
     try:
         transport = L.api_key_transport(spec, flags)
@@ -193,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
             with os.fdopen(fd, "w") as f:
                 f.write("\n".join(s for s in (spec.api_key or "").split(",") if s) + "\n")
         command = L.build_command(spec, binary_path, flags, key_file=key_file)
+        if file_keys:
+            command = dataclasses.replace(command, secrets=command.secrets + file_keys)
     except L.LaunchError as exc:
         if key_dir is not None:
             key_dir.cleanup()
@@ -229,8 +232,10 @@ def _find_binary(required: bool) -> tuple[str, BinaryFlags | None, str | None]:
     return str(found.path), binary_flags(probed), found.origin
 
 
-def _check_inputs(spec: LaunchSpec) -> None:
-    """Bad input caught before anything starts: each is one line and exit code 2."""
+def _check_inputs(spec: LaunchSpec) -> tuple[str, ...]:
+    """Bad input caught before anything starts: each is one line and exit code 2.
+
+    Returns the keys in the API key file (read as llama-server reads it), to be masked."""
     model = Path(spec.model)
     if not model.exists():
         raise CliError(f"launch: model not found: {spec.model}", 2)
@@ -248,6 +253,8 @@ def _check_inputs(spec: LaunchSpec) -> None:
             ) from None
         if not keys:
             raise CliError(f"launch: the API key file {spec.api_key_file} holds no key", 2)
+        return tuple(keys)
+    return ()
 
 
 def _dry_run(
