@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from lltui.core.models import RigSample, SourceUnavailable
 from lltui.core.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.nccl_env import NCCLDataType, NCCLResult
+from lltui.core.rough import best_quant_for, estimate_vram_bytes
 from lltui.sources.nccl import (
     NCCLCommunicator,
     get_nccl_info,
@@ -33,7 +34,11 @@ __all__ = [
     "NCCLDataType",
     "NCCLResult",
     "SplitMode",
+    "auto_config",
+    "can_fit_model",
+    "colab_t4_single_config",
     "detect_gpus",
+    "estimate_model_vram",
     "get_cuda_version",
     "get_free_vram",
     "get_nccl_info",
@@ -42,7 +47,9 @@ __all__ = [
     "gpu_count",
     "is_nccl_available",
     "kaggle_nccl_config",
+    "kaggle_t4_dual_config",
     "print_nccl_info",
+    "recommend_quantization",
     "rig_sample",
     "setup_nccl_environment",
 ]
@@ -133,3 +140,109 @@ def get_total_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -
 def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -> int:
     """Free VRAM in bytes now over all GPUs or the CUDA indices given."""
     return sum(g.free_memory for g in _select(detect_gpus(source), gpu_indices))
+
+
+# -- the rough path: sizes in billions of parameters ----------------------------------------
+
+
+def estimate_model_vram(
+    model_size_b: float,
+    quantization: str = "Q4_K_M",
+    context_size: int = 4096,
+    overhead_factor: float = 1.15,
+) -> int:
+    """Rough VRAM in bytes for a model of ``model_size_b`` billion parameters: weights at the
+    type's bits per weight plus an f16 KV cache of a Llama-class shape, times
+    ``overhead_factor``. A rule of thumb; ``lltui fit MODEL.gguf`` gives llama.cpp's own
+    per-GPU numbers."""
+    return estimate_vram_bytes(model_size_b, quantization, context_size, overhead_factor)
+
+
+def can_fit_model(
+    model_size_b: float,
+    quantization: str = "Q4_K_M",
+    context_size: int = 4096,
+    gpu_indices: list[int] | None = None,
+    source: str = "nvml",
+) -> bool:
+    """Whether the free VRAM of the GPUs (all, or these CUDA indices) covers the rough
+    estimate; False where there is no GPU."""
+    free = get_free_vram(gpu_indices, source=source)
+    return free > 0 and estimate_model_vram(model_size_b, quantization, context_size) <= free
+
+
+def recommend_quantization(
+    model_size_b: float,
+    available_vram_gb: float | None = None,
+    context_size: int = 4096,
+    source: str = "nvml",
+) -> str:
+    """The highest-quality llama-quantize type whose rough estimate fits ``available_vram_gb``
+    (GB of 10^9 bytes; None reads the free VRAM of the GPUs now). Raises ValueError when not
+    even the smallest type fits."""
+    if available_vram_gb is None:
+        available = get_free_vram(source=source)
+    else:
+        available = int(available_vram_gb * 1e9)
+    quant = best_quant_for(model_size_b, available, context_size)
+    if quant is None:
+        raise ValueError(
+            f"no quantization of a {model_size_b:g}B model fits in {available / 1e9:.1f} GB"
+            f" with a {context_size}-token context"
+        )
+    return quant
+
+
+def kaggle_t4_dual_config(model_size_b: float = 7.0, n_parallel: int = 2) -> MultiGPUConfig:
+    """Kaggle's two Tesla T4s on PCIe: layer split, even halves, main GPU 0."""
+    return MultiGPUConfig(
+        n_gpu=2,
+        split_mode=SplitMode.LAYER,
+        main_gpu=0,
+        tensor_split=[0.5, 0.5],
+        gpu_layers=None,
+        n_parallel=n_parallel,
+    )
+
+
+def colab_t4_single_config(model_size_b: float = 7.0, n_parallel: int = 1) -> MultiGPUConfig:
+    """Colab's single Tesla T4: no split."""
+    return MultiGPUConfig(n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel)
+
+
+def auto_config(
+    model_size_b: float | None = None,
+    context_size: int = 4096,
+    n_parallel: int = 1,
+    source: str = "nvml",
+) -> MultiGPUConfig:
+    """Split settings for the GPUs here. A model that fits on one GPU (by the rough
+    estimate) stays on the GPU with the most free memory, which decodes fastest; otherwise
+    layers are split in proportion to free memory. No GPU: everything on the CPU."""
+    gpus = detect_gpus(source)
+    if not gpus:
+        return MultiGPUConfig(
+            n_gpu=1, split_mode=SplitMode.NONE, gpu_layers=0, n_parallel=n_parallel
+        )
+    if len(gpus) == 1:
+        return MultiGPUConfig(n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel)
+    roomiest = max(gpus, key=lambda g: g.free_memory)
+    if model_size_b is not None:
+        need = estimate_model_vram(model_size_b, context_size=context_size)
+        if need <= roomiest.free_memory:
+            return MultiGPUConfig(
+                n_gpu=len(gpus),
+                split_mode=SplitMode.NONE,
+                main_gpu=roomiest.index,
+                n_parallel=n_parallel,
+            )
+    total = sum(g.free_memory for g in gpus) or 1
+    shares = [round(g.free_memory / total, 3) for g in gpus]
+    shares[-1] = round(1.0 - sum(shares[:-1]), 3)
+    return MultiGPUConfig(
+        n_gpu=len(gpus),
+        split_mode=SplitMode.LAYER,
+        main_gpu=0,
+        tensor_split=shares,
+        n_parallel=n_parallel,
+    )

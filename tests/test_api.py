@@ -72,3 +72,69 @@ def test_multigpu_config_to_llama_flags():
         "4",
     ]
     assert MultiGPUConfig().to_llama_args() == ["-sm", "layer"]
+
+
+def test_rough_estimate_grows_with_size_bits_and_context():
+    from lltui.api import estimate_model_vram
+
+    base = estimate_model_vram(7.0)
+    assert estimate_model_vram(13.0) > base
+    assert estimate_model_vram(7.0, "Q8_0") > base > estimate_model_vram(7.0, "Q2_K")
+    assert estimate_model_vram(7.0, context_size=32768) > base
+    assert estimate_model_vram(7.0, overhead_factor=1.0) < base
+    # 7B at Q4_K_M: 4.28 GB of weights and 0.54 GB of f16 KV at 4096 cells, times 1.15
+    assert estimate_model_vram(7.0) == int((int(7e9 * 4.89 / 8) + 2 * 32 * 1024 * 4096 * 2) * 1.15)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"model_size_b": 7.0, "quantization": "Q9_Z"}, "unknown quantization"),
+        ({"model_size_b": -1.0}, "positive"),
+        ({"model_size_b": 7.0, "overhead_factor": 0.5}, "overhead_factor"),
+    ],
+)
+def test_rough_estimate_rejects_nonsense(kwargs, needle):
+    from lltui.api import estimate_model_vram
+
+    with pytest.raises(ValueError, match=needle):
+        estimate_model_vram(**kwargs)
+
+
+def test_recommend_quantization_walks_down_the_quality_list():
+    from lltui.api import recommend_quantization
+
+    assert recommend_quantization(7.0, available_vram_gb=80) == "Q8_0"
+    q_small = recommend_quantization(70.0, available_vram_gb=30)
+    q_large = recommend_quantization(70.0, available_vram_gb=48)
+    from lltui.core.rough import QUALITY_ORDER
+
+    assert QUALITY_ORDER.index(q_large) < QUALITY_ORDER.index(q_small)
+    with pytest.raises(ValueError, match="no quantization"):
+        recommend_quantization(405.0, available_vram_gb=16)
+
+
+def test_can_fit_and_presets_and_auto_config():
+    from lltui.api import (
+        auto_config,
+        can_fit_model,
+        colab_t4_single_config,
+        kaggle_t4_dual_config,
+    )
+
+    assert can_fit_model(7.0, source="sim:kaggle-2xt4")
+    assert not can_fit_model(70.0, "Q8_0", source="sim:kaggle-2xt4")
+    k = kaggle_t4_dual_config()
+    assert (k.n_gpu, k.split_mode, k.tensor_split, k.n_parallel) == (
+        2,
+        SplitMode.LAYER,
+        (0.5, 0.5),
+        2,
+    )
+    assert colab_t4_single_config().split_mode is SplitMode.NONE
+    big = auto_config(405.0, source="sim:4xl4")
+    assert big.split_mode is SplitMode.LAYER and big.n_gpu == 4
+    assert abs(sum(big.tensor_split) - 1.0) < 1e-3
+    small = auto_config(1.0, source="sim:mixed-4090-3090")
+    assert small.split_mode is SplitMode.NONE and small.n_gpu == 2
+    assert auto_config(7.0, source="sim:colab-t4").n_gpu == 1
