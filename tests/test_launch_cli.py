@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llama_fixture import free_port, llama_bins, tiny_model
+from llama_fixture import free_port, llama_bins, rpc_servers, tiny_model
 
 from lltui.cli import main
 
@@ -292,3 +292,21 @@ def test_keys_from_the_key_file_never_reach_the_output(server_env, tiny_model, t
         out, err = proc.communicate(timeout=GONE_WITHIN_S)
     assert end["event"] == "exit" and end["code"] == 0
     assert KEY not in json.dumps([ready, end]) + out + err
+
+
+def test_ready_line_shows_both_rpc_devices_and_their_buffers(
+    server_env, llama_bins, tiny_model, tmp_path, servers
+):
+    with rpc_servers(llama_bins, 2, tmp_path) as rpcs:
+        hosts = ",".join(f"127.0.0.1:{r.port}" for r in rpcs)
+        with launched(tiny_model, server_env, "--rpc", hosts, "-ts", "3,1", "-ngl", "all") as proc:
+            ready = read_event(proc)
+            servers.append(ready["pid"])
+            proc.send_signal(signal.SIGINT)
+            assert read_event(proc, GONE_WITHIN_S)["code"] == 0
+    assert ready["argv"][ready["argv"].index("--rpc") + 1] == hosts
+    devices = {d["name"]: d for d in ready["devices"]}
+    assert {"RPC0", "RPC1"} <= set(devices), devices
+    rpc0, rpc1 = devices["RPC0"], devices["RPC1"]
+    assert min(rpc0["model_mib"], rpc1["model_mib"], rpc0["kv_mib"], rpc1["kv_mib"]) > 0
+    assert rpc0["kv_mib"] > 2 * rpc1["kv_mib"]  # -ts 3,1
