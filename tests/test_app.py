@@ -237,3 +237,16 @@ async def test_v_cycles_through_the_views():
             seen.append(app.current_mode)
         assert seen[0] == seen[-1] == "monitor"
         assert set(seen) == set(app.MODES)
+
+
+async def test_clicking_a_card_selects_it_and_a_second_click_opens_its_detail():
+    app = sim_app("4xl4")
+    async with app.run_test(size=(120, 50)) as pilot:
+        feed(app, 5)
+        await pilot.pause()
+        card = app.screen.query(GpuCard)[3]
+        await pilot.click(card)
+        assert app.model.selected == 3
+        await pilot.click(card)
+        await pilot.pause()
+        assert isinstance(app.screen, GpuDetailScreen)

@@ -384,6 +384,20 @@ class LltuiApp(App[int]):
             self.model.selected = (self.model.selected + step) % n
             self.render_model()
 
+    def select_gpu_uuid(self, uuid: str) -> None:
+        """Select a GPU by its card (a click); a second click on it opens its detail."""
+        sample = self.model.latest
+        if sample is None:
+            return
+        for pos, g in enumerate(sample.gpus):
+            if g.info.uuid == uuid:
+                if self.model.selected == pos:
+                    self.action_gpu_detail()
+                else:
+                    self.model.selected = pos
+                    self.render_model()
+                return
+
     def action_gpu_detail(self) -> None:
         if isinstance(self.screen, GpuDetailScreen):
             self.screen.dismiss()

@@ -167,6 +167,11 @@ class GpuCard(Static):
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.uuid = uuid
 
+    def on_click(self) -> None:
+        select = getattr(self.app, "select_gpu_uuid", None)
+        if select is not None:
+            select(self.uuid)
+
     def show(self, text: str) -> None:
         # Relayout only when the number of lines differs from the height we have.
         lines = text.count("\n") + 1
