@@ -3,7 +3,7 @@
     >>> from lltui.api import detect_gpus, MultiGPUConfig, SplitMode
     >>> cfg = MultiGPUConfig(n_gpu=2, split_mode=SplitMode.LAYER, tensor_split=[0.5, 0.5])
     >>> cfg.to_llama_args()
-    ['-sm', 'layer', '-ts', '0.5,0.5']
+    ['-sm', 'layer', '-ts', '0.5,0.5', '-np', '1']
 
 GPU functions read real GPUs through NVML by default and return empty results where there
 are none; pass ``source="sim:PROFILE"`` to read a simulated rig instead.

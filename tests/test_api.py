@@ -71,7 +71,7 @@ def test_multigpu_config_to_llama_flags():
         "-np",
         "4",
     ]
-    assert MultiGPUConfig().to_llama_args() == ["-sm", "layer"]
+    assert MultiGPUConfig().to_llama_args() == ["-sm", "layer", "-np", "1"]
 
 
 def test_rough_estimate_grows_with_size_bits_and_context():

@@ -79,6 +79,6 @@ class MultiGPUConfig:
             args += ["-mg", str(self.main_gpu)]
         if self.tensor_split is not None and self.n_gpu > 1:
             args += ["-ts", ",".join(f"{x:g}" for x in self.tensor_split)]
-        if self.n_parallel != 1:
-            args += ["-np", str(self.n_parallel)]
+        # always explicit: llama-server's own default is several slots, not one
+        args += ["-np", str(self.n_parallel)]
         return args
