@@ -218,43 +218,26 @@ def run(args: argparse.Namespace) -> int:
 
 def _find_binary(required: bool) -> tuple[str, BinaryFlags | None, str | None]:
     """The llama-server path, its probed flags (a BinaryFlags) and where it was found."""
-    from lltui.sources.llama_bin import LlamaBinaryError, find_llama_server, probe
-    from lltui.sources.supervisor import binary_flags
+    from lltui.core.launch import LaunchError
+    from lltui.sources.launch_prep import find_binary
 
     try:
-        found = find_llama_server()
-        probed = probe(found.path)
-    except LlamaBinaryError as exc:
-        if required:
-            raise CliError(f"launch: {exc}", 1) from None
-        _say(f"lltui: note: flags not checked: {exc}", err=True)
-        return "llama-server", None, None
-    return str(found.path), binary_flags(probed), found.origin
+        path, flags, origin, why = find_binary(required)
+    except LaunchError as exc:
+        raise CliError(f"launch: {exc}", exc.code) from None
+    if why is not None:
+        _say(f"lltui: note: flags not checked: {why}", err=True)
+    return path, flags, origin
 
 
 def _check_inputs(spec: LaunchSpec) -> tuple[str, ...]:
-    """Bad input caught before anything starts: each is one line and exit code 2.
+    from lltui.core.launch import LaunchError
+    from lltui.sources.launch_prep import check_inputs
 
-    Returns the keys in the API key file (read as llama-server reads it), to be masked."""
-    model = Path(spec.model)
-    if not model.exists():
-        raise CliError(f"launch: model not found: {spec.model}", 2)
-    if not model.is_file():
-        raise CliError(f"launch: the model is not a file: {spec.model}", 2)
-    if not os.access(model, os.R_OK):
-        raise CliError(f"launch: the model is not readable: {spec.model}", 2)
-    if spec.api_key_file is not None:
-        try:
-            with open(spec.api_key_file, encoding="utf-8", errors="replace") as f:
-                keys = [ln.rstrip("\n") for ln in f if ln.rstrip("\n") and not ln.startswith("#")]
-        except OSError as exc:
-            raise CliError(
-                f"launch: cannot read the API key file {spec.api_key_file}: {exc.strerror}", 2
-            ) from None
-        if not keys:
-            raise CliError(f"launch: the API key file {spec.api_key_file} holds no key", 2)
-        return tuple(keys)
-    return ()
+    try:
+        return check_inputs(spec)
+    except LaunchError as exc:
+        raise CliError(f"launch: {exc}", exc.code) from None
 
 
 def _dry_run(
