@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import tarfile
@@ -25,6 +26,7 @@ from lltui.core.quant import (
     QuantSource,
     SourceTensor,
     allows_quantization,
+    as_quantized,
     quant_row,
     quant_sizes,
     quant_source,
@@ -425,6 +427,45 @@ def test_source_types_do_not_change_the_prediction(written, arch):
         assert types_of(a) == types_of(b) == types_of(c)
 
 
+@pytest.mark.parametrize("arch", ["qwen3", "qwen3moe"])
+def test_as_quantized_is_the_header_of_that_file(written, tmp_path, arch):
+    source = read_gguf(written[f"{arch}-F16"])
+    row = quant_row(quant_source(source), F.MOSTLY_Q4_K_M)
+    what_if = as_quantized(source, row)
+    types = {t.name: t.type.name for t in row.tensors if t.quantizable}
+    out = tmp_path / "q4km.gguf"
+    gf.write_model(out, gf.SPECS[arch](), "F16", tensor_types=types, file_type=15)
+    real = read_gguf(out)
+
+    def table(m):
+        return {t.name: (t.type, t.dims, t.nbytes) for t in m.tensors}
+
+    assert table(what_if) == table(real)
+    assert what_if.data_offset == real.data_offset
+    assert what_if.file_size == real.file_size == row.file_bytes
+    assert what_if.file_type_name == "Q4_K_M"
+    assert set(what_if.metadata) == set(real.metadata)
+    assert what_if.files[0].header_nbytes == real.files[0].header_nbytes
+    # llama-quantize's order: by layer, then name; each tensor padded to 32 bytes
+    names = [t.name for t in what_if.tensors]
+    assert names == sorted(names, key=tensor_sort_key)
+    for a, b in itertools.pairwise(what_if.tensors):
+        assert b.offset >= a.offset + a.nbytes and b.offset % 32 == 0
+    assert what_if.n_layer == source.n_layer and what_if.vocab_size == source.vocab_size
+    assert what_if.tokens is not None and what_if.tokens.values() == source.tokens.values()
+
+
+def test_as_quantized_joins_a_split_model(tmp_path):
+    parts = gf.write_model(tmp_path / "sp.gguf", gf.llama_spec(), "F16", split_max_tensors=20)
+    source = read_gguf(parts[1])
+    what_if = as_quantized(source, quant_row(quant_source(source), F.MOSTLY_Q8_0))
+    assert what_if.split_count == 1
+    assert not any(k.startswith("split.") for k in what_if.metadata)
+    assert what_if.path == str(tmp_path / "sp-Q8_0.gguf")
+    assert {t.split for t in what_if.tensors} == {0}
+    assert len(what_if.tensors) == len(source.tensors)
+
+
 def test_split_model_predicts_the_same_as_one_file(tmp_path):
     whole = tmp_path / "whole.gguf"
     gf.write_model(whole, gf.gemma3_spec(), "Q8_0")
@@ -602,4 +643,15 @@ def test_llama_quantize_writes_the_predicted_files(llama_bins, tmp_path, arch):
             t.name: int(t.type) for t in row.tensors
         }, name
         assert out.stat().st_size == row.file_bytes, name
+        what_if = as_quantized(model, row)
+        assert [(t.name, t.type, t.dims, t.file_offset) for t in what_if.tensors] == [
+            (t.name, t.type, t.dims, t.file_offset) for t in written.tensors
+        ], name
+        assert written.data_offset == what_if.data_offset
+        assert set(written.metadata) - set(what_if.metadata) <= {
+            "quantize.imatrix.file",
+            "quantize.imatrix.dataset",
+            "quantize.imatrix.entries_count",
+            "quantize.imatrix.chunks_count",
+        }
         out.unlink()

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum, auto
+from types import MappingProxyType
 
 from lltui.core.ggml_types import (
     FTYPE_DEFAULT_TYPE,
@@ -24,9 +25,10 @@ from lltui.core.ggml_types import (
     LlamaFtype,
     type_info,
 )
-from lltui.core.gguf import GgufModel
+from lltui.core.gguf import GgufFile, GgufModel, GgufTensor, ValueType
 
 GGUF_DEFAULT_ALIGNMENT = 32
+GGML_QNT_VERSION = 2  # general.quantization_version written by this llama.cpp
 GGUF_HEADER_BYTES = 4 + 4 + 8 + 8  # magic, version, tensor count, key/value count
 # keys llama-quantize drops from the copied metadata, or sets itself
 _REMOVED_KEYS = frozenset(
@@ -690,3 +692,55 @@ def quant_sizes(
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]
+
+
+def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
+    """The header of the file llama-quantize would write for ``row``, as a GgufModel.
+
+    One file (splits are joined), tensors in llama-quantize's order with their new types, sizes
+    and offsets, the metadata with general.file_type set and the split keys gone. Lets the
+    estimator place a quantization that exists only as a what-if. The path is a name only.
+    """
+    if row.error is not None:
+        raise ValueError(f"{row.name}: {row.error}")
+    first = model.files[0]
+    metadata = {k: v for k, v in first.metadata.items() if k not in _REMOVED_KEYS}
+    kv_nbytes = {k: first.kv_nbytes[k] for k in metadata}
+    kv_types = {k: first.kv_types[k] for k in metadata}
+    for key, value in (
+        ("general.quantization_version", GGML_QNT_VERSION),
+        ("general.file_type", int(row.ftype)),
+    ):
+        metadata[key] = value
+        kv_nbytes[key] = _kv_u32_bytes(key)
+        kv_types[key] = ValueType.UINT32
+
+    tensors = []
+    offset = 0
+    for t in row.tensors:
+        tensors.append(
+            GgufTensor(
+                name=t.name,
+                dims=t.dims,
+                type=int(t.type),
+                offset=offset,
+                nbytes=t.nbytes,
+                file_offset=row.header_bytes + offset,
+            )
+        )
+        offset += _pad(t.nbytes)
+    stem = first.path[:-5] if first.path.endswith(".gguf") else first.path
+    stem = re.sub(r"-\d{5}-of-\d{5}$", "", stem)
+    out = GgufFile(
+        path=f"{stem}-{row.name}.gguf",
+        version=3,
+        file_size=row.file_bytes,
+        alignment=GGUF_DEFAULT_ALIGNMENT,
+        data_offset=row.header_bytes,
+        header_nbytes=row.meta_bytes,
+        metadata=MappingProxyType(metadata),
+        kv_nbytes=MappingProxyType(kv_nbytes),
+        kv_types=MappingProxyType(kv_types),
+        tensors=tuple(tensors),
+    )
+    return GgufModel(files=(out,), tensors=out.tensors)
