@@ -13,12 +13,21 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from lltui.app.messages import NcclReady, PollFailed, SampleReady, TopologyReady
+from lltui.app.launch_state import LaunchController
+from lltui.app.messages import (
+    LaunchChanged,
+    LaunchPreview,
+    NcclReady,
+    PollFailed,
+    SampleReady,
+    TopologyReady,
+)
 from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
 from lltui.app.nccl_state import NcclState
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.gpu_detail import GpuDetailScreen
+from lltui.app.screens.launch import LaunchScreen
 from lltui.app.screens.monitor import MonitorScreen
 from lltui.app.screens.nccl import NcclScreen
 from lltui.app.screens.topology import TopologyScreen
@@ -61,6 +70,7 @@ class LltuiApp(App[int]):
         "monitor": MonitorScreen,
         "topology": TopologyScreen,
         "nccl": NcclScreen,
+        "launch": LaunchScreen,
     }
     DEFAULT_MODE = "monitor"
     COMMANDS = App.COMMANDS | {LltuiCommands}
@@ -71,6 +81,7 @@ class LltuiApp(App[int]):
         Binding("1", "switch_mode('monitor')", "Monitor", id="view-monitor", show=False),
         Binding("2", "switch_mode('topology')", "Topology", id="view-topology", show=False),
         Binding("3", "switch_mode('nccl')", "NCCL", id="view-nccl", show=False),
+        Binding("5", "switch_mode('launch')", "Launch", id="view-launch", show=False),
         Binding("v", "next_view", "View", id="view-next"),
         Binding("space,p", "toggle_pause", "Pause", id="pause"),
         Binding("minus", "interval(-1)", "Faster", id="interval-down"),
@@ -120,6 +131,10 @@ class LltuiApp(App[int]):
         self.theme_failures: tuple[str, ...] = ()
         self.topology_state = TopologyState()
         self.nccl_state = NcclState()
+        self.launch = LaunchController(
+            lambda: self.post_message(LaunchChanged()), lambda: self.model.latest
+        )
+        self.launch_prefill: tuple[str, str] | None = None  # (model, flags) from the fit view
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
 
@@ -157,6 +172,7 @@ class LltuiApp(App[int]):
         yield SystemCommand("Pause / resume", "Stop or restart sampling", self.action_toggle_pause)
 
     async def on_unmount(self) -> None:
+        self.launch.close()  # no llama-server of ours outlives lltui
         self.poller.stop()
         if self.poller.in_flight_since is None:
             # closing a broken source must not hide the real exit
@@ -303,6 +319,38 @@ class LltuiApp(App[int]):
             self.post_message(NcclReady())
 
         self.run_worker(work, thread=True, group="nccl-file", exit_on_error=False)
+
+    def launch_action(self, what: str, *args: str) -> None:
+        """Start, stop, restart or follow, on a thread (starting and stopping block)."""
+        actions: dict[str, Callable[..., None]] = {
+            "start": self.launch.start,
+            "stop": self.launch.stop,
+            "restart": self.launch.restart,
+            "follow": self.launch.follow,
+        }
+        method = actions[what]
+        self.run_worker(
+            lambda: method(*args), thread=True, group="launch", exclusive=False, exit_on_error=False
+        )
+
+    def launch_preview(self, model: str, flags: str, hostport: str) -> None:
+        def work() -> None:
+            from lltui.app.launch_state import preview_command
+
+            line, note = preview_command(model, flags, hostport)
+            self.post_message(LaunchPreview(line, note))
+
+        self.run_worker(work, thread=True, group="launch-preview", exit_on_error=False)
+
+    def on_launch_changed(self, message: LaunchChanged) -> None:
+        show = getattr(self.screen, "show_launch", None)
+        if show is not None:
+            show()
+
+    def on_launch_preview(self, message: LaunchPreview) -> None:
+        show = getattr(self.screen, "show_preview", None)
+        if show is not None:
+            show(message.line, message.note)
 
     def on_nccl_ready(self, message: NcclReady) -> None:
         show = getattr(self.screen, "show_nccl", None)

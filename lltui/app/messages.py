@@ -36,3 +36,22 @@ class TopologyReady(Message):
 
 class NcclReady(Message):
     """NCCL facts, a bandwidth test or a loaded file changed; the app holds them."""
+
+
+class LaunchChanged(Message):
+    """The launched (or followed) server changed: a log line, a poll, a state. Coalesces."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LaunchChanged)
+
+
+class LaunchPreview(Message):
+    """The command the launch form would start, or why it cannot."""
+
+    def __init__(self, line: str, note: str | None) -> None:
+        super().__init__()
+        self.line = line
+        self.note = note
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LaunchPreview)

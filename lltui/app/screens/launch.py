@@ -1,0 +1,259 @@
+"""The launch view: a settings form, the exact command, start / stop / restart, the server's
+state and per-device placement, tokens/s and J/token, the balance of the GPUs, its log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Input, Log, Static
+
+from lltui.app.launch_state import DEFAULT_HOSTPORT, LaunchState
+from lltui.app.model import RigModel
+from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.core.balance import imbalances
+from lltui.core.units import compact_indexes, spark
+
+PHASE_STYLE = {
+    "ready": "$gpu-ok",
+    "loading": "$gpu-warn",
+    "starting": "$gpu-warn",
+    "following": "$primary",
+    "stopping": "$gpu-warn",
+    "exited": "$text-muted",
+    "error": "$error",
+    "idle": "$text-muted",
+}
+PLACEMENT_COLUMNS = (("device", 22), ("model MiB", 10), ("KV MiB", 9), ("compute MiB", 12),
+                     ("output MiB", 11), ("layers", 16))  # fmt: skip
+
+
+def render_server(st: LaunchState) -> str:
+    style = PHASE_STYLE.get(st.phase, "$text")
+    head = f"[b {style}]{st.phase.upper()}[/]"
+    if st.pid:
+        head += f"  pid {st.pid}"
+    if st.url:
+        head += f"  {escape(st.url)}"
+    if st.health:
+        head += f"  /health: {escape(st.health)}"
+    if st.offload:
+        head += f"  {escape(st.offload)}"
+    lines = [head]
+    if st.message:
+        lines.append(escape(st.message))
+    if st.phase == "exited" and st.log_tail:
+        lines.append("[$text-muted]last log lines:[/]")
+        lines += [f"  [$text-muted]{escape(line)}[/]" for line in st.log_tail[-6:]]
+    return "\n".join(lines)
+
+
+def render_rates(st: LaunchState, width: int) -> str:
+    spark_w = max(10, width - 34)
+    lines = []
+    for label, series, unit in (
+        ("generation", st.gen_tps, "tok/s"),
+        ("prompt", st.prompt_tps, "tok/s"),
+        ("energy", st.jpt, "J/tok"),
+    ):
+        values = tuple(series)
+        last = f"{values[-1]:8.2f} {unit}" if values else f"{'-':>8} {unit}"
+        hi = max(values) if values else 1.0
+        lines.append(f"{label:<11}{last}  [$spark]{spark(values, spark_w, 0.0, hi or 1.0)}[/]")
+    if not st.jpt and st.jpt_note:
+        lines.append(f"[$text-muted]J/token: {escape(st.jpt_note)}[/]")
+    if st.tokens_total is not None:
+        lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
+    return "\n".join(lines)
+
+
+def render_balance(model: RigModel, pid: int | None) -> str:
+    sample = model.latest
+    if sample is None:
+        return ""
+    found = imbalances(sample)
+    ours = [im for im in found if im.pid == pid] or found
+    if not ours:
+        return "[$text-muted]balance: no process spans several GPUs[/]"
+    im = ours[0]
+    parts = [
+        f"[b]balance[/b] {escape(im.name)} on GPU {compact_indexes(im.gpu_indexes)}: {im.level}"
+    ]
+    for idx, vram, util, power in zip(
+        im.gpu_indexes, im.vram_pct, im.util_pct, im.power_pct, strict=True
+    ):
+        parts.append(f"  GPU{idx}  VRAM {vram:3.0f}%  util {util:3.0f}%  power {power:3.0f}%")
+    return "\n".join(parts)
+
+
+class LaunchScreen(Screen[None]):
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield Static("", id="banner")
+        with VerticalScroll(id="launch-page"):
+            with Horizontal(classes="launch-row"):
+                yield Input(placeholder="model.gguf", id="launch-model")
+                yield Input(value=DEFAULT_HOSTPORT, id="launch-hostport")
+            yield Input(
+                placeholder="llama-server flags: -c 8192 -ngl all -sm layer -ts 3,1 -np 2",
+                id="launch-flags",
+            )
+            with Horizontal(classes="launch-row"):
+                yield Button("Start", id="launch-start", variant="success")
+                yield Button("Stop", id="launch-stop", variant="error")
+                yield Button("Restart", id="launch-restart")
+                yield Input(placeholder="or follow a running server: URL", id="launch-url")
+                yield Button("Follow", id="launch-follow")
+            yield Static("", id="launch-argv")
+            yield Static("[$text-muted]no server[/]", id="launch-server")
+            with Horizontal(id="launch-middle"):
+                yield DataTable(id="launch-placement", cursor_type="none")
+                with Vertical(id="launch-side"):
+                    yield Static("", id="launch-rates")
+                    yield Static("", id="launch-balance")
+            yield Log(max_lines=2000, id="launch-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#launch-placement", DataTable)
+        for label, width in PLACEMENT_COLUMNS:
+            table.add_column(label, key=label, width=width)
+        self._placement_keys: set[str] = set()
+        self._lines_shown = 0
+        prefill = getattr(self.app, "launch_prefill", None)
+        if prefill:
+            self.prefill(*prefill)
+        self._render_all()
+
+    def prefill(self, model: str, flags: str) -> None:
+        self.query_one("#launch-model", Input).value = model
+        self.query_one("#launch-flags", Input).value = flags
+        self.update_preview()
+
+    def on_screen_resume(self) -> None:
+        prefill = getattr(self.app, "launch_prefill", None)
+        if prefill:
+            self.prefill(*prefill)
+        self._render_all()
+
+    def _render_all(self) -> None:
+        render = getattr(self.app, "render_model", None)
+        if render is not None:
+            render()
+        self.show_launch()
+
+    # -- the form ------------------------------------------------------------------------
+    def _form(self) -> tuple[str, str, str]:
+        return (
+            self.query_one("#launch-model", Input).value,
+            self.query_one("#launch-flags", Input).value,
+            self.query_one("#launch-hostport", Input).value,
+        )
+
+    def update_preview(self) -> None:
+        preview = getattr(self.app, "launch_preview", None)
+        if preview is not None:
+            preview(*self._form())
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id in ("launch-model", "launch-flags", "launch-hostport"):
+            self.update_preview()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "launch-url":
+            self._do("follow", event.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        ident = event.button.id or ""
+        if ident == "launch-start":
+            self._do("start", *self._form())
+        elif ident == "launch-stop":
+            self._do("stop")
+        elif ident == "launch-restart":
+            self._do("restart")
+        elif ident == "launch-follow":
+            self._do("follow", self.query_one("#launch-url", Input).value)
+
+    def _do(self, what: str, *args: str) -> None:
+        run = getattr(self.app, "launch_action", None)
+        if run is not None:
+            run(what, *args)
+
+    # -- rendering -----------------------------------------------------------------------
+    def show(self, model: RigModel) -> None:
+        self.refresh_status(model, None)
+        if self.is_mounted:
+            controller = getattr(self.app, "launch", None)
+            pid = controller.state.pid if controller is not None else None
+            self.query_one("#launch-balance", Static).update(render_balance(model, pid))
+
+    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one(StatusBar).show(model, busy_for)
+        banner = self.query_one("#banner", Static)
+        text = render_banner(model.info)
+        banner.display = bool(text)
+        banner.update(text)
+
+    def show_preview(self, line: str, note: str | None) -> None:
+        if not self.is_mounted:
+            return
+        argv = self.query_one("#launch-argv", Static)
+        if line:
+            text = f"[b]command[/b] {escape(line)}"
+            if note:
+                text += f"\n[$text-muted]{escape(note)}[/]"
+        else:
+            text = f"[$warning]{escape(note or '')}[/]"
+        argv.update(text)
+
+    def show_launch(self) -> None:
+        controller: Any = getattr(self.app, "launch", None)
+        if controller is None or not self.is_mounted:
+            return
+        with controller.lock:
+            st: LaunchState = controller.state
+            self.query_one("#launch-server", Static).update(render_server(st))
+            width = self.query_one("#launch-rates", Static).size.width or 60
+            self.query_one("#launch-rates", Static).update(render_rates(st, width))
+            self._show_placement(st)
+            log = self.query_one("#launch-log", Log)
+            new = st.lines_total - self._lines_shown
+            if new < 0:  # a new server: start the pane over
+                log.clear()
+                new = min(st.lines_total, len(st.lines))
+            if new > 0:
+                log.write_lines(list(st.lines)[-min(new, len(st.lines)) :])
+            self._lines_shown = st.lines_total
+            busy = st.phase in ("starting", "loading", "ready", "stopping", "following")
+        self.query_one("#launch-start", Button).disabled = st.phase in ("starting", "stopping")
+        self.query_one("#launch-stop", Button).disabled = not busy
+
+    def _show_placement(self, st: LaunchState) -> None:
+        table = self.query_one("#launch-placement", DataTable)
+        seen = set()
+        for dev in st.placement:
+            key = dev.name
+            seen.add(key)
+            layers = compact_indexes(dev.layers) if dev.layers else "-"
+            cells = (
+                dev.name,
+                f"{dev.model_mib:.2f}",
+                f"{dev.kv_mib:.2f}",
+                f"{dev.compute_mib:.2f}",
+                f"{dev.output_mib:.2f}",
+                layers,
+            )
+            if key not in self._placement_keys:
+                table.add_row(*cells, key=key)
+                self._placement_keys.add(key)
+            else:
+                for (col, _w), value in zip(PLACEMENT_COLUMNS, cells, strict=True):
+                    table.update_cell(key, col, value)
+        for key in self._placement_keys - seen:
+            table.remove_row(key)
+        self._placement_keys &= seen

@@ -1,0 +1,160 @@
+"""The launch view against the real llama-server CPU build and a tiny generated model."""
+
+import asyncio
+import contextlib
+import os
+import signal
+
+import httpx
+import pytest
+from app_helpers import sim_app
+from llama_fixture import free_port, llama_bins, tiny_model
+
+from lltui.app.launch_state import make_spec, parse_hostport
+from lltui.app.screens.launch import LaunchScreen
+from lltui.core.launch import LaunchError
+
+__all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
+
+READY_TIMEOUT_S = 90.0
+
+
+@pytest.fixture
+def server_env(llama_bins, monkeypatch):
+    monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+
+
+async def wait_for(predicate, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_form_parsing_rejects_what_cannot_start():
+    with pytest.raises(LaunchError, match="host:port"):
+        parse_hostport("localhost")
+    with pytest.raises(LaunchError, match="no model"):
+        make_spec("", "-c 256", "127.0.0.1:8080")
+    with pytest.raises(LaunchError, match="api-key-file"):
+        make_spec("m.gguf", "--api-key secret", "127.0.0.1:8080")
+    spec = make_spec("m.gguf", "-c 512 -np 2 -ts 3,1", "127.0.0.1:9001")
+    assert (spec.ctx_size, spec.n_parallel, spec.port, spec.tensor_split) == (512, 2, 9001, (3, 1))
+
+
+@pytest.mark.slow
+async def test_start_ready_complete_tokens_per_second_and_stop(server_env, tiny_model):
+    port = free_port()
+    app = sim_app("kaggle-2xt4")
+    pid = None
+    try:
+        async with app.run_test(size=(140, 50)) as pilot:
+            app.poll_sync(2)
+            await pilot.press("5")
+            assert isinstance(app.screen, LaunchScreen)
+            screen = app.screen
+            screen.query_one("#launch-model").value = str(tiny_model)
+            screen.query_one("#launch-flags").value = "-c 256 -np 1 -t 1"
+            screen.query_one("#launch-hostport").value = f"127.0.0.1:{port}"
+            await wait_for(
+                lambda: "llama-server" in str(screen.query_one("#launch-argv").render()), 20
+            )
+            await pilot.click("#launch-start")
+            await wait_for(lambda: app.launch.state.phase == "ready", READY_TIMEOUT_S)
+            pid = app.launch.state.pid
+            assert pid and alive(pid)
+            with httpx.Client(timeout=30, trust_env=False) as client:
+                r = client.post(
+                    f"http://127.0.0.1:{port}/completion",
+                    json={"prompt": "hello", "n_predict": 24, "temperature": 0},
+                )
+                assert r.status_code == 200
+            await wait_for(lambda: bool(app.launch.state.gen_tps), 20)
+            await pilot.pause()
+            assert max(app.launch.state.gen_tps) > 0
+            placement = [d.name for d in app.launch.state.placement]
+            assert "CPU" in placement
+            rates = str(screen.query_one("#launch-rates").render())
+            assert "tok/s" in rates and "simulated" in rates  # no J/token on a simulated rig
+            assert app.launch.state.lines_total > 10
+            await pilot.click("#launch-stop")
+            await wait_for(lambda: app.launch.state.phase == "exited", 30)
+            assert not alive(pid)
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+async def test_quitting_the_app_stops_its_server(server_env, tiny_model):
+    port = free_port()
+    app = sim_app("kaggle-2xt4")
+    pid = None
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("5")
+            app.launch_action("start", str(tiny_model), "-c 256 -np 1 -t 1", f"127.0.0.1:{port}")
+            await wait_for(lambda: app.launch.state.phase in ("ready", "error"), READY_TIMEOUT_S)
+            assert app.launch.state.phase == "ready", app.launch.state.message
+            pid = app.launch.state.pid
+            await pilot.press("ctrl+q")
+        assert pid is not None
+        for _ in range(150):
+            if not alive(pid):
+                break
+            await asyncio.sleep(0.1)
+        assert not alive(pid)
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+async def test_a_missing_model_is_one_line_in_the_view(server_env, tmp_path):
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("5")
+        app.launch_action("start", str(tmp_path / "nope.gguf"), "", "127.0.0.1:1")
+        await wait_for(lambda: app.launch.state.phase == "error", 20)
+        await pilot.pause()
+        assert "model not found" in str(app.screen.query_one("#launch-server").render())
+
+
+@pytest.mark.slow
+async def test_following_a_server_started_elsewhere(server_env, tiny_model, llama_bins):
+    import subprocess
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(llama_bins.binaries["llama-server"]), "-m", str(tiny_model), "-c", "256",
+         "--port", str(port), "--host", "127.0.0.1", "--metrics", "-t", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        app = sim_app("kaggle-2xt4")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("5")
+            app.launch_action("follow", f"127.0.0.1:{port}")
+            await wait_for(lambda: app.launch.state.health == "ready", READY_TIMEOUT_S)
+            assert app.launch.state.phase == "following"
+            assert app.launch.state.pid is None  # not ours: nothing to stop on exit
+        assert proc.poll() is None  # leaving the app left the followed server alone
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
