@@ -114,7 +114,7 @@ class GgufArray:
             raise GgufError(f"{self.path}: cannot read array: {exc.strerror or exc}") from None
         if len(raw) != self.nbytes:
             raise GgufError(f"{self.path}: file changed or was truncated while in use")
-        items, end = _decode_items(raw, 0, self.item_type, self.count, len(raw), self.path, 0)
+        items, end = _decode_items(raw, 0, self.item_type, self.count, len(raw), self.path, 1)
         if end != self.nbytes:
             raise GgufError(f"{self.path}: file changed while in use")
         return items

@@ -42,8 +42,8 @@ _REMOVED_KEYS = frozenset(
 )
 _ADDED_U32_KEYS = ("general.quantization_version", "general.file_type")
 
-G = GgmlType
-F = LlamaFtype
+_G = GgmlType
+_F = LlamaFtype
 
 
 class QuantizeRefused(Exception):
@@ -187,7 +187,7 @@ def tensor_sort_key(name: str) -> tuple[int, bytes]:
 class SourceTensor:
     name: str
     dims: tuple[int, ...]  # ggml order, ne0 first
-    type: int = G.F16  # only matters for tensors that are copied unchanged
+    type: int = _G.F16  # only matters for tensors that are copied unchanged
 
 
 @dataclass(frozen=True)
@@ -310,21 +310,21 @@ def _use_more_bits(i_layer: int, n_layers: int) -> bool:
     )
 
 
-_IQ_LOW = (F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M)
-_IQ_LOW_ALL = (*_IQ_LOW, F.MOSTLY_IQ1_M)
-_OUTPUT_Q5K = (*_IQ_LOW_ALL, F.MOSTLY_IQ3_XXS)
+_IQ_LOW = (_F.MOSTLY_IQ2_XXS, _F.MOSTLY_IQ2_XS, _F.MOSTLY_IQ1_S, _F.MOSTLY_IQ2_S, _F.MOSTLY_IQ2_M)
+_IQ_LOW_ALL = (*_IQ_LOW, _F.MOSTLY_IQ1_M)
+_OUTPUT_Q5K = (*_IQ_LOW_ALL, _F.MOSTLY_IQ3_XXS)
 _MOE8_ATTN_OUT_Q5K = (
-    F.MOSTLY_Q2_K,
-    F.MOSTLY_IQ3_XS,
-    F.MOSTLY_IQ3_XXS,
-    F.MOSTLY_Q3_K_S,
-    F.MOSTLY_Q3_K_M,
-    F.MOSTLY_IQ4_NL,
-    F.MOSTLY_Q4_K_S,
-    F.MOSTLY_Q4_K_M,
-    F.MOSTLY_IQ3_S,
-    F.MOSTLY_IQ3_M,
-    F.MOSTLY_IQ4_XS,
+    _F.MOSTLY_Q2_K,
+    _F.MOSTLY_IQ3_XS,
+    _F.MOSTLY_IQ3_XXS,
+    _F.MOSTLY_Q3_K_S,
+    _F.MOSTLY_Q3_K_M,
+    _F.MOSTLY_IQ4_NL,
+    _F.MOSTLY_Q4_K_S,
+    _F.MOSTLY_Q4_K_M,
+    _F.MOSTLY_IQ3_S,
+    _F.MOSTLY_IQ3_M,
+    _F.MOSTLY_IQ4_XS,
 )
 
 
@@ -343,7 +343,7 @@ def _layer_info(src: QuantSource, i_layer: int, n_layer: int, name: str) -> tupl
 
 
 def _rules(
-    st: _State, src: QuantSource, new: GgmlType, t: SourceTensor, ftype: F, cat: Category
+    st: _State, src: QuantSource, new: GgmlType, t: SourceTensor, ftype: _F, cat: Category
 ) -> GgmlType:
     """llama_tensor_get_type_impl."""
     name, arch = t.name, src.arch
@@ -353,152 +353,154 @@ def _rules(
     if (
         arch == "glm5-next"
         and any(s in name for s in glm5_keep_q8)
-        and new not in (G.F32, G.BF16, G.F16)
+        and new not in (_G.F32, _G.BF16, _G.F16)
     ):
-        return G.Q8_0
+        return _G.Q8_0
 
     if cat == Category.OUTPUT or (st.has_tied_embeddings and cat == Category.TOKEN_EMBD):
         nx = t.dims[0] if t.dims else 1
-        if ftype == F.MOSTLY_MXFP4_MOE or arch == "falcon" or nx % type_info(new).block_size:
-            new = G.Q8_0
+        if ftype == _F.MOSTLY_MXFP4_MOE or arch == "falcon" or nx % type_info(new).block_size:
+            new = _G.Q8_0
         elif ftype in _OUTPUT_Q5K:
-            new = G.Q5_K
-        elif new != G.Q8_0:
-            new = G.Q6_K
-    elif ftype == F.MOSTLY_MXFP4_MOE:
+            new = _G.Q5_K
+        elif new != _G.Q8_0:
+            new = _G.Q6_K
+    elif ftype == _F.MOSTLY_MXFP4_MOE:
         is_expert_role = cat in (Category.FFN_UP, Category.FFN_GATE, Category.FFN_DOWN)
         ne2 = t.dims[2] if len(t.dims) > 2 else 1
-        new = G.MXFP4 if ne2 > 1 and (arch != "bailingmoe3" or is_expert_role) else G.Q8_0
+        new = _G.MXFP4 if ne2 > 1 and (arch != "bailingmoe3" or is_expert_role) else _G.Q8_0
     elif cat == Category.TOKEN_EMBD:
-        if ftype in (F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ1_M):
-            new = G.Q2_K
-        elif ftype in (F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M, F.MOSTLY_IQ3_XXS):
-            new = G.IQ3_S
-        elif ftype in (F.MOSTLY_TQ1_0, F.MOSTLY_TQ2_0, F.MOSTLY_Q2_0):
-            new = G.Q4_K
+        if ftype in (_F.MOSTLY_IQ2_XXS, _F.MOSTLY_IQ2_XS, _F.MOSTLY_IQ1_S, _F.MOSTLY_IQ1_M):
+            new = _G.Q2_K
+        elif ftype in (_F.MOSTLY_IQ2_S, _F.MOSTLY_IQ2_M, _F.MOSTLY_IQ3_XXS):
+            new = _G.IQ3_S
+        elif ftype in (_F.MOSTLY_TQ1_0, _F.MOSTLY_TQ2_0, _F.MOSTLY_Q2_0):
+            new = _G.Q4_K
     elif ftype in _IQ_LOW_ALL:
-        iq2s_or_m = ftype in (F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M)
+        iq2s_or_m = ftype in (_F.MOSTLY_IQ2_S, _F.MOSTLY_IQ2_M)
         if cat in _ATTN_V_LIKE:
-            low = G.IQ3_S if iq2s_or_m else G.Q2_K
-            new = G.Q4_K if n_gqa >= 4 or n_expert >= 4 else low
+            low = _G.IQ3_S if iq2s_or_m else _G.Q2_K
+            new = _G.Q4_K if n_gqa >= 4 or n_expert >= 4 else low
             st.i_attention_wv += 1
         elif n_expert == 8 and cat == Category.ATTENTION_K:
-            new = G.Q4_K
+            new = _G.Q4_K
         elif cat == Category.FFN_DOWN:
             if st.i_ffn_down < st.n_ffn_down // 8:
-                new = G.IQ3_S if iq2s_or_m else G.Q2_K
+                new = _G.IQ3_S if iq2s_or_m else _G.Q2_K
             st.i_ffn_down += 1
         elif cat == Category.ATTENTION_OUTPUT:
             if n_expert == 8:
-                new = G.Q5_K
-            elif ftype in (F.MOSTLY_IQ1_S, F.MOSTLY_IQ1_M):
-                new = G.IQ2_XXS
+                new = _G.Q5_K
+            elif ftype in (_F.MOSTLY_IQ1_S, _F.MOSTLY_IQ1_M):
+                new = _G.IQ2_XXS
             elif iq2s_or_m:
-                new = G.IQ3_S
+                new = _G.IQ3_S
     elif cat in _ATTN_V_LIKE:
         i_wv, n_wv = st.i_attention_wv, st.n_attention_wv
-        if ftype == F.MOSTLY_Q2_K:
-            new = G.Q4_K if n_gqa >= 4 else G.Q3_K
-        elif ftype == F.MOSTLY_Q2_K_S and n_gqa >= 4:
-            new = G.Q4_K
-        elif ftype == F.MOSTLY_IQ3_XXS:
-            new = G.Q4_K if n_gqa >= 4 else (G.IQ3_XXS if st.has_imatrix else G.IQ3_S)
-        elif (ftype in (F.MOSTLY_IQ3_XS, F.MOSTLY_IQ3_S) and n_gqa >= 4) or ftype == F.MOSTLY_IQ3_M:
-            new = G.Q4_K
-        elif ftype == F.MOSTLY_Q3_K_M:
-            new = G.Q5_K if i_wv < 2 else G.Q4_K
-        elif ftype == F.MOSTLY_Q3_K_L or (
-            ftype in (F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS) and n_gqa >= 4
+        if ftype == _F.MOSTLY_Q2_K:
+            new = _G.Q4_K if n_gqa >= 4 else _G.Q3_K
+        elif ftype == _F.MOSTLY_Q2_K_S and n_gqa >= 4:
+            new = _G.Q4_K
+        elif ftype == _F.MOSTLY_IQ3_XXS:
+            new = _G.Q4_K if n_gqa >= 4 else (_G.IQ3_XXS if st.has_imatrix else _G.IQ3_S)
+        elif (
+            ftype in (_F.MOSTLY_IQ3_XS, _F.MOSTLY_IQ3_S) and n_gqa >= 4
+        ) or ftype == _F.MOSTLY_IQ3_M:
+            new = _G.Q4_K
+        elif ftype == _F.MOSTLY_Q3_K_M:
+            new = _G.Q5_K if i_wv < 2 else _G.Q4_K
+        elif ftype == _F.MOSTLY_Q3_K_L or (
+            ftype in (_F.MOSTLY_IQ4_NL, _F.MOSTLY_IQ4_XS) and n_gqa >= 4
         ):
-            new = G.Q5_K
-        elif ftype in (F.MOSTLY_Q4_K_M, F.MOSTLY_Q5_K_M) and _use_more_bits(i_wv, n_wv):
-            new = G.Q6_K
-        elif ftype == F.MOSTLY_Q4_K_S and i_wv < 4:
-            new = G.Q5_K
-        if src.is_llama_70b and new in (G.Q3_K, G.Q4_K):
-            new = G.Q5_K
+            new = _G.Q5_K
+        elif ftype in (_F.MOSTLY_Q4_K_M, _F.MOSTLY_Q5_K_M) and _use_more_bits(i_wv, n_wv):
+            new = _G.Q6_K
+        elif ftype == _F.MOSTLY_Q4_K_S and i_wv < 4:
+            new = _G.Q5_K
+        if src.is_llama_70b and new in (_G.Q3_K, _G.Q4_K):
+            new = _G.Q5_K
         if n_expert == 8:
-            new = G.Q8_0
+            new = _G.Q8_0
         st.i_attention_wv += 1
     elif cat == Category.ATTENTION_K:
         if n_expert == 8:
-            new = G.Q8_0
-        elif ftype == F.MOSTLY_IQ3_XS:
-            new = G.IQ3_XXS
-        elif ftype == F.MOSTLY_IQ3_XXS:
-            new = G.IQ2_S
+            new = _G.Q8_0
+        elif ftype == _F.MOSTLY_IQ3_XS:
+            new = _G.IQ3_XXS
+        elif ftype == _F.MOSTLY_IQ3_XXS:
+            new = _G.IQ2_S
     elif cat == Category.ATTENTION_Q:
-        if ftype == F.MOSTLY_IQ3_XS:
-            new = G.IQ3_XXS
-        elif ftype == F.MOSTLY_IQ3_XXS:
-            new = G.IQ2_S
+        if ftype == _F.MOSTLY_IQ3_XS:
+            new = _G.IQ3_XXS
+        elif ftype == _F.MOSTLY_IQ3_XXS:
+            new = _G.IQ2_S
     elif cat == Category.FFN_DOWN:
         i, n = _layer_info(src, st.i_ffn_down, st.n_ffn_down, name)
         falcon = arch == "falcon"
-        if ftype == F.MOSTLY_Q2_K:
-            new = G.Q3_K
-        elif ftype == F.MOSTLY_Q2_K_S:
+        if ftype == _F.MOSTLY_Q2_K:
+            new = _G.Q3_K
+        elif ftype == _F.MOSTLY_Q2_K_S:
             if i < n // 8:
-                new = G.Q4_K
-        elif ftype == F.MOSTLY_IQ3_XXS and not st.has_imatrix:
-            new = G.Q4_K if i < n // 8 else G.Q3_K
-        elif ftype == F.MOSTLY_Q3_K_M:
+                new = _G.Q4_K
+        elif ftype == _F.MOSTLY_IQ3_XXS and not st.has_imatrix:
+            new = _G.Q4_K if i < n // 8 else _G.Q3_K
+        elif ftype == _F.MOSTLY_Q3_K_M:
             if i < n // 16:
-                new = G.Q5_K
+                new = _G.Q5_K
             elif not falcon or _use_more_bits(i, n):
-                new = G.Q4_K
+                new = _G.Q4_K
             else:
-                new = G.Q3_K
-        elif ftype == F.MOSTLY_IQ3_M and (i < n // 8 or (n_expert == 8 and _use_more_bits(i, n))):
-            new = G.Q4_K
-        elif ftype == F.MOSTLY_Q3_K_L:
-            new = G.Q4_K if falcon else G.Q5_K
-        elif ftype == F.MOSTLY_Q4_K_M:
+                new = _G.Q3_K
+        elif ftype == _F.MOSTLY_IQ3_M and (i < n // 8 or (n_expert == 8 and _use_more_bits(i, n))):
+            new = _G.Q4_K
+        elif ftype == _F.MOSTLY_Q3_K_L:
+            new = _G.Q4_K if falcon else _G.Q5_K
+        elif ftype == _F.MOSTLY_Q4_K_M:
             if falcon:
-                new = G.Q6_K if i < n // 16 else G.Q5_K if _use_more_bits(i, n) else G.Q4_K
+                new = _G.Q6_K if i < n // 16 else _G.Q5_K if _use_more_bits(i, n) else _G.Q4_K
             elif _use_more_bits(i, n):
-                new = G.Q6_K
-        elif i < n // 8 and ftype in (F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS) and not st.has_imatrix:
-            new = G.Q5_K
-        elif ftype == F.MOSTLY_Q5_K_M and _use_more_bits(i, n):
-            new = G.Q6_K
-        elif ftype == F.MOSTLY_Q4_K_S and not falcon and i < n // 8:
-            new = G.Q5_K
-        elif ftype in (F.MOSTLY_Q4_0, F.MOSTLY_Q5_0) and st.has_imatrix and i < n // 8:
+                new = _G.Q6_K
+        elif i < n // 8 and ftype in (_F.MOSTLY_IQ4_NL, _F.MOSTLY_IQ4_XS) and not st.has_imatrix:
+            new = _G.Q5_K
+        elif ftype == _F.MOSTLY_Q5_K_M and _use_more_bits(i, n):
+            new = _G.Q6_K
+        elif ftype == _F.MOSTLY_Q4_K_S and not falcon and i < n // 8:
+            new = _G.Q5_K
+        elif ftype in (_F.MOSTLY_Q4_0, _F.MOSTLY_Q5_0) and st.has_imatrix and i < n // 8:
             # llama.cpp guards the first ffn_down layers only when an imatrix is given
-            new = G.Q4_1 if ftype == F.MOSTLY_Q4_0 else G.Q5_1
+            new = _G.Q4_1 if ftype == _F.MOSTLY_Q4_0 else _G.Q5_1
         st.i_ffn_down += 1
     elif cat == Category.ATTENTION_OUTPUT:
         if arch != "falcon":
             if n_expert == 8:
                 if ftype in _MOE8_ATTN_OUT_Q5K:
-                    new = G.Q5_K
-            elif ftype == F.MOSTLY_Q2_K:
-                new = G.Q3_K
-            elif ftype == F.MOSTLY_IQ3_XXS:
-                new = G.IQ3_S
-            elif ftype == F.MOSTLY_Q3_K_M:
-                new = G.Q4_K
-            elif ftype == F.MOSTLY_Q3_K_L:
-                new = G.Q5_K
-            elif ftype == F.MOSTLY_IQ3_M:
-                new = G.Q4_K
-        elif ftype == F.MOSTLY_Q3_K_L:
-            new = G.Q4_K
+                    new = _G.Q5_K
+            elif ftype == _F.MOSTLY_Q2_K:
+                new = _G.Q3_K
+            elif ftype == _F.MOSTLY_IQ3_XXS:
+                new = _G.IQ3_S
+            elif ftype == _F.MOSTLY_Q3_K_M:
+                new = _G.Q4_K
+            elif ftype == _F.MOSTLY_Q3_K_L:
+                new = _G.Q5_K
+            elif ftype == _F.MOSTLY_IQ3_M:
+                new = _G.Q4_K
+        elif ftype == _F.MOSTLY_Q3_K_L:
+            new = _G.Q4_K
     elif cat == Category.ATTENTION_QKV:
-        if ftype in (F.MOSTLY_Q3_K_M, F.MOSTLY_Q3_K_L, F.MOSTLY_IQ3_M):
-            new = G.Q4_K
-        elif ftype == F.MOSTLY_Q4_K_M:
-            new = G.Q5_K
-        elif ftype == F.MOSTLY_Q5_K_M:
-            new = G.Q6_K
+        if ftype in (_F.MOSTLY_Q3_K_M, _F.MOSTLY_Q3_K_L, _F.MOSTLY_IQ3_M):
+            new = _G.Q4_K
+        elif ftype == _F.MOSTLY_Q4_K_M:
+            new = _G.Q5_K
+        elif ftype == _F.MOSTLY_Q5_K_M:
+            new = _G.Q6_K
     elif cat in (Category.FFN_GATE, Category.FFN_UP):
         gate = cat == Category.FFN_GATE
         counter = st.i_ffn_gate if gate else st.i_ffn_up
         total = st.n_ffn_gate if gate else st.n_ffn_up
         i, n = _layer_info(src, counter, total, name)
-        if ftype == F.MOSTLY_IQ3_XS and n // 8 <= i < 7 * n // 8:
-            new = G.IQ3_XXS
+        if ftype == _F.MOSTLY_IQ3_XS and n // 8 <= i < 7 * n // 8:
+            new = _G.IQ3_XXS
         if gate:
             st.i_ffn_gate += 1
         else:
@@ -507,22 +509,22 @@ def _rules(
 
 
 _FALLBACK = {
-    G.IQ1_S: G.IQ4_NL,
-    G.IQ1_M: G.IQ4_NL,
-    G.IQ2_XXS: G.IQ4_NL,
-    G.IQ2_XS: G.IQ4_NL,
-    G.IQ2_S: G.IQ4_NL,
-    G.IQ3_XXS: G.IQ4_NL,
-    G.IQ3_S: G.IQ4_NL,
-    G.IQ4_XS: G.IQ4_NL,
-    G.Q2_0: G.Q4_0,
-    G.Q2_K: G.Q4_0,
-    G.Q3_K: G.Q4_0,
-    G.TQ1_0: G.Q4_0,
-    G.TQ2_0: G.Q4_0,
-    G.Q4_K: G.Q5_0,
-    G.Q5_K: G.Q5_1,
-    G.Q6_K: G.Q8_0,
+    _G.IQ1_S: _G.IQ4_NL,
+    _G.IQ1_M: _G.IQ4_NL,
+    _G.IQ2_XXS: _G.IQ4_NL,
+    _G.IQ2_XS: _G.IQ4_NL,
+    _G.IQ2_S: _G.IQ4_NL,
+    _G.IQ3_XXS: _G.IQ4_NL,
+    _G.IQ3_S: _G.IQ4_NL,
+    _G.IQ4_XS: _G.IQ4_NL,
+    _G.Q2_0: _G.Q4_0,
+    _G.Q2_K: _G.Q4_0,
+    _G.Q3_K: _G.Q4_0,
+    _G.TQ1_0: _G.Q4_0,
+    _G.TQ2_0: _G.Q4_0,
+    _G.Q4_K: _G.Q5_0,
+    _G.Q5_K: _G.Q5_1,
+    _G.Q6_K: _G.Q8_0,
 }
 
 
@@ -542,16 +544,16 @@ def _fallback(st: _State, t: SourceTensor, target: GgmlType) -> tuple[GgmlType, 
             )
         out = target
     if ncols % type_info(out).block_size:
-        out = G.F16
+        out = _G.F16
     return out, True
 
 
-def _requires_imatrix(name: str, new: GgmlType, ftype: F) -> bool:
+def _requires_imatrix(name: str, new: GgmlType, ftype: _F) -> bool:
     if name in ("token_embd.weight", "per_layer_token_embd.weight", "output.weight"):
         return False
-    if new in (G.IQ3_XXS, G.IQ2_XXS, G.IQ2_XS, G.IQ2_S, G.IQ1_M, G.IQ1_S):
+    if new in (_G.IQ3_XXS, _G.IQ2_XXS, _G.IQ2_XS, _G.IQ2_S, _G.IQ1_M, _G.IQ1_S):
         return True
-    return new == G.Q2_K and ftype == F.MOSTLY_Q2_K_S
+    return new == _G.Q2_K and ftype == _F.MOSTLY_Q2_K_S
 
 
 def _kv_u32_bytes(key: str) -> int:
@@ -575,7 +577,7 @@ def _nbytes(type_id: int, dims: Sequence[int]) -> int:
 
 
 def _choose_types(
-    src: QuantSource, ftype: F, imatrix: bool
+    src: QuantSource, ftype: _F, imatrix: bool
 ) -> tuple[list[tuple[SourceTensor, GgmlType, bool, bool]], int, bool]:
     """(tensor, type, quantizable, fallback) in output order, fallback count, imatrix needed."""
     default = FTYPE_DEFAULT_TYPE.get(ftype)
@@ -588,7 +590,7 @@ def _choose_types(
     needs_imatrix = False
     for t in ordered:
         if not allows_quantization(src.arch, t.name, t.dims):
-            out.append((t, G(t.type), False, False))
+            out.append((t, _G(t.type), False, False))
             continue
         new, fell_back = default, False
         if quantized_default:
@@ -628,7 +630,7 @@ def quant_row(
     """
     ftype = LlamaFtype(ftype)
     name = FTYPE_NAMES[ftype]
-    default = FTYPE_DEFAULT_TYPE.get(ftype, G.F32)
+    default = FTYPE_DEFAULT_TYPE.get(ftype, _G.F32)
     try:
         use_imatrix = bool(imatrix)
         chosen, n_fallback, needs = _choose_types(src, ftype, use_imatrix)
