@@ -370,6 +370,19 @@ def test_sizes_are_the_sum_of_row_sizes():
     assert 4.5 < row.bits_per_weight < 6.5
 
 
+def test_row_as_json():
+    import json
+
+    row = quant_row(dense(n_layer=4), F.MOSTLY_Q4_K_M)
+    d = json.loads(json.dumps(row.as_dict()))
+    assert d["type"] == "Q4_K_M" and d["ftype"] == 15
+    assert d["file_bytes"] == row.file_bytes and d["weights_bytes"] == row.weights_bytes
+    assert sum(d["tensor_types"].values()) == len(row.tensors)
+    assert d["error"] is None
+    refused = QuantSource("llama", 1, 1, 1, 0, (SourceTensor("blk.0.attn_q.weight", (96, 64)),))
+    assert quant_row(refused, F.MOSTLY_Q1_0).as_dict()["error"]
+
+
 def test_quant_sizes_covers_every_llama_quantize_type():
     rows = quant_sizes(dense(n_layer=4))
     assert [r.ftype for r in rows] == list(QUANTIZE_FTYPES)

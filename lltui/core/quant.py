@@ -288,6 +288,22 @@ class QuantRow:
             out[t.type_name] += t.nbytes
         return dict(out)
 
+    def as_dict(self) -> dict[str, object]:
+        """The row for ``quant --json`` (the estimator adds fits, max_ctx and devices)."""
+        return {
+            "type": self.name,
+            "ftype": int(self.ftype),
+            "file_bytes": self.file_bytes,
+            "weights_bytes": self.weights_bytes,
+            "header_bytes": self.header_bytes,
+            "bits_per_weight": round(self.bits_per_weight, 3),
+            "n_fallback": self.n_fallback,
+            "requires_imatrix": self.requires_imatrix,
+            "requantize": self.requantize,
+            "tensor_types": self.type_counts(),
+            "error": self.error,
+        }
+
 
 class _State:
     """quantize_state_impl: counters advanced as tensors are visited in order."""
