@@ -7,13 +7,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from lltui.app.launch_state import LaunchController
 from lltui.app.messages import (
     LaunchChanged,
     LaunchPreview,
@@ -23,14 +22,10 @@ from lltui.app.messages import (
     TopologyReady,
 )
 from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
-from lltui.app.nccl_state import NcclState
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.gpu_detail import GpuDetailScreen
-from lltui.app.screens.launch import LaunchScreen
 from lltui.app.screens.monitor import MonitorScreen
-from lltui.app.screens.nccl import NcclScreen
-from lltui.app.screens.topology import TopologyScreen
 from lltui.app.themes import (
     APP_VARIABLE_DEFAULTS,
     BUILTIN_THEMES,
@@ -40,10 +35,14 @@ from lltui.app.themes import (
 from lltui.config import MAX_INTERVAL, MIN_INTERVAL, Settings, themes_dir
 from lltui.core.history import RigHistory
 from lltui.core.models import RigInfo, RigSample
-from lltui.core.topo_advice import Advice
 from lltui.sources.base import GpuSource
-from lltui.sources.registry import ReplayOptions
-from lltui.sources.topo import TopologyReport
+
+if TYPE_CHECKING:
+    from lltui.app.launch_state import LaunchController
+    from lltui.app.nccl_state import NcclState
+    from lltui.core.topo_advice import Advice
+    from lltui.sources.registry import ReplayOptions
+    from lltui.sources.topo import TopologyReport
 
 INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 STATUS_REFRESH_S = 0.5
@@ -61,6 +60,25 @@ class TopologyState:
     error: str | None = None
 
 
+# Views other than the monitor are imported when first opened, so startup stays light.
+def _topology_screen() -> Screen[Any]:
+    from lltui.app.screens.topology import TopologyScreen
+
+    return TopologyScreen()
+
+
+def _nccl_screen() -> Screen[Any]:
+    from lltui.app.screens.nccl import NcclScreen
+
+    return NcclScreen()
+
+
+def _launch_screen() -> Screen[Any]:
+    from lltui.app.screens.launch import LaunchScreen
+
+    return LaunchScreen()
+
+
 class LltuiApp(App[int]):
     """lltui. Views are modes; the monitor exists now, each other view arrives as a mode."""
 
@@ -68,9 +86,9 @@ class LltuiApp(App[int]):
     TITLE = "lltui"
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = {
         "monitor": MonitorScreen,
-        "topology": TopologyScreen,
-        "nccl": NcclScreen,
-        "launch": LaunchScreen,
+        "topology": _topology_screen,
+        "nccl": _nccl_screen,
+        "launch": _launch_screen,
     }
     DEFAULT_MODE = "monitor"
     COMMANDS = App.COMMANDS | {LltuiCommands}
@@ -130,20 +148,23 @@ class LltuiApp(App[int]):
         self.samples_applied = 0
         self.theme_failures: tuple[str, ...] = ()
         self.topology_state = TopologyState()
-        self.nccl_state = NcclState()
-        self.launch = LaunchController(
-            lambda: self.post_message(LaunchChanged()), lambda: self.model.latest
-        )
+        self._nccl_state: NcclState | None = None
+        self._launch: LaunchController | None = None
         self.launch_prefill: tuple[str, str] | None = None  # (model, flags) from the fit view
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
+        # chosen before the first frame, so the stylesheet is not worked out twice at startup
+        self._apply_theme()
 
     # -- setup ---------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLE_DEFAULTS)
 
     def on_mount(self) -> None:
-        self._apply_theme()
+        if self.theme_failures:
+            self.notify(
+                "\n".join(self.theme_failures), title="Themes", severity="warning", timeout=8
+            )
         if self._initial_view != self.current_mode:
             self.switch_mode(self._initial_view)
         if self.settings.keymap:
@@ -164,15 +185,14 @@ class LltuiApp(App[int]):
             failures.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
             self.theme = FALLBACK_THEME
         self.theme_failures = tuple(failures)
-        if failures:
-            self.notify("\n".join(failures), title="Themes", severity="warning", timeout=8)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Pause / resume", "Stop or restart sampling", self.action_toggle_pause)
 
     async def on_unmount(self) -> None:
-        self.launch.close()  # no llama-server of ours outlives lltui
+        if self._launch is not None:
+            self._launch.close()  # no llama-server of ours outlives lltui
         self.poller.stop()
         if self.poller.in_flight_since is None:
             # closing a broken source must not hide the real exit
@@ -240,6 +260,24 @@ class LltuiApp(App[int]):
         if refresh is not None:
             with self.model.lock:
                 refresh(self.model, self.busy_for())
+
+    @property
+    def nccl_state(self) -> NcclState:
+        if self._nccl_state is None:
+            from lltui.app.nccl_state import NcclState
+
+            self._nccl_state = NcclState()
+        return self._nccl_state
+
+    @property
+    def launch(self) -> LaunchController:
+        if self._launch is None:
+            from lltui.app.launch_state import LaunchController
+
+            self._launch = LaunchController(
+                lambda: self.post_message(LaunchChanged()), lambda: self.model.latest
+            )
+        return self._launch
 
     def load_topology(self) -> None:
         """Read the topology once, in a thread (nvidia-smi can take seconds)."""
