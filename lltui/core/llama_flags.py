@@ -287,6 +287,23 @@ def _canonical(arg: str) -> str:
     return arg.replace("_", "-") if arg.startswith("--") else arg
 
 
+def flag_arity(arg: str) -> int | None:
+    """How many values a llama-server flag takes (0, 1, 2); None if it is not one."""
+    a = _canonical(arg)
+    if a in _NO_VALUE:
+        return 0
+    if a in _ONE_VALUE:
+        return 1
+    if a in _TWO_VALUES:
+        return 2
+    return None
+
+
+def is_memory_flag(arg: str) -> bool:
+    """Whether the flag changes what llama-server allocates (the ones fit reads)."""
+    return _canonical(arg) in _MEMORY_FLAGS
+
+
 def parse_llama_args(argv: Sequence[str]) -> LlamaSettings:
     """Parse llama-server flags. Raises ValueError (one line) on an unknown flag or bad value."""
     s: dict[str, object] = {}
