@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.topo",
     "lltui.commands.llama",
     "lltui.commands.launch",
+    "lltui.commands.fit",
 )
 
 

@@ -891,6 +891,7 @@ class DeviceEstimate:
     fits: bool | None
     description: str = ""
     output_layer: bool = False
+    device_name: str = ""  # llama.cpp's device name (RPC1) where it differs from ``name``
 
     @property
     def headroom_bytes(self) -> int | None:
@@ -1074,6 +1075,7 @@ def _estimate_once(
                 fits=ok,
                 description=d.description,
                 output_layer=out_dev >= 0 and devs[out_dev] is d,
+                device_name=d.device_name,
             )
         )
     hostp = per.get(CPU, {})
@@ -1480,3 +1482,221 @@ def _cuda_fa_staging(hp: Hparams, r: Resolved, n_kv: int) -> int:
 
 def _is_matmul_name(name: str) -> bool:
     return name.endswith(".weight") and "norm" not in name and not name.startswith(_INPUT_TENSORS)
+
+
+# -- reports ------------------------------------------------------------------------------------
+
+
+def _layer_ranges(layers: Sequence[int], n_layer_all: int) -> str:
+    """``(0, 1, 2, 5, 28)`` with 28 layers -> ``0-2,5,out``."""
+    body = [il for il in layers if il < n_layer_all]
+    parts: list[str] = []
+    run: list[int] = []
+    for il in body:
+        if run and il == run[-1] + 1:
+            run.append(il)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [il]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    if n_layer_all in layers:
+        parts.append("out")
+    return ",".join(parts) or "-"
+
+
+def result_to_json(res: FitResult) -> dict[str, Any]:
+    """The ``fit --json`` contract (DESIGN.md), integer bytes, plus the details behind it."""
+    r = res.resolved
+    st = res.settings
+    n_all = int(res.model["n_layer"])
+    return {
+        "model": dict(res.model),
+        "settings": {
+            "n_ctx": r.n_ctx,
+            "n_ctx_seq": r.n_ctx_seq,
+            "n_parallel": r.n_seq_max,
+            "kv_unified": r.kv_unified,
+            "type_k": r.type_k,
+            "type_v": r.type_v,
+            "flash_attn": r.flash_attn_mode,
+            "n_batch": r.n_batch,
+            "n_ubatch": r.n_ubatch,
+            "n_gpu_layers": r.n_gpu_layers,
+            "split_mode": r.split_mode,
+            "tensor_split": list(st.tensor_split) if any(st.tensor_split) else None,
+            "n_stream": r.n_stream,
+            "n_outputs_max": r.n_outputs_max,
+            "load_mode": st.load_mode,
+            "kv_offload": st.kv_offload,
+            "pipeline_parallel": res.pipeline_parallel,
+        },
+        "devices": [
+            {
+                "name": d.name,
+                "kind": d.kind,
+                "layers": [il for il in d.layers if il < n_all],
+                "output_layer": d.output_layer,
+                "weights_bytes": d.weights_bytes,
+                "kv_bytes": d.kv_bytes,
+                "compute_bytes": d.compute_bytes,
+                "total_bytes": d.total_bytes,
+                "unaccounted_bytes": d.unaccounted_bytes,
+                "free_bytes": d.free_bytes,
+                "fits": d.fits,
+                "description": d.description,
+            }
+            for d in res.devices
+        ],
+        "host": {
+            "weights_bytes": res.host.weights_bytes,
+            "mapped_bytes": res.host.mapped_bytes,
+            "kv_bytes": res.host.kv_bytes,
+            "output_bytes": res.host.output_bytes,
+            "compute_bytes": res.host.compute_bytes,
+            "total_bytes": res.host.total_bytes,
+        },
+        "fits": res.fits,
+        "max_ctx": res.max_ctx,
+        "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
+        "kv_caches": [
+            {
+                "swa": c.swa,
+                "cells": c.cells,
+                "layers": len(c.layers),
+                "k_bytes": c.k_bytes,
+                "v_bytes": c.v_bytes,
+            }
+            for c in res.kv
+        ],
+        "suggestions": [{"flags": list(s.flags), "reason": s.reason} for s in res.suggestions],
+        "warnings": list(res.warnings),
+    }
+
+
+def _mib(n: int | None) -> str:
+    if n is None:
+        return "?"
+    v = n / MIB
+    return f"{v:.0f}" if v >= 100 else f"{v:.2f}"
+
+
+def result_to_text(res: FitResult) -> str:
+    """A readable table: one row per device, then the host, the verdict and what would fit."""
+    m = res.model
+    r = res.resolved
+    st = res.settings
+    n_all = int(m["n_layer"])
+    name = m.get("name") or m.get("path")
+    lines = [
+        f"{name}: {m['architecture']} {m.get('file_type') or ''}, {n_all} layers, "
+        f"{_mib(int(m['file_bytes']))} MiB on disk, trained context {m['n_ctx_train']}".replace(
+            "  ", " "
+        ),
+        f"context {r.n_ctx} ({r.n_stream} stream(s) of {r.n_ctx_seq}), {r.n_seq_max} slot(s)"
+        f"{' unified' if r.kv_unified else ''}, KV {r.type_k}/{r.type_v}, "
+        f"flash attention {r.flash_attn_mode}, batch {r.n_batch}/{r.n_ubatch}, "
+        f"GPU layers {r.n_gpu_layers}/{n_all + 1}, split {r.split_mode}"
+        + (f" {','.join(f'{x:g}' for x in st.tensor_split)}" if any(st.tensor_split) else ""),
+        "",
+        f"{'device':<26} {'layers':<12} {'weights':>9} {'KV':>9} {'compute':>9} "
+        f"{'total':>9} {'margin':>8} {'free':>9}  fits",
+    ]
+    for d in res.devices:
+        label = d.name if d.kind != "cpu" else "CPU (host)"
+        if d.description and d.kind == "cuda":
+            label = f"{d.name} {d.description.replace('NVIDIA ', '')}"
+        fits = "-" if d.fits is None else ("yes" if d.fits else "NO")
+        margin = _mib(d.unaccounted_bytes) if d.unaccounted_bytes else "-"
+        lines.append(
+            f"{label[:26]:<26} {_layer_ranges(d.layers, n_all)[:12]:<12} "
+            f"{_mib(d.weights_bytes):>9} {_mib(d.kv_bytes):>9} {_mib(d.compute_bytes):>9} "
+            f"{_mib(d.total_bytes):>9} {margin:>8} "
+            f"{_mib(d.free_bytes) if d.free_bytes is not None else '-':>9}  {fits}"
+        )
+    lines.append("(MiB; margin: kept per GPU for the CUDA context, cuBLAS and the pool)")
+    h = res.host
+    lines.append(
+        f"host: weights {_mib(h.weights_bytes)} MiB"
+        + (f" ({_mib(h.mapped_bytes)} mapped from the file)" if h.mapped_bytes else "")
+        + f", KV {_mib(h.kv_bytes)}, output buffer {_mib(h.output_bytes)}, "
+        f"compute {_mib(h.compute_bytes)}; total {_mib(h.total_bytes)} MiB"
+    )
+    if res.pipeline_parallel:
+        lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
+    verdict = "fits" if res.fits else "does NOT fit"
+    lines.append("")
+    lines.append(
+        f"verdict: {verdict}"
+        + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
+    )
+    for s in res.suggestions:
+        lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
+    for w in res.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def oracle_compare(ours: FitResult, oracle: Any) -> dict[str, Any]:
+    """Our numbers (under llama-fit-params' rules) beside its ``--fit-print`` rows, in MiB.
+
+    ``oracle`` is a sources.fit_oracle.OracleResult (rows of name/model/context/compute)."""
+    by_name: dict[str, DeviceEstimate] = {}
+    for d in ours.devices:
+        by_name[d.device_name or d.name] = d
+        by_name[d.name] = d
+    rows = []
+    for row in oracle.rows:
+        key = CPU if row.name == "Host" else row.name
+        dev = by_name.get(key)
+        est: tuple[int, int, int] | None
+        if dev is None:
+            est = None
+        elif dev.kind == "cpu":
+            est = (ours.host.weights_bytes, ours.host.kv_bytes, ours.host.compute_bytes)
+        else:
+            est = (dev.weights_bytes, dev.kv_bytes, dev.compute_bytes)
+        ours_mib = [b // MIB for b in est] if est else None
+        theirs = [row.model_mib, row.context_mib, row.compute_mib]
+        rows.append(
+            {
+                "name": row.name,
+                "llama_fit_params_mib": {
+                    "model": theirs[0],
+                    "context": theirs[1],
+                    "compute": theirs[2],
+                },
+                "lltui_mib": None
+                if ours_mib is None
+                else {"model": ours_mib[0], "context": ours_mib[1], "compute": ours_mib[2]},
+                "diff_mib": None
+                if ours_mib is None
+                else {
+                    "model": ours_mib[0] - theirs[0],
+                    "context": ours_mib[1] - theirs[1],
+                    "compute": ours_mib[2] - theirs[2],
+                },
+            }
+        )
+    return {"available": True, "path": oracle.path, "argv": list(oracle.argv), "rows": rows}
+
+
+def oracle_to_text(data: Mapping[str, Any]) -> str:
+    if not data.get("available"):
+        return f"llama-fit-params: {data.get('error', 'not available')}"
+    lines = [
+        "llama-fit-params (its rules: weights not mapped, outputs = n_batch, no unified KV):",
+        f"{'device':<14} {'model':>16} {'context':>16} {'compute':>16}   (lltui / llama.cpp, MiB)",
+    ]
+    for row in data["rows"]:
+        them = row["llama_fit_params_mib"]
+        us = row["lltui_mib"] or {}
+
+        def cell(k: str, us: Mapping[str, Any] = us, them: Mapping[str, Any] = them) -> str:
+            return f"{us.get(k, '?')} / {them[k]}"
+
+        lines.append(
+            f"{row['name']:<14} {cell('model'):>16} {cell('context'):>16} {cell('compute'):>16}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""llama.cpp's own dry run, ``llama-fit-params --fit-print on``, as a second opinion for fit.
+
+It loads the model with no allocations on the real backends of this machine and prints, per
+device and for the host, the model, context and compute MiB it would allocate (integers).
+Its rules differ from llama-server's in two known ways (research/llama-server.md): it sizes
+compute for n_batch outputs and host weights as if not mapped; it also refuses
+``--kv-unified``. The caller compares it with an estimate made under the same rules.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+TIMEOUT_S = 120.0
+ENV_VAR = "LLTUI_LLAMA_FIT_PARAMS"
+# llama-server flags llama-fit-params does not take
+_SERVER_ONLY = frozenset({"-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"})
+_SERVER_ONLY_WITH_VALUE = frozenset({"--kv-unified-per-slot"})
+
+
+class OracleError(Exception):
+    """llama-fit-params is missing or failed; ``str()`` is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class OracleRow:
+    """One ``--fit-print`` line: a device (``CUDA0``, ``RPC1``) or ``Host``, in MiB."""
+
+    name: str
+    model_mib: int
+    context_mib: int
+    compute_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class OracleResult:
+    path: str
+    argv: tuple[str, ...]
+    rows: tuple[OracleRow, ...]
+
+
+def find_fit_params() -> Path | None:
+    """``$LLTUI_LLAMA_FIT_PARAMS``, the one next to the llama-server lltui finds, or PATH."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env) if os.access(env, os.X_OK) else None
+    try:
+        from lltui.sources.llama_bin import LlamaBinaryError, find_llama_server
+
+        try:
+            tool = find_llama_server().tool("llama-fit-params")
+        except LlamaBinaryError:
+            tool = None
+        if tool is not None:
+            return tool
+    except ImportError:  # a trimmed install without the launcher parts
+        pass
+    found = shutil.which("llama-fit-params")
+    return Path(found) if found else None
+
+
+def oracle_args(memory_args: Sequence[str]) -> list[str]:
+    """The memory flags llama-fit-params accepts (it refuses the unified-KV switches)."""
+    out: list[str] = []
+    skip = 0
+    for a in memory_args:
+        if skip:
+            skip -= 1
+            continue
+        if a in _SERVER_ONLY:
+            continue
+        if a in _SERVER_ONLY_WITH_VALUE:
+            skip = 1
+            continue
+        out.append(a)
+    return out
+
+
+def parse_fit_print(text: str) -> tuple[OracleRow, ...]:
+    """Rows of ``--fit-print on`` stdout; lines that are not ``NAME int int int`` are skipped."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 4:
+            continue
+        try:
+            model, ctx, comp = (int(x) for x in parts[1:])
+        except ValueError:
+            continue
+        rows.append(OracleRow(parts[0], model, ctx, comp))
+    return tuple(rows)
+
+
+def run_oracle(
+    model: str,
+    memory_args: Sequence[str],
+    *,
+    n_parallel: int,
+    binary: Path | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> OracleResult:
+    """Run llama-fit-params with the same memory flags; OracleError on any failure."""
+    exe = binary or find_fit_params()
+    if exe is None:
+        raise OracleError(
+            "llama-fit-params not found (run `lltui llama install`, put it on PATH, "
+            f"or set {ENV_VAR})"
+        )
+    args = oracle_args(memory_args)
+    if "-np" not in args and "--parallel" not in args:
+        args += ["-np", str(n_parallel)]
+    argv = [str(exe), "-m", model, *args, "--fit", "off", "--fit-print", "on"]
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise OracleError(f"llama-fit-params did not finish in {timeout_s:.0f} s") from None
+    except OSError as exc:
+        raise OracleError(f"cannot run {exe}: {exc.strerror or exc}") from None
+    rows = parse_fit_print(proc.stdout)
+    if proc.returncode != 0 or not rows:
+        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["no output"]
+        raise OracleError(f"llama-fit-params failed (exit {proc.returncode}): {tail[0].strip()}")
+    return OracleResult(path=str(exe), argv=tuple(argv), rows=rows)
