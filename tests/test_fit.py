@@ -1,0 +1,516 @@
+"""The fit estimator on generated models: llama.cpp's placement, sizing and context rules.
+
+Expected numbers are derived here from the model's shapes and llama.cpp's rules, never
+copied from the estimator's output. tests/test_fit_real.py checks the same against the
+real llama-server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.core import fit
+from lltui.core.devices_spec import DeviceSpec, parse_gpus_spec, rpc_device
+from lltui.core.ggml_types import GgmlType, tensor_nbytes, type_info
+from lltui.core.gguf import read_gguf
+from lltui.core.llama_flags import parse_llama_args
+from lltui.core.units import GIB, MIB
+from lltui.sources.fit_oracle import OracleRow, oracle_args, parse_fit_print
+
+NO_SEARCH = fit.FitOptions(search=False)
+
+
+@pytest.fixture(autouse=True)
+def _gemma3_post_norm_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gguf_factory writes gemma3's post norms as attn_post_norm/ffn_post_norm; llama.cpp
+    # loads blk.N.post_attention_norm/post_ffw_norm. Rename them until the factory does.
+    plan = gf.tensor_plan
+
+    def renamed(spec: gf.ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
+        return [
+            (
+                n.replace("attn_post_norm", "post_attention_norm").replace(
+                    "ffn_post_norm", "post_ffw_norm"
+                ),
+                d,
+            )
+            for n, d in plan(spec)
+        ]
+
+    monkeypatch.setattr(gf, "tensor_plan", renamed)
+
+
+def make(tmp_path: Path, spec: gf.ModelSpec, wtype: str = "F16", name: str = "m") -> Path:
+    path = tmp_path / f"{name}.gguf"
+    gf.write_model(path, spec, wtype)
+    return path
+
+
+def cuda(n: int, gib: float = 16) -> tuple[DeviceSpec, ...]:
+    size = int(gib * GIB)
+    return tuple(
+        DeviceSpec(name=f"CUDA{i}", kind="cuda", total_bytes=size, free_bytes=size)
+        for i in range(n)
+    )
+
+
+def est(path: Path, argv: list[str], devices=(), options=NO_SEARCH) -> fit.FitResult:
+    return fit.estimate(read_gguf(path), parse_llama_args(argv), devices, options)
+
+
+# -- hyperparameters ------------------------------------------------------------------------
+
+
+def test_gemma3_sliding_window_layers_are_dense_last(tmp_path):
+    spec = gf.gemma3_spec(n_layer=12)
+    hp = fit.read_hparams(read_gguf(make(tmp_path, spec)))
+    # gemma3: period 6, the last layer of each period has the full context
+    assert hp.is_swa == tuple(il % 6 != 5 for il in range(12))
+    assert hp.n_swa == spec.sliding_window
+
+
+def test_moe_and_heads(tmp_path):
+    spec = gf.qwen3moe_spec()
+    hp = fit.read_hparams(read_gguf(make(tmp_path, spec)))
+    assert (hp.n_expert, hp.n_expert_used, hp.n_ff_exp) == (8, 2, spec.n_ff_exp)
+    assert hp.n_embd_k_gqa(0) == spec.n_head_kv * spec.head_dim
+    assert hp.n_vocab == spec.n_vocab
+
+
+# -- context rules ----------------------------------------------------------------------------
+
+
+def test_context_is_padded_and_streams_round_up(tmp_path):
+    hp = fit.read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
+    r = fit.resolve_context(hp, parse_llama_args(["-c", "5000", "-np", "3", "-no-kvu"]))
+    # n_ctx pads to 256, then each of the 3 streams pads to 256 again
+    assert r.n_ctx_seq == -(-(-(-5000 // 256) * 256 // 3) // 256) * 256
+    assert r.n_ctx == 3 * r.n_ctx_seq and r.n_stream == 3
+    u = fit.resolve_context(hp, parse_llama_args(["-c", "5000", "-np", "3", "-kvu"]))
+    assert u.n_ctx == u.n_ctx_seq == 5120 and u.n_stream == 1
+
+
+def test_batch_is_capped_by_the_context_before_padding(tmp_path):
+    hp = fit.read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
+    r = fit.resolve_context(hp, parse_llama_args(["-c", "200"]))
+    assert (r.n_batch, r.n_ubatch, r.n_ctx) == (200, 200, 256)
+
+
+def test_unset_context_is_trained_context_per_stream(tmp_path):
+    spec = gf.llama_spec(n_ctx_train=2048)
+    hp = fit.read_hparams(read_gguf(make(tmp_path, spec)))
+    assert fit.resolve_context(hp, parse_llama_args(["-np", "2"])).n_ctx == 2 * 2048
+    assert fit.resolve_context(hp, parse_llama_args(["-np", "2", "-kvu"])).n_ctx == 2048
+    assert fit.resolve_context(hp, parse_llama_args(["-np", "2", "--fit", "off"])).n_ctx == 2048
+
+
+def test_server_outputs_are_slots_not_batch(tmp_path):
+    hp = fit.read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
+    st = parse_llama_args(["-np", "3"])
+    assert fit.resolve_context(hp, st).n_outputs_max == 3
+    assert fit.resolve_context(hp, st, server=False).n_outputs_max == 2048
+
+
+def test_quantized_v_needs_flash_attention(tmp_path):
+    path = make(tmp_path, gf.llama_spec())
+    with pytest.raises(fit.FitError, match="flash attention"):
+        est(path, ["-ctv", "q8_0", "-fa", "off"])
+
+
+# -- layers -------------------------------------------------------------------------------------
+
+
+def test_output_layer_is_offloaded_first():
+    devs = cuda(1)
+    n = 8
+    # -ngl 1: only the output layer (index n) goes to the GPU
+    assert fit.layer_devices(n, 1, devs, ()) == (-1,) * n + (0,)
+    # -ngl 3: the output layer and the last two blocks
+    assert fit.layer_devices(n, 3, devs, ()) == (-1,) * 6 + (0, 0, 0)
+    assert fit.layer_devices(n, 0, devs, ()) == (-1,) * (n + 1)
+
+
+def test_tensor_split_points():
+    devs = cuda(2)
+    # 9 layers (8 + output) at 1:2 -> the first third to device 0
+    got = fit.layer_devices(8, 9, devs, (1.0, 2.0))
+    assert got == (0, 0, 0, 1, 1, 1, 1, 1, 1)
+    # without -ts, free memory decides: 3 GiB and 1 GiB free
+    mixed = (
+        DeviceSpec("CUDA0", "cuda", 3 * GIB, 3 * GIB),
+        DeviceSpec("CUDA1", "cuda", 1 * GIB, 1 * GIB),
+    )
+    split = fit.layer_devices(7, 8, mixed, ())
+    assert split.count(0) == 6 and split.count(1) == 2
+
+
+# -- weights ------------------------------------------------------------------------------------
+
+
+def test_cpu_weights_mapped_span_and_repack(tmp_path):
+    path = make(tmp_path, gf.qwen3_spec(), "Q4_K")
+    model = read_gguf(path)
+    res = est(path, ["-ngl", "0"])
+    sizes = {n: b for n, k, b in res.buffers if k == "model"}
+    repacked = [t for t in model.tensors if t.type == GgmlType.Q4_K and len(t.dims) == 2]
+    # Q4_K matrices whose rows come in multiples of 8 go to CPU_REPACK; the tied output is
+    # a second copy there (the embedding itself is read by get_rows from the mapped file)
+    embd = model.tensor("token_embd.weight")
+    assert embd is not None and embd in repacked
+    expected_repack = sum(-(-t.nbytes // 32) * 32 for t in repacked)
+    assert sizes["CPU_REPACK"] == expected_repack
+    rest = [t for t in model.tensors if t not in repacked or t.name == "token_embd.weight"]
+    span = max(t.file_offset + t.nbytes for t in rest) - min(t.file_offset for t in rest)
+    assert sizes["CPU_Mapped"] == span
+    no_repack = est(path, ["-ngl", "0", "-nr"])
+    assert "CPU_REPACK" not in {n for n, k, _ in no_repack.buffers}
+
+
+def test_no_mmap_weights_are_padded_sums(tmp_path):
+    path = make(tmp_path, gf.llama_spec(), "Q8_0")
+    model = read_gguf(path)
+    res = est(path, ["-ngl", "0", "-lm", "none", "-nr"])
+    assert res.buffer_bytes("CPU", "model") == sum(-(-t.nbytes // 32) * 32 for t in model.tensors)
+    assert res.host.mapped_bytes == 0
+
+
+def test_cuda_pads_quantized_rows_and_aligns(tmp_path):
+    spec = gf.llama_spec(n_embd=384, n_ff=640, n_head=12, n_head_kv=2, head_dim=32)
+    path = make(tmp_path, spec, "Q8_0")
+    model = read_gguf(path)
+    res = est(path, [], cuda(1))
+    on_gpu = [p for p in res.placements if p.device == "CUDA0"]
+    q = type_info(GgmlType.Q8_0)
+    for p in on_gpu:
+        t = model.tensor(p.name)
+        assert t is not None
+        size = t.nbytes
+        if t.type == GgmlType.Q8_0 and t.dims[0] % 512:
+            size += (512 - t.dims[0] % 512) // q.block_size * q.type_size
+        assert p.alloc_bytes == -(-size // 128) * 128
+    assert res.devices[0].weights_bytes == sum(p.alloc_bytes for p in on_gpu)
+
+
+def test_tied_output_is_copied_to_the_output_device(tmp_path):
+    path = make(tmp_path, gf.qwen3_spec(), "Q8_0")
+    model = read_gguf(path)
+    embd = model.tensor("token_embd.weight")
+    assert embd is not None and model.tensor("output.weight") is None
+    res = est(path, [], cuda(1))
+    copies = [p for p in res.placements if p.name == "token_embd.weight"]
+    assert {p.device for p in copies} == {"CPU", "CUDA0"}  # input on the CPU, head on the GPU
+    assert sum(p.duplicate for p in copies) == 1
+    # all on the CPU with mmap: one mapped tensor, no copy
+    cpu = est(path, ["-ngl", "0", "-nr"])
+    assert len([p for p in cpu.placements if p.name == "token_embd.weight"]) == 1
+
+
+def test_overrides_and_cpu_moe(tmp_path):
+    path = make(tmp_path, gf.qwen3moe_spec(), "Q8_0")
+    res = est(path, ["--cpu-moe"], cuda(1))
+    for p in res.placements:
+        if "_exps" in p.name:
+            assert p.device == "CPU"
+        elif p.name.startswith("blk."):
+            assert p.device == "CUDA0"
+    ot = est(path, ["-ot", r"blk\.1\.=CPU"], cuda(1))
+    assert all(p.device == "CPU" for p in ot.placements if p.name.startswith("blk.1."))
+    with pytest.raises(fit.FitError, match="unknown buffer type"):
+        est(path, ["-ot", "ffn=CUDA7"], cuda(1))
+
+
+def test_mtp_layers_are_not_loaded(tmp_path):
+    spec = gf.llama_spec(
+        n_layer=5, extra_kv={"llama.nextn_predict_layers": (1, gf.gguf.GGUFValueType.UINT32)}
+    )
+    path = make(tmp_path, spec)
+    res = est(path, [])
+    assert not any(p.name.startswith("blk.4.") for p in res.placements)
+    assert sum(len(c.layers) for c in res.kv) == 4
+    assert any("MTP" in w for w in res.warnings)
+
+
+# -- KV cache ------------------------------------------------------------------------------------
+
+
+def test_kv_bytes_from_heads_cells_and_type(tmp_path):
+    spec = gf.llama_spec()
+    path = make(tmp_path, spec)
+    kv_dim = spec.n_head_kv * spec.head_dim
+    res = est(path, ["-c", "4096", "-np", "1", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"])
+    (cache,) = res.kv
+    per_layer = tensor_nbytes(GgmlType.Q8_0, (kv_dim, 4096))
+    assert cache.k_bytes == cache.v_bytes == spec.n_layer * per_layer
+    assert cache.cells == 4096
+    split = est(path, ["-c", "4096", "-np", "4", "-no-kvu"])
+    (c2,) = split.kv
+    assert c2.cells == 1024  # each of the 4 streams gets its share
+    assert c2.k_bytes == spec.n_layer * tensor_nbytes(GgmlType.F16, (kv_dim, 1024, 4))
+
+
+def test_swa_cache_is_the_window_plus_a_batch(tmp_path):
+    spec = gf.gemma3_spec()
+    path = make(tmp_path, spec)
+    res = est(path, ["-c", "8192", "-np", "2", "-kvu", "-ub", "1024"])
+    full, swa = res.kv
+    assert not full.swa and full.cells == 8192 and len(full.layers) == 1
+    assert swa.swa and len(swa.layers) == spec.n_layer - 1
+    # pad256(min(8192, window * slots + ubatch))
+    assert swa.cells == -(-(spec.sliding_window * 2 + 1024) // 256) * 256
+    full_swa = est(path, ["-c", "8192", "-np", "2", "-kvu", "--swa-full"])
+    assert all(c.cells == 8192 for c in full_swa.kv)
+
+
+def test_kv_follows_its_layer_unless_nkvo(tmp_path):
+    path = make(tmp_path, gf.llama_spec(n_layer=4))
+    res = est(path, ["-ts", "1,1", "-c", "1024"], cuda(2))
+    kv_bufs = {n for c in res.kv for n, _ in c.buffers}
+    assert kv_bufs == {"CUDA0", "CUDA1"}
+    off = est(path, ["-ts", "1,1", "-c", "1024", "-nkvo"], cuda(2))
+    assert {n for c in off.kv for n, _ in c.buffers} == {"CPU"}
+    assert off.host.kv_bytes == sum(d.kv_bytes for d in res.devices if d.kind == "cuda")
+
+
+def test_output_buffer_is_logits_per_slot_in_host_memory(tmp_path):
+    spec = gf.llama_spec()
+    path = make(tmp_path, spec)
+    res = est(path, ["-np", "3"], cuda(1))
+    assert res.buffer_bytes("CUDA_Host", "output") == 4 * spec.n_vocab * 3
+    assert res.host.output_bytes == 4 * spec.n_vocab * 3
+    assert all(d.kind == "cpu" or d.weights_bytes for d in res.devices)
+
+
+# -- devices and split modes ----------------------------------------------------------------------
+
+
+def test_split_mode_none_keeps_the_main_gpu_and_row_fails(tmp_path):
+    path = make(tmp_path, gf.llama_spec())
+    res = est(path, ["-sm", "none", "-mg", "1"], cuda(2))
+    assert [d.name for d in res.devices] == ["CUDA1", "CPU"]
+    with pytest.raises(fit.FitError, match="main_gpu"):
+        est(path, ["-sm", "none", "-mg", "2"], cuda(2))
+    with pytest.raises(fit.FitError, match="split buffers"):
+        est(path, ["-sm", "row"], cuda(2))
+
+
+def test_device_selection(tmp_path):
+    path = make(tmp_path, gf.llama_spec())
+    devs = (rpc_device("10.0.0.2:50052", 8 * GIB, 0), *cuda(2))
+    res = est(path, ["-dev", "CUDA1,RPC0"], devs)
+    assert [d.name for d in res.devices] == ["CUDA1", "RPC0[10.0.0.2:50052]", "CPU"]
+    with pytest.raises(fit.FitError, match="invalid device"):
+        est(path, ["-dev", "CUDA9"], devs)
+    none = est(path, ["-dev", "none"], devs)
+    assert [d.kind for d in none.devices] == ["cpu"]
+
+
+def test_pipeline_parallel_only_for_full_layer_splits(tmp_path):
+    path = make(tmp_path, gf.llama_spec())
+    assert est(path, [], cuda(2)).pipeline_parallel
+    assert not est(path, ["-ngl", "3"], cuda(2)).pipeline_parallel
+    assert not est(path, ["-nkvo"], cuda(2)).pipeline_parallel
+    assert not est(path, ["-ot", "ffn_up=CPU"], cuda(2)).pipeline_parallel
+    assert not est(path, [], cuda(1)).pipeline_parallel
+    # the input copies make the first device's compute buffer larger than on its own
+    pp = est(path, ["-ts", "1,0"], cuda(2))
+    alone = est(path, ["-sm", "none"], cuda(2))
+    assert pp.pipeline_parallel and not alone.pipeline_parallel
+    assert pp.devices[0].layers == alone.devices[0].layers
+    assert pp.devices[0].compute_bytes > alone.devices[0].compute_bytes
+
+
+def test_compute_grows_with_ubatch_and_context_and_quadratic_without_fa(tmp_path):
+    path = make(tmp_path, gf.llama_spec())
+
+    def compute(argv: list[str]) -> int:
+        return est(path, argv).buffer_bytes("CPU", "compute")
+
+    assert compute(["-c", "4096", "-ub", "1024"]) > compute(["-c", "4096", "-ub", "512"])
+    assert compute(["-c", "8192", "-fa", "on"]) > compute(["-c", "2048", "-fa", "on"])
+    grow_on = compute(["-c", "8192", "-fa", "on"]) - compute(["-c", "4096", "-fa", "on"])
+    grow_off = compute(["-c", "8192", "-fa", "off"]) - compute(["-c", "4096", "-fa", "off"])
+    assert grow_off > 4 * grow_on  # the KQ scores of every head vs an F16 mask
+
+
+# -- fitting --------------------------------------------------------------------------------------
+
+
+def test_fits_margin_and_largest_context(tmp_path):
+    path = make(tmp_path, gf.llama_spec(n_ctx_train=65536))
+    model = read_gguf(path)
+    st = parse_llama_args(["-c", "65536", "-np", "1"])
+    small = (DeviceSpec("CUDA0", "cuda", 40 * MIB, 40 * MIB),)
+    res = fit.estimate(model, st, small, fit.FitOptions(margin_bytes=0))
+    assert not res.fits
+    assert res.max_ctx is not None and res.max_ctx % 256 == 0
+    at_max = fit.estimate(
+        model,
+        parse_llama_args(["-c", str(res.max_ctx), "-np", "1"]),
+        small,
+        fit.FitOptions(margin_bytes=0, search=False),
+    )
+    over = fit.estimate(
+        model,
+        parse_llama_args(["-c", str(res.max_ctx + 256), "-np", "1"]),
+        small,
+        fit.FitOptions(margin_bytes=0, search=False),
+    )
+    assert at_max.fits and not over.fits
+    assert res.suggestions and res.suggestions[0].flags == ("-c", str(res.max_ctx))
+    # the margin counts against the free memory
+    margin = fit.estimate(model, st, small, fit.FitOptions(margin_bytes=39 * MIB))
+    assert margin.max_ctx is None or margin.max_ctx < res.max_ctx
+
+
+def test_suggests_fewer_gpu_layers_when_weights_do_not_fit(tmp_path):
+    path = make(tmp_path, gf.llama_spec(n_layer=8))
+    model = read_gguf(path)
+    weights = sum(t.nbytes for t in model.tensors)
+    dev = (DeviceSpec("CUDA0", "cuda", weights // 2, weights // 2),)
+    res = fit.estimate(model, parse_llama_args(["-c", "512"]), dev, fit.FitOptions(margin_bytes=0))
+    assert not res.fits
+    ngl = [s for s in res.suggestions if s.flags[0] == "-ngl"]
+    assert ngl
+    n = int(ngl[0].flags[1])
+    assert 0 < n < 9
+    check = fit.estimate(
+        model,
+        parse_llama_args(["-c", "512", "-ngl", str(n)]),
+        dev,
+        fit.FitOptions(margin_bytes=0, search=False),
+    )
+    assert check.fits
+
+
+def test_balanced_split_for_unequal_gpus(tmp_path):
+    path = make(tmp_path, gf.llama_spec(n_layer=8))
+    model = read_gguf(path)
+    # a small batch keeps compute buffers small next to the layers being moved around
+    base = ["-c", "256", "-ub", "32", "-b", "32", "-np", "1"]
+    roomy = (DeviceSpec("CUDA0", "cuda", GIB, GIB), DeviceSpec("CUDA1", "cuda", GIB, GIB))
+    even = fit.estimate(model, parse_llama_args([*base, "-ts", "1,1"]), roomy, NO_SEARCH)
+    t0, t1 = (d.total_bytes for d in even.devices[:2])
+    # the second GPU holds a bit over half of its even share; the first has room for the rest
+    devs = (
+        DeviceSpec("CUDA0", "cuda", t0 + t1, t0 + t1),
+        DeviceSpec("CUDA1", "cuda", t1 * 6 // 10, t1 * 6 // 10),
+    )
+    opts = fit.FitOptions(margin_bytes=0)
+    res = fit.estimate(model, parse_llama_args([*base, "-ts", "1,1"]), devs, opts)
+    assert not res.fits
+    ts = [s for s in res.suggestions if "-ts" in s.flags]
+    assert ts, res.suggestions
+    check = fit.estimate(
+        model, parse_llama_args([*base, *ts[0].flags]), devs, replace(opts, search=False)
+    )
+    assert check.fits
+    counts = [int(x) for x in ts[0].flags[ts[0].flags.index("-ts") + 1].split(",")]
+    assert counts[0] > counts[1]
+
+
+# -- reports and the command ---------------------------------------------------------------------
+
+
+def test_json_contract(tmp_path):
+    path = make(tmp_path, gf.qwen3_spec())
+    data = fit.result_to_json(fit.estimate(read_gguf(path), parse_llama_args([]), cuda(2)))
+    assert set(data) >= {"model", "settings", "devices", "host", "fits", "max_ctx"}
+    assert set(data["settings"]) >= {
+        "n_ctx",
+        "n_ctx_seq",
+        "n_parallel",
+        "kv_unified",
+        "type_k",
+        "type_v",
+        "flash_attn",
+        "n_batch",
+        "n_ubatch",
+        "n_gpu_layers",
+        "split_mode",
+        "tensor_split",
+    }
+    for d in data["devices"]:
+        assert set(d) >= {
+            "name",
+            "kind",
+            "layers",
+            "weights_bytes",
+            "kv_bytes",
+            "compute_bytes",
+            "total_bytes",
+            "free_bytes",
+            "fits",
+        }
+        for k in ("weights_bytes", "kv_bytes", "compute_bytes", "total_bytes"):
+            assert isinstance(d[k], int)
+        assert d["total_bytes"] == d["weights_bytes"] + d["kv_bytes"] + d["compute_bytes"]
+    assert [d["name"] for d in data["devices"]] == ["CUDA0", "CUDA1", "CPU"]
+    assert set(data["host"]) >= {
+        "weights_bytes",
+        "kv_bytes",
+        "output_bytes",
+        "compute_bytes",
+        "total_bytes",
+    }
+    json.dumps(data)
+
+
+def test_cli_json_and_text(tmp_path, capsys):
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "-c", "2048", "--port", "8080", "--gpus", "2xT4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["settings"]["n_ctx"] == 2048
+    assert [d["kind"] for d in data["devices"]] == ["cuda", "cuda", "cpu"]
+    assert data["devices"][0]["free_bytes"] == parse_gpus_spec("T4").devices[0].free_bytes
+    assert main(["fit", "-c", "1024", "-m", str(path), "--gpus", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "CPU (host)" in out and "verdict" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--no-such-flag"],
+        ["--gpus", "12 parsecs"],
+        ["-ctk", "q4_K"],
+        ["--gpus", "sim:no-such-rig"],
+        ["-sm", "row", "--gpus", "T4,T4"],
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, argv):
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err and "Traceback" not in err
+
+
+def test_cli_corrupt_or_missing_model(tmp_path, capsys):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    assert main(["fit", str(bad)]) == 2
+    assert main(["fit", str(tmp_path / "nope.gguf")]) == 2
+    assert main(["fit"]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 3
+
+
+def test_oracle_helpers():
+    text = "RPC0 1 0 12 \nRPC1 0 0 10 \nHost 3 4 5 \nnoise line\n"
+    assert parse_fit_print(text) == (
+        OracleRow("RPC0", 1, 0, 12),
+        OracleRow("RPC1", 0, 0, 10),
+        OracleRow("Host", 3, 4, 5),
+    )
+    # llama-fit-params refuses the unified-KV switches
+    assert oracle_args(["-c", "512", "-kvu", "--kv-unified-per-slot", "9", "-fa", "on"]) == [
+        "-c",
+        "512",
+        "-fa",
+        "on",
+    ]
