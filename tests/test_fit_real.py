@@ -219,3 +219,43 @@ def test_rpc_devices_weights_and_kv(llama_bins, models, rpc_endpoints, tmp_path,
         llama_bins, models[key], argv, tmp_path / "server.log", devices, check_compute=False
     )
     assert not problems, problems
+
+
+# -- llama-fit-params, llama.cpp's own dry run ----------------------------------------------------
+
+
+def oracle_rows(bins, model: Path, memory_argv: list[str], devices=()):
+    """llama-fit-params' rows beside our estimate under its rules (what ``--oracle`` shows)."""
+    from dataclasses import replace
+
+    from lltui.core.fit import oracle_compare
+    from lltui.sources.fit_oracle import run_oracle
+
+    settings = parse_llama_args(memory_argv)
+    np_ = settings.n_parallel_resolved
+    same_rules = replace(settings, kv_unified=False, n_parallel=np_, load_mode="none", fit=False)
+    ours = estimate(read_gguf(model), same_rules, devices, FitOptions(server=False, search=False))
+    res = run_oracle(
+        str(model), settings.memory_args, n_parallel=np_, binary=bins.binaries["llama-fit-params"]
+    )
+    return oracle_compare(ours, res)["rows"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_oracle_agrees_on_the_host(llama_bins, models, arch):
+    rows = oracle_rows(llama_bins, models[(arch, "Q4_K")], ["-c", "4096", "-np", "2"])
+    (host,) = rows
+    assert host["name"] == "Host"
+    diff, theirs = host["diff_mib"], host["llama_fit_params_mib"]
+    assert diff["model"] == 0 and diff["context"] == 0, host
+    assert abs(diff["compute"]) <= max(1, COMPUTE_TOLERANCE * theirs["compute"]), host
+
+
+def test_oracle_agrees_per_rpc_device(llama_bins, models, rpc_endpoints):
+    eps = rpc_endpoints[:2]
+    argv = ["--rpc", ",".join(eps), "-c", "4096", "-ts", "3,1"]
+    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
+    rows = oracle_rows(llama_bins, models[("qwen3", "F16")], argv, devices)
+    assert [r["name"] for r in rows] == ["RPC0", "RPC1", "Host"]
+    for row in rows:
+        assert row["diff_mib"]["model"] == 0 and row["diff_mib"]["context"] == 0, row
