@@ -1,0 +1,377 @@
+"""How close `lltui fit` is to what llama.cpp really allocates, and how long it takes.
+
+Runs the pinned llama-server CPU build (`lltui llama install` puts it in the user cache) at
+`-lv 4` on generated models and compares every buffer line with the estimate:
+
+- tiny models of real architectures (llama, qwen3, gemma3 with SWA, qwen3moe) in F16, Q8_0
+  and Q4_K, with real weights;
+- real-size shapes (Llama-8B, Llama-1B, Qwen3-4B and 0.6B, Gemma3-4B and 1B, Qwen3-30B-A3B,
+  Mistral-Nemo-like, a few layers each) whose tensor data is a hole in a sparse file, so
+  the compute buffers are those of real models without the disk or the download;
+- loopback ggml-rpc-server devices for the per-device split.
+
+Weights, KV and output must match the log's 0.01 MiB; compute is reported as the error in
+percent. Time: one estimate against one `llama-fit-params` dry run (llama.cpp's own
+estimate) of the same model, measured in the same run, as a ratio.
+
+    .venv/bin/python bench/fit_accuracy.py [--quick] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))
+
+import gguf  # noqa: E402
+import gguf_factory as gf  # noqa: E402
+import numpy as np  # noqa: E402
+from llama_fixture import llama_server, rpc_servers  # noqa: E402
+
+from lltui.core.devices_spec import DeviceSpec, rpc_device  # noqa: E402
+from lltui.core.fit import FitOptions, FitResult, estimate  # noqa: E402
+from lltui.core.gguf import read_gguf  # noqa: E402
+from lltui.core.llama_flags import parse_llama_args  # noqa: E402
+from lltui.core.llama_log import parse_log  # noqa: E402
+from lltui.core.units import MIB  # noqa: E402
+from lltui.sources import llama_build  # noqa: E402
+
+FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what tests/llama_fixture.py starts servers with
+
+TINY_CONFIGS = [
+    ["-c", "512", "-np", "1", "-fa", "on", "-lm", "mmap"],
+    ["-c", "4096", "-np", "1", "-fa", "on"],
+    ["-c", "4096", "-np", "1", "-fa", "off"],
+    ["-c", "4096", "-np", "4", "-no-kvu", "-ctk", "q8_0", "-ctv", "q8_0"],
+    ["-c", "4096", "-np", "4", "-kvu", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"],
+    ["-c", "5000", "-np", "3", "-no-kvu", "-ub", "256", "-lm", "none"],
+    ["-c", "8192", "-np", "2", "-kvu", "-ctk", "q8_0", "-ub", "1024", "-nr"],
+    ["-c", "2048", "-lm", "none", "-b", "1024", "-ub", "128"],
+]
+
+REAL_SHAPES = {
+    "llama-8b": gf.llama_spec(
+        n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=3, n_vocab=32000
+    ),
+    "llama-1b": gf.llama_spec(
+        n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, head_dim=64, n_layer=3, n_vocab=32000
+    ),
+    "qwen3-4b": gf.qwen3_spec(
+        n_embd=2560, n_ff=9728, n_head=32, n_head_kv=8, head_dim=128, n_layer=3, n_vocab=32000
+    ),
+    "qwen3-0.6b": gf.qwen3_spec(
+        n_embd=1024, n_ff=3072, n_head=16, n_head_kv=8, head_dim=128, n_layer=3, n_vocab=32000
+    ),
+    "gemma3-4b": gf.gemma3_spec(
+        n_embd=2560,
+        n_ff=10240,
+        n_head=8,
+        n_head_kv=4,
+        head_dim=256,
+        n_layer=6,
+        n_vocab=32000,
+        sliding_window=1024,
+    ),
+    "gemma3-1b": gf.gemma3_spec(
+        n_embd=1152,
+        n_ff=6912,
+        n_head=4,
+        n_head_kv=1,
+        head_dim=256,
+        n_layer=6,
+        n_vocab=32000,
+        sliding_window=512,
+    ),
+    "qwen3moe-30b-a3b": gf.qwen3moe_spec(
+        n_embd=2048,
+        n_ff=6144,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=768,
+        n_head=32,
+        n_head_kv=4,
+        head_dim=128,
+        n_layer=2,
+        n_vocab=32000,
+    ),
+    "mistral-nemo": gf.llama_spec(
+        n_embd=5120, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=2, n_vocab=32000
+    ),
+}
+REAL_CONFIGS = [
+    ["-fa", fa, "-c", str(c), "-ub", str(ub), "-np", str(np_), kvu, "-nr"]
+    for fa in ("on", "off")
+    for c in (1024, 8192)
+    for ub in (512, 2048)
+    for np_, kvu in ((1, "-kvu"), (4, "-no-kvu"))
+]
+
+RPC_CASES = [
+    (("llama", "Q4_K"), 2, ["-ts", "1,1"]),
+    (("llama", "Q4_K"), 2, ["-ts", "3,1", "-ngl", "3"]),
+    (("qwen3", "Q8_0"), 2, ["-ts", "1,2", "-ngl", "4", "-lm", "none"]),
+    (("gemma3", "F16"), 3, ["-ts", "2,1,1"]),
+    (("qwen3moe", "Q4_K"), 3, ["-ts", "1,1,2", "-np", "2", "-no-kvu", "-ctk", "q8_0"]),
+    (("llama", "F16"), 2, ["-sm", "none", "-mg", "1"]),
+    (("gemma3", "Q8_0"), 2, ["-ts", "1,1", "-nkvo"]),
+    (("qwen3moe", "Q8_0"), 2, ["-ts", "1,1", "--cpu-moe"]),
+    (("qwen3", "Q4_K"), 2, ["-ts", "1,1", "-ot", r"blk\.1\.=CPU"]),
+]
+
+
+@dataclass
+class Tally:
+    exact: int = 0
+    checked: int = 0
+    misses: list[str] = field(default_factory=list)
+    compute_err: list[float] = field(default_factory=list)  # percent, signed
+
+
+Plan = Callable[[gf.ModelSpec], list[tuple[str, tuple[int, ...]]]]
+
+
+def _renamed_plan(plan: Plan) -> Plan:
+    # gguf_factory names gemma3's post norms attn_post_norm/ffn_post_norm; llama.cpp loads
+    # post_attention_norm/post_ffw_norm.
+    def renamed(spec: gf.ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
+        return [
+            (
+                n.replace("attn_post_norm", "post_attention_norm").replace(
+                    "ffn_post_norm", "post_ffw_norm"
+                ),
+                d,
+            )
+            for n, d in plan(spec)
+        ]
+
+    return renamed
+
+
+def write_sparse(path: Path, spec: gf.ModelSpec, wtype: str = "Q4_0") -> Path:
+    """A GGUF with the real tensor table and a hole for the data: real-size shapes, no disk."""
+    q = gguf.GGMLQuantizationType
+    w = gguf.GGUFWriter(str(path), spec.arch)
+    w.add_name(f"sparse-{spec.arch}")
+    w.add_block_count(spec.n_layer)
+    w.add_context_length(spec.n_ctx_train)
+    w.add_embedding_length(spec.n_embd)
+    w.add_feed_forward_length(spec.n_ff)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_key_length(spec.head_dim)
+    w.add_value_length(spec.head_dim)
+    w.add_rope_dimension_count(spec.head_dim)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_vocab_size(spec.n_vocab)
+    w.add_file_type(gf.FILE_TYPE.get(wtype, 2))
+    if spec.n_expert:
+        w.add_expert_count(spec.n_expert)
+        w.add_expert_used_count(spec.n_expert_used)
+        w.add_expert_feed_forward_length(spec.n_ff_exp)
+    if spec.sliding_window:
+        w.add_sliding_window(spec.sliding_window)
+        w.add_uint32(f"{spec.arch}.attention.sliding_window_pattern", spec.swa_pattern)
+    tokens, scores, types = gf.spm_vocab(spec.n_vocab)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    data = 0
+    for name, dims in gf.tensor_plan(spec):
+        qt = q.F32 if len(dims) == 1 or name.endswith("ffn_gate_inp.weight") else q[wtype]
+        block, size = gguf.GGML_QUANT_SIZES[qt]
+        if dims[0] % block:
+            qt, block, size = q.F16, 1, 2
+        nbytes = dims[0] // block * size * int(np.prod(dims[1:], dtype=np.int64))
+        shape = tuple(reversed(dims))
+        if qt in (q.F32, q.F16):
+            dtype = np.dtype(np.float32 if qt == q.F32 else np.float16)
+            w.add_tensor_info(name, shape, dtype, nbytes)
+        else:
+            shape = (*shape[:-1], dims[0] // block * size)
+            w.add_tensor_info(name, shape, np.dtype(np.uint8), nbytes, raw_dtype=qt)
+        data += -(-nbytes // 32) * 32
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    start = -(-path.stat().st_size // 32) * 32
+    with path.open("r+b") as f:
+        f.truncate(start + data)
+    return path
+
+
+def compare(res: FitResult, log_text: str, tally: Tally, label: str, compute: bool) -> None:
+    summary = parse_log(log_text)
+    logged: dict[tuple[str, str], float] = {}
+    for b in summary.buffers:
+        for kind, mib in (
+            ("model", b.model_mib),
+            ("KV", b.kv_mib),
+            ("output", b.output_mib),
+            ("compute", b.compute_mib),
+        ):
+            if mib:
+                logged[(b.name, kind)] = mib
+    ours: dict[tuple[str, str], float] = {}
+    for name, kind, nbytes in res.buffers:
+        if not nbytes or kind == "KV":
+            continue
+        value = nbytes / MIB if kind == "compute" else float(f"{nbytes / MIB:.2f}")
+        ours[(name, kind)] = ours.get((name, kind), 0.0) + value
+    for cache in res.kv:
+        for name, nbytes in cache.buffers:
+            ours[(name, "KV")] = ours.get((name, "KV"), 0.0) + float(f"{nbytes / MIB:.2f}")
+    for key in sorted(set(logged) | set(ours)):
+        got, want = ours.get(key, 0.0), logged.get(key, 0.0)
+        if key[1] == "compute":
+            if compute and want > 0.05:
+                tally.compute_err.append(100.0 * (got - want) / want)
+            continue
+        tally.checked += 1
+        if round(abs(got - want), 3) == 0:
+            tally.exact += 1
+        else:
+            tally.misses.append(f"{label}: {key[0]} {key[1]} lltui {got:.2f} llama {want:.2f}")
+
+
+def run_case(
+    bins: llama_build.BuildResult,
+    model: Path,
+    argv: list[str],
+    log: Path,
+    devices: Sequence[DeviceSpec] = (),
+) -> tuple[FitResult, str]:
+    flags = [*argv, "--no-warmup"]
+    with llama_server(bins, model, log, flags) as server:
+        text = server.log()
+    res = estimate(
+        read_gguf(model),
+        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        devices,
+        FitOptions(search=False),
+    )
+    return res, text
+
+
+def report(title: str, tally: Tally) -> None:
+    print(f"\n{title}")
+    print(f"  weights/KV/output buffers equal at 0.01 MiB: {tally.exact}/{tally.checked}")
+    for m in tally.misses[:10]:
+        print(f"    miss: {m}")
+    if tally.compute_err:
+        errs = tally.compute_err
+        within = sum(abs(e) <= 10 for e in errs)
+        print(
+            f"  compute buffers: {len(errs)} compared, error mean {statistics.mean(errs):+.1f} %, "
+            f"median |e| {statistics.median(abs(e) for e in errs):.1f} %, "
+            f"max |e| {max(abs(e) for e in errs):.1f} %, within 10 %: {within}/{len(errs)}"
+        )
+
+
+def timing(bins: llama_build.BuildResult, model: Path) -> None:
+    """One estimate (header read included) against one llama-fit-params dry run."""
+    argv = ["-c", "8192", "-np", "1"]
+    exe = str(bins.binaries["llama-fit-params"])
+    ours, theirs = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        estimate(read_gguf(model), parse_llama_args(argv), (), FitOptions())
+        ours.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        subprocess.run(
+            [exe, "-m", str(model), *argv, "--fit-print", "on"],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        theirs.append(time.perf_counter() - t0)
+    o, t = statistics.median(ours), statistics.median(theirs)
+    print(
+        f"\ntime: lltui estimate (with the largest-context search) {o * 1000:.1f} ms, "
+        f"llama-fit-params dry run {t * 1000:.1f} ms: ratio {o / t:.2f}"
+    )
+
+
+@contextlib.contextmanager
+def workdir(keep: str | None) -> Iterator[Path]:
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        yield Path(keep)
+        return
+    with tempfile.TemporaryDirectory(prefix="lltui-fit-bench-") as tmp:
+        yield Path(tmp)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="a subset: one config per model")
+    parser.add_argument("--keep", metavar="DIR", help="keep the generated models in DIR")
+    args = parser.parse_args()
+    bins = llama_build.installed()
+    if bins is None:
+        print("no llama.cpp build in the user cache: run `lltui llama install` first")
+        return 1
+    gf.tensor_plan = _renamed_plan(gf.tensor_plan)
+    with workdir(args.keep) as root:
+        log = root / "server.log"
+        tiny: dict[tuple[str, str], Path] = {}
+        for arch, wt in itertools.product(
+            ("llama", "qwen3", "gemma3", "qwen3moe"), ("F16", "Q8_0", "Q4_K")
+        ):
+            path = root / f"{arch}-{wt}.gguf"
+            if not path.exists():
+                gf.write_model(path, gf.SPECS[arch](), wt)
+            tiny[(arch, wt)] = path
+
+        t = Tally()
+        configs = TINY_CONFIGS[:1] if args.quick else TINY_CONFIGS
+        for (key, path), cfg in itertools.product(tiny.items(), configs):
+            res, text = run_case(bins, path, cfg, log)
+            compare(res, text, t, f"{key} {' '.join(cfg)}", compute=True)
+        report("tiny models, one CPU device", t)
+
+        r = Tally()
+        for name, spec in REAL_SHAPES.items():
+            path = root / f"{name}.gguf"
+            if not path.exists():
+                write_sparse(path, spec)
+            for cfg in REAL_CONFIGS[:2] if args.quick else REAL_CONFIGS:
+                res, text = run_case(bins, path, cfg, log)
+                compare(res, text, r, f"{name} {' '.join(cfg)}", compute=True)
+        report("real-size shapes (sparse files), one CPU device", r)
+
+        m = Tally()
+        with rpc_servers(bins, 3, root) as servers:
+            eps = [f"127.0.0.1:{s.port}" for s in servers]
+            for key, n, extra in RPC_CASES:
+                use = eps[:n]
+                argv = ["--rpc", ",".join(use), "-c", "1024", "-np", "1", "-fa", "on", *extra]
+                devs = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(use)]
+                res, text = run_case(bins, tiny[key], argv, log, devs)
+                compare(res, text, m, f"{key} {' '.join(extra)}", compute=True)
+        report("several devices (loopback rpc servers); compute is approximate here", m)
+
+        timing(bins, root / "llama-8b.gguf")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
