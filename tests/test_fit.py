@@ -500,6 +500,31 @@ def test_cli_corrupt_or_missing_model(tmp_path, capsys):
     assert len(lines) == 3
 
 
+def test_cli_sim_profile_rpc_and_help(tmp_path, capsys):
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "--gpus", "sim:kaggle-2xt4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["name"] for d in data["devices"]] == ["CUDA0", "CUDA1", "CPU"]
+    # --rpc servers come first in llama.cpp's device list
+    assert main(["fit", str(path), "--gpus", "T4", "--rpc", "10.0.0.9:50052", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["name"] for d in data["devices"]] == ["RPC0[10.0.0.9:50052]", "CUDA0", "CPU"]
+    assert data["devices"][0]["free_bytes"] is None
+    assert main(["fit", "--help"]) == 0
+    assert "--gpus" in capsys.readouterr().out
+
+
+def test_hostile_layer_count_is_refused(tmp_path):
+    spec = gf.llama_spec()
+    path = make(tmp_path, spec)
+    model = read_gguf(path)
+    md = dict(model.metadata)
+    md["llama.block_count"] = 10**9
+    hostile = replace(model, files=(replace(model.files[0], metadata=md),))
+    with pytest.raises(fit.FitError, match="layers"):
+        fit.read_hparams(hostile)
+
+
 def test_oracle_helpers():
     text = "RPC0 1 0 12 \nRPC1 0 0 10 \nHost 3 4 5 \nnoise line\n"
     assert parse_fit_print(text) == (

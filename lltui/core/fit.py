@@ -35,6 +35,7 @@ KV_PAD = 256  # n_ctx and the SWA cache are padded to this many cells
 DEFAULT_MARGIN = 1024 * MIB  # --fit-target's default: CUDA context, cuBLAS, the pool
 OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH
 SCHED_MAX_COPIES = 4  # GGML_SCHED_MAX_COPIES, the pipeline-parallel input copies
+LLAMA_MAX_LAYERS = 512  # llama.cpp refuses models with more blocks
 
 
 class FitError(ValueError):
@@ -194,6 +195,8 @@ def read_hparams(model: GgufModel) -> Hparams:
     n_layer_all = _int(md.get(key("block_count"))) or 0
     if n_layer_all <= 0:
         raise FitError(f"{model.path}: {arch}.block_count is missing")
+    if n_layer_all > LLAMA_MAX_LAYERS:
+        raise FitError(f"{model.path}: {n_layer_all} layers; llama.cpp allows {LLAMA_MAX_LAYERS}")
     n_nextn = min(_int(md.get(key("nextn_predict_layers"))) or 0, n_layer_all)
     n_layer = n_layer_all - n_nextn
     n_embd = _int(md.get(key("embedding_length"))) or 0
