@@ -299,6 +299,15 @@ def test_split_mode_none_keeps_the_main_gpu_and_row_fails(tmp_path):
         est(path, ["-sm", "row"], cuda(2))
 
 
+def test_split_mode_tensor_is_flagged(tmp_path):
+    path = make(tmp_path, gf.llama_spec())
+    res = est(path, ["-sm", "tensor", "-ctk", "q8_0", "-ctv", "q8_0"], cuda(2))
+    text = " ".join(res.warnings)
+    assert "experimental" in text and "-fa on" in text and "KV cache" in text
+    ok = est(path, ["-sm", "tensor", "-fa", "on"], cuda(2))
+    assert not any("needs" in w for w in ok.warnings)
+
+
 def test_device_selection(tmp_path):
     path = make(tmp_path, gf.llama_spec())
     devs = (rpc_device("10.0.0.2:50052", 8 * GIB, 0), *cuda(2))

@@ -1123,6 +1123,10 @@ def _estimate_once(
         warnings.append("the multimodal projector (--mmproj) is not included")
     if st.split_mode == "tensor":
         warnings.append("-sm tensor is experimental in llama.cpp; estimated as a layer split")
+        if not r.flash_attn or st.flash_attn == "auto":
+            warnings.append("-sm tensor needs -fa on")
+        if any(GGML_TYPES[type_from_name(t)].quantized for t in (r.type_k, r.type_v)):
+            warnings.append("-sm tensor needs an f16, bf16 or f32 KV cache")
     if hp.n_layer < hp.n_layer_all:
         warnings.append(f"{hp.n_layer_all - hp.n_layer} MTP layer(s) are not loaded (no MTP draft)")
     return FitResult(
