@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,26 +137,6 @@ class Tally:
     checked: int = 0
     misses: list[str] = field(default_factory=list)
     compute_err: list[float] = field(default_factory=list)  # percent, signed
-
-
-Plan = Callable[[gf.ModelSpec], list[tuple[str, tuple[int, ...]]]]
-
-
-def _renamed_plan(plan: Plan) -> Plan:
-    # gguf_factory names gemma3's post norms attn_post_norm/ffn_post_norm; llama.cpp loads
-    # post_attention_norm/post_ffw_norm.
-    def renamed(spec: gf.ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
-        return [
-            (
-                n.replace("attn_post_norm", "post_attention_norm").replace(
-                    "ffn_post_norm", "post_ffw_norm"
-                ),
-                d,
-            )
-            for n, d in plan(spec)
-        ]
-
-    return renamed
 
 
 def write_sparse(path: Path, spec: gf.ModelSpec, wtype: str = "Q4_0") -> Path:
@@ -329,7 +309,6 @@ def main() -> int:
     if bins is None:
         print("no llama.cpp build in the user cache: run `lltui llama install` first")
         return 1
-    gf.tensor_plan = _renamed_plan(gf.tensor_plan)
     with workdir(args.keep) as root:
         log = root / "server.log"
         tiny: dict[tuple[str, str], Path] = {}

@@ -101,7 +101,7 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         if spec.qk_norm:
             plan += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
         if spec.post_norms:
-            plan += [(b + "attn_post_norm.weight", (e,)), (b + "ffn_post_norm.weight", (e,))]
+            plan += [(b + "post_attention_norm.weight", (e,)), (b + "post_ffw_norm.weight", (e,))]
         if spec.n_expert:
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [

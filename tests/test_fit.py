@@ -26,26 +26,6 @@ from lltui.sources.fit_oracle import OracleRow, oracle_args, parse_fit_print
 NO_SEARCH = fit.FitOptions(search=False)
 
 
-@pytest.fixture(autouse=True)
-def _gemma3_post_norm_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    # gguf_factory writes gemma3's post norms as attn_post_norm/ffn_post_norm; llama.cpp
-    # loads blk.N.post_attention_norm/post_ffw_norm. Rename them until the factory does.
-    plan = gf.tensor_plan
-
-    def renamed(spec: gf.ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
-        return [
-            (
-                n.replace("attn_post_norm", "post_attention_norm").replace(
-                    "ffn_post_norm", "post_ffw_norm"
-                ),
-                d,
-            )
-            for n, d in plan(spec)
-        ]
-
-    monkeypatch.setattr(gf, "tensor_plan", renamed)
-
-
 def make(tmp_path: Path, spec: gf.ModelSpec, wtype: str = "F16", name: str = "m") -> Path:
     path = tmp_path / f"{name}.gguf"
     gf.write_model(path, spec, wtype)

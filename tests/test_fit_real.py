@@ -49,31 +49,12 @@ CONFIGS = {
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
-    # gguf_factory names gemma3's post norms attn_post_norm/ffn_post_norm, which llama.cpp
-    # does not load (it wants post_attention_norm/post_ffw_norm): renamed here for now.
-    plan = gf.tensor_plan
-
-    def renamed(spec: gf.ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
-        return [
-            (
-                n.replace("attn_post_norm", "post_attention_norm").replace(
-                    "ffn_post_norm", "post_ffw_norm"
-                ),
-                d,
-            )
-            for n, d in plan(spec)
-        ]
-
     out = {}
     root = tmp_path_factory.mktemp("fit-models")
-    gf.tensor_plan = renamed  # type: ignore[assignment]
-    try:
-        for arch, wt in itertools.product(ARCHS, WEIGHT_TYPES):
-            path = root / f"{arch}-{wt}.gguf"
-            gf.write_model(path, gf.SPECS[arch](), wt)
-            out[(arch, wt)] = path
-    finally:
-        gf.tensor_plan = plan  # type: ignore[assignment]
+    for arch, wt in itertools.product(ARCHS, WEIGHT_TYPES):
+        path = root / f"{arch}-{wt}.gguf"
+        gf.write_model(path, gf.SPECS[arch](), wt)
+        out[(arch, wt)] = path
     return out
 
 
