@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.llama",
     "lltui.commands.launch",
     "lltui.commands.fit",
+    "lltui.commands.quant",
 )
 
 

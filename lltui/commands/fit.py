@@ -95,11 +95,15 @@ def split_args(argv: list[str]) -> tuple[str | None, list[str], dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.core.devices_spec import DeviceSpec, parse_gpus_spec, rpc_device
     from lltui.core.fit import FitError, FitOptions, estimate
-    from lltui.core.gguf import GgufError, read_gguf
     from lltui.core.llama_flags import parse_llama_args
     from lltui.core.units import MIB, parse_size
+    from lltui.sources.fit_devices import (
+        DeviceSpecError,
+        host_available,
+        read_model,
+        resolve_devices,
+    )
 
     model_path, llama_argv, own = split_args(list(args.argv))
     if own["help"]:
@@ -133,45 +137,15 @@ def run(args: argparse.Namespace) -> int:
     repack = own.get("cpu") or "x86"
 
     try:
-        model = read_gguf(model_path)
-    except GgufError as exc:
-        raise CliError(str(exc), 2) from None
-    except FileNotFoundError:
-        raise CliError(f"{model_path}: no such file", 2) from None
-    except IsADirectoryError:
-        raise CliError(f"{model_path}: is a directory, not a GGUF file", 2) from None
-    except OSError as exc:
-        raise CliError(f"{model_path}: cannot read: {exc.strerror or exc}", 2) from None
-
-    devices: list[DeviceSpec]
-    spec_text = own.get("gpus")
-    local = spec_text is None
-    if spec_text is not None:
-        try:
-            spec = parse_gpus_spec(spec_text)
-        except ValueError as exc:
-            raise CliError(f"fit: {exc}", 2) from None
-        if spec.sim_profile is not None:
-            devices = _sim_devices(spec.sim_profile)
-        else:
-            devices = list(spec.devices)
-    else:
-        devices, note = _local_devices()
-        if note:
-            notes.append(note)
-    # llama-server's --rpc servers come first in its device list
-    known_rpc = {d.endpoint for d in devices if d.kind == "rpc"}
-    extra_rpc = [ep for ep in settings.rpc if ep not in known_rpc]
-    if extra_rpc:
-        rpc_now = [d for d in devices if d.kind == "rpc"]
-        start = len(rpc_now)
-        added = [rpc_device(ep, None, start + i) for i, ep in enumerate(extra_rpc)]
-        devices = rpc_now + added + [d for d in devices if d.kind != "rpc"]
-        notes.append(
-            "--rpc servers' free memory is unknown; give it with --gpus rpc:HOST:PORT=SIZE"
-        )
+        model = read_model(model_path)
+        devices, dev_notes = resolve_devices(own.get("gpus"), settings.rpc)
+    except DeviceSpecError as exc:
+        msg = str(exc)
+        raise CliError(msg if msg.startswith(model_path) else f"fit: {msg}", 2) from None
+    notes += dev_notes
+    local = own.get("gpus") is None
     if host_free is None:
-        host_free = _host_available()
+        host_free = host_available()
 
     opts = FitOptions(margin_bytes=margin, host_free_bytes=host_free, repack_profile=repack)
     try:
@@ -202,67 +176,6 @@ def run(args: argparse.Namespace) -> int:
             text += "\n\n" + oracle_to_text(oracle)
         print(text)
     return 0
-
-
-def _sim_devices(profile: str) -> list[Any]:
-    from lltui.core.devices_spec import DeviceSpec
-    from lltui.core.units import MIB
-    from lltui.sources.sim import PROFILES
-
-    if profile not in PROFILES:
-        known = ", ".join(sorted(PROFILES))
-        raise CliError(f"fit: --gpus sim:{profile}: no such profile ({known})", 2)
-    gpus = PROFILES[profile].gpus
-    return [
-        DeviceSpec(
-            name=f"CUDA{i}",
-            kind="cuda",
-            total_bytes=g.memory_mib * MIB,
-            free_bytes=g.memory_mib * MIB,
-            description=g.name,
-        )
-        for i, g in enumerate(gpus)
-    ]
-
-
-def _local_devices() -> tuple[list[Any], str | None]:
-    """This machine's NVIDIA GPUs in CUDA order with their free memory, via NVML."""
-    from lltui.core.devices_spec import cuda_devices
-    from lltui.core.models import SourceUnavailable
-
-    try:
-        from lltui.sources.registry import SourceSpec, make_source
-
-        source = make_source(SourceSpec("nvml"))
-        source.open()
-        try:
-            sample = source.poll()
-        finally:
-            source.close()
-    except (SourceUnavailable, ImportError, OSError) as exc:
-        return [], f"no local NVIDIA GPU ({exc}); estimated for the host only (see --gpus)"
-    gpus = [g for g in sample.gpus if not g.lost]
-    if not gpus:
-        return [], "no local NVIDIA GPU; estimated for the host only (see --gpus)"
-    ordered = sorted(
-        gpus,
-        key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
-    )
-    mems = [
-        (g.info.name, g.info.memory_total, g.memory_free)
-        for g in ordered
-        if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
-    ]
-    return list(cuda_devices(mems)), None
-
-
-def _host_available() -> int | None:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except (ImportError, OSError):
-        return None
 
 
 def _oracle(

@@ -1513,6 +1513,23 @@ def _layer_ranges(layers: Sequence[int], n_layer_all: int) -> str:
     return ",".join(parts) or "-"
 
 
+def device_to_json(d: DeviceEstimate, n_layer_all: int) -> dict[str, Any]:
+    return {
+        "name": d.name,
+        "kind": d.kind,
+        "layers": [il for il in d.layers if il < n_layer_all],
+        "output_layer": d.output_layer,
+        "weights_bytes": d.weights_bytes,
+        "kv_bytes": d.kv_bytes,
+        "compute_bytes": d.compute_bytes,
+        "total_bytes": d.total_bytes,
+        "unaccounted_bytes": d.unaccounted_bytes,
+        "free_bytes": d.free_bytes,
+        "fits": d.fits,
+        "description": d.description,
+    }
+
+
 def result_to_json(res: FitResult) -> dict[str, Any]:
     """The ``fit --json`` contract (DESIGN.md), integer bytes, plus the details behind it."""
     r = res.resolved
@@ -1539,23 +1556,7 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
             "kv_offload": st.kv_offload,
             "pipeline_parallel": res.pipeline_parallel,
         },
-        "devices": [
-            {
-                "name": d.name,
-                "kind": d.kind,
-                "layers": [il for il in d.layers if il < n_all],
-                "output_layer": d.output_layer,
-                "weights_bytes": d.weights_bytes,
-                "kv_bytes": d.kv_bytes,
-                "compute_bytes": d.compute_bytes,
-                "total_bytes": d.total_bytes,
-                "unaccounted_bytes": d.unaccounted_bytes,
-                "free_bytes": d.free_bytes,
-                "fits": d.fits,
-                "description": d.description,
-            }
-            for d in res.devices
-        ],
+        "devices": [device_to_json(d, n_all) for d in res.devices],
         "host": {
             "weights_bytes": res.host.weights_bytes,
             "mapped_bytes": res.host.mapped_bytes,

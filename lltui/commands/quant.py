@@ -1,0 +1,109 @@
+"""``lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]``: the size of every
+llama-quantize type of this model (from its own per-tensor rules) and, for these flags and
+devices, whether it fits and the largest context it leaves. Any GGUF of the model will do."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lltui.commands import CliError, print_json
+
+HELP = """\
+usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
+
+For every type llama-quantize makes (Q8_0 ... IQ1_S): the exact file size it would write for
+this model, its bits per weight, whether it fits the devices with these llama-server flags,
+and the largest context that fits. Any quantization of the model can be the input: only its
+tensor names and shapes are used.
+
+lltui options: --gpus SPEC (as for lltui fit), --margin MIB, --json
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "quant",
+        help="the size of every quant of a GGUF, and which fit the GPUs with what context",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+        prefix_chars="+",
+    )
+    p.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lltui.commands.fit import split_args
+    from lltui.core.fit import FitOptions
+    from lltui.core.llama_flags import parse_llama_args
+    from lltui.core.quant_fit import best_fitting, quant_table
+    from lltui.core.units import MIB, fmt_bytes
+    from lltui.sources.fit_devices import (
+        DeviceSpecError,
+        describe,
+        host_available,
+        read_model,
+        resolve_devices,
+    )
+
+    model_path, llama_argv, own = split_args(list(args.argv))
+    if own["help"]:
+        sys.stdout.write(HELP)
+        return 0
+    try:
+        settings = parse_llama_args(llama_argv)
+    except ValueError as exc:
+        raise CliError(f"quant: {exc}", 2) from None
+    model_path = model_path or settings.model_path
+    if not model_path:
+        raise CliError("quant: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
+    margin = 1024 * MIB
+    if own.get("margin") is not None:
+        try:
+            margin = int(float(own["margin"]) * MIB)
+        except ValueError:
+            raise CliError(f"quant: --margin expects MiB, got {own['margin']!r}", 2) from None
+    try:
+        model = read_model(model_path)
+        devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
+    except DeviceSpecError as exc:
+        msg = str(exc)
+        raise CliError(msg if msg.startswith(model_path) else f"quant: {msg}", 2) from None
+    opts = FitOptions(margin_bytes=margin, host_free_bytes=host_available())
+    table = quant_table(model, settings, devices, opts)
+    summary = table[0].result.model if table and table[0].result else {}
+    if own["json"]:
+        data: dict[str, Any] = {
+            "model": dict(summary) if summary else {"path": model_path},
+            "devices": describe(devices),
+            "rows": [q.to_json() for q in table],
+        }
+        if notes:
+            data["notes"] = notes
+        print_json(data)
+        return 0
+    best = best_fitting(table)
+    lines = [f"{model_path}: every llama-quantize type on {describe(devices)}"]
+    lines.append(f"{'type':<9} {'file':>10} {'bpw':>6}  {'fits':<5} {'max ctx':>8}  per device")
+    for q in table:
+        row = q.row
+        if q.result is None:
+            lines.append(f"{row.name:<9} {'-':>10} {'-':>6}  {'-':<5} {'-':>8}  {q.error}")
+            continue
+        per_dev = "  ".join(
+            f"{d.name} {d.total_bytes / MIB:.0f}" for d in q.result.devices if d.kind != "cpu"
+        )
+        fits = "yes" if q.fits else "no"
+        ctx = str(q.max_ctx) if q.max_ctx else "-"
+        mark = "  <- most bits that fit" if best is q else ""
+        lines.append(
+            f"{row.name:<9} {fmt_bytes(row.file_bytes):>10} {row.bits_per_weight:>6.2f}  "
+            f"{fits:<5} {ctx:>8}  {per_dev}{mark}"
+        )
+    for n in notes:
+        lines.append(f"note: {n}")
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,69 @@
+"""Every llama-quantize type of a model, placed on the devices: the file size from
+llama-quantize's own rules, and whether it fits and how much context it leaves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lltui.core.devices_spec import DeviceSpec
+from lltui.core.fit import FitError, FitOptions, FitResult, device_to_json, estimate
+from lltui.core.gguf import GgufModel
+from lltui.core.llama_flags import LlamaSettings
+from lltui.core.quant import QuantRow, as_quantized, quant_sizes
+
+
+@dataclass(frozen=True, slots=True)
+class QuantFit:
+    row: QuantRow
+    result: FitResult | None  # None when llama-quantize would refuse or the estimate fails
+    error: str | None = None
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.result is None else self.result.fits
+
+    @property
+    def max_ctx(self) -> int | None:
+        return None if self.result is None else self.result.max_ctx
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.row.as_dict())
+        out["fits"] = self.fits
+        out["max_ctx"] = self.max_ctx
+        if self.result is not None:
+            n_all = int(self.result.model["n_layer"])
+            out["devices"] = [device_to_json(d, n_all) for d in self.result.devices]
+        else:
+            out["devices"] = []
+        if self.error and not out.get("error"):
+            out["error"] = self.error
+        return out
+
+
+def quant_table(
+    model: GgufModel,
+    settings: LlamaSettings,
+    devices: Sequence[DeviceSpec],
+    options: FitOptions | None = None,
+) -> list[QuantFit]:
+    """One entry per llama-quantize type, smallest file first."""
+    out = []
+    for row in quant_sizes(model):
+        if row.error:
+            out.append(QuantFit(row, None, row.error))
+            continue
+        try:
+            result = estimate(as_quantized(model, row), settings, devices, options)
+        except FitError as exc:
+            out.append(QuantFit(row, None, str(exc)))
+            continue
+        out.append(QuantFit(row, result))
+    return sorted(out, key=lambda q: (q.row.file_bytes == 0, q.row.file_bytes))
+
+
+def best_fitting(table: Sequence[QuantFit]) -> QuantFit | None:
+    """The largest file that fits: the most bits the devices can hold."""
+    fitting = [q for q in table if q.fits]
+    return max(fitting, key=lambda q: q.row.file_bytes) if fitting else None

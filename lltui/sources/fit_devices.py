@@ -1,0 +1,127 @@
+"""The devices an estimate is made for (local GPUs, a --gpus spec, a simulated rig, --rpc
+servers) and the model file it reads; shared by ``lltui fit``, ``lltui quant`` and the fit view."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lltui.core.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
+from lltui.core.gguf import GgufError, GgufModel, read_gguf
+from lltui.core.models import RigSample, SourceUnavailable
+from lltui.core.units import MIB
+
+
+class DeviceSpecError(ValueError):
+    """A --gpus spec or model file that cannot be used; ``str()`` is one line."""
+
+
+def read_model(path: str) -> GgufModel:
+    """The GGUF header; DeviceSpecError with one line for a missing or corrupt file."""
+    try:
+        return read_gguf(path)
+    except GgufError as exc:
+        raise DeviceSpecError(str(exc)) from None
+    except FileNotFoundError:
+        raise DeviceSpecError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DeviceSpecError(f"{path}: is a directory, not a GGUF file") from None
+    except OSError as exc:
+        raise DeviceSpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def sim_devices(profile: str) -> list[DeviceSpec]:
+    """A simulated profile's GPUs, empty, in CUDA order."""
+    from lltui.sources.sim import PROFILES, cuda_order
+
+    if profile not in PROFILES:
+        known = ", ".join(sorted(PROFILES))
+        raise DeviceSpecError(f"--gpus sim:{profile}: no such profile ({known})")
+    p = PROFILES[profile]
+    return [
+        DeviceSpec(
+            name=f"CUDA{k}",
+            kind="cuda",
+            total_bytes=p.gpus[i].memory_mib * MIB,
+            free_bytes=p.gpus[i].memory_mib * MIB,
+            description=p.gpus[i].name,
+        )
+        for k, i in enumerate(cuda_order(p))
+    ]
+
+
+def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
+    """The GPUs of a rig sample in CUDA order, with the free memory they report now."""
+    gpus = [g for g in sample.gpus if not g.lost]
+    ordered = sorted(
+        gpus,
+        key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
+    )
+    mems = [
+        (g.info.name, g.info.memory_total, g.memory_free)
+        for g in ordered
+        if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
+    ]
+    return list(cuda_devices(mems))
+
+
+def local_devices() -> tuple[list[DeviceSpec], str | None]:
+    """This machine's NVIDIA GPUs via NVML, or none and why."""
+    try:
+        from lltui.sources.registry import SourceSpec, make_source
+
+        source = make_source(SourceSpec("nvml"))
+        source.open()
+        try:
+            sample = source.poll()
+        finally:
+            source.close()
+    except (SourceUnavailable, ImportError, OSError) as exc:
+        return [], f"no local NVIDIA GPU ({exc}); estimated for the host only (see --gpus)"
+    devices = devices_from_sample(sample)
+    if not devices:
+        return [], "no local NVIDIA GPU; estimated for the host only (see --gpus)"
+    return devices, None
+
+
+def host_available() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except (ImportError, OSError):
+        return None
+
+
+def resolve_devices(
+    spec_text: str | None, rpc: Sequence[str] = ()
+) -> tuple[list[DeviceSpec], list[str]]:
+    """Devices for ``--gpus`` (None: the local GPUs), with llama-server's ``--rpc`` servers
+    first as it lists them; notes say what was assumed. DeviceSpecError for a bad spec."""
+    notes: list[str] = []
+    devices: list[DeviceSpec]
+    if spec_text is not None:
+        try:
+            spec = parse_gpus_spec(spec_text)
+        except ValueError as exc:
+            raise DeviceSpecError(str(exc)) from None
+        devices = sim_devices(spec.sim_profile) if spec.sim_profile else list(spec.devices)
+    else:
+        devices, note = local_devices()
+        if note:
+            notes.append(note)
+    known_rpc = {d.endpoint for d in devices if d.kind == "rpc"}
+    extra_rpc = [ep for ep in rpc if ep not in known_rpc]
+    if extra_rpc:
+        rpc_now = [d for d in devices if d.kind == "rpc"]
+        start = len(rpc_now)
+        added = [rpc_device(ep, None, start + i) for i, ep in enumerate(extra_rpc)]
+        devices = rpc_now + added + [d for d in devices if d.kind != "rpc"]
+        notes.append(
+            "--rpc servers' free memory is unknown; give it with --gpus rpc:HOST:PORT=SIZE"
+        )
+    return devices, notes
+
+
+def describe(devices: Sequence[Any]) -> str:
+    return ", ".join(f"{d.name} {d.description}".strip() for d in devices) or "the host only"

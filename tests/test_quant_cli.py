@@ -1,0 +1,69 @@
+"""lltui quant: every quant's size and fit, from any GGUF of the model."""
+
+import json
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.core.gguf import read_gguf
+from lltui.core.quant import quant_sizes
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("quant") / "llama-f16.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "F16")
+    return path
+
+
+def test_json_rows_match_the_quantize_rules_and_carry_fit(model, capsys):
+    assert main(["quant", str(model), "-c", "2048", "--gpus", "24GiB,24GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["type"]: r for r in data["rows"]}
+    expected = {r.name: r.file_bytes for r in quant_sizes(read_gguf(model)) if not r.error}
+    assert {k: rows[k]["file_bytes"] for k in expected} == expected
+    q4 = rows["Q4_K_M"]
+    assert {"type", "file_bytes", "weights_bytes", "fits", "max_ctx", "devices"} <= set(q4)
+    assert q4["fits"] is True and q4["max_ctx"] >= 2048
+    assert [d["name"] for d in q4["devices"]][:2] == ["CUDA0", "CUDA1"]
+    sizes = [r["file_bytes"] for r in data["rows"] if r["file_bytes"]]
+    assert sizes == sorted(sizes)
+
+
+def test_a_device_too_small_fits_nothing(model, capsys):
+    assert (
+        main(["quant", str(model), "--gpus", "1MiB", "-ngl", "99", "--margin", "0", "--json"]) == 0
+    )
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert not any(r["fits"] for r in rows)
+
+
+def test_text_marks_the_most_bits_that_fit(model, capsys):
+    assert main(["quant", str(model), "--gpus", "sim:kaggle-2xt4"]) == 0
+    out = capsys.readouterr().out
+    assert "Q4_K_M" in out and "most bits that fit" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["quant"], "no model"),
+        (["quant", "/no/such.gguf"], "No such file"),
+        (["quant", "MODEL", "--gpus", "banana"], "--gpus"),
+        (["quant", "MODEL", "--frobnicate"], "frobnicate"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(model, capsys, argv, needle, tmp_path):
+    argv = [str(model) if a == "MODEL" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_a_corrupt_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    assert main(["quant", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(bad) in err and len(err.splitlines()) == 1
