@@ -14,8 +14,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from lltui.app.messages import (
+    FitReady,
     LaunchChanged,
     LaunchPreview,
+    ModelsFound,
     NcclReady,
     PollFailed,
     SampleReady,
@@ -73,6 +75,12 @@ def _nccl_screen() -> Screen[Any]:
     return NcclScreen()
 
 
+def _fit_screen() -> Screen[Any]:
+    from lltui.app.screens.fit import FitScreen
+
+    return FitScreen()
+
+
 def _launch_screen() -> Screen[Any]:
     from lltui.app.screens.launch import LaunchScreen
 
@@ -88,6 +96,7 @@ class LltuiApp(App[int]):
         "monitor": MonitorScreen,
         "topology": _topology_screen,
         "nccl": _nccl_screen,
+        "fit": _fit_screen,
         "launch": _launch_screen,
     }
     DEFAULT_MODE = "monitor"
@@ -99,6 +108,7 @@ class LltuiApp(App[int]):
         Binding("1", "switch_mode('monitor')", "Monitor", id="view-monitor", show=False),
         Binding("2", "switch_mode('topology')", "Topology", id="view-topology", show=False),
         Binding("3", "switch_mode('nccl')", "NCCL", id="view-nccl", show=False),
+        Binding("4", "switch_mode('fit')", "Fit", id="view-fit", show=False),
         Binding("5", "switch_mode('launch')", "Launch", id="view-launch", show=False),
         Binding("v", "next_view", "View", id="view-next"),
         Binding("space,p", "toggle_pause", "Pause", id="pause"),
@@ -151,6 +161,8 @@ class LltuiApp(App[int]):
         self._nccl_state: NcclState | None = None
         self._launch: LaunchController | None = None
         self.launch_prefill: tuple[str, str] | None = None  # (model, flags) from the fit view
+        self.fit_outcome: Any = None  # the newest FitOutcome
+        self._fit_generation = 0
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
         # chosen before the first frame, so the stylesheet is not worked out twice at startup
@@ -379,6 +391,59 @@ class LltuiApp(App[int]):
             self.post_message(LaunchPreview(line, note))
 
         self.run_worker(work, thread=True, group="launch-preview", exit_on_error=False)
+
+    def find_models(self) -> None:
+        def work() -> None:
+            from lltui.sources.model_files import find_models
+
+            self.post_message(ModelsFound(list(find_models())))
+
+        self.run_worker(work, thread=True, group="models", exit_on_error=False)
+
+    def on_models_found(self, message: ModelsFound) -> None:
+        show = getattr(self.screen, "show_found", None)
+        if show is not None:
+            show(message.models)
+
+    def run_fit(self, request: Any) -> None:
+        """Estimate on a thread; only the newest request's answer is shown."""
+        from dataclasses import replace
+
+        self._fit_generation += 1
+        request = replace(request, generation=self._fit_generation)
+        sample = self.model.latest
+
+        def work() -> None:
+            from lltui.app.fit_state import compute
+
+            self.post_message(FitReady(compute(request, sample)))
+
+        self.run_worker(work, thread=True, group="fit", exit_on_error=False)
+
+    def on_fit_ready(self, message: FitReady) -> None:
+        outcome: Any = message.outcome
+        if outcome.generation != self._fit_generation:
+            return  # an older request finished after a newer one was made
+        self.fit_outcome = outcome
+        show = getattr(self.screen, "show_fit", None)
+        if show is not None:
+            show()
+
+    def carry_to_launch(self) -> None:
+        """Open the launch view with the fit view's model and flags."""
+        import shlex
+
+        from lltui.app.fit_state import form_flags
+
+        screen: Any = self.screen
+        request = screen.request()
+        try:
+            flags = form_flags(request.fields, request.extra)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.launch_prefill = (request.model_path, shlex.join(flags))
+        self.switch_mode("launch")
 
     def on_launch_changed(self, message: LaunchChanged) -> None:
         show = getattr(self.screen, "show_launch", None)

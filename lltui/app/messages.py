@@ -55,3 +55,19 @@ class LaunchPreview(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LaunchPreview)
+
+
+class FitReady(Message):
+    """A fit estimate finished; the app keeps the newest."""
+
+    def __init__(self, outcome: object) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
+class ModelsFound(Message):
+    """GGUF files found in the usual folders."""
+
+    def __init__(self, models: list[object]) -> None:
+        super().__init__()
+        self.models = models

@@ -123,10 +123,15 @@ class LaunchScreen(Screen[None]):
             table.add_column(label, key=label, width=width)
         self._placement_keys: set[str] = set()
         self._lines_shown = 0
+        self._take_prefill()
+        self._render_all()
+
+    def _take_prefill(self) -> None:
+        """Settings carried from the fit view, taken once."""
         prefill = getattr(self.app, "launch_prefill", None)
         if prefill:
             self.prefill(*prefill)
-        self._render_all()
+            self.app.launch_prefill = None  # type: ignore[attr-defined]
 
     def prefill(self, model: str, flags: str) -> None:
         self.query_one("#launch-model", Input).value = model
@@ -134,9 +139,7 @@ class LaunchScreen(Screen[None]):
         self.update_preview()
 
     def on_screen_resume(self) -> None:
-        prefill = getattr(self.app, "launch_prefill", None)
-        if prefill:
-            self.prefill(*prefill)
+        self._take_prefill()
         self._render_all()
 
     def _render_all(self) -> None:

@@ -1,0 +1,96 @@
+"""The fit view's computation: read the GGUF header, place it on the chosen devices with the
+form's flags, and run the quant table; pure data out, run on a worker thread."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from lltui.core.models import RigSample
+
+LIVE = "live"  # the devices of the rig being monitored, with their free memory now
+
+# form field -> llama-server flag; empty fields are left to llama-server's defaults
+FIELD_FLAGS: tuple[tuple[str, str, str], ...] = (
+    # (field id, flag, label)
+    ("ctx", "-c", "context"),
+    ("np", "-np", "slots"),
+    ("ngl", "-ngl", "GPU layers"),
+    ("ctk", "-ctk", "K type"),
+    ("ctv", "-ctv", "V type"),
+    ("fa", "-fa", "flash attn"),
+    ("b", "-b", "batch"),
+    ("ub", "-ub", "ubatch"),
+    ("sm", "-sm", "split"),
+    ("ts", "-ts", "tensor split"),
+    ("mg", "-mg", "main GPU"),
+)
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    generation: int
+    model_path: str
+    fields: dict[str, str]
+    extra: str
+    devices: str  # LIVE, "sim:PROFILE", or a --gpus spec
+
+
+@dataclass
+class FitOutcome:
+    generation: int
+    error: str | None = None
+    result: Any = None  # FitResult
+    quants: list[Any] = field(default_factory=list)  # QuantFit, smallest first
+    notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    device_label: str = ""
+
+
+def form_flags(fields: dict[str, str], extra: str) -> list[str]:
+    """llama-server flags from the form, in its own spellings."""
+    flags: list[str] = []
+    for ident, flag, _label in FIELD_FLAGS:
+        value = fields.get(ident, "").strip()
+        if value:
+            flags += [flag, value]
+    flags += shlex.split(extra)
+    return flags
+
+
+def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
+    from lltui.core.fit import FitError, FitOptions, estimate
+    from lltui.core.llama_flags import parse_llama_args
+    from lltui.core.quant_fit import quant_table
+    from lltui.sources.fit_devices import (
+        DeviceSpecError,
+        describe,
+        devices_from_sample,
+        host_available,
+        read_model,
+        resolve_devices,
+    )
+
+    out = FitOutcome(request.generation)
+    if not request.model_path.strip():
+        out.error = "choose a GGUF file: type its path or pick one from the list"
+        return out
+    try:
+        out.flags = form_flags(request.fields, request.extra)
+        settings = parse_llama_args(out.flags)
+        model = read_model(request.model_path.strip())
+        if request.devices == LIVE:
+            devices = devices_from_sample(sample) if sample is not None else []
+            if not devices:
+                out.notes.append("no GPU on this rig: estimated for the host only")
+        else:
+            devices, notes = resolve_devices(request.devices, settings.rpc)
+            out.notes += notes
+        opts = FitOptions(host_free_bytes=host_available())
+        out.result = estimate(model, settings, devices, opts)
+        out.quants = quant_table(model, settings, devices, FitOptions(search=True))
+        out.device_label = describe(devices)
+    except (ValueError, DeviceSpecError, FitError) as exc:
+        out.error = str(exc)
+    return out

@@ -1,0 +1,260 @@
+"""The fit view: a GGUF and llama-server settings in, per-GPU stacked bars (weights, KV,
+compute, margin against free memory), the layer map and the quant table out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Select, Static
+
+from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest
+from lltui.app.model import RigModel
+from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.core.units import MIB, compact_indexes, fmt_bytes
+from lltui.sources.sim import PROFILES
+
+BAR_WIDTH = 40
+QUANT_COLUMNS = (("type", 9), ("file", 11), ("bpw", 6), ("fits", 5), ("max ctx", 8))
+
+
+def stacked_bar(parts: list[tuple[int, str]], capacity: int, width: int) -> str:
+    """Segments (bytes, theme variable) on a bar of ``capacity`` bytes; overflow shows red."""
+    if capacity <= 0:
+        return ""
+    out = []
+    used_cells = 0
+    total = sum(b for b, _ in parts)
+    for nbytes, var in parts:
+        cells = round(width * nbytes / capacity)
+        cells = min(cells, width - used_cells)
+        if cells > 0:
+            out.append(f"[{var}]{'█' * cells}[/]")
+            used_cells += cells
+    rest = width - used_cells
+    if total > capacity:
+        return "".join(out) + "[b $error]▶[/]"
+    return "".join(out) + f"[on $bar-empty]{' ' * rest}[/]"
+
+
+def render_devices(outcome: FitOutcome) -> str:
+    res = outcome.result
+    if res is None:
+        return ""
+    n_all = int(res.model["n_layer"])
+    lines = [
+        "[$bar-vram]█[/] weights  [$bar-util]█[/] KV cache  [$bar-power]█[/] compute"
+        "  [$text-muted]█[/] margin (CUDA context, pool)"
+    ]
+    for d in res.devices:
+        if d.kind == "cpu":
+            continue
+        capacity = d.free_bytes or d.total_bytes + d.unaccounted_bytes
+        bar = stacked_bar(
+            [
+                (d.weights_bytes, "$bar-vram"),
+                (d.kv_bytes, "$bar-util"),
+                (d.compute_bytes, "$bar-power"),
+                (d.unaccounted_bytes, "$text-muted"),
+            ],
+            capacity,
+            BAR_WIDTH,
+        )
+        verdict = "-" if d.fits is None else ("[$gpu-ok]fits[/]" if d.fits else "[b $error]NO[/]")
+        free = "-" if d.free_bytes is None else f"{d.free_bytes / MIB:.0f}"
+        layers = [il for il in d.layers if il < n_all]
+        out = " +out" if d.output_layer else ""
+        lines.append(
+            f"[b]{escape(d.name):<8}[/]{bar} {(d.total_bytes + d.unaccounted_bytes) / MIB:>7.0f}"
+            f"/{free} MiB {verdict}  layers {compact_indexes(layers) or '-'}{out}"
+        )
+    h = res.host
+    lines.append(
+        f"[b]host[/b]    weights {fmt_bytes(h.weights_bytes)}"
+        + (f" ({fmt_bytes(h.mapped_bytes)} mapped)" if h.mapped_bytes else "")
+        + f", KV {fmt_bytes(h.kv_bytes)}, output {fmt_bytes(h.output_bytes)},"
+        f" compute {fmt_bytes(h.compute_bytes)}"
+    )
+    return "\n".join(lines)
+
+
+def render_verdict(outcome: FitOutcome) -> str:
+    if outcome.error:
+        return f"[b $error]{escape(outcome.error)}[/]"
+    res = outcome.result
+    if res is None:
+        return ""
+    r = res.resolved
+    m = res.model
+    head = (
+        f"[b]{escape(str(m.get('name') or m.get('path')))}[/b] {escape(str(m['architecture']))}"
+        f" {escape(str(m.get('file_type') or ''))}, {m['n_layer']} layers, context {r.n_ctx}"
+        f" ({r.n_seq_max} slot(s)), KV {r.type_k}/{r.type_v}, on {escape(outcome.device_label)}"
+    )
+    verdict = "[b $gpu-ok]fits[/]" if res.fits else "[b $error]does not fit[/]"
+    lines = [
+        head,
+        f"{verdict}" + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else ""),
+    ]
+    for s in res.suggestions:
+        lines.append(f"  try [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
+    for w in (*res.warnings, *outcome.notes):
+        lines.append(f"[$warning]note:[/] {escape(w)}")
+    return "\n".join(lines)
+
+
+class FitScreen(Screen[None]):
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield Static("", id="banner")
+        with VerticalScroll(id="fit-page"):
+            with Horizontal(classes="fit-row"):
+                yield Input(placeholder="path to a .gguf file", id="fit-model")
+                yield Select[str]([], prompt="models found", id="fit-found", allow_blank=True)
+            with Grid(id="fit-fields"):
+                for ident, flag, label in FIELD_FLAGS:
+                    yield Label(f"{label} ({flag})")
+                    yield Input(placeholder="default", id=f"fit-{ident}")
+            with Horizontal(classes="fit-row"):
+                yield Input(
+                    placeholder="more llama-server flags (-ot, --cpu-moe, -nkvo ...)",
+                    id="fit-extra",
+                )
+                yield Select[str](
+                    self._device_options(), value=LIVE, id="fit-devices", allow_blank=False
+                )
+                yield Button("Launch with these", id="fit-launch", variant="primary")
+            yield Static("", id="fit-verdict")
+            yield Static("", id="fit-bars")
+            yield DataTable(id="fit-quants", cursor_type="row")
+        yield Footer()
+
+    def _device_options(self) -> list[tuple[str, str]]:
+        opts = [("this rig, free memory now", LIVE)]
+        opts += [(f"{name} (empty)", f"sim:{name}") for name in PROFILES]
+        return opts
+
+    def on_mount(self) -> None:
+        table = self.query_one("#fit-quants", DataTable)
+        for label, width in QUANT_COLUMNS:
+            table.add_column(label, key=label, width=width)
+        table.add_column("per GPU (MiB)", key="devices")
+        self._quant_keys: list[str] = []
+        model: RigModel | None = getattr(self.app, "model", None)
+        if model is not None and model.info.simulated and model.info.source.startswith("sim:"):
+            # a simulated rig is busy with its own server: size against it empty
+            self.query_one("#fit-devices", Select).value = model.info.source
+        find = getattr(self.app, "find_models", None)
+        if find is not None:
+            find()
+        self._render_all()
+
+    def on_screen_resume(self) -> None:
+        self._render_all()
+
+    def _render_all(self) -> None:
+        render = getattr(self.app, "render_model", None)
+        if render is not None:
+            render()
+        self.show_fit()
+
+    def show(self, model: RigModel) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one(StatusBar).show(model, None)
+        banner = self.query_one("#banner", Static)
+        text = render_banner(model.info)
+        banner.display = bool(text)
+        banner.update(text)
+
+    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
+        if self.is_mounted:
+            self.query_one(StatusBar).show(model, busy_for)
+
+    # -- the form ------------------------------------------------------------------------
+    def request(self) -> FitRequest:
+        fields = {
+            ident: self.query_one(f"#fit-{ident}", Input).value for ident, _f, _l in FIELD_FLAGS
+        }
+        devices = self.query_one("#fit-devices", Select).value
+        return FitRequest(
+            generation=0,
+            model_path=self.query_one("#fit-model", Input).value,
+            fields=fields,
+            extra=self.query_one("#fit-extra", Input).value,
+            devices=devices if isinstance(devices, str) else LIVE,
+        )
+
+    def _changed(self) -> None:
+        run = getattr(self.app, "run_fit", None)
+        if run is not None:
+            run(self.request())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._changed()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id != "fit-model":  # a path is estimated when submitted or picked
+            self._changed()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "fit-found" and isinstance(event.value, str):
+            self.query_one("#fit-model", Input).value = event.value
+        self._changed()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "fit-launch":
+            carry = getattr(self.app, "carry_to_launch", None)
+            if carry is not None:
+                carry()
+
+    # -- results -------------------------------------------------------------------------
+    def show_found(self, models: list[Any]) -> None:
+        if not self.is_mounted:
+            return
+        options = [(f"{fmt_bytes(m.size):>9}  {m.path}", m.path) for m in models]
+        self.query_one("#fit-found", Select).set_options(options)
+
+    def show_fit(self) -> None:
+        outcome: FitOutcome | None = getattr(self.app, "fit_outcome", None)
+        if outcome is None or not self.is_mounted:
+            return
+        self.query_one("#fit-verdict", Static).update(render_verdict(outcome))
+        self.query_one("#fit-bars", Static).update(render_devices(outcome))
+        table = self.query_one("#fit-quants", DataTable)
+        rows = []
+        for q in outcome.quants:
+            row = q.row
+            if q.result is None:
+                rows.append((row.name, "-", "-", "-", "-", escape(q.error or "")))
+                continue
+            per_dev = " ".join(
+                f"{d.name}:{(d.total_bytes + d.unaccounted_bytes) / MIB:.0f}"
+                for d in q.result.devices
+                if d.kind != "cpu"
+            )
+            rows.append(
+                (
+                    row.name,
+                    fmt_bytes(row.file_bytes),
+                    f"{row.bits_per_weight:.2f}",
+                    "yes" if q.fits else "no",
+                    str(q.max_ctx or "-"),
+                    per_dev,
+                )
+            )
+        keys = [r[0] for r in rows]
+        if keys != self._quant_keys:
+            for key in self._quant_keys:
+                table.remove_row(key)
+            for r in rows:
+                table.add_row(*r, key=r[0])
+            self._quant_keys = keys
+        else:
+            columns = [label for label, _w in QUANT_COLUMNS] + ["devices"]
+            for r in rows:
+                for col, value in zip(columns, r, strict=True):
+                    table.update_cell(r[0], col, value)

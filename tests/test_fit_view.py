@@ -1,0 +1,128 @@
+"""The fit view: estimate off the UI thread, bars per GPU, the quant table, carry to launch."""
+
+import asyncio
+
+import gguf_factory as gf
+import pytest
+from app_helpers import sim_app
+
+from lltui.app.fit_state import FitRequest, compute, form_flags
+from lltui.app.screens.fit import FitScreen, stacked_bar
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fitview") / "tiny-llama.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "F16")
+    return path
+
+
+async def wait_for(predicate, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+def test_form_flags_skip_empty_fields_and_keep_extra():
+    flags = form_flags({"ctx": "8192", "np": "", "ts": "3,1"}, "--cpu-moe -ot 'exps=CPU'")
+    assert flags == ["-c", "8192", "-ts", "3,1", "--cpu-moe", "-ot", "exps=CPU"]
+
+
+def test_compute_places_the_model_and_lists_every_quant(model_path):
+    req = FitRequest(1, str(model_path), {"ctx": "2048"}, "", "sim:4xl4")
+    out = compute(req, None)
+    assert out.error is None and out.result.fits
+    assert [d.name for d in out.result.devices if d.kind == "cuda"] == [
+        "CUDA0",
+        "CUDA1",
+        "CUDA2",
+        "CUDA3",
+    ]
+    assert "Q4_K_M" in [q.row.name for q in out.quants]
+
+
+@pytest.mark.parametrize(
+    ("path", "fields", "devices", "needle"),
+    [
+        ("", {}, "sim:4xl4", "choose a GGUF"),
+        ("/no/such.gguf", {}, "sim:4xl4", "No such file"),
+        ("MODEL", {"ctx": "lots"}, "sim:4xl4", "-c"),
+        ("MODEL", {}, "banana", "banana"),
+    ],
+)
+def test_compute_reports_bad_input_as_one_line(model_path, path, fields, devices, needle):
+    path = str(model_path) if path == "MODEL" else path
+    out = compute(FitRequest(1, path, fields, "", devices), None)
+    assert out.error is not None and needle in out.error and "\n" not in out.error
+
+
+def test_stacked_bar_shows_overflow():
+    assert "▶" in stacked_bar([(80, "$a"), (40, "$b")], 100, 10)
+    assert "▶" not in stacked_bar([(20, "$a"), (30, "$b")], 100, 10)
+
+
+async def test_the_view_estimates_and_carries_settings_to_launch(model_path):
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(130, 60)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("4")
+        assert isinstance(app.screen, FitScreen)
+        screen = app.screen
+        # a simulated rig is busy with its own server: the view sizes against it empty
+        assert screen.query_one("#fit-devices").value == "sim:2x3090-nvlink"
+        screen.query_one("#fit-model").value = str(model_path)
+        screen.query_one("#fit-ctx").value = "4096"
+        screen.query_one("#fit-ts").value = "3,1"
+        await wait_for(lambda: app.fit_outcome is not None and app.fit_outcome.result is not None)
+        await pilot.pause()
+        bars = str(screen.query_one("#fit-bars").render())
+        assert "CUDA0" in bars and "CUDA1" in bars and "fits" in bars
+        assert "fits" in str(screen.query_one("#fit-verdict").render())
+        assert screen.query_one("#fit-quants").row_count == len(app.fit_outcome.quants)
+        await pilot.click("#fit-launch")
+        await pilot.pause()
+        assert app.current_mode == "launch"
+        launch = app.screen
+        assert launch.query_one("#launch-model").value == str(model_path)
+        flags = launch.query_one("#launch-flags").value
+        assert "-c 4096" in flags and "-ts 3,1" in flags
+
+
+async def test_a_newer_request_wins_over_an_older_answer(model_path):
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 50)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-model").value = str(model_path)
+        screen.query_one("#fit-ctx").value = "1024"
+        screen.query_one("#fit-ctx").value = "2048"
+        await wait_for(lambda: app.fit_outcome is not None)
+        await asyncio.sleep(0.5)
+        await pilot.pause()
+        assert app.fit_outcome.generation == app._fit_generation
+        assert app.fit_outcome.result.resolved.n_ctx == 2048
+
+
+def test_fit_view_snapshot_empty_form(snap_compare):
+    app = sim_app("4xl4")
+
+    async def run_before(pilot):
+        app.poll_sync(2)
+        await pilot.press("4")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_launch_view_snapshot_idle(snap_compare):
+    app = sim_app("4xl4")
+
+    async def run_before(pilot):
+        app.poll_sync(2)
+        await pilot.press("5")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
