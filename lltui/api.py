@@ -11,6 +11,7 @@ are none; pass ``source="sim:PROFILE"`` to read a simulated rig instead.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from lltui.core.models import RigSample, SourceUnavailable
@@ -145,21 +146,54 @@ def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") ->
 # -- the rough path: sizes in billions of parameters ----------------------------------------
 
 
+ModelRef = float | str | os.PathLike[str]
+
+
+def _exact_vram(path: str | os.PathLike[str], quantization: str | None, context_size: int) -> int:
+    """What llama.cpp allocates on one GPU that takes every layer (weights, KV, compute),
+    for the GGUF, or for its ``quantization`` as llama-quantize would write it."""
+    from lltui.core.devices_spec import DeviceSpec
+    from lltui.core.fit import FitOptions, estimate
+    from lltui.core.llama_flags import parse_llama_args
+    from lltui.core.quant import as_quantized, quant_sizes
+    from lltui.sources.fit_devices import read_model
+
+    model = read_model(os.fspath(path))
+    if quantization:
+        wanted = quantization.strip().upper()
+        rows = [r for r in quant_sizes(model) if r.name.upper() == wanted and not r.error]
+        if not rows:
+            raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
+        model = as_quantized(model, rows[0])
+    settings = parse_llama_args(["-c", str(context_size), "-ngl", "all", "-np", "1"])
+    big = 1 << 50
+    device = DeviceSpec(name="CUDA0", kind="cuda", total_bytes=big, free_bytes=big)
+    result = estimate(model, settings, [device], FitOptions(search=False))
+    return sum(d.total_bytes for d in result.devices if d.kind != "cpu")
+
+
 def estimate_model_vram(
-    model_size_b: float,
-    quantization: str = "Q4_K_M",
+    model_size_b: ModelRef,
+    quantization: str | None = "Q4_K_M",
     context_size: int = 4096,
     overhead_factor: float = 1.15,
 ) -> int:
-    """Rough VRAM in bytes for a model of ``model_size_b`` billion parameters: weights at the
-    type's bits per weight plus an f16 KV cache of a Llama-class shape, times
-    ``overhead_factor``. A rule of thumb; ``lltui fit MODEL.gguf`` gives llama.cpp's own
-    per-GPU numbers."""
-    return estimate_vram_bytes(model_size_b, quantization, context_size, overhead_factor)
+    """VRAM in bytes to run a model fully on one GPU.
+
+    Given a GGUF path, the exact estimator: what llama.cpp allocates (weights, KV cache,
+    compute buffers) for that file at ``context_size``, or for its ``quantization`` as
+    llama-quantize would write it (None: the file as it is); ``overhead_factor`` is not used.
+    Given a size in billions of parameters, a rule of thumb: weights at the type's bits per
+    weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``."""
+    if isinstance(model_size_b, str | os.PathLike):
+        return _exact_vram(model_size_b, quantization, context_size)
+    return estimate_vram_bytes(
+        model_size_b, quantization or "Q4_K_M", context_size, overhead_factor
+    )
 
 
 def can_fit_model(
-    model_size_b: float,
+    model_size_b: ModelRef,
     quantization: str = "Q4_K_M",
     context_size: int = 4096,
     gpu_indices: list[int] | None = None,
@@ -172,18 +206,31 @@ def can_fit_model(
 
 
 def recommend_quantization(
-    model_size_b: float,
+    model_size_b: ModelRef,
     available_vram_gb: float | None = None,
     context_size: int = 4096,
     source: str = "nvml",
 ) -> str:
-    """The highest-quality llama-quantize type whose rough estimate fits ``available_vram_gb``
-    (GB of 10^9 bytes; None reads the free VRAM of the GPUs now). Raises ValueError when not
-    even the smallest type fits."""
+    """The highest-quality llama-quantize type that fits ``available_vram_gb`` (GB of 10^9
+    bytes; None reads the free VRAM of the GPUs now): by the exact estimator for a GGUF path,
+    by the rule of thumb for a size in billions. Raises ValueError when none fits."""
     if available_vram_gb is None:
         available = get_free_vram(source=source)
     else:
         available = int(available_vram_gb * 1e9)
+    if isinstance(model_size_b, str | os.PathLike):
+        from lltui.core.rough import QUALITY_ORDER
+
+        path = model_size_b
+        quant = next(
+            (q for q in QUALITY_ORDER if _exact_vram(path, q, context_size) <= available),
+            None,
+        )
+        if quant is None:
+            raise ValueError(
+                f"no quantization of {os.fspath(path)} fits in {available / 1e9:.1f} GB"
+            )
+        return quant
     quant = best_quant_for(model_size_b, available, context_size)
     if quant is None:
         raise ValueError(

@@ -138,3 +138,23 @@ def test_can_fit_and_presets_and_auto_config():
     small = auto_config(1.0, source="sim:mixed-4090-3090")
     assert small.split_mode is SplitMode.NONE and small.n_gpu == 2
     assert auto_config(7.0, source="sim:colab-t4").n_gpu == 1
+
+
+def test_with_a_gguf_path_the_exact_estimator_is_used(tmp_path):
+    import gguf_factory as gf
+
+    from lltui.api import can_fit_model, estimate_model_vram, recommend_quantization
+    from lltui.core.gguf import read_gguf
+
+    path = tmp_path / "tiny.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "F16")
+    as_is = estimate_model_vram(str(path), None, 512)
+    weights = sum(t.nbytes for t in read_gguf(path).tensors)
+    assert as_is > weights * 0.9  # the weights (less the input embeddings on the host) + KV
+    q4 = estimate_model_vram(path, "Q4_K_M", 512)
+    assert q4 < as_is  # a 4-bit what-if of an f16 file is smaller
+    assert estimate_model_vram(path, None, 4096) > as_is  # more context, more KV
+    with pytest.raises(ValueError, match="no type"):
+        estimate_model_vram(path, "Q9_Z", 512)
+    assert can_fit_model(str(path), None, 512, source="sim:kaggle-2xt4")
+    assert recommend_quantization(str(path), available_vram_gb=1.0) == "Q8_0"
