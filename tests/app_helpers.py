@@ -95,3 +95,15 @@ class RaisingSource:
 
     def close(self) -> None:
         pass
+
+
+async def wait_for(predicate, timeout: float = 10.0, step: float = 0.02) -> None:
+    """Let the app run until ``predicate()`` holds; fail the test after ``timeout`` seconds."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(step)

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from app_helpers import HangingSource, RaisingSource, StepClock, feed, sim_app
+from app_helpers import HangingSource, RaisingSource, StepClock, feed, sim_app, wait_for
 
 from lltui.app.screens.gpu_detail import GpuDetailScreen
 from lltui.app.widgets.gpu_card import GpuCard
@@ -11,15 +11,6 @@ from lltui.app.widgets.process_table import ProcessTable
 
 def text_of(app, selector: str) -> str:
     return str(app.screen.query_one(selector).render())
-
-
-async def wait_for(predicate, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_banner_names_and_cards_on_a_simulated_rig():

@@ -4,7 +4,7 @@ import asyncio
 
 import gguf_factory as gf
 import pytest
-from app_helpers import sim_app
+from app_helpers import sim_app, wait_for
 
 from lltui.app.fit_state import FitRequest, compute, form_flags
 from lltui.app.screens.fit import FitScreen, stacked_bar
@@ -15,15 +15,6 @@ def model_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("fitview") / "tiny-llama.gguf"
     gf.write_model(path, gf.SPECS["llama"](), "F16")
     return path
-
-
-async def wait_for(predicate, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def test_form_flags_skip_empty_fields_and_keep_extra():

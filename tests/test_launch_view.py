@@ -7,7 +7,7 @@ import signal
 
 import httpx
 import pytest
-from app_helpers import sim_app
+from app_helpers import sim_app, wait_for
 from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.launch_state import make_spec, parse_hostport
@@ -23,15 +23,6 @@ READY_TIMEOUT_S = 90.0
 def server_env(llama_bins, monkeypatch):
     monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
-
-
-async def wait_for(predicate, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 def alive(pid: int) -> bool:

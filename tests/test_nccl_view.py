@@ -1,24 +1,14 @@
 """The NCCL view: facts off the UI thread, findings, the bench button, a loaded file."""
 
-import asyncio
 from pathlib import Path
 
 import pytest
-from app_helpers import sim_app
+from app_helpers import sim_app, wait_for
 
 from lltui.app.screens.nccl import NcclScreen
 from lltui.sources.sim import PROFILES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "nccl"
-
-
-async def wait_for(predicate, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def loaded(app) -> bool:

@@ -1,21 +1,10 @@
 """The topology view: loads off the UI thread, colours the matrix, shows advice."""
 
-import asyncio
-
 import pytest
-from app_helpers import sim_app
+from app_helpers import sim_app, wait_for
 
 from lltui.app.screens.topology import TopologyScreen, cell_style
 from lltui.sources.sim import PROFILES
-
-
-async def wait_for(predicate, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def loaded(app) -> bool:

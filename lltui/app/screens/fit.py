@@ -8,12 +8,11 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.markup import escape
-from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Label, Select, Static
+from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest
 from lltui.app.model import RigModel
-from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.app.screens.base import ViewScreen
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
 from lltui.sources.sim import PROFILES
 
@@ -106,10 +105,8 @@ def render_verdict(outcome: FitOutcome) -> str:
     return "\n".join(lines)
 
 
-class FitScreen(Screen[None]):
-    def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield Static("", id="banner")
+class FitScreen(ViewScreen):
+    def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="fit-page"):
             with Horizontal(classes="fit-row"):
                 yield Input(placeholder="path to a .gguf file", id="fit-model")
@@ -130,7 +127,6 @@ class FitScreen(Screen[None]):
             yield Static("", id="fit-verdict")
             yield Static("", id="fit-bars")
             yield DataTable(id="fit-quants", cursor_type="row")
-        yield Footer()
 
     def _device_options(self) -> list[tuple[str, str]]:
         opts = [("this rig, free memory now", LIVE)]
@@ -150,29 +146,10 @@ class FitScreen(Screen[None]):
         find = getattr(self.app, "find_models", None)
         if find is not None:
             find()
-        self._render_all()
+        self.render_all()
 
-    def on_screen_resume(self) -> None:
-        self._render_all()
-
-    def _render_all(self) -> None:
-        render = getattr(self.app, "render_model", None)
-        if render is not None:
-            render()
+    def show_view(self) -> None:
         self.show_fit()
-
-    def show(self, model: RigModel) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one(StatusBar).show(model, None)
-        banner = self.query_one("#banner", Static)
-        text = render_banner(model.info)
-        banner.display = bool(text)
-        banner.update(text)
-
-    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        if self.is_mounted:
-            self.query_one(StatusBar).show(model, busy_for)
 
     # -- the form ------------------------------------------------------------------------
     def request(self) -> FitRequest:

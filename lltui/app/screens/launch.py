@@ -8,12 +8,11 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
-from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Log, Static
+from textual.widgets import Button, DataTable, Input, Log, Static
 
 from lltui.app.launch_state import DEFAULT_HOSTPORT, LaunchState
 from lltui.app.model import RigModel
-from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.app.screens.base import ViewScreen
 from lltui.core.balance import imbalances
 from lltui.core.units import compact_indexes, spark
 
@@ -89,10 +88,8 @@ def render_balance(model: RigModel, pid: int | None) -> str:
     return "\n".join(parts)
 
 
-class LaunchScreen(Screen[None]):
-    def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield Static("", id="banner")
+class LaunchScreen(ViewScreen):
+    def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="launch-page"):
             with Horizontal(classes="launch-row"):
                 yield Input(placeholder="model.gguf", id="launch-model")
@@ -115,7 +112,6 @@ class LaunchScreen(Screen[None]):
                     yield Static("", id="launch-rates")
                     yield Static("", id="launch-balance")
             yield Log(max_lines=2000, id="launch-log")
-        yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one("#launch-placement", DataTable)
@@ -124,7 +120,7 @@ class LaunchScreen(Screen[None]):
         self._placement_keys: set[str] = set()
         self._lines_shown = 0
         self._take_prefill()
-        self._render_all()
+        self.render_all()
 
     def _take_prefill(self) -> None:
         """Settings carried from the fit view, taken once."""
@@ -140,12 +136,9 @@ class LaunchScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         self._take_prefill()
-        self._render_all()
+        self.render_all()
 
-    def _render_all(self) -> None:
-        render = getattr(self.app, "render_model", None)
-        if render is not None:
-            render()
+    def show_view(self) -> None:
         self.show_launch()
 
     # -- the form ------------------------------------------------------------------------
@@ -192,15 +185,6 @@ class LaunchScreen(Screen[None]):
             controller = getattr(self.app, "launch", None)
             pid = controller.state.pid if controller is not None else None
             self.query_one("#launch-balance", Static).update(render_balance(model, pid))
-
-    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one(StatusBar).show(model, busy_for)
-        banner = self.query_one("#banner", Static)
-        text = render_banner(model.info)
-        banner.display = bool(text)
-        banner.update(text)
 
     def show_preview(self, line: str, note: str | None) -> None:
         if not self.is_mounted:

@@ -11,7 +11,7 @@ from textual.widgets import Footer, Static
 from lltui.app.model import RigModel
 from lltui.app.widgets.gpu_card import GpuCard, render_card
 from lltui.app.widgets.process_table import ProcessTable
-from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.app.widgets.status import StatusBar, show_header
 from lltui.core.balance import imbalances
 from lltui.core.models import RigSample
 from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
@@ -111,12 +111,7 @@ class MonitorScreen(Screen[None]):
     def show(self, model: RigModel) -> None:
         if not self._ready:  # a sample can arrive before this screen is composed
             return
-        status = self.query_one(StatusBar)
-        status.show(model, getattr(self.app, "busy_for", lambda: None)())
-        banner = self.query_one("#banner", Static)
-        text = render_banner(model.info)
-        banner.display = bool(text)
-        banner.update(text)
+        show_header(self, model, getattr(self.app, "busy_for", lambda: None)())
         sample = model.latest
         if sample is None:
             self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")

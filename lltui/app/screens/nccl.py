@@ -8,11 +8,9 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
-from textual.screen import Screen
-from textual.widgets import Button, Footer, Input, Static
+from textual.widgets import Button, Input, Static
 
-from lltui.app.model import RigModel
-from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.app.screens.base import ViewScreen
 from lltui.core.nccl_env import Finding, explain_variable
 
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -74,10 +72,8 @@ def render_findings(findings: tuple[Finding, ...]) -> str:
     return "\n".join(lines)
 
 
-class NcclScreen(Screen[None]):
-    def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield Static("", id="banner")
+class NcclScreen(ViewScreen):
+    def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="nccl-page"):
             yield Static("[$text-muted]looking for libnccl…[/]", id="nccl-library")
             yield Static("", id="nccl-findings", classes="nccl-section")
@@ -87,34 +83,15 @@ class NcclScreen(Screen[None]):
                 yield Input(placeholder="path to an NCCL log or nccl-tests output", id="nccl-file")
             yield Static("", id="nccl-bench-result", classes="nccl-section")
             yield Static("", id="nccl-file-result", classes="nccl-section")
-        yield Footer()
 
     def on_mount(self) -> None:
         load = getattr(self.app, "load_nccl", None)
         if load is not None:
             load()
-        self._render_all()
+        self.render_all()
 
-    def on_screen_resume(self) -> None:
-        self._render_all()
-
-    def _render_all(self) -> None:
-        render = getattr(self.app, "render_model", None)
-        if render is not None:
-            render()
+    def show_view(self) -> None:
         self.show_nccl()
-
-    def show(self, model: RigModel) -> None:
-        self.refresh_status(model, None)
-
-    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one(StatusBar).show(model, busy_for)
-        banner = self.query_one("#banner", Static)
-        text = render_banner(model.info)
-        banner.display = bool(text)
-        banner.update(text)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "nccl-bench":

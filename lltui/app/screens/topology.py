@@ -5,11 +5,9 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import HorizontalScroll, VerticalScroll
 from textual.markup import escape
-from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
-from lltui.app.model import RigModel
-from lltui.app.widgets.status import StatusBar, render_banner
+from lltui.app.screens.base import ViewScreen
 from lltui.core.models import GpuStatic
 from lltui.core.topo import Topology, link_meaning
 from lltui.core.topo_advice import Advice
@@ -98,12 +96,10 @@ def render_advice(advice: tuple[Advice, ...]) -> str:
     return "\n".join(lines) or "[$text-muted]no advice[/]"
 
 
-class TopologyScreen(Screen[None]):
+class TopologyScreen(ViewScreen):
     """Reads the topology once (off the UI thread) and shows it."""
 
-    def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield Static("", id="banner")
+    def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="topo-page"):
             yield Static("[$text-muted]reading the topology…[/]", id="topo-title")
             with HorizontalScroll(id="topo-matrix-scroll"):
@@ -112,34 +108,15 @@ class TopologyScreen(Screen[None]):
             yield Static("", id="topo-devices", classes="topo-section")
             yield Static("", id="topo-warnings", classes="topo-section")
             yield Static("", id="topo-advice", classes="topo-section")
-        yield Footer()
 
     def on_mount(self) -> None:
         load = getattr(self.app, "load_topology", None)
         if load is not None:
             load()
-        self._render_all()
+        self.render_all()
 
-    def on_screen_resume(self) -> None:
-        self._render_all()
-
-    def _render_all(self) -> None:
-        render = getattr(self.app, "render_model", None)
-        if render is not None:
-            render()
+    def show_view(self) -> None:
         self.show_topology()
-
-    def show(self, model: RigModel) -> None:
-        self.refresh_status(model, None)
-
-    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one(StatusBar).show(model, busy_for)
-        banner = self.query_one("#banner", Static)
-        text = render_banner(model.info)
-        banner.display = bool(text)
-        banner.update(text)
 
     def show_topology(self) -> None:
         state = getattr(self.app, "topology_state", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.markup import escape
 from textual.widgets import Static
 
@@ -47,6 +49,15 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
     for hint in info.hints:
         line += f"\n[$warning]hint:[/] {escape(hint)}"
     return line
+
+
+def show_header(screen: Any, model: RigModel, busy_for: float | None) -> None:
+    """Update a screen's status line and SIMULATED banner (``#status`` and ``#banner``)."""
+    screen.query_one(StatusBar).show(model, busy_for)
+    banner = screen.query_one("#banner", Static)
+    text = render_banner(model.info)
+    banner.display = bool(text)
+    banner.update(text)
 
 
 class StatusBar(Static):
