@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from lltui.commands import CliError, print_json
@@ -94,8 +95,23 @@ def split_args(argv: list[str]) -> tuple[str | None, list[str], dict[str, Any]]:
     return model, llama, own
 
 
-def run(args: argparse.Namespace) -> int:
-    from lltui.core.fit import FitError, FitOptions, estimate
+@dataclass
+class FitInputs:
+    """What ``fit`` and ``quant`` read from their command line, checked."""
+
+    model_path: str
+    model: Any  # GgufModel
+    settings: Any  # LlamaSettings
+    devices: list[Any]  # DeviceSpec, in llama.cpp's order
+    notes: list[str]
+    own: dict[str, Any]
+    options: Any  # FitOptions
+
+
+def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
+    """Parse and check the command line shared by ``fit`` and ``quant``; None after --help.
+    Bad input raises CliError (exit 2) with one line."""
+    from lltui.core.fit import FitOptions
     from lltui.core.llama_flags import parse_llama_args
     from lltui.core.units import MIB, parse_size
     from lltui.sources.fit_devices import (
@@ -105,27 +121,26 @@ def run(args: argparse.Namespace) -> int:
         resolve_devices,
     )
 
-    model_path, llama_argv, own = split_args(list(args.argv))
+    model_path, llama_argv, own = split_args(argv)
     if own["help"]:
-        sys.stdout.write(HELP)
-        return 0
+        sys.stdout.write(help_text)
+        return None
     try:
         settings = parse_llama_args(llama_argv)
     except ValueError as exc:
-        raise CliError(f"fit: {exc}", 2) from None
+        raise CliError(f"{verb}: {exc}", 2) from None
     model_path = model_path or settings.model_path
     if not model_path:
-        raise CliError("fit: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
+        raise CliError(f"{verb}: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
 
-    notes: list[str] = []
     margin = 1024 * MIB
     if own.get("margin") is not None:
         try:
             margin = int(float(own["margin"]) * MIB)
         except ValueError:
-            raise CliError(f"fit: --margin expects MiB, got {own['margin']!r}", 2) from None
+            raise CliError(f"{verb}: --margin expects MiB, got {own['margin']!r}", 2) from None
         if margin < 0:
-            raise CliError("fit: --margin must not be negative", 2)
+            raise CliError(f"{verb}: --margin must not be negative", 2)
     elif settings.fit_target_mib:
         margin = settings.fit_target_mib[0] * MIB
     host_free: int | None = None
@@ -133,21 +148,30 @@ def run(args: argparse.Namespace) -> int:
         try:
             host_free = parse_size(own["host_free"])
         except ValueError as exc:
-            raise CliError(f"fit: --host-free: {exc}", 2) from None
-    repack = own.get("cpu") or "x86"
-
+            raise CliError(f"{verb}: --host-free: {exc}", 2) from None
     try:
         model = read_model(model_path)
-        devices, dev_notes = resolve_devices(own.get("gpus"), settings.rpc)
+        devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
     except DeviceSpecError as exc:
         msg = str(exc)
-        raise CliError(msg if msg.startswith(model_path) else f"fit: {msg}", 2) from None
-    notes += dev_notes
-    local = own.get("gpus") is None
-    if host_free is None:
-        host_free = host_available()
+        raise CliError(msg if msg.startswith(model_path) else f"{verb}: {msg}", 2) from None
+    options = FitOptions(
+        margin_bytes=margin,
+        host_free_bytes=host_available() if host_free is None else host_free,
+        repack_profile=own.get("cpu") or "x86",
+    )
+    return FitInputs(model_path, model, settings, devices, notes, own, options)
 
-    opts = FitOptions(margin_bytes=margin, host_free_bytes=host_free, repack_profile=repack)
+
+def run(args: argparse.Namespace) -> int:
+    from lltui.core.fit import FitError, estimate
+
+    inputs = read_inputs(list(args.argv), "fit", HELP)
+    if inputs is None:
+        return 0
+    model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
+    devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
+    local = own.get("gpus") is None
     try:
         result = estimate(model, settings, devices, opts)
     except FitError as exc:

@@ -5,10 +5,9 @@ devices, whether it fits and the largest context it leaves. Any GGUF of the mode
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from lltui.commands import CliError, print_json
+from lltui.commands import print_json
 
 HELP = """\
 usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
@@ -36,43 +35,16 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands.fit import split_args
-    from lltui.core.fit import FitOptions
-    from lltui.core.llama_flags import parse_llama_args
+    from lltui.commands.fit import read_inputs
     from lltui.core.quant_fit import best_fitting, quant_table
     from lltui.core.units import MIB, fmt_bytes
-    from lltui.sources.fit_devices import (
-        DeviceSpecError,
-        describe,
-        host_available,
-        read_model,
-        resolve_devices,
-    )
+    from lltui.sources.fit_devices import describe
 
-    model_path, llama_argv, own = split_args(list(args.argv))
-    if own["help"]:
-        sys.stdout.write(HELP)
+    inputs = read_inputs(list(args.argv), "quant", HELP)
+    if inputs is None:
         return 0
-    try:
-        settings = parse_llama_args(llama_argv)
-    except ValueError as exc:
-        raise CliError(f"quant: {exc}", 2) from None
-    model_path = model_path or settings.model_path
-    if not model_path:
-        raise CliError("quant: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
-    margin = 1024 * MIB
-    if own.get("margin") is not None:
-        try:
-            margin = int(float(own["margin"]) * MIB)
-        except ValueError:
-            raise CliError(f"quant: --margin expects MiB, got {own['margin']!r}", 2) from None
-    try:
-        model = read_model(model_path)
-        devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
-    except DeviceSpecError as exc:
-        msg = str(exc)
-        raise CliError(msg if msg.startswith(model_path) else f"quant: {msg}", 2) from None
-    opts = FitOptions(margin_bytes=margin, host_free_bytes=host_available())
+    model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
+    devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
     table = quant_table(model, settings, devices, opts)
     summary = table[0].result.model if table and table[0].result else {}
     if own["json"]:
