@@ -255,12 +255,19 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_stop_escalates_when_an_open_stream_holds_shutdown(llama_bins, slow_model):
-    spec = LaunchSpec(model=str(slow_model), port=free_port(), ctx_size=4096)
+    # a context long enough that the stream cannot finish within the grace period
+    spec = LaunchSpec(model=str(slow_model), port=free_port(), ctx_size=16384, n_parallel=1)
     with supervised(llama_bins, spec) as sup:
         sup.start()
         assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()
         with httpx.Client(base_url=spec.url, timeout=60.0, trust_env=False) as client:
-            body = {"prompt": "the gpu", "n_predict": 3000, "stream": True, "seed": 3}
+            body = {
+                "prompt": "the gpu",
+                "n_predict": 16000,
+                "ignore_eos": True,
+                "stream": True,
+                "seed": 3,
+            }
             with client.stream("POST", "/completion", json=body) as resp:
                 chunks = resp.iter_lines()
                 for _ in range(5):  # the stream is flowing
