@@ -15,18 +15,9 @@ import time
 
 from lltui.app.app import create_app
 from lltui.config import Settings
-from lltui.sources.sim import SimSource
+from lltui.sources.sim import SimSource, StepClock
 
 PROFILES = (("kaggle-2xt4", 2), ("8xh100-sxm", 8), ("16xv100-dgx2", 16))
-
-
-class StepClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 async def measure(profile: str, ticks: int, size: tuple[int, int]) -> tuple[float, float, float]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lltui.app.app import create_app
 from lltui.config import Settings
-from lltui.sources.sim import SimSource
+from lltui.sources.sim import SimSource, StepClock
 
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
 SAMPLES = 60
@@ -36,15 +36,6 @@ SHOTS: tuple[tuple[str, str, tuple[int, int], str, str], ...] = (
     ("topology-8xh100-sxm", "8xh100-sxm", (120, 45), "dark", "topology"),
     ("nccl-2x3090-nvlink", "2x3090-nvlink", (120, 30), "dark", "nccl"),
 )
-
-
-class StepClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 async def shoot(stem: str, profile: str, size: tuple[int, int], theme: str, view: str) -> Path:

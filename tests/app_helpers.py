@@ -7,23 +7,7 @@ import threading
 from lltui.app.app import LltuiApp, create_app
 from lltui.config import Settings
 from lltui.core.models import RigInfo, RigSample
-from lltui.sources.sim import SimSource
-
-
-class StepClock:
-    """A clock that moves only when told (or by ``step`` per call when step > 0)."""
-
-    def __init__(self, start: float = 1000.0, step: float = 0.0) -> None:
-        self.now = start
-        self.step = step
-
-    def __call__(self) -> float:
-        value = self.now
-        self.now += self.step
-        return value
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from lltui.sources.sim import SimSource, StepClock
 
 
 def sim_app(
@@ -40,7 +24,7 @@ def sim_app(
     return create_app(
         settings,
         source=src,  # type: ignore[arg-type]
-        clock=clock or StepClock(),
+        clock=clock or StepClock(1000.0, step=0.0),
         start_polling=start_polling,
     )
 

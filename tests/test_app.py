@@ -127,7 +127,7 @@ async def test_window_and_graph_toggles():
 
 
 async def test_hanging_source_keeps_ui_responsive_and_marks_data_stale():
-    clock = StepClock()
+    clock = StepClock(1000.0, step=0.0)
     source = HangingSource()
     app = sim_app(source=source, clock=clock, interval=0.25, start_polling=True)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -51,21 +51,11 @@ from lltui.sources.nvml import (
     cuda_version_text,
     probe_nvml,
 )
+from lltui.sources.sim import StepClock
 
 EVERY_TTL = max(DEFAULT_SLOW_TTL_S, DEFAULT_PROCESS_TTL_S, DEFAULT_PCIE_TTL_S)
 ME = os.getpid()
 PARENT = os.getppid()
-
-
-class StepClock:
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def start(
@@ -78,7 +68,7 @@ def start(
 ) -> tuple[FakeNvml, NvmlSource, StepClock]:
     fake = FakeNvml(gpus if gpus is not None else make_gpus(2), driver=driver, binding=binding)
     fake.install(monkeypatch)
-    clock = StepClock()
+    clock = StepClock(1000.0, step=0.0)
     src = NvmlSource(clock=clock, wall=lambda: 1_767_225_600.0, env=env or {})
     return fake, src, clock
 
@@ -748,7 +738,7 @@ def test_pcie_throughput_never_runs_on_the_fast_path(monkeypatch):
 
 def test_ttls_are_constructor_arguments(monkeypatch):
     fake = FakeNvml(make_gpus(1)).install(monkeypatch)
-    clock = StepClock()
+    clock = StepClock(1000.0, step=0.0)
     src = NvmlSource(slow_ttl_s=0.5, process_ttl_s=10.0, pcie_ttl_s=100.0, clock=clock, env={})
     src.open()
     src.poll()

@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from lltui.core.llama_flags import KV_CACHE_TYPES
 from lltui.core.multigpu import MultiGPUConfig, SplitMode
 
 DEFAULT_HOST = "127.0.0.1"
@@ -29,17 +30,6 @@ DEFAULT_PORT = 8080
 PLACEMENT_LOG_VERBOSITY = 4
 MASK = "***"
 
-KV_CACHE_TYPES: tuple[str, ...] = (
-    "f32",
-    "f16",
-    "bf16",
-    "q8_0",
-    "q4_0",
-    "q4_1",
-    "iq4_nl",
-    "q5_0",
-    "q5_1",
-)
 FLASH_ATTN_VALUES: tuple[str, ...] = ("on", "off", "auto")
 LOAD_MODES: tuple[str, ...] = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
 

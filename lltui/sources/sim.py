@@ -403,6 +403,23 @@ def phase_at(t: float) -> tuple[str, float]:
 SERVER_PID = 41234
 
 
+class StepClock:
+    """A clock for reproducible runs of a simulated rig: it moves by ``step`` on each read
+    (0: only when told by ``advance``)."""
+
+    def __init__(self, start: float = 0.0, step: float = 1.0) -> None:
+        self.now = start
+        self.step = step
+
+    def __call__(self) -> float:
+        value = self.now
+        self.now += self.step
+        return value
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class SimSource:
     """A simulated rig. ``clock`` returns seconds; ``start`` is where on the timeline the rig
     is when opened (the default lands in a served model's generation phase)."""
