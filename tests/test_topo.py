@@ -637,6 +637,16 @@ def test_smi_over_ssh_builds_a_batch_mode_argv():
     argv = seen[0]
     assert argv[0] == "/usr/bin/ssh" and "BatchMode=yes" in argv
     assert argv[argv.index("gpu-box") + 1 :] == ["nvidia-smi", "topo", "-m"]
+    assert argv[argv.index("gpu-box") - 1] == "--"  # nothing after it is an ssh option
+
+
+@pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/x", "box; rm -rf ~", "a b"])
+def test_smi_over_ssh_refuses_hosts_ssh_would_misread(host):
+    def run(argv, **kw):
+        raise AssertionError(f"ran {argv}")
+
+    with pytest.raises(ValueError, match="host"):
+        topo_source.read_smi_topology(host=host, run=run, which=lambda n: f"/usr/bin/{n}")
 
 
 def test_gpu_query_parser_handles_old_drivers_and_na():

@@ -21,9 +21,9 @@ from typing import Any
 from lltui.core.models import GpuStatic, SourceUnavailable
 from lltui.core.topo import Topology, parse_p2p_matrix, parse_topology
 from lltui.core.units import MIB
+from lltui.sources.smi import smi_argv
 
 SMI_TIMEOUT_S = 15.0
-SSH_CONNECT_TIMEOUT_S = 10
 QUERY_FIELDS = (
     "index",
     "name",
@@ -69,16 +69,8 @@ def run_smi(
         ssh = which("ssh")
         if ssh is None:
             raise SourceUnavailable("ssh is not on PATH (needed for smi:HOST)")
-        argv = [
-            ssh,
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}",
-            host,
-            "nvidia-smi",
-            *args,
-        ]
+        # the smi source's argv: host checked (no leading '-'), '--' before it, safe words
+        argv = [ssh, *smi_argv(args, host)[1:]]
     shown = "nvidia-smi " + " ".join(args) + (f" on {host}" if host else "")
     try:
         proc = run(
