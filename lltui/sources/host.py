@@ -42,31 +42,35 @@ class HostSampler:
         interval since the previous tick (the first tick of a pid reads 0.0).
         """
         out = []
-        seen: set[int] = set()
+        # A process on several GPUs is listed once per GPU: ask the host once per pid, or
+        # the second cpu_percent() would read the few microseconds since the first.
+        host_facts: dict[int, dict[str, object] | None] = {}
         for gp in processes:
-            seen.add(gp.pid)
-            proc = self._procs.get(gp.pid)
-            try:
-                if proc is None:
-                    proc = psutil.Process(gp.pid)
-                    self._procs[gp.pid] = proc
-                with proc.oneshot():
-                    cmdline = proc.cmdline()
-                    out.append(
-                        replace(
-                            gp,
-                            name=proc.name(),
-                            user=proc.username(),
-                            command=" ".join(cmdline) if cmdline else proc.name(),
-                            host_rss=int(proc.memory_info().rss),
-                            cpu_pct=proc.cpu_percent(interval=None),
-                        )
-                    )
-            except (psutil.Error, OSError):
-                # Gone, or in another PID namespace (containers without --pid=host).
-                self._procs.pop(gp.pid, None)
-                out.append(gp)
+            if gp.pid not in host_facts:
+                host_facts[gp.pid] = self._host_facts(gp.pid)
+            facts = host_facts[gp.pid]
+            out.append(gp if facts is None else replace(gp, **facts))  # type: ignore[arg-type]
         for pid in list(self._procs):
-            if pid not in seen:
+            if pid not in host_facts:
                 del self._procs[pid]
         return tuple(out)
+
+    def _host_facts(self, pid: int) -> dict[str, object] | None:
+        proc = self._procs.get(pid)
+        try:
+            if proc is None:
+                proc = psutil.Process(pid)
+                self._procs[pid] = proc
+            with proc.oneshot():
+                cmdline = proc.cmdline()
+                return {
+                    "name": proc.name(),
+                    "user": proc.username(),
+                    "command": " ".join(cmdline) if cmdline else proc.name(),
+                    "host_rss": int(proc.memory_info().rss),
+                    "cpu_pct": proc.cpu_percent(interval=None),
+                }
+        except (psutil.Error, OSError):
+            # Gone, or in another PID namespace (containers without --pid=host).
+            self._procs.pop(pid, None)
+            return None

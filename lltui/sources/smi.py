@@ -306,8 +306,12 @@ class SmiSource:
                 hints=self._hints(),
             )
         statics = self._info.gpus
-        procs = processes_by_gpu(apps, statics)
         sampler = self._host() if self.host is None else None
+        procs = processes_by_gpu(apps, statics)
+        if sampler is not None and procs:
+            # enrich all at once: the sampler keeps only the pids of its latest call
+            enriched = iter(sampler.enrich([p for ps in procs.values() for p in ps]))
+            procs = {gpu: tuple(next(enriched) for _ in ps) for gpu, ps in procs.items()}
         host = sampler.sample() if sampler is not None else HostSample()
         gpus = []
         for static in statics:
@@ -316,10 +320,7 @@ class SmiSource:
                 reason = "missing from nvidia-smi output" + (f" ({chatter})" if chatter else "")
                 gpus.append(GpuSample(info=static, lost=True, error=reason))
                 continue
-            found = procs.get(static.index, ())
-            if found and sampler is not None:
-                found = sampler.enrich(found)
-            gpus.append(replace(sample, processes=found))
+            gpus.append(replace(sample, processes=procs.get(static.index, ())))
         return RigSample(
             seq=self._seq.next(),
             t=now,
