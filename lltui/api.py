@@ -18,6 +18,7 @@ from lltui.core.models import RigSample, SourceUnavailable
 from lltui.core.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.nccl_env import NCCLDataType, NCCLResult
 from lltui.core.rough import best_quant_for, estimate_vram_bytes
+from lltui.sources.base import GpuSource
 from lltui.sources.nccl import (
     NCCLCommunicator,
     get_nccl_info,
@@ -72,11 +73,24 @@ class GPUInfo:
 
 
 def rig_sample(source: str = "nvml") -> RigSample | None:
-    """One sample of the rig ``source`` names, or None when that source cannot run here."""
+    """One sample of the rig ``source`` names, or None when that source cannot run here.
+
+    For NVML only the fast fields are read (names, memory, power...): no process lists,
+    PCIe throughput (20 ms per counter) or NVLink state, which these functions do not use."""
     from lltui.sources.registry import open_source
 
     try:
-        src, _info = open_source(source)
+        if source == "nvml":
+            import math
+
+            from lltui.sources.nvml import NvmlSource
+
+            src: GpuSource = NvmlSource(
+                slow_ttl_s=math.inf, process_ttl_s=math.inf, pcie_ttl_s=math.inf
+            )
+            src.open()
+        else:
+            src, _info = open_source(source)
     except (SourceUnavailable, ImportError):
         return None
     try:
@@ -91,8 +105,10 @@ def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
     if sample is None:
         return []
     out = []
+    # GPUs CUDA_VISIBLE_DEVICES hides have no CUDA index: this process cannot use them
+    cuda_known = any(g.info.cuda_index is not None for g in sample.gpus)
     for g in sample.gpus:
-        if g.lost:
+        if g.lost or (cuda_known and g.info.cuda_index is None):
             continue
         info = g.info
         cc = info.compute_capability

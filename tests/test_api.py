@@ -158,3 +158,26 @@ def test_with_a_gguf_path_the_exact_estimator_is_used(tmp_path):
         estimate_model_vram(path, "Q9_Z", 512)
     assert can_fit_model(str(path), None, 512, source="sim:kaggle-2xt4")
     assert recommend_quantization(str(path), available_vram_gb=1.0) == "Q8_0"
+
+
+def test_nvml_reads_for_the_api_skip_slow_fields_and_hidden_gpus(monkeypatch):
+    from fake_pynvml import FakeNvml, make_gpus
+
+    from lltui import api
+
+    gpus = make_gpus(4, nvlinks=2)
+    for g in gpus:
+        g.compute_procs = [(1, 1024)]
+    fake = FakeNvml(gpus)
+    fake.install(monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    found = api.detect_gpus()
+    # only the two GPUs this process can use, numbered as CUDA numbers them
+    assert [g.index for g in found] == [0, 1]
+    assert {g.nvml_index for g in found} == {2, 3}
+    assert api.gpu_count() == 2
+    # names and memory only: no 20 ms PCIe counters, NVLink state or process lists
+    assert fake.count(function="nvmlDeviceGetPcieThroughput") == 0
+    assert fake.count(function="nvmlDeviceGetNvLinkState") == 0
+    assert fake.count(function="nvmlDeviceGetComputeRunningProcesses_v3") == 0

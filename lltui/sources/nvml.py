@@ -29,6 +29,7 @@ reason goes into ``GpuSample.error``.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -807,6 +808,8 @@ class NvmlSource:
 
     # -- a tick ---------------------------------------------------------------------------
     def _due(self, group: str, ttl: float, now: float) -> bool:
+        if ttl == math.inf:  # a group the caller does not want (one-shot API reads)
+            return False
         last = self._last.get(group)
         if last is not None and now - last < ttl:
             return False
