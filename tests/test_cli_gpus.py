@@ -102,3 +102,16 @@ def test_replay_of_a_foreign_file_is_one_line(tmp_path, capsys):
     assert main(["gpus", "--source", f"replay:{junk}"]) == 1
     err = capsys.readouterr().err.strip()
     assert str(junk) in err and len(err.splitlines()) == 1
+
+
+def test_subcommands_follow_lltui_source_and_the_config_file(capsys, monkeypatch, isolated_config):
+    monkeypatch.setenv("LLTUI_SOURCE", "sim:4xl4")
+    assert main(["gpus", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "sim:4xl4"
+    monkeypatch.delenv("LLTUI_SOURCE")
+    isolated_config.mkdir(parents=True, exist_ok=True)
+    (isolated_config / "config.toml").write_text('source = "sim:2x3090-nvlink"\n')
+    assert main(["topo", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["links"] == {"GPU0-GPU1": "NV4"}
+    assert main(["gpus", "--source", "sim:colab-t4", "--json"]) == 0  # the flag still wins
+    assert json.loads(capsys.readouterr().out)["source"] == "sim:colab-t4"

@@ -39,3 +39,17 @@ def add_replay_options(p: argparse.ArgumentParser, default: object = None) -> No
         help="replay one recorded sample per poll",
     )
     p.add_argument("--replay-loop", action="store_true", default=flag_default, help="loop a replay")
+
+
+def source_spec(args: argparse.Namespace) -> str:
+    """The source a subcommand reads: its own --source, the global one, then LLTUI_SOURCE
+    and the config file, as the app resolves it."""
+    given = getattr(args, "sub_source", None) or getattr(args, "source", None)
+    if given:
+        return str(given)
+    from lltui.config import ConfigError, load_settings
+
+    try:
+        return load_settings(None, path=getattr(args, "config", None)).source
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None

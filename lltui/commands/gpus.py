@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lltui.commands import CliError, add_replay_options, print_json
+from lltui.commands import CliError, add_replay_options, print_json, source_spec
 
 
 def register(sub: Any) -> None:
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.models import SourceUnavailable
     from lltui.sources.registry import open_source, replay_options
 
-    spec = args.sub_source or args.source
+    spec = source_spec(args)
     try:
         source, info = open_source(spec, replay=replay_options(args))
     except ValueError as exc:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-from lltui.commands import CliError, print_json
+from lltui.commands import CliError, print_json, source_spec
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are cut; no NCCL or nccl-tests line comes close
 
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.nccl_env import explain_variable
     from lltui.sources.nccl_report import nccl_report
 
-    source = getattr(args, "sub_source", None) or getattr(args, "source", None)
+    source = source_spec(args)
     try:
         report = nccl_report(source, lib_path=args.nccl_lib)
     except ValueError as exc:

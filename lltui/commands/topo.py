@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from lltui.commands import CliError, print_json
+from lltui.commands import CliError, print_json, source_spec
 
 MAX_INPUT_BYTES = 8 * 1024 * 1024  # a 16-GPU, 16-NIC matrix with legends is a few KiB
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         from lltui.sources.topo import topology_for_source
 
         try:
-            report = topology_for_source(args.sub_source or args.source)
+            report = topology_for_source(source_spec(args))
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         except SourceUnavailable as exc:

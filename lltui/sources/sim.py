@@ -442,7 +442,7 @@ class SimSource:
         self.seed = seed
         self._clock = clock or time.monotonic
         self._start = start
-        self._reason = reason or f"simulated rig chosen with --source sim:{profile}"
+        self._reason = reason or f"the simulated rig {profile} was asked for"
         self._wall_start = wall_start
         self._t0: float | None = None
         self._seq = SequenceCounter()
