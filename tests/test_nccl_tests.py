@@ -337,3 +337,19 @@ def test_tests_from_a_text_stdin(capsys, monkeypatch):
     data = json.loads(capsys.readouterr().out)
     assert data["avg_busbw"] == float(entry["truth"]["avg_bus_bandwidth"])
     assert data["collective"] == "all_reduce" and data["collective_inferred"] is True
+
+
+def test_a_run_that_failed_before_any_row_keeps_its_failure_and_exits_1(tmp_path, capsys):
+    from lltui.cli import main
+
+    text = (
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5\n"
+        "#  Rank  0 Group  0 Pid  4242 on    host0 device  0 [0x17] NVIDIA A40\n"
+        "#  Rank  1 Group  0 Pid  4242 on    host0 device  1 [0x31] NVIDIA A40\n"
+        "host0: Test NCCL failure common.cu:1008 'unhandled cuda error' / 'invalid device'\n"
+    )
+    path = tmp_path / "failed.txt"
+    path.write_text(text)
+    assert main(["nccl", "tests", str(path), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert "unhandled cuda error" in out

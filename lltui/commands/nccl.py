@@ -153,7 +153,8 @@ def run_tests(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print("\n\n".join(format_table(t) for t in result.tables))
-    return 0
+    failed_outright = any(t.failures and not t.rows for t in result.tables)
+    return 1 if failed_outright else 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -493,7 +493,10 @@ def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsResult:
             cur.bad_rows += 1
     if not cur.empty or cur.failures:
         tables.append(cur.build())
-    return NcclTestsResult(tables=tuple(t for t in tables if t.rows or t.avg_busbw_text), lines=n)
+    # an nccl-tests run (its device list printed) that failed before any row still tells
+    # why: keep its failure lines
+    kept = tuple(t for t in tables if t.rows or t.avg_busbw_text or (t.failures and t.devices))
+    return NcclTestsResult(tables=kept, lines=n)
 
 
 def parse_nccl_tests_text(text: str) -> NcclTestsResult:
