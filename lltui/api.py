@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from lltui.core.models import RigSample, SourceUnavailable
 from lltui.core.multigpu import MultiGPUConfig, SplitMode
@@ -165,27 +166,41 @@ def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") ->
 ModelRef = float | str | os.PathLike[str]
 
 
-def _exact_vram(path: str | os.PathLike[str], quantization: str | None, context_size: int) -> int:
-    """What llama.cpp allocates on one GPU that takes every layer (weights, KV, compute),
-    for the GGUF, or for its ``quantization`` as llama-quantize would write it."""
+def _one_gpu_vram(model: Any, context_size: int) -> int:
+    """What llama.cpp allocates on one GPU that takes every layer: weights, KV, compute."""
     from lltui.core.devices_spec import DeviceSpec
     from lltui.core.fit import FitOptions, estimate
     from lltui.core.llama_flags import parse_llama_args
-    from lltui.core.quant import as_quantized, quant_sizes
-    from lltui.sources.fit_devices import read_model
 
-    model = read_model(os.fspath(path))
-    if quantization:
-        wanted = quantization.strip().upper()
-        rows = [r for r in quant_sizes(model) if r.name.upper() == wanted and not r.error]
-        if not rows:
-            raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
-        model = as_quantized(model, rows[0])
     settings = parse_llama_args(["-c", str(context_size), "-ngl", "all", "-np", "1"])
     big = 1 << 50
     device = DeviceSpec(name="CUDA0", kind="cuda", total_bytes=big, free_bytes=big)
     result = estimate(model, settings, [device], FitOptions(search=False))
     return sum(d.total_bytes for d in result.devices if d.kind != "cpu")
+
+
+def _quant_models(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
+    """The GGUF header, read once, and every llama-quantize type of it by name."""
+    from lltui.core.quant import quant_sizes
+    from lltui.sources.fit_devices import read_model
+
+    model = read_model(os.fspath(path))
+    return model, {r.name.upper(): r for r in quant_sizes(model) if not r.error}
+
+
+def _exact_vram(path: str | os.PathLike[str], quantization: str | None, context_size: int) -> int:
+    """The one-GPU allocation for the GGUF, or for its ``quantization`` as llama-quantize
+    would write it."""
+    from lltui.core.quant import as_quantized
+    from lltui.sources.fit_devices import read_model
+
+    if not quantization:
+        return _one_gpu_vram(read_model(os.fspath(path)), context_size)
+    model, rows = _quant_models(path)
+    row = rows.get(quantization.strip().upper())
+    if row is None:
+        raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
+    return _one_gpu_vram(as_quantized(model, row), context_size)
 
 
 def estimate_model_vram(
@@ -235,11 +250,18 @@ def recommend_quantization(
     else:
         available = int(available_vram_gb * 1e9)
     if isinstance(model_size_b, str | os.PathLike):
+        from lltui.core.quant import as_quantized
         from lltui.core.rough import QUALITY_ORDER
 
         path = model_size_b
+        model, rows = _quant_models(path)
         quant = next(
-            (q for q in QUALITY_ORDER if _exact_vram(path, q, context_size) <= available),
+            (
+                q
+                for q in QUALITY_ORDER
+                if q in rows
+                and _one_gpu_vram(as_quantized(model, rows[q]), context_size) <= available
+            ),
             None,
         )
         if quant is None:
