@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -98,6 +98,8 @@ _CLEAN = {c: None for c in (*range(0, 9), *range(11, 32), 127)} | {
 MAX_NV_LINKS = 36  # NVML_NVLINK_MAX_LINKS: no GPU has more
 
 
+MAX_DEVICES = 256  # GPUs + NICs; a longer matrix is garbage, not a rig
+
 Pair = tuple[str, str, str]  # (device a, device b, cell as printed)
 Named = tuple[str, str]  # (device, value as printed)
 
@@ -125,20 +127,25 @@ class Topology:
     unreliable: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     source: str = "text"  # "text", "nvidia-smi", "nvml", "sim:PROFILE"
+    _index: dict[frozenset[str], str] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def found(self) -> bool:
         """Whether there was a matrix at all."""
         return bool(self.gpus)
 
+    def __post_init__(self) -> None:
+        # pair -> cell, so a matrix of n devices renders in n^2 lookups, not n^4 scans
+        index = {frozenset((x, y)): cell for x, y, cell in (*self.links, *self.gpu_nic_links)}
+        object.__setattr__(self, "_index", index)
+
     def link(self, a: str, b: str) -> str | None:
         """The cell between two devices (GPU or NIC), either order; ``X`` for one device."""
         if a == b:
             return "X"
-        for x, y, cell in (*self.links, *self.gpu_nic_links):
-            if (x == a and y == b) or (x == b and y == a):
-                return cell
-        return None
+        return self._index.get(frozenset((a, b)))
 
     def link_map(self) -> dict[str, str]:
         return {f"{a}-{b}": cell for a, b, cell in self.links}
@@ -454,6 +461,9 @@ def parse_topology(text: str) -> Topology:
         if row.label in rows:
             duplicates.append(row.label)
             continue
+        if len(rows) >= MAX_DEVICES:
+            warnings.append(f"more than {MAX_DEVICES} devices: only the first were read")
+            break
         stops_mid_row = cut_at_end and at == last_line and not row.extra
         if stops_mid_row and want is not None and 1 < len(row.cells) < want:
             # The text stops mid-row: its last cell may be a cut code ("NV1" of "NV12").
