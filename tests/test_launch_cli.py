@@ -310,3 +310,18 @@ def test_ready_line_shows_both_rpc_devices_and_their_buffers(
     rpc0, rpc1 = devices["RPC0"], devices["RPC1"]
     assert min(rpc0["model_mib"], rpc1["model_mib"], rpc0["kv_mib"], rpc1["kv_mib"]) > 0
     assert rpc0["kv_mib"] > 2 * rpc1["kv_mib"]  # -ts 3,1
+
+
+def test_a_saved_profile_holds_what_was_given_not_the_environment(
+    server_env, tiny_model, capsys, monkeypatch
+):
+    from lltui.sources.profiles import load_profile_data
+
+    monkeypatch.setenv("LLAMA_API_KEY", "from-the-environment-123")
+    argv = ["launch", str(tiny_model), "--port", "0", "--save-profile", "p0", "--dry-run"]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "from-the-environment-123" not in out.out + out.err
+    data = load_profile_data("p0")
+    assert data.get("api_key") is None  # a key lltui was never given is not written down
+    assert data.get("port") == 0  # "pick a free port" stays that, not one random port

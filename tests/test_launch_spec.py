@@ -472,3 +472,12 @@ def test_a_missing_profile_lists_the_known_ones(tmp_path):
 def test_profiles_live_in_the_config_dir(isolated_config):
     path = profiles.save_profile("cfg", LaunchSpec(model="m.gguf"))
     assert path == isolated_config / "profiles" / "cfg.toml"
+
+
+def test_flag_equals_value_keeps_underscores_in_the_value():
+    from lltui.core.launch import parse_llama_args
+
+    got = parse_llama_args(["--model=/models/my_model.gguf", "--api_key=abc_def", "--ctx_size=512"])
+    assert got["model"] == "/models/my_model.gguf"
+    assert got["api_key"] == "abc_def"
+    assert got["ctx_size"] == 512

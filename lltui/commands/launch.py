@@ -133,7 +133,6 @@ def run(args: argparse.Namespace) -> int:
     if words and not words[0].startswith("-"):
         model, words = words[0], words[1:]
 
-    binary_path, flags, origin = _find_binary(required=not own["dry_run"])
     try:
         given = L.parse_llama_args(words)
     except L.LaunchError as exc:
@@ -157,30 +156,39 @@ def run(args: argparse.Namespace) -> int:
             "lltui: warning: a key on the command line shows in `ps`; use --api-key-file",
             err=True,
         )
-    inherited_key = os.environ.get(L.API_KEY_ENV)
-    if inherited_key and not data.get("api_key") and not data.get("api_key_file"):
-        data["api_key"] = inherited_key  # keep the server locked as the user expects
     if "model" not in data:
         raise CliError("launch: no model given: lltui launch MODEL.gguf [flags]", 2)
-    if data.get("port") == 0:
-        from lltui.sources.supervisor import free_port
-
-        data["port"] = free_port(str(data.get("host") or L.DEFAULT_HOST).split(",")[0])
     try:
-        spec = L.LaunchSpec(**data)
+        # the profile holds what was given: no key from the environment, port 0 stays 0
+        saved = L.LaunchSpec(**data)
     except L.LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
     except TypeError as exc:
         raise CliError(f"launch: {exc}", 2) from None
-
     if own["save_profile"]:
         try:
-            path = profiles.save_profile(own["save_profile"], spec)
+            path = profiles.save_profile(own["save_profile"], saved)
         except profiles.ProfileError as exc:
             raise CliError(f"launch: {exc}", exc.code) from None
         _say(f"lltui: saved launch profile {own['save_profile']!r} in {path}", err=True)
 
+    inherited_key = os.environ.get(L.API_KEY_ENV)
+    if inherited_key and not data.get("api_key") and not data.get("api_key_file"):
+        data["api_key"] = inherited_key  # keep the server locked as the user expects
+    if data.get("port") == 0:
+        from lltui.sources.supervisor import free_port
+
+        host = str(data.get("host") or L.DEFAULT_HOST).split(",")[0]
+        try:
+            data["port"] = free_port(host)
+        except OSError as exc:
+            raise CliError(f"launch: cannot listen on {host}: {exc.strerror or exc}", 2) from None
+    spec = dataclasses.replace(
+        saved, api_key=data.get("api_key"), port=data.get("port", saved.port)
+    )
+
     file_keys = _check_inputs(spec)
+    binary_path, flags, origin = _find_binary(required=not own["dry_run"])
     key_dir: Any = None
     try:
         transport = L.api_key_transport(spec, flags)

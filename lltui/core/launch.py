@@ -391,10 +391,11 @@ def parse_llama_args(
         raw = tokens[i]
         token = _normalise_flag(raw)
         inline: str | None = None
-        if token.startswith("--") and "=" in token:
-            head, _, tail = token.partition("=")
-            if head in _SPELLING_TO_NAME:
-                token, inline = head, tail
+        if raw.startswith("--") and "=" in raw:
+            # only the flag's name is normalised: the value keeps its underscores
+            head, _, tail = raw.partition("=")
+            if _normalise_flag(head) in _SPELLING_TO_NAME:
+                token, inline = _normalise_flag(head), tail
         name = _SPELLING_TO_NAME.get(token)
         if token in _LEGACY_LOAD_FLAGS:
             no_mmap = no_mmap or token == "--no-mmap"

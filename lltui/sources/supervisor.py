@@ -369,7 +369,9 @@ class Supervisor:
             self._lines.append(line)
             events = self._parser.feed(line)
         if self._on_line is not None:
-            self._on_line(line)
+            # a failing listener must not stop this reader: an undrained pipe blocks the server
+            with contextlib.suppress(Exception):
+                self._on_line(line)
         if "ready" in events:
             self._maybe_ready()
 
