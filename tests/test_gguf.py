@@ -490,3 +490,58 @@ def test_custom_alignment_is_honoured(tmp_path):
     assert m.alignment == 64
     assert m.data_offset % 64 == 0
     assert [t.file_offset for t in m.tensors] == [int(r.data_offset) for r in ref.tensors]
+
+
+GGUF_INT32, GGUF_FLOAT32 = 5, 6  # gguf value types
+
+
+def _hostile(tmp_path, name: str, *kvs: bytes) -> Path:
+    path = tmp_path / name
+    arch = gf.raw_kv_str("general.architecture", "llama")
+    path.write_bytes(gf.raw_gguf([arch, *kvs], []))
+    return path
+
+
+HOSTILE_HPARAMS = {
+    "huge block_count": [gf.raw_kv_u32("llama.block_count", 2**32 - 1)],
+    "negative key_length": [
+        gf.raw_kv_u32("llama.block_count", 2),
+        gf.raw_kv("llama.attention.key_length", GGUF_INT32, struct.pack("<i", -64)),
+    ],
+    "float head_count array": [
+        gf.raw_kv_u32("llama.block_count", 2),
+        gf.raw_kv(
+            "llama.attention.head_count",
+            gf.GGUF_ARRAY,
+            gf.raw_array(GGUF_FLOAT32, 2, struct.pack("<ff", float("nan"), 1.0)),
+        ),
+    ],
+    "empty used experts": [
+        gf.raw_kv_u32("llama.block_count", 2),
+        gf.raw_kv("llama.expert_used_count", gf.GGUF_ARRAY, gf.raw_array(gf.GGUF_UINT32, 0, b"")),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_HPARAMS))
+def test_hyperparameters_no_model_has_are_one_line_errors(tmp_path, case, capsys):
+    from lltui.cli import main
+
+    path = _hostile(tmp_path, "hostile.gguf", *HOSTILE_HPARAMS[case])
+    with pytest.raises(GgufError, match=r"hostile\.gguf"):
+        read_gguf(path)
+    for verb in ("fit", "quant"):
+        assert main([verb, str(path), "--gpus", "24GiB"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "hostile.gguf" in err and len(err.splitlines()) == 1
+
+
+def test_a_split_count_that_disagrees_with_the_name_is_refused(tmp_path):
+    path = _hostile(
+        tmp_path,
+        "m-00001-of-00002.gguf",
+        gf.raw_kv_u32("split.count", 10**9),
+        gf.raw_kv_u32("split.no", 0),
+    )
+    with pytest.raises(GgufError, match=r"split\.count"):
+        read_gguf(path)

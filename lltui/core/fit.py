@@ -970,7 +970,7 @@ def model_summary(model: GgufModel, hp: Hparams) -> dict[str, Any]:
         "recurrent_layers": sum(hp.is_recurrent),
         "tied_embeddings": model.tensor("output.weight") is None,
         "split_files": len(model.files),
-        "quantization_version": md.get("general.quantization_version"),
+        "quantization_version": _int(md.get("general.quantization_version")),
     }
 
 

@@ -762,13 +762,61 @@ def split_paths(path: str | os.PathLike[str], count: int) -> list[str]:
             f"{spath}: split model ({count} files) but the name does not end in "
             f"-NNNNN-of-{count:05d}.gguf"
         )
+    # the count is the file's claim: it must agree with the name (at most 99999 parts)
+    named = int(m.group("count"))
+    if named != count:
+        raise GgufError(f"{spath}: split.count is {count} but the name says {named} files")
     prefix = m.group("prefix")
     return [f"{prefix}-{i + 1:05d}-of-{count:05d}.gguf" for i in range(count)]
+
+
+MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS
+
+# Hyperparameters the estimator and the quant rules compute with: each must be a whole
+# number >= 0, or (per layer) a non-empty array of them.
+SIZE_KEYS = (
+    "block_count",
+    "context_length",
+    "embedding_length",
+    "feed_forward_length",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "attention.key_length",
+    "attention.value_length",
+    "attention.sliding_window",
+    "expert_count",
+    "expert_used_count",
+)
+
+
+def _check_sizes(f: GgufFile) -> None:
+    """Refuse hyperparameters no model has, so nothing downstream sizes a tuple by them."""
+    arch = f.metadata.get("general.architecture")
+    if not isinstance(arch, str):
+        return
+    for suffix in SIZE_KEYS:
+        key = f"{arch}.{suffix}"
+        value = f.metadata.get(key)
+        if value is None:
+            continue
+        if isinstance(value, GgufArray):
+            if value.count == 0 or value.count > MAX_LAYERS + 1:
+                raise GgufError(f"{f.path}: {key} holds {value.count} values, not one per layer")
+            items = value.values()
+        else:
+            items = (value,)
+        for v in items:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise GgufError(f"{f.path}: {key} is {v!r}, not a whole number >= 0")
+    blocks = f.metadata.get(f"{arch}.block_count")
+    if isinstance(blocks, int) and blocks > MAX_LAYERS:
+        raise GgufError(f"{f.path}: {blocks} layers; llama.cpp allows {MAX_LAYERS}")
 
 
 def read_gguf(path: str | os.PathLike[str]) -> GgufModel:
     """Read a model's header; a split model (split.count > 1) is read from all its files."""
     first = read_gguf_file(path)
+    _check_sizes(first)
     count = _as_int(first.metadata.get("split.count"))
     if count is None or count <= 1:
         return GgufModel(files=(first,), tensors=first.tensors)
