@@ -31,7 +31,7 @@ def test_parse_size(text, value):
     assert parse_size(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "GiB", "abc", "-3G"])
+@pytest.mark.parametrize("text", ["", "GiB", "abc", "-3G", "1e400GiB", "inf", "nan"])
 def test_parse_size_rejects(text):
     with pytest.raises(ValueError):
         parse_size(text)

@@ -137,7 +137,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
     if own.get("margin") is not None:
         try:
             margin = int(float(own["margin"]) * MIB)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise CliError(f"{verb}: --margin expects MiB, got {own['margin']!r}", 2) from None
         if margin < 0:
             raise CliError(f"{verb}: --margin must not be negative", 2)

@@ -17,12 +17,13 @@ from __future__ import annotations
 import bisect
 import re
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from lltui.core.devices_spec import DeviceSpec
 from lltui.core.ggml_types import GGML_TYPES, GgmlType, type_from_name
+from lltui.core.gguf import MAX_LAYERS as LLAMA_MAX_LAYERS
 from lltui.core.gguf import GgufArray, GgufModel, GgufTensor
 from lltui.core.llama_flags import NGL_ALL, NGL_AUTO, LlamaSettings
 from lltui.core.units import MIB
@@ -35,7 +36,6 @@ KV_PAD = 256  # n_ctx and the SWA cache are padded to this many cells
 DEFAULT_MARGIN = 1024 * MIB  # --fit-target's default: CUDA context, cuBLAS, the pool
 OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH
 SCHED_MAX_COPIES = 4  # GGML_SCHED_MAX_COPIES, the pipeline-parallel input copies
-LLAMA_MAX_LAYERS = 512  # llama.cpp refuses models with more blocks
 
 
 class FitError(ValueError):
@@ -604,6 +604,7 @@ class _Placer:
     ) -> None:
         self.hp = hp
         self.st = st
+        self._override_searches: list[Callable[[str], object]] | None = None
         self.devices = devices
         self.layer_dev = layer_dev
         self.profile = repack_profile if st.repack else {}
@@ -625,8 +626,10 @@ class _Placer:
         return _Buft(PLAIN)
 
     def buft_for(self, t: GgufTensor, list_dev: int, op: str | None) -> _Buft:
-        for ov in self.st.overrides:
-            if re.search(ov.pattern, t.name):
+        if self._override_searches is None:  # compiled once: called per tensor and placement
+            self._override_searches = [re.compile(ov.pattern).search for ov in self.st.overrides]
+        for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
+            if search(t.name):
                 if ov.buft == CPU:
                     return self.cpu_buft(t, op)
                 if ov.buft not in self.known_bufts:

@@ -17,6 +17,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lltui.core.gguf import MAX_LAYERS
+
 # KV cache types llama-server accepts for -ctk/-ctv (common/arg.cpp kv_cache_types).
 KV_CACHE_TYPES: tuple[str, ...] = (
     "f32",
@@ -400,9 +402,12 @@ def parse_llama_args(argv: Sequence[str]) -> LlamaSettings:
         elif arg in ("-cmoe", "--cpu-moe"):
             overrides.append(TensorOverride(FFN_EXPS_REGEX, "CPU"))
         elif arg in ("-ncmoe", "--n-cpu-moe"):
-            overrides.extend(_ffn_overrides(_int(raw, value, minimum=0), FFN_EXPS_REGEX))
+            # layers past llama.cpp's 512 do not exist: a bigger count adds nothing
+            n_moe = min(_int(raw, value, minimum=0), MAX_LAYERS)
+            overrides.extend(_ffn_overrides(n_moe, FFN_EXPS_REGEX))
         elif arg in ("-ncffn", "--n-cpu-ffn"):
-            overrides.extend(_ffn_overrides(_int(raw, value, minimum=0), FFN_DENSE_REGEX))
+            n_ffn = min(_int(raw, value, minimum=0), MAX_LAYERS)
+            overrides.extend(_ffn_overrides(n_ffn, FFN_DENSE_REGEX))
         elif arg in ("-nkvo", "--no-kv-offload"):
             s["kv_offload"] = False
         elif arg in ("-kvo", "--kv-offload"):

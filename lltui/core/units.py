@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 KIB = 1024
 MIB = 1024 * 1024
 GIB = 1024 * 1024 * 1024
@@ -121,6 +123,8 @@ def parse_size(text: str) -> int:
         value = float(number)
     except ValueError:
         raise ValueError(f"not a size: {text!r}") from None
+    if not math.isfinite(value * mult):
+        raise ValueError(f"not a finite size: {text!r}")
     if value < 0:
         raise ValueError(f"negative size: {text!r}")
     return int(value * mult)
