@@ -99,7 +99,7 @@ def test_record_to_a_bad_path_is_one_line(tmp_path, capsys):
 def test_replay_of_a_foreign_file_is_one_line(tmp_path, capsys):
     junk = tmp_path / "notes.txt"
     junk.write_text("hello\n")
-    assert main(["gpus", "--source", f"replay:{junk}"]) == 1
+    assert main(["gpus", "--source", f"replay:{junk}"]) == 2
     err = capsys.readouterr().err.strip()
     assert str(junk) in err and len(err.splitlines()) == 1
 

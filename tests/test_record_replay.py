@@ -492,3 +492,10 @@ def test_decode_lines_without_line_endings():
     for s in samples:
         lines += enc.lines(s)
     assert decode_lines(lines).samples == tuple(samples)
+
+
+def test_a_non_finite_time_is_a_bad_recording(tmp_path):
+    from lltui.core.record import RecordingError, sample_time
+
+    with pytest.raises(RecordingError, match="finite"):
+        sample_time({"seq": 1, "t": float("nan"), "gpus": []}, 3)

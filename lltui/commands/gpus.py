@@ -29,13 +29,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:
-        raise CliError(f"source {spec}: {exc}", 1) from None
+        raise CliError(f"source {spec}: {exc}", _code(exc)) from None
     try:
         if not info.simulated:
             time.sleep(0.1)  # give host CPU% (and rate counters) an interval to measure
         sample = source.poll()
     except SourceUnavailable as exc:  # an ssh drop, a broken recording line
-        raise CliError(f"source {spec}: {exc}", 1) from None
+        raise CliError(f"source {spec}: {exc}", _code(exc)) from None
     finally:
         source.close()
     if args.json:
@@ -43,3 +43,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(rig_to_text(sample))
     return 0
+
+
+def _code(exc: Exception) -> int:
+    """2 for a file that is not a recording (bad input), 1 for a source that failed."""
+    from lltui.sources.replay import RecordingUnreadable
+
+    return 2 if isinstance(exc, RecordingUnreadable) else 1

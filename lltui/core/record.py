@@ -15,6 +15,7 @@ the ones written: tuples, ints, floats and Nones as they were.
 from __future__ import annotations
 
 import json
+import math
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
@@ -355,6 +356,8 @@ def sample_time(obj: dict[str, Any], line: int | None = None) -> float:
         raise RecordingError(f"sample.seq must be an integer, not {_json_kind(seq)}", line)
     if type(t) is not float and type(t) is not int:
         raise RecordingError(f"sample.t must be a number, not {_json_kind(t)}", line)
+    if not math.isfinite(t):
+        raise RecordingError(f"sample.t must be a finite number, not {t!r}", line)
     if type(gpus) is not list:
         raise RecordingError(f"sample.gpus must be a list, not {_json_kind(gpus)}", line)
     return float(t)

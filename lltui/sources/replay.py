@@ -56,6 +56,10 @@ class _Entry:
     info: int  # index of the RigInfo in force
 
 
+class RecordingUnreadable(SourceUnavailable):
+    """The file is not a recording lltui can play: bad input rather than a failure."""
+
+
 class ReplaySource:
     """Plays a recording: at ``speed`` times the recorded pace (the sample whose recorded
     offset has elapsed on ``clock``), or ``stepped`` (the next sample on every poll).
@@ -99,16 +103,16 @@ class ReplaySource:
 
     # -- opening ---------------------------------------------------------------------------
     def _fail(self, exc: RecordingError) -> SourceUnavailable:
-        return SourceUnavailable(exc.where(self.path))
+        return RecordingUnreadable(exc.where(self.path))
 
     def open(self) -> RigInfo:
         self.close()
         try:
             f = open(self.path, "rb")  # noqa: SIM115 - held open while replaying
         except FileNotFoundError:
-            raise SourceUnavailable(f"{self.path}: no such recording") from None
+            raise RecordingUnreadable(f"{self.path}: no such recording") from None
         except IsADirectoryError:
-            raise SourceUnavailable(f"{self.path}: is a directory, not a recording") from None
+            raise RecordingUnreadable(f"{self.path}: is a directory, not a recording") from None
         except OSError as exc:
             raise SourceUnavailable(f"{self.path}: {exc.strerror or exc}") from None
         try:
