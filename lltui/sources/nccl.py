@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import glob
 import os
 import shutil
@@ -140,6 +141,7 @@ def parse_ldconfig(text: str, soname: str) -> list[str]:
     return out
 
 
+@functools.cache  # the linker cache does not change under us; one `ldconfig -p` a run
 def _ldconfig_listing() -> str:
     exe = shutil.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)), None

@@ -41,10 +41,14 @@ def _local_gpu_names() -> list[str]:
 
 def _local_links() -> dict[str, str]:
     """GPU pair links from the live topology; empty where it cannot be read."""
-    try:
-        from lltui.sources.topo import read_live_topology
+    from lltui.core.topo import parse_topology
+    from lltui.sources.topo import SmiMissing, read_nvml_topology, run_smi
 
-        return read_live_topology().topology.link_map()
+    try:
+        try:  # only the matrix: not the P2P table and GPU queries a full topology reads
+            return parse_topology(run_smi(["topo", "-m"])).link_map()
+        except SmiMissing:
+            return read_nvml_topology().topology.link_map()
     except (SourceUnavailable, OSError, ValueError):
         return {}
 
