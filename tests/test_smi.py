@@ -705,3 +705,25 @@ def test_run_command_reports_missing_programs_and_timeouts():
     # no shell: metacharacters are passed through as plain text
     echoed = run_command([sys.executable, "-c", "import sys; print(sys.argv[1])", "$(id); `x`"], 30)
     assert echoed.stdout == "$(id); `x`\n"
+
+
+def test_the_process_list_is_read_on_its_own_ttl_not_every_tick():
+    from lltui.sources.sim import StepClock
+
+    fake = FakeNvidiaSmi([t4_cells(0)])
+    clock = StepClock(100.0, step=0.0)
+    src = local_source(fake, clock=clock, process_ttl_s=2.0)
+    src.open()
+
+    def count(flag: str) -> int:
+        return sum(1 for argv in fake.calls if any(a.startswith(flag) for a in argv))
+
+    apps_after_open, gpu_after_open = count("--query-compute-apps"), count("--query-gpu")
+    for _ in range(3):
+        src.poll()
+        clock.advance(0.5)
+    assert count("--query-compute-apps") - apps_after_open == 1
+    assert count("--query-gpu") - gpu_after_open == 3
+    clock.advance(2.0)
+    src.poll()
+    assert count("--query-compute-apps") - apps_after_open == 2

@@ -26,6 +26,7 @@ from lltui.core.smi_csv import (
     EVENT_REASON_PREFIX,
     GPU_QUERY_FIELDS,
     THROTTLE_REASON_PREFIX,
+    SmiAppRow,
     SmiGpuRow,
     SmiParseError,
     canonical_field,
@@ -110,6 +111,9 @@ def _one_line(text: str, limit: int = 200) -> str:
     return lines[-1][:limit] if lines else ""
 
 
+PROCESS_TTL_S = 2.0  # as the NVML source reads processes
+
+
 class SmiSource:
     """GPUs as ``nvidia-smi`` reports them, on this machine or on ``host`` over ssh.
 
@@ -128,8 +132,12 @@ class SmiSource:
         host_sampler: HostSampler | None = None,
         clock: Clock = mono_clock,
         wall: Clock = wall_clock,
+        process_ttl_s: float = PROCESS_TTL_S,
     ) -> None:
         self.host = check_host(host) if host is not None else None
+        self.process_ttl_s = process_ttl_s
+        self._apps: tuple[SmiAppRow, ...] = ()
+        self._apps_t: float | None = None
         self.name = "smi" if host is None else f"smi:{host}"
         self._run = runner or run_command
         self._timeout = timeout if timeout is not None else (10.0 if host is None else 20.0)
@@ -283,12 +291,16 @@ class SmiSource:
         rows, chatter = self._gpu_rows()
         now, wall = self._clock(), self._wall()
         errors: list[str] = []
-        try:
-            stdout, self._app_fields = self._query("--query-compute-apps", self._app_fields)
-            apps = parse_apps(stdout, self._app_fields)
-        except (SourceUnavailable, SmiParseError) as exc:
-            apps = ()
-            errors.append(f"process list: {exc}")
+        # processes change slowly and cost a second nvidia-smi run (an ssh session remotely)
+        if self._apps_t is None or now - self._apps_t >= self.process_ttl_s:
+            self._apps_t = now
+            try:
+                stdout, self._app_fields = self._query("--query-compute-apps", self._app_fields)
+                self._apps = tuple(parse_apps(stdout, self._app_fields))
+            except (SourceUnavailable, SmiParseError) as exc:
+                self._apps = ()
+                errors.append(f"process list: {exc}")
+        apps = self._apps
 
         seen: dict[str, GpuSample] = {}
         new_statics: list[GpuStatic] = []
