@@ -1241,7 +1241,6 @@ def suggest(
         if counts is not None and tuple(float(c) for c in counts) != tuple(split):
             candidates.insert(0, (tuple(float(c) for c in counts), _fmt_ts(counts)))
     for ts, ts_text in candidates:
-        lo, hi = -1, n_all + 1  # fits(lo) assumed for -1 (nothing offloaded) is checked below
         s_full = _with(st, n_gpu_layers=n_all, tensor_split=ts)
         if ts_text and fits(s_full):
             out.append(

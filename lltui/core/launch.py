@@ -17,11 +17,11 @@ import ipaddress
 import re
 import shlex
 import signal
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lltui.core.llama_flags import KV_CACHE_TYPES
+from lltui.core.llama_flags import KV_CACHE_TYPES, LOAD_MODES, flag_arity
 from lltui.core.multigpu import MultiGPUConfig, SplitMode
 
 DEFAULT_HOST = "127.0.0.1"
@@ -31,7 +31,6 @@ PLACEMENT_LOG_VERBOSITY = 4
 MASK = "***"
 
 FLASH_ATTN_VALUES: tuple[str, ...] = ("on", "off", "auto")
-LOAD_MODES: tuple[str, ...] = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
 
 API_KEY_ENV = "LLAMA_API_KEY"
 P2P_ENV = "GGML_CUDA_P2P"  # enables peer access when set at all, whatever its value
@@ -405,7 +404,8 @@ def parse_llama_args(
         if name is None:
             extra.append(raw)
             i += 1
-            n = arity.get(token) if arity is not None else None
+            # the binary's own table, else llama-server's as this version knows it
+            n = arity.get(token) if arity is not None else flag_arity(token)
             if n is None:
                 # Unknown arity: one following token that does not look like a flag.
                 n = 1 if _is_flag(token) and i < len(tokens) and not _is_flag(tokens[i]) else 0
@@ -944,8 +944,3 @@ def relevant_inherited_env(environ: Mapping[str, str], command: LaunchCommand) -
             continue
         out[name] = MASK if name == API_KEY_ENV else command.mask(environ[name])
     return out
-
-
-def known_flag_names() -> Collection[str]:
-    """Every spelling the spec models (for help texts and tests)."""
-    return tuple(_SPELLING_TO_NAME)

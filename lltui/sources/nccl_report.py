@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lltui.core.models import SourceUnavailable
-from lltui.core.nccl_env import Finding, NcclFacts, nccl_environment, nccl_findings
+from lltui.core.nccl_env import (
+    Finding,
+    NcclFacts,
+    findings_to_json,
+    nccl_environment,
+    nccl_findings,
+)
 
 
 @dataclass(frozen=True)
@@ -26,7 +32,7 @@ class NcclReport:
     def to_json(self) -> dict[str, Any]:
         out = dict(self.info)
         out["env"] = dict(self.env)
-        out["findings"] = [f.to_json() for f in self.findings]
+        out["findings"] = findings_to_json(self.findings)
         return out
 
 

@@ -184,11 +184,3 @@ def load_profile(name: str, directory: Path | None = None) -> LaunchSpec:
 def load_profile_data(name: str, directory: Path | None = None) -> dict[str, Any]:
     """A profile as plain data (what :func:`spec_to_dict` gives), for merging with flags."""
     return spec_to_dict(load_profile(name, directory))
-
-
-def delete_profile(name: str, directory: Path | None = None) -> bool:
-    try:
-        profile_path(name, directory).unlink()
-    except FileNotFoundError:
-        return False
-    return True

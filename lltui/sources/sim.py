@@ -449,7 +449,6 @@ class SimSource:
         self._info: RigInfo | None = None
         self._last_t: float | None = None
         self._energy_mj: list[float] = []
-        self._rng = random.Random(seed)
         self._static = self._make_static()
 
     def _make_static(self) -> tuple[GpuStatic, ...]:

@@ -153,11 +153,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 def binary_flags(probe: ServerProbe) -> BinaryFlags:
     """A probed llama-server's flags in the form :func:`lltui.core.launch.build_command` takes."""
     version = probe.version.version if probe.version is not None else None
+    from lltui.core.llama_flags import flag_arity
+
     return BinaryFlags(
         flags=probe.flags,
         env_vars=frozenset(env for _, env in probe.env_vars),
         path=probe.path,
         version=version,
+        arity={f: n for f in probe.flags if (n := flag_arity(f)) is not None},
     )
 
 
