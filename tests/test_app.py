@@ -241,3 +241,22 @@ async def test_clicking_a_card_selects_it_and_a_second_click_opens_its_detail():
         await pilot.click(card)
         await pilot.pause()
         assert isinstance(app.screen, GpuDetailScreen)
+
+
+async def test_process_commands_are_shown_as_text_not_markup():
+    from dataclasses import replace
+
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(140, 30)) as pilot:
+        last = feed(app, 20)[-1]
+        gpus = list(last.gpus)
+        proc = replace(
+            gpus[0].processes[0], pid=999, command="python x.py --note [/oops] [b]bold[/b]"
+        )
+        gpus[0] = replace(gpus[0], processes=(*gpus[0].processes, proc))
+        app.ingest(replace(last, seq=last.seq + 1, gpus=tuple(gpus)))
+        await pilot.pause()
+        table = app.screen.query_one(ProcessTable)
+        cell = table.get_cell("999", "command")
+        assert "[/oops]" in str(cell) or "[/oops]" in table.get_row("999")[-1]
+        assert app.is_running

@@ -228,7 +228,7 @@ class LaunchScreen(ViewScreen):
             seen.add(key)
             layers = compact_indexes(dev.layers) if dev.layers else "-"
             cells = (
-                dev.name,
+                escape(dev.name),  # "RPC0[127.0.0.1:50052]": brackets are not markup here
                 f"{dev.model_mib:.2f}",
                 f"{dev.kv_mib:.2f}",
                 f"{dev.compute_mib:.2f}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual.markup import escape
 from textual.widgets import DataTable
 
 from lltui.core.models import RigSample
@@ -35,14 +36,16 @@ class ProcessRow:
         mem = "-" if self.gpu_mem is None else f"{self.gpu_mem / MIB:.0f} MiB"
         return (
             str(self.pid),
-            self.user[:10],
+            escape(self.user[:10]),
             compact_indexes(self.gpus),
             mem,
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
-            self.command
-            if len(self.command) <= command_width
-            else self.command[: command_width - 1] + "…",
+            escape(
+                self.command
+                if len(self.command) <= command_width
+                else self.command[: command_width - 1] + "…"
+            ),
         )
 
     def sort_value(self, key: str) -> tuple[float, int]:
