@@ -251,6 +251,8 @@ class LltuiApp(App[int]):
 
     def render_model(self) -> None:
         """Render the model on the current screen (and the base screen under a modal)."""
+        if not self.is_running:
+            return
         with self.model.lock:
             self._show_locked()
 
@@ -268,6 +270,8 @@ class LltuiApp(App[int]):
         return self.screen_stack[0] if self.screen_stack else self.screen
 
     def _refresh_status(self) -> None:
+        if not self.is_running:  # the timer can fire while the screens are being closed
+            return
         refresh = getattr(self.screen, "refresh_status", None)
         if refresh is not None:
             with self.model.lock:

@@ -64,7 +64,7 @@ def run_app(args: argparse.Namespace) -> int:
             assert size is not None
             return _screenshot(app, args.screenshot, size, view)
         app.run()
-        return 0
+        return app.return_code or 0
     finally:
         if recorder is not None:
             recorder.close()
