@@ -149,3 +149,43 @@ async def test_following_a_server_started_elsewhere(server_env, tiny_model, llam
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
+    """Start, stop and follow are serialised: a Stop during a slow start is not lost."""
+    import threading
+    import time
+
+    from lltui.app import launch_state
+
+    events: list[str] = []
+
+    class SlowSupervisor:
+        def __init__(self, command, **kw):
+            self.pid = 4242
+
+        def start(self):
+            events.append("start begins")
+            time.sleep(0.3)
+            events.append("start ends")
+
+        def stop(self):
+            events.append("stop")
+            return None
+
+        def status(self):  # pragma: no cover - the poller is not started here
+            raise AssertionError
+
+    monkeypatch.setattr("lltui.sources.supervisor.Supervisor", SlowSupervisor)
+    monkeypatch.setattr(
+        "lltui.sources.launch_prep.find_binary", lambda required: ("llama-server", None, None, None)
+    )
+    monkeypatch.setattr("lltui.sources.launch_prep.check_inputs", lambda spec: ())
+    monkeypatch.setattr(launch_state.LaunchController, "_start_polling", lambda *a, **k: None)
+    ctl = launch_state.LaunchController(lambda: None, lambda: None)
+    starter = threading.Thread(target=ctl.start, args=("m.gguf", "", "127.0.0.1:8080"))
+    starter.start()
+    time.sleep(0.1)  # the start is under way
+    ctl.stop()
+    starter.join(5)
+    assert events == ["start begins", "start ends", "stop"]

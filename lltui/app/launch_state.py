@@ -112,13 +112,35 @@ class LaunchController:
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
         self._last_command: tuple[str, str, str] | None = None
+        self._op = threading.Lock()
+        self._jpt_gpus: frozenset[int] = frozenset()
 
     # -- starting and stopping (called on worker threads by the app) --------------------------
+    # Start, stop, restart and follow run on worker threads; one at a time, so a Stop
+    # pressed while a server is starting waits for it and stops it.
     def start(self, model: str, flags: str, hostport: str) -> None:
+        with self._op:
+            self._start(model, flags, hostport)
+
+    def restart(self) -> None:
+        with self._op:
+            if self._last_command is not None:
+                self._start(*self._last_command)
+
+    def follow(self, url: str) -> None:
+        """Watch a llama-server started elsewhere: HTTP only, no process of ours."""
+        with self._op:
+            self._follow(url)
+
+    def stop(self) -> None:
+        with self._op:
+            self._stop()
+
+    def _start(self, model: str, flags: str, hostport: str) -> None:
         from lltui.sources.launch_prep import check_inputs, find_binary
         from lltui.sources.supervisor import Supervisor, SupervisorError
 
-        self.stop()
+        self._stop()
         with self.lock:
             self.state = LaunchState(phase="starting", message="starting llama-server…")
             self._jpt = JoulesPerToken()
@@ -154,13 +176,8 @@ class LaunchController:
         self._start_polling(spec.url, api_key=spec.api_key)
         self._notify()
 
-    def restart(self) -> None:
-        if self._last_command is not None:
-            self.start(*self._last_command)
-
-    def follow(self, url: str) -> None:
-        """Watch a llama-server started elsewhere: HTTP only, no process of ours."""
-        self.stop()
+    def _follow(self, url: str) -> None:
+        self._stop()
         url = url.strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
             url = "http://" + url
@@ -170,7 +187,7 @@ class LaunchController:
         self._start_polling(url, api_key=None)
         self._notify()
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         self._poll_stop.set()
         thread = self._poll_thread
         if thread is not None and thread is not threading.current_thread():
@@ -290,6 +307,11 @@ class LaunchController:
             for p in g.processes
             if pid is not None and p.pid == pid
         }
+        # the set of GPUs summed must stay the same between points, or the sum jumps by
+        # the lifetime counters of the GPUs that joined (a server spreading as it loads)
+        key = frozenset(gpus)
+        if key != self._jpt_gpus:
+            self._jpt_gpus, self._jpt = key, JoulesPerToken()
         energy = rig_energy_mj(sample, gpus or None)
         if energy is None:
             st.jpt_note = "these GPUs have no energy counter (Volta and newer do)"
