@@ -141,10 +141,10 @@ class LltuiApp(App[int]):
         self.settings = settings
         self.source = source
         self.clock = clock
-        history_len = max(60, int(settings.history_minutes * 60 / max(settings.interval, 0.25)))
-        self.model = RigModel(
-            info=info, interval=settings.interval, history=RigHistory(history_len), clock=clock
-        )
+        # the interval can change while running: keep the time covered, bounded at the fastest
+        max_age = settings.history_minutes * 60
+        history = RigHistory(max(60, int(max_age / MIN_INTERVAL)), max_age_s=max_age)
+        self.model = RigModel(info=info, interval=settings.interval, history=history, clock=clock)
         self.poller = Poller(
             source,
             self.ingest,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 
@@ -21,20 +22,19 @@ class SeriesStats:
 class RigHistory:
     """Ring buffers of recent samples' metrics, keyed by GPU UUID.
 
-    ``maxlen`` bounds memory whatever the run length; a series is read for a time window
-    so the same buffers serve the 1, 5 and 15 minute views.
+    Samples older than ``max_age_s`` are dropped, so the history covers the same time
+    whatever the interval; ``maxlen`` bounds memory at the fastest interval. A series is
+    read for a time window, so the same buffers serve the 1, 5, 15 and 60 minute views.
     """
 
-    def __init__(self, maxlen: int = 3600) -> None:
+    def __init__(self, maxlen: int = 3600, max_age_s: float | None = None) -> None:
         self.maxlen = maxlen
+        self.max_age_s = max_age_s
         self._t: dict[str, deque[float]] = {}
         self._series: dict[tuple[str, str], deque[float | None]] = {}
         self.first: RigSample | None = None
         self.last: RigSample | None = None
         self._energy_start: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return max((len(d) for d in self._t.values()), default=0)
 
     def append(self, sample: RigSample) -> None:
         if self.first is None:
@@ -46,6 +46,11 @@ class RigHistory:
             if times is None:
                 times = self._t[uuid] = deque(maxlen=self.maxlen)
             times.append(sample.t)
+            old = 0
+            if self.max_age_s is not None:
+                while times and times[0] < sample.t - self.max_age_s:
+                    times.popleft()
+                    old += 1
             for metric in METRICS:
                 key = (uuid, metric)
                 buf = self._series.get(key)
@@ -53,6 +58,8 @@ class RigHistory:
                     buf = self._series[key] = deque(maxlen=self.maxlen)
                 value = None if g.lost else getattr(g, metric)
                 buf.append(None if value is None else float(value))
+                for _ in range(min(old, len(buf) - len(times))):
+                    buf.popleft()
             if g.energy_mj is not None and uuid not in self._energy_start:
                 self._energy_start[uuid] = g.energy_mj
 
@@ -63,14 +70,17 @@ class RigHistory:
         buf = self._series.get((uuid, metric))
         if not times or buf is None:
             return SeriesStats((), None, None, None)
-        start = 0
+        n = len(times)
+        take = n
         if window_s is not None:
+            # times are increasing: count back from the newest, never over the whole buffer
             cutoff = times[-1] - window_s
-            # times are increasing: walk back from the end, cheaper than scanning all
-            start = len(times)
-            while start > 0 and times[start - 1] >= cutoff:
-                start -= 1
-        values = tuple(v for i, v in enumerate(buf) if i >= start and v is not None)
+            take = 0
+            for t in reversed(times):
+                if t < cutoff:
+                    break
+                take += 1
+        values = tuple(v for v in itertools.islice(buf, n - take, None) if v is not None)
         if not values:
             return SeriesStats((), None, None, None)
         return SeriesStats(values, min(values), max(values), values[-1])
