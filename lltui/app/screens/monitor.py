@@ -79,6 +79,7 @@ class MonitorScreen(Screen[None]):
         super().__init__()
         self._cards: dict[str, GpuCard] = {}
         self._columns = 0
+        self._rig_lines = -1
         self._ready = False
 
     def on_mount(self) -> None:
@@ -117,7 +118,11 @@ class MonitorScreen(Screen[None]):
             self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")
             return
         with self.app.batch_update():
-            self.query_one("#rig", Static).update(render_rig_line(sample, model))
+            rig_text = render_rig_line(sample, model)
+            rig_lines = rig_text.count("\n")
+            # same number of lines: repaint only, no relayout of the whole screen
+            self.query_one("#rig", Static).update(rig_text, layout=rig_lines != self._rig_lines)
+            self._rig_lines = rig_lines
             grid = self.query_one("#cards", Grid)
             columns, graphs, card_width = self._layout(len(sample.gpus))
             if columns != self._columns:

@@ -56,8 +56,10 @@ def show_header(screen: Any, model: RigModel, busy_for: float | None) -> None:
     screen.query_one(StatusBar).show(model, busy_for)
     banner = screen.query_one("#banner", Static)
     text = render_banner(model.info)
-    banner.display = bool(text)
-    banner.update(text)
+    if getattr(banner, "_lltui_text", None) != text:  # a relayout only when it changes
+        banner._lltui_text = text
+        banner.display = bool(text)
+        banner.update(text)
 
 
 class StatusBar(Static):
