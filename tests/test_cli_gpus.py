@@ -115,3 +115,18 @@ def test_subcommands_follow_lltui_source_and_the_config_file(capsys, monkeypatch
     assert json.loads(capsys.readouterr().out)["links"] == {"GPU0-GPU1": "NV4"}
     assert main(["gpus", "--source", "sim:colab-t4", "--json"]) == 0  # the flag still wins
     assert json.loads(capsys.readouterr().out)["source"] == "sim:colab-t4"
+
+
+def test_record_never_empties_a_file_before_the_source_works(tmp_path, capsys):
+    rec = tmp_path / "rig.jsonl"
+    shot = tmp_path / "s.svg"
+    assert main(["--source", "sim:4xl4", "--record", str(rec), "--screenshot", str(shot)]) == 0
+    before = rec.read_bytes()
+    # recording over the file being replayed is refused, and the file is untouched
+    argv = ["--source", f"replay:{rec}", "--record", str(rec), "--screenshot", str(shot)]
+    assert main(argv) == 2
+    assert "overwrite" in capsys.readouterr().err
+    assert rec.read_bytes() == before
+    # a source that cannot start leaves an existing file alone
+    assert main(["--source", "nvml", "--record", str(rec), "--screenshot", str(shot)]) == 1
+    assert rec.read_bytes() == before

@@ -229,6 +229,10 @@ class LltuiApp(App[int]):
                 self._on_sample = None
         self.post_message(SampleReady(sample))
 
+    def set_sample_listener(self, listener: SampleListener | None) -> None:
+        """Called with every sample on the poller thread (a recorder); set before polling."""
+        self._on_sample = listener
+
     def poll_sync(self, n: int = 1) -> list[RigSample]:
         """Poll the source ``n`` times on the calling thread, as the poller would; for
         screenshots and tests that need a known history without timers."""

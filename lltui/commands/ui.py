@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Any
 
 from lltui.commands import CliError
 
@@ -39,25 +40,22 @@ def run_app(args: argparse.Namespace) -> int:
         raise CliError(f"unknown view {view!r}; views: {', '.join(LltuiApp.MODES)}", 2)
     recorder = None
     try:
-        if args.record:
-            from lltui.sources.replay import Recorder
-
-            try:
-                recorder = Recorder(args.record)
-            except OSError as exc:
-                raise CliError(f"--record {args.record}: {exc.strerror or exc}", 2) from None
         try:
             app = create_app(
                 settings,
                 replay=replay_options(args),
                 poll_limit=1 if args.screenshot else None,
-                on_sample=recorder.write if recorder is not None else None,
                 view=view,
             )
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         except SourceUnavailable as exc:
-            raise CliError(f"source {settings.source}: {exc}", 1) from None
+            code = 2 if type(exc).__name__ == "RecordingUnreadable" else 1
+            raise CliError(f"source {settings.source}: {exc}", code) from None
+        if args.record:
+            # only once the source is open: a failed start must not empty the file
+            recorder = _open_recorder(args.record, settings.source)
+            app.set_sample_listener(recorder.write)
         if recorder is not None:
             recorder.start(app.model.info)
         if args.screenshot:
@@ -68,6 +66,20 @@ def run_app(args: argparse.Namespace) -> int:
     finally:
         if recorder is not None:
             recorder.close()
+
+
+def _open_recorder(path: str, source: str) -> Any:
+    import os
+
+    from lltui.sources.replay import Recorder
+
+    kind, _, replayed = source.partition(":")
+    if kind == "replay" and os.path.exists(path) and os.path.samefile(path, replayed):
+        raise CliError(f"--record {path} would overwrite the recording being replayed", 2)
+    try:
+        return Recorder(path)
+    except OSError as exc:
+        raise CliError(f"--record {path}: {exc.strerror or exc}", 2) from None
 
 
 def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int:
