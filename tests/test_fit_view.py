@@ -103,6 +103,7 @@ def test_fit_view_snapshot_empty_form(snap_compare):
     async def run_before(pilot):
         app.poll_sync(2)
         await pilot.press("4")
+        await wait_for(lambda: app.fit_outcome is not None)  # the (debounced) first answer
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

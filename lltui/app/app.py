@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -163,6 +164,7 @@ class LltuiApp(App[int]):
         self.launch_prefill: tuple[str, str] | None = None  # (model, flags) from the fit view
         self.fit_outcome: Any = None  # the newest FitOutcome
         self._fit_generation = 0
+        self._preview_generation = 0
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
         # chosen before the first frame, so the stylesheet is not worked out twice at startup
@@ -299,13 +301,29 @@ class LltuiApp(App[int]):
             )
         return self._launch
 
+    def in_background(self, work: Callable[[], None], name: str) -> None:
+        """Run blocking work on a daemon thread; it reports back with messages. Not a Textual
+        worker: those are joined at exit, and a hung all-reduce or nvidia-smi must not keep
+        lltui from quitting (our llama-server is stopped by on_unmount either way)."""
+
+        def run() -> None:
+            try:
+                work()
+            except Exception as exc:  # a bug in a loader: tell the user, keep the app
+                with contextlib.suppress(RuntimeError):  # the app may have gone meanwhile
+                    self.call_from_thread(
+                        self.notify, f"{name}: {type(exc).__name__}: {exc}", severity="error"
+                    )
+
+        threading.Thread(target=run, name=f"lltui-{name}", daemon=True).start()
+
     def load_topology(self) -> None:
         """Read the topology once, in a thread (nvidia-smi can take seconds)."""
         state = self.topology_state
         if state.loading or state.report is not None or state.error is not None:
             return
         state.loading = True
-        self.run_worker(self._read_topology, thread=True, group="topology", exit_on_error=False)
+        self.in_background(self._read_topology, "topology")
 
     def _read_topology(self) -> None:
         from lltui.core.models import SourceUnavailable
@@ -342,11 +360,15 @@ class LltuiApp(App[int]):
         def work() -> None:
             from lltui.app.nccl_state import read_report
 
-            state.report, state.error = read_report(self.model.info.source)
-            state.loading = False
-            self.post_message(NcclReady())
+            try:
+                state.report, state.error = read_report(self.model.info.source)
+            except Exception as exc:  # whatever went wrong, the view must not wait forever
+                state.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                state.loading = False
+                self.post_message(NcclReady())
 
-        self.run_worker(work, thread=True, group="nccl", exit_on_error=False)
+        self.in_background(work, "nccl")
 
     def run_nccl_bench(self) -> None:
         state = self.nccl_state
@@ -364,7 +386,7 @@ class LltuiApp(App[int]):
                 state.bench_running = False
                 self.post_message(NcclReady())
 
-        self.run_worker(work, thread=True, group="nccl-bench", exit_on_error=False)
+        self.in_background(work, "nccl-bench")
         self.post_message(NcclReady())
 
     def load_nccl_file(self, path: str) -> None:
@@ -376,7 +398,7 @@ class LltuiApp(App[int]):
             state.file_text = summarize_file(path)
             self.post_message(NcclReady())
 
-        self.run_worker(work, thread=True, group="nccl-file", exit_on_error=False)
+        self.in_background(work, "nccl-file")
 
     def launch_action(self, what: str, *args: str) -> None:
         """Start, stop, restart or follow, on a thread (starting and stopping block)."""
@@ -387,18 +409,19 @@ class LltuiApp(App[int]):
             "follow": self.launch.follow,
         }
         method = actions[what]
-        self.run_worker(
-            lambda: method(*args), thread=True, group="launch", exclusive=False, exit_on_error=False
-        )
+        self.in_background(lambda: method(*args), "launch")
 
     def launch_preview(self, model: str, flags: str, hostport: str) -> None:
+        self._preview_generation += 1
+        generation = self._preview_generation
+
         def work() -> None:
             from lltui.app.launch_state import preview_command
 
             line, note = preview_command(model, flags, hostport)
-            self.post_message(LaunchPreview(line, note))
+            self.post_message(LaunchPreview(line, note, generation))
 
-        self.run_worker(work, thread=True, group="launch-preview", exit_on_error=False)
+        self.in_background(work, "launch-preview")
 
     def find_models(self) -> None:
         def work() -> None:
@@ -406,7 +429,7 @@ class LltuiApp(App[int]):
 
             self.post_message(ModelsFound(list(find_models())))
 
-        self.run_worker(work, thread=True, group="models", exit_on_error=False)
+        self.in_background(work, "models")
 
     def on_models_found(self, message: ModelsFound) -> None:
         show = getattr(self.screen, "show_found", None)
@@ -426,7 +449,7 @@ class LltuiApp(App[int]):
 
             self.post_message(FitReady(compute(request, sample)))
 
-        self.run_worker(work, thread=True, group="fit", exit_on_error=False)
+        self.in_background(work, "fit")
 
     def on_fit_ready(self, message: FitReady) -> None:
         outcome: Any = message.outcome
@@ -459,6 +482,8 @@ class LltuiApp(App[int]):
             show()
 
     def on_launch_preview(self, message: LaunchPreview) -> None:
+        if message.generation != self._preview_generation:
+            return  # an older form's command, finished after a newer one was asked for
         show = getattr(self.screen, "show_preview", None)
         if show is not None:
             show(message.line, message.note)

@@ -48,13 +48,16 @@ class LaunchChanged(Message):
 class LaunchPreview(Message):
     """The command the launch form would start, or why it cannot."""
 
-    def __init__(self, line: str, note: str | None) -> None:
+    def __init__(self, line: str, note: str | None, generation: int = 0) -> None:
         super().__init__()
         self.line = line
         self.note = note
+        self.generation = generation
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, LaunchPreview)
+        # Textual asks the queued message whether the one behind it supersedes it; workers
+        # finish out of order, so only a newer form's command may
+        return isinstance(message, LaunchPreview) and message.generation > self.generation
 
 
 class FitReady(Message):

@@ -63,12 +63,11 @@ class Poller:
             self.in_flight_since = self._clock()
             try:
                 sample = self.source.poll()
+                if not self._stopped.is_set():
+                    self._on_sample(sample, time.monotonic() - started)
             except Exception as exc:  # a source bug or a dead remote: report, keep polling
                 if not self._stopped.is_set():
                     self._on_error(f"{type(exc).__name__}: {exc}")
-            else:
-                if not self._stopped.is_set():
-                    self._on_sample(sample, time.monotonic() - started)
             finally:
                 self.in_flight_since = None
                 self.polls += 1
@@ -76,9 +75,6 @@ class Poller:
             if rest > 0:
                 self._wake.wait(rest)
             self._wake.clear()
-
-    def poll_now(self) -> None:
-        self._wake.set()
 
     def pause(self) -> None:
         self._paused = True

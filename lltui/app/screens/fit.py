@@ -8,6 +8,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.markup import escape
+from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest
@@ -134,6 +135,7 @@ class FitScreen(ViewScreen):
         return opts
 
     def on_mount(self) -> None:
+        self._debounce: Timer | None = None
         table = self.query_one("#fit-quants", DataTable)
         for label, width in QUANT_COLUMNS:
             table.add_column(label, key=label, width=width)
@@ -165,7 +167,15 @@ class FitScreen(ViewScreen):
             devices=devices if isinstance(devices, str) else LIVE,
         )
 
+    FIT_DEBOUNCE_S = 0.3  # typing "16384" asks for one estimate, not five
+
     def _changed(self) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(self.FIT_DEBOUNCE_S, self._run_fit)
+
+    def _run_fit(self) -> None:
+        self._debounce = None
         run = getattr(self.app, "run_fit", None)
         if run is not None:
             run(self.request())
