@@ -96,7 +96,7 @@ def test_example_themes_in_the_repo_load():
 )
 def test_invalid_theme_data_is_rejected_with_a_reason(data, needle):
     with pytest.raises(ValueError, match=needle):
-        theme_from_mapping(data, "t.toml")
+        theme_from_mapping(data)
 
 
 def test_broken_theme_file_notifies_and_falls_back(isolated_config):

@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import App, SystemCommand
@@ -631,7 +630,3 @@ def create_app(
         on_sample=on_sample,
         view=view,
     )
-
-
-def css_path() -> Path:
-    return Path(__file__).with_name("lltui.tcss")

@@ -137,7 +137,7 @@ def _color(value: object, where: str) -> str:
     return value
 
 
-def theme_from_mapping(data: dict[str, object], source: str) -> Theme:
+def theme_from_mapping(data: dict[str, object]) -> Theme:
     """Build a Theme from a parsed TOML table; ValueError names what is wrong."""
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -181,7 +181,7 @@ def load_user_themes(folder: Path) -> ThemeLoadResult:
     for path in sorted(folder.glob("*.toml")):
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
-            themes.append(theme_from_mapping(data, str(path)))
+            themes.append(theme_from_mapping(data))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
             failures.append(f"{path.name}: {exc}")
     return ThemeLoadResult(tuple(themes), tuple(failures))

@@ -20,7 +20,6 @@ class Imbalance:
     fullest: int  # GPU index
     emptiest: int
     busiest: int
-    idlest: int
 
     @property
     def level(self) -> str:
@@ -72,7 +71,6 @@ def imbalances(sample: RigSample) -> list[Imbalance]:
                 fullest=idx[vram.index(max(vram))],
                 emptiest=idx[vram.index(min(vram))],
                 busiest=idx[util.index(max(util))],
-                idlest=idx[util.index(min(util))],
             )
         )
     out.sort(key=lambda im: -held[im.pid])

@@ -41,6 +41,8 @@ def render_server(st: LaunchState) -> str:
         head += f"  /health: {escape(st.health)}"
     if st.offload:
         head += f"  {escape(st.offload)}"
+    if st.slots_busy is not None:
+        head += f"  slots busy {st.slots_busy}"
     lines = [head]
     if st.message:
         lines.append(escape(st.message))
