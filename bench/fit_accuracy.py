@@ -40,13 +40,13 @@ import gguf_factory as gf  # noqa: E402
 import numpy as np  # noqa: E402
 from llama_fixture import llama_server, rpc_servers  # noqa: E402
 
-from lltui.core.devices_spec import DeviceSpec, rpc_device  # noqa: E402
-from lltui.core.fit import FitOptions, FitResult, estimate  # noqa: E402
-from lltui.core.gguf import read_gguf  # noqa: E402
-from lltui.core.llama_flags import parse_llama_args  # noqa: E402
-from lltui.core.llama_log import parse_log  # noqa: E402
+from lltui.core.fit.devices_spec import DeviceSpec, rpc_device  # noqa: E402
+from lltui.core.fit.estimate import FitOptions, FitResult, estimate  # noqa: E402
+from lltui.core.fit.gguf import read_gguf  # noqa: E402
+from lltui.core.llama.flags import parse_llama_args  # noqa: E402
+from lltui.core.llama.log import parse_log  # noqa: E402
 from lltui.core.units import MIB  # noqa: E402
-from lltui.sources import llama_build  # noqa: E402
+from lltui.sources.llama import build as llama_build  # noqa: E402
 
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what tests/llama_fixture.py starts servers with
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import fake_pynvml as fp  # noqa: E402
 
-from lltui.core.models import GpuProcess, HostSample  # noqa: E402
+from lltui.core.monitor.models import GpuProcess, HostSample  # noqa: E402
 from lltui.sources.host import HostSampler  # noqa: E402
 from lltui.sources.nvml import (  # noqa: E402
     DEFAULT_PCIE_TTL_S,

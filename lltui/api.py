@@ -15,11 +15,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from lltui.core.models import RigSample, SourceUnavailable
-from lltui.core.multigpu import MultiGPUConfig, SplitMode
-from lltui.core.nccl_env import NCCLDataType, NCCLResult
-from lltui.core.rough import best_quant_for, estimate_vram_bytes
-from lltui.sources.base import GpuSource
+from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
+from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.nccl.env import NCCLDataType, NCCLResult
 from lltui.sources.nccl import (
     NCCLCommunicator,
     get_nccl_info,
@@ -29,6 +27,7 @@ from lltui.sources.nccl import (
     print_nccl_info,
     setup_nccl_environment,
 )
+from lltui.sources.registry import one_sample
 
 __all__ = [
     "GPUInfo",
@@ -73,31 +72,7 @@ class GPUInfo:
     nvml_index: int = 0
 
 
-def rig_sample(source: str = "nvml") -> RigSample | None:
-    """One sample of the rig ``source`` names, or None when that source cannot run here.
-
-    For NVML only the fast fields are read (names, memory, power...): no process lists,
-    PCIe throughput (20 ms per counter) or NVLink state, which these functions do not use."""
-    from lltui.sources.registry import open_source
-
-    try:
-        if source == "nvml":
-            import math
-
-            from lltui.sources.nvml import NvmlSource
-
-            src: GpuSource = NvmlSource(
-                slow_ttl_s=math.inf, process_ttl_s=math.inf, pcie_ttl_s=math.inf
-            )
-            src.open()
-        else:
-            src, _info = open_source(source)
-    except (SourceUnavailable, ImportError):
-        return None
-    try:
-        return src.poll()
-    finally:
-        src.close()
+rig_sample = one_sample
 
 
 def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
@@ -168,9 +143,9 @@ ModelRef = float | str | os.PathLike[str]
 
 def _one_gpu_vram(model: Any, context_size: int) -> int:
     """What llama.cpp allocates on one GPU that takes every layer: weights, KV, compute."""
-    from lltui.core.devices_spec import DeviceSpec
-    from lltui.core.fit import FitOptions, estimate
-    from lltui.core.llama_flags import parse_llama_args
+    from lltui.core.fit.devices_spec import DeviceSpec
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.llama.flags import parse_llama_args
 
     settings = parse_llama_args(["-c", str(context_size), "-ngl", "all", "-np", "1"])
     big = 1 << 50
@@ -181,7 +156,7 @@ def _one_gpu_vram(model: Any, context_size: int) -> int:
 
 def _quant_models(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
     """The GGUF header, read once, and every llama-quantize type of it by name."""
-    from lltui.core.quant import quant_sizes
+    from lltui.core.fit.quant import quant_sizes
     from lltui.sources.fit_devices import read_model
 
     model = read_model(os.fspath(path))
@@ -191,7 +166,7 @@ def _quant_models(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
 def _exact_vram(path: str | os.PathLike[str], quantization: str | None, context_size: int) -> int:
     """The one-GPU allocation for the GGUF, or for its ``quantization`` as llama-quantize
     would write it."""
-    from lltui.core.quant import as_quantized
+    from lltui.core.fit.quant import as_quantized
     from lltui.sources.fit_devices import read_model
 
     if not quantization:
@@ -250,8 +225,8 @@ def recommend_quantization(
     else:
         available = int(available_vram_gb * 1e9)
     if isinstance(model_size_b, str | os.PathLike):
-        from lltui.core.quant import as_quantized
-        from lltui.core.rough import QUALITY_ORDER
+        from lltui.core.fit.quant import as_quantized
+        from lltui.core.fit.rough import QUALITY_ORDER
 
         path = model_size_b
         model, rows = _quant_models(path)

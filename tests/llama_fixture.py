@@ -1,7 +1,7 @@
 """Real llama.cpp for tests: the built binaries, tiny GGUF models, and servers on loopback.
 
 ``llama_bins`` builds llama-server, ggml-rpc-server, llama-fit-params and llama-quantize
-through :func:`lltui.sources.llama_build.build`, the code behind ``lltui llama install``;
+through :func:`lltui.sources.llama.build.build`, the code behind ``lltui llama install``;
 the build lands in the user cache, so only the first run on a machine pays for it.
 Servers started here bind 127.0.0.1 on a free port, run in their own process group, are
 waited for with a deadline, and are killed (the whole group) when the test ends.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lltui.sources import llama_build
+from lltui.sources.llama import build as llama_build
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0

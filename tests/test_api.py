@@ -107,7 +107,7 @@ def test_recommend_quantization_walks_down_the_quality_list():
     assert recommend_quantization(7.0, available_vram_gb=80) == "Q8_0"
     q_small = recommend_quantization(70.0, available_vram_gb=30)
     q_large = recommend_quantization(70.0, available_vram_gb=48)
-    from lltui.core.rough import QUALITY_ORDER
+    from lltui.core.fit.rough import QUALITY_ORDER
 
     assert QUALITY_ORDER.index(q_large) < QUALITY_ORDER.index(q_small)
     with pytest.raises(ValueError, match="no quantization"):
@@ -144,7 +144,7 @@ def test_with_a_gguf_path_the_exact_estimator_is_used(tmp_path):
     import gguf_factory as gf
 
     from lltui.api import can_fit_model, estimate_model_vram, recommend_quantization
-    from lltui.core.gguf import read_gguf
+    from lltui.core.fit.gguf import read_gguf
 
     path = tmp_path / "tiny.gguf"
     gf.write_model(path, gf.SPECS["llama"](), "F16")

@@ -1,6 +1,6 @@
 from dataclasses import replace
 
-from lltui.core.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
+from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.sources.sim import SimSource
 
 

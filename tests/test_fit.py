@@ -15,13 +15,13 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.core import fit
-from lltui.core.devices_spec import DeviceSpec, parse_gpus_spec, rpc_device
-from lltui.core.ggml_types import GgmlType, tensor_nbytes, type_info
-from lltui.core.gguf import read_gguf
-from lltui.core.llama_flags import parse_llama_args
+from lltui.core.fit import estimate as fit
+from lltui.core.fit.devices_spec import DeviceSpec, parse_gpus_spec, rpc_device
+from lltui.core.fit.ggml_types import GgmlType, tensor_nbytes, type_info
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.llama.flags import parse_llama_args
 from lltui.core.units import GIB, MIB
-from lltui.sources.fit_oracle import OracleRow, oracle_args, parse_fit_print
+from lltui.sources.llama.fit_oracle import OracleRow, oracle_args, parse_fit_print
 
 NO_SEARCH = fit.FitOptions(search=False)
 

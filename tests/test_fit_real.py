@@ -18,11 +18,11 @@ import gguf_factory as gf
 import pytest
 from llama_fixture import llama_bins, llama_server, rpc_servers
 
-from lltui.core.devices_spec import rpc_device
-from lltui.core.fit import FitOptions, FitResult, estimate
-from lltui.core.gguf import read_gguf
-from lltui.core.llama_flags import parse_llama_args
-from lltui.core.llama_log import LlamaLogSummary, parse_log
+from lltui.core.fit.devices_spec import rpc_device
+from lltui.core.fit.estimate import FitOptions, FitResult, estimate
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.llama.flags import parse_llama_args
+from lltui.core.llama.log import LlamaLogSummary, parse_log
 from lltui.core.units import MIB
 
 __all__ = ["llama_bins"]  # a session fixture used by name
@@ -209,8 +209,8 @@ def oracle_rows(bins, model: Path, memory_argv: list[str], devices=()):
     """llama-fit-params' rows beside our estimate under its rules (what ``--oracle`` shows)."""
     from dataclasses import replace
 
-    from lltui.core.fit import oracle_compare
-    from lltui.sources.fit_oracle import run_oracle
+    from lltui.core.fit.estimate import oracle_compare
+    from lltui.sources.llama.fit_oracle import run_oracle
 
     settings = parse_llama_args(memory_argv)
     np_ = settings.n_parallel_resolved

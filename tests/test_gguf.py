@@ -11,7 +11,7 @@ import gguf_factory as gf
 import pytest
 from gguf import GGUFValueType as V
 
-from lltui.core.ggml_types import (
+from lltui.core.fit.ggml_types import (
     FTYPE_DEFAULT_TYPE,
     FTYPE_NAMES,
     GGML_TYPES,
@@ -24,7 +24,7 @@ from lltui.core.ggml_types import (
     type_from_name,
     type_info,
 )
-from lltui.core.gguf import (
+from lltui.core.fit.gguf import (
     EAGER_ARRAY_ITEMS,
     GgufArray,
     GgufError,

@@ -1,7 +1,7 @@
 """The app model's history: windows by time, trimmed by age, energy since start."""
 
-from lltui.core.balance import imbalances
-from lltui.core.history import RigHistory
+from lltui.core.monitor.balance import imbalances
+from lltui.core.monitor.history import RigHistory
 from lltui.sources.sim import SimSource, StepClock
 
 

@@ -1,7 +1,7 @@
 import os
 import time
 
-from lltui.core.models import GpuProcess
+from lltui.core.monitor.models import GpuProcess
 from lltui.sources.host import HostSampler
 
 

@@ -1,11 +1,115 @@
-"""The core and the sources never pull in the UI; the core pulls in no I/O libraries."""
+"""Layering: the core and the sources never pull in the UI; the core pulls in no I/O libraries;
+each of lltui's layers imports only the layers below it; no two modules import each other,
+however indirectly."""
 
-import importlib
+from __future__ import annotations
+
+import ast
 import pathlib
 import subprocess
 import sys
 
+import lltui
+
 CORE_FORBIDDEN = ("textual", "rich", "pynvml", "httpx", "psutil", "subprocess", "ctypes")
+PACKAGE = pathlib.Path(lltui.__file__).parent
+
+# layer -> the layers it may import (its own included). "lltui" is the package's __init__
+# (the version), "config" the settings file and XDG paths.
+ALLOWED: dict[str, set[str]] = {
+    "lltui": {"lltui"},
+    "core": {"core"},
+    "config": {"config"},
+    "sources": {"sources", "core", "config", "lltui"},
+    "api": {"api", "sources", "core", "lltui"},
+    "app": {"app", "sources", "core", "config", "lltui"},
+    "commands": {"commands", "app", "sources", "core", "config", "lltui", "api"},
+    "cli": {"cli", "commands", "config", "lltui"},
+    "__main__": {"cli"},
+}
+
+
+def _module_files() -> dict[str, pathlib.Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(name: str, modules: dict[str, pathlib.Path]) -> str | None:
+    # "lltui.core.fit.estimate.FitResult" -> "lltui.core.fit.estimate"
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every lltui module -> the lltui modules it imports anywhere in its text (lazy imports
+    inside functions and TYPE_CHECKING blocks count: they are dependencies all the same)."""
+    modules = _module_files()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps.update(_resolve(a.name, modules) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps.update(_resolve(f"{node.module}.{a.name}", modules) for a in node.names)
+        graph[name] = {d for d in deps if d is not None and d != name and d.startswith("lltui")}
+    return graph
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
 
 
 def _modules_after(code: str) -> set[str]:
@@ -18,19 +122,14 @@ def _modules_after(code: str) -> set[str]:
     return set(out.split())
 
 
-def _modules_in(package: str) -> list[str]:
-    pkg = importlib.import_module(package)
-    return [
-        f"{package}.{f.stem}"
-        for path in pkg.__path__
-        for f in sorted(pathlib.Path(path).glob("*.py"))
-        if f.stem != "__init__"
-    ]
+def _modules_in(prefix: str) -> list[str]:
+    return sorted(m for m in _module_files() if m.startswith(prefix + "."))
 
 
 def test_core_and_sources_do_not_import_textual():
     names = _modules_in("lltui.core") + _modules_in("lltui.sources")
     assert len(names) > 5, "no modules found"
+    assert "lltui.core.fit.estimate" in names, "subpackages are walked"
     mods = _modules_after("\n".join(f"import {n}" for n in names))
     assert "textual" not in mods
     assert not any(m.startswith("textual.") for m in mods)
@@ -48,3 +147,30 @@ def test_core_imports_only_the_standard_library():
 def test_cli_help_does_not_import_textual():
     mods = _modules_after("from lltui.cli import build_parser\nbuild_parser()")
     assert "textual" not in mods
+
+
+def test_every_module_has_a_layer():
+    layers = {_layer(m) for m in _import_graph()}
+    assert layers <= set(ALLOWED), f"modules outside any layer: {layers - set(ALLOWED)}"
+
+
+def test_layers_import_only_downwards():
+    bad = [
+        f"{module} ({_layer(module)}) imports {dep} ({_layer(dep)})"
+        for module, deps in sorted(_import_graph().items())
+        for dep in sorted(deps)
+        if _layer(dep) not in ALLOWED.get(_layer(module), set())
+    ]
+    assert bad == []
+
+
+def test_no_import_cycles():
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_checks_can_fail():
+    # the two graph checks find what they are meant to find
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert _layer("lltui.core.fit.estimate") == "core"
+    assert "app" not in ALLOWED["core"] and "api" not in ALLOWED["sources"]

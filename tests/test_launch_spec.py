@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lltui.core.launch import (
+from lltui.core.llama.exit_reason import exit_event, exit_reason
+from lltui.core.llama.launch_args import parse_llama_args
+from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
     MASK,
     P2P_ENV,
@@ -19,17 +21,14 @@ from lltui.core.launch import (
     LaunchSpec,
     api_key_transport,
     build_command,
-    exit_event,
-    exit_reason,
     is_loopback,
     mask_secrets,
-    parse_llama_args,
     relevant_inherited_env,
     server_url,
     spec_from_dict,
     spec_to_dict,
 )
-from lltui.core.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.sources import profiles
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llama-server"
@@ -475,7 +474,7 @@ def test_profiles_live_in_the_config_dir(isolated_config):
 
 
 def test_flag_equals_value_keeps_underscores_in_the_value():
-    from lltui.core.launch import parse_llama_args
+    from lltui.core.llama.launch_args import parse_llama_args
 
     got = parse_llama_args(["--model=/models/my_model.gguf", "--api_key=abc_def", "--ctx_size=512"])
     assert got["model"] == "/models/my_model.gguf"

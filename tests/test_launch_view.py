@@ -12,7 +12,7 @@ from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.launch_state import make_spec, parse_hostport
 from lltui.app.screens.launch import LaunchScreen
-from lltui.core.launch import LaunchError
+from lltui.core.llama.launch_spec import LaunchError
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
 
@@ -176,11 +176,12 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
         def status(self):  # pragma: no cover - the poller is not started here
             raise AssertionError
 
-    monkeypatch.setattr("lltui.sources.supervisor.Supervisor", SlowSupervisor)
+    monkeypatch.setattr("lltui.sources.llama.supervisor.Supervisor", SlowSupervisor)
     monkeypatch.setattr(
-        "lltui.sources.launch_prep.find_binary", lambda required: ("llama-server", None, None, None)
+        "lltui.sources.llama.launch_prep.find_binary",
+        lambda required: ("llama-server", None, None, None),
     )
-    monkeypatch.setattr("lltui.sources.launch_prep.check_inputs", lambda spec: ())
+    monkeypatch.setattr("lltui.sources.llama.launch_prep.check_inputs", lambda spec: ())
     monkeypatch.setattr(launch_state.LaunchController, "_start_polling", lambda *a, **k: None)
     ctl = launch_state.LaunchController(lambda: None, lambda: None)
     starter = threading.Thread(target=ctl.start, args=("m.gguf", "", "127.0.0.1:8080"))

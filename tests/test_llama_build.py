@@ -15,8 +15,9 @@ import pytest
 from llama_fixture import llama_bins, tiny_model
 
 from lltui.cli import main
-from lltui.sources import llama_bin, llama_build
-from lltui.sources.llama_build import (
+from lltui.sources.llama import binary as llama_bin
+from lltui.sources.llama import build as llama_build
+from lltui.sources.llama.build import (
     TARGETS,
     BuildError,
     BuildPlan,
@@ -538,7 +539,7 @@ def test_a_hangup_during_a_build_step_stops_its_process_group(tmp_path):
     runner = tmp_path / "runner.py"
     runner.write_text(
         "import sys\nfrom collections import deque\nfrom pathlib import Path\n"
-        "from lltui.sources.llama_build import _run_streaming\n"
+        "from lltui.sources.llama.build import _run_streaming\n"
         f"_run_streaming([sys.executable, {str(script)!r}], Path({str(tmp_path / 'log')!r}),"
         " lambda line: print(line, flush=True), deque(maxlen=10))\n"
     )

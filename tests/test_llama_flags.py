@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lltui.core.llama_flags import (
+from lltui.core.llama.flags import (
     FFN_EXPS_REGEX,
     KV_CACHE_TYPES,
     NGL_ALL,

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from llama_fixture import free_port, llama_bins, llama_server, tiny_model
 
-from lltui.sources.llama_http import (
+from lltui.sources.llama.http import (
     BAD_RESPONSE,
     DISABLED,
     DOWN,

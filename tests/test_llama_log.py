@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from llama_fixture import llama_bins, llama_server, rpc_servers, stop_group, tiny_model
 
-from lltui.core.llama_log import (
+from lltui.core.llama.log import (
     LlamaLogParser,
     LlamaLogSummary,
     classify_problem,
@@ -19,7 +19,7 @@ from lltui.core.llama_log import (
     parse_log,
     split_line,
 )
-from lltui.sources.llama_bin import list_devices
+from lltui.sources.llama.binary import list_devices
 
 # Fixtures used by the live tests below.
 __all__ = ["llama_bins", "tiny_model"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lltui.core.llama_metrics import (
+from lltui.core.llama.metrics import (
     LlamaMetrics,
     MetricsFormatError,
     SlotState,

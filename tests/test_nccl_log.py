@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lltui.cli import main
-from lltui.core.nccl_log import (
+from lltui.core.nccl.log import (
     MAX_KEPT_LINES,
     decode_cuda_driver,
     parse_nccl_log,

@@ -12,7 +12,7 @@ import pytest
 from fake_nccl import FakeCounters, build_fake_library, compiler
 
 from lltui.cli import main
-from lltui.core.nccl_env import (
+from lltui.core.nccl.env import (
     ERROR,
     INFO,
     WARN,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lltui.cli import main
-from lltui.core.nccl_tests import (
+from lltui.core.nccl.nccl_tests import (
     bus_bandwidth_factor,
     infer_collective,
     nranks_from_all_reduce,

@@ -40,9 +40,14 @@ from fake_pynvml import (
     make_gpus,
 )
 
-from lltui.core.cuda_order import CudaCandidate, cuda_indices, enumeration_order, pci_sort_key
-from lltui.core.models import GpuSample, RigSample, SourceUnavailable
-from lltui.core.throttle import reasons_from_mask
+from lltui.core.monitor.cuda_order import (
+    CudaCandidate,
+    cuda_indices,
+    enumeration_order,
+    pci_sort_key,
+)
+from lltui.core.monitor.models import GpuSample, RigSample, SourceUnavailable
+from lltui.core.monitor.throttle import reasons_from_mask
 from lltui.sources.nvml import (
     DEFAULT_PCIE_TTL_S,
     DEFAULT_PROCESS_TTL_S,

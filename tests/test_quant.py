@@ -12,7 +12,7 @@ import gguf_factory as gf
 import pytest
 from llama_fixture import llama_bins
 
-from lltui.core.ggml_types import (
+from lltui.core.fit.ggml_types import (
     QUANTIZE_FTYPES,
     GgmlType,
     LlamaFtype,
@@ -20,8 +20,8 @@ from lltui.core.ggml_types import (
     tensor_nbytes,
     type_from_name,
 )
-from lltui.core.gguf import read_gguf
-from lltui.core.quant import (
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.fit.quant import (
     Category,
     QuantSource,
     SourceTensor,
@@ -33,7 +33,7 @@ from lltui.core.quant import (
     tensor_category,
     tensor_sort_key,
 )
-from lltui.sources import llama_build
+from lltui.sources.llama import build as llama_build
 
 __all__ = ["llama_bins"]  # a session fixture used by name
 

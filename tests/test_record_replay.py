@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lltui.core.models import (
+from lltui.core.monitor.models import (
     GpuProcess,
     GpuSample,
     GpuStatic,
@@ -19,7 +19,7 @@ from lltui.core.models import (
     RigSample,
     SourceUnavailable,
 )
-from lltui.core.record import (
+from lltui.core.monitor.record import (
     RECORDING_VERSION,
     Encoder,
     RecordingError,
@@ -495,7 +495,7 @@ def test_decode_lines_without_line_endings():
 
 
 def test_a_non_finite_time_is_a_bad_recording(tmp_path):
-    from lltui.core.record import RecordingError, sample_time
+    from lltui.core.monitor.record import RecordingError, sample_time
 
     with pytest.raises(RecordingError, match="finite"):
         sample_time({"seq": 1, "t": float("nan"), "gpus": []}, 3)

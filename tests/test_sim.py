@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from lltui.core.models import SourceUnavailable
+from lltui.core.monitor.models import SourceUnavailable
 from lltui.sources.sim import PROFILES, SimSource, cuda_order, phase_at
 
 

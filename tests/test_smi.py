@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from lltui.core.models import SourceUnavailable
-from lltui.core.smi_csv import (
+from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.monitor.smi_csv import (
     APP_QUERY_FIELDS,
     EVENT_REASON_FIELDS,
     GPU_QUERY_FIELDS,
@@ -36,7 +36,7 @@ from lltui.core.smi_csv import (
     to_bytes,
     unknown_field,
 )
-from lltui.core.throttle import SMI_FIELDS
+from lltui.core.monitor.throttle import SMI_FIELDS
 from lltui.core.units import MIB
 from lltui.sources.base import GpuSource
 from lltui.sources.smi import CommandResult, SmiSource, check_host, run_command, smi_argv

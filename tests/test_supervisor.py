@@ -18,10 +18,10 @@ import httpx
 import pytest
 from llama_fixture import free_port, llama_bins, rpc_servers, tiny_model, write_tiny_llama
 
-from lltui.core.launch import LaunchSpec, build_command
-from lltui.core.llama_metrics import parse_metrics
-from lltui.sources.llama_bin import probe
-from lltui.sources.supervisor import (
+from lltui.core.llama.launch_spec import LaunchSpec, build_command
+from lltui.core.llama.metrics import parse_metrics
+from lltui.sources.llama.binary import probe
+from lltui.sources.llama.supervisor import (
     Supervisor,
     SupervisorError,
     binary_flags,
@@ -294,7 +294,7 @@ def test_stop_sends_a_second_signal_then_kills_a_server_that_holds_on(tmp_path):
     """A process that ignores SIGTERM: stop() escalates to a second signal, then SIGKILL."""
     import sys
 
-    from lltui.core.launch import LaunchCommand
+    from lltui.core.llama.launch_spec import LaunchCommand
 
     script = tmp_path / "stubborn.py"
     script.write_text(

@@ -13,8 +13,9 @@ import fake_topo_pynvml as fake
 import pytest
 
 from lltui.cli import main
-from lltui.core.models import SourceUnavailable
-from lltui.core.topo import (
+from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.topo.advice import advise
+from lltui.core.topo.matrix import (
     AFFINITY_COLUMNS,
     COLUMN_TITLES,
     CPU_AFFINITY,
@@ -26,10 +27,8 @@ from lltui.core.topo import (
     is_cpu_list,
     parse_p2p_matrix,
     parse_topology,
-    topology_to_json,
-    topology_to_text,
 )
-from lltui.core.topo_advice import advise
+from lltui.core.topo.report import topology_to_json, topology_to_text
 from lltui.sources import topo as topo_source
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"

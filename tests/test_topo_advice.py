@@ -5,16 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lltui.core.models import GpuStatic
-from lltui.core.topo import (
-    CPU_AFFINITY,
-    NUMA_AFFINITY,
-    Topology,
-    parse_topology,
-    topology_to_json,
-    topology_to_text,
-)
-from lltui.core.topo_advice import (
+from lltui.core.monitor.models import GpuStatic
+from lltui.core.topo.advice import (
     NVLINK_BY_CC,
     PCIE_GBS_PER_LANE,
     Advice,
@@ -23,6 +15,13 @@ from lltui.core.topo_advice import (
     default_cuda_order,
     link_bandwidth,
 )
+from lltui.core.topo.matrix import (
+    CPU_AFFINITY,
+    NUMA_AFFINITY,
+    Topology,
+    parse_topology,
+)
+from lltui.core.topo.report import topology_to_json, topology_to_text
 from lltui.core.units import GIB
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from lltui.core.throttle import mask_from_reasons, reasons_from_mask
+from lltui.core.monitor.throttle import mask_from_reasons, reasons_from_mask
 from lltui.core.units import bar, fmt_bytes, fmt_energy_mj, fmt_mib, parse_size
 
 

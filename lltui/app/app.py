@@ -35,14 +35,14 @@ from lltui.app.themes import (
     load_user_themes,
 )
 from lltui.config import MAX_INTERVAL, MIN_INTERVAL, Settings, themes_dir
-from lltui.core.history import RigHistory
-from lltui.core.models import RigInfo, RigSample
+from lltui.core.monitor.history import RigHistory
+from lltui.core.monitor.models import RigInfo, RigSample
 from lltui.sources.base import GpuSource
 
 if TYPE_CHECKING:
     from lltui.app.launch_state import LaunchController
     from lltui.app.nccl_state import NcclState
-    from lltui.core.topo_advice import Advice
+    from lltui.core.topo.advice import Advice
     from lltui.sources.registry import ReplayOptions
     from lltui.sources.topo import TopologyReport
 
@@ -325,8 +325,8 @@ class LltuiApp(App[int]):
         self.in_background(self._read_topology, "topology")
 
     def _read_topology(self) -> None:
-        from lltui.core.models import SourceUnavailable
-        from lltui.core.topo_advice import advise
+        from lltui.core.monitor.models import SourceUnavailable
+        from lltui.core.topo.advice import advise
         from lltui.sources.topo import topology_for_source
 
         state = self.topology_state

@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.models import RigSample
+from lltui.core.monitor.models import RigSample
 
 LIVE = "live"  # the devices of the rig being monitored, with their free memory now
 
@@ -60,9 +60,9 @@ def form_flags(fields: dict[str, str], extra: str) -> list[str]:
 
 
 def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
-    from lltui.core.fit import FitError, FitOptions, estimate
-    from lltui.core.llama_flags import parse_llama_args
-    from lltui.core.quant_fit import quant_table
+    from lltui.core.fit.estimate import FitError, FitOptions, estimate
+    from lltui.core.fit.quant_fit import quant_table
+    from lltui.core.llama.flags import parse_llama_args
     from lltui.sources.fit_devices import (
         DeviceSpecError,
         describe,

@@ -12,15 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
-from lltui.core.launch import (
+from lltui.core.llama.launch_args import parse_llama_args
+from lltui.core.llama.launch_spec import (
     LaunchCommand,
     LaunchError,
     LaunchSpec,
     build_command,
-    parse_llama_args,
 )
-from lltui.core.models import RigSample
+from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
+from lltui.core.monitor.models import RigSample
 
 POLL_INTERVAL_S = 1.0
 LOG_LINES = 2000
@@ -79,7 +79,7 @@ def make_spec(model: str, flags: str, hostport: str) -> LaunchSpec:
 
 def preview_command(model: str, flags: str, hostport: str) -> tuple[str, str | None]:
     """The exact command (secrets masked) the form would start, or the reason it cannot."""
-    from lltui.sources.launch_prep import find_binary
+    from lltui.sources.llama.launch_prep import find_binary
 
     try:
         spec = make_spec(model, flags, hostport)
@@ -137,8 +137,8 @@ class LaunchController:
             self._stop()
 
     def _start(self, model: str, flags: str, hostport: str) -> None:
-        from lltui.sources.launch_prep import check_inputs, find_binary
-        from lltui.sources.supervisor import Supervisor, SupervisorError
+        from lltui.sources.llama.launch_prep import check_inputs, find_binary
+        from lltui.sources.llama.supervisor import Supervisor, SupervisorError
 
         self._stop()
         with self.lock:
@@ -232,7 +232,7 @@ class LaunchController:
         self.state.message = f"llama-server {result.reason} (exit code {result.returncode})"
 
     def _start_polling(self, url: str, api_key: str | None) -> None:
-        from lltui.sources.llama_http import LlamaServerClient
+        from lltui.sources.llama.http import LlamaServerClient
 
         self._client = LlamaServerClient(url, api_key=api_key)
         self._poll_stop = threading.Event()

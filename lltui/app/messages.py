@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from lltui.core.models import RigSample
+from lltui.core.monitor.models import RigSample
 
 
 class SampleReady(Message):

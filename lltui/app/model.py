@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lltui.core.history import RigHistory
-from lltui.core.models import RigInfo, RigSample
+from lltui.core.monitor.history import RigHistory
+from lltui.core.monitor.models import RigInfo, RigSample
 
 WINDOWS_S: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0)
 SORT_KEYS: tuple[str, ...] = ("gpu_mem", "cpu", "rss", "pid", "gpu")

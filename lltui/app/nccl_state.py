@@ -51,8 +51,8 @@ def summarize_file(path: str) -> str:
     """An NCCL_DEBUG=INFO log or nccl-tests output, summarised; which one is told by content."""
     from textual.markup import escape
 
-    from lltui.core.nccl_log import format_log_summary, parse_nccl_log_text
-    from lltui.core.nccl_tests import format_table, parse_nccl_tests_text
+    from lltui.core.nccl.log import format_log_summary, parse_nccl_log_text
+    from lltui.core.nccl.nccl_tests import format_table, parse_nccl_tests_text
 
     p = Path(path).expanduser()
     try:

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from lltui.core.models import RigSample
+from lltui.core.monitor.models import RigSample
 from lltui.sources.base import GpuSource
 
 SampleHook = Callable[[RigSample, float], object]

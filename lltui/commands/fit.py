@@ -57,7 +57,7 @@ def register(sub: Any) -> None:
 
 def split_args(argv: list[str]) -> tuple[str | None, list[str], dict[str, Any]]:
     """(model path, llama-server flags, lltui options) from the fit command line."""
-    from lltui.core.llama_flags import flag_arity
+    from lltui.core.llama.flags import flag_arity
 
     model: str | None = None
     llama: list[str] = []
@@ -101,7 +101,7 @@ class FitInputs:
 
     model_path: str
     model: Any  # GgufModel
-    settings: Any  # LlamaSettings
+    settings: Any  # LlamaArgs
     devices: list[Any]  # DeviceSpec, in llama.cpp's order
     notes: list[str]
     own: dict[str, Any]
@@ -111,8 +111,8 @@ class FitInputs:
 def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
     """Parse and check the command line shared by ``fit`` and ``quant``; None after --help.
     Bad input raises CliError (exit 2) with one line."""
-    from lltui.core.fit import FitOptions
-    from lltui.core.llama_flags import parse_llama_args
+    from lltui.core.fit.estimate import FitOptions
+    from lltui.core.llama.flags import parse_llama_args
     from lltui.core.units import MIB, parse_size
     from lltui.sources.fit_devices import (
         DeviceSpecError,
@@ -164,7 +164,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.core.fit import FitError, estimate
+    from lltui.core.fit.estimate import FitError, estimate
 
     inputs = read_inputs(list(args.argv), "fit", HELP)
     if inputs is None:
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         oracle = _oracle(model, model_path, settings, devices, opts, local)
 
     if own["json"]:
-        from lltui.core.fit import result_to_json
+        from lltui.core.fit.estimate import result_to_json
 
         data = result_to_json(result)
         if notes:
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             data["oracle"] = oracle
         print_json(data)
     else:
-        from lltui.core.fit import oracle_to_text, result_to_text
+        from lltui.core.fit.estimate import oracle_to_text, result_to_text
 
         text = result_to_text(result)
         for n in notes:
@@ -208,8 +208,8 @@ def _oracle(
     """llama-fit-params' numbers beside an estimate made under its rules."""
     from dataclasses import replace
 
-    from lltui.core.fit import FitError, estimate, oracle_compare
-    from lltui.sources.fit_oracle import OracleError, run_oracle
+    from lltui.core.fit.estimate import FitError, estimate, oracle_compare
+    from lltui.sources.llama.fit_oracle import OracleError, run_oracle
 
     if not local and any(d.kind == "cuda" for d in devices):
         return {

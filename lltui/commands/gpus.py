@@ -19,8 +19,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from lltui.core.gpus_report import rig_to_json, rig_to_text
-    from lltui.core.models import SourceUnavailable
+    from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
+    from lltui.core.monitor.models import SourceUnavailable
     from lltui.sources.registry import open_source, replay_options
 
     spec = source_spec(args)

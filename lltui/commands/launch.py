@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lltui.commands import CliError
 
 if TYPE_CHECKING:
-    from lltui.core.launch import BinaryFlags, LaunchCommand, LaunchSpec
+    from lltui.core.llama.launch_spec import BinaryFlags, LaunchCommand, LaunchSpec
 
 USAGE = (
     "lltui launch MODEL.gguf [llama-server flags] [--dry-run] [--json] [--profile NAME]\n"
@@ -122,7 +122,8 @@ def _ready_text(event: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.core import launch as L
+    from lltui.core.llama import launch_spec as L
+    from lltui.core.llama.launch_args import parse_llama_args
     from lltui.sources import profiles
 
     own, words = _split_own(list(args.words))
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         model, words = words[0], words[1:]
 
     try:
-        given = L.parse_llama_args(words)
+        given = parse_llama_args(words)
     except L.LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
     if model is not None and "model" in given:
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     if inherited_key and not data.get("api_key") and not data.get("api_key_file"):
         data["api_key"] = inherited_key  # keep the server locked as the user expects
     if data.get("port") == 0:
-        from lltui.sources.supervisor import free_port
+        from lltui.sources.llama.supervisor import free_port
 
         host = str(data.get("host") or L.DEFAULT_HOST).split(",")[0]
         try:
@@ -226,8 +227,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _find_binary(required: bool) -> tuple[str, BinaryFlags | None, str | None]:
     """The llama-server path, its probed flags (a BinaryFlags) and where it was found."""
-    from lltui.core.launch import LaunchError
-    from lltui.sources.launch_prep import find_binary
+    from lltui.core.llama.launch_spec import LaunchError
+    from lltui.sources.llama.launch_prep import find_binary
 
     try:
         path, flags, origin, why = find_binary(required)
@@ -239,8 +240,8 @@ def _find_binary(required: bool) -> tuple[str, BinaryFlags | None, str | None]:
 
 
 def _check_inputs(spec: LaunchSpec) -> tuple[str, ...]:
-    from lltui.core.launch import LaunchError
-    from lltui.sources.launch_prep import check_inputs
+    from lltui.core.llama.launch_spec import LaunchError
+    from lltui.sources.llama.launch_prep import check_inputs
 
     try:
         return check_inputs(spec)
@@ -257,7 +258,7 @@ def _dry_run(
     as_json: bool,
 ) -> int:
     from lltui.commands import print_json
-    from lltui.core.launch import relevant_inherited_env
+    from lltui.core.llama.launch_spec import relevant_inherited_env
 
     inherited = relevant_inherited_env(os.environ, command)
     if as_json:
@@ -296,8 +297,8 @@ def _supervise(
     import signal
     import threading
 
-    from lltui.core.launch import exit_event, ready_event
-    from lltui.sources.supervisor import Supervisor, SupervisorError
+    from lltui.core.llama.exit_reason import exit_event, ready_event
+    from lltui.sources.llama.supervisor import Supervisor, SupervisorError
 
     log_file = None
     if keep_running:

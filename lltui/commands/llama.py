@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
-    from lltui.sources import llama_build
+    from lltui.sources.llama import build as llama_build
 
     if args.jobs is not None and args.jobs < 1:
         raise CliError("llama install: --jobs must be 1 or more", 2)
@@ -90,7 +90,7 @@ def _install(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from lltui.sources import llama_bin
+    from lltui.sources.llama import binary as llama_bin
 
     try:
         binary = llama_bin.find_llama_server()

@@ -123,7 +123,7 @@ def _lines(stream: IO[bytes]) -> Iterator[str]:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from lltui.core.nccl_log import format_log_summary, parse_nccl_log
+    from lltui.core.nccl.log import format_log_summary, parse_nccl_log
 
     summary = parse_nccl_log(read_lines(args.file))
     if not summary.has_nccl:
@@ -140,7 +140,7 @@ def run_log(args: argparse.Namespace) -> int:
 
 
 def run_tests(args: argparse.Namespace) -> int:
-    from lltui.core.nccl_tests import format_table, parse_nccl_tests
+    from lltui.core.nccl.nccl_tests import format_table, parse_nccl_tests
 
     result = parse_nccl_tests(read_lines(args.file))
     if not result.tables:
@@ -158,7 +158,7 @@ def run_tests(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.core.nccl_env import explain_variable
+    from lltui.core.nccl.env import explain_variable
     from lltui.sources.nccl_report import nccl_report
 
     source = source_spec(args)

@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_inputs
-    from lltui.core.quant_fit import best_fitting, quant_table
+    from lltui.core.fit.quant_fit import best_fitting, quant_table
     from lltui.core.units import MIB, fmt_bytes
     from lltui.sources.fit_devices import describe
 

@@ -58,15 +58,14 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
     import shutil
 
-    from lltui.core.models import GpuStatic, SourceUnavailable
-    from lltui.core.topo import (
+    from lltui.core.monitor.models import GpuStatic, SourceUnavailable
+    from lltui.core.topo.advice import advise
+    from lltui.core.topo.matrix import (
         Topology,
         decode_text,
         parse_topology,
-        topology_to_json,
-        topology_to_text,
     )
-    from lltui.core.topo_advice import advise
+    from lltui.core.topo.report import topology_to_json, topology_to_text
 
     topo: Topology
     gpus: tuple[GpuStatic, ...] = ()

@@ -21,7 +21,7 @@ def _size(text: str) -> tuple[int, int]:
 
 def run_app(args: argparse.Namespace) -> int:
     from lltui.config import ConfigError, load_settings
-    from lltui.core.models import SourceUnavailable
+    from lltui.core.monitor.models import SourceUnavailable
 
     try:
         settings = load_settings(

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from lltui.core.models import RigInfo, RigSample
+from lltui.core.monitor.models import RigInfo, RigSample
 
 Clock = Callable[[], float]
 
@@ -16,7 +16,7 @@ Clock = Callable[[], float]
 class GpuSource(Protocol):
     """A source of :class:`RigSample` snapshots.
 
-    ``open`` raises :class:`lltui.core.models.SourceUnavailable` with a one-line reason when
+    ``open`` raises :class:`lltui.core.monitor.models.SourceUnavailable` with a one-line reason when
     the source cannot run here; ``poll`` never raises for a field or a GPU that fails (those
     become ``None`` or a lost GPU), only for the whole source failing, and callers catch that.
     ``poll`` is called from one worker thread at a time.

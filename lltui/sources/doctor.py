@@ -107,7 +107,7 @@ def check_nccl() -> Check:
 
 def check_llama_server() -> Check:
     try:
-        from lltui.sources.llama_bin import LlamaBinaryError, find_llama_server, probe
+        from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server, probe
     except ImportError as exc:
         return Check("llama-server", ERROR, f"llama-server probe unavailable: {exc}")
     try:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lltui.core.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
-from lltui.core.gguf import GgufError, GgufModel, read_gguf
-from lltui.core.models import RigSample, SourceUnavailable
+from lltui.core.fit.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
+from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
+from lltui.core.monitor.models import RigSample, SourceUnavailable
 from lltui.core.units import MIB
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import psutil
 
-from lltui.core.models import GpuProcess, HostSample
+from lltui.core.monitor.models import GpuProcess, HostSample
 
 
 class HostSampler:

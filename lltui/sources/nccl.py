@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.models import SourceUnavailable
-from lltui.core.nccl_env import (
+from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.nccl.env import (
     RESULT_NAMES,
     NCCLDataType,
     NCCLRedOp,
@@ -38,7 +38,7 @@ from lltui.core.nccl_env import (
     decode_nccl_version,
     socket_ifname_matches,
 )
-from lltui.core.nccl_tests import NcclTestsRow, bus_bandwidth_factor, format_rows, sweep_sizes
+from lltui.core.nccl.nccl_tests import NcclTestsRow, bus_bandwidth_factor, format_rows, sweep_sizes
 from lltui.core.units import MIB
 
 __all__ = [

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.models import SourceUnavailable
-from lltui.core.nccl_env import (
+from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.nccl.env import (
     Finding,
     NcclFacts,
     findings_to_json,
@@ -37,17 +37,18 @@ class NcclReport:
 
 
 def _local_gpu_names() -> list[str]:
-    try:
-        from lltui.api import detect_gpus
+    from lltui.sources.registry import one_sample
 
-        return [g.name for g in detect_gpus()]
+    try:
+        sample = one_sample("nvml")
     except Exception:  # no driver or binding: the names only sharpen the advice
         return []
+    return [] if sample is None else [g.info.name for g in sample.gpus if not g.lost]
 
 
 def _local_links() -> dict[str, str]:
     """GPU pair links from the live topology; empty where it cannot be read."""
-    from lltui.core.topo import parse_topology
+    from lltui.core.topo.matrix import parse_topology
     from lltui.sources.topo import SmiMissing, read_nvml_topology, run_smi
 
     try:

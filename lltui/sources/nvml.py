@@ -5,7 +5,7 @@ Fields are read at three rates:
 
 * **static**, once per GPU at open: name, UUID, PCI bus id, memory total, power limits, max
   clocks, compute capability, serial, VBIOS, persistence mode, max PCIe link, NVLink links,
-  and the index CUDA gives the GPU (see :mod:`lltui.core.cuda_order`).
+  and the index CUDA gives the GPU (see :mod:`lltui.core.monitor.cuda_order`).
 * **fast**, every poll: memory, utilisation, power, energy counter, enforced power limit,
   temperature, clocks, fan, P-state and clock-event reasons. Energy, power and the power
   limit come from one ``nvmlDeviceGetFieldValues`` call where the driver answers it, so a fast
@@ -36,13 +36,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.cuda_order import (
+from lltui.core.monitor.cuda_order import (
     PCI_BUS_ID,
     CudaCandidate,
     cuda_indices_from_env,
     enumeration_order,
 )
-from lltui.core.models import (
+from lltui.core.monitor.models import (
     GpuProcess,
     GpuSample,
     GpuStatic,
@@ -51,7 +51,7 @@ from lltui.core.models import (
     RigSample,
     SourceUnavailable,
 )
-from lltui.core.throttle import reasons_from_mask
+from lltui.core.monitor.throttle import reasons_from_mask
 from lltui.sources.base import SequenceCounter, mono_clock, wall_clock
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Named launch profiles: one TOML file per profile in ``<config dir>/profiles/NAME.toml``.
 
-A profile is a :class:`~lltui.core.launch.LaunchSpec` written out with only the settings that
-differ from the defaults. Files are written atomically (a temporary file in the same
+A profile is a :class:`~lltui.core.llama.launch_spec.LaunchSpec` written out with only the
+settings that differ from the defaults. Files are written atomically (a temporary file in the same
 directory, flushed, then renamed over the old one) so a crash never leaves half a profile.
 A profile that holds an API key is created with mode 0600 from the start.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lltui.config import config_dir
-from lltui.core.launch import LaunchError, LaunchSpec, spec_from_dict, spec_to_dict
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec, spec_from_dict, spec_to_dict
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes; refuse to read a huge file

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lltui.core.models import RigInfo, SourceUnavailable
+from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.sources.base import GpuSource
 from lltui.sources.sim import DEFAULT_PROFILE, PROFILES
 
@@ -109,3 +109,28 @@ def open_source(
         reason = f"nvidia-ml-py is not importable: {exc}; showing a simulated rig"
     sim = make_source(SourceSpec("sim", DEFAULT_PROFILE), sim_reason=reason, seed=seed)
     return sim, sim.open()
+
+
+def one_sample(source: str = "nvml") -> RigSample | None:
+    """One sample of the rig ``source`` names, or None when that source cannot run here.
+
+    For NVML only the fast fields are read (names, memory, power...): no process lists,
+    PCIe throughput (20 ms per counter) or NVLink state, which these functions do not use."""
+    try:
+        if source == "nvml":
+            import math
+
+            from lltui.sources.nvml import NvmlSource
+
+            src: GpuSource = NvmlSource(
+                slow_ttl_s=math.inf, process_ttl_s=math.inf, pcie_ttl_s=math.inf
+            )
+            src.open()
+        else:
+            src, _info = open_source(source)
+    except (SourceUnavailable, ImportError):
+        return None
+    try:
+        return src.poll()
+    finally:
+        src.close()

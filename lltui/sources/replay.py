@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from lltui import __version__
-from lltui.core.models import RigInfo, RigSample, SourceUnavailable
-from lltui.core.record import (
+from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.record import (
     TRUNCATED_HINT,
     Decoder,
     Encoder,

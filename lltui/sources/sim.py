@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lltui.core.cuda_order import CudaCandidate, enumeration_order
-from lltui.core.models import (
+from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
+from lltui.core.monitor.models import (
     GpuProcess,
     GpuSample,
     GpuStatic,

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.models import (
+from lltui.core.monitor.models import (
     GpuSample,
     GpuStatic,
     HostSample,
@@ -21,7 +21,7 @@ from lltui.core.models import (
     RigSample,
     SourceUnavailable,
 )
-from lltui.core.smi_csv import (
+from lltui.core.monitor.smi_csv import (
     APP_QUERY_FIELDS,
     EVENT_REASON_PREFIX,
     GPU_QUERY_FIELDS,

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
-from lltui.core.models import GpuSample
+from lltui.core.monitor.models import GpuSample
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, fmt_energy_mj, spark
 
 

@@ -13,7 +13,7 @@ from textual.widgets import Button, DataTable, Input, Log, Static
 from lltui.app.launch_state import DEFAULT_HOSTPORT, LaunchState
 from lltui.app.model import RigModel
 from lltui.app.screens.base import ViewScreen
-from lltui.core.balance import imbalances
+from lltui.core.monitor.balance import imbalances
 from lltui.core.units import compact_indexes, spark
 
 PHASE_STYLE = {

@@ -12,8 +12,8 @@ from lltui.app.model import RigModel
 from lltui.app.widgets.gpu_card import GpuCard, render_card
 from lltui.app.widgets.process_table import ProcessTable
 from lltui.app.widgets.status import StatusBar, show_header
-from lltui.core.balance import imbalances
-from lltui.core.models import RigSample
+from lltui.core.monitor.balance import imbalances
+from lltui.core.monitor.models import RigSample
 from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
 
 CARD_MIN_WIDTH = 78

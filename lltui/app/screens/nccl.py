@@ -11,7 +11,7 @@ from textual.markup import escape
 from textual.widgets import Button, Input, Static
 
 from lltui.app.screens.base import ViewScreen
-from lltui.core.nccl_env import Finding, explain_variable
+from lltui.core.nccl.env import Finding, explain_variable
 
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 SEVERITY_STYLE = {"error": "$error", "warn": "$warning", "info": "$primary"}

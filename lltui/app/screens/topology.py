@@ -8,9 +8,9 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from lltui.app.screens.base import ViewScreen
-from lltui.core.models import GpuStatic
-from lltui.core.topo import Topology, link_meaning
-from lltui.core.topo_advice import Advice
+from lltui.core.monitor.models import GpuStatic
+from lltui.core.topo.advice import Advice
+from lltui.core.topo.matrix import Topology, link_meaning
 
 SEVERITY_STYLE = {"error": "$error", "warn": "$warning", "warning": "$warning", "info": "$primary"}
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from textual.markup import escape
 from textual.widgets import Static
 
-from lltui.core.history import RigHistory
-from lltui.core.models import GpuSample
-from lltui.core.throttle import SLOWDOWNS
+from lltui.core.monitor.history import RigHistory
+from lltui.core.monitor.models import GpuSample
+from lltui.core.monitor.throttle import SLOWDOWNS
 from lltui.core.units import (
     GIB,
     MIB,

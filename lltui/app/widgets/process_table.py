@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from textual.markup import escape
 from textual.widgets import DataTable
 
-from lltui.core.models import RigSample
+from lltui.core.monitor.models import RigSample
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (

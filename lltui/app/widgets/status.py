@@ -8,7 +8,7 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
-from lltui.core.models import RigInfo
+from lltui.core.monitor.models import RigInfo
 from lltui.core.units import fmt_duration
 
 

@@ -21,7 +21,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from lltui.core.ggml_types import GGML_TYPES, ftype_name
+from lltui.core.fit.ggml_types import GGML_TYPES, ftype_name
 
 GGUF_MAGIC = b"GGUF"
 GGUF_DEFAULT_ALIGNMENT = 32

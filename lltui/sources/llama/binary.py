@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lltui.core.llama_log import DeviceInfo, parse_list_devices
-from lltui.sources import llama_build
+from lltui.core.llama.log import DeviceInfo, parse_list_devices
+from lltui.sources.llama import build as llama_build
 
 ENV_VAR = "LLTUI_LLAMA_SERVER"
 SERVER = "llama-server"

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.nccl_log import MAX_LINE_CHARS, strip_launcher_prefix
+from lltui.core.nccl.log import MAX_LINE_CHARS, strip_launcher_prefix
 
 _INT = re.compile(r"^-?\d+$")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from types import MappingProxyType
 
-from lltui.core.ggml_types import (
+from lltui.core.fit.ggml_types import (
     FTYPE_DEFAULT_TYPE,
     FTYPE_NAMES,
     QUANTIZE_FTYPES,
@@ -25,7 +25,7 @@ from lltui.core.ggml_types import (
     LlamaFtype,
     type_info,
 )
-from lltui.core.gguf import GgufFile, GgufModel, GgufTensor, ValueType
+from lltui.core.fit.gguf import GgufFile, GgufModel, GgufTensor, ValueType
 
 GGUF_DEFAULT_ALIGNMENT = 32
 GGML_QNT_VERSION = 2  # general.quantization_version written by this llama.cpp

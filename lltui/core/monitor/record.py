@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from lltui.core.models import GpuSample, GpuStatic, HostSample, RigInfo, RigSample
+from lltui.core.monitor.models import GpuSample, GpuStatic, HostSample, RigInfo, RigSample
 
 RECORDING_KEY = "lltui_recording"
 RECORDING_VERSION = 1

@@ -1,7 +1,7 @@
 """llama-server's memory-relevant flags, parsed with its own spellings and defaults.
 
 ``parse_llama_args(argv)`` turns the flags a user pastes from their llama-server command into a
-frozen :class:`LlamaSettings`. Flags that change memory are read; every other flag this
+frozen :class:`LlamaArgs`. Flags that change memory are read; every other flag this
 llama-server knows is accepted and ignored (with its value skipped); a flag it does not know
 raises ValueError with one line, as llama-server itself would refuse it. Values are checked
 the way llama-server checks them (``-fa on|off|auto``, ``-ngl N|auto|all``, ``-ctk`` among the
@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lltui.core.gguf import MAX_LAYERS
+from lltui.core.fit.gguf import MAX_LAYERS
 
 # KV cache types llama-server accepts for -ctk/-ctv (common/arg.cpp kv_cache_types).
 KV_CACHE_TYPES: tuple[str, ...] = (
@@ -151,7 +151,7 @@ class TensorOverride:
 
 
 @dataclass(frozen=True, slots=True)
-class LlamaSettings:
+class LlamaArgs:
     """The memory-relevant settings of one llama-server command line, with its defaults."""
 
     n_ctx: int = 0  # -c; 0: the model's training context (fit may lower it)
@@ -306,7 +306,7 @@ def is_memory_flag(arg: str) -> bool:
     return _canonical(arg) in _MEMORY_FLAGS
 
 
-def parse_llama_args(argv: Sequence[str]) -> LlamaSettings:
+def parse_llama_args(argv: Sequence[str]) -> LlamaArgs:
     """Parse llama-server flags. Raises ValueError (one line) on an unknown flag or bad value."""
     s: dict[str, object] = {}
     overrides: list[TensorOverride] = []
@@ -437,7 +437,7 @@ def parse_llama_args(argv: Sequence[str]) -> LlamaSettings:
             rpc.extend(servers)
         elif arg in ("--embedding", "--embeddings"):
             s["embedding"] = True
-    return LlamaSettings(
+    return LlamaArgs(
         overrides=tuple(overrides),
         rpc=tuple(rpc),
         memory_args=tuple(memory),

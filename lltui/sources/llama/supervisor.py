@@ -33,11 +33,12 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from lltui.core.launch import BinaryFlags, LaunchCommand, exit_reason, signal_name
-from lltui.core.llama_log import LlamaLogParser, LlamaLogSummary
-from lltui.sources import llama_http
-from lltui.sources.llama_bin import ServerProbe
-from lltui.sources.llama_http import EndpointResult, LlamaServerClient
+from lltui.core.llama.exit_reason import exit_reason, signal_name
+from lltui.core.llama.launch_spec import BinaryFlags, LaunchCommand
+from lltui.core.llama.log import LlamaLogParser, LlamaLogSummary
+from lltui.sources.llama import http as llama_http
+from lltui.sources.llama.binary import ServerProbe
+from lltui.sources.llama.http import EndpointResult, LlamaServerClient
 
 MAX_LINE_CHARS = 4000  # one log line kept at most this long
 DEFAULT_LOG_LINES = 2000
@@ -151,9 +152,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def binary_flags(probe: ServerProbe) -> BinaryFlags:
-    """A probed llama-server's flags in the form :func:`lltui.core.launch.build_command` takes."""
+    """A probed llama-server's flags in the form
+    :func:`lltui.core.llama.launch_spec.build_command` takes."""
     version = probe.version.version if probe.version is not None else None
-    from lltui.core.llama_flags import flag_arity
+    from lltui.core.llama.flags import flag_arity
 
     return BinaryFlags(
         flags=probe.flags,

@@ -6,7 +6,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 
-from lltui.core.models import RigSample
+from lltui.core.monitor.models import RigSample
 
 METRICS = ("power_w", "util_gpu", "memory_used", "temp_c", "util_mem")
 

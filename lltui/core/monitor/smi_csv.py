@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from lltui.core.models import GpuProcess, GpuSample, GpuStatic
-from lltui.core.throttle import SMI_FIELDS, reasons_from_mask
+from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic
+from lltui.core.monitor.throttle import SMI_FIELDS, reasons_from_mask
 from lltui.core.units import GIB, KIB, MIB
 
 

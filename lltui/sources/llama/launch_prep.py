@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lltui.core.launch import BinaryFlags, LaunchError, LaunchSpec
+from lltui.core.llama.launch_spec import BinaryFlags, LaunchError, LaunchSpec
 
 
 def find_binary(required: bool) -> tuple[str, BinaryFlags | None, str | None, str | None]:
     """The llama-server path, its probed flags, where it was found, and (when not found and
     not ``required``) why. Raises LaunchError (code 1) when it is required and missing."""
-    from lltui.sources.llama_bin import LlamaBinaryError, find_llama_server, probe
-    from lltui.sources.supervisor import binary_flags
+    from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server, probe
+    from lltui.sources.llama.supervisor import binary_flags
 
     try:
         found = find_llama_server()

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lltui.core.devices_spec import DeviceSpec
-from lltui.core.ggml_types import GGML_TYPES, GgmlType, type_from_name
-from lltui.core.gguf import MAX_LAYERS as LLAMA_MAX_LAYERS
-from lltui.core.gguf import GgufArray, GgufModel, GgufTensor
-from lltui.core.llama_flags import NGL_ALL, NGL_AUTO, LlamaSettings
+from lltui.core.fit.devices_spec import DeviceSpec
+from lltui.core.fit.ggml_types import GGML_TYPES, GgmlType, type_from_name
+from lltui.core.fit.gguf import MAX_LAYERS as LLAMA_MAX_LAYERS
+from lltui.core.fit.gguf import GgufArray, GgufModel, GgufTensor
+from lltui.core.llama.flags import NGL_ALL, NGL_AUTO, LlamaArgs
 from lltui.core.units import MIB
 
 CPU = "CPU"
@@ -364,7 +364,7 @@ class Resolved:
     main_gpu: int
 
 
-def resolve_context(hp: Hparams, st: LlamaSettings, *, server: bool = True) -> Resolved:
+def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resolved:
     """n_ctx, n_ctx_seq, streams, batch sizes: llama-server's and llama_context's rules."""
     np_ = st.n_parallel_resolved
     unified = st.kv_unified_resolved
@@ -420,7 +420,7 @@ def resolve_context(hp: Hparams, st: LlamaSettings, *, server: bool = True) -> R
     )
 
 
-def select_devices(available: Sequence[DeviceSpec], st: LlamaSettings) -> tuple[DeviceSpec, ...]:
+def select_devices(available: Sequence[DeviceSpec], st: LlamaArgs) -> tuple[DeviceSpec, ...]:
     """The devices llama.cpp loads onto: -dev picks (in its order), -sm none keeps -mg."""
     devs = list(available)
     if st.devices is not None:
@@ -596,7 +596,7 @@ class _Placer:
     def __init__(
         self,
         hp: Hparams,
-        st: LlamaSettings,
+        st: LlamaArgs,
         devices: Sequence[DeviceSpec],
         all_devices: Sequence[DeviceSpec],
         layer_dev: Sequence[int],
@@ -666,7 +666,7 @@ class _Placer:
 def place_tensors(
     model: GgufModel,
     hp: Hparams,
-    st: LlamaSettings,
+    st: LlamaArgs,
     devices: Sequence[DeviceSpec],
     layer_dev: Sequence[int],
     *,
@@ -784,7 +784,7 @@ def _check_kv_types(hp: Hparams, r: Resolved) -> None:
 def kv_caches(
     hp: Hparams,
     r: Resolved,
-    st: LlamaSettings,
+    st: LlamaArgs,
     devices: Sequence[DeviceSpec],
     layer_dev: Sequence[int],
 ) -> list[KvCache]:
@@ -834,7 +834,7 @@ def kv_caches(
 def rs_buffers(
     hp: Hparams,
     r: Resolved,
-    st: LlamaSettings,
+    st: LlamaArgs,
     devices: Sequence[DeviceSpec],
     layer_dev: Sequence[int],
 ) -> dict[str, int]:
@@ -856,7 +856,7 @@ def rs_buffers(
 
 
 def output_buffer(
-    hp: Hparams, r: Resolved, st: LlamaSettings, devices: Sequence[DeviceSpec], out_dev: int
+    hp: Hparams, r: Resolved, st: LlamaArgs, devices: Sequence[DeviceSpec], out_dev: int
 ) -> tuple[str, int]:
     """Logits (and embeddings) for n_seq_max outputs, in the output device's host buffer."""
     floats = hp.n_vocab * r.n_seq_max
@@ -928,7 +928,7 @@ class Suggestion:
 class FitResult:
     model: Mapping[str, Any]
     resolved: Resolved
-    settings: LlamaSettings
+    settings: LlamaArgs
     devices: tuple[DeviceEstimate, ...]  # offload devices in llama.cpp's order, then CPU
     host: HostEstimate
     buffers: tuple[tuple[str, str, int], ...]  # (buffer name, kind, bytes) as llama.cpp logs
@@ -978,7 +978,7 @@ def model_summary(model: GgufModel, hp: Hparams) -> dict[str, Any]:
 
 
 def _pipeline_parallel(
-    hp: Hparams, r: Resolved, st: LlamaSettings, devices: Sequence[DeviceSpec]
+    hp: Hparams, r: Resolved, st: LlamaArgs, devices: Sequence[DeviceSpec]
 ) -> bool:
     """llama_context turns pipeline parallelism on only for a full layer split."""
     return (
@@ -992,7 +992,7 @@ def _pipeline_parallel(
 
 def estimate(
     model: GgufModel,
-    settings: LlamaSettings,
+    settings: LlamaArgs,
     devices: Sequence[DeviceSpec] = (),
     options: FitOptions | None = None,
 ) -> FitResult:
@@ -1016,7 +1016,7 @@ def estimate(
 def _estimate_once(
     model: GgufModel,
     hp: Hparams,
-    st: LlamaSettings,
+    st: LlamaArgs,
     all_devs: Sequence[DeviceSpec],
     devs: Sequence[DeviceSpec],
     opts: FitOptions,
@@ -1149,14 +1149,14 @@ def _estimate_once(
     )
 
 
-def _with(st: LlamaSettings, **changes: Any) -> LlamaSettings:
+def _with(st: LlamaArgs, **changes: Any) -> LlamaArgs:
     return replace(st, **changes)
 
 
 def largest_context(
     model: GgufModel,
     hp: Hparams,
-    st: LlamaSettings,
+    st: LlamaArgs,
     all_devs: Sequence[DeviceSpec],
     devs: Sequence[DeviceSpec],
     opts: FitOptions,
@@ -1205,7 +1205,7 @@ def _fmt_ts(counts: Sequence[int]) -> str:
 def suggest(
     model: GgufModel,
     hp: Hparams,
-    st: LlamaSettings,
+    st: LlamaArgs,
     all_devs: Sequence[DeviceSpec],
     devs: Sequence[DeviceSpec],
     opts: FitOptions,
@@ -1227,7 +1227,7 @@ def suggest(
     if not devs:
         return tuple(out)
 
-    def fits(s: LlamaSettings) -> bool:
+    def fits(s: LlamaArgs) -> bool:
         try:
             return _estimate_once(model, hp, s, all_devs, devs, opts).fits
         except FitError:
@@ -1379,7 +1379,7 @@ def _attn_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
 def compute_buffers(
     hp: Hparams,
     r: Resolved,
-    st: LlamaSettings,
+    st: LlamaArgs,
     devices: Sequence[DeviceSpec],
     layer_dev: Sequence[int],
     placements: Sequence[TensorPlacement],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lltui.core.models import GpuSample, RigSample
+from lltui.core.monitor.models import GpuSample, RigSample
 from lltui.core.units import fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
 
 

@@ -50,7 +50,7 @@ def find_fit_params() -> Path | None:
     if env:
         return Path(env) if os.access(env, os.X_OK) else None
     try:
-        from lltui.sources.llama_bin import LlamaBinaryError, find_llama_server
+        from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server
 
         try:
             tool = find_llama_server().tool("llama-fit-params")

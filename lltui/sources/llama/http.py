@@ -3,7 +3,7 @@
 Every call is bounded by a timeout and never raises for what the server does: a refused
 connection is ``down``, a 503 while the model loads is ``loading``, a 501 for an endpoint the
 server was not started with is ``disabled``, a 401 is ``unauthorized``. Each poll returns a
-frozen :class:`ServerPoll` with tokens/s from :class:`lltui.core.llama_metrics.ThroughputTracker`.
+frozen :class:`ServerPoll` with tokens/s from :class:`lltui.core.llama.metrics.ThroughputTracker`.
 
 The API key is sent as ``Authorization: Bearer``; it is kept out of reprs, logs and errors.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from lltui.core.llama_metrics import (
+from lltui.core.llama.metrics import (
     LlamaMetrics,
     MetricsFormatError,
     ServerProps,

@@ -16,13 +16,12 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
-import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lltui.core.llama_flags import KV_CACHE_TYPES, LOAD_MODES, flag_arity
-from lltui.core.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.llama.flags import KV_CACHE_TYPES, LOAD_MODES
+from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -305,7 +304,7 @@ def is_loopback(host: str) -> bool:
     return True
 
 
-# --- reading llama-server flags as a user types them ----------------------------------------
+# --- llama-server flags lltui models (see launch_args.parse_llama_args) ----------------
 
 # canonical name -> (spellings, number of values)
 SPEC_FLAGS: dict[str, tuple[tuple[str, ...], int]] = {
@@ -345,143 +344,6 @@ def _normalise_flag(token: str) -> str:
 
 def _is_flag(token: str) -> bool:
     return token.startswith("-") and len(token) > 1 and not _NUMBER.match(token)
-
-
-def _int(flag: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise LaunchError(f"{flag} needs a whole number, got {value!r}") from None
-
-
-def _gpu_layers(flag: str, value: str) -> int:
-    word = value.strip().lower()
-    if word == "auto":
-        return -1
-    if word == "all":
-        return -2
-    n = _int(flag, value)
-    if n < -2:
-        raise LaunchError(f"{flag} takes a count, auto or all; got {value!r}")
-    return n
-
-
-def _split_list(value: str) -> list[str]:
-    return [p.strip() for p in re.split(r"[,/]", value) if p.strip()]
-
-
-def parse_llama_args(
-    tokens: Sequence[str], arity: Mapping[str, int] | None = None
-) -> dict[str, Any]:
-    """Read llama-server flags as typed into :class:`LaunchSpec` keyword arguments.
-
-    Flags the spec models become fields (``-ts 3,1`` -> ``tensor_split=(3.0, 1.0)``); the
-    removed ``--no-mmap``/``--mlock`` become a load mode; the API key is taken out of the
-    flags; everything else stays in ``extra_args`` in order. ``arity`` (flag -> number of
-    values, from the binary's help) tells which tokens after an unknown flag are its values;
-    without it a token that does not start with ``-`` is taken as a value.
-    Raises :class:`LaunchError` for a missing or malformed value.
-    """
-    out: dict[str, Any] = {}
-    extra: list[str] = []
-    no_mmap = mlock = False
-    i = 0
-    while i < len(tokens):
-        raw = tokens[i]
-        token = _normalise_flag(raw)
-        inline: str | None = None
-        if raw.startswith("--") and "=" in raw:
-            # only the flag's name is normalised: the value keeps its underscores
-            head, _, tail = raw.partition("=")
-            if _normalise_flag(head) in _SPELLING_TO_NAME:
-                token, inline = _normalise_flag(head), tail
-        name = _SPELLING_TO_NAME.get(token)
-        if token in _LEGACY_LOAD_FLAGS:
-            no_mmap = no_mmap or token == "--no-mmap"
-            mlock = mlock or token == "--mlock"
-            i += 1
-            continue
-        if name is None:
-            extra.append(raw)
-            i += 1
-            # the binary's own table, else llama-server's as this version knows it
-            n = arity.get(token) if arity is not None else flag_arity(token)
-            if n is None:
-                # Unknown arity: one following token that does not look like a flag.
-                n = 1 if _is_flag(token) and i < len(tokens) and not _is_flag(tokens[i]) else 0
-            take = tokens[i : i + n]
-            extra += take
-            i += len(take)
-            continue
-        _, n_values = SPEC_FLAGS[name]
-        i += 1
-        if n_values == 0:
-            out[name] = True
-            continue
-        if name == "flash_attn" and inline is None:
-            # Older builds had a bare -fa switch; newer ones take on|off|auto.
-            nxt = tokens[i].lower() if i < len(tokens) else ""
-            if nxt in FLASH_ATTN_VALUES or nxt in _FA_LEGACY_TRUE or nxt in _FA_LEGACY_FALSE:
-                inline = tokens[i]
-                i += 1
-            else:
-                out[name] = "on"
-                continue
-        if inline is None:
-            if i >= len(tokens):
-                raise LaunchError(f"{raw} needs a value")
-            inline = tokens[i]
-            i += 1
-        out[name] = _field_value(name, raw, inline)
-    if no_mmap or mlock:
-        mode = "mlock" if (no_mmap and mlock) else "none" if no_mmap else "mmap+mlock"
-        out.setdefault("load_mode", mode)
-    out["extra_args"] = tuple(extra)
-    return out
-
-
-def _field_value(name: str, flag: str, value: str) -> Any:
-    if name in ("ctx_size", "n_parallel", "main_gpu", "batch_size", "ubatch_size", "port"):
-        return _int(flag, value)
-    if name == "log_verbosity":
-        return _int(flag, value)
-    if name == "n_gpu_layers":
-        return _gpu_layers(flag, value)
-    if name == "split_mode":
-        try:
-            return SplitMode.parse(value)
-        except ValueError as exc:
-            raise LaunchError(f"{flag}: {exc}") from None
-    if name == "tensor_split":
-        parts = _split_list(value)
-        try:
-            return tuple(float(p) for p in parts)
-        except ValueError:
-            raise LaunchError(f"{flag} takes numbers such as 3,1; got {value!r}") from None
-    if name in ("rpc", "devices"):
-        return tuple(
-            _split_list(value)
-            if name == "devices"
-            else [p.strip() for p in value.split(",") if p.strip()]
-        )
-    if name == "flash_attn":
-        word = value.lower()
-        if word in _FA_LEGACY_TRUE:
-            return "on"
-        if word in _FA_LEGACY_FALSE:
-            return "off"
-        if word not in FLASH_ATTN_VALUES:
-            raise LaunchError(f"{flag} takes on, off or auto; got {value!r}")
-        return word
-    if name in ("cache_type_k", "cache_type_v"):
-        if value.lower() not in KV_CACHE_TYPES:
-            raise LaunchError(f"{flag} {value!r} is not one of: {', '.join(KV_CACHE_TYPES)}")
-        return value.lower()
-    if name == "load_mode":
-        if value not in LOAD_MODES:
-            raise LaunchError(f"{flag} takes one of {', '.join(LOAD_MODES)}; got {value!r}")
-        return value
-    return value
 
 
 # --- what a binary accepts -------------------------------------------------------------
@@ -819,120 +681,6 @@ def spec_from_dict(data: Mapping[str, Any], where: str = "profile") -> LaunchSpe
         return LaunchSpec(**kwargs)
     except LaunchError as exc:
         raise LaunchError(f"{where}: {exc}") from None
-
-
-# --- why a server stopped --------------------------------------------------------------
-
-_RE_INVALID_ARG = re.compile(r"error: invalid argument: (\S+)")
-_RE_BAD_VALUE = re.compile(r'error while handling argument "([^"]+)": ?(.*)')
-_RE_BAD_ENV = re.compile(r'error while handling environment variable "([^"]+)"')
-_RE_NO_FILE = re.compile(r"failed to open GGUF file '(.+)' \((.+)\)")
-_RE_CORRUPT = re.compile(r"error loading model: (.*(?:corrupted|incomplete|bounds|invalid).*)")
-_RE_BIND = re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)")
-_RE_MEMORY = re.compile(
-    r"(failed to allocate[^\n]*|insufficient memory[^\n]*|out of memory[^\n]*"
-    r"|unable to allocate[^\n]*|cudaMalloc failed[^\n]*)",
-    re.IGNORECASE,
-)
-_RE_LOAD_FAILED = re.compile(r"exiting due to model loading error|failed to load model")
-_RE_SECOND = re.compile(r"Received second interrupt")
-_RE_LEVEL_PREFIX = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} )?([IWED]) ")
-
-
-def signal_name(returncode: int | None) -> str | None:
-    """``SIGKILL`` for a Popen return code of -9; ``None`` for a normal exit."""
-    if returncode is None or returncode >= 0:
-        return None
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
-def _last_error_line(lines: Sequence[str]) -> str | None:
-    for line in reversed(lines):
-        m = _RE_LEVEL_PREFIX.match(line)
-        if (m and m.group(1) == "E") or line.startswith("error"):
-            return line[m.end() :].strip() if m else line.strip()
-    return None
-
-
-def exit_reason(returncode: int | None, lines: Sequence[str], *, stopped: bool = False) -> str:
-    """Why llama-server exited, in words, from its exit code and its log.
-
-    ``stopped``: lltui asked it to stop. Known failures get a plain name (model not found, port
-    in use, out of memory, a flag the build lacks); otherwise the last error line is quoted.
-    """
-    text = "\n".join(lines)
-    m = _RE_INVALID_ARG.search(text)
-    if m:
-        return f"llama-server does not accept the flag {m.group(1)}"
-    m = _RE_BAD_VALUE.search(text)
-    if m:
-        detail = m.group(2).strip().removeprefix("error: ").strip() or "invalid value"
-        return f"llama-server rejected the value of {m.group(1)}: {detail}"
-    m = _RE_BAD_ENV.search(text)
-    if m:
-        return f"llama-server rejected the environment variable {m.group(1)}"
-    m = _RE_BIND.search(text)
-    if m:
-        return f"port {m.group(2)} on {m.group(1)} is in use or cannot be bound"
-    m = _RE_NO_FILE.search(text)
-    if m:
-        if "No such file" in m.group(2):
-            return f"model not found: {m.group(1)}"
-        return f"cannot open model {m.group(1)}: {m.group(2)}"
-    m = _RE_CORRUPT.search(text)
-    if m:
-        return f"the model file is damaged: {m.group(1).strip()}"
-    found = _RE_MEMORY.findall(text)
-    if found and (returncode is None or returncode != 0 or not stopped):
-        # The last allocation line is the most specific ("... buffer for kv cache").
-        return f"the model does not fit in memory: {found[-1].strip()}"
-    if _RE_LOAD_FAILED.search(text):
-        return "llama-server could not load the model" + (
-            f": {err}" if (err := _last_error_line(lines)) else ""
-        )
-    sig = signal_name(returncode)
-    if stopped:
-        if _RE_SECOND.search(text):
-            return "stopped (forced by a second signal)"
-        if sig == "SIGKILL":
-            return "stopped (killed after it did not exit in time)"
-        if sig is not None:
-            return f"stopped by {sig} (still loading, so no clean shutdown)"
-        return "stopped"
-    if sig == "SIGABRT":
-        err = _last_error_line(lines)
-        return "llama-server aborted" + (f": {err}" if err else "")
-    if sig is not None:
-        return f"llama-server was killed by {sig}"
-    if returncode == 0:
-        return "llama-server exited"
-    err = _last_error_line(lines)
-    return f"llama-server exited with code {returncode}" + (f": {err}" if err else "")
-
-
-# --- events printed by `lltui launch` ------------------------------------------------------
-
-
-def ready_event(
-    url: str, pid: int, argv: Sequence[str], devices: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
-    return {"event": "ready", "url": url, "pid": pid, "argv": list(argv), "devices": list(devices)}
-
-
-def exit_event(
-    returncode: int | None, reason: str, log_tail: Sequence[str], *, pid: int | None = None
-) -> dict[str, Any]:
-    return {
-        "event": "exit",
-        "code": returncode,
-        "signal": signal_name(returncode),
-        "reason": reason,
-        "log_tail": list(log_tail),
-        "pid": pid,
-    }
 
 
 def relevant_inherited_env(environ: Mapping[str, str], command: LaunchCommand) -> dict[str, str]:

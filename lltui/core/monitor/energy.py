@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from lltui.core.models import RigSample
+from lltui.core.monitor.models import RigSample
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lltui.core.devices_spec import DeviceSpec
-from lltui.core.fit import FitError, FitOptions, FitResult, device_to_json, estimate
-from lltui.core.gguf import GgufModel
-from lltui.core.llama_flags import LlamaSettings
-from lltui.core.quant import QuantRow, as_quantized, quant_sizes
+from lltui.core.fit.devices_spec import DeviceSpec
+from lltui.core.fit.estimate import FitError, FitOptions, FitResult, device_to_json, estimate
+from lltui.core.fit.gguf import GgufModel
+from lltui.core.fit.quant import QuantRow, as_quantized, quant_sizes
+from lltui.core.llama.flags import LlamaArgs
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class QuantFit:
 
 def quant_table(
     model: GgufModel,
-    settings: LlamaSettings,
+    settings: LlamaArgs,
     devices: Sequence[DeviceSpec],
     options: FitOptions | None = None,
 ) -> list[QuantFit]:

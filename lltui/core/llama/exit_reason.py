@@ -1,0 +1,120 @@
+"""Why a llama-server stopped, in words, from its exit code and log; the ``ready`` and
+``exit`` events ``lltui launch`` prints."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_RE_INVALID_ARG = re.compile(r"error: invalid argument: (\S+)")
+_RE_BAD_VALUE = re.compile(r'error while handling argument "([^"]+)": ?(.*)')
+_RE_BAD_ENV = re.compile(r'error while handling environment variable "([^"]+)"')
+_RE_NO_FILE = re.compile(r"failed to open GGUF file '(.+)' \((.+)\)")
+_RE_CORRUPT = re.compile(r"error loading model: (.*(?:corrupted|incomplete|bounds|invalid).*)")
+_RE_BIND = re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)")
+_RE_MEMORY = re.compile(
+    r"(failed to allocate[^\n]*|insufficient memory[^\n]*|out of memory[^\n]*"
+    r"|unable to allocate[^\n]*|cudaMalloc failed[^\n]*)",
+    re.IGNORECASE,
+)
+_RE_LOAD_FAILED = re.compile(r"exiting due to model loading error|failed to load model")
+_RE_SECOND = re.compile(r"Received second interrupt")
+_RE_LEVEL_PREFIX = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} )?([IWED]) ")
+
+
+def signal_name(returncode: int | None) -> str | None:
+    """``SIGKILL`` for a Popen return code of -9; ``None`` for a normal exit."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _last_error_line(lines: Sequence[str]) -> str | None:
+    for line in reversed(lines):
+        m = _RE_LEVEL_PREFIX.match(line)
+        if (m and m.group(1) == "E") or line.startswith("error"):
+            return line[m.end() :].strip() if m else line.strip()
+    return None
+
+
+def exit_reason(returncode: int | None, lines: Sequence[str], *, stopped: bool = False) -> str:
+    """Why llama-server exited, in words, from its exit code and its log.
+
+    ``stopped``: lltui asked it to stop. Known failures get a plain name (model not found, port
+    in use, out of memory, a flag the build lacks); otherwise the last error line is quoted.
+    """
+    text = "\n".join(lines)
+    m = _RE_INVALID_ARG.search(text)
+    if m:
+        return f"llama-server does not accept the flag {m.group(1)}"
+    m = _RE_BAD_VALUE.search(text)
+    if m:
+        detail = m.group(2).strip().removeprefix("error: ").strip() or "invalid value"
+        return f"llama-server rejected the value of {m.group(1)}: {detail}"
+    m = _RE_BAD_ENV.search(text)
+    if m:
+        return f"llama-server rejected the environment variable {m.group(1)}"
+    m = _RE_BIND.search(text)
+    if m:
+        return f"port {m.group(2)} on {m.group(1)} is in use or cannot be bound"
+    m = _RE_NO_FILE.search(text)
+    if m:
+        if "No such file" in m.group(2):
+            return f"model not found: {m.group(1)}"
+        return f"cannot open model {m.group(1)}: {m.group(2)}"
+    m = _RE_CORRUPT.search(text)
+    if m:
+        return f"the model file is damaged: {m.group(1).strip()}"
+    found = _RE_MEMORY.findall(text)
+    if found and (returncode is None or returncode != 0 or not stopped):
+        # The last allocation line is the most specific ("... buffer for kv cache").
+        return f"the model does not fit in memory: {found[-1].strip()}"
+    if _RE_LOAD_FAILED.search(text):
+        return "llama-server could not load the model" + (
+            f": {err}" if (err := _last_error_line(lines)) else ""
+        )
+    sig = signal_name(returncode)
+    if stopped:
+        if _RE_SECOND.search(text):
+            return "stopped (forced by a second signal)"
+        if sig == "SIGKILL":
+            return "stopped (killed after it did not exit in time)"
+        if sig is not None:
+            return f"stopped by {sig} (still loading, so no clean shutdown)"
+        return "stopped"
+    if sig == "SIGABRT":
+        err = _last_error_line(lines)
+        return "llama-server aborted" + (f": {err}" if err else "")
+    if sig is not None:
+        return f"llama-server was killed by {sig}"
+    if returncode == 0:
+        return "llama-server exited"
+    err = _last_error_line(lines)
+    return f"llama-server exited with code {returncode}" + (f": {err}" if err else "")
+
+
+# --- events printed by `lltui launch` ------------------------------------------------------
+
+
+def ready_event(
+    url: str, pid: int, argv: Sequence[str], devices: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    return {"event": "ready", "url": url, "pid": pid, "argv": list(argv), "devices": list(devices)}
+
+
+def exit_event(
+    returncode: int | None, reason: str, log_tail: Sequence[str], *, pid: int | None = None
+) -> dict[str, Any]:
+    return {
+        "event": "exit",
+        "code": returncode,
+        "signal": signal_name(returncode),
+        "reason": reason,
+        "log_tail": list(log_tail),
+        "pid": pid,
+    }
