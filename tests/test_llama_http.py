@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -280,3 +281,130 @@ def test_live_server_api_key(llama_bins, tiny_model, tmp_path) -> None:
         metrics = next(e for e in good.endpoints if e.endpoint == "/metrics")
         assert metrics.status == DISABLED  # started without --metrics
     assert SECRET not in json.dumps([repr(poll), repr(good)])
+
+
+# --- a server that misbehaves: every response is bounded in size, time and nesting ----------
+
+
+class _Misbehaving:
+    """A real HTTP server on 127.0.0.1 whose endpoints break one bound each."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.stop = threading.Event()
+        stop = self.stop
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _start(self, length: int | None = None) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if length is not None:
+                    self.send_header("Content-Length", str(length))
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                # the client giving up mid-body is what these endpoints are for
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    getattr(self, "_" + self.path.strip("/"))()
+
+            def _health(self) -> None:
+                body = b'{"status": "ok"}'
+                self._start(len(body))
+                self.wfile.write(body)
+
+            def _metrics(self) -> None:  # endless body, no length
+                self._start()
+                line = b"llamacpp:tokens_predicted_total 1\n" * 2000
+                for _ in range(10_000):  # bounded: 700 MB, far past any limit
+                    if stop.is_set():
+                        return
+                    self.wfile.write(line)
+
+            def _slots(self) -> None:  # nested far past the decoder's limit
+                body = b"[" * 200_000 + b"]" * 200_000
+                self._start(len(body))
+                self.wfile.write(body)
+
+            def _props(self) -> None:  # drips a byte at a time, never finishing in time
+                self._start()
+                for _ in range(400):  # bounded: 20 s at most
+                    if stop.wait(0.05):
+                        return
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def misbehaving():
+    server = _Misbehaving()
+    yield server
+    server.close()
+
+
+def test_endless_body_is_cut_at_its_limit(misbehaving) -> None:
+    with LlamaServerClient(misbehaving.url, timeout_s=5.0) as client:
+        result, metrics = client.metrics()
+    assert metrics is None
+    assert result.status == BAD_RESPONSE
+    assert "limit" in (result.message or "")
+
+
+def test_declared_oversized_body_is_refused_unread() -> None:
+    def huge(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"Content-Length": str(10**9)}, content=b"")
+
+    client = client_for(FakeServer({"/slots": huge}))
+    result, slots = client.slots()
+    assert slots is None and result.status == BAD_RESPONSE
+    assert "1000000000 bytes" in (result.message or "")
+
+
+def test_deep_nesting_is_a_bad_response_not_an_exception(misbehaving) -> None:
+    with LlamaServerClient(misbehaving.url, timeout_s=5.0) as client:
+        result, slots = client.slots()
+    assert slots is None
+    assert result.status == BAD_RESPONSE
+    assert "nested" in (result.message or "")
+
+
+def test_a_dripping_body_ends_at_the_deadline(misbehaving) -> None:
+    with LlamaServerClient(misbehaving.url, timeout_s=1.0, deadline_s=0.5) as client:
+        started = time.monotonic()
+        result, props = client.props()
+        took = time.monotonic() - started
+    assert props is None
+    assert result.status == BAD_RESPONSE
+    assert "took over 0.5 s" in (result.message or "")
+    # each byte arrives well within the read timeout: only the deadline can end it this soon
+    assert took < 10
+
+
+def test_poll_of_a_misbehaving_server_never_raises(misbehaving) -> None:
+    with LlamaServerClient(misbehaving.url, timeout_s=2.0, deadline_s=1.0) as client:
+        poll = client.poll()
+    assert poll.state == STATE_READY  # /health is fine
+    bad = {e.endpoint: e.status for e in poll.endpoints}
+    assert bad == {
+        "/health": OK,
+        "/metrics": BAD_RESPONSE,
+        "/slots": BAD_RESPONSE,
+        "/props": BAD_RESPONSE,
+    }
+    assert poll.metrics is None and poll.slots is None and poll.props is None

@@ -1,6 +1,10 @@
 """Poll a running llama-server over HTTP: /health, /slots, /metrics, /props.
 
-Every call is bounded by a timeout and never raises for what the server does: a refused
+Every call is bounded, and never raises for what the server does. A response is read as a
+stream, up to a size per endpoint and within one deadline for the whole request (a per-read
+timeout alone lets a server that drips a byte a second hold a poll for minutes), and JSON
+nested past the decoder's limit is a bad response, not an exception. A server that
+breaks a bound is a ``bad_response`` that says which bound it broke. A refused
 connection is ``down``, a 503 while the model loads is ``loading``, a 501 for an endpoint the
 server was not started with is ``disabled``, a 401 is ``unauthorized``. Each poll returns a
 frozen :class:`ServerPoll` with tokens/s from :class:`lltui.core.llama.metrics.ThroughputTracker`.
@@ -32,6 +36,15 @@ from lltui.core.llama.metrics import (
 )
 
 DEFAULT_TIMEOUT_S = 2.0
+# The most a healthy llama-server sends: /metrics is a few KiB, /slots grows with the slots
+# (each with its sampling settings), /props holds the chat template.
+MAX_BODY_BYTES: dict[str, int] = {
+    "/health": 64 * 1024,
+    "/metrics": 1024 * 1024,
+    "/slots": 8 * 1024 * 1024,
+    "/props": 4 * 1024 * 1024,
+}
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 PROPS_TTL_S = 60.0  # props change only when the server restarts
 
 # EndpointResult.status values
@@ -114,6 +127,7 @@ class LlamaServerClient:
         *,
         api_key: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        deadline_s: float | None = None,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
@@ -121,6 +135,8 @@ class LlamaServerClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._key = _Secret(api_key) if api_key else None
+        # the whole request, headers to last byte; a slow drip cannot outlast it
+        self.deadline_s = deadline_s if deadline_s is not None else 2 * timeout_s
         self._clock = clock
         self._wall = wall
         self.props_ttl_s = props_ttl_s
@@ -130,6 +146,8 @@ class LlamaServerClient:
             transport=transport,
             trust_env=False,  # a proxy from the environment must not see loopback traffic
             follow_redirects=False,
+            # no compression: the size limits count what is held in memory
+            headers={"Accept-Encoding": "identity"},
         )
         self._tracker = ThroughputTracker()
         self._props: ServerProps | None = None
@@ -155,10 +173,16 @@ class LlamaServerClient:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._key.reveal()}"} if self._key else {}
 
-    def _get(self, path: str) -> tuple[EndpointResult, httpx.Response | None]:
+    def _get(self, path: str) -> tuple[EndpointResult, _Body | None]:
         started = self._clock()
         try:
-            resp = self._client.get(path, headers=self._headers())
+            with self._client.stream("GET", path, headers=self._headers()) as resp:
+                code = resp.status_code
+                limit = MAX_BODY_BYTES.get(path, DEFAULT_MAX_BODY_BYTES)
+                if code != 200:
+                    limit = min(limit, 64 * 1024)  # an error page needs no more
+                content, broken = self._read_bounded(resp, limit, started)
+                reason = resp.reason_phrase
         except httpx.ConnectError:
             return EndpointResult(path, DOWN, message="connection refused"), None
         except httpx.TimeoutException:
@@ -167,25 +191,46 @@ class LlamaServerClient:
             # Error texts from httpx name the URL, never the headers.
             return EndpointResult(path, HTTP_ERROR, message=type(exc).__name__), None
         elapsed = self._clock() - started
-        code = resp.status_code
+        if broken is not None:
+            return EndpointResult(path, BAD_RESPONSE, code, broken, elapsed), None
+        body = _Body(content)
         if code == 200:
-            return EndpointResult(path, OK, code, elapsed_s=elapsed), resp
-        message = _body_message(resp) or resp.reason_phrase or f"HTTP {code}"
+            return EndpointResult(path, OK, code, elapsed_s=elapsed), body
+        message = _body_message(body) or reason or f"HTTP {code}"
         status = {503: LOADING, 501: DISABLED, 401: UNAUTHORIZED, 403: UNAUTHORIZED}.get(
             code, HTTP_ERROR
         )
         if code == 503 and "loading" not in message.lower():
             status = HTTP_ERROR  # a 503 for another reason (e.g. no slot available)
-        return EndpointResult(path, status, code, message, elapsed), resp
+        return EndpointResult(path, status, code, message, elapsed), body
+
+    def _read_bounded(
+        self, resp: httpx.Response, limit: int, started: float
+    ) -> tuple[bytes, str | None]:
+        """The body, or why it was cut off: larger than ``limit`` or slower than the deadline."""
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return b"", f"body of {int(declared)} bytes is over the {limit}-byte limit"
+        chunks: list[bytes] = []
+        size = 0
+        # each read as it arrives: a chunk size would wait for a full chunk before any check
+        for chunk in resp.iter_bytes():
+            size += len(chunk)
+            if size > limit:
+                return b"", f"body is over the {limit}-byte limit"
+            chunks.append(chunk)
+            if self._clock() - started > self.deadline_s:
+                return b"", f"body took over {self.deadline_s:g} s"
+        return b"".join(chunks), None
 
     def _get_json(self, path: str) -> tuple[EndpointResult, Any]:
-        result, resp = self._get(path)
-        if resp is None or not result.ok:
+        result, body = self._get(path)
+        if body is None or not result.ok:
             return result, None
-        try:
-            return result, resp.json()
-        except (ValueError, UnicodeDecodeError):
-            return _bad(result, "body is not JSON"), None
+        data, why = body.json()
+        if why is not None:
+            return _bad(result, why), None
+        return result, data
 
     # -- endpoints -------------------------------------------------------------------------
 
@@ -200,11 +245,11 @@ class LlamaServerClient:
         return result
 
     def metrics(self) -> tuple[EndpointResult, LlamaMetrics | None]:
-        result, resp = self._get("/metrics")
-        if resp is None or not result.ok:
+        result, body = self._get("/metrics")
+        if body is None or not result.ok:
             return result, None
         try:
-            return result, parse_metrics(resp.text)
+            return result, parse_metrics(body.text())
         except MetricsFormatError as exc:
             return _bad(result, str(exc)), None
 
@@ -304,12 +349,34 @@ def _bad(result: EndpointResult, why: str) -> EndpointResult:
     return EndpointResult(result.endpoint, BAD_RESPONSE, result.http_status, why, result.elapsed_s)
 
 
-def _body_message(resp: httpx.Response) -> str | None:
-    try:
-        return error_message(json.loads(resp.content[:65536]))
-    except (ValueError, UnicodeDecodeError):
-        text = resp.text.strip()
-        return text[:200] if text else None
+class _Body:
+    """A response body already read within its bounds."""
+
+    __slots__ = ("content",)
+
+    def __init__(self, content: bytes) -> None:
+        self.content = content
+
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> tuple[Any, str | None]:
+        """The decoded JSON, or why it could not be: not JSON, or nested too deep (the C
+        decoder stops at the interpreter's recursion limit rather than overflow)."""
+        try:
+            return json.loads(self.content), None
+        except RecursionError:
+            return None, "JSON nested too deeply"
+        except (ValueError, UnicodeDecodeError):
+            return None, "body is not JSON"
+
+
+def _body_message(body: _Body) -> str | None:
+    data, why = body.json()
+    if why is None:
+        return error_message(data)
+    text = body.text().strip()
+    return text[:200] if text else None
 
 
 def _describe(result: EndpointResult) -> str:
