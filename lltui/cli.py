@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from lltui import __version__
 from lltui.commands import CliError, add_replay_options
+from lltui.commands.output import error_line, printable_output
 
 # Each module exposes register(subparsers) and sets ``func`` on its parser.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -22,6 +23,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.fit",
     "lltui.commands.quant",
 )
+
+# subcommands that sample the GPUs, and so can --record what they saw
+RECORDING_COMMANDS = ("gpus",)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,9 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from lltui.commands.ui import run_app
 
             return run_app(args)
-        return int(args.func(args))
+        if args.record and args.command not in RECORDING_COMMANDS:
+            raise CliError(
+                f"--record keeps GPU samples: use it with the monitor or `lltui gpus`, "
+                f"not `lltui {args.command}`",
+                2,
+            )
+        with printable_output():
+            return int(args.func(args))
     except CliError as exc:
-        print(f"lltui: {exc}" if not str(exc).startswith("lltui") else str(exc), file=sys.stderr)
+        print(error_line(str(exc)), file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         return 130
@@ -86,7 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("LLTUI_DEBUG"):
             raise
         print(
-            f"lltui: internal error: {type(exc).__name__}: {exc} (set LLTUI_DEBUG=1 for details)",
+            error_line(
+                f"internal error: {type(exc).__name__}: {exc} (set LLTUI_DEBUG=1 for details)"
+            ),
             file=sys.stderr,
         )
         return 1

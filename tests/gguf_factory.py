@@ -179,9 +179,11 @@ def write_model(
     merges: list[str] | None = None,
     tensor_types: dict[str, str] | None = None,
     file_type: int | None = None,
+    name: str | None = None,
 ) -> list[Path]:
     """Write ``spec`` as a GGUF file (or split files); returns the paths written.
 
+    ``name`` is the model's ``general.name`` (``tiny-ARCH`` by default).
     ``tensor_types`` overrides ``weight_type`` per tensor name (e.g. {"output.weight": "Q6_K"}).
     """
     path = Path(path)
@@ -189,7 +191,7 @@ def write_model(
     w = gguf.GGUFWriter(path, spec.arch, split_max_tensors=split_max_tensors)
     a = spec.arch
     kv: dict[str, tuple[Any, Any]] = {
-        "general.name": (f"tiny-{a}", V.STRING),
+        "general.name": (name if name is not None else f"tiny-{a}", V.STRING),
         f"{a}.block_count": (spec.n_layer, V.UINT32),
         f"{a}.context_length": (spec.n_ctx_train, V.UINT32),
         f"{a}.embedding_length": (spec.n_embd, V.UINT32),

@@ -130,3 +130,24 @@ def test_record_never_empties_a_file_before_the_source_works(tmp_path, capsys):
     # a source that cannot start leaves an existing file alone
     assert main(["--source", "nvml", "--record", str(rec), "--screenshot", str(shot)]) == 1
     assert rec.read_bytes() == before
+
+
+def test_gpus_records_the_sample_it_prints(tmp_path, capsys):
+    rec = tmp_path / "one.jsonl"
+    assert main(["--source", "sim:4xl4", "--record", str(rec), "gpus", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert rec.stat().st_size > 0, "the sample was recorded"
+    assert main(["gpus", "--json", "--source", f"replay:{rec}", "--replay-step"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert [g["uuid"] for g in replayed["gpus"]] == [g["uuid"] for g in printed["gpus"]]
+    assert [g["memory_used"] for g in replayed["gpus"]] == [
+        g["memory_used"] for g in printed["gpus"]
+    ]
+
+
+def test_record_with_a_command_that_samples_nothing_is_refused(tmp_path, capsys):
+    rec = tmp_path / "never.jsonl"
+    assert main(["--record", str(rec), "topo", "--file", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "--record" in err and len(err.strip().splitlines()) == 1
+    assert not rec.exists()

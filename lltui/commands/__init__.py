@@ -53,3 +53,19 @@ def source_spec(args: argparse.Namespace) -> str:
         return load_settings(None, path=getattr(args, "config", None)).source
     except ConfigError as exc:
         raise CliError(str(exc), 2) from None
+
+
+def open_recorder(path: str, source: str) -> Any:
+    """A Recorder writing ``path`` (``--record``), refused where it would overwrite the
+    recording being replayed; a path that cannot be written is bad input."""
+    import os
+
+    from lltui.sources.replay import Recorder
+
+    kind, _, replayed = source.partition(":")
+    if kind == "replay" and os.path.exists(path) and os.path.samefile(path, replayed):
+        raise CliError(f"--record {path} would overwrite the recording being replayed", 2)
+    try:
+        return Recorder(path)
+    except OSError as exc:
+        raise CliError(f"--record {path}: {exc.strerror or exc}", 2) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lltui.commands import CliError, add_replay_options, print_json, source_spec
+from lltui.commands import CliError, add_replay_options, open_recorder, print_json, source_spec
 
 
 def register(sub: Any) -> None:
@@ -38,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"source {spec}: {exc}", _code(exc)) from None
     finally:
         source.close()
+    if getattr(args, "record", None):
+        # opened only once the source worked: a failed start must not empty the file
+        with open_recorder(args.record, spec) as recorder:
+            recorder.write(sample)
     if args.json:
         print_json(rig_to_json(sample))
     else:

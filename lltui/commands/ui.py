@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
 
-from lltui.commands import CliError
+from lltui.commands import CliError, open_recorder
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -54,7 +53,7 @@ def run_app(args: argparse.Namespace) -> int:
             raise CliError(f"source {settings.source}: {exc}", code) from None
         if args.record:
             # only once the source is open: a failed start must not empty the file
-            recorder = _open_recorder(args.record, settings.source)
+            recorder = open_recorder(args.record, settings.source)
             app.set_sample_listener(recorder.write)
         if recorder is not None:
             recorder.start(app.model.info)
@@ -66,20 +65,6 @@ def run_app(args: argparse.Namespace) -> int:
     finally:
         if recorder is not None:
             recorder.close()
-
-
-def _open_recorder(path: str, source: str) -> Any:
-    import os
-
-    from lltui.sources.replay import Recorder
-
-    kind, _, replayed = source.partition(":")
-    if kind == "replay" and os.path.exists(path) and os.path.samefile(path, replayed):
-        raise CliError(f"--record {path} would overwrite the recording being replayed", 2)
-    try:
-        return Recorder(path)
-    except OSError as exc:
-        raise CliError(f"--record {path}: {exc.strerror or exc}", 2) from None
 
 
 def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int:

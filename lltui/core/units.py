@@ -9,11 +9,12 @@ MIB = 1024 * 1024
 GIB = 1024 * 1024 * 1024
 
 NA = "-"
+# A value that is None, NaN or infinite (a file or a driver sent it) shows as NA.
 
 
 def fmt_bytes(n: int | float | None, *, precision: int = 1) -> str:
     """Human bytes with binary prefixes: ``1.5 GiB``; ``-`` for None."""
-    if n is None:
+    if n is None or not math.isfinite(n):
         return NA
     value = float(n)
     sign = "-" if value < 0 else ""
@@ -26,51 +27,51 @@ def fmt_bytes(n: int | float | None, *, precision: int = 1) -> str:
 
 def fmt_mib(n: int | float | None) -> str:
     """Bytes as whole MiB, the unit nvidia-smi users read: ``15360 MiB``."""
-    if n is None:
+    if n is None or not math.isfinite(n):
         return NA
     return f"{round(n / MIB)} MiB"
 
 
 def fmt_gib(n: int | float | None, precision: int = 1) -> str:
-    if n is None:
+    if n is None or not math.isfinite(n):
         return NA
     return f"{n / GIB:.{precision}f}G"
 
 
 def fmt_pct(p: float | None, *, width: int = 0) -> str:
-    if p is None:
+    if p is None or not math.isfinite(p):
         return NA.rjust(width)
     return f"{p:.0f}%".rjust(width)
 
 
 def fmt_watts(w: float | None) -> str:
-    if w is None:
+    if w is None or not math.isfinite(w):
         return NA
     return f"{w:.0f} W"
 
 
 def fmt_temp(c: float | None) -> str:
-    if c is None:
+    if c is None or not math.isfinite(c):
         return NA
     return f"{c:.0f}°C"
 
 
 def fmt_mhz(mhz: int | float | None) -> str:
-    if mhz is None:
+    if mhz is None or not math.isfinite(mhz):
         return NA
     return f"{mhz:.0f} MHz"
 
 
 def fmt_rate_kbs(kbs: float | None) -> str:
     """A link rate given in KB/s (NVML's unit) as B/s with binary prefixes."""
-    if kbs is None:
+    if kbs is None or not math.isfinite(kbs):
         return NA
     return fmt_bytes(kbs * KIB, precision=1) + "/s"
 
 
 def fmt_energy_mj(mj: float | None) -> str:
     """Energy in millijoules as J, kJ or kWh, whichever reads best."""
-    if mj is None:
+    if mj is None or not math.isfinite(mj):
         return NA
     joules = mj / 1000.0
     if joules < 10_000:
@@ -81,7 +82,7 @@ def fmt_energy_mj(mj: float | None) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return NA
     s = int(seconds)
     if s < 60:
@@ -134,7 +135,7 @@ def bar(fraction: float | None, width: int, *, fill: str = "█", empty: str = "
     """A text bar of ``width`` cells, with eighth-cell resolution at its end."""
     if width <= 0:
         return ""
-    if fraction is None:
+    if fraction is None or not math.isfinite(fraction):
         return empty * width
     f = min(max(fraction, 0.0), 1.0)
     eighths = round(f * width * 8)
@@ -165,6 +166,8 @@ def spark(values: tuple[float, ...] | list[float], width: int, lo: float, hi: fl
     span = hi - lo
     out = []
     for v in cells:
+        if not math.isfinite(v):
+            v = lo  # a gap in the data draws as the axis, never as a spike
         f = 0.0 if span <= 0 else (v - lo) / span
         f = min(max(f, 0.0), 1.0)
         out.append(SPARK_CHARS[round(f * 8)] if f > 0 else "▁" if v >= lo else " ")

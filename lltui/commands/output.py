@@ -1,0 +1,50 @@
+"""What subcommands print goes to the terminal as text: control characters from files,
+servers and process lists show as escapes, and an error is one line."""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from lltui.core.text import printable
+
+
+class _PrintableStream(io.TextIOBase):
+    """A text stream that shows control characters as escapes: what subcommands print comes
+    from files, servers and process lists, and must not drive the terminal."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._inner.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def isatty(self) -> bool:
+        return self._inner.isatty()
+
+
+@contextmanager
+def printable_output() -> Iterator[None]:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = _PrintableStream(out)
+    sys.stderr = _PrintableStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def error_line(message: str) -> str:
+    """One line, whatever the message quotes (a value with a newline, an escape sequence)."""
+    line = printable(message, one_line=True)
+    return line if line.startswith("lltui") else f"lltui: {line}"
