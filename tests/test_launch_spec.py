@@ -31,10 +31,7 @@ from lltui.core.llama.launch_spec import (
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.sources import profiles
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llama-server"
-needs_fixtures = pytest.mark.skipif(
-    not (FIXTURES / "INDEX.md").is_file(), reason="shared llama-server captures not present"
-)
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md
 KEY = "sk-secret-7f3a9c"
 
 
@@ -330,7 +327,6 @@ def _sections(text: str) -> list[tuple[str, list[str], int]]:
     return out
 
 
-@needs_fixtures
 def test_every_captured_failure_gets_its_own_plain_reason():
     sections = _sections((FIXTURES / "errors_exit_codes.txt").read_text())
     assert len(sections) >= 9
@@ -349,14 +345,12 @@ def test_every_captured_failure_gets_its_own_plain_reason():
     assert port == "port 18180 on 127.0.0.1 is in use or cannot be bound"
 
 
-@needs_fixtures
 def test_kv_cache_allocation_failure_reads_as_does_not_fit():
     lines = (FIXTURES / "error_alloc_failure_kv_cache.log").read_text().splitlines()
     reason = exit_reason(1, lines)
     assert reason == "the model does not fit in memory: failed to allocate buffer for kv cache"
 
 
-@needs_fixtures
 def test_stops_are_told_apart_from_crashes():
     clean = (FIXTURES / "shutdown_sigterm_lv4.log").read_text().splitlines()
     assert exit_reason(0, clean, stopped=True) == "stopped"

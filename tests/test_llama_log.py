@@ -24,10 +24,7 @@ from lltui.sources.llama.binary import list_devices
 # Fixtures used by the live tests below.
 __all__ = ["llama_bins", "tiny_model"]
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llama-server"
-needs_fixtures = pytest.mark.skipif(
-    not (FIXTURES / "INDEX.md").is_file(), reason="shared llama-server fixtures not present"
-)
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md
 
 
 def fixture(name: str) -> str:
@@ -59,7 +56,6 @@ def test_split_line_leaves_unprefixed_lines_alone() -> None:
 # --- captured logs ----------------------------------------------------------------------------
 
 
-@needs_fixtures
 def test_lv4_log_gives_device_buffers_kv_and_readiness() -> None:
     s = parse_log(fixture("server_lv4_full.log"))
     assert [(d.name, d.description, d.total_mib, d.free_mib) for d in s.devices] == [
@@ -94,7 +90,6 @@ def test_lv4_log_gives_device_buffers_kv_and_readiness() -> None:
     ]
 
 
-@needs_fixtures
 def test_lv4_log_fit_found_nothing_to_change() -> None:
     fit = parse_log(fixture("server_lv4_full.log")).fit
     assert fit.ran and fit.status == "no_change"
@@ -102,7 +97,6 @@ def test_lv4_log_fit_found_nothing_to_change() -> None:
     assert fit.ctx_from is None and fit.reason is None
 
 
-@needs_fixtures
 def test_memory_breakdown_table_rows() -> None:
     s = parse_log(fixture("server_lv4_full.log"))
     (host,) = s.memory_breakdown
@@ -110,7 +104,6 @@ def test_memory_breakdown_table_rows() -> None:
     assert (host.self_mib, host.model_mib, host.context_mib, host.compute_mib) == (12, 3, 4, 5)
 
 
-@needs_fixtures
 def test_fit_that_reduced_the_context() -> None:
     s = parse_log(fixture("server_fit_reduces_ctx.log"))
     fit = s.fit
@@ -134,7 +127,6 @@ def test_fit_that_reduced_the_context() -> None:
     )
 
 
-@needs_fixtures
 def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     s = parse_log(fixture("error_alloc_failure_kv_cache.log"))
     assert not s.ready and s.failed
@@ -156,7 +148,6 @@ def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     assert (cpu.model_mib, cpu.kv_mib, cpu.output_mib) == (3.18, 0.0, 0.01)
 
 
-@needs_fixtures
 def test_verbose_log_keeps_the_real_load_not_the_fit_probe() -> None:
     s = parse_log(fixture("server_verbose_v_full.log"))
     assert s.loads == 2  # the fit probe and the real load
@@ -172,7 +163,6 @@ def test_verbose_log_keeps_the_real_load_not_the_fit_probe() -> None:
     assert s.ready
 
 
-@needs_fixtures
 def test_jsonl_log_parses_like_the_text_log() -> None:
     text = parse_log(fixture("server_lv4_full.log"))
     jsonl = parse_log(fixture("server_jsonl_lv4_full.log"))
@@ -184,7 +174,6 @@ def test_jsonl_log_parses_like_the_text_log() -> None:
     assert jsonl.devices == text.devices
 
 
-@needs_fixtures
 def test_default_verbosity_has_no_placement_but_readiness() -> None:
     s = parse_log(fixture("server_default_verbosity_full.log"))
     assert s.verbosity == 3
@@ -192,13 +181,11 @@ def test_default_verbosity_has_no_placement_but_readiness() -> None:
     assert s.ready and (s.n_slots, s.n_ctx_slot) == (4, 2048)
 
 
-@needs_fixtures
 def test_startup_log_is_ready_and_not_shutting_down() -> None:
     s = parse_log(fixture("startup_lv4.log"))
     assert s.ready and not s.shutting_down
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", ["shutdown_sigint_lv4.log", "shutdown_sigterm_lv4.log"])
 def test_shutdown_logs(name: str) -> None:
     s = parse_log(fixture(name))
@@ -207,7 +194,6 @@ def test_shutdown_logs(name: str) -> None:
     assert (host.model_mib, host.context_mib, host.compute_mib) == (3, 4, 5)
 
 
-@needs_fixtures
 def test_signal_during_loading_log_stops_before_ready() -> None:
     for part in fixture("signal_during_loading.txt").split("=== sent")[1:]:
         s = parse_log(part)
@@ -215,7 +201,6 @@ def test_signal_during_loading_log_stops_before_ready() -> None:
         assert {b.name: b for b in s.buffers}["CPU"].kv_mib == 256.00
 
 
-@needs_fixtures
 def test_error_exits_are_classified() -> None:
     parts = sections(fixture("errors_exit_codes.txt"))
     by_cmd = {p.strip().splitlines()[0]: parse_log(p) for p in parts}
@@ -242,7 +227,6 @@ def test_error_exits_are_classified() -> None:
     assert not any(s.ready for s in by_cmd.values())
 
 
-@needs_fixtures
 def test_warnings_before_the_log_starts_are_kept() -> None:
     s = parse_log(fixture("cpu_build_gpu_flag_warnings.txt"))
     assert "warning: no usable GPU found, --gpu-layers option will be ignored" in s.warnings
@@ -254,14 +238,12 @@ def test_warnings_before_the_log_starts_are_kept() -> None:
     assert (env.n_slots, env.context_value("kv_unified")) == (2, None)
 
 
-@needs_fixtures
 def test_list_devices_on_a_cpu_build_is_empty() -> None:
     for part in fixture("list_devices.txt").split("$ ")[1:]:
         assert "Available devices" in part
         assert parse_list_devices(part) == ()
 
 
-@needs_fixtures
 def test_fit_params_tool_output() -> None:
     text = fixture("llama_fit_params.txt")
     runs = {p.splitlines()[0]: parse_log(p) for p in text.split("\n$ ")}

@@ -22,10 +22,7 @@ from lltui.core.llama.metrics import (
     parse_slots,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llama-server"
-needs_fixtures = pytest.mark.skipif(
-    not (FIXTURES / "INDEX.md").is_file(), reason="shared llama-server fixtures not present"
-)
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md
 
 
 def http_bodies(name: str) -> list[tuple[int, str]]:
@@ -50,7 +47,6 @@ def body(name: str, index: int = 0) -> str:
 # --- /metrics --------------------------------------------------------------------------------
 
 
-@needs_fixtures
 def test_metrics_after_a_request() -> None:
     m = parse_metrics(body("metrics_after.txt"))
     assert m.prompt_tokens_total == 22
@@ -66,14 +62,12 @@ def test_metrics_after_a_request() -> None:
     assert m.other == ()
 
 
-@needs_fixtures
 def test_metrics_before_any_request_are_zero() -> None:
     m = parse_metrics(body("metrics_before.txt"))
     assert m.tokens_predicted_total == 0 and m.prompt_tokens_total == 0
     assert metrics_to_json(m)["requests_processing"] == 0
 
 
-@needs_fixtures
 def test_second_scrape_resets_only_the_gauges() -> None:
     first = parse_metrics(body("metrics_after.txt"))
     second = parse_metrics(body("metrics_after_second_scrape.txt"))
@@ -81,7 +75,6 @@ def test_second_scrape_resets_only_the_gauges() -> None:
     assert second.tokens_predicted_total == first.tokens_predicted_total
 
 
-@needs_fixtures
 def test_counter_rates_between_two_captured_scrapes() -> None:
     before = parse_metrics(body("metrics_before.txt"))
     after = parse_metrics(body("metrics_after.txt"))
@@ -96,7 +89,6 @@ def test_counter_rates_between_two_captured_scrapes() -> None:
     assert tp.decode_tps != after.predicted_tokens_seconds
 
 
-@needs_fixtures
 def test_metrics_during_generation_counters_wait_for_the_request() -> None:
     bodies = [b for s, b in http_bodies("metrics_slots_during_generation.txt") if s == 200]
     metrics = [parse_metrics(b) for b in bodies if b.lstrip().startswith("#")]
@@ -142,7 +134,6 @@ def test_text_without_llama_metrics_is_an_error() -> None:
 # --- /slots and /props -----------------------------------------------------------------------
 
 
-@needs_fixtures
 def test_slots_before_and_after() -> None:
     before = parse_slots(json.loads(body("slots_before.txt")))
     assert [s.id for s in before] == [0, 1, 2, 3]
@@ -174,7 +165,6 @@ def test_slots_next_token_as_object_and_junk_entries() -> None:
         parse_slots({"error": {}})
 
 
-@needs_fixtures
 def test_props() -> None:
     p = parse_props(json.loads(body("props.txt")))
     assert (p.total_slots, p.n_ctx) == (4, 2048)
@@ -186,7 +176,6 @@ def test_props() -> None:
         parse_props([])
 
 
-@needs_fixtures
 def test_error_bodies() -> None:
     status, text = http_bodies("health_loading_503.txt")[0]
     assert status == 503 and error_message(json.loads(text)) == "Loading model"

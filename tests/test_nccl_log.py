@@ -15,18 +15,15 @@ from lltui.core.nccl.log import (
     strip_launcher_prefix,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"  # see its README.md
 
 
 def _log_entries():
-    if not (FIXTURES / "truth.json").exists():
-        return []
     truth = json.loads((FIXTURES / "truth.json").read_text())
     return [e for e in truth["entries"] if e["kind"] == "nccl-log"]
 
 
 LOG_ENTRIES = _log_entries()
-needs_fixtures = pytest.mark.skipif(not LOG_ENTRIES, reason="shared fixtures not present")
 
 
 @pytest.mark.parametrize("entry", LOG_ENTRIES, ids=lambda e: Path(e["file"]).stem)
@@ -43,7 +40,6 @@ def test_real_log_matches_truth(entry):
         assert s.nranks == t["nranks"]
 
 
-@needs_fixtures
 def test_real_wrapped_warn_fixture_through_cli(capsys):
     entry = next(e for e in LOG_ENTRIES if "wrapped" in e["file"])
     assert main(["nccl", "log", str(FIXTURES / entry["file"]), "--json"]) == 0
@@ -263,7 +259,6 @@ def test_strip_launcher_prefix_and_cuda_driver_decoding():
     assert decode_cuda_driver(11080) == "11.8"
 
 
-@needs_fixtures
 def test_text_output_lists_warnings(capsys):
     entry = next(e for e in LOG_ENTRIES if "wrapped" in e["file"])
     assert main(["nccl", "log", str(FIXTURES / entry["file"])]) == 0

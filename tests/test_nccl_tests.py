@@ -16,18 +16,15 @@ from lltui.core.nccl.nccl_tests import (
     sweep_sizes,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"  # see its README.md
 
 
 def _entries():
-    if not (FIXTURES / "truth.json").exists():
-        return []
     truth = json.loads((FIXTURES / "truth.json").read_text())
     return [e for e in truth["entries"] if e["kind"] == "nccl-tests"]
 
 
 ENTRIES = _entries()
-needs_fixtures = pytest.mark.skipif(not ENTRIES, reason="shared fixtures not present")
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: Path(e["file"]).stem)
@@ -71,7 +68,6 @@ def test_real_table_matches_truth(entry):
         assert r.wrong_out == 0 and r.wrong_in == 0
 
 
-@needs_fixtures
 def test_elided_rows_are_flagged():
     entry = next(e for e in ENTRIES if "elided" in e["file"])
     t = parse_nccl_tests_text((FIXTURES / entry["file"]).read_text()).tables[0]
@@ -79,7 +75,6 @@ def test_elided_rows_are_flagged():
     assert any("elided" in w for w in t.warnings)
 
 
-@needs_fixtures
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: Path(e["file"]).stem)
 def test_cli_json_contract(entry, capsys):
     assert main(["nccl", "tests", str(FIXTURES / entry["file"]), "--json"]) == 0
@@ -103,7 +98,6 @@ def test_cli_json_contract(entry, capsys):
     assert data["avg_busbw"] == (float(avg) if avg is not None else None)
 
 
-@needs_fixtures
 def test_cli_text_output(capsys):
     entry = next(e for e in ENTRIES if "full-sweep" in e["file"])
     assert main(["nccl", "tests", str(FIXTURES / entry["file"])]) == 0
@@ -307,14 +301,12 @@ def test_garbage_is_exit_2_with_one_line(tmp_path, capsys, content):
     assert "no nccl-tests table" in err
 
 
-@needs_fixtures
 def test_a_log_is_not_a_table(capsys):
     log = next(FIXTURES.glob("nccl/N*.txt"))
     assert main(["nccl", "tests", str(log)]) == 2
     assert "no nccl-tests table" in capsys.readouterr().err
 
 
-@needs_fixtures
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: Path(e["file"]).stem)
 def test_printed_average_is_the_mean_of_both_busbw_columns(entry):
     # nccl-tests averages out-of-place and in-place busbw over every row; where no row was
@@ -326,7 +318,6 @@ def test_printed_average_is_the_mean_of_both_busbw_columns(entry):
     assert abs(sum(both) / len(both) - t.avg_busbw) < 0.01
 
 
-@needs_fixtures
 def test_tests_from_a_text_stdin(capsys, monkeypatch):
     import io
     import sys

@@ -8,7 +8,7 @@ from app_helpers import sim_app, wait_for
 from lltui.app.screens.nccl import NcclScreen
 from lltui.sources.sim import PROFILES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "nccl"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real" / "nccl"  # see its README.md
 
 
 def loaded(app) -> bool:
@@ -44,7 +44,6 @@ async def test_bench_on_a_simulated_rig_says_why_it_cannot_run():
         assert "simulated rig has no GPUs" in text(app, "#nccl-bench-result")
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared fixtures not beside the repo")
 async def test_loading_an_nccl_tests_file_and_a_log():
     app = sim_app("kaggle-2xt4")
     async with app.run_test(size=(140, 60)) as pilot:

@@ -31,9 +31,8 @@ from lltui.core.topo.matrix import (
 from lltui.core.topo.report import topology_to_json, topology_to_text
 from lltui.sources import topo as topo_source
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
-TOPO_FILES = sorted((FIXTURES / "topo").glob("*.txt")) if FIXTURES.is_dir() else []
-needs_fixtures = pytest.mark.skipif(not TOPO_FILES, reason="shared fixtures not present")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"  # see its README.md
+TOPO_FILES = sorted((FIXTURES / "topo").glob("*.txt"))
 
 LEGEND = """
 Legend:
@@ -140,13 +139,11 @@ NIC_LINKS8 = {
 # --- real pastes ---------------------------------------------------------------------------
 
 
-@needs_fixtures
 def test_every_topo_fixture_has_a_truth_entry():
     entries = truth_entries()
     assert {f"topo/{p.name}" for p in TOPO_FILES} <= set(entries)
 
 
-@needs_fixtures
 @pytest.mark.parametrize("path", TOPO_FILES, ids=lambda p: p.name[:2])
 def test_real_paste_matches_truth(path):
     entry = truth_entries()[f"topo/{path.name}"]
@@ -179,7 +176,6 @@ def test_real_paste_matches_truth(path):
     assert bool(data["warnings"]) == bool(mangled), data["warnings"]
 
 
-@needs_fixtures
 def test_crlf_and_lone_cr_read_like_lf():
     for path in TOPO_FILES:
         text = path.read_text()
@@ -189,7 +185,6 @@ def test_crlf_and_lone_cr_read_like_lf():
         assert topology_to_json(parse_topology(lf.replace("\n", "\r"))) == base
 
 
-@needs_fixtures
 def test_utf16_and_bom_files_decode_to_the_same_matrix():
     text = TOPO_FILES[0].read_text()
     base = topology_to_json(parse_topology(text))
@@ -202,7 +197,6 @@ def test_utf16_and_bom_files_decode_to_the_same_matrix():
         assert topology_to_json(parse_topology(decode_text(data))) == base
 
 
-@needs_fixtures
 def test_prose_prompts_and_colours_around_the_matrix_are_ignored():
     path = next(p for p in TOPO_FILES if p.name.startswith("03"))
     text = path.read_text()
@@ -219,7 +213,6 @@ def test_prose_prompts_and_colours_around_the_matrix_are_ignored():
     assert topology_to_json(parse_topology(quoted))["links"] == base["links"]
 
 
-@needs_fixtures
 def test_tabs_lost_cells_split_at_link_codes():
     path = next(p for p in TOPO_FILES if p.name.startswith("01"))
     text = path.read_text()
@@ -233,7 +226,6 @@ def test_tabs_lost_cells_split_at_link_codes():
     assert {CPU_AFFINITY, NUMA_AFFINITY} <= set(squashed["unreliable"])
 
 
-@needs_fixtures
 def test_no_mangling_of_a_real_paste_raises():
     rng = random.Random(20260101)
     edits = 0
@@ -671,7 +663,6 @@ def test_fake_pynvml_agrees_with_the_real_binding():
         assert hasattr(real, cls)
 
 
-@needs_fixtures
 def test_nvml_nvlink_bridge_matches_the_real_paste_of_that_rig():
     live = topo_source.read_nvml_topology(nvlink_pair_fake(), cpu_count=24)
     from_nvml = topology_to_json(live.topology)
@@ -684,7 +675,6 @@ def test_nvml_nvlink_bridge_matches_the_real_paste_of_that_rig():
     assert [g.name for g in live.gpus] == ["NVIDIA GeForce RTX 3090"] * 2
 
 
-@needs_fixtures
 def test_nvml_nvswitch_rig_matches_the_real_paste_of_an_8xh100():
     paste_path = next(p for p in TOPO_FILES if p.name.startswith("02"))
     paste = topology_to_json(parse_topology(paste_path.read_text()))
@@ -716,7 +706,6 @@ def test_nvml_nvswitch_rig_matches_the_real_paste_of_an_8xh100():
             assert data[key] == paste[key], (kw, key)
 
 
-@needs_fixtures
 def test_nvml_hybrid_cube_mesh_counts_links_per_pair():
     entry = truth_entries()["topo/04-8xV100-DGX1-hybrid-cube-mesh-4mlx5-unordered-old-legend.txt"][
         "truth"
@@ -812,7 +801,6 @@ def test_live_reader_falls_back_to_nvml_without_nvidia_smi():
 CONTRACT_KEYS = {"gpus", "links", "gpu_nic_links", "nics", "warnings", "advice"}
 
 
-@needs_fixtures
 def test_cli_json_from_a_file(capsys):
     path = next(p for p in TOPO_FILES if p.name.startswith("09"))
     truth = truth_entries()[f"topo/{path.name}"]["truth"]
@@ -826,7 +814,6 @@ def test_cli_json_from_a_file(capsys):
         assert item["severity"] in ("info", "warn")
 
 
-@needs_fixtures
 def test_cli_text_from_stdin(capsys, monkeypatch):
     import io
 
