@@ -1,24 +1,45 @@
 import json
 
+from fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml, make_gpus
+
 from lltui.cli import main
 from lltui.core.doctor import ERROR, MISSING, OK, Check, checks_ok, checks_to_text
 from lltui.sources import doctor
 
 
-def test_doctor_without_a_driver_says_what_is_missing(capsys, monkeypatch):
+def _no_driver(monkeypatch, tmp_path):
+    """A machine without the NVIDIA driver, whatever this one has: NVML's library is not
+    found and no nvidia-smi is on the PATH."""
+    fake = FakeNvml(make_gpus(1)).install(monkeypatch)
+    fake.init_error = NVML_ERROR_LIBRARY_NOT_FOUND
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+def test_doctor_without_a_driver_says_what_is_missing(capsys, monkeypatch, tmp_path):
+    _no_driver(monkeypatch, tmp_path)
     monkeypatch.setenv("LLTUI_LLAMA_SERVER", "/nonexistent/llama-server")
     code = main(["doctor", "--json"])
     data = json.loads(capsys.readouterr().out)
     names = {c["name"]: c for c in data["checks"]}
     assert {"nvml", "nvidia-smi", "libnccl", "llama-server"} <= set(names)
-    # this machine has no NVIDIA driver: NVML is missing, monitoring is not possible
+    # no NVIDIA driver: NVML is missing, monitoring is not possible
     assert names["nvml"]["status"] == "missing" and names["nvml"]["hint"]
     assert data["ok"] is False and code == 1
     assert names["llama-server"]["status"] == "missing"
     assert "lltui llama install" in names["llama-server"]["hint"]
 
 
-def test_doctor_text_has_no_traceback(capsys):
+def test_doctor_with_a_driver_says_monitoring_works(capsys, monkeypatch, tmp_path):
+    FakeNvml(make_gpus(2)).install(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    main(["doctor", "--json"])
+    names = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert names["nvml"]["status"] == "ok"
+    assert names["nvidia-smi"]["status"] == "missing"
+
+
+def test_doctor_text_has_no_traceback(capsys, monkeypatch, tmp_path):
+    _no_driver(monkeypatch, tmp_path)
     main(["doctor"])
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
