@@ -19,6 +19,7 @@ from lltui.sources.nccl.errors import CudaError, NCCLError, NcclUnavailable
 from lltui.sources.nccl.library import NcclLibrary, load_nccl
 
 SYNC_TIMEOUT_S = 60.0  # an all-reduce that has not finished by then is hung
+_DTYPE = NCCLDataType.FLOAT32  # the bench sums floats, as all_reduce_perf does by default
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +220,144 @@ def _validate(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Timing:
+    """How each size is timed: launches counted, launches before, and the hang deadline."""
+
+    iters: int
+    warmup: int
+    timeout_s: float
+    clock: Callable[[], float]
+
+
+def _open_libraries(
+    nccl: NcclLibrary | None,
+    cudart: CudaRuntime | None,
+    nccl_path: str | None,
+    cudart_path: str | None,
+    devices: Sequence[int] | None,
+) -> tuple[NcclLibrary, CudaRuntime, list[int]]:
+    """libnccl, a CUDA runtime that sees GPUs, and the devices asked for (all by default)."""
+    lib = nccl or load_nccl(nccl_path)
+    if cudart is None:
+        rt, visible = open_cuda(cudart_path)
+    else:
+        rt, visible = cudart, cuda_devices(cudart)
+    devs = list(range(visible)) if devices is None else list(devices)
+    bad = [d for d in devs if not 0 <= d < visible]
+    if bad:
+        raise NcclUnavailable(f"no GPU {bad[0]}: CUDA sees {visible} (0-{visible - 1})")
+    if not devs:
+        raise ValueError("no devices to run on")
+    return lib, rt, devs
+
+
+def _fitting_sizes(
+    rt: CudaRuntime, devs: Sequence[int], min_bytes: int, max_bytes: int, factor: int
+) -> tuple[list[int], list[str]]:
+    """The sweep's sizes that fit twice into every GPU's free memory, and a note on the rest."""
+    # Two buffers per GPU at the largest size, with room left for NCCL's own buffers.
+    limit = max_bytes
+    for d in devs:
+        rt.set_device(d)
+        free, _total = rt.mem_get_info()
+        limit = min(limit, max((free - 512 * MIB) // 2, 0))
+    sizes = sweep_sizes(min_bytes, max_bytes, factor, _DTYPE.itemsize)
+    fitting = [s for s in sizes if s <= limit]
+    notes: list[str] = []
+    if len(fitting) < len(sizes):
+        if not fitting:
+            raise NcclUnavailable(
+                f"not enough free GPU memory for {min_bytes} B buffers (limit {limit} B)"
+            )
+        notes.append(
+            f"sizes above {fitting[-1]} B skipped: not enough free GPU memory for two buffers"
+        )
+    return fitting, notes
+
+
+def _peer_access(rt: CudaRuntime, devs: Sequence[int]) -> dict[str, bool]:
+    p2p: dict[str, bool] = {}
+    for i, a in enumerate(devs):
+        for b in devs[i + 1 :]:
+            p2p[f"GPU{a}-GPU{b}"] = rt.can_access_peer(a, b)
+    return p2p
+
+
+def _time_one(
+    rt: CudaRuntime,
+    comm: NCCLCommunicator,
+    bufs: _BenchBuffers,
+    count: int,
+    in_place: bool,
+    timing: _Timing,
+) -> tuple[float, float | None]:
+    """(host us, device us) per all-reduce of ``count`` floats, out-of-place or in-place."""
+    recv = bufs.send if in_place else bufs.recv
+    clock = timing.clock
+    for _ in range(timing.warmup):
+        comm.all_reduce(bufs.send, recv, count, _DTYPE, NCCLRedOp.SUM, bufs.streams)
+    _wait_all(rt, comm, bufs.streams, timing.timeout_s, clock)
+    for (start, _end), s, d in zip(bufs.events, bufs.streams, bufs.devices, strict=True):
+        rt.set_device(d)
+        rt.event_record(start, s)
+    t0 = clock()
+    for _ in range(timing.iters):
+        comm.all_reduce(bufs.send, recv, count, _DTYPE, NCCLRedOp.SUM, bufs.streams)
+    for (_start, end), s, d in zip(bufs.events, bufs.streams, bufs.devices, strict=True):
+        rt.set_device(d)
+        rt.event_record(end, s)
+    _wait_all(rt, comm, bufs.streams, timing.timeout_s, clock)
+    host_us = (clock() - t0) / timing.iters * 1e6
+    dev_ms = [rt.event_elapsed_ms(s0, s1) for s0, s1 in bufs.events]
+    return host_us, (max(dev_ms) * 1000.0 / timing.iters if dev_ms else None)
+
+
+def _sweep(
+    rt: CudaRuntime,
+    comm: NCCLCommunicator,
+    bufs: _BenchBuffers,
+    sizes: Sequence[int],
+    timing: _Timing,
+    progress: Callable[[NcclTestsRow], None] | None,
+) -> tuple[list[NcclTestsRow], list[float | None]]:
+    """One row per size, and the out-of-place device time of each."""
+    rows: list[NcclTestsRow] = []
+    dev_times: list[float | None] = []
+    for size in sizes:
+        count = size // _DTYPE.itemsize
+        t_out, dev_out = _time_one(rt, comm, bufs, count, False, timing)
+        t_in, _dev_in = _time_one(rt, comm, bufs, count, True, timing)
+        row = _row(size, t_out, t_in, comm.n_devs)
+        rows.append(row)
+        dev_times.append(dev_out)
+        if progress is not None:
+            progress(row)
+    return rows, dev_times
+
+
+def _row(size: int, t_out: float, t_in: float, n: int) -> NcclTestsRow:
+    """One nccl-tests row: algbw = size / time, busbw = algbw * 2(n-1)/n (none on one GPU)."""
+    factor_bw = bus_bandwidth_factor("all_reduce", n) or 0.0
+    alg_out = size / (t_out * 1e3) if t_out > 0 else None  # GB/s = B / (us * 1e3)
+    alg_in = size / (t_in * 1e3) if t_in > 0 else None
+    return NcclTestsRow(
+        size=size,
+        count=size // _DTYPE.itemsize,
+        type=_DTYPE.nccl_tests_name,
+        redop="sum",
+        root=-1,
+        time_us_out=t_out,
+        algbw_out=alg_out,
+        busbw_out=alg_out * factor_bw if alg_out is not None and n > 1 else None,
+        wrong_out=None,
+        time_us_in=t_in,
+        algbw_in=alg_in,
+        busbw_in=alg_in * factor_bw if alg_in is not None and n > 1 else None,
+        wrong_in=None,
+    )
+
+
 def run_allreduce_bench(
     *,
     devices: Sequence[int] | None = None,
@@ -244,51 +383,16 @@ def run_allreduce_bench(
     """
     if iters < 1 or warmup < 0:
         raise ValueError("iters must be >= 1 and warmup >= 0")
-    lib = nccl or load_nccl(nccl_path)
-    if cudart is None:
-        rt, visible = open_cuda(cudart_path)
-    else:
-        rt, visible = cudart, cuda_devices(cudart)
-    devs = list(range(visible)) if devices is None else list(devices)
-    bad = [d for d in devs if not 0 <= d < visible]
-    if bad:
-        raise NcclUnavailable(f"no GPU {bad[0]}: CUDA sees {visible} (0-{visible - 1})")
-    if not devs:
-        raise ValueError("no devices to run on")
-    notes: list[str] = []
-    dtype = NCCLDataType.FLOAT32
-    # Two buffers per GPU at the largest size, with room left for NCCL's own buffers.
-    limit = max_bytes
-    for d in devs:
-        rt.set_device(d)
-        free, _total = rt.mem_get_info()
-        limit = min(limit, max((free - 512 * MIB) // 2, 0))
-    sizes = sweep_sizes(min_bytes, max_bytes, factor, dtype.itemsize)
-    fitting = [s for s in sizes if s <= limit]
-    if len(fitting) < len(sizes):
-        if not fitting:
-            raise NcclUnavailable(
-                f"not enough free GPU memory for {min_bytes} B buffers (limit {limit} B)"
-            )
-        notes.append(
-            f"sizes above {fitting[-1]} B skipped: not enough free GPU memory for two buffers"
-        )
-    sizes = fitting
-    n = len(devs)
-    factor_bw = bus_bandwidth_factor("all_reduce", n) or 0.0
-    if n == 1:
+    lib, rt, devs = _open_libraries(nccl, cudart, nccl_path, cudart_path, devices)
+    sizes, notes = _fitting_sizes(rt, devs, min_bytes, max_bytes, factor)
+    if len(devs) == 1:
         notes.append(
             "one GPU: all-reduce is a local copy here; bus bandwidth needs two or more GPUs"
         )
-    p2p: dict[str, bool] = {}
-    for i, a in enumerate(devs):
-        for b in devs[i + 1 :]:
-            p2p[f"GPU{a}-GPU{b}"] = rt.can_access_peer(a, b)
+    p2p = _peer_access(rt, devs)
     buses = tuple(rt.pci_bus_id(d) for d in devs)
     bufs = _BenchBuffers(rt, devs, sizes[-1])
-    rows: list[NcclTestsRow] = []
-    dev_times: list[float | None] = []
-    validated: bool | None = None
+    timing = _Timing(iters, warmup, timeout_s, clock)
     validation_error: str | None = None
     comm = NCCLCommunicator(device_ids=devs, library=lib)
     try:
@@ -296,56 +400,12 @@ def run_allreduce_bench(
         if validate:
             check_count = min(1024, sizes[-1] // 4)
             validation_error = _validate(rt, comm, bufs, check_count, timeout_s, clock)
-            validated = validation_error is None
             if validation_error:
                 notes.append(
                     "all-reduce returned wrong sums: GPU-to-GPU transfers corrupt data on this "
                     "rig; try NCCL_P2P_DISABLE=1"
                 )
-        for size in sizes:
-            count = size // dtype.itemsize
-            measured: list[tuple[float, float | None]] = []
-            for in_place in (False, True):
-                recv = bufs.send if in_place else bufs.recv
-                for _ in range(warmup):
-                    comm.all_reduce(bufs.send, recv, count, dtype, NCCLRedOp.SUM, bufs.streams)
-                _wait_all(rt, comm, bufs.streams, timeout_s, clock)
-                for (start, _end), s, d in zip(bufs.events, bufs.streams, devs, strict=True):
-                    rt.set_device(d)
-                    rt.event_record(start, s)
-                t0 = clock()
-                for _ in range(iters):
-                    comm.all_reduce(bufs.send, recv, count, dtype, NCCLRedOp.SUM, bufs.streams)
-                for (_start, end), s, d in zip(bufs.events, bufs.streams, devs, strict=True):
-                    rt.set_device(d)
-                    rt.event_record(end, s)
-                _wait_all(rt, comm, bufs.streams, timeout_s, clock)
-                host_us = (clock() - t0) / iters * 1e6
-                dev_ms = [rt.event_elapsed_ms(s0, s1) for s0, s1 in bufs.events]
-                dev_us = max(dev_ms) * 1000.0 / iters if dev_ms else None
-                measured.append((host_us, dev_us))
-            (t_out, dev_out), (t_in, _dev_in) = measured
-            alg_out = size / (t_out * 1e3) if t_out > 0 else None  # GB/s = B / (us * 1e3)
-            alg_in = size / (t_in * 1e3) if t_in > 0 else None
-            row = NcclTestsRow(
-                size=size,
-                count=count,
-                type=dtype.nccl_tests_name,
-                redop="sum",
-                root=-1,
-                time_us_out=t_out,
-                algbw_out=alg_out,
-                busbw_out=alg_out * factor_bw if alg_out is not None and n > 1 else None,
-                wrong_out=None,
-                time_us_in=t_in,
-                algbw_in=alg_in,
-                busbw_in=alg_in * factor_bw if alg_in is not None and n > 1 else None,
-                wrong_in=None,
-            )
-            rows.append(row)
-            dev_times.append(dev_out)
-            if progress is not None:
-                progress(row)
+        rows, dev_times = _sweep(rt, comm, bufs, sizes, timing, progress)
     except NCCLError:
         comm.abort()
         raise
@@ -359,12 +419,12 @@ def run_allreduce_bench(
         cudart_path=rt.path,
         devices=tuple(devs),
         pci_bus_ids=buses,
-        dtype=dtype.nccl_tests_name,
+        dtype=_DTYPE.nccl_tests_name,
         rows=tuple(rows),
         device_time_us=tuple(dev_times),
         iters=iters,
         warmup=warmup,
-        validated=validated,
+        validated=(validation_error is None) if validate else None,
         validation_error=validation_error,
         p2p=p2p,
         notes=tuple(notes),
