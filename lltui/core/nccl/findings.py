@@ -177,54 +177,64 @@ def _library_findings(facts: NcclFacts) -> list[Finding]:
 
 
 def _variable_findings(env: Mapping[str, str]) -> list[Finding]:
-    out: list[Finding] = []
     known = sorted(set(VARIABLES) | OTHER_KNOWN_VARIABLES)
+    out: list[Finding] = []
     for name in sorted(env):
-        if not name.startswith("NCCL_"):
-            continue
-        value = env[name]
-        if name in TORCH_RENAMED:
-            out.append(
-                Finding(
-                    INFO,
-                    "torch-renamed-variable",
-                    f"{name} is PyTorch's old name; PyTorch 2.2 and later read "
-                    f"{TORCH_RENAMED[name]}",
-                    f"export {TORCH_RENAMED[name]}={value}",
-                )
+        if name.startswith("NCCL_"):
+            out += _name_findings(name, env[name], known)
+    return out + _value_findings(env)
+
+
+def _name_findings(name: str, value: str, known: list[str]) -> list[Finding]:
+    """One NCCL_* variable: a name PyTorch renamed, a name NCCL does not know (a typo, most
+    likely), or an integer variable set to something else."""
+    out: list[Finding] = []
+    if name in TORCH_RENAMED:
+        out.append(
+            Finding(
+                INFO,
+                "torch-renamed-variable",
+                f"{name} is PyTorch's old name; PyTorch 2.2 and later read {TORCH_RENAMED[name]}",
+                f"export {TORCH_RENAMED[name]}={value}",
             )
-            continue
-        if not is_known_variable(name):
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-            if close:
-                out.append(
-                    Finding(
-                        WARN,
-                        "unknown-variable",
-                        f"{name} is not an NCCL variable, so NCCL ignores it; "
-                        f"did you mean {close[0]}?",
-                        f"export {close[0]}={value}",
-                    )
-                )
-            else:
-                out.append(
-                    Finding(
-                        INFO,
-                        "unknown-variable",
-                        f"{name} is not a variable lltui knows (a newer NCCL or a plugin may "
-                        "read it; NCCL ignores names it does not know)",
-                    )
-                )
-            continue
-        if name in INTEGER_VARIABLES and _truthy_int(value) is None:
+        )
+        return out
+    if not is_known_variable(name):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        if close:
             out.append(
                 Finding(
                     WARN,
-                    "not-an-integer",
-                    f"{name}={value!r} is not an integer, so NCCL ignores it and uses its default",
-                    f"use 0 or 1, e.g. {name}=1",
+                    "unknown-variable",
+                    f"{name} is not an NCCL variable, so NCCL ignores it; did you mean {close[0]}?",
+                    f"export {close[0]}={value}",
                 )
             )
+        else:
+            out.append(
+                Finding(
+                    INFO,
+                    "unknown-variable",
+                    f"{name} is not a variable lltui knows (a newer NCCL or a plugin may "
+                    "read it; NCCL ignores names it does not know)",
+                )
+            )
+        return out
+    if name in INTEGER_VARIABLES and _truthy_int(value) is None:
+        out.append(
+            Finding(
+                WARN,
+                "not-an-integer",
+                f"{name}={value!r} is not an integer, so NCCL ignores it and uses its default",
+                f"use 0 or 1, e.g. {name}=1",
+            )
+        )
+    return out
+
+
+def _value_findings(env: Mapping[str, str]) -> list[Finding]:
+    """Values NCCL does not accept, and settings that override its own tuning."""
+    out: list[Finding] = []
     level = env.get("NCCL_P2P_LEVEL")
     if level is not None and level.strip().upper() not in P2P_LEVEL_VALUES:
         out.append(
@@ -264,16 +274,24 @@ def _pairs(links: Mapping[str, str]) -> list[tuple[str, str]]:
 
 
 def _p2p_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]:
-    out: list[Finding] = []
     p2p_off = _truthy_int(env.get("NCCL_P2P_DISABLE")) not in (None, 0)
     shm_off = _truthy_int(env.get("NCCL_SHM_DISABLE")) not in (None, 0)
     level = env.get("NCCL_P2P_LEVEL")
     pairs = _pairs(facts.links or {})
     nv = [p for p, c in pairs if link_kind(c) == "NV"]
     not_nv = [p for p, c in pairs if link_kind(c) != "NV" and c.strip().upper() != "X"]
-    names = list(facts.gpu_names or [])
-    consumer = [n for n in names if is_consumer_gpu(n)]
+    consumer = [n for n in facts.gpu_names or [] if is_consumer_gpu(n)]
+    out = _p2p_disable_findings(p2p_off, nv)
+    if level is not None and not p2p_off:
+        out += _p2p_level_findings(level, pairs, nv)
+    out += _p2p_path_findings(p2p_off, shm_off, consumer, nv)
+    out += _link_shape_findings(pairs, nv, not_nv)
+    return out
 
+
+def _p2p_disable_findings(p2p_off: bool, nv: list[str]) -> list[Finding]:
+    """NCCL_P2P_DISABLE=1, worst where it idles NVLinks."""
+    out: list[Finding] = []
     if p2p_off and nv:
         out.append(
             Finding(
@@ -295,40 +313,53 @@ def _p2p_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]:
                 "unset it on NVLink rigs and on data-centre cards",
             )
         )
-    if level is not None and not p2p_off:
-        lv = level.strip().upper()
-        if lv in ("LOC", "0"):
+    return out
+
+
+def _p2p_level_findings(level: str, pairs: list[tuple[str, str]], nv: list[str]) -> list[Finding]:
+    """NCCL_P2P_LEVEL against the pairs' links: which pairs it keeps off P2P."""
+    out: list[Finding] = []
+    lv = level.strip().upper()
+    if lv in ("LOC", "0"):
+        out.append(
+            Finding(
+                WARN if nv else INFO,
+                "p2p-level-loc",
+                "NCCL_P2P_LEVEL=LOC turns P2P off for every pair"
+                + (" including the NVLinked ones" if nv else ""),
+                "unset NCCL_P2P_LEVEL, or NVL to keep P2P on NVLink only",
+            )
+        )
+    elif pairs:
+        blocked = [p for p, c in pairs if p2p_level_allows(level, c) is False]
+        if blocked and nv and all(p in nv for p in blocked):
             out.append(
                 Finding(
-                    WARN if nv else INFO,
-                    "p2p-level-loc",
-                    "NCCL_P2P_LEVEL=LOC turns P2P off for every pair"
-                    + (" including the NVLinked ones" if nv else ""),
-                    "unset NCCL_P2P_LEVEL, or NVL to keep P2P on NVLink only",
+                    WARN,
+                    "p2p-level-excludes-nvlink",
+                    f"NCCL_P2P_LEVEL={level} keeps P2P off the NVLinked pairs "
+                    f"{', '.join(blocked[:4])}",
+                    "unset NCCL_P2P_LEVEL",
                 )
             )
-        elif pairs:
-            blocked = [p for p, c in pairs if p2p_level_allows(level, c) is False]
-            if blocked and nv and all(p in nv for p in blocked):
-                out.append(
-                    Finding(
-                        WARN,
-                        "p2p-level-excludes-nvlink",
-                        f"NCCL_P2P_LEVEL={level} keeps P2P off the NVLinked pairs "
-                        f"{', '.join(blocked[:4])}",
-                        "unset NCCL_P2P_LEVEL",
-                    )
+        elif blocked:
+            out.append(
+                Finding(
+                    INFO,
+                    "p2p-level-limits",
+                    f"NCCL_P2P_LEVEL={level}: {len(blocked)} of {len(pairs)} GPU pairs "
+                    "go through host memory instead of P2P",
+                    "fine if those paths are slow or broken; unset it otherwise",
                 )
-            elif blocked:
-                out.append(
-                    Finding(
-                        INFO,
-                        "p2p-level-limits",
-                        f"NCCL_P2P_LEVEL={level}: {len(blocked)} of {len(pairs)} GPU pairs "
-                        "go through host memory instead of P2P",
-                        "fine if those paths are slow or broken; unset it otherwise",
-                    )
-                )
+            )
+    return out
+
+
+def _p2p_path_findings(
+    p2p_off: bool, shm_off: bool, consumer: list[str], nv: list[str]
+) -> list[Finding]:
+    """The paths left when P2P and SHM are both off, and GeForce cards' P2P over PCIe."""
+    out: list[Finding] = []
     if p2p_off and shm_off:
         out.append(
             Finding(
@@ -352,6 +383,14 @@ def _p2p_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]:
                 "NCCL_P2P_DISABLE=1 or update the driver",
             )
         )
+    return out
+
+
+def _link_shape_findings(
+    pairs: list[tuple[str, str]], nv: list[str], not_nv: list[str]
+) -> list[Finding]:
+    """What the links between the GPUs mean for collectives: all, some or no NVLink."""
+    out: list[Finding] = []
     if nv and not_nv and len(pairs) > 1:
         out.append(
             Finding(
