@@ -20,14 +20,11 @@ from lltui.core.topo.matrix import (
     COLUMN_TITLES,
     CPU_AFFINITY,
     GPU_NUMA_ID,
-    NO_MATRIX,
     NUMA_AFFINITY,
     Topology,
-    decode_text,
     is_cpu_list,
-    parse_p2p_matrix,
-    parse_topology,
 )
+from lltui.core.topo.parse import NO_MATRIX, decode_text, parse_p2p_matrix, parse_topology
 from lltui.core.topo.report import topology_to_json, topology_to_text
 from lltui.sources import topo as topo_source
 

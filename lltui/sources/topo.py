@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lltui.core.monitor.models import GpuStatic, SourceUnavailable
-from lltui.core.topo.matrix import Topology, parse_p2p_matrix, parse_topology
+from lltui.core.topo.matrix import Topology
+from lltui.core.topo.parse import parse_p2p_matrix, parse_topology
 from lltui.core.units import MIB
 from lltui.sources.smi import smi_argv
 
@@ -470,7 +471,7 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
     import dataclasses
     import os
 
-    from lltui.core.topo.matrix import parse_topology
+    from lltui.core.topo.parse import parse_topology
     from lltui.sources.registry import parse_source_spec
     from lltui.sources.sim import PROFILES, SimSource
 

@@ -83,7 +83,7 @@ def _local_gpu_names() -> list[str]:
 
 def _local_links() -> dict[str, str]:
     """GPU pair links from the live topology; empty where it cannot be read."""
-    from lltui.core.topo.matrix import parse_topology
+    from lltui.core.topo.parse import parse_topology
     from lltui.sources.topo import SmiMissing, read_nvml_topology, run_smi
 
     try:
