@@ -17,7 +17,7 @@ from typing import Any
 
 from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
-from lltui.core.nccl.env import NCCLDataType, NCCLResult
+from lltui.core.nccl.enums import NCCLDataType, NCCLResult
 from lltui.sources.nccl import (
     NCCLCommunicator,
     get_nccl_info,

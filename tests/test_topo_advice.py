@@ -15,12 +15,8 @@ from lltui.core.topo.advice import (
     default_cuda_order,
     link_bandwidth,
 )
-from lltui.core.topo.matrix import (
-    CPU_AFFINITY,
-    NUMA_AFFINITY,
-    Topology,
-    parse_topology,
-)
+from lltui.core.topo.matrix import CPU_AFFINITY, NUMA_AFFINITY, Topology
+from lltui.core.topo.parse import parse_topology
 from lltui.core.topo.report import topology_to_json, topology_to_text
 from lltui.core.units import GIB
 

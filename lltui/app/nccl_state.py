@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lltui.sources.nccl_report import NcclReport
+from lltui.sources.nccl.report import NcclReport
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -21,7 +21,7 @@ class NcclState:
 
 
 def read_report(source: str) -> tuple[NcclReport | None, str | None]:
-    from lltui.sources.nccl_report import nccl_report
+    from lltui.sources.nccl.report import nccl_report
 
     try:
         return nccl_report(source), None

@@ -60,11 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     from lltui.core.monitor.models import GpuStatic, SourceUnavailable
     from lltui.core.topo.advice import advise
-    from lltui.core.topo.matrix import (
-        Topology,
-        decode_text,
-        parse_topology,
-    )
+    from lltui.core.topo.matrix import Topology
+    from lltui.core.topo.parse import decode_text, parse_topology
     from lltui.core.topo.report import topology_to_json, topology_to_text
 
     topo: Topology

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lltui.core.monitor.models import GpuStatic, SourceUnavailable
-from lltui.core.topo.matrix import Topology, parse_p2p_matrix, parse_topology
+from lltui.core.topo.matrix import Topology
+from lltui.core.topo.parse import parse_p2p_matrix, parse_topology
 from lltui.core.units import MIB
 from lltui.sources.smi import smi_argv
 
@@ -292,15 +293,10 @@ _ANCESTOR_CELLS = (
 )
 
 
-def _nvml_topology(
-    nvml: Any,
-    call: Callable[..., Any],
-    handles: list[Any],
-    error_type: type[BaseException],
-    cpu_count: int | None,
-) -> LiveTopology:
-    n = len(handles)
-    labels = [f"GPU{i}" for i in range(n)]
+def _nvml_statics(
+    call: Callable[..., Any], handles: list[Any]
+) -> tuple[list[str | None], list[GpuStatic]]:
+    """Each GPU's PCI bus id and static facts (name, memory, compute capability, PCIe)."""
     bus_ids: list[str | None] = []
     statics: list[GpuStatic] = []
     for i, h in enumerate(handles):
@@ -325,8 +321,18 @@ def _nvml_topology(
                 pcie_width_max=int(width) if width else None,
             )
         )
+    return bus_ids, statics
 
-    # NVLink: count active links from each GPU to each peer GPU, or to an NVSwitch.
+
+def _nvlink_counts(
+    nvml: Any,
+    call: Callable[..., Any],
+    handles: list[Any],
+    bus_ids: list[str | None],
+    error_type: type[BaseException],
+) -> tuple[dict[tuple[int, int], int], list[int]]:
+    """Active NVLinks between each GPU pair (i < j), and each GPU's links to an NVSwitch."""
+    n = len(handles)
     max_links = _const(nvml, "NVML_NVLINK_MAX_LINKS", 18)
     enabled = _const(nvml, "NVML_FEATURE_ENABLED", 1)
     switch_type = _const(nvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
@@ -364,12 +370,24 @@ def _nvml_topology(
         for i in range(n)
         for j in range(i + 1, n)
     }
+    return peer_links, switch_links
 
+
+def _nvml_pairs(
+    nvml: Any,
+    call: Callable[..., Any],
+    handles: list[Any],
+    labels: list[str],
+    nvlinks: tuple[dict[tuple[int, int], int], list[int]],
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """Each GPU pair's cell (NVLink, else the common PCIe ancestor) and P2P read status."""
+    peer_links, switch_links = nvlinks
     ancestor = {_const(nvml, name, default): cell for name, default, cell in _ANCESTOR_CELLS}
     p2p_codes = {_const(nvml, name, default): code for name, default, code in _P2P_CODES}
     p2p_read = _const(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
     links: list[tuple[str, str, str]] = []
     p2p: list[tuple[str, str, str]] = []
+    n = len(handles)
     for i in range(n):
         for j in range(i + 1, n):
             if handles[i] is None or handles[j] is None:
@@ -388,7 +406,17 @@ def _nvml_topology(
             status = call("nvmlDeviceGetP2PStatus", handles[i], handles[j], p2p_read)
             if status is not None:
                 p2p.append((labels[i], labels[j], p2p_codes.get(int(status), "U")))
+    return links, p2p
 
+
+def _nvml_affinities(
+    nvml: Any,
+    call: Callable[..., Any],
+    handles: list[Any],
+    labels: list[str],
+    cpu_count: int | None,
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]:
+    """CPU affinity, NUMA affinity and NUMA node of each GPU, as topo -m prints them."""
     cpu_aff: list[tuple[str, str]] = []
     numa_aff: list[tuple[str, str]] = []
     gpu_numa: list[tuple[str, str]] = []
@@ -406,7 +434,14 @@ def _nvml_topology(
             numa_aff.append((labels[i], cpu_list(_mask_bits(nodes)) or "N/A"))
         node = call("nvmlDeviceGetNumaNodeId", h)
         gpu_numa.append((labels[i], str(node) if node is not None and int(node) >= 0 else "N/A"))
+    return cpu_aff, numa_aff, gpu_numa
 
+
+def _nvml_warnings(
+    handles: list[Any], labels: list[str], links: list[tuple[str, str, str]]
+) -> list[str]:
+    """GPUs NVML gave no handle for, and pairs whose link it could not tell."""
+    n = len(handles)
     warnings = []
     lost = [labels[i] for i, h in enumerate(handles) if h is None]
     if lost:
@@ -421,6 +456,23 @@ def _nvml_topology(
     ]
     if missing:
         warnings.append(f"NVML could not tell the link between {', '.join(missing[:6])}")
+    return warnings
+
+
+def _nvml_topology(
+    nvml: Any,
+    call: Callable[..., Any],
+    handles: list[Any],
+    error_type: type[BaseException],
+    cpu_count: int | None,
+) -> LiveTopology:
+    n = len(handles)
+    labels = [f"GPU{i}" for i in range(n)]
+    bus_ids, statics = _nvml_statics(call, handles)
+    # NVLink: count active links from each GPU to each peer GPU, or to an NVSwitch.
+    nvlinks = _nvlink_counts(nvml, call, handles, bus_ids, error_type)
+    links, p2p = _nvml_pairs(nvml, call, handles, labels, nvlinks)
+    cpu_aff, numa_aff, gpu_numa = _nvml_affinities(nvml, call, handles, labels, cpu_count)
     topo = Topology(
         gpus=tuple(labels),
         links=tuple(links),
@@ -428,7 +480,7 @@ def _nvml_topology(
         numa_affinity=tuple(numa_aff) if len(numa_aff) == n else None,
         gpu_numa_id=tuple(gpu_numa) if gpu_numa else None,
         p2p=tuple(p2p),
-        warnings=tuple(warnings),
+        warnings=tuple(_nvml_warnings(handles, labels, links)),
         source="nvml",
     )
     return LiveTopology(topo, tuple(statics), "NVML (nvidia-smi is not installed)")
@@ -470,7 +522,7 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
     import dataclasses
     import os
 
-    from lltui.core.topo.matrix import parse_topology
+    from lltui.core.topo.parse import parse_topology
     from lltui.sources.registry import parse_source_spec
     from lltui.sources.sim import PROFILES, SimSource
 

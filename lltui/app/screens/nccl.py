@@ -11,7 +11,8 @@ from textual.markup import escape
 from textual.widgets import Button, Input, Static
 
 from lltui.app.screens.base import ViewScreen
-from lltui.core.nccl.env import Finding, explain_variable
+from lltui.core.nccl.findings import Finding
+from lltui.core.nccl.variables import explain_variable
 
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 SEVERITY_STYLE = {"error": "$error", "warn": "$warning", "info": "$primary"}
@@ -114,7 +115,7 @@ class NcclScreen(ViewScreen):
             library.update(f"[b $error]NCCL facts unavailable:[/] {escape(state.error)}")
         elif state.report is not None:
             report = state.report
-            library.update(render_library(report.info))
+            library.update(render_library(report.info.to_json()))
             self.query_one("#nccl-findings", Static).update(
                 "[b]findings[/b]\n" + render_findings(report.findings)
             )

@@ -1,1 +1,3 @@
-"""NCCL: what its environment variables do, and NCCL_DEBUG logs and nccl-tests output read."""
+"""NCCL: its enums and version codes (enums), what its NCCL_* variables do (variables), findings
+about one machine's setup (findings), and NCCL_DEBUG logs (log) and nccl-tests output
+(nccl_tests) read."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.nccl.env import RESULT_NAMES
+from lltui.core.nccl.enums import RESULT_NAMES
 
 MAX_KEPT_LINES = 2000  # WARN and error lines kept; the totals count every one
 MAX_LINE_CHARS = 4096  # a longer line is cut: no NCCL record is that long

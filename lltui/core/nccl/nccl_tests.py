@@ -404,99 +404,121 @@ def _count_wrong(rows: Sequence[NcclTestsRow]) -> int:
     )
 
 
+class _Parser:
+    """The tables read so far, the one being read, and the collective the last binary named."""
+
+    def __init__(self) -> None:
+        self.tables: list[NcclTestsTable] = []
+        self.cur = _TableBuilder()
+        self.pending_collective: str | None = None
+
+    def _next_table(self) -> bool:
+        """Close the current table if it has rows; whether a new one was started."""
+        if not self.cur.rows:
+            return False
+        self.tables.append(self.cur.build())
+        self.cur = _TableBuilder()
+        return True
+
+    def feed(self, text: str) -> None:
+        if not text.startswith("#") and "_perf" in text:
+            m = _BINARY.search(text)
+            if m and parse_row(text) is None:  # a command line: all_reduce_perf -b 8 ...
+                self.pending_collective = m.group("name")
+                self._next_table()
+                self.cur.collective = self.cur.collective or self.pending_collective
+                return
+        m = _STARTING.search(text) if "Collective test starting" in text else None
+        if m:
+            self._next_table()
+            self.cur.collective = m.group("name")
+        elif text.startswith("#"):
+            self._comment(text)
+        else:
+            self._body(text)
+
+    def _comment(self, text: str) -> None:
+        """A ``#`` line: the banner, a rank's device, the column header, the summary."""
+        cur = self.cur
+        m = _BANNER.match(text)
+        if m:
+            if self._next_table():
+                self.cur.collective = self.pending_collective
+            cur = self.cur
+            cur.threads = int(m.group("threads"))
+            cur.gpus = int(m.group("gpus"))
+            cur.min_bytes = int(m.group("min"))
+            cur.max_bytes = int(m.group("max"))
+            return
+        m = _RANK_LINE.match(text)
+        if m:
+            rank = int(m.group("rank"))
+            cur.devices.setdefault(
+                rank,
+                TestDevice(
+                    rank=rank,
+                    pid=int(m.group("pid")),
+                    host=m.group("host"),
+                    device=int(m.group("dev")),
+                    bus=m.group("bus"),
+                    name=m.group("name"),
+                ),
+            )
+            return
+        if _HEADER.match(text):
+            if self._next_table():
+                self.cur.collective = self.pending_collective
+            self.cur.seen_header = True
+            return
+        m = _AVG.match(text)
+        if m:
+            cur.avg_text = m.group("v")
+            return
+        m = _OOB.match(text)
+        if m:
+            cur.oob = int(m.group("n"))
+            if (m.group("status") or "").upper() == "FAILED":
+                cur.failures.append(text)
+
+    def _body(self, text: str) -> None:
+        """A row, an elision, a failure line, or a row too mangled to read."""
+        cur = self.cur
+        if _ELIDED.match(text):
+            cur.elided = cur.elided or bool(cur.rows or cur.seen_header)
+            return
+        row = parse_row(text)
+        if row is not None:
+            cur.rows.append(row)
+            return
+        low = text.lower()
+        if ("fail" in low or "warn" in low) and _FAILURE.search(text):
+            cur.failures.append(text)
+            return
+        toks = text.split()
+        if cur.seen_header and len(toks) >= 3 and _INT.match(toks[0]) and _INT.match(toks[1]):
+            cur.bad_rows += 1
+
+    def result(self, n_lines: int) -> NcclTestsResult:
+        tables = list(self.tables)
+        if not self.cur.empty or self.cur.failures:
+            tables.append(self.cur.build())
+        # an nccl-tests run (its device list printed) that failed before any row still tells
+        # why: keep its failure lines
+        kept = tuple(t for t in tables if t.rows or t.avg_busbw_text or (t.failures and t.devices))
+        return NcclTestsResult(tables=kept, lines=n_lines)
+
+
 def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsResult:
     """Parse nccl-tests output given as lines."""
-    tables: list[NcclTestsTable] = []
-    cur = _TableBuilder()
-    pending_collective: str | None = None
+    parser = _Parser()
     n = 0
     for raw in lines:
         n += 1
         line = raw.rstrip("\r\n")[:MAX_LINE_CHARS]
         text = strip_launcher_prefix(line).rstrip()
-        if not text:
-            continue
-        if not text.startswith("#") and "_perf" in text:
-            m = _BINARY.search(text)
-            if m and parse_row(text) is None:
-                pending_collective = m.group("name")
-                if cur.rows:
-                    tables.append(cur.build())
-                    cur = _TableBuilder()
-                cur.collective = cur.collective or pending_collective
-                continue
-        m = _STARTING.search(text) if "Collective test starting" in text else None
-        if m:
-            if cur.rows:
-                tables.append(cur.build())
-                cur = _TableBuilder()
-            cur.collective = m.group("name")
-            continue
-        if text.startswith("#"):
-            m = _BANNER.match(text)
-            if m:
-                if cur.rows:
-                    tables.append(cur.build())
-                    cur = _TableBuilder()
-                    cur.collective = pending_collective
-                cur.threads = int(m.group("threads"))
-                cur.gpus = int(m.group("gpus"))
-                cur.min_bytes = int(m.group("min"))
-                cur.max_bytes = int(m.group("max"))
-                continue
-            m = _RANK_LINE.match(text)
-            if m:
-                rank = int(m.group("rank"))
-                cur.devices.setdefault(
-                    rank,
-                    TestDevice(
-                        rank=rank,
-                        pid=int(m.group("pid")),
-                        host=m.group("host"),
-                        device=int(m.group("dev")),
-                        bus=m.group("bus"),
-                        name=m.group("name"),
-                    ),
-                )
-                continue
-            if _HEADER.match(text):
-                if cur.rows:
-                    tables.append(cur.build())
-                    cur = _TableBuilder()
-                    cur.collective = pending_collective
-                cur.seen_header = True
-                continue
-            m = _AVG.match(text)
-            if m:
-                cur.avg_text = m.group("v")
-                continue
-            m = _OOB.match(text)
-            if m:
-                cur.oob = int(m.group("n"))
-                if (m.group("status") or "").upper() == "FAILED":
-                    cur.failures.append(text)
-                continue
-            continue
-        if _ELIDED.match(text):
-            cur.elided = cur.elided or bool(cur.rows or cur.seen_header)
-            continue
-        row = parse_row(text)
-        if row is not None:
-            cur.rows.append(row)
-            continue
-        low = text.lower()
-        if ("fail" in low or "warn" in low) and _FAILURE.search(text):
-            cur.failures.append(text)
-            continue
-        toks = text.split()
-        if cur.seen_header and len(toks) >= 3 and _INT.match(toks[0]) and _INT.match(toks[1]):
-            cur.bad_rows += 1
-    if not cur.empty or cur.failures:
-        tables.append(cur.build())
-    # an nccl-tests run (its device list printed) that failed before any row still tells
-    # why: keep its failure lines
-    kept = tuple(t for t in tables if t.rows or t.avg_busbw_text or (t.failures and t.devices))
-    return NcclTestsResult(tables=kept, lines=n)
+        if text:
+            parser.feed(text)
+    return parser.result(n)
 
 
 def parse_nccl_tests_text(text: str) -> NcclTestsResult:

@@ -356,12 +356,25 @@ def _p2p(
     all_nvlink: bool,
     env: Mapping[str, str],
 ) -> list[Advice]:
+    out = _p2p_access(topo, by_label, pairs, nv_pairs, all_nvlink, GGML_P2P_ENV in env)
+    return out + _p2p_env(env, nv_pairs, all_nvlink)
+
+
+_ANY_VALUE = "any value turns it on, even 0; unset it to turn it off"
+
+
+def _p2p_access(
+    topo: Topology,
+    by_label: Mapping[str, GpuStatic],
+    pairs: list[tuple[str, str, str]],
+    nv_pairs: list[tuple[str, str, str]],
+    all_nvlink: bool,
+    ggml_set: bool,
+) -> list[Advice]:
+    """Whether to turn peer access on, from the links, the P2P table and the GPU models."""
     out: list[Advice] = []
-    ggml_set = GGML_P2P_ENV in env
-    any_value = "any value turns it on, even 0; unset it to turn it off"
     not_ok = [(a, b, s) for a, b, s in topo.p2p if s != "OK"]
     geforce = [g for g in by_label.values() if "geforce" in g.name.lower()]
-    pcie_pairs = [(a, b, c) for a, b, c in pairs if not nvlink_count(c)]
     if all_nvlink:
         if not ggml_set:
             out.append(
@@ -369,7 +382,7 @@ def _p2p(
                     INFO,
                     "p2p",
                     "NVLink joins every GPU pair: turn on peer access for llama.cpp",
-                    f"{GGML_P2P_ENV}=1 llama-server ... ({any_value}); NCCL uses NVLink by "
+                    f"{GGML_P2P_ENV}=1 llama-server ... ({_ANY_VALUE}); NCCL uses NVLink by "
                     f"itself, so leave {NCCL_P2P_DISABLE_ENV} unset",
                 )
             )
@@ -397,32 +410,47 @@ def _p2p(
             )
         )
     else:
-        cross = [f"{a}-{b}" for a, b, c in pcie_pairs if c in ("SYS", "SOC")]
-        if cross:
-            shown = ", ".join(cross[:4]) + (" ..." if len(cross) > 4 else "")
-            out.append(
-                Advice(
-                    INFO,
-                    "p2p",
-                    f"{shown} cross CPU sockets (SYS): peer-to-peer there is often "
-                    "unsupported or slow",
-                    f"leave {GGML_P2P_ENV} unset for GPUs on different sockets; for NCCL, "
-                    f"NCCL_P2P_LEVEL=NODE keeps P2P within a socket, {NCCL_P2P_DISABLE_ENV}=1 "
-                    "if jobs hang",
-                )
+        out += _pcie_p2p([(a, b, c) for a, b, c in pairs if not nvlink_count(c)])
+    return out
+
+
+def _pcie_p2p(pcie_pairs: list[tuple[str, str, str]]) -> list[Advice]:
+    """Peer access over PCIe: doubtful across CPU sockets, worth a test otherwise."""
+    out: list[Advice] = []
+    cross = [f"{a}-{b}" for a, b, c in pcie_pairs if c in ("SYS", "SOC")]
+    if cross:
+        shown = ", ".join(cross[:4]) + (" ..." if len(cross) > 4 else "")
+        out.append(
+            Advice(
+                INFO,
+                "p2p",
+                f"{shown} cross CPU sockets (SYS): peer-to-peer there is often unsupported or slow",
+                f"leave {GGML_P2P_ENV} unset for GPUs on different sockets; for NCCL, "
+                f"NCCL_P2P_LEVEL=NODE keeps P2P within a socket, {NCCL_P2P_DISABLE_ENV}=1 "
+                "if jobs hang",
             )
-        elif pcie_pairs:
-            worst = max(pcie_pairs, key=lambda p: link_distance(p[2]))[2]
-            out.append(
-                Advice(
-                    INFO,
-                    "p2p",
-                    f"the GPUs share PCIe (farthest pair: {worst}): peer access may work; "
-                    "test it before relying on it",
-                    f"{GGML_P2P_ENV}=1 turns it on in llama.cpp ({any_value}); turn it off "
-                    "again if output is garbled (seen with the IOMMU on and on some boards)",
-                )
+        )
+    elif pcie_pairs:
+        worst = max(pcie_pairs, key=lambda p: link_distance(p[2]))[2]
+        out.append(
+            Advice(
+                INFO,
+                "p2p",
+                f"the GPUs share PCIe (farthest pair: {worst}): peer access may work; "
+                "test it before relying on it",
+                f"{GGML_P2P_ENV}=1 turns it on in llama.cpp ({_ANY_VALUE}); turn it off "
+                "again if output is garbled (seen with the IOMMU on and on some boards)",
             )
+        )
+    return out
+
+
+def _p2p_env(
+    env: Mapping[str, str], nv_pairs: list[tuple[str, str, str]], all_nvlink: bool
+) -> list[Advice]:
+    """GGML_CUDA_P2P and NCCL_P2P_DISABLE set where they do harm."""
+    out: list[Advice] = []
+    ggml_set = GGML_P2P_ENV in env
     if ggml_set and not all_nvlink:
         out.append(
             Advice(

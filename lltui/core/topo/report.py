@@ -95,6 +95,81 @@ def _summary(topo: Topology) -> str:
     return text
 
 
+def _nics_section(topo: Topology, width: int) -> list[str]:
+    """The NICs by name, and the nearest NIC(s) to each GPU."""
+    names = topo.nic_map()
+    out = ["NICs"]
+    listed = ", ".join(f"{n} {names[n]}" if names.get(n, n) != n else n for n in topo.nics)
+    out += _wrap(listed, width, "  ")
+    nearest: list[str] = []
+    for g in topo.gpus:
+        near = [(link_distance(c), n, c) for a, n, c in topo.gpu_nic_links if a == g]
+        if near:
+            best = min(d for d, _, _ in near)
+            picks = [f"{n} ({c})" for d, n, c in near if d == best]
+            nearest.append(f"{g}: {', '.join(picks)}")
+    if nearest:
+        out += _wrap("nearest NIC per GPU: " + "; ".join(nearest), width, "  ")
+    return out
+
+
+def _affinity_section(topo: Topology, present: list[str]) -> list[str]:
+    """The affinity columns as a table, one GPU a line, with what the paste may have cut."""
+    out = ["Affinity"]
+    table = {k: topo.affinity(k) or {} for k in present}
+    widths = {
+        k: max([len(COLUMN_TITLES[k])] + [len(v) for v in table[k].values()]) + 2 for k in present
+    }
+    label_w = max(len(g) for g in topo.gpus) + 4
+    titles = "".join(COLUMN_TITLES[k].ljust(widths[k]) for k in present)
+    out.append(("  GPU".ljust(label_w) + titles).rstrip())
+    for g in topo.gpus:
+        line = f"  {g}".ljust(label_w) + "".join(
+            table[k].get(g, "?").ljust(widths[k]) for k in present
+        )
+        out.append(line.rstrip())
+    if topo.unreliable:
+        out.append(
+            f"  (cut in the paste, shown as printed: "
+            f"{', '.join(COLUMN_TITLES.get(u, u) for u in topo.unreliable)})"
+        )
+    return out
+
+
+def _legend_section(topo: Topology, width: int) -> list[str]:
+    """What each cell code in the matrices means, nearest link first."""
+    codes = sorted(
+        {c for _, _, c in (*topo.links, *topo.gpu_nic_links)},
+        key=lambda c: (link_distance(c), -(nvlink_count(c) or 0), c),
+    )
+    if not codes:
+        return []
+    out = ["Legend"]
+    code_w = max(len(c) for c in codes) + 2
+    for c in codes:
+        out += _wrap(link_meaning(c), width, " " * (2 + code_w), f"  {c.ljust(code_w)}")
+    return out
+
+
+def _notes_sections(topo: Topology, advice: Sequence[Advice], width: int) -> list[list[str]]:
+    """The parser's warnings and the advice, each a section."""
+    sections: list[list[str]] = []
+    if topo.warnings:
+        warn = ["Warnings"]
+        for w in topo.warnings:
+            warn += _wrap(w, width, "    ", "  ! ")
+        sections.append(warn)
+    if advice:
+        adv = ["Advice"]
+        for a in advice:
+            tag = f"  [{a.severity}] "
+            adv += _wrap(a.message, width, " " * len(tag), tag)
+            if a.hint:
+                adv += _wrap(a.hint, width, " " * len(tag))
+        sections.append(adv)
+    return sections
+
+
 def topology_to_text(
     topo: Topology,
     advice: Sequence[Advice] = (),
@@ -104,88 +179,29 @@ def topology_to_text(
 ) -> str:
     """A readable report: matrices (split to fit ``width``), NICs, affinity, legend,
     warnings and advice."""
-    out: list[str] = [*_wrap(f"{title or 'GPU topology'}: {_summary(topo)}", width, "  ", ""), ""]
+    headline = f"{title or 'GPU topology'}: {_summary(topo)}"
+    sections: list[list[str]] = [_wrap(headline, width, "  ", "")]
     if topo.gpus:
-        out.append("Links between GPUs")
-        out += render_matrix(topo.gpus, topo.gpus, topo.link, width)
-        out.append("")
+        sections.append(
+            ["Links between GPUs", *render_matrix(topo.gpus, topo.gpus, topo.link, width)]
+        )
     if topo.gpu_nic_links:
-        out.append("GPU to NIC")
         nic_cols = [n for n in topo.nics if any(n == b for _, b, _ in topo.gpu_nic_links)]
-        out += render_matrix(topo.gpus, nic_cols, topo.link, width)
-        out.append("")
+        sections.append(["GPU to NIC", *render_matrix(topo.gpus, nic_cols, topo.link, width)])
     if topo.nics:
-        names = topo.nic_map()
-        out.append("NICs")
-        listed = ", ".join(f"{n} {names[n]}" if names.get(n, n) != n else n for n in topo.nics)
-        out += _wrap(listed, width, "  ")
-        nearest: list[str] = []
-        for g in topo.gpus:
-            near = [(link_distance(c), n, c) for a, n, c in topo.gpu_nic_links if a == g]
-            if near:
-                best = min(d for d, _, _ in near)
-                picks = [f"{n} ({c})" for d, n, c in near if d == best]
-                nearest.append(f"{g}: {', '.join(picks)}")
-        if nearest:
-            out += _wrap("nearest NIC per GPU: " + "; ".join(nearest), width, "  ")
-        out.append("")
+        sections.append(_nics_section(topo, width))
     present = [k for k in AFFINITY_COLUMNS if getattr(topo, k) is not None]
     if present and topo.gpus:
-        out.append("Affinity")
-        table = {k: topo.affinity(k) or {} for k in present}
-        widths = {
-            k: max([len(COLUMN_TITLES[k])] + [len(v) for v in table[k].values()]) + 2
-            for k in present
-        }
-        label_w = max(len(g) for g in topo.gpus) + 4
-        out.append(
-            (
-                "  GPU".ljust(label_w) + "".join(COLUMN_TITLES[k].ljust(widths[k]) for k in present)
-            ).rstrip()
-        )
-        for g in topo.gpus:
-            line = f"  {g}".ljust(label_w) + "".join(
-                table[k].get(g, "?").ljust(widths[k]) for k in present
-            )
-            out.append(line.rstrip())
-        if topo.unreliable:
-            out.append(
-                f"  (cut in the paste, shown as printed: "
-                f"{', '.join(COLUMN_TITLES.get(u, u) for u in topo.unreliable)})"
-            )
-        out.append("")
+        sections.append(_affinity_section(topo, present))
     if topo.p2p:
-        out.append("Peer-to-peer (read)")
-        statuses = topo.p2p_map()
-        out += _wrap(
-            "; ".join(f"{k} {v}" for k, v in statuses.items()),
-            width,
-            "  ",
-        )
-        out.append("")
-    codes = sorted(
-        {c for _, _, c in (*topo.links, *topo.gpu_nic_links)},
-        key=lambda c: (link_distance(c), -(nvlink_count(c) or 0), c),
-    )
-    if codes:
-        out.append("Legend")
-        code_w = max(len(c) for c in codes) + 2
-        for c in codes:
-            out += _wrap(link_meaning(c), width, " " * (2 + code_w), f"  {c.ljust(code_w)}")
-        out.append("")
-    if topo.warnings:
-        out.append("Warnings")
-        for w in topo.warnings:
-            out += _wrap(w, width, "    ", "  ! ")
-        out.append("")
-    if advice:
-        out.append("Advice")
-        for a in advice:
-            tag = f"  [{a.severity}] "
-            out += _wrap(a.message, width, " " * len(tag), tag)
-            if a.hint:
-                out += _wrap(a.hint, width, " " * len(tag))
-        out.append("")
+        statuses = "; ".join(f"{k} {v}" for k, v in topo.p2p_map().items())
+        sections.append(["Peer-to-peer (read)", *_wrap(statuses, width, "  ")])
+    legend = _legend_section(topo, width)
+    if legend:
+        sections.append(legend)
+    sections += _notes_sections(topo, advice, width)
+    # One blank line after each section; none at the end.
+    out = [line for section in sections for line in (*section, "")]
     while out and not out[-1]:
         out.pop()
     return "\n".join(out)

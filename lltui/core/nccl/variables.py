@@ -1,0 +1,311 @@
+"""What lltui knows about the NCCL_* variables: what each means and what its values do,
+which names are documented, which PyTorch renamed, which NCCL reads as integers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class NcclVariable:
+    name: str
+    meaning: str
+    values: tuple[tuple[str, str], ...] = ()  # (value, what it does)
+    since: str | None = None
+
+    def explain(self, value: str) -> str:
+        """What ``value`` does, in words."""
+        v = value.strip()
+        for candidate, words in self.values:
+            if v.upper() == candidate.upper():
+                return words
+        return self.meaning
+
+
+_P2P_LEVELS: tuple[tuple[str, str], ...] = (
+    ("LOC", "never use P2P (same as NCCL_P2P_DISABLE=1)"),
+    ("NVL", "P2P only between GPUs joined by NVLink"),
+    ("PIX", "P2P up to GPUs behind the same PCIe switch"),
+    ("PXB", "P2P across PCIe switches, not through the CPU"),
+    ("PHB", "P2P through the CPU's PCIe host bridge, within a NUMA node"),
+    ("SYS", "P2P even across CPU sockets (QPI/UPI/Infinity Fabric)"),
+    ("0", "never use P2P (old numeric form of LOC)"),
+    ("1", "P2P behind one PCIe switch (old numeric form of PIX)"),
+    ("2", "P2P across PCIe switches (old numeric form of PXB)"),
+    ("3", "P2P through the PCIe root complex (old numeric form of PHB)"),
+    ("4", "P2P across root complexes within a NUMA node (old numeric form)"),
+    ("5", "P2P across CPU sockets (old numeric form of SYS)"),
+)
+_BOOL_OFF_ON = (("0", "off"), ("1", "on"))
+
+VARIABLES: dict[str, NcclVariable] = {
+    v.name: v
+    for v in (
+        NcclVariable(
+            "NCCL_P2P_DISABLE",
+            "turns off direct GPU-to-GPU transfers (NVLink or PCIe P2P); traffic goes "
+            "through host memory instead",
+            (("1", "P2P off: GPU-to-GPU traffic goes through host memory"), ("0", "P2P allowed")),
+        ),
+        NcclVariable(
+            "NCCL_P2P_LEVEL",
+            "the farthest GPU pair (by topology path) that still uses P2P",
+            _P2P_LEVELS,
+            "2.3.4",
+        ),
+        NcclVariable(
+            "NCCL_SHM_DISABLE",
+            "turns off the shared-memory transport used when P2P is not possible",
+            (("1", "SHM off: without P2P, traffic goes over the network transport"),),
+        ),
+        NcclVariable(
+            "NCCL_IB_DISABLE",
+            "turns off InfiniBand/RoCE; NCCL uses TCP sockets between nodes",
+            (("1", "IB/RoCE off: sockets between nodes"), ("0", "IB/RoCE allowed")),
+        ),
+        NcclVariable(
+            "NCCL_SOCKET_IFNAME",
+            "which network interfaces NCCL uses for sockets and bootstrap: prefixes, "
+            "'=' for exact names, '^' to exclude, comma-separated",
+        ),
+        NcclVariable(
+            "NCCL_DEBUG",
+            "how much NCCL logs",
+            (
+                ("VERSION", "prints the NCCL version at start"),
+                ("WARN", "prints warnings and errors"),
+                ("INFO", "prints setup: topology, transports, channels"),
+                ("TRACE", "prints every call (only in NCCL builds with tracing)"),
+            ),
+        ),
+        NcclVariable("NCCL_DEBUG_SUBSYS", "which subsystems NCCL_DEBUG=INFO covers"),
+        NcclVariable("NCCL_DEBUG_FILE", "writes NCCL's log to this file (%h host, %p pid)"),
+        NcclVariable(
+            "NCCL_ALGO",
+            "forces the collective algorithms (Ring, Tree, CollNet, NVLS, ...)",
+        ),
+        NcclVariable("NCCL_PROTO", "forces the protocols (LL, LL128, Simple)"),
+        NcclVariable(
+            "NCCL_NET_GDR_LEVEL",
+            "the farthest NIC-to-GPU path that still uses GPUDirect RDMA",
+            _P2P_LEVELS[:6],
+        ),
+        NcclVariable("NCCL_NET_GDR_READ", "GPUDirect RDMA for sends", _BOOL_OFF_ON),
+        NcclVariable("NCCL_IB_HCA", "which InfiniBand/RoCE adapters and ports NCCL uses"),
+        NcclVariable("NCCL_IB_GID_INDEX", "the RoCE GID index"),
+        NcclVariable("NCCL_IB_TIMEOUT", "InfiniBand verbs timeout exponent"),
+        NcclVariable("NCCL_IB_RETRY_CNT", "InfiniBand verbs retry count"),
+        NcclVariable("NCCL_NET", "forces the network plugin by name (IB, Socket, ...)"),
+        NcclVariable("NCCL_NET_PLUGIN", "which network plugin library to load"),
+        NcclVariable("NCCL_TOPO_FILE", "an XML topology file to use instead of detection"),
+        NcclVariable("NCCL_TOPO_DUMP_FILE", "writes the detected topology as XML here"),
+        NcclVariable("NCCL_MIN_NCHANNELS", "lower bound on channels (parallel rings/trees)"),
+        NcclVariable("NCCL_MAX_NCHANNELS", "upper bound on channels (parallel rings/trees)"),
+        NcclVariable("NCCL_BUFFSIZE", "bytes of buffer per channel and peer"),
+        NcclVariable("NCCL_NTHREADS", "CUDA threads per block in NCCL kernels"),
+        NcclVariable(
+            "NCCL_CUMEM_ENABLE",
+            "allocate NCCL's buffers with cuMem (on by default since 2.19)",
+            _BOOL_OFF_ON,
+            "2.18",
+        ),
+        NcclVariable("NCCL_NVLS_ENABLE", "NVLink SHARP on NVSwitch systems", _BOOL_OFF_ON),
+        NcclVariable("NCCL_COLLNET_ENABLE", "in-network reductions (SHARP)", _BOOL_OFF_ON),
+        NcclVariable("NCCL_CROSS_NIC", "whether rings may use different NICs on each node"),
+        NcclVariable("NCCL_IGNORE_CPU_AFFINITY", "ignore the job's CPU affinity", _BOOL_OFF_ON),
+        NcclVariable("NCCL_LAUNCH_MODE", "PARALLEL or GROUP kernel launches"),
+        NcclVariable("NCCL_COMM_BLOCKING", "blocking or non-blocking communicators"),
+        NcclVariable("NCCL_PXN_DISABLE", "turns off sending through a NIC via NVLink"),
+        NcclVariable("NCCL_NVB_DISABLE", "turns off NVLink-bridged paths through a GPU"),
+        NcclVariable("NCCL_P2P_DIRECT_DISABLE", "turns off direct P2P inside one process"),
+        NcclVariable("NCCL_P2P_USE_CUDA_MEMCPY", "P2P through copy engines", _BOOL_OFF_ON),
+        NcclVariable("NCCL_SOCKET_FAMILY", "AF_INET or AF_INET6 for sockets"),
+        NcclVariable("NCCL_SOCKET_NTHREADS", "CPU threads per socket connection"),
+        NcclVariable("NCCL_NSOCKS_PERTHREAD", "sockets per thread"),
+    )
+}
+
+# Documented NCCL variables without an entry above: known, so not reported as typos.
+OTHER_KNOWN_VARIABLES = frozenset(
+    [
+        "NCCL_ALLOC_P2P_NET_LL_BUFFERS",
+        "NCCL_CGA_CLUSTER_SIZE",
+        "NCCL_CHECKS_DISABLE",
+        "NCCL_CHECK_POINTERS",
+        "NCCL_COLLNET_NODE_THRESHOLD",
+        "NCCL_COMM_ID",
+        "NCCL_COMM_SPLIT_SHARE_RESOURCES",
+        "NCCL_CONF_FILE",
+        "NCCL_CREATE_THREAD_CONTEXT",
+        "NCCL_CTA_POLICY",
+        "NCCL_CUMEM_HOST_ENABLE",
+        "NCCL_DEBUG_TIMESTAMP_FORMAT",
+        "NCCL_DEBUG_TIMESTAMP_LEVELS",
+        "NCCL_DMABUF_ENABLE",
+        "NCCL_ENV_PLUGIN",
+        "NCCL_GDRCOPY_ENABLE",
+        "NCCL_GDRCOPY_FIFO_ENABLE",
+        "NCCL_GDRCOPY_FLUSH_ENABLE",
+        "NCCL_GDRCOPY_SYNC_ENABLE",
+        "NCCL_GRAPH_MIXING_SUPPORT",
+        "NCCL_GRAPH_REGISTER",
+        "NCCL_HOSTID",
+        "NCCL_IB_ADAPTIVE_ROUTING",
+        "NCCL_IB_ADDR_FAMILY",
+        "NCCL_IB_ADDR_RANGE",
+        "NCCL_IB_AR_THRESHOLD",
+        "NCCL_IB_CUDA_SUPPORT",
+        "NCCL_IB_ECE_ENABLE",
+        "NCCL_IB_FIFO_TC",
+        "NCCL_IB_GDR_LEVEL",
+        "NCCL_IB_MERGE_NICS",
+        "NCCL_IB_MERGE_VFS",
+        "NCCL_IB_PCI_RELAXED_ORDERING",
+        "NCCL_IB_PKEY",
+        "NCCL_IB_QPS_PER_CONNECTION",
+        "NCCL_IB_RETURN_ASYNC_EVENTS",
+        "NCCL_IB_ROCE_VERSION_NUM",
+        "NCCL_IB_SL",
+        "NCCL_IB_SPLIT_DATA_ON_QPS",
+        "NCCL_IB_TC",
+        "NCCL_IB_USE_INLINE",
+        "NCCL_LEGACY_CUDA_REGISTER",
+        "NCCL_LL128_BUFFSIZE",
+        "NCCL_LL_BUFFSIZE",
+        "NCCL_LL_THRESHOLD",
+        "NCCL_LOCAL_REGISTER",
+        "NCCL_MAX_CTAS",
+        "NCCL_MAX_NRINGS",
+        "NCCL_MIN_CTAS",
+        "NCCL_MIN_NRINGS",
+        "NCCL_MNNVL_CLIQUE_ID",
+        "NCCL_MNNVL_ENABLE",
+        "NCCL_MNNVL_UUID",
+        "NCCL_NCHANNELS_PER_NET_PEER",
+        "NCCL_NET_DISABLE_INTRA",
+        "NCCL_NET_FORCE_FLUSH",
+        "NCCL_NET_GDR_C2C",
+        "NCCL_NET_MERGE_LEVEL",
+        "NCCL_NET_OVERHEAD",
+        "NCCL_NET_SHARED_BUFFERS",
+        "NCCL_NET_SHARED_COMMS",
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE",
+        "NCCL_NVLS_CHUNKSIZE",
+        "NCCL_NVLS_NCHANNELS",
+        "NCCL_NVB_PRECONNECT",
+        "NCCL_NVTX_DISABLE",
+        "NCCL_OOB_NET_ENABLE",
+        "NCCL_OOB_NET_IFNAME",
+        "NCCL_P2P_LL_THRESHOLD",
+        "NCCL_P2P_NET_CHUNKSIZE",
+        "NCCL_P2P_NVL_CHUNKSIZE",
+        "NCCL_P2P_PCI_CHUNKSIZE",
+        "NCCL_P2P_PXN_LEVEL",
+        "NCCL_P2P_READ_ENABLE",
+        "NCCL_PROFILER_PLUGIN",
+        "NCCL_PROXY_APPEND_BATCH_SIZE",
+        "NCCL_PXN_C2C",
+        "NCCL_RAS_ADDR",
+        "NCCL_RAS_ENABLE",
+        "NCCL_RAS_TIMEOUT_FACTOR",
+        "NCCL_RINGS",
+        "NCCL_RUNTIME_CONNECT",
+        "NCCL_SET_STACK_SIZE",
+        "NCCL_SET_THREAD_NAME",
+        "NCCL_SHM_LOCALITY",
+        "NCCL_SHM_MEMCPY_MODE",
+        "NCCL_SHM_USE_CUDA_MEMCPY",
+        "NCCL_SINGLE_RING_THRESHOLD",
+        "NCCL_SOCKET_RETRY_CNT",
+        "NCCL_SOCKET_RETRY_SLEEP_MSEC",
+        "NCCL_TOPO_DUMP_FILE_RANK",
+        "NCCL_TREE_THRESHOLD",
+        "NCCL_TUNER_PLUGIN",
+        "NCCL_UID_STAGGER_RATE",
+        "NCCL_UID_STAGGER_THRESHOLD",
+        "NCCL_WORK_FIFO_BYTES",
+        "NCCL_WORK_FIFO_DEPTH",
+        "NCCL_WIN_ENABLE",
+        "NCCL_SYM_KERNEL",
+        "NCCL_NVLS_TREE",
+    ]
+)
+
+# NCCL_* names that PyTorch read before it renamed them to TORCH_NCCL_*.
+TORCH_RENAMED = {
+    "NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT",
+    "NCCL_DESYNC_DEBUG": "TORCH_NCCL_DESYNC_DEBUG",
+}
+
+# Variables NCCL reads as integers: a value that is not one is ignored (NCCL logs
+# "Invalid value ... using default" at INFO level only, so users rarely see it).
+INTEGER_VARIABLES = frozenset(
+    {
+        "NCCL_P2P_DISABLE",
+        "NCCL_SHM_DISABLE",
+        "NCCL_IB_DISABLE",
+        "NCCL_CUMEM_ENABLE",
+        "NCCL_NVLS_ENABLE",
+        "NCCL_COLLNET_ENABLE",
+        "NCCL_NET_GDR_READ",
+        "NCCL_IGNORE_CPU_AFFINITY",
+        "NCCL_MIN_NCHANNELS",
+        "NCCL_MAX_NCHANNELS",
+        "NCCL_BUFFSIZE",
+        "NCCL_NTHREADS",
+        "NCCL_IB_GID_INDEX",
+        "NCCL_IB_TIMEOUT",
+        "NCCL_IB_RETRY_CNT",
+        "NCCL_PXN_DISABLE",
+        "NCCL_NVB_DISABLE",
+        "NCCL_P2P_DIRECT_DISABLE",
+        "NCCL_P2P_USE_CUDA_MEMCPY",
+        "NCCL_SOCKET_NTHREADS",
+        "NCCL_NSOCKS_PERTHREAD",
+        "NCCL_COMM_BLOCKING",
+        "NCCL_CHECKS_DISABLE",
+        "NCCL_DMABUF_ENABLE",
+        "NCCL_CUMEM_HOST_ENABLE",
+    }
+)
+
+# The variables `lltui nccl` always lists, set or not.
+KEY_VARIABLES = (
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_DEBUG",
+)
+DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE", "ABORT")
+# Every value NCCL_P2P_LEVEL accepts, names and old numbers.
+P2P_LEVEL_VALUES = frozenset(v for v, _ in _P2P_LEVELS)
+
+
+def is_known_variable(name: str) -> bool:
+    return name in VARIABLES or name in OTHER_KNOWN_VARIABLES or name in TORCH_RENAMED
+
+
+def nccl_environment(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """The NCCL_* part of an environment: the key variables (None when unset), then the
+    rest that are set, sorted."""
+    env: dict[str, str | None] = {k: environ.get(k) for k in KEY_VARIABLES}
+    for k in sorted(environ):
+        if k.startswith("NCCL_") and k not in env:
+            env[k] = environ[k]
+    return env
+
+
+def explain_variable(name: str, value: str) -> str:
+    """One line on what ``name=value`` does."""
+    var = VARIABLES.get(name)
+    if var is not None:
+        return var.explain(value)
+    if name in TORCH_RENAMED:
+        return f"read by older PyTorch; now {TORCH_RENAMED[name]}"
+    if name in OTHER_KNOWN_VARIABLES:
+        return "an NCCL tuning variable"
+    return "not a variable lltui knows"

@@ -1,0 +1,185 @@
+"""Finding libnccl and libcudart: LD_LIBRARY_PATH, the linker cache (``ldconfig -p``), the
+usual system directories, the nvidia-nccl / nvidia-cuda-runtime wheels and torch's copy."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import glob
+import os
+import shutil
+import site
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+NCCL_SONAME = "libnccl.so.2"
+CUDART_SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so")
+NCCL_LIB_ENV = "LLTUI_NCCL_LIB"  # a path that wins over the search
+CUDART_LIB_ENV = "LLTUI_CUDART_LIB"
+LDCONFIG_TIMEOUT_S = 5.0
+
+SYSTEM_LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/sbsa-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/local/nccl/lib",
+    "/opt/nccl/lib",
+    "/usr/local/cuda/lib64",
+    "/usr/local/cuda/lib",
+    "/usr/local/cuda/targets/x86_64-linux/lib",
+    "/usr/local/cuda/targets/sbsa-linux/lib",
+)
+NCCL_WHEEL_DIRS = (("nvidia", "nccl", "lib"), ("nvidia", "cu13", "lib"))
+CUDART_WHEEL_DIRS = (("nvidia", "cuda_runtime", "lib"), ("nvidia", "cu13", "lib"))
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryCandidate:
+    path: str
+    found_by: str  # "explicit", "LD_LIBRARY_PATH", "ldconfig", "system", "pip wheel", "torch"
+
+
+def parse_ldconfig(text: str, soname: str) -> list[str]:
+    """Paths ``ldconfig -p`` lists for ``soname`` (exact name), in its order."""
+    out = []
+    for line in text.splitlines():
+        name, sep, path = line.strip().partition(" => ")
+        if sep and name.split(" (", 1)[0].strip() == soname and path.strip():
+            out.append(path.strip())
+    return out
+
+
+@functools.cache  # the linker cache does not change under us; one `ldconfig -p` a run
+def _ldconfig_listing() -> str:
+    exe = shutil.which("ldconfig") or next(
+        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)), None
+    )
+    if exe is None:
+        return ""
+    try:
+        proc = subprocess.run(
+            [exe, "-p"],
+            capture_output=True,
+            text=True,
+            timeout=LDCONFIG_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout or ""
+
+
+def python_site_dirs() -> list[str]:
+    """Directories where pip puts packages for this interpreter, in sys.path order."""
+    dirs: list[str] = []
+    extra: list[str] = []
+    with contextlib.suppress(AttributeError):  # some virtualenv builds lack these
+        extra += site.getsitepackages()
+    with contextlib.suppress(AttributeError):
+        extra.append(site.getusersitepackages())
+    for d in [*sys.path, *extra]:
+        if d and os.path.isdir(d) and d not in dirs:
+            dirs.append(d)
+    return dirs
+
+
+def _find_candidates(
+    sonames: Sequence[str],
+    wheel_dirs: Sequence[tuple[str, ...]],
+    torch_glob: str,
+    *,
+    environ: Mapping[str, str],
+    ldconfig_text: str | None,
+    site_dirs: Sequence[str] | None,
+    system_dirs: Sequence[str],
+) -> list[LibraryCandidate]:
+    out: list[LibraryCandidate] = []
+    seen: set[str] = set()
+
+    def add(path: str, how: str) -> None:
+        if not os.path.isfile(path):
+            return
+        real = os.path.realpath(path)
+        if real in seen:
+            return
+        seen.add(real)
+        out.append(LibraryCandidate(path, how))
+
+    for d in environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if d:
+            for so in sonames:
+                add(os.path.join(d, so), "LD_LIBRARY_PATH")
+    listing = _ldconfig_listing() if ldconfig_text is None else ldconfig_text
+    for so in sonames:
+        for path in parse_ldconfig(listing, so):
+            add(path, "ldconfig")
+    cuda_dirs = sorted(glob.glob("/usr/local/cuda-*/lib64")) + sorted(
+        glob.glob("/usr/local/cuda-*/lib")
+    )
+    for d in [*system_dirs, *cuda_dirs]:
+        for so in sonames:
+            add(os.path.join(d, so), "system")
+    for sp in python_site_dirs() if site_dirs is None else site_dirs:
+        for parts in wheel_dirs:
+            for so in sonames:
+                add(os.path.join(sp, *parts, so), "pip wheel")
+        for path in sorted(glob.glob(os.path.join(sp, "torch", "lib", torch_glob))):
+            add(path, "torch")
+    return out
+
+
+def find_nccl_candidates(
+    *,
+    environ: Mapping[str, str] | None = None,
+    ldconfig_text: str | None = None,
+    site_dirs: Sequence[str] | None = None,
+    system_dirs: Sequence[str] = SYSTEM_LIB_DIRS,
+) -> list[LibraryCandidate]:
+    """Every libnccl.so.2 on this machine, in the order lltui tries them."""
+    return _find_candidates(
+        (NCCL_SONAME,),
+        NCCL_WHEEL_DIRS,
+        "libnccl*.so*",
+        environ=os.environ if environ is None else environ,
+        ldconfig_text=ldconfig_text,
+        site_dirs=site_dirs,
+        system_dirs=system_dirs,
+    )
+
+
+def find_cudart_candidates(
+    *,
+    environ: Mapping[str, str] | None = None,
+    ldconfig_text: str | None = None,
+    site_dirs: Sequence[str] | None = None,
+    system_dirs: Sequence[str] = SYSTEM_LIB_DIRS,
+) -> list[LibraryCandidate]:
+    """Every CUDA runtime (libcudart) on this machine, newest soname first per place."""
+    return _find_candidates(
+        CUDART_SONAMES,
+        CUDART_WHEEL_DIRS,
+        "libcudart*.so*",
+        environ=os.environ if environ is None else environ,
+        ldconfig_text=ldconfig_text,
+        site_dirs=site_dirs,
+        system_dirs=system_dirs,
+    )
+
+
+def explicit_path(lib_path: str | None, env_var: str, default_soname: str) -> str | None:
+    """A path the caller named (argument, then environment); None means search."""
+    if lib_path and lib_path != default_soname:
+        return lib_path
+    return os.environ.get(env_var) or None
+
+
+def load_cdll(path: str) -> Any:
+    # Local binding: two copies of NCCL (a wheel's and torch's, say) must not interpose.
+    return ctypes.CDLL(path)

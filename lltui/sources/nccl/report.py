@@ -1,0 +1,172 @@
+"""What ``lltui nccl`` and the NCCL view show: the library, the NCCL_* environment and the
+findings for this rig (a simulated profile's facts, or this machine's with its live topology)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.nccl.findings import Finding, NcclFacts, findings_to_json, nccl_findings
+from lltui.core.nccl.variables import nccl_environment
+from lltui.sources.nccl.finder import LibraryCandidate
+
+if TYPE_CHECKING:
+    from lltui.sources.registry import SourceSpec
+
+
+def _candidates_json(cands: tuple[LibraryCandidate, ...]) -> list[dict[str, str]]:
+    return [{"path": c.path, "found_by": c.found_by} for c in cands]
+
+
+@dataclass(frozen=True, slots=True)
+class NcclInfo:
+    """The library part of the report: this machine's probe, or a simulated rig's facts."""
+
+    available: bool
+    version: str | None
+    path: str | None
+    found_by: str | None
+    simulated: bool
+    source: str | None = None  # the source spec of a simulated rig
+    version_code: int | None = None
+    candidates: tuple[LibraryCandidate, ...] = ()  # every libnccl found, first one used
+    reason: str | None = None  # why it is not available
+    cudart: tuple[LibraryCandidate, ...] = ()  # CUDA runtimes found
+
+    def to_json(self) -> dict[str, Any]:
+        # The keys and their order are what `lltui nccl --json` has always printed: a
+        # simulated rig has no probe, so no version_code, candidates, reason or cudart.
+        out: dict[str, Any] = {"available": self.available, "version": self.version}
+        if self.simulated:
+            out |= {"path": self.path, "found_by": self.found_by}
+            return out | {"simulated": True, "source": self.source}
+        out |= {
+            "version_code": self.version_code,
+            "path": self.path,
+            "found_by": self.found_by,
+            "candidates": _candidates_json(self.candidates),
+            "reason": self.reason,
+        }
+        return out | {"simulated": False, "cudart": _candidates_json(self.cudart)}
+
+
+@dataclass(frozen=True)
+class NcclReport:
+    info: NcclInfo
+    env: dict[str, str | None]  # every known NCCL_* variable, None where unset
+    findings: tuple[Finding, ...]
+    links: dict[str, str] = field(default_factory=dict)  # {"GPU0-GPU1": "NV4"} used for advice
+
+    @property
+    def available(self) -> bool:
+        return self.info.available
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.info.to_json()
+        out["env"] = dict(self.env)
+        out["findings"] = findings_to_json(self.findings)
+        return out
+
+
+def _local_gpu_names() -> list[str]:
+    from lltui.sources.registry import one_sample
+
+    try:
+        sample = one_sample("nvml")
+    except Exception:  # no driver or binding: the names only sharpen the advice
+        return []
+    return [] if sample is None else [g.info.name for g in sample.gpus if not g.lost]
+
+
+def _local_links() -> dict[str, str]:
+    """GPU pair links from the live topology; empty where it cannot be read."""
+    from lltui.core.topo.parse import parse_topology
+    from lltui.sources.topo import SmiMissing, read_nvml_topology, run_smi
+
+    try:
+        try:  # only the matrix: not the P2P table and GPU queries a full topology reads
+            return parse_topology(run_smi(["topo", "-m"])).link_map()
+        except SmiMissing:
+            return read_nvml_topology().topology.link_map()
+    except (SourceUnavailable, OSError, ValueError):
+        return {}
+
+
+def _simulated_report(spec: SourceSpec) -> NcclReport:
+    """A simulated profile's library facts, environment and links."""
+    from lltui.sources.sim import PROFILES
+
+    profile = PROFILES[spec.arg or ""]
+    facts_sim = profile.nccl_facts
+    env_all: dict[str, str] = dict(profile.nccl_env)
+    links = {f"GPU{i}-GPU{j}": cell for (i, j), cell in sorted(profile.links.items())}
+    version = facts_sim["version"]
+    path = facts_sim["path"]
+    info = NcclInfo(
+        available=bool(facts_sim["available"]),
+        version=None if version is None else str(version),
+        path=None if path is None else str(path),
+        found_by=str(spec),
+        simulated=True,
+        source=str(spec),
+    )
+    facts = NcclFacts(
+        available=info.available,
+        version=info.version,
+        env=env_all,
+        links=links,
+        gpu_names=[g.name for g in profile.gpus],
+    )
+    return NcclReport(info, nccl_environment(env_all), tuple(nccl_findings(facts)), links)
+
+
+def _local_report(
+    spec: SourceSpec, lib_path: str | None, environ: Mapping[str, str] | None
+) -> NcclReport:
+    """This machine's libnccl, NCCL_* environment, interfaces and (for a local source) links."""
+    from lltui.sources.nccl.finder import find_cudart_candidates
+    from lltui.sources.nccl.info import local_interfaces
+    from lltui.sources.nccl.library import probe_nccl
+
+    probe = probe_nccl(lib_path)
+    environ = os.environ if environ is None else environ
+    env_all = {k: v for k, v in environ.items() if k.startswith("NCCL_")}
+    info = NcclInfo(
+        available=probe.available,
+        version=probe.version,
+        path=probe.path,
+        found_by=probe.found_by,
+        simulated=False,
+        version_code=probe.version_code,
+        candidates=probe.candidates,
+        reason=probe.reason,
+        cudart=tuple(find_cudart_candidates()),
+    )
+    links = _local_links() if spec.kind in ("auto", "nvml", "smi") and not spec.arg else {}
+    facts = NcclFacts(
+        available=probe.available,
+        version=probe.version,
+        env=env_all,
+        links=links or None,
+        gpu_names=_local_gpu_names(),
+        interfaces=local_interfaces() or None,
+    )
+    return NcclReport(info, nccl_environment(env_all), tuple(nccl_findings(facts)), links)
+
+
+def nccl_report(
+    source: str | None,
+    *,
+    lib_path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> NcclReport:
+    """Raises ValueError for a source spec that does not parse."""
+    from lltui.sources.registry import parse_source_spec
+
+    spec = parse_source_spec(source)
+    if spec.kind == "sim":
+        return _simulated_report(spec)
+    return _local_report(spec, lib_path, environ)

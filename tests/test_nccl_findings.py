@@ -1,0 +1,155 @@
+"""NCCL findings: the NCCL_* environment, the library version and the GPU links turned
+into ordered findings with stable codes."""
+
+from lltui.core.nccl.findings import (
+    ERROR,
+    INFO,
+    WARN,
+    NcclFacts,
+    link_kind,
+    nccl_findings,
+    p2p_level_allows,
+    socket_ifname_matches,
+)
+from lltui.core.nccl.variables import nccl_environment
+
+
+def _codes(facts: NcclFacts) -> dict[str, str]:
+    """Code -> severity; for a code found twice, the more severe (listed first)."""
+    out: dict[str, str] = {}
+    for f in nccl_findings(facts):
+        out.setdefault(f.code, f.severity)
+    return out
+
+
+def test_p2p_disabled_on_an_nvlink_rig_is_a_warning():
+    nv = {"GPU0-GPU1": "NV4"}
+    env = {"NCCL_P2P_DISABLE": "1", "NCCL_DEBUG": "WARN"}
+    assert _codes(NcclFacts(True, "2.21.5", env, nv))["p2p-disabled-nvlink"] == WARN
+    without_topology = _codes(NcclFacts(True, "2.21.5", env))
+    assert without_topology["p2p-disabled"] == INFO
+    assert "p2p-disabled-nvlink" not in without_topology
+    assert "p2p-disabled" not in _codes(NcclFacts(True, "2.21.5", {"NCCL_P2P_DISABLE": "0"}, nv))
+
+
+def test_p2p_level_against_the_links():
+    links = {"GPU0-GPU1": "NV12", "GPU0-GPU2": "SYS", "GPU1-GPU2": "SYS"}
+    assert _codes(NcclFacts(True, "2.21.5", {"NCCL_P2P_LEVEL": "LOC"}, links))["p2p-level-loc"] == (
+        WARN
+    )
+    assert (
+        _codes(NcclFacts(True, "2.21.5", {"NCCL_P2P_LEVEL": "PHB"}, links))["p2p-level-limits"]
+        == INFO
+    )
+    assert "p2p-level-limits" not in _codes(
+        NcclFacts(True, "2.21.5", {"NCCL_P2P_LEVEL": "SYS"}, links)
+    )
+    assert _codes(NcclFacts(True, "2.21.5", {"NCCL_P2P_LEVEL": "nearby"}))["p2p-level-invalid"]
+    assert p2p_level_allows("NVL", "NV4") is True
+    assert p2p_level_allows("NVL", "PIX") is False
+    assert p2p_level_allows("PHB", "NODE") is True
+    assert p2p_level_allows("PXB", "NODE") is False
+    assert p2p_level_allows("3", "PHB") is True
+    assert p2p_level_allows("SYS", "weird") is None
+    assert link_kind(" nv18 ") == "NV"
+
+
+def test_topology_shapes():
+    partial = {"GPU0-GPU1": "NV4", "GPU2-GPU3": "NV4", "GPU0-GPU2": "PHB"}
+    assert "nvlink-partial" in _codes(NcclFacts(True, "2.21.5", {}, partial))
+    pcie = _codes(NcclFacts(True, "2.21.5", {}, {"GPU0-GPU1": "SYS"}))
+    assert "pcie-only" in pcie
+    msgs = [f.message for f in nccl_findings(NcclFacts(True, "2.21.5", {}, {"GPU0-GPU1": "SYS"}))]
+    assert any("CPU socket link (SYS)" in m for m in msgs)
+
+
+def test_consumer_cards_over_pcie():
+    names = ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"]
+    got = _codes(NcclFacts(True, "2.21.5", {}, {"GPU0-GPU1": "PHB"}, names))
+    assert got["p2p-consumer-pcie"] == INFO
+    assert "p2p-consumer-pcie" not in _codes(
+        NcclFacts(True, "2.21.5", {"NCCL_P2P_DISABLE": "1"}, {"GPU0-GPU1": "PHB"}, names)
+    )
+    assert "p2p-consumer-pcie" not in _codes(
+        NcclFacts(True, "2.21.5", {}, {"GPU0-GPU1": "PHB"}, ["NVIDIA A100-SXM4-80GB"] * 2)
+    )
+
+
+def test_network_variables():
+    facts = NcclFacts(True, "2.21.5", {"NCCL_SOCKET_IFNAME": "eth0"}, interfaces=["lo", "ens5"])
+    assert _codes(facts)["socket-ifname-missing"] == ERROR
+    ok = NcclFacts(True, "2.21.5", {"NCCL_SOCKET_IFNAME": "^docker,lo"}, interfaces=["lo", "ens5"])
+    assert "socket-ifname-missing" not in _codes(ok)
+    assert socket_ifname_matches("=ens5", ["ens5", "ens51"]) == ["ens5"]
+    assert socket_ifname_matches("ens", ["ens5", "ens51", "lo"]) == ["ens5", "ens51"]
+    assert socket_ifname_matches("^=lo", ["lo", "eth0"]) == ["eth0"]
+    loop = NcclFacts(True, "2.21.5", {"NCCL_SOCKET_IFNAME": "lo"}, interfaces=["lo", "ens5"])
+    assert "socket-ifname-loopback" in _codes(loop)
+    ib = _codes(NcclFacts(True, "2.21.5", {"NCCL_IB_DISABLE": "1", "NCCL_IB_HCA": "mlx5_0"}))
+    assert ib["ib-disabled-hca-set"] == WARN
+    assert _codes(NcclFacts(True, "2.21.5", {"NCCL_IB_DISABLE": "1"}))["ib-disabled"] == INFO
+
+
+def test_variables_that_nccl_ignores():
+    got = _codes(
+        NcclFacts(
+            True,
+            "2.21.5",
+            {
+                "NCCL_P2P_DISABLED": "1",
+                "NCCL_SHM_DISABLE": "true",
+                "NCCL_FROBNICATE": "3",
+                "NCCL_ASYNC_ERROR_HANDLING": "1",
+                "NCCL_DEBUG": "LOUD",
+                "NCCL_ALGO": "Ring",
+            },
+        )
+    )
+    assert got["unknown-variable"] == WARN  # the typo comes first and is the worst
+    assert got["not-an-integer"] == WARN
+    assert got["torch-renamed-variable"] == INFO
+    assert got["debug-invalid"] == WARN
+    assert got["algo-forced"] == INFO
+    findings = nccl_findings(NcclFacts(True, "2.21.5", {"NCCL_P2P_DISABLED": "1"}))
+    assert any("did you mean NCCL_P2P_DISABLE?" in f.message for f in findings)
+
+
+def test_versions_with_known_problems():
+    assert _codes(NcclFacts(True, "2.8.4"))["nccl-old-no-bf16"] == WARN
+    assert _codes(NcclFacts(True, "2.19.3"))["nccl-cumem-memory"] == INFO
+    assert "nccl-cumem-memory" not in _codes(NcclFacts(True, "2.19.3", {"NCCL_CUMEM_ENABLE": "0"}))
+    assert "nccl-cumem-memory" not in _codes(NcclFacts(True, "2.23.4"))
+    assert _codes(NcclFacts(False))["nccl-missing"] == WARN
+
+
+def test_debug_findings_and_ordering():
+    assert _codes(NcclFacts(True, "2.21.5", {}))["debug-unset"] == INFO
+    assert _codes(NcclFacts(True, "2.21.5", {}, debugging=True))["debug-unset"] == WARN
+    assert "debug-unset" not in _codes(NcclFacts(True, "2.21.5", {"NCCL_DEBUG": "WARN"}))
+    findings = nccl_findings(
+        NcclFacts(
+            True,
+            "2.21.5",
+            {"NCCL_SOCKET_IFNAME": "eth9", "NCCL_P2P_DISABLE": "1"},
+            {"GPU0-GPU1": "NV4"},
+            interfaces=["lo"],
+        )
+    )
+    order = {ERROR: 0, WARN: 1, INFO: 2}
+    ranks = [order[f.severity] for f in findings]
+    assert ranks == sorted(ranks) and findings[0].code == "socket-ifname-missing"
+
+
+def test_nccl_environment_lists_key_variables_first():
+    env = nccl_environment({"NCCL_IB_HCA": "mlx5", "PATH": "/bin", "NCCL_DEBUG": "INFO"})
+    keys = list(env)
+    assert keys[:6] == [
+        "NCCL_P2P_DISABLE",
+        "NCCL_P2P_LEVEL",
+        "NCCL_SHM_DISABLE",
+        "NCCL_IB_DISABLE",
+        "NCCL_SOCKET_IFNAME",
+        "NCCL_DEBUG",
+    ]
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_P2P_DISABLE"] is None
+    assert env["NCCL_IB_HCA"] == "mlx5" and "PATH" not in env

@@ -1,0 +1,67 @@
+"""The report behind `lltui nccl`: typed library facts whose JSON keeps its keys and order."""
+
+from lltui.sources.nccl.finder import LibraryCandidate
+from lltui.sources.nccl.report import NcclInfo, nccl_report
+
+LOCAL_KEYS = [
+    "available",
+    "version",
+    "version_code",
+    "path",
+    "found_by",
+    "candidates",
+    "reason",
+    "simulated",
+    "cudart",
+    "env",
+    "findings",
+]
+
+
+def test_simulated_report_json_keys_and_order():
+    report = nccl_report("sim:2x3090-nvlink")
+    assert report.info.simulated and report.available
+    assert report.info.source == "sim:2x3090-nvlink"
+    data = report.to_json()
+    assert list(data) == [
+        "available",
+        "version",
+        "path",
+        "found_by",
+        "simulated",
+        "source",
+        "env",
+        "findings",
+    ]
+    assert data["env"]["NCCL_P2P_LEVEL"] == "NVL"
+    assert report.links and set(report.links.values()) == {"NV4"}
+
+
+def test_local_report_without_a_library(tmp_path):
+    missing = str(tmp_path / "libnccl.so.2")
+    report = nccl_report(f"replay:{tmp_path / 'r.jsonl'}", lib_path=missing, environ={})
+    assert not report.available and not report.info.simulated
+    assert report.info.reason is not None and "cannot load" in report.info.reason
+    data = report.to_json()
+    assert list(data) == LOCAL_KEYS
+    assert data["candidates"] == [] and data["version_code"] is None
+    assert all(set(c) == {"path", "found_by"} for c in data["cudart"])
+    assert "nccl-missing" in {f["code"] for f in data["findings"]}
+
+
+def test_info_json_lists_candidates_as_dicts():
+    info = NcclInfo(
+        available=True,
+        version="2.21.5",
+        path="/lib/libnccl.so.2",
+        found_by="ldconfig",
+        simulated=False,
+        version_code=22105,
+        candidates=(LibraryCandidate("/lib/libnccl.so.2", "ldconfig"),),
+        cudart=(LibraryCandidate("/lib/libcudart.so.12", "system"),),
+    )
+    data = info.to_json()
+    assert list(data) == LOCAL_KEYS[:-2]
+    assert data["candidates"] == [{"path": "/lib/libnccl.so.2", "found_by": "ldconfig"}]
+    assert data["cudart"] == [{"path": "/lib/libcudart.so.12", "found_by": "system"}]
+    assert data["version_code"] == 22105 and data["reason"] is None
