@@ -42,14 +42,16 @@ options:
   --dry-run            print the exact command and environment, start nothing
   --json               JSON lines instead of text (ready, exit; or the dry-run command)
   --profile NAME       start from a saved profile; flags given here override it
-  --save-profile NAME  save these settings as a profile (mode 0600 if it holds an API key)
+  --save-profile NAME  save these settings as a profile, paths made absolute so it starts
+                       from any folder (mode 0600 if it holds an API key)
   --host H             address to listen on (default 127.0.0.1: this machine only)
   --port P             port (default 8080; 0 picks a free one)
   --api-key-file F     file with the API key(s), one per line; the key is never printed
   --keep-running       leave the server running when lltui exits (log in a file)
   -h, --help           show this help
 
-exit codes: 0 stopped cleanly, 1 the server failed or exited, 2 bad input
+exit codes: 0 stopped cleanly, 1 the server failed or a signal from outside lltui stopped it,
+            2 bad input
 """
 
 _OWN_SWITCHES = ("--dry-run", "--json", "--keep-running")

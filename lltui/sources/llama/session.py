@@ -7,7 +7,7 @@ everything between that and a watched server in one way for both:
 1. read the flags (``parse_llama_args``, called here only) over a saved profile;
 2. check the inputs: the model (a profile's model that moved is named with its profile) and
    the API key file;
-3. save the profile, with absolute paths, so it starts from any folder;
+3. save the profile with absolute paths, so it starts from any folder;
 4. the runtime settings: an inherited ``LLAMA_API_KEY`` keeps the server locked, port 0
    becomes a free port;
 5. find and probe llama-server, and build the exact command (``build_command``), writing the
@@ -175,17 +175,6 @@ def read_request(request: LaunchRequest) -> GivenLaunch:
     )
 
 
-def for_profile(spec: LaunchSpec) -> LaunchSpec:
-    """The spec as a profile keeps it: the model and key file as absolute paths, so the
-    profile starts from any folder."""
-    key_file = spec.api_key_file
-    return replace(
-        spec,
-        model=os.path.abspath(spec.model),
-        api_key_file=os.path.abspath(key_file) if key_file is not None else None,
-    )
-
-
 def check_given(given: GivenLaunch) -> tuple[str, ...]:
     """The model and key file checked (LaunchError, code 2); the keys in the key file.
 
@@ -293,8 +282,9 @@ class LaunchSession:
 
     def _save(self, given: GivenLaunch) -> None:
         assert given.save_profile is not None
+        spec = profiles.with_absolute_paths(given.spec)
         try:
-            path = profiles.save_profile(given.save_profile, for_profile(given.spec))
+            path = profiles.save_profile(given.save_profile, spec)
         except profiles.ProfileError as exc:
             raise LaunchError(str(exc), exc.code) from None
         self._note("info", f"saved launch profile {given.save_profile!r} in {path}")
