@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.core.llama.log import DevicePlacement
@@ -24,6 +24,9 @@ from lltui.sources.llama.session import (
     read_request,
 )
 from lltui.sources.llama.supervisor import ServerExit
+
+if TYPE_CHECKING:  # httpx is imported only once a server is watched
+    from lltui.sources.llama.http import LlamaServerClient, ServerPoll
 
 POLL_INTERVAL_S = 1.0
 LOG_LINES = 2000
@@ -70,7 +73,12 @@ def form_request(model: str, flags: str, hostport: str) -> LaunchRequest:
         raise LaunchError(f"flags: {exc}") from None
     host, port = parse_hostport(hostport)
     return LaunchRequest(
-        words=tuple(words), model=model, host=host, port=port, keys_on_command_line=False
+        words=tuple(words),
+        model=model,
+        host=host,
+        port=port,
+        keys_on_command_line=False,
+        missing_model="no model: give the path of a .gguf file",
     )
 
 
@@ -107,7 +115,7 @@ class LaunchController:
         self._latest_sample = latest_sample
         self._interval = poll_interval_s
         self._session: LaunchSession | None = None
-        self._client: Any = None  # LlamaServerClient
+        self._client: LlamaServerClient | None = None
         self._poll_stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
@@ -243,7 +251,7 @@ class LaunchController:
         )
         self._poll_thread.start()
 
-    def _poll_loop(self, client: Any, stop: threading.Event) -> None:
+    def _poll_loop(self, client: LlamaServerClient, stop: threading.Event) -> None:
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -256,7 +264,7 @@ class LaunchController:
                 self._take_poll(poll)
             stop.wait(max(0.05, self._interval - (time.monotonic() - started)))
 
-    def _take_poll(self, poll: Any) -> None:
+    def _take_poll(self, poll: ServerPoll) -> None:
         session = self._session
         status = session.status() if session is not None else None
         with self.lock:
@@ -289,7 +297,7 @@ class LaunchController:
             self._energy(poll)
         self._notify()
 
-    def _energy(self, poll: Any) -> None:
+    def _energy(self, poll: ServerPoll) -> None:
         """J/token from the energy counters of the GPUs this server uses."""
         st = self.state
         sample = self._latest_sample()

@@ -73,6 +73,8 @@ class LaunchRequest:
     host: str | None = None
     port: int | None = None
     keys_on_command_line: bool = True  # False: --api-key is refused (the view's form)
+    # said when nothing names a model, in the words of the front end's own input
+    missing_model: str = "no model given: lltui launch MODEL.gguf [flags]"
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def read_request(request: LaunchRequest) -> GivenLaunch:
     data.update(given)
     data["extra_args"] = extra
     if "model" not in data:
-        raise LaunchError("no model given: lltui launch MODEL.gguf [flags]")
+        raise LaunchError(request.missing_model)
     try:
         spec = LaunchSpec(**data)
     except TypeError as exc:
@@ -242,7 +244,7 @@ class LaunchSession:
         self._on_event = on_event
         self._prepared: PreparedLaunch | None = None
         self._key_dir: tempfile.TemporaryDirectory[str] | None = None
-        self._sup: Any = None  # a Supervisor once started
+        self._sup: supervision.Supervisor | None = None
         self._keep_running = False
         self._stopped = False
         self._detached = False
@@ -363,11 +365,11 @@ class LaunchSession:
 
     @property
     def is_ready(self) -> bool:
-        return self._sup is not None and bool(self._sup.is_ready)
+        return self._sup is not None and self._sup.is_ready
 
     @property
     def exited(self) -> bool:
-        return self._sup is not None and bool(self._sup.exited)
+        return self._sup is not None and self._sup.exited
 
     def ready_event(self) -> dict[str, Any]:
         """The launcher's ``ready`` event: URL, pid, argv (masked) and memory per device."""
@@ -387,7 +389,7 @@ class LaunchSession:
         return self._sup.status() if self._sup is not None else None
 
     def wait_ready(self, timeout_s: float | None = None) -> bool:
-        return self._sup is not None and bool(self._sup.wait_ready(timeout_s))
+        return self._sup is not None and self._sup.wait_ready(timeout_s)
 
     def wait_exit(self, timeout_s: float | None = None) -> ServerExit | None:
         return self._sup.wait_exit(timeout_s) if self._sup is not None else None
@@ -400,8 +402,7 @@ class LaunchSession:
         if self._sup is None:
             return None
         self._stopped = True
-        result: ServerExit | None = self._sup.stop(**waits)
-        return result
+        return self._sup.stop(**waits)
 
     def hurry(self) -> None:
         """Cut the waits of a stop in progress short (a second Ctrl-C)."""
