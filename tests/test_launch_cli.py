@@ -325,3 +325,53 @@ def test_a_saved_profile_holds_what_was_given_not_the_environment(
     data = load_profile_data("p0")
     assert data.get("api_key") is None  # a key lltui was never given is not written down
     assert data.get("port") == 0  # "pick a free port" stays that, not one random port
+
+
+def test_a_server_stopped_by_someone_elses_sigterm_is_not_a_clean_exit(
+    server_env, tiny_model, servers
+):
+    with launched(tiny_model, server_env) as proc:
+        server_pid = read_event(proc)["pid"]
+        servers.append(server_pid)
+        os.kill(server_pid, signal.SIGTERM)  # not lltui's doing
+        end = read_event(proc, GONE_WITHIN_S)
+        assert proc.wait(timeout=GONE_WITHIN_S) == 1
+    assert end["event"] == "exit" and end["code"] == 0
+    assert end["reason"].startswith("stopped by a signal from outside lltui")
+
+    with launched(tiny_model, server_env, as_json=False) as proc:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        assert ready.startswith("llama-server ready at")
+        server_pid = int(ready.split("(pid ", 1)[1].split(")", 1)[0])
+        servers.append(server_pid)
+        os.kill(server_pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=GONE_WITHIN_S)
+    assert proc.returncode == 1
+    assert "llama-server llama-server" not in out + err
+    first = err.strip().splitlines()[0]
+    assert first.startswith("lltui: llama-server exited (code 0): stopped by a signal from outside")
+
+
+def test_a_profile_saved_here_starts_from_elsewhere(
+    server_env, tiny_model, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tiny_model.parent)
+    saving = ["launch", tiny_model.name, "-c", "512", "--save-profile", "here", "--dry-run"]
+    assert main(saving) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert main(["launch", "--profile", "here", "--dry-run", "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["argv"]
+    assert argv[argv.index("-m") + 1] == str(tiny_model.resolve())
+
+
+def test_a_profile_whose_model_is_gone_is_one_line(server_env, tiny_model, tmp_path, capsys):
+    model = tmp_path / "soon-gone.gguf"
+    model.write_bytes(tiny_model.read_bytes())
+    assert main(["launch", str(model), "--save-profile", "gone", "--dry-run"]) == 0
+    capsys.readouterr()
+    model.unlink()
+    assert main(["launch", "--profile", "gone", "--dry-run"]) == 2
+    err = one_line_error(capsys)
+    assert "profile 'gone'" in err and str(model) in err

@@ -10,17 +10,23 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from lltui.core.llama.launch_args import parse_llama_args
-from lltui.core.llama.launch_spec import (
-    LaunchCommand,
-    LaunchError,
-    LaunchSpec,
-    build_command,
-)
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.llama.log import DevicePlacement
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
+from lltui.sources.llama.session import (
+    LaunchRequest,
+    LaunchSession,
+    Note,
+    describe_exit,
+    read_request,
+)
+from lltui.sources.llama.supervisor import ServerExit
+
+if TYPE_CHECKING:  # httpx is imported only once a server is watched
+    from lltui.sources.llama.http import LlamaServerClient, ServerPoll
 
 POLL_INTERVAL_S = 1.0
 LOG_LINES = 2000
@@ -36,7 +42,7 @@ class LaunchState:
     pid: int | None = None
     health: str | None = None
     argv: list[str] = field(default_factory=list)
-    placement: tuple[Any, ...] = ()  # DevicePlacement rows from the server's log
+    placement: tuple[DevicePlacement, ...] = ()  # from the server's log
     offload: str | None = None  # "offloaded 33/33 layers to GPU"
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES))
     lines_total: int = 0
@@ -58,37 +64,39 @@ def parse_hostport(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def make_spec(model: str, flags: str, hostport: str) -> LaunchSpec:
-    """A LaunchSpec from the form: the model path, llama-server flags as typed, host:port."""
+def form_request(model: str, flags: str, hostport: str) -> LaunchRequest:
+    """The launch session's request from the form: the model path, llama-server flags as typed
+    (``--profile NAME`` and ``--save-profile NAME`` among them), host:port."""
     try:
         words = shlex.split(flags)
     except ValueError as exc:
         raise LaunchError(f"flags: {exc}") from None
-    given = parse_llama_args(words)
-    if "api_key" in given:
-        raise LaunchError("pass keys with --api-key-file, not on the form (they show in ps)")
     host, port = parse_hostport(hostport)
-    given.setdefault("host", host)
-    given.setdefault("port", port)
-    if model.strip():
-        given["model"] = model.strip()
-    if "model" not in given:
-        raise LaunchError("no model: give the path of a .gguf file")
-    return LaunchSpec(**given)
+    return LaunchRequest(
+        words=tuple(words),
+        model=model,
+        host=host,
+        port=port,
+        keys_on_command_line=False,
+        missing_model="no model: give the path of a .gguf file",
+    )
+
+
+def make_spec(model: str, flags: str, hostport: str) -> LaunchSpec:
+    """The LaunchSpec the form asks for (a profile under the form, the flags over it)."""
+    return read_request(form_request(model, flags, hostport)).spec
 
 
 def preview_command(model: str, flags: str, hostport: str) -> tuple[str, str | None]:
     """The exact command (secrets masked) the form would start, or the reason it cannot."""
-    from lltui.sources.llama.launch_prep import find_binary
-
+    notes: list[Note] = []
     try:
-        spec = make_spec(model, flags, hostport)
-        path, binflags, _origin, why = find_binary(required=False)
-        command = build_command(spec, path, binflags)
-    except (LaunchError, TypeError) as exc:
+        with LaunchSession(form_request(model, flags, hostport), on_note=notes.append) as session:
+            prepared = session.prepare(require_binary=False, save=False, check=False)
+    except LaunchError as exc:
         return "", str(exc)
-    note = f"flags not checked: {why}" if why else None
-    return command.shell_line(), note
+    note = "; ".join(n.text for n in notes) or None
+    return prepared.command.shell_line(), note
 
 
 class LaunchController:
@@ -106,8 +114,8 @@ class LaunchController:
         self._notify = notify
         self._latest_sample = latest_sample
         self._interval = poll_interval_s
-        self._sup: Any = None  # Supervisor
-        self._client: Any = None  # LlamaServerClient
+        self._session: LaunchSession | None = None
+        self._client: LlamaServerClient | None = None
         self._poll_stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
@@ -137,43 +145,42 @@ class LaunchController:
             self._stop()
 
     def _start(self, model: str, flags: str, hostport: str) -> None:
-        from lltui.sources.llama.launch_prep import check_inputs, find_binary
-        from lltui.sources.llama.supervisor import Supervisor, SupervisorError
-
         self._stop()
         with self.lock:
             self.state = LaunchState(phase="starting", message="starting llama-server…")
             self._jpt = JoulesPerToken()
         self._notify()
+        notes: list[Note] = []
+        session: LaunchSession | None = None
         try:
-            spec = make_spec(model, flags, hostport)
-            check_inputs(spec)
-            path, binflags, _origin, _why = find_binary(required=True)
-            command: LaunchCommand = build_command(spec, path, binflags)
-            sup = Supervisor(
-                command,
-                url=spec.url,
-                host=spec.host,
-                port=spec.port,
+            session = LaunchSession(
+                form_request(model, flags, hostport),
+                on_note=notes.append,
                 on_line=self._on_line,
                 on_event=self._on_event,
             )
-            sup.start()
-        except (LaunchError, SupervisorError, TypeError, OSError) as exc:
+            prepared = session.prepare()
+            session.start()
+        except LaunchError as exc:
+            if session is not None:
+                session.close()
             with self.lock:
                 self.state.phase = "error"
                 self.state.message = str(exc)
             self._notify()
             return
         self._last_command = (model, flags, hostport)
+        url = prepared.url or prepared.spec.url
         with self.lock:
-            self._sup = sup
-            self.state.url = spec.url
-            self.state.pid = sup.pid
-            self.state.argv = command.display_argv()
+            self._session = session
+            self.state.url = url
+            self.state.pid = session.pid
+            self.state.argv = prepared.command.display_argv()
             self.state.phase = "loading"
-            self.state.message = f"loading {spec.model}"
-        self._start_polling(spec.url, api_key=spec.api_key)
+            self.state.message = "; ".join(
+                [f"loading {prepared.spec.model}", *(n.text for n in notes if n.level != "note")]
+            )
+        self._start_polling(url, api_key=prepared.http_key)
         self._notify()
 
     def _follow(self, url: str) -> None:
@@ -193,14 +200,17 @@ class LaunchController:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
         self._poll_thread = None
-        sup = self._sup
-        if sup is not None:
+        session = self._session
+        if session is not None:
             with self.lock:
                 self.state.phase = "stopping"
             self._notify()
-            result = sup.stop()
+            try:
+                result = session.stop()
+            finally:
+                session.close()
             with self.lock:
-                self._sup = None
+                self._session = None
                 self._record_exit(result)
             self._notify()
         client = self._client
@@ -222,14 +232,14 @@ class LaunchController:
             self.state.lines_total += 1
         self._notify()
 
-    def _record_exit(self, result: Any) -> None:
+    def _record_exit(self, result: ServerExit | None) -> None:
         if result is None:
             return
         self.state.phase = "exited"
         self.state.exit_reason = result.reason
         self.state.exit_code = result.returncode
         self.state.log_tail = tuple(result.log_tail)
-        self.state.message = f"llama-server {result.reason} (exit code {result.returncode})"
+        self.state.message = describe_exit(result)
 
     def _start_polling(self, url: str, api_key: str | None) -> None:
         from lltui.sources.llama.http import LlamaServerClient
@@ -241,7 +251,7 @@ class LaunchController:
         )
         self._poll_thread.start()
 
-    def _poll_loop(self, client: Any, stop: threading.Event) -> None:
+    def _poll_loop(self, client: LlamaServerClient, stop: threading.Event) -> None:
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -254,13 +264,13 @@ class LaunchController:
                 self._take_poll(poll)
             stop.wait(max(0.05, self._interval - (time.monotonic() - started)))
 
-    def _take_poll(self, poll: Any) -> None:
-        sup = self._sup
+    def _take_poll(self, poll: ServerPoll) -> None:
+        session = self._session
+        status = session.status() if session is not None else None
         with self.lock:
             st = self.state
             st.health = poll.state
-            if sup is not None:
-                status = sup.status()
+            if status is not None:
                 st.placement = tuple(status.log.placement())
                 off = status.log.offload
                 if off.layers_offloaded is not None and off.layers_total is not None:
@@ -287,7 +297,7 @@ class LaunchController:
             self._energy(poll)
         self._notify()
 
-    def _energy(self, poll: Any) -> None:
+    def _energy(self, poll: ServerPoll) -> None:
         """J/token from the energy counters of the GPUs this server uses."""
         st = self.state
         sample = self._latest_sample()

@@ -1,9 +1,11 @@
 """Named launch profiles: one TOML file per profile in ``<config dir>/profiles/NAME.toml``.
 
 A profile is a :class:`~lltui.core.llama.launch_spec.LaunchSpec` written out with only the
-settings that differ from the defaults. Files are written atomically (a temporary file in the same
-directory, flushed, then renamed over the old one) so a crash never leaves half a profile.
-A profile that holds an API key is created with mode 0600 from the start.
+settings that differ from the defaults. The launch session saves it through
+:func:`with_absolute_paths`, so a profile saved in one folder starts from any other.
+Files are written atomically (a temporary file in the same directory, flushed, then renamed
+over the old one) so a crash never leaves half a profile. A profile that holds an API key is
+created with mode 0600 from the start.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import tempfile
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,17 @@ def profile_path(name: str, directory: Path | None = None) -> Path:
             "starting with a letter or digit"
         )
     return (directory or profiles_dir()) / f"{name}.toml"
+
+
+def with_absolute_paths(spec: LaunchSpec) -> LaunchSpec:
+    """``spec`` with its model and API key file as absolute paths (symlinks kept: a link into
+    a model cache stays a name the user knows)."""
+    key_file = spec.api_key_file
+    return replace(
+        spec,
+        model=os.path.abspath(spec.model),
+        api_key_file=os.path.abspath(key_file) if key_file is not None else None,
+    )
 
 
 def list_profiles(directory: Path | None = None) -> list[str]:

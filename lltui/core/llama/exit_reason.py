@@ -21,6 +21,10 @@ _RE_MEMORY = re.compile(
 )
 _RE_LOAD_FAILED = re.compile(r"exiting due to model loading error|failed to load model")
 _RE_SECOND = re.compile(r"Received second interrupt")
+# llama-server's signal handler ends its main loop; these lines follow (the second one when a
+# second signal cut the clean-up short).
+_RE_SHUTDOWN = re.compile(r"cleaning up before exit|Received second interrupt")
+STOPPED_FROM_OUTSIDE = "stopped by a signal from outside lltui (SIGTERM or SIGINT to the server)"
 _RE_LEVEL_PREFIX = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} )?([IWED]) ")
 
 
@@ -42,11 +46,25 @@ def _last_error_line(lines: Sequence[str]) -> str | None:
     return None
 
 
-def exit_reason(returncode: int | None, lines: Sequence[str], *, stopped: bool = False) -> str:
+def stopped_from_outside(returncode: int | None, lines: Sequence[str], *, stopped: bool) -> bool:
+    """True when a server lltui watched shut down on a signal lltui did not send: it exited 0
+    after its signal handler's clean-up, and lltui had not asked it to stop."""
+    return not stopped and returncode == 0 and _RE_SHUTDOWN.search("\n".join(lines)) is not None
+
+
+def exit_reason(
+    returncode: int | None,
+    lines: Sequence[str],
+    *,
+    stopped: bool = False,
+    supervised: bool = False,
+) -> str:
     """Why llama-server exited, in words, from its exit code and its log.
 
-    ``stopped``: lltui asked it to stop. Known failures get a plain name (model not found, port
-    in use, out of memory, a flag the build lacks); otherwise the last error line is quoted.
+    ``stopped``: lltui asked it to stop. ``supervised``: lltui started and watched it, so a
+    clean shutdown it did not ask for came from someone else's signal (a log read afterwards
+    cannot tell who sent it). Known failures get a plain name (model not found, port in use,
+    out of memory, a flag the build lacks); otherwise the last error line is quoted.
     """
     text = "\n".join(lines)
     m = _RE_INVALID_ARG.search(text)
@@ -87,6 +105,8 @@ def exit_reason(returncode: int | None, lines: Sequence[str], *, stopped: bool =
         if sig is not None:
             return f"stopped by {sig} (still loading, so no clean shutdown)"
         return "stopped"
+    if supervised and stopped_from_outside(returncode, lines, stopped=stopped):
+        return STOPPED_FROM_OUTSIDE
     if sig == "SIGABRT":
         err = _last_error_line(lines)
         return "llama-server aborted" + (f": {err}" if err else "")
@@ -96,6 +116,16 @@ def exit_reason(returncode: int | None, lines: Sequence[str], *, stopped: bool =
         return "llama-server exited"
     err = _last_error_line(lines)
     return f"llama-server exited with code {returncode}" + (f": {err}" if err else "")
+
+
+def exit_sentence(returncode: int | None, reason: str, *, clean: bool) -> str:
+    """One line for people: ``llama-server stopped (exit code 0)`` for a clean end, else
+    ``llama-server exited (code 1): <reason>``; a reason that names the server is not
+    prefixed with its name again."""
+    if clean:
+        subject = reason if reason.startswith("llama-server") else f"llama-server {reason}"
+        return f"{subject} (exit code {returncode})"
+    return f"llama-server exited (code {returncode}): {reason}"
 
 
 # --- events printed by `lltui launch` ------------------------------------------------------

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from lltui.core.llama.exit_reason import exit_reason, signal_name
+from lltui.core.llama.exit_reason import exit_reason, signal_name, stopped_from_outside
 from lltui.core.llama.launch_spec import BinaryFlags, LaunchCommand
 from lltui.core.llama.log import LlamaLogParser, LlamaLogSummary
 from lltui.sources.llama import http as llama_http
@@ -88,6 +88,7 @@ class ServerExit:
     stopped: bool  # lltui asked it to stop
     was_ready: bool
     pid: int | None = None
+    from_outside: bool = False  # shut down by a signal someone other than lltui sent
 
     @property
     def signal(self) -> str | None:
@@ -95,8 +96,8 @@ class ServerExit:
 
     @property
     def clean(self) -> bool:
-        """Stopped on request, or exited 0 on its own."""
-        return self.stopped or self.returncode == 0
+        """Stopped on request, or exited 0 on its own (not on someone else's signal)."""
+        return self.stopped or (self.returncode == 0 and not self.from_outside)
 
 
 @dataclass(frozen=True)
@@ -313,13 +314,15 @@ class Supervisor:
         with self._lock:
             self._returncode = returncode
             lines = list(self._lines)
+            stopped = self._stop_requested
             self._exit = ServerExit(
                 returncode=returncode,
-                reason=exit_reason(returncode, lines, stopped=self._stop_requested),
+                reason=exit_reason(returncode, lines, stopped=stopped, supervised=True),
                 log_tail=tuple(lines[-TAIL_LINES:]),
-                stopped=self._stop_requested,
+                stopped=stopped,
                 was_ready=self._ready.is_set(),
                 pid=self._proc.pid if self._proc else None,
+                from_outside=stopped_from_outside(returncode, lines, stopped=stopped),
             )
             self._state = "exited"
         self._done.set()

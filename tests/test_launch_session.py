@@ -1,0 +1,266 @@
+"""The launch session both front ends use: requests read the same way, profiles that start
+from any folder, port 0, the inherited key, and how a server's end is told. No server runs
+here: the binary lookup and the Supervisor are stood in for where a test needs them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from lltui.app import launch_state
+from lltui.core.llama.exit_reason import (
+    STOPPED_FROM_OUTSIDE,
+    exit_reason,
+    exit_sentence,
+    stopped_from_outside,
+)
+from lltui.core.llama.launch_spec import LaunchCommand, LaunchError, LaunchSpec
+from lltui.sources import profiles
+from lltui.sources.llama import session as S
+from lltui.sources.llama.supervisor import ServerExit
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llama-server"
+needs_fixtures = pytest.mark.skipif(
+    not (FIXTURES / "INDEX.md").is_file(), reason="shared llama-server captures not present"
+)
+KEY = "sk-session-51f0a9"
+
+
+@pytest.fixture
+def no_binary(monkeypatch):
+    """The binary lookup as on a machine without llama-server: flags go unchecked."""
+    monkeypatch.setattr(
+        "lltui.sources.llama.launch_prep.find_binary",
+        lambda required: ("llama-server", None, None, "no llama-server in this test"),
+    )
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+
+
+def model_file(directory: Path, name: str = "m.gguf") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_bytes(b"GGUF")  # only its existence is checked before a start
+    return path
+
+
+def prepare(*words: str, **kw) -> S.PreparedLaunch:
+    with S.LaunchSession(S.LaunchRequest(words=words)) as session:
+        return session.prepare(require_binary=False, **kw)
+
+
+# --- how a server's end is told --------------------------------------------------------------
+
+
+@needs_fixtures
+def test_a_shutdown_lltui_did_not_ask_for_is_a_signal_from_outside():
+    lines = (FIXTURES / "shutdown_sigterm_lv4.log").read_text().splitlines()
+    assert stopped_from_outside(0, lines, stopped=False)
+    assert not stopped_from_outside(0, lines, stopped=True)
+    assert not stopped_from_outside(1, lines, stopped=False)
+    assert exit_reason(0, lines, supervised=True) == STOPPED_FROM_OUTSIDE
+    assert exit_reason(0, lines, stopped=True, supervised=True) == "stopped"
+    # a server that exits 0 with no shutdown in its log (--version among the flags) is not one
+    assert exit_reason(0, ["version: 1 (abc)"], supervised=True) == "llama-server exited"
+
+
+def test_an_outside_stop_is_not_clean_and_no_words_are_doubled():
+    outside = ServerExit(
+        0, STOPPED_FROM_OUTSIDE, (), stopped=False, was_ready=True, from_outside=True
+    )
+    assert not outside.clean
+    assert S.describe_exit(outside) == f"llama-server exited (code 0): {STOPPED_FROM_OUTSIDE}"
+    own = ServerExit(0, "llama-server exited", (), stopped=False, was_ready=True)
+    assert own.clean and S.describe_exit(own) == "llama-server exited (exit code 0)"
+    stopped = ServerExit(0, "stopped", (), stopped=True, was_ready=True)
+    assert S.describe_exit(stopped) == "llama-server stopped (exit code 0)"
+    assert exit_sentence(1, "model not found: m.gguf", clean=False) == (
+        "llama-server exited (code 1): model not found: m.gguf"
+    )
+    for sentence in map(S.describe_exit, (outside, own, stopped)):
+        assert "llama-server llama-server" not in sentence
+
+
+# --- reading a request -----------------------------------------------------------------------
+
+
+def test_profile_options_are_taken_out_of_the_words():
+    assert S.split_profile_options(["-c", "1", "--profile", "a", "--save-profile=b"]) == (
+        "a",
+        "b",
+        ["-c", "1"],
+    )
+    with pytest.raises(LaunchError, match="--profile needs a NAME"):
+        S.split_profile_options(["--profile"])
+
+
+def test_a_request_reads_the_profile_then_the_form_then_the_flags(tmp_path):
+    profiles.save_profile("p", LaunchSpec(model="/m.gguf", ctx_size=1024, port=9000))
+    given = S.read_request(
+        S.LaunchRequest(words=("--profile", "p", "--port", "9002"), host="127.0.0.1", port=9001)
+    )
+    assert (given.spec.model, given.spec.ctx_size, given.spec.port) == ("/m.gguf", 1024, 9002)
+    assert given.profile == "p" and "model" in given.from_profile
+    form = S.read_request(S.LaunchRequest(words=("--profile", "p"), port=9001))
+    assert form.spec.port == 9001  # the form's address over the profile
+    first = S.read_request(S.LaunchRequest(words=("x.gguf", "-c", "8")))
+    assert first.spec.model == "x.gguf" and "model" not in first.from_profile
+    with pytest.raises(LaunchError, match="given twice"):
+        S.read_request(S.LaunchRequest(words=("-m", "a.gguf"), model="b.gguf"))
+    with pytest.raises(LaunchError, match="api-key-file"):
+        S.read_request(
+            S.LaunchRequest(words=("--api-key", KEY), model="a.gguf", keys_on_command_line=False)
+        )
+
+
+# --- profiles start from any folder ----------------------------------------------------------
+
+
+def test_a_profile_saved_in_one_folder_starts_from_another(tmp_path, monkeypatch, no_binary):
+    models = tmp_path / "models"
+    model_file(models)
+    (models / "keys").write_text(f"{KEY}\n")
+    monkeypatch.chdir(models)
+    prepare("m.gguf", "-c", "512", "--api-key-file", "keys", "--save-profile", "here")
+    data = profiles.load_profile_data("here")
+    assert data["model"] == str(models / "m.gguf")  # absolute, resolved when saved
+    assert data["api_key_file"] == str(models / "keys")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    prepared = prepare("--profile", "here", "-c", "256")
+    argv = prepared.command.argv
+    assert argv[argv.index("-m") + 1] == str(models / "m.gguf")
+    assert argv[argv.index("-c") + 1] == "256"
+    assert argv[argv.index("--api-key-file") + 1] == str(models / "keys")
+    assert KEY not in " ".join(prepared.command.display_argv())
+    assert prepared.http_key == KEY  # the poller reads /metrics with the file's key
+
+
+def test_a_profile_whose_model_moved_is_one_line_naming_both(tmp_path, monkeypatch, no_binary):
+    model = model_file(tmp_path / "models")
+    prepare(str(model), "--save-profile", "gone")
+    model.rename(tmp_path / "moved.gguf")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LaunchError) as err:
+        prepare("--profile", "gone")
+    message = str(err.value)
+    assert err.value.code == 2 and "\n" not in message
+    assert "profile 'gone'" in message and str(model) in message
+    # a model given on the command line replaces the profile's, and that one is there
+    prepared = prepare("--profile", "gone", str(tmp_path / "moved.gguf"))
+    assert str(tmp_path / "moved.gguf") in prepared.command.argv
+
+
+def test_port_zero_is_a_free_port_and_stays_zero_in_the_profile(tmp_path, no_binary):
+    model = model_file(tmp_path)
+    prepared = prepare(str(model), "--port", "0", "--save-profile", "any")
+    assert prepared.spec.port != 0 and prepared.given.spec.port == 0
+    argv = prepared.command.argv
+    assert argv[argv.index("--port") + 1] == str(prepared.spec.port)
+    assert profiles.load_profile_data("any")["port"] == 0
+
+
+def test_an_inherited_key_locks_the_server_but_is_not_saved(tmp_path, monkeypatch, no_binary):
+    model = model_file(tmp_path)
+    monkeypatch.setenv("LLAMA_API_KEY", KEY)
+    prepared = prepare(str(model), "--save-profile", "env")
+    assert prepared.spec.api_key == KEY and prepared.http_key == KEY
+    assert dict(prepared.command.env_set)["LLAMA_API_KEY"] == KEY
+    assert KEY not in prepared.command.shell_line()
+    assert "api_key" not in profiles.load_profile_data("env")
+
+
+def test_a_preview_saves_nothing_and_checks_nothing(tmp_path, no_binary):
+    prepared = prepare(
+        str(tmp_path / "not-yet.gguf"), "--save-profile", "x", save=False, check=False
+    )
+    assert prepared.command.argv[0] == "llama-server"
+    assert profiles.list_profiles() == []
+    with pytest.raises(LaunchError, match="model not found"):
+        prepare(str(tmp_path / "not-yet.gguf"))
+
+
+def test_notes_reach_the_front_end(tmp_path, no_binary):
+    model = model_file(tmp_path)
+    notes: list[S.Note] = []
+    request = S.LaunchRequest(words=(str(model), "--api-key", KEY, "--save-profile", "n"))
+    with S.LaunchSession(request, on_note=notes.append) as session:
+        session.prepare(require_binary=False)
+    levels = [n.level for n in notes]
+    assert levels == ["warning", "info", "note"], notes
+    assert all(KEY not in n.text for n in notes)
+
+
+# --- the view uses the same session ----------------------------------------------------------
+
+
+class FakeSupervisor:
+    """Stands in for the Supervisor: records what it was given; nothing starts."""
+
+    made: ClassVar[list[FakeSupervisor]] = []
+
+    def __init__(self, command: LaunchCommand, **kw) -> None:
+        self.command, self.kw = command, kw
+        self.pid = 4343
+        self.stops = 0
+        FakeSupervisor.made.append(self)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> ServerExit:
+        self.stops += 1
+        return ServerExit(0, "stopped", (), stopped=True, was_ready=False, pid=self.pid)
+
+
+def test_the_view_starts_from_a_profile_with_port_zero_like_the_cli(
+    tmp_path, monkeypatch, no_binary
+):
+    model = model_file(tmp_path / "models")
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"{KEY}\n")
+    prepare(str(model), "-c", "512", "--api-key-file", str(key_file), "--save-profile", "v")
+    FakeSupervisor.made.clear()
+    monkeypatch.setattr("lltui.sources.llama.supervisor.Supervisor", FakeSupervisor)
+    polled: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(
+        launch_state.LaunchController,
+        "_start_polling",
+        lambda self, url, api_key: polled.append((url, api_key)),
+    )
+    monkeypatch.chdir(tmp_path)
+    ctl = launch_state.LaunchController(lambda: None, lambda: None)
+    ctl.start("", "--profile v", "127.0.0.1:0")
+    assert ctl.state.phase == "loading", ctl.state.message
+    (sup,) = FakeSupervisor.made
+    port = sup.kw["port"]
+    assert port != 0 and sup.kw["url"] == f"http://127.0.0.1:{port}"
+    argv = sup.command.argv
+    assert argv[argv.index("-m") + 1] == str(model) and argv[argv.index("-c") + 1] == "512"
+    assert polled == [(f"http://127.0.0.1:{port}", KEY)]
+    assert KEY not in " ".join(ctl.state.argv)
+    ctl.stop()
+    assert sup.stops == 1
+    assert ctl.state.phase == "exited"
+    assert ctl.state.message == "llama-server stopped (exit code 0)"
+
+
+def test_the_view_names_a_moved_profile_model(tmp_path, monkeypatch, no_binary):
+    model = model_file(tmp_path / "models")
+    prepare(str(model), "--save-profile", "moved")
+    os.unlink(model)
+    ctl = launch_state.LaunchController(lambda: None, lambda: None)
+    ctl.start("", "--profile moved", "127.0.0.1:8080")
+    assert ctl.state.phase == "error"
+    assert "profile 'moved'" in ctl.state.message and str(model) in ctl.state.message
+
+
+def test_the_views_preview_reads_profiles_too(tmp_path, no_binary):
+    model = model_file(tmp_path)
+    prepare(str(model), "-c", "333", "--save-profile", "pv")
+    line, note = launch_state.preview_command("", "--profile pv", "127.0.0.1:8099")
+    assert "-c 333" in line and "--port 8099" in line and str(model) in line
+    assert note == "flags not checked: no llama-server in this test"
