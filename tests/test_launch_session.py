@@ -22,10 +22,7 @@ from lltui.sources import profiles
 from lltui.sources.llama import session as S
 from lltui.sources.llama.supervisor import ServerExit
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "llama-server"
-needs_fixtures = pytest.mark.skipif(
-    not (FIXTURES / "INDEX.md").is_file(), reason="shared llama-server captures not present"
-)
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md
 KEY = "sk-session-51f0a9"
 
 
@@ -54,7 +51,6 @@ def prepare(*words: str, **kw) -> S.PreparedLaunch:
 # --- how a server's end is told --------------------------------------------------------------
 
 
-@needs_fixtures
 def test_a_shutdown_lltui_did_not_ask_for_is_a_signal_from_outside():
     lines = (FIXTURES / "shutdown_sigterm_lv4.log").read_text().splitlines()
     assert stopped_from_outside(0, lines, stopped=False)
