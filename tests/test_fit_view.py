@@ -1,7 +1,5 @@
 """The fit view: estimate off the UI thread, bars per GPU, the quant table, carry to launch."""
 
-import asyncio
-
 import gguf_factory as gf
 import pytest
 from app_helpers import sim_app, wait_for
@@ -67,12 +65,12 @@ async def test_the_view_estimates_and_carries_settings_to_launch(model_path):
         screen.query_one("#fit-model").value = str(model_path)
         screen.query_one("#fit-ctx").value = "4096"
         screen.query_one("#fit-ts").value = "3,1"
-        await wait_for(lambda: app.fit_outcome is not None and app.fit_outcome.result is not None)
+        await wait_for(lambda: screen.outcome is not None and screen.outcome.result is not None)
         await pilot.pause()
         bars = str(screen.query_one("#fit-bars").render())
         assert "CUDA0" in bars and "CUDA1" in bars and "fits" in bars
         assert "fits" in str(screen.query_one("#fit-verdict").render())
-        assert screen.query_one("#fit-quants").row_count == len(app.fit_outcome.quants)
+        assert screen.query_one("#fit-quants").row_count == len(screen.outcome.quants)
         await pilot.click("#fit-launch")
         await pilot.pause()
         assert app.current_mode == "launch"
@@ -90,11 +88,11 @@ async def test_a_newer_request_wins_over_an_older_answer(model_path):
         screen.query_one("#fit-model").value = str(model_path)
         screen.query_one("#fit-ctx").value = "1024"
         screen.query_one("#fit-ctx").value = "2048"
-        await wait_for(lambda: app.fit_outcome is not None)
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: screen.outcome is not None)
+        await app.workers.wait_for_complete()  # an older answer, had one been left, is in
         await pilot.pause()
-        assert app.fit_outcome.generation == app._fit_generation
-        assert app.fit_outcome.result.resolved.n_ctx == 2048
+        assert screen.outcome.generation == screen.generation
+        assert screen.outcome.result.resolved.n_ctx == 2048
 
 
 def test_fit_view_snapshot_empty_form(snap_compare):
@@ -103,7 +101,7 @@ def test_fit_view_snapshot_empty_form(snap_compare):
     async def run_before(pilot):
         app.poll_sync(2)
         await pilot.press("4")
-        await wait_for(lambda: app.fit_outcome is not None)  # the (debounced) first answer
+        await wait_for(lambda: app.screen.outcome is not None)  # the (debounced) first answer
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

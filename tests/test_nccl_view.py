@@ -11,8 +11,13 @@ from lltui.sources.sim import PROFILES
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "nccl"
 
 
+def state(app):
+    assert isinstance(app.screen, NcclScreen)
+    return app.screen.state
+
+
 def loaded(app) -> bool:
-    return app.nccl_state.report is not None or app.nccl_state.error is not None
+    return state(app).report is not None or state(app).error is not None
 
 
 def text(app, selector: str) -> str:
@@ -39,7 +44,7 @@ async def test_bench_on_a_simulated_rig_says_why_it_cannot_run():
         await pilot.press("3")
         await wait_for(lambda: loaded(app))
         await pilot.click("#nccl-bench")
-        await wait_for(lambda: bool(app.nccl_state.bench_text))
+        await wait_for(lambda: bool(state(app).bench_text))
         await pilot.pause()
         assert "simulated rig has no GPUs" in text(app, "#nccl-bench-result")
 
@@ -55,16 +60,16 @@ async def test_loading_an_nccl_tests_file_and_a_log():
         field.value = str(tests_file)
         await pilot.click("#nccl-file")
         await pilot.press("enter")
-        await wait_for(lambda: "nccl-tests" in app.nccl_state.file_text)
+        await wait_for(lambda: "nccl-tests" in state(app).file_text)
         await pilot.pause()
         assert "busbw" in text(app, "#nccl-file-result") or "GB/s" in text(app, "#nccl-file-result")
         log_file = next(FIXTURES.glob("N11-*.txt"))
         field.value = str(log_file)
         await pilot.press("enter")
-        await wait_for(lambda: "NCCL log" in app.nccl_state.file_text)
+        await wait_for(lambda: "NCCL log" in state(app).file_text)
         field.value = "/no/such/file"
         await pilot.press("enter")
-        await wait_for(lambda: "/no/such/file" in app.nccl_state.file_text)
+        await wait_for(lambda: "/no/such/file" in state(app).file_text)
         assert app.is_running
 
 

@@ -8,7 +8,8 @@ from lltui.sources.sim import PROFILES
 
 
 def loaded(app) -> bool:
-    state = app.topology_state
+    assert isinstance(app.screen, TopologyScreen)
+    state = app.screen.state
     return state.report is not None or state.error is not None
 
 
