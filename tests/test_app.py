@@ -259,3 +259,68 @@ async def test_process_commands_are_shown_as_text_not_markup():
         cell = table.get_cell("999", "command")
         assert "[/oops]" in str(cell) or "[/oops]" in table.get_row("999")[-1]
         assert app.is_running
+
+
+# -- the app is typed: no attribute of it is reached by name --------------------------------
+def _untyped_app_lookups(source: str) -> list[str]:
+    """``getattr(app, "x")``, ``getattr(self.app, "x")`` (and hasattr/setattr) in ``source``:
+    lookups mypy cannot check."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            continue
+        target = node.args[0]
+        if (isinstance(target, ast.Name) and target.id == "app") or (
+            isinstance(target, ast.Attribute) and target.attr == "app"
+        ):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_app_is_reached_through_typed_accessors_only():
+    from pathlib import Path
+
+    import lltui.app
+
+    package = Path(lltui.app.__file__).parent
+    files = sorted(package.rglob("*.py"))
+    assert len(files) > 10, "the app's modules were found"
+    bad = {
+        str(path.relative_to(package)): hits
+        for path in files
+        if (hits := _untyped_app_lookups(path.read_text(encoding="utf-8")))
+    }
+    assert bad == {}
+
+
+def test_the_lookup_check_can_fail():
+    code = (
+        'x = getattr(self.app, "model", None)\n'
+        'getattr(app, "MODES", {})\n'
+        'hasattr(self.screen.app, "launch")\n'
+        'getattr(banner, "_text", None)\n'  # not the app: allowed
+        "getattr(self.app, name)\n"  # not a literal: allowed
+    )
+    assert len(_untyped_app_lookups(code)) == 3
+
+
+async def test_screens_and_the_palette_reach_the_app_through_its_protocol():
+    from lltui.app.host import host_of
+    from lltui.app.palette import LltuiCommands
+
+    app = sim_app("4xl4")
+    async with app.run_test(size=(120, 50)) as pilot:
+        feed(app, 2)
+        await pilot.pause()
+        assert host_of(app.screen) is app
+        assert app.screen.lltui is app
+        assert host_of(LltuiCommands(app.screen)) is app

@@ -95,6 +95,26 @@ async def test_a_newer_request_wins_over_an_older_answer(model_path):
         assert screen.outcome.result.resolved.n_ctx == 2048
 
 
+async def test_the_estimate_and_the_models_found_come_back_in_messages(model_path):
+    from lltui.app.messages import FitReady, ModelsFound
+
+    app = sim_app("kaggle-2xt4")
+    messages = []
+    async with app.run_test(size=(120, 50), message_hook=messages.append) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        await wait_for(lambda: any(isinstance(m, ModelsFound) for m in messages))
+        found = next(m for m in messages if isinstance(m, ModelsFound))
+        assert isinstance(found.models, tuple)
+        screen.query_one("#fit-model").value = str(model_path)
+        screen.query_one("#fit-ctx").value = "2048"
+        await wait_for(lambda: screen.outcome is not None and screen.outcome.result is not None)
+        fits = [m for m in messages if isinstance(m, FitReady)]
+        assert fits[-1].outcome is screen.outcome  # the view keeps what the message carried
+        assert fits[-1].outcome.generation == screen.generation
+        assert fits[-1].outcome.result.resolved.n_ctx == 2048
+
+
 def test_fit_view_snapshot_empty_form(snap_compare):
     app = sim_app("4xl4")
 

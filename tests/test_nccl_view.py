@@ -73,6 +73,39 @@ async def test_loading_an_nccl_tests_file_and_a_log():
         assert app.is_running
 
 
+async def test_nccl_results_come_back_in_messages_that_carry_them(tmp_path):
+    from lltui.app.messages import NcclBenchDone, NcclFileLoaded, NcclReady
+
+    app = sim_app("2x3090-nvlink")
+    messages = []
+
+    def first(kind):
+        return next((m for m in messages if isinstance(m, kind)), None)
+
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: first(NcclReady) is not None)
+        await pilot.pause()
+        ready = first(NcclReady)
+        assert ready.error is None and ready.report.info["version"] == "2.27.7"
+        assert ready.report.findings
+        assert state(app).report is ready.report
+        await pilot.click("#nccl-bench")
+        await wait_for(lambda: first(NcclBenchDone) is not None)
+        await pilot.pause()
+        assert "simulated rig has no GPUs" in first(NcclBenchDone).text
+        assert state(app).bench_text == first(NcclBenchDone).text
+        assert not state(app).bench_running
+        missing = tmp_path / "missing.log"
+        app.screen.query_one("#nccl-file").value = str(missing)
+        await pilot.click("#nccl-file")
+        await pilot.press("enter")
+        await wait_for(lambda: first(NcclFileLoaded) is not None)
+        await pilot.pause()
+        assert str(missing) in first(NcclFileLoaded).text
+        assert state(app).file_text == first(NcclFileLoaded).text
+
+
 async def test_typing_q_in_the_file_field_does_not_quit():
     app = sim_app("kaggle-2xt4")
     async with app.run_test(size=(120, 40)) as pilot:

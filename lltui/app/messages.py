@@ -1,6 +1,7 @@
 """Messages that bring results to the UI thread: from the poller thread to the app, from a
-screen's workers to the screen. Each carries its result; the handler on the UI thread is the
-only one that stores it or touches widgets."""
+screen's workers to the screen (those do not bubble on to the app: only their screen wants
+them). Each carries its result; the handler on the UI thread is the only one that stores it
+or touches widgets."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class PollFailed(Message):
 
 
 @dataclass
-class TopologyReady(Message):
+class TopologyReady(Message, bubble=False):
     """The topology was read, with its advice; or why it could not be (``error``)."""
 
     report: TopologyReport | None
@@ -49,7 +50,7 @@ class TopologyReady(Message):
 
 
 @dataclass
-class NcclReady(Message):
+class NcclReady(Message, bubble=False):
     """The NCCL facts and findings; or why they could not be made (``error``)."""
 
     report: NcclReport | None
@@ -57,7 +58,7 @@ class NcclReady(Message):
 
 
 @dataclass
-class NcclBenchDone(Message):
+class NcclBenchDone(Message, bubble=False):
     """A bandwidth test finished: its text, or None when it failed unexpectedly (the user
     was told)."""
 
@@ -65,7 +66,7 @@ class NcclBenchDone(Message):
 
 
 @dataclass
-class NcclFileLoaded(Message):
+class NcclFileLoaded(Message, bubble=False):
     """An NCCL log or nccl-tests file, summarised (or why it could not be read)."""
 
     text: str
@@ -80,7 +81,7 @@ class LaunchChanged(Message):
 
 
 @dataclass
-class LaunchPreview(Message):
+class LaunchPreview(Message, bubble=False):
     """The command the launch form would start, or why it cannot."""
 
     line: str
@@ -94,14 +95,14 @@ class LaunchPreview(Message):
 
 
 @dataclass
-class FitReady(Message):
+class FitReady(Message, bubble=False):
     """A fit estimate finished; the view keeps the newest request's."""
 
     outcome: FitOutcome
 
 
 @dataclass
-class ModelsFound(Message):
+class ModelsFound(Message, bubble=False):
     """GGUF files found in the usual folders."""
 
     models: tuple[ModelFile, ...] = field(default_factory=tuple)
