@@ -324,3 +324,81 @@ async def test_screens_and_the_palette_reach_the_app_through_its_protocol():
         assert host_of(app.screen) is app
         assert app.screen.lltui is app
         assert host_of(LltuiCommands(app.screen)) is app
+
+
+# -- blocking work off the UI thread ---------------------------------------------------------
+async def test_off_thread_returns_or_raises_what_the_work_does_on_a_daemon_thread():
+    import threading
+
+    import pytest
+
+    from lltui.app.background import off_thread
+
+    def where() -> tuple[str, bool]:
+        me = threading.current_thread()
+        return me.name, me.daemon
+
+    assert await off_thread(where, "probe") == ("lltui-probe", True)
+
+    def broken() -> None:
+        raise ValueError("no such file")
+
+    with pytest.raises(ValueError, match="no such file"):
+        await off_thread(broken, "broken")
+
+
+async def test_a_hung_loader_does_not_hold_up_its_screen_or_quitting(monkeypatch):
+    import threading
+
+    from lltui.app.screens import topology
+
+    release = threading.Event()
+    started = threading.Event()
+
+    def hung(source: str):
+        started.set()
+        release.wait(30)  # nvidia-smi that never answers
+        raise OSError("released")
+
+    monkeypatch.setattr(topology, "read_topology", hung)
+    app = sim_app("kaggle-2xt4")
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("2")
+            await wait_for(started.is_set)
+            assert app.view_loading()
+            await pilot.press("1", "s")  # the UI still answers
+            assert app.model.sort_index == 1
+            await pilot.press("ctrl+q")
+        # the app has quit while the loader still hangs, on a daemon thread
+        hung_threads = [t for t in threading.enumerate() if t.name == "lltui-topology"]
+        assert hung_threads and all(t.daemon and t.is_alive() for t in hung_threads)
+    finally:
+        release.set()
+
+
+async def test_a_cancelled_wait_drops_the_late_result_quietly():
+    import threading
+
+    import pytest
+
+    from lltui.app.background import off_thread
+
+    loop = asyncio.get_running_loop()
+    errors: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    release, settled = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        release.wait(10)
+        loop.call_soon_threadsafe(settled.set)  # runs after off_thread's own callback
+        return 1
+
+    task = asyncio.ensure_future(off_thread(slow, "slow"))
+    await wait_for(lambda: any(t.name == "lltui-slow" for t in threading.enumerate()))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    release.set()
+    await wait_for(settled.is_set)
+    assert errors == []

@@ -43,7 +43,8 @@ SampleListener = Callable[[RigSample], None]
 
 
 class LltuiApp(App[int]):
-    """lltui. Views are modes; the monitor exists now, each other view arrives as a mode."""
+    """lltui. Views are modes (views.py), keys are in keys.py; the app owns the model, the
+    poller and the launched server, and its screens see it as an ``AppHost`` (host.py)."""
 
     CSS_PATH = "lltui.tcss"
     TITLE = "lltui"
