@@ -259,3 +259,146 @@ async def test_process_commands_are_shown_as_text_not_markup():
         cell = table.get_cell("999", "command")
         assert "[/oops]" in str(cell) or "[/oops]" in table.get_row("999")[-1]
         assert app.is_running
+
+
+# -- the app is typed: no attribute of it is reached by name --------------------------------
+def _untyped_app_lookups(source: str) -> list[str]:
+    """``getattr(app, "x")``, ``getattr(self.app, "x")`` (and hasattr/setattr) in ``source``:
+    lookups mypy cannot check."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            continue
+        target = node.args[0]
+        if (isinstance(target, ast.Name) and target.id == "app") or (
+            isinstance(target, ast.Attribute) and target.attr == "app"
+        ):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_app_is_reached_through_typed_accessors_only():
+    from pathlib import Path
+
+    import lltui.app
+
+    package = Path(lltui.app.__file__).parent
+    files = sorted(package.rglob("*.py"))
+    assert len(files) > 10, "the app's modules were found"
+    bad = {
+        str(path.relative_to(package)): hits
+        for path in files
+        if (hits := _untyped_app_lookups(path.read_text(encoding="utf-8")))
+    }
+    assert bad == {}
+
+
+def test_the_lookup_check_can_fail():
+    code = (
+        'x = getattr(self.app, "model", None)\n'
+        'getattr(app, "MODES", {})\n'
+        'hasattr(self.screen.app, "launch")\n'
+        'getattr(banner, "_text", None)\n'  # not the app: allowed
+        "getattr(self.app, name)\n"  # not a literal: allowed
+    )
+    assert len(_untyped_app_lookups(code)) == 3
+
+
+async def test_screens_and_the_palette_reach_the_app_through_its_protocol():
+    from lltui.app.host import host_of
+    from lltui.app.palette import LltuiCommands
+
+    app = sim_app("4xl4")
+    async with app.run_test(size=(120, 50)) as pilot:
+        feed(app, 2)
+        await pilot.pause()
+        assert host_of(app.screen) is app
+        assert app.screen.lltui is app
+        assert host_of(LltuiCommands(app.screen)) is app
+
+
+# -- blocking work off the UI thread ---------------------------------------------------------
+async def test_off_thread_returns_or_raises_what_the_work_does_on_a_daemon_thread():
+    import threading
+
+    import pytest
+
+    from lltui.app.background import off_thread
+
+    def where() -> tuple[str, bool]:
+        me = threading.current_thread()
+        return me.name, me.daemon
+
+    assert await off_thread(where, "probe") == ("lltui-probe", True)
+
+    def broken() -> None:
+        raise ValueError("no such file")
+
+    with pytest.raises(ValueError, match="no such file"):
+        await off_thread(broken, "broken")
+
+
+async def test_a_hung_loader_does_not_hold_up_its_screen_or_quitting(monkeypatch):
+    import threading
+
+    from lltui.app.screens import topology
+
+    release = threading.Event()
+    started = threading.Event()
+
+    def hung(source: str):
+        started.set()
+        release.wait(30)  # nvidia-smi that never answers
+        raise OSError("released")
+
+    monkeypatch.setattr(topology, "read_topology", hung)
+    app = sim_app("kaggle-2xt4")
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("2")
+            await wait_for(started.is_set)
+            assert app.view_loading()
+            await pilot.press("1", "s")  # the UI still answers
+            assert app.model.sort_index == 1
+            await pilot.press("ctrl+q")
+        # the app has quit while the loader still hangs, on a daemon thread
+        hung_threads = [t for t in threading.enumerate() if t.name == "lltui-topology"]
+        assert hung_threads and all(t.daemon and t.is_alive() for t in hung_threads)
+    finally:
+        release.set()
+
+
+async def test_a_cancelled_wait_drops_the_late_result_quietly():
+    import threading
+
+    import pytest
+
+    from lltui.app.background import off_thread
+
+    loop = asyncio.get_running_loop()
+    errors: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    release, settled = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        release.wait(10)
+        loop.call_soon_threadsafe(settled.set)  # runs after off_thread's own callback
+        return 1
+
+    task = asyncio.ensure_future(off_thread(slow, "slow"))
+    await wait_for(lambda: any(t.name == "lltui-slow" for t in threading.enumerate()))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    release.set()
+    await wait_for(settled.is_set)
+    assert errors == []

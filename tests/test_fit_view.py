@@ -1,7 +1,5 @@
 """The fit view: estimate off the UI thread, bars per GPU, the quant table, carry to launch."""
 
-import asyncio
-
 import gguf_factory as gf
 import pytest
 from app_helpers import sim_app, wait_for
@@ -67,12 +65,12 @@ async def test_the_view_estimates_and_carries_settings_to_launch(model_path):
         screen.query_one("#fit-model").value = str(model_path)
         screen.query_one("#fit-ctx").value = "4096"
         screen.query_one("#fit-ts").value = "3,1"
-        await wait_for(lambda: app.fit_outcome is not None and app.fit_outcome.result is not None)
+        await wait_for(lambda: screen.outcome is not None and screen.outcome.result is not None)
         await pilot.pause()
         bars = str(screen.query_one("#fit-bars").render())
         assert "CUDA0" in bars and "CUDA1" in bars and "fits" in bars
         assert "fits" in str(screen.query_one("#fit-verdict").render())
-        assert screen.query_one("#fit-quants").row_count == len(app.fit_outcome.quants)
+        assert screen.query_one("#fit-quants").row_count == len(screen.outcome.quants)
         await pilot.click("#fit-launch")
         await pilot.pause()
         assert app.current_mode == "launch"
@@ -90,11 +88,31 @@ async def test_a_newer_request_wins_over_an_older_answer(model_path):
         screen.query_one("#fit-model").value = str(model_path)
         screen.query_one("#fit-ctx").value = "1024"
         screen.query_one("#fit-ctx").value = "2048"
-        await wait_for(lambda: app.fit_outcome is not None)
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: screen.outcome is not None)
+        await app.workers.wait_for_complete()  # an older answer, had one been left, is in
         await pilot.pause()
-        assert app.fit_outcome.generation == app._fit_generation
-        assert app.fit_outcome.result.resolved.n_ctx == 2048
+        assert screen.outcome.generation == screen.generation
+        assert screen.outcome.result.resolved.n_ctx == 2048
+
+
+async def test_the_estimate_and_the_models_found_come_back_in_messages(model_path):
+    from lltui.app.messages import FitReady, ModelsFound
+
+    app = sim_app("kaggle-2xt4")
+    messages = []
+    async with app.run_test(size=(120, 50), message_hook=messages.append) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        await wait_for(lambda: any(isinstance(m, ModelsFound) for m in messages))
+        found = next(m for m in messages if isinstance(m, ModelsFound))
+        assert isinstance(found.models, tuple)
+        screen.query_one("#fit-model").value = str(model_path)
+        screen.query_one("#fit-ctx").value = "2048"
+        await wait_for(lambda: screen.outcome is not None and screen.outcome.result is not None)
+        fits = [m for m in messages if isinstance(m, FitReady)]
+        assert fits[-1].outcome is screen.outcome  # the view keeps what the message carried
+        assert fits[-1].outcome.generation == screen.generation
+        assert fits[-1].outcome.result.resolved.n_ctx == 2048
 
 
 def test_fit_view_snapshot_empty_form(snap_compare):
@@ -103,7 +121,7 @@ def test_fit_view_snapshot_empty_form(snap_compare):
     async def run_before(pilot):
         app.poll_sync(2)
         await pilot.press("4")
-        await wait_for(lambda: app.fit_outcome is not None)  # the (debounced) first answer
+        await wait_for(lambda: app.screen.outcome is not None)  # the (debounced) first answer
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

@@ -44,6 +44,27 @@ def test_form_parsing_rejects_what_cannot_start():
     assert (spec.ctx_size, spec.n_parallel, spec.port, spec.tensor_split) == (512, 2, 9001, (3, 1))
 
 
+async def test_the_command_preview_comes_back_in_a_message_that_carries_it():
+    from lltui.app.messages import LaunchPreview
+
+    app = sim_app("kaggle-2xt4")
+    messages = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.press("5")
+        screen = app.screen
+        screen.query_one("#launch-model").value = "/models/m.gguf"
+        screen.query_one("#launch-flags").value = "-c 512 -np 2"
+
+        def shown() -> str:
+            return str(screen.query_one("#launch-argv").render())
+
+        await wait_for(lambda: "-np 2" in shown())
+        previews = [m for m in messages if isinstance(m, LaunchPreview)]
+        newest = max(previews, key=lambda m: m.generation)
+        assert "/models/m.gguf" in newest.line and "-np 2" in newest.line
+        assert "/models/m.gguf" in shown()  # the view shows what the newest message carried
+
+
 @pytest.mark.slow
 async def test_start_ready_complete_tokens_per_second_and_stop(server_env, tiny_model):
     port = free_port()

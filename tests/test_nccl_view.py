@@ -11,8 +11,13 @@ from lltui.sources.sim import PROFILES
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real" / "nccl"  # see its README.md
 
 
+def state(app):
+    assert isinstance(app.screen, NcclScreen)
+    return app.screen.state
+
+
 def loaded(app) -> bool:
-    return app.nccl_state.report is not None or app.nccl_state.error is not None
+    return state(app).report is not None or state(app).error is not None
 
 
 def text(app, selector: str) -> str:
@@ -39,7 +44,7 @@ async def test_bench_on_a_simulated_rig_says_why_it_cannot_run():
         await pilot.press("3")
         await wait_for(lambda: loaded(app))
         await pilot.click("#nccl-bench")
-        await wait_for(lambda: bool(app.nccl_state.bench_text))
+        await wait_for(lambda: bool(state(app).bench_text))
         await pilot.pause()
         assert "simulated rig has no GPUs" in text(app, "#nccl-bench-result")
 
@@ -54,17 +59,50 @@ async def test_loading_an_nccl_tests_file_and_a_log():
         field.value = str(tests_file)
         await pilot.click("#nccl-file")
         await pilot.press("enter")
-        await wait_for(lambda: "nccl-tests" in app.nccl_state.file_text)
+        await wait_for(lambda: "nccl-tests" in state(app).file_text)
         await pilot.pause()
         assert "busbw" in text(app, "#nccl-file-result") or "GB/s" in text(app, "#nccl-file-result")
         log_file = next(FIXTURES.glob("N11-*.txt"))
         field.value = str(log_file)
         await pilot.press("enter")
-        await wait_for(lambda: "NCCL log" in app.nccl_state.file_text)
+        await wait_for(lambda: "NCCL log" in state(app).file_text)
         field.value = "/no/such/file"
         await pilot.press("enter")
-        await wait_for(lambda: "/no/such/file" in app.nccl_state.file_text)
+        await wait_for(lambda: "/no/such/file" in state(app).file_text)
         assert app.is_running
+
+
+async def test_nccl_results_come_back_in_messages_that_carry_them(tmp_path):
+    from lltui.app.messages import NcclBenchDone, NcclFileLoaded, NcclReady
+
+    app = sim_app("2x3090-nvlink")
+    messages = []
+
+    def first(kind):
+        return next((m for m in messages if isinstance(m, kind)), None)
+
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: first(NcclReady) is not None)
+        await pilot.pause()
+        ready = first(NcclReady)
+        assert ready.error is None and ready.report.info["version"] == "2.27.7"
+        assert ready.report.findings
+        assert state(app).report is ready.report
+        await pilot.click("#nccl-bench")
+        await wait_for(lambda: first(NcclBenchDone) is not None)
+        await pilot.pause()
+        assert "simulated rig has no GPUs" in first(NcclBenchDone).text
+        assert state(app).bench_text == first(NcclBenchDone).text
+        assert not state(app).bench_running
+        missing = tmp_path / "missing.log"
+        app.screen.query_one("#nccl-file").value = str(missing)
+        await pilot.click("#nccl-file")
+        await pilot.press("enter")
+        await wait_for(lambda: first(NcclFileLoaded) is not None)
+        await pilot.pause()
+        assert str(missing) in first(NcclFileLoaded).text
+        assert state(app).file_text == first(NcclFileLoaded).text
 
 
 async def test_typing_q_in_the_file_field_does_not_quit():

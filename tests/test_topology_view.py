@@ -8,7 +8,8 @@ from lltui.sources.sim import PROFILES
 
 
 def loaded(app) -> bool:
-    state = app.topology_state
+    assert isinstance(app.screen, TopologyScreen)
+    state = app.screen.state
     return state.report is not None or state.error is not None
 
 
@@ -59,6 +60,30 @@ async def test_a_replay_has_no_topology_and_says_so(tmp_path):
         await pilot.pause()
         title = str(app.screen.query_one("#topo-title").render())
         assert "topology unavailable" in title and "replay" in title
+
+
+async def test_the_topology_comes_back_in_a_message_that_carries_it():
+    from lltui.app.messages import TopologyReady
+
+    app = sim_app("8xh100-sxm")
+    messages = []
+    async with app.run_test(size=(120, 50), message_hook=messages.append) as pilot:
+        await pilot.press("2")
+        await wait_for(lambda: any(isinstance(m, TopologyReady) for m in messages))
+        await pilot.pause()
+        ready = [m for m in messages if isinstance(m, TopologyReady)]
+        assert len(ready) == 1  # read once
+        message = ready[0]
+        assert message.error is None and message.report is not None
+        assert len(message.report.live.topology.gpus) == 8
+        assert any("NVLink" in a.message for a in message.advice)
+        # the screen keeps what the message brought, on the UI thread
+        assert app.screen.state.report is message.report
+        assert app.screen.state.advice == message.advice
+        assert not app.view_loading()
+        await pilot.press("1", "2")  # back again: not read a second time
+        await pilot.pause()
+        assert len([m for m in messages if isinstance(m, TopologyReady)]) == 1
 
 
 def test_link_kinds_have_distinct_styles():

@@ -1,58 +1,92 @@
-"""Messages from worker threads to the UI thread."""
+"""Messages that bring results to the UI thread: from the poller thread to the app, from a
+screen's workers to the screen (those do not bubble on to the app: only their screen wants
+them). Each carries its result; the handler on the UI thread is the only one that stores it
+or touches widgets."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
-from lltui.core.monitor.models import RigSample
+if TYPE_CHECKING:
+    from lltui.app.fit_state import FitOutcome
+    from lltui.core.monitor.models import RigSample
+    from lltui.core.topo.advice import Advice
+    from lltui.sources.model_files import ModelFile
+    from lltui.sources.nccl_report import NcclReport
+    from lltui.sources.topo import TopologyReport
 
 
+@dataclass
 class SampleReady(Message):
     """The model took a new sample: render it. Coalesces: only the newest pending one is
     handled (the model's history already holds every sample)."""
 
-    def __init__(self, sample: RigSample) -> None:
-        super().__init__()
-        self.sample = sample
+    sample: RigSample
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SampleReady)
 
 
+@dataclass
 class PollFailed(Message):
     """The source raised; the poller keeps going and the UI shows the error."""
 
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+    error: str
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, PollFailed)
 
 
-class TopologyReady(Message):
-    """The topology was read (or could not be); the app holds the result."""
+@dataclass
+class TopologyReady(Message, bubble=False):
+    """The topology was read, with its advice; or why it could not be (``error``)."""
+
+    report: TopologyReport | None
+    advice: tuple[Advice, ...] = ()
+    error: str | None = None
 
 
-class NcclReady(Message):
-    """NCCL facts, a bandwidth test or a loaded file changed; the app holds them."""
+@dataclass
+class NcclReady(Message, bubble=False):
+    """The NCCL facts and findings; or why they could not be made (``error``)."""
+
+    report: NcclReport | None
+    error: str | None = None
+
+
+@dataclass
+class NcclBenchDone(Message, bubble=False):
+    """A bandwidth test finished: its text, or None when it failed unexpectedly (the user
+    was told)."""
+
+    text: str | None
+
+
+@dataclass
+class NcclFileLoaded(Message, bubble=False):
+    """An NCCL log or nccl-tests file, summarised (or why it could not be read)."""
+
+    text: str
 
 
 class LaunchChanged(Message):
-    """The launched (or followed) server changed: a log line, a poll, a state. Coalesces."""
+    """The launched (or followed) server changed: a log line, a poll, a state. Coalesces;
+    the controller's state is read under its lock."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LaunchChanged)
 
 
-class LaunchPreview(Message):
+@dataclass
+class LaunchPreview(Message, bubble=False):
     """The command the launch form would start, or why it cannot."""
 
-    def __init__(self, line: str, note: str | None, generation: int = 0) -> None:
-        super().__init__()
-        self.line = line
-        self.note = note
-        self.generation = generation
+    line: str
+    note: str | None
+    generation: int = 0
 
     def can_replace(self, message: Message) -> bool:
         # Textual asks the queued message whether the one behind it supersedes it; workers
@@ -60,17 +94,15 @@ class LaunchPreview(Message):
         return isinstance(message, LaunchPreview) and message.generation > self.generation
 
 
-class FitReady(Message):
-    """A fit estimate finished; the app keeps the newest."""
+@dataclass
+class FitReady(Message, bubble=False):
+    """A fit estimate finished; the view keeps the newest request's."""
 
-    def __init__(self, outcome: object) -> None:
-        super().__init__()
-        self.outcome = outcome
+    outcome: FitOutcome
 
 
-class ModelsFound(Message):
+@dataclass
+class ModelsFound(Message, bubble=False):
     """GGUF files found in the usual folders."""
 
-    def __init__(self, models: list[object]) -> None:
-        super().__init__()
-        self.models = models
+    models: tuple[ModelFile, ...] = field(default_factory=tuple)

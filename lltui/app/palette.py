@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from lltui.app.host import host_of
 from lltui.app.model import SORT_KEYS, WINDOWS_S
 
 
 class LltuiCommands(Provider):
-    def _commands(self) -> list[tuple[str, str, object]]:
-        app: Any = self.app  # LltuiApp; typed loosely to avoid an import cycle
-        cmds: list[tuple[str, str, object]] = [
+    def _commands(self) -> list[tuple[str, str, Callable[[], object]]]:
+        app = host_of(self)
+        cmds: list[tuple[str, str, Callable[[], object]]] = [
             (
                 "Pause / resume sampling",
                 "Stop or restart polling the source",
@@ -44,19 +45,19 @@ class LltuiCommands(Provider):
                     partial(app.action_sort_by, key),
                 )
             )
-        for mode in getattr(app, "MODES", {}):
+        for mode in self.app.MODES:
             cmds.append(
-                (f"View: {mode}", f"Switch to the {mode} view", partial(app.switch_mode, mode))
+                (f"View: {mode}", f"Switch to the {mode} view", partial(self.app.switch_mode, mode))
             )
         return cmds
 
     async def discover(self) -> Hits:
         for name, help_text, callback in self._commands():
-            yield DiscoveryHit(name, callback, help=help_text)  # type: ignore[arg-type]
+            yield DiscoveryHit(name, callback, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, help_text, callback in self._commands():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback, help=help_text)  # type: ignore[arg-type]
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)

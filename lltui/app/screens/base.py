@@ -1,20 +1,42 @@
-"""What every view but the monitor shares: the status line and the SIMULATED banner on top,
-the footer below, and rendering from the app's model when shown."""
+"""What the screens share: the typed way to the app, how the app hands them its model, and
+for every view but the monitor the status line and the SIMULATED banner on top, the footer
+below, and rendering from the app's model when shown."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
+from lltui.app.host import AppHost, host_of
 from lltui.app.model import RigModel
-from lltui.app.widgets.status import StatusBar, show_header
+from lltui.app.widgets.status import Banner, StatusBar, show_header
 
 
-class ViewScreen(Screen[None]):
+class ModelView:
+    """A screen the app renders its model on (on the UI thread, holding the model's lock):
+    ``show`` for each new sample, ``refresh_status`` between samples."""
+
+    def show(self, model: RigModel) -> None:
+        """Render a new sample (or the model after a key changed it)."""
+
+    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
+        """Refresh what ages between samples (the status line)."""
+
+
+class LltuiScreen(ModelView, Screen[None]):
+    """A screen of the lltui app."""
+
+    @property
+    def lltui(self) -> AppHost:
+        """The app, typed."""
+        return host_of(self)
+
+
+class ViewScreen(LltuiScreen):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
-        yield Static("", id="banner")
+        yield Banner(id="banner")
         yield from self.compose_body()
         yield Footer()
 
@@ -22,13 +44,16 @@ class ViewScreen(Screen[None]):
         """The view's own widgets, between the banner and the footer."""
         yield from ()
 
+    @property
+    def awaiting_data(self) -> bool:
+        """Whether the view still waits for data it reads once (screenshots wait on it)."""
+        return False
+
     def on_screen_resume(self) -> None:
         self.render_all()
 
     def render_all(self) -> None:
-        render = getattr(self.app, "render_model", None)
-        if render is not None:
-            render()
+        self.lltui.render_model()
         self.show_view()
 
     def show_view(self) -> None:

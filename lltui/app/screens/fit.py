@@ -3,19 +3,28 @@ compute, margin against free memory), the layer map and the quant table out."""
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
-from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest
-from lltui.app.model import RigModel
+from lltui.app.background import off_thread_reported
+from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
+from lltui.app.messages import FitReady, ModelsFound
 from lltui.app.screens.base import ViewScreen
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
 from lltui.sources.sim import PROFILES
+
+if TYPE_CHECKING:
+    from lltui.core.monitor.models import RigSample
+    from lltui.sources.model_files import ModelFile
 
 BAR_WIDTH = 40
 QUANT_COLUMNS = (("type", 9), ("file", 11), ("bpw", 6), ("fits", 5), ("max ctx", 8))
@@ -134,20 +143,23 @@ class FitScreen(ViewScreen):
         opts += [(f"{name} (empty)", f"sim:{name}") for name in PROFILES]
         return opts
 
-    def on_mount(self) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcome: FitOutcome | None = None  # the newest request's estimate
+        self.generation = 0  # of the newest request
         self._debounce: Timer | None = None
+        self._quant_keys: list[str] = []
+
+    def on_mount(self) -> None:
         table = self.query_one("#fit-quants", DataTable)
         for label, width in QUANT_COLUMNS:
             table.add_column(label, key=label, width=width)
         table.add_column("per GPU (MiB)", key="devices")
-        self._quant_keys: list[str] = []
-        model: RigModel | None = getattr(self.app, "model", None)
-        if model is not None and model.info.simulated and model.info.source.startswith("sim:"):
+        info = self.lltui.model.info
+        if info.simulated and info.source.startswith("sim:"):
             # a simulated rig is busy with its own server: size against it empty
-            self.query_one("#fit-devices", Select).value = model.info.source
-        find = getattr(self.app, "find_models", None)
-        if find is not None:
-            find()
+            self.query_one("#fit-devices", Select).value = info.source
+        self._find_models()
         self.render_all()
 
     def show_view(self) -> None:
@@ -175,10 +187,11 @@ class FitScreen(ViewScreen):
         self._debounce = self.set_timer(self.FIT_DEBOUNCE_S, self._run_fit)
 
     def _run_fit(self) -> None:
+        """Estimate the form as it is now; only the newest request's answer is shown."""
         self._debounce = None
-        run = getattr(self.app, "run_fit", None)
-        if run is not None:
-            run(self.request())
+        self.generation += 1
+        request = replace(self.request(), generation=self.generation)
+        self._estimate(request, self.lltui.model.latest)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._changed()
@@ -194,19 +207,55 @@ class FitScreen(ViewScreen):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "fit-launch":
-            carry = getattr(self.app, "carry_to_launch", None)
-            if carry is not None:
-                carry()
+            self.carry_to_launch()
+
+    def carry_to_launch(self) -> None:
+        """Open the launch view with this form's model and flags."""
+        request = self.request()
+        try:
+            flags = form_flags(request.fields, request.extra)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.lltui.launch_prefill = (request.model_path, shlex.join(flags))
+        self.app.switch_mode("launch")
+
+    # -- workers: each result comes back as a message to this screen -----------------------
+    @work(group="fit-models", exclusive=True, exit_on_error=False)
+    async def _find_models(self) -> None:
+        from lltui.sources.model_files import find_models
+
+        models = await off_thread_reported(self, find_models, "models")
+        if models is not None:
+            self.post_message(ModelsFound(tuple(models)))
+
+    @work(group="fit", exclusive=True, exit_on_error=False)
+    async def _estimate(self, request: FitRequest, sample: RigSample | None) -> None:
+        """A newer request cancels this one; its answer, if it still comes, is dropped."""
+        outcome = await off_thread_reported(self, lambda: compute(request, sample), "fit")
+        if outcome is not None:
+            self.post_message(FitReady(outcome))
+
+    @on(ModelsFound)
+    def _models_found(self, message: ModelsFound) -> None:
+        self.show_found(message.models)
+
+    @on(FitReady)
+    def _fit_ready(self, message: FitReady) -> None:
+        if message.outcome.generation != self.generation:
+            return  # an older request finished after a newer one was made
+        self.outcome = message.outcome
+        self.show_fit()
 
     # -- results -------------------------------------------------------------------------
-    def show_found(self, models: list[Any]) -> None:
+    def show_found(self, models: Sequence[ModelFile]) -> None:
         if not self.is_mounted:
             return
         options = [(f"{fmt_bytes(m.size):>9}  {m.path}", m.path) for m in models]
         self.query_one("#fit-found", Select).set_options(options)
 
     def show_fit(self) -> None:
-        outcome: FitOutcome | None = getattr(self.app, "fit_outcome", None)
+        outcome = self.outcome
         if outcome is None or not self.is_mounted:
             return
         self.query_one("#fit-verdict", Static).update(render_verdict(outcome))

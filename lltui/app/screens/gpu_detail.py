@@ -11,7 +11,9 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from lltui.app.host import host_of
 from lltui.app.model import RigModel
+from lltui.app.screens.base import ModelView
 from lltui.core.monitor.models import GpuSample
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, fmt_energy_mj, spark
 
@@ -70,7 +72,9 @@ def render_detail(g: GpuSample, model: RigModel, width: int) -> str:
     return "\n".join(lines)
 
 
-class GpuDetailScreen(ModalScreen[None]):
+class GpuDetailScreen(ModelView, ModalScreen[None]):
+    """A modal over the monitor; the app renders the model on it and on the monitor below."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,enter,d", "dismiss", "Close", id="close-detail")
     ]
@@ -84,9 +88,7 @@ class GpuDetailScreen(ModalScreen[None]):
             yield Static("", id="detail")
 
     def on_mount(self) -> None:
-        render = getattr(self.app, "render_model", None)
-        if render is not None:
-            render()
+        host_of(self).render_model()
 
     def show(self, model: RigModel) -> None:
         sample = model.latest
@@ -99,4 +101,4 @@ class GpuDetailScreen(ModalScreen[None]):
                 return
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        return
+        return  # the detail has no status line

@@ -3,14 +3,15 @@ state and per-device placement, tokens/s and J/token, the balance of the GPUs, i
 
 from __future__ import annotations
 
-from typing import Any
-
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Button, DataTable, Input, Log, Static
 
-from lltui.app.launch_state import DEFAULT_HOSTPORT, LaunchState
+from lltui.app.background import off_thread_reported
+from lltui.app.launch_state import DEFAULT_HOSTPORT, LaunchState, preview_command
+from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
 from lltui.app.screens.base import ViewScreen
 from lltui.core.monitor.balance import imbalances
@@ -115,21 +116,25 @@ class LaunchScreen(ViewScreen):
                     yield Static("", id="launch-balance")
             yield Log(max_lines=2000, id="launch-log")
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._placement_keys: set[str] = set()
+        self._lines_shown = 0
+        self._preview_generation = 0  # of the newest form a command was asked for
+
     def on_mount(self) -> None:
         table = self.query_one("#launch-placement", DataTable)
         for label, width in PLACEMENT_COLUMNS:
             table.add_column(label, key=label, width=width)
-        self._placement_keys: set[str] = set()
-        self._lines_shown = 0
         self._take_prefill()
         self.render_all()
 
     def _take_prefill(self) -> None:
         """Settings carried from the fit view, taken once."""
-        prefill = getattr(self.app, "launch_prefill", None)
+        prefill = self.lltui.launch_prefill
         if prefill:
             self.prefill(*prefill)
-            self.app.launch_prefill = None  # type: ignore[attr-defined]
+            self.lltui.launch_prefill = None
 
     def prefill(self, model: str, flags: str) -> None:
         self.query_one("#launch-model", Input).value = model
@@ -152,9 +157,22 @@ class LaunchScreen(ViewScreen):
         )
 
     def update_preview(self) -> None:
-        preview = getattr(self.app, "launch_preview", None)
-        if preview is not None:
-            preview(*self._form())
+        self._preview_generation += 1
+        self._preview(*self._form(), self._preview_generation)
+
+    @work(group="launch-preview", exclusive=True, exit_on_error=False)
+    async def _preview(self, model: str, flags: str, hostport: str, generation: int) -> None:
+        found = await off_thread_reported(
+            self, lambda: preview_command(model, flags, hostport), "launch-preview"
+        )
+        if found is not None:
+            self.post_message(LaunchPreview(*found, generation))
+
+    @on(LaunchPreview)
+    def _preview_ready(self, message: LaunchPreview) -> None:
+        if message.generation != self._preview_generation:
+            return  # an older form's command, finished after a newer one was asked for
+        self.show_preview(message.line, message.note)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id in ("launch-model", "launch-flags", "launch-hostport"):
@@ -176,16 +194,13 @@ class LaunchScreen(ViewScreen):
             self._do("follow", self.query_one("#launch-url", Input).value)
 
     def _do(self, what: str, *args: str) -> None:
-        run = getattr(self.app, "launch_action", None)
-        if run is not None:
-            run(what, *args)
+        self.lltui.launch_action(what, *args)
 
     # -- rendering -----------------------------------------------------------------------
     def show(self, model: RigModel) -> None:
         self.refresh_status(model, None)
         if self.is_mounted:
-            controller = getattr(self.app, "launch", None)
-            pid = controller.state.pid if controller is not None else None
+            pid = self.lltui.launch.state.pid
             self.query_one("#launch-balance", Static).update(render_balance(model, pid))
 
     def show_preview(self, line: str, note: str | None) -> None:
@@ -201,9 +216,9 @@ class LaunchScreen(ViewScreen):
         argv.update(text)
 
     def show_launch(self) -> None:
-        controller: Any = getattr(self.app, "launch", None)
-        if controller is None or not self.is_mounted:
+        if not self.is_mounted:
             return
+        controller = self.lltui.launch
         with controller.lock:
             st: LaunchState = controller.state
             self.query_one("#launch-server", Static).update(render_server(st))

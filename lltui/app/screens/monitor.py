@@ -5,13 +5,13 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.markup import escape
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from lltui.app.model import RigModel
+from lltui.app.screens.base import LltuiScreen
 from lltui.app.widgets.gpu_card import GpuCard, render_card
 from lltui.app.widgets.process_table import ProcessTable
-from lltui.app.widgets.status import StatusBar, show_header
+from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.models import RigSample
 from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
@@ -63,12 +63,12 @@ def render_rig_line(sample: RigSample, model: RigModel) -> str:
     return "\n".join(lines)
 
 
-class MonitorScreen(Screen[None]):
+class MonitorScreen(LltuiScreen):
     """Live per-GPU dashboard. Rendering reads only the app's model."""
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
-        yield Static("", id="banner")
+        yield Banner(id="banner")
         yield Static("", id="rig")
         with VerticalScroll(id="cards-scroll"):
             yield Grid(id="cards")
@@ -93,16 +93,14 @@ class MonitorScreen(Screen[None]):
         self._render_from_app()
 
     def _render_from_app(self) -> None:
-        render = getattr(self.app, "render_model", None)
-        if render is not None:
-            render()
+        self.lltui.render_model()
 
-    def _layout(self, n: int) -> tuple[int, bool, int]:
-        """Columns of cards, whether cards carry sparklines, and each card's width."""
+    def layout_for(self, n: int) -> tuple[int, bool, int]:
+        """Columns of cards, whether cards carry sparklines, and each card's width, for
+        ``n`` GPUs on this screen's size."""
         width, height = self.size
         columns = max(1, min(n, width // CARD_MIN_WIDTH)) if n else 1
-        model: RigModel | None = getattr(self.app, "model", None)
-        graphs = model.graphs if model is not None else None
+        graphs = self.lltui.model.graphs
         if graphs is None:
             rows_per_column = -(-n // columns) if n else 1
             graphs = height >= 14 + rows_per_column * GRAPHS_MIN_ROWS_PER_GPU
@@ -112,7 +110,7 @@ class MonitorScreen(Screen[None]):
     def show(self, model: RigModel) -> None:
         if not self._ready:  # a sample can arrive before this screen is composed
             return
-        show_header(self, model, getattr(self.app, "busy_for", lambda: None)())
+        show_header(self, model, self.lltui.busy_for())
         sample = model.latest
         if sample is None:
             self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")
@@ -124,7 +122,7 @@ class MonitorScreen(Screen[None]):
             self.query_one("#rig", Static).update(rig_text, layout=rig_lines != self._rig_lines)
             self._rig_lines = rig_lines
             grid = self.query_one("#cards", Grid)
-            columns, graphs, card_width = self._layout(len(sample.gpus))
+            columns, graphs, card_width = self.layout_for(len(sample.gpus))
             if columns != self._columns:
                 grid.styles.grid_size_columns = columns
                 self._columns = columns

@@ -3,14 +3,19 @@ findings by severity, the last bandwidth test, and a log or nccl-tests file load
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Button, Input, Static
 
+from lltui.app.background import off_thread_reported
+from lltui.app.messages import NcclBenchDone, NcclFileLoaded, NcclReady
 from lltui.app.screens.base import ViewScreen
+from lltui.app.screens.nccl_state import NcclState, read_report, run_bench_text, summarize_file
 from lltui.core.nccl.findings import Finding
 from lltui.core.nccl.variables import explain_variable
 
@@ -85,30 +90,70 @@ class NcclScreen(ViewScreen):
             yield Static("", id="nccl-bench-result", classes="nccl-section")
             yield Static("", id="nccl-file-result", classes="nccl-section")
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = NcclState()
+
     def on_mount(self) -> None:
-        load = getattr(self.app, "load_nccl", None)
-        if load is not None:
-            load()
+        self._load(self.lltui.model.info.source)
         self.render_all()
+
+    @property
+    def awaiting_data(self) -> bool:
+        return self.state.loading
 
     def show_view(self) -> None:
         self.show_nccl()
 
+    # -- loaders: each a worker of this screen, each result a message to it ------------------
+    @work(group="nccl", exclusive=True, exit_on_error=False)
+    async def _load(self, source: str) -> None:
+        """Find libnccl and make the findings once (ldconfig, nvidia-smi)."""
+        found = await off_thread_reported(self, lambda: read_report(source), "nccl")
+        report, error = found if found is not None else (None, "reading NCCL facts failed")
+        self.post_message(NcclReady(report, error))
+
+    @work(group="nccl-bench", exclusive=True, exit_on_error=False)
+    async def _bench(self, simulated: bool) -> None:
+        text = await off_thread_reported(self, lambda: run_bench_text(simulated), "nccl-bench")
+        self.post_message(NcclBenchDone(text))
+
+    @work(group="nccl-file", exclusive=True, exit_on_error=False)
+    async def _load_file(self, path: str) -> None:
+        text = await off_thread_reported(self, lambda: summarize_file(path), "nccl-file")
+        if text is not None:
+            self.post_message(NcclFileLoaded(text))
+
+    @on(NcclReady)
+    def _nccl_ready(self, message: NcclReady) -> None:
+        self.state = replace(self.state, report=message.report, error=message.error)
+        self.show_nccl()
+
+    @on(NcclBenchDone)
+    def _bench_done(self, message: NcclBenchDone) -> None:
+        text = self.state.bench_text if message.text is None else message.text
+        self.state = replace(self.state, bench_running=False, bench_text=text)
+        self.show_nccl()
+
+    @on(NcclFileLoaded)
+    def _file_loaded(self, message: NcclFileLoaded) -> None:
+        self.state = replace(self.state, file_text=message.text)
+        self.show_nccl()
+
+    # -- the form ------------------------------------------------------------------------
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "nccl-bench":
-            run = getattr(self.app, "run_nccl_bench", None)
-            if run is not None:
-                run()
+        if event.button.id == "nccl-bench" and not self.state.bench_running:
+            self.state = replace(self.state, bench_running=True)
+            self._bench(self.lltui.model.info.simulated)
+            self.show_nccl()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "nccl-file" and event.value.strip():
-            load = getattr(self.app, "load_nccl_file", None)
-            if load is not None:
-                load(event.value.strip())
+            self._load_file(event.value.strip())
 
     def show_nccl(self) -> None:
-        state = getattr(self.app, "nccl_state", None)
-        if state is None or not self.is_mounted:
+        state = self.state
+        if not self.is_mounted:
             return
         library = self.query_one("#nccl-library", Static)
         if state.error:

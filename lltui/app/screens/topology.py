@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import HorizontalScroll, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Static
 
+from lltui.app.background import off_thread_reported
+from lltui.app.messages import TopologyReady
 from lltui.app.screens.base import ViewScreen
+from lltui.app.screens.topology_state import TopologyState, read_topology
 from lltui.core.monitor.models import GpuStatic
 from lltui.core.topo.advice import Advice
 from lltui.core.topo.matrix import Topology, link_meaning
@@ -97,7 +101,11 @@ def render_advice(advice: tuple[Advice, ...]) -> str:
 
 
 class TopologyScreen(ViewScreen):
-    """Reads the topology once (off the UI thread) and shows it."""
+    """Reads the topology once, in its own worker, and shows it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = TopologyState()
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="topo-page"):
@@ -110,17 +118,32 @@ class TopologyScreen(ViewScreen):
             yield Static("", id="topo-advice", classes="topo-section")
 
     def on_mount(self) -> None:
-        load = getattr(self.app, "load_topology", None)
-        if load is not None:
-            load()
+        self._load(self.lltui.model.info.source)
         self.render_all()
+
+    @property
+    def awaiting_data(self) -> bool:
+        return self.state.loading
+
+    @work(group="topology", exclusive=True, exit_on_error=False)
+    async def _load(self, source: str) -> None:
+        """Read once: nvidia-smi can take seconds."""
+        state = await off_thread_reported(self, lambda: read_topology(source), "topology")
+        if state is None:  # a bug, already reported: the view must not wait forever
+            state = TopologyState(error="reading the topology failed")
+        self.post_message(TopologyReady(state.report, state.advice, state.error))
+
+    @on(TopologyReady)
+    def _topology_ready(self, message: TopologyReady) -> None:
+        self.state = TopologyState(message.report, message.advice, message.error)
+        self.show_topology()
 
     def show_view(self) -> None:
         self.show_topology()
 
     def show_topology(self) -> None:
-        state = getattr(self.app, "topology_state", None)
-        if state is None or not self.is_mounted:
+        state = self.state
+        if not self.is_mounted:
             return
         title = self.query_one("#topo-title", Static)
         if state.error:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from textual.markup import escape
 from textual.widgets import Static
 
+from lltui.app.host import host_of
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import GpuSample
 from lltui.core.monitor.throttle import SLOWDOWNS
@@ -168,9 +169,7 @@ class GpuCard(Static):
         self.uuid = uuid
 
     def on_click(self) -> None:
-        select = getattr(self.app, "select_gpu_uuid", None)
-        if select is not None:
-            select(self.uuid)
+        host_of(self).select_gpu_uuid(self.uuid)
 
     def show(self, text: str) -> None:
         # Relayout only when the number of lines differs from the height we have.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual.markup import escape
+from textual.screen import Screen
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
@@ -51,20 +52,34 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
     return line
 
 
-def show_header(screen: Any, model: RigModel, busy_for: float | None) -> None:
-    """Update a screen's status line and SIMULATED banner (``#status`` and ``#banner``)."""
+def show_header(screen: Screen[Any], model: RigModel, busy_for: float | None) -> None:
+    """Update a screen's status line and SIMULATED banner."""
     screen.query_one(StatusBar).show(model, busy_for)
-    banner = screen.query_one("#banner", Static)
-    text = render_banner(model.info)
-    if getattr(banner, "_lltui_text", None) != text:  # a relayout only when it changes
-        banner._lltui_text = text
-        banner.display = bool(text)
-        banner.update(text)
+    screen.query_one(Banner).show(model.info)
 
 
 class StatusBar(Static):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id)
+        self._text: str | None = None
+
     def show(self, model: RigModel, busy_for: float | None) -> None:
         text = render_status(model, busy_for)
-        if text != getattr(self, "_text", None):  # twice a second between samples: skip repeats
+        if text != self._text:  # twice a second between samples: skip repeats
             self._text = text
+            self.update(text)
+
+
+class Banner(Static):
+    """The SIMULATED banner; hidden for a real rig."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id)
+        self._text: str | None = None
+
+    def show(self, info: RigInfo) -> None:
+        text = render_banner(info)
+        if text != self._text:  # a relayout only when it changes
+            self._text = text
+            self.display = bool(text)
             self.update(text)

@@ -4,29 +4,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lltui.sources.nccl.report import NcclReport
+if TYPE_CHECKING:
+    from lltui.sources.nccl.report import NcclReport
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
-@dataclass
+@dataclass(frozen=True)
 class NcclState:
-    loading: bool = False
+    """What the view shows; replaced (never changed) on the UI thread as results arrive."""
+
     report: NcclReport | None = None
     error: str | None = None
     bench_running: bool = False
     bench_text: str = ""
     file_text: str = ""
 
+    @property
+    def loading(self) -> bool:
+        return self.report is None and self.error is None
+
 
 def read_report(source: str) -> tuple[NcclReport | None, str | None]:
+    """The report, or why there is none in one line, whatever went wrong: the view must not
+    wait forever."""
     from lltui.sources.nccl.report import nccl_report
 
     try:
         return nccl_report(source), None
     except (ValueError, OSError) as exc:
         return None, str(exc)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def run_bench_text(simulated: bool) -> str:

@@ -1,0 +1,67 @@
+"""What the screens and widgets use of the app, as a protocol: they depend on this module,
+the app implements it (mypy checks that in app.py), so no screen imports the app module and
+no import cycle forms between them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from lltui.app.launch_state import LaunchController
+    from lltui.app.model import RigModel
+
+
+class AppHost(Protocol):
+    """The lltui app as its views see it."""
+
+    # settings carried from the fit view to the launch view: (model path, flags), taken once
+    launch_prefill: tuple[str, str] | None
+
+    @property
+    def model(self) -> RigModel:
+        """The rig: latest sample, history, poll health (the poller thread writes it under
+        its lock)."""
+        ...
+
+    @property
+    def launch(self) -> LaunchController:
+        """The one llama-server the app starts or follows."""
+        ...
+
+    def render_model(self) -> None:
+        """Render the model on the current screen (and the one under a modal)."""
+        ...
+
+    def busy_for(self) -> float | None:
+        """Seconds the running poll has taken, None when idle."""
+        ...
+
+    def select_gpu_uuid(self, uuid: str) -> None:
+        """Select a GPU by its card; a second selection opens its detail."""
+        ...
+
+    def launch_action(self, what: str, *args: str) -> None:
+        """Start, stop, restart or follow a server, off the UI thread."""
+        ...
+
+    # the actions the command palette offers
+    def action_toggle_pause(self) -> None: ...
+    def action_interval(self, direction: int) -> None: ...
+    def action_toggle_graphs(self) -> None: ...
+    def action_gpu_detail(self) -> None: ...
+    def action_set_window(self, index: int) -> None: ...
+    def action_sort_by(self, key: str) -> None: ...
+
+
+class InApp(Protocol):
+    """Anything Textual runs inside an app: a screen, a widget, a command provider."""
+
+    @property
+    def app(self) -> App[Any]: ...
+
+
+def host_of(node: InApp) -> AppHost:
+    """The app of a screen, widget or command provider, typed: lltui's run only in it."""
+    return cast("AppHost", node.app)
