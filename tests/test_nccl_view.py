@@ -86,7 +86,7 @@ async def test_nccl_results_come_back_in_messages_that_carry_them(tmp_path):
         await wait_for(lambda: first(NcclReady) is not None)
         await pilot.pause()
         ready = first(NcclReady)
-        assert ready.error is None and ready.report.info["version"] == "2.27.7"
+        assert ready.error is None and ready.report.info.version == "2.27.7"
         assert ready.report.findings
         assert state(app).report is ready.report
         await pilot.click("#nccl-bench")
