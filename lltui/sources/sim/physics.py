@@ -8,7 +8,7 @@ time give the same sample.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from lltui.core.monitor.models import GpuSample, GpuStatic, HostSample
 from lltui.core.units import GIB, MIB
@@ -26,8 +26,9 @@ from lltui.sources.sim.workload import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Load:
+# Small NamedTuples rather than frozen dataclasses: three per GPU per tick, and a frozen
+# dataclass costs several times as much to build.
+class Load(NamedTuple):
     """How hard one GPU works this tick."""
 
     util: float  # percent
@@ -35,8 +36,7 @@ class Load:
     busy: float  # share of a stream's time this GPU computes (0..1)
 
 
-@dataclass(frozen=True, slots=True)
-class Clocks:
+class Clocks(NamedTuple):
     temp_c: float
     sm_mhz: int
     mem_mhz: int
@@ -44,8 +44,7 @@ class Clocks:
     pstate: int
 
 
-@dataclass(frozen=True, slots=True)
-class Links:
+class Links(NamedTuple):
     pcie_rx_kbs: float
     pcie_tx_kbs: float
     nvlink_active: int | None
@@ -124,11 +123,7 @@ def gpu_links(
         nvlink_rx = round(rng.uniform(1e4, 8e4) * load.busy, 1)
         nvlink_tx = round(rng.uniform(1e4, 8e4) * load.busy, 1)
     return Links(
-        pcie_rx_kbs=round(pcie_rx, 1),
-        pcie_tx_kbs=round(pcie_tx, 1),
-        nvlink_active=g.nvlinks if nvl else None,
-        nvlink_rx_kbs=nvlink_rx,
-        nvlink_tx_kbs=nvlink_tx,
+        round(pcie_rx, 1), round(pcie_tx, 1), g.nvlinks if nvl else None, nvlink_rx, nvlink_tx
     )
 
 

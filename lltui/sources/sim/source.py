@@ -77,6 +77,7 @@ class SimSource:
         self._last_t: float | None = None
         self._energy_mj: list[float] = []
         self._static = self._make_static()
+        self._shares = layer_shares(self.profile)  # the profile is frozen: work it out once
 
     def _make_static(self) -> tuple[GpuStatic, ...]:
         p = self.profile
@@ -158,12 +159,12 @@ class SimSource:
     # -- the workload --------------------------------------------------------------------
     def shares(self) -> tuple[float, ...]:
         """Fraction of the model's layers each GPU holds."""
-        return layer_shares(self.profile)
+        return self._shares
 
     def _gpu_sample(self, i: int, t: float, dt: float, phase: str, progress: float) -> GpuSample:
         p = self.profile
         rng = random.Random(f"{self.seed}-{i}-{round(t * 10)}")
-        share = self.shares()[i]
+        share = self._shares[i]
         load = gpu_load(p.gpus[i], len(p.gpus), share, phase, serving=t >= LOAD_START, rng=rng)
         self._energy_mj[i] += load.power_w * dt * 1000.0
         return gpu_sample(
