@@ -17,6 +17,7 @@ from llama_fixture import llama_bins, tiny_model
 from lltui.cli import main
 from lltui.sources.llama import binary as llama_bin
 from lltui.sources.llama import build as llama_build
+from lltui.sources.llama import build_tools
 from lltui.sources.llama.build import (
     TARGETS,
     BuildError,
@@ -106,7 +107,7 @@ def test_missing_compiler_is_one_clear_line(tmp_path: Path) -> None:
 def test_cuda_without_nvcc_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tools = tool_dir(tmp_path, "cmake", "g++")
     env = {"PATH": str(tools)}
-    monkeypatch.setattr(llama_build, "NVCC_FALLBACKS", ())  # hide a toolkit installed here
+    monkeypatch.setattr(build_tools, "NVCC_FALLBACKS", ())  # hide a toolkit installed here
     assert llama_build.find_nvcc(env) is None
     # $CUDA_HOME/bin/nvcc is where a toolkit outside PATH is found.
     home = tmp_path / "cuda"
@@ -357,7 +358,7 @@ def test_cli_install_cuda_without_nvcc(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tools = tool_dir(tmp_path, "cmake", "g++")
-    monkeypatch.setattr(llama_build, "NVCC_FALLBACKS", ())  # hide a toolkit installed here
+    monkeypatch.setattr(build_tools, "NVCC_FALLBACKS", ())  # hide a toolkit installed here
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tools))
@@ -539,8 +540,8 @@ def test_a_hangup_during_a_build_step_stops_its_process_group(tmp_path):
     runner = tmp_path / "runner.py"
     runner.write_text(
         "import sys\nfrom collections import deque\nfrom pathlib import Path\n"
-        "from lltui.sources.llama.build import _run_streaming\n"
-        f"_run_streaming([sys.executable, {str(script)!r}], Path({str(tmp_path / 'log')!r}),"
+        "from lltui.sources.llama.build_cmake import run_streaming\n"
+        f"run_streaming([sys.executable, {str(script)!r}], Path({str(tmp_path / 'log')!r}),"
         " lambda line: print(line, flush=True), deque(maxlen=10))\n"
     )
     proc = subprocess.Popen([sys.executable, str(runner)], stdout=subprocess.PIPE, text=True)

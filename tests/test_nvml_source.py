@@ -671,6 +671,19 @@ def test_fields_the_driver_does_not_know_fall_back_one_by_one(monkeypatch):
     assert src.poll().gpus[0].power_limit_w == pytest.approx(250.0)
 
 
+def test_a_limit_read_on_the_slow_ttl_holds_between_slow_ticks(monkeypatch):
+    fake, src, clock = start(monkeypatch, make_gpus(1), driver=DRIVER_R470)
+    src.open()
+    fg = fake.gpus[0]
+    first_limit = fg.enforced_limit_mw / 1000
+    assert src.poll().gpus[0].power_limit_w == pytest.approx(first_limit)
+    fg.enforced_limit_mw = 250_000
+    clock.advance(1.0)  # a fast tick: the limit is not asked again, the last one stands
+    assert src.poll().gpus[0].power_limit_w == pytest.approx(first_limit)
+    clock.advance(EVERY_TTL)
+    assert src.poll().gpus[0].power_limit_w == pytest.approx(250.0)
+
+
 def test_average_power_unsupported_on_the_gpu_uses_power_usage(monkeypatch):
     gpus = make_gpus(2)
     gpus[0].power_average_supported = False  # Turing: no 1 s average field

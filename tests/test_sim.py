@@ -3,6 +3,7 @@ import itertools
 import pytest
 
 from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.units import MIB
 from lltui.sources.sim import PROFILES, SimSource, cuda_order, phase_at
 
 
@@ -115,3 +116,14 @@ def test_topo_text_has_one_row_per_gpu_and_links_agree(profile):
         assert rows[i].split("\t")[1 + j] == cell
         assert rows[j].split("\t")[1 + i] == cell
     assert p.nccl_facts["version"] == p.nccl_version
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_the_server_process_holds_the_gpus_memory_less_its_context(profile):
+    sample = run(profile, 0, ticks=40)[-1]  # serving by then
+    for g in sample.gpus:
+        server = [p for p in g.processes if p.name == "llama-server"]
+        assert len(server) == 1 and server[0].gpu_index == g.index
+        assert g.memory_used is not None and server[0].used_memory is not None
+        # the CUDA context (300 MiB), plus 3 MiB of display memory on a desktop card
+        assert g.memory_used - server[0].used_memory in (300 * MIB, 303 * MIB)

@@ -5,11 +5,22 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import psutil
 
 from lltui.core.monitor.models import GpuProcess, HostSample
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFacts:
+    """What the host knows of one process."""
+
+    name: str
+    user: str
+    command: str
+    host_rss: int
+    cpu_pct: float
 
 
 class HostSampler:
@@ -44,18 +55,30 @@ class HostSampler:
         out = []
         # A process on several GPUs is listed once per GPU: ask the host once per pid, or
         # the second cpu_percent() would read the few microseconds since the first.
-        host_facts: dict[int, dict[str, object] | None] = {}
+        host_facts: dict[int, ProcessFacts | None] = {}
         for gp in processes:
             if gp.pid not in host_facts:
                 host_facts[gp.pid] = self._host_facts(gp.pid)
             facts = host_facts[gp.pid]
-            out.append(gp if facts is None else replace(gp, **facts))  # type: ignore[arg-type]
+            if facts is None:
+                out.append(gp)
+                continue
+            out.append(
+                replace(
+                    gp,
+                    name=facts.name,
+                    user=facts.user,
+                    command=facts.command,
+                    host_rss=facts.host_rss,
+                    cpu_pct=facts.cpu_pct,
+                )
+            )
         for pid in list(self._procs):
             if pid not in host_facts:
                 del self._procs[pid]
         return tuple(out)
 
-    def _host_facts(self, pid: int) -> dict[str, object] | None:
+    def _host_facts(self, pid: int) -> ProcessFacts | None:
         proc = self._procs.get(pid)
         try:
             if proc is None:
@@ -63,13 +86,13 @@ class HostSampler:
                 self._procs[pid] = proc
             with proc.oneshot():
                 cmdline = proc.cmdline()
-                return {
-                    "name": proc.name(),
-                    "user": proc.username(),
-                    "command": " ".join(cmdline) if cmdline else proc.name(),
-                    "host_rss": int(proc.memory_info().rss),
-                    "cpu_pct": proc.cpu_percent(interval=None),
-                }
+                return ProcessFacts(
+                    name=proc.name(),
+                    user=proc.username(),
+                    command=" ".join(cmdline) if cmdline else proc.name(),
+                    host_rss=int(proc.memory_info().rss),
+                    cpu_pct=proc.cpu_percent(interval=None),
+                )
         except (psutil.Error, OSError):
             # Gone, or in another PID namespace (containers without --pid=host).
             self._procs.pop(pid, None)

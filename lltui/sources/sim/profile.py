@@ -1,0 +1,130 @@
+"""What a simulated rig is: published GPU specs, the model its llama-server serves, and how
+its GPUs connect, with the ``nvidia-smi topo -m`` text and CUDA order that follow from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
+
+LEGEND = """\
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""  # noqa: E501
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    """Published specs of one GPU model."""
+
+    name: str
+    memory_mib: int
+    power_limit_w: float
+    power_max_w: float
+    idle_w: float
+    max_sm_mhz: int
+    max_mem_mhz: int
+    idle_sm_mhz: int
+    compute_capability: tuple[int, int]
+    pcie_gen: int
+    pcie_width: int
+    has_fan: bool
+    nvlinks: int = 0
+    speed: float = 1.0  # relative decode speed: a slower GPU is busier for its share
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """The llama-server workload a profile runs."""
+
+    gguf: str
+    weights_gib: float
+    n_layer: int
+    kv_gib: float  # whole KV cache at the configured context
+    compute_mib: int  # per-GPU compute buffer
+    argv: tuple[str, ...]
+    tensor_split: tuple[float, ...] | None = None  # None: even split
+
+
+@dataclass(frozen=True, slots=True)
+class SimProfile:
+    name: str
+    description: str
+    gpus: tuple[GpuModel, ...]
+    pci_bus_ids: tuple[str, ...]
+    links: dict[tuple[int, int], str]  # (i, j) with i < j -> cell as nvidia-smi prints it
+    cpu_affinity: tuple[str, ...]
+    numa_affinity: tuple[str, ...]
+    cpu_count: int
+    host_mem_gib: int
+    served: ServedModel
+    driver_version: str = "580.95.05"
+    cuda_version: str = "13.0"
+    nccl_version: str = "2.27.7"
+    nics: tuple[str, ...] = ()
+    nic_links: dict[tuple[int, int], str] = field(default_factory=dict)  # (gpu, nic) -> cell
+    nccl_env: dict[str, str] = field(default_factory=dict)
+    hostname: str = "sim-rig"
+
+    @property
+    def topo_text(self) -> str:
+        return render_topo(self)
+
+    @property
+    def nccl_facts(self) -> dict[str, object]:
+        """What the NCCL view shows for this rig: simulated library facts and environment."""
+        return {
+            "available": True,
+            "version": self.nccl_version,
+            "path": "/usr/lib/x86_64-linux-gnu/libnccl.so.2 (simulated)",
+            "env": dict(self.nccl_env),
+            "simulated": True,
+        }
+
+
+def render_topo(profile: SimProfile) -> str:
+    """``nvidia-smi topo -m`` as a current driver prints it for this profile (tab separated)."""
+    n = len(profile.gpus)
+    names = [f"GPU{i}" for i in range(n)] + [f"NIC{i}" for i in range(len(profile.nics))]
+    header = ["", *names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    lines = ["\t".join(header)]
+
+    def cell(a: int, b: int) -> str:
+        if a == b:
+            return " X "
+        if a < n and b < n:
+            return profile.links[(min(a, b), max(a, b))]
+        if a < n:
+            return profile.nic_links[(a, b - n)]
+        if b < n:
+            return profile.nic_links[(b, a - n)]
+        return "NODE" if (a - n) // 2 == (b - n) // 2 else "SYS"  # NIC pairs share a socket
+
+    for a, row_name in enumerate(names):
+        cells = [cell(a, b) for b in range(len(names))]
+        if a < n:
+            cells += [profile.cpu_affinity[a], profile.numa_affinity[a], "N/A"]
+        lines.append("\t".join([row_name, *cells]))
+    text = "\n".join(lines) + "\n\n" + LEGEND
+    if profile.nics:
+        text += "\nNIC Legend:\n\n" + "".join(
+            f"  NIC{i}: {dev}\n" for i, dev in enumerate(profile.nics)
+        )
+    return text
+
+
+def cuda_order(profile: SimProfile) -> tuple[int, ...]:
+    """CUDA's default device order (compute capability descending, then PCI bus id), by the
+    same rule the NVML source uses."""
+    candidates = [
+        CudaCandidate("", bus, g.compute_capability)
+        for g, bus in zip(profile.gpus, profile.pci_bus_ids, strict=True)
+    ]
+    return tuple(enumeration_order(candidates, None))
