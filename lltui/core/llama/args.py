@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lltui.core.fit.gguf import MAX_LAYERS
 from lltui.core.llama import flag_values as v
@@ -161,7 +162,7 @@ class _Builder:
     """The settings being read, in llama-server's order: environment first, then flags."""
 
     def __init__(self) -> None:
-        self.fields: dict[str, object] = {}
+        self.fields: dict[str, Any] = {}  # field -> value, typed by the flag's parser
         self.overrides: list[TensorOverride] = []
         self.n_overrides = 0  # as llama.cpp counts them, before lltui drops impossible layers
         self.rpc: list[str] = []
@@ -339,7 +340,7 @@ def _value_text(key: str, value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):
-        return f"{value:g}"
+        return v.number_text(value)
     return str(value)
 
 

@@ -202,6 +202,12 @@ def check_proportions(flag: str, split: tuple[float, ...]) -> tuple[float, ...]:
     return split
 
 
+def number_text(x: float) -> str:
+    """A proportion as short as it can be written and still read back the same."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(float(x))
+
+
 def fit_target(flag: str, value: str) -> tuple[int, ...]:
     parts = split_list(value)
     if len(parts) >= MAX_DEVICES:

@@ -422,7 +422,7 @@ def _flag(binary: BinaryFlags | None, name: str) -> str:
 
 
 def _fmt_number(x: float) -> str:
-    return f"{x:g}"
+    return flag_values.number_text(x)
 
 
 def _load_mode_args(mode: str, binary: BinaryFlags | None) -> list[str]:

@@ -369,8 +369,9 @@ def _p2p(
                     INFO,
                     "p2p",
                     "NVLink joins every GPU pair: turn on peer access for llama.cpp",
-                    f"{GGML_P2P_ENV}=1 llama-server ... ({any_value}); NCCL uses NVLink by "
-                    f"itself, so leave {NCCL_P2P_DISABLE_ENV} unset",
+                    f"export {GGML_P2P_ENV}=1 before llama-server or lltui launch, which "
+                    f"passes it on ({any_value}); NCCL uses NVLink by itself, so leave "
+                    f"{NCCL_P2P_DISABLE_ENV} unset",
                 )
             )
     elif not_ok:
@@ -430,7 +431,8 @@ def _p2p(
                 "ggml-cuda-p2p-set",
                 f"{GGML_P2P_ENV} is set (to {env[GGML_P2P_ENV]!r}), which turns peer access on "
                 "whatever its value, and not every GPU pair is on NVLink",
-                f"unset {GGML_P2P_ENV} unless peer copies are tested on this board",
+                f"unset {GGML_P2P_ENV} unless peer copies are tested on this board "
+                "(lltui launch passes it on as it is)",
             )
         )
     if env.get(NCCL_P2P_DISABLE_ENV, "").strip().lower() in ("1", "true", "yes") and nv_pairs:
