@@ -369,9 +369,8 @@ def _p2p(
                     INFO,
                     "p2p",
                     "NVLink joins every GPU pair: turn on peer access for llama.cpp",
-                    f"export {GGML_P2P_ENV}=1 before llama-server or lltui launch, which "
-                    f"passes it on ({any_value}); NCCL uses NVLink by itself, so leave "
-                    f"{NCCL_P2P_DISABLE_ENV} unset",
+                    f"{GGML_P2P_ENV}=1 llama-server ... ({any_value}); NCCL uses NVLink by "
+                    f"itself, so leave {NCCL_P2P_DISABLE_ENV} unset",
                 )
             )
     elif not_ok:
