@@ -73,7 +73,7 @@ def wait_gone(pid: int, seconds: float = GONE_WITHIN_S) -> bool:
 def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
     server = server_env["LLTUI_LLAMA_SERVER"]
     rc = main(
-        ["launch", str(tiny_model), "-c", "512", "--no-mmap", "--port", "18555", "--jinja",
+        ["launch", str(tiny_model), "-c", "512", "-lm", "none", "--port", "18555", "--jinja",
          "--dry-run", "--json"]
     )  # fmt: skip
     out = capsys.readouterr().out
@@ -84,7 +84,7 @@ def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
         "--metrics", "-c", "512", "-lm", "none", "--jinja",
     ]  # fmt: skip
     assert data["env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert set(data["env_unset"]) == {"LLAMA_API_KEY", "GGML_CUDA_P2P"}
+    assert set(data["env_unset"]) == {"LLAMA_API_KEY"}  # an exported GGML_CUDA_P2P stays
     assert data["url"] == "http://127.0.0.1:18555"
     assert data["binary"]["flags_checked"] is True
 

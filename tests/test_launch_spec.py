@@ -87,50 +87,73 @@ def test_memory_flags_become_fields_and_the_rest_stays_in_order():
     assert args["extra_args"] == ("--jinja", "--temp", "0.7")
 
 
-def test_negative_numbers_are_values_and_long_flags_take_equals_and_underscores():
-    args = parse_llama_args(["-ngl", "-1", "--ctx_size=512", "--main-gpu=1", "-ts", "1,1"])
+def test_negative_numbers_are_values_and_long_flags_take_underscores():
+    args = parse_llama_args(["-ngl", "-1", "--ctx_size", "512", "--main_gpu", "1", "-ts", "1,1"])
     assert args["n_gpu_layers"] == -1
     assert args["ctx_size"] == 512
     assert args["main_gpu"] == 1
 
 
 @pytest.mark.parametrize(
-    ("words", "mode"),
-    [
-        (["--no-mmap"], "none"),
-        (["--mlock"], "mmap+mlock"),
-        (["--no-mmap", "--mlock"], "mlock"),
-        (["-lm", "dio"], "dio"),
-    ],
+    "flag", ["--ctx-size=4096", "--n-gpu-layers=10", "--tensor-split=3,1", "--cache-type-v=q8_0"]
 )
-def test_removed_mmap_flags_become_a_load_mode(words, mode):
-    assert parse_llama_args(words)["load_mode"] == mode
+def test_flag_equals_value_is_refused_as_llama_server_refuses_it(flag):
+    # llama-server takes a value only as the next argument: it dies on --ctx-size=4096
+    spec = spec_from([flag])
+    with pytest.raises(LaunchError) as err:
+        build_command(spec, "llama-server")
+    name = flag.split("=")[0]
+    assert f"takes the value of {name} as the next argument" in str(err.value)
+    with pytest.raises(LaunchError, match=r"write it as"):
+        build_command(spec, "x", CURRENT_FLAGS)
 
 
-def test_bare_flash_attn_switch_means_on_and_a_value_is_kept():
-    assert parse_llama_args(["-fa", "-c", "10"])["flash_attn"] == "on"
+@pytest.mark.parametrize(
+    ("flag", "instead"),
+    [("--no-mmap", "-lm none"), ("--mlock", "-lm mlock"), ("--mmap", "-lm mmap")],
+)
+def test_removed_mmap_flags_are_refused_with_what_this_build_takes(flag, instead):
+    # this llama-server has no --no-mmap/--mlock: it would die on them
+    spec = spec_from([flag])
+    with pytest.raises(LaunchError) as err:
+        build_command(spec, "llama-server")
+    assert flag in str(err.value) and instead in str(err.value)
+    with pytest.raises(LaunchError, match=f"has no {flag} flag .*{instead}"):
+        build_command(spec, "x", CURRENT_FLAGS)
+    assert parse_llama_args(["-lm", "dio"])["load_mode"] == "dio"
+
+
+def test_flash_attn_takes_a_value_and_a_bare_switch_is_refused():
+    # a bare -fa is from older llama.cpp; this one refuses it (and would take -c as its value)
+    with pytest.raises(LaunchError, match=r"-fa: expected on, off or auto.*write -fa on"):
+        parse_llama_args(["-fa", "-c", "10"])
+    with pytest.raises(LaunchError, match=r"write -fa on"):
+        parse_llama_args(["-fa"])
     assert parse_llama_args(["-fa", "off"])["flash_attn"] == "off"
     assert parse_llama_args(["--flash-attn", "1"])["flash_attn"] == "on"
+    with pytest.raises(LaunchError, match="lower case"):
+        parse_llama_args(["-fa", "ON"])
 
 
 @pytest.mark.parametrize(
     ("words", "needle"),
     [
-        (["-c"], "-c needs a value"),
-        (["-c", "lots"], "-c needs a whole number"),
+        (["-c"], "-c: expected a value"),
+        (["-c", "lots"], "-c: expected a whole number"),
         (["-sm", "diagonal"], "unknown split mode"),
-        (["-ngl", "many"], "-ngl needs a whole number"),
-        (["-ctk", "q3_k"], "is not one of"),
-        (["-fa", "maybe"], None),  # 'maybe' is not a value: -fa alone, then a stray word
-        (["-ts", "a,b"], "takes numbers"),
-        (["-lm", "fast"], "takes one of"),
+        (["-sm", "ROW"], "lower case: row"),
+        (["-ngl", "many"], "-ngl: expected a whole number"),
+        (["-ctk", "q3_k"], "unsupported cache type"),
+        (["-ctk", "Q8_0"], "lower case: q8_0"),
+        (["-fa", "maybe"], "-fa: unknown value 'maybe'"),
+        (["-ts", "a,b"], "-ts: 'a' is not a number"),
+        (["-ts", "nan,1"], "-ts: proportions must be finite"),
+        (["-ts", "inf"], "-ts: proportions must be finite"),
+        (["-ts", "1e-320,1e-320"], "out of range"),
+        (["-lm", "fast"], "-lm: invalid value 'fast'"),
     ],
 )
 def test_malformed_values_are_one_clear_line(words, needle):
-    if needle is None:
-        args = parse_llama_args(words)
-        assert args["flash_attn"] == "on" and args["extra_args"] == ("maybe",)
-        return
     with pytest.raises(LaunchError) as err:
         spec_from(words)
     assert needle in str(err.value) and "\n" not in str(err.value)
@@ -173,7 +196,7 @@ def test_verbosity_comes_first_and_every_setting_is_spelled_as_llama_server_does
     )  # fmt: skip
     env = dict(cmd.env_set)
     assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert P2P_ENV in cmd.env_unset
+    assert P2P_ENV not in cmd.env_unset  # what the user exported is theirs
 
 
 def test_defaults_listen_on_loopback_only():
@@ -231,23 +254,29 @@ def test_gpu_environment_by_uuid_nccl_values_and_p2p_only_when_asked():
         model="m.gguf",
         visible_gpus=uuids,
         nccl_env={"NCCL_P2P_LEVEL": "NVL", "NCCL_DEBUG": "WARN"},
-        env={P2P_ENV: "0", "OMP_NUM_THREADS": "4"},
+        env={"OMP_NUM_THREADS": "4"},
     )
     env = dict(build_command(spec, "llama-server").env_set)
     assert env["CUDA_VISIBLE_DEVICES"] == ",".join(uuids)
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["NCCL_P2P_LEVEL"] == "NVL" and env["NCCL_DEBUG"] == "WARN"
     assert env["OMP_NUM_THREADS"] == "4"
-    # Any value of GGML_CUDA_P2P turns peer access on, so it is set only through cuda_p2p.
+    # lltui sets GGML_CUDA_P2P only when asked, and never removes the user's own
     cmd = build_command(spec, "llama-server")
-    assert P2P_ENV not in dict(cmd.env_set) and P2P_ENV in cmd.env_unset
-    assert P2P_ENV not in cmd.environ({P2P_ENV: "1"})
+    assert P2P_ENV not in dict(cmd.env_set) and P2P_ENV not in cmd.env_unset
+    assert cmd.environ({P2P_ENV: "1"})[P2P_ENV] == "1"
+    assert relevant_inherited_env({P2P_ENV: "1"}, cmd) == {P2P_ENV: "1"}  # shown by a dry run
     on = build_command(LaunchSpec(model="m.gguf", cuda_p2p=True), "llama-server")
     assert dict(on.env_set)[P2P_ENV] == "1" and P2P_ENV not in on.env_unset
+    asked = build_command(LaunchSpec(model="m.gguf", env={P2P_ENV: "1"}), "llama-server")
+    assert dict(asked.env_set)[P2P_ENV] == "1"
+    # any value turns peer access on in llama.cpp: a value that reads as "off" is refused
+    with pytest.raises(LaunchError, match="turns peer access on"):
+        LaunchSpec(model="m.gguf", env={P2P_ENV: "0"})
 
 
 def test_load_mode_is_spelled_for_each_build():
-    spec = spec_from(["--no-mmap"])
+    spec = spec_from(["-lm", "none"])
     assert build_command(spec, "x", CURRENT_FLAGS).argv[-2:] == ("-lm", "none")
     assert build_command(spec, "x", OLD_FLAGS).argv[-1:] == ("--no-mmap",)
     locked = spec_from(["-lm", "mlock"])
@@ -467,10 +496,15 @@ def test_profiles_live_in_the_config_dir(isolated_config):
     assert path == isolated_config / "profiles" / "cfg.toml"
 
 
-def test_flag_equals_value_keeps_underscores_in_the_value():
+def test_values_keep_their_underscores():
     from lltui.core.llama.launch_args import parse_llama_args
 
-    got = parse_llama_args(["--model=/models/my_model.gguf", "--api_key=abc_def", "--ctx_size=512"])
+    got = parse_llama_args(
+        ["--model", "/models/my_model.gguf", "--api_key", "abc_def", "--ctx_size", "512"]
+    )
     assert got["model"] == "/models/my_model.gguf"
     assert got["api_key"] == "abc_def"
     assert got["ctx_size"] == 512
+    with pytest.raises(LaunchError) as err:
+        build_command(spec_from(["--model=/models/my_model.gguf"]), "llama-server")
+    assert "write --model /models/my_model.gguf" in str(err.value)

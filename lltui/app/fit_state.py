@@ -7,24 +7,29 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.monitor.models import RigSample
 
 LIVE = "live"  # the devices of the rig being monitored, with their free memory now
 
-# form field -> llama-server flag; empty fields are left to llama-server's defaults
-FIELD_FLAGS: tuple[tuple[str, str, str], ...] = (
-    # (field id, flag, label)
-    ("ctx", "-c", "context"),
-    ("np", "-np", "slots"),
-    ("ngl", "-ngl", "GPU layers"),
-    ("ctk", "-ctk", "K type"),
-    ("ctv", "-ctv", "V type"),
-    ("fa", "-fa", "flash attn"),
-    ("b", "-b", "batch"),
-    ("ub", "-ub", "ubatch"),
-    ("sm", "-sm", "split"),
-    ("ts", "-ts", "tensor split"),
-    ("mg", "-mg", "main GPU"),
+# form field -> llama-server setting; empty fields are left to llama-server's defaults
+_FORM_FIELDS: tuple[tuple[str, str, str], ...] = (
+    # (field id, LlamaArgs setting, label)
+    ("ctx", "n_ctx", "context"),
+    ("np", "n_parallel", "slots"),
+    ("ngl", "n_gpu_layers", "GPU layers"),
+    ("ctk", "type_k", "K type"),
+    ("ctv", "type_v", "V type"),
+    ("fa", "flash_attn", "flash attn"),
+    ("b", "n_batch", "batch"),
+    ("ub", "n_ubatch", "ubatch"),
+    ("sm", "split_mode", "split"),
+    ("ts", "tensor_split", "tensor split"),
+    ("mg", "main_gpu", "main GPU"),
+)
+# (field id, flag as the flag table spells it, label)
+FIELD_FLAGS: tuple[tuple[str, str, str], ...] = tuple(
+    (ident, BY_KEY[key].spellings[0], label) for ident, key, label in _FORM_FIELDS
 )
 
 

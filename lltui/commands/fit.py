@@ -9,6 +9,7 @@ change memory are accepted and ignored.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -49,19 +50,23 @@ def register(sub: Any) -> None:
         description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
-        prefix_chars="+",  # every argument reaches run(): llama-server flags look like options
+        prefix_chars="\x00",  # no option prefix: every word, -c or +5, reaches run() as typed
     )
     p.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
-def split_args(argv: list[str]) -> tuple[str | None, list[str], dict[str, Any]]:
-    """(model path, llama-server flags, lltui options) from the fit command line."""
-    from lltui.core.llama.flags import flag_arity
+def split_args(argv: list[str], verb: str = "fit") -> tuple[str | None, list[str], dict[str, Any]]:
+    """(model path, llama-server flags, lltui options) from the fit command line.
+
+    A llama-server flag takes as many values as the flag table says; one it does not know
+    is refused here, naming the flag (its value would otherwise read as a second model)."""
+    from lltui.core.llama.flag_table import is_flag_token, pinned_arity, unknown_flag_message
 
     model: str | None = None
     llama: list[str] = []
     own: dict[str, Any] = {"json": False, "oracle": False, "help": False}
+    own_words = (*OWN_VALUE, *OWN_FLAGS)
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -75,21 +80,25 @@ def split_args(argv: list[str]) -> tuple[str | None, list[str], dict[str, Any]]:
             continue
         if a in OWN_VALUE:
             if i + 1 >= len(argv):
-                raise CliError(f"fit: {a} expects a value", 2)
+                raise CliError(f"{verb}: {a} expects a value", 2)
             own[a[2:].replace("-", "_")] = argv[i + 1]
             i += 2
             continue
-        if a.startswith("-") and len(a) > 1:
-            n = flag_arity(a)
+        if is_flag_token(a):
+            n = pinned_arity(a)
             if n is None:
-                llama.append(a)  # the flag parser gives the one-line error
-                i += 1
-                continue
-            llama.extend(argv[i : i + 1 + n])
-            i += 1 + n
+                raise CliError(f"{verb}: {unknown_flag_message(a)}", 2)
+            values = argv[i + 1 : i + 1 + n]
+            if any(w in own_words for w in values):
+                values = []  # lltui's own option is not this flag's value: the parser says so
+            llama += [a, *values]
+            i += 1 + len(values)
             continue
         if model is not None:
-            raise CliError(f"fit: unexpected argument {a!r} (one model file only)", 2)
+            # reported after the flags are read: a flag's bad value may be why it is here
+            own.setdefault("stray", a)
+            i += 1
+            continue
         model = a
         i += 1
     return model, llama, own
@@ -121,14 +130,18 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         resolve_devices,
     )
 
-    model_path, llama_argv, own = split_args(argv)
+    model_path, llama_argv, own = split_args(argv, verb)
     if own["help"]:
         sys.stdout.write(help_text)
         return None
     try:
-        settings = parse_llama_args(llama_argv)
+        # LLAMA_ARG_* variables set llama-server's defaults: read them as it does
+        settings = parse_llama_args(llama_argv, env=os.environ)
     except ValueError as exc:
         raise CliError(f"{verb}: {exc}", 2) from None
+    if own.get("stray") is not None:
+        raise CliError(f"{verb}: unexpected argument {own['stray']!r} (one model file only)", 2)
+    env_notes = [f"{name}={value} from the environment" for name, value in settings.from_env]
     model_path = model_path or settings.model_path
     if not model_path:
         raise CliError(f"{verb}: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
@@ -160,7 +173,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         host_free_bytes=host_available() if host_free is None else host_free,
         repack_profile=own.get("cpu") or "x86",
     )
-    return FitInputs(model_path, model, settings, devices, notes, own, options)
+    return FitInputs(model_path, model, settings, devices, env_notes + notes, own, options)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -58,11 +58,11 @@ _OWN_SWITCHES = ("--dry-run", "--json", "--keep-running")
 
 
 def register(sub: Any) -> None:
-    # '+' as the prefix makes every word a plain value: llama-server's flags pass untouched.
+    # no option prefix (NUL): every word, -c or +5, passes untouched to run()
     p = sub.add_parser(
         "launch",
         help="start llama-server and watch it (--dry-run prints the command)",
-        prefix_chars="+",
+        prefix_chars="\x00",
         add_help=False,
         usage=USAGE,
     )

@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
         description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
-        prefix_chars="+",
+        prefix_chars="\x00",  # every word reaches run() as typed (see fit)
     )
     p.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(func=run)

@@ -20,7 +20,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lltui.core.llama.flags import KV_CACHE_TYPES, LOAD_MODES
+from lltui.core.llama import flag_values
+from lltui.core.llama.flag_table import (
+    BY_KEY,
+    REMOVED,
+    UNKNOWN_ARITY,
+    BinaryFlags,
+    arity_of,
+    canonical,
+    is_flag_token,
+    unknown_flag_message,
+)
+from lltui.core.llama.flag_values import KV_CACHE_TYPES, LOAD_MODES
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 
 DEFAULT_HOST = "127.0.0.1"
@@ -29,17 +40,17 @@ DEFAULT_PORT = 8080
 PLACEMENT_LOG_VERBOSITY = 4
 MASK = "***"
 
-FLASH_ATTN_VALUES: tuple[str, ...] = ("on", "off", "auto")
+FLASH_ATTN_VALUES: tuple[str, ...] = flag_values.FLASH_ATTN_MODES
 
 API_KEY_ENV = "LLAMA_API_KEY"
 P2P_ENV = "GGML_CUDA_P2P"  # enables peer access when set at all, whatever its value
+P2P_OFF_WORDS = ("0", "off", "false", "no", "disabled", "")  # values that read as off, but are on
 # Inherited variables that change what llama-server does; shown by a dry run.
 RELEVANT_ENV_PREFIXES: tuple[str, ...] = ("LLAMA_", "GGML_", "CUDA_", "NCCL_")
 
 _NCCL_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GPU_ID = re.compile(r"^(?:\d+|GPU-[0-9A-Za-z-]+|MIG-[0-9A-Za-z/-]+)$")
-_NUMBER = re.compile(r"^-\d+(?:\.\d+)?$")
 
 
 class LaunchError(ValueError):
@@ -140,6 +151,10 @@ class LaunchSpec:
                 raise LaunchError(
                     f"tensor_split needs non-negative proportions, not all zero: {list(split)}"
                 )
+            try:
+                flag_values.check_proportions("tensor_split", split)
+            except ValueError as exc:
+                raise LaunchError(str(exc)) from None
             set_(self, "tensor_split", split)
         n_split = len(self.tensor_split) if self.tensor_split is not None else None
         if self.main_gpu is not None and n_split is not None and self.main_gpu >= n_split:
@@ -190,9 +205,14 @@ class LaunchSpec:
                 raise LaunchError(f"{name!r} is not an NCCL_* variable name")
         set_(self, "nccl_env", nccl)
         env = _pairs(self.env)
-        for name, _ in env:
+        for name, value in env:
             if not _ENV_NAME.match(name):
                 raise LaunchError(f"{name!r} is not an environment variable name")
+            if name == P2P_ENV and value.strip().lower() in P2P_OFF_WORDS:
+                raise LaunchError(
+                    f"{P2P_ENV}={value} turns peer access on (llama.cpp enables it for any "
+                    "value): leave it out to keep it off"
+                )
         set_(self, "env", env)
 
     def __repr__(self) -> str:
@@ -306,70 +326,35 @@ def is_loopback(host: str) -> bool:
 
 # --- llama-server flags lltui models (see launch_args.parse_llama_args) ----------------
 
-# canonical name -> (spellings, number of values)
+# LlamaArgs setting -> LaunchSpec field; the flags themselves are the table's
+SPEC_KEYS: dict[str, str] = {
+    "model_path": "model",
+    "n_ctx": "ctx_size",
+    "n_parallel": "n_parallel",
+    "n_gpu_layers": "n_gpu_layers",
+    "split_mode": "split_mode",
+    "tensor_split": "tensor_split",
+    "main_gpu": "main_gpu",
+    "devices": "devices",
+    "type_k": "cache_type_k",
+    "type_v": "cache_type_v",
+    "flash_attn": "flash_attn",
+    "n_batch": "batch_size",
+    "n_ubatch": "ubatch_size",
+    "load_mode": "load_mode",
+    "rpc": "rpc",
+    "host": "host",
+    "port": "port",
+    "api_key": "api_key",
+    "api_key_file": "api_key_file",
+    "log_verbosity": "log_verbosity",
+    "metrics": "metrics",
+}
+# LaunchSpec field -> (spellings, number of values), first spelling first
 SPEC_FLAGS: dict[str, tuple[tuple[str, ...], int]] = {
-    "model": (("-m", "--model"), 1),
-    "ctx_size": (("-c", "--ctx-size"), 1),
-    "n_parallel": (("-np", "--parallel"), 1),
-    "n_gpu_layers": (("-ngl", "--gpu-layers", "--n-gpu-layers"), 1),
-    "split_mode": (("-sm", "--split-mode"), 1),
-    "tensor_split": (("-ts", "--tensor-split"), 1),
-    "main_gpu": (("-mg", "--main-gpu"), 1),
-    "devices": (("-dev", "--device"), 1),
-    "cache_type_k": (("-ctk", "--cache-type-k"), 1),
-    "cache_type_v": (("-ctv", "--cache-type-v"), 1),
-    "flash_attn": (("-fa", "--flash-attn"), 1),
-    "batch_size": (("-b", "--batch-size"), 1),
-    "ubatch_size": (("-ub", "--ubatch-size"), 1),
-    "load_mode": (("-lm", "--load-mode"), 1),
-    "rpc": (("--rpc",), 1),
-    "host": (("--host",), 1),
-    "port": (("--port",), 1),
-    "api_key": (("--api-key",), 1),
-    "api_key_file": (("--api-key-file",), 1),
-    "log_verbosity": (("-lv", "--verbosity", "--log-verbosity"), 1),
-    "metrics": (("--metrics",), 0),
+    name: (BY_KEY[key].spellings, BY_KEY[key].arity) for key, name in SPEC_KEYS.items()
 }
 _SPELLING_TO_NAME = {s: name for name, (spellings, _) in SPEC_FLAGS.items() for s in spellings}
-# Flags this build removed, read into the load mode and spelled again per binary.
-_LEGACY_LOAD_FLAGS = ("--no-mmap", "--mlock", "--mmap")
-_FA_LEGACY_TRUE = ("1", "true", "enabled")
-_FA_LEGACY_FALSE = ("0", "false", "disabled")
-
-
-def _normalise_flag(token: str) -> str:
-    # llama.cpp treats '_' as '-' in long flags.
-    return token.replace("_", "-") if token.startswith("--") else token
-
-
-def _is_flag(token: str) -> bool:
-    return token.startswith("-") and len(token) > 1 and not _NUMBER.match(token)
-
-
-# --- what a binary accepts -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BinaryFlags:
-    """What one llama-server binary accepts, from its ``--help``: every flag spelling, the
-    environment variables it reads, and, where known, how many values each flag takes."""
-
-    flags: frozenset[str]
-    env_vars: frozenset[str] = frozenset()
-    arity: Mapping[str, int] = field(default_factory=dict)
-    path: str | None = None
-    version: str | None = None
-
-    def has(self, flag: str) -> bool:
-        return _normalise_flag(flag) in self.flags
-
-    def values_of(self, flag: str) -> int | None:
-        """How many values ``flag`` takes; ``None`` when the help did not say."""
-        return self.arity.get(_normalise_flag(flag))
-
-    def describe(self) -> str:
-        where = self.path or "llama-server"
-        return f"{where} ({self.version})" if self.version else where
 
 
 @dataclass(frozen=True)
@@ -437,7 +422,7 @@ def _flag(binary: BinaryFlags | None, name: str) -> str:
 
 
 def _fmt_number(x: float) -> str:
-    return f"{x:g}"
+    return flag_values.number_text(x)
 
 
 def _load_mode_args(mode: str, binary: BinaryFlags | None) -> list[str]:
@@ -551,11 +536,8 @@ def build_command(
     env_set.update(spec.nccl_env)
     if spec.cuda_p2p:
         env_set[P2P_ENV] = "1"
-    else:
-        env_unset.append(P2P_ENV)
+    # GGML_CUDA_P2P exported by the user is theirs: the child inherits it, a dry run shows it
     for name, value in spec.env:
-        if name == P2P_ENV and not spec.cuda_p2p:
-            continue  # peer access is opt-in through cuda_p2p only
         if name == API_KEY_ENV:
             continue  # the key goes through api_key, masked
         env_set[name] = value
@@ -569,34 +551,34 @@ def build_command(
 
 
 def _check_extra(extra: Sequence[str], binary: BinaryFlags | None) -> None:
-    """Refuse extra flags the binary lacks, and flags the spec sets itself (llama-server
-    would take the last of two and warn)."""
+    """Refuse extra flags the build lacks (the binary's --help decides, else the pinned
+    table), values llama-server would refuse or that mean nothing, and flags the spec sets
+    itself (llama-server would take the last of two and warn)."""
+    from lltui.core.llama.args import parse_llama_args
+
     i = 0
     while i < len(extra):
-        token = _normalise_flag(extra[i])
-        i += 1
-        if not _is_flag(token):
-            if binary is not None:
-                raise LaunchError(
-                    f"unexpected argument {extra[i - 1]!r}: llama-server takes flags only"
-                )
-            continue
+        raw = extra[i]
+        token = canonical(raw)
         if token in _SPELLING_TO_NAME:
-            raise LaunchError(
-                f"{extra[i - 1]} is a launch setting: give it once, not among the extra flags"
-            )
-        if binary is None:
-            continue
-        if token not in binary.flags:
+            raise LaunchError(f"{raw} is a launch setting: give it once, not among the extra flags")
+        if binary is not None and is_flag_token(token) and not binary.has(token):
             hint = ""
             if "=" in token:
                 hint = f" (write it as {token.split('=', 1)[0]} VALUE)"
-            raise LaunchError(f"{binary.describe()} has no {extra[i - 1]} flag{hint}")
-        n = binary.values_of(token)
+            elif token in REMOVED:
+                hint = f" ({REMOVED[token]})"
+            raise LaunchError(f"{binary.describe()} has no {raw} flag{hint}")
+        n = arity_of(token, binary)
         if n is None:
-            # Unknown arity: one following token that does not look like a flag.
-            n = 1 if i < len(extra) and not _is_flag(extra[i]) else 0
-        i += n
+            raise LaunchError(unknown_flag_message(raw, binary))
+        if n == UNKNOWN_ARITY:
+            n = 1 if i + 1 < len(extra) and not is_flag_token(extra[i + 1]) else 0
+        i += 1 + n
+    try:
+        parse_llama_args(extra, binary=binary)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 # --- profiles as plain data --------------------------------------------------------------

@@ -5,6 +5,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from lltui.core.llama.args import spell
+from lltui.core.llama.flag_values import check_proportions
+
 
 class SplitMode(enum.Enum):
     """llama.cpp's ``--split-mode``."""
@@ -47,8 +50,12 @@ class MultiGPUConfig:
     def __post_init__(self) -> None:
         mode = SplitMode.parse(self.split_mode)
         object.__setattr__(self, "split_mode", mode)
-        if not isinstance(self.n_gpu, int) or self.n_gpu < 1:
+        if isinstance(self.n_gpu, bool) or not isinstance(self.n_gpu, int) or self.n_gpu < 1:
             raise ValueError(f"n_gpu must be a whole number >= 1, got {self.n_gpu!r}")
+        for name in ("main_gpu", "n_parallel", "gpu_layers"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} must be a whole number, got {value!r}")
         if not 0 <= self.main_gpu < self.n_gpu:
             raise ValueError(f"main_gpu {self.main_gpu} is not one of the {self.n_gpu} GPU(s)")
         if self.n_parallel < 1:
@@ -61,8 +68,7 @@ class MultiGPUConfig:
                 raise ValueError(
                     f"tensor_split has {len(split)} value(s) but n_gpu is {self.n_gpu}"
                 )
-            if any(x < 0 for x in split):
-                raise ValueError(f"tensor_split fractions must not be negative: {list(split)}")
+            check_proportions("tensor_split", split)
             if abs(sum(split) - 1.0) > SPLIT_SUM_TOLERANCE:
                 raise ValueError(f"tensor_split fractions must sum to 1, got {sum(split):.4f}")
             object.__setattr__(self, "tensor_split", split)
@@ -70,15 +76,15 @@ class MultiGPUConfig:
             raise ValueError("split_mode none uses one GPU; drop tensor_split or pick layer")
 
     def to_llama_args(self) -> list[str]:
-        """llama-server flags for these settings, with its own spellings."""
+        """llama-server flags for these settings, spelled by the flag table."""
         args: list[str] = []
         if self.gpu_layers is not None:
-            args += ["-ngl", str(self.gpu_layers)]
-        args += ["-sm", self.split_mode.flag]
+            args += spell("n_gpu_layers", self.gpu_layers)
+        args += spell("split_mode", self.split_mode.flag)
         if self.main_gpu:
-            args += ["-mg", str(self.main_gpu)]
+            args += spell("main_gpu", self.main_gpu)
         if self.tensor_split is not None and self.n_gpu > 1:
-            args += ["-ts", ",".join(f"{x:g}" for x in self.tensor_split)]
+            args += spell("tensor_split", tuple(self.tensor_split))
         # always explicit: llama-server's own default is several slots, not one
-        args += ["-np", str(self.n_parallel)]
+        args += spell("n_parallel", self.n_parallel)
         return args

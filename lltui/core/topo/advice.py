@@ -458,7 +458,8 @@ def _p2p_env(
                 "ggml-cuda-p2p-set",
                 f"{GGML_P2P_ENV} is set (to {env[GGML_P2P_ENV]!r}), which turns peer access on "
                 "whatever its value, and not every GPU pair is on NVLink",
-                f"unset {GGML_P2P_ENV} unless peer copies are tested on this board",
+                f"unset {GGML_P2P_ENV} unless peer copies are tested on this board "
+                "(lltui launch passes it on as it is)",
             )
         )
     if env.get(NCCL_P2P_DISABLE_ENV, "").strip().lower() in ("1", "true", "yes") and nv_pairs:
