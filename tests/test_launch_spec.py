@@ -12,6 +12,7 @@ import pytest
 
 from lltui.core.llama.exit_reason import exit_event, exit_reason
 from lltui.core.llama.launch_args import parse_llama_args
+from lltui.core.llama.launch_profile import spec_from_dict, spec_to_dict
 from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
     MASK,
@@ -25,8 +26,6 @@ from lltui.core.llama.launch_spec import (
     mask_secrets,
     relevant_inherited_env,
     server_url,
-    spec_from_dict,
-    spec_to_dict,
 )
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.sources import profiles

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lltui.config import config_dir
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec, spec_from_dict, spec_to_dict
+from lltui.core.llama.launch_profile import spec_from_dict, spec_to_dict
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes; refuse to read a huge file

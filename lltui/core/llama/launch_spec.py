@@ -111,7 +111,19 @@ class LaunchSpec:
     env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
+        # checked and normalised in steps; each raises LaunchError with one line
+        self._check_address()
+        self._check_counts()
+        self._normalise_split()
+        self._normalise_modes()
+        self._normalise_lists()
+        self._check_secrets()
+        self._normalise_environment()
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+
+    def _check_address(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise LaunchError("no model given: pass MODEL.gguf (or -m MODEL.gguf)")
         if not isinstance(self.host, str) or not self.host.strip():
@@ -120,6 +132,8 @@ class LaunchSpec:
             raise LaunchError(f"--port must be a whole number, got {self.port!r}")
         if not 0 <= self.port <= 65535:
             raise LaunchError(f"--port must be between 0 and 65535, got {self.port}")
+
+    def _check_counts(self) -> None:
         for name in ("ctx_size", "batch_size", "ubatch_size", "main_gpu"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -135,9 +149,13 @@ class LaunchSpec:
             raise LaunchError(
                 f"n_gpu_layers must be >= 0, -1 (auto) or -2 (all), got {self.n_gpu_layers}"
             )
+        if self.log_verbosity < 0:
+            raise LaunchError(f"log verbosity must be >= 0, got {self.log_verbosity}")
+
+    def _normalise_split(self) -> None:
         if self.split_mode is not None:
             try:
-                set_(self, "split_mode", SplitMode.parse(self.split_mode))
+                self._set("split_mode", SplitMode.parse(self.split_mode))
             except ValueError as exc:
                 raise LaunchError(str(exc)) from None
         if self.tensor_split is not None:
@@ -155,12 +173,14 @@ class LaunchSpec:
                 flag_values.check_proportions("tensor_split", split)
             except ValueError as exc:
                 raise LaunchError(str(exc)) from None
-            set_(self, "tensor_split", split)
+            self._set("tensor_split", split)
         n_split = len(self.tensor_split) if self.tensor_split is not None else None
         if self.main_gpu is not None and n_split is not None and self.main_gpu >= n_split:
             raise LaunchError(
                 f"main_gpu {self.main_gpu} is not one of the {n_split} device(s) in tensor_split"
             )
+
+    def _normalise_modes(self) -> None:
         for name in ("cache_type_k", "cache_type_v"):
             value = getattr(self, name)
             if value is not None:
@@ -169,41 +189,45 @@ class LaunchSpec:
                     raise LaunchError(
                         f"{name} {value!r} is not one of: {', '.join(KV_CACHE_TYPES)}"
                     )
-                set_(self, name, value)
+                self._set(name, value)
         if self.flash_attn is not None:
             value = str(self.flash_attn).lower()
             if value not in FLASH_ATTN_VALUES:
                 raise LaunchError(
                     f"flash_attn must be one of on, off, auto; got {self.flash_attn!r}"
                 )
-            set_(self, "flash_attn", value)
+            self._set("flash_attn", value)
         if self.load_mode is not None and self.load_mode not in LOAD_MODES:
             raise LaunchError(
                 f"load_mode must be one of {', '.join(LOAD_MODES)}; got {self.load_mode!r}"
             )
-        set_(self, "devices", tuple(str(d) for d in self.devices))
+
+    def _normalise_lists(self) -> None:
+        self._set("devices", tuple(str(d) for d in self.devices))
         rpc = tuple(str(h).strip() for h in self.rpc)
         for hostport in rpc:
             _check_hostport(hostport)
-        set_(self, "rpc", rpc)
+        self._set("rpc", rpc)
+        self._set("extra_args", tuple(str(a) for a in self.extra_args))
+        gpus = tuple(str(g).strip() for g in self.visible_gpus)
+        for gpu in gpus:
+            if not _GPU_ID.match(gpu):
+                raise LaunchError(f"{gpu!r} is not a GPU UUID (GPU-...), MIG id or index")
+        self._set("visible_gpus", gpus)
+
+    def _check_secrets(self) -> None:
         if self.api_key is not None:
             if not isinstance(self.api_key, str) or not self.api_key.strip(","):
                 raise LaunchError("the API key is empty")
             if "\n" in self.api_key or "\r" in self.api_key:
                 raise LaunchError("the API key must be one line")
-        if self.log_verbosity < 0:
-            raise LaunchError(f"log verbosity must be >= 0, got {self.log_verbosity}")
-        set_(self, "extra_args", tuple(str(a) for a in self.extra_args))
-        gpus = tuple(str(g).strip() for g in self.visible_gpus)
-        for gpu in gpus:
-            if not _GPU_ID.match(gpu):
-                raise LaunchError(f"{gpu!r} is not a GPU UUID (GPU-...), MIG id or index")
-        set_(self, "visible_gpus", gpus)
+
+    def _normalise_environment(self) -> None:
         nccl = _pairs(self.nccl_env)
         for name, _ in nccl:
             if not _NCCL_NAME.match(name):
                 raise LaunchError(f"{name!r} is not an NCCL_* variable name")
-        set_(self, "nccl_env", nccl)
+        self._set("nccl_env", nccl)
         env = _pairs(self.env)
         for name, value in env:
             if not _ENV_NAME.match(name):
@@ -213,7 +237,7 @@ class LaunchSpec:
                     f"{P2P_ENV}={value} turns peer access on (llama.cpp enables it for any "
                     "value): leave it out to keep it off"
                 )
-        set_(self, "env", env)
+        self._set("env", env)
 
     def __repr__(self) -> str:
         parts = []
@@ -579,90 +603,6 @@ def _check_extra(extra: Sequence[str], binary: BinaryFlags | None) -> None:
         parse_llama_args(extra, binary=binary)
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
-
-
-# --- profiles as plain data --------------------------------------------------------------
-
-_TUPLE_FIELDS = ("devices", "rpc", "extra_args", "visible_gpus")
-_TABLE_FIELDS = ("nccl_env", "env")
-
-
-def spec_to_dict(spec: LaunchSpec, *, include_secret: bool = True) -> dict[str, Any]:
-    """The spec as TOML-ready data: only the fields that differ from the defaults."""
-    defaults = {f.name: f.default for f in fields(LaunchSpec)}
-    out: dict[str, Any] = {}
-    for f in fields(spec):
-        value = getattr(spec, f.name)
-        if f.name != "model" and value == defaults.get(f.name):
-            continue
-        if f.name == "api_key" and not include_secret:
-            continue
-        if isinstance(value, SplitMode):
-            value = value.flag
-        elif f.name in _TABLE_FIELDS:
-            value = dict(value)
-        elif f.name == "tensor_split":
-            value = [float(x) for x in value]
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[f.name] = value
-    return out
-
-
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "model": (str,),
-    "host": (str,),
-    "port": (int,),
-    "ctx_size": (int,),
-    "n_parallel": (int,),
-    "n_gpu_layers": (int,),
-    "split_mode": (str,),
-    "main_gpu": (int,),
-    "tensor_split": (list,),
-    "devices": (list,),
-    "cache_type_k": (str,),
-    "cache_type_v": (str,),
-    "flash_attn": (str,),
-    "batch_size": (int,),
-    "ubatch_size": (int,),
-    "load_mode": (str,),
-    "rpc": (list,),
-    "api_key": (str,),
-    "api_key_file": (str,),
-    "metrics": (bool,),
-    "log_verbosity": (int,),
-    "extra_args": (list,),
-    "visible_gpus": (list,),
-    "nccl_env": (dict,),
-    "cuda_p2p": (bool,),
-    "env": (dict,),
-}
-
-
-def spec_from_dict(data: Mapping[str, Any], where: str = "profile") -> LaunchSpec:
-    """A spec from :func:`spec_to_dict` data; :class:`LaunchError` names the bad key."""
-    unknown = sorted(set(data) - set(_FIELD_TYPES))
-    if unknown:
-        raise LaunchError(f"{where}: unknown key {unknown[0]!r}")
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        types = _FIELD_TYPES[key]
-        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-        if key == "tensor_split" and isinstance(value, list):
-            ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
-        elif key in _TUPLE_FIELDS and isinstance(value, list):
-            ok = all(isinstance(x, str) for x in value)
-        elif key in _TABLE_FIELDS and isinstance(value, dict):
-            ok = all(isinstance(v, str) for v in value.values())
-        if not ok:
-            raise LaunchError(f"{where}: {key} has the wrong type ({type(value).__name__})")
-        kwargs[key] = tuple(value) if isinstance(value, list) else value
-    if "model" not in kwargs:
-        raise LaunchError(f"{where}: no model")
-    try:
-        return LaunchSpec(**kwargs)
-    except LaunchError as exc:
-        raise LaunchError(f"{where}: {exc}") from None
 
 
 def relevant_inherited_env(environ: Mapping[str, str], command: LaunchCommand) -> dict[str, str]:
