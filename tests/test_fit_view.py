@@ -78,6 +78,14 @@ async def test_the_view_estimates_and_carries_settings_to_launch(model_path):
         assert launch.query_one("#launch-model").value == str(model_path)
         flags = launch.query_one("#launch-flags").value
         assert "-c 4096" in flags and "-ts 3,1" in flags
+        # the settings themselves travel, not a string parsed again
+        carried = launch.carried
+        assert carried is not None
+        assert carried.n_ctx == 4096 and carried.tensor_split == (3.0, 1.0)
+        # an edit is the user's text: it is read as typed and the carried settings let go
+        launch.query_one("#launch-flags").value = flags + " -np 2"
+        await pilot.pause()
+        assert launch.carried is None
 
 
 async def test_a_newer_request_wins_over_an_older_answer(model_path):

@@ -111,6 +111,18 @@ def test_a_request_reads_the_profile_then_the_form_then_the_flags(tmp_path):
         )
 
 
+def test_settings_already_read_give_the_spec_their_flags_give():
+    from lltui.core.llama.args import parse_llama_args
+
+    words = ("-c", "4096", "-ts", "3,1", "-fa", "on", "-ctk", "q8_0", "--jinja")
+    args = parse_llama_args(words)
+    carried = S.read_request(S.LaunchRequest(args=args, model="m.gguf")).spec
+    typed = S.read_request(S.LaunchRequest(words=words, model="m.gguf")).spec
+    assert carried == typed
+    assert carried.ctx_size == 4096 and carried.tensor_split == (3.0, 1.0)
+    assert carried.extra_args == ("--jinja",)
+
+
 # --- profiles start from any folder ----------------------------------------------------------
 
 

@@ -34,7 +34,8 @@ from lltui.sources.base import GpuSource
 
 if TYPE_CHECKING:
     from lltui.app.host import AppHost
-    from lltui.app.launch_state import LaunchController
+    from lltui.app.launch_state import FormFlags, LaunchController
+    from lltui.core.llama.args import LlamaArgs
     from lltui.sources.registry import ReplayOptions
 
 STATUS_REFRESH_S = 0.5
@@ -87,7 +88,8 @@ class LltuiApp(App[int]):
         self.samples_applied = 0
         self.theme_failures: tuple[str, ...] = ()
         self._launch: LaunchController | None = None
-        self.launch_prefill: tuple[str, str] | None = None  # (model, flags) from the fit view
+        # (model, settings) from the fit view, taken once by the launch view
+        self.launch_prefill: tuple[str, LlamaArgs] | None = None
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
         # chosen before the first frame, so the stylesheet is not worked out twice at startup
@@ -219,7 +221,7 @@ class LltuiApp(App[int]):
         screen = self.screen
         return isinstance(screen, ViewScreen) and screen.awaiting_data
 
-    def launch_action(self, what: str, *args: str) -> None:
+    def launch_action(self, what: str, *args: FormFlags) -> None:
         """Start, stop, restart or follow, off the UI thread (starting and stopping block;
         the controller runs them one at a time)."""
         actions: dict[str, Callable[..., None]] = {

@@ -9,15 +9,16 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 if TYPE_CHECKING:
     from textual.app import App
 
-    from lltui.app.launch_state import LaunchController
+    from lltui.app.launch_state import FormFlags, LaunchController
     from lltui.app.model import RigModel
+    from lltui.core.llama.args import LlamaArgs
 
 
 class AppHost(Protocol):
     """The lltui app as its views see it."""
 
     # settings carried from the fit view to the launch view: (model path, flags), taken once
-    launch_prefill: tuple[str, str] | None
+    launch_prefill: tuple[str, LlamaArgs] | None
 
     @property
     def model(self) -> RigModel:
@@ -42,7 +43,7 @@ class AppHost(Protocol):
         """Select a GPU by its card; a second selection opens its detail."""
         ...
 
-    def launch_action(self, what: str, *args: str) -> None:
+    def launch_action(self, what: str, *args: FormFlags) -> None:
         """Start, stop, restart or follow a server, off the UI thread."""
         ...
 

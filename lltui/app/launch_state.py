@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.core.llama.log import DevicePlacement
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
@@ -64,16 +65,22 @@ def parse_hostport(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def form_request(model: str, flags: str, hostport: str) -> LaunchRequest:
+# The form's flags: as typed, or the settings the fit view carried over, unedited.
+FormFlags = str | LlamaArgs
+
+
+def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest:
     """The launch session's request from the form: the model path, llama-server flags as typed
-    (``--profile NAME`` and ``--save-profile NAME`` among them), host:port."""
+    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port."""
+    carried = flags if isinstance(flags, LlamaArgs) else None
     try:
-        words = shlex.split(flags)
+        words = () if carried is not None else tuple(shlex.split(str(flags)))
     except ValueError as exc:
         raise LaunchError(f"flags: {exc}") from None
     host, port = parse_hostport(hostport)
     return LaunchRequest(
-        words=tuple(words),
+        words=words,
+        args=carried,
         model=model,
         host=host,
         port=port,
@@ -82,12 +89,12 @@ def form_request(model: str, flags: str, hostport: str) -> LaunchRequest:
     )
 
 
-def make_spec(model: str, flags: str, hostport: str) -> LaunchSpec:
+def make_spec(model: str, flags: FormFlags, hostport: str) -> LaunchSpec:
     """The LaunchSpec the form asks for (a profile under the form, the flags over it)."""
     return read_request(form_request(model, flags, hostport)).spec
 
 
-def preview_command(model: str, flags: str, hostport: str) -> tuple[str, str | None]:
+def preview_command(model: str, flags: FormFlags, hostport: str) -> tuple[str, str | None]:
     """The exact command (secrets masked) the form would start, or the reason it cannot."""
     notes: list[Note] = []
     try:
@@ -119,14 +126,14 @@ class LaunchController:
         self._poll_stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
-        self._last_command: tuple[str, str, str] | None = None
+        self._last_command: tuple[str, FormFlags, str] | None = None
         self._op = threading.Lock()
         self._jpt_gpus: frozenset[int] = frozenset()
 
     # -- starting and stopping (called on worker threads by the app) --------------------------
     # Start, stop, restart and follow run on worker threads; one at a time, so a Stop
     # pressed while a server is starting waits for it and stops it.
-    def start(self, model: str, flags: str, hostport: str) -> None:
+    def start(self, model: str, flags: FormFlags, hostport: str) -> None:
         with self._op:
             self._start(model, flags, hostport)
 
@@ -144,7 +151,7 @@ class LaunchController:
         with self._op:
             self._stop()
 
-    def _start(self, model: str, flags: str, hostport: str) -> None:
+    def _start(self, model: str, flags: FormFlags, hostport: str) -> None:
         self._stop()
         with self.lock:
             self.state = LaunchState(phase="starting", message="starting llama-server…")

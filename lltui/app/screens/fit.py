@@ -3,7 +3,6 @@ compute, margin against free memory), the layer map and the quant table out."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -211,13 +210,15 @@ class FitScreen(ViewScreen):
 
     def carry_to_launch(self) -> None:
         """Open the launch view with this form's model and flags."""
+        from lltui.core.llama.args import parse_llama_args
+
         request = self.request()
         try:
-            flags = form_flags(request.fields, request.extra)
+            args = parse_llama_args(form_flags(request.fields, request.extra))
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.lltui.launch_prefill = (request.model_path, shlex.join(flags))
+        self.lltui.launch_prefill = (request.model_path, args)
         self.app.switch_mode("launch")
 
     # -- workers: each result comes back as a message to this screen -----------------------

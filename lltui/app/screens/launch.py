@@ -3,6 +3,8 @@ state and per-device placement, tokens/s and J/token, the balance of the GPUs, i
 
 from __future__ import annotations
 
+import shlex
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -10,10 +12,11 @@ from textual.markup import escape
 from textual.widgets import Button, DataTable, Input, Log, Static
 
 from lltui.app.background import off_thread_reported
-from lltui.app.launch_state import DEFAULT_HOSTPORT, LaunchState, preview_command
+from lltui.app.launch_state import DEFAULT_HOSTPORT, FormFlags, LaunchState, preview_command
 from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
 from lltui.app.screens.base import ViewScreen
+from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
 from lltui.core.units import compact_indexes, spark
 
@@ -121,6 +124,7 @@ class LaunchScreen(ViewScreen):
         self._placement_keys: set[str] = set()
         self._lines_shown = 0
         self._preview_generation = 0  # of the newest form a command was asked for
+        self._carried: tuple[str, LlamaArgs] | None = None  # (flags text, the fit settings)
 
     def on_mount(self) -> None:
         table = self.query_one("#launch-placement", DataTable)
@@ -136,9 +140,13 @@ class LaunchScreen(ViewScreen):
             self.prefill(*prefill)
             self.lltui.launch_prefill = None
 
-    def prefill(self, model: str, flags: str) -> None:
+    def prefill(self, model: str, args: LlamaArgs) -> None:
+        """The fit view's model and settings: the flags show as text (to read and edit), and
+        the settings themselves are launched while that text is left as it is."""
+        text = shlex.join(args.to_argv())
+        self._carried = (text, args)
         self.query_one("#launch-model", Input).value = model
-        self.query_one("#launch-flags", Input).value = flags
+        self.query_one("#launch-flags", Input).value = text
         self.update_preview()
 
     def on_screen_resume(self) -> None:
@@ -149,10 +157,21 @@ class LaunchScreen(ViewScreen):
         self.show_launch()
 
     # -- the form ------------------------------------------------------------------------
-    def _form(self) -> tuple[str, str, str]:
+    @property
+    def carried(self) -> LlamaArgs | None:
+        """The settings carried from the fit view while their flags are left unedited."""
+        if self._carried is None or not self.is_mounted:
+            return None
+        text, args = self._carried
+        return args if self.query_one("#launch-flags", Input).value == text else None
+
+    def _form(self) -> tuple[str, FormFlags, str]:
+        typed = self.query_one("#launch-flags", Input).value
+        # unedited: the fit view's settings themselves, not their text read again
+        flags: FormFlags = self.carried or typed
         return (
             self.query_one("#launch-model", Input).value,
-            self.query_one("#launch-flags", Input).value,
+            flags,
             self.query_one("#launch-hostport", Input).value,
         )
 
@@ -161,7 +180,7 @@ class LaunchScreen(ViewScreen):
         self._preview(*self._form(), self._preview_generation)
 
     @work(group="launch-preview", exclusive=True, exit_on_error=False)
-    async def _preview(self, model: str, flags: str, hostport: str, generation: int) -> None:
+    async def _preview(self, model: str, flags: FormFlags, hostport: str, generation: int) -> None:
         found = await off_thread_reported(
             self, lambda: preview_command(model, flags, hostport), "launch-preview"
         )
@@ -193,7 +212,7 @@ class LaunchScreen(ViewScreen):
         elif ident == "launch-follow":
             self._do("follow", self.query_one("#launch-url", Input).value)
 
-    def _do(self, what: str, *args: str) -> None:
+    def _do(self, what: str, *args: FormFlags) -> None:
         self.lltui.launch_action(what, *args)
 
     # -- rendering -----------------------------------------------------------------------

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_sentence, ready_event
-from lltui.core.llama.launch_args import parse_llama_args
+from lltui.core.llama.launch_args import parse_llama_args, spec_kwargs
 from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
     DEFAULT_HOST,
@@ -69,6 +70,8 @@ class LaunchRequest:
     ``port``: the view's address field, over a profile and under the flags."""
 
     words: tuple[str, ...] = ()
+    # settings already read (the fit view's form): used instead of parsing flags again
+    args: LlamaArgs | None = None
     model: str | None = None
     host: str | None = None
     port: int | None = None
@@ -141,7 +144,7 @@ def read_request(request: LaunchRequest) -> GivenLaunch:
     model = request.model.strip() if request.model and request.model.strip() else None
     if model is None and words and not words[0].startswith("-"):
         model, words = words[0], words[1:]  # MODEL first, as `lltui launch MODEL [flags]`
-    given = _parse_flags(words)
+    given = spec_kwargs(request.args) if request.args is not None else _parse_flags(words)
     if model is not None and "model" in given:
         raise LaunchError("the model is given twice (MODEL and -m)")
     if model is not None:
