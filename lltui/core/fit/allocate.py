@@ -10,7 +10,7 @@ from lltui.core.fit.compute import compute_buffers
 from lltui.core.fit.context import Resolved, layer_devices, resolve_context
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.ggml_types import GGML_TYPES, type_from_name
-from lltui.core.fit.gguf import GgufModel
+from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import Hparams
 from lltui.core.fit.kv import kv_caches, output_buffer, rs_buffers
 from lltui.core.fit.placement import TensorPlacement, place_tensors

@@ -22,7 +22,7 @@ from lltui.core.fit.allocate import estimate_once
 from lltui.core.fit.common import FitError
 from lltui.core.fit.context import select_devices
 from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.gguf import GgufModel
+from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import read_hparams
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.fit.search import largest_context, suggest

@@ -9,7 +9,8 @@ from typing import Any
 
 from lltui.core.fit.common import FitError
 from lltui.core.fit.gguf import MAX_LAYERS as LLAMA_MAX_LAYERS
-from lltui.core.fit.gguf import GgufArray, GgufModel
+from lltui.core.fit.gguf_model import GgufModel
+from lltui.core.fit.gguf_values import GgufArray
 
 # Sliding-window layouts llama.cpp gives each architecture: (default period, dense first,
 # window required). Period 0 with an explicit per-layer array in the file (gemma4, ...).

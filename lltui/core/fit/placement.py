@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from lltui.core.fit.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.ggml_types import GgmlType
-from lltui.core.fit.gguf import GgufModel, GgufTensor
+from lltui.core.fit.gguf_model import GgufModel, GgufTensor
 from lltui.core.fit.hparams import Hparams
 from lltui.core.llama.flags import LlamaArgs
 

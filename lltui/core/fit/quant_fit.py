@@ -10,7 +10,7 @@ from typing import Any
 from lltui.core.fit.common import FitError
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.estimate import estimate
-from lltui.core.fit.gguf import GgufModel
+from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.quant import QuantRow, as_quantized, quant_sizes
 from lltui.core.fit.report import device_to_json
 from lltui.core.fit.results import FitOptions, FitResult

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from lltui.core.fit.common import DEFAULT_MARGIN
 from lltui.core.fit.context import Resolved
-from lltui.core.fit.gguf import GgufModel
+from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import Hparams, meta_int
 from lltui.core.fit.kv import KvCache
 from lltui.core.fit.placement import TensorPlacement

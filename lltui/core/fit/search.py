@@ -10,7 +10,7 @@ from typing import Any
 from lltui.core.fit.allocate import estimate_once
 from lltui.core.fit.common import CPU, KV_PAD, FitError, backend_of
 from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.gguf import GgufModel
+from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import Hparams
 from lltui.core.fit.results import FitOptions, FitResult, Suggestion
 from lltui.core.llama.flags import LlamaArgs
