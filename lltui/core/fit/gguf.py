@@ -95,82 +95,11 @@ def read_gguf_file(path: str | os.PathLike[str]) -> GgufFile:
 
 def _parse(buf: Any, size: int, path: str) -> GgufFile:
     cur = Cursor(buf, size, path)
-    magic, version, n_tensors, n_kv = _HEADER.unpack_from(buf, 0)
-    if magic != GGUF_MAGIC:
-        raise cur.fail(f"not a GGUF file (starts with {magic!r})")
-    if version == 1:
-        raise cur.fail("GGUF version 1 is not supported (llama.cpp reads v2 and v3; re-convert)")
-    if version & 0xFFFF == 0 and version != 0:
-        raise cur.fail(f"GGUF version {version:#x}: a big-endian file, not supported")
-    if version not in (2, 3):
-        raise cur.fail(f"unsupported GGUF version {version} (expected 2 or 3)")
-    cur.pos = _HEADER.size
-    remaining = size - cur.pos
-    if n_kv * _KV_MIN > remaining:
-        raise cur.fail(f"header claims {n_kv} metadata keys, more than the file can hold")
-    if n_tensors * _TENSOR_MIN > remaining:
-        raise cur.fail(f"header claims {n_tensors} tensors, more than the file can hold")
-
-    metadata: dict[str, Any] = {}
-    kv_nbytes: dict[str, int] = {}
-    kv_types: dict[str, ValueType] = {}
-    for i in range(n_kv):
-        start = cur.pos
-        key = cur.string(f"metadata key {i}")
-        if not key:
-            raise cur.fail(f"metadata key {i} is empty")
-        if key in metadata:
-            raise cur.fail(f"duplicate metadata key {key!r}")
-        vtype = cur.u32(f"type of {key!r}")
-        metadata[key] = read_value(cur, vtype, key)
-        kv_nbytes[key] = cur.pos - start
-        kv_types[key] = ValueType(vtype)
-
-    alignment = GGUF_DEFAULT_ALIGNMENT
-    if "general.alignment" in metadata:
-        a = metadata["general.alignment"]
-        if kv_types["general.alignment"] != ValueType.UINT32:
-            raise cur.fail("general.alignment is not a uint32")
-        if a <= 0 or a & (a - 1):
-            raise cur.fail(f"general.alignment {a} is not a power of 2")
-        alignment = a
-
-    raw_tensors: list[tuple[str, tuple[int, ...], int, int, int]] = []
+    version, n_tensors, n_kv = _read_header(cur)
+    metadata, kv_nbytes, kv_types = _read_metadata(cur, n_kv)
+    alignment = _alignment(cur, metadata, kv_types)
     seen: set[str] = set()
-    for i in range(n_tensors):
-        name = cur.string(f"name of tensor {i}")
-        if len(name.encode("utf-8", errors="replace")) >= GGML_MAX_NAME:
-            raise cur.fail(f"tensor name {name[:40]!r}... is longer than {GGML_MAX_NAME - 1} bytes")
-        if name in seen:
-            raise cur.fail(f"duplicate tensor name {name!r}")
-        seen.add(name)
-        n_dims = cur.u32(f"dimension count of tensor {name!r}")
-        if n_dims > GGML_MAX_DIMS:
-            raise cur.fail(f"tensor {name!r} has {n_dims} dimensions (at most {GGML_MAX_DIMS})")
-        cur.need(8 * n_dims + 4 + 8, f"entry of tensor {name!r}")
-        dims = struct.unpack_from(f"<{n_dims}Q", buf, cur.pos)
-        cur.pos += 8 * n_dims
-        type_id = struct.unpack_from("<i", buf, cur.pos)[0]
-        offset = U64.unpack_from(buf, cur.pos + 4)[0]
-        cur.pos += 12
-        n_elem = 1
-        for d in dims:
-            if d > INT64_MAX:
-                raise cur.fail(f"tensor {name!r} has a dimension of {d}")
-            n_elem *= d
-        if n_elem > INT64_MAX:
-            raise cur.fail(f"tensor {name!r} has {n_elem} elements, more than ggml can address")
-        info = GGML_TYPES.get(type_id)
-        if info is None:
-            raise cur.fail(f"tensor {name!r} has unknown ggml type id {type_id}")
-        ne0 = dims[0] if dims else 1
-        if ne0 % info.block_size:
-            raise cur.fail(
-                f"tensor {name!r} rows of {ne0} elements are not a multiple of the "
-                f"{info.name} block size {info.block_size}"
-            )
-        nbytes = n_elem // info.block_size * info.type_size
-        raw_tensors.append((name, tuple(dims), type_id, offset, nbytes))
+    raw_tensors = [_read_tensor_entry(cur, i, seen) for i in range(n_tensors)]
 
     header_nbytes = cur.pos
     data_offset = header_nbytes
@@ -203,6 +132,97 @@ def _parse(buf: Any, size: int, path: str) -> GgufFile:
         kv_types=MappingProxyType(kv_types),
         tensors=tensors,
     )
+
+
+def _read_header(cur: Cursor) -> tuple[int, int, int]:
+    """Magic and version checked; (version, tensor count, key count), both bounded by the size."""
+    magic, version, n_tensors, n_kv = _HEADER.unpack_from(cur.buf, 0)
+    if magic != GGUF_MAGIC:
+        raise cur.fail(f"not a GGUF file (starts with {magic!r})")
+    if version == 1:
+        raise cur.fail("GGUF version 1 is not supported (llama.cpp reads v2 and v3; re-convert)")
+    if version & 0xFFFF == 0 and version != 0:
+        raise cur.fail(f"GGUF version {version:#x}: a big-endian file, not supported")
+    if version not in (2, 3):
+        raise cur.fail(f"unsupported GGUF version {version} (expected 2 or 3)")
+    cur.pos = _HEADER.size
+    remaining = cur.size - cur.pos
+    if n_kv * _KV_MIN > remaining:
+        raise cur.fail(f"header claims {n_kv} metadata keys, more than the file can hold")
+    if n_tensors * _TENSOR_MIN > remaining:
+        raise cur.fail(f"header claims {n_tensors} tensors, more than the file can hold")
+    return version, n_tensors, n_kv
+
+
+def _read_metadata(
+    cur: Cursor, n_kv: int
+) -> tuple[dict[str, Any], dict[str, int], dict[str, ValueType]]:
+    """Every key/value pair: the values, their encoded sizes and their types."""
+    metadata: dict[str, Any] = {}
+    kv_nbytes: dict[str, int] = {}
+    kv_types: dict[str, ValueType] = {}
+    for i in range(n_kv):
+        start = cur.pos
+        key = cur.string(f"metadata key {i}")
+        if not key:
+            raise cur.fail(f"metadata key {i} is empty")
+        if key in metadata:
+            raise cur.fail(f"duplicate metadata key {key!r}")
+        vtype = cur.u32(f"type of {key!r}")
+        metadata[key] = read_value(cur, vtype, key)
+        kv_nbytes[key] = cur.pos - start
+        kv_types[key] = ValueType(vtype)
+    return metadata, kv_nbytes, kv_types
+
+
+def _alignment(cur: Cursor, metadata: dict[str, Any], kv_types: dict[str, ValueType]) -> int:
+    if "general.alignment" not in metadata:
+        return GGUF_DEFAULT_ALIGNMENT
+    a = metadata["general.alignment"]
+    if kv_types["general.alignment"] != ValueType.UINT32:
+        raise cur.fail("general.alignment is not a uint32")
+    if a <= 0 or a & (a - 1):
+        raise cur.fail(f"general.alignment {a} is not a power of 2")
+    return int(a)
+
+
+def _read_tensor_entry(
+    cur: Cursor, i: int, seen: set[str]
+) -> tuple[str, tuple[int, ...], int, int, int]:
+    """One tensor table entry, checked: (name, dims, type id, offset, bytes); ``seen`` holds
+    the names read before it."""
+    name = cur.string(f"name of tensor {i}")
+    if len(name.encode("utf-8", errors="replace")) >= GGML_MAX_NAME:
+        raise cur.fail(f"tensor name {name[:40]!r}... is longer than {GGML_MAX_NAME - 1} bytes")
+    if name in seen:
+        raise cur.fail(f"duplicate tensor name {name!r}")
+    seen.add(name)
+    n_dims = cur.u32(f"dimension count of tensor {name!r}")
+    if n_dims > GGML_MAX_DIMS:
+        raise cur.fail(f"tensor {name!r} has {n_dims} dimensions (at most {GGML_MAX_DIMS})")
+    cur.need(8 * n_dims + 4 + 8, f"entry of tensor {name!r}")
+    dims = struct.unpack_from(f"<{n_dims}Q", cur.buf, cur.pos)
+    cur.pos += 8 * n_dims
+    type_id = struct.unpack_from("<i", cur.buf, cur.pos)[0]
+    offset = U64.unpack_from(cur.buf, cur.pos + 4)[0]
+    cur.pos += 12
+    n_elem = 1
+    for d in dims:
+        if d > INT64_MAX:
+            raise cur.fail(f"tensor {name!r} has a dimension of {d}")
+        n_elem *= d
+    if n_elem > INT64_MAX:
+        raise cur.fail(f"tensor {name!r} has {n_elem} elements, more than ggml can address")
+    info = GGML_TYPES.get(type_id)
+    if info is None:
+        raise cur.fail(f"tensor {name!r} has unknown ggml type id {type_id}")
+    ne0 = dims[0] if dims else 1
+    if ne0 % info.block_size:
+        raise cur.fail(
+            f"tensor {name!r} rows of {ne0} elements are not a multiple of the "
+            f"{info.name} block size {info.block_size}"
+        )
+    return name, tuple(dims), type_id, offset, n_elem // info.block_size * info.type_size
 
 
 def _check_tensor_data(
