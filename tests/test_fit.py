@@ -7,6 +7,7 @@ real llama-server.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -21,10 +22,16 @@ from lltui.core.fit.estimate import FitError, FitOptions, FitResult, estimate
 from lltui.core.fit.ggml_types import GgmlType, tensor_nbytes, type_info
 from lltui.core.fit.gguf import read_gguf
 from lltui.core.fit.hparams import read_hparams
-from lltui.core.fit.report import result_to_json
+from lltui.core.fit.report import (
+    oracle_compare,
+    oracle_to_json,
+    oracle_to_text,
+    oracle_unavailable,
+    result_to_json,
+)
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.units import GIB, MIB
-from lltui.sources.llama.fit_oracle import OracleRow, oracle_args, parse_fit_print
+from lltui.sources.llama.fit_oracle import OracleResult, OracleRow, oracle_args, parse_fit_print
 
 NO_SEARCH = FitOptions(search=False)
 
@@ -531,3 +538,77 @@ def test_oracle_helpers():
         "-fa",
         "on",
     ]
+
+
+MODEL_KEYS = [
+    "path",
+    "name",
+    "architecture",
+    "file_type",
+    "file_bytes",
+    "tensor_bytes",
+    "n_params",
+    "n_layer",
+    "n_embd",
+    "n_head",
+    "n_head_kv",
+    "head_dim",
+    "n_ff",
+    "n_vocab",
+    "n_ctx_train",
+    "n_expert",
+    "n_expert_used",
+    "sliding_window",
+    "swa_layers",
+    "recurrent_layers",
+    "tied_embeddings",
+    "split_files",
+    "quantization_version",
+]
+
+
+def test_model_summary_is_typed_and_its_json_keeps_every_key_in_order(tmp_path):
+    spec = gf.gemma3_spec()
+    model = read_gguf(make(tmp_path, spec))
+    res = estimate(model, parse_llama_args(["-c", "1024"]), (), NO_SEARCH)
+    m = res.model
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(m, "n_layer", 1)  # noqa: B010 (the assignment itself is what is tested)
+    assert (m.architecture, m.n_layer, m.n_embd) == ("gemma3", spec.n_layer, spec.n_embd)
+    assert m.file_bytes == model.file_size and m.n_params == model.n_params
+    assert m.sliding_window is not None and 0 < m.swa_layers < m.n_layer
+    data = result_to_json(res)["model"]
+    assert list(data) == MODEL_KEYS
+    assert data == {k: getattr(m, k) for k in MODEL_KEYS}
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_oracle_comparison_is_typed_and_keeps_its_json(tmp_path):
+    model = read_gguf(make(tmp_path, gf.qwen3_spec()))
+    devs = [rpc_device(f"127.0.0.1:{5000 + i}", None, i, backend="cpu") for i in range(2)]
+    opts = FitOptions(server=False, search=False)
+    ours = estimate(model, parse_llama_args(["-c", "1024"]), devs, opts)
+    rows = (OracleRow("RPC0", 1, 0, 12), OracleRow("RPC7", 1, 2, 3), OracleRow("Host", 3, 4, 5))
+    cmp = oracle_compare(ours, OracleResult("/bin/llama-fit-params", ("-c", "1024"), rows))
+    assert [r.name for r in cmp.rows] == ["RPC0", "RPC7", "Host"]
+    rpc0, unknown, host = cmp.rows
+    dev0 = ours.devices[0]
+    assert rpc0.ours is not None and rpc0.ours.model == dev0.weights_bytes // MIB
+    assert rpc0.diff is not None and rpc0.diff.compute == dev0.compute_bytes // MIB - 12
+    assert unknown.ours is None and unknown.diff is None
+    assert host.ours is not None and host.ours.context == ours.host.kv_bytes // MIB
+    data = oracle_to_json(cmp)
+    assert list(data) == ["available", "path", "argv", "rows"]
+    assert data["argv"] == ["-c", "1024"]
+    assert data["rows"][1] == {
+        "name": "RPC7",
+        "llama_fit_params_mib": {"model": 1, "context": 2, "compute": 3},
+        "lltui_mib": None,
+        "diff_mib": None,
+    }
+    assert list(data["rows"][0]) == ["name", "llama_fit_params_mib", "lltui_mib", "diff_mib"]
+    text = oracle_to_text(cmp)
+    assert "RPC7" in text and "? / 1" in text
+    gone = oracle_unavailable("no llama-fit-params here")
+    assert oracle_to_json(gone) == {"available": False, "error": "no llama-fit-params here"}
+    assert oracle_to_text(gone) == "llama-fit-params: no llama-fit-params here"
