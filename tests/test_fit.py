@@ -7,6 +7,7 @@ real llama-server.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -15,15 +16,24 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.core.fit import estimate as fit
+from lltui.core.fit.context import layer_devices, resolve_context
 from lltui.core.fit.devices_spec import DeviceSpec, parse_gpus_spec, rpc_device
+from lltui.core.fit.estimate import FitError, FitOptions, FitResult, estimate
 from lltui.core.fit.ggml_types import GgmlType, tensor_nbytes, type_info
 from lltui.core.fit.gguf import read_gguf
+from lltui.core.fit.hparams import read_hparams
+from lltui.core.fit.report import (
+    oracle_compare,
+    oracle_to_json,
+    oracle_to_text,
+    oracle_unavailable,
+    result_to_json,
+)
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.units import GIB, MIB
-from lltui.sources.llama.fit_oracle import OracleRow, oracle_args, parse_fit_print
+from lltui.sources.llama.fit_oracle import OracleResult, OracleRow, oracle_args, parse_fit_print
 
-NO_SEARCH = fit.FitOptions(search=False)
+NO_SEARCH = FitOptions(search=False)
 
 
 def make(tmp_path: Path, spec: gf.ModelSpec, wtype: str = "F16", name: str = "m") -> Path:
@@ -40,8 +50,8 @@ def cuda(n: int, gib: float = 16) -> tuple[DeviceSpec, ...]:
     )
 
 
-def est(path: Path, argv: list[str], devices=(), options=NO_SEARCH) -> fit.FitResult:
-    return fit.estimate(read_gguf(path), parse_llama_args(argv), devices, options)
+def est(path: Path, argv: list[str], devices=(), options=NO_SEARCH) -> FitResult:
+    return estimate(read_gguf(path), parse_llama_args(argv), devices, options)
 
 
 # -- hyperparameters ------------------------------------------------------------------------
@@ -49,7 +59,7 @@ def est(path: Path, argv: list[str], devices=(), options=NO_SEARCH) -> fit.FitRe
 
 def test_gemma3_sliding_window_layers_are_dense_last(tmp_path):
     spec = gf.gemma3_spec(n_layer=12)
-    hp = fit.read_hparams(read_gguf(make(tmp_path, spec)))
+    hp = read_hparams(read_gguf(make(tmp_path, spec)))
     # gemma3: period 6, the last layer of each period has the full context
     assert hp.is_swa == tuple(il % 6 != 5 for il in range(12))
     assert hp.n_swa == spec.sliding_window
@@ -57,7 +67,7 @@ def test_gemma3_sliding_window_layers_are_dense_last(tmp_path):
 
 def test_moe_and_heads(tmp_path):
     spec = gf.qwen3moe_spec()
-    hp = fit.read_hparams(read_gguf(make(tmp_path, spec)))
+    hp = read_hparams(read_gguf(make(tmp_path, spec)))
     assert (hp.n_expert, hp.n_expert_used, hp.n_ff_exp) == (8, 2, spec.n_ff_exp)
     assert hp.n_embd_k_gqa(0) == spec.n_head_kv * spec.head_dim
     assert hp.n_vocab == spec.n_vocab
@@ -67,39 +77,39 @@ def test_moe_and_heads(tmp_path):
 
 
 def test_context_is_padded_and_streams_round_up(tmp_path):
-    hp = fit.read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
-    r = fit.resolve_context(hp, parse_llama_args(["-c", "5000", "-np", "3", "-no-kvu"]))
+    hp = read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
+    r = resolve_context(hp, parse_llama_args(["-c", "5000", "-np", "3", "-no-kvu"]))
     # n_ctx pads to 256, then each of the 3 streams pads to 256 again
     assert r.n_ctx_seq == -(-(-(-5000 // 256) * 256 // 3) // 256) * 256
     assert r.n_ctx == 3 * r.n_ctx_seq and r.n_stream == 3
-    u = fit.resolve_context(hp, parse_llama_args(["-c", "5000", "-np", "3", "-kvu"]))
+    u = resolve_context(hp, parse_llama_args(["-c", "5000", "-np", "3", "-kvu"]))
     assert u.n_ctx == u.n_ctx_seq == 5120 and u.n_stream == 1
 
 
 def test_batch_is_capped_by_the_context_before_padding(tmp_path):
-    hp = fit.read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
-    r = fit.resolve_context(hp, parse_llama_args(["-c", "200"]))
+    hp = read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
+    r = resolve_context(hp, parse_llama_args(["-c", "200"]))
     assert (r.n_batch, r.n_ubatch, r.n_ctx) == (200, 200, 256)
 
 
 def test_unset_context_is_trained_context_per_stream(tmp_path):
     spec = gf.llama_spec(n_ctx_train=2048)
-    hp = fit.read_hparams(read_gguf(make(tmp_path, spec)))
-    assert fit.resolve_context(hp, parse_llama_args(["-np", "2"])).n_ctx == 2 * 2048
-    assert fit.resolve_context(hp, parse_llama_args(["-np", "2", "-kvu"])).n_ctx == 2048
-    assert fit.resolve_context(hp, parse_llama_args(["-np", "2", "--fit", "off"])).n_ctx == 2048
+    hp = read_hparams(read_gguf(make(tmp_path, spec)))
+    assert resolve_context(hp, parse_llama_args(["-np", "2"])).n_ctx == 2 * 2048
+    assert resolve_context(hp, parse_llama_args(["-np", "2", "-kvu"])).n_ctx == 2048
+    assert resolve_context(hp, parse_llama_args(["-np", "2", "--fit", "off"])).n_ctx == 2048
 
 
 def test_server_outputs_are_slots_not_batch(tmp_path):
-    hp = fit.read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
+    hp = read_hparams(read_gguf(make(tmp_path, gf.llama_spec())))
     st = parse_llama_args(["-np", "3"])
-    assert fit.resolve_context(hp, st).n_outputs_max == 3
-    assert fit.resolve_context(hp, st, server=False).n_outputs_max == 2048
+    assert resolve_context(hp, st).n_outputs_max == 3
+    assert resolve_context(hp, st, server=False).n_outputs_max == 2048
 
 
 def test_quantized_v_needs_flash_attention(tmp_path):
     path = make(tmp_path, gf.llama_spec())
-    with pytest.raises(fit.FitError, match="flash attention"):
+    with pytest.raises(FitError, match="flash attention"):
         est(path, ["-ctv", "q8_0", "-fa", "off"])
 
 
@@ -110,23 +120,23 @@ def test_output_layer_is_offloaded_first():
     devs = cuda(1)
     n = 8
     # -ngl 1: only the output layer (index n) goes to the GPU
-    assert fit.layer_devices(n, 1, devs, ()) == (-1,) * n + (0,)
+    assert layer_devices(n, 1, devs, ()) == (-1,) * n + (0,)
     # -ngl 3: the output layer and the last two blocks
-    assert fit.layer_devices(n, 3, devs, ()) == (-1,) * 6 + (0, 0, 0)
-    assert fit.layer_devices(n, 0, devs, ()) == (-1,) * (n + 1)
+    assert layer_devices(n, 3, devs, ()) == (-1,) * 6 + (0, 0, 0)
+    assert layer_devices(n, 0, devs, ()) == (-1,) * (n + 1)
 
 
 def test_tensor_split_points():
     devs = cuda(2)
     # 9 layers (8 + output) at 1:2 -> the first third to device 0
-    got = fit.layer_devices(8, 9, devs, (1.0, 2.0))
+    got = layer_devices(8, 9, devs, (1.0, 2.0))
     assert got == (0, 0, 0, 1, 1, 1, 1, 1, 1)
     # without -ts, free memory decides: 3 GiB and 1 GiB free
     mixed = (
         DeviceSpec("CUDA0", "cuda", 3 * GIB, 3 * GIB),
         DeviceSpec("CUDA1", "cuda", 1 * GIB, 1 * GIB),
     )
-    split = fit.layer_devices(7, 8, mixed, ())
+    split = layer_devices(7, 8, mixed, ())
     assert split.count(0) == 6 and split.count(1) == 2
 
 
@@ -201,7 +211,7 @@ def test_overrides_and_cpu_moe(tmp_path):
             assert p.device == "CUDA0"
     ot = est(path, ["-ot", r"blk\.1\.=CPU"], cuda(1))
     assert all(p.device == "CPU" for p in ot.placements if p.name.startswith("blk.1."))
-    with pytest.raises(fit.FitError, match="unknown buffer type"):
+    with pytest.raises(FitError, match="unknown buffer type"):
         est(path, ["-ot", "ffn=CUDA7"], cuda(1))
 
 
@@ -273,9 +283,9 @@ def test_split_mode_none_keeps_the_main_gpu_and_row_fails(tmp_path):
     path = make(tmp_path, gf.llama_spec())
     res = est(path, ["-sm", "none", "-mg", "1"], cuda(2))
     assert [d.name for d in res.devices] == ["CUDA1", "CPU"]
-    with pytest.raises(fit.FitError, match="main_gpu"):
+    with pytest.raises(FitError, match="main_gpu"):
         est(path, ["-sm", "none", "-mg", "2"], cuda(2))
-    with pytest.raises(fit.FitError, match="split buffers"):
+    with pytest.raises(FitError, match="split buffers"):
         est(path, ["-sm", "row"], cuda(2))
 
 
@@ -293,7 +303,7 @@ def test_device_selection(tmp_path):
     devs = (rpc_device("10.0.0.2:50052", 8 * GIB, 0), *cuda(2))
     res = est(path, ["-dev", "CUDA1,RPC0"], devs)
     assert [d.name for d in res.devices] == ["CUDA1", "RPC0[10.0.0.2:50052]", "CPU"]
-    with pytest.raises(fit.FitError, match="invalid device"):
+    with pytest.raises(FitError, match="invalid device"):
         est(path, ["-dev", "CUDA9"], devs)
     none = est(path, ["-dev", "none"], devs)
     assert [d.kind for d in none.devices] == ["cpu"]
@@ -335,25 +345,25 @@ def test_fits_margin_and_largest_context(tmp_path):
     model = read_gguf(path)
     st = parse_llama_args(["-c", "65536", "-np", "1"])
     small = (DeviceSpec("CUDA0", "cuda", 40 * MIB, 40 * MIB),)
-    res = fit.estimate(model, st, small, fit.FitOptions(margin_bytes=0))
+    res = estimate(model, st, small, FitOptions(margin_bytes=0))
     assert not res.fits
     assert res.max_ctx is not None and res.max_ctx % 256 == 0
-    at_max = fit.estimate(
+    at_max = estimate(
         model,
         parse_llama_args(["-c", str(res.max_ctx), "-np", "1"]),
         small,
-        fit.FitOptions(margin_bytes=0, search=False),
+        FitOptions(margin_bytes=0, search=False),
     )
-    over = fit.estimate(
+    over = estimate(
         model,
         parse_llama_args(["-c", str(res.max_ctx + 256), "-np", "1"]),
         small,
-        fit.FitOptions(margin_bytes=0, search=False),
+        FitOptions(margin_bytes=0, search=False),
     )
     assert at_max.fits and not over.fits
     assert res.suggestions and res.suggestions[0].flags == ("-c", str(res.max_ctx))
     # the margin counts against the free memory
-    margin = fit.estimate(model, st, small, fit.FitOptions(margin_bytes=39 * MIB))
+    margin = estimate(model, st, small, FitOptions(margin_bytes=39 * MIB))
     assert margin.max_ctx is None or margin.max_ctx < res.max_ctx
 
 
@@ -362,17 +372,17 @@ def test_suggests_fewer_gpu_layers_when_weights_do_not_fit(tmp_path):
     model = read_gguf(path)
     weights = sum(t.nbytes for t in model.tensors)
     dev = (DeviceSpec("CUDA0", "cuda", weights // 2, weights // 2),)
-    res = fit.estimate(model, parse_llama_args(["-c", "512"]), dev, fit.FitOptions(margin_bytes=0))
+    res = estimate(model, parse_llama_args(["-c", "512"]), dev, FitOptions(margin_bytes=0))
     assert not res.fits
     ngl = [s for s in res.suggestions if s.flags[0] == "-ngl"]
     assert ngl
     n = int(ngl[0].flags[1])
     assert 0 < n < 9
-    check = fit.estimate(
+    check = estimate(
         model,
         parse_llama_args(["-c", "512", "-ngl", str(n)]),
         dev,
-        fit.FitOptions(margin_bytes=0, search=False),
+        FitOptions(margin_bytes=0, search=False),
     )
     assert check.fits
 
@@ -383,19 +393,19 @@ def test_balanced_split_for_unequal_gpus(tmp_path):
     # a small batch keeps compute buffers small next to the layers being moved around
     base = ["-c", "256", "-ub", "32", "-b", "32", "-np", "1"]
     roomy = (DeviceSpec("CUDA0", "cuda", GIB, GIB), DeviceSpec("CUDA1", "cuda", GIB, GIB))
-    even = fit.estimate(model, parse_llama_args([*base, "-ts", "1,1"]), roomy, NO_SEARCH)
+    even = estimate(model, parse_llama_args([*base, "-ts", "1,1"]), roomy, NO_SEARCH)
     t0, t1 = (d.total_bytes for d in even.devices[:2])
     # the second GPU holds a bit over half of its even share; the first has room for the rest
     devs = (
         DeviceSpec("CUDA0", "cuda", t0 + t1, t0 + t1),
         DeviceSpec("CUDA1", "cuda", t1 * 6 // 10, t1 * 6 // 10),
     )
-    opts = fit.FitOptions(margin_bytes=0)
-    res = fit.estimate(model, parse_llama_args([*base, "-ts", "1,1"]), devs, opts)
+    opts = FitOptions(margin_bytes=0)
+    res = estimate(model, parse_llama_args([*base, "-ts", "1,1"]), devs, opts)
     assert not res.fits
     ts = [s for s in res.suggestions if "-ts" in s.flags]
     assert ts, res.suggestions
-    check = fit.estimate(
+    check = estimate(
         model, parse_llama_args([*base, *ts[0].flags]), devs, replace(opts, search=False)
     )
     assert check.fits
@@ -408,7 +418,7 @@ def test_balanced_split_for_unequal_gpus(tmp_path):
 
 def test_json_contract(tmp_path):
     path = make(tmp_path, gf.qwen3_spec())
-    data = fit.result_to_json(fit.estimate(read_gguf(path), parse_llama_args([]), cuda(2)))
+    data = result_to_json(estimate(read_gguf(path), parse_llama_args([]), cuda(2)))
     assert set(data) >= {"model", "settings", "devices", "host", "fits", "max_ctx"}
     assert set(data["settings"]) >= {
         "n_ctx",
@@ -510,8 +520,8 @@ def test_hostile_layer_count_is_refused(tmp_path):
     md = dict(model.metadata)
     md["llama.block_count"] = 10**9
     hostile = replace(model, files=(replace(model.files[0], metadata=md),))
-    with pytest.raises(fit.FitError, match="layers"):
-        fit.read_hparams(hostile)
+    with pytest.raises(FitError, match="layers"):
+        read_hparams(hostile)
 
 
 def test_oracle_helpers():
@@ -528,3 +538,77 @@ def test_oracle_helpers():
         "-fa",
         "on",
     ]
+
+
+MODEL_KEYS = [
+    "path",
+    "name",
+    "architecture",
+    "file_type",
+    "file_bytes",
+    "tensor_bytes",
+    "n_params",
+    "n_layer",
+    "n_embd",
+    "n_head",
+    "n_head_kv",
+    "head_dim",
+    "n_ff",
+    "n_vocab",
+    "n_ctx_train",
+    "n_expert",
+    "n_expert_used",
+    "sliding_window",
+    "swa_layers",
+    "recurrent_layers",
+    "tied_embeddings",
+    "split_files",
+    "quantization_version",
+]
+
+
+def test_model_summary_is_typed_and_its_json_keeps_every_key_in_order(tmp_path):
+    spec = gf.gemma3_spec()
+    model = read_gguf(make(tmp_path, spec))
+    res = estimate(model, parse_llama_args(["-c", "1024"]), (), NO_SEARCH)
+    m = res.model
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(m, "n_layer", 1)  # noqa: B010 (the assignment itself is what is tested)
+    assert (m.architecture, m.n_layer, m.n_embd) == ("gemma3", spec.n_layer, spec.n_embd)
+    assert m.file_bytes == model.file_size and m.n_params == model.n_params
+    assert m.sliding_window is not None and 0 < m.swa_layers < m.n_layer
+    data = result_to_json(res)["model"]
+    assert list(data) == MODEL_KEYS
+    assert data == {k: getattr(m, k) for k in MODEL_KEYS}
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_oracle_comparison_is_typed_and_keeps_its_json(tmp_path):
+    model = read_gguf(make(tmp_path, gf.qwen3_spec()))
+    devs = [rpc_device(f"127.0.0.1:{5000 + i}", None, i, backend="cpu") for i in range(2)]
+    opts = FitOptions(server=False, search=False)
+    ours = estimate(model, parse_llama_args(["-c", "1024"]), devs, opts)
+    rows = (OracleRow("RPC0", 1, 0, 12), OracleRow("RPC7", 1, 2, 3), OracleRow("Host", 3, 4, 5))
+    cmp = oracle_compare(ours, OracleResult("/bin/llama-fit-params", ("-c", "1024"), rows))
+    assert [r.name for r in cmp.rows] == ["RPC0", "RPC7", "Host"]
+    rpc0, unknown, host = cmp.rows
+    dev0 = ours.devices[0]
+    assert rpc0.ours is not None and rpc0.ours.model == dev0.weights_bytes // MIB
+    assert rpc0.diff is not None and rpc0.diff.compute == dev0.compute_bytes // MIB - 12
+    assert unknown.ours is None and unknown.diff is None
+    assert host.ours is not None and host.ours.context == ours.host.kv_bytes // MIB
+    data = oracle_to_json(cmp)
+    assert list(data) == ["available", "path", "argv", "rows"]
+    assert data["argv"] == ["-c", "1024"]
+    assert data["rows"][1] == {
+        "name": "RPC7",
+        "llama_fit_params_mib": {"model": 1, "context": 2, "compute": 3},
+        "lltui_mib": None,
+        "diff_mib": None,
+    }
+    assert list(data["rows"][0]) == ["name", "llama_fit_params_mib", "lltui_mib", "diff_mib"]
+    text = oracle_to_text(cmp)
+    assert "RPC7" in text and "? / 1" in text
+    gone = oracle_unavailable("no llama-fit-params here")
+    assert oracle_to_json(gone) == {"available": False, "error": "no llama-fit-params here"}
+    assert oracle_to_text(gone) == "llama-fit-params: no llama-fit-params here"

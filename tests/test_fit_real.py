@@ -209,7 +209,7 @@ def oracle_rows(bins, model: Path, memory_argv: list[str], devices=()):
     """llama-fit-params' rows beside our estimate under its rules (what ``--oracle`` shows)."""
     from dataclasses import replace
 
-    from lltui.core.fit.estimate import oracle_compare
+    from lltui.core.fit.report import oracle_compare, oracle_to_json
     from lltui.sources.llama.fit_oracle import run_oracle
 
     settings = parse_llama_args(memory_argv)
@@ -219,7 +219,7 @@ def oracle_rows(bins, model: Path, memory_argv: list[str], devices=()):
     res = run_oracle(
         str(model), settings.memory_args, n_parallel=np_, binary=bins.binaries["llama-fit-params"]
     )
-    return oracle_compare(ours, res)["rows"]
+    return oracle_to_json(oracle_compare(ours, res))["rows"]
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -21,15 +21,12 @@ from lltui.core.fit.ggml_types import (
     type_from_name,
 )
 from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.quant import (
+from lltui.core.fit.quant import as_quantized, quant_row, quant_sizes, quant_source
+from lltui.core.fit.quant_rules import (
     Category,
     QuantSource,
     SourceTensor,
     allows_quantization,
-    as_quantized,
-    quant_row,
-    quant_sizes,
-    quant_source,
     tensor_category,
     tensor_sort_key,
 )

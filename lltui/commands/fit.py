@@ -12,9 +12,12 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError, print_json
+
+if TYPE_CHECKING:
+    from lltui.core.fit.report import OracleComparison
 
 # lltui's own options, mixed freely with the llama-server flags
 OWN_VALUE = ("--gpus", "--margin", "--host-free", "--cpu")
@@ -190,21 +193,21 @@ def run(args: argparse.Namespace) -> int:
     except FitError as exc:
         raise CliError(f"fit: {exc}", 2) from None
 
-    oracle: dict[str, Any] | None = None
+    oracle: OracleComparison | None = None
     if own["oracle"]:
         oracle = _oracle(model, model_path, settings, devices, opts, local)
 
     if own["json"]:
-        from lltui.core.fit.estimate import result_to_json
+        from lltui.core.fit.report import oracle_to_json, result_to_json
 
         data = result_to_json(result)
         if notes:
             data["notes"] = notes
         if oracle is not None:
-            data["oracle"] = oracle
+            data["oracle"] = oracle_to_json(oracle)
         print_json(data)
     else:
-        from lltui.core.fit.estimate import oracle_to_text, result_to_text
+        from lltui.core.fit.report import oracle_to_text, result_to_text
 
         text = result_to_text(result)
         for n in notes:
@@ -217,27 +220,27 @@ def run(args: argparse.Namespace) -> int:
 
 def _oracle(
     model: Any, path: str, settings: Any, devices: list[Any], opts: Any, local: bool
-) -> dict[str, Any]:
+) -> OracleComparison:
     """llama-fit-params' numbers beside an estimate made under its rules."""
     from dataclasses import replace
 
-    from lltui.core.fit.estimate import FitError, estimate, oracle_compare
+    from lltui.core.fit.estimate import FitError, estimate
+    from lltui.core.fit.report import oracle_compare, oracle_unavailable
     from lltui.sources.llama.fit_oracle import OracleError, run_oracle
 
     if not local and any(d.kind == "cuda" for d in devices):
-        return {
-            "available": False,
-            "error": "llama-fit-params measures this machine's devices, not --gpus ones",
-        }
+        return oracle_unavailable(
+            "llama-fit-params measures this machine's devices, not --gpus ones"
+        )
     np_ = settings.n_parallel_resolved
     # llama-fit-params: no unified KV, weights not mapped, outputs sized by n_batch, no fit
     same_rules = replace(settings, kv_unified=False, n_parallel=np_, load_mode="none", fit=False)
     try:
         ours = estimate(model, same_rules, devices, replace(opts, server=False, search=False))
     except FitError as exc:
-        return {"available": False, "error": str(exc)}
+        return oracle_unavailable(str(exc))
     try:
         res = run_oracle(path, settings.memory_args, n_parallel=np_)
     except OracleError as exc:
-        return {"available": False, "error": str(exc)}
+        return oracle_unavailable(str(exc))
     return oracle_compare(ours, res)

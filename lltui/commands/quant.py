@@ -37,6 +37,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_inputs
     from lltui.core.fit.quant_fit import best_fitting, quant_table
+    from lltui.core.fit.report import model_to_json
     from lltui.core.units import MIB, fmt_bytes
     from lltui.sources.fit_devices import describe
 
@@ -46,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
     model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
     devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
     table = quant_table(model, settings, devices, opts)
-    summary = table[0].result.model if table and table[0].result else {}
+    summary = table[0].result.model if table and table[0].result else None
     if own["json"]:
         data: dict[str, Any] = {
-            "model": dict(summary) if summary else {"path": model_path},
+            "model": model_to_json(summary) if summary else {"path": model_path},
             "devices": describe(devices),
             "rows": [q.to_json() for q in table],
         }

@@ -52,7 +52,7 @@ def render_devices(outcome: FitOutcome) -> str:
     res = outcome.result
     if res is None:
         return ""
-    n_all = int(res.model["n_layer"])
+    n_all = res.model.n_layer
     lines = [
         "[$bar-vram]█[/] weights  [$bar-util]█[/] KV cache  [$bar-power]█[/] compute"
         "  [$text-muted]█[/] margin (CUDA context, pool)"
@@ -98,8 +98,8 @@ def render_verdict(outcome: FitOutcome) -> str:
     r = res.resolved
     m = res.model
     head = (
-        f"[b]{escape(str(m.get('name') or m.get('path')))}[/b] {escape(str(m['architecture']))}"
-        f" {escape(str(m.get('file_type') or ''))}, {m['n_layer']} layers, context {r.n_ctx}"
+        f"[b]{escape(m.name or m.path)}[/b] {escape(m.architecture)}"
+        f" {escape(m.file_type or '')}, {m.n_layer} layers, context {r.n_ctx}"
         f" ({r.n_seq_max} slot(s)), KV {r.type_k}/{r.type_v}, on {escape(outcome.device_label)}"
     )
     verdict = "[b $gpu-ok]fits[/]" if res.fits else "[b $error]does not fit[/]"

@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.fit.common import FitError
 from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.estimate import FitError, FitOptions, FitResult, device_to_json, estimate
-from lltui.core.fit.gguf import GgufModel
+from lltui.core.fit.estimate import estimate
+from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.quant import QuantRow, as_quantized, quant_sizes
+from lltui.core.fit.report import device_to_json
+from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.llama.flags import LlamaArgs
 
 
@@ -33,7 +36,7 @@ class QuantFit:
         out["fits"] = self.fits
         out["max_ctx"] = self.max_ctx
         if self.result is not None:
-            n_all = int(self.result.model["n_layer"])
+            n_all = self.result.model.n_layer
             out["devices"] = [device_to_json(d, n_all) for d in self.result.devices]
         else:
             out["devices"] = []

@@ -1,0 +1,272 @@
+"""Which buffer each weight lands in, as llama.cpp's loader picks it (create_tensor): the
+layer's device, -ot overrides, the CPU's repacked, pinned or mapped buffers, tied output
+copies, and the bytes each buffer takes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from lltui.core.fit.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
+from lltui.core.fit.devices_spec import DeviceSpec
+from lltui.core.fit.ggml_types import GgmlType
+from lltui.core.fit.gguf_model import GgufModel, GgufTensor
+from lltui.core.fit.hparams import Hparams
+from lltui.core.llama.flags import LlamaArgs
+
+# CPU_REPACK takes these weight types (for MUL_MAT/MUL_MAT_ID) when the rows interleave:
+# (type, ne1 multiple) per CPU family, from ggml-cpu/repack.cpp.
+REPACK_PROFILES: dict[str, dict[int, int]] = {
+    "x86": {GgmlType.Q4_0: 8, GgmlType.Q4_K: 8, GgmlType.IQ4_NL: 8, GgmlType.MXFP4: 8},
+    "x86-avx512": {
+        GgmlType.Q4_0: 8,
+        GgmlType.Q4_K: 8,
+        GgmlType.IQ4_NL: 8,
+        GgmlType.MXFP4: 8,
+        GgmlType.Q2_K: 8,
+    },
+    "arm": {
+        GgmlType.Q4_0: 4,
+        GgmlType.Q4_K: 8,
+        GgmlType.Q5_K: 8,
+        GgmlType.Q6_K: 8,
+        GgmlType.IQ4_NL: 4,
+        GgmlType.MXFP4: 4,
+        GgmlType.Q8_0: 4,
+        GgmlType.Q1_0: 4,
+    },
+    "none": {},
+}
+
+INPUT_TENSORS = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
+_LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+# Weights every layer shares, created once per buffer type the layers use.
+_SHARED_PER_LAYER = ("rope_freqs.", "rope_factors_long.", "rope_factors_short.")
+
+# buffer kinds
+DEV, HOST, REPACK, PLAIN = "dev", "host", "repack", "cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorPlacement:
+    """Where one weight lands: its buffer (as llama.cpp names it), device and allocated bytes."""
+
+    name: str
+    buffer: str
+    device: str  # "CPU" for host memory
+    nbytes: int
+    alloc_bytes: int
+    layer: int | None  # None: input; n_layer_all: output; else the block
+    duplicate: bool = False  # a second copy (tied output, per-device rope tables)
+
+
+def _n_dims(dims: Sequence[int]) -> int:
+    for i in range(len(dims) - 1, 0, -1):
+        if dims[i] > 1:
+            return i + 1
+    return 1
+
+
+def _matmul_op(name: str, dims: Sequence[int]) -> str | None:
+    """MUL_MAT for 2-D weights, MUL_MAT_ID for 3-D expert stacks; None for anything else."""
+    if name.endswith(".bias") or name.startswith(INPUT_TENSORS):
+        return None
+    nd = _n_dims(dims)
+    if nd == 3 and "_exps" in name:
+        return "mul_mat_id"
+    if nd == 2:
+        return "mul_mat"
+    return None
+
+
+def _repack_ok(t: GgufTensor, profile: Mapping[int, int], op: str | None) -> bool:
+    if op is None:
+        return False
+    if op == "mul_mat" and _n_dims(t.dims) != 2:
+        return False
+    multiple = profile.get(t.type)
+    if multiple is None:
+        return False
+    ne1 = t.dims[1] if len(t.dims) > 1 else 1
+    return ne1 % multiple == 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Buft:
+    kind: str  # DEV, HOST, REPACK, PLAIN
+    device: int = -1  # device index for DEV and HOST
+
+
+class _Placer:
+    """llama.cpp's buffer type selection (llama-model-loader.cpp create_tensor)."""
+
+    def __init__(
+        self,
+        hp: Hparams,
+        st: LlamaArgs,
+        devices: Sequence[DeviceSpec],
+        all_devices: Sequence[DeviceSpec],
+        layer_dev: Sequence[int],
+        repack_profile: Mapping[int, int],
+    ) -> None:
+        self.hp = hp
+        self.st = st
+        self._override_searches: list[Callable[[str], object]] | None = None
+        self.devices = devices
+        self.layer_dev = layer_dev
+        self.profile = repack_profile if st.repack else {}
+        self.mmap = st.use_mmap
+        host_dev = next((i for i, d in enumerate(devices) if d.kind == "cuda"), None)
+        self.host_dev = host_dev if st.host_buffer else None
+        self.override_targets: dict[str, int] = {}
+        for d in all_devices:
+            if d in devices:
+                self.override_targets[d.name] = list(devices).index(d)
+        self.known_bufts = {CPU, *(d.name for d in all_devices)}
+
+    def cpu_buft(self, t: GgufTensor, op: str | None) -> _Buft:
+        if self.host_dev is not None:
+            # the pinned host buffer comes first in the CPU list; with mmap it becomes CPU
+            return _Buft(PLAIN) if self.mmap else _Buft(HOST, self.host_dev)
+        if _repack_ok(t, self.profile, op):
+            return _Buft(REPACK)
+        return _Buft(PLAIN)
+
+    def buft_for(self, t: GgufTensor, list_dev: int, op: str | None) -> _Buft:
+        if self._override_searches is None:  # compiled once: called per tensor and placement
+            self._override_searches = [re.compile(ov.pattern).search for ov in self.st.overrides]
+        for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
+            if search(t.name):
+                if ov.buft == CPU:
+                    return self.cpu_buft(t, op)
+                if ov.buft not in self.known_bufts:
+                    raise FitError(
+                        f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
+                        f"(available: {', '.join(sorted(self.known_bufts))})"
+                    )
+                target = self.override_targets.get(ov.buft)
+                if target is None:
+                    raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
+                return _Buft(DEV, target)
+        if list_dev < 0:
+            return self.cpu_buft(t, op)
+        return _Buft(DEV, list_dev)
+
+    def buffer_name(self, b: _Buft) -> str:
+        if b.kind == DEV:
+            return self.devices[b.device].name
+        if b.kind == HOST:
+            return "CUDA_Host"
+        if b.kind == REPACK:
+            return "CPU_REPACK"
+        return "CPU_Mapped" if self.mmap else CPU
+
+    def device_name(self, b: _Buft) -> str:
+        return self.devices[b.device].name if b.kind == DEV else CPU
+
+    def alloc(self, b: _Buft, t: GgufTensor) -> int:
+        if b.kind == DEV:
+            return device_alloc_size(self.devices[b.device], t.type, t.dims, t.nbytes)
+        return pad(t.nbytes, CPU_ALIGNMENT)
+
+
+def place_tensors(
+    model: GgufModel,
+    hp: Hparams,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+    *,
+    all_devices: Sequence[DeviceSpec] | None = None,
+    repack_profile: str = "x86",
+) -> tuple[list[TensorPlacement], dict[str, int]]:
+    """Every weight's buffer, and the size of each weights buffer (mapped spans included)."""
+    profile = REPACK_PROFILES.get(repack_profile)
+    if profile is None:
+        raise FitError(f"unknown CPU repack profile {repack_profile!r}")
+    placer = _Placer(hp, st, devices, all_devices or devices, layer_dev, profile)
+    acc = _Placed(placer)
+    for t in model.tensors:
+        _place_one(acc, t, hp, layer_dev)
+    embd = model.tensor("token_embd.weight")
+    if embd is not None and model.tensor("output.weight") is None and hp.has_memory:
+        # tied embeddings: the output head is a second copy unless it shares the buffer type
+        b_in = placer.buft_for(embd, -1, None)
+        # overrides see the copy under its own name, token_embd.weight
+        b_out = placer.buft_for(embd, layer_dev[hp.n_layer_all], "mul_mat")
+        if b_out != b_in:
+            acc.add(embd, b_out, hp.n_layer_all, duplicate=True)
+    return acc.out, acc.buffer_sizes()
+
+
+class _Placed:
+    """The placements made so far, and the file spans mapped for the plain CPU buffer."""
+
+    def __init__(self, placer: _Placer) -> None:
+        self.placer = placer
+        self.out: list[TensorPlacement] = []
+        # mapped spans per file, for tensors left in the plain CPU buffer under mmap
+        self.spans: dict[int, tuple[int, int]] = {}
+
+    def add(self, t: GgufTensor, b: _Buft, layer: int | None, duplicate: bool = False) -> None:
+        placer = self.placer
+        self.out.append(
+            TensorPlacement(
+                t.name,
+                placer.buffer_name(b),
+                placer.device_name(b),
+                t.nbytes,
+                placer.alloc(b, t),
+                layer,
+                duplicate,
+            )
+        )
+        if b.kind == PLAIN and placer.mmap:
+            lo, hi = self.spans.get(t.split, (t.file_offset, t.file_offset + t.nbytes))
+            self.spans[t.split] = (min(lo, t.file_offset), max(hi, t.file_offset + t.nbytes))
+
+    def buffer_sizes(self) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for p in self.out:
+            if p.buffer == "CPU_Mapped":
+                continue
+            sizes[p.buffer] = sizes.get(p.buffer, 0) + p.alloc_bytes
+        mapped = sum(hi - lo for lo, hi in self.spans.values())
+        if mapped:
+            sizes["CPU_Mapped"] = mapped
+        return sizes
+
+
+def _place_one(acc: _Placed, t: GgufTensor, hp: Hparams, layer_dev: Sequence[int]) -> None:
+    """One weight of the file: a block's, an input's, a per-layer shared one, or the output's."""
+    placer = acc.placer
+    name = t.name
+    n_out = hp.n_layer_all
+    m = _LAYER_RE.match(name)
+    if m:
+        il = int(m.group(1))
+        if hp.n_layer <= il < hp.n_layer_all:
+            return  # MTP block: skipped unless a draft of that kind is loaded
+        list_dev = layer_dev[il] if il < hp.n_layer_all else layer_dev[n_out]
+        acc.add(t, placer.buft_for(t, list_dev, _matmul_op(name, t.dims)), il)
+    elif name.startswith(INPUT_TENSORS):
+        acc.add(t, placer.buft_for(t, -1, None), None)
+    elif name.startswith(_SHARED_PER_LAYER):
+        seen: set[_Buft] = set()
+        for il in range(hp.n_layer):
+            b = placer.buft_for(t, layer_dev[il], None)
+            if b in seen:
+                continue
+            acc.add(t, b, il, duplicate=bool(seen))
+            seen.add(b)
+    elif name.startswith("token_embd_norm."):
+        acc.add(t, placer.buft_for(t, layer_dev[0], None), 0)
+    else:
+        # everything else belongs to the output layer (output, output_norm, cls, ...)
+        acc.add(t, placer.buft_for(t, layer_dev[n_out], _matmul_op(name, t.dims)), n_out)
+
+
+def is_matmul_name(name: str) -> bool:
+    """A weight that a matmul reads: not a norm, not an input table."""
+    return name.endswith(".weight") and "norm" not in name and not name.startswith(INPUT_TENSORS)

@@ -1,0 +1,324 @@
+"""An estimate as ``fit --json`` (DESIGN.md's contract) and as text, and llama-fit-params'
+own numbers beside it. JSON is made here and nowhere else in the estimator."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lltui.core.fit.common import CPU
+from lltui.core.fit.results import DeviceEstimate, FitResult, ModelSummary
+from lltui.core.units import MIB
+
+
+def _layer_ranges(layers: Sequence[int], n_layer_all: int) -> str:
+    """``(0, 1, 2, 5, 28)`` with 28 layers -> ``0-2,5,out``."""
+    body = [il for il in layers if il < n_layer_all]
+    parts: list[str] = []
+    run: list[int] = []
+    for il in body:
+        if run and il == run[-1] + 1:
+            run.append(il)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [il]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    if n_layer_all in layers:
+        parts.append("out")
+    return ",".join(parts) or "-"
+
+
+def model_to_json(m: ModelSummary) -> dict[str, Any]:
+    """The ``model`` object of ``fit --json`` and ``quant --json``."""
+    return {
+        "path": m.path,
+        "name": m.name,
+        "architecture": m.architecture,
+        "file_type": m.file_type,
+        "file_bytes": m.file_bytes,
+        "tensor_bytes": m.tensor_bytes,
+        "n_params": m.n_params,
+        "n_layer": m.n_layer,
+        "n_embd": m.n_embd,
+        "n_head": m.n_head,
+        "n_head_kv": m.n_head_kv,
+        "head_dim": m.head_dim,
+        "n_ff": m.n_ff,
+        "n_vocab": m.n_vocab,
+        "n_ctx_train": m.n_ctx_train,
+        "n_expert": m.n_expert,
+        "n_expert_used": m.n_expert_used,
+        "sliding_window": m.sliding_window,
+        "swa_layers": m.swa_layers,
+        "recurrent_layers": m.recurrent_layers,
+        "tied_embeddings": m.tied_embeddings,
+        "split_files": m.split_files,
+        "quantization_version": m.quantization_version,
+    }
+
+
+def device_to_json(d: DeviceEstimate, n_layer_all: int) -> dict[str, Any]:
+    return {
+        "name": d.name,
+        "kind": d.kind,
+        "layers": [il for il in d.layers if il < n_layer_all],
+        "output_layer": d.output_layer,
+        "weights_bytes": d.weights_bytes,
+        "kv_bytes": d.kv_bytes,
+        "compute_bytes": d.compute_bytes,
+        "total_bytes": d.total_bytes,
+        "unaccounted_bytes": d.unaccounted_bytes,
+        "free_bytes": d.free_bytes,
+        "fits": d.fits,
+        "description": d.description,
+    }
+
+
+def result_to_json(res: FitResult) -> dict[str, Any]:
+    """The ``fit --json`` contract (DESIGN.md), integer bytes, plus the details behind it."""
+    r = res.resolved
+    st = res.settings
+    n_all = res.model.n_layer
+    return {
+        "model": model_to_json(res.model),
+        "settings": {
+            "n_ctx": r.n_ctx,
+            "n_ctx_seq": r.n_ctx_seq,
+            "n_parallel": r.n_seq_max,
+            "kv_unified": r.kv_unified,
+            "type_k": r.type_k,
+            "type_v": r.type_v,
+            "flash_attn": r.flash_attn_mode,
+            "n_batch": r.n_batch,
+            "n_ubatch": r.n_ubatch,
+            "n_gpu_layers": r.n_gpu_layers,
+            "split_mode": r.split_mode,
+            "tensor_split": list(st.tensor_split) if any(st.tensor_split) else None,
+            "n_stream": r.n_stream,
+            "n_outputs_max": r.n_outputs_max,
+            "load_mode": st.load_mode,
+            "kv_offload": st.kv_offload,
+            "pipeline_parallel": res.pipeline_parallel,
+        },
+        "devices": [device_to_json(d, n_all) for d in res.devices],
+        "host": {
+            "weights_bytes": res.host.weights_bytes,
+            "mapped_bytes": res.host.mapped_bytes,
+            "kv_bytes": res.host.kv_bytes,
+            "output_bytes": res.host.output_bytes,
+            "compute_bytes": res.host.compute_bytes,
+            "total_bytes": res.host.total_bytes,
+        },
+        "fits": res.fits,
+        "max_ctx": res.max_ctx,
+        "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
+        "kv_caches": [
+            {
+                "swa": c.swa,
+                "cells": c.cells,
+                "layers": len(c.layers),
+                "k_bytes": c.k_bytes,
+                "v_bytes": c.v_bytes,
+            }
+            for c in res.kv
+        ],
+        "suggestions": [{"flags": list(s.flags), "reason": s.reason} for s in res.suggestions],
+        "warnings": list(res.warnings),
+    }
+
+
+def _mib(n: int | None) -> str:
+    if n is None:
+        return "?"
+    v = n / MIB
+    return f"{v:.0f}" if v >= 100 else f"{v:.2f}"
+
+
+def result_to_text(res: FitResult) -> str:
+    """A readable table: one row per device, then the host, the verdict and what would fit."""
+    m = res.model
+    r = res.resolved
+    st = res.settings
+    n_all = m.n_layer
+    name = m.name or m.path
+    lines = [
+        f"{name}: {m.architecture} {m.file_type or ''}, {n_all} layers, "
+        f"{_mib(m.file_bytes)} MiB on disk, trained context {m.n_ctx_train}".replace("  ", " "),
+        f"context {r.n_ctx} ({r.n_stream} stream(s) of {r.n_ctx_seq}), {r.n_seq_max} slot(s)"
+        f"{' unified' if r.kv_unified else ''}, KV {r.type_k}/{r.type_v}, "
+        f"flash attention {r.flash_attn_mode}, batch {r.n_batch}/{r.n_ubatch}, "
+        f"GPU layers {r.n_gpu_layers}/{n_all + 1}, split {r.split_mode}"
+        + (f" {','.join(f'{x:g}' for x in st.tensor_split)}" if any(st.tensor_split) else ""),
+        "",
+        f"{'device':<26} {'layers':<12} {'weights':>9} {'KV':>9} {'compute':>9} "
+        f"{'total':>9} {'margin':>8} {'free':>9}  fits",
+    ]
+    for d in res.devices:
+        label = d.name if d.kind != "cpu" else "CPU (host)"
+        if d.description and d.kind == "cuda":
+            label = f"{d.name} {d.description.replace('NVIDIA ', '')}"
+        fits = "-" if d.fits is None else ("yes" if d.fits else "NO")
+        margin = _mib(d.unaccounted_bytes) if d.unaccounted_bytes else "-"
+        lines.append(
+            f"{label[:26]:<26} {_layer_ranges(d.layers, n_all)[:12]:<12} "
+            f"{_mib(d.weights_bytes):>9} {_mib(d.kv_bytes):>9} {_mib(d.compute_bytes):>9} "
+            f"{_mib(d.total_bytes):>9} {margin:>8} "
+            f"{_mib(d.free_bytes) if d.free_bytes is not None else '-':>9}  {fits}"
+        )
+    lines.append("(MiB; margin: kept per GPU for the CUDA context, cuBLAS and the pool)")
+    h = res.host
+    lines.append(
+        f"host: weights {_mib(h.weights_bytes)} MiB"
+        + (f" ({_mib(h.mapped_bytes)} mapped from the file)" if h.mapped_bytes else "")
+        + f", KV {_mib(h.kv_bytes)}, output buffer {_mib(h.output_bytes)}, "
+        f"compute {_mib(h.compute_bytes)}; total {_mib(h.total_bytes)} MiB"
+    )
+    if res.pipeline_parallel:
+        lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
+    verdict = "fits" if res.fits else "does NOT fit"
+    lines.append("")
+    lines.append(
+        f"verdict: {verdict}"
+        + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
+    )
+    for s in res.suggestions:
+        lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
+    for w in res.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+# -- llama-fit-params beside the estimate ----------------------------------------------------
+
+
+class OracleRowLike(Protocol):
+    """One ``--fit-print`` row (sources.llama.fit_oracle.OracleRow)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model_mib(self) -> int: ...
+    @property
+    def context_mib(self) -> int: ...
+    @property
+    def compute_mib(self) -> int: ...
+
+
+class OracleLike(Protocol):
+    """A llama-fit-params run (sources.llama.fit_oracle.OracleResult)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def argv(self) -> Sequence[str]: ...
+    @property
+    def rows(self) -> Sequence[OracleRowLike]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MibTriple:
+    """Model, context and compute MiB of one device, as ``--fit-print`` counts them."""
+
+    model: int
+    context: int
+    compute: int
+
+    def minus(self, other: MibTriple) -> MibTriple:
+        return MibTriple(
+            self.model - other.model, self.context - other.context, self.compute - other.compute
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {"model": self.model, "context": self.context, "compute": self.compute}
+
+
+@dataclass(frozen=True, slots=True)
+class OracleDeviceRow:
+    """One device: llama-fit-params' numbers and ours (None: a device we do not have)."""
+
+    name: str
+    theirs: MibTriple
+    ours: MibTriple | None
+
+    @property
+    def diff(self) -> MibTriple | None:
+        return None if self.ours is None else self.ours.minus(self.theirs)
+
+
+@dataclass(frozen=True, slots=True)
+class OracleComparison:
+    """llama-fit-params' rows beside the estimate, or why there are none."""
+
+    available: bool
+    path: str = ""
+    argv: tuple[str, ...] = ()
+    rows: tuple[OracleDeviceRow, ...] = ()
+    error: str | None = None
+
+
+def oracle_unavailable(error: str) -> OracleComparison:
+    return OracleComparison(available=False, error=error)
+
+
+def oracle_compare(ours: FitResult, oracle: OracleLike) -> OracleComparison:
+    """Our numbers (under llama-fit-params' rules) beside its ``--fit-print`` rows, in MiB."""
+    by_name: dict[str, DeviceEstimate] = {}
+    for d in ours.devices:
+        by_name[d.device_name or d.name] = d
+        by_name[d.name] = d
+    rows = []
+    for row in oracle.rows:
+        dev = by_name.get(CPU if row.name == "Host" else row.name)
+        est: tuple[int, int, int] | None
+        if dev is None:
+            est = None
+        elif dev.kind == "cpu":
+            # its Host row leaves out extra buffer types such as CPU_REPACK (rows of their own)
+            repack = ours.buffer_bytes("CPU_REPACK", "model")
+            est = (ours.host.weights_bytes - repack, ours.host.kv_bytes, ours.host.compute_bytes)
+        else:
+            est = (dev.weights_bytes, dev.kv_bytes, dev.compute_bytes)
+        mine = None if est is None else MibTriple(*(b // MIB for b in est))
+        theirs = MibTriple(row.model_mib, row.context_mib, row.compute_mib)
+        rows.append(OracleDeviceRow(row.name, theirs, mine))
+    return OracleComparison(True, oracle.path, tuple(oracle.argv), tuple(rows))
+
+
+def oracle_to_json(cmp: OracleComparison) -> dict[str, Any]:
+    if not cmp.available:
+        return {"available": False, "error": cmp.error}
+    rows = []
+    for row in cmp.rows:
+        diff = row.diff
+        rows.append(
+            {
+                "name": row.name,
+                "llama_fit_params_mib": row.theirs.to_json(),
+                "lltui_mib": None if row.ours is None else row.ours.to_json(),
+                "diff_mib": None if diff is None else diff.to_json(),
+            }
+        )
+    return {"available": True, "path": cmp.path, "argv": list(cmp.argv), "rows": rows}
+
+
+def oracle_to_text(cmp: OracleComparison) -> str:
+    if not cmp.available:
+        return f"llama-fit-params: {cmp.error or 'not available'}"
+    lines = [
+        "llama-fit-params (its rules: weights not mapped, outputs = n_batch, no unified KV):",
+        f"{'device':<14} {'model':>16} {'context':>16} {'compute':>16}   (lltui / llama.cpp, MiB)",
+    ]
+    for row in cmp.rows:
+        them = row.theirs.to_json()
+        us: dict[str, int] = row.ours.to_json() if row.ours is not None else {}
+
+        def cell(k: str, us: dict[str, int] = us, them: dict[str, int] = them) -> str:
+            return f"{us.get(k, '?')} / {them[k]}"
+
+        lines.append(
+            f"{row.name:<14} {cell('model'):>16} {cell('context'):>16} {cell('compute'):>16}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,179 @@
+"""What fits when the settings do not: the largest context, fewer GPU layers, a split sized
+to each device's free memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from lltui.core.fit.allocate import estimate_once
+from lltui.core.fit.common import CPU, KV_PAD, FitError, backend_of
+from lltui.core.fit.devices_spec import DeviceSpec
+from lltui.core.fit.gguf_model import GgufModel
+from lltui.core.fit.hparams import Hparams
+from lltui.core.fit.results import FitOptions, FitResult, Suggestion
+from lltui.core.llama.flags import LlamaArgs
+
+
+def _with(st: LlamaArgs, **changes: Any) -> LlamaArgs:
+    return replace(st, **changes)
+
+
+def largest_context(
+    model: GgufModel,
+    hp: Hparams,
+    st: LlamaArgs,
+    all_devs: Sequence[DeviceSpec],
+    devs: Sequence[DeviceSpec],
+    opts: FitOptions,
+    base: FitResult,
+) -> int | None:
+    """The largest n_ctx (a multiple of 256 x streams, up to the trained context per stream)
+    at which every device fits; None when not even the smallest does."""
+    r = base.resolved
+    unit = KV_PAD * r.n_stream
+    cap = max(hp.n_ctx_train * r.n_stream, r.n_ctx) // unit
+    if cap < 1:
+        return None
+    placed = (list(base.placements), _weights_sizes(base), _layer_indices(base, devs))
+
+    def fits(k: int) -> bool:
+        s = _with(st, n_ctx=k * unit, kv_unified_per_slot=0)
+        return estimate_once(model, hp, s, all_devs, devs, opts, placed).fits
+
+    if fits(cap):
+        return cap * unit
+    if not fits(1):
+        return None
+    lo, hi = 1, cap  # fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo * unit
+
+
+def _weights_sizes(res: FitResult) -> dict[str, int]:
+    return {n: b for n, k, b in res.buffers if k == "model"}
+
+
+def _layer_indices(res: FitResult, devs: Sequence[DeviceSpec]) -> tuple[int, ...]:
+    index = {d.name: i for i, d in enumerate(devs)}
+    return tuple(index.get(n, -1) for n in res.layer_devices)
+
+
+def _fmt_ts(counts: Sequence[int]) -> str:
+    return ",".join(str(c) for c in counts)
+
+
+def suggest(
+    model: GgufModel,
+    hp: Hparams,
+    st: LlamaArgs,
+    all_devs: Sequence[DeviceSpec],
+    devs: Sequence[DeviceSpec],
+    opts: FitOptions,
+    base: FitResult,
+    max_ctx: int | None,
+) -> tuple[Suggestion, ...]:
+    """When the settings do not fit: a smaller context, fewer GPU layers, a better split."""
+    if base.fits:
+        return ()
+    out: list[Suggestion] = []
+    r = base.resolved
+    if max_ctx:
+        out.append(
+            Suggestion(
+                ("-c", str(max_ctx)),
+                f"all layers stay where they are with a context of {max_ctx} (not {r.n_ctx})",
+            )
+        )
+    if not devs:
+        return tuple(out)
+
+    def fits(s: LlamaArgs) -> bool:
+        try:
+            return estimate_once(model, hp, s, all_devs, devs, opts).fits
+        except FitError:
+            return False
+
+    n_all = hp.n_layer_all + 1
+    split = st.tensor_split
+    candidates: list[tuple[tuple[float, ...], str]] = [(split, "")]
+    if len(devs) > 1:
+        counts = _balanced_counts(base, hp, devs, opts)
+        if counts is not None and tuple(float(c) for c in counts) != tuple(split):
+            candidates.insert(0, (tuple(float(c) for c in counts), _fmt_ts(counts)))
+    for ts, ts_text in candidates:
+        s_full = _with(st, n_gpu_layers=n_all, tensor_split=ts)
+        if ts_text and fits(s_full):
+            out.append(
+                Suggestion(
+                    ("-ts", ts_text),
+                    "layers per device sized to each one's free memory; everything offloaded",
+                )
+            )
+            break
+        lo, hi = 0, n_all
+        if not fits(_with(st, n_gpu_layers=0, tensor_split=ts)):
+            continue
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(_with(st, n_gpu_layers=mid, tensor_split=ts)):
+                lo = mid
+            else:
+                hi = mid
+        flags: tuple[str, ...] = ("-ngl", str(lo))
+        if ts_text:
+            flags += ("-ts", ts_text)
+        out.append(
+            Suggestion(
+                flags,
+                f"{lo} of {n_all} layers (output layer counted) on the GPUs, "
+                f"{n_all - lo} on the CPU: slower, but it fits",
+            )
+        )
+        break
+    return tuple(out)
+
+
+def _balanced_counts(
+    base: FitResult, hp: Hparams, devs: Sequence[DeviceSpec], opts: FitOptions
+) -> list[int] | None:
+    """Layers per device (summing to n_layer_all + 1) filled back to front by what each
+    device has left after its fixed costs, as llama-fit-params writes -ts."""
+    if any(d.free_bytes is None for d in devs):
+        return None
+    per_layer: dict[int, int] = {}
+    for p in base.placements:
+        if p.layer is not None and p.device != CPU:
+            per_layer[p.layer] = per_layer.get(p.layer, 0) + p.alloc_bytes
+        elif p.layer is not None:
+            per_layer[p.layer] = per_layer.get(p.layer, 0) + p.nbytes
+    kv_per_layer: dict[int, int] = {}
+    for cache in base.kv:
+        if not cache.layers:
+            continue
+        share = (cache.k_bytes + cache.v_bytes) // len(cache.layers)
+        for il in cache.layers:
+            kv_per_layer[il] = kv_per_layer.get(il, 0) + share
+    n_all = hp.n_layer_all + 1
+    cost = [per_layer.get(il, 0) + kv_per_layer.get(il, 0) for il in range(n_all)]
+    budgets = []
+    for d, e in zip(devs, base.devices, strict=False):
+        fixed = e.compute_bytes + (opts.margin_bytes if backend_of(d) == "cuda" else 0)
+        budgets.append((d.free_bytes or 0) - fixed)
+    counts = [0] * len(devs)
+    il = n_all - 1
+    for di in range(len(devs) - 1, -1, -1):
+        room = budgets[di]
+        while il >= 0 and cost[il] <= room:
+            room -= cost[il]
+            counts[di] += 1
+            il -= 1
+    if sum(counts) == 0:
+        return None
+    return counts
