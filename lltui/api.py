@@ -145,9 +145,12 @@ def _one_gpu_vram(model: Any, context_size: int) -> int:
     """What llama.cpp allocates on one GPU that takes every layer: weights, KV, compute."""
     from lltui.core.fit.devices_spec import DeviceSpec
     from lltui.core.fit.estimate import FitOptions, estimate
-    from lltui.core.llama.flags import parse_llama_args
+    from lltui.core.llama.args import parse_llama_args, spell
+    from lltui.core.llama.flag_values import NGL_ALL
 
-    settings = parse_llama_args(["-c", str(context_size), "-ngl", "all", "-np", "1"])
+    settings = parse_llama_args(
+        spell("n_ctx", context_size) + spell("n_gpu_layers", NGL_ALL) + spell("n_parallel", 1)
+    )
     big = 1 << 50
     device = DeviceSpec(name="CUDA0", kind="cuda", total_bytes=big, free_bytes=big)
     result = estimate(model, settings, [device], FitOptions(search=False))

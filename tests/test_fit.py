@@ -532,12 +532,11 @@ def test_oracle_helpers():
         OracleRow("Host", 3, 4, 5),
     )
     # llama-fit-params refuses the unified-KV switches
-    assert oracle_args(["-c", "512", "-kvu", "--kv-unified-per-slot", "9", "-fa", "on"]) == [
-        "-c",
-        "512",
-        "-fa",
-        "on",
-    ]
+    given = parse_llama_args(["-c", "512", "-kvu", "--kv-unified-per-slot", "9", "-fa", "on"])
+    assert oracle_args(given) == ["-c", "512", "-fa", "on", "-np", "4"]
+    # the slots given are kept as given; flags that change no memory are left out
+    given = parse_llama_args(["--parallel", "2", "--jinja", "--ctx-size", "64"])
+    assert oracle_args(given) == ["--parallel", "2", "--ctx-size", "64"]
 
 
 MODEL_KEYS = [

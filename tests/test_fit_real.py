@@ -216,9 +216,7 @@ def oracle_rows(bins, model: Path, memory_argv: list[str], devices=()):
     np_ = settings.n_parallel_resolved
     same_rules = replace(settings, kv_unified=False, n_parallel=np_, load_mode="none", fit=False)
     ours = estimate(read_gguf(model), same_rules, devices, FitOptions(server=False, search=False))
-    res = run_oracle(
-        str(model), settings.memory_args, n_parallel=np_, binary=bins.binaries["llama-fit-params"]
-    )
+    res = run_oracle(str(model), settings, binary=bins.binaries["llama-fit-params"])
     return oracle_to_json(oracle_compare(ours, res))["rows"]
 
 

@@ -240,7 +240,7 @@ def _oracle(
     except FitError as exc:
         return oracle_unavailable(str(exc))
     try:
-        res = run_oracle(path, settings.memory_args, n_parallel=np_)
+        res = run_oracle(path, settings)
     except OracleError as exc:
         return oracle_unavailable(str(exc))
     return oracle_compare(ours, res)

@@ -13,7 +13,7 @@ from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import Hparams
 from lltui.core.fit.results import FitOptions, FitResult, Suggestion
-from lltui.core.llama.flags import LlamaArgs
+from lltui.core.llama.args import LlamaArgs, spell
 
 
 def _with(st: LlamaArgs, **changes: Any) -> LlamaArgs:
@@ -65,10 +65,6 @@ def _layer_indices(res: FitResult, devs: Sequence[DeviceSpec]) -> tuple[int, ...
     return tuple(index.get(n, -1) for n in res.layer_devices)
 
 
-def _fmt_ts(counts: Sequence[int]) -> str:
-    return ",".join(str(c) for c in counts)
-
-
 def suggest(
     model: GgufModel,
     hp: Hparams,
@@ -87,7 +83,7 @@ def suggest(
     if max_ctx:
         out.append(
             Suggestion(
-                ("-c", str(max_ctx)),
+                spell("n_ctx", max_ctx),
                 f"all layers stay where they are with a context of {max_ctx} (not {r.n_ctx})",
             )
         )
@@ -102,17 +98,20 @@ def suggest(
 
     n_all = hp.n_layer_all + 1
     split = st.tensor_split
-    candidates: list[tuple[tuple[float, ...], str]] = [(split, "")]
+    # (split, its flags: empty for the split as given)
+    candidates: list[tuple[tuple[float, ...], tuple[str, ...]]] = [(split, ())]
     if len(devs) > 1:
         counts = _balanced_counts(base, hp, devs, opts)
         if counts is not None and tuple(float(c) for c in counts) != tuple(split):
-            candidates.insert(0, (tuple(float(c) for c in counts), _fmt_ts(counts)))
-    for ts, ts_text in candidates:
+            candidates.insert(
+                0, (tuple(float(c) for c in counts), spell("tensor_split", tuple(counts)))
+            )
+    for ts, ts_flags in candidates:
         s_full = _with(st, n_gpu_layers=n_all, tensor_split=ts)
-        if ts_text and fits(s_full):
+        if ts_flags and fits(s_full):
             out.append(
                 Suggestion(
-                    ("-ts", ts_text),
+                    ts_flags,
                     "layers per device sized to each one's free memory; everything offloaded",
                 )
             )
@@ -126,12 +125,9 @@ def suggest(
                 lo = mid
             else:
                 hi = mid
-        flags: tuple[str, ...] = ("-ngl", str(lo))
-        if ts_text:
-            flags += ("-ts", ts_text)
         out.append(
             Suggestion(
-                flags,
+                spell("n_gpu_layers", lo) + ts_flags,
                 f"{lo} of {n_all} layers (output layer counted) on the GPUs, "
                 f"{n_all - lo} on the CPU: slower, but it fits",
             )

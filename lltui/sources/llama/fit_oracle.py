@@ -12,15 +12,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from lltui.core.llama.args import LlamaArgs, spell
+from lltui.core.llama.flag_table import BY_KEY
 
 TIMEOUT_S = 120.0
 ENV_VAR = "LLTUI_LLAMA_FIT_PARAMS"
 # llama-server flags llama-fit-params does not take
-_SERVER_ONLY = frozenset({"-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"})
-_SERVER_ONLY_WITH_VALUE = frozenset({"--kv-unified-per-slot"})
+# settings llama-fit-params refuses (it has no unified KV cache)
+_SERVER_ONLY = frozenset({"kv_unified", "kv_unified_per_slot"})
 
 
 class OracleError(Exception):
@@ -64,20 +66,16 @@ def find_fit_params() -> Path | None:
     return Path(found) if found else None
 
 
-def oracle_args(memory_args: Sequence[str]) -> list[str]:
-    """The memory flags llama-fit-params accepts (it refuses the unified-KV switches)."""
+def oracle_args(args: LlamaArgs) -> list[str]:
+    """The memory flags of ``args`` as given, those llama-fit-params accepts, and the slots
+    llama-server would make when none were given (llama-fit-params' own default is one)."""
     out: list[str] = []
-    skip = 0
-    for a in memory_args:
-        if skip:
-            skip -= 1
+    for g in args.given_args:
+        if g.key is None or g.key in _SERVER_ONLY or not BY_KEY[g.key].memory:
             continue
-        if a in _SERVER_ONLY:
-            continue
-        if a in _SERVER_ONLY_WITH_VALUE:
-            skip = 1
-            continue
-        out.append(a)
+        out += g.tokens
+    if "n_parallel" not in args.given:
+        out += spell("n_parallel", args.n_parallel_resolved)
     return out
 
 
@@ -98,9 +96,8 @@ def parse_fit_print(text: str) -> tuple[OracleRow, ...]:
 
 def run_oracle(
     model: str,
-    memory_args: Sequence[str],
+    args: LlamaArgs,
     *,
-    n_parallel: int,
     binary: Path | None = None,
     timeout_s: float = TIMEOUT_S,
 ) -> OracleResult:
@@ -111,10 +108,7 @@ def run_oracle(
             "llama-fit-params not found (run `lltui llama install`, put it on PATH, "
             f"or set {ENV_VAR})"
         )
-    args = oracle_args(memory_args)
-    if "-np" not in args and "--parallel" not in args:
-        args += ["-np", str(n_parallel)]
-    argv = [str(exe), "-m", model, *args, "--fit", "off", "--fit-print", "on"]
+    argv = [str(exe), "-m", model, *oracle_args(args), "--fit", "off", "--fit-print", "on"]
     try:
         proc = subprocess.run(
             argv,
