@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.monitor.models import RigSample
+
+if TYPE_CHECKING:  # the estimator loads when the view first estimates, not with the app
+    from lltui.core.fit.quant_fit import QuantFit
+    from lltui.core.fit.results import FitResult
 
 LIVE = "live"  # the devices of the rig being monitored, with their free memory now
 
@@ -46,8 +50,8 @@ class FitRequest:
 class FitOutcome:
     generation: int
     error: str | None = None
-    result: Any = None  # FitResult
-    quants: list[Any] = field(default_factory=list)  # QuantFit, smallest first
+    result: FitResult | None = None
+    quants: list[QuantFit] = field(default_factory=list)  # smallest first
     notes: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     device_label: str = ""
