@@ -12,13 +12,14 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 from llama_fixture import free_port, llama_bins, rpc_servers, tiny_model, write_tiny_llama
 
-from lltui.core.llama.launch_spec import LaunchSpec, build_command
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec, build_command
 from lltui.core.llama.metrics import parse_metrics
 from lltui.sources.llama.binary import probe
 from lltui.sources.llama.supervisor import (
@@ -194,9 +195,14 @@ def test_server_side_failures_get_their_reason(llama_bins, tiny_model, tmp_path)
     assert result is not None and result.returncode == 1
     assert result.reason == f"model not found: {missing}"
 
-    # A flag only the server can refuse (build_command was given no flag list to check).
+    # lltui refuses a flag the pinned llama-server lacks before anything starts...
     spec = tiny_spec(tiny_model, extra_args=("--no-such-flag",))
-    command = build_command(spec, str(llama_bins.binaries["llama-server"]))
+    with pytest.raises(LaunchError, match="--no-such-flag"):
+        build_command(spec, str(llama_bins.binaries["llama-server"]))
+    # ...and when one reaches the server anyway, its refusal is the reason given
+    spec = tiny_spec(tiny_model)
+    built = build_command(spec, str(llama_bins.binaries["llama-server"]))
+    command = replace(built, argv=(*built.argv, "--no-such-flag"))
     sup = Supervisor(command, url=spec.url, host=spec.host, port=spec.port)
     try:
         sup.start()
