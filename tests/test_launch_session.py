@@ -272,3 +272,80 @@ def test_the_views_preview_reads_profiles_too(tmp_path, no_binary):
     line, note = launch_state.preview_command("", "--profile pv", "127.0.0.1:8099")
     assert "-c 333" in line and "--port 8099" in line and str(model) in line
     assert note == "flags not checked: no llama-server in this test"
+
+
+# --- secrets: every secret flag gets the API key's treatment ----------------------------------
+
+TOKEN = "hf_TopSecretToken4711"
+
+
+def test_a_token_never_reaches_argv_a_display_or_a_world_readable_profile(tmp_path, no_binary):
+    model = model_file(tmp_path)
+    prepared = prepare(str(model), "-hft", TOKEN, "--save-profile", "tok")
+    command = prepared.command
+    assert TOKEN not in " ".join(command.argv), "ps would show it"
+    assert dict(command.env_set)["HF_TOKEN"] == TOKEN, "llama-server reads it from HF_TOKEN"
+    assert TOKEN not in command.shell_line() and TOKEN not in repr(command)
+    assert TOKEN not in repr(prepared.spec)
+    assert command.display_env()["HF_TOKEN"] == "***"
+    path = profiles.profile_path("tok")
+    assert path.stat().st_mode & 0o077 == 0, "a profile with a secret is private"
+    assert profiles.load_profile("tok").hf_token == TOKEN
+
+
+def test_the_cli_dry_run_masks_the_token(tmp_path, no_binary, capsys):
+    from lltui.cli import main
+
+    model = model_file(tmp_path)
+    assert main(["launch", str(model), "--hf-token", TOKEN, "--dry-run", "--json"]) == 0
+    out = capsys.readouterr()
+    assert TOKEN not in out.out + out.err
+    assert "HF_TOKEN" in out.out
+
+
+def test_an_exported_token_is_passed_on_and_shown_masked(tmp_path, monkeypatch, no_binary):
+    from lltui.core.llama.launch_spec import relevant_inherited_env
+
+    model = model_file(tmp_path)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    prepared = prepare(str(model))
+    shown = relevant_inherited_env(os.environ, prepared.command)
+    assert shown["HF_TOKEN"] == "***"
+    assert "HF_TOKEN" not in prepared.command.env_unset  # the child inherits it
+
+
+def test_the_view_refuses_secrets_among_its_flags(tmp_path, no_binary):
+    with pytest.raises(LaunchError, match="HF_TOKEN"):
+        S.read_request(
+            S.LaunchRequest(words=("-hft", TOKEN), model="m.gguf", keys_on_command_line=False)
+        )
+    with pytest.raises(LaunchError, match="masked"):
+        LaunchSpec(model="m.gguf", env=(("HF_TOKEN", TOKEN),))
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (None, "not a regular file"),  # /dev/zero: reading it would never end
+        (b"k" * (1024 * 1024 + 1), "over 1024 KiB"),
+        (b"# only a comment\n\n", "holds no key"),
+    ],
+)
+def test_a_key_file_is_read_within_bounds(tmp_path, no_binary, content, words):
+    model = model_file(tmp_path)
+    if content is None:
+        key_file = "/dev/zero"
+    else:
+        key_file = str(tmp_path / "keys")
+        Path(key_file).write_bytes(content)
+    with pytest.raises(LaunchError, match=words) as caught:
+        prepare(str(model), "--api-key-file", key_file)
+    assert caught.value.code == 2
+
+
+def test_a_key_file_gives_its_keys_as_llama_server_reads_them(tmp_path, no_binary):
+    from lltui.sources.llama.launch_prep import read_key_file
+
+    keys = tmp_path / "keys"
+    keys.write_bytes(b"# comment\nsk-one\n\nsk-two\n")
+    assert read_key_file(str(keys)) == ("sk-one", "sk-two")

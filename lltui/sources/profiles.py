@@ -137,7 +137,7 @@ def save_profile(name: str, spec: LaunchSpec, directory: Path | None = None) -> 
     path = profile_path(name, directory)
     data = spec_to_dict(spec)
     text = f"# lltui launch profile {name!r}\n" + to_toml(data)
-    secret = spec.api_key is not None
+    secret = bool(spec.secrets)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=path.parent)

@@ -100,6 +100,7 @@ class LlamaArgs:
     host: str | None = None  # --host, --port, ...: what lltui's launcher sets itself
     port: int | None = None
     api_key: str | None = field(default=None, repr=False)
+    hf_token: str | None = field(default=None, repr=False)
     api_key_file: str | None = None
     log_verbosity: int | None = None
     metrics: bool = False

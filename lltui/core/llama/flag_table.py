@@ -36,6 +36,8 @@ class Flag:
     const: object = True  # what a flag without a value sets
     memory: bool = True  # changes what llama-server allocates
     launch_own: bool = False  # lltui's launcher sets it itself (model, address, key, log level)
+    # a secret: never in argv (``ps`` shows it) nor printed; passed in this variable instead
+    secret_env: str | None = None
 
     @property
     def all_spellings(self) -> tuple[str, ...]:
@@ -125,7 +127,22 @@ FLAGS: tuple[Flag, ...] = (
     Flag("mmproj", _s("-mm --mmproj"), parse=v.text, env="LLAMA_ARG_MMPROJ", memory=False),
     Flag("host", _s("--host"), parse=v.text, env="LLAMA_ARG_HOST", memory=False, launch_own=True),
     Flag("port", _s("--port"), parse=v.port, env="LLAMA_ARG_PORT", memory=False, launch_own=True),
-    Flag("api_key", _s("--api-key"), parse=v.text, memory=False, launch_own=True),
+    Flag(
+        "api_key",
+        _s("--api-key"),
+        parse=v.text,
+        memory=False,
+        launch_own=True,
+        secret_env="LLAMA_API_KEY",
+    ),
+    Flag(
+        "hf_token",
+        _s("-hft --hf-token"),
+        parse=v.text,
+        memory=False,
+        launch_own=True,
+        secret_env="HF_TOKEN",
+    ),
     Flag(
         "api_key_file",
         _s("--api-key-file"),
@@ -159,6 +176,9 @@ BY_SPELLING: Mapping[str, tuple[Flag, bool]] = {
     **{s: (f, False) for f in FLAGS for s in f.neg},
 }
 MEMORY_SPELLINGS: frozenset[str] = frozenset(s for f in FLAGS if f.memory for s in f.all_spellings)
+# settings that are secrets, and the variables llama-server reads them from
+SECRET_FIELDS: tuple[str, ...] = tuple(f.key for f in FLAGS if f.secret_env)
+SECRET_ENV: frozenset[str] = frozenset(f.secret_env for f in FLAGS if f.secret_env)
 
 # What to write instead of a flag this llama-server refuses: the ones it removed (some still
 # listed in its --help as removed) and spellings of older builds people still paste.
@@ -226,7 +246,7 @@ _ONE_VALUE = _flag_set(
     "--dry-sequence-breaker --dynatemp-exp --dynatemp-range --embd-normalize --fit",
     "--fit-ctx --fit-target --flash-attn --frequency-penalty --gpu-layers",
     "--gpu-layers-draft --grammar --grammar-file --hf-file --hf-repo --hf-repo-draft",
-    "--hf-token --host --image-max-tokens --image-min-tokens --json-schema",
+    "--host --image-max-tokens --image-min-tokens --json-schema",
     "--json-schema-file --keep --kv-unified-per-slot --lazy-mode --load-mode --log-colors",
     "--log-file --log-prompts-dir --log-verbosity --logit-bias --lookup-cache-dynamic",
     "--lookup-cache-static --lora --lora-scaled --main-gpu --mcp-servers-config",
@@ -261,7 +281,7 @@ _ONE_VALUE = _flag_set(
     "--video-timestamp-interval --webui-config --webui-config-file --xtc-probability",
     "--xtc-threshold --yarn-attn-factor --yarn-beta-fast --yarn-beta-slow --yarn-ext-factor",
     "--yarn-orig-ctx -C -Cb -Cbd -Cd -Cr -Crb -Crd -a -b -c -cms -cram -ctk -ctkd -ctv",
-    "-ctvd -ctxcp -dev -devd -dr -dt -fa -fit -fitc -fitt -hf -hfd -hff -hfr -hfrd -hft -j",
+    "-ctvd -ctxcp -dev -devd -dr -dt -fa -fit -fitc -fitt -hf -hfd -hff -hfr -hfrd -j",
     "-jf -l -lcd -lcs -lm -lv -lzm -m -md -mg -mm -mmdev -mmu -mu -n -ncffn -ncmoe -ncmoed",
     "-ngl -ngld -np -ot -otd -r -rea -s -sm -sps -t -tb -tbd -td -to -ts -ub",
 )

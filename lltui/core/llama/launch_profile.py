@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
+from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.core.llama.multigpu import SplitMode
 
@@ -21,7 +22,7 @@ def spec_to_dict(spec: LaunchSpec, *, include_secret: bool = True) -> dict[str, 
         value = getattr(spec, f.name)
         if f.name != "model" and value == defaults.get(f.name):
             continue
-        if f.name == "api_key" and not include_secret:
+        if f.name in SECRET_FIELDS and not include_secret:
             continue
         if isinstance(value, SplitMode):
             value = value.flag
@@ -55,6 +56,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "rpc": (list,),
     "api_key": (str,),
     "api_key_file": (str,),
+    "hf_token": (str,),
     "metrics": (bool,),
     "log_verbosity": (int,),
     "extra_args": (list,),

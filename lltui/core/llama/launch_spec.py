@@ -24,6 +24,8 @@ from lltui.core.llama import flag_values
 from lltui.core.llama.flag_table import (
     BY_KEY,
     REMOVED,
+    SECRET_ENV,
+    SECRET_FIELDS,
     UNKNOWN_ARITY,
     BinaryFlags,
     arity_of,
@@ -102,6 +104,7 @@ class LaunchSpec:
     rpc: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False)
     api_key_file: str | None = None
+    hf_token: str | None = field(default=None, repr=False)
     metrics: bool = True  # /metrics feeds tokens/s; it costs nothing when unused
     log_verbosity: int = PLACEMENT_LOG_VERBOSITY
     extra_args: tuple[str, ...] = ()
@@ -221,6 +224,11 @@ class LaunchSpec:
                 raise LaunchError("the API key is empty")
             if "\n" in self.api_key or "\r" in self.api_key:
                 raise LaunchError("the API key must be one line")
+        if self.hf_token is not None:
+            if not isinstance(self.hf_token, str) or not self.hf_token.strip():
+                raise LaunchError("the Hugging Face token is empty")
+            if "\n" in self.hf_token or "\r" in self.hf_token:
+                raise LaunchError("the Hugging Face token must be one line")
 
     def _normalise_environment(self) -> None:
         nccl = _pairs(self.nccl_env)
@@ -232,6 +240,12 @@ class LaunchSpec:
         for name, value in env:
             if not _ENV_NAME.match(name):
                 raise LaunchError(f"{name!r} is not an environment variable name")
+            if name in SECRET_ENV:
+                raise LaunchError(
+                    f"{name} holds a secret: give it as its flag ("
+                    f"{', '.join(f.spellings[0] for f in BY_KEY.values() if f.secret_env == name)}"
+                    ") or export it, so that it is passed on masked"
+                )
             if name == P2P_ENV and value.strip().lower() in P2P_OFF_WORDS:
                 raise LaunchError(
                     f"{P2P_ENV}={value} turns peer access on (llama.cpp enables it for any "
@@ -243,9 +257,8 @@ class LaunchSpec:
         parts = []
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "api_key":
-                value = MASK if value is not None else None
-                parts.append(f"api_key={value!r}" if value else "api_key=None")
+            if f.name in SECRET_FIELDS:
+                parts.append(f"{f.name}={MASK!r}" if value else f"{f.name}=None")
                 continue
             parts.append(f"{f.name}={value!r}")
         return f"LaunchSpec({', '.join(parts)})"
@@ -254,11 +267,13 @@ class LaunchSpec:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """Strings that must never be shown: the key, and each key of a comma list."""
-        if not self.api_key:
-            return ()
-        parts = [p for p in self.api_key.split(",") if p]
-        return tuple(dict.fromkeys([self.api_key, *parts]))
+        """Strings that must never be shown: the keys (each of a comma list too), the token."""
+        found: list[str] = []
+        if self.api_key:
+            found += [self.api_key, *(p for p in self.api_key.split(",") if p)]
+        if self.hf_token:
+            found.append(self.hf_token)
+        return tuple(dict.fromkeys(found))
 
     @property
     def url(self) -> str:
@@ -371,6 +386,7 @@ SPEC_KEYS: dict[str, str] = {
     "port": "port",
     "api_key": "api_key",
     "api_key_file": "api_key_file",
+    "hf_token": "hf_token",
     "log_verbosity": "log_verbosity",
     "metrics": "metrics",
 }
@@ -553,6 +569,8 @@ def build_command(
         argv += [f("api_key_file"), key_file]
     if transport != "env":
         env_unset.append(API_KEY_ENV)  # an inherited key would lock lltui out of /metrics
+    if spec.hf_token:
+        env_set[BY_KEY["hf_token"].secret_env or ""] = spec.hf_token  # never in argv
     _check_extra(spec.extra_args, binary)
     argv += spec.extra_args
     if spec.visible_gpus:
@@ -562,8 +580,8 @@ def build_command(
         env_set[P2P_ENV] = "1"
     # GGML_CUDA_P2P exported by the user is theirs: the child inherits it, a dry run shows it
     for name, value in spec.env:
-        if name == API_KEY_ENV:
-            continue  # the key goes through api_key, masked
+        if name in SECRET_ENV:
+            continue  # secrets go through their own fields, masked
         env_set[name] = value
     env_unset = [n for n in env_unset if n not in env_set]
     return LaunchCommand(
@@ -610,7 +628,7 @@ def relevant_inherited_env(environ: Mapping[str, str], command: LaunchCommand) -
     own = {k for k, _ in command.env_set} | set(command.env_unset)
     out = {}
     for name in sorted(environ):
-        if name in own or not name.startswith(RELEVANT_ENV_PREFIXES):
+        if name in own or not (name.startswith(RELEVANT_ENV_PREFIXES) or name in SECRET_ENV):
             continue
-        out[name] = MASK if name == API_KEY_ENV else command.mask(environ[name])
+        out[name] = MASK if name in SECRET_ENV else command.mask(environ[name])
     return out

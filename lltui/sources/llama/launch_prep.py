@@ -4,9 +4,12 @@ the checks of the model and key file. Shared by ``lltui launch`` and the launch 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from lltui.core.llama.launch_spec import BinaryFlags, LaunchError, LaunchSpec
+
+MAX_KEY_FILE_BYTES = 1024 * 1024  # thousands of keys; /dev/zero is not a key file
 
 
 def find_binary(required: bool) -> tuple[str, BinaryFlags | None, str | None, str | None]:
@@ -37,14 +40,26 @@ def check_inputs(spec: LaunchSpec) -> tuple[str, ...]:
     if not os.access(model, os.R_OK):
         raise LaunchError(f"the model is not readable: {spec.model}", 2)
     if spec.api_key_file is not None:
-        try:
-            with open(spec.api_key_file, encoding="utf-8", errors="replace") as f:
-                keys = [ln.rstrip("\n") for ln in f if ln.rstrip("\n") and not ln.startswith("#")]
-        except OSError as exc:
-            raise LaunchError(
-                f"cannot read the API key file {spec.api_key_file}: {exc.strerror}", 2
-            ) from None
-        if not keys:
-            raise LaunchError(f"the API key file {spec.api_key_file} holds no key", 2)
-        return tuple(keys)
+        return read_key_file(spec.api_key_file)
     return ()
+
+
+def read_key_file(path: str) -> tuple[str, ...]:
+    """The keys in an API key file, as llama-server reads them (one a line, ``#`` comments);
+    a file that is not a regular file, or larger than any list of keys, is bad input."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise LaunchError(f"the API key file {path} is not a regular file", 2)
+            data = f.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise LaunchError(f"cannot read the API key file {path}: {exc.strerror}", 2) from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise LaunchError(
+            f"the API key file {path} is over {MAX_KEY_FILE_BYTES // 1024} KiB: not a key list", 2
+        )
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    keys = [ln for ln in lines if ln and not ln.startswith("#")]
+    if not keys:
+        raise LaunchError(f"the API key file {path} holds no key", 2)
+    return tuple(keys)

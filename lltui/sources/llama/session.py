@@ -30,6 +30,7 @@ from typing import Any
 
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_sentence, ready_event
+from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.launch_args import parse_llama_args, spec_kwargs
 from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
@@ -151,6 +152,8 @@ def read_request(request: LaunchRequest) -> GivenLaunch:
         given["model"] = model
     if "api_key" in given and not request.keys_on_command_line:
         raise LaunchError("pass keys with --api-key-file, not among the flags (they show in ps)")
+    if "hf_token" in given and not request.keys_on_command_line:
+        raise LaunchError("export the Hugging Face token as HF_TOKEN, not among the flags")
     data: dict[str, Any] = {}
     if profile:
         try:
@@ -176,7 +179,7 @@ def read_request(request: LaunchRequest) -> GivenLaunch:
         profile=profile,
         save_profile=save_as,
         from_profile=frozenset(k for k in from_profile if k not in given),
-        key_on_command_line="api_key" in given,
+        key_on_command_line=any(name in given for name in SECRET_FIELDS),
     )
 
 
@@ -263,7 +266,11 @@ class LaunchSession:
         ``--save-profile`` names; ``check``: check the model and key file (a preview does not)."""
         given = read_request(self.request)
         if given.key_on_command_line:
-            self._note("warning", "a key on the command line shows in `ps`; use --api-key-file")
+            self._note(
+                "warning",
+                "a secret on lltui's command line shows in `ps`: use --api-key-file for keys "
+                "and export HF_TOKEN for the token",
+            )
         file_keys = check_given(given) if check else ()
         if save and given.save_profile:
             self._save(given)
