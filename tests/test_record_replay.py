@@ -499,3 +499,23 @@ def test_a_non_finite_time_is_a_bad_recording(tmp_path):
 
     with pytest.raises(RecordingError, match="finite"):
         sample_time({"seq": 1, "t": float("nan"), "gpus": []}, 3)
+
+
+def test_non_finite_readings_replay_as_unknown(tmp_path, capsys):
+    from lltui.cli import main
+
+    rec = tmp_path / "rig.jsonl"
+    assert main(["--source", "sim:4xl4", "--record", str(rec), "gpus"]) == 0
+    capsys.readouterr()
+    lines = rec.read_text().splitlines()
+    # a recording edited or written by a broken driver: NaN and infinite readings
+    last = json.loads(lines[-1])
+    gpu = last["gpus"][0]
+    gpu.update({"power_w": "NaN", "power_limit_w": "Infinity", "pcie_rx_kbs": "-Infinity"})
+    text = json.dumps(last).replace('"NaN"', "NaN").replace('"Infinity"', "1e999")
+    text = text.replace('"-Infinity"', "-Infinity")
+    rec.write_text("\n".join([*lines[:-1], text]) + "\n")
+    assert main(["gpus", "--json", "--source", f"replay:{rec}", "--replay-step"]) == 0
+    first = json.loads(capsys.readouterr().out)["gpus"][0]
+    assert first["power_w"] is None and first["power_limit_w"] is None
+    assert first["pcie_rx_kbs"] is None

@@ -286,10 +286,21 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+def _finite_or_none(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def _no_constant(_name: str) -> None:
+    return None
+
+
 def loads_line(text: str, line: int) -> dict[str, Any]:
-    """One line's JSON object; RecordingError naming the line for anything else."""
+    """One line's JSON object; RecordingError naming the line for anything else. A reading
+    that is NaN or infinite (``NaN``, ``Infinity``, ``1e999``) is read as unknown (None): no
+    GPU reports such a value, and every consumer of a sample takes None for "not known"."""
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_float=_finite_or_none, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise RecordingError(f"not JSON ({exc.msg} at column {exc.colno})", line) from None
     except RecursionError:
