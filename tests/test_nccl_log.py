@@ -10,6 +10,7 @@ from lltui.cli import main
 from lltui.core.nccl.log import (
     MAX_KEPT_LINES,
     decode_cuda_driver,
+    format_log_summary,
     parse_nccl_log,
     parse_nccl_log_text,
     strip_launcher_prefix,
@@ -317,3 +318,60 @@ def test_records_survive_binary_noise_around_them(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["nranks"] == 2
     assert data["transports"] == ["P2P/IPC/read", "SHM/direct/direct"]
+
+
+PLUGIN_THEN_SOCKET = """\
+h:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.
+host:100:100 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>
+host:100:100 [0] NCCL INFO Using network Socket
+"""
+
+
+def test_the_internal_plugin_line_names_no_network():
+    s = parse_nccl_log_text(PLUGIN_THEN_SOCKET)
+    assert s.network == "Socket"
+    assert s.networks == ("Socket",)
+    only_plugin = parse_nccl_log_text(PLUGIN_THEN_SOCKET.splitlines()[0])
+    assert only_plugin.network is None
+
+
+FAILED_RUN = """\
+box:1:2 [0] NCCL INFO Using network IB
+box:1:2 [0] NCCL INFO transport/net.cc:1134 -> 6
+box:1:2 [0] NCCL INFO proxy.cc:679 -> 6
+box:1:2 [0] NCCL INFO proxy.cc:858 -> 6 [Proxy Thread]
+box:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via NET/IB/0
+box:1:3 [0] NCCL INFO misc/socket.cc:50 -> 2
+box:1:3 [0] NCCL INFO init.cc:1234 -> 7
+"""
+
+
+def test_a_failure_passed_up_the_stack_makes_a_run_with_errors():
+    s = parse_nccl_log_text(FAILED_RUN)
+    assert s.failed
+    # one failure per chain: the 6 chain (3 lines), then a 2 chain after another record
+    assert s.failure_total == 2
+    assert s.failure_lines[0].endswith("transport/net.cc:1134 -> 6")
+    assert s.failure_lines[1].endswith("misc/socket.cc:50 -> 2")
+    assert s.error_lines == ()  # nothing was printed as an error line
+    text = format_log_summary(s)
+    assert "errors      2" in text and "errors      0" not in text
+    assert parse_nccl_log_text("x:1:1 [0] NCCL INFO init.cc:1 -> 7").failed is False
+
+
+def test_ib_completion_errors_are_explained():
+    wrapped = (
+        "node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion "
+        "from peer 10.2.0.5<33092> with error 12, opcode 0, len\n0, vendor err 129 (Recv)\n"
+        "node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion "
+        "from peer 10.2.0.6<33092> with error 5, opcode 0, len 0, vendor err 249\n"
+    )
+    s = parse_nccl_log_text(wrapped)
+    assert [(e.error, e.name, e.vendor_err) for e in s.ib_errors] == [
+        (12, "IBV_WC_RETRY_EXC_ERR", 129),
+        (5, "IBV_WC_WR_FLUSH_ERR", 249),
+    ]
+    assert "retries exhausted" in s.ib_errors[0].meaning
+    data = s.to_json()
+    assert data["ib_errors"][0]["name"] == "IBV_WC_RETRY_EXC_ERR"
+    assert "IB error    12 (IBV_WC_RETRY_EXC_ERR, vendor err 129)" in format_log_summary(s)

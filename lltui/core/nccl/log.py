@@ -45,7 +45,14 @@ LAUNCHER_PREFIX = re.compile(
 
 _VERSION = re.compile(r"\bNCCL version (?P<v>\d+\.\d+\.\d+\S*)")
 _CUDA_DRIVER = re.compile(r"\bcuda ?Driver ?Version:? (?P<v>\d+)", re.IGNORECASE)
-_NETWORK = re.compile(r"\bUsing (?:internal )?network (?P<net>\S.*?)\s*$", re.IGNORECASE)
+_NETWORK = re.compile(r"\bUsing (?:internal )?network (?P<net>\S.*?)[\s.]*$", re.IGNORECASE)
+# "Could not find: libnccl-net.so. Using internal network plugin.": which plugin is not said
+_NOT_A_NETWORK = ("plugin", "plugins")
+_IB_COMPLETION = re.compile(
+    r"Got completion (?:from peer (?P<peer>\S+) )?with error (?P<err>\d+)"
+    r"(?:.*?vendor err (?P<vendor>\d+))?",
+    re.DOTALL,
+)
 _NET_PREFIX = re.compile(r"\bNET/(?P<net>[A-Za-z][\w-]*)\s*:")
 _NET_DEVICES = re.compile(r"\bNET/(?P<net>[A-Za-z][\w-]*) ?: Using (?P<devs>\[\d+\].*)$")
 _VIA = re.compile(r"\bvia (?P<t>\S.*?)\s*$")
@@ -71,6 +78,75 @@ _ERROR_LINE = re.compile(
 _NOT_A_CONTINUATION = re.compile(
     r"^(?:Traceback\b|File \"|\w[\w.]*(?:Error|Exception|Warning)\b|#|\$|>>>|\S+@\S+[:$#])"
 )
+
+
+# ibv_wc_status (verbs.h): what a failed InfiniBand/RoCE work completion means, in words
+IB_WC_STATUS: dict[int, tuple[str, str]] = {
+    1: ("IBV_WC_LOC_LEN_ERR", "a message was longer than the receive buffer"),
+    2: ("IBV_WC_LOC_QP_OP_ERR", "the local queue pair hit an internal error"),
+    4: ("IBV_WC_LOC_PROT_ERR", "a local buffer was not registered for this access"),
+    5: (
+        "IBV_WC_WR_FLUSH_ERR",
+        "work flushed because the queue pair had already failed: look at the first error",
+    ),
+    7: ("IBV_WC_BAD_RESP_ERR", "the peer answered with something unexpected"),
+    8: ("IBV_WC_LOC_ACCESS_ERR", "a local protection error on the buffer"),
+    9: ("IBV_WC_REM_INV_REQ_ERR", "the peer found the request invalid"),
+    10: (
+        "IBV_WC_REM_ACCESS_ERR",
+        "the peer refused access to its buffer (key or permissions)",
+    ),
+    11: ("IBV_WC_REM_OP_ERR", "the peer could not complete the operation"),
+    12: (
+        "IBV_WC_RETRY_EXC_ERR",
+        "transport retries exhausted: the peer never acknowledged (link or switch down, "
+        "peer process gone, or a RoCE GID/VLAN/MTU mismatch)",
+    ),
+    13: (
+        "IBV_WC_RNR_RETRY_EXC_ERR",
+        "receiver-not-ready retries exhausted: the peer posted no receive in time",
+    ),
+    16: ("IBV_WC_REM_ABORT_ERR", "the peer aborted the operation"),
+    19: ("IBV_WC_FATAL_ERR", "a fatal error in the adapter"),
+    20: ("IBV_WC_RESP_TIMEOUT_ERR", "the response timed out"),
+    21: ("IBV_WC_GENERAL_ERR", "a general error"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class IbCompletionError:
+    """One kind of failed InfiniBand/RoCE completion NCCL reported (``NET/IB : Got completion
+    from peer ... with error 12, ... vendor err 129``)."""
+
+    error: int
+    vendor_err: int | None = None
+
+    @property
+    def name(self) -> str | None:
+        known = IB_WC_STATUS.get(self.error)
+        return known[0] if known else None
+
+    @property
+    def meaning(self) -> str:
+        known = IB_WC_STATUS.get(self.error)
+        return known[1] if known else "an InfiniBand completion error"
+
+
+def ib_completion_errors(lines: Iterable[str]) -> tuple[IbCompletionError, ...]:
+    """The distinct IB completion errors in WARN lines (wrapped lines already joined)."""
+    out: list[IbCompletionError] = []
+    for line in lines:
+        if "Got completion" not in line:
+            continue
+        m = _IB_COMPLETION.search(line)
+        if m:
+            vendor = int(m.group("vendor")) if m.group("vendor") else None
+            _add(out, IbCompletionError(int(m.group("err")), vendor))
+    return tuple(out)
+
+
+# codes passed up the stack that are no failure: success, and an operation still in progress
+NOT_FAILURES = (None, 0, 7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +182,11 @@ class NcclLogSummary:
     env: dict[str, str] = field(default_factory=dict)  # NCCL_X set by environment to Y
     net_devices: tuple[str, ...] = ()  # "mlx5_0:1/IB", from NET/IB : Using [0]...
     error_trace: tuple[ErrorTrace, ...] = ()
+    ib_errors: tuple[IbCompletionError, ...] = ()
+    # where NCCL began passing a failure code up its stack (``net.cc:1134 -> 6``), one line
+    # per failure: a run can fail with no line printed as an error
+    failure_lines: tuple[str, ...] = ()
+    failure_total: int = 0
     init_complete: int = 0  # "Init COMPLETE" lines
     lines: int = 0
     record_lines: int = 0  # lines holding an NCCL record
@@ -120,6 +201,11 @@ class NcclLogSummary:
             or self.error_lines
             or self.network
         )
+
+    @property
+    def failed(self) -> bool:
+        """The run hit an error: an error line, an ABORT, or a failure code passed up."""
+        return bool(self.error_total or self.failure_total)
 
     @property
     def transport_classes(self) -> tuple[str, ...]:
@@ -154,6 +240,13 @@ class NcclLogSummary:
             "env": dict(self.env),
             "error_trace": [
                 {"where": t.where, "code": t.code, "name": t.name} for t in self.error_trace
+            ],
+            "failed": self.failed,
+            "failure_lines": list(self.failure_lines),
+            "failure_total": self.failure_total,
+            "ib_errors": [
+                {"error": e.error, "name": e.name, "meaning": e.meaning, "vendor_err": e.vendor_err}
+                for e in self.ib_errors
             ],
             "init_complete": self.init_complete,
             "lines": self.lines,
@@ -204,6 +297,9 @@ class _Collector:
         self.devices: list[str] = []
         self.env: dict[str, str] = {}
         self.trace: list[ErrorTrace] = []
+        self.trace_code: int | None = None  # the code the last record passed up the stack
+        self.failures: list[str] = []  # the first line of each failing chain
+        self.failure_total = 0
         self.init_complete = 0
         self.lines = 0
         self.record_lines = 0
@@ -267,7 +363,7 @@ def _message_facts(c: _Collector, msg: str) -> None:
             c.cuda_code = int(m.group("v"))
     if "etwork" in msg:
         m = _NETWORK.search(msg)
-        if m:
+        if m and m.group("net").lower() not in _NOT_A_NETWORK:
             _add(c.networks, m.group("net"))
     if "NET/" in msg:
         m = _NET_DEVICES.search(msg)
@@ -311,6 +407,7 @@ def _message_facts(c: _Collector, msg: str) -> None:
             trace = ErrorTrace(f"{m.group('where')}:{m.group('line')}", int(m.group("code")))
             if trace not in c.trace and len(c.trace) < MAX_KEPT_LINES:
                 c.trace.append(trace)
+            c.trace_code = trace.code
     if "Init COMPLETE" in msg:
         c.init_complete += 1
 
@@ -359,7 +456,17 @@ def _feed(c: _Collector, raw: str) -> None:
         else:
             level, msg, text = "", "", ""
     if level:
+        in_chain = c.trace_code is not None
+        c.trace_code = None
         _message_facts(c, msg)
+        if c.trace_code not in NOT_FAILURES and not in_chain:
+            # NCCL passing an error code up its stack: the run failed here, whatever the
+            # level of the line; the rest of the chain is the same failure
+            c.failure_total += 1
+            if len(c.failures) < MAX_KEPT_LINES:
+                c.failures.append(text)
+            c.open_kind = None
+            return
         if level == "WARN":
             c.keep("warn", text)
         elif level == "ABORT" or (level != "INFO" and _is_error_line(msg)):
@@ -424,6 +531,9 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
         env=dict(c.env),
         net_devices=tuple(c.net_devices),
         error_trace=tuple(c.trace),
+        ib_errors=ib_completion_errors(c.warn),
+        failure_lines=tuple(c.failures),
+        failure_total=c.failure_total,
         init_complete=c.init_complete,
         lines=c.lines,
         record_lines=c.record_lines,
@@ -451,14 +561,21 @@ def format_log_summary(s: NcclLogSummary) -> str:
         out.append("environment " + " ".join(f"{k}={v}" for k, v in s.env.items()))
     for t in s.error_trace[:5]:
         out.append(f"error code  {t.code} ({t.name or 'unknown'}) passed up at {t.where}")
+    for ib in s.ib_errors:
+        vendor = f", vendor err {ib.vendor_err}" if ib.vendor_err is not None else ""
+        out.append(f"IB error    {ib.error} ({ib.name or 'unknown'}{vendor}): {ib.meaning}")
     out.append(f"warnings    {s.warn_total}")
     for w in s.warn_lines:
         out.append("  " + w.replace("\n", "\n    "))
     if s.warn_total > len(s.warn_lines):
         out.append(f"  ... {s.warn_total - len(s.warn_lines)} more")
-    out.append(f"errors      {s.error_total}")
+    out.append(f"errors      {s.error_total + s.failure_total}")
     for e in s.error_lines:
         out.append("  " + e.replace("\n", "\n    "))
     if s.error_total > len(s.error_lines):
         out.append(f"  ... {s.error_total - len(s.error_lines)} more")
+    for f in s.failure_lines:
+        out.append(f"  {f}  (a failure passed up NCCL's stack)")
+    if s.failure_total > len(s.failure_lines):
+        out.append(f"  ... {s.failure_total - len(s.failure_lines)} more")
     return "\n".join(out)
