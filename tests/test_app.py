@@ -42,10 +42,12 @@ async def test_pause_and_resume_stop_and_restart_sampling():
         await pilot.press("space")
         assert app.model.paused and app.poller.paused
         assert "PAUSED" in text_of(app, "#status")
-        await asyncio.sleep(0.3)  # let a poll that was already running finish
-        count = app.samples_applied
-        await asyncio.sleep(0.6)
-        assert app.samples_applied == count
+        # a poll already running finishes, then the thread parks instead of polling
+        await wait_for(lambda: app.poller.parks >= 1)
+        count, polls, parks = app.samples_applied, app.poller.polls, app.poller.parks
+        app.poller.set_interval(0.25)  # wakes the thread: paused, it parks again unpolled
+        await wait_for(lambda: app.poller.parks > parks)
+        assert app.poller.polls == polls and app.samples_applied == count
         await pilot.press("space")
         assert not app.model.paused
         await wait_for(lambda: app.samples_applied > count)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from llama_fixture import free_port, llama_bins, rpc_servers, tiny_model
 
@@ -235,11 +236,14 @@ def test_sigkill_of_lltui_takes_the_server_with_it(server_env, tiny_model, serve
 def test_keep_running_survives_lltui(server_env, tiny_model, tmp_path, servers):
     env = {**server_env, "XDG_STATE_HOME": str(tmp_path / "state")}
     with launched(tiny_model, env, "--keep-running") as proc:
-        server_pid = read_event(proc)["pid"]
+        ready = read_event(proc)
+        server_pid = ready["pid"]
         servers.append(server_pid)
         proc.kill()
         proc.wait(timeout=GONE_WITHIN_S)
-        time.sleep(0.5)
+        # with lltui gone, the server still answers (a death signal would have ended it)
+        with httpx.Client(timeout=5) as client:
+            assert client.get(f"{ready['url']}/health").status_code == 200
         assert pid_alive(server_pid)
     logs = list((tmp_path / "state" / "lltui").glob("llama-server-*.log"))
     assert len(logs) == 1 and "listening on" in logs[0].read_text()

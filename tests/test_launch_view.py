@@ -207,7 +207,10 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
     ctl = launch_state.LaunchController(lambda: None, lambda: None)
     starter = threading.Thread(target=ctl.start, args=("m.gguf", "", "127.0.0.1:8080"))
     starter.start()
-    time.sleep(0.1)  # the start is under way
+    deadline = time.monotonic() + 5
+    while events != ["start begins"] and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling: the start is under way before Stop is pressed
+    assert events == ["start begins"]
     ctl.stop()
     starter.join(5)
     assert events == ["start begins", "start ends", "stop"]

@@ -313,7 +313,11 @@ def test_stop_sends_a_second_signal_then_kills_a_server_that_holds_on(tmp_path):
     sup = Supervisor(command, url=None, check_port=False)
     try:
         sup.start()
-        time.sleep(0.5)
+        # its SIGTERM handler is in place once it has printed its line
+        deadline = time.monotonic() + 10
+        while not any("listening" in line for line in sup.log_tail(10)):
+            assert time.monotonic() < deadline, "the script did not start"
+            time.sleep(0.02)
         started = time.monotonic()
         result = sup.stop(grace_s=0.5, second_grace_s=0.5)
         took = time.monotonic() - started
@@ -342,7 +346,9 @@ def test_keep_running_leaves_the_server_and_its_log(llama_bins, tiny_model, tmp_
         sup.detach()
         pid = sup.pid
         assert pid is not None
-        time.sleep(0.5)
+        # detached, it keeps serving: it answers /health, then is still there
+        with httpx.Client(timeout=5) as client:
+            assert client.get(f"{spec.url}/health").status_code == 200
         assert pid_alive(pid)
         assert "listening on" in log.read_text()
     finally:

@@ -42,6 +42,7 @@ class Poller:
         self._paused = False
         self._thread: threading.Thread | None = None
         self.polls = 0
+        self.parks = 0  # times the thread stopped to wait while paused (or at its limit)
         self.in_flight_since: float | None = None  # clock() when the running poll began
 
     @property
@@ -56,6 +57,7 @@ class Poller:
     def _run(self) -> None:
         while not self._stopped.is_set():
             if self._paused or (self._limit is not None and self.polls >= self._limit):
+                self.parks += 1
                 self._wake.wait()
                 self._wake.clear()
                 continue
