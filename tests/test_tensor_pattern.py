@@ -1,0 +1,115 @@
+"""-ot patterns: the automaton answers as re.search does, in time linear in the name."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+
+import pytest
+
+from lltui.core.llama.tensor_pattern import compile_search
+
+NAMES = [
+    "blk.0.ffn_up_exps.weight",
+    "blk.17.ffn_gate_exps.weight",
+    "blk.3.attn_q.weight",
+    "token_embd.weight",
+    "output_norm.weight",
+    "blk.12.ffn_down_shexp.weight",
+    "",
+    "x",
+    "blk.1.ffn_up.weight\n",
+    "a_b c-d",
+]
+
+REAL_PATTERNS = [
+    r"\.ffn_(up|down|gate|gate_up)_(ch|)exps",
+    r"blk\.(1[0-9]|2[0-9])\.ffn_.*_exps\.=",
+    r"blk\.([0-9]|1[0-5])\.",
+    r"^token_embd",
+    r"exps\.weight$",
+    r"ffn_.*_exps",
+    r"\bblk\b",
+    r"[^a-z]weight",
+    r"blk\.\d{1,2}\.ffn",
+    r"(attn|ffn)_(q|k|v|up)",
+    r"a{2,}?",
+    r"\Ablk\.[0-9]+\.attn_q\.weight\Z",
+    r"blk\.\d+\.(?:ffn_up|ffn_down)_exps\B",
+    r"",
+    r"x?",
+    r"[\w.]+_exps",
+    r"(?x) blk \. \d+",  # verbose: written differently, matched the same
+]
+
+
+@pytest.mark.parametrize("pattern", REAL_PATTERNS)
+def test_real_patterns_agree_with_re(pattern):
+    search = compile_search(pattern)
+    for name in NAMES:
+        assert search(name) == (re.search(pattern, name) is not None), (pattern, name)
+
+
+ATOMS = ["a", "b", ".", r"\.", r"\d", r"\w", r"\s", "[ab]", "[^a]", "[a-c_]", "x", "_", "1"]
+ALPHABET = "ab._1 xc2"
+
+
+def _random_pattern(rng: random.Random, depth: int = 0) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        roll = rng.random()
+        if roll < 0.55 or depth > 2:
+            part = rng.choice(ATOMS)
+        elif roll < 0.75:
+            part = "(" + _random_pattern(rng, depth + 1) + ")"
+        elif roll < 0.9:
+            part = "(" + "|".join(_random_pattern(rng, depth + 1) for _ in range(2)) + ")"
+        else:
+            part = rng.choice(["^", "$", r"\b", r"\B"])
+        if part not in ("^", "$", r"\b", r"\B") and rng.random() < 0.4:
+            part += rng.choice(["*", "+", "?", "{2}", "{1,3}", "*?", "+?", "{0,2}"])
+        parts.append(part)
+    return "".join(parts)
+
+
+def test_random_patterns_agree_with_re():
+    rng = random.Random(20261124)
+    checked = 0
+    for _ in range(1500):
+        pattern = _random_pattern(rng)
+        try:
+            expected = re.compile(pattern)
+        except re.error:
+            with pytest.raises(re.error):
+                compile_search(pattern)
+            continue
+        search = compile_search(pattern)
+        for _ in range(8):
+            name = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 12)))
+            assert search(name) == (expected.search(name) is not None), (pattern, name)
+            checked += 1
+    assert checked > 8000
+
+
+@pytest.mark.parametrize("pattern", [r"(.*)*X", r"(a+)+X", r"(a|a)*X", r"(.*a){12}X", r"(\w+\s?)+$"])
+def test_catastrophic_patterns_take_linear_time(pattern):
+    search = compile_search(pattern)
+    name = "a" * 60 + "!"  # re.search would take longer than the age of the universe on some
+    started = time.process_time()
+    for _ in range(10):
+        search(name)
+    assert time.process_time() - started < 5  # linear: milliseconds; a backtracker: never
+    assert search("aaaX") == (re.search(pattern, "aaaX") is not None)
+
+
+def test_backtracking_features_fall_back_to_re():
+    for pattern in [r"(a)\1", r"a(?=b)", r"(?<!x)a", r"(?i)A", r"(?>a+)b", r"a++b"]:
+        search = compile_search(pattern)
+        for name in ["aa", "ab", "xa", "a", "aab", "AB"]:
+            assert search(name) == (re.search(pattern, name) is not None), (pattern, name)
+
+
+def test_bad_patterns_raise_re_errors():
+    with pytest.raises(re.error):
+        compile_search("(unclosed")
