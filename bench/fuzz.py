@@ -9,8 +9,10 @@ Every case is (target, seed, index): the same three numbers give the same input.
 passes when lltui ends in a result or a one-line domain error (exit 0/1/2, no "internal
 error", no traceback, strict JSON for --json) within --timeout seconds and --mem-mib of peak
 memory growth (see tests/fuzz_runner.py). Prints per target: cases, domain errors, crashes,
-hangs, memory failures, the slowest case and the largest peak memory growth; then each
-distinct failure with its seed, index and a reproduction.
+hangs, memory failures, the slowest case, the peak memory growth of the worker processes
+since they started ("peak MiB", over many cases) and the largest rise of that peak in one
+case ("largest step", the case's own allocation); then each distinct failure with its seed,
+index and a reproduction.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Stats:
         self.counts: dict[str, int] = defaultdict(int)
         self.slowest = (0.0, -1)
         self.peak = 0.0
+        self.step = (0.0, -1)  # the largest rise of the peak in one case, and that case
         self.secs = 0.0
 
 
@@ -75,8 +78,12 @@ def run(args: argparse.Namespace) -> int:
                         if secs > s.slowest[0]:
                             s.slowest = (secs, args.start + i)
                         s.peak = max(s.peak, float(res.get("rss_growth_mib") or 0.0))
+                        step = float(res.get("case_peak_mib", res.get("rss_step_mib")) or 0.0)
+                        if step > s.step[0]:
+                            s.step = (step, args.start + i)
                         if res["status"] not in fr.OK_STATUSES:
                             res["index"] = args.start + i
+                            res["target"] = t
                             sig = fr.signature(t, res)
                             res["signature"] = sig
                             if len(failures[sig]) < 3:
@@ -95,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     head = (
         f"{'target':<11} {'cases':>6} {'ok':>6} {'domain':>6} {'crash':>5} {'hang':>4} {'mem':>4}"
     )
-    print(head + f" {'mean ms':>7} {'slowest':>16} {'peak MiB':>8}")
+    print(head + f" {'mean ms':>7} {'slowest':>16} {'peak MiB':>8} {'largest step':>18}")
     total_fail = 0
     for t in targets:
         s = stats[t]
@@ -106,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         slow = f"{s.slowest[0]:.2f}s #{s.slowest[1]}"
         print(
             f"{t:<11} {s.n:>6} {c['ok']:>6} {c['domain']:>6} {crashes:>5} {c['hang']:>4} "
-            f"{c['memory']:>4} {mean:>7.1f} {slow:>16} {s.peak:>8.1f}"
+            f"{c['memory']:>4} {mean:>7.1f} {slow:>16} {s.peak:>8.1f} "
+            f"{f'{s.step[0]:.1f} MiB #{s.step[1]}':>18}"
         )
 
     known = _known_signatures()
@@ -116,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         first = group[0]
         mark = " (in corpus)" if sig in known else ""
         print(f"\n[{sig}]{mark}")
-        print(f"  first: --target {first['case']['target'] if 'case' in first else '?'} "
+        print(f"  first: --target {first['target']} "
               f"--seed {args.seed} --index {first['index']}  ({len(group)} shown)")  # fmt: skip
         print(f"  {first.get('exc') or first.get('message') or first['status']}")
         if first.get("where"):
@@ -131,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 first = group[0]
                 if "case" not in first:  # a hang: ask again for the input
-                    t = sig.split("|")[0]
+                    t = first["target"]
                     first = fr.gen(w, t, args.seed, first["index"], want_case=True)
                     if "case" not in first:  # it hung again: rebuild it in this process
                         first = _case_here(t, args.seed, group[0]["index"]) | {"status": "hang"}

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import faulthandler
+import gzip
 import hashlib
 import io
 import json
@@ -25,6 +27,7 @@ import os
 import re
 import resource
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,6 +50,25 @@ DEFAULT_MEM_MIB = 512
 
 def _maxrss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _status_mib(field: str) -> float:
+    """VmRSS or VmHWM (the peak since the last reset) of this process, in MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _reset_peak() -> bool:
+    """Start VmHWM again from the current RSS (Linux 4.0+); False where that is refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def _reject_constant(word: str) -> Any:
@@ -132,7 +154,8 @@ def _judge_cli(rc: Any, out: str, err: str, argv: list[str]) -> dict[str, Any]:
         if len(lines) != 1:
             return {"status": "bad-stderr", "rc": rc, "message": err[:300]}
         return {"status": "domain", "rc": rc, "message": lines[0][:300]}
-    if "--json" in argv and not out.startswith("usage:"):
+    # --json may have been eaten as the value of a flag before it: check what is JSON
+    if "--json" in argv and out.lstrip()[:1] in ("{", "["):
         try:
             json.loads(out, parse_constant=_reject_constant)
         except ValueError as exc:
@@ -145,7 +168,8 @@ def signature(target: str, res: dict[str, Any]) -> str:
     shape of the message (digits and quoted values blanked)."""
     status = res["status"]
     if status == "hang":
-        return f"{target}|hang"
+        where = re.sub(r":\d+ in ", " in ", res.get("where") or "?")
+        return f"hang|{where}" if where != "?" else f"{target}|hang"
     if res.get("where") and res["where"] != "?":
         where = re.sub(r":\d+ in ", " in ", res["where"])
         return f"{status}|{res.get('exc_type', '')}|{where}"
@@ -173,6 +197,9 @@ def _worker_main() -> None:
         os.environ.pop(var, None)
     seeds = fuzz_inputs.Seeds(workdir)
     mem_mib = float(os.environ.get("LLTUI_FUZZ_MEM_MIB", DEFAULT_MEM_MIB))
+    hang_path = os.environ.get("LLTUI_FUZZ_HANG_FILE")
+    hang_file = open(hang_path, "w+") if hang_path else None  # noqa: SIM115
+    hang_after = max(0.5, float(os.environ.get("LLTUI_FUZZ_TIMEOUT", DEFAULT_TIMEOUT)) - 0.5)
     # warm up: seed files and one case of each kind, so the baseline includes them
     for target in fuzz_inputs.TARGETS:
         with contextlib.suppress(Exception):
@@ -183,36 +210,53 @@ def _worker_main() -> None:
     limit = vm_bytes + int(mem_mib * 4) * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    proto.write(json.dumps({"ready": True, "baseline_mib": baseline}) + "\n")
-    for line in sys.stdin:
-        req = json.loads(line)
-        case = None
-        try:
-            if req["op"] == "gen":
-                case = fuzz_inputs.make_case(seeds, req["target"], req["seed"], req["index"])
-            else:
-                data = base64.b64decode(req["data"])
-                case = fuzz_inputs.Case.from_json(req["case"], data)
-            if req.get("rebuild"):  # a gguf-kv case cut down: write it from its edits
-                ex = case.extra
-                case.data = fuzz_inputs.gguf_kv_bytes(workdir, ex["arch"], ex["wtype"], ex["edits"])
-            res = run_case(case, workdir)
-        except Exception as exc:  # the generator itself failed: say so, never hide it
-            res = _crash("generator", exc)
-        growth = _maxrss_mib() - baseline
-        res["rss_growth_mib"] = round(growth, 1)
-        restart = False
-        if growth > mem_mib and res["status"] in OK_STATUSES:
-            res["status"] = "memory"
-            res["exc"] = f"peak memory grew by {growth:.0f} MiB (limit {mem_mib:.0f} MiB)"
-        if growth > mem_mib or res["status"] == "memory":
-            restart = True  # the peak only goes up: start again to measure the next case
-        if case is not None and (res["status"] not in OK_STATUSES or req.get("want_case")):
-            res["case"] = case.to_json()
-            res["data"] = base64.b64encode(case.data).decode()
-        proto.write(json.dumps(res) + "\n")
-        if restart:
-            break
+    try:
+        proto.write(json.dumps({"ready": True, "baseline_mib": baseline}) + "\n")
+        for line in sys.stdin:
+            req = json.loads(line)
+            case = None
+            try:
+                if req["op"] == "gen":
+                    case = fuzz_inputs.make_case(seeds, req["target"], req["seed"], req["index"])
+                else:
+                    data = base64.b64decode(req["data"])
+                    case = fuzz_inputs.Case.from_json(req["case"], data)
+                if req.get("rebuild"):  # a gguf-kv case cut down: write it from its edits
+                    ex = case.extra
+                    case.data = fuzz_inputs.gguf_kv_bytes(
+                        workdir, ex["arch"], ex["wtype"], ex["edits"]
+                    )
+                before = _maxrss_mib()
+                per_case = _reset_peak()
+                rss0 = _status_mib("VmRSS")
+                if hang_file is not None:  # where it was, should the parent give up on it
+                    hang_file.seek(0)
+                    hang_file.truncate()
+                    faulthandler.dump_traceback_later(hang_after, file=hang_file)
+                res = run_case(case, workdir)
+                faulthandler.cancel_dump_traceback_later()
+                res["rss_step_mib"] = round(_maxrss_mib() - before, 1)
+                if per_case:  # this case's own peak, whatever the process did before it
+                    res["case_peak_mib"] = round(_status_mib("VmHWM") - rss0, 1)
+            except Exception as exc:  # the generator itself failed: say so, never hide it
+                res = _crash("generator", exc)
+            growth = _maxrss_mib() - baseline
+            res["rss_growth_mib"] = round(growth, 1)
+            # the case's own peak where Linux can reset it, else the rise of the process's
+            case_mib = res.get("case_peak_mib", res.get("rss_step_mib", 0.0))
+            restart = res["status"] == "memory" or growth > 4 * mem_mib
+            if case_mib > mem_mib and res["status"] in OK_STATUSES:
+                res["status"] = "memory"
+                res["exc"] = f"the case's peak memory was {case_mib:.0f} MiB (limit {mem_mib:.0f})"
+                restart = True
+            if case is not None and (res["status"] not in OK_STATUSES or req.get("want_case")):
+                res["case"] = case.to_json()
+                res["data"] = base64.b64encode(case.data).decode()
+            proto.write(json.dumps(res) + "\n")
+            if restart:
+                break
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 # -- the parent side ---------------------------------------------------------------------------
@@ -227,11 +271,15 @@ class Worker:
         self.proc: subprocess.Popen[str] | None = None
         self.baseline_mib = 0.0
         self._buf = b""
+        fd, self._hang_path = tempfile.mkstemp(prefix="lltui-fuzz-hang-", suffix=".txt")
+        os.close(fd)
 
     def _start(self) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), env.get("PYTHONPATH", "")])
         env["LLTUI_FUZZ_MEM_MIB"] = str(self.mem_mib)
+        env["LLTUI_FUZZ_TIMEOUT"] = str(self.timeout)
+        env["LLTUI_FUZZ_HANG_FILE"] = self._hang_path
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"
         self.proc = subprocess.Popen(
@@ -284,14 +332,19 @@ class Worker:
             self.close()
             if died:
                 return {"status": "crash", "exc": "the worker process died (signal or abort)"}
-            return {"status": "hang", "secs": round(time.monotonic() - t0, 2)}
+            res = {"status": "hang", "secs": round(time.monotonic() - t0, 2)}
+            res.update(_hang_where(self._hang_path))
+            return res
         res = json.loads(line)
         if self.proc.poll() is None and res.get("status") == "memory":
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(5)
         return res
 
-    def close(self) -> None:
+    def close(self, final: bool = False) -> None:
+        if final:
+            with contextlib.suppress(OSError):
+                os.unlink(self._hang_path)
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -305,7 +358,25 @@ class Worker:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.close(final=True)
+
+
+def _hang_where(path: str) -> dict[str, Any]:
+    """The innermost lltui frame of the stack faulthandler wrote before the deadline."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return {}
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text)
+    inside = [f for f in frames if f"{os.sep}lltui{os.sep}" in f[0]]
+    if not inside:
+        return {"traceback": text[-3000:]} if text else {}
+    # faulthandler lists the most recent call first; a generator expression is named by
+    # the function it runs in
+    named = [f for f in inside if not f[2].startswith("<")]
+    name, line, func = (named or inside)[0]
+    name = "lltui" + name.rsplit(f"{os.sep}lltui", 1)[1]
+    return {"where": f"{name}:{line} in {func}", "traceback": text[-3000:]}
 
 
 def gen(worker: Worker, target: str, seed: int, index: int, **kw: Any) -> dict[str, Any]:
@@ -380,7 +451,7 @@ def reduce_case(
         while i < len(argv):
             for n in (2, 1):
                 trial = argv[:i] + argv[i + n :]
-                if len(trial) < 2:
+                if len(trial) < 2 or _own_options(trial) != _own_options(argv):
                     continue
                 c = dict(best.case, argv=trial)
                 if (r := fails(c, best.data)) is not None:
@@ -392,9 +463,15 @@ def reduce_case(
     # text: ddmin on lines, then on characters of small inputs
     if best.case.get("name", "").endswith(".txt") and not hang:
         best.data = _ddmin(best, fails, unit="line")
-        if len(best.data) <= 4000:
+        if len(best.data) <= 400_000:
             best.data = _ddmin(best, fails, unit="char")
     return best
+
+
+def _own_options(argv: list[str]) -> tuple[bool, bool]:
+    """What must survive a cut: --json, and --gpus with a value (not the local machine)."""
+    has_gpus = any(a == "--gpus" and i + 1 < len(argv) for i, a in enumerate(argv))
+    return "--json" in argv, has_gpus
 
 
 def _ddmin(best: Reduced, fails: Any, unit: str) -> bytes:
@@ -434,6 +511,8 @@ def corpus_entries(directory: Path = CORPUS) -> list[Path]:
 def load_entry(note_path: Path) -> tuple[dict[str, Any], bytes]:
     note = json.loads(note_path.read_text())
     data = (note_path.parent / note["input"]).read_bytes()
+    if note["input"].endswith(".gz"):
+        data = gzip.decompress(data)
     return note, data
 
 
@@ -453,7 +532,11 @@ def save_entry(
     digest = hashlib.sha1(data + json.dumps(case.get("argv")).encode()).hexdigest()[:10]
     stem = f"{target}-{digest}"
     ext = _EXT.get(target, ".txt")
-    (directory / (stem + ext)).write_bytes(data)
+    if ext == ".gguf":  # tiny models of zero weights: kept compressed
+        ext += ".gz"
+        (directory / (stem + ext)).write_bytes(gzip.compress(data, 9, mtime=0))
+    else:
+        (directory / (stem + ext)).write_bytes(data)
     note = {
         "input": stem + ext,
         "case": {k: v for k, v in case.items() if k != "name"} | {"name": case["name"]},
@@ -475,6 +558,10 @@ def save_entry(
 
 def reproduce_line(case: dict[str, Any], input_name: str) -> str:
     path = f"tests/fuzz_corpus/{input_name}"
+    prefix = ""
+    if path.endswith(".gz"):
+        prefix = f"gunzip -k {path} && "
+        path = path[: -len(".gz")]
     if case.get("parser"):
         extra = case.get("extra") or {}
         args = "".join(f", {k}={v!r}" for k, v in extra.items())
@@ -483,7 +570,7 @@ def reproduce_line(case: dict[str, Any], input_name: str) -> str:
     from shlex import quote
 
     argv = [a.replace("{input}", path) for a in case.get("argv") or []]
-    return "lltui " + " ".join(quote(a) for a in argv)
+    return prefix + "lltui " + " ".join(quote(a) for a in argv)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,10 @@ from fuzz_inputs import TARGETS
 
 SEED = 20250101
 # cases per target in CI; LLTUI_FUZZ_CASES raises it for a longer local run
-CASES = int(os.environ.get("LLTUI_FUZZ_CASES", "200"))
+CASES = int(os.environ.get("LLTUI_FUZZ_CASES", "150"))
 CI_TIMEOUT = 10.0  # seconds per case: a shared CI machine is slower than the bench's
+# a known hang (xfail) is given less: fixed, it takes milliseconds; unfixed, minutes
+KNOWN_HANG_TIMEOUT = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,10 @@ def _corpus_params() -> list:
 @pytest.mark.parametrize("note_path", _corpus_params())
 def test_corpus_input_ends_in_a_result_or_a_domain_error(worker, note_path: Path):
     note, data = fr.load_entry(note_path)
-    res = fr.run_given(worker, note["case"], data)
+    known_hang = note.get("xfail") and note["failure"]["status"] == "hang"
+    res = fr.run_given(
+        worker, note["case"], data, timeout=KNOWN_HANG_TIMEOUT if known_hang else None
+    )
     assert res["status"] in fr.OK_STATUSES, _explain(note["case"]["target"], res, note_path.name)
 
 
