@@ -1,0 +1,59 @@
+"""Everything of lltui the fuzz suite calls, in one place: when a module moves, change it here.
+
+Most targets go through the CLI (``lltui.cli.main``). The parsers no subcommand reads (the
+nvidia-smi ``--query-gpu`` CSV, llama-server logs and /metrics) are called directly; each
+entry names the function and the exceptions that count as a domain error (a refusal with a
+message) rather than a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lltui.cli import main as cli_main
+
+
+def _smi_csv(text: str, fields: list[str] | None = None) -> Any:
+    from lltui.core.monitor.smi_csv import parse_gpu_samples
+
+    return parse_gpu_samples(text, fields)
+
+
+def _llama_log(text: str) -> Any:
+    from lltui.core.llama.log import parse_log
+
+    return parse_log(text)
+
+
+def _metrics(text: str) -> Any:
+    from lltui.core.llama.metrics import parse_metrics
+
+    return parse_metrics(text)
+
+
+def _domain_errors(name: str) -> tuple[type[BaseException], ...]:
+    if name == "smi_csv":
+        from lltui.core.monitor.smi_csv import SmiParseError
+
+        return (SmiParseError,)
+    if name == "metrics":
+        from lltui.core.llama.metrics import MetricsFormatError
+
+        return (MetricsFormatError,)
+    return ()  # parse_log takes any text
+
+
+# name -> the function called with the case's text (and its keyword arguments)
+PARSERS: dict[str, Callable[..., Any]] = {
+    "smi_csv": _smi_csv,
+    "llama_log": _llama_log,
+    "metrics": _metrics,
+}
+
+
+def domain_errors(name: str) -> tuple[type[BaseException], ...]:
+    return _domain_errors(name)
+
+
+__all__ = ["PARSERS", "cli_main", "domain_errors"]
