@@ -492,7 +492,7 @@ def test_custom_alignment_is_honoured(tmp_path):
     assert [t.file_offset for t in m.tensors] == [int(r.data_offset) for r in ref.tensors]
 
 
-GGUF_INT32, GGUF_FLOAT32 = 5, 6  # gguf value types
+GGUF_INT32, GGUF_FLOAT32, GGUF_UINT64 = 5, 6, 10  # gguf value types
 
 
 def _hostile(tmp_path, name: str, *kvs: bytes) -> Path:
@@ -519,6 +519,28 @@ HOSTILE_HPARAMS = {
     "empty used experts": [
         gf.raw_kv_u32("llama.block_count", 2),
         gf.raw_kv("llama.expert_used_count", gf.GGUF_ARRAY, gf.raw_array(gf.GGUF_UINT32, 0, b"")),
+    ],
+    "negative nextn layers": [
+        gf.raw_kv_u32("llama.block_count", 2),
+        gf.raw_kv("llama.nextn_predict_layers", GGUF_INT32, struct.pack("<i", -(2**31))),
+    ],
+    "string expert widths": [
+        gf.raw_kv_u32("llama.block_count", 2),
+        gf.raw_kv(
+            "llama.expert_feed_forward_length",
+            gf.GGUF_ARRAY,
+            gf.raw_array(gf.GGUF_STRING, 2, gf.raw_str("wide") + gf.raw_str("x" * 10_000)),
+        ),
+    ],
+    "infinite expert width": [
+        gf.raw_kv_u32("llama.block_count", 2),
+        gf.raw_kv(
+            "llama.expert_feed_forward_length", GGUF_FLOAT32, struct.pack("<f", float("inf"))
+        ),
+    ],
+    "a width past any model": [
+        gf.raw_kv_u32("llama.block_count", 2),
+        gf.raw_kv("llama.embedding_length", GGUF_UINT64, struct.pack("<Q", 2**62)),
     ],
 }
 

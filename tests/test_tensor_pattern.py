@@ -46,7 +46,7 @@ REAL_PATTERNS = [
 
 @pytest.mark.parametrize("pattern", REAL_PATTERNS)
 def test_real_patterns_agree_with_re(pattern):
-    search = compile_search(pattern)
+    search = compile_search(pattern, automaton=True)
     for name in NAMES:
         assert search(name) == (re.search(pattern, name) is not None), (pattern, name)
 
@@ -84,7 +84,7 @@ def test_random_patterns_agree_with_re():
             with pytest.raises(re.error):
                 compile_search(pattern)
             continue
-        search = compile_search(pattern)
+        search = compile_search(pattern, automaton=True)
         for _ in range(8):
             name = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 12)))
             assert search(name) == (expected.search(name) is not None), (pattern, name)
@@ -92,7 +92,9 @@ def test_random_patterns_agree_with_re():
     assert checked > 8000
 
 
-@pytest.mark.parametrize("pattern", [r"(.*)*X", r"(a+)+X", r"(a|a)*X", r"(.*a){12}X", r"(\w+\s?)+$"])
+@pytest.mark.parametrize(
+    "pattern", [r"(.*)*X", r"(a+)+X", r"(a|a)*X", r"(.*a){12}X", r"(\w+\s?)+$"]
+)
 def test_catastrophic_patterns_take_linear_time(pattern):
     search = compile_search(pattern)
     name = "a" * 60 + "!"  # re.search would take longer than the age of the universe on some
@@ -108,6 +110,19 @@ def test_backtracking_features_fall_back_to_re():
         search = compile_search(pattern)
         for name in ["aa", "ab", "xa", "a", "aab", "AB"]:
             assert search(name) == (re.search(pattern, name) is not None), (pattern, name)
+
+
+def test_only_risky_shapes_take_the_automaton():
+    from lltui.core.llama.tensor_pattern import Automaton
+
+    def uses_automaton(pattern: str) -> bool:
+        return isinstance(compile_search(pattern), Automaton)
+
+    assert not uses_automaton(r"blk\.\d+\.ffn_.*_exps")
+    assert not uses_automaton(r"\.ffn_(up|down|gate)_(ch|)exps")
+    assert uses_automaton(r"(.*)*X")
+    assert uses_automaton(r"(up|down)+X")
+    assert uses_automaton(r".*a.*b.*c")
 
 
 def test_bad_patterns_raise_re_errors():

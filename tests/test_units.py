@@ -49,3 +49,10 @@ def test_throttle_words_round_trip_and_unknown_bits():
     assert mask_from_reasons(["power cap", "hw thermal"]) == 0x44
     assert reasons_from_mask(0x1000) == ("other (0x1000)",)
     assert reasons_from_mask(0) == ()
+
+
+@pytest.mark.parametrize("text", ["1e30GiB", "2EiB", "9" * 30, "1e19"])
+def test_sizes_past_any_memory_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_size(text)
+    assert parse_size("1024TiB") == 1024**5

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -21,8 +22,20 @@ class CliError(Exception):
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, sort_keys=False)
+    """Strict JSON: a NaN or infinity (a reading no device gives) is null, never the
+    ``NaN``/``Infinity`` tokens other tools' parsers refuse."""
+    json.dump(_finite(obj), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def add_replay_options(p: argparse.ArgumentParser, default: object = None) -> None:

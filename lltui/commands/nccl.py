@@ -153,8 +153,14 @@ def run_tests(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print("\n\n".join(format_table(t) for t in result.tables))
-    failed_outright = any(t.failures and not t.rows for t in result.tables)
-    return 1 if failed_outright else 0
+    failed = [t for t in result.tables if t.failures and not t.rows]
+    if failed:
+        # the run failed before any row: the table (or JSON) says what happened; one line
+        # on stderr says that it failed, whatever the output format
+        first = failed[0].failures[0]
+        print(f"lltui: nccl tests: the run failed before any result: {first}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ MIB = 1024 * 1024
 GIB = 1024 * 1024 * 1024
 
 NA = "-"
+MAX_SIZE_BYTES = 1 << 60  # a size past any device or host memory (1 EiB): refused as input
 # A value that is None, NaN or infinite (a file or a driver sent it) shows as NA.
 
 
@@ -128,6 +129,10 @@ def parse_size(text: str) -> int:
         raise ValueError(f"not a finite size: {text!r}")
     if value < 0:
         raise ValueError(f"negative size: {text!r}")
+    if value * mult > MAX_SIZE_BYTES:
+        raise ValueError(
+            f"{text!r} is larger than any memory (at most {MAX_SIZE_BYTES // 1024**5} PiB)"
+        )
     return int(value * mult)
 
 

@@ -267,6 +267,9 @@ MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS
 
 # Hyperparameters the estimator and the quant rules compute with: each must be a whole
 # number >= 0, or (per layer) a non-empty array of them.
+# Every size-like hyperparameter the estimator reads: a whole number >= 0 (or one per
+# layer), below MAX_SIZE. Checked once here, so nothing downstream sizes a tuple, a loop or a
+# float by a value no model has.
 SIZE_KEYS = (
     "block_count",
     "context_length",
@@ -276,10 +279,28 @@ SIZE_KEYS = (
     "attention.head_count_kv",
     "attention.key_length",
     "attention.value_length",
+    "attention.key_length_mla",
+    "attention.value_length_mla",
+    "attention.key_length_swa",
+    "attention.value_length_swa",
+    "attention.shared_kv_layers",
     "attention.sliding_window",
     "expert_count",
     "expert_used_count",
+    "expert_feed_forward_length",
+    "nextn_predict_layers",
+    "full_attention_interval",
+    "shortconv.l_cache",
+    "ssm.conv_kernel",
+    "ssm.group_count",
+    "ssm.inner_size",
+    "ssm.state_size",
+    "token_shift_count",
+    "wkv.head_size",
 )
+# a whole number or one flag per layer
+PATTERN_KEYS = ("attention.sliding_window_pattern",)
+MAX_SIZE = 1 << 40  # past any width, count or context a model has; floats stay exact
 
 
 def _check_sizes(f: GgufFile) -> None:
@@ -287,7 +308,7 @@ def _check_sizes(f: GgufFile) -> None:
     arch = f.metadata.get("general.architecture")
     if not isinstance(arch, str):
         return
-    for suffix in SIZE_KEYS:
+    for suffix in SIZE_KEYS + PATTERN_KEYS:
         key = f"{arch}.{suffix}"
         value = f.metadata.get(key)
         if value is None:
@@ -298,9 +319,13 @@ def _check_sizes(f: GgufFile) -> None:
             items = value.values()
         else:
             items = (value,)
+        flags_ok = suffix in PATTERN_KEYS and isinstance(value, GgufArray)
         for v in items:
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise GgufError(f"{f.path}: {key} is {v!r}, not a whole number >= 0")
+            if flags_ok and isinstance(v, bool):
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < MAX_SIZE:
+                shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:40] + "..."
+                raise GgufError(f"{f.path}: {key} is {shown}, not a size a model has")
     blocks = f.metadata.get(f"{arch}.block_count")
     if isinstance(blocks, int) and blocks > MAX_LAYERS:
         raise GgufError(f"{f.path}: {blocks} layers; llama.cpp allows {MAX_LAYERS}")

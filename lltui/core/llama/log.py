@@ -324,7 +324,7 @@ class LlamaLogParser:
             return ["buffer"]
         m = pat.CONTEXT_KV.match(rest)
         if m:
-            self._context[m.group("key")] = m.group("value")
+            self._context[m.group("key")] = m.group("value").strip()
         if m2 := pat.GRAPH.search(rest):  # older builds print the graph line here
             self._s["graph_nodes"], self._s["graph_splits"] = int(m2.group(1)), int(m2.group(2))
         return []

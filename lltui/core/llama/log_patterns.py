@@ -35,8 +35,11 @@ def strip_tag(message: str) -> str:
 # --- patterns ----------------------------------------------------------------------------
 
 FUNC = re.compile(r"^(?P<func>[A-Za-z_~][\w~]*(?:\(\))?):\s?(?P<rest>.*)$", re.DOTALL)
+# Written so that no two parts can take the same characters (a name has no space and no
+# ": "; the description runs greedily to the last "(N MiB,"): matching stays linear on a
+# mangled line of thousands of tabs. The description's spaces are stripped by the reader.
 DEVICE_ROW = re.compile(
-    r"^\s*(?:-\s+)?(?P<name>\S+?)\s*:\s+(?P<desc>.*?)\s*"
+    r"^\s*(?:-\s+)?(?P<name>(?:[^\s:]|:(?!\s))+)\s*:\s(?P<desc>.*)"
     r"\((?P<total>\d+) MiB,\s*(?P<free>\d+) MiB free\)\s*$"
 )
 CUDA_FOUND = re.compile(r"found (\d+) (?:CUDA|ROCm|MUSA) devices")
@@ -61,7 +64,8 @@ KV_SIZE = re.compile(
     r"(?P<seqs>[\d/]+) seqs\)(?:,\s*K \((?P<kt>\w+)\):\s*(?P<k>[\d.]+) MiB)?"
     r"(?:,\s*V \((?P<vt>\w+)\):\s*(?P<v>[\d.]+) MiB)?"
 )
-CONTEXT_KV = re.compile(r"^(?P<key>[a-z_][a-z0-9_]*)\s+= (?P<value>.+?)\s*$")
+# the value's trailing spaces are stripped by the reader, not by a lazy match (quadratic)
+CONTEXT_KV = re.compile(r"^(?P<key>[a-z_][a-z0-9_]*)\s+= (?P<value>.*\S)")
 GRAPH = re.compile(r"graph: nodes = (\d+), splits = (\d+)")
 SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
 LOADING_MODEL = re.compile(r"^loading model '(.*)'$")
@@ -70,7 +74,7 @@ HTTP_LISTENING = re.compile(r"HTTP server is listening, hostname: (\S+), port: (
 EXITING = re.compile(r"exiting due to (.+?)\s*$")
 BUILD = re.compile(r"common_params_print_info: (build .+?)\s*$")
 VERBOSITY = re.compile(r"verbosity = (\d+)")
-BREAKDOWN_ROW = re.compile(r"^\|\s+-\s+(?P<label>.+?)\s+\|\s*(?P<nums>[-\d=+() ]*?)\s*\|\s*$")
+_BREAKDOWN_NUMS = re.compile(r"[-\d=+() ]*")
 BREAKDOWN_GPU = re.compile(
     r"^(-?\d+)\s*=\s*(-?\d+)\s*\+\s*\(\s*(-?\d+)\s*=\s*(-?\d+)\s*\+\s*(-?\d+)\s*\+\s*(-?\d+)\s*\)"
     r"\s*\+\s*(-?\d+)$"
@@ -123,12 +127,30 @@ def classify_problem(message: str) -> str:
     return "error"
 
 
+def _breakdown_cells(text: str) -> tuple[str, str] | None:
+    """(label, numbers) of a ``|   - NAME (DESC) | numbers |`` row, split at its last inner
+    bar: linear, where one regex with a lazy label backtracks for long runs of spaces."""
+    row = text.strip()
+    if len(row) < 2 or row[0] != "|" or row[-1] != "|":
+        return None
+    head, sep, nums = row[1:-1].rpartition("|")
+    dash = head.lstrip()
+    if not sep or not head[:1].isspace() or not dash.startswith("-"):
+        return None
+    label = dash[1:]
+    if not label[:1].isspace() or not head[-1:].isspace() or not label.strip():
+        return None
+    if not _BREAKDOWN_NUMS.fullmatch(nums.strip()):
+        return None
+    return label.strip(), nums.strip()
+
+
 def parse_breakdown_row(text: str) -> MemoryBreakdownRow | None:
     """One ``|   - NAME (DESC) | numbers |`` row of the memory breakdown table."""
-    m = BREAKDOWN_ROW.match(text.strip())
-    if not m:
+    cells = _breakdown_cells(text)
+    if cells is None:
         return None
-    label, nums = m.group("label").strip(), m.group("nums").strip()
+    label, nums = cells
     if g := BREAKDOWN_GPU.match(nums):
         total, free, self_, model, context, compute, unaccounted = (int(x) for x in g.groups())
         name, _, desc = label.partition(" ")

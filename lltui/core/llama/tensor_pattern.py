@@ -31,18 +31,70 @@ class _Unsupported(Exception):
     """A construct the automaton does not run: search with re instead."""
 
 
-def compile_search(pattern: str) -> Search:
+def compile_search(pattern: str, *, automaton: bool | None = None) -> Search:
     """A function telling whether ``pattern`` matches anywhere in a string, as
-    ``re.search(pattern, s) is not None`` would. Raises re.error for a bad pattern."""
+    ``re.search(pattern, s) is not None`` would. Raises re.error for a bad pattern.
+
+    ``automaton``: None runs the automaton only for the shapes that make ``re`` backtrack
+    without bound (``re`` is much faster per search on the rest, which are nearly all
+    patterns people write); True runs it wherever it can (tests compare the two)."""
     compiled = re.compile(pattern)
     try:
         tree = P.parse(pattern)
         if tree.state.flags & ~_HARMLESS_FLAGS:
             raise _Unsupported
-        program = _Compiler().program(tree)
+        if automaton is None and not _risky(list(tree)):
+            raise _Unsupported
+        return Automaton(_Compiler().program(tree))
     except (_Unsupported, RecursionError):
         return lambda s: compiled.search(s) is not None
-    return lambda s: _run(program, s)
+
+
+class Automaton:
+    """A compiled pattern run as a Thompson automaton: ``automaton(name)`` is whether it
+    matches anywhere in ``name``."""
+
+    __slots__ = ("program",)
+
+    def __init__(self, program: list[Instr]) -> None:
+        self.program = program
+
+    def __call__(self, s: str) -> bool:
+        return _run(self.program, s)
+
+
+def _risky(items: list[Any]) -> bool:
+    """Whether backtracking can take more than about quadratic time: a repeat inside a
+    repeat, alternatives under an unbounded repeat, or three unbounded repeats."""
+    unbounded = 0
+
+    def walk(nodes: list[Any], repeats_around: int, open_loop: bool) -> bool:
+        nonlocal unbounded
+        for op, av in nodes:
+            if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+                _lo, hi, body = av
+                many = hi is C.MAXREPEAT or hi > 1
+                if many and repeats_around:
+                    return True
+                unbounded += hi is C.MAXREPEAT
+                if walk(list(body), repeats_around + many, open_loop or hi is C.MAXREPEAT):
+                    return True
+            elif op is C.BRANCH:
+                if open_loop:
+                    return True
+                if any(walk(list(b), repeats_around, open_loop) for b in av[1]):
+                    return True
+            elif op is C.SUBPATTERN:
+                if walk(list(av[3]), repeats_around, open_loop):
+                    return True
+            elif op in (C.ASSERT, C.ASSERT_NOT):
+                if walk(list(av[1]), repeats_around, open_loop):
+                    return True
+            elif op is C.ATOMIC_GROUP and walk(list(av), repeats_around, open_loop):
+                return True
+        return False
+
+    return walk(items, 0, False) or unbounded >= 3
 
 
 # --- the program: one instruction per state ---------------------------------------------------

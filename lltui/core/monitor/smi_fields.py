@@ -7,6 +7,7 @@ Any ``[N/A]``-style marker is ``None``; values come with or without units (``153
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 
@@ -200,6 +201,9 @@ def valid_cell(kind: str, cell: str) -> bool:
     return True
 
 
+MAX_READING = 1e18  # bytes, MiB, W, MHz: far past any real value
+
+
 def _number(cell: str) -> tuple[float, str | None] | None:
     s = cell.strip()
     if is_na(s):
@@ -207,7 +211,11 @@ def _number(cell: str) -> tuple[float, str | None] | None:
     m = _NUMBER.match(s)
     if not m:
         return None
-    return float(m.group(1)), m.group(2)
+    value = float(m.group(1))
+    # a reading past any a GPU gives (a mangled cell of a thousand digits) is no reading
+    if not math.isfinite(value) or abs(value) > MAX_READING:
+        return None
+    return value, m.group(2)
 
 
 def to_float(cell: str) -> float | None:

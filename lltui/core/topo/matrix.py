@@ -46,8 +46,10 @@ P2P_MEANINGS: dict[str, str] = {
 }
 
 
-_CPULIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*\Z")
-_GPU_LABEL = re.compile(r"GPU(\d+)\Z")
+# Numbers in a paste are read only up to a length any rig has: int() of thousands of digits
+# (a mangled paste) raises instead of answering.
+_CPULIST = re.compile(r"\d{1,7}(?:-\d{1,7})?(?:,\d{1,7}(?:-\d{1,7})?)*\Z")
+_GPU_LABEL = re.compile(r"GPU(\d{1,6})\Z")
 
 Pair = tuple[str, str, str]  # (device a, device b, cell as printed)
 Named = tuple[str, str]  # (device, value as printed)
@@ -121,7 +123,7 @@ def gpu_index(label: str) -> int | None:
 
 def nvlink_count(cell: str | None) -> int | None:
     """``"NV12"`` -> 12; None for a cell that is not NVLink."""
-    if cell and cell.startswith("NV") and cell[2:].isdigit():
+    if cell and cell.startswith("NV") and cell[2:].isdigit() and len(cell) <= 8:
         return int(cell[2:])
     return None
 
@@ -160,9 +162,9 @@ def compact_labels(labels: Iterable[str]) -> str:
     i = 0
     while i < len(items):
         j = i
-        m = re.match(r"([A-Za-z_]+?)(\d+)$", items[i])
+        m = re.match(r"([A-Za-z_]+?)(\d{1,9})$", items[i])
         while m and j + 1 < len(items):
-            n = re.match(r"([A-Za-z_]+?)(\d+)$", items[j + 1])
+            n = re.match(r"([A-Za-z_]+?)(\d{1,9})$", items[j + 1])
             if not n or n.group(1) != m.group(1) or int(n.group(2)) != int(m.group(2)) + j + 1 - i:
                 break
             j += 1

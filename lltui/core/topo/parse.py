@@ -76,7 +76,7 @@ def decode_text(data: bytes) -> str:
 
 
 def _label_key(label: str) -> tuple[int, int, str]:
-    m = re.search(r"(\d+)$", label)
+    m = re.search(r"(?<!\d)(\d{1,9})$", label)
     kind = 0 if label.startswith("GPU") else 1
     return (kind, int(m.group(1)) if m else 0, label)
 
