@@ -404,3 +404,25 @@ async def test_a_cancelled_wait_drops_the_late_result_quietly():
     release.set()
     await wait_for(settled.is_set)
     assert errors == []
+
+
+async def test_switching_views_keeps_no_dead_footer_keys():
+    import gc
+
+    from textual.widgets._footer import FooterKey
+
+    def footer_keys() -> int:
+        gc.collect()
+        return sum(isinstance(o, FooterKey) for o in gc.get_objects())
+
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(3):  # every view built once
+            await pilot.press("2", "1")
+            await pilot.pause()
+        before = footer_keys()
+        for _ in range(15):
+            await pilot.press("2", "1")
+            await pilot.pause()
+        # Textual's own footer kept ~16 keys alive per switch: 480 here
+        assert footer_keys() - before < 20

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from lltui.app.host import AppHost, host_of
 from lltui.app.model import RigModel
+from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 
 
@@ -38,7 +38,7 @@ class ViewScreen(LltuiScreen):
         yield StatusBar(id="status")
         yield Banner(id="banner")
         yield from self.compose_body()
-        yield Footer()
+        yield LltuiFooter()
 
     def compose_body(self) -> ComposeResult:
         """The view's own widgets, between the banner and the footer."""

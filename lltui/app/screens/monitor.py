@@ -5,10 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.markup import escape
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from lltui.app.model import RigModel
 from lltui.app.screens.base import LltuiScreen
+from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.gpu_card import GpuCard, render_card
 from lltui.app.widgets.process_table import ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
@@ -73,7 +74,7 @@ class MonitorScreen(LltuiScreen):
         with VerticalScroll(id="cards-scroll"):
             yield Grid(id="cards")
         yield ProcessTable(id="processes")
-        yield Footer()
+        yield LltuiFooter()
 
     def __init__(self) -> None:
         super().__init__()
