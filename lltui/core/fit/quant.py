@@ -9,10 +9,12 @@ the sizes of every quantization can be predicted from any GGUF of the model.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import ChainMap, Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
+from typing import Any
 
 from lltui.core.fit.ggml_types import (
     FTYPE_DEFAULT_TYPE,
@@ -257,6 +259,19 @@ def quant_sizes(
     ]
 
 
+@lru_cache(maxsize=4)
+def _kept_metadata(
+    first: GgufFile,
+) -> tuple[dict[str, Any], dict[str, int], dict[str, ValueType]]:
+    """The metadata a quantization keeps (split keys gone), with its sizes and types."""
+    metadata = {k: v for k, v in first.metadata.items() if k not in _REMOVED_KEYS}
+    return (
+        metadata,
+        {k: first.kv_nbytes[k] for k in metadata},
+        {k: first.kv_types[k] for k in metadata},
+    )
+
+
 def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
     """The header of the file llama-quantize would write for ``row``, as a GgufModel.
 
@@ -267,16 +282,12 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
     if row.error is not None:
         raise ValueError(f"{row.name}: {row.error}")
     first = model.files[0]
-    metadata = {k: v for k, v in first.metadata.items() if k not in _REMOVED_KEYS}
-    kv_nbytes = {k: first.kv_nbytes[k] for k in metadata}
-    kv_types = {k: first.kv_types[k] for k in metadata}
-    for key, value in (
-        ("general.quantization_version", GGML_QNT_VERSION),
-        ("general.file_type", int(row.ftype)),
-    ):
-        metadata[key] = value
-        kv_nbytes[key] = _kv_u32_bytes(key)
-        kv_types[key] = ValueType.UINT32
+    # the metadata every type shares, built once per file; each type adds its own two keys
+    base_metadata, base_nbytes, base_types = _kept_metadata(first)
+    own = {"general.quantization_version": GGML_QNT_VERSION, "general.file_type": int(row.ftype)}
+    metadata = ChainMap(own, base_metadata)
+    kv_nbytes = ChainMap({k: _kv_u32_bytes(k) for k in own}, base_nbytes)
+    kv_types = ChainMap(dict.fromkeys(own, ValueType.UINT32), base_types)
 
     tensors = []
     offset = 0
