@@ -64,3 +64,12 @@ def test_formatting_survives_nan_and_infinity():
         assert bar(bad, 10) == "░" * 10
     assert spark([1.0, math.nan, 3.0], 3, 0.0, 4.0)[1] in " ▁"
     assert len(spark([math.inf, math.nan], 5, 0.0, 1.0)) == 5
+
+
+def test_an_error_quoting_a_huge_value_stays_short(tmp_path, capsys):
+    path = tmp_path / "m.gguf"
+    gf.write_model(path, gf.llama_spec(), "F16")
+    assert main(["fit", str(path), "-ctk", "q" * 1_000_000]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 600
+    assert "characters in all" in err

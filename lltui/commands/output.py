@@ -44,7 +44,13 @@ def printable_output() -> Iterator[None]:
         sys.stdout, sys.stderr = out, err
 
 
+MAX_ERROR_CHARS = 400  # a message quoting a megabyte of a file is still one readable line
+
+
 def error_line(message: str) -> str:
-    """One line, whatever the message quotes (a value with a newline, an escape sequence)."""
+    """One line, whatever the message quotes (a value with a newline, an escape sequence,
+    a megabyte of a file)."""
     line = printable(message, one_line=True)
+    if len(line) > MAX_ERROR_CHARS:
+        line = f"{line[: MAX_ERROR_CHARS - 30]}... ({len(line)} characters in all)"
     return line if line.startswith("lltui") else f"lltui: {line}"

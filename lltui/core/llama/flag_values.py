@@ -49,6 +49,7 @@ _INT32_MAX = 2**31 - 1
 _FLT_MAX = 3.4028234663852886e38
 _FLT_MIN = 1.1754943508222875e-38  # smallest normal float: std::stof refuses smaller
 _WHOLE = re.compile(r"^\s*[+-]?[0-9]+\s*$")
+_MAX_DIGITS = 20  # past any 64-bit value
 _LEADING_WHOLE = re.compile(r"^\s*[+-]?[0-9]+")
 _PLAIN_FLOAT = re.compile(r"^\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*$")
 _SEPARATORS = re.compile(r"[,/]+")
@@ -57,6 +58,10 @@ _SEPARATORS = re.compile(r"[,/]+")
 def whole(flag: str, value: str, *, minimum: int | None = None) -> int:
     """A whole number as std::stoi reads it, without trailing text; ``minimum`` refuses what
     llama-server would take but cannot mean (a negative count)."""
+    lead = _LEADING_WHOLE.match(value)
+    if lead and len(lead.group().strip().lstrip("+-")) > _MAX_DIGITS:
+        # out of std::stoi's range, as llama-server says; and never handed to int()
+        raise ValueError(f"{flag}: a number of {len(lead.group().strip())} digits is out of range")
     if not _WHOLE.match(value):
         lead = _LEADING_WHOLE.match(value)
         if lead:
