@@ -34,11 +34,25 @@ def test_real_log_matches_truth(entry):
     assert s.nccl_version == t["nccl_version"]
     assert list(s.transports) == t["transports_via_lines"]
     assert s.network == t["network"]
-    assert s.channels == t.get("channels")
+    if "channels" in t:
+        assert s.channels == t["channels"]
+    else:  # not printed: only a lower bound from the highest channel the log uses
+        assert s.channels is None or s.channels >= t["channels_min"]
     assert list(s.warn_lines) == t["warn_lines"]
     assert list(s.error_lines) == t["error_lines"]
-    if s.nranks is not None:
+    if t.get("reliable", {}).get("nranks") is False:
+        assert s.nranks is None  # a mangled count is not guessed
+    elif s.nranks is not None:
         assert s.nranks == t["nranks"]
+    if "cuda_driver_version" in t:
+        assert s.cuda_driver_version == t["cuda_driver_version"]
+    if "env" in t:
+        assert s.env == t["env"]
+    if "ib_errors" in t:
+        assert [[e.error, e.vendor_err] for e in s.ib_errors] == t["ib_errors"]
+    if "failure_lines" in t:
+        assert list(s.failure_lines) == t["failure_lines"]
+        assert s.failed
 
 
 def test_real_wrapped_warn_fixture_through_cli(capsys):
@@ -375,3 +389,36 @@ def test_ib_completion_errors_are_explained():
     data = s.to_json()
     assert data["ib_errors"][0]["name"] == "IBV_WC_RETRY_EXC_ERR"
     assert "IB error    12 (IBV_WC_RETRY_EXC_ERR, vendor err 129)" in format_log_summary(s)
+
+
+def test_ib_completion_errors_in_the_status_format():
+    text = (
+        "w:1:2 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<5> "
+        "with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid fd00::1 remoteGidsfd00::2\n"
+    )
+    s = parse_nccl_log_text(text)
+    assert [(e.error, e.vendor_err) for e in s.ib_errors] == [(12, 129)]
+
+
+def test_a_net_transport_with_no_device_is_not_the_network():
+    text = (
+        "h:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+        "h:1:1 [0] NCCL INFO Failed to initialize NET plugin IB\n"
+        "h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+    )
+    assert parse_nccl_log_text(text).network == "Socket"
+    assert parse_nccl_log_text(text.splitlines()[0]).network is None
+
+
+def test_a_timestamped_line_after_a_long_error_is_a_line_of_its_own():
+    first = (
+        "2025-02-18 12:54 [rank1]:[E218 04:54:22.86 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran 600045 ms"
+    )
+    for nxt in (
+        "2025-02-18 12:54 [rank1]:[E218 04:54:22.87 ProcessGroupNCCL.cpp:1795] Exception detected",
+        "[rank1]:[E218 04:54:22.87 ProcessGroupNCCL.cpp:1795] Exception detected",
+        "[2025-02-18 12:54:22] something else",
+    ):
+        s = parse_nccl_log_text(first + "\n" + nxt + "\n")
+        assert s.error_lines == (first,), nxt

@@ -53,19 +53,21 @@ def test_real_table_matches_truth(entry):
         assert t.nranks == truth["gpus_in_test"]
     else:
         assert t.nranks is None
-    # Every real table here is an all-reduce: named where the command line is shown,
-    # otherwise inferred where the columns leave one answer (2 ranks do not).
-    assert truth["collective"].startswith("all_reduce")
-    if "all_reduce_perf" in text:
-        assert t.collective == "all_reduce" and not t.collective_inferred
+    # truth["collective"] is "name (type, redop[/redop...])": named where the command line
+    # is shown, otherwise inferred where the columns leave one answer (2 ranks do not).
+    name, _, rest = truth["collective"].partition(" (")
+    dtype, _, redops = rest.rstrip(")").partition(", ")
+    if f"{name}_perf" in text:
+        assert t.collective == name and not t.collective_inferred
     else:
-        assert t.collective in (None, "all_reduce")
+        assert t.collective in (None, name)
     if t.collective == "all_reduce" and truth["gpus_in_test"]:
         assert t.nranks_from_busbw == truth["gpus_in_test"]
     for r in t.rows:
-        assert r.type == "float" and r.redop == "sum" and r.root == -1
+        assert r.type == dtype and r.redop in redops.split("/") and r.root == -1
         assert r.count * 4 == r.size
-        assert r.wrong_out == 0 and r.wrong_in == 0
+        assert r.wrong_out == 0
+        assert r.wrong_in is None if truth.get("wrong_in_place_na") else r.wrong_in == 0
 
 
 def test_elided_rows_are_flagged():

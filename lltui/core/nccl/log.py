@@ -48,8 +48,10 @@ _CUDA_DRIVER = re.compile(r"\bcuda ?Driver ?Version:? (?P<v>\d+)", re.IGNORECASE
 _NETWORK = re.compile(r"\bUsing (?:internal )?network (?P<net>\S.*?)[\s.]*$", re.IGNORECASE)
 # "Could not find: libnccl-net.so. Using internal network plugin.": which plugin is not said
 _NOT_A_NETWORK = ("plugin", "plugins")
+# "with error 12, opcode 0, ..." (NCCL's own IB transport) or "with status=12 opcode=0 ..."
+# (NCCL 2.19+ and the IB plugins built from it)
 _IB_COMPLETION = re.compile(
-    r"Got completion (?:from peer (?P<peer>\S+) )?with error (?P<err>\d+)"
+    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<err>\d+)"
     r"(?:.*?vendor err (?P<vendor>\d+))?",
     re.DOTALL,
 )
@@ -78,6 +80,14 @@ _ERROR_LINE = re.compile(
 _NOT_A_CONTINUATION = re.compile(
     r"^(?:Traceback\b|File \"|\w[\w.]*(?:Error|Exception|Warning)\b|#|\$|>>>|\S+@\S+[:$#])"
 )
+# What starts a line of its own in a log: a date or time stamp (bare or bracketed), a
+# torchrun rank tag, a glog/c10d severity tag ("[E218 04:54:22.86 ProcessGroupNCCL.cpp:616]")
+_LOG_LINE_START = re.compile(
+    r"^\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\d\d:\d\d:\d\d\b)"
+    r"|^\[(?:rank|default)\d+\]:|^\[?[IWEF]\d{4} \d\d:\d\d:\d\d"
+)
+# A NET/X line that names a transport NCCL did not take
+_NET_NOT_USED = re.compile(r"No device found|Failed to initiali[sz]e", re.IGNORECASE)
 
 
 # ibv_wc_status (verbs.h): what a failed InfiniBand/RoCE work completion means, in words
@@ -286,7 +296,8 @@ class _Collector:
         self.coll_channels = 0
         self.transports: list[str] = []
         self.networks: list[str] = []
-        self.net_hint: list[str] = []
+        self.net_hint: list[str] = []  # NET/X named in a line that does not rule it out
+        self.net_using: list[str] = []  # NET/X : Using [0]dev ...
         self.net_devices: list[str] = []
         self.warn: list[str] = []
         self.errors: list[str] = []
@@ -340,6 +351,7 @@ class _Collector:
             or not rest.strip()
             or line[: len(line) - len(rest)].strip()
             or _NOT_A_CONTINUATION.match(rest.strip())
+            or _LOG_LINE_START.match(rest.strip())
             or _is_error_line(rest)
         ):
             return False
@@ -370,8 +382,10 @@ def _message_facts(c: _Collector, msg: str) -> None:
         if m:
             for dev in re.findall(r"\[\d+\](\S+)", m.group("devs")):
                 _add(c.net_devices, dev)
+            # a transport that found devices to use: the best guess without "Using network"
+            _add(c.net_using, m.group("net"))
         m = _NET_PREFIX.search(msg)
-        if m and m.group("net") not in ("Plugin", "OFI"):
+        if m and m.group("net") not in ("Plugin", "OFI") and not _NET_NOT_USED.search(msg):
             _add(c.net_hint, m.group("net"))
     if " via " in msg:
         mv = _VIA.search(msg)
@@ -509,7 +523,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
         net_from_transport = [
             t.split("/")[1] for t in c.transports if t.startswith("NET/") and t.count("/") >= 1
         ]
-        candidates = net_from_transport + c.net_hint
+        candidates = net_from_transport + c.net_using + c.net_hint
         network = candidates[0] if candidates else None
     return NcclLogSummary(
         nccl_version=c.version or c.version_fallback,
