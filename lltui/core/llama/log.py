@@ -135,7 +135,7 @@ class LlamaLogParser:
         if stripped.startswith("{") and stripped.endswith("}"):
             try:
                 obj = json.loads(stripped)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the decoder
                 obj = None
             if isinstance(obj, dict) and "type" in obj:
                 return self._feed_json(obj)
@@ -162,7 +162,8 @@ class LlamaLogParser:
         events: list[str] = []
         # A message may span lines (a chat template); only its first line carries meaning.
         lines = msg.split("\n")
-        events += self._feed_line(LogLine(lines[0], level, t_us, prefixed=True))
+        first = lines[0][: pat.MAX_PARSED_CHARS]
+        events += self._feed_line(LogLine(first, level, t_us, prefixed=True))
         return events
 
     # -- one line ------------------------------------------------------------------------

@@ -14,9 +14,15 @@ PREFIX = re.compile(r"^(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) ([IWED]) (.*)$", re.DOTA
 JSON_LEVELS = {"info": "I", "warn": "W", "error": "E", "debug": "D"}
 
 
+# What the parser reads of one line: llama-server's own lines are far shorter, and a longer
+# one (a prompt dump, a mangled file) holds nothing it reads; the cut also keeps every run of
+# digits below what int() converts.
+MAX_PARSED_CHARS = 4096
+
+
 def split_line(raw: str) -> LogLine:
     """Split the ``M.SS.mmm.uuu L`` prefix off a text line, when it has one."""
-    line = raw.rstrip("\r\n")
+    line = raw.rstrip("\r\n")[:MAX_PARSED_CHARS]
     m = PREFIX.match(line)
     if not m:
         return LogLine(message=line)
