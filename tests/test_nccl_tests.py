@@ -309,13 +309,17 @@ def test_a_log_is_not_a_table(capsys):
     assert "no nccl-tests table" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: Path(e["file"]).stem)
-def test_printed_average_is_the_mean_of_both_busbw_columns(entry):
+def _whole_tables_with_an_average():
+    for entry in ENTRIES:
+        t = parse_nccl_tests_text((FIXTURES / entry["file"]).read_text()).tables[0]
+        if t.avg_busbw is not None and not t.elided:
+            yield pytest.param(t, id=Path(entry["file"]).stem)
+
+
+@pytest.mark.parametrize("t", list(_whole_tables_with_an_average()))
+def test_printed_average_is_the_mean_of_both_busbw_columns(t):
     # nccl-tests averages out-of-place and in-place busbw over every row; where no row was
     # elided, the parsed rows give the printed average back (to its rounding).
-    t = parse_nccl_tests_text((FIXTURES / entry["file"]).read_text()).tables[0]
-    if t.avg_busbw is None or t.elided:
-        pytest.skip("no average, or rows elided")
     both = [v for r in t.rows for v in (r.busbw_out, r.busbw_in) if v is not None]
     assert abs(sum(both) / len(both) - t.avg_busbw) < 0.01
 
