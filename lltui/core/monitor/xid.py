@@ -33,6 +33,7 @@ XID_MEANINGS: dict[int, str] = {
     74: "NVLink error",
     79: "GPU has fallen off the bus",
     92: "high single-bit ECC error rate",
+    93: "non-fatal violation of provisioned InfoROM wear limit",
     94: "contained ECC error",
     95: "uncontained ECC error",
     109: "context switch timeout",
