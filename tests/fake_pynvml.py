@@ -32,6 +32,14 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fake_nvml_events import (
+    EVENT_CONSTANTS,
+    EVENT_SYMBOLS,
+    GEFORCE_EVENTS,
+    FakeEventApi,
+    c_nvmlEventData_t,
+)
+
 # -- constants: the names and values nvidia-ml-py defines (nvml.h) ----------------------------
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
@@ -90,6 +98,8 @@ nvmlMemory_v2 = 0x02000028
 
 NVML_FI_DEV_ECC_SBE_VOL_TOTAL = 3
 NVML_FI_DEV_ECC_DBE_VOL_TOTAL = 4
+NVML_FI_DEV_ECC_SBE_AGG_TOTAL = 5
+NVML_FI_DEV_ECC_DBE_AGG_TOTAL = 6
 NVML_FI_DEV_RETIRED_SBE = 29
 NVML_FI_DEV_RETIRED_DBE = 30
 NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83
@@ -204,6 +214,15 @@ DEVICE_ERROR_CODES = (
 )
 
 
+# field id -> (memory error type, counter type) of the ECC counts
+_ECC_FIELDS = {
+    NVML_FI_DEV_ECC_SBE_VOL_TOTAL: (NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC),
+    NVML_FI_DEV_ECC_DBE_VOL_TOTAL: (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC),
+    NVML_FI_DEV_ECC_SBE_AGG_TOTAL: (NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC),
+    NVML_FI_DEV_ECC_DBE_AGG_TOTAL: (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC),
+}
+
+
 # -- nvmlFieldValue_t, laid out as in nvml.h -----------------------------------------------------
 class c_nvmlValue_t(ctypes.Union):
     _fields_ = [
@@ -284,6 +303,11 @@ class FakeGpu:
     nvlink_rx_kib: int = 0
     ecc_corrected: int | None = None  # volatile counts; None: ECC not supported (GeForce)
     ecc_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None  # lifetime counts; None: the volatile ones
+    ecc_aggregate_uncorrected: int | None = None
+    # nvmlDeviceGetSupportedEventTypes (ECC event types are added where the GPU has ECC);
+    # None: NOT_SUPPORTED
+    supported_events: int | None = GEFORCE_EVENTS
     retired_sbe: list[int] | None = None  # page addresses; None: not supported
     retired_dbe: list[int] | None = None
     compute_procs: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, bytes)
@@ -350,6 +374,8 @@ DRIVER_R450 = FakeDriver(
 DRIVER_R470 = FakeDriver("470.182.03", 11040, _PROC_V3 | _NEWER_THAN_R470, field_id_limit=170)
 # R535: process info v3, memory v2, clocks-event reasons, power field ids.
 DRIVER_R535 = FakeDriver("535.104.05", 12020)
+# A driver without the event API (no XID or ECC events).
+DRIVER_NO_EVENTS = replace(DRIVER_R535, missing_symbols=EVENT_SYMBOLS)
 # A driver without nvmlDeviceGetFieldValues (every batched field must fall back).
 DRIVER_NO_FIELD_VALUES = replace(
     DRIVER_R535, missing_symbols=frozenset({"nvmlDeviceGetFieldValues"})
@@ -386,8 +412,9 @@ BINDING_11 = FakeBinding(
 
 
 # -- the fake library -------------------------------------------------------------------------
-class FakeNvml:
-    """The fake driver + binding. :attr:`module` is what ``import pynvml`` returns."""
+class FakeNvml(FakeEventApi):
+    """The fake driver + binding. :attr:`module` is what ``import pynvml`` returns (its event
+    API is in :mod:`fake_nvml_events`)."""
 
     def __init__(
         self,
@@ -405,6 +432,7 @@ class FakeNvml:
         self.shutdowns = 0
         self._failures: dict[tuple[int, str], tuple[BaseException, int | None]] = {}
         self._field_failures: dict[tuple[int, int], int] = {}
+        self._init_events(NVMLError)
         self.module = self._build_module()
 
     # -- test controls ------------------------------------------------------------------
@@ -491,6 +519,10 @@ class FakeNvml:
         for name, cls in ERROR_CLASSES.items():
             setattr(mod, name, cls)
         mod.c_nvmlFieldValue_t = c_nvmlFieldValue_t  # type: ignore[attr-defined]
+        mod.c_nvmlEventData_t = c_nvmlEventData_t  # type: ignore[attr-defined]
+        for name, value in EVENT_CONSTANTS.items():
+            if name not in absent:
+                setattr(mod, name, value)
         mod.FAKE = self  # type: ignore[attr-defined]
         for name in dir(self):
             if name.startswith("nvml") and name not in absent:
@@ -698,10 +730,8 @@ class FakeNvml:
             return NVML_SUCCESS, uint, gpu.power_mw
         if field_id == NVML_FI_DEV_POWER_CURRENT_LIMIT:
             return NVML_SUCCESS, uint, gpu.enforced_limit_mw
-        if field_id in (NVML_FI_DEV_ECC_SBE_VOL_TOTAL, NVML_FI_DEV_ECC_DBE_VOL_TOTAL):
-            count = gpu.ecc_corrected if field_id == NVML_FI_DEV_ECC_SBE_VOL_TOTAL else None
-            if field_id == NVML_FI_DEV_ECC_DBE_VOL_TOTAL:
-                count = gpu.ecc_uncorrected
+        if field_id in _ECC_FIELDS:
+            count = self._ecc(gpu, *_ECC_FIELDS[field_id])
             return unsupported if count is None else (NVML_SUCCESS, ull, count)
         if field_id in (NVML_FI_DEV_RETIRED_SBE, NVML_FI_DEV_RETIRED_DBE):
             pages = gpu.retired_sbe if field_id == NVML_FI_DEV_RETIRED_SBE else gpu.retired_dbe
@@ -762,14 +792,19 @@ class FakeNvml:
         self, handle: c_nvmlDevice_t, errorType: int, counterType: int
     ) -> int:
         gpu = self._device("nvmlDeviceGetTotalEccErrors", handle)
-        count = (
-            gpu.ecc_corrected
-            if errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED
-            else gpu.ecc_uncorrected
-        )
+        count = self._ecc(gpu, errorType, counterType)
         if count is None:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return count
+
+    @staticmethod
+    def _ecc(gpu: FakeGpu, error_type: int, counter_type: int) -> int | None:
+        corrected = error_type == NVML_MEMORY_ERROR_TYPE_CORRECTED
+        volatile = gpu.ecc_corrected if corrected else gpu.ecc_uncorrected
+        if volatile is None or counter_type == NVML_VOLATILE_ECC:
+            return volatile
+        lifetime = gpu.ecc_aggregate_corrected if corrected else gpu.ecc_aggregate_uncorrected
+        return volatile if lifetime is None else lifetime
 
     def nvmlDeviceGetRetiredPages(self, device: c_nvmlDevice_t, sourceFilter: int) -> list[int]:
         gpu = self._device("nvmlDeviceGetRetiredPages", device)

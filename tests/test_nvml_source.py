@@ -63,6 +63,22 @@ ME = os.getpid()
 PARENT = os.getppid()
 
 
+@pytest.fixture(autouse=True)
+def _close_sources(monkeypatch: pytest.MonkeyPatch):
+    """Every source a test opens is closed after it, so no event thread outlives its test."""
+    opened: list[NvmlSource] = []
+    real_open = NvmlSource.open
+
+    def open_and_remember(self: NvmlSource) -> Any:
+        opened.append(self)
+        return real_open(self)
+
+    monkeypatch.setattr(NvmlSource, "open", open_and_remember)
+    yield
+    for src in opened:
+        src.close()
+
+
 def start(
     monkeypatch: pytest.MonkeyPatch,
     gpus: list[FakeGpu] | None = None,
@@ -74,7 +90,7 @@ def start(
     fake = FakeNvml(gpus if gpus is not None else make_gpus(2), driver=driver, binding=binding)
     fake.install(monkeypatch)
     clock = StepClock(1000.0, step=0.0)
-    src = NvmlSource(clock=clock, wall=lambda: 1_767_225_600.0, env=env or {})
+    src = NvmlSource(clock=clock, wall=lambda: 1_767_225_600.0, env=env or {}, event_wait_s=0.002)
     return fake, src, clock
 
 
@@ -358,7 +374,12 @@ TICK_FUNCTIONS: dict[str, tuple[tuple[str, ...], Any, Any, frozenset[str]]] = {
     ),
     "nvmlDeviceGetNvLinkState": (("nvlink_active",), DRIVER_R535, BINDING_13, frozenset()),
     "nvmlDeviceGetTotalEccErrors": (
-        ("ecc_corrected", "ecc_uncorrected"),
+        (
+            "ecc_corrected",
+            "ecc_uncorrected",
+            "ecc_aggregate_corrected",
+            "ecc_aggregate_uncorrected",
+        ),
         DRIVER_NO_FIELD_VALUES,
         BINDING_13,
         frozenset(),
@@ -1025,7 +1046,9 @@ def test_fake_matches_the_installed_nvidia_ml_py(monkeypatch):
         fake_params = list(inspect.signature(getattr(fake, name)).parameters)
         assert fake_params == real_params, name
     for name in dir(fake):
-        if name.startswith(("NVML_", "nvmlMemory_")):
+        if name.startswith(("NVML_", "nvmlMemory_", "nvmlEvent")) and not callable(
+            getattr(fake, name)
+        ):
             real_value = getattr(real, name)
             fake_value = getattr(fake, name)
             if hasattr(real_value, "value"):
@@ -1039,6 +1062,11 @@ def test_fake_matches_the_installed_nvidia_ml_py(monkeypatch):
         == type(NVMLError(NVML_ERROR_NOT_SUPPORTED)).__name__
     )
     assert str(NVMLError(NVML_ERROR_GPU_IS_LOST)) == str(real.NVMLError(NVML_ERROR_GPU_IS_LOST))
+    fake_event = list(fake.c_nvmlEventData_t._fields_)
+    real_event = list(real.c_nvmlEventData_t._fields_)
+    # The same fields; ``device`` is a handle object in the fake, a device pointer in the real.
+    assert [n for n, _ in fake_event] == [n for n, _ in real_event]
+    assert fake_event[1:] == real_event[1:]
 
 
 def test_fake_counts_calls_per_gpu_and_function(monkeypatch):

@@ -10,6 +10,7 @@ from lltui.app.host import host_of
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import GpuSample
 from lltui.core.monitor.throttle import SLOWDOWNS
+from lltui.core.monitor.xid import xid_meaning
 from lltui.core.units import (
     GIB,
     MIB,
@@ -159,8 +160,8 @@ def _extras(g: GpuSample) -> list[str]:
         extras.append(f"[b $error]ECC uncorrected {g.ecc_uncorrected}[/]")
     if g.retired_pages:
         extras.append(f"[$gpu-warn]retired pages {g.retired_pages}[/]")
-    if g.xid:
-        extras.append(f"[b $error]XID {g.xid}[/]")
+    if g.xid is not None:
+        extras.append(f"[b $error]XID {g.xid}: {escape(xid_meaning(g.xid))}[/]")
     if g.error:
         extras.append(f"[$gpu-warn]{escape(g.error)}[/]")
     return extras

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from lltui.core.monitor.models import GpuSample, RigSample
+from lltui.core.monitor.xid import xid_meaning
 from lltui.core.units import fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
 
 
@@ -49,7 +51,14 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         "throttle_reasons": list(g.throttle_reasons) if g.throttle_reasons is not None else None,
         "ecc_uncorrected": g.ecc_uncorrected,
         "ecc_corrected": g.ecc_corrected,
+        "ecc_volatile_corrected": g.ecc_corrected,
+        "ecc_volatile_uncorrected": g.ecc_uncorrected,
+        "ecc_aggregate_corrected": g.ecc_aggregate_corrected,
+        "ecc_aggregate_uncorrected": g.ecc_aggregate_uncorrected,
         "retired_pages": g.retired_pages,
+        "xid": g.xid,
+        "xid_events": [{"xid": e.xid, "meaning": e.meaning, "t": e.t} for e in g.xid_events],
+        "xid_dropped": g.xid_dropped,
         "persistence_mode": info.persistence_mode,
         "processes": [
             {
@@ -113,6 +122,7 @@ def rig_to_text(sample: RigSample) -> str:
         cuda = "-" if i.cuda_index is None else str(i.cuda_index)
         if g.lost:
             lines.append(f"{i.index:>3} {cuda:>4}  {i.name[:26]:<26} LOST: {g.error or 'gone'}")
+            lines += _xid_lines(g)
             continue
         mem = f"{fmt_mib(g.memory_used)} / {fmt_mib(i.memory_total)}"
         power = f"{fmt_watts(g.power_w)} / {fmt_watts(g.power_limit_w)}"
@@ -125,6 +135,7 @@ def rig_to_text(sample: RigSample) -> str:
             lines.append(
                 f"{'':>10}PCIe rx {fmt_rate_kbs(g.pcie_rx_kbs)}  tx {fmt_rate_kbs(g.pcie_tx_kbs)}"
             )
+        lines += _xid_lines(g)
     procs = [p for g in sample.gpus for p in g.processes]
     if procs:
         lines.append("")
@@ -147,3 +158,22 @@ def rig_to_text(sample: RigSample) -> str:
     if sample.error:
         lines.append(f"error: {sample.error}")
     return "\n".join(lines)
+
+
+def _xid_lines(g: GpuSample) -> list[str]:
+    """One line per XID event in this sample (or the last XID seen, when none came now)."""
+    pad = " " * 10
+    lines = [f"{pad}XID {e.xid} at {_clock(e.t)}: {e.meaning}" for e in g.xid_events]
+    if g.xid_dropped:
+        lines.append(f"{pad}{g.xid_dropped} more XID events dropped (too many to keep)")
+    if not lines and g.xid is not None:
+        lines.append(f"{pad}last XID {g.xid}: {xid_meaning(g.xid)}")
+    return lines
+
+
+def _clock(t: float) -> str:
+    """Local time of day of ``t`` (seconds since the epoch); "?" for a time no clock shows."""
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(t))
+    except (OverflowError, OSError, ValueError):
+        return "?"

@@ -6,9 +6,10 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 
-from lltui.core.monitor.models import RigSample
+from lltui.core.monitor.models import RigSample, XidEvent
 
 METRICS = ("power_w", "util_gpu", "memory_used", "temp_c", "util_mem")
+XID_LOG_LEN = 256  # XID events kept, all GPUs together
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +28,15 @@ class RigHistory:
     read for a time window, so the same buffers serve the 1, 5, 15 and 60 minute views.
     """
 
-    def __init__(self, maxlen: int = 3600, max_age_s: float | None = None) -> None:
+    def __init__(
+        self, maxlen: int = 3600, max_age_s: float | None = None, xid_maxlen: int = XID_LOG_LEN
+    ) -> None:
         self.maxlen = maxlen
         self.max_age_s = max_age_s
+        # (GPU UUID, event), oldest first; only the newest ``xid_maxlen`` are kept. XID events
+        # are kept whatever their age: they are rare, and the reason to look back.
+        self._xids: deque[tuple[str, XidEvent]] = deque(maxlen=xid_maxlen)
+        self.xid_dropped = 0  # events the sources or this log had no room for
         self._t: dict[str, deque[float]] = {}
         self._series: dict[tuple[str, str], deque[float | None]] = {}
         self.first: RigSample | None = None
@@ -62,6 +69,19 @@ class RigHistory:
                     buf.popleft()
             if g.energy_mj is not None and uuid not in self._energy_start:
                 self._energy_start[uuid] = g.energy_mj
+            self._keep_xids(uuid, g.xid_events, g.xid_dropped)
+
+    def _keep_xids(self, uuid: str, events: tuple[XidEvent, ...], dropped: int) -> None:
+        log = self._xids
+        for event in events:
+            if log.maxlen is not None and len(log) == log.maxlen:
+                self.xid_dropped += 1  # the oldest makes room
+            log.append((uuid, event))
+        self.xid_dropped += dropped
+
+    def xid_events(self, uuid: str | None = None) -> tuple[XidEvent, ...]:
+        """The XID events kept, oldest first: one GPU's, or every GPU's when ``uuid`` is None."""
+        return tuple(e for u, e in self._xids if uuid is None or u == uuid)
 
     def series(self, uuid: str, metric: str, window_s: float | None = None) -> SeriesStats:
         """Values of ``metric`` for one GPU over the last ``window_s`` seconds (all if None);

@@ -48,6 +48,15 @@ class GpuProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One XID error the driver reported for a GPU (see :mod:`lltui.core.monitor.xid`)."""
+
+    xid: int
+    t: float  # when it was seen, seconds since the epoch
+    meaning: str  # in words, "GPU has fallen off the bus"
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     """What one GPU reported on one tick."""
 
@@ -74,10 +83,14 @@ class GpuSample:
     nvlink_active: int | None = None  # links up
     nvlink_rx_kbs: float | None = None
     nvlink_tx_kbs: float | None = None
-    ecc_uncorrected: int | None = None  # volatile
+    ecc_uncorrected: int | None = None  # volatile: since the driver loaded
     ecc_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None  # over the GPU's life (kept in its infoROM)
+    ecc_aggregate_corrected: int | None = None
     retired_pages: int | None = None
     xid: int | None = None  # last XID error seen
+    xid_events: tuple[XidEvent, ...] = ()  # XID errors seen since the source's last sample
+    xid_dropped: int = 0  # XID errors past what one sample keeps (counted, not kept)
     processes: tuple[GpuProcess, ...] = ()
     error: str | None = None  # why this GPU's tick is partial (lost, ...)
 

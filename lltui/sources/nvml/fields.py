@@ -9,12 +9,15 @@ from typing import Any
 
 from lltui.sources.nvml.calls import FAILED, OK, GpuLost, NvmlCalls
 from lltui.sources.nvml.codes import (
+    AGGREGATE_ECC,
     ERR_FUNCTION_NOT_FOUND,
     ERR_GPU_IS_LOST,
     ERR_INVALID_ARGUMENT,
     ERR_NO_PERMISSION,
     ERR_NOT_SUPPORTED,
+    FI_ECC_DBE_AGG_TOTAL,
     FI_ECC_DBE_VOL_TOTAL,
+    FI_ECC_SBE_AGG_TOTAL,
     FI_ECC_SBE_VOL_TOTAL,
     FI_NVLINK_LINK_COUNT,
     FI_NVLINK_THROUGHPUT_DATA_RX,
@@ -65,7 +68,7 @@ FAST_FIELDS = (
     Field("power", FI_POWER_AVERAGE, mw_to_w, "nvmlDeviceGetPowerUsage"),
     POWER_LIMIT_FIELD,
 )
-SLOW_FIELDS = (
+ECC_FIELDS = (
     Field(
         "ecc_corrected",
         FI_ECC_SBE_VOL_TOTAL,
@@ -80,6 +83,23 @@ SLOW_FIELDS = (
         "nvmlDeviceGetTotalEccErrors",
         (MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC),
     ),
+    Field(
+        "ecc_agg_corrected",
+        FI_ECC_SBE_AGG_TOTAL,
+        int,
+        "nvmlDeviceGetTotalEccErrors",
+        (MEMORY_ERROR_CORRECTED, AGGREGATE_ECC),
+    ),
+    Field(
+        "ecc_agg_uncorrected",
+        FI_ECC_DBE_AGG_TOTAL,
+        int,
+        "nvmlDeviceGetTotalEccErrors",
+        (MEMORY_ERROR_UNCORRECTED, AGGREGATE_ECC),
+    ),
+)
+SLOW_FIELDS = (
+    *ECC_FIELDS,
     Field("retired_sbe", FI_RETIRED_SBE, int, "nvmlDeviceGetRetiredPages", (RETIRED_BY_SBE,), len),
     Field("retired_dbe", FI_RETIRED_DBE, int, "nvmlDeviceGetRetiredPages", (RETIRED_BY_DBE,), len),
 )

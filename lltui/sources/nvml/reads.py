@@ -19,6 +19,7 @@ from lltui.sources.nvml.codes import (
     TEMPERATURE_GPU,
 )
 from lltui.sources.nvml.fields import (
+    ECC_FIELDS,
     FAST_FIELDS,
     NVLINK_FIELDS,
     POWER_LIMIT_FIELD,
@@ -26,7 +27,7 @@ from lltui.sources.nvml.fields import (
     fallback,
     read_fields,
 )
-from lltui.sources.nvml.state import FastReading, GpuState
+from lltui.sources.nvml.state import FastReading, GpuState, SlowReading
 
 REASON_VARIANTS: tuple[Variant, ...] = (
     ("nvmlDeviceGetCurrentClocksEventReasons", (), {}),
@@ -91,8 +92,8 @@ def read_fast(calls: NvmlCalls, g: GpuState) -> None:
 
 
 def read_slow(calls: NvmlCalls, g: GpuState, now: float) -> None:
-    """On the slow TTL: PCIe link, the enforced limit where the batch cannot carry it, ECC,
-    retired pages and NVLink."""
+    """On the slow TTL: PCIe link, the enforced limit where the batch cannot carry it, ECC
+    (volatile and aggregate), retired pages and NVLink."""
     slow = g.slow
     slow.pcie_gen = calls.call(g, "pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", convert=int)
     slow.pcie_width = calls.call(g, "pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", convert=int)
@@ -102,14 +103,29 @@ def read_slow(calls: NvmlCalls, g: GpuState, now: float) -> None:
     values, pending = read_fields(calls, g, fields)
     for f in pending:
         values[f.key] = fallback(calls, g, f)
-    slow.ecc_corrected = values.get("ecc_corrected")
-    slow.ecc_uncorrected = values.get("ecc_uncorrected")
+    _take_ecc(slow, values)
     retired = [v for v in (values.get("retired_sbe"), values.get("retired_dbe")) if v is not None]
     slow.retired_pages = sum(retired) if retired else None
     if g.nvlink_links:
         slow.nvlink_active, slow.nvlink_tx_kbs, slow.nvlink_rx_kbs = _read_nvlink(
             calls, g, now, values
         )
+
+
+def read_ecc(calls: NvmlCalls, g: GpuState) -> None:
+    """The volatile and aggregate ECC counts on their own: after an ECC event, between two
+    slow ticks."""
+    values, pending = read_fields(calls, g, ECC_FIELDS)
+    for f in pending:
+        values[f.key] = fallback(calls, g, f)
+    _take_ecc(g.slow, values)
+
+
+def _take_ecc(slow: SlowReading, values: dict[str, Any]) -> None:
+    slow.ecc_corrected = values.get("ecc_corrected")
+    slow.ecc_uncorrected = values.get("ecc_uncorrected")
+    slow.ecc_agg_corrected = values.get("ecc_agg_corrected")
+    slow.ecc_agg_uncorrected = values.get("ecc_agg_uncorrected")
 
 
 def _read_nvlink(

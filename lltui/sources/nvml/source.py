@@ -11,12 +11,18 @@ Fields are read at three rates:
   limit come from one ``nvmlDeviceGetFieldValues`` call where the driver answers it, so a fast
   poll costs 9 NVML calls per GPU (10 where it does not; the enforced limit then moves to
   the slow TTL).
-* **slow**, on TTLs given to the constructor: ECC counts, retired pages, current PCIe link,
-  NVLink state and throughput and the enforced limit (``slow_ttl_s``); processes
-  (``process_ttl_s``); PCIe throughput (``pcie_ttl_s``). ``nvmlDeviceGetPcieThroughput``
-  samples for about 20 ms per counter, so it never runs on the fast path: it runs inside
-  the poll whose PCIe TTL has expired, on the poller's worker thread (two counters x 8 GPUs
-  adds about 320 ms to that one poll; the UI does not wait on it).
+* **slow**, on TTLs given to the constructor: ECC counts (volatile and aggregate), retired
+  pages, current PCIe link, NVLink state and throughput and the enforced limit
+  (``slow_ttl_s``); processes (``process_ttl_s``); PCIe throughput (``pcie_ttl_s``).
+  ``nvmlDeviceGetPcieThroughput`` samples for about 20 ms per counter, so it never runs on
+  the fast path: it runs inside the poll whose PCIe TTL has expired, on the poller's worker
+  thread (two counters x 8 GPUs adds about 320 ms to that one poll; the UI does not wait).
+
+XID errors and ECC error events come through NVML's event API, waited on by a thread of their
+own (:mod:`.events`); each poll takes what came since the last one without waiting. A GPU's
+sample carries the XID events since the previous sample and the last XID seen; an XID 79
+marks the GPU lost; an ECC event has that GPU's ECC counts read on the next poll rather than
+on the slow TTL.
 
 Driver drift is handled where it bites: process info v3 -> v2 -> v1, memory info v2 -> v1,
 clocks-event -> clocks-throttle reasons, field values -> one call per field. Each GPU
@@ -26,7 +32,7 @@ the others keep updating. A field that fails any other way is ``None`` for that 
 reason goes into ``GpuSample.error``.
 
 The package's modules: :mod:`.codes` (NVML's numbers, errors in words), :mod:`.probe`
-(versions and why NVML will not start), :mod:`.calls` (one call and its outcome),
+(versions and why NVML will not start), :mod:`.calls` (one call and its outcome), :mod:`.events`,
 :mod:`.fields` (the field-value batch), :mod:`.static` (open), :mod:`.reads` (fast and slow
 fields), :mod:`.processes`, :mod:`.state` (per-GPU state and typed readings) and this one.
 """
@@ -37,6 +43,7 @@ import contextlib
 import math
 import os
 import socket
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -61,9 +68,16 @@ from lltui.sources.nvml.codes import (
     import_pynvml,
     is_binding,
 )
+from lltui.sources.nvml.events import (
+    DEFAULT_EVENT_LIMIT,
+    DEFAULT_EVENT_WAIT_S,
+    Drained,
+    EventBuffer,
+    EventWatcher,
+)
 from lltui.sources.nvml.probe import init_failure, mismatch_hint, system_versions
 from lltui.sources.nvml.processes import enrich_processes, read_processes
-from lltui.sources.nvml.reads import read_fast, read_pcie, read_slow
+from lltui.sources.nvml.reads import read_ecc, read_fast, read_pcie, read_slow
 from lltui.sources.nvml.state import NO_FAST, GpuState
 from lltui.sources.nvml.static import assign_cuda_indices, placeholder_static, read_static
 
@@ -73,6 +87,8 @@ if TYPE_CHECKING:
 DEFAULT_SLOW_TTL_S = 5.0
 DEFAULT_PROCESS_TTL_S = 2.0
 DEFAULT_PCIE_TTL_S = 5.0
+FELL_OFF_WORDS = "GPU is lost: it has fallen off the bus (XID 79); it needs a reset or reboot"
+NO_EVENTS = Drained()
 
 
 class NvmlSource:
@@ -90,8 +106,12 @@ class NvmlSource:
         wall: Callable[[], float] = wall_clock,
         host: HostSampler | None = None,
         env: Mapping[str, str] | None = None,
+        event_wait_s: float = DEFAULT_EVENT_WAIT_S,
+        event_limit: int = DEFAULT_EVENT_LIMIT,
     ) -> None:
         self.slow_ttl_s = slow_ttl_s
+        self.event_wait_s = event_wait_s
+        self.event_limit = event_limit
         self.process_ttl_s = process_ttl_s
         self.pcie_ttl_s = pcie_ttl_s
         self._clock = clock
@@ -107,6 +127,7 @@ class NvmlSource:
         self._last: dict[str, float] = {}
         self._seq = SequenceCounter()
         self._driver_version: str | None = None
+        self._events: EventWatcher | None = None
 
     # -- GpuSource ----------------------------------------------------------------------
     def open(self) -> RigInfo:
@@ -124,7 +145,9 @@ class NvmlSource:
         self._nv = nv
         try:
             self._calls = NvmlCalls(nv, self._note_mismatch)
-            return self._open_devices(self._calls)
+            info = self._open_devices(self._calls)
+            self._start_events(nv)
+            return info
         except BaseException:
             self.close()
             raise
@@ -137,11 +160,12 @@ class NvmlSource:
         slow = self._due("slow", self.slow_ttl_s, now)
         procs = self._due("procs", self.process_ttl_s, now)
         pcie = self._due("pcie", self.pcie_ttl_s, now)
+        events = self._take_events()
         for g in self._gpus:
             self._read_gpu(calls, g, now, slow=slow, procs=procs, pcie=pcie)
         if procs:
             enrich_processes(self._host, self._gpus)
-        samples = tuple(_sample(g) for g in self._gpus)
+        samples = tuple(_sample(g, events.get(g.index, NO_EVENTS)) for g in self._gpus)
         host, host_error = self._sample_host()
         error = host_error
         if samples and all(s.lost for s in samples):
@@ -157,6 +181,9 @@ class NvmlSource:
         )
 
     def close(self) -> None:
+        events, self._events = self._events, None
+        if events is not None:
+            events.stop()  # before nvmlShutdown: the set is freed while NVML is up
         nv, self._nv = self._nv, None
         self._calls = None
         self._info = None
@@ -255,7 +282,41 @@ class NvmlSource:
         if self._info is not None:
             self._info = replace(self._info, hints=tuple(self._hints))
 
+    def _start_events(self, nv: Any) -> None:
+        watcher = EventWatcher(
+            nv, EventBuffer(self.event_limit), wall=self._wall, wait_s=self.event_wait_s
+        )
+        handles = [(g.index, g.handle) for g in self._gpus if g.handle is not None]
+        if handles and watcher.start(handles):
+            self._events = watcher
+            # A source dropped without close still stops its thread when collected.
+            weakref.finalize(self, watcher.request_stop)
+
+    @property
+    def event_watcher(self) -> EventWatcher | None:
+        """The XID and ECC event thread and its buffer (None: no GPU has events, or closed)."""
+        return self._events
+
     # -- a tick ---------------------------------------------------------------------------
+    def _take_events(self) -> dict[int, Drained]:
+        """What the event thread saw since the last poll, applied to each GPU's state."""
+        watcher = self._events
+        if watcher is None:
+            return {}
+        if watcher.problem is not None:
+            self._add_hint(watcher.problem)
+        drained = watcher.buffer.drain()
+        for g in self._gpus:
+            got = drained.get(g.index)
+            if got is None:
+                continue
+            if got.last is not None:
+                g.last_xid = got.last
+            if got.fell_off and g.lost_reason is None:
+                g.lost_reason = FELL_OFF_WORDS
+            g.ecc_due = g.ecc_due or got.ecc
+        return drained
+
     def _due(self, group: str, ttl: float, now: float) -> bool:
         if ttl == math.inf:  # a group the caller does not want (one-shot API reads)
             return False
@@ -277,6 +338,9 @@ class NvmlSource:
             read_fast(calls, g)
             if slow:
                 read_slow(calls, g, now)
+            elif g.ecc_due:
+                read_ecc(calls, g)
+            g.ecc_due = False
             if pcie:
                 read_pcie(calls, g)
             if procs:
@@ -299,11 +363,18 @@ class NvmlSource:
             return HostSample(), f"host CPU/RAM could not be read: {type(exc).__name__}: {exc}"
 
 
-def _sample(g: GpuState) -> GpuSample:
-    """One GPU's sample from its latest readings."""
+def _sample(g: GpuState, events: Drained) -> GpuSample:
+    """One GPU's sample from its latest readings and the events since the last sample."""
     static = g.static or placeholder_static(g.index)
     if g.lost_reason is not None:
-        return GpuSample(info=static, lost=True, error=g.lost_reason)
+        return GpuSample(
+            info=static,
+            lost=True,
+            error=g.lost_reason,
+            xid=g.last_xid,
+            xid_events=events.events,
+            xid_dropped=events.dropped,
+        )
     f, s = g.fast, g.slow
     return GpuSample(
         info=static,
@@ -330,7 +401,12 @@ def _sample(g: GpuState) -> GpuSample:
         nvlink_tx_kbs=s.nvlink_tx_kbs,
         ecc_uncorrected=s.ecc_uncorrected,
         ecc_corrected=s.ecc_corrected,
+        ecc_aggregate_uncorrected=s.ecc_agg_uncorrected,
+        ecc_aggregate_corrected=s.ecc_agg_corrected,
         retired_pages=s.retired_pages,
+        xid=g.last_xid,
+        xid_events=events.events,
+        xid_dropped=events.dropped,
         processes=g.procs,
         error="; ".join(dict.fromkeys(g.errors)) or None,
     )

@@ -45,6 +45,8 @@ class SlowReading:
     power_limit_w: float | None = None  # only where the fast batch cannot carry it
     ecc_corrected: int | None = None
     ecc_uncorrected: int | None = None
+    ecc_agg_corrected: int | None = None
+    ecc_agg_uncorrected: int | None = None
     retired_pages: int | None = None
     nvlink_active: int | None = None
     nvlink_tx_kbs: float | None = None
@@ -75,3 +77,5 @@ class GpuState:
     nvlink_prev: tuple[float, int, int] | None = None  # (t, tx KiB, rx KiB)
     raw_procs: tuple[GpuProcess, ...] = ()
     procs: tuple[GpuProcess, ...] = ()
+    last_xid: int | None = None  # the last XID the event API reported for this GPU
+    ecc_due: bool = False  # an ECC event came: read the counts this tick, not on the TTL
