@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lltui.core.llama.address import is_loopback, server_url
 from lltui.core.llama.exit_reason import exit_event, exit_reason
 from lltui.core.llama.launch_args import parse_llama_args
 from lltui.core.llama.launch_profile import spec_from_dict, spec_to_dict
@@ -22,10 +23,8 @@ from lltui.core.llama.launch_spec import (
     LaunchSpec,
     api_key_transport,
     build_command,
-    is_loopback,
     mask_secrets,
     relevant_inherited_env,
-    server_url,
 )
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.sources import profiles

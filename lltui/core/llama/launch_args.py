@@ -10,8 +10,9 @@ from typing import Any
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.args import parse_llama_args as parse_args
 from lltui.core.llama.flag_table import BinaryFlags
-from lltui.core.llama.launch_spec import SPEC_KEYS, LaunchError
+from lltui.core.llama.launch_spec import LaunchError
 from lltui.core.llama.multigpu import SplitMode
+from lltui.core.llama.spec_flags import SPEC_KEYS
 
 
 def _binary(arity: Mapping[str, int] | BinaryFlags | None) -> BinaryFlags | None:

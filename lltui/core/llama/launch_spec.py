@@ -13,7 +13,6 @@ shows ``***`` instead. Standard library only.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lltui.core.llama import flag_values
+from lltui.core.llama.address import DEFAULT_HOST, AddressError, check_hostport, server_url
 from lltui.core.llama.flag_table import (
     BY_KEY,
     REMOVED,
@@ -35,8 +35,8 @@ from lltui.core.llama.flag_table import (
 )
 from lltui.core.llama.flag_values import KV_CACHE_TYPES, LOAD_MODES
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.llama.spec_flags import SPEC_FLAGS, SPELLING_TO_FIELD
 
-DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 # Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
 PLACEMENT_LOG_VERBOSITY = 4
@@ -209,7 +209,10 @@ class LaunchSpec:
         self._set("devices", tuple(str(d) for d in self.devices))
         rpc = tuple(str(h).strip() for h in self.rpc)
         for hostport in rpc:
-            _check_hostport(hostport)
+            try:
+                check_hostport(hostport)
+            except AddressError as exc:
+                raise LaunchError(str(exc)) from None
         self._set("rpc", rpc)
         self._set("extra_args", tuple(str(a) for a in self.extra_args))
         gpus = tuple(str(g).strip() for g in self.visible_gpus)
@@ -327,74 +330,6 @@ class LaunchSpec:
             n_parallel=config.n_parallel,
             **kwargs,
         )
-
-
-def _check_hostport(hostport: str) -> None:
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise LaunchError(f"RPC server {hostport!r} is not HOST:PORT")
-
-
-def server_url(host: str, port: int) -> str:
-    """``http://HOST:PORT`` for the first TCP address; IPv6 in brackets, a wildcard as loopback."""
-    first = next((h.strip() for h in host.split(",") if h.strip()), DEFAULT_HOST)
-    if first in ("0.0.0.0", ""):
-        first = "127.0.0.1"
-    elif first == "::":
-        first = "::1"
-    try:
-        if isinstance(ipaddress.ip_address(first), ipaddress.IPv6Address):
-            first = f"[{first}]"
-    except ValueError:
-        pass
-    return f"http://{first}:{port}"
-
-
-def is_loopback(host: str) -> bool:
-    """True when every address of ``host`` (a comma list) is loopback or a UNIX socket."""
-    for h in (x.strip() for x in host.split(",")):
-        if not h or h.endswith(".sock") or h == "localhost":
-            continue
-        try:
-            if not ipaddress.ip_address(h).is_loopback:
-                return False
-        except ValueError:
-            return False
-    return True
-
-
-# --- llama-server flags lltui models (see launch_args.parse_llama_args) ----------------
-
-# LlamaArgs setting -> LaunchSpec field; the flags themselves are the table's
-SPEC_KEYS: dict[str, str] = {
-    "model_path": "model",
-    "n_ctx": "ctx_size",
-    "n_parallel": "n_parallel",
-    "n_gpu_layers": "n_gpu_layers",
-    "split_mode": "split_mode",
-    "tensor_split": "tensor_split",
-    "main_gpu": "main_gpu",
-    "devices": "devices",
-    "type_k": "cache_type_k",
-    "type_v": "cache_type_v",
-    "flash_attn": "flash_attn",
-    "n_batch": "batch_size",
-    "n_ubatch": "ubatch_size",
-    "load_mode": "load_mode",
-    "rpc": "rpc",
-    "host": "host",
-    "port": "port",
-    "api_key": "api_key",
-    "api_key_file": "api_key_file",
-    "hf_token": "hf_token",
-    "log_verbosity": "log_verbosity",
-    "metrics": "metrics",
-}
-# LaunchSpec field -> (spellings, number of values), first spelling first
-SPEC_FLAGS: dict[str, tuple[tuple[str, ...], int]] = {
-    name: (BY_KEY[key].spellings, BY_KEY[key].arity) for key, name in SPEC_KEYS.items()
-}
-_SPELLING_TO_NAME = {s: name for name, (spellings, _) in SPEC_FLAGS.items() for s in spellings}
 
 
 @dataclass(frozen=True)
@@ -522,8 +457,26 @@ def build_command(
     flags it lacks; ``None`` composes the current llama-server spellings unchecked.
     ``key_file``: the private file holding the key when :func:`api_key_transport` says ``file``.
     """
+    argv = [binary_path, *_settings_argv(spec, binary)]
+    env_set: dict[str, str] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    env_unset: list[str] = []
+    argv += _pass_secrets(spec, binary, key_file, env_set, env_unset)
+    _check_extra(spec.extra_args, binary)
+    argv += spec.extra_args
+    _pass_environment(spec, env_set)
+    env_unset = [n for n in env_unset if n not in env_set]
+    return LaunchCommand(
+        argv=tuple(argv),
+        env_set=tuple(env_set.items()),
+        env_unset=tuple(env_unset),
+        secrets=spec.secrets,
+    )
+
+
+def _settings_argv(spec: LaunchSpec, binary: BinaryFlags | None) -> list[str]:
+    """The flags of the settings the spec holds, each spelled as this binary spells it."""
     f = lambda name: _flag(binary, name)  # noqa: E731
-    argv: list[str] = [binary_path, f("log_verbosity"), str(spec.log_verbosity)]
+    argv: list[str] = [f("log_verbosity"), str(spec.log_verbosity)]
     argv += [f("model"), spec.model, f("host"), spec.host, f("port"), str(spec.port)]
     if spec.metrics:
         argv.append(f("metrics"))
@@ -558,38 +511,44 @@ def build_command(
         argv += [f("rpc"), ",".join(spec.rpc)]
     if spec.api_key_file is not None:
         argv += [f("api_key_file"), spec.api_key_file]
-    env_set: dict[str, str] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    env_unset: list[str] = []
+    return argv
+
+
+def _pass_secrets(
+    spec: LaunchSpec,
+    binary: BinaryFlags | None,
+    key_file: str | None,
+    env_set: dict[str, str],
+    env_unset: list[str],
+) -> list[str]:
+    """Secrets go in variables (``ps`` shows argv) or a private file; the flags that name it."""
+    argv: list[str] = []
     transport = api_key_transport(spec, binary)
     if transport == "env":
         env_set[API_KEY_ENV] = spec.api_key or ""
     elif transport == "file":
         if key_file is None:
             raise LaunchError("this llama-server needs the API key in a file; none was given", 1)
-        argv += [f("api_key_file"), key_file]
+        argv += [_flag(binary, "api_key_file"), key_file]
     if transport != "env":
         env_unset.append(API_KEY_ENV)  # an inherited key would lock lltui out of /metrics
     if spec.hf_token:
-        env_set[BY_KEY["hf_token"].secret_env or ""] = spec.hf_token  # never in argv
-    _check_extra(spec.extra_args, binary)
-    argv += spec.extra_args
+        env_set[BY_KEY["hf_token"].secret_env or ""] = spec.hf_token
+    return argv
+
+
+def _pass_environment(spec: LaunchSpec, env_set: dict[str, str]) -> None:
+    """The variables the spec sets. GGML_CUDA_P2P exported by the user is theirs: the child
+    inherits it and a dry run shows it."""
     if spec.visible_gpus:
         env_set["CUDA_VISIBLE_DEVICES"] = ",".join(spec.visible_gpus)
     env_set.update(spec.nccl_env)
     if spec.cuda_p2p:
         env_set[P2P_ENV] = "1"
-    # GGML_CUDA_P2P exported by the user is theirs: the child inherits it, a dry run shows it
     for name, value in spec.env:
         if name in SECRET_ENV:
             continue  # secrets go through their own fields, masked
         env_set[name] = value
-    env_unset = [n for n in env_unset if n not in env_set]
-    return LaunchCommand(
-        argv=tuple(argv),
-        env_set=tuple(env_set.items()),
-        env_unset=tuple(env_unset),
-        secrets=spec.secrets,
-    )
 
 
 def _check_extra(extra: Sequence[str], binary: BinaryFlags | None) -> None:
@@ -602,7 +561,7 @@ def _check_extra(extra: Sequence[str], binary: BinaryFlags | None) -> None:
     while i < len(extra):
         raw = extra[i]
         token = canonical(raw)
-        if token in _SPELLING_TO_NAME:
+        if token in SPELLING_TO_FIELD:
             raise LaunchError(f"{raw} is a launch setting: give it once, not among the extra flags")
         if binary is not None and is_flag_token(token) and not binary.has(token):
             hint = ""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lltui.core.llama.address import is_loopback
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_sentence, ready_event
 from lltui.core.llama.flag_table import SECRET_FIELDS
@@ -41,7 +42,6 @@ from lltui.core.llama.launch_spec import (
     LaunchSpec,
     api_key_transport,
     build_command,
-    is_loopback,
 )
 from lltui.core.llama.log import DevicePlacement
 from lltui.sources import profiles

@@ -1,0 +1,45 @@
+"""Where llama-server listens and where its RPC servers are: addresses as lltui checks them."""
+
+from __future__ import annotations
+
+import ipaddress
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+class AddressError(ValueError):
+    """A HOST:PORT that is not one."""
+
+
+def check_hostport(hostport: str) -> None:
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise AddressError(f"RPC server {hostport!r} is not HOST:PORT")
+
+
+def server_url(host: str, port: int) -> str:
+    """``http://HOST:PORT`` for the first TCP address; IPv6 in brackets, a wildcard as loopback."""
+    first = next((h.strip() for h in host.split(",") if h.strip()), DEFAULT_HOST)
+    if first in ("0.0.0.0", ""):
+        first = "127.0.0.1"
+    elif first == "::":
+        first = "::1"
+    try:
+        if isinstance(ipaddress.ip_address(first), ipaddress.IPv6Address):
+            first = f"[{first}]"
+    except ValueError:
+        pass
+    return f"http://{first}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """True when every address of ``host`` (a comma list) is loopback or a UNIX socket."""
+    for h in (x.strip() for x in host.split(",")):
+        if not h or h.endswith(".sock") or h == "localhost":
+            continue
+        try:
+            if not ipaddress.ip_address(h).is_loopback:
+                return False
+        except ValueError:
+            return False
+    return True
