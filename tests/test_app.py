@@ -2,6 +2,7 @@
 
 import asyncio
 
+import pytest
 from app_helpers import HangingSource, RaisingSource, StepClock, feed, sim_app, wait_for
 
 from lltui.app.screens.gpu_detail import GpuDetailScreen
@@ -426,3 +427,33 @@ async def test_switching_views_keeps_no_dead_footer_keys():
             await pilot.pause()
         # Textual's own footer kept ~16 keys alive per switch: 480 here
         assert footer_keys() - before < 20
+
+
+async def test_a_render_before_a_pushed_screen_is_composed_does_not_crash():
+    # a slow SSH link delivers "1", Enter and a sample in one burst: the detail screen is on
+    # the stack before its widgets exist, and the app renders the model on it at once
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.poll_sync(2)
+        await pilot.pause()
+        uuid = app.model.latest.gpus[0].info.uuid
+        app.push_screen(GpuDetailScreen(uuid))
+        app.render_model()  # must skip the screen until it is mounted, not raise NoMatches
+        await pilot.pause()
+        assert isinstance(app.screen, GpuDetailScreen)
+        await wait_for(lambda: "GPU" in str(app.screen.query_one("#detail").render()))
+
+
+@pytest.mark.parametrize("view", ["1", "2", "3", "4", "5"])
+async def test_key_bursts_from_every_view_raise_nothing(view):
+    # keys arriving in one write over a slow link: switching, opening and closing at once
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.poll_sync(2)
+        await pilot.press(view)
+        await pilot.press("1", "enter", "2", "1", "enter", "escape", "3", "4", "5", "1")
+        await pilot.press("enter", "]", "enter", "escape", "g", "w", "s", "r", "?", "escape")
+        await pilot.pause()
+        app.render_model()
+        await pilot.pause()
+        assert app.is_running  # an exception in a handler would have ended the app

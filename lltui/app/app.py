@@ -188,11 +188,13 @@ class LltuiApp(App[int]):
             self._show_locked()
 
     def _show_locked(self) -> None:
+        # A screen pushed a moment ago (keys and a sample in one burst over a slow link) has
+        # no widgets yet: it is skipped here and renders itself once mounted.
         screen = self.screen
-        if isinstance(screen, ModelView):
+        if isinstance(screen, ModelView) and screen.is_mounted:
             screen.show(self.model)
         base = self.get_screen_stack_base()
-        if base is not screen and isinstance(base, ModelView):
+        if base is not screen and isinstance(base, ModelView) and base.is_mounted:
             base.show(self.model)
 
     def get_screen_stack_base(self) -> Screen[Any]:
@@ -202,7 +204,7 @@ class LltuiApp(App[int]):
         if not self.is_running:  # the timer can fire while the screens are being closed
             return
         screen = self.screen
-        if isinstance(screen, ModelView):
+        if isinstance(screen, ModelView) and screen.is_mounted:
             with self.model.lock:
                 screen.refresh_status(self.model, self.busy_for())
 

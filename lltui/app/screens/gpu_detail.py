@@ -88,7 +88,10 @@ class GpuDetailScreen(ModelView, ModalScreen[None]):
             yield Static("", id="detail")
 
     def on_mount(self) -> None:
-        host_of(self).render_model()
+        # the app renders only screens it sees mounted; this one draws its first frame itself
+        model = host_of(self).model
+        with model.lock:
+            self.show(model)
 
     def show(self, model: RigModel) -> None:
         sample = model.latest
