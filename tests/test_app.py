@@ -457,3 +457,19 @@ async def test_key_bursts_from_every_view_raise_nothing(view):
         app.render_model()
         await pilot.pause()
         assert app.is_running  # an exception in a handler would have ended the app
+
+
+def test_the_status_line_tells_the_end_of_a_recording_from_live():
+    from dataclasses import replace
+
+    from lltui.app.widgets.status import render_status
+
+    app = sim_app("kaggle-2xt4")
+    app.poll_sync(1)
+    model = app.model
+    assert "live" in render_status(model, None)
+    end = replace(model.latest, seq=model.latest.seq + 1, error="end of recording", ended=True)
+    model.apply(end, 0.0)
+    text = render_status(model, None)
+    assert "end of recording" in text and "live" not in text
+    assert "source error" not in text  # the end is a state, not an error

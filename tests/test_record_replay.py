@@ -328,6 +328,8 @@ def test_stepped_replay_then_the_end(recording):
     after = [src.poll() for _ in range(3)]
     for a in after:
         assert a.error == END_OF_RECORDING and a.gpus == played[-1].gpus
+        assert a.ended
+    assert not any(p.ended for p in played)
     assert [a.seq for a in after] == sorted({a.seq for a in after})
     assert after[0].seq > played[-1].seq and after[0].t >= played[-1].t
     src.close()

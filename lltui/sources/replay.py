@@ -243,7 +243,9 @@ class ReplaySource:
                 final = replace(self._read(n - 1), seq=n, t=base)
                 self._last, self._last_pos = final, n - 1
             t = self._start + elapsed if elapsed is not None else base + self._ended * self._gap
-            return replace(final, seq=n + self._ended, t=max(t, final.t), error=END_OF_RECORDING)
+            return replace(
+                final, seq=n + self._ended, t=max(t, final.t), error=END_OF_RECORDING, ended=True
+            )
         pos = loops * n + idx
         if pos == self._last_pos and self._last is not None:
             return self._last

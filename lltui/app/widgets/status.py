@@ -32,7 +32,10 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
         parts.append(f"driver {escape(info.driver_version)}")
     if info.cuda_version:
         parts.append(f"CUDA {escape(info.cuda_version)}")
-    if model.paused:
+    ended = model.latest is not None and model.latest.ended
+    if ended:
+        state = "[b $warning]■[/] end of recording"
+    elif model.paused:
         state = "[b $warning]PAUSED[/]"
     elif model.stale(busy_for):
         age = model.age()
@@ -45,7 +48,9 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
     parts.append(f"{state} every {model.interval:g}s")
     parts.append(f"graphs {fmt_window(model.window_s)}")
     line = "  ".join(parts)
-    if model.error:
+    if model.error and not (
+        ended and model.latest is not None and model.error == model.latest.error
+    ):
         line += f"\n[b $error]source error:[/] {escape(model.error)}"
     for hint in info.hints:
         line += f"\n[$warning]hint:[/] {escape(hint)}"

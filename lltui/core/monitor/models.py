@@ -152,6 +152,7 @@ class RigSample:
     gpus: tuple[GpuSample, ...]
     host: HostSample = field(default_factory=HostSample)
     error: str | None = None  # a per-source problem this tick, in words
+    ended: bool = False  # the source has nothing newer (a recording played to its end)
 
     @property
     def simulated(self) -> bool:
