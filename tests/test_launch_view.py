@@ -214,3 +214,43 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
     ctl.stop()
     starter.join(5)
     assert events == ["start begins", "start ends", "stop"]
+
+
+def test_an_exited_server_shows_no_health(monkeypatch):
+    # a server that answered "ready" and then exited (stopped by someone else): the view must
+    # not keep its last answer, and a poll that still arrives cannot bring it back
+    from lltui.app import launch_state
+    from lltui.app.screens.launch import render_server
+    from lltui.core.llama.log import parse_log
+    from lltui.sources.llama.http import EndpointResult, ServerPoll
+    from lltui.sources.llama.supervisor import ServerExit, ServerStatus
+
+    ctl = launch_state.LaunchController(lambda: None, lambda: None)
+    ready = ServerPoll(
+        url="http://127.0.0.1:1",
+        t=0.0,
+        wall=0.0,
+        state="ready",
+        health=EndpointResult("/health", "ok", 200),
+    )
+    ctl._take_poll(ready)
+    assert "/health: ready" in render_server(ctl.state)
+
+    gone = ServerExit(
+        returncode=0,
+        reason="stopped from outside",
+        log_tail=(),
+        stopped=False,
+        was_ready=True,
+        from_outside=True,
+    )
+
+    class ExitedSession:
+        def status(self) -> ServerStatus:
+            return ServerStatus("exited", 1, "http://127.0.0.1:1", None, parse_log(""), gone)
+
+    monkeypatch.setattr(ctl, "_session", ExitedSession())
+    ctl._take_poll(ready)  # a last answer racing the exit
+    assert ctl.state.phase == "exited"
+    assert ctl.state.health is None
+    assert "/health" not in render_server(ctl.state)

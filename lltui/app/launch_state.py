@@ -243,6 +243,7 @@ class LaunchController:
         if result is None:
             return
         self.state.phase = "exited"
+        self.state.health = None  # a server that exited answers nothing: no last answer stays
         self.state.exit_reason = result.reason
         self.state.exit_code = result.returncode
         self.state.log_tail = tuple(result.log_tail)
@@ -276,7 +277,6 @@ class LaunchController:
         status = session.status() if session is not None else None
         with self.lock:
             st = self.state
-            st.health = poll.state
             if status is not None:
                 st.placement = tuple(status.log.placement())
                 off = status.log.offload
@@ -292,6 +292,7 @@ class LaunchController:
                 st.message = f"following {st.url}: ready"
             else:
                 st.message = f"following {st.url}: {poll.state}"
+            st.health = None if st.phase == "exited" else poll.state
             tp = poll.throughput
             if tp is not None:
                 if tp.generation_tps is not None:
