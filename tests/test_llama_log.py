@@ -653,3 +653,25 @@ def test_live_rpc_devices_share_the_layers(llama_bins, tiny_model, tmp_path) -> 
         assert rows[p.name].model_mib == int(p.model_mib)
         assert rows[p.name].compute_mib == int(p.compute_mib)
         assert rows[p.name].description == devices[int(p.name[3:])].description
+
+
+def test_a_run_of_one_message_is_shown_once_with_its_count():
+    from lltui.core.llama.log_fold import RepeatFolder
+
+    folder = RepeatFolder()
+    shown: list[str] = []
+    lines = [
+        "0.01.000.001 I srv  update_slots: all slots are idle",
+        *(f"0.01.{i:03d}.001 I srv  update_slots: all slots are idle" for i in range(1, 120)),
+        "0.03.000.000 I srv  log_server_r: request: GET /health 127.0.0.1 200",
+        "0.03.000.001 I srv  log_server_r: request: GET /health 127.0.0.1 200",
+    ]
+    for line in lines:
+        shown += folder.feed(line)
+    shown += folder.flush()
+    assert shown == [
+        lines[0],
+        "    (the line above 119 more times)",
+        lines[-2],
+        "    (the line above 1 more time)",
+    ]

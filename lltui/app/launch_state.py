@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.core.llama.log import DevicePlacement
+from lltui.core.llama.log_fold import RepeatFolder
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
 from lltui.sources.llama.session import (
@@ -126,6 +127,7 @@ class LaunchController:
         self._poll_stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
+        self._folder = RepeatFolder()  # the log pane shows a run of one message once
         self._last_command: tuple[str, FormFlags, str] | None = None
         self._op = threading.Lock()
         self._jpt_gpus: frozenset[int] = frozenset()
@@ -156,6 +158,7 @@ class LaunchController:
         with self.lock:
             self.state = LaunchState(phase="starting", message="starting llama-server…")
             self._jpt = JoulesPerToken()
+            self._folder = RepeatFolder()
         self._notify()
         notes: list[Note] = []
         session: LaunchSession | None = None
@@ -235,13 +238,18 @@ class LaunchController:
 
     def _on_line(self, line: str) -> None:
         with self.lock:
-            self.state.lines.append(line)
-            self.state.lines_total += 1
-        self._notify()
+            shown = self._folder.feed(line)
+            self.state.lines.extend(shown)
+            self.state.lines_total += len(shown)
+        if shown:
+            self._notify()
 
     def _record_exit(self, result: ServerExit | None) -> None:
         if result is None:
             return
+        closing = self._folder.flush()
+        self.state.lines.extend(closing)
+        self.state.lines_total += len(closing)
         self.state.phase = "exited"
         self.state.health = None  # a server that exited answers nothing: no last answer stays
         self.state.exit_reason = result.reason
