@@ -151,3 +151,24 @@ def test_record_with_a_command_that_samples_nothing_is_refused(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "--record" in err and len(err.strip().splitlines()) == 1
     assert not rec.exists()
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_gpus_text_fits_the_terminal(capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["gpus", "--source", "sim:16xv100-dgx2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    assert sum("V100" in line for line in lines) >= 16  # every GPU is still there, named
+
+
+def test_gpus_text_to_a_pipe_is_the_full_table(capsys, monkeypatch):
+    import os
+    import shutil
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    # a pipe has no size: what shutil answers then, whatever terminal runs the tests
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback: os.terminal_size(fallback))
+    assert main(["gpus", "--source", "sim:8xh100-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "memory used / total" in out and "NVIDIA H100 80GB HBM3" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from typing import Any
 
 from lltui.commands import CliError, add_replay_options, open_recorder, print_json, source_spec
@@ -45,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rig_to_json(sample))
     else:
-        print(rig_to_text(sample))
+        # a terminal's width, from COLUMNS or the terminal itself; a pipe gets the full table
+        columns = shutil.get_terminal_size(fallback=(0, 0)).columns
+        print(rig_to_text(sample, width=columns or None))
     return 0
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import textwrap
 import time
 from typing import Any
 
 from lltui.core.monitor.models import GpuSample, RigSample
 from lltui.core.monitor.xid import xid_meaning
-from lltui.core.units import fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
+from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
 
 
 def gpu_to_json(g: GpuSample) -> dict[str, Any]:
@@ -102,8 +104,57 @@ def rig_to_json(sample: RigSample) -> dict[str, Any]:
     }
 
 
-def rig_to_text(sample: RigSample) -> str:
-    """A compact table, one line per GPU, like ``nvidia-smi`` users expect."""
+def rig_to_text(sample: RigSample, width: int | None = None) -> str:
+    """A compact table, one line per GPU, like ``nvidia-smi`` users expect. ``width``: the
+    terminal's columns; the GPU table narrows to fit, longer lines are cut (sentences wrap)."""
+    text = _rig_text(sample, narrow=width is not None and width < WIDE_COLUMNS)
+    if width is None:
+        return text
+    return "\n".join(_fit_line(line, width) for line in text.splitlines())
+
+
+WIDE_COLUMNS = 100  # the full table's width
+
+
+def _fit_line(line: str, width: int) -> str:
+    if len(line) <= width:
+        return line
+    if line.startswith(("hint: ", "error: ", "SIMULATED ")):  # sentences: wrap, keep all
+        return "\n".join(textwrap.wrap(line, width, subsequent_indent="  "))
+    return line[: max(width - 1, 1)] + "…"
+
+
+def _short_name(name: str) -> str:
+    for prefix in ("NVIDIA GeForce ", "NVIDIA ", "Tesla "):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GIB:.1f}"
+
+
+def _narrow_row(g: GpuSample) -> str:
+    """One GPU in about 60 columns: short name, GiB, watts."""
+    i = g.info
+    cuda = "-" if i.cuda_index is None else str(i.cuda_index)
+    name = _short_name(i.name)[:18]
+    if g.lost:
+        return f"{i.index:>2} {cuda:>2} {name:<18} LOST: {g.error or 'gone'}"
+    mem = f"{_gib(g.memory_used)}/{_gib(i.memory_total)}G"
+    watts = g.power_w is not None and math.isfinite(g.power_w)
+    limit = g.power_limit_w is not None and math.isfinite(g.power_limit_w)
+    power = f"{g.power_w:.0f}" if watts else "-"
+    power += f"/{g.power_limit_w:.0f}W" if limit else "W"
+    reasons = ", ".join(g.throttle_reasons or ()) or "-"
+    return (
+        f"{i.index:>2} {cuda:>2} {name:<18} {mem:>11} {fmt_pct(g.util_gpu):>4}"
+        f" {power:>9} {fmt_temp(g.temp_c):>5} {reasons}"
+    )
+
+
+def _rig_text(sample: RigSample, *, narrow: bool) -> str:
     info = sample.info
     lines = []
     if info.simulated:
@@ -114,11 +165,18 @@ def rig_to_text(sample: RigSample) -> str:
     if info.cuda_version:
         head += f"  CUDA {info.cuda_version}"
     lines.append(head)
-    cols = f"{'GPU':>3} {'CUDA':>4}  {'name':<26} {'memory used / total':>22} {'util':>5}"
-    cols += f" {'power':>13} {'temp':>5}  throttle"
-    lines.append(cols)
+    if narrow:
+        cols = f"{'GPU':>2} {'CU':>2} {'name':<18} {'mem used/total':>11} {'util':>4}"
+        lines.append(cols + f" {'power':>9} {'temp':>5} throttle")
+    else:
+        cols = f"{'GPU':>3} {'CUDA':>4}  {'name':<26} {'memory used / total':>22} {'util':>5}"
+        lines.append(cols + f" {'power':>13} {'temp':>5}  throttle")
     for g in sample.gpus:
         i = g.info
+        if narrow:
+            lines.append(_narrow_row(g))
+            lines += _xid_lines(g)
+            continue
         cuda = "-" if i.cuda_index is None else str(i.cuda_index)
         if g.lost:
             lines.append(f"{i.index:>3} {cuda:>4}  {i.name[:26]:<26} LOST: {g.error or 'gone'}")
