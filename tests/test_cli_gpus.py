@@ -168,7 +168,9 @@ def test_gpus_text_to_a_pipe_is_the_full_table(capsys, monkeypatch):
 
     monkeypatch.delenv("COLUMNS", raising=False)
     # a pipe has no size: what shutil answers then, whatever terminal runs the tests
-    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback: os.terminal_size(fallback))
+    monkeypatch.setattr(
+        shutil, "get_terminal_size", lambda fallback=(80, 24): os.terminal_size(fallback)
+    )
     assert main(["gpus", "--source", "sim:8xh100-sxm"]) == 0
     out = capsys.readouterr().out
     assert "memory used / total" in out and "NVIDIA H100 80GB HBM3" in out
