@@ -23,6 +23,7 @@ from fake_pynvml import (
     FakeNvml,
     make_gpus,
 )
+from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
 from lltui.core.monitor.models import XidEvent
@@ -32,22 +33,6 @@ from lltui.sources.sim import StepClock
 
 WALL = 1_767_225_600.0
 DEADLINE_S = 10.0
-
-
-@pytest.fixture(autouse=True)
-def _close_sources(monkeypatch: pytest.MonkeyPatch):
-    """Every source a test opens is closed after it, so no event thread outlives its test."""
-    opened: list[NvmlSource] = []
-    real_open = NvmlSource.open
-
-    def open_and_remember(self: NvmlSource) -> Any:
-        opened.append(self)
-        return real_open(self)
-
-    monkeypatch.setattr(NvmlSource, "open", open_and_remember)
-    yield
-    for src in opened:
-        src.close()
 
 
 def start(

@@ -39,6 +39,7 @@ from fake_pynvml import (
     NVMLError,
     make_gpus,
 )
+from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.core.monitor.cuda_order import (
     CudaCandidate,
@@ -61,22 +62,6 @@ from lltui.sources.sim import StepClock
 EVERY_TTL = max(DEFAULT_SLOW_TTL_S, DEFAULT_PROCESS_TTL_S, DEFAULT_PCIE_TTL_S)
 ME = os.getpid()
 PARENT = os.getppid()
-
-
-@pytest.fixture(autouse=True)
-def _close_sources(monkeypatch: pytest.MonkeyPatch):
-    """Every source a test opens is closed after it, so no event thread outlives its test."""
-    opened: list[NvmlSource] = []
-    real_open = NvmlSource.open
-
-    def open_and_remember(self: NvmlSource) -> Any:
-        opened.append(self)
-        return real_open(self)
-
-    monkeypatch.setattr(NvmlSource, "open", open_and_remember)
-    yield
-    for src in opened:
-        src.close()
 
 
 def start(
