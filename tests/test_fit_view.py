@@ -96,10 +96,14 @@ async def test_a_newer_request_wins_over_an_older_answer(model_path):
         screen.query_one("#fit-model").value = str(model_path)
         screen.query_one("#fit-ctx").value = "1024"
         screen.query_one("#fit-ctx").value = "2048"
-        await wait_for(lambda: screen.outcome is not None)
+        # settled: no estimate waiting on its debounce, and the newest request answered
+        # (an answer to a request made before the form was filled may come first)
+        await wait_for(lambda: screen.settled and screen.outcome.result is not None)
         await app.workers.wait_for_complete()  # an older answer, had one been left, is in
         await pilot.pause()
-        assert screen.outcome.generation == screen.generation
+        assert screen.settled
+        assert screen.outcome is not None and screen.outcome.generation == screen.generation
+        assert screen.outcome.result is not None
         assert screen.outcome.result.resolved.n_ctx == 2048
 
 

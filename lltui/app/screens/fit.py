@@ -178,6 +178,15 @@ class FitScreen(ViewScreen):
             devices=devices if isinstance(devices, str) else LIVE,
         )
 
+    @property
+    def settled(self) -> bool:
+        """No estimate is waiting on its debounce and the newest request has its answer."""
+        return (
+            self._debounce is None
+            and self.outcome is not None
+            and self.outcome.generation == self.generation
+        )
+
     FIT_DEBOUNCE_S = 0.3  # typing "16384" asks for one estimate, not five
 
     def _changed(self) -> None:
