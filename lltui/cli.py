@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.launch",
     "lltui.commands.fit",
     "lltui.commands.quant",
+    "lltui.commands.exporter",
 )
 
 # subcommands that sample the GPUs, and so can --record what they saw
@@ -39,7 +40,10 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default=None,
-        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE; also LLTUI_SOURCE",
+        help=(
+            "auto (default), nvml, smi, smi:HOST, sim:PROFILE, replay:FILE, "
+            "prom:URL[#host=NAME] or scrape:URL; also LLTUI_SOURCE"
+        ),
     )
     p.add_argument("--interval", type=float, default=None, help="seconds between samples")
     add_replay_options(p)

@@ -8,7 +8,10 @@ from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.sources.base import GpuSource
 from lltui.sources.sim import DEFAULT_PROFILE, PROFILES
 
-SOURCE_HELP = "auto, nvml, smi, smi:HOST, sim, sim:PROFILE or replay:FILE"
+SOURCE_HELP = (
+    "auto, nvml, smi, smi:HOST, sim, sim:PROFILE, replay:FILE, "
+    "prom:URL[#host=NAME] (a Prometheus server) or scrape:URL (an exporter's /metrics)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,11 @@ def parse_source_spec(text: str | None) -> SourceSpec:
         if not arg:
             raise ValueError("replay needs a file: --source replay:FILE")
         return SourceSpec("replay", arg)
+    if kind in ("prom", "scrape"):
+        from lltui.sources.prom import check_url
+
+        check_url(kind, arg)
+        return SourceSpec(kind, arg)
     raise ValueError(f"unknown source {spec!r}; use {SOURCE_HELP}")
 
 
@@ -84,6 +92,14 @@ def make_source(
 
         opts = replay or ReplayOptions()
         return ReplaySource(spec.arg or "", speed=opts.speed, stepped=opts.stepped, loop=opts.loop)
+    if spec.kind == "prom":
+        from lltui.sources.prom import PromSource
+
+        return PromSource(spec.arg or "")
+    if spec.kind == "scrape":
+        from lltui.sources.prom import ScrapeSource
+
+        return ScrapeSource(spec.arg or "")
     raise ValueError(f"cannot construct source {spec}")
 
 

@@ -1,0 +1,257 @@
+"""``scrape:`` and ``prom:`` sources: other exporters' pages mapped onto lltui's samples,
+bounded requests, one line for what goes wrong."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from prom_helpers import PROM_FIXTURES, Stub, run_cli, stub_server
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.monitor.prom import MIB, Series, rig_families, rigs_from_series
+from lltui.sources.exporter import to_metric
+from lltui.sources.prom import PromSource, ScrapeSource, parse_exposition, parse_query_result
+from lltui.sources.registry import parse_source_spec
+from lltui.sources.sim import SimSource
+
+
+def _rigs(name: str, default_host: str = "fallback") -> dict:
+    series = parse_exposition((PROM_FIXTURES / name).read_text())
+    return rigs_from_series(
+        series, source="scrape:x", default_host=default_host, seq=1, t=0, wall=0
+    )
+
+
+def test_dcgm_exporter_payload_in_base_units() -> None:
+    rigs = _rigs("dcgm-exporter-metriccontract.prom")
+    assert list(rigs) == ["node-a"]  # the Hostname label
+    (g,) = rigs["node-a"].gpus
+    assert (g.index, g.info.uuid, g.info.name) == (0, "GPU-0", "NVIDIA B200")
+    assert g.memory_used == 1024 * MIB and g.memory_free == 6604 * MIB
+    assert g.memory_reserved == 372 * MIB
+    assert g.memory_total == (1024 + 6604 + 372) * MIB
+    assert (g.util_gpu, g.util_mem, g.power_w, g.temp_c) == (0.0, 37.0, 77.0, 41.0)
+    assert (g.sm_clock_mhz, g.mem_clock_mhz) == (210, 405)
+    assert g.energy_mj == 196764132  # a counter: the parser's _total suffix is not DCGM's name
+    # what dcgm-exporter does not send stays unknown
+    assert g.fan_pct is None and g.pcie_rx_kbs is None and g.power_limit_w is None
+    assert g.xid is None and g.processes == ()
+
+
+def test_dcgm_blank_value_is_no_reading() -> None:
+    rigs = _rigs("dcgm-exporter-readme.prom", default_host="gpu-node")
+    (g,) = rigs["gpu-node"].gpus  # no Hostname label: the host the URL names
+    assert (g.sm_clock_mhz, g.mem_clock_mhz) == (139, 405)
+    assert g.temp_c is None  # MEMORY_TEMP is DCGM's blank; and it is not the GPU temperature
+    assert g.memory_used is None and g.memory_total == 0
+
+
+def test_all_smi_template_payload() -> None:
+    rigs = _rigs("all-smi-nvidia-template.prom")
+    rig = rigs["node-0001"]
+    assert rig.info.driver_version == "580.65.06" and rig.info.cuda_version == "13.0"
+    assert [g.index for g in rig.gpus] == [0, 1]
+    g0, g1 = rig.gpus
+    assert g0.info.name == "NVIDIA H100 80GB HBM3"  # all-smi's gpu label is the name
+    assert g0.info.uuid == "GPU-6f1c2a34-58b0-4d2e-9a7c-0e5b1d3c2f11"
+    assert g0.memory_used == 41875931136 and g0.memory_total == 85899345920
+    assert (g0.util_gpu, g0.temp_c, g0.power_w, g0.sm_clock_mhz) == (73.25, 61.0, 512.25, 1755)
+    assert g1.util_gpu == 12.5 and g0.memory_free is None
+    assert rig.host.cpu_pct == 34.56 and rig.host.mem_total == 1099511627776
+    assert rig.host.cpu_count == 128
+
+
+def test_all_smi_older_label_names() -> None:
+    rig = _rigs("all-smi-metrics-parser-test.prom")["node-0058"]
+    (g,) = rig.gpus
+    assert (g.info.uuid, g.index) == ("GPU-12345", 0)
+    assert g.memory_used == 8589934592 and g.power_w == 400.5
+
+
+def test_series_of_one_gpu_grouped_by_uuid_across_label_sets() -> None:
+    series = [
+        Series("DCGM_FI_DEV_GPU_TEMP", (("UUID", "GPU-a"), ("gpu", "1"), ("modelName", "L4")), 50),
+        Series("DCGM_FI_DEV_FB_USED", (("UUID", "GPU-a"), ("pod", "x")), 10),
+        Series("DCGM_FI_DEV_GPU_TEMP", (("UUID", "GPU-b"), ("gpu", "0")), 40),
+    ]
+    rig = rigs_from_series(series, source="s", default_host="h", seq=1, t=0, wall=0)["h"]
+    assert [g.info.uuid for g in rig.gpus] == ["GPU-b", "GPU-a"]  # index order
+    a = rig.gpus[1]
+    assert (a.index, a.temp_c, a.memory_used, a.info.name) == (1, 50.0, 10 * MIB, "L4")
+    assert rig.gpus[0].memory_used is None
+
+
+def test_hosts_from_prometheus_labels() -> None:
+    # Prometheus renames a scraped `instance` label to `exported_instance`
+    body = json.dumps(
+        {
+            "status": "success",
+            "data": {
+                "resultType": "vector",
+                "result": [
+                    {
+                        "metric": {
+                            "__name__": "all_smi_gpu_utilization",
+                            "gpu": "A100",
+                            "gpu_uuid": "GPU-1",
+                            "gpu_index": "0",
+                            "exported_instance": "box1",
+                            "instance": "10.0.0.1:9090",
+                        },
+                        "value": [1700000000.0, "55"],
+                    },
+                    {
+                        "metric": {
+                            "__name__": "DCGM_FI_DEV_POWER_USAGE",
+                            "UUID": "GPU-2",
+                            "gpu": "0",
+                            "instance": "10.0.0.2:9400",
+                        },
+                        "value": [1700000000.0, "NaN"],
+                    },
+                    {
+                        "metric": {
+                            "__name__": "DCGM_FI_DEV_GPU_TEMP",
+                            "UUID": "GPU-2",
+                            "gpu": "0",
+                            "instance": "10.0.0.2:9400",
+                        },
+                        "value": [1700000000.0, "33"],
+                    },
+                ],
+            },
+        }
+    ).encode()
+    rigs = rigs_from_series(parse_query_result(body), source="p", default_host="x", seq=1,
+                            t=0, wall=0)  # fmt: skip
+    assert sorted(rigs) == ["10.0.0.2:9400", "box1"]
+    assert rigs["box1"].gpus[0].util_gpu == 55.0
+    g = rigs["10.0.0.2:9400"].gpus[0]
+    assert g.temp_c == 33.0 and g.power_w is None  # NaN: no reading
+
+
+def test_lltui_names_round_trip_through_the_text_format() -> None:
+    src = SimSource("2x3090-nvlink", seed=3)
+    src.open()
+    sample = src.poll()
+    registry = CollectorRegistry(auto_describe=False)
+
+    class C:
+        def collect(self):  # type: ignore[no-untyped-def]
+            for f in rig_families(sample, host="rig-1"):
+                yield to_metric(f)
+
+    registry.register(C())  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()
+    rig = rigs_from_series(parse_exposition(text), source="scrape:x", default_host="x", seq=1,
+                           t=0, wall=0)["rig-1"]  # fmt: skip
+    assert rig.simulated and rig.info.driver_version == sample.info.driver_version
+    for want, got in zip(sample.gpus, rig.gpus, strict=True):
+        assert got.info.uuid == want.info.uuid and got.info.name == want.info.name
+        assert got.info.pci_bus_id == want.info.pci_bus_id
+        assert got.memory_total == want.memory_total
+        for attr in ("memory_used", "memory_free", "energy_mj", "sm_clock_mhz", "pcie_gen",
+                     "nvlink_active", "pstate"):  # fmt: skip
+            assert getattr(got, attr) == getattr(want, attr), attr
+        for attr in ("util_gpu", "util_mem", "power_w", "temp_c", "pcie_rx_kbs", "fan_pct"):
+            assert getattr(got, attr) == pytest.approx(getattr(want, attr)), attr
+        # a process whose memory the driver hides has no value to export
+        known = {p.pid: p.used_memory for p in want.processes if p.used_memory is not None}
+        assert {p.pid: p.used_memory for p in got.processes} == known
+    assert rig.host.mem_total == sample.host.mem_total
+
+
+# --- sources over HTTP ------------------------------------------------------------------------
+
+
+def test_scrape_source_reads_a_page_and_picks_a_host() -> None:
+    page = (PROM_FIXTURES / "dcgm-exporter-metriccontract.prom").read_bytes()
+    with stub_server(Stub(routes={"/metrics": (200, "text/plain", page)})) as stub:
+        src = ScrapeSource(stub.url)  # /metrics added
+        info = src.open()
+        assert info.hostname == "node-a" and info.gpus[0].name == "NVIDIA B200"
+        s1, s2 = src.poll(), src.poll()
+        assert s2.seq == s1.seq + 1 and s1.gpus[0].power_w == 77.0
+        assert set(src.poll_hosts()) == {"node-a"}
+        src.close()
+        missing = ScrapeSource(f"{stub.url}/metrics#host=elsewhere")
+        with pytest.raises(SourceUnavailable, match="elsewhere"):
+            missing.open()
+        missing.close()
+
+
+def test_prom_source_queries_the_api() -> None:
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {
+                    "metric": {"__name__": "lltui_gpu_power_watts", "gpu": "0", "uuid": "GPU-x",
+                               "name": "T4", "host": h, "instance": "i", "job": "j"},
+                    "value": [1.0, str(w)],
+                }
+                for h, w in (("a", 30), ("b", 40))
+            ],
+        },
+    }  # fmt: skip
+    route = (200, "application/json", json.dumps(answer).encode())
+    with stub_server(Stub(routes={"/api/v1/query": route})) as stub:
+        src = PromSource(f"{stub.url}#host=b")
+        assert src.open().hostname == "b"
+        assert src.poll().gpus[0].power_w == 40.0
+        assert set(src.poll_hosts()) == {"a", "b"}
+        assert any("query=" in r for r in stub.requests)
+        src.close()
+
+
+def test_bad_answers_are_one_line() -> None:
+    html = (200, "text/html", b"<html><body>login</body></html>\n{{{")
+    with stub_server(Stub(routes={"/metrics": html, "/api/v1/query": html})) as stub:
+        with pytest.raises(SourceUnavailable) as e1:
+            ScrapeSource(stub.url).open()
+        with pytest.raises(SourceUnavailable) as e2:
+            PromSource(stub.url).open()
+    for exc in (e1.value, e2.value):
+        assert "\n" not in str(exc) and stub.url in str(exc)
+
+
+def test_hanging_server_gives_up_within_its_deadline() -> None:
+    with stub_server(Stub(hang=True)) as stub:
+        src = ScrapeSource(stub.url, timeout_s=0.5)
+        start = time.monotonic()
+        with pytest.raises(SourceUnavailable, match="did not answer in time"):
+            src.open()
+        assert time.monotonic() - start < 5
+        src.close()
+
+
+def test_dead_url_on_the_command_line_is_one_line_with_no_secret() -> None:
+    from llama_fixture import free_port
+
+    port = free_port()
+    for kind in ("scrape", "prom"):
+        r = run_cli("gpus", "--source", f"{kind}:http://user:hunter2@127.0.0.1:{port}")
+        assert r.returncode == 1, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "not reachable" in lines[0], r.stderr
+        assert "hunter2" not in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "spec", ["prom:", "scrape:", "prom:ftp://x", "scrape:not a url", "prom:http://h:port"]
+)
+def test_bad_specs_are_refused(spec: str) -> None:
+    with pytest.raises(ValueError):
+        parse_source_spec(spec)
+
+
+def test_good_specs() -> None:
+    assert str(parse_source_spec("prom:http://127.0.0.1:9090#host=a")) == (
+        "prom:http://127.0.0.1:9090#host=a"
+    )
+    assert parse_source_spec("scrape:https://h/metrics").kind == "scrape"
