@@ -1,0 +1,205 @@
+"""``lltui exporter``: valid exposition text in base units, the labels a dashboard groups
+by, loopback by default, scrapes that never sample, and followed llama-servers."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from prom_helpers import (
+    FIXTURES,
+    Stub,
+    exporter,
+    get_text,
+    http_body,
+    run_cli,
+    stub_server,
+    wait_until,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from lltui.commands.exporter import parse_listen
+from lltui.core.monitor.prom import GPU_METRICS, STATIC_METRICS
+from lltui.sources.exporter import LlamaFollow, Sampler, public_url
+from lltui.sources.sim import SimSource
+
+
+def _families(text: str) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_exporter_serves_every_gpu_field_in_base_units() -> None:
+    with exporter("--source", "sim:2x3090-nvlink", "--host-label", "rig-a") as ex:
+        assert "SIMULATED" in ex.first_line
+        fams = _families(get_text(f"{ex.url}"))
+    gauge_names = {m.name for m in (*GPU_METRICS, *STATIC_METRICS) if m.kind == "gauge"}
+    present = {n for n in gauge_names if fams.get(n) and fams[n].samples}
+    # the simulated 3090s report every field lltui samples but ECC, XID and retired pages
+    missing = gauge_names - present
+    assert missing <= {"lltui_gpu_retired_pages", "lltui_gpu_last_xid"}, missing
+    used = fams["lltui_gpu_memory_used_bytes"]
+    assert used.type == "gauge" and len(used.samples) == 2
+    for s in used.samples:
+        assert set(s.labels) == {"gpu", "uuid", "name", "host"}
+        assert s.labels["host"] == "rig-a" and s.labels["uuid"].startswith("GPU-")
+        assert s.value > 1e9  # bytes, not MiB
+    for s in fams["lltui_gpu_utilization_ratio"].samples:
+        assert 0.0 <= s.value <= 1.0
+    for s in fams["lltui_gpu_sm_clock_hertz"].samples:
+        assert s.value > 1e8  # hertz, not MHz
+    energy = fams["lltui_gpu_energy_joules"]  # the parser names a counter without _total
+    assert energy.type == "counter" and energy.samples[0].name.endswith("_total")
+    (rig,) = fams["lltui_rig_info"].samples
+    assert rig.labels["simulated"] == "true" and rig.labels["source"] == "sim:2x3090-nvlink"
+    procs = fams["lltui_gpu_process_memory_bytes"].samples
+    assert procs and all(set(s.labels) >= {"pid", "command", "uuid"} for s in procs)
+    assert all(" " not in s.labels["command"] for s in procs)  # the program, no arguments
+    assert fams["lltui_exporter_source_up"].samples[0].value == 1.0
+
+
+def test_a_scrape_reads_the_last_sample_and_never_samples() -> None:
+    with exporter("--source", "sim:colab-t4", "--interval", "3600") as ex:
+        counts = []
+        for _ in range(3):
+            fams = _families(get_text(f"{ex.url}"))
+            counts.append(fams["lltui_exporter_samples"].samples[0].value)
+    assert counts == [1.0, 1.0, 1.0]
+
+
+def test_loopback_by_default() -> None:
+    r = run_cli("exporter", "--listen", "0.0.0.0:9400", "--source", "sim:colab-t4")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "--allow-remote" in r.stderr
+    assert parse_listen(":9400") == ("127.0.0.1", 9400)
+    assert parse_listen("[::1]:9") == ("::1", 9)
+
+
+@pytest.mark.parametrize("listen", ["nowhere", "127.0.0.1:99999", "[::1]"])
+def test_bad_listen_is_usage(listen: str) -> None:
+    r = run_cli("exporter", "--listen", listen, "--source", "sim:colab-t4")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_port_in_use_is_one_line() -> None:
+    with exporter("--source", "sim:colab-t4") as ex:
+        port = ex.url.rsplit(":", 1)[1].split("/")[0]
+        r = run_cli("exporter", "--listen", f"127.0.0.1:{port}", "--source", "sim:colab-t4")
+    assert r.returncode == 1 and "cannot listen" in r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_a_dead_llama_server_does_not_break_the_exporter() -> None:
+    from llama_fixture import free_port
+
+    dead = f"http://user:hunter2@127.0.0.1:{free_port()}"
+    with exporter("--source", "sim:colab-t4", "--llama", dead, "--interval", "0.2") as ex:
+        fams = _families(get_text(ex.url))
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_exporter_samples"].samples[0].value >= 3,
+            what="three rounds",
+        )
+        text = get_text(ex.url)
+    (up,) = fams["lltui_llama_up"].samples
+    assert up.value == 0.0 and up.labels["server"].startswith("http://127.0.0.1:")
+    assert "hunter2" not in text and "user" not in up.labels["server"]
+    assert fams["lltui_gpu_memory_used_bytes"].samples
+
+
+def _llama_stub() -> Stub:
+    return Stub(
+        routes={
+            "/health": (200, "application/json", b'{"status":"ok"}'),
+            "/metrics": (200, "text/plain; version=0.0.4", http_body("metrics_after.txt")),
+            "/slots": (200, "application/json", http_body("slots_after.txt")),
+            "/props": (200, "application/json", http_body("props.txt")),
+        }
+    )
+
+
+def test_a_followed_llama_server_counters_slots_and_placement(tmp_path) -> None:
+    log = FIXTURES / "llama-server" / "server_lv4_full.log"
+    with stub_server(_llama_stub()) as stub:
+        src = SimSource("colab-t4", seed=1)
+        src.open()
+        sampler = Sampler(src, host="h", llama=[LlamaFollow(stub.url, log=log)])
+        snap = sampler.sample_once()
+        sampler.stop()
+    fams = {f.name: f for f in snap.families}
+    lb = {"host": "h", "server": stub.url}
+    (up,) = fams["lltui_llama_up"].samples
+    assert dict(up[0]) == lb and up[1] == 1.0
+    (gen,) = fams["lltui_llama_generated_tokens_total"].samples
+    assert gen[1] > 0 and fams["lltui_llama_generated_tokens_total"].kind == "counter"
+    slots = json.loads(http_body("slots_after.txt"))
+    assert fams["lltui_llama_slots"].samples[0][1] == len(slots)
+    assert fams["lltui_llama_slots_busy"].samples[0][1] == sum(
+        1 for s in slots if s.get("is_processing")
+    )
+    placed = fams["lltui_llama_device_memory_bytes"].samples
+    assert placed, "the log's buffers give per-device memory"
+    kinds = {dict(labels)["kind"] for labels, _v in placed}
+    assert {"model", "kv"} <= kinds
+    assert all(v >= 0 and v == int(v) for _l, v in placed)
+
+
+def test_llama_families_through_the_command(tmp_path) -> None:
+    with (
+        stub_server(_llama_stub()) as stub,
+        exporter("--source", "sim:colab-t4", "--llama", stub.url) as ex,
+    ):
+        fams = _families(get_text(ex.url))
+    assert fams["lltui_llama_up"].samples[0].value == 1.0
+    assert fams["lltui_llama_generated_tokens"].type == "counter"
+
+
+def test_sampler_keeps_going_when_the_source_fails() -> None:
+    from lltui.core.monitor.models import SourceUnavailable
+
+    class Broken:
+        name = "broken"
+
+        def poll(self):  # type: ignore[no-untyped-def]
+            raise SourceUnavailable("ssh dropped")
+
+        def close(self) -> None:
+            pass
+
+    errors: list[str] = []
+    sampler = Sampler(Broken(), host="h", interval_s=0.05, on_error=errors.append)  # type: ignore[arg-type]
+    sampler.start()
+    try:
+        wait_until(lambda: sampler.snapshot.samples_total >= 3, what="three rounds")
+    finally:
+        sampler.stop()
+    snap = sampler.snapshot
+    assert not snap.source_up and snap.errors_total >= 3 and snap.families == ()
+    assert errors == ["source broken: ssh dropped"]  # said once, not every round
+
+
+def test_public_url_hides_credentials() -> None:
+    assert public_url("http://u:p@127.0.0.1:8080/x/?k=v#f") == "http://127.0.0.1:8080/x"
+    assert public_url("http://[::1]:9/") == "http://[::1]:9"
+
+
+def test_scrapes_in_parallel_with_sampling() -> None:
+    """Scrapes and the sampling thread never see half a snapshot."""
+    src = SimSource("8xh100-sxm", seed=2)
+    src.open()
+    sampler = Sampler(src, host="h", interval_s=0.01)
+    sampler.start()
+    seen: list[int] = []
+
+    def scrape() -> None:
+        for _ in range(50):
+            snap = sampler.snapshot
+            fams = {f.name: f for f in snap.families}
+            seen.append(len(fams["lltui_gpu_memory_used_bytes"].samples))
+
+    threads = [threading.Thread(target=scrape) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sampler.stop()
+    assert set(seen) == {8}
