@@ -120,8 +120,8 @@ def get_text(url: str) -> str:
 
 @dataclass
 class Stub:
-    """Answers GET PATH with ``routes[PATH]`` (status, content type, body); ``hang`` holds
-    every request until the stub stops."""
+    """Answers GET PATH with ``routes[PATH]`` (status, content type, body), a route with its
+    query string before one without; ``hang`` holds every request until the stub stops."""
 
     routes: dict[str, tuple[int, str, bytes]] = field(default_factory=dict)
     hang: bool = False
@@ -139,7 +139,8 @@ def stub_server(stub: Stub) -> Iterator[Stub]:
                 stub.stopped.wait(30)
                 return
             path = self.path.split("?", 1)[0]
-            status, ctype, body = stub.routes.get(path, (404, "text/plain", b"not found"))
+            missing = (404, "text/plain", b"not found")
+            status, ctype, body = stub.routes.get(self.path, stub.routes.get(path, missing))
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))

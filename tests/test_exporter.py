@@ -58,6 +58,26 @@ def test_exporter_serves_every_gpu_field_in_base_units() -> None:
     assert fams["lltui_exporter_source_up"].samples[0].value == 1.0
 
 
+def test_openmetrics_when_asked() -> None:
+    """Prometheus asks for OpenMetrics first: units and counters must hold there too."""
+    import httpx
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+
+    with exporter("--source", "sim:colab-t4") as ex:
+        resp = httpx.get(
+            ex.url,
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+            trust_env=False,
+        )
+    assert resp.headers["content-type"].startswith("application/openmetrics-text")
+    fams = {f.name: f for f in openmetrics_families(resp.text)}
+    assert fams["lltui_gpu_power_watts"].unit == "watts"
+    assert fams["lltui_gpu_energy_joules"].type == "counter"
+    assert fams["lltui_gpu_energy_joules"].unit == "joules"
+
+
 def test_a_scrape_reads_the_last_sample_and_never_samples() -> None:
     with exporter("--source", "sim:colab-t4", "--interval", "3600") as ex:
         counts = []

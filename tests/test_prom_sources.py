@@ -220,6 +220,60 @@ def test_bad_answers_are_one_line() -> None:
         assert "\n" not in str(exc) and stub.url in str(exc)
 
 
+def _dcgm_page(rx_kb: int, tx_kb: int, xid: int) -> bytes:
+    labels = 'gpu="0",UUID="GPU-c",Hostname="n"'
+    return (
+        "# TYPE DCGM_FI_DEV_PCIE_RX_THROUGHPUT counter\n"
+        f"DCGM_FI_DEV_PCIE_RX_THROUGHPUT{{{labels}}} {rx_kb}\n"
+        "# TYPE DCGM_FI_DEV_PCIE_TX_THROUGHPUT counter\n"
+        f"DCGM_FI_DEV_PCIE_TX_THROUGHPUT{{{labels}}} {tx_kb}\n"
+        f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} {xid}\n"
+    ).encode()
+
+
+def test_dcgm_counters_become_rates_between_polls() -> None:
+    now = [100.0]
+    stub = Stub(routes={"/metrics": (200, "text/plain", _dcgm_page(1000, 50, 0))})
+    with stub_server(stub):
+        src = ScrapeSource(stub.url, clock=lambda: now[0])
+        first = src.open()
+        assert first.gpus[0].uuid == "GPU-c"
+        s0 = src.poll()
+        (g,) = s0.gpus
+        assert g.pcie_rx_kbs is None and g.xid is None  # one reading; XID 0 is none seen
+        now[0] += 2.0
+        stub.routes["/metrics"] = (200, "text/plain", _dcgm_page(5000, 250, 79))
+        (g,) = src.poll().gpus
+        assert g.pcie_rx_kbs == 2000.0 and g.pcie_tx_kbs == 100.0 and g.xid == 79
+        now[0] += 1.0
+        stub.routes["/metrics"] = (200, "text/plain", _dcgm_page(10, 10, 79))  # reset
+        assert src.poll().gpus[0].pcie_rx_kbs is None
+        src.close()
+
+
+def test_a_target_prometheus_cannot_scrape_marks_its_host() -> None:
+    def vector(result: list) -> tuple[int, str, bytes]:
+        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        return 200, "application/json", json.dumps(body).encode()
+
+    gpu = {"__name__": "lltui_gpu_temperature_celsius", "gpu": "0", "uuid": "GPU-z",
+           "host": "h1", "instance": "10.0.0.9:9400"}  # fmt: skip
+    up = {"__name__": "up", "instance": "10.0.0.9:9400", "job": "lltui"}
+    import httpx
+
+    up_path = str(httpx.URL("/api/v1/query", params={"query": "up"}))
+    routes = {
+        "/api/v1/query": vector([{"metric": gpu, "value": [1, "50"]}]),
+        up_path: vector([{"metric": up, "value": [1, "0"]}]),
+    }
+    with stub_server(Stub(routes=routes)) as stub:
+        src = PromSource(stub.url)
+        sample = src.poll_hosts()["h1"]
+        src.close()
+    assert sample.gpus[0].temp_c == 50.0
+    assert sample.error and "cannot scrape 10.0.0.9:9400" in sample.error
+
+
 def test_hanging_server_gives_up_within_its_deadline() -> None:
     with stub_server(Stub(hang=True)) as stub:
         src = ScrapeSource(stub.url, timeout_s=0.5)

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from llama_fixture import free_port
-from prom_helpers import exporter, run_cli, wait_until
+from prom_helpers import Exporter, exporter, run_cli, wait_until
 
 from lltui.sources.prom import PromSource, ScrapeSource
 
@@ -89,7 +89,9 @@ def _start_prometheus(tmp: Path, targets: list[str]) -> Iterator[str]:
 
 
 @pytest.fixture
-def two_exporters_and_prometheus(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def two_exporters_and_prometheus(
+    tmp_path: Path,
+) -> Iterator[tuple[str, dict[str, str], dict[str, Exporter]]]:
     # one sample each (a long interval): what the exporter serves does not move
     with (
         exporter("--source", "sim:2x3090-nvlink", "--host-label", "rig-a",
@@ -98,7 +100,7 @@ def two_exporters_and_prometheus(tmp_path: Path) -> Iterator[tuple[str, dict[str
     ):  # fmt: skip
         targets = [a.url.split("//", 1)[1].split("/", 1)[0], b.url.split("//", 1)[1].split("/")[0]]
         with _start_prometheus(tmp_path, targets) as url:
-            yield url, {"rig-a": a.url, "rig-b": b.url}
+            yield url, {"rig-a": a.url, "rig-b": b.url}, {"rig-a": a, "rig-b": b}
 
 
 def _scraped_both(prom_url: str) -> bool:
@@ -115,7 +117,7 @@ def _scraped_both(prom_url: str) -> bool:
 
 
 def test_prometheus_holds_what_the_exporters_served(two_exporters_and_prometheus) -> None:
-    prom_url, exporters = two_exporters_and_prometheus
+    prom_url, exporters, _procs = two_exporters_and_prometheus
     wait_until(lambda: _scraped_both(prom_url), timeout=60, what="Prometheus scraped both")
     src = PromSource(prom_url)
     from_prom = src.poll_hosts()
@@ -137,7 +139,7 @@ def test_prometheus_holds_what_the_exporters_served(two_exporters_and_prometheus
 
 
 def test_a_host_of_prometheus_as_the_monitor_source(two_exporters_and_prometheus) -> None:
-    prom_url, exporters = two_exporters_and_prometheus
+    prom_url, exporters, procs = two_exporters_and_prometheus
     wait_until(lambda: _scraped_both(prom_url), timeout=60, what="Prometheus scraped both")
     r = run_cli("gpus", "--json", "--source", f"prom:{prom_url}#host=rig-b")
     assert r.returncode == 0, r.stderr
@@ -150,3 +152,23 @@ def test_a_host_of_prometheus_as_the_monitor_source(two_exporters_and_prometheus
     assert data["simulated"] is True
     r = run_cli("gpus", "--source", f"prom:{prom_url}#host=nowhere")
     assert r.returncode == 1 and "nowhere" in r.stderr and r.stderr.count("\n") == 1
+
+    # an exporter that stops: Prometheus marks its series stale, lltui says which target
+    procs["rig-b"].proc.terminate()
+    procs["rig-b"].proc.wait(timeout=10)
+
+    def rig_b_error() -> str | None:
+        src = PromSource(f"{prom_url}#host=rig-b")
+        try:
+            return src.poll().error
+        finally:
+            src.close()
+
+    wait_until(
+        lambda: "cannot scrape" in (rig_b_error() or ""),
+        timeout=60,
+        what="Prometheus saw rig-b down",
+    )
+    src = PromSource(f"{prom_url}#host=rig-a")
+    assert src.poll().error is None
+    src.close()

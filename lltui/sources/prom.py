@@ -23,7 +23,14 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import httpx
 
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
-from lltui.core.monitor.prom import QUERY, Series, rigs_from_series, series_from_labels
+from lltui.core.monitor.prom import (
+    QUERY,
+    UP_QUERY,
+    CounterRates,
+    Series,
+    rigs_from_series,
+    series_from_labels,
+)
 from lltui.sources.base import SequenceCounter
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -104,6 +111,7 @@ class _PromBase:
         self._clock = clock
         self._wall = wall
         self._seq = SequenceCounter()
+        self._rates = CounterRates()
         self._info: RigInfo | None = None
 
     # -- HTTP ----------------------------------------------------------------------------
@@ -140,6 +148,10 @@ class _PromBase:
     def _series(self) -> list[Series]:
         raise NotImplementedError
 
+    def _down(self) -> dict[str, str]:
+        """Targets (``instance``) whose last scrape failed, and why, in words."""
+        return {}
+
     # -- the source ------------------------------------------------------------------------
 
     def poll_hosts(self) -> dict[str, RigSample]:
@@ -152,6 +164,8 @@ class _PromBase:
             seq=self._seq.next(),
             t=self._clock(),
             wall=self._wall(),
+            rates=self._rates,
+            down=self._down(),
         )
 
     def _pick(self, hosts: dict[str, RigSample]) -> RigSample | None:
@@ -182,13 +196,18 @@ class _PromBase:
             return sample
         info = self._info or RigInfo(source=self.name, hostname=self.selected_host)
         wanted = self.selected_host or "any host"
+        error = f"no GPU metrics for {wanted} at {self.public_url} this time"
+        down = sorted(self._down())
+        if down:
+            # Prometheus marks a failed target's series stale at once: its host vanishes
+            error += f" (Prometheus cannot scrape {', '.join(down)})"
         return RigSample(
             seq=self._seq.next(),
             t=self._clock(),
             wall=self._wall(),
             info=info,
             gpus=(),
-            error=f"no GPU metrics for {wanted} at {self.public_url} this time",
+            error=error,
         )
 
     def close(self) -> None:
@@ -215,6 +234,15 @@ class PromSource(_PromBase):
         base = self._url.rstrip("/")
         body = self._get(f"{base}/api/v1/query", params={"query": QUERY})
         return parse_query_result(body, where=self.public_url)
+
+    def _down(self) -> dict[str, str]:
+        base = self._url.rstrip("/")
+        body = self._get(f"{base}/api/v1/query", params={"query": UP_QUERY})
+        return {
+            target: f"Prometheus cannot scrape {target} now: its values are the last it got"
+            for s in parse_query_result(body, where=self.public_url)
+            if s.value == 0 and (target := s.label("instance")) is not None
+        }
 
 
 def parse_exposition(text: str, *, where: str = "the page") -> list[Series]:

@@ -426,6 +426,11 @@ DCGM_STATIC: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_MAX_MEM_CLOCK": ("max_mem_clock_mhz", 1.0),
 }
 DCGM_RETIRED = ("DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE")
+# Counters of KB moved (NVML's KiB): a rate needs two readings, see :class:`CounterRates`.
+DCGM_COUNTERS: dict[str, str] = {
+    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": "pcie_rx_kbs",
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": "pcie_tx_kbs",
+}
 
 ALLSMI_FIELDS: dict[str, tuple[str, float, bool]] = {
     "all_smi_gpu_utilization": ("util_gpu", 1.0, False),
@@ -480,6 +485,7 @@ class _Gpu:
     values: dict[str, float] = field(default_factory=dict)
     fallbacks: dict[str, float] = field(default_factory=dict)
     retired: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)  # attribute -> counter reading
     lost: bool = False
     throttle: list[str] = field(default_factory=list)
     processes: list[tuple[int, str | None, float]] = field(default_factory=list)
@@ -495,6 +501,7 @@ class _Host:
     cuda_version: str | None = None
     simulated: bool = False
     exporters: set[str] = field(default_factory=set)
+    error: str | None = None
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -533,10 +540,15 @@ def rigs_from_series(
     seq: int,
     t: float,
     wall: float,
+    rates: CounterRates | None = None,
+    down: Mapping[str, str] | None = None,
 ) -> dict[str, RigSample]:
     """One RigSample per host the series name, in host order. Series of names lltui does not
     know, and values that are not finite, are skipped; a GPU with neither UUID nor index
-    label cannot be told apart from the others and is skipped too."""
+    label cannot be told apart from the others and is skipped too. ``rates`` turns counters
+    (dcgm-exporter's PCIe KB) into rates from one call to the next; ``down`` maps a
+    Prometheus target (its ``instance`` label) to why its last scrape failed, so that the
+    hosts whose series came from it carry that error."""
     hosts: dict[str, _Host] = {}
     for s in series:
         exporter = exporter_of(s.name)
@@ -549,6 +561,9 @@ def rigs_from_series(
         host_name = _host_of(s, exporter, default_host)
         h = hosts.setdefault(host_name, _Host())
         h.exporters.add(exporter)
+        target = s.label("instance")
+        if down and target is not None and target in down and h.error is None:
+            h.error = down[target]
         if _take_host_series(h, s, exporter):
             continue
         uuid, index = _gpu_key(s, exporter)
@@ -566,8 +581,29 @@ def rigs_from_series(
         h = hosts[host_name]
         if not h.gpus and not h.host:
             continue
+        if rates is not None:
+            for g in h.gpus.values():
+                for attr, reading in g.counters.items():
+                    rate = rates.rate((host_name, g.uuid or str(g.index), attr), t, reading)
+                    if rate is not None:
+                        g.values.setdefault(attr, rate)
         out[host_name] = _rig(host_name, h, source=source, seq=seq, t=t, wall=wall)
     return out
+
+
+class CounterRates:
+    """Rates of counters between successive readings (the one piece of state a reader of
+    counters needs). ``None`` on the first reading, after a reset, or with no time between."""
+
+    def __init__(self) -> None:
+        self._prev: dict[tuple[str, str, str], tuple[float, float]] = {}
+
+    def rate(self, key: tuple[str, str, str], t: float, value: float) -> float | None:
+        prev = self._prev.get(key)
+        self._prev[key] = (t, value)
+        if prev is None or t <= prev[0] or value < prev[1]:
+            return None
+        return (value - prev[1]) / (t - prev[0])
 
 
 def _take_host_series(h: _Host, s: Series, exporter: str) -> bool:
@@ -639,6 +675,8 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
         h.driver_version = h.driver_version or s.label("DCGM_FI_DRIVER_VERSION")
         if _dcgm_blank(n, v):
             return
+        if n == "DCGM_FI_DEV_XID_ERRORS" and v == 0:
+            return  # 0: no XID error seen
         if n in DCGM_FIELDS:
             attr, scale, _integer = DCGM_FIELDS[n]
             g.values.setdefault(attr, v * scale)
@@ -650,6 +688,8 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
             g.static.setdefault(attr, v * scale)
         elif n in DCGM_RETIRED:
             g.retired.setdefault(n, v)
+        elif n in DCGM_COUNTERS:
+            g.counters.setdefault(DCGM_COUNTERS[n], v)
         return
     # all-smi: its ``gpu`` label is the GPU's name
     g.name = g.name or s.label("gpu", "gpu_name")
@@ -728,7 +768,7 @@ def _rig(host_name: str, h: _Host, *, source: str, seq: int, t: float, wall: flo
     for attr, v in h.host.items():
         host_kw[attr] = round(v) if attr in ("mem_total", "mem_used", "cpu_count") else v
     host = HostSample(hostname=host_name, **host_kw)  # type: ignore[arg-type]
-    return RigSample(seq=seq, t=t, wall=wall, info=info, gpus=samples, host=host)
+    return RigSample(seq=seq, t=t, wall=wall, info=info, gpus=samples, host=host, error=h.error)
 
 
 def series_from_labels(name: str, labels: Mapping[str, str], value: float) -> Series:
@@ -738,3 +778,5 @@ def series_from_labels(name: str, labels: Mapping[str, str], value: float) -> Se
 
 # Names a Prometheus query asks for: every series of the exporters lltui reads.
 QUERY = '{__name__=~"lltui_gpu_.+|lltui_host_.+|lltui_rig_info|DCGM_FI_.+|all_smi_.+"}'
+# Whether Prometheus's last scrape of each target worked (0: it failed).
+UP_QUERY = "up"
