@@ -223,3 +223,48 @@ def test_scrapes_in_parallel_with_sampling() -> None:
         t.join()
     sampler.stop()
     assert set(seen) == {8}
+
+
+def test_prometheus_client_loads_only_where_used() -> None:
+    """The CLI's parser, the registry and the prom: source spec leave prometheus_client
+    (about 50 ms to import) unloaded; only serving or parsing loads it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lltui.cli import build_parser\n"
+        "build_parser()\n"
+        "from lltui.sources.registry import make_source, parse_source_spec\n"
+        "make_source(parse_source_spec('prom:http://127.0.0.1:1'))\n"
+        "import lltui.core.monitor.prom\n"
+        "print('prometheus_client' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--source", "bogus"],
+        ["--source", "sim:colab-t4", "--llama", "127.0.0.1:8080"],
+        ["--source", "sim:colab-t4", "--interval", "0"],
+        ["--source", "sim:colab-t4", "--llama-log", "x.log"],
+        ["--source", "prom:ftp://h"],
+    ],
+)
+def test_bad_exporter_arguments_are_one_line(args: list[str]) -> None:
+    r = run_cli("exporter", "--listen", "127.0.0.1:0", *args)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_an_unreachable_source_is_one_line() -> None:
+    from llama_fixture import free_port
+
+    r = run_cli("exporter", "--listen", "127.0.0.1:0", "--source",
+                f"scrape:http://127.0.0.1:{free_port()}")  # fmt: skip
+    assert r.returncode == 1 and "not reachable" in r.stderr and r.stderr.count("\n") == 1

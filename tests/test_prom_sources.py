@@ -309,3 +309,27 @@ def test_good_specs() -> None:
         "prom:http://127.0.0.1:9090#host=a"
     )
     assert parse_source_spec("scrape:https://h/metrics").kind == "scrape"
+
+
+def test_dcgm_labels_and_profiling_ratios() -> None:
+    lb = (("UUID", "GPU-p"), ("gpu", "2"), ("pci_bus_id", "00000000:3B:00.0"),
+          ("DCGM_FI_DRIVER_VERSION", "580.126.09"), ("Hostname", "n9"))  # fmt: skip
+    series = [
+        Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", lb, 0.25),
+        Series("DCGM_FI_PROF_DRAM_ACTIVE", lb, 0.5),
+        Series("DCGM_FI_PROF_PCIE_RX_BYTES", lb, 2048.0),
+        Series("DCGM_FI_DEV_FB_TOTAL", lb, 81559.0),
+        Series("DCGM_FI_DEV_RETIRED_SBE", lb, 1),
+        Series("DCGM_FI_DEV_RETIRED_DBE", lb, 2),
+        Series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", lb, 3),
+    ]
+    rig = rigs_from_series(series, source="s", default_host="x", seq=1, t=0, wall=0)["n9"]
+    assert rig.info.driver_version == "580.126.09"
+    (g,) = rig.gpus
+    assert g.info.pci_bus_id == "00000000:3B:00.0" and g.index == 2
+    assert g.util_gpu == 25.0 and g.util_mem == 50.0  # ratios stand in for the utilisations
+    assert g.pcie_rx_kbs == 2.0 and g.memory_total == 81559 * MIB
+    assert g.retired_pages == 3 and g.ecc_uncorrected == 3 and g.ecc_corrected is None
+    with_util = [*series, Series("DCGM_FI_DEV_GPU_UTIL", lb, 90)]
+    rig = rigs_from_series(with_util, source="s", default_host="x", seq=1, t=0, wall=0)["n9"]
+    assert rig.gpus[0].util_gpu == 90.0  # the NVML-style reading wins where present

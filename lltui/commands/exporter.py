@@ -116,7 +116,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.max_processes < 0:
         raise CliError("--max-processes must be 0 or more", 2)
-    interval = args.sub_interval or getattr(args, "interval", None) or 1.0
+    interval = args.sub_interval
+    if interval is None:
+        interval = getattr(args, "interval", None)
+    if interval is None:
+        interval = 1.0
     if interval <= 0:
         raise CliError("--interval must be more than 0", 2)
     if len(args.llama_log) > len(args.llama):
