@@ -268,3 +268,37 @@ def test_an_unreachable_source_is_one_line() -> None:
     r = run_cli("exporter", "--listen", "127.0.0.1:0", "--source",
                 f"scrape:http://127.0.0.1:{free_port()}")  # fmt: skip
     assert r.returncode == 1 and "not reachable" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_xid_errors_are_counted_across_rounds() -> None:
+    from dataclasses import replace
+
+    from lltui.core.monitor.models import XidEvent
+
+    class WithXids:
+        name = "sim+xid"
+
+        def __init__(self) -> None:
+            self.sim = SimSource("colab-t4", seed=1)
+            self.sim.open()
+            self.polls = 0
+
+        def poll(self):  # type: ignore[no-untyped-def]
+            sample = self.sim.poll()
+            self.polls += 1
+            if self.polls == 2:
+                g = replace(sample.gpus[0], xid_events=(XidEvent(79, 0.0, "off the bus"),),
+                            xid_dropped=2, xid=79)  # fmt: skip
+                sample = replace(sample, gpus=(g, *sample.gpus[1:]))
+            return sample
+
+        def close(self) -> None:
+            pass
+
+    sampler = Sampler(WithXids(), host="h")  # type: ignore[arg-type]
+    counts = []
+    for _ in range(3):
+        fams = {f.name: f for f in sampler.sample_once().families}
+        counts.append(fams["lltui_gpu_xid_errors_total"].samples[0][1])
+    assert counts == [0.0, 3.0, 3.0]
+    assert fams["lltui_gpu_xid_errors_total"].kind == "counter"

@@ -122,6 +122,7 @@ class Sampler:
             for f in self._follow
         ]
         self._placement: dict[int, tuple[float, tuple[DevicePlacement, ...]]] = {}
+        self._xids: dict[str, int] = {}  # XID errors seen per GPU UUID
         self._on_error = on_error
         self._lock = threading.Lock()
         self._snapshot = Snapshot()
@@ -149,7 +150,17 @@ class Sampler:
         if sample is not None:
             if sample.error:
                 error = sample.error
-            families.extend(rig_families(sample, host=self.host, max_processes=self.max_processes))
+            for g in sample.gpus:
+                seen = len(g.xid_events) + g.xid_dropped
+                self._xids[g.info.uuid] = self._xids.get(g.info.uuid, 0) + seen
+            families.extend(
+                rig_families(
+                    sample,
+                    host=self.host,
+                    max_processes=self.max_processes,
+                    xid_counts=self._xids,
+                )
+            )
         if self._clients:
             families.extend(llama_families(self._poll_llama(), host=self.host))
         if error and error != self._last_error and self._on_error is not None:

@@ -166,6 +166,7 @@ STATIC_METRICS: tuple[GpuMetric, ...] = (
 GPU_INFO = "lltui_gpu_info"
 GPU_LOST = "lltui_gpu_lost"
 THROTTLE = "lltui_gpu_throttle_reason_active"
+XID_ERRORS = "lltui_gpu_xid_errors_total"
 PROCESS_MEMORY = "lltui_gpu_process_memory_bytes"
 RIG_INFO = "lltui_rig_info"
 HOST_CPU = "lltui_host_cpu_utilization_ratio"
@@ -197,10 +198,15 @@ def clean_command(name: str | None) -> str:
 
 
 def rig_families(
-    sample: RigSample, *, host: str, max_processes: int = DEFAULT_MAX_PROCESSES
+    sample: RigSample,
+    *,
+    host: str,
+    max_processes: int = DEFAULT_MAX_PROCESSES,
+    xid_counts: Mapping[str, int] | None = None,
 ) -> tuple[Family, ...]:
     """Every field of ``sample`` lltui knows, as families; a field that is ``None`` has no
-    sample. GPUs carry ``gpu`` (NVML index), ``uuid``, ``name`` and ``host`` labels."""
+    sample. GPUs carry ``gpu`` (NVML index), ``uuid``, ``name`` and ``host`` labels.
+    ``xid_counts``: XID errors seen per GPU UUID since the caller began counting."""
     info = sample.info
     out: list[Family] = []
     out.append(
@@ -261,6 +267,14 @@ def rig_families(
             if _finite(v):
                 rows.append((gpu_labels[g.info.uuid], float(v) * m.scale))
         out.append(Family(m.name, m.kind, m.help, m.unit, tuple(rows)))
+    if xid_counts is not None:
+        rows = [
+            (gpu_labels[g.info.uuid], float(xid_counts.get(g.info.uuid, 0))) for g in sample.gpus
+        ]
+        out.append(
+            Family(XID_ERRORS, "counter", "XID errors the driver reported since the exporter "
+                   "started.", "", tuple(rows))
+        )  # fmt: skip
     throttle = []
     for g in sample.gpus:
         for reason in g.throttle_reasons or ():
