@@ -333,3 +333,20 @@ def test_dcgm_labels_and_profiling_ratios() -> None:
     with_util = [*series, Series("DCGM_FI_DEV_GPU_UTIL", lb, 90)]
     rig = rigs_from_series(with_util, source="s", default_host="x", seq=1, t=0, wall=0)["n9"]
     assert rig.gpus[0].util_gpu == 90.0  # the NVML-style reading wins where present
+
+
+def test_all_smi_processes_join_their_gpu_by_uuid() -> None:
+    gpu = (("gpu", "H100"), ("instance", "node-7"), ("gpu_uuid", "GPU-q"), ("gpu_index", "0"))
+    proc = (("pid", "4242"), ("name", "llama-server"), ("user", "ana"), ("device_id", "0"),
+            ("gpu_index", "0"), ("device_uuid", "GPU-q"),
+            ("command", "llama-server --api-key s3cret"))  # fmt: skip
+    series = [
+        Series("all_smi_gpu_memory_used_bytes", gpu, 5e9),
+        Series("all_smi_process_memory_used_bytes", proc, 4e9),
+        Series("all_smi_process_memory_used_bytes", (("pid", "1"), ("device_uuid", "GPU-o")), 1),
+    ]
+    rig = rigs_from_series(series, source="s", default_host="10.0.0.7", seq=1, t=0, wall=0)
+    assert list(rig) == ["node-7"]  # the process series has no host label: no second host
+    (p,) = rig["node-7"].gpus[0].processes
+    assert (p.pid, p.name, p.user, p.used_memory) == (4242, "llama-server", "ana", 4_000_000_000)
+    assert p.command is None  # a command line may hold a key: not taken

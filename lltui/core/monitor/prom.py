@@ -458,6 +458,8 @@ ALLSMI_FIELDS: dict[str, tuple[str, float, bool]] = {
     "all_smi_gpu_performance_state": ("pstate", 1.0, True),
     "all_smi_gpu_pstate": ("pstate", 1.0, True),
 }
+# labels pid, name, user, device_uuid, gpu_index (device_id before), command; no host
+ALLSMI_PROCESS = "all_smi_process_memory_used_bytes"
 ALLSMI_STATIC: dict[str, tuple[str, float]] = {
     "all_smi_gpu_memory_total_bytes": ("memory_total", 1.0),
     "all_smi_gpu_power_limit_max_watts": ("power_limit_max_w", 1.0),
@@ -502,7 +504,7 @@ class _Gpu:
     counters: dict[str, float] = field(default_factory=dict)  # attribute -> counter reading
     lost: bool = False
     throttle: list[str] = field(default_factory=list)
-    processes: list[tuple[int, str | None, float]] = field(default_factory=list)
+    processes: list[tuple[int, str | None, float, str | None]] = field(default_factory=list)
     cuda_index: int | None = None
     compute_capability: tuple[int, int] | None = None
 
@@ -564,9 +566,17 @@ def rigs_from_series(
     Prometheus target (its ``instance`` label) to why its last scrape failed, so that the
     hosts whose series came from it carry that error."""
     hosts: dict[str, _Host] = {}
+    # all-smi labels its process series with the GPU's UUID but not the host: matched later
+    allsmi_procs: dict[str, list[tuple[int, str | None, str | None, float]]] = {}
     for s in series:
         exporter = exporter_of(s.name)
         if exporter is None or not math.isfinite(s.value):
+            continue
+        if s.name == ALLSMI_PROCESS:
+            pid, uuid = _int_or_none(s.label("pid")), s.label("device_uuid")
+            if pid is not None and uuid is not None:
+                entry = (pid, s.label("name"), s.label("user"), s.value)
+                allsmi_procs.setdefault(uuid, []).append(entry)
             continue
         if exporter != "lltui" and s.name.endswith("_total"):
             # prometheus_client's parser names a counter's sample NAME_total; Prometheus
@@ -595,6 +605,9 @@ def rigs_from_series(
         h = hosts[host_name]
         if not h.gpus and not h.host:
             continue
+        for g in h.gpus.values():
+            for pid, name, user, mem in allsmi_procs.get(g.uuid or "", ()):
+                g.processes.append((pid, name, mem, user))
         if rates is not None:
             for g in h.gpus.values():
                 for attr, reading in g.counters.items():
@@ -681,7 +694,7 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
         elif n == PROCESS_MEMORY:
             pid = _int_or_none(s.label("pid"))
             if pid is not None:
-                g.processes.append((pid, s.label("command"), v))
+                g.processes.append((pid, s.label("command"), v, None))
         return
     if exporter == "dcgm":
         g.name = g.name or s.label("modelName")
@@ -754,8 +767,8 @@ def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
         **static_kw,  # type: ignore[arg-type]
     )
     processes = tuple(
-        GpuProcess(pid=pid, gpu_index=index, used_memory=round(mem), name=cmd or None)
-        for pid, cmd, mem in g.processes
+        GpuProcess(pid=pid, gpu_index=index, used_memory=round(mem), name=cmd or None, user=user)
+        for pid, cmd, mem, user in g.processes
     )
     sample = GpuSample(info=info, lost=g.lost, processes=processes)
     if g.throttle:
