@@ -143,9 +143,10 @@ def test_a_followed_llama_server_counters_slots_and_placement(tmp_path) -> None:
         src = SimSource("colab-t4", seed=1)
         src.open()
         sampler = Sampler(src, host="h", llama=[LlamaFollow(stub.url, log=log)])
-        snap = sampler.sample_once()
+        sampler.sample_once()
+        families = sampler.families()
         sampler.stop()
-    fams = {f.name: f for f in snap.families}
+    fams = {f.name: f for f in families}
     lb = {"host": "h", "server": stub.url}
     (up,) = fams["lltui_llama_up"].samples
     assert dict(up[0]) == lb and up[1] == 1.0
@@ -168,9 +169,28 @@ def test_llama_families_through_the_command(tmp_path) -> None:
         stub_server(_llama_stub()) as stub,
         exporter("--source", "sim:colab-t4", "--llama", stub.url) as ex,
     ):
+        # its own thread polls the server: the first scrape may come before its first poll
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_llama_up"].samples[0].value == 1.0,
+            what="the llama-server polled",
+        )
         fams = _families(get_text(ex.url))
-    assert fams["lltui_llama_up"].samples[0].value == 1.0
     assert fams["lltui_llama_generated_tokens"].type == "counter"
+
+
+def test_a_hanging_llama_server_holds_back_neither_the_gpus_nor_the_scrapes() -> None:
+    with (
+        stub_server(Stub(hang=True)) as stub,
+        exporter("--source", "sim:colab-t4", "--llama", stub.url, "--interval", "0.1") as ex,
+    ):
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_exporter_samples"].samples[0].value >= 10,
+            timeout=15,
+            what="ten GPU rounds while the llama-server hangs",
+        )
+        fams = _families(get_text(ex.url))
+    assert fams["lltui_llama_up"].samples[0].value == 0.0
+    assert fams["lltui_gpu_memory_used_bytes"].samples
 
 
 def test_sampler_keeps_going_when_the_source_fails() -> None:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -123,11 +124,14 @@ class Sampler:
         ]
         self._placement: dict[int, tuple[float, tuple[DevicePlacement, ...]]] = {}
         self._xids: dict[str, int] = {}  # XID errors seen per GPU UUID
+        # the last poll of each llama-server; each has its own thread, so that a server that
+        # hangs holds neither the GPUs' round nor the other servers
+        self._llama = [LlamaExport(server=public_url(f.url), up=False) for f in self._follow]
         self._on_error = on_error
         self._lock = threading.Lock()
         self._snapshot = Snapshot()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._last_error: str | None = None
 
     @property
@@ -135,8 +139,21 @@ class Sampler:
         with self._lock:
             return self._snapshot
 
-    def sample_once(self) -> Snapshot:
-        """One round: the source, then each llama-server; kept for the scrapes."""
+    def families(self) -> tuple[Family, ...]:
+        """What a scrape serves: the last GPU round and the last poll of each llama-server."""
+        snap = self.snapshot
+        if not self._follow:
+            return snap.families
+        with self._lock:
+            exports = tuple(self._llama)
+        return snap.families + llama_families(exports, host=self.host)
+
+    def sample_once(self, *, with_llama: bool = True) -> Snapshot:
+        """One round of the source (and, unless ``with_llama`` is false, of each
+        llama-server, one after the other); kept for the scrapes."""
+        if with_llama:
+            for i in range(len(self._follow)):
+                self.poll_llama(i)
         prev = self.snapshot
         families: list[Family] = []
         error: str | None = None
@@ -161,8 +178,6 @@ class Sampler:
                     xid_counts=self._xids,
                 )
             )
-        if self._clients:
-            families.extend(llama_families(self._poll_llama(), host=self.host))
         if error and error != self._last_error and self._on_error is not None:
             self._on_error(error)
         self._last_error = error
@@ -178,27 +193,27 @@ class Sampler:
             self._snapshot = snap
         return snap
 
-    def _poll_llama(self) -> list[LlamaExport]:
-        out = []
-        for i, (follow, client) in enumerate(zip(self._follow, self._clients, strict=True)):
-            try:
-                poll = client.poll()
-            except Exception:  # the client bounds every call; this is a last guard
-                out.append(LlamaExport(server=public_url(follow.url), up=False))
-                continue
-            out.append(
-                LlamaExport(
-                    server=public_url(follow.url),
-                    up=poll.ready,
-                    state=poll.state,
-                    metrics=poll.metrics,
-                    slots=poll.slots,
-                    props=poll.props,
-                    throughput=poll.throughput,
-                    placement=self._placement_of(i, follow),
-                )
+    def poll_llama(self, i: int) -> LlamaExport:
+        """Poll the ``i``th llama-server once; kept for the scrapes."""
+        follow, client = self._follow[i], self._clients[i]
+        try:
+            poll = client.poll()
+        except Exception:  # the client bounds every call; this is a last guard
+            export = LlamaExport(server=public_url(follow.url), up=False)
+        else:
+            export = LlamaExport(
+                server=public_url(follow.url),
+                up=poll.ready,
+                state=poll.state,
+                metrics=poll.metrics,
+                slots=poll.slots,
+                props=poll.props,
+                throughput=poll.throughput,
+                placement=self._placement_of(i, follow),
             )
-        return out
+        with self._lock:
+            self._llama[i] = export
+        return export
 
     def _placement_of(self, i: int, follow: LlamaFollow) -> tuple[DevicePlacement, ...]:
         log = follow.log or launched_log(follow.url)
@@ -216,21 +231,29 @@ class Sampler:
         return placement
 
     def start(self) -> None:
-        """Sample once now (so the first scrape has data), then on the interval."""
-        self.sample_once()
-        self._thread = threading.Thread(target=self._run, name="lltui-exporter", daemon=True)
-        self._thread.start()
+        """Sample once now (so the first scrape has data), then on the interval: the source
+        in one thread, each llama-server in a thread of its own."""
+        self.sample_once(with_llama=False)
+        loops: list[tuple[str, Callable[[], object], float]] = [
+            ("lltui-exporter", partial(self.sample_once, with_llama=False), self.interval_s)
+        ]
+        for i in range(len(self._follow)):
+            loops.append((f"lltui-exporter-llama-{i}", partial(self.poll_llama, i), 0.0))
+        for name, step, delay in loops:
+            thread = threading.Thread(target=self._loop, args=(step, delay), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
-    def _run(self) -> None:
-        next_t = time.monotonic() + self.interval_s
+    def _loop(self, step: Callable[[], object], delay: float) -> None:
+        next_t = time.monotonic() + delay
         while not self._stop.wait(max(0.0, next_t - time.monotonic())):
-            self.sample_once()
+            step()
             next_t = max(next_t + self.interval_s, time.monotonic())
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+        for thread in self._threads:
+            thread.join(timeout=5.0)
         for client in self._clients:
             client.close()
 
@@ -263,7 +286,7 @@ class LltuiCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snap = self.sampler.snapshot
-        for f in snap.families:
+        for f in self.sampler.families():
             yield to_metric(f)
         host = (("host", self.sampler.host),)
         own = (
