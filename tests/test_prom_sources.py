@@ -350,3 +350,23 @@ def test_all_smi_processes_join_their_gpu_by_uuid() -> None:
     (p,) = rig["node-7"].gpus[0].processes
     assert (p.pid, p.name, p.user, p.used_memory) == (4242, "llama-server", "ana", 4_000_000_000)
     assert p.command is None  # a command line may hold a key: not taken
+
+
+def test_throttle_reasons_and_a_lost_gpu_round_trip() -> None:
+    from dataclasses import replace
+
+    src = SimSource("kaggle-2xt4", seed=5)
+    src.open()
+    sample = src.poll()
+    g0 = replace(sample.gpus[0], throttle_reasons=("power cap", "thermal"))
+    g1 = replace(sample.gpus[1], lost=True, memory_used=None, power_w=None)
+    sample = replace(sample, gpus=(g0, g1))
+    series = [
+        Series(f.name, labels, value)
+        for f in rig_families(sample, host="k")
+        for labels, value in f.samples
+    ]
+    rig = rigs_from_series(series, source="x", default_host="x", seq=1, t=0, wall=0)["k"]
+    a, b = rig.gpus
+    assert a.throttle_reasons == ("power cap", "thermal") and not a.lost
+    assert b.lost and b.memory_used is None and b.power_w is None and b.throttle_reasons is None
