@@ -274,6 +274,14 @@ def test_a_target_prometheus_cannot_scrape_marks_its_host() -> None:
     assert sample.error and "cannot scrape 10.0.0.9:9400" in sample.error
 
 
+def test_prom_pointed_at_an_exporter_says_so() -> None:
+    page = (PROM_FIXTURES / "dcgm-exporter-readme.prom").read_bytes()
+    stub = Stub(routes={"/metrics": (200, "text/plain", page)})
+    with stub_server(stub), pytest.raises(SourceUnavailable, match="scrape:URL") as exc:
+        PromSource(stub.url).open()
+    assert "404" in str(exc.value)
+
+
 def test_hanging_server_gives_up_within_its_deadline() -> None:
     with stub_server(Stub(hang=True)) as stub:
         src = ScrapeSource(stub.url, timeout_s=0.5)

@@ -116,14 +116,16 @@ class _PromBase:
 
     # -- HTTP ----------------------------------------------------------------------------
 
-    def _get(self, url: str, params: dict[str, str] | None = None) -> bytes:
-        """The body of a 200 answer, read within the deadline and the size limit."""
+    def _get(self, url: str, params: dict[str, str] | None = None, *, hint: str = "") -> bytes:
+        """The body of a 200 answer, read within the deadline and the size limit. ``hint``
+        follows the message of a 404."""
         start = self._clock()
         where = self.public_url
         try:
             with self._client.stream("GET", url, params=params) as resp:
                 if resp.status_code != 200:
-                    raise SourceUnavailable(f"{where} answered HTTP {resp.status_code}")
+                    extra = f": {hint}" if hint and resp.status_code == 404 else ""
+                    raise SourceUnavailable(f"{where} answered HTTP {resp.status_code}{extra}")
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in resp.iter_raw():
@@ -232,7 +234,8 @@ class PromSource(_PromBase):
 
     def _series(self) -> list[Series]:
         base = self._url.rstrip("/")
-        body = self._get(f"{base}/api/v1/query", params={"query": QUERY})
+        hint = "is it a Prometheus server? (an exporter's page is scrape:URL)"
+        body = self._get(f"{base}/api/v1/query", params={"query": QUERY}, hint=hint)
         return parse_query_result(body, where=self.public_url)
 
     def _down(self) -> dict[str, str]:
