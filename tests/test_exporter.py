@@ -322,3 +322,11 @@ def test_xid_errors_are_counted_across_rounds() -> None:
         counts.append(fams["lltui_gpu_xid_errors_total"].samples[0][1])
     assert counts == [0.0, 3.0, 3.0]
     assert fams["lltui_gpu_xid_errors_total"].kind == "counter"
+
+
+def test_error_lines_never_show_url_credentials() -> None:
+    from lltui.commands.output import error_line
+
+    line = error_line("source scrape:http://ana:s3cret@10.0.0.1:9400/metrics: refused")
+    assert "s3cret" not in line and "ana" not in line
+    assert "http://***@10.0.0.1:9400/metrics" in line
