@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
             f"every {interval:g} s",
             flush=True,
         )
+        if info.simulated and info.simulated_reason:
+            print(f"lltui exporter: {info.simulated_reason}", file=sys.stderr, flush=True)
         stop = threading.Event()
 
         def _stop(_signum: int, _frame: object) -> None:
