@@ -27,9 +27,21 @@ def register(sub: Any) -> None:
         metavar="HOST:PORT",
         help=f"address to serve on (default {DEFAULT_LISTEN})",
     )
-    p.add_argument("--source", dest="sub_source", default=None, help="as the global --source")
     p.add_argument(
-        "--interval", dest="sub_interval", type=float, default=None, help="seconds between samples"
+        "--source",
+        dest="sub_source",
+        default=None,
+        metavar="SPEC",
+        help="what to sample, as the global --source: auto, nvml, smi[:HOST], sim:PROFILE, "
+        "replay:FILE, prom:URL[#host=NAME], scrape:URL",
+    )
+    p.add_argument(
+        "--interval",
+        dest="sub_interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds between samples (default 1)",
     )
     p.add_argument(
         "--allow-remote",
