@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from llama_fixture import free_port
-from prom_helpers import Exporter, exporter, run_cli, wait_until
+from prom_helpers import PROM_FIXTURES, Exporter, Stub, exporter, run_cli, stub_server, wait_until
 
 from lltui.sources.prom import PromSource, ScrapeSource
 
@@ -52,9 +52,9 @@ def _ready(url: str) -> bool:
 
 
 @contextmanager
-def _start_prometheus(tmp: Path, targets: list[str]) -> Iterator[str]:
+def _start_prometheus(tmp: Path, targets: list[str], extra_jobs: str = "") -> Iterator[str]:
     config = tmp / "prometheus.yml"
-    config.write_text(CONFIG.format(targets=", ".join(f'"{t}"' for t in targets)))
+    config.write_text(CONFIG.format(targets=", ".join(f'"{t}"' for t in targets)) + extra_jobs)
     port = free_port()
     log = open(tmp / "prometheus.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
@@ -172,3 +172,59 @@ def test_a_host_of_prometheus_as_the_monitor_source(two_exporters_and_prometheus
     src = PromSource(f"{prom_url}#host=rig-a")
     assert src.poll().error is None
     src.close()
+
+
+# Other exporters' pages, served as they publish them, scraped by the same Prometheus
+OTHERS = {
+    "/dcgm": "dcgm-exporter-metriccontract.prom",
+    "/allsmi": "all-smi-metrics-parser-test.prom",
+}
+OTHER_JOBS = """\
+  - job_name: dcgm
+    metrics_path: /dcgm
+    static_configs:
+      - targets: ["{target}"]
+  - job_name: allsmi
+    metrics_path: /allsmi
+    static_configs:
+      - targets: ["{target}"]
+"""
+
+
+def test_dcgm_exporter_and_all_smi_through_prometheus(tmp_path: Path) -> None:
+    routes = {
+        path: (200, "text/plain; version=0.0.4", (PROM_FIXTURES / name).read_bytes())
+        for path, name in OTHERS.items()
+    }
+    with stub_server(Stub(routes=routes)) as stub:
+        target = stub.url.split("//", 1)[1]
+        jobs = OTHER_JOBS.format(target=target)
+        with _start_prometheus(tmp_path, [], extra_jobs=jobs) as prom_url:
+
+            def hosts() -> dict:
+                src = PromSource(prom_url)
+                try:
+                    return src.poll_hosts()
+                except Exception:
+                    return {}
+                finally:
+                    src.close()
+
+            # DCGM's Hostname label; all-smi's instance label, which Prometheus renames
+            found = wait_until(
+                lambda: (h := hosts()) and {"node-a", "node-0058"} <= set(h) and h,
+                timeout=60,
+                what="Prometheus scraped both pages",
+            )
+        assert isinstance(found, dict)
+        for path, host in (("/dcgm", "node-a"), ("/allsmi", "node-0058")):
+            direct = ScrapeSource(f"{stub.url}{path}")
+            want = direct.poll_hosts()[host]
+            direct.close()
+            got = found[host]
+            assert [g.info.uuid for g in got.gpus] == [g.info.uuid for g in want.gpus]
+            for a, b in zip(got.gpus, want.gpus, strict=True):
+                assert a.info.name == b.info.name and a.memory_total == b.memory_total
+                for attr in FIELDS:
+                    assert getattr(a, attr) == getattr(b, attr), (host, attr)
+    assert found["node-a"].gpus[0].energy_mj == 196764132  # a DCGM counter, as exposed

@@ -458,6 +458,12 @@ ALLSMI_FIELDS: dict[str, tuple[str, float, bool]] = {
     "all_smi_gpu_performance_state": ("pstate", 1.0, True),
     "all_smi_gpu_pstate": ("pstate", 1.0, True),
 }
+ALLSMI_HOST: dict[str, tuple[str, float]] = {
+    "all_smi_cpu_utilization": ("cpu_pct", 1.0),
+    "all_smi_memory_total_bytes": ("mem_total", 1.0),
+    "all_smi_memory_used_bytes": ("mem_used", 1.0),
+    "all_smi_cpu_core_count": ("cpu_count", 1.0),
+}
 # labels pid, name, user, device_uuid, gpu_index (device_id before), command; no host
 ALLSMI_PROCESS = "all_smi_process_memory_used_bytes"
 ALLSMI_STATIC: dict[str, tuple[str, float]] = {
@@ -655,14 +661,8 @@ def _take_host_series(h: _Host, s: Series, exporter: str) -> bool:
             return True
         return n.startswith("lltui_llama_") or n.startswith("lltui_exporter_")
     if exporter == "allsmi":
-        table2 = {
-            "all_smi_cpu_utilization": ("cpu_pct", 1.0),
-            "all_smi_memory_total_bytes": ("mem_total", 1.0),
-            "all_smi_memory_used_bytes": ("mem_used", 1.0),
-            "all_smi_cpu_core_count": ("cpu_count", 1.0),
-        }
-        if n in table2:
-            attr, scale = table2[n]
+        if n in ALLSMI_HOST:
+            attr, scale = ALLSMI_HOST[n]
             h.host[attr] = s.value * scale
             return True
         return not n.startswith("all_smi_gpu_")
@@ -803,7 +803,24 @@ def series_from_labels(name: str, labels: Mapping[str, str], value: float) -> Se
     return Series(name, tuple(sorted(labels.items())), value)
 
 
-# Names a Prometheus query asks for: every series of the exporters lltui reads.
-QUERY = '{__name__=~"lltui_gpu_.+|lltui_host_.+|lltui_rig_info|DCGM_FI_.+|all_smi_.+"}'
+# What a Prometheus query asks for: lltui's GPU, host and rig series, and exactly the
+# dcgm-exporter and all-smi names mapped above (not their per-link, per-core, ... series).
+QUERY_NAMES: tuple[str, ...] = tuple(
+    sorted(
+        {
+            *DCGM_FIELDS,
+            *DCGM_FALLBACKS,
+            *DCGM_STATIC,
+            *DCGM_RETIRED,
+            *DCGM_COUNTERS,
+            *ALLSMI_FIELDS,
+            *ALLSMI_STATIC,
+            *ALLSMI_HOST,
+            ALLSMI_PROCESS,
+            "all_smi_gpu_info",
+        }
+    )
+)
+QUERY = '{__name__=~"lltui_gpu_.+|lltui_host_.+|lltui_rig_info|' + "|".join(QUERY_NAMES) + '"}'
 # Whether Prometheus's last scrape of each target worked (0: it failed).
 UP_QUERY = "up"
