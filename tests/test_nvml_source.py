@@ -876,6 +876,16 @@ def test_sm_util_not_supported_is_none_not_zero_and_asked_once(monkeypatch):
     assert fake.count(0, PROC_UTIL) == 0
 
 
+def test_sm_util_no_samples_raised_as_success_by_the_binding_is_idle(monkeypatch):
+    # nvidia-ml-py raises NVMLError(ret) for any answer to its size query but
+    # INSUFFICIENT_SIZE: a driver that answers SUCCESS with no sample reads as NVMLError(0)
+    fake, src, _clock = start(monkeypatch, util_gpus())
+    fake.fail(0, PROC_UTIL, NVMLError(0))
+    src.open()
+    sample = src.poll()
+    assert sm_utils(sample) == {ME: 0.0, PARENT: 0.0} and sample.gpus[0].error is None
+
+
 def test_sm_util_values_that_are_not_percentages_are_left_out(monkeypatch):
     gpus = util_gpus()
     gpus[0].util_samples = [(ME, 100, 0xFFFFFFFF), (PARENT, 100, 12)]

@@ -260,3 +260,18 @@ def test_send_signal_refuses_an_unknown_signal_name():
     assert me is not None
     with pytest.raises(ValueError, match="unknown signal"):
         signals.send_signal(me, "HUP")
+
+
+def test_a_reused_pid_is_not_signalled(children):
+    from dataclasses import replace
+
+    child = spawn(children)
+    shown = signals.identify(child.pid)
+    assert shown is not None and shown.uid_real == os.getuid()
+    earlier = replace(shown, started=shown.started - 100.0)  # the process that was shown
+    outcome = signals.send_signal(earlier, "TERM")
+    assert not outcome.sent and outcome.gone
+    assert outcome.message == f"pid {child.pid} is now another process: not signalled"
+    assert child.poll() is None
+    outcome = signals.send_signal(shown, "TERM")
+    assert outcome.sent and child.wait(10) == -signal.SIGTERM
