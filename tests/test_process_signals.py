@@ -98,7 +98,7 @@ async def test_term_is_confirmed_then_sent(monkeypatch, children):
         await pilot.press("t")
         await wait_for(lambda: child.poll() is not None)
         assert child.returncode == -signal.SIGTERM
-        assert any(f"SIGTERM sent to pid {child.pid}" in n for n in notes(app))
+        await wait_for(lambda: any(f"SIGTERM sent to pid {child.pid}" in n for n in notes(app)))
         await pilot.press("escape")
         assert not isinstance(app.screen, SignalDialog)
 
