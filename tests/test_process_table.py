@@ -6,14 +6,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app_helpers import feed, sim_app, wait_for
+from fake_pynvml import MIB, FakeNvml, make_gpus
+from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
+from lltui.app.app import create_app
 from lltui.app.widgets.process_table import (
     ProcessFilter,
     ProcessTable,
     header_label,
     process_rows,
 )
+from lltui.config import Settings
 from lltui.core.monitor.models import GpuProcess, RigSample
+from lltui.sources.nvml import NvmlSource
+from lltui.sources.sim import StepClock
 
 SERVER, XORG = 41234, 1873
 
@@ -138,3 +144,25 @@ async def test_filter_by_user_or_pid_kept_with_enter_and_cleared_from_the_table(
         assert table.pids == []
         await pilot.press("escape")
         assert sorted(table.pids) == [XORG, SERVER]
+
+
+async def test_sm_from_nvml_and_a_dash_where_the_gpu_will_not_say(monkeypatch):
+    gpus = make_gpus(2)
+    gpus[0].compute_procs = [(101, 900 * MIB)]
+    gpus[0].util_samples = [(101, 10, 77)]
+    gpus[1].compute_procs = [(202, 800 * MIB)]
+    gpus[1].util_samples = None  # MIG, say
+    FakeNvml(gpus).install(monkeypatch)
+    clock = StepClock(1000.0, step=0.0)
+    source = NvmlSource(clock=clock, env={}, event_wait_s=0.002)
+    app = create_app(Settings(source="nvml"), source=source, clock=clock, start_polling=False)
+    async with app.run_test(size=(110, 30)) as pilot:
+        feed(app, 1)
+        await pilot.pause()
+        table = table_of(app)
+        assert table.get_cell("101", "sm") == "77"
+        assert table.get_cell("202", "sm") == "-"
+        await pilot.press("s")  # by SM%: the unknown goes below
+        assert table.pids == [101, 202]
+        await pilot.press("r")
+        assert table.pids == [202, 101]
