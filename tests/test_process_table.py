@@ -12,6 +12,7 @@ from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 from lltui.app.app import create_app
 from lltui.app.widgets.process_table import (
     ProcessFilter,
+    ProcessPane,
     ProcessTable,
     header_label,
     process_rows,
@@ -106,17 +107,18 @@ async def test_filter_hides_rows_it_does_not_find_and_stays_while_the_table_upda
         feed(app, 20)
         await pilot.pause()
         table = table_of(app)
+        pane = app.screen.query_one(ProcessPane)
         field = app.screen.query_one(ProcessFilter)
-        assert app.focused is table and not field.display
+        assert app.focused is table and not pane.filter_open
         await pilot.press("slash")
-        assert field.display and app.focused is field
+        assert pane.filter_open and app.focused is field
         await pilot.press(*"XORG")  # any case, in the command
         assert table.pids == [XORG]
         feed(app, 3)
         await pilot.pause()
         assert table.pids == [XORG]  # new samples, same filter
         await pilot.press("escape")  # clears and closes
-        assert not field.display and field.value == "" and app.focused is table
+        assert not pane.filter_open and field.value == "" and app.focused is table
         assert sorted(table.pids) == [XORG, SERVER]
 
 
@@ -126,18 +128,18 @@ async def test_filter_by_user_or_pid_kept_with_enter_and_cleared_from_the_table(
         feed(app, 20)
         await pilot.pause()
         table = table_of(app)
-        field = app.screen.query_one(ProcessFilter)
+        pane = app.screen.query_one(ProcessPane)
         await pilot.press("slash", *"llama")  # the server's user
         assert table.pids == [SERVER]
         await pilot.press("enter")  # back to the table, the filter kept and shown
-        assert app.focused is table and field.display and table.filter_text == "llama"
+        assert app.focused is table and pane.filter_open and table.filter_text == "llama"
         feed(app, 2)
         await pilot.pause()
         assert table.pids == [SERVER]
         await pilot.press("s")  # the app's keys work again on the table
         assert app.model.sort_key == "sm" and table.pids == [SERVER]
         await pilot.press("escape")
-        assert not field.display and sorted(table.pids) == [XORG, SERVER]
+        assert not pane.filter_open and sorted(table.pids) == [XORG, SERVER]
         await pilot.press("slash", *"187")  # part of a pid
         assert table.pids == [XORG]
         await pilot.press(*"99")

@@ -16,11 +16,11 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.coordinate import Coordinate
 from textual.markup import escape
 from textual.message import Message
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Static
 
 from lltui.app.host import host_of
 from lltui.app.model import SORT_KEYS
@@ -331,21 +331,41 @@ class ProcessPane(Vertical):
     ProcessPane > ProcessTable {
         height: 1fr;
     }
-    ProcessPane > ProcessFilter {
+    ProcessPane > #process-filter-row {
         display: none;
         height: 1;
-        border: none;
-        padding: 0 1;
         background: $boost;
     }
-    ProcessPane > ProcessFilter.-open {
+    ProcessPane > #process-filter-row.-open {
         display: block;
+    }
+    ProcessPane #process-filter-label {
+        width: auto;
+        padding: 0 1;
+        color: $text-muted;
+    }
+    ProcessPane ProcessFilter, ProcessPane ProcessFilter:focus {
+        width: 1fr;
+        height: 1;
+        border: none;
+        padding: 0;
+        background: $boost;
     }
     """
 
     def compose(self) -> ComposeResult:
         yield ProcessTable()
-        yield ProcessFilter(placeholder="filter: command, user or pid", id="process-filter")
+        with Horizontal(id="process-filter-row"):
+            yield Static("filter", id="process-filter-label")
+            yield ProcessFilter(placeholder="command, user or pid", id="process-filter")
+
+    @property
+    def filter_open(self) -> bool:
+        """Whether the filter field is shown (while typing, or holding a kept filter)."""
+        return self.query_one("#process-filter-row").has_class("-open")
+
+    def _open(self, shown: bool) -> None:
+        self.query_one("#process-filter-row").set_class(shown, "-open")
 
     @property
     def table(self) -> ProcessTable:
@@ -357,9 +377,8 @@ class ProcessPane(Vertical):
     @on(ProcessTable.FilterWanted)
     def _open_filter(self, event: ProcessTable.FilterWanted) -> None:
         event.stop()
-        field = self.query_one(ProcessFilter)
-        field.add_class("-open")
-        field.focus()
+        self._open(True)
+        self.query_one(ProcessFilter).focus()
 
     @on(Input.Changed, "#process-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -371,7 +390,7 @@ class ProcessPane(Vertical):
         event.stop()
         field = self.query_one(ProcessFilter)
         if not field.value.strip():
-            field.remove_class("-open")
+            self._open(False)
         self.table.focus()
 
     @on(ProcessFilter.Closed)
@@ -380,7 +399,7 @@ class ProcessPane(Vertical):
         event.stop()
         field = self.query_one(ProcessFilter)
         field.value = ""
-        field.remove_class("-open")
+        self._open(False)
         self.table.set_filter("")
         self.table.focus()
 
