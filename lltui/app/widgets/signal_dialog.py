@@ -78,9 +78,9 @@ class SignalDialog(ModalScreen[None]):
             yield Static(self._text(), id="signal-text")
             with Horizontal(id="signal-buttons"):
                 if self.state == ASK:
-                    yield Button("TERM", id="signal-term", variant="warning")
-                    yield Button("KILL", id="signal-kill", variant="error")
-                yield Button("Cancel" if self.state == ASK else "Close", id="signal-cancel")
+                    yield Button("TERM (t)", id="signal-term", variant="warning")
+                    yield Button("KILL (k)", id="signal-kill", variant="error")
+                yield Button(self._cancel_label(), id="signal-cancel")
 
     def on_mount(self) -> None:
         self._sync_buttons()
@@ -100,13 +100,16 @@ class SignalDialog(ModalScreen[None]):
             )
         return f"Send [b]SIGTERM[/b] to\n{who}"
 
+    def _cancel_label(self) -> str:
+        return "Cancel (esc)" if self.state == ASK else "Close (esc)"
+
     def _sync_buttons(self) -> None:
         if self.state == REFUSED:
             return
         kill = self.query_one("#signal-kill", Button)
         kill.display = self.state == TERMED
         self.query_one("#signal-term", Button).display = self.state == ASK
-        self.query_one("#signal-cancel", Button).label = "Cancel" if self.state == ASK else "Close"
+        self.query_one("#signal-cancel", Button).label = self._cancel_label()
         (kill if self.state == TERMED else self.query_one("#signal-term", Button)).focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
