@@ -313,3 +313,9 @@ def test_hf_references_without_huggingface_hub_say_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(RemoteError, match=r"pip install 'lltui\[hf\]'"):
         read_remote("hf:acme/Big-GGUF:Q4_K_M")
+
+
+def test_the_oracle_says_it_needs_the_file(hub, capsys):
+    assert main(["fit", f"{hub.url}/files/one.gguf", "--gpus", "cpu", "--oracle", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "download the model first" in json.dumps(data["oracle"])
