@@ -164,6 +164,12 @@ def test_the_second_run_reads_the_header_from_the_cache(hub):
     again = read_remote("hf:acme/Big-GGUF:Q4_K_M")
     assert again.stats.cache_hits == 1 and again.stats.bytes_read == 0
     assert _ranged(hub) == [] and len(hub.hits("/api/models/")) == 1
+    # at a commit (which never changes) the second run asks nothing at all
+    read_remote(f"hf:acme/Big-GGUF:Q4_K_M@{COMMIT}")
+    hub.clear()
+    pinned = read_remote(f"hf:acme/Big-GGUF:Q4_K_M@{COMMIT}")
+    assert hub.log == [] and pinned.stats.requests == 0
+    assert pinned.model.path == f"hf:acme/Big-GGUF:Big-Q4_K_M.gguf@{COMMIT}"
     url = f"{hub.url}/files/big.gguf"
     read_remote(url)
     hub.clear()

@@ -7,7 +7,10 @@ is used (``pip install 'lltui[hf]'``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +23,11 @@ from lltui.core.fit.remote_ref import (
     select_file,
     select_quant,
 )
-from lltui.sources.remote_gguf import RemoteError, RemoteFile
+from lltui.sources.remote_gguf import RemoteError, RemoteFile, cache_dir, write_atomic
 
 INSTALL_HINT = "hf: references need huggingface_hub: pip install 'lltui[hf]'"
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+LISTING_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class RepoListing:
     gated: bool
     private: bool
     models: tuple[RepoModel, ...]
+    cached: bool = False  # read from the cache (a commit's files never change): no request
 
 
 class RepoChoice(RemoteError):
@@ -108,8 +114,14 @@ def hub_error(ref_text: str, exc: Exception, tok: str | None) -> RemoteError:
 
 
 def list_repo(ref: HfRef, tok: str | None) -> RepoListing:
-    """The repository's files at the revision asked for (one metadata request)."""
+    """The repository's files at the revision asked for: one metadata request, or none for
+    a commit (40 hex digits) listed before."""
     hub = _hub()
+    immutable = ref.revision is not None and _COMMIT_RE.match(ref.revision) is not None
+    if immutable:
+        kept = _listing_load(ref)
+        if kept is not None:
+            return kept
     api = hub.HfApi(endpoint=endpoint(), library_name="lltui")
     try:
         info = api.model_info(
@@ -125,13 +137,58 @@ def list_repo(ref: HfRef, tok: str | None) -> RepoListing:
         )
         size = getattr(lfs, "size", None) if lfs is not None else None
         files.append(RepoFile(path=s.rfilename, size=size or s.size, etag=etag))
+    gated, private = bool(info.gated), bool(info.private)
+    if immutable and info.sha == ref.revision:
+        _listing_store(ref, gated, private, files)
     return RepoListing(
         ref=ref,
         commit=info.sha,
-        gated=bool(info.gated),
-        private=bool(info.private),
+        gated=gated,
+        private=private,
         models=tuple(repo_models(files)),
     )
+
+
+def _listing_path(ref: HfRef) -> Any:
+    key = hashlib.sha256(f"{endpoint()}\n{ref.repo}\n{ref.revision}".encode()).hexdigest()
+    return cache_dir() / "listings" / f"{key[:40]}.json"
+
+
+def _listing_load(ref: HfRef) -> RepoListing | None:
+    try:
+        data = json.loads(_listing_path(ref).read_text(encoding="utf-8"))
+        if data.get("format") != LISTING_FORMAT or data.get("repo") != ref.repo:
+            return None
+        files = [
+            RepoFile(str(f["path"]), f.get("size"), f.get("etag")) for f in data.get("files", [])
+        ]
+        return RepoListing(
+            ref=ref,
+            commit=ref.revision,
+            gated=bool(data.get("gated")),
+            private=bool(data.get("private")),
+            models=tuple(repo_models(files)),
+            cached=True,
+        )
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _listing_store(ref: HfRef, gated: bool, private: bool, files: list[RepoFile]) -> None:
+    data = {
+        "format": LISTING_FORMAT,
+        "repo": ref.repo,
+        "commit": ref.revision,
+        "gated": gated,
+        "private": private,
+        "files": [{"path": f.path, "size": f.size, "etag": f.etag} for f in files],
+    }
+    path = _listing_path(ref)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(data).encode())
+    except OSError:
+        return
 
 
 def choose(listing: RepoListing, verb: str = "fit") -> RepoModel:

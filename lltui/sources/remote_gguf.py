@@ -356,14 +356,14 @@ def _cache_store(url: str, etag: str | None, data: bytes, file_size: int) -> str
     try:
         base.parent.mkdir(parents=True, exist_ok=True)
         gguf_path = base.with_suffix(".gguf")
-        _write_atomic(gguf_path, data)
-        _write_atomic(base.with_suffix(".json"), json.dumps(meta).encode())
+        write_atomic(gguf_path, data)
+        write_atomic(base.with_suffix(".json"), json.dumps(meta).encode())
         return str(gguf_path)
     except OSError:
         return _scratch_copy(data)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -43,7 +43,7 @@ def read_remote(text: str, verb: str = "fit") -> RemoteModel:
 
         tok = hf_hub.token()
         listing = hf_hub.list_repo(ref, tok)
-        stats.requests += 1
+        stats.requests += 0 if listing.cached else 1
         chosen = hf_hub.choose(listing, verb)
         files = hf_hub.remote_files(listing, chosen, tok)
         headers = [read_file_header(client, f, stats, head=f.etag is None) for f in files]
