@@ -309,6 +309,9 @@ def test_the_fit_view_reads_remote_references(hub):
 
     out = compute(FitRequest(1, "hf:acme/Big-GGUF:Q4_K_M", {}, "", "24GiB"), None)
     assert out.error is None and out.result is not None
+    hub.clear()  # a form edit estimates again without asking the network
+    out = compute(FitRequest(3, "hf:acme/Big-GGUF:Q4_K_M", {"ctx": "8192"}, "", "24GiB"), None)
+    assert out.error is None and out.result is not None and hub.log == []
     out = compute(FitRequest(2, "hf:acme/Big-GGUF", {}, "", "24GiB"), None)
     assert out.error is not None and "Q4_K_M" in out.error and "\n" not in out.error
 
