@@ -6,6 +6,8 @@ ranged reader call, over real HTTP, with every request logged.
 - ``GET|HEAD /OWNER/NAME/resolve/REV/PATH``: the file, with Range support (206), ETag,
   X-Repo-Commit and Content-Length; a gated or private repository wants the token.
 - ``GET|HEAD /files/NAME``: a plain file server for https-URL references.
+- ``GET|HEAD /cdn/OWNER/NAME/PATH``: where ``/resolve/`` redirects when ``cdn`` is set (the
+  hub's storage, another origin: ``localhost`` rather than ``127.0.0.1``).
 
 ``ranges = False`` makes it answer every GET with 200 and the whole body, as servers that
 ignore Range do.
@@ -50,6 +52,7 @@ class Hub:
     files: dict[str, Path] = field(default_factory=dict)  # /files/NAME
     token: str | None = None  # the token gated and private repositories accept
     ranges: bool = True
+    cdn: bool = False  # /resolve/ answers 302 to another origin (localhost), as the hub does
     log: list[Hit] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
@@ -134,7 +137,23 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
                 f = repo.files.get(m.group(3))
                 if f is None:
                     return self._error(404, "EntryNotFound")
+                if hub.cdn:
+                    port = hub.url.rsplit(":", 1)[1]
+                    where = f"http://localhost:{port}/cdn/{m.group(1)}/{m.group(3)}"
+                    return self._send(
+                        302,
+                        b"",
+                        {
+                            "Location": where,
+                            "X-Repo-Commit": repo.commit,
+                            "X-Linked-Etag": f'"{etag_of(f)}"',
+                            "X-Linked-Size": str(f.stat().st_size),
+                        },
+                    )
                 return self._file(f, {"X-Repo-Commit": repo.commit})
+            m = re.match(r"^/cdn/([^/]+/[^/]+)/(.+)$", path)
+            if m and m.group(1) in hub.repos and m.group(2) in hub.repos[m.group(1)].files:
+                return self._file(hub.repos[m.group(1)].files[m.group(2)], {})
             m = re.match(r"^/files/(.+)$", path)
             if m and m.group(1) in hub.files:
                 return self._file(hub.files[m.group(1)], {})

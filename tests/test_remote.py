@@ -328,3 +328,13 @@ def test_the_oracle_says_it_needs_the_file(hub, capsys):
     assert main(["fit", f"{hub.url}/files/one.gguf", "--gpus", "cpu", "--oracle", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "download the model first" in json.dumps(data["oracle"])
+
+
+def test_the_token_stays_on_the_hub_when_a_file_is_redirected_to_storage(hub, monkeypatch):
+    monkeypatch.setattr(hf_hub, "token", lambda: TOKEN)
+    hub.cdn = True
+    m = read_remote("hf:acme/Gated-GGUF:Q8_0").model
+    assert m.path == "hf:acme/Gated-GGUF:Gated-Q8_0.gguf"
+    resolve, storage = hub.hits("/resolve/"), hub.hits("/cdn/")
+    assert resolve and all(h.status == 302 and h.auth == f"Bearer {TOKEN}" for h in resolve)
+    assert storage and all(h.status == 206 and h.auth is None for h in storage)
