@@ -219,9 +219,19 @@ def test_a_server_that_ignores_range_is_read_as_a_bounded_stream(hub, big_model,
 
 
 def test_an_unreachable_server_is_one_line(capsys):
-    assert main(["quant", "http://127.0.0.1:9/m.gguf"]) == 1
+    assert main(["quant", "http://someone:pa55word@127.0.0.1:9/m.gguf"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cannot connect" in err
+    assert "http://127.0.0.1:9/m.gguf" in err and "pa55word" not in err
+
+
+def test_credentials_in_a_url_are_not_shown(hub, capsys):
+    url = hub.url.replace("http://", "http://someone:pa55word@") + "/files/one.gguf"
+    assert main(["fit", url, "--gpus", "24GiB", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["model"]["path"] == f"{hub.url}/files/one.gguf"
+    kept = list((Path(os.environ["XDG_CACHE_HOME"]) / "lltui" / "gguf-headers").glob("*.json"))
+    assert kept and all("pa55word" not in p.read_text() for p in kept)
 
 
 # -- tokens and gated repositories -----------------------------------------------------------

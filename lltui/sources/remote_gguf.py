@@ -30,7 +30,7 @@ from lltui.core.fit.gguf import (
     parse_gguf_header,
 )
 from lltui.core.fit.gguf_values import as_int
-from lltui.core.fit.remote_ref import UrlRef, split_urls
+from lltui.core.fit.remote_ref import UrlRef, display_url, split_urls
 from lltui.core.units import MIB, fmt_bytes
 from lltui.sources.llama.build_cache import cache_home
 
@@ -90,7 +90,8 @@ def new_client() -> httpx.Client:
 
 
 def _host(url: str) -> str:
-    return urlsplit(url).netloc or url
+    parts = urlsplit(url)
+    return parts.netloc.rsplit("@", 1)[-1] or display_url(url)
 
 
 def _status_error(f: RemoteFile, resp: httpx.Response) -> RemoteError:
@@ -327,7 +328,7 @@ def _cache_load(url: str, etag: str | None, name: str) -> GgufFile | None:
         if (
             not isinstance(meta, dict)
             or meta.get("format") != CACHE_FORMAT
-            or meta.get("url") != url
+            or meta.get("url") != display_url(url)
             or meta.get("etag") != etag
         ):
             return None
@@ -348,7 +349,7 @@ def _cache_store(url: str, etag: str | None, data: bytes, file_size: int) -> str
     base = cache_dir() / _cache_key(url, etag)
     meta = {
         "format": CACHE_FORMAT,
-        "url": url,
+        "url": display_url(url),
         "etag": etag,
         "file_size": file_size,
         "header_bytes": len(data),
@@ -451,7 +452,7 @@ def read_url_model(
     ref: UrlRef, client: httpx.Client, stats: ReadStats, auth: Mapping[str, str] | None = None
 ) -> GgufModel:
     """The model at a URL; a split model's other parts are found by their names."""
-    first = RemoteFile(url=ref.url, name=ref.url, auth=dict(auth or {}))
+    first = RemoteFile(url=ref.url, name=display_url(ref.url), auth=dict(auth or {}))
     head = read_file_header(client, first, stats)
     count = as_int(head.metadata.get("split.count"))
     if count is None or count <= 1:
@@ -459,12 +460,14 @@ def read_url_model(
     urls = split_urls(ref.url, count)
     if urls is None:
         raise RemoteError(
-            f"{ref.url}: split model ({count} files) but the name does not end in "
+            f"{display_url(ref.url)}: split model ({count} files) but the name does not end in "
             f"-NNNNN-of-{count:05d}.gguf"
         )
-    rest = [RemoteFile(url=u, name=u, auth=dict(auth or {})) for u in urls if u != ref.url]
+    rest = [
+        RemoteFile(url=u, name=display_url(u), auth=dict(auth or {})) for u in urls if u != ref.url
+    ]
     if len(rest) != count - 1:
-        raise RemoteError(f"{ref.url}: split model whose parts cannot be named from its URL")
+        raise RemoteError(f"{first.name}: split model whose parts cannot be named from its URL")
     # parts are named in order; the one given may be any of them
     by_url = {f.url: read_file_header(client, f, stats) for f in rest} | {ref.url: head}
     return join_headers([by_url[u] for u in urls])

@@ -54,6 +54,14 @@ class UrlRef:
     url: str
 
 
+def display_url(url: str) -> str:
+    """``url`` without the user and password it may carry, for messages and output."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
 def is_remote_ref(text: str) -> bool:
     """True for ``hf:...`` and ``http(s)://...``: references read over the network."""
     t = text.strip()
