@@ -52,6 +52,7 @@ class Hub:
     files: dict[str, Path] = field(default_factory=dict)  # /files/NAME
     token: str | None = None  # the token gated and private repositories accept
     ranges: bool = True
+    head: bool = True  # False: HEAD answers 405, as URLs signed for GET only do
     cdn: bool = False  # /resolve/ answers 302 to another origin (localhost), as the hub does
     log: list[Hit] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -116,6 +117,8 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
             return 401 if auth is None else 403
 
         def do_HEAD(self) -> None:
+            if not hub.head:
+                return self._error(405)
             self.do_GET()
 
         def do_GET(self) -> None:

@@ -348,3 +348,12 @@ def test_the_token_stays_on_the_hub_when_a_file_is_redirected_to_storage(hub, mo
     resolve, storage = hub.hits("/resolve/"), hub.hits("/cdn/")
     assert resolve and all(h.status == 302 and h.auth == f"Bearer {TOKEN}" for h in resolve)
     assert storage and all(h.status == 206 and h.auth is None for h in storage)
+
+
+def test_a_server_that_refuses_head_is_read_by_ranges(hub):
+    hub.head = False
+    m = read_remote(f"{hub.url}/files/one.gguf").model
+    assert m.architecture == "llama"
+    assert [h.status for h in hub.hits("/files/")][:2] == [405, 206]
+    with pytest.raises(RemoteError, match=r"not found \(HTTP 404\)"):
+        read_remote(f"{hub.url}/files/gone.gguf")

@@ -416,14 +416,15 @@ def read_file_header(
 
 
 def _head_etag(client: httpx.Client, f: RemoteFile, stats: ReadStats) -> str | None:
-    """The ETag a HEAD request answers (None when the server gives none); errors as lines."""
+    """The ETag a HEAD request answers; None when the server gives none or refuses HEAD (a
+    URL signed for GET only): the ranged GET that follows says what is wrong, if anything."""
     try:
         resp = client.head(f.url, headers=dict(f.auth))
     except httpx.HTTPError as exc:
         raise _transport_error(f, exc) from None
     stats.requests += 1
     if resp.status_code >= 400:
-        raise _status_error(f, resp)
+        return None
     return _etag(resp.headers)
 
 
