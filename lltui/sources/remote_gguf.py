@@ -171,7 +171,7 @@ class _Reader:
         if resp.status_code == 200 and start == 0:
             self._stream = resp
             self._chunks = resp.iter_bytes(_CHUNK)
-            length = as_int(_int(resp.headers.get("Content-Length")))
+            length = _int(resp.headers.get("Content-Length"))
             if length is not None:
                 self.total = length
             self.etag = self.etag or _etag(resp.headers)
@@ -179,11 +179,13 @@ class _Reader:
             return
         resp.close()
         if resp.status_code == 200:
-            raise RemoteError(f"{self.f.name}: the server stopped honouring byte ranges")
+            raise RemoteError(f"{self.f.name}: the server stopped honouring byte ranges", 1)
         raise _status_error(self.f, resp)
 
     def _take_partial(self, resp: httpx.Response, start: int, want: int) -> None:
         first, _last, total = _content_range(resp.headers.get("Content-Range", ""))
+        if first is None:
+            raise RemoteError(f"{self.f.name}: a partial answer without a Content-Range", 1)
         if first != start:
             raise RemoteError(
                 f"{self.f.name}: the server sent bytes from {first}, not the {start} asked for"
