@@ -621,3 +621,26 @@ def test_a_prefix_of_a_truncated_file_is_an_error_not_a_request_for_more(tmp_pat
     cut = data[: head // 2]
     with pytest.raises(GgufError, match="past the end of the file"):
         parse_gguf_header(cut, len(cut), "cut.gguf")
+
+
+def test_corrupt_headers_read_by_prefixes_end_in_an_error_or_a_bounded_request(models):
+    """A remote reader grows the prefix while the parser asks for more: with corrupt bytes
+    the parser still ends in a GgufError or a header, and never asks past the file."""
+    src = bytearray(models["qwen3moe-Q8_0"].read_bytes())
+    header_end = read_gguf(models["qwen3moe-Q8_0"]).data_offset
+    rng = random.Random(13)
+    for _ in range(60):
+        blob = bytearray(src)
+        for _ in range(rng.randint(1, 4)):
+            blob[rng.randrange(0, header_end)] = rng.randrange(256)
+        have = rng.randrange(24, header_end)
+        while True:
+            try:
+                parse_gguf_header(bytes(blob[:have]), len(blob), "flip.gguf")
+                break
+            except GgufIncomplete as inc:
+                assert have < len(blob)
+                have = min(len(blob), max(inc.needed, have * 2))
+            except GgufError as exc:
+                assert "\n" not in str(exc)
+                break
