@@ -357,3 +357,11 @@ def test_a_server_that_refuses_head_is_read_by_ranges(hub):
     assert [h.status for h in hub.hits("/files/")][:2] == [405, 206]
     with pytest.raises(RemoteError, match=r"not found \(HTTP 404\)"):
         read_remote(f"{hub.url}/files/gone.gguf")
+
+
+def test_the_python_api_takes_remote_references(hub, small_models):
+    from lltui.api import estimate_model_vram
+
+    here = estimate_model_vram(str(small_models["one"]), None, 2048)
+    assert estimate_model_vram(f"{hub.url}/files/one.gguf", None, 2048) == here
+    assert estimate_model_vram("hf:acme/Big-GGUF:IQ4_XS", None, 2048) == here
