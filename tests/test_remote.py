@@ -134,6 +134,8 @@ def test_quant_tags_match_as_llama_cpp_does():
     assert [m.kind for m in models][-1] == "mmproj"
     assert select_quant(models, "F16") == []  # the projector is not a model
     assert quant_of("x/m-UD-Q4_K_XL-00001-of-00002.gguf") == "UD-Q4_K_XL"
+    assert quant_of("Q8_0/model-00001-of-00002.gguf") == "Q8_0"
+    assert quant_of("model.gguf") is None
 
 
 # -- reading headers ---------------------------------------------------------------------------

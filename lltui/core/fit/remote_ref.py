@@ -93,9 +93,9 @@ def parse_ref(text: str) -> HfRef | UrlRef:
 
 
 def quant_of(name: str) -> str | None:
-    """The quantization a file name carries (the last one named), upper case; None if none."""
-    base = name.rsplit("/", 1)[-1]
-    found = _QUANT_RE.findall(base)
+    """The quantization a file name carries (the last one named; else its folder's), upper
+    case; None if none."""
+    found = _QUANT_RE.findall(name.rsplit("/", 1)[-1]) or _QUANT_RE.findall(name)
     return found[-1].upper() if found else None
 
 
