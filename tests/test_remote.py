@@ -135,6 +135,11 @@ def test_quant_tags_match_as_llama_cpp_does():
     assert select_quant(models, "F16") == []  # the projector is not a model
     assert quant_of("x/m-UD-Q4_K_XL-00001-of-00002.gguf") == "UD-Q4_K_XL"
     assert quant_of("Q8_0/model-00001-of-00002.gguf") == "Q8_0"
+    both = repo_models([RepoFile("m-Q4_K_M.gguf", 1), RepoFile("m-UD-Q4_K_M.gguf", 1)])
+    assert [m.path for m in select_quant(both, "Q4_K_M")] == ["m-Q4_K_M.gguf"]
+    assert [m.path for m in select_quant(both, "ud-q4_k_m")] == ["m-UD-Q4_K_M.gguf"]
+    two = repo_models([RepoFile("a-Q8_0.gguf", 1), RepoFile("b-Q8_0.gguf", 1)])
+    assert len(select_quant(two, "Q8_0")) == 2  # ambiguous: the file must be named
     assert quant_of("model.gguf") is None
 
 

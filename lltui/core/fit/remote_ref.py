@@ -159,15 +159,19 @@ def repo_models(files: Sequence[RepoFile]) -> list[RepoModel]:
 
 def select_quant(models: Sequence[RepoModel], tag: str) -> list[RepoModel]:
     """The models whose file names carry the quantization ``tag`` (case-insensitive, as a
-    whole word: Q4_K matches neither Q4_K_M nor IQ4_K); projectors only when asked for."""
+    whole word: Q4_K matches neither Q4_K_M nor IQ4_K); projectors only when asked for.
+    Several matches: those whose quantization is exactly the tag, if any."""
     pat = re.compile(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9_])", re.IGNORECASE)
     want_proj = "mmproj" in tag.lower()
-    return [
+    matched = [
         m
         for m in models
         if (m.kind == "mmproj") == want_proj
         and (pat.search(m.path.rsplit("/", 1)[-1]) or pat.search(m.path))
     ]
+    # Q4_K_M also names UD-Q4_K_M's file: the model that is exactly Q4_K_M comes first
+    exact = [m for m in matched if m.quant == tag.upper()]
+    return exact if len(matched) > 1 and exact else matched
 
 
 def select_file(models: Sequence[RepoModel], path: str) -> RepoModel | None:
