@@ -23,7 +23,13 @@ from lltui.core.fit.remote_ref import (
     select_file,
     select_quant,
 )
-from lltui.sources.remote_gguf import RemoteError, RemoteFile, cache_dir, write_atomic
+from lltui.sources.remote_gguf import (
+    TIMEOUT_S,
+    RemoteError,
+    RemoteFile,
+    cache_dir,
+    write_atomic,
+)
 
 INSTALL_HINT = "hf: references need huggingface_hub: pip install 'lltui[hf]'"
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -125,7 +131,11 @@ def list_repo(ref: HfRef, tok: str | None) -> RepoListing:
     api = hub.HfApi(endpoint=endpoint(), library_name="lltui")
     try:
         info = api.model_info(
-            ref.repo, revision=ref.revision, files_metadata=True, token=tok or False
+            ref.repo,
+            revision=ref.revision,
+            files_metadata=True,
+            token=tok or False,
+            timeout=TIMEOUT_S,
         )
     except Exception as exc:
         raise hub_error(ref.text(), exc, tok) from None
