@@ -39,7 +39,14 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default=None,
-        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE; also LLTUI_SOURCE",
+        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE, replay:FILE, or several joined "
+        "by commas (smi:h1,smi:h2,nvml: a fleet); also LLTUI_SOURCE",
+    )
+    p.add_argument(
+        "--hosts",
+        metavar="FILE",
+        default=None,
+        help="a fleet: one ssh host a line ([user@]host[:port]), watched side by side",
     )
     p.add_argument("--interval", type=float, default=None, help="seconds between samples")
     add_replay_options(p)

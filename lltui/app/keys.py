@@ -18,6 +18,7 @@ BINDINGS: list[BindingType] = [
     Binding("3", "switch_mode('nccl')", "NCCL", id="view-nccl", show=False),
     Binding("4", "switch_mode('fit')", "Fit", id="view-fit", show=False),
     Binding("5", "switch_mode('launch')", "Launch", id="view-launch", show=False),
+    Binding("6", "switch_mode('fleet')", "Fleet", id="view-fleet", show=False),
     Binding("v", "next_view", "View", id="view-next"),
     Binding("space,p", "toggle_pause", "Pause", id="pause"),
     Binding("minus", "interval(-1)", "Faster", id="interval-down"),

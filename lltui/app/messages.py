@@ -72,6 +72,13 @@ class NcclFileLoaded(Message, bubble=False):
     text: str
 
 
+class FleetChanged(Message):
+    """A host of the fleet has a new state. Coalesces: the view reads the fleet's latest."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FleetChanged)
+
+
 class LaunchChanged(Message):
     """The launched (or followed) server changed: a log line, a poll, a state. Coalesces;
     the controller's state is read under its lock."""
