@@ -3,7 +3,7 @@
 Every command to a host goes through an OpenSSH control master (``ControlMaster=auto``): the
 first command opens the connection, later ones are sessions on it, so a tick costs no
 handshake. The control sockets live in a private folder (:func:`lltui.config.runtime_dir`)
-and carry lltui's pid, so two lltui do not share (or close) each other's masters.
+and carry lltui's pid (``ssh/PID-HASH``), so two lltui do not share (or close) each other's masters.
 ``ControlPersist`` is short: a master left by an lltui that was killed goes away on its own
 once idle; :meth:`SshTarget.close` stops it at once (``ssh -O exit``) on every normal exit.
 
@@ -14,6 +14,7 @@ quoted with :func:`shlex.quote` by the callers that send words from outside lltu
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -106,8 +107,11 @@ class SshTarget:
             except OSError:
                 self.multiplex = False
                 return None
-            # %C: a hash of the local host, the remote host, port and user (short, unique)
-            self._control_path = str(folder / f"{os.getpid()}-%C")
+            # a hash of what names the connection: short (a socket path has ~100 bytes), one
+            # per host as the user wrote it (two aliases of one machine are two hosts)
+            key = f"{self.host}\0{self.port}\0{self.config_file}".encode()
+            digest = hashlib.sha256(key).hexdigest()[:20]
+            self._control_path = str(folder / f"{os.getpid()}-{digest}")
         return self._control_path
 
     def options(self) -> list[str]:
