@@ -154,7 +154,8 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) 
 
 
 @contextlib.contextmanager
-def ssh_server(root: Path) -> Iterator[SshServer]:
+def ssh_server(root: Path, remote_path: str = "") -> Iterator[SshServer]:
+    """The server; ``remote_path``: folders put on its sessions' PATH after the stand-in."""
     why = missing()
     if why is not None:
         pytest.skip(why)
@@ -176,9 +177,7 @@ def ssh_server(root: Path) -> Iterator[SshServer]:
         )
     )
     smi.chmod(0o755)
-    # rpc-server and friends from the cached build are found on PATH too when present
-    extra_path = os.environ.get("LLTUI_TEST_REMOTE_PATH", "")
-    path = ":".join(p for p in (str(bin_dir), extra_path, "/usr/bin:/bin") if p)
+    path = ":".join(p for p in (str(bin_dir), remote_path, "/usr/bin:/bin") if p)
     port = free_port()
     pid_file = root / "sshd.pid"
     config = root / "sshd_config"
@@ -251,6 +250,6 @@ def ssh_server(root: Path) -> Iterator[SshServer]:
 def ssh_children_of_us() -> list[str]:
     """ssh processes still running that lltui started in this test process (masters
     included: they are re-parented but keep our control-socket folder in their argv)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
     mark = f"/ssh/{os.getpid()}-"
     return [line for line in out.splitlines() if " ssh" in line and mark in line]
