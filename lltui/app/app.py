@@ -114,7 +114,7 @@ class LltuiApp(App[int]):
         if self._start_polling:
             self.poller.start()
         if self._fleet is not None:
-            self._fleet.on_update = lambda _index: self.post_message(FleetChanged())
+            self._fleet.on_update = lambda index: self.post_message(FleetChanged(index))
             if self._start_polling:
                 self._fleet.start()
         self.set_interval(STATUS_REFRESH_S, self._refresh_status)

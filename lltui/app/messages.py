@@ -72,8 +72,12 @@ class NcclFileLoaded(Message, bubble=False):
     text: str
 
 
+@dataclass
 class FleetChanged(Message):
-    """A host of the fleet has a new state. Coalesces: the view reads the fleet's latest."""
+    """A host of the fleet has a new state (``index``: the latest to change). Coalesces:
+    the view reads every host's latest state from the fleet."""
+
+    index: int
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, FleetChanged)

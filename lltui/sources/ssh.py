@@ -85,6 +85,7 @@ class SshTarget:
     config_file: str | None = field(default_factory=ssh_config_file)
     multiplex: bool = True
     _control_path: str | None = field(default=None, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_host(self.host)
@@ -96,7 +97,7 @@ class SshTarget:
     def control_path(self) -> str | None:
         """The socket of this host's master (None when multiplexing is off or no private
         folder could be made: each command then opens its own connection)."""
-        if not self.multiplex:
+        if not self.multiplex or self._closed:
             return None
         if self._control_path is None:
             from lltui.config import runtime_dir
@@ -121,7 +122,11 @@ class SshTarget:
             opts += ["-F", self.config_file]
         opts += list(BASE_OPTIONS)
         path = self.control_path()
-        if path is not None:
+        if path is None:
+            # no master, and none made by this command (one closed stays closed: a command
+            # racing the close must not start a master nobody will stop)
+            opts += ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
+        else:
             opts += [
                 "-o",
                 "ControlMaster=auto",
@@ -145,11 +150,15 @@ class SshTarget:
         return _quiet(["ssh", *self.options(), "-O", "check", "--", self.host], timeout) == 0
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop this host's master (``ssh -O exit``); nothing when none runs."""
+        """Stop this host's master (``ssh -O exit``); nothing when none runs. Later
+        commands to this target each use a connection of their own."""
         path = self._control_path
-        if path is None or shutil.which("ssh") is None:
+        if path is None or self._closed or shutil.which("ssh") is None:
+            self._closed = True
             return
-        _quiet(["ssh", *self.options(), "-O", "exit", "--", self.host], timeout)
+        argv = ["ssh", *self.options(), "-O", "exit", "--", self.host]
+        self._closed = True
+        _quiet(argv, timeout)
 
 
 def _quiet(argv: list[str], timeout: float) -> int:
