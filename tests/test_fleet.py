@@ -300,3 +300,22 @@ def test_gpus_with_a_bad_hosts_file_is_one_line(tmp_path, capsys):
     assert main(["gpus", "--hosts", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "line 2" in err
+
+
+def test_a_sample_taken_before_the_host_in_view_changed_is_dropped():
+    fleet, _stuck = make_fleet()
+    fleet.poll_host(0)
+    fleet.poll_host(3)
+    source = FleetFocus(fleet)
+    app = create_app(Settings(source="sim:4xl4"), source=source, info=source.open())
+    app._fleet = fleet
+    try:
+        old = source.poll()  # from sim:4xl4 ...
+        app.focus_host(3)  # ... and the monitor moved to sim:kaggle-2xt4 meanwhile
+        app.ingest(old)
+        assert app.model.latest is None
+        app.ingest(source.poll())
+        assert app.model.latest is not None
+        assert app.model.latest.info.source == "sim:kaggle-2xt4"
+    finally:
+        fleet.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -70,6 +71,7 @@ class LltuiApp(App[int]):
     ) -> None:
         super().__init__()
         self._fleet = fleet
+        self._focus_lock = threading.Lock()
         self._initial_view = view
         self.settings = settings
         self.source = source
@@ -154,8 +156,11 @@ class LltuiApp(App[int]):
     def ingest(self, sample: RigSample, poll_seconds: float = 0.0) -> None:
         """Take a sample (on the poller thread, or from a test): into the model, to the
         recorder, then a render request to the UI thread."""
-        if not self.model.apply(sample, poll_seconds):
-            return
+        with self._focus_lock:  # a fleet's host in view cannot change in between
+            if self._fleet is not None and not self._fleet_focus_has(sample):
+                return  # taken from the host in view a moment ago, before the change
+            if not self.model.apply(sample, poll_seconds):
+                return
         self.samples_applied += 1
         if self._on_sample is not None:
             try:
@@ -227,13 +232,22 @@ class LltuiApp(App[int]):
 
         if self._fleet is None or not isinstance(self.source, FleetFocus):
             return
-        info = self.source.set_focus(index)
-        old = self.model
-        history = RigHistory(old.history.maxlen, max_age_s=old.history.max_age_s)
-        self.model = RigModel(info=info, interval=old.interval, history=history, clock=self.clock)
+        with self._focus_lock:
+            info = self.source.set_focus(index)
+            old = self.model
+            history = RigHistory(old.history.maxlen, max_age_s=old.history.max_age_s)
+            self.model = RigModel(
+                info=info, interval=old.interval, history=history, clock=self.clock
+            )
         self.poller.resume()
-        self.switch_mode("monitor")
-        self.render_model()
+        if self.is_running:
+            self.switch_mode("monitor")
+            self.render_model()
+
+    def _fleet_focus_has(self, sample: RigSample) -> bool:
+        from lltui.sources.fleet import FleetFocus
+
+        return not isinstance(self.source, FleetFocus) or self.source.is_current(sample)
 
     @on(FleetChanged)
     def _fleet_changed(self, message: FleetChanged) -> None:

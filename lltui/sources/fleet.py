@@ -274,6 +274,7 @@ class FleetFocus:
         self.fleet = fleet
         self._focus = index
         self._last_seq = 0
+        self._returned: tuple[int, int] | None = None  # (host, seq) of the last poll
         self.name = fleet.hosts[index].label
 
     @property
@@ -309,8 +310,13 @@ class FleetFocus:
             if state.sample is None:
                 raise SourceUnavailable(f"{state.label}: no answer yet")
             self._last_seq = state.sample.seq
+            self._returned = (index, state.sample.seq)
             return state.sample
         raise SourceUnavailable("the host in view changed")
+
+    def is_current(self, sample: RigSample) -> bool:
+        """Whether ``sample`` came from the host in view now (not the one before it)."""
+        return self._returned == (self._focus, sample.seq)
 
     def close(self) -> None:
         self.fleet.close()
