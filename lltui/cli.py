@@ -48,6 +48,13 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="a fleet: one ssh host a line ([user@]host[:port]), watched side by side",
     )
+    p.add_argument(
+        "--host-timeout",
+        type=float,
+        metavar="S",
+        default=None,
+        help="a fleet host that has not answered one poll in S seconds is down (default 10)",
+    )
     p.add_argument("--interval", type=float, default=None, help="seconds between samples")
     add_replay_options(p)
 

@@ -319,3 +319,10 @@ def test_a_sample_taken_before_the_host_in_view_changed_is_dropped():
         assert app.model.latest.info.source == "sim:kaggle-2xt4"
     finally:
         fleet.close()
+
+
+def test_a_bad_host_timeout_is_bad_input(capsys):
+    from lltui.cli import main
+
+    assert main(["gpus", "--host-timeout", "0", "--source", "sim:4xl4,sim:colab-t4"]) == 2
+    assert "--host-timeout" in capsys.readouterr().err

@@ -123,3 +123,32 @@ def test_gpus_over_ssh_lists_each_hosts_gpus(ssh_env: SshServer, tmp_path, capsy
         ("fleet-down", False, 0),
     ]
     assert out["hosts"][0]["gpus"][0]["uuid"] == "GPU-stand-in-0"
+
+
+def test_a_master_its_owner_forgot_is_stopped_when_lltui_exits(ssh_env: SshServer):
+    import subprocess
+    import sys
+
+    code = (
+        "from lltui.sources.smi import SmiSource\n"
+        "s = SmiSource('fleet-a', timeout=20)\n"
+        "s.open(); s.poll()\n"
+        "import os; print(os.getpid())\n"  # no close(): the exit handler stops the master
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])),
+    )
+    assert done.returncode == 0, done.stderr
+    pid = done.stdout.strip()
+    out = subprocess.run(["ps", "-eww", "-o", "stat,args"], capture_output=True, text=True)
+    masters = [
+        line
+        for line in out.stdout.splitlines()
+        if f"/ssh/{pid}-" in line and not line.startswith("Z")
+    ]
+    assert masters == []
+    assert sockets(os.environ["XDG_RUNTIME_DIR"]) == []

@@ -399,6 +399,7 @@ def create_app(
     view: str = "monitor",
     replay: ReplayOptions | None = None,
     hosts_file: str | None = None,
+    host_timeout: float | None = None,
 ) -> LltuiApp:
     """Build the app for a source (opened here from ``settings.source`` when not given).
 
@@ -409,13 +410,15 @@ def create_app(
         from lltui.sources.registry import is_fleet, open_source
 
         if hosts_file or is_fleet(settings.source):
-            from lltui.sources.fleet import Fleet, FleetFocus, fleet_specs
+            from lltui.sources.fleet import HOST_TIMEOUT_S, Fleet, FleetFocus, fleet_specs
             from lltui.sources.registry import parse_source_spec
 
             specs = fleet_specs(settings.source, hosts_file)
             for spec in specs:
                 parse_source_spec(spec)  # a bad one is one line now, not a host down later
-            fleet = Fleet(specs, interval=settings.interval)
+            if host_timeout is not None and not 0 < host_timeout <= 3600:
+                raise ValueError(f"--host-timeout {host_timeout:g} is out of range (0-3600 s)")
+            fleet = Fleet(specs, interval=settings.interval, timeout=host_timeout or HOST_TIMEOUT_S)
             source = FleetFocus(fleet)
             info = source.open()
             if view == "monitor":

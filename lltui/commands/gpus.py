@@ -16,6 +16,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--hosts", dest="sub_hosts", metavar="FILE", default=None, help="as the global --hosts"
     )
+    p.add_argument(
+        "--host-timeout",
+        dest="sub_host_timeout",
+        type=float,
+        metavar="S",
+        default=None,
+        help="as the global --host-timeout",
+    )
     add_replay_options(p, argparse.SUPPRESS)
     p.set_defaults(func=run)
 
@@ -65,7 +73,7 @@ def _run_fleet(args: argparse.Namespace, spec: str, hosts_file: str | None) -> i
     host's GPUs under it (JSON) or its own table (text). 1 when no host answered."""
     from lltui.core.monitor.fleet import fleet_to_json, status_of
     from lltui.core.monitor.gpus_report import rig_to_text
-    from lltui.sources.fleet import Fleet, fleet_specs
+    from lltui.sources.fleet import HOST_TIMEOUT_S, Fleet, fleet_specs
 
     if getattr(args, "record", None):
         raise CliError("--record keeps one source's samples: give a single --source", 2)
@@ -75,7 +83,12 @@ def _run_fleet(args: argparse.Namespace, spec: str, hosts_file: str | None) -> i
 
         for one in specs:
             parse_source_spec(one)
-        fleet = Fleet(specs, timeout=getattr(args, "host_timeout", None) or 10.0)
+        timeout = getattr(args, "sub_host_timeout", None)
+        if timeout is None:
+            timeout = getattr(args, "host_timeout", None)
+        if timeout is not None and not 0 < timeout <= 3600:
+            raise ValueError(f"--host-timeout {timeout:g} is out of range (0-3600 s)")
+        fleet = Fleet(specs, timeout=timeout or HOST_TIMEOUT_S)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     try:

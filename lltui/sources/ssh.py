@@ -14,11 +14,13 @@ quoted with :func:`shlex.quote` by the callers that send words from outside lltu
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
 import shutil
 import subprocess
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -76,7 +78,7 @@ def ssh_config_file(environ: Mapping[str, str] | None = None) -> str | None:
     return env.get(SSH_CONFIG_ENV) or None
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: kept in a WeakSet
 class SshTarget:
     """One host reached over ssh, with its control master."""
 
@@ -113,6 +115,7 @@ class SshTarget:
             key = f"{self.host}\0{self.port}\0{self.config_file}".encode()
             digest = hashlib.sha256(key).hexdigest()[:20]
             self._control_path = str(folder / f"{os.getpid()}-{digest}")
+            _OPEN.add(self)
         return self._control_path
 
     def options(self) -> list[str]:
@@ -158,7 +161,18 @@ class SshTarget:
             return
         argv = ["ssh", *self.options(), "-O", "exit", "--", self.host]
         self._closed = True
+        _OPEN.discard(self)
         _quiet(argv, timeout)
+
+
+# Targets whose master may run; whatever their owner forgot is stopped when lltui exits.
+_OPEN: weakref.WeakSet[SshTarget] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for target in list(_OPEN):
+        target.close(timeout=2.0)
 
 
 def _quiet(argv: list[str], timeout: float) -> int:
