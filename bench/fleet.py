@@ -21,7 +21,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -100,6 +102,52 @@ async def one_monitor(ticks: int, size: tuple[int, int]) -> tuple[float, float]:
     return statistics.median(ticks_ms), statistics.median(idles)
 
 
+def children_cpu_ms() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000.0
+
+
+def master_cpu_ms(source: object) -> float:
+    """CPU time of a host's control master so far (it is not our child once detached)."""
+    import re
+    import subprocess
+
+    target = getattr(source, "ssh", None)
+    if target is None or target.control_path() is None:
+        return 0.0
+    check = subprocess.run(
+        ["ssh", *target.options(), "-O", "check", "--", target.host],
+        capture_output=True,
+        text=True,
+        timeout=5,
+    )
+    m = re.search(r"pid=(\d+)", check.stderr + check.stdout)
+    if m is None:
+        return 0.0
+    try:
+        with open(f"/proc/{m.group(1)}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _maker(multiplex: bool, made: list[Any]) -> Callable[[str, int], Any]:
+    """SmiSources for a fleet, with or without the persistent connection, kept in ``made``."""
+    from lltui.sources.smi import SmiSource
+
+    def make(spec: str, index: int) -> SmiSource:
+        source = SmiSource(spec.partition(":")[2], timeout=10)
+        assert source.ssh is not None
+        source.ssh.multiplex = multiplex
+        made.append(source)
+        return source
+
+    return make
+
+
 def ssh_connections(seconds: float) -> None:
     from tests.ssh_fixture import missing, ssh_server
 
@@ -116,14 +164,9 @@ def ssh_connections(seconds: float) -> None:
         os.environ[SSH_CONFIG_ENV] = str(server.config)
         hosts = ["smi:fleet-a", "smi:fleet-b"]
         for multiplex in (True, False):
-
-            def make(spec: str, index: int, multiplex: bool = multiplex) -> SmiSource:
-                source = SmiSource(spec.partition(":")[2], timeout=10)
-                assert source.ssh is not None
-                source.ssh.multiplex = multiplex
-                return source
-
-            fleet = Fleet(hosts, interval=0.25, make=make)
+            made: list[SmiSource] = []
+            tracked = _maker(multiplex, made)
+            fleet = Fleet(hosts, interval=0.25, make=tracked)
             start = server.connections()
             fleet.start()
             deadline = time.monotonic() + 30
@@ -133,11 +176,15 @@ def ssh_connections(seconds: float) -> None:
                 time.sleep(0.05)
             first = server.connections()
             polls0 = sum(fleet.state(i).polls for i in range(len(hosts)))
+            masters0 = sum(master_cpu_ms(s) for s in made)
+            children0 = children_cpu_ms()
             t0 = time.monotonic()
             time.sleep(seconds)
             elapsed = time.monotonic() - t0
             polls = sum(fleet.state(i).polls for i in range(len(hosts))) - polls0
             later = server.connections() - first
+            masters = sum(master_cpu_ms(s) for s in made) - masters0
+            local_ms = children_cpu_ms() - children0 + masters
             fleet.close()
             per_min = later / len(hosts) / elapsed * 60
             per_poll = elapsed * len(hosts) / polls * 1000 if polls else float("nan")
@@ -145,7 +192,8 @@ def ssh_connections(seconds: float) -> None:
             print(
                 f"ssh {mode:26s}: first poll opened {first - start} for {len(hosts)} hosts; "
                 f"then {per_min:6.1f} connections/min/host over {elapsed:.0f} s "
-                f"({polls} polls, {per_poll:.0f} ms per poll at most 250 ms apart)"
+                f"({polls} polls, {per_poll:.0f} ms per poll at most 250 ms apart); "
+                f"local ssh CPU {local_ms / polls if polls else float('nan'):.1f} ms per poll"
             )
 
 
