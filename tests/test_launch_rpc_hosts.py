@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -56,8 +57,16 @@ def test_rpc_host_forms():
 
 def test_remote_command_quotes_what_the_user_gave():
     cmd = remote_command(parse_rpc_host("gpu2:6000", binary="/opt/my llama/rpc-server"))
-    assert "b='/opt/my llama/rpc-server'" in cmd
-    assert cmd.endswith('exec "$b" -H 127.0.0.1 -p 6000')
+    words = shlex.split(cmd)
+    assert words[:3] == ["exec", "sh", "-c"] and len(words) == 4
+    script = words[3]
+    assert "b='/opt/my llama/rpc-server'" in script
+    assert script.endswith('exec "$b" -H 127.0.0.1 -p 6000')
+    # what the host runs: sh says its pid, then becomes the binary
+    done = subprocess.run(
+        ["sh", "-c", script.replace('exec "$b"', "echo")], capture_output=True, text=True
+    )
+    assert "is not an executable file on gpu2" in done.stdout and done.returncode == 127
     assert "command -v rpc-server || command -v ggml-rpc-server" in remote_command(
         parse_rpc_host("gpu2")
     )
@@ -231,4 +240,4 @@ def test_dry_run_shows_the_ssh_commands_and_warns_beyond_loopback(env, tiny_mode
     (host,) = out["rpc_hosts"]
     assert host["endpoint"] == "fleet-a:6000" and host["tunnel"] is False
     assert "-tt" in host["argv"] and "fleet-a" in host["argv"]
-    assert "b=/opt/llama/rpc-server" in host["argv"][-1]
+    assert "b=/opt/llama/rpc-server" in shlex.split(host["argv"][-1])[-1]

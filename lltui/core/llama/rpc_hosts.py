@@ -86,8 +86,8 @@ def parse_rpc_host(
 
 
 def remote_command(spec: RpcHost) -> str:
-    """The command line the host's login shell runs: say our pid, then become rpc-server
-    (``exec``, so that pid is rpc-server's). Every word from outside lltui is quoted."""
+    """The command line the host's login shell runs: ``sh`` says its pid, then becomes
+    rpc-server (``exec``, so that pid is rpc-server's). Every word is quoted."""
     args = ["-H", spec.bind, "-p", str(spec.port)]
     if spec.threads:
         args += ["-t", str(spec.threads)]
@@ -99,7 +99,9 @@ def remote_command(spec: RpcHost) -> str:
     else:
         lookup = " || ".join(f"command -v {name}" for name in RPC_BINARIES)
         find = f"b=$({lookup}) || {{ echo {_missing(spec)}; exit 127; }}"
-    return f'{find}; echo {PID_MARK} $$; exec "$b" {quoted}'
+    script = f'{find}; echo {PID_MARK} $$; exec "$b" {quoted}'
+    # through sh whatever the user's login shell is (fish, csh): ``exec`` keeps the pid
+    return f"exec sh -c {shlex.quote(script)}"
 
 
 def _missing(spec: RpcHost) -> str:
