@@ -201,7 +201,8 @@ def ssh_server(root: Path, remote_path: str = "") -> Iterator[SshServer]:
             """
         )
     )
-    Path("/run/sshd").mkdir(exist_ok=True) if os.geteuid() == 0 else None
+    if os.geteuid() == 0:
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
     log = root / "sshd.log"
     proc = subprocess.Popen(
         [SSHD, "-D", "-f", str(config), "-E", str(log)],
