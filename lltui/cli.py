@@ -39,14 +39,15 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default=None,
-        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE, replay:FILE, or several joined "
-        "by commas (smi:h1,smi:h2,nvml: a fleet); also LLTUI_SOURCE",
+        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE; also LLTUI_SOURCE",
     )
+    p.add_argument("--interval", type=float, default=None, help="seconds between samples")
     p.add_argument(
         "--hosts",
         metavar="FILE",
         default=None,
-        help="a fleet: one ssh host a line ([user@]host[:port]), watched side by side",
+        help="a fleet: one ssh host a line ([user@]host[:port]), watched side by side "
+        "(--source also takes a list: smi:h1,smi:h2,nvml)",
     )
     p.add_argument(
         "--host-timeout",
@@ -55,7 +56,6 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="a fleet host that has not answered one poll in S seconds is down (default 10)",
     )
-    p.add_argument("--interval", type=float, default=None, help="seconds between samples")
     add_replay_options(p)
 
 

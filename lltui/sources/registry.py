@@ -8,10 +8,7 @@ from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.sources.base import GpuSource
 from lltui.sources.sim import DEFAULT_PROFILE, PROFILES
 
-SOURCE_HELP = (
-    "auto, nvml, smi, smi:[USER@]HOST[:PORT], sim, sim:PROFILE or replay:FILE, "
-    "or several joined by commas (a fleet)"
-)
+SOURCE_HELP = "auto, nvml, smi, smi:HOST, sim, sim:PROFILE or replay:FILE"
 
 
 @dataclass(frozen=True, slots=True)
