@@ -54,7 +54,7 @@ class LltuiApp(App[int]):
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = views.MODES
     DEFAULT_MODE = "monitor"
     COMMANDS = App.COMMANDS | {LltuiCommands}
-    BINDINGS: ClassVar[list[BindingType]] = keys.BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.BINDINGS, *keys.FLEET_BINDINGS]
 
     def __init__(
         self,

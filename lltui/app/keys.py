@@ -18,7 +18,6 @@ BINDINGS: list[BindingType] = [
     Binding("3", "switch_mode('nccl')", "NCCL", id="view-nccl", show=False),
     Binding("4", "switch_mode('fit')", "Fit", id="view-fit", show=False),
     Binding("5", "switch_mode('launch')", "Launch", id="view-launch", show=False),
-    Binding("6", "switch_mode('fleet')", "Fleet", id="view-fleet", show=False),
     Binding("v", "next_view", "View", id="view-next"),
     Binding("space,p", "toggle_pause", "Pause", id="pause"),
     Binding("minus", "interval(-1)", "Faster", id="interval-down"),
@@ -46,3 +45,9 @@ def step_interval(current: float, direction: int) -> float:
         return bigger[0] if bigger else MAX_INTERVAL
     smaller = [s for s in INTERVAL_STEPS if s < current]
     return smaller[-1] if smaller else MIN_INTERVAL
+
+
+# the fleet view (``--source a,b``, ``--hosts FILE``): one row per host
+FLEET_BINDINGS: list[BindingType] = [
+    Binding("6", "switch_mode('fleet')", "Fleet", id="view-fleet", show=False),
+]
