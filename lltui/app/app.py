@@ -253,6 +253,9 @@ class LltuiApp(App[int]):
     def _fleet_changed(self, message: FleetChanged) -> None:
         from lltui.app.screens.fleet import FleetScreen
 
+        # a host's thread can report while the screens are being closed
+        if not self.is_running or not self.screen_stack:
+            return
         if isinstance(self.screen, FleetScreen):
             self.screen.show_fleet()
 

@@ -100,6 +100,9 @@ class FleetScreen(ViewScreen):
         self._ready = True
         self.show_fleet()
 
+    def on_unmount(self) -> None:
+        self._ready = False
+
     def show_view(self) -> None:
         self.show_fleet()
 
@@ -115,7 +118,7 @@ class FleetScreen(ViewScreen):
 
     def show_fleet(self, snapshot: FleetSample | None = None) -> None:
         """Update the rows from the fleet's latest states (cells that changed only)."""
-        if not self._ready:
+        if not self._ready or not self.is_attached:
             return
         fleet = self.lltui.fleet
         summary = self.query_one("#fleet-summary", Static)
