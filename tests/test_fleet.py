@@ -326,3 +326,17 @@ def test_a_bad_host_timeout_is_bad_input(capsys):
 
     assert main(["gpus", "--host-timeout", "0", "--source", "sim:4xl4,sim:colab-t4"]) == 2
     assert "--host-timeout" in capsys.readouterr().err
+
+
+def test_a_socket_path_too_long_for_ssh_falls_back_to_a_connection_per_command(
+    tmp_path, monkeypatch
+):
+    from lltui.sources.ssh import SshTarget
+
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    target = SshTarget("gpu1")
+    assert target.control_path() is None
+    options = target.options()
+    assert "ControlPath=none" in options and "ControlMaster=no" in options

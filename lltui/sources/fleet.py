@@ -232,10 +232,18 @@ class Fleet:
         self._stopped.set()
         with self._changed:
             self._changed.notify_all()
-        for source in self._sources:
-            if source is not None:
-                with contextlib.suppress(Exception):
-                    source.close()
+        from lltui.sources.smi import SmiSource
+
+        for index, source in enumerate(self._sources):
+            if source is None:
+                continue
+            busy = self._states[index].polling_since is not None
+            # ssh is safe to close under a running poll (that command ends); a driver call
+            # in flight (NVML) is left alone, as the app leaves its own source
+            if busy and not isinstance(source, SmiSource):
+                continue
+            with contextlib.suppress(Exception):
+                source.close()
 
 
 def _one_line(exc: BaseException) -> str:

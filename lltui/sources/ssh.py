@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 SSH_CONFIG_ENV = "LLTUI_SSH_CONFIG"
 CONTROL_PERSIST_S = 30  # a master nobody uses any more exits after this long
 CONNECT_TIMEOUT_S = 5
+MAX_SOCKET_PATH = 86  # a socket path holds 104 bytes (macOS; 108 Linux), ssh binds PATH.<17 chars>
 BASE_OPTIONS: tuple[str, ...] = (
     "-o",
     "BatchMode=yes",
@@ -114,7 +115,11 @@ class SshTarget:
             # per host as the user wrote it (two aliases of one machine are two hosts)
             key = f"{self.host}\0{self.port}\0{self.config_file}".encode()
             digest = hashlib.sha256(key).hexdigest()[:20]
-            self._control_path = str(folder / f"{os.getpid()}-{digest}")
+            path = str(folder / f"{os.getpid()}-{digest}")
+            if len(path.encode()) > MAX_SOCKET_PATH:
+                self.multiplex = False  # ssh would refuse it: a connection per command
+                return None
+            self._control_path = path
             _OPEN.add(self)
         return self._control_path
 
