@@ -214,7 +214,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     handled = (signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, interrupt) for s in handled}
     try:
-        with RpcHosts(specs, on_note=note) as rpc:
+        with RpcHosts(specs) as rpc:
             words = [*words, "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
             with session:

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lltui.core.llama.rpc_hosts import (
@@ -36,8 +36,6 @@ from lltui.sources.ssh import SshTarget
 
 START_TIMEOUT_S = 30.0
 STOP_WAIT_S = 5.0
-
-Note = Callable[[str, str], object]  # (level, text)
 
 
 class RpcStartError(Exception):
@@ -97,13 +95,11 @@ class RpcHosts:
         self,
         specs: Sequence[RpcHost],
         *,
-        on_note: Note | None = None,
         start_timeout: float = START_TIMEOUT_S,
     ) -> None:
         self.servers = [
             RemoteRpc(s, local_port=free_local_port() if s.loopback else None) for s in specs
         ]
-        self._note = on_note or (lambda level, text: None)
         self.start_timeout = start_timeout
         self._threads: list[threading.Thread] = []
         self._stopped = False
