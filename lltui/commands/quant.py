@@ -15,7 +15,8 @@ usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
 For every type llama-quantize makes (Q8_0 ... IQ1_S): the exact file size it would write for
 this model, its bits per weight, whether it fits the devices with these llama-server flags,
 and the largest context that fits. Any quantization of the model can be the input: only its
-tensor names and shapes are used.
+tensor names and shapes are used. MODEL.gguf may also be hf:OWNER/REPO[:FILE|QUANT][@REV]
+or an https URL; hf:OWNER/REPO alone lists the repository's GGUF files and their sizes.
 
 lltui options: --gpus SPEC (as for lltui fit), --margin MIB, --json
 """
