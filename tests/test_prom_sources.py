@@ -378,3 +378,23 @@ def test_throttle_reasons_and_a_lost_gpu_round_trip() -> None:
     a, b = rig.gpus
     assert a.throttle_reasons == ("power cap", "thermal") and not a.lost
     assert b.lost and b.memory_used is None and b.power_w is None and b.throttle_reasons is None
+
+
+def test_scrape_sources_in_a_fleet_show_no_password() -> None:
+    dcgm = (200, "text/plain", (PROM_FIXTURES / "dcgm-exporter-metriccontract.prom").read_bytes())
+    allsmi = (200, "text/plain", (PROM_FIXTURES / "all-smi-metrics-parser-test.prom").read_bytes())
+    with (
+        stub_server(Stub(routes={"/metrics": dcgm})) as a,
+        stub_server(Stub(routes={"/metrics": allsmi})) as b,
+    ):
+        secret_url = a.url.replace("http://", "http://ana:hunter2@")
+        r = run_cli("gpus", "--json", "--source", f"scrape:{secret_url},scrape:{b.url}#host=n58")
+    assert r.returncode == 0, r.stderr
+    assert "hunter2" not in r.stdout + r.stderr
+    data = json.loads(r.stdout)
+    names = [h["name"] for h in data["hosts"]]
+    assert names == [a.url.split("//", 1)[1], "n58"]
+    first = data["hosts"][0]
+    assert first["reachable"] and first["gpus"][0]["name"] == "NVIDIA B200"
+    # all-smi's host is node-0058, not n58: that host is down, with a line that says why
+    assert not data["hosts"][1]["reachable"]

@@ -40,6 +40,10 @@ def fleet_hosts(specs: Sequence[str]) -> tuple[FleetHost, ...]:
     for spec in specs:
         kind, _, arg = spec.partition(":")
         label = arg if kind == "smi" and arg else spec
+        if kind in ("prom", "scrape") and arg:
+            from lltui.sources.prom import host_label
+
+            label = host_label(arg)  # a URL's password must not name a host
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label = f"{label}#{seen[label]}"
@@ -87,7 +91,9 @@ class Fleet:
         self.on_update = on_update
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._states = [HostState(h.label, h.spec) for h in self.hosts]
+        from lltui.sources.prom import public_spec
+
+        self._states = [HostState(h.label, public_spec(h.spec)) for h in self.hosts]
         self._sources: list[GpuSource | None] = [None] * len(self.hosts)
         self._opened = [False] * len(self.hosts)
         self._stopped = threading.Event()

@@ -52,6 +52,36 @@ def check_url(kind: str, arg: str) -> None:
         raise ValueError(f"{kind}: expected an http:// or https:// URL; use {example}")
 
 
+def host_label(url: str) -> str:
+    """How a fleet names a ``prom:``/``scrape:`` source: the host ``#host=NAME`` picks, else
+    the URL's host and port; never its user or password."""
+    try:
+        parts = urlsplit(url)
+        chosen = parse_qs(parts.fragment).get("host", [None])[0] if parts.fragment else None
+        if chosen:
+            return chosen
+        host = parts.hostname or url
+        port = parts.port
+    except ValueError:
+        return "<unparsable URL>"
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
+def public_spec(spec: str) -> str:
+    """A ``--source`` spec fit to show: a ``prom:``/``scrape:`` URL loses its user and
+    password (its ``#host=`` stays); any other spec is returned as it is."""
+    kind, _, arg = spec.partition(":")
+    if kind.lower() not in ("prom", "scrape") or not arg:
+        return spec
+    try:
+        fragment = urlsplit(arg).fragment
+        shown = _public(arg)
+    except ValueError:
+        return f"{kind}:<unparsable URL>"
+    return f"{kind}:{shown}" + (f"#{fragment}" if fragment else "")
+
+
 def _public(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
