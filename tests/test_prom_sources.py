@@ -398,3 +398,24 @@ def test_scrape_sources_in_a_fleet_show_no_password() -> None:
     assert first["reachable"] and first["gpus"][0]["name"] == "NVIDIA B200"
     # all-smi's host is node-0058, not n58: that host is down, with a line that says why
     assert not data["hosts"][1]["reachable"]
+
+
+def test_a_prometheus_of_several_hosts_says_how_to_pick_one() -> None:
+    result = [
+        {"metric": {"__name__": "lltui_gpu_power_watts", "gpu": "0", "uuid": f"GPU-{h}",
+                    "host": h}, "value": [1.0, "10"]}
+        for h in ("alpha", "beta", "gamma")
+    ]  # fmt: skip
+    body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+    route = (200, "application/json", json.dumps(body).encode())
+    with stub_server(Stub(routes={"/api/v1/query": route})) as stub:
+        src = PromSource(stub.url)
+        info = src.open()
+        sample = src.poll()
+        src.close()
+        picked = PromSource(f"{stub.url}#host=beta")
+        assert picked.open().hints == ()
+        picked.close()
+    assert info.hostname == "alpha" and sample.info.hostname == "alpha"
+    (hint,) = sample.info.hints
+    assert "beta, gamma" in hint and f"prom:{stub.url}#host=NAME" in hint

@@ -18,6 +18,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import httpx
@@ -143,6 +144,7 @@ class _PromBase:
         self._seq = SequenceCounter()
         self._rates = CounterRates()
         self._info: RigInfo | None = None
+        self._hints: tuple[str, ...] = ()
 
     # -- HTTP ----------------------------------------------------------------------------
 
@@ -218,14 +220,29 @@ class _PromBase:
                 f"host {self.selected_host!r} is not among the hosts at {self.public_url}: "
                 + ", ".join(hosts)
             )
-        self._info = sample.info
-        return sample.info
+        if self.selected_host is None and len(hosts) > 1:
+            others = [h for h in hosts if h != sample.info.hostname]
+            shown = ", ".join(others[:8])
+            if len(others) > 8:
+                shown += f" and {len(others) - 8} more"
+            base = self.name.split("#", 1)[0]
+            self._hints = (
+                f"{self.public_url} also holds {shown}: pick a host with {base}#host=NAME; "
+                "several such sources, joined by commas, make a fleet",
+            )
+        self._info = self._hinted(sample).info
+        return self._info
+
+    def _hinted(self, sample: RigSample) -> RigSample:
+        if not self._hints:
+            return sample
+        return replace(sample, info=replace(sample.info, hints=sample.info.hints + self._hints))
 
     def poll(self) -> RigSample:
         hosts = self.poll_hosts()
         sample = self._pick(hosts)
         if sample is not None:
-            return sample
+            return self._hinted(sample)
         info = self._info or RigInfo(source=self.name, hostname=self.selected_host)
         wanted = self.selected_host or "any host"
         error = f"no GPU metrics for {wanted} at {self.public_url} this time"
