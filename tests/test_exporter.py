@@ -274,6 +274,7 @@ def test_prometheus_client_loads_only_where_used() -> None:
         ["--source", "sim:colab-t4", "--interval", "0"],
         ["--source", "sim:colab-t4", "--llama-log", "x.log"],
         ["--source", "prom:ftp://h"],
+        ["--source", "sim:colab-t4,sim:4xl4"],
     ],
 )
 def test_bad_exporter_arguments_are_one_line(args: list[str]) -> None:

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     from lltui.core.llama.address import is_loopback
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources.registry import open_source, replay_options
+    from lltui.sources.registry import is_fleet, open_source, replay_options
 
     host, port = parse_listen(args.listen)
     if not is_loopback(host):
@@ -143,6 +143,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
 
     spec = source_spec(args)
+    if is_fleet(spec) or getattr(args, "hosts", None):
+        raise CliError(
+            "the exporter serves one rig: run one exporter per host and let Prometheus "
+            "scrape them all",
+            2,
+        )
     try:
         source, info = open_source(spec, replay=replay_options(args))
     except ValueError as exc:
