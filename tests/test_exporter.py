@@ -283,6 +283,17 @@ def test_bad_exporter_arguments_are_one_line(args: list[str]) -> None:
     assert "Traceback" not in r.stderr
 
 
+def test_the_serving_line_hides_a_source_password() -> None:
+    page = (FIXTURES / "prom" / "dcgm-exporter-readme.prom").read_bytes()
+    with stub_server(Stub(routes={"/metrics": (200, "text/plain", page)})) as stub:
+        secret = stub.url.replace("http://", "http://ana:hunter2@")
+        with exporter("--source", f"scrape:{secret}") as ex:
+            fams = _families(get_text(ex.url))
+    assert "hunter2" not in ex.first_line and "scrape:http://127.0.0.1:" in ex.first_line
+    (rig,) = fams["lltui_rig_info"].samples
+    assert "hunter2" not in rig.labels["source"]
+
+
 def test_an_unreachable_source_is_one_line() -> None:
     from llama_fixture import free_port
 

@@ -159,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lltui.sources.exporter import LlamaFollow, Sampler, make_registry, serve
+    from lltui.sources.prom import public_spec
 
     follows = [
         LlamaFollow(
@@ -187,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
         shown = f"[{host}]" if ":" in host else host
         simulated = " (SIMULATED rig)" if info.simulated else ""
         print(
-            f"lltui exporter: serving http://{shown}:{bound}/metrics, source {spec}{simulated}, "
+            f"lltui exporter: serving http://{shown}:{bound}/metrics, "
+            f"source {public_spec(spec)}{simulated}, "
             f"every {interval:g} s",
             flush=True,
         )
