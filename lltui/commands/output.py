@@ -48,14 +48,14 @@ def printable_output() -> Iterator[None]:
 MAX_ERROR_CHARS = 400  # a message quoting a megabyte of a file is still one readable line
 
 
-# user:password@ in a URL a message quotes
-_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+# user:password@ in a URL a message quotes (anchored on "://": linear in the message)
+_CREDENTIALS = re.compile(r"://[^/\s@]+@")
 
 
 def error_line(message: str) -> str:
     """One line, whatever the message quotes (a value with a newline, an escape sequence,
     a megabyte of a file)."""
-    line = _CREDENTIALS.sub(r"\1***@", printable(message, one_line=True))
+    line = _CREDENTIALS.sub("://***@", printable(message, one_line=True))
     if len(line) > MAX_ERROR_CHARS:
         line = f"{line[: MAX_ERROR_CHARS - 30]}... ({len(line)} characters in all)"
     return line if line.startswith("lltui") else f"lltui: {line}"
