@@ -419,3 +419,15 @@ def test_a_prometheus_of_several_hosts_says_how_to_pick_one() -> None:
     assert info.hostname == "alpha" and sample.info.hostname == "alpha"
     (hint,) = sample.info.hints
     assert "beta, gamma" in hint and f"prom:{stub.url}#host=NAME" in hint
+
+
+def test_a_page_past_its_size_limit_is_one_line(monkeypatch) -> None:
+    from lltui.sources import prom
+
+    monkeypatch.setattr(prom.ScrapeSource, "max_body", 1000)
+    page = b"# a comment line\n" * 200
+    with stub_server(Stub(routes={"/metrics": (200, "text/plain", page)})) as stub:
+        src = ScrapeSource(stub.url)
+        with pytest.raises(SourceUnavailable, match="more than"):
+            src.open()
+        src.close()

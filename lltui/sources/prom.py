@@ -35,7 +35,8 @@ from lltui.core.monitor.prom import (
 from lltui.sources.base import SequenceCounter
 
 DEFAULT_TIMEOUT_S = 3.0
-MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_BODY_BYTES = 32 * 1024 * 1024  # a Prometheus answer for a large fleet (JSON)
+MAX_PAGE_BYTES = 8 * 1024 * 1024  # one exporter's page: a few hundred KiB on 8 GPUs
 TOKEN_ENV = "LLTUI_PROM_TOKEN"
 
 
@@ -97,6 +98,7 @@ class _PromBase:
 
     kind = ""
     default_path = ""  # put on a URL with no path
+    max_body = MAX_BODY_BYTES
 
     def __init__(
         self,
@@ -162,9 +164,9 @@ class _PromBase:
                 size = 0
                 for chunk in resp.iter_raw():
                     size += len(chunk)
-                    if size > MAX_BODY_BYTES:
+                    if size > self.max_body:
                         raise SourceUnavailable(
-                            f"{where} sent more than {MAX_BODY_BYTES // (1024 * 1024)} MiB"
+                            f"{where} sent more than {self.max_body // (1024 * 1024)} MiB"
                         )
                     if self._clock() - start > self.deadline_s:
                         raise SourceUnavailable(
@@ -268,6 +270,7 @@ class ScrapeSource(_PromBase):
 
     kind = "scrape"
     default_path = "/metrics"
+    max_body = MAX_PAGE_BYTES
 
     def _series(self) -> list[Series]:
         body = self._get(self._url)
