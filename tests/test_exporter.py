@@ -342,3 +342,15 @@ def test_error_lines_never_show_url_credentials() -> None:
     line = error_line("source scrape:http://ana:s3cret@10.0.0.1:9400/metrics: refused")
     assert "s3cret" not in line and "ana" not in line
     assert "http://***@10.0.0.1:9400/metrics" in line
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_stops_the_exporter_cleanly(sig: str) -> None:
+    import signal
+
+    with exporter("--source", "sim:colab-t4") as ex:
+        get_text(ex.url)
+        ex.proc.send_signal(getattr(signal, sig))
+        assert ex.proc.wait(timeout=20) == 0
+        assert ex.proc.stderr is not None
+        assert "Traceback" not in ex.proc.stderr.read()
