@@ -19,9 +19,8 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit, urlunsplit
-
-import httpx
 
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.monitor.prom import (
@@ -33,6 +32,9 @@ from lltui.core.monitor.prom import (
     series_from_labels,
 )
 from lltui.sources.base import SequenceCounter
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_TIMEOUT_S = 3.0
 MAX_BODY_BYTES = 32 * 1024 * 1024  # a Prometheus answer for a large fleet (JSON)
@@ -110,6 +112,8 @@ class _PromBase:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
+        import httpx  # here: a spec's name and label need no HTTP library
+
         check_url(self.kind, url)
         parts = urlsplit(url)
         if self.default_path and parts.path in ("", "/"):
@@ -153,6 +157,8 @@ class _PromBase:
     def _get(self, url: str, params: dict[str, str] | None = None, *, hint: str = "") -> bytes:
         """The body of a 200 answer, read within the deadline and the size limit. ``hint``
         follows the message of a 404."""
+        import httpx
+
         start = self._clock()
         where = self.public_url
         try:
