@@ -4,6 +4,8 @@ by, loopback by default, scrapes that never sample, and followed llama-servers."
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 
 import pytest
@@ -357,3 +359,27 @@ def test_a_signal_stops_the_exporter_cleanly(sig: str) -> None:
         assert ex.proc.wait(timeout=20) == 0
         assert ex.proc.stderr is not None
         assert "Traceback" not in ex.proc.stderr.read()
+
+
+@pytest.mark.skipif(
+    not (shutil.which("promtool") or os.access("/usr/bin/promtool", os.X_OK)),
+    reason="no promtool (it comes with the prometheus package)",
+)
+def test_promtool_finds_nothing_to_lint() -> None:
+    """Prometheus's own linter: names, units, counters' _total, label case, HELP text."""
+    import subprocess
+
+    with (
+        stub_server(_llama_stub()) as stub,
+        exporter("--source", "sim:2x3090-nvlink", "--llama", stub.url) as ex,
+    ):
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_llama_up"].samples[0].value == 1.0,
+            what="the llama-server polled",
+        )
+        text = get_text(ex.url)
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    r = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
