@@ -51,5 +51,7 @@ def estimate(
     if not opts.search:
         return result
     max_ctx = largest_context(model, hp, settings, all_devs, devs, opts, result)
+    if not opts.suggest:
+        return replace(result, max_ctx=max_ctx)
     suggestions = suggest(model, hp, settings, all_devs, devs, opts, result, max_ctx)
     return replace(result, max_ctx=max_ctx, suggestions=suggestions)

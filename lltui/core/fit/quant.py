@@ -27,11 +27,13 @@ from lltui.core.fit.ggml_types import (
 from lltui.core.fit.gguf_model import GgufFile, GgufModel, GgufTensor
 from lltui.core.fit.gguf_values import ValueType
 from lltui.core.fit.quant_rules import (
+    PreparedSource,
     QuantizeRefused,
     QuantSource,
     SourceTensor,
     choose_types,
     n_dims,
+    prepare,
 )
 
 GGUF_DEFAULT_ALIGNMENT = 32
@@ -177,6 +179,11 @@ def _imatrix_keys_bytes(imatrix_file: str, imatrix_dataset: str | None) -> int:
     )
 
 
+def _tensor_table_bytes(prep: PreparedSource) -> int:
+    """The tensor table's size: names and shapes only, the same for every type."""
+    return sum(_tensor_info_bytes(f.tensor.name, f.tensor.dims) for f in prep.ordered)
+
+
 def quant_row(
     src: QuantSource,
     ftype: LlamaFtype,
@@ -184,6 +191,7 @@ def quant_row(
     imatrix: bool | None = None,
     imatrix_file: str = "imatrix.gguf",
     imatrix_dataset: str | None = None,
+    prepared: PreparedSource | None = None,
 ) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
@@ -194,12 +202,13 @@ def quant_row(
     ftype = LlamaFtype(ftype)
     name = FTYPE_NAMES[ftype]
     default = FTYPE_DEFAULT_TYPE.get(ftype, _G.F32)
+    prep = prepared if prepared is not None else prepare(src)
     try:
         use_imatrix = bool(imatrix)
-        chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix)
+        chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
         if imatrix is None and needs:
             use_imatrix = True
-            chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix)
+            chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
     except QuantizeRefused as exc:
         return QuantRow(
             ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
@@ -218,12 +227,13 @@ def quant_row(
         for t, new, quantizable, fell_back in chosen
     )
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
-    meta += sum(_tensor_info_bytes(t.name, t.dims) for t in tensors)
+    meta += _tensor_table_bytes(prep)
     if use_imatrix:
         meta += _imatrix_keys_bytes(imatrix_file, imatrix_dataset)
     header = _pad(meta)
     requantize = any(
-        type_info(t.source_type).quantized and t.type != t.source_type for t in tensors
+        f.source_quantized and t.type != t.source_type
+        for t, f in zip(tensors, prep.ordered, strict=True)
     )
     return QuantRow(
         ftype=ftype,
@@ -251,9 +261,15 @@ def quant_sizes(
 ) -> list[QuantRow]:
     """One QuantRow per llama-quantize type (all by default), for a GgufModel or a QuantSource."""
     src = model if isinstance(model, QuantSource) else quant_source(model)
+    prep = prepare(src)  # the per-tensor checks every type shares, once
     return [
         quant_row(
-            src, ft, imatrix=imatrix, imatrix_file=imatrix_file, imatrix_dataset=imatrix_dataset
+            src,
+            ft,
+            imatrix=imatrix,
+            imatrix_file=imatrix_file,
+            imatrix_dataset=imatrix_dataset,
+            prepared=prep,
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]

@@ -4,7 +4,7 @@ llama-quantize's own rules, and whether it fits and how much context it leaves."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lltui.core.fit.common import FitError
@@ -51,14 +51,16 @@ def quant_table(
     devices: Sequence[DeviceSpec],
     options: FitOptions | None = None,
 ) -> list[QuantFit]:
-    """One entry per llama-quantize type, smallest file first."""
+    """One entry per llama-quantize type, smallest file first. Each is placed and its
+    largest context found; the flags that would make it fit are not searched for."""
+    opts = replace(options or FitOptions(), suggest=False)
     out = []
     for row in quant_sizes(model):
         if row.error:
             out.append(QuantFit(row, None, row.error))
             continue
         try:
-            result = estimate(as_quantized(model, row), settings, devices, options)
+            result = estimate(as_quantized(model, row), settings, devices, opts)
         except FitError as exc:
             out.append(QuantFit(row, None, str(exc)))
             continue

@@ -23,6 +23,7 @@ class FitOptions:
     host_free_bytes: int | None = None
     repack_profile: str = "x86"  # CPU_REPACK rules of the host CPU: x86, x86-avx512, arm, none
     search: bool = True  # find the largest context and, when it does not fit, what does
+    suggest: bool = True  # with search: also the flags that would fit (quant tables skip it)
 
 
 @dataclass(frozen=True, slots=True)
