@@ -26,6 +26,7 @@ from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import read_hparams
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.fit.search import largest_context, suggest
+from lltui.core.fit.speed import estimate_speed
 from lltui.core.llama.flags import LlamaArgs
 
 # what callers of the entry point need, from one place
@@ -48,6 +49,8 @@ def estimate(
     all_devs = tuple(devices)
     devs = select_devices(all_devs, settings)
     result = estimate_once(model, hp, settings, all_devs, devs, opts)
+    backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
+    result = replace(result, speed=estimate_speed(model, result, backends=backends))
     if not opts.search:
         return result
     max_ctx = largest_context(model, hp, settings, all_devs, devs, opts, result)
