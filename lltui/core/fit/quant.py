@@ -275,6 +275,35 @@ def quant_sizes(
     ]
 
 
+_TERNARY_FTYPES = (LlamaFtype.MOSTLY_TQ1_0, LlamaFtype.MOSTLY_TQ2_0)
+_TERNARY_TYPES = (_G.TQ1_0, _G.TQ2_0)
+_TERNARY_ARCHS = ("bitnet",)
+
+
+def is_ternary(src: QuantSource) -> bool:
+    """A model trained with ternary weights (BitNet b1.58): the only kind TQ1_0 and TQ2_0
+    keep; on any other model they destroy it. Known by its architecture or by tensors that
+    already are TQ1_0/TQ2_0."""
+    return src.arch in _TERNARY_ARCHS or any(t.type in _TERNARY_TYPES for t in src.tensors)
+
+
+def relevant_ftypes(src: QuantSource) -> tuple[list[LlamaFtype], list[tuple[str, str]]]:
+    """The llama-quantize types worth listing for this model, and those left out with why:
+    TQ1_0/TQ2_0 only for ternary models, MXFP4_MOE only for MoE models (on a dense one
+    llama-quantize makes every tensor Q8_0: the Q8_0 row again)."""
+    keep: list[LlamaFtype] = []
+    skipped: list[tuple[str, str]] = []
+    ternary = is_ternary(src)
+    for ft in QUANTIZE_FTYPES:
+        if ft in _TERNARY_FTYPES and not ternary:
+            skipped.append((FTYPE_NAMES[ft], "ternary type: only for ternary (BitNet) models"))
+        elif ft == LlamaFtype.MOSTLY_MXFP4_MOE and src.n_expert <= 1:
+            skipped.append((FTYPE_NAMES[ft], "MoE type: on a dense model it is Q8_0"))
+        else:
+            keep.append(ft)
+    return keep, skipped
+
+
 @lru_cache(maxsize=4)
 def _kept_metadata(
     first: GgufFile,
