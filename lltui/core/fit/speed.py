@@ -23,7 +23,6 @@ GPU facts come from the one GPU table, :data:`lltui.core.fit.devices_spec.GPU_TA
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -144,14 +143,25 @@ CALIBRATION: tuple[tuple[str, str, float, str, float, str], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
 class _Part:
-    decode_bytes: float = 0.0
-    decode_flops: float = 0.0
-    prefill_bytes: float = 0.0  # weights streamed once per ubatch
-    prefill_int8_flops: float = 0.0
-    prefill_f16_flops: float = 0.0
-    layers: int = 0
+    """What one device does per token and per ubatch (a scratch total, filled in place)."""
+
+    __slots__ = (
+        "decode_bytes",
+        "decode_flops",
+        "layers",
+        "prefill_bytes",
+        "prefill_f16_flops",
+        "prefill_int8_flops",
+    )
+
+    def __init__(self) -> None:
+        self.decode_bytes = 0.0
+        self.decode_flops = 0.0
+        self.prefill_bytes = 0.0  # weights streamed once per ubatch
+        self.prefill_int8_flops = 0.0
+        self.prefill_f16_flops = 0.0
+        self.layers = 0
 
 
 def _elements(dims: Sequence[int]) -> int:
@@ -209,9 +219,11 @@ def estimate_speed(
     # each layer's home: where its attention runs; hops where its tensors leave it
     split_layers: set[int] = set()
 
-    def add(dev: str, **kw: float) -> None:
-        p = parts.get(dev, _Part())
-        parts[dev] = _Part(**{k: getattr(p, k) + kw.get(k, 0.0) for k in _Part.__slots__})
+    def part(dev: str) -> _Part:
+        got = parts.get(dev)
+        if got is None:
+            got = parts[dev] = _Part()
+        return got
 
     for p in result.placements:
         if p.duplicate:
@@ -222,7 +234,7 @@ def estimate_speed(
         n_el = _elements(t.dims)
         if p.layer is None:  # input embeddings: one row per token
             rows = t.dims[1] if len(t.dims) > 1 else 1
-            add(p.device, decode_bytes=p.nbytes / max(1, rows))
+            part(p.device).decode_bytes += p.nbytes / max(1, rows)
             continue
         is_expert = "_exps" in p.name
         frac = expert_frac if is_expert else 1.0
@@ -231,14 +243,14 @@ def estimate_speed(
         quantized = type_info(t.type).quantized
         if p.device == CPU and 0 <= p.layer < len(layer_dev) and layer_dev[p.layer] != CPU:
             split_layers.add(p.layer)
-        add(
-            p.device,
-            decode_bytes=p.nbytes * frac,
-            decode_flops=flops,
-            prefill_bytes=p.nbytes * frac_ub,
-            prefill_int8_flops=flops * ub if quantized else 0.0,
-            prefill_f16_flops=0.0 if quantized else flops * ub,
-        )
+        acc = part(p.device)
+        acc.decode_bytes += p.nbytes * frac
+        acc.decode_flops += flops
+        acc.prefill_bytes += p.nbytes * frac_ub
+        if quantized:
+            acc.prefill_int8_flops += flops * ub
+        else:
+            acc.prefill_f16_flops += flops * ub
     # KV: cells up to the depth (a sliding window reads at most its own cells)
     for cache in result.kv:
         if not cache.cells:
@@ -246,16 +258,14 @@ def estimate_speed(
         read_cells = min(max(depth, 1), cache.cells)
         for buf, nbytes in cache.buffers:
             dev = CPU if buf.startswith("CPU") else buf
-            add(dev, decode_bytes=nbytes * read_cells / cache.cells)
+            part(dev).decode_bytes += nbytes * read_cells / cache.cells
     # attention FLOPs per token: QK^T and PV over the cells, per layer
     attn_per_cell = 4.0 * m.n_head * m.head_dim
     for dev in layer_dev[:n_layer]:
-        add(
-            dev,
-            decode_flops=attn_per_cell * max(depth, 1),
-            prefill_f16_flops=attn_per_cell * ub * (depth + ub / 2),
-            layers=1,
-        )
+        acc = part(dev)
+        acc.decode_flops += attn_per_cell * max(depth, 1)
+        acc.prefill_f16_flops += attn_per_cell * ub * (depth + ub / 2)
+        acc.layers += 1
 
     kv_full: dict[str, float] = {}
     for cache in result.kv:
@@ -276,14 +286,14 @@ def estimate_speed(
     extra_full_s = 0.0
     offload_gpu: GpuModel | None = None
     for name in order:
-        part = parts[name]
+        tot = parts[name]
         est = by_name.get(name)
         kind = est.kind if est else ("cpu" if name == CPU else "cuda")
         backend = (backends or {}).get(name, "cuda")
         if kind == "cpu" or (kind == "rpc" and backend == "cpu"):
             bw = host_bandwidth_gbs * 1e9 * HOST_EFFICIENCY
-            dec = part.decode_bytes / bw
-            pre_compute = (part.prefill_int8_flops + part.prefill_f16_flops) / (HOST_GFLOPS * 1e9)
+            dec = tot.decode_bytes / bw
+            pre_compute = (tot.prefill_int8_flops + tot.prefill_f16_flops) / (HOST_GFLOPS * 1e9)
             speeds.append(
                 DeviceSpeed(
                     name,
@@ -292,7 +302,7 @@ def estimate_speed(
                     pre_compute * 1e3,
                     MEMORY,
                     COMPUTE,
-                    int(part.decode_bytes),
+                    int(tot.decode_bytes),
                 )
             )
             extra_full_s += kv_full.get(name, 0.0) / bw
@@ -305,12 +315,12 @@ def estimate_speed(
         bw = g.bandwidth_gbs * 1e9 * DECODE_EFFICIENCY.get(g.cc, DECODE_EFFICIENCY_DEFAULT)
         mmq = g.int8_tops * 1e12 * MMQ_EFFICIENCY.get(g.cc, MMQ_EFFICIENCY_DEFAULT)
         f16 = g.fp16_tflops * 1e12 * F16_EFFICIENCY
-        dec_mem = part.decode_bytes / bw
-        dec_cmp = part.decode_flops / f16
-        overhead = part.layers * LAYER_OVERHEAD_S
+        dec_mem = tot.decode_bytes / bw
+        dec_cmp = tot.decode_flops / f16
+        overhead = tot.layers * LAYER_OVERHEAD_S
         dec = max(dec_mem, dec_cmp) + overhead
-        pre_mem = part.prefill_bytes / bw
-        pre_cmp = part.prefill_int8_flops / mmq + part.prefill_f16_flops / f16
+        pre_mem = tot.prefill_bytes / bw
+        pre_cmp = tot.prefill_int8_flops / mmq + tot.prefill_f16_flops / f16
         pre = max(pre_mem, pre_cmp) + overhead
         extra_full_s += kv_full.get(name, 0.0) / bw
         speeds.append(
@@ -321,7 +331,7 @@ def estimate_speed(
                 pre * 1e3,
                 MEMORY if dec_mem >= dec_cmp else COMPUTE,
                 COMPUTE if pre_cmp >= pre_mem else MEMORY,
-                int(part.decode_bytes),
+                int(tot.decode_bytes),
                 assumed,
             )
         )
