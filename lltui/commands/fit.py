@@ -27,8 +27,10 @@ HELP = """\
 usage: lltui fit MODEL.gguf [llama-server flags] [--gpus SPEC] [--json] [--oracle]
 
 Estimate, per device, the memory llama-server will allocate for MODEL.gguf with these
-flags: weights, KV cache, compute buffers and the host output buffer, and whether it fits.
-The GGUF header is read; the weights are not.
+flags: weights, KV cache, compute buffers and the host output buffer, and whether it fits;
+and the speed it will run at: decode and prompt tokens/s, per device and for the split, and
+what bounds them (memory bandwidth, compute, a link). The GGUF header is read; the weights
+are not.
 
 llama-server flags (its spellings and defaults; other flags are accepted and ignored):
   -c -np -kvu/-no-kvu -ctk -ctv -fa -b -ub -ngl -sm -ts -mg -dev -ot --cpu-moe --n-cpu-moe
@@ -36,7 +38,8 @@ llama-server flags (its spellings and defaults; other flags are accepted and ign
 
 lltui options:
   --gpus SPEC      devices to estimate for instead of the local GPUs: 24GiB,24GiB | T4,T4 |
-                   2xA100-80GB | cpu | sim:PROFILE | rpc:HOST:PORT[:cpu][=SIZE],...
+                   2xA100-80GB | "NVIDIA GeForce RTX 4090" | cpu | sim:PROFILE |
+                   rpc:HOST:PORT[:cpu][=SIZE],...
   --margin MIB     memory kept per GPU for what llama.cpp does not count (CUDA context,
                    cuBLAS, the pool); default: -fitt, else 1024
   --host-free SIZE host memory available (default: what this machine has free)

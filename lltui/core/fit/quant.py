@@ -158,7 +158,8 @@ def _pad(n: int, align: int = GGUF_DEFAULT_ALIGNMENT) -> int:
     return -(-n // align) * align
 
 
-def _nbytes(type_id: int, dims: Sequence[int]) -> int:
+@lru_cache(maxsize=1024)
+def _nbytes(type_id: int, dims: tuple[int, ...]) -> int:
     info = type_info(type_id)
     n = (dims[0] if dims else 1) // info.block_size * info.type_size
     for d in dims[1:]:
