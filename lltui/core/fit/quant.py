@@ -193,6 +193,7 @@ def quant_row(
     imatrix_file: str = "imatrix.gguf",
     imatrix_dataset: str | None = None,
     prepared: PreparedSource | None = None,
+    tensor_table_bytes: int | None = None,
 ) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
@@ -228,7 +229,7 @@ def quant_row(
         for t, new, quantizable, fell_back in chosen
     )
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
-    meta += _tensor_table_bytes(prep)
+    meta += _tensor_table_bytes(prep) if tensor_table_bytes is None else tensor_table_bytes
     if use_imatrix:
         meta += _imatrix_keys_bytes(imatrix_file, imatrix_dataset)
     header = _pad(meta)
@@ -263,6 +264,7 @@ def quant_sizes(
     """One QuantRow per llama-quantize type (all by default), for a GgufModel or a QuantSource."""
     src = model if isinstance(model, QuantSource) else quant_source(model)
     prep = prepare(src)  # the per-tensor checks every type shares, once
+    table = _tensor_table_bytes(prep)
     return [
         quant_row(
             src,
@@ -271,6 +273,7 @@ def quant_sizes(
             imatrix_file=imatrix_file,
             imatrix_dataset=imatrix_dataset,
             prepared=prep,
+            tensor_table_bytes=table,
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]

@@ -193,6 +193,7 @@ class TensorFacts:
     layer: int | None  # the N of blk.N., for expert tensors
     imatrix_exempt: bool  # token_embd / output: never need an imatrix
     source_quantized: bool  # the source tensor is quantized (changing it is requantizing)
+    kept_type: GgmlType | None  # the type a tensor copied unchanged keeps (None: quantizable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,20 +211,23 @@ _IMATRIX_EXEMPT = frozenset({"token_embd.weight", "per_layer_token_embd.weight",
 def prepare(src: QuantSource) -> PreparedSource:
     """The per-tensor checks every type shares, done once for ``src``."""
     ordered = sorted(src.tensors, key=lambda t: tensor_sort_key(t.name))
-    facts = tuple(
-        TensorFacts(
-            tensor=t,
-            quantizable=allows_quantization(src.arch, t.name, t.dims),
-            category=tensor_category(t.name),
-            layer=layer_index(t.name),
-            imatrix_exempt=t.name in _IMATRIX_EXEMPT,
-            source_quantized=type_info(t.type).quantized,
+    facts = []
+    for t in ordered:
+        quantizable = allows_quantization(src.arch, t.name, t.dims)
+        facts.append(
+            TensorFacts(
+                tensor=t,
+                quantizable=quantizable,
+                category=tensor_category(t.name),
+                layer=layer_index(t.name),
+                imatrix_exempt=t.name in _IMATRIX_EXEMPT,
+                source_quantized=type_info(t.type).quantized,
+                kept_type=None if quantizable else _G(t.type),
+            )
         )
-        for t in ordered
-    )
     cats = [f.category for f in facts]
     return PreparedSource(
-        ordered=facts,
+        ordered=tuple(facts),
         n_attention_wv=sum(1 for c in cats if c in _ATTN_V_LIKE),
         has_tied_embeddings=Category.OUTPUT not in cats,
     )
@@ -547,8 +551,8 @@ def choose_types(
     needs_imatrix = False
     for f in prep.ordered:
         t = f.tensor
-        if not f.quantizable:
-            out.append((t, _G(t.type), False, False))
+        if f.kept_type is not None:
+            out.append((t, f.kept_type, False, False))
             continue
         new, fell_back = default, False
         if quantized_default:

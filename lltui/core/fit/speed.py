@@ -342,7 +342,12 @@ def estimate_speed(
 
     # host weights in a prompt's ubatch: copied to the GPU over PCIe (ub >= 32)
     host = next((s for s in speeds if s.name == CPU), None)
-    if host is not None and ub >= OFFLOAD_MIN_BATCH and offload_gpu is not None:
+    if (
+        host is not None
+        and ub >= OFFLOAD_MIN_BATCH
+        and offload_gpu is not None
+        and parts[CPU].prefill_bytes > 0
+    ):
         copy_s = parts[CPU].prefill_bytes / (_pcie_gbs(offload_gpu) * 1e9)
         g = offload_gpu
         mmq = g.int8_tops * 1e12 * MMQ_EFFICIENCY.get(g.cc, MMQ_EFFICIENCY_DEFAULT)
