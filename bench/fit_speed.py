@@ -93,20 +93,31 @@ def main() -> int:
                     line += f"   llama-fit-params {lfp * 1000:7.0f} ms   ratio {fit / lfp:.2f}"
             print(line)
             ftypes, _skipped = relevant_ftypes(quant_source(read_gguf(model)))
-            quant = wall([*py, "quant", model, *FLAGS, "--gpus", "4090,4090"], args.runs)
-            line = f"  quant  lltui {quant * 1000:7.0f} ms ({len(ftypes)} types)"
-            if "llama-quantize" in exe:
-                one = wall([exe["llama-quantize"], "--dry-run", model, "Q4_K_M"], args.runs)
-                every = 0.0
+            quant_argv = [*py, "quant", model, *FLAGS, "--gpus", "4090,4090"]
+            if "llama-quantize" not in exe:
+                quant = wall(quant_argv, args.runs)
+                print(f"  quant  lltui {quant * 1000:7.0f} ms ({len(ftypes)} types)")
+                continue
+            # rounds of (lltui quant, llama-quantize --dry-run of every listed type, one
+            # Q4_K_M dry run) back to back, so load on the machine hits both alike
+            ours, every, one = [], [], []
+            for _ in range(args.runs):
+                ours.append(wall(quant_argv, 1))
+                total = 0.0
                 for ft in ftypes:
                     argv = [exe["llama-quantize"], "--dry-run", model, FTYPE_NAMES[ft]]
-                    every += wall(argv, 1, check=False)  # IQ1/IQ2 refuse: no imatrix
-                line += (
-                    f"   llama-quantize --dry-run: every type {every * 1000:7.0f} ms, "
-                    f"ratio {quant / every:.3f}; one type {one * 1000:.0f} ms, "
-                    f"ratio {quant / one:.2f}"
-                )
-            print(line)
+                    total += wall(argv, 1, check=False)  # IQ1/IQ2 refuse: no imatrix
+                every.append(total)
+                one.append(wall([exe["llama-quantize"], "--dry-run", model, "Q4_K_M"], 1))
+            ratios = sorted(o / e for o, e in zip(ours, every, strict=True))
+            print(
+                f"  quant  lltui {statistics.median(ours) * 1000:7.0f} ms ({len(ftypes)} types)"
+                f"   llama-quantize --dry-run: every type "
+                f"{statistics.median(every) * 1000:7.0f} ms, ratio {statistics.median(ratios):.3f}"
+                f" (rounds {min(ratios):.3f}-{max(ratios):.3f}); one type "
+                f"{statistics.median(one) * 1000:.0f} ms, ratio "
+                f"{statistics.median(ours) / statistics.median(one):.2f}"
+            )
     return 0
 
 
