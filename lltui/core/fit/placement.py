@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lltui.core.fit.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.fit.devices_spec import DeviceSpec
@@ -69,7 +70,8 @@ def _n_dims(dims: Sequence[int]) -> int:
     return 1
 
 
-def _matmul_op(name: str, dims: Sequence[int]) -> str | None:
+@lru_cache(maxsize=16384)  # the same names and shapes come back for every quant of a model
+def _matmul_op(name: str, dims: tuple[int, ...]) -> str | None:
     """MUL_MAT for 2-D weights, MUL_MAT_ID for 3-D expert stacks; None for anything else."""
     if name.endswith(".bias") or name.startswith(INPUT_TENSORS):
         return None
@@ -239,14 +241,20 @@ class _Placed:
         return sizes
 
 
+@lru_cache(maxsize=16384)
+def _block_of(name: str) -> int | None:
+    """The N of a ``blk.N.`` weight name."""
+    m = _LAYER_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
 def _place_one(acc: _Placed, t: GgufTensor, hp: Hparams, layer_dev: Sequence[int]) -> None:
     """One weight of the file: a block's, an input's, a per-layer shared one, or the output's."""
     placer = acc.placer
     name = t.name
     n_out = hp.n_layer_all
-    m = _LAYER_RE.match(name)
-    if m:
-        il = int(m.group(1))
+    il = _block_of(name)
+    if il is not None:
         if hp.n_layer <= il < hp.n_layer_all:
             return  # MTP block: skipped unless a draft of that kind is loaded
         list_dev = layer_dev[il] if il < hp.n_layer_all else layer_dev[n_out]

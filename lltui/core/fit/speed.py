@@ -22,7 +22,8 @@ GPU facts come from the one GPU table, :data:`lltui.core.fit.devices_spec.GPU_TA
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -163,11 +164,14 @@ class _Part:
         self.layers = 0
 
 
-def _elements(dims: Sequence[int]) -> int:
+@lru_cache(maxsize=16384)  # the same tensors come back for every quant of a model
+def _tensor_facts(name: str, type_id: int, dims: tuple[int, ...]) -> tuple[int, int, bool, bool]:
+    """(elements, rows, an expert stack, quantized) of one weight."""
     n = 1
     for d in dims:
         n *= d
-    return n
+    rows = max(1, dims[1]) if len(dims) > 1 else 1
+    return n, rows, "_exps" in name, type_info(type_id).quantized
 
 
 def _gpu(description: str) -> tuple[GpuModel, bool]:
@@ -235,16 +239,13 @@ def estimate_speed(
         t = tensors.get(p.name)
         if t is None:
             continue
-        n_el = _elements(t.dims)
+        n_el, rows, is_expert, quantized = _tensor_facts(p.name, t.type, t.dims)
         if p.layer is None:  # input embeddings: one row per token
-            rows = t.dims[1] if len(t.dims) > 1 else 1
-            part(p.device).decode_bytes += p.nbytes / max(1, rows)
+            part(p.device).decode_bytes += p.nbytes / rows
             continue
-        is_expert = "_exps" in p.name
         frac = expert_frac if is_expert else 1.0
         frac_ub = expert_frac_ub if is_expert else 1.0
         flops = 2.0 * n_el * frac if len(t.dims) > 1 else 0.0
-        quantized = type_info(t.type).quantized
         if p.device == CPU and 0 <= p.layer < len(layer_dev) and layer_dev[p.layer] != CPU:
             split_layers.add(p.layer)
         acc = part(p.device)
