@@ -18,6 +18,7 @@ Ratios below 1 mean lltui is faster. Binaries come from the cached llama.cpp bui
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,13 +58,24 @@ MODELS = {
 FLAGS = ["-c", "8192", "-np", "1"]
 
 
-def wall(argv: list[str], runs: int, check: bool = True) -> float:
-    """Median wall time of a fresh process, seconds; -1 when it fails and ``check``."""
+CPU_TIMES: list[float] = []  # CPU seconds (user + sys) of each process wall() ran, in order
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def wall(argv: list[str], runs: int, check: bool = True, cwd: str | None = None) -> float:
+    """Median wall time of a fresh process, seconds; -1 when it fails and ``check``.
+    Each run's CPU time goes to CPU_TIMES (less moved by other load on the machine)."""
     times = []
     for _ in range(runs):
+        c0 = _children_cpu()
         t0 = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, check=False, timeout=600)
+        done = subprocess.run(argv, capture_output=True, check=False, timeout=600, cwd=cwd)
         times.append(time.perf_counter() - t0)
+        CPU_TIMES.append(_children_cpu() - c0)
         if check and done.returncode != 0:
             tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
             print(f"  ({Path(argv[0]).name} exit {done.returncode}: {tail[-1] if tail else ''})")
@@ -74,6 +86,10 @@ def wall(argv: list[str], runs: int, check: bool = True) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--baseline-root",
+        help="another lltui checkout whose `lltui quant` runs in the same rounds (e.g. main)",
+    )
     args = ap.parse_args()
     bins = llama_build.installed()
     exe = {} if bins is None else {k: str(v) for k, v in bins.binaries.items()}
@@ -101,13 +117,20 @@ def main() -> int:
             # rounds of (lltui quant, llama-quantize --dry-run of every listed type, one
             # Q4_K_M dry run) back to back, so load on the machine hits both alike
             ours, every, one = [], [], []
+            ours_cpu, every_cpu, base_cpu = [], [], []
             for _ in range(args.runs):
-                ours.append(wall(quant_argv, 1))
-                total = 0.0
+                ours.append(wall(quant_argv, 1, cwd=str(HERE.parent)))
+                ours_cpu.append(CPU_TIMES[-1])
+                if args.baseline_root:  # python -m lltui imports from the working directory
+                    wall(quant_argv, 1, cwd=args.baseline_root)
+                    base_cpu.append(CPU_TIMES[-1])
+                total = total_cpu = 0.0
                 for ft in ftypes:
                     argv = [exe["llama-quantize"], "--dry-run", model, FTYPE_NAMES[ft]]
                     total += wall(argv, 1, check=False)  # IQ1/IQ2 refuse: no imatrix
+                    total_cpu += CPU_TIMES[-1]
                 every.append(total)
+                every_cpu.append(total_cpu)
                 one.append(wall([exe["llama-quantize"], "--dry-run", model, "Q4_K_M"], 1))
             ratios = sorted(o / e for o, e in zip(ours, every, strict=True))
             print(
@@ -118,6 +141,18 @@ def main() -> int:
                 f"{statistics.median(one) * 1000:.0f} ms, ratio "
                 f"{statistics.median(ours) / statistics.median(one):.2f}"
             )
+            cpu_ratio = statistics.median(ours_cpu) / statistics.median(every_cpu)
+            print(
+                f"         CPU time: lltui {statistics.median(ours_cpu) * 1000:.0f} ms, "
+                f"llama-quantize every type {statistics.median(every_cpu) * 1000:.0f} ms, "
+                f"ratio {cpu_ratio:.3f}"
+            )
+            if base_cpu:
+                b = statistics.median(base_cpu)
+                print(
+                    f"         CPU time of {args.baseline_root}'s lltui quant {b * 1000:.0f} ms: "
+                    f"this one takes {statistics.median(ours_cpu) / b:.2f}x"
+                )
     return 0
 
 
