@@ -4,12 +4,14 @@ servers) and the model file it reads; shared by ``lltui fit``, ``lltui quant`` a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lltui.core.fit.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
 from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
-from lltui.core.monitor.models import RigSample, SourceUnavailable
 from lltui.core.units import MIB
+
+if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
+    from lltui.core.monitor.models import RigSample
 
 
 class DeviceSpecError(ValueError):
@@ -67,6 +69,8 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
 
 def local_devices() -> tuple[list[DeviceSpec], str | None]:
     """This machine's NVIDIA GPUs via NVML, or none and why."""
+    from lltui.core.monitor.models import SourceUnavailable
+
     try:
         from lltui.sources.registry import SourceSpec, make_source
 

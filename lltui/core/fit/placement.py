@@ -15,7 +15,6 @@ from lltui.core.fit.ggml_types import GgmlType
 from lltui.core.fit.gguf_model import GgufModel, GgufTensor
 from lltui.core.fit.hparams import Hparams
 from lltui.core.llama.flags import LlamaArgs
-from lltui.core.llama.tensor_pattern import compile_search
 
 # CPU_REPACK takes these weight types (for MUL_MAT/MUL_MAT_ID) when the rows interleave:
 # (type, ne1 multiple) per CPU family, from ggml-cpu/repack.cpp.
@@ -138,7 +137,11 @@ class _Placer:
 
     def buft_for(self, t: GgufTensor, list_dev: int, op: str | None) -> _Buft:
         if self._override_searches is None:  # compiled once: called per tensor and placement
-            self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
+            self._override_searches = []
+            if self.st.overrides:  # the pattern engine loads only for -ot/--cpu-moe
+                from lltui.core.llama.tensor_pattern import compile_search
+
+                self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
         for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
             if search(t.name):
                 if ov.buft == CPU:

@@ -31,6 +31,7 @@ from lltui.core.fit.common import CPU
 from lltui.core.fit.devices_spec import GpuModel, gpu_specs
 from lltui.core.fit.ggml_types import type_info
 from lltui.core.fit.results import DeviceSpeed, FitResult, SpeedEstimate
+from lltui.core.topo.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 
 if TYPE_CHECKING:
     from lltui.core.fit.gguf_model import GgufModel
@@ -186,9 +187,6 @@ def _gpu(description: str) -> tuple[GpuModel, bool]:
 def _link(a: GpuModel, b: GpuModel) -> tuple[float, float, str]:
     """(latency s, GB/s, kind) of the hop between two local GPUs. NVLink only where it is on
     the board (SXM/HGX: 6 or more links); a bridge is optional and not assumed."""
-    # the link tables live with the topology advice; imported here, where a split needs them
-    from lltui.core.topo.advice import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
-
     if a.nvlink_links >= 6 and b.nvlink_links >= 6:
         nvl = NVLINK_BY_CC.get(min(a.cc, b.cc), NVLINK_UNKNOWN)
         return NVLINK_HOP_S, nvl.gbs_per_link * min(a.nvlink_links, b.nvlink_links), "NVLink"
@@ -197,8 +195,6 @@ def _link(a: GpuModel, b: GpuModel) -> tuple[float, float, str]:
 
 
 def _pcie_gbs(g: GpuModel) -> float:
-    from lltui.core.topo.advice import PCIE_GBS_PER_LANE
-
     return PCIE_GBS_PER_LANE.get(g.pcie_gen, PCIE_GBS_PER_LANE[PCIE_DEFAULT[0]]) * 16
 
 
