@@ -166,13 +166,18 @@ class _Part:
 
 
 @lru_cache(maxsize=16384)  # the same tensors come back for every quant of a model
-def _tensor_facts(name: str, type_id: int, dims: tuple[int, ...]) -> tuple[int, int, bool, bool]:
-    """(elements, rows, an expert stack, quantized) of one weight."""
+def _tensor_facts(
+    name: str, type_id: int, dims: tuple[int, ...], is_input: bool
+) -> tuple[int, int, int]:
+    """(elements, rows read per token, kind) of one weight. Kind: 0 an input table (one row
+    read per token), 1 a matrix, 2 an expert stack, 3 a vector; plus 4 when quantized."""
     n = 1
     for d in dims:
         n *= d
-    rows = max(1, dims[1]) if len(dims) > 1 else 1
-    return n, rows, "_exps" in name, type_info(type_id).quantized
+    if is_input:
+        return n, max(1, dims[1]) if len(dims) > 1 else 1, 0
+    base = 3 if len(dims) < 2 else 2 if "_exps" in name else 1
+    return n, 1, base | (4 if type_info(type_id).quantized else 0)
 
 
 def _gpu(description: str) -> tuple[GpuModel, bool]:
@@ -229,26 +234,43 @@ def estimate_speed(
             got = parts[dev] = _Part()
         return got
 
+    # weights summed by (device, kind) first: one pass that only adds
+    # kind: 0 input rows, 1 dense matrix, 2 expert stack, 3 vector; +4 when quantized
+    sums: dict[tuple[str, int], list[float]] = {}
+    n_layer_dev = len(layer_dev)
     for p in result.placements:
         if p.duplicate:
             continue
         t = tensors.get(p.name)
         if t is None:
             continue
-        n_el, rows, is_expert, quantized = _tensor_facts(p.name, t.type, t.dims)
-        if p.layer is None:  # input embeddings: one row per token
-            part(p.device).decode_bytes += p.nbytes / rows
-            continue
-        frac = expert_frac if is_expert else 1.0
-        frac_ub = expert_frac_ub if is_expert else 1.0
-        flops = 2.0 * n_el * frac if len(t.dims) > 1 else 0.0
-        if p.device == CPU and 0 <= p.layer < len(layer_dev) and layer_dev[p.layer] != CPU:
+        n_el, rows, wkind = _tensor_facts(p.name, t.type, t.dims, p.layer is None)
+        if (
+            p.device == CPU
+            and p.layer is not None
+            and 0 <= p.layer < n_layer_dev
+            and layer_dev[p.layer] != CPU
+        ):
             split_layers.add(p.layer)
-        acc = part(p.device)
-        acc.decode_bytes += p.nbytes * frac
+        got = sums.get((p.device, wkind))
+        if got is None:
+            sums[(p.device, wkind)] = [p.nbytes / rows, float(n_el)]
+        else:
+            got[0] += p.nbytes / rows
+            got[1] += n_el
+    for (dev, wkind), (nbytes, elements) in sums.items():
+        acc = part(dev)
+        base = wkind & 3
+        if base == 0:  # input embeddings: one row per token (nbytes already per row)
+            acc.decode_bytes += nbytes
+            continue
+        frac = expert_frac if base == 2 else 1.0
+        frac_ub = expert_frac_ub if base == 2 else 1.0
+        flops = 2.0 * elements * frac if base != 3 else 0.0
+        acc.decode_bytes += nbytes * frac
         acc.decode_flops += flops
-        acc.prefill_bytes += p.nbytes * frac_ub
-        if quantized:
+        acc.prefill_bytes += nbytes * frac_ub
+        if wkind & 4:
             acc.prefill_int8_flops += flops * ub
         else:
             acc.prefill_f16_flops += flops * ub
