@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from lltui.core.fit.report import OracleComparison
 
 # lltui's own options, mixed freely with the llama-server flags
-OWN_VALUE = ("--gpus", "--margin", "--host-free", "--cpu")
+OWN_VALUE = ("--gpus", "--margin", "--host-free", "--cpu", "--best")
 OWN_FLAGS = ("--json", "--oracle", "-h", "--help")
 
 HELP = """\
@@ -45,6 +45,9 @@ lltui options:
   --host-free SIZE host memory available (default: what this machine has free)
   --cpu PROFILE    CPU weight repacking rules: x86 (default), x86-avx512, arm, none
   --oracle         also run llama-fit-params with the same flags and show its numbers
+  --best GOAL      also rank command lines that fit, searched over -ngl, --n-cpu-moe (MoE:
+                   experts first), -ctk/-ctv, -ub and -c: context (the largest context),
+                   speed (the fastest decode at -c) or gpu-only (nothing on the CPU)
   --json           print JSON
 """
 
@@ -196,6 +199,15 @@ def run(args: argparse.Namespace) -> int:
     except FitError as exc:
         raise CliError(f"fit: {exc}", 2) from None
 
+    best = None
+    if own.get("best") is not None:
+        from lltui.core.fit.best import best_configs
+
+        try:
+            best = best_configs(model, settings, devices, opts, own["best"])
+        except ValueError as exc:
+            raise CliError(f"fit: {exc}", 2) from None
+
     oracle: OracleComparison | None = None
     if own["oracle"]:
         oracle = _oracle(model, model_path, settings, devices, opts, local)
@@ -208,6 +220,17 @@ def run(args: argparse.Namespace) -> int:
             data["notes"] = notes
         if oracle is not None:
             data["oracle"] = oracle_to_json(oracle)
+        if best is not None:
+            data["best"] = [
+                {
+                    "flags": list(c.flags),
+                    "max_ctx": c.max_ctx,
+                    "decode_tps": round(c.decode_tps, 1),
+                    "prefill_tps": round(c.prefill_tps, 1),
+                    "gives_up": c.gives_up,
+                }
+                for c in best
+            ]
         print_json(data)
     else:
         from lltui.core.fit.report import oracle_to_text, result_to_text
@@ -217,6 +240,16 @@ def run(args: argparse.Namespace) -> int:
             text += f"\nnote: {n}"
         if oracle is not None:
             text += "\n\n" + oracle_to_text(oracle)
+        if best is not None:
+            text += f"\n\nbest for {own['best']} (added to the flags given):"
+            if not best:
+                text += "\n  nothing this search tried fits"
+            for i, c in enumerate(best, 1):
+                text += (
+                    f"\n  {i}. {' '.join(c.flags)}\n     context {c.max_ctx}, "
+                    f"decode ~{c.decode_tps:.0f} t/s, prompt ~{c.prefill_tps:.0f} t/s; "
+                    f"gives up: {c.gives_up}"
+                )
         print(text)
     return 0
 
