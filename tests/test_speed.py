@@ -186,3 +186,15 @@ def test_fit_json_and_text_carry_speed(tmp_path, capsys):
     assert [d["name"] for d in speed["devices"]][:2] == ["CUDA0", "CUDA1"]
     assert main(["fit", str(path), "--gpus", "4090"]) == 0
     assert "speed: decode ~" in capsys.readouterr().out
+
+
+def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
+    from lltui.app.fit_state import FitRequest, compute
+    from lltui.app.screens.fit import QUANT_COLUMNS, render_verdict
+
+    path = gf.write_sparse(tmp_path / "m.gguf", LLAMA7B, "Q4_0")
+    out = compute(FitRequest(1, str(path), {"ctx": "2048"}, "", "sim:4xl4"), None)
+    assert out.error is None and out.result.speed is not None
+    assert "speed: decode ~" in render_verdict(out)
+    assert "t/s" in [label for label, _w in QUANT_COLUMNS]
+    assert all(q.decode_tps for q in out.quants if q.result is not None)
