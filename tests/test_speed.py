@@ -198,3 +198,34 @@ def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
     assert "speed: decode ~" in render_verdict(out)
     assert "t/s" in [label for label, _w in QUANT_COLUMNS]
     assert all(q.decode_tps for q in out.quants if q.result is not None)
+
+
+def test_a_present_gpu_reports_its_own_pcie_link(models):
+    from dataclasses import replace as dc_replace
+
+    from lltui.core.fit.devices_spec import GpuModel
+
+    model = models["llama 8B Q4_0"]
+    devs = parse_gpus_spec("4090,4090").devices
+    narrow = tuple(dc_replace(d, pcie_gen=3, pcie_width=4) for d in devs)
+    st = parse_llama_args(["-c", "4096", "-ngl", "99"])
+    wide = estimate(model, st, devs, FitOptions(search=False)).speed
+    slow = estimate(model, st, narrow, FitOptions(search=False)).speed
+    assert slow.link_prefill_ms > wide.link_prefill_ms * 4
+    assert GpuModel.__dataclass_fields__["pcie_width"].default == 16
+    assert gpu_specs("4060 Ti").pcie_width == 8
+
+
+def test_devices_from_a_sample_carry_the_pcie_link():
+    from lltui.sources.fit_devices import devices_from_sample
+    from lltui.sources.registry import SourceSpec, make_source
+
+    source = make_source(SourceSpec("sim", "kaggle-2xt4"))
+    source.open()
+    try:
+        sample = source.poll()
+    finally:
+        source.close()
+    devs = devices_from_sample(sample)
+    gens = sorted(g.info.pcie_gen_max or 0 for g in sample.gpus)
+    assert devs and sorted(d.pcie_gen or 0 for d in devs) == gens

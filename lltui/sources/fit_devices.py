@@ -4,6 +4,7 @@ servers) and the model file it reads; shared by ``lltui fit``, ``lltui quant`` a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.fit.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
@@ -59,12 +60,17 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         gpus,
         key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
     )
-    mems = [
-        (g.info.name, g.info.memory_total, g.memory_free)
+    used = [
+        g
         for g in ordered
         if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
     ]
-    return list(cuda_devices(mems))
+    mems = [(g.info.name, g.info.memory_total, g.memory_free) for g in used]
+    # the PCIe link each reports, for the speed of a split (the table's otherwise)
+    return [
+        replace(d, pcie_gen=g.info.pcie_gen_max, pcie_width=g.info.pcie_width_max)
+        for d, g in zip(cuda_devices(mems), used, strict=True)
+    ]
 
 
 def local_devices() -> tuple[list[DeviceSpec], str | None]:

@@ -45,6 +45,7 @@ class GpuModel:
     pcie_gen: int
     nvlink_links: int = 0  # links per GPU on the SXM/HGX board or bridge; 0: none
     aliases: tuple[str, ...] = ()  # normalised short names besides the NVML name's
+    pcie_width: int = 16  # lanes of its PCIe link
 
     @property
     def memory(self) -> str:
@@ -82,7 +83,7 @@ GPU_TABLE: tuple[GpuModel, ...] = (
     _M("NVIDIA A10", 23028, 600, 125, 250, (8, 6), 4, 0, ("a10",)),
     _M("NVIDIA A10G", 23028, 600, 70, 140, (8, 6), 4, 0, ("a10g",)),
     _M("NVIDIA A16", 15356, 200, 18, 36, (8, 6), 4, 0, ("a16",)),
-    _M("NVIDIA A2", 15356, 200, 18, 36, (8, 6), 4, 0, ("a2",)),
+    _M("NVIDIA A2", 15356, 200, 18, 36, (8, 6), 4, 0, ("a2",), 8),
     _M("NVIDIA A40", 46068, 696, 149.7, 299, (8, 6), 4, 4, ("a40",)),
     _M("NVIDIA RTX A4000", 16376, 448, 76.7, 153, (8, 6), 4, 0, ("a4000",)),
     _M("NVIDIA RTX A4500", 20470, 640, 94.6, 189, (8, 6), 4, 4, ("a4500",)),
@@ -100,8 +101,8 @@ GPU_TABLE: tuple[GpuModel, ...] = (
     _M("NVIDIA L40S", 46068, 864, 362, 733, (8, 9), 4, 0, ("l40s",)),
     _M("NVIDIA RTX 6000 Ada Generation", 49140, 960, 364, 728, (8, 9), 4, 0, ("6000ada",)),
     _M("NVIDIA RTX 4000 Ada Generation", 20475, 360, 107, 214, (8, 9), 4, 0, ("4000ada",)),
-    _M("NVIDIA GeForce RTX 4060", 8188, 272, 60, 121, (8, 9), 4, 0, ("4060",)),
-    _M("NVIDIA GeForce RTX 4060 Ti", 16380, 288, 88, 177, (8, 9), 4, 0, ("4060ti",)),
+    _M("NVIDIA GeForce RTX 4060", 8188, 272, 60, 121, (8, 9), 4, 0, ("4060",), 8),
+    _M("NVIDIA GeForce RTX 4060 Ti", 16380, 288, 88, 177, (8, 9), 4, 0, ("4060ti",), 8),
     _M("NVIDIA GeForce RTX 4070", 12282, 504, 117, 233, (8, 9), 4, 0, ("4070",)),
     _M("NVIDIA GeForce RTX 4070 Ti", 12282, 504, 160, 321, (8, 9), 4, 0, ("4070ti",)),
     _M("NVIDIA GeForce RTX 4080", 16376, 717, 195, 390, (8, 9), 4, 0, ("4080",)),
@@ -126,7 +127,7 @@ GPU_TABLE: tuple[GpuModel, ...] = (
         0,
         ("pro6000", "pro6000blackwell", "rtxpro6000"),
     ),
-    _M("NVIDIA GeForce RTX 5060 Ti", 16311, 448, 95, 190, (12, 0), 5, 0, ("5060ti",)),
+    _M("NVIDIA GeForce RTX 5060 Ti", 16311, 448, 95, 190, (12, 0), 5, 0, ("5060ti",), 8),
     _M("NVIDIA GeForce RTX 5070 Ti", 16303, 896, 176, 351, (12, 0), 5, 0, ("5070ti",)),
     _M("NVIDIA GeForce RTX 5080", 16303, 960, 225, 450, (12, 0), 5, 0, ("5080",)),
     _M("NVIDIA GeForce RTX 5090", 32607, 1792, 419, 838, (12, 0), 5, 0, ("5090",)),
@@ -153,6 +154,8 @@ class DeviceSpec:
     endpoint: str | None = None  # HOST:PORT of an RPC server
     dev_name: str = ""  # the name -dev and -ot use (RPC1); empty: same as ``name``
     backend: str = ""  # what runs behind an RPC server: "cuda" (default) or "cpu"
+    pcie_gen: int | None = None  # the PCIe link a present GPU reports (None: the table's)
+    pcie_width: int | None = None
 
     @property
     def device_name(self) -> str:

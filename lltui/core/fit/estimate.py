@@ -50,7 +50,9 @@ def estimate(
     devs = select_devices(all_devs, settings)
     result = estimate_once(model, hp, settings, all_devs, devs, opts)
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
-    result = replace(result, speed=estimate_speed(model, result, backends=backends))
+    pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
+    speed = estimate_speed(model, result, backends=backends, pcie=pcie)
+    result = replace(result, speed=speed)
     if not opts.search:
         return result
     max_ctx = largest_context(model, hp, settings, all_devs, devs, opts, result)

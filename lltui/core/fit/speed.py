@@ -23,6 +23,7 @@ GPU facts come from the one GPU table, :data:`lltui.core.fit.devices_spec.GPU_TA
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING
@@ -196,11 +197,13 @@ def _link(a: GpuModel, b: GpuModel) -> tuple[float, float, str]:
         nvl = NVLINK_BY_CC.get(min(a.cc, b.cc), NVLINK_UNKNOWN)
         return NVLINK_HOP_S, nvl.gbs_per_link * min(a.nvlink_links, b.nvlink_links), "NVLink"
     gen = min(a.pcie_gen, b.pcie_gen)
-    return PCIE_HOP_S, PCIE_GBS_PER_LANE.get(gen, 16.0) * PCIE_DEFAULT[1], f"PCIe {gen}.0"
+    width = min(a.pcie_width, b.pcie_width)
+    lane = PCIE_GBS_PER_LANE.get(gen, PCIE_GBS_PER_LANE[PCIE_DEFAULT[0]])
+    return PCIE_HOP_S, lane * width, f"PCIe {gen}.0 x{width}"
 
 
 def _pcie_gbs(g: GpuModel) -> float:
-    return PCIE_GBS_PER_LANE.get(g.pcie_gen, PCIE_GBS_PER_LANE[PCIE_DEFAULT[0]]) * 16
+    return PCIE_GBS_PER_LANE.get(g.pcie_gen, PCIE_GBS_PER_LANE[PCIE_DEFAULT[0]]) * g.pcie_width
 
 
 def estimate_speed(
@@ -211,10 +214,12 @@ def estimate_speed(
     prompt_tokens: int = 512,
     host_bandwidth_gbs: float = HOST_BANDWIDTH_GBS,
     backends: Mapping[str, str] | None = None,
+    pcie: Mapping[str, tuple[int | None, int | None]] | None = None,
 ) -> SpeedEstimate:
     """Tokens/s of ``result``'s placement. ``depth``: KV cells already filled when decoding
     (llama-bench's tg128 is depth 0); ``prompt_tokens``: the prompt pp is timed on (pp512).
-    ``backends``: device name -> "cuda" or "cpu" for RPC servers (default cuda)."""
+    ``backends``: device name -> "cuda" or "cpu" for RPC servers (default cuda); ``pcie``:
+    device name -> (generation, width) of the link a present GPU reports (else the table's)."""
     m = result.model
     r = result.resolved
     ub = max(1, min(r.n_ubatch, prompt_tokens))
@@ -331,6 +336,9 @@ def estimate_speed(
             extra_full_s += kv_full.get(name, 0.0) / bw
             continue
         g, assumed = _gpu(est.description if est and kind == "cuda" else "")
+        gen, width = (pcie or {}).get(name, (None, None))
+        if gen or width:
+            g = replace(g, pcie_gen=gen or g.pcie_gen, pcie_width=width or g.pcie_width)
         gpus[name] = g
         offload_gpu = offload_gpu or g
         if assumed:
