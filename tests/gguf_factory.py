@@ -180,10 +180,13 @@ def write_model(
     tensor_types: dict[str, str] | None = None,
     file_type: int | None = None,
     name: str | None = None,
+    sparse: bool = False,
 ) -> list[Path]:
     """Write ``spec`` as a GGUF file (or split files); returns the paths written.
 
     ``name`` is the model's ``general.name`` (``tiny-ARCH`` by default).
+    ``sparse`` writes the header only and extends the file to its full size with a hole: a
+    model of real size (gigabytes) in no disk space, for readers of headers.
     ``tensor_types`` overrides ``weight_type`` per tensor name (e.g. {"output.weight": "Q6_K"}).
     """
     path = Path(path)
@@ -240,6 +243,16 @@ def write_model(
             wanted = "F32"
         else:
             wanted = weight_type
+        if sparse:
+            qt = Q[wanted.upper()]
+            block, type_size = gguf.GGML_QUANT_SIZES[qt]
+            if dims[0] % block:
+                qt, block, type_size = Q.F16, 1, 2
+            n = int(np.prod(dims))
+            w.add_tensor_info(
+                name, tuple(reversed(dims)), np.float32, n // block * type_size, raw_dtype=qt
+            )
+            continue
         if wanted == "F32" and _is_norm_or_router(name, dims):
             data = (1.0 + rng.standard_normal(tuple(reversed(dims))) * 0.01).astype(np.float32)
             w.add_tensor(name, data)
@@ -252,7 +265,16 @@ def write_model(
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+    if sparse:
+        w.write_ti_data_to_file()
+        assert w.fout is not None
+        for fout, infos in zip(w.fout, w.tensors, strict=True):
+            size = -(-fout.tell() // 32) * 32
+            size += sum(-(-ti.nbytes // 32) * 32 for ti in infos.values())
+            fout.flush()
+            fout.truncate(size)
+    else:
+        w.write_tensors_to_file()
     w.close()
     if split_max_tensors:
         return sorted(path.parent.glob(f"{path.stem}-*-of-*.gguf"))

@@ -73,7 +73,7 @@ async def test_sort_key_orders_the_process_table():
         assert app.model.sort_key == "gpu_mem"
         # llama-server holds far more GPU memory than Xorg: first by GPU memory
         assert table.pids == [41234, 1873]
-        await pilot.press("s", "s", "s")  # cpu, rss, pid
+        await pilot.press("s", "s", "s", "s")  # sm, cpu, rss, pid
         assert app.model.sort_key == "pid"
         assert table.pids == sorted(table.pids, reverse=True)
         await pilot.press("r")

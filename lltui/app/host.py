@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from lltui.app.launch_state import FormFlags, LaunchController
     from lltui.app.model import RigModel
     from lltui.core.llama.args import LlamaArgs
+    from lltui.sources.fleet import Fleet
 
 
 class AppHost(Protocol):
@@ -29,6 +30,15 @@ class AppHost(Protocol):
     @property
     def launch(self) -> LaunchController:
         """The one llama-server the app starts or follows."""
+        ...
+
+    @property
+    def fleet(self) -> Fleet | None:
+        """The hosts watched side by side (``--source a,b``, ``--hosts FILE``), or None."""
+        ...
+
+    def focus_host(self, index: int) -> None:
+        """Show one host of the fleet in the monitor."""
         ...
 
     def render_model(self) -> None:
@@ -54,6 +64,7 @@ class AppHost(Protocol):
     def action_gpu_detail(self) -> None: ...
     def action_set_window(self, index: int) -> None: ...
     def action_sort_by(self, key: str) -> None: ...
+    def action_reverse_sort(self) -> None: ...
 
 
 class InApp(Protocol):

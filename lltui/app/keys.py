@@ -45,3 +45,9 @@ def step_interval(current: float, direction: int) -> float:
         return bigger[0] if bigger else MAX_INTERVAL
     smaller = [s for s in INTERVAL_STEPS if s < current]
     return smaller[-1] if smaller else MIN_INTERVAL
+
+
+# the fleet view (``--source a,b``, ``--hosts FILE``): one row per host
+FLEET_BINDINGS: list[BindingType] = [
+    Binding("6", "switch_mode('fleet')", "Fleet", id="view-fleet", show=False),
+]

@@ -11,7 +11,7 @@ from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
 
 WINDOWS_S: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0)
-SORT_KEYS: tuple[str, ...] = ("gpu_mem", "cpu", "rss", "pid", "gpu")
+SORT_KEYS: tuple[str, ...] = ("gpu_mem", "sm", "cpu", "rss", "pid", "gpu")
 STALE_FACTOR = 3.0  # data older than this many intervals is stale
 STALE_MIN_S = 3.0
 

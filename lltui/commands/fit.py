@@ -30,7 +30,8 @@ Estimate, per device, the memory llama-server will allocate for MODEL.gguf with 
 flags: weights, KV cache, compute buffers and the host output buffer, and whether it fits;
 and the speed it will run at: decode and prompt tokens/s, per device and for the split, and
 what bounds them (memory bandwidth, compute, a link). The GGUF header is read; the weights
-are not.
+are not. MODEL.gguf may also be hf:OWNER/REPO[:FILE|QUANT][@REV] or an https URL (the header
+read by range requests).
 
 llama-server flags (its spellings and defaults; other flags are accepted and ignored):
   -c -np -kvu/-no-kvu -ctk -ctv -fa -b -ub -ngl -sm -ts -mg -dev -ot --cpu-moe --n-cpu-moe
@@ -172,11 +173,16 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         except ValueError as exc:
             raise CliError(f"{verb}: --host-free: {exc}", 2) from None
     try:
-        model = read_model(model_path)
+        model = read_model(model_path, verb)
         devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
     except DeviceSpecError as exc:
+        from lltui.commands.remote import show_choices
+
+        if show_choices(exc, verb, own["json"]):
+            return None  # a repository's models listed: the answer asked for
         msg = str(exc)
-        raise CliError(msg if msg.startswith(model_path) else f"{verb}: {msg}", 2) from None
+        code = getattr(exc, "code", 2)
+        raise CliError(msg if msg.startswith(model_path) else f"{verb}: {msg}", code) from None
     options = FitOptions(
         margin_bytes=margin,
         host_free_bytes=host_available() if host_free is None else host_free,

@@ -17,6 +17,8 @@ size it would write, its bits per weight, whether it fits the devices with these
 llama-server flags, the largest context that fits and the predicted decode speed. Any
 quantization of the model can be the input: only its tensor names and shapes are used.
 TQ1_0/TQ2_0 are listed only for ternary (BitNet) models and MXFP4_MOE only for MoE models.
+MODEL.gguf may also be hf:OWNER/REPO[:FILE|QUANT][@REV] or an https URL; hf:OWNER/REPO alone
+lists the repository's GGUF files and their sizes.
 
 columns:
   type        llama-quantize's name for the type; * = needs an importance matrix

@@ -19,8 +19,33 @@ class DeviceSpecError(ValueError):
     """A --gpus spec or model file that cannot be used; ``str()`` is one line."""
 
 
-def read_model(path: str) -> GgufModel:
-    """The GGUF header; DeviceSpecError with one line for a missing or corrupt file."""
+class RemoteModelError(DeviceSpecError):
+    """A remote model that cannot be read; ``code`` 1 (network, server) or 2 (reference)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ModelChoice(RemoteModelError):
+    """A reference to a repository that names no one model in it: ``lines`` (a table of its
+    models and sizes) and ``data`` (the same for --json) to choose from; ``named``: whether
+    a file or quantization was given (and matched none, or several)."""
+
+    def __init__(self, message: str, lines: list[str], data: dict[str, Any], named: bool):
+        super().__init__(message, 2)
+        self.lines = lines
+        self.data = data
+        self.named = named
+
+
+def read_model(path: str, verb: str = "fit") -> GgufModel:
+    """The GGUF header; DeviceSpecError with one line for a missing or corrupt file. A remote
+    reference (hf:OWNER/REPO..., an https URL) is read by ranged requests."""
+    from lltui.core.fit.remote_ref import is_remote_ref
+
+    if is_remote_ref(path):
+        return _read_remote(path, verb)
     try:
         return read_gguf(path)
     except GgufError as exc:
@@ -31,6 +56,29 @@ def read_model(path: str) -> GgufModel:
         raise DeviceSpecError(f"{path}: is a directory, not a GGUF file") from None
     except OSError as exc:
         raise DeviceSpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_remote(text: str, verb: str) -> GgufModel:
+    from lltui.sources.remote_gguf import RemoteError
+    from lltui.sources.remote_model import read_remote_model
+
+    try:
+        return read_remote_model(text, verb)
+    except RemoteError as exc:
+        from lltui.sources.hf_hub import RepoChoice
+
+        if isinstance(exc, RepoChoice):
+            from lltui.core.fit.remote_ref import HfRef, listing_json, listing_lines
+
+            ref = exc.listing.ref
+            base = HfRef(ref.repo, None, ref.revision).text()
+            raise ModelChoice(
+                str(exc),
+                listing_lines(base, exc.listing.models, verb),
+                listing_json(base, exc.listing.commit, exc.listing.models),
+                ref.selector is not None,
+            ) from None
+        raise RemoteModelError(str(exc), exc.code) from None
 
 
 def sim_devices(profile: str) -> list[DeviceSpec]:

@@ -27,6 +27,9 @@ def replay_options(args: object) -> ReplayOptions:
     )
 
 
+_KINDS = ("auto", "nvml", "smi", "sim", "replay", "prom", "scrape")
+
+
 @dataclass(frozen=True, slots=True)
 class SourceSpec:
     kind: str  # auto | nvml | smi | sim | replay
@@ -59,6 +62,24 @@ def parse_source_spec(text: str | None) -> SourceSpec:
     raise ValueError(f"unknown source {spec!r}; use {SOURCE_HELP}")
 
 
+def split_sources(text: str | None) -> list[str]:
+    """``smi:h1,smi:h2,nvml`` as its specs. A comma starts a new spec only where a source
+    kind follows it (``kind`` or ``kind:``), so a comma inside a path or URL stays put."""
+    pieces: list[str] = []
+    for piece in (text or "").split(","):
+        word = piece.strip().partition(":")[0].lower()
+        if pieces and word not in _KINDS:
+            pieces[-1] += "," + piece
+        else:
+            pieces.append(piece.strip())
+    return [p for p in pieces if p]
+
+
+def is_fleet(text: str | None) -> bool:
+    """Whether ``--source`` names several sources (a fleet view rather than one rig)."""
+    return len(split_sources(text)) > 1
+
+
 def make_source(
     spec: SourceSpec,
     *,
@@ -73,8 +94,10 @@ def make_source(
         return NvmlSource()
     if spec.kind == "smi":
         from lltui.sources.smi import SmiSource
+        from lltui.sources.ssh import split_host_port
 
-        return SmiSource(host=spec.arg)
+        host, port = split_host_port(spec.arg) if spec.arg else (None, None)
+        return SmiSource(host=host, port=port)
     if spec.kind == "sim":
         from lltui.sources.sim import SimSource
 

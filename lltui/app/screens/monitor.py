@@ -11,7 +11,7 @@ from lltui.app.model import RigModel
 from lltui.app.screens.base import LltuiScreen
 from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.gpu_card import GpuCard, render_card
-from lltui.app.widgets.process_table import ProcessTable
+from lltui.app.widgets.process_table import ProcessPane, ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.models import RigSample
@@ -67,13 +67,15 @@ def render_rig_line(sample: RigSample, model: RigModel) -> str:
 class MonitorScreen(LltuiScreen):
     """Live per-GPU dashboard. Rendering reads only the app's model."""
 
+    AUTO_FOCUS = "ProcessTable"  # its keys (filter, signal) work without a tab first
+
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield Banner(id="banner")
         yield Static("", id="rig")
         with VerticalScroll(id="cards-scroll"):
             yield Grid(id="cards")
-        yield ProcessTable(id="processes")
+        yield ProcessPane(id="processes")
         yield LltuiFooter()
 
     def __init__(self) -> None:

@@ -179,7 +179,9 @@ def gpu_sample(
         ecc_uncorrected=0 if not g.has_fan else None,
         ecc_corrected=0 if not g.has_fan else None,
         retired_pages=0 if not g.has_fan else None,
-        processes=gpu_processes(profile, i, phase, serving=serving, server_bytes=server_bytes),
+        processes=gpu_processes(
+            profile, i, phase, serving=serving, server_bytes=server_bytes, util=load.util
+        ),
     )
 
 

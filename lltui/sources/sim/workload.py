@@ -65,7 +65,13 @@ def resident_bytes(profile: SimProfile, i: int, share: float, phase: str, progre
 
 
 def gpu_processes(
-    profile: SimProfile, i: int, phase: str, *, serving: bool, server_bytes: int
+    profile: SimProfile,
+    i: int,
+    phase: str,
+    *,
+    serving: bool,
+    server_bytes: int,
+    util: float = 0.0,
 ) -> tuple[GpuProcess, ...]:
     """The llama-server once it serves, and Xorg on a desktop card's first GPU."""
     n = len(profile.gpus)
@@ -85,6 +91,7 @@ def gpu_processes(
                 + " ".join(profile.served.argv),
                 host_rss=int((1.2 + 0.3 * n) * GIB),
                 cpu_pct=100.0 if phase in (PHASE_PREFILL, PHASE_DECODE) else 3.0,
+                sm_util=float(round(util)),  # the server is what keeps this GPU busy
             ),
         )
     if profile.gpus[i].has_fan and i == 0:
@@ -98,6 +105,7 @@ def gpu_processes(
             command="/usr/lib/xorg/Xorg vt1 -displayfd 3",
             host_rss=96 * MIB,
             cpu_pct=0.0,
+            sm_util=0.0,
         )
         proc = (xorg, *proc)
     return proc
