@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lltui.commands import print_json
+from lltui.commands import CliError, print_json
 
 HELP = """\
 usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
@@ -51,6 +51,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_inputs
+    from lltui.core.fit.common import FitError
     from lltui.core.fit.hparams import read_hparams
     from lltui.core.fit.quant_fit import best_fitting, quant_table, skipped_types
     from lltui.core.fit.report import model_to_json
@@ -62,12 +63,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
     devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
+    try:
+        # a header whose hyperparameters cannot be read has no quant to list: one line
+        summary = model_summary(model, read_hparams(model))
+    except FitError as exc:
+        raise CliError(f"quant: {exc}", 2) from None
     table = quant_table(model, settings, devices, opts)
     skipped = skipped_types(model)
     if own["json"]:
         # the model read: the input file itself (the rows are what-ifs, with no file yet)
         data: dict[str, Any] = {
-            "model": model_to_json(model_summary(model, read_hparams(model))),
+            "model": model_to_json(summary),
             "devices": describe(devices),
             "rows": [q.to_json() for q in table],
             "skipped": [{"type": t, "reason": why} for t, why in skipped],
