@@ -8,22 +8,20 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
+from lltui.app.monitor_layout import MonitorLayout, plan_layout
 from lltui.app.screens.base import LltuiScreen
 from lltui.app.widgets.footer import LltuiFooter
-from lltui.app.widgets.gpu_card import GpuCard, render_card
+from lltui.app.widgets.gpu_card import CardStyles, CardView, GpuCard, compact_name_width
 from lltui.app.widgets.process_table import ProcessPane, ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.models import RigSample
 from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
 
-CARD_MIN_WIDTH = 78
-GRAPHS_MIN_ROWS_PER_GPU = 9  # a card with sparklines needs this many rows to be useful
 
-
-def render_rig_line(sample: RigSample, model: RigModel) -> str:
+def render_rig_line(sample: RigSample, model: RigModel, width: int = 200) -> str:
     """Totals over the GPUs, energy since start, host, and the load balance of what they
-    serve; each line fits 78 columns."""
+    serve; each line fits 78 columns (``width`` below 84 tightens the balance line)."""
     live = [g for g in sample.gpus if not g.lost]
     total = sum(g.info.memory_total for g in live)
     used = sum(g.memory_used or 0 for g in live)
@@ -55,11 +53,12 @@ def render_rig_line(sample: RigSample, model: RigModel) -> str:
     if balance:
         im = balance[0]
         colour = {"ok": "$gpu-ok", "uneven": "$gpu-warn", "skewed": "$gpu-hot"}[im.level]
+        gap, gpu = ("  ", "GPU") if width >= 84 else (" ", "")
         lines.append(
-            f"[b]balance[/b] {escape(im.name[:16])} GPU{compact_indexes(im.gpu_indexes)}"
-            f" [{colour}]{im.level}[/]  VRAM ±{im.vram_spread:.0f}%"
+            f"[b]balance[/b] {escape(im.name[:16])} {gpu}{compact_indexes(im.gpu_indexes)}"
+            f" [{colour}]{im.level}[/]{gap}VRAM ±{im.vram_spread:.0f}%"
             f" full {im.fullest} empty {im.emptiest}"
-            f"  util ±{im.util_spread:.0f}% busy {im.busiest}"
+            f"{gap}util ±{im.util_spread:.0f}% busy {im.busiest}"
         )
     return "\n".join(lines)
 
@@ -81,12 +80,16 @@ class MonitorScreen(LltuiScreen):
     def __init__(self) -> None:
         super().__init__()
         self._cards: dict[str, GpuCard] = {}
-        self._columns = 0
+        self._layout: MonitorLayout | None = None
+        self._styles: CardStyles | None = None
+        self._name_width: tuple[tuple[str, ...], int, int] = ((), 0, 0)
         self._rig_lines = -1
         self._ready = False
 
     def on_mount(self) -> None:
         self._ready = True
+        # cards scrolled into view show the latest sample they were given
+        self.watch(self.query_one("#cards-scroll"), "scroll_y", self._flush_cards, init=False)
         self._render_from_app()
 
     def on_screen_resume(self) -> None:
@@ -98,17 +101,56 @@ class MonitorScreen(LltuiScreen):
     def _render_from_app(self) -> None:
         self.lltui.render_model()
 
-    def layout_for(self, n: int) -> tuple[int, bool, int]:
-        """Columns of cards, whether cards carry sparklines, and each card's width, for
-        ``n`` GPUs on this screen's size."""
-        width, height = self.size
-        columns = max(1, min(n, width // CARD_MIN_WIDTH)) if n else 1
-        graphs = self.lltui.model.graphs
-        if graphs is None:
-            rows_per_column = -(-n // columns) if n else 1
-            graphs = height >= 14 + rows_per_column * GRAPHS_MIN_ROWS_PER_GPU
-        card_width = max(40, width // columns - 2)
-        return columns, graphs, card_width
+    def _flush_cards(self) -> None:
+        for card in self._cards.values():
+            card.flush()
+
+    @property
+    def gpu_layout(self) -> MonitorLayout | None:
+        """The layout of the GPUs now on screen (None before the first sample)."""
+        return self._layout
+
+    def _room(self) -> int:
+        """Lines left for the GPUs and the process table: the screen less the status line,
+        banner, rig summary and footer as they are now wrapped to the width."""
+        size = self.size
+        used = 1  # the footer
+        for widget in (self.query_one(StatusBar), self.query_one(Banner), self.query_one("#rig")):
+            if widget.display:
+                used += widget.get_content_height(size, size, max(1, size.width - 2))
+        return size.height - used
+
+    def plan(self, n: int) -> MonitorLayout:
+        """The layout of ``n`` GPUs on this screen's size and the user's choices."""
+        model = self.lltui.model
+        width, room = self.size.width, self._room()
+        plan = plan_layout(n, width, room, mode=model.layout_mode, graphs=model.graphs)
+        if not plan.fits:  # the scroll bar takes a column
+            plan = plan_layout(n, width - 1, room, mode=model.layout_mode, graphs=model.graphs)
+        return plan
+
+    def _apply_layout(self, layout: MonitorLayout) -> None:
+        grid = self.query_one("#cards", Grid)
+        grid.styles.grid_size_columns = layout.columns
+        grid.set_class(layout.compact, "-compact")
+        self.query_one("#cards-scroll").styles.height = layout.height
+        for card in self._cards.values():
+            card.set_class(layout.compact, "-compact")
+        self._layout = layout
+        # cards that come into view with the new layout are drawn once it is worked out
+        self.call_after_refresh(self._flush_cards)
+
+    def _card_styles(self) -> CardStyles:
+        theme = self.app.theme
+        if self._styles is None or self._styles.theme != theme:
+            self._styles = CardStyles.from_variables(theme, self.app.get_css_variables())
+        return self._styles
+
+    def _compact_name_width(self, sample: RigSample, width: int) -> int:
+        names = tuple(g.info.name for g in sample.gpus)
+        if self._name_width[:2] != (names, width):
+            self._name_width = (names, width, compact_name_width(list(names), width))
+        return self._name_width[2]
 
     def show(self, model: RigModel) -> None:
         if not self._ready:  # a sample can arrive before this screen is composed
@@ -119,40 +161,53 @@ class MonitorScreen(LltuiScreen):
             self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")
             return
         with self.app.batch_update():
-            rig_text = render_rig_line(sample, model)
+            rig_text = render_rig_line(sample, model, self.size.width)
             rig_lines = rig_text.count("\n")
             # same number of lines: repaint only, no relayout of the whole screen
             self.query_one("#rig", Static).update(rig_text, layout=rig_lines != self._rig_lines)
             self._rig_lines = rig_lines
-            grid = self.query_one("#cards", Grid)
-            columns, graphs, card_width = self.layout_for(len(sample.gpus))
-            if columns != self._columns:
-                grid.styles.grid_size_columns = columns
-                self._columns = columns
-            present = {g.info.uuid for g in sample.gpus}
-            for uuid in [u for u in self._cards if u not in present]:
-                self._cards.pop(uuid).remove()
-            selected = min(model.selected, len(sample.gpus) - 1)
-            for pos, g in enumerate(sample.gpus):
-                card = self._cards.get(g.info.uuid)
-                if card is None:
-                    card = GpuCard(g.info.uuid, classes="gpu-card")
-                    self._cards[g.info.uuid] = card
-                    grid.mount(card)
-                card.set_class(g.lost, "-lost")
-                card.set_class(pos == selected, "-selected")
-                card.set_class(model.stale(None), "-stale")
-                card.show(
-                    render_card(
-                        g,
-                        model.history,
-                        width=card_width,
-                        window_s=model.window_s,
-                        graphs=graphs,
-                        selected=pos == selected,
-                    )
-                )
+            layout = self.plan(len(sample.gpus))
+            if layout != self._layout:
+                self._apply_layout(layout)
+            self._show_cards(model, sample, layout)
             self.query_one(ProcessTable).show(sample, model.sort_key, model.sort_reverse)
+
+    def _show_cards(self, model: RigModel, sample: RigSample, layout: MonitorLayout) -> None:
+        grid = self.query_one("#cards", Grid)
+        present = {g.info.uuid for g in sample.gpus}
+        for uuid in [u for u in self._cards if u not in present]:
+            self._cards.pop(uuid).remove()
+        selected = min(model.selected, len(sample.gpus) - 1)
+        stale = model.stale(None)
+        # a card's border and padding take 3 columns, a compact line's 2
+        width = layout.item_width - (2 if layout.compact else 3)
+        name_width = self._compact_name_width(sample, width) if layout.compact else 0
+        styles = self._card_styles()
+        history_seq = sample.seq if layout.graphs else 0
+        for pos, g in enumerate(sample.gpus):
+            card = self._cards.get(g.info.uuid)
+            if card is None:
+                card = GpuCard(g.info.uuid, classes="gpu-card")
+                card.set_class(layout.compact, "-compact")
+                self._cards[g.info.uuid] = card
+                grid.mount(card)
+            card.set_class(g.lost, "-lost")
+            card.set_class(pos == selected, "-selected")
+            card.set_class(stale, "-stale")
+            view = CardView(
+                g,
+                styles,
+                width,
+                layout.compact,
+                layout.graphs,
+                model.window_s,
+                pos == selected,
+                history_seq,
+                name_width,
+                len(str(len(sample.gpus) - 1)),
+                layout.lines,
+            )
+            card.show(view, model.history)
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         """Cheap refresh of the status line only (age, stale marker) between samples."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.content import Content
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Static
@@ -25,13 +26,61 @@ def render_banner(info: RigInfo) -> str:
     return f"[b]SIMULATED[/b] {escape(info.source)}: {escape(reason)}"
 
 
-def render_status(model: RigModel, busy_for: float | None) -> str:
+def fmt_history(held_s: float, window_s: float, *, short: bool = False) -> str:
+    """How much of the graphs' window the history fills: ``graphs 39s of 1m``, or
+    ``graphs 1m`` once it is full; ``39s/1m`` where the line is short of room."""
+    window = fmt_window(window_s)
+    if held_s >= window_s:
+        return window if short else f"graphs {window}"
+    held = fmt_duration(held_s).replace("m00s", "m")
+    return f"{held}/{window}" if short else f"graphs {held} of {window}"
+
+
+def _cells(markup: str) -> int:
+    return Content.from_markup(markup).cell_length
+
+
+def render_status(model: RigModel, busy_for: float | None, width: int = 0) -> str:
+    """The status line (and any error or hint lines below it). With ``width`` the first
+    line is fitted to it: shorter wording first, then the driver and CUDA go."""
+    first = _status_line(model, busy_for, width)
+    return first + _status_notes(model)
+
+
+def _status_line(model: RigModel, busy_for: float | None, width: int) -> str:
     info = model.info
-    parts = [f"[b]lltui[/b] {escape(info.source)}"]
+    source = f"[b]lltui[/b] {escape(info.source)}"
+    versions = []
     if info.driver_version:
-        parts.append(f"driver {escape(info.driver_version)}")
+        versions.append(f"driver {escape(info.driver_version)}")
     if info.cuda_version:
-        parts.append(f"CUDA {escape(info.cuda_version)}")
+        versions.append(f"CUDA {escape(info.cuda_version)}")
+    state = _state(model, busy_for)
+    history = model.history
+    held = min(history.seconds(), history.max_age_s or float("inf"))
+    every = f"{state} every {model.interval:g}s"
+    terse = f"{state} {model.interval:g}s"
+    if model.latest is None:  # no history to speak of yet
+        graphs = short = f"graphs {fmt_window(model.window_s)}"
+    else:
+        graphs = fmt_history(held, model.window_s)
+        short = fmt_history(held, model.window_s, short=True)
+    variants = [
+        [source, *versions, every, graphs],
+        [source, *versions, every, short],
+        [source, *versions, terse, short],
+        [source, terse, short],
+    ]
+    lines = ["  ".join(parts) for parts in variants]
+    if width <= 0:
+        return lines[0]
+    for line in lines:
+        if _cells(line) <= width:
+            return line
+    return lines[-1]
+
+
+def _state(model: RigModel, busy_for: float | None) -> str:
     ended = model.latest is not None and model.latest.ended
     if ended:
         state = "[b $warning]■[/] end of recording"
@@ -45,9 +94,13 @@ def render_status(model: RigModel, busy_for: float | None) -> str:
         state = "[$text-muted]starting…[/]"
     else:
         state = "[$gpu-ok]●[/] live"
-    parts.append(f"{state} every {model.interval:g}s")
-    parts.append(f"graphs {fmt_window(model.window_s)}")
-    line = "  ".join(parts)
+    return state
+
+
+def _status_notes(model: RigModel) -> str:
+    info = model.info
+    ended = model.latest is not None and model.latest.ended
+    line = ""
     if model.error and not (
         ended and model.latest is not None and model.error == model.latest.error
     ):
@@ -69,7 +122,8 @@ class StatusBar(Static):
         self._text: str | None = None
 
     def show(self, model: RigModel, busy_for: float | None) -> None:
-        text = render_status(model, busy_for)
+        # the padding takes a column on each side
+        text = render_status(model, busy_for, max(0, self.size.width - 2))
         if text != self._text:  # twice a second between samples: skip repeats
             self._text = text
             self.update(text)
