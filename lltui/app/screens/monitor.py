@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
+from textual.geometry import Region
 from textual.markup import escape
 from textual.widgets import Static
 
@@ -101,9 +102,16 @@ class MonitorScreen(LltuiScreen):
     def _render_from_app(self) -> None:
         self.lltui.render_model()
 
+    def _window(self) -> Region:
+        """The visible part of the GPU area, in the coordinates of its content."""
+        scroll = self.query_one("#cards-scroll", VerticalScroll)
+        size = scroll.scrollable_content_region.size
+        return Region(round(scroll.scroll_x), round(scroll.scroll_y), size.width, size.height)
+
     def _flush_cards(self) -> None:
+        window = self._window()
         for card in self._cards.values():
-            card.flush()
+            card.flush(window)
 
     @property
     def gpu_layout(self) -> MonitorLayout | None:
@@ -184,6 +192,7 @@ class MonitorScreen(LltuiScreen):
         name_width = self._compact_name_width(sample, width) if layout.compact else 0
         styles = self._card_styles()
         history_seq = sample.seq if layout.graphs else 0
+        window = self._window()
         for pos, g in enumerate(sample.gpus):
             card = self._cards.get(g.info.uuid)
             if card is None:
@@ -207,7 +216,7 @@ class MonitorScreen(LltuiScreen):
                 len(str(len(sample.gpus) - 1)),
                 layout.lines,
             )
-            card.show(view, model.history)
+            card.show(view, model.history, window)
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         """Cheap refresh of the status line only (age, stale marker) between samples."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
-from textual.errors import NoWidget
+from textual.geometry import Region
 from textual.widgets import Static
 
 from lltui.app.host import host_of
@@ -364,36 +364,41 @@ def render_compact(
         text.append(" ")
         text.append(flag, styles.hot_bold)
     if lines > 1:
-        text.append("\n" + " " * (len(index) + 1))
-        text.append_text(_compact_second_line(g, styles, wide))
+        indent = len(index) + 1
+        text.append("\n" + " " * indent)
+        text.append_text(_compact_second_line(g, styles, wide, width - indent))
     return text
 
 
-def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool) -> Text:
-    """Clocks, links, fan and P-state: what a card shows that one line has no room for."""
+def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: int) -> Text:
+    """Clocks, throttling, links, fan and P-state: what a card shows that one line has no
+    room for, as much of it as fits ``width`` (whole items, none cut)."""
     info = g.info
-    sm = (
-        f"SM {_num(g.sm_clock_mhz)}/{_num(info.max_sm_clock_mhz)}"
-        if wide
-        else (f"SM {_num(g.sm_clock_mhz)}")
-    )
-    text = Text(f"{sm} MHz", styles.muted)
-    if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
-        pcie = "PCIe " if wide else ""
-        text.append(
-            f"  {pcie}↓{fmt_rate_kbs(g.pcie_rx_kbs)} ↑{fmt_rate_kbs(g.pcie_tx_kbs)}", styles.muted
-        )
-    if g.nvlink_active and wide:
-        text.append(
-            f"  NVL ↓{fmt_rate_kbs(g.nvlink_rx_kbs)} ↑{fmt_rate_kbs(g.nvlink_tx_kbs)}", styles.muted
-        )
-    if g.fan_pct is not None:
-        text.append(f"  fan {_num(g.fan_pct)}%", styles.muted)
-    if g.pstate is not None:
-        text.append(f"  P{g.pstate}", styles.muted)
+    sm = f"SM {_num(g.sm_clock_mhz)}"
+    items: list[tuple[str, Style]] = [
+        (f"{sm}/{_num(info.max_sm_clock_mhz)} MHz" if wide else f"{sm} MHz", styles.muted)
+    ]
     slow = _throttle(g)
     if slow:
-        text.append("  " + ", ".join(slow), styles.hot_bold)
+        items.append((", ".join(slow), styles.hot_bold))
+    if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
+        pcie = "PCIe " if wide else ""
+        rates = f"↓{fmt_rate_kbs(g.pcie_rx_kbs)} ↑{fmt_rate_kbs(g.pcie_tx_kbs)}"
+        items.append((pcie + rates, styles.muted))
+    if g.nvlink_active:
+        rates = f"↓{fmt_rate_kbs(g.nvlink_rx_kbs)} ↑{fmt_rate_kbs(g.nvlink_tx_kbs)}"
+        items.append(("NVL " + rates, styles.muted))
+    if g.fan_pct is not None:
+        items.append((f"fan {_num(g.fan_pct)}%", styles.muted))
+    if g.pstate is not None:
+        items.append((f"P{g.pstate}", styles.muted))
+    text = Text()
+    for item, style in items:
+        gap = "  " if text else ""
+        if len(text) + len(gap) + len(item) > width:
+            continue  # a later, shorter item may still fit
+        text.append(gap)
+        text.append(item, style)
     return text
 
 
@@ -416,7 +421,9 @@ class CardView:
 
 class GpuCard(Static):
     """A card (or compact line) for one GPU. Rebuilt only when what it shows changed and
-    it is on screen; one scrolled out of view is rebuilt when it comes back (``flush``)."""
+    it is on screen; one scrolled out of view is rebuilt when it comes back (``flush``).
+    Where it is comes from its place in the scroll area, not from the last frame drawn, so
+    a card scrolled into view a moment ago counts as in view."""
 
     DEFAULT_CSS = """
     GpuCard { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -434,27 +441,30 @@ class GpuCard(Static):
     def on_click(self) -> None:
         host_of(self).select_gpu_uuid(self.uuid)
 
-    def show(self, view: CardView, history: RigHistory) -> None:
+    def show(self, view: CardView, history: RigHistory, window: Region | None = None) -> None:
+        """Take what to show; build it now if the card is inside ``window`` (the visible
+        part of the scroll area, in its content's coordinates; None: all of it)."""
         if view == self._view:
             return
         self._view = view
         self._history = history
         self._dirty = True
-        self.flush()
+        self.flush(window)
 
-    def on_screen(self) -> bool:
-        """Whether any of the card is inside the visible part of its scroll area (a card
-        not laid out yet counts as visible: it is about to be)."""
-        try:
-            where = self.screen.find_widget(self)
-        except NoWidget:
+    def in_window(self, window: Region | None) -> bool:
+        """Whether any of the card is inside ``window`` (a card not laid out yet counts as
+        inside: it is about to be)."""
+        if window is None:
             return True
-        return where.region.overlaps(where.clip)
+        where = self.virtual_region
+        return not where or where.overlaps(window)
 
-    def flush(self) -> bool:
-        """Build and show the latest view if it is pending and the card is on screen."""
+    def flush(self, window: Region | None = None) -> bool:
+        """Build and show the latest view if it is pending and the card is in ``window``."""
         view = self._view
-        if not self._dirty or view is None or self._history is None or not self.on_screen():
+        if not self._dirty or view is None or self._history is None:
+            return False
+        if not self.in_window(window):
             return False
         self._dirty = False
         g = view.sample
