@@ -187,7 +187,8 @@ def _card_title(g: GpuSample, selected: bool, styles: CardStyles) -> Text:
 
 def _card_state(g: GpuSample, styles: CardStyles) -> Text:
     """Temperature, fan and P-state, right of the title."""
-    text = Text(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, 75, 85))
+    text = Text()  # a style given to Text() would colour all that is appended after
+    text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, 75, 85))
     if g.fan_pct is not None:
         text.append(f" fan {_num(g.fan_pct)}%")
     if g.pstate is not None:
@@ -325,7 +326,8 @@ def render_compact(
     wide = width >= COMPACT_WIDE
     info = g.info
     index = f"GPU{info.index}".ljust(3 + index_width) if wide else f"{info.index:>{index_width}}"
-    text = Text(index, styles.reverse_bold if selected else styles.bold, no_wrap=True)
+    text = Text(no_wrap=True)
+    text.append(index, styles.reverse_bold if selected else styles.bold)
     if g.lost:
         text.append(f" {short_name(info.name, name_width)} ")
         text.append("LOST", styles.error_bold)
