@@ -108,7 +108,10 @@ def gpu_processes(
             sm_util=0.0,
         )
         proc = (xorg, *proc)
-    return (*proc, *side_processes(profile, i)) if serving else proc
+    # the other jobs show from the end of the model's loading on (the early timeline, which
+    # tests of the other views step through, stays as it was)
+    loaded = serving and phase != PHASE_LOADING
+    return (*proc, *side_processes(profile, i)) if loaded else proc
 
 
 def side_processes(profile: SimProfile, i: int) -> tuple[GpuProcess, ...]:
