@@ -70,7 +70,7 @@ class MonitorScreen(LltuiScreen):
     AUTO_FOCUS = "ProcessTable"  # its keys (filter, signal) work without a tab first
 
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
+        yield StatusBar(id="status", history=True)
         yield Banner(id="banner")
         yield Static("", id="rig")
         with VerticalScroll(id="cards-scroll"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from textual.content import Content
@@ -36,18 +37,22 @@ def fmt_history(held_s: float, window_s: float, *, short: bool = False) -> str:
     return f"{held}/{window}" if short else f"graphs {held} of {window}"
 
 
+@lru_cache(maxsize=64)  # twice a second, mostly the same few lines
 def _cells(markup: str) -> int:
     return Content.from_markup(markup).cell_length
 
 
-def render_status(model: RigModel, busy_for: float | None, width: int = 0) -> str:
-    """The status line (and any error or hint lines below it). With ``width`` the first
-    line is fitted to it: shorter wording first, then the driver and CUDA go."""
-    first = _status_line(model, busy_for, width)
+def render_status(
+    model: RigModel, busy_for: float | None, width: int = 0, *, history: bool = True
+) -> str:
+    """The status line (and any error or hint lines below it). With ``history`` it says how
+    much history the graphs have, and with ``width`` the first line is fitted to it: shorter
+    wording first, then the driver and CUDA go."""
+    first = _status_line(model, busy_for, width if history else 0, history)
     return first + _status_notes(model)
 
 
-def _status_line(model: RigModel, busy_for: float | None, width: int) -> str:
+def _status_line(model: RigModel, busy_for: float | None, width: int, history: bool) -> str:
     info = model.info
     source = f"[b]lltui[/b] {escape(info.source)}"
     versions = []
@@ -56,11 +61,11 @@ def _status_line(model: RigModel, busy_for: float | None, width: int) -> str:
     if info.cuda_version:
         versions.append(f"CUDA {escape(info.cuda_version)}")
     state = _state(model, busy_for)
-    history = model.history
-    held = min(history.seconds(), history.max_age_s or float("inf"))
+    kept = model.history
+    held = min(kept.seconds(), kept.max_age_s or float("inf"))
     every = f"{state} every {model.interval:g}s"
     terse = f"{state} {model.interval:g}s"
-    if model.latest is None:  # no history to speak of yet
+    if model.latest is None or not history:  # no history to speak of (yet)
         graphs = short = f"graphs {fmt_window(model.window_s)}"
     else:
         graphs = fmt_history(held, model.window_s)
@@ -117,13 +122,18 @@ def show_header(screen: Screen[Any], model: RigModel, busy_for: float | None) ->
 
 
 class StatusBar(Static):
-    def __init__(self, *, id: str | None = None) -> None:
+    """``history``: say how much of the graph window the history fills and fit the line to
+    the width (the monitor); without it, the window alone on a line that may wrap."""
+
+    def __init__(self, *, id: str | None = None, history: bool = False) -> None:
         super().__init__("", id=id)
         self._text: str | None = None
+        self._history = history
 
     def show(self, model: RigModel, busy_for: float | None) -> None:
         # the padding takes a column on each side
-        text = render_status(model, busy_for, max(0, self.size.width - 2))
+        width = max(0, self.size.width - 2)
+        text = render_status(model, busy_for, width, history=self._history)
         if text != self._text:  # twice a second between samples: skip repeats
             self._text = text
             self.update(text)
