@@ -163,3 +163,20 @@ async def test_a_render_without_a_new_sample_rebuilds_no_card():
         app.render_model()  # a key that changes nothing the cards show
         await pilot.pause()
         assert [c.renders for c in cards] == before
+
+
+async def test_selecting_a_gpu_below_the_fold_scrolls_it_into_view():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 5)
+        await pilot.pause()
+        await pilot.press("l", "l")  # cards, scrolled
+        await pilot.pause()
+        await pilot.press("left_square_bracket")  # from GPU0 back round to GPU7
+        await pilot.pause()
+        await pilot.pause()
+        last = list(app.screen.query(GpuCard))[-1]
+        assert last.has_class("-selected")
+        where = app.screen.find_widget(last)
+        assert where.clip.contains_region(last.region)
+        assert "GPU7" in str(last.render())

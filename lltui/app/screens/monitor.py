@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.geometry import Region
-from textual.markup import escape
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
@@ -20,7 +20,9 @@ from lltui.core.monitor.models import RigSample
 from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
 
 
-def render_rig_line(sample: RigSample, model: RigModel, width: int = 200) -> str:
+def render_rig_line(
+    sample: RigSample, model: RigModel, styles: CardStyles, width: int = 200
+) -> Text:
     """Totals over the GPUs, energy since start, host, and the load balance of what they
     serve; each line fits 78 columns (``width`` below 84 tightens the balance line)."""
     live = [g for g in sample.gpus if not g.lost]
@@ -32,36 +34,42 @@ def render_rig_line(sample: RigSample, model: RigModel, width: int = 200) -> str
     energy = model.history.energy_since_start_mj()
     lost = len(sample.gpus) - len(live)
     n = len(sample.gpus)
-    first = (
-        f"[b]{n} GPU{'s' if n != 1 else ''}[/b]  VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB"
-        f" ({free / GIB:.1f} free)  power {power:.0f}/{limit:.0f} W"
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{n} GPU{'s' if n != 1 else ''}", styles.bold)
+    text.append(
+        f"  VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB ({free / GIB:.1f} free)"
+        f"  power {power:.0f}/{limit:.0f} W"
     )
     if lost:
-        first += f"  [b $error]{lost} lost[/]"
-    second = f"energy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}"
+        text.append("  ")
+        text.append(f"{lost} lost", styles.error_bold)
+    text.append(f"\nenergy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}")
     host = sample.host
     if host.cpu_pct is not None or host.mem_total:
         used_gib = (host.mem_used or 0) / GIB
         total_gib = (host.mem_total or 0) / GIB
-        second += (
-            f"  [b]host[/b] CPU {fmt_pct(host.cpu_pct)}/{host.cpu_count or '?'}"
+        text.append("  ")
+        text.append("host", styles.bold)
+        text.append(
+            f" CPU {fmt_pct(host.cpu_pct)}/{host.cpu_count or '?'}"
             f"  RAM {used_gib:.1f}/{total_gib:.1f} GiB"
         )
         if host.load_1m is not None:
-            second += f"  load {host.load_1m:.2f}"
-    lines = [first, second]
+            text.append(f"  load {host.load_1m:.2f}")
     balance = imbalances(sample)
     if balance:
         im = balance[0]
-        colour = {"ok": "$gpu-ok", "uneven": "$gpu-warn", "skewed": "$gpu-hot"}[im.level]
+        level = {"ok": styles.ok, "uneven": styles.warn, "skewed": styles.hot}[im.level]
         gap, gpu = ("  ", "GPU") if width >= 84 else (" ", "")
-        lines.append(
-            f"[b]balance[/b] {escape(im.name[:16])} {gpu}{compact_indexes(im.gpu_indexes)}"
-            f" [{colour}]{im.level}[/]{gap}VRAM ±{im.vram_spread:.0f}%"
-            f" full {im.fullest} empty {im.emptiest}"
+        text.append("\n")
+        text.append("balance", styles.bold)
+        text.append(f" {im.name[:16]} {gpu}{compact_indexes(im.gpu_indexes)} ")
+        text.append(im.level, level)
+        text.append(
+            f"{gap}VRAM ±{im.vram_spread:.0f}% full {im.fullest} empty {im.emptiest}"
             f"{gap}util ±{im.util_spread:.0f}% busy {im.busiest}"
         )
-    return "\n".join(lines)
+    return text
 
 
 class MonitorScreen(LltuiScreen):
@@ -85,6 +93,8 @@ class MonitorScreen(LltuiScreen):
         self._styles: CardStyles | None = None
         self._name_width: tuple[tuple[str, ...], int, int] = ((), 0, 0)
         self._rig_lines = -1
+        self._rig_text: Text | None = None
+        self._selected_uuid: str | None = None
         self._ready = False
 
     def on_mount(self) -> None:
@@ -169,16 +179,21 @@ class MonitorScreen(LltuiScreen):
             self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")
             return
         with self.app.batch_update():
-            rig_text = render_rig_line(sample, model, self.size.width)
-            rig_lines = rig_text.count("\n")
-            # same number of lines: repaint only, no relayout of the whole screen
-            self.query_one("#rig", Static).update(rig_text, layout=rig_lines != self._rig_lines)
-            self._rig_lines = rig_lines
+            self._show_rig(render_rig_line(sample, model, self._card_styles(), self.size.width))
             layout = self.plan(len(sample.gpus))
             if layout != self._layout:
                 self._apply_layout(layout)
             self._show_cards(model, sample, layout)
             self.query_one(ProcessTable).show(sample, model.sort_key, model.sort_reverse)
+
+    def _show_rig(self, text: Text) -> None:
+        if text == self._rig_text:
+            return
+        lines = text.plain.count("\n")
+        # same number of lines: repaint only, no relayout of the whole screen
+        self.query_one("#rig", Static).update(text, layout=lines != self._rig_lines)
+        self._rig_lines = lines
+        self._rig_text = text
 
     def _show_cards(self, model: RigModel, sample: RigSample, layout: MonitorLayout) -> None:
         grid = self.query_one("#cards", Grid)
@@ -217,6 +232,17 @@ class MonitorScreen(LltuiScreen):
                 layout.lines,
             )
             card.show(view, model.history, window)
+        if sample.gpus:
+            self._follow_selection(sample.gpus[selected].info.uuid)
+
+    def _follow_selection(self, uuid: str) -> None:
+        """Scroll a newly selected GPU into view (where the GPUs do not all fit)."""
+        if uuid == self._selected_uuid:
+            return
+        self._selected_uuid = uuid
+        card = self._cards.get(uuid)
+        if card is not None:
+            self.call_after_refresh(card.scroll_visible, animate=False)
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         """Cheap refresh of the status line only (age, stale marker) between samples."""
