@@ -180,3 +180,16 @@ async def test_selecting_a_gpu_below_the_fold_scrolls_it_into_view():
         where = app.screen.find_widget(last)
         assert where.clip.contains_region(last.region)
         assert "GPU7" in str(last.render())
+
+
+async def test_a_new_theme_recolours_the_cards_without_a_new_sample():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        feed(app, 5)
+        await pilot.pause()
+        card = app.screen.query(GpuCard)[0]
+        before = card.renders
+        app.theme = "light"
+        await pilot.pause()
+        await pilot.pause()
+        assert card.renders > before

@@ -101,6 +101,8 @@ class MonitorScreen(LltuiScreen):
         self._ready = True
         # cards scrolled into view show the latest sample they were given
         self.watch(self.query_one("#cards-scroll"), "scroll_y", self._flush_cards, init=False)
+        # the cards' colours are worked out from the theme: a new theme redraws them (paused too)
+        self.watch(self.app, "theme", self._render_from_app, init=False)
         self._render_from_app()
 
     def on_screen_resume(self) -> None:

@@ -331,7 +331,10 @@ def render_compact(
     if g.lost:
         text.append(f" {short_name(info.name, name_width)} ")
         text.append("LOST", styles.error_bold)
-        text.append(f" {g.error or ''}")
+        text.append(f" {g.error or 'the GPU fell off the bus'}")
+        if lines > 1:  # the same height as the others, so the rows below stay put
+            text.append("\n" + " " * (len(index) + 1))
+            text.append("other GPUs keep updating", styles.muted)
         return text
     total = info.memory_total
     used = g.memory_used
