@@ -193,3 +193,19 @@ async def test_a_new_theme_recolours_the_cards_without_a_new_sample():
         await pilot.pause()
         await pilot.pause()
         assert card.renders > before
+
+
+async def test_a_tick_rebuilds_only_the_cards_in_view():
+    # what a tick costs follows what is on screen, not the number of GPUs
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 5)
+        await pilot.press("l", "l")  # cards: about two of sixteen in view
+        await pilot.pause()
+        await pilot.pause()
+        cards = list(app.screen.query(GpuCard))
+        before = sum(c.renders for c in cards)
+        feed(app, 1)
+        await pilot.pause()
+        rebuilt = sum(c.renders for c in cards) - before
+        assert 1 <= rebuilt <= 3
