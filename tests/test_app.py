@@ -22,7 +22,7 @@ async def test_banner_names_and_cards_on_a_simulated_rig():
         assert "SIMULATED" in text_of(app, "#banner")
         cards = list(app.screen.query(GpuCard))
         assert len(cards) == 2
-        assert all("Tesla T4" in str(c.render()) for c in cards)
+        assert all("T4" in str(c.render()) for c in cards)  # compact lines at 80x24
         assert "balance" in text_of(app, "#rig")
 
 
@@ -71,9 +71,8 @@ async def test_sort_key_orders_the_process_table():
         await pilot.pause()
         table = app.screen.query_one(ProcessTable)
         assert app.model.sort_key == "gpu_mem"
-        # llama-server holds the most GPU memory, then the python job; the desktop's
-        # processes hold memory the driver does not report
-        assert table.pids == [41234, 30517, 2412, 1873]
+        # llama-server holds far more GPU memory than Xorg: first by GPU memory
+        assert table.pids == [41234, 1873]
         await pilot.press("s", "s", "s", "s")  # sm, cpu, rss, pid
         assert app.model.sort_key == "pid"
         assert table.pids == sorted(table.pids, reverse=True)

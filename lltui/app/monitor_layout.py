@@ -84,16 +84,22 @@ def _compact(n: int, width: int, room: int) -> MonitorLayout:
 
 
 def plan_layout(
-    n: int, width: int, height: int, *, mode: str = "auto", graphs: bool | None = None
+    n: int,
+    width: int,
+    height: int,
+    *,
+    mode: str = "auto",
+    graphs: bool | None = None,
+    reserve: int = PROCESS_RESERVE,
 ) -> MonitorLayout:
     """The layout of ``n`` GPUs in ``width`` x ``height`` cells (the screen less the status
-    lines, rig summary and footer). The process table keeps :data:`PROCESS_RESERVE` lines.
+    lines, rig summary and footer). The process table keeps ``reserve`` lines.
 
     ``mode`` "auto" takes the richest that fits: cards with sparklines, cards, then compact
     lines. ``graphs`` True asks for cards with sparklines (scrolled where they do not fit),
     False for none; None decides by the room.
     """
-    room = max(3, height - PROCESS_RESERVE)
+    room = max(3, height - reserve)
     if mode == "compact":
         return _compact(n, width, room)
     if graphs is True:

@@ -9,7 +9,7 @@ from textual.geometry import Region
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
-from lltui.app.monitor_layout import MonitorLayout, plan_layout
+from lltui.app.monitor_layout import PROCESS_RESERVE, MonitorLayout, plan_layout
 from lltui.app.screens.base import LltuiScreen
 from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.gpu_card import CardStyles, CardView, GpuCard, compact_name_width
@@ -95,6 +95,7 @@ class MonitorScreen(LltuiScreen):
         self._rig_lines = -1
         self._rig_text: Text | None = None
         self._selected_uuid: str | None = None
+        self._reserve = PROCESS_RESERVE
         self._ready = False
 
     def on_mount(self) -> None:
@@ -144,10 +145,23 @@ class MonitorScreen(LltuiScreen):
         """The layout of ``n`` GPUs on this screen's size and the user's choices."""
         model = self.lltui.model
         width, room = self.size.width, self._room()
-        plan = plan_layout(n, width, room, mode=model.layout_mode, graphs=model.graphs)
+        reserve = self._reserve = self._process_reserve()
+        mode, graphs = model.layout_mode, model.graphs
+        plan = plan_layout(n, width, room, mode=mode, graphs=graphs, reserve=reserve)
         if not plan.fits:  # the scroll bar takes a column
-            plan = plan_layout(n, width - 1, room, mode=model.layout_mode, graphs=model.graphs)
+            plan = plan_layout(n, width - 1, room, mode=mode, graphs=graphs, reserve=reserve)
         return plan
+
+    def _process_reserve(self) -> int:
+        """Five rows of processes below the table's header, its horizontal scroll bar when
+        its columns are wider than the screen, and the filter line while it is open."""
+        pane = self.query_one(ProcessPane)
+        return PROCESS_RESERVE + pane.filter_open + pane.table.show_horizontal_scrollbar
+
+    def _check_reserve(self) -> None:
+        # the table learns its columns' width after a frame: plan again if that changed it
+        if self._process_reserve() != self._reserve:
+            self._render_from_app()
 
     def _apply_layout(self, layout: MonitorLayout) -> None:
         grid = self.query_one("#cards", Grid)
@@ -187,6 +201,7 @@ class MonitorScreen(LltuiScreen):
                 self._apply_layout(layout)
             self._show_cards(model, sample, layout)
             self.query_one(ProcessTable).show(sample, model.sort_key, model.sort_reverse)
+        self.call_after_refresh(self._check_reserve)
 
     def _show_rig(self, text: Text) -> None:
         if text == self._rig_text:
