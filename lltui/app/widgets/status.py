@@ -135,8 +135,11 @@ class StatusBar(Static):
         width = max(0, self.size.width - 2)
         text = render_status(model, busy_for, width, history=self._history)
         if text != self._text:  # twice a second between samples: skip repeats
+            # the history's age changes the first line each tick, fitted to the width: a
+            # relayout only when the lines below it (errors, hints, which may wrap) change
+            below = None if self._text is None else self._text.partition("\n")[2]
             self._text = text
-            self.update(text)
+            self.update(text, layout=text.partition("\n")[2] != below)
 
 
 class Banner(Static):
