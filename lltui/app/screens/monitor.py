@@ -225,6 +225,7 @@ class MonitorScreen(LltuiScreen):
         styles = self._card_styles()
         history_seq = sample.seq if layout.graphs else 0
         window = self._window()
+        index_width = len(str(len(sample.gpus) - 1))
         for pos, g in enumerate(sample.gpus):
             card = self._cards.get(g.info.uuid)
             if card is None:
@@ -236,17 +237,17 @@ class MonitorScreen(LltuiScreen):
             card.set_class(pos == selected, "-selected")
             card.set_class(stale, "-stale")
             view = CardView(
-                g,
-                styles,
-                width,
-                layout.compact,
-                layout.graphs,
-                model.window_s,
-                pos == selected,
-                history_seq,
-                name_width,
-                len(str(len(sample.gpus) - 1)),
-                layout.lines,
+                sample=g,
+                styles=styles,
+                width=width,
+                compact=layout.compact,
+                graphs=layout.graphs,
+                window_s=model.window_s,
+                selected=pos == selected,
+                history_seq=history_seq,
+                name_width=name_width,
+                index_width=index_width,
+                lines=layout.lines,
             )
             card.show(view, model.history, window)
         if sample.gpus:

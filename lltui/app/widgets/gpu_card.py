@@ -1,5 +1,5 @@
 """One GPU, as a card (VRAM and power bars, utilisation, temperature, clocks, links, throttle
-reasons, sparklines of power, utilisation and VRAM) or as one compact line.
+reasons, sparklines of power, utilisation and VRAM) or as one or two compact lines.
 
 Both are rich ``Text`` built with styles resolved once per theme: no markup is parsed on a
 tick, and a card that is off screen or shows what it already shows is not rebuilt."""
@@ -112,7 +112,7 @@ def short_bus(bus: str) -> str:
 
 def short_name(name: str, width: int) -> str:
     """A GPU's name in ``width`` cells: without the vendor's brand words, then its first
-    word (``Tesla V100-SXM3-32GB`` -> ``V100-SXM3-32GB`` -> ``V100``), then cut."""
+    word (``Tesla V100-SXM3-32GB`` -> ``V100-SXM3-32GB`` -> ``V100``), else empty."""
     for noise in NAME_NOISE:
         name = name.replace(noise, "")
     if len(name) <= width:
