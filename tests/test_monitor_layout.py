@@ -209,3 +209,25 @@ async def test_a_tick_rebuilds_only_the_cards_in_view():
         await pilot.pause()
         rebuilt = sum(c.renders for c in cards) - before
         assert 1 <= rebuilt <= 3
+
+
+def test_the_history_label_says_how_much_of_the_window_it_holds():
+    from lltui.app.widgets.status import fmt_history
+
+    assert fmt_history(39, 60) == "graphs 39s of 1m"
+    assert fmt_history(300, 900) == "graphs 5m of 15m"
+    assert fmt_history(900, 900) == "graphs 15m"
+    assert fmt_history(39, 60, short=True) == "39s/1m"
+
+
+@pytest.mark.parametrize("profile", ["16xv100-dgx2", "mixed-4090-3090"])
+async def test_the_status_line_fits_80_columns_with_the_history_label(profile):
+    app = sim_app(profile)
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 20)
+        await pilot.pause()
+        await pilot.pause()
+        status = app.screen.query_one("#status")
+        line = str(status.render())
+        assert "\n" not in line and len(line) <= 78 and "19s/1m" in line
+        assert status.outer_size.height == 1

@@ -135,11 +135,13 @@ class StatusBar(Static):
         width = max(0, self.size.width - 2)
         text = render_status(model, busy_for, width, history=self._history)
         if text != self._text:  # twice a second between samples: skip repeats
-            # the history's age changes the first line each tick, fitted to the width: a
-            # relayout only when the lines below it (errors, hints, which may wrap) change
-            below = None if self._text is None else self._text.partition("\n")[2]
+            # the history's age changes the first line each tick: a relayout only when the
+            # height may change (the first line wraps to other than the height it has, or
+            # there are lines below it: errors and hints, rare)
+            first, _, below = text.partition("\n")
+            rows = -(-_cells(first) // width) if width else 0
             self._text = text
-            self.update(text, layout=text.partition("\n")[2] != below)
+            self.update(text, layout=not rows or bool(below) or rows != self.size.height)
 
 
 class Banner(Static):
