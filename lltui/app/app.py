@@ -17,6 +17,7 @@ from lltui.app import keys, views
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
 from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
+from lltui.app.monitor_layout import LAYOUT_MODES
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.base import ModelView, ViewScreen
@@ -342,9 +343,15 @@ class LltuiApp(App[int]):
         current = self.model.graphs
         if current is None:  # decided by the size so far: toggle what is shown
             screen = self.get_screen_stack_base()
-            n = len(self.model.latest.gpus) if self.model.latest else 1
-            current = screen.layout_for(n)[1] if isinstance(screen, MonitorScreen) else False
+            layout = screen.gpu_layout if isinstance(screen, MonitorScreen) else None
+            current = layout is not None and layout.graphs
         self.model.graphs = not current
+        self.render_model()
+
+    def action_cycle_layout(self) -> None:
+        """Auto (the richest layout that fits), compact lines, cards."""
+        self.model.layout_index = (self.model.layout_index + 1) % len(LAYOUT_MODES)
+        self.notify(f"layout: {self.model.layout_mode}", timeout=2)
         self.render_model()
 
     def action_select_gpu(self, step: int) -> None:

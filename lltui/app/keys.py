@@ -26,6 +26,7 @@ BINDINGS: list[BindingType] = [
     Binding("r", "reverse_sort", "Reverse", id="sort-reverse", show=False),
     Binding("w", "cycle_window", "Window", id="window"),
     Binding("g", "toggle_graphs", "Graphs", id="graphs"),
+    Binding("l", "cycle_layout", "Layout", id="layout"),
     Binding("left_square_bracket,k", "select_gpu(-1)", "Prev GPU", id="gpu-prev", show=False),
     Binding("right_square_bracket,j", "select_gpu(1)", "Next GPU", id="gpu-next", show=False),
     Binding("enter,d", "gpu_detail", "Detail", id="gpu-detail"),
@@ -34,7 +35,15 @@ BINDINGS: list[BindingType] = [
 
 # offered only where the monitor (or its detail page) is shown
 MONITOR_ACTIONS = frozenset(
-    {"cycle_sort", "reverse_sort", "cycle_window", "toggle_graphs", "select_gpu", "gpu_detail"}
+    {
+        "cycle_sort",
+        "reverse_sort",
+        "cycle_window",
+        "toggle_graphs",
+        "cycle_layout",
+        "select_gpu",
+        "gpu_detail",
+    }
 )
 
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lltui.app.monitor_layout import LAYOUT_MODES
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
 
@@ -34,12 +35,17 @@ class RigModel:
     sort_reverse: bool = False
     selected: int = 0  # position of the selected GPU in latest.gpus
     graphs: bool | None = None  # None: decided by the terminal size
+    layout_index: int = 0  # in LAYOUT_MODES: auto, compact or cards
     # apply() runs on the poller thread; the UI holds this lock while it renders
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def window_s(self) -> float:
         return WINDOWS_S[self.window_index]
+
+    @property
+    def layout_mode(self) -> str:
+        return LAYOUT_MODES[self.layout_index]
 
     @property
     def sort_key(self) -> str:

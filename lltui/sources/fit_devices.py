@@ -4,12 +4,15 @@ servers) and the model file it reads; shared by ``lltui fit``, ``lltui quant`` a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from lltui.core.fit.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
 from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
-from lltui.core.monitor.models import RigSample, SourceUnavailable
 from lltui.core.units import MIB
+
+if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
+    from lltui.core.monitor.models import RigSample
 
 
 class DeviceSpecError(ValueError):
@@ -105,16 +108,23 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         gpus,
         key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
     )
-    mems = [
-        (g.info.name, g.info.memory_total, g.memory_free)
+    used = [
+        g
         for g in ordered
         if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
     ]
-    return list(cuda_devices(mems))
+    mems = [(g.info.name, g.info.memory_total, g.memory_free) for g in used]
+    # the PCIe link each reports, for the speed of a split (the table's otherwise)
+    return [
+        replace(d, pcie_gen=g.info.pcie_gen_max, pcie_width=g.info.pcie_width_max)
+        for d, g in zip(cuda_devices(mems), used, strict=True)
+    ]
 
 
 def local_devices() -> tuple[list[DeviceSpec], str | None]:
     """This machine's NVIDIA GPUs via NVML, or none and why."""
+    from lltui.core.monitor.models import SourceUnavailable
+
     try:
         from lltui.sources.registry import SourceSpec, make_source
 
@@ -133,6 +143,15 @@ def local_devices() -> tuple[list[DeviceSpec], str | None]:
 
 
 def host_available() -> int | None:
+    """Host memory available now: MemAvailable from /proc/meminfo on Linux (what psutil
+    reports, without importing it: a fit or quant run is a short process), else psutil."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import psutil
 

@@ -108,4 +108,33 @@ def gpu_processes(
             sm_util=0.0,
         )
         proc = (xorg, *proc)
-    return proc
+    # the other jobs show from the end of the model's loading on (the early timeline, which
+    # tests of the other views step through, stays as it was)
+    loaded = serving and phase != PHASE_LOADING
+    return (*proc, *side_processes(profile, i)) if loaded else proc
+
+
+def side_processes(profile: SimProfile, i: int) -> tuple[GpuProcess, ...]:
+    """What else runs on GPU i beside the llama-server (a training run, a notebook)."""
+    return tuple(
+        GpuProcess(
+            pid=job.pid,
+            gpu_index=i,
+            used_memory=None if job.mib is None else job.mib * MIB,
+            kind=job.kind,
+            name=job.name,
+            user=job.user,
+            command=job.command,
+            host_rss=job.rss_mib * MIB,
+            cpu_pct=job.cpu_pct,
+            # the rig's utilisation follows the llama-server alone: the others wait on it
+            sm_util=0.0,
+        )
+        for job in profile.side_jobs
+        if i in job.gpus
+    )
+
+
+def side_bytes(profile: SimProfile, i: int) -> int:
+    """GPU memory the side jobs hold on GPU i."""
+    return sum(job.mib * MIB for job in profile.side_jobs if i in job.gpus and job.mib)
