@@ -79,30 +79,30 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-        def _log(self, status: int, sent: int) -> None:
+        def _log(self, status: int, sent: int) -> Hit:
+            # logged before the body goes out: a client that has its answer finds it logged
+            hit = Hit(
+                self.command,
+                self.path,
+                self.headers.get("Range"),
+                status,
+                sent,
+                self.headers.get("Authorization"),
+            )
             with hub.lock:
-                hub.log.append(
-                    Hit(
-                        self.command,
-                        self.path,
-                        self.headers.get("Range"),
-                        status,
-                        sent,
-                        self.headers.get("Authorization"),
-                    )
-                )
+                hub.log.append(hit)
+            return hit
 
         def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None):
             self.send_response(status)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
+            sending = self.command != "HEAD" and bool(body)
+            self._log(status, len(body) if sending else 0)
             self.end_headers()
-            sent = 0
-            if self.command != "HEAD" and body:
+            if sending:
                 self.wfile.write(body)
-                sent = len(body)
-            self._log(status, sent)
 
         def _error(self, status: int, code: str | None = None) -> None:
             self._send(status, b'{"error": "no"}', {"X-Error-Code": code} if code else {})
@@ -213,17 +213,17 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
             for k, v in headers.items():
                 self.send_header(k, v)
             self.send_header("Content-Length", str(size))
+            hit = self._log(200, 0)
             self.end_headers()
-            sent = 0
             if self.command != "HEAD":
                 try:
                     with open(f, "rb") as fh:
                         while chunk := fh.read(1 << 20):
                             self.wfile.write(chunk)
-                            sent += len(chunk)
+                            with hub.lock:
+                                hit.sent += len(chunk)
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True
-            self._log(200, sent)
 
     return Handler
 
