@@ -207,6 +207,18 @@ CASES: tuple[Case, ...] = (
     refused("--fit", "sometimes"),
     meaningless("-fitt", "-5"),
     meaningless("-fitc", "-1"),
+    # the draft model's settings, the projector's placement, embeddings
+    ok("-ngld", "2", draft_n_gpu_layers=2),
+    ok("--spec-draft-ngl", "all", draft_n_gpu_layers=-2),
+    ok("-devd", "none", draft_devices=()),
+    ok("-ctkd", "q8_0", draft_type_k="q8_0"),
+    ok("--cache-type-v-draft", "q8_0", draft_type_v="q8_0"),
+    refused("-ctkd", "q9_0"),
+    ok("--no-mmproj-offload", mmproj_offload=False),
+    ok("--mmproj-offload", mmproj_offload=True),
+    ok("--pooling", "mean", pooling="mean"),
+    refused("--pooling", "max"),
+    ok("--rerank", reranking=True, embedding=True, pooling="rank"),
     # flags that change nothing lltui estimates
     ok("--jinja"),
     ok("--temp", "0.7"),

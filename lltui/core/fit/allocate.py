@@ -23,6 +23,14 @@ from lltui.core.fit.results import (
 )
 from lltui.core.llama.flags import LlamaArgs
 
+# What an estimate says when the file of a part was not read (estimate() with ExtraModels
+# counts it and drops the line).
+NOT_COUNTED = {
+    "draft": "the draft model (-md) is not included",
+    "mmproj": "the multimodal projector (--mmproj) is not included",
+    "lora": "the LoRA adapters (--lora) are not included",
+}
+
 # A placement already made: (placements, weights buffer sizes, device index of each layer).
 Placed = tuple[list[TensorPlacement], dict[str, int], tuple[int, ...]]
 # Bytes per owner (a device name, or CPU for the host) and slot (weights, kv, output, compute).
@@ -185,9 +193,11 @@ def _warnings(hp: Hparams, r: Resolved, st: LlamaArgs) -> tuple[str, ...]:
     """What the estimate leaves out or llama.cpp may refuse at run time."""
     warnings: list[str] = []
     if st.draft_model:
-        warnings.append("the draft model (-md) is not included")
+        warnings.append(NOT_COUNTED["draft"])
     if st.mmproj:
-        warnings.append("the multimodal projector (--mmproj) is not included")
+        warnings.append(NOT_COUNTED["mmproj"])
+    if st.lora:
+        warnings.append(NOT_COUNTED["lora"])
     if st.split_mode == "tensor":
         warnings.append("-sm tensor is experimental in llama.cpp; estimated as a layer split")
         if not r.flash_attn or st.flash_attn == "auto":

@@ -24,13 +24,14 @@ from lltui.core.fit.context import select_devices
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import read_hparams
+from lltui.core.fit.parts import ExtraModels, estimate_parts, less_free, with_parts
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.fit.search import largest_context, suggest
 from lltui.core.fit.speed import estimate_speed
 from lltui.core.llama.flags import LlamaArgs
 
 # what callers of the entry point need, from one place
-__all__ = ["FitError", "FitOptions", "FitResult", "estimate"]
+__all__ = ["ExtraModels", "FitError", "FitOptions", "FitResult", "estimate"]
 
 
 def estimate(
@@ -38,17 +39,29 @@ def estimate(
     settings: LlamaArgs,
     devices: Sequence[DeviceSpec] = (),
     options: FitOptions | None = None,
+    extra: ExtraModels | None = None,
 ) -> FitResult:
     """Estimate what llama-server allocates for ``model`` with ``settings`` on ``devices``.
 
     ``devices`` are the offload devices llama.cpp would see, in its order (RPC servers
     first, then local GPUs); ``-dev`` and ``-sm none`` pick among them. Raises FitError
-    (one line) for settings llama.cpp itself refuses."""
+    (one line) for settings llama.cpp itself refuses. ``extra``: the draft model, projector
+    and LoRA adapters the settings name, counted where llama-server puts them
+    (:mod:`.parts`)."""
     opts = options or FitOptions()
     hp = read_hparams(model)
     all_devs = tuple(devices)
     devs = select_devices(all_devs, settings)
     result = estimate_once(model, hp, settings, all_devs, devs, opts)
+    if extra:
+        parts = estimate_parts(result, extra, settings, all_devs, opts)
+        result = with_parts(result, parts, opts)
+        # the search sizes the main model in what the other parts leave free
+        all_devs = less_free(all_devs, parts)
+        devs = less_free(devs, parts)
+        host_parts = sum(p.bytes_on("CPU") for p in parts)
+        if opts.host_free_bytes is not None and host_parts:
+            opts = replace(opts, host_free_bytes=max(0, opts.host_free_bytes - host_parts))
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
     speed = estimate_speed(model, result, backends=backends, pcie=pcie)

@@ -44,6 +44,9 @@ class DeviceEstimate:
     description: str = ""
     output_layer: bool = False
     device_name: str = ""  # llama.cpp's device name (RPC1) where it differs from ``name``
+    # bytes of each part on this device when more than the model is loaded:
+    # (("model", n), ("draft", n), ("mmproj", n), ("lora", n)); the slots above include them
+    parts: tuple[tuple[str, int], ...] = ()
 
     @property
     def headroom_bytes(self) -> int | None:
@@ -60,6 +63,39 @@ class HostEstimate:
     output_bytes: int
     compute_bytes: int
     total_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartDevice:
+    """What one part (draft, mmproj, lora) puts on one device (CPU: the host)."""
+
+    device: str
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    output_bytes: int = 0
+    mapped_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.output_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PartEstimate:
+    """One file loaded beside the main model, as llama-server allocates it."""
+
+    part: str  # draft, mmproj, lora
+    path: str
+    devices: tuple[PartDevice, ...]
+    buffers: tuple[tuple[str, str, int], ...]  # (buffer name, kind, bytes) as llama.cpp logs
+    approximate_compute: bool
+    layers: tuple[str, ...] = ()  # the draft: device of each layer (last: output)
+    n_ctx: int | None = None  # the draft's context
+    notes: tuple[str, ...] = ()
+
+    def bytes_on(self, device: str) -> int:
+        return sum(d.total_bytes for d in self.devices if d.device == device)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +210,7 @@ class FitResult:
     suggestions: tuple[Suggestion, ...] = ()
     warnings: tuple[str, ...] = ()
     speed: SpeedEstimate | None = None  # predicted tokens/s of this placement
+    parts: tuple[PartEstimate, ...] = ()  # draft, mmproj, lora: already in the totals
 
     def buffer_bytes(self, name: str, kind: str) -> int:
         return sum(b for n, k, b in self.buffers if n == name and k == kind)

@@ -95,8 +95,16 @@ class LlamaArgs:
     fit_ctx: int = 4096
     embedding: bool = False
     model_path: str | None = None  # -m
-    draft_model: str | None = None  # -md: its memory is not estimated
-    mmproj: str | None = None  # --mmproj: its memory is not estimated
+    draft_model: str | None = None  # -md: a second model and context (fit counts it)
+    draft_n_gpu_layers: int = NGL_AUTO  # -ngld
+    draft_devices: tuple[str, ...] | None = None  # -devd; None: the main model's
+    draft_type_k: str = "f16"  # -ctkd
+    draft_type_v: str = "f16"  # -ctvd
+    mmproj: str | None = None  # --mmproj: the multimodal projector (fit counts it)
+    mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the host
+    lora: tuple[str, ...] = ()  # --lora and --lora-scaled adapters, in order
+    pooling: str | None = None  # --pooling; None: the model's own
+    reranking: bool = False  # --rerank: embeddings with rank pooling
     host: str | None = None  # --host, --port, ...: what lltui's launcher sets itself
     port: int | None = None
     api_key: str | None = field(default=None, repr=False)
@@ -167,6 +175,7 @@ class _Builder:
         self.overrides: list[TensorOverride] = []
         self.n_overrides = 0  # as llama.cpp counts them, before lltui drops impossible layers
         self.rpc: list[str] = []
+        self.lora: list[str] = []
         self.memory: list[str] = []
         self.ignored: list[str] = []
         self.given: set[str] = set()
@@ -192,6 +201,14 @@ class _Builder:
         elif f.key == "rpc":
             assert isinstance(value, tuple)
             self.rpc.extend(value)
+        elif f.key in ("lora", "lora_scaled"):
+            assert isinstance(value, tuple)
+            self.lora.extend(value)
+            self.given.add("lora")
+        elif f.key == "reranking":
+            self.fields["reranking"] = value
+            self.fields["embedding"] = True
+            self.fields["pooling"] = "rank"
         else:
             self.fields[f.key] = value
 
@@ -211,6 +228,7 @@ class _Builder:
             LlamaArgs(),
             overrides=tuple(self.overrides),
             rpc=tuple(self.rpc),
+            lora=tuple(self.lora),
             memory_args=tuple(self.memory),
             ignored=tuple(self.ignored),
             given=frozenset(self.given),

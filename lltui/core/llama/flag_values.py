@@ -251,3 +251,34 @@ def port(flag: str, value: str) -> int:
 
 def text(flag: str, value: str) -> str:
     return value
+
+
+POOLING_TYPES = ("none", "mean", "cls", "last", "rank")
+
+
+def pooling(flag: str, value: str) -> str:
+    return _one_of(flag, value, POOLING_TYPES, "invalid value")
+
+
+def path_list(flag: str, value: str) -> tuple[str, ...]:
+    """``--lora A,B``: comma-separated paths (llama.cpp's parse_csv_row, without quoting)."""
+    items = tuple(x for x in value.split(",") if x)
+    if not items:
+        raise ValueError(f"{flag}: expected a file name")
+    return items
+
+
+def scaled_path_list(flag: str, value: str) -> tuple[str, ...]:
+    """``--lora-scaled A:0.5,B:1``: the paths (scales do not change memory), checked as
+    llama.cpp checks them."""
+    out = []
+    for item in value.split(","):
+        path, sep, scale = item.partition(":")
+        if not sep or ":" in scale or not path:
+            raise ValueError(f"{flag}: expected FNAME:SCALE, got {item!r}")
+        try:
+            float(scale)
+        except ValueError:
+            raise ValueError(f"{flag}: bad scale {scale!r} in {item!r}") from None
+        out.append(path)
+    return tuple(out)

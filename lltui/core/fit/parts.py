@@ -1,0 +1,300 @@
+"""Every part of a llama-server run besides the main model: the draft model of speculative
+decoding (``-md``), the multimodal projector (``--mmproj``) and LoRA adapters (``--lora``).
+
+- The draft is a second llama model and context, made as llama-server makes it
+  (common_base_params_to_speculative): the main settings, with the draft's ``-ngld``, ``-devd``
+  and ``-ctkd``/``-ctvd``, the main context's size (llama_n_ctx of the target), outputs for
+  ``-np`` sequences and no embeddings. Its weights, KV, output and compute buffers are those of
+  :func:`~lltui.core.fit.allocate.estimate_once` for that model: exact as the main model's are.
+- The projector (clip.cpp) loads every tensor into one buffer of the first GPU (the host with
+  ``--no-mmproj-offload`` or no GPU): exact. Its compute buffer is reserved for a warmup image;
+  lltui approximates it from the vision tower's shapes (marked approximate).
+- A LoRA adapter's tensors go to the buffer of the weight they modify (llama-adapter.cpp), on
+  the host when that weight is repacked: exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from lltui.core.fit.common import CPU, CPU_ALIGNMENT, device_alloc_size, pad
+from lltui.core.fit.context import select_devices
+from lltui.core.fit.devices_spec import DeviceSpec
+from lltui.core.fit.gguf_model import GgufModel
+from lltui.core.fit.hparams import meta_int, read_hparams
+from lltui.core.fit.results import FitOptions, FitResult, PartDevice, PartEstimate
+from lltui.core.llama.flags import LlamaArgs
+
+PART_NAMES = ("model", "draft", "mmproj", "lora")
+_LORA_SUFFIX = re.compile(r"\.lora_[ab]$")
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraModels:
+    """The headers of the other files a command line loads (read by the caller)."""
+
+    draft: GgufModel | None = None
+    mmproj: GgufModel | None = None
+    loras: tuple[GgufModel, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.draft is not None or self.mmproj is not None or bool(self.loras)
+
+
+def draft_settings(st: LlamaArgs, n_ctx: int, devs: Sequence[DeviceSpec]) -> LlamaArgs:
+    """The draft context's settings, as common_base_params_to_speculative derives them."""
+    split_mode = st.split_mode
+    if st.draft_devices is not None and len(st.draft_devices) == 1:
+        split_mode = "layer"
+    return replace(
+        st,
+        n_ctx=n_ctx,
+        n_gpu_layers=st.draft_n_gpu_layers,
+        devices=st.draft_devices if st.draft_devices is not None else st.devices,
+        split_mode=split_mode,
+        type_k=st.draft_type_k,
+        type_v=st.draft_type_v,
+        overrides=(),  # -otd is the draft's own; lltui does not read it
+        embedding=False,
+        pooling=None,
+        reranking=False,
+        draft_model=None,
+        mmproj=None,
+        lora=(),
+    )
+
+
+def _draft(
+    main: FitResult,
+    draft: GgufModel,
+    st: LlamaArgs,
+    all_devs: Sequence[DeviceSpec],
+    opts: FitOptions,
+) -> PartEstimate:
+    from lltui.core.fit.allocate import estimate_once  # allocate imports this module's types
+
+    dst = draft_settings(st, main.resolved.n_ctx, all_devs)
+    hp = read_hparams(draft)
+    devs = select_devices(all_devs, dst)
+    r = estimate_once(draft, hp, dst, all_devs, devs, replace(opts, search=False))
+    rows = [
+        PartDevice(d.name, d.weights_bytes, d.kv_bytes, d.compute_bytes)
+        for d in r.devices
+        if d.name != CPU
+    ]
+    rows.append(
+        PartDevice(
+            CPU,
+            r.host.weights_bytes,
+            r.host.kv_bytes,
+            r.host.compute_bytes,
+            r.host.output_bytes,
+            mapped_bytes=r.host.mapped_bytes,
+        )
+    )
+    notes = []
+    if draft.metadata.get("general.architecture") != main.model.architecture:
+        notes.append(
+            f"draft architecture {hp.arch} differs from the main model's "
+            f"({main.model.architecture})"
+        )
+    if hp.n_vocab != main.model.n_vocab:
+        notes.append(
+            f"draft vocabulary ({hp.n_vocab}) differs from the main model's "
+            f"({main.model.n_vocab}): llama-server may refuse the pair"
+        )
+    return PartEstimate(
+        part="draft",
+        path=draft.path,
+        devices=tuple(rows),
+        buffers=r.buffers,
+        approximate_compute=False,
+        layers=tuple(r.layer_devices),
+        n_ctx=r.resolved.n_ctx,
+        notes=tuple(notes),
+    )
+
+
+def mmproj_device(st: LlamaArgs, all_devs: Sequence[DeviceSpec]) -> DeviceSpec | None:
+    """clip.cpp's backend: the first GPU llama.cpp registered (local GPUs before RPC
+    servers), or the host with --no-mmproj-offload or no GPU."""
+    if not st.mmproj_offload:
+        return None
+    for kind in ("cuda", "rpc"):
+        for d in all_devs:
+            if d.kind == kind:
+                return d
+    return None
+
+
+def _clip_int(md: Mapping[str, object], *keys: str) -> int:
+    for k in keys:
+        x = meta_int(md.get(k))
+        if x:
+            return x
+    return 0
+
+
+def mmproj_compute_bytes(mm: GgufModel, flash_attn: bool) -> int:
+    """An approximation of clip.cpp's compute buffer for its warmup image: the activations
+    of one vision block (f32) for every patch, with the attention scores when flash
+    attention is off, plus the input image."""
+    md = mm.metadata
+    image = _clip_int(md, "clip.vision.image_size")
+    patch = _clip_int(md, "clip.vision.patch_size") or 14
+    n_embd = _clip_int(md, "clip.vision.embedding_length")
+    n_ff = _clip_int(md, "clip.vision.feed_forward_length") or 4 * n_embd
+    n_head = _clip_int(md, "clip.vision.attention.head_count") or 1
+    if not image or not n_embd:
+        # audio encoders and dynamic-size towers: a block at the tensors' widest row
+        widest = max((t.dims[0] for t in mm.tensors if t.dims), default=0)
+        return 4 * 1500 * 4 * widest
+    n_pos = (image // patch) ** 2 + 1
+    block = 4 * n_pos * (4 * n_embd + n_ff)
+    scores = 0 if flash_attn else 4 * n_pos * n_pos * n_head
+    return pad(4 * 3 * image * image + block + scores, CPU_ALIGNMENT)
+
+
+def _mmproj(
+    mm: GgufModel, st: LlamaArgs, main: FitResult, all_devs: Sequence[DeviceSpec]
+) -> PartEstimate:
+    dev = mmproj_device(st, all_devs)
+    name = CPU if dev is None else dev.name
+    weights = sum(device_alloc_size(dev, t.type, t.dims, t.nbytes) for t in mm.tensors)
+    compute = mmproj_compute_bytes(mm, main.resolved.flash_attn)
+    buf = CPU if dev is None else (dev.device_name or dev.name)
+    notes = ["mmproj compute buffer approximated from the vision tower's shapes"]
+    md = mm.metadata
+    proj_n_embd = _clip_int(md, "clip.vision.projection_dim")
+    if proj_n_embd and proj_n_embd != main.model.n_embd:
+        notes.append(
+            f"mmproj projects to {proj_n_embd} dimensions, the model has {main.model.n_embd}: "
+            "llama-server refuses the pair"
+        )
+    return PartEstimate(
+        part="mmproj",
+        path=mm.path,
+        devices=(PartDevice(name, weights, 0, compute),),
+        buffers=((buf, "model", weights), (buf, "compute", compute)),
+        approximate_compute=True,
+        notes=tuple(notes),
+    )
+
+
+def _lora(adapter: GgufModel, main: FitResult, all_devs: Sequence[DeviceSpec]) -> PartEstimate:
+    by_name = {p.name: p for p in main.placements if not p.duplicate}
+    per: dict[str, int] = {}
+    missing = 0
+    devs = {d.name: d for d in all_devs}
+    for t in adapter.tensors:
+        base = by_name.get(_LORA_SUFFIX.sub("", t.name))
+        if base is None:
+            missing += 1
+            continue
+        on_cpu = base.device == CPU or base.buffer.endswith("_REPACK")
+        dev = None if on_cpu else devs.get(base.device)
+        owner = CPU if on_cpu else base.device
+        per[owner] = per.get(owner, 0) + device_alloc_size(dev, t.type, t.dims, t.nbytes)
+    notes = (f"{missing} adapter tensor(s) match no weight of the model",) if missing else ()
+    return PartEstimate(
+        part="lora",
+        path=adapter.path,
+        devices=tuple(PartDevice(n, b, 0, 0) for n, b in per.items()),
+        buffers=tuple((n, "LoRA", b) for n, b in per.items()),
+        approximate_compute=False,
+        notes=notes,
+    )
+
+
+def estimate_parts(
+    main: FitResult,
+    extra: ExtraModels,
+    st: LlamaArgs,
+    all_devs: Sequence[DeviceSpec],
+    opts: FitOptions,
+) -> tuple[PartEstimate, ...]:
+    """The draft, projector and adapters of ``st`` as llama-server allocates them."""
+    out: list[PartEstimate] = []
+    if extra.draft is not None:
+        out.append(_draft(main, extra.draft, st, all_devs, opts))
+    if extra.mmproj is not None:
+        out.append(_mmproj(extra.mmproj, st, main, all_devs))
+    out.extend(_lora(a, main, all_devs) for a in extra.loras)
+    return tuple(out)
+
+
+def with_parts(result: FitResult, parts: Sequence[PartEstimate], opts: FitOptions) -> FitResult:
+    """``result`` with each part's bytes added to the devices (and host) that hold them, a
+    per-device breakdown, and the verdicts made again."""
+    if not parts:
+        return result
+    devices = []
+    for d in result.devices:
+        rows = [(p.part, pd) for p in parts for pd in p.devices if pd.device == d.name]
+        # the breakdown sums to the row's total (the host row leaves out output buffers)
+        breakdown: dict[str, int] = {"model": d.total_bytes}
+        for part, pd in rows:
+            breakdown[part] = breakdown.get(part, 0) + pd.total_bytes - pd.output_bytes
+        w = d.weights_bytes + sum(pd.weights_bytes for _, pd in rows)
+        kv = d.kv_bytes + sum(pd.kv_bytes for _, pd in rows)
+        c = d.compute_bytes + sum(pd.compute_bytes for _, pd in rows)
+        out = sum(pd.output_bytes for _, pd in rows)
+        total = d.total_bytes + w - d.weights_bytes + kv - d.kv_bytes + c - d.compute_bytes
+        if d.name == CPU:
+            fits = (
+                None
+                if d.free_bytes is None
+                else result.host.total_bytes + out + total - d.total_bytes <= d.free_bytes
+            )
+        else:
+            fits = None if d.free_bytes is None else total + d.unaccounted_bytes <= d.free_bytes
+        devices.append(
+            replace(
+                d,
+                weights_bytes=w,
+                kv_bytes=kv,
+                compute_bytes=c,
+                total_bytes=total,
+                fits=fits,
+                parts=tuple((k, breakdown[k]) for k in PART_NAMES if k in breakdown),
+            )
+        )
+    host_rows = [pd for p in parts for pd in p.devices if pd.device == CPU]
+    h = result.host
+    host = replace(
+        h,
+        weights_bytes=h.weights_bytes + sum(pd.weights_bytes for pd in host_rows),
+        mapped_bytes=h.mapped_bytes + sum(pd.mapped_bytes for pd in host_rows),
+        kv_bytes=h.kv_bytes + sum(pd.kv_bytes for pd in host_rows),
+        output_bytes=h.output_bytes + sum(pd.output_bytes for pd in host_rows),
+        compute_bytes=h.compute_bytes + sum(pd.compute_bytes for pd in host_rows),
+        total_bytes=h.total_bytes + sum(pd.total_bytes for pd in host_rows),
+    )
+    from lltui.core.fit.allocate import NOT_COUNTED
+
+    counted = {NOT_COUNTED[p.part] for p in parts}
+    notes = tuple(n for p in parts for n in p.notes)
+    return replace(
+        result,
+        devices=tuple(devices),
+        host=host,
+        parts=tuple(parts),
+        fits=all(e.fits is not False for e in devices),
+        warnings=tuple(w for w in result.warnings if w not in counted) + notes,
+    )
+
+
+def less_free(
+    devices: Sequence[DeviceSpec], parts: Sequence[PartEstimate]
+) -> tuple[DeviceSpec, ...]:
+    """``devices`` with what the parts take there subtracted from their free memory: the
+    main model's search runs in what is left (the draft's KV at the context given)."""
+    out = []
+    for d in devices:
+        taken = sum(p.bytes_on(d.name) for p in parts)
+        if d.free_bytes is not None and taken:
+            d = replace(d, free_bytes=max(0, d.free_bytes - taken))
+        out.append(d)
+    return tuple(out)
