@@ -307,6 +307,103 @@ def write_imatrix(
     return Path(path)
 
 
+def write_mmproj(
+    path: str | Path,
+    n_embd_text: int,
+    *,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_ff: int = 128,
+    image_size: int = 32,
+    patch_size: int = 8,
+    weight_type: str = "F16",
+    seed: int = 0,
+) -> Path:
+    """A tiny LLaVA-style multimodal projector (``clip.projector_type = mlp``) as
+    convert_hf_to_gguf writes one: a ViT of ``n_layer`` blocks over ``image_size`` pixels in
+    ``patch_size`` patches and a two-layer MLP into the text model's ``n_embd_text``."""
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(path, "clip")
+    w.add_string("general.name", "tiny-mmproj")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_string("clip.projector_type", "mlp")
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch_size)
+    w.add_uint32("clip.vision.embedding_length", n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", n_ff)
+    w.add_uint32("clip.vision.block_count", n_layer)
+    w.add_uint32("clip.vision.projection_dim", n_embd_text)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    n_pos = (image_size // patch_size) ** 2 + 1
+    qtype = getattr(Q, weight_type)
+
+    def add(name: str, shape: tuple[int, ...], matrix: bool = False) -> None:
+        data = rng.standard_normal(shape).astype(np.float32) * 0.02
+        if matrix and weight_type == "F16":
+            w.add_tensor(name, data.astype(np.float16))
+        elif matrix and weight_type != "F32":
+            w.add_tensor(name, gguf.quantize(data, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, data)
+
+    add("v.patch_embd.weight", (n_embd, 3, patch_size, patch_size))
+    add("v.patch_embd.bias", (n_embd,))
+    add("v.class_embd", (n_embd,))
+    add("v.position_embd.weight", (n_pos, n_embd))
+    add("v.pre_ln.weight", (n_embd,))
+    add("v.pre_ln.bias", (n_embd,))
+    for il in range(n_layer):
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"v.blk.{il}.{t}.weight", (n_embd, n_embd), matrix=True)
+            add(f"v.blk.{il}.{t}.bias", (n_embd,))
+        for t in ("ln1", "ln2"):
+            add(f"v.blk.{il}.{t}.weight", (n_embd,))
+            add(f"v.blk.{il}.{t}.bias", (n_embd,))
+        add(f"v.blk.{il}.ffn_up.weight", (n_ff, n_embd), matrix=True)
+        add(f"v.blk.{il}.ffn_up.bias", (n_ff,))
+        add(f"v.blk.{il}.ffn_down.weight", (n_embd, n_ff), matrix=True)
+        add(f"v.blk.{il}.ffn_down.bias", (n_embd,))
+    add("mm.0.weight", (n_embd_text, n_embd), matrix=True)
+    add("mm.0.bias", (n_embd_text,))
+    add("mm.2.weight", (n_embd_text, n_embd_text), matrix=True)
+    add("mm.2.bias", (n_embd_text,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)
+
+
+def write_lora(
+    path: str | Path, spec: ModelSpec, *, rank: int = 8, layers: tuple[int, ...] | None = None
+) -> Path:
+    """A LoRA adapter (``general.type = adapter``) for ``spec``'s attention Q and V weights
+    of ``layers`` (all by default), A and B in F32 as convert_lora_to_gguf writes them."""
+    rng = np.random.default_rng(2)
+    w = gguf.GGUFWriter(path, spec.arch)
+    w.add_string("general.type", "adapter")
+    w.add_string("adapter.type", "lora")
+    w.add_float32("adapter.lora.alpha", float(rank))
+    n_q = spec.n_head * spec.head_dim
+    n_kv = spec.n_head_kv * spec.head_dim
+    for il in layers if layers is not None else range(spec.n_layer):
+        for t, n_out in (("attn_q", n_q), ("attn_v", n_kv)):
+            a = rng.standard_normal((rank, spec.n_embd)).astype(np.float32) * 0.01
+            b = rng.standard_normal((n_out, rank)).astype(np.float32) * 0.01
+            w.add_tensor(f"blk.{il}.{t}.weight.lora_a", a)
+            w.add_tensor(f"blk.{il}.{t}.weight.lora_b", b)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)
+
+
 # -- raw builders for hand-made files --------------------------------------------------------
 
 GGUF_STRING, GGUF_ARRAY, GGUF_UINT32 = 8, 9, 4

@@ -563,6 +563,8 @@ MODEL_KEYS = [
     "tied_embeddings",
     "split_files",
     "quantization_version",
+    "causal",
+    "pooling",
 ]
 
 

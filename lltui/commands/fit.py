@@ -125,6 +125,7 @@ class FitInputs:
     notes: list[str]
     own: dict[str, Any]
     options: Any  # FitOptions
+    extra: Any = None  # ExtraModels: the draft, projector and adapters the flags name
 
 
 def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
@@ -175,6 +176,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
     try:
         model = read_model(model_path, verb)
         devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
+        extra = read_extra_models(settings, verb)
     except DeviceSpecError as exc:
         from lltui.commands.remote import show_choices
 
@@ -188,7 +190,22 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         host_free_bytes=host_available() if host_free is None else host_free,
         repack_profile=own.get("cpu") or "x86",
     )
-    return FitInputs(model_path, model, settings, devices, env_notes + notes, own, options)
+    return FitInputs(model_path, model, settings, devices, env_notes + notes, own, options, extra)
+
+
+def read_extra_models(settings: Any, verb: str) -> Any:
+    """The headers of the draft model, projector and LoRA adapters ``settings`` name, read
+    like the model (local files, hf: references, https URLs); None when there are none."""
+    from lltui.core.fit.parts import ExtraModels
+    from lltui.sources.fit_devices import read_model
+
+    if not (settings.draft_model or settings.mmproj or settings.lora):
+        return None
+    return ExtraModels(
+        draft=read_model(settings.draft_model, verb) if settings.draft_model else None,
+        mmproj=read_model(settings.mmproj, verb) if settings.mmproj else None,
+        loras=tuple(read_model(p, verb) for p in settings.lora),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -201,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
     devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
     local = own.get("gpus") is None
     try:
-        result = estimate(model, settings, devices, opts)
+        result = estimate(model, settings, devices, opts, inputs.extra)
     except FitError as exc:
         raise CliError(f"fit: {exc}", 2) from None
 

@@ -43,7 +43,7 @@ class ExtraModels:
         return self.draft is not None or self.mmproj is not None or bool(self.loras)
 
 
-def draft_settings(st: LlamaArgs, n_ctx: int, devs: Sequence[DeviceSpec]) -> LlamaArgs:
+def draft_settings(st: LlamaArgs, n_ctx: int) -> LlamaArgs:
     """The draft context's settings, as common_base_params_to_speculative derives them."""
     split_mode = st.split_mode
     if st.draft_devices is not None and len(st.draft_devices) == 1:
@@ -75,7 +75,7 @@ def _draft(
 ) -> PartEstimate:
     from lltui.core.fit.allocate import estimate_once  # allocate imports this module's types
 
-    dst = draft_settings(st, main.resolved.n_ctx, all_devs)
+    dst = draft_settings(st, main.resolved.n_ctx)
     hp = read_hparams(draft)
     devs = select_devices(all_devs, dst)
     r = estimate_once(draft, hp, dst, all_devs, devs, replace(opts, search=False))
@@ -165,7 +165,7 @@ def _mmproj(
     weights = sum(device_alloc_size(dev, t.type, t.dims, t.nbytes) for t in mm.tensors)
     compute = mmproj_compute_bytes(mm, main.resolved.flash_attn)
     buf = CPU if dev is None else (dev.device_name or dev.name)
-    notes = ["mmproj compute buffer approximated from the vision tower's shapes"]
+    notes = []
     md = mm.metadata
     proj_n_embd = _clip_int(md, "clip.vision.projection_dim")
     if proj_n_embd and proj_n_embd != main.model.n_embd:
@@ -185,24 +185,28 @@ def _mmproj(
 
 def _lora(adapter: GgufModel, main: FitResult, all_devs: Sequence[DeviceSpec]) -> PartEstimate:
     by_name = {p.name: p for p in main.placements if not p.duplicate}
-    per: dict[str, int] = {}
-    missing = 0
     devs = {d.name: d for d in all_devs}
+    per: dict[tuple[str, str], int] = {}  # (owner device, buffer) -> bytes
+    missing = 0
     for t in adapter.tensors:
         base = by_name.get(_LORA_SUFFIX.sub("", t.name))
         if base is None:
             missing += 1
             continue
-        on_cpu = base.device == CPU or base.buffer.endswith("_REPACK")
-        dev = None if on_cpu else devs.get(base.device)
-        owner = CPU if on_cpu else base.device
-        per[owner] = per.get(owner, 0) + device_alloc_size(dev, t.type, t.dims, t.nbytes)
+        # the weight's own buffer type; a repacked weight's adapter goes to a plain CPU buffer
+        buffer = CPU if base.buffer.endswith("_REPACK") else base.buffer
+        dev = None if base.device == CPU else devs.get(base.device)
+        key = (base.device, buffer)
+        per[key] = per.get(key, 0) + device_alloc_size(dev, t.type, t.dims, t.nbytes)
     notes = (f"{missing} adapter tensor(s) match no weight of the model",) if missing else ()
+    owners: dict[str, int] = {}
+    for (owner, _), b in per.items():
+        owners[owner] = owners.get(owner, 0) + b
     return PartEstimate(
         part="lora",
         path=adapter.path,
-        devices=tuple(PartDevice(n, b, 0, 0) for n, b in per.items()),
-        buffers=tuple((n, "LoRA", b) for n, b in per.items()),
+        devices=tuple(PartDevice(n, b, 0, 0) for n, b in owners.items()),
+        buffers=tuple((buf, "LoRA", b) for (_, buf), b in per.items()),
         approximate_compute=False,
         notes=notes,
     )

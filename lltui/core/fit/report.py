@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lltui.core.fit.common import CPU
-from lltui.core.fit.results import DeviceEstimate, FitResult, ModelSummary
+from lltui.core.fit.results import DeviceEstimate, FitResult, ModelSummary, PartEstimate
 from lltui.core.fit.speed import speed_line, speed_to_json
 from lltui.core.units import MIB
 
@@ -58,6 +58,8 @@ def model_to_json(m: ModelSummary) -> dict[str, Any]:
         "tied_embeddings": m.tied_embeddings,
         "split_files": m.split_files,
         "quantization_version": m.quantization_version,
+        "causal": m.causal,
+        "pooling": m.pooling,
     }
 
 
@@ -75,7 +77,60 @@ def device_to_json(d: DeviceEstimate, n_layer_all: int) -> dict[str, Any]:
         "free_bytes": d.free_bytes,
         "fits": d.fits,
         "description": d.description,
+        **({"parts": {k: b for k, b in d.parts}} if d.parts else {}),
     }
+
+
+def part_to_json(p: PartEstimate) -> dict[str, Any]:
+    """One file loaded beside the model: where its bytes go, per device (CPU: the host)."""
+    return {
+        "part": p.part,
+        "path": p.path,
+        "devices": [
+            {
+                "name": d.device,
+                "weights_bytes": d.weights_bytes,
+                "kv_bytes": d.kv_bytes,
+                "compute_bytes": d.compute_bytes,
+                "output_bytes": d.output_bytes,
+                "total_bytes": d.total_bytes,
+            }
+            for d in p.devices
+        ],
+        "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in p.buffers],
+        "compute_exact": not p.approximate_compute,
+        **({"n_ctx": p.n_ctx} if p.n_ctx is not None else {}),
+        "notes": list(p.notes),
+    }
+
+
+def _embedding_line(res: FitResult) -> str:
+    """What an embedding or reranking model does differently, in one line ('' for a chat
+    model)."""
+    m, st = res.model, res.settings
+    if m.causal and not st.embedding:
+        return ""
+    pooling = st.pooling or m.pooling or "the model's default"
+    what = "reranker" if pooling == "rank" else "embedding model"
+    kv = "non-causal, no KV cache" if not m.causal else "causal, KV cache as above"
+    return f"{what}: {kv}; pooling {pooling}; outputs hold embeddings"
+
+
+def _part_line(p: PartEstimate) -> str:
+    where = ", ".join(
+        f"{d.device} {_mib(d.total_bytes)}"
+        + (
+            f" (weights {_mib(d.weights_bytes)}, KV {_mib(d.kv_bytes)}, "
+            f"compute {_mib(d.compute_bytes)}"
+            + (f", output {_mib(d.output_bytes)}" if d.output_bytes else "")
+            + ")"
+        )
+        for d in p.devices
+        if d.total_bytes
+    )
+    label = {"draft": "draft model", "mmproj": "projector", "lora": "LoRA"}.get(p.part, p.part)
+    approx = " (compute approximate)" if p.approximate_compute else ""
+    return f"{label} {p.path}: {where or 'nothing'} MiB{approx}"
 
 
 def result_to_json(res: FitResult) -> dict[str, Any]:
@@ -129,6 +184,7 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
         "suggestions": [{"flags": list(s.flags), "reason": s.reason} for s in res.suggestions],
         "warnings": list(res.warnings),
         "speed": speed_to_json(res.speed) if res.speed else None,
+        "parts": [part_to_json(p) for p in res.parts],
     }
 
 
@@ -178,6 +234,13 @@ def result_to_text(res: FitResult) -> str:
         + f", KV {_mib(h.kv_bytes)}, output buffer {_mib(h.output_bytes)}, "
         f"compute {_mib(h.compute_bytes)}; total {_mib(h.total_bytes)} MiB"
     )
+    embed = _embedding_line(res)
+    if embed:
+        lines.append(embed)
+    for p in res.parts:
+        lines.append(_part_line(p))
+    if res.parts:
+        lines.append("(the rows above include every part; the model's own share is the rest)")
     if res.pipeline_parallel:
         lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
     verdict = "fits" if res.fits else "does NOT fit"

@@ -133,6 +133,8 @@ class ModelSummary:
     tied_embeddings: bool
     split_files: int
     quantization_version: int | None
+    causal: bool = True  # False: an encoder (BERT-like): no KV cache, outputs pooled
+    pooling: str | None = None  # the model's pooling type ({arch}.pooling_type)
 
 
 def model_summary(model: GgufModel, hp: Hparams) -> ModelSummary:
@@ -160,7 +162,25 @@ def model_summary(model: GgufModel, hp: Hparams) -> ModelSummary:
         tied_embeddings=model.tensor("output.weight") is None,
         split_files=len(model.files),
         quantization_version=meta_int(model.metadata.get("general.quantization_version")),
+        causal=_causal(model, hp),
+        pooling=_pooling(model, hp),
     )
+
+
+# llama_pooling_type, as {arch}.pooling_type stores it
+POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
+
+
+def _causal(model: GgufModel, hp: Hparams) -> bool:
+    flag = model.metadata.get(f"{hp.arch}.attention.causal")
+    if isinstance(flag, bool):
+        return flag
+    return hp.has_memory
+
+
+def _pooling(model: GgufModel, hp: Hparams) -> str | None:
+    value = meta_int(model.metadata.get(f"{hp.arch}.pooling_type"))
+    return None if value is None else POOLING_NAMES.get(value, str(value))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,306 @@
+"""Every part of a run besides the model: the draft model (-md), the multimodal projector
+(--mmproj) and LoRA adapters (--lora), counted where llama-server puts them; embedding and
+reranking models recognised. tests/test_parts_real.py checks the buffers against the real
+llama-server's log."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.core.fit.allocate import NOT_COUNTED, estimate_once
+from lltui.core.fit.common import CPU_ALIGNMENT, CUDA_ALIGNMENT, pad
+from lltui.core.fit.context import select_devices
+from lltui.core.fit.devices_spec import DeviceSpec
+from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.fit.hparams import read_hparams
+from lltui.core.fit.parts import draft_settings, mmproj_compute_bytes
+from lltui.core.fit.report import result_to_json, result_to_text
+from lltui.core.llama.flags import parse_llama_args
+from lltui.core.units import GIB, MIB
+
+NO_SEARCH = FitOptions(search=False)
+MAIN = gf.llama_spec()
+DRAFT = gf.llama_spec(n_layer=2, n_embd=128, n_ff=256)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("parts")
+    out = {
+        "main": root / "main.gguf",
+        "draft": root / "draft.gguf",
+        "mmproj": root / "mmproj.gguf",
+        "lora": root / "lora.gguf",
+        "q4": root / "main-q4.gguf",
+    }
+    gf.write_model(out["main"], MAIN, "Q8_0")
+    gf.write_model(out["q4"], MAIN, "Q4_0")
+    gf.write_model(out["draft"], DRAFT, "F16", seed=1)
+    gf.write_mmproj(out["mmproj"], MAIN.n_embd)
+    gf.write_lora(out["lora"], MAIN)
+    return out
+
+
+def cuda(n: int, gib: float = 16) -> tuple[DeviceSpec, ...]:
+    size = int(gib * GIB)
+    return tuple(
+        DeviceSpec(name=f"CUDA{i}", kind="cuda", total_bytes=size, free_bytes=size)
+        for i in range(n)
+    )
+
+
+def run(
+    files: dict[str, Path], argv: list[str], devices=(), options=NO_SEARCH, model="main"
+) -> FitResult:
+    st = parse_llama_args(argv)
+    extra = ExtraModels(
+        draft=read_gguf(st.draft_model) if st.draft_model else None,
+        mmproj=read_gguf(st.mmproj) if st.mmproj else None,
+        loras=tuple(read_gguf(p) for p in st.lora),
+    )
+    return estimate(read_gguf(files[model]), st, devices, options, extra)
+
+
+def part(res: FitResult, name: str):
+    (p,) = [p for p in res.parts if p.part == name]
+    return p
+
+
+# -- flags -------------------------------------------------------------------------------
+
+
+def test_the_flags_of_every_part_are_read():
+    st = parse_llama_args(
+        [
+            *("-md", "d.gguf", "-ngld", "3", "-devd", "CUDA1", "-ctkd", "q8_0", "-ctvd", "q4_0"),
+            *("--mmproj", "m.gguf", "--no-mmproj-offload", "--lora", "a.gguf,b.gguf"),
+            *("--lora-scaled", "c.gguf:0.5", "--pooling", "cls"),
+        ]
+    )
+    assert st.draft_model == "d.gguf" and st.draft_n_gpu_layers == 3
+    assert st.draft_devices == ("CUDA1",)
+    assert (st.draft_type_k, st.draft_type_v) == ("q8_0", "q4_0")
+    assert st.mmproj == "m.gguf" and st.mmproj_offload is False
+    assert st.lora == ("a.gguf", "b.gguf", "c.gguf") and st.pooling == "cls"
+    assert "-md" in st.memory_args and "--mmproj" in st.memory_args
+    rerank = parse_llama_args(["--rerank"])
+    assert rerank.embedding and rerank.pooling == "rank"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--lora-scaled", "a.gguf"], ["--lora-scaled", "a.gguf:x"], ["--pooling", "max"]],
+)
+def test_bad_part_flags_are_one_line(argv):
+    with pytest.raises(ValueError, match=argv[0]):
+        parse_llama_args(argv)
+
+
+def test_the_removed_draft_context_flag_is_refused():
+    # this llama-server gives the draft the main context's size (llama_n_ctx of the target)
+    with pytest.raises(ValueError, match="-cd"):
+        parse_llama_args(["-cd", "4096"])
+
+
+# -- the draft model -----------------------------------------------------------------------
+
+
+def test_the_draft_is_a_second_context_with_the_main_context_size(files):
+    argv = ["-c", "1024", "-np", "2", "-md", str(files["draft"]), "-ctkd", "q8_0"]
+    res = run(files, argv)
+    st = parse_llama_args(argv)
+    dst = draft_settings(st, res.resolved.n_ctx)
+    draft = read_gguf(files["draft"])
+    alone = estimate_once(draft, read_hparams(draft), dst, (), (), NO_SEARCH)
+    d = part(res, "draft")
+    assert d.buffers == alone.buffers and d.n_ctx == res.resolved.n_ctx == 1024
+    assert alone.resolved.type_k == "q8_0" and alone.resolved.type_v == "f16"
+    assert alone.resolved.n_outputs_max == 2  # -np outputs, no draft tokens of its own
+    main_only = run(files, ["-c", "1024", "-np", "2"])
+    (cpu,) = res.devices
+    (cpu0,) = main_only.devices
+    assert cpu.total_bytes == cpu0.total_bytes + d.bytes_on("CPU") - d.devices[-1].output_bytes
+    assert dict(cpu.parts) == {
+        "model": cpu0.total_bytes,
+        "draft": cpu.total_bytes - cpu0.total_bytes,
+    }
+    assert res.host.output_bytes == main_only.host.output_bytes + alone.host.output_bytes
+    assert NOT_COUNTED["draft"] not in res.warnings
+    # without the file the estimate says what it left out
+    assert NOT_COUNTED["draft"] in run_without_files(files, argv).warnings
+
+
+def run_without_files(files: dict[str, Path], argv: list[str]) -> FitResult:
+    return estimate(read_gguf(files["main"]), parse_llama_args(argv), (), NO_SEARCH)
+
+
+def test_the_draft_goes_where_devd_and_ngld_put_it(files):
+    devs = cuda(2)
+    base = ["-c", "1024", "-np", "1", "-md", str(files["draft"])]
+    on1 = part(run(files, [*base, "-devd", "CUDA1"], devs), "draft")
+    assert {x.device for x in on1.devices if x.weights_bytes} == {"CUDA1", "CPU"}
+    assert set(on1.layers) <= {"CUDA1", "CPU"} and on1.layers[-1] == "CUDA1"
+    split = part(run(files, base, devs), "draft")
+    assert set(split.layers) == {"CUDA0", "CUDA1"}  # the main model's split rules
+    host = part(run(files, [*base, "-ngld", "0"], devs), "draft")
+    assert all(x.weights_bytes == 0 and x.kv_bytes == 0 for x in host.devices if x.device != "CPU")
+    assert set(host.layers) == {"CPU"}
+    res = run(files, [*base, "-devd", "CUDA1"], devs)
+    cuda1 = next(d for d in res.devices if d.name == "CUDA1")
+    assert dict(cuda1.parts)["draft"] == on1.bytes_on("CUDA1")
+    assert sum(b for _, b in cuda1.parts) == cuda1.total_bytes
+
+
+def test_a_draft_that_does_not_fit_fails_the_verdict_and_shrinks_the_context(files):
+    base = ["-c", "4096", "-np", "1", "-ngl", "all"]
+    alone = run(files, base, cuda(1))
+    need = alone.devices[0].total_bytes + alone.devices[0].unaccounted_bytes
+    tight = (DeviceSpec("CUDA0", "cuda", total_bytes=need + MIB, free_bytes=need + MIB),)
+    assert run(files, base, tight).fits
+    with_draft = run(files, [*base, "-md", str(files["draft"])], tight, FitOptions())
+    assert not with_draft.fits and not with_draft.devices[0].fits
+    assert with_draft.max_ctx is not None and with_draft.max_ctx < 4096
+
+
+# -- the projector -------------------------------------------------------------------------
+
+
+def test_the_projector_goes_to_the_first_gpu_or_the_host(files):
+    mm = read_gguf(files["mmproj"])
+    base = ["-c", "1024", "--mmproj", str(files["mmproj"])]
+    on_gpu = part(run(files, base, cuda(2)), "mmproj")
+    want = sum(pad(t.nbytes, CUDA_ALIGNMENT) for t in mm.tensors)  # F16 rows of 64: no padding
+    assert [(x.device, x.weights_bytes) for x in on_gpu.devices] == [("CUDA0", want)]
+    assert on_gpu.approximate_compute and on_gpu.devices[0].compute_bytes > 0
+    host = part(run(files, [*base, "--no-mmproj-offload"], cuda(2)), "mmproj")
+    assert [x.device for x in host.devices] == ["CPU"]
+    assert host.devices[0].weights_bytes == sum(pad(t.nbytes, CPU_ALIGNMENT) for t in mm.tensors)
+    # no GPU: the host, as on the CPU build the real-server test runs
+    assert [x.device for x in part(run(files, base), "mmproj").devices] == ["CPU"]
+
+
+def test_the_projector_compute_grows_with_the_image_and_without_flash_attention(tmp_path):
+    small = read_gguf(gf.write_mmproj(tmp_path / "s.gguf", 256, image_size=32))
+    big = read_gguf(gf.write_mmproj(tmp_path / "b.gguf", 256, image_size=64))
+    assert mmproj_compute_bytes(big, True) > mmproj_compute_bytes(small, True)
+    assert mmproj_compute_bytes(small, False) > mmproj_compute_bytes(small, True)
+
+
+def test_a_projector_for_another_width_is_flagged(files, tmp_path):
+    wrong = gf.write_mmproj(tmp_path / "w.gguf", 512)
+    res = run(files, ["-c", "1024", "--mmproj", str(wrong)])
+    assert any("refuses the pair" in w for w in res.warnings)
+
+
+# -- LoRA adapters -------------------------------------------------------------------------
+
+
+def test_lora_tensors_go_to_the_devices_of_their_layers(files):
+    lora = read_gguf(files["lora"])
+    argv = ["-c", "1024", "-ts", "1,1", "--lora", str(files["lora"])]
+    res = run(files, argv, cuda(2))
+    assert set(res.layer_devices[: MAIN.n_layer]) == {"CUDA0", "CUDA1"}
+    want: dict[str, int] = {}
+    for t in lora.tensors:
+        dev = res.layer_devices[int(t.name.split(".")[1])]
+        want[dev] = want.get(dev, 0) + pad(t.nbytes, CUDA_ALIGNMENT)
+    p = part(res, "lora")
+    assert {x.device: x.weights_bytes for x in p.devices} == want
+    assert {b[0] for b in p.buffers} == {"CUDA0", "CUDA1"}
+
+
+def test_lora_on_the_host_uses_the_weights_buffer_and_not_the_repacked_one(files):
+    lora = read_gguf(files["lora"])
+    total = sum(pad(t.nbytes, CPU_ALIGNMENT) for t in lora.tensors)
+    mapped = part(run(files, ["-c", "1024", "--lora", str(files["lora"])]), "lora")
+    assert mapped.buffers == (("CPU_Mapped", "LoRA", total),)
+    # Q4_0 weights repacked on x86: the adapter falls back to a plain CPU buffer
+    res = run(files, ["-c", "1024", "--lora", str(files["lora"])], model="q4")
+    assert any(n == "CPU_REPACK" for n, _, _ in res.buffers)
+    assert part(res, "lora").buffers == (("CPU", "LoRA", total),)
+
+
+def test_adapter_tensors_of_another_model_are_noted(files, tmp_path):
+    other = gf.write_lora(tmp_path / "o.gguf", replace(MAIN, n_layer=6), layers=(5,))
+    res = run(files, ["-c", "1024", "--lora", str(other)])
+    assert any("match no weight" in w for w in res.warnings)
+
+
+# -- embedding and reranking models ----------------------------------------------------------
+
+
+def test_embedding_and_reranking_are_said(tmp_path):
+    spec = replace(MAIN, extra_kv={"llama.pooling_type": (1, gf.V.UINT32)})
+    path = tmp_path / "e.gguf"
+    gf.write_model(path, spec, "F16")
+    res = estimate(read_gguf(path), parse_llama_args(["-c", "512", "--embedding"]), ())
+    assert res.model.pooling == "mean" and res.model.causal
+    assert "embedding model: causal" in result_to_text(res)
+    rerank = estimate(read_gguf(path), parse_llama_args(["-c", "512", "--rerank"]), ())
+    assert "reranker" in result_to_text(rerank) and "pooling rank" in result_to_text(rerank)
+    data = result_to_json(res)["model"]
+    assert data["causal"] is True and data["pooling"] == "mean"
+    chat = estimate(read_gguf(path), parse_llama_args(["-c", "512"]), ())
+    assert "embedding model" not in result_to_text(chat)
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_fit_json_and_text_show_every_part(files, capsys):
+    argv = ["fit", str(files["main"]), "-c", "1024", "--gpus", "24GiB,24GiB"]
+    argv += ["-md", str(files["draft"]), "-devd", "CUDA1", "--mmproj", str(files["mmproj"])]
+    argv += ["--lora", str(files["lora"])]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["part"] for p in data["parts"]] == ["draft", "mmproj", "lora"]
+    cuda0, cuda1 = data["devices"][:2]
+    assert set(cuda0["parts"]) == {"model", "mmproj", "lora"}
+    assert set(cuda1["parts"]) == {"model", "draft", "lora"}
+    for d in data["devices"]:
+        assert sum(d["parts"].values()) == d["total_bytes"]
+    assert data["parts"][1]["compute_exact"] is False
+    assert not any("not included" in w for w in data["warnings"])
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "draft model" in text and "projector" in text and "LoRA" in text
+
+
+def test_fit_with_a_missing_part_file_is_one_line_exit_2(files, tmp_path, capsys):
+    missing = tmp_path / "nope.gguf"
+    assert main(["fit", str(files["main"]), "-md", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and err.count("\n") == 1
+
+
+def test_remote_parts_go_through_the_model_reader(files, monkeypatch):
+    import lltui.sources.fit_devices as fd
+    from lltui.commands.fit import read_extra_models
+
+    asked = []
+
+    def fake_remote(text: str, verb: str):
+        asked.append(text)
+        return read_gguf(files["draft"] if "draft" in text else files["mmproj"])
+
+    monkeypatch.setattr(fd, "_read_remote", fake_remote)
+    st = parse_llama_args(["-md", "hf:o/draft:Q8_0", "--mmproj", "https://h.example/mm.gguf"])
+    extra = read_extra_models(st, "fit")
+    assert asked == ["hf:o/draft:Q8_0", "https://h.example/mm.gguf"]
+    assert extra.draft is not None and extra.mmproj is not None
+
+
+def test_select_devices_of_the_draft_refuses_an_unknown_devd(files):
+    from lltui.core.fit.estimate import FitError
+
+    with pytest.raises(FitError, match="CUDA7"):
+        run(files, ["-c", "1024", "-md", str(files["draft"]), "-devd", "CUDA7"], cuda(2))
+    none = draft_settings(parse_llama_args(["-devd", "none"]), 512)
+    assert select_devices(cuda(2), none) == ()
