@@ -304,3 +304,18 @@ def test_select_devices_of_the_draft_refuses_an_unknown_devd(files):
         run(files, ["-c", "1024", "-md", str(files["draft"]), "-devd", "CUDA7"], cuda(2))
     none = draft_settings(parse_llama_args(["-devd", "none"]), 512)
     assert select_devices(cuda(2), none) == ()
+
+
+def test_llama_fit_params_gets_none_of_the_part_flags():
+    from lltui.sources.llama.fit_oracle import oracle_args
+
+    given = parse_llama_args(
+        [
+            *("-c", "512", "-md", "d.gguf", "-ngld", "1", "-devd", "none", "-ctkd", "q8_0"),
+            *("--mmproj", "m.gguf", "--no-mmproj-offload", "--lora", "a.gguf", "--rerank"),
+            *("--embedding", "--pooling", "mean", "-np", "1"),
+        ]
+    )
+    # the pinned llama-fit-params refuses -md, -ngld, -devd, --mmproj, --pooling, --rerank,
+    # --embedding, and counts no draft, projector or adapter
+    assert oracle_args(given) == ["-c", "512", "-np", "1"]

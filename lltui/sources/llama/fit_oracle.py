@@ -22,7 +22,26 @@ TIMEOUT_S = 120.0
 ENV_VAR = "LLTUI_LLAMA_FIT_PARAMS"
 # llama-server flags llama-fit-params does not take
 # settings llama-fit-params refuses (it has no unified KV cache)
-_SERVER_ONLY = frozenset({"kv_unified", "kv_unified_per_slot"})
+# memory flags llama-fit-params refuses, or that name files it does not count (the oracle is
+# compared with the model alone)
+_SERVER_ONLY = frozenset(
+    {
+        "kv_unified",
+        "kv_unified_per_slot",
+        "embedding",
+        "pooling",
+        "reranking",
+        "draft_model",
+        "draft_n_gpu_layers",
+        "draft_devices",
+        "draft_type_k",
+        "draft_type_v",
+        "mmproj",
+        "mmproj_offload",
+        "lora",
+        "lora_scaled",
+    }
+)
 
 
 class OracleError(Exception):
