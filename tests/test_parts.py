@@ -319,3 +319,32 @@ def test_llama_fit_params_gets_none_of_the_part_flags():
     # the pinned llama-fit-params refuses -md, -ngld, -devd, --mmproj, --pooling, --rerank,
     # --embedding, and counts no draft, projector or adapter
     assert oracle_args(given) == ["-c", "512", "-np", "1"]
+
+
+def test_the_projector_follows_mmdev_and_dev(files):
+    base = ["-c", "1024", "--mmproj", str(files["mmproj"])]
+    devs = cuda(2)
+
+    def where(*flags: str) -> str:
+        return part(run(files, [*base, *flags], devs), "mmproj").devices[0].device
+
+    assert where() == "CUDA0"
+    assert where("-mmdev", "CUDA1") == "CUDA1"
+    assert where("-dev", "CUDA1,CUDA0") == "CUDA1"  # the first -dev (common/arg.cpp)
+    assert where("-mmdev", "none") == "CPU"
+    assert where("-dev", "none") == "CPU"
+    from lltui.core.fit.estimate import FitError
+
+    with pytest.raises(FitError, match="CUDA9"):
+        where("-mmdev", "CUDA9")
+
+
+def test_the_draft_takes_its_own_tensor_overrides(files):
+    base = ["-c", "1024", "-ngl", "all", "-md", str(files["draft"]), "-ngld", "all"]
+    plain = part(run(files, base, cuda(1)), "draft")
+    moved = part(run(files, [*base, "-otd", "ffn_(up|down|gate)=CPU"], cuda(1)), "draft")
+    assert moved.bytes_on("CPU") > plain.bytes_on("CPU")
+    assert moved.bytes_on("CUDA0") < plain.bytes_on("CUDA0")
+    st = parse_llama_args(["-cmoed", "-ncmoed", "1", "-otd", "a=CPU"])
+    assert [o.pattern for o in st.draft_overrides][-1] == "a" and len(st.draft_overrides) == 3
+    assert st.overrides == ()  # the main model's are untouched

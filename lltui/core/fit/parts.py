@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.fit.common import CPU, CPU_ALIGNMENT, device_alloc_size, pad
+from lltui.core.fit.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.fit.context import select_devices
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.gguf_model import GgufModel
@@ -56,7 +56,7 @@ def draft_settings(st: LlamaArgs, n_ctx: int) -> LlamaArgs:
         split_mode=split_mode,
         type_k=st.draft_type_k,
         type_v=st.draft_type_v,
-        overrides=(),  # -otd is the draft's own; lltui does not read it
+        overrides=st.draft_overrides,  # -otd, -cmoed, -ncmoed: the draft's own
         embedding=False,
         pooling=None,
         reranking=False,
@@ -118,10 +118,22 @@ def _draft(
 
 
 def mmproj_device(st: LlamaArgs, all_devs: Sequence[DeviceSpec]) -> DeviceSpec | None:
-    """clip.cpp's backend: the first GPU llama.cpp registered (local GPUs before RPC
-    servers), or the host with --no-mmproj-offload or no GPU."""
-    if not st.mmproj_offload:
+    """clip.cpp's backend: -mmdev, else the first -dev (common/arg.cpp), else the first GPU
+    llama.cpp registered (local GPUs before RPC servers); None (the host) with
+    --no-mmproj-offload, ``-mmdev none``, ``-dev none`` or no GPU."""
+    if not st.mmproj_offload or st.mmproj_device == "none":
         return None
+    wanted = st.mmproj_device
+    if wanted is None and st.devices is not None:
+        if not st.devices:
+            return None
+        wanted = st.devices[0]
+    if wanted is not None:
+        for d in all_devs:
+            if wanted in (d.device_name, d.name):
+                return d
+        known = ", ".join(d.device_name for d in all_devs) or "none"
+        raise FitError(f"invalid device for the projector: {wanted} (devices: {known})")
     for kind in ("cuda", "rpc"):
         for d in all_devs:
             if d.kind == kind:

@@ -100,8 +100,10 @@ class LlamaArgs:
     draft_devices: tuple[str, ...] | None = None  # -devd; None: the main model's
     draft_type_k: str = "f16"  # -ctkd
     draft_type_v: str = "f16"  # -ctvd
+    draft_overrides: tuple[TensorOverride, ...] = ()  # -otd, -cmoed, -ncmoed, in order
     mmproj: str | None = None  # --mmproj: the multimodal projector (fit counts it)
     mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the host
+    mmproj_device: str | None = None  # -mmdev; None: the first -dev, else the first GPU
     lora: tuple[str, ...] = ()  # --lora and --lora-scaled adapters, in order
     pooling: str | None = None  # --pooling; None: the model's own
     reranking: bool = False  # --rerank: embeddings with rank pooling
@@ -176,6 +178,7 @@ class _Builder:
         self.n_overrides = 0  # as llama.cpp counts them, before lltui drops impossible layers
         self.rpc: list[str] = []
         self.lora: list[str] = []
+        self.draft_overrides: list[TensorOverride] = []
         self.memory: list[str] = []
         self.ignored: list[str] = []
         self.given: set[str] = set()
@@ -201,6 +204,13 @@ class _Builder:
         elif f.key == "rpc":
             assert isinstance(value, tuple)
             self.rpc.extend(value)
+        elif f.key == "draft_overrides":
+            self.draft_overrides.extend(_tensor_overrides(flag, values[0]))
+        elif f.key == "draft_cpu_moe":
+            self.draft_overrides.append(TensorOverride(FFN_EXPS_REGEX, "CPU"))
+        elif f.key == "draft_n_cpu_moe":
+            assert isinstance(value, int)
+            self.draft_overrides.extend(_ffn_overrides(value, FFN_EXPS_REGEX))
         elif f.key in ("lora", "lora_scaled"):
             assert isinstance(value, tuple)
             self.lora.extend(value)
@@ -229,6 +239,7 @@ class _Builder:
             overrides=tuple(self.overrides),
             rpc=tuple(self.rpc),
             lora=tuple(self.lora),
+            draft_overrides=tuple(self.draft_overrides),
             memory_args=tuple(self.memory),
             ignored=tuple(self.ignored),
             given=frozenset(self.given),

@@ -142,7 +142,25 @@ FLAGS: tuple[Flag, ...] = (
         parse=v.cache_type,
         env="LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V",
     ),
+    Flag(
+        "draft_overrides",
+        _s("-otd --spec-draft-override-tensor --override-tensor-draft"),
+        parse=v.text,
+    ),
+    Flag(
+        "draft_cpu_moe",
+        _s("-cmoed --spec-draft-cpu-moe --cpu-moe-draft"),
+        arity=0,
+        env="LLAMA_ARG_SPEC_DRAFT_CPU_MOE",
+    ),
+    Flag(
+        "draft_n_cpu_moe",
+        _s("-ncmoed --spec-draft-n-cpu-moe --spec-draft-ncmoe --n-cpu-moe-draft"),
+        parse=v.count,
+        env="LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE",
+    ),
     Flag("mmproj", _s("-mm --mmproj"), parse=v.text, env="LLAMA_ARG_MMPROJ"),
+    Flag("mmproj_device", _s("-mmdev --mmproj-device"), parse=v.text, env="MTMD_BACKEND_DEVICE"),
     Flag(
         "mmproj_offload",
         _s("--mmproj-offload"),
