@@ -177,7 +177,7 @@ def test_the_projector_goes_to_the_first_gpu_or_the_host(files):
     base = ["-c", "1024", "--mmproj", str(files["mmproj"])]
     on_gpu = part(run(files, base, cuda(2)), "mmproj")
     want = sum(pad(t.nbytes, CUDA_ALIGNMENT) for t in mm.tensors)  # F16 rows of 64: no padding
-    assert [(x.device, x.weights_bytes) for x in on_gpu.devices] == [("CUDA0", want)]
+    assert [(x.device, x.weights_bytes) for x in on_gpu.devices] == [("CUDA0", want), ("CPU", 0)]
     assert on_gpu.approximate_compute and on_gpu.devices[0].compute_bytes > 0
     host = part(run(files, [*base, "--no-mmproj-offload"], cuda(2)), "mmproj")
     assert [x.device for x in host.devices] == ["CPU"]
@@ -189,8 +189,11 @@ def test_the_projector_goes_to_the_first_gpu_or_the_host(files):
 def test_the_projector_compute_grows_with_the_image_and_without_flash_attention(tmp_path):
     small = read_gguf(gf.write_mmproj(tmp_path / "s.gguf", 256, image_size=32))
     big = read_gguf(gf.write_mmproj(tmp_path / "b.gguf", 256, image_size=64))
-    assert mmproj_compute_bytes(big, True) > mmproj_compute_bytes(small, True)
-    assert mmproj_compute_bytes(small, False) > mmproj_compute_bytes(small, True)
+    assert mmproj_compute_bytes(big, True, True) > mmproj_compute_bytes(small, True, True)
+    assert mmproj_compute_bytes(big, False, True) > mmproj_compute_bytes(big, True, True)
+    # offloaded, the image waits in a host buffer; on the host it is part of the one buffer
+    _, host = mmproj_compute_bytes(small, True, True)
+    assert host == 4 * 3 * 32 * 32 and mmproj_compute_bytes(small, True, False)[1] == 0
 
 
 def test_a_projector_for_another_width_is_flagged(files, tmp_path):
@@ -328,7 +331,7 @@ def test_the_projector_follows_mmdev_and_dev(files):
     def where(*flags: str) -> str:
         return part(run(files, [*base, *flags], devs), "mmproj").devices[0].device
 
-    assert where() == "CUDA0"
+    assert where() == "CUDA0"  # the first row; the image's host buffer is the second
     assert where("-mmdev", "CUDA1") == "CUDA1"
     assert where("-dev", "CUDA1,CUDA0") == "CUDA1"  # the first -dev (common/arg.cpp)
     assert where("-mmdev", "none") == "CPU"

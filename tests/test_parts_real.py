@@ -136,8 +136,8 @@ def rpc_endpoints(llama_bins, tmp_path_factory) -> Iterator[list[str]]:
 
 @pytest.mark.parametrize(
     "draft_flags",
-    [["-devd", "RPC1"], ["-ngld", "1"], []],
-    ids=["devd-rpc1", "ngld-1", "split-like-main"],
+    [["-devd", "RPC1"], ["-ngld", "1"], [], ["-otd", "ffn_(up|down)=CPU"]],
+    ids=["devd-rpc1", "ngld-1", "split-like-main", "otd-ffn-on-host"],
 )
 def test_draft_buffers_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path, draft_flags):
     argv = ["--rpc", ",".join(rpc_endpoints), "-ts", "1,1", "-c", "1024", "-np", "1", "-fa", "on"]
@@ -184,3 +184,23 @@ def test_mmproj_memory(llama_bins, files, tmp_path):
     main_log = parse_log(text[: text.index(CLIP_START)])
     assert not mismatches(res, main_log), mismatches(res, main_log)
     assert expected_buffers(res) == expected_buffers(ours(files["main"], flags[:-2]))
+
+
+@pytest.mark.parametrize("flags", [[], ["-mmdev", "RPC1"], ["--no-mmproj-offload"]])
+def test_mmproj_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path, flags):
+    argv = ["--rpc", ",".join(rpc_endpoints), "-c", "1024", "-np", "1", "-fa", "on"]
+    argv += ["--mmproj", str(files["mmproj"]), *flags]
+    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(rpc_endpoints)]
+    text = serve(llama_bins, files["main"], argv, tmp_path / "server.log")
+    backend = re.search(r"CLIP using (\S+) backend", text)
+    usage = _MTMD_USAGE.search(text)
+    assert backend and usage, "no projector lines in the log"
+    mm = part(ours(files["main"], argv, devices), "mmproj")
+    assert mm.devices[0].device == backend[1]
+    total = sum(d.weights_bytes + d.compute_bytes for d in mm.devices)
+    assert printed(total) == pytest.approx(float(usage[1]))
+    logged = {m[1]: float(m[2]) for m in _CLIP_COMPUTE.finditer(text)}
+    for name, kind, nbytes in mm.buffers:
+        if kind == "compute":
+            want = logged.get(name, 0.0)
+            assert abs(nbytes / MIB - want) <= max(COMPUTE_TOLERANCE * want, 0.011), (name, want)

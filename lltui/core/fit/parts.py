@@ -149,24 +149,31 @@ def _clip_int(md: Mapping[str, object], *keys: str) -> int:
     return 0
 
 
-def mmproj_compute_bytes(mm: GgufModel, flash_attn: bool) -> int:
-    """An approximation of clip.cpp's compute buffer for its warmup image: the activations
-    of one vision block (f32) for every patch, with the attention scores when flash
-    attention is off, plus the input image."""
+def mmproj_compute_bytes(mm: GgufModel, flash_attn: bool, offloaded: bool) -> tuple[int, int]:
+    """An approximation of clip.cpp's compute buffers for its warmup image: (on its device,
+    on the host). The graph's peak is taken as the largest of three phases, f32: the image
+    and its patch embeddings, one vision block over every patch (with the attention scores
+    when flash attention is off), and the projector into the text model's width. Offloaded,
+    the image stays in a host buffer of its own."""
     md = mm.metadata
     image = _clip_int(md, "clip.vision.image_size")
     patch = _clip_int(md, "clip.vision.patch_size") or 14
     n_embd = _clip_int(md, "clip.vision.embedding_length")
     n_ff = _clip_int(md, "clip.vision.feed_forward_length") or 4 * n_embd
     n_head = _clip_int(md, "clip.vision.attention.head_count") or 1
+    proj = _clip_int(md, "clip.vision.projection_dim") or n_embd
     if not image or not n_embd:
         # audio encoders and dynamic-size towers: a block at the tensors' widest row
         widest = max((t.dims[0] for t in mm.tensors if t.dims), default=0)
-        return 4 * 1500 * 4 * widest
+        return 4 * 1500 * 4 * widest, 0
     n_pos = (image // patch) ** 2 + 1
-    block = 4 * n_pos * (4 * n_embd + n_ff)
-    scores = 0 if flash_attn else 4 * n_pos * n_pos * n_head
-    return pad(4 * 3 * image * image + block + scores, CPU_ALIGNMENT)
+    pixels = 4 * 3 * image * image
+    patches = 4 * n_pos * n_embd
+    block = 4 * n_pos * (4 * n_embd + n_ff) + (0 if flash_attn else 4 * n_pos * n_pos * n_head)
+    projector = 4 * n_pos * (n_embd + 2 * proj)
+    if offloaded:
+        return pad(max(patches, block, projector), CPU_ALIGNMENT), pad(pixels, CPU_ALIGNMENT)
+    return pad(max(pixels + patches, block, projector), CPU_ALIGNMENT), 0
 
 
 def _mmproj(
@@ -175,21 +182,25 @@ def _mmproj(
     dev = mmproj_device(st, all_devs)
     name = CPU if dev is None else dev.name
     weights = sum(device_alloc_size(dev, t.type, t.dims, t.nbytes) for t in mm.tensors)
-    compute = mmproj_compute_bytes(mm, main.resolved.flash_attn)
-    buf = CPU if dev is None else (dev.device_name or dev.name)
+    compute, host_compute = mmproj_compute_bytes(mm, main.resolved.flash_attn, dev is not None)
+    buf = CPU if dev is None else dev.name
     notes = []
-    md = mm.metadata
-    proj_n_embd = _clip_int(md, "clip.vision.projection_dim")
+    proj_n_embd = _clip_int(mm.metadata, "clip.vision.projection_dim")
     if proj_n_embd and proj_n_embd != main.model.n_embd:
         notes.append(
             f"mmproj projects to {proj_n_embd} dimensions, the model has {main.model.n_embd}: "
             "llama-server refuses the pair"
         )
+    rows = [PartDevice(name, weights, 0, compute)]
+    buffers = [(buf, "model", weights), (buf, "compute", compute)]
+    if host_compute:
+        rows.append(PartDevice(CPU, 0, 0, host_compute))
+        buffers.append((CPU, "compute", host_compute))
     return PartEstimate(
         part="mmproj",
         path=mm.path,
-        devices=(PartDevice(name, weights, 0, compute),),
-        buffers=((buf, "model", weights), (buf, "compute", compute)),
+        devices=tuple(rows),
+        buffers=tuple(buffers),
         approximate_compute=True,
         notes=tuple(notes),
     )
