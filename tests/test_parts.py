@@ -351,3 +351,18 @@ def test_the_draft_takes_its_own_tensor_overrides(files):
     st = parse_llama_args(["-cmoed", "-ncmoed", "1", "-otd", "a=CPU"])
     assert [o.pattern for o in st.draft_overrides][-1] == "a" and len(st.draft_overrides) == 3
     assert st.overrides == ()  # the main model's are untouched
+
+
+def test_quant_rows_count_the_draft(files, capsys):
+    argv = ["quant", str(files["main"]), "-c", "1024", "--gpus", "24GiB", "--json"]
+    assert main(argv) == 0
+    alone = {r["type"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert main([*argv, "-md", str(files["draft"])]) == 0
+    both = {r["type"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    row = both["Q4_K_M"]
+    (cuda0,) = [d for d in row["devices"] if d["name"] == "CUDA0"]
+    assert cuda0["parts"]["draft"] > 0
+    assert (
+        cuda0["total_bytes"]
+        == alone["Q4_K_M"]["devices"][0]["total_bytes"] + cuda0["parts"]["draft"]
+    )

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         summary = model_summary(model, read_hparams(model))
     except FitError as exc:
         raise CliError(f"quant: {exc}", 2) from None
-    table = quant_table(model, settings, devices, opts)
+    table = quant_table(model, settings, devices, opts, inputs.extra)
     skipped = skipped_types(model)
     if own["json"]:
         # the model read: the input file itself (the rows are what-ifs, with no file yet)

@@ -9,7 +9,7 @@ from typing import Any
 
 from lltui.core.fit.common import FitError
 from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.estimate import estimate
+from lltui.core.fit.estimate import ExtraModels, estimate
 from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.quant import (
     QuantRow,
@@ -71,10 +71,12 @@ def quant_table(
     settings: LlamaArgs,
     devices: Sequence[DeviceSpec],
     options: FitOptions | None = None,
+    extra: ExtraModels | None = None,
 ) -> list[QuantFit]:
     """One entry per llama-quantize type that makes sense for the model (see
     :func:`relevant_ftypes`), smallest file first. Each is placed, its largest context found
-    and its speed predicted; the flags that would make it fit are not searched for."""
+    and its speed predicted; the flags that would make it fit are not searched for.
+    ``extra``: the draft, projector and adapters loaded beside every one of them."""
     opts = replace(options or FitOptions(), suggest=False)
     src = quant_source(model)
     ftypes, _skipped = relevant_ftypes(src)
@@ -84,7 +86,7 @@ def quant_table(
             out.append(QuantFit(row, None, row.error))
             continue
         try:
-            result = estimate(as_quantized(model, row), settings, devices, opts)
+            result = estimate(as_quantized(model, row), settings, devices, opts, extra)
         except FitError as exc:
             out.append(QuantFit(row, None, str(exc)))
             continue
