@@ -285,7 +285,7 @@ def test_fit_with_a_missing_part_file_is_one_line_exit_2(files, tmp_path, capsys
 
 def test_remote_parts_go_through_the_model_reader(files, monkeypatch):
     import lltui.sources.fit_devices as fd
-    from lltui.commands.fit import read_extra_models
+    from lltui.sources.fit_devices import read_extra_models
 
     asked = []
 
@@ -366,3 +366,15 @@ def test_quant_rows_count_the_draft(files, capsys):
         cuda0["total_bytes"]
         == alone["Q4_K_M"]["devices"][0]["total_bytes"] + cuda0["parts"]["draft"]
     )
+
+
+def test_the_fit_view_counts_the_parts_of_its_extra_flags(files):
+    from lltui.app.fit_state import FitRequest, compute
+
+    extra = f"-md {files['draft']} --mmproj {files['mmproj']}"
+    out = compute(FitRequest(1, str(files["main"]), {"ctx": "1024"}, extra, "24GiB"), None)
+    assert out.error is None and out.result is not None
+    assert [p.part for p in out.result.parts] == ["draft", "mmproj"]
+    assert all(q.result is None or q.result.parts for q in out.quants)
+    missing = compute(FitRequest(2, str(files["main"]), {}, "-md /nonexistent.gguf", "24GiB"), None)
+    assert missing.error and "/nonexistent.gguf" in missing.error

@@ -107,6 +107,7 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         describe,
         devices_from_sample,
         host_available,
+        read_extra_models,
         resolve_devices,
     )
 
@@ -125,9 +126,10 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         else:
             devices, notes = resolve_devices(request.devices, settings.rpc)
             out.notes += notes
+        extra = read_extra_models(settings)  # -md, --mmproj, --lora in the extra flags
         opts = FitOptions(host_free_bytes=host_available())
-        out.result = estimate(model, settings, devices, opts)
-        out.quants = quant_table(model, settings, devices, FitOptions(search=True))
+        out.result = estimate(model, settings, devices, opts, extra)
+        out.quants = quant_table(model, settings, devices, FitOptions(search=True), extra)
         out.device_label = describe(devices)
     except (ValueError, DeviceSpecError, FitError) as exc:
         out.error = str(exc)

@@ -137,6 +137,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
     from lltui.sources.fit_devices import (
         DeviceSpecError,
         host_available,
+        read_extra_models,
         read_model,
         resolve_devices,
     )
@@ -176,7 +177,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
     try:
         model = read_model(model_path, verb)
         devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
-        extra = read_extra_models(settings, verb)
+        extra = read_extra_models(settings, verb)  # -md, --mmproj, --lora files
     except DeviceSpecError as exc:
         from lltui.commands.remote import show_choices
 
@@ -191,21 +192,6 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         repack_profile=own.get("cpu") or "x86",
     )
     return FitInputs(model_path, model, settings, devices, env_notes + notes, own, options, extra)
-
-
-def read_extra_models(settings: Any, verb: str) -> Any:
-    """The headers of the draft model, projector and LoRA adapters ``settings`` name, read
-    like the model (local files, hf: references, https URLs); None when there are none."""
-    from lltui.core.fit.parts import ExtraModels
-    from lltui.sources.fit_devices import read_model
-
-    if not (settings.draft_model or settings.mmproj or settings.lora):
-        return None
-    return ExtraModels(
-        draft=read_model(settings.draft_model, verb) if settings.draft_model else None,
-        mmproj=read_model(settings.mmproj, verb) if settings.mmproj else None,
-        loras=tuple(read_model(p, verb) for p in settings.lora),
-    )
 
 
 def run(args: argparse.Namespace) -> int:

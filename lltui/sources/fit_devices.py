@@ -12,6 +12,8 @@ from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
 from lltui.core.units import MIB
 
 if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
+    from lltui.core.fit.parts import ExtraModels
+    from lltui.core.llama.args import LlamaArgs
     from lltui.core.monitor.models import RigSample
 
 
@@ -56,6 +58,20 @@ def read_model(path: str, verb: str = "fit") -> GgufModel:
         raise DeviceSpecError(f"{path}: is a directory, not a GGUF file") from None
     except OSError as exc:
         raise DeviceSpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | None:
+    """The headers of the draft model, projector and LoRA adapters ``settings`` name, read
+    like the model (local files, hf: references, https URLs); None when there are none."""
+    from lltui.core.fit.parts import ExtraModels
+
+    if not (settings.draft_model or settings.mmproj or settings.lora):
+        return None
+    return ExtraModels(
+        draft=read_model(settings.draft_model, verb) if settings.draft_model else None,
+        mmproj=read_model(settings.mmproj, verb) if settings.mmproj else None,
+        loras=tuple(read_model(p, verb) for p in settings.lora),
+    )
 
 
 def _read_remote(text: str, verb: str) -> GgufModel:
