@@ -378,3 +378,17 @@ def test_the_fit_view_counts_the_parts_of_its_extra_flags(files):
     assert all(q.result is None or q.result.parts for q in out.quants)
     missing = compute(FitRequest(2, str(files["main"]), {}, "-md /nonexistent.gguf", "24GiB"), None)
     assert missing.error and "/nonexistent.gguf" in missing.error
+
+
+def test_best_searches_in_what_the_parts_leave(files, capsys):
+    base = ["fit", str(files["main"]), "-c", "4096", "-ngl", "all", "--margin", "0"]
+    assert main([*base, "--gpus", "1GiB", "--json"]) == 0
+    need = json.loads(capsys.readouterr().out)["devices"][0]["total_bytes"]
+    argv = [*base, "--gpus", f"{(need + MIB) // MIB}MiB", "--best", "context", "--json"]
+    assert main(argv) == 0
+    alone = json.loads(capsys.readouterr().out)["best"]
+    assert any(c["max_ctx"] == 4096 and c["gives_up"] == "nothing" for c in alone)
+    assert main([*argv, "-md", str(files["draft"])]) == 0
+    with_draft = json.loads(capsys.readouterr().out)["best"]
+    # with the draft beside it, every command line gives something up
+    assert with_draft and all(c["gives_up"] != "nothing" for c in with_draft)

@@ -213,7 +213,11 @@ def run(args: argparse.Namespace) -> int:
         from lltui.core.fit.best import best_configs
 
         try:
-            best = best_configs(model, settings, devices, opts, own["best"])
+            from lltui.core.fit.parts import less_free
+
+            # the command lines are searched in what the draft, projector and adapters leave
+            room = list(less_free(devices, result.parts))
+            best = best_configs(model, settings, room, opts, own["best"])
         except ValueError as exc:
             raise CliError(f"fit: {exc}", 2) from None
 
