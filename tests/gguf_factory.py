@@ -404,6 +404,69 @@ def write_lora(
     return Path(path)
 
 
+def write_bert(
+    path: str | Path,
+    *,
+    n_layer: int = 2,
+    n_embd: int = 128,
+    n_head: int = 4,
+    n_ff: int = 256,
+    n_vocab: int = 512,
+    n_ctx: int = 512,
+) -> Path:
+    """A tiny BERT embedding model (non-causal, mean pooling, WordPiece vocabulary) as
+    convert_hf_to_gguf writes one: llama-server loads it with --embedding or --rerank."""
+    rng = np.random.default_rng(0)
+    w = gguf.GGUFWriter(path, "bert")
+    w.add_name("tiny-bert")
+    w.add_block_count(n_layer)
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN)
+    w.add_uint32("tokenizer.ggml.token_type_count", 2)
+    w.add_file_type(1)
+    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(n_vocab - 5)]
+    w.add_tokenizer_model("bert")
+    w.add_token_list(toks)
+    w.add_token_types([3, 2, 3, 3, 3] + [1] * (n_vocab - 5))
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(3)
+    w.add_unk_token_id(1)
+    w.add_sep_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_mask_token_id(4)
+
+    def t(name: str, shape: tuple[int, ...], mat: bool = False) -> None:
+        d = rng.standard_normal(shape).astype(np.float32) * 0.02
+        w.add_tensor(name, d.astype(np.float16) if mat else d)
+
+    t("token_embd.weight", (n_vocab, n_embd), True)
+    t("token_types.weight", (2, n_embd))
+    t("position_embd.weight", (n_ctx, n_embd), True)
+    t("token_embd_norm.weight", (n_embd,))
+    t("token_embd_norm.bias", (n_embd,))
+    for il in range(n_layer):
+        for x in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            t(f"blk.{il}.{x}.weight", (n_embd, n_embd), True)
+            t(f"blk.{il}.{x}.bias", (n_embd,))
+        for x in ("attn_output_norm", "layer_output_norm"):
+            t(f"blk.{il}.{x}.weight", (n_embd,))
+            t(f"blk.{il}.{x}.bias", (n_embd,))
+        t(f"blk.{il}.ffn_up.weight", (n_ff, n_embd), True)
+        t(f"blk.{il}.ffn_up.bias", (n_ff,))
+        t(f"blk.{il}.ffn_down.weight", (n_embd, n_ff), True)
+        t(f"blk.{il}.ffn_down.bias", (n_embd,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)
+
+
 # -- raw builders for hand-made files --------------------------------------------------------
 
 GGUF_STRING, GGUF_ARRAY, GGUF_UINT32 = 8, 9, 4

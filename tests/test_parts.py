@@ -392,3 +392,19 @@ def test_best_searches_in_what_the_parts_leave(files, capsys):
     with_draft = json.loads(capsys.readouterr().out)["best"]
     # with the draft beside it, every command line gives something up
     assert with_draft and all(c["gives_up"] != "nothing" for c in with_draft)
+
+
+def test_a_non_causal_model_keeps_its_batch_and_outputs_a_batch(tmp_path):
+    model = read_gguf(gf.write_bert(tmp_path / "bert.gguf"))
+    res = estimate(model, parse_llama_args(["-c", "256", "-np", "2", "--embedding"]), ())
+    r = res.resolved
+    # --embedding: n_batch = n_ubatch; non-causal: not cut to the 256-cell context
+    assert (r.n_batch, r.n_ubatch, r.n_outputs_max) == (512, 512, 512)
+    assert res.kv == () and not res.model.causal
+    assert "embedding model: non-causal, no KV cache; pooling mean" in result_to_text(res)
+    causal = estimate(
+        read_gguf(gf.write_model(tmp_path / "l.gguf", MAIN)[0]),
+        parse_llama_args(["-c", "256", "-np", "2"]),
+        (),
+    )
+    assert (causal.resolved.n_batch, causal.resolved.n_outputs_max) == (256, 2)

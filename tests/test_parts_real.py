@@ -19,7 +19,14 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 from llama_fixture import llama_bins, llama_server, rpc_servers
-from test_fit_real import FIXTURE_ARGS, expected_buffers, logged_buffers, mismatches, printed
+from test_fit_real import (
+    FIXTURE_ARGS,
+    context_mismatches,
+    expected_buffers,
+    logged_buffers,
+    mismatches,
+    printed,
+)
 
 from lltui.core.fit.devices_spec import rpc_device
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate
@@ -204,3 +211,26 @@ def test_mmproj_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path, flags
         if kind == "compute":
             want = logged.get(name, 0.0)
             assert abs(nbytes / MIB - want) <= max(COMPUTE_TOLERANCE * want, 0.011), (name, want)
+
+
+BERT_CASES = {
+    "embedding": ["--embedding", "-np", "1"],
+    "slots-short-context": ["--embedding", "-np", "2", "-c", "256"],
+    "rerank": ["--rerank", "-np", "1"],
+    "pooling-small-ubatch": ["--pooling", "cls", "-np", "1", "-ub", "128"],
+}
+
+
+@pytest.mark.parametrize("case", list(BERT_CASES))
+def test_embedding_models_have_no_kv_cache(llama_bins, tmp_path, case):
+    model = gf.write_bert(tmp_path / "bert.gguf")
+    flags = [*BERT_CASES[case], "--no-warmup"]
+    summary = parse_log(serve(llama_bins, model, flags, tmp_path / "server.log"))
+    res = ours(model, flags)
+    assert not res.model.causal and res.model.pooling == "mean"
+    assert res.kv == () and not summary.kv_caches
+    # non-causal: the batch is not cut to the context; outputs: a batch of them
+    assert not context_mismatches(res, summary), context_mismatches(res, summary)
+    # weights and output exact; the compute buffer is the compute model's (not checked here)
+    problems = mismatches(res, summary, check_compute=False)
+    assert not problems, problems

@@ -53,7 +53,13 @@ def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resol
     n_ubatch = st.n_ubatch
     if server and st.embedding and n_batch > n_ubatch:
         n_batch = n_ubatch
-    n_batch = min(n_ctx_in, n_batch)  # taken before the context is padded
+    # llama-server's output limits: a batch of outputs for embeddings and pooled models
+    # (server_output_limits), else one per slot
+    pooled = st.embedding or st.pooling not in (None, "none")
+    n_outputs_server = n_batch if pooled else np_
+    if hp.causal:
+        # with causal attention the batch is limited by the context (taken before padding)
+        n_batch = min(n_ctx_in, n_batch)
     n_ubatch = min(n_batch, n_ubatch)
     n_ctx = pad(n_ctx_in, KV_PAD)
     if unified:
@@ -68,7 +74,7 @@ def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resol
         raise FitError("quantized V cache (-ctv) requires flash attention; -fa off refuses it")
     if hp.mla and st.type_k != st.type_v:
         raise FitError("MLA models need the same K and V cache types (-ctk and -ctv)")
-    n_outputs_max = np_ if server else n_batch
+    n_outputs_max = n_outputs_server if server else n_batch
     ngl = st.n_gpu_layers
     if ngl in (NGL_AUTO, NGL_ALL) or ngl < 0:
         ngl = hp.n_layer_all + 1

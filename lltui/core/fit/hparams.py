@@ -88,6 +88,7 @@ class Hparams:
     n_embd_r: int  # recurrent state sizes (floats per sequence per layer)
     n_embd_s: int
     has_memory: bool = True
+    causal: bool = True  # {arch}.attention.causal (llama.cpp's default: true)
 
     @property
     def swa_any(self) -> bool:
@@ -199,6 +200,7 @@ def read_hparams(model: GgufModel) -> Hparams:
         n_embd_r=n_embd_r,
         n_embd_s=n_embd_s,
         has_memory=arch not in _NO_MEMORY,
+        causal=md.get(key("attention.causal")) is not False,
     )
 
 

@@ -172,10 +172,7 @@ POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 
 
 def _causal(model: GgufModel, hp: Hparams) -> bool:
-    flag = model.metadata.get(f"{hp.arch}.attention.causal")
-    if isinstance(flag, bool):
-        return flag
-    return hp.has_memory
+    return hp.causal and hp.has_memory
 
 
 def _pooling(model: GgufModel, hp: Hparams) -> str | None:
