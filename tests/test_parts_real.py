@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import gguf_factory as gf
@@ -34,6 +35,7 @@ from lltui.core.fit.gguf import read_gguf
 from lltui.core.fit.results import PartEstimate
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llama.log import parse_log
+from lltui.core.llama.log_models import LlamaLogSummary
 from lltui.core.units import MIB
 
 __all__ = ["llama_bins"]  # a session fixture used by name
@@ -90,6 +92,16 @@ def part(res: FitResult, name: str) -> PartEstimate:
     return p
 
 
+def draft_summary(summary: LlamaLogSummary) -> LlamaLogSummary:
+    """The draft's context as a summary of its own (for the helpers that read one)."""
+    return replace(
+        summary,
+        buffers=summary.draft_buffers,
+        kv_caches=summary.draft_kv_caches,
+        context=summary.draft_context,
+    )
+
+
 def part_mismatches(p: PartEstimate, logged: dict[tuple[str, str], float], check_compute: bool):
     """The draft's buffers against its own context's log lines."""
     want: dict[tuple[str, str], float] = {}
@@ -122,14 +134,17 @@ def test_draft_buffers_on_the_host(llama_bins, files, tmp_path, case):
     flags = [*extra, "-md", str(files[draft]), "--no-warmup"]
     text = serve(llama_bins, files["main"], flags, tmp_path / "server.log")
     assert DRAFT_START in text, "the server did not load the draft"
-    cut = text.index(DRAFT_START)
-    main_log, draft_log = parse_log(text[:cut]), parse_log(text[cut:])
+    summary = parse_log(text)  # the model's buffers, and the draft's apart
     res = ours(files["main"], flags)
-    assert not mismatches(res, main_log), mismatches(res, main_log)
+    assert not mismatches(res, summary), mismatches(res, summary)
     d = part(res, "draft")
-    problems = part_mismatches(d, logged_buffers(draft_log), check_compute=True)
+    problems = part_mismatches(d, logged_buffers(draft_summary(summary)), check_compute=True)
     assert not problems, problems
-    assert draft_log.context_int("n_ctx") == d.n_ctx == res.resolved.n_ctx
+    assert draft_summary(summary).context_int("n_ctx") == d.n_ctx == res.resolved.n_ctx
+    # the same split by hand: the parser keeps the two contexts apart
+    cut = text.index(DRAFT_START)
+    assert logged_buffers(parse_log(text[cut:])) == logged_buffers(draft_summary(summary))
+    assert logged_buffers(parse_log(text[:cut])) == logged_buffers(summary)
 
 
 @pytest.fixture(scope="module")
@@ -150,11 +165,11 @@ def test_draft_buffers_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path
     argv = ["--rpc", ",".join(rpc_endpoints), "-ts", "1,1", "-c", "1024", "-np", "1", "-fa", "on"]
     flags = [*argv, "-md", str(files["draft"]), *draft_flags, "--no-warmup"]
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(rpc_endpoints)]
-    text = serve(llama_bins, files["main"], flags, tmp_path / "server.log")
-    cut = text.index(DRAFT_START)
+    summary = parse_log(serve(llama_bins, files["main"], flags, tmp_path / "server.log"))
     res = ours(files["main"], flags, devices)
     d = part(res, "draft")
-    problems = part_mismatches(d, logged_buffers(parse_log(text[cut:])), check_compute=False)
+    problems = part_mismatches(d, logged_buffers(draft_summary(summary)), check_compute=False)
+    problems += mismatches(res, summary, check_compute=False)
     assert not problems, problems
     if draft_flags == ["-devd", "RPC1"]:
         assert {x.device for x in d.devices if x.weights_bytes} <= {devices[1].name, "CPU"}
@@ -164,7 +179,8 @@ def test_lora_buffers(llama_bins, files, tmp_path):
     for model, lm in (("main", "mmap"), ("main", "none"), ("q4", "mmap")):
         flags = ["-c", "1024", "-np", "1", "-lm", lm, "--lora", str(files["lora"]), "--no-warmup"]
         text = serve(llama_bins, files[model], flags, tmp_path / f"{model}-{lm}.log")
-        logged = {m[1]: float(m[2]) for m in _LORA_LINE.finditer(text)}
+        logged = dict(parse_log(text).lora_buffers)
+        assert logged == {m[1]: float(m[2]) for m in _LORA_LINE.finditer(text)}
         p = part(ours(files[model], flags), "lora")
         want: dict[str, float] = {}
         for name, _, nbytes in p.buffers:
@@ -198,15 +214,13 @@ def test_mmproj_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path, flags
     argv = ["--rpc", ",".join(rpc_endpoints), "-c", "1024", "-np", "1", "-fa", "on"]
     argv += ["--mmproj", str(files["mmproj"]), *flags]
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(rpc_endpoints)]
-    text = serve(llama_bins, files["main"], argv, tmp_path / "server.log")
-    backend = re.search(r"CLIP using (\S+) backend", text)
-    usage = _MTMD_USAGE.search(text)
-    assert backend and usage, "no projector lines in the log"
+    summary = parse_log(serve(llama_bins, files["main"], argv, tmp_path / "server.log"))
+    assert summary.mmproj_backend and summary.mmproj_estimate_mib, "no projector lines"
     mm = part(ours(files["main"], argv, devices), "mmproj")
-    assert mm.devices[0].device == backend[1]
+    assert mm.devices[0].device == summary.mmproj_backend
     total = sum(d.weights_bytes + d.compute_bytes for d in mm.devices)
-    assert printed(total) == pytest.approx(float(usage[1]))
-    logged = {m[1]: float(m[2]) for m in _CLIP_COMPUTE.finditer(text)}
+    assert printed(total) == pytest.approx(summary.mmproj_estimate_mib)
+    logged = dict(summary.mmproj_compute)
     for name, kind, nbytes in mm.buffers:
         if kind == "compute":
             want = logged.get(name, 0.0)

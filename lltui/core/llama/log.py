@@ -118,6 +118,13 @@ class LlamaLogParser:
         self._warnings_dropped = 0
         self._seen_prefix = False
         self._in_device_list = False
+        # the model's state while the draft's is parsed (None: no draft seen yet), then the
+        # draft's once its load is over
+        self._main_state: dict[str, Any] | None = None
+        self._draft_state: dict[str, Any] | None = None
+        self._in_draft = False
+        self._lora: list[tuple[str, float]] = []
+        self._mmproj: dict[str, Any] = {"backend": None, "estimate": None, "compute": []}
 
     # -- input ---------------------------------------------------------------------------
 
@@ -257,6 +264,65 @@ class LlamaLogParser:
     def _ggml_cuda_init(self, rest: str, line: LogLine) -> list[str]:
         if pat.CUDA_FOUND.search(rest):
             self._cuda = {}
+        return []
+
+    # -- the other parts: a draft model, LoRA adapters, a multimodal projector ------------
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "buffers": self._buffers,
+            "kv_caches": self._kv_caches,
+            "context": self._context,
+            "layer_devices": self._layer_devices,
+            "kv_layer_devices": self._kv_layer_devices,
+            "offload": self._offload,
+        }
+
+    def _set_state(self, st: dict[str, Any]) -> None:
+        self._buffers = st["buffers"]
+        self._kv_caches = st["kv_caches"]
+        self._context = st["context"]
+        self._layer_devices = st["layer_devices"]
+        self._kv_layer_devices = st["kv_layer_devices"]
+        self._offload = st["offload"]
+
+    def _speculative(self, rest: str, line: LogLine) -> list[str]:
+        if "loading draft model" not in rest:
+            return []
+        # the draft's lines fill a state of their own; the model's is kept aside
+        self._main_state = self._state()
+        self._set_state(
+            {
+                "buffers": {},
+                "kv_caches": [],
+                "context": {},
+                "layer_devices": {},
+                "kv_layer_devices": {},
+                "offload": {},
+            }
+        )
+        self._in_draft = True
+        return ["draft"]
+
+    def _end_draft(self) -> None:
+        if self._in_draft and self._main_state is not None:
+            self._draft_state = self._state()
+            self._set_state(self._main_state)
+            self._in_draft = False
+
+    def _lora_line(self, rest: str, line: LogLine) -> list[str]:
+        if m := pat.LORA_BUFFER.match(rest):
+            self._lora.append((m.group("name"), float(m.group("mib"))))
+            return ["buffer"]
+        return []
+
+    def _clip(self, func: str, rest: str) -> list[str]:
+        self._end_draft()
+        if m := pat.CLIP_BACKEND.search(rest):
+            self._mmproj["backend"] = m.group(1)
+        elif (m2 := pat.BUFFER.match(rest)) and m2.group("kind") == "compute":
+            self._mmproj["compute"].append((m2.group("name"), float(m2.group("mib"))))
+            return ["buffer"]
         return []
 
     def _model_load_impl(self, rest: str, line: LogLine) -> list[str]:
@@ -437,6 +503,11 @@ class LlamaLogParser:
         return []
 
     def _load_model(self, rest: str, line: LogLine) -> list[str]:
+        if m0 := pat.MMPROJ_ESTIMATE.search(rest):
+            self._mmproj["estimate"] = float(m0.group(1))
+            return []
+        if "loaded multimodal model" in rest or pat.SLOTS.search(rest):
+            self._end_draft()
         if m := pat.LOADING_MODEL.match(rest.strip()):
             self._s["model_path"] = m.group(1)
             return ["loading_model"]
@@ -498,11 +569,25 @@ class LlamaLogParser:
             return self._kv_cache(rest, line)
         if func == "llama_memory_breakdown_print":
             return self._breakdown_line(rest, line)
+        if func in ("clip_ctx", "reserve_compute_meta", "clip_model_loader"):
+            return self._clip(func, rest)
         return []
 
     # -- output --------------------------------------------------------------------------
 
     def summary(self) -> LlamaLogSummary:
+        main = self._main_state if self._in_draft else None
+        draft = self._state() if self._in_draft else self._draft_state
+        if main is not None:  # the draft's load is still the last: report the model's
+            saved = self._state()
+            self._set_state(main)
+            try:
+                return self._summary(draft)
+            finally:
+                self._set_state(saved)
+        return self._summary(draft)
+
+    def _summary(self, draft: dict[str, Any] | None) -> LlamaLogSummary:
         s = self._s
         fit_extra = {k: v for k, v in self._fit.items() if k not in ("ran", "status")}
         return LlamaLogSummary(
@@ -515,17 +600,7 @@ class LlamaLogParser:
             load_mode=s["load_mode"],
             loads=s["loads"],
             offload=Offload(**self._offload),
-            buffers=tuple(
-                BufferSizes(
-                    name=name,
-                    model_mib=sizes.get("model", 0.0),
-                    kv_mib=round(sizes.get("kv", 0.0), 2),
-                    compute_mib=sizes.get("compute", 0.0),
-                    output_mib=sizes.get("output", 0.0),
-                    rs_mib=round(sizes.get("rs", 0.0), 2),
-                )
-                for name, sizes in self._buffers.items()
-            ),
+            buffers=_buffer_sizes(self._buffers),
             layer_devices=tuple(sorted(self._layer_devices.items())),
             kv_layer_devices=tuple(sorted(self._kv_layer_devices.items())),
             kv_caches=tuple(self._kv_caches),
@@ -552,10 +627,33 @@ class LlamaLogParser:
             problems_dropped=self._problems_dropped,
             warnings=tuple(self._warnings),
             warnings_dropped=self._warnings_dropped,
+            draft_buffers=() if draft is None else _buffer_sizes(draft["buffers"]),
+            draft_kv_caches=() if draft is None else tuple(draft["kv_caches"]),
+            draft_context=() if draft is None else tuple(draft["context"].items()),
+            lora_buffers=tuple(self._lora),
+            mmproj_backend=self._mmproj["backend"],
+            mmproj_estimate_mib=self._mmproj["estimate"],
+            mmproj_compute=tuple(self._mmproj["compute"]),
         )
 
 
+def _buffer_sizes(buffers: dict[str, dict[str, float]]) -> tuple[BufferSizes, ...]:
+    return tuple(
+        BufferSizes(
+            name=name,
+            model_mib=sizes.get("model", 0.0),
+            kv_mib=round(sizes.get("kv", 0.0), 2),
+            compute_mib=sizes.get("compute", 0.0),
+            output_mib=sizes.get("output", 0.0),
+            rs_mib=round(sizes.get("rs", 0.0), 2),
+        )
+        for name, sizes in buffers.items()
+    )
+
+
 _HANDLERS: dict[str, Any] = {
+    "common_speculative_init_result": LlamaLogParser._speculative,
+    "llama_adapter_lora_init_impl": LlamaLogParser._lora_line,
     "common_param": LlamaLogParser._common_param,
     "ggml_cuda_init": LlamaLogParser._ggml_cuda_init,
     "llama_model_load_from_file_impl": LlamaLogParser._model_load_impl,

@@ -194,6 +194,14 @@ class LlamaLogSummary:
     kv_layer_devices: tuple[tuple[int, str], ...] = ()
     kv_caches: tuple[KvCacheSize, ...] = ()  # of the last load
     context: tuple[tuple[str, str], ...] = ()  # llama_context: key = value
+    # the draft model's context (-md), logged after the model's: its own buffers and caches
+    draft_buffers: tuple[BufferSizes, ...] = ()
+    draft_kv_caches: tuple[KvCacheSize, ...] = ()
+    draft_context: tuple[tuple[str, str], ...] = ()
+    lora_buffers: tuple[tuple[str, float], ...] = ()  # (buffer, MiB) per adapter buffer line
+    mmproj_backend: str | None = None  # "CLIP using X backend"
+    mmproj_estimate_mib: float | None = None  # llama-server's worst case for the projector
+    mmproj_compute: tuple[tuple[str, float], ...] = ()  # (buffer, MiB) of its compute buffers
     graph_nodes: int | None = None
     graph_splits: int | None = None
     pipeline_parallel: bool = False
