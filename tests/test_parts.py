@@ -434,3 +434,6 @@ def test_the_log_parser_keeps_the_draft_projector_and_adapter_apart():
         (("CPU", 0.04),),
     )
     assert s.n_slots == 2 and s.ready
+    (cpu,) = s.ready_devices()  # launch's ready event: the model's numbers, the parts beside
+    assert (cpu["model_mib"], cpu["kv_mib"]) == (2.80, 2.0)
+    assert cpu["parts_mib"] == {"draft": round(1.19 + 1.0 + 3.77 + 0.01, 2), "lora": 0.10}

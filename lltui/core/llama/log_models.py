@@ -280,14 +280,30 @@ class LlamaLogSummary:
             for dev, g in groups.items()
         )
 
+    def parts_mib(self) -> dict[str, dict[str, float]]:
+        """MiB of the draft's context and the LoRA adapters per device (the host as CPU),
+        from their own buffer lines: device -> {"draft": MiB, "lora": MiB}."""
+        endpoints = {d.description: d.name for d in self.devices}
+        endpoints.update({u.description: u.name for u in self.used_devices})
+        out: dict[str, dict[str, float]] = {}
+        rows = [("draft", b.name, b.total_mib) for b in self.draft_buffers]
+        rows += [("lora", name, mib) for name, mib in self.lora_buffers]
+        for part, name, mib in rows:
+            slots = out.setdefault(device_of_buffer(name, endpoints), {})
+            slots[part] = round(slots.get(part, 0.0) + mib, 2)
+        return out
+
     def ready_devices(self) -> list[dict[str, Any]]:
-        """The ``devices`` list of the launcher's ready event."""
+        """The ``devices`` list of the launcher's ready event (``parts_mib`` where a draft
+        model or an adapter has buffers on the device)."""
+        parts = self.parts_mib()
         return [
             {
                 "name": p.name,
                 "model_mib": p.model_mib,
                 "kv_mib": p.kv_mib,
                 "compute_mib": p.compute_mib,
+                **({"parts_mib": parts[p.name]} if p.name in parts else {}),
             }
             for p in self.placement()
         ]
