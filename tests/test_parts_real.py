@@ -125,6 +125,8 @@ DRAFT_CASES = {
     "f16-draft": ("draft", ["-c", "1024", "-np", "2", "-fa", "on"]),
     "q8-kv-and-slots": ("draft-q8", ["-c", "2048", "-np", "3", "-ctkd", "q8_0", "-ctvd", "q8_0"]),
     "unified-no-mmap": ("draft", ["-c", "1536", "-np", "2", "-kvu", "-lm", "none", "-fa", "off"]),
+    "auto-slots": ("draft", ["-c", "4096"]),
+    "small-ubatch": ("draft-q8", ["-np", "1", "-ub", "256"]),
 }
 
 
