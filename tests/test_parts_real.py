@@ -250,3 +250,36 @@ def test_embedding_models_have_no_kv_cache(llama_bins, tmp_path, case):
     # weights and output exact; the compute buffer is the compute model's (not checked here)
     problems = mismatches(res, summary, check_compute=False)
     assert not problems, problems
+
+
+PROJECTOR_SHAPES = {  # image, patch, n_embd, n_ff, heads, projection (= the text model's n_embd)
+    "clip-224": (224, 14, 256, 1024, 4, 256),
+    "clip-336-8-heads": (336, 14, 256, 1024, 8, 256),
+    "narrow-448": (448, 14, 128, 512, 4, 256),
+    "wide-projection": (224, 14, 128, 512, 4, 1024),
+}
+PROJECTOR_TOLERANCE = 0.15  # an approximation fitted to these shapes (README)
+
+
+@pytest.mark.parametrize("fa", ["on", "off"])
+@pytest.mark.parametrize("shape", list(PROJECTOR_SHAPES))
+def test_projector_compute_approximation(llama_bins, tmp_path, shape, fa):
+    image, patch, n_embd, n_ff, heads, proj = PROJECTOR_SHAPES[shape]
+    text = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(n_embd=proj), "Q8_0")[0]
+    mm = gf.write_mmproj(
+        tmp_path / "mm.gguf",
+        proj,
+        image_size=image,
+        patch_size=patch,
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_head=heads,
+    )
+    flags = ["-np", "1", "-fa", fa, "--mmproj", str(mm)]
+    summary = parse_log(serve(llama_bins, text, flags, tmp_path / "server.log"))
+    theirs = dict(summary.mmproj_compute)["CPU"]
+    (dev,) = part(ours(text, flags), "mmproj").devices
+    assert abs(dev.compute_bytes / MIB - theirs) <= PROJECTOR_TOLERANCE * theirs, (
+        dev.compute_bytes / MIB,
+        theirs,
+    )
