@@ -282,7 +282,7 @@ def test_fit_with_a_missing_part_file_is_one_line_exit_2(files, tmp_path, capsys
     missing = tmp_path / "nope.gguf"
     assert main(["fit", str(files["main"]), "-md", str(missing)]) == 2
     err = capsys.readouterr().err
-    assert str(missing) in err and err.count("\n") == 1
+    assert f"-md {missing}" in err and err.count("\n") == 1
 
 
 def test_remote_parts_go_through_the_model_reader(files, monkeypatch):

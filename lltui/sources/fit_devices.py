@@ -67,10 +67,21 @@ def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | N
 
     if not (settings.draft_model or settings.mmproj or settings.lora):
         return None
+
+    def read(path: str, flag: str) -> GgufModel:
+        try:
+            return read_model(path, verb)
+        except ModelChoice:
+            raise
+        except RemoteModelError as exc:
+            raise RemoteModelError(f"{flag} {exc}", exc.code) from None
+        except DeviceSpecError as exc:
+            raise DeviceSpecError(f"{flag} {exc}") from None
+
     return ExtraModels(
-        draft=read_model(settings.draft_model, verb) if settings.draft_model else None,
-        mmproj=read_model(settings.mmproj, verb) if settings.mmproj else None,
-        loras=tuple(read_model(p, verb) for p in settings.lora),
+        draft=read(settings.draft_model, "-md") if settings.draft_model else None,
+        mmproj=read(settings.mmproj, "--mmproj") if settings.mmproj else None,
+        loras=tuple(read(p, "--lora") for p in settings.lora),
     )
 
 
