@@ -378,6 +378,9 @@ def test_the_fit_view_counts_the_parts_of_its_extra_flags(files):
     assert out.error is None and out.result is not None
     assert [p.part for p in out.result.parts] == ["draft", "mmproj"]
     assert all(q.result is None or q.result.parts for q in out.quants)
+    from lltui.app.screens.fit import render_devices
+
+    assert "of which draft" in render_devices(out)
     missing = compute(FitRequest(2, str(files["main"]), {}, "-md /nonexistent.gguf", "24GiB"), None)
     assert missing.error and "/nonexistent.gguf" in missing.error
 

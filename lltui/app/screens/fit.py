@@ -87,6 +87,10 @@ def render_devices(outcome: FitOutcome) -> str:
             f"[b]{escape(d.name):<8}[/]{bar} {(d.total_bytes + d.unaccounted_bytes) / MIB:>7.0f}"
             f"/{free} MiB {verdict}  layers {compact_indexes(layers) or '-'}{out}"
         )
+        others = [(k, b) for k, b in d.parts if k != "model" and b]
+        if others:
+            shares = ", ".join(f"{k} {b / MIB:.0f}" for k, b in others)
+            lines.append(f"[$text-muted]{'':<8}of which {shares} MiB[/]")
     h = res.host
     lines.append(
         f"[b]host[/b]    weights {fmt_bytes(h.weights_bytes)}"
