@@ -117,20 +117,26 @@ def _embedding_line(res: FitResult) -> str:
 
 
 def _part_line(p: PartEstimate) -> str:
-    where = ", ".join(
-        f"{d.device} {_mib(d.total_bytes)}"
-        + (
-            f" (weights {_mib(d.weights_bytes)}, KV {_mib(d.kv_bytes)}, "
-            f"compute {_mib(d.compute_bytes)}"
-            + (f", output {_mib(d.output_bytes)}" if d.output_bytes else "")
-            + ")"
-        )
-        for d in p.devices
-        if d.total_bytes
-    )
+    """``draft model PATH: CUDA1 7.46 (weights 0.94, KV 2.00, compute 4.52), ... MiB``."""
+    where = []
+    for d in p.devices:
+        if not d.total_bytes:
+            continue
+        slots = [
+            f"{label} {_mib(n)}"
+            for label, n in (
+                ("weights", d.weights_bytes),
+                ("KV", d.kv_bytes),
+                ("compute", d.compute_bytes),
+                ("output", d.output_bytes),
+            )
+            if n
+        ]
+        detail = f" ({', '.join(slots)})" if len(slots) > 1 else f" ({slots[0].split()[0]})"
+        where.append(f"{d.device} {_mib(d.total_bytes)}{detail}")
     label = {"draft": "draft model", "mmproj": "projector", "lora": "LoRA"}.get(p.part, p.part)
     approx = " (compute approximate)" if p.approximate_compute else ""
-    return f"{label} {p.path}: {where or 'nothing'} MiB{approx}"
+    return f"{label} {p.path}: {', '.join(where) or 'nothing'} MiB{approx}"
 
 
 def result_to_json(res: FitResult) -> dict[str, Any]:
