@@ -442,3 +442,15 @@ def test_the_log_parser_keeps_the_draft_projector_and_adapter_apart():
     (cpu,) = s.ready_devices()  # launch's ready event: the model's numbers, the parts beside
     assert (cpu["model_mib"], cpu["kv_mib"]) == (2.80, 2.0)
     assert cpu["parts_mib"] == {"draft": round(1.19 + 1.0 + 3.77 + 0.01, 2), "lora": 0.10}
+
+
+def test_drafting_gives_the_model_an_output_per_drafted_token(files):
+    base = ["-c", "2048", "-np", "2", "-md", str(files["draft"])]
+    assert run(files, base).resolved.n_outputs_max == 2  # -md alone: no drafting type on
+    on = run(files, [*base, "--spec-type", "draft-simple"])
+    assert on.resolved.n_outputs_max == 2 * (1 + 3)  # --spec-draft-n-max defaults to 3
+    five = run(files, [*base, "--spec-type", "draft-simple", "--spec-draft-n-max", "5"])
+    assert five.resolved.n_outputs_max == 12
+    assert part(five, "draft").buffers == part(on, "draft").buffers  # the draft outputs 1/slot
+    ngram = run(files, [*base, "--spec-type", "ngram-mod,ngram-cache"])
+    assert ngram.resolved.n_outputs_max == 2 * (1 + 64)  # ngram-mod drafts up to 64

@@ -127,6 +127,12 @@ DRAFT_CASES = {
     "unified-no-mmap": ("draft", ["-c", "1536", "-np", "2", "-kvu", "-lm", "none", "-fa", "off"]),
     "auto-slots": ("draft", ["-c", "4096"]),
     "small-ubatch": ("draft-q8", ["-np", "1", "-ub", "256"]),
+    "drafting-5": (
+        "draft",
+        ["-c", "2048", "-np", "2", "--spec-type", "draft-simple", "--spec-draft-n-max", "5"],
+    ),
+    "drafting-default": ("draft", ["-c", "1024", "-np", "3", "--spec-type", "draft-simple"]),
+    "ngram-and-draft": ("draft", ["-c", "1024", "-np", "2", "--spec-type", "ngram-mod"]),
 }
 
 
@@ -139,6 +145,8 @@ def test_draft_buffers_on_the_host(llama_bins, files, tmp_path, case):
     summary = parse_log(text)  # the model's buffers, and the draft's apart
     res = ours(files["main"], flags)
     assert not mismatches(res, summary), mismatches(res, summary)
+    # the model's outputs: one per slot, and one per drafted token when drafting is on
+    assert not context_mismatches(res, summary), context_mismatches(res, summary)
     d = part(res, "draft")
     problems = part_mismatches(d, logged_buffers(draft_summary(summary)), check_compute=True)
     assert not problems, problems

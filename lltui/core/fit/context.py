@@ -13,6 +13,30 @@ from lltui.core.fit.ggml_types import GGML_TYPES, type_from_name
 from lltui.core.fit.hparams import Hparams
 from lltui.core.llama.flags import NGL_ALL, NGL_AUTO, LlamaArgs
 
+# --spec-type values whose drafts the target verifies in one batch per slot
+DRAFT_SPEC_TYPES = frozenset(
+    {"draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark"}
+)
+# tokens the n-gram types draft at most, at llama.cpp's defaults (common_speculative_n_max:
+# their --spec-ngram-*-size-m / --spec-ngram-mod-n-max, 8 for the cache)
+NGRAM_N_MAX = {
+    "ngram-simple": 48,
+    "ngram-map-k": 48,
+    "ngram-map-k4v": 48,
+    "ngram-mod": 64,
+    "ngram-cache": 8,
+}
+
+
+def spec_n_max(st: LlamaArgs) -> int:
+    """The most tokens a step of speculative decoding drafts (common_speculative_n_max)."""
+    n = 0
+    for t in st.spec_types:
+        if t in DRAFT_SPEC_TYPES:
+            n = max(n, st.spec_draft_n_max)
+        n = max(n, NGRAM_N_MAX.get(t, 0))
+    return n
+
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
@@ -54,9 +78,10 @@ def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resol
     if server and st.embedding and n_batch > n_ubatch:
         n_batch = n_ubatch
     # llama-server's output limits: a batch of outputs for embeddings and pooled models
-    # (server_output_limits), else one per slot
+    # (server_output_limits), else one per slot, and one per drafted token too when
+    # speculative decoding is on (common_speculative_get_output_limits)
     pooled = st.embedding or st.pooling not in (None, "none")
-    n_outputs_server = n_batch if pooled else np_
+    n_outputs_server = n_batch if pooled else min(n_batch, np_ * (1 + spec_n_max(st)))
     if hp.causal:
         # with causal attention the batch is limited by the context (taken before padding)
         n_batch = min(n_ctx_in, n_batch)

@@ -63,6 +63,7 @@ def draft_settings(st: LlamaArgs, n_ctx: int) -> LlamaArgs:
         draft_model=None,
         mmproj=None,
         lora=(),
+        spec_types=(),  # the draft context outputs one token per slot
     )
 
 

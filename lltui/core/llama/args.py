@@ -97,6 +97,8 @@ class LlamaArgs:
     model_path: str | None = None  # -m
     draft_model: str | None = None  # -md: a second model and context (fit counts it)
     draft_n_gpu_layers: int = NGL_AUTO  # -ngld
+    spec_types: tuple[str, ...] = ()  # --spec-type, every one given (llama-server adds them up)
+    spec_draft_n_max: int = 3  # --spec-draft-n-max: tokens drafted per step
     draft_devices: tuple[str, ...] | None = None  # -devd; None: the main model's
     draft_type_k: str = "f16"  # -ctkd
     draft_type_v: str = "f16"  # -ctvd
@@ -204,6 +206,9 @@ class _Builder:
         elif f.key == "rpc":
             assert isinstance(value, tuple)
             self.rpc.extend(value)
+        elif f.key == "spec_types":
+            assert isinstance(value, tuple)
+            self.fields["spec_types"] = (*self.fields.get("spec_types", ()), *value)
         elif f.key == "draft_overrides":
             self.draft_overrides.extend(_tensor_overrides(flag, values[0]))
         elif f.key == "draft_cpu_moe":

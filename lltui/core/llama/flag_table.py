@@ -123,6 +123,13 @@ FLAGS: tuple[Flag, ...] = (
         parse=v.text,
         env="LLAMA_ARG_SPEC_DRAFT_MODEL",
     ),
+    Flag("spec_types", _s("--spec-type"), parse=v.spec_types, env="LLAMA_ARG_SPEC_TYPE"),
+    Flag(
+        "spec_draft_n_max",
+        _s("--spec-draft-n-max"),
+        parse=v.count,
+        env="LLAMA_ARG_SPEC_DRAFT_N_MAX",
+    ),
     Flag(
         "draft_n_gpu_layers",
         _s("-ngld --spec-draft-ngl --gpu-layers-draft --n-gpu-layers-draft"),

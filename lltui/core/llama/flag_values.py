@@ -282,3 +282,25 @@ def scaled_path_list(flag: str, value: str) -> tuple[str, ...]:
             raise ValueError(f"{flag}: bad scale {scale!r} in {item!r}") from None
         out.append(path)
     return tuple(out)
+
+
+SPEC_TYPES = (
+    "none",
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+)
+
+
+def spec_types(flag: str, value: str) -> tuple[str, ...]:
+    """``--spec-type draft-simple,ngram-mod``: speculative decoding types, comma-separated."""
+    return tuple(
+        _one_of(flag, t, SPEC_TYPES, "unknown speculative decoding type") for t in value.split(",")
+    )

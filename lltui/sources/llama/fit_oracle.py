@@ -32,6 +32,8 @@ _SERVER_ONLY = frozenset(
         "pooling",
         "reranking",
         "draft_model",
+        "spec_types",
+        "spec_draft_n_max",
         "draft_n_gpu_layers",
         "draft_devices",
         "draft_type_k",
