@@ -1,8 +1,9 @@
-"""Compute buffers: the one calibrated approximation of the estimator (the rest is exact)."""
+"""Compute buffers: planned from llama.cpp's graph where it is modelled, else the one
+calibrated approximation of the estimator (the rest is exact)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lltui.core.fit.common import (
@@ -15,6 +16,7 @@ from lltui.core.fit.common import (
     backend_of,
     pad,
 )
+from lltui.core.fit.compute_graph import exact_compute_buffers
 from lltui.core.fit.context import Resolved
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.hparams import Hparams
@@ -83,6 +85,15 @@ def _attn_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
     return 4 * T * attn
 
 
+@dataclass(frozen=True, slots=True)
+class ComputeBuffers:
+    """Compute buffer bytes per backend; ``exact`` when planned from llama.cpp's graph
+    (:mod:`.compute_graph`), False when the calibrated formula below sized them."""
+
+    sizes: Mapping[str, int]
+    exact: bool
+
+
 def compute_buffers(
     hp: Hparams,
     r: Resolved,
@@ -91,8 +102,28 @@ def compute_buffers(
     layer_dev: Sequence[int],
     placements: Sequence[TensorPlacement],
     pipeline_parallel: bool,
+) -> ComputeBuffers:
+    """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes
+    them: from the modelled graph where it covers the model and layout, else the formula."""
+    planned = exact_compute_buffers(hp, r, st, devices, {p.name for p in placements})
+    if planned is not None:
+        return ComputeBuffers(planned, True)
+    return ComputeBuffers(
+        formula_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel),
+        False,
+    )
+
+
+def formula_compute_buffers(
+    hp: Hparams,
+    r: Resolved,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+    placements: Sequence[TensorPlacement],
+    pipeline_parallel: bool,
 ) -> dict[str, int]:
-    """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes them."""
+    """The calibrated approximation, per backend."""
     g = _Graph(hp, r, st, pipeline_parallel)
     op_offload = bool(
         devices and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH and devices[0].kind == "cuda"

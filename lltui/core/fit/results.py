@@ -142,6 +142,7 @@ class FitResult:
     max_ctx: int | None
     suggestions: tuple[Suggestion, ...] = ()
     warnings: tuple[str, ...] = ()
+    compute_exact: bool = False  # compute buffers planned from llama.cpp's graph, not the formula
 
     def buffer_bytes(self, name: str, kind: str) -> int:
         return sum(b for n, k, b in self.buffers if n == name and k == kind)

@@ -1,0 +1,324 @@
+"""The llama family's compute graph, as llama.cpp's graph builders make it for a reserve.
+
+Covers the decoder-only models built like models/llama.cpp: llama (and mistral-style GGUFs,
+mixtral MoE), qwen2 (Q/K/V biases, output bias), qwen3 (Q/K norms), qwen3moe (softmax-routed
+experts, normalised weights). Built from src/llama-graph.cpp (build_inp_embd, build_qkv,
+build_attn with a KV cache, build_attn_mha, build_ffn, build_moe_ffn) and
+src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the Hadamard rotation inputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lltui.core.fit import ggml_graph as gg
+from lltui.core.fit.ggml_graph import F16, F32, I32, I64, Graph, Tensor
+from lltui.core.fit.ggml_types import type_info
+
+LLAMA_FAMILY = frozenset({"llama", "qwen2", "qwen3", "qwen3moe"})
+
+
+@dataclass(frozen=True, slots=True)
+class LayerShape:
+    n_head: int
+    n_head_kv: int
+    n_ff: int  # dense FFN width; 0 for an MoE layer
+    moe: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaShape:
+    """What the graph depends on: model dimensions, optional tensors, and the settings."""
+
+    n_embd: int
+    n_vocab: int
+    head_k: int
+    head_v: int
+    layers: tuple[LayerShape, ...]
+    n_expert: int
+    n_expert_used: int
+    n_ff_exp: int
+    qkv_bias: bool
+    wo_bias: bool
+    qk_norm: bool
+    output_bias: bool
+    # settings
+    flash_attn: bool
+    type_k: int
+    type_v: int
+    kv_size: int  # cells per stream
+    n_stream: int  # KV streams (1 when unified)
+    kv_unified: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Ubatch:
+    n_tokens: int
+    n_seqs: int
+    n_outputs: int
+
+
+def _rot_sizes(s: LlamaShape) -> tuple[int, int]:
+    """Hadamard rotation sizes llama_kv_cache picks for quantized K/V caches."""
+    rot_k = rot_v = 0
+    if type_info(s.type_k).quantized and s.head_k % 64 == 0:
+        rot_k = 64
+        while s.head_k % (2 * rot_k) == 0:
+            rot_k *= 2
+    if type_info(s.type_v).quantized and s.head_v % 64 == 0:
+        rot_v = 64
+    return rot_k, rot_v
+
+
+class _Builder:
+    """One graph build: the inputs shared by every layer, then the layers in order."""
+
+    def __init__(self, s: LlamaShape, ub: Ubatch) -> None:
+        self.s = s
+        self.T = ub.n_tokens
+        self.ub = ub
+        self.g = Graph()
+        E, T = s.n_embd, self.T
+        self.tok_embd = gg.external(F32, (E, s.n_vocab), "token_embd.weight")
+        self.pos = gg.new_input(I32, (T,), "inp_pos")
+        self.k_idxs = gg.new_input(I64, (T,), "attn_inp_k_idxs")
+        n_v_max = max(lay.n_head_kv for lay in s.layers) * s.head_v
+        v_rows = T if s.flash_attn else T * n_v_max
+        self.v_idxs = gg.new_input(I64, (v_rows,), "attn_inp_v_idxs")
+        mask_streams = 1 if s.kv_unified else ub.n_seqs
+        self.kq_mask = gg.new_input(
+            F16 if s.flash_attn else F32,
+            (s.kv_size, T // mask_streams, 1, mask_streams),
+            "attn_inp_kq_mask",
+        )
+        rot_k, rot_v = _rot_sizes(s)
+        self.k_rot = gg.new_input(F32, (rot_k, rot_k), "attn_inp_k_rot") if rot_k else None
+        self.v_rot = gg.new_input(F32, (rot_v, rot_v), "attn_inp_v_rot") if rot_v else None
+        self.out_ids = gg.new_input(I32, (ub.n_outputs,), "out_ids")
+
+    def w(self, *dims: int) -> Tensor:
+        return gg.external(F32, dims)
+
+    # -- inputs --------------------------------------------------------------------------------
+
+    def inp_embd(self) -> Tensor:
+        E, T = self.s.n_embd, self.T
+        tokens = gg.new_input(I32, (T,), "inp_tokens")
+        embd = gg.new_input(F32, (E, T), "inp_embd")
+        tok = gg.get_rows(self.tok_embd, tokens)
+        mixed_tokens = gg.new_input(I32, (T,), "inp_mixed_tokens")
+        mixed_slots = gg.new_input(I64, (T,), "inp_mixed_slots")
+        mixed_embd = gg.new_input(F32, (E, T), "inp_mixed_embd")
+        mixed = gg.set_rows(
+            gg.unary("DUP", mixed_embd), gg.get_rows(self.tok_embd, mixed_tokens), mixed_slots
+        )
+        for t in (tok, embd, mixed):
+            self.g.expand(t)
+        return tok
+
+    # -- attention -----------------------------------------------------------------------------
+
+    def hadamard(self, cur: Tensor, rot: Tensor) -> Tensor:
+        n = rot.ne[0]
+        flat = gg.nelements(cur) // n
+        res = gg.reshape(cur, n, flat) if gg.is_contiguous(cur) else gg.cont(cur, n, flat)
+        res = gg.mul_mat(rot, res)
+        return gg.reshape(res, *cur.ne)
+
+    def attention(self, lay: LayerShape, cur: Tensor) -> Tensor:
+        s, T = self.s, self.T
+        hk, hv = s.head_k, s.head_v
+        q = gg.mul_mat(self.w(s.n_embd, lay.n_head * hk), cur)
+        if s.qkv_bias:
+            q = gg.unary("ADD", q, self.w(lay.n_head * hk))
+        k = gg.mul_mat(self.w(s.n_embd, lay.n_head_kv * hk), cur)
+        if s.qkv_bias:
+            k = gg.unary("ADD", k, self.w(lay.n_head_kv * hk))
+        v = gg.mul_mat(self.w(s.n_embd, lay.n_head_kv * hv), cur)
+        if s.qkv_bias:
+            v = gg.unary("ADD", v, self.w(lay.n_head_kv * hv))
+        q = gg.reshape(q, hk, lay.n_head, T)
+        k = gg.reshape(k, hk, lay.n_head_kv, T)
+        v = gg.reshape(v, hv, lay.n_head_kv, T)
+        if s.qk_norm:
+            q = gg.unary("MUL", gg.unary("RMS_NORM", q), self.w(hk))
+        q = gg.unary("ROPE", q, self.pos)
+        if s.qk_norm:
+            k = gg.unary("MUL", gg.unary("RMS_NORM", k), self.w(hk))
+        k = gg.unary("ROPE", k, self.pos)
+        return self.attn_kv(lay, q, k, v)
+
+    def attn_kv(self, lay: LayerShape, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        s, g = self.s, self.g
+        if self.k_rot is not None:
+            q = self.hadamard(q, self.k_rot)
+            k = self.hadamard(k, self.k_rot)
+        if self.v_rot is not None:
+            v = self.hadamard(v, self.v_rot)
+        g.expand(q)
+        g.expand(v)
+        g.expand(k)
+        n_k = lay.n_head_kv * s.head_k
+        n_v = lay.n_head_kv * s.head_v
+        k_cache = gg.external(s.type_k, (n_k, s.kv_size, s.n_stream))
+        v_cache = gg.external(s.type_v, (n_v, s.kv_size, s.n_stream))
+        g.expand(self.cpy_k(k, k_cache))
+        g.expand(self.cpy_v(v, v_cache))
+        k_view = gg.view(
+            k_cache,
+            (s.head_k, lay.n_head_kv, s.kv_size, s.n_stream),
+            (
+                gg.row_bytes(s.type_k, s.head_k),
+                gg.row_bytes(s.type_k, n_k),
+                gg.row_bytes(s.type_k, n_k * s.kv_size),
+            ),
+        )
+        if s.flash_attn:
+            v_view = gg.view(
+                v_cache,
+                (s.head_v, lay.n_head_kv, s.kv_size, s.n_stream),
+                (
+                    gg.row_bytes(s.type_v, s.head_v),
+                    gg.row_bytes(s.type_v, n_v),
+                    gg.row_bytes(s.type_v, n_v * s.kv_size),
+                ),
+            )
+        else:
+            v_view = gg.view(
+                v_cache,
+                (s.kv_size, lay.n_head_kv, s.head_v, s.n_stream),
+                (
+                    gg.row_bytes(s.type_v, s.kv_size * s.head_v),
+                    gg.row_bytes(s.type_v, s.kv_size),
+                    gg.row_bytes(s.type_v, s.kv_size * n_v),
+                ),
+            )
+        cur = self.mha(q, k_view, v_view)
+        if self.v_rot is not None:
+            cur = self.hadamard(cur, self.v_rot)
+        cur = gg.mul_mat(self.w(lay.n_head * s.head_v, s.n_embd), cur)
+        if s.wo_bias:
+            cur = gg.unary("ADD", cur, self.w(s.n_embd))
+        return cur
+
+    def cpy_k(self, k_cur: Tensor, k_cache: Tensor) -> Tensor:
+        n_gqa = k_cur.ne[0] * k_cur.ne[1]
+        rows = gg.view(k_cur, (n_gqa, k_cur.ne[2]), (k_cur.nb[2],))
+        if self.s.n_stream > 1:
+            k_cache = gg.reshape(k_cache, n_gqa, self.s.kv_size * self.s.n_stream)
+        return gg.set_rows(k_cache, rows, self.k_idxs)
+
+    def cpy_v(self, v_cur: Tensor, v_cache: Tensor) -> Tensor:
+        n_gqa = v_cur.ne[0] * v_cur.ne[1]
+        if self.s.flash_attn:
+            rows = gg.view(v_cur, (n_gqa, v_cur.ne[2]), (v_cur.nb[2],))
+            if self.s.n_stream > 1:
+                v_cache = gg.reshape(v_cache, n_gqa, self.s.kv_size * self.s.n_stream)
+            return gg.set_rows(v_cache, rows, self.v_idxs)
+        if gg.row_bytes(v_cur.type, n_gqa) == v_cur.nb[2]:
+            flat = gg.reshape(v_cur, n_gqa, v_cur.ne[2])
+        else:
+            flat = gg.cont(v_cur, n_gqa, v_cur.ne[2])
+        if n_gqa < v_cache.ne[0]:
+            flat = gg.new(flat.type, (v_cache.ne[0], flat.ne[1]), "PAD", (flat,))
+        v_flat = gg.reshape(v_cache, 1, gg.nelements(v_cache))
+        flat = gg.reshape(flat, 1, gg.nelements(flat))
+        return gg.set_rows(v_flat, flat, self.v_idxs)
+
+    def mha(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        n_stream = k.ne[3]
+        per = q.ne[2] // n_stream
+        q = gg.view(q, (q.ne[0], q.ne[1], per, n_stream), (q.nb[1], q.nb[2], q.nb[2] * per))
+        q = gg.permute(q, 0, 2, 1, 3)
+        k = gg.permute(k, 0, 2, 1, 3)
+        v = gg.permute(v, 0, 2, 1, 3)
+        if self.s.flash_attn:
+            cur = gg.flash_attn_ext(q, k, v, self.kq_mask)
+            cur = gg.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        else:
+            kq = gg.mul_mat(k, q)
+            kq = gg.unary("SOFT_MAX", kq, self.kq_mask)
+            kqv = gg.mul_mat(v, kq)
+            cur = gg.permute(kqv, 0, 2, 1, 3)
+            cur = gg.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        self.g.expand(cur)
+        return cur
+
+    # -- feed-forward --------------------------------------------------------------------------
+
+    def ffn(self, lay: LayerShape, cur: Tensor) -> Tensor:
+        E = self.s.n_embd
+        up = gg.mul_mat(self.w(E, lay.n_ff), cur)
+        gate = gg.mul_mat(self.w(E, lay.n_ff), cur)
+        act = gg.glu_split(gate, up)
+        return gg.mul_mat(self.w(lay.n_ff, E), act)
+
+    def moe(self, cur: Tensor) -> Tensor:
+        s, g, T = self.s, self.g, self.T
+        E, n_exp, n_used, n_ff = s.n_embd, s.n_expert, s.n_expert_used, s.n_ff_exp
+        logits = gg.mul_mat(self.w(E, n_exp), cur)
+        probs = gg.unary("SOFT_MAX", logits)
+        selected = gg.argsort_top_k(probs, n_used)
+        weights = gg.get_rows(gg.reshape(probs, 1, n_exp, T), selected)
+        weights = gg.reshape(weights, n_used, T)
+        wsum = gg.unary("CLAMP", gg.sum_rows(weights))
+        weights = gg.unary("DIV", weights, wsum)
+        weights = gg.reshape(weights, 1, n_used, T)
+        g.expand(weights)
+        x = gg.reshape(cur, E, 1, T)
+        up = gg.mul_mat_id(self.w(E, n_ff, n_exp), x, selected)
+        gate = gg.mul_mat_id(self.w(E, n_ff, n_exp), x, selected)
+        act = gg.glu_split(gate, up)
+        experts = gg.mul_mat_id(self.w(n_ff, E, n_exp), act, selected)
+        experts = gg.unary("MUL", experts, weights)
+        g.expand(experts)
+        views = [
+            gg.view(
+                experts,
+                (E, T),
+                (experts.nb[2],),
+            )
+            for _ in range(n_used)
+        ]
+        for vw in views:
+            g.expand(vw)
+        out = views[0]
+        for vw in views[1:]:
+            out = gg.unary("ADD", out, vw)
+            g.expand(out)
+        if n_used == 1:
+            out = gg.cont(out)
+        return out
+
+    # -- the model -----------------------------------------------------------------------------
+
+    def norm(self, x: Tensor) -> Tensor:
+        return gg.unary("MUL", gg.unary("RMS_NORM", x), self.w(self.s.n_embd))
+
+    def build(self) -> Graph:
+        s, g = self.s, self.g
+        inp = self.inp_embd()
+        last = len(s.layers) - 1
+        for il, lay in enumerate(s.layers):
+            cur = self.attention(lay, self.norm(inp))
+            res = inp
+            if il == last:
+                cur = gg.get_rows(cur, self.out_ids)
+                res = gg.get_rows(res, self.out_ids)
+            ffn_inp = gg.unary("ADD", cur, res)
+            x = self.norm(ffn_inp)
+            cur = self.moe(x) if lay.moe else self.ffn(lay, x)
+            inp = gg.unary("ADD", cur, ffn_inp)
+        embd = self.norm(inp)
+        logits = gg.mul_mat(self.w(s.n_embd, s.n_vocab), embd)
+        if s.output_bias:
+            logits = gg.unary("ADD", logits, self.w(s.n_vocab))
+        g.expand(logits)
+        g.set_output(embd)
+        g.set_output(logits)
+        return g
+
+
+def build_llama_graph(shape: LlamaShape, ub: Ubatch) -> Graph:
+    """The graph llama.cpp reserves for ``ub`` tokens against the full KV cache."""
+    return _Builder(shape, ub).build()

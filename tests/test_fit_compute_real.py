@@ -1,0 +1,90 @@
+"""Compute buffers planned from the modelled graph against the real llama-server.
+
+Tiny models of the covered families (llama, qwen3, qwen3moe) run in the pinned CPU build at
+``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line at its 0.01 MiB
+resolution, with flash attention on and off, several ``-ub`` and ``-np`` values, unified and
+per-slot KV, quantized KV (the Hadamard-rotated path). A family the graph does not cover says
+so (``compute_exact`` false) and keeps the formula.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+from llama_fixture import llama_bins, llama_server
+
+from lltui.core.fit.estimate import FitOptions, estimate
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.llama.flags import parse_llama_args
+from lltui.core.llama.log import parse_log
+from lltui.core.units import MIB
+
+__all__ = ["llama_bins"]  # a session fixture used by name
+
+pytestmark = pytest.mark.slow
+
+COVERED = ("llama", "qwen3", "qwen3moe")
+FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
+SLOTS = {
+    "np1": ["-np", "1"],
+    "np4-split": ["-np", "4", "-no-kvu"],
+    "np3-unified": ["-np", "3", "-kvu"],
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("compute-models")
+    out = {}
+    for arch in (*COVERED, "gemma3"):
+        path = root / f"{arch}.gguf"
+        gf.write_model(path, gf.SPECS[arch](), "Q8_0")
+        out[arch] = path
+    return out
+
+
+def logged_and_planned(bins, model: Path, argv: list[str], log: Path) -> tuple[dict, dict, bool]:
+    flags = [*argv, "--no-warmup"]
+    with llama_server(bins, model, log, flags) as server:
+        summary = parse_log(server.log())
+    logged = {b.name: b.compute_mib for b in summary.buffers if b.compute_mib}
+    res = estimate(
+        read_gguf(model), parse_llama_args([*FIXTURE_ARGS, *flags]), (), FitOptions(search=False)
+    )
+    ours = {n: round(b / MIB, 2) for n, k, b in res.buffers if k == "compute" and b > MIB // 100}
+    return logged, ours, res.compute_exact
+
+
+@pytest.mark.parametrize(
+    ("arch", "fa", "ub", "slots"),
+    list(itertools.product(COVERED, ("on", "off"), (1, 64, 512, 2048), SLOTS)),
+)
+def test_compute_buffer_equals_the_log(llama_bins, models, tmp_path, arch, fa, ub, slots):
+    argv = ["-c", "4096", "-b", "2048", "-ub", str(ub), "-fa", fa, *SLOTS[slots]]
+    logged, ours, exact = logged_and_planned(llama_bins, models[arch], argv, tmp_path / "s.log")
+    assert exact
+    assert ours == logged
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-c", "5000", "-np", "3", "-no-kvu", "-ub", "256", "-ctk", "q8_0", "-ctv", "q8_0"],
+        ["-c", "8192", "-np", "2", "-kvu", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"],
+        ["-c", "8192", "-np", "2", "-ctk", "q8_0", "-ub", "1024"],
+    ],
+)
+@pytest.mark.parametrize("arch", COVERED)
+def test_quantized_kv_and_odd_contexts(llama_bins, models, tmp_path, arch, argv):
+    logged, ours, exact = logged_and_planned(llama_bins, models[arch], argv, tmp_path / "s.log")
+    assert exact
+    assert ours == logged
+
+
+def test_an_uncovered_family_keeps_the_formula(llama_bins, models, tmp_path):
+    argv = ["-c", "4096", "-np", "1"]
+    _, _, exact = logged_and_planned(llama_bins, models["gemma3"], argv, tmp_path / "s.log")
+    assert not exact

@@ -1,0 +1,180 @@
+"""The graph planner (ggml-alloc's rules) on small hand-made graphs, and the llama-family
+graph it plans compute buffers from."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from lltui.core.fit import ggml_graph as gg
+from lltui.core.fit.compute_graph import PERIODIC_FROM, plan_every_layer, planned_peak
+from lltui.core.fit.ggml_alloc import BufferType, DynAllocator, plan
+from lltui.core.fit.ggml_graph import F32, Graph
+from lltui.core.fit.ggml_types import GgmlType
+from lltui.core.fit.graph_llama import LayerShape, LlamaShape, Ubatch
+
+CPU = BufferType(alignment=32)
+
+
+# -- the dynamic allocator ------------------------------------------------------------------------
+
+
+def test_sizes_are_aligned_and_the_buffer_grows_at_the_end():
+    a = DynAllocator(alignment=32)
+    assert a.alloc(10) == (0, 0)
+    assert a.alloc(33) == (0, 32)
+    assert a.size() == 32 + 64
+
+
+def test_best_fit_takes_the_smallest_free_block_that_fits():
+    a = DynAllocator(alignment=32)
+    offs = [a.alloc(n)[1] for n in (256, 32, 128, 32, 64)]
+    assert offs == [0, 256, 288, 416, 448]
+    a.free(0, 0, 256)  # a 256 hole
+    a.free(0, 288, 128)  # a 128 hole
+    assert a.alloc(96) == (0, 288)  # the 128 hole, not the first (256) one
+    assert a.alloc(200) == (0, 0)
+    assert a.size() == 512  # nothing grew
+
+
+def test_freed_neighbours_merge_into_one_block():
+    a = DynAllocator(alignment=32)
+    for n in (64, 64, 64, 64):
+        a.alloc(n)
+    a.free(0, 0, 64)
+    a.free(0, 128, 64)
+    a.free(0, 64, 64)  # joins both sides: one 192-byte block at 0
+    assert a.alloc(192) == (0, 0)
+    assert a.size() == 256
+
+
+def test_a_block_too_small_everywhere_grows_the_end():
+    a = DynAllocator(alignment=32)
+    a.alloc(64)
+    a.alloc(64)
+    a.free(0, 0, 64)
+    assert a.alloc(96) == (0, 128)
+    assert a.size() == 224
+
+
+def test_max_size_opens_a_new_chunk():
+    a = DynAllocator(alignment=32, max_size=128)
+    a.alloc(96)
+    assert a.alloc(64) == (1, 0)
+    assert a.size() == 96 + 64
+
+
+# -- the graph planner ----------------------------------------------------------------------------
+
+
+def _chain() -> tuple[Graph, gg.Tensor]:
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")  # 1 KiB
+    w = gg.external(F32, (256,))
+    norm = gg.unary("RMS_NORM", x)
+    scaled = gg.unary("MUL", norm, w)  # same layout, norm's only consumer: in place
+    out = gg.mul_mat(gg.external(F32, (256, 512)), scaled)  # 2 KiB
+    g.expand(out)
+    g.set_output(out)
+    return g, out
+
+
+def test_in_place_ops_reuse_their_source():
+    g, _ = _chain()
+    # the norm and its scaling run in the input's memory; only the matmul needs more
+    assert plan(g, [CPU]) == [1024 + 2048]
+
+
+def test_an_op_that_cannot_run_in_place_gets_new_memory():
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")
+    y = gg.cont(x)  # CONT never runs in place
+    z = gg.cont(y)
+    g.expand(z)
+    # x is freed after y, and z fits in x's hole
+    assert plan(g, [CPU]) == [2048]
+
+
+def test_views_take_no_memory_and_keep_their_source_alive():
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")
+    a = gg.cont(x)  # 1 KiB
+    v = gg.view(a, (128,), ())  # a view: no memory, a stays alive while v is used
+    b = gg.cont(gg.new_input(F32, (256,), "y"))  # allocated while a is still alive
+    c = gg.unary("ADD", b, v)
+    g.expand(c)
+    # x, y and a: a outlives x (freed after a) because its view is used at the end;
+    # b takes x's hole, c runs in b's memory
+    assert plan(g, [CPU]) == [3 * 1024]
+
+
+def test_outputs_are_neither_freed_nor_reused():
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")
+    norm = gg.unary("RMS_NORM", x)
+    g.set_output(norm)
+    scaled = gg.unary("MUL", norm, gg.external(F32, (256,)))
+    g.expand(scaled)
+    # norm runs in x's memory, but as an output it cannot lend it on to scaled
+    assert plan(g, [CPU]) == [2 * 1024]
+    g2 = Graph()
+    g2.expand(scaled)
+    assert plan(g2, [CPU]) == [1024]
+
+
+def test_graph_order_is_depth_first_left_to_right():
+    g = Graph()
+    a = gg.new_input(F32, (4,), "a")
+    b = gg.new_input(F32, (4,), "b")
+    s1 = gg.unary("ADD", a, b)
+    s2 = gg.unary("MUL", b, a)
+    top = gg.unary("ADD", s2, s1)
+    g.expand(top)
+    assert g.leafs == [b, a]
+    assert g.nodes == [s2, s1, top]
+
+
+# -- the llama-family graph ---------------------------------------------------------------------
+
+
+def _shape(n_layer: int, moe: bool, flash: bool, n_stream: int = 1) -> LlamaShape:
+    layer = LayerShape(n_head=8, n_head_kv=2, n_ff=0 if moe else 512, moe=moe)
+    return LlamaShape(
+        n_embd=256,
+        n_vocab=1024,
+        head_k=64,
+        head_v=64,
+        layers=(layer,) * n_layer,
+        n_expert=8 if moe else 0,
+        n_expert_used=2 if moe else 0,
+        n_ff_exp=256,
+        qkv_bias=False,
+        wo_bias=False,
+        qk_norm=True,
+        output_bias=False,
+        flash_attn=flash,
+        type_k=int(GgmlType.F16),
+        type_v=int(GgmlType.F16),
+        kv_size=1024,
+        n_stream=n_stream,
+        kv_unified=n_stream == 1,
+    )
+
+
+@pytest.mark.parametrize("moe", [False, True])
+@pytest.mark.parametrize("flash", [False, True])
+@pytest.mark.parametrize("ub", [Ubatch(512, 1, 1), Ubatch(64, 4, 4), Ubatch(2, 2, 2)])
+def test_the_periodic_shortcut_plans_what_every_layer_would(moe, flash, ub):
+    shape = _shape(PERIODIC_FROM + 7, moe, flash, n_stream=ub.n_seqs if ub.n_seqs > 1 else 1)
+    planned_peak.cache_clear()
+    assert planned_peak(shape, ub) == plan_every_layer(shape, ub)
+
+
+def test_attention_without_flash_attention_holds_the_scores():
+    shape = _shape(2, False, flash=False)
+    ub = Ubatch(512, 1, 1)
+    with_fa = plan_every_layer(replace(shape, flash_attn=True), ub)
+    without = plan_every_layer(shape, ub)
+    # the F32 KQ scores of one layer: 8 heads x 1024 cells x 512 tokens
+    assert without - with_fa >= 8 * 1024 * 512 * 4
