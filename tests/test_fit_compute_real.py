@@ -14,8 +14,9 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server
+from llama_fixture import llama_bins, llama_server, rpc_servers
 
+from lltui.core.fit.devices_spec import rpc_device
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.fit.gguf import read_gguf
 from lltui.core.llama.flags import parse_llama_args
@@ -46,13 +47,18 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def logged_and_planned(bins, model: Path, argv: list[str], log: Path) -> tuple[dict, dict, bool]:
+def logged_and_planned(
+    bins, model: Path, argv: list[str], log: Path, devices=()
+) -> tuple[dict, dict, bool]:
     flags = [*argv, "--no-warmup"]
     with llama_server(bins, model, log, flags) as server:
         summary = parse_log(server.log())
     logged = {b.name: b.compute_mib for b in summary.buffers if b.compute_mib}
     res = estimate(
-        read_gguf(model), parse_llama_args([*FIXTURE_ARGS, *flags]), (), FitOptions(search=False)
+        read_gguf(model),
+        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        devices,
+        FitOptions(search=False),
     )
     ours = {n: round(b / MIB, 2) for n, k, b in res.buffers if k == "compute" and b > MIB // 100}
     return logged, ours, res.compute_exact
@@ -88,3 +94,45 @@ def test_an_uncovered_family_keeps_the_formula(llama_bins, models, tmp_path):
     argv = ["-c", "4096", "-np", "1"]
     _, _, exact = logged_and_planned(llama_bins, models["gemma3"], argv, tmp_path / "s.log")
     assert not exact
+
+
+# -- several devices: loopback RPC servers (the CPU backend behind each) -------------------------
+
+
+@pytest.fixture(scope="module")
+def rpc_endpoints(llama_bins, tmp_path_factory):
+    with rpc_servers(llama_bins, 3, tmp_path_factory.mktemp("rpc-logs")) as servers:
+        yield [f"127.0.0.1:{s.port}" for s in servers]
+
+
+RPC_CASES = {
+    "even-fa": ("llama", 2, ["-ts", "1,1", "-fa", "on"]),
+    "even-no-fa": ("llama", 2, ["-ts", "1,1", "-fa", "off"]),
+    "partial": ("llama", 2, ["-ts", "3,1", "-ngl", "3"]),
+    "partial-qk-norm": ("qwen3", 2, ["-ts", "1,2", "-ngl", "4"]),
+    "no-layers": ("llama", 2, ["-ts", "1,1", "-ngl", "0"]),
+    "three-moe-pipeline": ("qwen3moe", 3, ["-ts", "1,1,2"]),
+    "moe-big-ubatch": ("qwen3moe", 2, ["-ts", "1,3", "-fa", "off", "-ub", "2048", "-b", "2048"]),
+    "experts-on-host": ("qwen3moe", 2, ["-ts", "1,1", "--cpu-moe"]),
+    "slots-small-ubatch": ("llama", 3, ["-ts", "1,1,1", "-ub", "64", "-np", "4"]),
+    "kv-on-host-fa": ("qwen3", 2, ["-ts", "1,1", "-nkvo", "-fa", "on"]),
+    "kv-on-host-no-fa": ("qwen3", 2, ["-ts", "1,1", "-nkvo", "-fa", "off"]),
+    "layer-on-host": ("qwen3", 2, ["-ts", "1,1", "-ot", r"blk\.1\.=CPU"]),
+    "one-token": ("llama", 2, ["-ts", "1,1", "-ngl", "1", "-ub", "1"]),
+    "main-gpu": ("llama", 2, ["-sm", "none", "-mg", "1"]),
+}
+
+
+@pytest.mark.parametrize("case", list(RPC_CASES))
+def test_rpc_devices_compute_buffers_equal_the_log(
+    llama_bins, models, rpc_endpoints, tmp_path, case
+):
+    arch, n, extra = RPC_CASES[case]
+    eps = rpc_endpoints[:n]
+    argv = ["--rpc", ",".join(eps), "-c", "2048", "-np", "1", *extra]
+    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
+    logged, ours, exact = logged_and_planned(
+        llama_bins, models[arch], argv, tmp_path / "s.log", devices
+    )
+    assert exact
+    assert ours == logged

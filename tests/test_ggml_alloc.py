@@ -174,7 +174,7 @@ def test_the_periodic_shortcut_plans_what_every_layer_would(moe, flash, ub):
 def test_attention_without_flash_attention_holds_the_scores():
     shape = _shape(2, False, flash=False)
     ub = Ubatch(512, 1, 1)
-    with_fa = plan_every_layer(replace(shape, flash_attn=True), ub)
-    without = plan_every_layer(shape, ub)
+    (with_fa,) = plan_every_layer(replace(shape, flash_attn=True), ub)
+    (without,) = plan_every_layer(shape, ub)
     # the F32 KQ scores of one layer: 8 heads x 1024 cells x 512 tokens
     assert without - with_fa >= 8 * 1024 * 512 * 4

@@ -105,7 +105,7 @@ def compute_buffers(
 ) -> ComputeBuffers:
     """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes
     them: from the modelled graph where it covers the model and layout, else the formula."""
-    planned = exact_compute_buffers(hp, r, st, devices, {p.name for p in placements})
+    planned = exact_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel)
     if planned is not None:
         return ComputeBuffers(planned, True)
     return ComputeBuffers(

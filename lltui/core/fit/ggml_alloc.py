@@ -145,6 +145,35 @@ class BufferType:
     alloc_size: Callable[[Tensor], int] = Tensor.nbytes
 
 
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """The graph the allocator plans: nodes with their (possibly copied) sources and the
+    backend of each, leafs likewise, and the tensors never freed."""
+
+    nodes: tuple[Tensor, ...]
+    srcs: tuple[tuple[Tensor, ...], ...]
+    node_backend: tuple[int, ...]
+    leafs: tuple[Tensor, ...]
+    leaf_backend: tuple[int, ...]
+    outputs: frozenset[Tensor]
+    inputs: frozenset[Tensor]
+    n_splits: int
+
+
+def single_backend(graph: Graph) -> Schedule:
+    """Everything on one backend: the graph as it is."""
+    return Schedule(
+        tuple(graph.nodes),
+        tuple(n.src for n in graph.nodes),
+        (0,) * len(graph.nodes),
+        tuple(graph.leafs),
+        (0,) * len(graph.leafs),
+        frozenset(graph.outputs),
+        frozenset(t for t in graph.leafs if t.is_input),
+        1,
+    )
+
+
 class _State:
     __slots__ = ("addr", "allocated", "buffer", "children", "views")
 
@@ -157,10 +186,10 @@ class _State:
 
 
 class _Planner:
-    """ggml_gallocr_alloc_graph_impl over one graph."""
+    """ggml_gallocr_alloc_graph_impl over one scheduled graph."""
 
-    def __init__(self, graph: Graph, bufts: Sequence[BufferType]) -> None:
-        self.graph = graph
+    def __init__(self, sched: Schedule, bufts: Sequence[BufferType]) -> None:
+        self.sched = sched
         self.bufts = bufts
         self.allocs = [DynAllocator(b.alignment, b.max_size) for b in bufts]
         self.state: dict[Tensor, _State] = {}
@@ -180,20 +209,20 @@ class _Planner:
         return s
 
     def is_output(self, t: Tensor) -> bool:
-        return t in self.graph.outputs
+        return t in self.sched.outputs
 
-    def allocate(self, t: Tensor, buffer: int) -> None:
+    def allocate(self, t: Tensor, buffer: int, srcs: tuple[Tensor, ...] = ()) -> None:
         hn = self.st(t)
         if t.external or hn.allocated or t.is_view:
             return
         hn.allocated = True
-        if t.op in INPLACE_OPS and self._reuse_parent(t, hn):
+        if t.op in INPLACE_OPS and self._reuse_parent(t, hn, srcs):
             return
         hn.buffer = buffer
         hn.addr = self.allocs[buffer].alloc(self.size_of(buffer, t))
 
-    def _reuse_parent(self, t: Tensor, hn: _State) -> bool:
-        for parent in t.src:
+    def _reuse_parent(self, t: Tensor, hn: _State, srcs: tuple[Tensor, ...]) -> bool:
+        for parent in srcs:
             p_hn = self.st(parent)
             if not p_hn.allocated:
                 continue  # external, a view, or not placed by the planner
@@ -226,24 +255,26 @@ class _Planner:
         self.allocs[hn.buffer].free(hn.addr[0], hn.addr[1], self.size_of(hn.buffer, t))
         hn.allocated = False
 
-    def run(self, node_buffer: Sequence[int], leaf_buffer: Sequence[int]) -> list[int]:
-        g = self.graph
-        for leaf, b in zip(g.leafs, leaf_buffer, strict=True):
+    def run(self) -> list[int]:
+        sc = self.sched
+        inputs = sc.inputs
+        for leaf, b in zip(sc.leafs, sc.leaf_backend, strict=True):
             self.allocate(leaf, b)
-        for node, b in zip(g.nodes, node_buffer, strict=True):
+        steps = list(zip(sc.nodes, sc.srcs, sc.node_backend, strict=True))
+        for node, srcs, b in steps:
             if node.is_view and node.op != "NONE" and node.view_src is not None:
                 self.st(node.view_src).views += 1
-            if node.is_input:
+            if node in inputs:
                 self.allocate(node, b)
-            for s in node.src:
+            for s in srcs:
                 self.st(s).children += 1
-                if s.is_input:
+                if s in inputs:
                     self.allocate(s, b)
-        for node, b in zip(g.nodes, node_buffer, strict=True):
-            for s in node.src:
+        for node, srcs, b in steps:
+            for s in srcs:
                 self.allocate(s, b)
-            self.allocate(node, b)
-            for s in node.src:
+            self.allocate(node, b, srcs)
+            for s in srcs:
                 self._release(s)
         return [a.size() for a in self.allocs]
 
@@ -261,13 +292,8 @@ class _Planner:
             self.free(parent)
 
 
-def plan(
-    graph: Graph,
-    bufts: Sequence[BufferType],
-    node_buffer: Sequence[int] | None = None,
-    leaf_buffer: Sequence[int] | None = None,
-) -> list[int]:
-    """Bytes each buffer needs for ``graph`` (ggml_gallocr_reserve_n's sizes)."""
-    nb = node_buffer if node_buffer is not None else [0] * len(graph.nodes)
-    lb = leaf_buffer if leaf_buffer is not None else [0] * len(graph.leafs)
-    return _Planner(graph, bufts).run(nb, lb)
+def plan(graph: Graph | Schedule, bufts: Sequence[BufferType]) -> list[int]:
+    """Bytes each buffer needs (ggml_gallocr_reserve_n's sizes): a graph on one backend,
+    or a scheduled graph with one buffer type per backend."""
+    sched = single_backend(graph) if isinstance(graph, Graph) else graph
+    return _Planner(sched, bufts).run()

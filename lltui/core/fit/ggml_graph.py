@@ -9,7 +9,7 @@ ggml/src/ggml.c of the pinned llama.cpp (ggml_mul_mat, ggml_get_rows, ggml_flash
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 
 from lltui.core.fit.ggml_types import GgmlType, type_info
@@ -25,6 +25,7 @@ I64 = int(GgmlType.I64)
 VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
 
 _ids = count()
+HOST = -1  # host memory: the CPU backend's
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -41,6 +42,11 @@ class Tensor:
     external: bool = False
     is_input: bool = False
     name: str = ""
+    # where an external tensor's buffer is: a device index, or HOST; weights are "WEIGHTS"
+    # buffers to the scheduler (ops follow them), the KV cache is not
+    loc: int = -1
+    weight: bool = False
+    pin: int | None = None  # a backend llama.cpp assigns by hand (a device index, or HOST)
     uid: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -134,10 +140,18 @@ def new_input(type_id: int, dims: Sequence[int], name: str = "") -> Tensor:
     return Tensor("NONE", type_id, ne, contiguous_nb(type_id, ne), is_input=True, name=name)
 
 
-def external(type_id: int, dims: Sequence[int], name: str = "") -> Tensor:
-    """A tensor with its own buffer: a weight or the KV cache."""
+def external(
+    type_id: int, dims: Sequence[int], name: str = "", loc: int = HOST, weight: bool = True
+) -> Tensor:
+    """A tensor with its own buffer on device ``loc``: a weight, or the KV cache."""
     ne = _ne(dims)
-    return Tensor("NONE", type_id, ne, contiguous_nb(type_id, ne), external=True, name=name)
+    nb = contiguous_nb(type_id, ne)
+    return Tensor("NONE", type_id, ne, nb, external=True, name=name, loc=loc, weight=weight)
+
+
+def pinned(t: Tensor, backend: int) -> Tensor:
+    """The same tensor assigned to a backend by hand (ggml_backend_sched_set_tensor_backend)."""
+    return replace(t, pin=backend, uid=next(_ids))
 
 
 def dup_of(a: Tensor, op: str, src: Sequence[Tensor]) -> Tensor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lltui.core.fit import ggml_graph as gg
-from lltui.core.fit.ggml_graph import F16, F32, I32, I64, Graph, Tensor
+from lltui.core.fit.ggml_graph import F16, F32, HOST, I32, I64, Graph, Tensor
 from lltui.core.fit.ggml_types import type_info
 
 LLAMA_FAMILY = frozenset({"llama", "qwen2", "qwen3", "qwen3moe"})
@@ -49,6 +49,13 @@ class LlamaShape:
     kv_size: int  # cells per stream
     n_stream: int  # KV streams (1 when unified)
     kv_unified: bool
+    # placement: the device of each layer and of the output (HOST: the CPU), weights placed
+    # elsewhere than their layer (-ot, --cpu-moe), the KV cache in host memory (-nkvo), and
+    # whether llama.cpp pins each layer's norms to the layer's device
+    layer_dev: tuple[int, ...] = ()
+    moved: tuple[tuple[str, int], ...] = ()
+    kv_host: bool = False
+    full_offload: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,10 @@ class _Builder:
         self.T = ub.n_tokens
         self.ub = ub
         self.g = Graph()
+        self.moved = dict(s.moved)
+        # llama.cpp pins each layer's norms to its device for small batches or full offload
+        self.pin_norms = s.full_offload or ub.n_tokens < 32
+        self.il = -1  # the layer being built
         E, T = s.n_embd, self.T
         self.tok_embd = gg.external(F32, (E, s.n_vocab), "token_embd.weight")
         self.pos = gg.new_input(I32, (T,), "inp_pos")
@@ -96,8 +107,24 @@ class _Builder:
         self.v_rot = gg.new_input(F32, (rot_v, rot_v), "attn_inp_v_rot") if rot_v else None
         self.out_ids = gg.new_input(I32, (ub.n_outputs,), "out_ids")
 
-    def w(self, *dims: int) -> Tensor:
-        return gg.external(F32, dims)
+    def dev(self, il: int) -> int:
+        """The device of layer ``il`` (-1: the output layer)."""
+        if not self.s.layer_dev:
+            return HOST
+        return self.s.layer_dev[il if il >= 0 else len(self.s.layers)]
+
+    def w(self, name: str, *dims: int) -> Tensor:
+        """A weight of the current layer (or the output layer), where llama.cpp put it."""
+        full = f"blk.{self.il}.{name}" if self.il >= 0 else name
+        loc = self.moved.get(full, self.dev(self.il))
+        return gg.external(F32, dims, full, loc=loc)
+
+    def rms_norm(self, x: Tensor) -> Tensor:
+        """build_norm's RMS norm: pinned to the layer's device where llama.cpp does so."""
+        t = gg.unary("RMS_NORM", x)
+        if self.pin_norms and self.il >= 0:
+            t = gg.pinned(t, self.dev(self.il))
+        return t
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -128,23 +155,23 @@ class _Builder:
     def attention(self, lay: LayerShape, cur: Tensor) -> Tensor:
         s, T = self.s, self.T
         hk, hv = s.head_k, s.head_v
-        q = gg.mul_mat(self.w(s.n_embd, lay.n_head * hk), cur)
+        q = gg.mul_mat(self.w("attn_q.weight", s.n_embd, lay.n_head * hk), cur)
         if s.qkv_bias:
-            q = gg.unary("ADD", q, self.w(lay.n_head * hk))
-        k = gg.mul_mat(self.w(s.n_embd, lay.n_head_kv * hk), cur)
+            q = gg.unary("ADD", q, self.w("attn_q.bias", lay.n_head * hk))
+        k = gg.mul_mat(self.w("attn_k.weight", s.n_embd, lay.n_head_kv * hk), cur)
         if s.qkv_bias:
-            k = gg.unary("ADD", k, self.w(lay.n_head_kv * hk))
-        v = gg.mul_mat(self.w(s.n_embd, lay.n_head_kv * hv), cur)
+            k = gg.unary("ADD", k, self.w("attn_k.bias", lay.n_head_kv * hk))
+        v = gg.mul_mat(self.w("attn_v.weight", s.n_embd, lay.n_head_kv * hv), cur)
         if s.qkv_bias:
-            v = gg.unary("ADD", v, self.w(lay.n_head_kv * hv))
+            v = gg.unary("ADD", v, self.w("attn_v.bias", lay.n_head_kv * hv))
         q = gg.reshape(q, hk, lay.n_head, T)
         k = gg.reshape(k, hk, lay.n_head_kv, T)
         v = gg.reshape(v, hv, lay.n_head_kv, T)
         if s.qk_norm:
-            q = gg.unary("MUL", gg.unary("RMS_NORM", q), self.w(hk))
+            q = gg.unary("MUL", self.rms_norm(q), self.w("attn_q_norm.weight", hk))
         q = gg.unary("ROPE", q, self.pos)
         if s.qk_norm:
-            k = gg.unary("MUL", gg.unary("RMS_NORM", k), self.w(hk))
+            k = gg.unary("MUL", self.rms_norm(k), self.w("attn_k_norm.weight", hk))
         k = gg.unary("ROPE", k, self.pos)
         return self.attn_kv(lay, q, k, v)
 
@@ -160,8 +187,9 @@ class _Builder:
         g.expand(k)
         n_k = lay.n_head_kv * s.head_k
         n_v = lay.n_head_kv * s.head_v
-        k_cache = gg.external(s.type_k, (n_k, s.kv_size, s.n_stream))
-        v_cache = gg.external(s.type_v, (n_v, s.kv_size, s.n_stream))
+        kv_loc = HOST if s.kv_host else self.dev(self.il)
+        k_cache = gg.external(s.type_k, (n_k, s.kv_size, s.n_stream), loc=kv_loc, weight=False)
+        v_cache = gg.external(s.type_v, (n_v, s.kv_size, s.n_stream), loc=kv_loc, weight=False)
         g.expand(self.cpy_k(k, k_cache))
         g.expand(self.cpy_v(v, v_cache))
         k_view = gg.view(
@@ -196,9 +224,9 @@ class _Builder:
         cur = self.mha(q, k_view, v_view)
         if self.v_rot is not None:
             cur = self.hadamard(cur, self.v_rot)
-        cur = gg.mul_mat(self.w(lay.n_head * s.head_v, s.n_embd), cur)
+        cur = gg.mul_mat(self.w("attn_output.weight", lay.n_head * s.head_v, s.n_embd), cur)
         if s.wo_bias:
-            cur = gg.unary("ADD", cur, self.w(s.n_embd))
+            cur = gg.unary("ADD", cur, self.w("attn_output.bias", s.n_embd))
         return cur
 
     def cpy_k(self, k_cur: Tensor, k_cache: Tensor) -> Tensor:
@@ -241,6 +269,9 @@ class _Builder:
             kqv = gg.mul_mat(v, kq)
             cur = gg.permute(kqv, 0, 2, 1, 3)
             cur = gg.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+            if self.s.kv_host:
+                # everything between the KV store and the attention output runs on the CPU
+                cur = gg.pinned(cur, HOST)
         self.g.expand(cur)
         return cur
 
@@ -248,15 +279,15 @@ class _Builder:
 
     def ffn(self, lay: LayerShape, cur: Tensor) -> Tensor:
         E = self.s.n_embd
-        up = gg.mul_mat(self.w(E, lay.n_ff), cur)
-        gate = gg.mul_mat(self.w(E, lay.n_ff), cur)
+        up = gg.mul_mat(self.w("ffn_up.weight", E, lay.n_ff), cur)
+        gate = gg.mul_mat(self.w("ffn_gate.weight", E, lay.n_ff), cur)
         act = gg.glu_split(gate, up)
-        return gg.mul_mat(self.w(lay.n_ff, E), act)
+        return gg.mul_mat(self.w("ffn_down.weight", lay.n_ff, E), act)
 
     def moe(self, cur: Tensor) -> Tensor:
-        s, g, T = self.s, self.g, self.T
+        s, g, T = self.s, self.g, cur.ne[1]  # the rows it gets (the outputs, last layer)
         E, n_exp, n_used, n_ff = s.n_embd, s.n_expert, s.n_expert_used, s.n_ff_exp
-        logits = gg.mul_mat(self.w(E, n_exp), cur)
+        logits = gg.mul_mat(self.w("ffn_gate_inp.weight", E, n_exp), cur)
         probs = gg.unary("SOFT_MAX", logits)
         selected = gg.argsort_top_k(probs, n_used)
         weights = gg.get_rows(gg.reshape(probs, 1, n_exp, T), selected)
@@ -266,10 +297,10 @@ class _Builder:
         weights = gg.reshape(weights, 1, n_used, T)
         g.expand(weights)
         x = gg.reshape(cur, E, 1, T)
-        up = gg.mul_mat_id(self.w(E, n_ff, n_exp), x, selected)
-        gate = gg.mul_mat_id(self.w(E, n_ff, n_exp), x, selected)
+        up = gg.mul_mat_id(self.w("ffn_up_exps.weight", E, n_ff, n_exp), x, selected)
+        gate = gg.mul_mat_id(self.w("ffn_gate_exps.weight", E, n_ff, n_exp), x, selected)
         act = gg.glu_split(gate, up)
-        experts = gg.mul_mat_id(self.w(n_ff, E, n_exp), act, selected)
+        experts = gg.mul_mat_id(self.w("ffn_down_exps.weight", n_ff, E, n_exp), act, selected)
         experts = gg.unary("MUL", experts, weights)
         g.expand(experts)
         views = [
@@ -292,27 +323,29 @@ class _Builder:
 
     # -- the model -----------------------------------------------------------------------------
 
-    def norm(self, x: Tensor) -> Tensor:
-        return gg.unary("MUL", gg.unary("RMS_NORM", x), self.w(self.s.n_embd))
+    def norm(self, x: Tensor, name: str) -> Tensor:
+        return gg.unary("MUL", self.rms_norm(x), self.w(name, self.s.n_embd))
 
     def build(self) -> Graph:
         s, g = self.s, self.g
         inp = self.inp_embd()
         last = len(s.layers) - 1
         for il, lay in enumerate(s.layers):
-            cur = self.attention(lay, self.norm(inp))
+            self.il = il
+            cur = self.attention(lay, self.norm(inp, "attn_norm.weight"))
             res = inp
             if il == last:
                 cur = gg.get_rows(cur, self.out_ids)
                 res = gg.get_rows(res, self.out_ids)
             ffn_inp = gg.unary("ADD", cur, res)
-            x = self.norm(ffn_inp)
+            x = self.norm(ffn_inp, "ffn_norm.weight")
             cur = self.moe(x) if lay.moe else self.ffn(lay, x)
             inp = gg.unary("ADD", cur, ffn_inp)
-        embd = self.norm(inp)
-        logits = gg.mul_mat(self.w(s.n_embd, s.n_vocab), embd)
+        self.il = -1
+        embd = self.norm(inp, "output_norm.weight")
+        logits = gg.mul_mat(self.w("output.weight", s.n_embd, s.n_vocab), embd)
         if s.output_bias:
-            logits = gg.unary("ADD", logits, self.w(s.n_vocab))
+            logits = gg.unary("ADD", logits, self.w("output.bias", s.n_vocab))
         g.expand(logits)
         g.set_output(embd)
         g.set_output(logits)
