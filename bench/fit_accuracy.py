@@ -11,8 +11,10 @@ Runs the pinned llama-server CPU build (`lltui llama install` puts it in the use
 - loopback ggml-rpc-server devices for the per-device split.
 
 Weights, KV and output must match the log's 0.01 MiB; compute is reported as the error in
-percent. Time: one estimate against one `llama-fit-params` dry run (llama.cpp's own
-estimate) of the same model, measured in the same run, as a ratio.
+percent, and per architecture how many compute buffers equal the log and how many are
+within 10 % (and whether the graph planned them or the formula did). Time: one estimate
+against one `llama-fit-params` dry run (llama.cpp's own estimate) of the same model,
+measured in the same run, as a ratio.
 
     .venv/bin/python bench/fit_accuracy.py [--quick] [--keep DIR]
 """
@@ -137,6 +139,15 @@ class Tally:
     checked: int = 0
     misses: list[str] = field(default_factory=list)
     compute_err: list[float] = field(default_factory=list)  # percent, signed
+    # per architecture: [compared, equal at 0.01 MiB, within 10 %, planned from the graph]
+    by_arch: dict[str, list[int]] = field(default_factory=dict)
+
+    def add_compute(self, arch: str, got: float, want: float, planned: bool) -> None:
+        row = self.by_arch.setdefault(arch, [0, 0, 0, 0])
+        row[0] += 1
+        row[1] += f"{got:.2f}" == f"{want:.2f}"
+        row[2] += abs(got - want) <= 0.10 * want
+        row[3] += planned
 
 
 def write_sparse(path: Path, spec: gf.ModelSpec, wtype: str = "Q4_0") -> Path:
@@ -198,7 +209,9 @@ def write_sparse(path: Path, spec: gf.ModelSpec, wtype: str = "Q4_0") -> Path:
     return path
 
 
-def compare(res: FitResult, log_text: str, tally: Tally, label: str, compute: bool) -> None:
+def compare(
+    res: FitResult, log_text: str, tally: Tally, label: str, compute: bool, arch: str = ""
+) -> None:
     summary = parse_log(log_text)
     logged: dict[tuple[str, str], float] = {}
     for b in summary.buffers:
@@ -224,6 +237,7 @@ def compare(res: FitResult, log_text: str, tally: Tally, label: str, compute: bo
         if key[1] == "compute":
             if compute and want > 0.05:
                 tally.compute_err.append(100.0 * (got - want) / want)
+                tally.add_compute(arch or res.model.architecture, got, want, res.compute_exact)
             continue
         tally.checked += 1
         if round(abs(got - want), 3) == 0:
@@ -264,6 +278,9 @@ def report(title: str, tally: Tally) -> None:
             f"median |e| {statistics.median(abs(e) for e in errs):.1f} %, "
             f"max |e| {max(abs(e) for e in errs):.1f} %, within 10 %: {within}/{len(errs)}"
         )
+    for arch, (n, exact, near, planned) in sorted(tally.by_arch.items()):
+        how = "planned from the graph" if planned == n else f"formula in {n - planned}"
+        print(f"    {arch:<10} compute exact {exact}/{n}, within 10 % {near}/{n} ({how})")
 
 
 def timing(bins: llama_build.BuildResult, model: Path) -> None:
@@ -324,7 +341,7 @@ def main() -> int:
         configs = TINY_CONFIGS[:1] if args.quick else TINY_CONFIGS
         for (key, path), cfg in itertools.product(tiny.items(), configs):
             res, text = run_case(bins, path, cfg, log)
-            compare(res, text, t, f"{key} {' '.join(cfg)}", compute=True)
+            compare(res, text, t, f"{key} {' '.join(cfg)}", compute=True, arch=key[0])
         report("tiny models, one CPU device", t)
 
         r = Tally()
@@ -334,7 +351,7 @@ def main() -> int:
                 write_sparse(path, spec)
             for cfg in REAL_CONFIGS[:2] if args.quick else REAL_CONFIGS:
                 res, text = run_case(bins, path, cfg, log)
-                compare(res, text, r, f"{name} {' '.join(cfg)}", compute=True)
+                compare(res, text, r, f"{name} {' '.join(cfg)}", compute=True, arch=spec.arch)
         report("real-size shapes (sparse files), one CPU device", r)
 
         m = Tally()
@@ -345,8 +362,8 @@ def main() -> int:
                 argv = ["--rpc", ",".join(use), "-c", "1024", "-np", "1", "-fa", "on", *extra]
                 devs = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(use)]
                 res, text = run_case(bins, tiny[key], argv, log, devs)
-                compare(res, text, m, f"{key} {' '.join(extra)}", compute=True)
-        report("several devices (loopback rpc servers); compute is approximate here", m)
+                compare(res, text, m, f"{key} {' '.join(extra)}", compute=True, arch=key[0])
+        report("several devices (loopback rpc servers)", m)
 
         timing(bins, root / "llama-8b.gguf")
     return 0

@@ -16,7 +16,7 @@ from lltui.core.fit.common import (
     backend_of,
     pad,
 )
-from lltui.core.fit.compute_graph import exact_compute_buffers
+from lltui.core.fit.compute_graph import planned_compute_buffers
 from lltui.core.fit.context import Resolved
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.hparams import Hparams
@@ -87,8 +87,9 @@ def _attn_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
 
 @dataclass(frozen=True, slots=True)
 class ComputeBuffers:
-    """Compute buffer bytes per backend; ``exact`` when planned from llama.cpp's graph
-    (:mod:`.compute_graph`), False when the calibrated formula below sized them."""
+    """Compute buffer bytes per backend; ``exact`` when planned from llama.cpp's graph on
+    backends whose rules are verified (:mod:`.compute_graph`), False when the calibrated
+    formula below sized them or CUDA's planning is not verified."""
 
     sizes: Mapping[str, int]
     exact: bool
@@ -105,9 +106,9 @@ def compute_buffers(
 ) -> ComputeBuffers:
     """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes
     them: from the modelled graph where it covers the model and layout, else the formula."""
-    planned = exact_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel)
+    planned = planned_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel)
     if planned is not None:
-        return ComputeBuffers(planned, True)
+        return ComputeBuffers(planned.sizes, planned.exact)
     return ComputeBuffers(
         formula_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel),
         False,

@@ -1,11 +1,11 @@
 """Compute buffers from llama.cpp's own graph, scheduler and allocator, where modelled.
 
-``exact_compute_buffers`` builds the worst-case graphs sched_reserve reserves (n_ubatch
+``planned_compute_buffers`` builds the worst-case graphs sched_reserve reserves (n_ubatch
 tokens against the whole KV cache, then one token per sequence), assigns them to backends
 and splits them as ggml's scheduler does (:mod:`.ggml_sched`), plans each backend's buffer
 with ggml-alloc's rules (:mod:`.ggml_alloc`) and returns the larger peak per backend, the
-sizes llama.cpp logs. Returns None where something is not modelled (the architecture, CUDA
-devices, embeddings), so the caller falls back to the calibrated formula.
+sizes llama.cpp logs. Returns None where something is not modelled (the architecture,
+embeddings), so the caller falls back to the calibrated formula.
 
 Plans depend on shapes, placement and settings only, never on weight types, so they are
 cached.
@@ -17,10 +17,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from lltui.core.fit.common import CPU, CPU_ALIGNMENT, SCHED_MAX_COPIES, backend_of
+from lltui.core.fit.common import CPU, SCHED_MAX_COPIES, backend_of
 from lltui.core.fit.context import Resolved
 from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.ggml_alloc import BufferType, plan
+from lltui.core.fit.ggml_alloc import plan
+from lltui.core.fit.ggml_bufts import CPU_BUFT, CUDA_BUFT
 from lltui.core.fit.ggml_graph import HOST
 from lltui.core.fit.ggml_sched import Backend, schedule
 from lltui.core.fit.ggml_types import type_from_name
@@ -35,20 +36,26 @@ from lltui.core.fit.hparams import Hparams
 from lltui.core.fit.placement import TensorPlacement
 from lltui.core.llama.flags import LlamaArgs
 
-_CPU_BUFT = BufferType(alignment=CPU_ALIGNMENT)
-
 
 @dataclass(frozen=True, slots=True)
 class Backends:
-    """The scheduler's backends: ``n_devices`` CPU-like devices (RPC servers running the
+    """The scheduler's backends: the devices (``cuda`` ones, else RPC servers running the
     CPU backend), then the CPU; ``n_copies`` > 1 with pipeline parallelism."""
 
-    n_devices: int = 0
+    cuda: tuple[bool, ...] = ()
     n_copies: int = 1
+    op_offload: bool = True
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.cuda)
 
     def list(self) -> list[Backend]:
-        devs = [Backend(i, _CPU_BUFT) for i in range(self.n_devices)]
-        return [*devs, Backend(HOST, _CPU_BUFT)]
+        devs = [
+            Backend(i, CUDA_BUFT, offload_op=True) if c else Backend(i, CPU_BUFT)
+            for i, c in enumerate(self.cuda)
+        ]
+        return [*devs, Backend(HOST, CPU_BUFT)]
 
 
 def graph_covered(hp: Hparams) -> bool:
@@ -123,10 +130,60 @@ def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
     return Ubatch(n_tokens, n_seqs, n_out), Ubatch(n_seqs, n_seqs, n_seqs)
 
 
-# Identical layers on one backend leave the allocator in the same state after the first few:
-# a model of PERIODIC_FROM + 1 and + 2 such layers (the last keeps its output rows) that plan
-# the same stands for any depth; otherwise every layer is planned.
+# Runs of identical layers (same shape, device and weight placement) leave each allocator in
+# the same state after the first few: a model whose runs are cut to PERIODIC_FROM + 1 and to
+# PERIODIC_FROM + 2 layers (the last layer, which keeps only the output rows, stays) that
+# plans the same stands for any depth; otherwise every layer is planned.
 PERIODIC_FROM = 3
+
+
+def _by_layer(entries: Sequence[tuple[str, int]]) -> dict[int, frozenset[tuple[str, int]]]:
+    """(name, value) entries of blk.N weights, per layer N, the name without its prefix."""
+    out: dict[int, set[tuple[str, int]]] = {}
+    for name, value in entries:
+        parts = name.split(".", 2)
+        if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+            out.setdefault(int(parts[1]), set()).add((parts[2], value))
+    return {il: frozenset(v) for il, v in out.items()}
+
+
+def _renumbered(
+    entries: Sequence[tuple[str, int]], kept: Sequence[int]
+) -> tuple[tuple[str, int], ...]:
+    per = _by_layer(entries)
+    out = [(name, v) for name, v in entries if not name.startswith("blk.")]
+    for new, old in enumerate(kept):
+        out.extend((f"blk.{new}.{suffix}", v) for suffix, v in per.get(old, ()))
+    return tuple(sorted(out))
+
+
+def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
+    """``shape`` with every run of identical layers cut to ``keep`` layers; None when no
+    run is longer."""
+    n = len(shape.layers)
+    moves = _by_layer(shape.moved)
+    types = _by_layer(shape.weight_types)
+    dev = shape.layer_dev or (HOST,) * (n + 1)
+
+    def sig(il: int) -> tuple[object, ...]:
+        empty: frozenset[tuple[str, int]] = frozenset()
+        return (shape.layers[il], dev[il], moves.get(il, empty), types.get(il, empty))
+
+    kept: list[int] = []
+    run = 0
+    for il in range(n):
+        run = run + 1 if il and il != n - 1 and sig(il) == sig(il - 1) else 1
+        if il == n - 1 or run <= keep:
+            kept.append(il)
+    if len(kept) == n:
+        return None
+    return replace(
+        shape,
+        layers=tuple(shape.layers[il] for il in kept),
+        layer_dev=(*(dev[il] for il in kept), dev[n]) if shape.layer_dev else (),
+        moved=_renumbered(shape.moved, kept),
+        weight_types=_renumbered(shape.weight_types, kept),
+    )
 
 
 def plan_every_layer(
@@ -136,28 +193,52 @@ def plan_every_layer(
     graph = build_llama_graph(shape, ub)
     bes = backends.list()
     if backends.n_devices == 0:
-        return tuple(plan(graph, [_CPU_BUFT]))
-    sched = schedule(graph, bes, op_offload=True, n_copies=backends.n_copies)
+        return tuple(plan(graph, [CPU_BUFT]))
+    sched = schedule(graph, bes, op_offload=backends.op_offload, n_copies=backends.n_copies)
     return tuple(plan(sched, [b.buft for b in bes]))
 
 
 @lru_cache(maxsize=512)
 def planned_peak(shape: LlamaShape, ub: Ubatch, backends: Backends = Backends()) -> tuple[int, ...]:
-    layers = shape.layers
-    uniform = not shape.layer_dev and not shape.moved and len(set(layers)) == 1
-    if uniform and len(layers) > PERIODIC_FROM + 2:
-        short = plan_every_layer(replace(shape, layers=layers[: PERIODIC_FROM + 1]), ub, backends)
-        longer = plan_every_layer(replace(shape, layers=layers[: PERIODIC_FROM + 2]), ub, backends)
-        if short == longer:
-            return short
+    """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened)."""
+    short = shortened(shape, PERIODIC_FROM + 1)
+    longer = shortened(shape, PERIODIC_FROM + 2)
+    if short is not None and longer is not None:
+        a = plan_every_layer(short, ub, backends)
+        if a == plan_every_layer(longer, ub, backends):
+            return a
     return plan_every_layer(shape, ub, backends)
+
+
+def _host_weight_types(
+    placements: Sequence[TensorPlacement], n_layer_all: int
+) -> tuple[tuple[str, int], ...]:
+    """Types of the layer and output weights in host memory, which op offload copies."""
+    out = []
+    for p in placements:
+        if p.device != CPU or p.layer is None:
+            continue
+        name = "output.weight" if p.layer == n_layer_all and p.duplicate else p.name
+        out.append((name, p.type_id))
+    return tuple(sorted(out))
 
 
 def _cpu_like(dev: DeviceSpec) -> bool:
     return dev.kind == "rpc" and backend_of(dev) == "cpu"
 
 
-def exact_compute_buffers(
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """Compute buffer bytes per backend from the graph; ``exact`` where every backend is
+    one whose allocation rules are verified against llama.cpp (the CPU backend, locally or
+    behind RPC). CUDA devices are planned with ggml-cuda's rules but its graph optimiser's
+    extra lifetimes (fused MoE) are not modelled, so they are not called exact."""
+
+    sizes: dict[str, int]
+    exact: bool
+
+
+def planned_compute_buffers(
     hp: Hparams,
     r: Resolved,
     st: LlamaArgs,
@@ -165,12 +246,15 @@ def exact_compute_buffers(
     layer_dev: Sequence[int],
     placements: Sequence[TensorPlacement],
     pipeline_parallel: bool,
-) -> dict[str, int] | None:
+) -> Planned | None:
     """Compute buffer per backend from the planned graph; None where not modelled."""
-    if not graph_covered(hp) or st.embedding or not all(_cpu_like(d) for d in devices):
+    if not graph_covered(hp) or st.embedding:
+        return None
+    if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return None
     names = {p.name for p in placements}
     index = {d.name: i for i, d in enumerate(devices)}
+    copies_weights = st.op_offload and any(backend_of(d) == "cuda" for d in devices)
     shape = llama_shape(
         hp,
         r,
@@ -179,14 +263,19 @@ def exact_compute_buffers(
         _moved(placements, layer_dev, index) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
     )
-    backends = Backends(len(devices), SCHED_MAX_COPIES if pipeline_parallel else 1)
+    if copies_weights:
+        shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))
+    backends = Backends(
+        tuple(backend_of(d) == "cuda" for d in devices),
+        SCHED_MAX_COPIES if pipeline_parallel else 1,
+        st.op_offload,
+    )
     pp, tg = reserve_ubatches(r)
-    sizes = [
-        max(a, b)
-        for a, b in zip(
-            planned_peak(shape, pp, backends), planned_peak(shape, tg, backends), strict=True
-        )
-    ]
+    pp_sizes = planned_peak(shape, pp, backends)
+    tg_sizes = planned_peak(shape, tg, backends)
+    sizes = [max(a, b) for a, b in zip(pp_sizes, tg_sizes, strict=True)]
     out = {d.name: size for d, size in zip(devices, sizes, strict=False) if size > 1}
-    out[CPU] = sizes[-1]
-    return out
+    # the CPU backend allocates in the first device's host buffer type (CUDA_Host for CUDA)
+    host = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
+    out[host] = sizes[-1]
+    return Planned(out, all(_cpu_like(d) for d in devices))

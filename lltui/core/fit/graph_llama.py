@@ -56,6 +56,8 @@ class LlamaShape:
     moved: tuple[tuple[str, int], ...] = ()
     kv_host: bool = False
     full_offload: bool = False
+    # ggml types of the weights a GPU may copy (host weights under op offload); others F32
+    weight_types: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ class _Builder:
         self.ub = ub
         self.g = Graph()
         self.moved = dict(s.moved)
+        self.types = dict(s.weight_types)
         # llama.cpp pins each layer's norms to its device for small batches or full offload
         self.pin_norms = s.full_offload or ub.n_tokens < 32
         self.il = -1  # the layer being built
@@ -117,7 +120,7 @@ class _Builder:
         """A weight of the current layer (or the output layer), where llama.cpp put it."""
         full = f"blk.{self.il}.{name}" if self.il >= 0 else name
         loc = self.moved.get(full, self.dev(self.il))
-        return gg.external(F32, dims, full, loc=loc)
+        return gg.external(self.types.get(full, F32), dims, full, loc=loc)
 
     def rms_norm(self, x: Tensor) -> Tensor:
         """build_norm's RMS norm: pinned to the layer's device where llama.cpp does so."""
