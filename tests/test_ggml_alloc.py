@@ -178,3 +178,48 @@ def test_attention_without_flash_attention_holds_the_scores():
     (without,) = plan_every_layer(shape, ub)
     # the F32 KQ scores of one layer: 8 heads x 1024 cells x 512 tokens
     assert without - with_fa >= 8 * 1024 * 512 * 4
+
+
+# -- CUDA's op offload, decided from the scheduler (no GPU needed) -------------------------------
+
+
+def _cuda_compute(path, argv):
+    from lltui.core.fit.devices_spec import DeviceSpec
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.llama.flags import parse_llama_args
+
+    dev = (DeviceSpec("CUDA0", "cuda", 80 << 30, 80 << 30),)
+    res = estimate(read_gguf(path), parse_llama_args(argv), dev, FitOptions(search=False))
+    assert not res.compute_exact  # CUDA is planned, not verified
+    return res.buffer_bytes("CUDA0", "compute"), res
+
+
+@pytest.fixture(scope="module")
+def moe_model(tmp_path_factory):
+    import gguf_factory as gf
+
+    path = tmp_path_factory.mktemp("cuda") / "moe.gguf"
+    gf.write_model(path, gf.qwen3moe_spec(n_expert=16, n_ff_exp=1024), "F16")
+    return path
+
+
+def test_a_copied_host_expert_reuses_memory_the_attention_freed(moe_model):
+    argv = ["-c", "8192", "-fa", "off", "-ub", "512"]
+    on_gpu, _ = _cuda_compute(moe_model, argv)
+    experts_on_host, res = _cuda_compute(moe_model, [*argv, "--cpu-moe"])
+    copy = max(p.alloc_bytes for p in res.placements if "_exps" in p.name)
+    # the copy of one expert tensor lives only while its matmul runs: the buffer holds it,
+    # but not on top of the attention's peak (the KQ scores of this layer are freed by then)
+    assert experts_on_host >= copy
+    assert experts_on_host < on_gpu + copy
+
+
+def test_with_no_layers_offloaded_the_gpu_holds_the_offloaded_activations(moe_model):
+    compute, res = _cuda_compute(moe_model, ["-c", "4096", "-ngl", "0", "-ub", "512"])
+    copy = max(p.alloc_bytes for p in res.placements if p.layer is not None)
+    ffn_rows = 512 * 2 * 1024 * 4  # one expert matmul's output: 512 tokens x 2 experts
+    assert compute >= copy + ffn_rows
+    # under op offload's 32 rows only the Q/K norms go (n_head x 16 rows each), no matmul
+    small, _ = _cuda_compute(moe_model, ["-c", "4096", "-ngl", "0", "-ub", "16"])
+    assert 0 < small < 64 * 1024

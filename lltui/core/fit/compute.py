@@ -143,7 +143,7 @@ def formula_compute_buffers(
         ]
         if cpu_weights:
             name = devices[0].name
-            out[name] = out.get(name, 0) + pad(max(cpu_weights), CUDA_ALIGNMENT)
+            out[name] = _with_offload_copy(g, out.get(name), pad(max(cpu_weights), CUDA_ALIGNMENT))
     host_name = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
     out[host_name] = _cpu_buffer(g, layer_dev, placements, op_offload)
     return out
@@ -209,6 +209,18 @@ def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]
     if dev.kind == "cuda" and g.r.flash_attn and ls:
         size += _cuda_fa_staging(hp, g.r, g.full_kv or g.swa_kv)
     return pad(size, CUDA_ALIGNMENT if backend_of(dev) == "cuda" else CPU_ALIGNMENT)
+
+
+def _with_offload_copy(g: _Graph, base: int | None, copy: int) -> int:
+    """The first GPU's buffer under op offload (as ggml's scheduler does it): each copied
+    weight is a split input freed after its matmul, so it sits in memory the attention
+    freed, beside the FFN's activations, not on top of the attention peak; with no layers
+    of its own (-ngl 0) the offloaded ops' activations are there as well."""
+    io, n_kv = g.inputs_for(range(g.hp.n_layer))
+    if base is None:
+        base = io + g.ET + g.peak(range(g.hp.n_layer), n_kv)
+    ffn_live = 4 * g.T * (2 * g.hp.n_embd + 3 * max(g.sh.F, g.sh.F_moe))
+    return pad(max(base, io + ffn_live + copy), CUDA_ALIGNMENT)
 
 
 def _cpu_buffer(
