@@ -1,10 +1,11 @@
 """Compute buffers planned from the modelled graph against the real llama-server.
 
-Tiny models of the covered families (llama, qwen3, qwen3moe) run in the pinned CPU build at
+Tiny models of the covered families (llama, qwen3, qwen3moe, gemma3 with sliding-window
+layers) run in the pinned CPU build at
 ``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line at its 0.01 MiB
 resolution, with flash attention on and off, several ``-ub`` and ``-np`` values, unified and
-per-slot KV, quantized KV (the Hadamard-rotated path). A family the graph does not cover says
-so (``compute_exact`` false) and keeps the formula.
+per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC servers give several
+devices (splits, input copies, pipeline parallelism, partial offload, -ot, -nkvo).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["llama_bins"]  # a session fixture used by name
 
 pytestmark = pytest.mark.slow
 
-COVERED = ("llama", "qwen3", "qwen3moe")
+COVERED = ("llama", "qwen3", "qwen3moe", "gemma3")
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
     "np1": ["-np", "1"],
@@ -40,7 +41,7 @@ SLOTS = {
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("compute-models")
     out = {}
-    for arch in (*COVERED, "gemma3"):
+    for arch in COVERED:
         path = root / f"{arch}.gguf"
         gf.write_model(path, gf.SPECS[arch](), "Q8_0")
         out[arch] = path
@@ -60,7 +61,8 @@ def logged_and_planned(
         devices,
         FitOptions(search=False),
     )
-    ours = {n: round(b / MIB, 2) for n, k, b in res.buffers if k == "compute" and b > MIB // 100}
+    ours = {n: round(b / MIB, 2) for n, k, b in res.buffers if k == "compute"}
+    ours = {n: v for n, v in ours.items() if v}  # the log prints 0.00 MiB; the parser drops it
     return logged, ours, res.compute_exact
 
 
@@ -81,6 +83,7 @@ def test_compute_buffer_equals_the_log(llama_bins, models, tmp_path, arch, fa, u
         ["-c", "5000", "-np", "3", "-no-kvu", "-ub", "256", "-ctk", "q8_0", "-ctv", "q8_0"],
         ["-c", "8192", "-np", "2", "-kvu", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"],
         ["-c", "8192", "-np", "2", "-ctk", "q8_0", "-ub", "1024"],
+        ["-c", "4096", "-np", "1", "--swa-full", "-ub", "2048", "-b", "2048"],
     ],
 )
 @pytest.mark.parametrize("arch", COVERED)
@@ -88,12 +91,6 @@ def test_quantized_kv_and_odd_contexts(llama_bins, models, tmp_path, arch, argv)
     logged, ours, exact = logged_and_planned(llama_bins, models[arch], argv, tmp_path / "s.log")
     assert exact
     assert ours == logged
-
-
-def test_an_uncovered_family_keeps_the_formula(llama_bins, models, tmp_path):
-    argv = ["-c", "4096", "-np", "1"]
-    _, _, exact = logged_and_planned(llama_bins, models["gemma3"], argv, tmp_path / "s.log")
-    assert not exact
 
 
 # -- several devices: loopback RPC servers (the CPU backend behind each) -------------------------
@@ -120,6 +117,10 @@ RPC_CASES = {
     "layer-on-host": ("qwen3", 2, ["-ts", "1,1", "-ot", r"blk\.1\.=CPU"]),
     "one-token": ("llama", 2, ["-ts", "1,1", "-ngl", "1", "-ub", "1"]),
     "main-gpu": ("llama", 2, ["-sm", "none", "-mg", "1"]),
+    "swa-uneven": ("gemma3", 2, ["-ts", "2,1"]),
+    "swa-three": ("gemma3", 3, ["-ts", "2,1,1", "-fa", "off"]),
+    "swa-kv-on-host": ("gemma3", 2, ["-ts", "1,1", "-nkvo"]),
+    "swa-partial": ("gemma3", 2, ["-ts", "1,1", "-ngl", "3", "-ctk", "q8_0"]),
 }
 
 

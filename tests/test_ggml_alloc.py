@@ -223,3 +223,24 @@ def test_with_no_layers_offloaded_the_gpu_holds_the_offloaded_activations(moe_mo
     # under op offload's 32 rows only the Q/K norms go (n_head x 16 rows each), no matmul
     small, _ = _cuda_compute(moe_model, ["-c", "4096", "-ngl", "0", "-ub", "16"])
     assert 0 < small < 64 * 1024
+
+
+def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
+    import gguf_factory as gf
+
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.fit.report import result_to_json, result_to_text
+    from lltui.core.llama.flags import parse_llama_args
+
+    covered = tmp_path / "llama.gguf"
+    gf.write_model(covered, gf.llama_spec(), "F16")
+    other = tmp_path / "granite.gguf"
+    gf.write_model(other, gf.llama_spec(arch="granite"), "F16")
+    st = parse_llama_args(["-c", "1024"])
+    exact = estimate(read_gguf(covered), st, (), FitOptions(search=False))
+    approx = estimate(read_gguf(other), st, (), FitOptions(search=False))
+    assert exact.compute_exact and result_to_json(exact)["compute_exact"] is True
+    assert not approx.compute_exact and result_to_json(approx)["compute_exact"] is False
+    assert "approximate" in result_to_text(approx)
+    assert "approximate" not in result_to_text(exact)

@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from lltui.core.fit.common import CPU, SCHED_MAX_COPIES, backend_of
+from lltui.core.fit.common import CPU, KV_PAD, SCHED_MAX_COPIES, backend_of, pad
 from lltui.core.fit.context import Resolved
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.ggml_alloc import plan
@@ -60,7 +60,11 @@ class Backends:
 
 def graph_covered(hp: Hparams) -> bool:
     """Whether the graph of this model is modelled (else the formula is used)."""
-    if hp.arch not in LLAMA_FAMILY or hp.mla or hp.swa_any or any(hp.is_recurrent):
+    if hp.arch not in LLAMA_FAMILY or hp.mla or any(hp.is_recurrent):
+        return False
+    if hp.swa_any and (
+        hp.arch != "gemma3" or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
+    ):
         return False
     if hp.n_layer != hp.n_layer_all or hp.n_layer_kv_from_start >= 0:
         return False
@@ -88,6 +92,7 @@ def llama_shape(
     layer_dev: Sequence[int] = (),
     moved: tuple[tuple[str, int], ...] = (),
     kv_host: bool = False,
+    swa_full: bool = False,
 ) -> LlamaShape:
     layers = []
     for il in range(hp.n_layer):
@@ -117,7 +122,18 @@ def llama_shape(
         moved=moved,
         kv_host=kv_host,
         full_offload=r.n_gpu_layers > hp.n_layer_all,
+        gemma3=hp.arch == "gemma3",
+        swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
+        kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
     )
+
+
+def _swa_cells(hp: Hparams, r: Resolved, swa_full: bool) -> int:
+    """The sliding-window cache's cells per stream (llama_kv_cache_iswa)."""
+    if swa_full:
+        return r.n_ctx_seq
+    window = hp.n_swa * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch
+    return pad(min(r.n_ctx_seq, window), KV_PAD)
 
 
 def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
@@ -262,6 +278,7 @@ def planned_compute_buffers(
         layer_dev,
         _moved(placements, layer_dev, index) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
+        swa_full=st.swa_full,
     )
     if copies_weights:
         shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))

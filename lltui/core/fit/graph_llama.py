@@ -2,9 +2,11 @@
 
 Covers the decoder-only models built like models/llama.cpp: llama (and mistral-style GGUFs,
 mixtral MoE), qwen2 (Q/K/V biases, output bias), qwen3 (Q/K norms), qwen3moe (softmax-routed
-experts, normalised weights). Built from src/llama-graph.cpp (build_inp_embd, build_qkv,
-build_attn with a KV cache, build_attn_mha, build_ffn, build_moe_ffn) and
-src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the Hadamard rotation inputs).
+experts, normalised weights), gemma3 (scaled embeddings, post norms, GELU, sliding-window
+layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache). Built from
+src/llama-graph.cpp (build_inp_embd, build_qkv, build_attn with a KV cache, build_attn_mha,
+build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the
+Hadamard rotation inputs).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from lltui.core.fit import ggml_graph as gg
 from lltui.core.fit.ggml_graph import F16, F32, HOST, I32, I64, Graph, Tensor
 from lltui.core.fit.ggml_types import type_info
 
-LLAMA_FAMILY = frozenset({"llama", "qwen2", "qwen3", "qwen3moe"})
+LLAMA_FAMILY = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,11 @@ class LlamaShape:
     full_offload: bool = False
     # ggml types of the weights a GPU may copy (host weights under op offload); others F32
     weight_types: tuple[tuple[str, int], ...] = ()
+    # gemma3: scaled embeddings, post-attention and post-FFN norms, scaled Q, GELU; with
+    # sliding-window layers (iSWA) their own cache of kv_size_swa cells
+    gemma3: bool = False
+    swa: tuple[bool, ...] = ()
+    kv_size_swa: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,33 @@ def _rot_sizes(s: LlamaShape) -> tuple[int, int]:
     return rot_k, rot_v
 
 
+@dataclass(frozen=True, slots=True)
+class _CacheInputs:
+    """The inputs of one KV cache: rows to write K and V to, the mask, Hadamard rotations."""
+
+    k_idxs: Tensor
+    v_idxs: Tensor
+    kq_mask: Tensor
+    k_rot: Tensor | None
+    v_rot: Tensor | None
+
+    @staticmethod
+    def make(s: LlamaShape, ub: Ubatch, kv_size: int) -> _CacheInputs:
+        T = ub.n_tokens
+        n_v_max = max(lay.n_head_kv for lay in s.layers) * s.head_v
+        v_rows = T if s.flash_attn else T * n_v_max
+        streams = 1 if s.kv_unified else ub.n_seqs
+        mask_type = F16 if s.flash_attn else F32
+        rot_k, rot_v = _rot_sizes(s)
+        return _CacheInputs(
+            gg.new_input(I64, (T,), "attn_inp_k_idxs"),
+            gg.new_input(I64, (v_rows,), "attn_inp_v_idxs"),
+            gg.new_input(mask_type, (kv_size, T // streams, 1, streams), "attn_inp_kq_mask"),
+            gg.new_input(F32, (rot_k, rot_k), "attn_inp_k_rot") if rot_k else None,
+            gg.new_input(F32, (rot_v, rot_v), "attn_inp_v_rot") if rot_v else None,
+        )
+
+
 class _Builder:
     """One graph build: the inputs shared by every layer, then the layers in order."""
 
@@ -95,19 +129,8 @@ class _Builder:
         E, T = s.n_embd, self.T
         self.tok_embd = gg.external(F32, (E, s.n_vocab), "token_embd.weight")
         self.pos = gg.new_input(I32, (T,), "inp_pos")
-        self.k_idxs = gg.new_input(I64, (T,), "attn_inp_k_idxs")
-        n_v_max = max(lay.n_head_kv for lay in s.layers) * s.head_v
-        v_rows = T if s.flash_attn else T * n_v_max
-        self.v_idxs = gg.new_input(I64, (v_rows,), "attn_inp_v_idxs")
-        mask_streams = 1 if s.kv_unified else ub.n_seqs
-        self.kq_mask = gg.new_input(
-            F16 if s.flash_attn else F32,
-            (s.kv_size, T // mask_streams, 1, mask_streams),
-            "attn_inp_kq_mask",
-        )
-        rot_k, rot_v = _rot_sizes(s)
-        self.k_rot = gg.new_input(F32, (rot_k, rot_k), "attn_inp_k_rot") if rot_k else None
-        self.v_rot = gg.new_input(F32, (rot_v, rot_v), "attn_inp_v_rot") if rot_v else None
+        self.base = _CacheInputs.make(s, ub, s.kv_size)
+        self.swa = _CacheInputs.make(s, ub, s.kv_size_swa) if any(s.swa) else None
         self.out_ids = gg.new_input(I32, (ub.n_outputs,), "out_ids")
 
     def dev(self, il: int) -> int:
@@ -144,6 +167,10 @@ class _Builder:
         )
         for t in (tok, embd, mixed):
             self.g.expand(t)
+        if self.s.gemma3:
+            # token rows scaled by sqrt(n_embd) after the select, by an input of row factors
+            tok = gg.unary("MUL", tok, gg.new_input(F32, (1, T), "inp_scale_rows"))
+            self.g.expand(tok)
         return tok
 
     # -- attention -----------------------------------------------------------------------------
@@ -176,76 +203,81 @@ class _Builder:
         if s.qk_norm:
             k = gg.unary("MUL", self.rms_norm(k), self.w("attn_k_norm.weight", hk))
         k = gg.unary("ROPE", k, self.pos)
+        if s.gemma3:
+            q = gg.unary("SCALE", q)
         return self.attn_kv(lay, q, k, v)
 
     def attn_kv(self, lay: LayerShape, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         s, g = self.s, self.g
-        if self.k_rot is not None:
-            q = self.hadamard(q, self.k_rot)
-            k = self.hadamard(k, self.k_rot)
-        if self.v_rot is not None:
-            v = self.hadamard(v, self.v_rot)
-        g.expand(q)
-        g.expand(v)
-        g.expand(k)
+        is_swa = bool(s.swa) and s.swa[self.il]
+        ci = self.swa if is_swa and self.swa is not None else self.base
+        kv_size = s.kv_size_swa if is_swa else s.kv_size
+        if ci.k_rot is not None:
+            q = self.hadamard(q, ci.k_rot)
+            k = self.hadamard(k, ci.k_rot)
+        if ci.v_rot is not None:
+            v = self.hadamard(v, ci.v_rot)
+        # build_attn expands q, v, k with one cache, q, k, v with two (iSWA)
+        for t in (q, k, v) if self.swa is not None else (q, v, k):
+            g.expand(t)
         n_k = lay.n_head_kv * s.head_k
         n_v = lay.n_head_kv * s.head_v
         kv_loc = HOST if s.kv_host else self.dev(self.il)
-        k_cache = gg.external(s.type_k, (n_k, s.kv_size, s.n_stream), loc=kv_loc, weight=False)
-        v_cache = gg.external(s.type_v, (n_v, s.kv_size, s.n_stream), loc=kv_loc, weight=False)
-        g.expand(self.cpy_k(k, k_cache))
-        g.expand(self.cpy_v(v, v_cache))
+        k_cache = gg.external(s.type_k, (n_k, kv_size, s.n_stream), loc=kv_loc, weight=False)
+        v_cache = gg.external(s.type_v, (n_v, kv_size, s.n_stream), loc=kv_loc, weight=False)
+        g.expand(self.cpy_k(k, k_cache, ci))
+        g.expand(self.cpy_v(v, v_cache, ci))
         k_view = gg.view(
             k_cache,
-            (s.head_k, lay.n_head_kv, s.kv_size, s.n_stream),
+            (s.head_k, lay.n_head_kv, kv_size, s.n_stream),
             (
                 gg.row_bytes(s.type_k, s.head_k),
                 gg.row_bytes(s.type_k, n_k),
-                gg.row_bytes(s.type_k, n_k * s.kv_size),
+                gg.row_bytes(s.type_k, n_k * kv_size),
             ),
         )
         if s.flash_attn:
             v_view = gg.view(
                 v_cache,
-                (s.head_v, lay.n_head_kv, s.kv_size, s.n_stream),
+                (s.head_v, lay.n_head_kv, kv_size, s.n_stream),
                 (
                     gg.row_bytes(s.type_v, s.head_v),
                     gg.row_bytes(s.type_v, n_v),
-                    gg.row_bytes(s.type_v, n_v * s.kv_size),
+                    gg.row_bytes(s.type_v, n_v * kv_size),
                 ),
             )
         else:
             v_view = gg.view(
                 v_cache,
-                (s.kv_size, lay.n_head_kv, s.head_v, s.n_stream),
+                (kv_size, lay.n_head_kv, s.head_v, s.n_stream),
                 (
-                    gg.row_bytes(s.type_v, s.kv_size * s.head_v),
-                    gg.row_bytes(s.type_v, s.kv_size),
-                    gg.row_bytes(s.type_v, s.kv_size * n_v),
+                    gg.row_bytes(s.type_v, kv_size * s.head_v),
+                    gg.row_bytes(s.type_v, kv_size),
+                    gg.row_bytes(s.type_v, kv_size * n_v),
                 ),
             )
-        cur = self.mha(q, k_view, v_view)
-        if self.v_rot is not None:
-            cur = self.hadamard(cur, self.v_rot)
+        cur = self.mha(q, k_view, v_view, ci.kq_mask)
+        if ci.v_rot is not None:
+            cur = self.hadamard(cur, ci.v_rot)
         cur = gg.mul_mat(self.w("attn_output.weight", lay.n_head * s.head_v, s.n_embd), cur)
         if s.wo_bias:
             cur = gg.unary("ADD", cur, self.w("attn_output.bias", s.n_embd))
         return cur
 
-    def cpy_k(self, k_cur: Tensor, k_cache: Tensor) -> Tensor:
+    def cpy_k(self, k_cur: Tensor, k_cache: Tensor, ci: _CacheInputs) -> Tensor:
         n_gqa = k_cur.ne[0] * k_cur.ne[1]
         rows = gg.view(k_cur, (n_gqa, k_cur.ne[2]), (k_cur.nb[2],))
         if self.s.n_stream > 1:
-            k_cache = gg.reshape(k_cache, n_gqa, self.s.kv_size * self.s.n_stream)
-        return gg.set_rows(k_cache, rows, self.k_idxs)
+            k_cache = gg.reshape(k_cache, n_gqa, k_cache.ne[1] * self.s.n_stream)
+        return gg.set_rows(k_cache, rows, ci.k_idxs)
 
-    def cpy_v(self, v_cur: Tensor, v_cache: Tensor) -> Tensor:
+    def cpy_v(self, v_cur: Tensor, v_cache: Tensor, ci: _CacheInputs) -> Tensor:
         n_gqa = v_cur.ne[0] * v_cur.ne[1]
         if self.s.flash_attn:
             rows = gg.view(v_cur, (n_gqa, v_cur.ne[2]), (v_cur.nb[2],))
             if self.s.n_stream > 1:
-                v_cache = gg.reshape(v_cache, n_gqa, self.s.kv_size * self.s.n_stream)
-            return gg.set_rows(v_cache, rows, self.v_idxs)
+                v_cache = gg.reshape(v_cache, n_gqa, v_cache.ne[1] * self.s.n_stream)
+            return gg.set_rows(v_cache, rows, ci.v_idxs)
         if gg.row_bytes(v_cur.type, n_gqa) == v_cur.nb[2]:
             flat = gg.reshape(v_cur, n_gqa, v_cur.ne[2])
         else:
@@ -254,9 +286,9 @@ class _Builder:
             flat = gg.new(flat.type, (v_cache.ne[0], flat.ne[1]), "PAD", (flat,))
         v_flat = gg.reshape(v_cache, 1, gg.nelements(v_cache))
         flat = gg.reshape(flat, 1, gg.nelements(flat))
-        return gg.set_rows(v_flat, flat, self.v_idxs)
+        return gg.set_rows(v_flat, flat, ci.v_idxs)
 
-    def mha(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def mha(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
         n_stream = k.ne[3]
         per = q.ne[2] // n_stream
         q = gg.view(q, (q.ne[0], q.ne[1], per, n_stream), (q.nb[1], q.nb[2], q.nb[2] * per))
@@ -264,11 +296,11 @@ class _Builder:
         k = gg.permute(k, 0, 2, 1, 3)
         v = gg.permute(v, 0, 2, 1, 3)
         if self.s.flash_attn:
-            cur = gg.flash_attn_ext(q, k, v, self.kq_mask)
+            cur = gg.flash_attn_ext(q, k, v, mask)
             cur = gg.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         else:
             kq = gg.mul_mat(k, q)
-            kq = gg.unary("SOFT_MAX", kq, self.kq_mask)
+            kq = gg.unary("SOFT_MAX", kq, mask)
             kqv = gg.mul_mat(v, kq)
             cur = gg.permute(kqv, 0, 2, 1, 3)
             cur = gg.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
@@ -340,9 +372,16 @@ class _Builder:
             if il == last:
                 cur = gg.get_rows(cur, self.out_ids)
                 res = gg.get_rows(res, self.out_ids)
+            if s.gemma3:
+                cur = self.norm(cur, "post_attention_norm.weight")
             ffn_inp = gg.unary("ADD", cur, res)
             x = self.norm(ffn_inp, "ffn_norm.weight")
             cur = self.moe(x) if lay.moe else self.ffn(lay, x)
+            if s.gemma3:
+                # built with il = -1: llama.cpp does not pin this norm
+                cur = gg.unary(
+                    "MUL", gg.unary("RMS_NORM", cur), self.w("post_ffw_norm.weight", s.n_embd)
+                )
             inp = gg.unary("ADD", cur, ffn_inp)
         self.il = -1
         embd = self.norm(inp, "output_norm.weight")
