@@ -42,6 +42,7 @@ class ModelSpec:
     swa_pattern: int = 0
     qk_norm: bool = False
     post_norms: bool = False
+    qkv_bias: bool = False
     # key -> (value, gguf.GGUFValueType)
     extra_kv: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -76,6 +77,10 @@ def qwen3moe_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+def qwen2_spec(**kw: Any) -> ModelSpec:
+    return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
+
+
 SPECS = {"llama": llama_spec, "qwen3": qwen3_spec, "gemma3": gemma3_spec, "qwen3moe": qwen3moe_spec}
 
 
@@ -100,6 +105,13 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         ]
         if spec.qk_norm:
             plan += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
+        if spec.qkv_bias:
+            kv_dim = hd * spec.n_head_kv
+            plan += [
+                (b + "attn_q.bias", (hd * spec.n_head,)),
+                (b + "attn_k.bias", (kv_dim,)),
+                (b + "attn_v.bias", (kv_dim,)),
+            ]
         if spec.post_norms:
             plan += [(b + "post_attention_norm.weight", (e,)), (b + "post_ffw_norm.weight", (e,))]
         if spec.n_expert:

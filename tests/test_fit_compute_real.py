@@ -1,7 +1,7 @@
 """Compute buffers planned from the modelled graph against the real llama-server.
 
-Tiny models of the covered families (llama, qwen3, qwen3moe, gemma3 with sliding-window
-layers) run in the pinned CPU build at
+Tiny models of the covered families (llama, qwen2, qwen3, qwen3moe, gemma3 with
+sliding-window layers) run in the pinned CPU build at
 ``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line at its 0.01 MiB
 resolution, with flash attention on and off, several ``-ub`` and ``-np`` values, unified and
 per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC servers give several
@@ -28,7 +28,8 @@ __all__ = ["llama_bins"]  # a session fixture used by name
 
 pytestmark = pytest.mark.slow
 
-COVERED = ("llama", "qwen3", "qwen3moe", "gemma3")
+COVERED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
+SPECS = {**gf.SPECS, "qwen2": gf.qwen2_spec}  # qwen2: Q/K/V biases
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
     "np1": ["-np", "1"],
@@ -43,7 +44,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for arch in COVERED:
         path = root / f"{arch}.gguf"
-        gf.write_model(path, gf.SPECS[arch](), "Q8_0")
+        gf.write_model(path, SPECS[arch](), "Q8_0")
         out[arch] = path
     return out
 
