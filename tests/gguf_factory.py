@@ -43,6 +43,8 @@ class ModelSpec:
     qk_norm: bool = False
     post_norms: bool = False
     qkv_bias: bool = False
+    fused_qkv: bool = False  # one attn_qkv matrix (phi3)
+    fused_up: bool = False  # ffn_up holds gate and up, 2 * n_ff rows, no ffn_gate (phi3)
     # key -> (value, gguf.GGUFValueType)
     extra_kv: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -77,6 +79,11 @@ def qwen3moe_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+def phi3_spec(**kw: Any) -> ModelSpec:
+    base = ModelSpec(arch="phi3", n_head=4, n_head_kv=4, fused_qkv=True, fused_up=True)
+    return replace(base, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -95,14 +102,17 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         plan.append(("output.weight", (e, spec.n_vocab)))
     for i in range(spec.n_layer):
         b = f"blk.{i}."
-        plan += [
-            (b + "attn_norm.weight", (e,)),
-            (b + "attn_q.weight", (e, hd * spec.n_head)),
-            (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
-            (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
-            (b + "attn_output.weight", (hd * spec.n_head, e)),
-            (b + "ffn_norm.weight", (e,)),
-        ]
+        if spec.fused_qkv:
+            qkv = hd * (spec.n_head + 2 * spec.n_head_kv)
+            plan += [(b + "attn_norm.weight", (e,)), (b + "attn_qkv.weight", (e, qkv))]
+        else:
+            plan += [
+                (b + "attn_norm.weight", (e,)),
+                (b + "attn_q.weight", (e, hd * spec.n_head)),
+                (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
+                (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
+            ]
+        plan += [(b + "attn_output.weight", (hd * spec.n_head, e)), (b + "ffn_norm.weight", (e,))]
         if spec.qk_norm:
             plan += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
         if spec.qkv_bias:
@@ -121,6 +131,11 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_gate_exps.weight", (e, fe, x)),
                 (b + "ffn_down_exps.weight", (fe, e, x)),
                 (b + "ffn_up_exps.weight", (e, fe, x)),
+            ]
+        elif spec.fused_up:
+            plan += [
+                (b + "ffn_down.weight", (spec.n_ff, e)),
+                (b + "ffn_up.weight", (e, 2 * spec.n_ff)),
             ]
         else:
             plan += [

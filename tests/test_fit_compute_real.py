@@ -1,7 +1,7 @@
 """Compute buffers planned from the modelled graph against the real llama-server.
 
 Tiny models of the covered families (llama, qwen2, qwen3, qwen3moe, gemma3 with
-sliding-window layers) run in the pinned CPU build at
+sliding-window layers, phi3) run in the pinned CPU build at
 ``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line at its 0.01 MiB
 resolution, with flash attention on and off, several ``-ub`` and ``-np`` values, unified and
 per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC servers give several
@@ -28,8 +28,9 @@ __all__ = ["llama_bins"]  # a session fixture used by name
 
 pytestmark = pytest.mark.slow
 
-COVERED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
-SPECS = {**gf.SPECS, "qwen2": gf.qwen2_spec}  # qwen2: Q/K/V biases
+COVERED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3")
+# qwen2: Q/K/V biases; phi3: fused QKV and gate/up matrices
+SPECS = {**gf.SPECS, "qwen2": gf.qwen2_spec, "phi3": gf.phi3_spec}
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
     "np1": ["-np", "1"],
@@ -44,7 +45,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for arch in COVERED:
         path = root / f"{arch}.gguf"
-        gf.write_model(path, SPECS[arch](), "Q8_0")
+        # (a name with "phi3" in it makes llama.cpp look for phi3's special tokens)
+        gf.write_model(path, SPECS[arch](), "Q8_0", name="tiny-model")
         out[arch] = path
     return out
 
@@ -122,6 +124,8 @@ RPC_CASES = {
     "swa-three": ("gemma3", 3, ["-ts", "2,1,1", "-fa", "off"]),
     "swa-kv-on-host": ("gemma3", 2, ["-ts", "1,1", "-nkvo"]),
     "swa-partial": ("gemma3", 2, ["-ts", "1,1", "-ngl", "3", "-ctk", "q8_0"]),
+    "fused-qkv": ("phi3", 2, ["-ts", "1,2", "-fa", "off"]),
+    "fused-qkv-partial": ("phi3", 2, ["-ts", "1,1", "-ngl", "2", "-ub", "64"]),
 }
 
 

@@ -108,7 +108,7 @@ def llama_shape(
         n_expert=hp.n_expert,
         n_expert_used=hp.n_expert_used,
         n_ff_exp=hp.n_ff_exp,
-        qkv_bias="blk.0.attn_q.bias" in tensor_names,
+        qkv_bias="blk.0.attn_q.bias" in tensor_names or "blk.0.attn_qkv.bias" in tensor_names,
         wo_bias="blk.0.attn_output.bias" in tensor_names,
         qk_norm="blk.0.attn_q_norm.weight" in tensor_names,
         output_bias="output.bias" in tensor_names,
@@ -123,6 +123,8 @@ def llama_shape(
         kv_host=kv_host,
         full_offload=r.n_gpu_layers > hp.n_layer_all,
         gemma3=hp.arch == "gemma3",
+        phi3=hp.arch == "phi3",
+        fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
         kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
     )
@@ -239,6 +241,18 @@ def _host_weight_types(
     return tuple(sorted(out))
 
 
+# optional tensors that add nodes the builder does not make
+_UNMODELLED = ("attn_norm.bias", "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate.bias")
+
+
+def _unmodelled_tensors(names: Collection[str]) -> bool:
+    if "output_norm.bias" in names or any(f"blk.0.{n}" in names for n in _UNMODELLED):
+        return True
+    # a fused QKV matrix with separate biases: llama.cpp concatenates them in the graph
+    fused = "blk.0.attn_qkv.weight" in names
+    return fused and "blk.0.attn_q.bias" in names and "blk.0.attn_qkv.bias" not in names
+
+
 def _cpu_like(dev: DeviceSpec) -> bool:
     return dev.kind == "rpc" and backend_of(dev) == "cpu"
 
@@ -269,6 +283,8 @@ def planned_compute_buffers(
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return None
     names = {p.name for p in placements}
+    if _unmodelled_tensors(names):
+        return None
     index = {d.name: i for i, d in enumerate(devices)}
     copies_weights = st.op_offload and any(backend_of(d) == "cuda" for d in devices)
     shape = llama_shape(

@@ -3,7 +3,8 @@
 Covers the decoder-only models built like models/llama.cpp: llama (and mistral-style GGUFs,
 mixtral MoE), qwen2 (Q/K/V biases, output bias), qwen3 (Q/K norms), qwen3moe (softmax-routed
 experts, normalised weights), gemma3 (scaled embeddings, post norms, GELU, sliding-window
-layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache). Built from
+layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache), phi3 (fused
+QKV and gate/up matrices, models/phi3.cpp). Built from
 src/llama-graph.cpp (build_inp_embd, build_qkv, build_attn with a KV cache, build_attn_mha,
 build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the
 Hadamard rotation inputs).
@@ -17,7 +18,7 @@ from lltui.core.fit import ggml_graph as gg
 from lltui.core.fit.ggml_graph import F16, F32, HOST, I32, I64, Graph, Tensor
 from lltui.core.fit.ggml_types import type_info
 
-LLAMA_FAMILY = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3"})
+LLAMA_FAMILY = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,10 @@ class LlamaShape:
     # gemma3: scaled embeddings, post-attention and post-FFN norms, scaled Q, GELU; with
     # sliding-window layers (iSWA) their own cache of kv_size_swa cells
     gemma3: bool = False
+    # phi3: one attn_qkv matrix, Q scaled, one ffn_up of gate and up (SwiGLU on halves),
+    # the block's last add taking the residual first
+    phi3: bool = False
+    fused_qkv: bool = False
     swa: tuple[bool, ...] = ()
     kv_size_swa: int = 0
 
@@ -182,28 +187,47 @@ class _Builder:
         res = gg.mul_mat(rot, res)
         return gg.reshape(res, *cur.ne)
 
-    def attention(self, lay: LayerShape, cur: Tensor) -> Tensor:
+    def qkv(self, lay: LayerShape, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """build_qkv: separate Q/K/V matmuls (+ biases), or views of one fused matmul."""
         s, T = self.s, self.T
         hk, hv = s.head_k, s.head_v
-        q = gg.mul_mat(self.w("attn_q.weight", s.n_embd, lay.n_head * hk), cur)
+        n_q, n_k, n_v = lay.n_head * hk, lay.n_head_kv * hk, lay.n_head_kv * hv
+        if s.fused_qkv:
+            qkv = gg.mul_mat(self.w("attn_qkv.weight", s.n_embd, n_q + n_k + n_v), cur)
+            if s.qkv_bias:
+                qkv = gg.unary("ADD", qkv, self.w("attn_qkv.bias", n_q + n_k + n_v))
+            row = qkv.nb[1]
+            return (
+                gg.view(qkv, (hk, lay.n_head, T), (gg.row_bytes(F32, hk), row)),
+                gg.view(qkv, (hk, lay.n_head_kv, T), (gg.row_bytes(F32, hk), row)),
+                gg.view(qkv, (hv, lay.n_head_kv, T), (gg.row_bytes(F32, hv), row)),
+            )
+        q = gg.mul_mat(self.w("attn_q.weight", s.n_embd, n_q), cur)
         if s.qkv_bias:
-            q = gg.unary("ADD", q, self.w("attn_q.bias", lay.n_head * hk))
-        k = gg.mul_mat(self.w("attn_k.weight", s.n_embd, lay.n_head_kv * hk), cur)
+            q = gg.unary("ADD", q, self.w("attn_q.bias", n_q))
+        k = gg.mul_mat(self.w("attn_k.weight", s.n_embd, n_k), cur)
         if s.qkv_bias:
-            k = gg.unary("ADD", k, self.w("attn_k.bias", lay.n_head_kv * hk))
-        v = gg.mul_mat(self.w("attn_v.weight", s.n_embd, lay.n_head_kv * hv), cur)
+            k = gg.unary("ADD", k, self.w("attn_k.bias", n_k))
+        v = gg.mul_mat(self.w("attn_v.weight", s.n_embd, n_v), cur)
         if s.qkv_bias:
-            v = gg.unary("ADD", v, self.w("attn_v.bias", lay.n_head_kv * hv))
-        q = gg.reshape(q, hk, lay.n_head, T)
-        k = gg.reshape(k, hk, lay.n_head_kv, T)
-        v = gg.reshape(v, hv, lay.n_head_kv, T)
+            v = gg.unary("ADD", v, self.w("attn_v.bias", n_v))
+        return (
+            gg.reshape(q, hk, lay.n_head, T),
+            gg.reshape(k, hk, lay.n_head_kv, T),
+            gg.reshape(v, hv, lay.n_head_kv, T),
+        )
+
+    def attention(self, lay: LayerShape, cur: Tensor) -> Tensor:
+        s = self.s
+        hk = s.head_k
+        q, k, v = self.qkv(lay, cur)
         if s.qk_norm:
             q = gg.unary("MUL", self.rms_norm(q), self.w("attn_q_norm.weight", hk))
         q = gg.unary("ROPE", q, self.pos)
         if s.qk_norm:
             k = gg.unary("MUL", self.rms_norm(k), self.w("attn_k_norm.weight", hk))
         k = gg.unary("ROPE", k, self.pos)
-        if s.gemma3:
+        if s.gemma3 or s.phi3:
             q = gg.unary("SCALE", q)
         return self.attn_kv(lay, q, k, v)
 
@@ -314,6 +338,10 @@ class _Builder:
 
     def ffn(self, lay: LayerShape, cur: Tensor) -> Tensor:
         E = self.s.n_embd
+        if self.s.phi3:
+            up = gg.mul_mat(self.w("ffn_up.weight", E, 2 * lay.n_ff), cur)
+            act = gg.new(up.type, (lay.n_ff, *up.ne[1:]), "GLU", (up,))  # swiglu on halves
+            return gg.mul_mat(self.w("ffn_down.weight", lay.n_ff, E), act)
         up = gg.mul_mat(self.w("ffn_up.weight", E, lay.n_ff), cur)
         gate = gg.mul_mat(self.w("ffn_gate.weight", E, lay.n_ff), cur)
         act = gg.glu_split(gate, up)
@@ -382,7 +410,7 @@ class _Builder:
                 cur = gg.unary(
                     "MUL", gg.unary("RMS_NORM", cur), self.w("post_ffw_norm.weight", s.n_embd)
                 )
-            inp = gg.unary("ADD", cur, ffn_inp)
+            inp = gg.unary("ADD", ffn_inp, cur) if s.phi3 else gg.unary("ADD", cur, ffn_inp)
         self.il = -1
         embd = self.norm(inp, "output_norm.weight")
         logits = gg.mul_mat(self.w("output.weight", s.n_embd, s.n_vocab), embd)
