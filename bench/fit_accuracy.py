@@ -3,8 +3,8 @@
 Runs the pinned llama-server CPU build (`lltui llama install` puts it in the user cache) at
 `-lv 4` on generated models and compares every buffer line with the estimate:
 
-- tiny models of real architectures (llama, qwen2, qwen3, gemma3 with SWA, qwen3moe, phi3)
-  in F16, Q8_0 and Q4_K, with real weights;
+- tiny models of real architectures (llama, qwen2, qwen3, gemma3 with SWA, qwen3moe, phi3,
+  gpt2, starcoder) in F16, Q8_0 and Q4_K, with real weights;
 - real-size shapes (Llama-8B, Llama-1B, Qwen3-4B and 0.6B, Gemma3-4B and 1B, Qwen3-30B-A3B,
   Mistral-Nemo-like, a few layers each) whose tensor data is a hole in a sparse file, so
   the compute buffers are those of real models without the disk or the download;
@@ -329,7 +329,13 @@ def main() -> int:
     with workdir(args.keep) as root:
         log = root / "server.log"
         tiny: dict[tuple[str, str], Path] = {}
-        specs = {**gf.SPECS, "qwen2": gf.qwen2_spec, "phi3": gf.phi3_spec}
+        specs = {
+            **gf.SPECS,
+            "qwen2": gf.qwen2_spec,
+            "phi3": gf.phi3_spec,
+            "gpt2": gf.gpt2_spec,
+            "starcoder": gf.starcoder_spec,
+        }
         for arch, wt in itertools.product(specs, ("F16", "Q8_0", "Q4_K")):
             path = root / f"{arch}-{wt}.gguf"
             if not path.exists():

@@ -84,6 +84,18 @@ def phi3_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+def gpt2_spec(**kw: Any) -> ModelSpec:
+    """gpt2 (starcoder with n_head_kv 1): learned positions, LayerNorm and biases everywhere."""
+    eps = {"gpt2.attention.layer_norm_epsilon": (1e-5, V.FLOAT32)}
+    base = ModelSpec(arch="gpt2", n_head=4, n_head_kv=4, fused_qkv=True, extra_kv=eps)
+    return replace(base, **kw)
+
+
+def starcoder_spec(**kw: Any) -> ModelSpec:
+    eps = {"starcoder.attention.layer_norm_epsilon": (1e-5, V.FLOAT32)}
+    return gpt2_spec(**{"arch": "starcoder", "n_head_kv": 1, "extra_kv": eps, **kw})
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -98,6 +110,9 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         ("token_embd.weight", (e, spec.n_vocab)),
         ("output_norm.weight", (e,)),
     ]
+    gpt2 = spec.arch in ("gpt2", "starcoder")
+    if gpt2:
+        plan += [("position_embd.weight", (e, spec.n_ctx_train)), ("output_norm.bias", (e,))]
     if not spec.tied:
         plan.append(("output.weight", (e, spec.n_vocab)))
     for i in range(spec.n_layer):
@@ -113,6 +128,19 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
             ]
         plan += [(b + "attn_output.weight", (hd * spec.n_head, e)), (b + "ffn_norm.weight", (e,))]
+        if gpt2:
+            qkv = hd * (spec.n_head + 2 * spec.n_head_kv)
+            plan += [
+                (b + "attn_norm.bias", (e,)),
+                (b + "attn_qkv.bias", (qkv,)),
+                (b + "attn_output.bias", (e,)),
+                (b + "ffn_norm.bias", (e,)),
+                (b + "ffn_down.weight", (spec.n_ff, e)),
+                (b + "ffn_down.bias", (e,)),
+                (b + "ffn_up.weight", (e, spec.n_ff)),
+                (b + "ffn_up.bias", (spec.n_ff,)),
+            ]
+            continue
         if spec.qk_norm:
             plan += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
         if spec.qkv_bias:

@@ -124,6 +124,7 @@ def llama_shape(
         full_offload=r.n_gpu_layers > hp.n_layer_all,
         gemma3=hp.arch == "gemma3",
         phi3=hp.arch == "phi3",
+        gpt2=hp.arch in ("gpt2", "starcoder"),
         fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
         kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
@@ -283,7 +284,7 @@ def planned_compute_buffers(
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return None
     names = {p.name for p in placements}
-    if _unmodelled_tensors(names):
+    if hp.arch not in ("gpt2", "starcoder") and _unmodelled_tensors(names):
         return None
     index = {d.name: i for i, d in enumerate(devices)}
     copies_weights = st.op_offload and any(backend_of(d) == "cuda" for d in devices)

@@ -4,7 +4,8 @@ Covers the decoder-only models built like models/llama.cpp: llama (and mistral-s
 mixtral MoE), qwen2 (Q/K/V biases, output bias), qwen3 (Q/K norms), qwen3moe (softmax-routed
 experts, normalised weights), gemma3 (scaled embeddings, post norms, GELU, sliding-window
 layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache), phi3 (fused
-QKV and gate/up matrices, models/phi3.cpp). Built from
+QKV and gate/up matrices, models/phi3.cpp), gpt2 and starcoder (learned positions, LayerNorm,
+biases, GELU). Built from
 src/llama-graph.cpp (build_inp_embd, build_qkv, build_attn with a KV cache, build_attn_mha,
 build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the
 Hadamard rotation inputs).
@@ -18,7 +19,9 @@ from lltui.core.fit import ggml_graph as gg
 from lltui.core.fit.ggml_graph import F16, F32, HOST, I32, I64, Graph, Tensor
 from lltui.core.fit.ggml_types import type_info
 
-LLAMA_FAMILY = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3"})
+LLAMA_FAMILY = frozenset(
+    {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "gpt2", "starcoder"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,9 @@ class LlamaShape:
     # the block's last add taking the residual first
     phi3: bool = False
     fused_qkv: bool = False
+    # gpt2/starcoder: learned position embeddings, LayerNorm with biases, no rope, biased
+    # matmuls, a plain GELU FFN
+    gpt2: bool = False
     swa: tuple[bool, ...] = ()
     kv_size_swa: int = 0
 
@@ -223,10 +229,12 @@ class _Builder:
         q, k, v = self.qkv(lay, cur)
         if s.qk_norm:
             q = gg.unary("MUL", self.rms_norm(q), self.w("attn_q_norm.weight", hk))
-        q = gg.unary("ROPE", q, self.pos)
+        if not s.gpt2:
+            q = gg.unary("ROPE", q, self.pos)
         if s.qk_norm:
             k = gg.unary("MUL", self.rms_norm(k), self.w("attn_k_norm.weight", hk))
-        k = gg.unary("ROPE", k, self.pos)
+        if not s.gpt2:
+            k = gg.unary("ROPE", k, self.pos)
         if s.gemma3 or s.phi3:
             q = gg.unary("SCALE", q)
         return self.attn_kv(lay, q, k, v)
@@ -338,6 +346,12 @@ class _Builder:
 
     def ffn(self, lay: LayerShape, cur: Tensor) -> Tensor:
         E = self.s.n_embd
+        if self.s.gpt2:
+            up = gg.mul_mat(self.w("ffn_up.weight", E, lay.n_ff), cur)
+            up = gg.unary("ADD", up, self.w("ffn_up.bias", lay.n_ff))
+            act = gg.unary("UNARY", up)  # GELU
+            down = gg.mul_mat(self.w("ffn_down.weight", lay.n_ff, E), act)
+            return gg.unary("ADD", down, self.w("ffn_down.bias", E))
         if self.s.phi3:
             up = gg.mul_mat(self.w("ffn_up.weight", E, 2 * lay.n_ff), cur)
             act = gg.new(up.type, (lay.n_ff, *up.ne[1:]), "GLU", (up,))  # swiglu on halves
@@ -387,11 +401,21 @@ class _Builder:
     # -- the model -----------------------------------------------------------------------------
 
     def norm(self, x: Tensor, name: str) -> Tensor:
+        if self.s.gpt2:
+            # LayerNorm (not in place), then its weight and bias
+            t = gg.unary("NORM", x)
+            if self.pin_norms and self.il >= 0:
+                t = gg.pinned(t, self.dev(self.il))
+            t = gg.unary("MUL", t, self.w(name, self.s.n_embd))
+            return gg.unary("ADD", t, self.w(name.replace(".weight", ".bias"), self.s.n_embd))
         return gg.unary("MUL", self.rms_norm(x), self.w(name, self.s.n_embd))
 
     def build(self) -> Graph:
         s, g = self.s, self.g
         inp = self.inp_embd()
+        if s.gpt2:
+            pos_embd = gg.external(F32, (s.n_embd, 1), "position_embd.weight")
+            inp = gg.unary("ADD", inp, gg.get_rows(pos_embd, self.pos))
         last = len(s.layers) - 1
         for il, lay in enumerate(s.layers):
             self.il = il
