@@ -96,6 +96,25 @@ def starcoder_spec(**kw: Any) -> ModelSpec:
     return gpt2_spec(**{"arch": "starcoder", "n_head_kv": 1, "extra_kv": eps, **kw})
 
 
+def gpt_oss_spec(**kw: Any) -> ModelSpec:
+    """gpt-oss: sinks, biases, experts with biases, sliding windows every other layer; the head
+    size (64) is not n_embd / n_head."""
+    base = ModelSpec(
+        arch="gpt-oss",
+        n_embd=320,
+        n_head=8,
+        n_head_kv=2,
+        head_dim=64,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        qkv_bias=True,
+        sliding_window=128,
+        swa_pattern=2,
+    )
+    return replace(base, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -127,7 +146,9 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
                 (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
             ]
-        plan += [(b + "attn_output.weight", (hd * spec.n_head, e)), (b + "ffn_norm.weight", (e,))]
+        plan.append((b + "attn_output.weight", (hd * spec.n_head, e)))
+        if spec.arch != "gpt-oss":  # (its FFN reads the post-attention norm)
+            plan.append((b + "ffn_norm.weight", (e,)))
         if gpt2:
             qkv = hd * (spec.n_head + 2 * spec.n_head_kv)
             plan += [
@@ -152,6 +173,17 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
             ]
         if spec.post_norms:
             plan += [(b + "post_attention_norm.weight", (e,)), (b + "post_ffw_norm.weight", (e,))]
+        if spec.arch == "gpt-oss":
+            x, fe = spec.n_expert, spec.n_ff_exp
+            plan += [
+                (b + "post_attention_norm.weight", (e,)),
+                (b + "attn_output.bias", (e,)),
+                (b + "attn_sinks.weight", (spec.n_head,)),
+                (b + "ffn_gate_inp.bias", (x,)),
+                (b + "ffn_gate_exps.bias", (fe, x)),
+                (b + "ffn_down_exps.bias", (e, x)),
+                (b + "ffn_up_exps.bias", (fe, x)),
+            ]
         if spec.n_expert:
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [
@@ -193,7 +225,7 @@ def bpe_merges(n: int) -> list[str]:
 
 
 def _is_norm_or_router(name: str, dims: tuple[int, ...]) -> bool:
-    return len(dims) == 1 or name.endswith("ffn_gate_inp.weight")
+    return len(dims) == 1 or name.endswith(("ffn_gate_inp.weight", ".bias"))
 
 
 # types gguf-py can quantize from float data

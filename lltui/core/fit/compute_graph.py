@@ -63,7 +63,8 @@ def graph_covered(hp: Hparams) -> bool:
     if hp.arch not in LLAMA_FAMILY or hp.mla or any(hp.is_recurrent):
         return False
     if hp.swa_any and (
-        hp.arch != "gemma3" or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
+        hp.arch not in ("gemma3", "gpt-oss")
+        or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
     ):
         return False
     if hp.n_layer != hp.n_layer_all or hp.n_layer_kv_from_start >= 0:
@@ -125,6 +126,7 @@ def llama_shape(
         gemma3=hp.arch == "gemma3",
         phi3=hp.arch == "phi3",
         gpt2=hp.arch in ("gpt2", "starcoder"),
+        oss=hp.arch == "gpt-oss",
         fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
         kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,

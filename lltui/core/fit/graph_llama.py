@@ -5,7 +5,7 @@ mixtral MoE), qwen2 (Q/K/V biases, output bias), qwen3 (Q/K norms), qwen3moe (so
 experts, normalised weights), gemma3 (scaled embeddings, post norms, GELU, sliding-window
 layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache), phi3 (fused
 QKV and gate/up matrices, models/phi3.cpp), gpt2 and starcoder (learned positions, LayerNorm,
-biases, GELU). Built from
+biases, GELU), gpt-oss (sinks, biased experts, models/openai-moe.cpp). Built from
 src/llama-graph.cpp (build_inp_embd, build_qkv, build_attn with a KV cache, build_attn_mha,
 build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the
 Hadamard rotation inputs).
@@ -20,7 +20,7 @@ from lltui.core.fit.ggml_graph import F16, F32, HOST, I32, I64, Graph, Tensor
 from lltui.core.fit.ggml_types import type_info
 
 LLAMA_FAMILY = frozenset(
-    {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "gpt2", "starcoder"}
+    {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "gpt2", "starcoder", "gpt-oss"}
 )
 
 
@@ -74,6 +74,9 @@ class LlamaShape:
     # gpt2/starcoder: learned position embeddings, LayerNorm with biases, no rope, biased
     # matmuls, a plain GELU FFN
     gpt2: bool = False
+    # gpt-oss: attention sinks, post-attention norm, biased router and experts, softmax over
+    # the chosen experts' logits, SwiGLU-OAI, the output rows picked after the last layer
+    oss: bool = False
     swa: tuple[bool, ...] = ()
     kv_size_swa: int = 0
 
@@ -288,7 +291,8 @@ class _Builder:
                     gg.row_bytes(s.type_v, kv_size * n_v),
                 ),
             )
-        cur = self.mha(q, k_view, v_view, ci.kq_mask)
+        sinks = self.w("attn_sinks.weight", lay.n_head) if s.oss else None
+        cur = self.mha(q, k_view, v_view, ci.kq_mask, sinks)
         if ci.v_rot is not None:
             cur = self.hadamard(cur, ci.v_rot)
         cur = gg.mul_mat(self.w("attn_output.weight", lay.n_head * s.head_v, s.n_embd), cur)
@@ -320,7 +324,9 @@ class _Builder:
         flat = gg.reshape(flat, 1, gg.nelements(flat))
         return gg.set_rows(v_flat, flat, ci.v_idxs)
 
-    def mha(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    def mha(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, sinks: Tensor | None = None
+    ) -> Tensor:
         n_stream = k.ne[3]
         per = q.ne[2] // n_stream
         q = gg.view(q, (q.ne[0], q.ne[1], per, n_stream), (q.nb[1], q.nb[2], q.nb[2] * per))
@@ -329,10 +335,12 @@ class _Builder:
         v = gg.permute(v, 0, 2, 1, 3)
         if self.s.flash_attn:
             cur = gg.flash_attn_ext(q, k, v, mask)
+            if sinks is not None:
+                cur = gg.Tensor(cur.op, cur.type, cur.ne, cur.nb, (*cur.src, sinks))
             cur = gg.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         else:
             kq = gg.mul_mat(k, q)
-            kq = gg.unary("SOFT_MAX", kq, mask)
+            kq = gg.unary("SOFT_MAX", kq, mask, *((sinks,) if sinks is not None else ()))
             kqv = gg.mul_mat(v, kq)
             cur = gg.permute(kqv, 0, 2, 1, 3)
             cur = gg.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
@@ -365,19 +373,32 @@ class _Builder:
         s, g, T = self.s, self.g, cur.ne[1]  # the rows it gets (the outputs, last layer)
         E, n_exp, n_used, n_ff = s.n_embd, s.n_expert, s.n_expert_used, s.n_ff_exp
         logits = gg.mul_mat(self.w("ffn_gate_inp.weight", E, n_exp), cur)
-        probs = gg.unary("SOFT_MAX", logits)
+        if s.oss:
+            logits = gg.unary("ADD", logits, self.w("ffn_gate_inp.bias", n_exp))
+            probs = logits  # softmax over the chosen experts' logits, below
+        else:
+            probs = gg.unary("SOFT_MAX", logits)
         selected = gg.argsort_top_k(probs, n_used)
         weights = gg.get_rows(gg.reshape(probs, 1, n_exp, T), selected)
         weights = gg.reshape(weights, n_used, T)
-        wsum = gg.unary("CLAMP", gg.sum_rows(weights))
-        weights = gg.unary("DIV", weights, wsum)
+        if s.oss:
+            weights = gg.unary("SOFT_MAX", weights)
+        else:
+            wsum = gg.unary("CLAMP", gg.sum_rows(weights))
+            weights = gg.unary("DIV", weights, wsum)
         weights = gg.reshape(weights, 1, n_used, T)
         g.expand(weights)
         x = gg.reshape(cur, E, 1, T)
         up = gg.mul_mat_id(self.w("ffn_up_exps.weight", E, n_ff, n_exp), x, selected)
+        if s.oss:
+            up = gg.unary("ADD_ID", up, self.w("ffn_up_exps.bias", n_ff, n_exp), selected)
         gate = gg.mul_mat_id(self.w("ffn_gate_exps.weight", E, n_ff, n_exp), x, selected)
+        if s.oss:
+            gate = gg.unary("ADD_ID", gate, self.w("ffn_gate_exps.bias", n_ff, n_exp), selected)
         act = gg.glu_split(gate, up)
         experts = gg.mul_mat_id(self.w("ffn_down_exps.weight", n_ff, E, n_exp), act, selected)
+        if s.oss:
+            experts = gg.unary("ADD_ID", experts, self.w("ffn_down_exps.bias", E, n_exp), selected)
         experts = gg.unary("MUL", experts, weights)
         g.expand(experts)
         views = [
@@ -421,13 +442,13 @@ class _Builder:
             self.il = il
             cur = self.attention(lay, self.norm(inp, "attn_norm.weight"))
             res = inp
-            if il == last:
+            if il == last and not s.oss:
                 cur = gg.get_rows(cur, self.out_ids)
                 res = gg.get_rows(res, self.out_ids)
             if s.gemma3:
                 cur = self.norm(cur, "post_attention_norm.weight")
             ffn_inp = gg.unary("ADD", cur, res)
-            x = self.norm(ffn_inp, "ffn_norm.weight")
+            x = self.norm(ffn_inp, "post_attention_norm.weight" if s.oss else "ffn_norm.weight")
             cur = self.moe(x) if lay.moe else self.ffn(lay, x)
             if s.gemma3:
                 # built with il = -1: llama.cpp does not pin this norm
@@ -436,6 +457,9 @@ class _Builder:
                 )
             inp = gg.unary("ADD", ffn_inp, cur) if s.phi3 else gg.unary("ADD", cur, ffn_inp)
         self.il = -1
+        if s.oss:
+            g.set_output(inp)  # the hidden state MTP drafts read
+            inp = gg.get_rows(inp, self.out_ids)
         embd = self.norm(inp, "output_norm.weight")
         logits = gg.mul_mat(self.w("output.weight", s.n_embd, s.n_vocab), embd)
         if s.output_bias:
