@@ -244,3 +244,18 @@ def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
     assert not approx.compute_exact and result_to_json(approx)["compute_exact"] is False
     assert "approximate" in result_to_text(approx)
     assert "approximate" not in result_to_text(exact)
+
+
+def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):
+    import gguf_factory as gf
+
+    path = tmp_path / "q4.gguf"
+    gf.write_model(path, gf.llama_spec(n_ff=1024), "Q4_0")
+    argv = ["-c", "2048", "-ngl", "2", "-ub", "512"]
+    pinned, res = _cuda_compute(path, argv)
+    assert not any(p.buffer == "CPU_REPACK" for p in res.placements)
+    # --no-host: the host's layers go to CPU_REPACK, which is not host memory to the GPU's
+    # scheduler, so their matmuls are not offloaded and nothing is copied for them
+    repacked, res = _cuda_compute(path, [*argv, "--no-host"])
+    assert any(p.buffer == "CPU_REPACK" for p in res.placements)
+    assert repacked < pinned

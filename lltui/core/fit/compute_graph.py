@@ -22,7 +22,7 @@ from lltui.core.fit.context import Resolved
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.ggml_alloc import plan
 from lltui.core.fit.ggml_bufts import CPU_BUFT, CUDA_BUFT
-from lltui.core.fit.ggml_graph import HOST
+from lltui.core.fit.ggml_graph import HOST, REPACK
 from lltui.core.fit.ggml_sched import Backend, schedule
 from lltui.core.fit.ggml_types import type_from_name
 from lltui.core.fit.graph_llama import (
@@ -73,14 +73,20 @@ def graph_covered(hp: Hparams) -> bool:
 
 
 def _moved(
-    placements: Sequence[TensorPlacement], layer_dev: Sequence[int], index: dict[str, int]
+    placements: Sequence[TensorPlacement],
+    layer_dev: Sequence[int],
+    index: dict[str, int],
+    repack_apart: bool = False,
 ) -> tuple[tuple[str, int], ...]:
-    """Weights llama.cpp put elsewhere than their layer (-ot, --cpu-moe)."""
+    """Weights llama.cpp put elsewhere than their layer (-ot, --cpu-moe); with
+    ``repack_apart``, repacked host weights too (no GPU takes their ops)."""
     out = []
     for p in placements:
         if p.layer is None or p.duplicate or p.layer >= len(layer_dev):
             continue
         loc = index.get(p.device, HOST)
+        if repack_apart and p.buffer == "CPU_REPACK":
+            loc = REPACK
         if loc != layer_dev[p.layer]:
             out.append((p.name, loc))
     return tuple(sorted(out))
@@ -295,7 +301,7 @@ def planned_compute_buffers(
         r,
         names,
         layer_dev,
-        _moved(placements, layer_dev, index) if devices else (),
+        _moved(placements, layer_dev, index, copies_weights) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
         swa_full=st.swa_full,
     )

@@ -26,6 +26,7 @@ VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
 
 _ids = count()
 HOST = -1  # host memory: the CPU backend's
+REPACK = -2  # the CPU backend's repacked weights: its own, but not host memory to others
 
 
 @dataclass(frozen=True, eq=False, slots=True)

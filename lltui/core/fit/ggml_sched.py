@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lltui.core.fit.ggml_alloc import BufferType, Schedule
-from lltui.core.fit.ggml_graph import HOST, VIEW_OPS, Graph, Tensor
+from lltui.core.fit.ggml_graph import HOST, REPACK, VIEW_OPS, Graph, Tensor
 
 OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH
 _NO_WEIGHT_CHOICE = frozenset({"ROPE", "FLASH_ATTN_EXT"})
@@ -61,9 +61,14 @@ class _Scheduler:
 
     # -- where tensors live ------------------------------------------------------------------
 
+    def supports(self, b: int, loc: int) -> bool:
+        """Whether backend ``b`` reads a buffer on ``loc`` (the CPU reads its repacked ones)."""
+        dev = self.backends[b].device
+        return dev == loc or (dev == HOST and loc == REPACK)
+
     def backend_of_device(self, loc: int) -> int:
-        for b, be in enumerate(self.backends):
-            if be.device == loc:
+        for b in range(len(self.backends)):
+            if self.supports(b, loc):
                 return b
         return self.cpu
 
@@ -84,7 +89,7 @@ class _Scheduler:
             if tid == -1:
                 return False
             loc = self.backends[tid].device
-        return loc == self.backends[b].device
+        return self.supports(b, loc)
 
     # -- pass 1: from the buffers of the weights ---------------------------------------------
 
