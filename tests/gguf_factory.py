@@ -115,6 +115,27 @@ def gpt_oss_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+def glm4moe_spec(**kw: Any) -> ModelSpec:
+    """glm4moe: a dense first layer, sigmoid routing with a selection bias, a shared expert,
+    scaled normalised weights, attention biases."""
+    extra = {
+        "glm4moe.leading_dense_block_count": (1, V.UINT32),
+        "glm4moe.expert_shared_count": (1, V.UINT32),
+        "glm4moe.expert_gating_func": (2, V.UINT32),
+        "glm4moe.expert_weights_scale": (2.5, V.FLOAT32),
+        "glm4moe.expert_weights_norm": (True, V.BOOL),
+    }
+    base = ModelSpec(
+        arch="glm4moe",
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        qkv_bias=True,
+        extra_kv=extra,
+    )
+    return replace(base, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -147,7 +168,9 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
             ]
         plan.append((b + "attn_output.weight", (hd * spec.n_head, e)))
-        if spec.arch != "gpt-oss":  # (its FFN reads the post-attention norm)
+        if spec.arch in ("gpt-oss", "glm4moe"):  # (their FFN reads the post-attention norm)
+            plan.append((b + "post_attention_norm.weight", (e,)))
+        else:
             plan.append((b + "ffn_norm.weight", (e,)))
         if gpt2:
             qkv = hd * (spec.n_head + 2 * spec.n_head_kv)
@@ -176,7 +199,6 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         if spec.arch == "gpt-oss":
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [
-                (b + "post_attention_norm.weight", (e,)),
                 (b + "attn_output.bias", (e,)),
                 (b + "attn_sinks.weight", (spec.n_head,)),
                 (b + "ffn_gate_inp.bias", (x,)),
@@ -184,7 +206,16 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_down_exps.bias", (e, x)),
                 (b + "ffn_up_exps.bias", (fe, x)),
             ]
-        if spec.n_expert:
+        dense_lead = spec.arch == "glm4moe" and i == 0
+        if spec.arch == "glm4moe" and not dense_lead:
+            x, fe = spec.n_expert, spec.n_ff_exp
+            plan += [
+                (b + "exp_probs_b.bias", (x,)),
+                (b + "ffn_gate_shexp.weight", (e, fe)),
+                (b + "ffn_down_shexp.weight", (fe, e)),
+                (b + "ffn_up_shexp.weight", (e, fe)),
+            ]
+        if spec.n_expert and not dense_lead:
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [
                 (b + "ffn_gate_inp.weight", (e, x)),

@@ -1,7 +1,7 @@
 """Compute buffers planned from the modelled graph against the real llama-server.
 
 Tiny models of the covered families (llama, qwen2, qwen3, qwen3moe, gemma3 with
-sliding-window layers, phi3, gpt2, starcoder, gpt-oss) run in the pinned CPU build at
+sliding-window layers, phi3, gpt2, starcoder, gpt-oss, glm4moe) run in the pinned CPU build at
 ``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line at its 0.01 MiB
 resolution, with flash attention on and off, several ``-ub`` and ``-np`` values, unified and
 per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC servers give several
@@ -38,6 +38,7 @@ COVERED = (
     "gpt2",
     "starcoder",
     "gpt-oss",
+    "glm4moe",
 )
 # qwen2: Q/K/V biases; phi3: fused QKV and gate/up matrices; gpt2/starcoder: LayerNorm,
 # learned positions, biases (starcoder with one KV head)
@@ -48,6 +49,7 @@ SPECS = {
     "gpt2": gf.gpt2_spec,
     "starcoder": gf.starcoder_spec,
     "gpt-oss": gf.gpt_oss_spec,  # sinks, biased experts, sliding windows, head 64 != 320/8
+    "glm4moe": gf.glm4moe_spec,  # sigmoid routing, selection bias, shared expert, dense lead
 }
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
@@ -153,6 +155,8 @@ RPC_CASES = {
     "layernorm-partial": ("starcoder", 2, ["-ts", "2,1", "-ngl", "3", "-fa", "off"]),
     "sinks-moe": ("gpt-oss", 2, ["-ts", "1,1"]),
     "sinks-moe-experts-on-host": ("gpt-oss", 2, ["-ts", "1,1", "--cpu-moe", "-fa", "off"]),
+    "shared-expert": ("glm4moe", 3, ["-ts", "1,1,2"]),
+    "shared-expert-experts-on-host": ("glm4moe", 2, ["-ts", "1,1", "--cpu-moe", "-ub", "64"]),
 }
 
 

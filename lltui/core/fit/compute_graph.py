@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from lltui.core.fit.common import CPU, KV_PAD, SCHED_MAX_COPIES, backend_of, pad
 from lltui.core.fit.context import Resolved
@@ -67,7 +68,9 @@ def graph_covered(hp: Hparams) -> bool:
         or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
     ):
         return False
-    if hp.n_layer != hp.n_layer_all or hp.n_layer_kv_from_start >= 0:
+    if hp.n_layer_kv_from_start >= 0 or hp.n_expert_groups > 1:
+        return False
+    if hp.n_layer != hp.n_layer_all and hp.arch != "glm4moe":  # glm4moe's MTP: not in the graph
         return False
     return hp.n_layer > 0 and all(h > 0 for h in hp.n_head_kv[: hp.n_layer])
 
@@ -105,7 +108,9 @@ def llama_shape(
     for il in range(hp.n_layer):
         moe = f"blk.{il}.ffn_gate_inp.weight" in tensor_names
         layers.append(LayerShape(hp.n_head[il], hp.n_head_kv[il], 0 if moe else hp.n_ff[il], moe))
-    devs = tuple(d if d >= 0 else HOST for d in layer_dev)
+    # the repeating layers' devices, then the output's (MTP layers are not in the graph)
+    used = (*layer_dev[: hp.n_layer], layer_dev[-1]) if layer_dev else ()
+    devs = tuple(d if d >= 0 else HOST for d in used)
     return LlamaShape(
         n_embd=hp.n_embd,
         n_vocab=hp.n_vocab,
@@ -133,10 +138,25 @@ def llama_shape(
         phi3=hp.arch == "phi3",
         gpt2=hp.arch in ("gpt2", "starcoder"),
         oss=hp.arch == "gpt-oss",
+        **_routing(hp, tensor_names),
         fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
         kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
     )
+
+
+def _routing(hp: Hparams, tensor_names: Collection[str]) -> dict[str, Any]:
+    """How build_moe_ffn routes for this architecture (the arguments its graph passes)."""
+    glm = hp.arch == "glm4moe"
+    shexp = any(n.endswith("ffn_up_shexp.weight") for n in tensor_names)
+    return {
+        "gating": hp.expert_gating or (2 if glm else 1),
+        "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
+        "norm_w": hp.expert_weights_norm if glm else hp.arch != "gpt-oss",
+        "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
+        "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
+        "glm4moe": glm,
+    }
 
 
 def _swa_cells(hp: Hparams, r: Resolved, swa_full: bool) -> int:

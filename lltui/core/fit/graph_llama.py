@@ -5,7 +5,9 @@ mixtral MoE), qwen2 (Q/K/V biases, output bias), qwen3 (Q/K norms), qwen3moe (so
 experts, normalised weights), gemma3 (scaled embeddings, post norms, GELU, sliding-window
 layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache), phi3 (fused
 QKV and gate/up matrices, models/phi3.cpp), gpt2 and starcoder (learned positions, LayerNorm,
-biases, GELU), gpt-oss (sinks, biased experts, models/openai-moe.cpp). Built from
+biases, GELU), gpt-oss (sinks, biased experts, models/openai-moe.cpp), glm4moe (sigmoid
+routing with a selection bias, a shared expert, dense leading layers; its MTP layers are not
+in the graph). Built from
 src/llama-graph.cpp (build_inp_embd, build_qkv, build_attn with a KV cache, build_attn_mha,
 build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the
 Hadamard rotation inputs).
@@ -20,7 +22,18 @@ from lltui.core.fit.ggml_graph import F16, F32, HOST, I32, I64, Graph, Tensor
 from lltui.core.fit.ggml_types import type_info
 
 LLAMA_FAMILY = frozenset(
-    {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "gpt2", "starcoder", "gpt-oss"}
+    {
+        "llama",
+        "qwen2",
+        "qwen3",
+        "qwen3moe",
+        "gemma3",
+        "phi3",
+        "gpt2",
+        "starcoder",
+        "gpt-oss",
+        "glm4moe",
+    }
 )
 
 
@@ -77,6 +90,14 @@ class LlamaShape:
     # gpt-oss: attention sinks, post-attention norm, biased router and experts, softmax over
     # the chosen experts' logits, SwiGLU-OAI, the output rows picked after the last layer
     oss: bool = False
+    # MoE routing: gating (1 softmax, 2 sigmoid), a selection bias, normalised and scaled
+    # weights, a shared expert of this width; glm4moe reads the FFN norm after attention
+    gating: int = 1
+    probs_bias: bool = False
+    norm_w: bool = True
+    w_scale: bool = False
+    n_ff_shexp: int = 0
+    glm4moe: bool = False
     swa: tuple[bool, ...] = ()
     kv_size_swa: int = 0
 
@@ -369,6 +390,12 @@ class _Builder:
         act = gg.glu_split(gate, up)
         return gg.mul_mat(self.w("ffn_down.weight", lay.n_ff, E), act)
 
+    def shared_expert(self, cur: Tensor) -> Tensor:
+        E, F = self.s.n_embd, self.s.n_ff_shexp
+        up = gg.mul_mat(self.w("ffn_up_shexp.weight", E, F), cur)
+        gate = gg.mul_mat(self.w("ffn_gate_shexp.weight", E, F), cur)
+        return gg.mul_mat(self.w("ffn_down_shexp.weight", F, E), gg.glu_split(gate, up))
+
     def moe(self, cur: Tensor) -> Tensor:
         s, g, T = self.s, self.g, cur.ne[1]  # the rows it gets (the outputs, last layer)
         E, n_exp, n_used, n_ff = s.n_embd, s.n_expert, s.n_expert_used, s.n_ff_exp
@@ -376,17 +403,24 @@ class _Builder:
         if s.oss:
             logits = gg.unary("ADD", logits, self.w("ffn_gate_inp.bias", n_exp))
             probs = logits  # softmax over the chosen experts' logits, below
+        elif s.gating == 2:
+            probs = gg.unary("UNARY", logits)  # sigmoid
         else:
             probs = gg.unary("SOFT_MAX", logits)
-        selected = gg.argsort_top_k(probs, n_used)
+        selection = probs
+        if s.probs_bias:
+            selection = gg.unary("ADD", probs, self.w("exp_probs_b.bias", n_exp))
+        selected = gg.argsort_top_k(selection, n_used)
         weights = gg.get_rows(gg.reshape(probs, 1, n_exp, T), selected)
-        weights = gg.reshape(weights, n_used, T)
         if s.oss:
-            weights = gg.unary("SOFT_MAX", weights)
-        else:
+            weights = gg.unary("SOFT_MAX", gg.reshape(weights, n_used, T))
+            weights = gg.reshape(weights, 1, n_used, T)
+        if s.norm_w:
+            weights = gg.reshape(weights, n_used, T)
             wsum = gg.unary("CLAMP", gg.sum_rows(weights))
-            weights = gg.unary("DIV", weights, wsum)
-        weights = gg.reshape(weights, 1, n_used, T)
+            weights = gg.reshape(gg.unary("DIV", weights, wsum), 1, n_used, T)
+        if s.w_scale:
+            weights = gg.unary("SCALE", weights)
         g.expand(weights)
         x = gg.reshape(cur, E, 1, T)
         up = gg.mul_mat_id(self.w("ffn_up_exps.weight", E, n_ff, n_exp), x, selected)
@@ -448,8 +482,14 @@ class _Builder:
             if s.gemma3:
                 cur = self.norm(cur, "post_attention_norm.weight")
             ffn_inp = gg.unary("ADD", cur, res)
-            x = self.norm(ffn_inp, "post_attention_norm.weight" if s.oss else "ffn_norm.weight")
-            cur = self.moe(x) if lay.moe else self.ffn(lay, x)
+            post = s.oss or s.glm4moe
+            x = self.norm(ffn_inp, "post_attention_norm.weight" if post else "ffn_norm.weight")
+            if lay.moe:
+                cur = self.moe(x)
+                if s.n_ff_shexp:
+                    cur = gg.unary("ADD", cur, self.shared_expert(x))
+            else:
+                cur = self.ffn(lay, x)
             if s.gemma3:
                 # built with il = -1: llama.cpp does not pin this norm
                 cur = gg.unary(
