@@ -43,6 +43,7 @@ class ModelSpec:
     qk_norm: bool = False
     post_norms: bool = False
     qkv_bias: bool = False
+    n_nextn: int = 0  # trailing MTP (nextn) layers, counted in n_layer (glm4moe)
     fused_qkv: bool = False  # one attn_qkv matrix (phi3)
     fused_up: bool = False  # ffn_up holds gate and up, 2 * n_ff rows, no ffn_gate (phi3)
     # key -> (value, gguf.GGUFValueType)
@@ -234,6 +235,13 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_down.weight", (spec.n_ff, e)),
                 (b + "ffn_up.weight", (e, spec.n_ff)),
             ]
+    for i in range(spec.n_layer - spec.n_nextn, spec.n_layer):
+        b = f"blk.{i}.nextn."
+        plan += [
+            (b + "eh_proj.weight", (2 * e, e)),
+            (b + "enorm.weight", (e,)),
+            (b + "hnorm.weight", (e,)),
+        ]
     return plan
 
 
@@ -332,6 +340,8 @@ def write_model(
         kv[f"{a}.expert_count"] = (spec.n_expert, V.UINT32)
         kv[f"{a}.expert_used_count"] = (spec.n_expert_used, V.UINT32)
         kv[f"{a}.expert_feed_forward_length"] = (spec.n_ff_exp, V.UINT32)
+    if spec.n_nextn:
+        kv[f"{a}.nextn_predict_layers"] = (spec.n_nextn, V.UINT32)
     if spec.sliding_window:
         kv[f"{a}.attention.sliding_window"] = (spec.sliding_window, V.UINT32)
         kv[f"{a}.attention.sliding_window_pattern"] = (spec.swa_pattern, V.UINT32)

@@ -39,6 +39,7 @@ COVERED = (
     "starcoder",
     "gpt-oss",
     "glm4moe",
+    "glm4moe-mtp",
 )
 # qwen2: Q/K/V biases; phi3: fused QKV and gate/up matrices; gpt2/starcoder: LayerNorm,
 # learned positions, biases (starcoder with one KV head)
@@ -50,6 +51,7 @@ SPECS = {
     "starcoder": gf.starcoder_spec,
     "gpt-oss": gf.gpt_oss_spec,  # sinks, biased experts, sliding windows, head 64 != 320/8
     "glm4moe": gf.glm4moe_spec,  # sigmoid routing, selection bias, shared expert, dense lead
+    "glm4moe-mtp": lambda: gf.glm4moe_spec(n_layer=5, n_nextn=1),  # + an MTP layer, not run
 }
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
@@ -157,6 +159,8 @@ RPC_CASES = {
     "sinks-moe-experts-on-host": ("gpt-oss", 2, ["-ts", "1,1", "--cpu-moe", "-fa", "off"]),
     "shared-expert": ("glm4moe", 3, ["-ts", "1,1,2"]),
     "shared-expert-experts-on-host": ("glm4moe", 2, ["-ts", "1,1", "--cpu-moe", "-ub", "64"]),
+    "mtp-layer": ("glm4moe-mtp", 2, ["-ts", "1,1"]),
+    "mtp-layer-partial": ("glm4moe-mtp", 2, ["-ts", "1,1", "-ngl", "4", "-fa", "off"]),
 }
 
 
