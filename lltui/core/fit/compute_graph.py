@@ -307,8 +307,8 @@ def planned_compute_buffers(
     pipeline_parallel: bool,
 ) -> Planned | None:
     """Compute buffer per backend from the planned graph; None where not modelled."""
-    if not graph_covered(hp) or st.embedding:
-        return None
+    if not graph_covered(hp) or st.embedding or st.split_mode == "tensor":
+        return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return None
     names = {p.name for p in placements}
