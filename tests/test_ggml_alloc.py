@@ -259,3 +259,28 @@ def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):
     repacked, res = _cuda_compute(path, [*argv, "--no-host"])
     assert any(p.buffer == "CPU_REPACK" for p in res.placements)
     assert repacked < pinned
+
+
+@pytest.mark.parametrize("cuda", [(True, True), (False, False)])
+@pytest.mark.parametrize("flash", [False, True])
+def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flash):
+    from lltui.core.fit.compute_graph import Backends
+    from lltui.core.fit.ggml_graph import HOST
+
+    from lltui.core.fit.compute_graph import shortened
+
+    n = 24  # runs long enough to be cut: 4 on the host, 10 per device, experts moved from 6
+    shape = replace(
+        _shape(n, moe=True, flash=flash),
+        layer_dev=(HOST,) * 4 + (0,) * 10 + (1,) * 10 + (1,),
+        moved=tuple((f"blk.{i}.ffn_up_exps.weight", HOST) for i in range(6, n)),
+    )
+    backends = Backends(cuda, n_copies=1)
+    ub = Ubatch(512, 1, 1)
+    short = shortened(shape, PERIODIC_FROM + 1)
+    longer = shortened(shape, PERIODIC_FROM + 2)
+    assert short is not None and longer is not None
+    full = plan_every_layer(shape, ub, backends)
+    assert plan_every_layer(short, ub, backends) == plan_every_layer(longer, ub, backends) == full
+    planned_peak.cache_clear()
+    assert planned_peak(shape, ub, backends) == full

@@ -181,7 +181,7 @@ def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
 # the same state after the first few: a model whose runs are cut to PERIODIC_FROM + 1 and to
 # PERIODIC_FROM + 2 layers (the last layer, which keeps only the output rows, stays) that
 # plans the same stands for any depth; otherwise every layer is planned.
-PERIODIC_FROM = 3
+PERIODIC_FROM = 2
 
 
 def _by_layer(entries: Sequence[tuple[str, int]]) -> dict[int, frozenset[tuple[str, int]]]:

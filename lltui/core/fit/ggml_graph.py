@@ -9,8 +9,7 @@ ggml/src/ggml.c of the pinned llama.cpp (ggml_mul_mat, ggml_get_rows, ggml_flash
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from itertools import count
+from dataclasses import dataclass, replace
 
 from lltui.core.fit.ggml_types import GgmlType, type_info
 
@@ -24,7 +23,6 @@ I64 = int(GgmlType.I64)
 # ops whose result is a view of their first source (no memory of their own)
 VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
 
-_ids = count()
 HOST = -1  # host memory: the CPU backend's
 REPACK = -2  # the CPU backend's repacked weights: its own, but not host memory to others
 
@@ -48,7 +46,6 @@ class Tensor:
     loc: int = -1
     weight: bool = False
     pin: int | None = None  # a backend llama.cpp assigns by hand (a device index, or HOST)
-    uid: int = field(default_factory=lambda: next(_ids))
 
     @property
     def is_view(self) -> bool:
@@ -152,7 +149,7 @@ def external(
 
 def pinned(t: Tensor, backend: int) -> Tensor:
     """The same tensor assigned to a backend by hand (ggml_backend_sched_set_tensor_backend)."""
-    return replace(t, pin=backend, uid=next(_ids))
+    return replace(t, pin=backend)
 
 
 def dup_of(a: Tensor, op: str, src: Sequence[Tensor]) -> Tensor:
