@@ -264,10 +264,8 @@ def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):
 @pytest.mark.parametrize("cuda", [(True, True), (False, False)])
 @pytest.mark.parametrize("flash", [False, True])
 def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flash):
-    from lltui.core.fit.compute_graph import Backends
+    from lltui.core.fit.compute_graph import Backends, shortened
     from lltui.core.fit.ggml_graph import HOST
-
-    from lltui.core.fit.compute_graph import shortened
 
     n = 24  # runs long enough to be cut: 4 on the host, 10 per device, experts moved from 6
     shape = replace(
