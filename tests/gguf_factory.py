@@ -137,6 +137,15 @@ def glm4moe_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+def mistral3_spec(**kw: Any) -> ModelSpec:
+    """mistral3: llama's tensors, attention temperature scaling (needs the YaRN context)."""
+    extra = {
+        "mistral3.attention.temperature_scale": (0.1, V.FLOAT32),
+        "mistral3.rope.scaling.original_context_length": (4096, V.UINT32),
+    }
+    return llama_spec(**{"arch": "mistral3", "extra_kv": extra, **kw})
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 

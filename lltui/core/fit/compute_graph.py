@@ -138,6 +138,7 @@ def llama_shape(
         phi3=hp.arch == "phi3",
         gpt2=hp.arch in ("gpt2", "starcoder"),
         oss=hp.arch == "gpt-oss",
+        attn_temp=hp.arch == "mistral3" and hp.attn_temp_scale != 0.0,
         **_routing(hp, tensor_names),
         fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),

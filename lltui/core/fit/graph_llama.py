@@ -7,7 +7,7 @@ layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache), 
 QKV and gate/up matrices, models/phi3.cpp), gpt2 and starcoder (learned positions, LayerNorm,
 biases, GELU), gpt-oss (sinks, biased experts, models/openai-moe.cpp), glm4moe (sigmoid
 routing with a selection bias, a shared expert, dense leading layers; its MTP layers are not
-in the graph). Built from
+in the graph), mistral3 (llama with attention temperature scaling). Built from
 src/llama-graph.cpp (build_inp_embd, build_qkv, build_attn with a KV cache, build_attn_mha,
 build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the
 Hadamard rotation inputs).
@@ -33,6 +33,7 @@ LLAMA_FAMILY = frozenset(
         "starcoder",
         "gpt-oss",
         "glm4moe",
+        "mistral3",
     }
 )
 
@@ -98,6 +99,7 @@ class LlamaShape:
     w_scale: bool = False
     n_ff_shexp: int = 0
     glm4moe: bool = False
+    attn_temp: bool = False  # mistral3 with temperature scaling: Q times a per-token input
     swa: tuple[bool, ...] = ()
     kv_size_swa: int = 0
 
@@ -164,6 +166,7 @@ class _Builder:
         E, T = s.n_embd, self.T
         self.tok_embd = gg.external(F32, (E, s.n_vocab), "token_embd.weight")
         self.pos = gg.new_input(I32, (T,), "inp_pos")
+        self.attn_scale = gg.new_input(F32, (1, 1, T), "inp_attn_scale") if s.attn_temp else None
         self.base = _CacheInputs.make(s, ub, s.kv_size)
         self.swa = _CacheInputs.make(s, ub, s.kv_size_swa) if any(s.swa) else None
         self.out_ids = gg.new_input(I32, (ub.n_outputs,), "out_ids")
@@ -261,6 +264,8 @@ class _Builder:
             k = gg.unary("ROPE", k, self.pos)
         if s.gemma3 or s.phi3:
             q = gg.unary("SCALE", q)
+        if self.attn_scale is not None:
+            q = gg.unary("MUL", q, self.attn_scale)
         return self.attn_kv(lay, q, k, v)
 
     def attn_kv(self, lay: LayerShape, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
