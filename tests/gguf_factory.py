@@ -146,6 +146,20 @@ def mistral3_spec(**kw: Any) -> ModelSpec:
     return llama_spec(**{"arch": "mistral3", "extra_kv": extra, **kw})
 
 
+def qwen2moe_spec(**kw: Any) -> ModelSpec:
+    """qwen2moe: qwen2's attention, experts, a shared expert scaled by its own sigmoid gate."""
+    extra = {"qwen2moe.expert_shared_feed_forward_length": (384, V.UINT32)}
+    base = ModelSpec(
+        arch="qwen2moe",
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        qkv_bias=True,
+        extra_kv=extra,
+    )
+    return replace(base, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -224,6 +238,14 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_gate_shexp.weight", (e, fe)),
                 (b + "ffn_down_shexp.weight", (fe, e)),
                 (b + "ffn_up_shexp.weight", (e, fe)),
+            ]
+        if spec.arch == "qwen2moe":
+            fs = 384
+            plan += [
+                (b + "ffn_gate_inp_shexp.weight", (e,)),
+                (b + "ffn_gate_shexp.weight", (e, fs)),
+                (b + "ffn_down_shexp.weight", (fs, e)),
+                (b + "ffn_up_shexp.weight", (e, fs)),
             ]
         if spec.n_expert and not dense_lead:
             x, fe = spec.n_expert, spec.n_ff_exp

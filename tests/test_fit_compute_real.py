@@ -2,7 +2,7 @@
 
 Tiny models of the covered families (llama, qwen2, qwen3, qwen3moe, gemma3 with
 sliding-window layers, phi3, gpt2, starcoder, gpt-oss, glm4moe with and without its MTP
-layer, mistral3) run in the pinned CPU build at
+layer, mistral3, qwen2moe) run in the pinned CPU build at
 ``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line at its 0.01 MiB
 resolution, with flash attention on and off, several ``-ub`` and ``-np`` values, unified and
 per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC servers give several
@@ -42,6 +42,7 @@ COVERED = (
     "glm4moe",
     "glm4moe-mtp",
     "mistral3",
+    "qwen2moe",
 )
 # qwen2: Q/K/V biases; phi3: fused QKV and gate/up matrices; gpt2/starcoder: LayerNorm,
 # learned positions, biases (starcoder with one KV head)
@@ -55,6 +56,7 @@ SPECS = {
     "glm4moe": gf.glm4moe_spec,  # sigmoid routing, selection bias, shared expert, dense lead
     "glm4moe-mtp": lambda: gf.glm4moe_spec(n_layer=5, n_nextn=1),  # + an MTP layer, not run
     "mistral3": gf.mistral3_spec,  # attention temperature scaling
+    "qwen2moe": gf.qwen2moe_spec,  # a shared expert gated by its own sigmoid
 }
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
@@ -165,6 +167,7 @@ RPC_CASES = {
     "mtp-layer": ("glm4moe-mtp", 2, ["-ts", "1,1"]),
     "mtp-layer-partial": ("glm4moe-mtp", 2, ["-ts", "1,1", "-ngl", "4", "-fa", "off"]),
     "temperature": ("mistral3", 2, ["-ts", "1,1", "-ub", "64"]),
+    "gated-shared-expert": ("qwen2moe", 2, ["-ts", "1,1", "--cpu-moe"]),
 }
 
 

@@ -153,10 +153,12 @@ def _routing(hp: Hparams, tensor_names: Collection[str]) -> dict[str, Any]:
     return {
         "gating": hp.expert_gating or (2 if glm else 1),
         "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
-        "norm_w": hp.expert_weights_norm if glm else hp.arch != "gpt-oss",
+        "norm_w": hp.expert_weights_norm if glm else hp.arch not in ("gpt-oss", "qwen2moe"),
         "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
         "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
         "glm4moe": glm,
+        "shexp_gated": hp.arch == "qwen2moe" and shexp,
+        "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
     }
 
 

@@ -1,16 +1,15 @@
-"""The llama family's compute graph, as llama.cpp's graph builders make it for a reserve.
+"""The compute graph of llama-like decoders, as llama.cpp's graph builders make it for a reserve.
 
-Covers the decoder-only models built like models/llama.cpp: llama (and mistral-style GGUFs,
-mixtral MoE), qwen2 (Q/K/V biases, output bias), qwen3 (Q/K norms), qwen3moe (softmax-routed
-experts, normalised weights), gemma3 (scaled embeddings, post norms, GELU, sliding-window
-layers with their own cache: models/gemma3.cpp, build_attn over an iSWA cache), phi3 (fused
-QKV and gate/up matrices, models/phi3.cpp), gpt2 and starcoder (learned positions, LayerNorm,
-biases, GELU), gpt-oss (sinks, biased experts, models/openai-moe.cpp), glm4moe (sigmoid
-routing with a selection bias, a shared expert, dense leading layers; its MTP layers are not
-in the graph), mistral3 (llama with attention temperature scaling). Built from
-src/llama-graph.cpp (build_inp_embd, build_qkv, build_attn with a KV cache, build_attn_mha,
-build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the
-Hadamard rotation inputs).
+One builder, switched by the model's tensors and hparams, covers: llama (mistral-style GGUFs,
+mixtral MoE), mistral3 (attention temperature scaling), qwen2 (Q/K/V and output biases),
+qwen3 (Q/K norms), qwen2moe (a gated shared expert), qwen3moe (softmax-routed experts),
+gemma3 (scaled embeddings, post norms, scaled Q, GELU, sliding-window layers with their own
+cache), phi3 (fused QKV and gate/up matrices), gpt2 and starcoder (learned positions,
+LayerNorm, biases, GELU), gpt-oss (sinks, biased experts, models/openai-moe.cpp), glm4moe
+(sigmoid routing with a selection bias, a shared expert, dense leading layers; MTP layers
+are not in the graph). Built from src/models/*.cpp, src/llama-graph.cpp (build_inp_embd,
+build_qkv, build_attn, build_attn_mha, build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp
+(cpy_k, cpy_v, get_k, get_v, the Hadamard rotation inputs).
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ LLAMA_FAMILY = frozenset(
         "gpt-oss",
         "glm4moe",
         "mistral3",
+        "qwen2moe",
     }
 )
 
@@ -99,6 +99,8 @@ class LlamaShape:
     w_scale: bool = False
     n_ff_shexp: int = 0
     glm4moe: bool = False
+    shexp_gated: bool = False  # qwen2moe: the shared expert scaled by a sigmoid of its own gate
+    n_ff_shexp_gated: int = 0
     attn_temp: bool = False  # mistral3 with temperature scaling: Q times a per-token input
     swa: tuple[bool, ...] = ()
     kv_size_swa: int = 0
@@ -395,11 +397,16 @@ class _Builder:
         act = gg.glu_split(gate, up)
         return gg.mul_mat(self.w("ffn_down.weight", lay.n_ff, E), act)
 
-    def shared_expert(self, cur: Tensor) -> Tensor:
-        E, F = self.s.n_embd, self.s.n_ff_shexp
+    def shared_expert(self, cur: Tensor, width: int = 0) -> Tensor:
+        E, F = self.s.n_embd, width or self.s.n_ff_shexp
         up = gg.mul_mat(self.w("ffn_up_shexp.weight", E, F), cur)
         gate = gg.mul_mat(self.w("ffn_gate_shexp.weight", E, F), cur)
         return gg.mul_mat(self.w("ffn_down_shexp.weight", F, E), gg.glu_split(gate, up))
+
+    def gated_shared_expert(self, cur: Tensor) -> Tensor:
+        gate_inp = gg.mul_mat(self.w("ffn_gate_inp_shexp.weight", self.s.n_embd), cur)
+        gate = gg.unary("DIV", gg.unary("UNARY", gate_inp), gate_inp)  # silu(x) / x: sigmoid
+        return gg.unary("MUL", self.shared_expert(cur, self.s.n_ff_shexp_gated), gate)
 
     def moe(self, cur: Tensor) -> Tensor:
         s, g, T = self.s, self.g, cur.ne[1]  # the rows it gets (the outputs, last layer)
@@ -493,6 +500,8 @@ class _Builder:
                 cur = self.moe(x)
                 if s.n_ff_shexp:
                     cur = gg.unary("ADD", cur, self.shared_expert(x))
+                elif s.shexp_gated:
+                    cur = gg.unary("ADD", cur, self.gated_shared_expert(x))
             else:
                 cur = self.ffn(lay, x)
             if s.gemma3:

@@ -95,6 +95,7 @@ class Hparams:
     expert_weights_norm: bool = False
     n_expert_shared: int = 0
     n_expert_groups: int = 0
+    n_ff_shexp: int = 0  # the shared expert's width where the file says it (qwen2moe)
     attn_temp_scale: float = 0.0  # mistral3's attention temperature scaling (an input per token)
 
     @property
@@ -212,6 +213,7 @@ def read_hparams(model: GgufModel) -> Hparams:
         expert_weights_norm=bool(meta_int(md.get(key("expert_weights_norm"))) or 0),
         n_expert_shared=meta_int(md.get(key("expert_shared_count"))) or 0,
         n_expert_groups=meta_int(md.get(key("expert_group_count"))) or 0,
+        n_ff_shexp=meta_int(md.get(key("expert_shared_feed_forward_length"))) or 0,
         attn_temp_scale=_meta_float(md.get(key("attention.temperature_scale"))),
     )
 
