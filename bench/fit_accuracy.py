@@ -4,8 +4,8 @@ Runs the pinned llama-server CPU build (`lltui llama install` puts it in the use
 `-lv 4` on generated models and compares every buffer line with the estimate:
 
 - tiny models of real architectures (llama, qwen2, qwen3, gemma3 with SWA, qwen3moe, phi3,
-  gpt2, starcoder, gpt-oss, glm4moe, mistral3, qwen2moe) in F16, Q8_0 and Q4_K, with real
-  weights;
+  gpt2, starcoder, gpt-oss, glm4moe, mistral3, qwen2moe, deepseek2 with MLA) in F16, Q8_0
+  and Q4_K, with real weights;
 - real-size shapes (Llama-8B, Llama-1B, Qwen3-4B and 0.6B, Gemma3-4B and 1B, Qwen3-30B-A3B,
   Mistral-Nemo-like, a few layers each) whose tensor data is a hole in a sparse file, so
   the compute buffers are those of real models without the disk or the download;
@@ -340,6 +340,7 @@ def main() -> int:
             "glm4moe": gf.glm4moe_spec,
             "mistral3": gf.mistral3_spec,
             "qwen2moe": gf.qwen2moe_spec,
+            "deepseek2": gf.deepseek2_spec,
         }
         for arch, wt in itertools.product(specs, ("F16", "Q8_0", "Q4_K")):
             path = root / f"{arch}-{wt}.gguf"

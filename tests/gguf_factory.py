@@ -160,6 +160,49 @@ def qwen2moe_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+def deepseek2_spec(**kw: Any) -> ModelSpec:
+    """deepseek2 with MLA: low-rank Q, one compressed KV row per token (a K-only cache of
+    kv_lora + rope dims, one head), heads decompressed by attn_k_b / attn_v_b; a dense first
+    layer, softmax routing, a shared expert."""
+    kv_lora, q_lora, rope, nope, hv = 128, 96, 32, 64, 64
+    extra = {
+        "deepseek2.attention.kv_lora_rank": (kv_lora, V.UINT32),
+        "deepseek2.attention.q_lora_rank": (q_lora, V.UINT32),
+        "deepseek2.attention.key_length_mla": (nope + rope, V.UINT32),
+        "deepseek2.attention.value_length_mla": (hv, V.UINT32),
+        "deepseek2.attention.key_length": (kv_lora + rope, V.UINT32),
+        "deepseek2.attention.value_length": (kv_lora, V.UINT32),
+        "deepseek2.attention.head_count_kv": (1, V.UINT32),
+        "deepseek2.rope.dimension_count": (rope, V.UINT32),
+        "deepseek2.leading_dense_block_count": (1, V.UINT32),
+        "deepseek2.expert_shared_count": (1, V.UINT32),
+        "deepseek2.expert_weights_norm": (True, V.BOOL),
+    }
+    base = ModelSpec(
+        arch="deepseek2",
+        n_head=4,
+        n_head_kv=1,
+        head_dim=kv_lora + rope,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        extra_kv=extra,
+    )
+    return replace(base, **kw)
+
+
+def deepseek3_spec(**kw: Any) -> ModelSpec:
+    """deepseek2 as DeepSeek-V3 / Kimi-K2 convert it: sigmoid routing with scaled weights, an
+    MTP layer (ungrouped routing)."""
+    base = deepseek2_spec(n_layer=5, n_nextn=1)
+    extra = {
+        **base.extra_kv,
+        "deepseek2.expert_gating_func": (2, V.UINT32),
+        "deepseek2.expert_weights_scale": (2.5, V.FLOAT32),
+    }
+    return replace(base, extra_kv=extra, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -181,7 +224,27 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         plan.append(("output.weight", (e, spec.n_vocab)))
     for i in range(spec.n_layer):
         b = f"blk.{i}."
-        if spec.fused_qkv:
+        if spec.arch == "deepseek2":
+            ex = spec.extra_kv
+            kv_lora = ex["deepseek2.attention.kv_lora_rank"][0]
+            q_lora = ex["deepseek2.attention.q_lora_rank"][0]
+            rope = ex["deepseek2.rope.dimension_count"][0]
+            k_mla = ex["deepseek2.attention.key_length_mla"][0]
+            v_mla = ex["deepseek2.attention.value_length_mla"][0]
+            h = spec.n_head
+            plan += [
+                (b + "attn_norm.weight", (e,)),
+                (b + "attn_q_a_norm.weight", (q_lora,)),
+                (b + "attn_kv_a_norm.weight", (kv_lora,)),
+                (b + "attn_q_a.weight", (e, q_lora)),
+                (b + "attn_q_b.weight", (q_lora, h * k_mla)),
+                (b + "attn_kv_a_mqa.weight", (e, kv_lora + rope)),
+                (b + "attn_k_b.weight", (k_mla - rope, kv_lora, h)),
+                (b + "attn_v_b.weight", (kv_lora, v_mla, h)),
+                (b + "attn_output.weight", (h * v_mla, e)),
+                (b + "ffn_norm.weight", (e,)),
+            ]
+        elif spec.fused_qkv:
             qkv = hd * (spec.n_head + 2 * spec.n_head_kv)
             plan += [(b + "attn_norm.weight", (e,)), (b + "attn_qkv.weight", (e, qkv))]
         else:
@@ -191,8 +254,11 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
                 (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
             ]
-        plan.append((b + "attn_output.weight", (hd * spec.n_head, e)))
-        if spec.arch in ("gpt-oss", "glm4moe"):  # (their FFN reads the post-attention norm)
+        if spec.arch != "deepseek2":
+            plan.append((b + "attn_output.weight", (hd * spec.n_head, e)))
+        if spec.arch == "deepseek2":
+            pass
+        elif spec.arch in ("gpt-oss", "glm4moe"):  # (their FFN reads the post-attention norm)
             plan.append((b + "post_attention_norm.weight", (e,)))
         else:
             plan.append((b + "ffn_norm.weight", (e,)))
@@ -230,8 +296,8 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_down_exps.bias", (e, x)),
                 (b + "ffn_up_exps.bias", (fe, x)),
             ]
-        dense_lead = spec.arch == "glm4moe" and i == 0
-        if spec.arch == "glm4moe" and not dense_lead:
+        dense_lead = spec.arch in ("glm4moe", "deepseek2") and i == 0
+        if spec.arch in ("glm4moe", "deepseek2") and not dense_lead:
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [
                 (b + "exp_probs_b.bias", (x,)),

@@ -2,11 +2,12 @@
 
 Tiny models of the covered families (llama, qwen2, qwen3, qwen3moe, gemma3 with
 sliding-window layers, phi3, gpt2, starcoder, gpt-oss, glm4moe with and without its MTP
-layer, mistral3, qwen2moe) run in the pinned CPU build at
-``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line at its 0.01 MiB
-resolution, with flash attention on and off, several ``-ub`` and ``-np`` values, unified and
-per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC servers give several
-devices (splits, input copies, pipeline parallelism, partial offload, -ot, -nkvo).
+layer, mistral3, qwen2moe, deepseek2 with MLA as V2 and as V3 convert it) run in the pinned
+CPU build at ``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line
+at its 0.01 MiB resolution, with flash attention on and off, several ``-ub`` and ``-np``
+values, unified and per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC
+servers give several devices (splits, input copies, pipeline parallelism, partial offload,
+-ot, -nkvo).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ COVERED = (
     "glm4moe-mtp",
     "mistral3",
     "qwen2moe",
+    "deepseek2",
+    "deepseek3",
 )
 # qwen2: Q/K/V biases; phi3: fused QKV and gate/up matrices; gpt2/starcoder: LayerNorm,
 # learned positions, biases (starcoder with one KV head)
@@ -57,6 +60,8 @@ SPECS = {
     "glm4moe-mtp": lambda: gf.glm4moe_spec(n_layer=5, n_nextn=1),  # + an MTP layer, not run
     "mistral3": gf.mistral3_spec,  # attention temperature scaling
     "qwen2moe": gf.qwen2moe_spec,  # a shared expert gated by its own sigmoid
+    "deepseek2": gf.deepseek2_spec,  # MLA: K-only latent cache, decompressed heads
+    "deepseek3": gf.deepseek3_spec,  # deepseek2 arch, sigmoid routing, scaled weights, MTP
 }
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
@@ -123,6 +128,8 @@ def test_compute_buffer_equals_the_log(llama_bins, models, tmp_path, arch, fa, u
 )
 @pytest.mark.parametrize("arch", COVERED)
 def test_quantized_kv_and_odd_contexts(llama_bins, models, tmp_path, arch, argv):
+    if arch.startswith("deepseek") and "-ctk" in argv and "-ctv" not in argv:
+        pytest.skip("MLA models need the same K and V cache types (llama.cpp refuses)")
     logged, ours, exact = logged_and_planned(llama_bins, models[arch], argv, tmp_path / "s.log")
     assert exact
     assert ours == logged
@@ -168,6 +175,9 @@ RPC_CASES = {
     "mtp-layer-partial": ("glm4moe-mtp", 2, ["-ts", "1,1", "-ngl", "4", "-fa", "off"]),
     "temperature": ("mistral3", 2, ["-ts", "1,1", "-ub", "64"]),
     "gated-shared-expert": ("qwen2moe", 2, ["-ts", "1,1", "--cpu-moe"]),
+    "mla": ("deepseek2", 2, ["-ts", "1,1", "-fa", "off"]),
+    "mla-mtp-partial": ("deepseek3", 3, ["-ts", "1,1,1", "-ngl", "4", "-ub", "64"]),
+    "mla-experts-on-host": ("deepseek3", 2, ["-ts", "1,1", "--cpu-moe"]),
 }
 
 

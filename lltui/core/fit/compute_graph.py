@@ -61,8 +61,10 @@ class Backends:
 
 def graph_covered(hp: Hparams) -> bool:
     """Whether the graph of this model is modelled (else the formula is used)."""
-    if hp.arch not in LLAMA_FAMILY or hp.mla or any(hp.is_recurrent):
+    if hp.arch not in LLAMA_FAMILY or any(hp.is_recurrent):
         return False
+    if hp.mla != (hp.arch == "deepseek2") or (hp.mla and not hp.kv_lora_rank):
+        return False  # deepseek2 only with MLA (its legacy wkv_b graph is not modelled)
     if hp.swa_any and (
         hp.arch not in ("gemma3", "gpt-oss")
         or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
@@ -70,8 +72,8 @@ def graph_covered(hp: Hparams) -> bool:
         return False
     if hp.n_layer_kv_from_start >= 0 or hp.n_expert_groups > 1:
         return False
-    if hp.n_layer != hp.n_layer_all and hp.arch != "glm4moe":  # glm4moe's MTP: not in the graph
-        return False
+    if hp.n_layer != hp.n_layer_all and hp.arch not in ("glm4moe", "deepseek2"):
+        return False  # (their MTP layers are not in the graph)
     return hp.n_layer > 0 and all(h > 0 for h in hp.n_head_kv[: hp.n_layer])
 
 
@@ -138,7 +140,8 @@ def llama_shape(
         phi3=hp.arch == "phi3",
         gpt2=hp.arch in ("gpt2", "starcoder"),
         oss=hp.arch == "gpt-oss",
-        attn_temp=hp.arch == "mistral3" and hp.attn_temp_scale != 0.0,
+        attn_temp=hp.arch in ("mistral3", "deepseek2") and hp.attn_temp_scale != 0.0,
+        mla=_mla(hp, tensor_names),
         **_routing(hp, tensor_names),
         fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
@@ -146,17 +149,25 @@ def llama_shape(
     )
 
 
+def _mla(hp: Hparams, tensor_names: Collection[str]) -> tuple[int, ...]:
+    if not hp.mla:
+        return ()
+    lite = "blk.0.attn_q.weight" in tensor_names
+    k_mla, v_mla = hp.head_k_mla or hp.head_k, hp.head_v_mla or hp.head_v
+    return (hp.kv_lora_rank, 0 if lite else hp.q_lora_rank, k_mla, v_mla, hp.n_rot)
+
+
 def _routing(hp: Hparams, tensor_names: Collection[str]) -> dict[str, Any]:
     """How build_moe_ffn routes for this architecture (the arguments its graph passes)."""
-    glm = hp.arch == "glm4moe"
+    glm = hp.arch in ("glm4moe", "deepseek2")  # sigmoid-or-softmax routing, shared experts
     shexp = any(n.endswith("ffn_up_shexp.weight") for n in tensor_names)
     return {
-        "gating": hp.expert_gating or (2 if glm else 1),
+        "gating": hp.expert_gating or (2 if hp.arch == "glm4moe" else 1),
         "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
         "norm_w": hp.expert_weights_norm if glm else hp.arch not in ("gpt-oss", "qwen2moe"),
         "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
         "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
-        "glm4moe": glm,
+        "glm4moe": hp.arch == "glm4moe",
         "shexp_gated": hp.arch == "qwen2moe" and shexp,
         "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
     }
@@ -278,6 +289,8 @@ _UNMODELLED = ("attn_norm.bias", "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias"
 
 
 def _unmodelled_tensors(names: Collection[str]) -> bool:
+    if any(n.endswith(("ffn_gate_up_exps.weight", "attn_kv_b.weight")) for n in names):
+        return True  # merged gate/up experts, legacy (non-MLA) deepseek2 attention
     if "output_norm.bias" in names or any(f"blk.0.{n}" in names for n in _UNMODELLED):
         return True
     # a fused QKV matrix with separate biases: llama.cpp concatenates them in the graph

@@ -7,9 +7,10 @@ gemma3 (scaled embeddings, post norms, scaled Q, GELU, sliding-window layers wit
 cache), phi3 (fused QKV and gate/up matrices), gpt2 and starcoder (learned positions,
 LayerNorm, biases, GELU), gpt-oss (sinks, biased experts, models/openai-moe.cpp), glm4moe
 (sigmoid routing with a selection bias, a shared expert, dense leading layers; MTP layers
-are not in the graph). Built from src/models/*.cpp, src/llama-graph.cpp (build_inp_embd,
-build_qkv, build_attn, build_attn_mha, build_ffn, build_moe_ffn) and src/llama-kv-cache.cpp
-(cpy_k, cpy_v, get_k, get_v, the Hadamard rotation inputs).
+are not in the graph), deepseek2 with MLA (low-rank Q, a K-only latent cache, heads
+decompressed by attn_k_b/attn_v_b). Built from src/models/*.cpp, src/llama-graph.cpp
+(build_inp_embd, build_qkv, build_attn, build_attn_mha, build_ffn, build_moe_ffn) and
+src/llama-kv-cache.cpp (cpy_k, cpy_v, get_k, get_v, the Hadamard rotation inputs).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ LLAMA_FAMILY = frozenset(
         "glm4moe",
         "mistral3",
         "qwen2moe",
+        "deepseek2",
     }
 )
 
@@ -102,6 +104,8 @@ class LlamaShape:
     shexp_gated: bool = False  # qwen2moe: the shared expert scaled by a sigmoid of its own gate
     n_ff_shexp_gated: int = 0
     attn_temp: bool = False  # mistral3 with temperature scaling: Q times a per-token input
+    # deepseek2's MLA: (kv_lora_rank, q_lora_rank, full K head, full V head, rope dims)
+    mla: tuple[int, ...] = ()
     swa: tuple[bool, ...] = ()
     kv_size_swa: int = 0
 
@@ -252,8 +256,56 @@ class _Builder:
             gg.reshape(v, hv, lay.n_head_kv, T),
         )
 
+    def attention_mla(self, lay: LayerShape, cur: Tensor) -> Tensor:
+        """deepseek2's multi-head latent attention: Q through a low rank, one compressed KV
+        row (latent + rope part) per token in a K-only cache, heads decompressed by wv_b."""
+        s, g, T = self.s, self.g, self.T
+        kv_lora, q_lora, hk, hv, rope = s.mla
+        nope, E, H = hk - rope, s.n_embd, lay.n_head
+        if q_lora:
+            q = gg.mul_mat(self.w("attn_q_a.weight", E, q_lora), cur)
+            q = gg.unary("MUL", self.rms_norm(q), self.w("attn_q_a_norm.weight", q_lora))
+            q = gg.mul_mat(self.w("attn_q_b.weight", q_lora, H * hk), q)
+        else:  # the lite variants: one Q matrix
+            q = gg.mul_mat(self.w("attn_q.weight", E, H * hk), cur)
+        q = gg.reshape(q, hk, H, T)
+        kv_pe = gg.mul_mat(self.w("attn_kv_a_mqa.weight", E, kv_lora + rope), cur)
+        row = kv_pe.nb[1]
+        kv_cmpr = gg.view(kv_pe, (kv_lora, T), (row,))
+        k_pe = gg.unary("ROPE", gg.view(kv_pe, (rope, 1, T), (row, row)), self.pos)
+        kv_cmpr = gg.unary("MUL", self.rms_norm(kv_cmpr), self.w("attn_kv_a_norm.weight", kv_lora))
+        q_nope = gg.view(q, (nope, H, T), (q.nb[1], q.nb[2]))
+        q_pe = gg.unary("ROPE", gg.view(q, (rope, H, T), (q.nb[1], q.nb[2])), self.pos)
+        wk_b = self.w("attn_k_b.weight", nope, kv_lora, H)
+        q_abs = gg.permute(gg.mul_mat(wk_b, gg.permute(q_nope, 0, 2, 1, 3)), 0, 2, 1, 3)
+        q_cur = gg.new(F32, (kv_lora + rope, H, T), "CONCAT", (q_abs, q_pe))
+        kv_cmpr = gg.reshape(kv_cmpr, kv_lora, 1, T)
+        k_cur = gg.new(F32, (kv_lora + rope, 1, T), "CONCAT", (kv_cmpr, k_pe))
+        v_cur = kv_cmpr
+        if self.attn_scale is not None:
+            q_cur = gg.unary("MUL", q_cur, self.attn_scale)
+        for t in (q_cur, v_cur, k_cur):
+            g.expand(t)
+        ci = self.base
+        n_k = lay.n_head_kv * s.head_k
+        kv_loc = HOST if s.kv_host else self.dev(self.il)
+        k_cache = gg.external(s.type_k, (n_k, s.kv_size, s.n_stream), loc=kv_loc, weight=False)
+        g.expand(self.cpy_k(k_cur, k_cache, ci))
+        kb = gg.row_bytes(s.type_k, s.head_k), gg.row_bytes(s.type_k, n_k)
+        k_view = gg.view(
+            k_cache,
+            (s.head_k, lay.n_head_kv, s.kv_size, s.n_stream),
+            (*kb, gg.row_bytes(s.type_k, n_k * s.kv_size)),
+        )
+        v_view = gg.view(k_view, (v_cur.ne[0], *k_view.ne[1:]), k_view.nb[1:])
+        v_mla = self.w("attn_v_b.weight", kv_lora, hv, H)
+        cur = self.mha(q_cur, k_view, v_view, ci.kq_mask, v_mla=v_mla)
+        return gg.mul_mat(self.w("attn_output.weight", H * hv, E), cur)
+
     def attention(self, lay: LayerShape, cur: Tensor) -> Tensor:
         s = self.s
+        if s.mla:
+            return self.attention_mla(lay, cur)
         hk = s.head_k
         q, k, v = self.qkv(lay, cur)
         if s.qk_norm:
@@ -353,8 +405,15 @@ class _Builder:
         return gg.set_rows(v_flat, flat, ci.v_idxs)
 
     def mha(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, sinks: Tensor | None = None
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor,
+        sinks: Tensor | None = None,
+        v_mla: Tensor | None = None,
     ) -> Tensor:
+        v_trans = v.nb[1] > v.nb[2]
         n_stream = k.ne[3]
         per = q.ne[2] // n_stream
         q = gg.view(q, (q.ne[0], q.ne[1], per, n_stream), (q.nb[1], q.nb[2], q.nb[2] * per))
@@ -362,14 +421,24 @@ class _Builder:
         k = gg.permute(k, 0, 2, 1, 3)
         v = gg.permute(v, 0, 2, 1, 3)
         if self.s.flash_attn:
+            if v_trans:
+                v = gg.transpose(v)
             cur = gg.flash_attn_ext(q, k, v, mask)
             if sinks is not None:
                 cur = gg.Tensor(cur.op, cur.type, cur.ne, cur.nb, (*cur.src, sinks))
+            if v_mla is not None:
+                # decompress the heads: a matmul with the tokens in dimension 1
+                cur = gg.mul_mat(v_mla, gg.permute(cur, 0, 2, 1, 3))
+                cur = gg.cont(gg.permute(cur, 0, 2, 1, 3))
             cur = gg.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         else:
             kq = gg.mul_mat(k, q)
             kq = gg.unary("SOFT_MAX", kq, mask, *((sinks,) if sinks is not None else ()))
+            if not v_trans:
+                v = gg.cont(gg.transpose(v))
             kqv = gg.mul_mat(v, kq)
+            if v_mla is not None:
+                kqv = gg.mul_mat(v_mla, kqv)
             cur = gg.permute(kqv, 0, 2, 1, 3)
             cur = gg.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
             if self.s.kv_host:

@@ -97,6 +97,12 @@ class Hparams:
     n_expert_groups: int = 0
     n_ff_shexp: int = 0  # the shared expert's width where the file says it (qwen2moe)
     attn_temp_scale: float = 0.0  # mistral3's attention temperature scaling (an input per token)
+    # MLA (deepseek2): the low-rank sizes and the full head sizes K/V decompress to; rope dims
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    head_k_mla: int = 0
+    head_v_mla: int = 0
+    n_rot: int = 0
 
     @property
     def swa_any(self) -> bool:
@@ -215,6 +221,11 @@ def read_hparams(model: GgufModel) -> Hparams:
         n_expert_groups=meta_int(md.get(key("expert_group_count"))) or 0,
         n_ff_shexp=meta_int(md.get(key("expert_shared_feed_forward_length"))) or 0,
         attn_temp_scale=_meta_float(md.get(key("attention.temperature_scale"))),
+        kv_lora_rank=meta_int(md.get(key("attention.kv_lora_rank"))) or 0,
+        q_lora_rank=meta_int(md.get(key("attention.q_lora_rank"))) or 0,
+        head_k_mla=meta_int(md.get(key("attention.key_length_mla"))) or 0,
+        head_v_mla=meta_int(md.get(key("attention.value_length_mla"))) or 0,
+        n_rot=meta_int(md.get(key("rope.dimension_count"))) or 0,
     )
 
 
