@@ -203,6 +203,17 @@ def deepseek3_spec(**kw: Any) -> ModelSpec:
     return replace(base, extra_kv=extra, **kw)
 
 
+def deepseek3_grouped_spec(**kw: Any) -> ModelSpec:
+    """deepseek3_spec with DeepSeek-V3's grouped routing: 4 groups of 4 experts, 2 used."""
+    base = deepseek3_spec(n_expert=16, n_expert_used=4)
+    extra = {
+        **base.extra_kv,
+        "deepseek2.expert_group_count": (4, V.UINT32),
+        "deepseek2.expert_group_used_count": (2, V.UINT32),
+    }
+    return replace(base, extra_kv=extra, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 

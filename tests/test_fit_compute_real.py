@@ -46,6 +46,7 @@ COVERED = (
     "qwen2moe",
     "deepseek2",
     "deepseek3",
+    "deepseek3-grouped",
 )
 # qwen2: Q/K/V biases; phi3: fused QKV and gate/up matrices; gpt2/starcoder: LayerNorm,
 # learned positions, biases (starcoder with one KV head)
@@ -62,6 +63,7 @@ SPECS = {
     "qwen2moe": gf.qwen2moe_spec,  # a shared expert gated by its own sigmoid
     "deepseek2": gf.deepseek2_spec,  # MLA: K-only latent cache, decompressed heads
     "deepseek3": gf.deepseek3_spec,  # deepseek2 arch, sigmoid routing, scaled weights, MTP
+    "deepseek3-grouped": gf.deepseek3_grouped_spec,  # + expert groups (DeepSeek-V3 routing)
 }
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
@@ -178,6 +180,7 @@ RPC_CASES = {
     "mla": ("deepseek2", 2, ["-ts", "1,1", "-fa", "off"]),
     "mla-mtp-partial": ("deepseek3", 3, ["-ts", "1,1,1", "-ngl", "4", "-ub", "64"]),
     "mla-experts-on-host": ("deepseek3", 2, ["-ts", "1,1", "--cpu-moe"]),
+    "mla-grouped-routing": ("deepseek3-grouped", 2, ["-ts", "2,1", "-np", "2"]),
 }
 
 

@@ -70,7 +70,7 @@ def graph_covered(hp: Hparams) -> bool:
         or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
     ):
         return False
-    if hp.n_layer_kv_from_start >= 0 or hp.n_expert_groups > 1:
+    if hp.n_layer_kv_from_start >= 0:
         return False
     if hp.n_layer != hp.n_layer_all and hp.arch not in ("glm4moe", "deepseek2"):
         return False  # (their MTP layers are not in the graph)
@@ -168,6 +168,7 @@ def _routing(hp: Hparams, tensor_names: Collection[str]) -> dict[str, Any]:
         "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
         "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
         "glm4moe": hp.arch == "glm4moe",
+        "groups": (hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
         "shexp_gated": hp.arch == "qwen2moe" and shexp,
         "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
     }

@@ -101,6 +101,7 @@ class LlamaShape:
     w_scale: bool = False
     n_ff_shexp: int = 0
     glm4moe: bool = False
+    groups: tuple[int, int] = (0, 0)  # expert groups and groups used (DeepSeek-V3 routing)
     shexp_gated: bool = False  # qwen2moe: the shared expert scaled by a sigmoid of its own gate
     n_ff_shexp_gated: int = 0
     attn_temp: bool = False  # mistral3 with temperature scaling: Q times a per-token input
@@ -477,6 +478,22 @@ class _Builder:
         gate = gg.unary("DIV", gg.unary("UNARY", gate_inp), gate_inp)  # silu(x) / x: sigmoid
         return gg.unary("MUL", self.shared_expert(cur, self.s.n_ff_shexp_gated), gate)
 
+    def group_mask(self, selection: Tensor) -> Tensor:
+        """build_moe_ffn's group selection: the best groups by their top two scores; the
+        experts of the others masked out (filled with -inf, the kept rows set back)."""
+        n_groups, n_used_groups = self.s.groups
+        T = selection.ne[1]
+        per = self.s.n_expert // n_groups
+        groups = gg.reshape(selection, per, n_groups, T)
+        top2 = gg.argsort_top_k(groups, 2)
+        scores = gg.get_rows(gg.reshape(groups, 1, per, n_groups, T), top2)
+        scores = gg.sum_rows(gg.reshape(scores, scores.ne[1], scores.ne[2], scores.ne[3]))
+        scores = gg.reshape(scores, scores.ne[1], scores.ne[2])
+        best = gg.argsort_top_k(scores, n_used_groups)
+        kept = gg.get_rows(groups, best)
+        masked = gg.set_rows(gg.unary("FILL", groups), kept, best)
+        return gg.reshape(masked, self.s.n_expert, T)
+
     def moe(self, cur: Tensor) -> Tensor:
         s, g, T = self.s, self.g, cur.ne[1]  # the rows it gets (the outputs, last layer)
         E, n_exp, n_used, n_ff = s.n_embd, s.n_expert, s.n_expert_used, s.n_ff_exp
@@ -491,6 +508,8 @@ class _Builder:
         selection = probs
         if s.probs_bias:
             selection = gg.unary("ADD", probs, self.w("exp_probs_b.bias", n_exp))
+        if s.groups[0] > 1 and T > 0:
+            selection = self.group_mask(selection)
         selected = gg.argsort_top_k(selection, n_used)
         weights = gg.get_rows(gg.reshape(probs, 1, n_exp, T), selected)
         if s.oss:
