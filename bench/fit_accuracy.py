@@ -352,6 +352,8 @@ def main() -> int:
         t = Tally()
         configs = TINY_CONFIGS[:1] if args.quick else TINY_CONFIGS
         for (key, path), cfg in itertools.product(tiny.items(), configs):
+            if key[0] == "deepseek2" and "-ctk" in cfg and "-ctv" not in cfg:
+                continue  # MLA models refuse different K and V cache types
             res, text = run_case(bins, path, cfg, log)
             compare(res, text, t, f"{key} {' '.join(cfg)}", compute=True, arch=key[0])
         report("tiny models, one CPU device", t)

@@ -282,3 +282,14 @@ def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flas
     assert plan_every_layer(short, ub, backends) == plan_every_layer(longer, ub, backends) == full
     planned_peak.cache_clear()
     assert planned_peak(shape, ub, backends) == full
+
+
+@pytest.mark.parametrize("flash", [False, True])
+def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
+    """gemma3-like: five sliding-window layers, then a full one; runs are cut per kind."""
+    n = 12
+    swa = tuple(il % 6 < 5 for il in range(n))
+    shape = replace(_shape(n, moe=False, flash=flash), gemma3=True, swa=swa, kv_size_swa=512)
+    ub = Ubatch(512, 1, 1)
+    planned_peak.cache_clear()
+    assert planned_peak(shape, ub) == plan_every_layer(shape, ub)

@@ -227,9 +227,11 @@ def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
     types = _by_layer(shape.weight_types)
     dev = shape.layer_dev or (HOST,) * (n + 1)
 
+    swa = shape.swa or (False,) * n
+
     def sig(il: int) -> tuple[object, ...]:
         empty: frozenset[tuple[str, int]] = frozenset()
-        return (shape.layers[il], dev[il], moves.get(il, empty), types.get(il, empty))
+        return (shape.layers[il], dev[il], swa[il], moves.get(il, empty), types.get(il, empty))
 
     kept: list[int] = []
     run = 0
@@ -243,6 +245,7 @@ def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
         shape,
         layers=tuple(shape.layers[il] for il in kept),
         layer_dev=(*(dev[il] for il in kept), dev[n]) if shape.layer_dev else (),
+        swa=tuple(swa[il] for il in kept) if shape.swa else (),
         moved=_renumbered(shape.moved, kept),
         weight_types=_renumbered(shape.weight_types, kept),
     )
