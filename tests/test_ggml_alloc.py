@@ -293,3 +293,21 @@ def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
     ub = Ubatch(512, 1, 1)
     planned_peak.cache_clear()
     assert planned_peak(shape, ub) == plan_every_layer(shape, ub)
+
+
+def test_shapes_no_graph_could_have_fall_back_to_the_formula(tmp_path):
+    """A MoE file whose expert count is zero (or groups that do not divide the experts)
+    cannot be planned: the estimate still answers, from the formula."""
+    import gguf_factory as gf
+
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.llama.flags import parse_llama_args
+
+    spec = gf.qwen3moe_spec()
+    broken = replace(spec, extra_kv={"qwen3moe.expert_used_count": (0, gf.V.UINT32)})
+    path = tmp_path / "broken.gguf"
+    gf.write_model(path, broken, "F16")
+    res = estimate(read_gguf(path), parse_llama_args(["-c", "512"]), (), FitOptions(search=False))
+    assert not res.compute_exact
+    assert res.buffer_bytes("CPU", "compute") > 0

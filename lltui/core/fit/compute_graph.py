@@ -326,7 +326,23 @@ def planned_compute_buffers(
     placements: Sequence[TensorPlacement],
     pipeline_parallel: bool,
 ) -> Planned | None:
-    """Compute buffer per backend from the planned graph; None where not modelled."""
+    """Compute buffer per backend from the planned graph; None where not modelled, or where
+    the file's shapes do not make a graph llama.cpp could build (the formula answers)."""
+    try:
+        return _planned(hp, r, st, devices, layer_dev, placements, pipeline_parallel)
+    except (ArithmeticError, LookupError, ValueError):
+        return None
+
+
+def _planned(
+    hp: Hparams,
+    r: Resolved,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+    placements: Sequence[TensorPlacement],
+    pipeline_parallel: bool,
+) -> Planned | None:
     if not graph_covered(hp) or st.embedding or st.split_mode == "tensor":
         return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
