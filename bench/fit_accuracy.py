@@ -38,9 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
-import gguf  # noqa: E402
 import gguf_factory as gf  # noqa: E402
-import numpy as np  # noqa: E402
 from llama_fixture import llama_server, rpc_servers  # noqa: E402
 
 from lltui.core.fit.devices_spec import DeviceSpec, rpc_device  # noqa: E402
@@ -149,65 +147,6 @@ class Tally:
         row[1] += f"{got:.2f}" == f"{want:.2f}"
         row[2] += abs(got - want) <= 0.10 * want
         row[3] += planned
-
-
-def write_sparse(path: Path, spec: gf.ModelSpec, wtype: str = "Q4_0") -> Path:
-    """A GGUF with the real tensor table and a hole for the data: real-size shapes, no disk."""
-    q = gguf.GGMLQuantizationType
-    w = gguf.GGUFWriter(str(path), spec.arch)
-    w.add_name(f"sparse-{spec.arch}")
-    w.add_block_count(spec.n_layer)
-    w.add_context_length(spec.n_ctx_train)
-    w.add_embedding_length(spec.n_embd)
-    w.add_feed_forward_length(spec.n_ff)
-    w.add_head_count(spec.n_head)
-    w.add_head_count_kv(spec.n_head_kv)
-    w.add_key_length(spec.head_dim)
-    w.add_value_length(spec.head_dim)
-    w.add_rope_dimension_count(spec.head_dim)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_vocab_size(spec.n_vocab)
-    w.add_file_type(gf.FILE_TYPE.get(wtype, 2))
-    if spec.n_expert:
-        w.add_expert_count(spec.n_expert)
-        w.add_expert_used_count(spec.n_expert_used)
-        w.add_expert_feed_forward_length(spec.n_ff_exp)
-    if spec.sliding_window:
-        w.add_sliding_window(spec.sliding_window)
-        w.add_uint32(f"{spec.arch}.attention.sliding_window_pattern", spec.swa_pattern)
-    tokens, scores, types = gf.spm_vocab(spec.n_vocab)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    data = 0
-    for name, dims in gf.tensor_plan(spec):
-        qt = q.F32 if len(dims) == 1 or name.endswith("ffn_gate_inp.weight") else q[wtype]
-        block, size = gguf.GGML_QUANT_SIZES[qt]
-        if dims[0] % block:
-            qt, block, size = q.F16, 1, 2
-        nbytes = dims[0] // block * size * int(np.prod(dims[1:], dtype=np.int64))
-        shape = tuple(reversed(dims))
-        if qt in (q.F32, q.F16):
-            dtype = np.dtype(np.float32 if qt == q.F32 else np.float16)
-            w.add_tensor_info(name, shape, dtype, nbytes)
-        else:
-            shape = (*shape[:-1], dims[0] // block * size)
-            w.add_tensor_info(name, shape, np.dtype(np.uint8), nbytes, raw_dtype=qt)
-        data += -(-nbytes // 32) * 32
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    start = -(-path.stat().st_size // 32) * 32
-    with path.open("r+b") as f:
-        f.truncate(start + data)
-    return path
 
 
 def compare(
@@ -362,7 +301,7 @@ def main() -> int:
         for name, spec in REAL_SHAPES.items():
             path = root / f"{name}.gguf"
             if not path.exists():
-                write_sparse(path, spec)
+                gf.write_sparse(path, spec)
             for cfg in REAL_CONFIGS[:2] if args.quick else REAL_CONFIGS:
                 res, text = run_case(bins, path, cfg, log)
                 compare(res, text, r, f"{name} {' '.join(cfg)}", compute=True, arch=spec.arch)

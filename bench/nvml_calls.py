@@ -41,6 +41,7 @@ GPU_COUNTS = (1, 2, 8)
 EVERY_TTL = max(DEFAULT_SLOW_TTL_S, DEFAULT_PROCESS_TTL_S, DEFAULT_PCIE_TTL_S)
 
 SETUPS = (
+    ("R550, field values", fp.DRIVER_R550, fp.BINDING_13),
     ("R535, field values", fp.DRIVER_R535, fp.BINDING_13),
     ("no field values", fp.DRIVER_NO_FIELD_VALUES, fp.BINDING_13),
     ("R450, old binding", fp.DRIVER_R450, fp.BINDING_11),

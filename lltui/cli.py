@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.launch",
     "lltui.commands.fit",
     "lltui.commands.quant",
+    "lltui.commands.exporter",
 )
 
 # subcommands that sample the GPUs, and so can --record what they saw
@@ -39,9 +40,26 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default=None,
-        help="auto (default), nvml, smi, smi:HOST, sim:PROFILE or replay:FILE; also LLTUI_SOURCE",
+        help=(
+            "auto (default), nvml, smi, smi:HOST, sim:PROFILE, replay:FILE, "
+            "prom:URL[#host=NAME] or scrape:URL; also LLTUI_SOURCE"
+        ),
     )
     p.add_argument("--interval", type=float, default=None, help="seconds between samples")
+    p.add_argument(
+        "--hosts",
+        metavar="FILE",
+        default=None,
+        help="a fleet: one ssh host a line ([user@]host[:port]), watched side by side "
+        "(--source also takes a list: smi:h1,smi:h2,nvml)",
+    )
+    p.add_argument(
+        "--host-timeout",
+        type=float,
+        metavar="S",
+        default=None,
+        help="a fleet host that has not answered one poll in S seconds is down (default 10)",
+    )
     add_replay_options(p)
 
 

@@ -45,6 +45,27 @@ def config_dir() -> Path:
     return Path(base) / "lltui"
 
 
+def runtime_dir() -> Path:
+    """A private folder for sockets (ssh control masters): ``$XDG_RUNTIME_DIR/lltui``, or
+    ``lltui-UID`` in the temporary folder; created mode 0700. OSError when it cannot be made
+    private (an existing folder someone else owns)."""
+    import stat
+    import tempfile
+
+    base = os.environ.get("XDG_RUNTIME_DIR", "")
+    if base and os.path.isabs(base) and os.path.isdir(base):
+        path = Path(base) / "lltui"
+    else:
+        path = Path(tempfile.gettempdir()) / f"lltui-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise OSError(f"{path} is not a folder of this user")
+    if st.st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
 def default_config_path() -> Path:
     return config_dir() / "config.toml"
 

@@ -25,6 +25,7 @@ SHOTS: tuple[tuple[str, str, tuple[int, int], str, str], ...] = (
     ("monitor-kaggle-2xt4-160x50", "kaggle-2xt4", (160, 50), "dark", "monitor"),
     ("monitor-8xh100-sxm-80x24", "8xh100-sxm", (80, 24), "dark", "monitor"),
     ("monitor-8xh100-sxm-160x50", "8xh100-sxm", (160, 50), "dark", "monitor"),
+    ("monitor-16xv100-dgx2-80x24", "16xv100-dgx2", (80, 24), "dark", "monitor"),
     ("monitor-2x3090-nvlink-light", "2x3090-nvlink", (120, 40), "light", "monitor"),
     (
         "monitor-mixed-4090-3090-high-contrast",

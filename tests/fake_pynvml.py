@@ -312,6 +312,9 @@ class FakeGpu:
     retired_dbe: list[int] | None = None
     compute_procs: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, bytes)
     graphics_procs: list[tuple[int, int | None]] = field(default_factory=list)
+    # per-process utilisation samples in the driver's buffer: (pid, CPU timestamp in us, SM %);
+    # None: the GPU will not say (NOT_SUPPORTED, as on MIG)
+    util_samples: list[tuple[int, int, int]] | None = field(default_factory=list)
     lost: bool = False
 
 
@@ -365,15 +368,24 @@ _PROC_V3 = frozenset(
 _NEWER_THAN_R470 = frozenset(
     {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetCurrentClocksEventReasons"}
 )
+_NEWER_THAN_R535 = frozenset({"nvmlDeviceGetProcessesUtilizationInfo"})
 
 # R450: process info v1 only, memory v1 only, no clocks-event name, fewer field ids.
 DRIVER_R450 = FakeDriver(
-    "450.80.02", 11000, _PROC_V2 | _PROC_V3 | _NEWER_THAN_R470, field_id_limit=138
+    "450.80.02",
+    11000,
+    _PROC_V2 | _PROC_V3 | _NEWER_THAN_R470 | _NEWER_THAN_R535,
+    field_id_limit=138,
 )
 # R470: process info v2, memory v1.
-DRIVER_R470 = FakeDriver("470.182.03", 11040, _PROC_V3 | _NEWER_THAN_R470, field_id_limit=170)
-# R535: process info v3, memory v2, clocks-event reasons, power field ids.
-DRIVER_R535 = FakeDriver("535.104.05", 12020)
+DRIVER_R470 = FakeDriver(
+    "470.182.03", 11040, _PROC_V3 | _NEWER_THAN_R470 | _NEWER_THAN_R535, field_id_limit=170
+)
+# R535: process info v3, memory v2, clocks-event reasons, power field ids; per-process
+# utilisation only through nvmlDeviceGetProcessUtilization.
+DRIVER_R535 = FakeDriver("535.104.05", 12020, _NEWER_THAN_R535)
+# R550: nvmlDeviceGetProcessesUtilizationInfo as well.
+DRIVER_R550 = FakeDriver("550.54.15", 12040)
 # A driver without the event API (no XID or ECC events).
 DRIVER_NO_EVENTS = replace(DRIVER_R535, missing_symbols=EVENT_SYMBOLS)
 # A driver without nvmlDeviceGetFieldValues (every batched field must fall back).
@@ -398,6 +410,7 @@ BINDING_11 = FakeBinding(
     "11.450.51",
     absent=_PROC_V2
     | _PROC_V3
+    | _NEWER_THAN_R535
     | frozenset(
         {
             "nvmlDeviceGetCurrentClocksEventReasons",
@@ -888,6 +901,44 @@ class FakeNvml(FakeEventApi):
                 raise NVMLLibraryMismatchError("Unversioned function called ...") from None
             raise
         return self._procs_v2(gpu.graphics_procs)
+
+    # -- per-process utilisation ----------------------------------------------------------
+    def _util_since(self, gpu: FakeGpu, since: int) -> list[tuple[int, int, int]]:
+        if gpu.util_samples is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        newer = [s for s in gpu.util_samples if s[1] > since]
+        if not newer:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return newer
+
+    def nvmlDeviceGetProcessUtilization(
+        self, handle: c_nvmlDevice_t, timeStamp: int
+    ) -> list[types.SimpleNamespace]:
+        gpu = self._device("nvmlDeviceGetProcessUtilization", handle)
+        return [
+            types.SimpleNamespace(
+                pid=pid, timeStamp=stamp, smUtil=sm, memUtil=sm // 2, encUtil=0, decUtil=0
+            )
+            for pid, stamp, sm in self._util_since(gpu, timeStamp)
+        ]
+
+    def nvmlDeviceGetProcessesUtilizationInfo(
+        self, handle: c_nvmlDevice_t, timeStamp: int
+    ) -> list[types.SimpleNamespace]:
+        gpu = self._device("nvmlDeviceGetProcessesUtilizationInfo", handle)
+        return [
+            types.SimpleNamespace(
+                timeStamp=stamp,
+                pid=pid,
+                smUtil=sm,
+                memUtil=sm // 2,
+                encUtil=0,
+                decUtil=0,
+                jpgUtil=0,
+                ofaUtil=0,
+            )
+            for pid, stamp, sm in self._util_since(gpu, timeStamp)
+        ]
 
     # nvidia-ml-py 11.x: the unsuffixed names are the v1 C functions.
     def _compute_v1(self, handle: c_nvmlDevice_t) -> list[types.SimpleNamespace]:

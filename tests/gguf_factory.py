@@ -414,10 +414,13 @@ def write_model(
     tensor_types: dict[str, str] | None = None,
     file_type: int | None = None,
     name: str | None = None,
+    sparse: bool = False,
 ) -> list[Path]:
     """Write ``spec`` as a GGUF file (or split files); returns the paths written.
 
     ``name`` is the model's ``general.name`` (``tiny-ARCH`` by default).
+    ``sparse`` writes the header only and extends the file to its full size with a hole: a
+    model of real size (gigabytes) in no disk space, for readers of headers.
     ``tensor_types`` overrides ``weight_type`` per tensor name (e.g. {"output.weight": "Q6_K"}).
     """
     path = Path(path)
@@ -476,6 +479,16 @@ def write_model(
             wanted = "F32"
         else:
             wanted = weight_type
+        if sparse:
+            qt = Q[wanted.upper()]
+            block, type_size = gguf.GGML_QUANT_SIZES[qt]
+            if dims[0] % block:
+                qt, block, type_size = Q.F16, 1, 2
+            n = int(np.prod(dims))
+            w.add_tensor_info(
+                name, tuple(reversed(dims)), np.float32, n // block * type_size, raw_dtype=qt
+            )
+            continue
         if wanted == "F32" and _is_norm_or_router(name, dims):
             data = (1.0 + rng.standard_normal(tuple(reversed(dims))) * 0.01).astype(np.float32)
             w.add_tensor(name, data)
@@ -488,7 +501,16 @@ def write_model(
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+    if sparse:
+        w.write_ti_data_to_file()
+        assert w.fout is not None
+        for fout, infos in zip(w.fout, w.tensors, strict=True):
+            size = -(-fout.tell() // 32) * 32
+            size += sum(-(-ti.nbytes // 32) * 32 for ti in infos.values())
+            fout.flush()
+            fout.truncate(size)
+    else:
+        w.write_tensors_to_file()
     w.close()
     if split_max_tensors:
         return sorted(path.parent.glob(f"{path.stem}-*-of-*.gguf"))
@@ -577,3 +599,62 @@ def raw_gguf(
     if tensor_infos:
         body += b"\0" * (-len(body) % alignment)
     return body + data
+
+
+def write_sparse(path: Path, spec: ModelSpec, wtype: str = "Q4_0") -> Path:
+    """A GGUF with the real tensor table and a hole for the data: real-size shapes, no disk."""
+    q = gguf.GGMLQuantizationType
+    w = gguf.GGUFWriter(str(path), spec.arch)
+    w.add_name(f"sparse-{spec.arch}")
+    w.add_block_count(spec.n_layer)
+    w.add_context_length(spec.n_ctx_train)
+    w.add_embedding_length(spec.n_embd)
+    w.add_feed_forward_length(spec.n_ff)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_key_length(spec.head_dim)
+    w.add_value_length(spec.head_dim)
+    w.add_rope_dimension_count(spec.head_dim)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_vocab_size(spec.n_vocab)
+    w.add_file_type(FILE_TYPE.get(wtype, 2))
+    if spec.n_expert:
+        w.add_expert_count(spec.n_expert)
+        w.add_expert_used_count(spec.n_expert_used)
+        w.add_expert_feed_forward_length(spec.n_ff_exp)
+    if spec.sliding_window:
+        w.add_sliding_window(spec.sliding_window)
+        w.add_uint32(f"{spec.arch}.attention.sliding_window_pattern", spec.swa_pattern)
+    tokens, scores, types = spm_vocab(spec.n_vocab)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    data = 0
+    for name, dims in tensor_plan(spec):
+        qt = q.F32 if len(dims) == 1 or name.endswith("ffn_gate_inp.weight") else q[wtype]
+        block, size = gguf.GGML_QUANT_SIZES[qt]
+        if dims[0] % block:
+            qt, block, size = q.F16, 1, 2
+        nbytes = dims[0] // block * size * int(np.prod(dims[1:], dtype=np.int64))
+        shape = tuple(reversed(dims))
+        if qt in (q.F32, q.F16):
+            dtype = np.dtype(np.float32 if qt == q.F32 else np.float16)
+            w.add_tensor_info(name, shape, dtype, nbytes)
+        else:
+            shape = (*shape[:-1], dims[0] // block * size)
+            w.add_tensor_info(name, shape, np.dtype(np.uint8), nbytes, raw_dtype=qt)
+        data += -(-nbytes // 32) * 32
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    start = -(-path.stat().st_size // 32) * 32
+    with path.open("r+b") as f:
+        f.truncate(start + data)
+    return path

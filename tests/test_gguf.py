@@ -28,7 +28,9 @@ from lltui.core.fit.gguf import (
     EAGER_ARRAY_ITEMS,
     GgufArray,
     GgufError,
+    GgufIncomplete,
     ValueType,
+    parse_gguf_header,
     read_gguf,
     read_gguf_file,
     split_paths,
@@ -567,3 +569,78 @@ def test_a_split_count_that_disagrees_with_the_name_is_refused(tmp_path):
     )
     with pytest.raises(GgufError, match=r"split\.count"):
         read_gguf(path)
+
+
+# -- a header from a prefix of the file (remote reads) ---------------------------------------
+
+
+def test_a_header_parses_from_a_growing_prefix(tmp_path):
+    n = 5000  # long arrays: tokens, scores, types and merges are skipped lazily
+    p = tmp_path / "v.gguf"
+    gf.write_model(
+        p, gf.qwen3_spec(n_vocab=n), "F16", vocab=gf.spm_vocab(n), merges=gf.bpe_merges(n)
+    )
+    data = p.read_bytes()
+    full = read_gguf(p).files[0]
+    have = 64
+    while True:
+        try:
+            f = parse_gguf_header(data[:have], len(data), "remote.gguf")
+            break
+        except GgufIncomplete as inc:
+            have = max(inc.needed, have + 1)
+    assert have == full.header_nbytes
+    # cut inside a long array of strings: the estimate reaches about its end in one step
+    tokens = full.metadata["tokenizer.ggml.tokens"]
+    end = tokens.offset + tokens.nbytes
+    with pytest.raises(GgufIncomplete) as cut_inside:
+        parse_gguf_header(data[: tokens.offset + tokens.nbytes // 3], len(data), "remote.gguf")
+    assert 0.8 * end <= cut_inside.value.needed <= 1.25 * end
+    assert f.header_nbytes == full.header_nbytes and f.tensors == full.tensors
+    assert f.path == "remote.gguf" and f.file_size == len(data)
+    # every cut inside the header asks for more; none reads as a corrupt file
+    rng = random.Random(3)
+    for cut in sorted({rng.randrange(0, full.header_nbytes) for _ in range(60)} | {0, 23, 24}):
+        with pytest.raises(GgufIncomplete) as exc:
+            parse_gguf_header(data[:cut], len(data), "remote.gguf")
+        assert exc.value.needed > 0
+    # long arrays are read later from a copy of the header
+    copy = tmp_path / "header.bin"
+    copy.write_bytes(data[: full.header_nbytes])
+    g = parse_gguf_header(copy.read_bytes(), len(data), "remote.gguf", array_file=str(copy))
+    tokens = g.metadata["tokenizer.ggml.tokens"]
+    assert isinstance(tokens, GgufArray) and tokens.items is None
+    assert tokens.values() == full.metadata["tokenizer.ggml.tokens"].values()
+
+
+def test_a_prefix_of_a_truncated_file_is_an_error_not_a_request_for_more(tmp_path):
+    p = tmp_path / "t.gguf"
+    gf.write_model(p, gf.llama_spec(), "Q8_0")
+    data = p.read_bytes()
+    head = read_gguf(p).files[0].header_nbytes
+    cut = data[: head // 2]
+    with pytest.raises(GgufError, match="past the end of the file"):
+        parse_gguf_header(cut, len(cut), "cut.gguf")
+
+
+def test_corrupt_headers_read_by_prefixes_end_in_an_error_or_a_bounded_request(models):
+    """A remote reader grows the prefix while the parser asks for more: with corrupt bytes
+    the parser still ends in a GgufError or a header, and never asks past the file."""
+    src = bytearray(models["qwen3moe-Q8_0"].read_bytes())
+    header_end = read_gguf(models["qwen3moe-Q8_0"]).data_offset
+    rng = random.Random(13)
+    for _ in range(60):
+        blob = bytearray(src)
+        for _ in range(rng.randint(1, 4)):
+            blob[rng.randrange(0, header_end)] = rng.randrange(256)
+        have = rng.randrange(24, header_end)
+        while True:
+            try:
+                parse_gguf_header(bytes(blob[:have]), len(blob), "flip.gguf")
+                break
+            except GgufIncomplete as inc:
+                assert have < len(blob)
+                have = min(len(blob), max(inc.needed, have * 2))
+            except GgufError as exc:
+                assert "\n" not in str(exc)
+                break

@@ -21,6 +21,7 @@ from fake_pynvml import (
     DRIVER_R450,
     DRIVER_R470,
     DRIVER_R535,
+    DRIVER_R550,
     MIB,
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
     NVML_ERROR_DRIVER_NOT_LOADED,
@@ -29,6 +30,7 @@ from fake_pynvml import (
     NVML_ERROR_LIB_RM_VERSION_MISMATCH,
     NVML_ERROR_LIBRARY_NOT_FOUND,
     NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_NOT_FOUND,
     NVML_ERROR_NOT_SUPPORTED,
     NVML_ERROR_TIMEOUT,
     NVML_ERROR_UNKNOWN,
@@ -800,6 +802,136 @@ def test_a_vanished_pid_keeps_nvml_facts(monkeypatch):
     src.open()
     (proc,) = src.poll().gpus[0].processes
     assert proc.used_memory == 50 * MIB and proc.name is None
+
+
+# -- per-process SM utilisation -----------------------------------------------------------------
+PROC_UTIL = "nvmlDeviceGetProcessUtilization"
+PROCS_UTIL_INFO = "nvmlDeviceGetProcessesUtilizationInfo"
+
+
+def util_gpus() -> list[FakeGpu]:
+    gpus = make_gpus(2)
+    gpus[0].compute_procs = [(ME, 2048 * MIB), (PARENT, 512 * MIB)]
+    gpus[0].util_samples = [(ME, 100, 30), (PARENT, 150, 5), (ME, 200, 45)]
+    return gpus
+
+
+def sm_utils(sample: RigSample, gpu: int = 0) -> dict[int, float | None]:
+    return {p.pid: p.sm_util for p in sample.gpus[gpu].processes}
+
+
+@pytest.mark.parametrize(
+    ("driver", "binding", "answers"),
+    [
+        (DRIVER_R550, BINDING_13, PROCS_UTIL_INFO),
+        (DRIVER_R535, BINDING_13, PROC_UTIL),
+        (DRIVER_R550, BINDING_11, PROC_UTIL),  # the old binding lacks the newer function
+        (DRIVER_R450, BINDING_11, PROC_UTIL),
+    ],
+    ids=["R550", "R535", "R550-old-binding", "R450-old-binding"],
+)
+def test_sm_util_per_process_from_the_samples_since_the_last_read(
+    monkeypatch, driver, binding, answers
+):
+    fake, src, clock = start(monkeypatch, util_gpus(), driver=driver, binding=binding)
+    src.open()
+    first = src.poll()
+    assert sm_utils(first) == {ME: 45.0, PARENT: 5.0}  # the newest sample of each pid
+    assert first.gpus[0].error is None
+    assert fake.count(0, answers) == 1
+    assert fake.count(1) > 0 and fake.count(1, answers) == 0  # no process: not asked
+
+    # Only samples after the newest timestamp read count: PARENT had none since, so 0 %.
+    fake.gpus[0].util_samples.append((ME, 300, 80))
+    clock.advance(DEFAULT_PROCESS_TTL_S)
+    fake.reset_counts()
+    assert sm_utils(src.poll()) == {ME: 80.0, PARENT: 0.0}
+    called = fake.functions_called(0)
+    assert called[answers] == 1 and called[PROC_UTIL] + called[PROCS_UTIL_INFO] == 1
+
+    # No sample since (NOT_FOUND): every process was idle, and that is no error.
+    clock.advance(DEFAULT_PROCESS_TTL_S)
+    idle = src.poll()
+    assert sm_utils(idle) == {ME: 0.0, PARENT: 0.0} and idle.gpus[0].error is None
+
+    # Not on a tick whose process TTL has not passed.
+    clock.advance(DEFAULT_PROCESS_TTL_S / 4)
+    fake.reset_counts()
+    src.poll()
+    assert fake.count(0, answers) == 0
+
+
+def test_sm_util_not_supported_is_none_not_zero_and_asked_once(monkeypatch):
+    gpus = util_gpus()
+    gpus[0].util_samples = None  # MIG, or a GPU without per-process accounting
+    fake, src, clock = start(monkeypatch, gpus)
+    src.open()
+    sample = src.poll()
+    assert sm_utils(sample) == {ME: None, PARENT: None}
+    assert sample.gpus[0].error is None
+    assert [p.used_memory for p in sample.gpus[0].processes] == [2048 * MIB, 512 * MIB]
+    clock.advance(DEFAULT_PROCESS_TTL_S)
+    fake.reset_counts()
+    assert sm_utils(src.poll()) == {ME: None, PARENT: None}
+    assert fake.count(0, PROC_UTIL) == 0
+
+
+def test_sm_util_no_samples_raised_as_success_by_the_binding_is_idle(monkeypatch):
+    # nvidia-ml-py raises NVMLError(ret) for any answer to its size query but
+    # INSUFFICIENT_SIZE: a driver that answers SUCCESS with no sample reads as NVMLError(0)
+    fake, src, _clock = start(monkeypatch, util_gpus())
+    fake.fail(0, PROC_UTIL, NVMLError(0))
+    src.open()
+    sample = src.poll()
+    assert sm_utils(sample) == {ME: 0.0, PARENT: 0.0} and sample.gpus[0].error is None
+
+
+def test_sm_util_values_that_are_not_percentages_are_left_out(monkeypatch):
+    gpus = util_gpus()
+    gpus[0].util_samples = [(ME, 100, 0xFFFFFFFF), (PARENT, 100, 12)]
+    _fake, src, _clock = start(monkeypatch, gpus)
+    src.open()
+    assert sm_utils(src.poll()) == {ME: 0.0, PARENT: 12.0}
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=_error_id)
+def test_every_error_on_process_utilisation(monkeypatch, error):
+    fake, src, clock = start(monkeypatch, util_gpus(), driver=DRIVER_R550)
+    src.open()
+    fake.fail(0, PROCS_UTIL_INFO, error)
+    sample = src.poll()  # must not raise
+    g0 = sample.gpus[0]
+    assert not sample.gpus[1].lost and sample.gpus[1].error is None
+    kind = category(error)
+    if kind == LOST:
+        assert g0.lost and g0.processes == ()
+        return
+    pids = {ME, PARENT}
+    if error == NVML_ERROR_NOT_FOUND:  # no sample in the period: idle, not an error
+        assert sm_utils(sample) == dict.fromkeys(pids, 0.0) and g0.error is None
+    elif kind == MISSING:  # older driver: the older function answers, from now on
+        assert sm_utils(sample) == {ME: 45.0, PARENT: 5.0} and g0.error is None
+        assert fake.count(0, PROC_UTIL) == 1
+    elif kind == UNSUPPORTED:
+        assert sm_utils(sample) == dict.fromkeys(pids, None) and g0.error is None
+    else:
+        assert sm_utils(sample) == dict.fromkeys(pids, None)
+        words = str(error) if not isinstance(error, int) else str(NVMLError(error))
+        assert g0.error is not None and words in g0.error
+    assert {p.pid for p in g0.processes} == pids  # the list stands whatever the samples did
+    assert g0.memory_used is not None
+
+    fake.heal(0, PROCS_UTIL_INFO)
+    fake.gpus[0].util_samples.append((PARENT, 900, 70))
+    clock.advance(DEFAULT_PROCESS_TTL_S)
+    fake.reset_counts()
+    again = src.poll()
+    if kind == UNSUPPORTED:  # remembered: not asked again
+        assert sm_utils(again) == dict.fromkeys(pids, None)
+        assert fake.count(0, PROCS_UTIL_INFO) + fake.count(0, PROC_UTIL) == 0
+    else:
+        assert sm_utils(again)[PARENT] == 70.0
+        assert fake.count(0, PROCS_UTIL_INFO) + fake.count(0, PROC_UTIL) == 1
 
 
 def test_nvlink_throughput_from_counter_deltas(monkeypatch):

@@ -21,7 +21,13 @@ def test_json_rows_match_the_quantize_rules_and_carry_fit(model, capsys):
     assert main(["quant", str(model), "-c", "2048", "--gpus", "24GiB,24GiB", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     rows = {r["type"]: r for r in data["rows"]}
-    expected = {r.name: r.file_bytes for r in quant_sizes(read_gguf(model)) if not r.error}
+    skipped = {s["type"] for s in data["skipped"]}
+    assert skipped == {"TQ1_0", "TQ2_0", "MXFP4_MOE"}  # a dense model, not ternary
+    expected = {
+        r.name: r.file_bytes
+        for r in quant_sizes(read_gguf(model))
+        if not r.error and r.name not in skipped
+    }
     assert {k: rows[k]["file_bytes"] for k in expected} == expected
     q4 = rows["Q4_K_M"]
     assert {"type", "file_bytes", "weights_bytes", "fits", "max_ctx", "devices"} <= set(q4)
@@ -29,6 +35,36 @@ def test_json_rows_match_the_quantize_rules_and_carry_fit(model, capsys):
     assert [d["name"] for d in q4["devices"]][:2] == ["CUDA0", "CUDA1"]
     sizes = [r["file_bytes"] for r in data["rows"] if r["file_bytes"]]
     assert sizes == sorted(sizes)
+
+
+def test_json_model_is_the_input_file(model, capsys):
+    assert main(["quant", str(model), "--gpus", "24GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["path"] == str(model)
+    assert data["model"]["file_type"] == "F16"
+    q4 = next(r for r in data["rows"] if r["type"] == "Q4_K_M")
+    assert q4["speed"]["decode_tps"] > 0 and q4["speed"]["bound"] == "memory"
+
+
+def test_moe_models_get_mxfp4_moe_and_ternary_types_stay_out(tmp_path, capsys):
+    path = tmp_path / "moe.gguf"
+    gf.write_model(path, gf.SPECS["qwen3moe"](), "F16")
+    assert main(["quant", str(path), "--gpus", "24GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    types = {r["type"] for r in data["rows"]}
+    assert "MXFP4_MOE" in types and not types & {"TQ1_0", "TQ2_0"}
+
+
+def test_text_marks_imatrix_types_and_explains_columns(model, capsys):
+    assert main(["quant", str(model), "--gpus", "24GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "IQ2_XS*" in out and "Q4_K_M*" not in out
+    assert "needs an importance matrix" in out and "t/s" in out
+    assert "not listed: TQ1_0" in out
+    assert main(["quant", "--help"]) == 0
+    help_text = capsys.readouterr().out
+    for column in ("type", "file", "bpw", "fits", "max ctx", "t/s", "per device"):
+        assert f"  {column} " in help_text
 
 
 def test_a_device_too_small_fits_nothing(model, capsys):

@@ -125,5 +125,8 @@ def test_the_server_process_holds_the_gpus_memory_less_its_context(profile):
         server = [p for p in g.processes if p.name == "llama-server"]
         assert len(server) == 1 and server[0].gpu_index == g.index
         assert g.memory_used is not None and server[0].used_memory is not None
-        # the CUDA context (300 MiB), plus 3 MiB of display memory on a desktop card
-        assert g.memory_used - server[0].used_memory in (300 * MIB, 303 * MIB)
+        # the CUDA context (300 MiB), plus 3 MiB of display memory on a desktop card, plus
+        # what the other processes on the GPU hold
+        others = sum(p.used_memory or 0 for p in g.processes if p.name != "llama-server")
+        held = g.memory_used - server[0].used_memory - others
+        assert held in (300 * MIB, 303 * MIB)

@@ -489,19 +489,22 @@ def test_remote_argv_is_a_list_through_ssh_without_a_shell():
     assert info.hostname == "gpu-box" and src.name == "smi:admin@gpu-box"
     sample = src.poll()
     first = fake.calls[0]
-    assert first == [
-        "ssh",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=5",
-        "--",
+    dashes = first.index("--")
+    assert first[0] == "ssh" and first[dashes + 1 :] == [
         "admin@gpu-box",
         "nvidia-smi",
         "--query-gpu=" + ",".join(GPU_QUERY_FIELDS),
         "--format=csv,noheader,nounits",
     ]
-    assert all(c[:7] == first[:7] for c in fake.calls)
+    options = first[1:dashes]
+    for option in ("BatchMode=yes", "ConnectTimeout=5", "ControlMaster=auto"):
+        assert option in options
+    # one persistent connection per host, its socket in a private folder
+    control = next(o for o in options if o.startswith("ControlPath="))
+    folder = os.path.dirname(control.partition("=")[2])
+    assert os.stat(folder).st_mode & 0o077 == 0
+    assert all(c[: dashes + 2] == first[: dashes + 2] for c in fake.calls)
+    src.close()
     # a remote sample has no host CPU/RAM: those would be this machine's, not the rig's
     assert sample.host.cpu_pct is None and sample.host.mem_total is None
     assert sample.gpus[0].memory_used == 10240 * MIB

@@ -17,12 +17,13 @@ def _warm(app):
 @pytest.mark.parametrize(
     ("profile", "size"),
     [
-        ("kaggle-2xt4", (80, 24)),
-        ("kaggle-2xt4", (160, 50)),
-        ("8xh100-sxm", (80, 24)),
-        ("8xh100-sxm", (160, 50)),
-        ("16xv100-dgx2", (160, 50)),
-        ("mixed-4090-3090", (120, 40)),
+        pytest.param("kaggle-2xt4", (80, 24), id="2gpu-80x24"),
+        pytest.param("kaggle-2xt4", (160, 50), id="2gpu-160x50"),
+        pytest.param("8xh100-sxm", (80, 24), id="8gpu-80x24"),
+        pytest.param("8xh100-sxm", (160, 50), id="8gpu-160x50"),
+        pytest.param("16xv100-dgx2", (80, 24), id="16gpu-80x24"),
+        pytest.param("16xv100-dgx2", (160, 50), id="16gpu-160x50"),
+        pytest.param("mixed-4090-3090", (120, 40), id="mixed-120x40"),
     ],
 )
 def test_monitor_snapshot(snap_compare, profile, size):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -14,8 +15,9 @@ from textual.screen import Screen
 
 from lltui.app import keys, views
 from lltui.app.background import off_thread_reported
-from lltui.app.messages import LaunchChanged, PollFailed, SampleReady
+from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
 from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
+from lltui.app.monitor_layout import LAYOUT_MODES
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.base import ModelView, ViewScreen
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from lltui.app.host import AppHost
     from lltui.app.launch_state import FormFlags, LaunchController
     from lltui.core.llama.args import LlamaArgs
+    from lltui.sources.fleet import Fleet
     from lltui.sources.registry import ReplayOptions
 
 STATUS_REFRESH_S = 0.5
@@ -52,7 +55,7 @@ class LltuiApp(App[int]):
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = views.MODES
     DEFAULT_MODE = "monitor"
     COMMANDS = App.COMMANDS | {LltuiCommands}
-    BINDINGS: ClassVar[list[BindingType]] = keys.BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*keys.BINDINGS, *keys.FLEET_BINDINGS]
 
     def __init__(
         self,
@@ -65,8 +68,11 @@ class LltuiApp(App[int]):
         start_polling: bool = True,
         on_sample: SampleListener | None = None,
         view: str = "monitor",
+        fleet: Fleet | None = None,
     ) -> None:
         super().__init__()
+        self._fleet = fleet
+        self._focus_lock = threading.Lock()
         self._initial_view = view
         self.settings = settings
         self.source = source
@@ -110,6 +116,10 @@ class LltuiApp(App[int]):
             self.set_keymap(self.settings.keymap)
         if self._start_polling:
             self.poller.start()
+        if self._fleet is not None:
+            self._fleet.on_update = lambda index: self.post_message(FleetChanged(index))
+            if self._start_polling:
+                self._fleet.start()
         self.set_interval(STATUS_REFRESH_S, self._refresh_status)
 
     def _apply_theme(self) -> None:
@@ -133,6 +143,8 @@ class LltuiApp(App[int]):
         if self._launch is not None:
             self._launch.close()  # no llama-server of ours outlives lltui
         self.poller.stop()
+        if self._fleet is not None:
+            self._fleet.close()  # every host's thread and ssh connection
         if self.poller.in_flight_since is None:
             # closing a broken source must not hide the real exit
             with contextlib.suppress(Exception):
@@ -145,8 +157,11 @@ class LltuiApp(App[int]):
     def ingest(self, sample: RigSample, poll_seconds: float = 0.0) -> None:
         """Take a sample (on the poller thread, or from a test): into the model, to the
         recorder, then a render request to the UI thread."""
-        if not self.model.apply(sample, poll_seconds):
-            return
+        with self._focus_lock:  # a fleet's host in view cannot change in between
+            if self._fleet is not None and not self._fleet_focus_has(sample):
+                return  # taken from the host in view a moment ago, before the change
+            if not self.model.apply(sample, poll_seconds):
+                return
         self.samples_applied += 1
         if self._on_sample is not None:
             try:
@@ -209,6 +224,43 @@ class LltuiApp(App[int]):
                 screen.refresh_status(self.model, self.busy_for())
 
     @property
+    def fleet(self) -> Fleet | None:
+        return self._fleet
+
+    def focus_host(self, index: int) -> None:
+        """Show host ``index`` of the fleet in the monitor, with a history of its own."""
+        from lltui.sources.fleet import FleetFocus
+
+        if self._fleet is None or not isinstance(self.source, FleetFocus):
+            return
+        with self._focus_lock:
+            info = self.source.set_focus(index)
+            old = self.model
+            history = RigHistory(old.history.maxlen, max_age_s=old.history.max_age_s)
+            self.model = RigModel(
+                info=info, interval=old.interval, history=history, clock=self.clock
+            )
+        self.poller.resume()
+        if self.is_running:
+            self.switch_mode("monitor")
+            self.render_model()
+
+    def _fleet_focus_has(self, sample: RigSample) -> bool:
+        from lltui.sources.fleet import FleetFocus
+
+        return not isinstance(self.source, FleetFocus) or self.source.is_current(sample)
+
+    @on(FleetChanged)
+    def _fleet_changed(self, message: FleetChanged) -> None:
+        from lltui.app.screens.fleet import FleetScreen
+
+        # a host's thread can report while the screens are being closed
+        if not self.is_running or not self.screen_stack:
+            return
+        if isinstance(self.screen, FleetScreen):
+            self.screen.show_fleet()
+
+    @property
     def launch(self) -> LaunchController:
         if self._launch is None:
             from lltui.app.launch_state import LaunchController
@@ -263,6 +315,8 @@ class LltuiApp(App[int]):
         new = keys.step_interval(self.model.interval, direction)
         self.model.interval = new
         self.poller.set_interval(new)
+        if self._fleet is not None:
+            self._fleet.set_interval(new)
         self.render_model()
 
     def action_cycle_sort(self) -> None:
@@ -289,9 +343,15 @@ class LltuiApp(App[int]):
         current = self.model.graphs
         if current is None:  # decided by the size so far: toggle what is shown
             screen = self.get_screen_stack_base()
-            n = len(self.model.latest.gpus) if self.model.latest else 1
-            current = screen.layout_for(n)[1] if isinstance(screen, MonitorScreen) else False
+            layout = screen.gpu_layout if isinstance(screen, MonitorScreen) else None
+            current = layout is not None and layout.graphs
         self.model.graphs = not current
+        self.render_model()
+
+    def action_cycle_layout(self) -> None:
+        """Auto (the richest layout that fits), compact lines, cards."""
+        self.model.layout_index = (self.model.layout_index + 1) % len(LAYOUT_MODES)
+        self.notify(f"layout: {self.model.layout_mode}", timeout=2)
         self.render_model()
 
     def action_select_gpu(self, step: int) -> None:
@@ -348,15 +408,33 @@ def create_app(
     on_sample: SampleListener | None = None,
     view: str = "monitor",
     replay: ReplayOptions | None = None,
+    hosts_file: str | None = None,
+    host_timeout: float | None = None,
 ) -> LltuiApp:
     """Build the app for a source (opened here from ``settings.source`` when not given).
 
     Raises SourceUnavailable or ValueError with one line when the source cannot be opened.
     """
+    fleet = None
     if source is None:
-        from lltui.sources.registry import open_source
+        from lltui.sources.registry import is_fleet, open_source
 
-        source, info = open_source(settings.source, replay=replay)
+        if hosts_file or is_fleet(settings.source):
+            from lltui.sources.fleet import HOST_TIMEOUT_S, Fleet, FleetFocus, fleet_specs
+            from lltui.sources.registry import parse_source_spec
+
+            specs = fleet_specs(settings.source, hosts_file)
+            for spec in specs:
+                parse_source_spec(spec)  # a bad one is one line now, not a host down later
+            if host_timeout is not None and not 0 < host_timeout <= 3600:
+                raise ValueError(f"--host-timeout {host_timeout:g} is out of range (0-3600 s)")
+            fleet = Fleet(specs, interval=settings.interval, timeout=host_timeout or HOST_TIMEOUT_S)
+            source = FleetFocus(fleet)
+            info = source.open()
+            if view == "monitor":
+                view = "fleet"
+        else:
+            source, info = open_source(settings.source, replay=replay)
     elif info is None:
         info = source.open()
     return LltuiApp(
@@ -368,4 +446,5 @@ def create_app(
         start_polling=start_polling,
         on_sample=on_sample,
         view=view,
+        fleet=fleet,
     )

@@ -3,9 +3,12 @@ form's flags, and run the quant table; pure data out, run on a worker thread."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.monitor.models import RigSample
@@ -68,6 +71,33 @@ def form_flags(fields: dict[str, str], extra: str) -> list[str]:
     return flags
 
 
+REMOTE_TTL_S = 300.0  # a remote model's header is asked for again after this long
+_remote: dict[str, tuple[float, Any]] = {}
+_remote_lock = threading.Lock()
+
+
+def _read_model(path: str) -> Any:
+    """The model's header; a remote one (hf:..., a URL) is kept for a while, so that editing
+    the form does not ask the network again on every change."""
+    from lltui.core.fit.remote_ref import is_remote_ref
+    from lltui.sources.fit_devices import read_model
+
+    if not is_remote_ref(path):
+        return read_model(path)
+    now = time.monotonic()
+    key = f"{os.environ.get('HF_ENDPOINT', '')} {path}"
+    with _remote_lock:
+        hit = _remote.get(key)
+    if hit is not None and now - hit[0] < REMOTE_TTL_S:
+        return hit[1]
+    model = read_model(path)
+    with _remote_lock:
+        if len(_remote) >= 8:
+            _remote.clear()
+        _remote[key] = (now, model)
+    return model
+
+
 def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
     from lltui.core.fit.estimate import FitError, FitOptions, estimate
     from lltui.core.fit.quant_fit import quant_table
@@ -77,7 +107,6 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         describe,
         devices_from_sample,
         host_available,
-        read_model,
         resolve_devices,
     )
 
@@ -88,7 +117,7 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
     try:
         out.flags = form_flags(request.fields, request.extra)
         settings = parse_llama_args(out.flags)
-        model = read_model(request.model_path.strip())
+        model = _read_model(request.model_path.strip())
         if request.devices == LIVE:
             devices = devices_from_sample(sample) if sample is not None else []
             if not devices:

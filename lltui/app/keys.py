@@ -26,6 +26,7 @@ BINDINGS: list[BindingType] = [
     Binding("r", "reverse_sort", "Reverse", id="sort-reverse", show=False),
     Binding("w", "cycle_window", "Window", id="window"),
     Binding("g", "toggle_graphs", "Graphs", id="graphs"),
+    Binding("l", "cycle_layout", "Layout", id="layout"),
     Binding("left_square_bracket,k", "select_gpu(-1)", "Prev GPU", id="gpu-prev", show=False),
     Binding("right_square_bracket,j", "select_gpu(1)", "Next GPU", id="gpu-next", show=False),
     Binding("enter,d", "gpu_detail", "Detail", id="gpu-detail"),
@@ -34,7 +35,15 @@ BINDINGS: list[BindingType] = [
 
 # offered only where the monitor (or its detail page) is shown
 MONITOR_ACTIONS = frozenset(
-    {"cycle_sort", "reverse_sort", "cycle_window", "toggle_graphs", "select_gpu", "gpu_detail"}
+    {
+        "cycle_sort",
+        "reverse_sort",
+        "cycle_window",
+        "toggle_graphs",
+        "cycle_layout",
+        "select_gpu",
+        "gpu_detail",
+    }
 )
 
 
@@ -45,3 +54,9 @@ def step_interval(current: float, direction: int) -> float:
         return bigger[0] if bigger else MAX_INTERVAL
     smaller = [s for s in INTERVAL_STEPS if s < current]
     return smaller[-1] if smaller else MIN_INTERVAL
+
+
+# the fleet view (``--source a,b``, ``--hosts FILE``): one row per host
+FLEET_BINDINGS: list[BindingType] = [
+    Binding("6", "switch_mode('fleet')", "Fleet", id="view-fleet", show=False),
+]

@@ -72,6 +72,17 @@ class NcclFileLoaded(Message, bubble=False):
     text: str
 
 
+@dataclass
+class FleetChanged(Message):
+    """A host of the fleet has a new state (``index``: the latest to change). Coalesces:
+    the view reads every host's latest state from the fleet."""
+
+    index: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FleetChanged)
+
+
 class LaunchChanged(Message):
     """The launched (or followed) server changed: a log line, a poll, a state. Coalesces;
     the controller's state is read under its lock."""

@@ -27,6 +27,11 @@ class LltuiCommands(Provider):
                 "Show or hide history graphs on the cards",
                 app.action_toggle_graphs,
             ),
+            (
+                "Cycle layout",
+                "GPUs as cards, compact lines, or whichever fits (auto)",
+                app.action_cycle_layout,
+            ),
             ("GPU detail", "Everything about the selected GPU", app.action_gpu_detail),
         ]
         for i, w in enumerate(WINDOWS_S):

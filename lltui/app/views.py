@@ -36,12 +36,19 @@ def _launch_screen() -> Screen[Any]:
     return LaunchScreen()
 
 
+def _fleet_screen() -> Screen[Any]:
+    from lltui.app.screens.fleet import FleetScreen
+
+    return FleetScreen()
+
+
 MODES: dict[str, str | Callable[[], Screen[Any]]] = {
     "monitor": MonitorScreen,
     "topology": _topology_screen,
     "nccl": _nccl_screen,
     "fit": _fit_screen,
     "launch": _launch_screen,
+    "fleet": _fleet_screen,
 }
 
 

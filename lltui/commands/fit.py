@@ -20,15 +20,18 @@ if TYPE_CHECKING:
     from lltui.core.fit.report import OracleComparison
 
 # lltui's own options, mixed freely with the llama-server flags
-OWN_VALUE = ("--gpus", "--margin", "--host-free", "--cpu")
+OWN_VALUE = ("--gpus", "--margin", "--host-free", "--cpu", "--best")
 OWN_FLAGS = ("--json", "--oracle", "-h", "--help")
 
 HELP = """\
 usage: lltui fit MODEL.gguf [llama-server flags] [--gpus SPEC] [--json] [--oracle]
 
 Estimate, per device, the memory llama-server will allocate for MODEL.gguf with these
-flags: weights, KV cache, compute buffers and the host output buffer, and whether it fits.
-The GGUF header is read; the weights are not.
+flags: weights, KV cache, compute buffers and the host output buffer, and whether it fits;
+and the speed it will run at: decode and prompt tokens/s, per device and for the split, and
+what bounds them (memory bandwidth, compute, a link). The GGUF header is read; the weights
+are not. MODEL.gguf may also be hf:OWNER/REPO[:FILE|QUANT][@REV] or an https URL (the header
+read by range requests).
 
 llama-server flags (its spellings and defaults; other flags are accepted and ignored):
   -c -np -kvu/-no-kvu -ctk -ctv -fa -b -ub -ngl -sm -ts -mg -dev -ot --cpu-moe --n-cpu-moe
@@ -36,12 +39,16 @@ llama-server flags (its spellings and defaults; other flags are accepted and ign
 
 lltui options:
   --gpus SPEC      devices to estimate for instead of the local GPUs: 24GiB,24GiB | T4,T4 |
-                   2xA100-80GB | cpu | sim:PROFILE | rpc:HOST:PORT[:cpu][=SIZE],...
+                   2xA100-80GB | "NVIDIA GeForce RTX 4090" | cpu | sim:PROFILE |
+                   rpc:HOST:PORT[:cpu][=SIZE],...
   --margin MIB     memory kept per GPU for what llama.cpp does not count (CUDA context,
                    cuBLAS, the pool); default: -fitt, else 1024
   --host-free SIZE host memory available (default: what this machine has free)
   --cpu PROFILE    CPU weight repacking rules: x86 (default), x86-avx512, arm, none
   --oracle         also run llama-fit-params with the same flags and show its numbers
+  --best GOAL      also rank command lines that fit, searched over -ngl, --n-cpu-moe (MoE:
+                   experts first), -ctk/-ctv, -ub and -c: context (the largest context),
+                   speed (the fastest decode at -c) or gpu-only (nothing on the CPU)
   --json           print JSON
 """
 
@@ -166,11 +173,16 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         except ValueError as exc:
             raise CliError(f"{verb}: --host-free: {exc}", 2) from None
     try:
-        model = read_model(model_path)
+        model = read_model(model_path, verb)
         devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
     except DeviceSpecError as exc:
+        from lltui.commands.remote import show_choices
+
+        if show_choices(exc, verb, own["json"]):
+            return None  # a repository's models listed: the answer asked for
         msg = str(exc)
-        raise CliError(msg if msg.startswith(model_path) else f"{verb}: {msg}", 2) from None
+        code = getattr(exc, "code", 2)
+        raise CliError(msg if msg.startswith(model_path) else f"{verb}: {msg}", code) from None
     options = FitOptions(
         margin_bytes=margin,
         host_free_bytes=host_available() if host_free is None else host_free,
@@ -193,6 +205,15 @@ def run(args: argparse.Namespace) -> int:
     except FitError as exc:
         raise CliError(f"fit: {exc}", 2) from None
 
+    best = None
+    if own.get("best") is not None:
+        from lltui.core.fit.best import best_configs
+
+        try:
+            best = best_configs(model, settings, devices, opts, own["best"])
+        except ValueError as exc:
+            raise CliError(f"fit: {exc}", 2) from None
+
     oracle: OracleComparison | None = None
     if own["oracle"]:
         oracle = _oracle(model, model_path, settings, devices, opts, local)
@@ -205,6 +226,17 @@ def run(args: argparse.Namespace) -> int:
             data["notes"] = notes
         if oracle is not None:
             data["oracle"] = oracle_to_json(oracle)
+        if best is not None:
+            data["best"] = [
+                {
+                    "flags": list(c.flags),
+                    "max_ctx": c.max_ctx,
+                    "decode_tps": round(c.decode_tps, 1),
+                    "prefill_tps": round(c.prefill_tps, 1),
+                    "gives_up": c.gives_up,
+                }
+                for c in best
+            ]
         print_json(data)
     else:
         from lltui.core.fit.report import oracle_to_text, result_to_text
@@ -214,6 +246,16 @@ def run(args: argparse.Namespace) -> int:
             text += f"\nnote: {n}"
         if oracle is not None:
             text += "\n\n" + oracle_to_text(oracle)
+        if best is not None:
+            text += f"\n\nbest for {own['best']} (added to the flags given):"
+            if not best:
+                text += "\n  nothing this search tried fits"
+            for i, c in enumerate(best, 1):
+                text += (
+                    f"\n  {i}. {' '.join(c.flags)}\n     context {c.max_ctx}, "
+                    f"decode ~{c.decode_tps:.0f} t/s, prompt ~{c.prefill_tps:.0f} t/s; "
+                    f"gives up: {c.gives_up}"
+                )
         print(text)
     return 0
 

@@ -20,13 +20,15 @@ from lltui.commands import CliError
 if TYPE_CHECKING:
     import threading
 
+    from lltui.sources.llama.rpc_hosts import RpcHosts
     from lltui.sources.llama.session import LaunchSession, Note, PreparedLaunch
     from lltui.sources.llama.supervisor import ServerExit
 
 USAGE = (
     "lltui launch MODEL.gguf [llama-server flags] [--dry-run] [--json] [--profile NAME]\n"
     "                    [--save-profile NAME] [--host H] [--port P] [--api-key-file F]\n"
-    "                    [--keep-running]"
+    "                    [--keep-running] [--rpc-host [USER@]HOST[:PORT] ...]\n"
+    "                    [--rpc-bind ADDR] [--rpc-server PATH]"
 )
 HELP = f"""usage: {USAGE}
 
@@ -48,6 +50,15 @@ options:
   --port P             port (default 8080; 0 picks a free one)
   --api-key-file F     file with the API key(s), one per line; the key is never printed
   --keep-running       leave the server running when lltui exits (log in a file)
+  --rpc-host [USER@]HOST[:PORT]
+                       (repeatable) start llama.cpp's rpc-server on HOST over ssh, listening
+                       on PORT there (default 50052), and give llama-server its devices
+                       (--rpc); all of them stop when lltui stops, however it stops
+  --rpc-bind ADDR      the address rpc-server binds on each host (default 127.0.0.1 there:
+                       llama-server reaches it through the ssh connection). RPC has no
+                       authentication: any other address is for a private network only
+  --rpc-server PATH    rpc-server's path on the hosts (default: rpc-server or
+                       ggml-rpc-server on PATH there)
   -h, --help           show this help
 
 exit codes: 0 stopped cleanly, 1 the server failed or a signal from outside lltui stopped it,
@@ -55,6 +66,7 @@ exit codes: 0 stopped cleanly, 1 the server failed or a signal from outside lltu
 """
 
 _OWN_SWITCHES = ("--dry-run", "--json", "--keep-running")
+_OWN_VALUES = ("--rpc-host", "--rpc-bind", "--rpc-server")
 
 
 def register(sub: Any) -> None:
@@ -79,10 +91,35 @@ class _Own:
     dry_run: bool = False
     json: bool = False
     keep_running: bool = False
+    rpc_hosts: tuple[str, ...] = ()
+    rpc_bind: str | None = None
+    rpc_server: str | None = None
+
+
+def _split_values(words: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """lltui's own options that take a value (``--rpc-host H`` or ``--rpc-host=H``)."""
+    values: dict[str, list[str]] = {name: [] for name in _OWN_VALUES}
+    rest: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, value = word.partition("=")
+        if name in _OWN_VALUES:
+            if not eq:
+                if i + 1 >= len(words):
+                    raise CliError(f"launch: {name} needs a value", 2)
+                value = words[i + 1]
+                i += 1
+            values[name].append(value)
+        else:
+            rest.append(word)
+        i += 1
+    return values, rest
 
 
 def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
     """lltui's own switches, and the other words left in order."""
+    values, words = _split_values(words)
     seen = {w for w in words if w in (*_OWN_SWITCHES, "-h", "--help")}
     rest = [w for w in words if w not in seen]
     own = _Own(
@@ -90,6 +127,9 @@ def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
         dry_run="--dry-run" in seen,
         json="--json" in seen,
         keep_running="--keep-running" in seen,
+        rpc_hosts=tuple(values["--rpc-host"]),
+        rpc_bind=values["--rpc-bind"][-1] if values["--rpc-bind"] else None,
+        rpc_server=values["--rpc-server"][-1] if values["--rpc-server"] else None,
     )
     return own, rest
 
@@ -127,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
     if own.help:
         _say(HELP.rstrip())
         return 0
+    if own.rpc_hosts or own.rpc_bind or own.rpc_server:
+        return _run_with_rpc_hosts(own, words)
     session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
     try:
         with session:
@@ -138,7 +180,67 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"launch: {exc}", exc.code) from None
 
 
-def _dry_run(prepared: PreparedLaunch, environ: Mapping[str, str], *, as_json: bool) -> int:
+def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
+    """rpc-server on each ``--rpc-host`` over ssh, then llama-server with their devices;
+    every rpc-server and ssh session stopped on the way out, however lltui leaves."""
+    import signal
+
+    from lltui.core.llama.launch_spec import LaunchError
+    from lltui.core.llama.rpc_hosts import RpcHostError, exposure_warning, parse_rpc_host
+    from lltui.sources.llama.rpc_hosts import RpcHosts, RpcStartError
+    from lltui.sources.llama.session import LaunchRequest, LaunchSession
+
+    if not own.rpc_hosts:
+        raise CliError("launch: --rpc-bind and --rpc-server go with --rpc-host HOST", 2)
+    if own.keep_running:
+        raise CliError("launch: --keep-running cannot keep the --rpc-host servers running", 2)
+    if any(w == "--rpc" or w.startswith("--rpc=") for w in words):
+        raise CliError("launch: give either --rpc HOST:PORT or --rpc-host HOST, not both", 2)
+    try:
+        specs = [parse_rpc_host(h, bind=own.rpc_bind, binary=own.rpc_server) for h in own.rpc_hosts]
+    except (RpcHostError, ValueError) as exc:
+        raise CliError(f"launch: {exc}", 2) from None
+    for spec in specs:
+        warning = exposure_warning(spec)
+        if warning:  # loud, before anything starts (and in a dry run)
+            _say(f"lltui: {warning}", err=True)
+
+    def note(level: str, text: str) -> None:
+        _say(f"lltui: {text}" if level == "info" else f"lltui: {level}: {text}", err=True)
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # a stop while starting: the with-blocks stop what started
+
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, interrupt) for s in handled}
+    try:
+        with RpcHosts(specs) as rpc:
+            words = [*words, "--rpc", rpc.rpc_value()]
+            session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
+            with session:
+                prepared = session.prepare(require_binary=not own.dry_run)
+                if own.dry_run:
+                    return _dry_run(prepared, session.environ, as_json=own.json, rpc=rpc)
+                rpc.start()
+                for line in rpc.describe():
+                    note("info", line)
+                return _supervise(session, as_json=own.json, keep_running=False, rpc=rpc)
+    except LaunchError as exc:
+        raise CliError(f"launch: {exc}", exc.code) from None
+    except RpcStartError as exc:
+        raise CliError(f"launch: {exc}", 1) from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _dry_run(
+    prepared: PreparedLaunch,
+    environ: Mapping[str, str],
+    *,
+    as_json: bool,
+    rpc: RpcHosts | None = None,
+) -> int:
     from lltui.commands import print_json
     from lltui.core.llama.launch_spec import relevant_inherited_env
 
@@ -159,6 +261,7 @@ def _dry_run(prepared: PreparedLaunch, environ: Mapping[str, str], *, as_json: b
                     "flags_checked": flags is not None,
                 },
             }
+            | ({"rpc_hosts": _rpc_json(rpc, with_argv=True)} if rpc is not None else {})
         )
         return 0
     import shlex
@@ -171,10 +274,32 @@ def _dry_run(prepared: PreparedLaunch, environ: Mapping[str, str], *, as_json: b
     for name, value in inherited.items():
         _say(f"env:  {name}={shlex.quote(value)} (inherited)")
     _say(f"url:  {prepared.spec.url}")
+    for server in rpc.servers if rpc is not None else ():
+        _say(f"rpc:  {server.spec.host}: " + " ".join(shlex.quote(a) for a in server.argv()))
     return 0
 
 
-def _supervise(session: LaunchSession, *, as_json: bool, keep_running: bool) -> int:
+def _rpc_json(rpc: RpcHosts, *, with_argv: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for server in rpc.servers:
+        entry: dict[str, Any] = {
+            "host": server.spec.host,
+            "bind": server.spec.bind,
+            "port": server.spec.port,
+            "endpoint": server.endpoint,
+            "tunnel": server.local_port is not None,
+            "pid": server.pid,
+            "devices": [{"name": n, "description": d} for n, d in server.devices],
+        }
+        if with_argv:
+            entry["argv"] = server.argv()
+        out.append(entry)
+    return out
+
+
+def _supervise(
+    session: LaunchSession, *, as_json: bool, keep_running: bool, rpc: RpcHosts | None = None
+) -> int:
     """Run the server in the foreground until it exits or a signal asks lltui to stop it."""
     import signal
     import threading
@@ -192,7 +317,7 @@ def _supervise(session: LaunchSession, *, as_json: bool, keep_running: bool) -> 
     previous = {s: signal.signal(s, on_signal) for s in handled}
     try:
         session.start(keep_running=keep_running)
-        _watch(session, signals_seen, wake, as_json=as_json)
+        _watch(session, signals_seen, wake, as_json=as_json, rpc=rpc)
         if signals_seen and keep_running and not session.exited:
             return _detach(session, as_json=as_json)
         result = session.stop() if signals_seen else session.wait_exit(5.0)
@@ -207,7 +332,12 @@ def _supervise(session: LaunchSession, *, as_json: bool, keep_running: bool) -> 
 
 
 def _watch(
-    session: LaunchSession, signals_seen: list[int], wake: threading.Event, *, as_json: bool
+    session: LaunchSession,
+    signals_seen: list[int],
+    wake: threading.Event,
+    *,
+    as_json: bool,
+    rpc: RpcHosts | None = None,
 ) -> None:
     """Say when the server is ready; return when it exits or a signal arrives."""
     announced = False
@@ -215,7 +345,12 @@ def _watch(
         if not announced and session.is_ready:
             announced = True
             event = session.ready_event()
-            _say(json.dumps(event) if as_json else _ready_text(event))
+            if rpc is not None:
+                event["rpc_hosts"] = _rpc_json(rpc)
+            text = _ready_text(event)
+            if rpc is not None:  # which host each RPC device is
+                text += "".join(f"\n  {line}" for line in rpc.describe())
+            _say(json.dumps(event) if as_json else text)
         if session.exited:
             return
         wake.wait(0.1)

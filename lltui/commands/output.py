@@ -4,6 +4,7 @@ servers and process lists show as escapes, and an error is one line."""
 from __future__ import annotations
 
 import io
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,10 +48,14 @@ def printable_output() -> Iterator[None]:
 MAX_ERROR_CHARS = 400  # a message quoting a megabyte of a file is still one readable line
 
 
+# user:password@ in a URL a message quotes (anchored on "://": linear in the message)
+_CREDENTIALS = re.compile(r"://[^/\s@]+@")
+
+
 def error_line(message: str) -> str:
     """One line, whatever the message quotes (a value with a newline, an escape sequence,
     a megabyte of a file)."""
-    line = printable(message, one_line=True)
+    line = _CREDENTIALS.sub("://***@", printable(message, one_line=True))
     if len(line) > MAX_ERROR_CHARS:
         line = f"{line[: MAX_ERROR_CHARS - 30]}... ({len(line)} characters in all)"
     return line if line.startswith("lltui") else f"lltui: {line}"

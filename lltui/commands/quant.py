@@ -7,15 +7,30 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lltui.commands import print_json
+from lltui.commands import CliError, print_json
 
 HELP = """\
 usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
 
-For every type llama-quantize makes (Q8_0 ... IQ1_S): the exact file size it would write for
-this model, its bits per weight, whether it fits the devices with these llama-server flags,
-and the largest context that fits. Any quantization of the model can be the input: only its
-tensor names and shapes are used.
+For every type llama-quantize makes that suits this model (Q8_0 ... IQ1_S): the exact file
+size it would write, its bits per weight, whether it fits the devices with these
+llama-server flags, the largest context that fits and the predicted decode speed. Any
+quantization of the model can be the input: only its tensor names and shapes are used.
+TQ1_0/TQ2_0 are listed only for ternary (BitNet) models and MXFP4_MOE only for MoE models.
+MODEL.gguf may also be hf:OWNER/REPO[:FILE|QUANT][@REV] or an https URL; hf:OWNER/REPO alone
+lists the repository's GGUF files and their sizes.
+
+columns:
+  type        llama-quantize's name for the type; * = needs an importance matrix
+              (llama-quantize --imatrix FILE): it refuses to make the type without one
+  file        the size of the file llama-quantize writes
+  bpw         bits per weight: tensor bytes x 8 / parameters
+  fits        yes: every device holds its share with these flags
+  max ctx     the largest context (-c) that still fits; - when none does
+  t/s         predicted decode tokens/s, one sequence, empty context (like llama-bench
+              tg128), from each GPU's memory bandwidth (see lltui fit's speed line)
+  per device  memory llama.cpp allocates on each GPU plus the margin kept for the CUDA
+              context, against the memory free on it (GiB): CUDA0 13.3/15.0
 
 lltui options: --gpus SPEC (as for lltui fit), --margin MIB, --json
 """
@@ -36,9 +51,11 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_inputs
-    from lltui.core.fit.quant_fit import best_fitting, quant_table
+    from lltui.core.fit.common import FitError
+    from lltui.core.fit.hparams import read_hparams
+    from lltui.core.fit.quant_fit import best_fitting, quant_table, skipped_types
     from lltui.core.fit.report import model_to_json
-    from lltui.core.units import MIB, fmt_bytes
+    from lltui.core.fit.results import model_summary
     from lltui.sources.fit_devices import describe
 
     inputs = read_inputs(list(args.argv), "quant", HELP)
@@ -46,37 +63,66 @@ def run(args: argparse.Namespace) -> int:
         return 0
     model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
     devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
+    try:
+        # a header whose hyperparameters cannot be read has no quant to list: one line
+        summary = model_summary(model, read_hparams(model))
+    except FitError as exc:
+        raise CliError(f"quant: {exc}", 2) from None
     table = quant_table(model, settings, devices, opts)
-    summary = table[0].result.model if table and table[0].result else None
+    skipped = skipped_types(model)
     if own["json"]:
+        # the model read: the input file itself (the rows are what-ifs, with no file yet)
         data: dict[str, Any] = {
-            "model": model_to_json(summary) if summary else {"path": model_path},
+            "model": model_to_json(summary),
             "devices": describe(devices),
             "rows": [q.to_json() for q in table],
+            "skipped": [{"type": t, "reason": why} for t, why in skipped],
         }
         if notes:
             data["notes"] = notes
         print_json(data)
         return 0
-    best = best_fitting(table)
-    lines = [f"{model_path}: every llama-quantize type on {describe(devices)}"]
-    lines.append(f"{'type':<9} {'file':>10} {'bpw':>6}  {'fits':<5} {'max ctx':>8}  per device")
+    print("\n".join(quant_lines(model_path, describe(devices), table, best_fitting(table))))
+    for t, why in skipped:
+        print(f"not listed: {t} ({why})")
+    for n in notes:
+        print(f"note: {n}")
+    return 0
+
+
+LEGEND = (
+    "* needs an importance matrix (llama-quantize --imatrix); t/s: predicted decode speed; "
+    "per device: GiB allocated + margin / GiB free"
+)
+
+
+def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]:
+    """The text table: one line per type, then the legend."""
+    from lltui.core.units import GIB, fmt_bytes
+
+    lines = [f"{model_path}: every llama-quantize type on {where}"]
+    lines.append(
+        f"{'type':<10} {'file':>10} {'bpw':>6}  {'fits':<4} {'max ctx':>8} {'t/s':>6}  per device"
+    )
     for q in table:
         row = q.row
+        name = row.name + ("*" if row.requires_imatrix else "")
         if q.result is None:
-            lines.append(f"{row.name:<9} {'-':>10} {'-':>6}  {'-':<5} {'-':>8}  {q.error}")
+            lines.append(f"{name:<10} {'-':>10} {'-':>6}  {'-':<4} {'-':>8} {'-':>6}  {q.error}")
             continue
         per_dev = "  ".join(
-            f"{d.name} {d.total_bytes / MIB:.0f}" for d in q.result.devices if d.kind != "cpu"
+            f"{d.name} {(d.total_bytes + d.unaccounted_bytes) / GIB:.1f}"
+            + (f"/{d.free_bytes / GIB:.1f}" if d.free_bytes is not None else "")
+            for d in q.result.devices
+            if d.kind != "cpu"
         )
         fits = "yes" if q.fits else "no"
         ctx = str(q.max_ctx) if q.max_ctx else "-"
+        tps = f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-"
         mark = "  <- most bits that fit" if best is q else ""
         lines.append(
-            f"{row.name:<9} {fmt_bytes(row.file_bytes):>10} {row.bits_per_weight:>6.2f}  "
-            f"{fits:<5} {ctx:>8}  {per_dev}{mark}"
+            f"{name:<10} {fmt_bytes(row.file_bytes):>10} {row.bits_per_weight:>6.2f}  "
+            f"{fits:<4} {ctx:>8} {tps:>6}  {per_dev}{mark}"
         )
-    for n in notes:
-        lines.append(f"note: {n}")
-    print("\n".join(lines))
-    return 0
+    lines.append(LEGEND)
+    return lines

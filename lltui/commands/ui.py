@@ -45,6 +45,8 @@ def run_app(args: argparse.Namespace) -> int:
                 replay=replay_options(args),
                 poll_limit=1 if args.screenshot else None,
                 view=view,
+                hosts_file=getattr(args, "hosts", None),
+                host_timeout=getattr(args, "host_timeout", None),
             )
         except ValueError as exc:
             raise CliError(str(exc), 2) from None

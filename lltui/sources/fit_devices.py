@@ -4,20 +4,48 @@ servers) and the model file it reads; shared by ``lltui fit``, ``lltui quant`` a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from lltui.core.fit.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
 from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
-from lltui.core.monitor.models import RigSample, SourceUnavailable
 from lltui.core.units import MIB
+
+if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
+    from lltui.core.monitor.models import RigSample
 
 
 class DeviceSpecError(ValueError):
     """A --gpus spec or model file that cannot be used; ``str()`` is one line."""
 
 
-def read_model(path: str) -> GgufModel:
-    """The GGUF header; DeviceSpecError with one line for a missing or corrupt file."""
+class RemoteModelError(DeviceSpecError):
+    """A remote model that cannot be read; ``code`` 1 (network, server) or 2 (reference)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ModelChoice(RemoteModelError):
+    """A reference to a repository that names no one model in it: ``lines`` (a table of its
+    models and sizes) and ``data`` (the same for --json) to choose from; ``named``: whether
+    a file or quantization was given (and matched none, or several)."""
+
+    def __init__(self, message: str, lines: list[str], data: dict[str, Any], named: bool):
+        super().__init__(message, 2)
+        self.lines = lines
+        self.data = data
+        self.named = named
+
+
+def read_model(path: str, verb: str = "fit") -> GgufModel:
+    """The GGUF header; DeviceSpecError with one line for a missing or corrupt file. A remote
+    reference (hf:OWNER/REPO..., an https URL) is read by ranged requests."""
+    from lltui.core.fit.remote_ref import is_remote_ref
+
+    if is_remote_ref(path):
+        return _read_remote(path, verb)
     try:
         return read_gguf(path)
     except GgufError as exc:
@@ -28,6 +56,29 @@ def read_model(path: str) -> GgufModel:
         raise DeviceSpecError(f"{path}: is a directory, not a GGUF file") from None
     except OSError as exc:
         raise DeviceSpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_remote(text: str, verb: str) -> GgufModel:
+    from lltui.sources.remote_gguf import RemoteError
+    from lltui.sources.remote_model import read_remote_model
+
+    try:
+        return read_remote_model(text, verb)
+    except RemoteError as exc:
+        from lltui.sources.hf_hub import RepoChoice
+
+        if isinstance(exc, RepoChoice):
+            from lltui.core.fit.remote_ref import HfRef, listing_json, listing_lines
+
+            ref = exc.listing.ref
+            base = HfRef(ref.repo, None, ref.revision).text()
+            raise ModelChoice(
+                str(exc),
+                listing_lines(base, exc.listing.models, verb),
+                listing_json(base, exc.listing.commit, exc.listing.models),
+                ref.selector is not None,
+            ) from None
+        raise RemoteModelError(str(exc), exc.code) from None
 
 
 def sim_devices(profile: str) -> list[DeviceSpec]:
@@ -57,16 +108,23 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         gpus,
         key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
     )
-    mems = [
-        (g.info.name, g.info.memory_total, g.memory_free)
+    used = [
+        g
         for g in ordered
         if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
     ]
-    return list(cuda_devices(mems))
+    mems = [(g.info.name, g.info.memory_total, g.memory_free) for g in used]
+    # the PCIe link each reports, for the speed of a split (the table's otherwise)
+    return [
+        replace(d, pcie_gen=g.info.pcie_gen_max, pcie_width=g.info.pcie_width_max)
+        for d, g in zip(cuda_devices(mems), used, strict=True)
+    ]
 
 
 def local_devices() -> tuple[list[DeviceSpec], str | None]:
     """This machine's NVIDIA GPUs via NVML, or none and why."""
+    from lltui.core.monitor.models import SourceUnavailable
+
     try:
         from lltui.sources.registry import SourceSpec, make_source
 
@@ -85,6 +143,15 @@ def local_devices() -> tuple[list[DeviceSpec], str | None]:
 
 
 def host_available() -> int | None:
+    """Host memory available now: MemAvailable from /proc/meminfo on Linux (what psutil
+    reports, without importing it: a fit or quant run is a short process), else psutil."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import psutil
 

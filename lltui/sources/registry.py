@@ -8,7 +8,10 @@ from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.sources.base import GpuSource
 from lltui.sources.sim import DEFAULT_PROFILE, PROFILES
 
-SOURCE_HELP = "auto, nvml, smi, smi:HOST, sim, sim:PROFILE or replay:FILE"
+SOURCE_HELP = (
+    "auto, nvml, smi, smi:HOST, sim, sim:PROFILE, replay:FILE, "
+    "prom:URL[#host=NAME] (a Prometheus server) or scrape:URL (an exporter's /metrics)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,9 @@ def replay_options(args: object) -> ReplayOptions:
         stepped=bool(getattr(args, "replay_step", False)),
         loop=bool(getattr(args, "replay_loop", False)),
     )
+
+
+_KINDS = ("auto", "nvml", "smi", "sim", "replay", "prom", "scrape")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,30 @@ def parse_source_spec(text: str | None) -> SourceSpec:
         if not arg:
             raise ValueError("replay needs a file: --source replay:FILE")
         return SourceSpec("replay", arg)
+    if kind in ("prom", "scrape"):
+        from lltui.sources.prom import check_url
+
+        check_url(kind, arg)
+        return SourceSpec(kind, arg)
     raise ValueError(f"unknown source {spec!r}; use {SOURCE_HELP}")
+
+
+def split_sources(text: str | None) -> list[str]:
+    """``smi:h1,smi:h2,nvml`` as its specs. A comma starts a new spec only where a source
+    kind follows it (``kind`` or ``kind:``), so a comma inside a path or URL stays put."""
+    pieces: list[str] = []
+    for piece in (text or "").split(","):
+        word = piece.strip().partition(":")[0].lower()
+        if pieces and word not in _KINDS:
+            pieces[-1] += "," + piece
+        else:
+            pieces.append(piece.strip())
+    return [p for p in pieces if p]
+
+
+def is_fleet(text: str | None) -> bool:
+    """Whether ``--source`` names several sources (a fleet view rather than one rig)."""
+    return len(split_sources(text)) > 1
 
 
 def make_source(
@@ -73,8 +102,10 @@ def make_source(
         return NvmlSource()
     if spec.kind == "smi":
         from lltui.sources.smi import SmiSource
+        from lltui.sources.ssh import split_host_port
 
-        return SmiSource(host=spec.arg)
+        host, port = split_host_port(spec.arg) if spec.arg else (None, None)
+        return SmiSource(host=host, port=port)
     if spec.kind == "sim":
         from lltui.sources.sim import SimSource
 
@@ -84,6 +115,14 @@ def make_source(
 
         opts = replay or ReplayOptions()
         return ReplaySource(spec.arg or "", speed=opts.speed, stepped=opts.stepped, loop=opts.loop)
+    if spec.kind == "prom":
+        from lltui.sources.prom import PromSource
+
+        return PromSource(spec.arg or "")
+    if spec.kind == "scrape":
+        from lltui.sources.prom import ScrapeSource
+
+        return ScrapeSource(spec.arg or "")
     raise ValueError(f"cannot construct source {spec}")
 
 

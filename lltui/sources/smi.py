@@ -38,6 +38,8 @@ from lltui.core.monitor.smi_csv import (
 )
 from lltui.sources.base import Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.host import HostSampler
+from lltui.sources.ssh import SshTarget
+from lltui.sources.ssh import check_host as check_host
 
 SSH_OPTIONS: tuple[str, ...] = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
 CSV_FORMAT = "--format=csv,noheader,nounits"
@@ -83,25 +85,19 @@ def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
     return CommandResult(done.returncode, done.stdout or "", done.stderr or "")
 
 
-def check_host(host: str) -> str:
-    """A host name for ssh as the user gave it; ValueError for one ssh would take as an
-    option (leading ``-``) or that holds whitespace or control characters."""
-    if not host:
-        raise ValueError("smi:HOST needs a host name")
-    if host.startswith("-"):
-        raise ValueError(f"host {host!r} starts with '-' and would be read as an ssh option")
-    if any(c.isspace() or not c.isprintable() for c in host):
-        raise ValueError(f"host {host!r} holds whitespace or control characters")
-    return host
-
-
-def smi_argv(args: Sequence[str], host: str | None = None) -> list[str]:
-    """The argv that runs ``nvidia-smi ARGS`` here, or on ``host`` through ssh."""
-    if host is None:
+def smi_argv(
+    args: Sequence[str], host: str | None = None, target: SshTarget | None = None
+) -> list[str]:
+    """The argv that runs ``nvidia-smi ARGS`` here, on ``host`` through ssh, or on
+    ``target`` through its persistent connection."""
+    if host is None and target is None:
         return ["nvidia-smi", *args]
     for word in args:
         if not _SHELL_SAFE.match(word):
             raise ValueError(f"refusing to send {word!r} to a remote shell")
+    if target is not None:
+        return target.argv("nvidia-smi", *args)
+    assert host is not None
     return ["ssh", *SSH_OPTIONS, "--", check_host(host), "nvidia-smi", *args]
 
 
@@ -126,6 +122,7 @@ class SmiSource:
         self,
         host: str | None = None,
         *,
+        port: int | None = None,
         runner: Runner | None = None,
         timeout: float | None = None,
         which: Callable[[str], str | None] = shutil.which,
@@ -135,10 +132,12 @@ class SmiSource:
         process_ttl_s: float = PROCESS_TTL_S,
     ) -> None:
         self.host = check_host(host) if host is not None else None
+        # one persistent connection per host (closed by close())
+        self.ssh = SshTarget(self.host, port) if self.host is not None else None
         self.process_ttl_s = process_ttl_s
         self._apps: tuple[SmiAppRow, ...] = ()
         self._apps_t: float | None = None
-        self.name = "smi" if host is None else f"smi:{host}"
+        self.name = "smi" if self.ssh is None else f"smi:{self.ssh.label}"
         self._run = runner or run_command
         self._timeout = timeout if timeout is not None else (10.0 if host is None else 20.0)
         self._which = which
@@ -176,7 +175,7 @@ class SmiSource:
         ``clocks_event_reasons.*`` swaps in the older ``clocks_throttle_reasons.*`` names)
         and retry. Each rejected field costs one retry; the field list bounds them."""
         for _ in range(len(fields) + 2):
-            argv = smi_argv([f"{flag}={','.join(fields)}", CSV_FORMAT], self.host)
+            argv = smi_argv([f"{flag}={','.join(fields)}", CSV_FORMAT], self.host, self.ssh)
             result = self._run(argv, self._timeout)
             if result.returncode == 0:
                 return result.stdout, fields
@@ -216,7 +215,7 @@ class SmiSource:
     def _versions(self) -> tuple[str | None, str | None]:
         """CUDA and NVML versions from ``nvidia-smi --version`` (drivers 525 and later);
         None when this driver does not print them."""
-        result = self._run(smi_argv(["--version"], self.host), self._timeout)
+        result = self._run(smi_argv(["--version"], self.host, self.ssh), self._timeout)
         if result.returncode != 0:
             return None, None
         cuda = _CUDA_VERSION.search(result.stdout)
@@ -283,6 +282,8 @@ class SmiSource:
 
     def close(self) -> None:
         self._info = None
+        if self.ssh is not None:
+            self.ssh.close()  # the host's persistent connection ends with the source
 
     def poll(self) -> RigSample:
         if self._info is None:

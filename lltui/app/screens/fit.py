@@ -18,6 +18,7 @@ from lltui.app.background import off_thread_reported
 from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
 from lltui.app.messages import FitReady, ModelsFound
 from lltui.app.screens.base import ViewScreen
+from lltui.core.fit.speed import speed_line
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
 from lltui.sources.sim import PROFILES
 
@@ -26,7 +27,14 @@ if TYPE_CHECKING:
     from lltui.sources.model_files import ModelFile
 
 BAR_WIDTH = 40
-QUANT_COLUMNS = (("type", 9), ("file", 11), ("bpw", 6), ("fits", 5), ("max ctx", 8))
+QUANT_COLUMNS = (
+    ("type", 10),
+    ("file", 11),
+    ("bpw", 6),
+    ("fits", 5),
+    ("max ctx", 8),
+    ("t/s", 6),
+)
 
 
 def stacked_bar(parts: list[tuple[int, str]], capacity: int, width: int) -> str:
@@ -109,6 +117,8 @@ def render_verdict(outcome: FitOutcome) -> str:
     ]
     for s in res.suggestions:
         lines.append(f"  try [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
+    if res.speed is not None:
+        lines.append(escape(speed_line(res.speed)))
     for w in (*res.warnings, *outcome.notes):
         lines.append(f"[$warning]note:[/] {escape(w)}")
     return "\n".join(lines)
@@ -275,7 +285,7 @@ class FitScreen(ViewScreen):
         for q in outcome.quants:
             row = q.row
             if q.result is None:
-                rows.append((row.name, "-", "-", "-", "-", escape(q.error or "")))
+                rows.append((row.name, "-", "-", "-", "-", "-", escape(q.error or "")))
                 continue
             per_dev = " ".join(
                 f"{d.name}:{(d.total_bytes + d.unaccounted_bytes) / MIB:.0f}"
@@ -284,11 +294,12 @@ class FitScreen(ViewScreen):
             )
             rows.append(
                 (
-                    row.name,
+                    row.name + ("*" if row.requires_imatrix else ""),
                     fmt_bytes(row.file_bytes),
                     f"{row.bits_per_weight:.2f}",
                     "yes" if q.fits else "no",
                     str(q.max_ctx or "-"),
+                    f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-",
                     per_dev,
                 )
             )

@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
-from textual.markup import escape
+from textual.geometry import Region
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
+from lltui.app.monitor_layout import PROCESS_RESERVE, MonitorLayout, plan_layout
 from lltui.app.screens.base import LltuiScreen
 from lltui.app.widgets.footer import LltuiFooter
-from lltui.app.widgets.gpu_card import GpuCard, render_card
-from lltui.app.widgets.process_table import ProcessTable
+from lltui.app.widgets.gpu_card import CardStyles, CardView, GpuCard, compact_name_width
+from lltui.app.widgets.process_table import ProcessPane, ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.models import RigSample
 from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
 
-CARD_MIN_WIDTH = 78
-GRAPHS_MIN_ROWS_PER_GPU = 9  # a card with sparklines needs this many rows to be useful
 
-
-def render_rig_line(sample: RigSample, model: RigModel) -> str:
+def render_rig_line(
+    sample: RigSample, model: RigModel, styles: CardStyles, width: int = 200
+) -> Text:
     """Totals over the GPUs, energy since start, host, and the load balance of what they
-    serve; each line fits 78 columns."""
+    serve; each line fits 78 columns (``width`` below 84 tightens the balance line)."""
     live = [g for g in sample.gpus if not g.lost]
     total = sum(g.info.memory_total for g in live)
     used = sum(g.memory_used or 0 for g in live)
@@ -33,58 +34,76 @@ def render_rig_line(sample: RigSample, model: RigModel) -> str:
     energy = model.history.energy_since_start_mj()
     lost = len(sample.gpus) - len(live)
     n = len(sample.gpus)
-    first = (
-        f"[b]{n} GPU{'s' if n != 1 else ''}[/b]  VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB"
-        f" ({free / GIB:.1f} free)  power {power:.0f}/{limit:.0f} W"
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{n} GPU{'s' if n != 1 else ''}", styles.bold)
+    text.append(
+        f"  VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB ({free / GIB:.1f} free)"
+        f"  power {power:.0f}/{limit:.0f} W"
     )
     if lost:
-        first += f"  [b $error]{lost} lost[/]"
-    second = f"energy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}"
+        text.append("  ")
+        text.append(f"{lost} lost", styles.error_bold)
+    text.append(f"\nenergy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}")
     host = sample.host
     if host.cpu_pct is not None or host.mem_total:
         used_gib = (host.mem_used or 0) / GIB
         total_gib = (host.mem_total or 0) / GIB
-        second += (
-            f"  [b]host[/b] CPU {fmt_pct(host.cpu_pct)}/{host.cpu_count or '?'}"
+        text.append("  ")
+        text.append("host", styles.bold)
+        text.append(
+            f" CPU {fmt_pct(host.cpu_pct)}/{host.cpu_count or '?'}"
             f"  RAM {used_gib:.1f}/{total_gib:.1f} GiB"
         )
         if host.load_1m is not None:
-            second += f"  load {host.load_1m:.2f}"
-    lines = [first, second]
+            text.append(f"  load {host.load_1m:.2f}")
     balance = imbalances(sample)
     if balance:
         im = balance[0]
-        colour = {"ok": "$gpu-ok", "uneven": "$gpu-warn", "skewed": "$gpu-hot"}[im.level]
-        lines.append(
-            f"[b]balance[/b] {escape(im.name[:16])} GPU{compact_indexes(im.gpu_indexes)}"
-            f" [{colour}]{im.level}[/]  VRAM ±{im.vram_spread:.0f}%"
-            f" full {im.fullest} empty {im.emptiest}"
-            f"  util ±{im.util_spread:.0f}% busy {im.busiest}"
+        level = {"ok": styles.ok, "uneven": styles.warn, "skewed": styles.hot}[im.level]
+        gap, gpu = ("  ", "GPU") if width >= 84 else (" ", "")
+        text.append("\n")
+        text.append("balance", styles.bold)
+        text.append(f" {im.name[:16]} {gpu}{compact_indexes(im.gpu_indexes)} ")
+        text.append(im.level, level)
+        text.append(
+            f"{gap}VRAM ±{im.vram_spread:.0f}% full {im.fullest} empty {im.emptiest}"
+            f"{gap}util ±{im.util_spread:.0f}% busy {im.busiest}"
         )
-    return "\n".join(lines)
+    return text
 
 
 class MonitorScreen(LltuiScreen):
     """Live per-GPU dashboard. Rendering reads only the app's model."""
 
+    AUTO_FOCUS = "ProcessTable"  # its keys (filter, signal) work without a tab first
+
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
+        yield StatusBar(id="status", history=True)
         yield Banner(id="banner")
         yield Static("", id="rig")
         with VerticalScroll(id="cards-scroll"):
             yield Grid(id="cards")
-        yield ProcessTable(id="processes")
+        yield ProcessPane(id="processes")
         yield LltuiFooter()
 
     def __init__(self) -> None:
         super().__init__()
         self._cards: dict[str, GpuCard] = {}
-        self._columns = 0
+        self._layout: MonitorLayout | None = None
+        self._styles: CardStyles | None = None
+        self._name_width: tuple[tuple[str, ...], int, int] = ((), 0, 0)
         self._rig_lines = -1
+        self._rig_text: Text | None = None
+        self._selected_uuid: str | None = None
+        self._reserve = PROCESS_RESERVE
         self._ready = False
 
     def on_mount(self) -> None:
         self._ready = True
+        # cards scrolled into view show the latest sample they were given
+        self.watch(self.query_one("#cards-scroll"), "scroll_y", self._flush_cards, init=False)
+        # the cards' colours are worked out from the theme: a new theme redraws them (paused too)
+        self.watch(self.app, "theme", self._render_from_app, init=False)
         self._render_from_app()
 
     def on_screen_resume(self) -> None:
@@ -96,17 +115,76 @@ class MonitorScreen(LltuiScreen):
     def _render_from_app(self) -> None:
         self.lltui.render_model()
 
-    def layout_for(self, n: int) -> tuple[int, bool, int]:
-        """Columns of cards, whether cards carry sparklines, and each card's width, for
-        ``n`` GPUs on this screen's size."""
-        width, height = self.size
-        columns = max(1, min(n, width // CARD_MIN_WIDTH)) if n else 1
-        graphs = self.lltui.model.graphs
-        if graphs is None:
-            rows_per_column = -(-n // columns) if n else 1
-            graphs = height >= 14 + rows_per_column * GRAPHS_MIN_ROWS_PER_GPU
-        card_width = max(40, width // columns - 2)
-        return columns, graphs, card_width
+    def _window(self) -> Region:
+        """The visible part of the GPU area, in the coordinates of its content."""
+        scroll = self.query_one("#cards-scroll", VerticalScroll)
+        size = scroll.scrollable_content_region.size
+        return Region(round(scroll.scroll_x), round(scroll.scroll_y), size.width, size.height)
+
+    def _flush_cards(self) -> None:
+        window = self._window()
+        for card in self._cards.values():
+            card.flush(window)
+
+    @property
+    def gpu_layout(self) -> MonitorLayout | None:
+        """The layout of the GPUs now on screen (None before the first sample)."""
+        return self._layout
+
+    def _room(self) -> int:
+        """Lines left for the GPUs and the process table: the screen less the status line,
+        banner, rig summary and footer as they are now wrapped to the width."""
+        size = self.size
+        used = 1  # the footer
+        for widget in (self.query_one(StatusBar), self.query_one(Banner), self.query_one("#rig")):
+            if widget.display:
+                used += widget.get_content_height(size, size, max(1, size.width - 2))
+        return size.height - used
+
+    def plan(self, n: int) -> MonitorLayout:
+        """The layout of ``n`` GPUs on this screen's size and the user's choices."""
+        model = self.lltui.model
+        width, room = self.size.width, self._room()
+        reserve = self._reserve = self._process_reserve()
+        mode, graphs = model.layout_mode, model.graphs
+        plan = plan_layout(n, width, room, mode=mode, graphs=graphs, reserve=reserve)
+        if not plan.fits:  # the scroll bar takes a column
+            plan = plan_layout(n, width - 1, room, mode=mode, graphs=graphs, reserve=reserve)
+        return plan
+
+    def _process_reserve(self) -> int:
+        """Five rows of processes below the table's header, its horizontal scroll bar when
+        its columns are wider than the screen, and the filter line while it is open."""
+        pane = self.query_one(ProcessPane)
+        return PROCESS_RESERVE + pane.filter_open + pane.table.show_horizontal_scrollbar
+
+    def _check_reserve(self) -> None:
+        # the table learns its columns' width after a frame: plan again if that changed it
+        if self._process_reserve() != self._reserve:
+            self._render_from_app()
+
+    def _apply_layout(self, layout: MonitorLayout) -> None:
+        grid = self.query_one("#cards", Grid)
+        grid.styles.grid_size_columns = layout.columns
+        grid.set_class(layout.compact, "-compact")
+        self.query_one("#cards-scroll").styles.height = layout.height
+        for card in self._cards.values():
+            card.set_class(layout.compact, "-compact")
+        self._layout = layout
+        # cards that come into view with the new layout are drawn once it is worked out
+        self.call_after_refresh(self._flush_cards)
+
+    def _card_styles(self) -> CardStyles:
+        theme = self.app.theme
+        if self._styles is None or self._styles.theme != theme:
+            self._styles = CardStyles.from_variables(theme, self.app.get_css_variables())
+        return self._styles
+
+    def _compact_name_width(self, sample: RigSample, width: int) -> int:
+        names = tuple(g.info.name for g in sample.gpus)
+        if self._name_width[:2] != (names, width):
+            self._name_width = (names, width, compact_name_width(list(names), width))
+        return self._name_width[2]
 
     def show(self, model: RigModel) -> None:
         if not self._ready:  # a sample can arrive before this screen is composed
@@ -117,40 +195,72 @@ class MonitorScreen(LltuiScreen):
             self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")
             return
         with self.app.batch_update():
-            rig_text = render_rig_line(sample, model)
-            rig_lines = rig_text.count("\n")
-            # same number of lines: repaint only, no relayout of the whole screen
-            self.query_one("#rig", Static).update(rig_text, layout=rig_lines != self._rig_lines)
-            self._rig_lines = rig_lines
-            grid = self.query_one("#cards", Grid)
-            columns, graphs, card_width = self.layout_for(len(sample.gpus))
-            if columns != self._columns:
-                grid.styles.grid_size_columns = columns
-                self._columns = columns
-            present = {g.info.uuid for g in sample.gpus}
-            for uuid in [u for u in self._cards if u not in present]:
-                self._cards.pop(uuid).remove()
-            selected = min(model.selected, len(sample.gpus) - 1)
-            for pos, g in enumerate(sample.gpus):
-                card = self._cards.get(g.info.uuid)
-                if card is None:
-                    card = GpuCard(g.info.uuid, classes="gpu-card")
-                    self._cards[g.info.uuid] = card
-                    grid.mount(card)
-                card.set_class(g.lost, "-lost")
-                card.set_class(pos == selected, "-selected")
-                card.set_class(model.stale(None), "-stale")
-                card.show(
-                    render_card(
-                        g,
-                        model.history,
-                        width=card_width,
-                        window_s=model.window_s,
-                        graphs=graphs,
-                        selected=pos == selected,
-                    )
-                )
+            self._show_rig(render_rig_line(sample, model, self._card_styles(), self.size.width))
+            layout = self.plan(len(sample.gpus))
+            if layout != self._layout:
+                self._apply_layout(layout)
+            self._show_cards(model, sample, layout)
             self.query_one(ProcessTable).show(sample, model.sort_key, model.sort_reverse)
+        self.call_after_refresh(self._check_reserve)
+
+    def _show_rig(self, text: Text) -> None:
+        if text == self._rig_text:
+            return
+        lines = text.plain.count("\n")
+        # same number of lines: repaint only, no relayout of the whole screen
+        self.query_one("#rig", Static).update(text, layout=lines != self._rig_lines)
+        self._rig_lines = lines
+        self._rig_text = text
+
+    def _show_cards(self, model: RigModel, sample: RigSample, layout: MonitorLayout) -> None:
+        grid = self.query_one("#cards", Grid)
+        present = {g.info.uuid for g in sample.gpus}
+        for uuid in [u for u in self._cards if u not in present]:
+            self._cards.pop(uuid).remove()
+        selected = min(model.selected, len(sample.gpus) - 1)
+        stale = model.stale(None)
+        # a card's border and padding take 3 columns, a compact line's 2
+        width = layout.item_width - (2 if layout.compact else 3)
+        name_width = self._compact_name_width(sample, width) if layout.compact else 0
+        styles = self._card_styles()
+        history_seq = sample.seq if layout.graphs else 0
+        window = self._window()
+        index_width = len(str(len(sample.gpus) - 1))
+        for pos, g in enumerate(sample.gpus):
+            card = self._cards.get(g.info.uuid)
+            if card is None:
+                card = GpuCard(g.info.uuid, classes="gpu-card")
+                card.set_class(layout.compact, "-compact")
+                self._cards[g.info.uuid] = card
+                grid.mount(card)
+            card.set_class(g.lost, "-lost")
+            card.set_class(pos == selected, "-selected")
+            card.set_class(stale, "-stale")
+            view = CardView(
+                sample=g,
+                styles=styles,
+                width=width,
+                compact=layout.compact,
+                graphs=layout.graphs,
+                window_s=model.window_s,
+                selected=pos == selected,
+                history_seq=history_seq,
+                name_width=name_width,
+                index_width=index_width,
+                lines=layout.lines,
+            )
+            card.show(view, model.history, window)
+        if sample.gpus:
+            self._follow_selection(sample.gpus[selected].info.uuid)
+
+    def _follow_selection(self, uuid: str) -> None:
+        """Scroll a newly selected GPU into view (where the GPUs do not all fit)."""
+        if uuid == self._selected_uuid:
+            return
+        self._selected_uuid = uuid
+        card = self._cards.get(uuid)
+        if card is not None:
+            self.call_after_refresh(card.scroll_visible, animate=False)
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         """Cheap refresh of the status line only (age, stale marker) between samples."""

@@ -1,43 +1,103 @@
-"""One GPU: VRAM and power bars, utilisation, temperature, clocks, links, throttle reasons,
-and sparklines of power, utilisation and VRAM with their min/max."""
+"""One GPU, as a card (VRAM and power bars, utilisation, temperature, clocks, links, throttle
+reasons, sparklines of power, utilisation and VRAM) or as one or two compact lines.
+
+Both are rich ``Text`` built with styles resolved once per theme: no markup is parsed on a
+tick, and a card that is off screen or shows what it already shows is not rebuilt."""
 
 from __future__ import annotations
 
-from textual.markup import escape
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual.color import Color
+from textual.geometry import Region
 from textual.widgets import Static
 
 from lltui.app.host import host_of
+from lltui.app.monitor_layout import CARD_LINES
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import GpuSample
 from lltui.core.monitor.throttle import SLOWDOWNS
 from lltui.core.monitor.xid import xid_meaning
-from lltui.core.units import (
-    GIB,
-    MIB,
-    bar,
-    fmt_pct,
-    fmt_rate_kbs,
-    spark,
-)
+from lltui.core.units import GIB, MIB, bar, fmt_pct, fmt_rate_kbs, spark
 
 LABEL_W = 5
+COMPACT_WIDE = 60  # a compact line this wide has labels and full numbers
+COMPACT_NAME_WIDE = 16
+COMPACT_NAME_NARROW = 9
+NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ")
+# one letter per slowdown for the narrowest compact line, a word where there is room
+THROTTLE_SHORT = {
+    "power cap": ("P", "pwr cap"),
+    "power brake": ("B", "pwr brake"),
+    "hw slowdown": ("H", "hw slow"),
+    "sw thermal": ("T", "thermal"),
+    "hw thermal": ("T", "hw therm"),
+}
 
 
-def _level(pct: float | None, warn: float, hot: float) -> str:
-    if pct is None:
-        return "$text-muted"
-    if pct >= hot:
-        return "$gpu-hot"
-    if pct >= warn:
-        return "$gpu-warn"
-    return "$gpu-ok"
+@dataclass(frozen=True, slots=True)
+class CardStyles:
+    """The theme's colours as rich styles, worked out once per theme."""
 
+    theme: str
+    plain: Style
+    bold: Style
+    muted: Style
+    ok: Style
+    warn: Style
+    hot: Style
+    hot_bold: Style
+    error_bold: Style
+    vram: Style
+    power: Style
+    empty: Style
+    spark: Style
+    reverse_bold: Style
 
-def _bar(fraction: float | None, width: int, var: str) -> str:
-    filled = bar(fraction, width, empty=" ")
-    body = filled.rstrip(" ")
-    rest = width - len(body)
-    return f"[{var}]{body}[/][on $bar-empty]{' ' * rest}[/]"
+    @classmethod
+    def from_variables(cls, theme: str, variables: dict[str, str]) -> CardStyles:
+        background = Color.parse(variables.get("background", "#000000"))
+
+        def colour(name: str, fallback: str = "#808080") -> str:
+            # blend translucent colours over the background, as TCSS would; "auto 60%"
+            # ($text-muted) is the background's contrasting text at that alpha
+            value = variables.get(name, fallback)
+            if value.startswith("auto"):
+                pct = value.removeprefix("auto").strip().rstrip("%")
+                alpha = float(pct) / 100 if pct else 0.95
+                return (background + background.get_contrast_text(alpha)).hex
+            return (background + Color.parse(value)).hex
+
+        def fg(name: str, bold: bool = False) -> Style:
+            return Style(color=colour(name), bold=bold or None)
+
+        return cls(
+            theme=theme,
+            plain=Style(),
+            bold=Style(bold=True),
+            muted=fg("text-muted"),
+            ok=fg("gpu-ok"),
+            warn=fg("gpu-warn"),
+            hot=fg("gpu-hot"),
+            hot_bold=fg("gpu-hot", bold=True),
+            error_bold=fg("error", bold=True),
+            vram=fg("bar-vram"),
+            power=fg("bar-power"),
+            empty=Style(bgcolor=colour("bar-empty")),
+            spark=fg("spark"),
+            reverse_bold=Style(reverse=True, bold=True),
+        )
+
+    def level(self, pct: float | None, warn: float, hot: float) -> Style:
+        if pct is None:
+            return self.muted
+        if pct >= hot:
+            return self.hot
+        if pct >= warn:
+            return self.warn
+        return self.ok
 
 
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:
@@ -50,86 +110,125 @@ def short_bus(bus: str) -> str:
     return ":".join(parts[-2:]) if len(parts) >= 2 else bus
 
 
+def short_name(name: str, width: int) -> str:
+    """A GPU's name in ``width`` cells: without the vendor's brand words, then its first
+    word (``Tesla V100-SXM3-32GB`` -> ``V100-SXM3-32GB`` -> ``V100``), else empty."""
+    for noise in NAME_NOISE:
+        name = name.replace(noise, "")
+    if len(name) <= width:
+        return name
+    first = name.split(" ")[0]
+    if first == "RTX" and " " in name:  # "RTX 3090", "RTX A6000": the number says more
+        first = name.split(" ")[1]
+    if len(first) > width:
+        first = first.split("-")[0]
+    # a cut name misleads ("V10" for a V100): none at all rather than part of one
+    return first if len(first) <= width else ""
+
+
+def _bar(text: Text, fraction: float | None, width: int, style: Style, styles: CardStyles) -> None:
+    filled = bar(fraction, width, empty=" ").rstrip(" ")
+    text.append(filled, style)
+    text.append(" " * (width - len(filled)), styles.empty)
+
+
+def _throttle(g: GpuSample) -> tuple[str, ...]:
+    return tuple(r for r in (g.throttle_reasons or ()) if r in SLOWDOWNS)
+
+
+# -- the card --------------------------------------------------------------------------------
 def render_card(
     g: GpuSample,
     history: RigHistory,
+    styles: CardStyles,
     *,
     width: int,
     window_s: float,
     graphs: bool,
     selected: bool = False,
-) -> str:
-    """Markup for one card, ``width`` cells wide."""
+) -> Text:
+    """One card, ``width`` cells wide, :data:`CARD_LINES` lines (plus three of graphs)."""
     width = max(width, 40)
-    title = _card_title(g, selected)
+    lines = [_card_title(g, selected, styles)]
     if g.lost:
-        return (
-            f"{title}\n[b $error]LOST[/] {escape(g.error or 'the GPU fell off the bus')}\n"
-            "[$text-muted]other GPUs keep updating; a reboot or reset brings it back[/]"
+        lines.append(
+            Text.assemble(("LOST", styles.error_bold), " ", g.error or "the GPU fell off the bus")
         )
-    bar_w = max(10, min(30, width - 40))
-    lines = [
-        f"{title}  {_card_state(g)}",
-        _memory_line(g, bar_w),
-        _power_line(g, bar_w),
-        _clocks_line(g),
-    ]
-    extras = _extras(g)
-    if extras:
-        lines.append("  ".join(extras))
-    if graphs:
-        lines += _graph_lines(g, history, width, window_s)
-    return "\n".join(lines)
+        lines.append(
+            Text("other GPUs keep updating; a reboot or reset brings it back", styles.muted)
+        )
+    else:
+        lines[0].append("  ")
+        lines[0].append_text(_card_state(g, styles))
+        bar_w = max(10, min(30, width - 40))
+        lines += [
+            _memory_line(g, bar_w, styles),
+            _power_line(g, bar_w, styles),
+            _clocks_line(g, styles),
+        ]
+        lines.append(Text("  ").join(_extras(g, styles)))
+    # a fixed height: a throttle flag coming and going does not move the cards below
+    lines += [Text() for _ in range(CARD_LINES - len(lines))]
+    if graphs and not g.lost:
+        lines += _graph_lines(g, history, width, window_s, styles)
+    return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
 
 
-def _card_title(g: GpuSample, selected: bool) -> str:
+def _card_title(g: GpuSample, selected: bool, styles: CardStyles) -> Text:
     info = g.info
     cuda = f"CUDA{info.cuda_index}" if info.cuda_index is not None else "CUDA-"
-    marker = "[reverse]" if selected else ""
-    marker_end = "[/reverse]" if selected else ""
-    return (
-        f"{marker}[b]GPU{info.index}[/b]{marker_end} [b]{escape(info.name)}[/b]"
-        f" [$text-muted]{cuda} {short_bus(info.pci_bus_id)}[/]"
+    return Text.assemble(
+        (f"GPU{info.index}", styles.reverse_bold if selected else styles.bold),
+        " ",
+        (info.name, styles.bold),
+        (f" {cuda} {short_bus(info.pci_bus_id)}", styles.muted),
     )
 
 
-def _card_state(g: GpuSample) -> str:
+def _card_state(g: GpuSample, styles: CardStyles) -> Text:
     """Temperature, fan and P-state, right of the title."""
-    temp_s = f"[{_level(g.temp_c, 75, 85)}]{_num(g.temp_c)}°C[/]"
-    fan = f" fan {_num(g.fan_pct)}%" if g.fan_pct is not None else ""
-    pstate = f" P{g.pstate}" if g.pstate is not None else ""
-    return f"{temp_s}{fan}{pstate}"
+    text = Text()  # a style given to Text() would colour all that is appended after
+    text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, 75, 85))
+    if g.fan_pct is not None:
+        text.append(f" fan {_num(g.fan_pct)}%")
+    if g.pstate is not None:
+        text.append(f" P{g.pstate}")
+    return text
 
 
-def _memory_line(g: GpuSample, bar_w: int) -> str:
+def _memory_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
     total = g.info.memory_total
     used = g.memory_used
     mem_frac = used / total if used is not None and total else None
     mem_pct = None if mem_frac is None else 100 * mem_frac
     used_s = "-" if used is None else f"{used / MIB:.0f}"
-    return (
-        f"{'VRAM':<{LABEL_W}}{_bar(mem_frac, bar_w, '$bar-vram')} "
-        f"{used_s}/{total / MIB:.0f} MiB [{_level(mem_pct, 85, 95)}]{fmt_pct(mem_pct, width=4)}[/]"
-    )
+    text = Text(f"{'VRAM':<{LABEL_W}}")
+    _bar(text, mem_frac, bar_w, styles.vram, styles)
+    text.append(f" {used_s}/{total / MIB:.0f} MiB ")
+    text.append(fmt_pct(mem_pct, width=4), styles.level(mem_pct, 85, 95))
+    return text
 
 
-def _power_line(g: GpuSample, bar_w: int) -> str:
+def _power_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
     limit = g.power_limit_w
     pwr_frac = g.power_w / limit if g.power_w is not None and limit else None
-    util_s = f"[{_level(g.util_gpu, 101, 101)}]{fmt_pct(g.util_gpu, width=4)}[/]"
-    return (
-        f"{'PWR':<{LABEL_W}}{_bar(pwr_frac, bar_w, '$bar-power')} "
-        f"{_num(g.power_w)}/{_num(limit)} W"
-        f" {fmt_pct(None if pwr_frac is None else 100 * pwr_frac, width=4)}"
-        f"  util{util_s} mem{fmt_pct(g.util_mem, width=4)}"
+    text = Text(f"{'PWR':<{LABEL_W}}")
+    _bar(text, pwr_frac, bar_w, styles.power, styles)
+    text.append(
+        f" {_num(g.power_w)}/{_num(limit)} W"
+        f" {fmt_pct(None if pwr_frac is None else 100 * pwr_frac, width=4)}  util"
     )
+    text.append(fmt_pct(g.util_gpu, width=4), styles.level(g.util_gpu, 101, 101))
+    text.append(f" mem{fmt_pct(g.util_mem, width=4)}")
+    return text
 
 
-def _clocks_line(g: GpuSample) -> str:
+def _clocks_line(g: GpuSample, styles: CardStyles) -> Text:
     info = g.info
-    sm = f"SM {_num(g.sm_clock_mhz)}/{_num(info.max_sm_clock_mhz)}"
-    mem = f"MEM {_num(g.mem_clock_mhz)}/{_num(info.max_mem_clock_mhz)} MHz"
-    pcie = ""
+    text = Text(
+        f"SM {_num(g.sm_clock_mhz)}/{_num(info.max_sm_clock_mhz)}"
+        f" MEM {_num(g.mem_clock_mhz)}/{_num(info.max_mem_clock_mhz)} MHz"
+    )
     if g.pcie_gen is not None or g.pcie_rx_kbs is not None:
         link = f"{_num(g.pcie_gen)}x{_num(g.pcie_width)}"
         degraded = (
@@ -137,37 +236,42 @@ def _clocks_line(g: GpuSample) -> str:
             and g.pcie_width is not None
             and g.pcie_width < info.pcie_width_max
         )
-        link_s = f"[$gpu-warn]{link}[/]" if degraded else link
-        pcie = f"  PCIe {link_s} ↓{fmt_rate_kbs(g.pcie_rx_kbs)} ↑{fmt_rate_kbs(g.pcie_tx_kbs)}"
-    return f"{sm} {mem}{pcie}"
+        text.append("  PCIe ")
+        text.append(link, styles.warn if degraded else styles.plain)
+        text.append(f" ↓{fmt_rate_kbs(g.pcie_rx_kbs)} ↑{fmt_rate_kbs(g.pcie_tx_kbs)}")
+    return text
 
 
-def _extras(g: GpuSample) -> list[str]:
+def _extras(g: GpuSample, styles: CardStyles) -> list[Text]:
     """Throttling, NVLink and errors: only what there is to say."""
     extras = []
     reasons = g.throttle_reasons or ()
-    slow = [r for r in reasons if r in SLOWDOWNS]
+    slow = _throttle(g)
     if slow:
-        extras.append(f"[b $gpu-hot]throttled: {escape(', '.join(slow))}[/]")
+        extras.append(Text(f"throttled: {', '.join(slow)}", styles.hot_bold))
     elif reasons:
-        extras.append(f"[$text-muted]clocks: {escape(', '.join(reasons))}[/]")
+        extras.append(Text(f"clocks: {', '.join(reasons)}", styles.muted))
     if g.nvlink_active:
         extras.append(
-            f"NVLink {g.nvlink_active} up ↓{fmt_rate_kbs(g.nvlink_rx_kbs)}"
-            f" ↑{fmt_rate_kbs(g.nvlink_tx_kbs)}"
+            Text(
+                f"NVLink {g.nvlink_active} up ↓{fmt_rate_kbs(g.nvlink_rx_kbs)}"
+                f" ↑{fmt_rate_kbs(g.nvlink_tx_kbs)}"
+            )
         )
     if g.ecc_uncorrected:
-        extras.append(f"[b $error]ECC uncorrected {g.ecc_uncorrected}[/]")
+        extras.append(Text(f"ECC uncorrected {g.ecc_uncorrected}", styles.error_bold))
     if g.retired_pages:
-        extras.append(f"[$gpu-warn]retired pages {g.retired_pages}[/]")
+        extras.append(Text(f"retired pages {g.retired_pages}", styles.warn))
     if g.xid is not None:
-        extras.append(f"[b $error]XID {g.xid}: {escape(xid_meaning(g.xid))}[/]")
+        extras.append(Text(f"XID {g.xid}: {xid_meaning(g.xid)}", styles.error_bold))
     if g.error:
-        extras.append(f"[$gpu-warn]{escape(g.error)}[/]")
+        extras.append(Text(g.error, styles.warn))
     return extras
 
 
-def _graph_lines(g: GpuSample, history: RigHistory, width: int, window_s: float) -> list[str]:
+def _graph_lines(
+    g: GpuSample, history: RigHistory, width: int, window_s: float, styles: CardStyles
+) -> list[Text]:
     """Power, utilisation and VRAM sparklines on fixed axes, with their range."""
     info = g.info
     range_w = 13
@@ -186,26 +290,213 @@ def _graph_lines(g: GpuSample, history: RigHistory, width: int, window_s: float)
             rng = f"{s.lo / scale:.1f}..{s.hi / scale:.1f}{unit}"
         else:
             rng = f"{s.lo / scale:.0f}..{s.hi / scale:.0f}{unit}"
-        line = spark(s.values, spark_w, lo, hi)
-        lines.append(f"{label:<{LABEL_W}}[$text-muted]{rng:>{range_w}}[/] [$spark]{line}[/]")
+        lines.append(
+            Text.assemble(
+                f"{label:<{LABEL_W}}",
+                (f"{rng:>{range_w}}", styles.muted),
+                " ",
+                (spark(s.values, spark_w, lo, hi), styles.spark),
+            )
+        )
     return lines
 
 
+# -- the compact line ------------------------------------------------------------------------
+def compact_name_width(names: list[str], width: int) -> int:
+    """The name column of compact lines ``width`` cells wide: the longest short name, so
+    the bars of a mixed rig line up."""
+    cap = COMPACT_NAME_WIDE if width >= COMPACT_WIDE else COMPACT_NAME_NARROW
+    return max((len(short_name(n, cap)) for n in names), default=0)
+
+
+def render_compact(
+    g: GpuSample,
+    styles: CardStyles,
+    *,
+    width: int,
+    selected: bool,
+    name_width: int = COMPACT_NAME_WIDE,
+    index_width: int = 2,
+    lines: int = 1,
+) -> Text:
+    """One line for one GPU in ``width`` cells: index, name, VRAM bar and numbers,
+    utilisation, power, temperature and a throttle flag. Below :data:`COMPACT_WIDE` cells
+    the labels go and the numbers shrink, so 16 GPUs fit two to a line in 80 columns.
+    ``lines`` 2 adds clocks, PCIe and NVLink traffic, fan and P-state below."""
+    wide = width >= COMPACT_WIDE
+    info = g.info
+    index = f"GPU{info.index}".ljust(3 + index_width) if wide else f"{info.index:>{index_width}}"
+    text = Text(no_wrap=True)
+    text.append(index, styles.reverse_bold if selected else styles.bold)
+    if g.lost:
+        text.append(f" {short_name(info.name, name_width)} ")
+        text.append("LOST", styles.error_bold)
+        text.append(f" {g.error or 'the GPU fell off the bus'}")
+        if lines > 1:  # the same height as the others, so the rows below stay put
+            text.append("\n" + " " * (len(index) + 1))
+            text.append("other GPUs keep updating", styles.muted)
+        return text
+    total = info.memory_total
+    used = g.memory_used
+    frac = used / total if used is not None and total else None
+    pct = None if frac is None else 100 * frac
+    used_s = "-" if used is None else f"{used / GIB:.1f}"
+    mem = f"{used_s}/{total / GIB:.0f} GiB" if wide else f"{used_s}/{total / GIB:.0f}G"
+    util = fmt_pct(g.util_gpu, width=4)
+    power = f"{_num(g.power_w):>4}/{_num(g.power_limit_w)}W" if wide else f"{_num(g.power_w):>4}W"
+    temp = f"{_num(g.temp_c):>3}°C" if wide else f"{_num(g.temp_c):>3}°"
+    slow = _throttle(g)
+    flag = THROTTLE_SHORT.get(slow[0], ("!", slow[0]))[1 if wide else 0] if slow else ""
+    util_label = " util" if wide else " "
+    flag_w = 10 if wide else 2  # kept when empty, so the columns of all lines agree
+    tail = 1 + len(mem) + len(util_label) + len(util) + 1 + len(power) + 1 + len(temp) + flag_w
+    room = width - len(index) - 1 - tail
+    # the name before the bar, down to its first word; the bar takes what is left
+    name_w = name_width if room >= name_width + 3 else max(0, room - 3)
+    name = short_name(info.name, name_w) if name_w >= 2 else ""
+    bar_w = min(40, max(0, room - (name_w + 1 if name else 0)))
+    text.append(" ")
+    if name:
+        text.append(name.ljust(name_w) + " ")
+    _bar(text, frac, bar_w, styles.vram, styles)
+    text.append(" ")
+    text.append(mem, styles.level(pct, 85, 95))
+    text.append(util_label)
+    text.append(util, styles.level(g.util_gpu, 101, 101))
+    text.append(f" {power} ")
+    text.append(temp, styles.level(g.temp_c, 75, 85))
+    if flag:
+        text.append(" ")
+        text.append(flag, styles.hot_bold)
+    if lines > 1:
+        indent = len(index) + 1
+        text.append("\n" + " " * indent)
+        text.append_text(_compact_second_line(g, styles, wide, width - indent))
+    return text
+
+
+def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: int) -> Text:
+    """Clocks, throttling, links, fan and P-state: what a card shows that one line has no
+    room for, as much of it as fits ``width`` (whole items, none cut)."""
+    info = g.info
+    sm = f"SM {_num(g.sm_clock_mhz)}"
+    items: list[tuple[str, Style]] = [
+        (f"{sm}/{_num(info.max_sm_clock_mhz)} MHz" if wide else f"{sm} MHz", styles.muted)
+    ]
+    slow = _throttle(g)
+    if slow:
+        items.append((", ".join(slow), styles.hot_bold))
+    if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
+        pcie = "PCIe " if wide else ""
+        rates = f"↓{fmt_rate_kbs(g.pcie_rx_kbs)} ↑{fmt_rate_kbs(g.pcie_tx_kbs)}"
+        items.append((pcie + rates, styles.muted))
+    if g.nvlink_active:
+        rates = f"↓{fmt_rate_kbs(g.nvlink_rx_kbs)} ↑{fmt_rate_kbs(g.nvlink_tx_kbs)}"
+        items.append(("NVL " + rates, styles.muted))
+    if g.fan_pct is not None:
+        items.append((f"fan {_num(g.fan_pct)}%", styles.muted))
+    if g.pstate is not None:
+        items.append((f"P{g.pstate}", styles.muted))
+    text = Text()
+    for item, style in items:
+        gap = "  " if text else ""
+        if len(text) + len(gap) + len(item) > width:
+            continue  # a later, shorter item may still fit
+        text.append(gap)
+        text.append(item, style)
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class CardView:
+    """What a card shows; a card given the same view again does nothing."""
+
+    sample: GpuSample
+    styles: CardStyles
+    width: int
+    compact: bool
+    graphs: bool
+    window_s: float
+    selected: bool
+    history_seq: int  # the sparklines move with the history, not only the sample
+    name_width: int = COMPACT_NAME_WIDE
+    index_width: int = 2  # digits of the highest GPU index
+    lines: int = 1
+
+
 class GpuCard(Static):
-    """A card for one GPU, updated in place each tick (no relayout unless its height changes)."""
+    """A card (or compact line) for one GPU. Rebuilt only when what it shows changed and
+    it is on screen; one scrolled out of view is rebuilt when it comes back (``flush``).
+    Where it is comes from its place in the scroll area, not from the last frame drawn, so
+    a card scrolled into view a moment ago counts as in view."""
 
     DEFAULT_CSS = """
-    GpuCard { height: auto; }
+    GpuCard { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, uuid: str, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.uuid = uuid
+        self._view: CardView | None = None
+        self._history: RigHistory | None = None
+        self._dirty = False
+        self._text: Text | None = None
+        self.renders = 0  # content builds, for tests and the bench
 
     def on_click(self) -> None:
         host_of(self).select_gpu_uuid(self.uuid)
 
-    def show(self, text: str) -> None:
-        # Relayout only when the number of lines differs from the height we have.
-        lines = text.count("\n") + 1
-        self.update(text, layout=lines != self.content_size.height)
+    def show(self, view: CardView, history: RigHistory, window: Region | None = None) -> None:
+        """Take what to show; build it now if the card is inside ``window`` (the visible
+        part of the scroll area, in its content's coordinates; None: all of it)."""
+        if view == self._view:
+            return
+        self._view = view
+        self._history = history
+        self._dirty = True
+        self.flush(window)
+
+    def in_window(self, window: Region | None) -> bool:
+        """Whether any of the card is inside ``window`` (a card not laid out yet counts as
+        inside: it is about to be)."""
+        if window is None:
+            return True
+        where = self.virtual_region
+        return not where or where.overlaps(window)
+
+    def flush(self, window: Region | None = None) -> bool:
+        """Build and show the latest view if it is pending and the card is in ``window``."""
+        view = self._view
+        if not self._dirty or view is None or self._history is None:
+            return False
+        if not self.in_window(window):
+            return False
+        self._dirty = False
+        g = view.sample
+        if view.compact:
+            text = render_compact(
+                g,
+                view.styles,
+                width=view.width,
+                selected=view.selected,
+                name_width=view.name_width,
+                index_width=view.index_width,
+                lines=view.lines,
+            )
+        else:
+            text = render_card(
+                g,
+                self._history,
+                view.styles,
+                width=view.width,
+                window_s=view.window_s,
+                graphs=view.graphs,
+                selected=view.selected,
+            )
+        self.renders += 1
+        if text != self._text:
+            lines = 1 if self._text is None else self._text.plain.count("\n") + 1
+            self._text = text
+            # same height: a repaint, no relayout of the screen
+            self.update(text, layout=text.plain.count("\n") + 1 != lines or self.size.height == 0)
+        return True

@@ -1,24 +1,56 @@
-"""Processes on the GPUs, one row per pid, updated in place by row key."""
+"""Processes on the GPUs, one row per pid, updated in place by row key; a filter over them
+and a signal to the selected one.
+
+Keys on the table (its own bindings; the app's ``s``/``r`` choose the sort column and order,
+and a click on a sortable header sorts by it, again reverses): ``/`` filter by command, user
+or pid, ``escape`` clear the filter, ``K`` or ``F9`` signal the selected process (``k`` is
+the app's previous-GPU key, so the table does not take it).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.coordinate import Coordinate
 from textual.markup import escape
-from textual.widgets import DataTable
+from textual.message import Message
+from textual.widgets import DataTable, Input, Static
 
+from lltui.app.host import host_of
+from lltui.app.model import SORT_KEYS
+from lltui.app.widgets.signal_dialog import SignalDialog
 from lltui.core.monitor.models import RigSample
+from lltui.core.monitor.signals import signal_refusal
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
+from lltui.sources.signals import check_signal
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("pid", "PID", 8),
     ("user", "USER", 10),
     ("gpu", "GPU", 7),
     ("gpu_mem", "GPU MEM", 10),
+    ("sm", "SM%", 5),
     ("cpu", "CPU%", 6),
     ("rss", "RSS", 9),
     ("command", "COMMAND", None),
 )
+LABELS = {key: label for key, label, _w in COLUMNS}
+DESCENDING, ASCENDING = "▼", "▲"
+
+
+def header_label(key: str, sort_key: str, reverse: bool) -> str:
+    """A column's header, with the sort direction on the sorted column (biggest first
+    unless reversed)."""
+    label = LABELS[key]
+    if key != sort_key:
+        return label
+    return f"{label}{ASCENDING if reverse else DESCENDING}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +59,7 @@ class ProcessRow:
     user: str
     gpus: tuple[int, ...]
     gpu_mem: int | None
+    sm: float | None  # mean over its GPUs of those that report it
     kinds: str
     cpu: float | None
     rss: int | None
@@ -39,6 +72,7 @@ class ProcessRow:
             escape(self.user[:10]),
             compact_indexes(self.gpus),
             mem,
+            "-" if self.sm is None else f"{self.sm:.0f}",
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
             escape(
@@ -52,6 +86,8 @@ class ProcessRow:
         value: float
         if key == "gpu_mem":
             value = float(self.gpu_mem or 0)
+        elif key == "sm":
+            value = -1.0 if self.sm is None else self.sm  # unknown below an idle 0 %
         elif key == "cpu":
             value = self.cpu or 0.0
         elif key == "rss":
@@ -61,6 +97,15 @@ class ProcessRow:
         else:
             value = float(self.pid)
         return (value, self.pid)
+
+    def matches(self, needle: str) -> bool:
+        """Whether a filter (already case-folded) finds this row's command, user or pid."""
+        return (
+            not needle
+            or needle in self.command.casefold()
+            or needle in self.user.casefold()
+            or needle in str(self.pid)
+        )
 
 
 def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
@@ -73,6 +118,7 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
                 {
                     "gpus": [],
                     "mem": None,
+                    "sm": [],
                     "kinds": set(),
                     "user": p.user or "-",
                     "cpu": p.cpu_pct,
@@ -89,11 +135,16 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
             kinds = row["kinds"]
             assert isinstance(kinds, set)
             kinds.add(p.kind)
+            sms = row["sm"]
+            assert isinstance(sms, list)
+            if p.sm_util is not None:
+                sms.append(p.sm_util)
     out = {}
     for pid, r in merged.items():
         gpus = r["gpus"]
         kinds = r["kinds"]
-        assert isinstance(gpus, list) and isinstance(kinds, set)
+        sms = r["sm"]
+        assert isinstance(gpus, list) and isinstance(kinds, set) and isinstance(sms, list)
         mem = r["mem"]
         cpu = r["cpu"]
         rss = r["rss"]
@@ -102,6 +153,7 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
             user=str(r["user"]),
             gpus=tuple(sorted(gpus)),
             gpu_mem=mem if isinstance(mem, int) else None,
+            sm=sum(sms) / len(sms) if sms else None,
             kinds="+".join(sorted(kinds)),
             cpu=cpu if isinstance(cpu, float | int) else None,
             rss=rss if isinstance(rss, int) else None,
@@ -112,13 +164,37 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
 
 class ProcessTable(DataTable[str]):
     """Rows keyed by pid: changed cells are updated, gone pids removed, new ones added;
-    the table is never cleared, so the cursor and scroll position survive each tick."""
+    the table is never cleared, so the cursor and scroll position survive each tick. The
+    filter hides the rows it does not find, tick after tick, until cleared."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "open_filter", "Filter", id="process-filter"),
+        Binding("escape", "clear_filter", "Clear filter", id="process-filter-clear", show=False),
+        Binding("K,f9", "signal", "Signal", id="process-signal"),
+    ]
+
+    @dataclass
+    class FilterWanted(Message):
+        """The user asked for the filter field (``/``)."""
+
+    @dataclass
+    class FilterCleared(Message):
+        """The user cleared the filter from the table (``escape``)."""
+
+    @dataclass
+    class SignalWanted(Message):
+        """The user asked to signal the selected process."""
+
+        row: ProcessRow
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self._rows: dict[int, ProcessRow] = {}
         self._order: list[int] = []
         self._width = 0
+        self._filter = ""
+        self._sorted_by: tuple[str, bool] | None = None
+        self._last: tuple[RigSample, str, bool] | None = None
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -129,8 +205,22 @@ class ProcessTable(DataTable[str]):
         fixed = sum((w or 0) + 2 for _k, _l, w in COLUMNS if w is not None)
         return max(16, self.size.width - fixed - 3)
 
+    @property
+    def filter_text(self) -> str:
+        return self._filter
+
+    def set_filter(self, text: str) -> None:
+        """Show only rows whose command, user or pid contain ``text`` (any case)."""
+        needle = text.strip().casefold()
+        if needle == self._filter:
+            return
+        self._filter = needle
+        if self._last is not None:
+            self.show(*self._last)
+
     def show(self, sample: RigSample, sort_key: str, reverse: bool) -> None:
-        rows = process_rows(sample)
+        self._last = (sample, sort_key, reverse)
+        rows = {pid: r for pid, r in process_rows(sample).items() if r.matches(self._filter)}
         width = self._command_width()
         if width != self._width:
             self._width = width
@@ -160,7 +250,171 @@ class ProcessTable(DataTable[str]):
                 reverse=not reverse,
             )
             self._order = order
+        self._mark_sorted(sort_key, reverse)
+
+    def _mark_sorted(self, sort_key: str, reverse: bool) -> None:
+        """The sort direction on the sorted column's header (relabelled only on a change)."""
+        if self._sorted_by == (sort_key, reverse):
+            return
+        self._sorted_by = (sort_key, reverse)
+        for key, column in self.columns.items():
+            column.label = Text(header_label(str(key.value), sort_key, reverse))
+        self._clear_caches()  # the header row is cached with its labels
+        self.refresh()
 
     @property
     def pids(self) -> list[int]:
         return list(self._order)
+
+    def header_text(self) -> list[str]:
+        """The column headers as shown."""
+        return [c.label.plain for c in self.ordered_columns]
+
+    def selected_row(self) -> ProcessRow | None:
+        if not self._rows or self.cursor_row < 0 or self.cursor_row >= self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
+        return self._rows.get(int(key)) if key is not None else None
+
+    def action_open_filter(self) -> None:
+        self.post_message(self.FilterWanted())
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_filter":
+            return bool(self._filter)  # escape means nothing here without a filter
+        # enter stays the app's key (the selected GPU's detail)
+        return action != "select_cursor"
+
+    def action_clear_filter(self) -> None:
+        self.post_message(self.FilterCleared())
+
+    def action_signal(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.app.notify("no process selected", severity="warning")
+            return
+        self.post_message(self.SignalWanted(row))
+
+    @on(DataTable.HeaderSelected)
+    def _sort_by_header(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        if key not in SORT_KEYS:
+            return  # user and command are not sort keys
+        event.stop()
+        host = host_of(self)
+        if host.model.sort_key == key:
+            host.action_reverse_sort()
+        else:
+            host.action_sort_by(key)
+
+
+class ProcessFilter(Input):
+    """The filter field under the table: typing filters, enter keeps the filter and goes
+    back to the table, escape clears and closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Clear filter", id="process-filter-close"),
+    ]
+
+    @dataclass
+    class Closed(Message):
+        """Escape in the field: clear the filter and close the field."""
+
+    def action_close(self) -> None:
+        self.post_message(self.Closed())
+
+
+class ProcessPane(Vertical):
+    """The process table with its filter field (hidden until ``/``), and the signal dialog."""
+
+    DEFAULT_CSS = """
+    ProcessPane > ProcessTable {
+        height: 1fr;
+    }
+    ProcessPane > #process-filter-row {
+        display: none;
+        height: 1;
+        background: $boost;
+    }
+    ProcessPane > #process-filter-row.-open {
+        display: block;
+    }
+    ProcessPane #process-filter-label {
+        width: auto;
+        padding: 0 1;
+        color: $text-muted;
+    }
+    ProcessPane ProcessFilter, ProcessPane ProcessFilter:focus {
+        width: 1fr;
+        height: 1;
+        border: none;
+        padding: 0;
+        background: $boost;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield ProcessTable()
+        with Horizontal(id="process-filter-row"):
+            yield Static("filter", id="process-filter-label")
+            yield ProcessFilter(placeholder="command, user or pid", id="process-filter")
+
+    @property
+    def filter_open(self) -> bool:
+        """Whether the filter field is shown (while typing, or holding a kept filter)."""
+        return self.query_one("#process-filter-row").has_class("-open")
+
+    def _open(self, shown: bool) -> None:
+        self.query_one("#process-filter-row").set_class(shown, "-open")
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.query_one(ProcessTable)
+
+    def show(self, sample: RigSample, sort_key: str, reverse: bool) -> None:
+        self.table.show(sample, sort_key, reverse)
+
+    @on(ProcessTable.FilterWanted)
+    def _open_filter(self, event: ProcessTable.FilterWanted) -> None:
+        event.stop()
+        self._open(True)
+        self.query_one(ProcessFilter).focus()
+
+    @on(Input.Changed, "#process-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.table.set_filter(event.value)
+
+    @on(Input.Submitted, "#process-filter")
+    def _filter_kept(self, event: Input.Submitted) -> None:
+        event.stop()
+        field = self.query_one(ProcessFilter)
+        if not field.value.strip():
+            self._open(False)
+        self.table.focus()
+
+    @on(ProcessFilter.Closed)
+    @on(ProcessTable.FilterCleared)
+    def _clear_filter(self, event: Message) -> None:
+        event.stop()
+        field = self.query_one(ProcessFilter)
+        field.value = ""
+        self._open(False)
+        self.table.set_filter("")
+        self.table.focus()
+
+    @on(ProcessTable.SignalWanted)
+    def _offer_signal(self, event: ProcessTable.SignalWanted) -> None:
+        """A dialog for a process this user may signal; one line where it may not."""
+        event.stop()
+        row = event.row
+        refusal = signal_refusal(host_of(self).model.info)
+        if refusal is not None:
+            self.app.push_screen(SignalDialog(row.pid, row.user, row.command, None, refusal))
+            return
+        check = check_signal(row.pid)
+        if check.target is None or not check.allowed:
+            self.app.notify(check.message or f"pid {row.pid} cannot be signalled", severity="error")
+            return
+        target = check.target
+        self.app.push_screen(SignalDialog(target.pid, target.user, target.command, target))

@@ -23,63 +23,123 @@ from dataclasses import dataclass
 
 from lltui.core.units import MIB, parse_size
 
-# Memory as nvidia-smi reports it (MiB) for common GPUs. Free memory at load time is a few
-# hundred MiB lower (driver and CUDA context); fit shows that margin separately.
-GPU_MODELS: dict[str, tuple[str, int]] = {
-    # key (normalised) -> (display name, MiB)
-    "t4": ("Tesla T4", 15360),
-    "p4": ("Tesla P4", 7680),
-    "p40": ("Tesla P40", 24576),
-    "p100": ("Tesla P100-PCIE-16GB", 16280),
-    "v100": ("Tesla V100-SXM2-16GB", 16384),
-    "v10016gb": ("Tesla V100-SXM2-16GB", 16384),
-    "v10032gb": ("Tesla V100-SXM2-32GB", 32768),
-    "a10": ("NVIDIA A10", 23028),
-    "a10g": ("NVIDIA A10G", 23028),
-    "a16": ("NVIDIA A16", 15356),
-    "a2": ("NVIDIA A2", 15356),
-    "a30": ("NVIDIA A30", 24576),
-    "a40": ("NVIDIA A40", 46068),
-    "a100": ("NVIDIA A100-SXM4-80GB", 81920),
-    "a10040gb": ("NVIDIA A100-SXM4-40GB", 40960),
-    "a10080gb": ("NVIDIA A100-SXM4-80GB", 81920),
-    "l4": ("NVIDIA L4", 23034),
-    "l40": ("NVIDIA L40", 46068),
-    "l40s": ("NVIDIA L40S", 46068),
-    "h100": ("NVIDIA H100 80GB HBM3", 81559),
-    "h100pcie": ("NVIDIA H100 PCIe", 81559),
-    "h100nvl": ("NVIDIA H100 NVL", 95830),
-    "h200": ("NVIDIA H200", 143771),
-    "b200": ("NVIDIA B200", 183359),
-    "gh200": ("NVIDIA GH200 480GB", 97871),
-    "a4000": ("NVIDIA RTX A4000", 16376),
-    "a4500": ("NVIDIA RTX A4500", 20470),
-    "a5000": ("NVIDIA RTX A5000", 24564),
-    "a6000": ("NVIDIA RTX A6000", 49140),
-    "6000ada": ("NVIDIA RTX 6000 Ada Generation", 49140),
-    "pro6000": ("NVIDIA RTX PRO 6000 Blackwell", 97887),
-    "2080ti": ("NVIDIA GeForce RTX 2080 Ti", 11264),
-    "3060": ("NVIDIA GeForce RTX 3060", 12288),
-    "3070": ("NVIDIA GeForce RTX 3070", 8192),
-    "3080": ("NVIDIA GeForce RTX 3080", 10240),
-    "3080ti": ("NVIDIA GeForce RTX 3080 Ti", 12288),
-    "3090": ("NVIDIA GeForce RTX 3090", 24576),
-    "3090ti": ("NVIDIA GeForce RTX 3090 Ti", 24564),
-    "4060": ("NVIDIA GeForce RTX 4060", 8188),
-    "4060ti": ("NVIDIA GeForce RTX 4060 Ti", 16380),
-    "4070": ("NVIDIA GeForce RTX 4070", 12282),
-    "4070ti": ("NVIDIA GeForce RTX 4070 Ti", 12282),
-    "4080": ("NVIDIA GeForce RTX 4080", 16376),
-    "4090": ("NVIDIA GeForce RTX 4090", 24564),
-    "5060ti": ("NVIDIA GeForce RTX 5060 Ti", 16311),
-    "5070ti": ("NVIDIA GeForce RTX 5070 Ti", 16303),
-    "5080": ("NVIDIA GeForce RTX 5080", 16303),
-    "5090": ("NVIDIA GeForce RTX 5090", 32607),
-}
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    """One NVIDIA GPU model: what fit needs for memory and what the speed model needs.
+
+    ``mib`` is the memory nvidia-smi reports; free memory at load time is a few hundred MiB
+    lower (driver and CUDA context), which fit shows as a separate margin. Throughputs are
+    dense (no sparsity), from NVIDIA's datasheets and whitepapers: ``fp16_tflops`` is the FP16
+    tensor-core rate with FP16 accumulation where it differs (GeForce; without tensor cores,
+    the FP32 rate llama.cpp then runs F16 matmuls at), ``int8_tops`` the INT8 tensor-core rate
+    (DP4A on Pascal and Volta) that quantized matmuls (MMQ) run on.
+    """
+
+    name: str  # as NVML reports it
+    mib: int
+    bandwidth_gbs: float  # memory bandwidth, GB/s
+    fp16_tflops: float
+    int8_tops: float
+    cc: tuple[int, int]  # compute capability
+    pcie_gen: int
+    nvlink_links: int = 0  # links per GPU on the SXM/HGX board or bridge; 0: none
+    aliases: tuple[str, ...] = ()  # normalised short names besides the NVML name's
+    pcie_width: int = 16  # lanes of its PCIe link
+
+    @property
+    def memory(self) -> str:
+        return "HBM" if self.bandwidth_gbs >= 1500 or self.cc in ((6, 0), (7, 0)) else "GDDR"
+
+
+_M = GpuModel
+# One row per GPU model, Pascal on. Keys are the NVML name normalised (see normalise_model)
+# plus the aliases; "4090", "a100-80gb", "h100" all work.
+GPU_TABLE: tuple[GpuModel, ...] = (
+    # Pascal
+    _M("Tesla P4", 7680, 192, 5.5, 22, (6, 1), 3, 0, ("p4",)),
+    _M("Tesla P40", 24576, 347, 11.8, 47, (6, 1), 3, 0, ("p40",)),
+    _M("Tesla P100-PCIE-16GB", 16280, 732, 18.7, 18.7, (6, 0), 3, 0, ("p100", "p100pcie")),
+    _M("Tesla P100-SXM2-16GB", 16280, 732, 21.2, 21.2, (6, 0), 3, 4, ("p100sxm2",)),
+    _M("NVIDIA GeForce GTX 1080 Ti", 11264, 484, 11.3, 45, (6, 1), 3, 0, ("1080ti",)),
+    _M("NVIDIA GeForce GTX 1080", 8192, 320, 8.9, 35, (6, 1), 3, 0, ("1080",)),
+    # Volta
+    _M("Tesla V100-SXM2-16GB", 16384, 900, 125, 62, (7, 0), 3, 6, ("v100", "v10016gb")),
+    _M("Tesla V100-SXM2-32GB", 32768, 900, 125, 62, (7, 0), 3, 6, ("v10032gb",)),
+    _M("Tesla V100-PCIE-16GB", 16384, 900, 112, 56, (7, 0), 3, 0, ("v100pcie",)),
+    _M("Tesla V100-PCIE-32GB", 32768, 900, 112, 56, (7, 0), 3, 0, ()),
+    _M("Tesla V100S-PCIE-32GB", 32768, 1134, 130, 65, (7, 0), 3, 0, ("v100s",)),
+    # Turing
+    _M("Tesla T4", 15360, 320, 65, 130, (7, 5), 3, 0, ("t4",)),
+    _M("NVIDIA GeForce RTX 2080 Ti", 11264, 616, 107.6, 215, (7, 5), 3, 2, ("2080ti",)),
+    _M("Quadro RTX 6000", 24576, 672, 130.5, 261, (7, 5), 3, 2, ("6000", "quadro6000")),
+    _M("Quadro RTX 8000", 49152, 672, 130.5, 261, (7, 5), 3, 2, ("8000",)),
+    # Ampere
+    _M("NVIDIA A100-SXM4-40GB", 40960, 1555, 312, 624, (8, 0), 4, 12, ("a10040gb", "a10040g")),
+    _M("NVIDIA A100-SXM4-80GB", 81920, 2039, 312, 624, (8, 0), 4, 12, ("a100", "a10080gb")),
+    _M("NVIDIA A100-PCIE-40GB", 40960, 1555, 312, 624, (8, 0), 4, 0, ("a100pcie",)),
+    _M("NVIDIA A100 80GB PCIe", 81920, 1935, 312, 624, (8, 0), 4, 0, ("a100pcie80gb",)),
+    _M("NVIDIA A30", 24576, 933, 165, 330, (8, 0), 4, 4, ("a30",)),
+    _M("NVIDIA A10", 23028, 600, 125, 250, (8, 6), 4, 0, ("a10",)),
+    _M("NVIDIA A10G", 23028, 600, 70, 140, (8, 6), 4, 0, ("a10g",)),
+    _M("NVIDIA A16", 15356, 200, 18, 36, (8, 6), 4, 0, ("a16",)),
+    _M("NVIDIA A2", 15356, 200, 18, 36, (8, 6), 4, 0, ("a2",), 8),
+    _M("NVIDIA A40", 46068, 696, 149.7, 299, (8, 6), 4, 4, ("a40",)),
+    _M("NVIDIA RTX A4000", 16376, 448, 76.7, 153, (8, 6), 4, 0, ("a4000",)),
+    _M("NVIDIA RTX A4500", 20470, 640, 94.6, 189, (8, 6), 4, 4, ("a4500",)),
+    _M("NVIDIA RTX A5000", 24564, 768, 111, 222, (8, 6), 4, 4, ("a5000",)),
+    _M("NVIDIA RTX A6000", 49140, 768, 154.8, 310, (8, 6), 4, 4, ("a6000",)),
+    _M("NVIDIA GeForce RTX 3060", 12288, 360, 51, 102, (8, 6), 4, 0, ("3060",)),
+    _M("NVIDIA GeForce RTX 3070", 8192, 448, 81, 163, (8, 6), 4, 0, ("3070",)),
+    _M("NVIDIA GeForce RTX 3080", 10240, 760, 119, 238, (8, 6), 4, 0, ("3080",)),
+    _M("NVIDIA GeForce RTX 3080 Ti", 12288, 912, 136, 273, (8, 6), 4, 0, ("3080ti",)),
+    _M("NVIDIA GeForce RTX 3090", 24576, 936, 142, 284, (8, 6), 4, 4, ("3090",)),
+    _M("NVIDIA GeForce RTX 3090 Ti", 24564, 1008, 160, 320, (8, 6), 4, 4, ("3090ti",)),
+    # Ada Lovelace
+    _M("NVIDIA L4", 23034, 300, 121, 242, (8, 9), 4, 0, ("l4",)),
+    _M("NVIDIA L40", 46068, 864, 181, 362, (8, 9), 4, 0, ("l40",)),
+    _M("NVIDIA L40S", 46068, 864, 362, 733, (8, 9), 4, 0, ("l40s",)),
+    _M("NVIDIA RTX 6000 Ada Generation", 49140, 960, 364, 728, (8, 9), 4, 0, ("6000ada",)),
+    _M("NVIDIA RTX 4000 Ada Generation", 20475, 360, 107, 214, (8, 9), 4, 0, ("4000ada",)),
+    _M("NVIDIA GeForce RTX 4060", 8188, 272, 60, 121, (8, 9), 4, 0, ("4060",), 8),
+    _M("NVIDIA GeForce RTX 4060 Ti", 16380, 288, 88, 177, (8, 9), 4, 0, ("4060ti",), 8),
+    _M("NVIDIA GeForce RTX 4070", 12282, 504, 117, 233, (8, 9), 4, 0, ("4070",)),
+    _M("NVIDIA GeForce RTX 4070 Ti", 12282, 504, 160, 321, (8, 9), 4, 0, ("4070ti",)),
+    _M("NVIDIA GeForce RTX 4080", 16376, 717, 195, 390, (8, 9), 4, 0, ("4080",)),
+    _M("NVIDIA GeForce RTX 4090", 24564, 1008, 330, 661, (8, 9), 4, 0, ("4090",)),
+    # Hopper
+    _M("NVIDIA H100 80GB HBM3", 81559, 3350, 989, 1979, (9, 0), 5, 18, ("h100", "h100sxm")),
+    _M("NVIDIA H100 PCIe", 81559, 2000, 756, 1513, (9, 0), 5, 0, ("h100pcie",)),
+    _M("NVIDIA H100 NVL", 95830, 3900, 835, 1671, (9, 0), 5, 0, ("h100nvl",)),
+    _M("NVIDIA H200", 143771, 4800, 989, 1979, (9, 0), 5, 18, ("h200",)),
+    _M("NVIDIA H200 NVL", 143771, 4800, 835, 1671, (9, 0), 5, 0, ("h200nvl",)),
+    _M("NVIDIA GH200 480GB", 97871, 4000, 989, 1979, (9, 0), 5, 18, ("gh200",)),
+    # Blackwell
+    _M("NVIDIA B200", 183359, 8000, 2250, 4500, (10, 0), 6, 18, ("b200",)),
+    _M(
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        97887,
+        1792,
+        504,
+        1008,
+        (12, 0),
+        5,
+        0,
+        ("pro6000", "pro6000blackwell", "rtxpro6000"),
+    ),
+    _M("NVIDIA GeForce RTX 5060 Ti", 16311, 448, 95, 190, (12, 0), 5, 0, ("5060ti",), 8),
+    _M("NVIDIA GeForce RTX 5070 Ti", 16303, 896, 176, 351, (12, 0), 5, 0, ("5070ti",)),
+    _M("NVIDIA GeForce RTX 5080", 16303, 960, 225, 450, (12, 0), 5, 0, ("5080",)),
+    _M("NVIDIA GeForce RTX 5090", 32607, 1792, 419, 838, (12, 0), 5, 0, ("5090",)),
+)
 
 MAX_DEVICES = 64  # a sanity bound on ``NxMODEL`` and on list length
 _REPEAT = re.compile(r"^(?P<n>\d+)\s*[x*]\s*(?P<what>.+)$", re.IGNORECASE)
-_NOISE = ("nvidia", "geforce", "tesla", "rtx", "quadro")
+_NOISE = ("nvidia", "geforce", "tesla", "rtx", "quadro", "gtx")
+# words NVML adds that do not tell models apart: "NVIDIA A100-SXM4-80GB" is the a100-80gb
+_VARIANT_NOISE = re.compile(
+    r"sxm\d?|hbm\d?e?|generation|workstationedition|serveredition|maxq|edition"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +154,8 @@ class DeviceSpec:
     endpoint: str | None = None  # HOST:PORT of an RPC server
     dev_name: str = ""  # the name -dev and -ot use (RPC1); empty: same as ``name``
     backend: str = ""  # what runs behind an RPC server: "cuda" (default) or "cpu"
+    pcie_gen: int | None = None  # the PCIe link a present GPU reports (None: the table's)
+    pcie_width: int | None = None
 
     @property
     def device_name(self) -> str:
@@ -122,12 +184,41 @@ def normalise_model(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", s)
 
 
+def _index() -> dict[str, GpuModel]:
+    out: dict[str, GpuModel] = {}
+    for m in GPU_TABLE:
+        for key in (normalise_model(m.name), *m.aliases):
+            out.setdefault(key, m)
+    return out
+
+
+_BY_KEY = _index()
+
+
+def gpu_specs(name: str) -> GpuModel | None:
+    """The table's row for a GPU named as NVML names it (``NVIDIA GeForce RTX 4090``,
+    ``NVIDIA A100-SXM4-80GB``) or by a short name (``4090``, ``a100-80g``, ``h100``)."""
+    key = normalise_model(name)
+    if not key:
+        return None
+    hit = _BY_KEY.get(key)
+    if hit is None:
+        # "a100sxm480gb" -> "a10080gb"; "h10080gbhbm3" -> "h10080gb" -> "h100"
+        bare = _VARIANT_NOISE.sub("", key)
+        hit = _BY_KEY.get(bare)
+        if hit is None:
+            hit = _BY_KEY.get(re.sub(r"(\d+)g(b)?$", r"\1gb", bare))
+        if hit is None:
+            hit = _BY_KEY.get(re.sub(r"\d+gb$", "", bare))
+    return hit
+
+
 def gpu_model(name: str) -> tuple[str, int] | None:
     """(display name, bytes) of a known GPU model, or None."""
-    hit = GPU_MODELS.get(normalise_model(name))
+    hit = gpu_specs(name)
     if hit is None:
         return None
-    return hit[0], hit[1] * MIB
+    return hit.name, hit.mib * MIB
 
 
 def _size(text: str) -> int | None:

@@ -26,6 +26,7 @@ from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import read_hparams
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.fit.search import largest_context, suggest
+from lltui.core.fit.speed import estimate_speed
 from lltui.core.llama.flags import LlamaArgs
 
 # what callers of the entry point need, from one place
@@ -48,8 +49,14 @@ def estimate(
     all_devs = tuple(devices)
     devs = select_devices(all_devs, settings)
     result = estimate_once(model, hp, settings, all_devs, devs, opts)
+    backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
+    pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
+    speed = estimate_speed(model, result, backends=backends, pcie=pcie)
+    result = replace(result, speed=speed)
     if not opts.search:
         return result
     max_ctx = largest_context(model, hp, settings, all_devs, devs, opts, result)
+    if not opts.suggest:
+        return replace(result, max_ctx=max_ctx)
     suggestions = suggest(model, hp, settings, all_devs, devs, opts, result, max_ctx)
     return replace(result, max_ctx=max_ctx, suggestions=suggestions)

@@ -26,6 +26,7 @@ from lltui.core.fit.gguf_values import (
     Cursor,
     GgufArray,
     GgufError,
+    GgufIncomplete,
     ValueType,
     as_int,
     read_value,
@@ -45,9 +46,13 @@ __all__ = [
     "GgufArray",
     "GgufError",
     "GgufFile",
+    "GgufIncomplete",
     "GgufModel",
     "GgufTensor",
     "ValueType",
+    "check_sizes",
+    "join_splits",
+    "parse_gguf_header",
     "read_gguf",
     "read_gguf_file",
     "split_paths",
@@ -93,8 +98,24 @@ def read_gguf_file(path: str | os.PathLike[str]) -> GgufFile:
         raise GgufError(f"{spath}: cannot read: {exc.strerror or exc}") from None
 
 
-def _parse(buf: Any, size: int, path: str) -> GgufFile:
-    cur = Cursor(buf, size, path)
+def parse_gguf_header(
+    buf: Any, file_size: int, path: str, *, array_file: str | None = None
+) -> GgufFile:
+    """The header of a file of ``file_size`` bytes from its first ``len(buf)`` bytes (a remote
+    file read by ranges). GgufIncomplete when more bytes are needed, GgufError when the
+    header cannot be a GGUF header of that file. ``path`` names the file in messages; long
+    arrays are read later from ``array_file`` (a copy of the header), or not at all."""
+    return _parse(buf, file_size, path, avail=len(buf), array_file=array_file)
+
+
+def _parse(
+    buf: Any, size: int, path: str, avail: int | None = None, array_file: str | None = None
+) -> GgufFile:
+    cur = Cursor(buf, size, path, avail, array_file)
+    if cur.avail < min(_HEADER.size, size):
+        raise GgufIncomplete(_HEADER.size)
+    if size < _HEADER.size:
+        raise GgufError(f"{path}: not a GGUF file ({size} bytes, too small)")
     version, n_tensors, n_kv = _read_header(cur)
     metadata, kv_nbytes, kv_types = _read_metadata(cur, n_kv)
     alignment = _alignment(cur, metadata, kv_types)
@@ -303,7 +324,7 @@ PATTERN_KEYS = ("attention.sliding_window_pattern",)
 MAX_SIZE = 1 << 40  # past any width, count or context a model has; floats stay exact
 
 
-def _check_sizes(f: GgufFile) -> None:
+def check_sizes(f: GgufFile) -> None:
     """Refuse hyperparameters no model has, so nothing downstream sizes a tuple by them."""
     arch = f.metadata.get("general.architecture")
     if not isinstance(arch, str):
@@ -334,7 +355,7 @@ def _check_sizes(f: GgufFile) -> None:
 def read_gguf(path: str | os.PathLike[str]) -> GgufModel:
     """Read a model's header; a split model (split.count > 1) is read from all its files."""
     first = read_gguf_file(path)
-    _check_sizes(first)
+    check_sizes(first)
     count = as_int(first.metadata.get("split.count"))
     if count is None or count <= 1:
         return GgufModel(files=(first,), tensors=first.tensors)
@@ -348,10 +369,18 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufModel:
             raise GgufError(f"{p}: missing split {i + 1} of {count} of {first.path}")
         else:
             f = read_gguf_file(p)
+        files.append(f)
+    return join_splits(files)
+
+
+def join_splits(files: list[GgufFile]) -> GgufModel:
+    """The files of a split model, in order, read as one model: each file's split.no checked,
+    the tensor tables joined (a tensor in two files refused), split.tensors.count checked."""
+    count = len(files)
+    for i, f in enumerate(files):
         no = as_int(f.metadata.get("split.no"))
         if no != i:
-            raise GgufError(f"{p}: split.no is {no}, expected {i}")
-        files.append(f)
+            raise GgufError(f"{f.path}: split.no is {no}, expected {i}")
 
     tensors: list[GgufTensor] = []
     seen: set[str] = set()

@@ -18,6 +18,19 @@ class GgufError(ValueError):
     """A GGUF file that cannot be read; the message is one line naming the file."""
 
 
+class _PastEnd(GgufError):
+    """A read that runs past the end of the bytes at hand (the file, or the prefix read)."""
+
+
+class GgufIncomplete(Exception):
+    """The header runs past the prefix of the file read so far; ``needed`` is how many bytes
+    from the start of the file are (probably) enough, an estimate when an array is cut."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(f"header needs about {needed} bytes")
+        self.needed = needed
+
+
 class ValueType(IntEnum):
     UINT8 = 0
     INT8 = 1
@@ -73,6 +86,7 @@ class GgufArray:
     path: str
     offset: int  # file offset of the first item
     items: tuple[Any, ...] | None = None
+    file: str | None = None  # where the bytes are read from, when not ``path`` (a header copy)
 
     def __len__(self) -> int:
         return self.count
@@ -82,7 +96,7 @@ class GgufArray:
         if self.items is not None:
             return self.items
         try:
-            with open(self.path, "rb") as f:
+            with open(self.file or self.path, "rb") as f:
                 f.seek(self.offset)
                 raw = f.read(self.nbytes)
         except OSError as exc:
@@ -108,15 +122,26 @@ def as_int(v: Any) -> int | None:
 
 
 class Cursor:
-    """Bounds-checked reads over the mapped file."""
+    """Bounds-checked reads over the mapped file, or over the first ``avail`` bytes of a file
+    of ``size`` bytes (a remote header read in ranges): reading past those raises
+    GgufIncomplete, past the file's end GgufError."""
 
-    __slots__ = ("buf", "path", "pos", "size")
+    __slots__ = ("array_file", "avail", "buf", "path", "pos", "size")
 
-    def __init__(self, buf: Any, size: int, path: str) -> None:
+    def __init__(
+        self,
+        buf: Any,
+        size: int,
+        path: str,
+        avail: int | None = None,
+        array_file: str | None = None,
+    ) -> None:
         self.buf = buf
         self.size = size
         self.path = path
         self.pos = 0
+        self.avail = size if avail is None else min(avail, size)
+        self.array_file = array_file
 
     def fail(self, what: str) -> GgufError:
         return GgufError(f"{self.path}: {what}")
@@ -124,6 +149,8 @@ class Cursor:
     def need(self, n: int, what: str) -> None:
         if n < 0 or self.pos + n > self.size:
             raise self.fail(f"{what} runs past the end of the file (offset {self.pos})")
+        if self.pos + n > self.avail:
+            raise GgufIncomplete(self.pos + n)
 
     def u32(self, what: str) -> int:
         self.need(4, what)
@@ -141,6 +168,8 @@ class Cursor:
         n = self.u64(what)
         if n > self.size - self.pos:
             raise self.fail(f"{what} has length {n}, past the end of the file")
+        if self.pos + n > self.avail:
+            raise GgufIncomplete(self.pos + n)
         start = self.pos
         self.pos += n
         return _decode_str(bytes(self.buf[start : self.pos]))
@@ -153,23 +182,23 @@ def _decode_items(
     if item_type in _FIXED:
         code, size = _FIXED[item_type]
         if count * size > end - pos:
-            raise GgufError(f"{path}: array of {count} items runs past the end of the file")
+            raise _PastEnd(f"{path}: array of {count} items runs past the end of the file")
         items = struct.unpack_from(f"<{count}{code}", buf, pos)
         if item_type == ValueType.BOOL:
             items = tuple(bool(b) for b in items)
         return items, pos + count * size
     if item_type == ValueType.STRING:
         if count * 8 > end - pos:
-            raise GgufError(f"{path}: array of {count} strings runs past the end of the file")
+            raise _PastEnd(f"{path}: array of {count} strings runs past the end of the file")
         out = []
         unpack = U64.unpack_from
         for _ in range(count):
             if pos + 8 > end:
-                raise GgufError(f"{path}: string in array runs past the end of the file")
+                raise _PastEnd(f"{path}: string in array runs past the end of the file")
             n = unpack(buf, pos)[0]
             pos += 8
             if n > end - pos:
-                raise GgufError(f"{path}: string in array has length {n}, past the end of the file")
+                raise _PastEnd(f"{path}: string in array has length {n}, past the end of the file")
             out.append(_decode_str(bytes(buf[pos : pos + n])))
             pos += n
         return tuple(out), pos
@@ -177,11 +206,11 @@ def _decode_items(
         if depth >= MAX_ARRAY_NESTING:
             raise GgufError(f"{path}: arrays nested deeper than {MAX_ARRAY_NESTING} levels")
         if count * 12 > end - pos:
-            raise GgufError(f"{path}: array of {count} arrays runs past the end of the file")
+            raise _PastEnd(f"{path}: array of {count} arrays runs past the end of the file")
         nested = []
         for _ in range(count):
             if pos + 12 > end:
-                raise GgufError(f"{path}: nested array runs past the end of the file")
+                raise _PastEnd(f"{path}: nested array runs past the end of the file")
             inner_type = U32.unpack_from(buf, pos)[0]
             inner_count = U64.unpack_from(buf, pos + 4)[0]
             if inner_type not in _MIN_ITEM:
@@ -200,7 +229,7 @@ def _skip_items(
     if min_size is None:
         raise GgufError(f"{path}: unknown value type {item_type} in an array")
     if count * min_size > end - pos:
-        raise GgufError(f"{path}: array of {count} items runs past the end of the file")
+        raise _PastEnd(f"{path}: array of {count} items runs past the end of the file")
     if item_type in _FIXED:
         return pos + count * min_size
     if item_type == ValueType.STRING:
@@ -213,13 +242,13 @@ def _skip_items(
         except struct.error:
             pos = end + 1
         if pos > end:
-            raise GgufError(f"{path}: string in array runs past the end of the file")
+            raise _PastEnd(f"{path}: string in array runs past the end of the file")
         return pos
     if depth >= MAX_ARRAY_NESTING:
         raise GgufError(f"{path}: arrays nested deeper than {MAX_ARRAY_NESTING} levels")
     for _ in range(count):
         if pos + 12 > end:
-            raise GgufError(f"{path}: nested array runs past the end of the file")
+            raise _PastEnd(f"{path}: nested array runs past the end of the file")
         inner_type = U32.unpack_from(buf, pos)[0]
         inner_count = U64.unpack_from(buf, pos + 4)[0]
         pos = _skip_items(buf, pos + 12, inner_type, inner_count, end, path, depth + 1)
@@ -244,10 +273,18 @@ def read_value(cur: Cursor, vtype: int, key: str) -> Any:
             raise cur.fail(f"key {key!r} claims {count} array items, more than the file can hold")
         start = cur.pos
         items: tuple[Any, ...] | None = None
-        if count <= EAGER_ARRAY_ITEMS:
-            items, cur.pos = _decode_items(cur.buf, start, item_type, count, cur.size, cur.path, 1)
-        else:
-            cur.pos = _skip_items(cur.buf, start, item_type, count, cur.size, cur.path, 1)
+        end = cur.avail
+        try:
+            if count <= EAGER_ARRAY_ITEMS:
+                items, cur.pos = _decode_items(cur.buf, start, item_type, count, end, cur.path, 1)
+            else:
+                cur.pos = _skip_items(cur.buf, start, item_type, count, end, cur.path, 1)
+        except _PastEnd:
+            if end >= cur.size:
+                raise
+            raise GgufIncomplete(
+                _array_end_estimate(cur.buf, start, item_type, count, end)
+            ) from None
         return GgufArray(
             item_type=ValueType(item_type),
             count=count,
@@ -255,5 +292,26 @@ def read_value(cur: Cursor, vtype: int, key: str) -> Any:
             path=cur.path,
             offset=start,
             items=items,
+            file=cur.array_file,
         )
     raise cur.fail(f"key {key!r} has unknown value type {vtype}")
+
+
+def _array_end_estimate(buf: Any, start: int, item_type: int, count: int, avail: int) -> int:
+    """Where an array cut by the end of the bytes at hand probably ends: its fixed size, or
+    the mean size of the strings read so far times the count."""
+    fixed = _FIXED.get(item_type)
+    if fixed is not None:
+        return start + count * fixed[1]
+    if item_type != ValueType.STRING:
+        return 2 * avail  # nested arrays: no model has a long one; read on
+    pos, done = start, 0
+    while done < count and pos + 8 <= avail:
+        n = U64.unpack_from(buf, pos)[0]
+        if pos + 8 + n > avail:
+            break
+        pos += 8 + n
+        done += 1
+    if done == 0:
+        return avail + (U64.unpack_from(buf, pos)[0] + 8 if pos + 8 <= avail else 8)
+    return start + -(-(pos - start) * count // done)

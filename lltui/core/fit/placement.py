@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lltui.core.fit.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.fit.devices_spec import DeviceSpec
@@ -14,7 +15,6 @@ from lltui.core.fit.ggml_types import GgmlType
 from lltui.core.fit.gguf_model import GgufModel, GgufTensor
 from lltui.core.fit.hparams import Hparams
 from lltui.core.llama.flags import LlamaArgs
-from lltui.core.llama.tensor_pattern import compile_search
 
 # CPU_REPACK takes these weight types (for MUL_MAT/MUL_MAT_ID) when the rows interleave:
 # (type, ne1 multiple) per CPU family, from ggml-cpu/repack.cpp.
@@ -70,7 +70,8 @@ def _n_dims(dims: Sequence[int]) -> int:
     return 1
 
 
-def _matmul_op(name: str, dims: Sequence[int]) -> str | None:
+@lru_cache(maxsize=16384)  # the same names and shapes come back for every quant of a model
+def _matmul_op(name: str, dims: tuple[int, ...]) -> str | None:
     """MUL_MAT for 2-D weights, MUL_MAT_ID for 3-D expert stacks; None for anything else."""
     if name.endswith(".bias") or name.startswith(INPUT_TENSORS):
         return None
@@ -137,7 +138,11 @@ class _Placer:
 
     def buft_for(self, t: GgufTensor, list_dev: int, op: str | None) -> _Buft:
         if self._override_searches is None:  # compiled once: called per tensor and placement
-            self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
+            self._override_searches = []
+            if self.st.overrides:  # the pattern engine loads only for -ot/--cpu-moe
+                from lltui.core.llama.tensor_pattern import compile_search
+
+                self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
         for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
             if search(t.name):
                 if ov.buft == CPU:
@@ -241,14 +246,20 @@ class _Placed:
         return sizes
 
 
+@lru_cache(maxsize=16384)
+def _block_of(name: str) -> int | None:
+    """The N of a ``blk.N.`` weight name."""
+    m = _LAYER_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
 def _place_one(acc: _Placed, t: GgufTensor, hp: Hparams, layer_dev: Sequence[int]) -> None:
     """One weight of the file: a block's, an input's, a per-layer shared one, or the output's."""
     placer = acc.placer
     name = t.name
     n_out = hp.n_layer_all
-    m = _LAYER_RE.match(name)
-    if m:
-        il = int(m.group(1))
+    il = _block_of(name)
+    if il is not None:
         if hp.n_layer <= il < hp.n_layer_all:
             return  # MTP block: skipped unless a draft of that kind is loaded
         list_dev = layer_dev[il] if il < hp.n_layer_all else layer_dev[n_out]

@@ -27,11 +27,13 @@ from lltui.core.fit.ggml_types import (
 from lltui.core.fit.gguf_model import GgufFile, GgufModel, GgufTensor
 from lltui.core.fit.gguf_values import ValueType
 from lltui.core.fit.quant_rules import (
+    PreparedSource,
     QuantizeRefused,
     QuantSource,
     SourceTensor,
     choose_types,
     n_dims,
+    prepare,
 )
 
 GGUF_DEFAULT_ALIGNMENT = 32
@@ -156,7 +158,8 @@ def _pad(n: int, align: int = GGUF_DEFAULT_ALIGNMENT) -> int:
     return -(-n // align) * align
 
 
-def _nbytes(type_id: int, dims: Sequence[int]) -> int:
+@lru_cache(maxsize=1024)
+def _nbytes(type_id: int, dims: tuple[int, ...]) -> int:
     info = type_info(type_id)
     n = (dims[0] if dims else 1) // info.block_size * info.type_size
     for d in dims[1:]:
@@ -177,6 +180,11 @@ def _imatrix_keys_bytes(imatrix_file: str, imatrix_dataset: str | None) -> int:
     )
 
 
+def _tensor_table_bytes(prep: PreparedSource) -> int:
+    """The tensor table's size: names and shapes only, the same for every type."""
+    return sum(_tensor_info_bytes(f.tensor.name, f.tensor.dims) for f in prep.ordered)
+
+
 def quant_row(
     src: QuantSource,
     ftype: LlamaFtype,
@@ -184,6 +192,8 @@ def quant_row(
     imatrix: bool | None = None,
     imatrix_file: str = "imatrix.gguf",
     imatrix_dataset: str | None = None,
+    prepared: PreparedSource | None = None,
+    tensor_table_bytes: int | None = None,
 ) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
@@ -194,12 +204,13 @@ def quant_row(
     ftype = LlamaFtype(ftype)
     name = FTYPE_NAMES[ftype]
     default = FTYPE_DEFAULT_TYPE.get(ftype, _G.F32)
+    prep = prepared if prepared is not None else prepare(src)
     try:
         use_imatrix = bool(imatrix)
-        chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix)
+        chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
         if imatrix is None and needs:
             use_imatrix = True
-            chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix)
+            chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
     except QuantizeRefused as exc:
         return QuantRow(
             ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
@@ -218,12 +229,13 @@ def quant_row(
         for t, new, quantizable, fell_back in chosen
     )
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
-    meta += sum(_tensor_info_bytes(t.name, t.dims) for t in tensors)
+    meta += _tensor_table_bytes(prep) if tensor_table_bytes is None else tensor_table_bytes
     if use_imatrix:
         meta += _imatrix_keys_bytes(imatrix_file, imatrix_dataset)
     header = _pad(meta)
     requantize = any(
-        type_info(t.source_type).quantized and t.type != t.source_type for t in tensors
+        f.source_quantized and t.type != t.source_type
+        for t, f in zip(tensors, prep.ordered, strict=True)
     )
     return QuantRow(
         ftype=ftype,
@@ -251,12 +263,49 @@ def quant_sizes(
 ) -> list[QuantRow]:
     """One QuantRow per llama-quantize type (all by default), for a GgufModel or a QuantSource."""
     src = model if isinstance(model, QuantSource) else quant_source(model)
+    prep = prepare(src)  # the per-tensor checks every type shares, once
+    table = _tensor_table_bytes(prep)
     return [
         quant_row(
-            src, ft, imatrix=imatrix, imatrix_file=imatrix_file, imatrix_dataset=imatrix_dataset
+            src,
+            ft,
+            imatrix=imatrix,
+            imatrix_file=imatrix_file,
+            imatrix_dataset=imatrix_dataset,
+            prepared=prep,
+            tensor_table_bytes=table,
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]
+
+
+_TERNARY_FTYPES = (LlamaFtype.MOSTLY_TQ1_0, LlamaFtype.MOSTLY_TQ2_0)
+_TERNARY_TYPES = (_G.TQ1_0, _G.TQ2_0)
+_TERNARY_ARCHS = ("bitnet",)
+
+
+def is_ternary(src: QuantSource) -> bool:
+    """A model trained with ternary weights (BitNet b1.58): the only kind TQ1_0 and TQ2_0
+    keep; on any other model they destroy it. Known by its architecture or by tensors that
+    already are TQ1_0/TQ2_0."""
+    return src.arch in _TERNARY_ARCHS or any(t.type in _TERNARY_TYPES for t in src.tensors)
+
+
+def relevant_ftypes(src: QuantSource) -> tuple[list[LlamaFtype], list[tuple[str, str]]]:
+    """The llama-quantize types worth listing for this model, and those left out with why:
+    TQ1_0/TQ2_0 only for ternary models, MXFP4_MOE only for MoE models (on a dense one
+    llama-quantize makes every tensor Q8_0: the Q8_0 row again)."""
+    keep: list[LlamaFtype] = []
+    skipped: list[tuple[str, str]] = []
+    ternary = is_ternary(src)
+    for ft in QUANTIZE_FTYPES:
+        if ft in _TERNARY_FTYPES and not ternary:
+            skipped.append((FTYPE_NAMES[ft], "ternary type: only for ternary (BitNet) models"))
+        elif ft == LlamaFtype.MOSTLY_MXFP4_MOE and src.n_expert <= 1:
+            skipped.append((FTYPE_NAMES[ft], "MoE type: on a dense model it is Q8_0"))
+        else:
+            keep.append(ft)
+    return keep, skipped
 
 
 @lru_cache(maxsize=4)

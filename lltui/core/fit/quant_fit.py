@@ -4,14 +4,20 @@ llama-quantize's own rules, and whether it fits and how much context it leaves."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lltui.core.fit.common import FitError
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.estimate import estimate
 from lltui.core.fit.gguf_model import GgufModel
-from lltui.core.fit.quant import QuantRow, as_quantized, quant_sizes
+from lltui.core.fit.quant import (
+    QuantRow,
+    as_quantized,
+    quant_sizes,
+    quant_source,
+    relevant_ftypes,
+)
 from lltui.core.fit.report import device_to_json
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.llama.flags import LlamaArgs
@@ -31,10 +37,25 @@ class QuantFit:
     def max_ctx(self) -> int | None:
         return None if self.result is None else self.result.max_ctx
 
+    @property
+    def decode_tps(self) -> float | None:
+        speed = self.result.speed if self.result else None
+        return speed.decode_tps if speed else None
+
     def to_json(self) -> dict[str, Any]:
         out = dict(self.row.as_dict())
         out["fits"] = self.fits
         out["max_ctx"] = self.max_ctx
+        speed = self.result.speed if self.result is not None else None
+        out["speed"] = (
+            {
+                "decode_tps": round(speed.decode_tps, 1),
+                "prefill_tps": round(speed.prefill_tps, 1),
+                "bound": speed.bound,
+            }
+            if speed
+            else None
+        )
         if self.result is not None:
             n_all = self.result.model.n_layer
             out["devices"] = [device_to_json(d, n_all) for d in self.result.devices]
@@ -51,19 +72,29 @@ def quant_table(
     devices: Sequence[DeviceSpec],
     options: FitOptions | None = None,
 ) -> list[QuantFit]:
-    """One entry per llama-quantize type, smallest file first."""
+    """One entry per llama-quantize type that makes sense for the model (see
+    :func:`relevant_ftypes`), smallest file first. Each is placed, its largest context found
+    and its speed predicted; the flags that would make it fit are not searched for."""
+    opts = replace(options or FitOptions(), suggest=False)
+    src = quant_source(model)
+    ftypes, _skipped = relevant_ftypes(src)
     out = []
-    for row in quant_sizes(model):
+    for row in quant_sizes(src, ftypes):
         if row.error:
             out.append(QuantFit(row, None, row.error))
             continue
         try:
-            result = estimate(as_quantized(model, row), settings, devices, options)
+            result = estimate(as_quantized(model, row), settings, devices, opts)
         except FitError as exc:
             out.append(QuantFit(row, None, str(exc)))
             continue
         out.append(QuantFit(row, result))
     return sorted(out, key=lambda q: (q.row.file_bytes == 0, q.row.file_bytes))
+
+
+def skipped_types(model: GgufModel) -> list[tuple[str, str]]:
+    """(type, why) for the llama-quantize types the table leaves out for this model."""
+    return relevant_ftypes(quant_source(model))[1]
 
 
 def best_fitting(table: Sequence[QuantFit]) -> QuantFit | None:

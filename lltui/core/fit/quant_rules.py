@@ -5,7 +5,7 @@ tensor_type_fallback), applied to a model's tensor names and shapes."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, auto
 
@@ -182,13 +182,63 @@ class QuantSource:
         return self.arch == "llama" and self.n_layer == 80 and self.n_head != self.n_head_kv
 
 
+@dataclass(frozen=True, slots=True)
+class TensorFacts:
+    """What the rules need of one tensor that does not depend on the target type: worked
+    out once per model (:func:`prepare`), not once per type."""
+
+    tensor: SourceTensor
+    quantizable: bool  # allows_quantization
+    category: Category
+    layer: int | None  # the N of blk.N., for expert tensors
+    imatrix_exempt: bool  # token_embd / output: never need an imatrix
+    source_quantized: bool  # the source tensor is quantized (changing it is requantizing)
+    kept_type: GgmlType | None  # the type a tensor copied unchanged keeps (None: quantizable)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSource:
+    """A model's tensors in llama-quantize's order with their type-independent facts."""
+
+    ordered: tuple[TensorFacts, ...]
+    n_attention_wv: int
+    has_tied_embeddings: bool
+
+
+_IMATRIX_EXEMPT = frozenset({"token_embd.weight", "per_layer_token_embd.weight", "output.weight"})
+
+
+def prepare(src: QuantSource) -> PreparedSource:
+    """The per-tensor checks every type shares, done once for ``src``."""
+    ordered = sorted(src.tensors, key=lambda t: tensor_sort_key(t.name))
+    facts = []
+    for t in ordered:
+        quantizable = allows_quantization(src.arch, t.name, t.dims)
+        facts.append(
+            TensorFacts(
+                tensor=t,
+                quantizable=quantizable,
+                category=tensor_category(t.name),
+                layer=layer_index(t.name),
+                imatrix_exempt=t.name in _IMATRIX_EXEMPT,
+                source_quantized=type_info(t.type).quantized,
+                kept_type=None if quantizable else _G(t.type),
+            )
+        )
+    cats = [f.category for f in facts]
+    return PreparedSource(
+        ordered=tuple(facts),
+        n_attention_wv=sum(1 for c in cats if c in _ATTN_V_LIKE),
+        has_tied_embeddings=Category.OUTPUT not in cats,
+    )
+
+
 class _State:
     """quantize_state_impl: counters advanced as tensors are visited in order."""
 
-    def __init__(self, src: QuantSource, names: Iterable[str], imatrix: bool) -> None:
-        cats = [tensor_category(n) for n in names]
-        self.n_attention_wv = sum(1 for c in cats if c in _ATTN_V_LIKE)
-        self.has_tied_embeddings = Category.OUTPUT not in cats
+    def __init__(self, src: QuantSource, prepared: PreparedSource, imatrix: bool) -> None:
+        self.n_attention_wv = prepared.n_attention_wv
+        self.has_tied_embeddings = prepared.has_tied_embeddings
         self.n_ffn_down = self.n_ffn_gate = self.n_ffn_up = src.n_layer
         self.i_attention_wv = self.i_ffn_down = self.i_ffn_gate = self.i_ffn_up = 0
         self.n_fallback = 0
@@ -221,10 +271,11 @@ _MOE8_ATTN_OUT_Q5K = (
 )
 
 
-def _layer_info(src: QuantSource, i_layer: int, n_layer: int, name: str) -> tuple[int, int]:
+def _layer_info(
+    src: QuantSource, i_layer: int, n_layer: int, name: str, parsed: int | None
+) -> tuple[int, int]:
     if max(1, src.n_expert) > 1:
         # expert tensors are not visited one per layer: take the layer from the name
-        parsed = layer_index(name)
         if parsed is None:
             raise QuantizeRefused(f"failed to determine layer for tensor {name}")
         if parsed < 0 or parsed >= n_layer:
@@ -235,10 +286,9 @@ def _layer_info(src: QuantSource, i_layer: int, n_layer: int, name: str) -> tupl
     return i_layer, n_layer
 
 
-def _rules(
-    st: _State, src: QuantSource, new: GgmlType, t: SourceTensor, ftype: _F, cat: Category
-) -> GgmlType:
+def _rules(st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _F) -> GgmlType:
     """llama_tensor_get_type_impl: the first branch that matches the tensor decides."""
+    t, cat = f.tensor, f.category
     glm5_keep_q8 = ("attn_q_a", "attn_q_b", "nextn.eh_proj")
     if (
         src.arch == "glm5-next"
@@ -261,7 +311,7 @@ def _rules(
     if cat in (Category.ATTENTION_K, Category.ATTENTION_Q):
         return _attn_k_q_type(src, new, ftype, cat)
     if cat == Category.FFN_DOWN:
-        return _ffn_down_type(st, src, new, t, ftype)
+        return _ffn_down_type(st, src, new, f, ftype)
     if cat == Category.ATTENTION_OUTPUT:
         return _attn_output_type(src, new, ftype)
     if cat == Category.ATTENTION_QKV:
@@ -273,7 +323,7 @@ def _rules(
             return _G.Q6_K
         return new
     if cat in (Category.FFN_GATE, Category.FFN_UP):
-        return _ffn_gate_up_type(st, src, new, t, ftype, cat)
+        return _ffn_gate_up_type(st, src, new, f, ftype, cat)
     return new
 
 
@@ -364,10 +414,10 @@ def _attn_k_q_type(src: QuantSource, new: GgmlType, ftype: _F, cat: Category) ->
 
 
 def _ffn_down_type(
-    st: _State, src: QuantSource, new: GgmlType, t: SourceTensor, ftype: _F
+    st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _F
 ) -> GgmlType:
     """ffn_down: more bits in the first layers and on a regular pattern after."""
-    i, n = _layer_info(src, st.i_ffn_down, st.n_ffn_down, t.name)
+    i, n = _layer_info(src, st.i_ffn_down, st.n_ffn_down, f.tensor.name, f.layer)
     falcon = src.arch == "falcon"
     if ftype == _F.MOSTLY_Q2_K:
         new = _G.Q3_K
@@ -421,12 +471,12 @@ def _attn_output_type(src: QuantSource, new: GgmlType, ftype: _F) -> GgmlType:
 
 
 def _ffn_gate_up_type(
-    st: _State, src: QuantSource, new: GgmlType, t: SourceTensor, ftype: _F, cat: Category
+    st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _F, cat: Category
 ) -> GgmlType:
     gate = cat == Category.FFN_GATE
     counter = st.i_ffn_gate if gate else st.i_ffn_up
     total = st.n_ffn_gate if gate else st.n_ffn_up
-    i, n = _layer_info(src, counter, total, t.name)
+    i, n = _layer_info(src, counter, total, f.tensor.name, f.layer)
     if ftype == _F.MOSTLY_IQ3_XS and n // 8 <= i < 7 * n // 8:
         new = _G.IQ3_XXS
     if gate:
@@ -476,8 +526,8 @@ def _fallback(st: _State, t: SourceTensor, target: GgmlType) -> tuple[GgmlType, 
     return out, True
 
 
-def _requires_imatrix(name: str, new: GgmlType, ftype: _F) -> bool:
-    if name in ("token_embd.weight", "per_layer_token_embd.weight", "output.weight"):
+def _requires_imatrix(f: TensorFacts, new: GgmlType, ftype: _F) -> bool:
+    if f.imatrix_exempt:
         return False
     if new in (_G.IQ3_XXS, _G.IQ2_XXS, _G.IQ2_XS, _G.IQ2_S, _G.IQ1_M, _G.IQ1_S):
         return True
@@ -485,25 +535,29 @@ def _requires_imatrix(name: str, new: GgmlType, ftype: _F) -> bool:
 
 
 def choose_types(
-    src: QuantSource, ftype: _F, imatrix: bool
+    src: QuantSource, ftype: _F, imatrix: bool, prepared: PreparedSource | None = None
 ) -> tuple[list[tuple[SourceTensor, GgmlType, bool, bool]], int, bool]:
-    """(tensor, type, quantizable, fallback) in output order, fallback count, imatrix needed."""
+    """(tensor, type, quantizable, fallback) in output order, fallback count, imatrix needed.
+
+    ``prepared`` (from :func:`prepare`) saves redoing the type-independent checks when the
+    same model goes through many types."""
     default = FTYPE_DEFAULT_TYPE.get(ftype)
     if default is None:
         raise QuantizeRefused(f"invalid output file type {int(ftype)}")
-    ordered = sorted(src.tensors, key=lambda t: tensor_sort_key(t.name))
-    st = _State(src, (t.name for t in ordered), imatrix)
+    prep = prepared if prepared is not None else prepare(src)
+    st = _State(src, prep, imatrix)
     quantized_default = type_info(default).quantized
     out = []
     needs_imatrix = False
-    for t in ordered:
-        if not allows_quantization(src.arch, t.name, t.dims):
-            out.append((t, _G(t.type), False, False))
+    for f in prep.ordered:
+        t = f.tensor
+        if f.kept_type is not None:
+            out.append((t, f.kept_type, False, False))
             continue
         new, fell_back = default, False
         if quantized_default:
-            new = _rules(st, src, default, t, ftype, tensor_category(t.name))
+            new = _rules(st, src, default, f, ftype)
             new, fell_back = _fallback(st, t, new)
-        needs_imatrix = needs_imatrix or _requires_imatrix(t.name, new, ftype)
+        needs_imatrix = needs_imatrix or _requires_imatrix(f, new, ftype)
         out.append((t, new, True, fell_back))
     return out, st.n_fallback, needs_imatrix

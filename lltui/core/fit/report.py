@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from lltui.core.fit.common import CPU
 from lltui.core.fit.results import DeviceEstimate, FitResult, ModelSummary
+from lltui.core.fit.speed import speed_line, speed_to_json
 from lltui.core.units import MIB
 
 
@@ -128,6 +129,7 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
         ],
         "suggestions": [{"flags": list(s.flags), "reason": s.reason} for s in res.suggestions],
         "warnings": list(res.warnings),
+        "speed": speed_to_json(res.speed) if res.speed else None,
     }
 
 
@@ -189,6 +191,9 @@ def result_to_text(res: FitResult) -> str:
     )
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
+    if res.speed is not None:
+        line = speed_line(res.speed)
+        lines.append(line if res.fits else line.replace("speed:", "speed (if it fit):", 1))
     for w in res.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ class FitOptions:
     host_free_bytes: int | None = None
     repack_profile: str = "x86"  # CPU_REPACK rules of the host CPU: x86, x86-avx512, arm, none
     search: bool = True  # find the largest context and, when it does not fit, what does
+    suggest: bool = True  # with search: also the flags that would fit (quant tables skip it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,36 @@ def model_summary(model: GgufModel, hp: Hparams) -> ModelSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceSpeed:
+    """One device's share of a token (decode) and of one ubatch (prompt processing)."""
+
+    name: str  # CUDA0, RPC0[host:port], CPU
+    description: str  # the GPU model the numbers assume
+    decode_ms: float
+    prefill_ms: float
+    bound: str  # memory, compute or link: what limits its decode share
+    prefill_bound: str
+    decode_bytes: int  # read per token
+    assumed: bool = False  # the GPU model was not known: ASSUMED_GPU's numbers
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedEstimate:
+    decode_tps: float  # one sequence at ``depth``
+    prefill_tps: float  # a prompt of ``prompt_tokens`` in -ub ubatches
+    bound: str  # memory, compute or link: what limits decode for the whole split
+    prefill_bound: str
+    devices: tuple[DeviceSpeed, ...]
+    link_decode_ms: float  # hops between devices per token
+    link_prefill_ms: float  # per ubatch
+    depth: int
+    n_ubatch: int
+    prompt_tokens: int
+    decode_tps_full: float  # at a full context (n_ctx_seq cells read)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class FitResult:
     model: ModelSummary
     resolved: Resolved
@@ -143,6 +174,7 @@ class FitResult:
     suggestions: tuple[Suggestion, ...] = ()
     warnings: tuple[str, ...] = ()
     compute_exact: bool = False  # compute buffers planned from llama.cpp's graph, not the formula
+    speed: SpeedEstimate | None = None  # predicted tokens/s of this placement
 
     def buffer_bytes(self, name: str, kind: str) -> int:
         return sum(b for n, k, b in self.buffers if n == name and k == kind)

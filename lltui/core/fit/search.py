@@ -36,6 +36,8 @@ def largest_context(
     cap = max(hp.n_ctx_train * r.n_stream, r.n_ctx) // unit
     if cap < 1:
         return None
+    if base.fits and st.n_ctx == cap * unit and st.kv_unified_per_slot == 0:
+        return cap * unit  # the estimate at hand is the largest context already
     placed = (list(base.placements), _weights_sizes(base), _layer_indices(base, devs))
 
     def fits(k: int) -> bool:

@@ -72,6 +72,7 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
                 "command": p.command,
                 "host_rss": p.host_rss,
                 "cpu_pct": p.cpu_pct,
+                "sm_util": p.sm_util,
             }
             for p in g.processes
         ],

@@ -45,6 +45,9 @@ class GpuProcess:
     command: str | None = None
     host_rss: int | None = None
     cpu_pct: float | None = None
+    # percent of the time this process's kernels ran on this GPU's SMs over the driver's
+    # last sample period(s); None where the driver or the source cannot say
+    sm_util: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

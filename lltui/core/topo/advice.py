@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import GpuStatic
+from lltui.core.topo.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.topo.matrix import (
     LINK_MEANINGS,
     P2P_MEANINGS,
@@ -47,34 +48,7 @@ class Advice:
     hint: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NvlinkGeneration:
-    name: str
-    gbs_per_link: float  # GB/s per link and direction
-
-
-# Nominal NVLink bandwidth per link and direction, by the GPU's compute capability.
-NVLINK_BY_CC: dict[tuple[int, int], NvlinkGeneration] = {
-    (6, 0): NvlinkGeneration("NVLink 1 (Pascal P100)", 20.0),
-    (7, 0): NvlinkGeneration("NVLink 2 (Volta V100)", 25.0),
-    (7, 5): NvlinkGeneration("NVLink 2 (Turing bridge)", 25.0),
-    (8, 0): NvlinkGeneration("NVLink 3 (A100)", 25.0),
-    (8, 6): NvlinkGeneration("NVLink 3 bridge (GA102: RTX 3090, A6000, A40)", 14.0625),
-    (9, 0): NvlinkGeneration("NVLink 4 (Hopper)", 25.0),
-    (10, 0): NvlinkGeneration("NVLink 5 (Blackwell)", 50.0),
-    (10, 3): NvlinkGeneration("NVLink 5 (Blackwell Ultra)", 50.0),
-}
-NVLINK_UNKNOWN = NvlinkGeneration("NVLink of unknown generation, 25 GB/s per link assumed", 25.0)
-
-# Nominal PCIe bandwidth per lane and direction after line encoding, GB/s, by generation.
-PCIE_GBS_PER_LANE: dict[int, float] = {
-    1: 0.25,
-    2: 0.5,
-    3: 0.985,
-    4: 1.969,
-    5: 3.938,
-    6: 7.563,
-}
+# the link tables (NVLink per link by compute capability, PCIe per lane) live in .links
 PCIE_ASSUMED = (4, 16)
 # Across sockets, peer copies cross the CPU interconnect or are staged in host memory.
 CROSS_SOCKET_FACTOR = 0.5

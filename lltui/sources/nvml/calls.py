@@ -30,6 +30,7 @@ OK = "ok"
 UNSUPPORTED = "unsupported"  # NOT_SUPPORTED / NO_PERMISSION: ask no more
 MISSING = "missing"  # the binding or the driver lacks the function (or this version of it)
 FAILED = "failed"  # anything else: None this tick, try again next tick
+EMPTY = "empty"  # a code the caller reads as "nothing to report" (no samples yet)
 
 # (function, args, kwargs) from newest to oldest.
 Variant = tuple[str, tuple[Any, ...], dict[str, Any]]
@@ -60,9 +61,16 @@ class NvmlCalls:
         self.memory_variants = memory_variants(nv)
 
     def attempt(
-        self, g: GpuState, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        g: GpuState,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        empty_on: frozenset[int] = frozenset(),
     ) -> tuple[str, Any]:
-        """Call ``name(handle, *args, **kwargs)``; (outcome, value or error words)."""
+        """Call ``name(handle, *args, **kwargs)``; (outcome, value or error words). An NVML
+        error whose code is in ``empty_on`` is the EMPTY outcome."""
         fn = getattr(self.nv, name, None)
         if fn is None:
             return MISSING, None
@@ -72,6 +80,8 @@ class NvmlCalls:
             code = error_code(exc)
             if code == ERR_GPU_IS_LOST:
                 raise GpuLost() from None
+            if code in empty_on:
+                return EMPTY, None
             if code in (ERR_NOT_SUPPORTED, ERR_NO_PERMISSION):
                 return UNSUPPORTED, None
             if code in (ERR_FUNCTION_NOT_FOUND, ERR_ARGUMENT_VERSION_MISMATCH):

@@ -77,5 +77,8 @@ class GpuState:
     nvlink_prev: tuple[float, int, int] | None = None  # (t, tx KiB, rx KiB)
     raw_procs: tuple[GpuProcess, ...] = ()
     procs: tuple[GpuProcess, ...] = ()
+    # NVML's CPU timestamp (microseconds) of the newest per-process utilisation sample read:
+    # the next read asks only for samples after it
+    util_seen_us: int = 0
     last_xid: int | None = None  # the last XID the event API reported for this GPU
     ecc_due: bool = False  # an ECC event came: read the counts this tick, not on the TTL

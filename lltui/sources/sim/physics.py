@@ -23,6 +23,7 @@ from lltui.sources.sim.workload import (
     PHASE_PREFILL,
     gpu_processes,
     resident_bytes,
+    side_bytes,
 )
 
 
@@ -147,6 +148,7 @@ def gpu_sample(
     loaded = t >= LOAD_START + LOAD_SECONDS
     used = resident_bytes(profile, i, share, phase, progress) if serving else 0
     base_used = DISPLAY_BYTES if g.has_fan else 0
+    base_used += side_bytes(profile, i) if loaded else 0
     memory_used = min(st.memory_total, base_used + used)
     reserved = 390 * MIB if st.memory_total > 16 * GIB else 252 * MIB
     clocks = gpu_clocks(g, phase, load, loaded=loaded, rng=rng)
@@ -179,7 +181,9 @@ def gpu_sample(
         ecc_uncorrected=0 if not g.has_fan else None,
         ecc_corrected=0 if not g.has_fan else None,
         retired_pages=0 if not g.has_fan else None,
-        processes=gpu_processes(profile, i, phase, serving=serving, server_bytes=server_bytes),
+        processes=gpu_processes(
+            profile, i, phase, serving=serving, server_bytes=server_bytes, util=load.util
+        ),
     )
 
 

@@ -54,6 +54,22 @@ class ServedModel:
 
 
 @dataclass(frozen=True, slots=True)
+class SideJob:
+    """A process that shares a rig with its llama-server: a training run, a notebook
+    kernel, a desktop. It holds ``mib`` on each of its GPUs once the rig serves."""
+
+    pid: int
+    name: str
+    user: str
+    command: str
+    gpus: tuple[int, ...]
+    mib: int | None  # None: the driver does not say (graphics processes)
+    kind: str = "C"
+    cpu_pct: float = 0.0
+    rss_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SimProfile:
     name: str
     description: str
@@ -72,6 +88,7 @@ class SimProfile:
     nic_links: dict[tuple[int, int], str] = field(default_factory=dict)  # (gpu, nic) -> cell
     nccl_env: dict[str, str] = field(default_factory=dict)
     hostname: str = "sim-rig"
+    side_jobs: tuple[SideJob, ...] = ()  # what else runs on the GPUs
 
     @property
     def topo_text(self) -> str:

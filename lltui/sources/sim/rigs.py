@@ -3,7 +3,7 @@ clocks, links) and the model each rig serves."""
 
 from __future__ import annotations
 
-from lltui.sources.sim.profile import GpuModel, ServedModel, SimProfile
+from lltui.sources.sim.profile import GpuModel, ServedModel, SideJob, SimProfile
 
 T4 = GpuModel("Tesla T4", 15360, 70.0, 70.0, 9.0, 1590, 5001, 300, (7, 5), 3, 16, False)
 L4 = GpuModel("NVIDIA L4", 23034, 72.0, 72.0, 16.0, 2040, 6251, 210, (8, 9), 4, 16, False)
@@ -71,6 +71,18 @@ PROFILES: dict[str, SimProfile] = {
                 argv=("-ngl", "99", "-sm", "layer", "-c", "8192", "-np", "1", "-fa", "on"),
             ),
             hostname="kaggle-sim",
+            side_jobs=(
+                SideJob(
+                    2207,
+                    "python3",
+                    "root",
+                    "python3 -m ipykernel_launcher -f /root/.local/share/jupyter/kernel-7f3a.json",
+                    (0,),
+                    418,
+                    cpu_pct=1.0,
+                    rss_mib=1850,
+                ),
+            ),
         ),
         SimProfile(
             name="colab-t4",
@@ -94,6 +106,18 @@ PROFILES: dict[str, SimProfile] = {
                 argv=("-ngl", "99", "-c", "8192"),
             ),
             hostname="colab-sim",
+            side_jobs=(
+                SideJob(
+                    1184,
+                    "python3",
+                    "root",
+                    "python3 -m colab_kernel_launcher -f /root/.local/share/jupyter/kernel.json",
+                    (0,),
+                    306,
+                    cpu_pct=2.0,
+                    rss_mib=2200,
+                ),
+            ),
         ),
         SimProfile(
             name="4xl4",
@@ -117,6 +141,18 @@ PROFILES: dict[str, SimProfile] = {
                 kv_gib=5.0,
                 compute_mib=1184,
                 argv=("-ngl", "99", "-sm", "layer", "-c", "16384", "-np", "2", "-fa", "on"),
+            ),
+            side_jobs=(
+                SideJob(
+                    30517,
+                    "python",
+                    "mlops",
+                    "python embed.py --model BAAI/bge-m3 --batch 64 --device cuda:3",
+                    (3,),
+                    2310,
+                    cpu_pct=46.0,
+                    rss_mib=5400,
+                ),
             ),
         ),
         SimProfile(
@@ -170,6 +206,29 @@ PROFILES: dict[str, SimProfile] = {
             ),
             nccl_env={"NCCL_IB_HCA": "mlx5_0,mlx5_1,mlx5_2,mlx5_3"},
             hostname="dgx-sim",
+            side_jobs=(
+                SideJob(
+                    52310,
+                    "python",
+                    "alice",
+                    "python -m torch.distributed.run --nproc-per-node 2 train.py --config"
+                    " lora-8b.yaml",
+                    (6, 7),
+                    21480,
+                    cpu_pct=198.0,
+                    rss_mib=24600,
+                ),
+                SideJob(
+                    52977,
+                    "python",
+                    "bob",
+                    "python eval_harness.py --tasks gsm8k --device cuda:0",
+                    (0,),
+                    6150,
+                    cpu_pct=35.0,
+                    rss_mib=7300,
+                ),
+            ),
         ),
         SimProfile(
             name="16xv100-dgx2",
@@ -199,6 +258,29 @@ PROFILES: dict[str, SimProfile] = {
                 argv=("-ngl", "999", "-sm", "layer", "-c", "32768", "-np", "2"),
             ),
             hostname="dgx2-sim",
+            side_jobs=(
+                SideJob(
+                    52310,
+                    "python",
+                    "alice",
+                    "python -m torch.distributed.run --nproc-per-node 4 train.py --config"
+                    " bert-large.yaml",
+                    (12, 13, 14, 15),
+                    9830,
+                    cpu_pct=380.0,
+                    rss_mib=31200,
+                ),
+                SideJob(
+                    61044,
+                    "python",
+                    "carol",
+                    "python notebook_kernel.py --device cuda:2",
+                    (2,),
+                    1540,
+                    cpu_pct=3.0,
+                    rss_mib=2900,
+                ),
+            ),
         ),
         SimProfile(
             name="mixed-4090-3090",
@@ -219,6 +301,29 @@ PROFILES: dict[str, SimProfile] = {
                 compute_mib=900,
                 argv=("-ngl", "99", "-sm", "layer", "-ts", "3,2", "-c", "16384", "-fa", "on"),
                 tensor_split=(0.6, 0.4),
+            ),
+            side_jobs=(
+                SideJob(
+                    2412,
+                    "gnome-shell",
+                    "sam",
+                    "/usr/bin/gnome-shell",
+                    (0,),
+                    None,
+                    kind="G",
+                    cpu_pct=1.5,
+                    rss_mib=310,
+                ),
+                SideJob(
+                    44821,
+                    "python",
+                    "sam",
+                    "python -m comfyui.main --listen 127.0.0.1 --cuda-device 1",
+                    (1,),
+                    2760,
+                    cpu_pct=4.0,
+                    rss_mib=6100,
+                ),
             ),
         ),
     )

@@ -65,7 +65,13 @@ def resident_bytes(profile: SimProfile, i: int, share: float, phase: str, progre
 
 
 def gpu_processes(
-    profile: SimProfile, i: int, phase: str, *, serving: bool, server_bytes: int
+    profile: SimProfile,
+    i: int,
+    phase: str,
+    *,
+    serving: bool,
+    server_bytes: int,
+    util: float = 0.0,
 ) -> tuple[GpuProcess, ...]:
     """The llama-server once it serves, and Xorg on a desktop card's first GPU."""
     n = len(profile.gpus)
@@ -85,6 +91,7 @@ def gpu_processes(
                 + " ".join(profile.served.argv),
                 host_rss=int((1.2 + 0.3 * n) * GIB),
                 cpu_pct=100.0 if phase in (PHASE_PREFILL, PHASE_DECODE) else 3.0,
+                sm_util=float(round(util)),  # the server is what keeps this GPU busy
             ),
         )
     if profile.gpus[i].has_fan and i == 0:
@@ -98,6 +105,36 @@ def gpu_processes(
             command="/usr/lib/xorg/Xorg vt1 -displayfd 3",
             host_rss=96 * MIB,
             cpu_pct=0.0,
+            sm_util=0.0,
         )
         proc = (xorg, *proc)
-    return proc
+    # the other jobs show from the end of the model's loading on (the early timeline, which
+    # tests of the other views step through, stays as it was)
+    loaded = serving and phase != PHASE_LOADING
+    return (*proc, *side_processes(profile, i)) if loaded else proc
+
+
+def side_processes(profile: SimProfile, i: int) -> tuple[GpuProcess, ...]:
+    """What else runs on GPU i beside the llama-server (a training run, a notebook)."""
+    return tuple(
+        GpuProcess(
+            pid=job.pid,
+            gpu_index=i,
+            used_memory=None if job.mib is None else job.mib * MIB,
+            kind=job.kind,
+            name=job.name,
+            user=job.user,
+            command=job.command,
+            host_rss=job.rss_mib * MIB,
+            cpu_pct=job.cpu_pct,
+            # the rig's utilisation follows the llama-server alone: the others wait on it
+            sm_util=0.0,
+        )
+        for job in profile.side_jobs
+        if i in job.gpus
+    )
+
+
+def side_bytes(profile: SimProfile, i: int) -> int:
+    """GPU memory the side jobs hold on GPU i."""
+    return sum(job.mib * MIB for job in profile.side_jobs if i in job.gpus and job.mib)

@@ -1,0 +1,160 @@
+"""How long `lltui fit` and `lltui quant` take, against llama.cpp's own tools in the same run.
+
+Models are real-size shapes (Llama-8B dense, Qwen3-30B-A3B MoE, all layers) in F16 whose
+tensor data is a hole in a sparse file. Each command runs as a user runs it (a fresh
+process, header read included), the median of several runs:
+
+- `lltui fit MODEL` against `llama-fit-params` (llama.cpp's own estimate) with the same flags;
+- `lltui quant MODEL` (every type it lists, each placed on the devices) against
+  `llama-quantize --dry-run` for the same types, one process per type (llama-quantize makes
+  one type a run), and against a single `--dry-run` (Q4_K_M).
+
+Ratios below 1 mean lltui is faster. Binaries come from the cached llama.cpp build
+(`lltui llama install`); without one the llama.cpp columns are skipped.
+
+    .venv/bin/python bench/fit_speed.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))
+
+import gguf_factory as gf  # noqa: E402
+
+from lltui.core.fit.ggml_types import FTYPE_NAMES  # noqa: E402
+from lltui.core.fit.gguf import read_gguf  # noqa: E402
+from lltui.core.fit.quant import quant_source, relevant_ftypes  # noqa: E402
+from lltui.sources.llama import build as llama_build  # noqa: E402
+
+MODELS = {
+    "llama-8b": gf.llama_spec(
+        n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=32, n_vocab=128256
+    ),
+    "qwen3moe-30b-a3b": gf.qwen3moe_spec(
+        n_embd=2048,
+        n_ff=6144,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=768,
+        n_head=32,
+        n_head_kv=4,
+        head_dim=128,
+        n_layer=48,
+        n_vocab=151936,
+    ),
+}
+FLAGS = ["-c", "8192", "-np", "1"]
+
+
+CPU_TIMES: list[float] = []  # CPU seconds (user + sys) of each process wall() ran, in order
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def wall(argv: list[str], runs: int, check: bool = True, cwd: str | None = None) -> float:
+    """Median wall time of a fresh process, seconds; -1 when it fails and ``check``.
+    Each run's CPU time goes to CPU_TIMES (less moved by other load on the machine)."""
+    times = []
+    for _ in range(runs):
+        c0 = _children_cpu()
+        t0 = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, check=False, timeout=600, cwd=cwd)
+        times.append(time.perf_counter() - t0)
+        CPU_TIMES.append(_children_cpu() - c0)
+        if check and done.returncode != 0:
+            tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
+            print(f"  ({Path(argv[0]).name} exit {done.returncode}: {tail[-1] if tail else ''})")
+            return -1.0
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--baseline-root",
+        help="another lltui checkout whose `lltui quant` runs in the same rounds (e.g. main)",
+    )
+    args = ap.parse_args()
+    bins = llama_build.installed()
+    exe = {} if bins is None else {k: str(v) for k, v in bins.binaries.items()}
+    py = [sys.executable, "-m", "lltui"]
+    if bins is None:
+        print("no cached llama.cpp build (lltui llama install): llama.cpp columns skipped")
+    with tempfile.TemporaryDirectory(prefix="lltui-speed-bench-") as tmp:
+        for name, spec in MODELS.items():
+            path = gf.write_sparse(Path(tmp) / f"{name}-F16.gguf", replace(spec), "F16")
+            model = str(path)
+            print(f"\n{name} (F16, {path.stat().st_size / 2**30:.1f} GiB as a sparse file)")
+            fit = wall([*py, "fit", model, *FLAGS, "--gpus", "4090,4090"], args.runs)
+            line = f"  fit    lltui {fit * 1000:7.0f} ms"
+            if "llama-fit-params" in exe:
+                lfp = wall([exe["llama-fit-params"], "-m", model, *FLAGS], args.runs)
+                if lfp > 0:
+                    line += f"   llama-fit-params {lfp * 1000:7.0f} ms   ratio {fit / lfp:.2f}"
+            print(line)
+            ftypes, _skipped = relevant_ftypes(quant_source(read_gguf(model)))
+            quant_argv = [*py, "quant", model, *FLAGS, "--gpus", "4090,4090"]
+            if "llama-quantize" not in exe:
+                quant = wall(quant_argv, args.runs)
+                print(f"  quant  lltui {quant * 1000:7.0f} ms ({len(ftypes)} types)")
+                continue
+            # rounds of (lltui quant, llama-quantize --dry-run of every listed type, one
+            # Q4_K_M dry run) back to back, so load on the machine hits both alike
+            ours, every, one = [], [], []
+            ours_cpu, every_cpu, base_cpu = [], [], []
+            for _ in range(args.runs):
+                ours.append(wall(quant_argv, 1, cwd=str(HERE.parent)))
+                ours_cpu.append(CPU_TIMES[-1])
+                if args.baseline_root:  # python -m lltui imports from the working directory
+                    wall(quant_argv, 1, cwd=args.baseline_root)
+                    base_cpu.append(CPU_TIMES[-1])
+                total = total_cpu = 0.0
+                for ft in ftypes:
+                    argv = [exe["llama-quantize"], "--dry-run", model, FTYPE_NAMES[ft]]
+                    total += wall(argv, 1, check=False)  # IQ1/IQ2 refuse: no imatrix
+                    total_cpu += CPU_TIMES[-1]
+                every.append(total)
+                every_cpu.append(total_cpu)
+                one.append(wall([exe["llama-quantize"], "--dry-run", model, "Q4_K_M"], 1))
+            ratios = sorted(o / e for o, e in zip(ours, every, strict=True))
+            print(
+                f"  quant  lltui {statistics.median(ours) * 1000:7.0f} ms ({len(ftypes)} types)"
+                f"   llama-quantize --dry-run: every type "
+                f"{statistics.median(every) * 1000:7.0f} ms, ratio {statistics.median(ratios):.3f}"
+                f" (rounds {min(ratios):.3f}-{max(ratios):.3f}); one type "
+                f"{statistics.median(one) * 1000:.0f} ms, ratio "
+                f"{statistics.median(ours) / statistics.median(one):.2f}"
+            )
+            cpu_ratio = statistics.median(ours_cpu) / statistics.median(every_cpu)
+            print(
+                f"         CPU time: lltui {statistics.median(ours_cpu) * 1000:.0f} ms, "
+                f"llama-quantize every type {statistics.median(every_cpu) * 1000:.0f} ms, "
+                f"ratio {cpu_ratio:.3f}"
+            )
+            if base_cpu:
+                b = statistics.median(base_cpu)
+                print(
+                    f"         CPU time of {args.baseline_root}'s lltui quant {b * 1000:.0f} ms: "
+                    f"this one takes {statistics.median(ours_cpu) / b:.2f}x"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The confirmation before a signal: TERM first, KILL only once TERM was sent and the user
+confirms again. On a simulated, replayed or remote rig it says so and signals nothing."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from lltui.core.monitor.signals import ProcessIdentity
+from lltui.sources.signals import send_signal
+
+ASK, TERMED, REFUSED = "ask", "termed", "refused"
+
+
+class SignalDialog(ModalScreen[None]):
+    """Names the pid, its user and command; ``t`` TERM, then ``k`` KILL; ``escape`` cancels.
+
+    ``target`` is the process checked when the dialog opened (None with ``refusal``, the
+    line that says why nothing is signalled here)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t", "term", "TERM", id="signal-term"),
+        Binding("k", "kill", "KILL", id="signal-kill"),
+        Binding("escape,n", "cancel", "Cancel", id="signal-cancel"),
+    ]
+
+    DEFAULT_CSS = """
+    SignalDialog {
+        align: center middle;
+    }
+    SignalDialog > #signal-box {
+        width: 72;
+        max-width: 95%;
+        height: auto;
+        background: $surface;
+        border: round $warning;
+        padding: 0 1;
+    }
+    SignalDialog #signal-text {
+        height: auto;
+        margin-bottom: 1;
+    }
+    SignalDialog #signal-buttons {
+        height: auto;
+        align-horizontal: right;
+    }
+    SignalDialog #signal-buttons Button {
+        margin-left: 1;
+        min-width: 10;
+    }
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        user: str,
+        command: str,
+        target: ProcessIdentity | None,
+        refusal: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.pid = pid
+        self.user = user
+        self.command = command
+        self.target = target
+        self.refusal = refusal
+        self.state = REFUSED if target is None else ASK
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="signal-box"):
+            yield Static(self._text(), id="signal-text")
+            with Horizontal(id="signal-buttons"):
+                if self.state == ASK:
+                    yield Button("TERM (t)", id="signal-term", variant="warning")
+                    yield Button("KILL (k)", id="signal-kill", variant="error")
+                yield Button(self._cancel_label(), id="signal-cancel")
+
+    def on_mount(self) -> None:
+        self._sync_buttons()
+
+    def _text(self) -> str:
+        command = self.command if len(self.command) <= 200 else self.command[:199] + "…"
+        who = (
+            f"[b]pid {self.pid}[/b]  user [b]{escape(self.user)}[/b]\n"
+            f"[$text-muted]{escape(command)}[/]"
+        )
+        if self.state == REFUSED:
+            return f"{who}\n\n{escape(self.refusal or 'no signal can be sent')}"
+        if self.state == TERMED:
+            return (
+                f"{who}\n\nSIGTERM sent. If it does not exit, send [b]SIGKILL[/b]?"
+                " (it cannot clean up: a llama-server loses its slots and cache)"
+            )
+        return f"Send [b]SIGTERM[/b] to\n{who}"
+
+    def _cancel_label(self) -> str:
+        return "Cancel (esc)" if self.state == ASK else "Close (esc)"
+
+    def _sync_buttons(self) -> None:
+        if self.state == REFUSED:
+            return
+        kill = self.query_one("#signal-kill", Button)
+        kill.display = self.state == TERMED
+        self.query_one("#signal-term", Button).display = self.state == ASK
+        self.query_one("#signal-cancel", Button).label = self._cancel_label()
+        (kill if self.state == TERMED else self.query_one("#signal-term", Button)).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "term":
+            return self.state == ASK
+        if action == "kill":
+            return self.state == TERMED
+        return True
+
+    def _send(self, name: str) -> bool:
+        """Send SIG``name`` to the process checked at opening; say what happened."""
+        assert self.target is not None
+        outcome = send_signal(self.target, name)
+        self.app.notify(outcome.message, severity="information" if outcome.sent else "error")
+        return outcome.sent
+
+    def action_term(self) -> None:
+        if self.state != ASK:
+            return
+        if not self._send("TERM"):
+            self.dismiss()
+            return
+        self.state = TERMED
+        self.query_one("#signal-text", Static).update(self._text())
+        self._sync_buttons()
+
+    def action_kill(self) -> None:
+        if self.state != TERMED:
+            return
+        self._send("KILL")
+        self.dismiss()
+
+    def action_cancel(self) -> None:
+        self.dismiss()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "signal-term":
+            self.action_term()
+        elif event.button.id == "signal-kill":
+            self.action_kill()
+        else:
+            self.action_cancel()

@@ -1,0 +1,224 @@
+"""``lltui exporter``: Prometheus metrics of what the monitor samples."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lltui.commands import CliError, add_replay_options, source_spec
+
+DEFAULT_LISTEN = "127.0.0.1:9400"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "exporter",
+        help="serve Prometheus metrics of the GPUs (and llama-servers) lltui samples",
+        description=(
+            "Samples the source every --interval in one thread and serves the last sample "
+            "as Prometheus text on http://LISTEN/metrics. Binds loopback unless "
+            "--allow-remote is given."
+        ),
+    )
+    p.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve on (default {DEFAULT_LISTEN})",
+    )
+    p.add_argument(
+        "--source",
+        dest="sub_source",
+        default=None,
+        metavar="SPEC",
+        help="what to sample, as the global --source: auto, nvml, smi[:HOST], sim:PROFILE, "
+        "replay:FILE, prom:URL[#host=NAME], scrape:URL",
+    )
+    p.add_argument(
+        "--interval",
+        dest="sub_interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds between samples (default 1)",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --listen address that is not loopback (anyone reaching it reads the metrics)",
+    )
+    p.add_argument(
+        "--llama",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a llama-server to follow (its /health, /metrics, /slots, /props); repeatable",
+    )
+    p.add_argument(
+        "--llama-log",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the log of the Nth --llama server, for per-device placement; repeatable",
+    )
+    p.add_argument(
+        "--llama-api-key-file",
+        default=None,
+        metavar="FILE",
+        help="API key for the llama-servers (else $LLAMA_API_KEY)",
+    )
+    p.add_argument(
+        "--host-label",
+        default=None,
+        metavar="NAME",
+        help="value of the host label (default: the source's host name, else this machine's)",
+    )
+    p.add_argument(
+        "--max-processes",
+        type=int,
+        default=16,
+        metavar="N",
+        help="processes per GPU in lltui_gpu_process_memory_bytes, the largest first (16)",
+    )
+    add_replay_options(p, argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (loopback); raises CliError (exit 2)."""
+    value = text.strip()
+    if value.startswith("["):
+        host, sep, rest = value[1:].partition("]")
+        port_s = rest[1:] if rest.startswith(":") else ""
+        if not sep:
+            port_s = ""
+    else:
+        host, _, port_s = value.rpartition(":")
+    host = host or "127.0.0.1"
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise CliError(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}", 2) from None
+    if not 0 <= port <= 65535:
+        raise CliError(f"--listen {text!r}: port must be 0..65535", 2)
+    return host, port
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+    import socket
+    import threading
+
+    from lltui.core.llama.address import is_loopback
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.registry import is_fleet, open_source, replay_options
+
+    host, port = parse_listen(args.listen)
+    if not is_loopback(host):
+        if not args.allow_remote:
+            raise CliError(
+                f"--listen {host}: not a loopback address; add --allow-remote to serve GPU "
+                "metrics beyond this machine",
+                2,
+            )
+        print(
+            f"warning: serving on {host}: anyone who can reach this port can read the metrics",
+            file=sys.stderr,
+        )
+    if args.max_processes < 0:
+        raise CliError("--max-processes must be 0 or more", 2)
+    interval = args.sub_interval
+    if interval is None:
+        interval = getattr(args, "interval", None)
+    if interval is None:
+        interval = 1.0
+    if interval <= 0:
+        raise CliError("--interval must be more than 0", 2)
+    if len(args.llama_log) > len(args.llama):
+        raise CliError("--llama-log FILE needs a --llama URL for each FILE", 2)
+    api_key = _api_key(args.llama_api_key_file)
+    for url in args.llama:
+        if not url.startswith(("http://", "https://")):
+            raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
+
+    spec = source_spec(args)
+    if is_fleet(spec) or getattr(args, "hosts", None):
+        raise CliError(
+            "the exporter serves one rig: run one exporter per host and let Prometheus "
+            "scrape them all",
+            2,
+        )
+    try:
+        source, info = open_source(spec, replay=replay_options(args))
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    except SourceUnavailable as exc:
+        raise CliError(f"source {spec}: {exc}", 1) from None
+
+    from pathlib import Path
+
+    from lltui.sources.exporter import LlamaFollow, Sampler, make_registry, serve
+    from lltui.sources.prom import public_spec
+
+    follows = [
+        LlamaFollow(
+            url=url,
+            log=Path(args.llama_log[i]) if i < len(args.llama_log) else None,
+            api_key=api_key,
+        )
+        for i, url in enumerate(args.llama)
+    ]
+    host_label = args.host_label or info.hostname or socket.gethostname()
+    sampler = Sampler(
+        source,
+        host=host_label,
+        interval_s=interval,
+        llama=follows,
+        max_processes=args.max_processes,
+        on_error=lambda line: print(f"lltui exporter: {line}", file=sys.stderr, flush=True),
+    )
+    try:
+        sampler.start()
+        try:
+            server, _thread = serve(make_registry(sampler), host, port)
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
+        bound = server.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
+        simulated = " (SIMULATED rig)" if info.simulated else ""
+        print(
+            f"lltui exporter: serving http://{shown}:{bound}/metrics, "
+            f"source {public_spec(spec)}{simulated}, "
+            f"every {interval:g} s",
+            flush=True,
+        )
+        if info.simulated and info.simulated_reason:
+            print(f"lltui exporter: {info.simulated_reason}", file=sys.stderr, flush=True)
+        stop = threading.Event()
+
+        def _stop(_signum: int, _frame: object) -> None:
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _stop)
+        stop.wait()
+        server.shutdown()
+        server.server_close()
+    finally:
+        sampler.stop()
+        source.close()
+    return 0
+
+
+def _api_key(path: str | None) -> str | None:
+    import os
+
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                key = f.readline().strip()
+        except OSError as exc:
+            raise CliError(f"--llama-api-key-file {path}: {exc.strerror or exc}", 2) from None
+        return key or None
+    return os.environ.get("LLAMA_API_KEY") or None

@@ -1,0 +1,23 @@
+"""The models of a repository, listed when a reference names the repository but not one
+model in it (``lltui quant hf:OWNER/REPO``, ``lltui fit hf:OWNER/REPO``)."""
+
+from __future__ import annotations
+
+from lltui.commands import CliError, print_json
+
+
+def show_choices(exc: Exception, verb: str, as_json: bool) -> bool:
+    """Print the listing ``exc`` carries (a ModelChoice) on stdout. True when that is the
+    whole answer (quant of a repository); CliError when a model had to be named; False for
+    any other error."""
+    from lltui.sources.fit_devices import ModelChoice
+
+    if not isinstance(exc, ModelChoice):
+        return False
+    if as_json:
+        print_json(exc.data)
+    else:
+        print("\n".join(exc.lines))
+    if verb == "quant" and not exc.named:
+        return True
+    raise CliError(f"{verb}: {exc}", 2)

@@ -1,0 +1,88 @@
+"""Signalling a GPU process from the monitor: who may, what the user is told.
+
+Pure rules and models; :mod:`lltui.sources.signals` reads the process and sends the signal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lltui.core.monitor.models import RigInfo
+
+SIGNALS: tuple[str, ...] = ("TERM", "KILL")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    """One local process as the host sees it when a signal is offered: who owns it and
+    when it started (a pid reused by another process since has another start time)."""
+
+    pid: int
+    user: str
+    command: str
+    uid_real: int
+    uid_saved: int
+    started: float  # seconds since the epoch
+
+
+@dataclass(frozen=True, slots=True)
+class SignalCheck:
+    """Whether this user may signal a pid: the process when it may (``message`` None), or
+    the one line that says why not."""
+
+    target: ProcessIdentity | None
+    message: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.target is not None and self.message is None
+
+
+@dataclass(frozen=True, slots=True)
+class SignalOutcome:
+    """What sending one signal did, in one line."""
+
+    sent: bool
+    message: str
+    gone: bool = False  # the process is no longer there (exited, or its pid was reused)
+
+
+def may_signal(caller_real: int, caller_effective: int, target: ProcessIdentity) -> bool:
+    """kill(2)'s rule: root (CAP_KILL), or the caller's real or effective uid is the
+    target's real or saved uid."""
+    if caller_effective == 0:
+        return True
+    return bool({caller_real, caller_effective} & {target.uid_real, target.uid_saved})
+
+
+def gone_line(pid: int) -> str:
+    return f"pid {pid} is gone: it has exited"
+
+
+def not_permitted_line(pid: int, user: str) -> str:
+    return f"not permitted: pid {pid} belongs to {user}"
+
+
+def reused_line(pid: int) -> str:
+    return f"pid {pid} is now another process: not signalled"
+
+
+def sent_line(signal: str, target: ProcessIdentity) -> str:
+    command = target.command if len(target.command) <= 60 else target.command[:59] + "…"
+    return f"SIG{signal} sent to pid {target.pid} ({command})"
+
+
+def signal_refusal(info: RigInfo) -> str | None:
+    """Why processes of this rig are not signalled from here, or None when they are local.
+
+    Only the local ``nvml`` and ``smi`` sources list processes of this machine: a simulated
+    rig's pids are made up, a replay's are from another time, a remote host's are another
+    machine's; signalling the same number here would hit an unrelated process."""
+    if info.simulated or info.source.startswith(("sim:", "replay:")):
+        return f"This rig is simulated ({info.source}): no real process is signalled."
+    if info.source not in ("nvml", "smi"):
+        return (
+            f"These processes are not on this machine ({info.source}): "
+            "no process is signalled from here."
+        )
+    return None

@@ -1,0 +1,109 @@
+"""fit --best: ranked command lines that fit, searched over placement, KV type and ubatch."""
+
+import json
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.core.fit.best import best_configs
+from lltui.core.fit.devices_spec import parse_gpus_spec
+from lltui.core.fit.estimate import FitOptions, estimate
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.llama.flags import parse_llama_args
+from lltui.core.units import GIB
+
+DENSE = gf.llama_spec(
+    n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=32, n_vocab=32000
+)
+MOE = gf.qwen3moe_spec(
+    n_embd=2048,
+    n_ff=6144,
+    n_expert=128,
+    n_expert_used=8,
+    n_ff_exp=768,
+    n_head=32,
+    n_head_kv=4,
+    head_dim=128,
+    n_layer=48,
+    n_vocab=32000,
+    n_ctx_train=32768,
+)
+OPTS = FitOptions(host_free_bytes=256 * GIB)
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    d = tmp_path_factory.mktemp("best")
+    return {
+        "dense": gf.write_sparse(d / "dense.gguf", DENSE, "F16"),
+        "moe": gf.write_sparse(d / "moe.gguf", MOE, "Q8_0"),
+    }
+
+
+def _fits(model, argv, gpus):
+    res = estimate(model, parse_llama_args(argv), parse_gpus_spec(gpus).devices, OPTS)
+    return res.fits
+
+
+def test_moe_too_big_puts_the_fewest_experts_on_the_cpu(paths):
+    model = read_gguf(paths["moe"])
+    settings = parse_llama_args(["-c", "8192"])
+    devs = parse_gpus_spec("16GiB").devices
+    best = best_configs(model, settings, devs, OPTS, "speed")
+    assert best
+    for c in best:
+        assert _fits(model, ["-c", "8192", *c.flags], "16GiB")
+    top = best[0]
+    assert "--n-cpu-moe" in top.flags
+    k = int(top.flags[top.flags.index("--n-cpu-moe") + 1])
+    fewer = [*top.flags]
+    fewer[fewer.index("--n-cpu-moe") + 1] = str(k - 1)
+    assert not _fits(model, ["-c", "8192", *fewer], "16GiB")  # the fewest that fit
+    assert "CPU" in top.gives_up
+
+
+def test_dense_too_big_keeps_the_most_layers_on_the_gpus(paths):
+    model = read_gguf(paths["dense"])
+    best = best_configs(
+        model, parse_llama_args(["-c", "4096"]), parse_gpus_spec("12GiB").devices, OPTS, "speed"
+    )
+    assert best and all(_fits(model, ["-c", "4096", *c.flags], "12GiB") for c in best)
+    assert any(f == "-ngl" for f in best[0].flags)
+
+
+def test_gpu_only_never_leaves_weights_on_the_cpu(paths):
+    model = read_gguf(paths["moe"])
+    best = best_configs(
+        model, parse_llama_args([]), parse_gpus_spec("16GiB").devices, OPTS, "gpu-only"
+    )
+    assert all("--n-cpu-moe" not in c.flags for c in best)
+    big = best_configs(
+        model, parse_llama_args([]), parse_gpus_spec("80GiB").devices, OPTS, "context"
+    )
+    assert big and big[0].gives_up == "nothing" and big[0].max_ctx == 32768
+
+
+def test_cli_best_text_json_and_bad_goal(paths, capsys):
+    assert (
+        main(
+            [
+                "fit",
+                str(paths["moe"]),
+                "--gpus",
+                "16GiB",
+                "--host-free",
+                "256GiB",
+                "--best",
+                "speed",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best and {"flags", "max_ctx", "decode_tps", "prefill_tps", "gives_up"} <= set(best[0])
+    assert main(["fit", str(paths["moe"]), "--gpus", "16GiB", "--best", "context"]) == 0
+    assert "best for context" in capsys.readouterr().out
+    assert main(["fit", str(paths["moe"]), "--best", "fastest"]) == 2
+    assert "--best" in capsys.readouterr().err

@@ -1,0 +1,385 @@
+"""``lltui exporter``: valid exposition text in base units, the labels a dashboard groups
+by, loopback by default, scrapes that never sample, and followed llama-servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+
+import pytest
+from prom_helpers import (
+    FIXTURES,
+    Stub,
+    exporter,
+    get_text,
+    http_body,
+    run_cli,
+    stub_server,
+    wait_until,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from lltui.commands.exporter import parse_listen
+from lltui.core.monitor.prom import GPU_METRICS, STATIC_METRICS
+from lltui.sources.exporter import LlamaFollow, Sampler, public_url
+from lltui.sources.sim import SimSource
+
+
+def _families(text: str) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_exporter_serves_every_gpu_field_in_base_units() -> None:
+    with exporter("--source", "sim:2x3090-nvlink", "--host-label", "rig-a") as ex:
+        assert "SIMULATED" in ex.first_line
+        fams = _families(get_text(f"{ex.url}"))
+    gauge_names = {m.name for m in (*GPU_METRICS, *STATIC_METRICS) if m.kind == "gauge"}
+    present = {n for n in gauge_names if fams.get(n) and fams[n].samples}
+    # the simulated 3090s report every field lltui samples but ECC, XID and retired pages
+    missing = gauge_names - present
+    assert missing <= {"lltui_gpu_retired_pages", "lltui_gpu_last_xid"}, missing
+    used = fams["lltui_gpu_memory_used_bytes"]
+    assert used.type == "gauge" and len(used.samples) == 2
+    for s in used.samples:
+        assert set(s.labels) == {"gpu", "uuid", "name", "host"}
+        assert s.labels["host"] == "rig-a" and s.labels["uuid"].startswith("GPU-")
+        assert s.value > 1e9  # bytes, not MiB
+    for s in fams["lltui_gpu_utilization_ratio"].samples:
+        assert 0.0 <= s.value <= 1.0
+    for s in fams["lltui_gpu_sm_clock_hertz"].samples:
+        assert s.value > 1e8  # hertz, not MHz
+    energy = fams["lltui_gpu_energy_joules"]  # the parser names a counter without _total
+    assert energy.type == "counter" and energy.samples[0].name.endswith("_total")
+    (rig,) = fams["lltui_rig_info"].samples
+    assert rig.labels["simulated"] == "true" and rig.labels["source"] == "sim:2x3090-nvlink"
+    procs = fams["lltui_gpu_process_memory_bytes"].samples
+    assert procs and all(set(s.labels) >= {"pid", "command", "uuid"} for s in procs)
+    assert all(" " not in s.labels["command"] for s in procs)  # the program, no arguments
+    assert fams["lltui_exporter_source_up"].samples[0].value == 1.0
+
+
+def test_openmetrics_when_asked() -> None:
+    """Prometheus asks for OpenMetrics first: units and counters must hold there too."""
+    import httpx
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+
+    with exporter("--source", "sim:colab-t4") as ex:
+        resp = httpx.get(
+            ex.url,
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+            trust_env=False,
+        )
+    assert resp.headers["content-type"].startswith("application/openmetrics-text")
+    fams = {f.name: f for f in openmetrics_families(resp.text)}
+    assert fams["lltui_gpu_power_watts"].unit == "watts"
+    assert fams["lltui_gpu_energy_joules"].type == "counter"
+    assert fams["lltui_gpu_energy_joules"].unit == "joules"
+
+
+def test_a_scrape_reads_the_last_sample_and_never_samples() -> None:
+    with exporter("--source", "sim:colab-t4", "--interval", "3600") as ex:
+        counts = []
+        for _ in range(3):
+            fams = _families(get_text(f"{ex.url}"))
+            counts.append(fams["lltui_exporter_samples"].samples[0].value)
+    assert counts == [1.0, 1.0, 1.0]
+
+
+def test_loopback_by_default() -> None:
+    r = run_cli("exporter", "--listen", "0.0.0.0:9400", "--source", "sim:colab-t4")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "--allow-remote" in r.stderr
+    assert parse_listen(":9400") == ("127.0.0.1", 9400)
+    assert parse_listen("[::1]:9") == ("::1", 9)
+
+
+@pytest.mark.parametrize("listen", ["nowhere", "127.0.0.1:99999", "[::1]"])
+def test_bad_listen_is_usage(listen: str) -> None:
+    r = run_cli("exporter", "--listen", listen, "--source", "sim:colab-t4")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_port_in_use_is_one_line() -> None:
+    with exporter("--source", "sim:colab-t4") as ex:
+        port = ex.url.rsplit(":", 1)[1].split("/")[0]
+        r = run_cli("exporter", "--listen", f"127.0.0.1:{port}", "--source", "sim:colab-t4")
+    assert r.returncode == 1 and "cannot listen" in r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_a_dead_llama_server_does_not_break_the_exporter() -> None:
+    from llama_fixture import free_port
+
+    dead = f"http://user:hunter2@127.0.0.1:{free_port()}"
+    with exporter("--source", "sim:colab-t4", "--llama", dead, "--interval", "0.2") as ex:
+        fams = _families(get_text(ex.url))
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_exporter_samples"].samples[0].value >= 3,
+            what="three rounds",
+        )
+        text = get_text(ex.url)
+    (up,) = fams["lltui_llama_up"].samples
+    assert up.value == 0.0 and up.labels["server"].startswith("http://127.0.0.1:")
+    assert "hunter2" not in text and "user" not in up.labels["server"]
+    assert fams["lltui_gpu_memory_used_bytes"].samples
+
+
+def _llama_stub() -> Stub:
+    return Stub(
+        routes={
+            "/health": (200, "application/json", b'{"status":"ok"}'),
+            "/metrics": (200, "text/plain; version=0.0.4", http_body("metrics_after.txt")),
+            "/slots": (200, "application/json", http_body("slots_after.txt")),
+            "/props": (200, "application/json", http_body("props.txt")),
+        }
+    )
+
+
+def test_a_followed_llama_server_counters_slots_and_placement(tmp_path) -> None:
+    log = FIXTURES / "llama-server" / "server_lv4_full.log"
+    with stub_server(_llama_stub()) as stub:
+        src = SimSource("colab-t4", seed=1)
+        src.open()
+        sampler = Sampler(src, host="h", llama=[LlamaFollow(stub.url, log=log)])
+        sampler.sample_once()
+        families = sampler.families()
+        sampler.stop()
+    fams = {f.name: f for f in families}
+    lb = {"host": "h", "server": stub.url}
+    (up,) = fams["lltui_llama_up"].samples
+    assert dict(up[0]) == lb and up[1] == 1.0
+    (gen,) = fams["lltui_llama_generated_tokens_total"].samples
+    assert gen[1] > 0 and fams["lltui_llama_generated_tokens_total"].kind == "counter"
+    slots = json.loads(http_body("slots_after.txt"))
+    assert fams["lltui_llama_slots"].samples[0][1] == len(slots)
+    assert fams["lltui_llama_slots_busy"].samples[0][1] == sum(
+        1 for s in slots if s.get("is_processing")
+    )
+    placed = fams["lltui_llama_device_memory_bytes"].samples
+    assert placed, "the log's buffers give per-device memory"
+    kinds = {dict(labels)["kind"] for labels, _v in placed}
+    assert {"model", "kv"} <= kinds
+    assert all(v >= 0 and v == int(v) for _l, v in placed)
+
+
+def test_llama_families_through_the_command(tmp_path) -> None:
+    with (
+        stub_server(_llama_stub()) as stub,
+        exporter("--source", "sim:colab-t4", "--llama", stub.url) as ex,
+    ):
+        # its own thread polls the server: the first scrape may come before its first poll
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_llama_up"].samples[0].value == 1.0,
+            what="the llama-server polled",
+        )
+        fams = _families(get_text(ex.url))
+    assert fams["lltui_llama_generated_tokens"].type == "counter"
+
+
+def test_a_hanging_llama_server_holds_back_neither_the_gpus_nor_the_scrapes() -> None:
+    with (
+        stub_server(Stub(hang=True)) as stub,
+        exporter("--source", "sim:colab-t4", "--llama", stub.url, "--interval", "0.1") as ex,
+    ):
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_exporter_samples"].samples[0].value >= 10,
+            timeout=15,
+            what="ten GPU rounds while the llama-server hangs",
+        )
+        fams = _families(get_text(ex.url))
+    assert fams["lltui_llama_up"].samples[0].value == 0.0
+    assert fams["lltui_gpu_memory_used_bytes"].samples
+
+
+def test_sampler_keeps_going_when_the_source_fails() -> None:
+    from lltui.core.monitor.models import SourceUnavailable
+
+    class Broken:
+        name = "broken"
+
+        def poll(self):  # type: ignore[no-untyped-def]
+            raise SourceUnavailable("ssh dropped")
+
+        def close(self) -> None:
+            pass
+
+    errors: list[str] = []
+    sampler = Sampler(Broken(), host="h", interval_s=0.05, on_error=errors.append)  # type: ignore[arg-type]
+    sampler.start()
+    try:
+        wait_until(lambda: sampler.snapshot.samples_total >= 3, what="three rounds")
+    finally:
+        sampler.stop()
+    snap = sampler.snapshot
+    assert not snap.source_up and snap.errors_total >= 3 and snap.families == ()
+    assert errors == ["source broken: ssh dropped"]  # said once, not every round
+
+
+def test_public_url_hides_credentials() -> None:
+    assert public_url("http://u:p@127.0.0.1:8080/x/?k=v#f") == "http://127.0.0.1:8080/x"
+    assert public_url("http://[::1]:9/") == "http://[::1]:9"
+
+
+def test_scrapes_in_parallel_with_sampling() -> None:
+    """Scrapes and the sampling thread never see half a snapshot."""
+    src = SimSource("8xh100-sxm", seed=2)
+    src.open()
+    sampler = Sampler(src, host="h", interval_s=0.01)
+    sampler.start()
+    seen: list[int] = []
+
+    def scrape() -> None:
+        for _ in range(50):
+            snap = sampler.snapshot
+            fams = {f.name: f for f in snap.families}
+            seen.append(len(fams["lltui_gpu_memory_used_bytes"].samples))
+
+    threads = [threading.Thread(target=scrape) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sampler.stop()
+    assert set(seen) == {8}
+
+
+def test_prometheus_client_loads_only_where_used() -> None:
+    """The CLI's parser, the registry and the prom: source spec leave prometheus_client
+    (about 50 ms to import) unloaded; only serving or parsing loads it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lltui.sources.prom import host_label, public_spec\n"
+        "host_label('http://h:1'); public_spec('scrape:http://h:1')\n"
+        "print('httpx' in sys.modules)\n"  # a fleet names its hosts without HTTP
+        "from lltui.cli import build_parser\n"
+        "build_parser()\n"
+        "from lltui.sources.registry import make_source, parse_source_spec\n"
+        "make_source(parse_source_spec('prom:http://127.0.0.1:1'))\n"
+        "import lltui.core.monitor.prom\n"
+        "print('prometheus_client' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--source", "bogus"],
+        ["--source", "sim:colab-t4", "--llama", "127.0.0.1:8080"],
+        ["--source", "sim:colab-t4", "--interval", "0"],
+        ["--source", "sim:colab-t4", "--llama-log", "x.log"],
+        ["--source", "prom:ftp://h"],
+        ["--source", "sim:colab-t4,sim:4xl4"],
+    ],
+)
+def test_bad_exporter_arguments_are_one_line(args: list[str]) -> None:
+    r = run_cli("exporter", "--listen", "127.0.0.1:0", *args)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_the_serving_line_hides_a_source_password() -> None:
+    page = (FIXTURES / "prom" / "dcgm-exporter-readme.prom").read_bytes()
+    with stub_server(Stub(routes={"/metrics": (200, "text/plain", page)})) as stub:
+        secret = stub.url.replace("http://", "http://ana:hunter2@")
+        with exporter("--source", f"scrape:{secret}") as ex:
+            fams = _families(get_text(ex.url))
+    assert "hunter2" not in ex.first_line and "scrape:http://127.0.0.1:" in ex.first_line
+    (rig,) = fams["lltui_rig_info"].samples
+    assert "hunter2" not in rig.labels["source"]
+
+
+def test_an_unreachable_source_is_one_line() -> None:
+    from llama_fixture import free_port
+
+    r = run_cli("exporter", "--listen", "127.0.0.1:0", "--source",
+                f"scrape:http://127.0.0.1:{free_port()}")  # fmt: skip
+    assert r.returncode == 1 and "not reachable" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_xid_errors_are_counted_across_rounds() -> None:
+    from dataclasses import replace
+
+    from lltui.core.monitor.models import XidEvent
+
+    class WithXids:
+        name = "sim+xid"
+
+        def __init__(self) -> None:
+            self.sim = SimSource("colab-t4", seed=1)
+            self.sim.open()
+            self.polls = 0
+
+        def poll(self):  # type: ignore[no-untyped-def]
+            sample = self.sim.poll()
+            self.polls += 1
+            if self.polls == 2:
+                g = replace(sample.gpus[0], xid_events=(XidEvent(79, 0.0, "off the bus"),),
+                            xid_dropped=2, xid=79)  # fmt: skip
+                sample = replace(sample, gpus=(g, *sample.gpus[1:]))
+            return sample
+
+        def close(self) -> None:
+            pass
+
+    sampler = Sampler(WithXids(), host="h")  # type: ignore[arg-type]
+    counts = []
+    for _ in range(3):
+        fams = {f.name: f for f in sampler.sample_once().families}
+        counts.append(fams["lltui_gpu_xid_errors_total"].samples[0][1])
+    assert counts == [0.0, 3.0, 3.0]
+    assert fams["lltui_gpu_xid_errors_total"].kind == "counter"
+
+
+def test_error_lines_never_show_url_credentials() -> None:
+    from lltui.commands.output import error_line
+
+    line = error_line("source scrape:http://ana:s3cret@10.0.0.1:9400/metrics: refused")
+    assert "s3cret" not in line and "ana" not in line
+    assert "http://***@10.0.0.1:9400/metrics" in line
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_stops_the_exporter_cleanly(sig: str) -> None:
+    import signal
+
+    with exporter("--source", "sim:colab-t4") as ex:
+        get_text(ex.url)
+        ex.proc.send_signal(getattr(signal, sig))
+        assert ex.proc.wait(timeout=20) == 0
+        assert ex.proc.stderr is not None
+        assert "Traceback" not in ex.proc.stderr.read()
+
+
+@pytest.mark.skipif(
+    not (shutil.which("promtool") or os.access("/usr/bin/promtool", os.X_OK)),
+    reason="no promtool (it comes with the prometheus package)",
+)
+def test_promtool_finds_nothing_to_lint() -> None:
+    """Prometheus's own linter: names, units, counters' _total, label case, HELP text."""
+    import subprocess
+
+    with (
+        stub_server(_llama_stub()) as stub,
+        exporter("--source", "sim:2x3090-nvlink", "--llama", stub.url) as ex,
+    ):
+        wait_until(
+            lambda: _families(get_text(ex.url))["lltui_llama_up"].samples[0].value == 1.0,
+            what="the llama-server polled",
+        )
+        text = get_text(ex.url)
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    r = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr

@@ -1,0 +1,342 @@
+"""Fleets without ssh: source lists, hosts files, the fleet model, the poller threads, the
+view and ``lltui gpus`` with several sources (simulated hosts and stand-ins that fail)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from lltui.app.app import create_app
+from lltui.config import Settings
+from lltui.core.monitor.fleet import FleetSample, HostState, fleet_to_json, host_row
+from lltui.core.monitor.hosts_file import HostEntry, HostsFileError, parse_hosts
+from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.sources.fleet import Fleet, FleetFocus, fleet_hosts, fleet_specs
+from lltui.sources.registry import is_fleet, split_sources
+from lltui.sources.sim import SimSource
+from lltui.sources.ssh import split_host_port
+
+
+def wait_until(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        threading.Event().wait(0.01)
+
+
+# --- parsing ------------------------------------------------------------------------------------
+
+
+def test_source_lists_split_on_kinds_only():
+    assert split_sources("smi:h1,smi:h2,nvml") == ["smi:h1", "smi:h2", "nvml"]
+    assert split_sources("replay:/tmp/a,b.jsonl,sim:4xl4") == ["replay:/tmp/a,b.jsonl", "sim:4xl4"]
+    assert split_sources("sim") == ["sim"] and not is_fleet("sim:4xl4")
+    assert is_fleet("smi:a, smi:b")
+
+
+def test_hosts_file_forms_and_errors():
+    text = "# gpu boxes\ngpu1\nroot@gpu2:2222  # second\ngpu3 -p 23\n\n[::1]:2201\ngpu1\n"
+    assert parse_hosts(text) == (
+        HostEntry("gpu1"),
+        HostEntry("root@gpu2", 2222),
+        HostEntry("gpu3", 23),
+        HostEntry("[::1]", 2201),
+    )
+    assert HostEntry("root@gpu2", 2222).spec == "smi:root@gpu2:2222"
+    for bad, words in [
+        ("a b", "line 1"),
+        ("ok\n-oProxyCommand=x", "line 2"),
+        ("a:70000", "port"),
+        ("# only a comment\n", "no host"),
+    ]:
+        with pytest.raises(HostsFileError, match=words):
+            parse_hosts(bad)
+
+
+def test_host_port_split():
+    assert split_host_port("root@gpu2:2222") == ("root@gpu2", 2222)
+    assert split_host_port("[::1]:2201") == ("::1", 2201)
+    assert split_host_port("gpu1") == ("gpu1", None)
+    with pytest.raises(ValueError):
+        split_host_port("gpu:0")
+
+
+def test_fleet_specs_join_list_and_file(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("a\nb:2200\n")
+    assert fleet_specs("auto", str(hosts)) == ["smi:a", "smi:b:2200"]
+    assert fleet_specs("nvml", str(hosts)) == ["nvml", "smi:a", "smi:b:2200"]
+    with pytest.raises(ValueError, match="--hosts"):
+        fleet_specs(None, str(tmp_path / "missing"))
+    labels = [h.label for h in fleet_hosts(["smi:a", "sim:4xl4", "sim:4xl4"])]
+    assert labels == ["a", "sim:4xl4", "sim:4xl4#2"]
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+def sim_sample(profile: str = "4xl4") -> RigSample:
+    src = SimSource(profile, seed=0)
+    src.open()
+    return src.poll()
+
+
+def test_host_row_totals_and_states():
+    sample = sim_sample()
+    up = HostState("a", "sim:4xl4", sample=sample, reachable=True, received_at=100.0)
+    row = host_row(up, 101.0, 1.0)
+    assert row.status == "up" and row.gpus == 4
+    assert row.memory_total == sum(g.info.memory_total for g in sample.gpus)
+    assert row.hottest_c == max(g.temp_c for g in sample.gpus if g.temp_c is not None)
+    assert row.llama_servers == 1  # the simulated rig serves one llama-server
+    assert host_row(up, 110.0, 1.0).status == "stale"
+    down = HostState("b", "smi:b", reachable=False, error="ssh to b failed: refused")
+    assert host_row(down, 0.0, 1.0).status == "down"
+    hanging = HostState("c", "smi:c", polling_since=0.0)
+    assert host_row(hanging, 1.0, 1.0).status == "connecting"
+    assert host_row(hanging, 4.0, 1.0).status == "down"  # no answer for 3 intervals
+
+
+def test_fleet_json_keeps_each_hosts_gpus_under_it():
+    sample = sim_sample()
+    fleet = FleetSample(
+        5.0,
+        (
+            HostState("a", "sim:4xl4", sample=sample, reachable=True, received_at=5.0),
+            HostState("b", "smi:b", reachable=False, error="refused"),
+        ),
+    )
+    out = json.loads(json.dumps(fleet_to_json(fleet)))
+    a, b = out["hosts"]
+    assert a["name"] == "a" and a["reachable"] and len(a["gpus"]) == 4
+    assert a["gpus"][0]["memory_total"] == sample.gpus[0].info.memory_total
+    assert b == {
+        "name": "b",
+        "source": "smi:b",
+        "reachable": False,
+        "status": "down",
+        "error": "refused",
+        "age_s": None,
+        "gpus": [],
+    }
+    assert out["reachable"] == 1 and out["total"] == 2
+
+
+# --- the threads --------------------------------------------------------------------------------
+
+
+class DownSource:
+    name = "down"
+
+    def open(self) -> RigInfo:
+        raise SourceUnavailable("ssh to down failed: Connection refused")
+
+    def poll(self) -> RigSample:
+        raise AssertionError("never opened")
+
+    def close(self) -> None:
+        pass
+
+
+class StuckSource:
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def open(self) -> RigInfo:
+        self.release.wait(30)
+        raise SourceUnavailable("released")
+
+    def poll(self) -> RigSample:
+        raise AssertionError("never opened")
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def make_fleet(interval: float = 0.05) -> tuple[Fleet, StuckSource]:
+    stuck = StuckSource()
+
+    def make(spec: str, index: int):
+        if spec == "smi:down":
+            return DownSource()
+        if spec == "smi:stuck":
+            return stuck
+        return SimSource(spec.partition(":")[2], seed=index)
+
+    fleet = Fleet(
+        ["sim:4xl4", "smi:down", "smi:stuck", "sim:kaggle-2xt4"], interval=interval, make=make
+    )
+    return fleet, stuck
+
+
+def test_a_down_and_a_hung_host_do_not_stop_the_others():
+    fleet, _stuck = make_fleet()
+    fleet.start()
+    try:
+        wait_until(lambda: all(fleet.state(i).polls >= 3 for i in (0, 3)))
+        snap = fleet.snapshot()
+        rows = {s.label: host_row(s, snap.t + 3.1, fleet.interval) for s in snap.hosts}
+        assert rows["sim:4xl4"].gpus == 4 and rows["sim:kaggle-2xt4"].gpus == 2
+        assert rows["down"].status == "down" and "refused" in (rows["down"].error or "")
+        assert fleet.state(2).polling_since is not None and fleet.state(2).polls == 0
+        assert rows["stuck"].status == "down"  # three intervals, min 3 s, with no answer
+    finally:
+        fleet.close()
+
+
+def test_poll_once_reports_a_hung_host_down_within_the_deadline():
+    fleet, _stuck = make_fleet()
+    try:
+        started = time.monotonic()
+        snap = fleet.poll_once(deadline_s=0.5)
+        assert time.monotonic() - started < 5
+        states = {s.label: s for s in snap.hosts}
+        assert states["stuck"].reachable is False
+        assert "did not answer" in (states["stuck"].error or "")
+        assert states["sim:4xl4"].reachable and snap.reachable == 2
+    finally:
+        fleet.close()
+
+
+def test_focus_hands_on_one_hosts_samples():
+    fleet, _stuck = make_fleet()
+    fleet.start()
+    focus = FleetFocus(fleet)
+    try:
+        first = focus.poll()
+        assert first.info.source == "sim:4xl4"
+        assert focus.poll().seq > first.seq
+        focus.set_focus(1)
+        with pytest.raises(SourceUnavailable, match="down: ssh to down failed"):
+            focus.poll()
+        focus.set_focus(3)
+        assert focus.poll().info.source == "sim:kaggle-2xt4"
+    finally:
+        focus.close()
+
+
+# --- the view -----------------------------------------------------------------------------------
+
+
+async def test_fleet_view_rows_update_and_enter_opens_the_monitor():
+    from textual.widgets import DataTable
+
+    from lltui.app.screens.fleet import FleetScreen
+    from lltui.sources import fleet as fleet_module
+
+    fleet, _stuck = make_fleet(interval=0.1)
+    settings = Settings(interval=0.1, source="sim:4xl4")
+    source = FleetFocus(fleet)
+    app = create_app(settings, source=source, info=source.open(), view="fleet")
+    app._fleet = fleet  # as create_app builds it from a list
+    assert fleet_module.Fleet is type(app.fleet)
+    async with app.run_test(size=(140, 30)) as pilot:
+        assert isinstance(app.screen, FleetScreen)
+        table = app.screen.query_one(DataTable)
+        for _ in range(400):
+            await pilot.pause(0.02)
+            if table.row_count == 4 and "up" in str(table.get_cell("sim:kaggle-2xt4", "status")):
+                break
+        assert table.row_count == 4
+        assert "down" in str(table.get_cell("down", "status"))
+        assert str(table.get_cell("sim:4xl4", "gpus")) == "4"
+        polls = fleet.state(0).polls
+        for _ in range(400):  # the rest keep updating while one host is down and one hangs
+            await pilot.pause(0.02)
+            if fleet.state(0).polls >= polls + 3:
+                break
+        assert fleet.state(0).polls >= polls + 3
+        table.move_cursor(row=3)
+        table.focus()
+        await pilot.press("enter")
+        for _ in range(400):
+            await pilot.pause(0.02)
+            latest = app.model.latest
+            if app.current_mode == "monitor" and latest is not None:
+                break
+        assert app.current_mode == "monitor"
+        assert app.model.latest is not None
+        assert app.model.latest.info.source == "sim:kaggle-2xt4"
+        await pilot.press("6")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+
+
+def test_create_app_builds_a_fleet_from_a_list():
+    app = create_app(Settings(source="sim:4xl4,sim:kaggle-2xt4"), start_polling=False)
+    try:
+        assert app.fleet is not None and len(app.fleet) == 2
+        assert app._initial_view == "fleet"
+    finally:
+        app.fleet.close()
+    with pytest.raises(ValueError, match="unknown"):
+        create_app(Settings(source="sim:4xl4,sim:nope"), start_polling=False)
+
+
+def test_gpus_json_with_several_sources(capsys):
+    from lltui.cli import main
+
+    code = main(["gpus", "--json", "--source", "sim:4xl4,sim:kaggle-2xt4"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [h["name"] for h in out["hosts"]] == ["sim:4xl4", "sim:kaggle-2xt4"]
+    assert [len(h["gpus"]) for h in out["hosts"]] == [4, 2]
+    # one source keeps the one-rig object
+    assert main(["gpus", "--json", "--source", "sim:4xl4"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert "hosts" not in one and len(one["gpus"]) == 4
+
+
+def test_gpus_with_a_bad_hosts_file_is_one_line(tmp_path, capsys):
+    from lltui.cli import main
+
+    bad = tmp_path / "hosts"
+    bad.write_text("gpu1\nthis is not a host\n")
+    assert main(["gpus", "--hosts", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "line 2" in err
+
+
+def test_a_sample_taken_before_the_host_in_view_changed_is_dropped():
+    fleet, _stuck = make_fleet()
+    fleet.poll_host(0)
+    fleet.poll_host(3)
+    source = FleetFocus(fleet)
+    app = create_app(Settings(source="sim:4xl4"), source=source, info=source.open())
+    app._fleet = fleet
+    try:
+        old = source.poll()  # from sim:4xl4 ...
+        app.focus_host(3)  # ... and the monitor moved to sim:kaggle-2xt4 meanwhile
+        app.ingest(old)
+        assert app.model.latest is None
+        app.ingest(source.poll())
+        assert app.model.latest is not None
+        assert app.model.latest.info.source == "sim:kaggle-2xt4"
+    finally:
+        fleet.close()
+
+
+def test_a_bad_host_timeout_is_bad_input(capsys):
+    from lltui.cli import main
+
+    assert main(["gpus", "--host-timeout", "0", "--source", "sim:4xl4,sim:colab-t4"]) == 2
+    assert "--host-timeout" in capsys.readouterr().err
+
+
+def test_a_socket_path_too_long_for_ssh_falls_back_to_a_connection_per_command(
+    tmp_path, monkeypatch
+):
+    from lltui.sources.ssh import SshTarget
+
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    target = SshTarget("gpu1")
+    assert target.control_path() is None
+    options = target.options()
+    assert "ControlPath=none" in options and "ControlMaster=no" in options

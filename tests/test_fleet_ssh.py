@@ -1,0 +1,154 @@
+"""Fleets over a real OpenSSH server on 127.0.0.1 (see ssh_fixture.py): nvidia-smi through
+one persistent connection per host, hosts that refuse or hang shown down while the others
+update, ``lltui gpus`` over ssh, and no ssh process of ours left afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lltui.core.monitor.fleet import host_row
+from lltui.sources.fleet import Fleet
+from lltui.sources.smi import SmiSource
+from lltui.sources.ssh import SSH_CONFIG_ENV
+from tests.ssh_fixture import SshServer, ssh_children_of_us, ssh_server
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    with ssh_server(tmp_path_factory.mktemp("sshd")) as server:
+        yield server
+
+
+@pytest.fixture
+def ssh_env(sshd: SshServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
+    # a short runtime folder: a control socket's path must stay under ~100 bytes
+    runtime = tempfile.mkdtemp(prefix="lr-")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    monkeypatch.setenv(SSH_CONFIG_ENV, str(sshd.config))
+    yield sshd
+    deadline = time.monotonic() + 10
+    while ssh_children_of_us() and time.monotonic() < deadline:
+        threading.Event().wait(0.05)
+    left = ssh_children_of_us()
+    shutil.rmtree(runtime, ignore_errors=True)
+    assert not left, f"ssh processes left running: {left}"
+
+
+def wait_until(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        threading.Event().wait(0.02)
+
+
+def sockets(runtime: str) -> list[str]:
+    folder = Path(runtime) / "lltui" / "ssh"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_smi_over_ssh_opens_one_connection_and_closes_it(ssh_env: SshServer):
+    before = ssh_env.connections()
+    src = SmiSource("fleet-a", timeout=20)
+    info = src.open()
+    assert len(info.gpus) == 4 and info.gpus[0].name == "NVIDIA A100-SXM4-40GB"
+    for _ in range(5):
+        sample = src.poll()
+    assert sample.gpus[0].memory_total == 40960 * 1024 * 1024
+    assert len(ssh_env.calls()) >= 7  # every command reached the stand-in over ssh
+    # one TCP connection for open + 5 polls: the master; the rest were sessions on it
+    assert ssh_env.connections() - before == 1
+    runtime = os.environ["XDG_RUNTIME_DIR"]
+    assert len(sockets(runtime)) == 1
+    assert ssh_children_of_us()  # the master runs while the source is open
+    src.close()
+    assert sockets(runtime) == []  # ssh -O exit removed the socket; the fixture checks procs
+
+
+def test_fleet_two_hosts_update_while_one_refuses_and_one_hangs(ssh_env: SshServer):
+    before = ssh_env.connections()
+    fleet = Fleet(
+        ["smi:fleet-a", "smi:fleet-b", "smi:fleet-down", "smi:fleet-hang"],
+        interval=0.2,
+        timeout=4.0,
+    )
+    started = time.monotonic()
+    fleet.start()
+    try:
+        # the down host is down, the hung one is shown down within 3 intervals (min 3 s)
+        def shown_down(label: str) -> bool:
+            snap = fleet.snapshot()
+            state = next(s for s in snap.hosts if s.label == label)
+            return host_row(state, snap.t, fleet.interval).status == "down"
+
+        wait_until(lambda: shown_down("fleet-down") and shown_down("fleet-hang"), 15)
+        assert time.monotonic() - started < 10
+        wait_until(lambda: fleet.state(0).polls >= 3 and fleet.state(1).polls >= 3)
+        first = ssh_env.connections() - before
+        polls = fleet.state(0).polls + fleet.state(1).polls
+        wait_until(lambda: fleet.state(0).polls + fleet.state(1).polls >= polls + 8)
+        # the others kept updating; no new connection per tick: one master per live host
+        assert first == 2
+        assert ssh_env.connections() - before == 2
+        snap = fleet.snapshot()
+        a, b, down, _hang = snap.hosts
+        assert a.reachable and b.reachable and a.sample and len(a.sample.gpus) == 4
+        assert down.reachable is False and "ssh to fleet-down failed" in (down.error or "")
+        assert "refused" in (down.error or "").lower()
+        wait_until(lambda: fleet.state(3).reachable is False, 15)
+        assert fleet.state(0).polls > polls // 2
+    finally:
+        fleet.close()
+
+
+def test_gpus_over_ssh_lists_each_hosts_gpus(ssh_env: SshServer, tmp_path, capsys):
+    from lltui.cli import main
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# two aliases of one sshd, one refusing\nfleet-a\nfleet-b\nfleet-down\n")
+    code = main(["gpus", "--json", "--hosts", str(hosts)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [(h["name"], h["reachable"], len(h["gpus"])) for h in out["hosts"]] == [
+        ("fleet-a", True, 4),
+        ("fleet-b", True, 4),
+        ("fleet-down", False, 0),
+    ]
+    assert out["hosts"][0]["gpus"][0]["uuid"] == "GPU-stand-in-0"
+
+
+def test_a_master_its_owner_forgot_is_stopped_when_lltui_exits(ssh_env: SshServer):
+    import subprocess
+    import sys
+
+    code = (
+        "from lltui.sources.smi import SmiSource\n"
+        "s = SmiSource('fleet-a', timeout=20)\n"
+        "s.open(); s.poll()\n"
+        "import os; print(os.getpid())\n"  # no close(): the exit handler stops the master
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])),
+    )
+    assert done.returncode == 0, done.stderr
+    pid = done.stdout.strip()
+    out = subprocess.run(["ps", "-eww", "-o", "stat,args"], capture_output=True, text=True)
+    masters = [
+        line
+        for line in out.stdout.splitlines()
+        if f"/ssh/{pid}-" in line and not line.startswith("Z")
+    ]
+    assert masters == []
+    assert sockets(os.environ["XDG_RUNTIME_DIR"]) == []

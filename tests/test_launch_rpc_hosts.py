@@ -1,0 +1,243 @@
+"""``lltui launch --rpc-host``: rpc-server started over real ssh (the sshd of ssh_fixture.py,
+whose sessions find the cached build's ggml-rpc-server on PATH), llama-server launched with
+their devices through ssh tunnels, and every process stopped afterwards, however lltui
+stops."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from llama_fixture import free_port, llama_bins, tiny_model
+
+from lltui.cli import main
+from lltui.core.llama.rpc_hosts import (
+    RpcHostError,
+    device_line,
+    exposure_warning,
+    parse_rpc_host,
+    remote_command,
+)
+from lltui.sources.ssh import SSH_CONFIG_ENV
+from tests.ssh_fixture import SshServer, ssh_server
+
+__all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
+
+REPO = Path(__file__).resolve().parents[1]
+READY_TIMEOUT_S = 120.0
+GONE_WITHIN_S = 20.0
+
+# --- words ---------------------------------------------------------------------------------------
+
+
+def test_rpc_host_forms():
+    assert parse_rpc_host("gpu2") == parse_rpc_host("gpu2:50052")
+    spec = parse_rpc_host("root@gpu2:6000", bind="10.0.0.2")
+    assert (spec.host, spec.port, spec.bind) == ("root@gpu2", 6000, "10.0.0.2")
+    assert not spec.loopback
+    assert spec.direct_endpoint() == "10.0.0.2:6000"
+    assert parse_rpc_host("gpu2", bind="0.0.0.0").direct_endpoint() == "gpu2:50052"
+    for bad in ("-oProxyCommand=x", "gpu2:0", "gpu2:x", "a b", ""):
+        with pytest.raises(RpcHostError):
+            parse_rpc_host(bad)
+    with pytest.raises(RpcHostError, match="not an IP"):
+        parse_rpc_host("gpu2", bind="gpu2; rm -rf /")
+
+
+def test_remote_command_quotes_what_the_user_gave():
+    cmd = remote_command(parse_rpc_host("gpu2:6000", binary="/opt/my llama/rpc-server"))
+    words = shlex.split(cmd)
+    assert words[:3] == ["exec", "sh", "-c"] and len(words) == 4
+    script = words[3]
+    assert "b='/opt/my llama/rpc-server'" in script
+    assert script.endswith('exec "$b" -H 127.0.0.1 -p 6000')
+    # what the host runs: sh says its pid, then becomes the binary
+    done = subprocess.run(
+        ["sh", "-c", script.replace('exec "$b"', "echo")], capture_output=True, text=True
+    )
+    assert "is not an executable file on gpu2" in done.stdout and done.returncode == 127
+    assert "command -v rpc-server || command -v ggml-rpc-server" in remote_command(
+        parse_rpc_host("gpu2")
+    )
+
+
+def test_exposure_warning_only_beyond_loopback():
+    assert exposure_warning(parse_rpc_host("gpu2")) is None
+    loud = exposure_warning(parse_rpc_host("gpu2", bind="0.0.0.0"))
+    assert loud and "NO authentication" in loud and "private network" in loud
+
+
+def test_device_lines():
+    assert device_line("  CPU: AMD EPYC (24105 MiB, 24105 MiB free)") == (
+        "CPU",
+        "AMD EPYC (24105 MiB, 24105 MiB free)",
+    )
+    assert device_line("  endpoint       : 127.0.0.1:50052") is None
+
+
+def test_rpc_and_rpc_host_together_is_bad_input(tiny_model, capsys):
+    code = main(["launch", str(tiny_model), "--rpc", "a:1", "--rpc-host", "b", "--dry-run"])
+    assert code == 2 and "not both" in capsys.readouterr().err
+
+
+# --- over real ssh -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory, llama_bins) -> Iterator[SshServer]:
+    with ssh_server(tmp_path_factory.mktemp("sshd"), str(llama_bins.bin_dir)) as server:
+        yield server
+
+
+@pytest.fixture
+def env(sshd, llama_bins, monkeypatch) -> Iterator[dict[str, str]]:
+    runtime = tempfile.mkdtemp(prefix="lr-")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    monkeypatch.setenv(SSH_CONFIG_ENV, str(sshd.config))
+    monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    yield dict(os.environ)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def processes(*needles: str) -> list[str]:
+    """Running processes whose command line holds every needle (zombies excluded)."""
+    ps = ["ps", "-eww", "-o", "pid,stat,args"]
+    out = subprocess.run(ps, capture_output=True, text=True).stdout
+    lines = []
+    for line in out.splitlines()[1:]:
+        _pid, stat, args = [*line.split(None, 2), "", ""][:3]
+        if "Z" not in stat and all(n in args for n in needles) and "ps -eww" not in args:
+            lines.append(line)
+    return lines
+
+
+def leftovers(ports: list[int]) -> list[str]:
+    left = []
+    for port in ports:
+        left += processes("rpc-server", f"-p {port}")
+        left += processes("ssh", f":{port}")
+    return left
+
+
+def wait_no_leftovers(ports: list[int], seconds: float = GONE_WITHIN_S) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while leftovers(ports) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return leftovers(ports)
+
+
+@contextlib.contextmanager
+def launched(model: Path, env: dict[str, str], *extra: str) -> Iterator[subprocess.Popen[str]]:
+    argv = [sys.executable, "-m", "lltui", "launch", str(model), "--port", str(free_port())]
+    argv += ["-c", "512", "-t", "1", "--json", *extra]
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def read_event(proc: subprocess.Popen[str], seconds: float = READY_TIMEOUT_S) -> dict:
+    import select
+
+    assert proc.stdout is not None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            return json.loads(line)
+    err = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+    raise AssertionError(f"no event from lltui launch in {seconds:.0f} s; stderr: {err}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_rpc_hosts_over_ssh_serve_llama_server_and_all_stop(env, tiny_model, sig):
+    ports = [free_port(), free_port()]
+    hosts = ["--rpc-host", f"fleet-a:{ports[0]}", "--rpc-host", f"fleet-b:{ports[1]}"]
+    with launched(tiny_model, env, *hosts, "-ngl", "all", "-ts", "1,1") as proc:
+        ready = read_event(proc)
+        assert ready["event"] == "ready", ready
+        server_pid = ready["pid"]
+        rpc = ready["argv"][ready["argv"].index("--rpc") + 1].split(",")
+        assert all(r.startswith("127.0.0.1:") for r in rpc) and len(rpc) == 2
+        devices = {d["name"]: d for d in ready["devices"]}
+        assert {"RPC0", "RPC1"} <= set(devices), devices
+        assert devices["RPC0"]["model_mib"] > 0 and devices["RPC1"]["model_mib"] > 0
+        hosts_seen = [(h["host"], h["port"], h["tunnel"]) for h in ready["rpc_hosts"]]
+        assert hosts_seen == [("fleet-a", ports[0], True), ("fleet-b", ports[1], True)]
+        assert all(h["devices"] and h["pid"] for h in ready["rpc_hosts"])
+        # each rpc-server runs there, bound to loopback
+        for port in ports:
+            assert processes("rpc-server", f"-H 127.0.0.1 -p {port}")
+        proc.send_signal(sig)
+        end = read_event(proc, GONE_WITHIN_S)
+        assert proc.wait(timeout=GONE_WITHIN_S) == 0
+        assert end["event"] == "exit" and end["code"] == 0
+    assert wait_no_leftovers(ports) == []
+    assert not processes(str(server_pid), "llama-server")
+    assert not processes("ssh", f"/ssh/{proc.pid}-")  # its control connections closed
+
+
+@pytest.mark.slow
+def test_a_host_that_refuses_stops_the_others_and_is_one_line(env, tiny_model):
+    ports = [free_port(), free_port()]
+    hosts = ["--rpc-host", f"fleet-a:{ports[0]}", "--rpc-host", f"fleet-down:{ports[1]}"]
+    with launched(tiny_model, env, *hosts) as proc:
+        assert proc.wait(timeout=60) == 1
+        assert proc.stderr is not None
+        err = proc.stderr.read().strip().splitlines()
+    assert len(err) == 1 and "rpc-server on fleet-down did not start" in err[0], err
+    assert "refused" in err[0].lower()
+    assert wait_no_leftovers(ports) == []
+
+
+@pytest.mark.slow
+def test_sigkill_of_lltui_takes_the_rpc_servers_with_it(env, tiny_model):
+    ports = [free_port()]
+    with launched(tiny_model, env, "--rpc-host", f"fleet-a:{ports[0]}") as proc:
+        assert read_event(proc)["event"] == "ready"
+        assert leftovers(ports)
+        proc.kill()
+        proc.wait(timeout=GONE_WITHIN_S)
+    assert wait_no_leftovers(ports) == []
+
+
+def test_dry_run_shows_the_ssh_commands_and_warns_beyond_loopback(env, tiny_model, capsys):
+    words = ["launch", str(tiny_model), "--rpc-host", "fleet-a:6000", "--rpc-bind", "0.0.0.0"]
+    code = main([*words, "--rpc-server", "/opt/llama/rpc-server", "--dry-run", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "NO authentication" in captured.err and "WARNING" in captured.err
+    out = json.loads(captured.out)
+    assert out["argv"][out["argv"].index("--rpc") + 1] == "fleet-a:6000"
+    (host,) = out["rpc_hosts"]
+    assert host["endpoint"] == "fleet-a:6000" and host["tunnel"] is False
+    assert "-tt" in host["argv"] and "fleet-a" in host["argv"]
+    assert "b=/opt/llama/rpc-server" in shlex.split(host["argv"][-1])[-1]

@@ -1,0 +1,374 @@
+"""Remote models: ``hf:OWNER/REPO[:FILE|QUANT][@REV]`` and http(s) URLs read by ranged requests
+from a real HTTP server on 127.0.0.1 (tests/hub_server.py) that speaks the hub's endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+from hub_server import COMMIT, Hub, HubServer, Repo
+
+from lltui.cli import main
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.fit.remote_ref import (
+    HfRef,
+    RefError,
+    RepoFile,
+    UrlRef,
+    parse_ref,
+    quant_of,
+    repo_models,
+    select_quant,
+)
+from lltui.sources import hf_hub, remote_gguf
+from lltui.sources.remote_gguf import RemoteError
+from lltui.sources.remote_model import read_remote
+
+TOKEN = "hf_secretTOKENvalue1234567890"
+N_VOCAB = 151936
+
+
+@pytest.fixture(autouse=True)
+def _hub_env(tmp_path, monkeypatch):
+    """The header cache in the test's own directory; no token unless a test gives one."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(hf_hub, "token", lambda: None)
+
+
+@pytest.fixture(scope="module")
+def big_model(tmp_path_factory) -> Path:
+    """A 150k-token vocabulary (tokens, scores, types and merges, as Qwen's) in a 4 GiB file
+    of which only the header is on disk."""
+    d = tmp_path_factory.mktemp("big")
+    spec = gf.qwen3_spec(
+        n_vocab=N_VOCAB, n_embd=4096, n_layer=36, n_ff=12288, n_head=32, n_head_kv=8, head_dim=128
+    )
+    vocab = gf.spm_vocab(N_VOCAB)
+    (path,) = gf.write_model(
+        d / "big.gguf", spec, "Q4_K", vocab=vocab, merges=gf.bpe_merges(N_VOCAB), sparse=True
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_models(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("small")
+    (one,) = gf.write_model(d / "one.gguf", gf.llama_spec(), "Q8_0")
+    parts = gf.write_model(d / "tiny.gguf", gf.qwen3_spec(), "Q8_0", split_max_tensors=25)
+    assert len(parts) == 2
+    cut = d / "cut.gguf"
+    data = one.read_bytes()
+    cut.write_bytes(data[: read_gguf(one).files[0].header_nbytes // 2])
+    return {"one": one, "part1": parts[0], "part2": parts[1], "cut": cut}
+
+
+@pytest.fixture
+def hub(big_model, small_models, monkeypatch):
+    h = Hub(
+        repos={
+            "acme/Big-GGUF": Repo(
+                files={
+                    "Big-Q4_K_M.gguf": big_model,
+                    "Big-IQ4_XS.gguf": small_models["one"],
+                    "mmproj-Big-F16.gguf": small_models["one"],
+                    "README.md": small_models["one"],
+                }
+            ),
+            "acme/Split-GGUF": Repo(
+                files={
+                    "Q8_0/Split-Q8_0-00001-of-00002.gguf": small_models["part1"],
+                    "Q8_0/Split-Q8_0-00002-of-00002.gguf": small_models["part2"],
+                }
+            ),
+            "acme/Gated-GGUF": Repo(files={"Gated-Q8_0.gguf": small_models["one"]}, gated=True),
+            "acme/Cut-GGUF": Repo(files={"Cut-Q8_0.gguf": small_models["cut"]}),
+        },
+        files={
+            "big.gguf": big_model,
+            "one.gguf": small_models["one"],
+            "tiny-00001-of-00002.gguf": small_models["part1"],
+            "tiny-00002-of-00002.gguf": small_models["part2"],
+        },
+        token=TOKEN,
+    )
+    with HubServer(h) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        yield h
+
+
+def _ranged(hub: Hub) -> list:
+    return [h for h in hub.hits("/resolve/") + hub.hits("/files/") if h.method == "GET"]
+
+
+# -- references ------------------------------------------------------------------------------
+
+
+def test_references_parse():
+    assert parse_ref("hf:acme/M-GGUF") == HfRef("acme/M-GGUF")
+    assert parse_ref("hf:acme/M-GGUF:Q4_K_M@v1") == HfRef("acme/M-GGUF", "Q4_K_M", "v1")
+    r = parse_ref("hf:acme/M:sub/m-Q8_0.gguf")
+    assert isinstance(r, HfRef) and r.is_file and r.revision is None
+    assert parse_ref("https://h.example/m.gguf") == UrlRef("https://h.example/m.gguf")
+    for bad in ("hf:acme", "hf:acme/m:", "hf:acme/m@", "hf:/m", "https://"):
+        with pytest.raises(RefError):
+            parse_ref(bad)
+
+
+def test_quant_tags_match_as_llama_cpp_does():
+    files = [
+        RepoFile("m-Q4_K_M.gguf", 10),
+        RepoFile("m-IQ4_XS.gguf", 8),
+        RepoFile("m-Q4_K.gguf", 9),
+        RepoFile("UD-Q4_K_XL/m-UD-Q4_K_XL-00001-of-00002.gguf", 5),
+        RepoFile("UD-Q4_K_XL/m-UD-Q4_K_XL-00002-of-00002.gguf", 5),
+        RepoFile("mmproj-m-F16.gguf", 1),
+    ]
+    models = repo_models(files)
+    assert [m.path for m in select_quant(models, "q4_k_m")] == ["m-Q4_K_M.gguf"]
+    assert [m.path for m in select_quant(models, "Q4_K")] == ["m-Q4_K.gguf"]
+    (ud,) = select_quant(models, "UD-Q4_K_XL")
+    assert len(ud.files) == 2 and ud.size == 10 and ud.complete
+    assert [m.kind for m in models][-1] == "mmproj"
+    assert select_quant(models, "F16") == []  # the projector is not a model
+    assert quant_of("x/m-UD-Q4_K_XL-00001-of-00002.gguf") == "UD-Q4_K_XL"
+    assert quant_of("Q8_0/model-00001-of-00002.gguf") == "Q8_0"
+    both = repo_models([RepoFile("m-Q4_K_M.gguf", 1), RepoFile("m-UD-Q4_K_M.gguf", 1)])
+    assert [m.path for m in select_quant(both, "Q4_K_M")] == ["m-Q4_K_M.gguf"]
+    assert [m.path for m in select_quant(both, "ud-q4_k_m")] == ["m-UD-Q4_K_M.gguf"]
+    two = repo_models([RepoFile("a-Q8_0.gguf", 1), RepoFile("b-Q8_0.gguf", 1)])
+    assert len(select_quant(two, "Q8_0")) == 2  # ambiguous: the file must be named
+    assert quant_of("model.gguf") is None
+
+
+# -- reading headers ---------------------------------------------------------------------------
+
+
+def test_a_150k_vocabulary_header_in_a_few_ranged_requests(hub, big_model):
+    got = read_remote("hf:acme/Big-GGUF:Q4_K_M")
+    local = read_gguf(big_model)
+    ranged = _ranged(hub)
+    size = big_model.stat().st_size
+    assert size > 4 * 10**9
+    assert len(ranged) <= 4 and all(h.status == 206 for h in ranged)
+    sent = sum(h.sent for h in ranged)
+    assert sent == got.stats.bytes_read < 0.02 * size
+    m = got.model
+    assert m.path == "hf:acme/Big-GGUF:Big-Q4_K_M.gguf"
+    assert m.file_size == size and m.tokens is not None and m.tokens.count == N_VOCAB
+    assert [(t.name, t.dims, t.type, t.file_offset) for t in m.tensors] == [
+        (t.name, t.dims, t.type, t.file_offset) for t in local.tensors
+    ]
+    # a long array is read from the header kept in the cache, not from the network
+    assert m.tokens.values()[:3] == local.tokens.values()[:3]
+
+
+def test_the_second_run_reads_the_header_from_the_cache(hub):
+    read_remote("hf:acme/Big-GGUF:q4_k_m")
+    hub.clear()
+    again = read_remote("hf:acme/Big-GGUF:Q4_K_M")
+    assert again.stats.cache_hits == 1 and again.stats.bytes_read == 0
+    assert _ranged(hub) == [] and len(hub.hits("/api/models/")) == 1
+    # at a commit (which never changes) the second run asks nothing at all
+    read_remote(f"hf:acme/Big-GGUF:Q4_K_M@{COMMIT}")
+    hub.clear()
+    pinned = read_remote(f"hf:acme/Big-GGUF:Q4_K_M@{COMMIT}")
+    assert hub.log == [] and pinned.stats.requests == 0
+    assert pinned.model.path == f"hf:acme/Big-GGUF:Big-Q4_K_M.gguf@{COMMIT}"
+    url = f"{hub.url}/files/big.gguf"
+    read_remote(url)
+    hub.clear()
+    read_remote(url)
+    assert [h.method for h in hub.hits("/files/")] == ["HEAD"]
+
+
+def test_split_models_are_followed(hub, small_models):
+    local = read_gguf(small_models["part1"])
+    for ref in (
+        "hf:acme/Split-GGUF:Q8_0",
+        "hf:acme/Split-GGUF:Q8_0/Split-Q8_0-00002-of-00002.gguf",
+        f"{hub.url}/files/tiny-00002-of-00002.gguf",
+    ):
+        m = read_remote(ref).model
+        assert m.split_count == 2
+        assert [(t.name, t.split, t.file_offset) for t in m.tensors] == [
+            (t.name, t.split, t.file_offset) for t in local.tensors
+        ]
+    assert m.paths[0].endswith("/files/tiny-00001-of-00002.gguf")
+
+
+def test_missing_files_and_repositories_are_one_line(hub):
+    with pytest.raises(RemoteError, match=r"not found \(HTTP 404\)"):
+        read_remote(f"{hub.url}/files/nope.gguf")
+    with pytest.raises(RemoteError, match="no such repository"):
+        read_remote("hf:acme/Nope-GGUF:Q4_K_M")
+    with pytest.raises(RemoteError, match="no file of quantization Q2_K"):
+        read_remote("hf:acme/Big-GGUF:Q2_K")
+
+
+def test_a_truncated_header_is_one_line(hub, capsys):
+    assert main(["fit", "hf:acme/Cut-GGUF:Q8_0", "--gpus", "24GiB"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "hf:acme/Cut-GGUF:Cut-Q8_0.gguf" in err and "past the end of the file" in err
+
+
+def test_a_server_that_ignores_range_is_read_as_a_bounded_stream(hub, big_model, monkeypatch):
+    hub.ranges = False
+    got = read_remote(f"{hub.url}/files/big.gguf")
+    assert got.model.tokens is not None and got.model.tokens.count == N_VOCAB
+    assert got.stats.bytes_read < 0.01 * big_model.stat().st_size
+    monkeypatch.setattr(remote_gguf, "MAX_HEADER_BYTES", 3 * 2**20)
+    with pytest.raises(RemoteError, match=r"ignores byte ranges.*stopped reading after"):
+        read_remote(f"{hub.url}/files/big.gguf?again=1")
+
+
+def test_an_unreachable_server_is_one_line(capsys):
+    assert main(["quant", "http://someone:pa55word@127.0.0.1:9/m.gguf"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot connect" in err
+    assert "http://127.0.0.1:9/m.gguf" in err and "pa55word" not in err
+
+
+def test_credentials_in_a_url_are_not_shown(hub, capsys):
+    url = hub.url.replace("http://", "http://someone:pa55word@") + "/files/one.gguf"
+    assert main(["fit", url, "--gpus", "24GiB", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["model"]["path"] == f"{hub.url}/files/one.gguf"
+    kept = list((Path(os.environ["XDG_CACHE_HOME"]) / "lltui" / "gguf-headers").glob("*.json"))
+    assert kept and all("pa55word" not in p.read_text() for p in kept)
+
+
+# -- tokens and gated repositories -----------------------------------------------------------
+
+
+def test_a_gated_repository_without_a_token(hub, capsys):
+    assert main(["fit", "hf:acme/Gated-GGUF:Q8_0", "--gpus", "24GiB"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "HTTP 401" in err and "gated" in err and "HF_TOKEN" in err
+    assert all(h.auth is None for h in hub.log)
+
+
+def test_the_token_is_sent_but_never_shown(hub, monkeypatch, capsys):
+    monkeypatch.setattr(hf_hub, "token", lambda: TOKEN)
+    assert main(["fit", "hf:acme/Gated-GGUF:Q8_0", "--gpus", "24GiB", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["model"]["path"] == "hf:acme/Gated-GGUF:Gated-Q8_0.gguf"
+    sent = [h.auth for h in hub.hits("/resolve/") + hub.hits("/api/models/")]
+    assert sent and all(a == f"Bearer {TOKEN}" for a in sent)
+    assert TOKEN not in out + err
+    # a token without access: refused, one line, the token not in it
+    monkeypatch.setattr(hf_hub, "token", lambda: "hf_wrongTOKEN0000")
+    hub.repos["acme/Gated-GGUF"].files = {"Gated2-Q8_0.gguf": hub.files["one.gguf"]}
+    assert main(["fit", "hf:acme/Gated-GGUF:Q8_0", "--gpus", "24GiB"]) == 2
+    out, err = capsys.readouterr()
+    assert "HTTP 403" in err and "hf_wrongTOKEN0000" not in out + err
+    assert (
+        repr(remote_gguf.RemoteFile("u", "n", auth={"Authorization": "Bearer x"})).count("Bearer")
+        == 0
+    )
+
+
+def test_url_references_get_the_token_only_on_the_hub_host(hub, monkeypatch):
+    monkeypatch.setattr(hf_hub, "token", lambda: TOKEN)
+    read_remote(f"{hub.url}/files/one.gguf")
+    assert {h.auth for h in hub.hits("/files/")} == {f"Bearer {TOKEN}"}
+    hub.clear()
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example")
+    read_remote(f"{hub.url}/files/one.gguf")
+    assert {h.auth for h in hub.hits("/files/")} == {None}
+
+
+# -- the commands ----------------------------------------------------------------------------
+
+
+def test_fit_json_names_the_remote_file(hub, capsys):
+    assert main(["fit", "hf:acme/Big-GGUF:Q4_K_M", "--gpus", "24GiB", "-c", "8192", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    path = data["model"]["path"]
+    assert path == "hf:acme/Big-GGUF:Big-Q4_K_M.gguf" and not os.path.exists(path)
+    assert data["model"]["n_vocab"] == N_VOCAB and data["devices"][0]["fits"]
+    assert main(["quant", f"{hub.url}/files/one.gguf", "--gpus", "24GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["path"].startswith(f"{hub.url}/files/one") and data["rows"]
+
+
+def test_a_repository_is_listed_with_its_quants_and_sizes(hub, capsys):
+    assert main(["quant", "hf:acme/Big-GGUF"]) == 0
+    out = capsys.readouterr().out
+    assert "Q4_K_M" in out and "4.0 GiB" in out and "IQ4_XS" in out
+    assert "mmproj" in out and "README" not in out
+    assert main(["quant", f"hf:acme/Big-GGUF@{COMMIT}", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    kinds = {m["file"]: (m["quant"], m["kind"]) for m in data["models"]}
+    assert kinds == {
+        "Big-Q4_K_M.gguf": ("Q4_K_M", "model"),
+        "Big-IQ4_XS.gguf": ("IQ4_XS", "model"),
+        "mmproj-Big-F16.gguf": ("F16", "mmproj"),
+    }
+    assert data["models"][0]["reference"] == f"hf:acme/Big-GGUF:Big-Q4_K_M.gguf@{COMMIT}"
+    assert main(["fit", "hf:acme/Big-GGUF", "--gpus", "24GiB"]) == 2
+    out, err = capsys.readouterr()
+    assert "Q4_K_M" in out and "choose one" in out
+    assert len(err.strip().splitlines()) == 1 and "name a quantization" in err
+
+
+def test_a_revision_that_does_not_exist(hub, capsys):
+    assert main(["fit", "hf:acme/Big-GGUF:Q4_K_M@nope", "--gpus", "24GiB"]) == 2
+    assert "no such revision" in capsys.readouterr().err
+
+
+def test_the_fit_view_reads_remote_references(hub):
+    from lltui.app.fit_state import FitRequest, compute
+
+    out = compute(FitRequest(1, "hf:acme/Big-GGUF:Q4_K_M", {}, "", "24GiB"), None)
+    assert out.error is None and out.result is not None
+    hub.clear()  # a form edit estimates again without asking the network
+    out = compute(FitRequest(3, "hf:acme/Big-GGUF:Q4_K_M", {"ctx": "8192"}, "", "24GiB"), None)
+    assert out.error is None and out.result is not None and hub.log == []
+    out = compute(FitRequest(2, "hf:acme/Big-GGUF", {}, "", "24GiB"), None)
+    assert out.error is not None and "Q4_K_M" in out.error and "\n" not in out.error
+
+
+def test_hf_references_without_huggingface_hub_say_what_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(RemoteError, match=r"pip install 'lltui\[hf\]'"):
+        read_remote("hf:acme/Big-GGUF:Q4_K_M")
+
+
+def test_the_oracle_says_it_needs_the_file(hub, capsys):
+    assert main(["fit", f"{hub.url}/files/one.gguf", "--gpus", "cpu", "--oracle", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "download the model first" in json.dumps(data["oracle"])
+
+
+def test_the_token_stays_on_the_hub_when_a_file_is_redirected_to_storage(hub, monkeypatch):
+    monkeypatch.setattr(hf_hub, "token", lambda: TOKEN)
+    hub.cdn = True
+    m = read_remote("hf:acme/Gated-GGUF:Q8_0").model
+    assert m.path == "hf:acme/Gated-GGUF:Gated-Q8_0.gguf"
+    resolve, storage = hub.hits("/resolve/"), hub.hits("/cdn/")
+    assert resolve and all(h.status == 302 and h.auth == f"Bearer {TOKEN}" for h in resolve)
+    assert storage and all(h.status == 206 and h.auth is None for h in storage)
+
+
+def test_a_server_that_refuses_head_is_read_by_ranges(hub):
+    hub.head = False
+    m = read_remote(f"{hub.url}/files/one.gguf").model
+    assert m.architecture == "llama"
+    assert [h.status for h in hub.hits("/files/")][:2] == [405, 206]
+    with pytest.raises(RemoteError, match=r"not found \(HTTP 404\)"):
+        read_remote(f"{hub.url}/files/gone.gguf")
+
+
+def test_the_python_api_takes_remote_references(hub, small_models):
+    from lltui.api import estimate_model_vram
+
+    here = estimate_model_vram(str(small_models["one"]), None, 2048)
+    assert estimate_model_vram(f"{hub.url}/files/one.gguf", None, 2048) == here
+    assert estimate_model_vram("hf:acme/Big-GGUF:IQ4_XS", None, 2048) == here

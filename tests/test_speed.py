@@ -1,0 +1,231 @@
+"""The speed model: decode and prompt tokens/s from the placement and the GPU table,
+against the published llama-bench numbers it was calibrated on, and its shape (MoE,
+layer split, host experts, links)."""
+
+import json
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.core.fit.devices_spec import GPU_TABLE, gpu_specs, parse_gpus_spec
+from lltui.core.fit.estimate import FitOptions, estimate
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.fit.speed import CALIBRATION, estimate_speed
+from lltui.core.llama.flags import parse_llama_args
+
+# llama-bench's models, as shapes (the data is a hole in a sparse file)
+LLAMA7B = gf.llama_spec(
+    n_embd=4096, n_ff=11008, n_head=32, n_head_kv=32, head_dim=128, n_layer=32, n_vocab=32000
+)
+LLAMA8B = gf.llama_spec(
+    n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=32, n_vocab=128256
+)
+LLAMA3B = gf.llama_spec(
+    n_embd=3072,
+    n_ff=8192,
+    n_head=24,
+    n_head_kv=8,
+    head_dim=128,
+    n_layer=28,
+    n_vocab=128256,
+    tied=True,
+)
+SHAPES = {
+    "llama 7B Q4_0": (LLAMA7B, "Q4_0"),
+    "llama 7B Q8_0": (LLAMA7B, "Q8_0"),
+    "llama 7B F16": (LLAMA7B, "F16"),
+    "llama 8B Q4_0": (LLAMA8B, "Q4_0"),
+    "llama 3B Q4_K_M": (LLAMA3B, "Q4_K"),
+}
+MOE = gf.qwen3moe_spec(
+    n_embd=2048,
+    n_ff=6144,
+    n_expert=128,
+    n_expert_used=8,
+    n_ff_exp=768,
+    n_head=32,
+    n_head_kv=4,
+    head_dim=128,
+    n_layer=48,
+    n_vocab=32000,
+)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("speed")
+    out = {}
+    for name, (spec, wtype) in SHAPES.items():
+        out[name] = read_gguf(gf.write_sparse(d / f"{name.replace(' ', '-')}.gguf", spec, wtype))
+    out["moe"] = read_gguf(gf.write_sparse(d / "moe.gguf", MOE, "Q4_K"))
+    return out
+
+
+def _speed(model, gpus, *flags):
+    devs = parse_gpus_spec(gpus).devices
+    res = estimate(model, parse_llama_args(["-c", "4096", *flags]), devs, FitOptions(search=False))
+    assert res.speed is not None
+    return res
+
+
+@pytest.mark.parametrize("case", CALIBRATION, ids=lambda c: f"{c[0]}-{c[1]}-{c[3]}")
+def test_calibration_points_are_met(models, case):
+    gpu, model, _gib, test, tps, _where = case
+    res = _speed(models[model], gpu, "-ngl", "99")
+    if test == "tg128":
+        assert res.speed.decode_tps == pytest.approx(tps, rel=0.2)
+    else:
+        n = int(test[2:])
+        s = estimate_speed(models[model], res, prompt_tokens=min(n, 512))
+        assert s.prefill_tps == pytest.approx(tps, rel=0.35)
+
+
+def test_moe_decode_reads_only_the_experts_used(models):
+    res = _speed(models["moe"], "h100", "-ngl", "99")
+    cuda = res.speed.devices[0]
+    total = sum(d.weights_bytes for d in res.devices if d.name == "CUDA0")
+    # 8 of 128 experts: far less than the weights on the device is read per token
+    assert cuda.decode_bytes < 0.25 * total
+    assert res.speed.bound == "memory" and res.speed.decode_tps > 50
+
+
+def test_experts_on_the_host_slow_decode_and_make_prompts_link_bound(models):
+    on_gpu = _speed(models["moe"], "4090,4090", "-ngl", "99").speed
+    host = _speed(models["moe"], "4090,4090", "-ngl", "99", "--n-cpu-moe", "24").speed
+    assert host.decode_tps < on_gpu.decode_tps / 2
+    cpu = next(d for d in host.devices if d.name == "CPU")
+    assert cpu.decode_ms > 1 and cpu.prefill_bound == "link"
+
+
+def test_a_layer_split_adds_device_times_and_hops(models):
+    one = _speed(models["llama 8B Q4_0"], "h100", "-ngl", "99").speed
+    two = _speed(models["llama 8B Q4_0"], "h100,h100", "-ngl", "99").speed
+    assert [d.name for d in two.devices][:2] == ["CUDA0", "CUDA1"]
+    assert two.link_decode_ms > 0
+    assert two.decode_tps < one.decode_tps  # same bytes, plus a hop
+    assert two.decode_tps == pytest.approx(one.decode_tps, rel=0.1)
+    pcie = _speed(models["llama 8B Q4_0"], "4090,4090", "-ngl", "99").speed
+    assert pcie.link_decode_ms > two.link_decode_ms  # PCIe hop slower than NVLink
+
+
+def test_depth_costs_kv_reads(models):
+    res = _speed(models["llama 8B Q4_0"], "4090", "-ngl", "99", "-c", "32768")
+    deep = estimate_speed(models["llama 8B Q4_0"], res, depth=32000)
+    assert deep.decode_tps < res.speed.decode_tps
+    assert res.speed.decode_tps_full < res.speed.decode_tps
+
+
+def test_an_unknown_gpu_is_assumed_and_said(models):
+    s = _speed(models["llama 7B Q4_0"], "24GiB", "-ngl", "99").speed
+    assert s.devices[0].assumed and any("assumed" in n for n in s.notes)
+
+
+NVML_NAMES = [
+    "NVIDIA GeForce RTX 4090",
+    "NVIDIA A100-SXM4-80GB",
+    "NVIDIA A100 80GB PCIe",
+    "NVIDIA RTX 6000 Ada Generation",
+    "Tesla V100-PCIE-16GB",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    "NVIDIA H100 80GB HBM3",
+    "NVIDIA H100 PCIe",
+    "NVIDIA GeForce RTX 3090",
+    "Tesla P40",
+    "Tesla T4",
+    "NVIDIA L4",
+    "NVIDIA L40S",
+    "NVIDIA H200",
+    "NVIDIA B200",
+    "NVIDIA GeForce RTX 5090",
+    "NVIDIA A100-SXM4-40GB",
+    "Tesla V100-SXM2-32GB",
+]
+
+
+@pytest.mark.parametrize("name", NVML_NAMES)
+def test_every_nvml_name_is_known(name):
+    hit = gpu_specs(name)
+    assert hit is not None
+    assert parse_gpus_spec(name).devices[0].description == hit.name
+
+
+@pytest.mark.parametrize(
+    ("short", "full"),
+    [
+        ("4090", "NVIDIA GeForce RTX 4090"),
+        ("a100-80g", "NVIDIA A100-SXM4-80GB"),
+        ("a100-40gb", "NVIDIA A100-SXM4-40GB"),
+        ("h100", "NVIDIA H100 80GB HBM3"),
+        ("RTX 4090", "NVIDIA GeForce RTX 4090"),
+        ("2xT4", "Tesla T4"),
+    ],
+)
+def test_short_names(short, full):
+    assert parse_gpus_spec(short).devices[0].description == full
+
+
+def test_the_table_has_one_row_per_name_and_sane_numbers():
+    names = [g.name for g in GPU_TABLE]
+    assert len(names) == len(set(names))
+    for g in GPU_TABLE:
+        assert g.mib > 4000 and 100 < g.bandwidth_gbs < 10000
+        assert g.fp16_tflops > 1 and g.int8_tops > 1 and 3 <= g.pcie_gen <= 6
+    assert gpu_specs("24GiB") is None and gpu_specs("banana") is None
+
+
+def test_fit_json_and_text_carry_speed(tmp_path, capsys):
+    path = gf.write_sparse(tmp_path / "m.gguf", LLAMA7B, "Q4_0")
+    assert main(["fit", str(path), "--gpus", "4090,3090", "--json"]) == 0
+    speed = json.loads(capsys.readouterr().out)["speed"]
+    assert {"decode_tps", "prefill_tps", "bound", "devices"} <= set(speed)
+    assert speed["bound"] in ("memory", "compute", "link")
+    for d in speed["devices"]:
+        assert {"name", "decode_ms", "prefill_ms", "bound"} <= set(d)
+    assert [d["name"] for d in speed["devices"]][:2] == ["CUDA0", "CUDA1"]
+    assert main(["fit", str(path), "--gpus", "4090"]) == 0
+    assert "speed: decode ~" in capsys.readouterr().out
+
+
+def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
+    from lltui.app.fit_state import FitRequest, compute
+    from lltui.app.screens.fit import QUANT_COLUMNS, render_verdict
+
+    path = gf.write_sparse(tmp_path / "m.gguf", LLAMA7B, "Q4_0")
+    out = compute(FitRequest(1, str(path), {"ctx": "2048"}, "", "sim:4xl4"), None)
+    assert out.error is None and out.result.speed is not None
+    assert "speed: decode ~" in render_verdict(out)
+    assert "t/s" in [label for label, _w in QUANT_COLUMNS]
+    assert all(q.decode_tps for q in out.quants if q.result is not None)
+
+
+def test_a_present_gpu_reports_its_own_pcie_link(models):
+    from dataclasses import replace as dc_replace
+
+    from lltui.core.fit.devices_spec import GpuModel
+
+    model = models["llama 8B Q4_0"]
+    devs = parse_gpus_spec("4090,4090").devices
+    narrow = tuple(dc_replace(d, pcie_gen=3, pcie_width=4) for d in devs)
+    st = parse_llama_args(["-c", "4096", "-ngl", "99"])
+    wide = estimate(model, st, devs, FitOptions(search=False)).speed
+    slow = estimate(model, st, narrow, FitOptions(search=False)).speed
+    assert slow.link_prefill_ms > wide.link_prefill_ms * 4
+    assert GpuModel.__dataclass_fields__["pcie_width"].default == 16
+    assert gpu_specs("4060 Ti").pcie_width == 8
+
+
+def test_devices_from_a_sample_carry_the_pcie_link():
+    from lltui.sources.fit_devices import devices_from_sample
+    from lltui.sources.registry import SourceSpec, make_source
+
+    source = make_source(SourceSpec("sim", "kaggle-2xt4"))
+    source.open()
+    try:
+        sample = source.poll()
+    finally:
+        source.close()
+    devs = devices_from_sample(sample)
+    gens = sorted(g.info.pcie_gen_max or 0 for g in sample.gpus)
+    assert devs and sorted(d.pcie_gen or 0 for d in devs) == gens
