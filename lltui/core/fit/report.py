@@ -173,7 +173,10 @@ def result_to_text(res: FitResult) -> str:
         )
     lines.append("(MiB; margin: kept per GPU for the CUDA context, cuBLAS and the pool)")
     if not res.compute_exact:
-        lines.append("compute buffers: approximate (a calibrated formula for this model or layout)")
+        lines.append(
+            "compute buffers: approximate (CUDA rules not checked on a GPU, or a calibrated "
+            "formula where the graph is not modelled)"
+        )
     h = res.host
     lines.append(
         f"host: weights {_mib(h.weights_bytes)} MiB"
