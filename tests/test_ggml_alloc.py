@@ -311,3 +311,27 @@ def test_shapes_no_graph_could_have_fall_back_to_the_formula(tmp_path):
     res = estimate(read_gguf(path), parse_llama_args(["-c", "512"]), (), FitOptions(search=False))
     assert not res.compute_exact
     assert res.buffer_bytes("CPU", "compute") > 0
+
+
+# -- the scheduler on a hand graph ------------------------------------------------------------
+
+
+def test_a_split_copies_its_input_and_frees_the_copy_after_its_last_use():
+    from lltui.core.fit.ggml_graph import HOST
+    from lltui.core.fit.ggml_sched import Backend, schedule
+
+    g = Graph()
+    x = gg.new_input(F32, (256, 4), "x")  # graph inputs live on the CPU: 4 KiB
+    w0 = gg.external(F32, (256, 256), loc=0)  # a weight on device 0
+    w1 = gg.external(F32, (256, 256), loc=0)
+    h = gg.mul_mat(w0, x)  # runs on device 0, reading a copy of x
+    y = gg.mul_mat(w1, h)
+    g.expand(y)
+    dev0, cpu = Backend(0, CPU), Backend(HOST, CPU)
+    sched = schedule(g, [dev0, cpu])
+    assert sched.n_splits == 1
+    assert sched.node_backend == (1, 0, 0, 0)  # the copy's source dependency (CPU), the copy, h, y
+    copy = sched.nodes[1]
+    assert copy.ne == x.ne and sched.srcs[2] == (w0, copy)
+    # device 0: the copy (4 KiB), then h beside it, then y in the copy's place; the CPU: x
+    assert plan(sched, [CPU, CPU]) == [8 * 1024, 4 * 1024]
