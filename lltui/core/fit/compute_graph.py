@@ -5,10 +5,13 @@ tokens against the whole KV cache, then one token per sequence), assigns them to
 and splits them as ggml's scheduler does (:mod:`.ggml_sched`), plans each backend's buffer
 with ggml-alloc's rules (:mod:`.ggml_alloc`) and returns the larger peak per backend, the
 sizes llama.cpp logs. Returns None where something is not modelled (the architecture,
-embeddings), so the caller falls back to the calibrated formula.
+embeddings, -sm tensor), so the caller falls back to the calibrated formula. CPU and RPC
+(CPU backend) results are exact; CUDA ones follow ggml-cuda's allocation rules but are not
+checked against a GPU, so they are marked approximate.
 
-Plans depend on shapes, placement and settings only, never on weight types, so they are
-cached.
+Plans depend on shapes, placement and settings only (weight types only for host weights a
+GPU copies under op offload), so they are cached, and runs of identical layers are planned
+once they repeat.
 """
 
 from __future__ import annotations
