@@ -173,6 +173,7 @@ class FitResult:
     max_ctx: int | None
     suggestions: tuple[Suggestion, ...] = ()
     warnings: tuple[str, ...] = ()
+    compute_exact: bool = False  # compute buffers planned from llama.cpp's graph, not the formula
     speed: SpeedEstimate | None = None  # predicted tokens/s of this placement
 
     def buffer_bytes(self, name: str, kind: str) -> int:
