@@ -12,6 +12,8 @@ from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import BindingType
 from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Input
 
 from lltui.app import keys, views
 from lltui.app.background import off_thread_reported
@@ -301,7 +303,28 @@ class LltuiApp(App[int]):
         return action not in keys.MONITOR_ACTIONS or self.current_mode == "monitor"
 
     def action_next_view(self) -> None:
-        self.switch_mode(views.next_view(list(self.MODES), self.current_mode))
+        self.action_view(views.next_view(list(self.MODES), self.current_mode))
+
+    def action_view(self, mode: str) -> None:
+        """Show a view, from any focus; the key help, if open, closes first."""
+        from lltui.app.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
+        if mode != self.current_mode:
+            self.switch_mode(mode)
+
+    def action_leave_field(self) -> None:
+        """Escape out of a text field: focus goes to the page around it (which scrolls), so
+        the app's one-letter keys work again."""
+        focused = self.focused
+        if not isinstance(focused, Input):
+            return
+        for node in focused.ancestors:
+            if isinstance(node, Widget) and node.focusable:
+                node.focus()
+                return
+        self.screen.set_focus(None)
 
     def action_toggle_pause(self) -> None:
         self.model.paused = not self.model.paused
@@ -385,10 +408,12 @@ class LltuiApp(App[int]):
         self.push_screen(GpuDetailScreen(g.info.uuid))
 
     def action_help(self) -> None:
-        if self.screen.query("HelpPanel"):
-            self.action_hide_help_panel()
+        from lltui.app.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
         else:
-            self.action_show_help_panel()
+            self.push_screen(HelpScreen(self.screen))
 
 
 if TYPE_CHECKING:

@@ -8,6 +8,7 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from lltui.app.host import host_of
+from lltui.app.keys import VIEW_KEYS
 from lltui.app.model import SORT_KEYS, WINDOWS_S
 
 
@@ -50,10 +51,15 @@ class LltuiCommands(Provider):
                     partial(app.action_sort_by, key),
                 )
             )
-        for mode in self.app.MODES:
+        for n, (mode, label) in enumerate(VIEW_KEYS, start=1):
             cmds.append(
-                (f"View: {mode}", f"Switch to the {mode} view", partial(self.app.switch_mode, mode))
+                (
+                    f"View: {mode}",
+                    f"{label} view (keys {n}, F{n}, alt+{n})",
+                    partial(app.action_view, mode),
+                )
             )
+        cmds.append(("Keys", "Every key of this view", app.action_help))
         return cmds
 
     async def discover(self) -> Hits:
