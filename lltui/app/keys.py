@@ -40,7 +40,6 @@ BINDINGS: list[BindingType] = [
     Binding("q", "quit", "Quit", id="quit-q", show=False),
     *view_bindings(),
     Binding("v", "next_view", "View", id="view-next"),
-    Binding("question_mark", "help", "Help", id="help"),
     Binding("escape", "leave_field", "Leave field", id="leave-field", show=False),
     Binding("space,p", "toggle_pause", "Pause", id="pause"),
     Binding("minus", "interval(-1)", "Faster", id="interval-down"),
@@ -53,6 +52,7 @@ BINDINGS: list[BindingType] = [
     Binding("left_square_bracket,k", "select_gpu(-1)", "Prev GPU", id="gpu-prev", show=False),
     Binding("right_square_bracket,j", "select_gpu(1)", "Next GPU", id="gpu-next", show=False),
     Binding("enter,d", "gpu_detail", "Detail", id="gpu-detail"),
+    Binding("question_mark", "help", "Help", id="help"),
 ]
 
 # offered only where the monitor (or its detail page) is shown
