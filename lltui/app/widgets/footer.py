@@ -14,10 +14,12 @@ from __future__ import annotations
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import ActiveBinding, Binding
 from textual.keys import KEY_NAME_REPLACEMENTS
+from textual.screen import Screen
 from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 
@@ -54,6 +56,20 @@ def footer_bindings(
 _WATCHERS_ATTRIBUTE = "__watchers"
 
 
+class _Key(FooterKey):
+    """A footer key that is never compact (lltui's footer is not), set without a restyle."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.set_reactive(FooterKey.compact, False)
+
+    def _watch_compact(self, compact: bool) -> None:
+        # Textual's sets the class even when it is already so, and each set restyles the
+        # key: about 1 ms a key, ten keys a footer, several footers before the first frame
+        if compact != self.has_class("-compact"):
+            super()._watch_compact(compact)
+
+
 class LltuiFooter(Footer):
     """The footer with lltui's own keys first, and only keys that do something where the
     focus is (Textual's misses a few a text field types, such as ``-``)."""
@@ -69,17 +85,17 @@ class LltuiFooter(Footer):
         self.styles.grid_size_columns = len(by_action)
         for multi in by_action.values():
             binding, enabled, tooltip = multi[0]
-            yield FooterKey(
+            yield _Key(
                 binding.key,
                 self.app.get_key_display(binding),
                 binding.description,
                 binding.action,
                 disabled=not enabled,
                 tooltip=tooltip,
-            ).data_bind(compact=Footer.compact)
+            )  # compact is not bound: lltui's footer is never compact
         palette = active.get(self.app.COMMAND_PALETTE_BINDING)
         if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE and palette:
-            yield FooterKey(
+            yield FooterKey(  # compact, as in Textual's footer
                 palette.binding.key,
                 self.app.get_key_display(palette.binding),
                 palette.binding.description,
@@ -88,6 +104,22 @@ class LltuiFooter(Footer):
                 disabled=not palette.enabled,
                 tooltip=palette.binding.tooltip or palette.binding.description,
             )
+
+    _recompose_pending = False
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        """One recompose for a burst of binding changes (a screen mounting, focus moving):
+        Textual's queues one per change, eight before the first frame."""
+        self._bindings_ready = True
+        if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
+            return
+        if not self._recompose_pending:
+            self._recompose_pending = True
+            self.call_after_refresh(self._recompose_once)
+
+    async def _recompose_once(self) -> None:
+        self._recompose_pending = False
+        await self.recompose()
 
     async def recompose(self) -> None:
         await super().recompose()
