@@ -23,7 +23,6 @@ from lltui.app.monitor_layout import LAYOUT_MODES
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.base import ModelView, ViewScreen
-from lltui.app.screens.gpu_detail import GpuDetailScreen
 from lltui.app.screens.monitor import MonitorScreen
 from lltui.app.themes import (
     APP_VARIABLE_DEFAULTS,
@@ -130,12 +129,25 @@ class LltuiApp(App[int]):
             self.register_theme(theme)
         failures = list(loaded.failures)
         wanted = self.settings.theme
-        if wanted in self.available_themes:
-            self.theme = wanted
-        else:
+        if wanted not in self.available_themes:
             failures.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
-            self.theme = FALLBACK_THEME
+            wanted = FALLBACK_THEME
+        self._set_first_theme(wanted)
         self.theme_failures = tuple(failures)
+
+    def _set_first_theme(self, name: str) -> None:
+        """The theme before the first frame, without the stylesheet pass Textual queues when
+        the theme changes: the first view's own pass (it always has one) builds it with this
+        theme. What else Textual does on a change is done here: the theme's classes, and the
+        ANSI palette of a light theme."""
+        self.set_reactive(App.theme, name)
+        theme = self.current_theme
+        for cls in [c for c in self.classes if c.startswith("-theme-")]:
+            self.remove_class(cls, update=False)
+        self.add_class(f"-theme-{name}", update=False)
+        self.set_class(theme.dark, "-dark-mode", update=False)
+        self.set_class(not theme.dark, "-light-mode", update=False)
+        self._refresh_truecolor_filter(self.ansi_theme)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         yield from super().get_system_commands(screen)
@@ -398,6 +410,8 @@ class LltuiApp(App[int]):
                 return
 
     def action_gpu_detail(self) -> None:
+        from lltui.app.screens.gpu_detail import GpuDetailScreen  # first opened here
+
         if isinstance(self.screen, GpuDetailScreen):
             self.screen.dismiss()
             return

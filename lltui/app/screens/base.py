@@ -13,7 +13,7 @@ from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 
 # the forms (fit, launch) put their fields in more columns on wide terminals: these classes
-# are set on their screens by width, and lltui.tcss lays the fields out by them
+# are set on their screens by width, and forms.tcss lays the fields out by them
 FORM_BREAKPOINTS: list[tuple[int, str]] = [(0, "-narrow"), (120, "-wide")]
 
 

@@ -134,7 +134,8 @@ def render_verdict(outcome: FitOutcome) -> str:
 
 
 class FitScreen(ViewScreen):
-    # the form lays out its fields by the terminal's width (classes on the screen, lltui.tcss)
+    CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
+    # the form lays out its fields by the terminal's width (classes on the screen, forms.tcss)
     HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
 
     def compose_body(self) -> ComposeResult:

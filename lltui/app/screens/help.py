@@ -71,6 +71,8 @@ def render_keys(
 class HelpScreen(ModalScreen[None]):
     """The keys of the screen below, as they work there now."""
 
+    CSS_PATH = "help.tcss"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close", id="help-close"),
         *view_bindings("app."),  # views switch from here too (the app closes this first)
