@@ -78,7 +78,28 @@ def step_interval(current: float, direction: int) -> float:
     return smaller[-1] if smaller else MIN_INTERVAL
 
 
-# the fleet view (``--source a,b``, ``--hosts FILE``): one row per host
-FLEET_BINDINGS: list[BindingType] = [
-    Binding("6", "switch_mode('fleet')", "Fleet", id="view-fleet", show=False),
-]
+# the fleet view (``--source a,b``, ``--hosts FILE``): one row per host; its keys work as the
+# other views' do (6, F6, alt+6)
+FLEET_VIEW: tuple[str, str] = ("fleet", "Fleet")
+
+
+def fleet_bindings(namespace: str = "") -> list[BindingType]:
+    mode, label = FLEET_VIEW
+    n = len(VIEW_KEYS) + 1
+    return [
+        Binding(
+            f"{n},f{n},alt+{n}",
+            f"{namespace}view('{mode}')",
+            label,
+            id=f"view-{mode}",
+            show=False,
+        )
+    ]
+
+
+FLEET_BINDINGS: list[BindingType] = fleet_bindings()
+
+
+def all_views() -> tuple[tuple[str, str], ...]:
+    """(mode, label) of every view, in the order of their number keys."""
+    return (*VIEW_KEYS, FLEET_VIEW)

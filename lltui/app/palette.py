@@ -8,7 +8,7 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from lltui.app.host import host_of
-from lltui.app.keys import VIEW_KEYS
+from lltui.app.keys import all_views
 from lltui.app.model import SORT_KEYS, WINDOWS_S
 
 
@@ -51,7 +51,9 @@ class LltuiCommands(Provider):
                     partial(app.action_sort_by, key),
                 )
             )
-        for n, (mode, label) in enumerate(VIEW_KEYS, start=1):
+        for n, (mode, label) in enumerate(all_views(), start=1):
+            if mode not in self.app.MODES:
+                continue
             cmds.append(
                 (
                     f"View: {mode}",

@@ -15,7 +15,7 @@ from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from lltui.app.keys import view_bindings
+from lltui.app.keys import fleet_bindings, view_bindings
 
 KeyDisplay = Callable[[Binding], str]
 
@@ -75,7 +75,9 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close", id="help-close"),
-        *view_bindings("app."),  # views switch from here too (the app closes this first)
+        # views switch from here too (the app closes this first)
+        *view_bindings("app."),
+        *fleet_bindings("app."),
     ]
 
     def __init__(self, below: Screen[object]) -> None:
