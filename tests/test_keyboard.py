@@ -78,6 +78,7 @@ BURST = (
     "a", "s", "d", "1", "enter", "question_mark", "3", "tab", "escape", "v", "g", "w",
     "f4", "tab", "9", "escape", "f5", "tab", "tab", "x", "escape", "question_mark", "2",
     "shift+tab", "enter", "escape", "f1", "enter", "]", "enter", "escape", "r", "s",
+    "6", "tab", "enter", "escape", "f6", "question_mark", "alt+4", "tab", "l", "escape",
 )  # fmt: skip
 
 
