@@ -37,7 +37,7 @@ async def test_escape_leaves_every_input_and_digits_work_again(view):
 
 
 @pytest.mark.parametrize("view", FORM_VIEWS)
-@pytest.mark.parametrize("key", ["f1", "f2", "f3", "alt+1", "alt+3"])
+@pytest.mark.parametrize("key", ["f1", "f2", "f3", "f5"])
 async def test_views_switch_from_inside_a_text_field(view, key):
     app = sim_app("8xh100-sxm")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -78,7 +78,7 @@ BURST = (
     "a", "s", "d", "1", "enter", "question_mark", "3", "tab", "escape", "v", "g", "w",
     "f4", "tab", "9", "escape", "f5", "tab", "tab", "x", "escape", "question_mark", "2",
     "shift+tab", "enter", "escape", "f1", "enter", "]", "enter", "escape", "r", "s",
-    "6", "tab", "enter", "escape", "f6", "question_mark", "alt+4", "tab", "l", "escape",
+    "6", "tab", "enter", "escape", "f6", "question_mark", "f4", "tab", "l", "escape",
 )  # fmt: skip
 
 
@@ -112,7 +112,7 @@ async def test_help_lists_the_apps_keys_first_and_fits_80x24():
         assert box.region.width <= 80 and box.region.height <= 24
         sections = app.screen.sections
         assert sections[0][0] == "lltui"
-        assert ("1 f1 alt+1", "Monitor") in sections[0][1][:4]
+        assert ("1 f1", "Monitor") in sections[0][1][:4]
         await pilot.press("question_mark")
         await wait_for(lambda: not isinstance(app.screen, HelpScreen))
         await pilot.press("question_mark")

@@ -9,8 +9,9 @@ from lltui.config import MAX_INTERVAL, MIN_INTERVAL
 
 INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
-# the views in order: digits where no text field takes the key; F-keys and alt+digit from
-# anywhere (a text field does not type them; both reach the app over SSH and tmux)
+# the views in order: digits where no text field takes the key; F-keys from anywhere (a text
+# field does not type them; they reach the app over SSH and tmux). Not alt+digit: terminals
+# send it as ESC and the digit, which Textual reads as one Latin-1 character (alt+4 is "¢").
 VIEW_KEYS: tuple[tuple[str, str], ...] = (
     ("monitor", "Monitor"),
     ("topology", "Topology"),
@@ -24,7 +25,7 @@ def view_bindings(namespace: str = "") -> list[BindingType]:
     """The view keys; ``namespace`` "app." where a screen above the views has them too."""
     return [
         Binding(
-            f"{n},f{n},alt+{n}",
+            f"{n},f{n}",
             f"{namespace}view('{mode}')",
             label,
             id=f"view-{mode}",
@@ -79,7 +80,7 @@ def step_interval(current: float, direction: int) -> float:
 
 
 # the fleet view (``--source a,b``, ``--hosts FILE``): one row per host; its keys work as the
-# other views' do (6, F6, alt+6)
+# other views' do (6, F6)
 FLEET_VIEW: tuple[str, str] = ("fleet", "Fleet")
 
 
@@ -88,7 +89,7 @@ def fleet_bindings(namespace: str = "") -> list[BindingType]:
     n = len(VIEW_KEYS) + 1
     return [
         Binding(
-            f"{n},f{n},alt+{n}",
+            f"{n},f{n}",
             f"{namespace}view('{mode}')",
             label,
             id=f"view-{mode}",

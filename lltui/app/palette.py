@@ -57,7 +57,7 @@ class LltuiCommands(Provider):
             cmds.append(
                 (
                     f"View: {mode}",
-                    f"{label} view (keys {n}, F{n}, alt+{n})",
+                    f"{label} view (keys {n}, F{n})",
                     partial(app.action_view, mode),
                 )
             )
