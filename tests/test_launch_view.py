@@ -274,3 +274,15 @@ def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
     # no rig sampled, or a model that cannot be read: no prediction rather than an error
     assert predict_speed(str(path), argv, None) is None
     assert predict_speed(str(tmp_path / "missing.gguf"), argv, sample) is None
+
+
+def test_the_rates_show_the_prediction_beside_the_measured_rates():
+    from lltui.app.launch_state import LaunchState
+    from lltui.app.screens.launch import render_rates
+
+    st = LaunchState(phase="ready")
+    st.gen_tps.append(41.5)
+    assert "predicted" not in render_rates(st, 80)  # nothing predicted: nothing said
+    st.predicted_decode_tps, st.predicted_prefill_tps = 44.2, 1510.0
+    text = render_rates(st, 80)
+    assert "41.50 tok/s" in text and "generation ~44 tok/s" in text and "prompt ~1510" in text

@@ -70,6 +70,12 @@ def render_rates(st: LaunchState, width: int) -> str:
         lines.append(f"{label:<11}{last}  [$spark]{spark(values, spark_w, 0.0, hi or 1.0)}[/]")
     if not st.jpt and st.jpt_note:
         lines.append(f"[$text-muted]J/token: {escape(st.jpt_note)}[/]")
+    if st.predicted_decode_tps is not None and st.predicted_prefill_tps is not None:
+        # fit's prediction for this command, to hold the measured rates against
+        lines.append(
+            f"[$text-muted]predicted: generation ~{st.predicted_decode_tps:.0f} tok/s, "
+            f"prompt ~{st.predicted_prefill_tps:.0f} tok/s[/]"
+        )
     if st.tokens_total is not None:
         lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
     return "\n".join(lines)
