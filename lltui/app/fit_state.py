@@ -108,6 +108,7 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         devices_from_sample,
         host_available,
         resolve_devices,
+        with_rpc,
     )
 
     out = FitOutcome(request.generation)
@@ -120,8 +121,10 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         model = _read_model(request.model_path.strip())
         if request.devices == LIVE:
             devices = devices_from_sample(sample) if sample is not None else []
-            if not devices:
+            if not devices and not settings.rpc:
                 out.notes.append("no GPU on this rig: estimated for the host only")
+            devices, rpc_notes = with_rpc(devices, settings.rpc)  # --rpc in the flags field
+            out.notes += rpc_notes
         else:
             devices, notes = resolve_devices(request.devices, settings.rpc)
             out.notes += notes

@@ -154,7 +154,7 @@ class FitScreen(ViewScreen):
             with Grid(id="fit-more", classes="form-grid"):
                 yield Label("more flags", classes="form-label")
                 yield Input(
-                    placeholder="more llama-server flags (-ot, --cpu-moe, -nkvo ...)",
+                    placeholder="more flags (-ot, --cpu-moe, --rpc HOST:PORT ...)",
                     id="fit-extra",
                     compact=True,
                 )
