@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lltui.app.app import create_app
 from lltui.config import Settings
+from lltui.sources.base import GpuSource
 from lltui.sources.sim import SimSource, StepClock
 
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
@@ -57,10 +58,51 @@ async def shoot(stem: str, profile: str, size: tuple[int, int], theme: str, view
     return OUT / f"{stem}.svg"
 
 
+# the fleet view: simulated hosts side by side, and one ssh host whose name does not resolve
+FLEET_SHOTS: tuple[tuple[str, tuple[str, ...], tuple[int, int]], ...] = (
+    (
+        "fleet-120x30",
+        (
+            "sim:8xh100-sxm",
+            "sim:16xv100-dgx2",
+            "sim:kaggle-2xt4",
+            "sim:4xl4",
+            "sim:mixed-4090-3090",
+            "smi:gpu9.invalid",
+        ),
+        (120, 30),
+    ),
+)
+
+
+async def shoot_fleet(stem: str, specs: tuple[str, ...], size: tuple[int, int]) -> Path:
+    from lltui.app.app import LltuiApp
+    from lltui.sources.fleet import Fleet, FleetFocus, make_host_source
+
+    def make(spec: str, index: int) -> GpuSource:
+        if spec.startswith("sim:"):
+            return SimSource(spec[4:], seed=index, clock=StepClock(), start=0.0)
+        return make_host_source(spec, timeout=5.0)
+
+    fleet = Fleet(list(specs), interval=1.0, make=make, clock=lambda: 0.0)
+    settings = Settings(interval=1.0, theme="dark", source=",".join(specs))
+    source = FleetFocus(fleet)
+    app = LltuiApp(source, source.open(), settings, start_polling=False, view="fleet", fleet=fleet)
+    for _ in range(SAMPLES // 6):
+        fleet.poll_once(deadline_s=10.0)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.save_screenshot(filename=f"{stem}.svg", path=str(OUT))
+    fleet.close()
+    return OUT / f"{stem}.svg"
+
+
 def main() -> int:
     OUT.mkdir(exist_ok=True)
     for shot in SHOTS:
         print(asyncio.run(shoot(*shot)))
+    for stem, specs, size in FLEET_SHOTS:
+        print(asyncio.run(shoot_fleet(stem, specs, size)))
     return 0
 
 

@@ -958,3 +958,82 @@ def device_functions() -> list[str]:
         for name in dir(FakeNvml)
         if name.startswith("nvmlDevice") and name not in ("nvmlDeviceGetCount",)
     )
+
+
+# -- peers: what other NVML monitors need of the module (bench/idle_cpu.py runs one) ----------
+# A separate block: the fake above is lltui's test double; this adds, on request, the extra
+# names another tool's NVML layer reads at import or per tick, so both run on one fake.
+PEER_CONSTANTS = {
+    "NVML_DRIVER_WDDM": 0,
+    "NVML_DRIVER_WDM": 1,
+    "NVML_COMPUTEMODE_DEFAULT": 0,
+    "NVML_COMPUTEMODE_EXCLUSIVE_THREAD": 1,
+    "NVML_COMPUTEMODE_PROHIBITED": 2,
+    "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS": 3,
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX": 140,
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX": 141,
+    "NVML_DEVICE_MIG_DISABLE": 0,
+    "NVML_DEVICE_MIG_ENABLE": 1,
+}
+
+
+def add_peer_symbols(fake: FakeNvml) -> types.ModuleType:
+    """``fake.module`` with what a peer monitor also reads: error-class lookup, the handle
+    type, a few constants, plain functions (not bound methods) for every ``nvml*`` name, and
+    the per-tick queries the fake lacks, answered from the same GPUs."""
+    mod = fake.module
+    NVMLError._errcode_to_string = dict(_ERROR_STRINGS)  # type: ignore[attr-defined]
+
+    def exception_class(code: int) -> type[NVMLError]:
+        return type(NVMLError(code))
+
+    mod.nvmlExceptionClass = exception_class  # type: ignore[attr-defined]
+    mod.c_nvmlDevice_t = c_nvmlDevice_t  # type: ignore[attr-defined]
+    # no _nvmlGetFunctionPointer: a peer takes this binding as is, without ctypes patches
+    mod._PrintableStructure = ctypes.Structure  # type: ignore[attr-defined]
+    for name, value in PEER_CONSTANTS.items():
+        setattr(mod, name, value)
+
+    def not_supported(i: int, g: FakeGpu) -> Any:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+
+    def per_gpu(function: str, answer: Any) -> Any:
+        def query(handle: c_nvmlDevice_t, *args: Any) -> Any:
+            gpu = fake._device(function, handle)
+            return answer(handle.index, gpu, *args)
+
+        query.__name__ = function
+        return query
+
+    extra = {
+        "nvmlDeviceGetIndex": lambda i, g: i,
+        "nvmlDeviceGetComputeMode": lambda i, g: 0,
+        "nvmlDeviceGetDisplayActive": lambda i, g: 0,
+        "nvmlDeviceGetDisplayMode": lambda i, g: 0,
+        "nvmlDeviceGetEncoderUtilization": lambda i, g: [0, 167000],
+        "nvmlDeviceGetDecoderUtilization": lambda i, g: [0, 167000],
+        "nvmlDeviceGetBAR1MemoryInfo": lambda i, g: types.SimpleNamespace(
+            bar1Total=256 * MIB, bar1Used=4 * MIB, bar1Free=252 * MIB
+        ),
+        "nvmlDeviceGetTemperatureV": lambda i, g, *a: g.temp_c,
+        "nvmlDeviceGetMPSComputeRunningProcesses": lambda i, g: [],
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3": lambda i, g: [],
+        "nvmlDeviceGetMPSComputeRunningProcesses_v2": lambda i, g: [],
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda i, g: g.clock_reasons,
+        "nvmlDeviceGetPowerManagementLimit": lambda i, g: g.enforced_limit_mw,
+        "nvmlDeviceGetCurrentDriverModel": not_supported,  # Windows only
+    }
+    for name, answer in extra.items():
+        if not hasattr(mod, name):
+            setattr(mod, name, per_gpu(name, answer))
+    for name in dir(mod):
+        value = getattr(mod, name)
+        if name.startswith("nvml") and isinstance(value, types.MethodType):
+            method = value
+
+            def plain(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+                return _method(*args, **kwargs)
+
+            plain.__name__ = name
+            setattr(mod, name, plain)
+    return mod

@@ -42,6 +42,10 @@ class ModelSpec:
     swa_pattern: int = 0
     qk_norm: bool = False
     post_norms: bool = False
+    qkv_bias: bool = False
+    n_nextn: int = 0  # trailing MTP (nextn) layers, counted in n_layer (glm4moe)
+    fused_qkv: bool = False  # one attn_qkv matrix (phi3)
+    fused_up: bool = False  # ffn_up holds gate and up, 2 * n_ff rows, no ffn_gate (phi3)
     # key -> (value, gguf.GGUFValueType)
     extra_kv: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -76,6 +80,144 @@ def qwen3moe_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+def phi3_spec(**kw: Any) -> ModelSpec:
+    base = ModelSpec(arch="phi3", n_head=4, n_head_kv=4, fused_qkv=True, fused_up=True)
+    return replace(base, **kw)
+
+
+def gpt2_spec(**kw: Any) -> ModelSpec:
+    """gpt2 (starcoder with n_head_kv 1): learned positions, LayerNorm and biases everywhere."""
+    eps = {"gpt2.attention.layer_norm_epsilon": (1e-5, V.FLOAT32)}
+    base = ModelSpec(arch="gpt2", n_head=4, n_head_kv=4, fused_qkv=True, extra_kv=eps)
+    return replace(base, **kw)
+
+
+def starcoder_spec(**kw: Any) -> ModelSpec:
+    eps = {"starcoder.attention.layer_norm_epsilon": (1e-5, V.FLOAT32)}
+    return gpt2_spec(**{"arch": "starcoder", "n_head_kv": 1, "extra_kv": eps, **kw})
+
+
+def gpt_oss_spec(**kw: Any) -> ModelSpec:
+    """gpt-oss: sinks, biases, experts with biases, sliding windows every other layer; the head
+    size (64) is not n_embd / n_head."""
+    base = ModelSpec(
+        arch="gpt-oss",
+        n_embd=320,
+        n_head=8,
+        n_head_kv=2,
+        head_dim=64,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        qkv_bias=True,
+        sliding_window=128,
+        swa_pattern=2,
+    )
+    return replace(base, **kw)
+
+
+def glm4moe_spec(**kw: Any) -> ModelSpec:
+    """glm4moe: a dense first layer, sigmoid routing with a selection bias, a shared expert,
+    scaled normalised weights, attention biases."""
+    extra = {
+        "glm4moe.leading_dense_block_count": (1, V.UINT32),
+        "glm4moe.expert_shared_count": (1, V.UINT32),
+        "glm4moe.expert_gating_func": (2, V.UINT32),
+        "glm4moe.expert_weights_scale": (2.5, V.FLOAT32),
+        "glm4moe.expert_weights_norm": (True, V.BOOL),
+    }
+    base = ModelSpec(
+        arch="glm4moe",
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        qkv_bias=True,
+        extra_kv=extra,
+    )
+    return replace(base, **kw)
+
+
+def mistral3_spec(**kw: Any) -> ModelSpec:
+    """mistral3: llama's tensors, attention temperature scaling (needs the YaRN context)."""
+    extra = {
+        "mistral3.attention.temperature_scale": (0.1, V.FLOAT32),
+        "mistral3.rope.scaling.original_context_length": (4096, V.UINT32),
+    }
+    return llama_spec(**{"arch": "mistral3", "extra_kv": extra, **kw})
+
+
+def qwen2moe_spec(**kw: Any) -> ModelSpec:
+    """qwen2moe: qwen2's attention, experts, a shared expert scaled by its own sigmoid gate."""
+    extra = {"qwen2moe.expert_shared_feed_forward_length": (384, V.UINT32)}
+    base = ModelSpec(
+        arch="qwen2moe",
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        qkv_bias=True,
+        extra_kv=extra,
+    )
+    return replace(base, **kw)
+
+
+def deepseek2_spec(**kw: Any) -> ModelSpec:
+    """deepseek2 with MLA: low-rank Q, one compressed KV row per token (a K-only cache of
+    kv_lora + rope dims, one head), heads decompressed by attn_k_b / attn_v_b; a dense first
+    layer, softmax routing, a shared expert."""
+    kv_lora, q_lora, rope, nope, hv = 128, 96, 32, 64, 64
+    extra = {
+        "deepseek2.attention.kv_lora_rank": (kv_lora, V.UINT32),
+        "deepseek2.attention.q_lora_rank": (q_lora, V.UINT32),
+        "deepseek2.attention.key_length_mla": (nope + rope, V.UINT32),
+        "deepseek2.attention.value_length_mla": (hv, V.UINT32),
+        "deepseek2.attention.key_length": (kv_lora + rope, V.UINT32),
+        "deepseek2.attention.value_length": (kv_lora, V.UINT32),
+        "deepseek2.attention.head_count_kv": (1, V.UINT32),
+        "deepseek2.rope.dimension_count": (rope, V.UINT32),
+        "deepseek2.leading_dense_block_count": (1, V.UINT32),
+        "deepseek2.expert_shared_count": (1, V.UINT32),
+        "deepseek2.expert_weights_norm": (True, V.BOOL),
+    }
+    base = ModelSpec(
+        arch="deepseek2",
+        n_head=4,
+        n_head_kv=1,
+        head_dim=kv_lora + rope,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=256,
+        extra_kv=extra,
+    )
+    return replace(base, **kw)
+
+
+def deepseek3_spec(**kw: Any) -> ModelSpec:
+    """deepseek2 as DeepSeek-V3 / Kimi-K2 convert it: sigmoid routing with scaled weights, an
+    MTP layer (ungrouped routing)."""
+    base = deepseek2_spec(n_layer=5, n_nextn=1)
+    extra = {
+        **base.extra_kv,
+        "deepseek2.expert_gating_func": (2, V.UINT32),
+        "deepseek2.expert_weights_scale": (2.5, V.FLOAT32),
+    }
+    return replace(base, extra_kv=extra, **kw)
+
+
+def deepseek3_grouped_spec(**kw: Any) -> ModelSpec:
+    """deepseek3_spec with DeepSeek-V3's grouped routing: 4 groups of 4 experts, 2 used."""
+    base = deepseek3_spec(n_expert=16, n_expert_used=4)
+    extra = {
+        **base.extra_kv,
+        "deepseek2.expert_group_count": (4, V.UINT32),
+        "deepseek2.expert_group_used_count": (2, V.UINT32),
+    }
+    return replace(base, extra_kv=extra, **kw)
+
+
+def qwen2_spec(**kw: Any) -> ModelSpec:
+    return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
+
+
 SPECS = {"llama": llama_spec, "qwen3": qwen3_spec, "gemma3": gemma3_spec, "qwen3moe": qwen3moe_spec}
 
 
@@ -86,23 +228,103 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         ("token_embd.weight", (e, spec.n_vocab)),
         ("output_norm.weight", (e,)),
     ]
+    gpt2 = spec.arch in ("gpt2", "starcoder")
+    if gpt2:
+        plan += [("position_embd.weight", (e, spec.n_ctx_train)), ("output_norm.bias", (e,))]
     if not spec.tied:
         plan.append(("output.weight", (e, spec.n_vocab)))
     for i in range(spec.n_layer):
         b = f"blk.{i}."
-        plan += [
-            (b + "attn_norm.weight", (e,)),
-            (b + "attn_q.weight", (e, hd * spec.n_head)),
-            (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
-            (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
-            (b + "attn_output.weight", (hd * spec.n_head, e)),
-            (b + "ffn_norm.weight", (e,)),
-        ]
+        if spec.arch == "deepseek2":
+            ex = spec.extra_kv
+            kv_lora = ex["deepseek2.attention.kv_lora_rank"][0]
+            q_lora = ex["deepseek2.attention.q_lora_rank"][0]
+            rope = ex["deepseek2.rope.dimension_count"][0]
+            k_mla = ex["deepseek2.attention.key_length_mla"][0]
+            v_mla = ex["deepseek2.attention.value_length_mla"][0]
+            h = spec.n_head
+            plan += [
+                (b + "attn_norm.weight", (e,)),
+                (b + "attn_q_a_norm.weight", (q_lora,)),
+                (b + "attn_kv_a_norm.weight", (kv_lora,)),
+                (b + "attn_q_a.weight", (e, q_lora)),
+                (b + "attn_q_b.weight", (q_lora, h * k_mla)),
+                (b + "attn_kv_a_mqa.weight", (e, kv_lora + rope)),
+                (b + "attn_k_b.weight", (k_mla - rope, kv_lora, h)),
+                (b + "attn_v_b.weight", (kv_lora, v_mla, h)),
+                (b + "attn_output.weight", (h * v_mla, e)),
+                (b + "ffn_norm.weight", (e,)),
+            ]
+        elif spec.fused_qkv:
+            qkv = hd * (spec.n_head + 2 * spec.n_head_kv)
+            plan += [(b + "attn_norm.weight", (e,)), (b + "attn_qkv.weight", (e, qkv))]
+        else:
+            plan += [
+                (b + "attn_norm.weight", (e,)),
+                (b + "attn_q.weight", (e, hd * spec.n_head)),
+                (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
+                (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
+            ]
+        if spec.arch != "deepseek2":
+            plan.append((b + "attn_output.weight", (hd * spec.n_head, e)))
+        if spec.arch == "deepseek2":
+            pass
+        elif spec.arch in ("gpt-oss", "glm4moe"):  # (their FFN reads the post-attention norm)
+            plan.append((b + "post_attention_norm.weight", (e,)))
+        else:
+            plan.append((b + "ffn_norm.weight", (e,)))
+        if gpt2:
+            qkv = hd * (spec.n_head + 2 * spec.n_head_kv)
+            plan += [
+                (b + "attn_norm.bias", (e,)),
+                (b + "attn_qkv.bias", (qkv,)),
+                (b + "attn_output.bias", (e,)),
+                (b + "ffn_norm.bias", (e,)),
+                (b + "ffn_down.weight", (spec.n_ff, e)),
+                (b + "ffn_down.bias", (e,)),
+                (b + "ffn_up.weight", (e, spec.n_ff)),
+                (b + "ffn_up.bias", (spec.n_ff,)),
+            ]
+            continue
         if spec.qk_norm:
             plan += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
+        if spec.qkv_bias:
+            kv_dim = hd * spec.n_head_kv
+            plan += [
+                (b + "attn_q.bias", (hd * spec.n_head,)),
+                (b + "attn_k.bias", (kv_dim,)),
+                (b + "attn_v.bias", (kv_dim,)),
+            ]
         if spec.post_norms:
             plan += [(b + "post_attention_norm.weight", (e,)), (b + "post_ffw_norm.weight", (e,))]
-        if spec.n_expert:
+        if spec.arch == "gpt-oss":
+            x, fe = spec.n_expert, spec.n_ff_exp
+            plan += [
+                (b + "attn_output.bias", (e,)),
+                (b + "attn_sinks.weight", (spec.n_head,)),
+                (b + "ffn_gate_inp.bias", (x,)),
+                (b + "ffn_gate_exps.bias", (fe, x)),
+                (b + "ffn_down_exps.bias", (e, x)),
+                (b + "ffn_up_exps.bias", (fe, x)),
+            ]
+        dense_lead = spec.arch in ("glm4moe", "deepseek2") and i == 0
+        if spec.arch in ("glm4moe", "deepseek2") and not dense_lead:
+            x, fe = spec.n_expert, spec.n_ff_exp
+            plan += [
+                (b + "exp_probs_b.bias", (x,)),
+                (b + "ffn_gate_shexp.weight", (e, fe)),
+                (b + "ffn_down_shexp.weight", (fe, e)),
+                (b + "ffn_up_shexp.weight", (e, fe)),
+            ]
+        if spec.arch == "qwen2moe":
+            fs = 384
+            plan += [
+                (b + "ffn_gate_inp_shexp.weight", (e,)),
+                (b + "ffn_gate_shexp.weight", (e, fs)),
+                (b + "ffn_down_shexp.weight", (fs, e)),
+                (b + "ffn_up_shexp.weight", (e, fs)),
+            ]
+        if spec.n_expert and not dense_lead:
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [
                 (b + "ffn_gate_inp.weight", (e, x)),
@@ -110,12 +332,24 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_down_exps.weight", (fe, e, x)),
                 (b + "ffn_up_exps.weight", (e, fe, x)),
             ]
+        elif spec.fused_up:
+            plan += [
+                (b + "ffn_down.weight", (spec.n_ff, e)),
+                (b + "ffn_up.weight", (e, 2 * spec.n_ff)),
+            ]
         else:
             plan += [
                 (b + "ffn_gate.weight", (e, spec.n_ff)),
                 (b + "ffn_down.weight", (spec.n_ff, e)),
                 (b + "ffn_up.weight", (e, spec.n_ff)),
             ]
+    for i in range(spec.n_layer - spec.n_nextn, spec.n_layer):
+        b = f"blk.{i}.nextn."
+        plan += [
+            (b + "eh_proj.weight", (2 * e, e)),
+            (b + "enorm.weight", (e,)),
+            (b + "hnorm.weight", (e,)),
+        ]
     return plan
 
 
@@ -138,7 +372,7 @@ def bpe_merges(n: int) -> list[str]:
 
 
 def _is_norm_or_router(name: str, dims: tuple[int, ...]) -> bool:
-    return len(dims) == 1 or name.endswith("ffn_gate_inp.weight")
+    return len(dims) == 1 or name.endswith(("ffn_gate_inp.weight", ".bias"))
 
 
 # types gguf-py can quantize from float data
@@ -217,6 +451,8 @@ def write_model(
         kv[f"{a}.expert_count"] = (spec.n_expert, V.UINT32)
         kv[f"{a}.expert_used_count"] = (spec.n_expert_used, V.UINT32)
         kv[f"{a}.expert_feed_forward_length"] = (spec.n_ff_exp, V.UINT32)
+    if spec.n_nextn:
+        kv[f"{a}.nextn_predict_layers"] = (spec.n_nextn, V.UINT32)
     if spec.sliding_window:
         kv[f"{a}.attention.sliding_window"] = (spec.sliding_window, V.UINT32)
         kv[f"{a}.attention.sliding_window_pattern"] = (spec.swa_pattern, V.UINT32)

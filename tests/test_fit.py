@@ -372,7 +372,11 @@ def test_suggests_fewer_gpu_layers_when_weights_do_not_fit(tmp_path):
     model = read_gguf(path)
     weights = sum(t.nbytes for t in model.tensors)
     dev = (DeviceSpec("CUDA0", "cuda", weights // 2, weights // 2),)
-    res = estimate(model, parse_llama_args(["-c", "512"]), dev, FitOptions(margin_bytes=0))
+    # small batches (under op offload's 32 rows): the GPU computes only its own layers; with
+    # big ones it would run every layer's matmuls on copies of the host's weights
+    res = estimate(
+        model, parse_llama_args(["-c", "512", "-ub", "16"]), dev, FitOptions(margin_bytes=0)
+    )
     assert not res.fits
     ngl = [s for s in res.suggestions if s.flags[0] == "-ngl"]
     assert ngl
@@ -380,7 +384,7 @@ def test_suggests_fewer_gpu_layers_when_weights_do_not_fit(tmp_path):
     assert 0 < n < 9
     check = estimate(
         model,
-        parse_llama_args(["-c", "512", "-ngl", str(n)]),
+        parse_llama_args(["-c", "512", "-ub", "16", "-ngl", str(n)]),
         dev,
         FitOptions(margin_bytes=0, search=False),
     )

@@ -148,3 +148,17 @@ def test_launch_view_snapshot_idle(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_rpc_servers_in_the_flags_field_join_the_live_rig(model_path):
+    from lltui.app.fit_state import LIVE, FitRequest, compute
+    from lltui.sources.registry import one_sample
+
+    sample = one_sample("sim:kaggle-2xt4")
+    request = FitRequest(1, str(model_path), {}, "--rpc 10.0.0.2:50052", LIVE)
+    out = compute(request, sample)
+    assert out.error is None and out.result is not None
+    names = [d.name for d in out.result.devices]
+    assert names[0] == "RPC0[10.0.0.2:50052]"  # first, as llama.cpp lists them
+    assert sum(n.startswith("CUDA") for n in names) == 2  # the rig's own GPUs stay
+    assert any("free memory is unknown" in n for n in out.notes)

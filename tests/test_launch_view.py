@@ -254,3 +254,35 @@ def test_an_exited_server_shows_no_health(monkeypatch):
     assert ctl.state.phase == "exited"
     assert ctl.state.health is None
     assert "/health" not in render_server(ctl.state)
+
+
+def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
+    import gguf_factory as gf
+
+    from lltui.app.launch_state import predict_speed
+    from lltui.sources.registry import one_sample
+
+    path = tmp_path / "tiny-llama.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "F16")
+    sample = one_sample("sim:kaggle-2xt4")
+    assert sample is not None
+    argv = ("llama-server", "-m", str(path), "-ngl", "all", "-c", "2048", "--port", "8080")
+    predicted = predict_speed(str(path), argv, sample)
+    assert predicted is not None
+    decode, prefill = predicted
+    assert decode > 0 and prefill > 0
+    # no rig sampled, or a model that cannot be read: no prediction rather than an error
+    assert predict_speed(str(path), argv, None) is None
+    assert predict_speed(str(tmp_path / "missing.gguf"), argv, sample) is None
+
+
+def test_the_rates_show_the_prediction_beside_the_measured_rates():
+    from lltui.app.launch_state import LaunchState
+    from lltui.app.screens.launch import render_rates
+
+    st = LaunchState(phase="ready")
+    st.gen_tps.append(41.5)
+    assert "predicted" not in render_rates(st, 80)  # nothing predicted: nothing said
+    st.predicted_decode_tps, st.predicted_prefill_tps = 44.2, 1510.0
+    text = render_rates(st, 80)
+    assert "41.50 tok/s" in text and "generation ~44 tok/s" in text and "prompt ~1510" in text

@@ -12,6 +12,8 @@ from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import BindingType
 from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Input
 
 from lltui.app import keys, views
 from lltui.app.background import off_thread_reported
@@ -21,7 +23,6 @@ from lltui.app.monitor_layout import LAYOUT_MODES
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.base import ModelView, ViewScreen
-from lltui.app.screens.gpu_detail import GpuDetailScreen
 from lltui.app.screens.monitor import MonitorScreen
 from lltui.app.themes import (
     APP_VARIABLE_DEFAULTS,
@@ -128,12 +129,25 @@ class LltuiApp(App[int]):
             self.register_theme(theme)
         failures = list(loaded.failures)
         wanted = self.settings.theme
-        if wanted in self.available_themes:
-            self.theme = wanted
-        else:
+        if wanted not in self.available_themes:
             failures.append(f"theme {wanted!r} not found; using {FALLBACK_THEME}")
-            self.theme = FALLBACK_THEME
+            wanted = FALLBACK_THEME
+        self._set_first_theme(wanted)
         self.theme_failures = tuple(failures)
+
+    def _set_first_theme(self, name: str) -> None:
+        """The theme before the first frame, without the stylesheet pass Textual queues when
+        the theme changes: the first view's own pass (it always has one) builds it with this
+        theme. What else Textual does on a change is done here: the theme's classes, and the
+        ANSI palette of a light theme."""
+        self.set_reactive(App.theme, name)
+        theme = self.current_theme
+        for cls in [c for c in self.classes if c.startswith("-theme-")]:
+            self.remove_class(cls, update=False)
+        self.add_class(f"-theme-{name}", update=False)
+        self.set_class(theme.dark, "-dark-mode", update=False)
+        self.set_class(not theme.dark, "-light-mode", update=False)
+        self._refresh_truecolor_filter(self.ansi_theme)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         yield from super().get_system_commands(screen)
@@ -301,7 +315,28 @@ class LltuiApp(App[int]):
         return action not in keys.MONITOR_ACTIONS or self.current_mode == "monitor"
 
     def action_next_view(self) -> None:
-        self.switch_mode(views.next_view(list(self.MODES), self.current_mode))
+        self.action_view(views.next_view(list(self.MODES), self.current_mode))
+
+    def action_view(self, mode: str) -> None:
+        """Show a view, from any focus; the key help, if open, closes first."""
+        from lltui.app.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
+        if mode != self.current_mode:
+            self.switch_mode(mode)
+
+    def action_leave_field(self) -> None:
+        """Escape out of a text field: focus goes to the page around it (which scrolls), so
+        the app's one-letter keys work again."""
+        focused = self.focused
+        if not isinstance(focused, Input):
+            return
+        for node in focused.ancestors:
+            if isinstance(node, Widget) and node.focusable:
+                node.focus()
+                return
+        self.screen.set_focus(None)
 
     def action_toggle_pause(self) -> None:
         self.model.paused = not self.model.paused
@@ -375,6 +410,8 @@ class LltuiApp(App[int]):
                 return
 
     def action_gpu_detail(self) -> None:
+        from lltui.app.screens.gpu_detail import GpuDetailScreen  # first opened here
+
         if isinstance(self.screen, GpuDetailScreen):
             self.screen.dismiss()
             return
@@ -385,10 +422,12 @@ class LltuiApp(App[int]):
         self.push_screen(GpuDetailScreen(g.info.uuid))
 
     def action_help(self) -> None:
-        if self.screen.query("HelpPanel"):
-            self.action_hide_help_panel()
+        from lltui.app.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()
         else:
-            self.action_show_help_panel()
+            self.push_screen(HelpScreen(self.screen))
 
 
 if TYPE_CHECKING:

@@ -109,6 +109,7 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         host_available,
         read_extra_models,
         resolve_devices,
+        with_rpc,
     )
 
     out = FitOutcome(request.generation)
@@ -121,8 +122,10 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         model = _read_model(request.model_path.strip())
         if request.devices == LIVE:
             devices = devices_from_sample(sample) if sample is not None else []
-            if not devices:
+            if not devices and not settings.rpc:
                 out.notes.append("no GPU on this rig: estimated for the host only")
+            devices, rpc_notes = with_rpc(devices, settings.rpc)  # --rpc in the flags field
+            out.notes += rpc_notes
         else:
             devices, notes = resolve_devices(request.devices, settings.rpc)
             out.notes += notes

@@ -9,19 +9,42 @@ from lltui.config import MAX_INTERVAL, MIN_INTERVAL
 
 INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
+# the views in order: digits where no text field takes the key; F-keys from anywhere (a text
+# field does not type them; they reach the app over SSH and tmux). Not alt+digit: terminals
+# send it as ESC and the digit, which Textual reads as one Latin-1 character (alt+4 is "¢").
+VIEW_KEYS: tuple[tuple[str, str], ...] = (
+    ("monitor", "Monitor"),
+    ("topology", "Topology"),
+    ("nccl", "NCCL"),
+    ("fit", "Fit"),
+    ("launch", "Launch"),
+)
+
+
+def view_bindings(namespace: str = "") -> list[BindingType]:
+    """The view keys; ``namespace`` "app." where a screen above the views has them too."""
+    return [
+        Binding(
+            f"{n},f{n}",
+            f"{namespace}view('{mode}')",
+            label,
+            id=f"view-{mode}",
+            show=False,
+        )
+        for n, (mode, label) in enumerate(VIEW_KEYS, start=1)
+    ]
+
+
 BINDINGS: list[BindingType] = [
     # ctrl+q quits from anywhere; plain q only where no text field takes the key
     Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     Binding("q", "quit", "Quit", id="quit-q", show=False),
-    Binding("1", "switch_mode('monitor')", "Monitor", id="view-monitor", show=False),
-    Binding("2", "switch_mode('topology')", "Topology", id="view-topology", show=False),
-    Binding("3", "switch_mode('nccl')", "NCCL", id="view-nccl", show=False),
-    Binding("4", "switch_mode('fit')", "Fit", id="view-fit", show=False),
-    Binding("5", "switch_mode('launch')", "Launch", id="view-launch", show=False),
+    *view_bindings(),
     Binding("v", "next_view", "View", id="view-next"),
+    Binding("escape", "leave_field", "Leave field", id="leave-field", show=False),
     Binding("space,p", "toggle_pause", "Pause", id="pause"),
     Binding("minus", "interval(-1)", "Faster", id="interval-down"),
-    Binding("plus,equals", "interval(1)", "Slower", id="interval-up"),
+    Binding("plus,equals_sign", "interval(1)", "Slower", id="interval-up"),
     Binding("s", "cycle_sort", "Sort", id="sort"),
     Binding("r", "reverse_sort", "Reverse", id="sort-reverse", show=False),
     Binding("w", "cycle_window", "Window", id="window"),
@@ -30,7 +53,7 @@ BINDINGS: list[BindingType] = [
     Binding("left_square_bracket,k", "select_gpu(-1)", "Prev GPU", id="gpu-prev", show=False),
     Binding("right_square_bracket,j", "select_gpu(1)", "Next GPU", id="gpu-next", show=False),
     Binding("enter,d", "gpu_detail", "Detail", id="gpu-detail"),
-    Binding("question_mark,f1", "help", "Help", id="help"),
+    Binding("question_mark", "help", "Help", id="help"),
 ]
 
 # offered only where the monitor (or its detail page) is shown
@@ -56,7 +79,28 @@ def step_interval(current: float, direction: int) -> float:
     return smaller[-1] if smaller else MIN_INTERVAL
 
 
-# the fleet view (``--source a,b``, ``--hosts FILE``): one row per host
-FLEET_BINDINGS: list[BindingType] = [
-    Binding("6", "switch_mode('fleet')", "Fleet", id="view-fleet", show=False),
-]
+# the fleet view (``--source a,b``, ``--hosts FILE``): one row per host; its keys work as the
+# other views' do (6, F6)
+FLEET_VIEW: tuple[str, str] = ("fleet", "Fleet")
+
+
+def fleet_bindings(namespace: str = "") -> list[BindingType]:
+    mode, label = FLEET_VIEW
+    n = len(VIEW_KEYS) + 1
+    return [
+        Binding(
+            f"{n},f{n}",
+            f"{namespace}view('{mode}')",
+            label,
+            id=f"view-{mode}",
+            show=False,
+        )
+    ]
+
+
+FLEET_BINDINGS: list[BindingType] = fleet_bindings()
+
+
+def all_views() -> tuple[tuple[str, str], ...]:
+    """(mode, label) of every view, in the order of their number keys."""
+    return (*VIEW_KEYS, FLEET_VIEW)

@@ -8,7 +8,7 @@ import shlex
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -57,6 +57,33 @@ class LaunchState:
     exit_reason: str | None = None
     exit_code: int | None = None
     log_tail: tuple[str, ...] = ()
+    # what fit predicts for this command on this rig, shown beside the measured rates
+    predicted_decode_tps: float | None = None
+    predicted_prefill_tps: float | None = None
+
+
+def predict_speed(
+    model: str, argv: Sequence[str], sample: RigSample | None
+) -> tuple[float, float] | None:
+    """Decode and prompt tokens/s that fit predicts for this command on the rig as sampled
+    (free memory aside: the server is already loading); None when it cannot say."""
+    from lltui.core.fit.common import FitError
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.llama.args import parse_llama_args
+    from lltui.sources.fit_devices import DeviceSpecError, devices_from_sample, read_model
+
+    if sample is None:
+        return None
+    try:
+        args = parse_llama_args(list(argv[1:]))
+        devices = devices_from_sample(sample)
+        result = estimate(read_model(model), args, devices, FitOptions())
+    except (FitError, DeviceSpecError, ValueError, OSError):
+        return None
+    speed = result.speed
+    if speed is None or speed.decode_tps <= 0:
+        return None
+    return speed.decode_tps, speed.prefill_tps
 
 
 def parse_hostport(text: str) -> tuple[str, int]:
@@ -192,6 +219,14 @@ class LaunchController:
             )
         self._start_polling(url, api_key=prepared.http_key)
         self._notify()
+        sample = self._latest_sample()
+        # a simulated rig's GPUs are not what the server runs on: nothing to compare with
+        real = sample if sample is not None and not sample.simulated else None
+        predicted = predict_speed(prepared.spec.model, prepared.command.argv, real)
+        if predicted is not None:
+            with self.lock:
+                self.state.predicted_decode_tps, self.state.predicted_prefill_tps = predicted
+            self._notify()
 
     def _follow(self, url: str) -> None:
         self._stop()

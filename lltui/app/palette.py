@@ -8,6 +8,7 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from lltui.app.host import host_of
+from lltui.app.keys import all_views
 from lltui.app.model import SORT_KEYS, WINDOWS_S
 
 
@@ -50,10 +51,17 @@ class LltuiCommands(Provider):
                     partial(app.action_sort_by, key),
                 )
             )
-        for mode in self.app.MODES:
+        for n, (mode, label) in enumerate(all_views(), start=1):
+            if mode not in self.app.MODES:
+                continue
             cmds.append(
-                (f"View: {mode}", f"Switch to the {mode} view", partial(self.app.switch_mode, mode))
+                (
+                    f"View: {mode}",
+                    f"{label} view (keys {n}, F{n})",
+                    partial(app.action_view, mode),
+                )
             )
+        cmds.append(("Keys", "Every key of this view", app.action_help))
         return cmds
 
     async def discover(self) -> Hits:

@@ -204,17 +204,24 @@ def resolve_devices(
         devices, note = local_devices()
         if note:
             notes.append(note)
+    devices, rpc_notes = with_rpc(devices, rpc)
+    return devices, notes + rpc_notes
+
+
+def with_rpc(
+    devices: Sequence[DeviceSpec], rpc: Sequence[str]
+) -> tuple[list[DeviceSpec], list[str]]:
+    """``devices`` with llama-server's ``--rpc`` servers not already among them, first as
+    llama.cpp lists them; a note says their free memory is unknown."""
     known_rpc = {d.endpoint for d in devices if d.kind == "rpc"}
     extra_rpc = [ep for ep in rpc if ep not in known_rpc]
-    if extra_rpc:
-        rpc_now = [d for d in devices if d.kind == "rpc"]
-        start = len(rpc_now)
-        added = [rpc_device(ep, None, start + i) for i, ep in enumerate(extra_rpc)]
-        devices = rpc_now + added + [d for d in devices if d.kind != "rpc"]
-        notes.append(
-            "--rpc servers' free memory is unknown; give it with --gpus rpc:HOST:PORT=SIZE"
-        )
-    return devices, notes
+    if not extra_rpc:
+        return list(devices), []
+    rpc_now = [d for d in devices if d.kind == "rpc"]
+    start = len(rpc_now)
+    added = [rpc_device(ep, None, start + i) for i, ep in enumerate(extra_rpc)]
+    note = "--rpc servers' free memory is unknown; give it with --gpus rpc:HOST:PORT=SIZE"
+    return rpc_now + added + [d for d in devices if d.kind != "rpc"], [note]
 
 
 def describe(devices: Sequence[Any]) -> str:

@@ -12,6 +12,10 @@ from lltui.app.model import RigModel
 from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 
+# the forms (fit, launch) put their fields in more columns on wide terminals: these classes
+# are set on their screens by width, and forms.tcss lays the fields out by them
+FORM_BREAKPOINTS: list[tuple[int, str]] = [(0, "-narrow"), (120, "-wide")]
+
 
 class ModelView:
     """A screen the app renders its model on (on the UI thread, holding the model's lock):

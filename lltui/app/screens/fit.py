@@ -17,7 +17,7 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static
 from lltui.app.background import off_thread_reported
 from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
 from lltui.app.messages import FitReady, ModelsFound
-from lltui.app.screens.base import ViewScreen
+from lltui.app.screens.base import FORM_BREAKPOINTS, ViewScreen
 from lltui.core.fit.speed import speed_line
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
 from lltui.sources.sim import PROFILES
@@ -26,7 +26,16 @@ if TYPE_CHECKING:
     from lltui.core.monitor.models import RigSample
     from lltui.sources.model_files import ModelFile
 
-BAR_WIDTH = 40
+BAR_WIDTH = 40  # at most; narrower terminals get a shorter bar (bar_width)
+BAR_MIN_WIDTH = 10
+BAR_LINE_REST = 52  # the device name, sizes, verdict and layers around a bar
+
+
+def bar_width(columns: int) -> int:
+    """The stacked bar's length for a results area ``columns`` wide, so a device is one line."""
+    return max(BAR_MIN_WIDTH, min(BAR_WIDTH, columns - BAR_LINE_REST))
+
+
 QUANT_COLUMNS = (
     ("type", 10),
     ("file", 11),
@@ -56,7 +65,7 @@ def stacked_bar(parts: list[tuple[int, str]], capacity: int, width: int) -> str:
     return "".join(out) + f"[on $bar-empty]{' ' * rest}[/]"
 
 
-def render_devices(outcome: FitOutcome) -> str:
+def render_devices(outcome: FitOutcome, width: int = BAR_WIDTH) -> str:
     res = outcome.result
     if res is None:
         return ""
@@ -77,7 +86,7 @@ def render_devices(outcome: FitOutcome) -> str:
                 (d.unaccounted_bytes, "$text-muted"),
             ],
             capacity,
-            BAR_WIDTH,
+            width,
         )
         verdict = "-" if d.fits is None else ("[$gpu-ok]fits[/]" if d.fits else "[b $error]NO[/]")
         free = "-" if d.free_bytes is None else f"{d.free_bytes / MIB:.0f}"
@@ -129,24 +138,40 @@ def render_verdict(outcome: FitOutcome) -> str:
 
 
 class FitScreen(ViewScreen):
+    CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
+    # the form lays out its fields by the terminal's width (classes on the screen, forms.tcss)
+    HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
+
     def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="fit-page"):
-            with Horizontal(classes="fit-row"):
-                yield Input(placeholder="path to a .gguf file", id="fit-model")
-                yield Select[str]([], prompt="models found", id="fit-found", allow_blank=True)
-            with Grid(id="fit-fields"):
-                for ident, flag, label in FIELD_FLAGS:
-                    yield Label(f"{label} ({flag})")
-                    yield Input(placeholder="default", id=f"fit-{ident}")
-            with Horizontal(classes="fit-row"):
-                yield Input(
-                    placeholder="more llama-server flags (-ot, --cpu-moe, -nkvo ...)",
-                    id="fit-extra",
-                )
+        with VerticalScroll(id="fit-page", classes="form-page"):
+            with Grid(id="fit-source", classes="form-grid"):
+                yield Label("model", classes="form-label")
+                yield Input(placeholder="path to a .gguf file", id="fit-model", compact=True)
+                yield Label("found", classes="form-label")
                 yield Select[str](
-                    self._device_options(), value=LIVE, id="fit-devices", allow_blank=False
+                    [], prompt="models found", id="fit-found", allow_blank=True, compact=True
                 )
-                yield Button("Launch with these", id="fit-launch", variant="primary")
+            with Grid(id="fit-fields", classes="form-grid"):
+                for ident, flag, label in FIELD_FLAGS:
+                    yield Label(f"{label} ({flag})", classes="form-label")
+                    yield Input(placeholder="default", id=f"fit-{ident}", compact=True)
+            with Grid(id="fit-more", classes="form-grid"):
+                yield Label("more flags", classes="form-label")
+                yield Input(
+                    placeholder="more flags (-ot, --cpu-moe, --rpc HOST:PORT ...)",
+                    id="fit-extra",
+                    compact=True,
+                )
+                yield Label("GPUs", classes="form-label")
+                with Horizontal(id="fit-target"):
+                    yield Select[str](
+                        self._device_options(),
+                        value=LIVE,
+                        id="fit-devices",
+                        allow_blank=False,
+                        compact=True,
+                    )
+                    yield Button("Launch with these", id="fit-launch", compact=True)
             yield Static("", id="fit-verdict")
             yield Static("", id="fit-bars")
             yield DataTable(id="fit-quants", cursor_type="row")
@@ -177,6 +202,9 @@ class FitScreen(ViewScreen):
 
     def show_view(self) -> None:
         self.show_fit()
+
+    def on_resize(self) -> None:
+        self.show_fit()  # the bars' length follows the width
 
     # -- the form ------------------------------------------------------------------------
     def request(self) -> FitRequest:
@@ -283,7 +311,8 @@ class FitScreen(ViewScreen):
         if outcome is None or not self.is_mounted:
             return
         self.query_one("#fit-verdict", Static).update(render_verdict(outcome))
-        self.query_one("#fit-bars", Static).update(render_devices(outcome))
+        bars = self.query_one("#fit-bars", Static)
+        bars.update(render_devices(outcome, bar_width(bars.size.width or self.size.width)))
         table = self.query_one("#fit-quants", DataTable)
         rows = []
         for q in outcome.quants:

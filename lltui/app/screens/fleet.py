@@ -20,18 +20,19 @@ from lltui.core.monitor.models import RigInfo
 from lltui.core.units import GIB, fmt_duration
 
 # key, heading, width (fixed, so a cell that changes never reflows the table; the host
-# column is as wide as the longest name, up to HOST_MAX)
-COLUMNS: tuple[tuple[str, str, int], ...] = (
+# column is as wide as the longest name, up to HOST_MAX; the note, last, as wide as its text,
+# so an up host's empty note does not push the table past the screen)
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("host", "Host", 0),
     ("status", "State", 12),
-    ("gpus", "GPUs", 10),
-    ("vram", "VRAM GiB", 13),
+    ("gpus", "GPUs", 4),
+    ("vram", "VRAM GiB", 11),
     ("power", "Power", 7),
-    ("util", "Util", 5),
-    ("hottest", "Hottest", 12),
+    ("util", "Util", 4),
+    ("hottest", "Hottest", 10),
     ("llama", "llama", 5),
-    ("age", "Age", 6),
-    ("error", "Note", 60),
+    ("age", "Age", 5),
+    ("error", "Note", None),
 )
 HOST_MAX = 32
 STATUS_TEXT = {"up": "● up", "stale": "◐ stale", "down": "✖ down", "connecting": "… connecting"}
@@ -91,7 +92,7 @@ class FleetScreen(ViewScreen):
         names = [h.label for h in fleet.hosts] if fleet is not None else []
         host_width = min(HOST_MAX, max([4, *map(len, names)]))
         for key, label, width in COLUMNS:
-            table.add_column(label, key=key, width=width or host_width)
+            table.add_column(label, key=key, width=host_width if width == 0 else width)
         variables = self.app.get_css_variables()
         self._styles = {
             state: f"{'bold ' if bold else ''}{variables.get(name, '')}".strip()

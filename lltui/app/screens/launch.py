@@ -7,15 +7,15 @@ import shlex
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Container, Grid, Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
-from textual.widgets import Button, DataTable, Input, Log, Static
+from textual.widgets import Button, DataTable, Input, Label, Log, Static
 
 from lltui.app.background import off_thread_reported
 from lltui.app.launch_state import DEFAULT_HOSTPORT, FormFlags, LaunchState, preview_command
 from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
-from lltui.app.screens.base import ViewScreen
+from lltui.app.screens.base import FORM_BREAKPOINTS, ViewScreen
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
 from lltui.core.units import compact_indexes, spark
@@ -70,6 +70,12 @@ def render_rates(st: LaunchState, width: int) -> str:
         lines.append(f"{label:<11}{last}  [$spark]{spark(values, spark_w, 0.0, hi or 1.0)}[/]")
     if not st.jpt and st.jpt_note:
         lines.append(f"[$text-muted]J/token: {escape(st.jpt_note)}[/]")
+    if st.predicted_decode_tps is not None and st.predicted_prefill_tps is not None:
+        # fit's prediction for this command, to hold the measured rates against
+        lines.append(
+            f"[$text-muted]predicted: generation ~{st.predicted_decode_tps:.0f} tok/s, "
+            f"prompt ~{st.predicted_prefill_tps:.0f} tok/s[/]"
+        )
     if st.tokens_total is not None:
         lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
     return "\n".join(lines)
@@ -95,24 +101,34 @@ def render_balance(model: RigModel, pid: int | None) -> str:
 
 
 class LaunchScreen(ViewScreen):
+    CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
+    # the form lays out its fields by the terminal's width (classes on the screen, forms.tcss)
+    HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
+
     def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="launch-page"):
-            with Horizontal(classes="launch-row"):
-                yield Input(placeholder="model.gguf", id="launch-model")
-                yield Input(value=DEFAULT_HOSTPORT, id="launch-hostport")
-            yield Input(
-                placeholder="llama-server flags: -c 8192 -ngl all -sm layer -ts 3,1 -np 2",
-                id="launch-flags",
-            )
-            with Horizontal(classes="launch-row"):
-                yield Button("Start", id="launch-start", variant="success")
-                yield Button("Stop", id="launch-stop", variant="error")
-                yield Button("Restart", id="launch-restart")
-                yield Input(placeholder="or follow a running server: URL", id="launch-url")
-                yield Button("Follow", id="launch-follow")
+        with VerticalScroll(id="launch-page", classes="form-page"):
+            with Grid(id="launch-form", classes="form-grid"):
+                yield Label("model", classes="form-label")
+                yield Input(placeholder="model.gguf", id="launch-model", compact=True)
+                yield Label("listen", classes="form-label")
+                yield Input(value=DEFAULT_HOSTPORT, id="launch-hostport", compact=True)
+                yield Label("flags", classes="form-label")
+                yield Input(
+                    placeholder="llama-server flags: -c 8192 -ngl all -sm layer -ts 3,1 -np 2",
+                    id="launch-flags",
+                    compact=True,
+                )
+            with Horizontal(id="launch-actions"):
+                yield Button("Start", id="launch-start", variant="success", compact=True)
+                yield Button("Stop", id="launch-stop", variant="error", compact=True)
+                yield Button("Restart", id="launch-restart", compact=True)
+                yield Input(
+                    placeholder="or follow a running server: URL", id="launch-url", compact=True
+                )
+                yield Button("Follow", id="launch-follow", compact=True)
             yield Static("", id="launch-argv")
             yield Static("[$text-muted]no server[/]", id="launch-server")
-            with Horizontal(id="launch-middle"):
+            with Container(id="launch-middle"):
                 yield DataTable(id="launch-placement", cursor_type="none")
                 with Vertical(id="launch-side"):
                     yield Static("", id="launch-rates")

@@ -79,6 +79,8 @@ def render_findings(findings: tuple[Finding, ...]) -> str:
 
 
 class NcclScreen(ViewScreen):
+    CSS_PATH = "nccl.tcss"  # read when the view is first shown, not at startup
+
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="nccl-page"):
             yield Static("[$text-muted]looking for libnccl…[/]", id="nccl-library")

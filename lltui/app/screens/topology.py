@@ -101,6 +101,8 @@ def render_advice(advice: tuple[Advice, ...]) -> str:
 
 
 class TopologyScreen(ViewScreen):
+    CSS_PATH = "topology.tcss"  # read when the view is first shown, not at startup
+
     """Reads the topology once, in its own worker, and shows it."""
 
     def __init__(self) -> None:

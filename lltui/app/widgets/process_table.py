@@ -31,13 +31,14 @@ from lltui.core.units import MIB, compact_indexes, fmt_bytes
 from lltui.sources.signals import check_signal
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("pid", "PID", 8),
-    ("user", "USER", 10),
-    ("gpu", "GPU", 7),
-    ("gpu_mem", "GPU MEM", 10),
-    ("sm", "SM%", 5),
-    ("cpu", "CPU%", 6),
-    ("rss", "RSS", 9),
+    # as narrow as their widest value and sorted header, so 80 columns need no side scroll
+    ("pid", "PID", 7),
+    ("user", "USER", 8),
+    ("gpu", "GPU", 6),
+    ("gpu_mem", "GPU MEM", 9),
+    ("sm", "SM%", 4),
+    ("cpu", "CPU%", 5),
+    ("rss", "RSS", 8),
     ("command", "COMMAND", None),
 )
 LABELS = {key: label for key, label, _w in COLUMNS}
@@ -66,10 +67,15 @@ class ProcessRow:
     command: str
 
     def cells(self, command_width: int = 200) -> tuple[str, ...]:
-        mem = "-" if self.gpu_mem is None else f"{self.gpu_mem / MIB:.0f} MiB"
+        if self.gpu_mem is None:
+            mem = "-"
+        elif self.gpu_mem < 10_000 * MIB:
+            mem = f"{self.gpu_mem / MIB:.0f} MiB"
+        else:  # a server across GPUs: "320.8 GiB" fits the column where "328508 MiB" did not
+            mem = fmt_bytes(self.gpu_mem, precision=1)
         return (
             str(self.pid),
-            escape(self.user[:10]),
+            escape(self.user[:8]),
             compact_indexes(self.gpus),
             mem,
             "-" if self.sm is None else f"{self.sm:.0f}",
@@ -203,7 +209,7 @@ class ProcessTable(DataTable[str]):
     def _command_width(self) -> int:
         # what is left of the table's width after the fixed columns (each has 2 cells padding)
         fixed = sum((w or 0) + 2 for _k, _l, w in COLUMNS if w is not None)
-        return max(16, self.size.width - fixed - 3)
+        return max(12, self.size.width - fixed - 3)
 
     @property
     def filter_text(self) -> str:

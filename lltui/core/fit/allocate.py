@@ -80,7 +80,7 @@ def estimate_once(
         buffers.extend((n, "KV", b) for n, b in cache.buffers)
     buffers.extend((n, "RS", b) for n, b in rs_buffers(hp, r, st, devs, ldev).items())
     compute = compute_buffers(hp, r, st, devs, ldev, placements, pp)
-    buffers.extend((n, "compute", b) for n, b in compute.items())
+    buffers.extend((n, "compute", b) for n, b in compute.sizes.items())
 
     per = _per_owner(buffers, devs)
     dev_layers: dict[str, list[int]] = {}
@@ -103,6 +103,7 @@ def estimate_once(
         fits=all(e.fits is not False for e in estimates),
         max_ctx=None,
         warnings=_warnings(hp, r, st),
+        compute_exact=compute.exact,
     )
 
 

@@ -1,8 +1,9 @@
-"""Compute buffers: the one calibrated approximation of the estimator (the rest is exact)."""
+"""Compute buffers: planned from llama.cpp's graph where it is modelled, else the one
+calibrated approximation of the estimator (the rest is exact)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lltui.core.fit.common import (
@@ -15,6 +16,7 @@ from lltui.core.fit.common import (
     backend_of,
     pad,
 )
+from lltui.core.fit.compute_graph import planned_compute_buffers
 from lltui.core.fit.context import Resolved
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.hparams import Hparams
@@ -83,6 +85,16 @@ def _attn_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
     return 4 * T * attn
 
 
+@dataclass(frozen=True, slots=True)
+class ComputeBuffers:
+    """Compute buffer bytes per backend; ``exact`` when planned from llama.cpp's graph on
+    backends whose rules are verified (:mod:`.compute_graph`), False when the calibrated
+    formula below sized them or CUDA's planning is not verified."""
+
+    sizes: Mapping[str, int]
+    exact: bool
+
+
 def compute_buffers(
     hp: Hparams,
     r: Resolved,
@@ -91,8 +103,28 @@ def compute_buffers(
     layer_dev: Sequence[int],
     placements: Sequence[TensorPlacement],
     pipeline_parallel: bool,
+) -> ComputeBuffers:
+    """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes
+    them: from the modelled graph where it covers the model and layout, else the formula."""
+    planned = planned_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel)
+    if planned is not None:
+        return ComputeBuffers(planned.sizes, planned.exact)
+    return ComputeBuffers(
+        formula_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel),
+        False,
+    )
+
+
+def formula_compute_buffers(
+    hp: Hparams,
+    r: Resolved,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+    placements: Sequence[TensorPlacement],
+    pipeline_parallel: bool,
 ) -> dict[str, int]:
-    """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes them."""
+    """The calibrated approximation, per backend."""
     g = _Graph(hp, r, st, pipeline_parallel)
     op_offload = bool(
         devices and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH and devices[0].kind == "cuda"
@@ -111,7 +143,7 @@ def compute_buffers(
         ]
         if cpu_weights:
             name = devices[0].name
-            out[name] = out.get(name, 0) + pad(max(cpu_weights), CUDA_ALIGNMENT)
+            out[name] = _with_offload_copy(g, out.get(name), pad(max(cpu_weights), CUDA_ALIGNMENT))
     host_name = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
     out[host_name] = _cpu_buffer(g, layer_dev, placements, op_offload)
     return out
@@ -177,6 +209,18 @@ def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]
     if dev.kind == "cuda" and g.r.flash_attn and ls:
         size += _cuda_fa_staging(hp, g.r, g.full_kv or g.swa_kv)
     return pad(size, CUDA_ALIGNMENT if backend_of(dev) == "cuda" else CPU_ALIGNMENT)
+
+
+def _with_offload_copy(g: _Graph, base: int | None, copy: int) -> int:
+    """The first GPU's buffer under op offload (as ggml's scheduler does it): each copied
+    weight is a split input freed after its matmul, so it sits in memory the attention
+    freed, beside the FFN's activations, not on top of the attention peak; with no layers
+    of its own (-ngl 0) the offloaded ops' activations are there as well."""
+    io, n_kv = g.inputs_for(range(g.hp.n_layer))
+    if base is None:
+        base = io + g.ET + g.peak(range(g.hp.n_layer), n_kv)
+    ffn_live = 4 * g.T * (2 * g.hp.n_embd + 3 * max(g.sh.F, g.sh.F_moe))
+    return pad(max(base, io + ffn_live + copy), CUDA_ALIGNMENT)
 
 
 def _cpu_buffer(

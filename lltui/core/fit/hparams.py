@@ -89,6 +89,22 @@ class Hparams:
     n_embd_s: int
     has_memory: bool = True
     causal: bool = True  # {arch}.attention.causal (llama.cpp's default: true)
+    # MoE routing (the compute graph's shape): gating function (llama.cpp's enum: 1 softmax,
+    # 2 sigmoid; 0 unset), weight scale and normalisation, shared experts, expert groups
+    expert_gating: int = 0
+    expert_weights_scale: float = 0.0
+    expert_weights_norm: bool = False
+    n_expert_shared: int = 0
+    n_expert_groups: int = 0
+    n_group_used: int = 0
+    n_ff_shexp: int = 0  # the shared expert's width where the file says it (qwen2moe)
+    attn_temp_scale: float = 0.0  # mistral3's attention temperature scaling (an input per token)
+    # MLA (deepseek2): the low-rank sizes and the full head sizes K/V decompress to; rope dims
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    head_k_mla: int = 0
+    head_v_mla: int = 0
+    n_rot: int = 0
 
     @property
     def swa_any(self) -> bool:
@@ -201,7 +217,24 @@ def read_hparams(model: GgufModel) -> Hparams:
         n_embd_s=n_embd_s,
         has_memory=arch not in _NO_MEMORY,
         causal=md.get(key("attention.causal")) is not False,
+        expert_gating=meta_int(md.get(key("expert_gating_func"))) or 0,
+        expert_weights_scale=_meta_float(md.get(key("expert_weights_scale"))),
+        expert_weights_norm=bool(meta_int(md.get(key("expert_weights_norm"))) or 0),
+        n_expert_shared=meta_int(md.get(key("expert_shared_count"))) or 0,
+        n_expert_groups=meta_int(md.get(key("expert_group_count"))) or 0,
+        n_group_used=meta_int(md.get(key("expert_group_used_count"))) or 0,
+        n_ff_shexp=meta_int(md.get(key("expert_shared_feed_forward_length"))) or 0,
+        attn_temp_scale=_meta_float(md.get(key("attention.temperature_scale"))),
+        kv_lora_rank=meta_int(md.get(key("attention.kv_lora_rank"))) or 0,
+        q_lora_rank=meta_int(md.get(key("attention.q_lora_rank"))) or 0,
+        head_k_mla=meta_int(md.get(key("attention.key_length_mla"))) or 0,
+        head_v_mla=meta_int(md.get(key("attention.value_length_mla"))) or 0,
+        n_rot=meta_int(md.get(key("rope.dimension_count"))) or 0,
     )
+
+
+def _meta_float(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
 
 _Key = Callable[[str], str]

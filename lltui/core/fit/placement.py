@@ -60,6 +60,7 @@ class TensorPlacement:
     alloc_bytes: int
     layer: int | None  # None: input; n_layer_all: output; else the block
     duplicate: bool = False  # a second copy (tied output, per-device rope tables)
+    type_id: int = 0  # the ggml type (a GPU computing on a host weight copies it)
 
 
 def _n_dims(dims: Sequence[int]) -> int:
@@ -226,6 +227,7 @@ class _Placed:
                 placer.alloc(b, t),
                 layer,
                 duplicate,
+                t.type,
             )
         )
         if b.kind == PLAIN and placer.mmap:

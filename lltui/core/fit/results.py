@@ -226,6 +226,7 @@ class FitResult:
     max_ctx: int | None
     suggestions: tuple[Suggestion, ...] = ()
     warnings: tuple[str, ...] = ()
+    compute_exact: bool = False  # compute buffers planned from llama.cpp's graph, not the formula
     speed: SpeedEstimate | None = None  # predicted tokens/s of this placement
     parts: tuple[PartEstimate, ...] = ()  # draft, mmproj, lora: already in the totals
 

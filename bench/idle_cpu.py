@@ -1,0 +1,196 @@
+"""Idle CPU of the monitor: lltui's against nvitop's, both on the FAKE pynvml (tests/fake_pynvml.py)
+with 8 and 16 GPUs, refreshing every second, each in a pseudo-terminal of the same size.
+
+    .venv/bin/python bench/idle_cpu.py [--seconds 20] [--warmup 4] [--gpus 8 16] [--size 120x40]
+
+nvitop is the baseline: installed with pip into a virtual environment of this bench (under
+$XDG_CACHE_HOME/lltui-bench, or --nvitop-python PYTHON to use one at hand). Each tool runs
+alone, one after the other, in a new pty; after a warm-up the CPU time of its process (user +
+system, all threads, from /proc/PID/stat) is read over --seconds and printed as % of one
+core, with lltui/nvitop as the ratio (goal <= 0.5). The bytes each writes to its terminal per
+second are printed too: over SSH they are the other half of an idle monitor's cost.
+
+Both see the same fake driver: nvitop's NVML layer takes it as a binding without ctypes
+internals (its startup warns the binding is "corrupted"; it then calls the functions as is),
+and answers for the few per-tick queries the fake lacks come from add_peer_symbols.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+
+# runs a module with the fake as `pynvml` (the first argument names the module)
+# the GPUs' readings move a little every second, as an idle GPU's do (power, temperature,
+# clocks), so neither tool can skip a redraw because nothing changed
+LAUNCHER = """
+import os, runpy, sys, threading, time
+sys.path.insert(0, os.environ["FAKE_NVML_TESTS"])
+import fake_pynvml as fp
+fake = fp.FakeNvml(fp.make_gpus(int(os.environ["FAKE_NVML_GPUS"])))
+sys.modules["pynvml"] = fp.add_peer_symbols(fake)
+
+def wander():
+    tick = 0
+    while True:
+        time.sleep(1.0)
+        tick += 1
+        for i, g in enumerate(fake.gpus):
+            step = (tick + i) % 4
+            g.power_mw = 60_000 + 1_500 * step
+            g.temp_c = 40 + step // 2
+            g.util_gpu = step
+            g.sm_clock = 1_400 + 15 * step
+            g.energy_mj = (g.energy_mj or 0) + 60_000
+
+threading.Thread(target=wander, daemon=True).start()
+module = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    cpu_pct: float  # of one core
+    bytes_per_s: float  # written to the terminal
+    alive: bool  # still running at the end (a crash would read as idle)
+
+
+def nvitop_python(cache: Path) -> str:
+    """A Python with nvitop installed, in a virtual environment this bench owns."""
+    venv = cache / "nvitop-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"installing nvitop into {venv} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "nvitop"],
+            check=True,
+        )
+    return str(python)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, all its threads."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def drain(fd: int, until: float) -> int:
+    """Read what the child writes to its terminal until ``until``; how many bytes."""
+    total = 0
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            return total
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the child closed its end
+                return total
+            if not chunk:
+                return total
+            total += len(chunk)
+
+
+def run_in_pty(
+    argv: list[str], env: dict[str, str], size: tuple[int, int], warmup: float, seconds: float
+) -> Measured:
+    cols, rows = size
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def controlling_tty() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    child = subprocess.Popen(
+        argv,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+        preexec_fn=controlling_tty,  # this process runs no threads
+    )
+    os.close(slave)
+    try:
+        drain(master, time.monotonic() + warmup)
+        start_cpu, start = cpu_seconds(child.pid), time.monotonic()
+        written = drain(master, start + seconds)
+        alive = child.poll() is None
+        cpu = cpu_seconds(child.pid) - start_cpu if alive else float("nan")
+        elapsed = time.monotonic() - start
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGTERM)
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        os.close(master)
+    return Measured(100.0 * cpu / elapsed, written / elapsed, alive)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--warmup", type=float, default=4.0)
+    parser.add_argument("--gpus", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--size", default="120x40")
+    parser.add_argument("--nvitop-python", default=None)
+    args = parser.parse_args()
+    cols, rows = (int(v) for v in args.size.lower().split("x"))
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lltui-bench"
+    cache.mkdir(parents=True, exist_ok=True)
+    launcher = cache / "fake_nvml_launcher.py"
+    launcher.write_text(LAUNCHER, encoding="utf-8")
+    peer_python = args.nvitop_python or nvitop_python(cache)
+
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
+    env["FAKE_NVML_TESTS"] = str(TESTS)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["XDG_CONFIG_HOME"] = str(cache / "config")  # no user config or theme
+    tools = {
+        "lltui": [sys.executable, str(launcher), "lltui", "--source", "nvml", "--interval", "1"],
+        "nvitop": [peer_python, str(launcher), "nvitop", "--interval", "1"],
+    }
+    print(
+        f"{args.seconds:.0f} s each after {args.warmup:.0f} s warm-up, {cols}x{rows}, 1 s interval"
+    )
+    for n in args.gpus:
+        env["FAKE_NVML_GPUS"] = str(n)
+        got = {
+            name: run_in_pty(argv, env, (cols, rows), args.warmup, args.seconds)
+            for name, argv in tools.items()
+        }
+        for name, m in got.items():
+            state = "" if m.alive else "  (EXITED: not measured)"
+            print(
+                f"{n:>2} GPUs  {name:<6} CPU {m.cpu_pct:5.1f}% of a core,"
+                f" {m.bytes_per_s / 1024:6.1f} KiB/s to the terminal{state}"
+            )
+        ratio = got["lltui"].cpu_pct / got["nvitop"].cpu_pct
+        print(f"{n:>2} GPUs  ratio lltui/nvitop CPU {ratio:.2f} (goal <= 0.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""The graph planner (ggml-alloc's rules) on small hand-made graphs, and the llama-family
+graph it plans compute buffers from."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from lltui.core.fit import ggml_graph as gg
+from lltui.core.fit.compute_graph import PERIODIC_FROM, plan_every_layer, planned_peak
+from lltui.core.fit.ggml_alloc import BufferType, DynAllocator, plan
+from lltui.core.fit.ggml_graph import F32, Graph
+from lltui.core.fit.ggml_types import GgmlType
+from lltui.core.fit.graph_llama import LayerShape, LlamaShape, Ubatch
+
+CPU = BufferType(alignment=32)
+
+
+# -- the dynamic allocator ------------------------------------------------------------------------
+
+
+def test_sizes_are_aligned_and_the_buffer_grows_at_the_end():
+    a = DynAllocator(alignment=32)
+    assert a.alloc(10) == (0, 0)
+    assert a.alloc(33) == (0, 32)
+    assert a.size() == 32 + 64
+
+
+def test_best_fit_takes_the_smallest_free_block_that_fits():
+    a = DynAllocator(alignment=32)
+    offs = [a.alloc(n)[1] for n in (256, 32, 128, 32, 64)]
+    assert offs == [0, 256, 288, 416, 448]
+    a.free(0, 0, 256)  # a 256 hole
+    a.free(0, 288, 128)  # a 128 hole
+    assert a.alloc(96) == (0, 288)  # the 128 hole, not the first (256) one
+    assert a.alloc(200) == (0, 0)
+    assert a.size() == 512  # nothing grew
+
+
+def test_freed_neighbours_merge_into_one_block():
+    a = DynAllocator(alignment=32)
+    for n in (64, 64, 64, 64):
+        a.alloc(n)
+    a.free(0, 0, 64)
+    a.free(0, 128, 64)
+    a.free(0, 64, 64)  # joins both sides: one 192-byte block at 0
+    assert a.alloc(192) == (0, 0)
+    assert a.size() == 256
+
+
+def test_a_block_too_small_everywhere_grows_the_end():
+    a = DynAllocator(alignment=32)
+    a.alloc(64)
+    a.alloc(64)
+    a.free(0, 0, 64)
+    assert a.alloc(96) == (0, 128)
+    assert a.size() == 224
+
+
+def test_max_size_opens_a_new_chunk():
+    a = DynAllocator(alignment=32, max_size=128)
+    a.alloc(96)
+    assert a.alloc(64) == (1, 0)
+    assert a.size() == 96 + 64
+
+
+# -- the graph planner ----------------------------------------------------------------------------
+
+
+def _chain() -> tuple[Graph, gg.Tensor]:
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")  # 1 KiB
+    w = gg.external(F32, (256,))
+    norm = gg.unary("RMS_NORM", x)
+    scaled = gg.unary("MUL", norm, w)  # same layout, norm's only consumer: in place
+    out = gg.mul_mat(gg.external(F32, (256, 512)), scaled)  # 2 KiB
+    g.expand(out)
+    g.set_output(out)
+    return g, out
+
+
+def test_in_place_ops_reuse_their_source():
+    g, _ = _chain()
+    # the norm and its scaling run in the input's memory; only the matmul needs more
+    assert plan(g, [CPU]) == [1024 + 2048]
+
+
+def test_an_op_that_cannot_run_in_place_gets_new_memory():
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")
+    y = gg.cont(x)  # CONT never runs in place
+    z = gg.cont(y)
+    g.expand(z)
+    # x is freed after y, and z fits in x's hole
+    assert plan(g, [CPU]) == [2048]
+
+
+def test_views_take_no_memory_and_keep_their_source_alive():
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")
+    a = gg.cont(x)  # 1 KiB
+    v = gg.view(a, (128,), ())  # a view: no memory, a stays alive while v is used
+    b = gg.cont(gg.new_input(F32, (256,), "y"))  # allocated while a is still alive
+    c = gg.unary("ADD", b, v)
+    g.expand(c)
+    # x, y and a: a outlives x (freed after a) because its view is used at the end;
+    # b takes x's hole, c runs in b's memory
+    assert plan(g, [CPU]) == [3 * 1024]
+
+
+def test_outputs_are_neither_freed_nor_reused():
+    g = Graph()
+    x = gg.new_input(F32, (256,), "x")
+    norm = gg.unary("RMS_NORM", x)
+    g.set_output(norm)
+    scaled = gg.unary("MUL", norm, gg.external(F32, (256,)))
+    g.expand(scaled)
+    # norm runs in x's memory, but as an output it cannot lend it on to scaled
+    assert plan(g, [CPU]) == [2 * 1024]
+    g2 = Graph()
+    g2.expand(scaled)
+    assert plan(g2, [CPU]) == [1024]
+
+
+def test_graph_order_is_depth_first_left_to_right():
+    g = Graph()
+    a = gg.new_input(F32, (4,), "a")
+    b = gg.new_input(F32, (4,), "b")
+    s1 = gg.unary("ADD", a, b)
+    s2 = gg.unary("MUL", b, a)
+    top = gg.unary("ADD", s2, s1)
+    g.expand(top)
+    assert g.leafs == [b, a]
+    assert g.nodes == [s2, s1, top]
+
+
+# -- the llama-family graph ---------------------------------------------------------------------
+
+
+def _shape(n_layer: int, moe: bool, flash: bool, n_stream: int = 1) -> LlamaShape:
+    layer = LayerShape(n_head=8, n_head_kv=2, n_ff=0 if moe else 512, moe=moe)
+    return LlamaShape(
+        n_embd=256,
+        n_vocab=1024,
+        head_k=64,
+        head_v=64,
+        layers=(layer,) * n_layer,
+        n_expert=8 if moe else 0,
+        n_expert_used=2 if moe else 0,
+        n_ff_exp=256,
+        qkv_bias=False,
+        wo_bias=False,
+        qk_norm=True,
+        output_bias=False,
+        flash_attn=flash,
+        type_k=int(GgmlType.F16),
+        type_v=int(GgmlType.F16),
+        kv_size=1024,
+        n_stream=n_stream,
+        kv_unified=n_stream == 1,
+    )
+
+
+@pytest.mark.parametrize("moe", [False, True])
+@pytest.mark.parametrize("flash", [False, True])
+@pytest.mark.parametrize("ub", [Ubatch(512, 1, 1), Ubatch(64, 4, 4), Ubatch(2, 2, 2)])
+def test_the_periodic_shortcut_plans_what_every_layer_would(moe, flash, ub):
+    shape = _shape(PERIODIC_FROM + 7, moe, flash, n_stream=ub.n_seqs if ub.n_seqs > 1 else 1)
+    planned_peak.cache_clear()
+    assert planned_peak(shape, ub) == plan_every_layer(shape, ub)
+
+
+def test_attention_without_flash_attention_holds_the_scores():
+    shape = _shape(2, False, flash=False)
+    ub = Ubatch(512, 1, 1)
+    (with_fa,) = plan_every_layer(replace(shape, flash_attn=True), ub)
+    (without,) = plan_every_layer(shape, ub)
+    # the F32 KQ scores of one layer: 8 heads x 1024 cells x 512 tokens
+    assert without - with_fa >= 8 * 1024 * 512 * 4
+
+
+# -- CUDA's op offload, decided from the scheduler (no GPU needed) -------------------------------
+
+
+def _cuda_compute(path, argv):
+    from lltui.core.fit.devices_spec import DeviceSpec
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.llama.flags import parse_llama_args
+
+    dev = (DeviceSpec("CUDA0", "cuda", 80 << 30, 80 << 30),)
+    res = estimate(read_gguf(path), parse_llama_args(argv), dev, FitOptions(search=False))
+    assert not res.compute_exact  # CUDA is planned, not verified
+    return res.buffer_bytes("CUDA0", "compute"), res
+
+
+@pytest.fixture(scope="module")
+def moe_model(tmp_path_factory):
+    import gguf_factory as gf
+
+    path = tmp_path_factory.mktemp("cuda") / "moe.gguf"
+    gf.write_model(path, gf.qwen3moe_spec(n_expert=16, n_ff_exp=1024), "F16")
+    return path
+
+
+def test_a_copied_host_expert_reuses_memory_the_attention_freed(moe_model):
+    argv = ["-c", "8192", "-fa", "off", "-ub", "512"]
+    on_gpu, _ = _cuda_compute(moe_model, argv)
+    experts_on_host, res = _cuda_compute(moe_model, [*argv, "--cpu-moe"])
+    copy = max(p.alloc_bytes for p in res.placements if "_exps" in p.name)
+    # the copy of one expert tensor lives only while its matmul runs: the buffer holds it,
+    # but not on top of the attention's peak (the KQ scores of this layer are freed by then)
+    assert experts_on_host >= copy
+    assert experts_on_host < on_gpu + copy
+
+
+def test_with_no_layers_offloaded_the_gpu_holds_the_offloaded_activations(moe_model):
+    compute, res = _cuda_compute(moe_model, ["-c", "4096", "-ngl", "0", "-ub", "512"])
+    copy = max(p.alloc_bytes for p in res.placements if p.layer is not None)
+    ffn_rows = 512 * 2 * 1024 * 4  # one expert matmul's output: 512 tokens x 2 experts
+    assert compute >= copy + ffn_rows
+    # under op offload's 32 rows only the Q/K norms go (n_head x 16 rows each), no matmul
+    small, _ = _cuda_compute(moe_model, ["-c", "4096", "-ngl", "0", "-ub", "16"])
+    assert 0 < small < 64 * 1024
+
+
+def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
+    import gguf_factory as gf
+
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.fit.report import result_to_json, result_to_text
+    from lltui.core.llama.flags import parse_llama_args
+
+    covered = tmp_path / "llama.gguf"
+    gf.write_model(covered, gf.llama_spec(), "F16")
+    other = tmp_path / "granite.gguf"
+    gf.write_model(other, gf.llama_spec(arch="granite"), "F16")
+    st = parse_llama_args(["-c", "1024"])
+    exact = estimate(read_gguf(covered), st, (), FitOptions(search=False))
+    approx = estimate(read_gguf(other), st, (), FitOptions(search=False))
+    assert exact.compute_exact and result_to_json(exact)["compute_exact"] is True
+    assert not approx.compute_exact and result_to_json(approx)["compute_exact"] is False
+    assert "approximate" in result_to_text(approx)
+    assert "approximate" not in result_to_text(exact)
+
+
+def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):
+    import gguf_factory as gf
+
+    path = tmp_path / "q4.gguf"
+    gf.write_model(path, gf.llama_spec(n_ff=1024), "Q4_0")
+    argv = ["-c", "2048", "-ngl", "2", "-ub", "512"]
+    pinned, res = _cuda_compute(path, argv)
+    assert not any(p.buffer == "CPU_REPACK" for p in res.placements)
+    # --no-host: the host's layers go to CPU_REPACK, which is not host memory to the GPU's
+    # scheduler, so their matmuls are not offloaded and nothing is copied for them
+    repacked, res = _cuda_compute(path, [*argv, "--no-host"])
+    assert any(p.buffer == "CPU_REPACK" for p in res.placements)
+    assert repacked < pinned
+
+
+@pytest.mark.parametrize("cuda", [(True, True), (False, False)])
+@pytest.mark.parametrize("flash", [False, True])
+def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flash):
+    from lltui.core.fit.compute_graph import Backends, shortened
+    from lltui.core.fit.ggml_graph import HOST
+
+    n = 24  # runs long enough to be cut: 4 on the host, 10 per device, experts moved from 6
+    shape = replace(
+        _shape(n, moe=True, flash=flash),
+        layer_dev=(HOST,) * 4 + (0,) * 10 + (1,) * 10 + (1,),
+        moved=tuple((f"blk.{i}.ffn_up_exps.weight", HOST) for i in range(6, n)),
+    )
+    backends = Backends(cuda, n_copies=1)
+    ub = Ubatch(512, 1, 1)
+    short = shortened(shape, PERIODIC_FROM + 1)
+    longer = shortened(shape, PERIODIC_FROM + 2)
+    assert short is not None and longer is not None
+    full = plan_every_layer(shape, ub, backends)
+    assert plan_every_layer(short, ub, backends) == plan_every_layer(longer, ub, backends) == full
+    planned_peak.cache_clear()
+    assert planned_peak(shape, ub, backends) == full
+
+
+@pytest.mark.parametrize("flash", [False, True])
+def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
+    """gemma3-like: five sliding-window layers, then a full one; runs are cut per kind."""
+    n = 12
+    swa = tuple(il % 6 < 5 for il in range(n))
+    shape = replace(_shape(n, moe=False, flash=flash), gemma3=True, swa=swa, kv_size_swa=512)
+    ub = Ubatch(512, 1, 1)
+    planned_peak.cache_clear()
+    assert planned_peak(shape, ub) == plan_every_layer(shape, ub)
+
+
+def test_shapes_no_graph_could_have_fall_back_to_the_formula(tmp_path):
+    """A MoE file whose expert count is zero (or groups that do not divide the experts)
+    cannot be planned: the estimate still answers, from the formula."""
+    import gguf_factory as gf
+
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.llama.flags import parse_llama_args
+
+    spec = gf.qwen3moe_spec()
+    broken = replace(spec, extra_kv={"qwen3moe.expert_used_count": (0, gf.V.UINT32)})
+    path = tmp_path / "broken.gguf"
+    gf.write_model(path, broken, "F16")
+    res = estimate(read_gguf(path), parse_llama_args(["-c", "512"]), (), FitOptions(search=False))
+    assert not res.compute_exact
+    assert res.buffer_bytes("CPU", "compute") > 0
+
+
+# -- the scheduler on a hand graph ------------------------------------------------------------
+
+
+def test_a_split_copies_its_input_and_frees_the_copy_after_its_last_use():
+    from lltui.core.fit.ggml_graph import HOST
+    from lltui.core.fit.ggml_sched import Backend, schedule
+
+    g = Graph()
+    x = gg.new_input(F32, (256, 4), "x")  # graph inputs live on the CPU: 4 KiB
+    w0 = gg.external(F32, (256, 256), loc=0)  # a weight on device 0
+    w1 = gg.external(F32, (256, 256), loc=0)
+    h = gg.mul_mat(w0, x)  # runs on device 0, reading a copy of x
+    y = gg.mul_mat(w1, h)
+    g.expand(y)
+    dev0, cpu = Backend(0, CPU), Backend(HOST, CPU)
+    sched = schedule(g, [dev0, cpu])
+    assert sched.n_splits == 1
+    assert sched.node_backend == (1, 0, 0, 0)  # the copy's source dependency (CPU), the copy, h, y
+    copy = sched.nodes[1]
+    assert copy.ne == x.ne and sched.srcs[2] == (w0, copy)
+    # device 0: the copy (4 KiB), then h beside it, then y in the copy's place; the CPU: x
+    assert plan(sched, [CPU, CPU]) == [8 * 1024, 4 * 1024]
