@@ -63,9 +63,7 @@ TINY_CONFIGS = [
 ]
 
 REAL_SHAPES = {
-    "llama-8b": gf.llama_spec(
-        n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=3, n_vocab=32000
-    ),
+    "llama-8b": gf.llama_8b_spec(n_layer=3, n_vocab=32000),
     "llama-1b": gf.llama_spec(
         n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, head_dim=64, n_layer=3, n_vocab=32000
     ),
@@ -95,18 +93,7 @@ REAL_SHAPES = {
         n_vocab=32000,
         sliding_window=512,
     ),
-    "qwen3moe-30b-a3b": gf.qwen3moe_spec(
-        n_embd=2048,
-        n_ff=6144,
-        n_expert=128,
-        n_expert_used=8,
-        n_ff_exp=768,
-        n_head=32,
-        n_head_kv=4,
-        head_dim=128,
-        n_layer=2,
-        n_vocab=32000,
-    ),
+    "qwen3moe-30b-a3b": gf.qwen3moe_30b_a3b_spec(n_layer=2, n_vocab=32000),
     "mistral-nemo": gf.llama_spec(
         n_embd=5120, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=2, n_vocab=32000
     ),

@@ -39,21 +39,8 @@ from lltui.core.fit.quant import quant_source, relevant_ftypes  # noqa: E402
 from lltui.sources.llama import build as llama_build  # noqa: E402
 
 MODELS = {
-    "llama-8b": gf.llama_spec(
-        n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=32, n_vocab=128256
-    ),
-    "qwen3moe-30b-a3b": gf.qwen3moe_spec(
-        n_embd=2048,
-        n_ff=6144,
-        n_expert=128,
-        n_expert_used=8,
-        n_ff_exp=768,
-        n_head=32,
-        n_head_kv=4,
-        head_dim=128,
-        n_layer=48,
-        n_vocab=151936,
-    ),
+    "llama-8b": gf.llama_8b_spec(),
+    "qwen3moe-30b-a3b": gf.qwen3moe_30b_a3b_spec(),
 }
 FLAGS = ["-c", "8192", "-np", "1"]
 

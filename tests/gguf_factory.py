@@ -80,6 +80,28 @@ def qwen3moe_spec(**kw: Any) -> ModelSpec:
     return replace(base, **kw)
 
 
+# Real model shapes, for sparse real-size files (benches, speed and search tests); any field
+# may be overridden (fewer layers, another vocabulary, a trained context).
+def llama_8b_spec(**kw: Any) -> ModelSpec:
+    shape = dict(n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=32)
+    return llama_spec(**{**shape, "n_vocab": 128256, **kw})
+
+
+def qwen3moe_30b_a3b_spec(**kw: Any) -> ModelSpec:
+    shape = dict(
+        n_embd=2048,
+        n_ff=6144,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=768,
+        n_head=32,
+        n_head_kv=4,
+        head_dim=128,
+        n_layer=48,
+    )
+    return qwen3moe_spec(**{**shape, "n_vocab": 151936, **kw})
+
+
 def phi3_spec(**kw: Any) -> ModelSpec:
     base = ModelSpec(arch="phi3", n_head=4, n_head_kv=4, fused_qkv=True, fused_up=True)
     return replace(base, **kw)

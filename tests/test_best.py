@@ -13,22 +13,8 @@ from lltui.core.fit.gguf import read_gguf
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.units import GIB
 
-DENSE = gf.llama_spec(
-    n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=32, n_vocab=32000
-)
-MOE = gf.qwen3moe_spec(
-    n_embd=2048,
-    n_ff=6144,
-    n_expert=128,
-    n_expert_used=8,
-    n_ff_exp=768,
-    n_head=32,
-    n_head_kv=4,
-    head_dim=128,
-    n_layer=48,
-    n_vocab=32000,
-    n_ctx_train=32768,
-)
+DENSE = gf.llama_8b_spec(n_vocab=32000)
+MOE = gf.qwen3moe_30b_a3b_spec(n_vocab=32000, n_ctx_train=32768)
 OPTS = FitOptions(host_free_bytes=256 * GIB)
 
 

@@ -33,33 +33,12 @@ FREE_RE = re.compile(r"using device (RPC\d+) \(([^)]+)\).* - (\d+) MiB free")
 MODELS = {
     # dense, ~15 GiB in F16: layers must leave the devices or the context shrink
     "dense": (
-        gf.llama_spec(
-            n_embd=4096,
-            n_ff=14336,
-            n_head=32,
-            n_head_kv=8,
-            head_dim=128,
-            n_layer=32,
-            n_vocab=32000,
-            n_ctx_train=131072,
-        ),
+        gf.llama_8b_spec(n_vocab=32000, n_ctx_train=131072),
         "F16",
     ),
     # MoE, ~16 GiB in Q8_0: experts can leave the devices first
     "moe": (
-        gf.qwen3moe_spec(
-            n_embd=2048,
-            n_ff=6144,
-            n_expert=128,
-            n_expert_used=8,
-            n_ff_exp=768,
-            n_head=32,
-            n_head_kv=4,
-            head_dim=128,
-            n_layer=48,
-            n_vocab=32000,
-            n_ctx_train=40960,
-        ),
+        gf.qwen3moe_30b_a3b_spec(n_vocab=32000, n_ctx_train=40960),
         "Q8_0",
     ),
 }

@@ -18,9 +18,7 @@ from lltui.core.llama.flags import parse_llama_args
 LLAMA7B = gf.llama_spec(
     n_embd=4096, n_ff=11008, n_head=32, n_head_kv=32, head_dim=128, n_layer=32, n_vocab=32000
 )
-LLAMA8B = gf.llama_spec(
-    n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, head_dim=128, n_layer=32, n_vocab=128256
-)
+LLAMA8B = gf.llama_8b_spec()
 LLAMA3B = gf.llama_spec(
     n_embd=3072,
     n_ff=8192,
@@ -38,18 +36,7 @@ SHAPES = {
     "llama 8B Q4_0": (LLAMA8B, "Q4_0"),
     "llama 3B Q4_K_M": (LLAMA3B, "Q4_K"),
 }
-MOE = gf.qwen3moe_spec(
-    n_embd=2048,
-    n_ff=6144,
-    n_expert=128,
-    n_expert_used=8,
-    n_ff_exp=768,
-    n_head=32,
-    n_head_kv=4,
-    head_dim=128,
-    n_layer=48,
-    n_vocab=32000,
-)
+MOE = gf.qwen3moe_30b_a3b_spec(n_vocab=32000)
 
 
 @pytest.fixture(scope="module")
