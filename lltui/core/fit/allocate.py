@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from lltui.core.fit.common import CPU, backend_of
 from lltui.core.fit.compute import compute_buffers
+from lltui.core.fit.compute_graph import ComputeLayout
 from lltui.core.fit.context import Resolved, layer_devices, resolve_context
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.ggml_types import GGML_TYPES, type_from_name
@@ -79,7 +80,7 @@ def estimate_once(
     for cache in kv:
         buffers.extend((n, "KV", b) for n, b in cache.buffers)
     buffers.extend((n, "RS", b) for n, b in rs_buffers(hp, r, st, devs, ldev).items())
-    compute = compute_buffers(hp, r, st, devs, ldev, placements, pp)
+    compute = compute_buffers(ComputeLayout(hp, r, st, devs, ldev, placements, pp))
     buffers.extend((n, "compute", b) for n, b in compute.sizes.items())
 
     per = _per_owner(buffers, devs)

@@ -16,7 +16,7 @@ from lltui.core.fit.common import (
     backend_of,
     pad,
 )
-from lltui.core.fit.compute_graph import planned_compute_buffers
+from lltui.core.fit.compute_graph import ComputeLayout, planned_compute_buffers
 from lltui.core.fit.context import Resolved
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.hparams import Hparams
@@ -95,36 +95,23 @@ class ComputeBuffers:
     exact: bool
 
 
-def compute_buffers(
-    hp: Hparams,
-    r: Resolved,
-    st: LlamaArgs,
-    devices: Sequence[DeviceSpec],
-    layer_dev: Sequence[int],
-    placements: Sequence[TensorPlacement],
-    pipeline_parallel: bool,
-) -> ComputeBuffers:
+def compute_buffers(layout: ComputeLayout) -> ComputeBuffers:
     """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes
     them: from the modelled graph where it covers the model and layout, else the formula."""
-    planned = planned_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel)
+    planned = planned_compute_buffers(layout)
     if planned is not None:
         return ComputeBuffers(planned.sizes, planned.exact)
-    return ComputeBuffers(
-        formula_compute_buffers(hp, r, st, devices, layer_dev, placements, pipeline_parallel),
-        False,
-    )
+    return ComputeBuffers(formula_compute_buffers(layout), False)
 
 
-def formula_compute_buffers(
-    hp: Hparams,
-    r: Resolved,
-    st: LlamaArgs,
-    devices: Sequence[DeviceSpec],
-    layer_dev: Sequence[int],
-    placements: Sequence[TensorPlacement],
-    pipeline_parallel: bool,
-) -> dict[str, int]:
+def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
     """The calibrated approximation, per backend."""
+    hp, r, st, devices = layout.hp, layout.r, layout.st, layout.devices
+    layer_dev, placements, pipeline_parallel = (
+        layout.layer_dev,
+        layout.placements,
+        layout.pipeline_parallel,
+    )
     g = _Graph(hp, r, st, pipeline_parallel)
     op_offload = bool(
         devices and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH and devices[0].kind == "cuda"

@@ -310,6 +310,21 @@ def _cpu_like(dev: DeviceSpec) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class ComputeLayout:
+    """What sizes the compute buffers: the model's hyperparameters and resolved context, the
+    settings, the devices, each layer's device, where every weight went, and whether
+    pipeline parallelism is on."""
+
+    hp: Hparams
+    r: Resolved
+    st: LlamaArgs
+    devices: Sequence[DeviceSpec]
+    layer_dev: Sequence[int]
+    placements: Sequence[TensorPlacement]
+    pipeline_parallel: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Planned:
     """Compute buffer bytes per backend from the graph; ``exact`` where every backend is
     one whose allocation rules are verified against llama.cpp (the CPU backend, locally or
@@ -320,32 +335,22 @@ class Planned:
     exact: bool
 
 
-def planned_compute_buffers(
-    hp: Hparams,
-    r: Resolved,
-    st: LlamaArgs,
-    devices: Sequence[DeviceSpec],
-    layer_dev: Sequence[int],
-    placements: Sequence[TensorPlacement],
-    pipeline_parallel: bool,
-) -> Planned | None:
+def planned_compute_buffers(layout: ComputeLayout) -> Planned | None:
     """Compute buffer per backend from the planned graph; None where not modelled, or where
     the file's shapes do not make a graph llama.cpp could build (the formula answers)."""
     try:
-        return _planned(hp, r, st, devices, layer_dev, placements, pipeline_parallel)
+        return _planned(layout)
     except (ArithmeticError, LookupError, ValueError):
         return None
 
 
-def _planned(
-    hp: Hparams,
-    r: Resolved,
-    st: LlamaArgs,
-    devices: Sequence[DeviceSpec],
-    layer_dev: Sequence[int],
-    placements: Sequence[TensorPlacement],
-    pipeline_parallel: bool,
-) -> Planned | None:
+def _planned(layout: ComputeLayout) -> Planned | None:
+    hp, r, st, devices = layout.hp, layout.r, layout.st, layout.devices
+    layer_dev, placements, pipeline_parallel = (
+        layout.layer_dev,
+        layout.placements,
+        layout.pipeline_parallel,
+    )
     if not graph_covered(hp) or st.embedding or st.split_mode == "tensor":
         return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
