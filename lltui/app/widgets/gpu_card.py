@@ -7,12 +7,18 @@ tick, and a card that is off screen or shows what it already shows is not rebuil
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
+from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
-from textual.geometry import Region
-from textual.widgets import Static
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import Visual, visualize
+from textual.widget import Widget
 
 from lltui.app.host import host_of
 from lltui.app.monitor_layout import CARD_LINES
@@ -28,6 +34,7 @@ COMPACT_NAME_WIDE = 16
 COMPACT_NAME_NARROW = 9
 NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ")
 # one letter per slowdown for the narrowest compact line, a word where there is room
+PLACED_MAX = 4096  # styles at places a card keeps (a few hundred in use)
 THROTTLE_SHORT = {
     "power cap": ("P", "pwr cap"),
     "power brake": ("B", "pwr brake"),
@@ -424,24 +431,41 @@ class CardView:
     lines: int = 1
 
 
-class GpuCard(Static):
+class GpuCard(Widget):
     """A card (or compact line) for one GPU. Rebuilt only when what it shows changed and
     it is on screen; one scrolled out of view is rebuilt when it comes back (``flush``).
     Where it is comes from its place in the scroll area, not from the last frame drawn, so
-    a card scrolled into view a moment ago counts as in view."""
+    a card scrolled into view a moment ago counts as in view.
+
+    It draws line by line (Textual's line API) from strips kept per line: a new view
+    re-renders only the lines whose text changed and repaints only the columns that did,
+    so an idle rig costs a few cells a tick, not every card's every line."""
 
     DEFAULT_CSS = """
     GpuCard { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, uuid: str, **kwargs: object) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self.uuid = uuid
         self._view: CardView | None = None
         self._history: RigHistory | None = None
         self._dirty = False
         self._text: Text | None = None
+        self._lines: list[Text] = []
+        # strips per line, for one base style and width; None: not rendered yet
+        self._strips: list[Strip | None] = []
+        self._strip_key: tuple[VisualStyle, int] | None = None
+        self._span_styles: dict[object, VisualStyle] = {}
+        # the rich style of a span at a place: Textual marks each with its offset
+        self._placed: dict[tuple[object, int, int], Style] = {}
         self.renders = 0  # content builds, for tests and the bench
+
+    def render(self) -> Text:
+        return self._text if self._text is not None else Text()
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines) if self._text is not None else 1
 
     def on_click(self) -> None:
         host_of(self).select_gpu_uuid(self.uuid)
@@ -495,8 +519,117 @@ class GpuCard(Static):
             )
         self.renders += 1
         if text != self._text:
-            lines = 1 if self._text is None else self._text.plain.count("\n") + 1
-            self._text = text
-            # same height: a repaint, no relayout of the screen
-            self.update(text, layout=text.plain.count("\n") + 1 != lines or self.size.height == 0)
+            self._take(text)
         return True
+
+    def _take(self, text: Text) -> None:
+        """Show ``text``: repaint the columns of the lines that changed; a relayout only
+        when the number of lines changed."""
+        lines = list(text.split("\n", allow_blank=True))
+        old = self._lines
+        self._text = text
+        self._lines = lines
+        if len(lines) != len(old) or self.size.height == 0:
+            self._strips = [None] * len(lines)
+            self.refresh(layout=True)
+            return
+        width = self.size.width
+        regions = []
+        for y, (was, now) in enumerate(zip(old, lines, strict=True)):
+            if was == now:
+                continue
+            self._strips[y] = None
+            start, end = _changed_columns(was, now)
+            if end > width or max(len(was), len(now)) > width:
+                start, end = 0, width  # an ellipsis moves with the length
+            if end > start:
+                regions.append(Region(start, y, end - start, 1))
+        if regions:
+            self.refresh(*regions)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.visual_style
+        if self._strip_key != (base, width) or len(self._strips) != len(self._lines):
+            self._strip_key = (base, width)
+            self._strips = [None] * len(self._lines)
+            self._span_styles = {}
+            self._placed = {}
+        if not 0 <= y < len(self._lines):
+            return Strip.blank(width, base.rich_style)
+        strip = self._strips[y]
+        if strip is None:
+            strip = self._strips[y] = self._line_strip(self._lines[y], y, width, base)
+        return strip
+
+    def _line_strip(self, line: Text, y: int, width: int, base: VisualStyle) -> Strip:
+        """One line as Textual would draw it (``Content.to_strip``), built straight from
+        the line's spans; lines this does not cover go through Textual itself."""
+        plain = line.plain
+        spans = sorted(line.spans, key=lambda s: s.start)
+        fast = (
+            not line.style
+            and len(plain) <= width
+            and cell_len(plain) == len(plain)
+            and self.text_selection is None
+            and all(a.end <= b.start for a, b in pairwise(spans))
+            and all(s.start < s.end and not isinstance(s.style, str) for s in spans)
+        )
+        if not fast:
+            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
+            return strips[0] if strips else Strip.blank(0)
+        segments = []
+        pos = 0
+        for span in spans:
+            if span.start > pos:  # unstyled text up to this span
+                segments.append(Segment(plain[pos : span.start], self._placed_style(None, pos, y)))
+            segments.append(
+                Segment(plain[span.start : span.end], self._placed_style(span.style, span.start, y))
+            )
+            pos = span.end
+        if pos < len(plain):
+            segments.append(Segment(plain[pos:], self._placed_style(None, pos, y)))
+        return Strip(segments, len(plain))
+
+    def _placed_style(self, rich: object, x: int, y: int) -> Style:
+        """The rich style of a span (None: no span) at ``x, y``: Textual marks each with
+        its offset; kept, as the same spans come back at the same places tick after tick."""
+        key = (rich, x, y)
+        placed = self._placed.get(key)
+        if placed is None:
+            if len(self._placed) > PLACED_MAX:
+                self._placed.clear()
+            base = self.visual_style
+            placed = self._placed[key] = self._span_style(rich, base).rich_style_with_offset(x, y)
+        return placed
+
+    def _span_style(self, rich: object, base: VisualStyle) -> VisualStyle:
+        """What Textual draws a span of this rich style (None: no span) in, on ``base``."""
+        style = self._span_styles.get(rich)
+        if style is None:
+            own = [] if rich is None else [VisualStyle.from_rich_style(rich, self.app.ansi_theme)]  # type: ignore[arg-type]
+            style = self._span_styles[rich] = base + VisualStyle.combine([base, *own])
+        return style
+
+
+def _changed_columns(old: Text, new: Text) -> tuple[int, int]:
+    """The columns ``[start, end)`` in which two one-line texts of single-width cells
+    differ, in characters or in styles."""
+    a, b = old.plain, new.plain
+    n = min(len(a), len(b))
+    start = 0
+    while start < n and a[start] == b[start]:
+        start += 1
+    if len(a) == len(b):
+        end = len(a)
+        while end > start and a[end - 1] == b[end - 1]:
+            end -= 1
+    else:  # what follows a change of length moves: all of it
+        end = max(len(a), len(b))
+    if old.style != new.style:
+        return 0, max(len(a), len(b))
+    for span in set(old.spans) ^ set(new.spans):
+        if span.end > span.start:
+            start = min(start, span.start)
+            end = max(end, span.end)
+    return start, end
