@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -431,41 +432,154 @@ class CardView:
     lines: int = 1
 
 
-class GpuCard(Widget):
-    """A card (or compact line) for one GPU. Rebuilt only when what it shows changed and
-    it is on screen; one scrolled out of view is rebuilt when it comes back (``flush``).
-    Where it is comes from its place in the scroll area, not from the last frame drawn, so
-    a card scrolled into view a moment ago counts as in view.
-
-    It draws line by line (Textual's line API) from strips kept per line: a new view
-    re-renders only the lines whose text changed and repaints only the columns that did,
-    so an idle rig costs a few cells a tick, not every card's every line."""
+class TextLines(Widget):
+    """Rich ``Text`` drawn line by line (Textual's line API) from strips kept per line:
+    new text re-renders only the lines that changed and repaints only the columns that
+    did, so a live number that moves costs a few cells, not the widget's every line. What
+    it draws is what a ``Static`` with ``text-wrap: nowrap`` would."""
 
     DEFAULT_CSS = """
-    GpuCard { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    TextLines { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def __init__(self, uuid: str, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.uuid = uuid
-        self._view: CardView | None = None
-        self._history: RigHistory | None = None
-        self._dirty = False
-        self._text: Text | None = None
-        self._lines: list[Text] = []
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._text: Text | str | None = None
+        self._lines: list[Text | str] = []
         # strips per line, for one base style and width; None: not rendered yet
         self._strips: list[Strip | None] = []
         self._strip_key: tuple[VisualStyle, int] | None = None
         self._span_styles: dict[object, VisualStyle] = {}
         # the rich style of a span at a place: Textual marks each with its offset
         self._placed: dict[tuple[object, int, int], Style] = {}
-        self.renders = 0  # content builds, for tests and the bench
 
-    def render(self) -> Text:
+    def render(self) -> Text | str:
         return self._text if self._text is not None else Text()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._lines) if self._text is not None else 1
+        return max(1, len(self._lines))
+
+    def update(self, text: Text | str) -> None:
+        """Show ``text`` (a ``str`` is Textual markup), if it differs from what is shown."""
+        if text != self._text:
+            self._take(text)
+
+    def _take(self, text: Text | str) -> None:
+        """Show ``text``: repaint the columns of the lines that changed; a relayout only
+        when the number of lines changed."""
+        lines: list[Text | str] = []
+        lines += text.split("\n") if isinstance(text, str) else text.split("\n", allow_blank=True)
+        old = self._lines
+        self._text = text
+        self._lines = lines
+        if len(lines) != len(old) or self.size.height == 0:
+            self._strips = [None] * len(lines)
+            self.refresh(layout=True)
+            return
+        width = self.size.width
+        regions = []
+        for y, (was, now) in enumerate(zip(old, lines, strict=True)):
+            if was == now:
+                continue
+            self._strips[y] = None
+            if isinstance(was, str) or isinstance(now, str):
+                start, end = 0, width
+            else:
+                start, end = _changed_columns(was, now)
+            if end > width or max(len(was), len(now)) > width:
+                start, end = 0, width  # an ellipsis moves with the length
+            if end > start:
+                regions.append(Region(start, y, end - start, 1))
+        if regions:
+            self.refresh(*regions)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.visual_style
+        if self._strip_key != (base, width) or len(self._strips) != len(self._lines):
+            self._strip_key = (base, width)
+            self._strips = [None] * len(self._lines)
+            self._span_styles = {}
+            self._placed = {}
+        if not 0 <= y < len(self._lines):
+            return Strip.blank(width, base.rich_style)
+        strip = self._strips[y]
+        if strip is None:
+            strip = self._strips[y] = self._line_strip(self._lines[y], y, width, base)
+        return strip
+
+    def _line_strip(self, line: Text | str, y: int, width: int, base: VisualStyle) -> Strip:
+        """One line as Textual would draw it (``Content.to_strip``), built straight from
+        the line's spans; lines this does not cover go through Textual itself."""
+        if isinstance(line, str):
+            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
+            return strips[0] if strips else Strip.blank(0)
+        plain = line.plain
+        spans = sorted(line.spans, key=lambda s: s.start)
+        fast = (
+            not line.style
+            and len(plain) <= width
+            and cell_len(plain) == len(plain)
+            and self.text_selection is None
+            and all(a.end <= b.start for a, b in pairwise(spans))
+            and all(s.start < s.end and not isinstance(s.style, str) for s in spans)
+        )
+        if not fast:
+            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
+            return strips[0] if strips else Strip.blank(0)
+        segments = []
+        pos = 0
+        for span in spans:
+            if span.start > pos:  # unstyled text up to this span
+                segments.append(Segment(plain[pos : span.start], self._placed_style(None, pos, y)))
+            segments.append(
+                Segment(plain[span.start : span.end], self._placed_style(span.style, span.start, y))
+            )
+            pos = span.end
+        if pos < len(plain):
+            segments.append(Segment(plain[pos:], self._placed_style(None, pos, y)))
+        return Strip(segments, len(plain))
+
+    def _placed_style(self, rich: object, x: int, y: int) -> Style:
+        """The rich style of a span (None: no span) at ``x, y``: Textual marks each with
+        its offset; kept, as the same spans come back at the same places tick after tick."""
+        key = (rich, x, y)
+        placed = self._placed.get(key)
+        if placed is None:
+            if len(self._placed) > PLACED_MAX:
+                self._placed.clear()
+            base = self.visual_style
+            placed = self._placed[key] = self._span_style(rich, base).rich_style_with_offset(x, y)
+        return placed
+
+    def _span_style(self, rich: object, base: VisualStyle) -> VisualStyle:
+        """What Textual draws a span of this rich style (None: no span) in, on ``base``."""
+        style = self._span_styles.get(rich)
+        if style is None:
+            own = [] if rich is None else [VisualStyle.from_rich_style(rich, self.app.ansi_theme)]  # type: ignore[arg-type]
+            style = self._span_styles[rich] = base + VisualStyle.combine([base, *own])
+        return style
+
+
+class GpuCard(TextLines):
+    """A card (or compact line) for one GPU. Rebuilt only when what it shows changed and
+    it is on screen; one scrolled out of view is rebuilt when it comes back (``flush``).
+    Where it is comes from its place in the scroll area, not from the last frame drawn, so
+    a card scrolled into view a moment ago counts as in view.
+
+    A new view repaints only the columns that changed (:class:`TextLines`)."""
+
+    DEFAULT_CSS = """
+    GpuCard { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, uuid: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.uuid = uuid
+        self._view: CardView | None = None
+        self._history: RigHistory | None = None
+        self._dirty = False
+        self.renders = 0  # content builds, for tests and the bench
 
     def on_click(self) -> None:
         host_of(self).select_gpu_uuid(self.uuid)
@@ -518,98 +632,8 @@ class GpuCard(Widget):
                 selected=view.selected,
             )
         self.renders += 1
-        if text != self._text:
-            self._take(text)
+        self.update(text)
         return True
-
-    def _take(self, text: Text) -> None:
-        """Show ``text``: repaint the columns of the lines that changed; a relayout only
-        when the number of lines changed."""
-        lines = list(text.split("\n", allow_blank=True))
-        old = self._lines
-        self._text = text
-        self._lines = lines
-        if len(lines) != len(old) or self.size.height == 0:
-            self._strips = [None] * len(lines)
-            self.refresh(layout=True)
-            return
-        width = self.size.width
-        regions = []
-        for y, (was, now) in enumerate(zip(old, lines, strict=True)):
-            if was == now:
-                continue
-            self._strips[y] = None
-            start, end = _changed_columns(was, now)
-            if end > width or max(len(was), len(now)) > width:
-                start, end = 0, width  # an ellipsis moves with the length
-            if end > start:
-                regions.append(Region(start, y, end - start, 1))
-        if regions:
-            self.refresh(*regions)
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        base = self.visual_style
-        if self._strip_key != (base, width) or len(self._strips) != len(self._lines):
-            self._strip_key = (base, width)
-            self._strips = [None] * len(self._lines)
-            self._span_styles = {}
-            self._placed = {}
-        if not 0 <= y < len(self._lines):
-            return Strip.blank(width, base.rich_style)
-        strip = self._strips[y]
-        if strip is None:
-            strip = self._strips[y] = self._line_strip(self._lines[y], y, width, base)
-        return strip
-
-    def _line_strip(self, line: Text, y: int, width: int, base: VisualStyle) -> Strip:
-        """One line as Textual would draw it (``Content.to_strip``), built straight from
-        the line's spans; lines this does not cover go through Textual itself."""
-        plain = line.plain
-        spans = sorted(line.spans, key=lambda s: s.start)
-        fast = (
-            not line.style
-            and len(plain) <= width
-            and cell_len(plain) == len(plain)
-            and self.text_selection is None
-            and all(a.end <= b.start for a, b in pairwise(spans))
-            and all(s.start < s.end and not isinstance(s.style, str) for s in spans)
-        )
-        if not fast:
-            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
-            return strips[0] if strips else Strip.blank(0)
-        segments = []
-        pos = 0
-        for span in spans:
-            if span.start > pos:  # unstyled text up to this span
-                segments.append(Segment(plain[pos : span.start], self._placed_style(None, pos, y)))
-            segments.append(
-                Segment(plain[span.start : span.end], self._placed_style(span.style, span.start, y))
-            )
-            pos = span.end
-        if pos < len(plain):
-            segments.append(Segment(plain[pos:], self._placed_style(None, pos, y)))
-        return Strip(segments, len(plain))
-
-    def _placed_style(self, rich: object, x: int, y: int) -> Style:
-        """The rich style of a span (None: no span) at ``x, y``: Textual marks each with
-        its offset; kept, as the same spans come back at the same places tick after tick."""
-        key = (rich, x, y)
-        placed = self._placed.get(key)
-        if placed is None:
-            if len(self._placed) > PLACED_MAX:
-                self._placed.clear()
-            base = self.visual_style
-            placed = self._placed[key] = self._span_style(rich, base).rich_style_with_offset(x, y)
-        return placed
-
-    def _span_style(self, rich: object, base: VisualStyle) -> VisualStyle:
-        """What Textual draws a span of this rich style (None: no span) in, on ``base``."""
-        style = self._span_styles.get(rich)
-        if style is None:
-            own = [] if rich is None else [VisualStyle.from_rich_style(rich, self.app.ansi_theme)]  # type: ignore[arg-type]
-            style = self._span_styles[rich] = base + VisualStyle.combine([base, *own])
-        return style
 
 
 def _changed_columns(old: Text, new: Text) -> tuple[int, int]:
