@@ -482,8 +482,8 @@ class TextLines(Widget):
             if was == now:
                 continue
             self._strips[y] = None
-            if isinstance(was, str) or isinstance(now, str):
-                start, end = 0, width
+            if isinstance(was, str) or isinstance(now, str) or _wide(was) or _wide(now):
+                start, end = 0, width  # markup, or cells that are not one per character
             else:
                 start, end = _changed_columns(was, now)
             if end > width or max(len(was), len(now)) > width:
@@ -494,6 +494,9 @@ class TextLines(Widget):
             self.refresh(*regions)
 
     def render_line(self, y: int) -> Strip:
+        # what Widget.render_line would re-render from; these lines are kept here instead,
+        # so the regions marked by refresh(region) are only dropped, not gathered forever
+        self._dirty_regions.clear()
         width = self.size.width
         base = self.visual_style
         if self._strip_key != (base, width) or len(self._strips) != len(self._lines):
@@ -634,6 +637,12 @@ class GpuCard(TextLines):
         self.renders += 1
         self.update(text)
         return True
+
+
+def _wide(text: Text) -> bool:
+    """Whether a line has characters that take other than one cell."""
+    plain = text.plain
+    return not plain.isascii() and cell_len(plain) != len(plain)
 
 
 def _changed_columns(old: Text, new: Text) -> tuple[int, int]:
