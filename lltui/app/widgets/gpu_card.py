@@ -145,7 +145,7 @@ def _throttle(g: GpuSample) -> tuple[str, ...]:
 
 
 # -- the card --------------------------------------------------------------------------------
-def render_card(
+def card_lines(
     g: GpuSample,
     history: RigHistory,
     styles: CardStyles,
@@ -154,8 +154,9 @@ def render_card(
     window_s: float,
     graphs: bool,
     selected: bool = False,
-) -> Text:
-    """One card, ``width`` cells wide, :data:`CARD_LINES` lines (plus three of graphs)."""
+) -> list[Text]:
+    """The lines of one card, ``width`` cells wide, :data:`CARD_LINES` of them (plus three
+    of graphs)."""
     width = max(width, 40)
     lines = [_card_title(g, selected, styles)]
     if g.lost:
@@ -179,6 +180,23 @@ def render_card(
     lines += [Text() for _ in range(CARD_LINES - len(lines))]
     if graphs and not g.lost:
         lines += _graph_lines(g, history, width, window_s, styles)
+    return lines
+
+
+def render_card(
+    g: GpuSample,
+    history: RigHistory,
+    styles: CardStyles,
+    *,
+    width: int,
+    window_s: float,
+    graphs: bool,
+    selected: bool = False,
+) -> Text:
+    """One card, ``width`` cells wide, :data:`CARD_LINES` lines (plus three of graphs)."""
+    lines = card_lines(
+        g, history, styles, width=width, window_s=window_s, graphs=graphs, selected=selected
+    )
     return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
 
 
@@ -317,7 +335,7 @@ def compact_name_width(names: list[str], width: int) -> int:
     return max((len(short_name(n, cap)) for n in names), default=0)
 
 
-def render_compact(
+def compact_lines(
     g: GpuSample,
     styles: CardStyles,
     *,
@@ -326,8 +344,8 @@ def render_compact(
     name_width: int = COMPACT_NAME_WIDE,
     index_width: int = 2,
     lines: int = 1,
-) -> Text:
-    """One line for one GPU in ``width`` cells: index, name, VRAM bar and numbers,
+) -> list[Text]:
+    """The line (or two) of one GPU in ``width`` cells: index, name, VRAM bar and numbers,
     utilisation, power, temperature and a throttle flag. Below :data:`COMPACT_WIDE` cells
     the labels go and the numbers shrink, so 16 GPUs fit two to a line in 80 columns.
     ``lines`` 2 adds clocks, PCIe and NVLink traffic, fan and P-state below."""
@@ -341,9 +359,10 @@ def render_compact(
         text.append("LOST", styles.error_bold)
         text.append(f" {g.error or 'the GPU fell off the bus'}")
         if lines > 1:  # the same height as the others, so the rows below stay put
-            text.append("\n" + " " * (len(index) + 1))
-            text.append("other GPUs keep updating", styles.muted)
-        return text
+            below = Text(" " * (len(index) + 1), no_wrap=True)
+            below.append("other GPUs keep updating", styles.muted)
+            return [text, below]
+        return [text]
     total = info.memory_total
     used = g.memory_used
     frac = used / total if used is not None and total else None
@@ -378,9 +397,34 @@ def render_compact(
         text.append(flag, styles.hot_bold)
     if lines > 1:
         indent = len(index) + 1
-        text.append("\n" + " " * indent)
-        text.append_text(_compact_second_line(g, styles, wide, width - indent))
-    return text
+        below = Text(" " * indent, no_wrap=True)
+        below.append_text(_compact_second_line(g, styles, wide, width - indent))
+        return [text, below]
+    return [text]
+
+
+def render_compact(
+    g: GpuSample,
+    styles: CardStyles,
+    *,
+    width: int,
+    selected: bool,
+    name_width: int = COMPACT_NAME_WIDE,
+    index_width: int = 2,
+    lines: int = 1,
+) -> Text:
+    """One line for one GPU (or two, ``lines``), as :func:`compact_lines` makes them."""
+    return Text("\n", no_wrap=True).join(
+        compact_lines(
+            g,
+            styles,
+            width=width,
+            selected=selected,
+            name_width=name_width,
+            index_width=index_width,
+            lines=lines,
+        )
+    )
 
 
 def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: int) -> Text:
@@ -454,23 +498,34 @@ class TextLines(Widget):
         self._placed: dict[tuple[object, int, int], Style] = {}
 
     def render(self) -> Text | str:
-        return self._text if self._text is not None else Text()
+        if self._text is None:  # given as lines: joined only when asked
+            self._text = Text("\n", no_wrap=True).join(
+                line if isinstance(line, Text) else Text(line) for line in self._lines
+            )
+        return self._text
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, len(self._lines))
 
     def update(self, text: Text | str) -> None:
         """Show ``text`` (a ``str`` is Textual markup), if it differs from what is shown."""
-        if text != self._text:
-            self._take(text)
-
-    def _take(self, text: Text | str) -> None:
-        """Show ``text``: repaint the columns of the lines that changed; a relayout only
-        when the number of lines changed."""
+        if self._text is not None and text == self._text:
+            return
         lines: list[Text | str] = []
         lines += text.split("\n") if isinstance(text, str) else text.split("\n", allow_blank=True)
-        old = self._lines
+        self._take(lines)
         self._text = text
+
+    def update_lines(self, lines: list[Text]) -> None:
+        """Show these lines, if they differ from what is shown."""
+        if lines != self._lines:
+            self._take(list(lines))
+
+    def _take(self, lines: list[Text | str]) -> None:
+        """Show ``lines``: repaint the columns of the lines that changed; a relayout only
+        when the number of lines changed."""
+        old = self._lines
+        self._text = None
         self._lines = lines
         if len(lines) != len(old) or self.size.height == 0:
             self._strips = [None] * len(lines)
@@ -615,7 +670,7 @@ class GpuCard(TextLines):
         self._dirty = False
         g = view.sample
         if view.compact:
-            text = render_compact(
+            lines = compact_lines(
                 g,
                 view.styles,
                 width=view.width,
@@ -625,7 +680,7 @@ class GpuCard(TextLines):
                 lines=view.lines,
             )
         else:
-            text = render_card(
+            lines = card_lines(
                 g,
                 self._history,
                 view.styles,
@@ -635,7 +690,7 @@ class GpuCard(TextLines):
                 selected=view.selected,
             )
         self.renders += 1
-        self.update(text)
+        self.update_lines(lines)
         return True
 
 
