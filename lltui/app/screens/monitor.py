@@ -6,13 +6,18 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.geometry import Region
-from textual.widgets import Static
 
 from lltui.app.model import RigModel
 from lltui.app.monitor_layout import PROCESS_RESERVE, MonitorLayout, plan_layout
 from lltui.app.screens.base import LltuiScreen
 from lltui.app.widgets.footer import LltuiFooter
-from lltui.app.widgets.gpu_card import CardStyles, CardView, GpuCard, compact_name_width
+from lltui.app.widgets.gpu_card import (
+    CardStyles,
+    CardView,
+    GpuCard,
+    TextLines,
+    compact_name_width,
+)
 from lltui.app.widgets.process_table import ProcessPane, ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.core.monitor.balance import imbalances
@@ -80,7 +85,7 @@ class MonitorScreen(LltuiScreen):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status", history=True)
         yield Banner(id="banner")
-        yield Static("", id="rig")
+        yield TextLines(id="rig")
         with VerticalScroll(id="cards-scroll"):
             yield Grid(id="cards")
         yield ProcessPane(id="processes")
@@ -92,8 +97,6 @@ class MonitorScreen(LltuiScreen):
         self._layout: MonitorLayout | None = None
         self._styles: CardStyles | None = None
         self._name_width: tuple[tuple[str, ...], int, int] = ((), 0, 0)
-        self._rig_lines = -1
-        self._rig_text: Text | None = None
         self._selected_uuid: str | None = None
         self._reserve = PROCESS_RESERVE
         self._ready = False
@@ -192,7 +195,9 @@ class MonitorScreen(LltuiScreen):
         show_header(self, model, self.lltui.busy_for())
         sample = model.latest
         if sample is None:
-            self.query_one("#rig", Static).update("[$text-muted]waiting for the first sample…[/]")
+            self.query_one("#rig", TextLines).update(
+                "[$text-muted]waiting for the first sample…[/]"
+            )
             return
         with self.app.batch_update():
             self._show_rig(render_rig_line(sample, model, self._card_styles(), self.size.width))
@@ -204,13 +209,8 @@ class MonitorScreen(LltuiScreen):
         self.call_after_refresh(self._check_reserve)
 
     def _show_rig(self, text: Text) -> None:
-        if text == self._rig_text:
-            return
-        lines = text.plain.count("\n")
-        # same number of lines: repaint only, no relayout of the whole screen
-        self.query_one("#rig", Static).update(text, layout=lines != self._rig_lines)
-        self._rig_lines = lines
-        self._rig_text = text
+        # the columns that changed are repainted; a relayout only when the lines do
+        self.query_one("#rig", TextLines).update(text)
 
     def _show_cards(self, model: RigModel, sample: RigSample, layout: MonitorLayout) -> None:
         grid = self.query_one("#cards", Grid)

@@ -7,12 +7,19 @@ tick, and a card that is off screen or shows what it already shows is not rebuil
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
 
+from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
-from textual.geometry import Region
-from textual.widgets import Static
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import Visual, visualize
+from textual.widget import Widget
 
 from lltui.app.host import host_of
 from lltui.app.monitor_layout import CARD_LINES
@@ -28,6 +35,7 @@ COMPACT_NAME_WIDE = 16
 COMPACT_NAME_NARROW = 9
 NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ")
 # one letter per slowdown for the narrowest compact line, a word where there is room
+PLACED_MAX = 4096  # styles at places a card keeps (a few hundred in use)
 THROTTLE_SHORT = {
     "power cap": ("P", "pwr cap"),
     "power brake": ("B", "pwr brake"),
@@ -137,7 +145,7 @@ def _throttle(g: GpuSample) -> tuple[str, ...]:
 
 
 # -- the card --------------------------------------------------------------------------------
-def render_card(
+def card_lines(
     g: GpuSample,
     history: RigHistory,
     styles: CardStyles,
@@ -146,8 +154,9 @@ def render_card(
     window_s: float,
     graphs: bool,
     selected: bool = False,
-) -> Text:
-    """One card, ``width`` cells wide, :data:`CARD_LINES` lines (plus three of graphs)."""
+) -> list[Text]:
+    """The lines of one card, ``width`` cells wide, :data:`CARD_LINES` of them (plus three
+    of graphs)."""
     width = max(width, 40)
     lines = [_card_title(g, selected, styles)]
     if g.lost:
@@ -171,6 +180,23 @@ def render_card(
     lines += [Text() for _ in range(CARD_LINES - len(lines))]
     if graphs and not g.lost:
         lines += _graph_lines(g, history, width, window_s, styles)
+    return lines
+
+
+def render_card(
+    g: GpuSample,
+    history: RigHistory,
+    styles: CardStyles,
+    *,
+    width: int,
+    window_s: float,
+    graphs: bool,
+    selected: bool = False,
+) -> Text:
+    """One card, ``width`` cells wide, :data:`CARD_LINES` lines (plus three of graphs)."""
+    lines = card_lines(
+        g, history, styles, width=width, window_s=window_s, graphs=graphs, selected=selected
+    )
     return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
 
 
@@ -309,7 +335,7 @@ def compact_name_width(names: list[str], width: int) -> int:
     return max((len(short_name(n, cap)) for n in names), default=0)
 
 
-def render_compact(
+def compact_lines(
     g: GpuSample,
     styles: CardStyles,
     *,
@@ -318,8 +344,8 @@ def render_compact(
     name_width: int = COMPACT_NAME_WIDE,
     index_width: int = 2,
     lines: int = 1,
-) -> Text:
-    """One line for one GPU in ``width`` cells: index, name, VRAM bar and numbers,
+) -> list[Text]:
+    """The line (or two) of one GPU in ``width`` cells: index, name, VRAM bar and numbers,
     utilisation, power, temperature and a throttle flag. Below :data:`COMPACT_WIDE` cells
     the labels go and the numbers shrink, so 16 GPUs fit two to a line in 80 columns.
     ``lines`` 2 adds clocks, PCIe and NVLink traffic, fan and P-state below."""
@@ -333,9 +359,10 @@ def render_compact(
         text.append("LOST", styles.error_bold)
         text.append(f" {g.error or 'the GPU fell off the bus'}")
         if lines > 1:  # the same height as the others, so the rows below stay put
-            text.append("\n" + " " * (len(index) + 1))
-            text.append("other GPUs keep updating", styles.muted)
-        return text
+            below = Text(" " * (len(index) + 1), no_wrap=True)
+            below.append("other GPUs keep updating", styles.muted)
+            return [text, below]
+        return [text]
     total = info.memory_total
     used = g.memory_used
     frac = used / total if used is not None and total else None
@@ -370,9 +397,34 @@ def render_compact(
         text.append(flag, styles.hot_bold)
     if lines > 1:
         indent = len(index) + 1
-        text.append("\n" + " " * indent)
-        text.append_text(_compact_second_line(g, styles, wide, width - indent))
-    return text
+        below = Text(" " * indent, no_wrap=True)
+        below.append_text(_compact_second_line(g, styles, wide, width - indent))
+        return [text, below]
+    return [text]
+
+
+def render_compact(
+    g: GpuSample,
+    styles: CardStyles,
+    *,
+    width: int,
+    selected: bool,
+    name_width: int = COMPACT_NAME_WIDE,
+    index_width: int = 2,
+    lines: int = 1,
+) -> Text:
+    """One line for one GPU (or two, ``lines``), as :func:`compact_lines` makes them."""
+    return Text("\n", no_wrap=True).join(
+        compact_lines(
+            g,
+            styles,
+            width=width,
+            selected=selected,
+            name_width=name_width,
+            index_width=index_width,
+            lines=lines,
+        )
+    )
 
 
 def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: int) -> Text:
@@ -424,23 +476,167 @@ class CardView:
     lines: int = 1
 
 
-class GpuCard(Static):
+class TextLines(Widget):
+    """Rich ``Text`` drawn line by line (Textual's line API) from strips kept per line:
+    new text re-renders only the lines that changed and repaints only the columns that
+    did, so a live number that moves costs a few cells, not the widget's every line. What
+    it draws is what a ``Static`` with ``text-wrap: nowrap`` would."""
+
+    DEFAULT_CSS = """
+    TextLines { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._text: Text | str | None = None
+        self._lines: list[Text | str] = []
+        # strips per line, for one base style and width; None: not rendered yet
+        self._strips: list[Strip | None] = []
+        self._strip_key: tuple[VisualStyle, int] | None = None
+        self._span_styles: dict[object, VisualStyle] = {}
+        # the rich style of a span at a place: Textual marks each with its offset
+        self._placed: dict[tuple[object, int, int], Style] = {}
+
+    def render(self) -> Text | str:
+        if self._text is None:  # given as lines: joined only when asked
+            self._text = Text("\n", no_wrap=True).join(
+                line if isinstance(line, Text) else Text(line) for line in self._lines
+            )
+        return self._text
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self._lines))
+
+    def update(self, text: Text | str) -> None:
+        """Show ``text`` (a ``str`` is Textual markup), if it differs from what is shown."""
+        if self._text is not None and text == self._text:
+            return
+        lines: list[Text | str] = []
+        lines += text.split("\n") if isinstance(text, str) else text.split("\n", allow_blank=True)
+        self._take(lines)
+        self._text = text
+
+    def update_lines(self, lines: list[Text]) -> None:
+        """Show these lines, if they differ from what is shown."""
+        if lines != self._lines:
+            self._take(list(lines))
+
+    def _take(self, lines: list[Text | str]) -> None:
+        """Show ``lines``: repaint the columns of the lines that changed; a relayout only
+        when the number of lines changed."""
+        old = self._lines
+        self._text = None
+        self._lines = lines
+        if len(lines) != len(old) or self.size.height == 0:
+            self._strips = [None] * len(lines)
+            self.refresh(layout=True)
+            return
+        width = self.size.width
+        regions = []
+        for y, (was, now) in enumerate(zip(old, lines, strict=True)):
+            if was == now:
+                continue
+            self._strips[y] = None
+            if isinstance(was, str) or isinstance(now, str) or _wide(was) or _wide(now):
+                start, end = 0, width  # markup, or cells that are not one per character
+            else:
+                start, end = _changed_columns(was, now)
+            if end > width or max(len(was), len(now)) > width:
+                start, end = 0, width  # an ellipsis moves with the length
+            if end > start:
+                regions.append(Region(start, y, end - start, 1))
+        if regions:
+            self.refresh(*regions)
+
+    def render_line(self, y: int) -> Strip:
+        # what Widget.render_line would re-render from; these lines are kept here instead,
+        # so the regions marked by refresh(region) are only dropped, not gathered forever
+        self._dirty_regions.clear()
+        width = self.size.width
+        base = self.visual_style
+        if self._strip_key != (base, width) or len(self._strips) != len(self._lines):
+            self._strip_key = (base, width)
+            self._strips = [None] * len(self._lines)
+            self._span_styles = {}
+            self._placed = {}
+        if not 0 <= y < len(self._lines):
+            return Strip.blank(width, base.rich_style)
+        strip = self._strips[y]
+        if strip is None:
+            strip = self._strips[y] = self._line_strip(self._lines[y], y, width, base)
+        return strip
+
+    def _line_strip(self, line: Text | str, y: int, width: int, base: VisualStyle) -> Strip:
+        """One line as Textual would draw it (``Content.to_strip``), built straight from
+        the line's spans; lines this does not cover go through Textual itself."""
+        if isinstance(line, str):
+            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
+            return strips[0] if strips else Strip.blank(0)
+        plain = line.plain
+        spans = sorted(line.spans, key=lambda s: s.start)
+        fast = (
+            not line.style
+            and len(plain) <= width
+            and cell_len(plain) == len(plain)
+            and self.text_selection is None
+            and all(a.end <= b.start for a, b in pairwise(spans))
+            and all(s.start < s.end and not isinstance(s.style, str) for s in spans)
+        )
+        if not fast:
+            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
+            return strips[0] if strips else Strip.blank(0)
+        segments = []
+        pos = 0
+        for span in spans:
+            if span.start > pos:  # unstyled text up to this span
+                segments.append(Segment(plain[pos : span.start], self._placed_style(None, pos, y)))
+            segments.append(
+                Segment(plain[span.start : span.end], self._placed_style(span.style, span.start, y))
+            )
+            pos = span.end
+        if pos < len(plain):
+            segments.append(Segment(plain[pos:], self._placed_style(None, pos, y)))
+        return Strip(segments, len(plain))
+
+    def _placed_style(self, rich: object, x: int, y: int) -> Style:
+        """The rich style of a span (None: no span) at ``x, y``: Textual marks each with
+        its offset; kept, as the same spans come back at the same places tick after tick."""
+        key = (rich, x, y)
+        placed = self._placed.get(key)
+        if placed is None:
+            if len(self._placed) > PLACED_MAX:
+                self._placed.clear()
+            base = self.visual_style
+            placed = self._placed[key] = self._span_style(rich, base).rich_style_with_offset(x, y)
+        return placed
+
+    def _span_style(self, rich: object, base: VisualStyle) -> VisualStyle:
+        """What Textual draws a span of this rich style (None: no span) in, on ``base``."""
+        style = self._span_styles.get(rich)
+        if style is None:
+            own = [] if rich is None else [VisualStyle.from_rich_style(rich, self.app.ansi_theme)]  # type: ignore[arg-type]
+            style = self._span_styles[rich] = base + VisualStyle.combine([base, *own])
+        return style
+
+
+class GpuCard(TextLines):
     """A card (or compact line) for one GPU. Rebuilt only when what it shows changed and
     it is on screen; one scrolled out of view is rebuilt when it comes back (``flush``).
     Where it is comes from its place in the scroll area, not from the last frame drawn, so
-    a card scrolled into view a moment ago counts as in view."""
+    a card scrolled into view a moment ago counts as in view.
+
+    A new view repaints only the columns that changed (:class:`TextLines`)."""
 
     DEFAULT_CSS = """
     GpuCard { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def __init__(self, uuid: str, **kwargs: object) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, uuid: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.uuid = uuid
         self._view: CardView | None = None
         self._history: RigHistory | None = None
         self._dirty = False
-        self._text: Text | None = None
         self.renders = 0  # content builds, for tests and the bench
 
     def on_click(self) -> None:
@@ -474,7 +670,7 @@ class GpuCard(Static):
         self._dirty = False
         g = view.sample
         if view.compact:
-            text = render_compact(
+            lines = compact_lines(
                 g,
                 view.styles,
                 width=view.width,
@@ -484,7 +680,7 @@ class GpuCard(Static):
                 lines=view.lines,
             )
         else:
-            text = render_card(
+            lines = card_lines(
                 g,
                 self._history,
                 view.styles,
@@ -494,9 +690,34 @@ class GpuCard(Static):
                 selected=view.selected,
             )
         self.renders += 1
-        if text != self._text:
-            lines = 1 if self._text is None else self._text.plain.count("\n") + 1
-            self._text = text
-            # same height: a repaint, no relayout of the screen
-            self.update(text, layout=text.plain.count("\n") + 1 != lines or self.size.height == 0)
+        self.update_lines(lines)
         return True
+
+
+def _wide(text: Text) -> bool:
+    """Whether a line has characters that take other than one cell."""
+    plain = text.plain
+    return not plain.isascii() and cell_len(plain) != len(plain)
+
+
+def _changed_columns(old: Text, new: Text) -> tuple[int, int]:
+    """The columns ``[start, end)`` in which two one-line texts of single-width cells
+    differ, in characters or in styles."""
+    a, b = old.plain, new.plain
+    n = min(len(a), len(b))
+    start = 0
+    while start < n and a[start] == b[start]:
+        start += 1
+    if len(a) == len(b):
+        end = len(a)
+        while end > start and a[end - 1] == b[end - 1]:
+            end -= 1
+    else:  # what follows a change of length moves: all of it
+        end = max(len(a), len(b))
+    if old.style != new.style:
+        return 0, max(len(a), len(b))
+    for span in set(old.spans) ^ set(new.spans):
+        if span.end > span.start:
+            start = min(start, span.start)
+            end = max(end, span.end)
+    return start, end
