@@ -5,20 +5,19 @@ stops."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from launch_proc import launched, read_event
 from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.cli import main
@@ -138,51 +137,13 @@ def wait_no_leftovers(ports: list[int], seconds: float = GONE_WITHIN_S) -> list[
     return leftovers(ports)
 
 
-@contextlib.contextmanager
-def launched(model: Path, env: dict[str, str], *extra: str) -> Iterator[subprocess.Popen[str]]:
-    argv = [sys.executable, "-m", "lltui", "launch", str(model), "--port", str(free_port())]
-    argv += ["-c", "512", "-t", "1", "--json", *extra]
-    proc = subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
-
-def read_event(proc: subprocess.Popen[str], seconds: float = READY_TIMEOUT_S) -> dict:
-    import select
-
-    assert proc.stdout is not None
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            return json.loads(line)
-    err = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
-    raise AssertionError(f"no event from lltui launch in {seconds:.0f} s; stderr: {err}")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_rpc_hosts_over_ssh_serve_llama_server_and_all_stop(env, tiny_model, sig):
     ports = [free_port(), free_port()]
     hosts = ["--rpc-host", f"fleet-a:{ports[0]}", "--rpc-host", f"fleet-b:{ports[1]}"]
     with launched(tiny_model, env, *hosts, "-ngl", "all", "-ts", "1,1") as proc:
-        ready = read_event(proc)
+        ready = read_event(proc, READY_TIMEOUT_S)
         assert ready["event"] == "ready", ready
         server_pid = ready["pid"]
         rpc = ready["argv"][ready["argv"].index("--rpc") + 1].split(",")
@@ -222,7 +183,7 @@ def test_a_host_that_refuses_stops_the_others_and_is_one_line(env, tiny_model):
 def test_sigkill_of_lltui_takes_the_rpc_servers_with_it(env, tiny_model):
     ports = [free_port()]
     with launched(tiny_model, env, "--rpc-host", f"fleet-a:{ports[0]}") as proc:
-        assert read_event(proc)["event"] == "ready"
+        assert read_event(proc, READY_TIMEOUT_S)["event"] == "ready"
         assert leftovers(ports)
         proc.kill()
         proc.wait(timeout=GONE_WITHIN_S)
