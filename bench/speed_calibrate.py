@@ -28,6 +28,8 @@ SCALARS = [
     "MOE_TILE_TOKENS",
     "PCIE_HOP_S",
     "ACT_PASSES",
+    "K_DECODE",
+    "K_MMQ",
 ]
 
 
@@ -57,6 +59,9 @@ def loss(rows) -> float:
 
 
 def get(name):
+    if name in ("K_DECODE", "K_MMQ"):
+        _tag, dec, mmq = next(q for q in speed.QUANT_SLOWDOWN if q[0] == "_k")
+        return dec if name == "K_DECODE" else mmq
     if isinstance(name, tuple):
         arch, field = name
         return getattr(speed.ARCH_SPEED[arch], field)
@@ -64,6 +69,14 @@ def get(name):
 
 
 def put(name, value):
+    if name in ("K_DECODE", "K_MMQ"):
+        dec, mmq = get("K_DECODE"), get("K_MMQ")
+        dec, mmq = (value, mmq) if name == "K_DECODE" else (dec, value)
+        speed.QUANT_SLOWDOWN = tuple(
+            (t, dec, mmq) if t == "_k" else (t, d, m) for t, d, m in speed.QUANT_SLOWDOWN
+        )
+        speed._quant_factors.cache_clear()
+        return
     if isinstance(name, tuple):
         arch, field = name
         speed.ARCH_SPEED[arch] = replace(speed.ARCH_SPEED[arch], **{field: value})

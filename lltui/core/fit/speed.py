@@ -65,7 +65,7 @@ ARCH_SPEED: dict[tuple[int, int], ArchSpeed] = {
     (6, 1): ArchSpeed(0.6, 0.3, 0.5),
     (7, 0): ArchSpeed(0.59, 0.2, 0.4, mmq_path=False),
     (7, 5): ArchSpeed(0.64, 0.15, 0.4),
-    (8, 0): ArchSpeed(0.47, 0.12, 0.43),
+    (8, 0): ArchSpeed(0.5, 0.12, 0.43),
     (8, 6): ArchSpeed(0.75, 0.25, 0.53),
     (8, 9): ArchSpeed(0.85, 0.27, 0.5),
     (9, 0): ArchSpeed(0.42, 0.07, 0.4),
