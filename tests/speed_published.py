@@ -94,6 +94,10 @@ def _q4_k_m(n_layer: int):
     return pick
 
 
+def _q3_k_s(name: str) -> str:
+    return "Q6_K" if name == "output.weight" else "Q3_K"
+
+
 def _mxfp4(name: str) -> str:
     return "MXFP4" if "_exps" in name else "Q8_0"
 
@@ -111,6 +115,7 @@ class Point:
     fa: int
     split: str
     exception: str = ""
+    ub: int = 0  # -ub when not llama-bench's 512
 
     @property
     def decode(self) -> bool:
@@ -140,6 +145,8 @@ def model_file(directory: Path, model: str, quant: str) -> Path:
     if not path.exists():
         if quant == "Q4_K_M":
             gf.write_sparse(path, spec, "Q4_K", type_of=_q4_k_m(spec.n_layer))
+        elif quant == "Q3_K_S":
+            gf.write_sparse(path, spec, "Q3_K", type_of=_q3_k_s)
         elif quant == "MXFP4":
             gf.write_sparse(path, spec, "Q8_0", type_of=_mxfp4)
         else:
@@ -149,12 +156,14 @@ def model_file(directory: Path, model: str, quant: str) -> Path:
 
 def fit_for(point: Point, directory: Path, cache: dict | None = None):
     """(model, FitResult) of the point's run: its GPUs, -ngl 99, its -fa, llama-bench's -c."""
-    key = (point.model, point.quant, point.gpu, point.n_gpus, point.fa)
+    key = (point.model, point.quant, point.gpu, point.n_gpus, point.fa, point.ub)
     if cache is not None and key in cache:
         return cache[key]
     model = read_gguf(model_file(directory, point.model, point.quant))
     devs = parse_gpus_spec(",".join([point.gpu] * point.n_gpus)).devices
     args = ["-c", "4096", "-ngl", "99", "-fa", "on" if point.fa else "off"]
+    if point.ub:
+        args += ["-ub", str(point.ub), "-b", str(max(2048, point.ub)), "-c", "8192"]
     res = estimate(model, parse_llama_args(args), devs, FitOptions(search=False))
     if cache is not None:
         cache[key] = (model, res)

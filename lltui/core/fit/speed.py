@@ -249,9 +249,10 @@ def _weights(model: GgufModel, result: FitResult, ub: int, parts: dict[str, _Par
 
 
 def _kv_and_attention(
-    result: FitResult, depth: int, ub: int, parts: dict[str, _Part]
+    result: FitResult, depth: int, ub: int, prompt_tokens: int, parts: dict[str, _Part]
 ) -> dict[str, float]:
-    """Add KV reads and attention FLOPs to the parts; the KV bytes a full context adds."""
+    """Add KV reads and attention FLOPs to the parts; the KV bytes a full context adds. A
+    prompt's ubatches attend to the ones before: on average half the prompt deeper."""
     m = result.model
     moe = bool(m.n_expert and m.n_expert_used)
     kv_full: dict[str, float] = {}
@@ -269,11 +270,12 @@ def _kv_and_attention(
             kv_full[dev] = kv_full.get(dev, 0.0) + nbytes * max(0, rest) / cache.cells
     # attention FLOPs per token: QK^T and PV over the cells, per layer
     attn_per_cell = 4.0 * m.n_head * m.head_dim
+    prompt_depth = depth + (-(-prompt_tokens // ub) - 1) * ub / 2
     act = ACT_PASSES * 4.0 * m.n_embd * ub
     for dev in result.layer_devices[: max(1, m.n_layer)]:
         acc = parts.get(dev) or parts.setdefault(dev, _Part())
         acc.decode_flops += attn_per_cell * max(depth, 1)
-        acc.prefill_f16_flops += attn_per_cell * ub * (depth + ub / 2)
+        acc.prefill_f16_flops += attn_per_cell * ub * (prompt_depth + ub / 2)
         acc.prefill_act_bytes += act
         acc.layers += 1
         acc.moe_layers += moe
@@ -355,7 +357,7 @@ def estimate_speed(
     ub = max(1, min(result.resolved.n_ubatch, prompt_tokens))
     parts: dict[str, _Part] = {}
     split_layers = _weights(model, result, ub, parts)
-    kv_full = _kv_and_attention(result, depth, ub, parts)
+    kv_full = _kv_and_attention(result, depth, ub, prompt_tokens, parts)
 
     by_name = {d.name: d for d in result.devices}
     order = [d.name for d in result.devices if d.name in parts] + [
