@@ -9,6 +9,7 @@ for hand-made (and hostile) GGUF files.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -783,8 +784,11 @@ def raw_gguf(
     return body + data
 
 
-def write_sparse(path: Path, spec: ModelSpec, wtype: str = "Q4_0") -> Path:
-    """A GGUF with the real tensor table and a hole for the data: real-size shapes, no disk."""
+def write_sparse(
+    path: Path, spec: ModelSpec, wtype: str = "Q4_0", type_of: Callable[[str], str] | None = None
+) -> Path:
+    """A GGUF with the real tensor table and a hole for the data: real-size shapes, no disk.
+    ``type_of``: the weight type of each matrix by name, for mixes (Q4_K_M), else ``wtype``."""
     q = gguf.GGMLQuantizationType
     w = gguf.GGUFWriter(str(path), spec.arch)
     w.add_name(f"sparse-{spec.arch}")
@@ -819,7 +823,8 @@ def write_sparse(path: Path, spec: ModelSpec, wtype: str = "Q4_0") -> Path:
     w.add_unk_token_id(0)
     data = 0
     for name, dims in tensor_plan(spec):
-        qt = q.F32 if len(dims) == 1 or name.endswith("ffn_gate_inp.weight") else q[wtype]
+        pick = type_of(name) if type_of else wtype
+        qt = q.F32 if len(dims) == 1 or name.endswith("ffn_gate_inp.weight") else q[pick]
         block, size = gguf.GGML_QUANT_SIZES[qt]
         if dims[0] % block:
             qt, block, size = q.F16, 1, 2

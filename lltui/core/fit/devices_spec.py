@@ -54,7 +54,13 @@ class GpuModel:
 
 _M = GpuModel
 # One row per GPU model, Pascal on. Keys are the NVML name normalised (see normalise_model)
-# plus the aliases; "4090", "a100-80gb", "h100" all work.
+# plus the aliases; "4090", "a100-80gb", "h100" all work. Sources: NVIDIA's datasheets and
+# architecture whitepapers (Ada: "NVIDIA Ada GPU Architecture" appendix; Blackwell: "NVIDIA
+# RTX Blackwell GPU Architecture" and the RTX PRO datasheets). Where NVIDIA quotes only
+# sparse "AI TOPS", dense INT8 is half of a sparse FP8/INT8 figure (Ada) or a quarter of a
+# sparse FP4 one (Blackwell), and FP16 half of dense INT8: e.g. RTX 5070, 988 AI TOPS ->
+# 247 INT8, 123.5 FP16; RTX PRO 4000 Blackwell, 1247 -> 312, 156; RTX 4080 SUPER, 836
+# FP8 sparse -> 418, 209.
 GPU_TABLE: tuple[GpuModel, ...] = (
     # Pascal
     _M("Tesla P4", 7680, 192, 5.5, 22, (6, 1), 3, 0, ("p4",)),
@@ -74,6 +80,7 @@ GPU_TABLE: tuple[GpuModel, ...] = (
     _M("NVIDIA GeForce RTX 2080 Ti", 11264, 616, 107.6, 215, (7, 5), 3, 2, ("2080ti",)),
     _M("Quadro RTX 6000", 24576, 672, 130.5, 261, (7, 5), 3, 2, ("6000", "quadro6000")),
     _M("Quadro RTX 8000", 49152, 672, 130.5, 261, (7, 5), 3, 2, ("8000",)),
+    _M("NVIDIA GeForce RTX 2080 SUPER", 8192, 496, 89.2, 178, (7, 5), 3, 2, ("2080super",)),
     # Ampere
     _M("NVIDIA A100-SXM4-40GB", 40960, 1555, 312, 624, (8, 0), 4, 12, ("a10040gb", "a10040g")),
     _M("NVIDIA A100-SXM4-80GB", 81920, 2039, 312, 624, (8, 0), 4, 12, ("a100", "a10080gb")),
@@ -91,6 +98,8 @@ GPU_TABLE: tuple[GpuModel, ...] = (
     _M("NVIDIA RTX A6000", 49140, 768, 154.8, 310, (8, 6), 4, 4, ("a6000",)),
     _M("NVIDIA GeForce RTX 3060", 12288, 360, 51, 102, (8, 6), 4, 0, ("3060",)),
     _M("NVIDIA GeForce RTX 3070", 8192, 448, 81, 163, (8, 6), 4, 0, ("3070",)),
+    _M("NVIDIA GeForce RTX 3060 Ti", 8192, 448, 64.8, 129.6, (8, 6), 4, 0, ("3060ti",)),
+    _M("NVIDIA GeForce RTX 3070 Ti", 8192, 608, 87, 174, (8, 6), 4, 0, ("3070ti",)),
     _M("NVIDIA GeForce RTX 3080", 10240, 760, 119, 238, (8, 6), 4, 0, ("3080",)),
     _M("NVIDIA GeForce RTX 3080 Ti", 12288, 912, 136, 273, (8, 6), 4, 0, ("3080ti",)),
     _M("NVIDIA GeForce RTX 3090", 24576, 936, 142, 284, (8, 6), 4, 4, ("3090",)),
@@ -105,8 +114,12 @@ GPU_TABLE: tuple[GpuModel, ...] = (
     _M("NVIDIA GeForce RTX 4060 Ti", 16380, 288, 88, 177, (8, 9), 4, 0, ("4060ti",), 8),
     _M("NVIDIA GeForce RTX 4070", 12282, 504, 117, 233, (8, 9), 4, 0, ("4070",)),
     _M("NVIDIA GeForce RTX 4070 Ti", 12282, 504, 160, 321, (8, 9), 4, 0, ("4070ti",)),
+    _M("NVIDIA GeForce RTX 4070 SUPER", 12282, 504, 142, 284, (8, 9), 4, 0, ("4070super",)),
+    _M("NVIDIA GeForce RTX 4070 Ti SUPER", 16376, 672, 176, 353, (8, 9), 4, 0, ("4070tisuper",)),
     _M("NVIDIA GeForce RTX 4080", 16376, 717, 195, 390, (8, 9), 4, 0, ("4080",)),
+    _M("NVIDIA GeForce RTX 4080 SUPER", 16376, 736, 209, 418, (8, 9), 4, 0, ("4080super",)),
     _M("NVIDIA GeForce RTX 4090", 24564, 1008, 330, 661, (8, 9), 4, 0, ("4090",)),
+    _M("NVIDIA GeForce RTX 4090 D", 24564, 1008, 294, 588, (8, 9), 4, 0, ("4090d",)),
     # Hopper
     _M("NVIDIA H100 80GB HBM3", 81559, 3350, 989, 1979, (9, 0), 5, 18, ("h100", "h100sxm")),
     _M("NVIDIA H100 PCIe", 81559, 2000, 756, 1513, (9, 0), 5, 0, ("h100pcie",)),
@@ -127,7 +140,20 @@ GPU_TABLE: tuple[GpuModel, ...] = (
         0,
         ("pro6000", "pro6000blackwell", "rtxpro6000"),
     ),
+    _M(
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        97887,
+        1792,
+        439,
+        878,
+        (12, 0),
+        5,
+        0,
+        ("pro6000maxq", "rtxpro6000maxq"),
+    ),
+    _M("NVIDIA RTX PRO 4000 Blackwell", 24467, 672, 156, 312, (12, 0), 5, 0, ("pro4000",)),
     _M("NVIDIA GeForce RTX 5060 Ti", 16311, 448, 95, 190, (12, 0), 5, 0, ("5060ti",), 8),
+    _M("NVIDIA GeForce RTX 5070", 12227, 672, 123.5, 247, (12, 0), 5, 0, ("5070",)),
     _M("NVIDIA GeForce RTX 5070 Ti", 16303, 896, 176, 351, (12, 0), 5, 0, ("5070ti",)),
     _M("NVIDIA GeForce RTX 5080", 16303, 960, 225, 450, (12, 0), 5, 0, ("5080",)),
     _M("NVIDIA GeForce RTX 5090", 32607, 1792, 419, 838, (12, 0), 5, 0, ("5090",)),

@@ -4,26 +4,31 @@ for the whole split, from where :mod:`.placement` put every weight and KV cell.
 Decode (one sequence, batch 1, at a given depth) reads, per token, every weight of the
 layers a device holds (of expert tensors only ``n_expert_used / n_expert``; of the input
 embeddings one row) and the KV cells up to the depth: ``bytes / (bandwidth x efficiency)``
-plus a fixed cost per layer (kernel launches and the synchronisation between them). Layers
-run one device after another (layer split), so the per-device times add, plus a hop on the
-link between devices (PCIe, NVLink, the network to an RPC server, or the host for weights
-kept on the CPU).
+plus a fixed cost per layer (kernel launches and the synchronisation between them; more for
+an MoE layer, which routes, sorts and gathers its experts). Layers run one device after
+another (layer split), so the per-device times add, plus a hop on the link between devices
+(PCIe, NVLink, the network to an RPC server, or the host for weights kept on the CPU).
 
 Prompt processing (``-ub`` tokens at a time) is compute-bound on a GPU: ``2 x active params
 x tokens`` plus attention, against the tensor throughput of the path llama.cpp takes (MMQ on
-INT8 tensor cores for quantized weights, cuBLAS FP16 for F16/BF16) times an efficiency;
-each device also streams its weights once per ubatch, and the larger of the two times
-applies. Weights left on the host are copied to the GPU for each ubatch of 32 tokens or more
-(llama.cpp offloads large batches), so those are link-bound.
+INT8 tensor cores, or DP4A on Pascal, for quantized weights; cuBLAS FP16 for F16/BF16, and
+for quantized weights on Volta, which has FP16 tensor cores but no INT8 ones) times an
+efficiency per architecture. An expert sees only ``ub x used / n_expert`` tokens of a
+ubatch, too few to fill the matrix tiles, so expert matmuls run below the dense rate. Each
+device also streams its weights once per ubatch; the larger of the two times applies. With a
+single ubatch (pp512 at -ub 512) the devices of a layer split take turns: no overlap. Weights
+left on the host are copied to the GPU for each ubatch of 32 tokens or more (llama.cpp
+offloads large batches), so those are link-bound.
 
-The efficiencies are calibrated on published llama-bench numbers (:data:`CALIBRATION`); the
+The efficiencies are fitted to published llama-bench results
+(tests/fixtures/llama_bench_published.json, checked by tests/test_speed_published.py); the
 GPU facts come from the one GPU table, :data:`lltui.core.fit.devices_spec.GPU_TABLE`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING
@@ -39,32 +44,46 @@ if TYPE_CHECKING:
 
 MEMORY, COMPUTE, LINK = "memory", "compute", "link"
 
-# Fraction of the datasheet bandwidth batch-1 decode reaches (llama.cpp's MMVQ kernels),
-# by compute capability. HBM parts reach far less of theirs: one token's matrix-vector
-# products do not keep enough loads in flight to fill HBM (see CALIBRATION).
-DECODE_EFFICIENCY: dict[tuple[int, int], float] = {
-    (6, 0): 0.6,
-    (6, 1): 0.65,
-    (7, 0): 0.55,
-    (7, 5): 0.7,
-    (8, 0): 0.35,
-    (8, 6): 0.75,
-    (8, 9): 0.85,
-    (9, 0): 0.33,
-    (10, 0): 0.3,
-    (12, 0): 0.8,
+
+@dataclass(frozen=True, slots=True)
+class ArchSpeed:
+    """What llama.cpp's CUDA kernels reach on one GPU architecture, as fractions of the
+    table's datasheet numbers."""
+
+    decode: float  # of the memory bandwidth, batch-1 matrix-vector products (MMVQ)
+    mmq: float  # of the INT8 tensor (DP4A) rate, quantized matmuls at -ub 512 (MMQ)
+    f16: float  # of the FP16 tensor rate, cuBLAS GEMM (F16/BF16 weights)
+    mmq_path: bool = True  # False: quantized weights are dequantized to FP16 for cuBLAS
+
+
+# By compute capability. HBM parts reach less of their bandwidth than GDDR ones: one token's
+# matrix-vector products keep too few loads in flight for HBM's latency. Hopper and
+# Blackwell datacenter parts run MMQ's mma.sync tiles, not their wider instructions, hence
+# their low MMQ fractions (no published point; kept conservative).
+ARCH_SPEED: dict[tuple[int, int], ArchSpeed] = {
+    (6, 0): ArchSpeed(0.6, 0.3, 0.5),
+    (6, 1): ArchSpeed(0.6, 0.3, 0.5),
+    (7, 0): ArchSpeed(0.59, 0.2, 0.4, mmq_path=False),
+    (7, 5): ArchSpeed(0.64, 0.15, 0.4),
+    (8, 0): ArchSpeed(0.5, 0.12, 0.43),
+    (8, 6): ArchSpeed(0.75, 0.25, 0.53),
+    (8, 9): ArchSpeed(0.85, 0.27, 0.5),
+    (9, 0): ArchSpeed(0.42, 0.07, 0.4),
+    (10, 0): ArchSpeed(0.42, 0.05, 0.4),
+    (12, 0): ArchSpeed(0.8, 0.25, 0.5),
 }
-DECODE_EFFICIENCY_DEFAULT = 0.6
-# Fraction of the INT8 tensor (or DP4A) rate MMQ reaches at -ub 512; MMQ uses mma.sync
-# tiles, not Hopper's or Blackwell's wider instructions, hence the low datacenter numbers.
-MMQ_EFFICIENCY: dict[tuple[int, int], float] = {
-    (8, 0): 0.12,
-    (9, 0): 0.07,
-    (10, 0): 0.05,
-}
-MMQ_EFFICIENCY_DEFAULT = 0.22
-F16_EFFICIENCY = 0.4  # cuBLAS GEMM on FP16 tensor cores, of the FP16-accumulate rate
-LAYER_OVERHEAD_S = 30e-6  # per layer and token on a GPU: launches, syncs (fit on 6000 Ada)
+ARCH_DEFAULT = ArchSpeed(0.6, 0.22, 0.4)
+# k-quants and i-quants run a little below the simple block types, in decode (their
+# unpacking costs instructions the memory pipe waits on) and in MMQ (more work per tile):
+# (name part, decode factor, prefill factor).
+QUANT_SLOWDOWN = (("iq", 0.85, 0.8), ("_k", 0.9, 0.85))
+LAYER_OVERHEAD_S = 26e-6  # per layer and token on a GPU: launches, syncs
+PREFILL_LAYER_OVERHEAD_S = 95e-6  # per layer and ubatch: more kernels, short GEMM tails
+MOE_LAYER_OVERHEAD_S = 27e-6  # more per MoE layer: routing, top-k, gathers, more launches
+MOE_TILE_TOKENS = 132.0  # tokens per expert at which MMQ tiles are half full (prefill)
+# Prefill's element-wise kernels (norms, RoPE, activations, adds, copies) stream the
+# ubatch's activations: this many f32 vectors of n_embd per token and layer, read or written.
+ACT_PASSES = 12.0
 
 # The host: weights kept on the CPU are read at its memory bandwidth (decode). Not
 # measured here (core has no psutil): a dual-channel DDR5 desktop, as llama.cpp's CPU
@@ -73,9 +92,10 @@ HOST_BANDWIDTH_GBS = 60.0
 HOST_EFFICIENCY = 0.7
 HOST_GFLOPS = 1000.0  # what the CPU backend does for the batches it keeps (< 32 tokens)
 
-# Links: per-hop latency (a copy and a sync) and bandwidth where no better is known.
-PCIE_HOP_S = 15e-6
-NVLINK_HOP_S = 8e-6
+# Links: per-hop latency (a copy and a sync between devices) and bandwidth where no better
+# is known.
+PCIE_HOP_S = 120e-6
+NVLINK_HOP_S = 50e-6
 HOST_HOP_S = 20e-6  # activations to the host and back for layers or experts it runs
 RPC_HOP_S = 500e-6  # a graph computed on an RPC server: round trips over TCP
 RPC_GBS = 1.25  # 10 Gb/s Ethernet
@@ -84,66 +104,6 @@ OFFLOAD_MIN_BATCH = 32  # llama.cpp copies host weights to the GPU for batches t
 ACT_BYTES = 4  # f32 activations cross each hop
 ASSUMED_GPU = "NVIDIA GeForce RTX 3090"  # for a GPU given only by its memory size
 
-# Published llama-bench results the efficiencies were fitted to: (GPU as NVML names it,
-# model, file GiB, test, tokens/s, where). Llama-2-7B Q4_0 is 3.56 GiB, 6.74 B params.
-CALIBRATION: tuple[tuple[str, str, float, str, float, str], ...] = (
-    (
-        "NVIDIA RTX 6000 Ada Generation",
-        "llama 8B Q4_0",
-        4.33,
-        "tg128",
-        168.9,
-        "github.com/ggml-org/llama.cpp/pull/19053",
-    ),
-    (
-        "NVIDIA RTX 6000 Ada Generation",
-        "llama 3B Q4_K_M",
-        1.87,
-        "tg128",
-        315.5,
-        "github.com/ggml-org/llama.cpp/pull/19053",
-    ),
-    (
-        "NVIDIA RTX 6000 Ada Generation",
-        "llama 8B Q4_0",
-        4.33,
-        "pp8096",
-        8008.0,
-        "github.com/ggml-org/llama.cpp/pull/19053",
-    ),
-    (
-        "NVIDIA GeForce RTX 4090",
-        "llama 8B Q4_0",
-        4.33,
-        "pp512",
-        10358.0,
-        "github.com/ggml-org/llama.cpp/pull/7676",
-    ),
-    (
-        "NVIDIA GeForce RTX 4090",
-        "llama 7B F16",
-        12.55,
-        "pp512",
-        11048.0,
-        "github.com/ggml-org/llama.cpp/pull/4766",
-    ),
-    (
-        "NVIDIA GeForce RTX 4090",
-        "llama 7B Q8_0",
-        6.67,
-        "tg128",
-        98.1,
-        "github.com/ggml-org/llama.cpp/pull/4766",
-    ),
-    ("Tesla P40", "llama 7B Q4_0", 3.56, "tg128", 56.8, "github.com/ggml-org/llama.cpp/pull/4766"),
-    ("Tesla P40", "llama 7B Q4_0", 3.56, "pp512", 912.0, "github.com/ggml-org/llama.cpp/pull/4766"),
-    # the CUDA scoreboard (llama.cpp discussion 15013), llama 7B Q4_0 tg128, as ranges
-    ("NVIDIA GeForce RTX 4090", "llama 7B Q4_0", 3.56, "tg128", 170.0, "discussion 15013"),
-    ("NVIDIA GeForce RTX 3090", "llama 7B Q4_0", 3.56, "tg128", 150.0, "discussion 15013"),
-    ("NVIDIA A100-SXM4-80GB", "llama 7B Q4_0", 3.56, "tg128", 160.0, "discussion 15013"),
-    ("NVIDIA H100 80GB HBM3", "llama 7B Q4_0", 3.56, "tg128", 220.0, "discussion 15013"),
-)
-
 
 class _Part:
     """What one device does per token and per ubatch (a scratch total, filled in place)."""
@@ -151,19 +111,27 @@ class _Part:
     __slots__ = (
         "decode_bytes",
         "decode_flops",
+        "decode_read_s_bytes",
         "layers",
+        "moe_layers",
+        "prefill_act_bytes",
         "prefill_bytes",
         "prefill_f16_flops",
         "prefill_int8_flops",
+        "prefill_mmq_flops",
     )
 
     def __init__(self) -> None:
         self.decode_bytes = 0.0
+        self.decode_read_s_bytes = 0.0  # decode bytes over the quant's read factor
         self.decode_flops = 0.0
         self.prefill_bytes = 0.0  # weights streamed once per ubatch
+        self.prefill_act_bytes = 0.0  # activations the element-wise kernels stream
         self.prefill_int8_flops = 0.0
+        self.prefill_mmq_flops = 0.0  # int8 flops over the quant's MMQ factor
         self.prefill_f16_flops = 0.0
         self.layers = 0
+        self.moe_layers = 0
 
 
 @lru_cache(maxsize=16384)  # the same tensors come back for every quant of a model
@@ -181,6 +149,13 @@ def _tensor_facts(
     return n, 1, base | (4 if type_info(type_id).quantized else 0)
 
 
+@lru_cache(maxsize=64)
+def _quant_factors(type_id: int) -> tuple[float, float]:
+    """(decode, MMQ) speed of a weight type relative to the simple block types."""
+    tag = type_info(type_id).name.lower()
+    return next(((d, p) for part, d, p in QUANT_SLOWDOWN if part in tag), (1.0, 1.0))
+
+
 def _gpu(description: str) -> tuple[GpuModel, bool]:
     hit = gpu_specs(description) if description else None
     if hit is not None:
@@ -188,6 +163,10 @@ def _gpu(description: str) -> tuple[GpuModel, bool]:
     fallback = gpu_specs(ASSUMED_GPU)
     assert fallback is not None
     return fallback, True
+
+
+def _arch(g: GpuModel) -> ArchSpeed:
+    return ARCH_SPEED.get(g.cc, ARCH_DEFAULT)
 
 
 def _link(a: GpuModel, b: GpuModel) -> tuple[float, float, str]:
@@ -206,42 +185,27 @@ def _pcie_gbs(g: GpuModel) -> float:
     return PCIE_GBS_PER_LANE.get(g.pcie_gen, PCIE_GBS_PER_LANE[PCIE_DEFAULT[0]]) * g.pcie_width
 
 
-def estimate_speed(
-    model: GgufModel,
-    result: FitResult,
-    *,
-    depth: int = 0,
-    prompt_tokens: int = 512,
-    host_bandwidth_gbs: float = HOST_BANDWIDTH_GBS,
-    backends: Mapping[str, str] | None = None,
-    pcie: Mapping[str, tuple[int | None, int | None]] | None = None,
-) -> SpeedEstimate:
-    """Tokens/s of ``result``'s placement. ``depth``: KV cells already filled when decoding
-    (llama-bench's tg128 is depth 0); ``prompt_tokens``: the prompt pp is timed on (pp512).
-    ``backends``: device name -> "cuda" or "cpu" for RPC servers (default cuda); ``pcie``:
-    device name -> (generation, width) of the link a present GPU reports (else the table's)."""
+def _expert_flop_scale(ub: int, n_expert: int, n_used: int) -> float:
+    """How much slower an expert's prefill matmul runs than a dense one of the ubatch: it
+    sees ``ub x used / n_expert`` tokens, and MMQ's tiles fill as tokens / (tokens + h)."""
+    per_expert = max(1.0, ub * n_used / n_expert)
+    return (ub / (ub + MOE_TILE_TOKENS)) / (per_expert / (per_expert + MOE_TILE_TOKENS))
+
+
+def _weights(model: GgufModel, result: FitResult, ub: int, parts: dict[str, _Part]) -> set[int]:
+    """Add every placed weight to its device's part; the layers split with the host."""
     m = result.model
-    r = result.resolved
-    ub = max(1, min(r.n_ubatch, prompt_tokens))
     tensors = {t.name: t for t in model.tensors}
-    expert_frac = m.n_expert_used / m.n_expert if m.n_expert and m.n_expert_used else 1.0
+    moe = bool(m.n_expert and m.n_expert_used)
+    expert_frac = m.n_expert_used / m.n_expert if moe else 1.0
     # experts touched by a ubatch: 1 - (1 - used/n)^ub of them
-    expert_frac_ub = 1.0 - (1.0 - expert_frac) ** ub if expert_frac < 1.0 else 1.0
-    n_layer = max(1, m.n_layer)
-    parts: dict[str, _Part] = {}
+    expert_frac_ub = 1.0 - (1.0 - expert_frac) ** ub if moe else 1.0
+    expert_scale = _expert_flop_scale(ub, m.n_expert, m.n_expert_used) if moe else 1.0
     layer_dev = result.layer_devices
-    # each layer's home: where its attention runs; hops where its tensors leave it
     split_layers: set[int] = set()
-
-    def part(dev: str) -> _Part:
-        got = parts.get(dev)
-        if got is None:
-            got = parts[dev] = _Part()
-        return got
-
-    # weights summed by (device, kind) first: one pass that only adds
+    # summed by (device, kind, type) first: one pass that only adds
     # kind: 0 input rows, 1 dense matrix, 2 expert stack, 3 vector; +4 when quantized
-    sums: dict[tuple[str, int], list[float]] = {}
+    sums: dict[tuple[str, int, int], list[float]] = {}
     n_layer_dev = len(layer_dev)
     for p in result.placements:
         if p.duplicate:
@@ -257,52 +221,143 @@ def estimate_speed(
             and layer_dev[p.layer] != CPU
         ):
             split_layers.add(p.layer)
-        got = sums.get((p.device, wkind))
+        got = sums.get((p.device, wkind, t.type))
         if got is None:
-            sums[(p.device, wkind)] = [p.nbytes / rows, float(n_el)]
+            sums[(p.device, wkind, t.type)] = [p.nbytes / rows, float(n_el)]
         else:
             got[0] += p.nbytes / rows
             got[1] += n_el
-    for (dev, wkind), (nbytes, elements) in sums.items():
-        acc = part(dev)
+    for (dev, wkind, type_id), (nbytes, elements) in sums.items():
+        acc = parts.get(dev) or parts.setdefault(dev, _Part())
+        dec, mmq = _quant_factors(type_id)
         base = wkind & 3
-        if base == 0:  # input embeddings: one row per token (nbytes already per row)
-            acc.decode_bytes += nbytes
-            continue
         frac = expert_frac if base == 2 else 1.0
-        frac_ub = expert_frac_ub if base == 2 else 1.0
-        flops = 2.0 * elements * frac if base != 3 else 0.0
         acc.decode_bytes += nbytes * frac
-        acc.decode_flops += flops
-        acc.prefill_bytes += nbytes * frac_ub
-        if wkind & 4:
-            acc.prefill_int8_flops += flops * ub
-        else:
-            acc.prefill_f16_flops += flops * ub
-    # KV: cells up to the depth (a sliding window reads at most its own cells)
-    for cache in result.kv:
-        if not cache.cells:
+        acc.decode_read_s_bytes += nbytes * frac / dec
+        if base == 0:  # input embeddings: one row per token (nbytes already per row)
             continue
-        read_cells = min(max(depth, 1), cache.cells)
-        for buf, nbytes in cache.buffers:
-            dev = CPU if buf.startswith("CPU") else buf
-            part(dev).decode_bytes += nbytes * read_cells / cache.cells
-    # attention FLOPs per token: QK^T and PV over the cells, per layer
-    attn_per_cell = 4.0 * m.n_head * m.head_dim
-    for dev in layer_dev[:n_layer]:
-        acc = part(dev)
-        acc.decode_flops += attn_per_cell * max(depth, 1)
-        acc.prefill_f16_flops += attn_per_cell * ub * (depth + ub / 2)
-        acc.layers += 1
+        flops = 2.0 * elements * frac if base != 3 else 0.0
+        acc.decode_flops += flops
+        acc.prefill_bytes += nbytes * (expert_frac_ub if base == 2 else 1.0)
+        ub_flops = flops * ub * (expert_scale if base == 2 else 1.0)
+        if wkind & 4:
+            acc.prefill_int8_flops += ub_flops
+            acc.prefill_mmq_flops += ub_flops / mmq
+        else:
+            acc.prefill_f16_flops += ub_flops
+    return split_layers
 
+
+def _kv_and_attention(
+    result: FitResult, depth: int, ub: int, prompt_tokens: int, parts: dict[str, _Part]
+) -> dict[str, float]:
+    """Add KV reads and attention FLOPs to the parts; the KV bytes a full context adds. A
+    prompt's ubatches attend to the ones before: on average half the prompt deeper."""
+    m = result.model
+    moe = bool(m.n_expert and m.n_expert_used)
     kv_full: dict[str, float] = {}
     for cache in result.kv:
         if not cache.cells:
             continue
-        cells = min(r.n_ctx_seq, cache.cells) - min(max(depth, 1), cache.cells)
+        # cells up to the depth (a sliding window reads at most its own cells)
+        read_cells = min(max(depth, 1), cache.cells)
+        rest = min(result.resolved.n_ctx_seq, cache.cells) - read_cells
         for buf, nbytes in cache.buffers:
             dev = CPU if buf.startswith("CPU") else buf
-            kv_full[dev] = kv_full.get(dev, 0.0) + nbytes * max(0, cells) / cache.cells
+            acc = parts.get(dev) or parts.setdefault(dev, _Part())
+            acc.decode_bytes += nbytes * read_cells / cache.cells
+            acc.decode_read_s_bytes += nbytes * read_cells / cache.cells
+            kv_full[dev] = kv_full.get(dev, 0.0) + nbytes * max(0, rest) / cache.cells
+    # attention FLOPs per token: QK^T and PV over the cells, per layer
+    attn_per_cell = 4.0 * m.n_head * m.head_dim
+    prompt_depth = depth + (-(-prompt_tokens // ub) - 1) * ub / 2
+    act = ACT_PASSES * 4.0 * m.n_embd * ub
+    for dev in result.layer_devices[: max(1, m.n_layer)]:
+        acc = parts.get(dev) or parts.setdefault(dev, _Part())
+        acc.decode_flops += attn_per_cell * max(depth, 1)
+        acc.prefill_f16_flops += attn_per_cell * ub * (prompt_depth + ub / 2)
+        acc.prefill_act_bytes += act
+        acc.layers += 1
+        acc.moe_layers += moe
+    return kv_full
+
+
+def _host_speed(name: str, tot: _Part, host_bandwidth_gbs: float) -> DeviceSpeed:
+    bw = host_bandwidth_gbs * 1e9 * HOST_EFFICIENCY
+    pre_compute = (tot.prefill_int8_flops + tot.prefill_f16_flops) / (HOST_GFLOPS * 1e9)
+    return DeviceSpeed(
+        name,
+        f"host memory, {host_bandwidth_gbs:g} GB/s assumed",
+        tot.decode_bytes / bw * 1e3,
+        pre_compute * 1e3,
+        MEMORY,
+        COMPUTE,
+        int(tot.decode_bytes),
+    )
+
+
+def _prefill_compute_s(g: GpuModel, tot: _Part) -> float:
+    """Seconds of tensor-core work for a ubatch: quantized weights on MMQ (or, on Volta, on
+    cuBLAS after dequantizing), F16/BF16 weights and attention on cuBLAS."""
+    arch = _arch(g)
+    f16 = g.fp16_tflops * 1e12 * arch.f16
+    if not arch.mmq_path:
+        return (tot.prefill_int8_flops + tot.prefill_f16_flops) / f16
+    return tot.prefill_mmq_flops / (g.int8_tops * 1e12 * arch.mmq) + tot.prefill_f16_flops / f16
+
+
+def _gpu_speed(name: str, tot: _Part, g: GpuModel, assumed: bool) -> DeviceSpeed:
+    arch = _arch(g)
+    bw = g.bandwidth_gbs * 1e9 * arch.decode
+    dec_mem = tot.decode_read_s_bytes / bw
+    dec_cmp = tot.decode_flops / (g.fp16_tflops * 1e12 * arch.f16)
+    overhead = tot.layers * LAYER_OVERHEAD_S + tot.moe_layers * MOE_LAYER_OVERHEAD_S
+    dec = max(dec_mem, dec_cmp) + overhead
+    pre_mem = tot.prefill_bytes / bw
+    pre_cmp = _prefill_compute_s(g, tot)
+    pre_fixed = overhead + tot.layers * PREFILL_LAYER_OVERHEAD_S
+    pre = max(pre_mem, pre_cmp) + pre_fixed + tot.prefill_act_bytes / bw
+    return DeviceSpeed(
+        name,
+        g.name,
+        dec * 1e3,
+        pre * 1e3,
+        MEMORY if dec_mem >= dec_cmp else COMPUTE,
+        COMPUTE if pre_cmp >= pre_mem else MEMORY,
+        int(tot.decode_bytes),
+        assumed,
+    )
+
+
+def _offloaded_prefill(host: DeviceSpeed, tot: _Part, g: GpuModel) -> DeviceSpeed:
+    """Host weights in a prompt's ubatch: copied to the GPU over PCIe (ub >= 32)."""
+    copy_s = tot.prefill_bytes / (_pcie_gbs(g) * 1e9)
+    cmp_s = _prefill_compute_s(g, tot)
+    return replace(
+        host,
+        prefill_ms=max(copy_s, cmp_s) * 1e3,
+        prefill_bound=LINK if copy_s >= cmp_s and copy_s > 0 else COMPUTE,
+    )
+
+
+def estimate_speed(
+    model: GgufModel,
+    result: FitResult,
+    *,
+    depth: int = 0,
+    prompt_tokens: int = 512,
+    host_bandwidth_gbs: float = HOST_BANDWIDTH_GBS,
+    backends: Mapping[str, str] | None = None,
+    pcie: Mapping[str, tuple[int | None, int | None]] | None = None,
+) -> SpeedEstimate:
+    """Tokens/s of ``result``'s placement. ``depth``: KV cells already filled when decoding
+    (llama-bench's tg128 is depth 0); ``prompt_tokens``: the prompt pp is timed on (pp512).
+    ``backends``: device name -> "cuda" or "cpu" for RPC servers (default cuda); ``pcie``:
+    device name -> (generation, width) of the link a present GPU reports (else the table's)."""
+    ub = max(1, min(result.resolved.n_ubatch, prompt_tokens))
+    parts: dict[str, _Part] = {}
+    split_layers = _weights(model, result, ub, parts)
+    kv_full = _kv_and_attention(result, depth, ub, prompt_tokens, parts)
 
     by_name = {d.name: d for d in result.devices}
     order = [d.name for d in result.devices if d.name in parts] + [
@@ -312,102 +367,62 @@ def estimate_speed(
     notes: list[str] = []
     gpus: dict[str, GpuModel] = {}
     extra_full_s = 0.0
-    offload_gpu: GpuModel | None = None
     for name in order:
         tot = parts[name]
         est = by_name.get(name)
         kind = est.kind if est else ("cpu" if name == CPU else "cuda")
-        backend = (backends or {}).get(name, "cuda")
-        if kind == "cpu" or (kind == "rpc" and backend == "cpu"):
-            bw = host_bandwidth_gbs * 1e9 * HOST_EFFICIENCY
-            dec = tot.decode_bytes / bw
-            pre_compute = (tot.prefill_int8_flops + tot.prefill_f16_flops) / (HOST_GFLOPS * 1e9)
-            speeds.append(
-                DeviceSpeed(
-                    name,
-                    f"host memory, {host_bandwidth_gbs:g} GB/s assumed",
-                    dec * 1e3,
-                    pre_compute * 1e3,
-                    MEMORY,
-                    COMPUTE,
-                    int(tot.decode_bytes),
-                )
-            )
-            extra_full_s += kv_full.get(name, 0.0) / bw
+        if kind == "cpu" or (kind == "rpc" and (backends or {}).get(name, "cuda") == "cpu"):
+            speeds.append(_host_speed(name, tot, host_bandwidth_gbs))
+            extra_full_s += kv_full.get(name, 0.0) / (host_bandwidth_gbs * 1e9 * HOST_EFFICIENCY)
             continue
         g, assumed = _gpu(est.description if est and kind == "cuda" else "")
         gen, width = (pcie or {}).get(name, (None, None))
         if gen or width:
             g = replace(g, pcie_gen=gen or g.pcie_gen, pcie_width=width or g.pcie_width)
         gpus[name] = g
-        offload_gpu = offload_gpu or g
         if assumed:
             notes.append(f"{name}: GPU model not known; {g.name}'s numbers assumed")
-        bw = g.bandwidth_gbs * 1e9 * DECODE_EFFICIENCY.get(g.cc, DECODE_EFFICIENCY_DEFAULT)
-        mmq = g.int8_tops * 1e12 * MMQ_EFFICIENCY.get(g.cc, MMQ_EFFICIENCY_DEFAULT)
-        f16 = g.fp16_tflops * 1e12 * F16_EFFICIENCY
-        dec_mem = tot.decode_bytes / bw
-        dec_cmp = tot.decode_flops / f16
-        overhead = tot.layers * LAYER_OVERHEAD_S
-        dec = max(dec_mem, dec_cmp) + overhead
-        pre_mem = tot.prefill_bytes / bw
-        pre_cmp = tot.prefill_int8_flops / mmq + tot.prefill_f16_flops / f16
-        pre = max(pre_mem, pre_cmp) + overhead
-        extra_full_s += kv_full.get(name, 0.0) / bw
-        speeds.append(
-            DeviceSpeed(
-                name,
-                g.name,
-                dec * 1e3,
-                pre * 1e3,
-                MEMORY if dec_mem >= dec_cmp else COMPUTE,
-                COMPUTE if pre_cmp >= pre_mem else MEMORY,
-                int(tot.decode_bytes),
-                assumed,
-            )
-        )
+        speeds.append(_gpu_speed(name, tot, g, assumed))
+        extra_full_s += kv_full.get(name, 0.0) / (g.bandwidth_gbs * 1e9 * _arch(g).decode)
 
-    # host weights in a prompt's ubatch: copied to the GPU over PCIe (ub >= 32)
-    host = next((s for s in speeds if s.name == CPU), None)
-    if (
-        host is not None
-        and ub >= OFFLOAD_MIN_BATCH
-        and offload_gpu is not None
-        and parts[CPU].prefill_bytes > 0
-    ):
-        copy_s = parts[CPU].prefill_bytes / (_pcie_gbs(offload_gpu) * 1e9)
-        g = offload_gpu
-        mmq = g.int8_tops * 1e12 * MMQ_EFFICIENCY.get(g.cc, MMQ_EFFICIENCY_DEFAULT)
-        f16 = g.fp16_tflops * 1e12 * F16_EFFICIENCY
-        cmp_s = parts[CPU].prefill_int8_flops / mmq + parts[CPU].prefill_f16_flops / f16
-        pre = max(copy_s, cmp_s)
-        speeds = [
-            DeviceSpeed(
-                s.name,
-                s.description,
-                s.decode_ms,
-                pre * 1e3,
-                s.bound,
-                LINK if copy_s >= cmp_s and copy_s > 0 else COMPUTE,
-                s.decode_bytes,
-            )
-            if s is host
-            else s
-            for s in speeds
-        ]
+    offload_gpu = next(iter(gpus.values()), None)
+    host = parts.get(CPU)
+    if ub >= OFFLOAD_MIN_BATCH and offload_gpu is not None and host and host.prefill_bytes:
+        speeds = [_offloaded_prefill(s, host, offload_gpu) if s.name == CPU else s for s in speeds]
+    link_dec, link_pre = _links(result, ub, gpus, by_name)
+    link_dec += len(split_layers) * 2 * HOST_HOP_S
+    return _total(speeds, link_dec, link_pre, result, depth, ub, prompt_tokens, extra_full_s, notes)
 
-    # hops: between consecutive layer homes, and out to the host and back for split layers
+
+def _links(
+    result: FitResult, ub: int, gpus: Mapping[str, GpuModel], by_name: Mapping[str, object]
+) -> tuple[float, float]:
+    """Seconds per token and per ubatch on the hops between consecutive layer homes."""
     link_dec = link_pre = 0.0
-    homes = [d for d in layer_dev if d]
-    act = ACT_BYTES * max(1, m.n_embd)
+    homes = [d for d in result.layer_devices if d]
+    act = ACT_BYTES * max(1, result.model.n_embd)
     for a, b in pairwise(homes):
         if a == b:
             continue
         lat, gbs = _hop(a, b, gpus, by_name)
         link_dec += lat + act / (gbs * 1e9)
         link_pre += lat + act * ub / (gbs * 1e9)
-    link_dec += len(split_layers) * 2 * HOST_HOP_S
+    return link_dec, link_pre
 
+
+def _total(
+    speeds: list[DeviceSpeed],
+    link_dec: float,
+    link_pre: float,
+    result: FitResult,
+    depth: int,
+    ub: int,
+    prompt_tokens: int,
+    extra_full_s: float,
+    notes: list[str],
+) -> SpeedEstimate:
+    """Devices take turns on a token (and on a ubatch); pipeline parallelism overlaps the
+    ubatches of a long prompt, never those of one ubatch."""
     total_dec_s = sum(s.decode_ms for s in speeds) / 1e3 + link_dec
     per_ub = [s.prefill_ms / 1e3 for s in speeds]
     n_ub = -(-prompt_tokens // ub)
