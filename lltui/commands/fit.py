@@ -36,6 +36,8 @@ read by range requests).
 llama-server flags (its spellings and defaults; other flags are accepted and ignored):
   -c -np -kvu/-no-kvu -ctk -ctv -fa -b -ub -ngl -sm -ts -mg -dev -ot --cpu-moe --n-cpu-moe
   -nkvo --swa-full -lm -nr --no-host --rpc (long forms too)
+  --rpc HOST:PORT servers are asked for their devices' free memory (llama.cpp's RPC
+  protocol, 3 s at most); llama.cpp RPC has no authentication: private networks only
 
 lltui options:
   --gpus SPEC      devices to estimate for instead of the local GPUs: 24GiB,24GiB | T4,T4 |
