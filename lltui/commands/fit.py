@@ -243,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
                     "decode_tps": round(c.decode_tps, 1),
                     "prefill_tps": round(c.prefill_tps, 1),
                     "gives_up": c.gives_up,
+                    "gains": c.gains or None,
                 }
                 for c in best
             ]
@@ -265,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
                     f"decode ~{c.decode_tps:.0f} t/s, prompt ~{c.prefill_tps:.0f} t/s; "
                     f"gives up: {c.gives_up}"
                 )
+                if c.gains:
+                    text += f"\n     gives: {c.gains}"
         print(text)
     return 0
 
