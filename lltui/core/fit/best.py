@@ -11,7 +11,8 @@ not, or fits more context, or runs faster. Each candidate is estimated like any 
 largest context, its speed); only what the estimator says fits is proposed. Goals:
 
 - ``context``: the largest context, then speed;
-- ``speed``: the fastest decode at the context asked for (-c, else -fitc's 4096);
+- ``speed``: the fastest decode at the context asked for (-c, else -fitc's 4096), then
+  the line giving up least;
 - ``gpu-only``: nothing on the CPU, the largest context.
 """
 
@@ -90,6 +91,11 @@ class _Search:
         return self.splits[flags]
 
 
+def check_goal(goal: str) -> None:
+    if goal not in GOALS:
+        raise ValueError(f"--best: expected one of {', '.join(GOALS)}, got {goal!r}")
+
+
 def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
     """The smallest k in [lo, hi] with ok(k), ok monotone; None when even hi fails."""
     if not ok(hi):
@@ -103,7 +109,7 @@ def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
     return lo
 
 
-def _tps_bucket(tps: float) -> int:
+def tps_bucket(tps: float) -> int:
     """Speeds within 2 % of each other rank alike (then the one giving up less wins)."""
     return round(math.log(tps) / math.log(1.02)) if tps > 0 else -(10**6)
 
@@ -248,7 +254,7 @@ def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
     def as_good(a: Candidate) -> bool:
         return (
             a.max_ctx >= b.max_ctx
-            and _tps_bucket(a.decode_tps) >= _tps_bucket(b.decode_tps)
+            and tps_bucket(a.decode_tps) >= tps_bucket(b.decode_tps)
             and (a.gpu_only or not b.gpu_only)
         )
 
@@ -302,13 +308,12 @@ def _search_all(s: _Search, n_all: int, moe: bool, split: bool, cap: int) -> lis
 
 def _rank(pool: list[Candidate], goal: str, asked: int) -> list[Candidate]:
     if goal == "speed":
-        ranked = sorted(
-            (c for c in pool if c.fits_asked), key=lambda c: (-c.decode_tps, -c.max_ctx)
-        )
+        fits = [c for c in pool if c.fits_asked]
+        ranked = sorted(fits, key=lambda c: (-tps_bucket(c.decode_tps), _cost(c), -c.max_ctx))
         return [replace(c, flags=(*c.flags, "-c", str(asked))) for c in ranked]
     if goal == "gpu-only":
         pool = [c for c in pool if c.gpu_only]
-    ranked = sorted(pool, key=lambda c: (-c.max_ctx, -_tps_bucket(c.decode_tps), _cost(c)))
+    ranked = sorted(pool, key=lambda c: (-c.max_ctx, -tps_bucket(c.decode_tps), _cost(c)))
     return [replace(c, flags=(*c.flags, "-c", str(c.max_ctx))) for c in ranked]
 
 
@@ -321,8 +326,7 @@ def best_configs(
     limit: int = 5,
 ) -> list[Candidate]:
     """Ranked command lines for ``goal`` (one of GOALS) that the estimator says fit."""
-    if goal not in GOALS:
-        raise ValueError(f"--best: expected one of {', '.join(GOALS)}, got {goal!r}")
+    check_goal(goal)
     opts = replace(options or FitOptions(), suggest=False)
     base = [a for a in settings.memory_args if a]
     asked = settings.n_ctx or settings.fit_ctx or 4096
