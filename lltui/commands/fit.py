@@ -130,9 +130,12 @@ class FitInputs:
     extra: Any = None  # ExtraModels: the draft, projector and adapters the flags name
 
 
-def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
+def read_inputs(
+    argv: list[str], verb: str, help_text: str, rank_repo: bool = False
+) -> FitInputs | None:
     """Parse and check the command line shared by ``fit`` and ``quant``; None after --help.
-    Bad input raises CliError (exit 2) with one line."""
+    Bad input raises CliError (exit 2) with one line. ``rank_repo``: with --best, a
+    repository reference (hf:OWNER/REPO) is left unread (``model`` None) for the caller."""
     from lltui.core.fit.estimate import FitOptions
     from lltui.core.llama.flags import parse_llama_args
     from lltui.core.units import MIB, parse_size
@@ -143,6 +146,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         read_model,
         resolve_devices,
     )
+    from lltui.sources.remote_model import names_repo
 
     model_path, llama_argv, own = split_args(argv, verb)
     if own["help"]:
@@ -177,7 +181,8 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         except ValueError as exc:
             raise CliError(f"{verb}: --host-free: {exc}", 2) from None
     try:
-        model = read_model(model_path, verb)
+        whole_repo = rank_repo and own.get("best") is not None and names_repo(model_path)
+        model = None if whole_repo else read_model(model_path, verb)
         devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
         extra = read_extra_models(settings, verb)  # -md, --mmproj, --lora files
     except DeviceSpecError as exc:
