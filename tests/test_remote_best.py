@@ -133,3 +133,16 @@ def test_a_local_model_ranks_the_types_llama_quantize_makes(tmp_path, capsys):
     assert "Q4_K_M" in names and "Q8_0" in names
     fitting = [r for r in data["quants"] if r["fits"]]
     assert fitting and fitting[0]["file"] is None and fitting[0]["flags"][0] == "-ngl"
+
+
+def test_a_draft_model_is_counted_in_every_quants_room(tmp_path, capsys):
+    path = gf.write_sparse(tmp_path / "m.gguf", SPEC, "F16")
+    draft = gf.write_sparse(tmp_path / "d.gguf", gf.llama_spec(n_vocab=32000), "F16")
+    alone = {r["quant"]: r for r in _best(capsys, str(path), "--best", "context")["quants"]}
+    both = _best(capsys, str(path), "-md", str(draft), "--best", "context")["quants"]
+    for r in both:
+        if r["fits"] and alone[r["quant"]]["fits"]:
+            assert r["max_ctx"] <= alone[r["quant"]]["max_ctx"]
+    assert any(
+        r["fits"] and r["max_ctx"] < alone[r["quant"]]["max_ctx"] for r in both
+    )  # the draft's weights and context take room

@@ -40,6 +40,25 @@ def _model_flags(repo: RepoQuants | None, choice: QuantChoice) -> tuple[str, ...
     return ("-hf", repo.ref.repo, "-hff", opt.file)
 
 
+def _room(inputs: FitInputs, options: list[QuantOption]) -> list[Any]:
+    """The devices less what the draft, projector and adapters take (sized beside the first
+    quantization read: they hardly depend on it), as ``fit --best`` searches."""
+    first = next((o.model for o in options if o.model is not None), None)
+    if inputs.extra is None or first is None:
+        return list(inputs.devices)
+    from dataclasses import replace
+
+    from lltui.core.fit.estimate import FitError, estimate
+    from lltui.core.fit.parts import less_free
+
+    opts = replace(inputs.options, search=False)
+    try:
+        res = estimate(first, inputs.settings, inputs.devices, opts, inputs.extra)
+    except FitError as exc:
+        raise CliError(f"quant: {exc}", 2) from None
+    return list(less_free(inputs.devices, res.parts))
+
+
 def run_best(inputs: FitInputs) -> int:
     from lltui.core.fit.best import check_goal
     from lltui.core.fit.quant_best import computed_options, rank_quants
@@ -62,7 +81,8 @@ def run_best(inputs: FitInputs) -> int:
             raise CliError(f"quant: no model of the repository could be read: {options[0].error}")
     else:
         options = computed_options(inputs.model)
-    choices = rank_quants(options, inputs.settings, inputs.devices, inputs.options, goal)
+    room = _room(inputs, options)
+    choices = rank_quants(options, inputs.settings, room, inputs.options, goal)
     if inputs.own["json"]:
         print_json(_to_json(inputs, goal, repo, choices))
     else:

@@ -35,7 +35,8 @@ _KV = (
     (("-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"), "K/V cache in q8_0 (a little quality)"),
     (("-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"), "K/V cache in q4_0 (some quality)"),
 )
-_UB = (((), ""), (("-ub", "256"), "prompt batches of 256 (slower prompt processing)"))
+_UB_WHY = "prompt batches of 256"
+_UB = (((), ""), (("-ub", "256"), _UB_WHY))
 _CPU_MOE = ("--cpu-moe", "-cmoe", "--n-cpu-moe", "-ncmoe")
 
 
@@ -306,6 +307,21 @@ def _search_all(s: _Search, n_all: int, moe: bool, split: bool, cap: int) -> lis
     return out
 
 
+def _say_slower_prompts(cands: Sequence[Candidate]) -> list[Candidate]:
+    """-ub 256 lines whose prompts run slower than the same line's without it say so."""
+    by_flags = {c.flags: c for c in cands}
+    out = []
+    for c in cands:
+        if "-ub" in c.flags:
+            i = c.flags.index("-ub")
+            same = by_flags.get((*c.flags[:i], *c.flags[i + 2 :]))
+            if same is None or c.prefill_tps < same.prefill_tps:
+                slower = f"{_UB_WHY} (slower prompt processing)"
+                c = replace(c, gives_up=c.gives_up.replace(_UB_WHY, slower))
+        out.append(c)
+    return out
+
+
 def _rank(pool: list[Candidate], goal: str, asked: int) -> list[Candidate]:
     if goal == "speed":
         fits = [c for c in pool if c.fits_asked]
@@ -339,7 +355,8 @@ def best_configs(
     # a split of one's own or none to make: the one given stays
     split = not settings.tensor_split and settings.split_mode == "layer"
     cap = first.model.n_ctx_train
-    ranked = _rank(_search_all(s, n_all, moe, split, cap), goal, asked)
+    found = _say_slower_prompts(_search_all(s, n_all, moe, split, cap))
+    ranked = _rank(found, goal, asked)
     # never propose what does not fit: each line as printed is estimated once more
     checked: list[Candidate] = []
     for c in ranked:
