@@ -49,8 +49,10 @@ lltui options:
   --cpu PROFILE    CPU weight repacking rules: x86 (default), x86-avx512, arm, none
   --oracle         also run llama-fit-params with the same flags and show its numbers
   --best GOAL      also rank command lines that fit, searched over -ngl, --n-cpu-moe (MoE:
-                   experts first), -ctk/-ctv, -ub and -c: context (the largest context),
-                   speed (the fastest decode at -c) or gpu-only (nothing on the CPU)
+                   experts first), -ctk/-ctv, -ub, -c and on several GPUs -ts (each GPU's
+                   layers sized to its memory after fixed costs, shown where it fits more
+                   than llama.cpp's default split): context (the largest context), speed
+                   (the fastest decode at -c) or gpu-only (nothing on the CPU)
   --json           print JSON
 """
 
