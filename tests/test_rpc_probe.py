@@ -175,7 +175,7 @@ def test_remote_rpc_hosts_are_warned_about():
 
 
 @pytest.mark.slow
-def test_probe_the_real_rpc_server(tmp_path):
+def test_probe_the_real_rpc_server(tmp_path, capsys):
     from llama_fixture import build_llama, rpc_servers
 
     bins = build_llama()
@@ -183,10 +183,30 @@ def test_probe_the_real_rpc_server(tmp_path):
         ep = f"127.0.0.1:{server.port}"
         info = probe(ep)
         again = probe(ep)  # the server serves one client at a time: the probe lets go
-    assert info.version[0] == 7 and len(info.devices) == 1
-    dev = info.devices[0]
-    assert 0 < dev.free_bytes <= dev.total_bytes
-    assert again.devices[0].total_bytes == dev.total_bytes
-    log = server.log_path.read_text()
-    # what the server itself prints at start: "CPU: ... (24105 MiB, 24105 MiB free)"
-    assert f"({dev.total_bytes >> 20} MiB" in log
+        assert info.version[0] == 7 and len(info.devices) == 1
+        dev = info.devices[0]
+        assert 0 < dev.free_bytes <= dev.total_bytes
+        assert again.devices[0].total_bytes == dev.total_bytes
+        # while another client holds it, the server does not answer: said, in time
+        with socket.create_connection(("127.0.0.1", server.port)) as busy:
+            busy.sendall(struct.pack("<BQ", 14, 24) + bytes(24))
+            assert len(_recv_exact(busy, 8 + 28)) == 36  # the first client is served
+            t0 = time.monotonic()
+            with pytest.raises(RpcProbeError, match="one client at a time"):
+                probe(ep, timeout_s=1.0)
+            assert time.monotonic() - t0 < 2.0
+        # the HELLO the probe left behind is read once the first client goes: the server
+        # must live through answering a client that is gone
+        time.sleep(0.5)
+        assert server.proc.poll() is None, server.log_path.read_text()[-500:]
+        log = server.log_path.read_text()
+        # what the server itself prints at start: "CPU: ... (24105 MiB, 24105 MiB free)"
+        assert f"({dev.total_bytes >> 20} MiB" in log
+        # fit --rpc: the device has the memory the server reports
+        path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec())
+        assert main(["fit", str(path), "--gpus", "cpu", "--rpc", ep, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rpc = data["devices"][0]
+    assert rpc["free_bytes"] is not None, data.get("notes")
+    assert rpc["name"] == f"RPC0[{ep}]" and rpc["free_bytes"] > 0
+    assert abs(rpc["free_bytes"] - dev.free_bytes) < 256 << 20  # free moves a little

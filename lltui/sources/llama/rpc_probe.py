@@ -116,11 +116,19 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # close with a reset, not a FIN: a busy rpc-server (one client at a time) reads
+            # the HELLO later, and its reply to a half-closed socket raises SIGPIPE, which
+            # kills it; to a reset one, its send fails and it goes on serving
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return _talk(_Conn(sock, deadline), endpoint)
     except RpcProbeError as exc:
         raise RpcProbeError(f"rpc-server {endpoint}: {exc}") from None
     except TimeoutError:
-        raise RpcProbeError(f"rpc-server {endpoint}: no answer within {timeout_s:g} s") from None
+        # connected but silent: rpc-server serves one client at a time (llama-server, say)
+        raise RpcProbeError(
+            f"rpc-server {endpoint}: no answer within {timeout_s:g} s "
+            "(it serves one client at a time: is a llama-server using it?)"
+        ) from None
     except socket.gaierror as exc:
         raise RpcProbeError(f"rpc-server {endpoint}: unknown host ({exc.strerror})") from None
     except OSError as exc:
