@@ -138,6 +138,20 @@ def test_probe_all_asks_servers_at_once():
     assert all(isinstance(g, RpcProbeError) for g in got)
 
 
+def test_a_name_lookup_that_hangs_is_left_behind(monkeypatch):
+    from lltui.sources.llama import rpc_probe
+
+    def stuck(*_a, **_k):
+        time.sleep(5)  # getaddrinfo on a resolver that does not answer: no timeout applies
+        raise OSError("late")
+
+    monkeypatch.setattr(rpc_probe.socket, "create_connection", stuck)
+    t0 = time.monotonic()
+    (got,) = probe_all(["slow.example:50052"], timeout_s=0.3)
+    assert time.monotonic() - t0 < 1.5
+    assert isinstance(got, RpcProbeError) and "no answer within 0.3 s" in str(got)
+
+
 def test_with_rpc_gives_the_reported_memory_and_names_each_device():
     two = ((3 * GIB, 8 * GIB), (10 * GIB, 24 * GIB))
     with serving(lambda c: fake_rpc_server(c, two)) as a, serving(fake_rpc_server) as b:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 PROTO_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION of the pinned llama.cpp
@@ -139,15 +139,27 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
 def probe_all(
     endpoints: Sequence[str], timeout_s: float = TIMEOUT_S
 ) -> list[RpcServerInfo | RpcProbeError]:
-    """Every endpoint probed at once: a dead host costs one timeout, not one each."""
-    if not endpoints:
-        return []
+    """Every endpoint probed at once, all within ``timeout_s`` (and a little): a dead host
+    costs one timeout, not one each. Name lookups, which no socket timeout bounds, are left
+    behind in daemon threads when they take longer."""
+    results: list[RpcServerInfo | RpcProbeError | None] = [None] * len(endpoints)
 
-    def one(ep: str) -> RpcServerInfo | RpcProbeError:
+    def one(i: int, ep: str) -> None:
         try:
-            return probe(ep, timeout_s)
+            results[i] = probe(ep, timeout_s)
         except RpcProbeError as exc:
-            return exc
+            results[i] = exc
 
-    with ThreadPoolExecutor(max_workers=min(len(endpoints), 16)) as pool:
-        return list(pool.map(one, endpoints))
+    threads = [
+        threading.Thread(target=one, args=(i, ep), daemon=True, name=f"rpc-probe {ep}")
+        for i, ep in enumerate(endpoints)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout_s + 0.5
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [
+        r if r is not None else RpcProbeError(f"rpc-server {ep}: no answer within {timeout_s:g} s")
+        for r, ep in zip(results, endpoints, strict=True)
+    ]
