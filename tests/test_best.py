@@ -93,3 +93,49 @@ def test_cli_best_text_json_and_bad_goal(paths, capsys):
     assert "best for context" in capsys.readouterr().out
     assert main(["fit", str(paths["moe"]), "--best", "fastest"]) == 2
     assert "--best" in capsys.readouterr().err
+
+
+def test_split_sized_to_each_gpus_room_fits_more_context(paths):
+    """On 20 + 16 GiB the default split (by free memory) fills the GPU with the output layer
+    first; layers sized to what each GPU has left after its fixed costs fit more context."""
+    model = read_gguf(paths["moe"])
+    best = best_configs(
+        model, parse_llama_args([]), parse_gpus_spec("20GiB,16GiB").devices, OPTS, "context", 40
+    )
+    with_ts = [c for c in best if "-ts" in c.flags]
+    assert with_ts and all(c.gains for c in with_ts)
+    assert all("-ts" in c.gains and "default split" in c.gains for c in with_ts)
+    for c in with_ts:
+        assert _fits(model, c.flags, "20GiB,16GiB")
+        # the same line without -ts: less context (or it does not fit at this context)
+        i = c.flags.index("-ts")
+        default = [*c.flags[:i], *c.flags[i + 2 :]]
+        assert not _fits(model, default, "20GiB,16GiB")
+    # the trained context with nothing given up needs the split
+    assert "-ts" in best[0].flags and best[0].gives_up == "nothing"
+    assert best[0].max_ctx == 32768
+
+
+def test_split_proposed_only_where_it_changes_something(paths):
+    model = read_gguf(paths["dense"])
+    for gpus in ("2x4090", "24GiB"):  # room to spare; a single GPU
+        best = best_configs(model, parse_llama_args([]), parse_gpus_spec(gpus).devices, OPTS)
+        assert best and not any("-ts" in c.flags for c in best)
+    # a split given is kept as given
+    best = best_configs(
+        model,
+        parse_llama_args(["-ts", "1,1"]),
+        parse_gpus_spec("20GiB,16GiB").devices,
+        OPTS,
+    )
+    assert not any("-ts" in c.flags for c in best)
+
+
+def test_cli_shows_what_the_split_gives(paths, capsys):
+    argv = ["fit", str(paths["moe"]), "--gpus", "20GiB,16GiB", "--host-free", "256GiB"]
+    assert main([*argv, "--best", "context"]) == 0
+    out = capsys.readouterr().out
+    assert "gives: -ts " in out
+    assert main([*argv, "--best", "context", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best[0]["gains"] and "-ts" in best[0]["flags"]

@@ -36,6 +36,8 @@ read by range requests).
 llama-server flags (its spellings and defaults; other flags are accepted and ignored):
   -c -np -kvu/-no-kvu -ctk -ctv -fa -b -ub -ngl -sm -ts -mg -dev -ot --cpu-moe --n-cpu-moe
   -nkvo --swa-full -lm -nr --no-host --rpc (long forms too)
+  --rpc HOST:PORT servers are asked for their devices' free memory (llama.cpp's RPC
+  protocol, 3 s at most); llama.cpp RPC has no authentication: private networks only
 
 lltui options:
   --gpus SPEC      devices to estimate for instead of the local GPUs: 24GiB,24GiB | T4,T4 |
@@ -47,8 +49,10 @@ lltui options:
   --cpu PROFILE    CPU weight repacking rules: x86 (default), x86-avx512, arm, none
   --oracle         also run llama-fit-params with the same flags and show its numbers
   --best GOAL      also rank command lines that fit, searched over -ngl, --n-cpu-moe (MoE:
-                   experts first), -ctk/-ctv, -ub and -c: context (the largest context),
-                   speed (the fastest decode at -c) or gpu-only (nothing on the CPU)
+                   experts first), -ctk/-ctv, -ub, -c and on several GPUs -ts (each GPU's
+                   layers sized to its memory after fixed costs, shown where it fits more
+                   than llama.cpp's default split): context (the largest context), speed
+                   (the fastest decode at -c) or gpu-only (nothing on the CPU)
   --json           print JSON
 """
 
@@ -128,9 +132,12 @@ class FitInputs:
     extra: Any = None  # ExtraModels: the draft, projector and adapters the flags name
 
 
-def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
+def read_inputs(
+    argv: list[str], verb: str, help_text: str, rank_repo: bool = False
+) -> FitInputs | None:
     """Parse and check the command line shared by ``fit`` and ``quant``; None after --help.
-    Bad input raises CliError (exit 2) with one line."""
+    Bad input raises CliError (exit 2) with one line. ``rank_repo``: with --best, a
+    repository reference (hf:OWNER/REPO) is left unread (``model`` None) for the caller."""
     from lltui.core.fit.estimate import FitOptions
     from lltui.core.llama.flags import parse_llama_args
     from lltui.core.units import MIB, parse_size
@@ -141,6 +148,7 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         read_model,
         resolve_devices,
     )
+    from lltui.sources.remote_model import names_repo
 
     model_path, llama_argv, own = split_args(argv, verb)
     if own["help"]:
@@ -175,7 +183,8 @@ def read_inputs(argv: list[str], verb: str, help_text: str) -> FitInputs | None:
         except ValueError as exc:
             raise CliError(f"{verb}: --host-free: {exc}", 2) from None
     try:
-        model = read_model(model_path, verb)
+        whole_repo = rank_repo and own.get("best") is not None and names_repo(model_path)
+        model = None if whole_repo else read_model(model_path, verb)
         devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
         extra = read_extra_models(settings, verb)  # -md, --mmproj, --lora files
     except DeviceSpecError as exc:
@@ -241,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
                     "decode_tps": round(c.decode_tps, 1),
                     "prefill_tps": round(c.prefill_tps, 1),
                     "gives_up": c.gives_up,
+                    "gains": c.gains or None,
                 }
                 for c in best
             ]
@@ -263,6 +273,8 @@ def run(args: argparse.Namespace) -> int:
                     f"decode ~{c.decode_tps:.0f} t/s, prompt ~{c.prefill_tps:.0f} t/s; "
                     f"gives up: {c.gives_up}"
                 )
+                if c.gains:
+                    text += f"\n     gives: {c.gains}"
         print(text)
     return 0
 

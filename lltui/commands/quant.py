@@ -32,7 +32,11 @@ columns:
   per device  memory llama.cpp allocates on each GPU plus the margin kept for the CUDA
               context, against the memory free on it (GiB): CUDA0 13.3/15.0
 
-lltui options: --gpus SPEC (as for lltui fit), --margin MIB, --json
+lltui options: --gpus SPEC (as for lltui fit), --margin MIB, --host-free SIZE, --json
+  --best GOAL   rank the quantizations by the best command line each has for GOAL (context,
+                speed, gpu-only; see lltui fit --best): for hf:OWNER/REPO the GGUF files
+                the repository offers (each header read by ranged requests), else the
+                types above; with the file size and what each line gives up
 """
 
 
@@ -58,9 +62,14 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.fit.results import model_summary
     from lltui.sources.fit_devices import describe
 
-    inputs = read_inputs(list(args.argv), "quant", HELP)
+    # with --best, a repository's own quantizations are ranked rather than listed
+    inputs = read_inputs(list(args.argv), "quant", HELP, rank_repo=True)
     if inputs is None:
         return 0
+    if inputs.own.get("best") is not None:
+        from lltui.commands.quant_best import run_best
+
+        return run_best(inputs)
     model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
     devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
     try:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.core.fit.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
 from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
-from lltui.core.units import MIB
+from lltui.core.units import MIB, fmt_bytes
 
 if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
     from lltui.core.fit.parts import ExtraModels
@@ -209,19 +209,64 @@ def resolve_devices(
 
 
 def with_rpc(
-    devices: Sequence[DeviceSpec], rpc: Sequence[str]
+    devices: Sequence[DeviceSpec], rpc: Sequence[str], timeout_s: float | None = None
 ) -> tuple[list[DeviceSpec], list[str]]:
     """``devices`` with llama-server's ``--rpc`` servers not already among them, first as
-    llama.cpp lists them; a note says their free memory is unknown."""
-    known_rpc = {d.endpoint for d in devices if d.kind == "rpc"}
-    extra_rpc = [ep for ep in rpc if ep not in known_rpc]
-    if not extra_rpc:
-        return list(devices), []
+    llama.cpp lists them. Each RPC server whose memory was not given is asked (all at once,
+    within ``timeout_s``): one device per device it serves, with its free memory; a note
+    per server says what it reported, or why its free memory stays unknown."""
+    from lltui.sources.llama.rpc_probe import TIMEOUT_S, RpcProbeError, probe_all
+
     rpc_now = [d for d in devices if d.kind == "rpc"]
-    start = len(rpc_now)
-    added = [rpc_device(ep, None, start + i) for i, ep in enumerate(extra_rpc)]
-    note = "--rpc servers' free memory is unknown; give it with --gpus rpc:HOST:PORT=SIZE"
-    return rpc_now + added + [d for d in devices if d.kind != "rpc"], [note]
+    known_rpc = {d.endpoint for d in rpc_now}
+    extra_rpc = [ep for ep in dict.fromkeys(rpc) if ep not in known_rpc]
+    rpc_all = rpc_now + [rpc_device(ep, None, 0) for ep in extra_rpc]
+    ask = [d.endpoint for d in rpc_all if d.total_bytes is None and d.endpoint]
+    if not ask:
+        return rpc_all + [d for d in devices if d.kind != "rpc"], []
+    got_all = probe_all(ask, TIMEOUT_S if timeout_s is None else timeout_s)
+    answers = dict(zip(ask, got_all, strict=True))
+    out: list[DeviceSpec] = []
+    notes: list[str] = []
+    for d in rpc_all:
+        got = answers.get(d.endpoint or "")
+        if isinstance(got, RpcProbeError):
+            notes.append(
+                f"{got}: its free memory is unknown (llama-server would not start); "
+                "give it with --gpus rpc:HOST:PORT=SIZE"
+            )
+        if got is None or isinstance(got, RpcProbeError):
+            out.append(replace(d, dev_name=f"RPC{len(out)}"))
+            continue
+        for i, mem in enumerate(got.devices):
+            # llama.cpp: device RPC<n> counted over all servers, buffers RPC<i>[HOST:PORT]
+            out.append(
+                replace(
+                    d,
+                    name=f"RPC{i}[{d.endpoint}]",
+                    dev_name=f"RPC{len(out)}",
+                    total_bytes=mem.total_bytes,
+                    free_bytes=mem.free_bytes,
+                )
+            )
+            notes.append(
+                f"RPC{len(out) - 1} {d.endpoint}: {fmt_bytes(mem.free_bytes)} free of "
+                f"{fmt_bytes(mem.total_bytes)} (rpc-server {'.'.join(map(str, got.version))})"
+            )
+    if any(not _loopback(ep) for ep in ask):
+        notes.append(RPC_WARNING)
+    return out + [d for d in devices if d.kind != "rpc"], notes
+
+
+RPC_WARNING = (
+    "llama.cpp RPC has no authentication and no encryption: "
+    "keep rpc-server ports on a private network"
+)
+
+
+def _loopback(endpoint: str) -> bool:
+    host = endpoint.rpartition(":")[0].strip("[]").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def describe(devices: Sequence[Any]) -> str:

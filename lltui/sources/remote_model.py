@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from lltui.core.fit.gguf import GgufModel
-from lltui.core.fit.remote_ref import RefError, UrlRef, parse_ref
+from lltui.core.fit.remote_ref import HfRef, RefError, RepoModel, UrlRef, parse_ref
 from lltui.sources.remote_gguf import (
     ReadStats,
     RemoteError,
@@ -18,6 +19,11 @@ from lltui.sources.remote_gguf import (
     read_file_header,
     read_url_model,
 )
+
+if TYPE_CHECKING:
+    import httpx
+
+    from lltui.sources.hf_hub import RepoListing
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -45,9 +51,72 @@ def read_remote(text: str, verb: str = "fit") -> RemoteModel:
         listing = hf_hub.list_repo(ref, tok)
         stats.requests += 0 if listing.cached else 1
         chosen = hf_hub.choose(listing, verb)
-        files = hf_hub.remote_files(listing, chosen, tok)
-        headers = [read_file_header(client, f, stats, head=f.etag is None) for f in files]
-        return RemoteModel(join_headers(headers), stats)
+        return RemoteModel(_read_one(client, listing, chosen, tok, stats), stats)
+
+
+def _read_one(
+    client: httpx.Client, listing: RepoListing, chosen: RepoModel, tok: str | None, stats: ReadStats
+) -> GgufModel:
+    from lltui.sources import hf_hub
+
+    files = hf_hub.remote_files(listing, chosen, tok)
+    headers = [read_file_header(client, f, stats, head=f.etag is None) for f in files]
+    return join_headers(headers)
+
+
+@dataclass(frozen=True)
+class RepoQuant:
+    """One model of a repository: its listing entry and its header, or why it was not read."""
+
+    entry: RepoModel
+    model: GgufModel | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RepoQuants:
+    ref: HfRef
+    commit: str | None
+    quants: tuple[RepoQuant, ...]
+    stats: ReadStats
+
+
+def names_repo(text: str) -> bool:
+    """Whether ``text`` is ``hf:OWNER/REPO[@REV]``: a repository, no file or quantization."""
+    try:
+        ref = parse_ref(text)
+    except RefError:
+        return False
+    return isinstance(ref, HfRef) and ref.selector is None
+
+
+def read_repo_quants(text: str) -> RepoQuants:
+    """The header of every model of the repository ``text`` names (split models followed,
+    projectors left out), by ranged reads through one client. A model that cannot be read
+    carries its one-line error; the repository itself not read raises RemoteError."""
+    from lltui.sources import hf_hub
+
+    try:
+        ref = parse_ref(text)
+    except RefError as exc:
+        raise RemoteError(str(exc)) from None
+    if not isinstance(ref, HfRef):
+        raise RemoteError(f"{text}: not a hf:OWNER/REPO reference")
+    stats = ReadStats()
+    tok = hf_hub.token()
+    listing = hf_hub.list_repo(ref, tok)
+    stats.requests += 0 if listing.cached else 1
+    entries = [m for m in listing.models if m.kind == "model"]
+    if not entries:
+        raise RemoteError(f"{ref.text()}: no GGUF model in this repository")
+    out = []
+    with new_client() as client:
+        for m in entries:
+            try:
+                out.append(RepoQuant(m, _read_one(client, listing, m, tok, stats)))
+            except RemoteError as exc:
+                out.append(RepoQuant(m, None, str(exc)))
+    return RepoQuants(ref, listing.commit, tuple(out), stats)
 
 
 def read_remote_model(text: str, verb: str = "fit") -> GgufModel:

@@ -1,13 +1,18 @@
 """``lltui fit --best GOAL``: llama-server command lines that fit, ranked for a goal.
 
 Searched: the KV cache type (f16, q8_0, q4_0; quantized V needs flash attention), the
-ubatch (-ub as given, 256), and where weights go: everything on the GPUs, else the fewest
-layers' experts on the CPU (--n-cpu-moe, MoE models: experts go first) or the most layers
-on the GPUs (-ngl, dense models). Each candidate is estimated like any fit (its largest
-context, its speed); only what the estimator says fits is proposed. Goals:
+ubatch (-ub as given, 256), where weights go (everything on the GPUs, else the fewest
+layers' experts on the CPU with --n-cpu-moe for MoE models, experts first, or the most
+layers on the GPUs with -ngl for dense ones), and on several GPUs the split: llama.cpp's
+default (by free memory) and the layers sized to what each GPU has left after its fixed
+costs (compute buffers, the output layer, the margin), which lets the largest context fit
+(:func:`headroom_split`). A -ts line is proposed only where it fits where the default does
+not, or fits more context, or runs faster. Each candidate is estimated like any fit (its
+largest context, its speed); only what the estimator says fits is proposed. Goals:
 
 - ``context``: the largest context, then speed;
-- ``speed``: the fastest decode at the context asked for (-c, else -fitc's 4096);
+- ``speed``: the fastest decode at the context asked for (-c, else -fitc's 4096), then
+  the line giving up least;
 - ``gpu-only``: nothing on the CPU, the largest context.
 """
 
@@ -15,9 +20,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from lltui.core.fit.common import FitError
+from lltui.core.fit.common import CPU, FitError
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.estimate import estimate
 from lltui.core.fit.gguf_model import GgufModel
@@ -30,7 +35,9 @@ _KV = (
     (("-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"), "K/V cache in q8_0 (a little quality)"),
     (("-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"), "K/V cache in q4_0 (some quality)"),
 )
-_UB = (((), ""), (("-ub", "256"), "prompt batches of 256 (slower prompt processing)"))
+_UB_WHY = "prompt batches of 256"
+_UB = (((), ""), (("-ub", "256"), _UB_WHY))
+_CPU_MOE = ("--cpu-moe", "-cmoe", "--n-cpu-moe", "-ncmoe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +51,50 @@ class Candidate:
     fits_asked: bool  # fits at the context asked for
     gpu_only: bool  # no weights left on the CPU
     gives_up: str
+    gains: str = ""  # what a -ts split gives over llama.cpp's default split
 
 
-def _estimate(
-    model: GgufModel, argv: Sequence[str], devices: Sequence[DeviceSpec], opts: FitOptions
-) -> FitResult | None:
-    try:
-        return estimate(model, parse_llama_args(list(argv)), devices, opts)
-    except (FitError, ValueError):
-        return None
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    flags: tuple[str, ...]
+    why: str
+    gpu_only: bool
+
+
+@dataclass
+class _Search:
+    """One model on one set of devices: estimates of flag lists added to ``base``."""
+
+    model: GgufModel
+    base: list[str]
+    devices: Sequence[DeviceSpec]
+    opts: FitOptions
+    at_ctx: list[str]
+    splits: dict[tuple[str, ...], tuple[str, ...] | None] = field(default_factory=dict)
+
+    def estimate(self, flags: Sequence[str], search: bool = True) -> FitResult | None:
+        opts = self.opts if search else replace(self.opts, search=False)
+        try:
+            return estimate(self.model, parse_llama_args([*self.base, *flags]), self.devices, opts)
+        except (FitError, ValueError):
+            return None
+
+    def fits(self, flags: Sequence[str]) -> bool:
+        res = self.estimate([*flags, *self.at_ctx], search=False)
+        return bool(res and res.fits)
+
+    def split(self, flags: tuple[str, ...]) -> tuple[str, ...] | None:
+        """-ts sized for ``flags`` by :func:`headroom_split`; None where it changes nothing."""
+        if flags not in self.splits:
+            res = self.estimate([*flags, *self.at_ctx], search=False)
+            counts = headroom_split(res, self.devices) if res is not None else None
+            self.splits[flags] = ("-ts", ",".join(map(str, counts))) if counts else None
+        return self.splits[flags]
+
+
+def check_goal(goal: str) -> None:
+    if goal not in GOALS:
+        raise ValueError(f"--best: expected one of {', '.join(GOALS)}, got {goal!r}")
 
 
 def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
@@ -68,7 +110,7 @@ def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
     return lo
 
 
-def _tps_bucket(tps: float) -> int:
+def tps_bucket(tps: float) -> int:
     """Speeds within 2 % of each other rank alike (then the one giving up less wins)."""
     return round(math.log(tps) / math.log(1.02)) if tps > 0 else -(10**6)
 
@@ -76,6 +118,219 @@ def _tps_bucket(tps: float) -> int:
 def _cost(c: Candidate) -> int:
     """How much a candidate gives up: the number of things, nothing first."""
     return 0 if c.gives_up == "nothing" else c.gives_up.count(";") + 1
+
+
+def headroom_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, ...] | None:
+    """Layers per GPU (a -ts value) that let the largest context fit: each GPU first pays
+    its fixed costs (compute buffers, margin, copies every GPU holds), then takes layers in
+    order, weights plus KV at the context, while they fit. llama.cpp's default splits by
+    free memory alone, so the GPU that also holds the output layer or a larger compute
+    buffer fills first. None: one GPU, a free size unknown, or the same split as the result's."""
+    free_by_name = {d.name: d.free_bytes for d in devices}
+    gpus = [e for e in res.devices if e.kind != "cpu"]
+    if len(gpus) < 2 or any(free_by_name.get(e.name) is None for e in gpus):
+        return None
+    layers = [il for il, dev in enumerate(res.layer_devices) if dev != CPU]
+    weights = dict.fromkeys(layers, 0)
+    for p in res.placements:
+        if p.layer in weights and p.device != CPU and not p.duplicate:
+            weights[p.layer] += p.alloc_bytes
+    per_token = dict.fromkeys(layers, 0.0)  # KV bytes per token of context, full caches
+    fixed_kv = dict.fromkeys(layers, 0)  # windowed caches: a size that does not grow
+    if any(e.kv_bytes for e in gpus):
+        for cache in res.kv:
+            share = (cache.k_bytes + cache.v_bytes) // max(1, len(cache.layers))
+            for il in (il for il in cache.layers if il in weights):
+                if cache.swa:
+                    fixed_kv[il] += share
+                else:
+                    per_token[il] += share / max(1, cache.cells)
+    index = {e.name: i for i, e in enumerate(gpus)}
+    held = [[il for il in layers if index.get(res.layer_devices[il]) == i] for i in index.values()]
+    # what each GPU has for layers: its free memory less what it holds besides them
+    room = [
+        (free_by_name[e.name] or 0)
+        - (e.total_bytes + e.unaccounted_bytes - e.kv_bytes - sum(weights[il] for il in h))
+        for e, h in zip(gpus, held, strict=True)
+    ]
+
+    free = [free_by_name[e.name] or 0 for e in gpus]
+
+    def fill(ctx: int, spare: float = 0.0) -> list[int] | None:
+        """Layers in order, each GPU taking what fits in its room less ``spare`` of its memory."""
+        counts, k = [0] * len(gpus), 0
+        for i in range(len(gpus)):
+            left = room[i] - spare * free[i]
+            while k < len(layers):
+                cost = weights[layers[k]] + fixed_kv[layers[k]] + per_token[layers[k]] * ctx
+                if cost > left:
+                    break
+                left -= cost
+                counts[i] += 1
+                k += 1
+        return counts if k == len(layers) else None
+
+    top = max(res.model.n_ctx_train, res.resolved.n_ctx)
+    ctx = _largest(top, lambda c: fill(c) is not None)
+    if ctx is None:
+        return None
+    # at that context, the same share of each GPU's memory left spare: no GPU filled to the
+    # brim while another has room (what the estimate does not model lands evenly)
+    lo, hi = 0.0, 1.0
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fill(ctx, mid) is not None else (lo, mid)
+    counts = fill(ctx, lo)
+    if counts is None or counts == [len(h) for h in held]:
+        return None
+    return tuple(counts)
+
+
+def _largest(hi: int, ok: Callable[[int], bool], step: int = 256) -> int | None:
+    """The largest multiple of ``step`` up to ``hi`` with ok (monotone); None: not even ``step``."""
+    top = max(1, hi // step)
+    if ok(top * step):
+        return top * step
+    if not ok(step):
+        return None
+    lo, up = 1, top  # ok(lo * step), not ok(up * step)
+    while up - lo > 1:
+        mid = (lo + up) // 2
+        if ok(mid * step):
+            lo = mid
+        else:
+            up = mid
+    return lo * step
+
+
+def _placements(
+    s: _Search, extra: tuple[str, ...], n_all: int, moe: bool, headroom: bool
+) -> list[tuple[_Placement, tuple[str, ...]]]:
+    """Where the weights go, with the -ts each is used with (none: llama.cpp's default split;
+    ``headroom``: :func:`headroom_split` for that placement, skipped where it is the same):
+    everything on the GPUs, else the least on the CPU that fits at the context asked for."""
+
+    def ts_for(place: tuple[str, ...]) -> tuple[str, ...] | None:
+        return s.split((*place, *extra)) if headroom else ()
+
+    def fits_with(place: tuple[str, ...]) -> bool:
+        return s.fits([*place, *(ts_for(place) or ()), *extra])
+
+    out = [_Placement(("-ngl", "all"), "", True)]
+    if not fits_with(out[0].flags):
+        if moe:
+            k = _smallest(1, n_all - 1, lambda k: fits_with(("-ngl", "all", "--n-cpu-moe", str(k))))
+            if k is not None:
+                why = f"experts of {k} layers on the CPU (slower decode)"
+                out.append(_Placement(("-ngl", "all", "--n-cpu-moe", str(k)), why, False))
+        else:
+            # the most layers on the GPUs: the smallest number left on the CPU
+            left = _smallest(1, n_all, lambda n: fits_with(("-ngl", str(n_all - n))))
+            if left is not None and left < n_all:
+                why = f"{left} of {n_all} layers on the CPU (slower)"
+                out.append(_Placement(("-ngl", str(n_all - left)), why, False))
+    with_ts = [(p, ts_for(p.flags)) for p in out]
+    return [(p, ts) for p, ts in with_ts if ts is not None]
+
+
+def _candidate(s: _Search, flags: tuple[str, ...], why: str, gpu_only: bool) -> Candidate | None:
+    res = s.estimate([*flags, *s.at_ctx])
+    if res is None or not res.max_ctx or res.speed is None:
+        return None
+    return Candidate(
+        flags=flags,
+        max_ctx=res.max_ctx,
+        decode_tps=res.speed.decode_tps,
+        prefill_tps=res.speed.prefill_tps,
+        fits_asked=res.fits,
+        gpu_only=gpu_only,
+        gives_up=why,
+    )
+
+
+def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
+    """What a -ts candidate gives over the same KV and ubatch with the default split; None
+    when a default-split line is as good (then the -ts is not worth proposing)."""
+
+    def as_good(a: Candidate) -> bool:
+        return (
+            a.max_ctx >= b.max_ctx
+            and tps_bucket(a.decode_tps) >= tps_bucket(b.decode_tps)
+            and (a.gpu_only or not b.gpu_only)
+        )
+
+    if any(as_good(a) for a in defaults):
+        return None
+    ts = b.flags[b.flags.index("-ts") + 1]
+    what = f"-ts {ts} gives each GPU the layers its memory has room for after its fixed costs"
+    if not defaults:
+        return f"{what}: fits where llama.cpp's default split does not"
+    if b.gpu_only and not any(a.gpu_only for a in defaults):
+        return f"{what}: everything on the GPUs, where the default split needs the CPU"
+    a = max([a for a in defaults if a.gpu_only == b.gpu_only] or defaults, key=lambda a: a.max_ctx)
+    if b.max_ctx > a.max_ctx:
+        return f"{what}: context {b.max_ctx}, the default split {a.max_ctx}"
+    return f"{what}: decode ~{b.decode_tps:.0f} t/s, the default split ~{a.decode_tps:.0f}"
+
+
+def _split_may_help(
+    s: _Search, extra: tuple[str, ...], defaults: Sequence[Candidate], cap: int
+) -> bool:
+    """Worth searching with the headroom split: the default split does not reach the trained
+    context on the GPUs alone, and the split for everything on the GPUs is another one."""
+    if any(c.gpu_only and c.max_ctx >= cap for c in defaults):
+        return False
+    return s.split(("-ngl", "all", *extra)) is not None
+
+
+def _search_all(s: _Search, n_all: int, moe: bool, split: bool, cap: int) -> list[Candidate]:
+    """Every KV type and ubatch, each placement, with the default split and (``split``)
+    the headroom split where it gives something."""
+    out: list[Candidate] = []
+    for kv_flags, kv_why in _KV:
+        for ub_flags, ub_why in _UB:
+            extra = (*kv_flags, *ub_flags)
+            found: dict[bool, list[Candidate]] = {False: [], True: []}
+            for headroom in (False, True):
+                if headroom and not (split and _split_may_help(s, extra, found[False], cap)):
+                    break
+                for place, ts in _placements(s, extra, n_all, moe, headroom):
+                    why = "; ".join(w for w in (place.why, kv_why, ub_why) if w) or "nothing"
+                    c = _candidate(s, (*place.flags, *ts, *extra), why, place.gpu_only)
+                    if c is not None:
+                        found[headroom].append(c)
+            out += found[False]
+            for c in found[True]:
+                gain = _gain(c, found[False])
+                if gain is not None:
+                    out.append(replace(c, gains=gain))
+    return out
+
+
+def _say_slower_prompts(cands: Sequence[Candidate]) -> list[Candidate]:
+    """-ub 256 lines whose prompts run slower than the same line's without it say so."""
+    by_flags = {c.flags: c for c in cands}
+    out = []
+    for c in cands:
+        if "-ub" in c.flags:
+            i = c.flags.index("-ub")
+            same = by_flags.get((*c.flags[:i], *c.flags[i + 2 :]))
+            if same is None or c.prefill_tps < same.prefill_tps:
+                slower = f"{_UB_WHY} (slower prompt processing)"
+                c = replace(c, gives_up=c.gives_up.replace(_UB_WHY, slower))
+        out.append(c)
+    return out
+
+
+def _rank(pool: list[Candidate], goal: str, asked: int) -> list[Candidate]:
+    if goal == "speed":
+        fits = [c for c in pool if c.fits_asked]
+        ranked = sorted(fits, key=lambda c: (-tps_bucket(c.decode_tps), _cost(c), -c.max_ctx))
+        return [replace(c, flags=(*c.flags, "-c", str(asked))) for c in ranked]
+    if goal == "gpu-only":
+        pool = [c for c in pool if c.gpu_only]
+    ranked = sorted(pool, key=lambda c: (-c.max_ctx, -tps_bucket(c.decode_tps), _cost(c)))
+    return [replace(c, flags=(*c.flags, "-c", str(c.max_ctx))) for c in ranked]
 
 
 def best_configs(
@@ -87,83 +342,27 @@ def best_configs(
     limit: int = 5,
 ) -> list[Candidate]:
     """Ranked command lines for ``goal`` (one of GOALS) that the estimator says fit."""
-    if goal not in GOALS:
-        raise ValueError(f"--best: expected one of {', '.join(GOALS)}, got {goal!r}")
+    check_goal(goal)
     opts = replace(options or FitOptions(), suggest=False)
     base = [a for a in settings.memory_args if a]
     asked = settings.n_ctx or settings.fit_ctx or 4096
-    at_ctx = ["-c", str(asked)]
-    first = _estimate(model, base, devices, replace(opts, search=False))
+    s = _Search(model, base, devices, opts, ["-c", str(asked)])
+    first = s.estimate([], search=False)
     if first is None:
         return []
     n_all = first.model.n_layer + 1
-    moe = first.model.n_expert > 1 and not any(
-        a in ("--cpu-moe", "-cmoe", "--n-cpu-moe", "-ncmoe") for a in base
-    )
-    out: list[Candidate] = []
-    for kv_flags, kv_why in _KV:
-        for ub_flags, ub_why in _UB:
-            extra = [*kv_flags, *ub_flags]
-            options_tried: list[tuple[tuple[str, ...], str, bool]] = [(("-ngl", "all"), "", True)]
-
-            def fits_with(flags: Sequence[str], extra: list[str] = extra) -> bool:
-                res = _estimate(model, [*base, *flags, *extra, *at_ctx], devices, opts)
-                return bool(res and res.fits)
-
-            if not fits_with(("-ngl", "all")):
-                if moe:
-                    k = _smallest(
-                        1, n_all - 1, lambda k: fits_with(("-ngl", "all", "--n-cpu-moe", str(k)))
-                    )
-                    if k is not None:
-                        options_tried.append(
-                            (
-                                ("-ngl", "all", "--n-cpu-moe", str(k)),
-                                f"experts of {k} layers on the CPU (slower decode)",
-                                False,
-                            )
-                        )
-                else:
-                    # the most layers on the GPUs: the smallest number left on the CPU
-                    left = _smallest(1, n_all, lambda n: fits_with(("-ngl", str(n_all - n))))
-                    if left is not None and left < n_all:
-                        options_tried.append(
-                            (
-                                ("-ngl", str(n_all - left)),
-                                f"{left} of {n_all} layers on the CPU (slower)",
-                                False,
-                            )
-                        )
-            for place_flags, place_why, gpu_only in options_tried:
-                flags = (*place_flags, *extra)
-                res = _estimate(model, [*base, *flags, *at_ctx], devices, opts)
-                if res is None or not res.max_ctx or res.speed is None:
-                    continue
-                why = "; ".join(w for w in (place_why, kv_why, ub_why) if w) or "nothing"
-                out.append(
-                    Candidate(
-                        flags=flags,
-                        max_ctx=res.max_ctx,
-                        decode_tps=res.speed.decode_tps,
-                        prefill_tps=res.speed.prefill_tps,
-                        fits_asked=res.fits,
-                        gpu_only=gpu_only,
-                        gives_up=why,
-                    )
-                )
-    if goal == "speed":
-        ranked = sorted((c for c in out if c.fits_asked), key=lambda c: (-c.decode_tps, -c.max_ctx))
-        ranked = [replace(c, flags=(*c.flags, "-c", str(asked))) for c in ranked]
-    else:
-        pool = [c for c in out if c.gpu_only] if goal == "gpu-only" else out
-        ranked = sorted(pool, key=lambda c: (-c.max_ctx, -_tps_bucket(c.decode_tps), _cost(c)))
-        ranked = [replace(c, flags=(*c.flags, "-c", str(c.max_ctx))) for c in ranked]
+    moe = first.model.n_expert > 1 and not any(a in _CPU_MOE for a in base)
+    # a split of one's own or none to make: the one given stays
+    split = not settings.tensor_split and settings.split_mode == "layer"
+    cap = first.model.n_ctx_train
+    found = _say_slower_prompts(_search_all(s, n_all, moe, split, cap))
+    ranked = _rank(found, goal, asked)
     # never propose what does not fit: each line as printed is estimated once more
     checked: list[Candidate] = []
     for c in ranked:
         if len(checked) >= limit:
             break
-        res = _estimate(model, [*base, *c.flags], devices, replace(opts, search=False))
+        res = s.estimate(c.flags, search=False)
         if res is not None and res.fits:
             checked.append(c)
     return checked

@@ -1,0 +1,118 @@
+"""``lltui quant ... --best GOAL``: across quantizations, the best command line of each, ranked.
+
+Each quantization (the GGUF files a repository offers, or the types llama-quantize would make
+of a model) gets :func:`lltui.core.fit.best.best_configs`' first line for the goal; the
+quantizations are then ranked:
+
+- ``context``: the largest context, then quality (the K/V cache type, then bits per weight,
+  up to Q8_0's 8.5: beyond it, none that shows), then speed;
+- ``speed``: the fastest decode at the context asked for, then quality;
+- ``gpu-only``: nothing on the CPU, the largest context, then quality, then speed.
+
+Those where nothing fits come last, as do those that could not be read (with why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lltui.core.fit.best import Candidate, best_configs, check_goal, tps_bucket
+from lltui.core.fit.common import FitError
+from lltui.core.fit.devices_spec import DeviceSpec
+from lltui.core.fit.gguf_model import GgufModel
+from lltui.core.fit.hparams import read_hparams
+from lltui.core.fit.results import FitOptions, model_summary
+from lltui.core.llama.flags import LlamaArgs
+
+
+@dataclass(frozen=True, slots=True)
+class QuantOption:
+    """One quantization to rank: its name, the file it is (empty: one llama-quantize would
+    write), its size, and its header (None with ``error``: it could not be read)."""
+
+    quant: str
+    file: str
+    file_bytes: int | None
+    model: GgufModel | None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QuantChoice:
+    option: QuantOption
+    bits_per_weight: float | None
+    best: Candidate | None  # None: nothing this search tried fits (or ``option.error``)
+    error: str = ""
+
+
+def bits_per_weight(model: GgufModel) -> float | None:
+    """Tensor bits per parameter, as llama.cpp prints ``file size`` in BPW."""
+    summary = model_summary(model, read_hparams(model))
+    return summary.tensor_bytes * 8 / summary.n_params if summary.n_params else None
+
+
+def _choice(
+    opt: QuantOption,
+    settings: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    options: FitOptions | None,
+    goal: str,
+) -> QuantChoice:
+    if opt.model is None:
+        return QuantChoice(opt, None, None, opt.error or "not read")
+    try:
+        bpw = bits_per_weight(opt.model)
+        found = best_configs(opt.model, settings, devices, options, goal, limit=1)
+    except FitError as exc:
+        return QuantChoice(opt, None, None, str(exc))
+    return QuantChoice(opt, bpw, found[0] if found else None)
+
+
+LOSSLESS_BPW = 8.5  # Q8_0: more bits than this buy no quality that shows
+
+
+def _kv_loss(flags: Sequence[str]) -> int:
+    """Quality the K/V cache type gives up: 0 for f16, 1 for q8_0, 2 for q4_0."""
+    types = {flags[i + 1] for i, f in enumerate(flags[:-1]) if f in ("-ctk", "-ctv")}
+    return 2 if "q4_0" in types else 1 if "q8_0" in types else 0
+
+
+def _key(c: QuantChoice, goal: str) -> tuple[float, ...]:
+    b = c.best
+    if b is None:
+        return (1, 0, 0, 0, 0)
+    quality = -round(min(c.bits_per_weight or 0.0, LOSSLESS_BPW), 2)
+    speed = -tps_bucket(b.decode_tps)
+    if goal == "speed":
+        return (0, speed, _kv_loss(b.flags), quality, -b.max_ctx)
+    return (0, -b.max_ctx, _kv_loss(b.flags), quality, speed)
+
+
+def rank_quants(
+    opts: Sequence[QuantOption],
+    settings: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    options: FitOptions | None = None,
+    goal: str = "context",
+) -> list[QuantChoice]:
+    """Every quantization with its best command line for ``goal``, best first; ValueError
+    for a goal that is not one of :data:`lltui.core.fit.best.GOALS`."""
+    check_goal(goal)
+    choices = [_choice(o, settings, devices, options, goal) for o in opts]
+    return sorted(choices, key=lambda c: (bool(c.error), *_key(c, goal)))
+
+
+def computed_options(model: GgufModel) -> list[QuantOption]:
+    """The types llama-quantize would make of ``model`` (see :mod:`.quant`), as options."""
+    from lltui.core.fit.quant import as_quantized, quant_sizes, quant_source, relevant_ftypes
+
+    src = quant_source(model)
+    out = []
+    for row in quant_sizes(src, relevant_ftypes(src)[0]):
+        name = row.name + ("*" if row.requires_imatrix else "")
+        if row.error:
+            out.append(QuantOption(name, "", None, None, row.error))
+        else:
+            out.append(QuantOption(name, "", row.file_bytes, as_quantized(model, row)))
+    return out

@@ -1,0 +1,226 @@
+"""The rpc-server probe: free memory asked as llama-server asks it; errors in one line, in time."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.sources.fit_devices import with_rpc
+from lltui.sources.llama.rpc_probe import RpcProbeError, probe, probe_all
+
+GIB = 1 << 30
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError
+        buf += chunk
+    return buf
+
+
+def _read_cmd(conn: socket.socket) -> tuple[int, bytes]:
+    cmd, size = struct.unpack("<BQ", _recv_exact(conn, 9))
+    return cmd, _recv_exact(conn, size)
+
+
+def _reply(conn: socket.socket, payload: bytes) -> None:
+    conn.sendall(struct.pack("<Q", len(payload)) + payload)
+
+
+def fake_rpc_server(conn: socket.socket, memories=((3 * GIB, 8 * GIB),), major=7) -> None:
+    """ggml-rpc protocol 7 as the pinned rpc-server speaks it, for these devices."""
+    cmd, caps = _read_cmd(conn)
+    assert cmd == 14 and caps == bytes(24)
+    _reply(conn, bytes([major, 0, 0, 0]) + bytes(24))
+    while True:
+        try:
+            cmd, body = _read_cmd(conn)
+        except ConnectionError:
+            return
+        if cmd == 15:
+            _reply(conn, struct.pack("<I", len(memories)))
+        elif cmd == 11:
+            (dev,) = struct.unpack("<I", body)
+            _reply(conn, struct.pack("<QQ", *memories[dev]))
+        else:
+            return
+
+
+@contextlib.contextmanager
+def serving(handler: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A loopback TCP server running ``handler`` on each connection; yields HOST:PORT."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.05)  # the loop sees ``stop`` soon after the test ends
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn, contextlib.suppress(OSError, AssertionError, ConnectionError):
+                handler(conn)
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield f"127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        t.join(2)
+        srv.close()
+
+
+def silent(conn: socket.socket) -> None:
+    """Accepts and reads, never answers (until the client gives up)."""
+    while conn.recv(4096):
+        pass
+
+
+def _closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_probe_reads_every_device_of_a_server():
+    two = ((3 * GIB, 8 * GIB), (10 * GIB, 24 * GIB))
+    with serving(lambda c: fake_rpc_server(c, two)) as ep:
+        info = probe(ep)
+    assert info.version == (7, 0, 0)
+    assert [(d.free_bytes, d.total_bytes) for d in info.devices] == list(two)
+
+
+def test_probe_errors_are_one_line_and_bounded():
+    with pytest.raises(RpcProbeError, match="cannot connect") as exc:
+        probe(_closed_port())
+    assert "\n" not in str(exc.value)
+    # garbage: an HTTP server, say
+    http = serving(lambda c: c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n"))
+    with http as ep, pytest.raises(RpcProbeError, match=r"not a llama\.cpp rpc-server"):
+        probe(ep)
+    # another protocol version
+    old = serving(lambda c: fake_rpc_server(c, major=3))
+    with old as ep, pytest.raises(RpcProbeError, match=r"protocol 3\.0\.0"):
+        probe(ep)
+    # accepted, then silence: the whole probe keeps to its deadline
+    with serving(silent) as ep:
+        t0 = time.monotonic()
+        with pytest.raises(RpcProbeError, match=r"no answer within 0\.5 s"):
+            probe(ep, timeout_s=0.5)
+        assert time.monotonic() - t0 < 1.5
+    with pytest.raises(RpcProbeError, match="expected HOST:PORT"):
+        probe("nohost")
+
+
+def test_probe_all_asks_servers_at_once():
+    with serving(silent) as slow1, serving(silent) as slow2:
+        t0 = time.monotonic()
+        got = probe_all([slow1, slow2], timeout_s=0.5)
+        assert time.monotonic() - t0 < 1.2
+    assert all(isinstance(g, RpcProbeError) for g in got)
+
+
+def test_a_name_lookup_that_hangs_is_left_behind(monkeypatch):
+    from lltui.sources.llama import rpc_probe
+
+    def stuck(*_a, **_k):
+        time.sleep(5)  # getaddrinfo on a resolver that does not answer: no timeout applies
+        raise OSError("late")
+
+    monkeypatch.setattr(rpc_probe.socket, "create_connection", stuck)
+    t0 = time.monotonic()
+    (got,) = probe_all(["slow.example:50052"], timeout_s=0.3)
+    assert time.monotonic() - t0 < 1.5
+    assert isinstance(got, RpcProbeError) and "no answer within 0.3 s" in str(got)
+
+
+def test_with_rpc_gives_the_reported_memory_and_names_each_device():
+    two = ((3 * GIB, 8 * GIB), (10 * GIB, 24 * GIB))
+    with serving(lambda c: fake_rpc_server(c, two)) as a, serving(fake_rpc_server) as b:
+        devices, notes = with_rpc([], [a, b])
+    assert [(d.name, d.dev_name) for d in devices] == [
+        (f"RPC0[{a}]", "RPC0"),
+        (f"RPC1[{a}]", "RPC1"),
+        (f"RPC0[{b}]", "RPC2"),
+    ]
+    assert [d.free_bytes for d in devices] == [3 * GIB, 10 * GIB, 3 * GIB]
+    assert [d.total_bytes for d in devices] == [8 * GIB, 24 * GIB, 8 * GIB]
+    assert any("3.0 GiB free of 8.0 GiB" in n for n in notes)
+    assert not any("authentication" in n for n in notes)  # loopback only
+
+
+def test_fit_with_a_dead_rpc_server_says_so_in_one_line(tmp_path, capsys):
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec())
+    dead = _closed_port()
+    assert main(["fit", str(path), "--gpus", "T4", "--rpc", dead, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["devices"][0]["free_bytes"] is None
+    (note,) = [n for n in data["notes"] if dead in n]
+    assert "cannot connect" in note and "free memory is unknown" in note
+    with serving(fake_rpc_server) as ep:
+        assert main(["fit", str(path), "--gpus", "T4", "--rpc", ep, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["devices"][0]["name"] == f"RPC0[{ep}]"
+    assert data["devices"][0]["free_bytes"] == 3 * GIB
+
+
+def test_remote_rpc_hosts_are_warned_about():
+    devices, notes = with_rpc([], ["10.255.255.1:50052"], timeout_s=0.2)
+    assert devices[0].free_bytes is None
+    assert any("no authentication" in n for n in notes)
+
+
+@pytest.mark.slow
+def test_probe_the_real_rpc_server(tmp_path, capsys):
+    from llama_fixture import build_llama, rpc_servers
+
+    bins = build_llama()
+    with rpc_servers(bins, 1, tmp_path) as (server,):
+        ep = f"127.0.0.1:{server.port}"
+        info = probe(ep)
+        again = probe(ep)  # the server serves one client at a time: the probe lets go
+        assert info.version[0] == 7 and len(info.devices) == 1
+        dev = info.devices[0]
+        assert 0 < dev.free_bytes <= dev.total_bytes
+        assert again.devices[0].total_bytes == dev.total_bytes
+        # while another client holds it, the server does not answer: said, in time
+        with socket.create_connection(("127.0.0.1", server.port)) as busy:
+            busy.sendall(struct.pack("<BQ", 14, 24) + bytes(24))
+            assert len(_recv_exact(busy, 8 + 28)) == 36  # the first client is served
+            t0 = time.monotonic()
+            with pytest.raises(RpcProbeError, match="one client at a time"):
+                probe(ep, timeout_s=1.0)
+            assert time.monotonic() - t0 < 2.0
+        # the HELLO the probe left behind is read once the first client goes: the server
+        # must live through answering a client that is gone
+        time.sleep(0.5)
+        assert server.proc.poll() is None, server.log_path.read_text()[-500:]
+        log = server.log_path.read_text()
+        # what the server itself prints at start: "CPU: ... (24105 MiB, 24105 MiB free)"
+        assert f"({dev.total_bytes >> 20} MiB" in log
+        # fit --rpc: the device has the memory the server reports
+        path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec())
+        assert main(["fit", str(path), "--gpus", "cpu", "--rpc", ep, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rpc = data["devices"][0]
+    assert rpc["free_bytes"] is not None, data.get("notes")
+    assert rpc["name"] == f"RPC0[{ep}]" and rpc["free_bytes"] > 0
+    assert abs(rpc["free_bytes"] - dev.free_bytes) < 256 << 20  # free moves a little
