@@ -138,6 +138,25 @@ def test_probe_all_asks_servers_at_once():
     assert all(isinstance(g, RpcProbeError) for g in got)
 
 
+def test_probe_all_takes_a_recent_answer_only_when_asked_to():
+    asked = []
+
+    def counted(conn: socket.socket) -> None:
+        asked.append(1)
+        fake_rpc_server(conn, ((1 * GIB, 2 * GIB),))
+
+    with serving(counted) as ep:
+        first = probe_all([ep], timeout_s=2.0)
+        again = probe_all([ep], timeout_s=2.0, max_age_s=60.0)  # the fit view, edit after edit
+        assert again == first and len(asked) == 1
+        probe_all([ep], timeout_s=2.0)  # no age given: asked afresh
+        assert len(asked) == 2
+    # a failure is kept as well: a dead host costs its timeout once, not on every edit
+    dead = _closed_port()
+    failed = probe_all([dead], timeout_s=0.5)
+    assert probe_all([dead], timeout_s=0.5, max_age_s=60.0) == failed
+
+
 def test_a_name_lookup_that_hangs_is_left_behind(monkeypatch):
     from lltui.sources.llama import rpc_probe
 

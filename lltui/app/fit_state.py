@@ -72,6 +72,7 @@ def form_flags(fields: dict[str, str], extra: str) -> list[str]:
 
 
 REMOTE_TTL_S = 300.0  # a remote model's header is asked for again after this long
+RPC_PROBE_MAX_AGE_S = 10.0  # an --rpc server's free memory, asked again after this long
 _remote: dict[str, tuple[float, Any]] = {}
 _remote_lock = threading.Lock()
 
@@ -124,7 +125,8 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
             devices = devices_from_sample(sample) if sample is not None else []
             if not devices and not settings.rpc:
                 out.notes.append("no GPU on this rig: estimated for the host only")
-            devices, rpc_notes = with_rpc(devices, settings.rpc)  # --rpc in the flags field
+            # --rpc in the flags field; asked again at most every few seconds, not on each edit
+            devices, rpc_notes = with_rpc(devices, settings.rpc, max_age_s=RPC_PROBE_MAX_AGE_S)
             out.notes += rpc_notes
         else:
             devices, notes = resolve_devices(request.devices, settings.rpc)

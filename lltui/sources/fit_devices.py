@@ -209,12 +209,16 @@ def resolve_devices(
 
 
 def with_rpc(
-    devices: Sequence[DeviceSpec], rpc: Sequence[str], timeout_s: float | None = None
+    devices: Sequence[DeviceSpec],
+    rpc: Sequence[str],
+    timeout_s: float | None = None,
+    max_age_s: float = 0.0,
 ) -> tuple[list[DeviceSpec], list[str]]:
     """``devices`` with llama-server's ``--rpc`` servers not already among them, first as
     llama.cpp lists them. Each RPC server whose memory was not given is asked (all at once,
-    within ``timeout_s``): one device per device it serves, with its free memory; a note
-    per server says what it reported, or why its free memory stays unknown."""
+    within ``timeout_s``; an answer up to ``max_age_s`` old stands): one device per device
+    it serves, with its free memory; a note per server says what it reported, or why its
+    free memory stays unknown."""
     from lltui.sources.llama.rpc_probe import TIMEOUT_S, RpcProbeError, probe_all
 
     rpc_now = [d for d in devices if d.kind == "rpc"]
@@ -224,7 +228,7 @@ def with_rpc(
     ask = [d.endpoint for d in rpc_all if d.total_bytes is None and d.endpoint]
     if not ask:
         return rpc_all + [d for d in devices if d.kind != "rpc"], []
-    got_all = probe_all(ask, TIMEOUT_S if timeout_s is None else timeout_s)
+    got_all = probe_all(ask, TIMEOUT_S if timeout_s is None else timeout_s, max_age_s)
     answers = dict(zip(ask, got_all, strict=True))
     out: list[DeviceSpec] = []
     notes: list[str] = []

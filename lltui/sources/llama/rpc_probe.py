@@ -136,12 +136,32 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
         raise RpcProbeError(f"rpc-server {endpoint}: cannot connect ({why})") from None
 
 
+# answers kept for a caller that asks again and again (the fit view, on each edit of its
+# form): endpoint -> (when, answer)
+_recent: dict[str, tuple[float, RpcServerInfo | RpcProbeError]] = {}
+_recent_lock = threading.Lock()
+
+
 def probe_all(
-    endpoints: Sequence[str], timeout_s: float = TIMEOUT_S
+    endpoints: Sequence[str], timeout_s: float = TIMEOUT_S, max_age_s: float = 0.0
 ) -> list[RpcServerInfo | RpcProbeError]:
     """Every endpoint probed at once, all within ``timeout_s`` (and a little): a dead host
     costs one timeout, not one each. Name lookups, which no socket timeout bounds, are left
-    behind in daemon threads when they take longer."""
+    behind in daemon threads when they take longer. An answer (or failure) at most
+    ``max_age_s`` old is taken as it is, without asking again."""
+    now = time.monotonic()
+    with _recent_lock:
+        kept = {ep: _recent.get(ep) for ep in endpoints}
+    fresh = {ep: got[1] for ep, got in kept.items() if got and now - got[0] <= max_age_s}
+    ask = [ep for ep in dict.fromkeys(endpoints) if ep not in fresh]
+    answers = dict(zip(ask, _probe_now(ask, timeout_s), strict=True))
+    with _recent_lock:
+        for ep, got in answers.items():
+            _recent[ep] = (now, got)
+    return [fresh[ep] if ep in fresh else answers[ep] for ep in endpoints]
+
+
+def _probe_now(endpoints: Sequence[str], timeout_s: float) -> list[RpcServerInfo | RpcProbeError]:
     results: list[RpcServerInfo | RpcProbeError | None] = [None] * len(endpoints)
 
     def one(i: int, ep: str) -> None:
