@@ -10,6 +10,10 @@ system, all threads, from /proc/PID/stat) is read over --seconds and printed as 
 core, with lltui/nvitop as the ratio (goal <= 0.5). The bytes each writes to its terminal per
 second are printed too: over SSH they are the other half of an idle monitor's cost.
 
+A third line measures Textual's own floor, no NVML at all: a bare Textual app whose screen
+shows one line per GPU and rewrites a number on each line every second. Whatever a monitor
+built on Textual does beyond that is its own cost; below that it cannot go.
+
 Both see the same fake driver: nvitop's NVML layer takes it as a binding without ctypes
 internals (its startup warns the binding is "corrupted"; it then calls the functions as is),
 and answers for the few per-tick queries the fake lacks come from add_peer_symbols.
@@ -60,6 +64,30 @@ threading.Thread(target=wander, daemon=True).start()
 module = sys.argv[1]
 sys.argv = sys.argv[1:]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+# Textual's floor: one line per GPU, a number on each rewritten every second, nothing else
+FLOOR_APP = """
+import sys
+from textual.app import App
+from textual.widgets import Static
+
+class Floor(App):
+    def compose(self):
+        for i in range(int(sys.argv[1])):
+            yield Static(f"GPU{i}")
+
+    def on_mount(self):
+        self.tick = 0
+        self.set_interval(1.0, self.step)
+
+    def step(self):
+        self.tick += 1
+        for i, line in enumerate(self.query(Static)):
+            line.update(f"GPU{i}  util {(self.tick + i) % 4}%  power {60 + (self.tick + i) % 4} W",
+                        layout=False)
+
+Floor().run()
 """
 
 
@@ -162,6 +190,8 @@ def main() -> int:
     cache.mkdir(parents=True, exist_ok=True)
     launcher = cache / "fake_nvml_launcher.py"
     launcher.write_text(LAUNCHER, encoding="utf-8")
+    floor = cache / "textual_floor.py"
+    floor.write_text(FLOOR_APP, encoding="utf-8")
     peer_python = args.nvitop_python or nvitop_python(cache)
 
     env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
@@ -171,6 +201,7 @@ def main() -> int:
     tools = {
         "lltui": [sys.executable, str(launcher), "lltui", "--source", "nvml", "--interval", "1"],
         "nvitop": [peer_python, str(launcher), "nvitop", "--interval", "1"],
+        "floor": [sys.executable, str(floor)],  # the GPU count is added below
     }
     print(
         f"{args.seconds:.0f} s each after {args.warmup:.0f} s warm-up, {cols}x{rows}, 1 s interval"
@@ -178,17 +209,25 @@ def main() -> int:
     for n in args.gpus:
         env["FAKE_NVML_GPUS"] = str(n)
         got = {
-            name: run_in_pty(argv, env, (cols, rows), args.warmup, args.seconds)
+            name: run_in_pty(
+                [*argv, str(n)] if name == "floor" else argv,
+                env,
+                (cols, rows),
+                args.warmup,
+                args.seconds,
+            )
             for name, argv in tools.items()
         }
         for name, m in got.items():
             state = "" if m.alive else "  (EXITED: not measured)"
             print(
-                f"{n:>2} GPUs  {name:<6} CPU {m.cpu_pct:5.1f}% of a core,"
+                f"{n:>2} GPUs  {name:<6} CPU {m.cpu_pct:5.2f}% of a core,"
                 f" {m.bytes_per_s / 1024:6.1f} KiB/s to the terminal{state}"
             )
         ratio = got["lltui"].cpu_pct / got["nvitop"].cpu_pct
+        floor_ratio = got["floor"].cpu_pct / got["nvitop"].cpu_pct
         print(f"{n:>2} GPUs  ratio lltui/nvitop CPU {ratio:.2f} (goal <= 0.5)")
+        print(f"{n:>2} GPUs  ratio Textual floor/nvitop CPU {floor_ratio:.2f}")
     return 0
 
 

@@ -45,6 +45,23 @@ THROTTLE_SHORT = {
 }
 
 
+def theme_colour(variables: dict[str, str], name: str, fallback: str = "#808080") -> str:
+    """A theme variable's colour as TCSS would draw it: translucent colours blended over the
+    background; "auto 60%" (``$text-muted``) is the background's contrasting text at 60%."""
+    background = Color.parse(variables.get("background", "#000000"))
+    value = variables.get(name, fallback)
+    if value.startswith("auto"):
+        pct = value.removeprefix("auto").strip().rstrip("%")
+        alpha = float(pct) / 100 if pct else 0.95
+        return (background + background.get_contrast_text(alpha)).hex
+    return (background + Color.parse(value)).hex
+
+
+def theme_style(variables: dict[str, str], name: str, *, bold: bool = False) -> Style:
+    """A rich style in a theme variable's colour."""
+    return Style(color=theme_colour(variables, name), bold=bold or None)
+
+
 @dataclass(frozen=True, slots=True)
 class CardStyles:
     """The theme's colours as rich styles, worked out once per theme."""
@@ -66,20 +83,11 @@ class CardStyles:
 
     @classmethod
     def from_variables(cls, theme: str, variables: dict[str, str]) -> CardStyles:
-        background = Color.parse(variables.get("background", "#000000"))
-
-        def colour(name: str, fallback: str = "#808080") -> str:
-            # blend translucent colours over the background, as TCSS would; "auto 60%"
-            # ($text-muted) is the background's contrasting text at that alpha
-            value = variables.get(name, fallback)
-            if value.startswith("auto"):
-                pct = value.removeprefix("auto").strip().rstrip("%")
-                alpha = float(pct) / 100 if pct else 0.95
-                return (background + background.get_contrast_text(alpha)).hex
-            return (background + Color.parse(value)).hex
+        def colour(name: str) -> str:
+            return theme_colour(variables, name)
 
         def fg(name: str, bold: bool = False) -> Style:
-            return Style(color=colour(name), bold=bold or None)
+            return theme_style(variables, name, bold=bold)
 
         return cls(
             theme=theme,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Any
 
-from textual.content import Content
+from rich.cells import cell_len
+from rich.style import Style
+from rich.text import Text
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
+from lltui.app.widgets.gpu_card import theme_style
 from lltui.core.monitor.models import RigInfo
 from lltui.core.units import fmt_duration
 
@@ -37,82 +40,116 @@ def fmt_history(held_s: float, window_s: float, *, short: bool = False) -> str:
     return f"{held}/{window}" if short else f"graphs {held} of {window}"
 
 
-@lru_cache(maxsize=64)  # twice a second, mostly the same few lines
-def _cells(markup: str) -> int:
-    return Content.from_markup(markup).cell_length
+@dataclass(frozen=True, slots=True)
+class StatusStyles:
+    """The status line's colours as rich styles, worked out once per theme: the line is
+    built as ``Text`` each tick, never parsed from markup."""
+
+    theme: str
+    bold: Style
+    muted: Style
+    ok: Style
+    warn: Style
+    warn_bold: Style
+    error_bold: Style
+
+    @classmethod
+    def from_variables(cls, theme: str, variables: dict[str, str]) -> StatusStyles:
+        return cls(
+            theme=theme,
+            bold=Style(bold=True),
+            muted=theme_style(variables, "text-muted"),
+            ok=theme_style(variables, "gpu-ok"),
+            warn=theme_style(variables, "warning"),
+            warn_bold=theme_style(variables, "warning", bold=True),
+            error_bold=theme_style(variables, "error", bold=True),
+        )
+
+
+# without an app (tests, plain text): the words and their weight, no colours
+PLAIN = StatusStyles(
+    "", Style(bold=True), Style(), Style(), Style(), Style(bold=True), Style(bold=True)
+)
 
 
 def render_status(
-    model: RigModel, busy_for: float | None, width: int = 0, *, history: bool = True
-) -> str:
+    model: RigModel,
+    busy_for: float | None,
+    width: int = 0,
+    *,
+    history: bool = True,
+    styles: StatusStyles = PLAIN,
+) -> Text:
     """The status line (and any error or hint lines below it). With ``history`` it says how
     much history the graphs have, and with ``width`` the first line is fitted to it: shorter
     wording first, then the driver and CUDA go."""
-    first = _status_line(model, busy_for, width if history else 0, history)
-    return first + _status_notes(model)
+    first = _status_line(model, busy_for, width if history else 0, history, styles)
+    return first + _status_notes(model, styles)
 
 
-def _status_line(model: RigModel, busy_for: float | None, width: int, history: bool) -> str:
+def _status_line(
+    model: RigModel, busy_for: float | None, width: int, history: bool, styles: StatusStyles
+) -> Text:
     info = model.info
-    source = f"[b]lltui[/b] {escape(info.source)}"
-    versions = []
+    source = Text.assemble(("lltui", styles.bold), " ", info.source)
+    versions: list[Text | str] = []
     if info.driver_version:
-        versions.append(f"driver {escape(info.driver_version)}")
+        versions.append(f"driver {info.driver_version}")
     if info.cuda_version:
-        versions.append(f"CUDA {escape(info.cuda_version)}")
-    state = _state(model, busy_for)
+        versions.append(f"CUDA {info.cuda_version}")
+    state = _state(model, busy_for, styles)
     kept = model.history
     held = min(kept.seconds(), kept.max_age_s or float("inf"))
-    every = f"{state} every {model.interval:g}s"
-    terse = f"{state} {model.interval:g}s"
+    every = Text.assemble(state, f" every {model.interval:g}s")
+    terse = Text.assemble(state, f" {model.interval:g}s")
     if model.latest is None or not history:  # no history to speak of (yet)
         graphs = short = f"graphs {fmt_window(model.window_s)}"
     else:
         graphs = fmt_history(held, model.window_s)
         short = fmt_history(held, model.window_s, short=True)
-    variants = [
+    variants: list[list[Text | str]] = [
         [source, *versions, every, graphs],
         [source, *versions, every, short],
         [source, *versions, terse, short],
         [source, terse, short],
     ]
-    lines = ["  ".join(parts) for parts in variants]
     if width <= 0:
-        return lines[0]
-    for line in lines:
-        if _cells(line) <= width:
+        variants = variants[:1]
+    for parts in variants:
+        line = Text("  ").join(Text(p) if isinstance(p, str) else p for p in parts)
+        if width <= 0 or line.cell_len <= width:
             return line
-    return lines[-1]
+    return line
 
 
-def _state(model: RigModel, busy_for: float | None) -> str:
+def _state(model: RigModel, busy_for: float | None, styles: StatusStyles) -> Text:
     ended = model.latest is not None and model.latest.ended
     if ended:
-        state = "[b $warning]■[/] end of recording"
-    elif model.paused:
-        state = "[b $warning]PAUSED[/]"
-    elif model.stale(busy_for):
+        return Text.assemble(("■", styles.warn_bold), " end of recording")
+    if model.paused:
+        return Text("PAUSED", styles.warn_bold)
+    if model.stale(busy_for):
         age = model.age()
         waited = busy_for if busy_for is not None else age
-        state = f"[b $error]STALE[/] no data for {fmt_duration(waited)}"
-    elif model.latest is None:
-        state = "[$text-muted]starting…[/]"
-    else:
-        state = "[$gpu-ok]●[/] live"
-    return state
+        return Text.assemble(("STALE", styles.error_bold), f" no data for {fmt_duration(waited)}")
+    if model.latest is None:
+        return Text("starting…", styles.muted)
+    return Text.assemble(("●", styles.ok), " live")
 
 
-def _status_notes(model: RigModel) -> str:
+def _status_notes(model: RigModel, styles: StatusStyles) -> Text:
     info = model.info
     ended = model.latest is not None and model.latest.ended
-    line = ""
+    notes = Text()
     if model.error and not (
         ended and model.latest is not None and model.error == model.latest.error
     ):
-        line += f"\n[b $error]source error:[/] {escape(model.error)}"
+        notes.append_text(
+            Text.assemble("\n", ("source error:", styles.error_bold), " ", model.error)
+        )
     for hint in info.hints:
-        line += f"\n[$warning]hint:[/] {escape(hint)}"
-    return line
+        notes.append_text(Text.assemble("\n", ("hint:", styles.warn), " ", hint))
+    return notes
 
 
 def show_header(screen: Screen[Any], model: RigModel, busy_for: float | None) -> None:
@@ -127,21 +164,28 @@ class StatusBar(Static):
 
     def __init__(self, *, id: str | None = None, history: bool = False) -> None:
         super().__init__("", id=id)
-        self._text: str | None = None
+        self._text: Text | None = None
         self._history = history
+        self._style_cache: StatusStyles | None = None
 
     def show(self, model: RigModel, busy_for: float | None) -> None:
         # the padding takes a column on each side
         width = max(0, self.size.width - 2)
-        text = render_status(model, busy_for, width, history=self._history)
+        text = render_status(model, busy_for, width, history=self._history, styles=self._styles())
         if text != self._text:  # twice a second between samples: skip repeats
             # the history's age changes the first line each tick: a relayout only when the
             # height may change (the first line wraps to other than the height it has, or
             # there are lines below it: errors and hints, rare)
-            first, _, below = text.partition("\n")
-            rows = -(-_cells(first) // width) if width else 0
+            first, _, below = text.plain.partition("\n")
+            rows = -(-cell_len(first) // width) if width else 0
             self._text = text
             self.update(text, layout=not rows or bool(below) or rows != self.size.height)
+
+    def _styles(self) -> StatusStyles:
+        theme = self.app.theme
+        if self._style_cache is None or self._style_cache.theme != theme:
+            self._style_cache = StatusStyles.from_variables(theme, self.app.get_css_variables())
+        return self._style_cache
 
 
 class Banner(Static):

@@ -34,7 +34,9 @@ from lltui.sources.nvml.codes import (
     error_words,
 )
 
-DEFAULT_EVENT_WAIT_S = 0.1  # how long one wait may block: closing waits at most this long
+# how long one wait may block: closing waits at most this long, and an idle monitor wakes
+# this thread 1/x times a second (at 0.1 s those wakeups cost more than a poll of 8 GPUs)
+DEFAULT_EVENT_WAIT_S = 0.5
 DEFAULT_EVENT_LIMIT = 64  # XID events kept per GPU between two polls
 EVENT_ECC = EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC
 WANTED_EVENTS = EVENT_XID_CRITICAL | EVENT_ECC
