@@ -294,6 +294,7 @@ class FakeGpu:
     persistence: int = NVML_FEATURE_ENABLED
     pcie_gen_max: int = 4
     pcie_width_max: int = 16
+    mem_bus_width: int | None = 384  # None: the driver does not say (NOT_SUPPORTED)
     pcie_gen: int = 4
     pcie_width: int = 16
     pcie_tx_kbs: int = 12_000
@@ -646,6 +647,12 @@ class FakeNvml(FakeEventApi):
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: c_nvmlDevice_t) -> int:
         return self._device("nvmlDeviceGetMaxPcieLinkWidth", handle).pcie_width_max
+
+    def nvmlDeviceGetMemoryBusWidth(self, device: c_nvmlDevice_t) -> int:
+        gpu = self._device("nvmlDeviceGetMemoryBusWidth", device)
+        if gpu.mem_bus_width is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu.mem_bus_width
 
     # -- fast fields ----------------------------------------------------------------------
     def _memory(self, gpu: FakeGpu, v2: bool) -> types.SimpleNamespace:

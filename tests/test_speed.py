@@ -234,6 +234,70 @@ def test_devices_from_a_sample_carry_the_pcie_link():
     assert devs and sorted(d.pcie_gen or 0 for d in devs) == gens
 
 
+@pytest.mark.parametrize(
+    ("mem_mhz", "bus", "gbs"),
+    [
+        (10501, 384, 1008),  # RTX 4090 (GDDR6X), as nvidia-smi -q reports its clocks
+        (9751, 384, 936),  # RTX 3090
+        (2619, 5120, 3352),  # H100 SXM (HBM3)
+        (1593, 5120, 2039),  # A100-SXM4-80GB
+        (877, 4096, 898),  # V100
+        (14001, 512, 1792),  # RTX 5090 (GDDR7)
+        (3615, 384, 347),  # Tesla P40
+    ],
+)
+def test_bandwidth_from_nvml_clocks_and_bus_matches_the_spec_sheets(mem_mhz, bus, gbs):
+    from lltui.core.fit.devices_spec import memory_bandwidth_gbs
+
+    assert memory_bandwidth_gbs(mem_mhz, bus) == pytest.approx(gbs, rel=0.005)
+    assert memory_bandwidth_gbs(None, bus) is None and memory_bandwidth_gbs(mem_mhz, 0) is None
+
+
+def test_a_present_gpu_decodes_at_its_own_memory_bandwidth(models):
+    from dataclasses import replace as dc_replace
+
+    model = models["llama 8B Q4_0"]
+    st = parse_llama_args(["-c", "4096", "-ngl", "99"])
+    table = parse_gpus_spec("4090").devices
+    # a card whose memory runs 20% below its model's (a power-capped or downclocked board)
+    slower = tuple(dc_replace(d, mem_bandwidth_gbs=1008 * 0.8) for d in table)
+    odd = tuple(dc_replace(d, mem_bandwidth_gbs=1008 * 5) for d in table)  # a driver's odd answer
+    base = estimate(model, st, table, FitOptions(search=False)).speed
+    own = estimate(model, st, slower, FitOptions(search=False)).speed
+    ignored = estimate(model, st, odd, FitOptions(search=False)).speed
+    assert own.decode_tps < base.decode_tps * 0.9
+    assert ignored.decode_tps == base.decode_tps
+    # an unknown card: its measured bandwidth is used, the rest assumed and said so
+    unknown = tuple(
+        dc_replace(d, mem_bandwidth_gbs=500.0) for d in parse_gpus_spec("24GiB").devices
+    )
+    guess = estimate(model, st, unknown, FitOptions(search=False)).speed
+    assert guess.devices[0].assumed and any("compute assumed" in n for n in guess.notes)
+    plain = _speed(model, "24GiB", "-ngl", "99").speed
+    assert guess.decode_tps != plain.decode_tps
+
+
+def test_fake_nvml_gpus_carry_their_memory_bandwidth(monkeypatch):
+    import fake_pynvml as fp
+
+    from lltui.sources.fit_devices import devices_from_sample
+    from lltui.sources.nvml.source import NvmlSource
+
+    gpus = fp.make_gpus(2)
+    gpus[1].mem_bus_width = None  # a driver that does not say
+    fp.FakeNvml(gpus).install(monkeypatch)
+    source = NvmlSource(env={}, event_wait_s=0.002)
+    source.open()
+    try:
+        sample = source.poll()
+    finally:
+        source.close()
+    assert [g.info.mem_bus_width_bits for g in sample.gpus] == [384, None]
+    devs = devices_from_sample(sample)
+    assert devs[0].mem_bandwidth_gbs == pytest.approx(936, rel=0.005)  # a 3090's 9751 MHz
+    assert devs[1].mem_bandwidth_gbs is None
+
+
 def test_the_max_q_edition_is_its_own_row():
     # same memory, lower clocks: a distinct NVML name, not the 600 W card's row
     maxq = gpu_specs("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition")

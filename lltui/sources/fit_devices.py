@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.fit.devices_spec import DeviceSpec, cuda_devices, parse_gpus_spec, rpc_device
+from lltui.core.fit.devices_spec import (
+    DeviceSpec,
+    cuda_devices,
+    memory_bandwidth_gbs,
+    parse_gpus_spec,
+    rpc_device,
+)
 from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
 from lltui.core.units import MIB, fmt_bytes
 
@@ -141,9 +147,16 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
     ]
     mems = [(g.info.name, g.info.memory_total, g.memory_free) for g in used]
-    # the PCIe link each reports, for the speed of a split (the table's otherwise)
+    # the PCIe link and memory each reports, for the speed (the table's otherwise)
     return [
-        replace(d, pcie_gen=g.info.pcie_gen_max, pcie_width=g.info.pcie_width_max)
+        replace(
+            d,
+            pcie_gen=g.info.pcie_gen_max,
+            pcie_width=g.info.pcie_width_max,
+            mem_bandwidth_gbs=memory_bandwidth_gbs(
+                g.info.max_mem_clock_mhz, g.info.mem_bus_width_bits
+            ),
+        )
         for d, g in zip(cuda_devices(mems), used, strict=True)
     ]
 

@@ -182,6 +182,8 @@ class DeviceSpec:
     backend: str = ""  # what runs behind an RPC server: "cuda" (default) or "cpu"
     pcie_gen: int | None = None  # the PCIe link a present GPU reports (None: the table's)
     pcie_width: int | None = None
+    # a present GPU's memory bandwidth from its clocks and bus (None: the table's)
+    mem_bandwidth_gbs: float | None = None
 
     @property
     def device_name(self) -> str:
@@ -200,6 +202,15 @@ class GpusSpec:
     devices: tuple[DeviceSpec, ...] = ()
     cpu_only: bool = False
     sim_profile: str | None = None
+
+
+def memory_bandwidth_gbs(max_mem_clock_mhz: int | None, bus_width_bits: int | None) -> float | None:
+    """Peak memory bandwidth in GB/s from what NVML reports: the maximum memory clock moves
+    two transfers per cycle over every bit of the bus (10501 MHz x 384 bits: a 4090's
+    1008 GB/s; 2619 MHz x 5120 bits: an H100 SXM's 3352). None when either is unknown."""
+    if not max_mem_clock_mhz or not bus_width_bits:
+        return None
+    return max_mem_clock_mhz * 1e6 * 2 * bus_width_bits / 8 / 1e9
 
 
 def normalise_model(name: str) -> str:

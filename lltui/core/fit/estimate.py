@@ -64,7 +64,8 @@ def estimate(
             opts = replace(opts, host_free_bytes=max(0, opts.host_free_bytes - host_parts))
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
-    speed = estimate_speed(model, result, backends=backends, pcie=pcie)
+    bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
+    speed = estimate_speed(model, result, backends=backends, pcie=pcie, bandwidth=bandwidth)
     result = replace(result, speed=speed)
     if not opts.search:
         return result

@@ -349,11 +349,13 @@ def estimate_speed(
     host_bandwidth_gbs: float = HOST_BANDWIDTH_GBS,
     backends: Mapping[str, str] | None = None,
     pcie: Mapping[str, tuple[int | None, int | None]] | None = None,
+    bandwidth: Mapping[str, float] | None = None,
 ) -> SpeedEstimate:
     """Tokens/s of ``result``'s placement. ``depth``: KV cells already filled when decoding
     (llama-bench's tg128 is depth 0); ``prompt_tokens``: the prompt pp is timed on (pp512).
     ``backends``: device name -> "cuda" or "cpu" for RPC servers (default cuda); ``pcie``:
-    device name -> (generation, width) of the link a present GPU reports (else the table's)."""
+    device name -> (generation, width) of the link a present GPU reports (else the table's);
+    ``bandwidth``: device name -> GB/s a present GPU's memory clock and bus give."""
     ub = max(1, min(result.resolved.n_ubatch, prompt_tokens))
     parts: dict[str, _Part] = {}
     split_layers = _weights(model, result, ub, parts)
@@ -379,9 +381,17 @@ def estimate_speed(
         gen, width = (pcie or {}).get(name, (None, None))
         if gen or width:
             g = replace(g, pcie_gen=gen or g.pcie_gen, pcie_width=width or g.pcie_width)
+        measured = (bandwidth or {}).get(name)
+        # the card's own clocks and bus (a variant, a memory overclock), unless far from
+        # its model's: a driver's odd answer must not halve or double a known card
+        if measured and (assumed or 0.5 <= measured / g.bandwidth_gbs <= 2.0):
+            g = replace(g, bandwidth_gbs=measured)
+        else:
+            measured = None
         gpus[name] = g
         if assumed:
-            notes.append(f"{name}: GPU model not known; {g.name}'s numbers assumed")
+            what = "compute" if measured else "numbers"
+            notes.append(f"{name}: GPU model not known; {g.name}'s {what} assumed")
         speeds.append(_gpu_speed(name, tot, g, assumed))
         extra_full_s += kv_full.get(name, 0.0) / (g.bandwidth_gbs * 1e9 * _arch(g).decode)
 

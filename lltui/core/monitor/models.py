@@ -30,6 +30,7 @@ class GpuStatic:
     serial: str | None = None
     vbios: str | None = None
     persistence_mode: bool | None = None
+    mem_bus_width_bits: int | None = None  # the memory interface (384 on a 4090, 5120 on HBM3)
 
 
 @dataclass(frozen=True, slots=True)

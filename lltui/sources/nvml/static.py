@@ -77,6 +77,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         serial = call(g, "serial", "nvmlDeviceGetSerial", convert=text)
         vbios = call(g, "vbios", "nvmlDeviceGetVbiosVersion", convert=text)
         persistence = call(g, "persistence", "nvmlDeviceGetPersistenceMode", convert=_enabled)
+        bus = call(g, "bus_width", "nvmlDeviceGetMemoryBusWidth", convert=int)
         gen_max = call(g, "gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", convert=int)
         width_max = call(g, "width_max", "nvmlDeviceGetMaxPcieLinkWidth", convert=int)
         g.nvlink_links = count_nvlinks(calls, g)
@@ -102,6 +103,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         serial=serial or None,
         vbios=vbios or None,
         persistence_mode=persistence,
+        mem_bus_width_bits=bus or None,
     )
     return g
 
