@@ -39,11 +39,16 @@ def _label(p):
 
 @pytest.mark.parametrize("point", POINTS, ids=_label)
 def test_each_published_point_is_within_the_target(predicted, point):
-    if point.exception:
-        assert len(point.exception) > 40  # a reason, not a shrug
-        pytest.skip(f"listed exception: {point.exception}")
     target = DECODE_TARGET if point.decode else PREFILL_TARGET
     ratio = _ratio(predicted, point)
+    if point.exception:
+        # a listed exception (an old build, a reported regression) says why, and the model
+        # still lands within 60% of it: a wild miss is a bug, not an exception
+        assert len(point.exception) > 40  # a reason, not a shrug
+        assert 1 / 1.6 <= ratio <= 1.6, (
+            f"predicted {predicted[point.id]:.1f} t/s, ratio {ratio:.2f}"
+        )
+        return
     assert abs(ratio - 1) <= target, f"predicted {predicted[point.id]:.1f} t/s, ratio {ratio:.2f}"
 
 
