@@ -136,7 +136,16 @@ class _Placer:
             return _Buft(REPACK)
         return _Buft(PLAIN)
 
-    def buft_for(self, t: GgufTensor, list_dev: int, op: str | None) -> _Buft:
+    def cpu_route(self, op: str | None) -> _Buft | None:
+        """The CPU buffer a weight takes where its type does not decide it; None where it
+        does (a matmul weight that CPU_REPACK may take)."""
+        if self.host_dev is None and op is not None and self.profile:
+            return None
+        return _Buft(PLAIN) if self.host_dev is None or self.mmap else _Buft(HOST, self.host_dev)
+
+    def route(self, name: str, list_dev: int, op: str | None) -> _Buft | None:
+        """The buffer of a weight of the layer on ``list_dev`` (-1: the CPU), -ot first;
+        None: the CPU buffer its type picks (:meth:`cpu_buft`)."""
         if self._override_searches is None:  # compiled once: called per tensor and placement
             self._override_searches = []
             if self.st.overrides:  # the pattern engine loads only for -ot/--cpu-moe
@@ -144,9 +153,9 @@ class _Placer:
 
                 self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
         for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
-            if search(t.name):
+            if search(name):
                 if ov.buft == CPU:
-                    return self.cpu_buft(t, op)
+                    return self.cpu_route(op)
                 if ov.buft not in self.known_bufts:
                     raise FitError(
                         f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
@@ -157,7 +166,7 @@ class _Placer:
                     raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
                 return _Buft(DEV, target)
         if list_dev < 0:
-            return self.cpu_buft(t, op)
+            return self.cpu_route(op)
         return _Buft(DEV, list_dev)
 
     def buffer_name(self, b: _Buft) -> str:
@@ -189,22 +198,73 @@ def place_tensors(
     repack_profile: str = "x86",
 ) -> tuple[list[TensorPlacement], dict[str, int]]:
     """Every weight's buffer, and the size of each weights buffer (mapped spans included)."""
+    plan = _routes(
+        tuple((t.name, t.dims) for t in model.tensors),
+        hp,
+        st,
+        tuple(devices),
+        tuple(all_devices or devices),
+        tuple(layer_dev),
+        repack_profile,
+    )
+    acc = _Placed(plan.placer)
+    tensors = model.tensors
+    cpu_buft = plan.placer.cpu_buft
+    for r in plan.routes:
+        t = tensors[r.index]
+        b = r.buft if r.buft is not None else cpu_buft(t, r.op)
+        if b != r.apart_from:
+            acc.add(t, b, r.layer, r.duplicate)
+    return acc.out, acc.buffer_sizes()
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where one weight goes as far as its name and shape decide it: ``buft`` None leaves
+    the choice among the CPU's buffer types to its type (repacked or not)."""
+
+    index: int  # in the model's tensor list
+    buft: _Buft | None
+    op: str | None
+    layer: int | None
+    duplicate: bool = False
+    apart_from: _Buft | None = None  # a copy made only where it lands elsewhere than this
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    placer: _Placer
+    routes: tuple[_Route, ...]
+
+
+@lru_cache(maxsize=32)  # every quant of a model has the same names, shapes and settings
+def _routes(
+    shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    hp: Hparams,
+    st: LlamaArgs,
+    devices: tuple[DeviceSpec, ...],
+    all_devices: tuple[DeviceSpec, ...],
+    layer_dev: tuple[int, ...],
+    repack_profile: str,
+) -> _Plan:
+    """Each weight's route (create_tensor's choice of buffer type), in the file's order."""
     profile = REPACK_PROFILES.get(repack_profile)
     if profile is None:
         raise FitError(f"unknown CPU repack profile {repack_profile!r}")
-    placer = _Placer(hp, st, devices, all_devices or devices, layer_dev, profile)
-    acc = _Placed(placer)
-    for t in model.tensors:
-        _place_one(acc, t, hp, layer_dev)
-    embd = model.tensor("token_embd.weight")
-    if embd is not None and model.tensor("output.weight") is None and hp.has_memory:
+    placer = _Placer(hp, st, devices, all_devices, layer_dev, profile)
+    routes: list[_Route] = []
+    for i, (name, dims) in enumerate(shapes):
+        routes.extend(_route_one(placer, i, name, dims, hp, layer_dev))
+    index = {name: i for i, (name, _) in enumerate(shapes)}
+    embd = index.get("token_embd.weight")
+    if embd is not None and "output.weight" not in index and hp.has_memory:
         # tied embeddings: the output head is a second copy unless it shares the buffer type
-        b_in = placer.buft_for(embd, -1, None)
+        # (that of the input, never type-dependent: it is no matmul weight)
+        b_in = placer.route("token_embd.weight", -1, None)
         # overrides see the copy under its own name, token_embd.weight
-        b_out = placer.buft_for(embd, layer_dev[hp.n_layer_all], "mul_mat")
-        if b_out != b_in:
-            acc.add(embd, b_out, hp.n_layer_all, duplicate=True)
-    return acc.out, acc.buffer_sizes()
+        b_out = placer.route("token_embd.weight", layer_dev[hp.n_layer_all], "mul_mat")
+        routes.append(_Route(embd, b_out, "mul_mat", hp.n_layer_all, True, b_in))
+    return _Plan(placer, tuple(routes))
 
 
 class _Placed:
@@ -253,32 +313,35 @@ def _block_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _place_one(acc: _Placed, t: GgufTensor, hp: Hparams, layer_dev: Sequence[int]) -> None:
+def _route_one(
+    placer: _Placer, i: int, name: str, dims: tuple[int, ...], hp: Hparams, layer_dev: Sequence[int]
+) -> list[_Route]:
     """One weight of the file: a block's, an input's, a per-layer shared one, or the output's."""
-    placer = acc.placer
-    name = t.name
     n_out = hp.n_layer_all
     il = _block_of(name)
     if il is not None:
         if hp.n_layer <= il < hp.n_layer_all:
-            return  # MTP block: skipped unless a draft of that kind is loaded
+            return []  # MTP block: skipped unless a draft of that kind is loaded
         list_dev = layer_dev[il] if il < hp.n_layer_all else layer_dev[n_out]
-        acc.add(t, placer.buft_for(t, list_dev, _matmul_op(name, t.dims)), il)
-    elif name.startswith(INPUT_TENSORS):
-        acc.add(t, placer.buft_for(t, -1, None), None)
-    elif name.startswith(_SHARED_PER_LAYER):
-        seen: set[_Buft] = set()
+        op = _matmul_op(name, dims)
+        return [_Route(i, placer.route(name, list_dev, op), op, il)]
+    if name.startswith(INPUT_TENSORS):
+        return [_Route(i, placer.route(name, -1, None), None, None)]
+    if name.startswith(_SHARED_PER_LAYER):
+        out: list[_Route] = []
+        seen: set[_Buft | None] = set()
         for il in range(hp.n_layer):
-            b = placer.buft_for(t, layer_dev[il], None)
+            b = placer.route(name, layer_dev[il], None)
             if b in seen:
                 continue
-            acc.add(t, b, il, duplicate=bool(seen))
+            out.append(_Route(i, b, None, il, duplicate=bool(seen)))
             seen.add(b)
-    elif name.startswith("token_embd_norm."):
-        acc.add(t, placer.buft_for(t, layer_dev[0], None), 0)
-    else:
-        # everything else belongs to the output layer (output, output_norm, cls, ...)
-        acc.add(t, placer.buft_for(t, layer_dev[n_out], _matmul_op(name, t.dims)), n_out)
+        return out
+    if name.startswith("token_embd_norm."):
+        return [_Route(i, placer.route(name, layer_dev[0], None), None, 0)]
+    # everything else belongs to the output layer (output, output_norm, cls, ...)
+    op = _matmul_op(name, dims)
+    return [_Route(i, placer.route(name, layer_dev[n_out], op), op, n_out)]
 
 
 def is_matmul_name(name: str) -> bool:
