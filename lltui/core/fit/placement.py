@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from lltui.core.fit.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
@@ -181,6 +181,20 @@ class _Placer:
     def device_name(self, b: _Buft) -> str:
         return self.devices[b.device].name if b.kind == DEV else CPU
 
+    def placement(
+        self, t: GgufTensor, b: _Buft, layer: int | None, duplicate: bool
+    ) -> TensorPlacement:
+        return TensorPlacement(
+            t.name,
+            self.buffer_name(b),
+            self.device_name(b),
+            t.nbytes,
+            self.alloc(b, t),
+            layer,
+            duplicate,
+            t.type,
+        )
+
     def alloc(self, b: _Buft, t: GgufTensor) -> int:
         if b.kind == DEV:
             return device_alloc_size(self.devices[b.device], t.type, t.dims, t.nbytes)
@@ -207,15 +221,40 @@ def place_tensors(
         tuple(layer_dev),
         repack_profile,
     )
-    acc = _Placed(plan.placer)
-    tensors = model.tensors
-    cpu_buft = plan.placer.cpu_buft
-    for r in plan.routes:
+    return _place(plan, model.tensors)
+
+
+def _place(
+    plan: _Plan, tensors: Sequence[GgufTensor]
+) -> tuple[list[TensorPlacement], dict[str, int]]:
+    """The routes applied to weights of given types and sizes (a route and a type decide
+    the buffer), with each buffer's size."""
+    placer, made = plan.placer, plan.made
+    out: list[TensorPlacement] = []
+    sizes: dict[str, int] = {}
+    # mapped spans per file, for tensors left in the plain CPU buffer under mmap
+    spans: dict[int, tuple[int, int]] = {}
+    for i, r in enumerate(plan.routes):
         t = tensors[r.index]
-        b = r.buft if r.buft is not None else cpu_buft(t, r.op)
-        if b != r.apart_from:
-            acc.add(t, b, r.layer, r.duplicate)
-    return acc.out, acc.buffer_sizes()
+        key = (i, t.type, t.nbytes)
+        if key in made:
+            p = made[key]
+        else:
+            b = r.buft if r.buft is not None else placer.cpu_buft(t, r.op)
+            same = r.apart_from is not None and b == r.apart_from
+            p = made[key] = None if same else placer.placement(t, b, r.layer, r.duplicate)
+        if p is None:
+            continue
+        out.append(p)
+        if p.buffer != "CPU_Mapped":
+            sizes[p.buffer] = sizes.get(p.buffer, 0) + p.alloc_bytes
+            continue
+        lo, hi = spans.get(t.split, (t.file_offset, t.file_offset + t.nbytes))
+        spans[t.split] = (min(lo, t.file_offset), max(hi, t.file_offset + t.nbytes))
+    mapped = sum(hi - lo for lo, hi in spans.values())
+    if mapped:
+        sizes["CPU_Mapped"] = mapped
+    return out, sizes
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +274,9 @@ class _Route:
 class _Plan:
     placer: _Placer
     routes: tuple[_Route, ...]
+    # placements by (route, type, bytes) (None: a copy not made), the route and the type
+    # decide the buffer: the quants that give a weight the same type share them
+    made: dict[tuple[int, int, int], TensorPlacement | None] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=32)  # every quant of a model has the same names, shapes and settings
@@ -265,45 +307,6 @@ def _routes(
         b_out = placer.route("token_embd.weight", layer_dev[hp.n_layer_all], "mul_mat")
         routes.append(_Route(embd, b_out, "mul_mat", hp.n_layer_all, True, b_in))
     return _Plan(placer, tuple(routes))
-
-
-class _Placed:
-    """The placements made so far, and the file spans mapped for the plain CPU buffer."""
-
-    def __init__(self, placer: _Placer) -> None:
-        self.placer = placer
-        self.out: list[TensorPlacement] = []
-        # mapped spans per file, for tensors left in the plain CPU buffer under mmap
-        self.spans: dict[int, tuple[int, int]] = {}
-
-    def add(self, t: GgufTensor, b: _Buft, layer: int | None, duplicate: bool = False) -> None:
-        placer = self.placer
-        self.out.append(
-            TensorPlacement(
-                t.name,
-                placer.buffer_name(b),
-                placer.device_name(b),
-                t.nbytes,
-                placer.alloc(b, t),
-                layer,
-                duplicate,
-                t.type,
-            )
-        )
-        if b.kind == PLAIN and placer.mmap:
-            lo, hi = self.spans.get(t.split, (t.file_offset, t.file_offset + t.nbytes))
-            self.spans[t.split] = (min(lo, t.file_offset), max(hi, t.file_offset + t.nbytes))
-
-    def buffer_sizes(self) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        for p in self.out:
-            if p.buffer == "CPU_Mapped":
-                continue
-            sizes[p.buffer] = sizes.get(p.buffer, 0) + p.alloc_bytes
-        mapped = sum(hi - lo for lo, hi in self.spans.values())
-        if mapped:
-            sizes["CPU_Mapped"] = mapped
-        return sizes
 
 
 @lru_cache(maxsize=16384)
