@@ -10,19 +10,24 @@ import pytest
 from lltui.commands.fit import read_inputs
 from lltui.core.fit import search
 from lltui.core.fit.estimate import estimate
-from lltui.core.fit.ggml_types import GgmlType
+from lltui.core.fit.ggml_types import QUANTIZE_FTYPES, GgmlType
+from lltui.core.fit.gguf import read_gguf
 from lltui.core.fit.gguf_model import GgufTensor
 from lltui.core.fit.placement import REPACK_PROFILES, _Placer
-from lltui.core.fit.quant import as_quantized
+from lltui.core.fit.quant import as_quantized, quant_source
 from lltui.core.fit.quant_fit import QuantFit, quant_table
+from lltui.core.fit.quant_rules import QuantizeRefused, choose_types, prepare, reads_imatrix
 from lltui.core.llama.flags import parse_llama_args
 from lltui.sources.fit_devices import resolve_devices
 
 MODELS = {
     "llama": lambda: gf.llama_spec(n_layer=6),
+    "llama-16": lambda: gf.llama_spec(n_layer=16),  # the first eighth of the layers: 2
     "qwen3-tied": lambda: gf.qwen3_spec(n_layer=5),
     "qwen3moe": lambda: gf.qwen3moe_spec(n_layer=6),
     "gemma3": gf.gemma3_spec,
+    "gpt-oss": gf.gpt_oss_spec,
+    "deepseek2": gf.deepseek2_spec,
 }
 
 CASES = [
@@ -114,3 +119,20 @@ def test_a_cpu_route_is_the_buffer_every_type_would_get(profile, flags, gpus):
             for t in GgmlType:
                 tensor = GgufTensor("blk.0.ffn_up.weight", dims, int(t), 0, 0, 0)
                 assert placer.cpu_buft(tensor, op) == route, (op, dims, t)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_types_that_do_not_read_the_imatrix_come_out_the_same_with_one(paths, model):
+    """quant_row makes such a type once, not again with an importance matrix."""
+    src = quant_source(read_gguf(paths[model]))
+    prep = prepare(src)
+    for ftype in QUANTIZE_FTYPES:
+        if reads_imatrix(ftype):
+            continue
+        try:
+            without = choose_types(src, ftype, False, prep)
+        except QuantizeRefused:
+            with pytest.raises(QuantizeRefused):
+                choose_types(src, ftype, True, prep)
+            continue
+        assert choose_types(src, ftype, True, prep) == without, ftype

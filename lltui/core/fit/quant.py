@@ -34,6 +34,7 @@ from lltui.core.fit.quant_rules import (
     choose_types,
     n_dims,
     prepare,
+    reads_imatrix,
 )
 
 GGUF_DEFAULT_ALIGNMENT = 32
@@ -194,12 +195,14 @@ def quant_row(
     imatrix_dataset: str | None = None,
     prepared: PreparedSource | None = None,
     tensor_table_bytes: int | None = None,
+    made: dict[tuple[int, int, bool], QuantTensor] | None = None,
 ) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
     ``imatrix=None`` assumes an importance matrix exactly where llama-quantize demands one.
     With one, the file also records ``imatrix_file`` and ``imatrix_dataset`` (as given to
-    llama-quantize and stored in the imatrix file) in its metadata.
+    llama-quantize and stored in the imatrix file) in its metadata. ``made``: the tensors
+    other types of the same ``prepared`` source made, by (position, type, fallback), to share.
     """
     ftype = LlamaFtype(ftype)
     name = FTYPE_NAMES[ftype]
@@ -210,30 +213,35 @@ def quant_row(
         chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
         if imatrix is None and needs:
             use_imatrix = True
-            chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
+            if reads_imatrix(ftype):  # else the same types come out again
+                chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
     except QuantizeRefused as exc:
         return QuantRow(
             ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
         )
 
-    tensors = tuple(
-        QuantTensor(
-            name=t.name,
-            dims=t.dims,
-            source_type=t.type,
-            type=new,
-            nbytes=_nbytes(new, t.dims),
-            quantizable=quantizable,
-            fallback=fell_back,
-        )
-        for t, new, quantizable, fell_back in chosen
-    )
+    made = {} if made is None else made
+    out = []
+    for i, (t, new, quantizable, fell_back) in enumerate(chosen):
+        qt = made.get((i, new, fell_back))
+        if qt is None:
+            qt = made[(i, new, fell_back)] = QuantTensor(
+                name=t.name,
+                dims=t.dims,
+                source_type=t.type,
+                type=new,
+                nbytes=_nbytes(new, t.dims),
+                quantizable=quantizable,
+                fallback=fell_back,
+            )
+        out.append(qt)
+    tensors = tuple(out)
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
     meta += _tensor_table_bytes(prep) if tensor_table_bytes is None else tensor_table_bytes
     if use_imatrix:
         meta += _imatrix_keys_bytes(imatrix_file, imatrix_dataset)
     header = _pad(meta)
-    requantize = any(
+    requantize = prep.any_source_quantized and any(
         f.source_quantized and t.type != t.source_type
         for t, f in zip(tensors, prep.ordered, strict=True)
     )
@@ -265,6 +273,7 @@ def quant_sizes(
     src = model if isinstance(model, QuantSource) else quant_source(model)
     prep = prepare(src)  # the per-tensor checks every type shares, once
     table = _tensor_table_bytes(prep)
+    made: dict[tuple[int, int, bool], QuantTensor] = {}
     return [
         quant_row(
             src,
@@ -274,6 +283,7 @@ def quant_sizes(
             imatrix_dataset=imatrix_dataset,
             prepared=prep,
             tensor_table_bytes=table,
+            made=made,
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]

@@ -35,6 +35,8 @@ class Category(Enum):
 
 
 _ATTN_V_LIKE = (Category.ATTENTION_V, Category.ATTENTION_QKV, Category.ATTENTION_KV_B)
+_ATTN_K_Q = (Category.ATTENTION_K, Category.ATTENTION_Q)
+_FFN_GATE_UP = (Category.FFN_GATE, Category.FFN_UP)
 
 
 def tensor_category(name: str) -> Category:
@@ -203,6 +205,7 @@ class PreparedSource:
     ordered: tuple[TensorFacts, ...]
     n_attention_wv: int
     has_tied_embeddings: bool
+    any_source_quantized: bool = False  # some tensor is quantized already
 
 
 _IMATRIX_EXEMPT = frozenset({"token_embd.weight", "per_layer_token_embd.weight", "output.weight"})
@@ -230,6 +233,7 @@ def prepare(src: QuantSource) -> PreparedSource:
         ordered=tuple(facts),
         n_attention_wv=sum(1 for c in cats if c in _ATTN_V_LIKE),
         has_tied_embeddings=Category.OUTPUT not in cats,
+        any_source_quantized=any(f.source_quantized for f in facts),
     )
 
 
@@ -245,6 +249,18 @@ class _State:
         self.has_imatrix = imatrix
 
 
+# the types whose rules read whether an importance matrix is given (st.has_imatrix below);
+# every other type comes out the same with or without one
+_READS_IMATRIX = frozenset(
+    {_F.MOSTLY_IQ3_XXS, _F.MOSTLY_IQ4_NL, _F.MOSTLY_IQ4_XS, _F.MOSTLY_Q4_0, _F.MOSTLY_Q5_0}
+)
+
+
+def reads_imatrix(ftype: LlamaFtype) -> bool:
+    """Whether an importance matrix changes the types the rules pick for ``ftype``."""
+    return ftype in _READS_IMATRIX
+
+
 def _use_more_bits(i_layer: int, n_layers: int) -> bool:
     return (
         i_layer < n_layers // 8
@@ -254,8 +270,8 @@ def _use_more_bits(i_layer: int, n_layers: int) -> bool:
 
 
 _IQ_LOW = (_F.MOSTLY_IQ2_XXS, _F.MOSTLY_IQ2_XS, _F.MOSTLY_IQ1_S, _F.MOSTLY_IQ2_S, _F.MOSTLY_IQ2_M)
-_IQ_LOW_ALL = (*_IQ_LOW, _F.MOSTLY_IQ1_M)
-_OUTPUT_Q5K = (*_IQ_LOW_ALL, _F.MOSTLY_IQ3_XXS)
+_IQ_LOW_ALL = frozenset({*_IQ_LOW, _F.MOSTLY_IQ1_M})
+_OUTPUT_Q5K = frozenset({*_IQ_LOW_ALL, _F.MOSTLY_IQ3_XXS})
 _MOE8_ATTN_OUT_Q5K = (
     _F.MOSTLY_Q2_K,
     _F.MOSTLY_IQ3_XS,
@@ -308,7 +324,7 @@ def _rules(st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _
         return _iq_low_type(st, src, new, ftype, cat)
     if cat in _ATTN_V_LIKE:
         return _attn_v_type(st, src, new, ftype)
-    if cat in (Category.ATTENTION_K, Category.ATTENTION_Q):
+    if cat in _ATTN_K_Q:
         return _attn_k_q_type(src, new, ftype, cat)
     if cat == Category.FFN_DOWN:
         return _ffn_down_type(st, src, new, f, ftype)
@@ -322,7 +338,7 @@ def _rules(st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _
         if ftype == _F.MOSTLY_Q5_K_M:
             return _G.Q6_K
         return new
-    if cat in (Category.FFN_GATE, Category.FFN_UP):
+    if cat in _FFN_GATE_UP:
         return _ffn_gate_up_type(st, src, new, f, ftype, cat)
     return new
 
@@ -526,10 +542,13 @@ def _fallback(st: _State, t: SourceTensor, target: GgmlType) -> tuple[GgmlType, 
     return out, True
 
 
+_IMATRIX_TYPES = frozenset({_G.IQ3_XXS, _G.IQ2_XXS, _G.IQ2_XS, _G.IQ2_S, _G.IQ1_M, _G.IQ1_S})
+
+
 def _requires_imatrix(f: TensorFacts, new: GgmlType, ftype: _F) -> bool:
     if f.imatrix_exempt:
         return False
-    if new in (_G.IQ3_XXS, _G.IQ2_XXS, _G.IQ2_XS, _G.IQ2_S, _G.IQ1_M, _G.IQ1_S):
+    if new in _IMATRIX_TYPES:
         return True
     return new == _G.Q2_K and ftype == _F.MOSTLY_Q2_K_S
 
