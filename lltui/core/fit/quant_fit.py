@@ -11,6 +11,7 @@ from lltui.core.fit.common import FitError
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.estimate import ExtraModels, estimate
 from lltui.core.fit.gguf_model import GgufModel
+from lltui.core.fit.hparams import Hparams, read_hparams
 from lltui.core.fit.quant import (
     QuantRow,
     as_quantized,
@@ -78,6 +79,11 @@ def quant_table(
     and its speed predicted; the flags that would make it fit are not searched for.
     ``extra``: the draft, projector and adapters loaded beside every one of them."""
     opts = replace(options or FitOptions(), suggest=False)
+    try:
+        # a quant's header differs from the model's in its type and split keys alone
+        hp: Hparams | None = read_hparams(model)
+    except FitError:
+        hp = None  # each type says why, as its own estimate does
     src = quant_source(model)
     ftypes, _skipped = relevant_ftypes(src)
     out = []
@@ -86,7 +92,8 @@ def quant_table(
             out.append(QuantFit(row, None, row.error))
             continue
         try:
-            result = estimate(as_quantized(model, row), settings, devices, opts, extra)
+            quant = as_quantized(model, row)
+            result = estimate(quant, settings, devices, opts, extra, hparams=hp)
         except FitError as exc:
             out.append(QuantFit(row, None, str(exc)))
             continue
