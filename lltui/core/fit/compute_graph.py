@@ -100,11 +100,12 @@ def _moved(
     return tuple(sorted(out))
 
 
+@lru_cache(maxsize=64)  # the same for every quant of a model with these settings
 def llama_shape(
     hp: Hparams,
     r: Resolved,
-    tensor_names: Collection[str],
-    layer_dev: Sequence[int] = (),
+    tensor_names: frozenset[str],
+    layer_dev: tuple[int, ...] = (),
     moved: tuple[tuple[str, int], ...] = (),
     kv_host: bool = False,
     swa_full: bool = False,
@@ -145,7 +146,7 @@ def llama_shape(
         oss=hp.arch == "gpt-oss",
         attn_temp=hp.arch in ("mistral3", "deepseek2") and hp.attn_temp_scale != 0.0,
         mla=_mla(hp, tensor_names),
-        **_routing(hp, frozenset(tensor_names)),
+        **_routing(hp, tensor_names),
         fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
         kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
@@ -366,7 +367,7 @@ def _planned(layout: ComputeLayout) -> Planned | None:
         hp,
         r,
         names,
-        layer_dev,
+        tuple(layer_dev),
         _moved(placements, layer_dev, index, copies_weights) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
         swa_full=st.swa_full,
