@@ -74,6 +74,8 @@ def quant_source(model: GgufModel) -> QuantSource:
 
 @dataclass(frozen=True)
 class QuantTensor:
+    """One tensor of the file llama-quantize writes: its type and bytes there."""
+
     name: str
     dims: tuple[int, ...]
     source_type: int
@@ -220,22 +222,7 @@ def quant_row(
             ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
         )
 
-    made = {} if made is None else made
-    out = []
-    for i, (t, new, quantizable, fell_back) in enumerate(chosen):
-        qt = made.get((i, new, fell_back))
-        if qt is None:
-            qt = made[(i, new, fell_back)] = QuantTensor(
-                name=t.name,
-                dims=t.dims,
-                source_type=t.type,
-                type=new,
-                nbytes=_nbytes(new, t.dims),
-                quantizable=quantizable,
-                fallback=fell_back,
-            )
-        out.append(qt)
-    tensors = tuple(out)
+    tensors, weights, padded = _row_tensors(chosen, {} if made is None else made)
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
     meta += _tensor_table_bytes(prep) if tensor_table_bytes is None else tensor_table_bytes
     if use_imatrix:
@@ -252,13 +239,39 @@ def quant_row(
         tensors=tensors,
         meta_bytes=meta,
         header_bytes=header,
-        weights_bytes=sum(t.nbytes for t in tensors),
-        file_bytes=header + sum(_pad(t.nbytes) for t in tensors),
+        weights_bytes=weights,
+        file_bytes=header + padded,
         n_fallback=n_fallback,
         requires_imatrix=needs,
         imatrix=use_imatrix,
         requantize=requantize,
     )
+
+
+def _row_tensors(
+    chosen: Sequence[tuple[SourceTensor, GgmlType, bool, bool]],
+    made: dict[tuple[int, int, bool], QuantTensor],
+) -> tuple[tuple[QuantTensor, ...], int, int]:
+    """The tensors of a row (shared with other rows through ``made``), their bytes, and
+    their bytes each padded as the file stores them."""
+    out = []
+    weights = padded = 0
+    for i, (t, new, quantizable, fell_back) in enumerate(chosen):
+        qt = made.get((i, new, fell_back))
+        if qt is None:
+            qt = made[(i, new, fell_back)] = QuantTensor(
+                name=t.name,
+                dims=t.dims,
+                source_type=t.type,
+                type=new,
+                nbytes=_nbytes(new, t.dims),
+                quantizable=quantizable,
+                fallback=fell_back,
+            )
+        out.append(qt)
+        weights += qt.nbytes
+        padded += _pad(qt.nbytes)
+    return tuple(out), weights, padded
 
 
 def quant_sizes(
@@ -350,18 +363,11 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
 
     tensors = []
     offset = 0
+    header = row.header_bytes
     for t in row.tensors:
-        tensors.append(
-            GgufTensor(
-                name=t.name,
-                dims=t.dims,
-                type=int(t.type),
-                offset=offset,
-                nbytes=t.nbytes,
-                file_offset=row.header_bytes + offset,
-            )
-        )
-        offset += _pad(t.nbytes)
+        nbytes = t.nbytes
+        tensors.append(GgufTensor(t.name, t.dims, int(t.type), offset, nbytes, header + offset))
+        offset += -(-nbytes // GGUF_DEFAULT_ALIGNMENT) * GGUF_DEFAULT_ALIGNMENT  # _pad
     stem = first.path[:-5] if first.path.endswith(".gguf") else first.path
     stem = re.sub(r"-\d{5}-of-\d{5}$", "", stem)
     out = GgufFile(
