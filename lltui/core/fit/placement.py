@@ -97,6 +97,8 @@ def _repack_ok(t: GgufTensor, profile: Mapping[int, int], op: str | None) -> boo
 
 @dataclass(frozen=True, slots=True)
 class _Buft:
+    """A buffer type of llama.cpp's lists: a device's, the pinned host one, repacked, plain."""
+
     kind: str  # DEV, HOST, REPACK, PLAIN
     device: int = -1  # device index for DEV and HOST
 
@@ -169,36 +171,26 @@ class _Placer:
             return self.cpu_route(op)
         return _Buft(DEV, list_dev)
 
-    def buffer_name(self, b: _Buft) -> str:
-        if b.kind == DEV:
-            return self.devices[b.device].name
+    def cpu_buffer_name(self, b: _Buft) -> str:
         if b.kind == HOST:
             return "CUDA_Host"
         if b.kind == REPACK:
             return "CPU_REPACK"
         return "CPU_Mapped" if self.mmap else CPU
 
-    def device_name(self, b: _Buft) -> str:
-        return self.devices[b.device].name if b.kind == DEV else CPU
-
     def placement(
         self, t: GgufTensor, b: _Buft, layer: int | None, duplicate: bool
     ) -> TensorPlacement:
-        return TensorPlacement(
-            t.name,
-            self.buffer_name(b),
-            self.device_name(b),
-            t.nbytes,
-            self.alloc(b, t),
-            layer,
-            duplicate,
-            t.type,
-        )
-
-    def alloc(self, b: _Buft, t: GgufTensor) -> int:
+        """The weight in buffer ``b``: a device buffer pads it as that backend does."""
         if b.kind == DEV:
-            return device_alloc_size(self.devices[b.device], t.type, t.dims, t.nbytes)
-        return pad(t.nbytes, CPU_ALIGNMENT)
+            dev = self.devices[b.device]
+            alloc = device_alloc_size(dev, t.type, t.dims, t.nbytes)
+            return TensorPlacement(
+                t.name, dev.name, dev.name, t.nbytes, alloc, layer, duplicate, t.type
+            )
+        alloc = pad(t.nbytes, CPU_ALIGNMENT)
+        buffer = self.cpu_buffer_name(b)
+        return TensorPlacement(t.name, buffer, CPU, t.nbytes, alloc, layer, duplicate, t.type)
 
 
 def place_tensors(
@@ -272,6 +264,8 @@ class _Route:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
+    """The routes of a model's weights for one set of settings and devices."""
+
     placer: _Placer
     routes: tuple[_Route, ...]
     # placements by (route, type, bytes) (None: a copy not made), the route and the type

@@ -26,6 +26,8 @@ from lltui.core.llama.flags import LlamaArgs
 
 @dataclass(frozen=True, slots=True)
 class QuantFit:
+    """One row of the quant table: a type's sizes and, where it was placed, its estimate."""
+
     row: QuantRow
     result: FitResult | None  # None when llama-quantize would refuse or the estimate fails
     error: str | None = None

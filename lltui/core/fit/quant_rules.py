@@ -156,6 +156,8 @@ def tensor_sort_key(name: str) -> tuple[int, bytes]:
 
 @dataclass(frozen=True)
 class SourceTensor:
+    """A tensor of the model being quantized, as the rules see it."""
+
     name: str
     dims: tuple[int, ...]  # ggml order, ne0 first
     type: int = _G.F16  # only matters for tensors that are copied unchanged
