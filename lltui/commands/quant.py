@@ -75,7 +75,6 @@ def _run(args: argparse.Namespace) -> int:
     from lltui.core.fit.common import FitError
     from lltui.core.fit.hparams import read_hparams
     from lltui.core.fit.quant_fit import best_fitting, quant_table, skipped_types
-    from lltui.core.fit.report import model_to_json
     from lltui.core.fit.results import model_summary
     from lltui.sources.fit_devices import describe
 
@@ -92,6 +91,8 @@ def _run(args: argparse.Namespace) -> int:
     table = quant_table(model, settings, devices, opts, inputs.extra)
     skipped = skipped_types(model)
     if own["json"]:
+        from lltui.core.fit.report import model_to_json
+
         # the model read: the input file itself (the rows are what-ifs, with no file yet)
         data: dict[str, Any] = {
             "model": model_to_json(summary),

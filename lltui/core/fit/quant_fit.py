@@ -19,7 +19,6 @@ from lltui.core.fit.quant import (
     quant_source,
     relevant_ftypes,
 )
-from lltui.core.fit.report import device_to_json
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.llama.flags import LlamaArgs
 
@@ -60,6 +59,8 @@ class QuantFit:
             else None
         )
         if self.result is not None:
+            from lltui.core.fit.report import device_to_json  # JSON output only
+
             n_all = self.result.model.n_layer
             out["devices"] = [device_to_json(d, n_all) for d in self.result.devices]
         else:
