@@ -216,6 +216,9 @@ def place_tensors(
     return _place(plan, model.tensors)
 
 
+_NOT_MADE = TensorPlacement("", "", "", 0, 0, None)  # a memo miss (None is a copy not made)
+
+
 def _place(
     plan: _Plan, tensors: Sequence[GgufTensor]
 ) -> tuple[list[TensorPlacement], dict[str, int]]:
@@ -229,9 +232,8 @@ def _place(
     for i, r in enumerate(plan.routes):
         t = tensors[r.index]
         key = (i, t.type, t.nbytes)
-        if key in made:
-            p = made[key]
-        else:
+        p = made.get(key, _NOT_MADE)
+        if p is _NOT_MADE:
             b = r.buft if r.buft is not None else placer.cpu_buft(t, r.op)
             same = r.apart_from is not None and b == r.apart_from
             p = made[key] = None if same else placer.placement(t, b, r.layer, r.duplicate)

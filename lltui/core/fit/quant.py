@@ -197,7 +197,7 @@ def quant_row(
     imatrix_dataset: str | None = None,
     prepared: PreparedSource | None = None,
     tensor_table_bytes: int | None = None,
-    made: dict[tuple[int, int, bool], QuantTensor] | None = None,
+    made: dict[tuple[int, int, bool], tuple[QuantTensor, int]] | None = None,
 ) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
@@ -250,27 +250,21 @@ def quant_row(
 
 def _row_tensors(
     chosen: Sequence[tuple[SourceTensor, GgmlType, bool, bool]],
-    made: dict[tuple[int, int, bool], QuantTensor],
+    made: dict[tuple[int, int, bool], tuple[QuantTensor, int]],
 ) -> tuple[tuple[QuantTensor, ...], int, int]:
-    """The tensors of a row (shared with other rows through ``made``), their bytes, and
-    their bytes each padded as the file stores them."""
+    """The tensors of a row (shared with other rows through ``made``, each with its size
+    padded as the file stores it), their bytes, and their padded bytes."""
     out = []
     weights = padded = 0
     for i, (t, new, quantizable, fell_back) in enumerate(chosen):
-        qt = made.get((i, new, fell_back))
-        if qt is None:
-            qt = made[(i, new, fell_back)] = QuantTensor(
-                name=t.name,
-                dims=t.dims,
-                source_type=t.type,
-                type=new,
-                nbytes=_nbytes(new, t.dims),
-                quantizable=quantizable,
-                fallback=fell_back,
-            )
-        out.append(qt)
-        weights += qt.nbytes
-        padded += _pad(qt.nbytes)
+        got = made.get((i, new, fell_back))
+        if got is None:
+            nbytes = _nbytes(new, t.dims)
+            qt = QuantTensor(t.name, t.dims, t.type, new, nbytes, quantizable, fell_back)
+            got = made[(i, new, fell_back)] = (qt, _pad(nbytes))
+        out.append(got[0])
+        weights += got[0].nbytes
+        padded += got[1]
     return tuple(out), weights, padded
 
 
@@ -286,7 +280,7 @@ def quant_sizes(
     src = model if isinstance(model, QuantSource) else quant_source(model)
     prep = prepare(src)  # the per-tensor checks every type shares, once
     table = _tensor_table_bytes(prep)
-    made: dict[tuple[int, int, bool], QuantTensor] = {}
+    made: dict[tuple[int, int, bool], tuple[QuantTensor, int]] = {}
     return [
         quant_row(
             src,
