@@ -361,7 +361,7 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
     for t in row.tensors:
         nbytes = t.nbytes
         tensors.append(GgufTensor(t.name, t.dims, int(t.type), offset, nbytes, header + offset))
-        offset += -(-nbytes // GGUF_DEFAULT_ALIGNMENT) * GGUF_DEFAULT_ALIGNMENT  # _pad
+        offset += _pad(nbytes)
     stem = first.path[:-5] if first.path.endswith(".gguf") else first.path
     stem = re.sub(r"-\d{5}-of-\d{5}$", "", stem)
     out = GgufFile(
