@@ -87,6 +87,9 @@ def main() -> int:
     bins = llama_build.installed()
     exe = {} if bins is None else {k: str(v) for k, v in bins.binaries.items()}
     py = [sys.executable, "-m", "lltui"]
+    # python -m lltui imports lltui from the working directory: this checkout's, even where
+    # the interpreter has another one installed (an editable install of another worktree)
+    here = str(HERE.parent)
     if bins is None:
         print("no cached llama.cpp build (lltui llama install): llama.cpp columns skipped")
     with tempfile.TemporaryDirectory(prefix="lltui-speed-bench-") as tmp:
@@ -96,10 +99,14 @@ def main() -> int:
             path = gf.write_sparse(Path(tmp) / f"{name}-F16.gguf", replace(spec), "F16")
             model = str(path)
             print(f"\n{name} (F16, {path.stat().st_size / 2**30:.1f} GiB as a sparse file)")
-            for cmd in ("fit", "quant"):  # untimed: compiles and caches the bytecode
+            roots = [here, *([args.baseline_root] if args.baseline_root else [])]
+            for cmd, root in [(c, r) for c in ("fit", "quant") for r in roots]:
+                # untimed: compiles and caches the bytecode
                 warm = [*py, cmd, model, *FLAGS, "--gpus", "4090,4090"]
-                subprocess.run(warm, capture_output=True, check=False, timeout=600, env=ENV)
-            fit = wall([*py, "fit", model, *FLAGS, "--gpus", "4090,4090"], args.runs)
+                subprocess.run(
+                    warm, capture_output=True, check=False, timeout=600, env=ENV, cwd=root
+                )
+            fit = wall([*py, "fit", model, *FLAGS, "--gpus", "4090,4090"], args.runs, cwd=here)
             line = f"  fit    lltui {fit * 1000:7.0f} ms"
             if "llama-fit-params" in exe:
                 lfp = wall([exe["llama-fit-params"], "-m", model, *FLAGS], args.runs)
@@ -109,7 +116,7 @@ def main() -> int:
             ftypes, _skipped = relevant_ftypes(quant_source(read_gguf(model)))
             quant_argv = [*py, "quant", model, *FLAGS, "--gpus", "4090,4090"]
             if "llama-quantize" not in exe:
-                quant = wall(quant_argv, args.runs)
+                quant = wall(quant_argv, args.runs, cwd=here)
                 print(f"  quant  lltui {quant * 1000:7.0f} ms ({len(ftypes)} types)")
                 continue
             # rounds of (lltui quant, llama-quantize --dry-run of every listed type, one
@@ -117,7 +124,7 @@ def main() -> int:
             ours, every, one = [], [], []
             ours_cpu, every_cpu, base_cpu = [], [], []
             for _ in range(args.runs):
-                ours.append(wall(quant_argv, 1, cwd=str(HERE.parent)))
+                ours.append(wall(quant_argv, 1, cwd=here))
                 ours_cpu.append(CPU_TIMES[-1])
                 if args.baseline_root:  # python -m lltui imports from the working directory
                     wall(quant_argv, 1, cwd=args.baseline_root)

@@ -4,6 +4,7 @@ for the host, against the free memory of each."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from lltui.core.fit.common import CPU, backend_of
 from lltui.core.fit.compute import compute_buffers
@@ -13,7 +14,7 @@ from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.ggml_types import GGML_TYPES, type_from_name
 from lltui.core.fit.gguf_model import GgufModel
 from lltui.core.fit.hparams import Hparams
-from lltui.core.fit.kv import kv_caches, output_buffer, rs_buffers
+from lltui.core.fit.kv import KvCache, kv_caches, output_buffer, rs_buffers
 from lltui.core.fit.placement import TensorPlacement, place_tensors
 from lltui.core.fit.results import (
     DeviceEstimate,
@@ -63,14 +64,15 @@ def estimate_once(
     """The estimate for exactly these settings (no search); ``placed`` reuses a placement
     made for the same layers and devices."""
     r = resolve_context(hp, st, server=opts.server)
+    devs = tuple(devs)
     if placed is None:
-        ldev = layer_devices(hp.n_layer_all, r.n_gpu_layers, devs, st.tensor_split)
+        ldev = _layer_devices(hp.n_layer_all, r.n_gpu_layers, devs, tuple(st.tensor_split))
         placements, wbufs = place_tensors(
             model, hp, st, devs, ldev, all_devices=all_devs, repack_profile=opts.repack_profile
         )
     else:
         placements, wbufs, ldev = placed
-    kv = kv_caches(hp, r, st, devs, ldev)
+    kv = _kv_caches(hp, r, st, devs, tuple(ldev))
     pp = pipeline_parallel(hp, r, st, devs)
 
     # every buffer as llama.cpp logs it: (name, kind, bytes)
@@ -106,6 +108,18 @@ def estimate_once(
         warnings=_warnings(hp, r, st),
         compute_exact=compute.exact,
     )
+
+
+# Layers' devices and KV caches do not hang on the weights' types: worked out once for all
+# the quants of a model at the same settings.
+_layer_devices = lru_cache(maxsize=64)(layer_devices)
+
+
+@lru_cache(maxsize=64)
+def _kv_caches(
+    hp: Hparams, r: Resolved, st: LlamaArgs, devs: tuple[DeviceSpec, ...], ldev: tuple[int, ...]
+) -> tuple[KvCache, ...]:
+    return tuple(kv_caches(hp, r, st, devs, ldev))
 
 
 def _per_owner(buffers: Sequence[tuple[str, str, int]], devs: Sequence[DeviceSpec]) -> _PerOwner:

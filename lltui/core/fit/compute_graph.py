@@ -100,11 +100,12 @@ def _moved(
     return tuple(sorted(out))
 
 
+@lru_cache(maxsize=64)  # the same for every quant of a model with these settings
 def llama_shape(
     hp: Hparams,
     r: Resolved,
-    tensor_names: Collection[str],
-    layer_dev: Sequence[int] = (),
+    tensor_names: frozenset[str],
+    layer_dev: tuple[int, ...] = (),
     moved: tuple[tuple[str, int], ...] = (),
     kv_host: bool = False,
     swa_full: bool = False,
@@ -160,7 +161,8 @@ def _mla(hp: Hparams, tensor_names: Collection[str]) -> tuple[int, ...]:
     return (hp.kv_lora_rank, 0 if lite else hp.q_lora_rank, k_mla, v_mla, hp.n_rot)
 
 
-def _routing(hp: Hparams, tensor_names: Collection[str]) -> dict[str, Any]:
+@lru_cache(maxsize=64)  # the names are the same for every quant of a model
+def _routing(hp: Hparams, tensor_names: frozenset[str]) -> dict[str, Any]:
     """How build_moe_ffn routes for this architecture (the arguments its graph passes)."""
     glm = hp.arch in ("glm4moe", "deepseek2")  # sigmoid-or-softmax routing, shared experts
     shexp = any(n.endswith("ffn_up_shexp.weight") for n in tensor_names)
@@ -295,7 +297,8 @@ def _host_weight_types(
 _UNMODELLED = ("attn_norm.bias", "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate.bias")
 
 
-def _unmodelled_tensors(names: Collection[str]) -> bool:
+@lru_cache(maxsize=64)
+def _unmodelled_tensors(names: frozenset[str]) -> bool:
     if any(n.endswith(("ffn_gate_up_exps.weight", "attn_kv_b.weight")) for n in names):
         return True  # merged gate/up experts, legacy (non-MLA) deepseek2 attention
     if "output_norm.bias" in names or any(f"blk.0.{n}" in names for n in _UNMODELLED):
@@ -355,7 +358,7 @@ def _planned(layout: ComputeLayout) -> Planned | None:
         return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return None
-    names = {p.name for p in placements}
+    names = frozenset(p.name for p in placements)
     if hp.arch not in ("gpt2", "starcoder") and _unmodelled_tensors(names):
         return None
     index = {d.name: i for i, d in enumerate(devices)}
@@ -364,7 +367,7 @@ def _planned(layout: ComputeLayout) -> Planned | None:
         hp,
         r,
         names,
-        layer_dev,
+        tuple(layer_dev),
         _moved(placements, layer_dev, index, copies_weights) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
         swa_full=st.swa_full,

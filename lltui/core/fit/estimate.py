@@ -23,7 +23,7 @@ from lltui.core.fit.common import FitError
 from lltui.core.fit.context import select_devices
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.gguf_model import GgufModel
-from lltui.core.fit.hparams import read_hparams
+from lltui.core.fit.hparams import Hparams, read_hparams
 from lltui.core.fit.parts import ExtraModels, estimate_parts, less_free, with_parts
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.fit.search import largest_context, suggest
@@ -40,6 +40,8 @@ def estimate(
     devices: Sequence[DeviceSpec] = (),
     options: FitOptions | None = None,
     extra: ExtraModels | None = None,
+    *,
+    hparams: Hparams | None = None,
 ) -> FitResult:
     """Estimate what llama-server allocates for ``model`` with ``settings`` on ``devices``.
 
@@ -47,9 +49,10 @@ def estimate(
     first, then local GPUs); ``-dev`` and ``-sm none`` pick among them. Raises FitError
     (one line) for settings llama.cpp itself refuses. ``extra``: the draft model, projector
     and LoRA adapters the settings name, counted where llama-server puts them
-    (:mod:`.parts`)."""
+    (:mod:`.parts`). ``hparams``: the model's, already read (every quant of a model has
+    the same)."""
     opts = options or FitOptions()
-    hp = read_hparams(model)
+    hp = read_hparams(model) if hparams is None else hparams
     all_devs = tuple(devices)
     devs = select_devices(all_devs, settings)
     result = estimate_once(model, hp, settings, all_devs, devs, opts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from lltui.core.fit.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
@@ -97,6 +97,8 @@ def _repack_ok(t: GgufTensor, profile: Mapping[int, int], op: str | None) -> boo
 
 @dataclass(frozen=True, slots=True)
 class _Buft:
+    """A buffer type of llama.cpp's lists: a device's, the pinned host one, repacked, plain."""
+
     kind: str  # DEV, HOST, REPACK, PLAIN
     device: int = -1  # device index for DEV and HOST
 
@@ -136,7 +138,16 @@ class _Placer:
             return _Buft(REPACK)
         return _Buft(PLAIN)
 
-    def buft_for(self, t: GgufTensor, list_dev: int, op: str | None) -> _Buft:
+    def cpu_route(self, op: str | None) -> _Buft | None:
+        """The CPU buffer a weight takes where its type does not decide it; None where it
+        does (a matmul weight that CPU_REPACK may take)."""
+        if self.host_dev is None and op is not None and self.profile:
+            return None
+        return _Buft(PLAIN) if self.host_dev is None or self.mmap else _Buft(HOST, self.host_dev)
+
+    def route(self, name: str, list_dev: int, op: str | None) -> _Buft | None:
+        """The buffer of a weight of the layer on ``list_dev`` (-1: the CPU), -ot first;
+        None: the CPU buffer its type picks (:meth:`cpu_buft`)."""
         if self._override_searches is None:  # compiled once: called per tensor and placement
             self._override_searches = []
             if self.st.overrides:  # the pattern engine loads only for -ot/--cpu-moe
@@ -144,9 +155,9 @@ class _Placer:
 
                 self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
         for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
-            if search(t.name):
+            if search(name):
                 if ov.buft == CPU:
-                    return self.cpu_buft(t, op)
+                    return self.cpu_route(op)
                 if ov.buft not in self.known_bufts:
                     raise FitError(
                         f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
@@ -157,25 +168,29 @@ class _Placer:
                     raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
                 return _Buft(DEV, target)
         if list_dev < 0:
-            return self.cpu_buft(t, op)
+            return self.cpu_route(op)
         return _Buft(DEV, list_dev)
 
-    def buffer_name(self, b: _Buft) -> str:
-        if b.kind == DEV:
-            return self.devices[b.device].name
+    def cpu_buffer_name(self, b: _Buft) -> str:
         if b.kind == HOST:
             return "CUDA_Host"
         if b.kind == REPACK:
             return "CPU_REPACK"
         return "CPU_Mapped" if self.mmap else CPU
 
-    def device_name(self, b: _Buft) -> str:
-        return self.devices[b.device].name if b.kind == DEV else CPU
-
-    def alloc(self, b: _Buft, t: GgufTensor) -> int:
+    def placement(
+        self, t: GgufTensor, b: _Buft, layer: int | None, duplicate: bool
+    ) -> TensorPlacement:
+        """The weight in buffer ``b``: a device buffer pads it as that backend does."""
         if b.kind == DEV:
-            return device_alloc_size(self.devices[b.device], t.type, t.dims, t.nbytes)
-        return pad(t.nbytes, CPU_ALIGNMENT)
+            dev = self.devices[b.device]
+            alloc = device_alloc_size(dev, t.type, t.dims, t.nbytes)
+            return TensorPlacement(
+                t.name, dev.name, dev.name, t.nbytes, alloc, layer, duplicate, t.type
+            )
+        alloc = pad(t.nbytes, CPU_ALIGNMENT)
+        buffer = self.cpu_buffer_name(b)
+        return TensorPlacement(t.name, buffer, CPU, t.nbytes, alloc, layer, duplicate, t.type)
 
 
 def place_tensors(
@@ -189,61 +204,105 @@ def place_tensors(
     repack_profile: str = "x86",
 ) -> tuple[list[TensorPlacement], dict[str, int]]:
     """Every weight's buffer, and the size of each weights buffer (mapped spans included)."""
+    plan = _routes(
+        tuple((t.name, t.dims) for t in model.tensors),
+        hp,
+        st,
+        tuple(devices),
+        tuple(all_devices or devices),
+        tuple(layer_dev),
+        repack_profile,
+    )
+    return _place(plan, model.tensors)
+
+
+_NOT_MADE = TensorPlacement("", "", "", 0, 0, None)  # a memo miss (None is a copy not made)
+
+
+def _place(
+    plan: _Plan, tensors: Sequence[GgufTensor]
+) -> tuple[list[TensorPlacement], dict[str, int]]:
+    """The routes applied to weights of given types and sizes (a route and a type decide
+    the buffer), with each buffer's size."""
+    placer, made = plan.placer, plan.made
+    out: list[TensorPlacement] = []
+    sizes: dict[str, int] = {}
+    # mapped spans per file, for tensors left in the plain CPU buffer under mmap
+    spans: dict[int, tuple[int, int]] = {}
+    for i, r in enumerate(plan.routes):
+        t = tensors[r.index]
+        key = (i, t.type, t.nbytes)
+        p = made.get(key, _NOT_MADE)
+        if p is _NOT_MADE:
+            b = r.buft if r.buft is not None else placer.cpu_buft(t, r.op)
+            same = r.apart_from is not None and b == r.apart_from
+            p = made[key] = None if same else placer.placement(t, b, r.layer, r.duplicate)
+        if p is None:
+            continue
+        out.append(p)
+        if p.buffer != "CPU_Mapped":
+            sizes[p.buffer] = sizes.get(p.buffer, 0) + p.alloc_bytes
+            continue
+        lo, hi = spans.get(t.split, (t.file_offset, t.file_offset + t.nbytes))
+        spans[t.split] = (min(lo, t.file_offset), max(hi, t.file_offset + t.nbytes))
+    mapped = sum(hi - lo for lo, hi in spans.values())
+    if mapped:
+        sizes["CPU_Mapped"] = mapped
+    return out, sizes
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where one weight goes as far as its name and shape decide it: ``buft`` None leaves
+    the choice among the CPU's buffer types to its type (repacked or not)."""
+
+    index: int  # in the model's tensor list
+    buft: _Buft | None
+    op: str | None
+    layer: int | None
+    duplicate: bool = False
+    apart_from: _Buft | None = None  # a copy made only where it lands elsewhere than this
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """The routes of a model's weights for one set of settings and devices."""
+
+    placer: _Placer
+    routes: tuple[_Route, ...]
+    # placements by (route, type, bytes) (None: a copy not made), the route and the type
+    # decide the buffer: the quants that give a weight the same type share them
+    made: dict[tuple[int, int, int], TensorPlacement | None] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=32)  # every quant of a model has the same names, shapes and settings
+def _routes(
+    shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    hp: Hparams,
+    st: LlamaArgs,
+    devices: tuple[DeviceSpec, ...],
+    all_devices: tuple[DeviceSpec, ...],
+    layer_dev: tuple[int, ...],
+    repack_profile: str,
+) -> _Plan:
+    """Each weight's route (create_tensor's choice of buffer type), in the file's order."""
     profile = REPACK_PROFILES.get(repack_profile)
     if profile is None:
         raise FitError(f"unknown CPU repack profile {repack_profile!r}")
-    placer = _Placer(hp, st, devices, all_devices or devices, layer_dev, profile)
-    acc = _Placed(placer)
-    for t in model.tensors:
-        _place_one(acc, t, hp, layer_dev)
-    embd = model.tensor("token_embd.weight")
-    if embd is not None and model.tensor("output.weight") is None and hp.has_memory:
+    placer = _Placer(hp, st, devices, all_devices, layer_dev, profile)
+    routes: list[_Route] = []
+    for i, (name, dims) in enumerate(shapes):
+        routes.extend(_route_one(placer, i, name, dims, hp, layer_dev))
+    index = {name: i for i, (name, _) in enumerate(shapes)}
+    embd = index.get("token_embd.weight")
+    if embd is not None and "output.weight" not in index and hp.has_memory:
         # tied embeddings: the output head is a second copy unless it shares the buffer type
-        b_in = placer.buft_for(embd, -1, None)
+        # (that of the input, never type-dependent: it is no matmul weight)
+        b_in = placer.route("token_embd.weight", -1, None)
         # overrides see the copy under its own name, token_embd.weight
-        b_out = placer.buft_for(embd, layer_dev[hp.n_layer_all], "mul_mat")
-        if b_out != b_in:
-            acc.add(embd, b_out, hp.n_layer_all, duplicate=True)
-    return acc.out, acc.buffer_sizes()
-
-
-class _Placed:
-    """The placements made so far, and the file spans mapped for the plain CPU buffer."""
-
-    def __init__(self, placer: _Placer) -> None:
-        self.placer = placer
-        self.out: list[TensorPlacement] = []
-        # mapped spans per file, for tensors left in the plain CPU buffer under mmap
-        self.spans: dict[int, tuple[int, int]] = {}
-
-    def add(self, t: GgufTensor, b: _Buft, layer: int | None, duplicate: bool = False) -> None:
-        placer = self.placer
-        self.out.append(
-            TensorPlacement(
-                t.name,
-                placer.buffer_name(b),
-                placer.device_name(b),
-                t.nbytes,
-                placer.alloc(b, t),
-                layer,
-                duplicate,
-                t.type,
-            )
-        )
-        if b.kind == PLAIN and placer.mmap:
-            lo, hi = self.spans.get(t.split, (t.file_offset, t.file_offset + t.nbytes))
-            self.spans[t.split] = (min(lo, t.file_offset), max(hi, t.file_offset + t.nbytes))
-
-    def buffer_sizes(self) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        for p in self.out:
-            if p.buffer == "CPU_Mapped":
-                continue
-            sizes[p.buffer] = sizes.get(p.buffer, 0) + p.alloc_bytes
-        mapped = sum(hi - lo for lo, hi in self.spans.values())
-        if mapped:
-            sizes["CPU_Mapped"] = mapped
-        return sizes
+        b_out = placer.route("token_embd.weight", layer_dev[hp.n_layer_all], "mul_mat")
+        routes.append(_Route(embd, b_out, "mul_mat", hp.n_layer_all, True, b_in))
+    return _Plan(placer, tuple(routes))
 
 
 @lru_cache(maxsize=16384)
@@ -253,32 +312,35 @@ def _block_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _place_one(acc: _Placed, t: GgufTensor, hp: Hparams, layer_dev: Sequence[int]) -> None:
+def _route_one(
+    placer: _Placer, i: int, name: str, dims: tuple[int, ...], hp: Hparams, layer_dev: Sequence[int]
+) -> list[_Route]:
     """One weight of the file: a block's, an input's, a per-layer shared one, or the output's."""
-    placer = acc.placer
-    name = t.name
     n_out = hp.n_layer_all
     il = _block_of(name)
     if il is not None:
         if hp.n_layer <= il < hp.n_layer_all:
-            return  # MTP block: skipped unless a draft of that kind is loaded
+            return []  # MTP block: skipped unless a draft of that kind is loaded
         list_dev = layer_dev[il] if il < hp.n_layer_all else layer_dev[n_out]
-        acc.add(t, placer.buft_for(t, list_dev, _matmul_op(name, t.dims)), il)
-    elif name.startswith(INPUT_TENSORS):
-        acc.add(t, placer.buft_for(t, -1, None), None)
-    elif name.startswith(_SHARED_PER_LAYER):
-        seen: set[_Buft] = set()
+        op = _matmul_op(name, dims)
+        return [_Route(i, placer.route(name, list_dev, op), op, il)]
+    if name.startswith(INPUT_TENSORS):
+        return [_Route(i, placer.route(name, -1, None), None, None)]
+    if name.startswith(_SHARED_PER_LAYER):
+        out: list[_Route] = []
+        seen: set[_Buft | None] = set()
         for il in range(hp.n_layer):
-            b = placer.buft_for(t, layer_dev[il], None)
+            b = placer.route(name, layer_dev[il], None)
             if b in seen:
                 continue
-            acc.add(t, b, il, duplicate=bool(seen))
+            out.append(_Route(i, b, None, il, duplicate=bool(seen)))
             seen.add(b)
-    elif name.startswith("token_embd_norm."):
-        acc.add(t, placer.buft_for(t, layer_dev[0], None), 0)
-    else:
-        # everything else belongs to the output layer (output, output_norm, cls, ...)
-        acc.add(t, placer.buft_for(t, layer_dev[n_out], _matmul_op(name, t.dims)), n_out)
+        return out
+    if name.startswith("token_embd_norm."):
+        return [_Route(i, placer.route(name, layer_dev[0], None), None, 0)]
+    # everything else belongs to the output layer (output, output_norm, cls, ...)
+    op = _matmul_op(name, dims)
+    return [_Route(i, placer.route(name, layer_dev[n_out], op), op, n_out)]
 
 
 def is_matmul_name(name: str) -> bool:

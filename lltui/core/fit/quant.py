@@ -34,6 +34,7 @@ from lltui.core.fit.quant_rules import (
     choose_types,
     n_dims,
     prepare,
+    reads_imatrix,
 )
 
 GGUF_DEFAULT_ALIGNMENT = 32
@@ -73,6 +74,8 @@ def quant_source(model: GgufModel) -> QuantSource:
 
 @dataclass(frozen=True)
 class QuantTensor:
+    """One tensor of the file llama-quantize writes: its type and bytes there."""
+
     name: str
     dims: tuple[int, ...]
     source_type: int
@@ -194,12 +197,14 @@ def quant_row(
     imatrix_dataset: str | None = None,
     prepared: PreparedSource | None = None,
     tensor_table_bytes: int | None = None,
+    made: dict[tuple[int, int, bool], tuple[QuantTensor, int]] | None = None,
 ) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
     ``imatrix=None`` assumes an importance matrix exactly where llama-quantize demands one.
     With one, the file also records ``imatrix_file`` and ``imatrix_dataset`` (as given to
-    llama-quantize and stored in the imatrix file) in its metadata.
+    llama-quantize and stored in the imatrix file) in its metadata. ``made``: the tensors
+    other types of the same ``prepared`` source made, by (position, type, fallback), to share.
     """
     ftype = LlamaFtype(ftype)
     name = FTYPE_NAMES[ftype]
@@ -210,30 +215,20 @@ def quant_row(
         chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
         if imatrix is None and needs:
             use_imatrix = True
-            chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
+            if reads_imatrix(ftype):  # else the same types come out again
+                chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
     except QuantizeRefused as exc:
         return QuantRow(
             ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
         )
 
-    tensors = tuple(
-        QuantTensor(
-            name=t.name,
-            dims=t.dims,
-            source_type=t.type,
-            type=new,
-            nbytes=_nbytes(new, t.dims),
-            quantizable=quantizable,
-            fallback=fell_back,
-        )
-        for t, new, quantizable, fell_back in chosen
-    )
+    tensors, weights, padded = _row_tensors(chosen, {} if made is None else made)
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
     meta += _tensor_table_bytes(prep) if tensor_table_bytes is None else tensor_table_bytes
     if use_imatrix:
         meta += _imatrix_keys_bytes(imatrix_file, imatrix_dataset)
     header = _pad(meta)
-    requantize = any(
+    requantize = prep.any_source_quantized and any(
         f.source_quantized and t.type != t.source_type
         for t, f in zip(tensors, prep.ordered, strict=True)
     )
@@ -244,13 +239,33 @@ def quant_row(
         tensors=tensors,
         meta_bytes=meta,
         header_bytes=header,
-        weights_bytes=sum(t.nbytes for t in tensors),
-        file_bytes=header + sum(_pad(t.nbytes) for t in tensors),
+        weights_bytes=weights,
+        file_bytes=header + padded,
         n_fallback=n_fallback,
         requires_imatrix=needs,
         imatrix=use_imatrix,
         requantize=requantize,
     )
+
+
+def _row_tensors(
+    chosen: Sequence[tuple[SourceTensor, GgmlType, bool, bool]],
+    made: dict[tuple[int, int, bool], tuple[QuantTensor, int]],
+) -> tuple[tuple[QuantTensor, ...], int, int]:
+    """The tensors of a row (shared with other rows through ``made``, each with its size
+    padded as the file stores it), their bytes, and their padded bytes."""
+    out = []
+    weights = padded = 0
+    for i, (t, new, quantizable, fell_back) in enumerate(chosen):
+        got = made.get((i, new, fell_back))
+        if got is None:
+            nbytes = _nbytes(new, t.dims)
+            qt = QuantTensor(t.name, t.dims, t.type, new, nbytes, quantizable, fell_back)
+            got = made[(i, new, fell_back)] = (qt, _pad(nbytes))
+        out.append(got[0])
+        weights += got[0].nbytes
+        padded += got[1]
+    return tuple(out), weights, padded
 
 
 def quant_sizes(
@@ -265,6 +280,7 @@ def quant_sizes(
     src = model if isinstance(model, QuantSource) else quant_source(model)
     prep = prepare(src)  # the per-tensor checks every type shares, once
     table = _tensor_table_bytes(prep)
+    made: dict[tuple[int, int, bool], tuple[QuantTensor, int]] = {}
     return [
         quant_row(
             src,
@@ -274,6 +290,7 @@ def quant_sizes(
             imatrix_dataset=imatrix_dataset,
             prepared=prep,
             tensor_table_bytes=table,
+            made=made,
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]
@@ -340,18 +357,11 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
 
     tensors = []
     offset = 0
+    header = row.header_bytes
     for t in row.tensors:
-        tensors.append(
-            GgufTensor(
-                name=t.name,
-                dims=t.dims,
-                type=int(t.type),
-                offset=offset,
-                nbytes=t.nbytes,
-                file_offset=row.header_bytes + offset,
-            )
-        )
-        offset += _pad(t.nbytes)
+        nbytes = t.nbytes
+        tensors.append(GgufTensor(t.name, t.dims, int(t.type), offset, nbytes, header + offset))
+        offset += _pad(nbytes)
     stem = first.path[:-5] if first.path.endswith(".gguf") else first.path
     stem = re.sub(r"-\d{5}-of-\d{5}$", "", stem)
     out = GgufFile(

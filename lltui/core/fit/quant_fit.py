@@ -11,6 +11,7 @@ from lltui.core.fit.common import FitError
 from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.estimate import ExtraModels, estimate
 from lltui.core.fit.gguf_model import GgufModel
+from lltui.core.fit.hparams import Hparams, read_hparams
 from lltui.core.fit.quant import (
     QuantRow,
     as_quantized,
@@ -18,13 +19,14 @@ from lltui.core.fit.quant import (
     quant_source,
     relevant_ftypes,
 )
-from lltui.core.fit.report import device_to_json
 from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.llama.flags import LlamaArgs
 
 
 @dataclass(frozen=True, slots=True)
 class QuantFit:
+    """One row of the quant table: a type's sizes and, where it was placed, its estimate."""
+
     row: QuantRow
     result: FitResult | None  # None when llama-quantize would refuse or the estimate fails
     error: str | None = None
@@ -57,6 +59,8 @@ class QuantFit:
             else None
         )
         if self.result is not None:
+            from lltui.core.fit.report import device_to_json  # JSON output only
+
             n_all = self.result.model.n_layer
             out["devices"] = [device_to_json(d, n_all) for d in self.result.devices]
         else:
@@ -78,6 +82,11 @@ def quant_table(
     and its speed predicted; the flags that would make it fit are not searched for.
     ``extra``: the draft, projector and adapters loaded beside every one of them."""
     opts = replace(options or FitOptions(), suggest=False)
+    try:
+        # a quant's header differs from the model's in its type and split keys alone
+        hp: Hparams | None = read_hparams(model)
+    except FitError:
+        hp = None  # each type says why, as its own estimate does
     src = quant_source(model)
     ftypes, _skipped = relevant_ftypes(src)
     out = []
@@ -86,7 +95,8 @@ def quant_table(
             out.append(QuantFit(row, None, row.error))
             continue
         try:
-            result = estimate(as_quantized(model, row), settings, devices, opts, extra)
+            quant = as_quantized(model, row)
+            result = estimate(quant, settings, devices, opts, extra, hparams=hp)
         except FitError as exc:
             out.append(QuantFit(row, None, str(exc)))
             continue

@@ -5,14 +5,27 @@ tensor_type_fallback), applied to a model's tensor names and shapes."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, auto
+from typing import Any
 
 from lltui.core.fit.ggml_types import FTYPE_DEFAULT_TYPE, GgmlType, LlamaFtype, type_info
 
-_G = GgmlType
-_F = LlamaFtype
+
+class _Members:
+    """An enum's members as plain attributes: the same objects, without the cost of an enum
+    class's attribute lookup (Python 3.11), which the rules below make per tensor and type."""
+
+    def __init__(self, members: Mapping[str, Any]) -> None:
+        self.__dict__.update(members)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
+
+_G = _Members(GgmlType.__members__)
+_F = _Members(LlamaFtype.__members__)
 
 
 class QuantizeRefused(Exception):
@@ -34,29 +47,33 @@ class Category(Enum):
     OTHER = auto()
 
 
-_ATTN_V_LIKE = (Category.ATTENTION_V, Category.ATTENTION_QKV, Category.ATTENTION_KV_B)
+_C = _Members(Category.__members__)
+
+_ATTN_V_LIKE = (_C.ATTENTION_V, _C.ATTENTION_QKV, _C.ATTENTION_KV_B)
+_ATTN_K_Q = (_C.ATTENTION_K, _C.ATTENTION_Q)
+_FFN_GATE_UP = (_C.FFN_GATE, _C.FFN_UP)
 
 
 def tensor_category(name: str) -> Category:
     """The broad class llama-quantize sorts a tensor into, by substring of its name."""
     if name == "output.weight":
-        return Category.OUTPUT
+        return _C.OUTPUT
     if name in ("token_embd.weight", "per_layer_token_embd.weight"):
-        return Category.TOKEN_EMBD
+        return _C.TOKEN_EMBD
     for needle, cat in (
-        ("attn_qkv.weight", Category.ATTENTION_QKV),
-        ("attn_kv_b.weight", Category.ATTENTION_KV_B),
-        ("attn_v.weight", Category.ATTENTION_V),
-        ("attn_k.weight", Category.ATTENTION_K),
-        ("attn_q.weight", Category.ATTENTION_Q),
-        ("attn_output.weight", Category.ATTENTION_OUTPUT),
-        ("ffn_up", Category.FFN_UP),
-        ("ffn_gate", Category.FFN_GATE),
-        ("ffn_down", Category.FFN_DOWN),
+        ("attn_qkv.weight", _C.ATTENTION_QKV),
+        ("attn_kv_b.weight", _C.ATTENTION_KV_B),
+        ("attn_v.weight", _C.ATTENTION_V),
+        ("attn_k.weight", _C.ATTENTION_K),
+        ("attn_q.weight", _C.ATTENTION_Q),
+        ("attn_output.weight", _C.ATTENTION_OUTPUT),
+        ("ffn_up", _C.FFN_UP),
+        ("ffn_gate", _C.FFN_GATE),
+        ("ffn_down", _C.FFN_DOWN),
     ):
         if needle in name:
             return cat
-    return Category.OTHER
+    return _C.OTHER
 
 
 def n_dims(dims: Sequence[int]) -> int:
@@ -154,6 +171,8 @@ def tensor_sort_key(name: str) -> tuple[int, bytes]:
 
 @dataclass(frozen=True)
 class SourceTensor:
+    """A tensor of the model being quantized, as the rules see it."""
+
     name: str
     dims: tuple[int, ...]  # ggml order, ne0 first
     type: int = _G.F16  # only matters for tensors that are copied unchanged
@@ -203,6 +222,7 @@ class PreparedSource:
     ordered: tuple[TensorFacts, ...]
     n_attention_wv: int
     has_tied_embeddings: bool
+    any_source_quantized: bool = False  # some tensor is quantized already
 
 
 _IMATRIX_EXEMPT = frozenset({"token_embd.weight", "per_layer_token_embd.weight", "output.weight"})
@@ -222,14 +242,15 @@ def prepare(src: QuantSource) -> PreparedSource:
                 layer=layer_index(t.name),
                 imatrix_exempt=t.name in _IMATRIX_EXEMPT,
                 source_quantized=type_info(t.type).quantized,
-                kept_type=None if quantizable else _G(t.type),
+                kept_type=None if quantizable else GgmlType(t.type),
             )
         )
     cats = [f.category for f in facts]
     return PreparedSource(
         ordered=tuple(facts),
         n_attention_wv=sum(1 for c in cats if c in _ATTN_V_LIKE),
-        has_tied_embeddings=Category.OUTPUT not in cats,
+        has_tied_embeddings=_C.OUTPUT not in cats,
+        any_source_quantized=any(f.source_quantized for f in facts),
     )
 
 
@@ -245,6 +266,18 @@ class _State:
         self.has_imatrix = imatrix
 
 
+# the types whose rules read whether an importance matrix is given (st.has_imatrix below);
+# every other type comes out the same with or without one
+_READS_IMATRIX = frozenset(
+    {_F.MOSTLY_IQ3_XXS, _F.MOSTLY_IQ4_NL, _F.MOSTLY_IQ4_XS, _F.MOSTLY_Q4_0, _F.MOSTLY_Q5_0}
+)
+
+
+def reads_imatrix(ftype: LlamaFtype) -> bool:
+    """Whether an importance matrix changes the types the rules pick for ``ftype``."""
+    return ftype in _READS_IMATRIX
+
+
 def _use_more_bits(i_layer: int, n_layers: int) -> bool:
     return (
         i_layer < n_layers // 8
@@ -254,8 +287,8 @@ def _use_more_bits(i_layer: int, n_layers: int) -> bool:
 
 
 _IQ_LOW = (_F.MOSTLY_IQ2_XXS, _F.MOSTLY_IQ2_XS, _F.MOSTLY_IQ1_S, _F.MOSTLY_IQ2_S, _F.MOSTLY_IQ2_M)
-_IQ_LOW_ALL = (*_IQ_LOW, _F.MOSTLY_IQ1_M)
-_OUTPUT_Q5K = (*_IQ_LOW_ALL, _F.MOSTLY_IQ3_XXS)
+_IQ_LOW_ALL = frozenset({*_IQ_LOW, _F.MOSTLY_IQ1_M})
+_OUTPUT_Q5K = frozenset({*_IQ_LOW_ALL, _F.MOSTLY_IQ3_XXS})
 _MOE8_ATTN_OUT_Q5K = (
     _F.MOSTLY_Q2_K,
     _F.MOSTLY_IQ3_XS,
@@ -286,7 +319,9 @@ def _layer_info(
     return i_layer, n_layer
 
 
-def _rules(st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _F) -> GgmlType:
+def _rules(
+    st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: LlamaFtype
+) -> GgmlType:
     """llama_tensor_get_type_impl: the first branch that matches the tensor decides."""
     t, cat = f.tensor, f.category
     glm5_keep_q8 = ("attn_q_a", "attn_q_b", "nextn.eh_proj")
@@ -296,25 +331,25 @@ def _rules(st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _
         and new not in (_G.F32, _G.BF16, _G.F16)
     ):
         return _G.Q8_0
-    if cat == Category.OUTPUT or (st.has_tied_embeddings and cat == Category.TOKEN_EMBD):
+    if cat == _C.OUTPUT or (st.has_tied_embeddings and cat == _C.TOKEN_EMBD):
         return _output_type(src, new, t, ftype)
     if ftype == _F.MOSTLY_MXFP4_MOE:
-        is_expert_role = cat in (Category.FFN_UP, Category.FFN_GATE, Category.FFN_DOWN)
+        is_expert_role = cat in (_C.FFN_UP, _C.FFN_GATE, _C.FFN_DOWN)
         ne2 = t.dims[2] if len(t.dims) > 2 else 1
         return _G.MXFP4 if ne2 > 1 and (src.arch != "bailingmoe3" or is_expert_role) else _G.Q8_0
-    if cat == Category.TOKEN_EMBD:
+    if cat == _C.TOKEN_EMBD:
         return _token_embd_type(new, ftype)
     if ftype in _IQ_LOW_ALL:
         return _iq_low_type(st, src, new, ftype, cat)
     if cat in _ATTN_V_LIKE:
         return _attn_v_type(st, src, new, ftype)
-    if cat in (Category.ATTENTION_K, Category.ATTENTION_Q):
+    if cat in _ATTN_K_Q:
         return _attn_k_q_type(src, new, ftype, cat)
-    if cat == Category.FFN_DOWN:
+    if cat == _C.FFN_DOWN:
         return _ffn_down_type(st, src, new, f, ftype)
-    if cat == Category.ATTENTION_OUTPUT:
+    if cat == _C.ATTENTION_OUTPUT:
         return _attn_output_type(src, new, ftype)
-    if cat == Category.ATTENTION_QKV:
+    if cat == _C.ATTENTION_QKV:
         if ftype in (_F.MOSTLY_Q3_K_M, _F.MOSTLY_Q3_K_L, _F.MOSTLY_IQ3_M):
             return _G.Q4_K
         if ftype == _F.MOSTLY_Q4_K_M:
@@ -322,12 +357,12 @@ def _rules(st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _
         if ftype == _F.MOSTLY_Q5_K_M:
             return _G.Q6_K
         return new
-    if cat in (Category.FFN_GATE, Category.FFN_UP):
+    if cat in _FFN_GATE_UP:
         return _ffn_gate_up_type(st, src, new, f, ftype, cat)
     return new
 
 
-def _output_type(src: QuantSource, new: GgmlType, t: SourceTensor, ftype: _F) -> GgmlType:
+def _output_type(src: QuantSource, new: GgmlType, t: SourceTensor, ftype: LlamaFtype) -> GgmlType:
     """The output head (or the tied embeddings that serve as one)."""
     nx = t.dims[0] if t.dims else 1
     if ftype == _F.MOSTLY_MXFP4_MOE or src.arch == "falcon" or nx % type_info(new).block_size:
@@ -339,7 +374,7 @@ def _output_type(src: QuantSource, new: GgmlType, t: SourceTensor, ftype: _F) ->
     return new
 
 
-def _token_embd_type(new: GgmlType, ftype: _F) -> GgmlType:
+def _token_embd_type(new: GgmlType, ftype: LlamaFtype) -> GgmlType:
     if ftype in (_F.MOSTLY_IQ2_XXS, _F.MOSTLY_IQ2_XS, _F.MOSTLY_IQ1_S, _F.MOSTLY_IQ1_M):
         return _G.Q2_K
     if ftype in (_F.MOSTLY_IQ2_S, _F.MOSTLY_IQ2_M, _F.MOSTLY_IQ3_XXS):
@@ -349,7 +384,9 @@ def _token_embd_type(new: GgmlType, ftype: _F) -> GgmlType:
     return new
 
 
-def _iq_low_type(st: _State, src: QuantSource, new: GgmlType, ftype: _F, cat: Category) -> GgmlType:
+def _iq_low_type(
+    st: _State, src: QuantSource, new: GgmlType, ftype: LlamaFtype, cat: Category
+) -> GgmlType:
     """The 1- and 2-bit IQ types: more bits where quality hangs on it."""
     n_gqa, n_expert = src.n_gqa, src.n_expert
     iq2s_or_m = ftype in (_F.MOSTLY_IQ2_S, _F.MOSTLY_IQ2_M)
@@ -357,13 +394,13 @@ def _iq_low_type(st: _State, src: QuantSource, new: GgmlType, ftype: _F, cat: Ca
         low = _G.IQ3_S if iq2s_or_m else _G.Q2_K
         new = _G.Q4_K if n_gqa >= 4 or n_expert >= 4 else low
         st.i_attention_wv += 1
-    elif n_expert == 8 and cat == Category.ATTENTION_K:
+    elif n_expert == 8 and cat == _C.ATTENTION_K:
         new = _G.Q4_K
-    elif cat == Category.FFN_DOWN:
+    elif cat == _C.FFN_DOWN:
         if st.i_ffn_down < st.n_ffn_down // 8:
             new = _G.IQ3_S if iq2s_or_m else _G.Q2_K
         st.i_ffn_down += 1
-    elif cat == Category.ATTENTION_OUTPUT:
+    elif cat == _C.ATTENTION_OUTPUT:
         if n_expert == 8:
             new = _G.Q5_K
         elif ftype in (_F.MOSTLY_IQ1_S, _F.MOSTLY_IQ1_M):
@@ -373,7 +410,7 @@ def _iq_low_type(st: _State, src: QuantSource, new: GgmlType, ftype: _F, cat: Ca
     return new
 
 
-def _attn_v_type(st: _State, src: QuantSource, new: GgmlType, ftype: _F) -> GgmlType:
+def _attn_v_type(st: _State, src: QuantSource, new: GgmlType, ftype: LlamaFtype) -> GgmlType:
     """attn_v (and the fused qkv / kv_b that carry V)."""
     n_gqa = src.n_gqa
     i_wv, n_wv = st.i_attention_wv, st.n_attention_wv
@@ -403,8 +440,8 @@ def _attn_v_type(st: _State, src: QuantSource, new: GgmlType, ftype: _F) -> Ggml
     return new
 
 
-def _attn_k_q_type(src: QuantSource, new: GgmlType, ftype: _F, cat: Category) -> GgmlType:
-    if cat == Category.ATTENTION_K and src.n_expert == 8:
+def _attn_k_q_type(src: QuantSource, new: GgmlType, ftype: LlamaFtype, cat: Category) -> GgmlType:
+    if cat == _C.ATTENTION_K and src.n_expert == 8:
         return _G.Q8_0
     if ftype == _F.MOSTLY_IQ3_XS:
         return _G.IQ3_XXS
@@ -414,7 +451,7 @@ def _attn_k_q_type(src: QuantSource, new: GgmlType, ftype: _F, cat: Category) ->
 
 
 def _ffn_down_type(
-    st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _F
+    st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: LlamaFtype
 ) -> GgmlType:
     """ffn_down: more bits in the first layers and on a regular pattern after."""
     i, n = _layer_info(src, st.i_ffn_down, st.n_ffn_down, f.tensor.name, f.layer)
@@ -455,25 +492,27 @@ def _ffn_down_type(
     return new
 
 
-def _attn_output_type(src: QuantSource, new: GgmlType, ftype: _F) -> GgmlType:
+_ATTN_OUTPUT_BY_FTYPE = {
+    _F.MOSTLY_Q2_K: _G.Q3_K,
+    _F.MOSTLY_IQ3_XXS: _G.IQ3_S,
+    _F.MOSTLY_Q3_K_M: _G.Q4_K,
+    _F.MOSTLY_Q3_K_L: _G.Q5_K,
+    _F.MOSTLY_IQ3_M: _G.Q4_K,
+}
+
+
+def _attn_output_type(src: QuantSource, new: GgmlType, ftype: LlamaFtype) -> GgmlType:
     if src.arch == "falcon":
         return _G.Q4_K if ftype == _F.MOSTLY_Q3_K_L else new
     if src.n_expert == 8:
         return _G.Q5_K if ftype in _MOE8_ATTN_OUT_Q5K else new
-    by_ftype = {
-        _F.MOSTLY_Q2_K: _G.Q3_K,
-        _F.MOSTLY_IQ3_XXS: _G.IQ3_S,
-        _F.MOSTLY_Q3_K_M: _G.Q4_K,
-        _F.MOSTLY_Q3_K_L: _G.Q5_K,
-        _F.MOSTLY_IQ3_M: _G.Q4_K,
-    }
-    return by_ftype.get(ftype, new)
+    return _ATTN_OUTPUT_BY_FTYPE.get(ftype, new)
 
 
 def _ffn_gate_up_type(
-    st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: _F, cat: Category
+    st: _State, src: QuantSource, new: GgmlType, f: TensorFacts, ftype: LlamaFtype, cat: Category
 ) -> GgmlType:
-    gate = cat == Category.FFN_GATE
+    gate = cat == _C.FFN_GATE
     counter = st.i_ffn_gate if gate else st.i_ffn_up
     total = st.n_ffn_gate if gate else st.n_ffn_up
     i, n = _layer_info(src, counter, total, f.tensor.name, f.layer)
@@ -526,16 +565,19 @@ def _fallback(st: _State, t: SourceTensor, target: GgmlType) -> tuple[GgmlType, 
     return out, True
 
 
-def _requires_imatrix(f: TensorFacts, new: GgmlType, ftype: _F) -> bool:
+_IMATRIX_TYPES = frozenset({_G.IQ3_XXS, _G.IQ2_XXS, _G.IQ2_XS, _G.IQ2_S, _G.IQ1_M, _G.IQ1_S})
+
+
+def _requires_imatrix(f: TensorFacts, new: GgmlType, ftype: LlamaFtype) -> bool:
     if f.imatrix_exempt:
         return False
-    if new in (_G.IQ3_XXS, _G.IQ2_XXS, _G.IQ2_XS, _G.IQ2_S, _G.IQ1_M, _G.IQ1_S):
+    if new in _IMATRIX_TYPES:
         return True
     return new == _G.Q2_K and ftype == _F.MOSTLY_Q2_K_S
 
 
 def choose_types(
-    src: QuantSource, ftype: _F, imatrix: bool, prepared: PreparedSource | None = None
+    src: QuantSource, ftype: LlamaFtype, imatrix: bool, prepared: PreparedSource | None = None
 ) -> tuple[list[tuple[SourceTensor, GgmlType, bool, bool]], int, bool]:
     """(tensor, type, quantizable, fallback) in output order, fallback count, imatrix needed.
 

@@ -38,7 +38,10 @@ def largest_context(
         return None
     if base.fits and st.n_ctx == cap * unit and st.kv_unified_per_slot == 0:
         return cap * unit  # the estimate at hand is the largest context already
-    placed = (list(base.placements), _weights_sizes(base), _layer_indices(base, devs))
+    wbufs = _weights_sizes(base)
+    if _weights_overflow(wbufs, devs, opts):
+        return None  # KV, output and compute only add to the weights: no context fits
+    placed = (list(base.placements), wbufs, _layer_indices(base, devs))
 
     def fits(k: int) -> bool:
         s = _with(st, n_ctx=k * unit, kv_unified_per_slot=0)
@@ -60,6 +63,20 @@ def largest_context(
 
 def _weights_sizes(res: FitResult) -> dict[str, int]:
     return {n: b for n, k, b in res.buffers if k == "model"}
+
+
+def _weights_overflow(wbufs: dict[str, int], devs: Sequence[DeviceSpec], opts: FitOptions) -> bool:
+    """Whether the weights alone (placed once, the same at every context) overfill a
+    device with its margin, or the host; owners as estimate_once sums them."""
+    names = {d.name for d in devs}
+    host = sum(b for n, b in wbufs.items() if n not in names)
+    if opts.host_free_bytes is not None and host > opts.host_free_bytes:
+        return True
+    for d in devs:
+        margin = opts.margin_bytes if backend_of(d) == "cuda" else 0
+        if d.free_bytes is not None and wbufs.get(d.name, 0) + margin > d.free_bytes:
+            return True
+    return False
 
 
 def _layer_indices(res: FitResult, devs: Sequence[DeviceSpec]) -> tuple[int, ...]:

@@ -1,0 +1,138 @@
+"""lltui quant places every type of a model with what the types share worked out once: each
+row must be exactly what a fresh estimate of that type alone gives."""
+
+import sys
+from dataclasses import replace
+
+import gguf_factory as gf
+import pytest
+
+from lltui.commands.fit import read_inputs
+from lltui.core.fit import search
+from lltui.core.fit.estimate import estimate
+from lltui.core.fit.ggml_types import QUANTIZE_FTYPES, GgmlType
+from lltui.core.fit.gguf import read_gguf
+from lltui.core.fit.gguf_model import GgufTensor
+from lltui.core.fit.placement import REPACK_PROFILES, _Placer
+from lltui.core.fit.quant import as_quantized, quant_source
+from lltui.core.fit.quant_fit import QuantFit, quant_table
+from lltui.core.fit.quant_rules import QuantizeRefused, choose_types, prepare, reads_imatrix
+from lltui.core.llama.flags import parse_llama_args
+from lltui.sources.fit_devices import resolve_devices
+
+MODELS = {
+    "llama": lambda: gf.llama_spec(n_layer=6),
+    "llama-16": lambda: gf.llama_spec(n_layer=16),  # the first eighth of the layers: 2
+    "qwen3-tied": lambda: gf.qwen3_spec(n_layer=5),
+    "qwen3moe": lambda: gf.qwen3moe_spec(n_layer=6),
+    "gemma3": gf.gemma3_spec,
+    "gpt-oss": gf.gpt_oss_spec,
+    "deepseek2": gf.deepseek2_spec,
+}
+
+CASES = [
+    ("llama", ["-c", "2048", "--gpus", "24GiB,24GiB"]),
+    ("llama", ["-c", "4096", "-ngl", "3", "--gpus", "24GiB,24GiB"]),
+    ("llama", ["-ngl", "3", "--no-host", "--gpus", "24GiB", "--cpu", "arm"]),
+    ("llama", ["--gpus", "cpu"]),
+    ("llama", ["--gpus", "cpu", "--cpu", "arm", "-lm", "none"]),
+    ("llama", ["-ts", "3,1,1", "--gpus", "24GiB,24GiB,12GiB"]),
+    ("llama", ["-ot", r"blk\.1\.ffn_.*=CPU", "--no-host", "--gpus", "24GiB,24GiB"]),
+    ("llama", ["-ot", r"blk\.[0-2]\..*=CUDA1", "--gpus", "24GiB,24GiB"]),
+    # the big types fit nowhere: no context is searched for
+    ("llama", ["-c", "256", "--gpus", "9MiB,3MiB", "--margin", "0"]),
+    ("llama", ["-c", "512", "--gpus", "cpu", "--host-free", "12MiB"]),
+    ("qwen3-tied", ["-ngl", "3", "--no-host", "--gpus", "24GiB"]),
+    ("qwen3-tied", ["--gpus", "cpu", "--cpu", "x86-avx512"]),
+    ("qwen3-tied", ["-ot", "token_embd.*=CUDA0", "-ngl", "2", "--gpus", "24GiB,24GiB"]),
+    ("qwen3moe", ["-c", "8192", "--gpus", "24GiB,24GiB"]),
+    ("qwen3moe", ["--n-cpu-moe", "2", "--gpus", "24GiB,24GiB"]),
+    ("qwen3moe", ["--cpu-moe", "--no-host", "--gpus", "24GiB", "--cpu", "arm"]),
+    ("qwen3moe", ["-ts", "1,2", "-ngl", "4", "--gpus", "T4,T4"]),
+    ("qwen3moe", ["-nkvo", "-fa", "off", "--gpus", "16GiB,16GiB"]),
+    ("qwen3moe", ["--rpc", "10.0.0.1:50052", "--gpus", "24GiB"]),
+    ("gemma3", ["-np", "2", "--swa-full", "--gpus", "sim:kaggle-2xt4"]),
+]
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fast-path")
+    out = {}
+    for name, spec in MODELS.items():
+        out[name] = root / f"{name}.gguf"
+        gf.write_model(out[name], spec(), "F16")
+    return out
+
+
+def _clear_caches() -> None:
+    """Forget every memo of the estimator, so that nothing one type left behind is reused."""
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("lltui.core."):
+            continue
+        for value in vars(mod).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+
+
+@pytest.mark.parametrize(("model", "flags"), CASES, ids=[f"{m} {' '.join(f)}" for m, f in CASES])
+def test_every_row_is_a_fresh_estimate_of_that_type(paths, model, flags, monkeypatch):
+    inputs = read_inputs([str(paths[model]), "--host-free", "64GiB", *flags], "quant", "")
+    assert inputs is not None
+    _clear_caches()
+    table = quant_table(inputs.model, inputs.settings, inputs.devices, inputs.options)
+    opts = replace(inputs.options, suggest=False)
+    assert any(q.result is not None for q in table)
+    for q in table:
+        if q.result is None:
+            continue
+        _clear_caches()
+        alone = estimate(as_quantized(inputs.model, q.row), inputs.settings, inputs.devices, opts)
+        assert q.result == alone, q.row.name
+        assert q.to_json() == QuantFit(q.row, alone).to_json()
+        if q.max_ctx is None:
+            # no context fits: the search, made in full, finds none either
+            with monkeypatch.context() as m:
+                m.setattr(search, "_weights_overflow", lambda *_: False)
+                _clear_caches()
+                searched = estimate(
+                    as_quantized(inputs.model, q.row), inputs.settings, inputs.devices, opts
+                )
+            assert searched == alone, q.row.name
+
+
+@pytest.mark.parametrize("profile", sorted(REPACK_PROFILES))
+@pytest.mark.parametrize("flags", [[], ["--no-host"], ["--no-host", "-lm", "none"], ["-nr"]])
+@pytest.mark.parametrize("gpus", ["cpu", "24GiB"])
+def test_a_cpu_route_is_the_buffer_every_type_would_get(profile, flags, gpus):
+    """Where the placement decides a CPU weight's buffer before its type is known, every
+    type gets that buffer (else it leaves the choice to the type)."""
+    st = parse_llama_args(flags, env={})
+    devices, _ = resolve_devices(gpus)
+    hp = None  # the placer reads no hyperparameters for CPU buffers
+    placer = _Placer(hp, st, devices, devices, (), REPACK_PROFILES[profile])  # type: ignore[arg-type]
+    for op in (None, "mul_mat", "mul_mat_id"):
+        route = placer.cpu_route(op)
+        if route is None:
+            continue
+        for dims in ((256, 512), (256, 8, 4), (512, 4)):
+            for t in GgmlType:
+                tensor = GgufTensor("blk.0.ffn_up.weight", dims, int(t), 0, 0, 0)
+                assert placer.cpu_buft(tensor, op) == route, (op, dims, t)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_types_that_do_not_read_the_imatrix_come_out_the_same_with_one(paths, model):
+    """quant_row makes such a type once, not again with an importance matrix."""
+    src = quant_source(read_gguf(paths[model]))
+    prep = prepare(src)
+    for ftype in QUANTIZE_FTYPES:
+        if reads_imatrix(ftype):
+            continue
+        try:
+            without = choose_types(src, ftype, False, prep)
+        except QuantizeRefused:
+            with pytest.raises(QuantizeRefused):
+                choose_types(src, ftype, True, prep)
+            continue
+        assert choose_types(src, ftype, True, prep) == without, ftype
