@@ -149,6 +149,20 @@ def test_cli_help_does_not_import_textual():
     assert "textual" not in mods
 
 
+def test_fit_and_quant_of_a_local_model_do_not_import_the_http_client(tmp_path):
+    import gguf_factory as gf
+
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec(n_layer=2), "F16")
+    for verb in ("fit", "quant"):
+        code = (
+            "import contextlib, io\nfrom lltui.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()):\n    main([{verb!r}, {str(path)!r}])"
+        )
+        mods = _modules_after(code)
+        assert "lltui.core.fit.estimate" in mods, "the command ran"
+        assert "httpx" not in mods, verb  # a local model reads no network
+
+
 def test_every_module_has_a_layer():
     layers = {_layer(m) for m in _import_graph()}
     assert layers <= set(ALLOWED), f"modules outside any layer: {layers - set(ALLOWED)}"

@@ -139,6 +139,9 @@ def read_inputs(
     Bad input raises CliError (exit 2) with one line. ``rank_repo``: with --best, a
     repository reference (hf:OWNER/REPO) is left unread (``model`` None) for the caller."""
     from lltui.core.fit.estimate import FitOptions
+
+    # a local model must not import the HTTP client: parsing the reference is pure
+    from lltui.core.fit.remote_ref import names_repo
     from lltui.core.llama.flags import parse_llama_args
     from lltui.core.units import MIB, parse_size
     from lltui.sources.fit_devices import (
@@ -148,7 +151,6 @@ def read_inputs(
         read_model,
         resolve_devices,
     )
-    from lltui.sources.remote_model import names_repo
 
     model_path, llama_argv, own = split_args(argv, verb)
     if own["help"]:

@@ -81,15 +81,6 @@ class RepoQuants:
     stats: ReadStats
 
 
-def names_repo(text: str) -> bool:
-    """Whether ``text`` is ``hf:OWNER/REPO[@REV]``: a repository, no file or quantization."""
-    try:
-        ref = parse_ref(text)
-    except RefError:
-        return False
-    return isinstance(ref, HfRef) and ref.selector is None
-
-
 def read_repo_quants(text: str) -> RepoQuants:
     """The header of every model of the repository ``text`` names (split models followed,
     projectors left out), by ranged reads through one client. A model that cannot be read

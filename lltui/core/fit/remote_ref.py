@@ -256,3 +256,12 @@ def split_names(path: str, count: int) -> list[str] | None:
     if m is None or int(m.group("count")) != count:
         return None
     return [f"{m.group('prefix')}-{i + 1:05d}-of-{count:05d}.gguf" for i in range(count)]
+
+
+def names_repo(text: str) -> bool:
+    """Whether ``text`` is ``hf:OWNER/REPO[@REV]``: a repository, no file or quantization."""
+    try:
+        ref = parse_ref(text)
+    except RefError:
+        return False
+    return isinstance(ref, HfRef) and ref.selector is None
