@@ -5,6 +5,8 @@ tensor data is a hole in a sparse file. Each command runs as a user runs it (a f
 process, header read included), the median of several runs:
 
 - `lltui fit MODEL` against `llama-fit-params` (llama.cpp's own estimate) with the same flags;
+- `lltui fit MODEL --best context` (the ranked search) against the same `llama-fit-params`
+  run, which is llama.cpp's own search for settings that fit (`--fit`);
 - `lltui quant MODEL` (every type it lists, each placed on the devices) against
   `llama-quantize --dry-run` for the same types, one process per type (llama-quantize makes
   one type a run), and against a single `--dry-run` (Q4_K_M).
@@ -108,10 +110,23 @@ def main() -> int:
                 )
             fit = wall([*py, "fit", model, *FLAGS, "--gpus", "4090,4090"], args.runs, cwd=here)
             line = f"  fit    lltui {fit * 1000:7.0f} ms"
+            lfp = 0.0
             if "llama-fit-params" in exe:
                 lfp = wall([exe["llama-fit-params"], "-m", model, *FLAGS], args.runs)
                 if lfp > 0:
                     line += f"   llama-fit-params {lfp * 1000:7.0f} ms   ratio {fit / lfp:.2f}"
+            print(line)
+            # the search for the best command line: llama-fit-params is llama.cpp's own search
+            # (--fit), so it is the baseline here too
+            best = wall(
+                [*py, "fit", model, *FLAGS, "--gpus", "4090,4090", "--best", "context"],
+                args.runs,
+                check=False,
+                cwd=here,
+            )
+            line = f"  --best lltui {best * 1000:7.0f} ms"
+            if "llama-fit-params" in exe and lfp > 0:
+                line += f"   llama-fit-params {lfp * 1000:7.0f} ms   ratio {best / lfp:.2f}"
             print(line)
             ftypes, _skipped = relevant_ftypes(quant_source(read_gguf(model)))
             quant_argv = [*py, "quant", model, *FLAGS, "--gpus", "4090,4090"]
