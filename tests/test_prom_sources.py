@@ -419,6 +419,40 @@ def test_a_prometheus_of_several_hosts_says_how_to_pick_one() -> None:
     assert info.hostname == "alpha" and sample.info.hostname == "alpha"
     (hint,) = sample.info.hints
     assert "beta, gamma" in hint and f"prom:{stub.url}#host=NAME" in hint
+    assert f"prom:{stub.url}#host=*" in hint
+
+
+def test_every_host_of_a_prometheus_is_a_fleet() -> None:
+    from lltui.sources.fleet import Fleet, fleet_specs
+    from lltui.sources.registry import is_fleet
+
+    result = [
+        {"metric": {"__name__": "lltui_gpu_power_watts", "gpu": "0", "uuid": f"GPU-{h}",
+                    "host": h}, "value": [1.0, str(10 * (i + 1))]}
+        for i, h in enumerate(("beta", "alpha", "rig 3"))
+    ]  # fmt: skip
+    body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+    route = (200, "application/json", json.dumps(body).encode())
+    with stub_server(Stub(routes={"/api/v1/query": route})) as stub:
+        spec = f"prom:{stub.url}#host=*"
+        assert is_fleet(spec) and not is_fleet(f"prom:{stub.url}#host=alpha")
+        specs = fleet_specs(f"{spec},sim:kaggle-2xt4", None)
+        assert specs == [
+            f"prom:{stub.url}#host=alpha",
+            f"prom:{stub.url}#host=beta",
+            f"prom:{stub.url}#host=rig%203",
+            "sim:kaggle-2xt4",
+        ]
+        fleet = Fleet(specs, interval=1.0, timeout=5.0)
+        try:
+            got = fleet.poll_once()
+        finally:
+            fleet.close()
+    powers = {h.label: h.sample.gpus[0].power_w for h in got.hosts[:3] if h.sample}
+    assert powers == {"alpha": 20.0, "beta": 10.0, "rig 3": 30.0}
+    # a server that cannot be read stays one host, shown down with why
+    dead = "prom:http://127.0.0.1:9#host=*"
+    assert fleet_specs(dead, None) == [dead]
 
 
 def test_a_page_past_its_size_limit_is_one_line(monkeypatch) -> None:

@@ -275,7 +275,17 @@ def fleet_specs(source: str | None, hosts_file: str | None) -> list[str]:
             raise ValueError(f"--hosts {hosts_file}: {exc.strerror or exc}") from None
         specs = [s for s in specs if s.lower() != "auto"]  # the default, not a choice
         specs += [h.spec for h in parse_hosts(text, name=hosts_file)]
-    return specs
+    return _expand_all_hosts(specs)
+
+
+def _expand_all_hosts(specs: list[str]) -> list[str]:
+    """``prom:URL#host=*`` becomes one spec per host its server names (asked once, now)."""
+    from lltui.sources.prom import expand_all_hosts, wants_all_hosts
+
+    out: list[str] = []
+    for spec in specs:
+        out += expand_all_hosts(spec) if wants_all_hosts(spec) else [spec]
+    return out
 
 
 class FleetFocus:

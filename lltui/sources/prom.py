@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.monitor.prom import (
@@ -54,6 +54,37 @@ def check_url(kind: str, arg: str) -> None:
         raise ValueError(f"{kind}: not a URL; use {example}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{kind}: expected an http:// or https:// URL; use {example}")
+
+
+ALL_HOSTS = "*"  # prom:URL#host=* : every host the metrics name, as a fleet
+
+
+def wants_all_hosts(spec: str) -> bool:
+    """Whether a ``--source`` spec is ``prom:URL#host=*`` or ``scrape:URL#host=*``."""
+    kind, _, arg = spec.partition(":")
+    if kind.lower() not in ("prom", "scrape") or "#" not in arg:
+        return False
+    return parse_qs(arg.split("#", 1)[1]).get("host", [None])[0] == ALL_HOSTS
+
+
+def expand_all_hosts(spec: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+    """``prom:URL#host=*``: one ``prom:URL#host=NAME`` per host the server holds GPU metrics
+    for, in name order. A server that cannot be read (or names no host) leaves the spec as it
+    is, so a fleet shows it as one host that is down, with the reason."""
+    kind, _, arg = spec.partition(":")
+    base = arg.split("#", 1)[0]
+    cls = PromSource if kind.lower() == "prom" else ScrapeSource
+    try:
+        source = cls(base, timeout_s=timeout_s)
+    except ValueError:
+        return [spec]
+    try:
+        hosts = sorted(source.poll_hosts())
+    except SourceUnavailable:
+        return [spec]
+    finally:
+        source.close()
+    return [f"{kind}:{base}#host={quote(h, safe='')}" for h in hosts] or [spec]
 
 
 def host_label(url: str) -> str:
@@ -235,8 +266,8 @@ class _PromBase:
                 shown += f" and {len(others) - 8} more"
             base = self.name.split("#", 1)[0]
             self._hints = (
-                f"{self.public_url} also holds {shown}: pick a host with {base}#host=NAME; "
-                "several such sources, joined by commas, make a fleet",
+                f"{self.public_url} also holds {shown}: pick a host with {base}#host=NAME, "
+                f"or see them all as a fleet with {base}#host={ALL_HOSTS}",
             )
         self._info = self._hinted(sample).info
         return self._info

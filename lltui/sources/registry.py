@@ -84,8 +84,16 @@ def split_sources(text: str | None) -> list[str]:
 
 
 def is_fleet(text: str | None) -> bool:
-    """Whether ``--source`` names several sources (a fleet view rather than one rig)."""
-    return len(split_sources(text)) > 1
+    """Whether ``--source`` names several sources (a fleet view rather than one rig), or
+    every host of a Prometheus server (``prom:URL#host=*``)."""
+    specs = split_sources(text)
+    if len(specs) > 1:
+        return True
+    if not any("#" in s for s in specs):  # most runs: no URL fragment, nothing to import
+        return False
+    from lltui.sources.prom import wants_all_hosts
+
+    return any(wants_all_hosts(s) for s in specs)
 
 
 def make_source(
