@@ -8,3 +8,28 @@ def isolated_config(tmp_path, monkeypatch):
     for var in ("LLTUI_CONFIG", "LLTUI_INTERVAL", "LLTUI_THEME", "LLTUI_SOURCE"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "config" / "lltui"
+
+
+@pytest.fixture(autouse=True)
+def no_rpc_probe_off_this_machine(monkeypatch):
+    """Tests name RPC servers on other machines (10.0.0.x, a:1) to check what an unknown
+    server's memory does; the probe must not send a packet there from a test. A loopback
+    endpoint (a test's own server) is probed for real."""
+    import functools
+    import ipaddress
+
+    from lltui.sources.llama import rpc_probe
+
+    real = rpc_probe._connect
+
+    @functools.wraps(real)  # a test of the probe itself takes the real one as __wrapped__
+    def loopback_only(endpoint, host, port, timeout_s):
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise rpc_probe.RpcProbeError(f"rpc-server {endpoint}: cannot connect (a test)")
+        return real(endpoint, host, port, timeout_s)
+
+    monkeypatch.setattr(rpc_probe, "_connect", loopback_only)

@@ -39,11 +39,11 @@ def _reply(conn: socket.socket, payload: bytes) -> None:
     conn.sendall(struct.pack("<Q", len(payload)) + payload)
 
 
-def fake_rpc_server(conn: socket.socket, memories=((3 * GIB, 8 * GIB),), major=7) -> None:
+def fake_rpc_server(conn: socket.socket, memories=((3 * GIB, 8 * GIB),), major=7, minor=0) -> None:
     """ggml-rpc protocol 7 as the pinned rpc-server speaks it, for these devices."""
     cmd, caps = _read_cmd(conn)
     assert cmd == 14 and caps == bytes(24)
-    _reply(conn, bytes([major, 0, 0, 0]) + bytes(24))
+    _reply(conn, bytes([major, minor, 0, 0]) + bytes(24))
     while True:
         try:
             cmd, body = _read_cmd(conn)
@@ -130,6 +130,47 @@ def test_probe_errors_are_one_line_and_bounded():
         probe("nohost")
 
 
+def test_names_and_ports_that_are_not_an_endpoint_are_one_line(monkeypatch):
+    from lltui.sources.llama import rpc_probe
+
+    monkeypatch.setattr(rpc_probe, "_connect", rpc_probe._connect.__wrapped__)
+    with pytest.raises(RpcProbeError, match="not a valid host name"):
+        probe("a..b:50052")  # an empty label: the name codec refuses it, not the resolver
+    with pytest.raises(RpcProbeError, match="expected HOST:PORT"):
+        probe("host:\u00b2")  # a superscript two is a digit to str.isdigit, not a port
+    # whatever a probe thread meets comes back as that endpoint's one line
+    monkeypatch.setattr(rpc_probe, "probe", lambda ep, t: 1 / 0)
+    (got,) = probe_all(["127.0.0.1:1"], timeout_s=0.5)
+    assert isinstance(got, RpcProbeError) and "ZeroDivisionError" in str(got)
+
+
+def test_a_newer_minor_protocol_is_refused_as_llama_server_refuses_it():
+    newer = serving(lambda c: fake_rpc_server(c, minor=1))
+    with newer as ep, pytest.raises(RpcProbeError, match=r"protocol 7\.1\.0; .* speaks 7\.0"):
+        probe(ep)
+
+
+def test_a_host_that_drops_the_connection_attempt_is_not_called_busy(monkeypatch):
+    from lltui.sources.llama import rpc_probe
+
+    def dropped(*_a, **_k):
+        raise TimeoutError
+
+    monkeypatch.setattr(rpc_probe, "_connect", rpc_probe._connect.__wrapped__)
+    monkeypatch.setattr(rpc_probe.socket, "create_connection", dropped)
+    with pytest.raises(RpcProbeError) as exc:
+        probe("127.0.0.1:50052", timeout_s=0.2)
+    assert "cannot connect (no answer within 0.2 s)" in str(exc.value)
+    assert "llama-server" not in str(exc.value)
+
+
+def test_only_the_loopback_network_escapes_the_warning():
+    from lltui.sources.fit_devices import _loopback
+
+    assert _loopback("127.0.0.1:1") and _loopback("[::1]:1") and _loopback("localhost:1")
+    assert not _loopback("127.evil.example:1") and not _loopback("10.0.0.1:1")
+
+
 def test_probe_all_asks_servers_at_once():
     with serving(silent) as slow1, serving(silent) as slow2:
         t0 = time.monotonic()
@@ -164,6 +205,7 @@ def test_a_name_lookup_that_hangs_is_left_behind(monkeypatch):
         time.sleep(5)  # getaddrinfo on a resolver that does not answer: no timeout applies
         raise OSError("late")
 
+    monkeypatch.setattr(rpc_probe, "_connect", rpc_probe._connect.__wrapped__)
     monkeypatch.setattr(rpc_probe.socket, "create_connection", stuck)
     t0 = time.monotonic()
     (got,) = probe_all(["slow.example:50052"], timeout_s=0.3)

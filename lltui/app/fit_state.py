@@ -129,7 +129,9 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
             devices, rpc_notes = with_rpc(devices, settings.rpc, max_age_s=RPC_PROBE_MAX_AGE_S)
             out.notes += rpc_notes
         else:
-            devices, notes = resolve_devices(request.devices, settings.rpc)
+            devices, notes = resolve_devices(
+                request.devices, settings.rpc, rpc_max_age_s=RPC_PROBE_MAX_AGE_S
+            )
             out.notes += notes
         extra = read_extra_models(settings)  # -md, --mmproj, --lora in the extra flags
         opts = FitOptions(host_free_bytes=host_available())

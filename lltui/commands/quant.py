@@ -70,11 +70,6 @@ def _no_gc() -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with _no_gc():
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_inputs
     from lltui.core.fit.common import FitError
     from lltui.core.fit.hparams import read_hparams
@@ -83,7 +78,8 @@ def _run(args: argparse.Namespace) -> int:
     from lltui.sources.fit_devices import describe
 
     # with --best, a repository's own quantizations are ranked rather than listed
-    inputs = read_inputs(list(args.argv), "quant", HELP, rank_repo=True)
+    with _no_gc():  # reading the header (a 150k-token vocabulary) makes as many objects
+        inputs = read_inputs(list(args.argv), "quant", HELP, rank_repo=True)
     if inputs is None:
         return 0
     if inputs.own.get("best") is not None:
@@ -97,7 +93,8 @@ def _run(args: argparse.Namespace) -> int:
         summary = model_summary(model, read_hparams(model))
     except FitError as exc:
         raise CliError(f"quant: {exc}", 2) from None
-    table = quant_table(model, settings, devices, opts, inputs.extra)
+    with _no_gc():  # not around --best: a repository's reads and searches run long
+        table = quant_table(model, settings, devices, opts, inputs.extra)
     skipped = skipped_types(model)
     if own["json"]:
         from lltui.core.fit.report import model_to_json

@@ -3,6 +3,7 @@ servers) and the model file it reads; shared by ``lltui fit``, ``lltui quant`` a
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -201,10 +202,11 @@ def host_available() -> int | None:
 
 
 def resolve_devices(
-    spec_text: str | None, rpc: Sequence[str] = ()
+    spec_text: str | None, rpc: Sequence[str] = (), rpc_max_age_s: float = 0.0
 ) -> tuple[list[DeviceSpec], list[str]]:
     """Devices for ``--gpus`` (None: the local GPUs), with llama-server's ``--rpc`` servers
-    first as it lists them; notes say what was assumed. DeviceSpecError for a bad spec."""
+    first as it lists them (an answer of theirs up to ``rpc_max_age_s`` old stands); notes
+    say what was assumed. DeviceSpecError for a bad spec."""
     notes: list[str] = []
     devices: list[DeviceSpec]
     if spec_text is not None:
@@ -217,7 +219,7 @@ def resolve_devices(
         devices, note = local_devices()
         if note:
             notes.append(note)
-    devices, rpc_notes = with_rpc(devices, rpc)
+    devices, rpc_notes = with_rpc(devices, rpc, max_age_s=rpc_max_age_s)
     return devices, notes + rpc_notes
 
 
@@ -283,7 +285,12 @@ RPC_WARNING = (
 
 def _loopback(endpoint: str) -> bool:
     host = endpoint.rpartition(":")[0].strip("[]").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:  # "127.evil.example" is a name, not the loopback network
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def describe(devices: Sequence[Any]) -> str:

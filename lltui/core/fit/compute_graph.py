@@ -16,9 +16,10 @@ once they repeat.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from lltui.core.fit.common import CPU, KV_PAD, SCHED_MAX_COPIES, backend_of, pad
@@ -162,21 +163,24 @@ def _mla(hp: Hparams, tensor_names: Collection[str]) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=64)  # the names are the same for every quant of a model
-def _routing(hp: Hparams, tensor_names: frozenset[str]) -> dict[str, Any]:
-    """How build_moe_ffn routes for this architecture (the arguments its graph passes)."""
+def _routing(hp: Hparams, tensor_names: frozenset[str]) -> Mapping[str, Any]:
+    """How build_moe_ffn routes for this architecture (the arguments its graph passes);
+    read-only, as the cache hands the same one to every caller."""
     glm = hp.arch in ("glm4moe", "deepseek2")  # sigmoid-or-softmax routing, shared experts
     shexp = any(n.endswith("ffn_up_shexp.weight") for n in tensor_names)
-    return {
-        "gating": hp.expert_gating or (2 if hp.arch == "glm4moe" else 1),
-        "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
-        "norm_w": hp.expert_weights_norm if glm else hp.arch not in ("gpt-oss", "qwen2moe"),
-        "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
-        "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
-        "glm4moe": hp.arch == "glm4moe",
-        "groups": (hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
-        "shexp_gated": hp.arch == "qwen2moe" and shexp,
-        "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
-    }
+    return MappingProxyType(
+        {
+            "gating": hp.expert_gating or (2 if hp.arch == "glm4moe" else 1),
+            "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
+            "norm_w": hp.expert_weights_norm if glm else hp.arch not in ("gpt-oss", "qwen2moe"),
+            "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
+            "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
+            "glm4moe": hp.arch == "glm4moe",
+            "groups": (hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
+            "shexp_gated": hp.arch == "qwen2moe" and shexp,
+            "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
+        }
+    )
 
 
 def _swa_cells(hp: Hparams, r: Resolved, swa_full: bool) -> int:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 PROTO_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION of the pinned llama.cpp
+PROTO_MINOR = 0  # RPC_PROTO_MINOR_VERSION: a newer minor is refused by llama-server too
 CMD_GET_DEVICE_MEMORY = 11
 CMD_HELLO = 14
 CMD_DEVICE_COUNT = 15
@@ -85,7 +86,8 @@ class _Conn:
 
 def _split(endpoint: str) -> tuple[str, int]:
     host, sep, port = endpoint.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    digits = port.isascii() and port.isdigit()  # "²" is a digit to str.isdigit
+    if not sep or not host or not digits or not 0 < int(port) < 65536:
         raise RpcProbeError(f"{endpoint}: expected HOST:PORT")
     return host.strip("[]"), int(port)
 
@@ -93,9 +95,10 @@ def _split(endpoint: str) -> tuple[str, int]:
 def _talk(conn: _Conn, endpoint: str) -> RpcServerInfo:
     hello = conn.call(CMD_HELLO, bytes(CONN_CAPS_SIZE), 4 + CONN_CAPS_SIZE)
     major, minor, patch = hello[0], hello[1], hello[2]
-    if major != PROTO_MAJOR:
+    if major != PROTO_MAJOR or minor > PROTO_MINOR:  # what llama-server itself refuses
         raise RpcProbeError(
-            f"rpc-server protocol {major}.{minor}.{patch}; this llama.cpp speaks {PROTO_MAJOR}.x"
+            f"rpc-server protocol {major}.{minor}.{patch}; "
+            f"this llama.cpp speaks {PROTO_MAJOR}.{PROTO_MINOR}"
         )
     (count,) = struct.unpack("<I", conn.call(CMD_DEVICE_COUNT, b"", 4))
     if not 0 < count <= MAX_DEVICES:
@@ -113,8 +116,9 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
     in all. RpcProbeError with one line when it cannot be had."""
     host, port = _split(endpoint)
     deadline = time.monotonic() + timeout_s
+    sock = _connect(endpoint, host, port, timeout_s)
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        with sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             # close with a reset, not a FIN: a busy rpc-server (one client at a time) reads
             # the HELLO later, and its reply to a half-closed socket raises SIGPIPE, which
@@ -129,8 +133,24 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
             f"rpc-server {endpoint}: no answer within {timeout_s:g} s "
             "(it serves one client at a time: is a llama-server using it?)"
         ) from None
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise RpcProbeError(f"rpc-server {endpoint}: connection lost ({why})") from None
+
+
+def _connect(endpoint: str, host: str, port: int, timeout_s: float) -> socket.socket:
+    """A connected socket, or RpcProbeError saying why not (a host that is down or
+    firewalled times out here, before any server could be busy)."""
+    try:
+        return socket.create_connection((host, port), timeout=timeout_s)
+    except TimeoutError:
+        raise RpcProbeError(
+            f"rpc-server {endpoint}: cannot connect (no answer within {timeout_s:g} s)"
+        ) from None
     except socket.gaierror as exc:
         raise RpcProbeError(f"rpc-server {endpoint}: unknown host ({exc.strerror})") from None
+    except (UnicodeError, ValueError):  # an empty or over-long label: "a..b"
+        raise RpcProbeError(f"rpc-server {endpoint}: not a valid host name") from None
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise RpcProbeError(f"rpc-server {endpoint}: cannot connect ({why})") from None
@@ -140,6 +160,7 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
 # form): endpoint -> (when, answer)
 _recent: dict[str, tuple[float, RpcServerInfo | RpcProbeError]] = {}
 _recent_lock = threading.Lock()
+RECENT_MAX = 16  # endpoints kept (a host typed a digit at a time is a new one each time)
 
 
 def probe_all(
@@ -156,6 +177,8 @@ def probe_all(
     ask = [ep for ep in dict.fromkeys(endpoints) if ep not in fresh]
     answers = dict(zip(ask, _probe_now(ask, timeout_s), strict=True))
     with _recent_lock:
+        if len(_recent) + len(answers) > RECENT_MAX:
+            _recent.clear()
         for ep, got in answers.items():
             _recent[ep] = (now, got)
     return [fresh[ep] if ep in fresh else answers[ep] for ep in endpoints]
@@ -169,6 +192,8 @@ def _probe_now(endpoints: Sequence[str], timeout_s: float) -> list[RpcServerInfo
             results[i] = probe(ep, timeout_s)
         except RpcProbeError as exc:
             results[i] = exc
+        except Exception as exc:  # a thread's traceback must not reach the terminal
+            results[i] = RpcProbeError(f"rpc-server {ep}: {type(exc).__name__}")
 
     threads = [
         threading.Thread(target=one, args=(i, ep), daemon=True, name=f"rpc-probe {ep}")
