@@ -24,11 +24,9 @@ from textual.widgets import DataTable, Input, Static
 
 from lltui.app.host import host_of
 from lltui.app.model import SORT_KEYS
-from lltui.app.widgets.signal_dialog import SignalDialog
 from lltui.core.monitor.models import RigSample
 from lltui.core.monitor.signals import signal_refusal
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
-from lltui.sources.signals import check_signal
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     # as narrow as their widest value and sorted header, so 80 columns need no side scroll
@@ -412,6 +410,10 @@ class ProcessPane(Vertical):
     @on(ProcessTable.SignalWanted)
     def _offer_signal(self, event: ProcessTable.SignalWanted) -> None:
         """A dialog for a process this user may signal; one line where it may not."""
+        # the dialog and psutil are loaded on first use, not at startup
+        from lltui.app.widgets.signal_dialog import SignalDialog
+        from lltui.sources.signals import check_signal
+
         event.stop()
         row = event.row
         refusal = signal_refusal(host_of(self).model.info)
