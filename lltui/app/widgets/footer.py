@@ -12,7 +12,6 @@ Footer; call ``footer.bindings_changed(app.screen)`` a hundred times; the number
 from __future__ import annotations
 
 import unicodedata
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -74,17 +73,27 @@ class LltuiFooter(Footer):
     """The footer with lltui's own keys first, and only keys that do something where the
     focus is (Textual's misses a few a text field types, such as ``-``)."""
 
+    def _shown(self) -> tuple[tuple[tuple[Binding, bool, str], ...], ActiveBinding | None]:
+        """The keys to show, one per action, and the command palette's key (None: not shown)."""
+        active = self.screen.active_bindings
+        typing = isinstance(self.screen.focused, Input)
+        by_action: dict[str, tuple[Binding, bool, str]] = {}
+        for binding, enabled, tooltip in footer_bindings(active.values(), self.app, typing):
+            by_action.setdefault(binding.action, (binding, enabled, tooltip))
+        palette = active.get(self.app.COMMAND_PALETTE_BINDING)
+        if not (self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE):
+            palette = None
+        return tuple(by_action.values()), palette
+
+    _composed: object = None  # what _shown() gave when the keys were last composed
+
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:
             return
-        active = self.screen.active_bindings
-        typing = isinstance(self.screen.focused, Input)
-        by_action: defaultdict[str, list[tuple[Binding, bool, str]]] = defaultdict(list)
-        for binding, enabled, tooltip in footer_bindings(active.values(), self.app, typing):
-            by_action[binding.action].append((binding, enabled, tooltip))
-        self.styles.grid_size_columns = len(by_action)
-        for multi in by_action.values():
-            binding, enabled, tooltip = multi[0]
+        self._composed = shown = self._shown()
+        keys, palette = shown
+        self.styles.grid_size_columns = len(keys)
+        for binding, enabled, tooltip in keys:
             yield _Key(
                 binding.key,
                 self.app.get_key_display(binding),
@@ -93,8 +102,7 @@ class LltuiFooter(Footer):
                 disabled=not enabled,
                 tooltip=tooltip,
             )  # compact is not bound: lltui's footer is never compact
-        palette = active.get(self.app.COMMAND_PALETTE_BINDING)
-        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE and palette:
+        if palette is not None:
             yield FooterKey(  # compact, as in Textual's footer
                 palette.binding.key,
                 self.app.get_key_display(palette.binding),
@@ -119,7 +127,10 @@ class LltuiFooter(Footer):
 
     async def _recompose_once(self) -> None:
         self._recompose_pending = False
-        await self.recompose()
+        # focus landing on a widget whose keys are all shown already (the process table as
+        # the monitor opens) changes nothing here: the keys are not built again
+        if self._shown() != self._composed:
+            await self.recompose()
 
     async def recompose(self) -> None:
         await super().recompose()
