@@ -102,6 +102,7 @@ class LltuiApp(App[int]):
         self._launch: LaunchController | None = None
         # (model, settings) from the fit view, taken once by the launch view
         self.launch_prefill: tuple[str, LlamaArgs] | None = None
+        self._composing = True  # until mounted: the first screen is composed then
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
         # chosen before the first frame, so the stylesheet is not worked out twice at startup
@@ -122,6 +123,7 @@ class LltuiApp(App[int]):
                 self._take(sample, 0.0)
 
     def on_mount(self) -> None:
+        self._composing = False
         if self.theme_failures:
             self.notify(
                 "\n".join(self.theme_failures), title="Themes", severity="warning", timeout=8
@@ -166,6 +168,16 @@ class LltuiApp(App[int]):
         self.set_class(theme.dark, "-dark-mode", update=False)
         self.set_class(not theme.dark, "-light-mode", update=False)
         self._refresh_truecolor_filter(self.ansi_theme)
+        # the stylesheet is first parsed with these (see refresh_css)
+        self.stylesheet.set_variables(self.get_css_variables())
+
+    def refresh_css(self, animate: bool = True) -> None:
+        """Textual parses the whole stylesheet again for each mode's new screen, and for the
+        first one too, composed before the app is mounted: that one is parsed once, with the
+        theme's variables set above, and its styles are applied as it is registered."""
+        if self._composing:
+            return
+        super().refresh_css(animate)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         yield from super().get_system_commands(screen)
