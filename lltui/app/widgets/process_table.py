@@ -358,18 +358,27 @@ class ProcessPane(Vertical):
     """
 
     def compose(self) -> ComposeResult:
+        # the filter row is mounted on the first ``/``: most runs never filter, and a text
+        # field and its styles cost the first frame a few milliseconds
         yield ProcessTable()
-        with Horizontal(id="process-filter-row"):
-            yield Static("filter", id="process-filter-label")
-            yield ProcessFilter(placeholder="command, user or pid", id="process-filter")
+
+    def _filter_row(self) -> Horizontal | None:
+        return next(iter(self.query_children("#process-filter-row").results(Horizontal)), None)
+
+    def _filter_field(self) -> ProcessFilter | None:
+        row = self._filter_row()
+        return None if row is None else row.query_one(ProcessFilter)
 
     @property
     def filter_open(self) -> bool:
         """Whether the filter field is shown (while typing, or holding a kept filter)."""
-        return self.query_one("#process-filter-row").has_class("-open")
+        row = self._filter_row()
+        return row is not None and row.has_class("-open")
 
     def _open(self, shown: bool) -> None:
-        self.query_one("#process-filter-row").set_class(shown, "-open")
+        row = self._filter_row()
+        if row is not None:
+            row.set_class(shown, "-open")
 
     @property
     def table(self) -> ProcessTable:
@@ -379,10 +388,15 @@ class ProcessPane(Vertical):
         self.table.show(sample, sort_key, reverse)
 
     @on(ProcessTable.FilterWanted)
-    def _open_filter(self, event: ProcessTable.FilterWanted) -> None:
+    async def _open_filter(self, event: ProcessTable.FilterWanted) -> None:
         event.stop()
+        field = self._filter_field()
+        if field is None:
+            field = ProcessFilter(placeholder="command, user or pid", id="process-filter")
+            label = Static("filter", id="process-filter-label")
+            await self.mount(Horizontal(label, field, id="process-filter-row", classes="-open"))
         self._open(True)
-        self.query_one(ProcessFilter).focus()
+        field.focus()
 
     @on(Input.Changed, "#process-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -392,8 +406,7 @@ class ProcessPane(Vertical):
     @on(Input.Submitted, "#process-filter")
     def _filter_kept(self, event: Input.Submitted) -> None:
         event.stop()
-        field = self.query_one(ProcessFilter)
-        if not field.value.strip():
+        if not event.value.strip():
             self._open(False)
         self.table.focus()
 
@@ -401,8 +414,9 @@ class ProcessPane(Vertical):
     @on(ProcessTable.FilterCleared)
     def _clear_filter(self, event: Message) -> None:
         event.stop()
-        field = self.query_one(ProcessFilter)
-        field.value = ""
+        field = self._filter_field()
+        if field is not None:
+            field.value = ""
         self._open(False)
         self.table.set_filter("")
         self.table.focus()
