@@ -85,26 +85,15 @@ async def test_a_simulated_rig_is_sampled_before_the_monitor_is_composed(monkeyp
         assert app.poller.polls == 0  # the poller takes the next one, an interval later
 
 
-async def test_the_first_frame_parses_the_stylesheet_and_builds_the_footer_once(monkeypatch):
+async def test_the_first_frame_parses_the_stylesheet_once_with_the_theme_chosen(monkeypatch):
     from app_helpers import sim_app
-
-    from lltui.app.widgets.footer import LltuiFooter
 
     app = sim_app("kaggle-2xt4", theme="light", start_polling=True)
     reparses: list[object] = []
     monkeypatch.setattr(app.stylesheet, "reparse", lambda: reparses.append(1))
-    recomposes: list[object] = []
-    recompose = LltuiFooter.recompose
-
-    async def spy(footer: LltuiFooter) -> None:
-        recomposes.append(footer)
-        await recompose(footer)
-
-    monkeypatch.setattr(LltuiFooter, "recompose", spy)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert reparses == [] and len(recomposes) == 1
-        # parsed once, with the chosen theme's colours
+        assert reparses == []
         assert app.screen.styles.background == app.current_theme.to_color_system().background
 
 
