@@ -30,8 +30,19 @@ async def test_a_click_presses_the_key_and_a_hover_shows_its_tooltip():
         feed(app, 1)
         await pilot.pause()
         line = footer_line(app)
+        footer = app.screen.query_one(LltuiFooter)
+        help_at = line.index("? Help")
+
+        def background(x: int) -> object:
+            return footer.render().get_style_at_offset(app.console, x).bgcolor
+
+        plain = background(help_at)
+        await pilot.hover(LltuiFooter, offset=(help_at + 3, 0))
+        assert background(help_at) != plain and background(help_at + 5) != plain
+        assert background(0) == plain
         await pilot.hover(LltuiFooter, offset=(len(line) - 4, 0))
-        assert app.screen.query_one(LltuiFooter).tooltip  # the palette's
+        assert footer.tooltip  # the palette's
+        assert background(help_at) == plain
         await pilot.click(LltuiFooter, offset=(line.index("? Help") + 1, 0))
         assert isinstance(app.screen, HelpScreen)
 

@@ -102,7 +102,6 @@ class LltuiFooter(Widget, can_focus=False):
             background: $footer-description-background;
         }
         .footer-key--hover {
-            color: $footer-key-foreground;
             background: $block-hover-background;
         }
         .footer-key--palette-border {
@@ -183,8 +182,6 @@ class LltuiFooter(Widget, can_focus=False):
         description_style = self.get_component_rich_style("footer-key--description")
         if not key.enabled:
             base += Style(dim=True)
-        if key is self._hover:
-            base += self.get_component_rich_style("footer-key--hover")
         if palette:  # compact: no padding around the key, one space before the description
             text = Text.assemble(
                 (key.display, key_style), (" " + key.description, description_style)
@@ -196,6 +193,10 @@ class LltuiFooter(Widget, can_focus=False):
         else:
             text = Text.assemble((key.display, key_style))
         text.stylize_before(base)
+        if key is self._hover:
+            # as a hovered FooterKey, whose parts have no background of their own
+            hover = self.get_component_rich_style("footer-key--hover")
+            text.stylize(Style(bgcolor=hover.bgcolor))
         return text
 
     def render(self) -> Text:
