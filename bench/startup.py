@@ -3,6 +3,10 @@ and saves it, alternated in one run so machine noise hits both alike. Prints the
 wall time and of CPU time (user + system of the child; steadier on a shared machine).
 
     .venv/bin/python bench/startup.py [--rounds N]
+
+lltui is imported from the checkout this file is in (its root put first on PYTHONPATH), from
+any working directory: found on sys.path as an installed wheel is, not through the import
+hook of an editable install elsewhere. The first line printed says which lltui ran.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BARE_APP = """
 import asyncio, sys
@@ -55,6 +61,10 @@ def main() -> int:
         # shell with PYTHONDONTWRITEBYTECODE set would compile lltui from source every time)
         env = dict(os.environ, XDG_CONFIG_HOME=tmp, PYTHONPYCACHEPREFIX=os.path.join(tmp, "pyc"))
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+        where = [sys.executable, "-c", "import lltui; print(lltui.__file__)"]
+        found = subprocess.run(where, env=env, capture_output=True, text=True, check=True)
+        print("lltui:", found.stdout.strip())
         bare_script = os.path.join(tmp, "bare.py")
         with open(bare_script, "w") as f:
             f.write(BARE_APP)

@@ -17,7 +17,6 @@ User themes are TOML files in ``$XDG_CONFIG_HOME/lltui/themes/``.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -131,6 +130,8 @@ def load_settings(
     explicit = path is not None or bool(env.get("LLTUI_CONFIG"))
     file = Path(path or env.get("LLTUI_CONFIG") or default_config_path())
     if file.exists():
+        import tomllib  # only where there is a file: most runs have none
+
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:

@@ -108,9 +108,10 @@ async def test_filter_hides_rows_it_does_not_find_and_stays_while_the_table_upda
         await pilot.pause()
         table = table_of(app)
         pane = app.screen.query_one(ProcessPane)
-        field = app.screen.query_one(ProcessFilter)
         assert app.focused is table and not pane.filter_open
+        assert not pane.query(ProcessFilter)  # mounted when first asked for
         await pilot.press("slash")
+        field = app.screen.query_one(ProcessFilter)
         assert pane.filter_open and app.focused is field
         await pilot.press(*"XORG")  # any case, in the command
         assert table.pids == [XORG]

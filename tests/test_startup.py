@@ -50,3 +50,59 @@ def test_the_app_module_leaves_the_other_views_and_their_css_for_later():
 
     css = (Path(lltui.app.__file__).parent / "lltui.tcss").read_text(encoding="utf-8")
     assert "#fit-" not in css and "#launch-" not in css and "#topo-" not in css
+
+
+def test_a_screenshot_of_the_monitor_leaves_the_signal_dialog_and_psutil_for_later(tmp_path):
+    shot = tmp_path / "shot.svg"
+    mods = _modules_after(
+        "from lltui.cli import main\n"
+        f"assert main(['--source', 'sim:kaggle-2xt4', '--screenshot', {str(shot)!r}]) == 0"
+    )
+    assert "lltui.app.screens.monitor" in mods  # it did draw the monitor
+    assert not mods & {"lltui.app.widgets.signal_dialog", "lltui.sources.signals", "psutil"}
+
+
+async def test_a_simulated_rig_is_sampled_before_the_monitor_is_composed(monkeypatch):
+    """Its first layout has the cards' lines: no relayout when the first sample lands."""
+    from app_helpers import sim_app
+
+    from lltui.app.screens.monitor import MonitorScreen
+    from lltui.app.widgets.gpu_card import GpuCard
+
+    app = sim_app("kaggle-2xt4", start_polling=True)
+    at_compose: list[int] = []
+    compose = MonitorScreen.compose
+
+    def spy(screen: MonitorScreen):  # type: ignore[no-untyped-def]
+        at_compose.append(app.samples_applied)
+        return compose(screen)
+
+    monkeypatch.setattr(MonitorScreen, "compose", spy)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert at_compose == [1]
+        assert len(app.screen.query(GpuCard)) == 2
+        assert app.poller.polls == 0  # the poller takes the next one, an interval later
+
+
+async def test_the_first_frame_parses_the_stylesheet_once_with_the_theme_chosen(monkeypatch):
+    from app_helpers import sim_app
+
+    app = sim_app("kaggle-2xt4", theme="light", start_polling=True)
+    reparses: list[object] = []
+    monkeypatch.setattr(app.stylesheet, "reparse", lambda: reparses.append(1))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert reparses == []
+        assert app.screen.styles.background == app.current_theme.to_color_system().background
+
+
+def test_collection_is_back_on_after_the_app_ran_or_failed(tmp_path):
+    import gc
+
+    from lltui.cli import main
+
+    assert main(["--source", "sim:colab-t4", "--screenshot", "x.svg", "--size", "huge"]) == 2
+    assert gc.isenabled()
+    assert main(["--source", "sim:colab-t4", "--screenshot", str(tmp_path / "s.svg")]) == 0
+    assert gc.isenabled()

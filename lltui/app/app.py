@@ -82,13 +82,18 @@ class LltuiApp(App[int]):
         max_age = settings.history_minutes * 60
         history = RigHistory(max(60, int(max_age / MIN_INTERVAL)), max_age_s=max_age)
         self.model = RigModel(info=info, interval=settings.interval, history=history, clock=clock)
+        # a source whose poll is arithmetic (a simulated rig) gives its first sample before
+        # the first screen is composed, so the monitor lays out its cards once, with their
+        # lines; any other (a driver, ssh, HTTP) is polled on the poller thread only
+        self._poll_first = start_polling and polls_instantly(source)
+        first = 1 if self._poll_first else 0
         self.poller = Poller(
             source,
             self.ingest,
             self.report_error,
             settings.interval,
             clock=clock,
-            limit=poll_limit,
+            limit=None if poll_limit is None else max(0, poll_limit - first),
         )
         self._start_polling = start_polling
         self._on_sample = on_sample
@@ -97,6 +102,7 @@ class LltuiApp(App[int]):
         self._launch: LaunchController | None = None
         # (model, settings) from the fit view, taken once by the launch view
         self.launch_prefill: tuple[str, LlamaArgs] | None = None
+        self._composing = True  # until mounted: the first screen is composed then
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
         # chosen before the first frame, so the stylesheet is not worked out twice at startup
@@ -106,7 +112,18 @@ class LltuiApp(App[int]):
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLE_DEFAULTS)
 
+    def on_load(self) -> None:
+        if self._poll_first:
+            try:
+                sample = self.source.poll()
+            except Exception as exc:  # as the poller reports it
+                self.report_error(f"{type(exc).__name__}: {exc}")
+            else:
+                # no SampleReady: the screen about to be composed renders the model anyway
+                self._take(sample, 0.0)
+
     def on_mount(self) -> None:
+        self._composing = False
         if self.theme_failures:
             self.notify(
                 "\n".join(self.theme_failures), title="Themes", severity="warning", timeout=8
@@ -115,7 +132,10 @@ class LltuiApp(App[int]):
             self.switch_mode(self._initial_view)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
-        if self._start_polling:
+        if self._poll_first:
+            # the first sample was taken in on_load: the next one an interval later
+            self.set_timer(self.model.interval, self.poller.start)
+        elif self._start_polling:
             self.poller.start()
         if self._fleet is not None:
             self._fleet.on_update = lambda index: self.post_message(FleetChanged(index))
@@ -148,6 +168,16 @@ class LltuiApp(App[int]):
         self.set_class(theme.dark, "-dark-mode", update=False)
         self.set_class(not theme.dark, "-light-mode", update=False)
         self._refresh_truecolor_filter(self.ansi_theme)
+        # the stylesheet is first parsed with these (see refresh_css)
+        self.stylesheet.set_variables(self.get_css_variables())
+
+    def refresh_css(self, animate: bool = True) -> None:
+        """Textual parses the whole stylesheet again for each mode's new screen, and for the
+        first one too, composed before the app is mounted: that one is parsed once, with the
+        theme's variables set above, and its styles are applied as it is registered."""
+        if self._composing:
+            return
+        super().refresh_css(animate)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         yield from super().get_system_commands(screen)
@@ -171,11 +201,16 @@ class LltuiApp(App[int]):
     def ingest(self, sample: RigSample, poll_seconds: float = 0.0) -> None:
         """Take a sample (on the poller thread, or from a test): into the model, to the
         recorder, then a render request to the UI thread."""
+        if self._take(sample, poll_seconds):
+            self.post_message(SampleReady(sample))
+
+    def _take(self, sample: RigSample, poll_seconds: float) -> bool:
+        """Into the model and to the recorder; whether the sample was taken."""
         with self._focus_lock:  # a fleet's host in view cannot change in between
             if self._fleet is not None and not self._fleet_focus_has(sample):
-                return  # taken from the host in view a moment ago, before the change
+                return False  # taken from the host in view a moment ago, before the change
             if not self.model.apply(sample, poll_seconds):
-                return
+                return False
         self.samples_applied += 1
         if self._on_sample is not None:
             try:
@@ -183,7 +218,7 @@ class LltuiApp(App[int]):
             except Exception as exc:  # a full disk must not stop the monitor
                 self.report_error(f"recording stopped: {exc}")
                 self._on_sample = None
-        self.post_message(SampleReady(sample))
+        return True
 
     def set_sample_listener(self, listener: SampleListener | None) -> None:
         """Called with every sample on the poller thread (a recorder); set before polling."""
@@ -428,6 +463,12 @@ class LltuiApp(App[int]):
             self.screen.dismiss()
         else:
             self.push_screen(HelpScreen(self.screen))
+
+
+def polls_instantly(source: GpuSource) -> bool:
+    """Whether the source says its poll takes no time worth a thread (``POLLS_INSTANTLY``:
+    it reads no device, file or network)."""
+    return getattr(source, "POLLS_INSTANTLY", False) is True
 
 
 if TYPE_CHECKING:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import re
 
 from lltui.commands import CliError, open_recorder
@@ -19,6 +20,23 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def run_app(args: argparse.Namespace) -> int:
+    # Textual and the app's modules allocate some 40k objects that live as long as lltui:
+    # the collector would go through them again and again while they load and the first
+    # screen is built (about a tenth of the start). No collection while they load; then
+    # they are frozen out of every later one (gc.freeze), and collection goes on as usual.
+    gc.disable()
+    try:
+        return _run_app(args)
+    finally:
+        gc.enable()
+
+
+def _start_collecting() -> None:
+    gc.freeze()
+    gc.enable()
+
+
+def _run_app(args: argparse.Namespace) -> int:
     from lltui.config import ConfigError, load_settings
     from lltui.core.monitor.models import SourceUnavailable
 
@@ -59,6 +77,7 @@ def run_app(args: argparse.Namespace) -> int:
             app.set_sample_listener(recorder.write)
         if recorder is not None:
             recorder.start(app.model.info)
+        _start_collecting()
         if args.screenshot:
             assert size is not None
             return _screenshot(app, args.screenshot, size, view)

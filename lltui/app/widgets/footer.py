@@ -1,27 +1,30 @@
-"""The footer, without the leak of Textual's own in 8.x.
+"""The footer: the keys that do something where the focus is, drawn as one line.
 
-Textual's Footer recomposes whenever the screen's bindings change (every view switch) and
-binds each new key to its ``compact`` reactive. Watchers of removed keys are dropped only
-when that reactive changes, which it never does here, so each recompose kept its ~16 keys
-alive: about 330 KiB per switch to a view and back. This footer drops them after each
-recompose. The minimal case, for Textual's tracker: an App with three shown bindings and a
-Footer; call ``footer.bindings_changed(app.screen)`` a hundred times; the number of
-``FooterKey`` objects alive (``gc.get_objects()``) grows by the bindings shown each time.
+Textual's Footer is a container of one widget per key (about seventeen on the monitor): each
+is composed, styled three times (itself and its two parts), measured and drawn, and all of
+them again whenever the screen's bindings change: some 20 ms of lltui's time to its first
+frame, where a bare Textual app takes about 250 ms to draw one screen. Each rebuild in
+Textual 8.x also kept the old keys alive through their ``compact`` watchers. This footer is
+one widget that draws the same line with the same styles, and does what a key does: a press
+presses it, a hover shows its tooltip, the wheel scrolls to keys that do not fit.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from textual.app import ComposeResult
+from rich.cells import cell_len
+from rich.style import Style
+from rich.text import Text
+from textual import events
 from textual.binding import ActiveBinding, Binding
 from textual.keys import KEY_NAME_REPLACEMENTS
 from textual.screen import Screen
-from textual.widgets import Footer, Input
-from textual.widgets._footer import FooterKey
+from textual.widget import Widget
+from textual.widgets import Input
 
 
 def _typed_key_names() -> frozenset[str]:
@@ -52,87 +55,212 @@ def footer_bindings(
     return ours + theirs
 
 
-# where Textual's reactive module keeps an object's watchers (reactive._watch)
-_WATCHERS_ATTRIBUTE = "__watchers"
+@dataclass(frozen=True)
+class ShownKey:
+    """One key as shown: what it presses, how it reads, where it is on the line."""
+
+    key: str
+    display: str
+    description: str
+    enabled: bool
+    tooltip: str
+    start: int = 0
+    end: int = 0
+
+    @property
+    def width(self) -> int:
+        return self.end - self.start
 
 
-class _Key(FooterKey):
-    """A footer key that is never compact (lltui's footer is not), set without a restyle."""
+class LltuiFooter(Widget, can_focus=False):
+    """lltui's own keys first, and only keys that do something where the focus is (Textual's
+    footer misses a few a text field types, such as ``-``); the command palette's key on the
+    right. Keys that do not fit are scrolled to with the mouse wheel, as in Textual's."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.set_reactive(FooterKey.compact, False)
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "footer-key--key",
+        "footer-key--description",
+        "footer-key--hover",
+        "footer-key--palette-border",
+    }
+    # the styles of Textual's Footer and FooterKey
+    DEFAULT_CSS = """
+    LltuiFooter {
+        dock: bottom;
+        height: 1;
+        color: $footer-foreground;
+        background: $footer-background;
+        text-wrap: nowrap;
+        .footer-key--key {
+            color: $footer-key-foreground;
+            background: $footer-key-background;
+            text-style: bold;
+        }
+        .footer-key--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+        .footer-key--hover {
+            background: $block-hover-background;
+        }
+        .footer-key--palette-border {
+            color: $foreground 20%;
+        }
+    }
+    """
 
-    def _watch_compact(self, compact: bool) -> None:
-        # Textual's sets the class even when it is already so, and each set restyles the
-        # key: about 1 ms a key, ten keys a footer, several footers before the first frame
-        if compact != self.has_class("-compact"):
-            super()._watch_compact(compact)
+    def __init__(self, *, show_command_palette: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.show_command_palette = show_command_palette
+        self._keys: tuple[ShownKey, ...] = ()
+        self._palette: ShownKey | None = None
+        self._shown: object = None  # the bindings the keys were last worked out from
+        self._hover: ShownKey | None = None
+        self._scroll = 0  # columns of keys scrolled off to the left
 
+    # -- which keys ----------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
 
-class LltuiFooter(Footer):
-    """The footer with lltui's own keys first, and only keys that do something where the
-    focus is (Textual's misses a few a text field types, such as ``-``)."""
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
 
-    def compose(self) -> ComposeResult:
-        if not self._bindings_ready:
-            return
+    def _active(self) -> tuple[tuple[tuple[Binding, bool, str], ...], ActiveBinding | None]:
         active = self.screen.active_bindings
         typing = isinstance(self.screen.focused, Input)
-        by_action: defaultdict[str, list[tuple[Binding, bool, str]]] = defaultdict(list)
+        by_action: dict[str, tuple[Binding, bool, str]] = {}
         for binding, enabled, tooltip in footer_bindings(active.values(), self.app, typing):
-            by_action[binding.action].append((binding, enabled, tooltip))
-        self.styles.grid_size_columns = len(by_action)
-        for multi in by_action.values():
-            binding, enabled, tooltip = multi[0]
-            yield _Key(
-                binding.key,
-                self.app.get_key_display(binding),
-                binding.description,
-                binding.action,
-                disabled=not enabled,
-                tooltip=tooltip,
-            )  # compact is not bound: lltui's footer is never compact
+            by_action.setdefault(binding.action, (binding, enabled, tooltip))
         palette = active.get(self.app.COMMAND_PALETTE_BINDING)
-        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE and palette:
-            yield FooterKey(  # compact, as in Textual's footer
-                palette.binding.key,
-                self.app.get_key_display(palette.binding),
-                palette.binding.description,
-                palette.binding.action,
-                classes="-command-palette",
-                disabled=not palette.enabled,
-                tooltip=palette.binding.tooltip or palette.binding.description,
-            )
-
-    _recompose_pending = False
+        if not (self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE):
+            palette = None
+        return tuple(by_action.values()), palette
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
-        """One recompose for a burst of binding changes (a screen mounting, focus moving):
-        Textual's queues one per change, eight before the first frame."""
-        self._bindings_ready = True
+        """Redrawn when the keys shown change (not when the app has lost the focus)."""
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
-        if not self._recompose_pending:
-            self._recompose_pending = True
-            self.call_after_refresh(self._recompose_once)
+        shown = self._active()
+        if shown == self._shown:
+            return  # focus landing on a widget whose keys are shown already
+        self._shown = shown
+        bindings, palette = shown
+        keys = []
+        at = 0
+        for binding, enabled, tooltip in bindings:
+            key = self._key(binding, enabled, tooltip, at)
+            keys.append(key)
+            at = key.end
+        self._keys = tuple(keys)
+        self._palette = None
+        if palette is not None:
+            binding = palette.binding
+            tooltip = binding.tooltip or binding.description
+            self._palette = self._key(binding, palette.enabled, tooltip, 0, palette=True)
+        self._hover = None
+        self._scroll = 0
+        self.refresh()
 
-    async def _recompose_once(self) -> None:
-        self._recompose_pending = False
-        await self.recompose()
+    def _key(
+        self, binding: Binding, enabled: bool, tooltip: str, at: int, palette: bool = False
+    ) -> ShownKey:
+        display = self.app.get_key_display(binding)
+        description = binding.description
+        if palette:  # its border, the key, a space, its description and its padding
+            width = 1 + cell_len(display) + 1 + cell_len(description) + 1
+        elif description:  # the key padded, the description and a space
+            width = cell_len(display) + 2 + cell_len(description) + 1
+        else:
+            width = cell_len(display)
+        return ShownKey(binding.key, display, description, enabled, tooltip, at, at + width)
 
-    async def recompose(self) -> None:
-        await super().recompose()
-        self.drop_detached_watchers()
+    # -- drawing -------------------------------------------------------------------------
+    def _key_text(self, key: ShownKey, base: Style, palette: bool = False) -> Text:
+        """A key as Textual's FooterKey draws it."""
+        key_style = self.get_component_rich_style("footer-key--key")
+        description_style = self.get_component_rich_style("footer-key--description")
+        if not key.enabled:
+            base += Style(dim=True)
+        if palette:  # compact: no padding around the key, one space before the description
+            text = Text.assemble(
+                (key.display, key_style), (" " + key.description, description_style)
+            )
+        elif key.description:
+            text = Text.assemble(
+                (f" {key.display} ", key_style), (key.description + " ", description_style)
+            )
+        else:
+            text = Text.assemble((key.display, key_style))
+        text.stylize_before(base)
+        if key is self._hover:
+            # as a hovered FooterKey, whose parts have no background of their own
+            hover = self.get_component_rich_style("footer-key--hover")
+            text.stylize(Style(bgcolor=hover.bgcolor))
+        return text
 
-    def drop_detached_watchers(self) -> int:
-        """Forget watchers registered by widgets no longer in the DOM; how many went."""
-        watchers = getattr(self, _WATCHERS_ATTRIBUTE, None)
-        if not isinstance(watchers, dict):
-            return 0
-        dropped = 0
-        for entries in watchers.values():
-            kept = [(node, callback) for node, callback in entries if node.is_attached]
-            dropped += len(entries) - len(kept)
-            entries[:] = kept
-        return dropped
+    def render(self) -> Text:
+        base = self.rich_style
+        line = Text(no_wrap=True, overflow="crop", end="")
+        for key in self._keys:
+            line.append_text(self._key_text(key, base))
+        palette = self._palette
+        if palette is None:
+            return line[self._scroll :]
+        room = max(0, self.size.width - palette.width)
+        line = line[self._scroll : self._scroll + room]
+        line.append(" " * (room - line.cell_len), base)
+        # docked on the right, as Textual's: a border on its left, a space of padding after
+        border = self.get_component_rich_style("footer-key--palette-border")
+        line.append("▏", base + border)
+        line.append_text(self._key_text(palette, base, palette=True))
+        line.append(" ", base)
+        return line
+
+    # -- the mouse -----------------------------------------------------------------------
+    def _key_at(self, x: int) -> ShownKey | None:
+        palette = self._palette
+        if palette is not None and x >= self.size.width - palette.width:
+            return palette
+        x += self._scroll
+        return next((key for key in self._keys if key.start <= x < key.end), None)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        key = self._key_at(event.x)
+        if key is not self._hover:
+            self._hover = key
+            self.tooltip = (key.tooltip or None) if key is not None else None
+            self.refresh()
+
+    def on_leave(self, event: events.Leave) -> None:
+        if self._hover is not None:
+            self._hover = None
+            self.tooltip = None
+            self.refresh()
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        key = self._key_at(event.x)
+        if key is None:
+            return
+        if key.enabled:
+            self.app.simulate_key(key.key)
+        else:
+            self.app.bell()
+
+    def _scroll_by(self, columns: int) -> bool:
+        keys_width = self._keys[-1].end if self._keys else 0
+        room = self.size.width - (self._palette.width if self._palette else 0)
+        scroll = max(0, min(self._scroll + columns, keys_width - room))
+        if scroll == self._scroll:
+            return False
+        self._scroll = scroll
+        self.refresh()
+        return True
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        if self._scroll_by(4):
+            event.stop()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        if self._scroll_by(-4):
+            event.stop()

@@ -24,11 +24,9 @@ from textual.widgets import DataTable, Input, Static
 
 from lltui.app.host import host_of
 from lltui.app.model import SORT_KEYS
-from lltui.app.widgets.signal_dialog import SignalDialog
 from lltui.core.monitor.models import RigSample
 from lltui.core.monitor.signals import signal_refusal
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
-from lltui.sources.signals import check_signal
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     # as narrow as their widest value and sorted header, so 80 columns need no side scroll
@@ -360,18 +358,27 @@ class ProcessPane(Vertical):
     """
 
     def compose(self) -> ComposeResult:
+        # the filter row is mounted on the first ``/``: most runs never filter, and a text
+        # field and its styles cost the first frame a few milliseconds
         yield ProcessTable()
-        with Horizontal(id="process-filter-row"):
-            yield Static("filter", id="process-filter-label")
-            yield ProcessFilter(placeholder="command, user or pid", id="process-filter")
+
+    def _filter_row(self) -> Horizontal | None:
+        return next(iter(self.query_children("#process-filter-row").results(Horizontal)), None)
+
+    def _filter_field(self) -> ProcessFilter | None:
+        row = self._filter_row()
+        return None if row is None else row.query_one(ProcessFilter)
 
     @property
     def filter_open(self) -> bool:
         """Whether the filter field is shown (while typing, or holding a kept filter)."""
-        return self.query_one("#process-filter-row").has_class("-open")
+        row = self._filter_row()
+        return row is not None and row.has_class("-open")
 
     def _open(self, shown: bool) -> None:
-        self.query_one("#process-filter-row").set_class(shown, "-open")
+        row = self._filter_row()
+        if row is not None:
+            row.set_class(shown, "-open")
 
     @property
     def table(self) -> ProcessTable:
@@ -381,10 +388,15 @@ class ProcessPane(Vertical):
         self.table.show(sample, sort_key, reverse)
 
     @on(ProcessTable.FilterWanted)
-    def _open_filter(self, event: ProcessTable.FilterWanted) -> None:
+    async def _open_filter(self, event: ProcessTable.FilterWanted) -> None:
         event.stop()
+        field = self._filter_field()
+        if field is None:
+            field = ProcessFilter(placeholder="command, user or pid", id="process-filter")
+            label = Static("filter", id="process-filter-label")
+            await self.mount(Horizontal(label, field, id="process-filter-row", classes="-open"))
         self._open(True)
-        self.query_one(ProcessFilter).focus()
+        field.focus()
 
     @on(Input.Changed, "#process-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -394,8 +406,7 @@ class ProcessPane(Vertical):
     @on(Input.Submitted, "#process-filter")
     def _filter_kept(self, event: Input.Submitted) -> None:
         event.stop()
-        field = self.query_one(ProcessFilter)
-        if not field.value.strip():
+        if not event.value.strip():
             self._open(False)
         self.table.focus()
 
@@ -403,8 +414,9 @@ class ProcessPane(Vertical):
     @on(ProcessTable.FilterCleared)
     def _clear_filter(self, event: Message) -> None:
         event.stop()
-        field = self.query_one(ProcessFilter)
-        field.value = ""
+        field = self._filter_field()
+        if field is not None:
+            field.value = ""
         self._open(False)
         self.table.set_filter("")
         self.table.focus()
@@ -412,6 +424,10 @@ class ProcessPane(Vertical):
     @on(ProcessTable.SignalWanted)
     def _offer_signal(self, event: ProcessTable.SignalWanted) -> None:
         """A dialog for a process this user may signal; one line where it may not."""
+        # the dialog and psutil are loaded on first use, not at startup
+        from lltui.app.widgets.signal_dialog import SignalDialog
+        from lltui.sources.signals import check_signal
+
         event.stop()
         row = event.row
         refusal = signal_refusal(host_of(self).model.info)

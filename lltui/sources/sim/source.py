@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 from lltui.core.monitor.models import (
     GpuSample,
@@ -50,6 +51,10 @@ class StepClock:
 class SimSource:
     """A simulated rig. ``clock`` returns seconds; ``start`` is where on the timeline the rig
     is when opened (the default lands in a served model's generation phase)."""
+
+    # a poll is arithmetic, well under a millisecond: the app takes the first one before
+    # its first frame rather than on its poller thread
+    POLLS_INSTANTLY: ClassVar[bool] = True
 
     def __init__(
         self,
