@@ -232,8 +232,7 @@ async def test_fleet_view_rows_update_and_enter_opens_the_monitor():
     fleet, _stuck = make_fleet(interval=0.1)
     settings = Settings(interval=0.1, source="sim:4xl4")
     source = FleetFocus(fleet)
-    app = create_app(settings, source=source, info=source.open(), view="fleet")
-    app._fleet = fleet  # as create_app builds it from a list
+    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
     assert fleet_module.Fleet is type(app.fleet)
     async with app.run_test(size=(140, 30)) as pilot:
         assert isinstance(app.screen, FleetScreen)

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from lltui.sources.fleet import Fleet
     from lltui.sources.registry import ReplayOptions
 
-STATUS_REFRESH_S = 0.5
+# the status line between samples (STALE, a poll's age): once a second is as often as it
+# changes in words, and an idle monitor wakes no more than it must
+STATUS_REFRESH_S = 1.0
 
 SampleListener = Callable[[RigSample], None]
 
@@ -490,12 +492,14 @@ def create_app(
     replay: ReplayOptions | None = None,
     hosts_file: str | None = None,
     host_timeout: float | None = None,
+    fleet: Fleet | None = None,
 ) -> LltuiApp:
     """Build the app for a source (opened here from ``settings.source`` when not given).
+    A ``source`` given with its ``fleet`` (a FleetFocus on it) makes a fleet app as a list
+    of hosts would.
 
     Raises SourceUnavailable or ValueError with one line when the source cannot be opened.
     """
-    fleet = None
     if source is None:
         from lltui.sources.registry import is_fleet, open_source
 

@@ -14,7 +14,6 @@ A file that cannot be used is reported and skipped; the app falls back to a buil
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +177,8 @@ def load_user_themes(folder: Path) -> ThemeLoadResult:
     failures: list[str] = []
     if not folder.is_dir():
         return ThemeLoadResult((), ())
+    import tomllib  # here: most runs have no theme folder to read
+
     for path in sorted(folder.glob("*.toml")):
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))

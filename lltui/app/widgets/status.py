@@ -172,7 +172,7 @@ class StatusBar(Static):
         # the padding takes a column on each side
         width = max(0, self.size.width - 2)
         text = render_status(model, busy_for, width, history=self._history, styles=self._styles())
-        if text != self._text:  # twice a second between samples: skip repeats
+        if text != self._text:  # each second between samples: skip repeats
             # the history's age changes the first line each tick: a relayout only when the
             # height may change (the first line wraps to other than the height it has, or
             # there are lines below it: errors and hints, rare)
