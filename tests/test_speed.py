@@ -7,6 +7,7 @@ from itertools import pairwise
 
 import gguf_factory as gf
 import pytest
+import speed_published as sp
 
 from lltui.cli import main
 from lltui.core.fit.devices_spec import GPU_TABLE, gpu_specs, parse_gpus_spec
@@ -16,20 +17,9 @@ from lltui.core.fit.speed import estimate_speed
 from lltui.core.llama.flags import parse_llama_args
 
 # llama-bench's models, as shapes (the data is a hole in a sparse file)
-LLAMA7B = gf.llama_spec(
-    n_embd=4096, n_ff=11008, n_head=32, n_head_kv=32, head_dim=128, n_layer=32, n_vocab=32000
-)
+LLAMA7B = sp.SHAPES["llama2-7b"]
 LLAMA8B = gf.llama_8b_spec()
-LLAMA3B = gf.llama_spec(
-    n_embd=3072,
-    n_ff=8192,
-    n_head=24,
-    n_head_kv=8,
-    head_dim=128,
-    n_layer=28,
-    n_vocab=128256,
-    tied=True,
-)
+LLAMA3B = sp.SHAPES["llama3.2-3b"]
 SHAPES = {
     "llama 7B Q4_0": (LLAMA7B, "Q4_0"),
     "llama 7B Q8_0": (LLAMA7B, "Q8_0"),
