@@ -191,23 +191,6 @@ def card_lines(
     return lines
 
 
-def render_card(
-    g: GpuSample,
-    history: RigHistory,
-    styles: CardStyles,
-    *,
-    width: int,
-    window_s: float,
-    graphs: bool,
-    selected: bool = False,
-) -> Text:
-    """One card, ``width`` cells wide, :data:`CARD_LINES` lines (plus three of graphs)."""
-    lines = card_lines(
-        g, history, styles, width=width, window_s=window_s, graphs=graphs, selected=selected
-    )
-    return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
-
-
 def _card_title(g: GpuSample, selected: bool, styles: CardStyles) -> Text:
     info = g.info
     cuda = f"CUDA{info.cuda_index}" if info.cuda_index is not None else "CUDA-"
