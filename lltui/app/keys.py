@@ -21,16 +21,15 @@ VIEW_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _view_binding(n: int, mode: str, label: str, namespace: str) -> Binding:
+    """``n`` and F``n`` switch to ``mode``."""
+    return Binding(f"{n},f{n}", f"{namespace}view('{mode}')", label, id=f"view-{mode}", show=False)
+
+
 def view_bindings(namespace: str = "") -> list[BindingType]:
     """The view keys; ``namespace`` "app." where a screen above the views has them too."""
     return [
-        Binding(
-            f"{n},f{n}",
-            f"{namespace}view('{mode}')",
-            label,
-            id=f"view-{mode}",
-            show=False,
-        )
+        _view_binding(n, mode, label, namespace)
         for n, (mode, label) in enumerate(VIEW_KEYS, start=1)
     ]
 
@@ -86,16 +85,7 @@ FLEET_VIEW: tuple[str, str] = ("fleet", "Fleet")
 
 def fleet_bindings(namespace: str = "") -> list[BindingType]:
     mode, label = FLEET_VIEW
-    n = len(VIEW_KEYS) + 1
-    return [
-        Binding(
-            f"{n},f{n}",
-            f"{namespace}view('{mode}')",
-            label,
-            id=f"view-{mode}",
-            show=False,
-        )
-    ]
+    return [_view_binding(len(VIEW_KEYS) + 1, mode, label, namespace)]
 
 
 FLEET_BINDINGS: list[BindingType] = fleet_bindings()
