@@ -15,9 +15,9 @@ import time
 
 from prometheus_client import generate_latest
 
-from lltui.sources.exporter import Sampler, make_registry
-from lltui.sources.prom import parse_exposition
-from lltui.sources.sim import SimSource, StepClock
+from lltui.services.exporter import Sampler, make_registry
+from lltui.sources.gpu.prom import parse_exposition
+from lltui.sources.gpu.sim import SimSource, StepClock
 
 PROFILES = (("kaggle-2xt4", 2), ("8xh100-sxm", 8), ("16xv100-dgx2", 16))
 

@@ -41,11 +41,11 @@ sys.path.insert(0, str(HERE.parent))
 import gguf_factory as gf  # noqa: E402
 from llama_fixture import llama_server, rpc_servers  # noqa: E402
 
-from lltui.core.fit.devices_spec import DeviceSpec, rpc_device  # noqa: E402
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate  # noqa: E402
-from lltui.core.fit.gguf import read_gguf  # noqa: E402
+from lltui.core.gguf.reader import read_gguf  # noqa: E402
 from lltui.core.llama.flags import parse_llama_args  # noqa: E402
 from lltui.core.llama.log import parse_log  # noqa: E402
+from lltui.core.memory.devices import DeviceSpec, rpc_device  # noqa: E402
 from lltui.core.units import MIB  # noqa: E402
 from lltui.sources.llama import build as llama_build  # noqa: E402
 

@@ -36,9 +36,9 @@ sys.path.insert(0, str(HERE.parent))
 
 import gguf_factory as gf  # noqa: E402
 
-from lltui.core.fit.ggml_types import FTYPE_NAMES  # noqa: E402
-from lltui.core.fit.gguf import read_gguf  # noqa: E402
-from lltui.core.fit.quant import quant_source, relevant_ftypes  # noqa: E402
+from lltui.core.gguf.reader import read_gguf  # noqa: E402
+from lltui.core.gguf.types import FTYPE_NAMES  # noqa: E402
+from lltui.core.quant.sizes import quant_source, relevant_ftypes  # noqa: E402
 from lltui.sources.llama import build as llama_build  # noqa: E402
 
 MODELS = {

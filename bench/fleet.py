@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lltui.app.app import create_app
 from lltui.config import Settings
-from lltui.sources.fleet import Fleet, FleetFocus
-from lltui.sources.sim import SimSource, StepClock
+from lltui.sources.gpu.fleet import Fleet, FleetFocus
+from lltui.sources.gpu.sim import SimSource, StepClock
 
 HOSTS = 32
 PROFILE = "8xh100-sxm"
@@ -136,7 +136,7 @@ def master_cpu_ms(source: object) -> float:
 
 def _maker(multiplex: bool, made: list[Any]) -> Callable[[str, int], Any]:
     """SmiSources for a fleet, with or without the persistent connection, kept in ``made``."""
-    from lltui.sources.smi import SmiSource
+    from lltui.sources.gpu.smi import SmiSource
 
     def make(spec: str, index: int) -> SmiSource:
         source = SmiSource(spec.partition(":")[2], timeout=10)
@@ -155,7 +155,7 @@ def ssh_connections(seconds: float) -> None:
     if why is not None:
         print(f"ssh: skipped: {why}")
         return
-    from lltui.sources.smi import SmiSource
+    from lltui.sources.gpu.smi import SmiSource
     from lltui.sources.ssh import SSH_CONFIG_ENV
 
     root = Path(tempfile.mkdtemp(prefix="lltui-bench-"))

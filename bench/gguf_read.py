@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import gguf
 import gguf_factory
 
-from lltui.core.fit.gguf import read_gguf
+from lltui.core.gguf.reader import read_gguf
 
 
 def _time(fn: object, *args: object) -> float:

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import gguf_factory
 from hub_server import Hub, HubServer, Repo
 
-from lltui.core.fit.gguf import read_gguf
-from lltui.sources.remote_model import read_remote
+from lltui.core.gguf.reader import read_gguf
+from lltui.sources.models.remote import read_remote
 
 
 def main() -> int:

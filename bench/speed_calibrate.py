@@ -1,7 +1,7 @@
 """Fit the speed model's efficiencies to the published llama-bench points marked "fit"
 (tests/fixtures/llama_bench_published.json) and report the error on those and on the
 "holdout" points. Coordinate descent on a log-error loss over a few physical parameters;
-prints the values to copy into lltui/core/fit/speed.py. Run from the repository root:
+prints the values to copy into lltui/core/speed/model.py. Run from the repository root:
 
     PYTHONPATH=$PWD:tests python bench/speed_calibrate.py [--fit]
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import speed_published as sp
 
-from lltui.core.fit import speed
+from lltui.core.speed import model as speed
 
 ARCHS = [(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (12, 0)]
 F16_DATA = [(7, 0), (8, 0), (8, 6), (8, 9)]  # archs with a published F16 (or Volta) prefill

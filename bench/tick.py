@@ -15,7 +15,7 @@ import time
 
 from lltui.app.app import create_app
 from lltui.config import Settings
-from lltui.sources.sim import SimSource, StepClock
+from lltui.sources.gpu.sim import SimSource, StepClock
 
 PROFILES = (("kaggle-2xt4", 2), ("8xh100-sxm", 8), ("16xv100-dgx2", 16))
 

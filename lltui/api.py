@@ -18,6 +18,7 @@ from typing import Any
 from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
+from lltui.sources.gpu.kinds import one_sample
 from lltui.sources.nccl import (
     NCCLCommunicator,
     get_nccl_info,
@@ -27,7 +28,6 @@ from lltui.sources.nccl import (
     print_nccl_info,
     setup_nccl_environment,
 )
-from lltui.sources.registry import one_sample
 
 __all__ = [
     "GPUInfo",
@@ -143,10 +143,10 @@ ModelRef = float | str | os.PathLike[str]
 
 def _one_gpu_vram(model: Any, context_size: int) -> int:
     """What llama.cpp allocates on one GPU that takes every layer: weights, KV, compute."""
-    from lltui.core.fit.devices_spec import DeviceSpec
     from lltui.core.fit.estimate import FitOptions, estimate
     from lltui.core.llama.args import parse_llama_args, spell
     from lltui.core.llama.flag_values import NGL_ALL
+    from lltui.core.memory.devices import DeviceSpec
 
     settings = parse_llama_args(
         spell("n_ctx", context_size) + spell("n_gpu_layers", NGL_ALL) + spell("n_parallel", 1)
@@ -159,7 +159,7 @@ def _one_gpu_vram(model: Any, context_size: int) -> int:
 
 def _quant_models(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
     """The GGUF header, read once, and every llama-quantize type of it by name."""
-    from lltui.core.fit.quant import quant_sizes
+    from lltui.core.quant.sizes import quant_sizes
     from lltui.sources.fit_devices import read_model
 
     model = read_model(os.fspath(path))
@@ -169,7 +169,7 @@ def _quant_models(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
 def _exact_vram(path: str | os.PathLike[str], quantization: str | None, context_size: int) -> int:
     """The one-GPU allocation for the GGUF, or for its ``quantization`` as llama-quantize
     would write it."""
-    from lltui.core.fit.quant import as_quantized
+    from lltui.core.quant.sizes import as_quantized
     from lltui.sources.fit_devices import read_model
 
     if not quantization:
@@ -228,8 +228,8 @@ def recommend_quantization(
     else:
         available = int(available_vram_gb * 1e9)
     if isinstance(model_size_b, str | os.PathLike):
-        from lltui.core.fit.quant import as_quantized
         from lltui.core.fit.rough import QUALITY_ORDER
+        from lltui.core.quant.sizes import as_quantized
 
         path = model_size_b
         model, rows = _quant_models(path)

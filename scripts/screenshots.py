@@ -14,8 +14,8 @@ from pathlib import Path
 
 from lltui.app.app import create_app
 from lltui.config import Settings
-from lltui.sources.base import GpuSource
-from lltui.sources.sim import SimSource, StepClock
+from lltui.sources.gpu.base import GpuSource
+from lltui.sources.gpu.sim import SimSource, StepClock
 
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
 SAMPLES = 60
@@ -77,7 +77,7 @@ FLEET_SHOTS: tuple[tuple[str, tuple[str, ...], tuple[int, int]], ...] = (
 
 async def shoot_fleet(stem: str, specs: tuple[str, ...], size: tuple[int, int]) -> Path:
     from lltui.app.app import LltuiApp
-    from lltui.sources.fleet import Fleet, FleetFocus, make_host_source
+    from lltui.sources.gpu.fleet import Fleet, FleetFocus, make_host_source
 
     def make(spec: str, index: int) -> GpuSource:
         if spec.startswith("sim:"):

@@ -7,7 +7,7 @@ import threading
 from lltui.app.app import LltuiApp, create_app
 from lltui.config import Settings
 from lltui.core.monitor.models import RigInfo, RigSample
-from lltui.sources.sim import SimSource, StepClock
+from lltui.sources.gpu.sim import SimSource, StepClock
 
 
 def sim_app(

@@ -1,6 +1,6 @@
 """FAKE ``pynvml`` (nvidia-ml-py) for the topology calls, for machines without an NVIDIA GPU.
 
-It is not the real binding: it answers the calls ``lltui.sources.topo`` makes from a rig
+It is not the real binding: it answers the calls ``lltui.sources.gpu.topo`` makes from a rig
 description (GPUs, their NVLinks, pairwise PCIe ancestors, P2P status, CPU and NUMA
 affinity), raising the binding's error classes where a real driver would. Constants and
 function names mirror nvidia-ml-py's; a test checks them against the real module.

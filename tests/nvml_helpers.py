@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lltui.sources.nvml import NvmlSource
+from lltui.sources.gpu.nvml import NvmlSource
 
 
 @pytest.fixture(autouse=True)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import gguf_factory as gf
 
-from lltui.core.fit.devices_spec import parse_gpus_spec
 from lltui.core.fit.estimate import FitOptions, estimate
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.speed import estimate_speed
+from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.devices import parse_gpus_spec
+from lltui.core.speed.model import estimate_speed
 
 DATA = Path(__file__).parent / "fixtures" / "llama_bench_published.json"
 

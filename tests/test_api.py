@@ -144,7 +144,7 @@ def test_with_a_gguf_path_the_exact_estimator_is_used(tmp_path):
     import gguf_factory as gf
 
     from lltui.api import can_fit_model, estimate_model_vram, recommend_quantization
-    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.gguf.reader import read_gguf
 
     path = tmp_path / "tiny.gguf"
     gf.write_model(path, gf.SPECS["llama"](), "F16")

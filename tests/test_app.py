@@ -201,7 +201,7 @@ async def test_quit_on_q_and_ctrl_q():
 async def test_keymap_from_config_remaps_a_binding():
     from lltui.app.app import create_app
     from lltui.config import Settings
-    from lltui.sources.sim import SimSource
+    from lltui.sources.gpu.sim import SimSource
 
     settings = Settings(interval=1.0, source="sim:kaggle-2xt4", keymap={"pause": "x"})
     app = create_app(settings, source=SimSource(), start_polling=False)

@@ -17,10 +17,10 @@ import pytest
 from llama_fixture import llama_bins, rpc_servers
 
 from lltui.core.fit.best import best_configs
-from lltui.core.fit.devices_spec import parse_gpus_spec
 from lltui.core.fit.estimate import FitOptions, estimate
-from lltui.core.fit.gguf import read_gguf
+from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.units import GIB
 
 __all__ = ["llama_bins"]  # a session fixture used by name

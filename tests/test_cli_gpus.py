@@ -28,7 +28,7 @@ def test_gpus_json_contract_on_sim(capsys):
 
 def test_auto_without_a_gpu_falls_back_to_the_simulated_rig_and_says_why(capsys, monkeypatch):
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources import registry
+    from lltui.sources.gpu import kinds as registry
 
     class NoDriver:
         name = "nvml"

@@ -4,7 +4,7 @@ from fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml, make_gpus
 
 from lltui.cli import main
 from lltui.core.doctor import ERROR, MISSING, OK, Check, checks_ok, checks_to_text
-from lltui.sources import doctor
+from lltui.services import doctor
 
 
 def _no_driver(monkeypatch, tmp_path):

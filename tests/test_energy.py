@@ -1,7 +1,7 @@
 from dataclasses import replace
 
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
-from lltui.sources.sim import SimSource
+from lltui.sources.gpu.sim import SimSource
 
 
 def test_joules_per_token_over_the_window():

@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lltui.commands.exporter import parse_listen
 from lltui.core.monitor.prom import GPU_METRICS, STATIC_METRICS
-from lltui.sources.exporter import LlamaFollow, Sampler, public_url
-from lltui.sources.sim import SimSource
+from lltui.services.exporter import LlamaFollow, Sampler, public_url
+from lltui.sources.gpu.sim import SimSource
 
 
 def _families(text: str) -> dict:
@@ -255,12 +255,12 @@ def test_prometheus_client_loads_only_where_used() -> None:
 
     code = (
         "import sys\n"
-        "from lltui.sources.prom import host_label, public_spec\n"
+        "from lltui.sources.gpu.prom import host_label, public_spec\n"
         "host_label('http://h:1'); public_spec('scrape:http://h:1')\n"
         "print('httpx' in sys.modules)\n"  # a fleet names its hosts without HTTP
         "from lltui.cli import build_parser\n"
         "build_parser()\n"
-        "from lltui.sources.registry import make_source, parse_source_spec\n"
+        "from lltui.sources.gpu.kinds import make_source, parse_source_spec\n"
         "make_source(parse_source_spec('prom:http://127.0.0.1:1'))\n"
         "import lltui.core.monitor.prom\n"
         "print('prometheus_client' in sys.modules)\n"

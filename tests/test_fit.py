@@ -16,12 +16,7 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.core.fit.context import layer_devices, resolve_context
-from lltui.core.fit.devices_spec import DeviceSpec, parse_gpus_spec, rpc_device
 from lltui.core.fit.estimate import FitError, FitOptions, FitResult, estimate
-from lltui.core.fit.ggml_types import GgmlType, tensor_nbytes, type_info
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.hparams import read_hparams
 from lltui.core.fit.report import (
     oracle_compare,
     oracle_to_json,
@@ -29,7 +24,12 @@ from lltui.core.fit.report import (
     oracle_unavailable,
     result_to_json,
 )
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.gguf.types import GgmlType, tensor_nbytes, type_info
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.context import layer_devices, resolve_context
+from lltui.core.memory.devices import DeviceSpec, parse_gpus_spec, rpc_device
+from lltui.core.memory.hparams import read_hparams
 from lltui.core.units import GIB, MIB
 from lltui.sources.llama.fit_oracle import OracleResult, OracleRow, oracle_args, parse_fit_print
 

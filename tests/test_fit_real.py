@@ -18,11 +18,11 @@ import gguf_factory as gf
 import pytest
 from llama_fixture import llama_bins, llama_server, rpc_servers
 
-from lltui.core.fit.devices_spec import rpc_device
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
-from lltui.core.fit.gguf import read_gguf
+from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llama.log import LlamaLogSummary, parse_log
+from lltui.core.memory.devices import rpc_device
 from lltui.core.units import MIB
 
 __all__ = ["llama_bins"]  # a session fixture used by name

@@ -152,7 +152,7 @@ def test_launch_view_snapshot_idle(snap_compare):
 
 def test_rpc_servers_in_the_flags_field_join_the_live_rig(model_path):
     from lltui.app.fit_state import LIVE, FitRequest, compute
-    from lltui.sources.registry import one_sample
+    from lltui.sources.gpu.kinds import one_sample
 
     sample = one_sample("sim:kaggle-2xt4")
     request = FitRequest(1, str(model_path), {}, "--rpc 10.0.0.2:50052", LIVE)

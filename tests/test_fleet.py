@@ -14,9 +14,9 @@ from lltui.config import Settings
 from lltui.core.monitor.fleet import FleetSample, HostState, fleet_to_json, host_row
 from lltui.core.monitor.hosts_file import HostEntry, HostsFileError, parse_hosts
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
-from lltui.sources.fleet import Fleet, FleetFocus, fleet_hosts, fleet_specs
-from lltui.sources.registry import is_fleet, split_sources
-from lltui.sources.sim import SimSource
+from lltui.sources.gpu.fleet import Fleet, FleetFocus, fleet_hosts, fleet_specs
+from lltui.sources.gpu.kinds import is_fleet, split_sources
+from lltui.sources.gpu.sim import SimSource
 from lltui.sources.ssh import split_host_port
 
 
@@ -227,7 +227,7 @@ async def test_fleet_view_rows_update_and_enter_opens_the_monitor():
     from textual.widgets import DataTable
 
     from lltui.app.screens.fleet import FleetScreen
-    from lltui.sources import fleet as fleet_module
+    from lltui.sources.gpu import fleet as fleet_module
 
     fleet, _stuck = make_fleet(interval=0.1)
     settings = Settings(interval=0.1, source="sim:4xl4")

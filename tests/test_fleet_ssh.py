@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from lltui.core.monitor.fleet import host_row
-from lltui.sources.fleet import Fleet
-from lltui.sources.smi import SmiSource
+from lltui.sources.gpu.fleet import Fleet
+from lltui.sources.gpu.smi import SmiSource
 from lltui.sources.ssh import SSH_CONFIG_ENV
 from tests.ssh_fixture import SshServer, ssh_children_of_us, ssh_server
 
@@ -130,7 +130,7 @@ def test_a_master_its_owner_forgot_is_stopped_when_lltui_exits(ssh_env: SshServe
     import sys
 
     code = (
-        "from lltui.sources.smi import SmiSource\n"
+        "from lltui.sources.gpu.smi import SmiSource\n"
         "s = SmiSource('fleet-a', timeout=20)\n"
         "s.open(); s.poll()\n"
         "import os; print(os.getpid())\n"  # no close(): the exit handler stops the master

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from lltui.core.fit import ggml_graph as gg
-from lltui.core.fit.compute_graph import PERIODIC_FROM, plan_every_layer, planned_peak
-from lltui.core.fit.ggml_alloc import BufferType, DynAllocator, plan
-from lltui.core.fit.ggml_graph import F32, Graph
-from lltui.core.fit.ggml_types import GgmlType
-from lltui.core.fit.graph_llama import LayerShape, LlamaShape, Ubatch
+from lltui.core.ggml import graph as gg
+from lltui.core.ggml.alloc import BufferType, DynAllocator, plan
+from lltui.core.ggml.graph import F32, Graph
+from lltui.core.gguf.types import GgmlType
+from lltui.core.memory.compute_graph import PERIODIC_FROM, plan_every_layer, planned_peak
+from lltui.core.memory.graph_llama import LayerShape, LlamaShape, Ubatch
 
 CPU = BufferType(alignment=32)
 
@@ -184,10 +184,10 @@ def test_attention_without_flash_attention_holds_the_scores():
 
 
 def _cuda_compute(path, argv):
-    from lltui.core.fit.devices_spec import DeviceSpec
     from lltui.core.fit.estimate import FitOptions, estimate
-    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.gguf.reader import read_gguf
     from lltui.core.llama.flags import parse_llama_args
+    from lltui.core.memory.devices import DeviceSpec
 
     dev = (DeviceSpec("CUDA0", "cuda", 80 << 30, 80 << 30),)
     res = estimate(read_gguf(path), parse_llama_args(argv), dev, FitOptions(search=False))
@@ -229,8 +229,8 @@ def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
     import gguf_factory as gf
 
     from lltui.core.fit.estimate import FitOptions, estimate
-    from lltui.core.fit.gguf import read_gguf
     from lltui.core.fit.report import result_to_json, result_to_text
+    from lltui.core.gguf.reader import read_gguf
     from lltui.core.llama.flags import parse_llama_args
 
     covered = tmp_path / "llama.gguf"
@@ -264,8 +264,8 @@ def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):
 @pytest.mark.parametrize("cuda", [(True, True), (False, False)])
 @pytest.mark.parametrize("flash", [False, True])
 def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flash):
-    from lltui.core.fit.compute_graph import Backends, shortened
-    from lltui.core.fit.ggml_graph import HOST
+    from lltui.core.ggml.graph import HOST
+    from lltui.core.memory.compute_graph import Backends, shortened
 
     n = 24  # runs long enough to be cut: 4 on the host, 10 per device, experts moved from 6
     shape = replace(
@@ -301,7 +301,7 @@ def test_shapes_no_graph_could_have_fall_back_to_the_formula(tmp_path):
     import gguf_factory as gf
 
     from lltui.core.fit.estimate import FitOptions, estimate
-    from lltui.core.fit.gguf import read_gguf
+    from lltui.core.gguf.reader import read_gguf
     from lltui.core.llama.flags import parse_llama_args
 
     spec = gf.qwen3moe_spec()
@@ -317,8 +317,8 @@ def test_shapes_no_graph_could_have_fall_back_to_the_formula(tmp_path):
 
 
 def test_a_split_copies_its_input_and_frees_the_copy_after_its_last_use():
-    from lltui.core.fit.ggml_graph import HOST
-    from lltui.core.fit.ggml_sched import Backend, schedule
+    from lltui.core.ggml.graph import HOST
+    from lltui.core.ggml.sched import Backend, schedule
 
     g = Graph()
     x = gg.new_input(F32, (256, 4), "x")  # graph inputs live on the CPU: 4 KiB

@@ -11,7 +11,18 @@ import gguf_factory as gf
 import pytest
 from gguf import GGUFValueType as V
 
-from lltui.core.fit.ggml_types import (
+from lltui.core.gguf.reader import (
+    EAGER_ARRAY_ITEMS,
+    GgufArray,
+    GgufError,
+    GgufIncomplete,
+    ValueType,
+    parse_gguf_header,
+    read_gguf,
+    read_gguf_file,
+    split_paths,
+)
+from lltui.core.gguf.types import (
     FTYPE_DEFAULT_TYPE,
     FTYPE_NAMES,
     GGML_TYPES,
@@ -23,17 +34,6 @@ from lltui.core.fit.ggml_types import (
     tensor_nbytes,
     type_from_name,
     type_info,
-)
-from lltui.core.fit.gguf import (
-    EAGER_ARRAY_ITEMS,
-    GgufArray,
-    GgufError,
-    GgufIncomplete,
-    ValueType,
-    parse_gguf_header,
-    read_gguf,
-    read_gguf_file,
-    split_paths,
 )
 
 # -- the type table ---------------------------------------------------------------------------

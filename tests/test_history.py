@@ -2,7 +2,7 @@
 
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.history import RigHistory
-from lltui.sources.sim import SimSource, StepClock
+from lltui.sources.gpu.sim import SimSource, StepClock
 
 
 def samples(n: int, step: float = 1.0, profile: str = "kaggle-2xt4"):

@@ -21,9 +21,10 @@ ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
     "config": {"config"},
     "sources": {"sources", "core", "config", "lltui"},
-    "api": {"api", "sources", "core", "lltui"},
-    "app": {"app", "sources", "core", "config", "lltui"},
-    "commands": {"commands", "app", "sources", "core", "config", "lltui", "api"},
+    "services": {"services", "sources", "core", "config", "lltui"},
+    "api": {"api", "services", "sources", "core", "lltui"},
+    "app": {"app", "services", "sources", "core", "config", "lltui"},
+    "commands": {"commands", "app", "services", "sources", "core", "config", "lltui", "api"},
     "cli": {"cli", "commands", "config", "lltui"},
     "__main__": {"cli"},
 }

@@ -278,7 +278,7 @@ def test_ready_line_shows_both_rpc_devices_and_their_buffers(
 def test_a_saved_profile_holds_what_was_given_not_the_environment(
     server_env, tiny_model, capsys, monkeypatch
 ):
-    from lltui.sources.profiles import load_profile_data
+    from lltui.sources.llama.profiles import load_profile_data
 
     monkeypatch.setenv("LLAMA_API_KEY", "from-the-environment-123")
     argv = ["launch", str(tiny_model), "--port", "0", "--save-profile", "p0", "--dry-run"]

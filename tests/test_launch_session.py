@@ -18,7 +18,7 @@ from lltui.core.llama.exit_reason import (
     stopped_from_outside,
 )
 from lltui.core.llama.launch_spec import LaunchCommand, LaunchError, LaunchSpec
-from lltui.sources import profiles
+from lltui.sources.llama import profiles
 from lltui.sources.llama import session as S
 from lltui.sources.llama.supervisor import ServerExit
 

@@ -27,7 +27,7 @@ from lltui.core.llama.launch_spec import (
     relevant_inherited_env,
 )
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
-from lltui.sources import profiles
+from lltui.sources.llama import profiles
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md
 KEY = "sk-secret-7f3a9c"

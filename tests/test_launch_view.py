@@ -260,7 +260,7 @@ def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
     import gguf_factory as gf
 
     from lltui.app.launch_state import predict_speed
-    from lltui.sources.registry import one_sample
+    from lltui.sources.gpu.kinds import one_sample
 
     path = tmp_path / "tiny-llama.gguf"
     gf.write_model(path, gf.SPECS["llama"](), "F16")

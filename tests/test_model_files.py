@@ -1,4 +1,4 @@
-from lltui.sources.model_files import default_roots, find_models
+from lltui.sources.models.files import default_roots, find_models
 
 
 def touch(path, size: int) -> None:

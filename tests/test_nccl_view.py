@@ -6,7 +6,7 @@ import pytest
 from app_helpers import sim_app, wait_for
 
 from lltui.app.screens.nccl import NcclScreen
-from lltui.sources.sim import PROFILES
+from lltui.sources.gpu.sim import PROFILES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real" / "nccl"  # see its README.md
 

@@ -27,9 +27,9 @@ from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
 from lltui.core.monitor.models import XidEvent
-from lltui.sources.nvml import NvmlSource
-from lltui.sources.nvml.events import DEFAULT_EVENT_LIMIT, EventWatcher
-from lltui.sources.sim import StepClock
+from lltui.sources.gpu.nvml import NvmlSource
+from lltui.sources.gpu.nvml.events import DEFAULT_EVENT_LIMIT, EventWatcher
+from lltui.sources.gpu.sim import StepClock
 
 WALL = 1_767_225_600.0
 DEADLINE_S = 10.0
@@ -129,7 +129,7 @@ def test_xid_79_marks_the_gpu_lost_and_the_others_keep_updating(monkeypatch):
 
 # -- an event storm -----------------------------------------------------------------------------
 def _retained_by_events_module(snapshot: tracemalloc.Snapshot) -> int:
-    keep = [tracemalloc.Filter(True, "*lltui/sources/nvml/events.py")]
+    keep = [tracemalloc.Filter(True, "*lltui/sources/gpu/nvml/events.py")]
     return sum(stat.size for stat in snapshot.filter_traces(keep).statistics("filename"))
 
 
@@ -354,7 +354,7 @@ def test_a_poll_does_not_wait_on_the_event_thread(monkeypatch):
 
 # -- recordings ---------------------------------------------------------------------------------
 def test_xid_events_read_from_nvml_replay_exactly(monkeypatch, tmp_path):
-    from lltui.sources.replay import Recorder, ReplaySource, read_recording
+    from lltui.sources.gpu.replay import Recorder, ReplaySource, read_recording
 
     fake, src, clock = start(monkeypatch, make_gpus(3))
     info = src.open()

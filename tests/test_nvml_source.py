@@ -51,7 +51,7 @@ from lltui.core.monitor.cuda_order import (
 )
 from lltui.core.monitor.models import GpuSample, RigSample, SourceUnavailable
 from lltui.core.monitor.throttle import reasons_from_mask
-from lltui.sources.nvml import (
+from lltui.sources.gpu.nvml import (
     DEFAULT_PCIE_TTL_S,
     DEFAULT_PROCESS_TTL_S,
     DEFAULT_SLOW_TTL_S,
@@ -59,7 +59,7 @@ from lltui.sources.nvml import (
     cuda_version_text,
     probe_nvml,
 )
-from lltui.sources.sim import StepClock
+from lltui.sources.gpu.sim import StepClock
 
 EVERY_TTL = max(DEFAULT_SLOW_TTL_S, DEFAULT_PROCESS_TTL_S, DEFAULT_PCIE_TTL_S)
 ME = os.getpid()
@@ -1219,7 +1219,7 @@ def test_fast_tick_stays_within_ten_calls_per_gpu(monkeypatch, driver, binding):
 
 
 def test_auto_source_picks_nvml_when_it_has_gpus(monkeypatch):
-    from lltui.sources.registry import open_source
+    from lltui.sources.gpu.kinds import open_source
 
     FakeNvml(make_gpus(2)).install(monkeypatch)
     source, info = open_source("auto")

@@ -13,16 +13,16 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.core.fit.allocate import NOT_COUNTED, estimate_once
-from lltui.core.fit.common import CPU_ALIGNMENT, CUDA_ALIGNMENT, pad
-from lltui.core.fit.context import select_devices
-from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.hparams import read_hparams
-from lltui.core.fit.parts import draft_settings, mmproj_compute_bytes
 from lltui.core.fit.report import result_to_json, result_to_text
+from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.allocate import NOT_COUNTED, estimate_once
+from lltui.core.memory.common import CPU_ALIGNMENT, CUDA_ALIGNMENT, pad
+from lltui.core.memory.context import select_devices
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import read_hparams
+from lltui.core.memory.parts import draft_settings, mmproj_compute_bytes
 from lltui.core.units import GIB, MIB
 
 NO_SEARCH = FitOptions(search=False)

@@ -29,13 +29,13 @@ from test_fit_real import (
     printed,
 )
 
-from lltui.core.fit.devices_spec import rpc_device
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.results import PartEstimate
+from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llama.log import parse_log
 from lltui.core.llama.log_models import LlamaLogSummary
+from lltui.core.memory.devices import rpc_device
+from lltui.core.memory.results import PartEstimate
 from lltui.core.units import MIB
 
 __all__ = ["llama_bins"]  # a session fixture used by name

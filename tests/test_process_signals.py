@@ -25,9 +25,9 @@ from lltui.app.widgets.signal_dialog import SignalDialog
 from lltui.config import Settings
 from lltui.core.monitor.models import RigInfo
 from lltui.core.monitor.signals import ProcessIdentity, may_signal, signal_refusal
-from lltui.sources import signals
-from lltui.sources.nvml import NvmlSource
-from lltui.sources.sim import StepClock
+from lltui.sources.gpu import signals
+from lltui.sources.gpu.nvml import NvmlSource
+from lltui.sources.gpu.sim import StepClock
 
 SLEEPER = "import time; time.sleep(60)"
 # ignores SIGTERM, says when it does

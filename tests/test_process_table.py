@@ -19,8 +19,8 @@ from lltui.app.widgets.process_table import (
 )
 from lltui.config import Settings
 from lltui.core.monitor.models import GpuProcess, RigSample
-from lltui.sources.nvml import NvmlSource
-from lltui.sources.sim import StepClock
+from lltui.sources.gpu.nvml import NvmlSource
+from lltui.sources.gpu.sim import StepClock
 
 SERVER, XORG = 41234, 1873
 

@@ -13,10 +13,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from lltui.core.monitor.models import SourceUnavailable
 from lltui.core.monitor.prom import MIB, Series, rig_families, rigs_from_series
-from lltui.sources.exporter import to_metric
-from lltui.sources.prom import PromSource, ScrapeSource, parse_exposition, parse_query_result
-from lltui.sources.registry import parse_source_spec
-from lltui.sources.sim import SimSource
+from lltui.services.exporter import to_metric
+from lltui.sources.gpu.kinds import parse_source_spec
+from lltui.sources.gpu.prom import PromSource, ScrapeSource, parse_exposition, parse_query_result
+from lltui.sources.gpu.sim import SimSource
 
 
 def _rigs(name: str, default_host: str = "fallback") -> dict:
@@ -423,8 +423,8 @@ def test_a_prometheus_of_several_hosts_says_how_to_pick_one() -> None:
 
 
 def test_every_host_of_a_prometheus_is_a_fleet() -> None:
-    from lltui.sources.fleet import Fleet, fleet_specs
-    from lltui.sources.registry import is_fleet
+    from lltui.sources.gpu.fleet import Fleet, fleet_specs
+    from lltui.sources.gpu.kinds import is_fleet
 
     result = [
         {"metric": {"__name__": "lltui_gpu_power_watts", "gpu": "0", "uuid": f"GPU-{h}",
@@ -456,7 +456,7 @@ def test_every_host_of_a_prometheus_is_a_fleet() -> None:
 
 
 def test_a_page_past_its_size_limit_is_one_line(monkeypatch) -> None:
-    from lltui.sources import prom
+    from lltui.sources.gpu import prom
 
     monkeypatch.setattr(prom.ScrapeSource, "max_body", 1000)
     page = b"# a comment line\n" * 200

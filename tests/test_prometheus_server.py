@@ -20,7 +20,7 @@ import pytest
 from llama_fixture import free_port
 from prom_helpers import PROM_FIXTURES, Exporter, Stub, exporter, run_cli, stub_server, wait_until
 
-from lltui.sources.prom import PromSource, ScrapeSource
+from lltui.sources.gpu.prom import PromSource, ScrapeSource
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 

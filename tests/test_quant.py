@@ -12,7 +12,8 @@ import gguf_factory as gf
 import pytest
 from llama_fixture import llama_bins
 
-from lltui.core.fit.ggml_types import (
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.gguf.types import (
     QUANTIZE_FTYPES,
     GgmlType,
     LlamaFtype,
@@ -20,9 +21,7 @@ from lltui.core.fit.ggml_types import (
     tensor_nbytes,
     type_from_name,
 )
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.quant import as_quantized, quant_row, quant_sizes, quant_source
-from lltui.core.fit.quant_rules import (
+from lltui.core.quant.rules import (
     Category,
     QuantSource,
     SourceTensor,
@@ -30,6 +29,7 @@ from lltui.core.fit.quant_rules import (
     tensor_category,
     tensor_sort_key,
 )
+from lltui.core.quant.sizes import as_quantized, quant_row, quant_sizes, quant_source
 from lltui.sources.llama import build as llama_build
 
 __all__ = ["llama_bins"]  # a session fixture used by name

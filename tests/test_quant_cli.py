@@ -6,8 +6,8 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.quant import quant_sizes
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.quant.sizes import quant_sizes
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import pytest
 from lltui.commands.fit import read_inputs
 from lltui.core.fit import search
 from lltui.core.fit.estimate import estimate
-from lltui.core.fit.ggml_types import QUANTIZE_FTYPES, GgmlType
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.gguf_model import GgufTensor
-from lltui.core.fit.placement import REPACK_PROFILES, _Placer
-from lltui.core.fit.quant import as_quantized, quant_source
-from lltui.core.fit.quant_fit import QuantFit, quant_table
-from lltui.core.fit.quant_rules import QuantizeRefused, choose_types, prepare, reads_imatrix
+from lltui.core.fit.quant_table import QuantFit, quant_table
+from lltui.core.gguf.model import GgufTensor
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.gguf.types import QUANTIZE_FTYPES, GgmlType
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.placement import REPACK_PROFILES, _Placer
+from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix
+from lltui.core.quant.sizes import as_quantized, quant_source
 from lltui.sources.fit_devices import resolve_devices
 
 MODELS = {

@@ -27,9 +27,9 @@ from lltui.core.monitor.record import (
     sample_from_dict,
     sample_to_dict,
 )
-from lltui.sources.base import GpuSource
-from lltui.sources.registry import make_source, parse_source_spec
-from lltui.sources.replay import (
+from lltui.sources.gpu.base import GpuSource
+from lltui.sources.gpu.kinds import make_source, parse_source_spec
+from lltui.sources.gpu.replay import (
     END_OF_RECORDING,
     Recorder,
     RecordingSource,
@@ -37,7 +37,7 @@ from lltui.sources.replay import (
     read_recording,
     record,
 )
-from lltui.sources.sim import PROFILES, SimSource
+from lltui.sources.gpu.sim import PROFILES, SimSource
 
 
 class FakeClock:

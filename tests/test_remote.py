@@ -12,8 +12,8 @@ import pytest
 from hub_server import COMMIT, Hub, HubServer, Repo
 
 from lltui.cli import main
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.remote_ref import (
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.gguf.refs import (
     HfRef,
     RefError,
     RepoFile,
@@ -23,9 +23,9 @@ from lltui.core.fit.remote_ref import (
     repo_models,
     select_quant,
 )
-from lltui.sources import hf_hub, remote_gguf
-from lltui.sources.remote_gguf import RemoteError
-from lltui.sources.remote_model import read_remote
+from lltui.sources.models import hf_hub, remote_gguf
+from lltui.sources.models.remote import read_remote
+from lltui.sources.models.remote_gguf import RemoteError
 
 TOKEN = "hf_secretTOKENvalue1234567890"
 N_VOCAB = 151936

@@ -11,12 +11,12 @@ import pytest
 from hub_server import Hub, HubServer, Repo
 
 from lltui.cli import main
-from lltui.core.fit.devices_spec import parse_gpus_spec
 from lltui.core.fit.estimate import FitOptions, estimate
-from lltui.core.fit.gguf import read_gguf
+from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.units import GIB
-from lltui.sources import hf_hub
+from lltui.sources.models import hf_hub
 
 SPEC = gf.llama_8b_spec(n_vocab=32000, n_ctx_train=32768)
 GPUS = "12GiB"

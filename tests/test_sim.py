@@ -4,7 +4,7 @@ import pytest
 
 from lltui.core.monitor.models import SourceUnavailable
 from lltui.core.units import MIB
-from lltui.sources.sim import PROFILES, SimSource, cuda_order, phase_at
+from lltui.sources.gpu.sim import PROFILES, SimSource, cuda_order, phase_at
 
 
 class FakeClock:

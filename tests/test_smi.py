@@ -38,8 +38,8 @@ from lltui.core.monitor.smi_csv import (
 )
 from lltui.core.monitor.throttle import SMI_FIELDS
 from lltui.core.units import MIB
-from lltui.sources.base import GpuSource
-from lltui.sources.smi import CommandResult, SmiSource, check_host, run_command, smi_argv
+from lltui.sources.gpu.base import GpuSource
+from lltui.sources.gpu.smi import CommandResult, SmiSource, check_host, run_command, smi_argv
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"  # see its README.md
 CSV_FILES = sorted((REAL / "smi").glob("C*.txt"))
@@ -709,7 +709,7 @@ def test_run_command_reports_missing_programs_and_timeouts():
 
 
 def test_the_process_list_is_read_on_its_own_ttl_not_every_tick():
-    from lltui.sources.sim import StepClock
+    from lltui.sources.gpu.sim import StepClock
 
     fake = FakeNvidiaSmi([t4_cells(0)])
     clock = StepClock(100.0, step=0.0)

@@ -10,11 +10,11 @@ import pytest
 import speed_published as sp
 
 from lltui.cli import main
-from lltui.core.fit.devices_spec import GPU_TABLE, gpu_specs, parse_gpus_spec
 from lltui.core.fit.estimate import FitOptions, estimate
-from lltui.core.fit.gguf import read_gguf
-from lltui.core.fit.speed import estimate_speed
+from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.devices import GPU_TABLE, gpu_specs, parse_gpus_spec
+from lltui.core.speed.model import estimate_speed
 
 # llama-bench's models, as shapes (the data is a hole in a sparse file)
 LLAMA7B = sp.SHAPES["llama2-7b"]
@@ -196,7 +196,7 @@ def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
 def test_a_present_gpu_reports_its_own_pcie_link(models):
     from dataclasses import replace as dc_replace
 
-    from lltui.core.fit.devices_spec import GpuModel
+    from lltui.core.memory.devices import GpuModel
 
     model = models["llama 8B Q4_0"]
     devs = parse_gpus_spec("4090,4090").devices
@@ -211,7 +211,7 @@ def test_a_present_gpu_reports_its_own_pcie_link(models):
 
 def test_devices_from_a_sample_carry_the_pcie_link():
     from lltui.sources.fit_devices import devices_from_sample
-    from lltui.sources.registry import SourceSpec, make_source
+    from lltui.sources.gpu.kinds import SourceSpec, make_source
 
     source = make_source(SourceSpec("sim", "kaggle-2xt4"))
     source.open()
@@ -237,7 +237,7 @@ def test_devices_from_a_sample_carry_the_pcie_link():
     ],
 )
 def test_bandwidth_from_nvml_clocks_and_bus_matches_the_spec_sheets(mem_mhz, bus, gbs):
-    from lltui.core.fit.devices_spec import memory_bandwidth_gbs
+    from lltui.core.memory.devices import memory_bandwidth_gbs
 
     assert memory_bandwidth_gbs(mem_mhz, bus) == pytest.approx(gbs, rel=0.005)
     assert memory_bandwidth_gbs(None, bus) is None and memory_bandwidth_gbs(mem_mhz, 0) is None
@@ -271,7 +271,7 @@ def test_fake_nvml_gpus_carry_their_memory_bandwidth(monkeypatch):
     import fake_pynvml as fp
 
     from lltui.sources.fit_devices import devices_from_sample
-    from lltui.sources.nvml.source import NvmlSource
+    from lltui.sources.gpu.nvml.source import NvmlSource
 
     gpus = fp.make_gpus(2)
     gpus[1].mem_bus_width = None  # a driver that does not say

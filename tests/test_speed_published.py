@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import speed_published as sp
 
-from lltui.core.fit.devices_spec import gpu_specs
+from lltui.core.memory.devices import gpu_specs
 
 POINTS = sp.load_points()
 DECODE_TARGET = 0.20

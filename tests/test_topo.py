@@ -383,7 +383,7 @@ def test_p2p_matrix():
 
 
 def test_sim_profiles_parse_without_warnings_and_agree_with_the_profile():
-    from lltui.sources.sim import PROFILES
+    from lltui.sources.gpu.sim import PROFILES
 
     assert PROFILES
     for name, profile in PROFILES.items():

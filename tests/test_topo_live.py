@@ -27,7 +27,7 @@ from lltui.core.topo.matrix import (
 )
 from lltui.core.topo.parse import parse_topology
 from lltui.core.topo.report import topology_to_json
-from lltui.sources import topo as topo_source
+from lltui.sources.gpu import topo as topo_source
 
 # --- the live sources --------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ import pytest
 from app_helpers import sim_app, wait_for
 
 from lltui.app.screens.topology import TopologyScreen, cell_style
-from lltui.sources.sim import PROFILES
+from lltui.sources.gpu.sim import PROFILES
 
 
 def loaded(app) -> bool:
@@ -44,8 +44,8 @@ async def test_monitor_keys_are_disabled_in_the_topology_view():
 async def test_a_replay_has_no_topology_and_says_so(tmp_path):
     from lltui.app.app import create_app
     from lltui.config import Settings
-    from lltui.sources.replay import ReplaySource, record
-    from lltui.sources.sim import SimSource
+    from lltui.sources.gpu.replay import ReplaySource, record
+    from lltui.sources.gpu.sim import SimSource
 
     path = tmp_path / "r.jsonl"
     record(SimSource("kaggle-2xt4"), path, 3)

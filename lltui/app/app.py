@@ -33,14 +33,14 @@ from lltui.app.themes import (
 from lltui.config import MIN_INTERVAL, Settings, themes_dir
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
-from lltui.sources.base import GpuSource
+from lltui.sources.gpu.base import GpuSource
 
 if TYPE_CHECKING:
     from lltui.app.host import AppHost
     from lltui.app.launch_state import FormFlags, LaunchController
     from lltui.core.llama.args import LlamaArgs
-    from lltui.sources.fleet import Fleet
-    from lltui.sources.registry import ReplayOptions
+    from lltui.sources.gpu.fleet import Fleet
+    from lltui.sources.gpu.kinds import ReplayOptions
 
 # the status line between samples (STALE, a poll's age): once a second is as often as it
 # changes in words, and an idle monitor wakes no more than it must
@@ -280,7 +280,7 @@ class LltuiApp(App[int]):
 
     def focus_host(self, index: int) -> None:
         """Show host ``index`` of the fleet in the monitor, with a history of its own."""
-        from lltui.sources.fleet import FleetFocus
+        from lltui.sources.gpu.fleet import FleetFocus
 
         if self._fleet is None or not isinstance(self.source, FleetFocus):
             return
@@ -297,7 +297,7 @@ class LltuiApp(App[int]):
             self.render_model()
 
     def _fleet_focus_has(self, sample: RigSample) -> bool:
-        from lltui.sources.fleet import FleetFocus
+        from lltui.sources.gpu.fleet import FleetFocus
 
         return not isinstance(self.source, FleetFocus) or self.source.is_current(sample)
 
@@ -501,11 +501,11 @@ def create_app(
     Raises SourceUnavailable or ValueError with one line when the source cannot be opened.
     """
     if source is None:
-        from lltui.sources.registry import is_fleet, open_source
+        from lltui.sources.gpu.kinds import is_fleet, open_source
 
         if hosts_file or is_fleet(settings.source):
-            from lltui.sources.fleet import HOST_TIMEOUT_S, Fleet, FleetFocus, fleet_specs
-            from lltui.sources.registry import parse_source_spec
+            from lltui.sources.gpu.fleet import HOST_TIMEOUT_S, Fleet, FleetFocus, fleet_specs
+            from lltui.sources.gpu.kinds import parse_source_spec
 
             specs = fleet_specs(settings.source, hosts_file)
             for spec in specs:

@@ -14,8 +14,8 @@ from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.monitor.models import RigSample
 
 if TYPE_CHECKING:  # the estimator loads when the view first estimates, not with the app
-    from lltui.core.fit.quant_fit import QuantFit
-    from lltui.core.fit.results import FitResult
+    from lltui.core.fit.quant_table import QuantFit
+    from lltui.core.memory.results import FitResult
 
 LIVE = "live"  # the devices of the rig being monitored, with their free memory now
 
@@ -80,7 +80,7 @@ _remote_lock = threading.Lock()
 def _read_model(path: str) -> Any:
     """The model's header; a remote one (hf:..., a URL) is kept for a while, so that editing
     the form does not ask the network again on every change."""
-    from lltui.core.fit.remote_ref import is_remote_ref
+    from lltui.core.gguf.refs import is_remote_ref
     from lltui.sources.fit_devices import read_model
 
     if not is_remote_ref(path):
@@ -101,7 +101,7 @@ def _read_model(path: str) -> Any:
 
 def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
     from lltui.core.fit.estimate import FitError, FitOptions, estimate
-    from lltui.core.fit.quant_fit import quant_table
+    from lltui.core.fit.quant_table import quant_table
     from lltui.core.llama.flags import parse_llama_args
     from lltui.sources.fit_devices import (
         DeviceSpecError,

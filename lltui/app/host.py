@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from lltui.app.launch_state import FormFlags, LaunchController
     from lltui.app.model import RigModel
     from lltui.core.llama.args import LlamaArgs
-    from lltui.sources.fleet import Fleet
+    from lltui.sources.gpu.fleet import Fleet
 
 
 class AppHost(Protocol):

@@ -67,9 +67,9 @@ def predict_speed(
 ) -> tuple[float, float] | None:
     """Decode and prompt tokens/s that fit predicts for this command on the rig as sampled
     (free memory aside: the server is already loading); None when it cannot say."""
-    from lltui.core.fit.common import FitError
     from lltui.core.fit.estimate import FitOptions, estimate
     from lltui.core.llama.args import parse_llama_args
+    from lltui.core.memory.common import FitError
     from lltui.sources.fit_devices import DeviceSpecError, devices_from_sample, read_model
 
     if sample is None:

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from lltui.app.fit_state import FitOutcome
     from lltui.core.monitor.models import RigSample
     from lltui.core.topo.advice import Advice
-    from lltui.sources.model_files import ModelFile
-    from lltui.sources.nccl_report import NcclReport
-    from lltui.sources.topo import TopologyReport
+    from lltui.sources.gpu.topo import TopologyReport
+    from lltui.sources.models.files import ModelFile
+    from lltui.sources.nccl.report import NcclReport
 
 
 @dataclass

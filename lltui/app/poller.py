@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from lltui.core.monitor.models import RigSample
-from lltui.sources.base import GpuSource
+from lltui.sources.gpu.base import GpuSource
 
 SampleHook = Callable[[RigSample, float], object]
 ErrorHook = Callable[[str], object]

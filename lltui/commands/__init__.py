@@ -73,7 +73,7 @@ def open_recorder(path: str, source: str) -> Any:
     recording being replayed; a path that cannot be written is bad input."""
     import os
 
-    from lltui.sources.replay import Recorder
+    from lltui.sources.gpu.replay import Recorder
 
     kind, _, replayed = source.partition(":")
     if kind == "replay" and os.path.exists(path) and os.path.samefile(path, replayed):

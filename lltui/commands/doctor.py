@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.core.doctor import checks_ok, checks_to_json, checks_to_text
-    from lltui.sources.doctor import run_checks
+    from lltui.services.doctor import run_checks
 
     checks = run_checks()
     if args.json:

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     from lltui.core.llama.address import is_loopback
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources.registry import is_fleet, open_source, replay_options
+    from lltui.sources.gpu.kinds import is_fleet, open_source, replay_options
 
     host, port = parse_listen(args.listen)
     if not is_loopback(host):
@@ -158,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
 
     from pathlib import Path
 
-    from lltui.sources.exporter import LlamaFollow, Sampler, make_registry, serve
-    from lltui.sources.prom import public_spec
+    from lltui.services.exporter import LlamaFollow, Sampler, make_registry, serve
+    from lltui.sources.gpu.prom import public_spec
 
     follows = [
         LlamaFollow(

@@ -141,7 +141,7 @@ def read_inputs(
     from lltui.core.fit.estimate import FitOptions
 
     # a local model must not import the HTTP client: parsing the reference is pure
-    from lltui.core.fit.remote_ref import names_repo
+    from lltui.core.gguf.refs import names_repo
     from lltui.core.llama.flags import parse_llama_args
     from lltui.core.units import MIB, parse_size
     from lltui.sources.fit_devices import (
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         from lltui.core.fit.best import best_configs
 
         try:
-            from lltui.core.fit.parts import less_free
+            from lltui.core.memory.parts import less_free
 
             # the command lines are searched in what the draft, projector and adapters leave
             room = list(less_free(devices, result.parts))

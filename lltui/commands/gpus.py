@@ -33,11 +33,11 @@ def run(args: argparse.Namespace) -> int:
 
     from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources.registry import open_source, replay_options
+    from lltui.sources.gpu.kinds import open_source, replay_options
 
     spec = source_spec(args)
     hosts_file = getattr(args, "sub_hosts", None) or getattr(args, "hosts", None)
-    from lltui.sources.registry import is_fleet
+    from lltui.sources.gpu.kinds import is_fleet
 
     if hosts_file or is_fleet(spec):
         return _run_fleet(args, spec, hosts_file)
@@ -73,13 +73,13 @@ def _run_fleet(args: argparse.Namespace, spec: str, hosts_file: str | None) -> i
     host's GPUs under it (JSON) or its own table (text). 1 when no host answered."""
     from lltui.core.monitor.fleet import fleet_to_json, status_of
     from lltui.core.monitor.gpus_report import rig_to_text
-    from lltui.sources.fleet import HOST_TIMEOUT_S, Fleet, fleet_specs
+    from lltui.sources.gpu.fleet import HOST_TIMEOUT_S, Fleet, fleet_specs
 
     if getattr(args, "record", None):
         raise CliError("--record keeps one source's samples: give a single --source", 2)
     try:
         specs = fleet_specs(spec, hosts_file)
-        from lltui.sources.registry import parse_source_spec
+        from lltui.sources.gpu.kinds import parse_source_spec
 
         for one in specs:
             parse_source_spec(one)
@@ -114,6 +114,6 @@ def _run_fleet(args: argparse.Namespace, spec: str, hosts_file: str | None) -> i
 
 def _code(exc: Exception) -> int:
     """2 for a file that is not a recording (bad input), 1 for a source that failed."""
-    from lltui.sources.replay import RecordingUnreadable
+    from lltui.sources.gpu.replay import RecordingUnreadable
 
     return 2 if isinstance(exc, RecordingUnreadable) else 1

@@ -71,10 +71,10 @@ def _no_gc() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_inputs
-    from lltui.core.fit.common import FitError
-    from lltui.core.fit.hparams import read_hparams
-    from lltui.core.fit.quant_fit import best_fitting, quant_table, skipped_types
-    from lltui.core.fit.results import model_summary
+    from lltui.core.fit.quant_table import best_fitting, quant_table, skipped_types
+    from lltui.core.memory.common import FitError
+    from lltui.core.memory.hparams import read_hparams
+    from lltui.core.memory.results import model_summary
     from lltui.sources.fit_devices import describe
 
     # with --best, a repository's own quantizations are ranked rather than listed

@@ -11,7 +11,7 @@ from lltui.commands import CliError, print_json
 if TYPE_CHECKING:
     from lltui.commands.fit import FitInputs
     from lltui.core.fit.quant_best import QuantChoice, QuantOption
-    from lltui.sources.remote_model import RepoQuants
+    from lltui.sources.models.remote import RepoQuants
 
 
 def _repo_options(repo: RepoQuants) -> list[QuantOption]:
@@ -29,7 +29,7 @@ def _model_flags(repo: RepoQuants | None, choice: QuantChoice) -> tuple[str, ...
     """How llama-server names the model: -hf REPO:QUANT where the tag picks this file alone."""
     if repo is None:
         return ()
-    from lltui.core.fit.remote_ref import select_quant
+    from lltui.core.gguf.refs import select_quant
 
     entries = [q.entry for q in repo.quants]
     opt = choice.option
@@ -49,7 +49,7 @@ def _room(inputs: FitInputs, options: list[QuantOption]) -> list[Any]:
     from dataclasses import replace
 
     from lltui.core.fit.estimate import FitError, estimate
-    from lltui.core.fit.parts import less_free
+    from lltui.core.memory.parts import less_free
 
     opts = replace(inputs.options, search=False)
     try:
@@ -62,8 +62,8 @@ def _room(inputs: FitInputs, options: list[QuantOption]) -> list[Any]:
 def run_best(inputs: FitInputs) -> int:
     from lltui.core.fit.best import check_goal
     from lltui.core.fit.quant_best import computed_options, rank_quants
-    from lltui.sources.remote_gguf import RemoteError
-    from lltui.sources.remote_model import read_repo_quants
+    from lltui.sources.models.remote import read_repo_quants
+    from lltui.sources.models.remote_gguf import RemoteError
 
     goal = inputs.own["best"]
     try:

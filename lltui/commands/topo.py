@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             note = f"only the first {MAX_INPUT_BYTES // (1024 * 1024)} MiB of the input were read"
             topo = dataclasses.replace(topo, warnings=(*topo.warnings, note))
     else:
-        from lltui.sources.topo import topology_for_source
+        from lltui.sources.gpu.topo import topology_for_source
 
         try:
             report = topology_for_source(source_spec(args))

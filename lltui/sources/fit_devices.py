@@ -8,19 +8,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.fit.devices_spec import (
+from lltui.core.gguf.reader import GgufError, GgufModel, read_gguf
+from lltui.core.memory.devices import (
     DeviceSpec,
     cuda_devices,
     memory_bandwidth_gbs,
     parse_gpus_spec,
     rpc_device,
 )
-from lltui.core.fit.gguf import GgufError, GgufModel, read_gguf
 from lltui.core.units import MIB, fmt_bytes
 
 if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
-    from lltui.core.fit.parts import ExtraModels
     from lltui.core.llama.args import LlamaArgs
+    from lltui.core.memory.parts import ExtraModels
     from lltui.core.monitor.models import RigSample
 
 
@@ -51,7 +51,7 @@ class ModelChoice(RemoteModelError):
 def read_model(path: str, verb: str = "fit") -> GgufModel:
     """The GGUF header; DeviceSpecError with one line for a missing or corrupt file. A remote
     reference (hf:OWNER/REPO..., an https URL) is read by ranged requests."""
-    from lltui.core.fit.remote_ref import is_remote_ref
+    from lltui.core.gguf.refs import is_remote_ref
 
     if is_remote_ref(path):
         return _read_remote(path, verb)
@@ -70,7 +70,7 @@ def read_model(path: str, verb: str = "fit") -> GgufModel:
 def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | None:
     """The headers of the draft model, projector and LoRA adapters ``settings`` name, read
     like the model (local files, hf: references, https URLs); None when there are none."""
-    from lltui.core.fit.parts import ExtraModels
+    from lltui.core.memory.parts import ExtraModels
 
     if not (settings.draft_model or settings.mmproj or settings.lora):
         return None
@@ -93,16 +93,16 @@ def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | N
 
 
 def _read_remote(text: str, verb: str) -> GgufModel:
-    from lltui.sources.remote_gguf import RemoteError
-    from lltui.sources.remote_model import read_remote_model
+    from lltui.sources.models.remote import read_remote_model
+    from lltui.sources.models.remote_gguf import RemoteError
 
     try:
         return read_remote_model(text, verb)
     except RemoteError as exc:
-        from lltui.sources.hf_hub import RepoChoice
+        from lltui.sources.models.hf_hub import RepoChoice
 
         if isinstance(exc, RepoChoice):
-            from lltui.core.fit.remote_ref import HfRef, listing_json, listing_lines
+            from lltui.core.gguf.refs import HfRef, listing_json, listing_lines
 
             ref = exc.listing.ref
             base = HfRef(ref.repo, None, ref.revision).text()
@@ -117,7 +117,7 @@ def _read_remote(text: str, verb: str) -> GgufModel:
 
 def sim_devices(profile: str) -> list[DeviceSpec]:
     """A simulated profile's GPUs, empty, in CUDA order."""
-    from lltui.sources.sim import PROFILES, cuda_order
+    from lltui.sources.gpu.sim import PROFILES, cuda_order
 
     if profile not in PROFILES:
         known = ", ".join(sorted(PROFILES))
@@ -167,7 +167,7 @@ def local_devices() -> tuple[list[DeviceSpec], str | None]:
     from lltui.core.monitor.models import SourceUnavailable
 
     try:
-        from lltui.sources.registry import SourceSpec, make_source
+        from lltui.sources.gpu.kinds import SourceSpec, make_source
 
         source = make_source(SourceSpec("nvml"))
         source.open()

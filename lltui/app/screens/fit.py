@@ -18,13 +18,13 @@ from lltui.app.background import off_thread_reported
 from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
 from lltui.app.messages import FitReady, ModelsFound
 from lltui.app.screens.base import FORM_BREAKPOINTS, ViewScreen
-from lltui.core.fit.speed import speed_line
+from lltui.core.speed.model import speed_line
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
-from lltui.sources.sim import PROFILES
+from lltui.sources.gpu.sim import PROFILES
 
 if TYPE_CHECKING:
     from lltui.core.monitor.models import RigSample
-    from lltui.sources.model_files import ModelFile
+    from lltui.sources.models.files import ModelFile
 
 BAR_WIDTH = 40  # at most; narrower terminals get a shorter bar (bar_width)
 BAR_MIN_WIDTH = 10
@@ -275,7 +275,7 @@ class FitScreen(ViewScreen):
     # -- workers: each result comes back as a message to this screen -----------------------
     @work(group="fit-models", exclusive=True, exit_on_error=False)
     async def _find_models(self) -> None:
-        from lltui.sources.model_files import find_models
+        from lltui.sources.models.files import find_models
 
         models = await off_thread_reported(self, find_models, "models")
         if models is not None:

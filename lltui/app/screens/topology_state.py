@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from lltui.core.topo.advice import Advice
-    from lltui.sources.topo import TopologyReport
+    from lltui.sources.gpu.topo import TopologyReport
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def read_topology(source: str) -> TopologyState:
     UI thread); what went wrong in one line."""
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.core.topo.advice import advise
-    from lltui.sources.topo import topology_for_source
+    from lltui.sources.gpu.topo import topology_for_source
 
     try:
         report = topology_for_source(source)

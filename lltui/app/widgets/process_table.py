@@ -426,7 +426,7 @@ class ProcessPane(Vertical):
         """A dialog for a process this user may signal; one line where it may not."""
         # the dialog and psutil are loaded on first use, not at startup
         from lltui.app.widgets.signal_dialog import SignalDialog
-        from lltui.sources.signals import check_signal
+        from lltui.sources.gpu.signals import check_signal
 
         event.stop()
         row = event.row

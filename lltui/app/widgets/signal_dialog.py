@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from lltui.core.monitor.signals import ProcessIdentity
-from lltui.sources.signals import send_signal
+from lltui.sources.gpu.signals import send_signal
 
 ASK, TERMED, REFUSED = "ask", "termed", "refused"
 

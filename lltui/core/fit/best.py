@@ -22,12 +22,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from lltui.core.fit.common import CPU, FitError
-from lltui.core.fit.devices_spec import DeviceSpec
 from lltui.core.fit.estimate import estimate
-from lltui.core.fit.gguf_model import GgufModel
-from lltui.core.fit.results import FitOptions, FitResult
+from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.flags import LlamaArgs, parse_llama_args
+from lltui.core.memory.common import CPU, FitError
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.results import FitOptions, FitResult
 
 GOALS = ("context", "speed", "gpu-only")
 _KV = (

@@ -18,17 +18,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from lltui.core.fit.allocate import estimate_once
-from lltui.core.fit.common import FitError
-from lltui.core.fit.context import select_devices
-from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.gguf_model import GgufModel
-from lltui.core.fit.hparams import Hparams, read_hparams
-from lltui.core.fit.parts import ExtraModels, estimate_parts, less_free, with_parts
-from lltui.core.fit.results import FitOptions, FitResult
 from lltui.core.fit.search import largest_context, suggest
-from lltui.core.fit.speed import estimate_speed
+from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.allocate import estimate_once
+from lltui.core.memory.common import FitError
+from lltui.core.memory.context import select_devices
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams, read_hparams
+from lltui.core.memory.parts import ExtraModels, estimate_parts, less_free, with_parts
+from lltui.core.memory.results import FitOptions, FitResult
+from lltui.core.speed.model import estimate_speed
 
 # what callers of the entry point need, from one place
 __all__ = ["ExtraModels", "FitError", "FitOptions", "FitResult", "estimate"]

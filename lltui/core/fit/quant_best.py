@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lltui.core.fit.best import Candidate, best_configs, check_goal, tps_bucket
-from lltui.core.fit.common import FitError
-from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.gguf_model import GgufModel
-from lltui.core.fit.hparams import read_hparams
-from lltui.core.fit.results import FitOptions, model_summary
+from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.common import FitError
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import read_hparams
+from lltui.core.memory.results import FitOptions, model_summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ def rank_quants(
 
 def computed_options(model: GgufModel) -> list[QuantOption]:
     """The types llama-quantize would make of ``model`` (see :mod:`.quant`), as options."""
-    from lltui.core.fit.quant import as_quantized, quant_sizes, quant_source, relevant_ftypes
+    from lltui.core.quant.sizes import as_quantized, quant_sizes, quant_source, relevant_ftypes
 
     src = quant_source(model)
     out = []

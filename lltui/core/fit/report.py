@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lltui.core.fit.common import CPU
-from lltui.core.fit.results import DeviceEstimate, FitResult, ModelSummary, PartEstimate
-from lltui.core.fit.speed import speed_line, speed_to_json
+from lltui.core.memory.common import CPU
+from lltui.core.memory.results import DeviceEstimate, FitResult, ModelSummary, PartEstimate
+from lltui.core.speed.model import speed_line, speed_to_json
 from lltui.core.units import MIB
 
 

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from lltui.core.fit.allocate import estimate_once
-from lltui.core.fit.common import CPU, KV_PAD, FitError, backend_of
-from lltui.core.fit.devices_spec import DeviceSpec
-from lltui.core.fit.gguf_model import GgufModel
-from lltui.core.fit.hparams import Hparams
-from lltui.core.fit.results import FitOptions, FitResult, Suggestion
+from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs, spell
+from lltui.core.memory.allocate import estimate_once
+from lltui.core.memory.common import CPU, KV_PAD, FitError, backend_of
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams
+from lltui.core.memory.results import FitOptions, FitResult, Suggestion
 
 
 def _with(st: LlamaArgs, **changes: Any) -> LlamaArgs:

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lltui.core.fit.gguf import MAX_LAYERS
 from lltui.core.llama import flag_values as v
 from lltui.core.llama.flag_table import (
     BY_KEY,
@@ -31,6 +30,7 @@ from lltui.core.llama.flag_table import (
     unknown_flag_message,
 )
 from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO, NP_AUTO
+from lltui.core.llama.limits import MAX_LAYERS
 
 # Regexes llama.cpp builds for --cpu-moe / --n-cpu-moe / --n-cpu-ffn (common/common.h).
 FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"

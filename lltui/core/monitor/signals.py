@@ -1,6 +1,6 @@
 """Signalling a GPU process from the monitor: who may, what the user is told.
 
-Pure rules and models; :mod:`lltui.sources.signals` reads the process and sends the signal.
+Pure rules and models; :mod:`lltui.sources.gpu.signals` reads the process and sends the signal.
 """
 
 from __future__ import annotations

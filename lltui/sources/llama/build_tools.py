@@ -101,7 +101,7 @@ def cuda_architectures(capabilities: Sequence[tuple[int, int] | None]) -> str | 
 def detect_cuda_architectures() -> str | None:
     """The local GPUs' compute capabilities through NVML, if NVML answers."""
     try:
-        from lltui.sources.nvml import NvmlSource
+        from lltui.sources.gpu.nvml import NvmlSource
     except Exception:
         return None
     source = NvmlSource()

@@ -127,7 +127,7 @@ def run_oracle(
     timeout_s: float = TIMEOUT_S,
 ) -> OracleResult:
     """Run llama-fit-params with the same memory flags; OracleError on any failure."""
-    from lltui.core.fit.remote_ref import is_remote_ref
+    from lltui.core.gguf.refs import is_remote_ref
 
     if is_remote_ref(model):
         raise OracleError("llama-fit-params reads the whole file: download the model first")

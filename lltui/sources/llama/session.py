@@ -44,8 +44,7 @@ from lltui.core.llama.launch_spec import (
     build_command,
 )
 from lltui.core.llama.log import DevicePlacement
-from lltui.sources import profiles
-from lltui.sources.llama import launch_prep
+from lltui.sources.llama import launch_prep, profiles
 from lltui.sources.llama import supervisor as supervision
 from lltui.sources.llama.supervisor import ServerExit, ServerStatus
 

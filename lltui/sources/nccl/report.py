@@ -14,7 +14,7 @@ from lltui.core.nccl.variables import nccl_environment
 from lltui.sources.nccl.finder import LibraryCandidate
 
 if TYPE_CHECKING:
-    from lltui.sources.registry import SourceSpec
+    from lltui.sources.gpu.kinds import SourceSpec
 
 
 def _candidates_json(cands: tuple[LibraryCandidate, ...]) -> list[dict[str, str]]:
@@ -72,7 +72,7 @@ class NcclReport:
 
 
 def _local_gpu_names() -> list[str]:
-    from lltui.sources.registry import one_sample
+    from lltui.sources.gpu.kinds import one_sample
 
     try:
         sample = one_sample("nvml")
@@ -84,7 +84,7 @@ def _local_gpu_names() -> list[str]:
 def _local_links() -> dict[str, str]:
     """GPU pair links from the live topology; empty where it cannot be read."""
     from lltui.core.topo.parse import parse_topology
-    from lltui.sources.topo import SmiMissing, read_nvml_topology, run_smi
+    from lltui.sources.gpu.topo import SmiMissing, read_nvml_topology, run_smi
 
     try:
         try:  # only the matrix: not the P2P table and GPU queries a full topology reads
@@ -97,7 +97,7 @@ def _local_links() -> dict[str, str]:
 
 def _simulated_report(spec: SourceSpec) -> NcclReport:
     """A simulated profile's library facts, environment and links."""
-    from lltui.sources.sim import PROFILES
+    from lltui.sources.gpu.sim import PROFILES
 
     profile = PROFILES[spec.arg or ""]
     facts_sim = profile.nccl_facts
@@ -164,7 +164,7 @@ def nccl_report(
     environ: Mapping[str, str] | None = None,
 ) -> NcclReport:
     """Raises ValueError for a source spec that does not parse."""
-    from lltui.sources.registry import parse_source_spec
+    from lltui.sources.gpu.kinds import parse_source_spec
 
     spec = parse_source_spec(source)
     if spec.kind == "sim":

@@ -1,0 +1,115 @@
+"""Every llama-quantize type of a model, placed on the devices: the file size from
+llama-quantize's own rules, and whether it fits and how much context it leaves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lltui.core.fit.estimate import ExtraModels, estimate
+from lltui.core.gguf.model import GgufModel
+from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.common import FitError
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams, read_hparams
+from lltui.core.memory.results import FitOptions, FitResult
+from lltui.core.quant.sizes import (
+    QuantRow,
+    as_quantized,
+    quant_sizes,
+    quant_source,
+    relevant_ftypes,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QuantFit:
+    """One row of the quant table: a type's sizes and, where it was placed, its estimate."""
+
+    row: QuantRow
+    result: FitResult | None  # None when llama-quantize would refuse or the estimate fails
+    error: str | None = None
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.result is None else self.result.fits
+
+    @property
+    def max_ctx(self) -> int | None:
+        return None if self.result is None else self.result.max_ctx
+
+    @property
+    def decode_tps(self) -> float | None:
+        speed = self.result.speed if self.result else None
+        return speed.decode_tps if speed else None
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.row.as_dict())
+        out["fits"] = self.fits
+        out["max_ctx"] = self.max_ctx
+        speed = self.result.speed if self.result is not None else None
+        out["speed"] = (
+            {
+                "decode_tps": round(speed.decode_tps, 1),
+                "prefill_tps": round(speed.prefill_tps, 1),
+                "bound": speed.bound,
+            }
+            if speed
+            else None
+        )
+        if self.result is not None:
+            from lltui.core.fit.report import device_to_json  # JSON output only
+
+            n_all = self.result.model.n_layer
+            out["devices"] = [device_to_json(d, n_all) for d in self.result.devices]
+        else:
+            out["devices"] = []
+        if self.error and not out.get("error"):
+            out["error"] = self.error
+        return out
+
+
+def quant_table(
+    model: GgufModel,
+    settings: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    options: FitOptions | None = None,
+    extra: ExtraModels | None = None,
+) -> list[QuantFit]:
+    """One entry per llama-quantize type that makes sense for the model (see
+    :func:`relevant_ftypes`), smallest file first. Each is placed, its largest context found
+    and its speed predicted; the flags that would make it fit are not searched for.
+    ``extra``: the draft, projector and adapters loaded beside every one of them."""
+    opts = replace(options or FitOptions(), suggest=False)
+    try:
+        # a quant's header differs from the model's in its type and split keys alone
+        hp: Hparams | None = read_hparams(model)
+    except FitError:
+        hp = None  # each type says why, as its own estimate does
+    src = quant_source(model)
+    ftypes, _skipped = relevant_ftypes(src)
+    out = []
+    for row in quant_sizes(src, ftypes):
+        if row.error:
+            out.append(QuantFit(row, None, row.error))
+            continue
+        try:
+            quant = as_quantized(model, row)
+            result = estimate(quant, settings, devices, opts, extra, hparams=hp)
+        except FitError as exc:
+            out.append(QuantFit(row, None, str(exc)))
+            continue
+        out.append(QuantFit(row, result))
+    return sorted(out, key=lambda q: (q.row.file_bytes == 0, q.row.file_bytes))
+
+
+def skipped_types(model: GgufModel) -> list[tuple[str, str]]:
+    """(type, why) for the llama-quantize types the table leaves out for this model."""
+    return relevant_ftypes(quant_source(model))[1]
+
+
+def best_fitting(table: Sequence[QuantFit]) -> QuantFit | None:
+    """The largest file that fits: the most bits the devices can hold."""
+    fitting = [q for q in table if q.fits]
+    return max(fitting, key=lambda q: q.row.file_bytes) if fitting else None

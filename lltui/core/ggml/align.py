@@ -1,0 +1,12 @@
+"""ggml's alignment and padding rules, as its backends apply them to buffers and tensors."""
+
+from __future__ import annotations
+
+CPU_ALIGNMENT = 32  # TENSOR_ALIGNMENT (ggml-impl.h)
+CUDA_ALIGNMENT = 128
+CUDA_MATRIX_ROW_PADDING = 512  # quantized rows are padded to a multiple of this (common.cuh)
+
+
+def pad(x: int, a: int) -> int:
+    """``x`` rounded up to a multiple of ``a``."""
+    return (x + a - 1) // a * a

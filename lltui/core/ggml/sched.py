@@ -1,0 +1,287 @@
+"""ggml-backend's scheduler on a graph, as ggml_backend_sched_split_graph runs it for a
+reserve: which backend runs each node, the splits, the copies of their inputs, and the graph
+the allocator then plans (ggml/src/ggml-backend.cpp).
+
+Backends are the offload devices in llama.cpp's order, then the CPU backend (last, lowest
+priority). Every backend here runs every op of the modelled graphs (CPU, RPC servers, CUDA);
+a backend reads only its own buffers, the CPU backend every host buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lltui.core.ggml.alloc import BufferType, Schedule
+from lltui.core.ggml.graph import HOST, REPACK, VIEW_OPS, Graph, Tensor
+
+OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH
+_NO_WEIGHT_CHOICE = frozenset({"ROPE", "FLASH_ATTN_EXT"})
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    device: int  # device index; HOST for the CPU backend
+    buft: BufferType
+    offload_op: bool = False  # CUDA takes big-batch ops whose weights are in host memory
+
+
+def _batch_size(t: Tensor) -> int:
+    if t.op == "GET_ROWS":
+        return 0
+    if t.op == "MUL_MAT":
+        return t.ne[1]
+    if t.op in ("MUL_MAT_ID", "ROPE"):
+        return t.ne[2]
+    return t.ne[1] * t.ne[2] * t.ne[3]
+
+
+@dataclass
+class _Split:
+    backend: int
+    start: int
+    end: int = 0
+    inputs: list[Tensor] | None = None
+
+
+class _Scheduler:
+    def __init__(
+        self, graph: Graph, backends: Sequence[Backend], op_offload: bool, n_copies: int
+    ) -> None:
+        self.g = graph
+        self.backends = backends
+        self.cpu = len(backends) - 1
+        self.op_offload = op_offload
+        self.n_copies = n_copies
+        self.assigned: dict[Tensor, int] = {}
+        self.srcs: dict[Tensor, list[Tensor]] = {n: list(n.src) for n in graph.nodes}
+        self.copies: dict[tuple[Tensor, int], list[Tensor]] = {}
+        self.outputs: set[Tensor] = set(graph.outputs)
+        self.inputs: set[Tensor] = {t for t in graph.leafs if t.is_input}
+
+    # -- where tensors live ------------------------------------------------------------------
+
+    def supports(self, b: int, loc: int) -> bool:
+        """Whether backend ``b`` reads a buffer on ``loc`` (the CPU reads its repacked ones)."""
+        dev = self.backends[b].device
+        return dev == loc or (dev == HOST and loc == REPACK)
+
+    def backend_of_device(self, loc: int) -> int:
+        for b in range(len(self.backends)):
+            if self.supports(b, loc):
+                return b
+        return self.cpu
+
+    def _buffer_loc(self, t: Tensor) -> int | None:
+        """The device of the buffer a tensor already has (weights, KV, views of them)."""
+        base = t.view_src if t.view_src is not None else t
+        return base.loc if base.external else None
+
+    def get(self, t: Tensor | None) -> int:
+        return -1 if t is None else self.assigned.get(t, -1)
+
+    def buffer_supported(self, t: Tensor, b: int) -> bool:
+        loc = self._buffer_loc(t)
+        if loc is None:
+            tid = self.get(t)
+            if tid == -1 and t.view_src is not None:
+                tid = self.get(t.view_src)
+            if tid == -1:
+                return False
+            loc = self.backends[tid].device
+        return self.supports(b, loc)
+
+    # -- pass 1: from the buffers of the weights ---------------------------------------------
+
+    def from_cur(self, t: Tensor) -> int:
+        loc = self._buffer_loc(t)
+        if loc is not None:
+            return self.backend_of_device(loc)
+        if t.is_input:
+            return self.cpu
+        if t.op in _NO_WEIGHT_CHOICE:
+            return -1
+        for s in t.src:
+            if s.external and s.weight:
+                sb = self.backend_of_device(s.loc)
+                if self.op_offload and sb == self.cpu and s.loc == HOST:
+                    for b in range(self.cpu):
+                        be = self.backends[b]
+                        if be.offload_op and _batch_size(t) >= OP_OFFLOAD_MIN_BATCH:
+                            return b
+                return sb
+        return -1
+
+    def pass1(self) -> None:
+        for t in (*self.g.leafs, *self.g.nodes):
+            if t.pin is not None:
+                self.assigned[t] = self.backend_of_device(t.pin)
+            else:
+                b = self.from_cur(t)
+                if b != -1:
+                    self.assigned[t] = b
+
+    # -- pass 2 and 3: spread to the neighbours ----------------------------------------------
+
+    def _expand(self, order: Sequence[Tensor], skip_cpu: bool) -> None:
+        cur = -1
+        for n in order:
+            if n.op in VIEW_OPS:
+                continue
+            b = self.get(n)
+            if b != -1:
+                cur = -1 if (skip_cpu and b == self.cpu) else b
+            elif cur != -1:
+                self.assigned[n] = cur
+
+    def pass2(self) -> None:
+        nodes = self.g.nodes
+        self._expand(nodes, True)
+        self._expand(nodes[::-1], True)
+        self._expand(nodes, False)
+        self._expand(nodes[::-1], False)
+
+    def pass3(self) -> None:
+        for n in self.g.nodes:
+            if n.op in VIEW_OPS or self.get(n) != -1:
+                continue
+            best, best_b = -1, -1
+            for b in range(len(self.backends)):
+                count = sum(
+                    1
+                    for s in self.srcs[n]
+                    if (self.get(s) != -1 or self.get(s.view_src) != -1)
+                    and self.buffer_supported(s, b)
+                )
+                if count > best:
+                    best, best_b = count, b
+            self.assigned[n] = best_b
+
+    def pass4(self) -> None:
+        for n in self.g.nodes:
+            if n.view_src is not None and self.get(n) == -1:
+                self.assigned[n] = self.get(n.view_src)
+            for s in self.srcs[n]:
+                if self.get(s) == -1:
+                    self.assigned[s] = (
+                        self.get(s.view_src) if s.view_src is not None else self.get(n)
+                    )
+            if self.get(n) == -1:
+                self.assigned[n] = 0
+
+    # -- pass 5: splits and their input copies -----------------------------------------------
+
+    def _copy(self, src: Tensor, b: int) -> list[Tensor]:
+        made = [
+            Tensor("NONE", src.type, src.ne, src.nb, name=f"{b}#{src.name}#{c}")
+            for c in range(self.n_copies)
+        ]
+        if self.n_copies > 1:
+            self.inputs.update(made)
+            self.outputs.update(made)
+        return made
+
+    def pass5(self) -> list[_Split]:
+        nodes = self.g.nodes
+        first = next((i for i, n in enumerate(nodes) if n.op not in VIEW_OPS), 0)
+        split = _Split(self.get(nodes[first]) if nodes else self.cpu, 0, inputs=[])
+        splits = [split]
+        for i in range(first, len(nodes)):
+            n = nodes[i]
+            if n.op in VIEW_OPS:
+                continue
+            nb = self.get(n)
+            new_split = (
+                nb == split.backend
+                and bool(split.inputs)
+                and any(
+                    s.external
+                    and s.weight
+                    and self.get(s) != split.backend
+                    and not self.buffer_supported(s, split.backend)
+                    for s in self.srcs[n]
+                )
+            )
+            if nb != split.backend or new_split:
+                split.end = i
+                split = _Split(nb, i, inputs=[])
+                splits.append(split)
+            srcs = self.srcs[n]
+            for j, s in enumerate(srcs):
+                if self.get(s) != split.backend and not self.buffer_supported(s, split.backend):
+                    key = (s, split.backend)
+                    if key not in self.copies:
+                        self.copies[key] = self._copy(s, split.backend)
+                        assert split.inputs is not None
+                        split.inputs.append(s)
+                    srcs[j] = self.copies[key][0]
+        split.end = len(nodes)
+        return splits
+
+    # -- the graph the allocator sees --------------------------------------------------------
+
+    def graph_copy(self, splits: list[_Split]) -> Schedule:
+        nodes: list[Tensor] = []
+        srcs: list[tuple[Tensor, ...]] = []
+        node_b: list[int] = []
+        for sp in splits:
+            for inp in sp.inputs or ():
+                root = inp.view_src if inp.view_src is not None else inp
+                dep = Tensor("NONE", inp.type, inp.ne, inp.nb, (inp,), view_src=root)
+                nodes.append(dep)
+                srcs.append((inp,))
+                node_b.append(self.get(inp))
+                cpy = self.copies[(inp, sp.backend)][0]
+                nodes.append(cpy)
+                srcs.append(())
+                node_b.append(sp.backend)
+            for n in self.g.nodes[sp.start : sp.end]:
+                nodes.append(n)
+                srcs.append(tuple(self.srcs[n]))
+                node_b.append(self.get(n))
+        leafs: list[Tensor] = []
+        leaf_b: list[int] = []
+        if self.n_copies > 1:
+            self._pipeline_leafs(splits, leafs, leaf_b)
+        for leaf in self.g.leafs:
+            leafs.append(leaf)
+            leaf_b.append(max(self.get(leaf), 0))
+        return Schedule(
+            tuple(nodes),
+            tuple(srcs),
+            tuple(node_b),
+            tuple(leafs),
+            tuple(leaf_b),
+            frozenset(self.outputs),
+            frozenset(self.inputs),
+            len(splits),
+        )
+
+    def _pipeline_leafs(self, splits: list[_Split], leafs: list[Tensor], leaf_b: list[int]) -> None:
+        """Pipeline parallelism keeps n_copies of every graph input and split input."""
+        for leaf in self.g.leafs:
+            if not leaf.is_input:
+                continue
+            b = self.get(leaf)
+            made = [leaf, *self._copy(leaf, b)[1:]]
+            self.outputs.update(made)
+            self.inputs.update(made)
+            leafs.extend(made)
+            leaf_b.extend([b] * len(made))
+        for sp in splits:
+            for inp in sp.inputs or ():
+                made = self.copies[(inp, sp.backend)]
+                leafs.extend(made)
+                leaf_b.extend([sp.backend] * len(made))
+
+
+def schedule(
+    graph: Graph, backends: Sequence[Backend], op_offload: bool = True, n_copies: int = 1
+) -> Schedule:
+    """Assign backends, split, copy split inputs (ggml_backend_sched_split_graph)."""
+    s = _Scheduler(graph, backends, op_offload, n_copies)
+    s.pass1()
+    s.pass2()
+    s.pass3()
+    s.pass4()
+    return s.graph_copy(s.pass5())

@@ -1,0 +1,320 @@
+"""A GGUF model as read: its files' headers, the tensor table, and what the metadata says
+(architecture, shapes, vocabulary), for one file or a split model read as one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+from lltui.core.gguf.types import GGML_TYPES, ftype_name
+from lltui.core.gguf.values import GgufArray, ValueType, as_int
+
+
+@dataclass(frozen=True)
+class GgufTensor:
+    """One entry of the tensor table. ``dims`` in ggml order (ne0 = row length first)."""
+
+    name: str
+    dims: tuple[int, ...]
+    type: int  # ggml type id (GgmlType)
+    offset: int  # relative to the data section of its file
+    nbytes: int
+    file_offset: int  # absolute offset in its file
+    split: int = 0  # index of the file of a split model that holds it
+
+    @property
+    def type_name(self) -> str:
+        return GGML_TYPES[self.type].name
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+    @property
+    def n_dims(self) -> int:
+        """ggml_n_dims: trailing dimensions of 1 do not count; at least 1."""
+        for i in range(len(self.dims) - 1, 0, -1):
+            if self.dims[i] > 1:
+                return i + 1
+        return 1
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """numpy order (reversed dims), as gguf-py reports it."""
+        return tuple(reversed(self.dims))
+
+
+@dataclass(frozen=True, eq=False)
+class GgufFile:
+    """The header of one .gguf file."""
+
+    path: str
+    version: int
+    file_size: int
+    alignment: int
+    data_offset: int
+    header_nbytes: int  # end of the tensor table, before padding to the data section
+    metadata: Mapping[str, Any]
+    kv_nbytes: Mapping[str, int]  # encoded size of each key/value pair
+    kv_types: Mapping[str, ValueType]  # value type of each key (ARRAY for arrays)
+    tensors: tuple[GgufTensor, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class GgufModel:
+    """A model: one GGUF file, or all files of a split model read as one."""
+
+    files: tuple[GgufFile, ...]
+    tensors: tuple[GgufTensor, ...]
+
+    # -- general -------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self.files[0].path
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return self.files[0].metadata
+
+    @property
+    def version(self) -> int:
+        return self.files[0].version
+
+    @property
+    def alignment(self) -> int:
+        return self.files[0].alignment
+
+    @property
+    def data_offset(self) -> int:
+        return self.files[0].data_offset
+
+    @property
+    def file_size(self) -> int:
+        """Bytes on disk, all splits together."""
+        return sum(f.file_size for f in self.files)
+
+    @property
+    def split_count(self) -> int:
+        return len(self.files)
+
+    @cached_property
+    def tensors_by_name(self) -> Mapping[str, GgufTensor]:
+        return MappingProxyType({t.name: t for t in self.tensors})
+
+    def tensor(self, name: str) -> GgufTensor | None:
+        return self.tensors_by_name.get(name)
+
+    @property
+    def tensors_nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    @property
+    def n_params(self) -> int:
+        return sum(t.n_elements for t in self.tensors)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(key, default)
+
+    @property
+    def architecture(self) -> str | None:
+        arch = self.metadata.get("general.architecture")
+        return arch if isinstance(arch, str) else None
+
+    @property
+    def name(self) -> str | None:
+        v = self.metadata.get("general.name")
+        return v if isinstance(v, str) else None
+
+    @property
+    def file_type(self) -> int | None:
+        return as_int(self.metadata.get("general.file_type"))
+
+    @property
+    def file_type_name(self) -> str | None:
+        ft = self.file_type
+        return None if ft is None else ftype_name(ft)
+
+    def arch_value(self, suffix: str, default: Any = None) -> Any:
+        """``{architecture}.{suffix}``, e.g. ``arch_value("block_count")``."""
+        arch = self.architecture
+        if arch is None:
+            return default
+        return self.metadata.get(f"{arch}.{suffix}", default)
+
+    def _arch_int(self, suffix: str) -> int | None:
+        return as_int(self.arch_value(suffix))
+
+    def _per_layer(self, suffix: str, default: int) -> tuple[int, ...]:
+        """A hyperparameter stored as a scalar or a per-layer array, as one value per layer."""
+        value = self.arch_value(suffix)
+        n = self.n_layer
+        if value is None:
+            return (default,) * n
+        if isinstance(value, GgufArray):
+            items = tuple(int(v) for v in value.values())
+            if len(items) < n:  # llama.cpp requires at least n_layer entries; pad defensively
+                items = items + (items[-1] if items else default,) * (n - len(items))
+            return items[:n]
+        return (int(value),) * n
+
+    # -- shape ---------------------------------------------------------------------------
+    @property
+    def n_layer(self) -> int:
+        """block_count (including MTP/nextn layers, as llama.cpp's n_layer_all)."""
+        return self._arch_int("block_count") or 0
+
+    @property
+    def n_embd(self) -> int:
+        return self._arch_int("embedding_length") or 0
+
+    @property
+    def n_ff(self) -> int | tuple[int, ...] | None:
+        return _scalar_or_tuple(self.arch_value("feed_forward_length"))
+
+    @property
+    def n_ff_layers(self) -> tuple[int, ...]:
+        return self._per_layer("feed_forward_length", 0)
+
+    @property
+    def n_head_layers(self) -> tuple[int, ...]:
+        return self._per_layer("attention.head_count", 0)
+
+    @property
+    def n_head(self) -> int:
+        """Heads of layer 0 (llama.cpp's n_head())."""
+        layers = self.n_head_layers
+        return layers[0] if layers else (self._arch_int("attention.head_count") or 0)
+
+    @property
+    def n_head_kv(self) -> int | tuple[int, ...]:
+        """KV heads as stored: one number, or one per layer; n_head when absent."""
+        value = _scalar_or_tuple(self.arch_value("attention.head_count_kv"))
+        if value is None:
+            return _scalar_or_tuple(self.arch_value("attention.head_count")) or 0
+        return value
+
+    @property
+    def n_head_kv_layers(self) -> tuple[int, ...]:
+        if self.arch_value("attention.head_count_kv") is None:
+            return self.n_head_layers
+        return self._per_layer("attention.head_count_kv", 0)
+
+    @property
+    def n_gqa(self) -> int:
+        """n_head / n_head_kv of layer 0 (0 when layer 0 has no KV heads), as llama.cpp."""
+        kv = self.n_head_kv_layers
+        if not kv or kv[0] == 0:
+            return 0
+        return self.n_head // kv[0]
+
+    @property
+    def head_dim_k(self) -> int:
+        """attention.key_length, else n_embd / n_head."""
+        v = self._arch_int("attention.key_length")
+        if v is not None:
+            return v
+        return self.n_embd // self.n_head if self.n_head else 0
+
+    @property
+    def head_dim_v(self) -> int:
+        v = self._arch_int("attention.value_length")
+        if v is not None:
+            return v
+        return self.n_embd // self.n_head if self.n_head else 0
+
+    @property
+    def context_length(self) -> int | None:
+        return self._arch_int("context_length")
+
+    @property
+    def expert_count(self) -> int:
+        return self._arch_int("expert_count") or 0
+
+    @property
+    def expert_used_count(self) -> int:
+        return self._arch_int("expert_used_count") or 0
+
+    @property
+    def expert_shared_count(self) -> int:
+        return self._arch_int("expert_shared_count") or 0
+
+    @property
+    def expert_ff_length(self) -> int | None:
+        return self._arch_int("expert_feed_forward_length")
+
+    @property
+    def sliding_window(self) -> int | None:
+        return self._arch_int("attention.sliding_window")
+
+    @property
+    def sliding_window_pattern(self) -> int | tuple[Any, ...] | None:
+        """An int period, or a per-layer array (bools: True = sliding window layer)."""
+        return _scalar_or_tuple(self.arch_value("attention.sliding_window_pattern"))
+
+    @property
+    def nextn_predict_layers(self) -> int:
+        return self._arch_int("nextn_predict_layers") or 0
+
+    @property
+    def kv_lora_rank(self) -> int | None:
+        return self._arch_int("attention.kv_lora_rank")
+
+    @property
+    def rope_dimension_count(self) -> int | None:
+        return self._arch_int("rope.dimension_count")
+
+    @property
+    def rope_freq_base(self) -> float | None:
+        v = self.arch_value("rope.freq_base")
+        return float(v) if isinstance(v, int | float) else None
+
+    @property
+    def rope_scaling_type(self) -> str | None:
+        v = self.arch_value("rope.scaling.type")
+        return v if isinstance(v, str) else None
+
+    @property
+    def rope_scaling_factor(self) -> float | None:
+        v = self.arch_value("rope.scaling.factor")
+        return float(v) if isinstance(v, int | float) else None
+
+    # -- vocabulary and embeddings --------------------------------------------------------
+    @property
+    def tokens(self) -> GgufArray | None:
+        v = self.metadata.get("tokenizer.ggml.tokens")
+        return v if isinstance(v, GgufArray) else None
+
+    @property
+    def vocab_size(self) -> int | None:
+        """``{arch}.vocab_size``, else the token list length, else token_embd's row count."""
+        v = self._arch_int("vocab_size")
+        if v is not None:
+            return v
+        tokens = self.tokens
+        if tokens is not None:
+            return tokens.count
+        embd = self.tensor("token_embd.weight")
+        if embd is not None and len(embd.dims) >= 2:
+            return embd.dims[1]
+        return None
+
+    @property
+    def tied_embeddings(self) -> bool:
+        """No output.weight: llama.cpp reuses token_embd for the output head."""
+        return self.tensor("output.weight") is None
+
+
+def _scalar_or_tuple(v: Any) -> Any:
+    if isinstance(v, GgufArray):
+        return v.values()
+    return v

@@ -1,0 +1,267 @@
+"""Model references that name a remote GGUF, and a repository's files as the models they hold.
+
+``hf:OWNER/REPO[:FILE|QUANT][@REVISION]`` names a Hugging Face repository (and in it one file,
+or the file(s) of one quantization, matched as llama.cpp's ``-hf`` matches a tag), and an
+``https://`` (or ``http://``) URL names one file. Pure: nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from lltui.core.gguf.reader import SPLIT_NAME_RE
+from lltui.core.units import fmt_bytes
+
+HF_PREFIX = "hf:"
+_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# the quantization a file name carries: Q4_K_M, IQ2_XXS, UD-Q4_K_XL, F16, BF16, MXFP4_MOE ...
+_QUANT_RE = re.compile(
+    r"(?<![A-Za-z0-9])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|TQ\d_\d|BF16|F16|F32|MXFP4(?:_MOE)?))"
+    r"(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+
+
+class RefError(ValueError):
+    """A reference that cannot name a remote model; ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class HfRef:
+    """``hf:OWNER/REPO[:FILE|QUANT][@REVISION]``."""
+
+    repo: str
+    selector: str | None = None  # a file path in the repository, or a quantization tag
+    revision: str | None = None
+
+    @property
+    def is_file(self) -> bool:
+        return self.selector is not None and self.selector.lower().endswith(".gguf")
+
+    def text(self, selector: str | None = None) -> str:
+        """The reference as written, with ``selector`` (a file) in place of the one given."""
+        sel = self.selector if selector is None else selector
+        out = HF_PREFIX + self.repo + (f":{sel}" if sel else "")
+        return out + (f"@{self.revision}" if self.revision else "")
+
+
+@dataclass(frozen=True)
+class UrlRef:
+    url: str
+
+
+def display_url(url: str) -> str:
+    """``url`` without the user and password it may carry, for messages and output."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def is_remote_ref(text: str) -> bool:
+    """True for ``hf:...`` and ``http(s)://...``: references read over the network."""
+    t = text.strip()
+    return t.startswith(HF_PREFIX) or t.lower().startswith(("https://", "http://"))
+
+
+def parse_ref(text: str) -> HfRef | UrlRef:
+    """The reference ``text`` names; RefError for one that is not well formed."""
+    t = text.strip()
+    if t.lower().startswith(("https://", "http://")):
+        parts = urlsplit(t)
+        if not parts.netloc:
+            raise RefError(f"{t}: a URL needs a host")
+        return UrlRef(t)
+    if not t.startswith(HF_PREFIX):
+        raise RefError(f"{t}: not a remote reference (hf:OWNER/REPO or an https URL)")
+    rest = t[len(HF_PREFIX) :]
+    revision: str | None = None
+    if "@" in rest:
+        rest, revision = rest.rsplit("@", 1)
+        if not revision:
+            raise RefError(f"{t}: empty revision after @")
+    repo, _, selector = rest.partition(":")
+    if not _REPO_RE.match(repo):
+        raise RefError(f"{t}: expected hf:OWNER/REPO[:FILE|QUANT][@REVISION]")
+    if ":" in rest and not selector:
+        raise RefError(f"{t}: empty file or quantization after ':'")
+    return HfRef(repo=repo, selector=selector or None, revision=revision)
+
+
+def quant_of(name: str) -> str | None:
+    """The quantization a file name carries (the last one named; else its folder's), upper
+    case; None if none."""
+    found = _QUANT_RE.findall(name.rsplit("/", 1)[-1]) or _QUANT_RE.findall(name)
+    return found[-1].upper() if found else None
+
+
+def is_mmproj(name: str) -> bool:
+    """A multimodal projector file (llama.cpp's --mmproj), not a model."""
+    return "mmproj" in name.rsplit("/", 1)[-1].lower()
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    """One file of a repository listing: its path, size and content id (ETag)."""
+
+    path: str
+    size: int | None = None
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class RepoModel:
+    """One GGUF model of a repository: a file, or the parts of a split model in order."""
+
+    files: tuple[RepoFile, ...]
+    quant: str | None
+    kind: str  # "model" or "mmproj"
+
+    @property
+    def path(self) -> str:
+        return self.files[0].path
+
+    @property
+    def size(self) -> int | None:
+        sizes = [f.size for f in self.files]
+        return None if any(s is None for s in sizes) else sum(s or 0 for s in sizes)
+
+    @property
+    def complete(self) -> bool:
+        m = SPLIT_NAME_RE.match(self.path)
+        return m is None or len(self.files) == int(m.group("count"))
+
+
+def repo_models(files: Sequence[RepoFile]) -> list[RepoModel]:
+    """The GGUF models among a repository's files, split parts grouped, largest first
+    (projectors last)."""
+    singles: list[RepoModel] = []
+    groups: dict[tuple[str, str], list[RepoFile]] = {}
+    for f in files:
+        if not f.path.lower().endswith(".gguf"):
+            continue
+        m = SPLIT_NAME_RE.match(f.path)
+        if m:
+            groups.setdefault((m.group("prefix"), m.group("count")), []).append(f)
+            continue
+        kind = "mmproj" if is_mmproj(f.path) else "model"
+        singles.append(RepoModel((f,), quant_of(f.path), kind))
+    for parts in groups.values():
+        parts.sort(key=lambda f: f.path)
+        kind = "mmproj" if is_mmproj(parts[0].path) else "model"
+        singles.append(RepoModel(tuple(parts), quant_of(parts[0].path), kind))
+    return sorted(singles, key=lambda m: (m.kind != "model", -(m.size or 0), m.path))
+
+
+def select_quant(models: Sequence[RepoModel], tag: str) -> list[RepoModel]:
+    """The models whose file names carry the quantization ``tag`` (case-insensitive, as a
+    whole word: Q4_K matches neither Q4_K_M nor IQ4_K); projectors only when asked for.
+    Several matches: those whose quantization is exactly the tag, if any."""
+    pat = re.compile(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9_])", re.IGNORECASE)
+    want_proj = "mmproj" in tag.lower()
+    matched = [
+        m
+        for m in models
+        if (m.kind == "mmproj") == want_proj
+        and (pat.search(m.path.rsplit("/", 1)[-1]) or pat.search(m.path))
+    ]
+    # Q4_K_M also names UD-Q4_K_M's file: the model that is exactly Q4_K_M comes first
+    exact = [m for m in matched if m.quant == tag.upper()]
+    return exact if len(matched) > 1 and exact else matched
+
+
+def select_file(models: Sequence[RepoModel], path: str) -> RepoModel | None:
+    """The model one of whose files is ``path`` (any part of a split model names it)."""
+    for m in models:
+        if any(f.path == path for f in m.files):
+            return m
+    return None
+
+
+def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit") -> list[str]:
+    """A repository's models as a table a user picks from."""
+    n_models = sum(1 for m in models if m.kind == "model")
+    lines = [f"{ref_text}: {n_models} GGUF model(s)"]
+    lines.append(f"  {'quant':<12} {'size':>10}  file")
+    for m in models:
+        label = "mmproj" if m.kind == "mmproj" else (m.quant or "?")
+        size = fmt_bytes(m.size) if m.size is not None else "?"
+        extra = f" ({len(m.files)} parts)" if len(m.files) > 1 else ""
+        if not m.complete:
+            extra += " (parts missing)"
+        if m.kind == "mmproj":
+            extra += " (multimodal projector, not a model)"
+        lines.append(f"  {label:<12} {size:>10}  {m.path}{extra}")
+    example = next((m for m in models if m.kind == "model"), None)
+    if example is not None:
+        pick = example.quant or example.path
+        lines.append(f"choose one: lltui {verb} {ref_text.split('@')[0]}:{pick}")
+    return lines
+
+
+def listing_json(ref_text: str, commit: str | None, models: Sequence[RepoModel]) -> dict[str, Any]:
+    """A repository's models for --json: one entry per model (a split model's parts in it)."""
+    return {
+        "reference": ref_text,
+        "commit": commit,
+        "models": [
+            {
+                "reference": f"{ref_text.split('@')[0]}:{m.path}"
+                + (f"@{ref_text.split('@', 1)[1]}" if "@" in ref_text else ""),
+                "file": m.path,
+                "files": [f.path for f in m.files],
+                "quant": m.quant,
+                "kind": m.kind,
+                "bytes": m.size,
+                "complete": m.complete,
+            }
+            for m in models
+        ],
+    }
+
+
+def choices_line(models: Sequence[RepoModel], limit: int = 8) -> str:
+    """The models as one short line: ``Q4_K_M 4.7 GiB, Q8_0 8.1 GiB, ...``."""
+    shown = [m for m in models if m.kind == "model"]
+    items = [
+        f"{m.quant or m.path} {fmt_bytes(m.size) if m.size is not None else '?'}"
+        for m in shown[:limit]
+    ]
+    if len(shown) > limit:
+        items.append(f"{len(shown) - limit} more")
+    return ", ".join(items) or "none"
+
+
+def split_urls(url: str, count: int) -> list[str] | None:
+    """The URLs of every part of a split model given the URL of one (its path ends in
+    ``-NNNNN-of-NNNNN.gguf``; a query string is kept); None when the name is not a split's."""
+    parts = urlsplit(url)
+    m = SPLIT_NAME_RE.match(parts.path)
+    if m is None or int(m.group("count")) != count:
+        return None
+    prefix = m.group("prefix")
+    return [
+        urlunsplit(parts._replace(path=f"{prefix}-{i + 1:05d}-of-{count:05d}.gguf"))
+        for i in range(count)
+    ]
+
+
+def split_names(path: str, count: int) -> list[str] | None:
+    """The file names of every part of a split model given one (None: not a split name)."""
+    m = SPLIT_NAME_RE.match(path)
+    if m is None or int(m.group("count")) != count:
+        return None
+    return [f"{m.group('prefix')}-{i + 1:05d}-of-{count:05d}.gguf" for i in range(count)]
+
+
+def names_repo(text: str) -> bool:
+    """Whether ``text`` is ``hf:OWNER/REPO[@REV]``: a repository, no file or quantization."""
+    try:
+        ref = parse_ref(text)
+    except RefError:
+        return False
+    return isinstance(ref, HfRef) and ref.selector is None

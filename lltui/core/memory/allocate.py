@@ -1,0 +1,225 @@
+"""One estimate at fixed settings: every buffer llama.cpp allocates, summed per device and
+for the host, against the free memory of each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+from lltui.core.gguf.model import GgufModel
+from lltui.core.gguf.types import GGML_TYPES, type_from_name
+from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.common import CPU, backend_of
+from lltui.core.memory.compute import compute_buffers
+from lltui.core.memory.compute_graph import ComputeLayout
+from lltui.core.memory.context import Resolved, layer_devices, resolve_context
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams
+from lltui.core.memory.kv import KvCache, kv_caches, output_buffer, rs_buffers
+from lltui.core.memory.placement import TensorPlacement, place_tensors
+from lltui.core.memory.results import (
+    DeviceEstimate,
+    FitOptions,
+    FitResult,
+    HostEstimate,
+    model_summary,
+)
+
+# What an estimate says when the file of a part was not read (estimate() with ExtraModels
+# counts it and drops the line).
+NOT_COUNTED = {
+    "draft": "the draft model (-md) is not included",
+    "mmproj": "the multimodal projector (--mmproj) is not included",
+    "lora": "the LoRA adapters (--lora) are not included",
+}
+
+# A placement already made: (placements, weights buffer sizes, device index of each layer).
+Placed = tuple[list[TensorPlacement], dict[str, int], tuple[int, ...]]
+# Bytes per owner (a device name, or CPU for the host) and slot (weights, kv, output, compute).
+_PerOwner = dict[str, dict[str, int]]
+
+
+def pipeline_parallel(
+    hp: Hparams, r: Resolved, st: LlamaArgs, devices: Sequence[DeviceSpec]
+) -> bool:
+    """llama_context turns pipeline parallelism on only for a full layer split."""
+    return (
+        len(devices) > 1
+        and r.n_gpu_layers > hp.n_layer_all
+        and st.split_mode == "layer"
+        and st.kv_offload
+        and not st.overrides
+    )
+
+
+def estimate_once(
+    model: GgufModel,
+    hp: Hparams,
+    st: LlamaArgs,
+    all_devs: Sequence[DeviceSpec],
+    devs: Sequence[DeviceSpec],
+    opts: FitOptions,
+    placed: Placed | None = None,
+) -> FitResult:
+    """The estimate for exactly these settings (no search); ``placed`` reuses a placement
+    made for the same layers and devices."""
+    r = resolve_context(hp, st, server=opts.server)
+    devs = tuple(devs)
+    if placed is None:
+        ldev = _layer_devices(hp.n_layer_all, r.n_gpu_layers, devs, tuple(st.tensor_split))
+        placements, wbufs = place_tensors(
+            model, hp, st, devs, ldev, all_devices=all_devs, repack_profile=opts.repack_profile
+        )
+    else:
+        placements, wbufs, ldev = placed
+    kv = _kv_caches(hp, r, st, devs, tuple(ldev))
+    pp = pipeline_parallel(hp, r, st, devs)
+
+    # every buffer as llama.cpp logs it: (name, kind, bytes)
+    out_name, out_bytes = output_buffer(hp, r, st, devs, ldev[hp.n_layer_all])
+    buffers: list[tuple[str, str, int]] = [(n, "model", b) for n, b in wbufs.items()]
+    buffers.append((out_name, "output", out_bytes))
+    for cache in kv:
+        buffers.extend((n, "KV", b) for n, b in cache.buffers)
+    buffers.extend((n, "RS", b) for n, b in rs_buffers(hp, r, st, devs, ldev).items())
+    compute = compute_buffers(ComputeLayout(hp, r, st, devs, ldev, placements, pp))
+    buffers.extend((n, "compute", b) for n, b in compute.sizes.items())
+
+    per = _per_owner(buffers, devs)
+    dev_layers: dict[str, list[int]] = {}
+    for il, di in enumerate(ldev):
+        dev_layers.setdefault(devs[di].name if di >= 0 else CPU, []).append(il)
+    estimates = _device_estimates(per, dev_layers, devs, ldev[hp.n_layer_all], opts)
+    host = _host_estimate(per, wbufs)
+    estimates.append(_cpu_estimate(host, dev_layers, ldev[hp.n_layer_all], opts))
+    return FitResult(
+        model=model_summary(model, hp),
+        resolved=r,
+        settings=st,
+        devices=tuple(estimates),
+        host=host,
+        buffers=tuple(buffers),
+        kv=tuple(kv),
+        placements=tuple(placements),
+        layer_devices=tuple(devs[i].name if i >= 0 else CPU for i in ldev),
+        pipeline_parallel=pp,
+        fits=all(e.fits is not False for e in estimates),
+        max_ctx=None,
+        warnings=_warnings(hp, r, st),
+        compute_exact=compute.exact,
+    )
+
+
+# Layers' devices and KV caches do not hang on the weights' types: worked out once for all
+# the quants of a model at the same settings.
+_layer_devices = lru_cache(maxsize=64)(layer_devices)
+
+
+@lru_cache(maxsize=64)
+def _kv_caches(
+    hp: Hparams, r: Resolved, st: LlamaArgs, devs: tuple[DeviceSpec, ...], ldev: tuple[int, ...]
+) -> tuple[KvCache, ...]:
+    return tuple(kv_caches(hp, r, st, devs, ldev))
+
+
+def _per_owner(buffers: Sequence[tuple[str, str, int]], devs: Sequence[DeviceSpec]) -> _PerOwner:
+    """Buffer bytes summed per device (the host as CPU) and slot."""
+    names = {d.name for d in devs}
+    per: _PerOwner = {}
+    for name, kind, nbytes in buffers:
+        slot = {"model": "weights", "KV": "kv", "RS": "kv"}.get(kind, kind)
+        slots = per.setdefault(name if name in names else CPU, {})
+        slots[slot] = slots.get(slot, 0) + nbytes
+    return per
+
+
+def _device_estimates(
+    per: _PerOwner,
+    dev_layers: dict[str, list[int]],
+    devs: Sequence[DeviceSpec],
+    out_dev: int,
+    opts: FitOptions,
+) -> list[DeviceEstimate]:
+    """Each offload device's totals; CUDA ones keep the margin free on top."""
+    estimates = []
+    for d in devs:
+        p = per.get(d.name, {})
+        total = p.get("weights", 0) + p.get("kv", 0) + p.get("compute", 0)
+        margin = opts.margin_bytes if backend_of(d) == "cuda" else 0
+        estimates.append(
+            DeviceEstimate(
+                name=d.name,
+                kind=d.kind,
+                layers=tuple(dev_layers.get(d.name, ())),
+                weights_bytes=p.get("weights", 0),
+                kv_bytes=p.get("kv", 0),
+                compute_bytes=p.get("compute", 0),
+                total_bytes=total,
+                unaccounted_bytes=margin,
+                free_bytes=d.free_bytes,
+                fits=None if d.free_bytes is None else total + margin <= d.free_bytes,
+                description=d.description,
+                output_layer=out_dev >= 0 and devs[out_dev] is d,
+                device_name=d.device_name,
+            )
+        )
+    return estimates
+
+
+def _host_estimate(per: _PerOwner, wbufs: dict[str, int]) -> HostEstimate:
+    hostp = per.get(CPU, {})
+    return HostEstimate(
+        weights_bytes=hostp.get("weights", 0),
+        mapped_bytes=wbufs.get("CPU_Mapped", 0),
+        kv_bytes=hostp.get("kv", 0),
+        output_bytes=hostp.get("output", 0),
+        compute_bytes=hostp.get("compute", 0),
+        total_bytes=(
+            hostp.get("weights", 0)
+            + hostp.get("kv", 0)
+            + hostp.get("output", 0)
+            + hostp.get("compute", 0)
+        ),
+    )
+
+
+def _cpu_estimate(
+    host: HostEstimate, dev_layers: dict[str, list[int]], out_dev: int, opts: FitOptions
+) -> DeviceEstimate:
+    """The host as the last device row: its total leaves out the output buffer, its
+    verdict does not."""
+    free = opts.host_free_bytes
+    return DeviceEstimate(
+        name=CPU,
+        kind="cpu",
+        layers=tuple(dev_layers.get(CPU, ())),
+        weights_bytes=host.weights_bytes,
+        kv_bytes=host.kv_bytes,
+        compute_bytes=host.compute_bytes,
+        total_bytes=host.total_bytes - host.output_bytes,
+        unaccounted_bytes=0,
+        free_bytes=free,
+        fits=None if free is None else host.total_bytes <= free,
+        description="host",
+        output_layer=out_dev < 0,
+    )
+
+
+def _warnings(hp: Hparams, r: Resolved, st: LlamaArgs) -> tuple[str, ...]:
+    """What the estimate leaves out or llama.cpp may refuse at run time."""
+    warnings: list[str] = []
+    if st.draft_model:
+        warnings.append(NOT_COUNTED["draft"])
+    if st.mmproj:
+        warnings.append(NOT_COUNTED["mmproj"])
+    if st.lora:
+        warnings.append(NOT_COUNTED["lora"])
+    if st.split_mode == "tensor":
+        warnings.append("-sm tensor is experimental in llama.cpp; estimated as a layer split")
+        if not r.flash_attn or st.flash_attn == "auto":
+            warnings.append("-sm tensor needs -fa on")
+        if any(GGML_TYPES[type_from_name(t)].quantized for t in (r.type_k, r.type_v)):
+            warnings.append("-sm tensor needs an f16, bf16 or f32 KV cache")
+    if hp.n_layer < hp.n_layer_all:
+        warnings.append(f"{hp.n_layer_all - hp.n_layer} MTP layer(s) are not loaded (no MTP draft)")
+    return tuple(warnings)

@@ -1,0 +1,64 @@
+"""What every part of the estimator shares: llama.cpp's alignment and padding constants, the
+one error type, and how a device's buffers are sized."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from lltui.core.ggml.align import CPU_ALIGNMENT, CUDA_ALIGNMENT, CUDA_MATRIX_ROW_PADDING, pad
+from lltui.core.gguf.types import GGML_TYPES
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.units import MIB
+
+CPU = "CPU"
+KV_PAD = 256  # n_ctx and the SWA cache are padded to this many cells
+DEFAULT_MARGIN = 1024 * MIB  # --fit-target's default: CUDA context, cuBLAS, the pool
+OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH
+SCHED_MAX_COPIES = 4  # GGML_SCHED_MAX_COPIES, the pipeline-parallel input copies
+
+
+__all__ = [
+    "CPU",
+    "CPU_ALIGNMENT",
+    "CUDA_ALIGNMENT",
+    "CUDA_MATRIX_ROW_PADDING",
+    "DEFAULT_MARGIN",
+    "KV_PAD",
+    "OP_OFFLOAD_MIN_BATCH",
+    "SCHED_MAX_COPIES",
+    "FitError",
+    "backend_of",
+    "device_alloc_size",
+    "f32",
+    "pad",
+]
+
+
+class FitError(ValueError):
+    """Settings llama.cpp itself would refuse; the message is one line."""
+
+
+def f32(x: float) -> float:
+    """Round to float32, as llama.cpp's split arithmetic does."""
+    return float(struct.unpack("<f", struct.pack("<f", x))[0])
+
+
+def device_alloc_size(dev: DeviceSpec | None, t_type: int, dims: Sequence[int], nbytes: int) -> int:
+    """Bytes a tensor takes in a device buffer: CUDA pads quantized rows and aligns to 128."""
+    if dev is None or backend_of(dev) == "cpu":
+        return pad(nbytes, CPU_ALIGNMENT)
+    info = GGML_TYPES.get(t_type)
+    size = nbytes
+    ne0 = dims[0] if dims else 1
+    if info is not None and info.quantized and ne0 % CUDA_MATRIX_ROW_PADDING:
+        pad_elems = CUDA_MATRIX_ROW_PADDING - ne0 % CUDA_MATRIX_ROW_PADDING
+        size += pad_elems // info.block_size * info.type_size
+    return pad(size, CUDA_ALIGNMENT)
+
+
+def backend_of(dev: DeviceSpec) -> str:
+    """The backend behind a device: CUDA for local GPUs; RPC servers say in their spec."""
+    if dev.kind == "cuda":
+        return "cuda"
+    return dev.backend or "cuda"

@@ -1,0 +1,394 @@
+"""Compute buffers from llama.cpp's own graph, scheduler and allocator, where modelled.
+
+``planned_compute_buffers`` builds the worst-case graphs sched_reserve reserves (n_ubatch
+tokens against the whole KV cache, then one token per sequence), assigns them to backends
+and splits them as ggml's scheduler does (:mod:`.ggml_sched`), plans each backend's buffer
+with ggml-alloc's rules (:mod:`.ggml_alloc`) and returns the larger peak per backend, the
+sizes llama.cpp logs. Returns None where something is not modelled (the architecture,
+embeddings, -sm tensor), so the caller falls back to the calibrated formula. CPU and RPC
+(CPU backend) results are exact; CUDA ones follow ggml-cuda's allocation rules but are not
+checked against a GPU, so they are marked approximate.
+
+Plans depend on shapes, placement and settings only (weight types only for host weights a
+GPU copies under op offload), so they are cached, and runs of identical layers are planned
+once they repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
+
+from lltui.core.ggml.alloc import plan
+from lltui.core.ggml.bufts import CPU_BUFT, CUDA_BUFT
+from lltui.core.ggml.graph import HOST, REPACK
+from lltui.core.ggml.sched import Backend, schedule
+from lltui.core.gguf.types import type_from_name
+from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.common import CPU, KV_PAD, SCHED_MAX_COPIES, backend_of, pad
+from lltui.core.memory.context import Resolved
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.graph_llama import (
+    LLAMA_FAMILY,
+    LayerShape,
+    LlamaShape,
+    Ubatch,
+    build_llama_graph,
+)
+from lltui.core.memory.hparams import Hparams
+from lltui.core.memory.placement import TensorPlacement
+
+
+@dataclass(frozen=True, slots=True)
+class Backends:
+    """The scheduler's backends: the devices (``cuda`` ones, else RPC servers running the
+    CPU backend), then the CPU; ``n_copies`` > 1 with pipeline parallelism."""
+
+    cuda: tuple[bool, ...] = ()
+    n_copies: int = 1
+    op_offload: bool = True
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.cuda)
+
+    def list(self) -> list[Backend]:
+        devs = [
+            Backend(i, CUDA_BUFT, offload_op=True) if c else Backend(i, CPU_BUFT)
+            for i, c in enumerate(self.cuda)
+        ]
+        return [*devs, Backend(HOST, CPU_BUFT)]
+
+
+def graph_covered(hp: Hparams) -> bool:
+    """Whether the graph of this model is modelled (else the formula is used)."""
+    if hp.arch not in LLAMA_FAMILY or any(hp.is_recurrent):
+        return False
+    if hp.mla != (hp.arch == "deepseek2") or (hp.mla and not hp.kv_lora_rank):
+        return False  # deepseek2 only with MLA (its legacy wkv_b graph is not modelled)
+    if hp.swa_any and (
+        hp.arch not in ("gemma3", "gpt-oss")
+        or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
+    ):
+        return False
+    if hp.n_layer_kv_from_start >= 0:
+        return False
+    if hp.n_layer != hp.n_layer_all and hp.arch not in ("glm4moe", "deepseek2"):
+        return False  # (their MTP layers are not in the graph)
+    return hp.n_layer > 0 and all(h > 0 for h in hp.n_head_kv[: hp.n_layer])
+
+
+def _moved(
+    placements: Sequence[TensorPlacement],
+    layer_dev: Sequence[int],
+    index: dict[str, int],
+    repack_apart: bool = False,
+) -> tuple[tuple[str, int], ...]:
+    """Weights llama.cpp put elsewhere than their layer (-ot, --cpu-moe); with
+    ``repack_apart``, repacked host weights too (no GPU takes their ops)."""
+    out = []
+    for p in placements:
+        if p.layer is None or p.duplicate or p.layer >= len(layer_dev):
+            continue
+        loc = index.get(p.device, HOST)
+        if repack_apart and p.buffer == "CPU_REPACK":
+            loc = REPACK
+        if loc != layer_dev[p.layer]:
+            out.append((p.name, loc))
+    return tuple(sorted(out))
+
+
+@lru_cache(maxsize=64)  # the same for every quant of a model with these settings
+def llama_shape(
+    hp: Hparams,
+    r: Resolved,
+    tensor_names: frozenset[str],
+    layer_dev: tuple[int, ...] = (),
+    moved: tuple[tuple[str, int], ...] = (),
+    kv_host: bool = False,
+    swa_full: bool = False,
+) -> LlamaShape:
+    layers = []
+    for il in range(hp.n_layer):
+        moe = f"blk.{il}.ffn_gate_inp.weight" in tensor_names
+        layers.append(LayerShape(hp.n_head[il], hp.n_head_kv[il], 0 if moe else hp.n_ff[il], moe))
+    # the repeating layers' devices, then the output's (MTP layers are not in the graph)
+    used = (*layer_dev[: hp.n_layer], layer_dev[-1]) if layer_dev else ()
+    devs = tuple(d if d >= 0 else HOST for d in used)
+    return LlamaShape(
+        n_embd=hp.n_embd,
+        n_vocab=hp.n_vocab,
+        head_k=hp.head_k,
+        head_v=hp.head_v,
+        layers=tuple(layers),
+        n_expert=hp.n_expert,
+        n_expert_used=hp.n_expert_used,
+        n_ff_exp=hp.n_ff_exp,
+        qkv_bias="blk.0.attn_q.bias" in tensor_names or "blk.0.attn_qkv.bias" in tensor_names,
+        wo_bias="blk.0.attn_output.bias" in tensor_names,
+        qk_norm="blk.0.attn_q_norm.weight" in tensor_names,
+        output_bias="output.bias" in tensor_names,
+        flash_attn=r.flash_attn,
+        type_k=int(type_from_name(r.type_k)),
+        type_v=int(type_from_name(r.type_v)),
+        kv_size=r.n_ctx_seq,
+        n_stream=r.n_stream,
+        kv_unified=r.kv_unified,
+        layer_dev=devs if any(d != HOST for d in devs) else (),
+        moved=moved,
+        kv_host=kv_host,
+        full_offload=r.n_gpu_layers > hp.n_layer_all,
+        gemma3=hp.arch == "gemma3",
+        phi3=hp.arch == "phi3",
+        gpt2=hp.arch in ("gpt2", "starcoder"),
+        oss=hp.arch == "gpt-oss",
+        attn_temp=hp.arch in ("mistral3", "deepseek2") and hp.attn_temp_scale != 0.0,
+        mla=_mla(hp, tensor_names),
+        **_routing(hp, tensor_names),
+        fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
+        swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
+        kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
+    )
+
+
+def _mla(hp: Hparams, tensor_names: Collection[str]) -> tuple[int, ...]:
+    if not hp.mla:
+        return ()
+    lite = "blk.0.attn_q.weight" in tensor_names
+    k_mla, v_mla = hp.head_k_mla or hp.head_k, hp.head_v_mla or hp.head_v
+    return (hp.kv_lora_rank, 0 if lite else hp.q_lora_rank, k_mla, v_mla, hp.n_rot)
+
+
+@lru_cache(maxsize=64)  # the names are the same for every quant of a model
+def _routing(hp: Hparams, tensor_names: frozenset[str]) -> Mapping[str, Any]:
+    """How build_moe_ffn routes for this architecture (the arguments its graph passes);
+    read-only, as the cache hands the same one to every caller."""
+    glm = hp.arch in ("glm4moe", "deepseek2")  # sigmoid-or-softmax routing, shared experts
+    shexp = any(n.endswith("ffn_up_shexp.weight") for n in tensor_names)
+    return MappingProxyType(
+        {
+            "gating": hp.expert_gating or (2 if hp.arch == "glm4moe" else 1),
+            "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
+            "norm_w": hp.expert_weights_norm if glm else hp.arch not in ("gpt-oss", "qwen2moe"),
+            "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
+            "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
+            "glm4moe": hp.arch == "glm4moe",
+            "groups": (hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
+            "shexp_gated": hp.arch == "qwen2moe" and shexp,
+            "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
+        }
+    )
+
+
+def _swa_cells(hp: Hparams, r: Resolved, swa_full: bool) -> int:
+    """The sliding-window cache's cells per stream (llama_kv_cache_iswa)."""
+    if swa_full:
+        return r.n_ctx_seq
+    window = hp.n_swa * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch
+    return pad(min(r.n_ctx_seq, window), KV_PAD)
+
+
+def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
+    """sched_reserve's two graphs: the prompt batch and one token per sequence."""
+    n_seqs = r.n_seq_max
+    n_tokens = min(r.n_ctx, r.n_ubatch)
+    n_out = min(n_tokens, r.n_outputs_max)
+    if n_tokens % n_seqs:
+        n_tokens = (n_tokens + n_seqs - 1) // n_seqs * n_seqs
+    return Ubatch(n_tokens, n_seqs, n_out), Ubatch(n_seqs, n_seqs, n_seqs)
+
+
+# Runs of identical layers (same shape, device and weight placement) leave each allocator in
+# the same state after the first few: a model whose runs are cut to PERIODIC_FROM + 1 and to
+# PERIODIC_FROM + 2 layers (the last layer, which keeps only the output rows, stays) that
+# plans the same stands for any depth; otherwise every layer is planned.
+PERIODIC_FROM = 2
+
+
+def _by_layer(entries: Sequence[tuple[str, int]]) -> dict[int, frozenset[tuple[str, int]]]:
+    """(name, value) entries of blk.N weights, per layer N, the name without its prefix."""
+    out: dict[int, set[tuple[str, int]]] = {}
+    for name, value in entries:
+        parts = name.split(".", 2)
+        if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+            out.setdefault(int(parts[1]), set()).add((parts[2], value))
+    return {il: frozenset(v) for il, v in out.items()}
+
+
+def _renumbered(
+    entries: Sequence[tuple[str, int]], kept: Sequence[int]
+) -> tuple[tuple[str, int], ...]:
+    per = _by_layer(entries)
+    out = [(name, v) for name, v in entries if not name.startswith("blk.")]
+    for new, old in enumerate(kept):
+        out.extend((f"blk.{new}.{suffix}", v) for suffix, v in per.get(old, ()))
+    return tuple(sorted(out))
+
+
+def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
+    """``shape`` with every run of identical layers cut to ``keep`` layers; None when no
+    run is longer."""
+    n = len(shape.layers)
+    moves = _by_layer(shape.moved)
+    types = _by_layer(shape.weight_types)
+    dev = shape.layer_dev or (HOST,) * (n + 1)
+
+    swa = shape.swa or (False,) * n
+
+    def sig(il: int) -> tuple[object, ...]:
+        empty: frozenset[tuple[str, int]] = frozenset()
+        return (shape.layers[il], dev[il], swa[il], moves.get(il, empty), types.get(il, empty))
+
+    kept: list[int] = []
+    run = 0
+    for il in range(n):
+        run = run + 1 if il and il != n - 1 and sig(il) == sig(il - 1) else 1
+        if il == n - 1 or run <= keep:
+            kept.append(il)
+    if len(kept) == n:
+        return None
+    return replace(
+        shape,
+        layers=tuple(shape.layers[il] for il in kept),
+        layer_dev=(*(dev[il] for il in kept), dev[n]) if shape.layer_dev else (),
+        swa=tuple(swa[il] for il in kept) if shape.swa else (),
+        moved=_renumbered(shape.moved, kept),
+        weight_types=_renumbered(shape.weight_types, kept),
+    )
+
+
+def plan_every_layer(
+    shape: LlamaShape, ub: Ubatch, backends: Backends = Backends()
+) -> tuple[int, ...]:
+    """Each backend's buffer (devices, then the CPU) for the graph of ``ub``."""
+    graph = build_llama_graph(shape, ub)
+    bes = backends.list()
+    if backends.n_devices == 0:
+        return tuple(plan(graph, [CPU_BUFT]))
+    sched = schedule(graph, bes, op_offload=backends.op_offload, n_copies=backends.n_copies)
+    return tuple(plan(sched, [b.buft for b in bes]))
+
+
+@lru_cache(maxsize=512)
+def planned_peak(shape: LlamaShape, ub: Ubatch, backends: Backends = Backends()) -> tuple[int, ...]:
+    """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened)."""
+    short = shortened(shape, PERIODIC_FROM + 1)
+    longer = shortened(shape, PERIODIC_FROM + 2)
+    if short is not None and longer is not None:
+        a = plan_every_layer(short, ub, backends)
+        if a == plan_every_layer(longer, ub, backends):
+            return a
+    return plan_every_layer(shape, ub, backends)
+
+
+def _host_weight_types(
+    placements: Sequence[TensorPlacement], n_layer_all: int
+) -> tuple[tuple[str, int], ...]:
+    """Types of the layer and output weights in host memory, which op offload copies."""
+    out = []
+    for p in placements:
+        if p.device != CPU or p.layer is None:
+            continue
+        name = "output.weight" if p.layer == n_layer_all and p.duplicate else p.name
+        out.append((name, p.type_id))
+    return tuple(sorted(out))
+
+
+# optional tensors that add nodes the builder does not make
+_UNMODELLED = ("attn_norm.bias", "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate.bias")
+
+
+@lru_cache(maxsize=64)
+def _unmodelled_tensors(names: frozenset[str]) -> bool:
+    if any(n.endswith(("ffn_gate_up_exps.weight", "attn_kv_b.weight")) for n in names):
+        return True  # merged gate/up experts, legacy (non-MLA) deepseek2 attention
+    if "output_norm.bias" in names or any(f"blk.0.{n}" in names for n in _UNMODELLED):
+        return True
+    # a fused QKV matrix with separate biases: llama.cpp concatenates them in the graph
+    fused = "blk.0.attn_qkv.weight" in names
+    return fused and "blk.0.attn_q.bias" in names and "blk.0.attn_qkv.bias" not in names
+
+
+def _cpu_like(dev: DeviceSpec) -> bool:
+    return dev.kind == "rpc" and backend_of(dev) == "cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeLayout:
+    """What sizes the compute buffers: the model's hyperparameters and resolved context, the
+    settings, the devices, each layer's device, where every weight went, and whether
+    pipeline parallelism is on."""
+
+    hp: Hparams
+    r: Resolved
+    st: LlamaArgs
+    devices: Sequence[DeviceSpec]
+    layer_dev: Sequence[int]
+    placements: Sequence[TensorPlacement]
+    pipeline_parallel: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """Compute buffer bytes per backend from the graph; ``exact`` where every backend is
+    one whose allocation rules are verified against llama.cpp (the CPU backend, locally or
+    behind RPC). CUDA devices are planned with ggml-cuda's rules but its graph optimiser's
+    extra lifetimes (fused MoE) are not modelled, so they are not called exact."""
+
+    sizes: dict[str, int]
+    exact: bool
+
+
+def planned_compute_buffers(layout: ComputeLayout) -> Planned | None:
+    """Compute buffer per backend from the planned graph; None where not modelled, or where
+    the file's shapes do not make a graph llama.cpp could build (the formula answers)."""
+    try:
+        return _planned(layout)
+    except (ArithmeticError, LookupError, ValueError):
+        return None
+
+
+def _planned(layout: ComputeLayout) -> Planned | None:
+    hp, r, st, devices = layout.hp, layout.r, layout.st, layout.devices
+    layer_dev, placements, pipeline_parallel = (
+        layout.layer_dev,
+        layout.placements,
+        layout.pipeline_parallel,
+    )
+    if not graph_covered(hp) or st.embedding or st.split_mode == "tensor":
+        return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
+    if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
+        return None
+    names = frozenset(p.name for p in placements)
+    if hp.arch not in ("gpt2", "starcoder") and _unmodelled_tensors(names):
+        return None
+    index = {d.name: i for i, d in enumerate(devices)}
+    copies_weights = st.op_offload and any(backend_of(d) == "cuda" for d in devices)
+    shape = llama_shape(
+        hp,
+        r,
+        names,
+        tuple(layer_dev),
+        _moved(placements, layer_dev, index, copies_weights) if devices else (),
+        kv_host=bool(devices) and not st.kv_offload,
+        swa_full=st.swa_full,
+    )
+    if copies_weights:
+        shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))
+    backends = Backends(
+        tuple(backend_of(d) == "cuda" for d in devices),
+        SCHED_MAX_COPIES if pipeline_parallel else 1,
+        st.op_offload,
+    )
+    pp, tg = reserve_ubatches(r)
+    pp_sizes = planned_peak(shape, pp, backends)
+    tg_sizes = planned_peak(shape, tg, backends)
+    sizes = [max(a, b) for a, b in zip(pp_sizes, tg_sizes, strict=True)]
+    out = {d.name: size for d, size in zip(devices, sizes, strict=False) if size > 1}
+    # the CPU backend allocates in the first device's host buffer type (CUDA_Host for CUDA)
+    host = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
+    out[host] = sizes[-1]
+    return Planned(out, all(_cpu_like(d) for d in devices))

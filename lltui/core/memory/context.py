@@ -1,0 +1,188 @@
+"""The settings as llama.cpp resolves them (context, streams, batch sizes, offloaded layers),
+the devices it loads onto, and which device each layer goes to."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lltui.core.gguf.types import GGML_TYPES, type_from_name
+from lltui.core.llama.flags import NGL_ALL, NGL_AUTO, LlamaArgs
+from lltui.core.memory.common import KV_PAD, FitError, f32, pad
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams
+
+# --spec-type values whose drafts the target verifies in one batch per slot
+DRAFT_SPEC_TYPES = frozenset(
+    {"draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark"}
+)
+# tokens the n-gram types draft at most, at llama.cpp's defaults (common_speculative_n_max:
+# their --spec-ngram-*-size-m / --spec-ngram-mod-n-max, 8 for the cache)
+NGRAM_N_MAX = {
+    "ngram-simple": 48,
+    "ngram-map-k": 48,
+    "ngram-map-k4v": 48,
+    "ngram-mod": 64,
+    "ngram-cache": 8,
+}
+
+
+def spec_n_max(st: LlamaArgs) -> int:
+    """The most tokens a step of speculative decoding drafts (common_speculative_n_max)."""
+    n = 0
+    for t in st.spec_types:
+        if t in DRAFT_SPEC_TYPES:
+            n = max(n, st.spec_draft_n_max)
+        n = max(n, NGRAM_N_MAX.get(t, 0))
+    return n
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The numbers llama_context ends up with (``llama_context: n_ctx = ...`` lines)."""
+
+    n_ctx: int
+    n_ctx_seq: int
+    n_stream: int
+    n_seq_max: int
+    kv_unified: bool
+    n_batch: int
+    n_ubatch: int
+    n_outputs_max: int
+    type_k: str
+    type_v: str
+    flash_attn: bool  # as the KV cache is created (-fa auto counts as on)
+    flash_attn_mode: str
+    n_gpu_layers: int  # resolved: layers offloaded out of n_layer_all + 1
+    split_mode: str
+    tensor_split: tuple[float, ...]  # as given (or free memory), one per device
+    main_gpu: int
+
+
+def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resolved:
+    """n_ctx, n_ctx_seq, streams, batch sizes: llama-server's and llama_context's rules."""
+    np_ = st.n_parallel_resolved
+    unified = st.kv_unified_resolved
+    n_stream = 1 if unified else np_
+    n_ctx_in = st.n_ctx
+    if st.kv_unified_per_slot > 0 and n_ctx_in == 0:
+        n_ctx_in = np_ * st.kv_unified_per_slot
+    if n_ctx_in == 0:
+        # fit resolves an unset context to the training context for each stream
+        n_ctx_in = hp.n_ctx_train * (n_stream if st.fit else 1)
+    if n_ctx_in <= 0:
+        raise FitError("the model has no context_length and -c is not set")
+    n_batch = st.n_batch
+    n_ubatch = st.n_ubatch
+    if server and st.embedding and n_batch > n_ubatch:
+        n_batch = n_ubatch
+    # llama-server's output limits: a batch of outputs for embeddings and pooled models
+    # (server_output_limits), else one per slot, and one per drafted token too when
+    # speculative decoding is on (common_speculative_get_output_limits)
+    pooled = st.embedding or st.pooling not in (None, "none")
+    n_outputs_server = n_batch if pooled else min(n_batch, np_ * (1 + spec_n_max(st)))
+    if hp.causal:
+        # with causal attention the batch is limited by the context (taken before padding)
+        n_batch = min(n_ctx_in, n_batch)
+    n_ubatch = min(n_batch, n_ubatch)
+    n_ctx = pad(n_ctx_in, KV_PAD)
+    if unified:
+        n_ctx_seq = n_ctx
+    else:
+        n_ctx_seq = pad(n_ctx // np_, KV_PAD)
+        if n_ctx_seq == 0:
+            raise FitError("n_ctx_seq == 0: the context is too small for -np slots")
+        n_ctx = n_ctx_seq * np_
+    type_v_quant = GGML_TYPES[type_from_name(st.type_v)].quantized
+    if st.flash_attn == "off" and type_v_quant:
+        raise FitError("quantized V cache (-ctv) requires flash attention; -fa off refuses it")
+    if hp.mla and st.type_k != st.type_v:
+        raise FitError("MLA models need the same K and V cache types (-ctk and -ctv)")
+    n_outputs_max = n_outputs_server if server else n_batch
+    ngl = st.n_gpu_layers
+    if ngl in (NGL_AUTO, NGL_ALL) or ngl < 0:
+        ngl = hp.n_layer_all + 1
+    return Resolved(
+        n_ctx=n_ctx,
+        n_ctx_seq=n_ctx_seq,
+        n_stream=n_stream,
+        n_seq_max=np_,
+        kv_unified=unified,
+        n_batch=n_batch,
+        n_ubatch=n_ubatch,
+        n_outputs_max=n_outputs_max,
+        type_k=st.type_k,
+        type_v=st.type_v,
+        flash_attn=st.flash_attn != "off",
+        flash_attn_mode=st.flash_attn,
+        n_gpu_layers=min(ngl, hp.n_layer_all + 1),
+        split_mode=st.split_mode,
+        tensor_split=st.tensor_split,
+        main_gpu=st.main_gpu,
+    )
+
+
+def select_devices(available: Sequence[DeviceSpec], st: LlamaArgs) -> tuple[DeviceSpec, ...]:
+    """The devices llama.cpp loads onto: -dev picks (in its order), -sm none keeps -mg."""
+    devs = list(available)
+    if st.devices is not None:
+        by_name: dict[str, DeviceSpec] = {}
+        for d in available:
+            by_name.setdefault(d.device_name, d)
+            by_name.setdefault(d.name, d)
+        picked = []
+        for name in st.devices:
+            if name not in by_name:
+                known = ", ".join(d.device_name for d in available) or "none"
+                raise FitError(f"invalid device: {name} (devices: {known})")
+            picked.append(by_name[name])
+        devs = picked
+    if st.split_mode == "none" and devs:
+        if st.main_gpu < 0:
+            devs = []
+        elif st.main_gpu >= len(devs):
+            raise FitError(
+                f"invalid value for main_gpu: {st.main_gpu} (available devices: {len(devs)})"
+            )
+        else:
+            devs = [devs[st.main_gpu]]
+    if st.split_mode == "row" and devs:
+        raise FitError(
+            f"device {devs[0].device_name} does not support split buffers: -sm row fails "
+            "in this llama.cpp (use -sm layer, or -sm tensor)"
+        )
+    return tuple(devs)
+
+
+def layer_devices(
+    n_layer_all: int, ngl: int, devices: Sequence[DeviceSpec], tensor_split: Sequence[float]
+) -> tuple[int, ...]:
+    """Device index of each layer 0..n_layer_all (the last is the output layer); -1 = CPU.
+
+    llama.cpp offloads the last ``ngl`` of the n_layer_all + 1 layers (the output layer
+    first) and splits them at the cumulative, normalised -ts (or free memory) points, in
+    float32."""
+    n = len(devices)
+    if n == 0:
+        return (-1,) * (n_layer_all + 1)
+    splits = [float(x) for x in tensor_split[:n]] + [0.0] * max(0, n - len(tensor_split))
+    if all(x == 0 for x in splits):
+        frees = [d.free_bytes or d.total_bytes or 0 for d in devices]
+        splits = [float(x) for x in frees] if any(frees) else [1.0] * n
+    total = f32(0.0)
+    cum = []
+    for x in splits:
+        total = f32(total + f32(x))
+        cum.append(total)
+    cum = [f32(c / total) for c in cum]
+    start = max(n_layer_all + 1 - ngl, 0)
+    act = min(ngl, n_layer_all + 1)
+    out = []
+    for il in range(n_layer_all + 1):
+        if il < start or il - start >= act:
+            out.append(-1)
+            continue
+        pos = f32(f32(float(il - start)) / act)
+        out.append(min(bisect.bisect_right(cum, pos), n - 1))
+    return tuple(out)

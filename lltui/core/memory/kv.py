@@ -1,0 +1,126 @@
+"""The KV cache per layer and device (GQA, SWA, MLA, quantized types, streams), the
+recurrent state, and the host output buffer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lltui.core.gguf.types import GGML_TYPES, GgmlType, type_from_name
+from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.common import CPU, KV_PAD, FitError, device_alloc_size, pad
+from lltui.core.memory.context import Resolved
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams
+
+
+@dataclass(frozen=True, slots=True)
+class KvCache:
+    """One KV cache of the context (an SWA model has a full one and a windowed one)."""
+
+    swa: bool
+    cells: int
+    layers: tuple[int, ...]
+    k_bytes: int  # ggml_nbytes sums, as ``llama_kv_cache: size = ...`` prints them
+    v_bytes: int
+    buffers: tuple[tuple[str, int], ...]  # (buffer name, allocated bytes)
+
+
+def _row(type_name: str, n: int) -> int:
+    info = GGML_TYPES[type_from_name(type_name)]
+    return n // info.block_size * info.type_size
+
+
+def _check_kv_types(hp: Hparams, r: Resolved) -> None:
+    for tname, head in ((r.type_k, hp.head_k), (r.type_v, hp.head_v)):
+        info = GGML_TYPES[type_from_name(tname)]
+        if info.block_size > 1 and head % info.block_size:
+            raise FitError(
+                f"cache type {tname} needs the head size ({head}) to be a multiple of "
+                f"{info.block_size}"
+            )
+
+
+def kv_caches(
+    hp: Hparams,
+    r: Resolved,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+) -> list[KvCache]:
+    """The KV caches llama_kv_cache (or its iSWA pair) allocates, per layer and device."""
+    if not hp.has_memory:
+        return []
+    layers = [il for il in range(hp.n_layer_all) if hp.has_kv(il)]
+    if not layers:
+        return []
+    _check_kv_types(hp, r)
+    v_trans = not r.flash_attn
+    v_max = max(hp.n_embd_v_gqa(il) for il in range(hp.n_layer_all))
+    groups: list[tuple[bool, int, list[int]]] = []
+    if hp.swa_any:
+        base = r.n_ctx_seq
+        swa = pad(min(base, hp.n_swa * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch), KV_PAD)
+        if st.swa_full:
+            swa = base
+        groups.append((False, base, [il for il in layers if not hp.is_swa[il]]))
+        groups.append((True, swa, [il for il in layers if hp.is_swa[il]]))
+    else:
+        groups.append((False, r.n_ctx_seq, layers))
+    out = []
+    for is_swa, cells, ls in groups:
+        k_total = v_total = 0
+        bufs: dict[str, int] = {}
+        for il in ls:
+            dev_i = layer_dev[il] if st.kv_offload else -1
+            dev = devices[dev_i] if dev_i >= 0 else None
+            buf = dev.name if dev is not None else CPU
+            nk = hp.n_embd_k_gqa(il)
+            nv = v_max if v_trans else hp.n_embd_v_gqa(il)
+            k = _row(r.type_k, nk) * cells * r.n_stream
+            tk = type_from_name(r.type_k)
+            size = device_alloc_size(dev, tk, (nk, cells, r.n_stream), k)
+            k_total += k
+            if not hp.mla:
+                v = _row(r.type_v, nv) * cells * r.n_stream
+                tv = type_from_name(r.type_v)
+                size += device_alloc_size(dev, tv, (nv, cells, r.n_stream), v)
+                v_total += v
+            bufs[buf] = bufs.get(buf, 0) + size
+        out.append(KvCache(is_swa, cells, tuple(ls), k_total, v_total, tuple(bufs.items())))
+    return out
+
+
+def rs_buffers(
+    hp: Hparams,
+    r: Resolved,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+) -> dict[str, int]:
+    """Recurrent state (``RS buffer``): F32 conv and SSM states per sequence and layer."""
+    out: dict[str, int] = {}
+    rows = max(1, r.n_seq_max)
+    for il in range(hp.n_layer):
+        if not hp.is_recurrent[il]:
+            continue
+        dev_i = layer_dev[il] if st.kv_offload else -1
+        dev = devices[dev_i] if dev_i >= 0 else None
+        buf = dev.name if dev is not None else CPU
+        size = 0
+        for n in (hp.n_embd_r, hp.n_embd_s):
+            nbytes = 4 * n * rows
+            size += device_alloc_size(dev, GgmlType.F32, (n, rows), nbytes) if n else 0
+        out[buf] = out.get(buf, 0) + size
+    return out
+
+
+def output_buffer(
+    hp: Hparams, r: Resolved, st: LlamaArgs, devices: Sequence[DeviceSpec], out_dev: int
+) -> tuple[str, int]:
+    """Logits (and embeddings) for n_seq_max outputs, in the output device's host buffer."""
+    floats = hp.n_vocab * r.n_seq_max
+    if st.embedding:
+        floats += hp.n_embd * r.n_seq_max
+    name = "CUDA_Host" if out_dev >= 0 and devices[out_dev].kind == "cuda" else CPU
+    return name, 4 * floats

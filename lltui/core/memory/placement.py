@@ -1,0 +1,348 @@
+"""Which buffer each weight lands in, as llama.cpp's loader picks it (create_tensor): the
+layer's device, -ot overrides, the CPU's repacked, pinned or mapped buffers, tied output
+copies, and the bytes each buffer takes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from lltui.core.gguf.model import GgufModel, GgufTensor
+from lltui.core.gguf.types import GgmlType
+from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams
+
+# CPU_REPACK takes these weight types (for MUL_MAT/MUL_MAT_ID) when the rows interleave:
+# (type, ne1 multiple) per CPU family, from ggml-cpu/repack.cpp.
+REPACK_PROFILES: dict[str, dict[int, int]] = {
+    "x86": {GgmlType.Q4_0: 8, GgmlType.Q4_K: 8, GgmlType.IQ4_NL: 8, GgmlType.MXFP4: 8},
+    "x86-avx512": {
+        GgmlType.Q4_0: 8,
+        GgmlType.Q4_K: 8,
+        GgmlType.IQ4_NL: 8,
+        GgmlType.MXFP4: 8,
+        GgmlType.Q2_K: 8,
+    },
+    "arm": {
+        GgmlType.Q4_0: 4,
+        GgmlType.Q4_K: 8,
+        GgmlType.Q5_K: 8,
+        GgmlType.Q6_K: 8,
+        GgmlType.IQ4_NL: 4,
+        GgmlType.MXFP4: 4,
+        GgmlType.Q8_0: 4,
+        GgmlType.Q1_0: 4,
+    },
+    "none": {},
+}
+
+INPUT_TENSORS = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
+_LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+# Weights every layer shares, created once per buffer type the layers use.
+_SHARED_PER_LAYER = ("rope_freqs.", "rope_factors_long.", "rope_factors_short.")
+
+# buffer kinds
+DEV, HOST, REPACK, PLAIN = "dev", "host", "repack", "cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorPlacement:
+    """Where one weight lands: its buffer (as llama.cpp names it), device and allocated bytes."""
+
+    name: str
+    buffer: str
+    device: str  # "CPU" for host memory
+    nbytes: int
+    alloc_bytes: int
+    layer: int | None  # None: input; n_layer_all: output; else the block
+    duplicate: bool = False  # a second copy (tied output, per-device rope tables)
+    type_id: int = 0  # the ggml type (a GPU computing on a host weight copies it)
+
+
+def _n_dims(dims: Sequence[int]) -> int:
+    for i in range(len(dims) - 1, 0, -1):
+        if dims[i] > 1:
+            return i + 1
+    return 1
+
+
+@lru_cache(maxsize=16384)  # the same names and shapes come back for every quant of a model
+def _matmul_op(name: str, dims: tuple[int, ...]) -> str | None:
+    """MUL_MAT for 2-D weights, MUL_MAT_ID for 3-D expert stacks; None for anything else."""
+    if name.endswith(".bias") or name.startswith(INPUT_TENSORS):
+        return None
+    nd = _n_dims(dims)
+    if nd == 3 and "_exps" in name:
+        return "mul_mat_id"
+    if nd == 2:
+        return "mul_mat"
+    return None
+
+
+def _repack_ok(t: GgufTensor, profile: Mapping[int, int], op: str | None) -> bool:
+    if op is None:
+        return False
+    if op == "mul_mat" and _n_dims(t.dims) != 2:
+        return False
+    multiple = profile.get(t.type)
+    if multiple is None:
+        return False
+    ne1 = t.dims[1] if len(t.dims) > 1 else 1
+    return ne1 % multiple == 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Buft:
+    """A buffer type of llama.cpp's lists: a device's, the pinned host one, repacked, plain."""
+
+    kind: str  # DEV, HOST, REPACK, PLAIN
+    device: int = -1  # device index for DEV and HOST
+
+
+class _Placer:
+    """llama.cpp's buffer type selection (llama-model-loader.cpp create_tensor)."""
+
+    def __init__(
+        self,
+        hp: Hparams,
+        st: LlamaArgs,
+        devices: Sequence[DeviceSpec],
+        all_devices: Sequence[DeviceSpec],
+        layer_dev: Sequence[int],
+        repack_profile: Mapping[int, int],
+    ) -> None:
+        self.hp = hp
+        self.st = st
+        self._override_searches: list[Callable[[str], object]] | None = None
+        self.devices = devices
+        self.layer_dev = layer_dev
+        self.profile = repack_profile if st.repack else {}
+        self.mmap = st.use_mmap
+        host_dev = next((i for i, d in enumerate(devices) if d.kind == "cuda"), None)
+        self.host_dev = host_dev if st.host_buffer else None
+        self.override_targets: dict[str, int] = {}
+        for d in all_devices:
+            if d in devices:
+                self.override_targets[d.name] = list(devices).index(d)
+        self.known_bufts = {CPU, *(d.name for d in all_devices)}
+
+    def cpu_buft(self, t: GgufTensor, op: str | None) -> _Buft:
+        if self.host_dev is not None:
+            # the pinned host buffer comes first in the CPU list; with mmap it becomes CPU
+            return _Buft(PLAIN) if self.mmap else _Buft(HOST, self.host_dev)
+        if _repack_ok(t, self.profile, op):
+            return _Buft(REPACK)
+        return _Buft(PLAIN)
+
+    def cpu_route(self, op: str | None) -> _Buft | None:
+        """The CPU buffer a weight takes where its type does not decide it; None where it
+        does (a matmul weight that CPU_REPACK may take)."""
+        if self.host_dev is None and op is not None and self.profile:
+            return None
+        return _Buft(PLAIN) if self.host_dev is None or self.mmap else _Buft(HOST, self.host_dev)
+
+    def route(self, name: str, list_dev: int, op: str | None) -> _Buft | None:
+        """The buffer of a weight of the layer on ``list_dev`` (-1: the CPU), -ot first;
+        None: the CPU buffer its type picks (:meth:`cpu_buft`)."""
+        if self._override_searches is None:  # compiled once: called per tensor and placement
+            self._override_searches = []
+            if self.st.overrides:  # the pattern engine loads only for -ot/--cpu-moe
+                from lltui.core.llama.tensor_pattern import compile_search
+
+                self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
+        for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
+            if search(name):
+                if ov.buft == CPU:
+                    return self.cpu_route(op)
+                if ov.buft not in self.known_bufts:
+                    raise FitError(
+                        f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
+                        f"(available: {', '.join(sorted(self.known_bufts))})"
+                    )
+                target = self.override_targets.get(ov.buft)
+                if target is None:
+                    raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
+                return _Buft(DEV, target)
+        if list_dev < 0:
+            return self.cpu_route(op)
+        return _Buft(DEV, list_dev)
+
+    def cpu_buffer_name(self, b: _Buft) -> str:
+        if b.kind == HOST:
+            return "CUDA_Host"
+        if b.kind == REPACK:
+            return "CPU_REPACK"
+        return "CPU_Mapped" if self.mmap else CPU
+
+    def placement(
+        self, t: GgufTensor, b: _Buft, layer: int | None, duplicate: bool
+    ) -> TensorPlacement:
+        """The weight in buffer ``b``: a device buffer pads it as that backend does."""
+        if b.kind == DEV:
+            dev = self.devices[b.device]
+            alloc = device_alloc_size(dev, t.type, t.dims, t.nbytes)
+            return TensorPlacement(
+                t.name, dev.name, dev.name, t.nbytes, alloc, layer, duplicate, t.type
+            )
+        alloc = pad(t.nbytes, CPU_ALIGNMENT)
+        buffer = self.cpu_buffer_name(b)
+        return TensorPlacement(t.name, buffer, CPU, t.nbytes, alloc, layer, duplicate, t.type)
+
+
+def place_tensors(
+    model: GgufModel,
+    hp: Hparams,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+    *,
+    all_devices: Sequence[DeviceSpec] | None = None,
+    repack_profile: str = "x86",
+) -> tuple[list[TensorPlacement], dict[str, int]]:
+    """Every weight's buffer, and the size of each weights buffer (mapped spans included)."""
+    plan = _routes(
+        tuple((t.name, t.dims) for t in model.tensors),
+        hp,
+        st,
+        tuple(devices),
+        tuple(all_devices or devices),
+        tuple(layer_dev),
+        repack_profile,
+    )
+    return _place(plan, model.tensors)
+
+
+_NOT_MADE = TensorPlacement("", "", "", 0, 0, None)  # a memo miss (None is a copy not made)
+
+
+def _place(
+    plan: _Plan, tensors: Sequence[GgufTensor]
+) -> tuple[list[TensorPlacement], dict[str, int]]:
+    """The routes applied to weights of given types and sizes (a route and a type decide
+    the buffer), with each buffer's size."""
+    placer, made = plan.placer, plan.made
+    out: list[TensorPlacement] = []
+    sizes: dict[str, int] = {}
+    # mapped spans per file, for tensors left in the plain CPU buffer under mmap
+    spans: dict[int, tuple[int, int]] = {}
+    for i, r in enumerate(plan.routes):
+        t = tensors[r.index]
+        key = (i, t.type, t.nbytes)
+        p = made.get(key, _NOT_MADE)
+        if p is _NOT_MADE:
+            b = r.buft if r.buft is not None else placer.cpu_buft(t, r.op)
+            same = r.apart_from is not None and b == r.apart_from
+            p = made[key] = None if same else placer.placement(t, b, r.layer, r.duplicate)
+        if p is None:
+            continue
+        out.append(p)
+        if p.buffer != "CPU_Mapped":
+            sizes[p.buffer] = sizes.get(p.buffer, 0) + p.alloc_bytes
+            continue
+        lo, hi = spans.get(t.split, (t.file_offset, t.file_offset + t.nbytes))
+        spans[t.split] = (min(lo, t.file_offset), max(hi, t.file_offset + t.nbytes))
+    mapped = sum(hi - lo for lo, hi in spans.values())
+    if mapped:
+        sizes["CPU_Mapped"] = mapped
+    return out, sizes
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where one weight goes as far as its name and shape decide it: ``buft`` None leaves
+    the choice among the CPU's buffer types to its type (repacked or not)."""
+
+    index: int  # in the model's tensor list
+    buft: _Buft | None
+    op: str | None
+    layer: int | None
+    duplicate: bool = False
+    apart_from: _Buft | None = None  # a copy made only where it lands elsewhere than this
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """The routes of a model's weights for one set of settings and devices."""
+
+    placer: _Placer
+    routes: tuple[_Route, ...]
+    # placements by (route, type, bytes) (None: a copy not made), the route and the type
+    # decide the buffer: the quants that give a weight the same type share them
+    made: dict[tuple[int, int, int], TensorPlacement | None] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=32)  # every quant of a model has the same names, shapes and settings
+def _routes(
+    shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    hp: Hparams,
+    st: LlamaArgs,
+    devices: tuple[DeviceSpec, ...],
+    all_devices: tuple[DeviceSpec, ...],
+    layer_dev: tuple[int, ...],
+    repack_profile: str,
+) -> _Plan:
+    """Each weight's route (create_tensor's choice of buffer type), in the file's order."""
+    profile = REPACK_PROFILES.get(repack_profile)
+    if profile is None:
+        raise FitError(f"unknown CPU repack profile {repack_profile!r}")
+    placer = _Placer(hp, st, devices, all_devices, layer_dev, profile)
+    routes: list[_Route] = []
+    for i, (name, dims) in enumerate(shapes):
+        routes.extend(_route_one(placer, i, name, dims, hp, layer_dev))
+    index = {name: i for i, (name, _) in enumerate(shapes)}
+    embd = index.get("token_embd.weight")
+    if embd is not None and "output.weight" not in index and hp.has_memory:
+        # tied embeddings: the output head is a second copy unless it shares the buffer type
+        # (that of the input, never type-dependent: it is no matmul weight)
+        b_in = placer.route("token_embd.weight", -1, None)
+        # overrides see the copy under its own name, token_embd.weight
+        b_out = placer.route("token_embd.weight", layer_dev[hp.n_layer_all], "mul_mat")
+        routes.append(_Route(embd, b_out, "mul_mat", hp.n_layer_all, True, b_in))
+    return _Plan(placer, tuple(routes))
+
+
+@lru_cache(maxsize=16384)
+def _block_of(name: str) -> int | None:
+    """The N of a ``blk.N.`` weight name."""
+    m = _LAYER_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def _route_one(
+    placer: _Placer, i: int, name: str, dims: tuple[int, ...], hp: Hparams, layer_dev: Sequence[int]
+) -> list[_Route]:
+    """One weight of the file: a block's, an input's, a per-layer shared one, or the output's."""
+    n_out = hp.n_layer_all
+    il = _block_of(name)
+    if il is not None:
+        if hp.n_layer <= il < hp.n_layer_all:
+            return []  # MTP block: skipped unless a draft of that kind is loaded
+        list_dev = layer_dev[il] if il < hp.n_layer_all else layer_dev[n_out]
+        op = _matmul_op(name, dims)
+        return [_Route(i, placer.route(name, list_dev, op), op, il)]
+    if name.startswith(INPUT_TENSORS):
+        return [_Route(i, placer.route(name, -1, None), None, None)]
+    if name.startswith(_SHARED_PER_LAYER):
+        out: list[_Route] = []
+        seen: set[_Buft | None] = set()
+        for il in range(hp.n_layer):
+            b = placer.route(name, layer_dev[il], None)
+            if b in seen:
+                continue
+            out.append(_Route(i, b, None, il, duplicate=bool(seen)))
+            seen.add(b)
+        return out
+    if name.startswith("token_embd_norm."):
+        return [_Route(i, placer.route(name, layer_dev[0], None), None, 0)]
+    # everything else belongs to the output layer (output, output_norm, cls, ...)
+    op = _matmul_op(name, dims)
+    return [_Route(i, placer.route(name, layer_dev[n_out], op), op, n_out)]
+
+
+def is_matmul_name(name: str) -> bool:
+    """A weight that a matmul reads: not a norm, not an input table."""
+    return name.endswith(".weight") and "norm" not in name and not name.startswith(INPUT_TENSORS)

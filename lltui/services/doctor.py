@@ -1,0 +1,135 @@
+"""Probes for ``lltui doctor``: driver, NVML, CUDA, nvidia-smi, libnccl, llama-server."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from lltui.core.doctor import ERROR, MISSING, OK, WARN, Check
+
+SMI_TIMEOUT_S = 10.0
+
+
+def check_nvml() -> list[Check]:
+    """NVML, the driver behind it and the CUDA version the driver supports."""
+    try:
+        from lltui.sources.gpu.nvml import probe_nvml
+    except ImportError as exc:
+        return [
+            Check(
+                "nvml",
+                MISSING,
+                f"nvidia-ml-py is not importable: {exc}",
+                hint="pip install nvidia-ml-py (not the package named pynvml)",
+                essential=True,
+            )
+        ]
+    probe = probe_nvml()
+    if not probe.available:
+        return [
+            Check(
+                "nvml",
+                MISSING,
+                probe.reason or "NVML did not initialise",
+                hint=probe.hint
+                or "install the NVIDIA driver, or run lltui where a GPU is visible; "
+                "in a container, pass the GPU in (--gpus all)",
+                essential=True,
+            )
+        ]
+    checks = [
+        Check(
+            "driver",
+            OK,
+            f"NVIDIA driver loaded, {probe.device_count} GPU(s)",
+            version=probe.driver_version,
+            essential=True,
+        ),
+        Check("nvml", OK, "NVML initialised", version=probe.nvml_version, essential=True),
+    ]
+    if probe.cuda_version:
+        checks.append(Check("cuda", OK, "CUDA version the driver supports", probe.cuda_version))
+    else:
+        checks.append(Check("cuda", WARN, "the driver did not report a CUDA version"))
+    if probe.hint:
+        checks.append(Check("nvml-binding", WARN, probe.hint))
+    return checks
+
+
+def check_nvidia_smi(
+    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+) -> Check:
+    path = shutil.which("nvidia-smi")
+    if path is None:
+        return Check(
+            "nvidia-smi",
+            MISSING,
+            "nvidia-smi is not on PATH",
+            hint="it ships with the NVIDIA driver; `lltui topo --file` reads a pasted topo -m",
+        )
+    try:
+        proc = run(
+            [path, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=SMI_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check("nvidia-smi", ERROR, f"{path} did not answer: {exc}")
+    out = (proc.stdout or "").strip().splitlines()
+    if proc.returncode != 0:
+        msg = (proc.stdout + proc.stderr).strip().splitlines()
+        first = msg[0] if msg else f"exit code {proc.returncode}"
+        return Check("nvidia-smi", ERROR, f"{path}: {first}", hint="is the driver loaded?")
+    return Check("nvidia-smi", OK, path, version=out[0].strip() if out else None)
+
+
+def check_nccl() -> Check:
+    try:
+        from lltui.sources.nccl import get_nccl_info
+    except ImportError as exc:
+        return Check("libnccl", ERROR, f"NCCL probe unavailable: {exc}")
+    try:
+        info = get_nccl_info()
+    except Exception as exc:  # a broken library must not break the doctor
+        return Check("libnccl", ERROR, f"libnccl.so.2 could not be read: {exc}")
+    if not info.get("available"):
+        return Check(
+            "libnccl",
+            MISSING,
+            "libnccl.so.2 not found",
+            hint="pip install nvidia-nccl-cu12 (only needed for `lltui nccl bench`)",
+        )
+    return Check("libnccl", OK, str(info.get("path") or "found"), version=info.get("version"))
+
+
+def check_llama_server() -> Check:
+    try:
+        from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server, probe
+    except ImportError as exc:
+        return Check("llama-server", ERROR, f"llama-server probe unavailable: {exc}")
+    try:
+        found = find_llama_server()
+    except LlamaBinaryError as exc:
+        return Check(
+            "llama-server",
+            MISSING,
+            str(exc),
+            hint="lltui llama install   (builds it from source into the user cache)",
+        )
+    try:
+        probed = probe(found.path)
+    except LlamaBinaryError as exc:
+        return Check("llama-server", ERROR, str(exc))
+    version = probed.version.text if probed.version else None
+    return Check("llama-server", OK, str(found.path), version=version)
+
+
+def run_checks() -> list[Check]:
+    checks = check_nvml()
+    checks.append(check_nvidia_smi())
+    checks.append(check_nccl())
+    checks.append(check_llama_server())
+    return checks

@@ -1,0 +1,320 @@
+"""``lltui exporter``: what the monitor samples, served as Prometheus metrics.
+
+One thread samples the source (and the llama-servers followed) every interval and keeps the
+last result; a scrape reads that result and never samples. Families come from
+:mod:`lltui.core.monitor.prom`; ``prometheus_client`` (imported here, lazily by the
+command) writes the exposition text and serves it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from lltui.core.llama.log_models import DevicePlacement
+from lltui.core.monitor.models import RigSample, SourceUnavailable
+from lltui.core.monitor.prom import (
+    DEFAULT_MAX_PROCESSES,
+    Family,
+    LlamaExport,
+    llama_families,
+    rig_families,
+)
+from lltui.sources.gpu.base import GpuSource
+
+LOG_READ_BYTES = 8 * 1024 * 1024  # placement lines come early in a llama-server log
+
+
+def public_url(url: str) -> str:
+    """``url`` without user, password, query or fragment: fit for a label or a message."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return "<unparsable URL>"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+@dataclass(slots=True)
+class LlamaFollow:
+    """One llama-server the exporter follows: its URL, and its log where lltui knows it."""
+
+    url: str
+    log: Path | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+def placement_from_log(path: Path) -> tuple[DevicePlacement, ...]:
+    """Per-device placement from the first part of a llama-server log; () when unreadable."""
+    from lltui.core.llama.log import parse_log
+
+    try:
+        with open(path, "rb") as f:
+            text = f.read(LOG_READ_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ()
+    return parse_log(text).placement()
+
+
+def launched_log(url: str) -> Path | None:
+    """The log ``lltui launch --keep-running`` left for a loopback server on this port."""
+    from lltui.core.llama.address import is_loopback
+    from lltui.sources.llama.session import state_dir
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None or not is_loopback(parts.hostname or ""):
+        return None
+    path = state_dir() / f"llama-server-{port}.log"
+    return path if path.is_file() else None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the last sampling round saw; scrapes read only this."""
+
+    families: tuple[Family, ...] = ()
+    samples_total: int = 0
+    errors_total: int = 0
+    source_up: bool = False
+    last_wall: float | None = None
+    last_error: str | None = None
+
+
+class Sampler:
+    """Samples ``source`` (opened already) and the llama-servers every ``interval_s``."""
+
+    def __init__(
+        self,
+        source: GpuSource,
+        *,
+        host: str,
+        interval_s: float = 1.0,
+        llama: Sequence[LlamaFollow] = (),
+        max_processes: int = DEFAULT_MAX_PROCESSES,
+        llama_timeout_s: float = 2.0,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        from lltui.sources.llama.http import LlamaServerClient
+
+        self.source = source
+        self.host = host
+        self.interval_s = interval_s
+        self.max_processes = max_processes
+        self._follow = list(llama)
+        self._clients = [
+            LlamaServerClient(f.url, api_key=f.api_key, timeout_s=llama_timeout_s)
+            for f in self._follow
+        ]
+        self._placement: dict[int, tuple[float, tuple[DevicePlacement, ...]]] = {}
+        self._xids: dict[str, int] = {}  # XID errors seen per GPU UUID
+        # the last poll of each llama-server; each has its own thread, so that a server that
+        # hangs holds neither the GPUs' round nor the other servers
+        self._llama = [LlamaExport(server=public_url(f.url), up=False) for f in self._follow]
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._snapshot = Snapshot()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_error: str | None = None
+
+    @property
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._snapshot
+
+    def families(self) -> tuple[Family, ...]:
+        """What a scrape serves: the last GPU round and the last poll of each llama-server."""
+        snap = self.snapshot
+        if not self._follow:
+            return snap.families
+        with self._lock:
+            exports = tuple(self._llama)
+        return snap.families + llama_families(exports, host=self.host)
+
+    def sample_once(self, *, with_llama: bool = True) -> Snapshot:
+        """One round of the source (and, unless ``with_llama`` is false, of each
+        llama-server, one after the other); kept for the scrapes."""
+        if with_llama:
+            for i in range(len(self._follow)):
+                self.poll_llama(i)
+        prev = self.snapshot
+        families: list[Family] = []
+        error: str | None = None
+        sample: RigSample | None = None
+        try:
+            sample = self.source.poll()
+        except SourceUnavailable as exc:
+            error = f"source {self.source.name}: {exc}"
+        except Exception as exc:  # a source bug must not end the exporter
+            error = f"source {self.source.name}: {type(exc).__name__}: {exc}"
+        if sample is not None:
+            if sample.error:
+                error = sample.error
+            for g in sample.gpus:
+                seen = len(g.xid_events) + g.xid_dropped
+                self._xids[g.info.uuid] = self._xids.get(g.info.uuid, 0) + seen
+            families.extend(
+                rig_families(
+                    sample,
+                    host=self.host,
+                    max_processes=self.max_processes,
+                    xid_counts=self._xids,
+                )
+            )
+        if error and error != self._last_error and self._on_error is not None:
+            self._on_error(error)
+        self._last_error = error
+        snap = Snapshot(
+            families=tuple(families),
+            samples_total=prev.samples_total + 1,
+            errors_total=prev.errors_total + (1 if sample is None else 0),
+            source_up=sample is not None,
+            last_wall=sample.wall if sample is not None else prev.last_wall,
+            last_error=error,
+        )
+        with self._lock:
+            self._snapshot = snap
+        return snap
+
+    def poll_llama(self, i: int) -> LlamaExport:
+        """Poll the ``i``th llama-server once; kept for the scrapes."""
+        follow, client = self._follow[i], self._clients[i]
+        try:
+            poll = client.poll()
+        except Exception:  # the client bounds every call; this is a last guard
+            export = LlamaExport(server=public_url(follow.url), up=False)
+        else:
+            export = LlamaExport(
+                server=public_url(follow.url),
+                up=poll.ready,
+                state=poll.state,
+                metrics=poll.metrics,
+                slots=poll.slots,
+                props=poll.props,
+                throughput=poll.throughput,
+                placement=self._placement_of(i, follow),
+            )
+        with self._lock:
+            self._llama[i] = export
+        return export
+
+    def _placement_of(self, i: int, follow: LlamaFollow) -> tuple[DevicePlacement, ...]:
+        log = follow.log or launched_log(follow.url)
+        if log is None:
+            return ()
+        try:
+            mtime = os.stat(log).st_mtime
+        except OSError:
+            return ()
+        cached = self._placement.get(i)
+        if cached is not None and cached[0] == mtime:
+            return cached[1]
+        placement = placement_from_log(log)
+        self._placement[i] = (mtime, placement)
+        return placement
+
+    def start(self) -> None:
+        """Sample once now (so the first scrape has data), then on the interval: the source
+        in one thread, each llama-server in a thread of its own."""
+        self.sample_once(with_llama=False)
+        loops: list[tuple[str, Callable[[], object], float]] = [
+            ("lltui-exporter", partial(self.sample_once, with_llama=False), self.interval_s)
+        ]
+        for i in range(len(self._follow)):
+            loops.append((f"lltui-exporter-llama-{i}", partial(self.poll_llama, i), 0.0))
+        for name, step, delay in loops:
+            thread = threading.Thread(target=self._loop, args=(step, delay), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _loop(self, step: Callable[[], object], delay: float) -> None:
+        next_t = time.monotonic() + delay
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
+            step()
+            next_t = max(next_t + self.interval_s, time.monotonic())
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        for client in self._clients:
+            client.close()
+
+
+def to_metric(f: Family) -> Metric:
+    """A prometheus_client family from one of ours. Samples of one family may carry extra
+    labels (a GPU with a PCI id, one without): each sample gets every label name of the
+    family, empty where it has none (Prometheus treats an empty label as absent)."""
+    names: list[str] = []
+    for labels, _v in f.samples:
+        for k, _ in labels:
+            if k not in names:
+                names.append(k)
+    m: GaugeMetricFamily | CounterMetricFamily
+    if f.kind == "counter":
+        m = CounterMetricFamily(f.name, f.help, labels=names, unit=f.unit)
+    else:
+        m = GaugeMetricFamily(f.name, f.help, labels=names, unit=f.unit)
+    for labels, value in f.samples:
+        given = dict(labels)
+        m.add_metric([given.get(k, "") for k in names], value)
+    return m
+
+
+class LltuiCollector(Collector):
+    """Yields the sampler's last snapshot, and how the exporter itself fares."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.sampler.snapshot
+        for f in self.sampler.families():
+            yield to_metric(f)
+        host = (("host", self.sampler.host),)
+        own = (
+            Family("lltui_exporter_samples_total", "counter", "Sampling rounds done.", "",
+                   ((host, float(snap.samples_total)),)),
+            Family("lltui_exporter_sample_errors_total", "counter",
+                   "Sampling rounds whose source failed.", "",
+                   ((host, float(snap.errors_total)),)),
+            Family("lltui_exporter_source_up", "gauge",
+                   "1 when the last round read the source.", "",
+                   ((host, 1.0 if snap.source_up else 0.0),)),
+            Family("lltui_exporter_last_sample_timestamp_seconds", "gauge",
+                   "When the source was last read, seconds since the epoch.", "seconds",
+                   ((host, snap.last_wall),) if snap.last_wall is not None else ()),
+        )  # fmt: skip
+        for f in own:
+            yield to_metric(f)
+
+
+def make_registry(sampler: Sampler) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LltuiCollector(sampler))
+    return registry
+
+
+def serve(registry: CollectorRegistry, host: str, port: int) -> tuple[Any, threading.Thread]:
+    """Serve ``/metrics`` on ``host:port`` in a thread; returns the server and its thread.
+    Raises OSError when the address cannot be bound."""
+    from prometheus_client import start_http_server
+
+    return start_http_server(port, addr=host, registry=registry)

@@ -1,0 +1,385 @@
+"""``replay:FILE`` plays a recording back as a source; ``Recorder`` makes recordings.
+
+The replay source indexes the file when opened (where each sample line starts and its time)
+and reads one line per poll, so a recording of a whole day does not have to fit in memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import IO, Any
+
+from lltui import __version__
+from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.record import (
+    TRUNCATED_HINT,
+    Decoder,
+    Encoder,
+    Recording,
+    RecordingError,
+    RecordingHeader,
+    decode_lines,
+    loads_line,
+    parse_header,
+    sample_from_dict,
+    sample_time,
+)
+from lltui.sources.gpu.base import Clock, GpuSource, wall_clock
+
+END_OF_RECORDING = "end of recording"
+MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header for thousands of GPUs is well under this
+
+
+def read_recording(path: str | os.PathLike[str]) -> Recording:
+    """A whole recording in memory (for tests, tools and short files).
+
+    Raises RecordingError; ``exc.where(path)`` is the one line to show."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return decode_lines(f)
+    except UnicodeDecodeError:
+        raise RecordingError("not an lltui recording (not UTF-8 text)") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    offset: int  # byte offset of the line in the file
+    line: int  # 1-based line number
+    t: float  # recorded monotonic time
+    info: int  # index of the RigInfo in force
+
+
+class RecordingUnreadable(SourceUnavailable):
+    """The file is not a recording lltui can play: bad input rather than a failure."""
+
+
+class ReplaySource:
+    """Plays a recording: at ``speed`` times the recorded pace (the sample whose recorded
+    offset has elapsed on ``clock``), or ``stepped`` (the next sample on every poll).
+
+    Samples keep their recorded values; ``seq`` and ``t`` are renumbered onto the replay's
+    own timeline so looping and the end stay increasing. A poll that finds no new sample due
+    returns the previous one again with the same ``seq``. After the last sample it keeps
+    returning the last one with the error "end of recording", unless ``loop``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        speed: float = 1.0,
+        stepped: bool = False,
+        loop: bool = False,
+        clock: Clock | None = None,
+    ) -> None:
+        if not speed > 0:
+            raise ValueError(f"replay speed must be above 0, got {speed}")
+        self.path = os.fspath(path)
+        self.name = f"replay:{self.path}"
+        self.speed = speed
+        self.stepped = stepped
+        self.loop = loop
+        self._clock = clock or time.monotonic
+        self._file: IO[bytes] | None = None
+        self._entries: list[_Entry] = []
+        self._offsets: list[float] = []  # seconds from the first sample, non-decreasing
+        self._infos: list[RigInfo] = []  # recorded infos, as replayed (source renamed)
+        self._info: RigInfo | None = None
+        self.header: RecordingHeader | None = None
+        self.hints: tuple[str, ...] = ()
+        self._gap = 1.0
+        self._start = 0.0
+        self._step = 0
+        self._ended = 0
+        self._last_pos = -1
+        self._last: RigSample | None = None
+
+    # -- opening ---------------------------------------------------------------------------
+    def _fail(self, exc: RecordingError) -> SourceUnavailable:
+        return RecordingUnreadable(exc.where(self.path))
+
+    def open(self) -> RigInfo:
+        self.close()
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - held open while replaying
+        except FileNotFoundError:
+            raise RecordingUnreadable(f"{self.path}: no such recording") from None
+        except IsADirectoryError:
+            raise RecordingUnreadable(f"{self.path}: is a directory, not a recording") from None
+        except OSError as exc:
+            raise SourceUnavailable(f"{self.path}: {exc.strerror or exc}") from None
+        try:
+            self._index(f)
+        except RecordingError as exc:
+            f.close()
+            raise self._fail(exc) from None
+        except OSError as exc:
+            f.close()
+            raise SourceUnavailable(f"{self.path}: {exc.strerror or exc}") from None
+        self._file = f
+        self._start = self._clock()
+        self._step = 0
+        self._ended = 0
+        self._last_pos = -1
+        self._last = None
+        self._info = self._infos[self._entries[0].info]
+        return self._info
+
+    def _index(self, f: IO[bytes]) -> None:
+        first = f.readline(MAX_HEADER_BYTES)
+        if not first.strip():
+            raise RecordingError("the file is empty; not an lltui recording", 1)
+        if not first.endswith(b"\n") and len(first) >= MAX_HEADER_BYTES:
+            raise RecordingError("the first line is far too long; not an lltui recording", 1)
+        try:
+            text = first.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RecordingError("not an lltui recording (not UTF-8 text)", 1) from None
+        try:
+            obj = loads_line(text, 1)
+        except RecordingError as exc:
+            raise RecordingError(f"not an lltui recording: {exc}", 1) from None
+        self.header = header = parse_header(obj)
+        decoder = Decoder(header)
+        recorded: list[RigInfo] = [header.info]
+        entries: list[_Entry] = []
+        hints: list[str] = []
+        pending: RecordingError | None = None
+        offset = len(first)
+        number = 1
+        for raw in f:
+            number += 1
+            start, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            if pending is not None:
+                raise pending  # a broken line with more after it is corruption, not a cut
+            try:
+                obj = loads_line(raw.decode("utf-8"), number)
+            except UnicodeDecodeError:
+                pending = RecordingError("not UTF-8 text", number)
+                continue
+            except RecordingError as exc:
+                pending = exc
+                continue
+            if "seq" in obj:
+                # Checked in full when played; here only what the timeline needs.
+                entries.append(_Entry(start, number, sample_time(obj, number), len(recorded) - 1))
+                continue
+            decoder.feed(obj, number)  # an info line (or a line that is neither: raises)
+            recorded.append(decoder.info)
+        if pending is not None:
+            hints.append(f"line {pending.line}: {TRUNCATED_HINT}")
+        if not entries:
+            raise RecordingError("the recording has a header but no samples")
+        self._entries = entries
+        offsets: list[float] = []
+        t0 = entries[0].t
+        for e in entries:
+            offsets.append(max(e.t - t0, offsets[-1] if offsets else 0.0))
+        self._offsets = offsets
+        gaps = [b - a for a, b in itertools.pairwise(offsets) if b > a]
+        self._gap = statistics.median(gaps) if gaps else 1.0
+        created = f", recorded {header.created}" if header.created else ""
+        what = header.source or header.info.source
+        note = f"replaying {what}{created}"
+        self.hints = tuple(hints)
+        self._infos = [
+            replace(info, source=self.name, hints=(*info.hints, note, *hints)) for info in recorded
+        ]
+
+    # -- playing -----------------------------------------------------------------------------
+    def _read(self, pos: int) -> RigSample:
+        assert self._file is not None
+        entry = self._entries[pos]
+        self._file.seek(entry.offset)
+        raw = self._file.readline()
+        try:
+            obj = loads_line(raw.decode("utf-8", errors="replace"), entry.line)
+            sample = sample_from_dict(obj, self._infos[entry.info], entry.line)
+        except RecordingError as exc:  # the file changed under us
+            raise self._fail(exc) from None
+        return sample
+
+    def _position(self) -> tuple[int, int, float | None]:
+        """(entry, loops completed, playback seconds) of the sample due now; entry is
+        len(entries) past the end."""
+        n = len(self._entries)
+        if self.stepped:
+            pos = self._step
+            self._step += 1
+            if self.loop:
+                return pos % n, pos // n, None
+            return min(pos, n), 0, None
+        elapsed = (self._clock() - self._start) * self.speed
+        period = self._offsets[-1] + self._gap
+        loops = 0
+        if self.loop:
+            loops = int(elapsed // period)
+            elapsed -= loops * period
+        elif elapsed >= period:
+            return n, 0, elapsed
+        idx = max(0, bisect.bisect_right(self._offsets, elapsed) - 1)
+        return idx, loops, elapsed
+
+    def poll(self) -> RigSample:
+        if self._file is None:
+            self.open()
+        n = len(self._entries)
+        idx, loops, elapsed = self._position()
+        period = self._offsets[-1] + self._gap
+        if idx >= n:
+            self._ended += 1
+            base = self._start + self._offsets[-1]
+            final = self._last
+            if final is None or self._last_pos != n - 1:  # the clock ran past the last one
+                final = replace(self._read(n - 1), seq=n, t=base)
+                self._last, self._last_pos = final, n - 1
+            t = self._start + elapsed if elapsed is not None else base + self._ended * self._gap
+            return replace(
+                final, seq=n + self._ended, t=max(t, final.t), error=END_OF_RECORDING, ended=True
+            )
+        pos = loops * n + idx
+        if pos == self._last_pos and self._last is not None:
+            return self._last
+        recorded = self._read(idx)
+        sample = replace(
+            recorded,
+            seq=pos + 1,
+            t=self._start + loops * period + self._offsets[idx],
+        )
+        self._last_pos = pos
+        self._last = sample
+        self._info = sample.info
+        return sample
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class Recorder:
+    """Writes samples to a JSONL recording: the header first, then one flushed line per
+    sample, so a crash loses at most the line being written (which replay then skips).
+
+    ``write`` may come from the poller thread while ``start``/``close`` come from another;
+    a write after ``close`` is dropped. Samples written before ``start`` make the header
+    from their own rig info.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lltui_version: str = __version__,
+        wall: Clock = wall_clock,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._version = lltui_version
+        self._wall = wall
+        self._lock = threading.Lock()
+        # Opened now so a bad path fails before anything runs (OSError for the caller).
+        self._file: IO[str] | None = open(self.path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        self._encoder: Encoder | None = None
+        self.samples_written = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def _put(self, text: str) -> None:
+        assert self._file is not None
+        self._file.write(text + "\n")
+        self._file.flush()
+
+    def _start_locked(self, info: RigInfo) -> None:
+        self._encoder = Encoder(info)
+        self._put(self._encoder.header(lltui_version=self._version, created=self._wall()))
+
+    def start(self, info: RigInfo) -> None:
+        """Write the header for ``info`` (once; later calls do nothing)."""
+        with self._lock:
+            if self._file is None:
+                raise ValueError(f"{self.path}: the recording is closed")
+            if self._encoder is None:
+                self._start_locked(info)
+
+    def write(self, sample: RigSample) -> None:
+        with self._lock:
+            if self._file is None:
+                return
+            if self._encoder is None:
+                self._start_locked(sample.info)
+            assert self._encoder is not None
+            # One write per line, the line built first: a failure cannot split earlier lines.
+            self._put("\n".join(self._encoder.lines(sample)))
+            self.samples_written += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                finally:
+                    self._file = None
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RecordingSource:
+    """Any GpuSource with its samples teed into a Recorder."""
+
+    def __init__(self, source: GpuSource, recorder: Recorder) -> None:
+        self.source = source
+        self.recorder = recorder
+        self.name = source.name
+
+    def open(self) -> RigInfo:
+        info = self.source.open()
+        self.recorder.start(info)
+        return info
+
+    def poll(self) -> RigSample:
+        sample = self.source.poll()
+        self.recorder.write(sample)
+        return sample
+
+    def close(self) -> None:
+        try:
+            self.source.close()
+        finally:
+            self.recorder.close()
+
+
+def record(
+    source: GpuSource,
+    path: str | os.PathLike[str],
+    count: int,
+    *,
+    sleep: Callable[[float], Any] = time.sleep,
+    interval: float = 0.0,
+) -> int:
+    """Open ``source``, record ``count`` polls into ``path``, close both; the number written."""
+    with Recorder(path) as recorder:
+        tee = RecordingSource(source, recorder)
+        tee.open()
+        try:
+            for i in range(count):
+                if i and interval > 0:
+                    sleep(interval)
+                tee.poll()
+        finally:
+            tee.close()
+        return recorder.samples_written

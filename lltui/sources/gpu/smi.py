@@ -1,0 +1,345 @@
+"""The ``smi`` and ``smi:HOST`` sources: ``nvidia-smi`` queries, locally or through ssh.
+
+Every command is an argv list run without a shell. Over ssh the remote side does hand the
+command to the user's login shell, so every word we send is checked to hold nothing a shell
+would interpret (it is built from our own field table, never from user text).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from lltui.core.monitor.models import (
+    GpuSample,
+    GpuStatic,
+    HostSample,
+    RigInfo,
+    RigSample,
+    SourceUnavailable,
+)
+from lltui.core.monitor.smi_csv import (
+    APP_QUERY_FIELDS,
+    EVENT_REASON_PREFIX,
+    GPU_QUERY_FIELDS,
+    THROTTLE_REASON_PREFIX,
+    SmiAppRow,
+    SmiGpuRow,
+    SmiParseError,
+    canonical_field,
+    gpu_rows,
+    parse_apps,
+    parse_csv,
+    processes_by_gpu,
+    unknown_field,
+)
+from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
+from lltui.sources.gpu.host import HostSampler
+from lltui.sources.ssh import SshTarget
+from lltui.sources.ssh import check_host as check_host
+
+SSH_OPTIONS: tuple[str, ...] = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
+CSV_FORMAT = "--format=csv,noheader,nounits"
+
+# Words sent to a remote shell: letters, digits and . , _ = - only.
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9._,=-]+$")
+_CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9][0-9.]*)")
+_NVML_VERSION = re.compile(r"NVML version\s*:\s*([0-9][0-9.]*)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# argv, timeout in seconds -> result. Tests inject captured outputs through this.
+Runner = Callable[[Sequence[str], float], CommandResult]
+
+
+def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
+    """Run argv without a shell; a missing program or a timeout is a result, not a raise."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except FileNotFoundError:
+        return CommandResult(127, "", f"{argv[0]}: command not found")
+    except PermissionError:
+        return CommandResult(126, "", f"{argv[0]}: permission denied")
+    except subprocess.TimeoutExpired:
+        return CommandResult(124, "", f"{argv[0]} did not answer within {timeout:g} s")
+    except OSError as exc:
+        return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
+    return CommandResult(done.returncode, done.stdout or "", done.stderr or "")
+
+
+def smi_argv(
+    args: Sequence[str], host: str | None = None, target: SshTarget | None = None
+) -> list[str]:
+    """The argv that runs ``nvidia-smi ARGS`` here, on ``host`` through ssh, or on
+    ``target`` through its persistent connection."""
+    if host is None and target is None:
+        return ["nvidia-smi", *args]
+    for word in args:
+        if not _SHELL_SAFE.match(word):
+            raise ValueError(f"refusing to send {word!r} to a remote shell")
+    if target is not None:
+        return target.argv("nvidia-smi", *args)
+    assert host is not None
+    return ["ssh", *SSH_OPTIONS, "--", check_host(host), "nvidia-smi", *args]
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """The most telling line of a command's output: the last non-empty one."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
+PROCESS_TTL_S = 2.0  # as the NVML source reads processes
+
+
+class SmiSource:
+    """GPUs as ``nvidia-smi`` reports them, on this machine or on ``host`` over ssh.
+
+    Fields an older driver rejects are dropped (and remembered) the first time it rejects
+    them. Local samples carry the host's CPU/RAM and process details; remote ones carry
+    what nvidia-smi says and None for the host.
+    """
+
+    def __init__(
+        self,
+        host: str | None = None,
+        *,
+        port: int | None = None,
+        runner: Runner | None = None,
+        timeout: float | None = None,
+        which: Callable[[str], str | None] = shutil.which,
+        host_sampler: HostSampler | None = None,
+        clock: Clock = mono_clock,
+        wall: Clock = wall_clock,
+        process_ttl_s: float = PROCESS_TTL_S,
+    ) -> None:
+        self.host = check_host(host) if host is not None else None
+        # one persistent connection per host (closed by close())
+        self.ssh = SshTarget(self.host, port) if self.host is not None else None
+        self.process_ttl_s = process_ttl_s
+        self._apps: tuple[SmiAppRow, ...] = ()
+        self._apps_t: float | None = None
+        self.name = "smi" if self.ssh is None else f"smi:{self.ssh.label}"
+        self._run = runner or run_command
+        self._timeout = timeout if timeout is not None else (10.0 if host is None else 20.0)
+        self._which = which
+        self._host_sampler = host_sampler
+        self._clock = clock
+        self._wall = wall
+        self._gpu_fields: list[str] = list(GPU_QUERY_FIELDS)
+        self._app_fields: list[str] = list(APP_QUERY_FIELDS)
+        self.dropped_fields: list[str] = []  # fields this driver rejected, in order
+        self._info: RigInfo | None = None
+        self._statics: dict[str, GpuStatic] = {}
+        self._seq = SequenceCounter()
+
+    # -- commands ------------------------------------------------------------------------
+    def _where(self) -> str:
+        return "here" if self.host is None else f"on {self.host}"
+
+    def _failure(self, result: CommandResult) -> str:
+        """One line for a failed command, in words."""
+        out = _one_line(result.stdout)
+        err = _one_line(result.stderr)
+        if self.host is not None and result.returncode == 255:
+            return f"ssh to {self.host} failed: {err or 'no reason given'}"
+        if result.returncode == 127:
+            return f"nvidia-smi is not installed {self._where()}" + (
+                f" ({err})" if err and self.host is not None else ""
+            )
+        if result.returncode == 124:
+            return err or f"nvidia-smi did not answer {self._where()}"
+        reason = out or err or f"exit status {result.returncode}"
+        return f"nvidia-smi failed {self._where()}: {reason}"
+
+    def _query(self, flag: str, fields: list[str]) -> tuple[str, list[str]]:
+        """Run one query; on ``Field "x" is not a valid field to query`` drop x (a rejected
+        ``clocks_event_reasons.*`` swaps in the older ``clocks_throttle_reasons.*`` names)
+        and retry. Each rejected field costs one retry; the field list bounds them."""
+        for _ in range(len(fields) + 2):
+            argv = smi_argv([f"{flag}={','.join(fields)}", CSV_FORMAT], self.host, self.ssh)
+            result = self._run(argv, self._timeout)
+            if result.returncode == 0:
+                return result.stdout, fields
+            rejected = unknown_field(result.stdout + "\n" + result.stderr)
+            if rejected is None or rejected not in fields or len(fields) == 1:
+                raise SourceUnavailable(self._failure(result))
+            if rejected.startswith(EVENT_REASON_PREFIX):
+                # Drivers before 535 call the whole family clocks_throttle_reasons.*
+                fields = [
+                    THROTTLE_REASON_PREFIX + f[len(EVENT_REASON_PREFIX) :]
+                    if f.startswith(EVENT_REASON_PREFIX)
+                    else f
+                    for f in fields
+                ]
+            else:
+                self.dropped_fields.append(rejected)
+                fields = [f for f in fields if f != rejected]
+        raise SourceUnavailable(f"nvidia-smi {self._where()} rejected every field asked for")
+
+    def _gpu_rows(self) -> tuple[tuple[SmiGpuRow, ...], str]:
+        stdout, self._gpu_fields = self._query("--query-gpu", self._gpu_fields)
+        try:
+            table = parse_csv(stdout, self._gpu_fields)
+        except SmiParseError as exc:
+            if "no devices were found" in stdout.lower():
+                raise SourceUnavailable(f"nvidia-smi finds no GPU {self._where()}") from None
+            raise SourceUnavailable(f"nvidia-smi output {self._where()}: {exc}") from None
+        rows = gpu_rows(table)
+        # Lines that are not rows (a GPU nvidia-smi cannot reach prints a sentence instead).
+        chatter = [
+            line.strip()
+            for line in stdout.splitlines()
+            if line.strip() and "," not in line and not line.strip().startswith("[")
+        ]
+        return rows, _one_line("\n".join(chatter))
+
+    def _versions(self) -> tuple[str | None, str | None]:
+        """CUDA and NVML versions from ``nvidia-smi --version`` (drivers 525 and later);
+        None when this driver does not print them."""
+        result = self._run(smi_argv(["--version"], self.host, self.ssh), self._timeout)
+        if result.returncode != 0:
+            return None, None
+        cuda = _CUDA_VERSION.search(result.stdout)
+        nvml = _NVML_VERSION.search(result.stdout)
+        return (cuda.group(1) if cuda else None, nvml.group(1) if nvml else None)
+
+    # -- GpuSource -----------------------------------------------------------------------
+    def open(self) -> RigInfo:
+        if self.host is None and self._which("nvidia-smi") is None:
+            raise SourceUnavailable(
+                "nvidia-smi is not on PATH here (is the NVIDIA driver installed?)"
+            )
+        rows, _ = self._gpu_rows()
+        if not rows:
+            raise SourceUnavailable(f"nvidia-smi lists no GPU {self._where()}")
+        statics = tuple(sorted((r.static for r in rows), key=lambda s: s.index))
+        self._statics = {self._key(s): s for s in statics}
+        cuda, nvml = self._versions()
+        hostname: str | None
+        if self.host is None:
+            hostname = self._host().sample().hostname
+        else:
+            hostname = self.host.rsplit("@", 1)[-1]
+        self._info = RigInfo(
+            source=self.name,
+            driver_version=next((r.driver_version for r in rows if r.driver_version), None),
+            cuda_version=cuda,
+            nvml_version=nvml,
+            hostname=hostname,
+            gpus=statics,
+            hints=self._hints(),
+        )
+        return self._info
+
+    def _hints(self) -> tuple[str, ...]:
+        if not self.dropped_fields:
+            return ()
+        names = ", ".join(canonical_field(f)[0] for f in self.dropped_fields)
+        return (f"this nvidia-smi does not report: {names}",)
+
+    @staticmethod
+    def _key(static: GpuStatic) -> str:
+        return static.uuid or static.pci_bus_id or f"#{static.index}"
+
+    def _known(self, row: GpuStatic) -> GpuStatic | None:
+        """The GPU seen at open that a row is about: by UUID, else bus id, else (for a row
+        whose UUID cannot be read, as on a GPU that needs a reset) by index."""
+        for static in self._statics.values():
+            if row.uuid and static.uuid == row.uuid:
+                return static
+        for static in self._statics.values():
+            if row.pci_bus_id and static.pci_bus_id.lower() == row.pci_bus_id.lower():
+                return static
+        if not row.uuid:
+            for static in self._statics.values():
+                if static.index == row.index:
+                    return static
+        return None
+
+    def _host(self) -> HostSampler:
+        if self._host_sampler is None:  # built on first use: it primes psutil's CPU counter
+            self._host_sampler = HostSampler()
+        return self._host_sampler
+
+    def close(self) -> None:
+        self._info = None
+        if self.ssh is not None:
+            self.ssh.close()  # the host's persistent connection ends with the source
+
+    def poll(self) -> RigSample:
+        if self._info is None:
+            self.open()
+        assert self._info is not None
+        rows, chatter = self._gpu_rows()
+        now, wall = self._clock(), self._wall()
+        errors: list[str] = []
+        # processes change slowly and cost a second nvidia-smi run (an ssh session remotely)
+        if self._apps_t is None or now - self._apps_t >= self.process_ttl_s:
+            self._apps_t = now
+            try:
+                stdout, self._app_fields = self._query("--query-compute-apps", self._app_fields)
+                self._apps = tuple(parse_apps(stdout, self._app_fields))
+            except (SourceUnavailable, SmiParseError) as exc:
+                self._apps = ()
+                errors.append(f"process list: {exc}")
+        apps = self._apps
+
+        seen: dict[str, GpuSample] = {}
+        new_statics: list[GpuStatic] = []
+        for row in rows:
+            static = self._known(row.static)
+            if static is None:  # attached since open: learn it
+                static = row.static
+                self._statics[self._key(static)] = static
+                new_statics.append(static)
+            seen[self._key(static)] = replace(row.sample, info=static)
+        if new_statics or self._hints() != self._info.hints:
+            self._info = replace(
+                self._info,
+                gpus=tuple(sorted(self._statics.values(), key=lambda s: s.index)),
+                hints=self._hints(),
+            )
+        statics = self._info.gpus
+        sampler = self._host() if self.host is None else None
+        procs = processes_by_gpu(apps, statics)
+        if sampler is not None and procs:
+            # enrich all at once: the sampler keeps only the pids of its latest call
+            enriched = iter(sampler.enrich([p for ps in procs.values() for p in ps]))
+            procs = {gpu: tuple(next(enriched) for _ in ps) for gpu, ps in procs.items()}
+        host = sampler.sample() if sampler is not None else HostSample()
+        gpus = []
+        for static in statics:
+            sample = seen.get(self._key(static))
+            if sample is None:
+                reason = "missing from nvidia-smi output" + (f" ({chatter})" if chatter else "")
+                gpus.append(GpuSample(info=static, lost=True, error=reason))
+                continue
+            gpus.append(replace(sample, processes=procs.get(static.index, ())))
+        return RigSample(
+            seq=self._seq.next(),
+            t=now,
+            wall=wall,
+            info=self._info,
+            gpus=tuple(gpus),
+            host=host,
+            error="; ".join(errors) or None,
+        )
