@@ -12,8 +12,9 @@ import speed_published as sp
 from lltui.cli import main
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
+from lltui.core.hardware.gpus import all_gpus, find_gpu
 from lltui.core.llama.flags import parse_llama_args
-from lltui.core.memory.devices import GPU_TABLE, gpu_specs, parse_gpus_spec
+from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.speed.model import estimate_speed
 
 # llama-bench's models, as shapes (the data is a hole in a sparse file)
@@ -127,7 +128,7 @@ NVML_NAMES = [
 
 @pytest.mark.parametrize("name", NVML_NAMES)
 def test_every_nvml_name_is_known(name):
-    hit = gpu_specs(name)
+    hit = find_gpu(name)
     assert hit is not None
     assert parse_gpus_spec(name).devices[0].description == hit.name
 
@@ -160,12 +161,12 @@ def test_short_names(short, full):
 
 
 def test_the_table_has_one_row_per_name_and_sane_numbers():
-    names = [g.name for g in GPU_TABLE]
+    names = [g.name for g in all_gpus()]
     assert len(names) == len(set(names))
-    for g in GPU_TABLE:
+    for g in all_gpus():
         assert g.mib > 4000 and 100 < g.bandwidth_gbs < 10000
         assert g.fp16_tflops > 1 and g.int8_tops > 1 and 3 <= g.pcie_gen <= 6
-    assert gpu_specs("24GiB") is None and gpu_specs("banana") is None
+    assert find_gpu("24GiB") is None and find_gpu("banana") is None
 
 
 def test_fit_json_and_text_carry_speed(tmp_path, capsys):
@@ -196,7 +197,7 @@ def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
 def test_a_present_gpu_reports_its_own_pcie_link(models):
     from dataclasses import replace as dc_replace
 
-    from lltui.core.memory.devices import GpuModel
+    from lltui.core.hardware.gpus import GpuSpec
 
     model = models["llama 8B Q4_0"]
     devs = parse_gpus_spec("4090,4090").devices
@@ -205,8 +206,8 @@ def test_a_present_gpu_reports_its_own_pcie_link(models):
     wide = estimate(model, st, devs, FitOptions(search=False)).speed
     slow = estimate(model, st, narrow, FitOptions(search=False)).speed
     assert slow.link_prefill_ms > wide.link_prefill_ms * 4
-    assert GpuModel.__dataclass_fields__["pcie_width"].default == 16
-    assert gpu_specs("4060 Ti").pcie_width == 8
+    assert GpuSpec.__dataclass_fields__["pcie_width"].default == 16
+    assert find_gpu("4060 Ti").pcie_width == 8
 
 
 def test_devices_from_a_sample_carry_the_pcie_link():
@@ -290,8 +291,8 @@ def test_fake_nvml_gpus_carry_their_memory_bandwidth(monkeypatch):
 
 def test_the_max_q_edition_is_its_own_row():
     # same memory, lower clocks: a distinct NVML name, not the 600 W card's row
-    maxq = gpu_specs("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition")
-    full = gpu_specs("NVIDIA RTX PRO 6000 Blackwell Workstation Edition")
+    maxq = find_gpu("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition")
+    full = find_gpu("NVIDIA RTX PRO 6000 Blackwell Workstation Edition")
     assert maxq is not None and full is not None and maxq != full
     assert maxq.bandwidth_gbs == full.bandwidth_gbs and maxq.int8_tops < full.int8_tops
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import speed_published as sp
 
-from lltui.core.memory.devices import gpu_specs
+from lltui.core.hardware.gpus import find_gpu
 
 POINTS = sp.load_points()
 DECODE_TARGET = 0.20
@@ -74,7 +74,7 @@ def test_the_holdout_median_error(predicted, decode, kind, limit):
 
 def test_the_data_covers_the_generations_splits_and_moe():
     assert len(POINTS) >= 40
-    archs = {gpu_specs(p.gpu).cc for p in POINTS}
+    archs = {find_gpu(p.gpu).cc for p in POINTS}
     # Pascal, Volta, Turing, Ampere (GA100 and GA10x), Ada, Blackwell
     assert {(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (12, 0)} <= archs
     kinds = Counter(p.kind for p in POINTS)
@@ -89,7 +89,7 @@ def test_every_point_names_its_source_and_a_known_gpu():
     assert "llama-bench" in raw["about"]
     assert set(raw["models"]) == {p.model for p in POINTS} <= set(sp.SHAPES)
     for p in POINTS:
-        assert gpu_specs(p.gpu) is not None, p.gpu
+        assert find_gpu(p.gpu) is not None, p.gpu
         assert "github.com" in p.source or "notes" in p.source
         assert p.test[:2] in ("pp", "tg") and p.tps > 0
 

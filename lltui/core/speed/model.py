@@ -22,7 +22,7 @@ offloads large batches), so those are link-bound.
 
 The efficiencies are fitted to published llama-bench results
 (tests/fixtures/llama_bench_published.json, checked by tests/test_speed_published.py); the
-GPU facts come from the one GPU table, :data:`lltui.core.memory.devices.GPU_TABLE`.
+GPU facts come from the one GPU table, :mod:`lltui.core.hardware.gpus`.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from lltui.core.gguf.types import type_info
+from lltui.core.hardware.gpus import GpuSpec, find_gpu
 from lltui.core.hardware.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.memory.common import CPU
-from lltui.core.memory.devices import GpuModel, gpu_specs
 from lltui.core.memory.results import DeviceSpeed, FitResult, SpeedEstimate
 
 if TYPE_CHECKING:
@@ -156,20 +156,20 @@ def _quant_factors(type_id: int) -> tuple[float, float]:
     return next(((d, p) for part, d, p in QUANT_SLOWDOWN if part in tag), (1.0, 1.0))
 
 
-def _gpu(description: str) -> tuple[GpuModel, bool]:
-    hit = gpu_specs(description) if description else None
+def _gpu(description: str) -> tuple[GpuSpec, bool]:
+    hit = find_gpu(description) if description else None
     if hit is not None:
         return hit, False
-    fallback = gpu_specs(ASSUMED_GPU)
+    fallback = find_gpu(ASSUMED_GPU)
     assert fallback is not None
     return fallback, True
 
 
-def _arch(g: GpuModel) -> ArchSpeed:
+def _arch(g: GpuSpec) -> ArchSpeed:
     return ARCH_SPEED.get(g.cc, ARCH_DEFAULT)
 
 
-def _link(a: GpuModel, b: GpuModel) -> tuple[float, float, str]:
+def _link(a: GpuSpec, b: GpuSpec) -> tuple[float, float, str]:
     """(latency s, GB/s, kind) of the hop between two local GPUs. NVLink only where it is on
     the board (SXM/HGX: 6 or more links); a bridge is optional and not assumed."""
     if a.nvlink_links >= 6 and b.nvlink_links >= 6:
@@ -181,7 +181,7 @@ def _link(a: GpuModel, b: GpuModel) -> tuple[float, float, str]:
     return PCIE_HOP_S, lane * width, f"PCIe {gen}.0 x{width}"
 
 
-def _pcie_gbs(g: GpuModel) -> float:
+def _pcie_gbs(g: GpuSpec) -> float:
     return PCIE_GBS_PER_LANE.get(g.pcie_gen, PCIE_GBS_PER_LANE[PCIE_DEFAULT[0]]) * g.pcie_width
 
 
@@ -296,7 +296,7 @@ def _host_speed(name: str, tot: _Part, host_bandwidth_gbs: float) -> DeviceSpeed
     )
 
 
-def _prefill_compute_s(g: GpuModel, tot: _Part) -> float:
+def _prefill_compute_s(g: GpuSpec, tot: _Part) -> float:
     """Seconds of tensor-core work for a ubatch: quantized weights on MMQ (or, on Volta, on
     cuBLAS after dequantizing), F16/BF16 weights and attention on cuBLAS."""
     arch = _arch(g)
@@ -306,7 +306,7 @@ def _prefill_compute_s(g: GpuModel, tot: _Part) -> float:
     return tot.prefill_mmq_flops / (g.int8_tops * 1e12 * arch.mmq) + tot.prefill_f16_flops / f16
 
 
-def _gpu_speed(name: str, tot: _Part, g: GpuModel, assumed: bool) -> DeviceSpeed:
+def _gpu_speed(name: str, tot: _Part, g: GpuSpec, assumed: bool) -> DeviceSpeed:
     arch = _arch(g)
     bw = g.bandwidth_gbs * 1e9 * arch.decode
     dec_mem = tot.decode_read_s_bytes / bw
@@ -329,7 +329,7 @@ def _gpu_speed(name: str, tot: _Part, g: GpuModel, assumed: bool) -> DeviceSpeed
     )
 
 
-def _offloaded_prefill(host: DeviceSpeed, tot: _Part, g: GpuModel) -> DeviceSpeed:
+def _offloaded_prefill(host: DeviceSpeed, tot: _Part, g: GpuSpec) -> DeviceSpeed:
     """Host weights in a prompt's ubatch: copied to the GPU over PCIe (ub >= 32)."""
     copy_s = tot.prefill_bytes / (_pcie_gbs(g) * 1e9)
     cmp_s = _prefill_compute_s(g, tot)
@@ -367,7 +367,7 @@ def estimate_speed(
     ]
     speeds: list[DeviceSpeed] = []
     notes: list[str] = []
-    gpus: dict[str, GpuModel] = {}
+    gpus: dict[str, GpuSpec] = {}
     extra_full_s = 0.0
     for name in order:
         tot = parts[name]
@@ -405,7 +405,7 @@ def estimate_speed(
 
 
 def _links(
-    result: FitResult, ub: int, gpus: Mapping[str, GpuModel], by_name: Mapping[str, object]
+    result: FitResult, ub: int, gpus: Mapping[str, GpuSpec], by_name: Mapping[str, object]
 ) -> tuple[float, float]:
     """Seconds per token and per ubatch on the hops between consecutive layer homes."""
     link_dec = link_pre = 0.0
@@ -466,7 +466,7 @@ def _total(
 
 
 def _hop(
-    a: str, b: str, gpus: Mapping[str, GpuModel], by_name: Mapping[str, object]
+    a: str, b: str, gpus: Mapping[str, GpuSpec], by_name: Mapping[str, object]
 ) -> tuple[float, float]:
     """(latency s, GB/s) from device ``a`` to ``b``."""
     kinds = {getattr(by_name.get(n), "kind", "cuda") for n in (a, b)}

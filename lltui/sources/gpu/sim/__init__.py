@@ -5,7 +5,7 @@ screenshots. See :mod:`lltui.sources.gpu.sim.source`; the rigs are in :mod:`.rig
 
 from __future__ import annotations
 
-from lltui.sources.gpu.sim.profile import GpuModel, ServedModel, SimProfile, cuda_order, render_topo
+from lltui.sources.gpu.sim.profile import ServedModel, SimGpu, SimProfile, cuda_order, render_topo
 from lltui.sources.gpu.sim.rigs import DEFAULT_PROFILE, PROFILES
 from lltui.sources.gpu.sim.source import SimSource, StepClock
 from lltui.sources.gpu.sim.workload import SERVER_PID, phase_at
@@ -14,8 +14,8 @@ __all__ = [
     "DEFAULT_PROFILE",
     "PROFILES",
     "SERVER_PID",
-    "GpuModel",
     "ServedModel",
+    "SimGpu",
     "SimProfile",
     "SimSource",
     "StepClock",

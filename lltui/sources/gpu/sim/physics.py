@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from lltui.core.monitor.models import GpuSample, GpuStatic, HostSample
 from lltui.core.units import GIB, MIB
-from lltui.sources.gpu.sim.profile import GpuModel, SimProfile
+from lltui.sources.gpu.sim.profile import SimGpu, SimProfile
 from lltui.sources.gpu.sim.workload import (
     CUDA_CONTEXT,
     DISPLAY_BYTES,
@@ -54,7 +54,7 @@ class Links(NamedTuple):
 
 
 def gpu_load(
-    g: GpuModel, n: int, share: float, phase: str, *, serving: bool, rng: random.Random
+    g: SimGpu, n: int, share: float, phase: str, *, serving: bool, rng: random.Random
 ) -> Load:
     """Utilisation and power (two draws)."""
     # A layer split is a pipeline: for one stream each GPU is busy for its share of the
@@ -79,7 +79,7 @@ def gpu_load(
     return Load(util, power, busy)
 
 
-def gpu_clocks(g: GpuModel, phase: str, load: Load, *, loaded: bool, rng: random.Random) -> Clocks:
+def gpu_clocks(g: SimGpu, phase: str, load: Load, *, loaded: bool, rng: random.Random) -> Clocks:
     """Temperature (one draw), clocks, P-state and why the clocks are held back."""
     temp = 34.0 + 45.0 * (load.power_w / g.power_limit_w) + rng.gauss(0, 0.5)
     busy_now = load.util > 5
@@ -104,7 +104,7 @@ def gpu_clocks(g: GpuModel, phase: str, load: Load, *, loaded: bool, rng: random
 
 def gpu_links(
     profile: SimProfile,
-    g: GpuModel,
+    g: SimGpu,
     phase: str,
     share: float,
     load: Load,

@@ -1,10 +1,11 @@
-"""What a simulated rig is: published GPU specs, the model its llama-server serves, and how
+"""What a simulated rig is: GPUs from the GPU catalog, the model its llama-server serves, and how
 its GPUs connect, with the ``nvidia-smi topo -m`` text and CUDA order that follow from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lltui.core.hardware.gpus import GpuSpec, gpu
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 
 LEGEND = """\
@@ -20,24 +21,81 @@ Legend:
 """  # noqa: E501
 
 
-@dataclass(frozen=True, slots=True)
-class GpuModel:
-    """Published specs of one GPU model."""
+def _known(value: float | int | bool | None, name: str, what: str) -> float:
+    if value is None:
+        raise ValueError(f"the GPU catalog has no {what} for {name}: a simulated rig needs it")
+    return float(value)
 
-    name: str
-    memory_mib: int
-    power_limit_w: float
-    power_max_w: float
-    idle_w: float
-    max_sm_mhz: int
-    max_mem_mhz: int
-    idle_sm_mhz: int
-    compute_capability: tuple[int, int]
-    pcie_gen: int
-    pcie_width: int
-    has_fan: bool
-    nvlinks: int = 0
+
+@dataclass(frozen=True, slots=True)
+class SimGpu:
+    """A GPU of a simulated rig: a row of the GPU catalog (its name, memory, power, clocks,
+    links) and how fast it decodes beside the others."""
+
+    spec: GpuSpec
     speed: float = 1.0  # relative decode speed: a slower GPU is busier for its share
+
+    @classmethod
+    def of(cls, name: str, speed: float = 1.0) -> SimGpu:
+        """The catalog's GPU ``name``; ValueError when the catalog lacks what the rig needs."""
+        g = cls(gpu(name), speed)
+        for what in ("tdp_w", "power_max_w", "idle_w", "boost_sm_mhz", "idle_sm_mhz"):
+            _known(getattr(g.spec, what), name, what)
+        _known(g.spec.mem_clock_mhz, name, "memory clock")
+        _known(g.spec.fan, name, "fan")
+        return g
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def memory_mib(self) -> int:
+        return self.spec.mib
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        return self.spec.cc
+
+    @property
+    def pcie_gen(self) -> int:
+        return self.spec.pcie_gen
+
+    @property
+    def pcie_width(self) -> int:
+        return self.spec.pcie_width
+
+    @property
+    def nvlinks(self) -> int:
+        return self.spec.nvlink_links
+
+    @property
+    def power_limit_w(self) -> float:
+        return _known(self.spec.tdp_w, self.name, "tdp_w")
+
+    @property
+    def power_max_w(self) -> float:
+        return _known(self.spec.power_max_w, self.name, "power_max_w")
+
+    @property
+    def idle_w(self) -> float:
+        return _known(self.spec.idle_w, self.name, "idle_w")
+
+    @property
+    def max_sm_mhz(self) -> int:
+        return int(_known(self.spec.boost_sm_mhz, self.name, "boost_sm_mhz"))
+
+    @property
+    def idle_sm_mhz(self) -> int:
+        return int(_known(self.spec.idle_sm_mhz, self.name, "idle_sm_mhz"))
+
+    @property
+    def max_mem_mhz(self) -> int:
+        return int(_known(self.spec.mem_clock_mhz, self.name, "memory clock"))
+
+    @property
+    def has_fan(self) -> bool:
+        return bool(self.spec.fan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +131,7 @@ class SideJob:
 class SimProfile:
     name: str
     description: str
-    gpus: tuple[GpuModel, ...]
+    gpus: tuple[SimGpu, ...]
     pci_bus_ids: tuple[str, ...]
     links: dict[tuple[int, int], str]  # (i, j) with i < j -> cell as nvidia-smi prints it
     cpu_affinity: tuple[str, ...]

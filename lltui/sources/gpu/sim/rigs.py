@@ -1,37 +1,16 @@
-"""The simulated rigs: real hardware as its vendors publish it (names, VRAM, power limits,
-clocks, links) and the model each rig serves."""
+"""The simulated rigs: GPUs from the GPU catalog (names, VRAM, power limits, clocks, links)
+and the model each rig serves."""
 
 from __future__ import annotations
 
-from lltui.sources.gpu.sim.profile import GpuModel, ServedModel, SideJob, SimProfile
+from lltui.sources.gpu.sim.profile import ServedModel, SideJob, SimGpu, SimProfile
 
-T4 = GpuModel("Tesla T4", 15360, 70.0, 70.0, 9.0, 1590, 5001, 300, (7, 5), 3, 16, False)
-L4 = GpuModel("NVIDIA L4", 23034, 72.0, 72.0, 16.0, 2040, 6251, 210, (8, 9), 4, 16, False)
-RTX3090 = GpuModel(
-    "NVIDIA GeForce RTX 3090",
-    24576,
-    350.0,
-    400.0,
-    22.0,
-    2100,
-    9751,
-    210,
-    (8, 6),
-    4,
-    16,
-    True,
-    4,
-    speed=0.75,
-)
-RTX4090 = GpuModel(
-    "NVIDIA GeForce RTX 4090", 24564, 450.0, 600.0, 18.0, 3105, 10501, 210, (8, 9), 4, 16, True
-)
-V100_SXM3 = GpuModel(
-    "Tesla V100-SXM3-32GB", 32768, 350.0, 350.0, 52.0, 1597, 958, 135, (7, 0), 3, 16, False, 6
-)
-H100_SXM = GpuModel(
-    "NVIDIA H100 80GB HBM3", 81559, 700.0, 700.0, 70.0, 1980, 2619, 345, (9, 0), 5, 16, False, 18
-)
+T4 = SimGpu.of("Tesla T4")
+L4 = SimGpu.of("NVIDIA L4")
+RTX3090 = SimGpu.of("NVIDIA GeForce RTX 3090", speed=0.75)
+RTX4090 = SimGpu.of("NVIDIA GeForce RTX 4090")
+V100_SXM3 = SimGpu.of("Tesla V100-SXM3-32GB")
+H100_SXM = SimGpu.of("NVIDIA H100 80GB HBM3")
 
 
 def _even_links(n: int, cell: str) -> dict[tuple[int, int], str]:

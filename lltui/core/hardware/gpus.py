@@ -1,0 +1,139 @@
+"""The one catalog of NVIDIA GPU models: what fit, the speed model, topology advice and the
+simulated rigs know of each GPU, read from ``gpus.csv`` beside this module.
+
+One row per model, Pascal on, from NVIDIA's datasheets and architecture whitepapers. Rates
+are dense (no sparsity): ``fp16_tflops`` is the FP16 tensor-core rate with FP16 accumulation
+where it differs (GeForce; without tensor cores, the FP32 rate llama.cpp then runs F16
+matmuls at), ``int8_tops`` the INT8 tensor-core rate (DP4A on Pascal and Volta) that
+quantized matmuls (MMQ) run on. ``mib`` is the memory nvidia-smi reports. Power, clocks and
+the fan are known for the models the simulated rigs use (``None`` elsewhere).
+
+Names are looked up as NVML reports them (``NVIDIA GeForce RTX 4090``, ``NVIDIA
+A100-SXM4-80GB``) or short (``4090``, ``a100-80g``, ``h100``): :func:`find_gpu`.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+CATALOG_FILE = "gpus.csv"
+# words NVML names carry that do not tell models apart
+_NOISE = ("nvidia", "geforce", "tesla", "rtx", "quadro", "gtx")
+# "NVIDIA A100-SXM4-80GB" is the a100-80gb; "H100 80GB HBM3" the h100
+_VARIANT_NOISE = re.compile(
+    r"sxm\d?|hbm\d?e?|generation|workstationedition|serveredition|maxq|edition"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSpec:
+    """One NVIDIA GPU model as its spec sheet gives it."""
+
+    name: str  # as NVML reports it
+    aliases: tuple[str, ...] = ()  # normalised short names besides the NVML name's
+    cc: tuple[int, int]  # compute capability
+    mib: int  # memory as nvidia-smi reports it
+    bandwidth_gbs: float  # memory bandwidth, GB/s
+    fp16_tflops: float
+    int8_tops: float
+    pcie_gen: int
+    pcie_width: int = 16  # lanes of its PCIe link
+    nvlink_links: int = 0  # links per GPU on the SXM/HGX board or bridge; 0: none
+    tdp_w: float | None = None  # default power limit
+    power_max_w: float | None = None  # the most the limit can be raised to
+    idle_w: float | None = None  # power drawn idle, clocks down
+    boost_sm_mhz: int | None = None  # the maximum SM clock NVML reports
+    idle_sm_mhz: int | None = None
+    mem_clock_mhz: int | None = None  # the maximum memory clock NVML reports
+    fan: bool | None = None  # None: not known; datacenter cards are cooled by the chassis
+
+    @property
+    def memory(self) -> str:
+        """HBM or GDDR, by bandwidth and generation."""
+        return "HBM" if self.bandwidth_gbs >= 1500 or self.cc in ((6, 0), (7, 0)) else "GDDR"
+
+
+def normalise_name(name: str) -> str:
+    """``NVIDIA GeForce RTX 4090`` -> ``4090``; ``A100-80GB`` -> ``a10080gb``."""
+    s = name.lower()
+    for word in _NOISE:
+        s = s.replace(word, "")
+    return re.sub(r"[^a-z0-9]", "", s)
+
+
+def _opt_float(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def _opt_int(text: str) -> int | None:
+    return int(text) if text else None
+
+
+def _row(r: dict[str, str]) -> GpuSpec:
+    major, _, minor = r["cc"].partition(".")
+    return GpuSpec(
+        name=r["name"],
+        aliases=tuple(r["aliases"].split()),
+        cc=(int(major), int(minor)),
+        mib=int(r["mib"]),
+        bandwidth_gbs=float(r["bandwidth_gbs"]),
+        fp16_tflops=float(r["fp16_tflops"]),
+        int8_tops=float(r["int8_tops"]),
+        pcie_gen=int(r["pcie_gen"]),
+        pcie_width=int(r["pcie_width"] or 16),
+        nvlink_links=int(r["nvlink_links"] or 0),
+        tdp_w=_opt_float(r["tdp_w"]),
+        power_max_w=_opt_float(r["power_max_w"]),
+        idle_w=_opt_float(r["idle_w"]),
+        boost_sm_mhz=_opt_int(r["boost_sm_mhz"]),
+        idle_sm_mhz=_opt_int(r["idle_sm_mhz"]),
+        mem_clock_mhz=_opt_int(r["mem_clock_mhz"]),
+        fan={"yes": True, "no": False}.get(r["fan"]),
+    )
+
+
+@cache
+def all_gpus() -> tuple[GpuSpec, ...]:
+    """Every GPU of the catalog, in its order (by generation)."""
+    text = resources.files(__package__).joinpath(CATALOG_FILE).read_text(encoding="utf-8")
+    return tuple(_row(r) for r in csv.DictReader(text.splitlines()))
+
+
+@cache
+def _by_key() -> dict[str, GpuSpec]:
+    out: dict[str, GpuSpec] = {}
+    for g in all_gpus():
+        for key in (normalise_name(g.name), *g.aliases):
+            out.setdefault(key, g)
+    return out
+
+
+def find_gpu(name: str) -> GpuSpec | None:
+    """The catalog's row for a GPU named as NVML names it or by a short name; None when it
+    knows no such GPU."""
+    key = normalise_name(name)
+    if not key:
+        return None
+    table = _by_key()
+    hit = table.get(key)
+    if hit is None:
+        # "a100sxm480gb" -> "a10080gb"; "h10080gbhbm3" -> "h10080gb" -> "h100"
+        bare = _VARIANT_NOISE.sub("", key)
+        hit = table.get(bare)
+        if hit is None:
+            hit = table.get(re.sub(r"(\d+)g(b)?$", r"\1gb", bare))
+        if hit is None:
+            hit = table.get(re.sub(r"\d+gb$", "", bare))
+    return hit
+
+
+def gpu(name: str) -> GpuSpec:
+    """The catalog's row for a GPU this code names itself; KeyError when it is missing."""
+    hit = find_gpu(name)
+    if hit is None or hit.name != name:
+        raise KeyError(f"no GPU named {name!r} in the catalog")
+    return hit
