@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from lltui import __version__
-from lltui.commands import CliError, add_replay_options
+from lltui.commands import CliError, add_replay_options, add_source_option
 from lltui.commands.output import error_line, printable_output
 
 # Each module exposes register(subparsers) and sets ``func`` on its parser.
@@ -37,14 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--source",
-        default=None,
-        help=(
-            "auto (default), nvml, smi, smi:HOST, sim:PROFILE, replay:FILE, "
-            "prom:URL[#host=NAME] or scrape:URL; also LLTUI_SOURCE"
-        ),
-    )
+    add_source_option(p)
     p.add_argument("--interval", type=float, default=None, help="seconds between samples")
     p.add_argument(
         "--hosts",

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lltui.paths import default_config_path
+
 MIN_INTERVAL = 0.25  # NVML latency makes faster polling meaningless and costly
 MAX_INTERVAL = 60.0
 
@@ -37,40 +39,6 @@ class Settings:
     history_minutes: float = 60.0
     keymap: dict[str, str] = field(default_factory=dict)
     config_path: str | None = None  # the file these came from, if any
-
-
-def config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "lltui"
-
-
-def runtime_dir() -> Path:
-    """A private folder for sockets (ssh control masters): ``$XDG_RUNTIME_DIR/lltui``, or
-    ``lltui-UID`` in the temporary folder; created mode 0700. OSError when it cannot be made
-    private (an existing folder someone else owns)."""
-    import stat
-    import tempfile
-
-    base = os.environ.get("XDG_RUNTIME_DIR", "")
-    if base and os.path.isabs(base) and os.path.isdir(base):
-        path = Path(base) / "lltui"
-    else:
-        path = Path(tempfile.gettempdir()) / f"lltui-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    st = path.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise OSError(f"{path} is not a folder of this user")
-    if st.st_mode & 0o077:
-        path.chmod(0o700)
-    return path
-
-
-def default_config_path() -> Path:
-    return config_dir() / "config.toml"
-
-
-def themes_dir() -> Path:
-    return config_dir() / "themes"
 
 
 def _interval(value: Any, where: str) -> float:

@@ -174,3 +174,20 @@ def test_gpus_text_to_a_pipe_is_the_full_table(capsys, monkeypatch):
     assert main(["gpus", "--source", "sim:8xh100-sxm"]) == 0
     out = capsys.readouterr().out
     assert "memory used / total" in out and "NVIDIA H100 80GB HBM3" in out
+
+
+def test_source_help_and_errors_come_from_the_table_of_kinds(monkeypatch, capsys):
+    from dataclasses import replace
+
+    from lltui.sources.gpu import kinds
+
+    extra = replace(kinds.KINDS["nvml"], name="amdsmi", forms=("amdsmi",), note="a new backend")
+    monkeypatch.setattr(kinds, "SOURCE_KINDS", (*kinds.SOURCE_KINDS, extra))
+    monkeypatch.setattr(kinds, "KINDS", {**kinds.KINDS, "amdsmi": extra})
+    assert "amdsmi (a new backend)" in kinds.source_help()
+    assert kinds.parse_source_spec("amdsmi") == kinds.SourceSpec("amdsmi")
+    assert main(["gpus", "--source", "nope"]) == 2
+    assert "amdsmi (a new backend)" in capsys.readouterr().err
+    from lltui.cli import build_parser
+
+    assert "amdsmi (a new" in " ".join(build_parser(with_commands=False).format_help().split())

@@ -30,9 +30,10 @@ from lltui.app.themes import (
     FALLBACK_THEME,
     load_user_themes,
 )
-from lltui.config import MIN_INTERVAL, Settings, themes_dir
+from lltui.config import MIN_INTERVAL, Settings
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
+from lltui.paths import themes_dir
 from lltui.sources.gpu.base import GpuSource
 
 if TYPE_CHECKING:

@@ -54,6 +54,22 @@ def add_replay_options(p: argparse.ArgumentParser, default: object = None) -> No
     p.add_argument("--replay-loop", action="store_true", default=flag_default, help="loop a replay")
 
 
+def add_source_option(p: argparse.ArgumentParser, *, sub: bool = False, note: str = "") -> None:
+    """``--source``, its help made from the table of source kinds. ``sub``: a subcommand's
+    own, which wins over the one given before the subcommand."""
+    from lltui.sources.gpu.kinds import source_help
+
+    where = "as the global --source: " if sub else ""
+    tail = f"; {note}" if note else ("; also LLTUI_SOURCE" if not sub else "")
+    p.add_argument(
+        "--source",
+        dest="sub_source" if sub else "source",
+        default=None,
+        metavar="SPEC",
+        help=f"{where}{source_help()}{tail}",
+    )
+
+
 def source_spec(args: argparse.Namespace) -> str:
     """The source a subcommand reads: its own --source, the global one, then LLTUI_SOURCE
     and the config file, as the app resolves it."""

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from lltui.commands import CliError, add_replay_options, source_spec
+from lltui.commands import CliError, add_replay_options, add_source_option, source_spec
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 
@@ -27,14 +27,7 @@ def register(sub: Any) -> None:
         metavar="HOST:PORT",
         help=f"address to serve on (default {DEFAULT_LISTEN})",
     )
-    p.add_argument(
-        "--source",
-        dest="sub_source",
-        default=None,
-        metavar="SPEC",
-        help="what to sample, as the global --source: auto, nvml, smi[:HOST], sim:PROFILE, "
-        "replay:FILE, prom:URL[#host=NAME], scrape:URL",
-    )
+    add_source_option(p, sub=True, note="what to sample")
     p.add_argument(
         "--interval",
         dest="sub_interval",

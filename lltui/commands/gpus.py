@@ -6,13 +6,20 @@ import argparse
 import shutil
 from typing import Any
 
-from lltui.commands import CliError, add_replay_options, open_recorder, print_json, source_spec
+from lltui.commands import (
+    CliError,
+    add_replay_options,
+    add_source_option,
+    open_recorder,
+    print_json,
+    source_spec,
+)
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("gpus", help="one snapshot of every GPU (and host CPU/RAM)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--source", dest="sub_source", default=None, help="as the global --source")
+    add_source_option(p, sub=True)
     p.add_argument(
         "--hosts", dest="sub_hosts", metavar="FILE", default=None, help="as the global --hosts"
     )

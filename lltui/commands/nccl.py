@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-from lltui.commands import CliError, print_json, source_spec
+from lltui.commands import CliError, add_source_option, print_json, source_spec
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are cut; no NCCL or nccl-tests line comes close
 
@@ -30,12 +30,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", dest="nccl_json", help="print JSON")
     p.add_argument("--lib", metavar="PATH", dest="nccl_lib", help="libnccl.so.2 to load")
-    p.add_argument(
-        "--source",
-        dest="sub_source",
-        default=None,
-        help="as the global --source: sim:PROFILE shows a simulated rig's NCCL facts",
-    )
+    add_source_option(p, sub=True, note="sim:PROFILE shows a simulated rig's NCCL facts")
     p.set_defaults(func=run, nccl_command=None)
     nsub = p.add_subparsers(dest="nccl_command", metavar="SUBCOMMAND")
 

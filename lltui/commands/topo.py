@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from lltui.commands import CliError, print_json, source_spec
+from lltui.commands import CliError, add_source_option, print_json, source_spec
 
 MAX_INPUT_BYTES = 8 * 1024 * 1024  # a 16-GPU, 16-NIC matrix with legends is a few KiB
 
@@ -26,11 +26,8 @@ def register(sub: Any) -> None:
         help="a saved `nvidia-smi topo -m` output; - reads standard input",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument(
-        "--source",
-        dest="sub_source",
-        default=None,
-        help="as the global --source: smi:HOST reads a host over ssh, sim:PROFILE a simulated rig",
+    add_source_option(
+        p, sub=True, note="smi:HOST reads a host over ssh, sim:PROFILE a simulated rig"
     )
     p.set_defaults(func=run)
 

@@ -72,7 +72,7 @@ def placement_from_log(path: Path) -> tuple[DevicePlacement, ...]:
 def launched_log(url: str) -> Path | None:
     """The log ``lltui launch --keep-running`` left for a loopback server on this port."""
     from lltui.core.llama.address import is_loopback
-    from lltui.sources.llama.session import state_dir
+    from lltui.paths import state_dir
 
     try:
         parts = urlsplit(url)

@@ -2,7 +2,7 @@
 
 Every command to a host goes through an OpenSSH control master (``ControlMaster=auto``): the
 first command opens the connection, later ones are sessions on it, so a tick costs no
-handshake. The control sockets live in a private folder (:func:`lltui.config.runtime_dir`)
+handshake. The control sockets live in a private folder (:func:`lltui.paths.runtime_dir`)
 and carry lltui's pid (``ssh/PID-HASH``), so two lltui do not share (or close) each other's masters.
 ``ControlPersist`` is short: a master left by an lltui that was killed goes away on its own
 once idle; :meth:`SshTarget.close` stops it at once (``ssh -O exit``) on every normal exit.
@@ -103,7 +103,7 @@ class SshTarget:
         if not self.multiplex or self._closed:
             return None
         if self._control_path is None:
-            from lltui.config import runtime_dir
+            from lltui.paths import runtime_dir
 
             try:
                 folder = runtime_dir() / "ssh"

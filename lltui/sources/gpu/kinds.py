@@ -1,17 +1,14 @@
-"""Turns a ``--source`` spec into an opened source; ``auto`` falls back to a simulated rig."""
+"""The GPU source kinds, in one table: how ``--source`` spells each, what its argument is,
+how it is made, and the help text the command line shows for them. ``auto`` falls back to a
+simulated rig. A new GPU backend is one module and one row here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.sources.gpu.base import GpuSource
-from lltui.sources.gpu.sim import DEFAULT_PROFILE, PROFILES
-
-SOURCE_HELP = (
-    "auto, nvml, smi, smi:HOST, sim, sim:PROFILE, replay:FILE, "
-    "prom:URL[#host=NAME] (a Prometheus server) or scrape:URL (an exporter's /metrics)"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,44 +27,147 @@ def replay_options(args: object) -> ReplayOptions:
     )
 
 
-_KINDS = ("auto", "nvml", "smi", "sim", "replay", "prom", "scrape")
-
-
 @dataclass(frozen=True, slots=True)
 class SourceSpec:
-    kind: str  # auto | nvml | smi | sim | replay
+    kind: str  # a name of SOURCE_KINDS
     arg: str | None = None
 
     def __str__(self) -> str:
         return self.kind if self.arg is None else f"{self.kind}:{self.arg}"
 
 
-def parse_source_spec(text: str | None) -> SourceSpec:
-    """Parse ``--source``; raises ValueError with one line for a spec we do not know."""
-    spec = (text or "auto").strip()
-    kind, _, arg = spec.partition(":")
-    kind = kind.lower()
-    if kind in ("auto", "nvml") and not arg:
-        return SourceSpec(kind)
-    if kind == "smi":
-        return SourceSpec("smi", arg or None)
-    if kind == "sim":
-        name = arg or DEFAULT_PROFILE
-        if name not in PROFILES:
-            raise ValueError(
-                f"unknown simulated profile {name!r}; choose one of: {', '.join(PROFILES)}"
-            )
-        return SourceSpec("sim", name)
-    if kind == "replay":
-        if not arg:
-            raise ValueError("replay needs a file: --source replay:FILE")
-        return SourceSpec("replay", arg)
-    if kind in ("prom", "scrape"):
+@dataclass(frozen=True, slots=True)
+class MakeOptions:
+    """What a source is made with besides its spec."""
+
+    sim_reason: str | None = None  # why a simulated rig stands in (auto without a GPU)
+    seed: int = 0
+    replay: ReplayOptions | None = None
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """One kind of GPU source. ``forms``: how ``--source`` spells it (for the help);
+    ``check``: the argument as given -> as kept (ValueError with one line); ``make``:
+    constructs the source, unopened (None: ``auto``, which chooses among the others)."""
+
+    name: str
+    forms: tuple[str, ...]
+    check: Callable[[str], str | None]
+    make: Callable[[SourceSpec, MakeOptions], GpuSource] | None
+    note: str = ""  # a word on what it is, in the help
+
+
+def _no_arg(name: str) -> Callable[[str], str | None]:
+    def check(arg: str) -> str | None:
+        if arg:
+            raise ValueError(f"--source {name} takes no argument, got {name}:{arg}")
+        return None
+
+    return check
+
+
+def _optional(arg: str) -> str | None:
+    return arg or None
+
+
+def _sim_profile(arg: str) -> str:
+    from lltui.sources.gpu.sim import DEFAULT_PROFILE, PROFILES
+
+    name = arg or DEFAULT_PROFILE
+    if name not in PROFILES:
+        raise ValueError(
+            f"unknown simulated profile {name!r}; choose one of: {', '.join(PROFILES)}"
+        )
+    return name
+
+
+def _replay_file(arg: str) -> str:
+    if not arg:
+        raise ValueError("replay needs a file: --source replay:FILE")
+    return arg
+
+
+def _url(kind: str) -> Callable[[str], str]:
+    def check(arg: str) -> str:
         from lltui.sources.gpu.prom import check_url
 
         check_url(kind, arg)
-        return SourceSpec(kind, arg)
-    raise ValueError(f"unknown source {spec!r}; use {SOURCE_HELP}")
+        return arg
+
+    return check
+
+
+def _make_nvml(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    from lltui.sources.gpu.nvml import NvmlSource
+
+    return NvmlSource()
+
+
+def _make_smi(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    from lltui.sources.gpu.smi import SmiSource
+    from lltui.sources.ssh import split_host_port
+
+    host, port = split_host_port(spec.arg) if spec.arg else (None, None)
+    return SmiSource(host=host, port=port)
+
+
+def _make_sim(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    from lltui.sources.gpu.sim import DEFAULT_PROFILE, SimSource
+
+    return SimSource(spec.arg or DEFAULT_PROFILE, seed=opts.seed, reason=opts.sim_reason)
+
+
+def _make_replay(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    from lltui.sources.gpu.replay import ReplaySource
+
+    r = opts.replay or ReplayOptions()
+    return ReplaySource(spec.arg or "", speed=r.speed, stepped=r.stepped, loop=r.loop)
+
+
+def _make_prom(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    from lltui.sources.gpu.prom import PromSource
+
+    return PromSource(spec.arg or "")
+
+
+def _make_scrape(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    from lltui.sources.gpu.prom import ScrapeSource
+
+    return ScrapeSource(spec.arg or "")
+
+
+SOURCE_KINDS: tuple[SourceKind, ...] = (
+    SourceKind("auto", ("auto",), _no_arg("auto"), None, "default"),
+    SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml),
+    SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi),
+    SourceKind("sim", ("sim", "sim:PROFILE"), _sim_profile, _make_sim),
+    SourceKind("replay", ("replay:FILE",), _replay_file, _make_replay),
+    SourceKind("prom", ("prom:URL[#host=NAME]",), _url("prom"), _make_prom, "a Prometheus server"),
+    SourceKind("scrape", ("scrape:URL",), _url("scrape"), _make_scrape, "an exporter's /metrics"),
+)
+KINDS: dict[str, SourceKind] = {k.name: k for k in SOURCE_KINDS}
+
+
+def source_help() -> str:
+    """Every form ``--source`` takes, for the command line's help and its errors."""
+    words = []
+    for kind in SOURCE_KINDS:
+        forms = list(kind.forms)
+        if kind.note:
+            forms[-1] += f" ({kind.note})"
+        words += forms
+    return ", ".join(words[:-1]) + f" or {words[-1]}"
+
+
+def parse_source_spec(text: str | None) -> SourceSpec:
+    """Parse ``--source``; raises ValueError with one line for a spec we do not know."""
+    spec = (text or "auto").strip()
+    name, _, arg = spec.partition(":")
+    kind = KINDS.get(name.lower())
+    if kind is None:
+        raise ValueError(f"unknown source {spec!r}; use {source_help()}")
+    return SourceSpec(kind.name, kind.check(arg))
 
 
 def split_sources(text: str | None) -> list[str]:
@@ -76,7 +176,7 @@ def split_sources(text: str | None) -> list[str]:
     pieces: list[str] = []
     for piece in (text or "").split(","):
         word = piece.strip().partition(":")[0].lower()
-        if pieces and word not in _KINDS:
+        if pieces and word not in KINDS:
             pieces[-1] += "," + piece
         else:
             pieces.append(piece.strip())
@@ -104,34 +204,15 @@ def make_source(
     replay: ReplayOptions | None = None,
 ) -> GpuSource:
     """Construct (but do not open) the source a spec names."""
-    if spec.kind == "nvml":
-        from lltui.sources.gpu.nvml import NvmlSource
+    kind = KINDS.get(spec.kind)
+    if kind is None or kind.make is None:
+        raise ValueError(f"cannot construct source {spec}")
+    return kind.make(spec, MakeOptions(sim_reason=sim_reason, seed=seed, replay=replay))
 
-        return NvmlSource()
-    if spec.kind == "smi":
-        from lltui.sources.gpu.smi import SmiSource
-        from lltui.sources.ssh import split_host_port
 
-        host, port = split_host_port(spec.arg) if spec.arg else (None, None)
-        return SmiSource(host=host, port=port)
-    if spec.kind == "sim":
-        from lltui.sources.gpu.sim import SimSource
-
-        return SimSource(spec.arg or DEFAULT_PROFILE, seed=seed, reason=sim_reason)
-    if spec.kind == "replay":
-        from lltui.sources.gpu.replay import ReplaySource
-
-        opts = replay or ReplayOptions()
-        return ReplaySource(spec.arg or "", speed=opts.speed, stepped=opts.stepped, loop=opts.loop)
-    if spec.kind == "prom":
-        from lltui.sources.gpu.prom import PromSource
-
-        return PromSource(spec.arg or "")
-    if spec.kind == "scrape":
-        from lltui.sources.gpu.prom import ScrapeSource
-
-        return ScrapeSource(spec.arg or "")
-    raise ValueError(f"cannot construct source {spec}")
+# what ``auto`` tries, in order, before it falls back to a simulated rig
+AUTO_ORDER: tuple[str, ...] = ("nvml",)
+AUTO_FALLBACK = SourceSpec("sim")
 
 
 def open_source(
@@ -147,14 +228,16 @@ def open_source(
     if spec.kind != "auto":
         source = make_source(spec, seed=seed, replay=replay)
         return source, source.open()
-    try:
-        source = make_source(SourceSpec("nvml"))
-        return source, source.open()
-    except SourceUnavailable as exc:
-        reason = f"no NVIDIA GPU here: {exc}; showing a simulated rig"
-    except ImportError as exc:  # the binding is missing from this install
-        reason = f"nvidia-ml-py is not importable: {exc}; showing a simulated rig"
-    sim = make_source(SourceSpec("sim", DEFAULT_PROFILE), sim_reason=reason, seed=seed)
+    reason = ""
+    for name in AUTO_ORDER:
+        try:
+            source = make_source(SourceSpec(name))
+            return source, source.open()
+        except SourceUnavailable as exc:
+            reason = f"no NVIDIA GPU here: {exc}; showing a simulated rig"
+        except ImportError as exc:  # the binding is missing from this install
+            reason = f"nvidia-ml-py is not importable: {exc}; showing a simulated rig"
+    sim = make_source(parse_source_spec(str(AUTO_FALLBACK)), sim_reason=reason, seed=seed)
     return sim, sim.open()
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lltui.core.llama.log import DeviceInfo, parse_list_devices
+from lltui.paths import cache_dir
 from lltui.sources.llama import build_cache
 
 ENV_VAR = "LLTUI_LLAMA_SERVER"
@@ -223,7 +224,7 @@ _memory_lock = threading.Lock()
 
 
 def default_probe_cache(env: Mapping[str, str] | None = None) -> Path:
-    return build_cache.cache_home(env) / "lltui" / PROBE_CACHE_NAME
+    return cache_dir(env) / PROBE_CACHE_NAME
 
 
 def _run(path: Path, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:

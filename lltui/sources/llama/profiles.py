@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lltui.config import config_dir
+from lltui import paths
 from lltui.core.llama.launch_profile import spec_from_dict, spec_to_dict
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 
@@ -38,7 +38,7 @@ class ProfileError(Exception):
 
 
 def profiles_dir() -> Path:
-    return config_dir() / "profiles"
+    return paths.profiles_dir()
 
 
 def profile_path(name: str, directory: Path | None = None) -> Path:

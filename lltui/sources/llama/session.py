@@ -44,6 +44,7 @@ from lltui.core.llama.launch_spec import (
     build_command,
 )
 from lltui.core.llama.log import DevicePlacement
+from lltui.paths import state_dir
 from lltui.sources.llama import launch_prep, profiles
 from lltui.sources.llama import supervisor as supervision
 from lltui.sources.llama.supervisor import ServerExit, ServerStatus
@@ -213,13 +214,6 @@ def runtime_spec(spec: LaunchSpec, environ: Mapping[str, str]) -> LaunchSpec:
     return spec
 
 
-def state_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Where a server left running keeps its log (``$XDG_STATE_HOME/lltui``)."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "lltui"
-
-
 def describe_exit(result: ServerExit) -> str:
     """One line on how the server ended, the same in the CLI and the view."""
     return exit_sentence(result.returncode, result.reason, clean=result.clean)
@@ -325,7 +319,7 @@ class LaunchSession:
 
     def start(self, *, keep_running: bool = False) -> None:
         """Start the prepared server; returns once it runs (not once it is ready).
-        ``keep_running``: it outlives lltui, its log in :func:`state_dir`."""
+        ``keep_running``: it outlives lltui, its log in :func:`lltui.paths.state_dir`."""
         prepared = self._prepared or self.prepare()
         spec = prepared.spec
         if not is_loopback(spec.host) and not spec.api_key and not spec.api_key_file:

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lltui.paths import cache_home
+
 MAX_DEPTH = 6
 MAX_FILES = 500
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
@@ -24,13 +26,14 @@ class ModelFile:
 def default_roots(environ: dict[str, str] | None = None) -> list[Path]:
     env = os.environ if environ is None else environ
     home = Path(env.get("HOME") or os.path.expanduser("~"))
-    hf_home = Path(env.get("HF_HOME") or home / ".cache" / "huggingface")
+    cache = cache_home(env)
+    hf_home = Path(env.get("HF_HOME") or cache / "huggingface")
     roots = [
         home / "models",
         Path(env["HF_HUB_CACHE"]) if env.get("HF_HUB_CACHE") else hf_home / "hub",
         home / ".lmstudio" / "models",
-        home / ".cache" / "lm-studio" / "models",
-        home / ".cache" / "llama.cpp",
+        cache / "lm-studio" / "models",
+        Path(env["LLAMA_CACHE"]) if env.get("LLAMA_CACHE") else cache / "llama.cpp",
     ]
     if env.get("LLTUI_MODELS"):
         roots = [Path(p) for p in env["LLTUI_MODELS"].split(os.pathsep) if p] + roots

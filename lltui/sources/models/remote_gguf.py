@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from lltui import paths
 from lltui.core.gguf.reader import (
     GgufError,
     GgufFile,
@@ -32,7 +33,6 @@ from lltui.core.gguf.reader import (
 from lltui.core.gguf.refs import UrlRef, display_url, split_urls
 from lltui.core.gguf.values import as_int
 from lltui.core.units import MIB, fmt_bytes
-from lltui.sources.llama.build_cache import cache_home
 
 FIRST_REQUEST_BYTES = 2 * MIB  # a 150k-token vocabulary header is 6-10 MiB
 MAX_HEADER_BYTES = 64 * MIB  # no model's header is larger; the most read from one file
@@ -75,7 +75,7 @@ class RemoteFile:
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    return cache_home(env) / "lltui" / "gguf-headers"
+    return paths.cache_dir(env) / "gguf-headers"
 
 
 def new_client() -> httpx.Client:
