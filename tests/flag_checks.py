@@ -14,7 +14,6 @@ from flag_cases import Case
 
 from lltui.cli import main
 from lltui.core.llama.flags import BinaryFlags, LlamaArgs, parse_llama_args
-from lltui.core.llama.launch_args import parse_llama_args as launch_parse
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec, build_command
 from lltui.core.llama.multigpu import MultiGPUConfig
 
@@ -40,7 +39,7 @@ def check_parser(case: Case) -> str | None:
 def check_launch(case: Case, model: str, binary: BinaryFlags | None = None) -> str | None:
     """The launch path: the flags read into a spec, then the exact command for the build."""
     try:
-        spec = LaunchSpec(**{"model": model, **launch_parse(case.argv)})
+        spec = LaunchSpec.of(model, case.argv)
         argv = build_command(spec, "llama-server", binary).argv
     except LaunchError as exc:
         return str(exc)

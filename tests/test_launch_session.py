@@ -93,11 +93,11 @@ def test_profile_options_are_taken_out_of_the_words():
 
 
 def test_a_request_reads_the_profile_then_the_form_then_the_flags(tmp_path):
-    profiles.save_profile("p", LaunchSpec(model="/m.gguf", ctx_size=1024, port=9000))
+    profiles.save_profile("p", LaunchSpec.of("/m.gguf", ["-c", "1024"], port=9000))
     given = S.read_request(
         S.LaunchRequest(words=("--profile", "p", "--port", "9002"), host="127.0.0.1", port=9001)
     )
-    assert (given.spec.model, given.spec.ctx_size, given.spec.port) == ("/m.gguf", 1024, 9002)
+    assert (given.spec.model, given.spec.args.n_ctx, given.spec.port) == ("/m.gguf", 1024, 9002)
     assert given.profile == "p" and "model" in given.from_profile
     form = S.read_request(S.LaunchRequest(words=("--profile", "p"), port=9001))
     assert form.spec.port == 9001  # the form's address over the profile
@@ -119,8 +119,9 @@ def test_settings_already_read_give_the_spec_their_flags_give():
     carried = S.read_request(S.LaunchRequest(args=args, model="m.gguf")).spec
     typed = S.read_request(S.LaunchRequest(words=words, model="m.gguf")).spec
     assert carried == typed
-    assert carried.ctx_size == 4096 and carried.tensor_split == (3.0, 1.0)
-    assert carried.extra_args == ("--jinja",)
+    assert carried.args.n_ctx == 4096 and carried.args.tensor_split == (3.0, 1.0)
+    assert "--jinja" in carried.args.ignored  # passed on, not read
+    assert carried.args.to_argv() == ["-m", "m.gguf", *words]
 
 
 # --- profiles start from any folder ----------------------------------------------------------
@@ -320,7 +321,7 @@ def test_the_view_refuses_secrets_among_its_flags(tmp_path, no_binary):
             S.LaunchRequest(words=("-hft", TOKEN), model="m.gguf", keys_on_command_line=False)
         )
     with pytest.raises(LaunchError, match="masked"):
-        LaunchSpec(model="m.gguf", env=(("HF_TOKEN", TOKEN),))
+        LaunchSpec.of("m.gguf", env=(("HF_TOKEN", TOKEN),))
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ import pytest
 
 from lltui.core.llama.address import is_loopback, server_url
 from lltui.core.llama.exit_reason import exit_event, exit_reason
-from lltui.core.llama.launch_args import parse_llama_args
 from lltui.core.llama.launch_profile import spec_from_dict, spec_to_dict
 from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
@@ -24,6 +23,7 @@ from lltui.core.llama.launch_spec import (
     api_key_transport,
     build_command,
     mask_secrets,
+    read_flags,
     relevant_inherited_env,
 )
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
@@ -64,32 +64,35 @@ OLD_FLAGS = BinaryFlags(
 )
 
 
-def spec_from(words: list[str], **kw: object) -> LaunchSpec:
-    args = parse_llama_args(words)
-    args.update(kw)
-    args.setdefault("model", "m.gguf")
-    return LaunchSpec(**args)
+def spec_from(words: list[str], **launch: object) -> LaunchSpec:
+    return LaunchSpec.of("m.gguf", words, **launch)
+
+
+def unread(words: list[str]) -> list[str]:
+    """The flags lltui passes on without reading them, in order."""
+    return [t for g in read_flags(words).given_args if g.key is None for t in g.tokens]
 
 
 # --- reading flags -----------------------------------------------------------------------
 
 
 def test_memory_flags_become_fields_and_the_rest_stays_in_order():
-    args = parse_llama_args(
-        ["-c", "8192", "--jinja", "-ngl", "all", "-ts", "3/1", "--temp", "0.7", "-np", "2"]
-    )
-    assert args["ctx_size"] == 8192
-    assert args["n_gpu_layers"] == -2
-    assert args["tensor_split"] == (3.0, 1.0)
-    assert args["n_parallel"] == 2
-    assert args["extra_args"] == ("--jinja", "--temp", "0.7")
+    words = ["-c", "8192", "--jinja", "-ngl", "all", "-ts", "3/1", "--temp", "0.7", "-np", "2"]
+    args = read_flags(words)
+    assert args.n_ctx == 8192
+    assert args.n_gpu_layers == -2
+    assert args.tensor_split == (3.0, 1.0)
+    assert args.n_parallel == 2
+    assert unread(words) == ["--jinja", "--temp", "0.7"]
+    argv = build_command(spec_from(words), "llama-server").argv
+    assert list(argv[-len(words) :]) == words  # passed on in the order given
 
 
 def test_negative_numbers_are_values_and_long_flags_take_underscores():
-    args = parse_llama_args(["-ngl", "-1", "--ctx_size", "512", "--main_gpu", "1", "-ts", "1,1"])
-    assert args["n_gpu_layers"] == -1
-    assert args["ctx_size"] == 512
-    assert args["main_gpu"] == 1
+    args = read_flags(["-ngl", "-1", "--ctx_size", "512", "--main_gpu", "1", "-ts", "1,1"])
+    assert args.n_gpu_layers == -1
+    assert args.n_ctx == 512
+    assert args.main_gpu == 1
 
 
 @pytest.mark.parametrize(
@@ -118,19 +121,19 @@ def test_removed_mmap_flags_are_refused_with_what_this_build_takes(flag, instead
     assert flag in str(err.value) and instead in str(err.value)
     with pytest.raises(LaunchError, match=f"has no {flag} flag .*{instead}"):
         build_command(spec, "x", CURRENT_FLAGS)
-    assert parse_llama_args(["-lm", "dio"])["load_mode"] == "dio"
+    assert read_flags(["-lm", "dio"]).load_mode == "dio"
 
 
 def test_flash_attn_takes_a_value_and_a_bare_switch_is_refused():
     # a bare -fa is from older llama.cpp; this one refuses it (and would take -c as its value)
     with pytest.raises(LaunchError, match=r"-fa: expected on, off or auto.*write -fa on"):
-        parse_llama_args(["-fa", "-c", "10"])
+        read_flags(["-fa", "-c", "10"])
     with pytest.raises(LaunchError, match=r"write -fa on"):
-        parse_llama_args(["-fa"])
-    assert parse_llama_args(["-fa", "off"])["flash_attn"] == "off"
-    assert parse_llama_args(["--flash-attn", "1"])["flash_attn"] == "on"
+        read_flags(["-fa"])
+    assert read_flags(["-fa", "off"]).flash_attn == "off"
+    assert read_flags(["--flash-attn", "1"]).flash_attn == "on"
     with pytest.raises(LaunchError, match="lower case"):
-        parse_llama_args(["-fa", "ON"])
+        read_flags(["-fa", "ON"])
 
 
 @pytest.mark.parametrize(
@@ -160,17 +163,17 @@ def test_malformed_values_are_one_clear_line(words, needle):
 
 def test_spec_checks_its_own_values():
     with pytest.raises(LaunchError, match="main_gpu 2 is not one of the 2"):
-        LaunchSpec(model="m.gguf", tensor_split=(1, 1), main_gpu=2)
-    with pytest.raises(LaunchError, match="not HOST:PORT"):
-        LaunchSpec(model="m.gguf", rpc=("127.0.0.1",))
+        spec_from(["-ts", "1,1", "-mg", "2"])
+    with pytest.raises(LaunchError, match="expected HOST:PORT"):
+        spec_from(["--rpc", "127.0.0.1"])
     with pytest.raises(LaunchError, match="not a GPU UUID"):
-        LaunchSpec(model="m.gguf", visible_gpus=("my gpu",))
+        LaunchSpec.of("m.gguf", visible_gpus=("my gpu",))
     with pytest.raises(LaunchError, match="NCCL_"):
-        LaunchSpec(model="m.gguf", nccl_env={"P2P_LEVEL": "NVL"})
+        LaunchSpec.of("m.gguf", nccl_env={"P2P_LEVEL": "NVL"})
     with pytest.raises(LaunchError, match="between 0 and 65535"):
-        LaunchSpec(model="m.gguf", port=70000)
+        LaunchSpec.of("m.gguf", port=70000)
     with pytest.raises(LaunchError, match="no model"):
-        LaunchSpec(model="  ")
+        LaunchSpec.of("  ")
 
 
 # --- argv and environment ----------------------------------------------------------------
@@ -198,7 +201,7 @@ def test_verbosity_comes_first_and_every_setting_is_spelled_as_llama_server_does
 
 
 def test_defaults_listen_on_loopback_only():
-    spec = LaunchSpec(model="m.gguf")
+    spec = LaunchSpec.of("m.gguf")
     cmd = build_command(spec, "llama-server")
     i = cmd.argv.index("--host")
     assert cmd.argv[i + 1] == "127.0.0.1"
@@ -209,7 +212,7 @@ def test_defaults_listen_on_loopback_only():
 
 def test_the_api_key_travels_in_the_environment_and_is_masked_everywhere():
     spec = spec_from(["--api-key", KEY, "-c", "512"])
-    assert spec.api_key == KEY and "--api-key" not in spec.extra_args
+    assert spec.api_key == KEY and "api_key" not in spec.args.given
     cmd = build_command(spec, "/opt/llama/llama-server", CURRENT_FLAGS)
     assert all(KEY not in a for a in cmd.argv)
     assert dict(cmd.env_set)[API_KEY_ENV] == KEY
@@ -222,19 +225,19 @@ def test_the_api_key_travels_in_the_environment_and_is_masked_everywhere():
 
 
 def test_a_key_list_is_masked_key_by_key():
-    spec = LaunchSpec(model="m.gguf", api_key="alpha-key,beta-key")
+    spec = LaunchSpec.of("m.gguf", api_key="alpha-key,beta-key")
     text = "alpha-key,beta-key then beta-key alone"
     assert mask_secrets(text, spec.secrets) == f"{MASK} then {MASK} alone"
 
 
 def test_an_inherited_key_is_removed_when_the_spec_has_none():
-    cmd = build_command(LaunchSpec(model="m.gguf"), "llama-server")
+    cmd = build_command(LaunchSpec.of("m.gguf"), "llama-server")
     assert API_KEY_ENV in cmd.env_unset
     assert API_KEY_ENV not in cmd.environ({API_KEY_ENV: "stale"})
 
 
 def test_a_build_without_the_env_key_gets_a_key_file_and_never_argv():
-    spec = LaunchSpec(model="m.gguf", api_key=KEY)
+    spec = LaunchSpec.of("m.gguf", api_key=KEY)
     assert api_key_transport(spec, CURRENT_FLAGS) == "env"
     assert api_key_transport(spec, OLD_FLAGS) == "file"
     cmd = build_command(spec, "/old/llama-server", OLD_FLAGS, key_file="/run/k")
@@ -248,8 +251,8 @@ def test_a_build_without_the_env_key_gets_a_key_file_and_never_argv():
 
 def test_gpu_environment_by_uuid_nccl_values_and_p2p_only_when_asked():
     uuids = ("GPU-1f2e3d4c-0000-1111-2222-333344445555", "GPU-aaaabbbb-cccc-dddd-eeee-ffff00001111")
-    spec = LaunchSpec(
-        model="m.gguf",
+    spec = LaunchSpec.of(
+        "m.gguf",
         visible_gpus=uuids,
         nccl_env={"NCCL_P2P_LEVEL": "NVL", "NCCL_DEBUG": "WARN"},
         env={"OMP_NUM_THREADS": "4"},
@@ -264,13 +267,13 @@ def test_gpu_environment_by_uuid_nccl_values_and_p2p_only_when_asked():
     assert P2P_ENV not in dict(cmd.env_set) and P2P_ENV not in cmd.env_unset
     assert cmd.environ({P2P_ENV: "1"})[P2P_ENV] == "1"
     assert relevant_inherited_env({P2P_ENV: "1"}, cmd) == {P2P_ENV: "1"}  # shown by a dry run
-    on = build_command(LaunchSpec(model="m.gguf", cuda_p2p=True), "llama-server")
+    on = build_command(LaunchSpec.of("m.gguf", cuda_p2p=True), "llama-server")
     assert dict(on.env_set)[P2P_ENV] == "1" and P2P_ENV not in on.env_unset
-    asked = build_command(LaunchSpec(model="m.gguf", env={P2P_ENV: "1"}), "llama-server")
+    asked = build_command(LaunchSpec.of("m.gguf", env={P2P_ENV: "1"}), "llama-server")
     assert dict(asked.env_set)[P2P_ENV] == "1"
     # any value turns peer access on in llama.cpp: a value that reads as "off" is refused
     with pytest.raises(LaunchError, match="turns peer access on"):
-        LaunchSpec(model="m.gguf", env={P2P_ENV: "0"})
+        LaunchSpec.of("m.gguf", env={P2P_ENV: "0"})
 
 
 def test_load_mode_is_spelled_for_each_build():
@@ -298,10 +301,12 @@ def test_a_flag_the_build_lacks_is_refused_in_one_line():
         build_command(spec_from(["--temp=0.5"]), "x", CURRENT_FLAGS)
 
 
-def test_extra_flags_may_not_repeat_a_setting():
-    spec = LaunchSpec(model="m.gguf", extra_args=("-c", "100"))
-    with pytest.raises(LaunchError, match="launch setting"):
-        build_command(spec, "x", CURRENT_FLAGS)
+def test_a_launch_setting_among_the_flags_is_the_specs_and_written_once():
+    spec = spec_from(["--port", "9000", "-c", "100", "--host", "127.0.0.2", "-lv", "2"])
+    assert (spec.port, spec.host, spec.log_verbosity) == (9000, "127.0.0.2", 2)
+    argv = build_command(spec, "x", CURRENT_FLAGS).argv
+    assert argv.count("--port") == 1 and argv.count("--host") == 1 and argv.count("-lv") == 1
+    assert argv[argv.index("--port") + 1] == "9000" and argv[-2:] == ("-c", "100")
 
 
 def test_urls_for_wildcards_and_ipv6():
@@ -313,7 +318,7 @@ def test_urls_for_wildcards_and_ipv6():
 
 
 def test_inherited_variables_that_matter_are_shown_with_the_key_masked():
-    cmd = build_command(LaunchSpec(model="m.gguf", api_key=KEY), "x")
+    cmd = build_command(LaunchSpec.of("m.gguf", api_key=KEY), "x")
     shown = relevant_inherited_env(
         {"LLAMA_ARG_THREADS": "8", "HOME": "/root", "NCCL_DEBUG": "INFO", API_KEY_ENV: KEY}, cmd
     )
@@ -412,10 +417,31 @@ def test_spec_survives_the_trip_through_plain_data():
         cuda_p2p=True,
     )
     data = spec_to_dict(spec)
-    assert data["tensor_split"] == [3.0, 1.0] and data["split_mode"] == "layer"
+    assert data["flags"] == ["-c", "2048", "-ts", "3,1", "-sm", "layer", "--rpc", "h:1", "--jinja"]
     assert "port" not in data  # defaults are left out
     assert spec_from_dict(data) == spec
     assert "api_key" not in spec_to_dict(spec, include_secret=False)
+
+
+def test_a_profile_of_an_earlier_version_reads_as_the_same_launch():
+    # one key per setting, named as its long flag (--parallel and --device are the two that
+    # are not), the rest of the flags in extra_args
+    old = {
+        "model": "m.gguf",
+        "ctx_size": 2048,
+        "n_parallel": 1,
+        "n_gpu_layers": -2,
+        "tensor_split": [3.0, 1.0],
+        "devices": ["CUDA0", "CUDA1"],
+        "cache_type_k": "q8_0",
+        "extra_args": ["--jinja"],
+        "port": 9000,
+    }
+    spec = spec_from_dict(old)
+    a = spec.args
+    assert (a.n_ctx, a.n_parallel, a.n_gpu_layers, a.tensor_split) == (2048, 1, -2, (3.0, 1.0))
+    assert a.devices == ("CUDA0", "CUDA1") and a.type_k == "q8_0" and spec.port == 9000
+    assert "--jinja" in a.ignored
 
 
 @pytest.mark.parametrize(
@@ -424,7 +450,8 @@ def test_spec_survives_the_trip_through_plain_data():
         ({"model": "m", "ctx": 5}, "unknown key 'ctx'"),
         ({"model": "m", "port": "80"}, "port has the wrong type"),
         ({"model": "m", "metrics": 1}, "metrics has the wrong type"),
-        ({"model": "m", "rpc": [1]}, "rpc has the wrong type"),
+        ({"model": "m", "rpc": [1]}, "--rpc: expected HOST:PORT"),
+        ({"model": "m", "flags": "-c 5"}, "flags must be a list"),
         ({"ctx_size": 5}, "no model"),
         ({"model": "m", "split_mode": "sideways"}, "unknown split mode"),
     ],
@@ -448,7 +475,7 @@ def test_profile_with_a_key_is_private_and_round_trips(tmp_path):
 def test_profile_without_a_key_follows_the_umask(tmp_path):
     old = os.umask(0o022)
     try:
-        path = profiles.save_profile("plain", LaunchSpec(model="m.gguf"), tmp_path)
+        path = profiles.save_profile("plain", LaunchSpec.of("m.gguf"), tmp_path)
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
@@ -457,14 +484,14 @@ def test_profile_without_a_key_follows_the_umask(tmp_path):
 
 def test_saving_again_replaces_the_whole_file(tmp_path):
     profiles.save_profile("p", spec_from(["-c", "1", "--jinja"]), tmp_path)
-    profiles.save_profile("p", LaunchSpec(model="other.gguf"), tmp_path)
-    assert profiles.load_profile("p", tmp_path) == LaunchSpec(model="other.gguf")
+    profiles.save_profile("p", LaunchSpec.of("other.gguf"), tmp_path)
+    assert profiles.load_profile("p", tmp_path) == LaunchSpec.of("other.gguf")
 
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "", "x.toml", "a" * 65])
 def test_profile_names_are_plain_file_names(name, tmp_path):
     with pytest.raises(profiles.ProfileError, match="profile name"):
-        profiles.save_profile(name, LaunchSpec(model="m.gguf"), tmp_path)
+        profiles.save_profile(name, LaunchSpec.of("m.gguf"), tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -484,25 +511,23 @@ def test_broken_profiles_are_one_line(tmp_path, content, needle):
 
 
 def test_a_missing_profile_lists_the_known_ones(tmp_path):
-    profiles.save_profile("one", LaunchSpec(model="m.gguf"), tmp_path)
+    profiles.save_profile("one", LaunchSpec.of("m.gguf"), tmp_path)
     with pytest.raises(profiles.ProfileError, match=r"no launch profile 'two'.*known: one"):
         profiles.load_profile("two", tmp_path)
 
 
 def test_profiles_live_in_the_config_dir(isolated_config):
-    path = profiles.save_profile("cfg", LaunchSpec(model="m.gguf"))
+    path = profiles.save_profile("cfg", LaunchSpec.of("m.gguf"))
     assert path == isolated_config / "profiles" / "cfg.toml"
 
 
 def test_values_keep_their_underscores():
-    from lltui.core.llama.launch_args import parse_llama_args
-
-    got = parse_llama_args(
+    got = read_flags(
         ["--model", "/models/my_model.gguf", "--api_key", "abc_def", "--ctx_size", "512"]
     )
-    assert got["model"] == "/models/my_model.gguf"
-    assert got["api_key"] == "abc_def"
-    assert got["ctx_size"] == 512
+    assert got.model_path == "/models/my_model.gguf"
+    assert got.api_key == "abc_def"
+    assert got.n_ctx == 512
     with pytest.raises(LaunchError) as err:
         build_command(spec_from(["--model=/models/my_model.gguf"]), "llama-server")
     assert "write --model /models/my_model.gguf" in str(err.value)

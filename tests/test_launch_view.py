@@ -41,7 +41,8 @@ def test_form_parsing_rejects_what_cannot_start():
     with pytest.raises(LaunchError, match="api-key-file"):
         make_spec("m.gguf", "--api-key secret", "127.0.0.1:8080")
     spec = make_spec("m.gguf", "-c 512 -np 2 -ts 3,1", "127.0.0.1:9001")
-    assert (spec.ctx_size, spec.n_parallel, spec.port, spec.tensor_split) == (512, 2, 9001, (3, 1))
+    a = spec.args
+    assert (a.n_ctx, a.n_parallel, spec.port, a.tensor_split) == (512, 2, 9001, (3, 1))
 
 
 async def test_the_command_preview_comes_back_in_a_message_that_carries_it():

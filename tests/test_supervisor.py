@@ -67,15 +67,9 @@ def supervised(bins, spec: LaunchSpec, **kw) -> Iterator[Supervisor]:
             kill_group(sup.pid)
 
 
-def tiny_spec(model: Path, **kw) -> LaunchSpec:
-    extra = tuple(kw.pop("extra_args", ()))
-    return LaunchSpec(
-        model=str(model),
-        port=free_port(),
-        ctx_size=512,
-        extra_args=("-t", "1", *extra),
-        **kw,
-    )
+def tiny_spec(model: Path, *flags: str, **launch) -> LaunchSpec:
+    launch.setdefault("port", free_port())
+    return LaunchSpec.of(str(model), ["-c", "512", "-t", "1", *flags], **launch)
 
 
 def test_start_ready_complete_measure_and_stop(llama_bins, tiny_model):
@@ -140,7 +134,7 @@ def test_server_runs_in_its_own_group_and_session(llama_bins, tiny_model):
 def test_rpc_devices_and_their_buffers_are_in_the_placement(llama_bins, tiny_model, tmp_path):
     with rpc_servers(llama_bins, 2, tmp_path) as rpcs:
         hosts = tuple(f"127.0.0.1:{r.port}" for r in rpcs)
-        spec = tiny_spec(tiny_model, rpc=hosts, tensor_split=(3, 1), n_gpu_layers=-2)
+        spec = tiny_spec(tiny_model, "--rpc", ",".join(hosts), "-ts", "3,1", "-ngl", "all")
         with supervised(llama_bins, spec) as sup:
             sup.start()
             assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()
@@ -176,7 +170,7 @@ def test_port_in_use_is_refused_before_anything_starts(llama_bins, tiny_model):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        spec = LaunchSpec(model=str(tiny_model), port=port)
+        spec = LaunchSpec.of(str(tiny_model), port=port)
         with pytest.raises(SupervisorError) as err:
             check_port_free(spec.host, port)
         assert str(err.value) == f"port {port} on 127.0.0.1 is already in use"
@@ -196,7 +190,7 @@ def test_server_side_failures_get_their_reason(llama_bins, tiny_model, tmp_path)
     assert result.reason == f"model not found: {missing}"
 
     # lltui refuses a flag the pinned llama-server lacks before anything starts...
-    spec = tiny_spec(tiny_model, extra_args=("--no-such-flag",))
+    spec = tiny_spec(tiny_model, "--no-such-flag")
     with pytest.raises(LaunchError, match="--no-such-flag"):
         build_command(spec, str(llama_bins.binaries["llama-server"]))
     # ...and when one reaches the server anyway, its refusal is the reason given
@@ -215,9 +209,7 @@ def test_server_side_failures_get_their_reason(llama_bins, tiny_model, tmp_path)
 
 def test_a_model_that_does_not_fit_says_so(llama_bins, tiny_model):
     # 40 M cells of KV cache: some 78 GB, more than this machine will hand out.
-    spec = LaunchSpec(
-        model=str(tiny_model), port=free_port(), ctx_size=40_000_000, extra_args=("-t", "1")
-    )
+    spec = LaunchSpec.of(str(tiny_model), ["-c", "40000000", "-t", "1"], port=free_port())
     with supervised(llama_bins, spec) as sup:
         sup.start()
         assert not sup.wait_ready(120.0)
@@ -263,13 +255,7 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_stop_escalates_when_an_open_stream_holds_shutdown(llama_bins, slow_model):
     # one thread and a long context: generating until the context is full takes many
     # seconds, far past the 1 s grace, however fast the machine
-    spec = LaunchSpec(
-        model=str(slow_model),
-        port=free_port(),
-        ctx_size=32768,
-        n_parallel=1,
-        extra_args=("-t", "1"),
-    )
+    spec = LaunchSpec.of(str(slow_model), ["-c", "32768", "-np", "1", "-t", "1"], port=free_port())
     with supervised(llama_bins, spec) as sup:
         sup.start()
         assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()

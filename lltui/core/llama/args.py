@@ -37,6 +37,24 @@ FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 FFN_DENSE_REGEX = r"\.ffn_(up|down|gate)\."
 
 
+# settings whose flags add up rather than replace one another (-ot, --rpc, --lora, ...)
+ADDING_KEYS: frozenset[str] = frozenset(
+    {
+        "overrides",
+        "cpu_moe",
+        "n_cpu_moe",
+        "n_cpu_ffn",
+        "rpc",
+        "spec_types",
+        "draft_overrides",
+        "draft_cpu_moe",
+        "draft_n_cpu_moe",
+        "lora",
+        "lora_scaled",
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TensorOverride:
     """One ``-ot PATTERN=BUFT`` entry (or one made by --cpu-moe/--n-cpu-moe/--n-cpu-ffn).
@@ -159,6 +177,29 @@ class LlamaArgs:
         for g in self.given_args:
             out += [_spelling(g), *g.values]
         return out
+
+    def then(self, later: LlamaArgs) -> LlamaArgs:
+        """These settings with ``later``'s command line after this one's, as llama-server
+        reads two lists of flags one after the other (a later value wins; ``--rpc``, ``-ot``
+        and the like add up). The environment of both applies first."""
+        env = dict(self.from_env)
+        env.update(later.from_env)
+        # a setting given again replaces the earlier flag (llama-server takes the last)
+        replaced = {g.key for g in later.given_args if g.key and g.key not in ADDING_KEYS}
+        kept = tuple(g for g in self.given_args if g.key is None or g.key not in replaced)
+        return _fold(env, (*kept, *later.given_args))
+
+    def without(self, keys: frozenset[str] | set[str]) -> LlamaArgs:
+        """These settings with the flags for ``keys`` taken out (back to llama-server's
+        defaults): what a launcher sets itself is not passed on twice."""
+        env = {n: val for n, val in self.from_env if _env_key(n) not in keys}
+        return _fold(env, tuple(g for g in self.given_args if g.key not in keys))
+
+    def with_model(self, path: str) -> LlamaArgs:
+        """These settings for the model ``path`` (``-m`` first, in place of any given)."""
+        rest = tuple(g for g in self.given_args if g.key != "model_path")
+        first = GivenFlag(BY_KEY["model_path"].spellings[0], (path,), "model_path")
+        return _fold(dict(self.from_env), (first, *rest))
 
 
 def _spelling(g: GivenFlag) -> str:
@@ -301,6 +342,34 @@ def _apply_env(b: _Builder, env: Mapping[str, str]) -> None:
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         b.from_env.append((name, value))
+
+
+def _env_key(name: str) -> str | None:
+    """The setting a LLAMA_ARG_* variable sets (its NO_ form too)."""
+    for f in FLAGS:
+        if f.env is not None and name in (f.env, f.env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_", 1)):
+            return f.key
+    return None
+
+
+def _fold(env: Mapping[str, str], given: Sequence[GivenFlag]) -> LlamaArgs:
+    """Settings from an environment and flags already read once (values checked): the one
+    way LlamaArgs are combined, so that every field agrees with ``given_args``."""
+    b = _Builder()
+    _apply_env(b, env)
+    for g in given:
+        f = BY_KEY.get(g.key) if g.key is not None else None
+        if f is None:
+            b.ignored.append(g.flag)
+            b.given_args.append(g)
+            continue
+        b.apply(f, g.on, g.flag, g.values)
+        b.given_args.append(g)
+        if f.memory:
+            b.memory.extend(g.tokens)
+        else:
+            b.ignored.append(g.flag)
+    return b.build()
 
 
 def _missing_value(raw: str, f: Flag | None) -> str:

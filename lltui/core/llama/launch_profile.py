@@ -1,4 +1,9 @@
-"""A :class:`LaunchSpec` as plain, TOML-ready data (a saved profile) and back."""
+"""A :class:`LaunchSpec` as plain, TOML-ready data (a saved profile) and back.
+
+A profile holds the model, llama-server's flags as a list (``flags = ["-c", "8192", ...]``,
+each in the flag table's spelling) and the launch's own settings (address, key file, log
+level, environment). Profiles written by earlier versions, with one key per setting
+(``ctx_size = 8192``), are read too: each such key is the long flag of the same name."""
 
 from __future__ import annotations
 
@@ -6,88 +11,95 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from lltui.core.llama.flag_table import SECRET_FIELDS
+from lltui.core.llama.flag_table import BY_SPELLING, SECRET_FIELDS
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
-from lltui.core.llama.multigpu import SplitMode
 
-_TUPLE_FIELDS = ("devices", "rpc", "extra_args", "visible_gpus")
-_TABLE_FIELDS = ("nccl_env", "env")
-
-
-def spec_to_dict(spec: LaunchSpec, *, include_secret: bool = True) -> dict[str, Any]:
-    """The spec as TOML-ready data: only the fields that differ from the defaults."""
-    defaults = {f.name: f.default for f in fields(LaunchSpec)}
-    out: dict[str, Any] = {}
-    for f in fields(spec):
-        value = getattr(spec, f.name)
-        if f.name != "model" and value == defaults.get(f.name):
-            continue
-        if f.name in SECRET_FIELDS and not include_secret:
-            continue
-        if isinstance(value, SplitMode):
-            value = value.flag
-        elif f.name in _TABLE_FIELDS:
-            value = dict(value)
-        elif f.name == "tensor_split":
-            value = [float(x) for x in value]
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[f.name] = value
-    return out
-
-
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "model": (str,),
+_LAUNCH_TYPES: dict[str, tuple[type, ...]] = {
     "host": (str,),
     "port": (int,),
-    "ctx_size": (int,),
-    "n_parallel": (int,),
-    "n_gpu_layers": (int,),
-    "split_mode": (str,),
-    "main_gpu": (int,),
-    "tensor_split": (list,),
-    "devices": (list,),
-    "cache_type_k": (str,),
-    "cache_type_v": (str,),
-    "flash_attn": (str,),
-    "batch_size": (int,),
-    "ubatch_size": (int,),
-    "load_mode": (str,),
-    "rpc": (list,),
     "api_key": (str,),
     "api_key_file": (str,),
     "hf_token": (str,),
     "metrics": (bool,),
     "log_verbosity": (int,),
-    "extra_args": (list,),
     "visible_gpus": (list,),
     "nccl_env": (dict,),
     "cuda_p2p": (bool,),
     "env": (dict,),
 }
+_TABLE_FIELDS = ("nccl_env", "env")
+# earlier profiles: a key per setting, named as its long flag (two of them are not)
+_LEGACY_FLAG_OF = {"n_parallel": "--parallel", "devices": "--device"}
+_LEGACY_WORDS = {"n_gpu_layers": {-1: "auto", -2: "all"}}
+
+
+def spec_to_dict(spec: LaunchSpec, *, include_secret: bool = True) -> dict[str, Any]:
+    """The spec as TOML-ready data: the model, its flags, and the launch settings that
+    differ from the defaults."""
+    out: dict[str, Any] = {"model": spec.model}
+    flags = spec.args.without({"model_path"}).to_argv()
+    if flags:
+        out["flags"] = flags
+    defaults = {f.name: f.default for f in fields(LaunchSpec)}
+    for name in _LAUNCH_TYPES:
+        value = getattr(spec, name)
+        if value == defaults.get(name):
+            continue
+        if name in SECRET_FIELDS and not include_secret:
+            continue
+        if name in _TABLE_FIELDS:
+            value = dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def _legacy_flags(key: str, value: Any, where: str) -> list[str]:
+    """An earlier profile's setting as the llama-server flags it stood for."""
+    if key == "extra_args":
+        return [str(x) for x in value]
+    flag = _LEGACY_FLAG_OF.get(key, "--" + key.replace("_", "-"))
+    if flag not in BY_SPELLING or isinstance(value, dict):
+        raise LaunchError(f"{where}: unknown key {key!r}")
+    if isinstance(value, list):
+        return [flag, ",".join(str(x) for x in value)]
+    word = _LEGACY_WORDS.get(key, {}).get(value) if isinstance(value, int) else None
+    return [flag, word if word is not None else str(value)]
+
+
+def _check_type(key: str, value: Any, where: str) -> Any:
+    types = _LAUNCH_TYPES[key]
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if ok and isinstance(value, list):
+        ok = all(isinstance(x, str) for x in value)
+    elif ok and isinstance(value, dict):
+        ok = all(isinstance(v, str) for v in value.values())
+    if not ok:
+        raise LaunchError(f"{where}: {key} has the wrong type ({type(value).__name__})")
+    return tuple(value) if isinstance(value, list) else value
 
 
 def spec_from_dict(data: Mapping[str, Any], where: str = "profile") -> LaunchSpec:
-    """A spec from :func:`spec_to_dict` data; :class:`LaunchError` names the bad key."""
-    unknown = sorted(set(data) - set(_FIELD_TYPES))
-    if unknown:
-        raise LaunchError(f"{where}: unknown key {unknown[0]!r}")
-    kwargs: dict[str, Any] = {}
+    """A spec from :func:`spec_to_dict` data (or an earlier profile's); :class:`LaunchError`
+    names the bad key."""
+    model = data.get("model")
+    if not isinstance(model, str):
+        raise LaunchError(f"{where}: no model" if model is None else f"{where}: model is not text")
+    flags: list[str] = []
+    launch: dict[str, Any] = {}
     for key, value in data.items():
-        types = _FIELD_TYPES[key]
-        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-        if key == "tensor_split" and isinstance(value, list):
-            ok = all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
-        elif key in _TUPLE_FIELDS and isinstance(value, list):
-            ok = all(isinstance(x, str) for x in value)
-        elif key in _TABLE_FIELDS and isinstance(value, dict):
-            ok = all(isinstance(v, str) for v in value.values())
-        if not ok:
-            raise LaunchError(f"{where}: {key} has the wrong type ({type(value).__name__})")
-        kwargs[key] = tuple(value) if isinstance(value, list) else value
-    if "model" not in kwargs:
-        raise LaunchError(f"{where}: no model")
+        if key == "model":
+            continue
+        if key == "flags":
+            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                raise LaunchError(f"{where}: flags must be a list of words")
+            flags += value
+        elif key in _LAUNCH_TYPES:
+            launch[key] = _check_type(key, value, where)
+        else:
+            flags += _legacy_flags(key, value, where)
     try:
-        return LaunchSpec(**kwargs)
+        return LaunchSpec.of(model, flags, **launch)
     except LaunchError as exc:
         raise LaunchError(f"{where}: {exc}") from None

@@ -1,10 +1,11 @@
 """What to launch: a llama-server command line and environment, built from a frozen spec.
 
-A :class:`LaunchSpec` holds the settings lltui understands (model, split, context, KV types,
-batch sizes, RPC hosts, address, API key, environment) plus any other llama-server flags as
-they were typed. :func:`build_command` turns it into the exact argv and environment for one
-binary, spelling each flag the way that binary does (``--load-mode none`` or ``--no-mmap``),
-and refusing, in one line, a flag the binary lacks.
+A :class:`LaunchSpec` is the command line as the one parser read it
+(:class:`~lltui.core.llama.args.LlamaArgs`: the model and every flag, in order) plus what
+only a launch has (address, API key, token, log level, environment). :func:`build_command`
+turns it into the exact argv and environment for one binary, spelling each flag the way that
+binary does (``--load-mode none`` or ``--no-mmap``), and refusing, in one line, a flag the
+binary lacks.
 
 The API key is a secret: it never goes into argv (``ps`` would show it), it is passed as the
 ``LLAMA_API_KEY`` environment variable, and every repr, display form and captured log line
@@ -19,30 +20,26 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lltui.core.llama import flag_values
 from lltui.core.llama.address import DEFAULT_HOST, AddressError, check_hostport, server_url
+from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import (
     BY_KEY,
+    FLAGS,
     REMOVED,
     SECRET_ENV,
     SECRET_FIELDS,
-    UNKNOWN_ARITY,
     BinaryFlags,
     arity_of,
     canonical,
     is_flag_token,
     unknown_flag_message,
 )
-from lltui.core.llama.flag_values import KV_CACHE_TYPES, LOAD_MODES
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
-from lltui.core.llama.spec_flags import SPEC_FLAGS, SPELLING_TO_FIELD
 
 DEFAULT_PORT = 8080
 # Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
 PLACEMENT_LOG_VERBOSITY = 4
 MASK = "***"
-
-FLASH_ATTN_VALUES: tuple[str, ...] = flag_values.FLASH_ATTN_MODES
 
 API_KEY_ENV = "LLAMA_API_KEY"
 P2P_ENV = "GGML_CUDA_P2P"  # enables peer access when set at all, whatever its value
@@ -75,39 +72,28 @@ def _pairs(
     return tuple((str(k), str(v)) for k, v in items)
 
 
+# the settings only a launch has: lltui's launcher writes these flags itself
+LAUNCH_KEYS: frozenset[str] = frozenset(f.key for f in FLAGS if f.launch_own)
+_LAUNCH_FIELDS = ("host", "port", "api_key", "api_key_file", "hf_token", "log_verbosity", "metrics")
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
-    """One llama-server launch. ``None`` means "llama-server's own default": the flag is left out.
+    """One llama-server launch: its command line (``args``: the model and every other flag,
+    as given, read by the one parser) and what only a launch has: the address, the secrets,
+    the log level, the environment.
 
-    ``n_gpu_layers``: a count, or -1 for ``auto``, -2 for ``all``. ``n_parallel``: slots, or -1
-    for auto. ``tensor_split``: proportions as given (``(3, 1)``), not necessarily summing to 1.
-    ``extra_args``: other llama-server flags, passed on in order after a check against the binary.
     ``visible_gpus``: GPU UUIDs (``GPU-...``) or indices for ``CUDA_VISIBLE_DEVICES``.
     """
 
-    model: str
+    args: LlamaArgs
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    ctx_size: int | None = None
-    n_parallel: int | None = None
-    n_gpu_layers: int | None = None
-    split_mode: SplitMode | None = None
-    main_gpu: int | None = None
-    tensor_split: tuple[float, ...] | None = None
-    devices: tuple[str, ...] = ()
-    cache_type_k: str | None = None
-    cache_type_v: str | None = None
-    flash_attn: str | None = None
-    batch_size: int | None = None
-    ubatch_size: int | None = None
-    load_mode: str | None = None
-    rpc: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False)
     api_key_file: str | None = None
     hf_token: str | None = field(default=None, repr=False)
     metrics: bool = True  # /metrics feeds tokens/s; it costs nothing when unused
     log_verbosity: int = PLACEMENT_LOG_VERBOSITY
-    extra_args: tuple[str, ...] = ()
     visible_gpus: tuple[str, ...] = ()
     nccl_env: tuple[tuple[str, str], ...] = ()
     cuda_p2p: bool = False
@@ -115,106 +101,80 @@ class LaunchSpec:
 
     def __post_init__(self) -> None:
         # checked and normalised in steps; each raises LaunchError with one line
+        self._check_model()
         self._check_address()
-        self._check_counts()
-        self._normalise_split()
-        self._normalise_modes()
+        self._check_split()
         self._normalise_lists()
         self._check_secrets()
         self._normalise_environment()
 
+    @classmethod
+    def of(
+        cls,
+        model: str,
+        flags: Sequence[str] = (),
+        *,
+        binary: BinaryFlags | None = None,
+        **launch: Any,
+    ) -> LaunchSpec:
+        """A launch of ``model`` with llama-server ``flags`` as typed (read by the one parser;
+        a flag no build lltui knows is kept for the binary to judge) and launch settings."""
+        return cls.from_args(read_flags(flags, binary).with_model(model), **launch)
+
+    @classmethod
+    def from_args(cls, args: LlamaArgs, **launch: Any) -> LaunchSpec:
+        """A launch of a command line already read: the launch settings among its flags
+        (``--host``, ``--port``, ``--api-key``, ...) move out of ``args`` into the spec
+        (``launch`` keywords win over them); the model and every other flag stay."""
+        own = args.given & LAUNCH_KEYS - {"model_path"}
+        taken = {name: getattr(args, name) for name in _LAUNCH_FIELDS if name in own}
+        return cls(args=args.without(own), **(taken | launch))
+
+    @property
+    def model(self) -> str:
+        return self.args.model_path or ""
+
+    @property
+    def given_launch(self) -> frozenset[str]:
+        """The launch settings that differ from their defaults."""
+        defaults = {f.name: f.default for f in fields(LaunchSpec)}
+        return frozenset(n for n in _LAUNCH_FIELDS if getattr(self, n) != defaults[n])
+
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
 
-    def _check_address(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
+    def _check_model(self) -> None:
+        if not isinstance(self.args, LlamaArgs):
+            raise LaunchError(f"args must be LlamaArgs, got {type(self.args).__name__}")
+        if not self.model.strip():
             raise LaunchError("no model given: pass MODEL.gguf (or -m MODEL.gguf)")
+        if self.args.given & LAUNCH_KEYS - {"model_path"}:
+            raise LaunchError("the launch settings are the spec's: use LaunchSpec.from_args")
+
+    def _check_address(self) -> None:
         if not isinstance(self.host, str) or not self.host.strip():
             raise LaunchError("--host needs an address")
         if isinstance(self.port, bool) or not isinstance(self.port, int):
             raise LaunchError(f"--port must be a whole number, got {self.port!r}")
         if not 0 <= self.port <= 65535:
             raise LaunchError(f"--port must be between 0 and 65535, got {self.port}")
-
-    def _check_counts(self) -> None:
-        for name in ("ctx_size", "batch_size", "ubatch_size", "main_gpu"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise LaunchError(f"{name} must be a whole number, got {value!r}")
-            if value is not None and value < 0:
-                raise LaunchError(f"{name} must not be negative, got {value}")
-        for name in ("batch_size", "ubatch_size"):
-            if getattr(self, name) == 0:
-                raise LaunchError(f"{name} must be at least 1")
-        if self.n_parallel is not None and (self.n_parallel == 0 or self.n_parallel < -1):
-            raise LaunchError(f"n_parallel must be >= 1 (or -1 for auto), got {self.n_parallel}")
-        if self.n_gpu_layers is not None and self.n_gpu_layers < -2:
-            raise LaunchError(
-                f"n_gpu_layers must be >= 0, -1 (auto) or -2 (all), got {self.n_gpu_layers}"
-            )
         if self.log_verbosity < 0:
             raise LaunchError(f"log verbosity must be >= 0, got {self.log_verbosity}")
 
-    def _normalise_split(self) -> None:
-        if self.split_mode is not None:
-            try:
-                self._set("split_mode", SplitMode.parse(self.split_mode))
-            except ValueError as exc:
-                raise LaunchError(str(exc)) from None
-        if self.tensor_split is not None:
-            try:
-                split = tuple(float(x) for x in self.tensor_split)
-            except (TypeError, ValueError):
-                raise LaunchError(
-                    f"tensor_split must be numbers, got {self.tensor_split!r}"
-                ) from None
-            if not split or any(x < 0 for x in split) or sum(split) <= 0:
-                raise LaunchError(
-                    f"tensor_split needs non-negative proportions, not all zero: {list(split)}"
-                )
-            try:
-                flag_values.check_proportions("tensor_split", split)
-            except ValueError as exc:
-                raise LaunchError(str(exc)) from None
-            self._set("tensor_split", split)
-        n_split = len(self.tensor_split) if self.tensor_split is not None else None
-        if self.main_gpu is not None and n_split is not None and self.main_gpu >= n_split:
+    def _check_split(self) -> None:
+        a = self.args
+        n_split = len(a.tensor_split) if "tensor_split" in a.given else None
+        if "main_gpu" in a.given and n_split is not None and a.main_gpu >= n_split:
             raise LaunchError(
-                f"main_gpu {self.main_gpu} is not one of the {n_split} device(s) in tensor_split"
+                f"main_gpu {a.main_gpu} is not one of the {n_split} device(s) in tensor_split"
             )
-
-    def _normalise_modes(self) -> None:
-        for name in ("cache_type_k", "cache_type_v"):
-            value = getattr(self, name)
-            if value is not None:
-                value = str(value).lower()
-                if value not in KV_CACHE_TYPES:
-                    raise LaunchError(
-                        f"{name} {value!r} is not one of: {', '.join(KV_CACHE_TYPES)}"
-                    )
-                self._set(name, value)
-        if self.flash_attn is not None:
-            value = str(self.flash_attn).lower()
-            if value not in FLASH_ATTN_VALUES:
-                raise LaunchError(
-                    f"flash_attn must be one of on, off, auto; got {self.flash_attn!r}"
-                )
-            self._set("flash_attn", value)
-        if self.load_mode is not None and self.load_mode not in LOAD_MODES:
-            raise LaunchError(
-                f"load_mode must be one of {', '.join(LOAD_MODES)}; got {self.load_mode!r}"
-            )
-
-    def _normalise_lists(self) -> None:
-        self._set("devices", tuple(str(d) for d in self.devices))
-        rpc = tuple(str(h).strip() for h in self.rpc)
-        for hostport in rpc:
+        for hostport in a.rpc:
             try:
                 check_hostport(hostport)
             except AddressError as exc:
                 raise LaunchError(str(exc)) from None
-        self._set("rpc", rpc)
-        self._set("extra_args", tuple(str(a) for a in self.extra_args))
+
+    def _normalise_lists(self) -> None:
         gpus = tuple(str(g).strip() for g in self.visible_gpus)
         for gpu in gpus:
             if not _GPU_ID.match(gpu):
@@ -263,6 +223,8 @@ class LaunchSpec:
             if f.name in SECRET_FIELDS:
                 parts.append(f"{f.name}={MASK!r}" if value else f"{f.name}=None")
                 continue
+            if f.name == "args":
+                value = [self.model, *self.args.to_argv()[2:]]
             parts.append(f"{f.name}={value!r}")
         return f"LaunchSpec({', '.join(parts)})"
 
@@ -290,46 +252,48 @@ class LaunchSpec:
         ``n_gpu`` is what the spec implies (tensor_split entries, main_gpu, RPC hosts); an auto
         ``-np`` reads as 1 and ``-ngl auto/all`` as ``None`` (all that fit).
         """
+        a = self.args
+        tensor_split = a.tensor_split if "tensor_split" in a.given else ()
         n_gpu = max(
-            len(self.tensor_split or ()),
-            (self.main_gpu or 0) + 1,
-            len(self.devices),
-            len(self.visible_gpus) + len(self.rpc),
+            len(tensor_split),
+            a.main_gpu + 1,
+            len(a.devices or ()),
+            len(self.visible_gpus) + len(a.rpc),
             1,
         )
         split = None
-        if self.tensor_split is not None and len(self.tensor_split) == n_gpu and n_gpu > 1:
-            total = sum(self.tensor_split)
-            split = tuple(x / total for x in self.tensor_split)
-        mode = self.split_mode or SplitMode.LAYER
+        if len(tensor_split) == n_gpu and n_gpu > 1:
+            total = sum(tensor_split)
+            split = tuple(x / total for x in tensor_split)
+        mode = SplitMode.parse(a.split_mode)
         if mode is SplitMode.NONE:
             split = None
         return MultiGPUConfig(
             n_gpu=n_gpu,
             split_mode=mode,
-            main_gpu=self.main_gpu or 0,
+            main_gpu=a.main_gpu,
             tensor_split=split,
-            gpu_layers=self.n_gpu_layers
-            if self.n_gpu_layers is not None and self.n_gpu_layers >= 0
-            else None,
-            n_parallel=self.n_parallel if self.n_parallel and self.n_parallel > 0 else 1,
+            gpu_layers=a.n_gpu_layers if a.n_gpu_layers >= 0 else None,
+            n_parallel=a.n_parallel if a.n_parallel > 0 else 1,
         )
 
     @classmethod
-    def from_multigpu(cls, model: str, config: MultiGPUConfig, **kwargs: Any) -> LaunchSpec:
+    def from_multigpu(cls, model: str, config: MultiGPUConfig, **launch: Any) -> LaunchSpec:
         """A spec whose split settings come from a :class:`MultiGPUConfig`; ``-np`` is always
         passed so one slot means one slot (llama-server's own default is 4)."""
-        return cls(
-            model=model,
-            n_gpu_layers=config.gpu_layers,
-            split_mode=config.split_mode,
-            main_gpu=config.main_gpu if config.main_gpu else None,
-            tensor_split=tuple(config.tensor_split)
-            if config.tensor_split is not None and config.n_gpu > 1
-            else None,
-            n_parallel=config.n_parallel,
-            **kwargs,
-        )
+        return cls.of(model, config.to_llama_args(), **launch)
+
+
+def read_flags(flags: Sequence[str], binary: BinaryFlags | None = None) -> LlamaArgs:
+    """llama-server flags as typed, for a launch: the one parser, with a flag no build lltui
+    knows kept (when no binary is at hand) for :func:`build_command` to judge; LaunchError
+    (one line) for a flag or value llama-server refuses."""
+    from lltui.core.llama.args import parse_llama_args
+
+    try:
+        return parse_llama_args(flags, binary=binary, keep_unknown=binary is None)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -387,17 +351,14 @@ def _pick(binary: BinaryFlags | None, spellings: Sequence[str]) -> str | None:
     return next((s for s in spellings if binary.has(s)), None)
 
 
-def _flag(binary: BinaryFlags | None, name: str) -> str:
-    spellings, _ = SPEC_FLAGS[name]
+def _flag(binary: BinaryFlags | None, key: str, on: bool = True) -> str:
+    f = BY_KEY[key]
+    spellings = f.spellings if on else f.neg
     chosen = _pick(binary, spellings)
     if chosen is None:
         assert binary is not None
         raise LaunchError(f"{binary.describe()} has no {spellings[-1]} flag ({spellings[0]})")
     return chosen
-
-
-def _fmt_number(x: float) -> str:
-    return flag_values.number_text(x)
 
 
 def _load_mode_args(mode: str, binary: BinaryFlags | None) -> list[str]:
@@ -457,12 +418,12 @@ def build_command(
     flags it lacks; ``None`` composes the current llama-server spellings unchecked.
     ``key_file``: the private file holding the key when :func:`api_key_transport` says ``file``.
     """
-    argv = [binary_path, *_settings_argv(spec, binary)]
+    argv = [binary_path, *_launch_argv(spec, binary), *flags_argv(spec.args, binary)]
+    if spec.api_key_file is not None:
+        argv += [_flag(binary, "api_key_file"), spec.api_key_file]
     env_set: dict[str, str] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     env_unset: list[str] = []
     argv += _pass_secrets(spec, binary, key_file, env_set, env_unset)
-    _check_extra(spec.extra_args, binary)
-    argv += spec.extra_args
     _pass_environment(spec, env_set)
     env_unset = [n for n in env_unset if n not in env_set]
     return LaunchCommand(
@@ -473,45 +434,52 @@ def build_command(
     )
 
 
-def _settings_argv(spec: LaunchSpec, binary: BinaryFlags | None) -> list[str]:
-    """The flags of the settings the spec holds, each spelled as this binary spells it."""
-    f = lambda name: _flag(binary, name)  # noqa: E731
-    argv: list[str] = [f("log_verbosity"), str(spec.log_verbosity)]
-    argv += [f("model"), spec.model, f("host"), spec.host, f("port"), str(spec.port)]
+def _launch_argv(spec: LaunchSpec, binary: BinaryFlags | None) -> list[str]:
+    """The flags the launcher sets itself: the log level first (placement lines need it),
+    the model, the address, /metrics."""
+    f = lambda key: _flag(binary, key)  # noqa: E731
+    argv = [f("log_verbosity"), str(spec.log_verbosity), f("model_path"), spec.model]
+    argv += [f("host"), spec.host, f("port"), str(spec.port)]
     if spec.metrics:
         argv.append(f("metrics"))
-    if spec.ctx_size is not None:
-        argv += [f("ctx_size"), str(spec.ctx_size)]
-    if spec.n_parallel is not None:
-        argv += [f("n_parallel"), str(spec.n_parallel)]
-    if spec.n_gpu_layers is not None:
-        words = {-1: "auto", -2: "all"}
-        argv += [f("n_gpu_layers"), words.get(spec.n_gpu_layers, str(spec.n_gpu_layers))]
-    if spec.split_mode is not None:
-        argv += [f("split_mode"), spec.split_mode.flag]
-    if spec.tensor_split is not None:
-        argv += [f("tensor_split"), ",".join(_fmt_number(x) for x in spec.tensor_split)]
-    if spec.main_gpu is not None:
-        argv += [f("main_gpu"), str(spec.main_gpu)]
-    if spec.devices:
-        argv += [f("devices"), ",".join(spec.devices)]
-    if spec.cache_type_k is not None:
-        argv += [f("cache_type_k"), spec.cache_type_k]
-    if spec.cache_type_v is not None:
-        argv += [f("cache_type_v"), spec.cache_type_v]
-    if spec.flash_attn is not None:
-        argv += _flash_attn_args(spec.flash_attn, binary)
-    if spec.batch_size is not None:
-        argv += [f("batch_size"), str(spec.batch_size)]
-    if spec.ubatch_size is not None:
-        argv += [f("ubatch_size"), str(spec.ubatch_size)]
-    if spec.load_mode is not None:
-        argv += _load_mode_args(spec.load_mode, binary)
-    if spec.rpc:
-        argv += [f("rpc"), ",".join(spec.rpc)]
-    if spec.api_key_file is not None:
-        argv += [f("api_key_file"), spec.api_key_file]
     return argv
+
+
+def flags_argv(args: LlamaArgs, binary: BinaryFlags | None = None) -> list[str]:
+    """The command line's flags in the order given, each spelled as this binary spells it
+    (``--load-mode none`` or ``--no-mmap``; ``-fa`` as a switch on old builds), values as
+    given; a flag the binary lacks (or, without one, no build lltui knows) is refused in
+    one line, with what to write instead where lltui knows it."""
+    argv: list[str] = []
+    for g in args.given_args:
+        f = BY_KEY.get(g.key) if g.key is not None else None
+        if f is not None and f.launch_own:
+            continue  # the launcher's own: written by _launch_argv
+        if f is None:
+            _check_unmodelled(g.flag, binary)
+            argv += g.tokens
+        elif f.key == "load_mode":
+            argv += _load_mode_args(args.load_mode, binary)
+        elif f.key == "flash_attn":
+            argv += _flash_attn_args(str(f.parse(g.flag, g.values[0])) if f.parse else "on", binary)
+        else:
+            argv += [_flag(binary, f.key, g.on), *g.values]
+    return argv
+
+
+def _check_unmodelled(raw: str, binary: BinaryFlags | None) -> None:
+    """A flag lltui does not read: the binary must know it (its --help decides, else the
+    pinned table)."""
+    token = canonical(raw)
+    if binary is not None and is_flag_token(token) and not binary.has(token):
+        hint = ""
+        if "=" in token:
+            hint = f" (write it as {token.split('=', 1)[0]} VALUE)"
+        elif token in REMOVED:
+            hint = f" ({REMOVED[token]})"
+        raise LaunchError(f"{binary.describe()} has no {raw} flag{hint}")
+    if arity_of(token, binary) is None:
+        raise LaunchError(unknown_flag_message(raw, binary))
 
 
 def _pass_secrets(
@@ -549,37 +517,6 @@ def _pass_environment(spec: LaunchSpec, env_set: dict[str, str]) -> None:
         if name in SECRET_ENV:
             continue  # secrets go through their own fields, masked
         env_set[name] = value
-
-
-def _check_extra(extra: Sequence[str], binary: BinaryFlags | None) -> None:
-    """Refuse extra flags the build lacks (the binary's --help decides, else the pinned
-    table), values llama-server would refuse or that mean nothing, and flags the spec sets
-    itself (llama-server would take the last of two and warn)."""
-    from lltui.core.llama.args import parse_llama_args
-
-    i = 0
-    while i < len(extra):
-        raw = extra[i]
-        token = canonical(raw)
-        if token in SPELLING_TO_FIELD:
-            raise LaunchError(f"{raw} is a launch setting: give it once, not among the extra flags")
-        if binary is not None and is_flag_token(token) and not binary.has(token):
-            hint = ""
-            if "=" in token:
-                hint = f" (write it as {token.split('=', 1)[0]} VALUE)"
-            elif token in REMOVED:
-                hint = f" ({REMOVED[token]})"
-            raise LaunchError(f"{binary.describe()} has no {raw} flag{hint}")
-        n = arity_of(token, binary)
-        if n is None:
-            raise LaunchError(unknown_flag_message(raw, binary))
-        if n == UNKNOWN_ARITY:
-            n = 1 if i + 1 < len(extra) and not is_flag_token(extra[i + 1]) else 0
-        i += 1 + n
-    try:
-        parse_llama_args(extra, binary=binary)
-    except ValueError as exc:
-        raise LaunchError(str(exc)) from None
 
 
 def relevant_inherited_env(environ: Mapping[str, str], command: LaunchCommand) -> dict[str, str]:

@@ -58,7 +58,7 @@ def with_absolute_paths(spec: LaunchSpec) -> LaunchSpec:
     key_file = spec.api_key_file
     return replace(
         spec,
-        model=os.path.abspath(spec.model),
+        args=spec.args.with_model(os.path.abspath(spec.model)),
         api_key_file=os.path.abspath(key_file) if key_file is not None else None,
     )
 
@@ -197,5 +197,5 @@ def load_profile(name: str, directory: Path | None = None) -> LaunchSpec:
 
 
 def load_profile_data(name: str, directory: Path | None = None) -> dict[str, Any]:
-    """A profile as plain data (what :func:`spec_to_dict` gives), for merging with flags."""
+    """A profile as plain data (what :func:`spec_to_dict` gives)."""
     return spec_to_dict(load_profile(name, directory))

@@ -24,7 +24,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +32,17 @@ from lltui.core.llama.address import is_loopback
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_sentence, ready_event
 from lltui.core.llama.flag_table import SECRET_FIELDS
-from lltui.core.llama.launch_args import parse_llama_args, spec_kwargs
 from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
     DEFAULT_HOST,
+    LAUNCH_KEYS,
     BinaryFlags,
     LaunchCommand,
     LaunchError,
     LaunchSpec,
     api_key_transport,
     build_command,
+    read_flags,
 )
 from lltui.core.llama.log import DevicePlacement
 from lltui.paths import state_dir
@@ -134,9 +135,17 @@ def split_profile_options(words: Sequence[str]) -> tuple[str | None, str | None,
     return found.get("--profile"), found.get("--save-profile"), rest
 
 
-def _parse_flags(words: Sequence[str]) -> dict[str, Any]:
-    """The one place llama-server flags are read into LaunchSpec fields."""
-    return parse_llama_args(words)
+def _profile(name: str) -> LaunchSpec:
+    try:
+        return profiles.load_profile(name)
+    except profiles.ProfileError as exc:
+        raise LaunchError(str(exc), exc.code) from None
+
+
+def _launch_settings(spec: LaunchSpec) -> dict[str, Any]:
+    """The launch settings a spec holds that are not the defaults."""
+    defaults = {f.name: f.default for f in fields(LaunchSpec) if f.name != "args"}
+    return {n: getattr(spec, n) for n, d in defaults.items() if getattr(spec, n) != d}
 
 
 def read_request(request: LaunchRequest) -> GivenLaunch:
@@ -145,42 +154,41 @@ def read_request(request: LaunchRequest) -> GivenLaunch:
     model = request.model.strip() if request.model and request.model.strip() else None
     if model is None and words and not words[0].startswith("-"):
         model, words = words[0], words[1:]  # MODEL first, as `lltui launch MODEL [flags]`
-    given = spec_kwargs(request.args) if request.args is not None else _parse_flags(words)
-    if model is not None and "model" in given:
+    args = request.args if request.args is not None else read_flags(words)
+    if model is not None and "model_path" in args.given:
         raise LaunchError("the model is given twice (MODEL and -m)")
     if model is not None:
-        given["model"] = model
-    if "api_key" in given and not request.keys_on_command_line:
+        args = args.with_model(model)
+    if "api_key" in args.given and not request.keys_on_command_line:
         raise LaunchError("pass keys with --api-key-file, not among the flags (they show in ps)")
-    if "hf_token" in given and not request.keys_on_command_line:
+    if "hf_token" in args.given and not request.keys_on_command_line:
         raise LaunchError("export the Hugging Face token as HF_TOKEN, not among the flags")
-    data: dict[str, Any] = {}
-    if profile:
-        try:
-            data = profiles.load_profile_data(profile)
-        except profiles.ProfileError as exc:
-            raise LaunchError(str(exc), exc.code) from None
-    from_profile = frozenset(data)
+    base = _profile(profile) if profile else None
+    launch = _launch_settings(base) if base is not None else {}
+    from_profile = set(launch)
+    if base is not None and "model_path" not in args.given:
+        from_profile.add("model")
     if request.host is not None:
-        data["host"] = request.host
+        launch["host"] = request.host
     if request.port is not None:
-        data["port"] = request.port
-    extra = tuple(data.get("extra_args", ())) + tuple(given.pop("extra_args", ()))
-    data.update(given)
-    data["extra_args"] = extra
-    if "model" not in data:
+        launch["port"] = request.port
+    launch.update({name: getattr(args, name) for name in _given_launch(args)})
+    merged = base.args.then(args) if base is not None else args
+    if merged.model_path is None:
         raise LaunchError(request.missing_model)
-    try:
-        spec = LaunchSpec(**data)
-    except TypeError as exc:
-        raise LaunchError(str(exc)) from None
+    spec = LaunchSpec.from_args(merged, **launch)
     return GivenLaunch(
         spec=spec,
         profile=profile,
         save_profile=save_as,
-        from_profile=frozenset(k for k in from_profile if k not in given),
-        key_on_command_line=any(name in given for name in SECRET_FIELDS),
+        from_profile=frozenset(k for k in from_profile if k not in _given_launch(args)),
+        key_on_command_line=any(name in args.given for name in SECRET_FIELDS),
     )
+
+
+def _given_launch(args: LlamaArgs) -> frozenset[str]:
+    """The launch settings given among the flags (``--host``, ``--api-key``, ...)."""
+    return frozenset(args.given & LAUNCH_KEYS - {"model_path"})
 
 
 def check_given(given: GivenLaunch) -> tuple[str, ...]:
