@@ -160,7 +160,7 @@ def _one_gpu_vram(model: Any, context_size: int) -> int:
 def _quant_models(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
     """The GGUF header, read once, and every llama-quantize type of it by name."""
     from lltui.core.quant.sizes import quant_sizes
-    from lltui.sources.fit_devices import read_model
+    from lltui.services.fit import read_model
 
     model = read_model(os.fspath(path))
     return model, {r.name.upper(): r for r in quant_sizes(model) if not r.error}
@@ -170,7 +170,7 @@ def _exact_vram(path: str | os.PathLike[str], quantization: str | None, context_
     """The one-GPU allocation for the GGUF, or for its ``quantization`` as llama-quantize
     would write it."""
     from lltui.core.quant.sizes import as_quantized
-    from lltui.sources.fit_devices import read_model
+    from lltui.services.fit import read_model
 
     if not quantization:
         return _one_gpu_vram(read_model(os.fspath(path)), context_size)

@@ -260,21 +260,23 @@ def test_an_exited_server_shows_no_health(monkeypatch):
 def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
     import gguf_factory as gf
 
-    from lltui.app.launch_state import predict_speed
+    from lltui.core.llama.launch_spec import LaunchSpec
+    from lltui.services.fit import predict_speed
     from lltui.sources.gpu.kinds import one_sample
 
     path = tmp_path / "tiny-llama.gguf"
     gf.write_model(path, gf.SPECS["llama"](), "F16")
     sample = one_sample("sim:kaggle-2xt4")
     assert sample is not None
-    argv = ("llama-server", "-m", str(path), "-ngl", "all", "-c", "2048", "--port", "8080")
-    predicted = predict_speed(str(path), argv, sample)
+    spec = LaunchSpec.of(str(path), ["-ngl", "all", "-c", "2048"], port=8080)
+    predicted = predict_speed(spec.args, sample)
     assert predicted is not None
     decode, prefill = predicted
     assert decode > 0 and prefill > 0
     # no rig sampled, or a model that cannot be read: no prediction rather than an error
-    assert predict_speed(str(path), argv, None) is None
-    assert predict_speed(str(tmp_path / "missing.gguf"), argv, sample) is None
+    assert predict_speed(spec.args, None) is None
+    missing = LaunchSpec.of(str(tmp_path / "missing.gguf"), ["-ngl", "all"])
+    assert predict_speed(missing.args, sample) is None
 
 
 def test_the_rates_show_the_prediction_beside_the_measured_rates():

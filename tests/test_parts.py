@@ -286,8 +286,8 @@ def test_fit_with_a_missing_part_file_is_one_line_exit_2(files, tmp_path, capsys
 
 
 def test_remote_parts_go_through_the_model_reader(files, monkeypatch):
-    import lltui.sources.fit_devices as fd
-    from lltui.sources.fit_devices import read_extra_models
+    import lltui.sources.models.read as fd
+    from lltui.sources.models.read import read_extra_models
 
     asked = []
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 import gguf_factory as gf
 import pytest
 
-from lltui.commands.fit import read_inputs
+from lltui.commands.fit import read_command
 from lltui.core.fit import search
 from lltui.core.fit.estimate import estimate
 from lltui.core.fit.quant_table import QuantFit, quant_table
@@ -18,7 +18,8 @@ from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.placement import REPACK_PROFILES, _Placer
 from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix
 from lltui.core.quant.sizes import as_quantized, quant_source
-from lltui.sources.fit_devices import resolve_devices
+from lltui.services.devices import resolve_devices
+from lltui.services.fit import prepare as prepare_fit
 
 MODELS = {
     "llama": lambda: gf.llama_spec(n_layer=6),
@@ -77,17 +78,18 @@ def _clear_caches() -> None:
 
 @pytest.mark.parametrize(("model", "flags"), CASES, ids=[f"{m} {' '.join(f)}" for m, f in CASES])
 def test_every_row_is_a_fresh_estimate_of_that_type(paths, model, flags, monkeypatch):
-    inputs = read_inputs([str(paths[model]), "--host-free", "64GiB", *flags], "quant", "")
-    assert inputs is not None
+    command = read_command([str(paths[model]), "--host-free", "64GiB", *flags], "quant", "")
+    assert command is not None
+    inputs = prepare_fit(command.request)
     _clear_caches()
-    table = quant_table(inputs.model, inputs.settings, inputs.devices, inputs.options)
+    table = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
     opts = replace(inputs.options, suggest=False)
     assert any(q.result is not None for q in table)
     for q in table:
         if q.result is None:
             continue
         _clear_caches()
-        alone = estimate(as_quantized(inputs.model, q.row), inputs.settings, inputs.devices, opts)
+        alone = estimate(as_quantized(inputs.model, q.row), inputs.args, inputs.devices, opts)
         assert q.result == alone, q.row.name
         assert q.to_json() == QuantFit(q.row, alone).to_json()
         if q.max_ctx is None:
@@ -96,7 +98,7 @@ def test_every_row_is_a_fresh_estimate_of_that_type(paths, model, flags, monkeyp
                 m.setattr(search, "_weights_overflow", lambda *_: False)
                 _clear_caches()
                 searched = estimate(
-                    as_quantized(inputs.model, q.row), inputs.settings, inputs.devices, opts
+                    as_quantized(inputs.model, q.row), inputs.args, inputs.devices, opts
                 )
             assert searched == alone, q.row.name
 

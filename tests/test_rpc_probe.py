@@ -14,7 +14,7 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.sources.fit_devices import with_rpc
+from lltui.services.devices import with_rpc
 from lltui.sources.llama.rpc_probe import RpcProbeError, probe, probe_all
 
 GIB = 1 << 30
@@ -165,7 +165,7 @@ def test_a_host_that_drops_the_connection_attempt_is_not_called_busy(monkeypatch
 
 
 def test_only_the_loopback_network_escapes_the_warning():
-    from lltui.sources.fit_devices import _loopback
+    from lltui.services.devices import _loopback
 
     assert _loopback("127.0.0.1:1") and _loopback("[::1]:1") and _loopback("localhost:1")
     assert not _loopback("127.evil.example:1") and not _loopback("10.0.0.1:1")

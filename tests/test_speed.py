@@ -211,7 +211,7 @@ def test_a_present_gpu_reports_its_own_pcie_link(models):
 
 
 def test_devices_from_a_sample_carry_the_pcie_link():
-    from lltui.sources.fit_devices import devices_from_sample
+    from lltui.services.devices import devices_from_sample
     from lltui.sources.gpu.kinds import SourceSpec, make_source
 
     source = make_source(SourceSpec("sim", "kaggle-2xt4"))
@@ -271,7 +271,7 @@ def test_a_present_gpu_decodes_at_its_own_memory_bandwidth(models):
 def test_fake_nvml_gpus_carry_their_memory_bandwidth(monkeypatch):
     import fake_pynvml as fp
 
-    from lltui.sources.fit_devices import devices_from_sample
+    from lltui.services.devices import devices_from_sample
     from lltui.sources.gpu.nvml.source import NvmlSource
 
     gpus = fp.make_gpus(2)

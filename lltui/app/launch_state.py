@@ -8,7 +8,7 @@ import shlex
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ from lltui.core.llama.log import DevicePlacement
 from lltui.core.llama.log_fold import RepeatFolder
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
+from lltui.services.fit import predict_speed
 from lltui.sources.llama.session import (
     LaunchRequest,
     LaunchSession,
@@ -60,30 +61,6 @@ class LaunchState:
     # what fit predicts for this command on this rig, shown beside the measured rates
     predicted_decode_tps: float | None = None
     predicted_prefill_tps: float | None = None
-
-
-def predict_speed(
-    model: str, argv: Sequence[str], sample: RigSample | None
-) -> tuple[float, float] | None:
-    """Decode and prompt tokens/s that fit predicts for this command on the rig as sampled
-    (free memory aside: the server is already loading); None when it cannot say."""
-    from lltui.core.fit.estimate import FitOptions, estimate
-    from lltui.core.llama.args import parse_llama_args
-    from lltui.core.memory.common import FitError
-    from lltui.sources.fit_devices import DeviceSpecError, devices_from_sample, read_model
-
-    if sample is None:
-        return None
-    try:
-        args = parse_llama_args(list(argv[1:]))
-        devices = devices_from_sample(sample)
-        result = estimate(read_model(model), args, devices, FitOptions())
-    except (FitError, DeviceSpecError, ValueError, OSError):
-        return None
-    speed = result.speed
-    if speed is None or speed.decode_tps <= 0:
-        return None
-    return speed.decode_tps, speed.prefill_tps
 
 
 def parse_hostport(text: str) -> tuple[str, int]:
@@ -222,7 +199,7 @@ class LaunchController:
         sample = self._latest_sample()
         # a simulated rig's GPUs are not what the server runs on: nothing to compare with
         real = sample if sample is not None and not sample.simulated else None
-        predicted = predict_speed(prepared.spec.model, prepared.command.argv, real)
+        predicted = predict_speed(prepared.spec.args, real)
         if predicted is not None:
             with self.lock:
                 self.state.predicted_decode_tps, self.state.predicted_prefill_tps = predicted

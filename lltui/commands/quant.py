@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lltui.commands import CliError, print_json
+from lltui.commands import print_json
 
 HELP = """\
 usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
@@ -70,50 +70,44 @@ def _no_gc() -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands.fit import read_inputs
-    from lltui.core.fit.quant_table import best_fitting, quant_table, skipped_types
-    from lltui.core.memory.common import FitError
-    from lltui.core.memory.hparams import read_hparams
-    from lltui.core.memory.results import model_summary
-    from lltui.sources.fit_devices import describe
+    from lltui.commands.fit import read_command, refused
+    from lltui.core.fit.quant_table import best_fitting
+    from lltui.services.fit import FitFailed, prepare, quant_table
 
-    # with --best, a repository's own quantizations are ranked rather than listed
-    with _no_gc():  # reading the header (a 150k-token vocabulary) makes as many objects
-        inputs = read_inputs(list(args.argv), "quant", HELP, rank_repo=True)
-    if inputs is None:
+    command = read_command(list(args.argv), "quant", HELP)
+    if command is None:
         return 0
-    if inputs.own.get("best") is not None:
+    if command.best is not None:
         from lltui.commands.quant_best import run_best
 
-        return run_best(inputs)
-    model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
-    devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
+        return run_best(command)
     try:
-        # a header whose hyperparameters cannot be read has no quant to list: one line
-        summary = model_summary(model, read_hparams(model))
-    except FitError as exc:
-        raise CliError(f"quant: {exc}", 2) from None
-    with _no_gc():  # not around --best: a repository's reads and searches run long
-        table = quant_table(model, settings, devices, opts, inputs.extra)
-    skipped = skipped_types(model)
-    if own["json"]:
+        with _no_gc():  # reading the header (a 150k-token vocabulary) makes as many objects
+            setup = prepare(command.request)
+        with _no_gc():  # not around --best: a repository's reads and searches run long
+            report = quant_table(command.request, setup)
+    except FitFailed as exc:
+        return refused(exc, "quant", command.as_json)
+    where = report.setup.device_label
+    if command.as_json:
         from lltui.core.fit.report import model_to_json
 
         # the model read: the input file itself (the rows are what-ifs, with no file yet)
         data: dict[str, Any] = {
-            "model": model_to_json(summary),
-            "devices": describe(devices),
-            "rows": [q.to_json() for q in table],
-            "skipped": [{"type": t, "reason": why} for t, why in skipped],
+            "model": model_to_json(report.summary),
+            "devices": where,
+            "rows": [q.to_json() for q in report.rows],
+            "skipped": [{"type": t, "reason": why} for t, why in report.skipped],
         }
-        if notes:
-            data["notes"] = notes
+        if setup.notes:
+            data["notes"] = list(setup.notes)
         print_json(data)
         return 0
-    print("\n".join(quant_lines(model_path, describe(devices), table, best_fitting(table))))
-    for t, why in skipped:
+    model_path = command.request.model
+    print("\n".join(quant_lines(model_path, where, report.rows, best_fitting(report.rows))))
+    for t, why in report.skipped:
         print(f"not listed: {t} ({why})")
-    for n in notes:
+    for n in setup.notes:
         print(f"note: {n}")
     return 0
 

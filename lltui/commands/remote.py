@@ -3,17 +3,17 @@ model in it (``lltui quant hf:OWNER/REPO``, ``lltui fit hf:OWNER/REPO``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lltui.commands import CliError, print_json
 
+if TYPE_CHECKING:
+    from lltui.sources.models.read import ModelChoice
 
-def show_choices(exc: Exception, verb: str, as_json: bool) -> bool:
-    """Print the listing ``exc`` carries (a ModelChoice) on stdout. True when that is the
-    whole answer (quant of a repository); CliError when a model had to be named; False for
-    any other error."""
-    from lltui.sources.fit_devices import ModelChoice
 
-    if not isinstance(exc, ModelChoice):
-        return False
+def show_choices(exc: ModelChoice, verb: str, as_json: bool) -> bool:
+    """Print the listing a repository reference carries on stdout. True when that is the
+    whole answer (quant of a repository); CliError when a model had to be named."""
     if as_json:
         print_json(exc.data)
     else:

@@ -1,5 +1,7 @@
-"""The devices an estimate is made for (local GPUs, a --gpus spec, a simulated rig, --rpc
-servers) and the model file it reads; shared by ``lltui fit``, ``lltui quant`` and the fit view."""
+"""The devices an estimate is made for: the local GPUs (NVML), a ``--gpus`` spec, a
+simulated rig, the GPUs of a rig being watched, and llama-server's ``--rpc`` servers (asked for
+their free memory); shared by ``lltui fit``, ``lltui quant``, the fit and launch views and the
+API."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.gguf.reader import GgufError, GgufModel, read_gguf
 from lltui.core.memory.devices import (
     DeviceSpec,
     cuda_devices,
@@ -19,100 +20,11 @@ from lltui.core.memory.devices import (
 from lltui.core.units import MIB, fmt_bytes
 
 if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
-    from lltui.core.llama.args import LlamaArgs
-    from lltui.core.memory.parts import ExtraModels
     from lltui.core.monitor.models import RigSample
 
 
 class DeviceSpecError(ValueError):
-    """A --gpus spec or model file that cannot be used; ``str()`` is one line."""
-
-
-class RemoteModelError(DeviceSpecError):
-    """A remote model that cannot be read; ``code`` 1 (network, server) or 2 (reference)."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ModelChoice(RemoteModelError):
-    """A reference to a repository that names no one model in it: ``lines`` (a table of its
-    models and sizes) and ``data`` (the same for --json) to choose from; ``named``: whether
-    a file or quantization was given (and matched none, or several)."""
-
-    def __init__(self, message: str, lines: list[str], data: dict[str, Any], named: bool):
-        super().__init__(message, 2)
-        self.lines = lines
-        self.data = data
-        self.named = named
-
-
-def read_model(path: str, verb: str = "fit") -> GgufModel:
-    """The GGUF header; DeviceSpecError with one line for a missing or corrupt file. A remote
-    reference (hf:OWNER/REPO..., an https URL) is read by ranged requests."""
-    from lltui.core.gguf.refs import is_remote_ref
-
-    if is_remote_ref(path):
-        return _read_remote(path, verb)
-    try:
-        return read_gguf(path)
-    except GgufError as exc:
-        raise DeviceSpecError(str(exc)) from None
-    except FileNotFoundError:
-        raise DeviceSpecError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DeviceSpecError(f"{path}: is a directory, not a GGUF file") from None
-    except OSError as exc:
-        raise DeviceSpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | None:
-    """The headers of the draft model, projector and LoRA adapters ``settings`` name, read
-    like the model (local files, hf: references, https URLs); None when there are none."""
-    from lltui.core.memory.parts import ExtraModels
-
-    if not (settings.draft_model or settings.mmproj or settings.lora):
-        return None
-
-    def read(path: str, flag: str) -> GgufModel:
-        try:
-            return read_model(path, verb)
-        except ModelChoice:
-            raise
-        except RemoteModelError as exc:
-            raise RemoteModelError(f"{flag} {exc}", exc.code) from None
-        except DeviceSpecError as exc:
-            raise DeviceSpecError(f"{flag} {exc}") from None
-
-    return ExtraModels(
-        draft=read(settings.draft_model, "-md") if settings.draft_model else None,
-        mmproj=read(settings.mmproj, "--mmproj") if settings.mmproj else None,
-        loras=tuple(read(p, "--lora") for p in settings.lora),
-    )
-
-
-def _read_remote(text: str, verb: str) -> GgufModel:
-    from lltui.sources.models.remote import read_remote_model
-    from lltui.sources.models.remote_gguf import RemoteError
-
-    try:
-        return read_remote_model(text, verb)
-    except RemoteError as exc:
-        from lltui.sources.models.hf_hub import RepoChoice
-
-        if isinstance(exc, RepoChoice):
-            from lltui.core.gguf.refs import HfRef, listing_json, listing_lines
-
-            ref = exc.listing.ref
-            base = HfRef(ref.repo, None, ref.revision).text()
-            raise ModelChoice(
-                str(exc),
-                listing_lines(base, exc.listing.models, verb),
-                listing_json(base, exc.listing.commit, exc.listing.models),
-                ref.selector is not None,
-            ) from None
-        raise RemoteModelError(str(exc), exc.code) from None
+    """A --gpus spec that cannot be used; ``str()`` is one line."""
 
 
 def sim_devices(profile: str) -> list[DeviceSpec]:
@@ -181,24 +93,6 @@ def local_devices() -> tuple[list[DeviceSpec], str | None]:
     if not devices:
         return [], "no local NVIDIA GPU; estimated for the host only (see --gpus)"
     return devices, None
-
-
-def host_available() -> int | None:
-    """Host memory available now: MemAvailable from /proc/meminfo on Linux (what psutil
-    reports, without importing it: a fit or quant run is a short process), else psutil."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except (ImportError, OSError):
-        return None
 
 
 def resolve_devices(

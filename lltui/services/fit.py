@@ -1,0 +1,391 @@
+"""Fit: a model on devices for one llama-server command line, the same for ``lltui fit``,
+``lltui quant``, the fit view, the launch view and the API.
+
+A :class:`FitRequest` says what to fit (the model as a path or reference, the settings read
+once as :class:`~lltui.core.llama.args.LlamaArgs`, the devices as a ``--gpus`` spec or a rig
+being watched, the margins). :func:`prepare` reads the header and resolves the devices into a
+:class:`FitSetup`; :func:`fit` estimates it (and searches, checks against llama.cpp's own
+fitter when asked) into a :class:`FitReport`; :func:`quant_table` and :func:`quant_best` do the
+same for every quantization. Failures are :class:`FitFailed`: one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from lltui.core.gguf.model import GgufModel
+from lltui.core.llama.args import LlamaArgs
+from lltui.core.memory.common import DEFAULT_MARGIN, FitError
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.results import FitOptions, FitResult
+from lltui.core.units import MIB
+from lltui.services.devices import DeviceSpecError, describe, resolve_devices, with_rpc
+from lltui.sources.models.read import ModelChoice, ModelError
+
+if TYPE_CHECKING:
+    from lltui.core.fit.best import Candidate
+    from lltui.core.fit.quant_best import QuantChoice, QuantOption
+    from lltui.core.fit.quant_table import QuantFit
+    from lltui.core.fit.report import OracleComparison
+    from lltui.core.memory.parts import ExtraModels
+    from lltui.core.memory.results import ModelSummary
+    from lltui.core.monitor.models import RigSample
+    from lltui.sources.models.remote import RepoQuants
+
+REMOTE_TTL_S = 300.0  # a remote model's header, kept this long for a view being edited
+
+
+class FitFailed(Exception):
+    """What the user asked cannot be fitted: ``str()`` is one line, ``code`` the exit code
+    (2 bad input, 1 a failure of the network or a server). ``choice``: a repository's
+    models to choose from, when the reference named none of them."""
+
+    def __init__(self, message: str, code: int = 2, choice: ModelChoice | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.choice = choice
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What to fit. ``gpus``: a ``--gpus`` spec; None: this machine's GPUs, or with
+    ``watch_rig`` the GPUs of the rig being watched as ``sample`` found them (none before its
+    first sample). ``margin_mib`` None: ``-fitt``, else 1 GiB. ``host_free_bytes`` None: what
+    this machine has available now."""
+
+    model: str
+    args: LlamaArgs
+    gpus: str | None = None
+    sample: RigSample | None = None
+    watch_rig: bool = False
+    margin_mib: float | None = None
+    host_free_bytes: int | None = None
+    cpu_profile: str = "x86"
+    rpc_max_age_s: float = 0.0  # an --rpc server's answer this old stands (a view's edits)
+    keep_remote: bool = False  # a remote header is kept a while (a view being edited)
+    verb: str = "fit"  # what the user ran, for messages
+
+    @property
+    def local(self) -> bool:
+        """Estimated for this machine's own GPUs."""
+        return self.gpus is None and not self.watch_rig
+
+
+@dataclass(frozen=True)
+class FitSetup:
+    """A request read: the header, the devices in llama.cpp's order, the options."""
+
+    model_path: str
+    model: GgufModel | None  # None: a repository to rank, not read (quant --best)
+    args: LlamaArgs
+    devices: tuple[DeviceSpec, ...]
+    options: FitOptions
+    extra: ExtraModels | None
+    notes: tuple[str, ...]
+
+    @property
+    def gguf(self) -> GgufModel:
+        if self.model is None:
+            raise FitFailed(f"{self.model_path}: names a repository, not one model")
+        return self.model
+
+    @property
+    def device_label(self) -> str:
+        return describe(self.devices)
+
+
+@dataclass(frozen=True)
+class FitReport:
+    setup: FitSetup
+    result: FitResult
+    best: tuple[Candidate, ...] | None = None  # with a goal: the command lines that fit
+    oracle: OracleComparison | None = None  # llama-fit-params beside it, when asked
+
+
+# --- reading a request ---------------------------------------------------------------------------
+
+
+def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
+    """The header read and the devices resolved. ``whole_repo``: a reference to a repository
+    (``hf:OWNER/REPO``) is left unread, for :func:`quant_best` to rank its files."""
+    from lltui.core.gguf.refs import names_repo
+    from lltui.sources.gpu.meminfo import host_available
+    from lltui.sources.models.read import read_extra_models
+
+    args = request.args
+    notes = [f"{name}={value} from the environment" for name, value in args.from_env]
+    margin = _margin(request)
+    try:
+        skip = whole_repo and names_repo(request.model)
+        model = None if skip else read_model(request.model, request.verb, request.keep_remote)
+        devices, device_notes = _devices(request)
+        extra = read_extra_models(args, request.verb)  # -md, --mmproj, --lora files
+    except ModelChoice as exc:
+        raise FitFailed(f"{request.verb}: {exc}", 2, choice=exc) from None
+    except ModelError as exc:
+        code = getattr(exc, "code", 2)
+        msg = str(exc)
+        said = msg if msg.startswith(request.model) else f"{request.verb}: {msg}"
+        raise FitFailed(said, code) from None
+    except DeviceSpecError as exc:
+        raise FitFailed(f"{request.verb}: {exc}", 2) from None
+    host_free = request.host_free_bytes
+    options = FitOptions(
+        margin_bytes=margin,
+        host_free_bytes=host_available() if host_free is None else host_free,
+        repack_profile=request.cpu_profile,
+    )
+    return FitSetup(
+        request.model, model, args, tuple(devices), options, extra, (*notes, *device_notes)
+    )
+
+
+def _margin(request: FitRequest) -> int:
+    if request.margin_mib is not None:
+        if request.margin_mib < 0:
+            raise FitFailed(f"{request.verb}: --margin must not be negative")
+        return int(request.margin_mib * MIB)
+    if request.args.fit_target_mib:
+        return request.args.fit_target_mib[0] * MIB
+    return DEFAULT_MARGIN
+
+
+def _devices(request: FitRequest) -> tuple[list[DeviceSpec], list[str]]:
+    rpc = request.args.rpc
+    if request.gpus is None and request.watch_rig:
+        from lltui.services.devices import devices_from_sample
+
+        devices = devices_from_sample(request.sample) if request.sample is not None else []
+        notes = [] if devices or rpc else ["no GPU on this rig: estimated for the host only"]
+        devices, rpc_notes = with_rpc(devices, rpc, max_age_s=request.rpc_max_age_s)
+        return devices, notes + rpc_notes
+    return resolve_devices(request.gpus, rpc, rpc_max_age_s=request.rpc_max_age_s)
+
+
+_remote: dict[str, tuple[float, GgufModel]] = {}
+_remote_lock = threading.Lock()
+
+
+def read_model(path: str, verb: str = "fit", keep: bool = False) -> GgufModel:
+    """The model's header (:class:`ModelError` with one line). ``keep``: a remote one
+    (hf:..., a URL) is kept a while, so that editing a view does not ask the network again
+    on every change."""
+    from lltui.core.gguf.refs import is_remote_ref
+    from lltui.sources.models.read import read_model as read
+
+    if not keep or not is_remote_ref(path):
+        return read(path, verb)
+    now = time.monotonic()
+    key = f"{os.environ.get('HF_ENDPOINT', '')} {path}"
+    with _remote_lock:
+        hit = _remote.get(key)
+    if hit is not None and now - hit[0] < REMOTE_TTL_S:
+        return hit[1]
+    model = read(path, verb)
+    with _remote_lock:
+        if len(_remote) >= 8:
+            _remote.clear()
+        _remote[key] = (now, model)
+    return model
+
+
+# --- one model -----------------------------------------------------------------------------------
+
+
+def estimate_setup(setup: FitSetup, options: FitOptions | None = None) -> FitResult:
+    """The estimate of a setup (FitFailed for settings llama.cpp itself refuses)."""
+    from lltui.core.fit.estimate import estimate
+
+    try:
+        return estimate(
+            setup.gguf, setup.args, setup.devices, options or setup.options, setup.extra
+        )
+    except FitError as exc:
+        raise FitFailed(f"fit: {exc}", 2) from None
+
+
+def fit(request: FitRequest, *, best: str | None = None, oracle: bool = False) -> FitReport:
+    """What llama-server will allocate on each device, whether it fits, how fast it runs;
+    ``best``: the command lines that fit, ranked for that goal; ``oracle``: llama-fit-params
+    run beside it."""
+    setup = prepare(request)
+    result = estimate_setup(setup)
+    found = _best(setup, result, best) if best is not None else None
+    checked = _oracle(setup, request.local) if oracle else None
+    return FitReport(setup, result, found, checked)
+
+
+def _best(setup: FitSetup, result: FitResult, goal: str) -> tuple[Candidate, ...]:
+    from lltui.core.fit.best import best_configs
+    from lltui.core.memory.parts import less_free
+
+    try:
+        # the command lines are searched in what the draft, projector and adapters leave
+        room = list(less_free(setup.devices, result.parts))
+        return tuple(best_configs(setup.gguf, setup.args, room, setup.options, goal))
+    except ValueError as exc:
+        raise FitFailed(f"fit: {exc}", 2) from None
+
+
+def _oracle(setup: FitSetup, local: bool) -> OracleComparison:
+    """llama-fit-params' numbers beside an estimate made under its rules."""
+    from lltui.core.fit.estimate import estimate
+    from lltui.core.fit.report import oracle_compare, oracle_unavailable
+    from lltui.sources.llama.fit_oracle import OracleError, run_oracle
+
+    if not local and any(d.kind == "cuda" for d in setup.devices):
+        return oracle_unavailable(
+            "llama-fit-params measures this machine's devices, not --gpus ones"
+        )
+    st = setup.args
+    np_ = st.n_parallel_resolved
+    # llama-fit-params: no unified KV, weights not mapped, outputs sized by n_batch, no fit
+    same_rules = replace(st, kv_unified=False, n_parallel=np_, load_mode="none", fit=False)
+    opts = replace(setup.options, server=False, search=False)
+    try:
+        ours = estimate(setup.gguf, same_rules, setup.devices, opts)
+    except FitError as exc:
+        return oracle_unavailable(str(exc))
+    try:
+        res = run_oracle(setup.model_path, st)
+    except OracleError as exc:
+        return oracle_unavailable(str(exc))
+    return oracle_compare(ours, res)
+
+
+def predict_speed(args: LlamaArgs, sample: RigSample | None) -> tuple[float, float] | None:
+    """Decode and prompt tokens/s that fit predicts for this command on the rig as sampled
+    (free memory aside: the server is already loading); None when it cannot say."""
+    if sample is None or args.model_path is None:
+        return None
+    from lltui.core.fit.estimate import estimate
+    from lltui.services.devices import devices_from_sample
+
+    try:
+        model = read_model(args.model_path, keep=True)
+        result = estimate(model, args, devices_from_sample(sample), FitOptions())
+    except (FitError, ModelError, ValueError, OSError):
+        return None
+    speed = result.speed
+    if speed is None or speed.decode_tps <= 0:
+        return None
+    return speed.decode_tps, speed.prefill_tps
+
+
+# --- every quantization --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuantReport:
+    setup: FitSetup
+    summary: ModelSummary
+    rows: tuple[QuantFit, ...]  # smallest file first
+    skipped: tuple[tuple[str, str], ...]  # (type, why) the table leaves out
+
+
+def quant_table(request: FitRequest, setup: FitSetup | None = None) -> QuantReport:
+    """Every llama-quantize type of the model: its file size, whether it fits these devices
+    with these flags, its largest context and its speed."""
+    from lltui.core.fit.quant_table import quant_table as table
+    from lltui.core.fit.quant_table import skipped_types
+    from lltui.core.memory.hparams import read_hparams
+    from lltui.core.memory.results import model_summary
+
+    setup = setup or prepare(request)
+    model = setup.gguf
+    try:
+        # a header whose hyperparameters cannot be read has no quant to list: one line
+        summary = model_summary(model, read_hparams(model))
+    except FitError as exc:
+        raise FitFailed(f"{request.verb}: {exc}", 2) from None
+    rows = table(model, setup.args, setup.devices, setup.options, setup.extra)
+    return QuantReport(setup, summary, tuple(rows), tuple(skipped_types(model)))
+
+
+@dataclass(frozen=True)
+class QuantBest:
+    setup: FitSetup
+    goal: str
+    repo: RepoQuants | None  # the repository ranked, or None: llama-quantize's types
+    choices: tuple[QuantChoice, ...]
+
+    def model_flags(self, choice: QuantChoice) -> tuple[str, ...]:
+        """How llama-server names the model: -hf REPO:QUANT where the tag picks this file
+        alone, else the repository and file."""
+        if self.repo is None:
+            return ()
+        from lltui.core.gguf.refs import select_quant
+
+        entries = [q.entry for q in self.repo.quants]
+        opt = choice.option
+        if opt.quant != opt.file and select_quant(entries, opt.quant) == [
+            e for e in entries if e.path == opt.file
+        ]:
+            return ("-hf", f"{self.repo.ref.repo}:{opt.quant}")
+        return ("-hf", self.repo.ref.repo, "-hff", opt.file)
+
+
+def quant_best(request: FitRequest, goal: str, setup: FitSetup | None = None) -> QuantBest:
+    """The quantizations ranked by the best command line each has for ``goal``: for
+    ``hf:OWNER/REPO`` the GGUF files the repository offers (each header read by ranged
+    requests), else llama-quantize's types of the model."""
+    from lltui.core.fit.best import check_goal
+    from lltui.core.fit.quant_best import computed_options, rank_quants
+
+    try:
+        check_goal(goal)
+    except ValueError as exc:
+        raise FitFailed(f"{request.verb}: {exc}", 2) from None
+    setup = setup or prepare(request, whole_repo=True)
+    repo = None
+    if setup.model is None:
+        repo = _read_repo(setup.model_path)
+        options = _repo_options(repo)
+        if all(o.model is None for o in options):
+            raise FitFailed(
+                f"{request.verb}: no model of the repository could be read: {options[0].error}", 1
+            )
+    else:
+        options = computed_options(setup.model)
+    room = _room(setup, options)
+    choices = rank_quants(options, setup.args, room, setup.options, goal)
+    return QuantBest(setup, goal, repo, tuple(choices))
+
+
+def _read_repo(ref: str) -> RepoQuants:
+    from lltui.sources.models.remote import read_repo_quants
+    from lltui.sources.models.remote_gguf import RemoteError
+
+    try:
+        return read_repo_quants(ref)
+    except RemoteError as exc:
+        raise FitFailed(str(exc), exc.code) from None
+
+
+def _repo_options(repo: RepoQuants) -> list[QuantOption]:
+    from lltui.core.fit.quant_best import QuantOption
+
+    return [
+        QuantOption(
+            q.entry.quant or q.entry.path, q.entry.path, q.entry.size, q.model, q.error or ""
+        )
+        for q in repo.quants
+    ]
+
+
+def _room(setup: FitSetup, options: Sequence[QuantOption]) -> list[DeviceSpec]:
+    """The devices less what the draft, projector and adapters take (sized beside the first
+    quantization read: they hardly depend on it), as ``fit --best`` searches."""
+    first = next((o.model for o in options if o.model is not None), None)
+    if setup.extra is None or first is None:
+        return list(setup.devices)
+    from lltui.core.memory.parts import less_free
+
+    opts = replace(setup.options, search=False)
+    res = estimate_setup(replace(setup, model=first), opts)
+    return list(less_free(setup.devices, res.parts))
