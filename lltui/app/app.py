@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from lltui.app.host import AppHost
     from lltui.app.launch_state import FormFlags, LaunchController
     from lltui.core.llama.args import LlamaArgs
+    from lltui.services.rig import Rig
     from lltui.sources.gpu.fleet import Fleet
     from lltui.sources.gpu.kinds import ReplayOptions
 
@@ -483,6 +484,7 @@ if TYPE_CHECKING:
 def create_app(
     settings: Settings,
     *,
+    rig: Rig | None = None,
     source: GpuSource | None = None,
     info: RigInfo | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -495,33 +497,33 @@ def create_app(
     host_timeout: float | None = None,
     fleet: Fleet | None = None,
 ) -> LltuiApp:
-    """Build the app for a source (opened here from ``settings.source`` when not given).
-    A ``source`` given with its ``fleet`` (a FleetFocus on it) makes a fleet app as a list
-    of hosts would.
+    """Build the app for a rig: ``rig`` as opened by :func:`lltui.services.rig.open_rig`, a
+    ``source`` (with its ``fleet`` when it is a fleet's focus), or, with neither, the rig
+    ``settings.source`` (and ``hosts_file``) name, opened here by the rig service; a fleet
+    opened here opens on its own view.
 
     Raises SourceUnavailable or ValueError with one line when the source cannot be opened.
     """
-    if source is None:
-        from lltui.sources.gpu.kinds import is_fleet, open_source
+    opened_here = rig is None and source is None
+    if opened_here:
+        from lltui.services.rig import RigRequest, open_rig
 
-        if hosts_file or is_fleet(settings.source):
-            from lltui.sources.gpu.fleet import HOST_TIMEOUT_S, Fleet, FleetFocus, fleet_specs
-            from lltui.sources.gpu.kinds import parse_source_spec
-
-            specs = fleet_specs(settings.source, hosts_file)
-            for spec in specs:
-                parse_source_spec(spec)  # a bad one is one line now, not a host down later
-            if host_timeout is not None and not 0 < host_timeout <= 3600:
-                raise ValueError(f"--host-timeout {host_timeout:g} is out of range (0-3600 s)")
-            fleet = Fleet(specs, interval=settings.interval, timeout=host_timeout or HOST_TIMEOUT_S)
-            source = FleetFocus(fleet)
-            info = source.open()
-            if view == "monitor":
-                view = "fleet"
-        else:
-            source, info = open_source(settings.source, replay=replay)
-    elif info is None:
+        rig = open_rig(
+            RigRequest(
+                source=settings.source,
+                hosts_file=hosts_file,
+                host_timeout_s=host_timeout,
+                interval_s=settings.interval,
+                replay=replay,
+            )
+        )
+    if rig is not None:
+        source, info, fleet = rig.source, rig.info, rig.fleet
+    assert source is not None
+    if info is None:
         info = source.open()
+    if opened_here and fleet is not None and view == "monitor":
+        view = "fleet"
     return LltuiApp(
         source,
         info,

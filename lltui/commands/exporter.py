@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     from lltui.core.llama.address import is_loopback
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources.gpu.kinds import is_fleet, open_source, replay_options
+    from lltui.services.rig import RigRequest, open_rig
+    from lltui.sources.gpu.kinds import replay_options
 
     host, port = parse_listen(args.listen)
     if not is_loopback(host):
@@ -136,14 +137,16 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
 
     spec = source_spec(args)
-    if is_fleet(spec) or getattr(args, "hosts", None):
+    wanted = RigRequest(spec, getattr(args, "hosts", None), replay=replay_options(args))
+    if wanted.is_fleet:
         raise CliError(
             "the exporter serves one rig: run one exporter per host and let Prometheus "
             "scrape them all",
             2,
         )
     try:
-        source, info = open_source(spec, replay=replay_options(args))
+        rig = open_rig(wanted)
+        source, info = rig.source, rig.info
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lltui.commands import (
     CliError,
@@ -14,6 +14,9 @@ from lltui.commands import (
     print_json,
     source_spec,
 )
+
+if TYPE_CHECKING:
+    from lltui.services.rig import RigRequest
 
 
 def register(sub: Any) -> None:
@@ -35,36 +38,39 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    import time
+def _request(args: argparse.Namespace) -> RigRequest:
+    from lltui.services.rig import RigRequest
+    from lltui.sources.gpu.kinds import replay_options
 
+    timeout = getattr(args, "sub_host_timeout", None)
+    if timeout is None:
+        timeout = getattr(args, "host_timeout", None)
+    return RigRequest(
+        source=source_spec(args),
+        hosts_file=getattr(args, "sub_hosts", None) or getattr(args, "hosts", None),
+        host_timeout_s=timeout,
+        replay=replay_options(args),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
     from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources.gpu.kinds import open_source, replay_options
+    from lltui.services.rig import sample_once
 
-    spec = source_spec(args)
-    hosts_file = getattr(args, "sub_hosts", None) or getattr(args, "hosts", None)
-    from lltui.sources.gpu.kinds import is_fleet
-
-    if hosts_file or is_fleet(spec):
-        return _run_fleet(args, spec, hosts_file)
+    request = _request(args)
+    spec = request.source
+    if request.is_fleet:
+        return _run_fleet(args, request)
     try:
-        source, info = open_source(spec, replay=replay_options(args))
+        sample = sample_once(request)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
-    except SourceUnavailable as exc:
+    except SourceUnavailable as exc:  # cannot open, an ssh drop, a broken recording line
         raise CliError(f"source {spec}: {exc}", _code(exc)) from None
-    try:
-        if not info.simulated:
-            time.sleep(0.1)  # give host CPU% (and rate counters) an interval to measure
-        sample = source.poll()
-    except SourceUnavailable as exc:  # an ssh drop, a broken recording line
-        raise CliError(f"source {spec}: {exc}", _code(exc)) from None
-    finally:
-        source.close()
     if getattr(args, "record", None):
         # opened only once the source worked: a failed start must not empty the file
-        with open_recorder(args.record, spec) as recorder:
+        with open_recorder(args.record, spec or "auto") as recorder:
             recorder.write(sample)
     if args.json:
         print_json(rig_to_json(sample))
@@ -75,33 +81,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_fleet(args: argparse.Namespace, spec: str, hosts_file: str | None) -> int:
+def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
     """Several sources: each polled once, side by side, within the per-host timeout; each
     host's GPUs under it (JSON) or its own table (text). 1 when no host answered."""
     from lltui.core.monitor.fleet import fleet_to_json, status_of
     from lltui.core.monitor.gpus_report import rig_to_text
-    from lltui.sources.gpu.fleet import HOST_TIMEOUT_S, Fleet, fleet_specs
+    from lltui.services.rig import poll_fleet_once
 
     if getattr(args, "record", None):
         raise CliError("--record keeps one source's samples: give a single --source", 2)
     try:
-        specs = fleet_specs(spec, hosts_file)
-        from lltui.sources.gpu.kinds import parse_source_spec
-
-        for one in specs:
-            parse_source_spec(one)
-        timeout = getattr(args, "sub_host_timeout", None)
-        if timeout is None:
-            timeout = getattr(args, "host_timeout", None)
-        if timeout is not None and not 0 < timeout <= 3600:
-            raise ValueError(f"--host-timeout {timeout:g} is out of range (0-3600 s)")
-        fleet = Fleet(specs, timeout=timeout or HOST_TIMEOUT_S)
+        snapshot = poll_fleet_once(request)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
-    try:
-        snapshot = fleet.poll_once()
-    finally:
-        fleet.close()
     if args.json:
         print_json(fleet_to_json(snapshot))
     else:

@@ -1,0 +1,99 @@
+"""Opening the rig a command line names: one source (``--source``) or a fleet of them
+(``--source a,b``, ``--hosts FILE``, ``prom:URL#host=*``). The monitor, ``lltui gpus`` and the
+exporter all open what they watch here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lltui.core.monitor.models import RigInfo, RigSample
+from lltui.sources.gpu.base import GpuSource
+from lltui.sources.gpu.kinds import (
+    ReplayOptions,
+    is_fleet,
+    open_source,
+    parse_source_spec,
+)
+
+if TYPE_CHECKING:
+    from lltui.core.monitor.fleet import FleetSample
+    from lltui.sources.gpu.fleet import Fleet
+
+MAX_HOST_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class RigRequest:
+    """What to watch: ``source`` as ``--source`` spells it (None: auto), or a fleet from it
+    or from a hosts file."""
+
+    source: str | None = None
+    hosts_file: str | None = None
+    host_timeout_s: float | None = None
+    interval_s: float = 1.0
+    replay: ReplayOptions | None = None
+    seed: int = 0
+
+    @property
+    def is_fleet(self) -> bool:
+        return bool(self.hosts_file) or is_fleet(self.source)
+
+
+@dataclass
+class Rig:
+    """An opened source (for a fleet: the focus on one of its hosts) and its fleet."""
+
+    source: GpuSource
+    info: RigInfo
+    fleet: Fleet | None = None
+
+
+def _fleet(request: RigRequest) -> Fleet:
+    """The fleet a request names, its every spec checked now (a bad one is one line, not a
+    host down later). ValueError with one line."""
+    from lltui.sources.gpu.fleet import HOST_TIMEOUT_S, Fleet, fleet_specs
+
+    specs = fleet_specs(request.source, request.hosts_file)
+    for spec in specs:
+        parse_source_spec(spec)
+    timeout = request.host_timeout_s
+    if timeout is not None and not 0 < timeout <= MAX_HOST_TIMEOUT_S:
+        raise ValueError(f"--host-timeout {timeout:g} is out of range (0-3600 s)")
+    return Fleet(specs, interval=request.interval_s, timeout=timeout or HOST_TIMEOUT_S)
+
+
+def open_rig(request: RigRequest) -> Rig:
+    """The rig opened: one source, or a fleet whose focus is its first host. Raises
+    SourceUnavailable or ValueError with one line when it cannot be opened."""
+    if request.is_fleet:
+        from lltui.sources.gpu.fleet import FleetFocus
+
+        fleet = _fleet(request)
+        focus = FleetFocus(fleet)
+        return Rig(focus, focus.open(), fleet)
+    source, info = open_source(request.source, seed=request.seed, replay=request.replay)
+    return Rig(source, info)
+
+
+def sample_once(request: RigRequest, settle_s: float = 0.1) -> RigSample:
+    """One sample of a single source (``settle_s`` after opening a real one, so that host
+    CPU% and rate counters have an interval to measure). SourceUnavailable or ValueError."""
+    import time
+
+    source, info = open_source(request.source, seed=request.seed, replay=request.replay)
+    try:
+        if not info.simulated and settle_s > 0:
+            time.sleep(settle_s)
+        return source.poll()
+    finally:
+        source.close()
+
+
+def poll_fleet_once(request: RigRequest) -> FleetSample:
+    """Every host of a fleet polled once, side by side, within the per-host timeout."""
+    fleet = _fleet(request)
+    try:
+        return fleet.poll_once()
+    finally:
+        fleet.close()
