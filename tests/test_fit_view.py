@@ -4,8 +4,8 @@ import gguf_factory as gf
 import pytest
 from app_helpers import sim_app, wait_for
 
-from lltui.app.fit_state import FitRequest, compute, form_flags
 from lltui.app.screens.fit import FitScreen, stacked_bar
+from lltui.app.state.fit import FitRequest, compute, form_flags
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_launch_view_snapshot_idle(snap_compare):
 
 
 def test_rpc_servers_in_the_flags_field_join_the_live_rig(model_path):
-    from lltui.app.fit_state import LIVE, FitRequest, compute
+    from lltui.app.state.fit import LIVE, FitRequest, compute
     from lltui.sources.gpu.kinds import one_sample
 
     sample = one_sample("sim:kaggle-2xt4")

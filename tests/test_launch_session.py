@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from lltui.app import launch_state
+from lltui.app.state.launch import form_request, preview_command
 from lltui.core.llama.exit_reason import (
     STOPPED_FROM_OUTSIDE,
     exit_reason,
@@ -18,8 +18,9 @@ from lltui.core.llama.exit_reason import (
     stopped_from_outside,
 )
 from lltui.core.llama.launch_spec import LaunchCommand, LaunchError, LaunchSpec
+from lltui.services import launch as S
+from lltui.services import launch_watch as launch_state
 from lltui.sources.llama import profiles
-from lltui.sources.llama import session as S
 from lltui.sources.llama.supervisor import ServerExit
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md
@@ -242,7 +243,7 @@ def test_the_view_starts_from_a_profile_with_port_zero_like_the_cli(
     )
     monkeypatch.chdir(tmp_path)
     ctl = launch_state.LaunchController(lambda: None, lambda: None)
-    ctl.start("", "--profile v", "127.0.0.1:0")
+    ctl.start(form_request("", "--profile v", "127.0.0.1:0"))
     assert ctl.state.phase == "loading", ctl.state.message
     (sup,) = FakeSupervisor.made
     port = sup.kw["port"]
@@ -262,7 +263,7 @@ def test_the_view_names_a_moved_profile_model(tmp_path, monkeypatch, no_binary):
     prepare(str(model), "--save-profile", "moved")
     os.unlink(model)
     ctl = launch_state.LaunchController(lambda: None, lambda: None)
-    ctl.start("", "--profile moved", "127.0.0.1:8080")
+    ctl.start(form_request("", "--profile moved", "127.0.0.1:8080"))
     assert ctl.state.phase == "error"
     assert "profile 'moved'" in ctl.state.message and str(model) in ctl.state.message
 
@@ -270,7 +271,7 @@ def test_the_view_names_a_moved_profile_model(tmp_path, monkeypatch, no_binary):
 def test_the_views_preview_reads_profiles_too(tmp_path, no_binary):
     model = model_file(tmp_path)
     prepare(str(model), "-c", "333", "--save-profile", "pv")
-    line, note = launch_state.preview_command("", "--profile pv", "127.0.0.1:8099")
+    line, note = preview_command("", "--profile pv", "127.0.0.1:8099")
     assert "-c 333" in line and "--port 8099" in line and str(model) in line
     assert note == "flags not checked: no llama-server in this test"
 

@@ -10,8 +10,8 @@ import pytest
 from app_helpers import sim_app, wait_for
 from llama_fixture import free_port, llama_bins, tiny_model
 
-from lltui.app.launch_state import make_spec, parse_hostport
 from lltui.app.screens.launch import LaunchScreen
+from lltui.app.state.launch import make_spec, parse_hostport
 from lltui.core.llama.launch_spec import LaunchError
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
@@ -178,7 +178,7 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
     import threading
     import time
 
-    from lltui.app import launch_state
+    from lltui.services import launch_watch as launch_state
 
     events: list[str] = []
 
@@ -206,7 +206,10 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
     monkeypatch.setattr("lltui.sources.llama.launch_prep.check_inputs", lambda spec: ())
     monkeypatch.setattr(launch_state.LaunchController, "_start_polling", lambda *a, **k: None)
     ctl = launch_state.LaunchController(lambda: None, lambda: None)
-    starter = threading.Thread(target=ctl.start, args=("m.gguf", "", "127.0.0.1:8080"))
+    from lltui.app.state.launch import form_request
+
+    request = form_request("m.gguf", "", "127.0.0.1:8080")
+    starter = threading.Thread(target=ctl.start, args=(request,))
     starter.start()
     deadline = time.monotonic() + 5
     while events != ["start begins"] and time.monotonic() < deadline:
@@ -220,9 +223,9 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
 def test_an_exited_server_shows_no_health(monkeypatch):
     # a server that answered "ready" and then exited (stopped by someone else): the view must
     # not keep its last answer, and a poll that still arrives cannot bring it back
-    from lltui.app import launch_state
     from lltui.app.screens.launch import render_server
     from lltui.core.llama.log import parse_log
+    from lltui.services import launch_watch as launch_state
     from lltui.sources.llama.http import EndpointResult, ServerPoll
     from lltui.sources.llama.supervisor import ServerExit, ServerStatus
 
@@ -280,8 +283,8 @@ def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
 
 
 def test_the_rates_show_the_prediction_beside_the_measured_rates():
-    from lltui.app.launch_state import LaunchState
     from lltui.app.screens.launch import render_rates
+    from lltui.services.launch_watch import LaunchState
 
     st = LaunchState(phase="ready")
     st.gen_tps.append(41.5)

@@ -371,7 +371,7 @@ def test_quant_rows_count_the_draft(files, capsys):
 
 
 def test_the_fit_view_counts_the_parts_of_its_extra_flags(files):
-    from lltui.app.fit_state import FitRequest, compute
+    from lltui.app.state.fit import FitRequest, compute
 
     extra = f"-md {files['draft']} --mmproj {files['mmproj']}"
     out = compute(FitRequest(1, str(files["main"]), {"ctx": "1024"}, extra, "24GiB"), None)

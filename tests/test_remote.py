@@ -322,7 +322,7 @@ def test_a_revision_that_does_not_exist(hub, capsys):
 
 
 def test_the_fit_view_reads_remote_references(hub):
-    from lltui.app.fit_state import FitRequest, compute
+    from lltui.app.state.fit import FitRequest, compute
 
     out = compute(FitRequest(1, "hf:acme/Big-GGUF:Q4_K_M", {}, "", "24GiB"), None)
     assert out.error is None and out.result is not None

@@ -183,8 +183,8 @@ def test_fit_json_and_text_carry_speed(tmp_path, capsys):
 
 
 def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
-    from lltui.app.fit_state import FitRequest, compute
     from lltui.app.screens.fit import QUANT_COLUMNS, render_verdict
+    from lltui.app.state.fit import FitRequest, compute
 
     path = gf.write_sparse(tmp_path / "m.gguf", LLAMA7B, "Q4_0")
     out = compute(FitRequest(1, str(path), {"ctx": "2048"}, "", "sim:4xl4"), None)

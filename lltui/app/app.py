@@ -38,8 +38,9 @@ from lltui.sources.gpu.base import GpuSource
 
 if TYPE_CHECKING:
     from lltui.app.host import AppHost
-    from lltui.app.launch_state import FormFlags, LaunchController
+    from lltui.app.state.launch import FormFlags
     from lltui.core.llama.args import LlamaArgs
+    from lltui.services.launch_watch import LaunchController
     from lltui.services.rig import Rig
     from lltui.sources.gpu.fleet import Fleet
     from lltui.sources.gpu.kinds import ReplayOptions
@@ -316,7 +317,7 @@ class LltuiApp(App[int]):
     @property
     def launch(self) -> LaunchController:
         if self._launch is None:
-            from lltui.app.launch_state import LaunchController
+            from lltui.services.launch_watch import LaunchController
 
             self._launch = LaunchController(
                 lambda: self.post_message(LaunchChanged()), lambda: self.model.latest
@@ -329,10 +330,10 @@ class LltuiApp(App[int]):
         return isinstance(screen, ViewScreen) and screen.awaiting_data
 
     def launch_action(self, what: str, *args: FormFlags) -> None:
-        """Start, stop, restart or follow, off the UI thread (starting and stopping block;
-        the controller runs them one at a time)."""
+        """Start (from the form: model, flags, host:port), stop, restart or follow, off the
+        UI thread (starting and stopping block; the controller runs them one at a time)."""
         actions: dict[str, Callable[..., None]] = {
-            "start": self.launch.start,
+            "start": self._start_launch,
             "stop": self.launch.stop,
             "restart": self.launch.restart,
             "follow": self.launch.follow,
@@ -340,6 +341,17 @@ class LltuiApp(App[int]):
         method = actions[what]
         work = off_thread_reported(self, lambda: method(*args), "launch")
         self.run_worker(work, group="launch", exit_on_error=False)
+
+    def _start_launch(self, model: str, flags: FormFlags, hostport: str) -> None:
+        from lltui.app.state.launch import form_request
+        from lltui.core.llama.launch_spec import LaunchError
+
+        try:
+            request = form_request(model, flags, hostport)
+        except LaunchError as exc:
+            self.launch.fail(str(exc))
+            return
+        self.launch.start(request)
 
     @on(LaunchChanged)
     def _launch_changed(self, message: LaunchChanged) -> None:

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 if TYPE_CHECKING:
     from textual.app import App
 
-    from lltui.app.launch_state import FormFlags, LaunchController
     from lltui.app.model import RigModel
+    from lltui.app.state.launch import FormFlags
     from lltui.core.llama.args import LlamaArgs
+    from lltui.services.launch_watch import LaunchController
     from lltui.sources.gpu.fleet import Fleet
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from lltui.app.fit_state import FitOutcome
+    from lltui.app.state.fit import FitOutcome
     from lltui.core.monitor.models import RigSample
     from lltui.core.topo.advice import Advice
     from lltui.sources.gpu.topo import TopologyReport

@@ -20,8 +20,8 @@ from lltui.commands import CliError
 if TYPE_CHECKING:
     import threading
 
+    from lltui.services.launch import LaunchSession, Note, PreparedLaunch
     from lltui.sources.llama.rpc_hosts import RpcHosts
-    from lltui.sources.llama.session import LaunchSession, Note, PreparedLaunch
     from lltui.sources.llama.supervisor import ServerExit
 
 USAGE = (
@@ -161,7 +161,7 @@ def _ready_text(event: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.core.llama.launch_spec import LaunchError
-    from lltui.sources.llama.session import LaunchRequest, LaunchSession
+    from lltui.services.launch import LaunchRequest, LaunchSession
 
     own, words = _split_own(list(args.words))
     if own.help:
@@ -187,8 +187,8 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
 
     from lltui.core.llama.launch_spec import LaunchError
     from lltui.core.llama.rpc_hosts import RpcHostError, exposure_warning, parse_rpc_host
+    from lltui.services.launch import LaunchRequest, LaunchSession
     from lltui.sources.llama.rpc_hosts import RpcHosts, RpcStartError
-    from lltui.sources.llama.session import LaunchRequest, LaunchSession
 
     if not own.rpc_hosts:
         raise CliError("launch: --rpc-bind and --rpc-server go with --rpc-host HOST", 2)
@@ -370,7 +370,7 @@ def _detach(session: LaunchSession, *, as_json: bool) -> int:
 
 def _report_exit(result: ServerExit, *, as_json: bool) -> int:
     from lltui.core.llama.exit_reason import exit_event
-    from lltui.sources.llama.session import describe_exit
+    from lltui.services.launch import describe_exit
 
     if as_json:
         _say(

@@ -15,9 +15,9 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from lltui.app.background import off_thread_reported
-from lltui.app.fit_state import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
 from lltui.app.messages import FitReady, ModelsFound
 from lltui.app.screens.base import FORM_BREAKPOINTS, ViewScreen
+from lltui.app.state.fit import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
 from lltui.core.speed.model import speed_line
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
 from lltui.sources.gpu.sim import PROFILES

@@ -12,13 +12,14 @@ from textual.markup import escape
 from textual.widgets import Button, DataTable, Input, Label, Log, Static
 
 from lltui.app.background import off_thread_reported
-from lltui.app.launch_state import DEFAULT_HOSTPORT, FormFlags, LaunchState, preview_command
 from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
 from lltui.app.screens.base import FORM_BREAKPOINTS, ViewScreen
+from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
 from lltui.core.units import compact_indexes, spark
+from lltui.services.launch_watch import LaunchState
 
 PHASE_STYLE = {
     "ready": "$gpu-ok",

@@ -15,7 +15,7 @@ from textual.widgets import Button, Input, Static
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import NcclBenchDone, NcclFileLoaded, NcclReady
 from lltui.app.screens.base import ViewScreen
-from lltui.app.screens.nccl_state import NcclState, read_report, run_bench_text, summarize_file
+from lltui.app.state.nccl import NcclState, read_report, run_bench_text, summarize_file
 from lltui.core.nccl.findings import Finding
 from lltui.core.nccl.variables import explain_variable
 

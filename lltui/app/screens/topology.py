@@ -11,7 +11,7 @@ from textual.widgets import Static
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import TopologyReady
 from lltui.app.screens.base import ViewScreen
-from lltui.app.screens.topology_state import TopologyState, read_topology
+from lltui.app.state.topology import TopologyState, read_topology
 from lltui.core.monitor.models import GpuStatic
 from lltui.core.topo.advice import Advice
 from lltui.core.topo.matrix import Topology, link_meaning

@@ -4,7 +4,6 @@ coalescing message and reads this state under its lock."""
 
 from __future__ import annotations
 
-import shlex
 import threading
 import time
 from collections import deque
@@ -12,19 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.llama.launch_spec import LaunchError
 from lltui.core.llama.log import DevicePlacement
 from lltui.core.llama.log_fold import RepeatFolder
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
 from lltui.services.fit import predict_speed
-from lltui.sources.llama.session import (
+from lltui.services.launch import (
     LaunchRequest,
     LaunchSession,
     Note,
     describe_exit,
-    read_request,
 )
 from lltui.sources.llama.supervisor import ServerExit
 
@@ -63,54 +60,6 @@ class LaunchState:
     predicted_prefill_tps: float | None = None
 
 
-def parse_hostport(text: str) -> tuple[str, int]:
-    host, _, port = (text.strip() or DEFAULT_HOSTPORT).rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise LaunchError(f"host:port must look like 127.0.0.1:8080, got {text!r}")
-    return host, int(port)
-
-
-# The form's flags: as typed, or the settings the fit view carried over, unedited.
-FormFlags = str | LlamaArgs
-
-
-def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest:
-    """The launch session's request from the form: the model path, llama-server flags as typed
-    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port."""
-    carried = flags if isinstance(flags, LlamaArgs) else None
-    try:
-        words = () if carried is not None else tuple(shlex.split(str(flags)))
-    except ValueError as exc:
-        raise LaunchError(f"flags: {exc}") from None
-    host, port = parse_hostport(hostport)
-    return LaunchRequest(
-        words=words,
-        args=carried,
-        model=model,
-        host=host,
-        port=port,
-        keys_on_command_line=False,
-        missing_model="no model: give the path of a .gguf file",
-    )
-
-
-def make_spec(model: str, flags: FormFlags, hostport: str) -> LaunchSpec:
-    """The LaunchSpec the form asks for (a profile under the form, the flags over it)."""
-    return read_request(form_request(model, flags, hostport)).spec
-
-
-def preview_command(model: str, flags: FormFlags, hostport: str) -> tuple[str, str | None]:
-    """The exact command (secrets masked) the form would start, or the reason it cannot."""
-    notes: list[Note] = []
-    try:
-        with LaunchSession(form_request(model, flags, hostport), on_note=notes.append) as session:
-            prepared = session.prepare(require_binary=False, save=False, check=False)
-    except LaunchError as exc:
-        return "", str(exc)
-    note = "; ".join(n.text for n in notes) or None
-    return prepared.command.shell_line(), note
-
-
 class LaunchController:
     """Owns at most one supervised llama-server (or a followed URL) and its poller thread."""
 
@@ -132,21 +81,29 @@ class LaunchController:
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
         self._folder = RepeatFolder()  # the log pane shows a run of one message once
-        self._last_command: tuple[str, FormFlags, str] | None = None
+        self._last_command: LaunchRequest | None = None
         self._op = threading.Lock()
         self._jpt_gpus: frozenset[int] = frozenset()
 
     # -- starting and stopping (called on worker threads by the app) --------------------------
     # Start, stop, restart and follow run on worker threads; one at a time, so a Stop
     # pressed while a server is starting waits for it and stops it.
-    def start(self, model: str, flags: FormFlags, hostport: str) -> None:
+    def start(self, request: LaunchRequest) -> None:
         with self._op:
-            self._start(model, flags, hostport)
+            self._start(request)
+
+    def fail(self, message: str) -> None:
+        """A launch that could not even be asked for (a form that does not read): said."""
+        with self._op:
+            self._stop()
+            with self.lock:
+                self.state = LaunchState(phase="error", message=message)
+            self._notify()
 
     def restart(self) -> None:
         with self._op:
             if self._last_command is not None:
-                self._start(*self._last_command)
+                self._start(self._last_command)
 
     def follow(self, url: str) -> None:
         """Watch a llama-server started elsewhere: HTTP only, no process of ours."""
@@ -157,7 +114,7 @@ class LaunchController:
         with self._op:
             self._stop()
 
-    def _start(self, model: str, flags: FormFlags, hostport: str) -> None:
+    def _start(self, request: LaunchRequest) -> None:
         self._stop()
         with self.lock:
             self.state = LaunchState(phase="starting", message="starting llama-server…")
@@ -168,7 +125,7 @@ class LaunchController:
         session: LaunchSession | None = None
         try:
             session = LaunchSession(
-                form_request(model, flags, hostport),
+                request,
                 on_note=notes.append,
                 on_line=self._on_line,
                 on_event=self._on_event,
@@ -183,7 +140,7 @@ class LaunchController:
                 self.state.message = str(exc)
             self._notify()
             return
-        self._last_command = (model, flags, hostport)
+        self._last_command = request
         url = prepared.url or prepared.spec.url
         with self.lock:
             self._session = session

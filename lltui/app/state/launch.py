@@ -1,0 +1,60 @@
+"""The launch view's form: the model, the flags as typed (or the settings the fit view
+carried over) and the address, read into the launch service's request."""
+
+from __future__ import annotations
+
+import shlex
+
+from lltui.core.llama.args import LlamaArgs
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.services.launch import LaunchRequest, LaunchSession, Note, read_request
+
+DEFAULT_HOSTPORT = "127.0.0.1:8080"
+
+
+def parse_hostport(text: str) -> tuple[str, int]:
+    host, _, port = (text.strip() or DEFAULT_HOSTPORT).rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise LaunchError(f"host:port must look like 127.0.0.1:8080, got {text!r}")
+    return host, int(port)
+
+
+# The form's flags: as typed, or the settings the fit view carried over, unedited.
+FormFlags = str | LlamaArgs
+
+
+def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest:
+    """The launch session's request from the form: the model path, llama-server flags as typed
+    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port."""
+    carried = flags if isinstance(flags, LlamaArgs) else None
+    try:
+        words = () if carried is not None else tuple(shlex.split(str(flags)))
+    except ValueError as exc:
+        raise LaunchError(f"flags: {exc}") from None
+    host, port = parse_hostport(hostport)
+    return LaunchRequest(
+        words=words,
+        args=carried,
+        model=model,
+        host=host,
+        port=port,
+        keys_on_command_line=False,
+        missing_model="no model: give the path of a .gguf file",
+    )
+
+
+def make_spec(model: str, flags: FormFlags, hostport: str) -> LaunchSpec:
+    """The LaunchSpec the form asks for (a profile under the form, the flags over it)."""
+    return read_request(form_request(model, flags, hostport)).spec
+
+
+def preview_command(model: str, flags: FormFlags, hostport: str) -> tuple[str, str | None]:
+    """The exact command (secrets masked) the form would start, or the reason it cannot."""
+    notes: list[Note] = []
+    try:
+        with LaunchSession(form_request(model, flags, hostport), on_note=notes.append) as session:
+            prepared = session.prepare(require_binary=False, save=False, check=False)
+    except LaunchError as exc:
+        return "", str(exc)
+    note = "; ".join(n.text for n in notes) or None
+    return prepared.command.shell_line(), note
