@@ -70,11 +70,11 @@ async def test_sort_key_orders_the_process_table():
         feed(app, 20)
         await pilot.pause()
         table = app.screen.query_one(ProcessTable)
-        assert app.model.sort_key == "gpu_mem"
+        assert app.monitor_prefs.sort_key == "gpu_mem"
         # llama-server holds far more GPU memory than Xorg: first by GPU memory
         assert table.pids == [41234, 1873]
         await pilot.press("s", "s", "s", "s")  # sm, cpu, rss, pid
-        assert app.model.sort_key == "pid"
+        assert app.monitor_prefs.sort_key == "pid"
         assert table.pids == sorted(table.pids, reverse=True)
         await pilot.press("r")
         assert table.pids == sorted(table.pids)
@@ -102,7 +102,7 @@ async def test_select_gpu_and_open_detail():
         feed(app, 20)
         await pilot.pause()
         await pilot.press("right_square_bracket", "right_square_bracket")
-        assert app.model.selected == 2
+        assert app.monitor_prefs.selected == 2
         assert app.screen.query(GpuCard)[2].has_class("-selected")
         await pilot.press("enter")
         assert isinstance(app.screen, GpuDetailScreen)
@@ -125,7 +125,7 @@ async def test_window_and_graph_toggles():
         await pilot.pause()
         assert "pwr" in str(app.screen.query(GpuCard)[0].render())
         await pilot.press("w")
-        assert app.model.window_s == 300.0
+        assert app.monitor_prefs.window_s == 300.0
         # 19 s of samples in the 5 minute window, in the short form 80 columns leave room for
         assert "19s/5m" in text_of(app, "#status")
 
@@ -143,7 +143,7 @@ async def test_hanging_source_keeps_ui_responsive_and_marks_data_stale():
         assert "STALE" in text_of(app, "#status")
         assert app.screen.query(GpuCard)[0].has_class("-stale")
         await pilot.press("w")  # keys still work while the poll hangs
-        assert app.model.window_s == 300.0
+        assert app.monitor_prefs.window_s == 300.0
         source.release.set()
         await wait_for(lambda: app.samples_applied >= 2)
         app._refresh_status()
@@ -240,7 +240,7 @@ async def test_clicking_a_card_selects_it_and_a_second_click_opens_its_detail():
         await pilot.pause()
         card = app.screen.query(GpuCard)[3]
         await pilot.click(card)
-        assert app.model.selected == 3
+        assert app.monitor_prefs.selected == 3
         await pilot.click(card)
         await pilot.pause()
         assert isinstance(app.screen, GpuDetailScreen)
@@ -372,7 +372,7 @@ async def test_a_hung_loader_does_not_hold_up_its_screen_or_quitting(monkeypatch
             await wait_for(started.is_set)
             assert app.view_loading()
             await pilot.press("1", "s")  # the UI still answers
-            assert app.model.sort_index == 1
+            assert app.monitor_prefs.sort_index == 1
             await pilot.press("ctrl+q")
         # the app has quit while the loader still hangs, on a daemon thread
         hung_threads = [t for t in threading.enumerate() if t.name == "lltui-topology"]
@@ -474,3 +474,19 @@ def test_the_status_line_tells_the_end_of_a_recording_from_live():
     text = render_status(model, None)
     assert "end of recording" in text and "live" not in text
     assert "source error" not in text  # the end is a state, not an error
+
+
+def test_the_monitor_owns_its_keys_and_the_views_are_one_table():
+    from lltui.app import keys, views
+    from lltui.app.app import LltuiApp
+    from lltui.app.screens.monitor import MONITOR_BINDINGS, MonitorScreen
+
+    monitor_actions = {b.action.split("(")[0] for b in MONITOR_BINDINGS}
+    assert monitor_actions <= {a[len("action_") :] for a in dir(MonitorScreen)}
+    assert not {a for a in monitor_actions if hasattr(LltuiApp, f"action_{a}")}
+    app_actions = {b.action for b in keys.BINDINGS}
+    assert not app_actions & monitor_actions
+    # every view's key and the app's modes come from the one table
+    assert list(LltuiApp.MODES) == [v.mode for v in views.VIEWS]
+    view_keys = [b for b in keys.view_bindings() if b.action.startswith("view(")]
+    assert [b.key.split(",")[0] for b in view_keys] == [str(n) for n in range(1, 7)]

@@ -128,11 +128,11 @@ async def test_footer_shows_the_apps_keys_first_and_none_a_field_would_type():
         await pilot.press("4")
         await wait_for(lambda: app.current_mode == "fit" and inputs_of(app))
         screen = app.screen
-        shown = footer_bindings(screen.active_bindings.values(), app, typing=False)
+        shown = footer_bindings(screen.active_bindings.values(), app, typing=False, screen=screen)
         assert shown[0][0].description == "Quit"
         app.screen.query_one("#fit-ctx", Input).focus()
         await pilot.pause()
-        typing = footer_bindings(screen.active_bindings.values(), app, typing=True)
+        typing = footer_bindings(screen.active_bindings.values(), app, typing=True, screen=screen)
         keys = {binding.key for binding, _e, _t in typing}
         assert not keys & {"minus", "plus", "space", "v", "question_mark"}
         assert app.screen.query_one(LltuiFooter)

@@ -100,20 +100,20 @@ async def test_the_layout_key_cycles_auto_compact_and_cards():
         feed(app, 10)
         await pilot.pause()
         screen = app.screen
-        assert app.model.layout_mode == "auto"
+        assert app.monitor_prefs.layout_mode == "auto"
         assert screen.gpu_layout.mode == "cards"
         await pilot.press("l")
         await pilot.pause()
-        assert app.model.layout_mode == "compact"
+        assert app.monitor_prefs.layout_mode == "compact"
         assert screen.gpu_layout.compact
         assert all(c.has_class("-compact") for c in screen.query(GpuCard))
         assert "GPU0 L4" in str(screen.query(GpuCard)[0].render())
         await pilot.press("l")
         await pilot.pause()
-        assert app.model.layout_mode == "cards"
+        assert app.monitor_prefs.layout_mode == "cards"
         assert not any(c.has_class("-compact") for c in screen.query(GpuCard))
         await pilot.press("l")
-        assert app.model.layout_mode == "auto"
+        assert app.monitor_prefs.layout_mode == "auto"
 
 
 async def test_a_resize_lays_the_gpus_out_again():

@@ -74,7 +74,7 @@ async def test_sm_column_and_sort_indicator_follow_the_sort_keys():
         assert sorted_headers(table) == ["GPU MEM▲"]
         assert table.pids == [XORG, SERVER]
         await pilot.press("r", "s")
-        assert app.model.sort_key == "sm"
+        assert app.monitor_prefs.sort_key == "sm"
         assert sorted_headers(table) == ["SM%▼"]
         assert table.pids == [SERVER, XORG]  # busiest first
         feed(app, 2)  # a tick keeps the indicator
@@ -90,15 +90,15 @@ async def test_a_click_on_a_header_sorts_by_it_and_a_second_click_reverses():
         table = table_of(app)
         pid_x = 2  # PID is the first column
         assert await pilot.click(ProcessTable, offset=(pid_x, 0))
-        await wait_for(lambda: app.model.sort_key == "pid")
+        await wait_for(lambda: app.monitor_prefs.sort_key == "pid")
         assert sorted_headers(table) == ["PID▼"] and table.pids == [SERVER, XORG]
         assert await pilot.click(ProcessTable, offset=(pid_x, 0))
-        await wait_for(lambda: app.model.sort_reverse)
+        await wait_for(lambda: app.monitor_prefs.sort_reverse)
         assert sorted_headers(table) == ["PID▲"] and table.pids == [XORG, SERVER]
         user_x = 12  # USER is not a sort key: nothing changes
         assert await pilot.click(ProcessTable, offset=(user_x, 0))
         await pilot.pause()
-        assert app.model.sort_key == "pid" and sorted_headers(table) == ["PID▲"]
+        assert app.monitor_prefs.sort_key == "pid" and sorted_headers(table) == ["PID▲"]
 
 
 async def test_filter_hides_rows_it_does_not_find_and_stays_while_the_table_updates():
@@ -138,7 +138,7 @@ async def test_filter_by_user_or_pid_kept_with_enter_and_cleared_from_the_table(
         await pilot.pause()
         assert table.pids == [SERVER]
         await pilot.press("s")  # the app's keys work again on the table
-        assert app.model.sort_key == "sm" and table.pids == [SERVER]
+        assert app.monitor_prefs.sort_key == "sm" and table.pids == [SERVER]
         await pilot.press("escape")
         assert not pane.filter_open and sorted(table.pids) == [XORG, SERVER]
         await pilot.press("slash", *"187")  # part of a pid

@@ -18,12 +18,11 @@ from textual.widgets import Input
 from lltui.app import keys, views
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
-from lltui.app.model import SORT_KEYS, WINDOWS_S, RigModel
-from lltui.app.monitor_layout import LAYOUT_MODES
+from lltui.app.model import RigModel
 from lltui.app.palette import LltuiCommands
 from lltui.app.poller import Poller
 from lltui.app.screens.base import ModelView, ViewScreen
-from lltui.app.screens.monitor import MonitorScreen
+from lltui.app.state.monitor import MonitorPrefs
 from lltui.app.themes import (
     APP_VARIABLE_DEFAULTS,
     BUILTIN_THEMES,
@@ -61,7 +60,7 @@ class LltuiApp(App[int]):
     MODES: ClassVar[dict[str, str | Callable[[], Screen[Any]]]] = views.MODES
     DEFAULT_MODE = "monitor"
     COMMANDS = App.COMMANDS | {LltuiCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [*keys.BINDINGS, *keys.FLEET_BINDINGS]
+    BINDINGS: ClassVar[list[BindingType]] = keys.BINDINGS
 
     def __init__(
         self,
@@ -87,6 +86,8 @@ class LltuiApp(App[int]):
         max_age = settings.history_minutes * 60
         history = RigHistory(max(60, int(max_age / MIN_INTERVAL)), max_age_s=max_age)
         self.model = RigModel(info=info, interval=settings.interval, history=history, clock=clock)
+        # how the monitor shows it, whichever host of a fleet is in view
+        self.monitor_prefs = MonitorPrefs()
         # a source whose poll is arithmetic (a simulated rig) gives its first sample before
         # the first screen is composed, so the monitor lays out its cards once, with their
         # lines; any other (a driver, ssh, HTTP) is polled on the poller thread only
@@ -361,10 +362,6 @@ class LltuiApp(App[int]):
             self.screen.show_launch()
 
     # -- actions -------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Monitor keys are offered only where the monitor (or its detail page) is shown."""
-        return action not in keys.MONITOR_ACTIONS or self.current_mode == "monitor"
-
     def action_next_view(self) -> None:
         self.action_view(views.next_view(list(self.MODES), self.current_mode))
 
@@ -404,73 +401,6 @@ class LltuiApp(App[int]):
         if self._fleet is not None:
             self._fleet.set_interval(new)
         self.render_model()
-
-    def action_cycle_sort(self) -> None:
-        self.model.sort_index = (self.model.sort_index + 1) % len(SORT_KEYS)
-        self.render_model()
-
-    def action_sort_by(self, key: str) -> None:
-        self.model.sort_index = SORT_KEYS.index(key)
-        self.render_model()
-
-    def action_reverse_sort(self) -> None:
-        self.model.sort_reverse = not self.model.sort_reverse
-        self.render_model()
-
-    def action_cycle_window(self) -> None:
-        self.model.window_index = (self.model.window_index + 1) % len(WINDOWS_S)
-        self.render_model()
-
-    def action_set_window(self, index: int) -> None:
-        self.model.window_index = index % len(WINDOWS_S)
-        self.render_model()
-
-    def action_toggle_graphs(self) -> None:
-        current = self.model.graphs
-        if current is None:  # decided by the size so far: toggle what is shown
-            screen = self.get_screen_stack_base()
-            layout = screen.gpu_layout if isinstance(screen, MonitorScreen) else None
-            current = layout is not None and layout.graphs
-        self.model.graphs = not current
-        self.render_model()
-
-    def action_cycle_layout(self) -> None:
-        """Auto (the richest layout that fits), compact lines, cards."""
-        self.model.layout_index = (self.model.layout_index + 1) % len(LAYOUT_MODES)
-        self.notify(f"layout: {self.model.layout_mode}", timeout=2)
-        self.render_model()
-
-    def action_select_gpu(self, step: int) -> None:
-        n = len(self.model.latest.gpus) if self.model.latest else 0
-        if n:
-            self.model.selected = (self.model.selected + step) % n
-            self.render_model()
-
-    def select_gpu_uuid(self, uuid: str) -> None:
-        """Select a GPU by its card (a click); a second click on it opens its detail."""
-        sample = self.model.latest
-        if sample is None:
-            return
-        for pos, g in enumerate(sample.gpus):
-            if g.info.uuid == uuid:
-                if self.model.selected == pos:
-                    self.action_gpu_detail()
-                else:
-                    self.model.selected = pos
-                    self.render_model()
-                return
-
-    def action_gpu_detail(self) -> None:
-        from lltui.app.screens.gpu_detail import GpuDetailScreen  # first opened here
-
-        if isinstance(self.screen, GpuDetailScreen):
-            self.screen.dismiss()
-            return
-        sample = self.model.latest
-        if sample is None or not sample.gpus:
-            return
-        g = sample.gpus[min(self.model.selected, len(sample.gpus) - 1)]
-        self.push_screen(GpuDetailScreen(g.info.uuid))
 
     def action_help(self) -> None:
         from lltui.app.screens.help import HelpScreen

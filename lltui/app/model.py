@@ -1,4 +1,5 @@
-"""The app's model of the rig: latest sample, history, poll health. No widgets here."""
+"""The app's model of the rig: latest sample, history, poll health. No widgets here, and no
+view preferences (the monitor's are in :mod:`lltui.app.state.monitor`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lltui.app.monitor_layout import LAYOUT_MODES
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
 
-WINDOWS_S: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0)
-SORT_KEYS: tuple[str, ...] = ("gpu_mem", "sm", "cpu", "rss", "pid", "gpu")
 STALE_FACTOR = 3.0  # data older than this many intervals is stale
 STALE_MIN_S = 3.0
 
@@ -30,26 +28,8 @@ class RigModel:
     error_at: float | None = None
     dropped: int = 0  # samples that arrived out of order and were dropped
     paused: bool = False
-    window_index: int = 0
-    sort_index: int = 0
-    sort_reverse: bool = False
-    selected: int = 0  # position of the selected GPU in latest.gpus
-    graphs: bool | None = None  # None: decided by the terminal size
-    layout_index: int = 0  # in LAYOUT_MODES: auto, compact or cards
     # apply() runs on the poller thread; the UI holds this lock while it renders
     lock: threading.RLock = field(default_factory=threading.RLock)
-
-    @property
-    def window_s(self) -> float:
-        return WINDOWS_S[self.window_index]
-
-    @property
-    def layout_mode(self) -> str:
-        return LAYOUT_MODES[self.layout_index]
-
-    @property
-    def sort_key(self) -> str:
-        return SORT_KEYS[self.sort_index]
 
     def apply(self, sample: RigSample, poll_s: float) -> bool:
         """Take a sample; False (and counted) when it is older than one already taken.

@@ -1,4 +1,5 @@
-"""Command-palette entries for the same actions the keys do."""
+"""Command-palette entries for the same actions the keys do: the app's everywhere, the
+monitor's where the monitor (or its detail page) is shown."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from lltui.app.host import host_of
-from lltui.app.keys import all_views
-from lltui.app.model import SORT_KEYS, WINDOWS_S
+from lltui.app.state.monitor import SORT_KEYS, WINDOWS_S
+from lltui.app.views import VIEWS
+
+Command = tuple[str, str, Callable[[], object]]
 
 
 class LltuiCommands(Provider):
-    def _commands(self) -> list[tuple[str, str, Callable[[], object]]]:
+    def _commands(self) -> list[Command]:
         app = host_of(self)
-        cmds: list[tuple[str, str, Callable[[], object]]] = [
+        cmds: list[Command] = [
             (
                 "Pause / resume sampling",
                 "Stop or restart polling the source",
@@ -23,24 +26,47 @@ class LltuiCommands(Provider):
             ),
             ("Sample faster", "Shorter interval between samples", partial(app.action_interval, -1)),
             ("Sample slower", "Longer interval between samples", partial(app.action_interval, 1)),
+        ]
+        cmds += self._monitor_commands()
+        for n, view in enumerate(VIEWS, start=1):
+            if view.mode not in self.app.MODES:
+                continue
+            cmds.append(
+                (
+                    f"View: {view.mode}",
+                    f"{view.label} view (keys {n}, F{n})",
+                    partial(app.action_view, view.mode),
+                )
+            )
+        cmds.append(("Keys", "Every key of this view", app.action_help))
+        return cmds
+
+    def _monitor_commands(self) -> list[Command]:
+        from lltui.app.screens.monitor import MonitorScreen
+
+        stack = self.app.screen_stack
+        monitor = stack[0] if stack else None
+        if not isinstance(monitor, MonitorScreen):
+            return []  # the monitor's commands where it is shown (or its detail above it)
+        cmds: list[Command] = [
             (
                 "Toggle sparklines",
                 "Show or hide history graphs on the cards",
-                app.action_toggle_graphs,
+                monitor.action_toggle_graphs,
             ),
             (
                 "Cycle layout",
                 "GPUs as cards, compact lines, or whichever fits (auto)",
-                app.action_cycle_layout,
+                monitor.action_cycle_layout,
             ),
-            ("GPU detail", "Everything about the selected GPU", app.action_gpu_detail),
+            ("GPU detail", "Everything about the selected GPU", monitor.action_gpu_detail),
         ]
         for i, w in enumerate(WINDOWS_S):
             cmds.append(
                 (
                     f"History window {int(w // 60)} min",
                     "Sparkline window",
-                    partial(app.action_set_window, i),
+                    partial(monitor.action_set_window, i),
                 )
             )
         for key in SORT_KEYS:
@@ -48,20 +74,9 @@ class LltuiCommands(Provider):
                 (
                     f"Sort processes by {key.replace('_', ' ')}",
                     "Process table order",
-                    partial(app.action_sort_by, key),
+                    partial(monitor.action_sort_by, key),
                 )
             )
-        for n, (mode, label) in enumerate(all_views(), start=1):
-            if mode not in self.app.MODES:
-                continue
-            cmds.append(
-                (
-                    f"View: {mode}",
-                    f"{label} view (keys {n}, F{n})",
-                    partial(app.action_view, mode),
-                )
-            )
-        cmds.append(("Keys", "Every key of this view", app.action_help))
         return cmds
 
     async def discover(self) -> Hits:

@@ -1,55 +1,76 @@
-"""The app's views, as Textual modes, in the order the keys 1-5 and ``v`` go through them.
+"""The app's views, in one table: each one's mode name, label, number key and screen.
 
-Views other than the monitor are imported when first opened, so startup stays light."""
+The order is that of the keys 1-6 and of ``v``. Views other than the monitor are imported
+when first opened, so startup stays light. The fleet view is there only when several hosts
+are watched."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from textual.screen import Screen
 
-from lltui.app.screens.monitor import MonitorScreen
+
+def _monitor() -> Screen[Any]:
+    from lltui.app.screens.monitor import MonitorScreen
+
+    return MonitorScreen()
 
 
-def _topology_screen() -> Screen[Any]:
+def _topology() -> Screen[Any]:
     from lltui.app.screens.topology import TopologyScreen
 
     return TopologyScreen()
 
 
-def _nccl_screen() -> Screen[Any]:
+def _nccl() -> Screen[Any]:
     from lltui.app.screens.nccl import NcclScreen
 
     return NcclScreen()
 
 
-def _fit_screen() -> Screen[Any]:
+def _fit() -> Screen[Any]:
     from lltui.app.screens.fit import FitScreen
 
     return FitScreen()
 
 
-def _launch_screen() -> Screen[Any]:
+def _launch() -> Screen[Any]:
     from lltui.app.screens.launch import LaunchScreen
 
     return LaunchScreen()
 
 
-def _fleet_screen() -> Screen[Any]:
+def _fleet() -> Screen[Any]:
     from lltui.app.screens.fleet import FleetScreen
 
     return FleetScreen()
 
 
-MODES: dict[str, str | Callable[[], Screen[Any]]] = {
-    "monitor": MonitorScreen,
-    "topology": _topology_screen,
-    "nccl": _nccl_screen,
-    "fit": _fit_screen,
-    "launch": _launch_screen,
-    "fleet": _fleet_screen,
-}
+@dataclass(frozen=True, slots=True)
+class View:
+    mode: str
+    label: str
+    make: Callable[[], Screen[Any]]
+    fleet_only: bool = False  # shown only when several hosts are watched
+
+
+VIEWS: tuple[View, ...] = (
+    View("monitor", "Monitor", _monitor),
+    View("topology", "Topology", _topology),
+    View("nccl", "NCCL", _nccl),
+    View("fit", "Fit", _fit),
+    View("launch", "Launch", _launch),
+    View("fleet", "Fleet", _fleet, fleet_only=True),
+)
+MODES: dict[str, str | Callable[[], Screen[Any]]] = {v.mode: v.make for v in VIEWS}
+
+
+def view_number(mode: str) -> int:
+    """The number key of a view (1 for the monitor)."""
+    return next(n for n, v in enumerate(VIEWS, start=1) if v.mode == mode)
 
 
 def next_view(modes: Sequence[str], current: str) -> str:

@@ -68,4 +68,4 @@ class ViewScreen(LltuiScreen):
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         if self.is_mounted:
-            show_header(self, model, busy_for)
+            show_header(self, model, busy_for, self.lltui.monitor_prefs.window_s)

@@ -22,7 +22,7 @@ def _v(value: object) -> str:
     return "-" if value is None else escape(str(value))
 
 
-def render_detail(g: GpuSample, model: RigModel, width: int) -> str:
+def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> str:
     info = g.info
     cc = info.compute_capability
     lines = [
@@ -43,7 +43,6 @@ def render_detail(g: GpuSample, model: RigModel, width: int) -> str:
         f"clock events: {escape(', '.join(g.throttle_reasons or ()) or 'none')}",
         "",
     ]
-    window = model.window_s
     spark_w = max(20, width - 30)
     for label, metric, hi, unit, scale in (
         ("power", "power_w", float(g.power_limit_w or info.power_limit_max_w or 1.0), "W", 1.0),
@@ -73,10 +72,14 @@ def render_detail(g: GpuSample, model: RigModel, width: int) -> str:
 
 
 class GpuDetailScreen(ModelView, ModalScreen[None]):
-    """A modal over the monitor; the app renders the model on it and on the monitor below."""
+    """A modal over the monitor; the app renders the model on it and on the monitor below.
+    ``[``/``]`` page through the GPUs, ``w`` through the history windows."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,enter,d", "dismiss", "Close", id="close-detail")
+        Binding("escape,enter,d", "dismiss", "Close", id="close-detail"),
+        Binding("left_square_bracket,k", "step(-1)", "Prev GPU", id="detail-prev"),
+        Binding("right_square_bracket,j", "step(1)", "Next GPU", id="detail-next"),
+        Binding("w", "cycle_window", "Window", id="detail-window"),
     ]
 
     def __init__(self, uuid: str) -> None:
@@ -97,11 +100,29 @@ class GpuDetailScreen(ModelView, ModalScreen[None]):
         sample = model.latest
         if sample is None:
             return
+        window = host_of(self).monitor_prefs.window_s
         for g in sample.gpus:
             if g.info.uuid == self.uuid:
                 width = self.query_one("#detail-box").size.width or self.size.width
-                self.query_one("#detail", Static).update(render_detail(g, model, width))
+                self.query_one("#detail", Static).update(render_detail(g, model, width, window))
                 return
+
+    def action_step(self, step: int) -> None:
+        """The next or previous GPU's detail; the monitor below selects it too."""
+        host = host_of(self)
+        sample = host.model.latest
+        if sample is None or not sample.gpus:
+            return
+        uuids = [g.info.uuid for g in sample.gpus]
+        pos = uuids.index(self.uuid) if self.uuid in uuids else 0
+        host.monitor_prefs.selected = (pos + step) % len(uuids)
+        self.uuid = uuids[host.monitor_prefs.selected]
+        host.render_model()
+
+    def action_cycle_window(self) -> None:
+        host = host_of(self)
+        host.monitor_prefs.cycle_window()
+        host.render_model()
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         return  # the detail has no status line

@@ -15,7 +15,7 @@ from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from lltui.app.keys import fleet_bindings, view_bindings
+from lltui.app.keys import view_bindings
 
 KeyDisplay = Callable[[Binding], str]
 
@@ -77,7 +77,6 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark,q", "close", "Close", id="help-close"),
         # views switch from here too (the app closes this first)
         *view_bindings("app."),
-        *fleet_bindings("app."),
     ]
 
     def __init__(self, below: Screen[object]) -> None:

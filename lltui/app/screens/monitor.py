@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.geometry import Region
 
 from lltui.app.model import RigModel
 from lltui.app.monitor_layout import PROCESS_RESERVE, MonitorLayout, plan_layout
 from lltui.app.screens.base import LltuiScreen
+from lltui.app.state.monitor import MonitorPrefs
 from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.gpu_card import (
     CardStyles,
@@ -23,6 +28,18 @@ from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.models import RigSample
 from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
+
+# the monitor's own keys (the app's are in keys.py), each with an id for the keymap
+MONITOR_BINDINGS: list[BindingType] = [
+    Binding("s", "cycle_sort", "Sort", id="sort"),
+    Binding("r", "reverse_sort", "Reverse", id="sort-reverse", show=False),
+    Binding("w", "cycle_window", "Window", id="window"),
+    Binding("g", "toggle_graphs", "Graphs", id="graphs"),
+    Binding("l", "cycle_layout", "Layout", id="layout"),
+    Binding("left_square_bracket,k", "select_gpu(-1)", "Prev GPU", id="gpu-prev", show=False),
+    Binding("right_square_bracket,j", "select_gpu(1)", "Next GPU", id="gpu-next", show=False),
+    Binding("enter,d", "gpu_detail", "Detail", id="gpu-detail"),
+]
 
 
 def render_rig_line(
@@ -81,6 +98,7 @@ class MonitorScreen(LltuiScreen):
     """Live per-GPU dashboard. Rendering reads only the app's model."""
 
     AUTO_FOCUS = "ProcessTable"  # its keys (filter, signal) work without a tab first
+    BINDINGS: ClassVar[list[BindingType]] = MONITOR_BINDINGS
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status", history=True)
@@ -118,6 +136,83 @@ class MonitorScreen(LltuiScreen):
     def _render_from_app(self) -> None:
         self.lltui.render_model()
 
+    @property
+    def prefs(self) -> MonitorPrefs:
+        """How the monitor shows the rig (kept by the app, changed only here)."""
+        return self.lltui.monitor_prefs
+
+    # -- actions -------------------------------------------------------------------------
+    def action_cycle_sort(self) -> None:
+        self.prefs.cycle_sort()
+        self._render_from_app()
+
+    def action_sort_by(self, key: str) -> None:
+        self.prefs.sort_by(key)
+        self._render_from_app()
+
+    def action_reverse_sort(self) -> None:
+        self.prefs.reverse_sort()
+        self._render_from_app()
+
+    def action_cycle_window(self) -> None:
+        self.prefs.cycle_window()
+        self._render_from_app()
+
+    def action_set_window(self, index: int) -> None:
+        self.prefs.set_window(index)
+        self._render_from_app()
+
+    def action_toggle_graphs(self) -> None:
+        prefs = self.prefs
+        current = prefs.graphs
+        if current is None:  # decided by the size so far: toggle what is shown
+            current = self._layout is not None and self._layout.graphs
+        prefs.graphs = not current
+        self._render_from_app()
+
+    def action_cycle_layout(self) -> None:
+        """Auto (the richest layout that fits), compact lines, cards."""
+        self.prefs.cycle_layout()
+        self.notify(f"layout: {self.prefs.layout_mode}", timeout=2)
+        self._render_from_app()
+
+    def action_select_gpu(self, step: int) -> None:
+        sample = self.lltui.model.latest
+        self.prefs.step_selection(step, len(sample.gpus) if sample else 0)
+        self._render_from_app()
+
+    def action_gpu_detail(self) -> None:
+        from lltui.app.screens.gpu_detail import GpuDetailScreen  # first opened here
+
+        sample = self.lltui.model.latest
+        if sample is None or not sample.gpus:
+            return
+        g = sample.gpus[min(self.prefs.selected, len(sample.gpus) - 1)]
+        self.app.push_screen(GpuDetailScreen(g.info.uuid))
+
+    @on(GpuCard.Clicked)
+    def _card_clicked(self, message: GpuCard.Clicked) -> None:
+        """A click selects a GPU's card; a second click on it opens its detail."""
+        sample = self.lltui.model.latest
+        if sample is None:
+            return
+        for pos, g in enumerate(sample.gpus):
+            if g.info.uuid == message.uuid:
+                if self.prefs.selected == pos:
+                    self.action_gpu_detail()
+                else:
+                    self.prefs.selected = pos
+                    self._render_from_app()
+                return
+
+    @on(ProcessTable.SortClicked)
+    def _header_clicked(self, message: ProcessTable.SortClicked) -> None:
+        """A click on a column's header sorts by it; a second click reverses."""
+        if self.prefs.sort_key == message.key:
+            self.action_reverse_sort()
+        else:
+            self.action_sort_by(message.key)
+
     def _window(self) -> Region:
         """The visible part of the GPU area, in the coordinates of its content."""
         scroll = self.query_one("#cards-scroll", VerticalScroll)
@@ -146,10 +241,10 @@ class MonitorScreen(LltuiScreen):
 
     def plan(self, n: int) -> MonitorLayout:
         """The layout of ``n`` GPUs on this screen's size and the user's choices."""
-        model = self.lltui.model
+        prefs = self.prefs
         width, room = self.size.width, self._room()
         reserve = self._reserve = self._process_reserve()
-        mode, graphs = model.layout_mode, model.graphs
+        mode, graphs = prefs.layout_mode, prefs.graphs
         plan = plan_layout(n, width, room, mode=mode, graphs=graphs, reserve=reserve)
         if not plan.fits:  # the scroll bar takes a column
             plan = plan_layout(n, width - 1, room, mode=mode, graphs=graphs, reserve=reserve)
@@ -192,7 +287,8 @@ class MonitorScreen(LltuiScreen):
     def show(self, model: RigModel) -> None:
         if not self._ready:  # a sample can arrive before this screen is composed
             return
-        show_header(self, model, self.lltui.busy_for())
+        prefs = self.prefs
+        show_header(self, model, self.lltui.busy_for(), prefs.window_s)
         sample = model.latest
         if sample is None:
             self.query_one("#rig", TextLines).update(
@@ -205,7 +301,7 @@ class MonitorScreen(LltuiScreen):
             if layout != self._layout:
                 self._apply_layout(layout)
             self._show_cards(model, sample, layout)
-            self.query_one(ProcessTable).show(sample, model.sort_key, model.sort_reverse)
+            self.query_one(ProcessTable).show(sample, prefs.sort_key, prefs.sort_reverse)
         self.call_after_refresh(self._check_reserve)
 
     def _show_rig(self, text: Text) -> None:
@@ -217,7 +313,8 @@ class MonitorScreen(LltuiScreen):
         present = {g.info.uuid for g in sample.gpus}
         for uuid in [u for u in self._cards if u not in present]:
             self._cards.pop(uuid).remove()
-        selected = min(model.selected, len(sample.gpus) - 1)
+        prefs = self.prefs
+        selected = min(prefs.selected, len(sample.gpus) - 1)
         stale = model.stale(None)
         # a card's border and padding take 3 columns, a compact line's 2
         width = layout.item_width - (2 if layout.compact else 3)
@@ -242,7 +339,7 @@ class MonitorScreen(LltuiScreen):
                 width=width,
                 compact=layout.compact,
                 graphs=layout.graphs,
-                window_s=model.window_s,
+                window_s=prefs.window_s,
                 selected=pos == selected,
                 history_seq=history_seq,
                 name_width=name_width,
@@ -266,7 +363,7 @@ class MonitorScreen(LltuiScreen):
         """Cheap refresh of the status line only (age, stale marker) between samples."""
         if not self._ready:
             return
-        self.query_one(StatusBar).show(model, busy_for)
+        self.query_one(StatusBar).show(model, busy_for, self.prefs.window_s)
         stale = model.stale(busy_for)
         for card in self._cards.values():
             card.set_class(stale, "-stale")

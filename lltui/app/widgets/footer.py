@@ -42,17 +42,18 @@ TYPED_KEYS = _typed_key_names()
 
 
 def footer_bindings(
-    active: Iterable[ActiveBinding], app: object, typing: bool
+    active: Iterable[ActiveBinding], app: object, typing: bool, screen: object = None
 ) -> list[tuple[Binding, bool, str]]:
-    """The shown bindings in footer order: the app's own first, then the view's and the
-    focused widget's; keys a focused text field would type are left out (``typing``)."""
-    ours: list[tuple[Binding, bool, str]] = []
-    theirs: list[tuple[Binding, bool, str]] = []
+    """The shown bindings in footer order: the app's own first, then the view's (its
+    ``screen``), then the focused widget's; keys a focused text field would type are left
+    out (``typing``)."""
+    groups: tuple[list[tuple[Binding, bool, str]], ...] = ([], [], [])
     for node, binding, enabled, tooltip in active:
         if not binding.show or (typing and binding.key in TYPED_KEYS):
             continue
-        (ours if node is app else theirs).append((binding, enabled, tooltip))
-    return ours + theirs
+        rank = 0 if node is app else 1 if node is screen else 2
+        groups[rank].append((binding, enabled, tooltip))
+    return [*groups[0], *groups[1], *groups[2]]
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ class LltuiFooter(Widget, can_focus=False):
         active = self.screen.active_bindings
         typing = isinstance(self.screen.focused, Input)
         by_action: dict[str, tuple[Binding, bool, str]] = {}
-        for binding, enabled, tooltip in footer_bindings(active.values(), self.app, typing):
+        shown = footer_bindings(active.values(), self.app, typing, self.screen)
+        for binding, enabled, tooltip in shown:
             by_action.setdefault(binding.action, (binding, enabled, tooltip))
         palette = active.get(self.app.COMMAND_PALETTE_BINDING)
         if not (self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE):

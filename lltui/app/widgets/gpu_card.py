@@ -16,12 +16,12 @@ from rich.style import Style
 from rich.text import Text
 from textual.color import Color
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
-from lltui.app.host import host_of
 from lltui.app.monitor_layout import CARD_LINES
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import GpuSample
@@ -630,8 +630,15 @@ class GpuCard(TextLines):
         self._dirty = False
         self.renders = 0  # content builds, for tests and the bench
 
+    class Clicked(Message):
+        """A card was clicked: the monitor selects its GPU (or opens its detail)."""
+
+        def __init__(self, uuid: str) -> None:
+            super().__init__()
+            self.uuid = uuid
+
     def on_click(self) -> None:
-        host_of(self).select_gpu_uuid(self.uuid)
+        self.post_message(self.Clicked(self.uuid))
 
     def show(self, view: CardView, history: RigHistory, window: Region | None = None) -> None:
         """Take what to show; build it now if the card is inside ``window`` (the visible

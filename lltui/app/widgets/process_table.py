@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
 from lltui.app.host import host_of
-from lltui.app.model import SORT_KEYS
+from lltui.app.state.monitor import SORT_KEYS
 from lltui.core.monitor.models import RigSample
 from lltui.core.monitor.signals import signal_refusal
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
@@ -185,6 +185,13 @@ class ProcessTable(DataTable[str]):
     class FilterCleared(Message):
         """The user cleared the filter from the table (``escape``)."""
 
+    class SortClicked(Message):
+        """A sortable column's header was clicked: the screen sorts by it (or reverses)."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
     @dataclass
     class SignalWanted(Message):
         """The user asked to signal the selected process."""
@@ -305,11 +312,7 @@ class ProcessTable(DataTable[str]):
         if key not in SORT_KEYS:
             return  # user and command are not sort keys
         event.stop()
-        host = host_of(self)
-        if host.model.sort_key == key:
-            host.action_reverse_sort()
-        else:
-            host.action_sort_by(key)
+        self.post_message(self.SortClicked(key))
 
 
 class ProcessFilter(Input):

@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from lltui.app.model import RigModel
+from lltui.app.state.monitor import WINDOWS_S
 from lltui.app.widgets.gpu_card import theme_style
 from lltui.core.monitor.models import RigInfo
 from lltui.core.units import fmt_duration
@@ -79,16 +80,22 @@ def render_status(
     *,
     history: bool = True,
     styles: StatusStyles = PLAIN,
+    window_s: float = WINDOWS_S[0],
 ) -> Text:
     """The status line (and any error or hint lines below it). With ``history`` it says how
-    much history the graphs have, and with ``width`` the first line is fitted to it: shorter
-    wording first, then the driver and CUDA go."""
-    first = _status_line(model, busy_for, width if history else 0, history, styles)
+    much of the graphs' window (``window_s``) the history fills, and with ``width`` the first
+    line is fitted to it: shorter wording first, then the driver and CUDA go."""
+    first = _status_line(model, busy_for, width if history else 0, history, styles, window_s)
     return first + _status_notes(model, styles)
 
 
 def _status_line(
-    model: RigModel, busy_for: float | None, width: int, history: bool, styles: StatusStyles
+    model: RigModel,
+    busy_for: float | None,
+    width: int,
+    history: bool,
+    styles: StatusStyles,
+    window_s: float,
 ) -> Text:
     info = model.info
     source = Text.assemble(("lltui", styles.bold), " ", info.source)
@@ -103,10 +110,10 @@ def _status_line(
     every = Text.assemble(state, f" every {model.interval:g}s")
     terse = Text.assemble(state, f" {model.interval:g}s")
     if model.latest is None or not history:  # no history to speak of (yet)
-        graphs = short = f"graphs {fmt_window(model.window_s)}"
+        graphs = short = f"graphs {fmt_window(window_s)}"
     else:
-        graphs = fmt_history(held, model.window_s)
-        short = fmt_history(held, model.window_s, short=True)
+        graphs = fmt_history(held, window_s)
+        short = fmt_history(held, window_s, short=True)
     variants: list[list[Text | str]] = [
         [source, *versions, every, graphs],
         [source, *versions, every, short],
@@ -152,9 +159,12 @@ def _status_notes(model: RigModel, styles: StatusStyles) -> Text:
     return notes
 
 
-def show_header(screen: Screen[Any], model: RigModel, busy_for: float | None) -> None:
-    """Update a screen's status line and SIMULATED banner."""
-    screen.query_one(StatusBar).show(model, busy_for)
+def show_header(
+    screen: Screen[Any], model: RigModel, busy_for: float | None, window_s: float
+) -> None:
+    """Update a screen's status line (``window_s``: the monitor's graph window) and
+    SIMULATED banner."""
+    screen.query_one(StatusBar).show(model, busy_for, window_s)
     screen.query_one(Banner).show(model.info)
 
 
@@ -168,10 +178,17 @@ class StatusBar(Static):
         self._history = history
         self._style_cache: StatusStyles | None = None
 
-    def show(self, model: RigModel, busy_for: float | None) -> None:
+    def show(self, model: RigModel, busy_for: float | None, window_s: float) -> None:
         # the padding takes a column on each side
         width = max(0, self.size.width - 2)
-        text = render_status(model, busy_for, width, history=self._history, styles=self._styles())
+        text = render_status(
+            model,
+            busy_for,
+            width,
+            history=self._history,
+            styles=self._styles(),
+            window_s=window_s,
+        )
         if text != self._text:  # each second between samples: skip repeats
             # the history's age changes the first line each tick: a relayout only when the
             # height may change (the first line wraps to other than the height it has, or
