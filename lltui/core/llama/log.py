@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lltui.core.llama import log_patterns as pat
@@ -73,6 +74,94 @@ __all__ = [
 ]
 
 
+@dataclass
+class _Server:
+    """What the server says of itself as it starts, serves and stops."""
+
+    build: str | None = None
+    verbosity: int | None = None
+    model_path: str | None = None
+    load_mode: str | None = None
+    loads: int = 0
+    graph_nodes: int | None = None
+    graph_splits: int | None = None
+    pipeline_parallel: bool = False
+    n_slots: int | None = None
+    n_ctx_slot: int | None = None
+    model_loaded: bool = False
+    ready: bool = False
+    shutting_down: bool = False
+    exit_reason: str | None = None
+
+
+@dataclass
+class _Offload:
+    layers_offloaded: int | None = None
+    layers_total: int | None = None
+    repeating_layers: int | None = None
+    output_layer: bool = False
+
+    def frozen(self) -> Offload:
+        return Offload(
+            self.layers_offloaded, self.layers_total, self.repeating_layers, self.output_layer
+        )
+
+
+@dataclass
+class _Load:
+    """One model's load (the model's own, or its draft's): its buffers by name and kind,
+    its KV caches, its context's settings, where its layers went."""
+
+    buffers: dict[str, dict[str, float]] = field(default_factory=dict)
+    kv_caches: list[KvCacheSize] = field(default_factory=list)
+    context: dict[str, str] = field(default_factory=dict)
+    layer_devices: dict[int, str] = field(default_factory=dict)
+    kv_layer_devices: dict[int, str] = field(default_factory=dict)
+    offload: _Offload = field(default_factory=_Offload)
+
+    def restart(self) -> None:
+        """A new load of the same model (a fit probe at -v, then the real one): its buffers,
+        caches and placement start afresh; the context's settings stay."""
+        self.buffers = {}
+        self.kv_caches = []
+        self.layer_devices = {}
+        self.kv_layer_devices = {}
+        self.offload = _Offload()
+
+
+@dataclass
+class _Fit:
+    """What --fit printed as it went."""
+
+    ran: bool = False
+    status: str = "unknown"
+    reason: str | None = None
+    ctx_from: int | None = None
+    ctx_to: int | None = None
+    ctx_saved_mib: int | None = None
+    target_mib: int | None = None
+    reduce_by_mib: int | None = None
+    projected_used_mib: int | None = None
+    projected_free_mib: int | None = None
+    projected_of: str | None = None
+    seconds: float | None = None
+    projections: list[FitDeviceProjection] = field(default_factory=list)
+    device_layers: list[FitDeviceLayers] = field(default_factory=list)
+
+    def frozen(self) -> FitSummary:
+        plain = {f.name: getattr(self, f.name) for f in fields(self)}
+        plain["projections"] = tuple(self.projections)
+        plain["device_layers"] = tuple(self.device_layers)
+        return FitSummary(**plain)
+
+
+@dataclass
+class _Mmproj:
+    backend: str | None = None
+    estimate_mib: float | None = None
+    compute: list[tuple[str, float]] = field(default_factory=list)
+
+
 class LlamaLogParser:
     """Feeds on log lines one at a time; :meth:`summary` returns a frozen snapshot.
 
@@ -81,35 +170,13 @@ class LlamaLogParser:
     """
 
     def __init__(self) -> None:
-        self._s: dict[str, Any] = {
-            "build": None,
-            "verbosity": None,
-            "model_path": None,
-            "load_mode": None,
-            "loads": 0,
-            "graph_nodes": None,
-            "graph_splits": None,
-            "pipeline_parallel": False,
-            "n_slots": None,
-            "n_ctx_slot": None,
-            "model_loaded": False,
-            "ready": False,
-            "shutting_down": False,
-            "exit_reason": None,
-        }
+        self._s = _Server()
         self._devices: dict[str, DeviceInfo] = {}
         self._cuda: dict[int, CudaDevice] = {}
         self._used: dict[str, UsedDevice] = {}
-        self._offload: dict[str, Any] = {}
-        self._buffers: dict[str, dict[str, float]] = {}
-        self._layer_devices: dict[int, str] = {}
-        self._kv_layer_devices: dict[int, str] = {}
-        self._kv_caches: list[KvCacheSize] = []
-        self._context: dict[str, str] = {}
+        self._load = _Load()  # the load lines go to: the model's, or its draft's
         self._listening: list[str] = []
-        self._fit: dict[str, Any] = {"ran": False, "status": "unknown"}
-        self._fit_projections: list[FitDeviceProjection] = []
-        self._fit_layers: list[FitDeviceLayers] = []
+        self._fit = _Fit()
         self._breakdown: list[MemoryBreakdownRow] = []
         self._breakdown_open = False
         self._problems: list[LogProblem] = []
@@ -118,13 +185,13 @@ class LlamaLogParser:
         self._warnings_dropped = 0
         self._seen_prefix = False
         self._in_device_list = False
-        # the model's state while the draft's is parsed (None: no draft seen yet), then the
+        # the model's load while the draft's is parsed (None: no draft seen yet), then the
         # draft's once its load is over
-        self._main_state: dict[str, Any] | None = None
-        self._draft_state: dict[str, Any] | None = None
+        self._main_load: _Load | None = None
+        self._draft_load: _Load | None = None
         self._in_draft = False
         self._lora: list[tuple[str, float]] = []
-        self._mmproj: dict[str, Any] = {"backend": None, "estimate": None, "compute": []}
+        self._mmproj = _Mmproj()
 
     # -- input ---------------------------------------------------------------------------
 
@@ -211,7 +278,7 @@ class LlamaLogParser:
         if "CUDA error" in s or "GGML_ASSERT" in s or "GGML_ABORT" in s:
             return self._problem(s, None)
         if s.startswith("Received second interrupt"):
-            self._s["shutting_down"] = True
+            self._s.shutting_down = True
             return ["shutdown"]
         return []
 
@@ -246,10 +313,10 @@ class LlamaLogParser:
         self._in_device_list = False
         b = pat.BUILD.search(rest)
         if b and rest.startswith("common_params_print_info: build"):
-            self._s["build"] = b.group(1)
+            self._s.build = b.group(1)
         v = pat.VERBOSITY.search(rest)
         if v and "verbosity" in rest:
-            self._s["verbosity"] = int(v.group(1))
+            self._s.verbosity = int(v.group(1))
         return []
 
     def _add_device(self, m: re.Match[str]) -> None:
@@ -268,46 +335,19 @@ class LlamaLogParser:
 
     # -- the other parts: a draft model, LoRA adapters, a multimodal projector ------------
 
-    def _state(self) -> dict[str, Any]:
-        return {
-            "buffers": self._buffers,
-            "kv_caches": self._kv_caches,
-            "context": self._context,
-            "layer_devices": self._layer_devices,
-            "kv_layer_devices": self._kv_layer_devices,
-            "offload": self._offload,
-        }
-
-    def _set_state(self, st: dict[str, Any]) -> None:
-        self._buffers = st["buffers"]
-        self._kv_caches = st["kv_caches"]
-        self._context = st["context"]
-        self._layer_devices = st["layer_devices"]
-        self._kv_layer_devices = st["kv_layer_devices"]
-        self._offload = st["offload"]
-
     def _speculative(self, rest: str, line: LogLine) -> list[str]:
         if "loading draft model" not in rest:
             return []
-        # the draft's lines fill a state of their own; the model's is kept aside
-        self._main_state = self._state()
-        self._set_state(
-            {
-                "buffers": {},
-                "kv_caches": [],
-                "context": {},
-                "layer_devices": {},
-                "kv_layer_devices": {},
-                "offload": {},
-            }
-        )
+        # the draft's lines fill a load of their own; the model's is kept aside
+        self._main_load = self._load
+        self._load = _Load()
         self._in_draft = True
         return ["draft"]
 
     def _end_draft(self) -> None:
-        if self._in_draft and self._main_state is not None:
-            self._draft_state = self._state()
-            self._set_state(self._main_state)
+        if self._in_draft and self._main_load is not None:
+            self._draft_load = self._load
+            self._load = self._main_load
             self._in_draft = False
 
     def _lora_line(self, rest: str, line: LogLine) -> list[str]:
@@ -319,9 +359,9 @@ class LlamaLogParser:
     def _clip(self, func: str, rest: str) -> list[str]:
         self._end_draft()
         if m := pat.CLIP_BACKEND.search(rest):
-            self._mmproj["backend"] = m.group(1)
+            self._mmproj.backend = m.group(1)
         elif (m2 := pat.BUFFER.match(rest)) and m2.group("kind") == "compute":
-            self._mmproj["compute"].append((m2.group("name"), float(m2.group("mib"))))
+            self._mmproj.compute.append((m2.group("name"), float(m2.group("mib"))))
             return ["buffer"]
         return []
 
@@ -341,30 +381,25 @@ class LlamaLogParser:
     def _load_tensors(self, rest: str, line: LogLine) -> list[str]:
         m = pat.LOAD_START.search(rest)
         if m or rest.startswith("loading model tensors"):
-            self._s["loads"] += 1
+            self._s.loads += 1
             if m:
-                self._s["load_mode"] = m.group("mode") or (
-                    "mmap" if m.group(2) == "true" else "none"
-                )
+                self._s.load_mode = m.group("mode") or ("mmap" if m.group(2) == "true" else "none")
             # A new load (a fit probe at -v, then the real one): start its buffers afresh.
-            self._buffers = {}
-            self._kv_caches = []
-            self._layer_devices = {}
-            self._kv_layer_devices = {}
-            self._offload = {}
+            self._load.restart()
             return ["loading"]
+        offload = self._load.offload
         if m2 := pat.OFFLOADED.search(rest):
-            self._offload["layers_offloaded"] = int(m2.group(1))
-            self._offload["layers_total"] = int(m2.group(2))
+            offload.layers_offloaded = int(m2.group(1))
+            offload.layers_total = int(m2.group(2))
             return ["offload"]
         if m3 := pat.REPEATING.search(rest):
-            self._offload["repeating_layers"] = int(m3.group(1))
+            offload.repeating_layers = int(m3.group(1))
             return []
         if "offloading output layer to GPU" in rest:
-            self._offload["output_layer"] = True
+            offload.output_layer = True
             return []
         if m4 := pat.LAYER_DEV.search(rest):
-            self._layer_devices[int(m4.group(1))] = m4.group(2)
+            self._load.layer_devices[int(m4.group(1))] = m4.group(2)
             return []
         return self._buffer(rest)
 
@@ -376,7 +411,7 @@ class LlamaLogParser:
         key = {"model": "model", "KV": "kv", "compute": "compute", "output": "output", "RS": "rs"}[
             kind
         ]
-        sizes = self._buffers.setdefault(name, {})
+        sizes = self._load.buffers.setdefault(name, {})
         if key in ("kv", "rs"):
             sizes[key] = sizes.get(key, 0.0) + mib
         else:
@@ -385,23 +420,23 @@ class LlamaLogParser:
 
     def _llama_context(self, rest: str, line: LogLine) -> list[str]:
         if "pipeline parallelism enabled" in rest:
-            self._s["pipeline_parallel"] = True
+            self._s.pipeline_parallel = True
             return []
         if self._buffer(rest):
             return ["buffer"]
         m = pat.CONTEXT_KV.match(rest)
         if m:
-            self._context[m.group("key")] = m.group("value").strip()
+            self._load.context[m.group("key")] = m.group("value").strip()
         if m2 := pat.GRAPH.search(rest):  # older builds print the graph line here
-            self._s["graph_nodes"], self._s["graph_splits"] = int(m2.group(1)), int(m2.group(2))
+            self._s.graph_nodes, self._s.graph_splits = int(m2.group(1)), int(m2.group(2))
         return []
 
     def _kv_cache(self, rest: str, line: LogLine) -> list[str]:
         if m := pat.KV_LAYER_DEV.match(rest):
-            self._kv_layer_devices[int(m.group(1))] = m.group(2)
+            self._load.kv_layer_devices[int(m.group(1))] = m.group(2)
             return []
         if m2 := pat.KV_SIZE.match(rest):
-            self._kv_caches.append(
+            self._load.kv_caches.append(
                 KvCacheSize(
                     size_mib=float(m2.group("size")),
                     cells=int(m2.group("cells")),
@@ -418,7 +453,7 @@ class LlamaLogParser:
 
     def _sched_reserve(self, rest: str, line: LogLine) -> list[str]:
         if m := pat.GRAPH.search(rest):
-            self._s["graph_nodes"], self._s["graph_splits"] = int(m.group(1)), int(m.group(2))
+            self._s.graph_nodes, self._s.graph_splits = int(m.group(1)), int(m.group(2))
             return []
         return self._buffer(rest)
 
@@ -437,18 +472,17 @@ class LlamaLogParser:
 
     def _fit_impl(self, rest: str, line: LogLine) -> list[str]:
         fit = self._fit
-        fit["ran"] = True
+        fit.ran = True
         if rest.startswith("getting device memory data for initial parameters"):
             # A fresh fit run (llama-fit-params prints one, the server one per start).
-            self._fit = fit = {"ran": True, "status": "unknown"}
-            self._fit_projections, self._fit_layers = [], []
+            self._fit = _Fit(ran=True)
             return ["fit"]
         if m := pat.FIT_PROJECTED.search(rest):
-            fit["projected_used_mib"] = int(m.group(1))
-            fit["projected_of"] = m.group(2)
-            fit["projected_free_mib"] = int(m.group(3))
+            fit.projected_used_mib = int(m.group(1))
+            fit.projected_of = m.group(2)
+            fit.projected_free_mib = int(m.group(3))
         elif m := pat.FIT_PROJECTION_ROW.match(rest):
-            self._fit_projections.append(
+            fit.projections.append(
                 FitDeviceProjection(
                     device=m.group("dev"),
                     total_mib=int(m.group("total")),
@@ -466,67 +500,66 @@ class LlamaLogParser:
                 overflowing=int(m.group("over")) if m.group("over") is not None else None,
             )
             # Fit prints its plan per device once per pass; the last pass is the one used.
-            self._fit_layers = [d for d in self._fit_layers if d.device != layers.device]
-            self._fit_layers.append(layers)
+            fit.device_layers = [d for d in fit.device_layers if d.device != layers.device]
+            fit.device_layers.append(layers)
         elif m := pat.FIT_TARGET.search(rest):
-            fit["target_mib"] = int(m.group(1))
-            fit["reduce_by_mib"] = int(m.group(2))
+            fit.target_mib = int(m.group(1))
+            fit.reduce_by_mib = int(m.group(2))
         elif m := pat.FIT_CTX.search(rest):
-            fit["ctx_from"], fit["ctx_to"] = int(m.group(1)), int(m.group(2))
-            fit["ctx_saved_mib"] = int(m.group(3))
+            fit.ctx_from, fit.ctx_to = int(m.group(1)), int(m.group(2))
+            fit.ctx_saved_mib = int(m.group(3))
         elif "no changes needed" in rest:
-            fit["status"] = "no_change"
+            fit.status = "no_change"
         return ["fit"]
 
     def _fit_params(self, rest: str, line: LogLine) -> list[str]:
         fit = self._fit
-        fit["ran"] = True
+        fit.ran = True
         if "successfully fit params" in rest:
-            if fit.get("status") != "no_change":
-                fit["status"] = "changed"
+            if fit.status != "no_change":
+                fit.status = "changed"
         elif "failed to fit params to free device memory" in rest:
-            fit["status"] = "failed"
-            fit["reason"] = rest.split("memory:", 1)[-1].strip() or None
+            fit.status = "failed"
+            fit.reason = rest.split("memory:", 1)[-1].strip() or None
             self._problem(rest, line.level, kind="fit")
         elif "encountered an error while trying to fit params" in rest:
-            fit["status"] = "error"
-            fit["reason"] = rest.split("memory:", 1)[-1].strip() or None
+            fit.status = "error"
+            fit.reason = rest.split("memory:", 1)[-1].strip() or None
         elif m := pat.FIT_TOOK.search(rest):
-            fit["seconds"] = float(m.group(1))
+            fit.seconds = float(m.group(1))
         return ["fit"]
 
     def _common_init(self, rest: str, line: LogLine) -> list[str]:
         if rest.startswith("fitting params to device memory"):
-            self._fit = {"ran": True, "status": "unknown"}
-            self._fit_projections, self._fit_layers = [], []
+            self._fit = _Fit(ran=True)
             return ["fit"]
         return []
 
     def _load_model(self, rest: str, line: LogLine) -> list[str]:
         if m0 := pat.MMPROJ_ESTIMATE.search(rest):
-            self._mmproj["estimate"] = float(m0.group(1))
+            self._mmproj.estimate_mib = float(m0.group(1))
             return []
         if "loaded multimodal model" in rest or pat.SLOTS.search(rest):
             self._end_draft()
         if m := pat.LOADING_MODEL.match(rest.strip()):
-            self._s["model_path"] = m.group(1)
+            self._s.model_path = m.group(1)
             return ["loading_model"]
         if m2 := pat.SLOTS.search(rest):
-            self._s["n_slots"], self._s["n_ctx_slot"] = int(m2.group(1)), int(m2.group(2))
+            self._s.n_slots, self._s.n_ctx_slot = int(m2.group(1)), int(m2.group(2))
             return ["slots"]
         return []
 
     def _server(self, rest: str, line: LogLine) -> list[str]:
         r = rest.strip()
         if r == "model loaded":
-            self._s["model_loaded"] = True
+            self._s.model_loaded = True
             return ["model_loaded"]
         if m := pat.LISTENING.search(r):
             if m.group(1) not in self._listening:
                 self._listening.append(m.group(1))
             return self._became_ready()
         if m2 := pat.EXITING.search(r):
-            self._s["exit_reason"] = m2.group(1)
+            self._s.exit_reason = m2.group(1)
             return ["exit"]
         if m3 := pat.HTTP_LISTENING.search(r):
             # Older builds print this before loading the model: an address, not readiness.
@@ -539,14 +572,14 @@ class LlamaLogParser:
     def _became_ready(self) -> list[str]:
         events = ["listening"]
         # "listening on" follows "model loaded" in every build that prints it.
-        if not self._s["ready"]:
-            self._s["ready"] = True
+        if not self._s.ready:
+            self._s.ready = True
             events.append("ready")
         return events
 
     def _operator(self, rest: str, line: LogLine) -> list[str]:
         if "cleaning up before exit" in rest:
-            self._s["shutting_down"] = True
+            self._s.shutting_down = True
             return ["shutdown"]
         return []
 
@@ -576,64 +609,51 @@ class LlamaLogParser:
     # -- output --------------------------------------------------------------------------
 
     def summary(self) -> LlamaLogSummary:
-        main = self._main_state if self._in_draft else None
-        draft = self._state() if self._in_draft else self._draft_state
-        if main is not None:  # the draft's load is still the last: report the model's
-            saved = self._state()
-            self._set_state(main)
-            try:
-                return self._summary(draft)
-            finally:
-                self._set_state(saved)
-        return self._summary(draft)
+        # while the draft's load is still the last, the model's is the one reported
+        main = self._main_load if self._in_draft else self._load
+        draft = self._load if self._in_draft else self._draft_load
+        return self._summary(main or self._load, draft)
 
-    def _summary(self, draft: dict[str, Any] | None) -> LlamaLogSummary:
+    def _summary(self, load: _Load, draft: _Load | None) -> LlamaLogSummary:
         s = self._s
-        fit_extra = {k: v for k, v in self._fit.items() if k not in ("ran", "status")}
         return LlamaLogSummary(
-            build=s["build"],
-            verbosity=s["verbosity"],
+            build=s.build,
+            verbosity=s.verbosity,
             devices=tuple(self._devices.values()),
             cuda_devices=tuple(self._cuda[i] for i in sorted(self._cuda)),
             used_devices=tuple(self._used.values()),
-            model_path=s["model_path"],
-            load_mode=s["load_mode"],
-            loads=s["loads"],
-            offload=Offload(**self._offload),
-            buffers=_buffer_sizes(self._buffers),
-            layer_devices=tuple(sorted(self._layer_devices.items())),
-            kv_layer_devices=tuple(sorted(self._kv_layer_devices.items())),
-            kv_caches=tuple(self._kv_caches),
-            context=tuple(self._context.items()),
-            graph_nodes=s["graph_nodes"],
-            graph_splits=s["graph_splits"],
-            pipeline_parallel=s["pipeline_parallel"],
-            n_slots=s["n_slots"],
-            n_ctx_slot=s["n_ctx_slot"],
-            fit=FitSummary(
-                ran=bool(self._fit.get("ran")),
-                status=str(self._fit.get("status", "unknown")),
-                projections=tuple(self._fit_projections),
-                device_layers=tuple(self._fit_layers),
-                **fit_extra,
-            ),
+            model_path=s.model_path,
+            load_mode=s.load_mode,
+            loads=s.loads,
+            offload=load.offload.frozen(),
+            buffers=_buffer_sizes(load.buffers),
+            layer_devices=tuple(sorted(load.layer_devices.items())),
+            kv_layer_devices=tuple(sorted(load.kv_layer_devices.items())),
+            kv_caches=tuple(load.kv_caches),
+            context=tuple(load.context.items()),
+            graph_nodes=s.graph_nodes,
+            graph_splits=s.graph_splits,
+            pipeline_parallel=s.pipeline_parallel,
+            n_slots=s.n_slots,
+            n_ctx_slot=s.n_ctx_slot,
+            fit=self._fit.frozen(),
             memory_breakdown=tuple(self._breakdown),
-            model_loaded=s["model_loaded"],
+            model_loaded=s.model_loaded,
             listening=tuple(self._listening),
-            ready=s["ready"],
-            shutting_down=s["shutting_down"],
-            exit_reason=s["exit_reason"],
+            ready=s.ready,
+            shutting_down=s.shutting_down,
+            exit_reason=s.exit_reason,
             problems=tuple(self._problems),
             problems_dropped=self._problems_dropped,
             warnings=tuple(self._warnings),
             warnings_dropped=self._warnings_dropped,
-            draft_buffers=() if draft is None else _buffer_sizes(draft["buffers"]),
-            draft_kv_caches=() if draft is None else tuple(draft["kv_caches"]),
-            draft_context=() if draft is None else tuple(draft["context"].items()),
+            draft_buffers=() if draft is None else _buffer_sizes(draft.buffers),
+            draft_kv_caches=() if draft is None else tuple(draft.kv_caches),
+            draft_context=() if draft is None else tuple(draft.context.items()),
             lora_buffers=tuple(self._lora),
-            mmproj_backend=self._mmproj["backend"],
-            mmproj_estimate_mib=self._mmproj["estimate"],
-            mmproj_compute=tuple(self._mmproj["compute"]),
+            mmproj_backend=self._mmproj.backend,
+            mmproj_estimate_mib=self._mmproj.estimate_mib,
+            mmproj_compute=tuple(self._mmproj.compute),
         )
 
 
@@ -651,7 +671,8 @@ def _buffer_sizes(buffers: dict[str, dict[str, float]]) -> tuple[BufferSizes, ..
     )
 
 
-_HANDLERS: dict[str, Any] = {
+_Handler = Callable[[LlamaLogParser, str, LogLine], list[str]]
+_HANDLERS: dict[str, _Handler] = {
     "common_speculative_init_result": LlamaLogParser._speculative,
     "llama_adapter_lora_init_impl": LlamaLogParser._lora_line,
     "common_param": LlamaLogParser._common_param,
