@@ -69,3 +69,46 @@ class ViewScreen(LltuiScreen):
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         if self.is_mounted:
             show_header(self, model, busy_for, self.lltui.monitor_prefs.window_s)
+
+
+class FormScreen(ViewScreen):
+    """A view with a form whose every edit asks for an answer worked out off the UI thread
+    (fit's estimate, launch's command): the fields are laid out by width, each request gets
+    a generation, and only the newest request's answer is shown."""
+
+    HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generation = 0  # of the newest request
+
+    def next_generation(self) -> int:
+        """A new request: its generation (answers to older ones are left unshown)."""
+        self.generation += 1
+        return self.generation
+
+    def is_newest(self, generation: int) -> bool:
+        return generation == self.generation
+
+
+class LoadOnceScreen(ViewScreen):
+    """A view that reads its data once, in a worker of its own, when first shown (the
+    topology from nvidia-smi, NCCL's library and findings): it starts the read on mount and
+    says it is waiting until the answer's message arrives."""
+
+    def on_mount(self) -> None:
+        self.start_loading(self.lltui.model.info.source)
+        self.render_all()
+
+    def start_loading(self, source: str) -> None:
+        """Start the read of the rig ``source`` names (a worker posting its result)."""
+        raise NotImplementedError
+
+    @property
+    def pending(self) -> bool:
+        """Whether the read has not answered yet."""
+        raise NotImplementedError
+
+    @property
+    def awaiting_data(self) -> bool:
+        return self.pending

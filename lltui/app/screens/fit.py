@@ -16,7 +16,7 @@ from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import FitReady, ModelsFound
-from lltui.app.screens.base import FORM_BREAKPOINTS, ViewScreen
+from lltui.app.screens.base import FormScreen
 from lltui.app.state.fit import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
 from lltui.core.speed.model import speed_line
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
@@ -137,10 +137,9 @@ def render_verdict(outcome: FitOutcome) -> str:
     return "\n".join(lines)
 
 
-class FitScreen(ViewScreen):
+class FitScreen(FormScreen):
     CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
     # the form lays out its fields by the terminal's width (classes on the screen, forms.tcss)
-    HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="fit-page", classes="form-page"):
@@ -184,7 +183,6 @@ class FitScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.outcome: FitOutcome | None = None  # the newest request's estimate
-        self.generation = 0  # of the newest request
         self._debounce: Timer | None = None
         self._quant_keys: list[str] = []
 
@@ -239,8 +237,7 @@ class FitScreen(ViewScreen):
     def _run_fit(self) -> None:
         """Estimate the form as it is now; only the newest request's answer is shown."""
         self._debounce = None
-        self.generation += 1
-        request = replace(self.request(), generation=self.generation)
+        request = replace(self.request(), generation=self.next_generation())
         self._estimate(request, self.lltui.model.latest)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -294,7 +291,7 @@ class FitScreen(ViewScreen):
 
     @on(FitReady)
     def _fit_ready(self, message: FitReady) -> None:
-        if message.outcome.generation != self.generation:
+        if not self.is_newest(message.outcome.generation):
             return  # an older request finished after a newer one was made
         self.outcome = message.outcome
         self.show_fit()

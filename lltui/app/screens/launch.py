@@ -14,7 +14,7 @@ from textual.widgets import Button, DataTable, Input, Label, Log, Static
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
-from lltui.app.screens.base import FORM_BREAKPOINTS, ViewScreen
+from lltui.app.screens.base import FormScreen
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
@@ -101,10 +101,9 @@ def render_balance(model: RigModel, pid: int | None) -> str:
     return "\n".join(parts)
 
 
-class LaunchScreen(ViewScreen):
+class LaunchScreen(FormScreen):
     CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
     # the form lays out its fields by the terminal's width (classes on the screen, forms.tcss)
-    HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="launch-page", classes="form-page"):
@@ -140,7 +139,6 @@ class LaunchScreen(ViewScreen):
         super().__init__()
         self._placement_keys: set[str] = set()
         self._lines_shown = 0
-        self._preview_generation = 0  # of the newest form a command was asked for
         self._carried: tuple[str, LlamaArgs] | None = None  # (flags text, the fit settings)
 
     def on_mount(self) -> None:
@@ -193,8 +191,7 @@ class LaunchScreen(ViewScreen):
         )
 
     def update_preview(self) -> None:
-        self._preview_generation += 1
-        self._preview(*self._form(), self._preview_generation)
+        self._preview(*self._form(), self.next_generation())
 
     @work(group="launch-preview", exclusive=True, exit_on_error=False)
     async def _preview(self, model: str, flags: FormFlags, hostport: str, generation: int) -> None:
@@ -206,7 +203,7 @@ class LaunchScreen(ViewScreen):
 
     @on(LaunchPreview)
     def _preview_ready(self, message: LaunchPreview) -> None:
-        if message.generation != self._preview_generation:
+        if not self.is_newest(message.generation):
             return  # an older form's command, finished after a newer one was asked for
         self.show_preview(message.line, message.note)
 

@@ -14,7 +14,7 @@ from textual.widgets import Button, Input, Static
 
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import NcclBenchDone, NcclFileLoaded, NcclReady
-from lltui.app.screens.base import ViewScreen
+from lltui.app.screens.base import LoadOnceScreen
 from lltui.app.state.nccl import NcclState, read_report, run_bench_text, summarize_file
 from lltui.core.nccl.findings import Finding
 from lltui.core.nccl.variables import explain_variable
@@ -78,7 +78,7 @@ def render_findings(findings: tuple[Finding, ...]) -> str:
     return "\n".join(lines)
 
 
-class NcclScreen(ViewScreen):
+class NcclScreen(LoadOnceScreen):
     CSS_PATH = "nccl.tcss"  # read when the view is first shown, not at startup
 
     def compose_body(self) -> ComposeResult:
@@ -96,13 +96,12 @@ class NcclScreen(ViewScreen):
         super().__init__()
         self.state = NcclState()
 
-    def on_mount(self) -> None:
-        self._load(self.lltui.model.info.source)
-        self.render_all()
-
     @property
-    def awaiting_data(self) -> bool:
+    def pending(self) -> bool:
         return self.state.loading
+
+    def start_loading(self, source: str) -> None:
+        self._load(source)
 
     def show_view(self) -> None:
         self.show_nccl()

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import TopologyReady
-from lltui.app.screens.base import ViewScreen
+from lltui.app.screens.base import LoadOnceScreen
 from lltui.app.state.topology import TopologyState, read_topology
 from lltui.core.monitor.models import GpuStatic
 from lltui.core.topo.advice import Advice
@@ -100,10 +100,10 @@ def render_advice(advice: tuple[Advice, ...]) -> str:
     return "\n".join(lines) or "[$text-muted]no advice[/]"
 
 
-class TopologyScreen(ViewScreen):
-    CSS_PATH = "topology.tcss"  # read when the view is first shown, not at startup
-
+class TopologyScreen(LoadOnceScreen):
     """Reads the topology once, in its own worker, and shows it."""
+
+    CSS_PATH = "topology.tcss"  # read when the view is first shown, not at startup
 
     def __init__(self) -> None:
         super().__init__()
@@ -119,13 +119,12 @@ class TopologyScreen(ViewScreen):
             yield Static("", id="topo-warnings", classes="topo-section")
             yield Static("", id="topo-advice", classes="topo-section")
 
-    def on_mount(self) -> None:
-        self._load(self.lltui.model.info.source)
-        self.render_all()
-
     @property
-    def awaiting_data(self) -> bool:
+    def pending(self) -> bool:
         return self.state.loading
+
+    def start_loading(self, source: str) -> None:
+        self._load(source)
 
     @work(group="topology", exclusive=True, exit_on_error=False)
     async def _load(self, source: str) -> None:
