@@ -21,8 +21,8 @@ from lltui.core.memory.allocate import NOT_COUNTED, estimate_once
 from lltui.core.memory.common import CPU_ALIGNMENT, CUDA_ALIGNMENT, pad
 from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
-from lltui.core.memory.hparams import read_hparams
 from lltui.core.memory.parts import draft_settings, mmproj_compute_bytes
+from lltui.core.memory.problem import FitProblem
 from lltui.core.units import GIB, MIB
 
 NO_SEARCH = FitOptions(search=False)
@@ -118,7 +118,7 @@ def test_the_draft_is_a_second_context_with_the_main_context_size(files):
     st = parse_llama_args(argv)
     dst = draft_settings(st, res.resolved.n_ctx)
     draft = read_gguf(files["draft"])
-    alone = estimate_once(draft, read_hparams(draft), dst, (), (), NO_SEARCH)
+    alone = estimate_once(FitProblem.of(draft, dst, (), NO_SEARCH))
     d = part(res, "draft")
     assert d.buffers == alone.buffers and d.n_ctx == res.resolved.n_ctx == 1024
     assert alone.resolved.type_k == "q8_0" and alone.resolved.type_v == "f16"

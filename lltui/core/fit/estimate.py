@@ -23,10 +23,10 @@ from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import FitError
-from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
-from lltui.core.memory.hparams import Hparams, read_hparams
+from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.parts import ExtraModels, estimate_parts, less_free, with_parts
+from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult
 from lltui.core.speed.model import estimate_speed
 
@@ -51,29 +51,27 @@ def estimate(
     and LoRA adapters the settings name, counted where llama-server puts them
     (:mod:`.parts`). ``hparams``: the model's, already read (every quant of a model has
     the same)."""
-    opts = options or FitOptions()
-    hp = read_hparams(model) if hparams is None else hparams
-    all_devs = tuple(devices)
-    devs = select_devices(all_devs, settings)
-    result = estimate_once(model, hp, settings, all_devs, devs, opts)
+    p = FitProblem.of(model, settings, devices, options, hparams)
+    result = estimate_once(p)
     if extra:
-        parts = estimate_parts(result, extra, settings, all_devs, opts)
-        result = with_parts(result, parts, opts)
+        parts = estimate_parts(result, extra, settings, p.devices, p.options)
+        result = with_parts(result, parts, p.options)
         # the search sizes the main model in what the other parts leave free
-        all_devs = less_free(all_devs, parts)
-        devs = less_free(devs, parts)
-        host_parts = sum(p.bytes_on("CPU") for p in parts)
-        if opts.host_free_bytes is not None and host_parts:
-            opts = replace(opts, host_free_bytes=max(0, opts.host_free_bytes - host_parts))
+        p = p.with_devices(less_free(p.devices, parts), less_free(p.used, parts))
+        host_parts = sum(part.bytes_on("CPU") for part in parts)
+        host_free = p.options.host_free_bytes
+        if host_free is not None and host_parts:
+            p = p.with_options(replace(p.options, host_free_bytes=max(0, host_free - host_parts)))
+    devs = p.used
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
     bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
     speed = estimate_speed(model, result, backends=backends, pcie=pcie, bandwidth=bandwidth)
     result = replace(result, speed=speed)
-    if not opts.search:
+    if not p.options.search:
         return result
-    max_ctx = largest_context(model, hp, settings, all_devs, devs, opts, result)
-    if not opts.suggest:
+    max_ctx = largest_context(p, result)
+    if not p.options.suggest:
         return replace(result, max_ctx=max_ctx)
-    suggestions = suggest(model, hp, settings, all_devs, devs, opts, result, max_ctx)
+    suggestions = suggest(p, result, max_ctx)
     return replace(result, max_ctx=max_ctx, suggestions=suggestions)

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs, spell
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import CPU, KV_PAD, FitError, backend_of
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
+from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult, Suggestion
 
 
@@ -20,17 +20,10 @@ def _with(st: LlamaArgs, **changes: Any) -> LlamaArgs:
     return replace(st, **changes)
 
 
-def largest_context(
-    model: GgufModel,
-    hp: Hparams,
-    st: LlamaArgs,
-    all_devs: Sequence[DeviceSpec],
-    devs: Sequence[DeviceSpec],
-    opts: FitOptions,
-    base: FitResult,
-) -> int | None:
+def largest_context(p: FitProblem, base: FitResult) -> int | None:
     """The largest n_ctx (a multiple of 256 x streams, up to the trained context per stream)
     at which every device fits; None when not even the smallest does."""
+    hp, st, devs, opts = p.hp, p.args, p.used, p.options
     r = base.resolved
     unit = KV_PAD * r.n_stream
     cap = max(hp.n_ctx_train * r.n_stream, r.n_ctx) // unit
@@ -45,7 +38,7 @@ def largest_context(
 
     def fits(k: int) -> bool:
         s = _with(st, n_ctx=k * unit, kv_unified_per_slot=0)
-        return estimate_once(model, hp, s, all_devs, devs, opts, placed).fits
+        return estimate_once(replace(p, args=s), placed).fits
 
     if fits(cap):
         return cap * unit
@@ -84,17 +77,9 @@ def _layer_indices(res: FitResult, devs: Sequence[DeviceSpec]) -> tuple[int, ...
     return tuple(index.get(n, -1) for n in res.layer_devices)
 
 
-def suggest(
-    model: GgufModel,
-    hp: Hparams,
-    st: LlamaArgs,
-    all_devs: Sequence[DeviceSpec],
-    devs: Sequence[DeviceSpec],
-    opts: FitOptions,
-    base: FitResult,
-    max_ctx: int | None,
-) -> tuple[Suggestion, ...]:
+def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Suggestion, ...]:
     """When the settings do not fit: a smaller context, fewer GPU layers, a better split."""
+    hp, st, devs, opts = p.hp, p.args, p.used, p.options
     if base.fits:
         return ()
     out: list[Suggestion] = []
@@ -111,7 +96,7 @@ def suggest(
 
     def fits(s: LlamaArgs) -> bool:
         try:
-            return estimate_once(model, hp, s, all_devs, devs, opts).fits
+            return estimate_once(replace(p, args=s)).fits
         except FitError:
             return False
 

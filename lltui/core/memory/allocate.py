@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from lltui.core.gguf.model import GgufModel
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, backend_of
@@ -17,6 +16,7 @@ from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.kv import KvCache, kv_caches, output_buffer, rs_buffers
 from lltui.core.memory.placement import TensorPlacement, place_tensors
+from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import (
     DeviceEstimate,
     FitOptions,
@@ -52,17 +52,10 @@ def pipeline_parallel(
     )
 
 
-def estimate_once(
-    model: GgufModel,
-    hp: Hparams,
-    st: LlamaArgs,
-    all_devs: Sequence[DeviceSpec],
-    devs: Sequence[DeviceSpec],
-    opts: FitOptions,
-    placed: Placed | None = None,
-) -> FitResult:
+def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     """The estimate for exactly these settings (no search); ``placed`` reuses a placement
     made for the same layers and devices."""
+    model, hp, st, all_devs, devs, opts = p.model, p.hp, p.args, p.devices, p.used, p.options
     r = resolve_context(hp, st, server=opts.server)
     devs = tuple(devs)
     if placed is None:

@@ -22,9 +22,8 @@ from dataclasses import dataclass, replace
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
-from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
-from lltui.core.memory.hparams import meta_int, read_hparams
+from lltui.core.memory.hparams import meta_int
 from lltui.core.memory.results import FitOptions, FitResult, PartDevice, PartEstimate
 
 PART_NAMES = ("model", "draft", "mmproj", "lora")
@@ -75,11 +74,12 @@ def _draft(
     opts: FitOptions,
 ) -> PartEstimate:
     from lltui.core.memory.allocate import estimate_once  # allocate imports this module's types
+    from lltui.core.memory.problem import FitProblem
 
     dst = draft_settings(st, main.resolved.n_ctx)
-    hp = read_hparams(draft)
-    devs = select_devices(all_devs, dst)
-    r = estimate_once(draft, hp, dst, all_devs, devs, replace(opts, search=False))
+    problem = FitProblem.of(draft, dst, all_devs, replace(opts, search=False))
+    hp = problem.hp
+    r = estimate_once(problem)
     rows = [
         PartDevice(d.name, d.weights_bytes, d.kv_bytes, d.compute_bytes)
         for d in r.devices
