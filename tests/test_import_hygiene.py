@@ -41,6 +41,36 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
+# Inside the core: each subpackage -> the subpackages it may import (besides its own and the
+# core's plain modules: units, text, doctor). Read top-down: fit (search, quant tables,
+# reports) over speed, over the memory model and quant rules, over the ggml graph, over GGUF;
+# llama (flags, logs) and hardware (the GPU catalog) at the bottom. llama -> fit, say, is a
+# sideways arrow this table does not name, and the test below fails on it.
+CORE_ALLOWED: dict[str, set[str]] = {
+    "fit": {"speed", "memory", "quant", "ggml", "gguf", "hardware", "llama"},
+    "speed": {"memory", "gguf", "hardware", "llama"},
+    "memory": {"ggml", "gguf", "hardware", "llama"},
+    "quant": {"gguf"},
+    "ggml": {"gguf"},
+    "gguf": {"llama"},  # llama.cpp's own limits (MAX_LAYERS)
+    "hardware": set(),
+    "llama": set(),
+    "monitor": {"llama", "hardware"},
+    "topo": {"monitor", "hardware"},
+    "nccl": {"topo", "monitor", "hardware"},
+}
+CORE_PLAIN = {"units", "text", "doctor", "core"}
+# The sources by domain, the same way; ssh is the plain transport GPU sources and RPC hosts
+# share. A new GPU backend is a folder under gpu/ with no new arrow.
+SOURCES_ALLOWED: dict[str, set[str]] = {
+    "gpu": {"ssh"},
+    "models": set(),
+    "llama": {"ssh", "gpu"},  # a CUDA build asks NVML which GPUs it is for
+    "nccl": set(),
+}
+SOURCES_PLAIN = {"ssh", "sources"}
+
+
 def _module_files() -> dict[str, pathlib.Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
@@ -188,6 +218,53 @@ def test_layers_import_only_downwards():
         if _layer(dep) not in ALLOWED.get(_layer(module), set())
     ]
     assert bad == []
+
+
+def _core_part(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else parts[1]
+
+
+def _core_violations(
+    graph: dict[str, set[str]],
+    layer: str = "core",
+    allowed: dict[str, set[str]] = CORE_ALLOWED,
+    plain: set[str] = CORE_PLAIN,
+) -> list[str]:
+    """Imports between the subpackages of ``layer`` that ``allowed`` does not name."""
+    bad = []
+    for module, deps in sorted(graph.items()):
+        if _layer(module) != layer:
+            continue
+        src = _core_part(module)
+        for dep in sorted(deps):
+            if _layer(dep) != layer:
+                continue
+            dst = _core_part(dep)
+            if dst == src or dst in plain:
+                continue
+            if src in plain or dst not in allowed.get(src, set()):
+                bad.append(f"{module} ({src}) imports {dep} ({dst})")
+    return bad
+
+
+def test_source_domains_import_only_what_the_design_names():
+    graph = _import_graph()
+    parts = {_core_part(m) for m in graph if _layer(m) == "sources"}
+    assert parts <= set(SOURCES_ALLOWED) | SOURCES_PLAIN, parts
+    assert _core_violations(graph, "sources", SOURCES_ALLOWED, SOURCES_PLAIN) == []
+
+
+def test_core_subpackages_import_only_what_the_design_names():
+    graph = _import_graph()
+    parts = {_core_part(m) for m in graph if _layer(m) == "core"}
+    assert parts <= set(CORE_ALLOWED) | CORE_PLAIN, parts - set(CORE_ALLOWED) - CORE_PLAIN
+    assert _core_violations(graph) == []
+    # and it catches the arrow the design keeps out
+    sideways = {"lltui.core.llama.args": {"lltui.core.fit.estimate"}}
+    assert _core_violations(sideways) == [
+        "lltui.core.llama.args (llama) imports lltui.core.fit.estimate (fit)"
+    ]
 
 
 def test_no_import_cycles():

@@ -1,7 +1,7 @@
 """The report behind `lltui nccl`: typed library facts whose JSON keeps its keys and order."""
 
+from lltui.services.nccl import NcclInfo, nccl_report
 from lltui.sources.nccl.finder import LibraryCandidate
-from lltui.sources.nccl.report import NcclInfo, nccl_report
 
 LOCAL_KEYS = [
     "available",

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from lltui.app.state.fit import FitOutcome
     from lltui.core.monitor.models import RigSample
     from lltui.core.topo.advice import Advice
+    from lltui.services.nccl import NcclReport
     from lltui.sources.gpu.topo import TopologyReport
     from lltui.sources.models.files import ModelFile
-    from lltui.sources.nccl.report import NcclReport
 
 
 @dataclass

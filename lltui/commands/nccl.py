@@ -160,7 +160,7 @@ def run_tests(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.core.nccl.variables import explain_variable
-    from lltui.sources.nccl.report import nccl_report
+    from lltui.services.nccl import nccl_report
 
     source = source_spec(args)
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lltui.sources.nccl.report import NcclReport
+    from lltui.services.nccl import NcclReport
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -30,7 +30,7 @@ class NcclState:
 def read_report(source: str) -> tuple[NcclReport | None, str | None]:
     """The report, or why there is none in one line, whatever went wrong: the view must not
     wait forever."""
-    from lltui.sources.nccl.report import nccl_report
+    from lltui.services.nccl import nccl_report
 
     try:
         return nccl_report(source), None
