@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from lltui import __version__
 from lltui.commands import CliError, add_replay_options, add_source_option
@@ -30,7 +31,13 @@ RECORDING_COMMANDS = ("gpus",)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line and exit code 2."""
+    """argparse that reports usage errors as one line and exit code 2, and takes options
+    only as spelled: an abbreviation (``--host`` for ``--hosts``) would swallow the
+    llama-server flags the subcommands pass on."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise CliError(f"{self.prog}: {message}", 2)
@@ -92,9 +99,29 @@ def build_parser(with_commands: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _unknown_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
+    """The first word before the subcommand that looks like an option lltui does not have
+    (argparse would take the word after it for the subcommand and say that instead)."""
+    names = set(command_names())
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in names or not word.startswith("--"):
+            return None
+        action = parser._option_string_actions.get(word.split("=", 1)[0])
+        if action is None:
+            return word
+        takes = action.nargs if isinstance(action.nargs, int) else (0 if action.nargs == 0 else 1)
+        i += 1 if "=" in word else 1 + takes
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
+        unknown = _unknown_option(build_parser(with_commands=False), args_list)
+        if unknown is not None:
+            raise CliError(f"lltui: unknown option {unknown} (see lltui --help)", 2)
         try:
             args = build_parser(with_commands=wants_command(args_list)).parse_args(args_list)
         except CliError:  # a usage error: the full parser says it (lists the subcommands)

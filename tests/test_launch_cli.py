@@ -88,6 +88,19 @@ def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
     assert data["binary"]["flags_checked"] is True
 
 
+def test_the_documented_host_option_is_not_taken_for_an_abbreviation(
+    server_env, tiny_model, capsys
+):
+    # --host is launch's (llama-server's) own, not an abbreviation of lltui's --hosts
+    rc = main(["launch", str(tiny_model), "--host", "127.0.0.1", "--dry-run", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    argv = json.loads(out)["argv"]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv.count("--host") == 1
+    assert main(["--host", "x", "gpus"]) == 2  # and the top level takes none either
+    assert "--host" in capsys.readouterr().err
+
+
 def test_dry_run_text_masks_the_key(server_env, tiny_model, capsys):
     rc = main(["launch", str(tiny_model), "--api-key", KEY, "--port", "18556", "--dry-run"])
     captured = capsys.readouterr()
