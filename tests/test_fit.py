@@ -617,3 +617,23 @@ def test_oracle_comparison_is_typed_and_keeps_its_json(tmp_path):
     gone = oracle_unavailable("no llama-fit-params here")
     assert oracle_to_json(gone) == {"available": False, "error": "no llama-fit-params here"}
     assert oracle_to_text(gone) == "llama-fit-params: no llama-fit-params here"
+
+
+def test_a_split_over_sixteen_gpus_is_never_one_llama_cpp_refuses(tmp_path, capsys):
+    from lltui.core.llama.flag_values import writable_split
+
+    # -ts takes at most 15 values (llama.cpp refuses as many as its 16 devices)
+    assert writable_split((1,) * 15) == (1,) * 15
+    assert writable_split((1,) * 16) is None
+    assert writable_split((2,) * 15 + (0,)) == (2,) * 15  # the last gets nothing anyway
+    assert writable_split((0, 0)) is None
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0")
+    for gpus in ("16x24GiB", "16x3GiB", "sim:16xv100-dgx2"):
+        for extra in ([], ["--best", "context"], ["--json"]):
+            rc = main(["fit", str(path), "--host-free", "0", "--gpus", gpus, *extra])
+            out, err = capsys.readouterr()
+            assert rc == 0 and "internal error" not in err, (gpus, extra, err)
+            for line in out.splitlines():
+                if "-ts " in line:  # any split proposed is one llama-server takes
+                    ts = line.split("-ts ", 1)[1].split()[0]
+                    assert len(ts.split(",")) <= 15, line

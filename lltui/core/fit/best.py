@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 
 from lltui.core.fit.estimate import estimate
 from lltui.core.gguf.model import GgufModel
+from lltui.core.llama.args import spell
+from lltui.core.llama.flag_values import writable_split
 from lltui.core.llama.flags import LlamaArgs, parse_llama_args
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.devices import DeviceSpec
@@ -88,7 +90,8 @@ class _Search:
         if flags not in self.splits:
             res = self.estimate([*flags, *self.at_ctx], search=False)
             counts = headroom_split(res, self.devices) if res is not None else None
-            self.splits[flags] = ("-ts", ",".join(map(str, counts))) if counts else None
+            written = writable_split(counts) if counts else None  # -ts takes 15 values at most
+            self.splits[flags] = spell("tensor_split", written) if written else None
         return self.splits[flags]
 
 

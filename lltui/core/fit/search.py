@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from lltui.core.llama.args import LlamaArgs, spell
+from lltui.core.llama.flag_values import writable_split
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import CPU, KV_PAD, FitError, backend_of
 from lltui.core.memory.devices import DeviceSpec
@@ -106,10 +107,10 @@ def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Sugges
     candidates: list[tuple[tuple[float, ...], tuple[str, ...]]] = [(split, ())]
     if len(devs) > 1:
         counts = _balanced_counts(base, hp, devs, opts)
-        if counts is not None and tuple(float(c) for c in counts) != tuple(split):
-            candidates.insert(
-                0, (tuple(float(c) for c in counts), spell("tensor_split", tuple(counts)))
-            )
+        # a split -ts cannot say (16 GPUs, the last with layers) is not proposed
+        written = writable_split(tuple(counts)) if counts is not None else None
+        if written is not None and tuple(float(c) for c in counts or ()) != tuple(split):
+            candidates.insert(0, (tuple(float(c) for c in written), spell("tensor_split", written)))
     for ts, ts_flags in candidates:
         s_full = _with(st, n_gpu_layers=n_all, tensor_split=ts)
         if ts_flags and fits(s_full):

@@ -190,6 +190,18 @@ def tensor_split(flag: str, value: str) -> tuple[float, ...]:
     return check_proportions(flag, tuple(proportion(flag, p) for p in parts))
 
 
+def writable_split(counts: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A split as ``-ts`` can say it: trailing zeros dropped (a device left out gets 0
+    anyway); None when it still needs more values than llama.cpp takes (16 GPUs: at most
+    15, so the last must get nothing)."""
+    trimmed = tuple(counts)
+    while trimmed and trimmed[-1] == 0:
+        trimmed = trimmed[:-1]
+    if not trimmed or len(trimmed) >= MAX_DEVICES:
+        return None
+    return trimmed
+
+
 def check_proportions(flag: str, split: tuple[float, ...]) -> tuple[float, ...]:
     """Proportions that mean something: finite, not negative, and not all vanishingly small
     unless all zero (all zero is llama.cpp's "by free memory")."""
