@@ -9,6 +9,7 @@ from lltui.cli import main
 from lltui.core.fit.best import best_configs
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
+from lltui.core.llama.args import spell
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.units import GIB
@@ -41,10 +42,11 @@ def test_moe_too_big_puts_the_fewest_experts_on_the_cpu(paths):
     for c in best:
         assert _fits(model, ["-c", "8192", *c.flags], "16GiB")
     top = best[0]
-    assert "--n-cpu-moe" in top.flags
-    k = int(top.flags[top.flags.index("--n-cpu-moe") + 1])
+    ncmoe = spell("n_cpu_moe", 1)[0]  # lltui writes the flag table's spelling
+    assert ncmoe in top.flags
+    k = int(top.flags[top.flags.index(ncmoe) + 1])
     fewer = [*top.flags]
-    fewer[fewer.index("--n-cpu-moe") + 1] = str(k - 1)
+    fewer[fewer.index(ncmoe) + 1] = str(k - 1)
     assert not _fits(model, ["-c", "8192", *fewer], "16GiB")  # the fewest that fit
     assert "CPU" in top.gives_up
 
@@ -63,7 +65,7 @@ def test_gpu_only_never_leaves_weights_on_the_cpu(paths):
     best = best_configs(
         model, parse_llama_args([]), parse_gpus_spec("16GiB").devices, OPTS, "gpu-only"
     )
-    assert all("--n-cpu-moe" not in c.flags for c in best)
+    assert all(spell("n_cpu_moe", 1)[0] not in c.flags for c in best)
     big = best_configs(
         model, parse_llama_args([]), parse_gpus_spec("80GiB").devices, OPTS, "context"
     )

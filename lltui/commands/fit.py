@@ -200,10 +200,16 @@ def run(args: argparse.Namespace) -> int:
     command = read_command(list(args.argv), "fit", HELP)
     if command is None:
         return 0
+    from lltui.commands.output import ProgressLine
+
+    progress = ProgressLine(f"searching for --best {command.best}") if command.best else None
     try:
-        report = fit(command.request, best=command.best, oracle=command.oracle)
+        report = fit(command.request, best=command.best, oracle=command.oracle, progress=progress)
     except FitFailed as exc:
         return refused(exc, "fit", command.as_json)
+    finally:
+        if progress is not None:
+            progress.close()
     if command.as_json:
         print_json(_to_json(report))
     else:

@@ -15,13 +15,17 @@ if TYPE_CHECKING:
 
 def run_best(command: FitCommand) -> int:
     from lltui.commands.fit import refused
+    from lltui.commands.output import ProgressLine
     from lltui.services.fit import FitFailed, quant_best
 
     assert command.best is not None
+    progress = ProgressLine(f"ranking the quantizations for {command.best}", "done")
     try:
-        ranked = quant_best(command.request, command.best)
+        ranked = quant_best(command.request, command.best, progress=progress)
     except FitFailed as exc:
         return refused(exc, "quant", command.as_json)
+    finally:
+        progress.close()
     if command.as_json:
         print_json(_to_json(ranked))
     else:

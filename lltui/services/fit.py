@@ -28,7 +28,7 @@ from lltui.services.devices import DeviceSpecError, describe, resolve_devices, w
 from lltui.sources.models.read import ModelChoice, ModelError
 
 if TYPE_CHECKING:
-    from lltui.core.fit.best import Candidate
+    from lltui.core.fit.best import Candidate, Progress
     from lltui.core.fit.quant_best import QuantChoice, QuantOption
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.fit.report import OracleComparison
@@ -209,25 +209,34 @@ def estimate_setup(setup: FitSetup, options: FitOptions | None = None) -> FitRes
         raise FitFailed(f"fit: {exc}", 2) from None
 
 
-def fit(request: FitRequest, *, best: str | None = None, oracle: bool = False) -> FitReport:
+def fit(
+    request: FitRequest,
+    *,
+    best: str | None = None,
+    oracle: bool = False,
+    progress: Progress | None = None,
+) -> FitReport:
     """What llama-server will allocate on each device, whether it fits, how fast it runs;
-    ``best``: the command lines that fit, ranked for that goal; ``oracle``: llama-fit-params
-    run beside it."""
+    ``best``: the command lines that fit, ranked for that goal (``progress`` told how the
+    search goes); ``oracle``: llama-fit-params run beside it."""
     setup = prepare(request)
     result = estimate_setup(setup)
-    found = _best(setup, result, best) if best is not None else None
+    found = _best(setup, result, best, progress) if best is not None else None
     checked = _oracle(setup, request.local) if oracle else None
     return FitReport(setup, result, found, checked)
 
 
-def _best(setup: FitSetup, result: FitResult, goal: str) -> tuple[Candidate, ...]:
+def _best(
+    setup: FitSetup, result: FitResult, goal: str, progress: Progress | None
+) -> tuple[Candidate, ...]:
     from lltui.core.fit.best import best_configs
     from lltui.core.memory.parts import less_free
 
     try:
         # the command lines are searched in what the draft, projector and adapters leave
         room = list(less_free(setup.devices, result.parts))
-        return tuple(best_configs(setup.gguf, setup.args, room, setup.options, goal))
+        found = best_configs(setup.gguf, setup.args, room, setup.options, goal, progress=progress)
+        return tuple(found)
     except ValueError as exc:
         raise FitFailed(f"fit: {exc}", 2) from None
 
@@ -330,7 +339,12 @@ class QuantBest:
         return ("-hf", self.repo.ref.repo, "-hff", opt.file)
 
 
-def quant_best(request: FitRequest, goal: str, setup: FitSetup | None = None) -> QuantBest:
+def quant_best(
+    request: FitRequest,
+    goal: str,
+    setup: FitSetup | None = None,
+    progress: Progress | None = None,
+) -> QuantBest:
     """The quantizations ranked by the best command line each has for ``goal``: for
     ``hf:OWNER/REPO`` the GGUF files the repository offers (each header read by ranged
     requests), else llama-quantize's types of the model."""
@@ -353,7 +367,7 @@ def quant_best(request: FitRequest, goal: str, setup: FitSetup | None = None) ->
     else:
         options = computed_options(setup.model)
     room = _room(setup, options)
-    choices = rank_quants(options, setup.args, room, setup.options, goal)
+    choices = rank_quants(options, setup.args, room, setup.options, goal, progress=progress)
     return QuantBest(setup, goal, repo, tuple(choices))
 
 

@@ -1,19 +1,28 @@
 """``lltui fit --best GOAL``: llama-server command lines that fit, ranked for a goal.
 
-Searched: the KV cache type (f16, q8_0, q4_0; quantized V needs flash attention), the
-ubatch (-ub as given, 256), where weights go (everything on the GPUs, else the fewest
-layers' experts on the CPU with --n-cpu-moe for MoE models, experts first, or the most
-layers on the GPUs with -ngl for dense ones), and on several GPUs the split: llama.cpp's
-default (by free memory) and the layers sized to what each GPU has left after its fixed
-costs (compute buffers, the output layer, the margin), which lets the largest context fit
-(:func:`headroom_split`). A -ts line is proposed only where it fits where the default does
-not, or fits more context, or runs faster. Each candidate is estimated like any fit (its
-largest context, its speed); only what the estimator says fits is proposed. Goals:
+The space searched, and searched exactly (each answer is the best in it, not a guess):
 
-- ``context``: the largest context, then speed;
+- the K/V cache type: f16, q8_0, q4_0 (a quantized V needs flash attention: -fa on);
+- the ubatch: as given, and 256;
+- the split on several GPUs: llama.cpp's default (by free memory), and the layers sized to
+  what each GPU has left after its fixed costs (:func:`headroom_split`);
+- where the weights go, every amount of offload: for MoE models the experts of k layers on
+  the CPU (--n-cpu-moe k, every k), for dense ones n layers on the GPUs (-ngl n, every n);
+- the context: every multiple of 256 up to the trained context.
+
+Memory on the GPUs only falls as more is offloaded, memory on the host only grows: for a
+context, the lines that fit are one run of offload amounts, from the least the GPUs need to
+the most the host takes. The search finds those two ends by bisection (a fit is never assumed
+monotone across both, which is where host memory used to be missed), and for the largest
+context the offload where the GPUs' limit and the host's cross. Goals:
+
+- ``context``: the largest context, then quality (the K/V cache type), then speed;
 - ``speed``: the fastest decode at the context asked for (-c, else -fitc's 4096), then
-  the line giving up least;
-- ``gpu-only``: nothing on the CPU, the largest context.
+  quality, then the line giving up least;
+- ``gpu-only``: nothing on the CPU, the largest context, then quality.
+
+Settings are changed as typed values (:class:`Change`) and spelled once, at the end, from
+the one flag table.
 """
 
 from __future__ import annotations
@@ -22,29 +31,79 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from lltui.core.fit.estimate import estimate
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.args import spell
-from lltui.core.llama.flag_values import writable_split
-from lltui.core.llama.flags import LlamaArgs, parse_llama_args
-from lltui.core.memory.common import CPU, FitError
+from lltui.core.llama.args import LlamaArgs, cpu_moe_overrides, spell
+from lltui.core.llama.flag_values import NGL_ALL, writable_split
+from lltui.core.memory.allocate import Placed, estimate_once
+from lltui.core.memory.common import CPU, KV_PAD, FitError
 from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult
 
 GOALS = ("context", "speed", "gpu-only")
-_KV = (
-    ((), ""),
-    (("-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"), "K/V cache in q8_0 (a little quality)"),
-    (("-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"), "K/V cache in q4_0 (some quality)"),
+KV_TYPES: tuple[tuple[str, str], ...] = (
+    ("f16", ""),
+    ("q8_0", "K/V cache in q8_0 (a little quality)"),
+    ("q4_0", "K/V cache in q4_0 (some quality)"),
 )
-_UB_WHY = "prompt batches of 256"
-_UB = (((), ""), (("-ub", "256"), _UB_WHY))
-_CPU_MOE = ("--cpu-moe", "-cmoe", "--n-cpu-moe", "-ncmoe")
+KV_LOSS = {kv: i for i, (kv, _why) in enumerate(KV_TYPES)}  # 0 f16, 1 q8_0, 2 q4_0
+SMALL_UBATCH = 256
+_UB_WHY = f"prompt batches of {SMALL_UBATCH}"
+_CPU_MOE = ("cpu_moe", "n_cpu_moe")
+
+Progress = Callable[[int, int], None]  # (steps done, steps planned)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What the search changes in the settings given, as typed values (None: as given)."""
+
+    n_gpu_layers: int | None = None  # -ngl
+    n_cpu_moe: int | None = None  # --n-cpu-moe: the experts of the first k layers on the CPU
+    kv: str | None = None  # -ctk/-ctv (with -fa on when quantized)
+    n_ubatch: int | None = None  # -ub
+    tensor_split: tuple[int, ...] | None = None  # -ts, layers per GPU
+    n_ctx: int | None = None  # -c
+
+    def apply(self, args: LlamaArgs) -> LlamaArgs:
+        """The settings with this change made (typed: nothing is spelled or parsed)."""
+        out = args
+        if self.n_gpu_layers is not None:
+            out = replace(out, n_gpu_layers=self.n_gpu_layers)
+        if self.n_cpu_moe:
+            out = replace(out, overrides=out.overrides + tuple(cpu_moe_overrides(self.n_cpu_moe)))
+        if self.kv is not None and self.kv != "f16":
+            out = replace(out, type_k=self.kv, type_v=self.kv, flash_attn="on")
+        if self.n_ubatch is not None:
+            out = replace(out, n_ubatch=self.n_ubatch)
+        if self.tensor_split is not None:
+            out = replace(out, tensor_split=tuple(float(x) for x in self.tensor_split))
+        if self.n_ctx is not None:
+            out = replace(out, n_ctx=self.n_ctx, kv_unified_per_slot=0)
+        return out
+
+    def flags(self) -> tuple[str, ...]:
+        """The change as llama-server flags, spelled from the flag table."""
+        out: list[str] = []
+        if self.n_gpu_layers is not None:
+            out += spell("n_gpu_layers", self.n_gpu_layers)
+        if self.n_cpu_moe:
+            out += spell("n_cpu_moe", self.n_cpu_moe)
+        if self.tensor_split is not None:
+            out += spell("tensor_split", self.tensor_split)
+        if self.kv is not None and self.kv != "f16":
+            out += spell("type_k", self.kv) + spell("type_v", self.kv)
+            out += spell("flash_attn", "on")
+        if self.n_ubatch is not None:
+            out += spell("n_ubatch", self.n_ubatch)
+        if self.n_ctx is not None:
+            out += spell("n_ctx", self.n_ctx)
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """Flags added to the command line as given, and what they give."""
+    """A command line that fits: the flags added to the ones given, and what it gives."""
 
     flags: tuple[str, ...]
     max_ctx: int
@@ -54,45 +113,8 @@ class Candidate:
     gpu_only: bool  # no weights left on the CPU
     gives_up: str
     gains: str = ""  # what a -ts split gives over llama.cpp's default split
-
-
-@dataclass(frozen=True, slots=True)
-class _Placement:
-    flags: tuple[str, ...]
-    why: str
-    gpu_only: bool
-
-
-@dataclass
-class _Search:
-    """One model on one set of devices: estimates of flag lists added to ``base``."""
-
-    model: GgufModel
-    base: list[str]
-    devices: Sequence[DeviceSpec]
-    opts: FitOptions
-    at_ctx: list[str]
-    splits: dict[tuple[str, ...], tuple[str, ...] | None] = field(default_factory=dict)
-
-    def estimate(self, flags: Sequence[str], search: bool = True) -> FitResult | None:
-        opts = self.opts if search else replace(self.opts, search=False)
-        try:
-            return estimate(self.model, parse_llama_args([*self.base, *flags]), self.devices, opts)
-        except (FitError, ValueError):
-            return None
-
-    def fits(self, flags: Sequence[str]) -> bool:
-        res = self.estimate([*flags, *self.at_ctx], search=False)
-        return bool(res and res.fits)
-
-    def split(self, flags: tuple[str, ...]) -> tuple[str, ...] | None:
-        """-ts sized for ``flags`` by :func:`headroom_split`; None where it changes nothing."""
-        if flags not in self.splits:
-            res = self.estimate([*flags, *self.at_ctx], search=False)
-            counts = headroom_split(res, self.devices) if res is not None else None
-            written = writable_split(counts) if counts else None  # -ts takes 15 values at most
-            self.splits[flags] = spell("tensor_split", written) if written else None
-        return self.splits[flags]
+    kv: str = "f16"  # the K/V cache type, for ranking by quality
+    change: Change = field(default_factory=Change, compare=False, repr=False)
 
 
 def check_goal(goal: str) -> None:
@@ -100,35 +122,537 @@ def check_goal(goal: str) -> None:
         raise ValueError(f"--best: expected one of {', '.join(GOALS)}, got {goal!r}")
 
 
-def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-    """The smallest k in [lo, hi] with ok(k), ok monotone; None when even hi fails."""
-    if not ok(hi):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 def tps_bucket(tps: float) -> int:
-    """Speeds within 2 % of each other rank alike (then the one giving up less wins)."""
+    """Speeds within 2 % of each other rank alike (then quality decides)."""
     return round(math.log(tps) / math.log(1.02)) if tps > 0 else -(10**6)
 
 
-def _cost(c: Candidate) -> int:
-    """How much a candidate gives up: the number of things, nothing first."""
-    return 0 if c.gives_up == "nothing" else c.gives_up.count(";") + 1
+# --- the one model, estimated ---------------------------------------------------------------
 
 
-def headroom_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, ...] | None:
+@dataclass
+class _Space:
+    """One model on one set of devices: estimates of changes to the settings given, kept."""
+
+    problem: FitProblem  # the settings as given, no search
+    moe: bool  # offload by experts (--n-cpu-moe) rather than layers (-ngl)
+    n_offload: int  # the most that can be offloaded: layers (MoE) or layers + output
+    cap: int  # the largest context: the trained one, in 256-cell steps of the streams
+    unit: int
+    given_kv: str = "f16"  # the K/V cache type given, for lines that keep it
+    asked_units: int = 16  # the context asked for, in units
+    progress: Progress | None = None
+    done: int = 0
+    planned: int = 1
+    _results: dict[Change, FitResult | None] = field(default_factory=dict)
+    _split: dict[Change, tuple[int, ...] | None] = field(default_factory=dict)
+    _placed: dict[Change, Placed] = field(default_factory=dict)  # by change without -c
+
+    def step(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, max(self.planned, self.done))
+
+    def placement(self, base: Change, x: int) -> Change:
+        """``base`` with ``x`` offloaded: experts of x layers, or x layers (x = 0: none)."""
+        if self.moe:
+            return replace(base, n_gpu_layers=NGL_ALL, n_cpu_moe=x or None)
+        return replace(base, n_gpu_layers=self.n_offload - x if x else NGL_ALL)
+
+    def estimate(self, change: Change) -> FitResult | None:
+        """The estimate at exactly these settings; None where llama.cpp would refuse them.
+        Placements are made once per layout and reused at every context (the weights do not
+        move with -c)."""
+        if change not in self._results:
+            self.step()
+            p = self.problem
+            layout = replace(change, n_ctx=None)
+            problem = p.with_args(change.apply(p.args))
+            try:
+                res: FitResult | None = estimate_once(problem, self._placed.get(layout))
+            except (FitError, ValueError):
+                res = None
+            if res is not None and layout not in self._placed:
+                self._placed[layout] = placed_of(res, problem.used)
+            self._results[change] = res
+        return self._results[change]
+
+    def fits(self, change: Change) -> tuple[bool, bool]:
+        """(the GPUs fit, the host fits) with these settings."""
+        res = self.estimate(change)
+        if res is None:
+            return False, False
+        gpus = all(d.fits is not False for d in res.devices if d.kind != "cpu")
+        host = all(d.fits is not False for d in res.devices if d.kind == "cpu")
+        return gpus, host
+
+    def limits(self, at: Callable[[int], Change]) -> tuple[int, int]:
+        """The largest contexts (in units) at which the GPUs fit and at which the host does,
+        each alone, for one placement (``at``: units -> its settings at that context; 0: not
+        even one unit). Exact: memory grows about linearly with the context, so two
+        estimates guess where each limit is and the search starts there, but the answer is
+        always checked on both sides."""
+        lo, hi = self.estimate(at(1)), self.estimate(at(self.cap))
+        guess_g, guess_h = _guesses(lo, hi, self.cap)
+        return (
+            _largest(self.cap, lambda k: self.fits(at(k))[0], guess_g),
+            _largest(self.cap, lambda k: self.fits(at(k))[1], guess_h),
+        )
+
+    def split(self, change: Change) -> tuple[int, ...] | None:
+        """-ts sized to what each GPU has left for ``change`` (see :func:`headroom_split`);
+        None where it changes nothing or llama.cpp could not be given it."""
+        if change not in self._split:
+            res = self.estimate(change)
+            other = self.estimate(replace(change, n_ctx=self.cap * self.unit))
+            counts = headroom_split(res, self.problem.used, other) if res is not None else None
+            self._split[change] = writable_split(counts) if counts else None
+        return self._split[change]
+
+
+def _largest(top: int, ok: Callable[[int], bool], guess: int | None = None) -> int:
+    """The largest k in [1, top] with ok(k), ok monotone (true up to a point); 0: none.
+    ``guess``: where to look first; the bracket around it widens until it holds the answer."""
+    if top < 1 or not ok(1):
+        return 0
+    if ok(top):
+        return top
+    lo, hi = 1, top  # ok(lo), not ok(hi)
+    if guess is not None and lo < guess < hi:
+        step = 1
+        if ok(guess):
+            lo = guess
+            while lo + step < hi and ok(lo + step):
+                lo, step = lo + step, step * 2
+            hi = min(hi, lo + step)
+        else:
+            hi = guess
+            while hi - step > lo and not ok(hi - step):
+                hi, step = hi - step, step * 2
+            lo = max(lo, hi - step)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def _guesses(lo: FitResult | None, hi: FitResult | None, top: int) -> tuple[int | None, int | None]:
+    """Where the GPUs' and the host's limits are likely to be, in units of context, from
+    estimates at 1 and ``top`` units: each owner's use drawn as a line between the two."""
+    if lo is None or hi is None or top <= 1:
+        return None, None
+    guess: dict[bool, int | None] = {True: None, False: None}
+    for a, b in zip(lo.devices, hi.devices, strict=False):
+        if a.free_bytes is None or a.name != b.name:
+            continue
+        used_a = a.total_bytes + a.unaccounted_bytes
+        slope = (b.total_bytes + b.unaccounted_bytes - used_a) / (top - 1)
+        room = a.free_bytes - used_a
+        k = top if slope <= 0 else 1 + int(room / slope)
+        gpu = a.kind != "cpu"
+        seen = guess[gpu]
+        guess[gpu] = k if seen is None else min(seen, k)
+    return guess[True], guess[False]
+
+
+def _first(lo: int, hi: int, ok: Callable[[int], bool], guess: int | None = None) -> int | None:
+    """The smallest x in [lo, hi] with ok(x), ok monotone (false up to a point); None: none.
+    ``guess``: where to look first; the bracket around it widens until it holds the answer
+    (the ends are asked only if the bracket reaches them)."""
+    if lo > hi:
+        return None
+    if guess is None or not lo <= guess <= hi:
+        if not ok(hi):
+            return None
+        if ok(lo):
+            return lo
+        bottom, top = lo, hi  # not ok(bottom), ok(top)
+    elif ok(guess):
+        top, step = guess, 1
+        while True:
+            if top - step <= lo:
+                if ok(lo):
+                    return lo
+                bottom = lo
+                break
+            if not ok(top - step):
+                bottom = top - step
+                break
+            top, step = top - step, step * 2
+    else:
+        bottom, step = guess, 1
+        while True:
+            if bottom + step >= hi:
+                if not ok(hi):
+                    return None
+                top = hi
+                break
+            if ok(bottom + step):
+                top = bottom + step
+                break
+            bottom, step = bottom + step, step * 2
+    while top - bottom > 1:
+        mid = (bottom + top) // 2
+        bottom, top = (bottom, mid) if ok(mid) else (mid, top)
+    return top
+
+
+def _root(a: float, b: float, n: int) -> int | None:
+    """Where a line from ``a`` (at 0) to ``b`` (at ``n``) crosses zero, rounded up."""
+    if n <= 0 or a == b:
+        return None
+    x = a / (a - b) * n
+    return max(0, min(n, math.ceil(x))) if 0 <= x <= n else None
+
+
+# --- the searches ---------------------------------------------------------------------------
+
+
+Layout = Callable[[int, int], Change]  # (offload, context units) -> the change to estimate
+
+
+def least_offload(s: _Space, at: Layout, units: int, hint: int | None = None) -> int | None:
+    """The least offload at which everything fits at ``units`` of context: the least the
+    GPUs need, if the host takes that much (the host only fills as more is offloaded); None:
+    no amount. ``hint``: where a like search ended (the same plan with another ubatch)."""
+    n = s.n_offload
+    guess = hint if hint is not None else _offload_guess(s, at, units)
+    x = _first(0, n, lambda x: s.fits(at(x, units))[0], guess)
+    if x is None or not s.fits(at(x, units))[1]:
+        return None
+    return x
+
+
+def _offload_guess(s: _Space, at: Layout, units: int) -> int | None:
+    """How much offload the GPUs need, guessed from their use with none and with all: what
+    each has over its free memory shrinks about linearly as layers leave."""
+    none, full = s.estimate(at(0, units)), s.estimate(at(s.n_offload, units))
+    if none is None or full is None:
+        return None
+    guesses = []
+    for a, b in zip(none.devices, full.devices, strict=False):
+        if a.kind == "cpu" or a.free_bytes is None or b.free_bytes is None or a.name != b.name:
+            continue
+        over_a = a.total_bytes + a.unaccounted_bytes - a.free_bytes
+        over_b = b.total_bytes + b.unaccounted_bytes - b.free_bytes
+        if over_a > 0:
+            x = _root(over_a, over_b, s.n_offload)
+            if x is not None:
+                guesses.append(x)
+    return max(guesses) if guesses else None
+
+
+def most_context(s: _Space, at: Layout, hint: int | None = None) -> tuple[int, int] | None:
+    """(offload, context units) with the largest context, the least offload among equals.
+
+    The GPUs' limit rises with offload and the host's falls: the best is where they cross.
+    ``hint``: where a like search ended (the same plan with another ubatch)."""
+
+    def lim(x: int) -> tuple[int, int]:
+        return s.limits(lambda units: at(x, units))
+
+    if s.n_offload == 0:
+        best = min(lim(0))
+        return (0, best) if best else None
+    # the first offload at which the GPUs' limit reaches the host's (guessed as a line)
+    guess = hint
+    if guess is None:
+        g0, h0 = lim(0)
+        gn, hn = lim(s.n_offload)
+        guess = _root(g0 - h0, gn - hn, s.n_offload)
+    cross = _first(0, s.n_offload, lambda x: lim(x)[0] >= lim(x)[1], guess)
+    if cross is None:  # the GPUs bind everywhere: offload all there is
+        best_x, best = s.n_offload, min(lim(s.n_offload))
+    else:
+        best_x, best = cross, min(lim(cross))
+        if cross > 0 and lim(cross - 1)[0] >= best:  # one step less: the GPUs' limit
+            best = lim(cross - 1)[0]
+            best_x = _first(0, cross - 1, lambda x: lim(x)[0] >= best, cross - 1) or 0
+    return (best_x, best) if best else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A point of the space to try: KV type, ubatch, split (None: llama.cpp's default)."""
+
+    kv: str
+    kv_why: str
+    ubatch: int | None
+    split: str  # "": llama.cpp's default; "room": each GPU's layers sized to its room
+
+
+def _plans(kv_types: Sequence[str] | None, split_allowed: bool) -> list[_Plan]:
+    """Every K/V cache type (``kv_types``; empty: the one given), each with llama.cpp's split
+    and the headroom split; a smaller ubatch is tried on what each plan finds (it moves the
+    limits a little, not the plan)."""
+    kinds = [(kv, why) for kv, why in KV_TYPES if kv_types is None or kv in kv_types]
+    splits = ("", "room") if split_allowed else ("",)
+    plans = [
+        _Plan(kv, why, None, split)
+        for kv, why in kinds or [("", "")]  # "": the K/V cache type as given
+        for split in splits
+    ]
+    return plans
+
+
+def _candidate(
+    s: _Space, plan: _Plan, change: Change, x: int, asked: int, max_ctx: int
+) -> Candidate | None:
+    """The line ``change`` (offload ``x``) of ``plan``, the largest context of its placement,
+    its speed at the context asked for where it fits there; None: it does not fit."""
+    res = s.estimate(change)
+    if res is None or not res.fits:
+        return None
+    at_asked = replace(change, n_ctx=asked)
+    asked_fit = s.estimate(at_asked)
+    fits_asked = bool(asked_fit and asked_fit.fits)
+    speed = _speed(s, at_asked if fits_asked else change)
+    gives = [w for w in (_offload_why(s, x), plan.kv_why, _UB_WHY if plan.ubatch else "") if w]
+    return Candidate(
+        flags=change.flags(),
+        max_ctx=max(max_ctx, change.n_ctx or 0),
+        decode_tps=speed[0],
+        prefill_tps=speed[1],
+        fits_asked=fits_asked,
+        gpu_only=x == 0,
+        gives_up="; ".join(gives) or "nothing",
+        kv=plan.kv or s.given_kv,
+        change=change,
+    )
+
+
+def _speed(s: _Space, change: Change) -> tuple[float, float]:
+    """Decode and prompt tokens/s of a line, by the speed model (at the line's context)."""
+    from lltui.core.speed.model import estimate_speed
+
+    res = s.estimate(change)
+    if res is None:
+        return 0.0, 0.0
+    devs = s.problem.used
+    sp = estimate_speed(
+        s.problem.model,
+        res,
+        backends={d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"},
+        pcie={d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width},
+        bandwidth={d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs},
+    )
+    return (sp.decode_tps, sp.prefill_tps) if sp is not None else (0.0, 0.0)
+
+
+def _offload_why(s: _Space, x: int) -> str:
+    if x == 0:
+        return ""
+    if s.moe:
+        return f"experts of {x} layers on the CPU (slower decode)"
+    return f"{x} of {s.n_offload} layers on the CPU (slower)"
+
+
+def _search_plan(s: _Space, plan: _Plan, goal: str, asked: int, small_ub: bool) -> list[Candidate]:
+    """The best line of one plan for the goal, and with a smaller ubatch (``small_ub``)
+    where that gives something."""
+    found = _search_one(s, plan, goal, asked)
+    if not small_ub or not found:
+        return found
+    hint = found[0].change  # the smaller ubatch moves the limits by a little: start there
+    offload = (hint.n_cpu_moe or 0) if s.moe else _offload_of(s, hint)
+    smaller = _search_one(s, replace(plan, ubatch=SMALL_UBATCH), goal, asked, offload)
+    return found + smaller
+
+
+def _offload_of(s: _Space, change: Change) -> int:
+    ngl = change.n_gpu_layers
+    return 0 if ngl is None or ngl == NGL_ALL else s.n_offload - ngl
+
+
+def _layout(s: _Space, plan: _Plan) -> Layout:
+    """The settings of a plan at an offload and a context: for a split plan, the layers of
+    that placement sized to each GPU's room (:func:`headroom_split`, worked out at the
+    context asked for: the KV per token it reads does not depend on it), or llama.cpp's
+    default split where that is the same or no -ts could say it."""
+    base = Change(kv=plan.kv or None, n_ubatch=plan.ubatch)
+
+    def at(x: int, units: int) -> Change:
+        change = s.placement(base, x)
+        if plan.split:
+            ts = s.split(replace(change, n_ctx=s.asked_units * s.unit))
+            if ts is not None:
+                change = replace(change, tensor_split=ts)
+        return replace(change, n_ctx=units * s.unit)
+
+    return at
+
+
+def _at_units(s: _Space, change: Change) -> Callable[[int], Change]:
+    return lambda units: replace(change, n_ctx=units * s.unit)
+
+
+def _search_one(
+    s: _Space, plan: _Plan, goal: str, asked: int, hint: int | None = None
+) -> list[Candidate]:
+    """The best line of one plan for the goal (``hint``: an offload to start from)."""
+    at = _layout(s, plan)
+    units = s.asked_units
+    found: tuple[int, int] | None
+    if goal == "speed":
+        x = least_offload(s, at, units, hint)
+        room = min(s.limits(lambda u: at(x, u))) if x is not None else 0
+        found = (x, units) if x is not None else None
+        max_units = max(room, units)
+    elif goal == "gpu-only":
+        room = min(s.limits(lambda u: at(0, u)))
+        found = (0, room) if room else None
+        max_units = room
+    else:
+        found = most_context(s, at, hint)
+        max_units = found[1] if found else 0
+    if found is None:
+        return []
+    c = _candidate(s, plan, at(found[0], found[1]), found[0], asked, max_units * s.unit)
+    return [c] if c is not None else []
+
+
+def _rank(pool: list[Candidate], goal: str) -> list[Candidate]:
+    if goal == "speed":
+        fits = [c for c in pool if c.fits_asked]
+        return sorted(
+            fits, key=lambda c: (-tps_bucket(c.decode_tps), KV_LOSS.get(c.kv, 0), -c.max_ctx)
+        )
+    if goal == "gpu-only":
+        pool = [c for c in pool if c.gpu_only]
+    return sorted(pool, key=lambda c: (-c.max_ctx, KV_LOSS.get(c.kv, 0), -tps_bucket(c.decode_tps)))
+
+
+def _with_gains(pool: list[Candidate]) -> list[Candidate]:
+    """A -ts line is kept only where it gives something over the same KV type and ubatch
+    with llama.cpp's default split, and says what."""
+    out = []
+    for c in pool:
+        if c.change.tensor_split is None:
+            out.append(c)
+            continue
+        defaults = [
+            d
+            for d in pool
+            if d.change.tensor_split is None
+            and d.kv == c.kv
+            and d.change.n_ubatch == c.change.n_ubatch
+        ]
+        gain = _gain(c, defaults)
+        if gain is not None:
+            out.append(replace(c, gains=gain))
+    return out
+
+
+def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
+    """What a -ts candidate gives over the default split; None when one is as good."""
+
+    def as_good(a: Candidate) -> bool:
+        return (
+            a.max_ctx >= b.max_ctx
+            and tps_bucket(a.decode_tps) >= tps_bucket(b.decode_tps)
+            and (a.gpu_only or not b.gpu_only)
+        )
+
+    if any(as_good(a) for a in defaults):
+        return None
+    ts = ",".join(map(str, b.change.tensor_split or ()))
+    what = f"-ts {ts} gives each GPU the layers its memory has room for after its fixed costs"
+    if not defaults:
+        return f"{what}: fits where llama.cpp's default split does not"
+    if b.gpu_only and not any(a.gpu_only for a in defaults):
+        return f"{what}: everything on the GPUs, where the default split needs the CPU"
+    a = max([a for a in defaults if a.gpu_only == b.gpu_only] or defaults, key=lambda a: a.max_ctx)
+    if b.max_ctx > a.max_ctx:
+        return f"{what}: context {b.max_ctx}, the default split {a.max_ctx}"
+    return f"{what}: decode ~{b.decode_tps:.0f} t/s, the default split ~{a.decode_tps:.0f}"
+
+
+def _say_slower_prompts(s: _Space, cands: Sequence[Candidate]) -> list[Candidate]:
+    """-ub 256 lines whose prompts run slower than the same line without it say so."""
+    out = []
+    for c in cands:
+        if c.change.n_ubatch is not None:
+            same = _speed(s, replace(c.change, n_ubatch=None))
+            if c.prefill_tps < same[1]:
+                c = replace(c, gives_up=c.gives_up.replace(_UB_WHY, f"{_UB_WHY} (slower prompts)"))
+        out.append(c)
+    return out
+
+
+def best_configs(
+    model: GgufModel,
+    settings: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    options: FitOptions | None = None,
+    goal: str = "context",
+    limit: int = 5,
+    *,
+    progress: Progress | None = None,
+    kv_types: Sequence[str] | None = None,
+    small_ubatch: bool = True,
+    splits: bool = True,
+) -> list[Candidate]:
+    """Ranked command lines for ``goal`` (one of GOALS) that the estimator says fit, best
+    first. ``progress`` is told (steps done, steps planned) as the search goes.
+    ``kv_types``: the K/V cache types tried (None: all; empty: the one given);
+    ``small_ubatch``: also try -ub 256; ``splits``: also try the split sized to the GPUs'
+    room."""
+    check_goal(goal)
+    opts = replace(options or FitOptions(), search=False, suggest=False)
+    p = FitProblem.of(model, settings, devices, opts)
+    try:
+        first = estimate_once(p)
+    except FitError:
+        return []
+    hp = p.hp
+    r = first.resolved
+    unit = KV_PAD * r.n_stream
+    moe = hp.n_expert > 1 and not any(k in settings.given for k in _CPU_MOE)
+    s = _Space(
+        problem=p,
+        moe=moe,
+        n_offload=hp.n_layer_all if moe else hp.n_layer_all + 1,
+        cap=max(hp.n_ctx_train * r.n_stream, r.n_ctx) // unit,
+        unit=unit,
+        given_kv=max(settings.type_k, settings.type_v, key=lambda kv: KV_LOSS.get(kv, 0)),
+        asked_units=max(1, -(-(settings.n_ctx or settings.fit_ctx or 4096) // unit)),
+        progress=progress,
+    )
+    asked = settings.n_ctx or settings.fit_ctx or 4096
+    # a split of one's own or none to make: the one given stays
+    split_allowed = (
+        splits and len(p.used) > 1 and not settings.tensor_split and settings.split_mode == "layer"
+    )
+    plans = _plans(kv_types, split_allowed)
+    small_ub = small_ubatch and settings.n_ubatch > SMALL_UBATCH
+    s.planned = len(plans) * (2 if small_ub else 1) * (12 + int(math.log2(max(2, s.n_offload))) * 6)
+    pool = [c for plan in plans for c in _search_plan(s, plan, goal, asked, small_ub)]
+    ranked = _rank(_say_slower_prompts(s, _with_gains(pool)), goal)
+    unique: list[Candidate] = []
+    for c in ranked:
+        if c.flags not in {u.flags for u in unique}:
+            unique.append(c)
+    return unique[:limit]
+
+
+def placed_of(res: FitResult, devs: Sequence[DeviceSpec]) -> Placed:
+    """A result's placement, to estimate the same layout at another context."""
+    weights = {n: b for n, k, b in res.buffers if k == "model"}
+    index = {d.name: i for i, d in enumerate(devs)}
+    return list(res.placements), weights, tuple(index.get(n, -1) for n in res.layer_devices)
+
+
+def headroom_split(
+    res: FitResult, devices: Sequence[DeviceSpec], other: FitResult | None = None
+) -> tuple[int, ...] | None:
     """Layers per GPU (a -ts value) that let the largest context fit: each GPU first pays
     its fixed costs (compute buffers, margin, copies every GPU holds), then takes layers in
     order, weights plus KV at the context, while they fit. llama.cpp's default splits by
     free memory alone, so the GPU that also holds the output layer or a larger compute
-    buffer fills first. None: one GPU, a free size unknown, or the same split as the result's."""
+    buffer fills first. ``other``: the same layout at another context, from which each
+    GPU's compute buffer is drawn as a line in the context (attention's scores grow with
+    it) rather than taken as fixed. None: one GPU, a free size unknown, no split that holds
+    the layers, or the same split as the result's."""
     free_by_name = {d.name: d.free_bytes for d in devices}
     gpus = [e for e in res.devices if e.kind != "cpu"]
     if len(gpus) < 2 or any(free_by_name.get(e.name) is None for e in gpus):
@@ -150,12 +674,22 @@ def headroom_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, 
                     per_token[il] += share / max(1, cache.cells)
     index = {e.name: i for i, e in enumerate(gpus)}
     held = [[il for il in layers if index.get(res.layer_devices[il]) == i] for i in index.values()]
-    # what each GPU has for layers: its free memory less what it holds besides them
+    # what each GPU has for layers: its free memory less what it holds besides them, at
+    # the result's context; and how that changes per token of context (its compute buffer)
     room = [
         (free_by_name[e.name] or 0)
         - (e.total_bytes + e.unaccounted_bytes - e.kv_bytes - sum(weights[il] for il in h))
         for e, h in zip(gpus, held, strict=True)
     ]
+    ctx0 = res.resolved.n_ctx
+    growth = [0.0] * len(gpus)
+    if other is not None and other.resolved.n_ctx != ctx0:
+        by_name = {e.name: e for e in other.devices}
+        span = other.resolved.n_ctx - ctx0
+        for i, e in enumerate(gpus):
+            o = by_name.get(e.name)
+            if o is not None:
+                growth[i] = max(0.0, (o.compute_bytes - e.compute_bytes) / span)
 
     free = [free_by_name[e.name] or 0 for e in gpus]
 
@@ -163,7 +697,7 @@ def headroom_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, 
         """Layers in order, each GPU taking what fits in its room less ``spare`` of its memory."""
         counts, k = [0] * len(gpus), 0
         for i in range(len(gpus)):
-            left = room[i] - spare * free[i]
+            left = room[i] - growth[i] * (ctx - ctx0) - spare * free[i]
             while k < len(layers):
                 cost = weights[layers[k]] + fixed_kv[layers[k]] + per_token[layers[k]] * ctx
                 if cost > left:
@@ -173,10 +707,11 @@ def headroom_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, 
                 k += 1
         return counts if k == len(layers) else None
 
-    top = max(res.model.n_ctx_train, res.resolved.n_ctx)
-    ctx = _largest(top, lambda c: fill(c) is not None)
-    if ctx is None:
+    top = max(res.model.n_ctx_train, res.resolved.n_ctx) // KV_PAD
+    ctx_units = _largest(top, lambda c: fill(c * KV_PAD) is not None)
+    if not ctx_units:
         return None
+    ctx = ctx_units * KV_PAD
     # at that context, the same share of each GPU's memory left spare: no GPU filled to the
     # brim while another has room (what the estimate does not model lands evenly)
     lo, hi = 0.0, 1.0
@@ -187,185 +722,3 @@ def headroom_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, 
     if counts is None or counts == [len(h) for h in held]:
         return None
     return tuple(counts)
-
-
-def _largest(hi: int, ok: Callable[[int], bool], step: int = 256) -> int | None:
-    """The largest multiple of ``step`` up to ``hi`` with ok (monotone); None: not even ``step``."""
-    top = max(1, hi // step)
-    if ok(top * step):
-        return top * step
-    if not ok(step):
-        return None
-    lo, up = 1, top  # ok(lo * step), not ok(up * step)
-    while up - lo > 1:
-        mid = (lo + up) // 2
-        if ok(mid * step):
-            lo = mid
-        else:
-            up = mid
-    return lo * step
-
-
-def _placements(
-    s: _Search, extra: tuple[str, ...], n_all: int, moe: bool, headroom: bool
-) -> list[tuple[_Placement, tuple[str, ...]]]:
-    """Where the weights go, with the -ts each is used with (none: llama.cpp's default split;
-    ``headroom``: :func:`headroom_split` for that placement, skipped where it is the same):
-    everything on the GPUs, else the least on the CPU that fits at the context asked for."""
-
-    def ts_for(place: tuple[str, ...]) -> tuple[str, ...] | None:
-        return s.split((*place, *extra)) if headroom else ()
-
-    def fits_with(place: tuple[str, ...]) -> bool:
-        return s.fits([*place, *(ts_for(place) or ()), *extra])
-
-    out = [_Placement(("-ngl", "all"), "", True)]
-    if not fits_with(out[0].flags):
-        if moe:
-            k = _smallest(1, n_all - 1, lambda k: fits_with(("-ngl", "all", "--n-cpu-moe", str(k))))
-            if k is not None:
-                why = f"experts of {k} layers on the CPU (slower decode)"
-                out.append(_Placement(("-ngl", "all", "--n-cpu-moe", str(k)), why, False))
-        else:
-            # the most layers on the GPUs: the smallest number left on the CPU
-            left = _smallest(1, n_all, lambda n: fits_with(("-ngl", str(n_all - n))))
-            if left is not None and left < n_all:
-                why = f"{left} of {n_all} layers on the CPU (slower)"
-                out.append(_Placement(("-ngl", str(n_all - left)), why, False))
-    with_ts = [(p, ts_for(p.flags)) for p in out]
-    return [(p, ts) for p, ts in with_ts if ts is not None]
-
-
-def _candidate(s: _Search, flags: tuple[str, ...], why: str, gpu_only: bool) -> Candidate | None:
-    res = s.estimate([*flags, *s.at_ctx])
-    if res is None or not res.max_ctx or res.speed is None:
-        return None
-    return Candidate(
-        flags=flags,
-        max_ctx=res.max_ctx,
-        decode_tps=res.speed.decode_tps,
-        prefill_tps=res.speed.prefill_tps,
-        fits_asked=res.fits,
-        gpu_only=gpu_only,
-        gives_up=why,
-    )
-
-
-def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
-    """What a -ts candidate gives over the same KV and ubatch with the default split; None
-    when a default-split line is as good (then the -ts is not worth proposing)."""
-
-    def as_good(a: Candidate) -> bool:
-        return (
-            a.max_ctx >= b.max_ctx
-            and tps_bucket(a.decode_tps) >= tps_bucket(b.decode_tps)
-            and (a.gpu_only or not b.gpu_only)
-        )
-
-    if any(as_good(a) for a in defaults):
-        return None
-    ts = b.flags[b.flags.index("-ts") + 1]
-    what = f"-ts {ts} gives each GPU the layers its memory has room for after its fixed costs"
-    if not defaults:
-        return f"{what}: fits where llama.cpp's default split does not"
-    if b.gpu_only and not any(a.gpu_only for a in defaults):
-        return f"{what}: everything on the GPUs, where the default split needs the CPU"
-    a = max([a for a in defaults if a.gpu_only == b.gpu_only] or defaults, key=lambda a: a.max_ctx)
-    if b.max_ctx > a.max_ctx:
-        return f"{what}: context {b.max_ctx}, the default split {a.max_ctx}"
-    return f"{what}: decode ~{b.decode_tps:.0f} t/s, the default split ~{a.decode_tps:.0f}"
-
-
-def _split_may_help(
-    s: _Search, extra: tuple[str, ...], defaults: Sequence[Candidate], cap: int
-) -> bool:
-    """Worth searching with the headroom split: the default split does not reach the trained
-    context on the GPUs alone, and the split for everything on the GPUs is another one."""
-    if any(c.gpu_only and c.max_ctx >= cap for c in defaults):
-        return False
-    return s.split(("-ngl", "all", *extra)) is not None
-
-
-def _search_all(s: _Search, n_all: int, moe: bool, split: bool, cap: int) -> list[Candidate]:
-    """Every KV type and ubatch, each placement, with the default split and (``split``)
-    the headroom split where it gives something."""
-    out: list[Candidate] = []
-    for kv_flags, kv_why in _KV:
-        for ub_flags, ub_why in _UB:
-            extra = (*kv_flags, *ub_flags)
-            found: dict[bool, list[Candidate]] = {False: [], True: []}
-            for headroom in (False, True):
-                if headroom and not (split and _split_may_help(s, extra, found[False], cap)):
-                    break
-                for place, ts in _placements(s, extra, n_all, moe, headroom):
-                    why = "; ".join(w for w in (place.why, kv_why, ub_why) if w) or "nothing"
-                    c = _candidate(s, (*place.flags, *ts, *extra), why, place.gpu_only)
-                    if c is not None:
-                        found[headroom].append(c)
-            out += found[False]
-            for c in found[True]:
-                gain = _gain(c, found[False])
-                if gain is not None:
-                    out.append(replace(c, gains=gain))
-    return out
-
-
-def _say_slower_prompts(cands: Sequence[Candidate]) -> list[Candidate]:
-    """-ub 256 lines whose prompts run slower than the same line's without it say so."""
-    by_flags = {c.flags: c for c in cands}
-    out = []
-    for c in cands:
-        if "-ub" in c.flags:
-            i = c.flags.index("-ub")
-            same = by_flags.get((*c.flags[:i], *c.flags[i + 2 :]))
-            if same is None or c.prefill_tps < same.prefill_tps:
-                slower = f"{_UB_WHY} (slower prompt processing)"
-                c = replace(c, gives_up=c.gives_up.replace(_UB_WHY, slower))
-        out.append(c)
-    return out
-
-
-def _rank(pool: list[Candidate], goal: str, asked: int) -> list[Candidate]:
-    if goal == "speed":
-        fits = [c for c in pool if c.fits_asked]
-        ranked = sorted(fits, key=lambda c: (-tps_bucket(c.decode_tps), _cost(c), -c.max_ctx))
-        return [replace(c, flags=(*c.flags, "-c", str(asked))) for c in ranked]
-    if goal == "gpu-only":
-        pool = [c for c in pool if c.gpu_only]
-    ranked = sorted(pool, key=lambda c: (-c.max_ctx, -tps_bucket(c.decode_tps), _cost(c)))
-    return [replace(c, flags=(*c.flags, "-c", str(c.max_ctx))) for c in ranked]
-
-
-def best_configs(
-    model: GgufModel,
-    settings: LlamaArgs,
-    devices: Sequence[DeviceSpec],
-    options: FitOptions | None = None,
-    goal: str = "context",
-    limit: int = 5,
-) -> list[Candidate]:
-    """Ranked command lines for ``goal`` (one of GOALS) that the estimator says fit."""
-    check_goal(goal)
-    opts = replace(options or FitOptions(), suggest=False)
-    base = [a for a in settings.memory_args if a]
-    asked = settings.n_ctx or settings.fit_ctx or 4096
-    s = _Search(model, base, devices, opts, ["-c", str(asked)])
-    first = s.estimate([], search=False)
-    if first is None:
-        return []
-    n_all = first.model.n_layer + 1
-    moe = first.model.n_expert > 1 and not any(a in _CPU_MOE for a in base)
-    # a split of one's own or none to make: the one given stays
-    split = not settings.tensor_split and settings.split_mode == "layer"
-    cap = first.model.n_ctx_train
-    found = _say_slower_prompts(_search_all(s, n_all, moe, split, cap))
-    ranked = _rank(found, goal, asked)
-    # never propose what does not fit: each line as printed is estimated once more
-    checked: list[Candidate] = []
-    for c in ranked:
-        if len(checked) >= limit:
-            break
-        res = s.estimate(c.flags, search=False)
-        if res is not None and res.fits:
-            checked.append(c)
-    return checked

@@ -4,8 +4,8 @@ Each quantization (the GGUF files a repository offers, or the types llama-quanti
 of a model) gets :func:`lltui.core.fit.best.best_configs`' first line for the goal; the
 quantizations are then ranked:
 
-- ``context``: the largest context, then quality (the K/V cache type, then bits per weight,
-  up to Q8_0's 8.5: beyond it, none that shows), then speed;
+- ``context``: the largest context, then quality (bits per weight, up to Q8_0's 8.5: beyond
+  it, none that shows; then the K/V cache type), then speed;
 - ``speed``: the fastest decode at the context asked for, then quality;
 - ``gpu-only``: nothing on the CPU, the largest context, then quality, then speed.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lltui.core.fit.best import Candidate, best_configs, check_goal, tps_bucket
+from lltui.core.fit.best import Candidate, Progress, best_configs, check_goal, tps_bucket
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import FitError
@@ -63,7 +63,19 @@ def _choice(
         return QuantChoice(opt, None, None, opt.error or "not read")
     try:
         bpw = bits_per_weight(opt.model)
-        found = best_configs(opt.model, settings, devices, options, goal, limit=1)
+        # the K/V cache, ubatch and split as given: the quantization is what is chosen here
+        # (fit --best on the one chosen tries the rest)
+        found = best_configs(
+            opt.model,
+            settings,
+            devices,
+            options,
+            goal,
+            limit=1,
+            kv_types=(),
+            small_ubatch=False,
+            splits=False,
+        )
     except FitError as exc:
         return QuantChoice(opt, None, None, str(exc))
     return QuantChoice(opt, bpw, found[0] if found else None)
@@ -79,14 +91,15 @@ def _kv_loss(flags: Sequence[str]) -> int:
 
 
 def _key(c: QuantChoice, goal: str) -> tuple[float, ...]:
+    """The goal first, then quality: bits per weight (up to Q8_0's), then the K/V type."""
     b = c.best
     if b is None:
         return (1, 0, 0, 0, 0)
     quality = -round(min(c.bits_per_weight or 0.0, LOSSLESS_BPW), 2)
     speed = -tps_bucket(b.decode_tps)
     if goal == "speed":
-        return (0, speed, _kv_loss(b.flags), quality, -b.max_ctx)
-    return (0, -b.max_ctx, _kv_loss(b.flags), quality, speed)
+        return (0, speed, quality, _kv_loss(b.flags), -b.max_ctx)
+    return (0, -b.max_ctx, quality, _kv_loss(b.flags), speed)
 
 
 def rank_quants(
@@ -95,11 +108,18 @@ def rank_quants(
     devices: Sequence[DeviceSpec],
     options: FitOptions | None = None,
     goal: str = "context",
+    *,
+    progress: Progress | None = None,
 ) -> list[QuantChoice]:
     """Every quantization with its best command line for ``goal``, best first; ValueError
-    for a goal that is not one of :data:`lltui.core.fit.best.GOALS`."""
+    for a goal that is not one of :data:`lltui.core.fit.best.GOALS`. ``progress`` is told
+    (quantizations done, all of them)."""
     check_goal(goal)
-    choices = [_choice(o, settings, devices, options, goal) for o in opts]
+    choices = []
+    for i, o in enumerate(opts):
+        choices.append(_choice(o, settings, devices, options, goal))
+        if progress is not None:
+            progress(i + 1, len(opts))
     return sorted(choices, key=lambda c: (bool(c.error), *_key(c, goal)))
 
 

@@ -312,6 +312,11 @@ def _tensor_overrides(flag: str, value: str) -> list[TensorOverride]:
     return out
 
 
+def cpu_moe_overrides(n: int) -> list[TensorOverride]:
+    """The overrides ``--n-cpu-moe n`` makes: the experts of the first n layers on the CPU."""
+    return _ffn_overrides(n, FFN_EXPS_REGEX)
+
+
 def _ffn_overrides(n: int, ffn_regex: str) -> list[TensorOverride]:
     # layers past llama.cpp's last one do not exist: their overrides would match nothing
     return [TensorOverride(f"blk\\.{i}{ffn_regex}", "CPU") for i in range(min(n, MAX_LAYERS))]
