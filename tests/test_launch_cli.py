@@ -243,14 +243,38 @@ def test_text_mode_ready_line_and_a_model_that_does_not_fit(server_env, tiny_mod
         assert proc.wait(timeout=GONE_WITHIN_S) == 0
         assert "stopped (exit code 0)" in proc.stdout.read()
 
-    # Too large a context: the KV cache cannot be allocated; one line says why.
-    with launched(tiny_model, server_env, "-c", "40000000", as_json=False) as proc:
-        _, err = proc.communicate(timeout=180)
+    # Too large a context: lltui's plan says so before anything starts, with what fits
+    with launched(tiny_model, server_env, "-c", "999999999", as_json=False) as proc:
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("lltui: llama-server exited (code 1): the model does not fit")
+    assert lines[0].startswith("lltui: launch: does not fit: the host needs ")
+    assert "try -c " in lines[0] and "--force" in lines[0]
+
+    # forced: llama-server itself tries, and its own refusal is the one line of the exit
+    with launched(tiny_model, server_env, "-c", "40000000", "--force", as_json=False) as proc:
+        _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("lltui: warning: forced: does not fit")
+    # how loading went, then the one line of why it ended
+    assert "lltui: loading the model's weights" in lines
+    assert lines[-1].startswith("lltui: llama-server exited (code 1): the model does not fit")
+
+
+def test_the_plan_refuses_what_fit_refuses_and_a_dry_run_says_it(server_env, tiny_model, capsys):
+    # a file the command names that is not there: refused as fit refuses it, dry run or not
+    for extra in ([], ["--dry-run"]):
+        rc = main(["launch", str(tiny_model), "-md", "/nonexistent/draft.gguf", *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and "-md" in err and "Traceback" not in err, err
+    # what does not fit: a dry run says so and still prints the command
+    assert main(["launch", str(tiny_model), "-c", "999999999", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: does not fit" in captured.err and captured.out.startswith("argv: ")
 
 
 def test_keys_from_the_key_file_never_reach_the_output(server_env, tiny_model, tmp_path, servers):

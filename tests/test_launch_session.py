@@ -37,10 +37,22 @@ def no_binary(monkeypatch):
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
 
 
+_TINY: dict[str, bytes] = {}
+
+
 def model_file(directory: Path, name: str = "m.gguf") -> Path:
+    """A tiny real GGUF (fit reads its header before a start), written once per run."""
+    import gguf_factory as gf
+
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
-    path.write_bytes(b"GGUF")  # only its existence is checked before a start
+    if "llama" not in _TINY:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as scratch:
+            gf.write_model(Path(scratch) / "tiny.gguf", gf.SPECS["llama"](), "F16")
+            _TINY["llama"] = (Path(scratch) / "tiny.gguf").read_bytes()
+    path.write_bytes(_TINY["llama"])
     return path
 
 

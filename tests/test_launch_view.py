@@ -122,7 +122,19 @@ async def test_quitting_the_app_stops_its_server(server_env, tiny_model):
             await wait_for(lambda: app.launch.state.phase in ("ready", "error"), READY_TIMEOUT_S)
             assert app.launch.state.phase == "ready", app.launch.state.message
             pid = app.launch.state.pid
+            from lltui.app.widgets.quit_dialog import QuitDialog
+
+            # quitting with a server running asks first: "n" stays, the server runs on
             await pilot.press("ctrl+q")
+            await wait_for(lambda: isinstance(app.screen, QuitDialog), 5)
+            assert f"pid {pid}" in str(app.screen.query_one("#quit-text").render())
+            await pilot.press("n")
+            await wait_for(lambda: not isinstance(app.screen, QuitDialog), 5)
+            assert app.is_running and alive(pid)
+            await pilot.press("ctrl+q")
+            await wait_for(lambda: isinstance(app.screen, QuitDialog), 5)
+            await pilot.press("y")
+            await wait_for(lambda: not app.is_running, 20)
         assert pid is not None
         for _ in range(150):
             if not alive(pid):
@@ -133,6 +145,24 @@ async def test_quitting_the_app_stops_its_server(server_env, tiny_model):
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+async def test_a_start_fit_refuses_is_refused_with_what_fits_and_can_be_forced(
+    server_env, tiny_model
+):
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("5")
+        force = app.screen.query_one("#launch-force")
+        assert not force.display  # nothing refused yet
+        app.launch_action("start", str(tiny_model), "-c 999999999", "127.0.0.1:1")
+        await wait_for(lambda: app.launch.state.phase == "error", 20)
+        await pilot.pause()
+        st = app.launch.state
+        assert st.refused_plan and st.pid is None  # nothing started
+        assert "does not fit" in st.message and "try -c" in st.message
+        assert force.display  # the view offers to start it anyway
 
 
 @pytest.mark.slow
@@ -204,6 +234,10 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
         lambda required: ("llama-server", None, None, None),
     )
     monkeypatch.setattr("lltui.sources.llama.launch_prep.check_inputs", lambda spec: ())
+    # no model file in this test: fit's verdict is not what it is about
+    from lltui.services.launch_check import Verdict
+
+    monkeypatch.setattr("lltui.services.launch_check.judge", lambda spec, path=None: Verdict(True))
     monkeypatch.setattr(launch_state.LaunchController, "_start_polling", lambda *a, **k: None)
     ctl = launch_state.LaunchController(lambda: None, lambda: None)
     from lltui.app.state.launch import form_request

@@ -337,6 +337,7 @@ class LltuiApp(App[int]):
             "start": self._start_launch,
             "stop": self.launch.stop,
             "restart": self.launch.restart,
+            "force": self.launch.force,
             "follow": self.launch.follow,
         }
         method = actions[what]
@@ -362,6 +363,33 @@ class LltuiApp(App[int]):
             self.screen.show_launch()
 
     # -- actions -------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        """Quit; with a llama-server of lltui's running, ask first (quitting stops it)."""
+        running = self._launch_running()
+        if running is None:
+            self.exit()
+            return
+        from lltui.app.widgets.quit_dialog import QuitDialog
+
+        if isinstance(self.screen, QuitDialog):
+            return  # asked already
+
+        def answered(quit_now: bool | None) -> None:
+            if quit_now:
+                self.exit()
+
+        self.push_screen(QuitDialog(running), answered)
+
+    def _launch_running(self) -> str | None:
+        """The llama-server lltui started and still runs, in words; None when there is none."""
+        if self._launch is None:
+            return None
+        with self._launch.lock:
+            st = self._launch.state
+            if st.phase in ("starting", "loading", "ready", "stopping") and st.pid is not None:
+                return f"llama-server (pid {st.pid})"
+        return None
+
     def action_next_view(self) -> None:
         self.action_view(views.next_view(list(self.MODES), self.current_mode))
 

@@ -22,12 +22,12 @@ if TYPE_CHECKING:
 
     from lltui.services.launch import LaunchSession, Note, PreparedLaunch
     from lltui.sources.llama.rpc_hosts import RpcHosts
-    from lltui.sources.llama.supervisor import ServerExit
+    from lltui.sources.llama.supervisor import ServerExit, ServerStatus
 
 USAGE = (
     "lltui launch MODEL.gguf [llama-server flags] [--dry-run] [--json] [--profile NAME]\n"
     "                    [--save-profile NAME] [--host H] [--port P] [--api-key-file F]\n"
-    "                    [--keep-running] [--rpc-host [USER@]HOST[:PORT] ...]\n"
+    "                    [--keep-running] [--force] [--rpc-host [USER@]HOST[:PORT] ...]\n"
     "                    [--rpc-bind ADDR] [--rpc-server PATH]"
 )
 HELP = f"""usage: {USAGE}
@@ -50,6 +50,8 @@ options:
   --port P             port (default 8080; 0 picks a free one)
   --api-key-file F     file with the API key(s), one per line; the key is never printed
   --keep-running       leave the server running when lltui exits (log in a file)
+  --force              start it even where lltui fit says it will not fit (by default
+                       that is refused, with the command that would fit)
   --rpc-host [USER@]HOST[:PORT]
                        (repeatable) start llama.cpp's rpc-server on HOST over ssh, listening
                        on PORT there (default 50052), and give llama-server its devices
@@ -65,7 +67,7 @@ exit codes: 0 stopped cleanly, 1 the server failed or a signal from outside lltu
             2 bad input
 """
 
-_OWN_SWITCHES = ("--dry-run", "--json", "--keep-running")
+_OWN_SWITCHES = ("--dry-run", "--json", "--keep-running", "--force")
 _OWN_VALUES = ("--rpc-host", "--rpc-bind", "--rpc-server")
 
 
@@ -91,6 +93,7 @@ class _Own:
     dry_run: bool = False
     json: bool = False
     keep_running: bool = False
+    force: bool = False  # start what fit says will not fit
     rpc_hosts: tuple[str, ...] = ()
     rpc_bind: str | None = None
     rpc_server: str | None = None
@@ -127,6 +130,7 @@ def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
         dry_run="--dry-run" in seen,
         json="--json" in seen,
         keep_running="--keep-running" in seen,
+        force="--force" in seen,
         rpc_hosts=tuple(values["--rpc-host"]),
         rpc_bind=values["--rpc-bind"][-1] if values["--rpc-bind"] else None,
         rpc_server=values["--rpc-server"][-1] if values["--rpc-server"] else None,
@@ -172,12 +176,17 @@ def run(args: argparse.Namespace) -> int:
     session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
     try:
         with session:
-            prepared = session.prepare(require_binary=not own.dry_run)
+            prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
             if own.dry_run:
                 return _dry_run(prepared, session.environ, as_json=own.json)
             return _supervise(session, as_json=own.json, keep_running=own.keep_running)
     except LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
+
+
+def _plan(own: _Own) -> str:
+    """What a command fit says will not fit does: refused, said (a dry run), or started."""
+    return "warn" if own.dry_run else "force" if own.force else "refuse"
 
 
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
@@ -218,7 +227,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
             words = [*words, "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
             with session:
-                prepared = session.prepare(require_binary=not own.dry_run)
+                prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
                 if own.dry_run:
                     return _dry_run(prepared, session.environ, as_json=own.json, rpc=rpc)
                 rpc.start()
@@ -339,8 +348,12 @@ def _watch(
     as_json: bool,
     rpc: RpcHosts | None = None,
 ) -> None:
-    """Say when the server is ready; return when it exits or a signal arrives."""
+    """Say how loading goes and when the server is ready; return when it exits or a signal
+    arrives."""
+    import time
+
     announced = False
+    progress = _LoadProgress(time.monotonic())
     while not signals_seen:
         if not announced and session.is_ready:
             announced = True
@@ -351,9 +364,58 @@ def _watch(
             if rpc is not None:  # which host each RPC device is
                 text += "".join(f"\n  {line}" for line in rpc.describe())
             _say(json.dumps(event) if as_json else text)
+        elif not announced:
+            status = session.status()
+            for line in progress.lines(status, time.monotonic()) if status else ():
+                _say(f"lltui: {line}", err=True)
         if session.exited:
             return
         wake.wait(0.1)
+
+
+class _LoadProgress:
+    """What the server's log says while it loads, each step once, and how long it has been
+    at it every so often: a big model takes minutes and must not look hung."""
+
+    EVERY_S = 10.0
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.said: set[str] = set()
+        self.last = t0
+
+    def lines(self, status: ServerStatus, now: float) -> list[str]:
+        log = status.log
+        out = []
+        steps = [
+            ("loading", log.loads > 0, "loading the model's weights"),
+            ("weights", any(b.model_mib for b in log.buffers), self._weights(status)),
+            ("context", any(b.kv_mib or b.compute_mib for b in log.buffers), self._context(status)),
+            ("loaded", log.model_loaded, "model loaded; warming up"),
+        ]
+        for key, seen, text in steps:
+            if seen and key not in self.said:
+                self.said.add(key)
+                out.append(text)
+        if not out and now - self.last >= self.EVERY_S:
+            out.append(f"still loading ({now - self.t0:.0f} s)")
+        if out:
+            self.last = now
+        return out
+
+    @staticmethod
+    def _weights(status: ServerStatus) -> str:
+        parts = [f"{b.name} {b.model_mib:.0f} MiB" for b in status.log.buffers if b.model_mib]
+        return "weights placed: " + ", ".join(parts)
+
+    @staticmethod
+    def _context(status: ServerStatus) -> str:
+        parts = [
+            f"{b.name} KV {b.kv_mib:.0f} + compute {b.compute_mib:.0f} MiB"
+            for b in status.log.buffers
+            if b.kv_mib or b.compute_mib
+        ]
+        return "context allocated: " + ", ".join(parts)
 
 
 def _detach(session: LaunchSession, *, as_json: bool) -> int:

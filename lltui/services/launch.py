@@ -260,11 +260,19 @@ class LaunchSession:
     # -- preparing --------------------------------------------------------------------------
 
     def prepare(
-        self, *, require_binary: bool = True, save: bool = True, check: bool = True
+        self,
+        *,
+        require_binary: bool = True,
+        save: bool = True,
+        check: bool = True,
+        plan: str = "refuse",
     ) -> PreparedLaunch:
         """The exact command. ``require_binary``: a missing llama-server is an error (else the
         command names ``llama-server`` and flags go unchecked); ``save``: write the profile
-        ``--save-profile`` names; ``check``: check the model and key file (a preview does not)."""
+        ``--save-profile`` names; ``check``: check the model and key file, and ask fit about
+        the command (a preview does not). ``plan``: what a command fit says will not fit does:
+        ``refuse`` (LaunchError, code 1, with the command that fits), ``warn`` (a note, a dry
+        run) or ``force`` (a warning note, it starts)."""
         given = read_request(self.request)
         if given.key_on_command_line:
             self._note(
@@ -280,6 +288,8 @@ class LaunchSession:
         if why is not None:
             self._note("note", f"flags not checked: {why}")
         command = build_command(spec, path, flags, key_file=self._key_file(spec, flags))
+        if check:
+            self._check_plan(spec, path if flags is not None else None, plan)
         if file_keys:
             command = replace(command, secrets=command.secrets + file_keys)
         http_key = spec.api_key.split(",")[0] if spec.api_key else None
@@ -292,6 +302,19 @@ class LaunchSession:
             http_key=http_key or (file_keys[0] if file_keys else None),
         )
         return self._prepared
+
+    def _check_plan(self, spec: LaunchSpec, binary_path: str | None, plan: str) -> None:
+        """fit's verdict on the command before anything starts (see launch_check)."""
+        from lltui.services.launch_check import FORCE_HINT, judge
+
+        verdict = judge(spec, binary_path)
+        for text in verdict.notes:
+            self._note("note", text)
+        if verdict.fits is not False:
+            return
+        if plan == "refuse":
+            raise LaunchError(f"{verdict.problem}; {FORCE_HINT}", 1)
+        self._note("warning", verdict.problem if plan == "warn" else f"forced: {verdict.problem}")
 
     def _save(self, given: GivenLaunch) -> None:
         assert given.save_profile is not None

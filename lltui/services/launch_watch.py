@@ -53,6 +53,7 @@ class LaunchState:
     slots_busy: int | None = None
     jpt_note: str | None = None  # why there is no J/token
     exit_reason: str | None = None
+    refused_plan: bool = False  # not started: fit says it will not fit (it can be forced)
     exit_code: int | None = None
     log_tail: tuple[str, ...] = ()
     # what fit predicts for this command on this rig, shown beside the measured rates
@@ -88,9 +89,11 @@ class LaunchController:
     # -- starting and stopping (called on worker threads by the app) --------------------------
     # Start, stop, restart and follow run on worker threads; one at a time, so a Stop
     # pressed while a server is starting waits for it and stops it.
-    def start(self, request: LaunchRequest) -> None:
+    def start(self, request: LaunchRequest, *, force: bool = False) -> None:
+        """Start a server; one fit says will not fit is refused (``state.refused_plan``)
+        unless ``force``."""
         with self._op:
-            self._start(request)
+            self._start(request, force=force)
 
     def fail(self, message: str) -> None:
         """A launch that could not even be asked for (a form that does not read): said."""
@@ -105,6 +108,12 @@ class LaunchController:
             if self._last_command is not None:
                 self._start(self._last_command)
 
+    def force(self) -> None:
+        """Start the request fit refused, as asked: it may not fit."""
+        with self._op:
+            if self._last_command is not None:
+                self._start(self._last_command, force=True)
+
     def follow(self, url: str) -> None:
         """Watch a llama-server started elsewhere: HTTP only, no process of ours."""
         with self._op:
@@ -114,7 +123,7 @@ class LaunchController:
         with self._op:
             self._stop()
 
-    def _start(self, request: LaunchRequest) -> None:
+    def _start(self, request: LaunchRequest, *, force: bool = False) -> None:
         self._stop()
         with self.lock:
             self.state = LaunchState(phase="starting", message="starting llama-server…")
@@ -130,7 +139,7 @@ class LaunchController:
                 on_line=self._on_line,
                 on_event=self._on_event,
             )
-            prepared = session.prepare()
+            prepared = session.prepare(plan="force" if force else "refuse")
             session.start()
         except LaunchError as exc:
             if session is not None:
@@ -138,6 +147,8 @@ class LaunchController:
             with self.lock:
                 self.state.phase = "error"
                 self.state.message = str(exc)
+                self.state.refused_plan = str(exc).startswith("does not fit")
+                self._last_command = request  # what "start anyway" starts
             self._notify()
             return
         self._last_command = request

@@ -122,6 +122,9 @@ class LaunchScreen(FormScreen):
                 yield Button("Start", id="launch-start", variant="success", compact=True)
                 yield Button("Stop", id="launch-stop", variant="error", compact=True)
                 yield Button("Restart", id="launch-restart", compact=True)
+                force = Button("Start anyway", id="launch-force", variant="warning", compact=True)
+                force.display = False  # shown once fit has refused a start
+                yield force
                 yield Input(
                     placeholder="or follow a running server: URL", id="launch-url", compact=True
                 )
@@ -223,6 +226,8 @@ class LaunchScreen(FormScreen):
             self._do("stop")
         elif ident == "launch-restart":
             self._do("restart")
+        elif ident == "launch-force":
+            self._do("force")
         elif ident == "launch-follow":
             self._do("follow", self.query_one("#launch-url", Input).value)
 
@@ -268,6 +273,7 @@ class LaunchScreen(FormScreen):
             self._lines_shown = st.lines_total
             busy = st.phase in ("starting", "loading", "ready", "stopping", "following")
         self.query_one("#launch-start", Button).disabled = st.phase in ("starting", "stopping")
+        self.query_one("#launch-force", Button).display = st.refused_plan
         self.query_one("#launch-stop", Button).disabled = not busy
 
     def _show_placement(self, st: LaunchState) -> None:

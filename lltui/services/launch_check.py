@@ -1,0 +1,80 @@
+"""Before llama-server starts: fit's verdict on the very command that is about to run, on the
+devices llama-server will see. A command line fit refuses (a draft model that is not there,
+a device that does not exist, a K/V type the model cannot take) is refused by launch the same
+way; one that does not fit is refused with the command that would, unless forced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.units import fmt_bytes
+
+FORCE_HINT = "add --force to start it anyway"
+UNCHECKED = "the plan is not checked"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``fits``: True, False, or None when it could not be checked (``notes`` say why)."""
+
+    fits: bool | None
+    problem: str = ""  # one line: who runs out by how much, and the command that fits
+    notes: tuple[str, ...] = ()
+
+
+def _binary_sees_gpus(binary_path: str | None) -> bool:
+    """Whether the llama-server about to run lists CUDA devices of its own (a CUDA build on a
+    machine where NVML answered nothing: then lltui cannot say what it will see)."""
+    if binary_path is None:
+        return False
+    from lltui.sources.llama.binary import LlamaBinaryError, list_devices
+
+    try:
+        return any(d.name.startswith("CUDA") for d in list_devices(binary_path))
+    except (LlamaBinaryError, OSError):
+        return False
+
+
+def judge(spec: LaunchSpec, binary_path: str | None = None) -> Verdict:
+    """fit on this machine's GPUs (and the ``--rpc`` servers) for the command about to run.
+    Raises LaunchError (2) for a command line fit refuses as llama-server would."""
+    from lltui.services.fit import FitFailed, FitRequest, estimate_setup, prepare
+
+    request = FitRequest(model=spec.model, args=spec.args, verb="launch")
+    try:
+        setup = prepare(request)
+        result = estimate_setup(setup)
+    except FitFailed as exc:
+        if exc.code == 2:
+            raise LaunchError(str(exc), 2) from None
+        return Verdict(None, notes=(f"{UNCHECKED}: {exc}",))
+    gpus = any(d.kind == "cuda" for d in setup.devices)
+    if not gpus and _binary_sees_gpus(binary_path):
+        return Verdict(None, notes=(f"llama-server sees GPUs NVML does not: {UNCHECKED}",))
+    if result.fits is not False:
+        return Verdict(True if result.fits else None)
+    problem = _problem(result)
+    if not setup.devices:
+        problem += " (no NVIDIA GPU here: all of it on the host)"
+    return Verdict(False, problem)
+
+
+def _problem(result: object) -> str:
+    """Who runs out, by how much, and what fits instead, in one line."""
+    from lltui.core.memory.results import FitResult
+
+    assert isinstance(result, FitResult)
+    short = []
+    for d in result.devices:
+        if d.fits is False and d.free_bytes is not None:
+            need = d.total_bytes + d.unaccounted_bytes
+            where = "the host" if d.kind == "cpu" else d.name
+            short.append(f"{where} needs {fmt_bytes(need)} of {fmt_bytes(d.free_bytes)} free")
+    text = "does not fit: " + "; ".join(short or ["a device runs out of memory"])
+    if result.suggestions:
+        first = result.suggestions[0]
+        text += f"; try {' '.join(first.flags)} ({first.reason})"
+    elif result.max_ctx:
+        text += f"; the largest context that fits is {result.max_ctx}"
+    return text
