@@ -197,16 +197,18 @@ def read_model(path: str, verb: str = "fit", keep: bool = False) -> GgufModel:
 # --- one model -----------------------------------------------------------------------------------
 
 
-def estimate_setup(setup: FitSetup, options: FitOptions | None = None) -> FitResult:
-    """The estimate of a setup (FitFailed for settings llama.cpp itself refuses)."""
+def estimate_setup(
+    setup: FitSetup, options: FitOptions | None = None, verb: str = "fit"
+) -> FitResult:
+    """The estimate of a setup (FitFailed for settings llama.cpp itself refuses, the message
+    led by ``verb``)."""
     from lltui.core.fit.estimate import estimate
 
     try:
-        return estimate(
-            setup.gguf, setup.args, setup.devices, options or setup.options, setup.extra
-        )
+        opts = options or setup.options
+        return estimate(setup.gguf, setup.args, setup.devices, opts, setup.extra)
     except FitError as exc:
-        raise FitFailed(f"fit: {exc}", 2) from None
+        raise FitFailed(f"{verb}: {exc}", 2) from None
 
 
 def fit(

@@ -44,11 +44,12 @@ def judge(spec: LaunchSpec, binary_path: str | None = None) -> Verdict:
     request = FitRequest(model=spec.model, args=spec.args, verb="launch")
     try:
         setup = prepare(request)
-        result = estimate_setup(setup)
+        result = estimate_setup(setup, verb="launch")
     except FitFailed as exc:
+        said = str(exc).removeprefix("launch: ")  # the command line puts its own name first
         if exc.code == 2:
-            raise LaunchError(str(exc), 2) from None
-        return Verdict(None, notes=(f"{UNCHECKED}: {exc}",))
+            raise LaunchError(said, 2) from None
+        return Verdict(None, notes=(f"{UNCHECKED}: {said}",))
     gpus = any(d.kind == "cuda" for d in setup.devices)
     if not gpus and _binary_sees_gpus(binary_path):
         return Verdict(None, notes=(f"llama-server sees GPUs NVML does not: {UNCHECKED}",))
