@@ -1,5 +1,7 @@
 """The app model's history: windows by time, trimmed by age, energy since start."""
 
+import pytest
+
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.history import RigHistory
 from lltui.sources.gpu.sim import SimSource, StepClock
@@ -48,6 +50,58 @@ def test_balance_names_the_fullest_and_emptiest_gpu():
     s = samples(1, profile="mixed-4090-3090")[0]
     (im,) = imbalances(s)
     assert im.name == "llama-server" and set(im.gpu_indexes) == {0, 1}
-    vram = dict(zip(im.gpu_indexes, im.vram_pct, strict=True))
-    assert im.fullest == max(vram, key=vram.get) and im.emptiest == min(vram, key=vram.get)
-    assert im.vram_spread == max(vram.values()) - min(vram.values())
+    own = dict(zip(im.gpu_indexes, im.own_bytes, strict=True))
+    assert im.fullest == max(own, key=own.get) and im.emptiest == min(own, key=own.get)
+    mean = sum(own.values()) / len(own)
+    assert im.vram_spread == pytest.approx((max(own.values()) - min(own.values())) / 2 / mean * 100)
+
+
+def _shared_box():
+    """8 GPUs: a llama-server with 38.6 GiB on GPU0-6 and 43.1 on GPU7, and two other users'
+    jobs that fill GPU0 and GPU1 besides it (whole-GPU fill is then very uneven)."""
+    from dataclasses import replace
+
+    from lltui.core.monitor.models import GpuProcess
+
+    s = samples(1, profile="8xh100-sxm")[0]
+    gib = 1 << 30
+    gpus = []
+    for pos, g in enumerate(s.gpus):
+        own = int((43.1 if pos == 7 else 38.6) * gib)
+        procs = [GpuProcess(4242, g.info.index, own, name="llama-server")]
+        extra = {0: (7001, "train.py", 36 * gib), 1: (7002, "jupyter", 20 * gib)}.get(pos)
+        if extra:
+            procs.append(GpuProcess(extra[0], g.info.index, extra[2], name=extra[1]))
+        used = sum(p.used_memory or 0 for p in procs)
+        gpus.append(replace(g, processes=tuple(procs), memory_used=used))
+    return replace(s, gpus=tuple(gpus))
+
+
+def test_balance_is_the_servers_own_memory_and_names_the_others():
+    (im, *rest) = imbalances(_shared_box())
+    assert im.name == "llama-server" and len(im.gpu_indexes) == 8
+    assert im.vram_spread == pytest.approx((43.1 - 38.6) / 2 / ((38.6 * 7 + 43.1) / 8) * 100)
+    assert im.fullest == 7 and im.vram_spread < 6  # about ±6%, not the ±30% of whole GPUs
+    whole = max(im.vram_pct) - min(im.vram_pct)
+    assert whole > 40  # what the old line reported: other people's memory
+    assert [n.name for n in im.neighbours] == ["train.py", "jupyter"]
+    assert im.neighbours[0].gpu_indexes == (0,) and im.neighbours[0].used_bytes == 36 << 30
+    assert rest == []  # the other jobs hold one GPU each: no split of theirs
+
+
+def test_the_monitor_line_shows_the_servers_balance_and_who_else_is_there():
+    from lltui.app.model import RigModel
+    from lltui.app.screens.monitor import render_rig_line
+    from lltui.app.widgets.gpu_card import CardStyles
+
+    sample = _shared_box()
+    model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+    model.apply(sample, 0.0)
+    from rich.style import Style
+
+    styles = CardStyles("t", *[Style()] * 13)
+    narrow = render_rig_line(sample, model, styles, 80).plain.splitlines()[-1]
+    assert narrow.startswith("balance llama-server") and "VRAM ±6%" in narrow
+    assert narrow.endswith("+2 others") and len(narrow) <= 78
+    wide = render_rig_line(sample, model, styles, 160).plain.splitlines()[-1]
+    assert "beside: train.py 36.0 GiB on GPU 0 +1 more" in wide

@@ -18,7 +18,7 @@ from lltui.app.screens.base import FormScreen
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
-from lltui.core.units import compact_indexes, spark
+from lltui.core.units import compact_indexes, fmt_bytes, spark
 from lltui.services.launch_watch import LaunchState
 
 PHASE_STYLE = {
@@ -93,11 +93,21 @@ def render_balance(model: RigModel, pid: int | None) -> str:
     im = ours[0]
     parts = [
         f"[b]balance[/b] {escape(im.name)} on GPU {compact_indexes(im.gpu_indexes)}: {im.level}"
+        f" (its memory ±{im.vram_spread:.0f}%)"
     ]
-    for idx, vram, util, power in zip(
-        im.gpu_indexes, im.vram_pct, im.util_pct, im.power_pct, strict=True
+    for idx, own, vram, util, power in zip(
+        im.gpu_indexes, im.own_bytes, im.vram_pct, im.util_pct, im.power_pct, strict=True
     ):
-        parts.append(f"  GPU{idx}  VRAM {vram:3.0f}%  util {util:3.0f}%  power {power:3.0f}%")
+        held = fmt_bytes(own) if own is not None else "?"
+        parts.append(
+            f"  GPU{idx}  its {held:>9}  VRAM {vram:3.0f}%  util {util:3.0f}%  power {power:3.0f}%"
+        )
+    for nb in im.neighbours[:3]:
+        held = fmt_bytes(nb.used_bytes) if nb.used_bytes is not None else "?"
+        parts.append(
+            f"  [$text-muted]beside it: {escape(nb.name)} (pid {nb.pid}) {held} on GPU "
+            f"{compact_indexes(nb.gpu_indexes)}[/]"
+        )
     return "\n".join(parts)
 
 

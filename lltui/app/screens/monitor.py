@@ -25,9 +25,16 @@ from lltui.app.widgets.gpu_card import (
 )
 from lltui.app.widgets.process_table import ProcessPane, ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
-from lltui.core.monitor.balance import imbalances
+from lltui.core.monitor.balance import Imbalance, imbalances
 from lltui.core.monitor.models import RigSample
-from lltui.core.units import GIB, compact_indexes, fmt_duration, fmt_energy_mj, fmt_pct
+from lltui.core.units import (
+    GIB,
+    compact_indexes,
+    fmt_bytes,
+    fmt_duration,
+    fmt_energy_mj,
+    fmt_pct,
+)
 
 # the monitor's own keys (the app's are in keys.py), each with an id for the keymap
 MONITOR_BINDINGS: list[BindingType] = [
@@ -80,18 +87,45 @@ def render_rig_line(
             text.append(f"  load {host.load_1m:.2f}")
     balance = imbalances(sample)
     if balance:
-        im = balance[0]
-        level = {"ok": styles.ok, "uneven": styles.warn, "skewed": styles.hot}[im.level]
-        gap, gpu = ("  ", "GPU") if width >= 84 else (" ", "")
         text.append("\n")
-        text.append("balance", styles.bold)
-        text.append(f" {im.name[:16]} {gpu}{compact_indexes(im.gpu_indexes)} ")
-        text.append(im.level, level)
-        text.append(
-            f"{gap}VRAM ±{im.vram_spread:.0f}% full {im.fullest} empty {im.emptiest}"
-            f"{gap}util ±{im.util_spread:.0f}% busy {im.busiest}"
-        )
+        text.append_text(_balance_line(balance[0], styles, width))
     return text
+
+
+def _balance_line(im: Imbalance, styles: CardStyles, width: int) -> Text:
+    """The split's balance in one line of ``width`` less the border: what does not fit goes,
+    the utilisation's detail first, then the neighbours' names."""
+    level = {"ok": styles.ok, "uneven": styles.warn, "skewed": styles.hot}[im.level]
+    gap, gpu = ("  ", "GPU") if width >= 84 else (" ", "")
+    head = f" {im.name[:16]} {gpu}{compact_indexes(im.gpu_indexes)} "
+    vram = f"{gap}VRAM ±{im.vram_spread:.0f}% full {im.fullest} empty {im.emptiest}"
+    util = f"{gap}util ±{im.util_spread:.0f}% busy {im.busiest}"
+    beside = _beside(im, width)
+    room = max(40, min(width, 200) - 2)
+    for parts in ((vram, util, beside), (vram, beside), (vram, _beside(im, 0)), (vram,)):
+        if len("balance") + len(head) + len(im.level) + sum(map(len, parts)) <= room:
+            break
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append("balance", styles.bold)
+    line.append(head)
+    line.append(im.level, level)
+    for part in parts:
+        line.append(part, styles.muted if part.startswith((" +", "  beside")) else None)
+    return line
+
+
+def _beside(im: Imbalance, width: int) -> str:
+    """The other processes on the split's GPUs (whose memory the balance leaves out): the
+    biggest named where the line has room, else how many."""
+    if not im.neighbours:
+        return ""
+    n = len(im.neighbours)
+    if width < 120:
+        return f" +{n} other{'s' if n > 1 else ''}" if width else f" +{n}"
+    first = im.neighbours[0]
+    held = f" {fmt_bytes(first.used_bytes)}" if first.used_bytes is not None else ""
+    more = f" +{n - 1} more" if n > 1 else ""
+    return f"  beside: {first.name[:16]}{held} on GPU {compact_indexes(first.gpu_indexes)}{more}"
 
 
 class MonitorScreen(LltuiScreen):

@@ -1,4 +1,9 @@
-"""Load balance across the GPUs that serve one process (a llama-server split over GPUs)."""
+"""Load balance across the GPUs that serve one process (a llama-server split over GPUs).
+
+A split is judged by the process's own memory on each GPU, not by how full each GPU is: a
+shared box has other people's jobs beside it, and their memory says nothing about how evenly
+llama.cpp spread the model. Those other processes are named, so the user sees why a GPU is
+fuller than the split alone would make it."""
 
 from __future__ import annotations
 
@@ -6,25 +11,40 @@ from dataclasses import dataclass
 
 from lltui.core.monitor.models import RigSample
 
+GIB = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """Another process on some of the GPUs a split uses, with what it holds there."""
+
+    pid: int
+    name: str
+    gpu_indexes: tuple[int, ...]
+    used_bytes: int | None  # over those GPUs; None where the driver does not say
+
 
 @dataclass(frozen=True, slots=True)
 class Imbalance:
     pid: int
     name: str
     gpu_indexes: tuple[int, ...]
-    vram_pct: tuple[float, ...]  # per GPU, in gpu_indexes order
+    own_bytes: tuple[int | None, ...]  # the process's memory on each GPU, gpu_indexes order
+    vram_pct: tuple[float, ...]  # each GPU's whole fill, for the detail
     util_pct: tuple[float, ...]
     power_pct: tuple[float, ...]
-    vram_spread: float  # max - min, percentage points
-    util_spread: float
-    fullest: int  # GPU index
+    vram_spread: float  # ± % around the mean of the process's own memory per GPU
+    util_spread: float  # max - min, percentage points
+    fullest: int  # GPU index holding the most of the process's memory
     emptiest: int
     busiest: int
+    neighbours: tuple[Neighbour, ...] = ()  # other processes on these GPUs, biggest first
 
     @property
     def level(self) -> str:
-        """ok / uneven / skewed, from the larger spread."""
-        worst = max(self.vram_spread, self.util_spread)
+        """ok / uneven / skewed, from the larger spread (the memory's range around its mean
+        counts as twice its ± figure, like the utilisation's range)."""
+        worst = max(2 * self.vram_spread, self.util_spread)
         if worst < 10:
             return "ok"
         if worst < 25:
@@ -34,44 +54,83 @@ class Imbalance:
 
 def imbalances(sample: RigSample) -> list[Imbalance]:
     """One entry per process that holds memory on two or more GPUs, largest first."""
-    by_pid: dict[int, list[int]] = {}
+    by_pid: dict[int, dict[int, int | None]] = {}  # pid -> GPU position -> bytes
     names: dict[int, str] = {}
-    held: dict[int, int] = {}
     for pos, g in enumerate(sample.gpus):
         if g.lost:
             continue
         for p in g.processes:
             if p.kind == "G":
                 continue
-            gpus = by_pid.setdefault(p.pid, [])
-            if pos not in gpus:
-                gpus.append(pos)
+            on = by_pid.setdefault(p.pid, {})
+            before = on.get(pos)
+            mem = p.used_memory
+            on[pos] = mem if before is None else before + (mem or 0)
             names[p.pid] = p.name or str(p.pid)
-            held[p.pid] = held.get(p.pid, 0) + (p.used_memory or 0)
-    out = []
-    for pid, positions in by_pid.items():
-        if len(positions) < 2:
-            continue
-        gs = [sample.gpus[i] for i in positions]
-        vram = tuple(g.memory_pct or 0.0 for g in gs)
-        util = tuple(float(g.util_gpu or 0.0) for g in gs)
-        power = tuple(g.power_pct or 0.0 for g in gs)
-        idx = tuple(g.info.index for g in gs)
-
-        out.append(
-            Imbalance(
-                pid=pid,
-                name=names[pid],
-                gpu_indexes=idx,
-                vram_pct=vram,
-                util_pct=util,
-                power_pct=power,
-                vram_spread=max(vram) - min(vram),
-                util_spread=max(util) - min(util),
-                fullest=idx[vram.index(max(vram))],
-                emptiest=idx[vram.index(min(vram))],
-                busiest=idx[util.index(max(util))],
-            )
-        )
-    out.sort(key=lambda im: -held[im.pid])
+    out = [
+        _imbalance(sample, pid, names[pid], on, by_pid, names)
+        for pid, on in by_pid.items()
+        if len(on) >= 2
+    ]
+    out.sort(key=lambda im: -sum(b or 0 for b in im.own_bytes))
     return out
+
+
+def _imbalance(
+    sample: RigSample,
+    pid: int,
+    name: str,
+    on: dict[int, int | None],
+    by_pid: dict[int, dict[int, int | None]],
+    names: dict[int, str],
+) -> Imbalance:
+    positions = sorted(on)
+    gs = [sample.gpus[i] for i in positions]
+    idx = tuple(g.info.index for g in gs)
+    own = tuple(on[i] for i in positions)
+    util = tuple(float(g.util_gpu or 0.0) for g in gs)
+    known = [b for b in own if b is not None]
+    if len(known) == len(own) and known and sum(known) > 0:
+        mean = sum(known) / len(known)
+        spread = (max(known) - min(known)) / 2 / mean * 100
+        fullest = idx[own.index(max(known))]
+        emptiest = idx[own.index(min(known))]
+    else:  # the driver hides per-process memory: fall back on each GPU's fill
+        fill = [g.memory_pct or 0.0 for g in gs]
+        spread = (max(fill) - min(fill)) / 2
+        fullest, emptiest = idx[fill.index(max(fill))], idx[fill.index(min(fill))]
+    return Imbalance(
+        pid=pid,
+        name=name,
+        gpu_indexes=idx,
+        own_bytes=own,
+        vram_pct=tuple(g.memory_pct or 0.0 for g in gs),
+        util_pct=util,
+        power_pct=tuple(g.power_pct or 0.0 for g in gs),
+        vram_spread=spread,
+        util_spread=max(util) - min(util),
+        fullest=fullest,
+        emptiest=emptiest,
+        busiest=idx[util.index(max(util))],
+        neighbours=_neighbours(sample, pid, set(positions), by_pid, names),
+    )
+
+
+def _neighbours(
+    sample: RigSample,
+    pid: int,
+    positions: set[int],
+    by_pid: dict[int, dict[int, int | None]],
+    names: dict[int, str],
+) -> tuple[Neighbour, ...]:
+    out = []
+    for other, on in by_pid.items():
+        shared = sorted(positions & set(on))
+        if other == pid or not shared:
+            continue
+        sizes = [on[i] for i in shared]
+        used = None if any(s is None for s in sizes) else sum(s or 0 for s in sizes)
+        idx = tuple(sample.gpus[i].info.index for i in shared)
+        out.append(Neighbour(other, names[other], idx, used))
+    out.sort(key=lambda n: -(n.used_bytes or 0))
+    return tuple(out)
