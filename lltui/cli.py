@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -116,6 +117,16 @@ def _unknown_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> st
     return None
 
 
+def _json_error(line: str, code: int) -> None:
+    """With --json, a failure is also a JSON object on standard output: scripts read one
+    stream, and an empty one is not an answer."""
+    import json
+
+    message = line.removeprefix("lltui: ")
+    with contextlib.suppress(OSError, ValueError):  # the reader went away: stderr stands
+        print(json.dumps({"error": message, "exit_code": code}), flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -139,7 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with printable_output():
             return int(args.func(args))
     except CliError as exc:
-        print(error_line(str(exc)), file=sys.stderr)
+        line = error_line(str(exc))
+        print(line, file=sys.stderr)
+        if "--json" in args_list and not exc.answered:
+            _json_error(line, exc.code)
         return exc.code
     except KeyboardInterrupt:
         return 130

@@ -191,3 +191,22 @@ def test_source_help_and_errors_come_from_the_table_of_kinds(monkeypatch, capsys
     from lltui.cli import build_parser
 
     assert "amdsmi (a new" in " ".join(build_parser(with_commands=False).format_help().split())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["topo", "--file", "/etc/hostname", "--json"],
+        ["fit", "/nonexistent.gguf", "--json"],
+        ["quant", "/nonexistent.gguf", "--json"],
+        ["gpus", "--source", "bogus", "--json"],
+        ["nccl", "log", "/nonexistent.log", "--json"],
+        ["nccl", "bench", "--json"],
+    ],
+)
+def test_a_failure_with_json_is_a_json_object_too(argv, capsys):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc in (1, 2) and err.startswith("lltui: ")
+    data = json.loads(out)
+    assert data["exit_code"] == rc and data["error"] and "\n" not in data["error"]

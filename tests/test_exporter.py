@@ -43,7 +43,8 @@ def test_exporter_serves_every_gpu_field_in_base_units() -> None:
     used = fams["lltui_gpu_memory_used_bytes"]
     assert used.type == "gauge" and len(used.samples) == 2
     for s in used.samples:
-        assert set(s.labels) == {"gpu", "uuid", "name", "host"}
+        assert set(s.labels) == {"gpu", "uuid", "name", "host", "simulated"}
+        assert s.labels["simulated"] == "true"  # a scraper cannot take them for real GPUs
         assert s.labels["host"] == "rig-a" and s.labels["uuid"].startswith("GPU-")
         assert s.value > 1e9  # bytes, not MiB
     for s in fams["lltui_gpu_utilization_ratio"].samples:
@@ -286,6 +287,14 @@ def test_bad_exporter_arguments_are_one_line(args: list[str]) -> None:
     r = run_cli("exporter", "--listen", "127.0.0.1:0", *args)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU may be here")
+def test_without_a_gpu_the_exporter_serves_no_simulated_numbers_unasked() -> None:
+    r = run_cli("exporter", "--listen", "127.0.0.1:0")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("lltui: nothing to export:") and "--source sim:" in r.stderr
+    assert r.stdout == ""
 
 
 def test_the_serving_line_hides_a_source_password() -> None:

@@ -14,11 +14,14 @@ from typing import Any
 
 
 class CliError(Exception):
-    """One line for the user and an exit code (1 failure, 2 bad input or usage)."""
+    """One line for the user and an exit code (1 failure, 2 bad input or usage).
+    ``answered``: standard output already holds the JSON answer (with --json, a failure is
+    otherwise printed there as ``{"error": ..., "exit_code": ...}`` too)."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = 1, *, answered: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.answered = answered
 
 
 def print_json(obj: Any) -> None:

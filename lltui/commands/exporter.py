@@ -147,6 +147,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         rig = open_rig(wanted)
         source, info = rig.source, rig.info
+        if info.simulated and not spec.lower().startswith("sim"):
+            rig.source.close()
+            why = (info.simulated_reason or "no NVIDIA GPU here").split("; showing")[0]
+            raise CliError(
+                f"nothing to export: {why} (a simulated rig is served only when asked for: "
+                "--source sim:PROFILE)",
+                1,
+            )
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:

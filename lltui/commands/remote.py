@@ -20,4 +20,4 @@ def show_choices(exc: ModelChoice, verb: str, as_json: bool) -> bool:
         print("\n".join(exc.lines))
     if verb == "quant" and not exc.named:
         return True
-    raise CliError(f"{verb}: {exc}", 2)
+    raise CliError(f"{verb}: {exc}", 2, answered=as_json)

@@ -205,7 +205,8 @@ def rig_families(
     xid_counts: Mapping[str, int] | None = None,
 ) -> tuple[Family, ...]:
     """Every field of ``sample`` lltui knows, as families; a field that is ``None`` has no
-    sample. GPUs carry ``gpu`` (NVML index), ``uuid``, ``name`` and ``host`` labels.
+    sample. GPUs carry ``gpu`` (NVML index), ``uuid``, ``name`` and ``host`` labels, and
+    ``simulated="true"`` on a simulated rig.
     ``xid_counts``: XID errors seen per GPU UUID since the caller began counting."""
     info = sample.info
     out: list[Family] = []
@@ -228,8 +229,13 @@ def rig_families(
             ),
         )
     )
+    # a simulated rig's GPUs say so on every series, so a Prometheus that scrapes one
+    # cannot take its numbers for a real GPU's
+    fake = "true" if info.simulated else None
     gpu_labels = {
-        g.info.uuid: _labels(gpu=str(g.index), uuid=g.info.uuid, name=g.info.name, host=host)
+        g.info.uuid: _labels(
+            gpu=str(g.index), uuid=g.info.uuid, name=g.info.name, host=host, simulated=fake
+        )
         for g in sample.gpus
     }
     info_samples = []
