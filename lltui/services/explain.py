@@ -1,0 +1,313 @@
+"""Explain a llama.cpp log: what it allocated per device, beside what lltui predicts for the
+same flags and build, and, for a load that failed, which device ran out, by how much, and a
+command line that fits. The same for ``lltui explain``, the launch view and ``lltui launch``.
+
+:func:`explain` reads the file (bounded: :mod:`lltui.sources.llama.log_file`), scans it
+(:mod:`lltui.core.llama.log_scan`), finds the build (``--build``, the log's build line, its
+line formats, the llama-server found here), recovers the settings, reads the model's header
+(the path in the log, ``--model`` or ``hf:``), estimates under that build's rules
+(:class:`~lltui.core.llama.builds.BuildRules` in the estimate's options) and compares.
+Failures are :class:`ExplainFailed`: one line and an exit code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lltui.core.explain.compare import compare
+from lltui.core.explain.devices import LogDevices, infer_split, log_devices, logged_weights
+from lltui.core.explain.failure import Failed, summarise
+from lltui.core.explain.models import ExplainReport, Fix, LogSource
+from lltui.core.explain.settings import Recovered, recover
+from lltui.core.gguf.model import GgufModel
+from lltui.core.llama.args import LlamaArgs, parse_llama_args
+from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
+from lltui.core.llama.log_scan import LogScanner
+from lltui.core.llama.log_scan_models import LogFacts
+from lltui.core.memory.common import FitError
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams, read_hparams
+from lltui.core.memory.results import FitOptions, FitResult
+from lltui.core.units import MIB
+from lltui.sources.llama.log_file import LogFileError, LogRead, read_lines
+from lltui.sources.models.read import ModelError
+
+GIVE_UP_BYTES = 4 * 1024 * 1024  # this much text with no llama.cpp line: not a llama.cpp log
+PROGRAMS = {
+    "server": "llama-server",
+    "cli": "llama-cli",
+    "bench": "llama-bench",
+    "mtmd": "llama-mtmd-cli",
+}
+
+
+class ExplainFailed(Exception):
+    """The log cannot be explained: ``str()`` is one line, ``code`` the exit code."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    """A log to explain. ``model``: the GGUF (a path, ``hf:OWNER/REPO[:QUANT]``, a URL) when
+    the log's path is not on this machine; ``build``: the llama.cpp build that wrote the log
+    (else its build line, its formats, or the llama-server found here)."""
+
+    log: str
+    model: str | None = None
+    build: int | None = None
+    ask_binary: bool = True
+
+
+def explain(request: ExplainRequest) -> ExplainReport:
+    """The log read, scanned and compared with lltui's prediction."""
+    read = LogRead(request.log)
+    scanner = LogScanner()
+    try:
+        for line in read_lines(request.log, read):
+            scanner.feed(line)
+            if scanner.recognised == 0 and read.read_bytes > GIVE_UP_BYTES:
+                break
+    except LogFileError as exc:
+        raise ExplainFailed(f"explain: {exc}", exc.code) from None
+    facts = scanner.facts()
+    if facts.recognised == 0 or not _llama_lines(facts):
+        raise ExplainFailed(
+            f"explain: {request.log}: not a llama.cpp log (no line of llama.cpp's in its "
+            f"first {read.lines} lines)"
+        )
+    source = LogSource(request.log, read.size_bytes, read.read_bytes, read.lines, tuple(read.notes))
+    return explain_facts(
+        facts, source, model=request.model, build=request.build, ask_binary=request.ask_binary
+    )
+
+
+def _llama_lines(facts: LogFacts) -> bool:
+    """Something only a llama.cpp log says (a build line alone is not a load)."""
+    return bool(
+        facts.buffers
+        or facts.failures
+        or facts.model_info
+        or facts.model_kv
+        or facts.context
+        or facts.devices
+        or facts.build is not None
+        or facts.build_note is not None
+        or facts.command
+    )
+
+
+def explain_facts(
+    facts: LogFacts,
+    source: LogSource,
+    *,
+    model: str | None = None,
+    build: int | None = None,
+    ask_binary: bool = True,
+    args: LlamaArgs | None = None,
+) -> ExplainReport:
+    """A scanned log explained. ``args``: the exact settings, when known (a launch)."""
+    notes: list[str] = []
+    found, build_source = _build(facts, build, ask_binary)
+    rules = rules_for(found, facts.tool or "server")
+    settings = recover(facts, rules)
+    if args is not None:
+        settings = replace(settings, args=args.then(settings.args), argv=tuple(args.to_argv()))
+    ref = model or facts.model_path or settings.model_ref
+    gguf, hp, model_note = _header(ref)
+    devs = log_devices(facts)
+    notes += devs.notes
+    run_args = settings.args
+    result = None
+    if gguf is not None and hp is not None:
+        run_args, split_note = _split(facts, devs, gguf, hp, run_args)
+        if split_note:
+            notes.append(split_note)
+        result, why = _estimate(gguf, hp, run_args, devs.devices, rules, facts)
+        if why:
+            model_note = why
+    comparison = compare(facts.buffers, result, devs, facts.loads, model_note or "no prediction")
+    failed = summarise(facts)
+    fix = None
+    if failed is not None and gguf is not None and hp is not None and result is not None:
+        fix = _fix(failed, facts, gguf, hp, run_args, settings, devs, rules, ref)
+    return ExplainReport(
+        source=source,
+        facts=facts,
+        build=found,
+        build_source=build_source,
+        rules=rules,
+        settings=settings,
+        model_ref=ref,
+        model_read=gguf is not None,
+        model_note=model_note,
+        hparams=hp,
+        tensor_types=_tensor_types(gguf) if gguf is not None else facts.type_counts,
+        devices=devs,
+        result=result,
+        comparison=comparison,
+        failed=failed,
+        fix=fix,
+        notes=tuple(dict.fromkeys([*notes, *facts.notes])),
+    )
+
+
+# --- the build ----------------------------------------------------------------------------------
+
+
+def _build(facts: LogFacts, given: int | None, ask_binary: bool) -> tuple[int | None, str]:
+    """The build whose rules apply, and where it came from."""
+    if given is not None:
+        return given, "--build"
+    if facts.build is not None:
+        return facts.build, f"the log's build line (line {facts.build_line})"
+    rng = facts.build_range
+    binary = _binary_build() if ask_binary else None
+    if binary is not None:
+        build, where = binary
+        if rng is None or rng.first <= build <= (rng.last or build):
+            return build, where
+    if rng is not None:
+        return rng.representative, (
+            f"the log's line formats ({rng.label}: {', '.join(rng.because)}); the newest "
+            "build of that range"
+        )
+    return None, "unknown (no build line, and no llama-server found here says)"
+
+
+def _binary_build() -> tuple[int, str] | None:
+    """The build of the llama-server this machine would run (lltui's own is the pinned one)."""
+    from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server, probe
+
+    try:
+        found = find_llama_server()
+    except LlamaBinaryError:
+        return None
+    if found.origin.startswith("cache:"):
+        return PINNED_BUILD, f"lltui's own llama-server build ({found.path})"
+    try:
+        version = probe(found.path).version
+    except LlamaBinaryError:
+        return None
+    if version is None or not version.build:
+        return None
+    return version.build, f"llama-server --version ({found.path})"
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+def _header(ref: str | None) -> tuple[GgufModel | None, Hparams | None, str | None]:
+    from lltui.services.fit import read_model
+
+    if ref is None:
+        return None, None, "the log does not name its model file: give --model PATH (or hf:...)"
+    try:
+        gguf = read_model(ref, verb="explain")
+    except ModelError as exc:
+        return None, None, f"no header read: {exc} (give --model PATH or hf:OWNER/REPO)"
+    try:
+        return gguf, read_hparams(gguf), None
+    except FitError as exc:
+        return gguf, None, f"no prediction: {exc}"
+
+
+def _tensor_types(gguf: GgufModel) -> tuple[tuple[str, int], ...]:
+    counts: dict[str, int] = {}
+    for t in gguf.tensors:
+        name = t.type_name
+        counts[name] = counts.get(name, 0) + 1
+    return tuple(sorted(counts.items()))
+
+
+# --- the estimate -------------------------------------------------------------------------------
+
+
+def _options(rules: BuildRules, facts: LogFacts, search: bool = False) -> FitOptions:
+    return FitOptions(
+        server=rules.tool == "server",
+        search=search,
+        suggest=search,
+        repack_profile=facts.cpu or "x86",
+        rules=rules,
+    )
+
+
+def _split(
+    facts: LogFacts, devs: LogDevices, gguf: GgufModel, hp: Hparams, args: LlamaArgs
+) -> tuple[LlamaArgs, str | None]:
+    """Where the log printed no free memory for several devices, the layers each took are
+    recovered from its weights' lines (a -ts that reproduces them)."""
+    devices = devs.devices
+    if len(devices) < 2 or "tensor_split" in args.given:
+        return args, None
+    if all(d.free_bytes is not None for d in devices):
+        return args, None
+    logged = logged_weights(facts, devs)
+    if logged is None:
+        return args, "the layer split is not in the log: each device's total memory is assumed free"
+    ngl = facts.offloaded[0] if facts.offloaded else hp.n_layer_all + 1
+    counts = infer_split(gguf, hp, args, devices, logged, ngl, facts.cpu or "x86")
+    if counts is None:
+        return args, "the layer split could not be recovered from the weights' lines"
+    split = parse_llama_args(["-ts", ",".join(str(c) for c in counts)])
+    return args.then(split), (
+        f"layers per device recovered from the weights' lines: -ts {','.join(map(str, counts))}"
+    )
+
+
+def _estimate(
+    gguf: GgufModel,
+    hp: Hparams,
+    args: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    rules: BuildRules,
+    facts: LogFacts,
+) -> tuple[FitResult | None, str | None]:
+    from lltui.core.fit.estimate import estimate
+
+    try:
+        return estimate(gguf, args, devices, _options(rules, facts), hparams=hp), None
+    except (FitError, ValueError) as exc:
+        return None, f"no prediction: {exc}"
+
+
+# --- a failed load ------------------------------------------------------------------------------
+
+
+def _fix(
+    failed: Failed,
+    facts: LogFacts,
+    gguf: GgufModel,
+    hp: Hparams,
+    args: LlamaArgs,
+    settings: Recovered,
+    devs: LogDevices,
+    rules: BuildRules,
+    ref: str | None,
+) -> Fix | None:
+    """A command line that fits the devices as the log found them (the fit search)."""
+    from lltui.core.fit.estimate import estimate
+
+    if failed.kind != "oom" or failed.device is None:
+        return None
+    devices = []
+    for d, printed in zip(devs.devices, devs.printed, strict=True):
+        free = d.free_bytes
+        if printed == failed.device and free is None and failed.free_below_bytes is not None:
+            free = failed.free_below_bytes - MIB  # it could not find this much
+        devices.append(replace(d, free_bytes=free if free is not None else d.total_bytes))
+    try:
+        res = estimate(gguf, args, devices, _options(rules, facts, search=True), hparams=hp)
+    except (FitError, ValueError):
+        return None
+    if res.fits or not res.suggestions:
+        return None
+    best = res.suggestions[0]
+    fixed = settings.args.then(parse_llama_args(list(best.flags)))
+    program = PROGRAMS.get(facts.tool or "server", "llama-server")
+    model = ["-m", ref] if ref else []
+    return Fix(argv=(program, *model, *fixed.to_argv()), flags=best.flags, reason=best.reason)
