@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from lltui.core.explain.settings import is_host_buffer
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.log_scan_models import LogFacts
+from lltui.core.llama.log_scan_models import DeviceSeen, LogFacts
 from lltui.core.memory.common import CPU
 from lltui.core.memory.devices import DeviceSpec, gpu_model
 from lltui.core.memory.hparams import Hparams
@@ -19,6 +19,7 @@ from lltui.core.memory.placement import place_tensors
 from lltui.core.units import MIB
 
 _RPC = re.compile(r"^RPC\d*\[(?P<ep>.*)\]$")
+_RPC_DEVICE = re.compile(r"^RPC\d+$")
 PRINT_STEP = 0.01 * MIB  # a printed MiB is rounded to this
 
 
@@ -38,34 +39,52 @@ class LogDevices:
         return internal
 
 
-def _order(facts: LogFacts) -> list[str]:
+def _buffer_name(used: DeviceSeen, buffers: Sequence[str]) -> str:
+    """An RPC device is ``RPC1`` with its endpoint as description; its buffers are named
+    ``RPC0[endpoint]`` (the remote server's own device): joined by the endpoint."""
+    if _RPC_DEVICE.match(used.name) and used.description:
+        for name in buffers:
+            m = _RPC.match(name)
+            if m is not None and m.group("ep") == used.description:
+                return name
+    return used.name
+
+
+def _order(facts: LogFacts) -> list[tuple[str, DeviceSeen | None]]:
     """Device buffer names in llama.cpp's order, one per device (a repeated RPC name counts
-    once per weights line, as each is another server)."""
-    names: list[str] = [d.name for d in facts.devices if d.source == "using device"]
+    once per weights line, as each is another server), with what the log said of each."""
     last = [b for b in facts.last_load() if b.part == "model"]
+    buffer_names = list(dict.fromkeys(b.device for b in last))
+    out: list[tuple[str, DeviceSeen | None]] = [
+        (_buffer_name(d, buffer_names), d) for d in facts.devices if d.source == "using device"
+    ]
+    info = {d.name: d for d in facts.devices}
+    for d in facts.devices:  # RPC devices by their buffers' name
+        if _RPC_DEVICE.match(d.name) and d.description:
+            info.setdefault(_buffer_name(d, buffer_names), d)
     weights = [b.device for b in last if b.kind == "model" and not is_host_buffer(b.device)]
     seen: dict[str, int] = {}
     for name in weights:
         seen[name] = seen.get(name, 0) + 1
-        if names.count(name) < seen[name]:
-            names.append(name)
+        if [n for n, _ in out].count(name) < seen[name]:
+            out.append((name, info.get(name)))
     for b in last:
-        if not is_host_buffer(b.device) and b.device not in names:
-            names.append(b.device)
-    if not last and not names:
-        names = [d.name for d in facts.devices if not is_host_buffer(d.name) and d.name != "Host"]
-    return [n for n in names if not n.endswith("_Split")]
+        if not is_host_buffer(b.device) and b.device not in [n for n, _ in out]:
+            out.append((b.device, info.get(b.device)))
+    if not last and not out:
+        out = [
+            (d.name, d) for d in facts.devices if not is_host_buffer(d.name) and d.name != "Host"
+        ]
+    return [(n, d) for n, d in out if not n.endswith("_Split")]
 
 
 def log_devices(facts: LogFacts) -> LogDevices:
     """The devices of the log's last load, as DeviceSpecs the estimator places onto."""
-    seen = {d.name: d for d in facts.devices}
     devices: list[DeviceSpec] = []
     printed: list[str] = []
     notes: list[str] = []
     rpc_index = 0
-    for name in _order(facts):
-        info = seen.get(name)
+    for name, info in _order(facts):
         free = info.free_mib * MIB if info is not None and info.free_mib is not None else None
         total = info.total_mib * MIB if info is not None and info.total_mib is not None else None
         desc = (info.description or "") if info is not None else ""

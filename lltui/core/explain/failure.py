@@ -8,6 +8,7 @@ less the buffers it had already allocated (the lines above the failure)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lltui.core.explain.settings import is_host_buffer
@@ -28,6 +29,7 @@ class Failed:
     free_at_load_bytes: int | None = None
     held_bytes: int = 0  # what the device had allocated before it failed
     stage: str | None = None  # weights, kv, compute, output, load
+    predicted_bytes: int | None = None  # lltui's size for the buffer that failed
 
     @property
     def short_bytes(self) -> int | None:
@@ -55,8 +57,12 @@ def _device_name(f: AllocFailure, facts: LogFacts) -> str | None:
     return f"{prefix}{f.device_index}"
 
 
-def summarise(facts: LogFacts) -> Failed | None:
-    """The failure that ended the load (None: it did not fail)."""
+STAGE_KIND = {"weights": "model", "kv": "kv", "compute": "compute", "output": "output"}
+
+
+def summarise(facts: LogFacts, free_at_load: Mapping[str, int] | None = None) -> Failed | None:
+    """The failure that ended the load (None: it did not fail). ``free_at_load``: bytes
+    free per device buffer name, where the log said (else its own device lines)."""
     failures = list(facts.failures)
     if not failures:
         return None
@@ -77,19 +83,21 @@ def summarise(facts: LogFacts) -> Failed | None:
         for b in facts.buffers
         if b.device == device and b.line < first.line and b.load == facts.loads
     )
-    seen = {d.name: d for d in facts.devices}
-    info = seen.get(device) if device is not None else None
-    at_load = info.free_mib * MIB if info is not None and info.free_mib is not None else None
-    free = max(0, at_load - held) if at_load is not None and device is not None else None
+    free = dict(free_at_load or {})
+    for d in facts.devices:
+        if d.free_mib is not None:
+            free.setdefault(d.name, d.free_mib * MIB)
+    at_load = free.get(device) if device is not None else None
+    left = max(0, at_load - held) if at_load is not None and device is not None else None
     if device is not None and is_host_buffer(device):
-        free = None  # host memory: what was free is not in the log
+        left = None  # host memory: what was free is not in the log
     return Failed(
         message=first.message,
         line=first.line,
         kind="oom",
         device=device,
         needed_bytes=needed,
-        free_bytes=free,
+        free_bytes=left,
         free_at_load_bytes=at_load,
         held_bytes=held,
         stage=stage,

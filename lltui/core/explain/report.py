@@ -41,6 +41,7 @@ def failed_to_json(f: Failed | None) -> dict[str, Any] | None:
         "short_bytes": f.short_bytes,
         "free_at_load_bytes": f.free_at_load_bytes,
         "held_bytes": f.held_bytes,
+        "predicted_bytes": f.predicted_bytes,
         "free_below_bytes": f.free_below_bytes if f.free_bytes is None else None,
     }
 
@@ -337,6 +338,8 @@ def _failed_text(r: ExplainReport) -> list[str]:
                 f"{_mib(f.free_below_bytes)} MiB was free at load (the log does not say)"
             )
         out.append(line)
+        if f.predicted_bytes is not None:
+            out.append(f"  lltui predicts that buffer at {_mib(f.predicted_bytes)} MiB")
     if r.fix is not None:
         out.append("a command that fits: " + " ".join(r.fix.argv))
         out.append(f"  ({r.fix.reason})")

@@ -5,7 +5,7 @@ types, the layers offloaded), and the build's defaults for the rest, each named 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.builds import BuildRules
@@ -40,6 +40,9 @@ class Recovered:
     assumed: tuple[str, ...]
     ignored: tuple[str, ...]
     model_ref: str | None = None  # -m / -hf of a pasted command line
+    # the command line to build on (a fix): the pasted one, and what the log printed that
+    # differs from the build's defaults
+    command_args: LlamaArgs = field(default_factory=LlamaArgs)
 
 
 def _modernise(words: Sequence[str]) -> tuple[list[str], str | None]:
@@ -96,10 +99,13 @@ def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
     """The settings the logged run used, as far as the log says."""
     base, ignored, model = parse_pasted(facts.command) if facts.command else (LlamaArgs(), [], None)
     printed: list[str] = []
+    plain: list[str] = []
     said: list[str] = []
 
     def take(flags: Sequence[str], why: str) -> None:
         printed.extend(flags)
+        if not _is_default(flags, rules):
+            plain.extend(flags)
         said.append(f"{' '.join(flags)} ({why})")
 
     _context_flags(facts, take)
@@ -114,6 +120,18 @@ def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
         assumed=tuple(assumed),
         ignored=tuple(ignored),
         model_ref=model,
+        command_args=base.then(parse_llama_args(plain)) if plain else base,
+    )
+
+
+def _is_default(flags: Sequence[str], rules: BuildRules) -> bool:
+    """A printed value that only says the build's default (left out of a command line)."""
+    value = flags[1] if len(flags) > 1 else None
+    return (
+        (flags[0] == "-b" and value == str(rules.n_batch_default))
+        or (flags[0] == "-ub" and value == "512")
+        or (flags[0] in ("-ctk", "-ctv") and value == "f16")
+        or (flags[0] == "-fa" and value == rules.fa_default)
     )
 
 

@@ -711,12 +711,14 @@ class LogScanner:
                 return
             self.devices[name] = DeviceSeen(name, description, free, total, source)
             return
+        # "using device" is what the load found free; the other lines fill in the rest
+        wins = source == "using device" and free is not None
         self.devices[name] = DeviceSeen(
             name,
             old.description or description,
-            old.free_mib if old.free_mib is not None else free,
+            free if wins or old.free_mib is None else old.free_mib,
             old.total_mib if old.total_mib is not None else total,
-            old.source if old.free_mib is not None else source,
+            source if wins or old.free_mib is None else old.source,
         )
 
     # -- output --------------------------------------------------------------------------
