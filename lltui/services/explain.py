@@ -258,8 +258,9 @@ def _split(
     counts = infer_split(gguf, hp, args, devices, logged, ngl, facts.cpu or "x86")
     if counts is None:
         return args, "the layer split could not be recovered from the weights' lines"
-    split = parse_llama_args(["-ts", ",".join(str(c) for c in counts)])
-    return args.then(split), (
+    # set directly: a -ts of more devices than this build's parser takes still places layers
+    split = replace(args, tensor_split=tuple(float(c) for c in counts))
+    return split, (
         f"layers per device recovered from the weights' lines: -ts {','.join(map(str, counts))}"
     )
 

@@ -13,6 +13,7 @@ from lltui.core.llama.builds import BuildRules
 from lltui.core.llama.log_scan_models import LogFacts
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.results import FitResult
+from lltui.core.units import MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ class ExplainReport:
         rows = []
         for name in order:
             info = seen.get(name)
-            free = info.free_mib * 1024 * 1024 if info and info.free_mib is not None else None
+            free = info.free_mib * MIB if info and info.free_mib is not None else None
             rows.append(
                 DeviceRow(
                     name=name,

@@ -339,6 +339,8 @@ class LogScanner:
             self._model_buffer_starts_load()
         elif kind == "compute" and part == "model" and self.load.reserved:
             self._new_load()  # a second reserve (a second run pasted below the first)
+        elif kind in ("kv", "rs") and part == "model" and self._after_context():
+            self._new_load()  # a second context: a run pasted below one that ended
         if len(self.buffers) >= MAX_BUFFERS:
             self.buffers_dropped += 1
             return True
@@ -377,13 +379,23 @@ class LogScanner:
         """A weights line after the previous load's context started a new load (fragments
         without a "loading model tensors" line)."""
         if self.loads == 0:
-            self._new_load()
+            # the first load of a fragment: what came before it (the offload lines) is its
+            self.loads = 1
+            self._loading_started = True
             return
         if self._loading_started:
             return
         last = next((b for b in reversed(self.buffers) if b.part == "model"), None)
         if last is not None and last.kind != "model":
             self._new_load()
+
+    def _after_context(self) -> bool:
+        """The current load already reserved its compute buffers or failed."""
+        if self.loads == 0:
+            return False
+        mine = [b for b in self.buffers if b.load == self.loads and b.part == "model"]
+        failed = any(f.line > (mine[0].line if mine else 0) for f in self.failures)
+        return any(b.kind == "compute" for b in mine) or (bool(mine) and failed)
 
     def _new_load(self) -> None:
         self.loads += 1
