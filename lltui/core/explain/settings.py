@@ -214,10 +214,13 @@ def _offload_flags(facts: LogFacts, take: _Take) -> None:
         is_host_buffer(b.device) for b in weights
     ):
         take(("-ngl", "0"), "every weight is in host memory")
-    elif not weights and (kv := [b for b in last if b.kind == "kv"]):
-        if all(not is_host_buffer(b.device) for b in kv):
-            # the KV cache follows its layers: on the devices only, every layer went there
-            take(("-ngl", "all"), "no offload line; the KV cache is on the devices only")
+    elif (
+        not weights
+        and (kv := [b for b in last if b.kind == "kv"])
+        and all(not is_host_buffer(b.device) for b in kv)
+    ):
+        # the KV cache follows its layers: on the devices only, every layer went there
+        take(("-ngl", "all"), "no offload line; the KV cache is on the devices only")
     host_model = {b.device for b in last if b.kind == "model" and is_host_buffer(b.device)}
     if "CPU" in host_model and not host_model & {"CPU_Mapped"} and _mapped_names(facts):
         take(("-lm", "none"), "weights in a CPU buffer, not mapped")
