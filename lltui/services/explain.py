@@ -19,7 +19,7 @@ from lltui.core.explain.compare import compare
 from lltui.core.explain.devices import LogDevices, infer_split, log_devices, logged_weights
 from lltui.core.explain.failure import STAGE_KIND, Failed, summarise
 from lltui.core.explain.models import ExplainReport, Fix, LogSource
-from lltui.core.explain.settings import Recovered, is_host_buffer, recover
+from lltui.core.explain.settings import Recovered, is_host_buffer, memory_argv, recover
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
@@ -115,7 +115,8 @@ def explain_facts(
     rules = rules_for(found, facts.tool or "server")
     settings = recover(facts, rules)
     if args is not None:
-        settings = replace(settings, args=args.then(settings.args), argv=tuple(args.to_argv()))
+        merged = args.then(settings.args)
+        settings = replace(settings, args=merged, argv=memory_argv(merged))
     ref = model or facts.model_path or settings.model_ref
     gguf, hp, model_note = _header(ref)
     devs = log_devices(facts)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
+from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.llama.builds import BuildRules
 from lltui.core.llama.log_scan_models import LogFacts
 
@@ -115,13 +116,23 @@ def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
     assumed = _assumed(args, rules, facts)
     return Recovered(
         args=args,
-        argv=tuple(args.memory_args),
+        argv=memory_argv(args),
         from_log=tuple(said),
         assumed=tuple(assumed),
         ignored=tuple(ignored),
         model_ref=model,
         command_args=base.then(parse_llama_args(plain)) if plain else base,
     )
+
+
+def memory_argv(args: LlamaArgs) -> tuple[str, ...]:
+    """The memory flags of ``args``, in order, each in the flag table's spelling."""
+    out: list[str] = []
+    for g in args.given_args:
+        f = BY_KEY.get(g.key) if g.key is not None else None
+        if f is not None and f.memory:
+            out += [f.spellings[0] if g.on or not f.neg else f.neg[0], *g.values]
+    return tuple(out)
 
 
 def _is_default(flags: Sequence[str], rules: BuildRules) -> bool:
