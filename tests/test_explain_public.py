@@ -103,7 +103,7 @@ def test_pasted_command_line_is_read():
     r = run("16-llama10560-mistral-large-ngl1-header-2024.log")
     argv = r.settings.argv
     assert "-c" in argv and "4096" in argv
-    assert ("-fa", "on") == (argv[argv.index("-fa")], argv[argv.index("-fa") + 1])
+    assert (argv[argv.index("-fa")], argv[argv.index("-fa") + 1]) == ("-fa", "on")
     assert "-ctk" in argv and "q8_0" in argv
     assert r.settings.model_ref == "models/Mistral-Large-Instruct-2411-Q8_0.gguf"
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
-from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.llama.builds import BuildRules
+from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.llama.log_scan_models import LogFacts
 
 _Take = Callable[[Sequence[str], str], None]
