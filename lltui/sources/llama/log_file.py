@@ -92,11 +92,9 @@ def _lines(f: BinaryIO, first: bytes, size: int, info: LogRead) -> Iterator[str]
             f"last {TAIL_BYTES >> 20} MiB ({skipped / 2**20:.0f} MiB between were skipped)"
         )
         f.seek(size - TAIL_BYTES)
-        tail = f.read(CHUNK)
-        nl = tail.find(b"\n")
-        tail = tail[nl + 1 :] if nl != -1 else b""
         yield "..."
-        yield from _split(_chunks(f, tail, TAIL_BYTES, info), info)
+        # the tail starts inside a line: that line's end is dropped
+        yield from _split(_chunks(f, f.read(CHUNK), TAIL_BYTES, info), info, partial=True)
     elif size == 0 and info.read_bytes >= HEAD_BYTES:
         info.notes.append(f"read the first {HEAD_BYTES >> 20} MiB of standard input")
 
@@ -112,10 +110,11 @@ def _chunks(f: BinaryIO, first: bytes, limit: int, info: LogRead) -> Iterator[by
         chunk = f.read(CHUNK)
 
 
-def _split(chunks: Iterator[bytes], info: LogRead) -> Iterator[str]:
-    """Lines out of chunks; an overlong line keeps its first MAX_LINE_BYTES."""
+def _split(chunks: Iterator[bytes], info: LogRead, partial: bool = False) -> Iterator[str]:
+    """Lines out of chunks; an overlong line keeps its first MAX_LINE_BYTES. ``partial``:
+    the first line is the end of one cut off, and is skipped."""
     part = b""
-    dropping = False
+    dropping = skipping = partial
     for chunk in chunks:
         start = 0
         while True:
@@ -129,9 +128,10 @@ def _split(chunks: Iterator[bytes], info: LogRead) -> Iterator[str]:
                 break
             if not dropping:
                 part += chunk[start:nl]
-            info.lines += 1
-            yield part[:MAX_LINE_BYTES].decode("utf-8", errors="replace")
-            part, dropping = b"", False
+            if not skipping:
+                info.lines += 1
+                yield part[:MAX_LINE_BYTES].decode("utf-8", errors="replace")
+            part, dropping, skipping = b"", False, False
             start = nl + 1
     if part:
         info.lines += 1
