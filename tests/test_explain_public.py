@@ -161,15 +161,16 @@ def checks(r):
 
 
 def test_tinyllama_over_16_rpc_servers_matches_every_weights_line(headers):
-    """b3726, llama-cli over 16 RPC servers (their addresses masked as x and y): the layer
-    split is recovered from the lines, and every line, the CPU's input layer and the last
-    server's output layer too, is exact."""
+    """b3726, llama-cli over 16 RPC servers (their addresses masked as x and y), no free
+    memory printed: llama.cpp's even split of 23 layers over 16 devices (2,1,2,1,...) is what
+    the log shows, and every line, the CPU's input layer and the last server's output layer
+    too, is exact without recovering anything from the lines."""
     name = "26-llama9426-rpc-16-servers-tinyllama-2024.log"
     r = run(name, model=headers[name])
     assert r.build == 3726
     assert len(r.devices.devices) == 16
     assert all(c.exact for c in r.checks), [(c.line.line, c.predicted_bytes) for c in r.checks]
-    assert any("recovered from the weights' lines" in n for n in r.notes)
+    assert not any("recovered from the weights' lines" in n for n in r.notes)
 
 
 def test_r1_distill_qwen_32b_q4_k_m_weights_are_exact(headers):

@@ -124,10 +124,9 @@ def explain_facts(
     run_args = settings.args
     result = None
     if gguf is not None and hp is not None:
-        run_args, split_note = _split(facts, devs, gguf, hp, run_args)
+        result, run_args, why, split_note = _estimate_split(facts, devs, gguf, hp, run_args, rules)
         if split_note:
             notes.append(split_note)
-        result, why = _estimate(gguf, hp, run_args, devs.devices, rules, facts)
         if why:
             model_note = why
     comparison = compare(facts.buffers, result, devs, facts.loads, model_note or "no prediction")
@@ -245,18 +244,14 @@ def _options(rules: BuildRules, facts: LogFacts, search: bool = False) -> FitOpt
 def _split(
     facts: LogFacts, devs: LogDevices, gguf: GgufModel, hp: Hparams, args: LlamaArgs
 ) -> tuple[LlamaArgs, str | None]:
-    """Where the log printed no free memory for several devices, the layers each took are
-    recovered from its weights' lines (a -ts that reproduces them)."""
-    devices = devs.devices
-    if len(devices) < 2 or "tensor_split" in args.given:
-        return args, None
-    if all(d.free_bytes is not None for d in devices):
-        return args, None
+    """The layers each device took, recovered from the log's weights lines (a -ts that
+    reproduces them): for a split the log does not print (a -ts, fit's choice, devices
+    whose free memory it does not say)."""
     logged = logged_weights(facts, devs)
     if logged is None:
-        return args, "the layer split is not in the log: each device's total memory is assumed free"
+        return args, "the layer split is not in the log and could not be recovered"
     ngl = facts.offloaded[0] if facts.offloaded else hp.n_layer_all + 1
-    counts = infer_split(gguf, hp, args, devices, logged, ngl, facts.cpu or "x86")
+    counts = infer_split(gguf, hp, args, devs.devices, logged, ngl, facts.cpu or "x86")
     if counts is None:
         return args, "the layer split could not be recovered from the weights' lines"
     # set directly: a -ts of more devices than this build's parser takes still places layers
@@ -264,6 +259,42 @@ def _split(
     return split, (
         f"layers per device recovered from the weights' lines: -ts {','.join(map(str, counts))}"
     )
+
+
+def _weights_agree(result: FitResult, facts: LogFacts, devs: LogDevices) -> bool:
+    """Whether the estimate put on each device the weights the log printed for it."""
+    logged = logged_weights(facts, devs)
+    if logged is None:
+        return True  # nothing to hold it against
+    for d, want in zip(devs.devices, logged, strict=True):
+        got = result.buffer_bytes(d.name, "model")
+        if abs(got - want) > max(0.02 * MIB, 0.002 * want):
+            return False
+    return True
+
+
+def _estimate_split(
+    facts: LogFacts,
+    devs: LogDevices,
+    gguf: GgufModel,
+    hp: Hparams,
+    args: LlamaArgs,
+    rules: BuildRules,
+) -> tuple[FitResult | None, LlamaArgs, str | None, str | None]:
+    """(result, settings, why none, note): llama.cpp's own split first (free memory, or -ts
+    given); where the weights per device disagree with the log, the split the log shows."""
+    result, why = _estimate(gguf, hp, args, devs.devices, rules, facts)
+    if result is None or len(devs.devices) < 2 or "tensor_split" in args.given:
+        return result, args, why, None
+    if _weights_agree(result, facts, devs):
+        return result, args, why, None
+    split, note = _split(facts, devs, gguf, hp, args)
+    if split is args:
+        return result, args, why, note
+    again, why2 = _estimate(gguf, hp, split, devs.devices, rules, facts)
+    if again is None:
+        return result, args, why, note
+    return again, split, why2, note
 
 
 def _estimate(
