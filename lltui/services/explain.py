@@ -124,9 +124,8 @@ def explain_facts(
     run_args = settings.args
     result = None
     if gguf is not None and hp is not None:
-        result, run_args, why, split_note = _estimate_split(facts, devs, gguf, hp, run_args, rules)
-        if split_note:
-            notes.append(split_note)
+        result, run_args, devs, why, more = _estimate_split(facts, devs, gguf, hp, run_args, rules)
+        notes += more
         if why:
             model_note = why
     comparison = compare(facts.buffers, result, devs, facts.loads, model_note or "no prediction")
@@ -268,7 +267,7 @@ def _weights_agree(result: FitResult, facts: LogFacts, devs: LogDevices) -> bool
         return True  # nothing to hold it against
     for d, want in zip(devs.devices, logged, strict=True):
         got = result.buffer_bytes(d.name, "model")
-        if abs(got - want) > max(0.02 * MIB, 0.002 * want):
+        if f"{got / MIB:.2f}" != f"{want / MIB:.2f}":  # as llama.cpp prints it
             return False
     return True
 
@@ -280,21 +279,33 @@ def _estimate_split(
     hp: Hparams,
     args: LlamaArgs,
     rules: BuildRules,
-) -> tuple[FitResult | None, LlamaArgs, str | None, str | None]:
-    """(result, settings, why none, note): llama.cpp's own split first (free memory, or -ts
-    given); where the weights per device disagree with the log, the split the log shows."""
+) -> tuple[FitResult | None, LlamaArgs, LogDevices, str | None, list[str]]:
+    """(result, settings, devices, why none, notes): llama.cpp's own split (free memory, or
+    -ts given) with RPC servers taken as CUDA ones first. Where the weights per device
+    disagree with the log's lines, what the log does not print is recovered from them: RPC
+    servers on the CPU backend (their padding differs), then the layers each device took."""
     result, why = _estimate(gguf, hp, args, devs.devices, rules, facts)
-    if result is None or len(devs.devices) < 2 or "tensor_split" in args.given:
-        return result, args, why, None
-    if _weights_agree(result, facts, devs):
-        return result, args, why, None
-    split, note = _split(facts, devs, gguf, hp, args)
-    if split is args:
-        return result, args, why, note
-    again, why2 = _estimate(gguf, hp, split, devs.devices, rules, facts)
-    if again is None:
-        return result, args, why, note
-    return again, split, why2, note
+    if result is None or _weights_agree(result, facts, devs):
+        return result, args, devs, why, []
+    variants: list[tuple[LogDevices, list[str]]] = [(devs, [])]
+    if any(d.kind == "rpc" for d in devs.devices):
+        cpu = tuple(replace(d, backend="cpu") if d.kind == "rpc" else d for d in devs.devices)
+        rpc_note = "the RPC servers run the CPU backend (their weights' padding says so)"
+        variants.append((replace(devs, devices=cpu), [rpc_note]))
+    tries: list[tuple[LogDevices, LlamaArgs, list[str]]] = [(v, args, n) for v, n in variants[1:]]
+    split_notes: list[str] = []
+    if len(devs.devices) > 1 and "tensor_split" not in args.given:
+        for v, n in variants:
+            split, note = _split(facts, v, gguf, hp, args)
+            if split is not args:
+                tries.append((v, split, [*n, note or ""]))
+            elif note:
+                split_notes = [note]
+    for v, settings, notes in tries:
+        again, why2 = _estimate(gguf, hp, settings, v.devices, rules, facts)
+        if again is not None and _weights_agree(again, facts, v):
+            return again, settings, v, why2, [n for n in notes if n]
+    return result, args, devs, why, split_notes
 
 
 def _estimate(
