@@ -13,7 +13,7 @@ import pytest
 
 from lltui.cli import main
 from lltui.core.llama.log_scan import MAX_BUFFERS, MAX_UNPARSED, LogScanner, scan_lines
-from lltui.services.explain import ExplainFailed, ExplainRequest, explain
+from lltui.services.explain import ExplainRequest, explain
 from lltui.sources.llama.log_file import HEAD_BYTES, MAX_LINE_BYTES, LogRead, read_lines
 
 LOGS = Path(__file__).parent / "fixtures" / "llama-logs"
