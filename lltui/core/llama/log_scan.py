@@ -85,6 +85,7 @@ _FA_AUTO = re.compile(
     r"Flash Attention (?:was auto, set to (?P<a>\w+)|(?P<b>enabled)|not supported)"
 )
 _WITH_MODEL = re.compile(r"model '(?P<p>[^']+)'")
+_FAILURE_WORDS = ("fail", "alloc", "memory", "error", "exiting", "unable")
 _MEMORY_WORDS = ("MiB", "buffer", "out of memory", "alloc", "OOM")
 
 CONTEXT_FUNCS = frozenset(
@@ -190,7 +191,7 @@ class LogScanner:
         stripped = line.strip()
         if stripped.startswith("{") and stripped.endswith("}") and '"msg"' in stripped:
             return self._json_line(stripped)
-        if m := _COMMAND.search(line):
+        if "llama-" in line and (m := _COMMAND.search(line)):
             self._command(m)
             return True
         if "compute capability" in line and (dev := _CUDA_DEVICE.search(line)):
@@ -218,11 +219,21 @@ class LogScanner:
             return handler(self, rest)
         return self._other(func, rest, body)
 
+    def _markers(self, func: str, body: str) -> None:
+        """The line formats this line has, each dating the log to a range of builds."""
+        for marker in _FUNC_MARKERS.get(func, ()):
+            if body.startswith(marker.text):
+                self.markers.setdefault(marker.text, marker)
+        if _TEXT_MARKER.search(body):
+            for marker in _TEXT_MARKERS:
+                if marker.text in body:
+                    self.markers.setdefault(marker.text, marker)
+
     # -- what kind of program wrote it -------------------------------------------------
 
     def _vote(self, func: str, line: str) -> None:
         tool = None
-        if func in SERVER_FUNCS or " srv " in f" {line[:40]} " or func == "slot":
+        if func in SERVER_FUNCS or "srv " in line[:40] or func == "slot":
             tool = "server"
         elif func in MMPROJ_FUNCS or func == "mtmd_cli":
             tool = "mtmd"
@@ -406,6 +417,9 @@ class LogScanner:
     # -- failures ------------------------------------------------------------------------
 
     def _failure(self, func: str, rest: str, body: str) -> bool:
+        low = rest.lower()
+        if not any(w in low for w in _FAILURE_WORDS) and "GGML_A" not in body:
+            return False  # most lines: none of the words a failure is said with
         if m := _CUDA_MALLOC.search(rest):
             self._fail(
                 body,
@@ -431,7 +445,6 @@ class LogScanner:
         if "OutOfDeviceMemory" in rest or "exceeds device memory" in rest:
             self._fail(body, "oom")
             return True
-        low = rest.lower()
         if "failed to allocate buffer for kv cache" in low:
             self._fail(body, "oom", stage="kv")
             return True
@@ -772,6 +785,14 @@ class LogScanner:
 
 # ``  - CUDA0 (RTX 4090):  24080 = 9436 + (...)`` (the breakdown's first form, b6569 era)
 _OLD_BREAKDOWN = re.compile(r"^\s*-\s+(?P<name>\S+) \((?P<desc>[^)]*)\):\s+(?P<total>\d+) =")
+
+# the format markers by the function that prints them, and one search for the others
+_FUNC_MARKERS: dict[str, list[FormatMarker]] = {}
+for _m in FORMAT_MARKERS:
+    if _m.func:
+        _FUNC_MARKERS.setdefault(_m.text.split(":", 1)[0], []).append(_m)
+_TEXT_MARKERS = [m for m in FORMAT_MARKERS if not m.func]
+_TEXT_MARKER = re.compile("|".join(re.escape(m.text) for m in _TEXT_MARKERS))
 
 _HANDLERS = {
     "llm_load_tensors": LogScanner._load_tensors,
