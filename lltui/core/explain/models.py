@@ -97,11 +97,17 @@ class ExplainReport:
                 order.append(name)
         order.sort(key=lambda n: n == "host")
         seen = {d.name: d for d in self.facts.devices}
+        spec_free = {
+            p: d.free_bytes
+            for d, p in zip(self.devices.devices, self.devices.printed, strict=True)
+            if d.free_bytes is not None
+        }
         layers = self._layers()
         rows = []
         for name in order:
             info = seen.get(name)
             free = info.free_mib * MIB if info and info.free_mib is not None else None
+            free = spec_free.get(name, free)
             rows.append(
                 DeviceRow(
                     name=name,

@@ -279,15 +279,19 @@ def _device_table(r: ExplainReport) -> list[str]:
     for d in rows:
         logged = sum(n for _, n in d.logged)
         pred = sum(n for _, n in d.predicted) if d.predicted is not None else None
-        layers = _ranges(d.layers)
+        n_layer = r.hparams.n_layer_all if r.hparams is not None else None
+        layers = _ranges(d.layers, n_layer)
         cells = f"{_mib(d.free_bytes):>10} {_mib(logged):>11} {_mib(pred):>11}"
         out.append(f"{d.name[:24]:<24} {cells}  {layers}")
     return out
 
 
-def _ranges(layers: tuple[int, ...]) -> str:
+def _ranges(all_layers: tuple[int, ...], n_layer: int | None = None) -> str:
+    """``0-3,out``: the output layer (index n_layer) by name."""
+    layers = tuple(il for il in all_layers if il != n_layer)
+    out = ",out" if n_layer is not None and n_layer in all_layers else ""
     if not layers:
-        return "-"
+        return out[1:] or "-"
     parts = []
     start = prev = layers[0]
     for il in layers[1:]:
@@ -296,7 +300,7 @@ def _ranges(layers: tuple[int, ...]) -> str:
             start = il
         prev = il
     parts.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(parts)
+    return ",".join(parts) + out
 
 
 def _buffer_table(r: ExplainReport) -> list[str]:
@@ -312,8 +316,8 @@ def _buffer_table(r: ExplainReport) -> list[str]:
             tail = f"{'-':>11} {'':>9}  {c.why or ''}"
         else:
             diff = c.diff_bytes or 0
-            mark = " =" if c.exact else ""
-            tail = f"{_mib(c.predicted_bytes):>11} {diff / MIB:>+9.2f}{mark}"
+            said = f"{'exact':>9}" if c.exact else f"{diff / MIB:>+9.2f}"
+            tail = f"{_mib(c.predicted_bytes):>11} {said}"
         out.append(f"{b.line:>6}  {b.device[:24]:<24} {kind:<8} {b.mib_text:>11} {tail}")
     if len(r.checks) > 200:
         out.append(f"  ... {len(r.checks) - 200} more lines (--json lists them all)")
