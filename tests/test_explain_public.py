@@ -261,3 +261,39 @@ def test_text_names_the_rules_followed_and_what_is_not_modelled(capsys):
     out = capsys.readouterr().out
     assert "figures follow the rules of b3726 cli" in out
     assert "not modelled:" in out
+
+
+def test_the_header_by_an_hf_reference(headers, tmp_path, monkeypatch):
+    """``--model hf:OWNER/REPO:QUANT``: the header read by ranged requests (a local hub)."""
+    from hub_server import Hub, HubServer, Repo
+
+    from lltui.sources.models import hf_hub
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(hf_hub, "token", lambda: None)
+    name = "28-llama11861-r1-distill-qwen32b-fa-2025.log"
+    files = {"R1-Distill-Qwen-32B-Q4_K_M.gguf": Path(headers[name])}
+    with HubServer(Hub(repos={"acme/R1-GGUF": Repo(files=files)})) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        r = run(name, model="hf:acme/R1-GGUF:Q4_K_M")
+    assert r.model_read and all(c.exact for c in r.checks)
+
+
+def test_a_llama_bench_run_with_its_load_log(tmp_path):
+    """llama-bench -v: the load lines, its table, and the build line it prints after it."""
+    body = (LOGS / "12-llama11807-cpu-only-aarch64-repack-2025.log").read_text()
+    table = (
+        "| model                          |       size |     params | backend    | threads "
+        "|          test |                  t/s |\n"
+        "| ------------------------------ | ---------: | ---------: | ---------- | ------: "
+        "| ------------: | -------------------: |\n"
+        "| llama 1B Q4_0                  | 606.53 MiB |     1.10 B | CPU        |       4 "
+        "|         pp512 |        123.45 ± 0.50 |\n\n"
+        "build: 8e672efe (4402)\n"
+    )
+    path = tmp_path / "bench.log"
+    path.write_text(body + table)
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    assert r.facts.tool == "bench" and r.build == 4402
+    assert r.rules.tool == "bench" and r.rules.label == "b4402 bench"
+    assert len(r.checks) == 5
