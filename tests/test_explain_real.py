@@ -207,3 +207,17 @@ def test_launch_state_keeps_the_comparison(llama_bins, models, monkeypatch):
         assert "exact" in check.summary
     finally:
         controller.close()
+
+
+def test_a_verbose_logs_layer_placement_is_used(llama_bins, models, rpc_endpoints, tmp_path):
+    """At -v llama-server prints each layer's device: the split is read, not recovered."""
+    flags = ["--rpc", ",".join(rpc_endpoints), "-c", "1024", "-np", "1", "-ts", "1,3", "-v"]
+    log = served_log(llama_bins, models["llama"], tmp_path, flags)
+    report = explain(ExplainRequest(str(log)))
+    assert report.facts.layer_devices
+    assert any("as the log printed them" in n for n in report.notes), report.notes
+    for c in report.checks:
+        if c.line.load == report.facts.loads and c.line.kind != "compute":
+            assert c.exact, (c.line.line, c.line.device, c.line.kind, c.predicted_bytes)
+    rows = {r.name: r.layers for r in report.device_rows()}
+    assert sum(len(v) for k, v in rows.items() if k.startswith("RPC")) > 0

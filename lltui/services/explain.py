@@ -260,6 +260,28 @@ def _split(
     )
 
 
+def _printed_split(
+    facts: LogFacts, devs: LogDevices, hp: Hparams, args: LlamaArgs
+) -> LlamaArgs | None:
+    """The split a -v log printed (``layer N assigned to device X``), as a -ts."""
+    if not facts.layer_devices or len(devs.devices) < 2:
+        return None
+    counts = [0] * len(devs.devices)
+    index = {d.device_name: i for i, d in enumerate(devs.devices)}
+    index.update({p: i for i, p in enumerate(devs.printed)})
+    last = -1
+    for _, dev in facts.layer_devices:
+        i = index.get(dev)
+        if i is not None:
+            counts[i] += 1
+            last = i
+    if last < 0:
+        return None
+    if facts.offloaded is not None and facts.offloaded[0] > sum(counts):
+        counts[last] += facts.offloaded[0] - sum(counts)  # the output layer, not listed
+    return replace(args, tensor_split=tuple(float(c) for c in counts))
+
+
 def _weights_agree(result: FitResult, facts: LogFacts, devs: LogDevices) -> bool:
     """Whether the estimate put on each device the weights the log printed for it."""
     logged = logged_weights(facts, devs)
@@ -293,6 +315,10 @@ def _estimate_split(
         rpc_note = "the RPC servers run the CPU backend (their weights' padding says so)"
         variants.append((replace(devs, devices=cpu), [rpc_note]))
     tries: list[tuple[LogDevices, LlamaArgs, list[str]]] = [(v, args, n) for v, n in variants[1:]]
+    printed = _printed_split(facts, devs, hp, args)
+    if printed is not None:
+        for v, n in variants:
+            tries.insert(0, (v, printed, [*n, "layers per device as the log printed them (-v)"]))
     split_notes: list[str] = []
     if len(devs.devices) > 1 and "tensor_split" not in args.given:
         for v, n in variants:

@@ -123,9 +123,18 @@ class ExplainReport:
         return rows
 
     def _layers(self) -> dict[str, tuple[int, ...]]:
+        """Layers per device: as the log printed them (-v), else as the estimate placed them."""
+        out: dict[str, list[int]] = {}
+        if self.facts.layer_devices:
+            printed = {
+                d.device_name: p
+                for d, p in zip(self.devices.devices, self.devices.printed, strict=True)
+            }
+            for il, dev in self.facts.layer_devices:
+                out.setdefault("host" if dev == "CPU" else printed.get(dev, dev), []).append(il)
+            return {k: tuple(v) for k, v in out.items()}
         if self.result is None:
             return {}
-        out: dict[str, list[int]] = {}
         for il, dev in enumerate(self.result.layer_devices):
             name = "host" if dev == "CPU" else self.devices.printed_name(dev)
             out.setdefault(name, []).append(il)

@@ -128,6 +128,7 @@ class _Load:
     kv_sizes: list[KvSizeLine] = field(default_factory=list)
     offloaded: tuple[int, int] | None = None
     reserved: bool = False  # a "graph splits" line ended a compute reserve
+    layers: dict[int, str] = field(default_factory=dict)  # -v: layer -> device
 
 
 class LogScanner:
@@ -520,6 +521,9 @@ class LogScanner:
         if m := pat.OFFLOADED.search(rest):
             self.load.offloaded = (int(m.group(1)), int(m.group(2)))
             return True
+        if (m2 := pat.LAYER_DEV.search(rest)) and len(self.load.layers) < 4096:
+            self.load.layers[int(m2.group(1))] = m2.group(2)
+            return True
         return rest.startswith(("offloading", "ggml ctx size", "tensor ", "layer ", "CPU_"))
 
     def _model_loader(self, rest: str) -> bool:
@@ -766,6 +770,7 @@ class LogScanner:
             type_counts=tuple(self.types.items()),
             devices=tuple(self.devices.values()),
             offloaded=self.load.offloaded,
+            layer_devices=tuple(sorted(self.load.layers.items())),
             context=tuple(self.load.context.items()),
             kv_init=tuple(self.load.kv_init.items()),
             kv_sizes=tuple(self.load.kv_sizes),

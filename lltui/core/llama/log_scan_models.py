@@ -94,6 +94,7 @@ class LogFacts:
     type_counts: tuple[tuple[str, int], ...] = ()  # tensor types: ("q4_K", 193)
     devices: tuple[DeviceSeen, ...] = ()
     offloaded: tuple[int, int] | None = None  # (N, M) of "offloaded N/M layers to GPU"
+    layer_devices: tuple[tuple[int, str], ...] = ()  # -v: "layer N assigned to device X"
     context: tuple[tuple[str, str], ...] = ()  # the last context's key = value lines
     kv_init: tuple[tuple[str, str], ...] = ()  # "kv_size = N, type_k = 'f16', ..." (older)
     kv_sizes: tuple[KvSizeLine, ...] = ()  # of the last load
