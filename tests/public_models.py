@@ -112,3 +112,23 @@ def write(rec: Reconstruction, directory: Path) -> Path:
     return gf.write_sparse(
         path, rec.spec, "Q4_0", type_of=lambda name: types.get(name, "F16"), omit=rec.omit
     )
+
+
+def corpus_entry(log: Path, models: Path) -> dict[str, object]:
+    """A log's case as kept in the corpus: nothing of the machine that made it."""
+    from lltui.core.explain.report import case_to_json, check_to_json
+    from lltui.services.explain import ExplainRequest, explain
+
+    rec = BY_LOG.get(log.name)
+    model = str(write(rec, models)) if rec is not None else None
+    r = explain(ExplainRequest(str(log), model=model, ask_binary=False))
+    case = case_to_json(r)
+    case["model"] = f"reconstructed: {rec.name} ({rec.source})" if rec is not None else r.model_ref
+    return {
+        "log": log.name,
+        "case": case,
+        "lines": [
+            {k: v for k, v in check_to_json(c).items() if k not in ("logged_mib",)}
+            for c in r.checks
+        ],
+    }

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from public_models import BY_LOG, write
+from public_models import BY_LOG, corpus_entry, write
 
 from lltui.cli import main
 from lltui.core.explain.report import report_to_json, report_to_text
@@ -33,9 +33,13 @@ def run(name: str, **kw):
 
 
 @pytest.fixture(scope="module")
-def headers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("public-models")
-    return {log: str(write(rec, root)) for log, rec in BY_LOG.items()}
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("public-models")
+
+
+@pytest.fixture(scope="module")
+def headers(model_dir: Path) -> dict[str, str]:
+    return {log: str(write(rec, model_dir)) for log, rec in BY_LOG.items()}
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -297,3 +301,13 @@ def test_a_llama_bench_run_with_its_load_log(tmp_path):
     assert r.facts.tool == "bench" and r.build == 4402
     assert r.rules.tool == "bench" and r.rules.label == "b4402 bench"
     assert len(r.checks) == 5
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_corpus_of_cases_is_what_explain_says_now(name, model_dir):
+    """tests/fixtures/llama-logs/cases holds each log's case and line-by-line predictions
+    (scripts/explain_cases.py writes them): a change in the scanner, the rules or the
+    estimate shows here as a difference to look at, and to regenerate when it is right."""
+    kept = json.loads((LOGS / "cases" / f"{Path(name).stem}.json").read_text())
+    now = json.loads(json.dumps(corpus_entry(LOGS / name, model_dir)))
+    assert now == kept

@@ -74,7 +74,7 @@ def explain(request: ExplainRequest) -> ExplainReport:
     except LogFileError as exc:
         raise ExplainFailed(f"explain: {exc}", exc.code) from None
     facts = scanner.facts()
-    if facts.recognised == 0 or not _llama_lines(facts):
+    if facts.recognised == 0:
         raise ExplainFailed(
             f"explain: {request.log}: not a llama.cpp log (no line of llama.cpp's in its "
             f"first {read.lines} lines)"
@@ -82,21 +82,6 @@ def explain(request: ExplainRequest) -> ExplainReport:
     source = LogSource(request.log, read.size_bytes, read.read_bytes, read.lines, tuple(read.notes))
     return explain_facts(
         facts, source, model=request.model, build=request.build, ask_binary=request.ask_binary
-    )
-
-
-def _llama_lines(facts: LogFacts) -> bool:
-    """Something only a llama.cpp log says (a build line alone is not a load)."""
-    return bool(
-        facts.buffers
-        or facts.failures
-        or facts.model_info
-        or facts.model_kv
-        or facts.context
-        or facts.devices
-        or facts.build is not None
-        or facts.build_note is not None
-        or facts.command
     )
 
 

@@ -706,10 +706,11 @@ class LogScanner:
             return self._context(rest)
         if func in ("llama_params_fit_impl", "common_params_fit_impl", "llama_params_fit"):
             return self._fit(rest)
-        if func in ("main", "common_init_from_params", "common_init_", "system_info"):
+        if func in ("main", "common_init_from_params", "common_init_"):
             if m := _LOADING.match(rest.strip()):
                 self.model_path = self.model_path or (m.group("q") or m.group("p"))
-            return True
+                return True
+            return func != "main"  # "main:" alone says nothing of llama.cpp
         if func in MMPROJ_FUNCS:
             return True
         # the server's prompt cache (host memory it reports as it goes)
