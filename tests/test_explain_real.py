@@ -221,3 +221,30 @@ def test_a_verbose_logs_layer_placement_is_used(llama_bins, models, rpc_endpoint
             assert c.exact, (c.line.line, c.line.device, c.line.kind, c.predicted_bytes)
     rows = {r.name: r.layers for r in report.device_rows()}
     assert sum(len(v) for k, v in rows.items() if k.startswith("RPC")) > 0
+
+
+def test_out_of_memory_on_the_host(llama_bins, tmp_path):
+    """The same KV cache asked of the host (no GPU): the CPU's allocation fails; what the host
+    had comes from the log's own device list, and the fix fits it."""
+    if Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1":
+        pytest.skip("this kernel promises any allocation (overcommit 1): nothing would fail")
+    model = tmp_path / "wide.gguf"
+    spec = gf.llama_spec(n_layer=4, n_embd=256, n_head=32, n_head_kv=32, head_dim=128)
+    gf.write_model(model, spec, "F16")
+    log = tmp_path / "oom.log"
+    argv = [
+        str(llama_bins.binaries["llama-server"]), "-lv", "4", "-m", str(model),
+        "-c", "2000000", "-np", "1", "-fit", "off", "-t", "1",
+        "--host", "127.0.0.1", "--port", "0", "--no-warmup",
+    ]  # fmt: skip
+    with contextlib.suppress(AssertionError), running(argv, log, 0, lambda r: False, 60):
+        pass
+    report = explain(ExplainRequest(str(log)))
+    f = report.failed
+    assert f is not None and f.device == "CPU" and f.kind == "oom"
+    assert f.needed_bytes == f.predicted_bytes
+    assert f.free_at_load_bytes and f.short_bytes and f.short_bytes > 0
+    assert report.fix is not None
+    fix_args = parse_llama_args(list(report.fix.argv[3:]))
+    opts = FitOptions(search=False, host_free_bytes=f.free_at_load_bytes)
+    assert estimate(read_gguf(str(model)), fix_args, [], opts).fits

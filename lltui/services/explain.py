@@ -372,8 +372,15 @@ def _fix(
         if printed == failed.device and free is None and failed.free_below_bytes is not None:
             free = failed.free_below_bytes - MIB  # it could not find this much
         devices.append(replace(d, free_bytes=free if free is not None else d.total_bytes))
+    options = _options(rules, facts, search=True)
+    if is_host_buffer(failed.device):
+        # the host ran out: what it had (the log's device_info), else what it could not find
+        host = failed.free_at_load_bytes
+        if host is None and failed.free_below_bytes is not None:
+            host = failed.free_below_bytes - MIB
+        options = replace(options, host_free_bytes=host)
     try:
-        res = estimate(gguf, args, devices, _options(rules, facts, search=True), hparams=hp)
+        res = estimate(gguf, args, devices, options, hparams=hp)
     except (FitError, ValueError):
         return None
     if res.fits or not res.suggestions:

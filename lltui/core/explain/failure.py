@@ -78,10 +78,14 @@ def summarise(facts: LogFacts, free_at_load: Mapping[str, int] | None = None) ->
     stage = next((f.stage for f in cluster if f.device and f.stage), first.stage)
     if first.kind != "oom":
         return Failed(first.message, first.line, first.kind, device=device, stage=stage)
+    host = device is not None and is_host_buffer(device)
     held = sum(
         b.logged_bytes
         for b in facts.buffers
-        if b.device == device and b.line < first.line and b.load == facts.loads
+        if b.line < first.line
+        and b.load == facts.loads
+        # the host's memory: its buffers but the mapped file (page cache, given back)
+        and (b.device == device or (host and is_host_buffer(b.device) and b.device != "CPU_Mapped"))
     )
     free = dict(free_at_load or {})
     for d in facts.devices:
@@ -89,8 +93,6 @@ def summarise(facts: LogFacts, free_at_load: Mapping[str, int] | None = None) ->
             free.setdefault(d.name, d.free_mib * MIB)
     at_load = free.get(device) if device is not None else None
     left = max(0, at_load - held) if at_load is not None and device is not None else None
-    if device is not None and is_host_buffer(device):
-        left = None  # host memory: what was free is not in the log
     return Failed(
         message=first.message,
         line=first.line,

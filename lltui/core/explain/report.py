@@ -338,8 +338,9 @@ def _failed_text(r: ExplainReport) -> list[str]:
                 line += f": {_mib(f.short_bytes)} MiB short"
         elif f.free_below_bytes is not None:
             line += (
-                f"; it held {_mib(f.held_bytes)} MiB, so less than "
-                f"{_mib(f.free_below_bytes)} MiB was free at load (the log does not say)"
+                f": less than {_mib(f.free_below_bytes)} MiB was free at load (the log does "
+                f"not print it; {_mib(f.held_bytes)} MiB it held in the lines above, plus "
+                "the request)"
             )
         out.append(line)
         if f.predicted_bytes is not None:

@@ -74,6 +74,8 @@ _CUDA_MALLOC = re.compile(
     r"allocating (?P<mib>[\d.]+) MiB on device (?P<dev>\d+): \w+ failed: (?P<why>.+)$"
 )
 _FAILED_BUFFER = re.compile(r"failed to allocate (?P<name>\S+) buffer of size (?P<bytes>\d+)")
+_HOST_FAIL = re.compile(r"failed to allocate buffer of size (?P<bytes>\d+)")
+_MALLOC_MB = re.compile(r"insufficient memory \(attempted to allocate (?P<mb>[\d.]+) MB\)")
 _UNABLE_BUFFER = re.compile(r"unable to allocate (?P<name>\S+) buffer")
 _VULKAN_FAIL = re.compile(r"Device memory allocation of size (?P<bytes>\d+) failed")
 _CTX_REDUCED = re.compile(r"context size reduced from (\d+) to (\d+)")
@@ -436,6 +438,12 @@ class LogScanner:
             self._fail(
                 body, "oom", device=m2.group("name"), needed=int(m2.group("bytes")), stage=stage
             )
+            return True
+        if m5 := _HOST_FAIL.search(rest):
+            self._fail(body, "oom", device="CPU", needed=int(m5.group("bytes")))
+            return True
+        if m6 := _MALLOC_MB.search(rest):
+            self._fail(body, "oom", device="CPU", needed=round(float(m6.group("mb")) * MIB))
             return True
         if m3 := _UNABLE_BUFFER.search(rest):
             self._fail(body, "oom", device=m3.group("name"), stage="weights")
