@@ -134,7 +134,10 @@ def compare(
     missing = tuple(
         (devs.printed_name(owner), kind, nbytes)
         for (owner, kind, cache), nbytes in predicted.items()
-        if cache is None and nbytes > 0 and kind in kinds and (owner, kind) not in matched
+        if cache is None
+        and nbytes > 0
+        and (kind in kinds or not kinds)  # nothing logged: every prediction stands alone
+        and (owner, kind) not in matched
     )
     return Comparison(tuple(out), missing)
 

@@ -255,8 +255,10 @@ def report_to_text(r: ExplainReport) -> str:
             f"{counts['compared']} buffer lines compared: {counts['exact']} exact, "
             f"{counts['within_1pct']} within 1%, {counts['within_10pct']} within 10%"
         )
+    if r.comparison.not_logged:
+        out.append("predicted, not in the log:" if r.checks else "predicted:")
     for dev, kind, n in r.comparison.not_logged:
-        out.append(f"predicted but not in the log: {dev} {kind} {_mib(n)} MiB")
+        out.append(f"  {dev:<24} {kind:<8} {_mib(n):>11} MiB")
     if r.failed is not None:
         out.append("")
         out += _failed_text(r)
@@ -273,8 +275,11 @@ def report_to_text(r: ExplainReport) -> str:
 
 def _device_table(r: ExplainReport) -> list[str]:
     rows = r.device_rows()
-    if not rows:
-        return ["no buffer lines in the log"]
+    if not r.checks:
+        return [
+            "no buffer lines in the log: llama-server prints them at -lv 4 (or -v); "
+            "older builds and the other tools at their default verbosity"
+        ]
     out = [f"{'device':<24} {'free MiB':>10} {'logged MiB':>11} {'predicted':>11}  layers"]
     for d in rows:
         logged = sum(n for _, n in d.logged)

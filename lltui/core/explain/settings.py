@@ -148,13 +148,22 @@ def _is_default(flags: Sequence[str], rules: BuildRules) -> bool:
 
 def _context_flags(facts: LogFacts, take: _Take) -> None:
     n_ctx = facts.context_int("n_ctx")
+    slots = facts.slots
+    slot_unified = slots is not None and slots[2] == "true"
     if n_ctx:
         take(("-c", str(n_ctx)), f"n_ctx = {n_ctx}")
+    elif slots is not None:
+        total = slots[1] if slot_unified else slots[0] * slots[1]
+        take(("-c", str(total)), f"n_slots = {slots[0]}, n_ctx_slot = {slots[1]}")
     seqs = _seqs(facts)
     n_seq = facts.context_int("n_seq_max") or (seqs[0] if seqs else None)
     if n_seq:
         take(("-np", str(n_seq)), f"n_seq_max = {n_seq}")
+    elif slots is not None:
+        take(("-np", str(slots[0])), f"n_slots = {slots[0]}")
     unified = facts.context_value("kv_unified")
+    if unified is None and slots is not None and slots[2] in ("true", "false"):
+        unified = slots[2]
     if unified in ("true", "false"):
         take(("-kvu",) if unified == "true" else ("-no-kvu",), f"kv_unified = {unified}")
     elif seqs and seqs[0] > 1:

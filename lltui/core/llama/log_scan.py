@@ -74,6 +74,7 @@ _CUDA_MALLOC = re.compile(
     r"allocating (?P<mib>[\d.]+) MiB on device (?P<dev>\d+): \w+ failed: (?P<why>.+)$"
 )
 _FAILED_BUFFER = re.compile(r"failed to allocate (?P<name>\S+) buffer of size (?P<bytes>\d+)")
+_SLOTS = re.compile(r"n_slots = (\d+), n_ctx_slot = (\d+)(?:, kv_unified = '(\w+)')?")
 _HOST_FAIL = re.compile(r"failed to allocate buffer of size (?P<bytes>\d+)")
 _MALLOC_MB = re.compile(r"insufficient memory \(attempted to allocate (?P<mb>[\d.]+) MB\)")
 _UNABLE_BUFFER = re.compile(r"unable to allocate (?P<name>\S+) buffer")
@@ -170,6 +171,7 @@ class LogScanner:
         self.notes: list[str] = []
         self._loading_started = False  # the last load's start line was seen (no new one)
         self.cpu: str | None = None
+        self.slots: tuple[int, int, str | None] | None = None
 
     # -- input -------------------------------------------------------------------------
 
@@ -701,6 +703,8 @@ class LogScanner:
             return True
         if "initializing" in rest or "loaded multimodal" in rest:
             self.part = "model"
+        if m2 := _SLOTS.search(rest):  # llama-server's slots, printed at every verbosity
+            self.slots = (int(m2.group(1)), int(m2.group(2)), m2.group(3))
         return True
 
     def _other(self, func: str, rest: str, body: str) -> bool:
@@ -790,6 +794,7 @@ class LogScanner:
             flash_attn=self.flash_attn,
             set_rows_off=self.set_rows_off,
             cpu=self.cpu,
+            slots=self.slots,
             failures=tuple(self.failures),
             unparsed=tuple(self.unparsed),
             unparsed_dropped=self.unparsed_dropped,
