@@ -311,3 +311,18 @@ def test_the_corpus_of_cases_is_what_explain_says_now(name, model_dir):
     kept = json.loads((LOGS / "cases" / f"{Path(name).stem}.json").read_text())
     now = json.loads(json.dumps(corpus_entry(LOGS / name, model_dir)))
     assert now == kept
+
+
+def test_a_default_verbosity_server_log_gives_its_slots_and_says_how_to_see_buffers(tmp_path):
+    """The pinned llama-server at its default verbosity prints no buffer line, but its slots:
+    -c, -np and -kvu come from there; the prediction stands alone, and the report says how
+    to have the buffers printed."""
+    from llama_fixture import write_tiny_llama
+
+    log = Path(__file__).parent / "fixtures" / "llama-server" / "server_default_verbosity_full.log"
+    model = write_tiny_llama(tmp_path / "tiny.gguf")
+    r = explain(ExplainRequest(str(log), model=str(model), ask_binary=False))
+    assert r.settings.argv == ("-c", "2048", "-np", "4", "-kvu")
+    assert not r.checks
+    assert {k for _, k, _ in r.comparison.not_logged} == {"model", "kv", "output", "compute"}
+    assert "-lv 4" in report_to_text(r)
