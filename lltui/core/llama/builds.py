@@ -206,6 +206,12 @@ RULES: tuple[RuleChange, ...] = (
         last=6070,
     ),
     _not_modelled(
+        2413,
+        "pipeline parallelism with -nkvo before b2876 and with -ot before b5028",
+        "541600201 #7265, e0e912f49 #11397",
+        last=5027,
+    ),
+    _not_modelled(
         6160,
         "llama-server's context checkpoints (host memory, outside the buffers)",
         "d32e03f44 #15293",
