@@ -51,7 +51,7 @@ from lltui.sources.llama import supervisor as supervision
 from lltui.sources.llama.supervisor import ServerExit, ServerStatus
 
 if TYPE_CHECKING:  # the prediction is made once a server has loaded
-    from lltui.services.explain import LaunchCheck
+    from lltui.services.launch_check import LaunchCheck
 
 # lltui's own options that both front ends read among the llama-server flags.
 PROFILE_OPTIONS = ("--profile", "--save-profile")
@@ -388,7 +388,7 @@ class LaunchSession:
     def ready_event(self, check: LaunchCheck | None = None) -> dict[str, Any]:
         """The launcher's ``ready`` event: URL, pid, argv (masked) and memory per device,
         each device with lltui's prediction beside it (``check``, else made here)."""
-        from lltui.services.explain import check_summary, predicted_mib
+        from lltui.services.launch_check import check_summary, predicted_mib
 
         prepared = self.prepared
         devices = self._sup.ready_devices() if self._sup is not None else []
@@ -406,7 +406,7 @@ class LaunchSession:
     def check(self) -> LaunchCheck | None:
         """The server's buffer lines beside lltui's prediction for its settings and build
         (None before the first buffer line)."""
-        from lltui.services.explain import build_of_binary, check_launch
+        from lltui.services.launch_check import build_of_binary, check_launch
 
         if self._sup is None or self._prepared is None:
             return None

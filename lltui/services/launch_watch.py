@@ -26,7 +26,7 @@ from lltui.services.launch import (
 from lltui.sources.llama.supervisor import ServerExit
 
 if TYPE_CHECKING:  # httpx is imported only once a server is watched
-    from lltui.services.explain import LaunchCheck
+    from lltui.services.launch_check import LaunchCheck
     from lltui.sources.llama.http import LlamaServerClient, ServerPoll
 
 POLL_INTERVAL_S = 1.0
@@ -295,7 +295,7 @@ class LaunchController:
         try:
             return session.check()
         except Exception as exc:  # a prediction that fails must not stop the watching
-            from lltui.services.explain import LaunchCheck
+            from lltui.services.launch_check import LaunchCheck
 
             return LaunchCheck((), None, "-", 0, 0, 0, note=f"no prediction: {exc}")
 
