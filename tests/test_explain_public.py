@@ -326,3 +326,12 @@ def test_a_default_verbosity_server_log_gives_its_slots_and_says_how_to_see_buff
     assert not r.checks
     assert {k for _, k, _ in r.comparison.not_logged} == {"model", "kv", "output", "compute"}
     assert "-lv 4" in report_to_text(r)
+
+
+def test_a_header_of_another_model_is_said(headers):
+    """Log 24 loaded DeepSeek-V3 (129280 tokens); TinyLlama's header is not its model."""
+    r = run(
+        "24-ollama9782-deepseek-8gpu-model-buffers-2025.log",
+        model=headers["26-llama9426-rpc-16-servers-tinyllama-2024.log"],
+    )
+    assert any("not the model the log loaded" in n and "129280" in n for n in r.notes)

@@ -115,6 +115,8 @@ def explain_facts(
     if model is None and ref is not None and near is not None:
         ref = _beside(ref, near)
     gguf, hp, model_note = _header(ref)
+    if hp is not None:
+        notes += _other_model(facts, hp)
     devs = log_devices(facts)
     notes += devs.notes
     run_args = settings.args
@@ -224,6 +226,28 @@ def _header(ref: str | None) -> tuple[GgufModel | None, Hparams | None, str | No
         return gguf, read_hparams(gguf), None
     except FitError as exc:
         return gguf, None, f"no prediction: {exc}"
+
+
+# what print_info says of the model, and the header's value for it
+_PRINTED = (
+    ("arch", lambda hp: hp.arch),
+    ("n_layer", lambda hp: str(hp.n_layer)),
+    ("n_embd", lambda hp: str(hp.n_embd)),
+    ("n_vocab", lambda hp: str(hp.n_vocab)),
+    ("n_head_kv", lambda hp: str(hp.n_head_kv[0]) if hp.n_head_kv else "0"),
+)
+
+
+def _other_model(facts: LogFacts, hp: Hparams) -> list[str]:
+    """The header read and the model the log loaded disagree (another file was given)."""
+    out = []
+    for key, value in _PRINTED:
+        printed = facts.info(key)
+        if printed is not None and printed.split()[0] != value(hp):
+            out.append(f"{key}: the log printed {printed}, the header read says {value(hp)}")
+    if out:
+        return ["the header read is not the model the log loaded: " + "; ".join(out)]
+    return []
 
 
 def _tensor_types(gguf: GgufModel) -> tuple[tuple[str, int], ...]:
