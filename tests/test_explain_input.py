@@ -169,3 +169,15 @@ def test_the_scanner_keeps_bounded_lists():
 def test_hostile_lines_do_not_break_the_scanner(line):
     f = scan_lines([line, "load_tensors:        CUDA0 model buffer size =     1.00 MiB"])
     assert f.buffers[-1].device == "CUDA0"
+
+
+def test_json_lines_log_and_verbose_log_of_the_pinned_server():
+    """--log-jsonl (one JSON object a line) reads as the text log does; -v's extra lines are
+    known, and its fit probe is a load of its own before the real one."""
+    fixtures = Path(__file__).parent / "fixtures" / "llama-server"
+    jsonl = scan_lines((fixtures / "server_jsonl_lv4_full.log").read_text().splitlines())
+    assert [b.kind for b in jsonl.buffers] == ["model", "output", "kv", "compute"]
+    assert jsonl.tool == "server" and jsonl.unparsed == ()
+    verbose = scan_lines((fixtures / "server_verbose_v_full.log").read_text().splitlines())
+    assert verbose.loads == 2 and verbose.unparsed == ()
+    assert len(verbose.last_load()) == 4 and verbose.layer_devices

@@ -194,7 +194,7 @@ class LogScanner:
     def _feed(self, line: str) -> bool:
         """Read one line; True when it was llama.cpp's and a rule took it."""
         stripped = line.strip()
-        if stripped.startswith("{") and stripped.endswith("}") and '"msg"' in stripped:
+        if stripped.startswith("{") and stripped.endswith("}") and '"' in stripped:
             return self._json_line(stripped)
         if "llama-" in line and (m := _COMMAND.search(line)):
             self._command(m)
@@ -326,6 +326,12 @@ class LogScanner:
             return False
         if not isinstance(obj, dict):
             return False
+        if obj.get("type") == "log" and isinstance(obj.get("msg"), str):
+            # --log-jsonl: the message is a line as the text log prints it
+            first = obj["msg"].split("\n", 1)[0][:MAX_LINE]
+            return bool(first.strip()) and self._feed(first)
+        if obj.get("type") is not None:
+            return True  # --log-jsonl's other objects (fit_memory_breakdown): known, not sizes
         self.tool_votes["server"] = self.tool_votes.get("server", 0) + 1
         build = obj.get("build")
         if isinstance(build, int) and not isinstance(build, bool):
@@ -561,6 +567,8 @@ class LogScanner:
         return True
 
     def _context(self, rest: str) -> bool:
+        if "matches expectation" in rest:
+            return True  # -v, on the way out: a compute buffer checked against its reserve
         if "pipeline parallelism enabled" in rest:
             self.pipeline_parallel = True
             return True
@@ -725,6 +733,8 @@ class LogScanner:
             return func != "main"  # "main:" alone says nothing of llama.cpp
         if func in MMPROJ_FUNCS:
             return True
+        if "preferred buffer type" in rest:
+            return True  # -v: a weight the CPU cannot repack
         # the server's prompt cache (host memory it reports as it goes)
         return "cache state" in rest or "prompt cache" in rest
 
