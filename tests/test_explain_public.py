@@ -264,7 +264,8 @@ def test_text_names_the_rules_followed_and_what_is_not_modelled(capsys):
     assert main(["explain", str(LOGS / name)]) == 0
     out = capsys.readouterr().out
     assert "figures follow the rules of b3726 cli" in out
-    assert "not modelled:" in out
+    assert "b3726 cli changes lltui does not model:" in out
+    assert "compute buffers follow the pinned build's graph" in out
 
 
 def test_the_header_by_an_hf_reference(headers, tmp_path, monkeypatch):

@@ -235,7 +235,8 @@ def report_to_text(r: ExplainReport) -> str:
     out = [f"{r.source.path}: {r.source.lines} lines" + (f" ({f.tool})" if f.tool else "")]
     build = f"b{r.build}" if r.build is not None else "unknown"
     out.append(f"build: {build} ({r.build_source}); figures follow the rules of {r.rules.label}")
-    out += [f"  {n}" for n in r.rules.notes]
+    missing = [n for n in r.rules.notes if n.startswith("not modelled")]
+    out += [f"  {n}" for n in r.rules.notes if not n.startswith("not modelled")]
     out.append(f"model: {r.model_ref or '-'}" + ("" if r.model_read else f" ({r.model_note})"))
     if r.model_read and r.model_note:
         out.append(f"  {r.model_note}")
@@ -270,6 +271,10 @@ def report_to_text(r: ExplainReport) -> str:
     if notes:
         out.append("")
         out += [f"note: {n}" for n in notes]
+    if missing:
+        out.append("")
+        out.append(f"{r.rules.label} changes lltui does not model:")
+        out += [f"  {n.removeprefix('not modelled: ')}" for n in missing]
     return "\n".join(out)
 
 
