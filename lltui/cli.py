@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.launch",
     "lltui.commands.fit",
     "lltui.commands.quant",
+    "lltui.commands.explain",
     "lltui.commands.exporter",
 )
 

@@ -785,12 +785,19 @@ def raw_gguf(
 
 
 def write_sparse(
-    path: Path, spec: ModelSpec, wtype: str = "Q4_0", type_of: Callable[[str], str] | None = None
+    path: Path,
+    spec: ModelSpec,
+    wtype: str = "Q4_0",
+    type_of: Callable[[str], str] | None = None,
+    omit: tuple[str, ...] = (),
 ) -> Path:
     """A GGUF with the real tensor table and a hole for the data: real-size shapes, no disk.
-    ``type_of``: the weight type of each matrix by name, for mixes (Q4_K_M), else ``wtype``."""
+    ``type_of``: the weight type of each matrix by name, for mixes (Q4_K_M), else ``wtype``.
+    ``spec.extra_kv`` is written too, but for the keys in ``omit`` (the tensor plan reads
+    them; an older converter wrote no such keys)."""
     q = gguf.GGMLQuantizationType
     w = gguf.GGUFWriter(str(path), spec.arch)
+    extra = {k: v for k, v in spec.extra_kv.items() if k not in omit}
     w.add_name(f"sparse-{spec.arch}")
     w.add_block_count(spec.n_layer)
     w.add_context_length(spec.n_ctx_train)
@@ -798,9 +805,15 @@ def write_sparse(
     w.add_feed_forward_length(spec.n_ff)
     w.add_head_count(spec.n_head)
     w.add_head_count_kv(spec.n_head_kv)
-    w.add_key_length(spec.head_dim)
-    w.add_value_length(spec.head_dim)
-    w.add_rope_dimension_count(spec.head_dim)
+    for key, add in (
+        ("attention.key_length", w.add_key_length),
+        ("attention.value_length", w.add_value_length),
+        ("rope.dimension_count", w.add_rope_dimension_count),
+    ):
+        if f"{spec.arch}.{key}" not in extra:
+            add(spec.head_dim)
+    for key, (value, vtype) in extra.items():
+        w.add_key_value(key, value, vtype)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_vocab_size(spec.n_vocab)

@@ -156,11 +156,27 @@ def _mib(x: object) -> str:
 def _ready_text(event: dict[str, Any]) -> str:
     parts = [f"llama-server ready at {event['url']} (pid {event['pid']})"]
     for d in event["devices"]:
-        parts.append(
+        text = (
             f"{d['name']}: model {_mib(d['model_mib'])} MiB, KV {_mib(d['kv_mib'])} MiB, "
             f"compute {_mib(d['compute_mib'])} MiB"
         )
-    return " | ".join(parts)
+        p = d.get("predicted")
+        if p:  # lltui's prediction for the same flags, beside what the server allocated
+            text += (
+                f" (predicted {_mib(p['model_mib'])}, {_mib(p['kv_mib'])}, "
+                f"{_mib(p['compute_mib'])})"
+            )
+        parts.append(text)
+    line = " | ".join(parts)
+    pred = event.get("prediction")
+    if pred:
+        line += (
+            f"\n  lltui's prediction ({pred['rules']}): {pred['exact']} of {pred['compared']} "
+            f"buffer lines exact, {pred['within_1pct']} within 1%"
+        )
+        if pred.get("note"):
+            line += f"; {pred['note']}"
+    return line
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lltui.core.llama.address import is_loopback
 from lltui.core.llama.args import LlamaArgs
@@ -49,6 +49,9 @@ from lltui.paths import state_dir
 from lltui.sources.llama import launch_prep, profiles
 from lltui.sources.llama import supervisor as supervision
 from lltui.sources.llama.supervisor import ServerExit, ServerStatus
+
+if TYPE_CHECKING:  # the prediction is made once a server has loaded
+    from lltui.services.launch_compare import LaunchCheck
 
 # lltui's own options that both front ends read among the llama-server flags.
 PROFILE_OPTIONS = ("--profile", "--save-profile")
@@ -405,13 +408,39 @@ class LaunchSession:
     def exited(self) -> bool:
         return self._sup is not None and self._sup.exited
 
-    def ready_event(self) -> dict[str, Any]:
-        """The launcher's ``ready`` event: URL, pid, argv (masked) and memory per device."""
+    def ready_event(self, check: LaunchCheck | None = None) -> dict[str, Any]:
+        """The launcher's ``ready`` event: URL, pid, argv (masked) and memory per device,
+        each device with lltui's prediction beside it (``check``, else made here)."""
+        from lltui.services.launch_compare import check_summary, predicted_mib
+
         prepared = self.prepared
         devices = self._sup.ready_devices() if self._sup is not None else []
-        return ready_event(
+        check = check if check is not None else self.check()
+        event = ready_event(
             prepared.spec.url, self.pid or 0, prepared.command.display_argv(), devices
         )
+        if check is not None:
+            for d in event["devices"]:
+                found = check.device(str(d["name"]))
+                d["predicted"] = None if found is None else predicted_mib(found)
+            event["prediction"] = check_summary(check)
+        return event
+
+    def check(self) -> LaunchCheck | None:
+        """The server's buffer lines beside lltui's prediction for its settings and build
+        (None before the first buffer line)."""
+        from lltui.services.launch_compare import build_of_binary, check_launch
+
+        if self._sup is None or self._prepared is None:
+            return None
+        facts = self._sup.scan_facts()
+        if not facts.buffers:
+            return None
+        prepared = self._prepared
+        groups = self._sup.summary().placement()
+        by_buffer = {b: p.name for p in groups for b in p.buffers}
+        build = build_of_binary(prepared.command.argv[0] if prepared.command.argv else None)
+        return check_launch(facts, by_buffer, prepared.spec.args, prepared.spec.model, build)
 
     def placement(self) -> tuple[DevicePlacement, ...]:
         """Where the model went, per device, from the server's log so far."""

@@ -26,6 +26,7 @@ from lltui.services.launch import (
 from lltui.sources.llama.supervisor import ServerExit
 
 if TYPE_CHECKING:  # httpx is imported only once a server is watched
+    from lltui.services.launch_compare import LaunchCheck
     from lltui.sources.llama.http import LlamaServerClient, ServerPoll
 
 POLL_INTERVAL_S = 1.0
@@ -59,6 +60,8 @@ class LaunchState:
     # what fit predicts for this command on this rig, shown beside the measured rates
     predicted_decode_tps: float | None = None
     predicted_prefill_tps: float | None = None
+    # once loaded: the server's buffers beside lltui's prediction for its flags and build
+    check: LaunchCheck | None = None
 
 
 class LaunchController:
@@ -263,7 +266,12 @@ class LaunchController:
     def _take_poll(self, poll: ServerPoll) -> None:
         session = self._session
         status = session.status() if session is not None else None
+        check = None
+        if session is not None and poll.ready and self.state.check is None:
+            check = self._check(session)  # once, as soon as the server has loaded
         with self.lock:
+            if check is not None:
+                self.state.check = check
             st = self.state
             if status is not None:
                 st.placement = tuple(status.log.placement())
@@ -292,6 +300,15 @@ class LaunchController:
                 st.tokens_total = poll.metrics.tokens_predicted_total
             self._energy(poll)
         self._notify()
+
+    @staticmethod
+    def _check(session: LaunchSession) -> LaunchCheck | None:
+        try:
+            return session.check()
+        except Exception as exc:  # a prediction that fails must not stop the watching
+            from lltui.services.launch_compare import LaunchCheck
+
+            return LaunchCheck((), None, "-", 0, 0, 0, note=f"no prediction: {exc}")
 
     def _energy(self, poll: ServerPoll) -> None:
         """J/token from the energy counters of the GPUs this server uses."""

@@ -18,7 +18,7 @@ from lltui.app.screens.base import FormScreen
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
-from lltui.core.units import compact_indexes, fmt_bytes, spark
+from lltui.core.units import MIB, compact_indexes, fmt_bytes, spark
 from lltui.services.launch_watch import LaunchState
 
 PHASE_STYLE = {
@@ -32,7 +32,16 @@ PHASE_STYLE = {
     "idle": "$text-muted",
 }
 PLACEMENT_COLUMNS = (("device", 22), ("model MiB", 10), ("KV MiB", 9), ("compute MiB", 12),
-                     ("output MiB", 11), ("layers", 16))  # fmt: skip
+                     ("output MiB", 11), ("layers", 16), ("predicted MiB", 16))  # fmt: skip
+
+
+def predicted_cell(st: LaunchState, name: str, logged_mib: float) -> str:
+    """lltui's prediction for a device beside what its log printed: total and difference."""
+    found = st.check.device(name) if st.check is not None else None
+    if found is None or not found.predicted:
+        return "-"
+    pred = found.predicted_bytes / MIB
+    return f"{pred:.2f} ({pred - logged_mib:+.2f})"
 
 
 def render_server(st: LaunchState) -> str:
@@ -79,6 +88,8 @@ def render_rates(st: LaunchState, width: int) -> str:
         )
     if st.tokens_total is not None:
         lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
+    if st.check is not None:
+        lines.append(f"[$text-muted]{escape(st.check.summary)}[/]")
     return "\n".join(lines)
 
 
@@ -300,6 +311,7 @@ class LaunchScreen(FormScreen):
                 f"{dev.compute_mib:.2f}",
                 f"{dev.output_mib:.2f}",
                 layers,
+                predicted_cell(st, dev.name, dev.total_mib),
             )
             if key not in self._placement_keys:
                 table.add_row(*cells, key=key)

@@ -40,11 +40,13 @@ _PerOwner = dict[str, dict[str, int]]
 
 
 def pipeline_parallel(
-    hp: Hparams, r: Resolved, st: LlamaArgs, devices: Sequence[DeviceSpec]
+    hp: Hparams, r: Resolved, st: LlamaArgs, devices: Sequence[DeviceSpec], enabled: bool = True
 ) -> bool:
-    """llama_context turns pipeline parallelism on only for a full layer split."""
+    """llama_context turns pipeline parallelism on only for a full layer split (from b2413:
+    ``enabled``)."""
     return (
-        len(devices) > 1
+        enabled
+        and len(devices) > 1
         and r.n_gpu_layers > hp.n_layer_all
         and st.split_mode == "layer"
         and st.kv_offload
@@ -56,7 +58,7 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     """The estimate for exactly these settings (no search); ``placed`` reuses a placement
     made for the same layers and devices."""
     model, hp, st, all_devs, devs, opts = p.model, p.hp, p.args, p.devices, p.used, p.options
-    r = resolve_context(hp, st, server=opts.server)
+    r = resolve_context(hp, st, server=opts.server, rules=opts.rules)
     devs = tuple(devs)
     if placed is None:
         ldev = _layer_devices(hp.n_layer_all, r.n_gpu_layers, devs, tuple(st.tensor_split))
@@ -66,12 +68,13 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     else:
         placements, wbufs, ldev = placed
     kv = _kv_caches(hp, r, st, devs, tuple(ldev))
-    pp = pipeline_parallel(hp, r, st, devs)
+    pp = pipeline_parallel(hp, r, st, devs, opts.rules.pipeline_parallel)
 
     # every buffer as llama.cpp logs it: (name, kind, bytes)
     out_name, out_bytes = output_buffer(hp, r, st, devs, ldev[hp.n_layer_all])
     buffers: list[tuple[str, str, int]] = [(n, "model", b) for n, b in wbufs.items()]
-    buffers.append((out_name, "output", out_bytes))
+    if r.output_rows != "none":  # before b2413 the logits lived outside any buffer
+        buffers.append((out_name, "output", out_bytes))
     for cache in kv:
         buffers.extend((n, "KV", b) for n, b in cache.buffers)
     buffers.extend((n, "RS", b) for n, b in rs_buffers(hp, r, st, devs, ldev).items())

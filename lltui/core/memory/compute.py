@@ -11,7 +11,6 @@ from lltui.core.memory.common import (
     CPU,
     CPU_ALIGNMENT,
     CUDA_ALIGNMENT,
-    KV_PAD,
     OP_OFFLOAD_MIN_BATCH,
     SCHED_MAX_COPIES,
     backend_of,
@@ -151,8 +150,7 @@ class _Graph:
         if hp.has_memory and any(hp.has_kv(il) for il in range(hp.n_layer_all)):
             self.full_kv = r.n_ctx_seq
             if hp.swa_any:
-                window = hp.n_swa * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch
-                self.swa_kv = r.n_ctx_seq if st.swa_full else pad(min(r.n_ctx_seq, window), KV_PAD)
+                self.swa_kv = r.swa_cells
         self.mask_elem = 2 if r.flash_attn else 4
         self.ET = 4 * hp.n_embd * self.T
         self.head = 4 * self.n_out * (hp.n_vocab + 2 * hp.n_embd)

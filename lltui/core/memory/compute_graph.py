@@ -28,7 +28,7 @@ from lltui.core.ggml.graph import HOST, REPACK
 from lltui.core.ggml.sched import Backend, schedule
 from lltui.core.gguf.types import type_from_name
 from lltui.core.llama.flags import LlamaArgs
-from lltui.core.memory.common import CPU, KV_PAD, SCHED_MAX_COPIES, backend_of, pad
+from lltui.core.memory.common import CPU, SCHED_MAX_COPIES, backend_of
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.graph_llama import (
@@ -109,7 +109,6 @@ def llama_shape(
     layer_dev: tuple[int, ...] = (),
     moved: tuple[tuple[str, int], ...] = (),
     kv_host: bool = False,
-    swa_full: bool = False,
 ) -> LlamaShape:
     layers = []
     for il in range(hp.n_layer):
@@ -150,7 +149,7 @@ def llama_shape(
         **_routing(hp, tensor_names),
         fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
         swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
-        kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
+        kv_size_swa=r.swa_cells if hp.swa_any else 0,
     )
 
 
@@ -181,14 +180,6 @@ def _routing(hp: Hparams, tensor_names: frozenset[str]) -> Mapping[str, Any]:
             "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
         }
     )
-
-
-def _swa_cells(hp: Hparams, r: Resolved, swa_full: bool) -> int:
-    """The sliding-window cache's cells per stream (llama_kv_cache_iswa)."""
-    if swa_full:
-        return r.n_ctx_seq
-    window = hp.n_swa * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch
-    return pad(min(r.n_ctx_seq, window), KV_PAD)
 
 
 def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
@@ -374,7 +365,6 @@ def _planned(layout: ComputeLayout) -> Planned | None:
         tuple(layer_dev),
         _moved(placements, layer_dev, index, copies_weights) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
-        swa_full=st.swa_full,
     )
     if copies_weights:
         shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))

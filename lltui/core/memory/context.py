@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
+from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.llama.flags import NGL_ALL, NGL_AUTO, LlamaArgs
 from lltui.core.memory.common import KV_PAD, FitError, f32, pad
 from lltui.core.memory.devices import DeviceSpec
@@ -58,22 +59,65 @@ class Resolved:
     split_mode: str
     tensor_split: tuple[float, ...]  # as given (or free memory), one per device
     main_gpu: int
+    kv_pad: int = KV_PAD  # the cells n_ctx (and the SWA cache, before b6975) are padded to
+    swa_cells: int = 0  # the sliding-window cache's cells per stream (SWA models)
+    mla_v_cache: bool = False  # MLA models cache V beside K (b5137-b7831)
+    output_rows: str = "n_seq_max"  # the host output buffer's rows (BuildRules.output_rows)
 
 
-def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resolved:
-    """n_ctx, n_ctx_seq, streams, batch sizes: llama-server's and llama_context's rules."""
-    np_ = st.n_parallel_resolved
-    unified = st.kv_unified_resolved
+def _slots(st: LlamaArgs, rules: BuildRules) -> tuple[int, bool]:
+    """(n_seq_max, unified): -np and -kvu as the build's tool resolves them."""
+    given_np = st.n_parallel if st.n_parallel > 0 else None
+    if rules.tool != "server":
+        np_ = given_np or 1
+        unified = bool(st.kv_unified)
+    elif rules.np_default == "auto":
+        np_, unified = st.n_parallel_resolved, st.kv_unified_resolved
+    else:
+        np_ = given_np or 1
+        unified = bool(st.kv_unified)
+        # b6925-b7432: -np 1 without -kvu (and no draft model) meant 4 slots, one cache
+        if rules.np_default == "one-is-four" and np_ == 1 and not unified and not st.draft_model:
+            np_, unified = 4, True
+    if not rules.kv_streams:
+        unified = True  # one cache every sequence shares
+    return np_, unified
+
+
+def _split_ctx(
+    n_ctx_in: int, np_: int, unified: bool, kv_pad: int, rules: BuildRules
+) -> tuple[int, int]:
+    """(n_ctx, cells per sequence) after the build's padding and per-sequence split."""
+    if unified:
+        n_ctx = pad(n_ctx_in, kv_pad)
+        return n_ctx, n_ctx
+    base = pad(n_ctx_in, kv_pad) if rules.pad_ctx_first else n_ctx_in
+    per = base // np_ if rules.seq_split == "floor" else -(-base // np_)
+    n_ctx_seq = pad(per, kv_pad)
+    if n_ctx_seq == 0:
+        raise FitError("n_ctx_seq == 0: the context is too small for -np slots")
+    return n_ctx_seq * np_, n_ctx_seq
+
+
+def resolve_context(
+    hp: Hparams, st: LlamaArgs, *, server: bool = True, rules: BuildRules = NEWEST
+) -> Resolved:
+    """n_ctx, n_ctx_seq, streams, batch sizes: llama-server's and llama_context's rules, as
+    the build of ``rules`` has them (its defaults for what the flags leave unset)."""
+    np_, unified = _slots(st, rules)
     n_stream = 1 if unified else np_
     n_ctx_in = st.n_ctx
+    if "n_ctx" not in st.given and rules.ctx_default:
+        n_ctx_in = rules.ctx_default  # the build's default -c
     if st.kv_unified_per_slot > 0 and n_ctx_in == 0:
         n_ctx_in = np_ * st.kv_unified_per_slot
+    fit = st.fit if "fit" in st.given else rules.fit_default
     if n_ctx_in == 0:
         # fit resolves an unset context to the training context for each stream
-        n_ctx_in = hp.n_ctx_train * (n_stream if st.fit else 1)
+        n_ctx_in = hp.n_ctx_train * (n_stream if fit else 1)
     if n_ctx_in <= 0:
         raise FitError("the model has no context_length and -c is not set")
-    n_batch = st.n_batch
+    n_batch = st.n_batch if "n_batch" in st.given else rules.n_batch_default
     n_ubatch = st.n_ubatch
     if server and st.embedding and n_batch > n_ubatch:
         n_batch = n_ubatch
@@ -86,24 +130,26 @@ def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resol
         # with causal attention the batch is limited by the context (taken before padding)
         n_batch = min(n_ctx_in, n_batch)
     n_ubatch = min(n_batch, n_ubatch)
-    n_ctx = pad(n_ctx_in, KV_PAD)
-    if unified:
-        n_ctx_seq = n_ctx
-    else:
-        n_ctx_seq = pad(n_ctx // np_, KV_PAD)
-        if n_ctx_seq == 0:
-            raise FitError("n_ctx_seq == 0: the context is too small for -np slots")
-        n_ctx = n_ctx_seq * np_
+    fa_mode = st.flash_attn if "flash_attn" in st.given or rules.fa_default == "auto" else "off"
+    kv_pad = rules.kv_pad if fa_mode != "off" else rules.kv_pad_no_fa
+    n_ctx, n_ctx_seq = _split_ctx(n_ctx_in, np_, unified, kv_pad, rules)
     type_v_quant = GGML_TYPES[type_from_name(st.type_v)].quantized
-    if st.flash_attn == "off" and type_v_quant:
+    if fa_mode == "off" and type_v_quant:
         raise FitError("quantized V cache (-ctv) requires flash attention; -fa off refuses it")
     if hp.mla and st.type_k != st.type_v:
         raise FitError("MLA models need the same K and V cache types (-ctk and -ctv)")
-    n_outputs_max = n_outputs_server if server else n_batch
+    # llama-server limits its outputs from b9460; every other tool reserves a batch of them
+    limited = server and rules.tool == "server" and rules.server_output_limit
+    n_outputs_max = n_outputs_server if limited else n_batch
     ngl = st.n_gpu_layers
-    if ngl in (NGL_AUTO, NGL_ALL) or ngl < 0:
+    if ngl == NGL_AUTO and "n_gpu_layers" not in st.given and rules.ngl_default == "none":
+        ngl = 0  # before b6325 nothing was offloaded unless -ngl said so
+    elif ngl in (NGL_AUTO, NGL_ALL) or ngl < 0:
         ngl = hp.n_layer_all + 1
     return Resolved(
+        swa_cells=_swa_cells(hp, st, rules, n_ctx_seq, np_, unified, n_batch, n_ubatch, kv_pad),
+        mla_v_cache=rules.mla_v_cache,
+        output_rows=rules.output_rows,
         n_ctx=n_ctx,
         n_ctx_seq=n_ctx_seq,
         n_stream=n_stream,
@@ -114,13 +160,39 @@ def resolve_context(hp: Hparams, st: LlamaArgs, *, server: bool = True) -> Resol
         n_outputs_max=n_outputs_max,
         type_k=st.type_k,
         type_v=st.type_v,
-        flash_attn=st.flash_attn != "off",
-        flash_attn_mode=st.flash_attn,
+        flash_attn=fa_mode != "off",
+        flash_attn_mode=fa_mode,
         n_gpu_layers=min(ngl, hp.n_layer_all + 1),
         split_mode=st.split_mode,
         tensor_split=st.tensor_split,
         main_gpu=st.main_gpu,
+        kv_pad=kv_pad,
     )
+
+
+def _swa_cells(
+    hp: Hparams,
+    st: LlamaArgs,
+    rules: BuildRules,
+    n_ctx_seq: int,
+    np_: int,
+    unified: bool,
+    n_batch: int,
+    n_ubatch: int,
+    kv_pad: int,
+) -> int:
+    """The sliding-window cache's cells per stream (llama_kv_cache_iswa), by the build's rule:
+    n_ctx before b5429; then the window (n_swa for each sequence, plus a batch) padded."""
+    if not hp.swa_any:
+        return 0
+    if st.swa_full or rules.swa_cache == "full":
+        return n_ctx_seq
+    seqs = (np_ if unified else 1) if rules.swa_seqs_per_stream else np_
+    batch = n_ubatch if rules.swa_batch == "n_ubatch" else n_batch
+    window = hp.n_swa * seqs + batch
+    if rules.swa_pad_after:
+        return pad(min(n_ctx_seq, window), KV_PAD)
+    return min(n_ctx_seq, pad(window, kv_pad))
 
 
 def select_devices(available: Sequence[DeviceSpec], st: LlamaArgs) -> tuple[DeviceSpec, ...]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from lltui.core.gguf.types import GGML_TYPES, GgmlType, type_from_name
 from lltui.core.llama.flags import LlamaArgs
-from lltui.core.memory.common import CPU, KV_PAD, FitError, device_alloc_size, pad
+from lltui.core.memory.common import CPU, FitError, device_alloc_size
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
@@ -59,10 +59,7 @@ def kv_caches(
     v_max = max(hp.n_embd_v_gqa(il) for il in range(hp.n_layer_all))
     groups: list[tuple[bool, int, list[int]]] = []
     if hp.swa_any:
-        base = r.n_ctx_seq
-        swa = pad(min(base, hp.n_swa * (r.n_seq_max if r.kv_unified else 1) + r.n_ubatch), KV_PAD)
-        if st.swa_full:
-            swa = base
+        base, swa = r.n_ctx_seq, r.swa_cells
         groups.append((False, base, [il for il in layers if not hp.is_swa[il]]))
         groups.append((True, swa, [il for il in layers if hp.is_swa[il]]))
     else:
@@ -81,7 +78,7 @@ def kv_caches(
             tk = type_from_name(r.type_k)
             size = device_alloc_size(dev, tk, (nk, cells, r.n_stream), k)
             k_total += k
-            if not hp.mla:
+            if not hp.mla or r.mla_v_cache:  # MLA's V shared K's rows from b7832
                 v = _row(r.type_v, nv) * cells * r.n_stream
                 tv = type_from_name(r.type_v)
                 size += device_alloc_size(dev, tv, (nv, cells, r.n_stream), v)
@@ -118,9 +115,11 @@ def rs_buffers(
 def output_buffer(
     hp: Hparams, r: Resolved, st: LlamaArgs, devices: Sequence[DeviceSpec], out_dev: int
 ) -> tuple[str, int]:
-    """Logits (and embeddings) for n_seq_max outputs, in the output device's host buffer."""
-    floats = hp.n_vocab * r.n_seq_max
+    """Logits (and embeddings) for n_seq_max outputs (n_batch before b2540; none logged
+    before b2413), in the output device's host buffer."""
+    rows = {"n_seq_max": r.n_seq_max, "n_batch": r.n_batch}.get(r.output_rows, 0)
+    floats = hp.n_vocab * rows
     if st.embedding:
-        floats += hp.n_embd * r.n_seq_max
+        floats += hp.n_embd * rows
     name = "CUDA_Host" if out_dev >= 0 and devices[out_dev].kind == "cuda" else CPU
     return name, 4 * floats

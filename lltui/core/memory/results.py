@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lltui.core.gguf.model import GgufModel
+from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN
 from lltui.core.memory.context import Resolved
@@ -24,6 +25,7 @@ class FitOptions:
     repack_profile: str = "x86"  # CPU_REPACK rules of the host CPU: x86, x86-avx512, arm, none
     search: bool = True  # find the largest context and, when it does not fit, what does
     suggest: bool = True  # with search: also the flags that would fit (quant tables skip it)
+    rules: BuildRules = NEWEST  # the llama.cpp build (and tool) whose memory rules apply
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from lltui.core.llama.exit_reason import exit_reason, signal_name, stopped_from_outside
 from lltui.core.llama.launch_spec import BinaryFlags, LaunchCommand
 from lltui.core.llama.log import LlamaLogParser, LlamaLogSummary
+from lltui.core.llama.log_scan import LogScanner
+from lltui.core.llama.log_scan_models import LogFacts
 from lltui.sources.llama import http as llama_http
 from lltui.sources.llama.binary import ServerProbe
 from lltui.sources.llama.http import EndpointResult, LlamaServerClient
@@ -214,6 +216,7 @@ class Supervisor:
         self._on_line = on_line
         self._lines: deque[str] = deque(maxlen=max(1, log_lines))
         self._parser = LlamaLogParser()
+        self._scanner = LogScanner()  # every buffer line, for the prediction beside them
         self._lock = threading.Lock()  # guards the parser, the lines and the state below
         self._signal_lock = threading.Lock()  # held while signalling or marking the exit
         self._proc: subprocess.Popen[bytes] | None = None
@@ -376,6 +379,7 @@ class Supervisor:
         with self._lock:
             self._lines.append(line)
             events = self._parser.feed(line)
+            self._scanner.feed(line)
         if self._on_line is not None:
             # a failing listener must not stop this reader: an undrained pipe blocks the server
             with contextlib.suppress(Exception):
@@ -468,6 +472,11 @@ class Supervisor:
     def summary(self) -> LlamaLogSummary:
         with self._lock:
             return self._parser.summary()
+
+    def scan_facts(self) -> LogFacts:
+        """What the log said of memory so far, line by line (buffers, devices, settings)."""
+        with self._lock:
+            return self._scanner.facts()
 
     def ready_devices(self) -> list[dict[str, object]]:
         """Per-device model/KV/compute MiB parsed from the log (the ready event's devices)."""

@@ -1,0 +1,75 @@
+"""``lltui explain LOG [--model PATH|hf:...] [--build N] [--json]``: a llama.cpp log beside
+lltui's prediction for the same flags and build, and why a failed load failed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lltui.commands import CliError, print_json
+
+HELP = """\
+Read a llama.cpp log (llama-server, llama-cli, llama-bench -v, llama-mtmd-cli; any build from
+2024 on; timestamps, colour, cut or pasted with a prompt) and report, per device, what it
+allocated (weights, KV cache, recurrent state, compute, output, host buffers), the free
+memory it found, and, where the model's GGUF header can be read (the path in the log,
+--model, or hf:OWNER/REPO[:QUANT]), what lltui predicts for the same flags and build, line by
+line. A failed load says which device ran out, by how much, and a command line that fits.
+
+The build comes from --build, else the log's build line, else its line formats, else the
+llama-server found here; the figures follow that build's memory rules, and the answer says
+which of its rules lltui does not model. LOG may be - for standard input.
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="a llama.cpp log beside lltui's prediction; why a load failed",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("log", metavar="LOG", help="the log file (- for standard input)")
+    p.add_argument(
+        "--model",
+        metavar="PATH|hf:REF",
+        default=None,
+        help="the model's GGUF when the log's path is not on this machine",
+    )
+    p.add_argument(
+        "--build",
+        metavar="N",
+        type=_build_number,
+        default=None,
+        help="the llama.cpp build that wrote the log (bNNNN or NNNN)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (with the case to attach)")
+    p.set_defaults(func=run)
+
+
+def _build_number(text: str) -> int:
+    digits = text[1:] if text[:1] in ("b", "B") else text
+    if not digits.isdigit() or not 0 < int(digits) < 10**7:
+        raise argparse.ArgumentTypeError(f"expected a build number such as b5300, got {text!r}")
+    return int(digits)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lltui.core.explain.report import report_to_json, report_to_text
+    from lltui.services.explain import ExplainFailed, ExplainRequest, explain
+
+    request = ExplainRequest(log=args.log, model=args.model, build=args.build)
+    try:
+        report = explain(request)
+    except ExplainFailed as exc:
+        if args.json:
+            print_json({"error": str(exc), "code": exc.code})
+            print(f"lltui: {exc}", file=sys.stderr)
+            return exc.code
+        raise CliError(str(exc), exc.code) from None
+    if args.json:
+        print_json(report_to_json(report))
+    else:
+        print(report_to_text(report))
+    return 0

@@ -1,0 +1,106 @@
+"""Why a load failed: the device that ran out, what it asked for, what it had free then.
+
+llama.cpp says an allocation failed in two or three lines (the backend's ``allocating X MiB
+on device N: cudaMalloc failed``, the allocator's ``failed to allocate CUDA0 buffer of size
+B``, the context's ``failed to allocate compute buffers``); they are read as one failure.
+What the device had free when it failed is the free memory the log printed for it at load,
+less the buffers it had already allocated (the lines above the failure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lltui.core.explain.settings import is_host_buffer
+from lltui.core.llama.log_scan_models import AllocFailure, LogFacts
+from lltui.core.units import MIB
+
+NEAR_LINES = 8  # lines of one failure
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    message: str
+    line: int
+    kind: str  # oom, abort, error
+    device: str | None = None
+    needed_bytes: int | None = None
+    free_bytes: int | None = None  # free on the device when it failed
+    free_at_load_bytes: int | None = None
+    held_bytes: int = 0  # what the device had allocated before it failed
+    stage: str | None = None  # weights, kv, compute, output, load
+    predicted_bytes: int | None = None  # lltui's size for the buffer that failed
+
+    @property
+    def short_bytes(self) -> int | None:
+        """By how much the device ran out."""
+        if self.needed_bytes is None or self.free_bytes is None:
+            return None
+        return self.needed_bytes - self.free_bytes
+
+    @property
+    def free_below_bytes(self) -> int | None:
+        """An upper bound on the device's free memory at load, from the failure itself: it
+        held ``held_bytes`` and could not find ``needed_bytes`` more."""
+        if self.needed_bytes is None:
+            return None
+        return self.held_bytes + self.needed_bytes
+
+
+def _device_name(f: AllocFailure, facts: LogFacts) -> str | None:
+    if f.device is not None:
+        return f.device
+    if f.device_index is None:
+        return None
+    prefixes = [d.name.rstrip("0123456789") for d in facts.devices if d.name[-1:].isdigit()]
+    prefix = next((p for p in prefixes if p and not p.startswith("RPC")), "CUDA")
+    return f"{prefix}{f.device_index}"
+
+
+STAGE_KIND = {"weights": "model", "kv": "kv", "compute": "compute", "output": "output"}
+
+
+def summarise(facts: LogFacts, free_at_load: Mapping[str, int] | None = None) -> Failed | None:
+    """The failure that ended the load (None: it did not fail). ``free_at_load``: bytes
+    free per device buffer name, where the log said (else its own device lines)."""
+    failures = list(facts.failures)
+    if not failures:
+        return None
+    oom = [f for f in failures if f.kind == "oom"]
+    first = oom[0] if oom else failures[0]
+    cluster = [f for f in failures if 0 <= f.line - first.line <= NEAR_LINES]
+    device = next((f.device for f in cluster if f.device is not None), None)
+    if device is None:
+        device = next((n for f in cluster if (n := _device_name(f, facts)) is not None), None)
+    exact = [f.needed_bytes for f in cluster if f.needed_bytes is not None and f.device]
+    rough = [f.needed_bytes for f in cluster if f.needed_bytes is not None]
+    needed = exact[0] if exact else (rough[0] if rough else None)
+    stage = next((f.stage for f in cluster if f.device and f.stage), first.stage)
+    if first.kind != "oom":
+        return Failed(first.message, first.line, first.kind, device=device, stage=stage)
+    host = device is not None and is_host_buffer(device)
+    held = sum(
+        b.logged_bytes
+        for b in facts.buffers
+        if b.line < first.line
+        and b.load == facts.loads
+        # the host's memory: its buffers but the mapped file (page cache, given back)
+        and (b.device == device or (host and is_host_buffer(b.device) and b.device != "CPU_Mapped"))
+    )
+    free = dict(free_at_load or {})
+    for d in facts.devices:
+        if d.free_mib is not None:
+            free.setdefault(d.name, d.free_mib * MIB)
+    at_load = free.get(device) if device is not None else None
+    left = max(0, at_load - held) if at_load is not None and device is not None else None
+    return Failed(
+        message=first.message,
+        line=first.line,
+        kind="oom",
+        device=device,
+        needed_bytes=needed,
+        free_bytes=left,
+        free_at_load_bytes=at_load,
+        held_bytes=held,
+        stage=stage,
+    )

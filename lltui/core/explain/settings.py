@@ -1,0 +1,282 @@
+"""The settings a log ran with, recovered: a command line pasted with it, overridden by what
+llama.cpp printed as it resolved them (n_ctx, n_seq_max, n_batch, flash attention, the KV
+types, the layers offloaded), and the build's defaults for the rest, each named as assumed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from lltui.core.llama.args import LlamaArgs, parse_llama_args
+from lltui.core.llama.builds import BuildRules
+from lltui.core.llama.flag_table import BY_KEY
+from lltui.core.llama.log_scan_models import LogFacts
+
+_Take = Callable[[Sequence[str], str], None]
+HOST_NAMES = ("CPU", "CPU_Mapped", "CPU_REPACK", "CPU_AARCH64")
+# spellings of older builds, as the pinned parser reads them
+_OLD_SPELLINGS = {
+    "--no-mmap": ("-lm", "none"),
+    "--mlock": ("-lm", "mmap+mlock"),
+    "--mmap": ("-lm", "mmap"),
+}
+# flags that name the model, not a setting (the model is read from them separately)
+_MODEL_FLAGS = ("-m", "--model", "-hf", "--hf-repo", "-hff", "--hf-file", "-mu", "--model-url")
+
+
+def is_host_buffer(name: str) -> bool:
+    """A buffer in host memory: the CPU's, a mapped file, pinned memory (CUDA_Host)."""
+    return name in HOST_NAMES or name.startswith("CPU_") or name.endswith("_Host")
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """The settings of the logged run. ``from_log``: what the log printed and lltui took,
+    ``assumed``: what it did not print (the build's default stands), ``ignored``: words of
+    a pasted command line that lltui could not read."""
+
+    args: LlamaArgs
+    argv: tuple[str, ...]  # the memory flags, as llama-server spells them
+    from_log: tuple[str, ...]
+    assumed: tuple[str, ...]
+    ignored: tuple[str, ...]
+    model_ref: str | None = None  # -m / -hf of a pasted command line
+    # the command line to build on (a fix): the pasted one, and what the log printed that
+    # differs from the build's defaults
+    command_args: LlamaArgs = field(default_factory=LlamaArgs)
+
+
+def _modernise(words: Sequence[str]) -> tuple[list[str], str | None]:
+    """Older spellings rewritten, the model flags taken out (their value returned)."""
+    out: list[str] = []
+    model = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        if w in _MODEL_FLAGS and nxt is not None:
+            model = model or nxt
+            i += 2
+            continue
+        if w in _OLD_SPELLINGS:
+            out += _OLD_SPELLINGS[w]
+        elif w in ("-fa", "--flash-attn") and (nxt is None or nxt.startswith("-")):
+            out += [w, "on"]  # older builds: a bare switch
+        else:
+            out.append(w)
+        i += 1
+    return out, model
+
+
+def parse_pasted(words: Sequence[str]) -> tuple[LlamaArgs, list[str], str | None]:
+    """A pasted command line read as far as it goes: a word the parser refuses (with its
+    value) is dropped and named, the rest kept."""
+    argv, model = _modernise(words)
+    dropped: list[str] = []
+    for _ in range(32):
+        try:
+            args = parse_llama_args(argv, keep_unknown=True)
+        except ValueError as exc:
+            bad = _offender(str(exc), argv)
+            if bad is None:
+                return LlamaArgs(), [*dropped, " ".join(argv)], model
+            take = 2 if bad + 1 < len(argv) and not argv[bad + 1].startswith("-") else 1
+            dropped.append(" ".join(argv[bad : bad + take]))
+            argv = argv[:bad] + argv[bad + take :]
+            continue
+        return args, dropped + list(args.ignored), model
+    return LlamaArgs(), [*dropped, " ".join(argv)], model
+
+
+def _offender(message: str, argv: Sequence[str]) -> int | None:
+    head = message.split(":", 1)[0].strip()
+    for i, w in enumerate(argv):
+        if w == head or w.split("=", 1)[0] == head:
+            return i
+    return None
+
+
+def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
+    """The settings the logged run used, as far as the log says."""
+    base, ignored, model = parse_pasted(facts.command) if facts.command else (LlamaArgs(), [], None)
+    printed: list[str] = []
+    plain: list[str] = []
+    said: list[str] = []
+
+    def take(flags: Sequence[str], why: str) -> None:
+        printed.extend(flags)
+        if not _is_default(flags, rules):
+            plain.extend(flags)
+        said.append(f"{' '.join(flags)} ({why})")
+
+    _context_flags(facts, take)
+    _kv_flags(facts, take)
+    _offload_flags(facts, take)
+    args = base.then(parse_llama_args(printed)) if printed else base
+    assumed = _assumed(args, rules, facts)
+    return Recovered(
+        args=args,
+        argv=memory_argv(args),
+        from_log=tuple(said),
+        assumed=tuple(assumed),
+        ignored=tuple(ignored),
+        model_ref=model,
+        command_args=base.then(parse_llama_args(plain)) if plain else base,
+    )
+
+
+def memory_argv(args: LlamaArgs) -> tuple[str, ...]:
+    """The memory flags of ``args``, in order, each in the flag table's spelling."""
+    out: list[str] = []
+    for g in args.given_args:
+        f = BY_KEY.get(g.key) if g.key is not None else None
+        if f is not None and f.memory:
+            out += [f.spellings[0] if g.on or not f.neg else f.neg[0], *g.values]
+    return tuple(out)
+
+
+def _is_default(flags: Sequence[str], rules: BuildRules) -> bool:
+    """A printed value that only says the build's default (left out of a command line)."""
+    value = flags[1] if len(flags) > 1 else None
+    return (
+        (flags[0] == "-b" and value == str(rules.n_batch_default))
+        or (flags[0] == "-ub" and value == "512")
+        or (flags[0] in ("-ctk", "-ctv") and value == "f16")
+        or (flags[0] == "-fa" and value == rules.fa_default)
+    )
+
+
+def _context_flags(facts: LogFacts, take: _Take) -> None:
+    n_ctx = facts.context_int("n_ctx")
+    slots = facts.slots
+    slot_unified = slots is not None and slots[2] == "true"
+    if n_ctx:
+        take(("-c", str(n_ctx)), f"n_ctx = {n_ctx}")
+    elif slots is not None:
+        total = slots[1] if slot_unified else slots[0] * slots[1]
+        take(("-c", str(total)), f"n_slots = {slots[0]}, n_ctx_slot = {slots[1]}")
+    seqs = _seqs(facts)
+    n_seq = facts.context_int("n_seq_max") or (seqs[0] if seqs else None)
+    if n_seq:
+        take(("-np", str(n_seq)), f"n_seq_max = {n_seq}")
+    elif slots is not None:
+        take(("-np", str(slots[0])), f"n_slots = {slots[0]}")
+    unified = facts.context_value("kv_unified")
+    if unified is None and slots is not None and slots[2] in ("true", "false"):
+        unified = slots[2]
+    if unified in ("true", "false"):
+        take(("-kvu",) if unified == "true" else ("-no-kvu",), f"kv_unified = {unified}")
+    elif seqs and seqs[0] > 1:
+        one = seqs[1] == 1
+        take(("-kvu",) if one else ("-no-kvu",), f"{seqs[0]}/{seqs[1]} seqs")
+    for key, flag in (("n_batch", "-b"), ("n_ubatch", "-ub")):
+        value = facts.context_int(key)
+        if value:
+            take((flag, str(value)), f"{key} = {value}")
+    fa = _flash_attn(facts)
+    if fa is not None:
+        take(("-fa", fa[0]), fa[1])
+
+
+def _seqs(facts: LogFacts) -> tuple[int, int] | None:
+    for kv in facts.kv_sizes:
+        if kv.seqs and not kv.recurrent:
+            a, _, b = kv.seqs.partition("/")
+            if a.isdigit():
+                return int(a), int(b) if b.isdigit() else 1
+    return None
+
+
+def _flash_attn(facts: LogFacts) -> tuple[str, str] | None:
+    if facts.flash_attn is not None:
+        on = facts.flash_attn == "enabled"
+        return ("on" if on else "off"), f"flash attention auto: {facts.flash_attn}"
+    value = facts.context_value("flash_attn")
+    if value in ("1", "true", "enabled", "on"):
+        return "on", f"flash_attn = {value}"
+    if value in ("0", "false", "disabled", "off"):
+        return "off", f"flash_attn = {value}"
+    if value == "auto":
+        return "auto", "flash_attn = auto"
+    return None
+
+
+def _kv_flags(facts: LogFacts, take: _Take) -> None:
+    init = dict(facts.kv_init)
+    kv = next((k for k in facts.kv_sizes if not k.recurrent and k.k_type), None)
+    k_type = kv.k_type if kv is not None else init.get("type_k")
+    v_type = kv.v_type if kv is not None else init.get("type_v")
+    if k_type:
+        take(("-ctk", k_type.lower()), f"K ({k_type})")
+    if v_type:
+        take(("-ctv", v_type.lower()), f"V ({v_type})")
+    if init.get("offload") == "0" or _kv_only_on_host(facts):
+        take(("-nkvo",), "the KV cache is in host memory")
+    cells = {k.cache: k.cells for k in facts.kv_sizes if k.cells}
+    base_cells = cells.get("base")
+    if base_cells is not None and cells.get("swa") == base_cells:
+        take(("--swa-full",), "the SWA cache is as large as the full one")
+
+
+def _kv_only_on_host(facts: LogFacts) -> bool:
+    last = facts.last_load()
+    kv = [b for b in last if b.kind == "kv" and b.part == "model"]
+    offloaded = any(b.kind == "model" and not is_host_buffer(b.device) for b in last)
+    return bool(kv) and offloaded and all(is_host_buffer(b.device) for b in kv)
+
+
+def _offload_flags(facts: LogFacts, take: _Take) -> None:
+    last = facts.last_load()
+    if facts.offloaded is not None:
+        n, m = facts.offloaded
+        take(("-ngl", str(n)), f"offloaded {n}/{m} layers")
+    elif (weights := [b for b in last if b.kind == "model"]) and all(
+        is_host_buffer(b.device) for b in weights
+    ):
+        take(("-ngl", "0"), "every weight is in host memory")
+    elif (
+        not weights
+        and (kv := [b for b in last if b.kind == "kv"])
+        and all(not is_host_buffer(b.device) for b in kv)
+    ):
+        # the KV cache follows its layers: on the devices only, every layer went there
+        take(("-ngl", "all"), "no offload line; the KV cache is on the devices only")
+    host_model = {b.device for b in last if b.kind == "model" and is_host_buffer(b.device)}
+    if "CPU" in host_model and not host_model & {"CPU_Mapped"} and _mapped_names(facts):
+        take(("-lm", "none"), "weights in a CPU buffer, not mapped")
+    if any(b.device.endswith("_Split") for b in last):
+        take(("-sm", "row"), "a _Split buffer")
+
+
+def _mapped_names(facts: LogFacts) -> bool:
+    """Whether the build names mapped weights CPU_Mapped (b3990 on): else CPU is mapped."""
+    if facts.build is not None:
+        return facts.build >= 3990
+    return facts.build_range is not None and facts.build_range.first >= 3990
+
+
+def _assumed(args: LlamaArgs, rules: BuildRules, facts: LogFacts) -> list[str]:
+    out = []
+    given = args.given
+    if "n_ctx" not in given:
+        ctx = rules.ctx_default
+        out.append(f"-c: not printed; the build's default ({ctx or 'the training context'})")
+    if "n_parallel" not in given:
+        out.append(f"-np: not printed; the build's default ({_np_default(rules)})")
+    if "flash_attn" not in given:
+        out.append(f"-fa: not printed; the build's default ({rules.fa_default})")
+    if "n_gpu_layers" not in given and any(not is_host_buffer(d.name) for d in facts.devices):
+        out.append(f"-ngl: not printed; the build's default ({rules.ngl_default})")
+    if "n_batch" not in given:
+        out.append(f"-b: not printed; the build's default ({rules.n_batch_default})")
+    if "type_k" not in given:
+        out.append("-ctk/-ctv: not printed; f16")
+    return out
+
+
+def _np_default(rules: BuildRules) -> str:
+    if rules.tool != "server":
+        return "1"
+    return {"one": "1", "one-is-four": "1, which means 4 with a unified cache"}.get(
+        rules.np_default, "auto: 4 with a unified cache"
+    )

@@ -1,0 +1,183 @@
+"""``lltui explain`` on what is not a llama.cpp log, or not only one: an empty file, a binary
+one, a text file of something else, a 2 GiB file (sparse: it costs no disk), a line of a
+megabyte, a pasted prompt around a log. One clear line and exit 2 for bad input (a JSON
+object with --json), no traceback; bounded time (the caps, not a timer, bound it) and memory."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lltui.cli import main
+from lltui.core.llama.log_scan import MAX_BUFFERS, MAX_UNPARSED, LogScanner, scan_lines
+from lltui.services.explain import ExplainRequest, explain
+from lltui.sources.llama.log_file import HEAD_BYTES, MAX_LINE_BYTES, LogRead, read_lines
+
+LOGS = Path(__file__).parent / "fixtures" / "llama-logs"
+PINNED = Path(__file__).parent / "fixtures" / "llama-server" / "server_lv4_full.log"
+
+
+def refused(capsys, path: str, *extra: str) -> str:
+    code = main(["explain", path, *extra])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "Traceback" not in captured.err
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lltui: explain:")
+    return lines[0]
+
+
+def test_missing_file(capsys, tmp_path):
+    assert "No such file" in refused(capsys, str(tmp_path / "nope.log"))
+
+
+def test_directory(capsys, tmp_path):
+    assert "not a file" in refused(capsys, str(tmp_path))
+
+
+def test_empty_file(capsys, tmp_path):
+    path = tmp_path / "empty.log"
+    path.write_bytes(b"")
+    assert "empty file" in refused(capsys, str(path))
+
+
+def test_binary_file(capsys, tmp_path):
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(4096) + b"\0" * 100)
+    assert "not a text file" in refused(capsys, str(path))
+
+
+def test_text_that_is_not_a_llama_log(capsys, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("shopping list\n" * 1000 + "eggs: 12\nmilk buffer size = 2 litres\n")
+    assert "not a llama.cpp log" in refused(capsys, str(path))
+
+
+def test_json_failure_is_a_json_object(capsys, tmp_path):
+    path = tmp_path / "empty.log"
+    path.write_bytes(b"")
+    assert main(["explain", str(path), "--json"]) == 2
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    assert data["code"] == 2 and "empty file" in data["error"]
+
+
+def test_bad_build_number_is_a_usage_error(capsys):
+    assert main(["explain", str(PINNED), "--build", "yesterday"]) == 2
+    assert "build number" in capsys.readouterr().err
+
+
+def test_a_model_that_cannot_be_read_leaves_the_log_explained(capsys, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\xff" * 64)
+    assert main(["explain", str(PINNED), "--model", str(bad), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["header_read"] is False and data["model"]["note"]
+    assert data["buffers"] and all(b["predicted_bytes"] is None for b in data["buffers"])
+
+
+def test_two_gib_sparse_log_reads_its_head_and_tail(tmp_path):
+    """A 2 GiB file: the log's load at its start, a crash at its end, a hole between (no disk
+    used). Read in bounded pieces: the start and the end, with a note."""
+    path = tmp_path / "huge.log"
+    head = PINNED.read_bytes()
+    tail = b"\nllama_model_load: error loading model: unable to allocate CUDA0 buffer\n"
+    with path.open("wb") as f:
+        f.write(head)
+        f.seek(2 * 1024**3 - len(tail))
+        f.write(tail)
+    assert path.stat().st_size == 2 * 1024**3
+    read = LogRead(str(path))
+    lines = sum(1 for _ in read_lines(str(path), read))
+    assert read.read_bytes < HEAD_BYTES + 9 * 1024 * 1024
+    assert any("2.00 GiB" in n for n in read.notes)
+    assert lines < 1000  # the hole is one line per NUL run, cut to MAX_LINE_BYTES
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    assert len(r.checks) == 4  # the load's buffers from the head
+    assert r.failed is not None and r.failed.device == "CUDA0"  # the end's failure
+    assert any("2.00 GiB" in n for n in r.source.notes)
+
+
+def test_two_gib_of_zeros_is_refused_at_once(capsys, tmp_path):
+    path = tmp_path / "zeros.log"
+    with path.open("wb") as f:
+        f.truncate(2 * 1024**3)
+    assert "not a text file" in refused(capsys, str(path))
+
+
+def test_a_megabyte_line_is_cut_not_kept(tmp_path):
+    path = tmp_path / "long.log"
+    path.write_bytes(PINNED.read_bytes()[:2000] + b"x" * (1 << 20) + b"\n" + PINNED.read_bytes())
+    lines = list(read_lines(str(path)))
+    assert max(len(line) for line in lines) <= MAX_LINE_BYTES
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    assert len(r.checks) == 4
+
+
+def test_giving_up_early_on_a_large_text_that_is_no_log(capsys, tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text("a line of some other program's output\n" * 200_000)  # 7.6 MB
+    assert "not a llama.cpp log" in refused(capsys, str(path))
+
+
+def test_pasted_with_a_prompt_and_markdown(tmp_path):
+    text = PINNED.read_text()
+    pasted = f"$ ./llama-server -m models/tiny.gguf -c 2048\n```\n{text}```\nhelp please!\n"
+    path = tmp_path / "pasted.log"
+    path.write_text(pasted)
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    assert r.facts.command[:2] == ("-m", "models/tiny.gguf")
+    assert len(r.checks) == 4
+
+
+def test_standard_input(monkeypatch, capsys):
+    import io
+    import sys
+
+    data = (LOGS / "03-ollama6860-5gpu-compute-oom-2024.log").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["explain", "-", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"]["device"] == "CUDA4"
+
+
+def test_the_scanner_keeps_bounded_lists():
+    scanner = LogScanner()
+    for i in range(MAX_BUFFERS + 500):
+        scanner.feed(f"load_tensors:        CUDA0 model buffer size = {i}.00 MiB")
+    for _ in range(MAX_UNPARSED + 50):
+        scanner.feed("something odd: 12 MiB of nothing")
+    f = scanner.facts()
+    assert len(f.buffers) == MAX_BUFFERS and f.buffers_dropped == 500
+    assert len(f.unparsed) == MAX_UNPARSED and f.unparsed_dropped == 50
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "\t" * 5000 + "buffer size = 1 MiB",
+        "a" * 10000 + ": " + "b" * 10000,
+        "llama_context: " + "x " * 3000 + "buffer size = 3 MiB",
+        "{" + '"msg": "x", "level": "ERR", "build": 1' + "}",
+        "\x1b[31m" * 1000,
+        "load_tensors: RPC0[" + "9" * 5000 + "] model buffer size = 1.00 MiB",
+    ],
+)
+def test_hostile_lines_do_not_break_the_scanner(line):
+    f = scan_lines([line, "load_tensors:        CUDA0 model buffer size =     1.00 MiB"])
+    assert f.buffers[-1].device == "CUDA0"
+
+
+def test_json_lines_log_and_verbose_log_of_the_pinned_server():
+    """--log-jsonl (one JSON object a line) reads as the text log does; -v's extra lines are
+    known, and its fit probe is a load of its own before the real one."""
+    fixtures = Path(__file__).parent / "fixtures" / "llama-server"
+    jsonl = scan_lines((fixtures / "server_jsonl_lv4_full.log").read_text().splitlines())
+    assert [b.kind for b in jsonl.buffers] == ["model", "output", "kv", "compute"]
+    assert jsonl.tool == "server" and jsonl.unparsed == ()
+    verbose = scan_lines((fixtures / "server_verbose_v_full.log").read_text().splitlines())
+    assert verbose.loads == 2 and verbose.unparsed == ()
+    assert len(verbose.last_load()) == 4 and verbose.layer_devices

@@ -1,0 +1,338 @@
+"""``lltui explain`` on the llama.cpp logs users posted (tests/fixtures/llama-logs, with their
+provenance): every buffer line read with its line number whatever the prefix, the build or
+its range, failures, and, for the logs whose model can be reconstructed (tests/
+public_models.py), the prediction line by line under the log's build and under the newest
+rules."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from public_models import BY_LOG, corpus_entry, write
+
+from lltui.cli import main
+from lltui.core.explain.report import report_to_json, report_to_text
+from lltui.core.llama.log_scan import scan_lines
+from lltui.core.units import MIB
+from lltui.services.explain import ExplainRequest, explain
+
+LOGS = Path(__file__).parent / "fixtures" / "llama-logs"
+ALL = sorted(p.name for p in LOGS.glob("*.log"))
+_BUFFER_LINE = re.compile(r"buffer size\s*=\s*-?[\d.]+\s*MiB")
+
+
+def facts(name: str):
+    return scan_lines(LOGS.joinpath(name).read_text(encoding="utf-8").splitlines())
+
+
+def run(name: str, **kw):
+    return explain(ExplainRequest(str(LOGS / name), ask_binary=False, **kw))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("public-models")
+
+
+@pytest.fixture(scope="module")
+def headers(model_dir: Path) -> dict[str, str]:
+    return {log: str(write(rec, model_dir)) for log, rec in BY_LOG.items()}
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_buffer_line_is_read_or_listed(name):
+    """A line that prints a buffer size is a buffer of the report or an unparsed line,
+    with its number; none is dropped."""
+    lines = LOGS.joinpath(name).read_text(encoding="utf-8").splitlines()
+    f = scan_lines(lines)
+    wanted = {i for i, line in enumerate(lines, 1) if _BUFFER_LINE.search(line)}
+    found = {b.line for b in f.buffers} | {n for n, _ in f.unparsed}
+    assert wanted <= found, sorted(wanted - found)
+    for b in f.buffers:
+        assert b.kind in ("model", "kv", "rs", "compute", "output")
+        assert b.mib_text in lines[b.line - 1]
+
+
+def test_colour_without_escape_and_timestamps():
+    f = facts("14-llama27680-dsv4-colour-timestamps-2026.log")
+    assert [(b.device, b.kind, b.mib_text) for b in f.buffers] == [
+        ("CUDA_Host", "output", "0.49"),
+        ("CUDA0", "kv", "182.75"),
+    ]
+    assert f.buffers[1].cache == "swa"
+    assert f.kv_sizes[0].cells == 64000
+
+
+def test_journald_prefix_and_cuda_devices():
+    f = facts("25-ollama3711-journal-2gpu-cpu-offload-2024.log")
+    assert [d.name for d in f.devices] == ["CUDA0", "CUDA1"]
+    assert f.devices[0].description == "NVIDIA RTX A6000"
+    assert f.offloaded == (39, 41)
+    assert {b.device for b in f.buffers} == {"CPU", "CUDA0"}
+
+
+def test_pid_prefix_and_levels_recurrent_state():
+    f = facts("09-pr23792-tp-meta-recurrent-timestamps-2026.log")
+    assert [(b.device, b.kind, b.mib_text) for b in f.buffers] == [("Meta()", "rs", "124.69")]
+    assert f.kv_sizes[0].recurrent and f.kv_sizes[0].seqs == "2"
+
+
+def test_interleaved_lines_of_another_program():
+    f = facts("17-ollama9496-cpu-only-init_from_model-2025.log")
+    assert [(b.kind, b.mib_text) for b in f.buffers] == [
+        ("kv", "4048.00"),
+        ("output", "2.02"),
+        ("compute", "2119.26"),
+    ]
+    assert f.unparsed == ()
+
+
+def test_build_lines_of_each_era():
+    assert facts("16-llama10560-mistral-large-ngl1-header-2024.log").build == 4202
+    assert facts("26-llama9426-rpc-16-servers-tinyllama-2024.log").build == 3726
+    shallow = facts("27-llama8112-rpc-llamacli-deepseek-coder-v2-2024.log")
+    assert shallow.build is None and "partial copy" in (shallow.build_note or "")
+
+
+def test_pasted_command_line_is_read():
+    f = facts("16-llama10560-mistral-large-ngl1-header-2024.log")
+    assert f.tool == "server"
+    assert f.command[:2] == ("-m", "models/Mistral-Large-Instruct-2411-Q8_0.gguf")
+    r = run("16-llama10560-mistral-large-ngl1-header-2024.log")
+    argv = r.settings.argv
+    assert "-c" in argv and "4096" in argv
+    assert (argv[argv.index("-fa")], argv[argv.index("-fa") + 1]) == ("-fa", "on")
+    assert "-ctk" in argv and "q8_0" in argv
+    assert r.settings.model_ref == "models/Mistral-Large-Instruct-2411-Q8_0.gguf"
+
+
+def test_build_range_of_logs_without_a_build_line():
+    assert facts("12-llama11807-cpu-only-aarch64-repack-2025.log").build_range.label == (
+        "b4081-b4462"
+    )
+    assert facts("13-llama15463-rpc-kv-unified-2025.log").build_range.label == "b5262-b6232"
+    r = run("12-llama11807-cpu-only-aarch64-repack-2025.log")
+    assert r.build == 4462 and "line formats" in r.build_source
+
+
+def test_two_runs_pasted_together_are_two_loads():
+    f = facts("05-llama12728-vulkan-init-prefix-oom-2025.log")
+    assert f.loads == 2
+    assert [b.load for b in f.buffers] == [1, 2, 2, 2]
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "device", "needed", "stage"),
+    [
+        ("03-ollama6860-5gpu-compute-oom-2024.log", "CUDA4", 150995968, "compute"),
+        ("04-ollama4225-nkvo-compute-oom-2024.log", "CUDA0", 4725934080, "compute"),
+        ("10-llama16725-apertus70b-rocm-compute-oom-2025.log", "ROCm0", 14822711296, "compute"),
+        ("11-llama20431-model-load-oom-2026.log", "CUDA0", 151851674624, "weights"),
+        ("05-llama12728-vulkan-init-prefix-oom-2025.log", "Vulkan0", 2166360064, "compute"),
+    ],
+)
+def test_failed_loads_name_the_device_and_the_size(name, device, needed, stage):
+    r = run(name)
+    assert r.failed is not None and r.failed.kind == "oom"
+    assert (r.failed.device, r.failed.needed_bytes, r.failed.stage) == (device, needed, stage)
+    data = report_to_json(r)["failed"]
+    assert {"device", "needed_bytes", "free_bytes", "message"} <= set(data)
+    assert data["message"]
+
+
+def test_without_a_header_a_failure_says_what_to_give():
+    r = run("04-ollama4225-nkvo-compute-oom-2024.log")
+    text = report_to_text(r)
+    assert "CUDA0 ran out allocating compute 4507.00 MiB" in text
+    assert "--model" in text
+    assert all(c.predicted_bytes is None for c in r.checks)
+
+
+# -- predictions with reconstructed headers ---------------------------------------------------
+
+
+def checks(r):
+    return {(c.line.line, c.line.device, c.line.kind): c for c in r.checks}
+
+
+def test_tinyllama_over_16_rpc_servers_matches_every_weights_line(headers):
+    """b3726, llama-cli over 16 RPC servers (their addresses masked as x and y), no free
+    memory printed: llama.cpp's even split of 23 layers over 16 devices (2,1,2,1,...) is what
+    the log shows, and every line, the CPU's input layer and the last server's output layer
+    too, is exact without recovering anything from the lines."""
+    name = "26-llama9426-rpc-16-servers-tinyllama-2024.log"
+    r = run(name, model=headers[name])
+    assert r.build == 3726
+    assert len(r.devices.devices) == 16
+    assert all(c.exact for c in r.checks), [(c.line.line, c.predicted_bytes) for c in r.checks]
+    assert not any("recovered from the weights' lines" in n for n in r.notes)
+
+
+def test_r1_distill_qwen_32b_q4_k_m_weights_are_exact(headers):
+    name = "28-llama11861-r1-distill-qwen32b-fa-2025.log"
+    r = run(name, model=headers[name])
+    got = {(c.line.device, c.line.mib_text): c.exact for c in r.checks}
+    assert got == {("CUDA0", "18508.35"): True, ("CPU_Mapped", "417.66"): True}
+
+
+def test_tinyllama_q4_0_repacked_on_the_cpu(headers):
+    name = "12-llama11807-cpu-only-aarch64-repack-2025.log"
+    r = run(name, model=headers[name])
+    c = checks(r)
+    assert c[(4, "CPU_AARCH64", "model")].exact  # the repacked weights
+    assert c[(15, "CPU", "kv")].exact and c[(17, "CPU", "output")].exact
+    assert c[(18, "CPU", "compute")].within(0.05)
+    # the mapped span depends on the order of the tensors in the user's file
+    assert not c[(3, "CPU_Mapped", "model")].exact
+
+
+def test_an_old_logs_default_slots_under_the_newest_rules(headers):
+    """An old log explained under its build's rules and under the newest: it does not print
+    its slots, so the build's default stands: one (b2413-b4462), four with -np auto (b7433
+    on). The output buffer, sized by the slots, differs four times over; the KV cache (its
+    context printed) is the same and exact under both."""
+    name = "04-ollama4225-nkvo-compute-oom-2024.log"
+    old = checks(run(name, model=headers[name]))[(9, "CUDA_Host", "output")]
+    new = checks(run(name, model=headers[name], build=11434))[(9, "CUDA_Host", "output")]
+    assert new.predicted_bytes == 4 * old.predicted_bytes == 4 * 4 * 128256
+    kv_old = checks(run(name, model=headers[name]))[(7, "CUDA_Host", "kv")]
+    kv_new = checks(run(name, model=headers[name], build=11434))[(7, "CUDA_Host", "kv")]
+    assert kv_old.exact and kv_new.exact
+
+
+def test_llama3_kv_on_the_host_and_the_failed_compute_buffer(headers):
+    name = "04-ollama4225-nkvo-compute-oom-2024.log"
+    r = run(name, model=headers[name])
+    assert checks(r)[(7, "CUDA_Host", "kv")].exact  # -nkvo: 65536 cells on the host
+    assert r.failed is not None and r.failed.device == "CUDA0"
+
+
+def test_deepseek_v2_before_mla_caches_full_heads(headers):
+    """A DeepSeek-V2 GGUF converted before MLA: K 128 x 192 and V 128 x 128 per token."""
+    name = "05-llama12728-vulkan-init-prefix-oom-2025.log"
+    r = run(name, model=headers[name])
+    c = checks(r)
+    assert c[(9, "Vulkan0", "kv")].exact
+    assert c[(1, "Vulkan0", "kv")].predicted_bytes is None  # the first run of the two
+
+
+# -- the JSON contract and the command line ---------------------------------------------------
+
+
+def test_json_contract(headers, capsys):
+    name = "28-llama11861-r1-distill-qwen32b-fa-2025.log"
+    assert main(["explain", str(LOGS / name), "--model", headers[name], "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["build"] is None or isinstance(data["build"], int)
+    assert data["failed"] is None
+    for b in data["buffers"]:
+        assert {"device", "kind", "logged_bytes", "predicted_bytes"} <= set(b)
+        assert b["kind"] in ("model", "kv", "rs", "compute", "output")
+        assert isinstance(b["logged_bytes"], int)
+    assert data["buffers"][0]["device"] == "CUDA0"
+    assert (
+        data["buffers"][0]["predicted_bytes"] == round(18508.35 * MIB, -4)
+        or abs(data["buffers"][0]["predicted_bytes"] - 18508.35 * MIB) < 0.005 * MIB
+    )
+    assert isinstance(data["unparsed"], list)
+    case = data["case"]
+    for key in ("hparams", "tensor_types", "flags", "devices", "buffers", "build", "rules"):
+        assert key in case
+    assert case["hparams"]["n_layer"] == 64 and case["tensor_types"]["q4_K"] > 0
+
+
+def test_json_without_a_header_has_null_predictions(capsys):
+    name = "13-llama15463-rpc-kv-unified-2025.log"
+    assert main(["explain", str(LOGS / name), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert all(b["predicted_bytes"] is None for b in data["buffers"])
+    assert data["build_range"] == "b5262-b6232"
+    assert data["rules"]["follows"] == 6232
+
+
+def test_text_names_the_rules_followed_and_what_is_not_modelled(capsys):
+    name = "26-llama9426-rpc-16-servers-tinyllama-2024.log"
+    assert main(["explain", str(LOGS / name)]) == 0
+    out = capsys.readouterr().out
+    assert "figures follow the rules of b3726 cli" in out
+    assert "b3726 cli changes lltui does not model:" in out
+    assert "compute buffers follow the pinned build's graph" in out
+
+
+def test_the_header_by_an_hf_reference(headers, tmp_path, monkeypatch):
+    """``--model hf:OWNER/REPO:QUANT``: the header read by ranged requests (a local hub)."""
+    from hub_server import Hub, HubServer, Repo
+
+    from lltui.sources.models import hf_hub
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(hf_hub, "token", lambda: None)
+    name = "28-llama11861-r1-distill-qwen32b-fa-2025.log"
+    files = {"R1-Distill-Qwen-32B-Q4_K_M.gguf": Path(headers[name])}
+    with HubServer(Hub(repos={"acme/R1-GGUF": Repo(files=files)})) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        r = run(name, model="hf:acme/R1-GGUF:Q4_K_M")
+    assert r.model_read and all(c.exact for c in r.checks)
+
+
+def test_a_llama_bench_run_with_its_load_log(tmp_path):
+    """llama-bench -v: the load lines, its table, and the build line it prints after it."""
+    body = (LOGS / "12-llama11807-cpu-only-aarch64-repack-2025.log").read_text()
+    table = (
+        "| model                          |       size |     params | backend    | threads "
+        "|          test |                  t/s |\n"
+        "| ------------------------------ | ---------: | ---------: | ---------- | ------: "
+        "| ------------: | -------------------: |\n"
+        "| llama 1B Q4_0                  | 606.53 MiB |     1.10 B | CPU        |       4 "
+        "|         pp512 |        123.45 ± 0.50 |\n\n"
+        "build: 8e672efe (4402)\n"
+    )
+    path = tmp_path / "bench.log"
+    path.write_text(body + table)
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    assert r.facts.tool == "bench" and r.build == 4402
+    assert r.rules.tool == "bench" and r.rules.label == "b4402 bench"
+    assert len(r.checks) == 5
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_corpus_of_cases_is_what_explain_says_now(name, model_dir):
+    """tests/fixtures/llama-logs/cases holds each log's case and line-by-line predictions
+    (scripts/explain_cases.py writes them): a change in the scanner, the rules or the
+    estimate shows here as a difference to look at, and to regenerate when it is right."""
+    kept = json.loads((LOGS / "cases" / f"{Path(name).stem}.json").read_text())
+    now = json.loads(json.dumps(corpus_entry(LOGS / name, model_dir)))
+    assert now == kept
+
+
+def test_a_default_verbosity_server_log_gives_its_slots_and_says_how_to_see_buffers(tmp_path):
+    """The pinned llama-server at its default verbosity prints no buffer line, but its slots:
+    -c, -np and -kvu come from there; the prediction stands alone, and the report says how
+    to have the buffers printed."""
+    from llama_fixture import write_tiny_llama
+
+    log = Path(__file__).parent / "fixtures" / "llama-server" / "server_default_verbosity_full.log"
+    model = write_tiny_llama(tmp_path / "tiny.gguf")
+    r = explain(ExplainRequest(str(log), model=str(model), ask_binary=False))
+    assert r.settings.argv == ("-c", "2048", "-np", "4", "-kvu")
+    assert not r.checks
+    assert {k for _, k, _ in r.comparison.not_logged} == {"model", "kv", "output", "compute"}
+    assert "-lv 4" in report_to_text(r)
+
+
+def test_a_header_of_another_model_is_said(headers):
+    """Log 24 loaded DeepSeek-V3 (129280 tokens); TinyLlama's header is not its model."""
+    r = run(
+        "24-ollama9782-deepseek-8gpu-model-buffers-2025.log",
+        model=headers["26-llama9426-rpc-16-servers-tinyllama-2024.log"],
+    )
+    assert any("not the model the log loaded" in n and "129280" in n for n in r.notes)
