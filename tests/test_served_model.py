@@ -36,7 +36,7 @@ SERVER = "/opt/llama.cpp/bin/llama-server"
                 "/m/qwen.gguf",
             ],
             "coder",
-        ),  # fmt: skip
+        ),
         ([SERVER, "-m", "/models/Qwen3-8B-Q4_K_M.gguf", "-c", "8192"], "Qwen3-8B-Q4_K_M"),
         ([SERVER, "--model=/models/a b.gguf"], "a b"),
         (
@@ -74,7 +74,7 @@ def _servers(sample: RigSample) -> RigSample:
             name="llama-server",
             command=router.format(4101, "chat", "qwen"),
             model="chat",
-        ),  # fmt: skip
+        ),
         GpuProcess(
             pid=502,
             gpu_index=0,
@@ -82,7 +82,7 @@ def _servers(sample: RigSample) -> RigSample:
             name="llama-server",
             command=router.format(4102, "embed", "bge"),
             model="embed",
-        ),  # fmt: skip
+        ),
     )
     gpus[0] = replace(gpus[0], processes=procs)
     return replace(sample, gpus=tuple(gpus))
