@@ -338,6 +338,7 @@ class LltuiApp(App[int]):
             "stop": self.launch.stop,
             "restart": self.launch.restart,
             "follow": self.launch.follow,
+            "router": self.launch.router_action,  # (load|unload|keep|unkeep, model name)
         }
         method = actions[what]
         work = off_thread_reported(self, lambda: method(*args), "launch")
