@@ -260,3 +260,27 @@ def test_a_model_that_cannot_be_read_is_named(models, tmp_path, capsys):
     )
     assert [m.name for m in report.plan.models] == ["alpha"]
     assert report.left_out[0][0] == "junk"
+
+
+def test_a_model_on_one_rpc_server_connects_to_that_one_only(models):
+    """-dev picks one of two RPC servers: the preset names only that server (its server
+    would connect to each one named, and each serves one at a time), renumbering -dev."""
+    from lltui.services.router_prep import section_for
+
+    a, b = "127.0.0.1:50052", "127.0.0.1:50053"
+    rpc = [rpc_device(a, 8 * GIB, 0, backend="cpu"), rpc_device(b, 8 * GIB, 1, backend="cpu")]
+    rpc[1] = replace(rpc[1], dev_name="RPC1")
+    flags = ["-c", "512", "--rpc", f"{a},{b}"]
+    plan = plan_set(
+        [
+            member(models, "alpha", [*flags, "-dev", "RPC1"], rpc),
+            member(models, "gamma", [*flags, "-dev", "RPC0"], rpc),
+        ],
+        OPTS,
+    )
+    alpha, gamma = plan.model("alpha"), plan.model("gamma")
+    assert (alpha.rpc, alpha.rpc_renames) == ((b,), (("RPC1", "RPC0"),))
+    assert (gamma.rpc, gamma.rpc_renames) == ((a,), ())
+    assert plan.fits and not plan.conflicts
+    section = dict(section_for(alpha, None))
+    assert section["rpc"] == b and section["dev"] == "RPC0"

@@ -210,14 +210,31 @@ def _drop(words: Sequence[str], flags: Sequence[str]) -> list[str]:
     return out
 
 
+# flags whose values name devices: RPC devices are renumbered when a server is left out
+_DEVICE_FLAGS = frozenset({"-dev", "--device", "-devd", "--device-draft", "--spec-draft-device",
+                           "-mmdev", "--mmproj-device"})  # fmt: skip
+
+
+def _renamed(words: Sequence[str], renames: dict[str, str]) -> list[str]:
+    out = list(words)
+    for i in range(len(out) - 1):
+        if out[i] in _DEVICE_FLAGS and renames:
+            out[i + 1] = ",".join(renames.get(d.strip(), d.strip()) for d in out[i + 1].split(","))
+    return out
+
+
 def section_for(p: PlannedModel, binary: BinaryFlags | None) -> list[tuple[str, str]]:
     """A model's section: its file, then its flags and the plan's pinned ones, spelled as
-    the binary spells them; ``--rpc`` only where the plan says its server uses an RPC
-    device (a server given ``--rpc`` connects, and an RPC server serves one at a time)."""
+    the binary spells them; ``--rpc`` naming only the servers the plan says its server
+    loads onto (a server given ``--rpc`` connects to each, and an RPC server serves one at
+    a time), its ``-dev`` names renumbered to match."""
     words = flags_argv(p.args, binary)
     words = _drop(words, ALIAS_FLAGS)  # the section's name is the model's name
-    if not p.rpc:
+    if tuple(dict.fromkeys(p.args.rpc)) != p.rpc:
         words = _drop(words, ("--rpc",))
+        words = _renamed(words, dict(p.rpc_renames))
+        if p.rpc:
+            words += ["--rpc", ",".join(p.rpc)]
     model = os.path.abspath(p.path) if not p.path.startswith(("hf:", "http")) else p.path
     try:
         return [("model", model), *words_to_entries(words, binary)]

@@ -75,6 +75,8 @@ class PlannedModel:
     max_ctx_alone: int | None
     max_ctx_shared: int | None
     keep: bool = False
+    # RPC device names that change when servers it does not use are left out (old, new)
+    rpc_renames: tuple[tuple[str, str], ...] = ()
 
     def bytes_on(self, device: str) -> int:
         return dict(self.usage).get(device, 0)
@@ -148,12 +150,29 @@ def usage_of(result: FitResult) -> dict[str, int]:
 
 def rpc_servers(
     args: LlamaArgs, result: FitResult, devices: Sequence[DeviceSpec]
-) -> tuple[str, ...]:
-    """The RPC servers a model's server connects to: all of its ``--rpc`` ones when it puts
-    anything on one of them, none when it uses none (the plan leaves ``--rpc`` out then)."""
-    rpc_names = {d.name for d in devices if d.kind == "rpc"}
-    used = any(d.name in rpc_names and d.total_bytes for d in result.devices)
-    return tuple(dict.fromkeys(args.rpc)) if used else ()
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The RPC servers a model's server must connect to, and how its RPC devices are named
+    then: the servers of the RPC devices it loads onto (``-dev`` picks them, or all), none
+    when it puts nothing on any. A server left out renumbers the others' devices (``RPC1``
+    becomes ``RPC0``): ``(old, new)`` for each device kept whose name changes."""
+    from lltui.core.memory.context import select_devices
+
+    rpc_devs = [d for d in devices if d.kind == "rpc"]
+    holding = {d.name for d in result.devices if d.total_bytes}
+    if not any(d.name in holding for d in rpc_devs):
+        return (), ()
+    chosen = {d.endpoint for d in select_devices(devices, args) if d.kind == "rpc"}
+    chosen |= {d.endpoint for d in rpc_devs if d.name in holding}
+    kept = tuple(ep for ep in dict.fromkeys(args.rpc) if ep in chosen)
+    renames = []
+    n = 0
+    for d in rpc_devs:  # llama.cpp numbers RPC devices over the servers, in --rpc order
+        if d.endpoint not in kept:
+            continue
+        if d.device_name != f"RPC{n}":
+            renames.append((d.device_name, f"RPC{n}"))
+        n += 1
+    return kept, tuple(renames)
 
 
 def layer_counts(result: FitResult, used: Sequence[DeviceSpec]) -> tuple[int, ...]:
@@ -305,6 +324,7 @@ def _pin(
         pinned = ("-c", str(ctx), *(p for p in _drop_ctx(pinned)))
     final_args = m.args.then(parse_llama_args(list(pinned)))
     alone = est(m, final_args, m.devices, replace(options, search=True, suggest=False))
+    rpc, renames = rpc_servers(final_args, alone, m.devices)
     return PlannedModel(
         name=m.name,
         path=m.model.path,
@@ -312,7 +332,8 @@ def _pin(
         pinned=pinned,
         result=replace(alone, max_ctx=None),
         usage=tuple(usage_of(alone).items()),
-        rpc=rpc_servers(final_args, alone, m.devices),
+        rpc=rpc,
+        rpc_renames=renames,
         default_ctx=default,
         ctx_given=_ctx_given(m.args),
         max_ctx_alone=alone.max_ctx,
