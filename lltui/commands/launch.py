@@ -272,6 +272,14 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     previous = {s: signal.signal(s, interrupt) for s in handled}
     try:
         with RpcHosts(specs) as rpc:
+            if _router_mode(own, words):
+                # every model may use them; the plan asks them for their memory, so they
+                # run first (an RPC server serves one model's server at a time)
+                if not own.dry_run:
+                    rpc.start()
+                    for line in rpc.describe():
+                        note("info", line)
+                return _run_router(own, ["--rpc", rpc.rpc_value(), *words])
             words = [*words, "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
             with session:
