@@ -21,7 +21,8 @@ from lltui.core.memory.devices import DeviceSpec
 from lltui.services.fit import FitFailed, FitRequest, FitSetup, prepare
 
 ALIAS_FLAGS = ("-a", "--alias")
-_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+# what a preset's section header or a request's model field cannot carry
+_NAME_CHARS = re.compile(r"[\[\]\s\x00-\x1f\x7f]+")
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,13 @@ def model_name(ref: str) -> str:
 
 
 def safe_name(name: str) -> str:
-    """A name fit for a preset section and a request's ``model`` field."""
-    cleaned = _NAME_CHARS.sub("-", name).strip("-.")
-    return cleaned or "model"
+    """A name fit for a preset section and a request's ``model`` field: brackets, blanks
+    and control characters become ``-``, and the tag after a ``:`` is upper-cased as
+    llama-server names the section (``owner/repo:q4_k_m`` -> ``owner/repo:Q4_K_M``)."""
+    from lltui.core.llama.preset import canonical_name
+
+    cleaned = _NAME_CHARS.sub("-", name).strip("-")
+    return canonical_name(cleaned) if cleaned else "model"
 
 
 def unique_names(wanted: Sequence[str]) -> list[str]:
