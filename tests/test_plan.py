@@ -284,3 +284,17 @@ def test_a_model_on_one_rpc_server_connects_to_that_one_only(models):
     assert plan.fits and not plan.conflicts
     section = dict(section_for(alpha, None))
     assert section["rpc"] == b and section["dev"] == "RPC0"
+
+
+def test_the_python_api_gives_the_plan_as_fit_json_does(models):
+    from lltui.api import plan_models as api_plan
+
+    got = api_plan(
+        [str(models["alpha"]), (str(models["gamma"]), ["-c", "1024"])],
+        flags=["-np", "1"],
+        gpus="24GiB",
+    )
+    assert [m["name"] for m in got["models"]] == ["alpha", "gamma"]
+    assert got["models"][1]["n_ctx"] == 1024 and got["fits"] is True
+    with pytest.raises(ValueError, match=r"nope\.gguf"):
+        api_plan(["/nope.gguf", str(models["alpha"])], gpus="T4")
