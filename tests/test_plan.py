@@ -298,3 +298,21 @@ def test_the_python_api_gives_the_plan_as_fit_json_does(models):
     assert got["models"][1]["n_ctx"] == 1024 and got["fits"] is True
     with pytest.raises(ValueError, match=r"nope\.gguf"):
         api_plan(["/nope.gguf", str(models["alpha"])], gpus="T4")
+
+
+def test_models_on_different_devices_are_lowered_each_as_its_device_allows(models):
+    devs = [gpu("CUDA0", 24), gpu("CUDA1", 40)]
+    alpha = member(models, "alpha", ["-dev", "CUDA0"], devs)
+    beta = member(models, "beta", ["-dev", "CUDA1"], devs)
+    gamma = member(models, "gamma", ["-dev", "none"], devs)  # on the host: nothing to lower
+    plan = plan_set([alpha, beta, gamma], OPTS)
+    assert plan.fits
+    a, b, g = (plan.model(n) for n in ("alpha", "beta", "gamma"))
+    assert a.ctx_lowered and b.ctx_lowered and not g.ctx_lowered
+    # each as far as its own device allows: one step more does not fit there
+    for p, m in ((a, alpha), (b, beta)):
+        assert p.n_ctx == p.max_ctx_alone or p.n_ctx + 256 > (p.max_ctx_alone or 0)
+        up = plan_set(
+            [replace(m, args=parse_llama_args([*m.args.to_argv(), "-c", str(p.n_ctx + 256)]))], OPTS
+        )
+        assert not up.fits

@@ -277,40 +277,80 @@ def _share_contexts(
     est: Estimator,
 ) -> list[int | None]:
     """Each model's context: None where ``-c`` was given, else its default or, when the set
-    does not fit at the defaults, the same share of each default that lets it fit."""
+    does not fit at the defaults, lowered where it helps: the models without ``-c`` on a
+    device that is short, each group of them that share such a device by the same share of
+    their defaults, as far as it takes for that device to fit (lowering a model elsewhere
+    would free nothing there). A set two of whose models share an RPC server cannot be
+    resident together however small their contexts: theirs stay at the defaults."""
     free = _free_by_device(members, options)
-    open_ = [i for i, m in enumerate(members) if not _ctx_given(m.args)]
-    if not open_ or _set_fits([usage_of(r) for r in base], free):
-        return [None if i not in open_ else defaults[i] for i in range(len(members))]
-    quick = replace(options, search=False, suggest=False)
-    units = [KV_PAD * base[i].resolved.n_stream for i in range(len(members))]
-    floors = [
-        min(defaults[i], max(units[i], members[i].args.fit_ctx or DEFAULT_FIT_CTX))
-        for i in range(len(members))
+    given = [None if _ctx_given(m.args) else defaults[i] for i, m in enumerate(members)]
+    uses = [usage_of(r) for r in base]
+    short = _short_devices(uses, free)
+    servers = [
+        set(rpc_servers(m.args, r, m.devices)[0]) for m, r in zip(members, base, strict=True)
     ]
-    fixed = {i: usage_of(base[i]) for i in range(len(members)) if i not in open_}
+    if not short or any(a & b for a, b in combinations(servers, 2)):
+        return given
+    open_ = [i for i, g in enumerate(given) if g is not None and any(uses[i].get(d) for d in short)]
+    out = list(given)
+    for group in _groups(open_, uses, short):
+        for i, ctx in _lowered(group, members, base, defaults, uses, free, options, est).items():
+            out[i] = ctx
+    return out
 
-    def uses_at(scale: float) -> list[dict[str, int]]:
-        out = dict(fixed)
-        for i in open_:
+
+def _groups(
+    open_: Sequence[int], uses: Sequence[Mapping[str, int]], short: set[str]
+) -> list[list[int]]:
+    """The models without -c, grouped by the short devices they share."""
+    groups: list[tuple[set[str], list[int]]] = []
+    for i in open_:
+        devs = {d for d in short if uses[i].get(d)}
+        joined = [g for g in groups if g[0] & devs]
+        merged = (devs.union(*(g[0] for g in joined)), [*(j for g in joined for j in g[1]), i])
+        groups = [g for g in groups if g not in joined] + [merged]
+    return [sorted(members) for _, members in groups]
+
+
+def _lowered(
+    group: Sequence[int],
+    members: Sequence[SetMember],
+    base: Sequence[FitResult],
+    defaults: Sequence[int],
+    uses: Sequence[Mapping[str, int]],
+    free: Mapping[str, int | None],
+    options: FitOptions,
+    est: Estimator,
+) -> dict[int, int]:
+    """The contexts of one group: the largest common share of their defaults (down to
+    -fitc, as llama.cpp's fitter goes) at which the devices they use fit."""
+    quick = replace(options, search=False, suggest=False)
+    units = {i: KV_PAD * base[i].resolved.n_stream for i in group}
+    floors = {
+        i: min(defaults[i], max(units[i], members[i].args.fit_ctx or DEFAULT_FIT_CTX))
+        for i in group
+    }
+
+    # the devices this group uses: another group's short devices are that group's to fit
+    mine = {d: f for d, f in free.items() if any(uses[i].get(d) for i in group)}
+
+    def fits_at(scale: float) -> bool:
+        now = list(uses)
+        for i in group:
             ctx = _scaled(defaults[i], floors[i], units[i], scale)
-            out[i] = usage_of(
-                est(members[i], _with_ctx(members[i].args, ctx), members[i].devices, quick)
-            )
-        return [out[i] for i in range(len(members))]
+            args = _with_ctx(members[i].args, ctx)
+            now[i] = usage_of(est(members[i], args, members[i].devices, quick))
+        return _set_fits([{d: b for d, b in u.items() if d in mine} for u in now], mine)
 
     lo, hi = 0.0, 1.0  # the set does not fit at hi; at lo (the floors) it may not either
-    if _set_fits(uses_at(lo), free):
+    if fits_at(lo):
         for _ in range(CTX_STEPS):
             mid = (lo + hi) / 2
-            if _set_fits(uses_at(mid), free):
+            if fits_at(mid):
                 lo = mid
             else:
                 hi = mid
-    return [
-        _scaled(defaults[i], floors[i], units[i], lo) if i in open_ else None
-        for i in range(len(members))
-    ]
+    return {i: _scaled(defaults[i], floors[i], units[i], lo) for i in group}
 
 
 def _pin(
@@ -389,6 +429,14 @@ def _free_by_device(members: Sequence[SetMember], options: FitOptions) -> dict[s
             free.setdefault(d.name, d.free_bytes)
     free[CPU] = options.host_free_bytes
     return free
+
+
+def _short_devices(uses: Sequence[Mapping[str, int]], free: Mapping[str, int | None]) -> set[str]:
+    totals: dict[str, int] = {}
+    for u in uses:
+        for name, b in u.items():
+            totals[name] = totals.get(name, 0) + b
+    return {n for n, b in totals.items() if free.get(n) is not None and b > (free.get(n) or 0)}
 
 
 def _set_fits(uses: Sequence[Mapping[str, int]], free: Mapping[str, int | None]) -> bool:

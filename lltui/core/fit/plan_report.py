@@ -81,7 +81,7 @@ def plan_to_text(plan: SetPlan, notes: Sequence[str] = ()) -> str:
     lowered = [p for p in models if p.ctx_lowered]
     if lowered:
         lines.append(
-            "contexts lowered together so that all fit: "
+            "contexts lowered so that all fit (models sharing a device by the same share): "
             + ", ".join(f"{p.name} {p.default_ctx} -> {p.n_ctx}" for p in lowered)
         )
     lines.append("")
