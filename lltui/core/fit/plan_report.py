@@ -86,8 +86,11 @@ def plan_to_text(plan: SetPlan, notes: Sequence[str] = ()) -> str:
         )
     lines.append("")
     shared = []
+    in_conflict = {n for a, b, _ep in plan.conflicts for n in (a, b)}
     for p in models:
         with_others = "-" if p.max_ctx_shared is None else str(p.max_ctx_shared)
+        if p.max_ctx_shared is None and p.name in in_conflict:
+            with_others = "- (an RPC server shared)"
         alone = "-" if p.max_ctx_alone is None else str(p.max_ctx_alone)
         shared.append(f"{p.name} {with_others} (alone {alone})")
     lines.append("largest context with the others loaded: " + ", ".join(shared))
