@@ -45,9 +45,9 @@ server each): flags before the first model apply to all, flags after a model to 
 (--alias NAME names it). Each model's memory on each device, what is left, which models fit
 together when all do not, the largest context each can have with the others loaded, and the
 flags that pin each one's context and split (-c -ngl -ts -fit off), as lltui launch --models
-writes them. Contexts not given are lowered together until the set fits (not below -fitc).
-A RPC server serves one llama-server at a time: two models naming it cannot be loaded
-together.
+writes them. Contexts not given are lowered where a device is short (models sharing it by
+the same share, not below -fitc) until the set fits. An RPC server serves one llama-server
+at a time: two models naming it cannot be loaded together.
 
 lltui options:
   --gpus SPEC      devices to estimate for instead of the local GPUs: 24GiB,24GiB | T4,T4 |
