@@ -246,3 +246,37 @@ def test_the_monitor_names_each_model_server(models, server_env):
         with contextlib.suppress(Exception):
             session.stop()
     assert all_gone(pids) == []
+
+
+def test_a_router_with_a_key_is_locked_and_the_key_is_never_shown(models, server_env, tmp_path):
+    key = "sk-router-7f3a"
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    (models_dir / "alpha.gguf").symlink_to(models["alpha"])
+    args = ("--models", str(models_dir), "-c", "512", "-t", "1", "--api-key-file", str(key_file))
+    with launched_router(server_env, *args, "--load", "alpha") as (proc, port, routers):
+        ready = read_event(proc)
+        routers.append(ready["pid"])
+        loaded = events_until(proc, lambda e: e.get("name") == "alpha")
+        assert loaded[-1]["state"] in ("loading", "loaded")  # lltui's own requests carry it
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{url}/models", timeout=5).status_code == 401
+        headers = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{url}/models", headers=headers, timeout=5).status_code == 200
+        preset = Path(ready["preset"]).read_text()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        out = (proc.stdout.read() if proc.stdout else "") + (
+            proc.stderr.read() if proc.stderr else ""
+        )
+    assert key not in preset and key not in out and key not in json_dump(ready)
+    assert oct(Path(ready["preset"]).stat().st_mode & 0o777) == "0o600"
+
+
+def json_dump(obj: object) -> str:
+    import json
+
+    return json.dumps(obj)

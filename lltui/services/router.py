@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lltui.core.fit.plan import PlannedModel, fits_with, load_refusal
+from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.core.llama.log import DevicePlacement
 from lltui.core.llama.router_api import RouterModel
@@ -153,6 +154,12 @@ class RouterSession:
         if "api_key" in launch and not req.keys_on_command_line:
             raise LaunchError(
                 "pass keys with --api-key-file, not among the flags (they show in ps)"
+            )
+        if launch.keys() & set(SECRET_FIELDS):
+            self._note(
+                "warning",
+                "a secret on lltui's command line shows in `ps`: use --api-key-file for keys "
+                "and export HF_TOKEN for the token",
             )
         spec = runtime_spec(
             LaunchSpec(args=router_args(), models_preset="-", **launch), self.environ
