@@ -125,7 +125,7 @@ class RouterSession:
             self._note("warning", line)
         entries = named_entries(read.entries)
         names = [e.name or "" for e in entries]
-        kept = named(names, req.keep, "--keep")
+        kept = named(names, req.keep, "--pin")
         loads = named(names, (*read.load, *req.load), "--load")
         try:
             report = plan_models(
