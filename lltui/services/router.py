@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lltui.core.fit.plan import PlannedModel, fits_with, load_refusal
+from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.core.llama.log import DevicePlacement
@@ -115,11 +116,29 @@ class RouterSession:
 
     def prepare(self, *, require_binary: bool = True) -> PreparedRouter:
         """Read the models, plan them, write the preset's text, build the command."""
-        from lltui.services.fit import FitFailed
         from lltui.sources.llama import launch_prep
 
         req = self.request
         launch_args, shared = split_shared(req.words)
+        report, kept, loads = self._plan(req, shared)
+        spec = self._router_spec(req, launch_args)
+        file_keys = launch_prep.read_key_file(spec.api_key_file) if spec.api_key_file else ()
+        prepared = self._session.prepare_given(
+            GivenLaunch(spec=spec), file_keys, require_binary=require_binary
+        )
+        header = [f"written by lltui for llama-server --models-preset (router on port {spec.port})"]
+        text = preset_text(report.plan.models, prepared.flags, header)
+        self._kept = set(kept)
+        path = spec.models_preset or ""
+        self._prepared = PreparedRouter(prepared, report, text, path, kept, loads)
+        return self._prepared
+
+    def _plan(
+        self, req: RouterRequest, shared: LlamaArgs
+    ) -> tuple[PlanReport, tuple[str, ...], tuple[str, ...]]:
+        """The models read and planned: the report, the kept ones, the ones to load."""
+        from lltui.services.fit import FitFailed
+
         read = read_models(req, shared)
         for line in read.notes:
             self._note("warning", line)
@@ -127,25 +146,24 @@ class RouterSession:
         names = [e.name or "" for e in entries]
         kept = named(names, req.keep, "--pin")
         loads = named(names, (*read.load, *req.load), "--load")
+        request = PlanRequest(
+            with_keep(entries, kept), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
+        )
         try:
-            report = plan_models(
-                PlanRequest(
-                    with_keep(entries, kept),
-                    gpus=req.gpus,
-                    margin_mib=req.margin_mib,
-                    verb="launch",
-                ),
-                skip_bad=True,
-            )
+            report = plan_models(request, skip_bad=True)
         except FitFailed as exc:
             raise LaunchError(str(exc), exc.code) from None
         for name, why in report.left_out:
             self._note("warning", f"{name} left out: {why}")
-        planned = {m.name for m in report.plan.models}
+        planned = set(report.plan.model_names)
         kept = tuple(n for n in kept if n in planned)
         loads = tuple(n for n in loads if n in planned and n not in kept)
         if kept and not fits_with(report.plan, kept):
             raise LaunchError(f"the kept models do not fit together: {', '.join(kept)}")
+        return report, kept, loads
+
+    def _router_spec(self, req: RouterRequest, launch_args: LlamaArgs) -> LaunchSpec:
+        """The router's launch: its address and keys, no model flag, the preset's path."""
         launch = {name: getattr(launch_args, name) for name in launch_args.given}
         if req.host is not None:
             launch["host"] = req.host
@@ -165,16 +183,7 @@ class RouterSession:
             LaunchSpec(args=router_args(), models_preset="-", **launch), self.environ
         )
         path = str(state_dir(self.environ) / f"router-{spec.port}.ini")
-        spec = replace(spec, models_preset=path)
-        file_keys = launch_prep.read_key_file(spec.api_key_file) if spec.api_key_file else ()
-        prepared = self._session.prepare_given(
-            GivenLaunch(spec=spec), file_keys, require_binary=require_binary
-        )
-        header = [f"written by lltui for llama-server --models-preset (router on port {spec.port})"]
-        text = preset_text(report.plan.models, prepared.flags, header)
-        self._kept = set(kept)
-        self._prepared = PreparedRouter(prepared, report, text, path, kept, loads)
-        return self._prepared
+        return replace(spec, models_preset=path)
 
     @property
     def prepared(self) -> PreparedRouter:
