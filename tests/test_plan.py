@@ -13,7 +13,8 @@ from llama_fixture import write_tiny_llama
 
 from lltui.cli import main
 from lltui.core.fit.estimate import estimate
-from lltui.core.fit.plan import SetMember, fits_with, load_refusal, plan_set
+from lltui.core.fit.plan import SetMember, fits_with, plan_set
+from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.fit.report import result_to_text
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.args import parse_llama_args

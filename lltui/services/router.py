@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lltui.core.fit.plan import PlannedModel, fits_with, load_refusal
+from lltui.core.fit.plan import PlannedModel, fits_with
+from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
