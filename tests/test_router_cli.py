@@ -76,3 +76,23 @@ def test_a_missing_source_and_router_options_without_a_router(tmp_path, capsys):
     (empty / "notes.txt").write_text("x")
     assert main(["launch", "--models", str(empty), "--dry-run"]) == 2
     assert "no .gguf model in it" in capsys.readouterr().err
+
+
+def test_how_the_preset_names_each_kind_of_model(tmp_path):
+    from lltui.core.llama.preset import PresetError, key_flag
+    from lltui.services.router_prep import model_entries
+
+    assert model_entries("m.gguf") == [("model", str(Path("m.gguf").resolve()))]
+    assert model_entries("hf:acme/Chat-GGUF:Q4_K_M") == [("hf-repo", "acme/Chat-GGUF:Q4_K_M")]
+    assert model_entries("hf:acme/Chat-GGUF:sub/chat-q8.gguf") == [
+        ("hf-repo", "acme/Chat-GGUF"),
+        ("hf-file", "sub/chat-q8.gguf"),
+    ]
+    assert model_entries("https://example.org/m.gguf") == [
+        ("model-url", "https://example.org/m.gguf")
+    ]
+    with pytest.raises(PresetError, match="no @rev"):
+        model_entries("hf:acme/Chat-GGUF:Q4_K_M@v2")
+    # each key is one llama-server knows
+    for key in ("model", "hf-repo", "hf-file", "model-url"):
+        assert key_flag(key) is not None

@@ -171,7 +171,9 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
         setup = _own_rpc(setup, entry.args.rpc)
         setups.append(setup)
         members.append(
-            SetMember(name, setup.gguf, setup.args, setup.devices, setup.extra, entry.keep)
+            SetMember(
+                name, setup.gguf, setup.args, setup.devices, setup.extra, entry.keep, entry.model
+            )
         )
     if not members:
         raise FitFailed(f"{request.verb}: no model could be read", 2)

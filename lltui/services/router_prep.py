@@ -235,11 +235,31 @@ def section_for(p: PlannedModel, binary: BinaryFlags | None) -> list[tuple[str, 
         words = _renamed(words, dict(p.rpc_renames))
         if p.rpc:
             words += ["--rpc", ",".join(p.rpc)]
-    model = os.path.abspath(p.path) if not p.path.startswith(("hf:", "http")) else p.path
     try:
-        return [("model", model), *words_to_entries(words, binary)]
+        return [*model_entries(p.ref or p.path), *words_to_entries(words, binary)]
     except PresetError as exc:
         raise LaunchError(f"{p.name}: {exc}") from None
+
+
+def model_entries(ref: str) -> list[tuple[str, str]]:
+    """How a preset names the model: its file (absolute), or llama-server's download keys
+    for ``hf:OWNER/REPO[:QUANT|FILE]`` (``hf-repo``, ``hf-file``) and a URL (``model-url``)."""
+    from lltui.core.gguf.refs import HfRef, RefError, is_remote_ref, parse_ref
+
+    if not is_remote_ref(ref):
+        return [("model", os.path.abspath(ref))]
+    try:
+        parsed = parse_ref(ref)
+    except RefError as exc:
+        raise PresetError(str(exc)) from None
+    if not isinstance(parsed, HfRef):
+        return [("model-url", ref.strip())]
+    if parsed.revision is not None:
+        raise PresetError(f"{ref}: llama-server downloads a repository's main branch, no @rev")
+    if parsed.selector is None or not parsed.is_file:
+        tag = f":{parsed.selector}" if parsed.selector else ""
+        return [("hf-repo", parsed.repo + tag)]
+    return [("hf-repo", parsed.repo), ("hf-file", parsed.selector)]
 
 
 def preset_text(

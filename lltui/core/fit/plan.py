@@ -54,6 +54,7 @@ class SetMember:
     devices: tuple[DeviceSpec, ...]
     extra: ExtraModels | None = None
     keep: bool = False
+    ref: str = ""  # the model as given (a path, hf:OWNER/REPO:QUANT, a URL); "": its path
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,7 @@ class PlannedModel:
     keep: bool = False
     # RPC device names that change when servers it does not use are left out (old, new)
     rpc_renames: tuple[tuple[str, str], ...] = ()
+    ref: str = ""  # the model as given
 
     def bytes_on(self, device: str) -> int:
         return dict(self.usage).get(device, 0)
@@ -374,6 +376,7 @@ def _pin(
         usage=tuple(usage_of(alone).items()),
         rpc=rpc,
         rpc_renames=renames,
+        ref=m.ref or m.model.path,
         default_ctx=default,
         ctx_given=_ctx_given(m.args),
         max_ctx_alone=alone.max_ctx,
