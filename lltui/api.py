@@ -12,6 +12,7 @@ are none; pass ``source="sim:PROFILE"`` to read a simulated rig instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ __all__ = [
     "is_nccl_available",
     "kaggle_nccl_config",
     "kaggle_t4_dual_config",
+    "plan_models",
     "print_nccl_info",
     "recommend_quantization",
     "rig_sample",
@@ -309,3 +311,30 @@ def auto_config(
         tensor_split=shares,
         n_parallel=n_parallel,
     )
+
+
+def plan_models(
+    models: Sequence[str | tuple[str, Sequence[str]]],
+    flags: Sequence[str] = (),
+    gpus: str | None = None,
+) -> dict[str, Any]:
+    """A plan for several models resident together (llama-server's router, or one server
+    each), as ``lltui fit A.gguf B.gguf ... --json`` prints it: each model is a path or
+    reference, or ``(path, its own llama-server flags)``; ``flags`` apply to every model
+    first; ``gpus`` as ``--gpus`` (None: this machine's GPUs). Raises ValueError (one line)
+    for a model that cannot be read or settings llama.cpp refuses."""
+    from lltui.core.fit.plan_report import plan_to_json
+    from lltui.core.llama.args import parse_llama_args
+    from lltui.services.fit import FitFailed
+    from lltui.services.plan import PlanEntry, PlanRequest
+    from lltui.services.plan import plan_models as plan
+
+    entries = []
+    for m in models:
+        path, own = (m, ()) if isinstance(m, str) else (m[0], tuple(m[1]))
+        entries.append(PlanEntry(path, parse_llama_args([*flags, *own])))
+    try:
+        report = plan(PlanRequest(tuple(entries), gpus=gpus))
+    except FitFailed as exc:
+        raise ValueError(str(exc)) from None
+    return plan_to_json(report.plan, report.notes)

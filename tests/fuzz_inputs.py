@@ -12,7 +12,8 @@ Mutators:
 - GGUF key/values: files written by gguf's GGUFWriter (so the header stays valid) with
   hyperparameters replaced by strings, arrays, NaN, inf, huge or negative numbers, removed,
   or with another architecture.
-- text (topo, NCCL logs, nccl-tests, nvidia-smi CSV, llama-server logs, /metrics, replay
+- text (topo, NCCL logs, nccl-tests, nvidia-smi CSV, llama-server logs (a router's too),
+  llama-server presets, /metrics, replay
   recordings): line drops, duplications and swaps, byte flips, control characters, very long
   lines, CRLF, truncation, numbers replaced by NaN/inf/-1/1e308/huge ints, random unicode.
 - llama-server flags: random flags from llama-server's own table with hostile values, read by
@@ -273,6 +274,10 @@ def text_seeds(target: str) -> list[tuple[str, str, dict[str, Any]]]:
     elif target == "metrics":
         d = FIXTURES / "llama-server"
         out = [(p.name, _read(p), {}) for p in sorted(d.glob("metrics_*.txt"))]
+    elif target == "router-log":
+        out = [(p.name, _read(p), {}) for p in sorted((FIXTURES / "router").glob("*.log"))]
+    elif target == "preset":
+        out = [(p.name, _read(p), {}) for p in sorted(SEEDS.glob("preset-*.ini"))]
     if not out:
         raise RuntimeError(f"no seed inputs for {target}")
     return out
@@ -864,7 +869,17 @@ def random_flags(rng: random.Random) -> list[str]:
 
 # -- the targets ------------------------------------------------------------------------------
 
-TEXT_TARGETS = ("topo", "nccl-log", "nccl-tests", "smi-csv", "llama-log", "metrics", "replay")
+TEXT_TARGETS = (
+    "topo",
+    "nccl-log",
+    "nccl-tests",
+    "smi-csv",
+    "llama-log",
+    "metrics",
+    "replay",
+    "router-log",
+    "preset",
+)
 GGUF_TARGETS = ("gguf-bytes", "gguf-kv", "flags")
 TARGETS = GGUF_TARGETS + TEXT_TARGETS
 
@@ -874,7 +889,13 @@ CLI_ARGV = {
     "nccl-tests": ["nccl", "tests", INPUT, "--json"],
     "replay": ["gpus", "--source", "replay:" + INPUT, "--json"],
 }
-DIRECT = {"smi-csv": "smi_csv", "llama-log": "llama_log", "metrics": "metrics"}
+DIRECT = {
+    "smi-csv": "smi_csv",
+    "llama-log": "llama_log",
+    "metrics": "metrics",
+    "router-log": "router_log",
+    "preset": "preset",
+}
 
 
 class Seeds:

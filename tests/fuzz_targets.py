@@ -32,6 +32,20 @@ def _metrics(text: str) -> Any:
     return parse_metrics(text)
 
 
+def _router_log(text: str) -> Any:
+    from lltui.core.llama.router_log import parse_router_log
+
+    return parse_router_log(text)
+
+
+def _preset(text: str) -> Any:
+    from lltui.core.llama.preset import parse_preset, section_words
+
+    preset = parse_preset(text)
+    # every section's flags too: what the router would pass each model's server
+    return [section_words(s) for s in (preset.global_section, *preset.sections)]
+
+
 def _domain_errors(name: str) -> tuple[type[BaseException], ...]:
     if name == "smi_csv":
         from lltui.core.monitor.smi_csv import SmiParseError
@@ -41,6 +55,10 @@ def _domain_errors(name: str) -> tuple[type[BaseException], ...]:
         from lltui.core.llama.metrics import MetricsFormatError
 
         return (MetricsFormatError,)
+    if name == "preset":
+        from lltui.core.llama.preset import PresetError
+
+        return (PresetError,)
     return ()  # parse_log takes any text
 
 
@@ -49,6 +67,8 @@ PARSERS: dict[str, Callable[..., Any]] = {
     "smi_csv": _smi_csv,
     "llama_log": _llama_log,
     "metrics": _metrics,
+    "router_log": _router_log,
+    "preset": _preset,
 }
 
 

@@ -67,8 +67,10 @@ def write_tiny_llama(
     heads_kv: int = 2,
     ctx: int = 2048,
     seed: int = 0,
+    tokenizer: str = "llama",
 ) -> Path:
-    """A llama-architecture GGUF with random F16 weights and a small SPM vocabulary."""
+    """A llama-architecture GGUF with random F16 weights and a small SPM vocabulary
+    (``tokenizer``: another tokenizer model name makes a file llama.cpp refuses to load)."""
     gguf = pytest.importorskip("gguf")
     np = pytest.importorskip("numpy")
     tokens: list[str] = ["<unk>", "<s>", "</s>"]
@@ -104,7 +106,7 @@ def write_tiny_llama(
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(n_vocab)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model("llama")
+    w.add_tokenizer_model(tokenizer)
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
     w.add_token_scores(scores)

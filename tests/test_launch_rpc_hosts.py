@@ -202,3 +202,38 @@ def test_dry_run_shows_the_ssh_commands_and_warns_beyond_loopback(env, tiny_mode
     assert host["endpoint"] == "fleet-a:6000" and host["tunnel"] is False
     assert "-tt" in host["argv"] and "fleet-a" in host["argv"]
     assert "b=/opt/llama/rpc-server" in shlex.split(host["argv"][-1])[-1]
+
+
+@pytest.mark.slow
+def test_a_router_over_rpc_hosts_puts_each_model_on_its_own_host(env, tmp_path):
+    """Two models, each on the rpc-server of one host (-dev picks it): the router's preset
+    names only that server for each, so both are loaded at once; all of it stops with lltui."""
+    from router_helpers import all_gone, group_members, launched_router, write_models
+    from router_helpers import read_event as router_event
+
+    models = write_models(tmp_path / "models")
+    ports = [free_port(), free_port()]
+    args = [
+        "--rpc-host", f"fleet-a:{ports[0]}", "--rpc-host", f"fleet-b:{ports[1]}", "-t", "1",
+        str(models["alpha"]), "-c", "512", "-dev", "RPC1",
+        str(models["beta"]), "-c", "512", "-dev", "RPC0",
+        "--load", "alpha", "--load", "beta",
+    ]  # fmt: skip
+    env = dict(env, XDG_STATE_HOME=str(tmp_path / "state"))
+    with launched_router(env, *args) as (proc, _port, routers):
+        ready = router_event(proc, READY_TIMEOUT_S)
+        routers.append(ready["pid"])
+        loaded: dict[str, str] = {}
+        while len(loaded) < 2:
+            event = router_event(proc, READY_TIMEOUT_S)
+            assert event["event"] != "refused", event
+            if event.get("state") == "loaded":
+                loaded[event["name"]] = event["devices"][0]["name"]
+        assert loaded["alpha"].startswith("RPC0[127.0.0.1:") and loaded["beta"].startswith("RPC0[")
+        assert loaded["alpha"] != loaded["beta"]  # one server each
+        members = group_members(ready["pid"])
+        assert len(members) == 3
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=GONE_WITHIN_S) == 0
+    assert all_gone(members) == []
+    assert wait_no_leftovers(ports) == []

@@ -339,6 +339,7 @@ class LltuiApp(App[int]):
             "restart": self.launch.restart,
             "force": self.launch.force,
             "follow": self.launch.follow,
+            "router": self.launch.router_action,  # (load|unload|keep|unkeep, model name)
         }
         method = actions[what]
         work = off_thread_reported(self, lambda: method(*args), "launch")

@@ -25,6 +25,7 @@ OWN_FLAGS = ("--json", "--oracle", "-h", "--help")
 
 HELP = """\
 usage: lltui fit MODEL.gguf [llama-server flags] [--gpus SPEC] [--json] [--oracle]
+       lltui fit [shared flags] A.gguf [A's flags] B.gguf [B's flags] ... [--gpus SPEC] [--json]
 
 Estimate, per device, the memory llama-server will allocate for MODEL.gguf with these
 flags: weights, KV cache, compute buffers and the host output buffer, and whether it fits;
@@ -38,6 +39,15 @@ llama-server flags (its spellings and defaults; other flags are accepted and ign
   -nkvo --swa-full -lm -nr --no-host --rpc (long forms too)
   --rpc HOST:PORT servers are asked for their devices' free memory (llama.cpp's RPC
   protocol, 3 s at most); llama.cpp RPC has no authentication: private networks only
+
+Several models: a plan for them resident together (llama-server's router mode, or one
+server each): flags before the first model apply to all, flags after a model to it alone
+(--alias NAME names it). Each model's memory on each device, what is left, which models fit
+together when all do not, the largest context each can have with the others loaded, and the
+flags that pin each one's context and split (-c -ngl -ts -fit off), as lltui launch --models
+writes them. Contexts not given are lowered where a device is short (models sharing it by
+the same share, not below -fitc) until the set fits. An RPC server serves one llama-server
+at a time: two models naming it cannot be loaded together.
 
 lltui options:
   --gpus SPEC      devices to estimate for instead of the local GPUs: 24GiB,24GiB | T4,T4 |
@@ -195,8 +205,12 @@ def refused(exc: FitFailed, verb: str, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lltui.commands.fit_plan import model_set, run_plan
     from lltui.services.fit import FitFailed, fit
 
+    found = model_set(list(args.argv))
+    if found is not None and not found.switches & {"-h", "--help"}:
+        return run_plan(found)  # several models: a plan for the set
     command = read_command(list(args.argv), "fit", HELP)
     if command is None:
         return 0

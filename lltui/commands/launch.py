@@ -8,27 +8,32 @@ reads them (``-c``, ``-ngl -1`` and the like would otherwise be taken for lltui'
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError
+from lltui.commands.launch_output import dry_run as _dry_run
+from lltui.commands.launch_output import report_exit as _report_exit
+from lltui.commands.launch_output import rpc_json as _rpc_json
+from lltui.commands.launch_output import say as _say
+from lltui.commands.launch_output import say_note as _say_note
 
 if TYPE_CHECKING:
     import threading
 
-    from lltui.services.launch import LaunchSession, Note, PreparedLaunch
+    from lltui.services.launch import LaunchSession
     from lltui.sources.llama.rpc_hosts import RpcHosts
-    from lltui.sources.llama.supervisor import ServerExit, ServerStatus
+    from lltui.sources.llama.supervisor import ServerStatus
 
 USAGE = (
     "lltui launch MODEL.gguf [llama-server flags] [--dry-run] [--json] [--profile NAME]\n"
     "                    [--save-profile NAME] [--host H] [--port P] [--api-key-file F]\n"
     "                    [--keep-running] [--force] [--rpc-host [USER@]HOST[:PORT] ...]\n"
-    "                    [--rpc-bind ADDR] [--rpc-server PATH]"
+    "                    [--rpc-bind ADDR] [--rpc-server PATH]\n"
+    "       lltui launch --models DIR|PRESET.ini [flags for every model] [--pin NAME ...]\n"
+    "                    [--load NAME ...] [--gpus SPEC] [--dry-run] [--json]\n"
+    "       lltui launch [shared flags] A.gguf [A's flags] B.gguf [B's flags] ... (a router)"
 )
 HELP = f"""usage: {USAGE}
 
@@ -63,12 +68,36 @@ options:
                        ggml-rpc-server on PATH there)
   -h, --help           show this help
 
+several models (llama-server's router mode):
+  --models DIR|PRESET.ini
+                       serve the models of a folder (NAME.gguf files, or folders holding a
+                       model, its mmproj and a draft) or of a llama-server preset; or give
+                       several models on the command line, flags after each for it alone.
+                       lltui plans them together (as lltui fit A B ... does), writes a preset
+                       that pins each model's context and split (-c -ngl -ts -fit off) and
+                       starts the router with no model limit and no autoload: models load
+                       only through lltui, and a load the plan says will not fit with the
+                       models loaded is refused, naming what to unload
+  --pin NAME           (repeatable) keep NAME loaded: loaded at start, never named to unload
+  --load NAME          (repeatable) load NAME once the router is ready
+  --gpus SPEC          the devices the plan assumes, as for lltui fit (e.g. rpc:HOST:PORT:cpu
+                       for an RPC server running the CPU backend); default: the GPUs here and
+                       the --rpc servers, asked for their free memory
+
 exit codes: 0 stopped cleanly, 1 the server failed or a signal from outside lltui stopped it,
             2 bad input
 """
 
 _OWN_SWITCHES = ("--dry-run", "--json", "--keep-running", "--force")
-_OWN_VALUES = ("--rpc-host", "--rpc-bind", "--rpc-server")
+_OWN_VALUES = (
+    "--rpc-host",
+    "--rpc-bind",
+    "--rpc-server",
+    "--models",
+    "--pin",
+    "--load",
+    "--gpus",
+)
 
 
 def register(sub: Any) -> None:
@@ -97,6 +126,10 @@ class _Own:
     rpc_hosts: tuple[str, ...] = ()
     rpc_bind: str | None = None
     rpc_server: str | None = None
+    models: str | None = None  # router mode: a models directory or a preset file
+    pin: tuple[str, ...] = ()
+    load: tuple[str, ...] = ()
+    gpus: str | None = None  # router mode: the devices the plan assumes
 
 
 def _split_values(words: list[str]) -> tuple[dict[str, list[str]], list[str]]:
@@ -134,19 +167,24 @@ def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
         rpc_hosts=tuple(values["--rpc-host"]),
         rpc_bind=values["--rpc-bind"][-1] if values["--rpc-bind"] else None,
         rpc_server=values["--rpc-server"][-1] if values["--rpc-server"] else None,
+        models=values["--models"][-1] if values["--models"] else None,
+        pin=tuple(values["--pin"]),
+        load=tuple(values["--load"]),
+        gpus=values["--gpus"][-1] if values["--gpus"] else None,
     )
     return own, rest
 
 
-def _say(text: str, *, err: bool = False) -> None:
-    """Print one line; a terminal that went away (SSH drop) is not an error here."""
-    with contextlib.suppress(OSError):
-        print(text, file=sys.stderr if err else sys.stdout, flush=True)
+def _router_mode(own: _Own, words: list[str]) -> bool:
+    """``--models``, or several models on the command line: llama-server's router."""
+    if own.models is not None:
+        return True
+    from lltui.commands.model_set import split_model_set
 
-
-def _say_note(note: Note) -> None:
-    prefix = "lltui: " if note.level == "info" else f"lltui: {note.level}: "
-    _say(prefix + note.text, err=True)
+    try:
+        return len(split_model_set(words, (), (), "launch").models) >= 2
+    except CliError:
+        return False
 
 
 def _mib(x: object) -> str:
@@ -189,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if own.rpc_hosts or own.rpc_bind or own.rpc_server:
         return _run_with_rpc_hosts(own, words)
+    if _router_mode(own, words):
+        return _run_router(own, words)
+    if own.pin or own.load or own.gpus:
+        raise CliError("launch: --pin, --load and --gpus are for a router (--models)", 2)
     session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
     try:
         with session:
@@ -203,6 +245,23 @@ def run(args: argparse.Namespace) -> int:
 def _plan(own: _Own) -> str:
     """What a command fit says will not fit does: refused, said (a dry run), or started."""
     return "warn" if own.dry_run else "force" if own.force else "refuse"
+
+
+def _run_router(own: _Own, words: list[str]) -> int:
+    from lltui.commands.launch_router import run_router
+
+    if own.keep_running or own.force:
+        flag = "--keep-running" if own.keep_running else "--force"
+        raise CliError(f"launch: {flag} is for one server, not a router", 2)
+    return run_router(
+        own.models,
+        words,
+        keep=own.pin,
+        load=own.load,
+        gpus=own.gpus,
+        dry=own.dry_run,
+        as_json=own.json,
+    )
 
 
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
@@ -240,6 +299,14 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     previous = {s: signal.signal(s, interrupt) for s in handled}
     try:
         with RpcHosts(specs) as rpc:
+            if _router_mode(own, words):
+                # every model may use them; the plan asks them for their memory, so they
+                # run first (an RPC server serves one model's server at a time)
+                if not own.dry_run:
+                    rpc.start()
+                    for line in rpc.describe():
+                        note("info", line)
+                return _run_router(own, ["--rpc", rpc.rpc_value(), *words])
             words = [*words, "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
             with session:
@@ -257,69 +324,6 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-
-
-def _dry_run(
-    prepared: PreparedLaunch,
-    environ: Mapping[str, str],
-    *,
-    as_json: bool,
-    rpc: RpcHosts | None = None,
-) -> int:
-    from lltui.commands import print_json
-    from lltui.core.llama.launch_spec import relevant_inherited_env
-
-    command, flags = prepared.command, prepared.flags
-    inherited = relevant_inherited_env(environ, command)
-    if as_json:
-        print_json(
-            {
-                "argv": command.display_argv(),
-                "env": command.display_env(),
-                "env_unset": list(command.env_unset),
-                "env_inherited": inherited,
-                "url": prepared.spec.url,
-                "binary": {
-                    "path": command.argv[0],
-                    "origin": prepared.origin,
-                    "version": flags.version if flags is not None else None,
-                    "flags_checked": flags is not None,
-                },
-            }
-            | ({"rpc_hosts": _rpc_json(rpc, with_argv=True)} if rpc is not None else {})
-        )
-        return 0
-    import shlex
-
-    _say("argv: " + " ".join(shlex.quote(a) for a in command.display_argv()))
-    for name, value in command.display_env().items():
-        _say(f"env:  {name}={shlex.quote(value)}")
-    for name in command.env_unset:
-        _say(f"env:  unset {name}")
-    for name, value in inherited.items():
-        _say(f"env:  {name}={shlex.quote(value)} (inherited)")
-    _say(f"url:  {prepared.spec.url}")
-    for server in rpc.servers if rpc is not None else ():
-        _say(f"rpc:  {server.spec.host}: " + " ".join(shlex.quote(a) for a in server.argv()))
-    return 0
-
-
-def _rpc_json(rpc: RpcHosts, *, with_argv: bool = False) -> list[dict[str, Any]]:
-    out = []
-    for server in rpc.servers:
-        entry: dict[str, Any] = {
-            "host": server.spec.host,
-            "bind": server.spec.bind,
-            "port": server.spec.port,
-            "endpoint": server.endpoint,
-            "tunnel": server.local_port is not None,
-            "pid": server.pid,
-            "devices": [{"name": n, "description": d} for n, d in server.devices],
-        }
-        if with_argv:
-            entry["argv"] = server.argv()
-        out.append(entry)
-    return out
 
 
 def _supervise(
@@ -444,23 +448,3 @@ def _detach(session: LaunchSession, *, as_json: bool) -> int:
         else f"llama-server left running: pid {session.pid}, {url}, log {session.log_file}"
     )
     return 0
-
-
-def _report_exit(result: ServerExit, *, as_json: bool) -> int:
-    from lltui.core.llama.exit_reason import exit_event
-    from lltui.services.launch import describe_exit
-
-    if as_json:
-        _say(
-            json.dumps(
-                exit_event(result.returncode, result.reason, result.log_tail, pid=result.pid)
-            )
-        )
-    elif result.clean:
-        _say(describe_exit(result))
-    else:
-        _say(f"lltui: {describe_exit(result)}", err=True)
-        if result.was_ready or result.reason.startswith("llama-server exited with code"):
-            for line in result.log_tail[-10:]:
-                _say(f"  | {line}", err=True)
-    return 0 if result.clean else 1

@@ -246,8 +246,10 @@ class LaunchSession:
         on_note: Callable[[Note], object] | None = None,
         on_line: Callable[[str], None] | None = None,
         on_event: Callable[[str], None] | None = None,
+        log_parser: supervision.LogParser | None = None,
     ) -> None:
         self.request = request
+        self._log_parser = log_parser
         self.environ: dict[str, str] = dict(os.environ if environ is None else environ)
         self._on_note = on_note
         self._on_line = on_line
@@ -286,12 +288,28 @@ class LaunchSession:
         file_keys = check_given(given) if check else ()
         if save and given.save_profile:
             self._save(given)
+        return self.prepare_given(
+            given, file_keys, require_binary=require_binary, plan=plan if check else None
+        )
+
+    def prepare_given(
+        self,
+        given: GivenLaunch,
+        file_keys: tuple[str, ...] = (),
+        *,
+        require_binary: bool = True,
+        plan: str | None = None,
+    ) -> PreparedLaunch:
+        """The exact command for a spec already read and checked (a router's, whose models
+        come from a preset): the runtime settings, the binary, the key file. ``plan``: as
+        for :meth:`prepare`; None asks fit nothing (a router's loads are gated by its own
+        plan)."""
         spec = runtime_spec(given.spec, self.environ)
         path, flags, origin, why = launch_prep.find_binary(required=require_binary)
         if why is not None:
             self._note("note", f"flags not checked: {why}")
         command = build_command(spec, path, flags, key_file=self._key_file(spec, flags))
-        if check:
+        if plan is not None:
             self._check_plan(spec, path if flags is not None else None, plan)
         if file_keys:
             command = replace(command, secrets=command.secrets + file_keys)
@@ -375,6 +393,7 @@ class LaunchSession:
             environ=self.environ,
             on_line=self._on_line,
             on_event=self._on_event,
+            parser=self._log_parser,
         )
         self._sup = sup
         try:
@@ -450,6 +469,10 @@ class LaunchSession:
 
     def status(self) -> ServerStatus | None:
         return self._sup.status() if self._sup is not None else None
+
+    @property
+    def supervisor(self) -> supervision.Supervisor | None:
+        return self._sup
 
     def wait_ready(self, timeout_s: float | None = None) -> bool:
         return self._sup is not None and self._sup.wait_ready(timeout_s)

@@ -8,7 +8,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from lltui.core.llama.launch_spec import LaunchError
@@ -23,10 +23,14 @@ from lltui.services.launch import (
     Note,
     describe_exit,
 )
+from lltui.services.router_prep import RouterRequest
+from lltui.services.router_watch import RouterRowView
 from lltui.sources.llama.supervisor import ServerExit
 
 if TYPE_CHECKING:  # httpx is imported only once a server is watched
     from lltui.services.launch_compare import LaunchCheck
+    from lltui.services.router import RouterSession
+    from lltui.services.router_watch import RouterWatch
     from lltui.sources.llama.http import LlamaServerClient, ServerPoll
 
 POLL_INTERVAL_S = 1.0
@@ -62,6 +66,9 @@ class LaunchState:
     predicted_prefill_tps: float | None = None
     # once loaded: the server's buffers beside lltui's prediction for its flags and build
     check: LaunchCheck | None = None
+    # a router (llama-server --models-preset): its models, and the last word on a load
+    router: tuple[RouterRowView, ...] = ()
+    router_note: str | None = None
 
 
 class LaunchController:
@@ -79,24 +86,28 @@ class LaunchController:
         self._notify = notify
         self._latest_sample = latest_sample
         self._interval = poll_interval_s
-        self._session: LaunchSession | None = None
+        self._session: LaunchSession | RouterSession | None = None
+        self._router: RouterWatch | None = None
         self._client: LlamaServerClient | None = None
         self._poll_stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
         self._folder = RepeatFolder()  # the log pane shows a run of one message once
-        self._last_command: LaunchRequest | None = None
+        self._last_command: LaunchRequest | RouterRequest | None = None
         self._op = threading.Lock()
         self._jpt_gpus: frozenset[int] = frozenset()
 
     # -- starting and stopping (called on worker threads by the app) --------------------------
     # Start, stop, restart and follow run on worker threads; one at a time, so a Stop
     # pressed while a server is starting waits for it and stops it.
-    def start(self, request: LaunchRequest, *, force: bool = False) -> None:
-        """Start a server; one fit says will not fit is refused (``state.refused_plan``)
-        unless ``force``."""
+    def start(self, request: LaunchRequest | RouterRequest, *, force: bool = False) -> None:
+        """Start a server or a router; one server fit says will not fit is refused
+        (``state.refused_plan``) unless ``force`` (a router's loads are gated by its plan)."""
         with self._op:
-            self._start(request, force=force)
+            if isinstance(request, RouterRequest):
+                self._start_router(request)
+            else:
+                self._start(request, force=force)
 
     def fail(self, message: str) -> None:
         """A launch that could not even be asked for (a form that does not read): said."""
@@ -108,13 +119,16 @@ class LaunchController:
 
     def restart(self) -> None:
         with self._op:
-            if self._last_command is not None:
-                self._start(self._last_command)
+            last = self._last_command
+            if isinstance(last, RouterRequest):
+                self._start_router(last)
+            elif last is not None:
+                self._start(last)
 
     def force(self) -> None:
         """Start the request fit refused, as asked: it may not fit."""
         with self._op:
-            if self._last_command is not None:
+            if isinstance(self._last_command, LaunchRequest):
                 self._start(self._last_command, force=True)
 
     def follow(self, url: str) -> None:
@@ -176,6 +190,73 @@ class LaunchController:
                 self.state.predicted_decode_tps, self.state.predicted_prefill_tps = predicted
             self._notify()
 
+    def _start_router(self, request: RouterRequest) -> None:
+        """A router: its models planned, its preset written, started; the kept models and
+        the ones asked for load once it is ready (on the poller's thread)."""
+        from lltui.services.router import RouterSession
+        from lltui.services.router_watch import RouterWatch
+
+        self._stop()
+        with self.lock:
+            self.state = LaunchState(phase="starting", message="starting the router…")
+            self._folder = RepeatFolder()
+        self._notify()
+        notes: list[Note] = []
+        session = RouterSession(
+            request, on_note=notes.append, on_line=self._on_line, on_event=self._on_event
+        )
+        try:
+            prepared = session.prepare()
+            session.start()
+        except LaunchError as exc:
+            session.close()
+            with self.lock:
+                self.state.phase = "error"
+                self.state.message = "; ".join([str(exc), *(n.text for n in notes)])
+            self._notify()
+            return
+        self._last_command = request
+        url = prepared.launch.spec.url
+        with self.lock:
+            self._session = session
+            self._router = RouterWatch(session)
+            self.state.url = url
+            self.state.pid = session.pid
+            self.state.argv = prepared.launch.command.display_argv()
+            self.state.phase = "loading"
+            self.state.message = "; ".join(
+                [f"router for {', '.join(prepared.names)}", *(n.text for n in notes)]
+            )
+        self._start_polling(url, api_key=prepared.launch.http_key)
+        self._notify()
+
+    def router_action(self, what: str, name: str) -> None:
+        """Load, unload, keep or unkeep a model of the router (on a worker thread): a load
+        the plan refuses is said, with what to unload."""
+        from lltui.services.router import RouterRefused, RouterSession
+
+        session = self._session
+        if not isinstance(session, RouterSession):
+            return
+        try:
+            if what == "load":
+                session.load(name)
+                said = f"loading {name}"
+            elif what == "unload":
+                session.unload(name)
+                said = f"unloading {name}"
+            else:
+                session.keep(name, what == "keep")
+                said = f"{name} {'kept' if what == 'keep' else 'no longer kept'}"
+        except RouterRefused as exc:
+            said = f"refused: {exc}"
+        with self.lock:
+            self.state.router_note = said
+            self.state.router = tuple(
+                replace(r, kept=r.name in session.kept) for r in self.state.router
+            )
+        self._notify()
+
     def _follow(self, url: str) -> None:
         self._stop()
         url = url.strip().rstrip("/")
@@ -193,6 +274,9 @@ class LaunchController:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
         self._poll_thread = None
+        if self._router is not None:
+            self._router.close()
+            self._router = None
         session = self._session
         if session is not None:
             with self.lock:
@@ -254,21 +338,39 @@ class LaunchController:
         while not stop.is_set():
             started = time.monotonic()
             try:
-                poll = client.poll()
+                # a router's own /metrics and /slots need a model: its models are polled apart
+                whole = self._router is None
+                poll = client.poll(with_metrics=whole, with_slots=whole, with_props=whole)
             except Exception as exc:  # the poller reports states; anything else is a bug
                 with self.lock:
                     self.state.message = f"poll failed: {exc}"
                 self._notify()
             else:
                 self._take_poll(poll)
+                self._poll_router()
             stop.wait(max(0.05, self._interval - (time.monotonic() - started)))
+
+    def _poll_router(self) -> None:
+        watch = self._router
+        if watch is None:
+            return
+        try:
+            rows, note = watch.poll()
+        except Exception as exc:  # the poller reports states; anything else is a bug
+            rows, note = self.state.router, f"router poll failed: {exc}"
+        with self.lock:
+            self.state.router = rows
+            if note is not None:
+                self.state.router_note = note
+        self._notify()
 
     def _take_poll(self, poll: ServerPoll) -> None:
         session = self._session
         status = session.status() if session is not None else None
         check = None
-        if session is not None and poll.ready and self.state.check is None:
-            check = self._check(session)  # once, as soon as the server has loaded
+        # once, as soon as one server has loaded (a router's models are checked by its plan)
+        if isinstance(session, LaunchSession) and poll.ready and self.state.check is None:
+            check = self._check(session)
         with self.lock:
             if check is not None:
                 self.state.check = check

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Container, Grid, Horizontal, Vertical, VerticalScroll
@@ -16,6 +17,7 @@ from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
 from lltui.app.screens.base import FormScreen
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
+from lltui.app.widgets.router_table import RouterTable
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
 from lltui.core.units import MIB, compact_indexes, fmt_bytes, spark
@@ -130,7 +132,11 @@ class LaunchScreen(FormScreen):
         with VerticalScroll(id="launch-page", classes="form-page"):
             with Grid(id="launch-form", classes="form-grid"):
                 yield Label("model", classes="form-label")
-                yield Input(placeholder="model.gguf", id="launch-model", compact=True)
+                yield Input(
+                    placeholder="model.gguf, or a models folder or preset.ini (a router)",
+                    id="launch-model",
+                    compact=True,
+                )
                 yield Label("listen", classes="form-label")
                 yield Input(value=DEFAULT_HOSTPORT, id="launch-hostport", compact=True)
                 yield Label("flags", classes="form-label")
@@ -152,6 +158,8 @@ class LaunchScreen(FormScreen):
                 yield Button("Follow", id="launch-follow", compact=True)
             yield Static("", id="launch-argv")
             yield Static("[$text-muted]no server[/]", id="launch-server")
+            yield RouterTable(id="launch-models")
+            yield Static("", id="launch-router-note")
             with Container(id="launch-middle"):
                 yield DataTable(id="launch-placement", cursor_type="none")
                 with Vertical(id="launch-side"):
@@ -255,6 +263,10 @@ class LaunchScreen(FormScreen):
     def _do(self, what: str, *args: FormFlags) -> None:
         self.lltui.launch_action(what, *args)
 
+    @on(RouterTable.ActionWanted)
+    def _router_action(self, message: RouterTable.ActionWanted) -> None:
+        self._do("router", message.what, message.name)
+
     # -- rendering -----------------------------------------------------------------------
     def show(self, model: RigModel) -> None:
         self.refresh_status(model, None)
@@ -284,6 +296,7 @@ class LaunchScreen(FormScreen):
             width = self.query_one("#launch-rates", Static).size.width or 60
             self.query_one("#launch-rates", Static).update(render_rates(st, width))
             self._show_placement(st)
+            self._show_router(st)
             log = self.query_one("#launch-log", Log)
             new = st.lines_total - self._lines_shown
             if new < 0:  # a new server: start the pane over
@@ -296,6 +309,19 @@ class LaunchScreen(FormScreen):
         self.query_one("#launch-start", Button).disabled = st.phase in ("starting", "stopping")
         self.query_one("#launch-force", Button).display = st.refused_plan
         self.query_one("#launch-stop", Button).disabled = not busy
+
+    def _show_router(self, st: LaunchState) -> None:
+        """A router's models in place of one server's placement."""
+        router = bool(st.router)
+        table = self.query_one("#launch-models", RouterTable)
+        table.display = router
+        self.query_one("#launch-placement", DataTable).display = not router
+        note = self.query_one("#launch-router-note", Static)
+        note.display = router
+        if router:
+            table.show_rows(st.router)
+            keys = "l load, u unload, k keep (on the selected model)"
+            note.update(Text(f"{st.router_note}\n{keys}" if st.router_note else keys))
 
     def _show_placement(self, st: LaunchState) -> None:
         table = self.query_one("#launch-placement", DataTable)

@@ -3,11 +3,13 @@ carried over) and the address, read into the launch service's request."""
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.services.launch import LaunchRequest, LaunchSession, Note, read_request
+from lltui.services.router_prep import RouterRequest
 
 DEFAULT_HOSTPORT = "127.0.0.1:8080"
 
@@ -23,15 +25,28 @@ def parse_hostport(text: str) -> tuple[str, int]:
 FormFlags = str | LlamaArgs
 
 
-def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest:
+def is_router_source(model: str) -> bool:
+    """A models directory or a preset file in the model field: llama-server's router."""
+    text = model.strip()
+    return bool(text) and (os.path.isdir(text) or text.lower().endswith(".ini"))
+
+
+def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest | RouterRequest:
     """The launch session's request from the form: the model path, llama-server flags as typed
-    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port."""
+    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port.
+    A directory or a preset file in the model field starts a router with its models."""
     carried = flags if isinstance(flags, LlamaArgs) else None
     try:
         words = () if carried is not None else tuple(shlex.split(str(flags)))
     except ValueError as exc:
         raise LaunchError(f"flags: {exc}") from None
     host, port = parse_hostport(hostport)
+    if is_router_source(model):
+        if carried is not None:
+            words = tuple(carried.to_argv())
+        return RouterRequest(
+            source=model.strip(), words=words, host=host, port=port, keys_on_command_line=False
+        )
     return LaunchRequest(
         words=words,
         args=carried,
@@ -45,16 +60,40 @@ def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest:
 
 def make_spec(model: str, flags: FormFlags, hostport: str) -> LaunchSpec:
     """The LaunchSpec the form asks for (a profile under the form, the flags over it)."""
-    return read_request(form_request(model, flags, hostport)).spec
+    request = form_request(model, flags, hostport)
+    if isinstance(request, RouterRequest):
+        raise LaunchError("a models directory or preset starts a router, not one server")
+    return read_request(request).spec
 
 
 def preview_command(model: str, flags: FormFlags, hostport: str) -> tuple[str, str | None]:
-    """The exact command (secrets masked) the form would start, or the reason it cannot."""
+    """The exact command (secrets masked) the form would start, or the reason it cannot; a
+    router's command with the plan's verdict."""
     notes: list[Note] = []
     try:
-        with LaunchSession(form_request(model, flags, hostport), on_note=notes.append) as session:
+        request = form_request(model, flags, hostport)
+        if isinstance(request, RouterRequest):
+            return _router_preview(request)
+        with LaunchSession(request, on_note=notes.append) as session:
             prepared = session.prepare(require_binary=False, save=False, check=False)
     except LaunchError as exc:
         return "", str(exc)
     note = "; ".join(n.text for n in notes) or None
     return prepared.command.shell_line(), note
+
+
+def _router_preview(request: RouterRequest) -> tuple[str, str | None]:
+    from lltui.core.fit.plan_report import verdict_reasons
+    from lltui.services.router import RouterSession
+
+    notes: list[Note] = []
+    with RouterSession(request, on_note=notes.append) as session:
+        prepared = session.prepare(require_binary=False)
+    plan = prepared.report.plan
+    verdict = (
+        f"{len(plan.models)} models fit together"
+        if plan.fits
+        else "not all fit together: " + "; ".join(verdict_reasons(plan))
+    )
+    note = "; ".join([verdict, *(n.text for n in notes)])
+    return prepared.launch.command.shell_line(), note

@@ -63,6 +63,13 @@ class ProcessRow:
     cpu: float | None
     rss: int | None
     command: str
+    model: str | None = None  # the model a llama-server serves
+
+    @property
+    def shown_command(self) -> str:
+        """The command, with the model a llama-server serves in front: which model holds
+        which memory when several servers (or a router's) share the GPUs."""
+        return f"[{self.model}] {self.command}" if self.model else self.command
 
     def cells(self, command_width: int = 200) -> tuple[str, ...]:
         if self.gpu_mem is None:
@@ -80,9 +87,9 @@ class ProcessRow:
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
             escape(
-                self.command
-                if len(self.command) <= command_width
-                else self.command[: command_width - 1] + "…"
+                self.shown_command
+                if len(self.shown_command) <= command_width
+                else self.shown_command[: command_width - 1] + "…"
             ),
         )
 
@@ -106,7 +113,7 @@ class ProcessRow:
         """Whether a filter (already case-folded) finds this row's command, user or pid."""
         return (
             not needle
-            or needle in self.command.casefold()
+            or needle in self.shown_command.casefold()
             or needle in self.user.casefold()
             or needle in str(self.pid)
         )
@@ -128,6 +135,7 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
                     "cpu": p.cpu_pct,
                     "rss": p.host_rss,
                     "command": p.command or p.name or "?",
+                    "model": p.served,
                 },
             )
             gpus = row["gpus"]
@@ -162,6 +170,7 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
             cpu=cpu if isinstance(cpu, float | int) else None,
             rss=rss if isinstance(rss, int) else None,
             command=str(r["command"]),
+            model=r["model"] if isinstance(r["model"], str) else None,
         )
     return out
 

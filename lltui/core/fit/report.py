@@ -202,6 +202,11 @@ def _mib(n: int | None) -> str:
     return f"{v:.0f}" if v >= 100 else f"{v:.2f}"
 
 
+# the plan of several models (plan_report) writes its tables with the same words
+layer_ranges = _layer_ranges
+mib_text = _mib
+
+
 def result_to_text(res: FitResult) -> str:
     """A readable table: one row per device, then the host, the verdict and what would fit."""
     m = res.model

@@ -377,6 +377,8 @@ class BinaryFlags:
     arity: Mapping[str, int] = field(default_factory=dict)
     path: str | None = None
     version: str | None = None
+    # each variable's flag (LLAMA_ARG_CTX_SIZE -> -c), as --help pairs them: preset keys
+    env_flags: Mapping[str, str] = field(default_factory=dict)
 
     def has(self, flag: str) -> bool:
         return canonical(flag) in self.flags

@@ -42,6 +42,7 @@ PLACEMENT_LOG_VERBOSITY = 4
 MASK = "***"
 
 API_KEY_ENV = "LLAMA_API_KEY"
+ROUTER_PRESET_FLAG = "--models-preset"  # llama-server in router mode, its models from a file
 P2P_ENV = "GGML_CUDA_P2P"  # enables peer access when set at all, whatever its value
 P2P_OFF_WORDS = ("0", "off", "false", "no", "disabled", "")  # values that read as off, but are on
 # Inherited variables that change what llama-server does; shown by a dry run.
@@ -98,6 +99,8 @@ class LaunchSpec:
     nccl_env: tuple[tuple[str, str], ...] = ()
     cuda_p2p: bool = False
     env: tuple[tuple[str, str], ...] = ()
+    # router mode: the models come from this preset file, and ``args`` holds no model
+    models_preset: str | None = None
 
     def __post_init__(self) -> None:
         # checked and normalised in steps; each raises LaunchError with one line
@@ -146,7 +149,10 @@ class LaunchSpec:
     def _check_model(self) -> None:
         if not isinstance(self.args, LlamaArgs):
             raise LaunchError(f"args must be LlamaArgs, got {type(self.args).__name__}")
-        if not self.model.strip():
+        if self.models_preset is not None:
+            if self.model.strip():
+                raise LaunchError("a router takes its models from the preset, not -m")
+        elif not self.model.strip():
             raise LaunchError("no model given: pass MODEL.gguf (or -m MODEL.gguf)")
         if self.args.given & LAUNCH_KEYS - {"model_path"}:
             raise LaunchError("the launch settings are the spec's: use LaunchSpec.from_args")
@@ -438,7 +444,13 @@ def _launch_argv(spec: LaunchSpec, binary: BinaryFlags | None) -> list[str]:
     """The flags the launcher sets itself: the log level first (placement lines need it),
     the model, the address, /metrics."""
     f = lambda key: _flag(binary, key)  # noqa: E731
-    argv = [f("log_verbosity"), str(spec.log_verbosity), f("model_path"), spec.model]
+    argv = [f("log_verbosity"), str(spec.log_verbosity)]
+    if spec.models_preset is not None:
+        if binary is not None and not binary.has(ROUTER_PRESET_FLAG):
+            raise LaunchError(f"{binary.describe()} has no router mode ({ROUTER_PRESET_FLAG})")
+        argv += [ROUTER_PRESET_FLAG, spec.models_preset]
+    else:
+        argv += [f("model_path"), spec.model]
     argv += [f("host"), spec.host, f("port"), str(spec.port)]
     if spec.metrics:
         argv.append(f("metrics"))

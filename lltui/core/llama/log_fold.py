@@ -4,6 +4,7 @@ as an idle server's "all slots are idle" every second, is shown once, then how o
 from __future__ import annotations
 
 from lltui.core.llama.log_patterns import split_line
+from lltui.core.llama.router_log import CHILD_LINE
 
 
 class RepeatFolder:
@@ -14,7 +15,11 @@ class RepeatFolder:
         self._repeats = 0
 
     def feed(self, line: str) -> list[str]:
-        message = split_line(line).message
+        child = CHILD_LINE.match(line)  # a router's model server: its port, then its line
+        if child is not None:
+            message = f"[{child.group('port')}] {split_line(child.group('rest')).message}"
+        else:
+            message = split_line(line).message
         if message == self._last:
             self._repeats += 1
             return []

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lltui.core.llama.served_model import served_model_of_command
+
 
 @dataclass(frozen=True, slots=True)
 class GpuStatic:
@@ -49,6 +51,14 @@ class GpuProcess:
     # percent of the time this process's kernels ran on this GPU's SMs over the driver's
     # last sample period(s); None where the driver or the source cannot say
     sm_util: float | None = None
+    # the model a llama-server serves (its --alias or file; "router"), from its argv
+    model: str | None = None
+
+    @property
+    def served(self) -> str | None:
+        """The model it serves: from its argv where the source had it, else from its
+        command line as the source gave it."""
+        return self.model or served_model_of_command(self.command)
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,6 +197,11 @@ def clean_command(name: str | None) -> str:
     return text[:COMMAND_LABEL_MAX]
 
 
+def clean_label(text: str) -> str:
+    """Any text fit for a label value: printable and short."""
+    return "".join(c for c in text if c.isprintable())[:COMMAND_LABEL_MAX]
+
+
 def rig_families(
     sample: RigSample,
     *,
@@ -298,6 +303,8 @@ def rig_families(
                 ("pid", str(p.pid)),
                 ("command", clean_command(p.name or p.command)),
             )
+            if (model := p.served) is not None:  # which model holds this memory
+                labels += (("model", clean_label(model)),)
             procs.append((labels, float(p.used_memory or 0)))
     out.append(
         Family(PROCESS_MEMORY, "gauge",
@@ -517,6 +524,7 @@ class _Gpu:
     lost: bool = False
     throttle: list[str] = field(default_factory=list)
     processes: list[tuple[int, str | None, float, str | None]] = field(default_factory=list)
+    models: dict[int, str] = field(default_factory=dict)  # pid -> the model it serves
     cuda_index: int | None = None
     compute_capability: tuple[int, int] | None = None
 
@@ -701,6 +709,8 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
             pid = _int_or_none(s.label("pid"))
             if pid is not None:
                 g.processes.append((pid, s.label("command"), v, None))
+                if model := s.label("model"):
+                    g.models[pid] = model
         return
     if exporter == "dcgm":
         g.name = g.name or s.label("modelName")
@@ -773,7 +783,14 @@ def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
         **static_kw,  # type: ignore[arg-type]
     )
     processes = tuple(
-        GpuProcess(pid=pid, gpu_index=index, used_memory=round(mem), name=cmd or None, user=user)
+        GpuProcess(
+            pid=pid,
+            gpu_index=index,
+            used_memory=round(mem),
+            name=cmd or None,
+            user=user,
+            model=g.models.get(pid),
+        )
         for pid, cmd, mem, user in g.processes
     )
     sample = GpuSample(info=info, lost=g.lost, processes=processes)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 import psutil
 
+from lltui.core.llama.served_model import served_model
 from lltui.core.monitor.models import GpuProcess, HostSample
 
 
@@ -21,6 +22,7 @@ class ProcessFacts:
     command: str
     host_rss: int
     cpu_pct: float
+    model: str | None = None  # what a llama-server serves, from its argv
 
 
 class HostSampler:
@@ -71,6 +73,7 @@ class HostSampler:
                     command=facts.command,
                     host_rss=facts.host_rss,
                     cpu_pct=facts.cpu_pct,
+                    model=facts.model,
                 )
             )
         for pid in list(self._procs):
@@ -92,6 +95,7 @@ class HostSampler:
                     command=" ".join(cmdline) if cmdline else proc.name(),
                     host_rss=int(proc.memory_info().rss),
                     cpu_pct=proc.cpu_percent(interval=None),
+                    model=served_model(cmdline),
                 )
         except (psutil.Error, OSError):
             # Gone, or in another PID namespace (containers without --pid=host).

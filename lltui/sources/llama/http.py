@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ MAX_BODY_BYTES: dict[str, int] = {
     "/metrics": 1024 * 1024,
     "/slots": 8 * 1024 * 1024,
     "/props": 4 * 1024 * 1024,
+    "/models": 8 * 1024 * 1024,  # a router's list: every model's argv and preset
 }
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 PROPS_TTL_S = 60.0  # props change only when the server restarts
@@ -132,8 +133,11 @@ class LlamaServerClient:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         props_ttl_s: float = PROPS_TTL_S,
+        params: Mapping[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # sent with every GET: a router's ``model=NAME`` picks the model's own server
+        self._params = dict(params or {})
         self._key = _Secret(api_key) if api_key else None
         # the whole request, headers to last byte; a slow drip cannot outlast it
         self.deadline_s = deadline_s if deadline_s is not None else 2 * timeout_s
@@ -176,7 +180,9 @@ class LlamaServerClient:
     def _get(self, path: str) -> tuple[EndpointResult, _Body | None]:
         started = self._clock()
         try:
-            with self._client.stream("GET", path, headers=self._headers()) as resp:
+            with self._client.stream(
+                "GET", path, headers=self._headers(), params=self._params or None
+            ) as resp:
                 code = resp.status_code
                 limit = MAX_BODY_BYTES.get(path, DEFAULT_MAX_BODY_BYTES)
                 if code != 200:

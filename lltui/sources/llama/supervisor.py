@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from lltui.core.llama.exit_reason import exit_reason, signal_name, stopped_from_outside
 from lltui.core.llama.launch_spec import BinaryFlags, LaunchCommand
@@ -70,6 +71,17 @@ except OSError as exc:
     sys.stderr.write("lltui: cannot run %s: %s\n" % (sys.argv[3], exc.strerror))
     os._exit(127)
 """
+
+
+T = TypeVar("T")
+
+
+class LogParser(Protocol):
+    """What reads the server's log as it comes: :class:`LlamaLogParser`, or a router's
+    (:class:`lltui.core.llama.router_log.RouterLogParser`)."""
+
+    def feed(self, raw: str) -> list[str]: ...
+    def summary(self) -> LlamaLogSummary: ...
 
 
 class SupervisorError(Exception):
@@ -166,6 +178,7 @@ def binary_flags(probe: ServerProbe) -> BinaryFlags:
         path=probe.path,
         version=version,
         arity={f: n for f in probe.flags if (n := flag_arity(f)) is not None},
+        env_flags={env: flag for flag, env in probe.env_vars},
     )
 
 
@@ -201,6 +214,7 @@ class Supervisor:
         health_interval_s: float = 0.25,
         on_event: Callable[[str], None] | None = None,
         on_line: Callable[[str], None] | None = None,
+        parser: LogParser | None = None,
     ) -> None:
         if keep_running and log_file is None:
             raise ValueError("keep_running needs a log_file: a pipe would die with lltui")
@@ -215,7 +229,7 @@ class Supervisor:
         self._on_event = on_event
         self._on_line = on_line
         self._lines: deque[str] = deque(maxlen=max(1, log_lines))
-        self._parser = LlamaLogParser()
+        self._parser: LogParser = parser if parser is not None else LlamaLogParser()
         self._scanner = LogScanner()  # every buffer line, for the prediction beside them
         self._lock = threading.Lock()  # guards the parser, the lines and the state below
         self._signal_lock = threading.Lock()  # held while signalling or marking the exit
@@ -296,22 +310,36 @@ class Supervisor:
         reader = threading.Thread(target=self._read_log, name="llama-server log", daemon=True)
         self._reader = reader
         reader.start()
-        self._wait_exit_unreaped(proc)
+        unreaped = self._wait_exit_unreaped(proc)
         with self._signal_lock:
             self._exited_flag = True
+        if unreaped and not self._keep_running:
+            self._sweep_group(proc.pid)
         returncode = proc.wait()
         reader.join(timeout=2.0)
         self._finish(returncode)
 
     @staticmethod
-    def _wait_exit_unreaped(proc: subprocess.Popen[bytes]) -> None:
-        """Block until the child exits, leaving it a zombie so its pid stays ours."""
+    def _wait_exit_unreaped(proc: subprocess.Popen[bytes]) -> bool:
+        """Block until the child exits, leaving it a zombie so its pid stays ours; False
+        where it could only be reaped."""
         waitid = getattr(os, "waitid", None)
         if waitid is None:
             proc.wait()
-            return
-        with contextlib.suppress(ChildProcessError):
+            return False
+        try:
             waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        return True
+
+    @staticmethod
+    def _sweep_group(pgid: int) -> None:
+        """SIGKILL what is left of the server's process group once the server itself has
+        exited: a router's model servers share its group and must not outlive it. The
+        server is still an unreaped zombie, so the group id cannot have been reused."""
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
 
     def _finish(self, returncode: int) -> None:
         with self._lock:
@@ -477,6 +505,11 @@ class Supervisor:
         """What the log said of memory so far, line by line (buffers, devices, settings)."""
         with self._lock:
             return self._scanner.facts()
+
+    def read_log(self, read: Callable[[LogParser], T]) -> T:
+        """``read(parser)`` under the lock the log reader feeds it under."""
+        with self._lock:
+            return read(self._parser)
 
     def ready_devices(self) -> list[dict[str, object]]:
         """Per-device model/KV/compute MiB parsed from the log (the ready event's devices)."""

@@ -1,0 +1,117 @@
+"""A router's models in the launch view, one row per model keyed by its name and updated in
+place; ``l`` loads the selected model (if the plan says it fits), ``u`` unloads it, ``k``
+keeps it loaded or lets it go. The table only says what was asked (a message); the screen
+asks the launch controller."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.coordinate import Coordinate
+from textual.message import Message
+from textual.widgets import DataTable
+
+from lltui.services.router_watch import RouterRowView
+
+COLUMNS: tuple[tuple[str, str, int], ...] = (
+    ("model", "MODEL", 16),
+    ("state", "STATE", 9),
+    ("kept", "KEPT", 4),
+    ("ctx", "CTX", 7),
+    ("plan", "PLAN MiB", 9),
+    ("log", "LOG MiB", 9),
+    ("busy", "BUSY", 4),
+    ("tps", "TOK/S", 7),
+    ("devices", "DEVICES (from its log)", 36),
+)
+# each state's theme variable (resolved to a colour when the table is mounted)
+STATE_STYLE = {
+    "loaded": "gpu-ok",
+    "loading": "gpu-warn",
+    "failed": "error",
+    "unloaded": "text-muted",
+    "sleeping": "primary",
+}
+
+
+def _mib(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 100 else f"{value:.2f}"
+
+
+def row_cells(row: RouterRowView, styles: dict[str, str] | None = None) -> tuple[Text, ...]:
+    styles = styles or {}
+    devices = ", ".join(f"{p.name} {_mib(p.total_mib)}" for p in row.placement) or (
+        row.problem or "-"
+    )
+    return (
+        Text(row.name),
+        Text(row.state, style=styles.get(row.state, "")),
+        Text("yes" if row.kept else "-"),
+        Text(str(row.n_ctx) if row.n_ctx else "-"),
+        Text(_mib(row.planned_bytes / (1024 * 1024)) if row.planned_bytes is not None else "-"),
+        Text(_mib(row.memory_mib)),
+        Text("-" if row.busy is None else str(row.busy)),
+        Text("-" if row.gen_tps is None else f"{row.gen_tps:.1f}"),
+        Text(devices, style=styles.get("failed", "") if row.problem else ""),
+    )
+
+
+class RouterTable(DataTable[Text]):
+    """The models of the router the launch view started."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("l", "ask('load')", "Load", id="router-load"),
+        Binding("u", "ask('unload')", "Unload", id="router-unload"),
+        Binding("k", "ask('keep')", "Keep", id="router-keep"),
+    ]
+
+    @dataclass
+    class ActionWanted(Message):
+        """Load, unload, keep or unkeep (``what``) the model ``name``."""
+
+        what: str
+        name: str
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(cursor_type="row", id=id)
+        self._keys: list[str] = []
+        self._kept: set[str] = set()
+        self._styles: dict[str, str] = {}
+
+    def on_mount(self) -> None:
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+        variables = self.app.get_css_variables()
+        self._styles = {state: variables.get(name, "") for state, name in STATE_STYLE.items()}
+
+    def show_rows(self, rows: Sequence[RouterRowView]) -> None:
+        """Update the rows in place: changed cells only, gone models removed."""
+        seen = []
+        for row in rows:
+            seen.append(row.name)
+            cells = row_cells(row, self._styles)
+            if row.name not in self._keys:
+                self.add_row(*cells, key=row.name)
+                self._keys.append(row.name)
+                continue
+            for (col, _label, _w), cell in zip(COLUMNS, cells, strict=True):
+                if self.get_cell(row.name, col) != cell:
+                    self.update_cell(row.name, col, cell)
+        for name in [k for k in self._keys if k not in seen]:
+            self.remove_row(name)
+            self._keys.remove(name)
+        self._kept = {r.name for r in rows if r.kept}
+
+    def action_ask(self, what: str) -> None:
+        if not self._keys or self.cursor_row < 0 or self.cursor_row >= len(self._keys):
+            return
+        name = str(self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value)
+        if what == "keep" and name in self._kept:
+            what = "unkeep"
+        self.post_message(self.ActionWanted(what, name))

@@ -1,0 +1,185 @@
+"""A plan for several models on one rig: ``lltui fit A.gguf B.gguf ...``, ``lltui launch
+--models`` and the launch view's router all call :func:`plan_models` once.
+
+Each model is read as ``lltui fit`` reads one (:func:`lltui.services.fit.prepare`: its header,
+the files it loads beside it, the devices its server would see); the host's free memory is
+measured once for all of them; :func:`lltui.core.fit.plan.plan_set` shares the devices out.
+Failures are :class:`~lltui.services.fit.FitFailed`: one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from lltui.core.fit.plan import SetMember, SetPlan
+from lltui.core.llama.args import LlamaArgs
+from lltui.core.memory.common import FitError
+from lltui.core.memory.devices import DeviceSpec
+from lltui.services.fit import FitFailed, FitRequest, FitSetup, prepare
+
+ALIAS_FLAGS = ("-a", "--alias")
+# what a preset's section header or a request's model field cannot carry
+_NAME_CHARS = re.compile(r"[\[\]\s\x00-\x1f\x7f]+")
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """One model of the set: a path or reference, its own llama-server settings (the shared
+    ones already applied), the name to serve it under (None: ``--alias``, else the file's
+    name), and whether the user keeps it loaded."""
+
+    model: str
+    args: LlamaArgs
+    name: str | None = None
+    keep: bool = False
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    entries: tuple[PlanEntry, ...]
+    gpus: str | None = None
+    margin_mib: float | None = None
+    host_free_bytes: int | None = None
+    cpu_profile: str = "x86"
+    verb: str = "fit"
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    plan: SetPlan
+    setups: tuple[FitSetup, ...]  # one per model, in the plan's order
+    notes: tuple[str, ...] = field(default=())
+    left_out: tuple[tuple[str, str], ...] = ()  # (name, why) of models that could not be read
+
+    @property
+    def device_label(self) -> str:
+        from lltui.services.devices import describe
+
+        seen: dict[str, DeviceSpec] = {}
+        for s in self.setups:
+            for d in s.devices:
+                seen.setdefault(d.name, d)
+        return describe(list(seen.values()))
+
+
+def alias_of(args: LlamaArgs) -> str | None:
+    """The first name ``--alias`` gives (llama-server takes a comma list)."""
+    for g in reversed(args.given_args):
+        if g.flag in ALIAS_FLAGS and g.values:
+            first = g.values[0].split(",")[0].strip()
+            return first or None
+    return None
+
+
+def model_name(ref: str) -> str:
+    """A model's name from its path or reference, as the router names a models-dir file:
+    the file name without ``.gguf`` (``hf:owner/repo:Q4_K_M`` -> ``repo-Q4_K_M``)."""
+    text = ref.strip()
+    if text.startswith("hf:"):
+        body = text[3:].split("@", 1)[0]
+        repo, _, pick = body.partition(":")
+        base = repo.rsplit("/", 1)[-1] + (f"-{pick.rsplit('/', 1)[-1]}" if pick else "")
+    else:
+        base = PurePosixPath(text.split("?", 1)[0]).name
+    if base.lower().endswith(".gguf"):
+        base = base[: -len(".gguf")]
+    return safe_name(base)
+
+
+def safe_name(name: str) -> str:
+    """A name fit for a preset section and a request's ``model`` field: brackets, blanks
+    and control characters become ``-``, and the tag after a ``:`` is upper-cased as
+    llama-server names the section (``owner/repo:q4_k_m`` -> ``owner/repo:Q4_K_M``)."""
+    from lltui.core.llama.preset import canonical_name
+
+    cleaned = _NAME_CHARS.sub("-", name).strip("-")
+    return canonical_name(cleaned) if cleaned else "model"
+
+
+def unique_names(wanted: Sequence[str]) -> list[str]:
+    """``wanted`` with repeats numbered (``tiny``, ``tiny-2``)."""
+    out: list[str] = []
+    for name in wanted:
+        candidate, n = name, 1
+        while candidate in out:
+            n += 1
+            candidate = f"{name}-{n}"
+        out.append(candidate)
+    return out
+
+
+def _own_rpc(setup: FitSetup, rpc: Sequence[str]) -> FitSetup:
+    """The setup with only the RPC devices the model's own ``--rpc`` names: ``--gpus
+    rpc:HOST:PORT...`` describes servers (memory, backend); which model uses one is its
+    flags' say, as the router passes each model its own flags."""
+    from dataclasses import replace
+
+    kept = tuple(d for d in setup.devices if d.kind != "rpc" or d.endpoint in rpc)
+    return setup if kept == setup.devices else replace(setup, devices=kept)
+
+
+def named_entries(entries: Sequence[PlanEntry]) -> tuple[PlanEntry, ...]:
+    """Each entry with the name it is served under: its own, else ``--alias``, else its
+    file's name; repeats numbered."""
+    from dataclasses import replace
+
+    wanted = [e.name or alias_of(e.args) or model_name(e.model) for e in entries]
+    names = unique_names([safe_name(n) for n in wanted])
+    return tuple(replace(e, name=n) for e, n in zip(entries, names, strict=True))
+
+
+def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
+    """Read every model of the set and plan them resident together. ``skip_bad``: a model
+    whose header cannot be read, or whose settings llama.cpp refuses, is left out (named
+    in ``left_out`` with why) rather than failing the whole plan."""
+    from dataclasses import replace
+
+    from lltui.core.fit.plan import plan_set
+    from lltui.services.fit import estimate_setup
+    from lltui.sources.gpu.meminfo import host_available
+
+    host_free = request.host_free_bytes
+    if host_free is None:
+        host_free = host_available()
+    entries = named_entries(request.entries)
+    members: list[SetMember] = []
+    setups: list[FitSetup] = []
+    left_out: list[tuple[str, str]] = []
+    for entry in entries:
+        name = entry.name or "model"
+        fit_request = FitRequest(
+            model=entry.model,
+            args=entry.args,
+            gpus=request.gpus,
+            margin_mib=request.margin_mib,
+            host_free_bytes=host_free,
+            cpu_profile=request.cpu_profile,
+            verb=request.verb,
+        )
+        try:
+            setup = prepare(fit_request)
+            if skip_bad:  # settings llama.cpp refuses: found now, for this model alone
+                estimate_setup(setup, replace(setup.options, search=False, suggest=False))
+        except FitFailed as exc:
+            if not skip_bad:
+                raise
+            left_out.append((name, str(exc)))
+            continue
+        setup = _own_rpc(setup, entry.args.rpc)
+        setups.append(setup)
+        members.append(
+            SetMember(
+                name, setup.gguf, setup.args, setup.devices, setup.extra, entry.keep, entry.model
+            )
+        )
+    if not members:
+        raise FitFailed(f"{request.verb}: no model could be read", 2)
+    try:
+        plan = plan_set(members, setups[0].options)
+    except FitError as exc:
+        raise FitFailed(f"{request.verb}: {exc}", 2) from None
+    notes = tuple(dict.fromkeys(n for s in setups for n in s.notes))
+    return PlanReport(plan, tuple(setups), notes, tuple(left_out))

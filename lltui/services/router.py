@@ -1,0 +1,366 @@
+"""llama-server in router mode, the same for ``lltui launch --models`` and the launch view.
+
+A :class:`RouterSession` reads the models (:mod:`lltui.services.router_prep`), plans them
+together (:mod:`lltui.services.plan`), writes the preset that pins each model's settings,
+and starts the router through a :class:`~lltui.services.launch.LaunchSession` (the same
+binary lookup, address checks, secrets and supervision as one server; the log read by a
+:class:`~lltui.core.llama.router_log.RouterLogParser`). Loads go through the plan: a model
+that would not fit with the ones loaded is refused in one line naming what to unload, kept
+models are never named, and the router runs without autoload so that a request for an
+unloaded model cannot load it behind the plan's back. Stopping the router stops every model
+server: they share its process group, and the supervisor sweeps the group once it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from lltui.core.fit.plan import PlannedModel, fits_with
+from lltui.core.fit.plan_gate import load_refusal
+from lltui.core.llama.args import LlamaArgs
+from lltui.core.llama.flag_table import SECRET_FIELDS
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.llama.log import DevicePlacement
+from lltui.core.llama.router_api import RouterModel
+from lltui.core.llama.router_log import RouterLogParser, RouterLogSummary
+from lltui.paths import state_dir
+from lltui.services.launch import (
+    GivenLaunch,
+    LaunchRequest,
+    LaunchSession,
+    Note,
+    PreparedLaunch,
+    runtime_spec,
+)
+from lltui.services.plan import PlanReport, PlanRequest, named_entries, plan_models
+from lltui.services.router_prep import (
+    RouterRequest,
+    named,
+    preset_text,
+    read_models,
+    router_args,
+    split_shared,
+    with_keep,
+)
+from lltui.sources.llama.supervisor import ServerExit, ServerStatus
+
+
+class RouterRefused(Exception):
+    """A load or unload lltui will not ask for, or the router refused: one line."""
+
+
+@dataclass(frozen=True)
+class PreparedRouter:
+    launch: PreparedLaunch
+    report: PlanReport
+    preset: str  # the preset's text
+    preset_path: str  # where it is written when the router starts
+    kept: tuple[str, ...]
+    load: tuple[str, ...]  # loaded at start, after the kept ones
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.report.plan.models)
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One model as the CLI and the view show it: the router's state, the plan's numbers,
+    its server's memory per device from the log, why it failed."""
+
+    name: str
+    state: str  # unloaded, loading, loaded, sleeping, failed, unknown
+    kept: bool
+    planned: PlannedModel | None
+    placement: tuple[DevicePlacement, ...]
+    port: int | None
+    problem: str | None
+
+
+class RouterSession:
+    """One router, from a request to its exit: :meth:`prepare`, :meth:`start`, load and
+    unload by the plan, :meth:`stop`; :meth:`close` (or ``with``) leaves nothing running."""
+
+    def __init__(
+        self,
+        request: RouterRequest,
+        *,
+        environ: Mapping[str, str] | None = None,
+        on_note: Callable[[Note], object] | None = None,
+        on_line: Callable[[str], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        self.request = request
+        self.environ = dict(os.environ if environ is None else environ)
+        self._on_note = on_note
+        self._parser = RouterLogParser()
+        self._session = LaunchSession(
+            LaunchRequest(),
+            environ=self.environ,
+            on_note=on_note,
+            on_line=on_line,
+            on_event=on_event,
+            log_parser=self._parser,
+        )
+        self._prepared: PreparedRouter | None = None
+        self._kept: set[str] = set()
+        self._client: Any = None  # RouterClient, made once the router runs (imports httpx)
+        self._op = threading.Lock()  # one load or unload decided at a time
+
+    # -- preparing --------------------------------------------------------------------------
+
+    def prepare(self, *, require_binary: bool = True) -> PreparedRouter:
+        """Read the models, plan them, write the preset's text, build the command."""
+        from lltui.sources.llama import launch_prep
+
+        req = self.request
+        launch_args, shared = split_shared(req.words)
+        report, kept, loads = self._plan(req, shared)
+        spec = self._router_spec(req, launch_args)
+        file_keys = launch_prep.read_key_file(spec.api_key_file) if spec.api_key_file else ()
+        prepared = self._session.prepare_given(
+            GivenLaunch(spec=spec), file_keys, require_binary=require_binary
+        )
+        header = [f"written by lltui for llama-server --models-preset (router on port {spec.port})"]
+        text = preset_text(report.plan.models, prepared.flags, header)
+        self._kept = set(kept)
+        path = spec.models_preset or ""
+        self._prepared = PreparedRouter(prepared, report, text, path, kept, loads)
+        return self._prepared
+
+    def _plan(
+        self, req: RouterRequest, shared: LlamaArgs
+    ) -> tuple[PlanReport, tuple[str, ...], tuple[str, ...]]:
+        """The models read and planned: the report, the kept ones, the ones to load."""
+        from lltui.services.fit import FitFailed
+
+        read = read_models(req, shared)
+        for line in read.notes:
+            self._note("warning", line)
+        entries = named_entries(read.entries)
+        names = [e.name or "" for e in entries]
+        kept = named(names, req.keep, "--pin")
+        loads = named(names, (*read.load, *req.load), "--load")
+        request = PlanRequest(
+            with_keep(entries, kept), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
+        )
+        try:
+            report = plan_models(request, skip_bad=True)
+        except FitFailed as exc:
+            raise LaunchError(str(exc), exc.code) from None
+        for name, why in report.left_out:
+            self._note("warning", f"{name} left out: {why}")
+        planned = set(report.plan.model_names)
+        kept = tuple(n for n in kept if n in planned)
+        loads = tuple(n for n in loads if n in planned and n not in kept)
+        if kept and not fits_with(report.plan, kept):
+            raise LaunchError(f"the kept models do not fit together: {', '.join(kept)}")
+        return report, kept, loads
+
+    def _router_spec(self, req: RouterRequest, launch_args: LlamaArgs) -> LaunchSpec:
+        """The router's launch: its address and keys, no model flag, the preset's path."""
+        launch = {name: getattr(launch_args, name) for name in launch_args.given}
+        if req.host is not None:
+            launch["host"] = req.host
+        if req.port is not None:
+            launch["port"] = req.port
+        if "api_key" in launch and not req.keys_on_command_line:
+            raise LaunchError(
+                "pass keys with --api-key-file, not among the flags (they show in ps)"
+            )
+        if launch.keys() & set(SECRET_FIELDS):
+            self._note(
+                "warning",
+                "a secret on lltui's command line shows in `ps`: use --api-key-file for keys "
+                "and export HF_TOKEN for the token",
+            )
+        spec = runtime_spec(
+            LaunchSpec(args=router_args(), models_preset="-", **launch), self.environ
+        )
+        path = str(state_dir(self.environ) / f"router-{spec.port}.ini")
+        return replace(spec, models_preset=path)
+
+    @property
+    def prepared(self) -> PreparedRouter:
+        if self._prepared is None:
+            raise LaunchError("the router is not prepared yet", 1)
+        return self._prepared
+
+    # -- running ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Write the preset and start the router; returns once it runs (not once ready)."""
+        prepared = self._prepared or self.prepare()
+        _write_private(prepared.preset_path, prepared.preset)
+        self._session.start()
+
+    def load_at_start(self) -> list[str]:
+        """Load the kept models, then the ones asked for; a line for each refused."""
+        said = []
+        for name in (*self.prepared.kept, *self.prepared.load):
+            try:
+                self.load(name)
+            except RouterRefused as exc:
+                said.append(str(exc))
+        return said
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from lltui.sources.llama.router_http import RouterClient
+
+            self._client = RouterClient(self.url, api_key=self.prepared.launch.http_key)
+        return self._client
+
+    @property
+    def url(self) -> str:
+        return self.prepared.launch.spec.url
+
+    def models(self) -> tuple[RouterModel, ...]:
+        """The router's list now (RouterRefused when it cannot be read)."""
+        from lltui.sources.llama.router_http import RouterHttpError
+
+        try:
+            return tuple(self.client.models())
+        except RouterHttpError as exc:
+            raise RouterRefused(str(exc)) from None
+
+    def refusal(self, name: str, listed: tuple[RouterModel, ...]) -> str | None:
+        resident = [m.name for m in listed if m.resident and m.name != name]
+        state = next((m.state for m in listed if m.name == name), None)
+        if state in ("loading", "loaded", "sleeping"):
+            return f"{name} is already {state}"
+        return load_refusal(self.prepared.report.plan, name, resident, sorted(self._kept))
+
+    def load(self, name: str) -> None:
+        """Load ``name`` if the plan says it fits with what is loaded now; RouterRefused
+        (one line: why, and what to unload) otherwise."""
+        from lltui.sources.llama.router_http import RouterHttpError
+
+        with self._op:
+            refused = self.refusal(name, self.models())
+            if refused is not None:
+                raise RouterRefused(refused)
+            try:
+                self.client.load(name)
+            except RouterHttpError as exc:
+                raise RouterRefused(f"{name}: {exc}") from None
+
+    def unload(self, name: str) -> None:
+        from lltui.sources.llama.router_http import RouterHttpError
+
+        if name in self._kept:
+            raise RouterRefused(f"{name} is kept: unkeep it first")
+        with self._op:
+            try:
+                self.client.unload(name)
+            except RouterHttpError as exc:
+                raise RouterRefused(f"{name}: {exc}") from None
+
+    def keep(self, name: str, on: bool) -> None:
+        if name not in self.prepared.names:
+            raise RouterRefused(f"{name}: no model of that name")
+        (self._kept.add if on else self._kept.discard)(name)
+
+    @property
+    def kept(self) -> frozenset[str]:
+        return frozenset(self._kept)
+
+    def log(self) -> RouterLogSummary:
+        sup = self._session.supervisor
+        if sup is None:
+            return self._parser.router_summary()
+        return sup.read_log(lambda p: self._parser.router_summary())
+
+    def rows(self, listed: tuple[RouterModel, ...] | None) -> list[ModelRow]:
+        """Every model of the plan (and any other the router lists), in the plan's order."""
+        log = self.log()
+        plan = self.prepared.report.plan
+        by_name = {m.name: m for m in listed or ()}
+        names = [m.name for m in plan.models] + [n for n in by_name if n not in plan.model_names]
+        rows = []
+        for name in names:
+            status = by_name.get(name)
+            inst = log.latest(name)
+            state = status.state if status is not None else "unknown"
+            if status is not None and status.failed and state == "unloaded":
+                state = "failed"
+            running = inst is not None and inst.state in ("loading", "loaded", "stopping")
+            rows.append(
+                ModelRow(
+                    name=name,
+                    state=state,
+                    kept=name in self._kept,
+                    planned=next((m for m in plan.models if m.name == name), None),
+                    placement=tuple(inst.log.placement()) if inst is not None else (),
+                    port=inst.port if running and inst is not None else None,
+                    problem=inst.problem() if inst is not None and state == "failed" else None,
+                )
+            )
+        return rows
+
+    # -- the launch session's --------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self._session.pid
+
+    def status(self) -> ServerStatus | None:
+        return self._session.status()
+
+    @property
+    def is_ready(self) -> bool:
+        return self._session.is_ready
+
+    @property
+    def exited(self) -> bool:
+        return self._session.exited
+
+    def wait_ready(self, timeout_s: float | None = None) -> bool:
+        return self._session.wait_ready(timeout_s)
+
+    def wait_exit(self, timeout_s: float | None = None) -> ServerExit | None:
+        return self._session.wait_exit(timeout_s)
+
+    def stop(self, **waits: float) -> ServerExit | None:
+        return self._session.stop(**waits)
+
+    def hurry(self) -> None:
+        self._session.hurry()
+
+    def close(self) -> None:
+        try:
+            self._session.close()
+        finally:
+            if self._client is not None:
+                with contextlib.suppress(Exception):
+                    self._client.close()
+                self._client = None
+
+    def __enter__(self) -> RouterSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _note(self, level: str, text: str) -> None:
+        if self._on_note is not None:
+            self._on_note(Note(level, text))
+
+
+def _write_private(path: str, text: str) -> None:
+    """The preset, readable by its owner only (it names every model file)."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise LaunchError(f"cannot write the preset {path}: {exc.strerror or exc}", 1) from None

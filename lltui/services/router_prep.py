@@ -1,0 +1,289 @@
+"""The models a router is asked to serve, read, and the preset lltui writes for it.
+
+A :class:`RouterRequest` names its models one of three ways: a directory (llama-server's
+``--models-dir`` layout), a preset file (``--models-preset``), or models on the command line
+each with its flags. Whichever it is, lltui reads every model as ``lltui fit`` would, plans
+the set (:func:`lltui.services.plan.plan_models`) and writes its own preset: one section per
+model, with the model's file, its flags and the flags the plan pins, so the router loads each
+model exactly as planned. Bad input for one model leaves that model out with one line; the
+others are served. The router's own command line carries no model flag (it would override
+every model's own, llama-server giving the command line precedence over a preset).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lltui.core.fit.plan import PlannedModel
+from lltui.core.llama.args import LlamaArgs, parse_llama_args
+from lltui.core.llama.flag_table import BinaryFlags
+from lltui.core.llama.launch_spec import LAUNCH_KEYS, LaunchError, flags_argv, read_flags
+from lltui.core.llama.preset import (
+    GLOBAL_SECTION,
+    Preset,
+    PresetError,
+    entry_words,
+    parse_preset,
+    section_words,
+    unknown_keys,
+    words_to_entries,
+    write_preset,
+)
+from lltui.services.plan import ALIAS_FLAGS, PlanEntry
+
+# the router's own flags: lltui sets them (it loads the models itself, by the plan)
+ROUTER_FLAGS = (
+    "--models-dir",
+    "--models-preset",
+    "--models-max",
+    "--models-autoload",
+    "--no-models-autoload",
+)
+LOAD_ON_STARTUP = "load-on-startup"
+MODEL_KEYS = ("model", "m", "LLAMA_ARG_MODEL")
+
+
+@dataclass(frozen=True)
+class RouterRequest:
+    """What a front end was given. ``source``: a models directory or a preset file;
+    ``entries``: models given on the command line (each with the shared flags already
+    before its own); ``words``: llama-server flags for every model, and the address and
+    keys for the router; ``keep``: models kept loaded (loaded at start, never unloaded for
+    another); ``load``: more models to load at start."""
+
+    source: str | None = None
+    entries: tuple[PlanEntry, ...] = ()
+    words: tuple[str, ...] = ()
+    host: str | None = None
+    port: int | None = None
+    keep: tuple[str, ...] = ()
+    load: tuple[str, ...] = ()
+    margin_mib: float | None = None
+    gpus: str | None = None  # the devices the plan assumes (--gpus), else this machine's
+    keys_on_command_line: bool = True
+
+
+@dataclass(frozen=True)
+class ModelsRead:
+    """The models of a request, ready to plan, and a line for each thing left out."""
+
+    entries: tuple[PlanEntry, ...]
+    load: tuple[str, ...]  # names a preset marks load-on-startup
+    notes: tuple[str, ...]
+
+
+def split_shared(words: Sequence[str]) -> tuple[LlamaArgs, LlamaArgs]:
+    """The shared flags: (the router's own: address, keys, log level; every model's)."""
+    for w in words:
+        if w.split("=", 1)[0] in ROUTER_FLAGS:
+            raise LaunchError(
+                f"{w}: lltui runs the router itself (its models from its own preset, loaded "
+                "by the plan): give --models DIR|PRESET.ini"
+            )
+    shared = read_flags(words)
+    if shared.model_path is not None:
+        raise LaunchError("a router's models come from --models, not -m")
+    own = shared.given & LAUNCH_KEYS
+    launch_words = [w for g in shared.given_args if g.key in own for w in g.tokens]
+    return read_flags(launch_words), shared.without(own)
+
+
+def _with(base: LlamaArgs, words: Sequence[str]) -> LlamaArgs:
+    return base.then(read_flags(words)) if words else base
+
+
+def read_models(request: RouterRequest, shared: LlamaArgs) -> ModelsRead:
+    """The models the request names, each with the shared flags first (LaunchError for a
+    source that cannot be read at all)."""
+    from lltui.sources.llama.router_models import ModelsDirError
+
+    if request.source is None:
+        return ModelsRead(request.entries, (), ())
+    if request.entries:
+        raise LaunchError("give the models either with --models or on the command line")
+    try:
+        if os.path.isdir(request.source):
+            return _from_dir(request.source, shared)
+        return _from_preset(request.source, shared)
+    except ModelsDirError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def _from_dir(directory: str, shared: LlamaArgs) -> ModelsRead:
+    from lltui.sources.llama.router_models import scan_models_dir
+
+    scan = scan_models_dir(directory)
+    notes = []
+    if scan.ignored:
+        shown = ", ".join(scan.ignored[:5]) + (", ..." if len(scan.ignored) > 5 else "")
+        notes.append(f"{directory}: {len(scan.ignored)} not a model (not .gguf): {shown}")
+    entries = []
+    for m in scan.models:
+        words: list[str] = []
+        if m.mmproj:
+            words += ["--mmproj", m.mmproj]
+        if m.draft:
+            words += ["-md", m.draft]
+        entries.append(PlanEntry(m.path, _with(shared, words), name=m.name))
+    if not entries:
+        raise LaunchError(f"{directory}: no .gguf model in it")
+    return ModelsRead(tuple(entries), (), tuple(notes))
+
+
+def _from_preset(path: str, shared: LlamaArgs) -> ModelsRead:
+    from lltui.sources.llama.router_models import read_preset_file
+
+    try:
+        preset = parse_preset(read_preset_file(path), path)
+    except PresetError as exc:
+        raise LaunchError(str(exc)) from None
+    binary = _binary()
+    glob = preset.global_section
+    if glob is not None and (bad := unknown_keys(glob, binary)):
+        raise LaunchError(
+            f"{path}:{bad[0].line}: [{GLOBAL_SECTION}] has a key llama-server does not know: "
+            f"{bad[0].key!r} (every model would get it; the router would not start)"
+        )
+    try:
+        base = _with(shared, section_words(glob, binary))
+    except (PresetError, LaunchError) as exc:
+        raise LaunchError(f"{path}: [{GLOBAL_SECTION}]: {exc}") from None
+    entries, load, notes = [], [], []
+    for section in preset.sections:
+        found = _section_entry(path, preset, section.name, base, binary)
+        if isinstance(found, str):
+            notes.append(found)
+            continue
+        entries.append(found)
+        if (section.get(LOAD_ON_STARTUP) or "").strip().lower() in ("on", "enabled", "true", "1"):
+            load.append(section.name)
+    if not entries:
+        raise LaunchError(f"{path}: no model to serve" + (f" ({notes[0]})" if notes else ""))
+    return ModelsRead(tuple(entries), tuple(load), tuple(notes))
+
+
+def _section_entry(
+    path: str, preset: Preset, name: str, base: LlamaArgs, binary: BinaryFlags | None
+) -> PlanEntry | str:
+    """A section as a model to plan, or the line that says why it is left out."""
+    section = preset.section(name)
+    assert section is not None
+    if bad := unknown_keys(section, binary):
+        return f"{path}:{bad[0].line}: [{name}] left out: llama-server has no option {bad[0].key!r}"
+    model = next((section.get(k) for k in MODEL_KEYS if section.get(k)), None)
+    if not model:
+        return f"{path}:{section.line}: [{name}] left out: it names no model file (model = PATH)"
+    try:
+        words = [
+            w for e in section.entries if e.key not in MODEL_KEYS for w in entry_words(e, binary)
+        ]
+        args = _with(base, words)
+    except (PresetError, LaunchError) as exc:
+        return f"{path}: [{name}] left out: {exc}"
+    return PlanEntry(os.path.abspath(model), args, name=name)
+
+
+def _binary() -> BinaryFlags | None:
+    from lltui.sources.llama import launch_prep
+
+    _path, flags, _origin, _why = launch_prep.find_binary(required=False)
+    return flags
+
+
+# --- the preset lltui writes -----------------------------------------------------------------
+
+
+def _drop(words: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """``words`` without the flags named (each with its one value)."""
+    out: list[str] = []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w in flags:
+            skip = True
+            continue
+        out.append(w)
+    return out
+
+
+# flags whose values name devices: RPC devices are renumbered when a server is left out
+_DEVICE_FLAGS = frozenset({"-dev", "--device", "-devd", "--device-draft", "--spec-draft-device",
+                           "-mmdev", "--mmproj-device"})  # fmt: skip
+
+
+def _renamed(words: Sequence[str], renames: dict[str, str]) -> list[str]:
+    out = list(words)
+    for i in range(len(out) - 1):
+        if out[i] in _DEVICE_FLAGS and renames:
+            out[i + 1] = ",".join(renames.get(d.strip(), d.strip()) for d in out[i + 1].split(","))
+    return out
+
+
+def section_for(p: PlannedModel, binary: BinaryFlags | None) -> list[tuple[str, str]]:
+    """A model's section: its file, then its flags and the plan's pinned ones, spelled as
+    the binary spells them; ``--rpc`` naming only the servers the plan says its server
+    loads onto (a server given ``--rpc`` connects to each, and an RPC server serves one at
+    a time), its ``-dev`` names renumbered to match."""
+    words = flags_argv(p.args, binary)
+    words = _drop(words, ALIAS_FLAGS)  # the section's name is the model's name
+    if tuple(dict.fromkeys(p.args.rpc)) != p.rpc:
+        words = _drop(words, ("--rpc",))
+        words = _renamed(words, dict(p.rpc_renames))
+        if p.rpc:
+            words += ["--rpc", ",".join(p.rpc)]
+    try:
+        return [*model_entries(p.ref or p.path), *words_to_entries(words, binary)]
+    except PresetError as exc:
+        raise LaunchError(f"{p.name}: {exc}") from None
+
+
+def model_entries(ref: str) -> list[tuple[str, str]]:
+    """How a preset names the model: its file (absolute), or llama-server's download keys
+    for ``hf:OWNER/REPO[:QUANT|FILE]`` (``hf-repo``, ``hf-file``) and a URL (``model-url``)."""
+    from lltui.core.gguf.refs import HfRef, RefError, is_remote_ref, parse_ref
+
+    if not is_remote_ref(ref):
+        return [("model", os.path.abspath(ref))]
+    try:
+        parsed = parse_ref(ref)
+    except RefError as exc:
+        raise PresetError(str(exc)) from None
+    if not isinstance(parsed, HfRef):
+        return [("model-url", ref.strip())]
+    if parsed.revision is not None:
+        raise PresetError(f"{ref}: llama-server downloads a repository's main branch, no @rev")
+    if parsed.selector is None or not parsed.is_file:
+        tag = f":{parsed.selector}" if parsed.selector else ""
+        return [("hf-repo", parsed.repo + tag)]
+    return [("hf-repo", parsed.repo), ("hf-file", parsed.selector)]
+
+
+def preset_text(
+    models: Sequence[PlannedModel], binary: BinaryFlags | None, header: Sequence[str] = ()
+) -> str:
+    try:
+        return write_preset([(p.name, section_for(p, binary)) for p in models], header=header)
+    except PresetError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def router_args() -> LlamaArgs:
+    """The router's own flags: no model limit (the plan is the limit) and no autoload, so a
+    request for a model that is not loaded does not load it behind the plan's back."""
+    return parse_llama_args(["--models-max", "0", "--no-models-autoload"])
+
+
+def named(names: Sequence[str], wanted: Sequence[str], what: str) -> tuple[str, ...]:
+    """``wanted`` checked against the models' names (LaunchError naming the bad one)."""
+    for n in wanted:
+        if n not in names:
+            raise LaunchError(f"{what} {n}: no model of that name (models: {', '.join(names)})")
+    return tuple(dict.fromkeys(wanted))
+
+
+def with_keep(entries: Sequence[PlanEntry], keep: Sequence[str]) -> tuple[PlanEntry, ...]:
+    return tuple(replace(e, keep=True) if e.name in keep else e for e in entries)

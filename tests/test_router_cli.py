@@ -1,0 +1,98 @@
+"""``lltui launch --models`` without starting anything: the dry run (the router's argv and the
+preset lltui would write) and the bad input it refuses in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from router_helpers import write_models
+
+from lltui.cli import main
+from lltui.core.llama.preset import parse_preset, section_words
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("router-cli")
+    models = write_models(root / "all")
+    folder = root / "models"
+    folder.mkdir()
+    for name in ("alpha", "beta"):
+        (folder / f"{name}.gguf").symlink_to(models[name])
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def state_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+
+
+def test_the_dry_run_shows_the_router_and_the_preset_it_would_write(folder, capsys):
+    code = main(["launch", "--models", str(folder), "-c", "512", "-t", "1", "--port", "8099",
+                 "--pin", "alpha", "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    argv = out["argv"]
+    assert argv[argv.index("--models-preset") + 1] == out["preset_path"]
+    assert out["preset_path"].endswith("router-8099.ini")
+    assert "--no-models-autoload" in argv and argv[argv.index("--models-max") + 1] == "0"
+    assert "-c" not in argv and "-t" not in argv  # model flags go in the preset, never here
+    assert not Path(out["preset_path"]).exists()  # a dry run writes nothing
+    preset = parse_preset(out["preset"])
+    alpha = preset.section("alpha")
+    assert alpha is not None and [s.name for s in preset.sections] == ["alpha", "beta"]
+    assert section_words(alpha) == [
+        "--model", str(folder / "alpha.gguf"), "-c", "512", "-t", "1", "-ngl", "all",
+        "--fit", "off",
+    ]  # fmt: skip
+    assert out["keep"] == ["alpha"] and out["plan"]["fits"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--pin", "nope"], "--pin nope: no model of that name (models: alpha, beta)"),
+        (["--models-max", "2"], "--models-max: lltui runs the router itself"),
+        (["--keep-running"], "--keep-running is for one server, not a router"),
+        (["-m", "x.gguf"], "a router's models come from --models, not -m"),
+    ],
+)
+def test_bad_router_input_is_one_line(folder, capsys, args, message):
+    assert main(["launch", "--models", str(folder), *args, "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_missing_source_and_router_options_without_a_router(tmp_path, capsys):
+    assert main(["launch", "--models", str(tmp_path / "nowhere.ini"), "--dry-run"]) == 2
+    assert "nowhere.ini" in capsys.readouterr().err
+    assert main(["launch", "m.gguf", "--pin", "a", "--dry-run"]) == 2
+    assert "are for a router (--models)" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("x")
+    assert main(["launch", "--models", str(empty), "--dry-run"]) == 2
+    assert "no .gguf model in it" in capsys.readouterr().err
+
+
+def test_how_the_preset_names_each_kind_of_model(tmp_path):
+    from lltui.core.llama.preset import PresetError, key_flag
+    from lltui.services.router_prep import model_entries
+
+    assert model_entries("m.gguf") == [("model", str(Path("m.gguf").resolve()))]
+    assert model_entries("hf:acme/Chat-GGUF:Q4_K_M") == [("hf-repo", "acme/Chat-GGUF:Q4_K_M")]
+    assert model_entries("hf:acme/Chat-GGUF:sub/chat-q8.gguf") == [
+        ("hf-repo", "acme/Chat-GGUF"),
+        ("hf-file", "sub/chat-q8.gguf"),
+    ]
+    assert model_entries("https://example.org/m.gguf") == [
+        ("model-url", "https://example.org/m.gguf")
+    ]
+    with pytest.raises(PresetError, match="no @rev"):
+        model_entries("hf:acme/Chat-GGUF:Q4_K_M@v2")
+    # each key is one llama-server knows
+    for key in ("model", "hf-repo", "hf-file", "model-url"):
+        assert key_flag(key) is not None
