@@ -32,6 +32,7 @@ from lltui.app.themes import (
 from lltui.config import MIN_INTERVAL, Settings
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
+from lltui.core.text import error_text
 from lltui.paths import themes_dir
 from lltui.sources.gpu.base import GpuSource
 
@@ -123,7 +124,7 @@ class LltuiApp(App[int]):
             try:
                 sample = self.source.poll()
             except Exception as exc:  # as the poller reports it
-                self.report_error(f"{type(exc).__name__}: {exc}")
+                self.report_error(error_text(exc))
             else:
                 # no SampleReady: the screen about to be composed renders the model anyway
                 self._take(sample, 0.0)

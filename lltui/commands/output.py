@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from lltui.core.text import printable
+from lltui.core.text import error_text, printable
 
 
 class _PrintableStream(io.TextIOBase):
@@ -59,3 +59,8 @@ def error_line(message: str) -> str:
     if len(line) > MAX_ERROR_CHARS:
         line = f"{line[: MAX_ERROR_CHARS - 30]}... ({len(line)} characters in all)"
     return line if line.startswith("lltui") else f"lltui: {line}"
+
+
+def internal_error_line(exc: BaseException) -> str:
+    """A bug of ours, in one line: what went wrong, and how to see the traceback."""
+    return error_line(f"internal error: {error_text(exc)} (set LLTUI_DEBUG=1 for details)")
