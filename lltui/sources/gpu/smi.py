@@ -160,6 +160,8 @@ class SmiSource:
         out = _one_line(result.stdout)
         err = _one_line(result.stderr)
         if self.host is not None and result.returncode == 255:
+            if err.startswith("ssh: "):  # ssh's own line names the host and says why
+                return err
             return f"ssh to {self.host} failed: {err or 'no reason given'}"
         if result.returncode == 127:
             return f"nvidia-smi is not installed {self._where()}" + (
