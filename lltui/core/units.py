@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -177,6 +179,27 @@ def spark(values: tuple[float, ...] | list[float], width: int, lo: float, hi: fl
         f = min(max(f, 0.0), 1.0)
         out.append(SPARK_CHARS[round(f * 8)] if f > 0 else "▁" if v >= lo else " ")
     return " " * (width - len(out)) + "".join(out)
+
+
+def compact_names(names: Sequence[str]) -> str:
+    """Device names with their numbers run together: ``CUDA0 ... CUDA7`` -> ``CUDA0-7``,
+    ``CUDA0, CUDA1, CUDA5`` -> ``CUDA0,1,5``; names without a number stay as they are."""
+    out: list[str] = []
+    runs: dict[str, list[int]] = {}
+    for name in names:
+        m = _NUMBERED.match(name)
+        if m is None:
+            out.append(name)
+            continue
+        prefix = m.group(1)
+        if prefix not in runs:
+            runs[prefix] = []
+            out.append(prefix)
+        runs[prefix].append(int(m.group(2)))
+    return ", ".join(f"{n}{compact_indexes(runs[n])}" if n in runs else n for n in out)
+
+
+_NUMBERED = re.compile(r"^([A-Za-z]+)(\d+)$")
 
 
 def compact_indexes(indexes: tuple[int, ...] | list[int]) -> str:

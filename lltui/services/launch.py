@@ -32,6 +32,7 @@ from lltui.core.llama.address import is_loopback
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_sentence, ready_event
 from lltui.core.llama.flag_table import SECRET_FIELDS
+from lltui.core.llama.flag_values import tensor_split_extra
 from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
     DEFAULT_HOST,
@@ -80,6 +81,8 @@ class LaunchRequest:
     keys_on_command_line: bool = True  # False: --api-key is refused (the view's form)
     # said when nothing names a model, in the words of the front end's own input
     missing_model: str = "no model given: lltui launch MODEL.gguf [flags]"
+    # the GPUs the server will see (a view's rig); None: this machine's, asked when needed
+    n_gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,13 @@ def describe_exit(result: ServerExit) -> str:
     return exit_sentence(result.returncode, result.reason, clean=result.clean)
 
 
+def _local_gpus() -> int:
+    """This machine's NVIDIA GPUs (0 where NVML answers none)."""
+    from lltui.services.devices import local_devices
+
+    return len(local_devices()[0])
+
+
 # --- the session -------------------------------------------------------------------------------
 
 
@@ -276,6 +286,9 @@ class LaunchSession:
         if save and given.save_profile:
             self._save(given)
         spec = runtime_spec(given.spec, self.environ)
+        split_warning = self._split_warning(spec.args)
+        if split_warning:
+            self._note("warning", split_warning)
         path, flags, origin, why = launch_prep.find_binary(required=require_binary)
         if why is not None:
             self._note("note", f"flags not checked: {why}")
@@ -292,6 +305,21 @@ class LaunchSession:
             http_key=http_key or (file_keys[0] if file_keys else None),
         )
         return self._prepared
+
+    def _split_warning(self, args: LlamaArgs) -> str | None:
+        """A ``-ts`` with more values than the server will have devices (llama.cpp drops the
+        rest without a word)."""
+        if not args.tensor_split:
+            return None
+        if args.devices is not None:
+            n = len(args.devices)
+        else:
+            n = self.request.n_gpus if self.request.n_gpus is not None else _local_gpus()
+            visible = self.environ.get("CUDA_VISIBLE_DEVICES")
+            if visible is not None:
+                n = min(n, len([v for v in visible.split(",") if v.strip()]))
+            n += len(args.rpc)
+        return tensor_split_extra(args.tensor_split, n) if n else None
 
     def _save(self, given: GivenLaunch) -> None:
         assert given.save_profile is not None
