@@ -14,7 +14,7 @@ from textual.widgets import Button, DataTable, Input, Label, Log, Static
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
-from lltui.app.screens.base import FormScreen
+from lltui.app.screens.base import FormScreen, field_input
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
@@ -109,22 +109,18 @@ class LaunchScreen(FormScreen):
         with VerticalScroll(id="launch-page", classes="form-page"):
             with Grid(id="launch-form", classes="form-grid"):
                 yield Label("model", classes="form-label")
-                yield Input(placeholder="model.gguf", id="launch-model", compact=True)
+                yield field_input("model.gguf", "launch-model")
                 yield Label("listen", classes="form-label")
-                yield Input(value=DEFAULT_HOSTPORT, id="launch-hostport", compact=True)
+                yield field_input("", "launch-hostport", DEFAULT_HOSTPORT)
                 yield Label("flags", classes="form-label")
-                yield Input(
-                    placeholder="llama-server flags: -c 8192 -ngl all -sm layer -ts 3,1 -np 2",
-                    id="launch-flags",
-                    compact=True,
+                yield field_input(
+                    "llama-server flags: -c 8192 -ngl all -sm layer -ts 3,1 -np 2", "launch-flags"
                 )
             with Horizontal(id="launch-actions"):
                 yield Button("Start", id="launch-start", variant="success", compact=True)
                 yield Button("Stop", id="launch-stop", variant="error", compact=True)
                 yield Button("Restart", id="launch-restart", compact=True)
-                yield Input(
-                    placeholder="or follow a running server: URL", id="launch-url", compact=True
-                )
+                yield field_input("or follow a running server: URL", "launch-url")
                 yield Button("Follow", id="launch-follow", compact=True)
             yield Static("", id="launch-argv")
             yield Static("[$text-muted]no server[/]", id="launch-server")
@@ -191,12 +187,16 @@ class LaunchScreen(FormScreen):
         )
 
     def update_preview(self) -> None:
-        self._preview(*self._form(), self.next_generation())
+        latest = self.lltui.model.latest
+        n_gpus = None if latest is None else sum(1 for g in latest.gpus if not g.lost)
+        self._preview(*self._form(), n_gpus, self.next_generation())
 
     @work(group="launch-preview", exclusive=True, exit_on_error=False)
-    async def _preview(self, model: str, flags: FormFlags, hostport: str, generation: int) -> None:
+    async def _preview(
+        self, model: str, flags: FormFlags, hostport: str, n_gpus: int | None, generation: int
+    ) -> None:
         found = await off_thread_reported(
-            self, lambda: preview_command(model, flags, hostport), "launch-preview"
+            self, lambda: preview_command(model, flags, hostport, n_gpus), "launch-preview"
         )
         if found is not None:
             self.post_message(LaunchPreview(*found, generation))

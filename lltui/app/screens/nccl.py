@@ -88,7 +88,11 @@ class NcclScreen(LoadOnceScreen):
             yield Static("", id="nccl-env", classes="nccl-section")
             with Horizontal(id="nccl-actions"):
                 yield Button("Run bandwidth test", id="nccl-bench", variant="primary")
-                yield Input(placeholder="path to an NCCL log or nccl-tests output", id="nccl-file")
+                yield Input(
+                    placeholder="path to an NCCL log or nccl-tests output",
+                    id="nccl-file",
+                    select_on_focus=False,
+                )
             yield Static("", id="nccl-bench-result", classes="nccl-section")
             yield Static("", id="nccl-file-result", classes="nccl-section")
 

@@ -23,9 +23,12 @@ def parse_hostport(text: str) -> tuple[str, int]:
 FormFlags = str | LlamaArgs
 
 
-def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest:
+def form_request(
+    model: str, flags: FormFlags, hostport: str, n_gpus: int | None = None
+) -> LaunchRequest:
     """The launch session's request from the form: the model path, llama-server flags as typed
-    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port."""
+    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port;
+    ``n_gpus``: the GPUs of the rig in view (None: this machine's, asked when needed)."""
     carried = flags if isinstance(flags, LlamaArgs) else None
     try:
         words = () if carried is not None else tuple(shlex.split(str(flags)))
@@ -40,6 +43,7 @@ def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest:
         port=port,
         keys_on_command_line=False,
         missing_model="no model: give the path of a .gguf file",
+        n_gpus=n_gpus,
     )
 
 
@@ -48,11 +52,14 @@ def make_spec(model: str, flags: FormFlags, hostport: str) -> LaunchSpec:
     return read_request(form_request(model, flags, hostport)).spec
 
 
-def preview_command(model: str, flags: FormFlags, hostport: str) -> tuple[str, str | None]:
+def preview_command(
+    model: str, flags: FormFlags, hostport: str, n_gpus: int | None = None
+) -> tuple[str, str | None]:
     """The exact command (secrets masked) the form would start, or the reason it cannot."""
     notes: list[Note] = []
+    request = form_request(model, flags, hostport, n_gpus)
     try:
-        with LaunchSession(form_request(model, flags, hostport), on_note=notes.append) as session:
+        with LaunchSession(request, on_note=notes.append) as session:
             prepared = session.prepare(require_binary=False, save=False, check=False)
     except LaunchError as exc:
         return "", str(exc)
