@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
-from textual.app import App, SystemCommand
-from textual.binding import BindingType
+from textual.app import App
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
@@ -191,10 +191,6 @@ class LltuiApp(App[int]):
         if self._composing:
             return
         super().refresh_css(animate)
-
-    def get_system_commands(self, screen: Screen[Any]) -> Any:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Pause / resume", "Stop or restart sampling", self.action_toggle_pause)
 
     async def on_unmount(self) -> None:
         if self._launch is not None:
@@ -423,7 +419,15 @@ class LltuiApp(App[int]):
             self.poller.pause()
         else:
             self.poller.resume()
+        self.refresh_bindings()  # the footer's key says Resume now, or Pause again
         self.render_model()
+
+    def key_description(self, binding: Binding) -> str:
+        """What a key does now, as the footer and the key help say it: the pause key
+        resumes while sampling is paused."""
+        if binding.id == "pause" and self.model.paused:
+            return "Resume"
+        return binding.description
 
     def action_interval(self, direction: int) -> None:
         new = keys.step_interval(self.model.interval, direction)

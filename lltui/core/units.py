@@ -95,6 +95,14 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+def fmt_clock(seconds: float) -> str:
+    """A place in a recording as a player shows it: ``00:42``, ``10:00``, ``1:02:03``."""
+    s = max(0, int(seconds)) if math.isfinite(seconds) else 0
+    if s >= 3600:
+        return f"{s // 3600}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+    return f"{s // 60:02d}:{s % 60:02d}"
+
+
 def parse_size(text: str) -> int:
     """Parse ``24GiB``, ``24G``, ``16000MiB``, ``15360M`` or a plain byte count.
 

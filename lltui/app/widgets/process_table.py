@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Input, Static
 
 from lltui.app.host import host_of
 from lltui.app.state.monitor import SORT_KEYS
+from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import RigSample
 from lltui.core.monitor.signals import signal_refusal
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
@@ -79,11 +80,7 @@ class ProcessRow:
             "-" if self.sm is None else f"{self.sm:.0f}",
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
-            escape(
-                self.command
-                if len(self.command) <= command_width
-                else self.command[: command_width - 1] + "…"
-            ),
+            escape(_cut(command_label(self.command), command_width)),
         )
 
     def sort_value(self, key: str) -> tuple[float, int]:
@@ -110,6 +107,10 @@ class ProcessRow:
             or needle in self.user.casefold()
             or needle in str(self.pid)
         )
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
