@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from lltui.core.llama.launch_spec import LaunchError
 from lltui.core.llama.log import DevicePlacement
 from lltui.core.llama.log_fold import RepeatFolder
+from lltui.core.llama.timings import RequestTimings, TimingReader
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
 from lltui.services.fit import predict_speed
@@ -58,6 +59,9 @@ class LaunchState:
     # what fit predicts for this command on this rig, shown beside the measured rates
     predicted_decode_tps: float | None = None
     predicted_prefill_tps: float | None = None
+    # the last request's own speed, from the server's timing lines, and when it ended
+    last_request: RequestTimings | None = None
+    last_request_at: float | None = None  # time.monotonic()
 
 
 class LaunchController:
@@ -81,6 +85,7 @@ class LaunchController:
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
         self._folder = RepeatFolder()  # the log pane shows a run of one message once
+        self._timings = TimingReader()
         self._last_command: LaunchRequest | None = None
         self._op = threading.Lock()
         self._jpt_gpus: frozenset[int] = frozenset()
@@ -120,6 +125,7 @@ class LaunchController:
             self.state = LaunchState(phase="starting", message="starting llama-server…")
             self._jpt = JoulesPerToken()
             self._folder = RepeatFolder()
+            self._timings = TimingReader()
         self._notify()
         notes: list[Note] = []
         session: LaunchSession | None = None
@@ -210,6 +216,10 @@ class LaunchController:
             shown = self._folder.feed(line)
             self.state.lines.extend(shown)
             self.state.lines_total += len(shown)
+            timings = self._timings.feed(line)
+            if timings is not None:
+                self.state.last_request = timings
+                self.state.last_request_at = time.monotonic()
         if shown:
             self._notify()
 
