@@ -97,3 +97,13 @@ async def test_a_real_request_timing_lines_whole_at_80_columns(server_env, tiny_
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+async def test_the_placement_table_fits_80_columns():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one("#launch-placement")
+        width = sum(c.get_render_width(table) for c in table.columns.values())
+        assert width <= 80 - 3  # the page's padding and scrollbar

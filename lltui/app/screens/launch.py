@@ -34,8 +34,9 @@ PHASE_STYLE = {
     "error": "$error",
     "idle": "$text-muted",
 }
-PLACEMENT_COLUMNS = (("device", 22), ("model MiB", 10), ("KV MiB", 9), ("compute MiB", 12),
-                     ("output MiB", 11), ("layers", 16))  # fmt: skip
+# every column on screen at 80 (77 cells with the padding): a long RPC device name is cut
+PLACEMENT_COLUMNS = (("device", 16), ("model MiB", 10), ("KV MiB", 8), ("compute MiB", 11),
+                     ("out MiB", 8), ("layers", 12))  # fmt: skip
 
 
 def render_server(st: LaunchState) -> str:
