@@ -111,6 +111,7 @@ async def test_a_refused_and_a_hung_host_say_why_they_are_down(dead_hosts, size)
         await pilot.pause(0.2)
         monitor = screen_text(app)
         assert "Connection refused" in monitor and "SourceUnavailable" not in monitor
+        assert "no data" in monitor and "starting" not in monitor
 
     # an ssh still connecting to the hung host ends within its own connect timeout
     def ours() -> list[str]:

@@ -151,6 +151,8 @@ def _state(model: RigModel, busy_for: float | None, styles: StatusStyles) -> Tex
         waited = busy_for if busy_for is not None else age
         return Text.assemble(("STALE", styles.error_bold), f" no data for {fmt_duration(waited)}")
     if model.latest is None:
+        if model.error:  # a host that refuses or hangs: not starting, failing
+            return Text.assemble(("✖", styles.error_bold), " no data")
         return Text("starting…", styles.muted)
     return Text.assemble(("●", styles.ok), " live")
 
