@@ -12,7 +12,7 @@ from typing import Any
 
 from lltui import __version__
 from lltui.commands import CliError, add_replay_options, add_source_option
-from lltui.commands.output import error_line, printable_output
+from lltui.commands.output import error_line, internal_error_line, printable_output
 
 # Each module exposes register(subparsers) and sets ``func`` on its parser.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -166,12 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug of ours: one line unless asked for the traceback
         if os.environ.get("LLTUI_DEBUG"):
             raise
-        print(
-            error_line(
-                f"internal error: {type(exc).__name__}: {exc} (set LLTUI_DEBUG=1 for details)"
-            ),
-            file=sys.stderr,
-        )
+        print(internal_error_line(exc), file=sys.stderr)
         return 1
 
 

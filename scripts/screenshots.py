@@ -72,6 +72,11 @@ FLEET_SHOTS: tuple[tuple[str, tuple[str, ...], tuple[int, int]], ...] = (
         ),
         (120, 30),
     ),
+    (
+        "fleet-80x24",
+        ("sim:8xh100-sxm", "sim:kaggle-2xt4", "sim:4xl4", "smi:gpu9.invalid"),
+        (80, 24),
+    ),
 )
 
 

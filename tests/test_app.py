@@ -217,7 +217,7 @@ async def test_command_palette_lists_lltui_actions():
     async with app.run_test(size=(100, 30)):
         provider = LltuiCommands(app.screen)
         names = [name for name, _help, _cb in provider._commands()]
-        assert "Pause / resume sampling" in names
+        assert "Pause sampling" in names
         assert any(n.startswith("Sort processes by") for n in names)
         assert "View: monitor" in names
 

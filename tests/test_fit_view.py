@@ -162,3 +162,147 @@ def test_rpc_servers_in_the_flags_field_join_the_live_rig(model_path):
     assert names[0] == "RPC0[10.0.0.2:50052]"  # first, as llama.cpp lists them
     assert sum(n.startswith("CUDA") for n in names) == 2  # the rig's own GPUs stay
     assert any("free memory is unknown" in n for n in out.notes)
+
+
+# --- what a user of the view meets (issue: old answers shown as current, a cut table) ---------
+
+
+def _text(app) -> str:
+    return "\n".join(
+        "".join(seg.text for seg in strip).rstrip()
+        for strip in app.screen._compositor.render_strips()
+    )
+
+
+@pytest.fixture
+def llama8b(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fit8b") / "llama-8b.gguf"
+    gf.write_model(path, gf.llama_8b_spec(), "Q4_K", sparse=True, name="Llama 8B")
+    return path
+
+
+async def test_an_edit_marks_the_shown_answer_as_old_until_the_new_one_comes(llama8b):
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 40)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-model").value = str(llama8b)
+        screen._changed()
+        await wait_for(lambda: screen.settled, timeout=60)
+        await pilot.pause()
+        state = screen.query_one("#fit-state")
+        assert "computing" not in str(state.render())
+        before = screen.outcome
+        screen.query_one("#fit-ngl").value = "20"
+        screen.query_one("#fit-ts").value = "3,1"
+        await pilot.pause()
+        # the old answer is still on screen, and says so, faded
+        assert screen.outcome is before and not screen.current
+        assert "computing" in str(state.render())
+        assert screen.query_one("#fit-results").has_class("-stale")
+        await wait_for(lambda: screen.current, timeout=60)
+        await pilot.pause()
+        assert screen.outcome.result.settings.tensor_split == (3.0, 1.0)
+        assert not screen.query_one("#fit-results").has_class("-stale")
+        await wait_for(lambda: screen.settled, timeout=60)
+        await pilot.pause()
+        assert str(state.render()).strip() == ""
+
+
+@pytest.mark.parametrize("size", [(80, 60), (200, 60)], ids=["80", "200"])
+async def test_the_summary_groups_gpus_and_the_quant_table_fits_the_width(llama8b, size):
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=size) as pilot:
+        app.poll_sync(2)
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-model").value = str(llama8b)
+        screen._changed()
+        await wait_for(lambda: screen.settled, timeout=60)
+        await pilot.pause()
+        verdict = str(screen.query_one("#fit-verdict").render())
+        assert "8x H100 80GB HBM3 (CUDA0-7)" in " ".join(verdict.split())
+        assert "CUDA1 NVIDIA" not in verdict
+        table = screen.query_one("#fit-quants")
+        keys = [c.key.value for c in table.columns.values()]
+        assert "fullest" in keys
+        assert ("per-gpu" in keys) == (size[0] == 200)  # each GPU's MiB where they fit
+        width = sum(c.get_render_width(table) for c in table.columns.values())
+        assert width <= size[0] - 3  # nothing cut at the right edge
+        row = table.get_row("Q4_K_M")
+        assert row[keys.index("fullest")].startswith("CUDA")
+        if size[0] == 200:
+            assert len(row[keys.index("per-gpu")].split()) == 8
+
+
+async def test_a_gpus_spec_typed_in_the_view_goes_through_the_gpus_parser(model_path):
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(120, 50)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-model").value = str(model_path)
+        screen.query_one("#fit-gpus").value = "24GiB,24GiB"
+        await wait_for(lambda: screen.settled and screen.outcome.result is not None)
+        gpus = [d for d in screen.outcome.result.devices if d.kind == "cuda"]
+        assert [(d.name, d.free_bytes) for d in gpus] == [("CUDA0", 24 << 30), ("CUDA1", 24 << 30)]
+        assert "2x 24.0 GiB (CUDA0,1)" in str(screen.query_one("#fit-verdict").render())
+        screen.query_one("#fit-gpus").value = "4090,nonsense"
+        await wait_for(lambda: screen.settled and screen.outcome.error is not None)
+        assert "nonsense" in screen.outcome.error and "\n" not in screen.outcome.error
+
+
+async def test_the_model_picker_says_how_many_it_found_and_where_it_looked(tmp_path, monkeypatch):
+    for name in ("HF_HOME", "HF_HUB_CACHE", "LLAMA_CACHE", "LLTUI_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ".cache"))
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        await wait_for(lambda: screen.found is not None and screen.outcome is not None)
+        await pilot.pause()
+        said = " ".join(str(screen.query_one("#fit-verdict").render()).split())
+        assert "no .gguf file found in ~/models, ~/.cache/huggingface/hub" in said
+        assert "LLTUI_MODELS" in said
+        assert screen.query_one("#fit-found").prompt == "none in the usual folders"
+    (tmp_path / "models").mkdir()
+    gf.write_model(tmp_path / "models" / "tiny.gguf", gf.SPECS["llama"](), "F16")
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        await wait_for(lambda: screen.found is not None and screen.outcome is not None)
+        await pilot.pause()
+        assert screen.query_one("#fit-found").prompt == "1 model: pick one"
+        assert "1 model found (looked in ~/models" in str(screen.query_one("#fit-verdict").render())
+
+
+async def test_tab_into_a_field_then_typing_edits_it_instead_of_replacing_it():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-ctx").value = "8192"
+        screen.query_one("#fit-model").focus()
+        await pilot.press("tab")  # past the picker, to the context field
+        while app.focused is not screen.query_one("#fit-ctx"):
+            await pilot.press("tab")
+        await pilot.press("0")  # no select-all on focus: the digit joins what is there
+        assert screen.query_one("#fit-ctx").value == "81920"
+
+
+async def test_the_view_says_when_fewer_gpus_would_hold_the_model(llama8b):
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(120, 50)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-model").value = str(llama8b)
+        screen._changed()
+        await wait_for(lambda: screen.current and screen.outcome.result is not None, timeout=60)
+        verdict = " ".join(str(screen.query_one("#fit-verdict").render()).split())
+        assert "fewer GPUs: -dev CUDA0: one GPU holds it" in verdict
+        assert "the other 7 stay free" in verdict

@@ -73,6 +73,20 @@ def test_smi_over_ssh_opens_one_connection_and_closes_it(ssh_env: SshServer):
     assert sockets(runtime) == []  # ssh -O exit removed the socket; the fixture checks procs
 
 
+def test_a_close_racing_a_login_still_stops_the_master_it_makes(ssh_env: SshServer):
+    import subprocess
+
+    from lltui.sources.ssh import CONNECT_TIMEOUT_S, SshTarget
+
+    target = SshTarget("fleet-a")
+    login = subprocess.Popen(target.argv("true"), stdin=subprocess.DEVNULL)
+    target.close()  # before the login made its master: -O exit finds none
+    assert login.wait(timeout=20) == 0  # the racing command still runs to its end
+    # the master that login left is stopped once it is up, well before ControlPersist (30 s)
+    wait_until(lambda: not ssh_children_of_us(), timeout=CONNECT_TIMEOUT_S + 4)
+    assert sockets(os.environ["XDG_RUNTIME_DIR"]) == []
+
+
 def test_fleet_two_hosts_update_while_one_refuses_and_one_hangs(ssh_env: SshServer):
     before = ssh_env.connections()
     fleet = Fleet(
@@ -101,7 +115,7 @@ def test_fleet_two_hosts_update_while_one_refuses_and_one_hangs(ssh_env: SshServ
         snap = fleet.snapshot()
         a, b, down, _hang = snap.hosts
         assert a.reachable and b.reachable and a.sample and len(a.sample.gpus) == 4
-        assert down.reachable is False and "ssh to fleet-down failed" in (down.error or "")
+        assert down.reachable is False and "ssh: connect to host 127.0.0.1" in (down.error or "")
         assert "refused" in (down.error or "").lower()
         wait_until(lambda: fleet.state(3).reachable is False, 15)
         assert fleet.state(0).polls > polls // 2

@@ -21,7 +21,10 @@ def loaded(app) -> bool:
 
 
 def text(app, selector: str) -> str:
-    return str(app.screen.query_one(selector).render())
+    widget = app.screen.query_one(selector)
+    if hasattr(widget, "plain_lines"):
+        return "\n".join(widget.plain_lines())
+    return str(widget.render())
 
 
 async def test_key_3_shows_the_simulated_nccl_facts_and_findings():
@@ -128,3 +131,23 @@ def test_nccl_snapshot(snap_compare, profile):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+async def test_a_loaded_file_scrolls_into_view_at_80x24():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        page = app.screen.query_one("#nccl-page")
+        assert page.scroll_y == 0
+        field = app.screen.query_one("#nccl-file")
+        field.value = str(next(FIXTURES.glob("T01-*.txt")))
+        field.focus()
+        await pilot.press("enter")
+        await wait_for(lambda: "nccl-tests" in state(app).file_text)
+        await pilot.pause(0.2)
+        result = app.screen.query_one("#nccl-file-result")
+        assert page.scroll_y > 0
+        top = result.region.y
+        assert page.region.y <= top < page.region.bottom  # its first line is on screen

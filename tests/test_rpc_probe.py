@@ -141,7 +141,7 @@ def test_names_and_ports_that_are_not_an_endpoint_are_one_line(monkeypatch):
     # whatever a probe thread meets comes back as that endpoint's one line
     monkeypatch.setattr(rpc_probe, "probe", lambda ep, t: 1 / 0)
     (got,) = probe_all(["127.0.0.1:1"], timeout_s=0.5)
-    assert isinstance(got, RpcProbeError) and "ZeroDivisionError" in str(got)
+    assert isinstance(got, RpcProbeError) and str(got).endswith(": division by zero")
 
 
 def test_a_newer_minor_protocol_is_refused_as_llama_server_refuses_it():

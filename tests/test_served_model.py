@@ -92,8 +92,9 @@ def test_the_process_table_shows_which_model_holds_which_memory():
     app = sim_app("2x3090-nvlink")
     (sample,) = feed(app, 1)
     rows = process_rows(_servers(sample))
-    assert rows[501].cells()[-1].startswith(r"\[chat] llama-server --host")
-    assert rows[502].shown_command.startswith("[embed] llama-server")
+    # the alias first, then the file and the program (the model's path left out)
+    assert rows[501].cells()[-1].startswith(r"\[chat] qwen.gguf · llama-server --host")
+    assert rows[502].shown_command.startswith("[embed] bge.gguf · llama-server")
     assert rows[502].matches("embed") and not rows[502].matches("chat")
 
 

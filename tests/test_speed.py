@@ -190,7 +190,7 @@ def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
     out = compute(FitRequest(1, str(path), {"ctx": "2048"}, "", "sim:4xl4"), None)
     assert out.error is None and out.result.speed is not None
     assert "speed: decode ~" in render_verdict(out)
-    assert "t/s" in [label for label, _w in QUANT_COLUMNS]
+    assert "t/s" in [heading for _k, heading, _w, _n in QUANT_COLUMNS]
     assert all(q.decode_tps for q in out.quants if q.result is not None)
 
 

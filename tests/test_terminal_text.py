@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 
 import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.core.text import printable
+from lltui.core.text import error_text, printable
 from lltui.core.units import bar, fmt_bytes, fmt_pct, fmt_rate_kbs, fmt_watts, spark
 
 HOSTILE = "evil\x1b[2J\x1b]0;owned\x07\x9b31m"
@@ -23,6 +24,32 @@ def test_printable_escapes_every_control_character():
     assert out == "evil\\u001b[2J\\u001b]0;owned\\u0007\\u009b31m"
     assert printable("a\nb\tc") == "a\nb\tc"
     assert printable("a\nb\tc", one_line=True) == "a\\u000ab\\u0009c"
+
+
+def test_errors_are_said_in_words_never_by_class_name():
+    class ReadTimeout(Exception):
+        pass
+
+    assert error_text(ConnectionRefusedError(111, "Connection refused")) == "Connection refused"
+    assert error_text(FileNotFoundError(2, "No such file", "m.gguf")) == "m.gguf: No such file"
+    assert error_text(TimeoutError()) == "timed out"
+    assert error_text(ReadTimeout()) == "read timeout"  # no message: its kind, in words
+    assert error_text(ValueError("first\n\nsecond\x1b[2J")) == "first; second\\u001b[2J"
+
+
+def test_no_message_shows_an_exception_class_name():
+    """What users read (errors of the app, services, commands and sources) is said in words:
+    the one place an exception's kind becomes text is core.text.error_text."""
+    import lltui
+
+    root = pathlib.Path(lltui.__file__).parent
+    offenders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "type(exc).__name__" in path.read_text(encoding="utf-8")
+        and path.relative_to(root).as_posix() not in {"core/text.py", "commands/ui.py"}
+    ]
+    assert offenders == []
 
 
 @pytest.mark.parametrize("command", ["fit", "quant"])

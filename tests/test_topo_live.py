@@ -125,6 +125,47 @@ def test_smi_over_ssh_builds_a_batch_mode_argv():
     assert argv[argv.index("gpu-box") - 1] == "--"  # nothing after it is an ssh option
 
 
+def test_smi_over_ssh_takes_a_port_as_every_smi_source_does():
+    seen = []
+
+    class Done:
+        returncode = 0
+        stdout = render({(0, 1): "NV4"}, 2)
+        stderr = ""
+
+    def run(argv, **kw):
+        seen.append(argv)
+        return Done()
+
+    which = lambda n: f"/usr/bin/{n}"  # noqa: E731
+    topo_source.read_smi_topology(host="admin@gpu-box:2222", run=run, which=which)
+    argv = seen[0]
+    assert argv[argv.index("--") - 2 : argv.index("--")] == ["-p", "2222"]
+    assert argv[argv.index("--") + 1] == "admin@gpu-box"
+    with pytest.raises(ValueError, match="out of range"):
+        topo_source.read_smi_topology(host="gpu-box:99999", run=run, which=which)
+
+
+def test_cli_topo_reaches_a_smi_host_port_as_gpus_does(capsys):
+    """``--source smi:127.0.0.1:PORT`` for topo as for gpus: the real ssh is sent to that
+    port (nothing listens there: refused, one line, exit 1)."""
+    import shutil
+    import socket
+
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for command in (["topo"], ["gpus"]):
+        rc = main(["--source", f"smi:127.0.0.1:{port}", *command])
+        err = capsys.readouterr().err
+        assert rc == 1, (command, err)
+        assert f"port {port}: Connection refused" in err, (command, err)
+        assert "Could not resolve hostname" not in err
+        assert len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/x", "box; rm -rf ~", "a b"])
 def test_smi_over_ssh_refuses_hosts_ssh_would_misread(host):
     def run(argv, **kw):

@@ -24,7 +24,7 @@ async def test_key_2_shows_the_topology_of_the_simulated_rig():
         matrix = str(app.screen.query_one("#topo-matrix").render())
         assert matrix.count("NV18") == 8 * 7
         assert "mlx5_0" in str(app.screen.query_one("#topo-devices").render())
-        advice = str(app.screen.query_one("#topo-advice").render())
+        advice = " ".join(app.screen.query_one("#topo-advice").plain_lines())
         assert "NVLink" in advice
         await pilot.press("1")
         assert app.current_mode == "monitor"
@@ -103,3 +103,29 @@ def test_topology_snapshot(snap_compare, profile):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 50), run_before=run_before)
+
+
+def _screen_lines(app) -> list[str]:
+    return [
+        "".join(seg.text for seg in strip).rstrip()
+        for strip in app.screen._compositor.render_strips()
+    ]
+
+
+async def test_advice_wraps_under_its_message_at_80_columns():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 200)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("2")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        lines = _screen_lines(app)
+        start = lines.index(" advice")
+        body = [line for line in lines[start + 1 :] if line.strip()][:12]
+        first = body[0]
+        assert first.startswith(" info ")
+        indent = len(" info ")
+        for line in body[1:]:
+            # a line goes on the message (indented under it) or starts the next advice
+            assert line.startswith(" info ") or line.startswith(" " * indent), line
+        assert any(line.startswith(" " * indent) for line in body[1:])  # it did wrap

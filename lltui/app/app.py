@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
-from textual.app import App, SystemCommand
-from textual.binding import BindingType
+from textual.app import App
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
@@ -32,6 +32,7 @@ from lltui.app.themes import (
 from lltui.config import MIN_INTERVAL, Settings
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
+from lltui.core.text import error_text
 from lltui.paths import themes_dir
 from lltui.sources.gpu.base import GpuSource
 
@@ -86,6 +87,12 @@ class LltuiApp(App[int]):
         max_age = settings.history_minutes * 60
         history = RigHistory(max(60, int(max_age / MIN_INTERVAL)), max_age_s=max_age)
         self.model = RigModel(info=info, interval=settings.interval, history=history, clock=clock)
+        # a fleet's hosts once opened, by index: each keeps its history and energy while
+        # another is in view (the one in view is self.model)
+        self._host_models: dict[int, RigModel] = {}
+        focus = getattr(source, "focus", None)
+        if fleet is not None and isinstance(focus, int):
+            self._host_models[focus] = self.model
         # how the monitor shows it, whichever host of a fleet is in view
         self.monitor_prefs = MonitorPrefs()
         # a source whose poll is arithmetic (a simulated rig) gives its first sample before
@@ -123,7 +130,7 @@ class LltuiApp(App[int]):
             try:
                 sample = self.source.poll()
             except Exception as exc:  # as the poller reports it
-                self.report_error(f"{type(exc).__name__}: {exc}")
+                self.report_error(error_text(exc))
             else:
                 # no SampleReady: the screen about to be composed renders the model anyway
                 self._take(sample, 0.0)
@@ -144,7 +151,7 @@ class LltuiApp(App[int]):
         elif self._start_polling:
             self.poller.start()
         if self._fleet is not None:
-            self._fleet.on_update = lambda index: self.post_message(FleetChanged(index))
+            self._fleet.on_update = self._host_updated
             if self._start_polling:
                 self._fleet.start()
         self.set_interval(STATUS_REFRESH_S, self._refresh_status)
@@ -184,10 +191,6 @@ class LltuiApp(App[int]):
         if self._composing:
             return
         super().refresh_css(animate)
-
-    def get_system_commands(self, screen: Screen[Any]) -> Any:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Pause / resume", "Stop or restart sampling", self.action_toggle_pause)
 
     async def on_unmount(self) -> None:
         if self._launch is not None:
@@ -283,7 +286,8 @@ class LltuiApp(App[int]):
         return self._fleet
 
     def focus_host(self, index: int) -> None:
-        """Show host ``index`` of the fleet in the monitor, with a history of its own."""
+        """Show host ``index`` of the fleet in the monitor: with the history and energy it
+        has had since it was first opened, or a history of its own from now."""
         from lltui.sources.gpu.fleet import FleetFocus
 
         if self._fleet is None or not isinstance(self.source, FleetFocus):
@@ -291,14 +295,37 @@ class LltuiApp(App[int]):
         with self._focus_lock:
             info = self.source.set_focus(index)
             old = self.model
-            history = RigHistory(old.history.maxlen, max_age_s=old.history.max_age_s)
-            self.model = RigModel(
-                info=info, interval=old.interval, history=history, clock=self.clock
-            )
-        self.poller.resume()
+            model = self._host_models.get(index)
+            if model is None:
+                history = RigHistory(old.history.maxlen, max_age_s=old.history.max_age_s)
+                model = RigModel(
+                    info=info, interval=old.interval, history=history, clock=self.clock
+                )
+                self._host_models[index] = model
+            model.interval, model.paused = old.interval, old.paused
+            self.model = model
+        if not model.paused:
+            self.poller.resume()  # the new host's samples now, not an interval later
         if self.is_running:
             self.switch_mode("monitor")
             self.render_model()
+
+    def host_model(self, index: int) -> RigModel | None:
+        """The model of a fleet's host that has been opened (None: never opened)."""
+        return self._host_models.get(index)
+
+    def _host_updated(self, index: int) -> None:
+        """On a host's thread: a host opened before but not in view takes its new sample
+        into its own history (the one in view is fed by the poller); the fleet view is told."""
+        fleet = self._fleet
+        with self._focus_lock:
+            model = self._host_models.get(index)
+            keep = model is not None and model is not self.model
+        if keep and fleet is not None and model is not None:
+            sample = fleet.state(index).sample
+            if sample is not None:
+                model.apply(sample, 0.0)
+        self.post_message(FleetChanged(index))
 
     def _fleet_focus_has(self, sample: RigSample) -> bool:
         from lltui.sources.gpu.fleet import FleetFocus
@@ -421,7 +448,15 @@ class LltuiApp(App[int]):
             self.poller.pause()
         else:
             self.poller.resume()
+        self.refresh_bindings()  # the footer's key says Resume now, or Pause again
         self.render_model()
+
+    def key_description(self, binding: Binding) -> str:
+        """What a key does now, as the footer and the key help say it: the pause key
+        resumes while sampling is paused."""
+        if binding.id == "pause" and self.model.paused:
+            return "Resume"
+        return binding.description
 
     def action_interval(self, direction: int) -> None:
         new = keys.step_interval(self.model.interval, direction)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
+from lltui.core.text import error_text
+
 if TYPE_CHECKING:
     from textual.dom import DOMNode
 
@@ -59,5 +61,5 @@ async def off_thread_reported(node: DOMNode, work: Callable[[], T], name: str) -
     try:
         return await off_thread(work, name)
     except Exception as exc:
-        node.app.notify(f"{name}: {type(exc).__name__}: {exc}", severity="error")
+        node.app.notify(f"{name} failed: {error_text(exc)}", severity="error")
         return None

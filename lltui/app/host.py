@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.binding import Binding
 
     from lltui.app.model import RigModel
     from lltui.app.state.launch import FormFlags
@@ -54,6 +55,10 @@ class AppHost(Protocol):
 
     def busy_for(self) -> float | None:
         """Seconds the running poll has taken, None when idle."""
+        ...
+
+    def key_description(self, binding: Binding) -> str:
+        """What a key does now (the pause key reads Resume while paused)."""
         ...
 
     def launch_action(self, what: str, *args: FormFlags) -> None:

@@ -12,6 +12,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from lltui.app.state.fit import FitOutcome
+    from lltui.core.fit.quant_table import QuantFit
     from lltui.core.monitor.models import RigSample
     from lltui.core.topo.advice import Advice
     from lltui.services.nccl import NcclReport
@@ -113,7 +114,17 @@ class FitReady(Message, bubble=False):
 
 
 @dataclass
+class QuantsReady(Message, bubble=False):
+    """The quant table of the estimate of request ``generation`` (or why there is none)."""
+
+    generation: int
+    quants: list[QuantFit]
+    error: str | None = None
+
+
+@dataclass
 class ModelsFound(Message, bubble=False):
-    """GGUF files found in the usual folders."""
+    """GGUF files found in the usual folders (``roots``: the folders looked in)."""
 
     models: tuple[ModelFile, ...] = field(default_factory=tuple)
+    roots: tuple[str, ...] = ()

@@ -18,10 +18,11 @@ Command = tuple[str, str, Callable[[], object]]
 class LltuiCommands(Provider):
     def _commands(self) -> list[Command]:
         app = host_of(self)
+        paused = app.model.paused
         cmds: list[Command] = [
             (
-                "Pause / resume sampling",
-                "Stop or restart polling the source",
+                "Resume sampling" if paused else "Pause sampling",
+                "Restart polling the source" if paused else "Stop polling the source",
                 app.action_toggle_pause,
             ),
             ("Sample faster", "Shorter interval between samples", partial(app.action_interval, -1)),

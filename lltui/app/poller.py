@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from lltui.core.monitor.models import RigSample
+from lltui.core.text import error_text
 from lltui.sources.gpu.base import GpuSource
 
 SampleHook = Callable[[RigSample, float], object]
@@ -69,7 +70,7 @@ class Poller:
                     self._on_sample(sample, time.monotonic() - started)
             except Exception as exc:  # a source bug or a dead remote: report, keep polling
                 if not self._stopped.is_set():
-                    self._on_error(f"{type(exc).__name__}: {exc}")
+                    self._on_error(error_text(exc))
             finally:
                 self.in_flight_since = None
                 self.polls += 1

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from lltui.core.text import printable
+from lltui.core.text import error_text, printable
 
 
 class _PrintableStream(io.TextIOBase):
@@ -100,3 +100,8 @@ class ProgressLine:
         if self._shown and self._tty:
             self._stream.write("\r\x1b[K")
             self._stream.flush()
+
+
+def internal_error_line(exc: BaseException) -> str:
+    """A bug of ours, in one line: what went wrong, and how to see the traceback."""
+    return error_line(f"internal error: {error_text(exc)} (set LLTUI_DEBUG=1 for details)")

@@ -25,3 +25,41 @@ def printable(text: str, *, one_line: bool = False) -> str:
     tabs too."""
     pattern = _CONTROL_ONE_LINE if one_line else _CONTROL
     return pattern.sub(_escape, text) if pattern.search(text) else text
+
+
+# what an exception without a message of its own means, in words (the class name is no
+# message for a user); checked in order, so the more specific kinds come first
+_NO_MESSAGE_WORDS: tuple[tuple[type[BaseException], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (ConnectionAbortedError, "connection aborted"),
+    (BrokenPipeError, "connection closed"),
+    (TimeoutError, "timed out"),
+    (EOFError, "the connection closed early"),
+    (MemoryError, "out of memory"),
+    (PermissionError, "permission denied"),
+    (FileNotFoundError, "no such file"),
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def error_text(exc: BaseException) -> str:
+    """What went wrong, in words on one line, never the exception's class name: an OS error's
+    own words (``Connection refused``, not ``[Errno 111] ...``), else the message; with no
+    message, the kind of error said in words (``ReadTimeout`` -> ``read timeout``)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        words = exc.strerror
+        if exc.filename is not None:
+            words = f"{exc.filename}: {words}"
+    else:
+        try:
+            words = str(exc)
+        except Exception:  # a message that cannot be made is no message
+            words = ""
+    lines = [line.strip() for line in words.strip().splitlines() if line.strip()]
+    if lines:
+        return printable("; ".join(lines), one_line=True)
+    for kind, said in _NO_MESSAGE_WORDS:
+        if isinstance(exc, kind):
+            return said
+    return _CAMEL.sub(" ", type(exc).__name__).lower()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -93,6 +95,14 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+def fmt_clock(seconds: float) -> str:
+    """A place in a recording as a player shows it: ``00:42``, ``10:00``, ``1:02:03``."""
+    s = max(0, int(seconds)) if math.isfinite(seconds) else 0
+    if s >= 3600:
+        return f"{s // 3600}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+    return f"{s // 60:02d}:{s % 60:02d}"
+
+
 def parse_size(text: str) -> int:
     """Parse ``24GiB``, ``24G``, ``16000MiB``, ``15360M`` or a plain byte count.
 
@@ -177,6 +187,27 @@ def spark(values: tuple[float, ...] | list[float], width: int, lo: float, hi: fl
         f = min(max(f, 0.0), 1.0)
         out.append(SPARK_CHARS[round(f * 8)] if f > 0 else "▁" if v >= lo else " ")
     return " " * (width - len(out)) + "".join(out)
+
+
+def compact_names(names: Sequence[str]) -> str:
+    """Device names with their numbers run together: ``CUDA0 ... CUDA7`` -> ``CUDA0-7``,
+    ``CUDA0, CUDA1, CUDA5`` -> ``CUDA0,1,5``; names without a number stay as they are."""
+    out: list[str] = []
+    runs: dict[str, list[int]] = {}
+    for name in names:
+        m = _NUMBERED.match(name)
+        if m is None:
+            out.append(name)
+            continue
+        prefix = m.group(1)
+        if prefix not in runs:
+            runs[prefix] = []
+            out.append(prefix)
+        runs[prefix].append(int(m.group(2)))
+    return ", ".join(f"{n}{compact_indexes(runs[n])}" if n in runs else n for n in out)
+
+
+_NUMBERED = re.compile(r"^([A-Za-z]+)(\d+)$")
 
 
 def compact_indexes(indexes: tuple[int, ...] | list[int]) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.hardware.gpus import short_gpu_name
 from lltui.core.memory.devices import (
     DeviceSpec,
     cuda_devices,
@@ -17,7 +18,7 @@ from lltui.core.memory.devices import (
     parse_gpus_spec,
     rpc_device,
 )
-from lltui.core.units import MIB, fmt_bytes
+from lltui.core.units import MIB, compact_names, fmt_bytes
 
 if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
     from lltui.core.monitor.models import RigSample
@@ -188,4 +189,25 @@ def _loopback(endpoint: str) -> bool:
 
 
 def describe(devices: Sequence[Any]) -> str:
-    return ", ".join(f"{d.name} {d.description}".strip() for d in devices) or "the host only"
+    """The devices in a few words, identical GPUs together: ``8x H100 80GB HBM3 (CUDA0-7)``,
+    ``CUDA0 RTX 4090, CUDA1 RTX 3090``, ``2x 24 GiB (CUDA0,1)``."""
+    groups: dict[str, list[str]] = {}
+    for d in devices:
+        # an RPC server's name already says where it is: each is its own
+        groups.setdefault(d.name if d.kind == "rpc" else _what(d), []).append(d.name)
+    said = []
+    for what, names in groups.items():
+        if names == [what]:
+            said.append(what)
+        elif len(names) > 1:
+            said.append(f"{len(names)}x {what} ({compact_names(names)})".replace("  ", " "))
+        else:
+            said.append(f"{names[0]} {what}".strip())
+    return ", ".join(said) or "the host only"
+
+
+def _what(device: Any) -> str:
+    """What a GPU is: its short name, or its size where no name is known."""
+    if device.description:
+        return short_gpu_name(device.description)
+    return fmt_bytes(device.total_bytes) if device.total_bytes else ""

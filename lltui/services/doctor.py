@@ -107,7 +107,12 @@ def check_nccl() -> Check:
 
 def check_llama_server() -> Check:
     try:
-        from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server, probe
+        from lltui.sources.llama.binary import (
+            LlamaBinaryError,
+            find_llama_server,
+            install_command,
+            probe,
+        )
     except ImportError as exc:
         return Check("llama-server", ERROR, f"llama-server probe unavailable: {exc}")
     try:
@@ -117,13 +122,22 @@ def check_llama_server() -> Check:
             "llama-server",
             MISSING,
             str(exc),
-            hint="lltui llama install   (builds it from source into the user cache)",
+            hint=f"{install_command()}   (builds it from source into the user cache)",
         )
     try:
         probed = probe(found.path)
     except LlamaBinaryError as exc:
         return Check("llama-server", ERROR, str(exc))
     version = probed.version.text if probed.version else None
+    if found.origin == "cache:cpu" and install_command().endswith("--cuda"):
+        return Check(
+            "llama-server",
+            WARN,
+            str(found.path),
+            version=version,
+            hint="a CPU build, on a machine with an NVIDIA GPU: "
+            "lltui llama install --cuda builds one that uses it",
+        )
     return Check("llama-server", OK, str(found.path), version=version)
 
 

@@ -30,6 +30,7 @@ from lltui.core.monitor.prom import (
     llama_families,
     rig_families,
 )
+from lltui.core.text import error_text
 from lltui.sources.gpu.base import GpuSource
 
 LOG_READ_BYTES = 8 * 1024 * 1024  # placement lines come early in a llama-server log
@@ -163,7 +164,7 @@ class Sampler:
         except SourceUnavailable as exc:
             error = f"source {self.source.name}: {exc}"
         except Exception as exc:  # a source bug must not end the exporter
-            error = f"source {self.source.name}: {type(exc).__name__}: {exc}"
+            error = f"source {self.source.name}: {error_text(exc)}"
         if sample is not None:
             if sample.error:
                 error = sample.error

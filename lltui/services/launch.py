@@ -32,6 +32,7 @@ from lltui.core.llama.address import is_loopback
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_sentence, ready_event
 from lltui.core.llama.flag_table import SECRET_FIELDS
+from lltui.core.llama.flag_values import tensor_split_extra
 from lltui.core.llama.launch_spec import (
     API_KEY_ENV,
     DEFAULT_HOST,
@@ -83,6 +84,8 @@ class LaunchRequest:
     keys_on_command_line: bool = True  # False: --api-key is refused (the view's form)
     # said when nothing names a model, in the words of the front end's own input
     missing_model: str = "no model given: lltui launch MODEL.gguf [flags]"
+    # the GPUs the server will see (a view's rig); None: this machine's, asked when needed
+    n_gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,13 @@ def describe_exit(result: ServerExit) -> str:
     return exit_sentence(result.returncode, result.reason, clean=result.clean)
 
 
+def _local_gpus() -> int:
+    """This machine's NVIDIA GPUs (0 where NVML answers none)."""
+    from lltui.services.devices import local_devices
+
+    return len(local_devices()[0])
+
+
 # --- the session -------------------------------------------------------------------------------
 
 
@@ -305,6 +315,9 @@ class LaunchSession:
         for :meth:`prepare`; None asks fit nothing (a router's loads are gated by its own
         plan)."""
         spec = runtime_spec(given.spec, self.environ)
+        split_warning = self._split_warning(spec.args)
+        if split_warning:
+            self._note("warning", split_warning)
         path, flags, origin, why = launch_prep.find_binary(required=require_binary)
         if why is not None:
             self._note("note", f"flags not checked: {why}")
@@ -336,6 +349,21 @@ class LaunchSession:
         if plan == "refuse":
             raise LaunchError(f"{verdict.problem}; {FORCE_HINT}", 1)
         self._note("warning", verdict.problem if plan == "warn" else f"forced: {verdict.problem}")
+
+    def _split_warning(self, args: LlamaArgs) -> str | None:
+        """A ``-ts`` with more values than the server will have devices (llama.cpp drops the
+        rest without a word)."""
+        if not args.tensor_split:
+            return None
+        if args.devices is not None:
+            n = len(args.devices)
+        else:
+            n = self.request.n_gpus if self.request.n_gpus is not None else _local_gpus()
+            visible = self.environ.get("CUDA_VISIBLE_DEVICES")
+            if visible is not None:
+                n = min(n, len([v for v in visible.split(",") if v.strip()]))
+            n += len(args.rpc)
+        return tensor_split_extra(args.tensor_split, n) if n else None
 
     def _save(self, given: GivenLaunch) -> None:
         assert given.save_profile is not None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from lltui.core.llama.launch_spec import LaunchError
 from lltui.core.llama.log import DevicePlacement
 from lltui.core.llama.log_fold import RepeatFolder
+from lltui.core.llama.timings import RequestTimings, TimingReader
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
 from lltui.services.fit import predict_speed
@@ -69,6 +70,9 @@ class LaunchState:
     # a router (llama-server --models-preset): its models, and the last word on a load
     router: tuple[RouterRowView, ...] = ()
     router_note: str | None = None
+    # the last request's own speed, from the server's timing lines, and when it ended
+    last_request: RequestTimings | None = None
+    last_request_at: float | None = None  # time.monotonic()
 
 
 class LaunchController:
@@ -93,6 +97,7 @@ class LaunchController:
         self._poll_thread: threading.Thread | None = None
         self._jpt = JoulesPerToken()
         self._folder = RepeatFolder()  # the log pane shows a run of one message once
+        self._timings = TimingReader()
         self._last_command: LaunchRequest | RouterRequest | None = None
         self._op = threading.Lock()
         self._jpt_gpus: frozenset[int] = frozenset()
@@ -146,6 +151,7 @@ class LaunchController:
             self.state = LaunchState(phase="starting", message="starting llama-server…")
             self._jpt = JoulesPerToken()
             self._folder = RepeatFolder()
+            self._timings = TimingReader()
         self._notify()
         notes: list[Note] = []
         session: LaunchSession | None = None
@@ -308,6 +314,10 @@ class LaunchController:
             shown = self._folder.feed(line)
             self.state.lines.extend(shown)
             self.state.lines_total += len(shown)
+            timings = self._timings.feed(line)
+            if timings is not None:
+                self.state.last_request = timings
+                self.state.last_request_at = time.monotonic()
         if shown:
             self._notify()
 

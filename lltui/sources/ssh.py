@@ -20,6 +20,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -167,17 +169,51 @@ class SshTarget:
         argv = ["ssh", *self.options(), "-O", "exit", "--", self.host]
         self._closed = True
         _OPEN.discard(self)
-        _quiet(argv, timeout)
+        if _quiet(argv, timeout) != 0 and not os.path.exists(path):
+            # a command started just before this close may still be logging in, and the
+            # master it makes would outlive us by ControlPersist: stop it once it is up
+            stop = [*argv[: argv.index("-O")], "-O", "stop", "--", self.host]
+            with _LATE_LOCK:
+                _LATE[path] = argv  # at lltui's exit: -O exit
+            threading.Thread(
+                target=_stop_late, args=(path, stop, timeout), name="ssh close", daemon=True
+            ).start()
 
 
 # Targets whose master may run; whatever their owner forgot is stopped when lltui exits.
 _OPEN: weakref.WeakSet[SshTarget] = weakref.WeakSet()
+# Masters closed while a command may still have been making them: path -> its -O exit
+_LATE: dict[str, list[str]] = {}
+_LATE_LOCK = threading.Lock()
+
+
+LATE_GRACE_S = 1.0  # for the racing command's own session to open on its new master
+
+
+def _stop_late(path: str, stop: list[str], timeout: float) -> None:
+    """Stop the master at ``path`` if it appears within a login's time: ``-O stop`` lets
+    the command that made it finish its session, then the master exits."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S + 2.0
+    wake = threading.Event()
+    while time.monotonic() < deadline and not os.path.exists(path):
+        wake.wait(0.05)
+    if os.path.exists(path):
+        wake.wait(LATE_GRACE_S)
+    with _LATE_LOCK:
+        if _LATE.pop(path, None) is not None and os.path.exists(path):
+            _quiet(stop, timeout)
 
 
 @atexit.register
 def _close_all() -> None:
     for target in list(_OPEN):
         target.close(timeout=2.0)
+    with _LATE_LOCK:
+        late = dict(_LATE)
+        _LATE.clear()
+    for path, exit_argv in late.items():
+        if os.path.exists(path):
+            _quiet(exit_argv, 2.0)
 
 
 def _quiet(argv: list[str], timeout: float) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.screen import Screen
+from textual.widgets import Input
 
 from lltui.app.host import AppHost, host_of
 from lltui.app.model import RigModel
@@ -69,6 +70,14 @@ class ViewScreen(LltuiScreen):
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         if self.is_mounted:
             show_header(self, model, busy_for, self.lltui.monitor_prefs.window_s)
+
+
+def field_input(placeholder: str, ident: str, value: str = "") -> Input:
+    """A form field: focus leaves its text as it is (Tab into a field, then type, edits it
+    rather than replacing it)."""
+    return Input(
+        value=value, placeholder=placeholder, id=ident, compact=True, select_on_focus=False
+    )
 
 
 class FormScreen(ViewScreen):

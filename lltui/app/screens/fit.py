@@ -3,26 +3,37 @@ compute, margin against free memory), the layer map and the quant table out."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from lltui.app.background import off_thread_reported
-from lltui.app.messages import FitReady, ModelsFound
-from lltui.app.screens.base import FormScreen
-from lltui.app.state.fit import FIELD_FLAGS, LIVE, FitOutcome, FitRequest, compute, form_flags
+from lltui.app.messages import FitReady, ModelsFound, QuantsReady
+from lltui.app.screens.base import FormScreen, field_input
+from lltui.app.state.fit import (
+    FIELD_FLAGS,
+    LIVE,
+    FitOutcome,
+    FitRequest,
+    compute_estimate,
+    compute_quants,
+    form_flags,
+)
 from lltui.core.speed.model import speed_line
-from lltui.core.units import MIB, compact_indexes, fmt_bytes
+from lltui.core.units import MIB, compact_indexes, compact_names, fmt_bytes
 from lltui.sources.gpu.sim import PROFILES
 
 if TYPE_CHECKING:
+    from lltui.core.fit.quant_table import QuantFit
+    from lltui.core.memory.results import DeviceEstimate
     from lltui.core.monitor.models import RigSample
     from lltui.sources.models.files import ModelFile
 
@@ -36,14 +47,79 @@ def bar_width(columns: int) -> int:
     return max(BAR_MIN_WIDTH, min(BAR_WIDTH, columns - BAR_LINE_REST))
 
 
-QUANT_COLUMNS = (
-    ("type", 10),
-    ("file", 11),
-    ("bpw", 6),
-    ("fits", 5),
-    ("max ctx", 8),
-    ("t/s", 6),
+# (key, heading, width where the table is wide, width at 80 columns)
+QUANT_COLUMNS: tuple[tuple[str, str, int, int], ...] = (
+    ("type", "type", 10, 9),
+    ("file", "file", 11, 9),
+    ("bpw", "bpw", 6, 5),
+    ("fits", "fits", 5, 4),
+    ("max ctx", "max ctx", 8, 7),
+    ("t/s", "t/s", 6, 5),
 )
+FULLEST_W = 16  # "CUDA7 81234": the GPU the quant fills most, and its MiB
+QUANT_WIDE_AT = 100  # table widths from here on get the wide cells
+PER_GPU_CELL = 6  # "81234 " a GPU in the per-GPU column
+
+
+@dataclass(frozen=True, slots=True)
+class QuantLayout:
+    """The quant table's columns for a width: the cells, the fullest GPU, and each GPU's
+    MiB where there is room for them all."""
+
+    wide: bool
+    per_gpu: int  # width of the per-GPU column; 0: not shown
+    devices: tuple[str, ...]  # the GPUs it lists, in order
+
+    @property
+    def keys(self) -> list[str]:
+        keys = [key for key, _h, _w, _n in QUANT_COLUMNS] + ["fullest"]
+        return keys + (["per-gpu"] if self.per_gpu else [])
+
+
+def quant_layout(width: int, devices: Sequence[str]) -> QuantLayout:
+    """Columns for a table ``width`` cells wide over ``devices``."""
+    wide = width >= QUANT_WIDE_AT
+    used = sum((w if wide else n) + 2 for _k, _h, w, n in QUANT_COLUMNS) + FULLEST_W + 2
+    need = PER_GPU_CELL * len(devices)
+    per_gpu = need if len(devices) > 1 and width - used - 2 >= need else 0
+    return QuantLayout(wide, per_gpu, tuple(devices) if per_gpu else ())
+
+
+def quant_cells(q: QuantFit, layout: QuantLayout) -> tuple[str, ...]:
+    """One quant's row, in the layout's column order."""
+    row = q.row
+    name = row.name + ("*" if row.requires_imatrix else "")
+    if q.result is None:
+        cells = [name, "-", "-", "-", "-", "-", escape(q.error or "")]
+        return tuple(cells + ([""] if layout.per_gpu else []))
+    gpus = [d for d in q.result.devices if d.kind != "cpu"]
+    cells = [
+        name,
+        fmt_bytes(row.file_bytes),
+        f"{row.bits_per_weight:.2f}",
+        "yes" if q.fits else "no",
+        str(q.max_ctx or "-"),
+        f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-",
+        fullest_gpu(gpus),
+    ]
+    if layout.per_gpu:
+        used = {d.name: d.total_bytes + d.unaccounted_bytes for d in gpus}
+        cells.append(
+            " ".join(f"{used[n] / MIB:.0f}" if used.get(n) else "-" for n in layout.devices)
+        )
+    return tuple(cells)
+
+
+def fullest_gpu(gpus: Sequence[DeviceEstimate]) -> str:
+    """``CUDA7 2101``: the GPU this fills most (of its free memory), and its MiB."""
+    holding = [d for d in gpus if d.total_bytes > 0]
+    if not holding:
+        return "-"
+    d = max(
+        holding,
+        key=lambda d: (d.total_bytes + d.unaccounted_bytes) / (d.free_bytes or d.total_bytes),
+    )
+    return f"{escape(d.name)} {(d.total_bytes + d.unaccounted_bytes) / MIB:.0f}"
 
 
 def stacked_bar(parts: list[tuple[int, str]], capacity: int, width: int) -> str:
@@ -74,9 +150,24 @@ def render_devices(outcome: FitOutcome, width: int = BAR_WIDTH) -> str:
         "[$bar-vram]█[/] weights  [$bar-util]█[/] KV cache  [$bar-power]█[/] compute"
         "  [$text-muted]█[/] margin (CUDA context, pool)"
     ]
+    idle: list[str] = []  # GPUs that hold nothing, said together on one line
+
+    def flush_idle() -> None:
+        if idle:
+            verb = "hold" if len(idle) > 1 else "holds"
+            lines.append(
+                f"[b]{compact_names(idle)}[/b] [$text-muted]{verb} nothing of the model "
+                "(only the margin each GPU keeps)[/]"
+            )
+            idle.clear()
+
     for d in res.devices:
         if d.kind == "cpu":
             continue
+        if d.kind == "cuda" and not d.layers and d.total_bytes == 0 and d.fits is not False:
+            idle.append(d.name)
+            continue
+        flush_idle()
         capacity = d.free_bytes or d.total_bytes + d.unaccounted_bytes
         bar = stacked_bar(
             [
@@ -100,6 +191,7 @@ def render_devices(outcome: FitOutcome, width: int = BAR_WIDTH) -> str:
         if others:
             shares = ", ".join(f"{k} {b / MIB:.0f}" for k, b in others)
             lines.append(f"[$text-muted]{'':<8}of which {shares} MiB[/]")
+    flush_idle()
     h = res.host
     lines.append(
         f"[b]host[/b]    weights {fmt_bytes(h.weights_bytes)}"
@@ -110,7 +202,26 @@ def render_devices(outcome: FitOutcome, width: int = BAR_WIDTH) -> str:
     return "\n".join(lines)
 
 
-def render_verdict(outcome: FitOutcome) -> str:
+def render_found(found: FoundModels | None) -> str:
+    """Where the view looked for models and what it found there, for a form with none."""
+    if found is None:
+        return "[$text-muted]looking for .gguf files in the usual folders…[/]"
+    where = ", ".join(escape(r) for r in found.roots)
+    if not found.models:
+        return (
+            f"[$text-muted]no .gguf file found in {where}; "
+            "LLTUI_MODELS=DIR adds a folder to look in[/]"
+        )
+    n = len(found.models)
+    return f"[$text-muted]{n} model{'s' if n != 1 else ''} found (looked in {where})[/]"
+
+
+def render_verdict(outcome: FitOutcome, found: FoundModels | None = None) -> str:
+    if outcome.no_model:
+        return (
+            "[b]choose a model:[/b] type the path of a .gguf file (or hf:OWNER/REPO[:QUANT]) "
+            "above, or pick one of those found\n" + render_found(found)
+        )
     if outcome.error:
         return f"[b $error]{escape(outcome.error)}[/]"
     res = outcome.result
@@ -130,6 +241,8 @@ def render_verdict(outcome: FitOutcome) -> str:
     ]
     for s in res.suggestions:
         lines.append(f"  try [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
+    for s in res.hints:
+        lines.append(f"  fewer GPUs: [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
     if res.speed is not None:
         lines.append(escape(speed_line(res.speed)))
     for w in (*res.warnings, *outcome.notes):
@@ -145,22 +258,18 @@ class FitScreen(FormScreen):
         with VerticalScroll(id="fit-page", classes="form-page"):
             with Grid(id="fit-source", classes="form-grid"):
                 yield Label("model", classes="form-label")
-                yield Input(placeholder="path to a .gguf file", id="fit-model", compact=True)
+                yield field_input("path to a .gguf file, or hf:OWNER/REPO[:QUANT]", "fit-model")
                 yield Label("found", classes="form-label")
                 yield Select[str](
-                    [], prompt="models found", id="fit-found", allow_blank=True, compact=True
+                    [], prompt="looking…", id="fit-found", allow_blank=True, compact=True
                 )
             with Grid(id="fit-fields", classes="form-grid"):
                 for ident, flag, label in FIELD_FLAGS:
                     yield Label(f"{label} ({flag})", classes="form-label")
-                    yield Input(placeholder="default", id=f"fit-{ident}", compact=True)
+                    yield field_input("default", f"fit-{ident}")
             with Grid(id="fit-more", classes="form-grid"):
                 yield Label("more flags", classes="form-label")
-                yield Input(
-                    placeholder="more flags (-ot, --cpu-moe, --rpc HOST:PORT ...)",
-                    id="fit-extra",
-                    compact=True,
-                )
+                yield field_input("more flags (-ot, --cpu-moe, --rpc HOST:PORT ...)", "fit-extra")
                 yield Label("GPUs", classes="form-label")
                 with Horizontal(id="fit-target"):
                     yield Select[str](
@@ -171,9 +280,15 @@ class FitScreen(FormScreen):
                         compact=True,
                     )
                     yield Button("Launch with these", id="fit-launch", compact=True)
-            yield Static("", id="fit-verdict")
-            yield Static("", id="fit-bars")
-            yield DataTable(id="fit-quants", cursor_type="row")
+                yield Label("or --gpus", classes="form-label")
+                yield field_input(
+                    "24GiB,24GiB  4090,3090  sim:4xl4  cpu  (over the choice above)", "fit-gpus"
+                )
+            yield Static("", id="fit-state")
+            with Vertical(id="fit-results"):
+                yield Static("", id="fit-verdict")
+                yield Static("", id="fit-bars")
+                yield DataTable(id="fit-quants", cursor_type="row")
 
     def _device_options(self) -> list[tuple[str, str]]:
         opts = [("this rig, free memory now", LIVE)]
@@ -182,15 +297,13 @@ class FitScreen(FormScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.outcome: FitOutcome | None = None  # the newest request's estimate
+        self.outcome: FitOutcome | None = None  # the newest answered request's estimate
+        self.found: FoundModels | None = None  # the models found, and where
         self._debounce: Timer | None = None
         self._quant_keys: list[str] = []
+        self._quant_layout: QuantLayout | None = None
 
     def on_mount(self) -> None:
-        table = self.query_one("#fit-quants", DataTable)
-        for label, width in QUANT_COLUMNS:
-            table.add_column(label, key=label, width=width)
-        table.add_column("per GPU (MiB)", key="devices")
         info = self.lltui.model.info
         if info.simulated and info.source.startswith("sim:"):
             # a simulated rig is busy with its own server: size against it empty
@@ -202,7 +315,7 @@ class FitScreen(FormScreen):
         self.show_fit()
 
     def on_resize(self) -> None:
-        self.show_fit()  # the bars' length follows the width
+        self.show_fit()  # the bars' length and the quant table's columns follow the width
 
     # -- the form ------------------------------------------------------------------------
     def request(self) -> FitRequest:
@@ -216,16 +329,22 @@ class FitScreen(FormScreen):
             fields=fields,
             extra=self.query_one("#fit-extra", Input).value,
             devices=devices if isinstance(devices, str) else LIVE,
+            gpus=self.query_one("#fit-gpus", Input).value,
         )
 
     @property
-    def settled(self) -> bool:
-        """No estimate is waiting on its debounce and the newest request has its answer."""
+    def current(self) -> bool:
+        """The estimate shown answers the newest request (no edit waits on its debounce)."""
         return (
             self._debounce is None
             and self.outcome is not None
             and self.outcome.generation == self.generation
         )
+
+    @property
+    def settled(self) -> bool:
+        """The estimate shown and its quant table answer the newest request."""
+        return self.current and self.outcome is not None and self.outcome.quants_done
 
     FIT_DEBOUNCE_S = 0.3  # typing "16384" asks for one estimate, not five
 
@@ -233,6 +352,7 @@ class FitScreen(FormScreen):
         if self._debounce is not None:
             self._debounce.stop()
         self._debounce = self.set_timer(self.FIT_DEBOUNCE_S, self._run_fit)
+        self.show_state()  # what is shown is now the answer to an older request
 
     def _run_fit(self) -> None:
         """Estimate the form as it is now; only the newest request's answer is shown."""
@@ -272,22 +392,30 @@ class FitScreen(FormScreen):
     # -- workers: each result comes back as a message to this screen -----------------------
     @work(group="fit-models", exclusive=True, exit_on_error=False)
     async def _find_models(self) -> None:
-        from lltui.sources.models.files import find_models
+        from lltui.sources.models.files import default_roots, find_models
 
-        models = await off_thread_reported(self, find_models, "models")
-        if models is not None:
-            self.post_message(ModelsFound(tuple(models)))
+        roots = default_roots()
+        models = await off_thread_reported(self, lambda: find_models(roots), "models")
+        self.post_message(ModelsFound(tuple(models or ()), tuple(map(home_path, roots))))
 
     @work(group="fit", exclusive=True, exit_on_error=False)
     async def _estimate(self, request: FitRequest, sample: RigSample | None) -> None:
-        """A newer request cancels this one; its answer, if it still comes, is dropped."""
-        outcome = await off_thread_reported(self, lambda: compute(request, sample), "fit")
-        if outcome is not None:
-            self.post_message(FitReady(outcome))
+        """The estimate, then its quant table (which takes longer), each in a message; a
+        newer request cancels this one, and its answers, if they still come, are dropped."""
+        outcome = await off_thread_reported(self, lambda: compute_estimate(request, sample), "fit")
+        if outcome is None:  # a bug, already reported: the view must not say "computing"
+            outcome = FitOutcome(request.generation, "the estimate failed", quants_done=True)
+        self.post_message(FitReady(outcome))
+        if outcome.quants_done:
+            return
+        found = await off_thread_reported(self, lambda: compute_quants(outcome), "quant table")
+        quants, error = found if found is not None else ([], "quant table: failed")
+        self.post_message(QuantsReady(request.generation, quants, error))
 
     @on(ModelsFound)
     def _models_found(self, message: ModelsFound) -> None:
-        self.show_found(message.models)
+        self.found = FoundModels(message.models, message.roots)
+        self.show_found()
 
     @on(FitReady)
     def _fit_ready(self, message: FitReady) -> None:
@@ -296,52 +424,101 @@ class FitScreen(FormScreen):
         self.outcome = message.outcome
         self.show_fit()
 
+    @on(QuantsReady)
+    def _quants_ready(self, message: QuantsReady) -> None:
+        outcome = self.outcome
+        if outcome is None or outcome.generation != message.generation:
+            return  # the table of an estimate no longer shown
+        outcome.quants = message.quants
+        if message.error:
+            outcome.notes.append(message.error)
+        outcome.quants_done = True
+        self.show_fit()
+
     # -- results -------------------------------------------------------------------------
-    def show_found(self, models: Sequence[ModelFile]) -> None:
+    def show_found(self) -> None:
+        found = self.found
+        if not self.is_mounted or found is None:
+            return
+        options = [(f"{fmt_bytes(m.size):>9}  {home_path(m.path)}", m.path) for m in found.models]
+        select = self.query_one("#fit-found", Select)
+        select.set_options(options)
+        n = len(options)
+        select.prompt = (
+            f"{n} model{'s' if n != 1 else ''}: pick one" if n else "none in the usual folders"
+        )
+        if self.outcome is not None and self.outcome.no_model:
+            self.show_fit()  # the message under the form says where it looked
+
+    def show_state(self) -> None:
+        """Whether what is shown answers the form as it is now: a mark while it does not."""
         if not self.is_mounted:
             return
-        options = [(f"{fmt_bytes(m.size):>9}  {m.path}", m.path) for m in models]
-        self.query_one("#fit-found", Select).set_options(options)
+        outcome = self.outcome
+        state = self.query_one("#fit-state", Static)
+        results = self.query_one("#fit-results")
+        stale = outcome is not None and not self.current
+        if stale:
+            state.update(
+                "[b $warning]computing…[/] [$text-muted]what is shown below is for the "
+                "settings before your last edit[/]"
+            )
+        elif outcome is None:
+            state.update("[b $warning]computing…[/]")
+        elif not outcome.quants_done:
+            state.update("[$text-muted]the quant table is being worked out…[/]")
+        else:
+            state.update("")
+        results.set_class(stale, "-stale")
 
     def show_fit(self) -> None:
+        self.show_state()
         outcome = self.outcome
         if outcome is None or not self.is_mounted:
             return
-        self.query_one("#fit-verdict", Static).update(render_verdict(outcome))
+        self.query_one("#fit-verdict", Static).update(render_verdict(outcome, self.found))
         bars = self.query_one("#fit-bars", Static)
         bars.update(render_devices(outcome, bar_width(bars.size.width or self.size.width)))
+        self._show_quants(outcome)
+
+    def _show_quants(self, outcome: FitOutcome) -> None:
         table = self.query_one("#fit-quants", DataTable)
-        rows = []
-        for q in outcome.quants:
-            row = q.row
-            if q.result is None:
-                rows.append((row.name, "-", "-", "-", "-", "-", escape(q.error or "")))
-                continue
-            per_dev = " ".join(
-                f"{d.name}:{(d.total_bytes + d.unaccounted_bytes) / MIB:.0f}"
-                for d in q.result.devices
-                if d.kind != "cpu"
-            )
-            rows.append(
-                (
-                    row.name + ("*" if row.requires_imatrix else ""),
-                    fmt_bytes(row.file_bytes),
-                    f"{row.bits_per_weight:.2f}",
-                    "yes" if q.fits else "no",
-                    str(q.max_ctx or "-"),
-                    f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-",
-                    per_dev,
-                )
-            )
+        devices = [] if outcome.result is None else outcome.result.devices
+        names = [d.name for d in devices if d.kind != "cpu"]
+        layout = quant_layout(table.size.width or self.size.width - 3, names)
+        if layout != self._quant_layout:
+            table.clear(columns=True)
+            self._quant_keys = []
+            for key, heading, wide, narrow in QUANT_COLUMNS:
+                table.add_column(heading, key=key, width=wide if layout.wide else narrow)
+            table.add_column("fullest (MiB)", key="fullest", width=FULLEST_W)
+            if layout.per_gpu:
+                heading = f"per GPU (MiB): {compact_names(layout.devices)}"
+                table.add_column(heading, key="per-gpu", width=layout.per_gpu)
+            self._quant_layout = layout
+        rows = [quant_cells(q, layout) for q in outcome.quants]
         keys = [r[0] for r in rows]
         if keys != self._quant_keys:
-            for key in self._quant_keys:
-                table.remove_row(key)
+            table.clear()
             for r in rows:
                 table.add_row(*r, key=r[0])
             self._quant_keys = keys
         else:
-            columns = [label for label, _w in QUANT_COLUMNS] + ["devices"]
             for r in rows:
-                for col, value in zip(columns, r, strict=True):
+                for col, value in zip(layout.keys, r, strict=True):
                     table.update_cell(r[0], col, value)
+
+
+@dataclass(frozen=True, slots=True)
+class FoundModels:
+    models: tuple[ModelFile, ...]
+    roots: tuple[str, ...]  # where the view looked, ~ for the home folder
+
+
+def home_path(path: object) -> str:
+    """A path with the home folder as ``~``."""
+    text = str(path)
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (text == home or text.startswith(home + os.sep)):
+        return "~" + text[len(home) :]
+    return text

@@ -7,35 +7,52 @@ not the table. A host that is down stays listed, marked down, while the others u
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.markup import escape
 from textual.widgets import DataTable, Static
 
 from lltui.app.model import RigModel
 from lltui.app.screens.base import ViewScreen
+from lltui.app.widgets.hanging import HangingList
 from lltui.app.widgets.status import Banner, StatusBar
 from lltui.core.monitor.fleet import FleetSample, HostRow, host_row
 from lltui.core.monitor.models import RigInfo
 from lltui.core.units import GIB, fmt_duration
 
-# key, heading, width (fixed, so a cell that changes never reflows the table; the host
-# column is as wide as the longest name, up to HOST_MAX; the note, last, as wide as its text,
-# so an up host's empty note does not push the table past the screen)
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("host", "Host", 0),
-    ("status", "State", 12),
-    ("gpus", "GPUs", 4),
-    ("vram", "VRAM GiB", 11),
-    ("power", "Power", 7),
-    ("util", "Util", 4),
-    ("hottest", "Hottest", 10),
-    ("llama", "llama", 5),
-    ("age", "Age", 5),
-    ("error", "Note", None),
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    heading: str
+    wide: int  # cells at wide terminals (0: the host column, as wide as its names)
+    narrow: int  # cells where the wide table would not fit (80 columns)
+    short: str = ""  # the heading where the narrow cells are too narrow for it
+
+
+# Fixed widths, so a cell that changes never reflows the table; the note, last, takes what
+# is left of the screen (at 80 columns nothing is: the notes go under the table, whole).
+COLUMNS: tuple[Column, ...] = (
+    Column("host", "Host", 0, 0),
+    Column("status", "State", 12, 7),
+    Column("gpus", "GPUs", 10, 4),
+    Column("vram", "VRAM GiB", 11, 11),
+    Column("power", "Power", 7, 6),
+    Column("util", "Util", 4, 4),
+    Column("hottest", "Hottest", 10, 4, "Hot"),
+    Column("llama", "llama", 5, 5),
+    Column("age", "Age", 5, 5),
 )
+NOTE = Column("error", "Note", 0, 0)
+NOTE_MIN = 16  # a note column narrower than this is no help: the notes go under the table
 HOST_MAX = 32
+CELL_PAD = 2  # the table's padding around each cell (one each side)
+SCROLLBAR = 1  # kept free for the table's scrollbar when its rows overflow
 STATUS_TEXT = {"up": "● up", "stale": "◐ stale", "down": "✖ down", "connecting": "… connecting"}
+STATUS_SHORT = {"connecting": "… conn"}
 # the theme variable each state is drawn in, and whether bold
 STATUS_STYLE = {
     "up": ("gpu-ok", False),
@@ -45,8 +62,50 @@ STATUS_STYLE = {
 }
 
 
-def row_cells(row: HostRow) -> tuple[str, ...]:
-    """The cells of one host's row, as plain text, in COLUMNS order."""
+@dataclass(frozen=True, slots=True)
+class FleetLayout:
+    """The table's columns for a terminal width: the wide cells where they fit, else the
+    narrow ones; a note column when there is room for one."""
+
+    narrow: bool
+    widths: tuple[int, ...]  # of COLUMNS, the host's included
+    note_width: int  # 0: no note column
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return (*COLUMNS, NOTE) if self.note_width else COLUMNS
+
+
+def fleet_layout(width: int, host_width: int) -> FleetLayout:
+    """Columns for a table ``width`` cells wide whose longest host name is ``host_width``."""
+    room = width - SCROLLBAR
+    for narrow in (False, True):
+        sizes = [c.narrow if narrow else c.wide for c in COLUMNS[1:]]
+        fixed = sum(sizes) + CELL_PAD * len(COLUMNS)
+        host = max(4, min(HOST_MAX, host_width, room - fixed))
+        left = room - fixed - host - CELL_PAD
+        if host >= min(host_width, 12) or narrow:
+            note = left if left >= NOTE_MIN else 0
+            return FleetLayout(narrow, (host, *sizes), note)
+    raise AssertionError("unreachable")
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _power(watts: float | None, narrow: bool) -> str:
+    if watts is None:
+        return "-"
+    if narrow and watts >= 10000:
+        return f"{watts / 1000:.1f}kW"
+    return f"{watts:.0f} W"
+
+
+def row_cells(row: HostRow, layout: FleetLayout | None = None) -> tuple[str, ...]:
+    """The cells of one host's row, as plain text, in the layout's column order (the wide
+    one by default), the host name and the note cut to their columns."""
+    narrow = layout is not None and layout.narrow
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else fmt.format(value)
@@ -56,53 +115,83 @@ def row_cells(row: HostRow) -> tuple[str, ...]:
         if row.memory_total is None
         else f"{(row.memory_used or 0) / GIB:.1f}/{row.memory_total / GIB:.1f}"
     )
-    gpus = "-" if row.gpus is None else str(row.gpus) + (f" ({row.lost} lost)" if row.lost else "")
-    hottest = "-" if row.hottest_c is None else f"{row.hottest_c:.0f}°C GPU{row.hottest_index}"
-    return (
-        row.label,
-        STATUS_TEXT.get(row.status, row.status),
+    gpus = "-" if row.gpus is None else str(row.gpus)
+    if row.lost and not narrow:  # narrow: the note says it
+        gpus += f" ({row.lost} lost)"
+    if row.hottest_c is None:
+        hottest = "-"
+    else:
+        hottest = f"{row.hottest_c:.0f}°C" + ("" if narrow else f" GPU{row.hottest_index}")
+    status = STATUS_TEXT.get(row.status, row.status)
+    if narrow:
+        status = STATUS_SHORT.get(row.status, status)
+    cells = [
+        row.label if layout is None else _cut(row.label, layout.widths[0]),
+        status,
         gpus,
         vram,
-        num(row.power_w, "{:.0f} W"),
+        _power(row.power_w, narrow),
         num(row.util_gpu, "{:.0f}%"),
         hottest,
         "-" if row.llama_servers is None else str(row.llama_servers),
         fmt_duration(row.age_s) if row.age_s is not None else "-",
-        (row.error or "")[:120],
-    )
+    ]
+    if layout is None or layout.note_width:
+        note = host_note(row)
+        cells.append(note if layout is None else _cut(note, layout.note_width))
+    return tuple(cells)
+
+
+def host_note(row: HostRow) -> str:
+    """Why a host is not up (or what is wrong on it), in one line; empty when all is well."""
+    notes = []
+    if row.lost:
+        notes.append(f"{row.lost} GPU{'s' if row.lost > 1 else ''} lost")
+    if row.error:
+        notes.append(row.error)
+    elif row.status in ("stale", "down"):
+        notes.append("no answer for a while; still trying")
+    return "; ".join(notes)[:400]
+
+
+def fleet_summary(rows: list[HostRow]) -> str:
+    """``4 hosts: 2 up, 1 down, 1 stale``: how many are in each state, in words."""
+    counts = {state: sum(1 for r in rows if r.status == state) for state in STATUS_TEXT}
+    said = [f"{n} {state}" for state, n in counts.items() if n]
+    return f"{len(rows)} host{'s' if len(rows) != 1 else ''}: {', '.join(said)}"
 
 
 class FleetScreen(ViewScreen):
-    """Every host of the fleet, one row each."""
+    """Every host of the fleet, one row each; under the table, why each host that is not up
+    is not, in full where its note column cannot hold it."""
+
+    CSS_PATH = "fleet.tcss"
 
     def __init__(self) -> None:
         super().__init__()
         self._cells: dict[str, tuple[str, ...]] = {}  # what each row shows, by host
         self._status_text = ""
         self._styles: dict[str, str] = {}
-        self._ready = False  # columns added
+        self._layout: FleetLayout | None = None  # the columns the table has now
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="fleet-summary")
         yield DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        yield HangingList(id="fleet-notes")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        fleet = self.lltui.fleet
-        names = [h.label for h in fleet.hosts] if fleet is not None else []
-        host_width = min(HOST_MAX, max([4, *map(len, names)]))
-        for key, label, width in COLUMNS:
-            table.add_column(label, key=key, width=host_width if width == 0 else width)
         variables = self.app.get_css_variables()
         self._styles = {
             state: f"{'bold ' if bold else ''}{variables.get(name, '')}".strip()
             for state, (name, bold) in STATUS_STYLE.items()
         }
-        self._ready = True
+        self.show_fleet()
+
+    def on_resize(self) -> None:
         self.show_fleet()
 
     def on_unmount(self) -> None:
-        self._ready = False
+        self._layout = None
 
     def show_view(self) -> None:
         self.show_fleet()
@@ -117,9 +206,25 @@ class FleetScreen(ViewScreen):
             super().refresh_status(model, busy_for)
         self.show_fleet()  # ages grow and hosts go stale between their samples
 
+    def _set_columns(self, table: DataTable[Text]) -> FleetLayout:
+        """The columns for the screen's width now (added again when the width asks for
+        other ones: every row is then added again too)."""
+        fleet = self.lltui.fleet
+        names = [h.label for h in fleet.hosts] if fleet is not None else []
+        layout = fleet_layout(self.size.width, max([4, *map(len, names)]))
+        if layout != self._layout:
+            table.clear(columns=True)
+            self._cells.clear()
+            widths = (*layout.widths, layout.note_width)
+            for column, width in zip(layout.columns, widths, strict=False):
+                heading = column.short if layout.narrow and column.short else column.heading
+                table.add_column(heading, key=column.key, width=width)
+            self._layout = layout
+        return layout
+
     def show_fleet(self, snapshot: FleetSample | None = None) -> None:
         """Update the rows from the fleet's latest states (cells that changed only)."""
-        if not self._ready or not self.is_attached:
+        if not self.is_mounted or not self.is_attached:
             return
         fleet = self.lltui.fleet
         summary = self.query_one("#fleet-summary", Static)
@@ -131,31 +236,46 @@ class FleetScreen(ViewScreen):
             return
         snap = snapshot or fleet.snapshot()
         self._header(snap, fleet.interval)
-        table = self.query_one(DataTable)
+        table: DataTable[Text] = self.query_one(DataTable)
         rows = [host_row(state, snap.t, fleet.interval) for state in snap.hosts]
         with self.app.batch_update():
+            layout = self._set_columns(table)
             for row in rows:
-                cells = row_cells(row)
-                old = self._cells.get(row.label)
-                shown = [
-                    self._styled(row.status, c) if k == "status" else Text(c)
-                    for (k, _, _), c in zip(COLUMNS, cells, strict=True)
-                ]
-                if old is None:
-                    table.add_row(*shown, key=row.label)
-                else:
-                    changes = zip(COLUMNS, cells, old, shown, strict=True)
-                    for (column, _, _), new, was, text in changes:
-                        if new != was:
-                            table.update_cell(row.label, column, text)
-                self._cells[row.label] = cells
-            up = sum(1 for r in rows if r.status == "up")
-            gpus = sum(r.gpus or 0 for r in rows if r.status != "down")
-            power = sum(r.power_w or 0.0 for r in rows if r.status != "down")
+                self._show_row(table, layout, row)
             summary.update(
-                f"[b]{len(rows)} hosts[/b]  {up} up  {len(rows) - up} not  "
-                f"{gpus} GPUs  {power:.0f} W   [$text-muted]Enter: open a host in the monitor[/]"
+                f"[b]{escape(fleet_summary(rows))}[/b]  "
+                f"{sum(r.gpus or 0 for r in rows if r.status != 'down')} GPUs  "
+                f"{sum(r.power_w or 0.0 for r in rows if r.status != 'down'):.0f} W   "
+                "[$text-muted]Enter: open a host in the monitor[/]"
             )
+            self.query_one("#fleet-notes", HangingList).set_entries(self._notes(rows, layout))
+
+    def _show_row(self, table: DataTable[Text], layout: FleetLayout, row: HostRow) -> None:
+        cells = row_cells(row, layout)
+        old = self._cells.get(row.label)
+        shown = [
+            self._styled(row.status, c) if column.key == "status" else Text(c)
+            for column, c in zip(layout.columns, cells, strict=True)
+        ]
+        if old is None:
+            table.add_row(*shown, key=row.label)
+        else:
+            for column, new, was, text in zip(layout.columns, cells, old, shown, strict=True):
+                if new != was:
+                    table.update_cell(row.label, column.key, text)
+        self._cells[row.label] = cells
+
+    def _notes(self, rows: list[HostRow], layout: FleetLayout) -> list[tuple[str, str]]:
+        """Each note the table cannot show whole (all of them without a note column), under
+        the table: the host, then why, wrapped under itself."""
+        out = []
+        for row in rows:
+            note = host_note(row)
+            if not note or (layout.note_width and len(note) <= layout.note_width):
+                continue
+            style = STATUS_STYLE.get(row.status, ("text", False))[0]
+            out.append((f"[${style}]{escape(row.label)}[/]", escape(note)))
+        return out
 
     def _header(self, snap: FleetSample, interval: float) -> None:
         """The status line and banner speak of the fleet, not of the host in the monitor."""

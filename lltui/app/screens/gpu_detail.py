@@ -14,6 +14,8 @@ from textual.widgets import Static
 from lltui.app.host import host_of
 from lltui.app.model import RigModel
 from lltui.app.screens.base import ModelView
+from lltui.app.widgets.status import fmt_window
+from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import GpuSample
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, fmt_energy_mj, spark
 
@@ -42,7 +44,12 @@ def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> s
         f" {fmt_energy_mj(g.energy_mj)}",
         f"clock events: {escape(', '.join(g.throttle_reasons or ()) or 'none')}",
         "",
+        *now_lines(g),
+        "",
     ]
+    # the graphs cover the window, or the history there is when it is shorter
+    held = min(window, model.history.seconds())
+    span = f"the last {fmt_duration(held)}" if held < window else f"the {fmt_window(window)} window"
     spark_w = max(20, width - 30)
     for label, metric, hi, unit, scale in (
         ("power", "power_w", float(g.power_limit_w or info.power_limit_max_w or 1.0), "W", 1.0),
@@ -57,18 +64,38 @@ def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> s
             if s.lo is None or s.hi is None
             else f"min {s.lo / scale:.1f} max {s.hi / scale:.1f} {unit}"
         )
+        now = "-" if s.last is None else f"{s.last / scale:.1f} {unit}"
         lines.append(f"{label:<9}[$spark]{spark(s.values, spark_w, 0.0, hi)}[/]")
-        lines.append(f"{'':<9}[$text-muted]{rng} over {fmt_duration(window)}[/]")
+        lines.append(f"{'':<9}[$text-muted]now {now}, {rng} over {span}[/]")
     if g.processes:
         lines.append("")
         lines.append("[b]processes[/b]")
         for p in g.processes:
             mem = fmt_bytes(p.used_memory)
+            command = command_label(p.command or p.name or "?")
             lines.append(
                 f"{p.pid:>8} {p.kind:<3} {escape(p.user or '-'):<10} {mem:>10}"
-                f"  {escape((p.command or p.name or '?')[: max(10, width - 40)])}"
+                f"  {escape(command[: max(10, width - 40)])}"
             )
     return "\n".join(lines)
+
+
+def now_lines(g: GpuSample) -> list[str]:
+    """The GPU's readings now: what the graphs below end at, and what they do not draw."""
+    info = g.info
+    used = "-" if g.memory_used is None else f"{g.memory_used / GIB:.1f}"
+    return [
+        f"[b]now[/b]  power {_num(g.power_w, '{:.0f}')}/{_num(g.power_limit_w, '{:.0f} W')}"
+        f"   util {_num(g.util_gpu, '{:.0f}%')}   mem util {_num(g.util_mem, '{:.0f}%')}",
+        f"     VRAM {used}/{info.memory_total / GIB:.1f} GiB   temp {_num(g.temp_c, '{:.0f}°C')}"
+        f"   fan {_num(g.fan_pct, '{:.0f}%')}   P-state {_num(g.pstate, 'P{}')}",
+        f"     clocks SM {_num(g.sm_clock_mhz, '{}')}/{_num(info.max_sm_clock_mhz, '{}')} MHz"
+        f"   memory {_num(g.mem_clock_mhz, '{}')}/{_num(info.max_mem_clock_mhz, '{}')} MHz",
+    ]
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 class GpuDetailScreen(ModelView, ModalScreen[None]):

@@ -4,23 +4,25 @@ state and per-device placement, tokens/s and J/token, the balance of the GPUs, i
 from __future__ import annotations
 
 import shlex
+import time
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Container, Grid, Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
-from textual.widgets import Button, DataTable, Input, Label, Log, Static
+from textual.widgets import Button, DataTable, Input, Label, RichLog, Static
 
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import LaunchPreview
 from lltui.app.model import RigModel
-from lltui.app.screens.base import FormScreen
+from lltui.app.screens.base import FormScreen, field_input
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.app.widgets.router_table import RouterTable
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
-from lltui.core.units import MIB, compact_indexes, fmt_bytes, spark
+from lltui.core.text import printable
+from lltui.core.units import MIB, compact_indexes, fmt_bytes, fmt_duration, spark
 from lltui.services.launch_watch import LaunchState
 
 PHASE_STYLE = {
@@ -33,8 +35,10 @@ PHASE_STYLE = {
     "error": "$error",
     "idle": "$text-muted",
 }
-PLACEMENT_COLUMNS = (("device", 22), ("model MiB", 10), ("KV MiB", 9), ("compute MiB", 12),
-                     ("output MiB", 11), ("layers", 16), ("predicted MiB", 16))  # fmt: skip
+# every column but lltui's prediction on screen at 80 (77 cells with the padding): a long
+# RPC device name is cut
+PLACEMENT_COLUMNS = (("device", 16), ("model MiB", 10), ("KV MiB", 8), ("compute MiB", 11),
+                     ("out MiB", 8), ("layers", 12), ("predicted MiB", 16))  # fmt: skip
 
 
 def predicted_cell(st: LaunchState, name: str, logged_mib: float) -> str:
@@ -68,18 +72,31 @@ def render_server(st: LaunchState) -> str:
     return "\n".join(lines)
 
 
-def render_rates(st: LaunchState, width: int) -> str:
+def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
+    """Tokens/s and J/token with their history. Between requests the rates from the
+    server's counters fall to 0: the last request's own figures (its timing lines) are
+    shown then, said to be the last request's."""
     spark_w = max(10, width - 34)
     lines = []
-    for label, series, unit in (
-        ("generation", st.gen_tps, "tok/s"),
-        ("prompt", st.prompt_tps, "tok/s"),
-        ("energy", st.jpt, "J/tok"),
+    idle = not st.slots_busy
+    last_request = st.last_request
+    for label, series, unit, from_log in (
+        ("generation", st.gen_tps, "tok/s", last_request.gen_tps if last_request else None),
+        ("prompt", st.prompt_tps, "tok/s", last_request.prompt_tps if last_request else None),
+        ("energy", st.jpt, "J/tok", None),
     ):
         values = tuple(series)
-        last = f"{values[-1]:8.2f} {unit}" if values else f"{'-':>8} {unit}"
+        value = values[-1] if values else None
+        if from_log is not None and (value is None or (idle and value <= 0)):
+            value = from_log  # what the last request got, not a rate decayed to 0
+        last = f"{value:8.2f} {unit}" if value is not None else f"{'-':>8} {unit}"
         hi = max(values) if values else 1.0
         lines.append(f"{label:<11}{last}  [$spark]{spark(values, spark_w, 0.0, hi or 1.0)}[/]")
+    if last_request is not None:
+        ago = ""
+        if now is not None and st.last_request_at is not None:
+            ago = f" ({fmt_duration(now - st.last_request_at)} ago)"
+        lines.append(f"[$text-muted]last request{ago}: {escape(last_request.line())}[/]")
     if not st.jpt and st.jpt_note:
         lines.append(f"[$text-muted]J/token: {escape(st.jpt_note)}[/]")
     if st.predicted_decode_tps is not None and st.predicted_prefill_tps is not None:
@@ -132,18 +149,14 @@ class LaunchScreen(FormScreen):
         with VerticalScroll(id="launch-page", classes="form-page"):
             with Grid(id="launch-form", classes="form-grid"):
                 yield Label("model", classes="form-label")
-                yield Input(
-                    placeholder="model.gguf, or a models folder or preset.ini (a router)",
-                    id="launch-model",
-                    compact=True,
+                yield field_input(
+                    "model.gguf, or a models folder or preset.ini (a router)", "launch-model"
                 )
                 yield Label("listen", classes="form-label")
-                yield Input(value=DEFAULT_HOSTPORT, id="launch-hostport", compact=True)
+                yield field_input("", "launch-hostport", DEFAULT_HOSTPORT)
                 yield Label("flags", classes="form-label")
-                yield Input(
-                    placeholder="llama-server flags: -c 8192 -ngl all -sm layer -ts 3,1 -np 2",
-                    id="launch-flags",
-                    compact=True,
+                yield field_input(
+                    "llama-server flags: -c 8192 -ngl all -sm layer -ts 3,1 -np 2", "launch-flags"
                 )
             with Horizontal(id="launch-actions"):
                 yield Button("Start", id="launch-start", variant="success", compact=True)
@@ -152,9 +165,7 @@ class LaunchScreen(FormScreen):
                 force = Button("Start anyway", id="launch-force", variant="warning", compact=True)
                 force.display = False  # shown once fit has refused a start
                 yield force
-                yield Input(
-                    placeholder="or follow a running server: URL", id="launch-url", compact=True
-                )
+                yield field_input("or follow a running server: URL", "launch-url")
                 yield Button("Follow", id="launch-follow", compact=True)
             yield Static("", id="launch-argv")
             yield Static("[$text-muted]no server[/]", id="launch-server")
@@ -165,7 +176,8 @@ class LaunchScreen(FormScreen):
                 with Vertical(id="launch-side"):
                     yield Static("", id="launch-rates")
                     yield Static("", id="launch-balance")
-            yield Log(max_lines=2000, id="launch-log")
+            # wrapped, not cut: llama-server's timing lines are read whole at 80 columns
+            yield RichLog(max_lines=2000, wrap=True, min_width=20, id="launch-log")
 
     def __init__(self) -> None:
         super().__init__()
@@ -223,12 +235,16 @@ class LaunchScreen(FormScreen):
         )
 
     def update_preview(self) -> None:
-        self._preview(*self._form(), self.next_generation())
+        latest = self.lltui.model.latest
+        n_gpus = None if latest is None else sum(1 for g in latest.gpus if not g.lost)
+        self._preview(*self._form(), n_gpus, self.next_generation())
 
     @work(group="launch-preview", exclusive=True, exit_on_error=False)
-    async def _preview(self, model: str, flags: FormFlags, hostport: str, generation: int) -> None:
+    async def _preview(
+        self, model: str, flags: FormFlags, hostport: str, n_gpus: int | None, generation: int
+    ) -> None:
         found = await off_thread_reported(
-            self, lambda: preview_command(model, flags, hostport), "launch-preview"
+            self, lambda: preview_command(model, flags, hostport, n_gpus), "launch-preview"
         )
         if found is not None:
             self.post_message(LaunchPreview(*found, generation))
@@ -294,16 +310,17 @@ class LaunchScreen(FormScreen):
             st: LaunchState = controller.state
             self.query_one("#launch-server", Static).update(render_server(st))
             width = self.query_one("#launch-rates", Static).size.width or 60
-            self.query_one("#launch-rates", Static).update(render_rates(st, width))
+            rates = render_rates(st, width, time.monotonic())
+            self.query_one("#launch-rates", Static).update(rates)
             self._show_placement(st)
             self._show_router(st)
-            log = self.query_one("#launch-log", Log)
+            log = self.query_one("#launch-log", RichLog)
             new = st.lines_total - self._lines_shown
             if new < 0:  # a new server: start the pane over
                 log.clear()
                 new = min(st.lines_total, len(st.lines))
-            if new > 0:
-                log.write_lines(list(st.lines)[-min(new, len(st.lines)) :])
+            for line in list(st.lines)[-min(new, len(st.lines)) :] if new > 0 else ():
+                log.write(Text(printable(line, one_line=True)))
             self._lines_shown = st.lines_total
             busy = st.phase in ("starting", "loading", "ready", "stopping", "following")
         self.query_one("#launch-start", Button).disabled = st.phase in ("starting", "stopping")

@@ -16,6 +16,7 @@ from lltui.app.background import off_thread_reported
 from lltui.app.messages import NcclBenchDone, NcclFileLoaded, NcclReady
 from lltui.app.screens.base import LoadOnceScreen
 from lltui.app.state.nccl import NcclState, read_report, run_bench_text, summarize_file
+from lltui.app.widgets.hanging import Entry, HangingList
 from lltui.core.nccl.findings import Finding
 from lltui.core.nccl.variables import explain_variable
 
@@ -45,37 +46,42 @@ def render_library(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_env(env: dict[str, str | None], findings: tuple[Finding, ...]) -> str:
-    """Set variables first with what they do; unset ones a finding names, then the rest."""
+def env_entries(
+    env: dict[str, str | None], findings: tuple[Finding, ...]
+) -> tuple[list[Entry], str]:
+    """Set variables first with their value and what it does, then unset ones a finding
+    names; and the line of the other unset ones."""
     named = {v for f in findings for v in env if v in f.message or v in f.hint}
-    width = max((len(k) for k in env), default=10)
-    set_lines, suggested, unset = [], [], []
+    set_entries, suggested, unset = [], [], []
     for name, value in env.items():
         if value is not None:
-            set_lines.append(
-                f"[b]{name:<{width}}[/b] {escape(value)}  "
-                f"[$text-muted]{escape(explain_variable(name, value))}[/]"
+            set_entries.append(
+                (
+                    f"[b]{name}[/b]",
+                    f"{escape(value)}  [$text-muted]{escape(explain_variable(name, value))}[/]",
+                )
             )
         elif name in named:
-            suggested.append(f"{name:<{width}} [$warning](unset; see findings)[/]")
+            suggested.append((name, "[$warning](unset; see findings)[/]"))
         else:
             unset.append(name)
-    lines = set_lines + suggested
-    if unset:
-        lines.append(f"[$text-muted]unset: {', '.join(unset)}[/]")
-    return "\n".join(lines)
+    rest = f"[$text-muted]unset: {', '.join(unset)}[/]" if unset else ""
+    return set_entries + suggested, rest
 
 
-def render_findings(findings: tuple[Finding, ...]) -> str:
+def finding_entries(findings: tuple[Finding, ...]) -> list[Entry]:
+    """Each finding, most severe first: its severity, then the message and its hint, which
+    wrap under the message."""
     if not findings:
-        return "[$gpu-ok]no findings: nothing to change for this rig[/]"
-    lines = []
+        return [("", "[$gpu-ok]no findings: nothing to change for this rig[/]")]
+    entries = []
     for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 3)):
         style = SEVERITY_STYLE.get(f.severity, "$text")
-        lines.append(f"[{style}][b]{f.severity:<5}[/b][/] {escape(f.message)}")
+        text = escape(f.message)
         if f.hint:
-            lines.append(f"      [$text-muted]{escape(f.hint)}[/]")
-    return "\n".join(lines)
+            text += f"\n[$text-muted]{escape(f.hint)}[/]"
+        entries.append((f"[b {style}]{f.severity}[/]", text))
+    return entries
 
 
 class NcclScreen(LoadOnceScreen):
@@ -84,11 +90,18 @@ class NcclScreen(LoadOnceScreen):
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="nccl-page"):
             yield Static("[$text-muted]looking for libnccl…[/]", id="nccl-library")
-            yield Static("", id="nccl-findings", classes="nccl-section")
-            yield Static("", id="nccl-env", classes="nccl-section")
+            yield Static("[b]findings[/b]", classes="nccl-section nccl-title")
+            yield HangingList(id="nccl-findings")
+            yield Static("[b]environment[/b]", classes="nccl-section nccl-title")
+            yield HangingList(id="nccl-env")
+            yield Static("", id="nccl-env-unset")
             with Horizontal(id="nccl-actions"):
                 yield Button("Run bandwidth test", id="nccl-bench", variant="primary")
-                yield Input(placeholder="path to an NCCL log or nccl-tests output", id="nccl-file")
+                yield Input(
+                    placeholder="path to an NCCL log or nccl-tests output",
+                    id="nccl-file",
+                    select_on_focus=False,
+                )
             yield Static("", id="nccl-bench-result", classes="nccl-section")
             yield Static("", id="nccl-file-result", classes="nccl-section")
 
@@ -135,11 +148,18 @@ class NcclScreen(LoadOnceScreen):
         text = self.state.bench_text if message.text is None else message.text
         self.state = replace(self.state, bench_running=False, bench_text=text)
         self.show_nccl()
+        self._bring_into_view("#nccl-bench-result")
 
     @on(NcclFileLoaded)
     def _file_loaded(self, message: NcclFileLoaded) -> None:
         self.state = replace(self.state, file_text=message.text)
         self.show_nccl()
+        self._bring_into_view("#nccl-file-result")
+
+    def _bring_into_view(self, selector: str) -> None:
+        """A result that arrived below the fold is scrolled to (once it is laid out)."""
+        widget = self.query_one(selector)
+        self.call_after_refresh(widget.scroll_visible, animate=False, top=True)
 
     # -- the form ------------------------------------------------------------------------
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -162,12 +182,12 @@ class NcclScreen(LoadOnceScreen):
         elif state.report is not None:
             report = state.report
             library.update(render_library(report.info.to_json()))
-            self.query_one("#nccl-findings", Static).update(
-                "[b]findings[/b]\n" + render_findings(report.findings)
+            self.query_one("#nccl-findings", HangingList).set_entries(
+                finding_entries(report.findings)
             )
-            self.query_one("#nccl-env", Static).update(
-                "[b]environment[/b]\n" + render_env(report.env, report.findings)
-            )
+            entries, unset = env_entries(report.env, report.findings)
+            self.query_one("#nccl-env", HangingList).set_entries(entries)
+            self.query_one("#nccl-env-unset", Static).update(unset)
         bench = self.query_one("#nccl-bench-result", Static)
         bench.display = bool(state.bench_text)
         bench.update(state.bench_text)

@@ -12,6 +12,7 @@ from lltui.app.background import off_thread_reported
 from lltui.app.messages import TopologyReady
 from lltui.app.screens.base import LoadOnceScreen
 from lltui.app.state.topology import TopologyState, read_topology
+from lltui.app.widgets.hanging import Entry, HangingList
 from lltui.core.monitor.models import GpuStatic
 from lltui.core.topo.advice import Advice
 from lltui.core.topo.matrix import Topology, link_meaning
@@ -68,9 +69,10 @@ def render_matrix_markup(topo: Topology) -> str:
     return "\n".join(lines)
 
 
-def render_legend(topo: Topology) -> str:
+def legend_entries(topo: Topology) -> list[Entry]:
+    """Each link kind of the matrix, in its colour, and what it means."""
     cells = sorted({c for _a, _b, c in (*topo.links, *topo.gpu_nic_links) if c.upper() != "X"})
-    return "\n".join(f"[{cell_style(c)}]{escape(c):<6}[/] {escape(link_meaning(c))}" for c in cells)
+    return [(f"[{cell_style(c)}]{escape(c)}[/]", escape(link_meaning(c))) for c in cells]
 
 
 def render_gpus(gpus: tuple[GpuStatic, ...], topo: Topology) -> str:
@@ -90,14 +92,17 @@ def render_gpus(gpus: tuple[GpuStatic, ...], topo: Topology) -> str:
     return "\n".join(lines)
 
 
-def render_advice(advice: tuple[Advice, ...]) -> str:
-    lines = []
+def advice_entries(advice: tuple[Advice, ...]) -> list[Entry]:
+    """Each piece of advice: its severity, then the message and its hint, which wrap under
+    the message, not under the severity."""
+    entries = []
     for item in advice:
         style = SEVERITY_STYLE.get(item.severity, "$text")
-        lines.append(f"[{style}][b]{escape(item.severity)}[/b][/] {escape(item.message)}")
+        text = escape(item.message)
         if item.hint:
-            lines.append(f"  [$text-muted]{escape(item.hint)}[/]")
-    return "\n".join(lines) or "[$text-muted]no advice[/]"
+            text += f"\n[$text-muted]{escape(item.hint)}[/]"
+        entries.append((f"[b {style}]{escape(item.severity)}[/]", text))
+    return entries or [("", "[$text-muted]no advice[/]")]
 
 
 class TopologyScreen(LoadOnceScreen):
@@ -114,10 +119,15 @@ class TopologyScreen(LoadOnceScreen):
             yield Static("[$text-muted]reading the topology…[/]", id="topo-title")
             with HorizontalScroll(id="topo-matrix-scroll"):
                 yield Static("", id="topo-matrix")
-            yield Static("", id="topo-legend", classes="topo-section")
+            yield Static("[b]legend[/b]", id="topo-legend-title", classes="topo-section")
+            yield HangingList(id="topo-legend")
             yield Static("", id="topo-devices", classes="topo-section")
-            yield Static("", id="topo-warnings", classes="topo-section")
-            yield Static("", id="topo-advice", classes="topo-section")
+            yield Static(
+                "[b $warning]warnings[/]", id="topo-warnings-title", classes="topo-section"
+            )
+            yield HangingList(id="topo-warnings")
+            yield Static("[b]advice[/b]", id="topo-advice-title", classes="topo-section")
+            yield HangingList(id="topo-advice")
 
     @property
     def pending(self) -> bool:
@@ -156,13 +166,12 @@ class TopologyScreen(LoadOnceScreen):
         topo = live.topology
         title.update(f"[b]GPU topology[/b] from {escape(live.where)}")
         self.query_one("#topo-matrix", Static).update(render_matrix_markup(topo))
-        self.query_one("#topo-legend", Static).update("[b]legend[/b]\n" + render_legend(topo))
+        self.query_one("#topo-legend", HangingList).set_entries(legend_entries(topo))
         self.query_one("#topo-devices", Static).update(
             "[b]devices[/b]\n" + (render_gpus(live.gpus, topo) or "-")
         )
-        warnings = self.query_one("#topo-warnings", Static)
-        warnings.display = bool(topo.warnings)
-        warnings.update("[b $warning]warnings[/]\n" + "\n".join(escape(w) for w in topo.warnings))
-        self.query_one("#topo-advice", Static).update(
-            "[b]advice[/b]\n" + render_advice(state.advice)
+        self.query_one("#topo-warnings-title").display = bool(topo.warnings)
+        self.query_one("#topo-warnings", HangingList).set_entries(
+            [("•", escape(w)) for w in topo.warnings]
         )
+        self.query_one("#topo-advice", HangingList).set_entries(advice_entries(state.advice))

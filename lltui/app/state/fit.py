@@ -13,6 +13,8 @@ from lltui.core.monitor.models import RigSample
 if TYPE_CHECKING:  # the estimator loads when the view first estimates, not with the app
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.memory.results import FitResult
+    from lltui.services.fit import FitRequest as ServiceRequest
+    from lltui.services.fit import FitSetup
 
 LIVE = "live"  # the devices of the rig being monitored, with their free memory now
 
@@ -44,6 +46,15 @@ class FitRequest:
     fields: dict[str, str]
     extra: str
     devices: str  # LIVE, "sim:PROFILE", or a --gpus spec
+    gpus: str = ""  # a --gpus spec typed in the view: over ``devices`` when given
+
+    @property
+    def gpus_spec(self) -> str | None:
+        """The ``--gpus`` spec to fit for (None: the rig in view)."""
+        typed = self.gpus.strip()
+        if typed:
+            return typed
+        return None if self.devices == LIVE else self.devices
 
 
 @dataclass
@@ -55,6 +66,11 @@ class FitOutcome:
     notes: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     device_label: str = ""
+    no_model: bool = False  # nothing to estimate: no model given yet
+    # what the quant table is worked out from, after the estimate (None: nothing to do)
+    wanted: ServiceRequest | None = None
+    setup: FitSetup | None = None
+    quants_done: bool = False
 
 
 def form_flags(fields: dict[str, str], extra: str) -> list[str]:
@@ -73,31 +89,57 @@ RPC_PROBE_MAX_AGE_S = 10.0  # an --rpc server's free memory, asked again after t
 
 def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
     """The view's estimate and quant table, through the fit service (on a worker thread)."""
+    out = compute_estimate(request, sample)
+    out.quants, error = compute_quants(out)
+    if error:
+        out.notes.append(error)
+    out.quants_done = True
+    return out
+
+
+def compute_estimate(request: FitRequest, sample: RigSample | None) -> FitOutcome:
+    """The estimate alone (the quant table takes longer: :func:`compute_quants` after it)."""
     from lltui.core.llama.args import parse_llama_args
-    from lltui.services.fit import FitFailed, estimate_setup, prepare, quant_table
+    from lltui.services.fit import FitFailed, estimate_setup, prepare
     from lltui.services.fit import FitRequest as ServiceRequest
 
     out = FitOutcome(request.generation)
     if not request.model_path.strip():
         out.error = "choose a GGUF file: type its path or pick one from the list"
+        out.no_model = True
+        out.quants_done = True
         return out
     try:
         out.flags = form_flags(request.fields, request.extra)
-        live = request.devices == LIVE
+        gpus = request.gpus_spec
         wanted = ServiceRequest(
             model=request.model_path.strip(),
             args=parse_llama_args(out.flags),
-            gpus=None if live else request.devices,
+            gpus=gpus,
             sample=sample,
-            watch_rig=live,
+            watch_rig=gpus is None,
             rpc_max_age_s=RPC_PROBE_MAX_AGE_S,
             keep_remote=True,
         )
         setup = prepare(wanted)
         out.notes += list(setup.notes)
         out.result = estimate_setup(setup)
-        out.quants = list(quant_table(wanted, setup).rows)
         out.device_label = setup.device_label
+        out.wanted, out.setup = wanted, setup
     except (ValueError, FitFailed) as exc:
         out.error = str(exc)
+        out.quants_done = True
     return out
+
+
+def compute_quants(outcome: FitOutcome) -> tuple[list[QuantFit], str | None]:
+    """The quant table for an estimate :func:`compute_estimate` made, or why there is none
+    (on a worker thread: the outcome, already shown, is only read)."""
+    from lltui.services.fit import FitFailed, quant_table
+
+    if outcome.wanted is None or outcome.setup is None:
+        return [], None
+    try:
+        return list(quant_table(outcome.wanted, outcome.setup).rows), None
+    except (ValueError, FitFailed) as exc:
+        return [], f"quant table: {exc}"

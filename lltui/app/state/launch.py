@@ -31,9 +31,12 @@ def is_router_source(model: str) -> bool:
     return bool(text) and (os.path.isdir(text) or text.lower().endswith(".ini"))
 
 
-def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest | RouterRequest:
+def form_request(
+    model: str, flags: FormFlags, hostport: str, n_gpus: int | None = None
+) -> LaunchRequest | RouterRequest:
     """The launch session's request from the form: the model path, llama-server flags as typed
-    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port.
+    (``--profile NAME`` and ``--save-profile NAME`` among them) or already read, host:port;
+    ``n_gpus``: the GPUs of the rig in view (None: this machine's, asked when needed).
     A directory or a preset file in the model field starts a router with its models."""
     carried = flags if isinstance(flags, LlamaArgs) else None
     try:
@@ -55,6 +58,7 @@ def form_request(model: str, flags: FormFlags, hostport: str) -> LaunchRequest |
         port=port,
         keys_on_command_line=False,
         missing_model="no model: give the path of a .gguf file",
+        n_gpus=n_gpus,
     )
 
 
@@ -66,12 +70,14 @@ def make_spec(model: str, flags: FormFlags, hostport: str) -> LaunchSpec:
     return read_request(request).spec
 
 
-def preview_command(model: str, flags: FormFlags, hostport: str) -> tuple[str, str | None]:
+def preview_command(
+    model: str, flags: FormFlags, hostport: str, n_gpus: int | None = None
+) -> tuple[str, str | None]:
     """The exact command (secrets masked) the form would start, or the reason it cannot; a
     router's command with the plan's verdict."""
     notes: list[Note] = []
     try:
-        request = form_request(model, flags, hostport)
+        request = form_request(model, flags, hostport, n_gpus)
         if isinstance(request, RouterRequest):
             return _router_preview(request)
         with LaunchSession(request, on_note=notes.append) as session:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lltui.core.text import error_text
+
 if TYPE_CHECKING:
     from lltui.services.nccl import NcclReport
 
@@ -37,7 +39,7 @@ def read_report(source: str) -> tuple[NcclReport | None, str | None]:
     except (ValueError, OSError) as exc:
         return None, str(exc)
     except Exception as exc:
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, error_text(exc)
 
 
 def run_bench_text(simulated: bool) -> str:

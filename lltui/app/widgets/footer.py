@@ -26,6 +26,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
+from lltui.app.host import host_of
+
 
 def _typed_key_names() -> frozenset[str]:
     """Textual's names of the keys that type a printable ASCII character ("minus", "a")."""
@@ -127,13 +129,16 @@ class LltuiFooter(Widget, can_focus=False):
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
 
-    def _active(self) -> tuple[tuple[tuple[Binding, bool, str], ...], ActiveBinding | None]:
+    def _active(
+        self,
+    ) -> tuple[tuple[tuple[Binding, bool, str, str], ...], ActiveBinding | None]:
         active = self.screen.active_bindings
         typing = isinstance(self.screen.focused, Input)
-        by_action: dict[str, tuple[Binding, bool, str]] = {}
+        by_action: dict[str, tuple[Binding, bool, str, str]] = {}
         shown = footer_bindings(active.values(), self.app, typing, self.screen)
         for binding, enabled, tooltip in shown:
-            by_action.setdefault(binding.action, (binding, enabled, tooltip))
+            described = host_of(self).key_description(binding)
+            by_action.setdefault(binding.action, (binding, enabled, tooltip, described))
         palette = active.get(self.app.COMMAND_PALETTE_BINDING)
         if not (self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE):
             palette = None
@@ -150,8 +155,8 @@ class LltuiFooter(Widget, can_focus=False):
         bindings, palette = shown
         keys = []
         at = 0
-        for binding, enabled, tooltip in bindings:
-            key = self._key(binding, enabled, tooltip, at)
+        for binding, enabled, tooltip, described in bindings:
+            key = self._key(binding, enabled, tooltip, at, described)
             keys.append(key)
             at = key.end
         self._keys = tuple(keys)
@@ -165,10 +170,16 @@ class LltuiFooter(Widget, can_focus=False):
         self.refresh()
 
     def _key(
-        self, binding: Binding, enabled: bool, tooltip: str, at: int, palette: bool = False
+        self,
+        binding: Binding,
+        enabled: bool,
+        tooltip: str,
+        at: int,
+        described: str | None = None,
+        palette: bool = False,
     ) -> ShownKey:
         display = self.app.get_key_display(binding)
-        description = binding.description
+        description = binding.description if described is None else described
         if palette:  # its border, the key, a space, its description and its padding
             width = 1 + cell_len(display) + 1 + cell_len(description) + 1
         elif description:  # the key padded, the description and a space

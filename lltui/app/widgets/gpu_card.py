@@ -30,6 +30,9 @@ from lltui.core.monitor.xid import xid_meaning
 from lltui.core.units import GIB, MIB, bar, fmt_pct, fmt_rate_kbs, spark
 
 LABEL_W = 5
+# when a reading turns warm (gpu-warn) and hot (gpu-hot); the key help's legend says them
+TEMP_WARN_C, TEMP_HOT_C = 75, 85
+VRAM_WARN_PCT, VRAM_HOT_PCT = 85, 95
 COMPACT_WIDE = 60  # a compact line this wide has labels and full numbers
 COMPACT_NAME_WIDE = 16
 COMPACT_NAME_NARROW = 9
@@ -205,7 +208,7 @@ def _card_title(g: GpuSample, selected: bool, styles: CardStyles) -> Text:
 def _card_state(g: GpuSample, styles: CardStyles) -> Text:
     """Temperature, fan and P-state, right of the title."""
     text = Text()  # a style given to Text() would colour all that is appended after
-    text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, 75, 85))
+    text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, TEMP_WARN_C, TEMP_HOT_C))
     if g.fan_pct is not None:
         text.append(f" fan {_num(g.fan_pct)}%")
     if g.pstate is not None:
@@ -222,7 +225,7 @@ def _memory_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
     text = Text(f"{'VRAM':<{LABEL_W}}")
     _bar(text, mem_frac, bar_w, styles.vram, styles)
     text.append(f" {used_s}/{total / MIB:.0f} MiB ")
-    text.append(fmt_pct(mem_pct, width=4), styles.level(mem_pct, 85, 95))
+    text.append(fmt_pct(mem_pct, width=4), styles.level(mem_pct, VRAM_WARN_PCT, VRAM_HOT_PCT))
     return text
 
 
@@ -378,11 +381,11 @@ def compact_lines(
         text.append(name.ljust(name_w) + " ")
     _bar(text, frac, bar_w, styles.vram, styles)
     text.append(" ")
-    text.append(mem, styles.level(pct, 85, 95))
+    text.append(mem, styles.level(pct, VRAM_WARN_PCT, VRAM_HOT_PCT))
     text.append(util_label)
     text.append(util, styles.level(g.util_gpu, 101, 101))
     text.append(f" {power} ")
-    text.append(temp, styles.level(g.temp_c, 75, 85))
+    text.append(temp, styles.level(g.temp_c, TEMP_WARN_C, TEMP_HOT_C))
     if flag:
         text.append(" ")
         text.append(flag, styles.hot_bold)

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Input, Static
 
 from lltui.app.host import host_of
 from lltui.app.state.monitor import SORT_KEYS
+from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import RigSample
 from lltui.core.monitor.signals import signal_refusal
 from lltui.core.units import MIB, compact_indexes, fmt_bytes
@@ -69,7 +70,11 @@ class ProcessRow:
     def shown_command(self) -> str:
         """The command, with the model a llama-server serves in front: which model holds
         which memory when several servers (or a router's) share the GPUs."""
-        return f"[{self.model}] {self.command}" if self.model else self.command
+        label = command_label(self.command)
+        # an --alias (a router's model name) is said too where the file name does not say it
+        if self.model and not label.startswith(self.model):
+            return f"[{self.model}] {label}"
+        return label
 
     def cells(self, command_width: int = 200) -> tuple[str, ...]:
         if self.gpu_mem is None:
@@ -86,11 +91,7 @@ class ProcessRow:
             "-" if self.sm is None else f"{self.sm:.0f}",
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
-            escape(
-                self.shown_command
-                if len(self.shown_command) <= command_width
-                else self.shown_command[: command_width - 1] + "…"
-            ),
+            escape(_cut(self.shown_command, command_width)),
         )
 
     def sort_value(self, key: str) -> tuple[float, int]:
@@ -113,10 +114,15 @@ class ProcessRow:
         """Whether a filter (already case-folded) finds this row's command, user or pid."""
         return (
             not needle
-            or needle in self.shown_command.casefold()
+            or needle in self.command.casefold()
+            or needle in (self.model or "").casefold()
             or needle in self.user.casefold()
             or needle in str(self.pid)
         )
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def process_rows(sample: RigSample) -> dict[int, ProcessRow]:

@@ -1,5 +1,6 @@
-"""The confirmation before a signal: TERM first, KILL only once TERM was sent and the user
-confirms again. On a simulated, replayed or remote rig it says so and signals nothing."""
+"""The confirmation before a signal: TERM first, KILL only once TERM was sent, the process
+is still there (checked again and again while the dialog is open) and the user confirms
+again. On a simulated, replayed or remote rig it says so and signals nothing."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from lltui.core.monitor.signals import ProcessIdentity
-from lltui.sources.gpu.signals import send_signal
+from lltui.sources.gpu.signals import send_signal, still_running
 
-ASK, TERMED, REFUSED = "ask", "termed", "refused"
+ASK, TERMED, EXITED, REFUSED = "ask", "termed", "exited", "refused"
+RECHECK_S = 0.25  # after SIGTERM: how often the dialog looks whether the process is gone
 
 
 class SignalDialog(ModalScreen[None]):
@@ -72,6 +74,7 @@ class SignalDialog(ModalScreen[None]):
         self.target = target
         self.refusal = refusal
         self.state = REFUSED if target is None else ASK
+        self.rechecks = 0  # looks after SIGTERM at whether the process is still there
 
     def compose(self) -> ComposeResult:
         with Vertical(id="signal-box"):
@@ -93,10 +96,12 @@ class SignalDialog(ModalScreen[None]):
         )
         if self.state == REFUSED:
             return f"{who}\n\n{escape(self.refusal or 'no signal can be sent')}"
+        if self.state == EXITED:
+            return f"{who}\n\n[$gpu-ok]It exited after SIGTERM.[/] Nothing more to send."
         if self.state == TERMED:
             return (
-                f"{who}\n\nSIGTERM sent. If it does not exit, send [b]SIGKILL[/b]?"
-                " (it cannot clean up: a llama-server loses its slots and cache)"
+                f"{who}\n\nSIGTERM sent; it is still running. If it does not exit, send"
+                " [b]SIGKILL[/b]? (it cannot clean up: a llama-server loses its slots and cache)"
             )
         return f"Send [b]SIGTERM[/b] to\n{who}"
 
@@ -107,10 +112,12 @@ class SignalDialog(ModalScreen[None]):
         if self.state == REFUSED:
             return
         kill = self.query_one("#signal-kill", Button)
+        term = self.query_one("#signal-term", Button)
+        cancel = self.query_one("#signal-cancel", Button)
         kill.display = self.state == TERMED
-        self.query_one("#signal-term", Button).display = self.state == ASK
-        self.query_one("#signal-cancel", Button).label = self._cancel_label()
-        (kill if self.state == TERMED else self.query_one("#signal-term", Button)).focus()
+        term.display = self.state == ASK
+        cancel.label = self._cancel_label()
+        {ASK: term, TERMED: kill}.get(self.state, cancel).focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "term":
@@ -133,12 +140,30 @@ class SignalDialog(ModalScreen[None]):
             self.dismiss()
             return
         self.state = TERMED
+        self._recheck()  # one that exits at once is never offered a KILL
+        if self.state == TERMED:
+            self.set_interval(RECHECK_S, self._recheck)
+            self._show_state()
+
+    def _recheck(self) -> None:
+        """After SIGTERM: once the process is gone, say so and offer no KILL."""
+        if self.state != TERMED or self.target is None:
+            return
+        self.rechecks += 1
+        if not still_running(self.target):
+            self.state = EXITED
+            self._show_state()
+
+    def _show_state(self) -> None:
         self.query_one("#signal-text", Static).update(self._text())
         self._sync_buttons()
 
     def action_kill(self) -> None:
         if self.state != TERMED:
             return
+        self._recheck()
+        if self.state != TERMED:
+            return  # it exited a moment ago: the dialog says so, nothing is sent
         self._send("KILL")
         self.dismiss()
 

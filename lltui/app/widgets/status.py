@@ -16,7 +16,7 @@ from lltui.app.model import RigModel
 from lltui.app.state.monitor import WINDOWS_S
 from lltui.app.widgets.gpu_card import theme_style
 from lltui.core.monitor.models import RigInfo
-from lltui.core.units import fmt_duration
+from lltui.core.units import fmt_clock, fmt_duration
 
 
 def fmt_window(seconds: float) -> str:
@@ -130,7 +130,18 @@ def _status_line(
 
 
 def _state(model: RigModel, busy_for: float | None, styles: StatusStyles) -> Text:
-    ended = model.latest is not None and model.latest.ended
+    latest = model.latest
+    ended = latest is not None and latest.ended
+    playback = latest.playback if latest is not None else None
+    if playback is not None:  # a recording: where it is, as a player says it
+        place = f"replay {fmt_clock(playback.position_s)} of {fmt_clock(playback.length_s)}"
+        if playback.loop:
+            place += f" (loop {playback.loop + 1})"
+        if ended:
+            return Text.assemble(("■", styles.warn_bold), f" replay ended at {place[7:]}")
+        if model.paused:
+            return Text.assemble(("PAUSED", styles.warn_bold), f" {place}")
+        return Text.assemble(("▶", styles.ok), f" {place}")
     if ended:
         return Text.assemble(("■", styles.warn_bold), " end of recording")
     if model.paused:
@@ -140,6 +151,8 @@ def _state(model: RigModel, busy_for: float | None, styles: StatusStyles) -> Tex
         waited = busy_for if busy_for is not None else age
         return Text.assemble(("STALE", styles.error_bold), f" no data for {fmt_duration(waited)}")
     if model.latest is None:
+        if model.error:  # a host that refuses or hangs: not starting, failing
+            return Text.assemble(("✖", styles.error_bold), " no data")
         return Text("starting…", styles.muted)
     return Text.assemble(("●", styles.ok), " live")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from lltui.core.fit.fewer import fewer_hint, fewest_devices
 from lltui.core.fit.search import largest_context, suggest
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.flags import LlamaArgs
@@ -27,7 +28,7 @@ from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.parts import ExtraModels, estimate_parts, less_free, with_parts
 from lltui.core.memory.problem import FitProblem
-from lltui.core.memory.results import FitOptions, FitResult
+from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate, Suggestion
 from lltui.core.speed.model import estimate_speed
 
 # what callers of the entry point need, from one place
@@ -62,16 +63,28 @@ def estimate(
         host_free = p.options.host_free_bytes
         if host_free is not None and host_parts:
             p = p.with_options(replace(p.options, host_free_bytes=max(0, host_free - host_parts)))
-    devs = p.used
-    backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
-    pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
-    bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
-    speed = estimate_speed(model, result, backends=backends, pcie=pcie, bandwidth=bandwidth)
-    result = replace(result, speed=speed)
+    result = replace(result, speed=_speed(model, result, p.used))
     if not p.options.search:
         return result
     max_ctx = largest_context(p, result)
     if not p.options.suggest:
         return replace(result, max_ctx=max_ctx)
     suggestions = suggest(p, result, max_ctx)
-    return replace(result, max_ctx=max_ctx, suggestions=suggestions)
+    return replace(result, max_ctx=max_ctx, suggestions=suggestions, hints=_hints(model, p, result))
+
+
+def _speed(model: GgufModel, result: FitResult, devs: Sequence[DeviceSpec]) -> SpeedEstimate:
+    backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
+    pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
+    bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
+    return estimate_speed(model, result, backends=backends, pcie=pcie, bandwidth=bandwidth)
+
+
+def _hints(model: GgufModel, p: FitProblem, result: FitResult) -> tuple[Suggestion, ...]:
+    """Settings the user may prefer though theirs fit: the same on fewer GPUs."""
+    found = fewest_devices(p, result)
+    if found is None:
+        return ()
+    picked, there = found
+    there = replace(there, speed=_speed(model, there, picked))
+    return (fewer_hint(p, result, picked, there),)

@@ -189,6 +189,8 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
             for c in res.kv
         ],
         "suggestions": [{"flags": list(s.flags), "reason": s.reason} for s in res.suggestions],
+        # what fits as asked may also fit with less: the same on fewer GPUs
+        "hints": [{"flags": list(s.flags), "reason": s.reason} for s in res.hints],
         "warnings": list(res.warnings),
         "speed": speed_to_json(res.speed) if res.speed else None,
         "parts": [part_to_json(p) for p in res.parts],
@@ -268,6 +270,8 @@ def result_to_text(res: FitResult) -> str:
     )
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
+    for s in res.hints:
+        lines.append(f"  fewer GPUs: {' '.join(s.flags)}: {s.reason}")
     if res.speed is not None:
         line = speed_line(res.speed)
         lines.append(line if res.fits else line.replace("speed:", "speed (if it fit):", 1))

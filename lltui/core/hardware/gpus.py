@@ -57,6 +57,18 @@ class GpuSpec:
         return "HBM" if self.bandwidth_gbs >= 1500 or self.cc in ((6, 0), (7, 0)) else "GDDR"
 
 
+NAME_PREFIXES = ("NVIDIA GeForce ", "NVIDIA ", "Tesla ")  # what a short name leaves off
+
+
+def short_gpu_name(name: str) -> str:
+    """The name without the vendor's words: ``NVIDIA H100 80GB HBM3`` -> ``H100 80GB HBM3``,
+    ``Tesla V100-SXM3-32GB`` -> ``V100-SXM3-32GB``."""
+    for prefix in NAME_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
 def normalise_name(name: str) -> str:
     """``NVIDIA GeForce RTX 4090`` -> ``4090``; ``A100-80GB`` -> ``a10080gb``."""
     s = name.lower()

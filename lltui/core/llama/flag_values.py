@@ -202,6 +202,20 @@ def writable_split(counts: tuple[int, ...]) -> tuple[int, ...] | None:
     return trimmed
 
 
+def tensor_split_extra(split: tuple[float, ...], n_devices: int) -> str | None:
+    """Why a ``-ts`` with more values than devices is not what it seems (llama.cpp takes
+    the first ``n_devices`` values and drops the rest without a word); None when it fits."""
+    if n_devices <= 0 or len(split) <= n_devices:
+        return None
+    kept = ",".join(f"{x:g}" for x in split[:n_devices])
+    dropped = ",".join(f"{x:g}" for x in split[n_devices:])
+    devices = "device" if n_devices == 1 else "devices"
+    return (
+        f"-ts gives {len(split)} values for {n_devices} {devices}: llama.cpp uses {kept} "
+        f"and ignores {dropped}"
+    )
+
+
 def check_proportions(flag: str, split: tuple[float, ...]) -> tuple[float, ...]:
     """Proportions that mean something: finite, not negative, and not all vanishingly small
     unless all zero (all zero is llama.cpp's "by free memory")."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
+from lltui.core.llama.flag_values import tensor_split_extra
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, backend_of
 from lltui.core.memory.compute import compute_buffers
@@ -101,7 +102,7 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
         pipeline_parallel=pp,
         fits=all(e.fits is not False for e in estimates),
         max_ctx=None,
-        warnings=_warnings(hp, r, st),
+        warnings=_warnings(hp, r, st, devs),
         compute_exact=compute.exact,
     )
 
@@ -201,9 +202,15 @@ def _cpu_estimate(
     )
 
 
-def _warnings(hp: Hparams, r: Resolved, st: LlamaArgs) -> tuple[str, ...]:
-    """What the estimate leaves out or llama.cpp may refuse at run time."""
+def _warnings(
+    hp: Hparams, r: Resolved, st: LlamaArgs, devs: Sequence[DeviceSpec]
+) -> tuple[str, ...]:
+    """What the estimate leaves out, llama.cpp may refuse at run time, or takes otherwise
+    than the user may think."""
     warnings: list[str] = []
+    extra = tensor_split_extra(st.tensor_split, len(devs))
+    if extra:
+        warnings.append(extra)
     if st.draft_model:
         warnings.append(NOT_COUNTED["draft"])
     if st.mmproj:

@@ -227,6 +227,8 @@ class FitResult:
     fits: bool
     max_ctx: int | None
     suggestions: tuple[Suggestion, ...] = ()
+    # settings the user may prefer though theirs fit (the same model on fewer GPUs)
+    hints: tuple[Suggestion, ...] = ()
     warnings: tuple[str, ...] = ()
     compute_exact: bool = False  # compute buffers planned from llama.cpp's graph, not the formula
     speed: SpeedEstimate | None = None  # predicted tokens/s of this placement

@@ -7,6 +7,7 @@ import textwrap
 import time
 from typing import Any
 
+from lltui.core.hardware.gpus import short_gpu_name
 from lltui.core.monitor.models import GpuSample, RigSample
 from lltui.core.monitor.xid import xid_meaning
 from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
@@ -125,13 +126,6 @@ def _fit_line(line: str, width: int) -> str:
     return line[: max(width - 1, 1)] + "…"
 
 
-def _short_name(name: str) -> str:
-    for prefix in ("NVIDIA GeForce ", "NVIDIA ", "Tesla "):
-        if name.startswith(prefix):
-            return name[len(prefix) :]
-    return name
-
-
 def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GIB:.1f}"
 
@@ -140,7 +134,7 @@ def _narrow_row(g: GpuSample) -> str:
     """One GPU in about 60 columns: short name, GiB, watts."""
     i = g.info
     cuda = "-" if i.cuda_index is None else str(i.cuda_index)
-    name = _short_name(i.name)[:18]
+    name = short_gpu_name(i.name)[:18]
     if g.lost:
         return f"{i.index:>2} {cuda:>2} {name:<18} LOST: {g.error or 'gone'}"
     mem = f"{_gib(g.memory_used)}/{_gib(i.memory_total)}G"

@@ -156,6 +156,16 @@ class RigInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Playback:
+    """Where a replayed sample is in its recording: seconds from the recording's first
+    sample, of ``length_s`` in all; ``loop`` counts the times it started over."""
+
+    position_s: float
+    length_s: float
+    loop: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RigSample:
     """Everything one poll of a source saw. ``seq`` increases by one per poll of a source."""
 
@@ -167,6 +177,7 @@ class RigSample:
     host: HostSample = field(default_factory=HostSample)
     error: str | None = None  # a per-source problem this tick, in words
     ended: bool = False  # the source has nothing newer (a recording played to its end)
+    playback: Playback | None = None  # a replayed sample: where it is in its recording
 
     @property
     def simulated(self) -> bool:

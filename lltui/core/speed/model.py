@@ -38,6 +38,7 @@ from lltui.core.hardware.gpus import GpuSpec, find_gpu
 from lltui.core.hardware.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.memory.common import CPU
 from lltui.core.memory.results import DeviceSpeed, FitResult, SpeedEstimate
+from lltui.core.units import compact_names
 
 if TYPE_CHECKING:
     from lltui.core.gguf.model import GgufModel
@@ -513,9 +514,27 @@ def speed_to_json(s: SpeedEstimate) -> dict[str, object]:
 
 
 def speed_line(s: SpeedEstimate) -> str:
-    """One line for the text report and the fit view."""
+    """One line for the text report and the fit view: devices that take the same time per
+    token said together (``CUDA1-6 0.49 ms``), a device's bound only where it is not the
+    whole's."""
+    groups: list[tuple[str, str, list[str]]] = []  # (ms, bound, names), in device order
+    for d in s.devices:
+        if d.decode_ms < 0.005:
+            continue
+        ms = f"{d.decode_ms:.2f}"
+        if groups and groups[-1][:2] == (ms, d.bound):
+            groups[-1][2].append(d.name)
+        else:
+            groups.append((ms, d.bound, [d.name]))
     parts = ", ".join(
-        f"{d.name} {d.decode_ms:.2f} ms ({d.bound})" for d in s.devices if d.decode_ms >= 0.005
+        f"{compact_names(names)} {ms} ms" + ("" if bound == s.bound else f" ({bound})")
+        for ms, bound, names in groups
+    )
+    link = f", links {s.link_decode_ms:.2f} ms" if s.link_decode_ms >= 0.005 else ""
+    return (
+        f"speed: decode ~{s.decode_tps:.0f} t/s ({s.bound}-bound; {parts}{link}), "
+        f"~{s.decode_tps_full:.0f} t/s at a full context; prompt ~{s.prefill_tps:.0f} t/s "
+        f"({s.prefill_bound}-bound, -ub {s.n_ubatch})"
     )
     link = f", links {s.link_decode_ms:.2f} ms" if s.link_decode_ms >= 0.005 else ""
     return (

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from lltui.core.monitor.fleet import FleetSample, HostState
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.core.text import error_text, printable
 from lltui.sources.gpu.base import GpuSource
 
 HOST_TIMEOUT_S = 10.0  # one poll of one host (an ssh command) may take this long
@@ -253,10 +254,10 @@ class Fleet:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[-1] if text else type(exc).__name__
-    if not isinstance(exc, SourceUnavailable | ValueError | OSError):
-        line = f"{type(exc).__name__}: {line}"
+    """Why a host failed, in words: the last line of a long message (ssh prints its own
+    reason last), never the exception's class name."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    line = error_text(exc) if len(lines) <= 1 else printable(lines[-1].strip(), one_line=True)
     return line[:200]
 
 

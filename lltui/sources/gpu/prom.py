@@ -31,6 +31,7 @@ from lltui.core.monitor.prom import (
     rigs_from_series,
     series_from_labels,
 )
+from lltui.core.text import error_text
 from lltui.sources.gpu.base import SequenceCounter
 
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ class _PromBase:
         except httpx.ConnectError:
             raise SourceUnavailable(f"{where} is not reachable (connection refused)") from None
         except httpx.HTTPError as exc:
-            raise SourceUnavailable(f"{where}: {type(exc).__name__}") from None
+            raise SourceUnavailable(f"{where}: {error_text(exc)}") from None
 
     def _series(self) -> list[Series]:
         raise NotImplementedError

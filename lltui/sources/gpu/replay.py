@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from lltui import __version__
-from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.models import Playback, RigInfo, RigSample, SourceUnavailable
 from lltui.core.monitor.record import (
     TRUNCATED_HINT,
     Decoder,
@@ -243,8 +243,14 @@ class ReplaySource:
                 final = replace(self._read(n - 1), seq=n, t=base)
                 self._last, self._last_pos = final, n - 1
             t = self._start + elapsed if elapsed is not None else base + self._ended * self._gap
+            length = self._offsets[-1]
             return replace(
-                final, seq=n + self._ended, t=max(t, final.t), error=END_OF_RECORDING, ended=True
+                final,
+                seq=n + self._ended,
+                t=max(t, final.t),
+                error=END_OF_RECORDING,
+                ended=True,
+                playback=Playback(length, length),
             )
         pos = loops * n + idx
         if pos == self._last_pos and self._last is not None:
@@ -254,6 +260,7 @@ class ReplaySource:
             recorded,
             seq=pos + 1,
             t=self._start + loops * period + self._offsets[idx],
+            playback=Playback(self._offsets[idx], self._offsets[-1], loops),
         )
         self._last_pos = pos
         self._last = sample

@@ -66,6 +66,13 @@ def identify(pid: int) -> ProcessIdentity | None:
         return None
 
 
+def still_running(target: ProcessIdentity) -> bool:
+    """Whether ``target`` still runs (the same process: a pid reused since is not it; a
+    zombie has exited)."""
+    now = identify(target.pid)
+    return now is not None and abs(now.started - target.started) <= 0.01
+
+
 def check_signal(pid: int) -> SignalCheck:
     """Whether this user may signal ``pid``, with the process or the reason it may not."""
     target = identify(pid)

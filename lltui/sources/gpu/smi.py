@@ -38,7 +38,7 @@ from lltui.core.monitor.smi_csv import (
 )
 from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.host import HostSampler
-from lltui.sources.ssh import SshTarget
+from lltui.sources.ssh import SshTarget, split_host_port
 from lltui.sources.ssh import check_host as check_host
 
 SSH_OPTIONS: tuple[str, ...] = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
@@ -88,8 +88,9 @@ def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
 def smi_argv(
     args: Sequence[str], host: str | None = None, target: SshTarget | None = None
 ) -> list[str]:
-    """The argv that runs ``nvidia-smi ARGS`` here, on ``host`` through ssh, or on
-    ``target`` through its persistent connection."""
+    """The argv that runs ``nvidia-smi ARGS`` here, on ``host`` (``[user@]HOST[:PORT]``, read
+    as every ``smi:`` source reads it) through ssh, or on ``target`` through its persistent
+    connection."""
     if host is None and target is None:
         return ["nvidia-smi", *args]
     for word in args:
@@ -98,7 +99,9 @@ def smi_argv(
     if target is not None:
         return target.argv("nvidia-smi", *args)
     assert host is not None
-    return ["ssh", *SSH_OPTIONS, "--", check_host(host), "nvidia-smi", *args]
+    name, port = split_host_port(host)
+    ported = ["-p", str(port)] if port is not None else []
+    return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), "nvidia-smi", *args]
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -160,6 +163,8 @@ class SmiSource:
         out = _one_line(result.stdout)
         err = _one_line(result.stderr)
         if self.host is not None and result.returncode == 255:
+            if err.startswith("ssh: "):  # ssh's own line names the host and says why
+                return err
             return f"ssh to {self.host} failed: {err or 'no reason given'}"
         if result.returncode == 127:
             return f"nvidia-smi is not installed {self._where()}" + (

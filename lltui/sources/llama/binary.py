@@ -153,8 +153,29 @@ def find_llama_server(env: Mapping[str, str] | None = None) -> LlamaBinary:
     cache = build_cache.flavor_root(False, env=env).parent
     raise LlamaBinaryError(
         f"no llama-server found (${ENV_VAR} unset, not on PATH, no build in {cache}); "
-        "run `lltui llama install` to build one"
+        f"run `{install_command()}` to build one"
     )
+
+
+# where the NVIDIA driver lists the GPUs it drives (one folder each), and its device files
+NVIDIA_PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+NVIDIA_DEVICE = Path("/dev/nvidia0")
+
+
+def nvidia_gpu_present() -> bool:
+    """Whether the NVIDIA driver drives a GPU here (read from the files it makes: no NVML
+    needed, nothing loaded)."""
+    try:
+        if NVIDIA_PROC_GPUS.is_dir() and any(NVIDIA_PROC_GPUS.iterdir()):
+            return True
+    except OSError:
+        pass
+    return NVIDIA_DEVICE.exists()
+
+
+def install_command() -> str:
+    """How to build llama-server here: with CUDA where an NVIDIA GPU is present."""
+    return "lltui llama install --cuda" if nvidia_gpu_present() else "lltui llama install"
 
 
 # --- parsing --version and --help -------------------------------------------------------------

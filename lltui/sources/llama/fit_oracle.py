@@ -133,8 +133,10 @@ def run_oracle(
         raise OracleError("llama-fit-params reads the whole file: download the model first")
     exe = binary or find_fit_params()
     if exe is None:
+        from lltui.sources.llama.binary import install_command
+
         raise OracleError(
-            "llama-fit-params not found (run `lltui llama install`, put it on PATH, "
+            f"llama-fit-params not found (run `{install_command()}`, put it on PATH, "
             f"or set {ENV_VAR})"
         )
     argv = [str(exe), "-m", model, *oracle_args(args), "--fit", "off", "--fit-print", "on"]

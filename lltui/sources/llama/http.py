@@ -34,6 +34,7 @@ from lltui.core.llama.metrics import (
     parse_props,
     parse_slots,
 )
+from lltui.core.text import error_text
 
 DEFAULT_TIMEOUT_S = 2.0
 # The most a healthy llama-server sends: /metrics is a few KiB, /slots grows with the slots
@@ -195,7 +196,7 @@ class LlamaServerClient:
             return EndpointResult(path, TIMEOUT, message="no answer in time"), None
         except httpx.HTTPError as exc:
             # Error texts from httpx name the URL, never the headers.
-            return EndpointResult(path, HTTP_ERROR, message=type(exc).__name__), None
+            return EndpointResult(path, HTTP_ERROR, message=error_text(exc)), None
         elapsed = self._clock() - started
         if broken is not None:
             return EndpointResult(path, BAD_RESPONSE, code, broken, elapsed), None

@@ -10,6 +10,7 @@ import json
 import httpx
 
 from lltui.core.llama.router_api import RouterModel, parse_router_models
+from lltui.core.text import error_text
 from lltui.sources.llama.http import LlamaServerClient
 
 ACTION_MAX_BYTES = 64 * 1024
@@ -56,7 +57,7 @@ class RouterClient(LlamaServerClient):
         except httpx.TimeoutException:
             raise RouterHttpError(f"{path}: the router did not answer in time") from None
         except httpx.HTTPError as exc:
-            raise RouterHttpError(f"{path}: {type(exc).__name__}") from None
+            raise RouterHttpError(f"{path}: {error_text(exc)}") from None
         if broken is not None:
             raise RouterHttpError(f"{path}: {broken}")
         if code == 200:

@@ -20,6 +20,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lltui.core.text import error_text
+
 PROTO_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION of the pinned llama.cpp
 PROTO_MINOR = 0  # RPC_PROTO_MINOR_VERSION: a newer minor is refused by llama-server too
 CMD_GET_DEVICE_MEMORY = 11
@@ -134,7 +136,7 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
             "(it serves one client at a time: is a llama-server using it?)"
         ) from None
     except OSError as exc:
-        why = exc.strerror or type(exc).__name__
+        why = error_text(exc)
         raise RpcProbeError(f"rpc-server {endpoint}: connection lost ({why})") from None
 
 
@@ -152,7 +154,7 @@ def _connect(endpoint: str, host: str, port: int, timeout_s: float) -> socket.so
     except (UnicodeError, ValueError):  # an empty or over-long label: "a..b"
         raise RpcProbeError(f"rpc-server {endpoint}: not a valid host name") from None
     except OSError as exc:
-        why = exc.strerror or type(exc).__name__
+        why = error_text(exc)
         raise RpcProbeError(f"rpc-server {endpoint}: cannot connect ({why})") from None
 
 
@@ -193,7 +195,7 @@ def _probe_now(endpoints: Sequence[str], timeout_s: float) -> list[RpcServerInfo
         except RpcProbeError as exc:
             results[i] = exc
         except Exception as exc:  # a thread's traceback must not reach the terminal
-            results[i] = RpcProbeError(f"rpc-server {ep}: {type(exc).__name__}")
+            results[i] = RpcProbeError(f"rpc-server {ep}: {error_text(exc)}")
 
     threads = [
         threading.Thread(target=one, args=(i, ep), daemon=True, name=f"rpc-probe {ep}")

@@ -23,6 +23,7 @@ from lltui.core.gguf.refs import (
     select_file,
     select_quant,
 )
+from lltui.core.text import error_text
 from lltui.sources.models.remote_gguf import (
     TIMEOUT_S,
     RemoteError,
@@ -114,7 +115,7 @@ def hub_error(ref_text: str, exc: Exception, tok: str | None) -> RemoteError:
     elif isinstance(exc, errors.OfflineModeIsEnabled):
         msg = "HF_HUB_OFFLINE is set: the hub cannot be asked"
     else:
-        msg = f"cannot reach {endpoint()} ({type(exc).__name__})"
+        msg = f"cannot reach {endpoint()} ({error_text(exc)})"
         return RemoteError(scrub(f"{ref_text}: {msg}", tok), 1)
     return RemoteError(scrub(f"{ref_text}: {msg}", tok))
 

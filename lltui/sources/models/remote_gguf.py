@@ -32,6 +32,7 @@ from lltui.core.gguf.reader import (
 )
 from lltui.core.gguf.refs import UrlRef, display_url, split_urls
 from lltui.core.gguf.values import as_int
+from lltui.core.text import error_text
 from lltui.core.units import MIB, fmt_bytes
 
 FIRST_REQUEST_BYTES = 2 * MIB  # a 150k-token vocabulary header is 6-10 MiB
@@ -110,7 +111,6 @@ def _status_error(f: RemoteFile, resp: httpx.Response) -> RemoteError:
 
 
 def _transport_error(f: RemoteFile, exc: httpx.HTTPError) -> RemoteError:
-    kind = type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
         what = f"timed out after {TIMEOUT_S:.0f} s"
     elif isinstance(exc, httpx.ConnectError):
@@ -118,7 +118,7 @@ def _transport_error(f: RemoteFile, exc: httpx.HTTPError) -> RemoteError:
     elif isinstance(exc, httpx.TooManyRedirects):
         what = "too many redirects"
     else:
-        what = kind
+        what = error_text(exc)
     return RemoteError(f"{f.name}: {what} ({_host(f.url)})", 1)
 
 

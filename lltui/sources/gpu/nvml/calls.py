@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lltui.core.text import error_text
 from lltui.sources.gpu.nvml.codes import (
     ERR_ARGUMENT_VERSION_MISMATCH,
     ERR_FUNCTION_NOT_FOUND,
@@ -95,7 +96,7 @@ class NvmlCalls:
                 return MISSING, None
             return FAILED, f"TypeError: {exc}"
         except Exception as exc:
-            return FAILED, f"{type(exc).__name__}: {exc}"
+            return FAILED, f"{error_text(exc)}"
 
     def settle(
         self,
@@ -112,7 +113,7 @@ class NvmlCalls:
             try:
                 return convert(value)
             except Exception as exc:
-                g.errors.append(f"{key}: unreadable answer ({type(exc).__name__}: {exc})")
+                g.errors.append(f"{key}: unreadable answer ({error_text(exc)})")
                 return None
         if outcome == FAILED:
             g.errors.append(f"{key}: {value}")

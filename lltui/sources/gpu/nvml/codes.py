@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lltui.core.text import error_text
+
 # nvmlReturn_t codes.
 NVML_SUCCESS = 0
 ERR_UNINITIALIZED = 1
@@ -99,7 +101,7 @@ def error_words(exc: BaseException) -> str:
         words = ""
     code = error_code(exc)
     if not words:
-        return f"NVML error {code}" if code is not None else type(exc).__name__
+        return f"NVML error {code}" if code is not None else error_text(exc)
     return words
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.text import error_text
 from lltui.sources.gpu.nvml.calls import FAILED, OK, GpuLost, NvmlCalls
 from lltui.sources.gpu.nvml.codes import (
     AGGREGATE_ECC,
@@ -137,7 +138,7 @@ def read_fields(
             except GpuLost:
                 raise
             except Exception as exc:
-                g.errors.append(f"field values: unreadable ({type(exc).__name__}: {exc})")
+                g.errors.append(f"field values: unreadable ({error_text(exc)})")
                 out.update(dict.fromkeys((f.key for f in batched), None))
         elif outcome == FAILED:
             g.errors.append(f"field values: {raw}")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.text import error_text
 from lltui.sources.gpu.nvml.codes import (
     ERR_DRIVER_NOT_LOADED,
     ERR_FUNCTION_NOT_FOUND,
@@ -70,7 +71,7 @@ def init_failure(nv: Any, exc: BaseException) -> tuple[str, str]:
     if code is not None:
         return f"NVML did not initialise: {error_words(exc)}", "run nvidia-smi to see why"
     return (
-        f"NVML did not initialise: {type(exc).__name__}: {exc}",
+        f"NVML did not initialise: {error_text(exc)}",
         "run nvidia-smi to see why",
     )
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.monitor.models import GpuProcess
+from lltui.core.text import error_text
 from lltui.sources.gpu.nvml.calls import EMPTY, MISSING, OK, NvmlCalls, Variant
 from lltui.sources.gpu.nvml.codes import ERR_NOT_FOUND, NVML_SUCCESS, VALUE_NOT_AVAILABLE_ULL
 from lltui.sources.gpu.nvml.state import GpuState
@@ -60,7 +61,7 @@ def read_processes(calls: NvmlCalls, g: GpuState) -> tuple[GpuProcess, ...]:
         try:
             entries = [(int(p.pid), used_memory(p.usedGpuMemory)) for p in listed]
         except Exception as exc:
-            g.errors.append(f"{key}: unreadable answer ({type(exc).__name__}: {exc})")
+            g.errors.append(f"{key}: unreadable answer ({error_text(exc)})")
             continue
         for pid, used in entries:
             if pid not in merged:
@@ -104,7 +105,7 @@ def read_process_util(calls: NvmlCalls, g: GpuState) -> dict[int, float] | None:
         try:
             return _newest_per_pid(g, value)
         except Exception as exc:
-            g.errors.append(f"{UTIL_KEY}: unreadable answer ({type(exc).__name__}: {exc})")
+            g.errors.append(f"{UTIL_KEY}: unreadable answer ({error_text(exc)})")
             return None
     return None
 

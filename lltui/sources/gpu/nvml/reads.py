@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from lltui.core.monitor.throttle import reasons_from_mask
+from lltui.core.text import error_text
 from lltui.sources.gpu.nvml.calls import MISSING, NvmlCalls, Variant
 from lltui.sources.gpu.nvml.codes import (
     CLOCK_MEM,
@@ -62,7 +63,7 @@ def read_fast(calls: NvmlCalls, g: GpuState) -> None:
             if g.static is not None and g.static.memory_total <= 0 < int(memory.total):
                 g.static = replace(g.static, memory_total=int(memory.total))
         except Exception as exc:
-            g.errors.append(f"memory: unreadable answer ({type(exc).__name__}: {exc})")
+            g.errors.append(f"memory: unreadable answer ({error_text(exc)})")
     util = calls.call(g, "util", "nvmlDeviceGetUtilizationRates", convert=_util)
     util_gpu, util_mem = util if util is not None else (None, None)
     values, pending = read_fields(calls, g, FAST_FIELDS)

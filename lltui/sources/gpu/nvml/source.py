@@ -55,6 +55,7 @@ from lltui.core.monitor.models import (
     RigSample,
     SourceUnavailable,
 )
+from lltui.core.text import error_text
 from lltui.sources.gpu.base import SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.nvml.calls import GpuLost, NvmlCalls
 from lltui.sources.gpu.nvml.codes import (
@@ -348,7 +349,7 @@ class NvmlSource:
         except GpuLost:
             g.lost_reason = LOST_WORDS
         except Exception as exc:  # a bug here must cost one GPU's tick, not the poll
-            g.errors.append(f"internal error: {type(exc).__name__}: {exc}")
+            g.errors.append(f"internal error: {error_text(exc)}")
         if g.static is not static and self._info is not None:
             # The memory total NVML could not give at open came with this reading.
             statics = tuple(x.static for x in self._gpus if x.static is not None)
@@ -360,7 +361,7 @@ class NvmlSource:
         try:
             return self._host.sample(), None
         except Exception as exc:
-            return HostSample(), f"host CPU/RAM could not be read: {type(exc).__name__}: {exc}"
+            return HostSample(), f"host CPU/RAM could not be read: {error_text(exc)}"
 
 
 def _sample(g: GpuState, events: Drained) -> GpuSample:

@@ -1,0 +1,142 @@
+"""What fit tells a user whose settings fit but are not what they think: a model split over
+several GPUs that fewer would hold (the command that picks them, checked by estimating it
+and by a brute force over every smaller set), and a ``-ts`` with more values than devices
+(in ``lltui fit``, ``lltui launch`` and the views). Also the few words a summary spends on
+a rig: identical GPUs said together."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import gguf_factory as gf
+import pytest
+from fake_pynvml import FakeNvml, make_gpus
+
+from lltui.cli import main
+from lltui.core.llama.args import parse_llama_args
+from lltui.services.devices import describe, resolve_devices
+from lltui.services.fit import FitRequest, fit
+
+
+@pytest.fixture(scope="module")
+def llama8b(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hints") / "llama-8b.gguf"
+    gf.write_model(path, gf.llama_8b_spec(), "Q4_K", sparse=True, name="Llama 8B")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def llama70b(tmp_path_factory):
+    shape = dict(n_embd=8192, n_ff=28672, n_head=64, n_head_kv=8, head_dim=128, n_layer=80)
+    spec = gf.llama_spec(**{**shape, "n_vocab": 128256})
+    path = tmp_path_factory.mktemp("hints") / "llama-70b.gguf"
+    gf.write_model(path, spec, "Q4_K", sparse=True, name="Llama 70B")
+    return str(path)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _fit(model: str, gpus: str, *flags: str):
+    return fit(FitRequest(model=model, args=parse_llama_args(list(flags)), gpus=gpus)).result
+
+
+def test_an_8b_split_over_eight_h100s_is_told_one_holds_it(llama8b, capsys):
+    rc, out, _ = run(capsys, "fit", llama8b, "--gpus", "sim:8xh100-sxm")
+    assert rc == 0
+    assert "fewer GPUs: -dev CUDA0: one GPU holds it" in out
+    assert "the other 7 stay free" in out and "-sm none -mg 0" in out
+    rc, out, _ = run(capsys, "fit", llama8b, "--gpus", "sim:8xh100-sxm", "--json")
+    hints = json.loads(out)["hints"]
+    assert [h["flags"] for h in hints] == [["-dev", "CUDA0"]]
+    # what it says is what an estimate of that command says
+    there = _fit(llama8b, "sim:8xh100-sxm", "-dev", "CUDA0")
+    holding = [d.name for d in there.devices if d.kind != "cpu" and d.total_bytes]
+    assert there.fits and holding == ["CUDA0"]
+
+
+def test_the_fewest_gpus_are_found_and_none_fewer_would_do(llama70b):
+    base = _fit(llama70b, "sim:4xl4", "-c", "4096")
+    assert base.fits and sum(1 for d in base.devices if d.kind == "cuda" and d.total_bytes) == 4
+    (hint,) = base.hints
+    assert hint.flags[0] == "-dev"
+    picked = hint.flags[1].split(",")
+    there = _fit(llama70b, "sim:4xl4", "-c", "4096", *hint.flags)
+    assert there.fits
+    # brute force: no smaller set of these GPUs holds it with the same settings
+    names = [f"CUDA{i}" for i in range(4)]
+    for k in range(1, len(picked)):
+        for subset in itertools.combinations(names, k):
+            assert not _fit(llama70b, "sim:4xl4", "-c", "4096", "-dev", ",".join(subset)).fits
+
+
+@pytest.mark.parametrize(
+    ("gpus", "flags"),
+    [
+        ("sim:kaggle-2xt4", ["-c", "4096", "-sm", "none"]),  # one GPU already
+        ("T4", []),  # one GPU only
+        ("24GiB,24GiB", ["-ngl", "0"]),  # nothing on the GPUs
+    ],
+)
+def test_no_fewer_gpu_hint_where_there_is_nothing_to_gain(llama8b, gpus, flags):
+    assert _fit(llama8b, gpus, *flags).hints == ()
+
+
+def test_no_hint_when_the_model_needs_every_gpu(llama70b):
+    res = _fit(llama70b, "24GiB,24GiB", "-c", "2048")
+    assert res.fits and res.hints == ()
+
+
+def test_identical_gpus_are_said_together():
+    def said(spec: str) -> str:
+        return describe(resolve_devices(spec)[0])
+
+    assert said("sim:8xh100-sxm") == "8x H100 80GB HBM3 (CUDA0-7)"
+    assert said("sim:16xv100-dgx2") == "16x V100-SXM3-32GB (CUDA0-15)"
+    assert said("4090,3090") == "CUDA0 RTX 4090, CUDA1 RTX 3090"
+    assert said("24GiB,24GiB") == "2x 24.0 GiB (CUDA0,1)"
+    assert said("cpu") == "the host only"
+
+
+def test_the_speed_line_says_alike_devices_together(llama8b, capsys):
+    _rc, out, _ = run(capsys, "fit", llama8b, "--gpus", "sim:8xh100-sxm")
+    speed = next(line for line in out.splitlines() if line.startswith("speed:"))
+    assert "CUDA1-6 0.49 ms" in speed and "(memory)" not in speed
+    assert speed.count("CUDA") == 3
+
+
+def test_fit_warns_of_a_tensor_split_longer_than_the_devices(llama8b, capsys):
+    rc, out, _ = run(capsys, "fit", llama8b, "--gpus", "T4,T4", "-ts", "1,1,1")
+    assert rc == 0
+    assert "warning: -ts gives 3 values for 2 devices: llama.cpp uses 1,1 and ignores 1" in out
+    rc, out, _ = run(capsys, "fit", llama8b, "--gpus", "T4,T4", "-ts", "1,1,1", "--json")
+    assert any("-ts gives 3 values" in w for w in json.loads(out)["warnings"])
+    rc, out, _ = run(capsys, "fit", llama8b, "--gpus", "T4,T4", "-ts", "3,1")
+    assert "-ts gives" not in out
+
+
+def test_launch_warns_of_a_tensor_split_longer_than_the_gpus(llama8b, capsys, monkeypatch):
+    FakeNvml(make_gpus(2)).install(monkeypatch)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    rc, _out, err = run(capsys, "launch", llama8b, "-ts", "1,1,1", "--dry-run")
+    assert rc == 0
+    assert "-ts gives 3 values for 2 devices" in err
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # the server sees one of them
+    rc, _out, err = run(capsys, "launch", llama8b, "-ts", "1,1", "--dry-run")
+    assert "-ts gives 2 values for 1 device" in err
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    rc, _out, err = run(capsys, "launch", llama8b, "-ts", "3,1", "--dry-run")
+    assert "-ts gives" not in err
+
+
+def test_the_launch_view_preview_warns_of_it_for_the_rig_in_view(llama8b):
+    from lltui.app.state.launch import preview_command
+
+    line, note = preview_command(llama8b, "-ts 1,1,1", "127.0.0.1:8080", n_gpus=2)
+    assert line and note is not None and "-ts gives 3 values for 2 devices" in note
+    _line, note = preview_command(llama8b, "-ts 1,1", "127.0.0.1:8080", n_gpus=2)
+    assert note is None or "-ts gives" not in note

@@ -1,0 +1,174 @@
+"""The fleet view as its users read it: why a host is down (a refused port and a hung one, both
+real sockets on 127.0.0.1, reached by the real ssh client), every column at 80 and 200
+columns, the states counted in words, and a host keeping its history and energy when
+another one is opened."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from app_helpers import wait_for
+from textual.widgets import DataTable
+
+from lltui.app.app import create_app
+from lltui.app.screens.fleet import COLUMNS, FleetScreen, fleet_layout, fleet_summary
+from lltui.app.widgets.hanging import HangingList
+from lltui.config import Settings
+from lltui.core.monitor.fleet import HostRow
+from lltui.sources.gpu.fleet import Fleet, FleetFocus
+from lltui.sources.gpu.sim import SimSource
+from lltui.sources.ssh import SSH_CONFIG_ENV
+from tests.ssh_fixture import ssh_children_of_us
+
+
+def screen_text(app) -> str:
+    return "\n".join(
+        "".join(seg.text for seg in strip).rstrip()
+        for strip in app.screen._compositor.render_strips()
+    )
+
+
+@pytest.fixture
+def dead_hosts(tmp_path, monkeypatch) -> Iterator[tuple[int, int]]:
+    """(a port nothing listens on, a port that accepts and never says a word), both on
+    127.0.0.1; ssh with an empty config, its control sockets in a short folder."""
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client: the fleet's ssh hosts cannot be tried")
+    runtime = tempfile.mkdtemp(prefix="lr-")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    config = tmp_path / "ssh_config"
+    config.write_text("")
+    monkeypatch.setenv(SSH_CONFIG_ENV, str(config))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        refused = probe.getsockname()[1]  # closed again: nothing listens there
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)
+    taken: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        hung.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                taken.append(hung.accept()[0])  # and never a word back
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield refused, hung.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for conn in taken:
+        conn.close()
+    hung.close()
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _row_status(app, host: str) -> str:
+    return str(app.screen.query_one(DataTable).get_cell(host, "status"))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)], ids=["80x24", "200x60"])
+async def test_a_refused_and_a_hung_host_say_why_they_are_down(dead_hosts, size):
+    refused, hung = dead_hosts
+    down, hang = f"127.0.0.1:{refused}", f"127.0.0.1:{hung}"
+    settings = Settings(interval=0.5, source=f"sim:4xl4,smi:{down},smi:{hang}")
+    app = create_app(settings, host_timeout=1.5)
+    async with app.run_test(size=size) as pilot:
+        assert isinstance(app.screen, FleetScreen)
+        fleet = app.fleet
+        assert fleet is not None
+        await wait_for(lambda: fleet.state(1).error and fleet.state(2).error, timeout=30)
+        await pilot.pause(0.3)
+        app.screen.show_fleet()
+        await pilot.pause()
+        text = screen_text(app)
+        assert "down" in _row_status(app, down) and "down" in _row_status(app, hang)
+        # the reason, whole, on screen: in the note column or under the table
+        assert f"connect to host 127.0.0.1 port {refused}: Connection refused" in text
+        assert "ssh did not answer within 1.5 s" in text
+        assert "Unavailable" not in text and "Error:" not in text  # no class names
+        assert "3 hosts: 1 up, 2 down" in text  # the states counted in words
+        for heading in ("Host", "State", "GPUs", "VRAM GiB", "Power", "Util", "llama", "Age"):
+            assert heading in text.splitlines()[3], heading  # every column on screen
+        notes = app.screen.query_one("#fleet-notes", HangingList)
+        assert bool(notes.entries) == (size[0] == 80)  # at 200 the note column holds them
+        # opening the refused host says why in the monitor, in words
+        table = app.screen.query_one(DataTable)
+        table.move_cursor(row=1)
+        table.focus()
+        await pilot.press("enter")
+        await wait_for(lambda: app.current_mode == "monitor" and app.model.error is not None)
+        await pilot.pause(0.2)
+        monitor = screen_text(app)
+        assert "Connection refused" in monitor and "SourceUnavailable" not in monitor
+        assert "no data" in monitor and "starting" not in monitor
+
+    # an ssh still connecting to the hung host ends within its own connect timeout
+    def ours() -> list[str]:
+        return [line for line in ssh_children_of_us() if f"{refused}" in line or f"{hung}" in line]
+
+    deadline = time.monotonic() + 15
+    while ours() and time.monotonic() < deadline:
+        threading.Event().wait(0.1)
+    assert not ours(), ours()
+
+
+def test_the_table_fits_80_columns_and_grows_a_note_column_when_wide():
+    narrow = fleet_layout(80, 15)
+    used = sum(narrow.widths) + 2 * len(narrow.columns) + 1
+    assert narrow.narrow and used <= 80 and narrow.note_width == 0
+    assert narrow.widths[0] == 15  # 127.0.0.1:PORT whole
+    wide = fleet_layout(200, 15)
+    assert not wide.narrow and wide.note_width >= 60
+    assert sum(wide.widths) + wide.note_width + 2 * len(wide.columns) + 1 <= 200
+    assert [c.key for c in wide.columns] == [c.key for c in COLUMNS] + ["error"]
+
+
+def test_summary_counts_states_in_words():
+    def row(status: str) -> HostRow:
+        return HostRow("h", status, None, 0, None, None, None, None, None, None, None, None, None)
+
+    rows = [row("up"), row("down"), row("stale"), row("connecting"), row("up")]
+    assert fleet_summary(rows) == "5 hosts: 2 up, 1 stale, 1 down, 1 connecting"
+    assert fleet_summary([row("up")]) == "1 host: 1 up"
+
+
+async def test_a_host_keeps_its_history_and_energy_when_another_is_opened():
+    fleet = Fleet(
+        ["sim:4xl4", "sim:kaggle-2xt4"],
+        interval=0.05,
+        make=lambda spec, i: SimSource(spec.partition(":")[2], seed=i),
+    )
+    source = FleetFocus(fleet)
+    settings = Settings(interval=0.05, source="sim:4xl4,sim:kaggle-2xt4")
+    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    async with app.run_test(size=(120, 30)) as pilot:
+        first = app.model
+        await wait_for(lambda: first.history.seconds() > 0)
+        app.focus_host(1)
+        await pilot.pause()
+        second = app.model
+        assert second is not first
+        held = first.history.seconds()
+        energy = first.history.energy_since_start_mj()
+        start = first.history.first
+        # host 0, out of view, keeps taking its samples from its own thread
+        await wait_for(lambda: first.history.seconds() > held + 0.2)
+        app.focus_host(0)
+        await pilot.pause()
+        assert app.model is first and first.history.first is start  # not restarted
+        assert energy is not None and (first.history.energy_since_start_mj() or 0) > energy
+        app.focus_host(1)
+        await pilot.pause()
+        assert app.model is second  # the second host's history too
+        assert app.host_model(0) is first and app.host_model(1) is second

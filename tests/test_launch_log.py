@@ -1,0 +1,109 @@
+"""The launch view's log and rates after a request: llama-server's timing lines are read
+whole at 80 columns (wrapped, not cut), and the rates show what the last request got (from
+those lines) where the counters' rate has fallen back to 0."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from app_helpers import sim_app, wait_for
+from llama_fixture import free_port, llama_bins, tiny_model
+
+from lltui.app.screens.launch import LaunchScreen, render_rates
+from lltui.core.llama.timings import RequestTimings, TimingReader
+from lltui.services.launch_watch import LaunchState
+
+__all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llama-server"
+READY_TIMEOUT_S = 90.0
+
+
+@pytest.mark.parametrize("name", ["server_default_verbosity_full.log", "server_jsonl_lv4_full.log"])
+def test_timing_lines_of_real_server_logs_are_read(name):
+    reader = TimingReader()
+    found = [t for line in (FIXTURES / name).read_text().splitlines() if (t := reader.feed(line))]
+    assert len(found) == 1
+    t = found[0]
+    assert t.prompt_tokens == 22 and t.gen_tokens == 6
+    assert t.prompt_tps is not None and t.prompt_tps > 1000 and t.gen_tps is not None
+
+
+def test_an_eval_line_without_its_prompt_line_is_no_request():
+    reader = TimingReader()
+    line = "slot print_timing: id  0 | task 7 |        eval time =  1.00 ms /  2 tokens (0.50 ms per token,  2000.00 tokens per second)"  # noqa: E501
+    assert reader.feed(line) is None
+
+
+def test_idle_rates_show_the_last_request_not_a_rate_decayed_to_zero():
+    st = LaunchState(phase="ready")
+    st.gen_tps.extend([35.0, 12.0, 0.0])
+    st.prompt_tps.extend([900.0, 0.0])
+    st.slots_busy = 0
+    assert "0.00 tok/s" in render_rates(st, 80)  # no timing lines yet: the counters' rate
+    st.last_request = RequestTimings(22, 7.38, 2979.01, 24, 700.0, 34.29)
+    st.last_request_at = 100.0
+    text = render_rates(st, 80, now=112.0)
+    assert "34.29 tok/s" in text and "2979.01 tok/s" in text and "0.00 tok/s" not in text
+    assert "last request (12s ago): prompt 22 tokens at 2979 tok/s" in text
+    st.slots_busy = 1  # a request running: its live rate
+    st.gen_tps.append(40.0)
+    assert "40.00 tok/s" in render_rates(st, 80, now=113.0)
+
+
+@pytest.fixture
+def server_env(llama_bins, monkeypatch):
+    monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+
+
+@pytest.mark.slow
+async def test_a_real_request_timing_lines_whole_at_80_columns(server_env, tiny_model):
+    port = free_port()
+    app = sim_app("kaggle-2xt4")
+    pid = None
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("5")
+            screen = app.screen
+            assert isinstance(screen, LaunchScreen)
+            app.launch_action("start", str(tiny_model), "-c 256 -np 1 -t 1", f"127.0.0.1:{port}")
+            await wait_for(lambda: app.launch.state.phase in ("ready", "error"), READY_TIMEOUT_S)
+            assert app.launch.state.phase == "ready", app.launch.state.message
+            pid = app.launch.state.pid
+            with httpx.Client(timeout=30, trust_env=False) as client:
+                r = client.post(
+                    f"http://127.0.0.1:{port}/completion",
+                    json={"prompt": "hello", "n_predict": 16, "temperature": 0},
+                )
+                assert r.status_code == 200
+            await wait_for(lambda: app.launch.state.last_request is not None, 20)
+            await pilot.pause(0.2)
+            timings = [line for line in app.launch.state.lines if "eval time =" in line]
+            assert len(timings) == 2
+            log = screen.query_one("#launch-log")
+            shown = "".join("".join(seg.text for seg in strip) for strip in log.lines)
+            for line in timings:  # every character of the line is in the pane, in order
+                assert line.replace(" ", "") in shown.replace(" ", ""), line
+            assert app.launch.state.last_request.gen_tokens == 16
+            rates = str(screen.query_one("#launch-rates").render())
+            assert "last request" in rates and "generated 16 tokens" in rates
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+async def test_the_placement_table_fits_80_columns():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one("#launch-placement")
+        width = sum(c.get_render_width(table) for c in table.columns.values())
+        assert width <= 80 - 3  # the page's padding and scrollbar

@@ -1,0 +1,148 @@
+"""The monitor says what state it is in, as a player or nvitop would: a replay's place in
+its recording, Pause that reads Resume while paused, one pause command in the palette, key
+help with lltui's own keys and a legend of the monitor, and a GPU page with its readings now
+and the span its graphs really cover."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app_helpers import sim_app, wait_for
+from textual.widgets import Static
+
+from lltui.app.app import create_app
+from lltui.app.screens.gpu_detail import GpuDetailScreen
+from lltui.app.screens.help import HelpScreen
+from lltui.app.widgets.footer import LltuiFooter
+from lltui.app.widgets.status import StatusBar
+from lltui.config import Settings
+from lltui.core.units import fmt_clock
+from lltui.sources.gpu.replay import (
+    Recorder,
+    ReplaySource,
+)
+from lltui.sources.gpu.sim import SimSource, StepClock
+
+
+def status_text(app) -> str:
+    return str(app.screen.query_one(StatusBar).render())
+
+
+def footer_text(app) -> str:
+    return str(app.screen.query_one(LltuiFooter).render())
+
+
+def _recording(path: Path, n: int, step: float) -> Path:
+    src = SimSource("kaggle-2xt4", seed=1, clock=StepClock(step=step), start=0.0)
+    info = src.open()
+    with Recorder(path, wall=lambda: 1_767_225_600.0) as rec:
+        rec.start(info)
+        for _ in range(n):
+            rec.write(src.poll())
+    return path
+
+
+def test_fmt_clock():
+    assert [fmt_clock(s) for s in (0, 42, 600, 3723, -1)] == [
+        "00:00",
+        "00:42",
+        "10:00",
+        "1:02:03",
+        "00:00",
+    ]
+
+
+async def test_a_replay_shows_its_place_paused_and_ended(tmp_path):
+    path = _recording(tmp_path / "rec.jsonl", 31, step=20.0)  # 30 gaps of 20 s: 10:00
+    source = ReplaySource(path, stepped=True)
+    app = create_app(
+        Settings(source=f"replay:{path}"), source=source, start_polling=False, clock=StepClock()
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.poll_sync(3)  # the third sample: 40 s in
+        await pilot.pause()
+        assert "▶ replay 00:40 of 10:00" in status_text(app)
+        assert "live" not in status_text(app)
+        await pilot.press("space")
+        await pilot.pause()
+        assert "PAUSED replay 00:40 of 10:00" in status_text(app)
+        await pilot.press("space")
+        app.poll_sync(30)  # past the last sample
+        await pilot.pause()
+        assert "replay ended at 10:00 of 10:00" in status_text(app)
+
+
+async def test_the_pause_key_reads_resume_while_paused_and_the_palette_has_one_pause():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.poll_sync(2)
+        await pilot.pause()
+        assert "Pause" in footer_text(app) and "Resume" not in footer_text(app)
+        await pilot.press("space")
+        await pilot.pause()
+        assert "Resume" in footer_text(app) and " Pause " not in footer_text(app)
+        assert "PAUSED" in status_text(app)
+        from textual.command import CommandPalette
+
+        await pilot.press("ctrl+p")
+        await wait_for(lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"sampling")
+        await pilot.pause(0.3)
+        palette = app.screen
+        options = palette.query_one("CommandList")
+        names = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        pauses = [n for n in names if "ause" in n or "esume" in n]
+        assert len(pauses) == 1 and "Resume sampling" in pauses[0], names
+        await pilot.press("escape")
+        await pilot.press("space")
+        await pilot.pause()
+        assert "Pause" in footer_text(app) and "Resume" not in footer_text(app)
+
+
+def screen_text(app) -> str:
+    return "\n".join(
+        "".join(seg.text for seg in strip).rstrip()
+        for strip in app.screen._compositor.render_strips()
+    )
+
+
+async def test_key_help_shows_lltuis_keys_then_a_legend_of_the_monitor():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 90)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        said = [what for _title, rows in app.screen.sections for _keys, what in rows]
+        assert "Pause" in said and "Filter" in said and "Detail" in said
+        for generic in ("Focus Next", "Focus Previous", "Cursor up", "Copy selected text"):
+            assert generic not in said  # Textual's own keys are not lltui's to explain
+        legend = screen_text(app)
+        assert "Focus Next" not in legend and "Cursor up" not in legend
+        for term in ("VRAM", "SM%", "GPU MEM", "COMMAND", "yellow", "85% full", "stale"):
+            assert term in legend, term
+        await pilot.press("escape")
+        await pilot.press("4")  # the fit view: keys, no monitor legend
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert not app.screen.query("#help-legend")
+
+
+async def test_the_gpu_page_shows_readings_now_and_the_span_its_graphs_cover():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(100, 50)) as pilot:
+        app.poll_sync(8)  # 7 s of history at 1 s a sample
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, GpuDetailScreen)
+        text = str(app.screen.query_one("#detail", Static).render())
+        g = app.model.latest.gpus[0]
+        assert f"power {g.power_w:.0f}/{g.power_limit_w:.0f} W" in text
+        assert f"temp {g.temp_c:.0f}°C" in text
+        assert "over the last 7s" in text and "1m00s" not in text
+        app.poll_sync(60)
+        await pilot.pause()
+        text = str(app.screen.query_one("#detail", Static).render())
+        assert "over the 1m window" in text
