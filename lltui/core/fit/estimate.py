@@ -66,7 +66,15 @@ def estimate(
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
     bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
-    speed = estimate_speed(model, result, backends=backends, pcie=pcie, bandwidth=bandwidth)
+    speed = estimate_speed(
+        model,
+        result,
+        host=p.options.host,
+        calibration=p.options.calibration,
+        backends=backends,
+        pcie=pcie,
+        bandwidth=bandwidth,
+    )
     result = replace(result, speed=speed)
     if not p.options.search:
         return result

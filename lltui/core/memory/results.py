@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lltui.core.gguf.model import GgufModel
+from lltui.core.hardware.calibration import Calibration
+from lltui.core.hardware.host import HostSpec
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN
 from lltui.core.memory.context import Resolved
@@ -24,6 +26,8 @@ class FitOptions:
     repack_profile: str = "x86"  # CPU_REPACK rules of the host CPU: x86, x86-avx512, arm, none
     search: bool = True  # find the largest context and, when it does not fit, what does
     suggest: bool = True  # with search: also the flags that would fit (quant tables skip it)
+    host: HostSpec | None = None  # the CPU side, for the speed of what it runs (None: assumed)
+    calibration: Calibration | None = None  # this rig's own measurements (lltui bench)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +212,8 @@ class SpeedEstimate:
     prompt_tokens: int
     decode_tps_full: float  # at a full context (n_ctx_seq cells read)
     notes: tuple[str, ...] = ()
+    host: str = ""  # the host CPU and memory the prediction assumed
+    calibrated: str | None = None  # "calibrated on this rig, DATE" when a rig's bench applied
 
 
 @dataclass(frozen=True, slots=True)
