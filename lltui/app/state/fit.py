@@ -55,6 +55,7 @@ class FitOutcome:
     notes: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     device_label: str = ""
+    measured: list[str] = field(default_factory=list)  # this model measured on this rig
 
 
 def form_flags(fields: dict[str, str], extra: str) -> list[str]:
@@ -95,6 +96,11 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
         )
         setup = prepare(wanted)
         out.notes += list(setup.notes)
+        out.measured = [
+            f"measured here: {p.test} {p.measured_tps:.1f} t/s (predicted {p.predicted_tps:.1f}"
+            f" before calibrating; {p.source}, {p.date})"
+            for p in setup.measured[-4:]
+        ]
         out.result = estimate_setup(setup)
         out.quants = list(quant_table(wanted, setup).rows)
         out.device_label = setup.device_label

@@ -6,9 +6,12 @@ layers' experts on the CPU with --n-cpu-moe for MoE models, experts first, or th
 layers on the GPUs with -ngl for dense ones), and on several GPUs the split: llama.cpp's
 default (by free memory) and the layers sized to what each GPU has left after its fixed
 costs (compute buffers, the output layer, the margin), which lets the largest context fit
-(:func:`headroom_split`). A -ts line is proposed only where it fits where the default does
-not, or fits more context, or runs faster. Each candidate is estimated like any fit (its
-largest context, its speed); only what the estimator says fits is proposed. Goals:
+(:func:`headroom_split`), and for the speed goal the most layers on the GPUs fastest per
+layer (:func:`speed_split`: a mixed rig). A -ts line is proposed only where it fits where
+the default does not, or fits more context, or runs faster. Speeds include the host CPU's
+share (the options carry the host and this rig's calibration). Each candidate is estimated
+like any fit (its largest context, its speed); only what the estimator says fits is
+proposed. Goals:
 
 - ``context``: the largest context, then speed;
 - ``speed``: the fastest decode at the context asked for (-c, else -fitc's 4096), then
@@ -70,7 +73,8 @@ class _Search:
     devices: Sequence[DeviceSpec]
     opts: FitOptions
     at_ctx: list[str]
-    splits: dict[tuple[str, ...], tuple[str, ...] | None] = field(default_factory=dict)
+    goal: str = "context"
+    splits: dict[tuple[tuple[str, ...], str], tuple[str, ...] | None] = field(default_factory=dict)
 
     def estimate(self, flags: Sequence[str], search: bool = True) -> FitResult | None:
         opts = self.opts if search else replace(self.opts, search=False)
@@ -83,13 +87,18 @@ class _Search:
         res = self.estimate([*flags, *self.at_ctx], search=False)
         return bool(res and res.fits)
 
-    def split(self, flags: tuple[str, ...]) -> tuple[str, ...] | None:
-        """-ts sized for ``flags`` by :func:`headroom_split`; None where it changes nothing."""
-        if flags not in self.splits:
+    def split(self, flags: tuple[str, ...], kind: str = "room") -> tuple[str, ...] | None:
+        """-ts sized for ``flags`` by :func:`headroom_split` (``kind`` "room") or
+        :func:`speed_split` ("speed"); None where it changes nothing."""
+        key = (flags, kind)
+        if key not in self.splits:
             res = self.estimate([*flags, *self.at_ctx], search=False)
-            counts = headroom_split(res, self.devices) if res is not None else None
-            self.splits[flags] = ("-ts", ",".join(map(str, counts))) if counts else None
-        return self.splits[flags]
+            counts = None
+            if res is not None:
+                split = speed_split if kind == "speed" else headroom_split
+                counts = split(res, self.devices)
+            self.splits[key] = ("-ts", ",".join(map(str, counts))) if counts else None
+        return self.splits[key]
 
 
 def check_goal(goal: str) -> None:
@@ -186,6 +195,54 @@ def headroom_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, 
     return tuple(counts)
 
 
+def speed_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, ...] | None:
+    """Layers per GPU (a -ts value) that decode fastest at the result's context: a layer
+    split runs its GPUs one after another, so every layer costs its own GPU's time per layer
+    (the speed model's, from each GPU's bandwidth and what it holds); the GPUs fastest per
+    layer take as many layers as their memory has room for at that context, the slower
+    ones the rest. None: one GPU, no speed, GPUs of one speed, a free size unknown, or the
+    result's own split."""
+    speed = res.speed
+    gpus = [e for e in res.devices if e.kind != "cpu"]
+    free = {d.name: d.free_bytes for d in devices}
+    if speed is None or len(gpus) < 2 or any(free.get(e.name) is None for e in gpus):
+        return None
+    per_layer: dict[str, float] = {}
+    for d in speed.devices:
+        n = sum(1 for dev in res.layer_devices[:-1] if dev == d.name)
+        if n:
+            per_layer[d.name] = d.decode_ms / n
+    if len(per_layer) < len(gpus) or max(per_layer.values()) < 1.05 * min(per_layer.values()):
+        return None  # GPUs within 5 % of each other: the room split is as fast
+    layers = [il for il, dev in enumerate(res.layer_devices) if dev != CPU]
+    cost = dict.fromkeys(layers, 0)
+    for p in res.placements:
+        if p.layer in cost and p.device != CPU and not p.duplicate:
+            cost[p.layer] += p.alloc_bytes
+    for cache in res.kv:
+        share = (cache.k_bytes + cache.v_bytes) // max(1, len(cache.layers))
+        for il in cache.layers:
+            if il in cost:
+                cost[il] += share
+    held = {e.name: [il for il in layers if res.layer_devices[il] == e.name] for e in gpus}
+    room = {
+        e.name: (free[e.name] or 0)
+        - (e.total_bytes + e.unaccounted_bytes - sum(cost[il] for il in held[e.name]))
+        for e in gpus
+    }
+    per_layer_bytes = sum(cost.values()) / max(1, len(layers))
+    counts = dict.fromkeys(room, 0)
+    left = len(layers)
+    for name in sorted(room, key=lambda n: per_layer[n]):
+        take = min(left, max(0, int(room[name] // max(1.0, per_layer_bytes))))
+        counts[name] = take
+        left -= take
+    if left:
+        return None  # the fastest-first fill does not hold every layer
+    out = tuple(counts[e.name] for e in gpus)
+    return None if list(out) == [len(held[e.name]) for e in gpus] else out
+
+
 def _largest(hi: int, ok: Callable[[int], bool], step: int = 256) -> int | None:
     """The largest multiple of ``step`` up to ``hi`` with ok (monotone); None: not even ``step``."""
     top = max(1, hi // step)
@@ -204,14 +261,15 @@ def _largest(hi: int, ok: Callable[[int], bool], step: int = 256) -> int | None:
 
 
 def _placements(
-    s: _Search, extra: tuple[str, ...], n_all: int, moe: bool, headroom: bool
+    s: _Search, extra: tuple[str, ...], n_all: int, moe: bool, kind: str | None
 ) -> list[tuple[_Placement, tuple[str, ...]]]:
-    """Where the weights go, with the -ts each is used with (none: llama.cpp's default split;
-    ``headroom``: :func:`headroom_split` for that placement, skipped where it is the same):
-    everything on the GPUs, else the least on the CPU that fits at the context asked for."""
+    """Where the weights go, with the -ts each is used with (``kind`` None: llama.cpp's
+    default split; "room": :func:`headroom_split`, "speed": :func:`speed_split` for that
+    placement, skipped where it is the same): everything on the GPUs, else the least on
+    the CPU that fits at the context asked for."""
 
     def ts_for(place: tuple[str, ...]) -> tuple[str, ...] | None:
-        return s.split((*place, *extra)) if headroom else ()
+        return s.split((*place, *extra), kind) if kind else ()
 
     def fits_with(place: tuple[str, ...]) -> bool:
         return s.fits([*place, *(ts_for(place) or ()), *extra])
@@ -248,7 +306,7 @@ def _candidate(s: _Search, flags: tuple[str, ...], why: str, gpu_only: bool) -> 
     )
 
 
-def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
+def _gain(b: Candidate, defaults: Sequence[Candidate], kind: str = "room") -> str | None:
     """What a -ts candidate gives over the same KV and ubatch with the default split; None
     when a default-split line is as good (then the -ts is not worth proposing)."""
 
@@ -263,6 +321,8 @@ def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
         return None
     ts = b.flags[b.flags.index("-ts") + 1]
     what = f"-ts {ts} gives each GPU the layers its memory has room for after its fixed costs"
+    if kind == "speed":
+        what = f"-ts {ts} puts the most layers on the GPUs fastest per layer"
     if not defaults:
         return f"{what}: fits where llama.cpp's default split does not"
     if b.gpu_only and not any(a.gpu_only for a in defaults):
@@ -280,7 +340,7 @@ def _split_may_help(
     context on the GPUs alone, and the split for everything on the GPUs is another one."""
     if any(c.gpu_only and c.max_ctx >= cap for c in defaults):
         return False
-    return s.split(("-ngl", "all", *extra)) is not None
+    return s.split(("-ngl", "all", *extra), "room") is not None
 
 
 def _search_all(s: _Search, n_all: int, moe: bool, split: bool, cap: int) -> list[Candidate]:
@@ -290,20 +350,22 @@ def _search_all(s: _Search, n_all: int, moe: bool, split: bool, cap: int) -> lis
     for kv_flags, kv_why in _KV:
         for ub_flags, ub_why in _UB:
             extra = (*kv_flags, *ub_flags)
-            found: dict[bool, list[Candidate]] = {False: [], True: []}
-            for headroom in (False, True):
-                if headroom and not (split and _split_may_help(s, extra, found[False], cap)):
-                    break
-                for place, ts in _placements(s, extra, n_all, moe, headroom):
+            found: dict[str, list[Candidate]] = {"": [], "room": [], "speed": []}
+            kinds = ["", "room", *(["speed"] if s.goal == "speed" and split else [])]
+            for kind in kinds:
+                if kind == "room" and not (split and _split_may_help(s, extra, found[""], cap)):
+                    continue
+                for place, ts in _placements(s, extra, n_all, moe, kind or None):
                     why = "; ".join(w for w in (place.why, kv_why, ub_why) if w) or "nothing"
                     c = _candidate(s, (*place.flags, *ts, *extra), why, place.gpu_only)
                     if c is not None:
-                        found[headroom].append(c)
-            out += found[False]
-            for c in found[True]:
-                gain = _gain(c, found[False])
-                if gain is not None:
-                    out.append(replace(c, gains=gain))
+                        found[kind].append(c)
+            out += found[""]
+            for kind in ("room", "speed"):
+                for c in found[kind]:
+                    gain = _gain(c, found[""], kind)
+                    if gain is not None and c.flags not in {o.flags for o in out}:
+                        out.append(replace(c, gains=gain))
     return out
 
 
@@ -346,7 +408,7 @@ def best_configs(
     opts = replace(options or FitOptions(), suggest=False)
     base = [a for a in settings.memory_args if a]
     asked = settings.n_ctx or settings.fit_ctx or 4096
-    s = _Search(model, base, devices, opts, ["-c", str(asked)])
+    s = _Search(model, base, devices, opts, ["-c", str(asked)], goal)
     first = s.estimate([], search=False)
     if first is None:
         return []
