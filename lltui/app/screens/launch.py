@@ -77,6 +77,13 @@ def render_rates(st: LaunchState, width: int) -> str:
             f"[$text-muted]predicted: generation ~{st.predicted_decode_tps:.0f} tok/s, "
             f"prompt ~{st.predicted_prefill_tps:.0f} tok/s[/]"
         )
+    for check in (st.served_generation, st.served_prompt):
+        if check is not None:
+            # the server's own timing of its last request against the prediction at its size
+            tone = "$warning" if check.large_miss else "$text-muted"
+            lines.append(f"[{tone}]served {escape(check.line())}[/]")
+    if st.speed_kept:
+        lines.append(f"[$text-muted]{escape(st.speed_kept)} as a calibration point[/]")
     if st.tokens_total is not None:
         lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
     return "\n".join(lines)
