@@ -13,6 +13,7 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 from hub_server import Hub, HubServer, Repo
+from llama_fixture import llama_bins
 
 from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf
@@ -25,7 +26,7 @@ from lltui.sources.models import hf_hub
 from lltui.sources.models.same_shape import DISTINCT_ROWS, write_same_shape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
-
+__all__ = ["llama_bins"]  # the fixture
 # --- llama-bench's output --------------------------------------------------------------------
 
 
@@ -233,7 +234,8 @@ def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
 
 @pytest.mark.slow
 def test_a_budget_stops_llama_bench_and_keeps_what_ran(bench_env, tmp_path, capsys):
-    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(n_layer=4), "Q8_0")
+    spec = gf.llama_spec(n_layer=8, n_embd=1024, n_ff=4096, n_head=8, head_dim=128)
+    (model,) = gf.write_model(tmp_path / "m.gguf", spec, "Q8_0")  # seconds a test, not ms
     out = _bench_json(capsys, str(model), "--budget", "1", "-t", "1")
     assert out["stopped"] == "the time budget ran out"
     assert len(out["points"]) < 4
@@ -247,7 +249,8 @@ def test_a_remote_model_is_benched_as_a_same_shape_file(bench_env, tmp_path, cap
     monkeypatch.setattr(hf_hub, "token", lambda: None)
     with HubServer(Hub(repos={"acme/Moe-GGUF": Repo(files={"Moe-Q8_0.gguf": model})})) as url:
         monkeypatch.setenv("HF_ENDPOINT", url)
-        out = _bench_json(capsys, "hf:acme/Moe-GGUF", "--quick", "--budget", "240", "-t", "1")
+        ref = "hf:acme/Moe-GGUF:Q8_0"
+        out = _bench_json(capsys, ref, "--quick", "--budget", "240", "-t", "1")
     assert out["same_shape"]
     benched = Path(out["benched"])
     assert benched.is_relative_to(tmp_path / "cache") and benched.stat().st_size == (

@@ -137,8 +137,10 @@ def _split_names(out: Path, count: int) -> list[Path]:
 
 
 def _write_one(f: GgufFile, path: Path, rng: random.Random) -> None:
+    if f.header_file is None:
+        raise SameShapeError(f"{f.path}: no copy of its header was kept to write from")
     try:
-        with open(f.path, "rb") as src:
+        with open(f.header_file, "rb") as src:
             header = src.read(f.header_nbytes)
     except OSError as exc:
         raise SameShapeError(f"{f.path}: cannot read its header: {exc}") from None
