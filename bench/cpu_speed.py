@@ -121,7 +121,7 @@ def measure(bins, path: Path, flags: tuple[str, ...], threads: int) -> list[dict
     (a run of 3 repetitions less a run of 1: loading and warm-up cancel out). With one
     thread the CPU time is the time the work takes, whatever else runs on a shared
     machine; the wall-clock ``avg_ts`` is kept beside it."""
-    rows1, cpu1 = run_bench(bins, path, flags, threads, 1)
+    _rows1, cpu1 = run_bench(bins, path, flags, threads, 1)
     rows3, cpu3 = run_bench(bins, path, flags, threads, 3)
     total_tokens = sum(r["n_prompt"] + r["n_gen"] for r in rows3)
     per_token_s = (cpu3 - cpu1) / (2 * total_tokens) if total_tokens else 0.0
@@ -147,6 +147,33 @@ def predict(path: Path, row: dict, host) -> float:
     return estimate_speed(model, res, depth=depth, prompt_tokens=n_prompt, host=host).prefill_tps
 
 
+def compare_saved(bins, host) -> int:
+    """Today's prediction against the saved measurements (same models, same flags)."""
+    saved = json.loads(FIXTURE.read_text())
+    quants = {(p["model"], p["quant"]) for p in saved["points"]}
+    paths = models(bins, quants)
+    print(f"host: {host.describe()}")
+    for p in saved["points"]:
+        name, _, depth = p["test"].partition(" @ d")
+        tokens = int(name[2:])
+        decode = name.startswith("tg")
+        row = {
+            "n_prompt": 0 if decode else tokens,
+            "n_gen": tokens if decode else 0,
+            "n_depth": int(depth or 0),
+            "n_ubatch": p["ub"],
+            "n_batch": 2048,
+            "n_threads": p["threads"],
+            "flash_attn": p.get("fa", -1),
+        }
+        pred = predict(paths[(p["model"], p["quant"])], row, host)
+        print(
+            f"{p['model']:5s} {p['quant']:6s} ub{p['ub']:<4d} {p['test']:14s} -t {p['threads']} "
+            f"predicted {pred:7.1f}  measured {p['tps']:7.1f} t/s  ratio {pred / p['tps']:5.2f}"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -158,9 +185,16 @@ def main() -> int:
         help="llama-bench -t (default: the cores; 1 keeps a shared machine's noise out)",
     )
     ap.add_argument("--quiet-load", type=float, default=0.8, help="wait for a load below this")
+    ap.add_argument(
+        "--from-fixture",
+        action="store_true",
+        help="no run: today's prediction against the measurements saved with --save",
+    )
     args = ap.parse_args()
     bins = llama_build.build(progress=lambda m: print(m, file=sys.stderr))
     host = read_host()
+    if args.from_fixture:
+        return compare_saved(bins, host)
     tests = [t for t in TESTS if not args.quick or (t[0], t[1]) == ("dense", "Q4_0")]
     paths = models(bins, {(m, q) for m, q, _f in tests})
     print(f"host: {host.describe()}")
@@ -200,13 +234,16 @@ def main() -> int:
         FIXTURE.write_text(
             json.dumps(
                 {
-                    "about": "llama-bench (pinned 11434.0.0 CPU build) on this project's "
-                    "development machine, random-weight models written by bench/cpu_speed.py",
+                    "about": "llama-bench (the pinned CPU build) on this machine, random-weight "
+                    "models written by bench/cpu_speed.py; 'tps': tokens over the CPU time of "
+                    "the test with one thread (3 repetitions less 1), 'wall_tps': llama-bench's",
                     "host": {
                         "name": host.name,
                         "cores": host.cores,
                         "isa": host.isa,
                         "ghz": host.ghz,
+                        "mem": f"{host.mem_gbs:g}",
+                        "said": host.mem_source,
                     },
                     "points": rows,
                 },

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.util
-import json
 import math
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ from pathlib import Path
 import speed_published as sp
 
 from lltui.core.hardware.gpus import normalise_name
-from lltui.core.speed.params import PARAMS, ArchSpeed, SpeedParams
+from lltui.core.speed.params import PARAMS, SpeedParams
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_FIXTURE = ROOT / "tests" / "fixtures" / "cpu_bench_measured.json"
@@ -88,8 +87,10 @@ def report(errors: list[tuple], title: str) -> None:
                 continue
             target = DECODE_TARGET if decode else PREFILL_TARGET
             what = "decode (tg)" if decode else "prompt (pp)"
-            print(f"\n{split} points, {what}: median |error| / worst |error| / within "
-                  f"{target:.0%} (n)")
+            print(
+                f"\n{split} points, {what}: median |error| / worst |error| / within "
+                f"{target:.0%} (n)"
+            )
             groups: dict[str, list] = {}
             for p, e in sel:
                 for g in _groups(p):
@@ -124,17 +125,23 @@ def model_at(rev: str) -> tuple[types.ModuleType, set[str]]:
     and the GPU names that revision's catalog knew (others it refused)."""
     src = subprocess.run(
         ["git", "show", f"{rev}:lltui/core/speed/model.py"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     table = subprocess.run(
         ["git", "show", f"{rev}:lltui/core/hardware/gpus.csv"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     spec = importlib.util.spec_from_loader(f"speed_at_{rev}", loader=None)
     assert spec is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up
-    exec(compile(src, f"{rev}:model.py", "exec"), mod.__dict__)  # noqa: S102 - our own file
+    exec(compile(src, f"{rev}:model.py", "exec"), mod.__dict__)  # our own file, at REV
     known = set()
     for row in csv.DictReader(table.splitlines()):
         known.add(normalise_name(row["name"]))
@@ -159,7 +166,7 @@ def predict_with(mod: types.ModuleType, known: set[str]) -> Callable[[Run], floa
     return predict
 
 
-# --- fitting ----------------------------------------------------------------------------------------
+# --- fitting ---------------------------------------------------------------------------------
 
 SCALARS = [
     "layer_s",
@@ -175,6 +182,7 @@ SCALARS = [
     "host_bw_eff",
     "host_core_gbs",
     "host_layer_s",
+    "host_op_layer_s",
     "host_attn_eff",
 ]
 ARCHS = [(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (12, 0)]
@@ -194,7 +202,27 @@ def get(p: SpeedParams, name):
     return getattr(p, name)
 
 
+EFFICIENCIES = {"host_bw_eff", "host_attn_eff", "pcie_eff", "fa_eff"}
+
+
+# physical floors: flash attention runs on the tensor cores at a good part of their rate
+FLOORS = {"fa_eff": 0.2}
+# and ceilings: ~20 ops a layer, a barrier of a few microseconds each
+CEILINGS = {"host_layer_s": 100e-6, "host_op_layer_s": 30e-6, "host_bw_eff": 0.8}
+
+
+def _capped(name, value: float) -> float:
+    """Fractions of a datasheet rate stay fractions (and above a floor where physics sets
+    one)."""
+    is_eff = name in EFFICIENCIES or (isinstance(name, tuple) and name[0] in ("hd", "hp"))
+    is_eff = is_eff or (isinstance(name, tuple) and name[-1] in ("decode", "mmq", "f16"))
+    if isinstance(name, str):
+        value = min(max(value, FLOORS.get(name, 0.0)), CEILINGS.get(name, value))
+    return min(value, 1.0) if is_eff else value
+
+
 def put(p: SpeedParams, name, value) -> SpeedParams:
+    value = _capped(name, value)
     if isinstance(name, tuple) and name[0] in ("hd", "hp"):
         key = "host_decode_eff" if name[0] == "hd" else "host_prefill_eff"
         table = dict(getattr(p, key))
@@ -203,7 +231,8 @@ def put(p: SpeedParams, name, value) -> SpeedParams:
     if isinstance(name, tuple) and name[0] == "q":
         tag, which = name[1], name[2]
         rows = tuple(
-            (t, value if which == "dec" else d, value if which == "pre" else m) if t == tag
+            (t, value if which == "dec" else d, value if which == "pre" else m)
+            if t == tag
             else (t, d, m)
             for t, d, m in p.quant_slowdown
         )
@@ -235,13 +264,18 @@ def loss(rows: list[Run], params: SpeedParams) -> float:
     return total
 
 
-def fit(rows: list[Run], params: SpeedParams) -> SpeedParams:
+def fit(rows: list[Run], params: SpeedParams, only_host: bool = False) -> SpeedParams:
     fit_rows = [r for r in rows if r.point.split == "fit" and not r.point.exception]
     names: list = [*SCALARS, *[(a, f) for a in ARCHS for f in ("decode", "mmq")]]
     names += [(a, "f16") for a in F16_DATA]
     names += [("q", "_k", "dec"), ("q", "_k", "pre"), ("q", "mxfp4", "pre")]
     names += [("hd", k) for k in params.host_decode_eff]
     names += [("hp", k) for k in params.host_prefill_eff]
+    if only_host:
+        names = [n for n in names if (isinstance(n, str) and n.startswith("host_"))]
+        names += [("hd", k) for k in params.host_decode_eff]
+        names += [("hp", k) for k in params.host_prefill_eff]
+        fit_rows = [r for r in fit_rows if r.point.offload]
     best = loss(fit_rows, params)
     for rnd in range(4):
         for name in names:
@@ -263,21 +297,26 @@ def main() -> int:
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--before", metavar="REV", help="also report the model as it was at REV")
     ap.add_argument("--points", action="store_true", help="print every point's ratio")
+    ap.add_argument("--only-host", action="store_true", help="--fit: the host's constants only")
     args = ap.parse_args()
     rows = runs()
-    print(f"{len(rows)} points: {sum(r.point.split == 'fit' for r in rows)} fit, "
-          f"{sum(r.point.split == 'holdout' for r in rows)} holdout")
+    print(
+        f"{len(rows)} points: {sum(r.point.split == 'fit' for r in rows)} fit, "
+        f"{sum(r.point.split == 'holdout' for r in rows)} holdout"
+    )
     if args.before:
         mod, known = model_at(args.before)
         report(log_errors(rows, predict_with(mod, known)), f"the model at {args.before}")
-    params = fit(rows, PARAMS) if args.fit else PARAMS
+    params = fit(rows, PARAMS, only_host=args.only_host) if args.fit else PARAMS
     errors = log_errors(rows, predictor(params))
     report(errors, "this model")
     if args.points:
         for p, e in errors:
             ratio = "refused" if e is None else f"{math.exp(e):5.2f}"
-            print(f"{p.id:4d} {p.split:7s} {p.family:16s} {p.model:22s} {p.quant:9s} "
-                  f"{p.test:16s} {ratio}")
+            print(
+                f"{p.id:4d} {p.split:7s} {p.family:16s} {p.model:22s} {p.quant:9s} "
+                f"{p.test:16s} {ratio}"
+            )
     return 0
 
 

@@ -145,9 +145,7 @@ def _speed(model, flags, gpus="cpu", host=DESKTOP, depth=0, prompt=512, cal=None
     devs = parse_gpus_spec(gpus).devices
     opts = FitOptions(search=False, host=host, calibration=cal)
     res = estimate(model, parse_llama_args(["-c", "40000", *flags]), devs, opts)
-    return estimate_speed(
-        model, res, depth=depth, prompt_tokens=prompt, host=host, calibration=cal
-    )
+    return estimate_speed(model, res, depth=depth, prompt_tokens=prompt, host=host, calibration=cal)
 
 
 def test_a_cpu_only_rig_is_predicted_from_its_cores_and_memory(models):

@@ -119,8 +119,10 @@ def _gpu_times(g: GpuSpec, tot: Part, flash: bool, ub: int, p: SpeedParams) -> _
     dec_cmp = (tot.decode_flops + tot.attn_decode_flops) / (g.fp16_tflops * 1e12 * arch.f16)
     overhead = _overhead_s(g, tot, p)
     pre_mem = tot.prefill_bytes / bw
-    pre_cmp = 0.0 if ub <= p.mmvq_max_batch else _matmul_s(g, tot, p)
-    pre_fixed = overhead + tot.layers * p.prefill_layer_s + tot.act_bytes / bw
+    mmvq = ub <= p.mmvq_max_batch  # a few tokens: matrix-vector kernels, as in decode
+    pre_cmp = 0.0 if mmvq else _matmul_s(g, tot, p)
+    tails = 0.0 if mmvq else tot.layers * p.prefill_layer_s  # GEMM launches and tails
+    pre_fixed = overhead + tails + tot.act_bytes / bw
     pre = max(pre_mem, pre_cmp) + pre_fixed + _attention_s(g, tot, flash, ub, bw, p)
     return _Times(
         max(dec_mem, dec_cmp) + overhead,
@@ -157,7 +159,9 @@ def _host_times(
     )
     f32 = host.rates[0] * host.workers * host.ghz * 1e9
     attn_dec = tot.attn_decode_flops / (f32 * p.host_attn_eff)
-    fixed = (tot.layers + tot.split_layers) * p.host_layer_s
+    # per layer: dispatching its ops, and with several threads the barriers between them
+    sync = p.host_layer_s * (1.0 - 1.0 / host.workers)
+    fixed = (tot.layers + tot.split_layers) * (p.host_op_layer_s + sync)
     batch_host = host.with_threads(threads_batch)
     fill = ub / (ub + 8.0)  # the batched kernels' tiles: full from a few dozen tokens
     pre_cmp = sum(
