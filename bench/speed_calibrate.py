@@ -1,124 +1,324 @@
-"""Fit the speed model's efficiencies to the published llama-bench points marked "fit"
-(tests/fixtures/llama_bench_published.json) and report the error on those and on the
-"holdout" points. Coordinate descent on a log-error loss over a few physical parameters;
-prints the values to copy into lltui/core/speed/model.py. Run from the repository root:
+"""The speed model against published llama-bench results, and the fit of its constants.
 
-    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py [--fit]
+Reports, for the points of tests/fixtures/llama_bench_published.json (and this machine's own
+CPU measurements, tests/fixtures/cpu_bench_measured.json), the median and worst relative
+error of decode and prompt speed, split by dense/MoE, on-GPU/host-offload, single/multi-GPU
+and GPU family (the vector unit for CPU-only runs), separately for the points the constants
+were fitted to ("fit") and for those they never saw ("holdout": whole sources held out).
+Points marked as exceptions (old builds) are counted apart.
+
+    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py            # the report
+    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --before REV  # and the model at REV
+    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --fit      # refit; print constants
+
+``--fit``: coordinate descent on a log-error loss over the fit points only; it prints the
+values to copy into lltui/core/speed/params.py.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import importlib.util
 import math
 import statistics
+import subprocess
 import sys
-import tempfile
-from dataclasses import replace
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import speed_published as sp
 
-from lltui.core.speed import model as speed
+from lltui.core.hardware.gpus import normalise_name
+from lltui.core.speed.params import PARAMS, SpeedParams
 
-ARCHS = [(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (12, 0)]
-F16_DATA = [(7, 0), (8, 0), (8, 6), (8, 9)]  # archs with a published F16 (or Volta) prefill
-SCALARS = [
-    "LAYER_OVERHEAD_S",
-    "PREFILL_LAYER_OVERHEAD_S",
-    "MOE_LAYER_OVERHEAD_S",
-    "MOE_TILE_TOKENS",
-    "PCIE_HOP_S",
-    "ACT_PASSES",
-    "K_DECODE",
-    "K_MMQ",
-]
+ROOT = Path(__file__).resolve().parent.parent
+CPU_FIXTURE = ROOT / "tests" / "fixtures" / "cpu_bench_measured.json"
+MODELS = Path("/tmp/lltui-speed-models")
+DECODE_TARGET, PREFILL_TARGET = 0.20, 0.35
 
 
-def runs():
-    points = sp.load_points()
+@dataclass(frozen=True)
+class Run:
+    point: sp.Point
+    model: object
+    result: object
+
+
+def runs() -> list[Run]:
+    MODELS.mkdir(parents=True, exist_ok=True)
     cache: dict = {}
-    with tempfile.TemporaryDirectory() as d:
-        return [(p, *sp.fit_for(p, Path(d), cache)) for p in points]
-
-
-def errors(rows, split=None):
     out = []
-    for p, model, res in rows:
-        if p.exception or (split and p.split != split):
-            continue
-        out.append((p, math.log(sp.predict(p, model, res) / p.tps)))
+    for p in [*sp.load_points(), *sp.load_cpu_points(CPU_FIXTURE)]:
+        model, res = sp.fit_for(p, MODELS, cache)
+        out.append(Run(p, model, res))
     return out
 
 
-def loss(rows) -> float:
-    # squared log error, plus a steep price beyond the targets (20% decode, 35% prefill)
+def log_errors(rows: Iterable[Run], predict: Callable[[Run], float | None]) -> list[tuple]:
+    out = []
+    for r in rows:
+        got = predict(r)
+        out.append((r.point, None if not got or got <= 0 else math.log(got / r.point.tps)))
+    return out
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def _groups(p: sp.Point) -> list[str]:
+    return [
+        "all",
+        "MoE" if p.moe else "dense",
+        "host-offload" if p.offload else "on-GPU",
+        "multi-GPU" if p.n_gpus > 1 else ("CPU only" if not p.gpu else "single-GPU"),
+        p.family,
+    ]
+
+
+def report(errors: list[tuple], title: str) -> None:
+    print(f"\n## {title}")
+    for split in ("fit", "holdout"):
+        for decode in (True, False):
+            sel = [(p, e) for p, e in errors if p.split == split and p.decode == decode]
+            if not sel:
+                continue
+            target = DECODE_TARGET if decode else PREFILL_TARGET
+            what = "decode (tg)" if decode else "prompt (pp)"
+            print(
+                f"\n{split} points, {what}: median |error| / worst |error| / within "
+                f"{target:.0%} (n)"
+            )
+            groups: dict[str, list] = {}
+            for p, e in sel:
+                for g in _groups(p):
+                    groups.setdefault(g, []).append((p, e))
+            for g, items in groups.items():
+                print("  " + _line(g, items, target))
+
+
+def _line(group: str, items: list[tuple], target: float) -> str:
+    regular = [e for p, e in items if not p.exception]
+    refused = sum(1 for e in regular if e is None)
+    errs = [abs(e) for e in regular if e is not None]
+    exc = sum(1 for p, _e in items if p.exception)
+    extra = f", {exc} exception(s) apart" if exc else ""
+    extra += f", {refused} refused" if refused else ""
+    if not errs:
+        return f"{group:18s} n={len(regular):3d}{extra}"
+    med = math.exp(statistics.median(errs)) - 1
+    worst = math.exp(max(errs)) - 1
+    ok = sum(1 for e in errs if math.exp(e) - 1 <= target)
+    return (
+        f"{group:18s} n={len(regular):3d}  median {100 * med:5.1f}%  worst {100 * worst:6.1f}%  "
+        f"within {ok}/{len(regular)}{extra}"
+    )
+
+
+# --- the model at another revision ---------------------------------------------------------------
+
+
+def model_at(rev: str) -> tuple[types.ModuleType, set[str]]:
+    """lltui/core/speed/model.py as it was at ``rev`` (run against today's placement code)
+    and the GPU names that revision's catalog knew (others it refused)."""
+    src = subprocess.run(
+        ["git", "show", f"{rev}:lltui/core/speed/model.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    table = subprocess.run(
+        ["git", "show", f"{rev}:lltui/core/hardware/gpus.csv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    spec = importlib.util.spec_from_loader(f"speed_at_{rev}", loader=None)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    exec(compile(src, f"{rev}:model.py", "exec"), mod.__dict__)  # our own file, at REV
+    known = set()
+    for row in csv.DictReader(table.splitlines()):
+        known.add(normalise_name(row["name"]))
+        known.update(row["aliases"].split())
+    return mod, known
+
+
+def predict_with(mod: types.ModuleType, known: set[str]) -> Callable[[Run], float | None]:
+    def predict(r: Run) -> float | None:
+        p = r.point
+        if p.gpu and normalise_name(p.gpu) not in known:
+            return None  # that catalog refused the GPU's name
+        try:
+            if p.decode:
+                est = mod.estimate_speed(r.model, r.result, depth=p.depth + p.tokens // 2)
+                return float(est.decode_tps)
+            est = mod.estimate_speed(r.model, r.result, depth=p.depth, prompt_tokens=p.tokens)
+            return float(est.prefill_tps)
+        except (ZeroDivisionError, ValueError):
+            return None
+
+    return predict
+
+
+# --- fitting ---------------------------------------------------------------------------------
+
+SCALARS = [
+    "layer_s",
+    "moe_layer_s",
+    "no_graph_layer_s",
+    "prefill_layer_s",
+    "tile_tokens",
+    "act_passes",
+    "fa_eff",
+    "pcie_hop_s",
+    "pcie_eff",
+    "host_hop_s",
+    "host_bw_eff",
+    "host_core_gbs",
+    "host_layer_s",
+    "host_op_layer_s",
+    "host_attn_eff",
+]
+ARCHS = [(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (12, 0)]
+F16_DATA = [(7, 0), (8, 0), (8, 6), (8, 9)]
+
+
+def get(p: SpeedParams, name):
+    if isinstance(name, tuple) and name[0] in ("hd", "hp"):
+        return (p.host_decode_eff if name[0] == "hd" else p.host_prefill_eff)[name[1]]
+    if isinstance(name, tuple) and name[0] == "q":
+        tag, which = name[1], name[2]
+        row = next(q for q in p.quant_slowdown if q[0] == tag)
+        return row[1] if which == "dec" else row[2]
+    if isinstance(name, tuple):
+        arch, field = name
+        return getattr(p.arch[arch], field)
+    return getattr(p, name)
+
+
+EFFICIENCIES = {"host_bw_eff", "host_attn_eff", "pcie_eff", "fa_eff"}
+
+
+# physical floors: flash attention runs on the tensor cores at a good part of their rate
+FLOORS = {"fa_eff": 0.2}
+# and ceilings: ~20 ops a layer, a barrier of a few microseconds each
+CEILINGS = {"host_layer_s": 100e-6, "host_op_layer_s": 30e-6, "host_bw_eff": 0.8}
+
+
+def _capped(name, value: float) -> float:
+    """Fractions of a datasheet rate stay fractions (and above a floor where physics sets
+    one)."""
+    is_eff = name in EFFICIENCIES or (isinstance(name, tuple) and name[0] in ("hd", "hp"))
+    is_eff = is_eff or (isinstance(name, tuple) and name[-1] in ("decode", "mmq", "f16"))
+    if isinstance(name, str):
+        value = min(max(value, FLOORS.get(name, 0.0)), CEILINGS.get(name, value))
+    return min(value, 1.0) if is_eff else value
+
+
+def put(p: SpeedParams, name, value) -> SpeedParams:
+    value = _capped(name, value)
+    if isinstance(name, tuple) and name[0] in ("hd", "hp"):
+        key = "host_decode_eff" if name[0] == "hd" else "host_prefill_eff"
+        table = dict(getattr(p, key))
+        table[name[1]] = value
+        return replace(p, **{key: table})
+    if isinstance(name, tuple) and name[0] == "q":
+        tag, which = name[1], name[2]
+        rows = tuple(
+            (t, value if which == "dec" else d, value if which == "pre" else m)
+            if t == tag
+            else (t, d, m)
+            for t, d, m in p.quant_slowdown
+        )
+        return replace(p, quant_slowdown=rows)
+    if isinstance(name, tuple):
+        arch, field = name
+        table = dict(p.arch)
+        table[arch] = replace(table[arch], **{field: value})
+        return replace(p, arch=table)
+    return replace(p, **{name: value})
+
+
+def predictor(params: SpeedParams) -> Callable[[Run], float | None]:
+    def predict(r: Run) -> float | None:
+        return sp.predict(r.point, r.model, r.result, params)
+
+    return predict
+
+
+def loss(rows: list[Run], params: SpeedParams) -> float:
+    # squared log error, plus a steep price beyond the targets (20% decode, 35% prompt)
     total = 0.0
-    for p, e in errors(rows, "fit"):
-        limit = math.log(1.2 if p.decode else 1.35)
+    for p, e in log_errors(rows, predictor(params)):
+        if e is None:
+            total += 100.0
+            continue
+        limit = math.log(1 + (DECODE_TARGET if p.decode else PREFILL_TARGET))
         total += e * e + 10 * max(0.0, abs(e) - 0.8 * limit) ** 2
     return total
 
 
-def get(name):
-    if name in ("K_DECODE", "K_MMQ"):
-        _tag, dec, mmq = next(q for q in speed.QUANT_SLOWDOWN if q[0] == "_k")
-        return dec if name == "K_DECODE" else mmq
-    if isinstance(name, tuple):
-        arch, field = name
-        return getattr(speed.ARCH_SPEED[arch], field)
-    return getattr(speed, name)
-
-
-def put(name, value):
-    if name in ("K_DECODE", "K_MMQ"):
-        dec, mmq = get("K_DECODE"), get("K_MMQ")
-        dec, mmq = (value, mmq) if name == "K_DECODE" else (dec, value)
-        speed.QUANT_SLOWDOWN = tuple(
-            (t, dec, mmq) if t == "_k" else (t, d, m) for t, d, m in speed.QUANT_SLOWDOWN
-        )
-        speed._quant_factors.cache_clear()
-        return
-    if isinstance(name, tuple):
-        arch, field = name
-        speed.ARCH_SPEED[arch] = replace(speed.ARCH_SPEED[arch], **{field: value})
-    else:
-        setattr(speed, name, value)
-
-
-def fit(rows) -> None:
+def fit(rows: list[Run], params: SpeedParams, only_host: bool = False) -> SpeedParams:
+    fit_rows = [r for r in rows if r.point.split == "fit" and not r.point.exception]
     names: list = [*SCALARS, *[(a, f) for a in ARCHS for f in ("decode", "mmq")]]
     names += [(a, "f16") for a in F16_DATA]
-    best = loss(rows)
-    for _round in range(4):
+    names += [("q", "_k", "dec"), ("q", "_k", "pre"), ("q", "mxfp4", "pre")]
+    names += [("hd", k) for k in params.host_decode_eff]
+    names += [("hp", k) for k in params.host_prefill_eff]
+    if only_host:
+        names = [n for n in names if (isinstance(n, str) and n.startswith("host_"))]
+        names += [("hd", k) for k in params.host_decode_eff]
+        names += [("hp", k) for k in params.host_prefill_eff]
+        fit_rows = [r for r in fit_rows if r.point.offload]
+    best = loss(fit_rows, params)
+    for rnd in range(4):
         for name in names:
-            base = get(name)
+            base = get(params, name)
             for step in (0.7, 0.85, 0.93, 1.07, 1.15, 1.4):
-                put(name, base * step)
-                got = loss(rows)
+                trial = put(params, name, base * step)
+                got = loss(fit_rows, trial)
                 if got < best - 1e-9:
-                    best, base = got, base * step
-            put(name, base)
-        print(f"round {_round}: loss {best:.4f}", file=sys.stderr)
+                    best, params = got, trial
+            # keep the best step found for this name
+        print(f"round {rnd}: loss {best:.4f}", file=sys.stderr)
     for name in names:
-        print(name, round(get(name), 8))
+        print(name, round(get(params, name), 8))
+    return params
 
 
-def report(rows) -> None:
-    for split in ("fit", "holdout", None):
-        for decode in (True, False):
-            for kind in ("dense", "moe", "split"):
-                sel = [e for p, e in errors(rows, split) if p.decode == decode and p.kind == kind]
-                if not sel:
-                    continue
-                med = math.exp(statistics.median(abs(e) for e in sel)) - 1
-                worst = math.exp(max(abs(e) for e in sel)) - 1
-                print(
-                    f"{split or 'all':8s} {'tg' if decode else 'pp'} {kind:6s} n={len(sel):3d} "
-                    f"median {100 * med:5.1f}%  worst {100 * worst:6.1f}%"
-                )
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--before", metavar="REV", help="also report the model as it was at REV")
+    ap.add_argument("--points", action="store_true", help="print every point's ratio")
+    ap.add_argument("--only-host", action="store_true", help="--fit: the host's constants only")
+    args = ap.parse_args()
+    rows = runs()
+    print(
+        f"{len(rows)} points: {sum(r.point.split == 'fit' for r in rows)} fit, "
+        f"{sum(r.point.split == 'holdout' for r in rows)} holdout"
+    )
+    if args.before:
+        mod, known = model_at(args.before)
+        report(log_errors(rows, predict_with(mod, known)), f"the model at {args.before}")
+    params = fit(rows, PARAMS, only_host=args.only_host) if args.fit else PARAMS
+    errors = log_errors(rows, predictor(params))
+    report(errors, "this model")
+    if args.points:
+        for p, e in errors:
+            ratio = "refused" if e is None else f"{math.exp(e):5.2f}"
+            print(
+                f"{p.id:4d} {p.split:7s} {p.family:16s} {p.model:22s} {p.quant:9s} "
+                f"{p.test:16s} {ratio}"
+            )
+    return 0
 
 
 if __name__ == "__main__":
-    rows = runs()
-    if "--fit" in sys.argv:
-        fit(rows)
-    report(rows)
+    raise SystemExit(main())

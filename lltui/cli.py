@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.fit",
     "lltui.commands.quant",
     "lltui.commands.explain",
+    "lltui.commands.bench",
     "lltui.commands.exporter",
 )
 
@@ -81,6 +82,8 @@ def build_parser(with_commands: bool = True) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="lltui",
         description="A terminal control room for llama.cpp on several NVIDIA GPUs.",
+        # no abbreviations: a pasted llama-server --host must not read as lltui's --hosts
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"lltui {__version__}")
     add_source_options(parser)

@@ -5,6 +5,8 @@ import pytest
 def isolated_config(tmp_path, monkeypatch):
     """No test reads the user's config, themes or caches by accident."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    # what lltui bench measured on the machine running the tests must not calibrate them
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     for var in ("LLTUI_CONFIG", "LLTUI_INTERVAL", "LLTUI_THEME", "LLTUI_SOURCE"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "config" / "lltui"

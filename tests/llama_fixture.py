@@ -1,8 +1,9 @@
 """Real llama.cpp for tests: the built binaries, tiny GGUF models, and servers on loopback.
 
-``llama_bins`` builds llama-server, ggml-rpc-server, llama-fit-params and llama-quantize
-through :func:`lltui.sources.llama.build.build`, the code behind ``lltui llama install``;
-the build lands in the user cache, so only the first run on a machine pays for it.
+``llama_bins`` builds llama-server, ggml-rpc-server, llama-fit-params, llama-quantize and
+llama-bench through :func:`lltui.sources.llama.build.build`, the code behind ``lltui llama
+install``; the build lands in the user cache, so only the first run on a machine pays for it
+(a cache built before llama-bench joined gets that one target added, not a rebuild).
 Servers started here bind 127.0.0.1 on a free port, run in their own process group, are
 waited for with a deadline, and are killed (the whole group) when the test ends.
 """
@@ -41,6 +42,7 @@ def build_llama() -> llama_build.BuildResult:
         llama_build.check_toolchain()
     except llama_build.BuildError as exc:
         pytest.skip(f"cannot build llama.cpp here: {exc}")
+    # a fresh build, or only the targets an older cache lacks (llama-bench)
     return llama_build.build(progress=progress)
 
 

@@ -1,20 +1,24 @@
 """The published llama-bench points (tests/fixtures/llama_bench_published.json) as runs of the
-speed model: the model shapes as sparse GGUFs, the GPUs as ``--gpus``, llama-bench's flags as
-a llama.cpp command line. Shared by test_speed_published.py and bench/speed_calibrate.py."""
+speed model: the model shapes as sparse GGUFs, the GPUs as ``--gpus`` (none: a CPU-only run),
+the host as a :class:`HostSpec`, llama-bench's flags (``-ngl``, ``--n-cpu-moe``, ``-ub``,
+``-b``, ``-ctk``, ``-t``, ``-d``) as a llama.cpp command line. Shared by
+test_speed_published.py and bench/speed_calibrate.py."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gguf_factory as gf
 
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
+from lltui.core.hardware.host import HostSpec, parse_memory
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.speed.model import estimate_speed
+from lltui.core.speed.params import PARAMS, SpeedParams
 
 DATA = Path(__file__).parent / "fixtures" / "llama_bench_published.json"
 
@@ -30,6 +34,41 @@ _GPT_OSS = dict(
     sliding_window=128,
     swa_pattern=2,
 )
+
+
+def _deepseek_v2_lite() -> gf.ModelSpec:
+    """DeepSeek-V2-Lite (16B, 2.4B active): MLA with a 512-wide KV row, 64 experts (6 used)
+    of 1408, a dense first layer of 10944. Q is unfactored in the real model: a q_lora of 1024
+    stands in for it (the same weights within 20%); the factory's shared expert is one
+    expert wide where the model has two."""
+    kv_lora, q_lora, rope, nope, hv = 512, 1024, 64, 128, 128
+    base = gf.deepseek2_spec()
+    extra = {
+        **base.extra_kv,
+        "deepseek2.attention.kv_lora_rank": (kv_lora, gf.V.UINT32),
+        "deepseek2.attention.q_lora_rank": (q_lora, gf.V.UINT32),
+        "deepseek2.attention.key_length_mla": (nope + rope, gf.V.UINT32),
+        "deepseek2.attention.value_length_mla": (hv, gf.V.UINT32),
+        "deepseek2.attention.key_length": (kv_lora + rope, gf.V.UINT32),
+        "deepseek2.attention.value_length": (kv_lora, gf.V.UINT32),
+        "deepseek2.rope.dimension_count": (rope, gf.V.UINT32),
+    }
+    return replace(
+        base,
+        n_embd=2048,
+        n_ff=10944,
+        n_head=16,
+        head_dim=kv_lora + rope,
+        n_layer=27,
+        n_expert=64,
+        n_expert_used=6,
+        n_ff_exp=1408,
+        n_vocab=102400,
+        n_ctx_train=32768,
+        extra_kv=extra,
+    )
+
+
 SHAPES: dict[str, gf.ModelSpec] = {
     "llama2-7b": gf.llama_spec(
         n_embd=4096, n_ff=11008, n_head=32, n_head_kv=32, head_dim=128, n_layer=32, n_vocab=32000
@@ -74,6 +113,89 @@ SHAPES: dict[str, gf.ModelSpec] = {
     "qwen3-30b-a3b": gf.qwen3moe_30b_a3b_spec(),
     "gpt-oss-20b": gf.gpt_oss_spec(n_layer=24, n_expert=32, **_GPT_OSS),
     "gpt-oss-120b": gf.gpt_oss_spec(n_layer=36, n_expert=128, **_GPT_OSS),
+    "tinyllama-1.1b": gf.llama_spec(
+        n_embd=2048, n_ff=5632, n_head=32, n_head_kv=4, head_dim=64, n_layer=22, n_vocab=32000
+    ),
+    "causallm-7b": gf.llama_spec(
+        n_embd=4096, n_ff=11008, n_head=32, n_head_kv=32, head_dim=128, n_layer=32, n_vocab=151936
+    ),
+    "qwen3-8b": gf.qwen3_spec(
+        n_embd=4096,
+        n_ff=12288,
+        n_head=32,
+        n_head_kv=8,
+        head_dim=128,
+        n_layer=36,
+        n_vocab=151936,
+        tied=False,
+    ),
+    "qwen3-14b": gf.qwen3_spec(
+        n_embd=5120,
+        n_ff=17408,
+        n_head=40,
+        n_head_kv=8,
+        head_dim=128,
+        n_layer=40,
+        n_vocab=151936,
+        tied=False,
+    ),
+    "qwen2.5-32b": gf.qwen2_spec(
+        n_embd=5120,
+        n_ff=27648,
+        n_head=40,
+        n_head_kv=8,
+        head_dim=128,
+        n_layer=64,
+        n_vocab=152064,
+        tied=False,
+    ),
+    "granite-3.1-3b-a800m": gf.qwen3moe_spec(
+        arch="granitemoe",
+        qk_norm=False,
+        n_embd=1536,
+        n_ff=512,
+        n_head=24,
+        n_head_kv=8,
+        head_dim=64,
+        n_layer=32,
+        n_expert=40,
+        n_expert_used=8,
+        n_ff_exp=512,
+        n_vocab=49155,
+        tied=True,
+    ),
+    "olmoe-1b-7b": gf.qwen3moe_spec(
+        arch="olmoe",
+        n_embd=2048,
+        n_ff=1024,
+        n_head=16,
+        n_head_kv=16,
+        head_dim=128,
+        n_layer=16,
+        n_expert=64,
+        n_expert_used=8,
+        n_ff_exp=1024,
+        n_vocab=50304,
+        tied=False,
+    ),
+    # bench/cpu_speed.py's models, measured on this project's machine
+    "bench-dense-0.7b": gf.llama_spec(
+        n_layer=18, n_embd=1536, n_ff=5632, n_head=12, n_head_kv=4, head_dim=128, n_vocab=32000
+    ),
+    "bench-moe-1b": gf.qwen3moe_spec(
+        n_layer=12,
+        n_embd=1024,
+        n_ff=2048,
+        n_head=16,
+        n_head_kv=4,
+        head_dim=64,
+        n_expert=32,
+        n_expert_used=4,
+        n_ff_exp=512,
+        n_vocab=32000,
+    ),
+    "deepseek-v2-lite": _deepseek_v2_lite(),
+    "deepseek-coder-v2-lite": _deepseek_v2_lite(),
 }
 
 
@@ -102,20 +224,37 @@ def _mxfp4(name: str) -> str:
     return "MXFP4" if "_exps" in name else "Q8_0"
 
 
+def _mxfp4_f16(name: str) -> str:
+    return "MXFP4" if "_exps" in name else "F16"
+
+
+def _q6_k(name: str) -> str:
+    return "Q6_K"
+
+
 @dataclass(frozen=True)
 class Point:
     id: int
     source: str
-    gpu: str
+    gpu: str  # empty: a CPU-only run
     n_gpus: int
     model: str
     quant: str
-    test: str
+    test: str  # pp512, tg128, "pp512 @ d32768"
     tps: float
     fa: int
     split: str
     exception: str = ""
     ub: int = 0  # -ub when not llama-bench's 512
+    b: int = 0  # -b when not 2048
+    ngl: int = 99
+    n_cpu_moe: int = 0
+    nkvo: int = 0
+    ctk: str = ""
+    ctv: str = ""
+    threads: int = 0
+    sm: str = ""
+    host: dict | None = None  # the CPU side: name, cores, isa, ghz, mem, said
 
     @property
     def decode(self) -> bool:
@@ -123,20 +262,104 @@ class Point:
 
     @property
     def tokens(self) -> int:
-        return int(self.test[2:])
+        return int(self.test.split()[0][2:])
+
+    @property
+    def depth(self) -> int:
+        """llama-bench's -d: the KV cells filled before the test."""
+        _, _, d = self.test.partition("@ d")
+        return int(d) if d else 0
+
+    @property
+    def moe(self) -> bool:
+        return bool(SHAPES[self.model].n_expert)
+
+    @property
+    def offload(self) -> bool:
+        """Some weights or the KV on the host (or no GPU at all)."""
+        return not self.gpu or self.ngl < 99 or bool(self.n_cpu_moe) or bool(self.nkvo)
 
     @property
     def kind(self) -> str:
-        """single-GPU dense, single-GPU MoE, or a split."""
+        """single-GPU dense, single-GPU MoE, or a split (kept for the old groups)."""
         if self.n_gpus > 1:
             return "split"
-        return "moe" if SHAPES[self.model].n_expert else "dense"
+        return "moe" if self.moe else "dense"
+
+    @property
+    def family(self) -> str:
+        """The GPU generation (or the CPU's vector unit for a CPU-only run)."""
+        if not self.gpu:
+            return "CPU " + (self.host or {}).get("isa", "?")
+        from lltui.core.hardware.gpus import find_gpu
+
+        g = find_gpu(self.gpu)
+        return FAMILY.get(g.cc, f"cc {g.cc}") if g else "unknown"
+
+    def host_spec(self) -> HostSpec | None:
+        if not self.host:
+            return None
+        h = self.host
+        gbs, _said = parse_memory(h["mem"])
+        return HostSpec(
+            name=h["name"],
+            cores=h["cores"],
+            isa=h["isa"],
+            ghz=h["ghz"],
+            mem_gbs=gbs,
+            source="published",
+            mem_source=h.get("said", "published"),
+        )
+
+
+FAMILY = {
+    (6, 0): "Pascal",
+    (6, 1): "Pascal",
+    (6, 2): "Pascal (Jetson)",
+    (7, 0): "Volta",
+    (7, 5): "Turing",
+    (8, 0): "Ampere GA100",
+    (8, 6): "Ampere",
+    (8, 7): "Ampere (Jetson)",
+    (8, 9): "Ada",
+    (9, 0): "Hopper",
+    (10, 0): "Blackwell DC",
+    (12, 0): "Blackwell",
+    (12, 1): "Blackwell GB10",
+}
 
 
 def load_points() -> list[Point]:
     raw = json.loads(DATA.read_text())["points"]
     fields = Point.__dataclass_fields__
     return [Point(**{k: v for k, v in p.items() if k in fields}) for p in raw]
+
+
+def load_cpu_points(path: Path) -> list[Point]:
+    """This project's own llama-bench runs on its development CPU (bench/cpu_speed.py
+    --save): fit points, numbered from 1001."""
+    if not path.exists():
+        return []
+    raw = json.loads(path.read_text())
+    host = raw["host"]
+    return [
+        Point(
+            id=1001 + i,
+            source="bench/cpu_speed.py on this project's machine",
+            gpu="",
+            n_gpus=1,
+            model={"dense": "bench-dense-0.7b", "moe": "bench-moe-1b"}[p["model"]],
+            quant=p["quant"],
+            test=p["test"],
+            tps=p["tps"],
+            fa=0,
+            split="fit",
+            ub=p["ub"] if p["ub"] != 512 else 0,
+            threads=p["threads"],
+            host=host,
+        )
+        for i, p in enumerate(raw["points"])
+    ]
 
 
 def model_file(directory: Path, model: str, quant: str) -> Path:
@@ -149,29 +372,71 @@ def model_file(directory: Path, model: str, quant: str) -> Path:
             gf.write_sparse(path, spec, "Q3_K", type_of=_q3_k_s)
         elif quant == "MXFP4":
             gf.write_sparse(path, spec, "Q8_0", type_of=_mxfp4)
+        elif quant == "MXFP4_F16":
+            gf.write_sparse(path, spec, "F16", type_of=_mxfp4_f16)
+        elif spec.extra_kv:  # keys write_sparse does not write (MLA ranks)
+            wtype = "Q4_K" if quant.startswith("Q4_K") else quant
+            types = {n: wtype for n, _d in gf.tensor_plan(spec) if "_norm" not in n}
+            gf.write_model(path, spec, wtype, sparse=True, tensor_types=types)
         else:
             gf.write_sparse(path, spec, quant)
     return path
 
 
 def fit_for(point: Point, directory: Path, cache: dict | None = None):
-    """(model, FitResult) of the point's run: its GPUs, -ngl 99, its -fa, llama-bench's -c."""
-    key = (point.model, point.quant, point.gpu, point.n_gpus, point.fa, point.ub)
+    """(model, FitResult) of the point's run: its GPUs (none: CPU only), its -ngl, experts on
+    the host, -fa, -ub/-b, KV types, threads, and llama-bench's context (prompt, generation
+    and depth)."""
+    host = point.host_spec()
+    key = (
+        point.model,
+        point.quant,
+        point.gpu,
+        point.n_gpus,
+        point.fa,
+        point.ub,
+        point.b,
+        point.ngl,
+        point.n_cpu_moe,
+        point.nkvo,
+        point.ctk,
+        point.threads,
+        point.depth,
+        point.sm,
+    )
     if cache is not None and key in cache:
         return cache[key]
     model = read_gguf(model_file(directory, point.model, point.quant))
-    devs = parse_gpus_spec(",".join([point.gpu] * point.n_gpus)).devices
-    args = ["-c", "4096", "-ngl", "99", "-fa", "on" if point.fa else "off"]
+    devs = parse_gpus_spec(",".join([point.gpu] * point.n_gpus) if point.gpu else "cpu").devices
+    ctx = max(4096, point.tokens + point.depth + 256)
+    args = ["-c", str(ctx), "-ngl", str(point.ngl), "-fa", "on" if point.fa else "off"]
     if point.ub:
-        args += ["-ub", str(point.ub), "-b", str(max(2048, point.ub)), "-c", "8192"]
-    res = estimate(model, parse_llama_args(args), devs, FitOptions(search=False))
+        args += ["-ub", str(point.ub), "-b", str(point.b or max(2048, point.ub))]
+    elif point.b:
+        args += ["-b", str(point.b)]
+    if point.n_cpu_moe:
+        args += ["--n-cpu-moe", str(point.n_cpu_moe)]
+    if point.nkvo:
+        args += ["-nkvo"]
+    if point.ctk:
+        args += ["-ctk", point.ctk, "-ctv", point.ctv or point.ctk]
+    if point.threads:
+        args += ["-t", str(point.threads)]
+    if point.sm:
+        args += ["-sm", point.sm]
+    opts = FitOptions(search=False, host=host)
+    res = estimate(model, parse_llama_args(args), devs, opts)
     if cache is not None:
         cache[key] = (model, res)
     return model, res
 
 
-def predict(point: Point, model, res) -> float:
-    """tgN is timed over N tokens from an empty cache: taken at half its depth."""
+def predict(point: Point, model, res, params: SpeedParams = PARAMS) -> float:
+    """tgN is timed over N tokens after the depth: taken at half of them; ppN at its depth."""
+    host = point.host_spec()
     if point.decode:
-        return estimate_speed(model, res, depth=point.tokens // 2).decode_tps
-    return estimate_speed(model, res, prompt_tokens=point.tokens).prefill_tps
+        depth = point.depth + point.tokens // 2
+        return estimate_speed(model, res, depth=depth, host=host, params=params).decode_tps
+    return estimate_speed(
+        model, res, depth=point.depth, prompt_tokens=point.tokens, host=host, params=params
+    ).prefill_tps

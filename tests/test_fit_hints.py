@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import gguf_factory as gf
 import pytest
@@ -105,7 +106,7 @@ def test_identical_gpus_are_said_together():
 def test_the_speed_line_says_alike_devices_together(llama8b, capsys):
     _rc, out, _ = run(capsys, "fit", llama8b, "--gpus", "sim:8xh100-sxm")
     speed = next(line for line in out.splitlines() if line.startswith("speed:"))
-    assert "CUDA1-6 0.49 ms" in speed and "(memory)" not in speed
+    assert re.search(r"CUDA1-6 \d+\.\d\d ms", speed) and "(memory)" not in speed
     assert speed.count("CUDA") == 3
 
 

@@ -107,3 +107,20 @@ async def test_the_placement_table_fits_80_columns():
         table = app.screen.query_one("#launch-placement")
         width = sum(c.get_render_width(table) for c in table.columns.values())
         assert width <= 80 - 3  # the page's padding and scrollbar
+
+
+async def test_the_prediction_column_comes_and_goes_with_the_width():
+    from lltui.app.screens.launch import PREDICTED_COLUMN
+
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one("#launch-placement")
+        assert PREDICTED_COLUMN[0] not in table.columns
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert PREDICTED_COLUMN[0] in table.columns
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert PREDICTED_COLUMN[0] not in table.columns

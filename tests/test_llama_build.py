@@ -154,6 +154,79 @@ def make_stamped_tree(root: Path) -> BuildPlan:
     return plan
 
 
+def test_a_cache_from_before_a_new_target_lacks_only_that_target(tmp_path: Path) -> None:
+    plan = make_stamped_tree(tmp_path / "11434.0.0-cpu")  # its stamp lists no targets
+    (plan.bin_dir / "llama-bench").unlink()
+    assert read_stamp(plan) is None  # not complete
+    assert llama_build.missing_targets(plan) == ("llama-bench",)
+    # a target the stamp says it built is gone: a half-cleaned cache, rebuilt, not patched
+    (plan.bin_dir / "llama-quantize").unlink()
+    assert llama_build.missing_targets(plan) is None
+    stamp = json.loads(plan.stamp_path.read_text())
+    stamp["targets"] = list(TARGETS)
+    plan.stamp_path.write_text(json.dumps(stamp))
+    (plan.bin_dir / "llama-quantize").write_text("#!/bin/sh\n")
+    (plan.bin_dir / "llama-quantize").chmod(0o755)
+    assert llama_build.missing_targets(plan) is None  # it listed llama-bench: gone, not new
+
+
+def _fake_cmake(d: Path, log: Path) -> Path:
+    """A cmake that answers --version and, for --build, writes each --target as a binary
+    that prints its usage (what the smoke test wants); every call is logged."""
+    d.mkdir(parents=True, exist_ok=True)
+    cmake = d / "cmake"
+    cmake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {log}\n'
+        'if [ "$1" = "--version" ]; then echo "cmake version 3.28.3"; exit 0; fi\n'
+        'if [ "$1" = "--build" ]; then\n'
+        '  dir="$2"; shift 2; seen=0\n'
+        '  mkdir -p "$dir/bin"\n'
+        '  for a in "$@"; do\n'
+        '    if [ "$seen" = 1 ]; then\n'
+        '      printf \'#!/bin/sh\\necho usage: %s\\n\' "$a" > "$dir/bin/$a"\n'
+        '      chmod +x "$dir/bin/$a"\n'
+        "    fi\n"
+        '    [ "$a" = "--target" ] && seen=1\n'
+        "  done\n"
+        "fi\n"
+        "exit 0\n"
+    )
+    cmake.chmod(0o755)
+    return cmake
+
+
+def test_a_missing_target_is_built_alone_in_the_kept_build_tree(tmp_path: Path) -> None:
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": str(tmp_path / "fake")}
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "c++").symlink_to(cxx)
+    log = tmp_path / "cmake.log"
+    _fake_cmake(tmp_path / "fake", log)
+    plan = BuildPlan(root=llama_build.flavor_root(env=env))
+    make_stamped_tree(plan.root)
+    (plan.bin_dir / "llama-bench").unlink()
+    server_before = (plan.bin_dir / "llama-server").stat().st_ino
+    plan.build_dir.mkdir()
+    (plan.build_dir / "CMakeCache.txt").write_text("# configured before\n")
+    messages: list[str] = []
+    result = llama_build.build(env=env, progress=messages.append)
+    calls = log.read_text().splitlines()
+    builds = [c for c in calls if c.startswith("--build")]
+    assert builds and all(c.endswith("--target llama-bench") for c in builds)
+    assert not any(c.startswith("-S") for c in calls)  # not configured again
+    assert result.built_now and (plan.bin_dir / "llama-bench").is_file()
+    assert (plan.bin_dir / "llama-server").stat().st_ino == server_before  # left alone
+    stamp = read_stamp(plan)
+    assert stamp is not None and "llama-bench" in stamp["targets"] and "added_at" in stamp
+    assert messages[0].startswith("adding llama-bench to the llama.cpp")
+    assert not plan.download_dir.exists()  # nothing downloaded
+    again = llama_build.build(env=env, progress=messages.append)
+    assert not again.built_now
+
+
 def test_stamp_is_the_proof_of_a_finished_build(tmp_path: Path) -> None:
     plan = make_stamped_tree(tmp_path / "11434.0.0-cpu")
     assert read_stamp(plan) is not None
@@ -377,8 +450,10 @@ def run_tool(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_build_gives_four_working_binaries(llama_bins: llama_build.BuildResult) -> None:
+def test_build_gives_five_working_binaries(llama_bins: llama_build.BuildResult) -> None:
     assert set(llama_bins.binaries) == set(TARGETS)
+    bench = run_tool(llama_bins.binaries["llama-bench"], "--help")
+    assert bench.returncode == 0 and "--n-depth" in bench.stdout
     server = run_tool(llama_bins.binaries["llama-server"], "--version")
     fit = run_tool(llama_bins.binaries["llama-fit-params"], "--version")
     assert server.returncode == 0 and fit.returncode == 0

@@ -164,8 +164,12 @@ def test_the_table_has_one_row_per_name_and_sane_numbers():
     names = [g.name for g in all_gpus()]
     assert len(names) == len(set(names))
     for g in all_gpus():
-        assert g.mib > 4000 and 100 < g.bandwidth_gbs < 10000
-        assert g.fp16_tflops > 1 and g.int8_tops > 1 and 3 <= g.pcie_gen <= 6
+        # from a 2 GB GTX 1050 or a Jetson's shared LPDDR to a B300
+        assert g.mib >= 2048 and 30 < g.bandwidth_gbs < 10000, g.name
+        assert g.fp16_tflops > 0.5 and g.int8_tops > 1, g.name
+        # a unified-memory device has no PCIe link to the host; CMP mining cards run Gen 1
+        assert (g.unified and g.pcie_gen == 0) or 1 <= g.pcie_gen <= 6, g.name
+        assert g.source, g.name
     assert find_gpu("24GiB") is None and find_gpu("banana") is None
 
 

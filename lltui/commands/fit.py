@@ -57,6 +57,10 @@ lltui options:
                    cuBLAS, the pool); default: -fitt, else 1024
   --host-free SIZE host memory available (default: what this machine has free)
   --cpu PROFILE    CPU weight repacking rules: x86 (default), x86-avx512, arm, none
+  --host SPEC      the host CPU for the speed of what it runs (weights and KV left on it):
+                   cores=16,isa=avx512,ghz=3.5,mem=2xDDR5-5600 (or mem=90 GB/s); default:
+                   this machine's (cores, vector unit and clock from Linux; memory from
+                   the DIMMs' records where readable) for local GPUs, else a desktop CPU
   --oracle         also run llama-fit-params with the same flags and show its numbers
   --best GOAL      also rank command lines that fit, searched over -ngl, --n-cpu-moe (MoE:
                    experts first), -ctk/-ctv, -ub, -c and on several GPUs -ts (each GPU's
@@ -115,6 +119,11 @@ def split_args(argv: list[str], verb: str = "fit") -> _Words:
         if a in OWN_FLAGS:
             out.switches.add(a)
             i += 1
+            continue
+        if a == "--host" and i + 1 < len(argv) and "=" in argv[i + 1]:
+            # lltui's --host (cores=16,mem=...); llama-server's --host ADDRESS has no "="
+            out.values[a] = argv[i + 1]
+            i += 2
             continue
         if a in OWN_VALUE:
             if i + 1 >= len(argv):
@@ -184,6 +193,7 @@ def read_command(argv: list[str], verb: str, help_text: str) -> FitCommand | Non
         margin_mib=margin,
         host_free_bytes=host_free,
         cpu_profile=words.values.get("--cpu") or "x86",
+        host=words.values.get("--host"),
         verb=verb,
     )
     return FitCommand(
@@ -239,6 +249,18 @@ def _to_json(report: FitReport) -> dict[str, Any]:
         data["notes"] = list(report.setup.notes)
     if report.oracle is not None:
         data["oracle"] = oracle_to_json(report.oracle)
+    if report.setup.measured:
+        data["measured"] = [
+            {
+                "config": p.config,
+                "test": p.test,
+                "measured_tps": p.measured_tps,
+                "predicted_tps": p.predicted_tps,
+                "date": p.date,
+                "source": p.source,
+            }
+            for p in report.setup.measured
+        ]
     if report.best is not None:
         data["best"] = [
             {
@@ -251,13 +273,40 @@ def _to_json(report: FitReport) -> dict[str, Any]:
             }
             for c in report.best
         ]
+        lf = report.llama_fit
+        data["llama_fit"] = (
+            None
+            if lf is None
+            else {
+                "flags": list(lf.flags),
+                "n_ctx": lf.n_ctx,
+                "decode_tps": round(lf.decode_tps, 1),
+                "prefill_tps": round(lf.prefill_tps, 1),
+                "why": lf.why,
+            }
+        )
     return data
+
+
+def measured_lines(points: Any) -> list[str]:
+    """This model measured on this rig beside what was predicted then (before calibrating)."""
+    if not points:
+        return []
+    out = ["measured on this rig (uncalibrated prediction beside it):"]
+    for p in points[-6:]:
+        out.append(
+            f"  {p.test} ({p.config}, {p.source}, {p.date}): {p.measured_tps:.1f} t/s, "
+            f"predicted {p.predicted_tps:.1f}"
+        )
+    return out
 
 
 def _to_text(report: FitReport, goal: str | None) -> str:
     from lltui.core.fit.report import oracle_to_text, result_to_text
 
     text = result_to_text(report.result)
+    for line in measured_lines(report.setup.measured):
+        text += f"\n{line}"
     for n in report.setup.notes:
         text += f"\nnote: {n}"
     if report.oracle is not None:
@@ -274,4 +323,11 @@ def _to_text(report: FitReport, goal: str | None) -> str:
             )
             if c.gains:
                 text += f"\n     gives: {c.gains}"
+        lf = report.llama_fit
+        if lf is not None:
+            flags = " ".join(lf.flags) or "(the flags as given)"
+            text += (
+                f"\n  llama.cpp's own --fit would run: {flags}\n     context {lf.n_ctx}, "
+                f"decode ~{lf.decode_tps:.0f} t/s, prompt ~{lf.prefill_tps:.0f} t/s ({lf.why})"
+            )
     return text

@@ -231,12 +231,16 @@ def run(args: argparse.Namespace) -> int:
         return _run_router(own, words)
     if own.pin or own.load or own.gpus:
         raise CliError("launch: --pin, --load and --gpus are for a router (--models)", 2)
-    session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
+    speed = _SpeedLines(as_json=own.json)
+    session = LaunchSession(
+        LaunchRequest(words=tuple(words)), on_note=_say_note, on_line=speed.feed
+    )
     try:
         with session:
             prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
             if own.dry_run:
                 return _dry_run(prepared, session.environ, as_json=own.json)
+            speed.watch_command(prepared.spec.args)
             return _supervise(session, as_json=own.json, keep_running=own.keep_running)
     except LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
@@ -262,6 +266,46 @@ def _run_router(own: _Own, words: list[str]) -> int:
         dry=own.dry_run,
         as_json=own.json,
     )
+
+
+class _SpeedLines:
+    """Each served request's speed beside the prediction, one line (or JSON event) each."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self._as_json = as_json
+        self._watch: Any = None
+        self._told = 0
+
+    def watch_command(self, args: Any) -> None:
+        from lltui.services.devices import local_devices
+        from lltui.services.launch_speed import SpeedWatch
+
+        devices, _why = local_devices()  # none: the server runs on the host
+        self._watch = SpeedWatch.for_command(args, devices)
+
+    def feed(self, line: str) -> None:
+        watch = self._watch
+        if watch is None:
+            return
+        check = watch.feed(line)
+        if check is None:
+            return
+        kept = watch.stored[self._told :]
+        self._told = len(watch.stored)
+        if self._as_json:
+            event = {
+                "event": "speed",
+                "kind": "prompt" if check.prompt else "generation",
+                "tokens": check.tokens,
+                "depth": check.depth,
+                "measured_tps": round(check.measured_tps, 2),
+                "predicted_tps": round(check.predicted_tps, 2),
+                "diff": round(check.diff, 4),
+                "kept": bool(kept),
+            }
+            _say(json.dumps(event))
+            return
+        _say(f"served {check.line()}" + ("; kept as a calibration point" if kept else ""))
 
 
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from lltui.core.gguf.model import GgufModel
+from lltui.core.hardware.calibration import Calibration
+from lltui.core.hardware.host import HostSpec
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN, FitError
 from lltui.core.memory.devices import DeviceSpec
@@ -29,12 +31,14 @@ from lltui.sources.models.read import ModelChoice, ModelError
 
 if TYPE_CHECKING:
     from lltui.core.fit.best import Candidate, Progress
+    from lltui.core.fit.llama_fit import FitChoice
     from lltui.core.fit.quant_best import QuantChoice, QuantOption
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.fit.report import OracleComparison
     from lltui.core.memory.parts import ExtraModels
     from lltui.core.memory.results import ModelSummary
     from lltui.core.monitor.models import RigSample
+    from lltui.sources.gpu.rig_store import StoredPoint
     from lltui.sources.models.remote import RepoQuants
 
 REMOTE_TTL_S = 300.0  # a remote model's header, kept this long for a view being edited
@@ -66,6 +70,7 @@ class FitRequest:
     margin_mib: float | None = None
     host_free_bytes: int | None = None
     cpu_profile: str = "x86"
+    host: str | None = None  # --host: the CPU side (cores=16,mem=2xDDR5-5600); None: detected
     rpc_max_age_s: float = 0.0  # an --rpc server's answer this old stands (a view's edits)
     keep_remote: bool = False  # a remote header is kept a while (a view being edited)
     verb: str = "fit"  # what the user ran, for messages
@@ -87,6 +92,7 @@ class FitSetup:
     options: FitOptions
     extra: ExtraModels | None
     notes: tuple[str, ...]
+    measured: tuple[StoredPoint, ...] = ()  # this model measured on this rig (lltui bench)
 
     @property
     def gguf(self) -> GgufModel:
@@ -105,6 +111,7 @@ class FitReport:
     result: FitResult
     best: tuple[Candidate, ...] | None = None  # with a goal: the command lines that fit
     oracle: OracleComparison | None = None  # llama-fit-params beside it, when asked
+    llama_fit: FitChoice | None = None  # with a goal: what llama.cpp's --fit would run
 
 
 # --- reading a request ---------------------------------------------------------------------------
@@ -135,14 +142,61 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     except DeviceSpecError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
     host_free = request.host_free_bytes
+    host, calibration, measured = speed_inputs(request, devices)
     options = FitOptions(
         margin_bytes=margin,
         host_free_bytes=host_available() if host_free is None else host_free,
         repack_profile=request.cpu_profile,
+        host=host,
+        calibration=calibration,
     )
     return FitSetup(
-        request.model, model, args, tuple(devices), options, extra, (*notes, *device_notes)
+        request.model,
+        model,
+        args,
+        tuple(devices),
+        options,
+        extra,
+        (*notes, *device_notes),
+        measured,
     )
+
+
+def _here(request: FitRequest) -> bool:
+    """Whether the estimate is for this machine: its own GPUs (directly or as the rig the
+    app watches), or its CPU alone."""
+    if request.local or (request.gpus or "").strip().lower() in ("cpu", "none"):
+        return True
+    sample = request.sample
+    return request.watch_rig and sample is not None and sample.info.source in ("nvml", "auto")
+
+
+def speed_inputs(
+    request: FitRequest, devices: Sequence[DeviceSpec]
+) -> tuple[HostSpec, Calibration | None, tuple[StoredPoint, ...]]:
+    """The host CPU the speed of what it runs is predicted for, this rig's calibration and
+    what ``lltui bench`` (or a launch) measured of this model here: this machine's own when
+    the estimate is for its GPUs or its CPU alone; for other devices the default host, or
+    ``--host``."""
+    from lltui.core.hardware.host import default_host, parse_host_spec
+    from lltui.services.bench import local_rig
+    from lltui.sources.gpu import rig_store
+    from lltui.sources.gpu.cpu import local_host
+
+    here = _here(request)
+    host = local_host() if here else default_host()
+    if request.host:
+        try:
+            host = parse_host_spec(request.host, host)
+        except ValueError as exc:
+            raise FitFailed(f"{request.verb}: {exc}", 2) from None
+    if not here:
+        return host, None, ()
+    record = rig_store.load(local_rig(devices, host))
+    if record is None or not record.calibration.points:
+        return host, None, ()
+    mine = tuple(p for p in record.points if p.model == request.model)
+    return host, record.calibration, mine
 
 
 def _margin(request: FitRequest) -> int:
@@ -225,7 +279,14 @@ def fit(
     result = estimate_setup(setup)
     found = _best(setup, result, best, progress) if best is not None else None
     checked = _oracle(setup, request.local) if oracle else None
-    return FitReport(setup, result, found, checked)
+    fit_choice = None
+    if best is not None:
+        from lltui.core.fit.llama_fit import llama_fit_choice
+        from lltui.core.memory.parts import less_free
+
+        room = list(less_free(setup.devices, result.parts))
+        fit_choice = llama_fit_choice(setup.gguf, setup.args, room, setup.options)
+    return FitReport(setup, result, found, checked, fit_choice)
 
 
 def _best(
@@ -275,11 +336,16 @@ def predict_speed(args: LlamaArgs, sample: RigSample | None) -> tuple[float, flo
     if sample is None or args.model_path is None:
         return None
     from lltui.core.fit.estimate import estimate
+    from lltui.services.bench import local_calibration
     from lltui.services.devices import devices_from_sample
+    from lltui.sources.gpu.cpu import local_host
 
     try:
         model = read_model(args.model_path, keep=True)
-        result = estimate(model, args, devices_from_sample(sample), FitOptions())
+        devices = devices_from_sample(sample)
+        host = local_host()
+        opts = FitOptions(host=host, calibration=local_calibration(devices, host))
+        result = estimate(model, args, devices, opts)
     except (FitError, ModelError, ValueError, OSError):
         return None
     speed = result.speed

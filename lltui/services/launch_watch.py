@@ -17,6 +17,7 @@ from lltui.core.llama.log_fold import RepeatFolder
 from lltui.core.llama.timings import RequestTimings, TimingReader
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
+from lltui.core.speed.served import SpeedCheck
 from lltui.services.fit import predict_speed
 from lltui.services.launch import (
     LaunchRequest,
@@ -24,6 +25,7 @@ from lltui.services.launch import (
     Note,
     describe_exit,
 )
+from lltui.services.launch_speed import SpeedWatch
 from lltui.services.router_prep import RouterRequest
 from lltui.services.router_watch import RouterRowView
 from lltui.sources.llama.supervisor import ServerExit
@@ -73,6 +75,10 @@ class LaunchState:
     # the last request's own speed, from the server's timing lines, and when it ended
     last_request: RequestTimings | None = None
     last_request_at: float | None = None  # time.monotonic()
+    # the server's own timing of its last requests beside the prediction at their size
+    served_prompt: SpeedCheck | None = None
+    served_generation: SpeedCheck | None = None
+    speed_kept: str | None = None  # a large miss kept as a calibration point of this rig
 
 
 class LaunchController:
@@ -101,6 +107,7 @@ class LaunchController:
         self._last_command: LaunchRequest | RouterRequest | None = None
         self._op = threading.Lock()
         self._jpt_gpus: frozenset[int] = frozenset()
+        self._speed: SpeedWatch | None = None
 
     # -- starting and stopping (called on worker threads by the app) --------------------------
     # Start, stop, restart and follow run on worker threads; one at a time, so a Stop
@@ -188,9 +195,15 @@ class LaunchController:
         self._start_polling(url, api_key=prepared.http_key)
         self._notify()
         sample = self._latest_sample()
-        # a simulated rig's GPUs are not what the server runs on: nothing to compare with
+        # a simulated rig's GPUs are not what the server runs on: it runs on this host
         real = sample if sample is not None and not sample.simulated else None
-        predicted = predict_speed(prepared.spec.args, real)
+        self._speed = SpeedWatch.for_sample(prepared.spec.args, real)
+        predicted = predict_speed(prepared.spec.args, real) if real is not None else None
+        if predicted is None and self._speed is not None:
+            predicted = (
+                self._speed.predict(False, 0, 128) or 0.0,
+                self._speed.predict(True, 0, 512) or 0.0,
+            )
         if predicted is not None:
             with self.lock:
                 self.state.predicted_decode_tps, self.state.predicted_prefill_tps = predicted
@@ -310,6 +323,8 @@ class LaunchController:
         self._notify()
 
     def _on_line(self, line: str) -> None:
+        watch = self._speed
+        check = watch.feed(line) if watch is not None else None
         with self.lock:
             shown = self._folder.feed(line)
             self.state.lines.extend(shown)
@@ -318,7 +333,14 @@ class LaunchController:
             if timings is not None:
                 self.state.last_request = timings
                 self.state.last_request_at = time.monotonic()
-        if shown:
+            if check is not None:
+                if check.prompt:
+                    self.state.served_prompt = check
+                else:
+                    self.state.served_generation = check
+                if watch is not None and watch.stored:
+                    self.state.speed_kept = "; ".join(watch.stored)
+        if shown or check is not None or timings is not None:
             self._notify()
 
     def _record_exit(self, result: ServerExit | None) -> None:

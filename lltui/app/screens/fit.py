@@ -245,6 +245,8 @@ def render_verdict(outcome: FitOutcome, found: FoundModels | None = None) -> str
         lines.append(f"  fewer GPUs: [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
     if res.speed is not None:
         lines.append(escape(speed_line(res.speed)))
+    for seen in outcome.measured:
+        lines.append(f"[$text-muted]{escape(seen)}[/]")
     for w in (*res.warnings, *outcome.notes):
         lines.append(f"[$warning]note:[/] {escape(w)}")
     return "\n".join(lines)

@@ -38,7 +38,10 @@ PHASE_STYLE = {
 # every column but lltui's prediction on screen at 80 (77 cells with the padding): a long
 # RPC device name is cut
 PLACEMENT_COLUMNS = (("device", 16), ("model MiB", 10), ("KV MiB", 8), ("compute MiB", 11),
-                     ("out MiB", 8), ("layers", 12), ("predicted MiB", 16))  # fmt: skip
+                     ("out MiB", 8), ("layers", 12))  # fmt: skip
+# lltui's prediction beside them where the screen has room for it
+PREDICTED_COLUMN = ("predicted MiB", 16)
+PREDICTED_FROM = 100  # columns
 
 
 def predicted_cell(st: LaunchState, name: str, logged_mib: float) -> str:
@@ -105,6 +108,13 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
             f"[$text-muted]predicted: generation ~{st.predicted_decode_tps:.0f} tok/s, "
             f"prompt ~{st.predicted_prefill_tps:.0f} tok/s[/]"
         )
+    for check in (st.served_generation, st.served_prompt):
+        if check is not None:
+            # the server's own timing of its last request against the prediction at its size
+            tone = "$warning" if check.large_miss else "$text-muted"
+            lines.append(f"[{tone}]served {escape(check.line())}[/]")
+    if st.speed_kept:
+        lines.append(f"[$text-muted]{escape(st.speed_kept)} as a calibration point[/]")
     if st.tokens_total is not None:
         lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
     if st.check is not None:
@@ -189,6 +199,7 @@ class LaunchScreen(FormScreen):
         table = self.query_one("#launch-placement", DataTable)
         for label, width in PLACEMENT_COLUMNS:
             table.add_column(label, key=label, width=width)
+        self._sync_placement_columns()
         self._take_prefill()
         self.render_all()
 
@@ -340,8 +351,26 @@ class LaunchScreen(FormScreen):
             keys = "l load, u unload, k keep (on the selected model)"
             note.update(Text(f"{st.router_note}\n{keys}" if st.router_note else keys))
 
+    def on_resize(self) -> None:
+        if self._sync_placement_columns():
+            self.show_launch()  # the rows' cells of the column added
+
+    def _sync_placement_columns(self) -> bool:
+        """The prediction's column shown from PREDICTED_FROM columns; whether it changed."""
+        table = self.query_one("#launch-placement", DataTable)
+        label, width = PREDICTED_COLUMN
+        wide = self.app.size.width >= PREDICTED_FROM
+        if wide == (label in table.columns):
+            return False
+        if wide:
+            table.add_column(label, key=label, width=width, default="-")
+        else:
+            table.remove_column(label)
+        return True
+
     def _show_placement(self, st: LaunchState) -> None:
         table = self.query_one("#launch-placement", DataTable)
+        columns = [*PLACEMENT_COLUMNS, PREDICTED_COLUMN][: len(table.columns)]
         seen = set()
         for dev in st.placement:
             key = dev.name
@@ -355,12 +384,12 @@ class LaunchScreen(FormScreen):
                 f"{dev.output_mib:.2f}",
                 layers,
                 predicted_cell(st, dev.name, dev.total_mib),
-            )
+            )[: len(columns)]
             if key not in self._placement_keys:
                 table.add_row(*cells, key=key)
                 self._placement_keys.add(key)
             else:
-                for (col, _w), value in zip(PLACEMENT_COLUMNS, cells, strict=True):
+                for (col, _w), value in zip(columns, cells, strict=True):
                     table.update_cell(key, col, value)
         for key in self._placement_keys - seen:
             table.remove_row(key)

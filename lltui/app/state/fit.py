@@ -71,6 +71,7 @@ class FitOutcome:
     wanted: ServiceRequest | None = None
     setup: FitSetup | None = None
     quants_done: bool = False
+    measured: list[str] = field(default_factory=list)  # this model measured on this rig
 
 
 def form_flags(fields: dict[str, str], extra: str) -> list[str]:
@@ -123,6 +124,11 @@ def compute_estimate(request: FitRequest, sample: RigSample | None) -> FitOutcom
         )
         setup = prepare(wanted)
         out.notes += list(setup.notes)
+        out.measured = [
+            f"measured here: {p.test} {p.measured_tps:.1f} t/s (predicted {p.predicted_tps:.1f}"
+            f" before calibrating; {p.source}, {p.date})"
+            for p in setup.measured[-4:]
+        ]
         out.result = estimate_setup(setup)
         out.device_label = setup.device_label
         out.wanted, out.setup = wanted, setup

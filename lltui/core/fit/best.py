@@ -4,8 +4,9 @@ The space searched, and searched exactly (each answer is the best in it, not a g
 
 - the K/V cache type: f16, q8_0, q4_0 (a quantized V needs flash attention: -fa on);
 - the ubatch: as given, and 256;
-- the split on several GPUs: llama.cpp's default (by free memory), and the layers sized to
-  what each GPU has left after its fixed costs (:func:`headroom_split`);
+- the split on several GPUs: llama.cpp's default (by free memory), the layers sized to
+  what each GPU has left after its fixed costs (:func:`headroom_split`) and, for the speed
+  goal, the most layers on the GPUs fastest per layer (:func:`speed_split`: a mixed rig);
 - where the weights go, every amount of offload: for MoE models the experts of k layers on
   the CPU (--n-cpu-moe k, every k), for dense ones n layers on the GPUs (-ngl n, every n);
 - the context: every multiple of 256 up to the trained context.
@@ -31,6 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from lltui.core.fit.estimate import speed_of
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs, cpu_moe_overrides, spell
 from lltui.core.llama.flag_values import NGL_ALL, writable_split
@@ -113,6 +115,7 @@ class Candidate:
     gpu_only: bool  # no weights left on the CPU
     gives_up: str
     gains: str = ""  # what a -ts split gives over llama.cpp's default split
+    split: str = ""  # the kind of -ts (see _Plan.split)
     kv: str = "f16"  # the K/V cache type, for ranking by quality
     change: Change = field(default_factory=Change, compare=False, repr=False)
 
@@ -145,7 +148,7 @@ class _Space:
     done: int = 0
     planned: int = 1
     _results: dict[Change, FitResult | None] = field(default_factory=dict)
-    _split: dict[Change, tuple[int, ...] | None] = field(default_factory=dict)
+    _split: dict[tuple[Change, str], tuple[int, ...] | None] = field(default_factory=dict)
     _placed: dict[Change, Placed] = field(default_factory=dict)  # by change without -c
 
     def step(self) -> None:
@@ -199,15 +202,24 @@ class _Space:
             _largest(self.cap, lambda k: self.fits(at(k))[1], guess_h),
         )
 
-    def split(self, change: Change) -> tuple[int, ...] | None:
-        """-ts sized to what each GPU has left for ``change`` (see :func:`headroom_split`);
-        None where it changes nothing or llama.cpp could not be given it."""
-        if change not in self._split:
+    def split(self, change: Change, kind: str = "room") -> tuple[int, ...] | None:
+        """-ts for ``change``: sized to what each GPU has left (``kind`` "room", see
+        :func:`headroom_split`) or the most layers on the fastest GPUs ("speed", see
+        :func:`speed_split`); None where it changes nothing or llama.cpp could not be
+        given it."""
+        key = (change, kind)
+        if key not in self._split:
             res = self.estimate(change)
-            other = self.estimate(replace(change, n_ctx=self.cap * self.unit))
-            counts = headroom_split(res, self.problem.used, other) if res is not None else None
-            self._split[change] = writable_split(counts) if counts else None
-        return self._split[change]
+            counts = None
+            if res is not None and kind == "speed":
+                res = replace(res, speed=speed_of(self.problem.model, res, self.problem.used,
+                                                  self.problem.options))  # fmt: skip
+                counts = speed_split(res, self.problem.used)
+            elif res is not None:
+                other = self.estimate(replace(change, n_ctx=self.cap * self.unit))
+                counts = headroom_split(res, self.problem.used, other)
+            self._split[key] = writable_split(counts) if counts else None
+        return self._split[key]
 
 
 def _largest(top: int, ok: Callable[[int], bool], guess: int | None = None) -> int:
@@ -378,15 +390,19 @@ class _Plan:
     kv: str
     kv_why: str
     ubatch: int | None
-    split: str  # "": llama.cpp's default; "room": each GPU's layers sized to its room
+    # "": llama.cpp's default; "room": each GPU's layers sized to its room; "speed": the
+    # most layers on the GPUs fastest per layer
+    split: str
 
 
-def _plans(kv_types: Sequence[str] | None, split_allowed: bool) -> list[_Plan]:
-    """Every K/V cache type (``kv_types``; empty: the one given), each with llama.cpp's split
-    and the headroom split; a smaller ubatch is tried on what each plan finds (it moves the
-    limits a little, not the plan)."""
+def _plans(kv_types: Sequence[str] | None, split_allowed: bool, goal: str) -> list[_Plan]:
+    """Every K/V cache type (``kv_types``; empty: the one given), each with llama.cpp's split,
+    the headroom split and, for the speed goal, the speed split; a smaller ubatch is tried on
+    what each plan finds (it moves the limits a little, not the plan)."""
     kinds = [(kv, why) for kv, why in KV_TYPES if kv_types is None or kv in kv_types]
-    splits = ("", "room") if split_allowed else ("",)
+    splits: tuple[str, ...] = ("",)
+    if split_allowed:
+        splits = ("", "room", "speed") if goal == "speed" else ("", "room")
     plans = [
         _Plan(kv, why, None, split)
         for kv, why in kinds or [("", "")]  # "": the K/V cache type as given
@@ -417,25 +433,18 @@ def _candidate(
         gpu_only=x == 0,
         gives_up="; ".join(gives) or "nothing",
         kv=plan.kv or s.given_kv,
+        split=plan.split if change.tensor_split is not None else "",
         change=change,
     )
 
 
 def _speed(s: _Space, change: Change) -> tuple[float, float]:
     """Decode and prompt tokens/s of a line, by the speed model (at the line's context)."""
-    from lltui.core.speed.model import estimate_speed
-
     res = s.estimate(change)
     if res is None:
         return 0.0, 0.0
-    devs = s.problem.used
-    sp = estimate_speed(
-        s.problem.model,
-        res,
-        backends={d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"},
-        pcie={d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width},
-        bandwidth={d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs},
-    )
+    p = s.problem
+    sp = speed_of(p.model, res, p.used, p.options)
     return (sp.decode_tps, sp.prefill_tps) if sp is not None else (0.0, 0.0)
 
 
@@ -474,7 +483,7 @@ def _layout(s: _Space, plan: _Plan) -> Layout:
     def at(x: int, units: int) -> Change:
         change = s.placement(base, x)
         if plan.split:
-            ts = s.split(replace(change, n_ctx=s.asked_units * s.unit))
+            ts = s.split(replace(change, n_ctx=s.asked_units * s.unit), plan.split)
             if ts is not None:
                 change = replace(change, tensor_split=ts)
         return replace(change, n_ctx=units * s.unit)
@@ -557,6 +566,8 @@ def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
         return None
     ts = ",".join(map(str, b.change.tensor_split or ()))
     what = f"-ts {ts} gives each GPU the layers its memory has room for after its fixed costs"
+    if b.split == "speed":
+        what = f"-ts {ts} puts the most layers on the GPUs fastest per layer"
     if not defaults:
         return f"{what}: fits where llama.cpp's default split does not"
     if b.gpu_only and not any(a.gpu_only for a in defaults):
@@ -623,7 +634,7 @@ def best_configs(
     split_allowed = (
         splits and len(p.used) > 1 and not settings.tensor_split and settings.split_mode == "layer"
     )
-    plans = _plans(kv_types, split_allowed)
+    plans = _plans(kv_types, split_allowed, goal)
     small_ub = small_ubatch and settings.n_ubatch > SMALL_UBATCH
     s.planned = len(plans) * (2 if small_ub else 1) * (12 + int(math.log2(max(2, s.n_offload))) * 6)
     pool = [c for plan in plans for c in _search_plan(s, plan, goal, asked, small_ub)]
@@ -722,3 +733,53 @@ def headroom_split(
     if counts is None or counts == [len(h) for h in held]:
         return None
     return tuple(counts)
+
+
+def speed_split(res: FitResult, devices: Sequence[DeviceSpec]) -> tuple[int, ...] | None:
+    """Layers per GPU (a -ts value) that decode fastest at the result's context: a layer
+    split runs its GPUs one after another, so every layer costs its own GPU's time per layer
+    (the speed model's, from each GPU's bandwidth and what it holds); the GPUs fastest per
+    layer take as many layers as their memory has room for at that context, the slower
+    ones the rest. None: one GPU, no speed, GPUs of one speed, a free size unknown, or the
+    result's own split."""
+    speed = res.speed
+    gpus = [e for e in res.devices if e.kind != "cpu"]
+    free = {d.name: d.free_bytes for d in devices}
+    if speed is None or len(gpus) < 2 or any(free.get(e.name) is None for e in gpus):
+        return None
+    per_layer: dict[str, float] = {}
+    names = {e.name for e in gpus}
+    for d in speed.devices:
+        n = sum(1 for dev in res.layer_devices[:-1] if dev == d.name)
+        if n and d.name in names:
+            per_layer[d.name] = d.decode_ms / n
+    # a GPU holding no layer has no time per layer to go by
+    if len(per_layer) < len(gpus) or max(per_layer.values()) < 1.05 * min(per_layer.values()):
+        return None  # GPUs within 5 % of each other: the room split is as fast
+    layers = [il for il, dev in enumerate(res.layer_devices) if dev != CPU]
+    cost = dict.fromkeys(layers, 0)
+    for p in res.placements:
+        if p.layer in cost and p.device != CPU and not p.duplicate:
+            cost[p.layer] += p.alloc_bytes
+    for cache in res.kv:
+        share = (cache.k_bytes + cache.v_bytes) // max(1, len(cache.layers))
+        for il in cache.layers:
+            if il in cost:
+                cost[il] += share
+    held = {e.name: [il for il in layers if res.layer_devices[il] == e.name] for e in gpus}
+    room = {
+        e.name: (free[e.name] or 0)
+        - (e.total_bytes + e.unaccounted_bytes - sum(cost[il] for il in held[e.name]))
+        for e in gpus
+    }
+    per_layer_bytes = sum(cost.values()) / max(1, len(layers))
+    counts = dict.fromkeys(room, 0)
+    left = len(layers)
+    for name in sorted(room, key=lambda n: per_layer[n]):
+        take = min(left, max(0, int(room[name] // max(1.0, per_layer_bytes))))
+        counts[name] = take
+        left -= take
+    if left:
+        return None  # the fastest-first fill does not hold every layer
+    out = tuple(counts[e.name] for e in gpus)
+    return None if list(out) == [len(held[e.name]) for e in gpus] else out

@@ -63,7 +63,7 @@ def estimate(
         host_free = p.options.host_free_bytes
         if host_free is not None and host_parts:
             p = p.with_options(replace(p.options, host_free_bytes=max(0, host_free - host_parts)))
-    result = replace(result, speed=_speed(model, result, p.used))
+    result = replace(result, speed=speed_of(model, result, p.used, p.options))
     if not p.options.search:
         return result
     max_ctx = largest_context(p, result)
@@ -73,11 +73,23 @@ def estimate(
     return replace(result, max_ctx=max_ctx, suggestions=suggestions, hints=_hints(model, p, result))
 
 
-def _speed(model: GgufModel, result: FitResult, devs: Sequence[DeviceSpec]) -> SpeedEstimate:
+def speed_of(
+    model: GgufModel, result: FitResult, devs: Sequence[DeviceSpec], options: FitOptions
+) -> SpeedEstimate:
+    """The speed model's tokens/s for a result on these devices: their links and memory,
+    the host's share (``options.host``) and this rig's own measurements (``calibration``)."""
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
     bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
-    return estimate_speed(model, result, backends=backends, pcie=pcie, bandwidth=bandwidth)
+    return estimate_speed(
+        model,
+        result,
+        host=options.host,
+        calibration=options.calibration,
+        backends=backends,
+        pcie=pcie,
+        bandwidth=bandwidth,
+    )
 
 
 def _hints(model: GgufModel, p: FitProblem, result: FitResult) -> tuple[Suggestion, ...]:
@@ -86,5 +98,5 @@ def _hints(model: GgufModel, p: FitProblem, result: FitResult) -> tuple[Suggesti
     if found is None:
         return ()
     picked, there = found
-    there = replace(there, speed=_speed(model, there, picked))
+    there = replace(there, speed=speed_of(model, there, picked, p.options))
     return (fewer_hint(p, result, picked, there),)

@@ -275,6 +275,9 @@ def result_to_text(res: FitResult) -> str:
     if res.speed is not None:
         line = speed_line(res.speed)
         lines.append(line if res.fits else line.replace("speed:", "speed (if it fit):", 1))
+        if res.speed.host and any(d.name == "CPU" for d in res.speed.devices):
+            lines.append(f"  host: {res.speed.host}")
+        lines += [f"  speed note: {n}" for n in res.speed.notes]
     for w in res.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

@@ -64,6 +64,8 @@ class GgufFile:
     kv_nbytes: Mapping[str, int]  # encoded size of each key/value pair
     kv_types: Mapping[str, ValueType]  # value type of each key (ARRAY for arrays)
     tensors: tuple[GgufTensor, ...]
+    # a file holding the header's bytes: the file itself, or a remote file's header copy
+    header_file: str | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -153,6 +153,7 @@ def _parse(
         kv_nbytes=MappingProxyType(kv_nbytes),
         kv_types=MappingProxyType(kv_types),
         tensors=tensors,
+        header_file=array_file if avail is not None else path,
     )
 
 

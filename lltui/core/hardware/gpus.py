@@ -1,20 +1,30 @@
 """The one catalog of NVIDIA GPU models: what fit, the speed model, topology advice and the
 simulated rigs know of each GPU, read from ``gpus.csv`` beside this module.
 
-One row per model, Pascal on, from NVIDIA's datasheets and architecture whitepapers. Rates
-are dense (no sparsity): ``fp16_tflops`` is the FP16 tensor-core rate with FP16 accumulation
-where it differs (GeForce; without tensor cores, the FP32 rate llama.cpp then runs F16
-matmuls at), ``int8_tops`` the INT8 tensor-core rate (DP4A on Pascal and Volta) that
-quantized matmuls (MMQ) run on. ``mib`` is the memory nvidia-smi reports. Power, clocks and
-the fan are known for the models the simulated rigs use (``None`` elsewhere).
+One row per model, Pascal on (GeForce 10 to 50, GTX 16, TITAN, Quadro and RTX workstation,
+datacenter, CMP, GB10 and Jetson), from NVIDIA's datasheets and architecture whitepapers,
+cross-checked against the TechPowerUp GPU database (the ``source`` column names the
+documents of each row). Rates are dense (no sparsity): ``fp16_tflops`` is the FP16
+tensor-core rate with FP16 accumulation where it differs (GeForce; without tensor cores, the
+FP32 rate llama.cpp then runs F16 matmuls at on Pascal GP10x, the FP16x2 rate on GP100 and
+GTX 16), ``int8_tops`` the INT8 tensor-core rate (DP4A on Pascal, Volta and GTX 16) that
+quantized matmuls (MMQ) run on. ``mib`` is the memory nvidia-smi reports (nominal where no
+report was found; a unified-memory device's whole memory). ``unified``: one memory shared
+with the host CPU (GB10, Jetson), no PCIe between them. Power, clocks and the fan are known
+for the models the simulated rigs use (``None`` elsewhere).
 
 Names are looked up as NVML reports them (``NVIDIA GeForce RTX 4090``, ``NVIDIA
-A100-SXM4-80GB``) or short (``4090``, ``a100-80g``, ``h100``): :func:`find_gpu`.
+A100-SXM4-80GB``) or short (``4090``, ``a100-80g``, ``h100``, ``gb10``): :func:`find_gpu`.
+Where one NVML name covers several products (``NVIDIA GeForce RTX 3060`` 12 GB and 8 GB,
+``Orin (nvgpu)``), the others are rows of their own naming it in ``nvml_name``, and the
+memory size tells them apart. :func:`nearest_gpus` names the rows closest to a name the
+catalog does not know.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -50,6 +60,12 @@ class GpuSpec:
     idle_sm_mhz: int | None = None
     mem_clock_mhz: int | None = None  # the maximum memory clock NVML reports
     fan: bool | None = None  # None: not known; datacenter cards are cooled by the chassis
+    unified: bool = False  # one memory shared with the host CPU (GB10, Jetson)
+    nvml_name: str = ""  # the NVML name of a variant row that NVML does not tell apart
+    fp32_tflops: float | None = None
+    sm_count: int | None = None
+    segment: str = ""  # GeForce, Workstation, Datacenter, Embedded, ...
+    source: str = ""  # the documents its numbers come from
 
     @property
     def memory(self) -> str:
@@ -95,8 +111,8 @@ def _row(r: dict[str, str]) -> GpuSpec:
         bandwidth_gbs=float(r["bandwidth_gbs"]),
         fp16_tflops=float(r["fp16_tflops"]),
         int8_tops=float(r["int8_tops"]),
-        pcie_gen=int(r["pcie_gen"]),
-        pcie_width=int(r["pcie_width"] or 16),
+        pcie_gen=int(r["pcie_gen"] or 0),
+        pcie_width=int(r["pcie_width"] or 0),
         nvlink_links=int(r["nvlink_links"] or 0),
         tdp_w=_opt_float(r["tdp_w"]),
         power_max_w=_opt_float(r["power_max_w"]),
@@ -105,6 +121,12 @@ def _row(r: dict[str, str]) -> GpuSpec:
         idle_sm_mhz=_opt_int(r["idle_sm_mhz"]),
         mem_clock_mhz=_opt_int(r["mem_clock_mhz"]),
         fan={"yes": True, "no": False}.get(r["fan"]),
+        unified=r.get("unified", "") == "yes",
+        nvml_name=r.get("nvml_name", ""),
+        fp32_tflops=_opt_float(r.get("fp32_tflops", "")),
+        sm_count=_opt_int(r.get("sm_count", "")),
+        segment=r.get("segment", ""),
+        source=r.get("source", ""),
     )
 
 
@@ -124,9 +146,50 @@ def _by_key() -> dict[str, GpuSpec]:
     return out
 
 
-def find_gpu(name: str) -> GpuSpec | None:
+@cache
+def _variants() -> dict[str, tuple[GpuSpec, ...]]:
+    """NVML name key -> every row NVML reports under it (the named row first)."""
+    out: dict[str, list[GpuSpec]] = {}
+    for g in all_gpus():
+        out.setdefault(normalise_name(g.nvml_name or g.name), []).append(g)
+    return {k: tuple(sorted(v, key=lambda g: bool(g.nvml_name))) for k, v in out.items()}
+
+
+def find_gpu(name: str, mib: int | None = None) -> GpuSpec | None:
     """The catalog's row for a GPU named as NVML names it or by a short name; None when it
-    knows no such GPU."""
+    knows no such GPU. ``mib``: the memory the device reports, which picks among products
+    sharing one NVML name (RTX 3060 12 GB or 8 GB)."""
+    hit = _find(name)
+    if hit is None or mib is None:
+        return hit
+    rows = _variants().get(normalise_name(hit.nvml_name or hit.name), (hit,))
+    if len(rows) < 2:
+        return hit
+    return min(rows, key=lambda g: abs(g.mib - mib))
+
+
+_LAPTOP_NOISE = re.compile(r"with|maxq|design|laptop|mobile|notebook|gpu|generation|edition")
+
+
+def nearest_gpus(name: str, n: int = 3) -> list[str]:
+    """The catalog rows most like ``name`` (a GPU it does not know): the same model number
+    first (a laptop 4070 is near the 4070s), then the most similar names."""
+    key = _LAPTOP_NOISE.sub("", normalise_name(name))
+    if not key:
+        return []
+    found = re.search(r"\d{3,5}", key)
+    number = found.group(0) if found else ""
+    scored = []
+    for g in all_gpus():
+        names = (_LAPTOP_NOISE.sub("", normalise_name(g.name)), *g.aliases)
+        sim = max(difflib.SequenceMatcher(None, key, k).ratio() for k in names)
+        same = bool(number) and any(number in k for k in names)
+        scored.append((same, sim, g.name))
+    scored.sort(reverse=True)
+    return [name for same, sim, name in scored[:n] if same or sim >= 0.5]
+
+
+def _find(name: str) -> GpuSpec | None:
     key = normalise_name(name)
     if not key:
         return None

@@ -111,6 +111,8 @@ class LlamaArgs:
     fit: bool = True
     fit_target_mib: tuple[int, ...] = (1024,)
     fit_ctx: int = 4096
+    n_threads: int = -1  # -t; below 1: llama.cpp's default (the physical cores)
+    n_threads_batch: int = -1  # -tb; below 1: as -t
     embedding: bool = False
     model_path: str | None = None  # -m
     draft_model: str | None = None  # -md: a second model and context (fit counts it)

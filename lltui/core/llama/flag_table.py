@@ -117,6 +117,15 @@ FLAGS: tuple[Flag, ...] = (
         memory=False,
     ),
     Flag("fit_ctx", _s("-fitc --fit-ctx"), parse=v.count, env="LLAMA_ARG_FIT_CTX", memory=False),
+    # threads change no memory, but the speed of what the CPU runs
+    Flag("n_threads", _s("-t --threads"), parse=v.whole, env="LLAMA_ARG_THREADS", memory=False),
+    Flag(
+        "n_threads_batch",
+        _s("-tb --threads-batch"),
+        parse=v.whole,
+        env="LLAMA_ARG_THREADS_BATCH",
+        memory=False,
+    ),
     Flag(
         "draft_model",
         _s("-md --model-draft --spec-draft-model"),

@@ -1,23 +1,65 @@
-"""A request's own speed, from the two lines llama-server logs when a request ends::
+"""llama-server's own timing of each served request, from its log: the two ``print_timing``
+lines it writes when a request finishes (``tools/server/server-context.cpp``)::
 
-    slot print_timing: id  3 | task 2 | prompt eval time =   7.38 ms /  22 tokens (...,  2979.01 tokens per second)
-    slot print_timing: id  3 | task 2 |        eval time =   1.73 ms /   6 tokens (...,  2888.50 tokens per second)
+    slot print_timing: id  3 | task 2 | prompt eval time =   7.38 ms /  22 tokens (...)
+    slot print_timing: id  3 | task 2 |        eval time =   1.73 ms /   6 tokens (...)
 
-(``tools/server/server-context.cpp``, print_timings). Rates from /metrics counters fall to 0
-between requests; these are what the last request got.
-"""  # noqa: E501
+at the default verbosity and in ``--log-jsonl`` logs alike. Rates from /metrics counters fall
+to 0 between requests; these are what the last request got."""
 
 from __future__ import annotations
 
-import math
+import json
 import re
 from dataclasses import dataclass
 
 _TIMING = re.compile(
-    r"(?P<kind>prompt eval|eval) time =\s*(?P<ms>[0-9.]+) ms /\s*(?P<n>\d+) (?:tokens|runs)"
-    r"\s*\(\s*[0-9.a-z]+ ms per token,\s*(?P<tps>[0-9.]+|inf|nan) tokens per second\)"
+    r"print_timing: id\s+(?P<slot>\d+)\s*\|\s*task\s+(?P<task>\d+)\s*\|\s*"
+    r"(?P<kind>prompt eval|eval) time\s*=\s*(?P<ms>[\d.]+)\s*ms\s*/\s*(?P<n>\d+)\s*tokens"
 )
-_TASK = re.compile(r"\btask\s+(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTiming:
+    """One request's prompt processing or generation, as the server timed it."""
+
+    task: int
+    prompt: bool  # the prompt's processing; False: the generated tokens
+    tokens: int
+    ms: float
+
+    @property
+    def tps(self) -> float:
+        return self.tokens / (self.ms / 1000.0) if self.ms > 0 else 0.0
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens per second, or None where there is too little to say (no tokens, no time)."""
+        return self.tps if self.ms > 0 and self.tokens > 0 else None
+
+
+def parse_timing(line: str) -> RequestTiming | None:
+    """The timing a log line carries, or None (most lines carry none)."""
+    if "print_timing" not in line:
+        return None
+    text = line
+    if line.lstrip().startswith("{"):
+        try:
+            text = str(json.loads(line).get("msg", ""))
+        except (ValueError, AttributeError):
+            return None
+    m = _TIMING.search(text)
+    if m is None:
+        return None
+    try:
+        return RequestTiming(
+            int(m.group("task")),
+            m.group("kind") == "prompt eval",
+            int(m.group("n")),
+            float(m.group("ms")),
+        )
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,28 +85,20 @@ def _rate(tps: float | None) -> str:
     return "- tok/s" if tps is None else f"{tps:.0f} tok/s"
 
 
-def _tps(text: str) -> float | None:
-    value = float(text)
-    return value if math.isfinite(value) else None
-
-
 class TimingReader:
     """Reads log lines; a request's timings come out once both of its lines are read."""
 
     def __init__(self) -> None:
-        self._prompt: dict[str, tuple[int, float, float | None]] = {}
+        self._prompt: dict[int, RequestTiming] = {}
 
     def feed(self, line: str) -> RequestTimings | None:
-        m = _TIMING.search(line)
-        if m is None:
+        t = parse_timing(line)
+        if t is None:
             return None
-        task_match = _TASK.search(line, 0, m.start())
-        task = task_match.group(1) if task_match else ""
-        n, ms, tps = int(m.group("n")), float(m.group("ms")), _tps(m.group("tps"))
-        if m.group("kind") == "prompt eval":
-            self._prompt = {task: (n, ms, tps)}  # one request's lines follow each other
+        if t.prompt:
+            self._prompt = {t.task: t}  # one request's two lines follow each other
             return None
-        prompt = self._prompt.pop(task, None)
-        if prompt is None:
+        p = self._prompt.pop(t.task, None)
+        if p is None:
             return None
-        return RequestTimings(prompt[0], prompt[1], prompt[2], n, ms, tps)
+        return RequestTimings(p.tokens, p.ms, p.rate, t.tokens, t.ms, t.rate)

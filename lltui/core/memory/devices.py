@@ -6,8 +6,10 @@ A SPEC is one of:
 - ``sim:PROFILE``: the GPUs of a simulated rig (resolved by the caller, which knows the
   profiles);
 - a comma list of GPUs, each a memory size (``24GiB``, ``16000MiB``), a GPU model of the
-  catalog (:mod:`lltui.core.hardware.gpus`: ``T4``, ``RTX 4090``, ``A100-80GB``), optionally
-  repeated (``2xT4``),
+  catalog (:mod:`lltui.core.hardware.gpus`: ``T4``, ``RTX 4090``, ``A100-80GB``, ``GB10``), or
+  a model with the memory it has (``RTX 4070 Laptop=8GiB``: a GPU the catalog does not know
+  is then estimated with the nearest row's numbers, and said so), optionally repeated
+  (``2xT4``),
   and RPC servers ``rpc:HOST:PORT`` (``rpc:HOST:PORT=24GiB`` for the memory it offers;
   ``rpc:HOST:PORT:cpu`` when the server runs the CPU backend rather than CUDA), e.g. ``T4,T4``
   or ``24GiB,rpc:10.0.0.2:50052``.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lltui.core.hardware.gpus import find_gpu
+from lltui.core.hardware.gpus import find_gpu, nearest_gpus
 from lltui.core.units import MIB, parse_size
 
 MAX_DEVICES = 64  # a sanity bound on ``NxMODEL`` and on list length
@@ -104,6 +106,25 @@ def rpc_device(endpoint: str, memory: int | None, index: int, backend: str = "cu
     )
 
 
+def _unknown(item: str) -> str:
+    near = nearest_gpus(item)
+    hint = f"nearest known: {', '.join(near)}; " if near else ""
+    return (
+        f"--gpus: {item!r} is neither a memory size (24GiB) nor a GPU model this knows "
+        f"({hint}give its memory to estimate it anyway: '{item}=24GiB')"
+    )
+
+
+def _named_size(name: str, mem: str) -> tuple[str, int]:
+    """``MODEL=SIZE``: a GPU with the memory it has; a model the catalog does not know keeps
+    its name (the speed model says which known one it assumed)."""
+    size = _size(mem)
+    if size is None:
+        raise ValueError(f"--gpus: {mem!r} is not a memory size (e.g. {name}=24GiB)")
+    known = find_gpu(name, size // MIB)
+    return (known.name if known else name), size
+
+
 def _parse_rpc(item: str) -> tuple[str, int | None, str]:
     body = item[len("rpc:") :]
     endpoint, _, mem = body.partition("=")
@@ -147,21 +168,23 @@ def parse_gpus_spec(text: str) -> GpusSpec:
             continue
         count = 1
         m = _REPEAT.match(item)
-        if m and (gpu_model(m.group("what")) or _size(m.group("what"))):
+        what = m.group("what") if m else ""
+        if m and (gpu_model(what) or _size(what) or "=" in what):
             count = int(m.group("n"))
             item = m.group("what").strip()
         if not 1 <= count <= MAX_DEVICES:
             raise ValueError(f"--gpus: {count} devices in one item; at most {MAX_DEVICES}")
+        named, sep, mem = item.rpartition("=")
+        if sep and named.strip():
+            gpus.extend([_named_size(named.strip(), mem.strip())] * count)
+            continue
         known = gpu_model(item)
         if known is not None:
             gpus.extend([known] * count)
             continue
         size = _size(item)
         if size is None:
-            raise ValueError(
-                f"--gpus: {item!r} is neither a memory size (24GiB) nor a GPU model "
-                "this knows (T4, L4, A100-80GB, 4090, ...)"
-            )
+            raise ValueError(_unknown(item))
         gpus.extend([("", size)] * count)
         if len(gpus) + len(rpcs) > MAX_DEVICES:
             break

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lltui.core.gguf.model import GgufModel
+from lltui.core.hardware.calibration import Calibration
+from lltui.core.hardware.host import HostSpec
 from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN
@@ -26,6 +28,8 @@ class FitOptions:
     search: bool = True  # find the largest context and, when it does not fit, what does
     suggest: bool = True  # with search: also the flags that would fit (quant tables skip it)
     rules: BuildRules = NEWEST  # the llama.cpp build (and tool) whose memory rules apply
+    host: HostSpec | None = None  # the CPU side, for the speed of what it runs (None: assumed)
+    calibration: Calibration | None = None  # this rig's own measurements (lltui bench)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +214,8 @@ class SpeedEstimate:
     prompt_tokens: int
     decode_tps_full: float  # at a full context (n_ctx_seq cells read)
     notes: tuple[str, ...] = ()
+    host: str = ""  # the host CPU and memory the prediction assumed
+    calibrated: str | None = None  # "calibrated on this rig, DATE" when a rig's bench applied
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Where it looks, in order: ``$LLTUI_LLAMA_SERVER`` (a path; when set it must work), ``PATH``,
 then lltui's own builds in the user cache (CUDA first, then CPU). The tools that go with a
-server (``ggml-rpc-server``, ``llama-fit-params``, ``llama-quantize``) are looked for next to it.
+server (``ggml-rpc-server``, ``llama-fit-params``, ``llama-quantize``, ``llama-bench``) are looked
+for next to it.
 
 Flags change between llama.cpp builds (``--no-mmap`` and ``--mlock`` are gone from recent
 ones), so :func:`probe` runs ``--version`` and ``--help`` once per binary and remembers the
@@ -35,6 +36,7 @@ TOOL_NAMES: dict[str, tuple[str, ...]] = {
     "rpc-server": ("ggml-rpc-server", "rpc-server", "llama-rpc-server"),
     "llama-fit-params": ("llama-fit-params",),
     "llama-quantize": ("llama-quantize",),
+    "llama-bench": ("llama-bench",),
 }
 PROBE_CACHE_NAME = "llama-server-probes.json"
 PROBE_FORMAT = 1

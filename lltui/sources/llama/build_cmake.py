@@ -153,12 +153,16 @@ def _first_error(lines: Sequence[str]) -> str | None:
 
 
 def configure_and_build(
-    plan: BuildPlan, toolchain: Toolchain, src: Path, progress: Progress
+    plan: BuildPlan,
+    toolchain: Toolchain,
+    src: Path,
+    progress: Progress,
+    targets: Sequence[str] = TARGETS,
 ) -> list[str]:
+    """Configure ``plan.build_dir`` from ``src`` and build ``targets``; the configure options."""
     args = cmake_configure_args(plan, toolchain)
     tail: deque[str] = deque(maxlen=60)
-    env = dict(os.environ)
-    env.setdefault("LC_ALL", "C")  # English compiler messages for the error line
+    env = _build_env()
     plan.build_dir.mkdir(parents=True, exist_ok=True)
     progress("configuring llama.cpp with cmake (" + ("CUDA" if plan.cuda else "CPU") + " backend)")
     configure = [toolchain.cmake, "-S", str(src), "-B", str(plan.build_dir), *args]
@@ -174,6 +178,22 @@ def configure_and_build(
             f"cmake configure failed: {_first_error(tail) or 'see ' + str(plan.log_path)}",
             log_tail=list(tail),
         )
+    build_targets(plan, toolchain, progress, targets)
+    return args
+
+
+def _build_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("LC_ALL", "C")  # English compiler messages for the error line
+    return env
+
+
+def build_targets(
+    plan: BuildPlan, toolchain: Toolchain, progress: Progress, targets: Sequence[str]
+) -> None:
+    """``cmake --build`` of ``targets`` in the configured ``plan.build_dir``: what is already
+    built there (the libraries of an earlier build) is not compiled again."""
+    tail: deque[str] = deque(maxlen=60)
     last = -1
 
     def on_build_line(line: str) -> None:
@@ -192,16 +212,14 @@ def configure_and_build(
         "--parallel",
         str(plan.jobs),
         "--target",
-        *TARGETS,
+        *targets,
     ]
-    tail.clear()
-    rc = run_streaming(build, plan.log_path, on_build_line, tail, env)
+    rc = run_streaming(build, plan.log_path, on_build_line, tail, _build_env())
     if rc != 0:
         raise BuildError(
             f"llama.cpp build failed: {_first_error(tail) or 'see ' + str(plan.log_path)}",
             log_tail=list(tail),
         )
-    return args
 
 
 def find_built(build_dir: Path, name: str) -> Path | None:

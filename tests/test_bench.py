@@ -1,0 +1,259 @@
+"""``lltui bench``: llama-bench's output read, the same-shape GGUF written from a header, the
+calibration fitted, stored per rig and read back by later predictions; and for real, the
+pinned CPU llama-bench on tiny generated models (dense and MoE), locally and from a hub."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+from hub_server import Hub, HubServer, Repo
+from llama_fixture import llama_bins
+
+from lltui.cli import main
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.gguf.types import GgmlType
+from lltui.core.hardware.calibration import Calibration
+from lltui.core.speed.calibration import MeasuredPoint, apply_calibration, fit_calibration
+from lltui.sources.gpu import rig_store
+from lltui.sources.llama.bench import parse_row
+from lltui.sources.models import hf_hub
+from lltui.sources.models.same_shape import DISTINCT_ROWS, write_same_shape
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llama-bench"
+__all__ = ["llama_bins"]  # the fixture
+# --- llama-bench's output --------------------------------------------------------------------
+
+
+def test_rows_are_read_from_real_jsonl_output():
+    lines = (FIXTURES / "cpu_moe.jsonl").read_text().splitlines()
+    rows = [parse_row(line) for line in lines]
+    assert all(r is not None for r in rows)
+    pp, tg = rows
+    assert pp is not None and tg is not None
+    assert (pp.test, tg.test) == ("pp64", "tg16")
+    assert not pp.decode and tg.decode
+    assert pp.avg_ts > 0 and tg.n_gen == 16 and pp.backends == "CPU"
+
+
+@pytest.mark.parametrize("line", ["", "main: loading", "{broken", "[]", '{"avg_ts": "x"}'])
+def test_other_lines_are_not_rows(line):
+    assert parse_row(line) is None
+
+
+def test_a_depth_names_the_test_as_llama_bench_does():
+    row = json.loads((FIXTURES / "cpu_moe.jsonl").read_text().splitlines()[1])
+    row["n_depth"] = 4096
+    got = parse_row(json.dumps(row))
+    assert got is not None and got.test == "tg16 @ d4096"
+
+
+# --- the same-shape GGUF ---------------------------------------------------------------------
+
+
+def _moe(tmp_path: Path) -> Path:
+    spec = gf.qwen3moe_spec(n_layer=3, n_vocab=600, n_expert=8, n_expert_used=2)
+    (path,) = gf.write_model(tmp_path / "moe.gguf", spec, "Q8_0", seed=3)
+    return path
+
+
+def test_same_shape_copies_the_header_and_is_a_hole_of_the_real_size(tmp_path):
+    src = _moe(tmp_path)
+    model = read_gguf(src)
+    (out,) = write_same_shape(model, tmp_path / "same.gguf")
+    got = read_gguf(out)
+    assert out.stat().st_size == src.stat().st_size
+    f = model.files[0]
+    assert out.read_bytes()[: f.header_nbytes] == src.read_bytes()[: f.header_nbytes]
+    assert [(t.name, t.dims, t.type, t.offset) for t in got.tensors] == [
+        (t.name, t.dims, t.type, t.offset) for t in model.tensors
+    ]
+
+
+def _tensor_bytes(path: Path, name: str) -> bytes:
+    model = read_gguf(path)
+    t = next(t for t in model.tensors if t.name == name)
+    with path.open("rb") as f:
+        f.seek(t.file_offset)
+        return f.read(t.nbytes)
+
+
+def test_same_shape_fills_what_routing_depends_on_and_nothing_else(tmp_path):
+    src = _moe(tmp_path)
+    (out,) = write_same_shape(read_gguf(src), tmp_path / "same.gguf")
+    norm = _tensor_bytes(out, "blk.0.attn_norm.weight")
+    assert set(struct.unpack(f"<{len(norm) // 4}f", norm)) == {1.0}
+    router = _tensor_bytes(out, "blk.1.ffn_gate_inp.weight")
+    values = struct.unpack(f"<{len(router) // 4}f", router)
+    assert all(math.isfinite(v) for v in values) and len(set(values)) > len(values) // 2
+    assert set(_tensor_bytes(out, "blk.1.ffn_up_exps.weight")) == {0}  # zero: a hole
+    embd = read_gguf(out).tensors[0]
+    assert embd.name == "token_embd.weight" and embd.type == GgmlType.Q8_0
+    data = _tensor_bytes(out, "token_embd.weight")
+    row = len(data) // embd.dims[1]
+    rows = [data[i * row : (i + 1) * row] for i in range(embd.dims[1])]
+    assert len(set(rows)) == DISTINCT_ROWS  # tokens differ, so their experts do
+    # Q8_0 blocks carry a small finite f16 scale
+    assert struct.unpack("<e", rows[0][:2])[0] == pytest.approx(0.01, rel=1e-2)
+
+
+def test_a_split_model_is_written_as_its_split_files(tmp_path):
+    parts = gf.write_model(tmp_path / "s.gguf", gf.llama_spec(), "Q8_0", split_max_tensors=20)
+    model = read_gguf(parts[0])
+    out = write_same_shape(model, tmp_path / "same.gguf")
+    assert [p.name for p in out] == ["same-00001-of-00002.gguf", "same-00002-of-00002.gguf"]
+    assert read_gguf(out[0]).file_size == model.file_size
+
+
+# --- calibration ---------------------------------------------------------------------------
+
+
+def test_calibration_recovers_the_scales_the_points_were_made_with():
+    truth = Calibration("rig", "2026-01-01", 1.3, 0.8, 2.0, 1.0)
+    points = []
+    for i in range(1, 6):
+        gpu, host = 0.01 * i, 0.002 * (6 - i)
+        for decode in (True, False):
+            g = truth.gpu_decode if decode else truth.gpu_prefill
+            h = truth.host_decode if decode else truth.host_prefill
+            points.append(MeasuredPoint(decode, g * gpu + h * host + 0.001, gpu, host, 0.001))
+    got = fit_calibration("rig", "2026-01-01", points)
+    for field in ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill"):
+        assert getattr(got, field) == pytest.approx(getattr(truth, field), rel=0.02), field
+    scaled, note = apply_calibration(got, {"CUDA0": (1.0, 1.0), "CPU": (1.0, 1.0)}, {"CUDA0"})
+    assert scaled["CUDA0"][0] == pytest.approx(1.3, rel=0.02)
+    assert note == "calibrated on this rig, 2026-01-01"
+
+
+def test_a_wild_measurement_is_clamped():
+    got = fit_calibration("r", "d", [MeasuredPoint(True, 100.0, 0.001, 0.0)])
+    assert got.gpu_decode == pytest.approx(5.0, rel=0.01)
+    assert got.host_decode == 1.0  # nothing measured the host
+
+
+def test_the_store_keeps_a_rig_and_reads_it_back(tmp_path):
+    env = {"XDG_DATA_HOME": str(tmp_path)}
+    rig = rig_store.RigIdentity(("NVIDIA GeForce RTX 4090",), "575.57.08", "AMD Ryzen 9")
+    point = rig_store.StoredPoint("m.gguf", "as given", "tg128", True, 50, 60, 0.01, 0, 0, "d")
+    cal = Calibration(rig.describe(), "2026-11-27", 1.2, 1.0, 1.0, 1.0, 1)
+    path = rig_store.save(rig_store.RigRecord(rig, "b1 (x)", cal, (point,)), env)
+    assert path.parent == tmp_path / "lltui" / "bench"
+    back = rig_store.load(rig, env)
+    assert back is not None and back.calibration == cal and back.points == (point,)
+    other = rig_store.RigIdentity(("NVIDIA GeForce RTX 3090",), "575.57.08", "AMD Ryzen 9")
+    assert rig_store.load(other, env) is None
+    path.write_text("{not json")
+    assert rig_store.load(rig, env) is None  # unreadable: a fresh start, not a crash
+
+
+def test_the_driver_is_read_from_proc(tmp_path):
+    proc = tmp_path / "version"
+    proc.write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build\n"
+    )
+    assert rig_store.driver_version(str(proc)) == "575.57.08"
+    assert rig_store.driver_version(str(tmp_path / "none")) is None
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_bench_without_a_model_is_one_line(capsys):
+    assert main(["bench"]) == 2
+    assert "no model" in capsys.readouterr().err
+
+
+def test_bench_json_failure_is_an_object(capsys, tmp_path):
+    assert main(["bench", str(tmp_path / "missing.gguf"), "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert "missing.gguf" in out["error"]
+
+
+@pytest.mark.parametrize("bad", [["--budget", "0"], ["--budget", "x"], ["-r", "0"]])
+def test_bench_bad_options(capsys, tmp_path, bad):
+    assert main(["bench", str(tmp_path / "m.gguf"), *bad]) == 2
+    assert "bench:" in capsys.readouterr().err
+
+
+def test_no_llama_bench_is_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(tmp_path / "nope"))
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    assert main(["bench", str(model)]) == 2
+    assert "LLTUI_LLAMA_BENCH" in capsys.readouterr().err
+
+
+# --- for real: the pinned CPU llama-bench ----------------------------------------------------
+
+
+@pytest.fixture
+def bench_env(llama_bins, monkeypatch):
+    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(llama_bins.binaries["llama-bench"]))
+    return llama_bins
+
+
+def _bench_json(capsys, *argv: str) -> dict:
+    assert main(["bench", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["dense", "moe"])
+def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
+    bench_env, tmp_path, capsys, kind
+):
+    spec = (
+        gf.llama_spec(n_layer=4, n_embd=256)
+        if kind == "dense"
+        else gf.qwen3moe_spec(n_layer=4, n_expert=8, n_expert_used=2)
+    )
+    (model,) = gf.write_model(tmp_path / f"{kind}.gguf", spec, "Q8_0")
+    out = _bench_json(capsys, str(model), "--quick", "--budget", "240", "-t", "1")
+    assert not out["same_shape"] and out["rig"]["gpus"] == []
+    tests = {p["test"] for p in out["points"]}
+    assert tests == {"pp512", "tg128"}
+    for p in out["points"]:
+        assert p["measured_tps"] > 0 and p["predicted_tps"] > 0
+    cal = out["calibration"]
+    assert cal["points"] == 2 and cal["gpu_decode"] == 1.0  # no GPU measured
+    stored = Path(out["stored"])
+    assert stored.is_file() and stored.is_relative_to(Path(os.environ["XDG_DATA_HOME"]))
+    # the next prediction on this rig uses it and says so, and shows what was measured
+    assert main(["fit", str(model), "--gpus", "cpu", "-t", "1", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["speed"]["calibrated"].startswith("calibrated on this rig, ")
+    assert {m["test"] for m in fit["measured"]} == {"pp512", "tg128"}
+    # calibrated, the prediction of what was measured lands near it
+    dec = next(p for p in out["points"] if p["test"] == "tg128")
+    assert dec["calibrated_tps"] == pytest.approx(dec["measured_tps"], rel=0.05)
+
+
+@pytest.mark.slow
+def test_a_budget_stops_llama_bench_and_keeps_what_ran(bench_env, tmp_path, capsys):
+    spec = gf.llama_spec(n_layer=8, n_embd=1024, n_ff=4096, n_head=8, head_dim=128)
+    (model,) = gf.write_model(tmp_path / "m.gguf", spec, "Q8_0")  # seconds a test, not ms
+    out = _bench_json(capsys, str(model), "--budget", "1", "-t", "1")
+    assert out["stopped"] == "the time budget ran out"
+    assert len(out["points"]) < 4
+
+
+@pytest.mark.slow
+def test_a_remote_model_is_benched_as_a_same_shape_file(bench_env, tmp_path, capsys, monkeypatch):
+    spec = gf.qwen3moe_spec(n_layer=3, n_expert=8, n_expert_used=2)
+    (model,) = gf.write_model(tmp_path / "moe.gguf", spec, "Q8_0")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(hf_hub, "token", lambda: None)
+    with HubServer(Hub(repos={"acme/Moe-GGUF": Repo(files={"Moe-Q8_0.gguf": model})})) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        ref = "hf:acme/Moe-GGUF:Q8_0"
+        out = _bench_json(capsys, ref, "--quick", "--budget", "240", "-t", "1")
+    assert out["same_shape"]
+    benched = Path(out["benched"])
+    assert benched.is_relative_to(tmp_path / "cache") and benched.stat().st_size == (
+        model.stat().st_size
+    )
+    assert {p["test"] for p in out["points"]} == {"pp512", "tg128"}

@@ -1,0 +1,225 @@
+"""The host side of the speed model and what it is told: this machine's CPU and memory read
+from Linux (a copied tree), ``--host``, the CPU's share of a split (experts and layers left
+on it, ``-nkvo``), prompts at depth and in small ubatches, unified memory, ``-sm tensor``,
+and a rig's calibration."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+
+from lltui.core.fit.estimate import FitOptions, estimate
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.hardware.calibration import Calibration
+from lltui.core.hardware.host import HostSpec, parse_host_spec, parse_memory
+from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.devices import parse_gpus_spec
+from lltui.core.speed.model import estimate_speed
+from lltui.sources.gpu.cpu import read_host
+
+# --- this machine, as Linux tells it -------------------------------------------------------------
+
+
+def _dimm(kind: int, mts: int, size_mb: int = 16384) -> bytes:
+    raw = bytearray(0x28)
+    raw[0] = 17
+    raw[1] = len(raw)
+    struct.pack_into("<H", raw, 0x0C, size_mb)
+    raw[0x12] = kind
+    struct.pack_into("<H", raw, 0x15, mts + 400)  # the rated speed
+    struct.pack_into("<H", raw, 0x20, mts)  # the configured one, which counts
+    return bytes(raw)
+
+
+def _tree(root: Path, cpuinfo: str, cores: int, smt: int, dimms: list[bytes]) -> Path:
+    (root / "proc").mkdir(parents=True)
+    (root / "proc" / "cpuinfo").write_text(cpuinfo)
+    cpu = root / "sys" / "devices" / "system" / "cpu"
+    for i in range(cores * smt):
+        topo = cpu / f"cpu{i}" / "topology"
+        topo.mkdir(parents=True)
+        core = i % cores
+        (topo / "thread_siblings").write_text(f"{1 << core | 1 << (core + cores):x}\n")
+    freq = cpu / "cpu0" / "cpufreq"
+    freq.mkdir(parents=True)
+    (freq / "cpuinfo_max_freq").write_text("5400000\n")
+    for i, raw in enumerate(dimms):
+        entry = root / "sys" / "firmware" / "dmi" / "entries" / f"17-{i}"
+        entry.mkdir(parents=True)
+        (entry / "raw").write_bytes(raw)
+    return root
+
+
+X86 = """processor\t: 0
+model name\t: AMD Ryzen 9 7950X 16-Core Processor
+cpu MHz\t\t: 3000.000
+flags\t\t: fpu sse2 sse4_2 avx avx2 fma f16c avx512f avx512bw avx512_vnni
+"""
+
+
+def test_a_desktop_is_read_cores_vector_unit_clock_and_dimms(tmp_path):
+    empty = _dimm(0x22, 5600, size_mb=0)  # an empty slot
+    root = _tree(tmp_path, X86, 16, 2, [_dimm(0x22, 5600), empty, _dimm(0x22, 5600)])
+    host = read_host(str(root))
+    assert (host.cores, host.isa, host.ghz) == (16, "avx512vnni", 5.4)
+    assert host.mem_gbs == pytest.approx(89.6) and host.mem_source == "2 x DDR5-5600 (SMBIOS)"
+    assert host.source == "this machine" and not host.assumed
+
+
+def test_an_arm_board_without_firmware_tables_says_its_memory_is_assumed(tmp_path):
+    info = "processor\t: 0\nFeatures\t: fp asimd asimddp i8mm sve\nCPU part\t: 0xd81\n"
+    host = read_host(str(_tree(tmp_path, info, 12, 1, [])))
+    assert (host.cores, host.isa) == (12, "i8mm")
+    assert host.assumed and "assumed" in host.describe()
+
+
+def test_no_cpuinfo_is_the_default_host(tmp_path):
+    assert read_host(str(tmp_path)).source == "assumed"
+
+
+# --- --host ------------------------------------------------------------------------------------
+
+
+def test_host_override_reads_keys_and_memory():
+    host = parse_host_spec("cores=16, isa=avx512, ghz=3.5, mem=4xDDR4-3200")
+    assert (host.cores, host.isa, host.ghz) == (16, "avx512", 3.5)
+    assert host.mem_gbs == pytest.approx(102.4) and "4 x DDR4-3200" in host.mem_source
+    assert parse_host_spec("mem=273", host).mem_gbs == 273
+    assert parse_host_spec("unified", host).unified
+    assert parse_memory("2x LPDDR5X-8533")[0] == pytest.approx(136.5, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "empty"),
+        ("cores", "key=value"),
+        ("cores=0", "core count"),
+        ("isa=sse9", "one of"),
+        ("ghz=40", "clock"),
+        ("mem=fast", "expected GB/s"),
+        ("colour=blue", "unknown key"),
+    ],
+)
+def test_a_bad_host_override_is_one_line(text, why):
+    with pytest.raises(ValueError, match=why):
+        parse_host_spec(text)
+
+
+def test_fit_takes_host_and_keeps_llama_servers_own_host_flag(tmp_path, capsys):
+    from lltui.cli import main
+
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    args = ["fit", str(model), "--gpus", "cpu", "--host", "cores=32,mem=300", "--json"]
+    assert main(args) == 0
+    import json
+
+    speed = json.loads(capsys.readouterr().out)["speed"]
+    assert "32 threads" in speed["host"] and "300 GB/s" in speed["host"]
+    # llama-server's --host ADDRESS (no "=") is its listen address, accepted and ignored
+    assert main(["fit", str(model), "--gpus", "cpu", "--host", "0.0.0.0", "--json"]) == 0
+    assert main(["fit", str(model), "--gpus", "cpu", "--host", "cores=x"]) == 2
+    assert "cores=" in capsys.readouterr().err
+
+
+# --- the model on the host -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("host-speed")
+    return {
+        "8b": read_gguf(gf.write_sparse(d / "8b.gguf", gf.llama_8b_spec(), "Q4_0")),
+        "moe": read_gguf(gf.write_sparse(d / "moe.gguf", gf.qwen3moe_30b_a3b_spec(), "Q4_0")),
+    }
+
+
+DESKTOP = HostSpec(name="desktop", cores=8, isa="avx2", ghz=4.0, mem_gbs=60.0, source="t")
+
+
+def _speed(model, flags, gpus="cpu", host=DESKTOP, depth=0, prompt=512, cal=None):
+    devs = parse_gpus_spec(gpus).devices
+    opts = FitOptions(search=False, host=host, calibration=cal)
+    res = estimate(model, parse_llama_args(["-c", "40000", *flags]), devs, opts)
+    return estimate_speed(model, res, depth=depth, prompt_tokens=prompt, host=host, calibration=cal)
+
+
+def test_a_cpu_only_rig_is_predicted_from_its_cores_and_memory(models):
+    base = _speed(models["8b"], [])
+    assert 0 < base.decode_tps < 20 and base.prefill_tps < 200  # a desktop, not a GPU
+    more_cores = _speed(models["8b"], [], host=replace(DESKTOP, cores=32))
+    assert more_cores.prefill_tps > 2 * base.prefill_tps  # prompts are compute
+    more_bw = _speed(models["8b"], [], host=replace(DESKTOP, cores=32, mem_gbs=300))
+    assert more_bw.decode_tps > 1.5 * more_cores.decode_tps  # decode is memory
+    one_thread = _speed(models["8b"], ["-t", "1"])
+    assert one_thread.decode_tps < base.decode_tps and one_thread.prefill_tps < base.prefill_tps
+    assert base.devices[0].name == "CPU" and "desktop" in base.host
+
+
+def test_experts_on_the_host_cost_the_hosts_bandwidth_and_the_pcie_copy(models):
+    on_gpu = _speed(models["moe"], [], "RTX 4090")
+    host = _speed(models["moe"], ["--n-cpu-moe", "40"], "RTX 4090")
+    assert host.decode_tps < on_gpu.decode_tps / 2
+    cpu = next(d for d in host.devices if d.name == "CPU")
+    assert cpu.prefill_bound == "link"  # -ub 512: the experts cross PCIe
+    bigger_ub = _speed(models["moe"], ["--n-cpu-moe", "40", "-ub", "2048"], "RTX 4090", prompt=4096)
+    small_ub = _speed(models["moe"], ["--n-cpu-moe", "40", "-ub", "256"], "RTX 4090", prompt=4096)
+    assert bigger_ub.prefill_tps > 3 * small_ub.prefill_tps  # one copy per ubatch
+    faster_host = _speed(
+        models["moe"], ["--n-cpu-moe", "40"], "RTX 4090", host=replace(DESKTOP, mem_gbs=200)
+    )
+    assert faster_host.decode_tps > host.decode_tps
+
+
+def test_nkvo_puts_attention_on_the_host(models):
+    on_gpu = _speed(models["8b"], [], "RTX 4090", depth=8192)
+    nkvo = _speed(models["8b"], ["-nkvo"], "RTX 4090", depth=8192)
+    assert nkvo.decode_tps < 0.8 * on_gpu.decode_tps
+    assert nkvo.prefill_tps < 0.5 * on_gpu.prefill_tps
+    assert any(d.name == "CPU" and d.prefill_ms > 0 for d in nkvo.devices)
+
+
+def test_prompts_slow_at_depth_and_in_small_ubatches(models):
+    shallow = _speed(models["8b"], ["-fa", "on"], "RTX 4090")
+    deep = _speed(models["8b"], ["-fa", "on"], "RTX 4090", depth=32768)
+    assert deep.prefill_tps < 0.7 * shallow.prefill_tps and deep.depth == 32768
+    no_fa = _speed(models["8b"], ["-fa", "off"], "RTX 4090", depth=32768)
+    assert no_fa.prefill_tps < deep.prefill_tps  # the scores go through memory
+    small = _speed(models["8b"], ["-ub", "16", "-b", "16"], "RTX 4090")
+    assert small.prefill_tps < 0.5 * shallow.prefill_tps and small.n_ubatch == 16
+
+
+def test_a_unified_memory_device_copies_nothing(models):
+    gb10 = _speed(models["moe"], ["--n-cpu-moe", "40"], "GB10")
+    cpu = next(d for d in gb10.devices if d.name == "CPU")
+    assert cpu.prefill_bound != "link"
+
+
+def test_tensor_split_divides_the_work_and_pays_all_reduces(models):
+    layer = _speed(models["8b"], ["-sm", "layer"], "2xRTX 3090")
+    tensor = _speed(models["8b"], ["-sm", "tensor", "-fa", "on"], "2xRTX 3090")
+    single = _speed(models["8b"], [], "RTX 3090")
+    assert layer.decode_tps <= single.decode_tps
+    assert tensor.decode_tps > layer.decode_tps and tensor.link_decode_ms > 0
+
+
+def test_a_calibration_scales_the_prediction_and_says_so(models):
+    base = _speed(models["8b"], [], "RTX 4090")
+    cal = Calibration("rig", "2026-11-27", gpu_decode=2.0, gpu_prefill=0.5)
+    got = _speed(models["8b"], [], "RTX 4090", cal=cal)
+    assert got.decode_tps == pytest.approx(base.decode_tps / 2, rel=0.05)
+    assert got.prefill_tps > 1.5 * base.prefill_tps
+    assert got.calibrated == "calibrated on this rig, 2026-11-27" and base.calibrated is None
+
+
+def test_an_unknown_gpu_with_its_memory_is_estimated_and_named(models):
+    got = _speed(models["8b"], [], "RTX 4070 Laptop=8GiB")
+    note = " ".join(got.notes)
+    assert "'RTX 4070 Laptop' is not in the GPU catalog" in note
+    assert "NVIDIA GeForce RTX 4070's numbers assumed" in note  # the same model number
+    with pytest.raises(ValueError, match="nearest known: NVIDIA GeForce RTX 4070"):
+        parse_gpus_spec("RTX 4070 Laptop")
