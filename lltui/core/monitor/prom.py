@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from lltui.core.llama.log_models import DevicePlacement
 from lltui.core.llama.metrics import LlamaMetrics, ServerProps, SlotState, Throughput
+from lltui.core.monitor.alerts import Alert
 from lltui.core.monitor.models import (
     GpuProcess,
     GpuSample,
@@ -310,6 +311,34 @@ def rig_families(
         rows_h = ((hl, float(value) * scale),) if value is not None and _finite(value) else ()
         out.append(Family(name, "gauge", text, unit, rows_h))
     return tuple(out)
+
+
+ALERT_ACTIVE = "lltui_alert_active"
+ALERT_SINCE = "lltui_alert_since_timestamp_seconds"
+
+
+def alert_families(alerts: Sequence[Alert], *, host: str) -> tuple[Family, ...]:
+    """The alerts raised now: ``lltui_alert_active`` (1) and when each was raised, labelled
+    by ``kind``, ``severity`` and what it is about (``gpu`` and ``uuid``, ``server``, or the
+    fleet ``host`` it names)."""
+    active, since = [], []
+    for a in alerts:
+        labels = _labels(
+            host=a.host or host,
+            kind=a.kind,
+            severity=a.severity,
+            gpu=None if a.gpu_index is None else str(a.gpu_index),
+            uuid=a.gpu_uuid,
+            server=a.server,
+        )
+        active.append((labels, 1.0))
+        since.append((labels, float(a.since)))
+    return (
+        Family(ALERT_ACTIVE, "gauge", "An alert raised now (thresholds as lltui's config "
+               "sets them); 1.", "", tuple(active)),
+        Family(ALERT_SINCE, "gauge", "When the alert was raised, seconds since the epoch.",
+               "seconds", tuple(since)),
+    )  # fmt: skip
 
 
 def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family, ...]:
