@@ -45,6 +45,7 @@ class ContainerRef:
     name: str | None = None  # the runtime's name for it, where its metadata was readable
     pod: str | None = None  # Kubernetes: the pod's name
     namespace: str | None = None  # Kubernetes: the pod's namespace
+    pod_uid: str | None = None  # Kubernetes: the pod's uid, as its cgroup names it
     unit: str | None = None  # systemd: the service or scope
     job: str | None = None  # slurm: the job id
 
@@ -52,8 +53,9 @@ class ContainerRef:
     def label(self) -> str:
         """One short word for a column or a metric label: ``docker:web``, ``k8s:ns/pod``,
         ``slurm:1234``, ``systemd:ollama.service``."""
-        if self.pod:
-            return f"k8s:{self.namespace or '?'}/{self.pod}"
+        if self.runtime == "kubernetes":
+            pod = self.pod or f"pod {(self.pod_uid or '?')[:8]}"
+            return f"k8s:{self.namespace}/{pod}" if self.namespace else f"k8s:{pod}"
         if self.runtime == "slurm":
             return f"slurm:{self.job or self.id or '?'}" + (f" {self.name}" if self.name else "")
         if self.runtime == "systemd":

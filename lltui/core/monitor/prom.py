@@ -21,6 +21,7 @@ from lltui.core.llama.log_models import DevicePlacement
 from lltui.core.llama.metrics import LlamaMetrics, ServerProps, SlotState, Throughput
 from lltui.core.monitor.alerts import Alert
 from lltui.core.monitor.models import (
+    ContainerRef,
     GpuProcess,
     GpuSample,
     GpuStatic,
@@ -113,6 +114,8 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "Energy used since the driver loaded.", "joules", 0.001, integer=True),
     GpuMetric("lltui_gpu_temperature_celsius", "temp_c", "gauge", "GPU temperature.",
               "celsius"),
+    GpuMetric("lltui_gpu_memory_temperature_celsius", "mem_temp_c", "gauge",
+              "Memory (HBM) temperature.", "celsius"),
     GpuMetric("lltui_gpu_sm_clock_hertz", "sm_clock_mhz", "gauge", "SM clock.", "hertz",
               1e6, integer=True),
     GpuMetric("lltui_gpu_memory_clock_hertz", "mem_clock_mhz", "gauge", "Memory clock.",
@@ -293,12 +296,14 @@ def rig_families(
                 ("pid", str(p.pid)),
                 ("command", clean_command(p.name or p.command)),
             )
+            labels += container_labels(p.container)
             procs.append((labels, float(p.used_memory or 0)))
     out.append(
         Family(PROCESS_MEMORY, "gauge",
                f"GPU memory a process holds (the {max_processes} largest per GPU).", "bytes",
                tuple(procs))
     )  # fmt: skip
+    out.extend(mig_families(sample, gpu_labels))
     h = sample.host
     hl = (("host", host),)
     for name, value, scale, unit, text in (
@@ -311,6 +316,49 @@ def rig_families(
         rows_h = ((hl, float(value) * scale),) if value is not None and _finite(value) else ()
         out.append(Family(name, "gauge", text, unit, rows_h))
     return tuple(out)
+
+
+MIG_MEMORY_USED = "lltui_mig_memory_used_bytes"
+MIG_MEMORY_TOTAL = "lltui_mig_memory_total_bytes"
+MIG_INFO = "lltui_mig_info"
+
+
+def container_labels(c: ContainerRef | None) -> tuple[tuple[str, str], ...]:
+    """A process's container as labels: ``container`` (its short label, as the monitor shows
+    it), ``container_runtime``, and ``pod`` and ``namespace`` for Kubernetes."""
+    if c is None:
+        return ()
+    return _labels(
+        container=c.label[:COMMAND_LABEL_MAX],
+        container_runtime=c.runtime,
+        pod=c.pod,
+        namespace=c.namespace,
+    )
+
+
+def mig_families(
+    sample: RigSample, gpu_labels: Mapping[str, tuple[tuple[str, str], ...]]
+) -> tuple[Family, ...]:
+    """MIG instances as devices under their GPU: the GPU's labels plus ``mig_uuid``,
+    ``profile``, ``gpu_instance`` and ``compute_instance``."""
+    info, used, total = [], [], []
+    for g in sample.gpus:
+        for m in g.mig:
+            labels = gpu_labels[g.info.uuid] + (
+                ("mig_uuid", m.uuid),
+                ("profile", m.profile),
+                ("gpu_instance", str(m.gpu_instance_id)),
+                ("compute_instance", str(m.compute_instance_id)),
+            )
+            info.append((labels, 1.0))
+            total.append((labels, float(m.memory_total)))
+            if m.memory_used is not None:
+                used.append((labels, float(m.memory_used)))
+    return (
+        Family(MIG_INFO, "gauge", "A MIG instance of a GPU; always 1.", "", tuple(info)),
+        Family(MIG_MEMORY_TOTAL, "gauge", "Memory of a MIG instance.", "bytes", tuple(total)),
+        Family(MIG_MEMORY_USED, "gauge", "Memory in use in a MIG instance.", "bytes", tuple(used)),
+    )
 
 
 ALERT_ACTIVE = "lltui_alert_active"

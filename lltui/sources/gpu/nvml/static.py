@@ -51,6 +51,11 @@ def _capability(c: Any) -> tuple[int, int]:
     return int(c[0]), int(c[1])
 
 
+def _mig_enabled(modes: Any) -> bool:
+    """nvmlDeviceGetMigMode's [current, pending]: whether MIG is on now."""
+    return int(modes[0]) == FEATURE_ENABLED
+
+
 def _enabled(m: Any) -> bool:
     return int(m) == FEATURE_ENABLED
 
@@ -81,6 +86,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         gen_max = call(g, "gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", convert=int)
         width_max = call(g, "width_max", "nvmlDeviceGetMaxPcieLinkWidth", convert=int)
         g.nvlink_links = count_nvlinks(calls, g)
+        mig = call(g, "mig_mode", "nvmlDeviceGetMigMode", convert=_mig_enabled)
     except GpuLost:
         g.lost_reason = LOST_WORDS
         g.static = placeholder_static(i)
@@ -104,6 +110,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         vbios=vbios or None,
         persistence_mode=persistence,
         mem_bus_width_bits=bus or None,
+        mig_mode=mig,
     )
     return g
 
