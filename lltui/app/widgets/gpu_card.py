@@ -206,6 +206,8 @@ def _card_state(g: GpuSample, styles: CardStyles) -> Text:
     """Temperature, fan and P-state, right of the title."""
     text = Text()  # a style given to Text() would colour all that is appended after
     text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, 75, 85))
+    if g.mem_temp_c is not None:
+        text.append(f" mem {_num(g.mem_temp_c)}°C", styles.level(g.mem_temp_c, 85, 95))
     if g.fan_pct is not None:
         text.append(f" fan {_num(g.fan_pct)}%")
     if g.pstate is not None:
@@ -279,6 +281,9 @@ def _extras(g: GpuSample, styles: CardStyles) -> list[Text]:
         extras.append(Text(f"ECC uncorrected {g.ecc_uncorrected}", styles.error_bold))
     if g.retired_pages:
         extras.append(Text(f"retired pages {g.retired_pages}", styles.warn))
+    if g.mig:
+        parts = [f"{m.profile} {(m.memory_used or 0) / GIB:.1f}G" for m in g.mig]
+        extras.append(Text("MIG " + " · ".join(parts), styles.plain))
     if g.xid is not None:
         extras.append(Text(f"XID {g.xid}: {xid_meaning(g.xid)}", styles.error_bold))
     if g.error:

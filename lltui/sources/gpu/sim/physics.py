@@ -166,6 +166,8 @@ def gpu_sample(
         power_limit_w=g.power_limit_w,
         energy_mj=int(energy_mj),
         temp_c=round(clocks.temp_c),
+        # HBM sits beside the die and runs a few degrees warmer under load
+        mem_temp_c=round(clocks.temp_c + 2 + load.util * 0.06) if "HBM" in g.spec.memory else None,
         sm_clock_mhz=clocks.sm_mhz,
         mem_clock_mhz=clocks.mem_mhz,
         fan_pct=(30.0 + max(0.0, clocks.temp_c - 40) * 1.2) if g.has_fan else None,
