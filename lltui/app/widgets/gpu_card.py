@@ -238,7 +238,7 @@ def _power_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
         f" {fmt_pct(None if pwr_frac is None else 100 * pwr_frac, width=4)}  util"
     )
     text.append(fmt_pct(g.util_gpu, width=4), styles.level(g.util_gpu, 101, 101))
-    text.append(f" mem{fmt_pct(g.util_mem, width=4)}")
+    text.append(f" mbw{fmt_pct(g.util_mem, width=4)}")  # memory bandwidth: time busy
     return text
 
 
@@ -434,6 +434,8 @@ def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: in
     slow = _throttle(g)
     if slow:
         items.append((", ".join(slow), styles.hot_bold))
+    if g.util_mem is not None:  # memory bandwidth: the share of time memory was busy
+        items.append((f"mbw {g.util_mem:.0f}%", styles.muted))
     if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
         pcie = "PCIe " if wide else ""
         rates = f"↓{fmt_rate_kbs(g.pcie_rx_kbs)} ↑{fmt_rate_kbs(g.pcie_tx_kbs)}"

@@ -139,6 +139,7 @@ def gpu_sample(
     phase: str,
     progress: float,
     rng: random.Random,
+    wall0: float = 0.0,
 ) -> GpuSample:
     """One GPU's sample at ``t`` (``progress`` into ``phase``), after :func:`gpu_load` drew
     from ``rng``."""
@@ -184,7 +185,13 @@ def gpu_sample(
         ecc_corrected=0 if not g.has_fan else None,
         retired_pages=0 if not g.has_fan else None,
         processes=gpu_processes(
-            profile, i, phase, serving=serving, server_bytes=server_bytes, util=load.util
+            profile,
+            i,
+            phase,
+            serving=serving,
+            server_bytes=server_bytes,
+            util=load.util,
+            wall0=wall0,
         ),
     )
 
