@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -93,8 +94,27 @@ class LltuiWebServer(Server):
         return app
 
     async def on_startup(self, app: web.Application) -> None:
-        if self._on_ready is not None:
-            self._on_ready(self.public_url)
+        """textual-serve's banner is left out: lltui prints its own line once listening."""
+
+    def serve(self, debug: bool = False) -> None:
+        """Serve until SIGINT, SIGTERM or SIGHUP; OSError when the address cannot be bound.
+        The ready line comes once the socket listens (not before, as textual-serve's does)."""
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        runner = web.AppRunner(await self._make_app(), handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+            if self._on_ready is not None:
+                self._on_ready(self.public_url)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+        finally:
+            await runner.cleanup()  # closes the websockets: each tab's lltui is stopped
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
