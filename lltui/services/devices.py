@@ -85,12 +85,12 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
     wanted = _cuda_visible_migs()
     if wanted:
         return mig_devices(sample, wanted)
-    if any(g.mig for g in sample.gpus):
-        firsts = [g.mig[0].uuid for g in sample.gpus if g.mig]
-        plain = [g for g in sample.gpus if not g.mig and not g.info.mig_mode]
-        if not plain:
-            return mig_devices(sample, firsts)
-    gpus = [g for g in sample.gpus if not g.lost]
+    firsts = [g.mig[0].uuid for g in sample.gpus if g.mig and not g.lost]
+    gpus = [g for g in sample.gpus if not g.lost and not g.info.mig_mode]
+    if firsts:  # the whole GPUs first, then a slice of each GPU in MIG mode
+        whole = devices_from_sample(replace(sample, gpus=tuple(gpus))) if gpus else []
+        slices = mig_devices(sample, firsts)
+        return [replace(d, name=f"CUDA{i}") for i, d in enumerate([*whole, *slices])]
     ordered = sorted(
         gpus,
         key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
