@@ -43,11 +43,13 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("sm", "SM%", 4),
     ("cpu", "CPU%", 5),
     ("rss", "RSS", 8),
-    ("time", "TIME", 6),
     ("command", "COMMAND", None),
 )
+TIME_COLUMN = ("time", "TIME", 6)
 CONTAINER_COLUMN = ("container", "CONTAINER", 18)
-LABELS = {key: label for key, label, _w in (*COLUMNS, CONTAINER_COLUMN)}
+TIME_MIN_WIDTH = 90  # 80 columns keep the command in view: no elapsed time there
+CONTAINER_MIN_WIDTH = 110  # narrower tables put the container before the command instead
+LABELS = {key: label for key, label, _w in (*COLUMNS, TIME_COLUMN, CONTAINER_COLUMN)}
 TAG = "*"  # before a tagged process's pid
 DESCENDING, ASCENDING = "▼", "▲"
 
@@ -97,6 +99,7 @@ class ProcessRow:
         now: float = 0.0,
         tagged: bool = False,
         container: bool = False,
+        elapsed: bool = True,
     ) -> tuple[str, ...]:
         if self.gpu_mem is None:
             mem = "-"
@@ -113,16 +116,16 @@ class ProcessRow:
             "-" if self.sm is None else f"{self.sm:.0f}",
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
-            self.elapsed(now),
         )
+        if elapsed:
+            cells += (self.elapsed(now),)
+        whole = self.command
         if container:
             box = self.container or "-"
             cells += (escape(box if len(box) <= 18 else box[:17] + "…"),)
-        command = (
-            self.command
-            if len(self.command) <= command_width
-            else self.command[: command_width - 1] + "…"
-        )
+        elif self.container:  # no room for a column: the container leads the command
+            whole = f"[{self.container}] {whole}"
+        command = whole if len(whole) <= command_width else whole[: command_width - 1] + "…"
         return (*cells, escape(command))
 
     def sort_value(self, key: str) -> tuple[float, int]:
@@ -282,10 +285,12 @@ class ProcessTable(DataTable[str]):
         for key, label, width in self._columns:
             self.add_column(label, key=key, width=width)
 
-    def _set_columns(self, with_container: bool) -> None:
-        """The CONTAINER column comes (before COMMAND) while a process runs in one, and goes
-        when none does: the columns are laid anew, the rows re-added."""
-        columns = (*COLUMNS[:-1], CONTAINER_COLUMN, COLUMNS[-1]) if with_container else COLUMNS
+    def _set_columns(self, with_time: bool, with_container: bool) -> None:
+        """TIME where the table is wide enough; CONTAINER (before COMMAND) while a process
+        runs in one, and room: the columns are laid anew (rare), the rows re-added."""
+        extra: tuple[tuple[str, str, int | None], ...] = (TIME_COLUMN,) if with_time else ()
+        extra += (CONTAINER_COLUMN,) if with_container else ()
+        columns = (*COLUMNS[:-1], *extra, COLUMNS[-1])
         if columns == self._columns:
             return
         self._columns = columns
@@ -306,8 +311,13 @@ class ProcessTable(DataTable[str]):
         return max(12, self.size.width - fixed - 3)
 
     def _cells(self, row: ProcessRow, width: int, now: float) -> tuple[str, ...]:
-        boxed = len(self._columns) > len(COLUMNS)
-        return row.cells(width, now=now, tagged=row.pid in self.tagged, container=boxed)
+        return row.cells(
+            width,
+            now=now,
+            tagged=row.pid in self.tagged,
+            container=CONTAINER_COLUMN in self._columns,
+            elapsed=TIME_COLUMN in self._columns,
+        )
 
     @property
     def filter_text(self) -> str:
@@ -325,7 +335,9 @@ class ProcessTable(DataTable[str]):
     def show(self, sample: RigSample, sort_key: str, reverse: bool) -> None:
         self._last = (sample, sort_key, reverse)
         every = process_rows(sample)
-        self._set_columns(any(r.container for r in every.values()))
+        width_now = self.size.width
+        boxed = width_now >= CONTAINER_MIN_WIDTH and any(r.container for r in every.values())
+        self._set_columns(width_now >= TIME_MIN_WIDTH, boxed)
         rows = {pid: r for pid, r in every.items() if r.matches(self._filter)}
         self.tagged &= set(every)  # a process gone is untagged
         now = sample.wall

@@ -159,7 +159,7 @@ def gpu_sample(
     return GpuSample(
         info=st,
         memory_used=memory_used,
-        memory_free=st.memory_total - memory_used - reserved,
+        memory_free=max(0, st.memory_total - memory_used - reserved),
         memory_reserved=reserved,
         util_gpu=round(load.util),
         util_mem=round(load.util * (0.35 if phase == PHASE_PREFILL else 0.8)),
