@@ -85,6 +85,10 @@ NVML_PCIE_UTIL_TX_BYTES = 0
 NVML_PCIE_UTIL_RX_BYTES = 1
 NVML_DEVICE_MIG_DISABLE = 0x0
 NVML_DEVICE_MIG_ENABLE = 0x1
+NVML_GPU_VIRTUALIZATION_MODE_NONE = 0
+NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH = 1
+NVML_GPU_VIRTUALIZATION_MODE_VGPU = 2
+NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU = 3
 
 NVML_VALUE_TYPE_DOUBLE = 0
 NVML_VALUE_TYPE_UNSIGNED_INT = 1
@@ -292,6 +296,18 @@ MIB = 1024 * 1024
 
 
 @dataclass
+class FakeVgpu:
+    """One vGPU a fake host GPU serves to a VM (an id of nvmlDeviceGetActiveVgpus)."""
+
+    instance: int
+    type_id: int
+    type_name: str  # "GRID A100-4C"
+    vm_id: str
+    framebuffer_mib: int
+    fb_used: int = 0  # bytes
+
+
+@dataclass
 class FakeMig:
     """One MIG instance of a fake GPU (a slot of nvmlDeviceGetMigDeviceHandleByIndex)."""
 
@@ -367,6 +383,8 @@ class FakeGpu:
     mig_slots: list[FakeMig | None] = field(default_factory=list)
     # processes' MIG instance: pid -> (gpu instance id, compute instance id)
     proc_instances: dict[int, tuple[int, int]] = field(default_factory=dict)
+    virtualization_mode: int = NVML_GPU_VIRTUALIZATION_MODE_NONE
+    vgpus: list[FakeVgpu] = field(default_factory=list)  # served, in host-vgpu mode
 
 
 def make_gpus(
@@ -654,6 +672,52 @@ class FakeNvml(FakeEventApi):
         if isinstance(handle, FakeMigHandle):
             return self._text(self._mig(gpu, handle).uuid)
         return self._text(gpu.uuid)
+
+    # -- vGPU (nvidia-ml-py's names and shapes) ------------------------------------------
+    def nvmlDeviceGetVirtualizationMode(self, handle: c_nvmlDevice_t) -> int:
+        return self._device("nvmlDeviceGetVirtualizationMode", handle).virtualization_mode
+
+    def nvmlDeviceGetActiveVgpus(self, handle: c_nvmlDevice_t) -> list[int]:
+        gpu = self._device("nvmlDeviceGetActiveVgpus", handle)
+        if gpu.virtualization_mode != NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return [v.instance for v in gpu.vgpus]
+
+    def _vgpu(self, function: str, instance: int) -> FakeVgpu:
+        """The vGPU with this instance id; the call counted under its GPU."""
+        for index, gpu in enumerate(self.gpus):
+            for v in gpu.vgpus:
+                if v.instance == instance:
+                    self._device(function, c_nvmlDevice_t(index))
+                    return v
+        self.calls[(None, function)] += 1
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+    def _vgpu_type(self, function: str, type_id: int) -> FakeVgpu:
+        for gpu in self.gpus:
+            for v in gpu.vgpus:
+                if v.type_id == type_id:
+                    self.calls[(None, function)] += 1
+                    return v
+        self.calls[(None, function)] += 1
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlVgpuInstanceGetType(self, vgpuInstance: int) -> int:
+        return self._vgpu("nvmlVgpuInstanceGetType", vgpuInstance).type_id
+
+    def nvmlVgpuInstanceGetFbUsage(self, vgpuInstance: int) -> int:
+        return self._vgpu("nvmlVgpuInstanceGetFbUsage", vgpuInstance).fb_used
+
+    def nvmlVgpuInstanceGetVmID(self, vgpuInstance: int) -> tuple[str | bytes, int]:
+        v = self._vgpu("nvmlVgpuInstanceGetVmID", vgpuInstance)
+        return self._text(v.vm_id), 0  # (id, NVML_VGPU_VM_ID_DOMAIN_ID)
+
+    def nvmlVgpuTypeGetName(self, vgpuTypeId: int) -> str | bytes:
+        return self._text(self._vgpu_type("nvmlVgpuTypeGetName", vgpuTypeId).type_name)
+
+    def nvmlVgpuTypeGetFramebufferSize(self, vgpuTypeId: int) -> int:
+        v = self._vgpu_type("nvmlVgpuTypeGetFramebufferSize", vgpuTypeId)
+        return v.framebuffer_mib * MIB
 
     # -- MIG (the calls of nvidia-ml-py's MIG section, with its names and shapes) ----------
     @staticmethod

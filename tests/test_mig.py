@@ -1,5 +1,5 @@
-"""MIG instances as devices under their GPU: read through the fake NVML's MIG calls (shaped
-after nvidia-ml-py's: nvmlDeviceGetMigMode, GetMaxMigDeviceCount, GetMigDeviceHandleByIndex,
+"""MIG instances (and vGPUs) as devices under their GPU: read through the fake NVML's MIG
+calls (shaped after nvidia-ml-py's: nvmlDeviceGetMigMode, GetMaxMigDeviceCount, GetMigDeviceHandleByIndex,
 GetGpuInstanceId, GetComputeInstanceId, GetAttributes, GetMemoryInfo on a MIG handle), shown
 in gpus --json, the exporter, the monitor, and fit's --gpus."""
 
@@ -11,9 +11,12 @@ import pytest
 from fake_pynvml import (
     MIB,
     NVML_DEVICE_MIG_ENABLE,
+    NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU,
+    NVML_GPU_VIRTUALIZATION_MODE_VGPU,
     FakeMig,
     FakeMigHandle,
     FakeNvml,
+    FakeVgpu,
     c_nvmlDeviceAttributes,
     make_gpus,
 )
@@ -179,3 +182,38 @@ def test_fit_cli_with_a_mig_profile(tmp_path, capsys):
     cuda = [d for d in data["devices"] if d["kind"] == "cuda"]
     assert len(cuda) == 1 and cuda[0]["free_bytes"] == 10 * 10**9
     assert cuda[0]["description"] == "MIG 1g.10gb" and cuda[0]["fits"] is True
+
+
+def test_a_vgpu_host_lists_the_vgpus_it_serves(monkeypatch):
+    gpus = make_gpus(2, name=A100, compute_capability=(8, 0))
+    host = gpus[0]
+    host.virtualization_mode = NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU
+    host.vgpus = [
+        FakeVgpu(3251634190, 461, "GRID A100-4C", "vm-train-01", 4096, 1500 * MIB),
+        FakeVgpu(3251634191, 462, "GRID A100-8C", "vm-infer-02", 8192, 6000 * MIB),
+    ]
+    gpus[1].virtualization_mode = NVML_GPU_VIRTUALIZATION_MODE_VGPU  # as a VM sees its vGPU
+    fake, src, clock = open_source(monkeypatch, gpus)
+    sample = src.poll()
+    g, guest = sample.gpus
+    assert g.info.virtualization == "host-vgpu" and guest.info.virtualization == "vgpu"
+    assert [(v.type_name, v.vm, v.memory_total, v.memory_used) for v in g.vgpus] == [
+        ("GRID A100-4C", "vm-train-01", 4096 * MIB, 1500 * MIB),
+        ("GRID A100-8C", "vm-infer-02", 8192 * MIB, 6000 * MIB),
+    ]
+    assert guest.vgpus == ()
+    host.vgpus[0].fb_used = 2000 * MIB
+    clock.advance(5.0)  # framebuffer use on the slow TTL
+    assert src.poll().gpus[0].vgpus[0].memory_used == 2000 * MIB
+    data = rig_to_json(sample)
+    assert data["gpus"][0]["vgpus"][1]["vm"] == "vm-infer-02"
+    fams = {f.name: f for f in rig_families(sample, host="h")}
+    used = fams["lltui_vgpu_memory_used_bytes"]
+    assert {dict(labels)["vm"]: value for labels, value in used.samples} == {
+        "vm-train-01": 1500 * MIB,
+        "vm-infer-02": 6000 * MIB,
+    }
+    fake.reset_counts()
+    clock.advance(1.0)
+    src.poll()  # a fast tick asks nothing of the vGPUs
+    assert not [f for f in fake.functions_called(0) if "Vgpu" in f]

@@ -284,6 +284,11 @@ def _extras(g: GpuSample, styles: CardStyles) -> list[Text]:
     if g.mig:
         parts = [f"{m.profile} {(m.memory_used or 0) / GIB:.1f}G" for m in g.mig]
         extras.append(Text("MIG " + " · ".join(parts), styles.plain))
+    if g.vgpus:
+        parts = [f"{v.type_name} {(v.memory_used or 0) / GIB:.1f}G" for v in g.vgpus]
+        extras.append(Text(f"{len(g.vgpus)} vGPU: " + " · ".join(parts), styles.plain))
+    elif g.info.virtualization == "vgpu":
+        extras.append(Text("vGPU (in a VM)", styles.muted))
     if g.xid is not None:
         extras.append(Text(f"XID {g.xid}: {xid_meaning(g.xid)}", styles.error_bold))
     if g.error:

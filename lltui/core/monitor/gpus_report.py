@@ -85,6 +85,17 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         "mem_temp_c": g.mem_temp_c,
         "mig_mode": info.mig_mode,
         "mig": [mig_to_json(m, g) for m in g.mig],
+        "virtualization": info.virtualization,
+        "vgpus": [
+            {
+                "instance": v.instance,
+                "type": v.type_name,
+                "vm": v.vm,
+                "memory_total": v.memory_total,
+                "memory_used": v.memory_used,
+            }
+            for v in g.vgpus
+        ],
     }
 
 
@@ -245,6 +256,11 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
                 f"{'':>10}PCIe rx {fmt_rate_kbs(g.pcie_rx_kbs)}  tx {fmt_rate_kbs(g.pcie_tx_kbs)}"
             )
         lines += _mig_lines(g)
+        lines += [
+            f"{'':>6}vGPU {v.instance} {v.type_name}  {fmt_mib(v.memory_used)} / "
+            f"{fmt_mib(v.memory_total)}  VM {v.vm or '?'}"
+            for v in g.vgpus
+        ]
         lines += _xid_lines(g)
     procs = [p for g in sample.gpus for p in g.processes]
     if procs:

@@ -32,6 +32,8 @@ class GpuStatic:
     persistence_mode: bool | None = None
     mem_bus_width_bits: int | None = None  # the memory interface (384 on a 4090, 5120 on HBM3)
     mig_mode: bool | None = None  # MIG enabled now (None: the GPU has no MIG or will not say)
+    # none, passthrough, vgpu (a vGPU seen from its VM), host-vgpu, host-vsga (None: unknown)
+    virtualization: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,17 @@ class MigDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class VgpuInstance:
+    """A vGPU a host GPU serves to a virtual machine (the GPU in host-vgpu mode)."""
+
+    instance: int  # NVML's vGPU instance id
+    type_name: str  # "GRID A100-4C"
+    vm: str | None = None  # the VM's id (its name or UUID, as the hypervisor gives it)
+    memory_total: int | None = None  # the vGPU type's framebuffer
+    memory_used: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class XidEvent:
     """One XID error the driver reported for a GPU (see :mod:`lltui.core.monitor.xid`)."""
 
@@ -153,6 +166,7 @@ class GpuSample:
     error: str | None = None  # why this GPU's tick is partial (lost, ...)
     mem_temp_c: float | None = None  # the memory's (HBM) temperature
     mig: tuple[MigDevice, ...] = ()  # MIG instances, when the GPU is in MIG mode
+    vgpus: tuple[VgpuInstance, ...] = ()  # vGPUs it serves, when it is a vGPU host
 
     @property
     def index(self) -> int:

@@ -321,6 +321,7 @@ def rig_families(
 MIG_MEMORY_USED = "lltui_mig_memory_used_bytes"
 MIG_MEMORY_TOTAL = "lltui_mig_memory_total_bytes"
 MIG_INFO = "lltui_mig_info"
+VGPU_MEMORY_USED = "lltui_vgpu_memory_used_bytes"
 
 
 def container_labels(c: ContainerRef | None) -> tuple[tuple[str, str], ...]:
@@ -354,7 +355,22 @@ def mig_families(
             total.append((labels, float(m.memory_total)))
             if m.memory_used is not None:
                 used.append((labels, float(m.memory_used)))
+    vgpu_used = []
+    for g in sample.gpus:
+        for v in g.vgpus:
+            if v.memory_used is not None:
+                labels = gpu_labels[g.info.uuid] + _labels(
+                    vgpu=str(v.instance), vgpu_type=v.type_name, vm=v.vm
+                )
+                vgpu_used.append((labels, float(v.memory_used)))
     return (
+        Family(
+            VGPU_MEMORY_USED,
+            "gauge",
+            "Framebuffer a vGPU (served to a VM) uses.",
+            "bytes",
+            tuple(vgpu_used),
+        ),
         Family(MIG_INFO, "gauge", "A MIG instance of a GPU; always 1.", "", tuple(info)),
         Family(MIG_MEMORY_TOTAL, "gauge", "Memory of a MIG instance.", "bytes", tuple(total)),
         Family(MIG_MEMORY_USED, "gauge", "Memory in use in a MIG instance.", "bytes", tuple(used)),

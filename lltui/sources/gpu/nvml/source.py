@@ -81,6 +81,7 @@ from lltui.sources.gpu.nvml.processes import enrich_processes, read_processes
 from lltui.sources.gpu.nvml.reads import read_ecc, read_fast, read_links, read_pcie, read_slow
 from lltui.sources.gpu.nvml.state import NO_FAST, GpuState
 from lltui.sources.gpu.nvml.static import assign_cuda_indices, placeholder_static, read_static
+from lltui.sources.gpu.nvml.vgpu import HOST_VGPU, read_vgpu_memory, read_vgpus
 
 if TYPE_CHECKING:
     from lltui.sources.gpu.host import HostSampler
@@ -354,14 +355,19 @@ class NvmlSource:
         static = g.static
         try:
             read_fast(calls, g)
+            host_vgpu = static is not None and static.virtualization == HOST_VGPU
             if slow:
                 read_slow(calls, g, now)
                 if g.mig is not None:
                     read_mig_memory(calls, g)
+                if host_vgpu and not links:
+                    read_vgpu_memory(calls, g)
             if links:
                 read_links(calls, g)
                 if g.mig is not None:
                     g.mig = enumerate_mig(calls, g)
+                if host_vgpu:
+                    read_vgpus(calls, g)
             elif g.ecc_due:
                 read_ecc(calls, g)
             g.ecc_due = False
@@ -433,6 +439,7 @@ def _sample(g: GpuState, events: Drained) -> GpuSample:
         pstate=s.pstate,
         mem_temp_c=s.mem_temp_c,
         mig=mig_devices(g),
+        vgpus=g.vgpus,
         throttle_reasons=f.throttle_reasons,
         pcie_gen=s.pcie_gen,
         pcie_width=s.pcie_width,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.monitor.models import GpuProcess, GpuStatic, MigDevice
+from lltui.core.monitor.models import GpuProcess, GpuStatic, MigDevice, VgpuInstance
 
 
 @dataclass(slots=True)
@@ -96,6 +96,7 @@ class GpuState:
     nvlink_prev: tuple[float, int, int] | None = None  # (t, tx KiB, rx KiB)
     raw_procs: tuple[GpuProcess, ...] = ()
     mig: MigState | None = None  # the MIG instances, when the GPU is in MIG mode
+    vgpus: tuple[VgpuInstance, ...] = ()  # the vGPUs it serves, when it is a vGPU host
     procs: tuple[GpuProcess, ...] = ()
     # NVML's CPU timestamp (microseconds) of the newest per-process utilisation sample read:
     # the next read asks only for samples after it

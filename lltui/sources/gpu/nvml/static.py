@@ -26,6 +26,7 @@ from lltui.sources.gpu.nvml.codes import (
 )
 from lltui.sources.gpu.nvml.fields import LINK_COUNT_FIELD, read_fields
 from lltui.sources.gpu.nvml.state import GpuState
+from lltui.sources.gpu.nvml.vgpu import virtualization_mode
 
 CUDA_ORDER_HINT = (
     "CUDA numbers these GPUs differently from nvidia-smi (by compute capability); "
@@ -87,6 +88,9 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         width_max = call(g, "width_max", "nvmlDeviceGetMaxPcieLinkWidth", convert=int)
         g.nvlink_links = count_nvlinks(calls, g)
         mig = call(g, "mig_mode", "nvmlDeviceGetMigMode", convert=_mig_enabled)
+        virt = call(
+            g, "virtualization", "nvmlDeviceGetVirtualizationMode", convert=virtualization_mode
+        )
     except GpuLost:
         g.lost_reason = LOST_WORDS
         g.static = placeholder_static(i)
@@ -111,6 +115,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         persistence_mode=persistence,
         mem_bus_width_bits=bus or None,
         mig_mode=mig,
+        virtualization=virt,
     )
     return g
 
