@@ -1,7 +1,8 @@
 """MIG instances (and vGPUs) as devices under their GPU: read through the fake NVML's MIG
-calls (shaped after nvidia-ml-py's: nvmlDeviceGetMigMode, GetMaxMigDeviceCount, GetMigDeviceHandleByIndex,
-GetGpuInstanceId, GetComputeInstanceId, GetAttributes, GetMemoryInfo on a MIG handle), shown
-in gpus --json, the exporter, the monitor, and fit's --gpus."""
+calls (shaped after nvidia-ml-py's: nvmlDeviceGetMigMode, GetMaxMigDeviceCount,
+GetMigDeviceHandleByIndex, GetGpuInstanceId, GetComputeInstanceId, GetAttributes and
+GetMemoryInfo on a MIG handle) and vGPU calls, shown in gpus --json, the exporter, the monitor
+and fit's --gpus."""
 
 from __future__ import annotations
 
