@@ -26,7 +26,7 @@ SCREENSHOT = ROOT / "screenshots" / "browser.png"
 
 
 @contextlib.contextmanager
-def serving(*args: str) -> Iterator[str]:
+def serving(*args: str, procs: list[subprocess.Popen[str]] | None = None) -> Iterator[str]:
     """``lltui serve`` on a free loopback port; its URL. Its whole group is stopped after."""
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -38,6 +38,8 @@ def serving(*args: str) -> Iterator[str]:
         text=True,
         start_new_session=True,
     )
+    if procs is not None:
+        procs.append(proc)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -100,6 +102,29 @@ def test_a_websocket_from_another_site_is_refused():
     with serving("--source", "sim:kaggle-2xt4") as url:
         assert asyncio.run(attempt(url, "http://evil.example")) == 403
         assert asyncio.run(attempt(url, url)) == 101
+
+
+def test_a_tabs_lltui_stops_with_the_server_even_a_killed_one():
+    import psutil
+
+    async def connect(server: subprocess.Popen[str], url: str) -> list[psutil.Process]:
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(f"{url}/ws?width=100&height=30")
+            async with asyncio.timeout(30):  # the app's first bytes: it runs
+                while (await ws.receive()).type != aiohttp.WSMsgType.BINARY:
+                    pass
+            apps = psutil.Process(server.pid).children(recursive=True)
+            server.send_signal(signal.SIGKILL)  # no clean shutdown at all
+            server.wait(10)
+            await ws.close()
+            return apps
+
+    procs: list[subprocess.Popen[str]] = []
+    with serving("--source", "sim:kaggle-2xt4", procs=procs) as url:
+        apps = asyncio.run(connect(procs[0], url))
+    assert apps, "the tab started no lltui"
+    _gone, alive = psutil.wait_procs(apps, timeout=5)  # the kernel signals at once
+    assert not alive, f"a tab's lltui outlived its server: {alive}"
 
 
 def test_a_non_loopback_address_without_a_token_file_gets_a_made_up_token(monkeypatch, capsys):

@@ -143,5 +143,8 @@ class LltuiWebServer(Server):
 
 
 def app_argv(options: Sequence[str]) -> list[str]:
-    """The lltui command line each browser's app runs: this Python, lltui, ``options``."""
-    return [sys.executable, "-m", "lltui", *options]
+    """The lltui command line each browser's app runs: this Python, lltui, ``options``; it
+    stops with the server, even one killed (SIGTERM from the kernel, PR_SET_PDEATHSIG)."""
+    from lltui.sources.llama.supervisor import dies_with_us
+
+    return dies_with_us([sys.executable, "-m", "lltui", *options])
