@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
-from lltui.app import keys, views
+from lltui.app import keys, partial_updates, views
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
 from lltui.app.model import RigModel
@@ -78,6 +78,7 @@ class LltuiApp(App[int]):
         fleet: Fleet | None = None,
     ) -> None:
         super().__init__()
+        partial_updates.apply()  # changed cells only, not whole line starts, to the terminal
         self._fleet = fleet
         self._focus_lock = threading.Lock()
         self._initial_view = view
