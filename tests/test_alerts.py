@@ -88,7 +88,10 @@ def test_every_gpu_alert_kind_is_raised_and_cleared_from_a_replayed_rig(rig, cap
 
 
 def test_watch_prints_one_line_per_change(rig, capsys):
+    import signal
+
     recording, config = rig
+    handler = signal.getsignal(signal.SIGTERM)
     code, lines = _watch(
         capsys, "--config", str(config), "--source", f"replay:{recording}",
         "--replay-step", "--interval", "0.01",
@@ -98,6 +101,7 @@ def test_watch_prints_one_line_per_change(rig, capsys):
     assert len(raised) == len(EXPECTED)
     assert any("raised critical GPU0: temperature 92°C (critical at 90)" in line for line in lines)
     assert any("cleared critical GPU1: GPU is lost" in line for line in lines)
+    assert signal.getsignal(signal.SIGTERM) is handler  # its SIGTERM handler is put back
 
 
 def test_watch_fail_on_exits_with_the_severity_reached(rig, capsys):

@@ -139,16 +139,27 @@ def run(args: argparse.Namespace) -> int:
 def _loop(
     watch: Any, hooks: Any, interval: float, as_json: bool, fail_on: str | None, to_json: Any
 ) -> int:
-    """One line per change until stopped, the source ends, or ``fail_on`` is reached."""
-    import json
+    """One line per change until stopped (SIGINT, SIGTERM), the source ends, or ``fail_on``
+    is reached."""
     import signal
-
-    from lltui.core.monitor.alerts import exit_code
 
     def _stop(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, _stop)
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _rounds(watch, hooks, interval, as_json, fail_on, to_json)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # (a caller in the same process keeps its own)
+
+
+def _rounds(
+    watch: Any, hooks: Any, interval: float, as_json: bool, fail_on: str | None, to_json: Any
+) -> int:
+    import json
+
+    from lltui.core.monitor.alerts import exit_code
+
     last_error: str | None = None
     while True:
         started = time.monotonic()
