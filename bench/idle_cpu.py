@@ -95,6 +95,7 @@ Floor().run()
 class Measured:
     cpu_pct: float  # of one core
     bytes_per_s: float  # written to the terminal
+    rss_mib: float  # resident memory at the end of the measurement
     alive: bool  # still running at the end (a crash would read as idle)
 
 
@@ -118,6 +119,15 @@ def cpu_seconds(pid: int) -> float:
         fields = f.read().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process (VmRSS), MiB."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def drain(fd: int, until: float) -> int:
@@ -164,6 +174,7 @@ def run_in_pty(
         written = drain(master, start + seconds)
         alive = child.poll() is None
         cpu = cpu_seconds(child.pid) - start_cpu if alive else float("nan")
+        rss = rss_mib(child.pid) if alive else float("nan")
         elapsed = time.monotonic() - start
     finally:
         if child.poll() is None:
@@ -174,7 +185,7 @@ def run_in_pty(
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
         os.close(master)
-    return Measured(100.0 * cpu / elapsed, written / elapsed, alive)
+    return Measured(100.0 * cpu / elapsed, written / elapsed, rss, alive)
 
 
 def main() -> int:
@@ -184,6 +195,13 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--size", default="120x40")
     parser.add_argument("--nvitop-python", default=None)
+    parser.add_argument(
+        "--before",
+        metavar="ROOT",
+        default=None,
+        help="also run the lltui of another checkout (say, the commit before a change), "
+        "side by side in the same run, as 'before'",
+    )
     args = parser.parse_args()
     cols, rows = (int(v) for v in args.size.lower().split("x"))
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lltui-bench"
@@ -203,31 +221,46 @@ def main() -> int:
         "nvitop": [peer_python, str(launcher), "nvitop", "--interval", "1"],
         "floor": [sys.executable, str(floor)],  # the GPU count is added below
     }
+    if args.before:
+        before = [sys.executable, str(launcher), "lltui", "--source", "nvml", "--interval", "1"]
+        tools["before"] = before
+    roots = {"before": str(Path(args.before).resolve())} if args.before else {}
     print(
         f"{args.seconds:.0f} s each after {args.warmup:.0f} s warm-up, {cols}x{rows}, 1 s interval"
     )
     for n in args.gpus:
         env["FAKE_NVML_GPUS"] = str(n)
-        got = {
-            name: run_in_pty(
+        got = {}
+        for name, argv in tools.items():
+            tool_env = dict(env)
+            if name in roots:  # the other checkout's lltui first on the path
+                tool_env["PYTHONPATH"] = os.pathsep.join([roots[name], env["PYTHONPATH"]])
+            got[name] = run_in_pty(
                 [*argv, str(n)] if name == "floor" else argv,
-                env,
+                tool_env,
                 (cols, rows),
                 args.warmup,
                 args.seconds,
             )
-            for name, argv in tools.items()
-        }
         for name, m in got.items():
             state = "" if m.alive else "  (EXITED: not measured)"
             print(
                 f"{n:>2} GPUs  {name:<6} CPU {m.cpu_pct:5.2f}% of a core,"
-                f" {m.bytes_per_s / 1024:6.1f} KiB/s to the terminal{state}"
+                f" {m.bytes_per_s / 1024:6.1f} KiB/s to the terminal,"
+                f" RSS {m.rss_mib:5.1f} MiB{state}"
             )
         ratio = got["lltui"].cpu_pct / got["nvitop"].cpu_pct
         floor_ratio = got["floor"].cpu_pct / got["nvitop"].cpu_pct
         print(f"{n:>2} GPUs  ratio lltui/nvitop CPU {ratio:.2f} (goal <= 0.5)")
         print(f"{n:>2} GPUs  ratio Textual floor/nvitop CPU {floor_ratio:.2f}")
+        floor = got["floor"]
+        for name in [k for k in ("before", "lltui") if k in got]:
+            m = got[name]
+            print(
+                f"{n:>2} GPUs  {name}/floor: CPU {m.cpu_pct / floor.cpu_pct:.2f} (goal <= 1.3),"
+                f" terminal bytes {m.bytes_per_s / max(floor.bytes_per_s, 1):.2f} (goal <= 2),"
+                f" RSS +{m.rss_mib - floor.rss_mib:.1f} MiB (goal <= 8)"
+            )
     return 0
 
 

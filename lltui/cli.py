@@ -27,6 +27,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.explain",
     "lltui.commands.bench",
     "lltui.commands.exporter",
+    "lltui.commands.watch",
+    "lltui.commands.serve",
 )
 
 # subcommands that sample the GPUs, and so can --record what they saw
@@ -95,6 +97,19 @@ def build_parser(with_commands: bool = True) -> argparse.ArgumentParser:
     )
     parser.add_argument("--size", default="120x40", help="terminal size for --screenshot, WxH")
     parser.add_argument("--view", default=None, help="view to open: monitor, ...")
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        default=None,
+        help="hide signalling (shared screens); also readonly = true in the config",
+    )
+    parser.add_argument(
+        "--energy-price",
+        type=float,
+        default=None,
+        metavar="PRICE",
+        help="price of a kWh, to show what the GPUs' energy costs (config: energy_price)",
+    )
     if not with_commands:
         parser.set_defaults(command=None)
         return parser

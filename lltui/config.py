@@ -7,9 +7,21 @@ The file is TOML at ``$XDG_CONFIG_HOME/lltui/config.toml`` (``~/.config/lltui/co
     source = "auto"         # auto, nvml, smi, smi:HOST, sim:PROFILE, replay:FILE
     history_minutes = 60    # how much history the monitor keeps
 
+    readonly = false        # hide signalling (shared screens, the browser view)
+    energy_price = 0.30     # price of a kWh, to show what the GPUs' energy cost
+    currency = "EUR"
+
     [keymap]                # binding id = keys, as Textual spells them
     pause = "space"
     quit = "q,ctrl+q"
+
+    [alerts]                # thresholds (see lltui.core.monitor.alerts) and hooks
+    gpu_temp_critical = 88
+    disabled = ["power_cap"]
+    hook = ["notify-send", "lltui alert"]   # argv, no shell; LLTUI_ALERT_* in its environment
+    hook_timeout_s = 10
+    [alerts.hooks]
+    xid = ["/usr/local/bin/page-oncall"]
 
 User themes are TOML files in ``$XDG_CONFIG_HOME/lltui/themes/``.
 """
@@ -21,6 +33,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lltui.core.monitor.alerts import AlertConfig, alert_config_from_mapping
 from lltui.paths import default_config_path
 
 MIN_INTERVAL = 0.25  # NVML latency makes faster polling meaningless and costly
@@ -38,6 +51,10 @@ class Settings:
     source: str = "auto"
     history_minutes: float = 60.0
     keymap: dict[str, str] = field(default_factory=dict)
+    readonly: bool = False  # no signalling from the monitor
+    energy_price: float | None = None  # per kWh, in ``currency``
+    currency: str = ""
+    alerts: AlertConfig = field(default_factory=AlertConfig)
     config_path: str | None = None  # the file these came from, if any
 
 
@@ -83,6 +100,39 @@ def _from_mapping(data: dict[str, Any], base: Settings, where: str) -> Settings:
         ):
             raise ConfigError(f"{where}: [keymap] maps binding ids to key strings")
         out = replace(out, keymap={**out.keymap, **keymap})
+    return _more_from_mapping(data, out, where)
+
+
+def _more_from_mapping(data: dict[str, Any], out: Settings, where: str) -> Settings:
+    """readonly, the energy price and the alerts."""
+    if "readonly" in data:
+        value = data["readonly"]
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
+            value = value.lower() in ("1", "true", "yes")  # from LLTUI_READONLY
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: readonly must be true or false, got {value!r}")
+        out = replace(out, readonly=value)
+    if "energy_price" in data:
+        try:
+            price = float(data["energy_price"])
+        except (TypeError, ValueError):
+            price = -1.0
+        if isinstance(data["energy_price"], bool) or not 0 <= price < 1e6:
+            raise ConfigError(
+                f"{where}: energy_price must be a price per kWh (0 or more), "
+                f"got {data['energy_price']!r}"
+            )
+        out = replace(out, energy_price=price)
+    if "currency" in data:
+        currency = data["currency"]
+        if not isinstance(currency, str) or len(currency) > 8 or not currency.isprintable():
+            raise ConfigError(f"{where}: currency must be a short word such as EUR or $")
+        out = replace(out, currency=currency)
+    if "alerts" in data:
+        try:
+            out = replace(out, alerts=alert_config_from_mapping(data["alerts"], "alerts"))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
     return out
 
 
@@ -110,7 +160,7 @@ def load_settings(
     elif explicit:
         raise ConfigError(f"{file}: no such config file")
     env_layer: dict[str, Any] = {}
-    for key in ("interval", "theme", "source"):
+    for key in ("interval", "theme", "source", "readonly", "energy_price"):
         value = env.get(f"LLTUI_{key.upper()}")
         if value:
             env_layer[key] = value

@@ -83,6 +83,12 @@ NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
 NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
 NVML_PCIE_UTIL_TX_BYTES = 0
 NVML_PCIE_UTIL_RX_BYTES = 1
+NVML_DEVICE_MIG_DISABLE = 0x0
+NVML_DEVICE_MIG_ENABLE = 0x1
+NVML_GPU_VIRTUALIZATION_MODE_NONE = 0
+NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH = 1
+NVML_GPU_VIRTUALIZATION_MODE_VGPU = 2
+NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU = 3
 
 NVML_VALUE_TYPE_DOUBLE = 0
 NVML_VALUE_TYPE_UNSIGNED_INT = 1
@@ -102,6 +108,7 @@ NVML_FI_DEV_ECC_SBE_AGG_TOTAL = 5
 NVML_FI_DEV_ECC_DBE_AGG_TOTAL = 6
 NVML_FI_DEV_RETIRED_SBE = 29
 NVML_FI_DEV_RETIRED_DBE = 30
+NVML_FI_DEV_MEMORY_TEMP = 82
 NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83
 NVML_FI_DEV_NVLINK_LINK_COUNT = 91
 NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138
@@ -258,8 +265,60 @@ class c_nvmlDevice_t:
         return f"<fake nvmlDevice {self.index}>"
 
 
+class FakeMigHandle(c_nvmlDevice_t):
+    """A MIG device's handle: calls on it are counted under its parent GPU's index."""
+
+    def __init__(self, index: int, slot: int) -> None:
+        super().__init__(index)
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        return f"<fake MIG device {self.index}/{self.slot}>"
+
+
+# nvidia-ml-py's c_nvmlDeviceAttributes, field for field (what nvmlDeviceGetAttributes returns)
+class c_nvmlDeviceAttributes(ctypes.Structure):
+    _fields_ = [
+        ("multiprocessorCount", ctypes.c_uint),
+        ("sharedCopyEngineCount", ctypes.c_uint),
+        ("sharedDecoderCount", ctypes.c_uint),
+        ("sharedEncoderCount", ctypes.c_uint),
+        ("sharedJpegCount", ctypes.c_uint),
+        ("sharedOfaCount", ctypes.c_uint),
+        ("gpuInstanceSliceCount", ctypes.c_uint),
+        ("computeInstanceSliceCount", ctypes.c_uint),
+        ("memorySizeMB", ctypes.c_ulonglong),
+    ]
+
+
 # -- the fake hardware ----------------------------------------------------------------------
 MIB = 1024 * 1024
+
+
+@dataclass
+class FakeVgpu:
+    """One vGPU a fake host GPU serves to a VM (an id of nvmlDeviceGetActiveVgpus)."""
+
+    instance: int
+    type_id: int
+    type_name: str  # "GRID A100-4C"
+    vm_id: str
+    framebuffer_mib: int
+    fb_used: int = 0  # bytes
+
+
+@dataclass
+class FakeMig:
+    """One MIG instance of a fake GPU (a slot of nvmlDeviceGetMigDeviceHandleByIndex)."""
+
+    uuid: str
+    gpu_instance_id: int
+    compute_instance_id: int
+    name: str  # as the driver names a MIG device: "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
+    memory_mib: int
+    memory_used: int = 0
+    slices: int = 1
+    sm_count: int = 14
 
 
 @dataclass
@@ -317,6 +376,15 @@ class FakeGpu:
     # None: the GPU will not say (NOT_SUPPORTED, as on MIG)
     util_samples: list[tuple[int, int, int]] | None = field(default_factory=list)
     lost: bool = False
+    mem_temp_c: int | None = None  # HBM's sensor; None: NOT_SUPPORTED (GDDR)
+    # MIG: None for a GPU without it (NOT_SUPPORTED), else the current mode; the instances
+    # fill the slots of nvmlDeviceGetMigDeviceHandleByIndex in order, None an empty slot
+    mig_mode: int | None = None
+    mig_slots: list[FakeMig | None] = field(default_factory=list)
+    # processes' MIG instance: pid -> (gpu instance id, compute instance id)
+    proc_instances: dict[int, tuple[int, int]] = field(default_factory=dict)
+    virtualization_mode: int = NVML_GPU_VIRTUALIZATION_MODE_NONE
+    vgpus: list[FakeVgpu] = field(default_factory=list)  # served, in host-vgpu mode
 
 
 def make_gpus(
@@ -534,6 +602,7 @@ class FakeNvml(FakeEventApi):
             setattr(mod, name, cls)
         mod.c_nvmlFieldValue_t = c_nvmlFieldValue_t  # type: ignore[attr-defined]
         mod.c_nvmlEventData_t = c_nvmlEventData_t  # type: ignore[attr-defined]
+        mod.c_nvmlDeviceAttributes = c_nvmlDeviceAttributes  # type: ignore[attr-defined]
         for name, value in EVENT_CONSTANTS.items():
             if name not in absent:
                 setattr(mod, name, value)
@@ -593,10 +662,135 @@ class FakeNvml(FakeEventApi):
 
     # -- static facts ---------------------------------------------------------------------
     def nvmlDeviceGetName(self, handle: c_nvmlDevice_t) -> str | bytes:
-        return self._text(self._device("nvmlDeviceGetName", handle).name)
+        gpu = self._device("nvmlDeviceGetName", handle)
+        if isinstance(handle, FakeMigHandle):
+            return self._text(self._mig(gpu, handle).name)
+        return self._text(gpu.name)
 
     def nvmlDeviceGetUUID(self, handle: c_nvmlDevice_t) -> str | bytes:
-        return self._text(self._device("nvmlDeviceGetUUID", handle).uuid)
+        gpu = self._device("nvmlDeviceGetUUID", handle)
+        if isinstance(handle, FakeMigHandle):
+            return self._text(self._mig(gpu, handle).uuid)
+        return self._text(gpu.uuid)
+
+    # -- vGPU (nvidia-ml-py's names and shapes) ------------------------------------------
+    def nvmlDeviceGetVirtualizationMode(self, handle: c_nvmlDevice_t) -> int:
+        return self._device("nvmlDeviceGetVirtualizationMode", handle).virtualization_mode
+
+    def nvmlDeviceGetActiveVgpus(self, handle: c_nvmlDevice_t) -> list[int]:
+        gpu = self._device("nvmlDeviceGetActiveVgpus", handle)
+        if gpu.virtualization_mode != NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return [v.instance for v in gpu.vgpus]
+
+    def _vgpu(self, function: str, instance: int) -> FakeVgpu:
+        """The vGPU with this instance id; the call counted under its GPU."""
+        for index, gpu in enumerate(self.gpus):
+            for v in gpu.vgpus:
+                if v.instance == instance:
+                    self._device(function, c_nvmlDevice_t(index))
+                    return v
+        self.calls[(None, function)] += 1
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+    def _vgpu_type(self, function: str, type_id: int) -> FakeVgpu:
+        for gpu in self.gpus:
+            for v in gpu.vgpus:
+                if v.type_id == type_id:
+                    self.calls[(None, function)] += 1
+                    return v
+        self.calls[(None, function)] += 1
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlVgpuInstanceGetType(self, vgpuInstance: int) -> int:
+        return self._vgpu("nvmlVgpuInstanceGetType", vgpuInstance).type_id
+
+    def nvmlVgpuInstanceGetFbUsage(self, vgpuInstance: int) -> int:
+        return self._vgpu("nvmlVgpuInstanceGetFbUsage", vgpuInstance).fb_used
+
+    def nvmlVgpuInstanceGetVmID(self, vgpuInstance: int) -> tuple[str | bytes, int]:
+        v = self._vgpu("nvmlVgpuInstanceGetVmID", vgpuInstance)
+        return self._text(v.vm_id), 0  # (id, NVML_VGPU_VM_ID_DOMAIN_ID)
+
+    def nvmlVgpuTypeGetName(self, vgpuTypeId: int) -> str | bytes:
+        return self._text(self._vgpu_type("nvmlVgpuTypeGetName", vgpuTypeId).type_name)
+
+    def nvmlVgpuTypeGetFramebufferSize(self, vgpuTypeId: int) -> int:
+        v = self._vgpu_type("nvmlVgpuTypeGetFramebufferSize", vgpuTypeId)
+        return v.framebuffer_mib * MIB
+
+    # -- MIG (the calls of nvidia-ml-py's MIG section, with its names and shapes) ----------
+    @staticmethod
+    def _mig(gpu: FakeGpu, handle: FakeMigHandle) -> FakeMig:
+        mig = gpu.mig_slots[handle.slot] if handle.slot < len(gpu.mig_slots) else None
+        if mig is None:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return mig
+
+    def nvmlDeviceGetMigMode(self, device: c_nvmlDevice_t) -> list[int]:
+        gpu = self._device("nvmlDeviceGetMigMode", device)
+        if gpu.mig_mode is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return [gpu.mig_mode, gpu.mig_mode]  # [current, pending]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, device: c_nvmlDevice_t) -> int:
+        gpu = self._device("nvmlDeviceGetMaxMigDeviceCount", device)
+        if gpu.mig_mode is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(
+        self, device: c_nvmlDevice_t, index: int
+    ) -> c_nvmlDevice_t:
+        gpu = self._device("nvmlDeviceGetMigDeviceHandleByIndex", device)
+        if gpu.mig_mode != NVML_DEVICE_MIG_ENABLE:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if index >= 7:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if index >= len(gpu.mig_slots) or gpu.mig_slots[index] is None:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return FakeMigHandle(device.index, index)
+
+    def nvmlDeviceIsMigDeviceHandle(self, device: c_nvmlDevice_t) -> ctypes.c_uint:
+        self._device("nvmlDeviceIsMigDeviceHandle", device)
+        # the real binding returns the c_uint itself, not its value
+        return ctypes.c_uint(1 if isinstance(device, FakeMigHandle) else 0)
+
+    def nvmlDeviceGetGpuInstanceId(self, device: c_nvmlDevice_t) -> int:
+        gpu = self._device("nvmlDeviceGetGpuInstanceId", device)
+        if not isinstance(device, FakeMigHandle):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return self._mig(gpu, device).gpu_instance_id
+
+    def nvmlDeviceGetComputeInstanceId(self, device: c_nvmlDevice_t) -> int:
+        gpu = self._device("nvmlDeviceGetComputeInstanceId", device)
+        if not isinstance(device, FakeMigHandle):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return self._mig(gpu, device).compute_instance_id
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+        self, migDevice: c_nvmlDevice_t
+    ) -> c_nvmlDevice_t:
+        self._device("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", migDevice)
+        if not isinstance(migDevice, FakeMigHandle):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return c_nvmlDevice_t(migDevice.index)
+
+    def nvmlDeviceGetAttributes(self, device: c_nvmlDevice_t) -> c_nvmlDeviceAttributes:
+        gpu = self._device("nvmlDeviceGetAttributes", device, "nvmlDeviceGetAttributes_v2")
+        attrs = c_nvmlDeviceAttributes()
+        if isinstance(device, FakeMigHandle):
+            mig = self._mig(gpu, device)
+            attrs.multiprocessorCount = mig.sm_count
+            attrs.gpuInstanceSliceCount = mig.slices
+            attrs.computeInstanceSliceCount = mig.slices
+            attrs.memorySizeMB = mig.memory_mib
+        else:
+            attrs.multiprocessorCount = 108
+            attrs.gpuInstanceSliceCount = 7
+            attrs.computeInstanceSliceCount = 7
+            attrs.memorySizeMB = gpu.memory_total // MIB
+        return attrs
 
     def nvmlDeviceGetPciInfo(self, handle: c_nvmlDevice_t) -> types.SimpleNamespace:
         gpu = self._device("nvmlDeviceGetPciInfo", handle, "nvmlDeviceGetPciInfo_v3")
@@ -672,6 +866,12 @@ class FakeNvml(FakeEventApi):
     def nvmlDeviceGetMemoryInfo(
         self, handle: c_nvmlDevice_t, version: int | None = None
     ) -> types.SimpleNamespace:
+        if isinstance(handle, FakeMigHandle):
+            mig = self._mig(self._device("nvmlDeviceGetMemoryInfo", handle), handle)
+            total = mig.memory_mib * MIB
+            return types.SimpleNamespace(
+                total=total, free=total - mig.memory_used, used=mig.memory_used
+            )
         if not version:
             return self._memory(self._device("nvmlDeviceGetMemoryInfo", handle), v2=False)
         gpu = self._device("nvmlDeviceGetMemoryInfo", handle, "nvmlDeviceGetMemoryInfo_v2")
@@ -684,6 +884,8 @@ class FakeNvml(FakeEventApi):
 
     def nvmlDeviceGetUtilizationRates(self, handle: c_nvmlDevice_t) -> types.SimpleNamespace:
         gpu = self._device("nvmlDeviceGetUtilizationRates", handle)
+        if isinstance(handle, FakeMigHandle):  # NVML gives no utilisation per MIG instance
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return types.SimpleNamespace(gpu=gpu.util_gpu, memory=gpu.util_mem)
 
     def nvmlDeviceGetPowerUsage(self, handle: c_nvmlDevice_t) -> int:
@@ -740,6 +942,8 @@ class FakeNvml(FakeEventApi):
             NVML_VALUE_TYPE_UNSIGNED_INT,
             (NVML_ERROR_NOT_SUPPORTED, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 0),
         )
+        if field_id == NVML_FI_DEV_MEMORY_TEMP:
+            return unsupported if gpu.mem_temp_c is None else (NVML_SUCCESS, uint, gpu.mem_temp_c)
         if field_id == NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
             return unsupported if gpu.energy_mj is None else (NVML_SUCCESS, ull, gpu.energy_mj)
         if field_id == NVML_FI_DEV_POWER_AVERAGE:
@@ -835,11 +1039,17 @@ class FakeNvml(FakeEventApi):
 
     # -- processes -----------------------------------------------------------------------
     @staticmethod
-    def _procs_v2(procs: list[tuple[int, int | None]]) -> list[types.SimpleNamespace]:
+    def _procs_v2(
+        procs: list[tuple[int, int | None]], instances: dict[int, tuple[int, int]] | None = None
+    ) -> list[types.SimpleNamespace]:
         # The real v2/v3 wrappers turn NVML_VALUE_NOT_AVAILABLE into None themselves.
+        none = (0xFFFFFFFF, 0xFFFFFFFF)
         return [
             types.SimpleNamespace(
-                pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF
+                pid=pid,
+                usedGpuMemory=used,
+                gpuInstanceId=(instances or {}).get(pid, none)[0],
+                computeInstanceId=(instances or {}).get(pid, none)[1],
             )
             for pid, used in procs
         ]
@@ -857,13 +1067,13 @@ class FakeNvml(FakeEventApi):
         self, handle: c_nvmlDevice_t
     ) -> list[types.SimpleNamespace]:
         gpu = self._device("nvmlDeviceGetComputeRunningProcesses_v3", handle)
-        return self._procs_v2(gpu.compute_procs)
+        return self._procs_v2(gpu.compute_procs, gpu.proc_instances)
 
     def nvmlDeviceGetComputeRunningProcesses_v2(
         self, handle: c_nvmlDevice_t
     ) -> list[types.SimpleNamespace]:
         gpu = self._device("nvmlDeviceGetComputeRunningProcesses_v2", handle)
-        return self._procs_v2(gpu.compute_procs)
+        return self._procs_v2(gpu.compute_procs, gpu.proc_instances)
 
     def nvmlDeviceGetComputeRunningProcesses(
         self, handle: c_nvmlDevice_t
@@ -979,8 +1189,6 @@ PEER_CONSTANTS = {
     "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS": 3,
     "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX": 140,
     "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX": 141,
-    "NVML_DEVICE_MIG_DISABLE": 0,
-    "NVML_DEVICE_MIG_ENABLE": 1,
 }
 
 

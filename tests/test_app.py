@@ -104,7 +104,7 @@ async def test_select_gpu_and_open_detail():
         await pilot.press("right_square_bracket", "right_square_bracket")
         assert app.monitor_prefs.selected == 2
         assert app.screen.query(GpuCard)[2].has_class("-selected")
-        await pilot.press("enter")
+        await pilot.press("d")  # enter on the process table is a process's history
         assert isinstance(app.screen, GpuDetailScreen)
         detail = str(app.screen.query_one("#detail").render())
         assert "GPU2" in detail and "power" in detail and "min" in detail

@@ -20,7 +20,9 @@ ALLOWED: dict[str, set[str]] = {
     "lltui": {"lltui"},
     "core": {"core"},
     "paths": {"paths"},
-    "config": {"config", "paths"},
+    # config -> core: the settings hold the alert thresholds as the core's typed model
+    # (AlertConfig), checked key by key when the file is read
+    "config": {"config", "paths", "core"},
     "sources": {"paths", "sources", "core", "config", "lltui"},
     "services": {"paths", "services", "sources", "core", "config", "lltui"},
     "api": {"api", "services", "sources", "core", "lltui"},

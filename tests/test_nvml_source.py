@@ -52,6 +52,7 @@ from lltui.core.monitor.cuda_order import (
 from lltui.core.monitor.models import GpuSample, RigSample, SourceUnavailable
 from lltui.core.monitor.throttle import reasons_from_mask
 from lltui.sources.gpu.nvml import (
+    DEFAULT_LINK_TTL_S,
     DEFAULT_PCIE_TTL_S,
     DEFAULT_PROCESS_TTL_S,
     DEFAULT_SLOW_TTL_S,
@@ -61,7 +62,7 @@ from lltui.sources.gpu.nvml import (
 )
 from lltui.sources.gpu.sim import StepClock
 
-EVERY_TTL = max(DEFAULT_SLOW_TTL_S, DEFAULT_PROCESS_TTL_S, DEFAULT_PCIE_TTL_S)
+EVERY_TTL = max(DEFAULT_SLOW_TTL_S, DEFAULT_PROCESS_TTL_S, DEFAULT_PCIE_TTL_S, DEFAULT_LINK_TTL_S)
 ME = os.getpid()
 PARENT = os.getppid()
 
@@ -726,8 +727,11 @@ def test_not_supported_is_remembered_per_gpu_and_field(monkeypatch):
     first = src.poll()
     assert first.gpus[0].fan_pct is None and first.gpus[0].error is None
     assert first.gpus[1].fan_pct == gpus[1].fan_pct
-    for _ in range(4):
-        called0 = fast_tick_calls(fake, src, clock, 0)
+    for _ in range(4):  # the fan is a slow field: read on the slow TTL, GPU 1 only
+        clock.advance(DEFAULT_SLOW_TTL_S)
+        fake.reset_counts()
+        src.poll()
+        called0 = fake.functions_called(0)
         assert called0["nvmlDeviceGetFanSpeed"] == 0
         assert called0["nvmlDeviceGetTemperature"] == 1
         assert fake.functions_called(1)["nvmlDeviceGetFanSpeed"] == 1
@@ -765,14 +769,17 @@ def test_pcie_throughput_never_runs_on_the_fast_path(monkeypatch):
 def test_ttls_are_constructor_arguments(monkeypatch):
     fake = FakeNvml(make_gpus(1)).install(monkeypatch)
     clock = StepClock(1000.0, step=0.0)
-    src = NvmlSource(slow_ttl_s=0.5, process_ttl_s=10.0, pcie_ttl_s=100.0, clock=clock, env={})
+    src = NvmlSource(
+        slow_ttl_s=0.5, process_ttl_s=10.0, pcie_ttl_s=100.0, link_ttl_s=0.5, clock=clock, env={}
+    )
     src.open()
     src.poll()
     clock.advance(0.6)
     fake.reset_counts()
     src.poll()
     called = fake.functions_called(0)
-    assert called["nvmlDeviceGetCurrPcieLinkGeneration"] == 1  # slow TTL passed
+    assert called["nvmlDeviceGetFanSpeed"] == 1  # slow TTL passed
+    assert called["nvmlDeviceGetCurrPcieLinkGeneration"] == 1  # and the link TTL
     assert called["nvmlDeviceGetComputeRunningProcesses_v3"] == 0  # process TTL did not
     assert called["nvmlDeviceGetPcieThroughput"] == 0
 

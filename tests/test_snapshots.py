@@ -43,7 +43,19 @@ def test_gpu_detail_snapshot(snap_compare):
     async def run_before(pilot):
         feed(app, SAMPLES)
         await pilot.pause()
-        await pilot.press("enter")
+        await pilot.press("d")  # enter on the process table opens the process's history
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_process_history_snapshot(snap_compare):
+    app = sim_app("8xh100-sxm")
+
+    async def run_before(pilot):
+        feed(app, SAMPLES)
+        await pilot.pause()
+        await pilot.press("down", "enter")  # the slurm job's own history
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
-from lltui.app import keys, views
+from lltui.app import keys, partial_updates, views
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
 from lltui.app.model import RigModel
@@ -30,6 +30,7 @@ from lltui.app.themes import (
     load_user_themes,
 )
 from lltui.config import MIN_INTERVAL, Settings
+from lltui.core.monitor.alerts import AlertTracker, HostStatus
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
 from lltui.core.text import error_text
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from lltui.app.host import AppHost
     from lltui.app.state.launch import FormFlags
     from lltui.core.llama.args import LlamaArgs
+    from lltui.services.alerts import HookRunner
     from lltui.services.launch_watch import LaunchController
     from lltui.services.rig import Rig
     from lltui.sources.gpu.fleet import Fleet
@@ -77,6 +79,7 @@ class LltuiApp(App[int]):
         fleet: Fleet | None = None,
     ) -> None:
         super().__init__()
+        partial_updates.apply()  # changed cells only, not whole line starts, to the terminal
         self._fleet = fleet
         self._focus_lock = threading.Lock()
         self._initial_view = view
@@ -86,7 +89,8 @@ class LltuiApp(App[int]):
         # the interval can change while running: keep the time covered, bounded at the fastest
         max_age = settings.history_minutes * 60
         history = RigHistory(max(60, int(max_age / MIN_INTERVAL)), max_age_s=max_age)
-        self.model = RigModel(info=info, interval=settings.interval, history=history, clock=clock)
+        self._hooks = self._make_hooks()
+        self.model = self._new_model(info, settings.interval, history)
         # a fleet's hosts once opened, by index: each keeps its history and energy while
         # another is in view (the one in view is self.model)
         self._host_models: dict[int, RigModel] = {}
@@ -122,6 +126,52 @@ class LltuiApp(App[int]):
         self._apply_theme()
 
     # -- setup ---------------------------------------------------------------------------
+    def _new_model(self, info: RigInfo, interval: float, history: RigHistory) -> RigModel:
+        """A model of the rig, its alerts on the config's thresholds (with the fleet's
+        hosts, and the hooks run on each change)."""
+        settings = self.settings
+        return RigModel(
+            info=info,
+            interval=interval,
+            history=history,
+            clock=self.clock,
+            alerts=AlertTracker(settings.alerts.thresholds),
+            hosts=self._host_statuses if self._fleet is not None else None,
+            on_alerts=self._hooks.fire if self._hooks is not None else None,
+            energy_price=settings.energy_price,
+            currency=settings.currency,
+        )
+
+    def _make_hooks(self) -> HookRunner | None:
+        if not self.settings.alerts.hooks:
+            return None
+        from lltui.services.alerts import HookRunner
+
+        return HookRunner(self.settings.alerts, lambda result: self._note(result.line))
+
+    def _note(self, line: str) -> None:
+        """A line from another thread (a hook that failed), as a notification."""
+        if not self.is_running:
+            return
+        with contextlib.suppress(RuntimeError):  # the app is closing
+            self.call_from_thread(self.notify, line, severity="warning")
+
+    def _host_statuses(self) -> list[HostStatus]:
+        from lltui.core.monitor.fleet import status_of
+
+        if self._fleet is None:
+            return []
+        snapshot = self._fleet.snapshot()
+        return [
+            HostStatus(h.label, status_of(h, snapshot.t, self.model.interval) == "down", h.error)
+            for h in snapshot.hosts
+        ]
+
+    @property
+    def readonly(self) -> bool:
+        """No signalling from this app (``--readonly``, the config's ``readonly``)."""
+        return self.settings.readonly
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLE_DEFAULTS)
 
@@ -298,9 +348,7 @@ class LltuiApp(App[int]):
             model = self._host_models.get(index)
             if model is None:
                 history = RigHistory(old.history.maxlen, max_age_s=old.history.max_age_s)
-                model = RigModel(
-                    info=info, interval=old.interval, history=history, clock=self.clock
-                )
+                model = self._new_model(info, old.interval, history)
                 self._host_models[index] = model
             model.interval, model.paused = old.interval, old.paused
             self.model = model
@@ -387,8 +435,35 @@ class LltuiApp(App[int]):
     def _launch_changed(self, message: LaunchChanged) -> None:
         from lltui.app.screens.launch import LaunchScreen
 
+        self._llama_alerts()
         if isinstance(self.screen, LaunchScreen):
             self.screen.show_launch()
+
+    def _llama_alerts(self) -> None:
+        """The launched (or followed) llama-server's health, into the alerts."""
+        from lltui.core.llama.address import public_url
+        from lltui.core.monitor.alerts import LlamaStatus
+
+        if self._launch is None:
+            return
+        with self._launch.lock:
+            st = self._launch.state
+            phase, url, health, words = st.phase, st.url, st.health, st.message
+        servers: list[LlamaStatus] = []
+        if url is not None and phase != "idle":
+            if phase in ("exited", "error"):
+                state = "down"
+            elif phase in ("starting", "loading", "stopping"):
+                state = "loading"
+            else:
+                state = health or ("ready" if phase == "ready" else "loading")
+            servers.append(LlamaStatus(public_url(url), state, None if state == "ready" else words))
+        with self.model.lock:
+            changes = self.model.alerts.update(time.time(), llama=servers)
+        if changes and self.model.on_alerts is not None:
+            self.model.on_alerts(changes)
+        if changes:
+            self.render_model()
 
     # -- actions -------------------------------------------------------------------------
     async def action_quit(self) -> None:

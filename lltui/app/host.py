@@ -31,6 +31,11 @@ class AppHost(Protocol):
         ...
 
     @property
+    def readonly(self) -> bool:
+        """No signalling from this app (shared screens, the browser view)."""
+        ...
+
+    @property
     def monitor_prefs(self) -> MonitorPrefs:
         """How the monitor shows the rig: its window, order, selection and layout."""
         ...

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lltui.core.monitor.alerts import AlertChange, AlertTracker, HostStatus
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
 
@@ -30,6 +31,13 @@ class RigModel:
     paused: bool = False
     # apply() runs on the poller thread; the UI holds this lock while it renders
     lock: threading.RLock = field(default_factory=threading.RLock)
+    alerts: AlertTracker = field(default_factory=AlertTracker)
+    # a fleet's hosts as they stand, given with each sample (None: no fleet)
+    hosts: Callable[[], list[HostStatus]] | None = None
+    # heard with each sample's alert changes, on the poller thread (hooks)
+    on_alerts: Callable[[tuple[AlertChange, ...]], None] | None = None
+    energy_price: float | None = None  # per kWh, to show what the energy cost
+    currency: str = ""
 
     def apply(self, sample: RigSample, poll_s: float) -> bool:
         """Take a sample; False (and counted) when it is older than one already taken.
@@ -48,6 +56,10 @@ class RigModel:
             self.last_poll_s = poll_s
             self.error = sample.error
             self.history.append(sample)
+            hosts = self.hosts() if self.hosts is not None else None
+            changes = self.alerts.update(sample.wall, rigs={None: sample}, hosts=hosts)
+            if changes and self.on_alerts is not None:
+                self.on_alerts(changes)
             return True
 
     def fail(self, error: str) -> None:

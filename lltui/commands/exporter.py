@@ -173,6 +173,13 @@ def run(args: argparse.Namespace) -> int:
         )
         for i, url in enumerate(args.llama)
     ]
+    from lltui.config import ConfigError, load_settings
+
+    try:
+        thresholds = load_settings(None, path=getattr(args, "config", None)).alerts.thresholds
+    except ConfigError as exc:
+        source.close()
+        raise CliError(str(exc), 2) from None
     host_label = args.host_label or info.hostname or socket.gethostname()
     sampler = Sampler(
         source,
@@ -180,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         interval_s=interval,
         llama=follows,
         max_processes=args.max_processes,
+        thresholds=thresholds,
         on_error=lambda line: print(f"lltui exporter: {line}", file=sys.stderr, flush=True),
     )
     try:

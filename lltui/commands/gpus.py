@@ -16,6 +16,8 @@ from lltui.commands import (
 )
 
 if TYPE_CHECKING:
+    from lltui.core.monitor.alerts import Alert
+    from lltui.core.monitor.models import RigSample
     from lltui.services.rig import RigRequest
 
 
@@ -54,6 +56,7 @@ def _request(args: argparse.Namespace) -> RigRequest:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lltui.core.monitor.alerts import alerts_to_json
     from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.rig import sample_once
@@ -72,13 +75,33 @@ def run(args: argparse.Namespace) -> int:
         # opened only once the source worked: a failed start must not empty the file
         with open_recorder(args.record, spec or "auto") as recorder:
             recorder.write(sample)
+    alerts = _alerts({None: sample}, args)
     if args.json:
-        print_json(rig_to_json(sample))
+        print_json({**rig_to_json(sample), "alerts": alerts_to_json(alerts)})
     else:
         # a terminal's width, from COLUMNS or the terminal itself; a pipe gets the full table
         columns = shutil.get_terminal_size(fallback=(0, 0)).columns
         print(rig_to_text(sample, width=columns or None))
+        for alert in alerts:
+            print(f"alert: {alert.line}")
     return 0
+
+
+def _alerts(rigs: dict[str | None, RigSample], args: argparse.Namespace) -> tuple[Alert, ...]:
+    """The alerts these samples raise now, on the config's thresholds (one look: a condition
+    that must last counts as it is now)."""
+    import time
+
+    from lltui.config import ConfigError, load_settings
+    from lltui.core.monitor.alerts import AlertTracker
+
+    try:
+        settings = load_settings(None, path=getattr(args, "config", None))
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
+    tracker = AlertTracker(settings.alerts.thresholds, instant=True)
+    tracker.update(time.time(), rigs=rigs)
+    return tracker.active
 
 
 def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
@@ -94,8 +117,14 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
         snapshot = poll_fleet_once(request)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
+    from lltui.core.monitor.alerts import alerts_to_json
+
+    up: dict[str | None, RigSample] = {
+        h.label: h.sample for h in snapshot.hosts if h.sample is not None and h.reachable
+    }
+    alerts = _alerts(up, args)
     if args.json:
-        print_json(fleet_to_json(snapshot))
+        print_json({**fleet_to_json(snapshot), "alerts": alerts_to_json(alerts)})
     else:
         columns = shutil.get_terminal_size(fallback=(0, 0)).columns
         blocks = []
@@ -108,6 +137,8 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
                     f"== {state.label}\n" + rig_to_text(state.sample, width=columns or None)
                 )
         print("\n\n".join(blocks))
+        for alert in alerts:
+            print(f"alert: {alert.line}")
     return 0 if snapshot.reachable else 1
 
 

@@ -42,7 +42,13 @@ def _run_app(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(
-            {"interval": args.interval, "theme": args.theme, "source": args.source},
+            {
+                "interval": args.interval,
+                "theme": args.theme,
+                "source": args.source,
+                "readonly": args.readonly,
+                "energy_price": args.energy_price,
+            },
             path=args.config,
         )
     except ConfigError as exc:

@@ -14,6 +14,7 @@ from lltui.core.hardware.gpus import short_gpu_name
 from lltui.core.memory.devices import (
     DeviceSpec,
     cuda_devices,
+    is_mig_uuid,
     memory_bandwidth_gbs,
     parse_gpus_spec,
     rpc_device,
@@ -48,9 +49,49 @@ def sim_devices(profile: str) -> list[DeviceSpec]:
     ]
 
 
+def mig_devices(sample: RigSample, wanted: Sequence[str]) -> list[DeviceSpec]:
+    """The MIG slices ``wanted`` names (their UUIDs, as CUDA_VISIBLE_DEVICES gives them),
+    each a CUDA device of its own. DeviceSpecError for a UUID no GPU here has."""
+    slices = {m.uuid: (g, m) for g in sample.gpus for m in g.mig}
+    out: list[DeviceSpec] = []
+    for uuid in wanted:
+        found = slices.get(uuid.strip())
+        if found is None:
+            known = ", ".join(slices) or "none"
+            raise DeviceSpecError(f"--gpus {uuid}: no such MIG slice here (slices: {known})")
+        g, m = found
+        out.append(
+            DeviceSpec(
+                name=f"CUDA{len(out)}",
+                kind="cuda",
+                total_bytes=m.memory_total,
+                free_bytes=m.memory_free,
+                description=f"{g.info.name} MIG {m.profile}",
+            )
+        )
+    return out
+
+
+def _cuda_visible_migs() -> list[str]:
+    import os
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return [v.strip() for v in visible.split(",") if v.strip().startswith("MIG-")]
+
+
 def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
-    """The GPUs of a rig sample in CUDA order, with the free memory they report now."""
-    gpus = [g for g in sample.gpus if not g.lost]
+    """The GPUs of a rig sample in CUDA order, with the free memory they report now. Where
+    CUDA_VISIBLE_DEVICES names MIG slices, those slices; a GPU in MIG mode is its first
+    slice (a CUDA process sees one MIG slice of a GPU)."""
+    wanted = _cuda_visible_migs()
+    if wanted:
+        return mig_devices(sample, wanted)
+    firsts = [g.mig[0].uuid for g in sample.gpus if g.mig and not g.lost]
+    gpus = [g for g in sample.gpus if not g.lost and not g.info.mig_mode]
+    if firsts:  # the whole GPUs first, then a slice of each GPU in MIG mode
+        whole = devices_from_sample(replace(sample, gpus=tuple(gpus))) if gpus else []
+        slices = mig_devices(sample, firsts)
+        return [replace(d, name=f"CUDA{i}") for i, d in enumerate([*whole, *slices])]
     ordered = sorted(
         gpus,
         key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
@@ -104,7 +145,9 @@ def resolve_devices(
     say what was assumed. DeviceSpecError for a bad spec."""
     notes: list[str] = []
     devices: list[DeviceSpec]
-    if spec_text is not None:
+    if spec_text is not None and is_mig_uuid(spec_text.split(",")[0]):
+        devices = _local_migs([v for v in spec_text.split(",") if v.strip()])
+    elif spec_text is not None:
         try:
             spec = parse_gpus_spec(spec_text)
         except ValueError as exc:
@@ -116,6 +159,25 @@ def resolve_devices(
             notes.append(note)
     devices, rpc_notes = with_rpc(devices, rpc, max_age_s=rpc_max_age_s)
     return devices, notes + rpc_notes
+
+
+def _local_migs(uuids: Sequence[str]) -> list[DeviceSpec]:
+    """MIG slices of this machine by UUID (``--gpus MIG-...``), read through NVML."""
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.gpu.kinds import SourceSpec, make_source
+
+    try:
+        source = make_source(SourceSpec("nvml"))
+        source.open()
+        try:
+            sample = source.poll()
+        finally:
+            source.close()
+    except (SourceUnavailable, ImportError, OSError) as exc:
+        raise DeviceSpecError(
+            f"--gpus {uuids[0]}: a MIG slice needs this machine's GPUs ({exc})"
+        ) from None
+    return mig_devices(sample, uuids)
 
 
 def with_rpc(

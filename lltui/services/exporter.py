@@ -16,17 +16,20 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from lltui.core.llama.address import public_url
 from lltui.core.llama.log_models import DevicePlacement
+from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
 from lltui.core.monitor.models import RigSample, SourceUnavailable
 from lltui.core.monitor.prom import (
     DEFAULT_MAX_PROCESSES,
     Family,
     LlamaExport,
+    alert_families,
     llama_families,
     rig_families,
 )
@@ -34,19 +37,6 @@ from lltui.core.text import error_text
 from lltui.sources.gpu.base import GpuSource
 
 LOG_READ_BYTES = 8 * 1024 * 1024  # placement lines come early in a llama-server log
-
-
-def public_url(url: str) -> str:
-    """``url`` without user, password, query or fragment: fit for a label or a message."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return "<unparsable URL>"
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 @dataclass(slots=True)
@@ -111,9 +101,11 @@ class Sampler:
         max_processes: int = DEFAULT_MAX_PROCESSES,
         llama_timeout_s: float = 2.0,
         on_error: Callable[[str], None] | None = None,
+        thresholds: AlertThresholds | None = None,
     ) -> None:
         from lltui.sources.llama.http import LlamaServerClient
 
+        self.alerts = AlertTracker(thresholds)
         self.source = source
         self.host = host
         self.interval_s = interval_s
@@ -128,6 +120,7 @@ class Sampler:
         # the last poll of each llama-server; each has its own thread, so that a server that
         # hangs holds neither the GPUs' round nor the other servers
         self._llama = [LlamaExport(server=public_url(f.url), up=False) for f in self._follow]
+        self._polled: set[int] = set()
         self._on_error = on_error
         self._lock = threading.Lock()
         self._snapshot = Snapshot()
@@ -179,6 +172,14 @@ class Sampler:
                     xid_counts=self._xids,
                 )
             )
+            with self._lock:
+                servers = [
+                    LlamaStatus(x.server, x.state)
+                    for i, x in enumerate(self._llama)
+                    if i in self._polled  # not yet asked: no word on it
+                ]
+            self.alerts.update(sample.wall, rigs={None: sample}, llama=servers or None)
+            families.extend(alert_families(self.alerts.active, host=self.host))
         if error and error != self._last_error and self._on_error is not None:
             self._on_error(error)
         self._last_error = error
@@ -214,6 +215,7 @@ class Sampler:
             )
         with self._lock:
             self._llama[i] = export
+            self._polled.add(i)
         return export
 
     def _placement_of(self, i: int, follow: LlamaFollow) -> tuple[DevicePlacement, ...]:

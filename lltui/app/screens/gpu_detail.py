@@ -43,6 +43,19 @@ def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> s
         f"memory reserved {fmt_bytes(g.memory_reserved)}   energy counter"
         f" {fmt_energy_mj(g.energy_mj)}",
         f"clock events: {escape(', '.join(g.throttle_reasons or ()) or 'none')}",
+        f"memory temperature {_v(g.mem_temp_c)} °C   MIG {_v(info.mig_mode)}"
+        f"   virtualization {_v(info.virtualization)}",
+        *(
+            f"  vGPU {v.instance} {escape(v.type_name)}  VM {_v(v.vm)}"
+            f"  {fmt_bytes(v.memory_used)} of {fmt_bytes(v.memory_total)}"
+            for v in g.vgpus
+        ),
+        *(
+            f"  MIG {escape(m.profile)} GI {m.gpu_instance_id} CI {m.compute_instance_id}"
+            f"  {fmt_bytes(m.memory_used)} of {fmt_bytes(m.memory_total)}"
+            f"  {_v(m.sm_count)} SMs  {escape(m.uuid)}"
+            for m in g.mig
+        ),
         "",
         *now_lines(g),
         "",

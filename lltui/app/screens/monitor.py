@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from rich.text import Text
@@ -25,6 +26,7 @@ from lltui.app.widgets.gpu_card import (
 )
 from lltui.app.widgets.process_table import ProcessPane, ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
+from lltui.core.monitor.alerts import CRITICAL, WARNING, Alert
 from lltui.core.monitor.balance import Imbalance, imbalances
 from lltui.core.monitor.models import RigSample
 from lltui.core.units import (
@@ -73,6 +75,9 @@ def render_rig_line(
         text.append("  ")
         text.append(f"{lost} lost", styles.error_bold)
     text.append(f"\nenergy {fmt_energy_mj(energy)} in {fmt_duration(model.history.seconds())}")
+    cost = energy_cost(energy, model.energy_price)
+    if cost is not None:
+        text.append(f" ≈ {cost:.2f}{' ' + model.currency if model.currency else ''}")
     host = sample.host
     if host.cpu_pct is not None or host.mem_total:
         used_gib = (host.mem_used or 0) / GIB
@@ -128,6 +133,43 @@ def _beside(im: Imbalance, width: int) -> str:
     return f"  beside: {first.name[:16]}{held} on GPU {compact_indexes(first.gpu_indexes)}{more}"
 
 
+def energy_cost(energy_mj: int | None, price_per_kwh: float | None) -> float | None:
+    """What ``energy_mj`` cost at ``price_per_kwh`` (None: no price or no energy)."""
+    if energy_mj is None or price_per_kwh is None:
+        return None
+    return energy_mj / 3.6e9 * price_per_kwh
+
+
+def render_alerts(alerts: tuple[Alert, ...], styles: CardStyles, width: int = 200) -> Text:
+    """The alerts raised now, one line: how many, then each (what, since when, the GPU), as
+    many as fit ``width``; empty when there is none."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if not alerts:
+        return text
+    worst = styles.error_bold if alerts[0].severity == CRITICAL else styles.warn
+    text.append(f"▲ {len(alerts)} alert{'s' if len(alerts) != 1 else ''}", worst)
+    for i, a in enumerate(alerts):
+        item = f"{a.subject} {a.message} since {_clock(a.since)}"
+        if a.host:
+            item = f"{a.host} {item}"
+        if i and text.cell_len + len(item) + 3 > width - 10:
+            text.append(f"  +{len(alerts) - i} more", styles.muted)
+            break
+        text.append("  ")
+        text.append(
+            a.severity[:4].upper(), styles.error_bold if a.severity == CRITICAL else styles.warn
+        )
+        text.append(" " + item)
+    return text
+
+
+def _clock(t: float) -> str:
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(t))
+    except (OverflowError, OSError, ValueError):
+        return "?"
+
+
 class MonitorScreen(LltuiScreen):
     """Live per-GPU dashboard. Rendering reads only the app's model."""
 
@@ -138,6 +180,7 @@ class MonitorScreen(LltuiScreen):
         yield StatusBar(id="status", history=True)
         yield Banner(id="banner")
         yield TextLines(id="rig")
+        yield TextLines(id="alerts")
         with VerticalScroll(id="cards-scroll"):
             yield Grid(id="cards")
         yield ProcessPane(id="processes")
@@ -152,6 +195,7 @@ class MonitorScreen(LltuiScreen):
         self._selected_uuid: str | None = None
         self._reserve = PROCESS_RESERVE
         self._ready = False
+        self._alerts_shown: tuple[int, int] | None = None  # (tracker version, width)
 
     def on_mount(self) -> None:
         self._ready = True
@@ -239,6 +283,13 @@ class MonitorScreen(LltuiScreen):
                     self._render_from_app()
                 return
 
+    @on(ProcessTable.HistoryWanted)
+    def _process_history(self, message: ProcessTable.HistoryWanted) -> None:
+        """Enter on a process: its own history."""
+        from lltui.app.screens.process_detail import ProcessDetailScreen  # first opened here
+
+        self.app.push_screen(ProcessDetailScreen(message.row.pid))
+
     @on(ProcessTable.SortClicked)
     def _header_clicked(self, message: ProcessTable.SortClicked) -> None:
         """A click on a column's header sorts by it; a second click reverses."""
@@ -268,7 +319,13 @@ class MonitorScreen(LltuiScreen):
         banner, rig summary and footer as they are now wrapped to the width."""
         size = self.size
         used = 1  # the footer
-        for widget in (self.query_one(StatusBar), self.query_one(Banner), self.query_one("#rig")):
+        widgets = (
+            self.query_one(StatusBar),
+            self.query_one(Banner),
+            self.query_one("#rig"),
+            self.query_one("#alerts"),
+        )
+        for widget in widgets:
             if widget.display:
                 used += widget.get_content_height(size, size, max(1, size.width - 2))
         return size.height - used
@@ -331,6 +388,7 @@ class MonitorScreen(LltuiScreen):
             return
         with self.app.batch_update():
             self._show_rig(render_rig_line(sample, model, self._card_styles(), self.size.width))
+            self._show_alerts(model)
             layout = self.plan(len(sample.gpus))
             if layout != self._layout:
                 self._apply_layout(layout)
@@ -341,6 +399,25 @@ class MonitorScreen(LltuiScreen):
     def _show_rig(self, text: Text) -> None:
         # the columns that changed are repainted; a relayout only when the lines do
         self.query_one("#rig", TextLines).update(text)
+
+    def _show_alerts(self, model: RigModel) -> None:
+        """The alerts line, built only when the alerts (or the width) changed."""
+        key = (model.alerts.version, self.size.width)
+        if key == self._alerts_shown:
+            return
+        self._alerts_shown = key
+        bar = self.query_one("#alerts", TextLines)
+        text = render_alerts(model.alerts.active, self._card_styles(), self.size.width - 2)
+        bar.display = bool(text)
+        bar.update(text)
+
+    def _gpu_alerts(self, model: RigModel) -> dict[str, str]:
+        """The worst severity raised per GPU UUID (the cards are marked with it)."""
+        worst: dict[str, str] = {}
+        for a in model.alerts.active:
+            if a.gpu_uuid and worst.get(a.gpu_uuid) != CRITICAL:
+                worst[a.gpu_uuid] = a.severity
+        return worst
 
     def _show_cards(self, model: RigModel, sample: RigSample, layout: MonitorLayout) -> None:
         grid = self.query_one("#cards", Grid)
@@ -357,6 +434,7 @@ class MonitorScreen(LltuiScreen):
         history_seq = sample.seq if layout.graphs else 0
         window = self._window()
         index_width = len(str(len(sample.gpus) - 1))
+        marked = self._gpu_alerts(model)
         for pos, g in enumerate(sample.gpus):
             card = self._cards.get(g.info.uuid)
             if card is None:
@@ -367,6 +445,9 @@ class MonitorScreen(LltuiScreen):
             card.set_class(g.lost, "-lost")
             card.set_class(pos == selected, "-selected")
             card.set_class(stale, "-stale")
+            severity = marked.get(g.info.uuid)
+            card.set_class(severity == WARNING, "-alert-warning")
+            card.set_class(severity == CRITICAL, "-alert-critical")
             view = CardView(
                 sample=g,
                 styles=styles,

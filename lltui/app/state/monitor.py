@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from lltui.app.monitor_layout import LAYOUT_MODES
 
 WINDOWS_S: tuple[float, ...] = (60.0, 300.0, 900.0, 3600.0)
-SORT_KEYS: tuple[str, ...] = ("gpu_mem", "sm", "cpu", "rss", "pid", "gpu")
+SORT_KEYS: tuple[str, ...] = ("gpu_mem", "sm", "cpu", "rss", "pid", "gpu", "time")
 
 
 @dataclass

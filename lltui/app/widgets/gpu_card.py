@@ -32,6 +32,7 @@ from lltui.core.units import GIB, MIB, bar, fmt_pct, fmt_rate_kbs, spark
 LABEL_W = 5
 # when a reading turns warm (gpu-warn) and hot (gpu-hot); the key help's legend says them
 TEMP_WARN_C, TEMP_HOT_C = 75, 85
+MEM_TEMP_WARN_C, MEM_TEMP_HOT_C = 85, 95  # HBM throttles near 95
 VRAM_WARN_PCT, VRAM_HOT_PCT = 85, 95
 COMPACT_WIDE = 60  # a compact line this wide has labels and full numbers
 COMPACT_NAME_WIDE = 16
@@ -209,6 +210,11 @@ def _card_state(g: GpuSample, styles: CardStyles) -> Text:
     """Temperature, fan and P-state, right of the title."""
     text = Text()  # a style given to Text() would colour all that is appended after
     text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, TEMP_WARN_C, TEMP_HOT_C))
+    if g.mem_temp_c is not None:
+        text.append(
+            f" mem {_num(g.mem_temp_c)}°C",
+            styles.level(g.mem_temp_c, MEM_TEMP_WARN_C, MEM_TEMP_HOT_C),
+        )
     if g.fan_pct is not None:
         text.append(f" fan {_num(g.fan_pct)}%")
     if g.pstate is not None:
@@ -239,7 +245,7 @@ def _power_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
         f" {fmt_pct(None if pwr_frac is None else 100 * pwr_frac, width=4)}  util"
     )
     text.append(fmt_pct(g.util_gpu, width=4), styles.level(g.util_gpu, 101, 101))
-    text.append(f" mem{fmt_pct(g.util_mem, width=4)}")
+    text.append(f" mbw{fmt_pct(g.util_mem, width=4)}")  # memory bandwidth: time busy
     return text
 
 
@@ -282,6 +288,14 @@ def _extras(g: GpuSample, styles: CardStyles) -> list[Text]:
         extras.append(Text(f"ECC uncorrected {g.ecc_uncorrected}", styles.error_bold))
     if g.retired_pages:
         extras.append(Text(f"retired pages {g.retired_pages}", styles.warn))
+    if g.mig:
+        parts = [f"{m.profile} {(m.memory_used or 0) / GIB:.1f}G" for m in g.mig]
+        extras.append(Text("MIG " + " · ".join(parts), styles.plain))
+    if g.vgpus:
+        parts = [f"{v.type_name} {(v.memory_used or 0) / GIB:.1f}G" for v in g.vgpus]
+        extras.append(Text(f"{len(g.vgpus)} vGPU: " + " · ".join(parts), styles.plain))
+    elif g.info.virtualization == "vgpu":
+        extras.append(Text("vGPU (in a VM)", styles.muted))
     if g.xid is not None:
         extras.append(Text(f"XID {g.xid}: {xid_meaning(g.xid)}", styles.error_bold))
     if g.error:
@@ -432,6 +446,8 @@ def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: in
     slow = _throttle(g)
     if slow:
         items.append((", ".join(slow), styles.hot_bold))
+    if g.util_mem is not None:  # memory bandwidth: the share of time memory was busy
+        items.append((f"mbw {g.util_mem:.0f}%", styles.muted))
     if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
         pcie = "PCIe " if wide else ""
         rates = f"↓{fmt_rate_kbs(g.pcie_rx_kbs)} ↑{fmt_rate_kbs(g.pcie_tx_kbs)}"

@@ -1,10 +1,16 @@
-"""Processes on the GPUs, one row per pid, updated in place by row key; a filter over them
-and a signal to the selected one.
+"""Processes on the GPUs, one row per pid, updated in place by row key; a filter over them,
+tags, a signal to the selected (or tagged) ones, and each one's own history.
 
 Keys on the table (its own bindings; the app's ``s``/``r`` choose the sort column and order,
-and a click on a sortable header sorts by it, again reverses): ``/`` filter by command, user
-or pid, ``escape`` clear the filter, ``K`` or ``F9`` signal the selected process (``k`` is
-the app's previous-GPU key, so the table does not take it).
+and a click on a sortable header sorts by it, again reverses): ``/`` filter by command, user,
+pid or container, ``c`` filter by the selected process's container, ``escape`` clear the
+filter, ``enter`` the selected process's history, ``t`` tag or untag it, ``T`` untag all,
+``K`` or ``F9`` signal the tagged processes or else the selected one (``k`` is the app's
+previous-GPU key, so the table does not take it). In read-only mode (``--readonly``) there
+is no tagging and no signal.
+
+The CONTAINER column is there while a process listed runs in a container, pod, slurm job or
+systemd service.
 """
 
 from __future__ import annotations
@@ -40,7 +46,12 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("rss", "RSS", 8),
     ("command", "COMMAND", None),
 )
-LABELS = {key: label for key, label, _w in COLUMNS}
+TIME_COLUMN = ("time", "TIME", 6)
+CONTAINER_COLUMN = ("container", "CONTAINER", 18)
+TIME_MIN_WIDTH = 90  # 80 columns keep the command in view: no elapsed time there
+CONTAINER_MIN_WIDTH = 110  # narrower tables put the container before the command instead
+LABELS = {key: label for key, label, _w in (*COLUMNS, TIME_COLUMN, CONTAINER_COLUMN)}
+TAG = "*"  # before a tagged process's pid
 DESCENDING, ASCENDING = "▼", "▲"
 
 
@@ -65,6 +76,9 @@ class ProcessRow:
     rss: int | None
     command: str
     model: str | None = None  # the model a llama-server serves
+    started: float | None = None  # seconds since the epoch
+    container: str = ""  # the container's label; "" for a process of the host
+    mig: str = ""  # the MIG instance it runs in ("GI 1"), where its GPU is in MIG mode
 
     @property
     def shown_command(self) -> str:
@@ -76,23 +90,54 @@ class ProcessRow:
             return f"[{self.model}] {label}"
         return label
 
-    def cells(self, command_width: int = 200) -> tuple[str, ...]:
+    def elapsed(self, now: float) -> str:
+        """How long the process has run: ``42s``, ``12m``, ``3h05m``, ``2d04h`` (changing at
+        most once a minute past the first)."""
+        if self.started is None:
+            return "-"
+        s = max(0, int(now - self.started))
+        if s < 60:
+            return f"{s}s"
+        if s < 3600:
+            return f"{s // 60}m"
+        if s < 86400:
+            return f"{s // 3600}h{s % 3600 // 60:02d}"
+        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+    def cells(
+        self,
+        command_width: int = 200,
+        *,
+        now: float = 0.0,
+        tagged: bool = False,
+        container: bool = False,
+        elapsed: bool = True,
+    ) -> tuple[str, ...]:
         if self.gpu_mem is None:
             mem = "-"
         elif self.gpu_mem < 10_000 * MIB:
             mem = f"{self.gpu_mem / MIB:.0f} MiB"
         else:  # a server across GPUs: "320.8 GiB" fits the column where "328508 MiB" did not
             mem = fmt_bytes(self.gpu_mem, precision=1)
-        return (
-            str(self.pid),
+        gpu = compact_indexes(self.gpus) + (f"/{self.mig}" if self.mig else "")
+        cells: tuple[str, ...] = (
+            f"{TAG}{self.pid}" if tagged else str(self.pid),
             escape(self.user[:8]),
-            compact_indexes(self.gpus),
+            gpu,
             mem,
             "-" if self.sm is None else f"{self.sm:.0f}",
             "-" if self.cpu is None else f"{self.cpu:.0f}",
             fmt_bytes(self.rss, precision=1),
-            escape(_cut(self.shown_command, command_width)),
         )
+        if elapsed:
+            cells += (self.elapsed(now),)
+        whole = self.shown_command
+        if container:
+            box = self.container or "-"
+            cells += (escape(box if len(box) <= 18 else box[:17] + "…"),)
+        elif self.container:  # no room for a column: the container leads the command
+            whole = f"[{self.container}] {whole}"
+        return (*cells, escape(_cut(whole, command_width)))
 
     def sort_value(self, key: str) -> tuple[float, int]:
         value: float
@@ -106,6 +151,8 @@ class ProcessRow:
             value = float(self.rss or 0)
         elif key == "gpu":
             value = float(self.gpus[0]) if self.gpus else 0.0
+        elif key == "time":  # the longest-running first
+            value = -(self.started or 0.0)
         else:
             value = float(self.pid)
         return (value, self.pid)
@@ -118,6 +165,7 @@ class ProcessRow:
             or needle in (self.model or "").casefold()
             or needle in self.user.casefold()
             or needle in str(self.pid)
+            or needle in self.container.casefold()
         )
 
 
@@ -142,6 +190,9 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
                     "rss": p.host_rss,
                     "command": p.command or p.name or "?",
                     "model": p.served,
+                    "started": p.started,
+                    "container": p.container.label if p.container else "",
+                    "mig": f"GI{p.gpu_instance_id}" if p.gpu_instance_id is not None else "",
                 },
             )
             gpus = row["gpus"]
@@ -177,6 +228,9 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
             rss=rss if isinstance(rss, int) else None,
             command=str(r["command"]),
             model=r["model"] if isinstance(r["model"], str) else None,
+            started=r["started"] if isinstance(r["started"], float | int) else None,
+            container=str(r["container"]),
+            mig=str(r["mig"]),
         )
     return out
 
@@ -188,7 +242,11 @@ class ProcessTable(DataTable[str]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "open_filter", "Filter", id="process-filter"),
+        Binding("c", "filter_container", "Container", id="process-container", show=False),
         Binding("escape", "clear_filter", "Clear filter", id="process-filter-clear", show=False),
+        Binding("enter", "history", "History", id="process-history", show=False),
+        Binding("t", "tag", "Tag", id="process-tag", show=False),
+        Binding("T", "untag_all", "Untag all", id="process-untag", show=False),
         Binding("K,f9", "signal", "Signal", id="process-signal"),
     ]
 
@@ -209,9 +267,22 @@ class ProcessTable(DataTable[str]):
 
     @dataclass
     class SignalWanted(Message):
-        """The user asked to signal the selected process."""
+        """The user asked to signal the selected process (or the tagged ones)."""
 
         row: ProcessRow
+        tagged: tuple[ProcessRow, ...] = ()
+
+    @dataclass
+    class HistoryWanted(Message):
+        """The user asked for the selected process's own history (``enter``)."""
+
+        row: ProcessRow
+
+    @dataclass
+    class FilterSet(Message):
+        """The user asked to filter by this text (the selected process's container)."""
+
+        text: str
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
@@ -221,15 +292,50 @@ class ProcessTable(DataTable[str]):
         self._filter = ""
         self._sorted_by: tuple[str, bool] | None = None
         self._last: tuple[RigSample, str, bool] | None = None
+        self._columns: tuple[tuple[str, str, int | None], ...] = COLUMNS
+        self._shown: dict[int, tuple[str, ...]] = {}  # the cells on screen, by pid
+        self.tagged: set[int] = set()
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for key, label, width in self._columns:
             self.add_column(label, key=key, width=width)
+
+    def _set_columns(self, with_time: bool, with_container: bool) -> None:
+        """TIME where the table is wide enough; CONTAINER (before COMMAND) while a process
+        runs in one, and room: the columns are laid anew (rare), the rows re-added."""
+        extra: tuple[tuple[str, str, int | None], ...] = (TIME_COLUMN,) if with_time else ()
+        extra += (CONTAINER_COLUMN,) if with_container else ()
+        columns = (*COLUMNS[:-1], *extra, COLUMNS[-1])
+        if columns == self._columns:
+            return
+        self._columns = columns
+        self.clear(columns=True)
+        self._rows = {}
+        self._shown = {}
+        self._order = []
+        self._sorted_by = None
+        self._add_columns()
+
+    @property
+    def column_keys(self) -> tuple[str, ...]:
+        return tuple(key for key, _l, _w in self._columns)
 
     def _command_width(self) -> int:
         # what is left of the table's width after the fixed columns (each has 2 cells padding)
-        fixed = sum((w or 0) + 2 for _k, _l, w in COLUMNS if w is not None)
+        fixed = sum((w or 0) + 2 for _k, _l, w in self._columns if w is not None)
         return max(12, self.size.width - fixed - 3)
+
+    def _cells(self, row: ProcessRow, width: int, now: float) -> tuple[str, ...]:
+        return row.cells(
+            width,
+            now=now,
+            tagged=row.pid in self.tagged,
+            container=CONTAINER_COLUMN in self._columns,
+            elapsed=TIME_COLUMN in self._columns,
+        )
 
     @property
     def filter_text(self) -> str:
@@ -246,33 +352,44 @@ class ProcessTable(DataTable[str]):
 
     def show(self, sample: RigSample, sort_key: str, reverse: bool) -> None:
         self._last = (sample, sort_key, reverse)
-        rows = {pid: r for pid, r in process_rows(sample).items() if r.matches(self._filter)}
+        every = process_rows(sample)
+        width_now = self.size.width
+        boxed = width_now >= CONTAINER_MIN_WIDTH and any(r.container for r in every.values())
+        self._set_columns(width_now >= TIME_MIN_WIDTH, boxed)
+        rows = {pid: r for pid, r in every.items() if r.matches(self._filter)}
+        self.tagged &= set(every)  # a process gone is untagged
+        now = sample.wall
         width = self._command_width()
-        if width != self._width:
+        if width != self._width or not self._rows:
             self._width = width
             self._rows = {}  # re-render every cell at the new width (a resize, not a tick)
+            self._shown = {}
             self._order = []
             for key in list(self.rows):
                 self.remove_row(key)
         for pid in [p for p in self._rows if p not in rows]:
             self.remove_row(str(pid))
             del self._rows[pid]
+            self._shown.pop(pid, None)
+        shown = self._shown
         for pid, row in rows.items():
-            old = self._rows.get(pid)
+            cells = self._cells(row, width, now)
+            old = shown.get(pid)
             if old is None:
-                self.add_row(*row.cells(width), key=str(pid))
-            elif old != row:
+                self.add_row(*cells, key=str(pid))
+            elif old != cells:
                 for (col, _label, _w), new_cell, old_cell in zip(
-                    COLUMNS, row.cells(width), old.cells(width), strict=True
+                    self._columns, cells, old, strict=True
                 ):
                     if new_cell != old_cell:
                         self.update_cell(str(pid), col, new_cell)
             self._rows[pid] = row
+            shown[pid] = cells
         # biggest first by default: "reverse" flips to ascending
         order = sorted(rows, key=lambda p: rows[p].sort_value(sort_key), reverse=not reverse)
         if order != self._order:
             self.sort(
-                key=lambda row: self._rows[int(row[0])].sort_value(sort_key),
+                key=lambda row: self._rows[int(str(row[0]).lstrip(TAG))].sort_value(sort_key),
                 reverse=not reverse,
             )
             self._order = order
@@ -308,18 +425,56 @@ class ProcessTable(DataTable[str]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":
             return bool(self._filter)  # escape means nothing here without a filter
-        # enter stays the app's key (the selected GPU's detail)
+        if action in ("signal", "tag", "untag_all"):
+            return not host_of(self).readonly  # read-only: no signal, shown nowhere
+        if action == "history":
+            return self.selected_row() is not None  # else enter is the GPU's detail
         return action != "select_cursor"
+
+    def action_history(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self.post_message(self.HistoryWanted(row))
+
+    def action_filter_container(self) -> None:
+        row = self.selected_row()
+        if row is None or not row.container:
+            self.app.notify("the selected process runs in no container", severity="warning")
+            return
+        self.post_message(self.FilterSet(row.container))
+
+    def action_tag(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            return
+        self.tagged ^= {row.pid}
+        self._refresh_row(row.pid)
+        if self.cursor_row < self.row_count - 1:
+            self.move_cursor(row=self.cursor_row + 1)
+
+    def action_untag_all(self) -> None:
+        tagged, self.tagged = self.tagged, set()
+        for pid in tagged:
+            self._refresh_row(pid)
+
+    def _refresh_row(self, pid: int) -> None:
+        row = self._rows.get(pid)
+        if row is None or self._last is None:
+            return
+        cells = self._cells(row, self._width, self._last[0].wall)
+        self.update_cell(str(pid), "pid", cells[0])
+        self._shown[pid] = cells
 
     def action_clear_filter(self) -> None:
         self.post_message(self.FilterCleared())
 
     def action_signal(self) -> None:
+        tagged = tuple(self._rows[p] for p in sorted(self.tagged) if p in self._rows)
         row = self.selected_row()
-        if row is None:
+        if row is None and not tagged:
             self.app.notify("no process selected", severity="warning")
             return
-        self.post_message(self.SignalWanted(row))
+        self.post_message(self.SignalWanted(row or tagged[0], tagged))
 
     @on(DataTable.HeaderSelected)
     def _sort_by_header(self, event: DataTable.HeaderSelected) -> None:
@@ -439,6 +594,16 @@ class ProcessPane(Vertical):
         self.table.set_filter("")
         self.table.focus()
 
+    @on(ProcessTable.FilterSet)
+    async def _filter_set(self, event: ProcessTable.FilterSet) -> None:
+        event.stop()
+        await self._open_filter(ProcessTable.FilterWanted())
+        field = self._filter_field()
+        if field is not None:
+            field.value = event.text
+        self.table.set_filter(event.text)
+        self.table.focus()
+
     @on(ProcessTable.SignalWanted)
     def _offer_signal(self, event: ProcessTable.SignalWanted) -> None:
         """A dialog for a process this user may signal; one line where it may not."""
@@ -452,9 +617,30 @@ class ProcessPane(Vertical):
         if refusal is not None:
             self.app.push_screen(SignalDialog(row.pid, row.user, row.command, None, refusal))
             return
+        if event.tagged:
+            self._offer_group_signal(event.tagged)
+            return
         check = check_signal(row.pid)
         if check.target is None or not check.allowed:
             self.app.notify(check.message or f"pid {row.pid} cannot be signalled", severity="error")
             return
         target = check.target
         self.app.push_screen(SignalDialog(target.pid, target.user, target.command, target))
+
+    def _offer_group_signal(self, rows: tuple[ProcessRow, ...]) -> None:
+        """One dialog for every tagged process this user may signal; those it may not are
+        named in one line and left out."""
+        from lltui.app.widgets.signal_dialog import SignalDialog
+        from lltui.sources.gpu.signals import check_signal
+
+        checks = [check_signal(r.pid) for r in rows]
+        targets = tuple(c.target for c in checks if c.allowed and c.target is not None)
+        refused = [c.message or "" for c in checks if not c.allowed]
+        if refused:
+            self.app.notify("; ".join(refused), severity="warning")
+        if not targets:
+            return
+        first = targets[0]
+        self.app.push_screen(
+            SignalDialog(first.pid, first.user, first.command, first, group=targets)
+        )

@@ -66,6 +66,8 @@ class SignalDialog(ModalScreen[None]):
         command: str,
         target: ProcessIdentity | None,
         refusal: str | None = None,
+        *,
+        group: tuple[ProcessIdentity, ...] = (),
     ) -> None:
         super().__init__()
         self.pid = pid
@@ -73,6 +75,8 @@ class SignalDialog(ModalScreen[None]):
         self.command = command
         self.target = target
         self.refusal = refusal
+        # tagged processes signalled together (each checked when the dialog opened)
+        self.group = group if len(group) > 1 else ()
         self.state = REFUSED if target is None else ASK
         self.rechecks = 0  # looks after SIGTERM at whether the process is still there
 
@@ -89,6 +93,8 @@ class SignalDialog(ModalScreen[None]):
         self._sync_buttons()
 
     def _text(self) -> str:
+        if self.group:
+            return self._group_text()
         command = self.command if len(self.command) <= 200 else self.command[:199] + "…"
         who = (
             f"[b]pid {self.pid}[/b]  user [b]{escape(self.user)}[/b]\n"
@@ -104,6 +110,19 @@ class SignalDialog(ModalScreen[None]):
                 " [b]SIGKILL[/b]? (it cannot clean up: a llama-server loses its slots and cache)"
             )
         return f"Send [b]SIGTERM[/b] to\n{who}"
+
+    def _group_text(self) -> str:
+        who = "\n".join(
+            f"[b]pid {t.pid}[/b] {escape(t.user)}  [$text-muted]{escape(t.command[:60])}[/]"
+            for t in self.group[:8]
+        )
+        more = f"\n… and {len(self.group) - 8} more" if len(self.group) > 8 else ""
+        n = len(self.group)
+        if self.state == TERMED:
+            return (
+                f"{who}{more}\n\nSIGTERM sent to {n} processes. Send [b]SIGKILL[/b] to those left?"
+            )
+        return f"Send [b]SIGTERM[/b] to the {n} tagged processes\n{who}{more}"
 
     def _cancel_label(self) -> str:
         return "Cancel (esc)" if self.state == ASK else "Close (esc)"
@@ -127,11 +146,15 @@ class SignalDialog(ModalScreen[None]):
         return True
 
     def _send(self, name: str) -> bool:
-        """Send SIG``name`` to the process checked at opening; say what happened."""
+        """Send SIG``name`` to the process (or the tagged ones) checked at opening; say what
+        happened."""
         assert self.target is not None
-        outcome = send_signal(self.target, name)
-        self.app.notify(outcome.message, severity="information" if outcome.sent else "error")
-        return outcome.sent
+        sent = False
+        for target in self.group or (self.target,):
+            outcome = send_signal(target, name)
+            self.app.notify(outcome.message, severity="information" if outcome.sent else "error")
+            sent = sent or outcome.sent
+        return sent
 
     def action_term(self) -> None:
         if self.state != ASK:

@@ -43,3 +43,18 @@ def is_loopback(host: str) -> bool:
         except ValueError:
             return False
     return True
+
+
+def public_url(url: str) -> str:
+    """``url`` without user, password, query or fragment: fit for a label or a message."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return "<unparsable URL>"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))

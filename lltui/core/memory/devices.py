@@ -29,6 +29,25 @@ from lltui.core.units import MIB, parse_size
 
 MAX_DEVICES = 64  # a sanity bound on ``NxMODEL`` and on list length
 _REPEAT = re.compile(r"^(?P<n>\d+)\s*[x*]\s*(?P<what>.+)$", re.IGNORECASE)
+# a MIG profile as nvidia-smi names it: 1g.10gb, 3g.40gb, 7g.80gb (also "MIG 3g.40gb")
+_MIG_PROFILE = re.compile(r"^(?:mig[\s:\-]*)?(?P<g>[1-8])g\.(?P<gb>\d{1,3})gb$", re.IGNORECASE)
+_MIG_UUID = re.compile(r"^MIG-[0-9a-fA-F\-/]{8,}$")
+
+
+def mig_profile(text: str) -> tuple[str, int] | None:
+    """(description, bytes) of a MIG slice named by its profile. Its nominal size, in
+    decimal GB: a little under what NVML reports for the slice (1g.10gb has 9856 MiB on an
+    A100 80GB, against 9537 here), so an estimate on it errs on the safe side."""
+    m = _MIG_PROFILE.match(text.strip())
+    if m is None:
+        return None
+    return f"MIG {m.group('g')}g.{m.group('gb')}gb", int(m.group("gb")) * 10**9
+
+
+def is_mig_uuid(text: str) -> bool:
+    """Whether ``text`` names a MIG slice by its UUID (``MIG-...``), as CUDA_VISIBLE_DEVICES
+    does."""
+    return bool(_MIG_UUID.match(text.strip()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +129,8 @@ def _unknown(item: str) -> str:
     near = nearest_gpus(item)
     hint = f"nearest known: {', '.join(near)}; " if near else ""
     return (
-        f"--gpus: {item!r} is neither a memory size (24GiB) nor a GPU model this knows "
-        f"({hint}give its memory to estimate it anyway: '{item}=24GiB')"
+        f"--gpus: {item!r} is neither a memory size (24GiB), a GPU model this knows nor a "
+        f"MIG profile (3g.40gb) ({hint}give its memory to estimate it anyway: '{item}=24GiB')"
     )
 
 
@@ -169,7 +188,7 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         count = 1
         m = _REPEAT.match(item)
         what = m.group("what") if m else ""
-        if m and (gpu_model(what) or _size(what) or "=" in what):
+        if m and (gpu_model(what) or _size(what) or mig_profile(what) or "=" in what):
             count = int(m.group("n"))
             item = m.group("what").strip()
         if not 1 <= count <= MAX_DEVICES:
@@ -178,10 +197,15 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         if sep and named.strip():
             gpus.extend([_named_size(named.strip(), mem.strip())] * count)
             continue
-        known = gpu_model(item)
+        known = gpu_model(item) or mig_profile(item)
         if known is not None:
             gpus.extend([known] * count)
             continue
+        if is_mig_uuid(item):
+            raise ValueError(
+                f"--gpus: {item!r} is a MIG slice of this machine: give it alone "
+                "(--gpus MIG-...), or its profile (3g.40gb)"
+            )
         size = _size(item)
         if size is None:
             raise ValueError(_unknown(item))

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from lltui.core.hardware.gpus import short_gpu_name
-from lltui.core.monitor.models import GpuSample, RigSample
+from lltui.core.monitor.models import ContainerRef, GpuProcess, GpuSample, MigDevice, RigSample
 from lltui.core.monitor.xid import xid_meaning
 from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
 
@@ -74,11 +74,72 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
                 "host_rss": p.host_rss,
                 "cpu_pct": p.cpu_pct,
                 "sm_util": p.sm_util,
+                "mem_util": p.mem_util,
+                "started": p.started,
+                "container": container_to_json(p.container),
+                "gpu_instance_id": p.gpu_instance_id,
+                "compute_instance_id": p.compute_instance_id,
             }
             for p in g.processes
         ],
         "error": g.error,
+        "mem_temp_c": g.mem_temp_c,
+        "mig_mode": info.mig_mode,
+        "mig": [mig_to_json(m, g) for m in g.mig],
+        "virtualization": info.virtualization,
+        "vgpus": [
+            {
+                "instance": v.instance,
+                "type": v.type_name,
+                "vm": v.vm,
+                "memory_total": v.memory_total,
+                "memory_used": v.memory_used,
+            }
+            for v in g.vgpus
+        ],
     }
+
+
+def container_to_json(c: ContainerRef | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {
+        "runtime": c.runtime,
+        "id": c.id,
+        "name": c.name,
+        "pod": c.pod,
+        "namespace": c.namespace,
+        "unit": c.unit,
+        "job": c.job,
+        "label": c.label,
+    }
+
+
+def mig_to_json(m: MigDevice, g: GpuSample) -> dict[str, Any]:
+    """One MIG instance, with the pids of the processes in it."""
+    return {
+        "uuid": m.uuid,
+        "profile": m.profile,
+        "gpu_instance_id": m.gpu_instance_id,
+        "compute_instance_id": m.compute_instance_id,
+        "memory_total": m.memory_total,
+        "memory_used": m.memory_used,
+        "memory_free": m.memory_free,
+        "sm_count": m.sm_count,
+        "slices": m.slices,
+        "util_gpu": m.util_gpu,
+        "processes": [p.pid for p in mig_processes(m, g)],
+    }
+
+
+def mig_processes(m: MigDevice, g: GpuSample) -> list[GpuProcess]:
+    """The processes of GPU ``g`` that run in MIG instance ``m``."""
+    return [
+        p
+        for p in g.processes
+        if p.gpu_instance_id == m.gpu_instance_id
+        and p.compute_instance_id in (None, m.compute_instance_id)
+    ]
 
 
 def rig_to_json(sample: RigSample) -> dict[str, Any]:
@@ -188,16 +249,25 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
             lines.append(
                 f"{'':>10}PCIe rx {fmt_rate_kbs(g.pcie_rx_kbs)}  tx {fmt_rate_kbs(g.pcie_tx_kbs)}"
             )
+        lines += _mig_lines(g)
+        lines += [
+            f"{'':>6}vGPU {v.instance} {v.type_name}  {fmt_mib(v.memory_used)} / "
+            f"{fmt_mib(v.memory_total)}  VM {v.vm or '?'}"
+            for v in g.vgpus
+        ]
         lines += _xid_lines(g)
     procs = [p for g in sample.gpus for p in g.processes]
     if procs:
         lines.append("")
-        lines.append(f"{'GPU':>3} {'pid':>8} {'type':<4} {'user':<10} {'GPU mem':>10}  command")
+        boxed = any(p.container for p in procs)
+        head = f"{'GPU':>3} {'pid':>8} {'type':<4} {'user':<10} {'GPU mem':>10}"
+        lines.append(head + (f"  {'container':<24}" if boxed else "") + "  command")
         for p in procs:
             cmd = (p.command or p.name or "?")[:60]
+            box = f"  {(p.container.label if p.container else '-')[:24]:<24}" if boxed else ""
             lines.append(
                 f"{p.gpu_index:>3} {p.pid:>8} {p.kind:<4} {(p.user or '-')[:10]:<10}"
-                f" {fmt_mib(p.used_memory):>10}  {cmd}"
+                f" {fmt_mib(p.used_memory):>10}{box}  {cmd}"
             )
     h = sample.host
     if h.cpu_pct is not None or h.mem_total is not None:
@@ -211,6 +281,19 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
     if sample.error:
         lines.append(f"error: {sample.error}")
     return "\n".join(lines)
+
+
+def _mig_lines(g: GpuSample) -> list[str]:
+    """One line per MIG instance, under its GPU."""
+    out = []
+    for m in g.mig:
+        pids = len(mig_processes(m, g))
+        out.append(
+            f"{'':>6}MIG {m.profile:<10} {fmt_mib(m.memory_used)} / {fmt_mib(m.memory_total)}"
+            f"  GI {m.gpu_instance_id} CI {m.compute_instance_id}"
+            f"  {pids} process{'es' if pids != 1 else ''}  {m.uuid}"
+        )
+    return out
 
 
 def _xid_lines(g: GpuSample) -> list[str]:

@@ -10,6 +10,9 @@ from lltui.core.monitor.models import RigSample, XidEvent
 
 METRICS = ("power_w", "util_gpu", "memory_used", "temp_c", "util_mem")
 XID_LOG_LEN = 256  # XID events kept, all GPUs together
+# a process's own history: GPU memory over its GPUs, SM % (mean), host CPU % and RSS
+PROCESS_METRICS = ("gpu_mem", "sm", "cpu", "rss")
+PROCESSES_KEPT = 256  # processes whose history is kept (the newest seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,8 @@ class RigHistory:
         self.first: RigSample | None = None
         self.last: RigSample | None = None
         self._energy_start: dict[str, int] = {}
+        # pid -> (times, metric -> values), for processes seen in the window
+        self._proc: dict[int, tuple[deque[float], dict[str, deque[float | None]]]] = {}
 
     def append(self, sample: RigSample) -> None:
         if self.first is None:
@@ -70,6 +75,65 @@ class RigHistory:
             if g.energy_mj is not None and uuid not in self._energy_start:
                 self._energy_start[uuid] = g.energy_mj
             self._keep_xids(uuid, g.xid_events, g.xid_dropped)
+        self._keep_processes(sample)
+
+    def _keep_processes(self, sample: RigSample) -> None:
+        """Each process's readings this tick (summed or averaged over its GPUs)."""
+        now: dict[int, list[float | None]] = {}
+        sms: dict[int, list[float]] = {}
+        for g in sample.gpus:
+            for p in g.processes:
+                row = now.get(p.pid)
+                if row is None:
+                    rss = float(p.host_rss) if p.host_rss is not None else None
+                    row = now[p.pid] = [None, None, p.cpu_pct, rss]
+                if p.used_memory is not None:
+                    row[0] = (row[0] or 0.0) + p.used_memory
+                if p.sm_util is not None:
+                    sms.setdefault(p.pid, []).append(p.sm_util)
+        for pid, values in sms.items():
+            now[pid][1] = sum(values) / len(values)
+        for pid, row in now.items():
+            self._keep_process(pid, sample.t, row)
+        if self.max_age_s is not None:  # a process gone for the whole window is forgotten
+            cutoff = sample.t - self.max_age_s
+            for pid in [p for p, (t, _s) in self._proc.items() if t[-1] < cutoff]:
+                del self._proc[pid]
+
+    def _keep_process(self, pid: int, t: float, row: list[float | None]) -> None:
+        kept = self._proc.get(pid)
+        if kept is None:
+            if len(self._proc) >= PROCESSES_KEPT:  # the one seen longest ago makes room
+                del self._proc[min(self._proc, key=lambda p: self._proc[p][0][-1])]
+            kept = self._proc[pid] = (
+                deque(maxlen=self.maxlen),
+                {m: deque(maxlen=self.maxlen) for m in PROCESS_METRICS},
+            )
+        times, series = kept
+        times.append(t)
+        for metric, value in zip(PROCESS_METRICS, row, strict=True):
+            series[metric].append(value)
+        if self.max_age_s is not None:
+            while times and times[0] < t - self.max_age_s:
+                times.popleft()
+                for buf in series.values():
+                    buf.popleft()
+
+    def process_series(self, pid: int, metric: str, window_s: float | None = None) -> SeriesStats:
+        """A process's ``metric`` (one of :data:`PROCESS_METRICS`) over the last ``window_s``
+        seconds it was seen."""
+        kept = self._proc.get(pid)
+        if kept is None or not kept[0]:
+            return SeriesStats((), None, None, None)
+        times, series = kept
+        return _window(times, series[metric], window_s)
+
+    def process_seen(self, pid: int) -> tuple[float, float] | None:
+        """(first, last) time the process was seen in the history, or None."""
+        kept = self._proc.get(pid)
+        if kept is None or not kept[0]:
+            return None
+        return kept[0][0], kept[0][-1]
 
     def _keep_xids(self, uuid: str, events: tuple[XidEvent, ...], dropped: int) -> None:
         log = self._xids
@@ -90,20 +154,7 @@ class RigHistory:
         buf = self._series.get((uuid, metric))
         if not times or buf is None:
             return SeriesStats((), None, None, None)
-        n = len(times)
-        take = n
-        if window_s is not None:
-            # times are increasing: count back from the newest, never over the whole buffer
-            cutoff = times[-1] - window_s
-            take = 0
-            for t in reversed(times):
-                if t < cutoff:
-                    break
-                take += 1
-        values = tuple(v for v in itertools.islice(buf, n - take, None) if v is not None)
-        if not values:
-            return SeriesStats((), None, None, None)
-        return SeriesStats(values, min(values), max(values), values[-1])
+        return _window(times, buf, window_s)
 
     def energy_since_start_mj(self) -> int | None:
         """Energy all GPUs used since the first sample, from their energy counters."""
@@ -123,3 +174,22 @@ class RigHistory:
         if self.first is None or self.last is None:
             return 0.0
         return self.last.t - self.first.t
+
+
+def _window(times: deque[float], buf: deque[float | None], window_s: float | None) -> SeriesStats:
+    """The values of ``buf`` (aligned with ``times``) over the last ``window_s`` seconds (all
+    if None); missing readings are dropped."""
+    n = len(times)
+    take = n
+    if window_s is not None:
+        # times are increasing: count back from the newest, never over the whole buffer
+        cutoff = times[-1] - window_s
+        take = 0
+        for t in reversed(times):
+            if t < cutoff:
+                break
+            take += 1
+    values = tuple(v for v in itertools.islice(buf, n - take, None) if v is not None)
+    if not values:
+        return SeriesStats((), None, None, None)
+    return SeriesStats(values, min(values), max(values), values[-1])

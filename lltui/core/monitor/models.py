@@ -33,6 +33,38 @@ class GpuStatic:
     vbios: str | None = None
     persistence_mode: bool | None = None
     mem_bus_width_bits: int | None = None  # the memory interface (384 on a 4090, 5120 on HBM3)
+    mig_mode: bool | None = None  # MIG enabled now (None: the GPU has no MIG or will not say)
+    # none, passthrough, vgpu (a vGPU seen from its VM), host-vgpu, host-vsga (None: unknown)
+    virtualization: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRef:
+    """The container (or unit, or job) a process runs in, from its cgroup and, where
+    readable, the runtime's own metadata. ``runtime``: docker, podman, containerd, cri-o,
+    kubernetes, lxc, systemd or slurm."""
+
+    runtime: str
+    id: str | None = None  # the container's id (64 hex digits), a unit's name, a job number
+    name: str | None = None  # the runtime's name for it, where its metadata was readable
+    pod: str | None = None  # Kubernetes: the pod's name
+    namespace: str | None = None  # Kubernetes: the pod's namespace
+    pod_uid: str | None = None  # Kubernetes: the pod's uid, as its cgroup names it
+    unit: str | None = None  # systemd: the service or scope
+    job: str | None = None  # slurm: the job id
+
+    @property
+    def label(self) -> str:
+        """One short word for a column or a metric label: ``docker:web``, ``k8s:ns/pod``,
+        ``slurm:1234``, ``systemd:ollama.service``."""
+        if self.runtime == "kubernetes":
+            pod = self.pod or f"pod {(self.pod_uid or '?')[:8]}"
+            return f"k8s:{self.namespace}/{pod}" if self.namespace else f"k8s:{pod}"
+        if self.runtime == "slurm":
+            return f"slurm:{self.job or self.id or '?'}" + (f" {self.name}" if self.name else "")
+        if self.runtime == "systemd":
+            return f"systemd:{self.unit or self.id or '?'}"
+        return f"{self.runtime}:{self.name or (self.id or '?')[:12]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +83,13 @@ class GpuProcess:
     # percent of the time this process's kernels ran on this GPU's SMs over the driver's
     # last sample period(s); None where the driver or the source cannot say
     sm_util: float | None = None
+    # percent of the time this process read or wrote the GPU's memory (its share of the
+    # memory-bandwidth use), from the same driver samples as ``sm_util``
+    mem_util: float | None = None
+    started: float | None = None  # when the process started, seconds since the epoch
+    container: ContainerRef | None = None
+    gpu_instance_id: int | None = None  # MIG: the GPU instance it runs in
+    compute_instance_id: int | None = None
     # the model a llama-server serves (its --alias or file; "router"), from its argv
     model: str | None = None
 
@@ -59,6 +98,34 @@ class GpuProcess:
         """The model it serves: from its argv where the source had it, else from its
         command line as the source gave it."""
         return self.model or served_model_of_command(self.command)
+
+
+@dataclass(frozen=True, slots=True)
+class MigDevice:
+    """One MIG instance of a GPU in MIG mode: a device of its own to CUDA
+    (``CUDA_VISIBLE_DEVICES=MIG-...``), with its share of the GPU's memory and SMs."""
+
+    uuid: str  # "MIG-..."
+    gpu_instance_id: int
+    compute_instance_id: int
+    profile: str  # "1g.10gb", as nvidia-smi names it
+    memory_total: int
+    memory_used: int | None = None
+    memory_free: int | None = None
+    sm_count: int | None = None
+    slices: int | None = None  # GPU slices of the 7 (or 8) a GPU has
+    util_gpu: float | None = None  # where the driver gives it (most do not for MIG)
+
+
+@dataclass(frozen=True, slots=True)
+class VgpuInstance:
+    """A vGPU a host GPU serves to a virtual machine (the GPU in host-vgpu mode)."""
+
+    instance: int  # NVML's vGPU instance id
+    type_name: str  # "GRID A100-4C"
+    vm: str | None = None  # the VM's id (its name or UUID, as the hypervisor gives it)
+    memory_total: int | None = None  # the vGPU type's framebuffer
+    memory_used: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +174,9 @@ class GpuSample:
     xid_dropped: int = 0  # XID errors past what one sample keeps (counted, not kept)
     processes: tuple[GpuProcess, ...] = ()
     error: str | None = None  # why this GPU's tick is partial (lost, ...)
+    mem_temp_c: float | None = None  # the memory's (HBM) temperature
+    mig: tuple[MigDevice, ...] = ()  # MIG instances, when the GPU is in MIG mode
+    vgpus: tuple[VgpuInstance, ...] = ()  # vGPUs it serves, when it is a vGPU host
 
     @property
     def index(self) -> int:

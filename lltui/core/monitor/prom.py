@@ -19,7 +19,9 @@ from dataclasses import dataclass, field, replace
 
 from lltui.core.llama.log_models import DevicePlacement
 from lltui.core.llama.metrics import LlamaMetrics, ServerProps, SlotState, Throughput
+from lltui.core.monitor.alerts import Alert
 from lltui.core.monitor.models import (
+    ContainerRef,
     GpuProcess,
     GpuSample,
     GpuStatic,
@@ -112,6 +114,8 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "Energy used since the driver loaded.", "joules", 0.001, integer=True),
     GpuMetric("lltui_gpu_temperature_celsius", "temp_c", "gauge", "GPU temperature.",
               "celsius"),
+    GpuMetric("lltui_gpu_memory_temperature_celsius", "mem_temp_c", "gauge",
+              "Memory (HBM) temperature.", "celsius"),
     GpuMetric("lltui_gpu_sm_clock_hertz", "sm_clock_mhz", "gauge", "SM clock.", "hertz",
               1e6, integer=True),
     GpuMetric("lltui_gpu_memory_clock_hertz", "mem_clock_mhz", "gauge", "Memory clock.",
@@ -305,12 +309,14 @@ def rig_families(
             )
             if (model := p.served) is not None:  # which model holds this memory
                 labels += (("model", clean_label(model)),)
+            labels += container_labels(p.container)
             procs.append((labels, float(p.used_memory or 0)))
     out.append(
         Family(PROCESS_MEMORY, "gauge",
                f"GPU memory a process holds (the {max_processes} largest per GPU).", "bytes",
                tuple(procs))
     )  # fmt: skip
+    out.extend(mig_families(sample, gpu_labels))
     h = sample.host
     hl = (("host", host),)
     for name, value, scale, unit, text in (
@@ -323,6 +329,93 @@ def rig_families(
         rows_h = ((hl, float(value) * scale),) if value is not None and _finite(value) else ()
         out.append(Family(name, "gauge", text, unit, rows_h))
     return tuple(out)
+
+
+MIG_MEMORY_USED = "lltui_mig_memory_used_bytes"
+MIG_MEMORY_TOTAL = "lltui_mig_memory_total_bytes"
+MIG_INFO = "lltui_mig_info"
+VGPU_MEMORY_USED = "lltui_vgpu_memory_used_bytes"
+
+
+def container_labels(c: ContainerRef | None) -> tuple[tuple[str, str], ...]:
+    """A process's container as labels: ``container`` (its short label, as the monitor shows
+    it), ``container_runtime``, and ``pod`` and ``namespace`` for Kubernetes."""
+    if c is None:
+        return ()
+    return _labels(
+        container=c.label[:COMMAND_LABEL_MAX],
+        container_runtime=c.runtime,
+        pod=c.pod,
+        namespace=c.namespace,
+    )
+
+
+def mig_families(
+    sample: RigSample, gpu_labels: Mapping[str, tuple[tuple[str, str], ...]]
+) -> tuple[Family, ...]:
+    """MIG instances as devices under their GPU: the GPU's labels plus ``mig_uuid``,
+    ``profile``, ``gpu_instance`` and ``compute_instance``."""
+    info, used, total = [], [], []
+    for g in sample.gpus:
+        for m in g.mig:
+            labels = gpu_labels[g.info.uuid] + (
+                ("mig_uuid", m.uuid),
+                ("profile", m.profile),
+                ("gpu_instance", str(m.gpu_instance_id)),
+                ("compute_instance", str(m.compute_instance_id)),
+            )
+            info.append((labels, 1.0))
+            total.append((labels, float(m.memory_total)))
+            if m.memory_used is not None:
+                used.append((labels, float(m.memory_used)))
+    vgpu_used = []
+    for g in sample.gpus:
+        for v in g.vgpus:
+            if v.memory_used is not None:
+                labels = gpu_labels[g.info.uuid] + _labels(
+                    vgpu=str(v.instance), vgpu_type=v.type_name, vm=v.vm
+                )
+                vgpu_used.append((labels, float(v.memory_used)))
+    return (
+        Family(
+            VGPU_MEMORY_USED,
+            "gauge",
+            "Framebuffer a vGPU (served to a VM) uses.",
+            "bytes",
+            tuple(vgpu_used),
+        ),
+        Family(MIG_INFO, "gauge", "A MIG instance of a GPU; always 1.", "", tuple(info)),
+        Family(MIG_MEMORY_TOTAL, "gauge", "Memory of a MIG instance.", "bytes", tuple(total)),
+        Family(MIG_MEMORY_USED, "gauge", "Memory in use in a MIG instance.", "bytes", tuple(used)),
+    )
+
+
+ALERT_ACTIVE = "lltui_alert_active"
+ALERT_SINCE = "lltui_alert_since_timestamp_seconds"
+
+
+def alert_families(alerts: Sequence[Alert], *, host: str) -> tuple[Family, ...]:
+    """The alerts raised now: ``lltui_alert_active`` (1) and when each was raised, labelled
+    by ``kind``, ``severity`` and what it is about (``gpu`` and ``uuid``, ``server``, or the
+    fleet ``host`` it names)."""
+    active, since = [], []
+    for a in alerts:
+        labels = _labels(
+            host=a.host or host,
+            kind=a.kind,
+            severity=a.severity,
+            gpu=None if a.gpu_index is None else str(a.gpu_index),
+            uuid=a.gpu_uuid,
+            server=a.server,
+        )
+        active.append((labels, 1.0))
+        since.append((labels, float(a.since)))
+    return (
+        Family(ALERT_ACTIVE, "gauge", "An alert raised now (thresholds as lltui's config "
+               "sets them); 1.", "", tuple(active)),
+        Family(ALERT_SINCE, "gauge", "When the alert was raised, seconds since the epoch.",
+               "seconds", tuple(since)),
+    )  # fmt: skip
 
 
 def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family, ...]:

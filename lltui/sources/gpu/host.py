@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 import psutil
 
 from lltui.core.llama.served_model import served_model
-from lltui.core.monitor.models import GpuProcess, HostSample
+from lltui.core.monitor.models import ContainerRef, GpuProcess, HostSample
+from lltui.sources.gpu.containers import ContainerReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,15 +24,18 @@ class ProcessFacts:
     host_rss: int
     cpu_pct: float
     model: str | None = None  # what a llama-server serves, from its argv
+    started: float | None = None  # seconds since the epoch
 
 
 class HostSampler:
     """Samples host CPU/RAM; ``cpu_percent`` is measured between two calls, never blocking."""
 
-    def __init__(self) -> None:
+    def __init__(self, containers: ContainerReader | None = None) -> None:
         psutil.cpu_percent(interval=None)  # prime the counter so the first sample is real
         self._hostname = socket.gethostname()
         self._procs: dict[int, psutil.Process] = {}
+        self._containers = containers or ContainerReader()
+        self.unseen = 0  # pids of the last enrich the host could not find
 
     def sample(self) -> HostSample:
         vm = psutil.virtual_memory()
@@ -63,7 +67,8 @@ class HostSampler:
                 host_facts[gp.pid] = self._host_facts(gp.pid)
             facts = host_facts[gp.pid]
             if facts is None:
-                out.append(gp)
+                # no facts (another pid namespace, or gone); its cgroup may still be read
+                out.append(replace(gp, container=self._container(gp.pid, None)))
                 continue
             out.append(
                 replace(
@@ -74,12 +79,22 @@ class HostSampler:
                     host_rss=facts.host_rss,
                     cpu_pct=facts.cpu_pct,
                     model=facts.model,
+                    started=facts.started,
+                    container=self._container(gp.pid, facts.started),
                 )
             )
         for pid in list(self._procs):
             if pid not in host_facts:
                 del self._procs[pid]
+        self._containers.forget(set(host_facts))
+        self.unseen = sum(1 for facts in host_facts.values() if facts is None)
         return tuple(out)
+
+    def _container(self, pid: int, started: float | None) -> ContainerRef | None:
+        try:
+            return self._containers.container(pid, started)
+        except Exception:  # a container is an extra: never a failed tick
+            return None
 
     def _host_facts(self, pid: int) -> ProcessFacts | None:
         proc = self._procs.get(pid)
@@ -96,6 +111,7 @@ class HostSampler:
                     host_rss=int(proc.memory_info().rss),
                     cpu_pct=proc.cpu_percent(interval=None),
                     model=served_model(cmdline),
+                    started=proc.create_time(),
                 )
         except (psutil.Error, OSError):
             # Gone, or in another PID namespace (containers without --pid=host).

@@ -84,6 +84,12 @@ class LogParser(Protocol):
     def summary(self) -> LlamaLogSummary: ...
 
 
+def dies_with_us(argv: list[str], deathsig: int = 15) -> list[str]:
+    """``argv`` run through the shim above: the kernel sends ``deathsig`` (SIGTERM) to it
+    when this process's thread that starts it dies, even by SIGKILL."""
+    return [sys.executable, "-c", _SHIM, str(os.getpid()), str(deathsig), *argv]
+
+
 class SupervisorError(Exception):
     """The server cannot be started; ``str()`` is one line, ``code`` the exit code."""
 

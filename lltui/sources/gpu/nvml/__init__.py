@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from lltui.sources.gpu.nvml.probe import NvmlProbe, cuda_version_text, probe_nvml
 from lltui.sources.gpu.nvml.source import (
+    DEFAULT_LINK_TTL_S,
     DEFAULT_PCIE_TTL_S,
     DEFAULT_PROCESS_TTL_S,
     DEFAULT_SLOW_TTL_S,
@@ -16,6 +17,7 @@ from lltui.sources.gpu.nvml.source import (
 )
 
 __all__ = [
+    "DEFAULT_LINK_TTL_S",
     "DEFAULT_PCIE_TTL_S",
     "DEFAULT_PROCESS_TTL_S",
     "DEFAULT_SLOW_TTL_S",

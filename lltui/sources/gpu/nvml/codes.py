@@ -50,6 +50,7 @@ FI_ECC_SBE_AGG_TOTAL = 5
 FI_ECC_DBE_AGG_TOTAL = 6
 FI_RETIRED_SBE = 29
 FI_RETIRED_DBE = 30
+FI_MEMORY_TEMP = 82  # °C, the memory's (HBM) own sensor
 FI_TOTAL_ENERGY_CONSUMPTION = 83  # mJ since the driver loaded
 FI_NVLINK_LINK_COUNT = 91
 FI_NVLINK_THROUGHPUT_DATA_TX = 138  # KiB, cumulative, all links

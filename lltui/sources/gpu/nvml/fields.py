@@ -20,6 +20,7 @@ from lltui.sources.gpu.nvml.codes import (
     FI_ECC_DBE_VOL_TOTAL,
     FI_ECC_SBE_AGG_TOTAL,
     FI_ECC_SBE_VOL_TOTAL,
+    FI_MEMORY_TEMP,
     FI_NVLINK_LINK_COUNT,
     FI_NVLINK_THROUGHPUT_DATA_RX,
     FI_NVLINK_THROUGHPUT_DATA_TX,
@@ -101,6 +102,7 @@ ECC_FIELDS = (
 )
 SLOW_FIELDS = (
     *ECC_FIELDS,
+    Field("mem_temp", FI_MEMORY_TEMP, float),  # HBM's own sensor; NOT_SUPPORTED on GDDR
     Field("retired_sbe", FI_RETIRED_SBE, int, "nvmlDeviceGetRetiredPages", (RETIRED_BY_SBE,), len),
     Field("retired_dbe", FI_RETIRED_DBE, int, "nvmlDeviceGetRetiredPages", (RETIRED_BY_DBE,), len),
 )

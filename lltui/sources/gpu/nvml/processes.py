@@ -54,12 +54,19 @@ def used_memory(value: Any) -> int | None:
 def read_processes(calls: NvmlCalls, g: GpuState) -> tuple[GpuProcess, ...]:
     """This GPU's processes, most memory first; one entry per pid ("C+G" when in both)."""
     merged: dict[int, tuple[str, int | None]] = {}
+    instances: dict[int, tuple[int | None, int | None]] = {}
     for kind, key, _ in PROCESS_FAMILIES:
         listed = calls.versioned(g, key, _VARIANTS[key], older_on=_MISSING_ONLY)
         if listed is None:
             continue
         try:
             entries = [(int(p.pid), used_memory(p.usedGpuMemory)) for p in listed]
+            if g.mig is not None:  # v2/v3 entries say which MIG instance a process is in
+                for p in listed:
+                    instances[int(p.pid)] = (
+                        _instance_id(getattr(p, "gpuInstanceId", None)),
+                        _instance_id(getattr(p, "computeInstanceId", None)),
+                    )
         except Exception as exc:
             g.errors.append(f"{key}: unreadable answer ({error_text(exc)})")
             continue
@@ -78,7 +85,10 @@ def read_processes(calls: NvmlCalls, g: GpuState) -> tuple[GpuProcess, ...]:
             gpu_index=g.index,
             used_memory=used,
             kind=kind,
-            sm_util=None if util is None else util.get(pid, 0.0),
+            sm_util=None if util is None else util.get(pid, (0.0, 0.0))[0],
+            mem_util=None if util is None else util.get(pid, (0.0, 0.0))[1],
+            gpu_instance_id=instances.get(pid, (None, None))[0],
+            compute_instance_id=instances.get(pid, (None, None))[1],
         )
         for pid, (kind, used) in merged.items()
     ]
@@ -86,9 +96,17 @@ def read_processes(calls: NvmlCalls, g: GpuState) -> tuple[GpuProcess, ...]:
     return tuple(out)
 
 
-def read_process_util(calls: NvmlCalls, g: GpuState) -> dict[int, float] | None:
-    """SM % per pid from the samples since the last read (the newest per pid); ``{}`` when
-    there was none; None when this GPU or driver will not say."""
+def _instance_id(value: Any) -> int | None:
+    """A MIG instance id from a process entry; None for the "no instance" value (0xFFFFFFFF)."""
+    if value is None:
+        return None
+    number = int(value)
+    return None if number >= 0xFFFFFFFF or number < 0 else number
+
+
+def read_process_util(calls: NvmlCalls, g: GpuState) -> dict[int, tuple[float, float]] | None:
+    """(SM %, memory %) per pid from the samples since the last read (the newest per pid);
+    ``{}`` when there was none; None when this GPU or driver will not say."""
     if UTIL_KEY in g.skip:
         return None
     for i in range(g.api.get(UTIL_KEY, 0), len(UTIL_FUNCTIONS)):
@@ -110,19 +128,19 @@ def read_process_util(calls: NvmlCalls, g: GpuState) -> dict[int, float] | None:
     return None
 
 
-def _newest_per_pid(g: GpuState, samples: Any) -> dict[int, float]:
-    newest: dict[int, tuple[int, float]] = {}
+def _newest_per_pid(g: GpuState, samples: Any) -> dict[int, tuple[float, float]]:
+    newest: dict[int, tuple[int, float, float]] = {}
     seen = g.util_seen_us
     for s in samples:
-        stamp, sm = int(s.timeStamp), int(s.smUtil)
+        stamp, sm, mem = int(s.timeStamp), int(s.smUtil), int(s.memUtil)
         seen = max(seen, stamp)
         if sm > 100:  # not a percentage: the driver's "not available" or garbage
             continue
         pid = int(s.pid)
         if pid not in newest or stamp >= newest[pid][0]:
-            newest[pid] = (stamp, float(sm))
+            newest[pid] = (stamp, float(sm), float(mem) if mem <= 100 else 0.0)
     g.util_seen_us = seen
-    return {pid: sm for pid, (_stamp, sm) in newest.items()}
+    return {pid: (sm, mem) for pid, (_stamp, sm, mem) in newest.items()}
 
 
 def enrich_processes(host: HostSampler | None, gpus: Sequence[GpuState]) -> None:

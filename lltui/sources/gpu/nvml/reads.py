@@ -50,7 +50,7 @@ def _reasons(mask: Any) -> tuple[str, ...]:
 
 
 def read_fast(calls: NvmlCalls, g: GpuState) -> None:
-    """Every poll: 9 NVML calls where the field-value batch works, 10 where it does not.
+    """Every poll: 6 NVML calls where the field-value batch works, 7 where it does not.
     A memory total NVML could not give at open is taken from here into ``g.static``."""
     used = free = reserved = None
     memory = calls.versioned(g, "memory", calls.memory_variants)
@@ -83,21 +83,32 @@ def read_fast(calls: NvmlCalls, g: GpuState) -> None:
         power_limit_read="power_limit" in values,
         temp_c=calls.call(g, "temp", "nvmlDeviceGetTemperature", TEMPERATURE_GPU, convert=float),
         sm_clock_mhz=calls.call(g, "sm_clock", "nvmlDeviceGetClockInfo", CLOCK_SM, convert=int),
-        mem_clock_mhz=calls.call(g, "mem_clock", "nvmlDeviceGetClockInfo", CLOCK_MEM, convert=int),
-        fan_pct=calls.call(g, "fan", "nvmlDeviceGetFanSpeed", convert=float),
-        pstate=calls.call(g, "pstate", "nvmlDeviceGetPerformanceState", convert=_pstate),
         throttle_reasons=calls.versioned(
             g, "throttle", REASON_VARIANTS, older_on=_MISSING_ONLY, convert=_reasons
         ),
     )
 
 
-def read_slow(calls: NvmlCalls, g: GpuState, now: float) -> None:
-    """On the slow TTL: PCIe link, the enforced limit where the batch cannot carry it, ECC
-    (volatile and aggregate), retired pages and NVLink."""
+def read_links(calls: NvmlCalls, g: GpuState) -> None:
+    """On the link TTL: the PCIe link's generation and width, and which NVLink links are up
+    (they change when a link trains down or fails, rarely)."""
     slow = g.slow
     slow.pcie_gen = calls.call(g, "pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", convert=int)
     slow.pcie_width = calls.call(g, "pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", convert=int)
+    if g.nvlink_links:
+        slow.nvlink_active = _nvlink_active(calls, g)
+
+
+def read_slow(calls: NvmlCalls, g: GpuState, now: float) -> None:
+    """On the slow TTL: fan, memory clock, P-state, the memory's temperature, the enforced
+    limit where the batch cannot carry it, ECC (volatile and aggregate), retired pages and
+    NVLink throughput."""
+    slow = g.slow
+    slow.mem_clock_mhz = calls.call(
+        g, "mem_clock", "nvmlDeviceGetClockInfo", CLOCK_MEM, convert=int
+    )
+    slow.fan_pct = calls.call(g, "fan", "nvmlDeviceGetFanSpeed", convert=float)
+    slow.pstate = calls.call(g, "pstate", "nvmlDeviceGetPerformanceState", convert=_pstate)
     if not g.batch_ok or POWER_LIMIT_FIELD.key in g.unbatched:
         slow.power_limit_w = fallback(calls, g, POWER_LIMIT_FIELD)
     fields = SLOW_FIELDS + (NVLINK_FIELDS if g.nvlink_links else ())
@@ -105,12 +116,11 @@ def read_slow(calls: NvmlCalls, g: GpuState, now: float) -> None:
     for f in pending:
         values[f.key] = fallback(calls, g, f)
     _take_ecc(slow, values)
+    slow.mem_temp_c = values.get("mem_temp")
     retired = [v for v in (values.get("retired_sbe"), values.get("retired_dbe")) if v is not None]
     slow.retired_pages = sum(retired) if retired else None
     if g.nvlink_links:
-        slow.nvlink_active, slow.nvlink_tx_kbs, slow.nvlink_rx_kbs = _read_nvlink(
-            calls, g, now, values
-        )
+        slow.nvlink_tx_kbs, slow.nvlink_rx_kbs = _nvlink_rates(g, now, values)
 
 
 def read_ecc(calls: NvmlCalls, g: GpuState) -> None:
@@ -129,10 +139,8 @@ def _take_ecc(slow: SlowReading, values: dict[str, Any]) -> None:
     slow.ecc_agg_uncorrected = values.get("ecc_agg_uncorrected")
 
 
-def _read_nvlink(
-    calls: NvmlCalls, g: GpuState, now: float, values: dict[str, Any]
-) -> tuple[int | None, float | None, float | None]:
-    """(links up, tx KiB/s, rx KiB/s); the rates need two readings of the counters."""
+def _nvlink_active(calls: NvmlCalls, g: GpuState) -> int | None:
+    """The NVLink links up, of those present."""
     states = []
     for link in range(g.nvlink_links or 0):
         state = calls.call(g, "nvlink_state", "nvmlDeviceGetNvLinkState", link, convert=int)
@@ -140,19 +148,25 @@ def _read_nvlink(
             break
         states.append(state)
     known = [s for s in states if s is not None]
-    active = sum(1 for s in known if s == FEATURE_ENABLED) if known else None
+    return sum(1 for s in known if s == FEATURE_ENABLED) if known else None
+
+
+def _nvlink_rates(
+    g: GpuState, now: float, values: dict[str, Any]
+) -> tuple[float | None, float | None]:
+    """(tx KiB/s, rx KiB/s); the rates need two readings of the counters."""
     tx, rx = values.get("nvlink_tx"), values.get("nvlink_rx")
     if tx is None or rx is None:
         g.nvlink_prev = None
-        return active, None, None
+        return None, None
     prev, g.nvlink_prev = g.nvlink_prev, (now, int(tx), int(rx))
     if prev is None or now <= prev[0]:
-        return active, None, None
+        return None, None
     dt = now - prev[0]
     d_tx, d_rx = int(tx) - prev[1], int(rx) - prev[2]
     if d_tx < 0 or d_rx < 0:  # a counter that went back was reset: skip one reading
-        return active, None, None
-    return active, d_tx / dt, d_rx / dt
+        return None, None
+    return d_tx / dt, d_rx / dt
 
 
 def read_pcie(calls: NvmlCalls, g: GpuState) -> None:

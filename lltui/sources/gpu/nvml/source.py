@@ -76,11 +76,13 @@ from lltui.sources.gpu.nvml.events import (
     EventBuffer,
     EventWatcher,
 )
+from lltui.sources.gpu.nvml.mig import enumerate_mig, mig_devices, read_mig_memory
 from lltui.sources.gpu.nvml.probe import init_failure, mismatch_hint, system_versions
 from lltui.sources.gpu.nvml.processes import enrich_processes, read_processes
-from lltui.sources.gpu.nvml.reads import read_ecc, read_fast, read_pcie, read_slow
+from lltui.sources.gpu.nvml.reads import read_ecc, read_fast, read_links, read_pcie, read_slow
 from lltui.sources.gpu.nvml.state import NO_FAST, GpuState
 from lltui.sources.gpu.nvml.static import assign_cuda_indices, placeholder_static, read_static
+from lltui.sources.gpu.nvml.vgpu import HOST_VGPU, read_vgpu_memory, read_vgpus
 
 if TYPE_CHECKING:
     from lltui.sources.gpu.host import HostSampler
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
 DEFAULT_SLOW_TTL_S = 5.0
 DEFAULT_PROCESS_TTL_S = 2.0
 DEFAULT_PCIE_TTL_S = 5.0
+DEFAULT_LINK_TTL_S = 30.0
 FELL_OFF_WORDS = "GPU is lost: it has fallen off the bus (XID 79); it needs a reset or reboot"
 NO_EVENTS = Drained()
 
@@ -103,6 +106,7 @@ class NvmlSource:
         slow_ttl_s: float = DEFAULT_SLOW_TTL_S,
         process_ttl_s: float = DEFAULT_PROCESS_TTL_S,
         pcie_ttl_s: float = DEFAULT_PCIE_TTL_S,
+        link_ttl_s: float = DEFAULT_LINK_TTL_S,
         clock: Callable[[], float] = mono_clock,
         wall: Callable[[], float] = wall_clock,
         host: HostSampler | None = None,
@@ -115,6 +119,7 @@ class NvmlSource:
         self.event_limit = event_limit
         self.process_ttl_s = process_ttl_s
         self.pcie_ttl_s = pcie_ttl_s
+        self.link_ttl_s = link_ttl_s
         self._clock = clock
         self._wall = wall
         self._host = host
@@ -129,6 +134,7 @@ class NvmlSource:
         self._seq = SequenceCounter()
         self._driver_version: str | None = None
         self._events: EventWatcher | None = None
+        self._container_runtime: str | None = None  # "" on a host; checked when needed
 
     # -- GpuSource ----------------------------------------------------------------------
     def open(self) -> RigInfo:
@@ -161,11 +167,13 @@ class NvmlSource:
         slow = self._due("slow", self.slow_ttl_s, now)
         procs = self._due("procs", self.process_ttl_s, now)
         pcie = self._due("pcie", self.pcie_ttl_s, now)
+        links = slow and self._due("links", self.link_ttl_s, now)
         events = self._take_events()
         for g in self._gpus:
-            self._read_gpu(calls, g, now, slow=slow, procs=procs, pcie=pcie)
+            self._read_gpu(calls, g, now, slow=slow, procs=procs, pcie=pcie, links=links)
         if procs:
             enrich_processes(self._host, self._gpus)
+            self._check_hidden_pids()
         samples = tuple(_sample(g, events.get(g.index, NO_EVENTS)) for g in self._gpus)
         host, host_error = self._sample_host()
         error = host_error
@@ -268,7 +276,10 @@ class NvmlSource:
                 else:
                     refused.append(f"GPU {index}: {error_words(exc)}")
                 continue
-            gpus.append(read_static(calls, GpuState(index, handle)))
+            g = read_static(calls, GpuState(index, handle))
+            if g.static is not None and g.static.mig_mode and g.lost_reason is None:
+                g.mig = enumerate_mig(calls, g)
+            gpus.append(g)
         return gpus, refused
 
     def _note_mismatch(self) -> None:
@@ -328,7 +339,15 @@ class NvmlSource:
         return True
 
     def _read_gpu(
-        self, calls: NvmlCalls, g: GpuState, now: float, *, slow: bool, procs: bool, pcie: bool
+        self,
+        calls: NvmlCalls,
+        g: GpuState,
+        now: float,
+        *,
+        slow: bool,
+        procs: bool,
+        pcie: bool,
+        links: bool,
     ) -> None:
         if g.lost_reason is not None:
             return
@@ -337,8 +356,19 @@ class NvmlSource:
         static = g.static
         try:
             read_fast(calls, g)
+            host_vgpu = static is not None and static.virtualization == HOST_VGPU
             if slow:
                 read_slow(calls, g, now)
+                if g.mig is not None:
+                    read_mig_memory(calls, g)
+                if host_vgpu and not links:
+                    read_vgpu_memory(calls, g)
+            if links:
+                read_links(calls, g)
+                if g.mig is not None:
+                    g.mig = enumerate_mig(calls, g)
+                if host_vgpu:
+                    read_vgpus(calls, g)
             elif g.ecc_due:
                 read_ecc(calls, g)
             g.ecc_due = False
@@ -354,6 +384,22 @@ class NvmlSource:
             # The memory total NVML could not give at open came with this reading.
             statics = tuple(x.static for x in self._gpus if x.static is not None)
             self._info = replace(self._info, gpus=statics)
+
+    def _check_hidden_pids(self) -> None:
+        """Say so, once, when NVML lists processes none of which this machine can see: lltui
+        runs in a container of its own pid namespace, and the pids are the host's."""
+        host = self._host
+        listed = {p.pid for g in self._gpus for p in g.raw_procs}
+        if host is None or not listed or getattr(host, "unseen", 0) < len(listed):
+            return
+        if self._container_runtime is None:
+            from lltui.sources.gpu.containers import inside_container
+
+            self._container_runtime = inside_container() or ""
+        if self._container_runtime:
+            from lltui.sources.gpu.containers import hidden_pids_hint
+
+            self._add_hint(hidden_pids_hint(self._container_runtime))
 
     def _sample_host(self) -> tuple[HostSample, str | None]:
         if self._host is None:
@@ -389,9 +435,12 @@ def _sample(g: GpuState, events: Drained) -> GpuSample:
         energy_mj=f.energy_mj,
         temp_c=f.temp_c,
         sm_clock_mhz=f.sm_clock_mhz,
-        mem_clock_mhz=f.mem_clock_mhz,
-        fan_pct=f.fan_pct,
-        pstate=f.pstate,
+        mem_clock_mhz=s.mem_clock_mhz,
+        fan_pct=s.fan_pct,
+        pstate=s.pstate,
+        mem_temp_c=s.mem_temp_c,
+        mig=mig_devices(g),
+        vgpus=g.vgpus,
         throttle_reasons=f.throttle_reasons,
         pcie_gen=s.pcie_gen,
         pcie_width=s.pcie_width,

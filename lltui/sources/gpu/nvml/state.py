@@ -5,7 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lltui.core.monitor.models import GpuProcess, GpuStatic
+from lltui.core.monitor.models import GpuProcess, GpuStatic, MigDevice, VgpuInstance
+
+
+@dataclass(slots=True)
+class MigInstance:
+    """One MIG instance: its handle and what is known of it (memory read on the slow TTL)."""
+
+    handle: Any
+    device: MigDevice
+
+
+@dataclass(slots=True)
+class MigState:
+    """A GPU in MIG mode: its instances (enumerated at open and again on the link TTL, as
+    instances are made and destroyed without a reset)."""
+
+    instances: list[MigInstance] = field(default_factory=list)
 
 
 # The readings are plain slotted dataclasses, not frozen: a frozen one costs three times as
@@ -27,17 +43,20 @@ class FastReading:
     power_limit_read: bool = False
     temp_c: float | None = None
     sm_clock_mhz: int | None = None
-    mem_clock_mhz: int | None = None
-    fan_pct: float | None = None
-    pstate: int | None = None
     throttle_reasons: tuple[str, ...] | None = None
 
 
 @dataclass(slots=True)
 class SlowReading:
-    """The fields read on the slow and PCIe TTLs, updated in place: a field keeps its value
-    until read again."""
+    """The fields read on the slow, link and PCIe TTLs, updated in place: a field keeps its
+    value until read again."""
 
+    # slow-changing readings: a fan spins up over seconds, the memory clock and P-state
+    # follow the load's phase, HBM warms slowly
+    fan_pct: float | None = None
+    mem_clock_mhz: int | None = None
+    pstate: int | None = None
+    mem_temp_c: float | None = None
     pcie_gen: int | None = None
     pcie_width: int | None = None
     pcie_tx_kbs: float | None = None
@@ -76,6 +95,8 @@ class GpuState:
     slow: SlowReading = field(default_factory=SlowReading)
     nvlink_prev: tuple[float, int, int] | None = None  # (t, tx KiB, rx KiB)
     raw_procs: tuple[GpuProcess, ...] = ()
+    mig: MigState | None = None  # the MIG instances, when the GPU is in MIG mode
+    vgpus: tuple[VgpuInstance, ...] = ()  # the vGPUs it serves, when it is a vGPU host
     procs: tuple[GpuProcess, ...] = ()
     # NVML's CPU timestamp (microseconds) of the newest per-process utilisation sample read:
     # the next read asks only for samples after it

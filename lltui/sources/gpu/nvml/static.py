@@ -26,6 +26,7 @@ from lltui.sources.gpu.nvml.codes import (
 )
 from lltui.sources.gpu.nvml.fields import LINK_COUNT_FIELD, read_fields
 from lltui.sources.gpu.nvml.state import GpuState
+from lltui.sources.gpu.nvml.vgpu import virtualization_mode
 
 CUDA_ORDER_HINT = (
     "CUDA numbers these GPUs differently from nvidia-smi (by compute capability); "
@@ -49,6 +50,11 @@ def _max_limit(c: Any) -> float:
 
 def _capability(c: Any) -> tuple[int, int]:
     return int(c[0]), int(c[1])
+
+
+def _mig_enabled(modes: Any) -> bool:
+    """nvmlDeviceGetMigMode's [current, pending]: whether MIG is on now."""
+    return int(modes[0]) == FEATURE_ENABLED
 
 
 def _enabled(m: Any) -> bool:
@@ -81,6 +87,10 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         gen_max = call(g, "gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", convert=int)
         width_max = call(g, "width_max", "nvmlDeviceGetMaxPcieLinkWidth", convert=int)
         g.nvlink_links = count_nvlinks(calls, g)
+        mig = call(g, "mig_mode", "nvmlDeviceGetMigMode", convert=_mig_enabled)
+        virt = call(
+            g, "virtualization", "nvmlDeviceGetVirtualizationMode", convert=virtualization_mode
+        )
     except GpuLost:
         g.lost_reason = LOST_WORDS
         g.static = placeholder_static(i)
@@ -104,6 +114,8 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         vbios=vbios or None,
         persistence_mode=persistence,
         mem_bus_width_bits=bus or None,
+        mig_mode=mig,
+        virtualization=virt,
     )
     return g
 

@@ -139,6 +139,7 @@ def gpu_sample(
     phase: str,
     progress: float,
     rng: random.Random,
+    wall0: float = 0.0,
 ) -> GpuSample:
     """One GPU's sample at ``t`` (``progress`` into ``phase``), after :func:`gpu_load` drew
     from ``rng``."""
@@ -158,7 +159,7 @@ def gpu_sample(
     return GpuSample(
         info=st,
         memory_used=memory_used,
-        memory_free=st.memory_total - memory_used - reserved,
+        memory_free=max(0, st.memory_total - memory_used - reserved),
         memory_reserved=reserved,
         util_gpu=round(load.util),
         util_mem=round(load.util * (0.35 if phase == PHASE_PREFILL else 0.8)),
@@ -166,6 +167,8 @@ def gpu_sample(
         power_limit_w=g.power_limit_w,
         energy_mj=int(energy_mj),
         temp_c=round(clocks.temp_c),
+        # HBM sits beside the die and runs a few degrees warmer under load
+        mem_temp_c=round(clocks.temp_c + 2 + load.util * 0.06) if "HBM" in g.spec.memory else None,
         sm_clock_mhz=clocks.sm_mhz,
         mem_clock_mhz=clocks.mem_mhz,
         fan_pct=(30.0 + max(0.0, clocks.temp_c - 40) * 1.2) if g.has_fan else None,
@@ -182,7 +185,13 @@ def gpu_sample(
         ecc_corrected=0 if not g.has_fan else None,
         retired_pages=0 if not g.has_fan else None,
         processes=gpu_processes(
-            profile, i, phase, serving=serving, server_bytes=server_bytes, util=load.util
+            profile,
+            i,
+            phase,
+            serving=serving,
+            server_bytes=server_bytes,
+            util=load.util,
+            wall0=wall0,
         ),
     )
 

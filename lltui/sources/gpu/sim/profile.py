@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from lltui.core.hardware.gpus import GpuSpec, gpu
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
+from lltui.core.monitor.models import ContainerRef
 
 LEGEND = """\
 Legend:
@@ -125,6 +126,8 @@ class SideJob:
     kind: str = "C"
     cpu_pct: float = 0.0
     rss_mib: int = 0
+    container: ContainerRef | None = None  # the container, pod or slurm job it runs in
+    age_s: float = 5400.0  # how long it had run when the rig's clock started
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ and the model each rig serves."""
 
 from __future__ import annotations
 
+from lltui.core.monitor.models import ContainerRef
 from lltui.sources.gpu.sim.profile import ServedModel, SideJob, SimGpu, SimProfile
 
 T4 = SimGpu.of("Tesla T4")
@@ -131,6 +132,14 @@ PROFILES: dict[str, SimProfile] = {
                     2310,
                     cpu_pct=46.0,
                     rss_mib=5400,
+                    container=ContainerRef(
+                        "kubernetes",
+                        id="5f0c2a9e81d4b7c36a2e9f10d8b4c7a1e3f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9",
+                        name="embed",
+                        pod="bge-embed-6d5f8c7b9-x2k4q",
+                        namespace="mlops",
+                    ),
+                    age_s=2 * 86400 + 3600,
                 ),
             ),
         ),
@@ -196,6 +205,8 @@ PROFILES: dict[str, SimProfile] = {
                     21480,
                     cpu_pct=198.0,
                     rss_mib=24600,
+                    container=ContainerRef("slurm", id="48213", job="48213", name="llama-ft"),
+                    age_s=9 * 3600,
                 ),
                 SideJob(
                     52977,
@@ -206,6 +217,12 @@ PROFILES: dict[str, SimProfile] = {
                     6150,
                     cpu_pct=35.0,
                     rss_mib=7300,
+                    container=ContainerRef(
+                        "docker",
+                        id="a3c9e4f1b2d8c7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2",
+                        name="eval-gsm8k",
+                    ),
+                    age_s=1800,
                 ),
             ),
         ),
@@ -248,6 +265,8 @@ PROFILES: dict[str, SimProfile] = {
                     9830,
                     cpu_pct=380.0,
                     rss_mib=31200,
+                    container=ContainerRef("slurm", id="48877", job="48877", name="moe-pretrain"),
+                    age_s=3 * 86400,
                 ),
                 SideJob(
                     61044,
@@ -258,6 +277,12 @@ PROFILES: dict[str, SimProfile] = {
                     1540,
                     cpu_pct=3.0,
                     rss_mib=2900,
+                    container=ContainerRef(
+                        "podman",
+                        id="7e6d5c4b3a29180f7e6d5c4b3a29180f7e6d5c4b3a29180f7e6d5c4b3a29180f",
+                        name="carol-notebook",
+                    ),
+                    age_s=4 * 3600,
                 ),
             ),
         ),
@@ -302,6 +327,12 @@ PROFILES: dict[str, SimProfile] = {
                     2760,
                     cpu_pct=4.0,
                     rss_mib=6100,
+                    container=ContainerRef(
+                        "docker",
+                        id="c0ffee00d15ea5e0c0ffee00d15ea5e0c0ffee00d15ea5e0c0ffee00d15ea5e0",
+                        name="comfyui",
+                    ),
+                    age_s=26 * 60,
                 ),
             ),
         ),

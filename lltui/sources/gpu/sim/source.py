@@ -182,6 +182,7 @@ class SimSource:
             phase=phase,
             progress=progress,
             rng=rng,
+            wall0=self._wall_start,
         )
 
     def _host_sample(self, t: float, phase: str) -> HostSample:

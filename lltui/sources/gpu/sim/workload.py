@@ -64,6 +64,10 @@ def resident_bytes(profile: SimProfile, i: int, share: float, phase: str, progre
     return int(total)
 
 
+SERVER_AGE_S = 3 * 3600 + 12 * 60  # the llama-server had run this long when the clock started
+DESKTOP_AGE_S = 2 * 86400 + 4 * 3600
+
+
 def gpu_processes(
     profile: SimProfile,
     i: int,
@@ -72,6 +76,7 @@ def gpu_processes(
     serving: bool,
     server_bytes: int,
     util: float = 0.0,
+    wall0: float = 0.0,
 ) -> tuple[GpuProcess, ...]:
     """The llama-server once it serves, and Xorg on a desktop card's first GPU."""
     n = len(profile.gpus)
@@ -92,6 +97,8 @@ def gpu_processes(
                 host_rss=int((1.2 + 0.3 * n) * GIB),
                 cpu_pct=100.0 if phase in (PHASE_PREFILL, PHASE_DECODE) else 3.0,
                 sm_util=float(round(util)),  # the server is what keeps this GPU busy
+                mem_util=float(round(util * 0.8)),
+                started=wall0 - SERVER_AGE_S,
             ),
         )
     if profile.gpus[i].has_fan and i == 0:
@@ -106,15 +113,16 @@ def gpu_processes(
             host_rss=96 * MIB,
             cpu_pct=0.0,
             sm_util=0.0,
+            started=wall0 - DESKTOP_AGE_S,
         )
         proc = (xorg, *proc)
     # the other jobs show from the end of the model's loading on (the early timeline, which
     # tests of the other views step through, stays as it was)
     loaded = serving and phase != PHASE_LOADING
-    return (*proc, *side_processes(profile, i)) if loaded else proc
+    return (*proc, *side_processes(profile, i, wall0)) if loaded else proc
 
 
-def side_processes(profile: SimProfile, i: int) -> tuple[GpuProcess, ...]:
+def side_processes(profile: SimProfile, i: int, wall0: float = 0.0) -> tuple[GpuProcess, ...]:
     """What else runs on GPU i beside the llama-server (a training run, a notebook)."""
     return tuple(
         GpuProcess(
@@ -129,6 +137,8 @@ def side_processes(profile: SimProfile, i: int) -> tuple[GpuProcess, ...]:
             cpu_pct=job.cpu_pct,
             # the rig's utilisation follows the llama-server alone: the others wait on it
             sm_util=0.0,
+            started=wall0 - job.age_s,
+            container=job.container,
         )
         for job in profile.side_jobs
         if i in job.gpus

@@ -1,0 +1,190 @@
+"""``lltui watch``: alerts without a screen, for cron, CI and a terminal left open.
+
+Without ``--once`` it prints one line per alert change (raised, changed, cleared) until
+stopped, or until an alert at ``--fail-on`` or above is raised. With ``--once`` it looks
+once and prints the alerts raised now. Exit codes: 0 nothing at ``--fail-on`` or above, 3 a
+warning, 4 a critical alert, 1 the source failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from lltui.commands import CliError, add_replay_options, add_source_option, print_json, source_spec
+
+EXIT_CODES_HELP = "exit 0 nothing at --fail-on or above, 3 a warning, 4 critical, 1 failure"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="alerts without a screen: one line per change, or --once and an exit code",
+        description=(
+            "Samples the source every --interval and raises alerts on thresholds (config "
+            f"[alerts]): one line per change, or with --once the alerts now. {EXIT_CODES_HELP}."
+        ),
+    )
+    add_source_option(p, sub=True, note="what to watch (a list watches a fleet)")
+    p.add_argument(
+        "--hosts", dest="sub_hosts", metavar="FILE", default=None, help="as the global --hosts"
+    )
+    p.add_argument(
+        "--interval",
+        dest="sub_interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds between samples (default 1)",
+    )
+    p.add_argument("--once", action="store_true", help="look once; the exit code says the worst")
+    p.add_argument("--json", action="store_true", help="JSON: one object per line (or --once)")
+    p.add_argument(
+        "--fail-on",
+        choices=("warning", "critical"),
+        default=None,
+        help="exit (3 or 4) once an alert this severe or worse is raised (--once: warning)",
+    )
+    p.add_argument(
+        "--llama",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a llama-server whose health to watch (down, not ready); repeatable",
+    )
+    p.add_argument(
+        "--llama-api-key-file",
+        default=None,
+        metavar="FILE",
+        help="API key for the llama-servers (else $LLAMA_API_KEY)",
+    )
+    p.add_argument(
+        "--no-hooks", action="store_true", help="do not run the [alerts] hooks of the config"
+    )
+    add_replay_options(p, argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from lltui.config import ConfigError, load_settings
+
+    try:
+        return load_settings(None, path=getattr(args, "config", None))
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from lltui.commands.exporter import _api_key
+    from lltui.core.monitor.alerts import alerts_to_json, change_to_json, exit_code
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest
+    from lltui.services.rig import RigRequest
+    from lltui.sources.gpu.kinds import replay_options
+
+    settings = _settings(args)
+    interval = args.sub_interval or getattr(args, "interval", None) or 1.0
+    if not 0 < interval <= 3600:
+        raise CliError("--interval must be more than 0 and at most 3600 s", 2)
+    for url in args.llama:
+        if not url.startswith(("http://", "https://")):
+            raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
+    fail_on = args.fail_on or ("warning" if args.once else None)
+    request = WatchRequest(
+        rig=RigRequest(
+            source=source_spec(args),
+            hosts_file=args.sub_hosts or getattr(args, "hosts", None),
+            interval_s=interval,
+            replay=replay_options(args),
+        ),
+        llama=tuple(args.llama),
+        api_key=_api_key(args.llama_api_key_file) if args.llama else None,
+        config=settings.alerts,
+        once=args.once,
+    )
+    try:
+        watch = AlertWatch(request)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    except SourceUnavailable as exc:
+        code = 2 if type(exc).__name__ == "RecordingUnreadable" else 1
+        raise CliError(f"source {request.rig.source or 'auto'}: {exc}", code) from None
+    hooks = None
+    if not args.no_hooks and settings.alerts.hooks:
+        hooks = HookRunner(settings.alerts, lambda r: print(r.line, file=sys.stderr, flush=True))
+    try:
+        if args.once:
+            result = watch.round()
+            if hooks is not None:
+                hooks.fire(result.changes)
+            if args.json:
+                print_json({"alerts": alerts_to_json(result.active), "error": result.error})
+            else:
+                for alert in result.active:
+                    print(f"{alert.line} (since {_clock(alert.since)})")
+                if not result.active:
+                    print("no alerts" + (f" (source: {result.error})" if result.error else ""))
+            return exit_code(result.active, fail_on or "warning")
+        return _loop(watch, hooks, interval, args.json, fail_on, change_to_json)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if hooks is not None:
+            hooks.wait()
+        watch.close()
+
+
+def _loop(
+    watch: Any, hooks: Any, interval: float, as_json: bool, fail_on: str | None, to_json: Any
+) -> int:
+    """One line per change until stopped (SIGINT, SIGTERM), the source ends, or ``fail_on``
+    is reached."""
+    import signal
+
+    def _stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _rounds(watch, hooks, interval, as_json, fail_on, to_json)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # (a caller in the same process keeps its own)
+
+
+def _rounds(
+    watch: Any, hooks: Any, interval: float, as_json: bool, fail_on: str | None, to_json: Any
+) -> int:
+    import json
+
+    from lltui.core.monitor.alerts import exit_code
+
+    last_error: str | None = None
+    while True:
+        started = time.monotonic()
+        result = watch.round()
+        if result.error != last_error and result.error:
+            print(f"source: {result.error}", file=sys.stderr, flush=True)
+        last_error = result.error
+        if hooks is not None:
+            hooks.fire(result.changes)
+        for change in result.changes:
+            if as_json:
+                print(json.dumps(to_json(change)), flush=True)
+            else:
+                print(f"{_clock(change.at)} {change.line}", flush=True)
+        if fail_on is not None:
+            code = exit_code(result.active, fail_on)
+            if code:
+                return code
+        if result.ended:
+            return 0
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _clock(t: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    except (OverflowError, OSError, ValueError):
+        return "?"

@@ -1,0 +1,438 @@
+"""Alerts: every kind raised from a replayed or simulated rig and cleared again, through
+``lltui watch`` (its lines, JSON and exit codes), ``lltui gpus --json``, the exporter's series
+and the hooks; bad thresholds are one line naming the key."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from alert_rig import CONFIG, EXPECTED, write_alert_recording
+
+from lltui.cli import main
+from lltui.config import ConfigError, load_settings
+from lltui.core.monitor.alerts import (
+    KINDS,
+    AlertChange,
+    AlertConfig,
+    AlertHook,
+    AlertThresholds,
+    AlertTracker,
+    HostStatus,
+    alert_config_from_mapping,
+    exit_code,
+)
+from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest, run_hook
+from lltui.services.rig import RigRequest
+from lltui.sources.gpu.replay import ReplaySource
+
+ROOT = Path(__file__).resolve().parents[1]
+START = 1_767_225_601.0  # the simulated rig's wall clock at its first poll (tick 0)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> tuple[Path, Path]:
+    recording = tmp_path / "alerts.jsonl"
+    write_alert_recording(recording)
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG)
+    return recording, config
+
+
+def _watch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    """``lltui watch ARGS`` (a ``--config FILE`` among them goes before the subcommand)."""
+    given = list(args)
+    before: list[str] = []
+    if "--config" in given:
+        at = given.index("--config")
+        before = given[at : at + 2]
+        del given[at : at + 2]
+    code = main([*before, "watch", *given])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_every_gpu_alert_kind_is_raised_and_cleared_from_a_replayed_rig(rig, capsys):
+    recording, config = rig
+    code, lines = _watch(
+        capsys, "--config", str(config), "--source", f"replay:{recording}",
+        "--replay-step", "--interval", "0.01", "--json",
+    )  # fmt: skip
+    assert code == 0  # ran to the end of the recording: no --fail-on
+    events = [json.loads(line) for line in lines]
+    start = START  # the recording's wall clock at tick 0
+    for kind, (gpu, raised_at, cleared_at) in EXPECTED.items():
+        mine = [e for e in events if e["kind"] == kind]
+        assert [e["event"] for e in mine if e["event"] != "changed"] == ["raised", "cleared"], (
+            kind,
+            mine,
+        )
+        raised = next(e for e in mine if e["event"] == "raised")
+        cleared = next(e for e in mine if e["event"] == "cleared")
+        assert raised["gpu"] == gpu and raised["subject"] == f"GPU{gpu}"
+        assert raised["at"] - start == pytest.approx(raised_at), kind
+        assert cleared["at"] - start == pytest.approx(cleared_at), kind
+    severities = {e["kind"]: e["severity"] for e in events if e["event"] == "raised"}
+    assert severities["gpu_temp"] == "critical" and severities["power_cap"] == "warning"
+    assert severities["throttle"] == "critical"  # hw thermal costs speed hard
+    power = next(e for e in events if e["kind"] == "power_cap" and e["event"] == "raised")
+    assert power["since"] - start == pytest.approx(5)  # since the condition began
+
+
+def test_watch_prints_one_line_per_change(rig, capsys):
+    import signal
+
+    recording, config = rig
+    handler = signal.getsignal(signal.SIGTERM)
+    code, lines = _watch(
+        capsys, "--config", str(config), "--source", f"replay:{recording}",
+        "--replay-step", "--interval", "0.01",
+    )  # fmt: skip
+    assert code == 0
+    raised = [line for line in lines if " raised " in line]
+    assert len(raised) == len(EXPECTED)
+    assert any("raised critical GPU0: temperature 92°C (critical at 90)" in line for line in lines)
+    assert any("cleared critical GPU1: GPU is lost" in line for line in lines)
+    assert signal.getsignal(signal.SIGTERM) is handler  # its SIGTERM handler is put back
+
+
+def test_watch_fail_on_exits_with_the_severity_reached(rig, capsys):
+    recording, config = rig
+    base = ["--config", str(config), "--source", f"replay:{recording}", "--replay-step"]
+    code, lines = _watch(capsys, *base, "--interval", "0.01", "--fail-on", "critical")
+    assert code == 4
+    # stopped at the first critical alerts: tick 1's two, nothing after them
+    assert len(lines) == 2 and all(" raised critical " in line for line in lines)
+    assert any(line.endswith("GPU0: temperature 92°C (critical at 90)") for line in lines)
+
+
+def test_watch_once_exit_codes_by_severity(tmp_path, capsys):
+    from alert_rig import alert_samples
+
+    from lltui.sources.gpu.replay import Recorder
+
+    info, samples = alert_samples()
+    cases = {"none": (samples[0], 0), "warning": (samples[7], 3), "critical": (samples[1], 4)}
+    for name, (sample, expected) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        with Recorder(path, wall=lambda: 1_767_225_600.0) as rec:
+            rec.start(info)
+            rec.write(sample)
+        code, lines = _watch(capsys, "--once", "--source", f"replay:{path}")
+        assert code == expected, (name, lines)
+        code, _ = _watch(capsys, "--once", "--source", f"replay:{path}", "--fail-on", "critical")
+        assert code == (4 if expected == 4 else 0)
+    code, lines = _watch(capsys, "--once", "--json", "--source", f"replay:{tmp_path}/warning.jsonl")
+    data = json.loads("\n".join(lines))
+    assert [a["kind"] for a in data["alerts"]] == ["power_cap"]  # one look: no 30 s wait
+
+
+def test_watch_bad_input_and_failures_are_one_line(tmp_path, capsys):
+    code = main(["watch", "--once", "--source", f"replay:{tmp_path}/none.jsonl"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no such recording" in err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[alerts]\ngpu_temp_critical = 'hot'\n")
+    code = main(["--config", str(bad), "watch", "--once", "--source", "sim:kaggle-2xt4"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "alerts.gpu_temp_critical must be a number, got 'hot'" in err
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ({"gpu_temp_warning": "hot"}, "alerts.gpu_temp_warning must be a number"),
+        ({"vram_warning_pct": 140}, "alerts.vram_warning_pct must be a percentage"),
+        ({"nope": 1}, "alerts.nope: unknown setting"),
+        ({"gpu_temp_warning": 95, "gpu_temp_critical": 90}, "alerts.gpu_temp_warning (95)"),
+        ({"disabled": ["power"]}, "alerts.disabled: 'power' is no alert kind"),
+        ({"hook": "notify-send hi"}, "alerts.hook must be a command as a list of words"),
+        ({"hooks": {"xid": []}}, "alerts.hooks.xid must be a command"),
+        ({"hooks": {"fire": ["x"]}}, "alerts.hooks.fire: no such alert kind"),
+        ({"hook_timeout_s": 0}, "alerts.hook_timeout_s must be seconds"),
+    ],
+)
+def test_a_malformed_threshold_config_is_one_line_naming_the_key(tmp_path, table, words):
+    with pytest.raises(ValueError) as exc:
+        alert_config_from_mapping(table)
+    assert words in str(exc.value) and "\n" not in str(exc.value)
+    path = tmp_path / "config.toml"
+    lines = ["[alerts]"] + [f"{k} = {json.dumps(v)}" for k, v in table.items() if k != "hooks"]
+    if "hooks" in table:
+        lines += ["[alerts.hooks]"] + [f"{k} = {json.dumps(v)}" for k, v in table["hooks"].items()]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path=path, environ={})
+    assert words in str(err.value) and str(path) in str(err.value)
+
+
+def test_thresholds_from_the_config_reach_the_tracker(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[alerts]\ngpu_temp_warning = 65\ngpu_temp_critical = 70\ndisabled = ["vram_full"]\n'
+        'hook = ["true"]\nhook_timeout_s = 2\n[alerts.hooks]\nxid = ["false", "x"]\n'
+    )
+    settings = load_settings(path=path, environ={})
+    config = settings.alerts
+    assert config.thresholds.gpu_temp_critical == 70 and "vram_full" in config.thresholds.disabled
+    assert [h.argv for h in config.hooks_for("xid")] == [("true",), ("false", "x")]
+    assert [h.argv for h in config.hooks_for("gpu_temp")] == [("true",)]
+
+
+def test_temperatures_clear_only_a_margin_under_their_threshold():
+    from alert_rig import alert_samples
+
+    _info, samples = alert_samples()
+    tracker = AlertTracker(AlertThresholds())
+    base = samples[0]
+
+    def at(temp: float, t: float) -> tuple[AlertChange, ...]:
+        from dataclasses import replace
+
+        gpus = (replace(base.gpus[0], temp_c=temp), *base.gpus[1:])
+        return tracker.update(t, rigs={None: replace(base, gpus=gpus)})
+
+    assert [c.event for c in at(91, 1)] == ["raised"]
+    assert [(c.event, c.alert.severity) for c in at(89, 2)] == [("changed", "warning")]
+    assert at(81, 3) == ()  # under 83, but not 3 degrees under: still raised
+    assert [c.event for c in at(79, 4)] == ["cleared"]
+
+
+def test_fleet_host_down_is_raised_and_cleared_when_it_answers(tmp_path):
+    later = tmp_path / "later.jsonl"
+    request = WatchRequest(
+        rig=RigRequest(source=f"sim:kaggle-2xt4,replay:{later}", interval_s=0.05)
+    )
+    watch = AlertWatch(request)
+    try:
+        first = watch.round()
+        assert [(c.event, c.alert.kind) for c in first.changes] == [("raised", "host_down")]
+        assert "no such recording" in first.active[0].message
+        write_alert_recording(later)  # the host comes up
+        second = watch.round()
+        assert ("cleared", "host_down") in [(c.event, c.alert.kind) for c in second.changes]
+    finally:
+        watch.close()
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    """/health as llama-server answers it: 503 "Loading model", then 200 once ready."""
+
+    ready = False
+
+    def do_GET(self) -> None:
+        if self.path != "/health":
+            self.send_error(404)
+            return
+        if type(self).ready:
+            body, code = b'{"status":"ok"}', 200
+        else:
+            body = b'{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}'
+            code = 503
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@contextmanager
+def _server() -> Iterator[http.server.ThreadingHTTPServer]:
+    handler = type("Health", (_Health,), {"ready": False})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_llama_server_not_ready_then_ready_then_down(tmp_path):
+    config = AlertConfig(AlertThresholds(llama_not_ready_for_s=0))
+    with _server() as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        watch = AlertWatch(
+            WatchRequest(rig=RigRequest(source="sim:kaggle-2xt4"), llama=(url,), config=config)
+        )
+        try:
+            changes = watch.round().changes
+            assert [(c.event, c.alert.kind, c.alert.severity) for c in changes] == [
+                ("raised", "llama_not_ready", "warning")
+            ]
+            assert "Loading model" in changes[0].alert.message
+            server.RequestHandlerClass.ready = True  # type: ignore[attr-defined]
+            assert [(c.event, c.alert.kind) for c in watch.round().changes] == [
+                ("cleared", "llama_not_ready")
+            ]
+            server.shutdown()
+            server.server_close()
+            changes = watch.round().changes
+            assert [(c.event, c.alert.kind, c.alert.severity) for c in changes] == [
+                ("raised", "llama_down", "critical")
+            ]
+        finally:
+            watch.close()
+    tracker = watch.tracker  # and cleared when nothing is followed any more
+    assert [c.event for c in tracker.update(time.time(), llama=[])] == ["cleared"]
+
+
+def test_every_kind_in_the_table_is_tested():
+    tested = set(EXPECTED) | {"llama_down", "llama_not_ready", "host_down"}
+    assert tested == set(KINDS)
+
+
+# -- gpus --json and the exporter ---------------------------------------------------------------
+def test_gpus_json_lists_the_alerts_raised_now(tmp_path, capsys):
+    from alert_rig import alert_samples
+
+    from lltui.sources.gpu.replay import Recorder
+
+    info, samples = alert_samples()
+    path = tmp_path / "hot.jsonl"
+    with Recorder(path, wall=lambda: 1_767_225_600.0) as rec:
+        rec.start(info)
+        rec.write(samples[1])
+    assert main(["gpus", "--json", "--source", f"replay:{path}"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    kinds = {(a["kind"], a["gpu"], a["severity"]) for a in data["alerts"]}
+    assert kinds == {("gpu_temp", 0, "critical"), ("mem_temp", 1, "critical")}
+    assert data["gpus"][1]["mem_temp_c"] == 96.0
+
+
+def test_the_exporter_serves_alerts_as_series(tmp_path):
+    from prometheus_client import generate_latest
+
+    from lltui.services.exporter import Sampler, make_registry
+    from lltui.sources.gpu.prom import parse_exposition
+
+    recording = tmp_path / "alerts.jsonl"
+    write_alert_recording(recording)
+    source = ReplaySource(recording, stepped=True)
+    source.open()
+    sampler = Sampler(source, host="rig-a", thresholds=AlertThresholds(event_hold_s=3))
+    registry = make_registry(sampler)
+    sampler.sample_once()
+    sampler.sample_once()  # tick 1: GPU0 at 92 °C
+    series = parse_exposition(generate_latest(registry).decode())
+    active = [s for s in series if s.name == "lltui_alert_active"]
+    labels = {
+        (s.label("kind"), s.label("gpu"), s.label("severity"), s.label("host")) for s in active
+    }
+    assert labels == {
+        ("gpu_temp", "0", "critical", "rig-a"),
+        ("mem_temp", "1", "critical", "rig-a"),
+    }
+    since = [s for s in series if s.name == "lltui_alert_since_timestamp_seconds"]
+    assert {s.value for s in since} == {START + 1}
+    for _ in range(4):
+        sampler.sample_once()  # tick 5: cooled down
+    series = parse_exposition(generate_latest(registry).decode())
+    assert {s.label("kind") for s in series if s.name == "lltui_alert_active"} == {"vram_full"}
+    source.close()
+
+
+def test_the_example_alerting_rules_are_valid_prometheus_rules():
+    rules = ROOT / "examples" / "prometheus" / "lltui-alerts.yml"
+    text = rules.read_text()
+    assert "lltui_alert_active" in text and "lltui_gpu_lost" in text
+    promtool = next(
+        (p for p in ("/usr/bin/promtool", "/usr/local/bin/promtool") if os.path.exists(p)), None
+    )
+    if promtool is None:
+        pytest.skip("no promtool (apt install prometheus) to check the rules with")
+    done = subprocess.run(
+        [promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# -- hooks ---------------------------------------------------------------------------------------
+def _change(kind: str = "xid") -> AlertChange:
+    from lltui.core.monitor.alerts import Alert
+
+    alert = Alert(kind, "critical", "GPU1", "XID 79: GPU has fallen off the bus", 1_767_225_600.0,
+                  gpu_index=1, gpu_uuid="GPU-1")  # fmt: skip
+    return AlertChange("raised", alert, 1_767_225_601.0)
+
+
+def test_a_hook_gets_the_alert_in_its_environment_and_no_shell(tmp_path):
+    out = tmp_path / "env.json"
+    script = (
+        "import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
+        "if k.startswith('LLTUI_ALERT')} | {'argv': sys.argv[1:]}, open(sys.argv[1], 'w'))"
+    )
+    hook = AlertHook((sys.executable, "-c", script, str(out), "$HOME;", "`id`"))
+    result = run_hook(hook, _change(), timeout_s=30)
+    assert result.code == 0 and not result.timed_out
+    got = json.loads(out.read_text())
+    assert got["argv"] == [str(out), "$HOME;", "`id`"]  # words as given: no shell read them
+    assert got["LLTUI_ALERT_KIND"] == "xid" and got["LLTUI_ALERT_GPU"] == "1"
+    assert (
+        got["LLTUI_ALERT_EVENT"] == "raised"
+        and json.loads(got["LLTUI_ALERT_JSON"])["uuid"] == "GPU-1"
+    )
+
+
+def test_a_hook_that_hangs_is_killed_after_its_timeout_with_what_it_started(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time; "
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(c.pid)); time.sleep(120)"
+    )
+    started = time.monotonic()
+    result = run_hook(AlertHook((sys.executable, "-c", script)), _change(), timeout_s=1.0)
+    assert result.timed_out and time.monotonic() - started < 15
+    assert "killed after its timeout" in result.line
+    child = int(pidfile.read_text())
+    for _ in range(100):  # the grandchild went with its group
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the hook's child {child} outlived the timeout")
+
+
+def test_hooks_run_per_kind_off_the_caller_and_report_failures(tmp_path):
+    marker = tmp_path / "ran"
+    config = AlertConfig(
+        hooks=(
+            AlertHook((sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x')")),
+            AlertHook(("/nonexistent/hook",), frozenset({"xid"})),
+            AlertHook(("/nonexistent/other",), frozenset({"ecc"})),
+        ),
+        hook_timeout_s=10,
+    )
+    heard = []
+    runner = HookRunner(config, heard.append)
+    runner.fire([_change("xid")])
+    runner.wait(30)
+    assert marker.read_text() == "x"
+    assert [r.line for r in heard] == ["alert hook hook: cannot run: No such file or directory"]
+
+
+def test_exit_codes_table():
+    from lltui.core.monitor.alerts import Alert
+
+    warn = Alert("power_cap", "warning", "GPU0", "m", 0.0)
+    crit = Alert("xid", "critical", "GPU0", "m", 0.0)
+    assert exit_code([]) == 0
+    assert exit_code([warn]) == 3 and exit_code([warn], "critical") == 0
+    assert exit_code([warn, crit]) == 4 and exit_code([crit], "critical") == 4
+    assert HostStatus("h", True).down

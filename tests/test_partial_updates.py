@@ -1,0 +1,77 @@
+"""Partial screen updates write only the changed cells (lltui.app.partial_updates), and the
+screen they leave is the one Textual's own update leaves."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+from rich.segment import Segment
+from textual._compositor import ChopsUpdate
+from textual.strip import Strip
+
+from lltui.app import partial_updates
+
+MOVE = re.compile(r"\x1b\[(\d+);(\d+)H")
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def apply(screen: list[list[str]], data: str) -> int:
+    """Play ``data`` (cursor moves, text, colours) on a screen of characters; the characters
+    written."""
+    y = x = written = 0
+    pos = 0
+    data = SGR.sub("", data)
+    while pos < len(data):
+        m = MOVE.match(data, pos)
+        if m:
+            y, x = int(m.group(1)) - 1, int(m.group(2)) - 1
+            pos = m.end()
+            continue
+        ch = data[pos]
+        pos += 1
+        if ch == "\n":
+            continue
+        screen[y][x] = ch
+        x += 1
+        written += 1
+    return written
+
+
+def update() -> ChopsUpdate:
+    """Two lines, each of two widgets' chops (a border and a card), a few cells changed."""
+    border = Strip([Segment("|")], 1)
+    card = Strip([Segment("GPU0 "), Segment("#####", None), Segment("  61 W  40 C ")], 23)
+    card2 = Strip([Segment("SM "), Segment("1415"), Segment(" MHz" + " " * 12)], 23)
+    chops = [{0: border, 1: card}, {0: border, 1: card2}]
+    chop_ends = [[1, 24], [1, 24]]
+    spans = [(0, 13, 15), (1, 4, 8)]  # "61" changed; "1415" changed
+    return ChopsUpdate(chops, spans, chop_ends)
+
+
+def test_only_the_changed_cells_are_written_and_the_screen_is_the_same():
+    console = Console(width=24, color_system="truecolor", force_terminal=True)
+    textuals = partial_updates.ORIGINAL or ChopsUpdate.render_segments
+    original = textuals(update(), console)
+    cropped = partial_updates.render_segments(update(), console)
+    before = [list("?" * 24) for _ in range(2)]
+    screen_a = [row[:] for row in before]
+    screen_b = [row[:] for row in before]
+    wrote_a = apply(screen_a, original)
+    wrote_b = apply(screen_b, cropped)
+    assert wrote_b == 2 + 4  # the two changed spans, nothing else
+    assert wrote_a > 20  # Textual's own writes from the widget's left edge
+    for a, b, old in zip(screen_a, screen_b, before, strict=True):
+        for x, (ca, cb) in enumerate(zip(a, b, strict=True)):
+            # every cell the crop wrote matches; every other is as it was
+            assert cb == ca or cb == old[x]
+    assert "".join(screen_b[0][13:15]) == "61" and "".join(screen_b[1][4:8]) == "1415"
+
+
+def test_applied_once_by_the_app():
+    from app_helpers import sim_app
+
+    sim_app()
+    assert partial_updates.APPLIED
+    assert ChopsUpdate.render_segments is partial_updates.render_segments
+    assert partial_updates.apply() is True  # again: nothing more
