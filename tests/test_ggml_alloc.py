@@ -215,6 +215,24 @@ def test_a_copied_host_expert_reuses_memory_the_attention_freed(moe_model):
     assert experts_on_host < on_gpu + copy
 
 
+def test_an_rpc_server_with_a_gpu_behind_it_takes_no_op_offload(moe_model):
+    """ggml-rpc's device has no offload_op: host experts' matmuls stay on the CPU even when
+    a GPU runs behind the server (its buffers still follow CUDA's allocation rules)."""
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.gguf.reader import read_gguf
+    from lltui.core.llama.flags import parse_llama_args
+    from lltui.core.memory.devices import rpc_device
+
+    argv = ["-c", "4096", "-ub", "512", "--cpu-moe", "--rpc", "127.0.0.1:1"]
+    rpc = rpc_device("127.0.0.1:1", 80 << 30, 0, backend="cuda")
+    res = estimate(read_gguf(moe_model), parse_llama_args(argv), (rpc,), FitOptions(search=False))
+    on_rpc = res.buffer_bytes(rpc.name, "compute")
+    on_cuda, cres = _cuda_compute(moe_model, argv[:-2])
+    copy = max(p.alloc_bytes for p in cres.placements if "_exps" in p.name)
+    assert on_rpc + copy <= on_cuda
+    assert res.buffer_bytes("CPU", "compute") > cres.buffer_bytes("CUDA_Host", "compute")
+
+
 def test_with_no_layers_offloaded_the_gpu_holds_the_offloaded_activations(moe_model):
     compute, res = _cuda_compute(moe_model, ["-c", "4096", "-ngl", "0", "-ub", "512"])
     copy = max(p.alloc_bytes for p in res.placements if p.layer is not None)

@@ -113,9 +113,9 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
         layout.pipeline_parallel,
     )
     g = _Graph(hp, r, st, pipeline_parallel)
-    op_offload = bool(
-        devices and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH and devices[0].kind == "cuda"
-    )
+    # the first local CUDA device takes big-batch ops off host weights (RPC backends never do)
+    offload_to = next((d for d in devices if d.kind == "cuda"), None)
+    op_offload = bool(offload_to and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH)
     out: dict[str, int] = {}
     for di, dev in enumerate(devices):
         size = _device_buffer(g, di, dev, layer_dev)
@@ -128,8 +128,8 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
             for p in placements
             if p.device == CPU and p.layer is not None and is_matmul_name(p.name)
         ]
-        if cpu_weights:
-            name = devices[0].name
+        if cpu_weights and offload_to is not None:
+            name = offload_to.name
             out[name] = _with_offload_copy(g, out.get(name), pad(max(cpu_weights), CUDA_ALIGNMENT))
     host_name = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
     out[host_name] = _cpu_buffer(g, layer_dev, placements, op_offload)

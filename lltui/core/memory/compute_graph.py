@@ -44,21 +44,25 @@ from lltui.core.memory.placement import TensorPlacement
 
 @dataclass(frozen=True, slots=True)
 class Backends:
-    """The scheduler's backends: the devices (``cuda`` ones, else RPC servers running the
-    CPU backend), then the CPU; ``n_copies`` > 1 with pipeline parallelism."""
+    """The scheduler's backends: the devices, then the CPU; ``n_copies`` > 1 with pipeline
+    parallelism. Each device allocates by ggml-cuda's rules (``cuda``) or the CPU's, and
+    takes big-batch ops off host weights (``offload``) only where it is a local CUDA device:
+    an RPC backend has no offload_op, whatever runs behind it (ggml-rpc.cpp)."""
 
     cuda: tuple[bool, ...] = ()
     n_copies: int = 1
     op_offload: bool = True
+    offload: tuple[bool, ...] | None = None  # None: every CUDA-rules device offloads
 
     @property
     def n_devices(self) -> int:
         return len(self.cuda)
 
     def list(self) -> list[Backend]:
+        offload = self.offload if self.offload is not None else self.cuda
         devs = [
-            Backend(i, CUDA_BUFT, offload_op=True) if c else Backend(i, CPU_BUFT)
-            for i, c in enumerate(self.cuda)
+            Backend(i, CUDA_BUFT if c else CPU_BUFT, offload_op=o)
+            for i, (c, o) in enumerate(zip(self.cuda, offload, strict=True))
         ]
         return [*devs, Backend(HOST, CPU_BUFT)]
 
@@ -366,7 +370,7 @@ def _planned(layout: ComputeLayout) -> Planned | None:
     if hp.arch not in ("gpt2", "starcoder") and _unmodelled_tensors(names):
         return None
     index = {d.name: i for i, d in enumerate(devices)}
-    copies_weights = st.op_offload and any(backend_of(d) == "cuda" for d in devices)
+    copies_weights = st.op_offload and any(d.kind == "cuda" for d in devices)
     shape = llama_shape(
         hp,
         r,
@@ -382,6 +386,7 @@ def _planned(layout: ComputeLayout) -> Planned | None:
         tuple(backend_of(d) == "cuda" for d in devices),
         SCHED_MAX_COPIES if pipeline_parallel else 1,
         st.op_offload,
+        tuple(d.kind == "cuda" for d in devices),
     )
     pp, tg = reserve_ubatches(r)
     pp_sizes = planned_peak(shape, pp, backends)
