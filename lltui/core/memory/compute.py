@@ -69,19 +69,20 @@ def _shape(hp: Hparams) -> _Shape:
     return _Shape(E, F, f_moe, routed, H * hk, K, H, hp.arch in _QK_NORM)
 
 
-def _layer_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
-    """Bytes of one layer's intermediates at its peak, for T tokens against n_kv cells."""
+def _layer_peak(sh: _Shape, T: int, n_kv: int, scores: bool) -> int:
+    """Bytes of one layer's intermediates at its peak, for T tokens against n_kv cells;
+    ``scores``: the KQ scores (attention without flash attention) are computed here."""
     ffn = sh.E + 3 * max(sh.F, sh.F_moe) + (sh.moe_routed if sh.F_moe >= sh.F else 0)
     q = sh.Q * (2 if sh.qk_norm else 1)
     attn = sh.E + q + 2 * sh.K
-    if not flash:
+    if scores:
         attn += sh.H * n_kv
     return 4 * T * max(ffn, attn)
 
 
-def _attn_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
+def _attn_peak(sh: _Shape, T: int, n_kv: int, scores: bool) -> int:
     q = sh.Q * (2 if sh.qk_norm else 1)
-    attn = sh.E + q + 2 * sh.K + (0 if flash else sh.H * n_kv)
+    attn = sh.E + q + 2 * sh.K + (sh.H * n_kv if scores else 0)
     return 4 * T * attn
 
 
@@ -112,7 +113,7 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
         layout.placements,
         layout.pipeline_parallel,
     )
-    g = _Graph(hp, r, st, pipeline_parallel)
+    g = _Graph(hp, r, st, pipeline_parallel, kv_host=bool(devices) and not st.kv_offload)
     # the first local CUDA device takes big-batch ops off host weights (RPC backends never do)
     offload_to = next((d for d in devices if d.kind == "cuda"), None)
     op_offload = bool(offload_to and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH)
@@ -139,9 +140,15 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
 class _Graph:
     """The worst-case graph's sizes that every backend's buffer is made of."""
 
-    def __init__(self, hp: Hparams, r: Resolved, st: LlamaArgs, pipeline_parallel: bool) -> None:
+    def __init__(
+        self, hp: Hparams, r: Resolved, st: LlamaArgs, pipeline_parallel: bool, kv_host: bool
+    ) -> None:
         self.hp = hp
         self.r = r
+        # without flash attention llama.cpp runs everything between the KV store and the
+        # attention output on the CPU when the cache is in host memory (-nkvo): the KQ
+        # scores are the host's, not the layer's device's
+        self.host_scores = kv_host and not r.flash_attn
         self.T = min(r.n_ctx, r.n_ubatch)
         self.n_out = min(self.T, r.n_outputs_max)
         self.sh = _shape(hp)
@@ -159,20 +166,23 @@ class _Graph:
         self.last = hp.n_layer - 1
         self.scale_rows = 4 * self.T if hp.arch in _EMBD_SCALE else 0
 
-    def inputs_for(self, ls: Iterable[int]) -> tuple[int, int]:
-        """Masks and small inputs the given layers read, and the widest KV they attend."""
+    def inputs_for(self, ls: Iterable[int], on_device: bool = False) -> tuple[int, int]:
+        """Masks and small inputs the given layers read, and the widest KV they attend
+        (a device whose attention runs on the host copies no masks)."""
         hp, T = self.hp, self.T
         kinds = {hp.swa_any and hp.is_swa[il] for il in ls if hp.has_kv(il)}
         cells = [self.swa_kv if k else self.full_kv for k in kinds]
-        masks = sum(self.mask_elem * c * T for c in cells)
+        masks = 0 if on_device and self.host_scores else sum(self.mask_elem * c * T for c in cells)
         small = T * (SMALL_INPUT_BYTES + 16 * max(0, len(cells) - 1))
         return masks + small, max(cells, default=0)
 
-    def peak(self, ls: Sequence[int], n_kv: int) -> int:
+    def peak(self, ls: Sequence[int], n_kv: int, on_host: bool = False) -> int:
+        """The peak of these layers' intermediates on one backend (``on_host``: the CPU's)."""
+        scores = not self.r.flash_attn and (on_host or not self.host_scores)
         full = [il for il in ls if il != self.last]
         if full:
-            return _layer_peak(self.sh, self.T, n_kv, self.r.flash_attn)
-        return _attn_peak(self.sh, self.T, n_kv, self.r.flash_attn) if ls else 0
+            return _layer_peak(self.sh, self.T, n_kv, scores)
+        return _attn_peak(self.sh, self.T, n_kv, scores) if ls else 0
 
 
 def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]) -> int | None:
@@ -185,7 +195,7 @@ def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]
         return None
     inputs = inter = 0
     if ls:
-        io, n_kv = g.inputs_for(ls)
+        io, n_kv = g.inputs_for(ls, on_device=True)
         inputs = io + (3 * g.ET + g.scale_rows if 0 in ls else g.ET)
         inter = g.peak(ls, n_kv)
     elif has_out:
@@ -232,9 +242,13 @@ def _cpu_buffer(
     inter = 2 * g.ET
     cpu_layers = [il for il in range(hp.n_layer) if layer_dev[il] < 0]
     if cpu_layers:
-        inter += g.peak(cpu_layers, g.inputs_for(cpu_layers)[1])
+        inter += g.peak(cpu_layers, g.inputs_for(cpu_layers)[1], on_host=True)
     elif overridden and not op_offload:
         inter += 4 * g.T * 2 * max(g.sh.F, g.sh.F_moe)
+    if g.host_scores and len(cpu_layers) < hp.n_layer:
+        # the offloaded layers' attention runs here: their KQ scores and the output rows
+        _, n_kv = g.inputs_for(il for il in range(hp.n_layer) if layer_dev[il] >= 0)
+        inter = max(inter, 2 * g.ET + 4 * g.T * (g.sh.H * n_kv + g.sh.Q))
     if layer_dev[hp.n_layer_all] < 0:
         inter = max(inter, 2 * g.ET + g.head)
     return g.copies * inputs + inter
