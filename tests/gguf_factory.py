@@ -49,6 +49,9 @@ class ModelSpec:
     fused_up: bool = False  # ffn_up holds gate and up, 2 * n_ff rows, no ffn_gate (phi3)
     # key -> (value, gguf.GGUFValueType)
     extra_kv: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    # more tensors of every layer (suffix after "blk.N.", ggml dims), and of the model
+    extra_layer_tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    extra_tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 def llama_spec(**kw: Any) -> ModelSpec:
@@ -237,6 +240,30 @@ def deepseek3_grouped_spec(**kw: Any) -> ModelSpec:
     return replace(base, extra_kv=extra, **kw)
 
 
+def glm_dsa_spec(**kw: Any) -> ModelSpec:
+    """glm-dsa (GLM-5): deepseek2's MLA and routing (sigmoid, scaled, a shared expert) with
+    DeepSeek's sparse attention: a lightning indexer per layer whose keys (one head of
+    indexer.key_length) have a cache of their own; each query attends its top-k cells."""
+    base = deepseek3_spec(arch="glm-dsa", n_layer=4, n_nextn=0)
+    ih, ik = 4, 64
+    extra = {k.replace("deepseek2.", "glm-dsa."): v for k, v in base.extra_kv.items()}
+    extra |= {
+        "glm-dsa.attention.indexer.head_count": (ih, V.UINT32),
+        "glm-dsa.attention.indexer.key_length": (ik, V.UINT32),
+        "glm-dsa.attention.indexer.top_k": (256, V.UINT32),
+    }
+    q_lora = extra["glm-dsa.attention.q_lora_rank"][0]
+    e = base.n_embd
+    layer = (
+        ("indexer.k_norm.weight", (ik,)),
+        ("indexer.k_norm.bias", (ik,)),
+        ("indexer.proj.weight", (e, ih)),
+        ("indexer.attn_k.weight", (e, ik)),
+        ("indexer.attn_q_b.weight", (q_lora, ih * ik)),
+    )
+    return replace(base, extra_kv=extra, extra_layer_tensors=layer, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -252,19 +279,21 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         ("output_norm.weight", (e,)),
     ]
     gpt2 = spec.arch in ("gpt2", "starcoder")
+    mla = spec.arch in ("deepseek2", "glm-dsa")
     if gpt2:
         plan += [("position_embd.weight", (e, spec.n_ctx_train)), ("output_norm.bias", (e,))]
     if not spec.tied:
         plan.append(("output.weight", (e, spec.n_vocab)))
     for i in range(spec.n_layer):
         b = f"blk.{i}."
-        if spec.arch == "deepseek2":
+        if mla:
             ex = spec.extra_kv
-            kv_lora = ex["deepseek2.attention.kv_lora_rank"][0]
-            q_lora = ex["deepseek2.attention.q_lora_rank"][0]
-            rope = ex["deepseek2.rope.dimension_count"][0]
-            k_mla = ex["deepseek2.attention.key_length_mla"][0]
-            v_mla = ex["deepseek2.attention.value_length_mla"][0]
+            a = spec.arch
+            kv_lora = ex[f"{a}.attention.kv_lora_rank"][0]
+            q_lora = ex[f"{a}.attention.q_lora_rank"][0]
+            rope = ex[f"{a}.rope.dimension_count"][0]
+            k_mla = ex[f"{a}.attention.key_length_mla"][0]
+            v_mla = ex[f"{a}.attention.value_length_mla"][0]
             h = spec.n_head
             plan += [
                 (b + "attn_norm.weight", (e,)),
@@ -288,9 +317,9 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
                 (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
             ]
-        if spec.arch != "deepseek2":
+        if not mla:
             plan.append((b + "attn_output.weight", (hd * spec.n_head, e)))
-        if spec.arch == "deepseek2":
+        if mla:
             pass
         elif spec.arch in ("gpt-oss", "glm4moe"):  # (their FFN reads the post-attention norm)
             plan.append((b + "post_attention_norm.weight", (e,)))
@@ -330,8 +359,8 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_down_exps.bias", (e, x)),
                 (b + "ffn_up_exps.bias", (fe, x)),
             ]
-        dense_lead = spec.arch in ("glm4moe", "deepseek2") and i == 0
-        if spec.arch in ("glm4moe", "deepseek2") and not dense_lead:
+        dense_lead = (spec.arch == "glm4moe" or mla) and i == 0
+        if (spec.arch == "glm4moe" or mla) and not dense_lead:
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [
                 (b + "exp_probs_b.bias", (x,)),
@@ -366,6 +395,9 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_down.weight", (spec.n_ff, e)),
                 (b + "ffn_up.weight", (e, spec.n_ff)),
             ]
+    for i in range(spec.n_layer):
+        plan += [(f"blk.{i}.{suffix}", dims) for suffix, dims in spec.extra_layer_tensors]
+    plan += list(spec.extra_tensors)
     for i in range(spec.n_layer - spec.n_nextn, spec.n_layer):
         b = f"blk.{i}.nextn."
         plan += [

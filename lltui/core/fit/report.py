@@ -181,6 +181,7 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
         "kv_caches": [
             {
                 "swa": c.swa,
+                "indexer": c.indexer,
                 "cells": c.cells,
                 "layers": len(c.layers),
                 "k_bytes": c.k_bytes,

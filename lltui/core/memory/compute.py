@@ -15,6 +15,7 @@ from lltui.core.memory.common import (
     OP_OFFLOAD_MIN_BATCH,
     SCHED_MAX_COPIES,
     backend_of,
+    device_alloc_size,
     pad,
 )
 from lltui.core.memory.compute_graph import ComputeLayout, planned_compute_buffers
@@ -124,14 +125,16 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
             out[dev.name] = size
     if op_offload:
         # big batches run CPU-resident matmuls on the first GPU, copying one weight at a time
+        # each copy sized as the GPU allocates a tensor of the weight's own type and shape
+        # (quantized rows padded to 512 elements)
         cpu_weights = [
-            p.nbytes
+            device_alloc_size(offload_to, p.type_id, p.dims, p.nbytes)
             for p in placements
             if p.device == CPU and p.layer is not None and is_matmul_name(p.name)
         ]
         if cpu_weights and offload_to is not None:
             name = offload_to.name
-            out[name] = _with_offload_copy(g, out.get(name), pad(max(cpu_weights), CUDA_ALIGNMENT))
+            out[name] = _with_offload_copy(g, out.get(name), max(cpu_weights))
     host_name = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
     out[host_name] = _cpu_buffer(g, layer_dev, placements, op_offload)
     return out
@@ -165,6 +168,10 @@ class _Graph:
         self.head = 4 * self.n_out * (hp.n_vocab + 2 * hp.n_embd)
         self.last = hp.n_layer - 1
         self.scale_rows = 4 * self.T if hp.arch in _EMBD_SCALE else 0
+        # DeepSeek sparse attention: the lightning indexer scores every cached key for every
+        # token (F32, n_kv x n_ubatch), then each layer's mask is rebuilt from its top-k
+        # (a filled copy of the mask); the indexer has a mask input of its own (F16)
+        self.dsa = hp.indexer_head_size > 0 and any(hp.indexer_layers)
 
     def inputs_for(self, ls: Iterable[int], on_device: bool = False) -> tuple[int, int]:
         """Masks and small inputs the given layers read, and the widest KV they attend
@@ -174,15 +181,19 @@ class _Graph:
         cells = [self.swa_kv if k else self.full_kv for k in kinds]
         masks = 0 if on_device and self.host_scores else sum(self.mask_elem * c * T for c in cells)
         small = T * (SMALL_INPUT_BYTES + 16 * max(0, len(cells) - 1))
+        if self.dsa and cells:
+            masks += 2 * max(cells) * T
         return masks + small, max(cells, default=0)
 
     def peak(self, ls: Sequence[int], n_kv: int, on_host: bool = False) -> int:
         """The peak of these layers' intermediates on one backend (``on_host``: the CPU's)."""
         scores = not self.r.flash_attn and (on_host or not self.host_scores)
+        # the scores; without flash attention the rebuilt F32 mask lives beside the KQ
+        indexer = (4 if self.r.flash_attn else 8) * n_kv * self.T if self.dsa and ls else 0
         full = [il for il in ls if il != self.last]
         if full:
-            return _layer_peak(self.sh, self.T, n_kv, scores)
-        return _attn_peak(self.sh, self.T, n_kv, scores) if ls else 0
+            return _layer_peak(self.sh, self.T, n_kv, scores) + indexer
+        return _attn_peak(self.sh, self.T, n_kv, scores) + indexer if ls else 0
 
 
 def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]) -> int | None:

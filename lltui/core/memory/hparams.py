@@ -105,6 +105,12 @@ class Hparams:
     head_k_mla: int = 0
     head_v_mla: int = 0
     n_rot: int = 0
+    # DeepSeek sparse attention (glm-dsa, deepseek32): the lightning indexer's key size and
+    # heads, its top-k, and the layers whose indexer keeps keys in a cache of its own
+    indexer_head_size: int = 0
+    indexer_n_head: int = 0
+    indexer_top_k: int = 0
+    indexer_layers: tuple[bool, ...] = ()
 
     @property
     def swa_any(self) -> bool:
@@ -230,7 +236,37 @@ def read_hparams(model: GgufModel) -> Hparams:
         head_k_mla=meta_int(md.get(key("attention.key_length_mla"))) or 0,
         head_v_mla=meta_int(md.get(key("attention.value_length_mla"))) or 0,
         n_rot=meta_int(md.get(key("rope.dimension_count"))) or 0,
+        **_indexer(md, key, arch, n_layer),
     )
+
+
+# Architectures with DeepSeek's sparse attention: an MLA cache and an indexer key cache
+# (llama_kv_cache_dsa, llama-model.cpp create_memory).
+DSA_ARCHS = frozenset({"glm-dsa", "deepseek32"})
+# glm-dsa's indexer layers when the file does not list them and its trained context says
+# GLM-5.2 (models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): full at 0, 1, then every 4th
+_GLM_52_CTX = 1048576
+
+
+def _indexer(md: Mapping[str, Any], key: _Key, arch: str, n_layer: int) -> dict[str, Any]:
+    if arch not in DSA_ARCHS:
+        return {}
+    full: tuple[bool, ...] = (True,) * n_layer
+    if arch == "glm-dsa":
+        if (meta_int(md.get(key("context_length"))) or 0) >= _GLM_52_CTX:
+            full = tuple(il < 2 or (il % 4 == 2 and il < 78) for il in range(n_layer))
+        listed = md.get(key("attention.indexer.types"))
+        if isinstance(listed, GgufArray):
+            full = tuple(bool(x) for x in listed.values())[:n_layer]
+            full += (full[-1] if full else False,) * (n_layer - len(full))
+        elif meta_int(listed) is not None:
+            full = (bool(meta_int(listed)),) * n_layer
+    return {
+        "indexer_head_size": meta_int(md.get(key("attention.indexer.key_length"))) or 0,
+        "indexer_n_head": meta_int(md.get(key("attention.indexer.head_count"))) or 0,
+        "indexer_top_k": meta_int(md.get(key("attention.indexer.top_k"))) or 0,
+        "indexer_layers": full,
+    }
 
 
 def _meta_float(v: Any) -> float:
