@@ -11,8 +11,9 @@ from lltui.core.ggml import graph as gg
 from lltui.core.ggml.alloc import BufferType, DynAllocator, plan
 from lltui.core.ggml.graph import F32, Graph
 from lltui.core.gguf.types import GgmlType
+from lltui.core.memory.arch_table import RECIPES
 from lltui.core.memory.compute_graph import PERIODIC_FROM, plan_every_layer, planned_peak
-from lltui.core.memory.graph_llama import LayerShape, LlamaShape, Ubatch
+from lltui.core.memory.graph_decoder import DecoderShape, LayerShape, Ubatch
 
 CPU = BufferType(alignment=32)
 
@@ -138,27 +139,51 @@ def test_graph_order_is_depth_first_left_to_right():
 # -- the llama-family graph ---------------------------------------------------------------------
 
 
-def _shape(n_layer: int, moe: bool, flash: bool, n_stream: int = 1) -> LlamaShape:
-    layer = LayerShape(n_head=8, n_head_kv=2, n_ff=0 if moe else 512, moe=moe)
-    return LlamaShape(
-        n_embd=256,
+def _shape(n_layer: int, moe: bool, flash: bool, n_stream: int = 1) -> DecoderShape:
+    """A qwen3-like model: 256 wide, 8 heads of 64 (2 for K/V), Q/K norms; 8 experts."""
+    e, hd = 256, 64
+    weights = [
+        ("attn_norm.weight", (e,)),
+        ("attn_q.weight", (e, 8 * hd)),
+        ("attn_k.weight", (e, 2 * hd)),
+        ("attn_v.weight", (e, 2 * hd)),
+        ("attn_q_norm.weight", (hd,)),
+        ("attn_k_norm.weight", (hd,)),
+        ("attn_output.weight", (8 * hd, e)),
+        ("ffn_norm.weight", (e,)),
+    ]
+    if moe:
+        weights += [
+            ("ffn_gate_inp.weight", (e, 8)),
+            ("ffn_up_exps.weight", (e, 256, 8)),
+            ("ffn_gate_exps.weight", (e, 256, 8)),
+            ("ffn_down_exps.weight", (256, e, 8)),
+        ]
+    else:
+        weights += [
+            ("ffn_up.weight", (e, 512)),
+            ("ffn_gate.weight", (e, 512)),
+            ("ffn_down.weight", (512, e)),
+        ]
+    layer = LayerShape(8, 2, hd, hd, tuple(sorted(weights)))
+    top = (
+        ("output.weight", (e, 1024)),
+        ("output_norm.weight", (e,)),
+        ("token_embd.weight", (e, 1024)),
+    )
+    return DecoderShape(
+        recipe=RECIPES["qwen3moe" if moe else "qwen3"],
+        n_embd=e,
         n_vocab=1024,
-        head_k=64,
-        head_v=64,
         layers=(layer,) * n_layer,
-        n_expert=8 if moe else 0,
-        n_expert_used=2 if moe else 0,
-        n_ff_exp=256,
-        qkv_bias=False,
-        wo_bias=False,
-        qk_norm=True,
-        output_bias=False,
+        top=top,
         flash_attn=flash,
         type_k=int(GgmlType.F16),
         type_v=int(GgmlType.F16),
         kv_size=1024,
         n_stream=n_stream,
         kv_unified=n_stream == 1,
+        n_expert_used=2 if moe else 0,
     )
 
 
@@ -307,7 +332,9 @@ def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
     """gemma3-like: five sliding-window layers, then a full one; runs are cut per kind."""
     n = 12
     swa = tuple(il % 6 < 5 for il in range(n))
-    shape = replace(_shape(n, moe=False, flash=flash), gemma3=True, swa=swa, kv_size_swa=512)
+    base = _shape(n, moe=False, flash=flash)
+    layers = tuple(replace(lay, swa=w) for lay, w in zip(base.layers, swa, strict=True))
+    shape = replace(base, recipe=RECIPES["gemma3"], layers=layers, kv_size_swa=512)
     ub = Ubatch(512, 1, 1)
     planned_peak.cache_clear()
     assert planned_peak(shape, ub) == plan_every_layer(shape, ub)

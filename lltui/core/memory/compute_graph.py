@@ -16,11 +16,9 @@ once they repeat.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from types import MappingProxyType
-from typing import Any
 
 from lltui.core.ggml.alloc import plan
 from lltui.core.ggml.bufts import CPU_BUFT, CUDA_BUFT
@@ -28,15 +26,17 @@ from lltui.core.ggml.graph import HOST, REPACK
 from lltui.core.ggml.sched import Backend, schedule
 from lltui.core.gguf.types import type_from_name
 from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.arch_table import Recipe, approximate_reason, recipe_of
 from lltui.core.memory.common import CPU, KV_PAD, SCHED_MAX_COPIES, backend_of, pad
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
-from lltui.core.memory.graph_llama import (
-    LLAMA_FAMILY,
+from lltui.core.memory.graph_decoder import (
+    DecoderShape,
     LayerShape,
-    LlamaShape,
     Ubatch,
-    build_llama_graph,
+    build_decoder_graph,
+    layer_weights,
+    used_weights,
 )
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.placement import TensorPlacement
@@ -67,22 +67,28 @@ class Backends:
         return [*devs, Backend(HOST, CPU_BUFT)]
 
 
+def graph_reason(hp: Hparams) -> str:
+    """Why the graph of this model is not modelled ("" where it is: the formula answers
+    otherwise)."""
+    why = approximate_reason(hp.arch)
+    if why:
+        return why
+    if any(hp.is_recurrent):
+        return f"{hp.arch} with recurrent layers is not modelled"
+    if hp.mla and not hp.kv_lora_rank:
+        return "MLA without a KV rank is not modelled"
+    if (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v) and hp.swa_any:
+        return "sliding-window layers with their own head size are not modelled"
+    if hp.n_layer_kv_from_start >= 0:
+        return "layers sharing another layer's KV cache are not modelled"
+    if hp.n_layer <= 0 or any(h <= 0 for h in hp.n_head_kv[: hp.n_layer]):
+        return "layers without attention heads are not modelled"
+    return ""
+
+
 def graph_covered(hp: Hparams) -> bool:
     """Whether the graph of this model is modelled (else the formula is used)."""
-    if hp.arch not in LLAMA_FAMILY or any(hp.is_recurrent):
-        return False
-    if hp.mla != (hp.arch == "deepseek2") or (hp.mla and not hp.kv_lora_rank):
-        return False  # deepseek2 only with MLA (its legacy wkv_b graph is not modelled)
-    if hp.swa_any and (
-        hp.arch not in ("gemma3", "gpt-oss")
-        or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
-    ):
-        return False
-    if hp.n_layer_kv_from_start >= 0:
-        return False
-    if hp.n_layer != hp.n_layer_all and hp.arch not in ("glm4moe", "deepseek2"):
-        return False  # (their MTP layers are not in the graph)
-    return hp.n_layer > 0 and all(h > 0 for h in hp.n_head_kv[: hp.n_layer])
+    return not graph_reason(hp)
 
 
 def _moved(
@@ -106,85 +112,82 @@ def _moved(
 
 
 @lru_cache(maxsize=64)  # the same for every quant of a model with these settings
-def llama_shape(
+def decoder_shape(
     hp: Hparams,
     r: Resolved,
-    tensor_names: frozenset[str],
+    tensors: frozenset[tuple[str, tuple[int, ...]]],
     layer_dev: tuple[int, ...] = (),
     moved: tuple[tuple[str, int], ...] = (),
     kv_host: bool = False,
     swa_full: bool = False,
-) -> LlamaShape:
+) -> DecoderShape:
+    """The graph's shape: each layer's weights (as the file has them), heads and windows;
+    the architecture's recipe; routing and scales from the hyperparameters; the settings."""
+    recipe = recipe_of(hp.arch)
+    if recipe is None:
+        raise ValueError(f"no recipe for {hp.arch}")
+    named = sorted(tensors)
     layers = []
     for il in range(hp.n_layer):
-        moe = f"blk.{il}.ffn_gate_inp.weight" in tensor_names
-        layers.append(LayerShape(hp.n_head[il], hp.n_head_kv[il], 0 if moe else hp.n_ff[il], moe))
+        swa = hp.swa_any and hp.is_swa[il]
+        layers.append(
+            LayerShape(
+                n_head=hp.n_head[il],
+                n_head_kv=hp.n_head_kv[il],
+                head_k=hp.head_k_of(il),
+                head_v=hp.head_v_of(il),
+                weights=layer_weights(named, il),
+                swa=swa,
+                rope=_rope(recipe, hp, il, swa),
+            )
+        )
+    top = tuple((n, d) for n, d in named if not n.startswith("blk."))
     # the repeating layers' devices, then the output's (MTP layers are not in the graph)
     used = (*layer_dev[: hp.n_layer], layer_dev[-1]) if layer_dev else ()
     devs = tuple(d if d >= 0 else HOST for d in used)
-    return LlamaShape(
+    gating = recipe.gating
+    if recipe.gating_from_file and hp.expert_gating:
+        gating = hp.expert_gating
+    return DecoderShape(
+        recipe=recipe,
         n_embd=hp.n_embd,
         n_vocab=hp.n_vocab,
-        head_k=hp.head_k,
-        head_v=hp.head_v,
         layers=tuple(layers),
-        n_expert=hp.n_expert,
-        n_expert_used=hp.n_expert_used,
-        n_ff_exp=hp.n_ff_exp,
-        qkv_bias="blk.0.attn_q.bias" in tensor_names or "blk.0.attn_qkv.bias" in tensor_names,
-        wo_bias="blk.0.attn_output.bias" in tensor_names,
-        qk_norm="blk.0.attn_q_norm.weight" in tensor_names,
-        output_bias="output.bias" in tensor_names,
+        top=top,
         flash_attn=r.flash_attn,
         type_k=int(type_from_name(r.type_k)),
         type_v=int(type_from_name(r.type_v)),
         kv_size=r.n_ctx_seq,
         n_stream=r.n_stream,
         kv_unified=r.kv_unified,
+        kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
         layer_dev=devs if any(d != HOST for d in devs) else (),
         moved=moved,
         kv_host=kv_host,
         full_offload=r.n_gpu_layers > hp.n_layer_all,
-        gemma3=hp.arch == "gemma3",
-        phi3=hp.arch == "phi3",
-        gpt2=hp.arch in ("gpt2", "starcoder"),
-        oss=hp.arch == "gpt-oss",
-        attn_temp=hp.arch in ("mistral3", "deepseek2") and hp.attn_temp_scale != 0.0,
-        mla=_mla(hp, tensor_names),
-        **_routing(hp, tensor_names),
-        fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
-        swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
-        kv_size_swa=_swa_cells(hp, r, swa_full) if hp.swa_any else 0,
+        n_expert_used=hp.n_expert_used,
+        gating=gating,
+        norm_w=hp.expert_weights_norm if recipe.norm_w is None else recipe.norm_w,
+        w_scale=hp.expert_weights_scale not in (0.0, 1.0),
+        groups=(hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
+        softcap=recipe.softcap and hp.final_logit_softcapping != 0.0,
+        attn_scale=recipe.attn_scale_input and hp.attn_temp_scale != 0.0,
+        mla=_mla(hp) if recipe.mla else (),
     )
 
 
-def _mla(hp: Hparams, tensor_names: Collection[str]) -> tuple[int, ...]:
-    if not hp.mla:
-        return ()
-    lite = "blk.0.attn_q.weight" in tensor_names
+def _rope(recipe: Recipe, hp: Hparams, il: int, swa: bool) -> bool:
+    """Whether layer ``il`` rotates Q and K."""
+    if recipe.rope == "none":
+        return False
+    if recipe.rope == "swa":
+        return swa
+    return True
+
+
+def _mla(hp: Hparams) -> tuple[int, ...]:
     k_mla, v_mla = hp.head_k_mla or hp.head_k, hp.head_v_mla or hp.head_v
-    return (hp.kv_lora_rank, 0 if lite else hp.q_lora_rank, k_mla, v_mla, hp.n_rot)
-
-
-@lru_cache(maxsize=64)  # the names are the same for every quant of a model
-def _routing(hp: Hparams, tensor_names: frozenset[str]) -> Mapping[str, Any]:
-    """How build_moe_ffn routes for this architecture (the arguments its graph passes);
-    read-only, as the cache hands the same one to every caller."""
-    glm = hp.arch in ("glm4moe", "deepseek2")  # sigmoid-or-softmax routing, shared experts
-    shexp = any(n.endswith("ffn_up_shexp.weight") for n in tensor_names)
-    return MappingProxyType(
-        {
-            "gating": hp.expert_gating or (2 if hp.arch == "glm4moe" else 1),
-            "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
-            "norm_w": hp.expert_weights_norm if glm else hp.arch not in ("gpt-oss", "qwen2moe"),
-            "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
-            "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
-            "glm4moe": hp.arch == "glm4moe",
-            "groups": (hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
-            "shexp_gated": hp.arch == "qwen2moe" and shexp,
-            "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
-        }
-    )
+    return (hp.kv_lora_rank, hp.q_lora_rank, k_mla, v_mla, hp.n_rot)
 
 
 def _swa_cells(hp: Hparams, r: Resolved, swa_full: bool) -> int:
@@ -232,7 +235,7 @@ def _renumbered(
     return tuple(sorted(out))
 
 
-def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
+def shortened(shape: DecoderShape, keep: int) -> DecoderShape | None:
     """``shape`` with every run of identical layers cut to ``keep`` layers; None when no
     run is longer."""
     n = len(shape.layers)
@@ -240,11 +243,9 @@ def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
     types = _by_layer(shape.weight_types)
     dev = shape.layer_dev or (HOST,) * (n + 1)
 
-    swa = shape.swa or (False,) * n
-
     def sig(il: int) -> tuple[object, ...]:
         empty: frozenset[tuple[str, int]] = frozenset()
-        return (shape.layers[il], dev[il], swa[il], moves.get(il, empty), types.get(il, empty))
+        return (shape.layers[il], dev[il], moves.get(il, empty), types.get(il, empty))
 
     kept: list[int] = []
     run = 0
@@ -258,17 +259,16 @@ def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
         shape,
         layers=tuple(shape.layers[il] for il in kept),
         layer_dev=(*(dev[il] for il in kept), dev[n]) if shape.layer_dev else (),
-        swa=tuple(swa[il] for il in kept) if shape.swa else (),
         moved=_renumbered(shape.moved, kept),
         weight_types=_renumbered(shape.weight_types, kept),
     )
 
 
 def plan_every_layer(
-    shape: LlamaShape, ub: Ubatch, backends: Backends = Backends()
+    shape: DecoderShape, ub: Ubatch, backends: Backends = Backends()
 ) -> tuple[int, ...]:
     """Each backend's buffer (devices, then the CPU) for the graph of ``ub``."""
-    graph = build_llama_graph(shape, ub)
+    graph = build_decoder_graph(shape, ub)
     bes = backends.list()
     if backends.n_devices == 0:
         return tuple(plan(graph, [CPU_BUFT]))
@@ -277,7 +277,9 @@ def plan_every_layer(
 
 
 @lru_cache(maxsize=512)
-def planned_peak(shape: LlamaShape, ub: Ubatch, backends: Backends = Backends()) -> tuple[int, ...]:
+def planned_peak(
+    shape: DecoderShape, ub: Ubatch, backends: Backends = Backends()
+) -> tuple[int, ...]:
     """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened)."""
     short = shortened(shape, PERIODIC_FROM + 1)
     longer = shortened(shape, PERIODIC_FROM + 2)
@@ -301,19 +303,23 @@ def _host_weight_types(
     return tuple(sorted(out))
 
 
-# optional tensors that add nodes the builder does not make
-_UNMODELLED = ("attn_norm.bias", "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate.bias")
+# weights the graph reads without allocating anything for them (RoPE frequency factors)
+_NO_NODES = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
 
 
 @lru_cache(maxsize=64)
-def _unmodelled_tensors(names: frozenset[str]) -> bool:
-    if any(n.endswith(("ffn_gate_up_exps.weight", "attn_kv_b.weight")) for n in names):
-        return True  # merged gate/up experts, legacy (non-MLA) deepseek2 attention
-    if "output_norm.bias" in names or any(f"blk.0.{n}" in names for n in _UNMODELLED):
-        return True
-    # a fused QKV matrix with separate biases: llama.cpp concatenates them in the graph
-    fused = "blk.0.attn_qkv.weight" in names
-    return fused and "blk.0.attn_q.bias" in names and "blk.0.attn_qkv.bias" not in names
+def unmodelled_weights(shape: DecoderShape) -> tuple[str, ...]:
+    """The weights the modelled graph never reads: a block of the file's the builder does
+    not know (its compute then comes from the formula, which says so)."""
+    short = shortened(shape, 1) or shape
+    used = used_weights(short, Ubatch(1, 1, 1))
+    have = {n for n, _ in short.top}
+    for il, lay in enumerate(short.layers):
+        have.update(f"blk.{il}.{n}" for n, _ in lay.weights)
+    missing = {n for n in have - used if not n.endswith(_NO_NODES)}
+    if "token_embd.weight" in used:
+        missing.discard("output.weight")
+    return tuple(sorted({n.split(".", 2)[-1] if n.startswith("blk.") else n for n in missing}))
 
 
 def _cpu_like(dev: DeviceSpec) -> bool:
@@ -366,20 +372,20 @@ def _planned(layout: ComputeLayout) -> Planned | None:
         return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return None
-    names = frozenset(p.name for p in placements)
-    if hp.arch not in ("gpt2", "starcoder") and _unmodelled_tensors(names):
-        return None
+    tensors = frozenset((p.name, p.dims) for p in placements if not p.duplicate)
     index = {d.name: i for i, d in enumerate(devices)}
     copies_weights = st.op_offload and any(d.kind == "cuda" for d in devices)
-    shape = llama_shape(
+    shape = decoder_shape(
         hp,
         r,
-        names,
+        tensors,
         tuple(layer_dev),
         _moved(placements, layer_dev, index, copies_weights) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
         swa_full=st.swa_full,
     )
+    if unmodelled_weights(replace(shape, layer_dev=(), moved=())):
+        return None
     if copies_weights:
         shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))
     backends = Backends(

@@ -105,6 +105,12 @@ class Hparams:
     head_k_mla: int = 0
     head_v_mla: int = 0
     n_rot: int = 0
+    # scales the graph applies: granite's embedding, residual and logit scales, cohere's
+    # logit scale, gemma's final logit soft-capping
+    embedding_scale: float = 0.0
+    residual_scale: float = 0.0
+    logit_scale: float = 0.0
+    final_logit_softcapping: float = 0.0
     # DeepSeek sparse attention (glm-dsa, deepseek32): the lightning indexer's key size and
     # heads, its top-k, and the layers whose indexer keeps keys in a cache of its own
     indexer_head_size: int = 0
@@ -236,6 +242,10 @@ def read_hparams(model: GgufModel) -> Hparams:
         head_k_mla=meta_int(md.get(key("attention.key_length_mla"))) or 0,
         head_v_mla=meta_int(md.get(key("attention.value_length_mla"))) or 0,
         n_rot=meta_int(md.get(key("rope.dimension_count"))) or 0,
+        embedding_scale=_meta_float(md.get(key("embedding_scale"))),
+        residual_scale=_meta_float(md.get(key("residual_scale"))),
+        logit_scale=_meta_float(md.get(key("logit_scale"))),
+        final_logit_softcapping=_meta_float(md.get(key("final_logit_softcapping"))),
         **_indexer(md, key, arch, n_layer),
     )
 
