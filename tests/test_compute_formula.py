@@ -12,7 +12,7 @@ from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory import compute as compute_mod
-from lltui.core.memory.compute_graph import ComputeLayout, planned_compute_buffers
+from lltui.core.memory.compute_graph import ComputeLayout, Planned, planned_compute_buffers
 from lltui.core.memory.devices import rpc_device
 
 
@@ -23,7 +23,7 @@ def _both(monkeypatch, path, argv, n_dev):
 
     def spy(layout: ComputeLayout):
         planned = planned_compute_buffers(layout)
-        assert planned is not None
+        assert isinstance(planned, Planned)
         seen["planned"] = dict(planned.sizes)
         seen["formula"] = compute_mod.formula_compute_buffers(layout)
         return real(layout)

@@ -1,34 +1,76 @@
-"""More architectures against the real llama-server: tiny generated models of each run in
-the pinned CPU build at ``-lv 4``; weights, KV and output buffers must equal the log at its
-0.01 MiB resolution, and the compute buffers too where the estimate calls them exact (else
-within the formula's tolerance)."""
+"""More architectures against the real llama-server: a tiny generated model of each
+(tests/gguf_factory.py ARCH_SPECS) runs in the pinned CPU build at ``-lv 4``; weights, KV and
+compute buffers must equal the log at its 0.01 MiB resolution, on one device and split over
+loopback rpc-servers. The compute graph of each is derived from its tensors and its recipe
+(lltui/core/memory/arch_table.py); an architecture whose estimate is not exact fails here.
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server
+from llama_fixture import llama_bins, llama_server, rpc_servers
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llama.log import LlamaLogSummary, parse_log
+from lltui.core.memory.devices import DeviceSpec, rpc_device
 from lltui.core.units import MIB
 
 __all__ = ["llama_bins"]  # a session fixture used by name
 
+pytestmark = pytest.mark.slow
+
 FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 FORMULA_TOLERANCE = 0.10
 
+ONE_DEVICE = {
+    "fa": ["-c", "4096", "-fa", "on"],
+    "no-fa-slots": ["-c", "4096", "-fa", "off", "-ub", "64", "-np", "2"],
+    "split-kv-q8": ["-c", "5000", "-np", "3", "-no-kvu", "-ub", "256", "-fa", "on", "-ctk", "q8_0"],
+}
+SPLITS = {
+    "two": (2, ["-ts", "1,1"]),
+    "three-partial": (3, ["-ts", "2,1,1", "-ngl", "3", "-fa", "off"]),
+}
 
-def run(bins, model: Path, argv: list[str], log: Path) -> tuple[LlamaLogSummary, FitResult]:
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("arch-models")
+    out = {}
+    for name, spec in gf.ARCH_SPECS.items():
+        path = root / f"{name}.gguf"
+        gf.write_model(path, spec(), "Q8_0", name="tiny-model")
+        out[name] = path
+    return out
+
+
+@pytest.fixture(scope="module")
+def rpc_endpoints(llama_bins, tmp_path_factory):
+    with rpc_servers(llama_bins, 3, tmp_path_factory.mktemp("rpc-logs")) as servers:
+        yield [f"127.0.0.1:{s.port}" for s in servers]
+
+
+def run(
+    bins, model: Path, argv: list[str], log: Path, devices: Sequence[DeviceSpec] = ()
+) -> tuple[LlamaLogSummary, FitResult]:
     flags = [*argv, "--no-warmup"]
-    with llama_server(bins, model, log, flags) as server:
-        summary = parse_log(server.log())
+    for _ in range(2):  # on a loaded machine a log was once read without its buffer lines
+        with llama_server(bins, model, log, flags) as server:
+            summary = parse_log(server.log())
+        if any(b.compute_mib for b in summary.buffers):
+            break
     res = estimate(
-        read_gguf(model), parse_llama_args([*FIXTURE_ARGS, *flags]), (), FitOptions(search=False)
+        read_gguf(model),
+        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        devices,
+        FitOptions(search=False),
     )
     return summary, res
 
@@ -46,17 +88,33 @@ def ours(res: FitResult) -> dict[tuple[str, str], float]:
     out: dict[tuple[str, str], float] = {}
     for name, kind, nbytes in res.buffers:
         if kind in ("model", "compute") and nbytes:
-            key = (name, kind)
-            out[key] = out.get(key, 0.0) + (nbytes / MIB if kind == "compute" else 0.0)
-            if kind == "model":
-                out[key] = float(f"{nbytes / MIB:.2f}")
+            out[(name, kind)] = round(nbytes / MIB, 2)
     for cache in res.kv:
         for name, nbytes in cache.buffers:
-            out[(name, "KV")] = out.get((name, "KV"), 0.0) + float(f"{nbytes / MIB:.2f}")
-    return out
+            out[(name, "KV")] = round(out.get((name, "KV"), 0.0) + nbytes / MIB, 2)
+    return {k: v for k, v in out.items() if v}
 
 
-@pytest.mark.slow
+def check(summary: LlamaLogSummary, res: FitResult) -> None:
+    logged, est = by_kind(summary), ours(res)
+    assert res.compute_exact, res.compute_note
+    assert est == logged
+
+
+@pytest.mark.parametrize(("arch", "config"), list(itertools.product(gf.ARCH_SPECS, ONE_DEVICE)))
+def test_one_device(llama_bins, models, tmp_path, arch, config):
+    check(*run(llama_bins, models[arch], ONE_DEVICE[config], tmp_path / "s.log"))
+
+
+@pytest.mark.parametrize(("arch", "split"), list(itertools.product(gf.ARCH_SPECS, SPLITS)))
+def test_split_over_rpc_servers(llama_bins, models, rpc_endpoints, tmp_path, arch, split):
+    n, extra = SPLITS[split]
+    eps = rpc_endpoints[:n]
+    argv = ["--rpc", ",".join(eps), "-c", "2048", "-np", "1", *extra]
+    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
+    check(*run(llama_bins, models[arch], argv, tmp_path / "s.log", devices))
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -76,6 +134,6 @@ def test_sparse_attention_keeps_an_indexer_key_cache(llama_bins, tmp_path, argv)
     assert est[("CPU", "KV")] == logged[("CPU", "KV")]
     got, want = est[("CPU", "compute")], logged[("CPU", "compute")]
     if res.compute_exact:
-        assert round(got, 2) == want
+        assert got == want
     else:
         assert abs(got - want) <= FORMULA_TOLERANCE * want

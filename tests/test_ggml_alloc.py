@@ -278,15 +278,23 @@ def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
 
     covered = tmp_path / "llama.gguf"
     gf.write_model(covered, gf.llama_spec(), "F16")
-    other = tmp_path / "granite.gguf"
-    gf.write_model(other, gf.llama_spec(arch="granite"), "F16")
+    other = tmp_path / "plamo2.gguf"
+    gf.write_model(other, gf.llama_spec(arch="plamo2"), "F16")
+    # a block of the file the graph does not read: llama's graph with an unknown tensor
+    extra = tmp_path / "extra.gguf"
+    gf.write_model(extra, gf.llama_spec(extra_layer_tensors=(("ffn_act.weight", (512,)),)))
     st = parse_llama_args(["-c", "1024"])
     exact = estimate(read_gguf(covered), st, (), FitOptions(search=False))
-    approx = estimate(read_gguf(other), st, (), FitOptions(search=False))
     assert exact.compute_exact and result_to_json(exact)["compute_exact"] is True
-    assert not approx.compute_exact and result_to_json(approx)["compute_exact"] is False
-    assert "approximate" in result_to_text(approx)
     assert "approximate" not in result_to_text(exact)
+    assert result_to_json(exact)["compute_note"] == ""
+    for path, why in ((other, "plamo2"), (extra, "ffn_act.weight")):
+        approx = estimate(read_gguf(path), st, (), FitOptions(search=False))
+        assert not approx.compute_exact and result_to_json(approx)["compute_exact"] is False
+        assert why in approx.compute_note and why in result_to_json(approx)["compute_note"]
+        assert f"approximate (formula: {approx.compute_note.removeprefix('formula: ')})" in (
+            result_to_text(approx)
+        )
 
 
 def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):

@@ -100,6 +100,7 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
         max_ctx=None,
         warnings=_warnings(hp, r, st),
         compute_exact=compute.exact,
+        compute_note=compute.note,
     )
 
 

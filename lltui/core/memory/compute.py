@@ -18,7 +18,12 @@ from lltui.core.memory.common import (
     device_alloc_size,
     pad,
 )
-from lltui.core.memory.compute_graph import ComputeLayout, planned_compute_buffers
+from lltui.core.memory.compute_graph import (
+    CUDA_NOTE,
+    ComputeLayout,
+    Planned,
+    planned_compute_buffers,
+)
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
@@ -95,15 +100,16 @@ class ComputeBuffers:
 
     sizes: Mapping[str, int]
     exact: bool
+    note: str = ""  # why they are approximate ("" when exact)
 
 
 def compute_buffers(layout: ComputeLayout) -> ComputeBuffers:
     """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes
     them: from the modelled graph where it covers the model and layout, else the formula."""
     planned = planned_compute_buffers(layout)
-    if planned is not None:
-        return ComputeBuffers(planned.sizes, planned.exact)
-    return ComputeBuffers(formula_compute_buffers(layout), False)
+    if isinstance(planned, Planned):
+        return ComputeBuffers(planned.sizes, planned.exact, "" if planned.exact else CUDA_NOTE)
+    return ComputeBuffers(formula_compute_buffers(layout), False, f"formula: {planned}")
 
 
 def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:

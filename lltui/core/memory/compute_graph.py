@@ -126,6 +126,8 @@ def decoder_shape(
     recipe = recipe_of(hp.arch)
     if recipe is None:
         raise ValueError(f"no recipe for {hp.arch}")
+    if recipe.par_res_flag and not hp.parallel_residual:
+        recipe = replace(recipe, layout="seq")
     named = sorted(tensors)
     layers = []
     for il in range(hp.n_layer):
@@ -170,8 +172,13 @@ def decoder_shape(
         norm_w=hp.expert_weights_norm if recipe.norm_w is None else recipe.norm_w,
         w_scale=hp.expert_weights_scale not in (0.0, 1.0),
         groups=(hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
+        embd_scale=recipe.scales and hp.embedding_scale != 0.0,
+        residual_scale=recipe.scales and hp.residual_scale != 0.0,
+        logit_scale=recipe.logit_scale and hp.logit_scale != 0.0,
         softcap=recipe.softcap and hp.final_logit_softcapping != 0.0,
-        attn_scale=recipe.attn_scale_input and hp.attn_temp_scale != 0.0,
+        clamp=recipe.clamp and hp.clamp_kqv > 0.0,
+        attn_scale=recipe.attn_scale_input
+        and (hp.attn_temp_scale != 0.0 or recipe.rope == "llama4"),
         mla=_mla(hp) if recipe.mla else (),
     )
 
@@ -182,6 +189,15 @@ def _rope(recipe: Recipe, hp: Hparams, il: int, swa: bool) -> bool:
         return False
     if recipe.rope == "swa":
         return swa
+    if recipe.rope == "swa_or_all":
+        return swa or not hp.swa_any
+    if recipe.rope == "n32":
+        return hp.n_layer == 32
+    if recipe.rope == "step4":
+        return (il + 1) % 4 != 0
+    if recipe.rope == "llama4":
+        step = 4 if hp.swa_any else hp.n_layer
+        return (il + 1) % step != 0
     return True
 
 
@@ -352,26 +368,35 @@ class Planned:
     exact: bool
 
 
-def planned_compute_buffers(layout: ComputeLayout) -> Planned | None:
-    """Compute buffer per backend from the planned graph; None where not modelled, or where
-    the file's shapes do not make a graph llama.cpp could build (the formula answers)."""
+CUDA_NOTE = "CUDA's allocation rules are planned, not checked on a GPU"
+
+
+def planned_compute_buffers(layout: ComputeLayout) -> Planned | str:
+    """Compute buffer per backend from the planned graph; else why not (a line): the
+    architecture or a block of the file not modelled, or a file whose shapes make no graph
+    llama.cpp could build (the formula answers then)."""
     try:
         return _planned(layout)
     except (ArithmeticError, LookupError, ValueError):
-        return None
+        return f"the file's shapes do not make a graph of {layout.hp.arch} this models"
 
 
-def _planned(layout: ComputeLayout) -> Planned | None:
+def _planned(layout: ComputeLayout) -> Planned | str:
     hp, r, st, devices = layout.hp, layout.r, layout.st, layout.devices
     layer_dev, placements, pipeline_parallel = (
         layout.layer_dev,
         layout.placements,
         layout.pipeline_parallel,
     )
-    if not graph_covered(hp) or st.embedding or st.split_mode == "tensor":
-        return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
+    why = graph_reason(hp)
+    if why:
+        return why
+    if st.embedding:
+        return "embedding outputs (--embedding) are not modelled"
+    if st.split_mode == "tensor":
+        return "-sm tensor (each op split over the devices) is not modelled"
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
-        return None
+        return "a device whose backend is neither CPU nor CUDA"
     tensors = frozenset((p.name, p.dims) for p in placements if not p.duplicate)
     index = {d.name: i for i, d in enumerate(devices)}
     copies_weights = st.op_offload and any(d.kind == "cuda" for d in devices)
@@ -384,8 +409,9 @@ def _planned(layout: ComputeLayout) -> Planned | None:
         kv_host=bool(devices) and not st.kv_offload,
         swa_full=st.swa_full,
     )
-    if unmodelled_weights(replace(shape, layer_dev=(), moved=())):
-        return None
+    missing = unmodelled_weights(replace(shape, layer_dev=(), moved=()))
+    if missing:
+        return f"{hp.arch}: {', '.join(missing[:3])} not in the modelled graph"
     if copies_weights:
         shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))
     backends = Backends(

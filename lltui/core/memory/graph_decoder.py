@@ -80,6 +80,7 @@ class DecoderShape:
     residual_scale: bool = False
     logit_scale: bool = False
     softcap: bool = False
+    clamp: bool = False  # Q/K/V clamped (clamp_kqv)
     attn_scale: bool = False  # a per-token attention temperature input
     n_pos: int = 1  # positions per token (4 with multi-section RoPE)
     # deepseek2's MLA: (kv_lora_rank, q_lora_rank, full K head, full V head, rope dims)
@@ -260,6 +261,8 @@ class _Builder:
         n_q, n_k, n_v = lay.n_head * hk, lay.n_head_kv * hk, lay.n_head_kv * hv
         if self.has("attn_qkv.weight"):
             qkv = self.mm_b("attn_qkv", cur)
+            if split and self.s.clamp:
+                qkv = gg.unary("CLAMP", qkv)
             row = qkv.nb[1]
             if split:
                 return (
@@ -272,9 +275,9 @@ class _Builder:
                 gg.cont(gg.view(qkv, (n_k, T), (row,))),
                 gg.cont(gg.view(qkv, (n_v, T), (row,))),
             )
-        q = self.mm_b("attn_q", cur)
-        k = self.mm_b("attn_k", cur)
-        v = self.mm_b("attn_v", cur)
+        q, k, v = (self.mm_b(n, cur) for n in ("attn_q", "attn_k", "attn_v"))
+        if split and self.s.clamp:
+            q, k, v = (gg.unary("CLAMP", t) for t in (q, k, v))
         if not split:
             return q, k, v
         return (
@@ -305,10 +308,23 @@ class _Builder:
             q = self.norm(q, "attn_q_norm", r.qk_norm) if qn else q
             k = self.norm(k, "attn_k_norm", r.qk_norm) if kn else k
             q, k = self.rope(lay, q), self.rope(lay, k)
+        elif r.qk_order == "after":
+            q, k, v = self.qkv(lay, cur, split=True)
+            q, k = self.rope(lay, q), self.rope(lay, k)
+            q = self.norm(q, "attn_q_norm", r.qk_norm) if qn else q
+            k = self.norm(k, "attn_k_norm", r.qk_norm) if kn else k
         else:
             q, k, v = self.qkv(lay, cur, split=True)
             q = self.rope(lay, self.norm(q, "attn_q_norm", r.qk_norm) if qn else q)
             k = self.rope(lay, self.norm(k, "attn_k_norm", r.qk_norm) if kn else k)
+        if r.rope == "llama4":
+            # llama4: the temperature scales Q in the layers without RoPE; the others
+            # RMS-norm Q and K (no weight, unpinned)
+            if not lay.rope and self.attn_scale is not None:
+                q = gg.unary("MUL", q, self.attn_scale)
+            elif lay.rope and r.kq_rms_after_rope:
+                q, k = gg.unary("RMS_NORM", q), gg.unary("RMS_NORM", k)
+            return self.attn_kv(lay, q, k, v)
         if r.q_scale:
             q = gg.unary("SCALE", q)
         if self.attn_scale is not None:
@@ -461,6 +477,8 @@ class _Builder:
             cur = gg.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         else:
             kq = gg.mul_mat(k, q)
+            if self.r.attn_softcap:
+                kq = gg.unary("SCALE", gg.unary("UNARY", gg.unary("SCALE", kq)))
             kq = gg.unary("SOFT_MAX", kq, mask, *((sinks,) if sinks is not None else ()))
             if not v_trans:
                 v = gg.cont(gg.transpose(v))
@@ -538,7 +556,7 @@ class _Builder:
             probs = gg.unary("UNARY", logits)  # sigmoid
         else:
             probs = gg.unary("SOFT_MAX", logits)
-        selection = probs
+        selection = logits if self.r.weight_before_ffn else probs
         if self.has("exp_probs_b.bias"):
             selection = gg.unary("ADD", probs, self.w("exp_probs_b.bias"))
         if s.groups[0] > 1 and T > 0:
@@ -556,6 +574,9 @@ class _Builder:
             weights = gg.unary("SCALE", weights)
         g.expand(weights)
         x = gg.reshape(cur, E, 1, T)
+        if self.r.weight_before_ffn:
+            # llama4: the input repeated for each chosen expert, weighted before the FFN
+            x = gg.unary("MUL", gg.new(x.type, (E, n_used, T), "REPEAT", (x,)), weights)
 
         def experts_mm(name: str, inp: Tensor) -> Tensor:
             t = gg.mul_mat_id(self.w(f"{name}.weight"), inp, selected)
@@ -576,7 +597,8 @@ class _Builder:
             else:
                 act = gg.unary("UNARY", up)
         experts = experts_mm("ffn_down_exps", act)
-        experts = gg.unary("MUL", experts, weights)
+        if not self.r.weight_before_ffn:
+            experts = gg.unary("MUL", experts, weights)
         g.expand(experts)
         views = [gg.view(experts, (E, T), (experts.nb[2],)) for _ in range(n_used)]
         for vw in views:
@@ -613,13 +635,16 @@ class _Builder:
         cur = self.attention(lay, self.norm(inp, "attn_norm"))
         cur, res = self.last_rows(cur, inp)
         # post_attention_norm is a norm of the attention's output where the layer has its
-        # own FFN norm (gemma2/3), else the FFN's norm (gpt-oss, glm4moe)
+        # own FFN norm (gemma2/3), else the FFN's norm (gpt-oss, glm4moe), as dbrx's
+        # attn_output_norm is
         ffn_norm = "ffn_norm"
         if self.has("post_attention_norm.weight"):
             if self.has("ffn_norm.weight"):
                 cur = self.norm(cur, "post_attention_norm")
             else:
                 ffn_norm = "post_attention_norm"
+        elif self.has("attn_output_norm.weight"):
+            ffn_norm = "attn_output_norm"
         ffn_inp = gg.unary("ADD", self.scaled(cur), res)
         cur = self.feed_forward(self.norm(ffn_inp, ffn_norm))
         if self.has("post_ffw_norm.weight"):

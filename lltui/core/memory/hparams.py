@@ -110,7 +110,9 @@ class Hparams:
     embedding_scale: float = 0.0
     residual_scale: float = 0.0
     logit_scale: float = 0.0
-    final_logit_softcapping: float = 0.0
+    final_logit_softcapping: float = 30.0  # llama.cpp's default where the file has none
+    clamp_kqv: float = 0.0
+    parallel_residual: bool = False  # gptneox's use_parallel_residual
     # DeepSeek sparse attention (glm-dsa, deepseek32): the lightning indexer's key size and
     # heads, its top-k, and the layers whose indexer keeps keys in a cache of its own
     indexer_head_size: int = 0
@@ -245,7 +247,9 @@ def read_hparams(model: GgufModel) -> Hparams:
         embedding_scale=_meta_float(md.get(key("embedding_scale"))),
         residual_scale=_meta_float(md.get(key("residual_scale"))),
         logit_scale=_meta_float(md.get(key("logit_scale"))),
-        final_logit_softcapping=_meta_float(md.get(key("final_logit_softcapping"))),
+        final_logit_softcapping=_meta_float(md.get(key("final_logit_softcapping")), 30.0),
+        clamp_kqv=_meta_float(md.get(key("attention.clamp_kqv"))),
+        parallel_residual=bool(meta_int(md.get(key("use_parallel_residual"))) or 0),
         **_indexer(md, key, arch, n_layer),
     )
 
@@ -279,8 +283,8 @@ def _indexer(md: Mapping[str, Any], key: _Key, arch: str, n_layer: int) -> dict[
     }
 
 
-def _meta_float(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+def _meta_float(v: Any, default: float = 0.0) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
 _Key = Callable[[str], str]
@@ -321,6 +325,10 @@ def _swa_layers(
     if needs_window and n_swa <= 0:
         return is_swa, n_swa
     n_swa = n_swa or _SWA_DEFAULT_WINDOW.get(arch, 0)
+    if arch == "llama4":
+        n_swa = _SWA_DEFAULT_WINDOW[
+            arch
+        ]  # chunked attention: llama.cpp sets it whatever the file says
     explicit = _bool_array(md, key("attention.sliding_window_pattern"), n_layer_all)
     if explicit is not None:
         return explicit, n_swa
