@@ -548,7 +548,10 @@ def write_model(
         kv[f"{a}.attention.sliding_window_pattern"] = (spec.swa_pattern, V.UINT32)
     kv.update(spec.extra_kv)  # replaces a standard key in place
     for key, (value, vtype) in kv.items():
-        w.add_key_value(key, value, vtype)
+        if isinstance(value, list):
+            w.add_array(key, value)  # (items typed by the writer: int -> INT32)
+        else:
+            w.add_key_value(key, value, vtype)
 
     tokens, scores, types = vocab or spm_vocab(spec.n_vocab)
     w.add_tokenizer_model("gpt2" if merges is not None else "llama")
@@ -1195,5 +1198,30 @@ ARCH_SPECS |= {
     # no pre-norms (post norms), Q/K norms before RoPE
     "exaone4": _spec(
         "exaone4", qk_norm=True, post_norms=True, drop=("attn_norm.weight", "ffn_norm.weight")
+    ),
+}
+ARCH_SPECS |= {
+    # post norms beside the pre-norms (the FFN's one pinned to the layer), a merged gate/up,
+    # multi-section RoPE (four positions per token)
+    "glm4": _spec(
+        "glm4",
+        post_norms=True,
+        fused_up=True,
+        extra_kv={"glm4.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
+    ),
+    "glm4-no-mrope": _spec("glm4", post_norms=True, fused_up=True),
+    # a fused Q/K/V with its bias, a merged gate/up
+    "chatglm": _spec(
+        "chatglm",
+        fused_qkv=True,
+        fused_up=True,
+        n_head=4,
+        n_head_kv=2,
+        extra_layer_tensors=(("attn_qkv.bias", (_E + 2 * 128,)),),
+    ),
+    "qwen2vl": _spec(
+        "qwen2vl",
+        qkv_bias=True,
+        extra_kv={"qwen2vl.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
     ),
 }

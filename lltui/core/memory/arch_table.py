@@ -68,6 +68,10 @@ class Recipe:
     # the shared expert: "add" (experts + shared), "gated" (qwen2moe: shared scaled by the
     # sigmoid of its own gate); "" where the file has none
     shexp: str = "add"
+    post_ffw_pinned: bool = False  # post_ffw_norm built with the layer's index (glm4)
+    # positions per token: 1, 4 (multi-section RoPE), or "sections" (4 where the file has
+    # rope.dimension_sections: glm4, glm4moe)
+    n_pos: int | str = 1
     out_rows: str = "layer"  # "layer": the last layer keeps the output rows; "after": after it
     add_res_first: bool = False  # the FFN's residual add takes the residual first (phi3)
     attn_scale_input: bool = False  # a per-token attention temperature input (llama4, mistral3)
@@ -88,7 +92,9 @@ RECIPES: dict[str, Recipe] = {
     "gpt2": Recipe(norm=LAYER, rope="none"),
     "starcoder": Recipe(norm=LAYER, rope="none"),
     "gpt-oss": Recipe(gating=3, norm_w=False, moe_act="swiglu_oai", out_rows="after"),
-    "glm4moe": Recipe(qk_order="norms", gating=2, gating_from_file=True, norm_w=None),
+    "glm4moe": Recipe(
+        qk_order="norms", gating=2, gating_from_file=True, norm_w=None, n_pos="sections"
+    ),
     "deepseek2": Recipe(mla=True, gating_from_file=True, norm_w=None, attn_scale_input=True),
     "olmoe": Recipe(qk_order="full", norm_w=False),
     "olmo2": Recipe(layout="post", qk_order="full"),
@@ -124,6 +130,9 @@ RECIPES: dict[str, Recipe] = {
     "jais": Recipe(norm=LAYER, rope="none"),
     "nemotron": Recipe(norm=LAYER, act="relu_sqr"),
     "exaone4": Recipe(layout="post", qk_order="norms", rope="swa_or_all"),
+    "glm4": Recipe(post_ffw_pinned=True, n_pos="sections"),
+    "chatglm": Recipe(),
+    "qwen2vl": Recipe(n_pos=4),
     "smollm3": Recipe(rope="step4"),
     "maincoder": Recipe(qk_order="after"),
     "llama4": Recipe(
@@ -214,7 +223,6 @@ APPROXIMATE: dict[str, str] = {
     "minicpm3": "its MLA without a K/V split cache is not modelled",
     "granite_swa": _NOT_YET,
     "graniteswitch": _NOT_YET,
-    "qwen2vl": "multi-section RoPE (four positions per token) is not modelled yet",
     "qwen3vl": "multi-section RoPE and deepstack inputs are not modelled yet",
     "qwen3vlmoe": "multi-section RoPE and deepstack inputs are not modelled yet",
     "paddleocr": "multi-section RoPE (four positions per token) is not modelled yet",
@@ -232,8 +240,6 @@ APPROXIMATE: dict[str, str] = {
             "cohere2moe",
             "muse-glimmer",
             "arctic",
-            "chatglm",
-            "glm4",
             "bitnet",
             "jais2",
             "exaone-moe",

@@ -177,6 +177,7 @@ def decoder_shape(
         logit_scale=recipe.logit_scale and hp.logit_scale != 0.0,
         softcap=recipe.softcap and hp.final_logit_softcapping != 0.0,
         clamp=recipe.clamp and hp.clamp_kqv > 0.0,
+        n_pos=4 if recipe.n_pos == 4 or (recipe.n_pos == "sections" and hp.mrope) else 1,
         attn_scale=recipe.attn_scale_input
         and (hp.attn_temp_scale != 0.0 or recipe.rope == "llama4"),
         mla=_mla(hp) if recipe.mla else (),

@@ -648,7 +648,8 @@ class _Builder:
         ffn_inp = gg.unary("ADD", self.scaled(cur), res)
         cur = self.feed_forward(self.norm(ffn_inp, ffn_norm))
         if self.has("post_ffw_norm.weight"):
-            cur = self.norm(cur, "post_ffw_norm", il=-1)  # built unpinned
+            # built unpinned (il -1), except where the graph gives it the layer's index
+            cur = self.norm(cur, "post_ffw_norm", il=None if self.r.post_ffw_pinned else -1)
         cur = self.scaled(cur)
         if self.r.add_res_first:
             return gg.unary("ADD", ffn_inp, cur)

@@ -113,6 +113,7 @@ class Hparams:
     final_logit_softcapping: float = 30.0  # llama.cpp's default where the file has none
     clamp_kqv: float = 0.0
     parallel_residual: bool = False  # gptneox's use_parallel_residual
+    mrope: bool = False  # rope.dimension_sections with its first two set (use_mrope)
     # DeepSeek sparse attention (glm-dsa, deepseek32): the lightning indexer's key size and
     # heads, its top-k, and the layers whose indexer keeps keys in a cache of its own
     indexer_head_size: int = 0
@@ -250,6 +251,7 @@ def read_hparams(model: GgufModel) -> Hparams:
         final_logit_softcapping=_meta_float(md.get(key("final_logit_softcapping")), 30.0),
         clamp_kqv=_meta_float(md.get(key("attention.clamp_kqv"))),
         parallel_residual=bool(meta_int(md.get(key("use_parallel_residual"))) or 0),
+        mrope=_mrope(md.get(key("rope.dimension_sections"))),
         **_indexer(md, key, arch, n_layer),
     )
 
@@ -281,6 +283,14 @@ def _indexer(md: Mapping[str, Any], key: _Key, arch: str, n_layer: int) -> dict[
         "indexer_top_k": meta_int(md.get(key("attention.indexer.top_k"))) or 0,
         "indexer_layers": full,
     }
+
+
+def _mrope(v: Any) -> bool:
+    """llama_hparams::use_mrope: the first two RoPE sections set."""
+    if not isinstance(v, GgufArray):
+        return False
+    items = [int(x) for x in v.values()][:2]
+    return len(items) == 2 and all(x > 0 for x in items)
 
 
 def _meta_float(v: Any, default: float = 0.0) -> float:
