@@ -61,6 +61,7 @@ class ModelSpec:
     n_ff_shexp: int = 0  # a shared expert of this width in every MoE layer
     n_dense_lead: int = 0  # leading layers with a dense FFN in an MoE model
     moe_every: int = 1  # experts only in every Nth layer (the others dense)
+    probs_bias: bool = False  # a selection bias (exp_probs_b) in every MoE layer
 
 
 def llama_spec(**kw: Any) -> ModelSpec:
@@ -377,6 +378,8 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
             ]
         dense_lead = ((spec.arch == "glm4moe" or mla) and i == 0) or i < spec.n_dense_lead
         dense_lead = dense_lead or (i + 1) % spec.moe_every != 0
+        if spec.probs_bias and spec.n_expert and not dense_lead:
+            plan.append((b + "exp_probs_b.bias", (spec.n_expert,)))
         if spec.n_ff_shexp and spec.n_expert and not dense_lead:
             fs = spec.n_ff_shexp
             plan += [
@@ -1223,5 +1226,59 @@ ARCH_SPECS |= {
         "qwen2vl",
         qkv_bias=True,
         extra_kv={"qwen2vl.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
+    ),
+}
+ARCH_SPECS |= {
+    # phi3's graph with experts, LayerNorm biases and an output bias
+    "phimoe": _spec(
+        "phimoe",
+        n_head_kv=4,
+        norm_bias=True,
+        bias=True,
+        n_expert=4,
+        n_expert_used=2,
+        n_ff=256,
+        extra_tensors=(("output.bias", (1024,)),),
+    ),
+    # Q/K norms after RoPE; experts beside a shared expert
+    "hunyuan-moe": _spec(
+        "hunyuan-moe",
+        qk_norm=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+        n_ff_shexp=384,
+        extra_kv=_kv("hunyuan-moe", expert_shared_feed_forward_length=384),
+    ),
+    # full-row Q/K norms, sigmoid routing with a selection bias
+    "minimax-m2": _spec(
+        "minimax-m2",
+        qk_norm=True,
+        qk_norm_full=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+        probs_bias=True,
+        extra_kv=_kv("minimax-m2", expert_gating_func=2),
+    ),
+    # a dense first layer, experts (sigmoid, selection bias, scaled) and a shared expert
+    "dots1": _spec(
+        "dots1",
+        n_head_kv=4,
+        qk_norm=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=256,
+        n_dense_lead=1,
+        probs_bias=True,
+        extra_kv=_kv(
+            "dots1",
+            leading_dense_block_count=1,
+            expert_shared_count=2,
+            expert_gating_func=2,
+            expert_weights_norm=True,
+            expert_weights_scale=2.5,
+        ),
     ),
 }
