@@ -289,7 +289,7 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         ("output_norm.weight", (e,)),
     ]
     gpt2 = spec.arch in ("gpt2", "starcoder")
-    mla = spec.arch in ("deepseek2", "glm-dsa")
+    mla = spec.arch in ("deepseek2", "glm-dsa", "deepseek32")
     if gpt2:
         plan += [("position_embd.weight", (e, spec.n_ctx_train)), ("output_norm.bias", (e,))]
     if not spec.tied:
@@ -1282,3 +1282,27 @@ ARCH_SPECS |= {
         ),
     ),
 }
+ARCH_SPECS |= {
+    # deepseek2's MLA and routing with DeepSeek sparse attention: a lightning indexer per
+    # layer (keys in a cache of their own) picks the cells each token attends
+    "glm-dsa": glm_dsa_spec,
+    # GLM-5.2's pattern: shared indexer layers reuse the last full one's choice
+    "glm-dsa-shared": lambda: replace(
+        glm_dsa_spec(),
+        extra_kv={
+            **glm_dsa_spec().extra_kv,
+            "glm-dsa.attention.indexer.types": ([1, 1, 0, 0], V.UINT32),
+        },
+    ),
+}
+
+
+def _deepseek32() -> ModelSpec:
+    """DeepSeek-V3.2: glm-dsa's graph with an indexer in every layer."""
+    base = glm_dsa_spec()
+    extra = {k.replace("glm-dsa.", "deepseek32."): v for k, v in base.extra_kv.items()}
+    extra["deepseek32.expert_gating_func"] = (2, V.UINT32)
+    return replace(base, arch="deepseek32", extra_kv=extra)
+
+
+ARCH_SPECS["deepseek32"] = _deepseek32

@@ -76,6 +76,7 @@ class Recipe:
     add_res_first: bool = False  # the FFN's residual add takes the residual first (phi3)
     attn_scale_input: bool = False  # a per-token attention temperature input (llama4, mistral3)
     mla: bool = False  # deepseek2's multi-head latent attention
+    dsa: bool = False  # DeepSeek sparse attention: a lightning indexer picks each token's cells
 
 
 # Recipes per architecture name (general.architecture). Keep entries to facts read from
@@ -137,6 +138,8 @@ RECIPES: dict[str, Recipe] = {
     "hunyuan-moe": Recipe(qk_order="after"),
     "minimax-m2": Recipe(qk_order="full", gating_from_file=True),
     "dots1": Recipe(gating_from_file=True, norm_w=None),
+    "glm-dsa": Recipe(mla=True, dsa=True, gating=2, gating_from_file=True, norm_w=None),
+    "deepseek32": Recipe(mla=True, dsa=True, gating_from_file=True, norm_w=None),
     "smollm3": Recipe(rope="step4"),
     "maincoder": Recipe(qk_order="after"),
     "llama4": Recipe(
@@ -204,8 +207,6 @@ APPROXIMATE: dict[str, str] = {
     "llada-moe": _DIFFUSION,
     "rnd1": _DIFFUSION,
     # sparse attention and other blocks of their own
-    "deepseek32": "DeepSeek sparse attention (the lightning indexer's graph) is not modelled",
-    "glm-dsa": "DeepSeek sparse attention (the lightning indexer's graph) is not modelled",
     "dots3note": "sparse attention is not modelled",
     "minimax-m3": "sparse (MSA) attention with an indexer cache is not modelled",
     "deepseek4": "compressed sparse attention and hyper-connections are not modelled",

@@ -132,15 +132,21 @@ def decoder_shape(
     layers = []
     for il in range(hp.n_layer):
         swa = hp.swa_any and hp.is_swa[il]
+        indexer = recipe.dsa and il < len(hp.indexer_layers) and hp.indexer_layers[il]
+        weights = layer_weights(named, il)
+        if recipe.dsa and not indexer:
+            # a layer sharing an earlier indexer's choice never reads its own indexer
+            weights = tuple(w for w in weights if not w[0].startswith("indexer."))
         layers.append(
             LayerShape(
                 n_head=hp.n_head[il],
                 n_head_kv=hp.n_head_kv[il],
                 head_k=hp.head_k_of(il),
                 head_v=hp.head_v_of(il),
-                weights=layer_weights(named, il),
+                weights=weights,
                 swa=swa,
                 rope=_rope(recipe, hp, il, swa),
+                indexer=indexer,
             )
         )
     top = tuple((n, d) for n, d in named if not n.startswith("blk."))
@@ -181,6 +187,7 @@ def decoder_shape(
         attn_scale=recipe.attn_scale_input
         and (hp.attn_temp_scale != 0.0 or recipe.rope == "llama4"),
         mla=_mla(hp) if recipe.mla else (),
+        dsa=(hp.indexer_head_size, hp.indexer_n_head, hp.indexer_top_k) if recipe.dsa else (),
     )
 
 

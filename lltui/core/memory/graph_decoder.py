@@ -39,6 +39,7 @@ class LayerShape:
     weights: Named
     swa: bool = False
     rope: bool = True
+    indexer: bool = False  # DeepSeek sparse attention: this layer runs its own indexer
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,8 @@ class DecoderShape:
     n_pos: int = 1  # positions per token (4 with multi-section RoPE)
     # deepseek2's MLA: (kv_lora_rank, q_lora_rank, full K head, full V head, rope dims)
     mla: tuple[int, ...] = ()
+    # DeepSeek sparse attention: (indexer key size, indexer heads, top-k)
+    dsa: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,23 @@ class _Builder:
         swa = any(lay.swa for lay in s.layers)
         self.swa = _CacheInputs.make(s, ub, s.kv_size_swa) if swa else None
         self.out_ids = gg.new_input(I32, (ub.n_outputs,), "out_ids")
+        self.lid: _CacheInputs | None = None
+        self.top_k: Tensor | None = None  # the last full indexer's choice (shared layers)
+        if s.dsa:
+            # the indexer's cache: its rows, its mask (F16: the fused indexer), and the
+            # Hadamard rotation llama.cpp always makes for it
+            ik = s.dsa[0]
+            n_rot = 64
+            while ik % (2 * n_rot) == 0:
+                n_rot *= 2
+            streams = 1 if s.kv_unified else ub.n_seqs
+            self.lid = _CacheInputs(
+                gg.new_input(I64, (T,), "attn_inp_k_idxs"),
+                gg.new_input(I64, (T,), "attn_inp_v_idxs"),
+                gg.new_input(F16, (s.kv_size, T // streams, 1, streams), "attn_inp_kq_mask"),
+                gg.new_input(F32, (n_rot, n_rot), "attn_inp_k_rot"),
+                None,
+            )
 
     # -- weights -------------------------------------------------------------------------------
 
@@ -377,6 +397,34 @@ class _Builder:
             cur = self.hadamard(cur, ci.v_rot)
         return self.mm_b("attn_output", cur)
 
+    def indexer(self, lay: LayerShape, cur: Tensor, qr: Tensor) -> Tensor:
+        """The lightning indexer of a layer with a full one: its keys go to their own cache,
+        every cached key is scored for every token (fused), the best top_k cells kept."""
+        s, g, T = self.s, self.g, self.T
+        ik, ih, top_k = s.dsa
+        assert self.lid is not None and self.lid.k_rot is not None
+        iq = gg.reshape(gg.mul_mat(self.w("indexer.attn_q_b.weight"), qr), ik, ih, T)
+        iq = gg.unary("ROPE", iq, self.pos)
+        ikey = gg.mul_mat(self.w("indexer.attn_k.weight"), cur)
+        ikey = self.norm(ikey, "indexer.k_norm", LAYER)
+        ikey = gg.unary("ROPE", gg.reshape(ikey, ik, 1, T), self.pos)
+        iq = gg.mul_mat(self.lid.k_rot, iq)
+        ikey = gg.mul_mat(self.lid.k_rot, ikey)
+        cache = gg.external(s.type_k, (ik, s.kv_size, s.n_stream), loc=self.kv_loc(), weight=False)
+        g.expand(self.cpy_k(ikey, cache, self.lid))
+        iw = gg.mul_mat(self.w("indexer.proj.weight"), cur)
+        rb = gg.row_bytes(s.type_k, ik)
+        keys = gg.view(cache, (ik, 1, s.kv_size, s.n_stream), (rb, rb, rb * s.kv_size))
+        ns = s.n_stream
+        iq = gg.view(iq, (ik, ih, T // ns, ns), (iq.nb[1], iq.nb[2], iq.nb[3] // ns))
+        iw = gg.view(iw, (ih, T // ns, 1, ns), (iw.nb[1], iw.nb[2] // ns, iw.nb[3] // ns))
+        iw = gg.unary("SCALE", iw)
+        score = gg.new(
+            F32, (s.kv_size, iq.ne[2], 1, ns), "LIGHTNING_INDEXER", (iq, keys, iw, self.lid.kq_mask)
+        )
+        k = min(score.ne[0], top_k)
+        return gg.cont(gg.new(I32, (k, *score.ne[1:]), "TOP_K", (score,)))
+
     def attention_mla(self, lay: LayerShape, cur: Tensor) -> Tensor:
         """deepseek2's multi-head latent attention: Q through a low rank, one compressed KV
         row (latent + rope part) per token in a K-only cache, heads decompressed by wv_b."""
@@ -384,9 +432,10 @@ class _Builder:
         kv_lora, _q_lora, hk, _hv, rope = s.mla
         nope, H = hk - rope, lay.n_head
         if self.has("attn_q_a.weight"):
-            q = gg.mul_mat(self.w("attn_q_a.weight"), cur)
-            q = self.norm(q, "attn_q_a_norm")
-            q = gg.mul_mat(self.w("attn_q_b.weight"), q)
+            qr = self.norm(gg.mul_mat(self.w("attn_q_a.weight"), cur), "attn_q_a_norm")
+            if s.dsa and lay.indexer:
+                self.top_k = self.indexer(lay, cur, qr)
+            q = gg.mul_mat(self.w("attn_q_b.weight"), qr)
         else:  # the lite variants: one Q matrix
             q = gg.mul_mat(self.w("attn_q.weight"), cur)
         q = gg.reshape(q, hk, H, T)
@@ -420,9 +469,26 @@ class _Builder:
             (*kb, gg.row_bytes(s.type_k, n_k * s.kv_size)),
         )
         v_view = gg.view(k_view, (v_cur.ne[0], *k_view.ne[1:]), k_view.nb[1:])
+        mask = ci.kq_mask if not s.dsa else self.sparse_mask(ci.kq_mask)
         v_mla = self.w("attn_v_b.weight")
-        cur = self.mha(q_cur, k_view, v_view, ci.kq_mask, v_mla=v_mla)
+        cur = self.mha(q_cur, k_view, v_view, mask, v_mla=v_mla)
         return gg.mul_mat(self.w("attn_output.weight"), cur)
+
+    def sparse_mask(self, mask: Tensor) -> Tensor:
+        """build_attn (DSA): the mask of every cell filled with -inf, the top_k cells of each
+        token set back to 0 (from a zero-filled tensor), then added to the causal mask."""
+        top_k = self.top_k
+        if top_k is None:
+            raise ValueError("a shared indexer layer before any full one")
+        n_kv, rows, _, ns = mask.ne
+        filled = gg.unary("FILL", mask)
+        flat = gg.view(filled, (1, n_kv, rows, ns), (filled.nb[0], filled.nb[1], filled.nb[2]))
+        k = top_k.ne[0]
+        idx = gg.view(top_k, (k, top_k.ne[1], top_k.ne[3], 1), (top_k.nb[1], top_k.nb[2]))
+        zeros = gg.unary("FILL", gg.new(F32, (1, k, rows, ns)))
+        kept = gg.set_rows(flat, zeros, idx)
+        kept = gg.view(kept, (n_kv, rows, 1, ns), (kept.nb[2], kept.nb[3], kept.nb[3]))
+        return gg.unary("ADD", kept, mask)
 
     def cpy_k(self, k_cur: Tensor, k_cache: Tensor, ci: _CacheInputs) -> Tensor:
         n_gqa = k_cur.ne[0] * k_cur.ne[1]
