@@ -289,7 +289,7 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         ("output_norm.weight", (e,)),
     ]
     gpt2 = spec.arch in ("gpt2", "starcoder")
-    mla = spec.arch in ("deepseek2", "glm-dsa", "deepseek32")
+    mla = spec.arch in ("deepseek2", "glm-dsa", "deepseek32", "mistral4")
     if gpt2:
         plan += [("position_embd.weight", (e, spec.n_ctx_train)), ("output_norm.bias", (e,))]
     if not spec.tied:
@@ -1306,3 +1306,24 @@ def _deepseek32() -> ModelSpec:
 
 
 ARCH_SPECS["deepseek32"] = _deepseek32
+
+
+def _mistral4() -> ModelSpec:
+    """mistral4: deepseek2's graph (MLA, routed and shared experts) under its own name."""
+    base = deepseek2_spec()
+    extra = {k.replace("deepseek2.", "mistral4."): v for k, v in base.extra_kv.items()}
+    return replace(base, arch="mistral4", extra_kv=extra)
+
+
+ARCH_SPECS |= {
+    # granite's graph with default scales when the file has none
+    "minicpm": _spec("minicpm"),
+    "mistral4": _mistral4,
+    # Q/K norms after RoPE (multi-section RoPE where the file has sections)
+    "hunyuan-dense": _spec("hunyuan-dense", qk_norm=True),
+    "hunyuan_vl": _spec(
+        "hunyuan_vl",
+        qk_norm=True,
+        extra_kv={"hunyuan_vl.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
+    ),
+}

@@ -45,6 +45,7 @@ class Recipe:
     # the file's embedding_scale (after the input) and residual_scale (each branch before
     # its residual add) are applied (granite and its kin)
     scales: bool = False
+    scales_always: bool = False  # minicpm: the three scales have defaults the file may override
     softcap: bool = False  # the logits soft-capped (scale, tanh, scale) by final_logit_softcapping
     attn_softcap: bool = False  # the KQ scores soft-capped the same way (no flash attention)
     clamp: bool = False  # Q/K/V clamped by the file's clamp_kqv when it has one
@@ -139,6 +140,10 @@ RECIPES: dict[str, Recipe] = {
     "minimax-m2": Recipe(qk_order="full", gating_from_file=True),
     "dots1": Recipe(gating_from_file=True, norm_w=None),
     "glm-dsa": Recipe(mla=True, dsa=True, gating=2, gating_from_file=True, norm_w=None),
+    "minicpm": Recipe(scales=True, scales_always=True, logit_scale=True),
+    "mistral4": Recipe(mla=True, gating_from_file=True, norm_w=None, attn_scale_input=True),
+    "hunyuan-dense": Recipe(qk_order="after", n_pos="sections"),
+    "hunyuan_vl": Recipe(qk_order="after", n_pos="sections"),
     "deepseek32": Recipe(mla=True, dsa=True, gating_from_file=True, norm_w=None),
     "smollm3": Recipe(rope="step4"),
     "maincoder": Recipe(qk_order="after"),
@@ -161,6 +166,7 @@ _NOT_YET = "its graph is not modelled yet"
 # Architectures whose graph is not modelled, and why (the estimate says so).
 APPROXIMATE: dict[str, str] = {
     "clip": "a vision encoder, not a model llama-server runs alone",
+    "gptj": "llama.cpp lists it but has no graph for it",
     # recurrent and hybrid
     "mamba": _RECURRENT,
     "mamba2": _RECURRENT,
@@ -231,16 +237,12 @@ APPROXIMATE: dict[str, str] = {
     "qwen3vl": "multi-section RoPE and deepstack inputs are not modelled yet",
     "qwen3vlmoe": "multi-section RoPE and deepstack inputs are not modelled yet",
     "paddleocr": "multi-section RoPE (four positions per token) is not modelled yet",
-    "hunyuan_vl": _NOT_YET,
     # the rest
     **dict.fromkeys(
         [
             "grok",
-            "gptj",
             "plamo",
             "plamo3",
-            "minicpm",
-            "mistral4",
             "cohere2moe",
             "muse-glimmer",
             "arctic",
@@ -250,7 +252,6 @@ APPROXIMATE: dict[str, str] = {
             "bailingmoe2",
             "afmoe",
             "laguna",
-            "hunyuan-dense",
             "hy_v3",
             "smallthinker",
             "grovemoe",
