@@ -1327,3 +1327,57 @@ ARCH_SPECS |= {
         extra_kv={"hunyuan_vl.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
     ),
 }
+
+ARCH_SPECS |= {
+    # Q/K norms before RoPE, xIELU on an ungated FFN (one op in place)
+    "apertus": _spec(
+        "apertus",
+        qk_norm=True,
+        ffn_gated=False,
+        extra_kv={
+            f"xielu.{k}": (v, V.FLOAT32)
+            for k, v in (("alpha_n", 0.8), ("alpha_p", 0.8), ("beta", 0.5), ("eps", 1e-6))
+        },
+    ),
+    # RoPE only in the sliding-window layers; a dense first layer; sigmoid experts and a
+    # shared expert
+    "exaone-moe": _spec(
+        "exaone-moe",
+        n_layer=5,
+        qk_norm=True,
+        sliding_window=128,
+        swa_pattern=4,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=128,
+        n_dense_lead=1,
+        probs_bias=True,
+        extra_kv=_kv(
+            "exaone-moe",
+            expert_gating_func=2,
+            expert_shared_count=1,
+            leading_dense_block_count=1,
+            expert_weights_norm=True,
+        ),
+    ),
+    "bailingmoe2": _spec(
+        "bailingmoe2",
+        fused_qkv=True,
+        qk_norm=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=128,
+        n_dense_lead=1,
+        probs_bias=True,
+        extra_kv=_kv(
+            "bailingmoe2",
+            expert_gating_func=2,
+            expert_shared_count=1,
+            leading_dense_block_count=1,
+            expert_weights_norm=True,
+            expert_weights_scale=2.5,
+        ),
+    ),
+}
