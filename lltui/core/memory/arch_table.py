@@ -194,7 +194,7 @@ APPROXIMATE: dict[str, str] = {
     "minimax-01": "lightning (linear) attention layers are not modelled",
     "glm5-next": "linear attention, sparse attention and hyper-connections are not modelled",
     "bailingmoe3": "linear-attention layers are not modelled",
-    "plm": "its MLA without a Q rank is not modelled",
+    "plm": _NOT_YET,
     "clef": _NOT_YET,
     "maple": _NOT_YET,
     # encoders and diffusion models: no KV cache
@@ -234,12 +234,13 @@ APPROXIMATE: dict[str, str] = {
     "qwen3tts": "a speech model is not modelled",
     "pockettts": "a speech model is not modelled",
     "deepseek2-ocr": _NOT_YET,
-    "minicpm3": "its MLA without a K/V split cache is not modelled",
+    "minicpm3": _NOT_YET,
+    "smallthinker": "experts routed from the layer's input (before its norm) are not modelled",
     "granite_swa": _NOT_YET,
     "graniteswitch": _NOT_YET,
     "qwen3vl": "multi-section RoPE and deepstack inputs are not modelled yet",
     "qwen3vlmoe": "multi-section RoPE and deepstack inputs are not modelled yet",
-    "paddleocr": "multi-section RoPE (four positions per token) is not modelled yet",
+    "paddleocr": _NOT_YET,
     # the rest
     **dict.fromkeys(
         [
@@ -254,7 +255,6 @@ APPROXIMATE: dict[str, str] = {
             "afmoe",
             "laguna",
             "hy_v3",
-            "smallthinker",
             "grovemoe",
             "hrm_text",
             "mimo2",
