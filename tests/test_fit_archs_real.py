@@ -133,3 +133,35 @@ def test_sparse_attention_keeps_an_indexer_key_cache(llama_bins, tmp_path, argv)
     indexer = res.kv[1]
     assert indexer.k_bytes == 64 * 2 * res.resolved.n_ctx_seq * len(indexer.layers)  # F16
     check(summary, res)
+
+
+@pytest.fixture(scope="module")
+def six_rpc_endpoints(llama_bins, tmp_path_factory):
+    with rpc_servers(llama_bins, 6, tmp_path_factory.mktemp("rpc6-logs")) as servers:
+        yield [f"127.0.0.1:{s.port}" for s in servers]
+
+
+MANY = {
+    "llama-even": (gf.llama_spec(n_layer=26), ["-ts", "1,1,1,1,1,1"]),
+    "qwen3moe-uneven-no-fa": (gf.qwen3moe_spec(n_layer=31), ["-ts", "1,2,2,2,2,1", "-fa", "off"]),
+    "gpt-oss-slots": (gf.gpt_oss_spec(n_layer=20), ["-ts", "1,2,2,2,2,1", "-ub", "64", "-np", "2"]),
+}
+
+
+@pytest.mark.parametrize("case", list(MANY))
+def test_six_devices_alike_middle_devices_planned_once(
+    llama_bins, six_rpc_endpoints, tmp_path, case
+):
+    """Six rpc-servers: the middle devices hold alike layers and are planned once each run
+    (compute_graph.fewer_devices); every device's buffer still equals the server's."""
+    from lltui.core.memory import compute_graph as cg
+
+    spec, extra = MANY[case]
+    path = tmp_path / f"{case}.gguf"
+    gf.write_model(path, spec, "Q8_0", name="tiny-model")
+    eps = six_rpc_endpoints
+    argv = ["--rpc", ",".join(eps), "-c", "2048", "-np", "1", *extra]
+    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
+    cg.planned_peak.cache_clear()
+    summary, res = run(llama_bins, path, argv, tmp_path / "s.log", devices)
+    check(summary, res)

@@ -335,6 +335,39 @@ def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flas
     assert planned_peak(shape, ub, backends) == full
 
 
+@pytest.mark.parametrize("cuda", [False, True])
+@pytest.mark.parametrize("copies", [1, 4])
+@pytest.mark.parametrize(
+    ("moe", "flash", "kv_host", "n_stream"),
+    [
+        (False, True, False, 1),
+        (True, False, False, 1),
+        (False, False, True, 1),
+        (True, True, False, 2),
+    ],
+)
+@pytest.mark.parametrize("per_device", [(3, 3, 3, 3, 3, 3, 2, 2), (1, 4, 4, 4, 4, 4, 3)])
+def test_alike_middle_devices_are_planned_once(
+    cuda, copies, moe, flash, kv_host, n_stream, per_device
+):
+    """A layer split over many devices plans each run of alike middle devices once: every
+    buffer (each device's and the host's) is the one planning every device gives."""
+    from lltui.core.ggml.graph import HOST
+    from lltui.core.memory.compute_graph import Backends, fewer_devices, plan_layers
+
+    devs = tuple(d for d, k in enumerate(per_device) for _ in range(k))
+    n = len(devs)
+    base = _shape(n, moe=moe, flash=flash, n_stream=n_stream)
+    shape = replace(base, layer_dev=(*devs, devs[-1]), kv_host=kv_host, full_offload=True)
+    backends = Backends((cuda,) * len(per_device), n_copies=copies)
+    ub = Ubatch(512 if n_stream == 1 else 256, n_stream, n_stream)
+    assert (fewer_devices(shape, backends) is None) == kv_host  # the host runs every layer
+    assert plan_layers(shape, ub, backends) == plan_every_layer(shape, ub, backends)
+    # the output on the host, the first layers too (-ngl): still the same
+    partial = replace(shape, layer_dev=(HOST, HOST, *devs[2:], HOST), full_offload=False)
+    assert plan_layers(partial, ub, backends) == plan_every_layer(partial, ub, backends)
+
+
 @pytest.mark.parametrize("flash", [False, True])
 def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
     """gemma3-like: five sliding-window layers, then a full one; runs are cut per kind."""

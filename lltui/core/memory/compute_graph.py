@@ -300,18 +300,96 @@ def plan_every_layer(
     return tuple(plan(sched, [b.buft for b in bes]))
 
 
+@dataclass(frozen=True, slots=True)
+class _Fewer:
+    """A layer split planned with fewer devices: ``shape`` and ``backends`` keep one
+    device of each run of alike middle devices (two, the first beside a different one);
+    ``source[i]`` is the kept device whose buffer device ``i`` has."""
+
+    shape: DecoderShape
+    backends: Backends
+    source: tuple[int, ...]
+
+
+def fewer_devices(shape: DecoderShape, backends: Backends) -> _Fewer | None:
+    """Devices in a row that hold alike layers (same shapes, weights and placement), none of
+    them the first or the output's, allocate alike: each backend's buffer holds its own
+    nodes and the copies of its split inputs (the previous device's rows, the masks). Such a
+    run keeps its first two devices; None where nothing is dropped, where the split is not
+    one ggml's scheduler runs device after device (layers back and forth), or where the host
+    runs part of each layer (weights moved off their layer's device, -nkvo)."""
+    n_dev = backends.n_devices
+    dev = shape.layer_dev
+    n = len(shape.layers)
+    if n_dev < 4 or not dev or shape.moved or shape.kv_host:
+        return None  # (the host runs part of every layer: its buffer grows with them)
+    order = [d for d in dev[:n] if d != HOST]
+    if order != sorted(order) or len(set(order)) < 4:
+        return None
+    types = _by_layer(shape.weight_types)
+    empty: frozenset[tuple[str, int]] = frozenset()
+    sigs: dict[int, list[object]] = {}
+    for il in range(n):
+        sigs.setdefault(dev[il], []).append((shape.layers[il], types.get(il, empty)))
+    held = sorted(sigs.keys() - {HOST})
+    keep: list[int] = []
+    source = list(range(n_dev))
+    for i, d in enumerate(held):
+        # a middle device (not the first, not the one with the last layer or the output)
+        # after two alike ones, the first of which is itself a middle device
+        middle = i >= 3 and d not in (dev[n - 1], dev[n])
+        if middle and sigs[d] == sigs[held[i - 1]] == sigs[held[i - 2]]:
+            source[d] = source[held[i - 1]]
+            continue
+        keep.append(d)
+    if len(keep) == len(held):
+        return None
+    # devices holding no layer (an empty -ts share) stay, in their place: the scheduler
+    # gives the first backends what no weight decides
+    dropped = {d for d in held if d not in keep}
+    new_index = {d: k for k, d in enumerate(d for d in range(n_dev) if d not in dropped)}
+    kept_layers = [il for il in range(n) if dev[il] == HOST or dev[il] in new_index]
+    remap = {HOST: HOST, REPACK: REPACK} | new_index
+    old_of = sorted(new_index, key=new_index.__getitem__)
+    fewer = replace(
+        shape,
+        layers=tuple(shape.layers[il] for il in kept_layers),
+        layer_dev=(*(remap[dev[il]] for il in kept_layers), remap[dev[n]]),
+        moved=_renumbered(shape.moved, kept_layers),
+        weight_types=_renumbered(shape.weight_types, kept_layers),
+    )
+    offload = backends.offload if backends.offload is not None else backends.cuda
+    fb = replace(
+        backends,
+        cuda=tuple(backends.cuda[d] for d in old_of),
+        offload=tuple(offload[d] for d in old_of),
+    )
+    src = tuple(new_index[source[d]] for d in range(n_dev))
+    return _Fewer(fewer, fb, src)
+
+
+def plan_layers(shape: DecoderShape, ub: Ubatch, backends: Backends) -> tuple[int, ...]:
+    """:func:`plan_every_layer`, with runs of alike middle devices planned once each."""
+    few = fewer_devices(shape, backends)
+    if few is None:
+        return plan_every_layer(shape, ub, backends)
+    sizes = plan_every_layer(few.shape, ub, few.backends)
+    return (*(sizes[k] for k in few.source), sizes[-1])
+
+
 @lru_cache(maxsize=512)
 def planned_peak(
     shape: DecoderShape, ub: Ubatch, backends: Backends = Backends()
 ) -> tuple[int, ...]:
-    """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened)."""
+    """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened,
+    alike devices planned once)."""
     short = shortened(shape, PERIODIC_FROM + 1)
     longer = shortened(shape, PERIODIC_FROM + 2)
     if short is not None and longer is not None:
-        a = plan_every_layer(short, ub, backends)
-        if a == plan_every_layer(longer, ub, backends):
+        a = plan_layers(short, ub, backends)
+        if a == plan_layers(longer, ub, backends):
             return a
-    return plan_every_layer(shape, ub, backends)
+    return plan_layers(shape, ub, backends)
 
 
 def _host_weight_types(
