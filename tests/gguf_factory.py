@@ -116,6 +116,21 @@ def qwen3moe_30b_a3b_spec(**kw: Any) -> ModelSpec:
     return qwen3moe_spec(**{**shape, "n_vocab": 151936, **kw})
 
 
+def qwen3moe_235b_a22b_spec(**kw: Any) -> ModelSpec:
+    shape = dict(
+        n_embd=4096,
+        n_ff=12288,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=1536,
+        n_head=64,
+        n_head_kv=4,
+        head_dim=128,
+        n_layer=94,
+    )
+    return qwen3moe_spec(**{**shape, "n_vocab": 151936, **kw})
+
+
 def phi3_spec(**kw: Any) -> ModelSpec:
     base = ModelSpec(arch="phi3", n_head=4, n_head_kv=4, fused_qkv=True, fused_up=True)
     return replace(base, **kw)

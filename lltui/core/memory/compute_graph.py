@@ -35,7 +35,6 @@ from lltui.core.memory.graph_decoder import (
     LayerShape,
     Ubatch,
     build_decoder_graph,
-    layer_weights,
     used_weights,
 )
 from lltui.core.memory.hparams import Hparams
@@ -128,12 +127,12 @@ def decoder_shape(
         raise ValueError(f"no recipe for {hp.arch}")
     if recipe.par_res_flag and not hp.parallel_residual:
         recipe = replace(recipe, layout="seq")
-    named = sorted(tensors)
+    top, per_layer = _split_weights(tensors)
     layers = []
     for il in range(hp.n_layer):
         swa = hp.swa_any and hp.is_swa[il]
         indexer = recipe.dsa and il < len(hp.indexer_layers) and hp.indexer_layers[il]
-        weights = layer_weights(named, il)
+        weights = per_layer.get(il, ())
         if recipe.dsa and not indexer:
             # a layer sharing an earlier indexer's choice never reads its own indexer
             weights = tuple(w for w in weights if not w[0].startswith("indexer."))
@@ -149,7 +148,6 @@ def decoder_shape(
                 indexer=indexer,
             )
         )
-    top = tuple((n, d) for n, d in named if not n.startswith("blk."))
     # the repeating layers' devices, then the output's (MTP layers are not in the graph)
     used = (*layer_dev[: hp.n_layer], layer_dev[-1]) if layer_dev else ()
     devs = tuple(d if d >= 0 else HOST for d in used)
@@ -189,6 +187,24 @@ def decoder_shape(
         mla=_mla(hp) if recipe.mla else (),
         dsa=(hp.indexer_head_size, hp.indexer_n_head, hp.indexer_top_k) if recipe.dsa else (),
     )
+
+
+@lru_cache(maxsize=16)  # every quant and setting of a model has the same names and shapes
+def _split_weights(
+    tensors: frozenset[tuple[str, tuple[int, ...]]],
+) -> tuple[
+    tuple[tuple[str, tuple[int, ...]], ...], dict[int, tuple[tuple[str, tuple[int, ...]], ...]]
+]:
+    """The weights outside the layers, and each layer's (named without ``blk.N.``)."""
+    top = []
+    per: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    for name, dims in tensors:
+        parts = name.split(".", 2)
+        if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+            per.setdefault(int(parts[1]), []).append((parts[2], dims))
+        else:
+            top.append((name, dims))
+    return tuple(sorted(top)), {il: tuple(sorted(ws)) for il, ws in per.items()}
 
 
 def _rope(recipe: Recipe, hp: Hparams, il: int, swa: bool) -> bool:

@@ -14,7 +14,7 @@ expert where ffn_*_shexp are (gated where ffn_gate_inp_shexp is), sinks where at
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lltui.core.ggml import graph as gg
@@ -797,9 +797,3 @@ def used_weights(shape: DecoderShape, ub: Ubatch) -> set[str]:
     b = _Builder(shape, ub)
     b.build()
     return b.used
-
-
-def layer_weights(names: Sequence[tuple[str, Dims]], il: int) -> Named:
-    """Layer ``il``'s weights from (name, dims) pairs, named without their ``blk.N.``."""
-    prefix = f"blk.{il}."
-    return tuple(sorted((n[len(prefix) :], d) for n, d in names if n.startswith(prefix)))
