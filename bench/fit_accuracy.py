@@ -5,19 +5,20 @@ Runs the pinned llama-server CPU build (`lltui llama install` puts it in the use
 
 - tiny models of real architectures (llama, qwen2, qwen3, gemma3 with SWA, qwen3moe, phi3,
   gpt2, starcoder, gpt-oss, glm4moe, mistral3, qwen2moe, deepseek2 with MLA) in F16, Q8_0
-  and Q4_K, with real weights;
+  and Q4_K, with real weights; and every architecture of tests/gguf_factory.py ARCH_SPECS
+  (olmoe, granite, cohere2, llama4, ...) in Q8_0, on one device and split over rpc-servers;
 - real-size shapes (Llama-8B, Llama-1B, Qwen3-4B and 0.6B, Gemma3-4B and 1B, Qwen3-30B-A3B,
   Mistral-Nemo-like, a few layers each) whose tensor data is a hole in a sparse file, so
   the compute buffers are those of real models without the disk or the download;
 - loopback ggml-rpc-server devices for the per-device split.
 
 Weights, KV and output must match the log's 0.01 MiB; compute is reported as the error in
-percent, and per architecture how many compute buffers equal the log and how many are
-within 10 % (and whether the graph planned them or the formula did). Time: one estimate
-against one `llama-fit-params` dry run (llama.cpp's own estimate) of the same model,
-measured in the same run, as a ratio.
+percent, and per architecture: the buffers compared, how many equal the log, how many are
+within 10 %, the worst difference (MiB and percent) and whether the graph planned them or
+the formula did. Time: one estimate against one `llama-fit-params` dry run (llama.cpp's own
+estimate) of the same model, measured in the same run, as a ratio.
 
-    .venv/bin/python bench/fit_accuracy.py [--quick] [--keep DIR]
+    .venv/bin/python bench/fit_accuracy.py [--quick] [--keep DIR] [--archs-only]
 """
 
 from __future__ import annotations
@@ -120,20 +121,35 @@ RPC_CASES = [
 
 
 @dataclass
+class ArchRow:
+    """One architecture's compute buffers: compared, equal at 0.01 MiB, within 10 %,
+    planned from the graph, and the worst difference (MiB, percent)."""
+
+    cases: int = 0
+    exact: int = 0
+    near: int = 0
+    planned: int = 0
+    worst_mib: float = 0.0
+    worst_pct: float = 0.0
+
+
+@dataclass
 class Tally:
     exact: int = 0
     checked: int = 0
     misses: list[str] = field(default_factory=list)
     compute_err: list[float] = field(default_factory=list)  # percent, signed
-    # per architecture: [compared, equal at 0.01 MiB, within 10 %, planned from the graph]
-    by_arch: dict[str, list[int]] = field(default_factory=dict)
+    by_arch: dict[str, ArchRow] = field(default_factory=dict)
 
     def add_compute(self, arch: str, got: float, want: float, planned: bool) -> None:
-        row = self.by_arch.setdefault(arch, [0, 0, 0, 0])
-        row[0] += 1
-        row[1] += f"{got:.2f}" == f"{want:.2f}"
-        row[2] += abs(got - want) <= 0.10 * want
-        row[3] += planned
+        row = self.by_arch.setdefault(arch, ArchRow())
+        row.cases += 1
+        row.exact += f"{got:.2f}" == f"{want:.2f}"
+        row.near += abs(got - want) <= 0.10 * want
+        row.planned += planned
+        diff = abs(round(got, 2) - want)
+        if diff > row.worst_mib:
+            row.worst_mib, row.worst_pct = diff, 100.0 * diff / want
 
 
 def compare(
@@ -181,8 +197,11 @@ def run_case(
     devices: Sequence[DeviceSpec] = (),
 ) -> tuple[FitResult, str]:
     flags = [*argv, "--no-warmup"]
-    with llama_server(bins, model, log, flags) as server:
-        text = server.log()
+    for _ in range(3):  # a log read before its buffer lines (a loaded machine): again
+        with llama_server(bins, model, log, flags) as server:
+            text = server.log()
+        if "compute buffer size" in text:
+            break
     res = estimate(
         read_gguf(model),
         parse_llama_args([*FIXTURE_ARGS, *flags]),
@@ -190,6 +209,50 @@ def run_case(
         FitOptions(search=False),
     )
     return res, text
+
+
+ARCH_CONFIGS = [
+    ["-c", "4096", "-np", "1", "-fa", "on"],
+    ["-c", "4096", "-np", "2", "-fa", "off", "-ub", "64"],
+    ["-c", "5000", "-np", "3", "-no-kvu", "-ub", "256", "-ctk", "q8_0", "-ctv", "q8_0"],
+    ["-c", "8192", "-np", "2", "-kvu", "-ub", "1024", "-b", "2048", "-fa", "off"],
+]
+ARCH_SPLITS = [
+    (2, ["-ts", "1,1"]),
+    (3, ["-ts", "2,1,1", "-ngl", "3", "-fa", "off"]),
+    (2, ["-ts", "1,3", "-nkvo", "-fa", "off"]),
+]
+
+
+def more_architectures(bins: llama_build.BuildResult, root: Path, log: Path, quick: bool) -> None:
+    """Every architecture of the factory's ARCH_SPECS: one device, then rpc-servers."""
+    paths = {}
+    for name, spec in gf.ARCH_SPECS.items():
+        path = root / f"arch-{name}.gguf"
+        if not path.exists():
+            gf.write_model(path, spec(), "Q8_0", name="tiny-model")
+        paths[name] = path
+    t = Tally()
+    for (name, path), cfg in itertools.product(
+        paths.items(), ARCH_CONFIGS[:1] if quick else ARCH_CONFIGS
+    ):
+        if "-ctv" in cfg and "q8_0" in cfg and "-fa" not in cfg:
+            cfg = [*cfg, "-fa", "on"]  # a quantized V needs flash attention
+        res, text = run_case(bins, path, cfg, log)
+        compare(res, text, t, f"{name} {' '.join(cfg)}", compute=True, arch=name)
+    report("more architectures, one CPU device", t)
+    m = Tally()
+    with rpc_servers(bins, 3, root) as servers:
+        eps = [f"127.0.0.1:{s.port}" for s in servers]
+        for (name, path), (n, extra) in itertools.product(
+            paths.items(), ARCH_SPLITS[:1] if quick else ARCH_SPLITS
+        ):
+            use = eps[:n]
+            argv = ["--rpc", ",".join(use), "-c", "2048", "-np", "1", *extra]
+            devs = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(use)]
+            res, text = run_case(bins, path, argv, log, devs)
+            compare(res, text, m, f"{name} {' '.join(extra)}", compute=True, arch=name)
+    report("more architectures, split over loopback rpc servers", m)
 
 
 def report(title: str, tally: Tally) -> None:
@@ -205,9 +268,20 @@ def report(title: str, tally: Tally) -> None:
             f"median |e| {statistics.median(abs(e) for e in errs):.1f} %, "
             f"max |e| {max(abs(e) for e in errs):.1f} %, within 10 %: {within}/{len(errs)}"
         )
-    for arch, (n, exact, near, planned) in sorted(tally.by_arch.items()):
-        how = "planned from the graph" if planned == n else f"formula in {n - planned}"
-        print(f"    {arch:<10} compute exact {exact}/{n}, within 10 % {near}/{n} ({how})")
+    if tally.by_arch:
+        print(f"    {'architecture':<16} {'cases':>5} {'exact':>5} {'<10%':>5}  worst    how")
+    for arch, row in sorted(tally.by_arch.items()):
+        n = row.cases
+        how = "graph" if row.planned == n else f"formula in {n - row.planned}"
+        worst = f"{row.worst_mib:.2f} MiB ({row.worst_pct:.1f} %)" if row.worst_mib else "0"
+        print(f"    {arch:<16} {n:>5} {row.exact:>5} {row.near:>5}  {worst:<20} {how}")
+    if tally.by_arch:
+        rows = tally.by_arch.values()
+        archs_exact = sum(r.exact == r.cases for r in rows)
+        print(
+            f"    all: {sum(r.exact for r in rows)}/{sum(r.cases for r in rows)} buffers exact, "
+            f"{archs_exact}/{len(tally.by_arch)} architectures exact in every case"
+        )
 
 
 def timing(bins: llama_build.BuildResult, model: Path) -> None:
@@ -248,6 +322,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a subset: one config per model")
     parser.add_argument("--keep", metavar="DIR", help="keep the generated models in DIR")
+    parser.add_argument(
+        "--archs-only", action="store_true", help="only the ARCH_SPECS architectures"
+    )
     args = parser.parse_args()
     bins = llama_build.installed()
     if bins is None:
@@ -255,6 +332,9 @@ def main() -> int:
         return 1
     with workdir(args.keep) as root:
         log = root / "server.log"
+        if args.archs_only:
+            more_architectures(bins, root, log, args.quick)
+            return 0
         tiny: dict[tuple[str, str], Path] = {}
         specs = {
             **gf.SPECS,
@@ -305,6 +385,7 @@ def main() -> int:
                 compare(res, text, m, f"{key} {' '.join(extra)}", compute=True, arch=key[0])
         report("several devices (loopback rpc servers)", m)
 
+        more_architectures(bins, root, log, args.quick)
         timing(bins, root / "llama-8b.gguf")
     return 0
 

@@ -9,7 +9,9 @@ process, header read included), the median of several runs:
   run, which is llama.cpp's own search for settings that fit (`--fit`);
 - `lltui quant MODEL` (every type it lists, each placed on the devices) against
   `llama-quantize --dry-run` for the same types, one process per type (llama-quantize makes
-  one type a run), and against a single `--dry-run` (Q4_K_M).
+  one type a run), and against a single `--dry-run` (Q4_K_M);
+- with `--rpc N`: `lltui fit` of a Qwen3-235B-A22B shape (Q4_0) split over N loopback
+  rpc-servers against `llama-fit-params` given the same servers.
 
 Ratios below 1 mean lltui is faster. Binaries come from the cached llama.cpp build
 (`lltui llama install`); without one the llama.cpp columns are skipped.
@@ -81,6 +83,7 @@ def wall(argv: list[str], runs: int, check: bool = True, cwd: str | None = None)
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rpc", type=int, default=0, help="also fit a 235B shape over N rpc-servers")
     ap.add_argument(
         "--baseline-root",
         help="another lltui checkout whose `lltui quant` runs in the same rounds (e.g. main)",
@@ -173,7 +176,31 @@ def main() -> int:
                     f"         CPU time of {args.baseline_root}'s lltui quant {b * 1000:.0f} ms: "
                     f"this one takes {statistics.median(ours_cpu) / b:.2f}x"
                 )
+        if args.rpc and "llama-fit-params" in exe and bins is not None:
+            rpc_split(bins, exe, py, here, Path(tmp), args.rpc, args.runs)
     return 0
+
+
+def rpc_split(
+    bins, exe: dict[str, str], py: list[str], here: str, tmp: Path, n: int, runs: int
+) -> None:
+    """lltui fit against llama-fit-params, both given the same N loopback rpc-servers."""
+    from llama_fixture import rpc_servers
+
+    path = gf.write_sparse(tmp / "qwen3moe-235b.gguf", gf.qwen3moe_235b_a22b_spec(), "Q4_0")
+    print(
+        f"\nqwen3moe-235b-a22b (Q4_0, {path.stat().st_size / 2**30:.0f} GiB sparse) "
+        f"over {n} rpc-servers"
+    )
+    with rpc_servers(bins, n, tmp) as servers:
+        rpc = ",".join(f"127.0.0.1:{s.port}" for s in servers)
+        flags = [*FLAGS, "--rpc", rpc]
+        warm = [*py, "fit", str(path), *flags]
+        subprocess.run(warm, capture_output=True, check=False, timeout=600, env=ENV, cwd=here)
+        fit = wall([*py, "fit", str(path), *flags], runs, check=False, cwd=here)
+        lfp = wall([exe["llama-fit-params"], "-m", str(path), *flags], runs, check=False)
+        line = f"  fit    lltui {fit * 1000:7.0f} ms   llama-fit-params {lfp * 1000:7.0f} ms"
+        print(line + (f"   ratio {fit / lfp:.2f}" if lfp > 0 else ""))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,19 @@ class ModelSpec:
     fused_up: bool = False  # ffn_up holds gate and up, 2 * n_ff rows, no ffn_gate (phi3)
     # key -> (value, gguf.GGUFValueType)
     extra_kv: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    # more tensors of every layer (suffix after "blk.N.", ggml dims), and of the model
+    extra_layer_tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    extra_tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # tensors left out: a layer's (suffix after "blk.N.") or the model's (full name)
+    drop: tuple[str, ...] = ()
+    norm_bias: bool = False  # attn_norm, ffn_norm and output_norm biases (LayerNorm models)
+    bias: bool = False  # biases on Q/K/V, the attention output and the FFN matrices
+    ffn_gated: bool = True  # ffn_gate (a gated FFN); False: up, activation, down
+    qk_norm_full: bool = False  # Q/K norms over the whole Q/K rows, not per head (olmo2)
+    n_ff_shexp: int = 0  # a shared expert of this width in every MoE layer
+    n_dense_lead: int = 0  # leading layers with a dense FFN in an MoE model
+    moe_every: int = 1  # experts only in every Nth layer (the others dense)
+    probs_bias: bool = False  # a selection bias (exp_probs_b) in every MoE layer
 
 
 def llama_spec(**kw: Any) -> ModelSpec:
@@ -99,6 +112,21 @@ def qwen3moe_30b_a3b_spec(**kw: Any) -> ModelSpec:
         n_head_kv=4,
         head_dim=128,
         n_layer=48,
+    )
+    return qwen3moe_spec(**{**shape, "n_vocab": 151936, **kw})
+
+
+def qwen3moe_235b_a22b_spec(**kw: Any) -> ModelSpec:
+    shape = dict(
+        n_embd=4096,
+        n_ff=12288,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=1536,
+        n_head=64,
+        n_head_kv=4,
+        head_dim=128,
+        n_layer=94,
     )
     return qwen3moe_spec(**{**shape, "n_vocab": 151936, **kw})
 
@@ -237,6 +265,30 @@ def deepseek3_grouped_spec(**kw: Any) -> ModelSpec:
     return replace(base, extra_kv=extra, **kw)
 
 
+def glm_dsa_spec(**kw: Any) -> ModelSpec:
+    """glm-dsa (GLM-5): deepseek2's MLA and routing (sigmoid, scaled, a shared expert) with
+    DeepSeek's sparse attention: a lightning indexer per layer whose keys (one head of
+    indexer.key_length) have a cache of their own; each query attends its top-k cells."""
+    base = deepseek3_spec(arch="glm-dsa", n_layer=4, n_nextn=0)
+    ih, ik = 4, 64
+    extra = {k.replace("deepseek2.", "glm-dsa."): v for k, v in base.extra_kv.items()}
+    extra |= {
+        "glm-dsa.attention.indexer.head_count": (ih, V.UINT32),
+        "glm-dsa.attention.indexer.key_length": (ik, V.UINT32),
+        "glm-dsa.attention.indexer.top_k": (256, V.UINT32),
+    }
+    q_lora = extra["glm-dsa.attention.q_lora_rank"][0]
+    e = base.n_embd
+    layer = (
+        ("indexer.k_norm.weight", (ik,)),
+        ("indexer.k_norm.bias", (ik,)),
+        ("indexer.proj.weight", (e, ih)),
+        ("indexer.attn_k.weight", (e, ik)),
+        ("indexer.attn_q_b.weight", (q_lora, ih * ik)),
+    )
+    return replace(base, extra_kv=extra, extra_layer_tensors=layer, **kw)
+
+
 def qwen2_spec(**kw: Any) -> ModelSpec:
     return replace(ModelSpec(arch="qwen2", tied=True, qkv_bias=True), **kw)
 
@@ -252,19 +304,21 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
         ("output_norm.weight", (e,)),
     ]
     gpt2 = spec.arch in ("gpt2", "starcoder")
+    mla = spec.arch in ("deepseek2", "glm-dsa", "deepseek32", "mistral4")
     if gpt2:
         plan += [("position_embd.weight", (e, spec.n_ctx_train)), ("output_norm.bias", (e,))]
     if not spec.tied:
         plan.append(("output.weight", (e, spec.n_vocab)))
     for i in range(spec.n_layer):
         b = f"blk.{i}."
-        if spec.arch == "deepseek2":
+        if mla:
             ex = spec.extra_kv
-            kv_lora = ex["deepseek2.attention.kv_lora_rank"][0]
-            q_lora = ex["deepseek2.attention.q_lora_rank"][0]
-            rope = ex["deepseek2.rope.dimension_count"][0]
-            k_mla = ex["deepseek2.attention.key_length_mla"][0]
-            v_mla = ex["deepseek2.attention.value_length_mla"][0]
+            a = spec.arch
+            kv_lora = ex[f"{a}.attention.kv_lora_rank"][0]
+            q_lora = ex[f"{a}.attention.q_lora_rank"][0]
+            rope = ex[f"{a}.rope.dimension_count"][0]
+            k_mla = ex[f"{a}.attention.key_length_mla"][0]
+            v_mla = ex[f"{a}.attention.value_length_mla"][0]
             h = spec.n_head
             plan += [
                 (b + "attn_norm.weight", (e,)),
@@ -288,9 +342,9 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_k.weight", (e, hd * spec.n_head_kv)),
                 (b + "attn_v.weight", (e, hd * spec.n_head_kv)),
             ]
-        if spec.arch != "deepseek2":
+        if not mla:
             plan.append((b + "attn_output.weight", (hd * spec.n_head, e)))
-        if spec.arch == "deepseek2":
+        if mla:
             pass
         elif spec.arch in ("gpt-oss", "glm4moe"):  # (their FFN reads the post-attention norm)
             plan.append((b + "post_attention_norm.weight", (e,)))
@@ -310,8 +364,15 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
             ]
             continue
         if spec.qk_norm:
-            plan += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
-        if spec.qkv_bias:
+            qn, kn = (hd * spec.n_head, hd * spec.n_head_kv) if spec.qk_norm_full else (hd, hd)
+            plan += [(b + "attn_q_norm.weight", (qn,)), (b + "attn_k_norm.weight", (kn,))]
+        if spec.norm_bias:
+            plan += [(b + "attn_norm.bias", (e,)), (b + "ffn_norm.bias", (e,))]
+        if spec.bias:
+            plan.append((b + "attn_output.bias", (e,)))
+            if spec.fused_qkv:
+                plan.append((b + "attn_qkv.bias", (hd * (spec.n_head + 2 * spec.n_head_kv),)))
+        if (spec.qkv_bias or spec.bias) and not spec.fused_qkv:
             kv_dim = hd * spec.n_head_kv
             plan += [
                 (b + "attn_q.bias", (hd * spec.n_head,)),
@@ -330,8 +391,18 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_down_exps.bias", (e, x)),
                 (b + "ffn_up_exps.bias", (fe, x)),
             ]
-        dense_lead = spec.arch in ("glm4moe", "deepseek2") and i == 0
-        if spec.arch in ("glm4moe", "deepseek2") and not dense_lead:
+        dense_lead = ((spec.arch == "glm4moe" or mla) and i == 0) or i < spec.n_dense_lead
+        dense_lead = dense_lead or (i + 1) % spec.moe_every != 0
+        if spec.probs_bias and spec.n_expert and not dense_lead:
+            plan.append((b + "exp_probs_b.bias", (spec.n_expert,)))
+        if spec.n_ff_shexp and spec.n_expert and not dense_lead:
+            fs = spec.n_ff_shexp
+            plan += [
+                (b + "ffn_gate_shexp.weight", (e, fs)),
+                (b + "ffn_down_shexp.weight", (fs, e)),
+                (b + "ffn_up_shexp.weight", (e, fs)),
+            ]
+        if (spec.arch == "glm4moe" or mla) and not dense_lead:
             x, fe = spec.n_expert, spec.n_ff_exp
             plan += [
                 (b + "exp_probs_b.bias", (x,)),
@@ -361,11 +432,25 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "ffn_up.weight", (e, 2 * spec.n_ff)),
             ]
         else:
+            if spec.ffn_gated:
+                plan.append((b + "ffn_gate.weight", (e, spec.n_ff)))
             plan += [
-                (b + "ffn_gate.weight", (e, spec.n_ff)),
                 (b + "ffn_down.weight", (spec.n_ff, e)),
                 (b + "ffn_up.weight", (e, spec.n_ff)),
             ]
+            if spec.bias:
+                plan += [(b + "ffn_down.bias", (e,)), (b + "ffn_up.bias", (spec.n_ff,))]
+                if spec.ffn_gated:
+                    plan.append((b + "ffn_gate.bias", (spec.n_ff,)))
+    for i in range(spec.n_layer):
+        plan += [(f"blk.{i}.{suffix}", dims) for suffix, dims in spec.extra_layer_tensors]
+    plan += list(spec.extra_tensors)
+    if spec.norm_bias:
+        plan.append(("output_norm.bias", (e,)))
+    if spec.drop:
+        plan = [
+            (n, d) for n, d in plan if n not in spec.drop and n.split(".", 2)[-1] not in spec.drop
+        ]
     for i in range(spec.n_layer - spec.n_nextn, spec.n_layer):
         b = f"blk.{i}.nextn."
         plan += [
@@ -395,7 +480,7 @@ def bpe_merges(n: int) -> list[str]:
 
 
 def _is_norm_or_router(name: str, dims: tuple[int, ...]) -> bool:
-    return len(dims) == 1 or name.endswith(("ffn_gate_inp.weight", ".bias"))
+    return len(dims) == 1 or "norm" in name or name.endswith(("ffn_gate_inp.weight", ".bias"))
 
 
 # types gguf-py can quantize from float data
@@ -481,7 +566,10 @@ def write_model(
         kv[f"{a}.attention.sliding_window_pattern"] = (spec.swa_pattern, V.UINT32)
     kv.update(spec.extra_kv)  # replaces a standard key in place
     for key, (value, vtype) in kv.items():
-        w.add_key_value(key, value, vtype)
+        if isinstance(value, list):
+            w.add_array(key, value)  # (items typed by the writer: int -> INT32)
+        else:
+            w.add_key_value(key, value, vtype)
 
     tokens, scores, types = vocab or spm_vocab(spec.n_vocab)
     w.add_tokenizer_model("gpt2" if merges is not None else "llama")
@@ -858,3 +946,466 @@ def write_sparse(
     with path.open("r+b") as f:
         f.truncate(start + data)
     return path
+
+
+# -- more architectures, each as llama.cpp's loader wants its tensors (src/models/*.cpp) ---------
+
+
+def _kv(arch: str, **values: Any) -> dict[str, tuple[Any, Any]]:
+    """``{arch}.KEY`` metadata, typed by the value (bool, float, else uint32)."""
+    out = {}
+    for k, v in values.items():
+        vtype = V.BOOL if isinstance(v, bool) else V.FLOAT32 if isinstance(v, float) else V.UINT32
+        out[f"{arch}.{k.replace('__', '.')}"] = (v, vtype)
+    return out
+
+
+def _ln(arch: str, **more: Any) -> dict[str, tuple[Any, Any]]:
+    """A LayerNorm model's epsilon key (llama.cpp requires it), and more keys."""
+    return _kv(arch, attention__layer_norm_epsilon=1e-5, **more)
+
+
+_GRANITE = dict(logit_scale=8.0, residual_scale=0.22, embedding_scale=12.0, attention__scale=0.0078)
+_E = 256  # ModelSpec's n_embd
+
+
+def _spec(arch: str, **kw: Any) -> Callable[[], ModelSpec]:
+    return lambda: ModelSpec(arch=arch, **kw)
+
+
+# name -> spec; the name is the architecture, or the architecture and a variant
+ARCH_SPECS: dict[str, Callable[[], ModelSpec]] = {
+    # Q/K norms over whole rows (n_head == n_head_kv: the K norm is n_embd wide), experts
+    "olmoe": _spec(
+        "olmoe",
+        n_head_kv=4,
+        qk_norm=True,
+        qk_norm_full=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+    ),
+    # no pre-norms: norms after attention and after the FFN, full-row Q/K norms
+    "olmo2": _spec(
+        "olmo2",
+        n_head_kv=4,
+        qk_norm=True,
+        qk_norm_full=True,
+        post_norms=True,
+        drop=("attn_norm.weight", "ffn_norm.weight"),
+    ),
+    # non-parametric LayerNorms (no norm tensors at all), clamped Q/K/V
+    "olmo": _spec(
+        "olmo",
+        drop=("attn_norm.weight", "ffn_norm.weight", "output_norm.weight"),
+        extra_kv=_ln("olmo", attention__clamp_kqv=8.0),
+    ),
+    # LayerNorm with biases, biases everywhere, a plain GELU FFN, tied output
+    "starcoder2": _spec(
+        "starcoder2",
+        norm_bias=True,
+        bias=True,
+        ffn_gated=False,
+        tied=True,
+        extra_kv=_ln("starcoder2"),
+    ),
+    # embedding, residual and logit scales from the file
+    "granite": _spec("granite", n_head=8, head_dim=32, extra_kv=_kv("granite", **_GRANITE)),
+    "granitemoe": _spec(
+        "granitemoe",
+        n_head=8,
+        head_dim=32,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+        extra_kv=_kv("granitemoe", **_GRANITE),
+    ),
+    "granitemoe-shared": _spec(
+        "granitemoe",
+        n_head=8,
+        head_dim=32,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+        n_ff_shexp=192,
+        extra_kv=_kv("granitemoe", expert_shared_feed_forward_length=192, **_GRANITE),
+    ),
+    # parallel attention and FFN on one LayerNorm; RoPE only in sliding-window layers
+    "cohere2": _spec(
+        "cohere2",
+        n_layer=5,
+        tied=True,
+        drop=("ffn_norm.weight",),
+        sliding_window=128,
+        swa_pattern=4,
+        extra_kv=_ln("cohere2", logit_scale=0.125),
+    ),
+    "command-r": _spec(
+        "command-r",
+        tied=True,
+        drop=("ffn_norm.weight",),
+        extra_kv=_ln("command-r", logit_scale=0.125),
+    ),
+    "exaone": _spec("exaone"),
+    "ernie4_5": _spec("ernie4_5", extra_layer_tensors=(("attn_output.bias", (_E,)),)),
+    # a dense first layer, then experts with a shared expert
+    "ernie4_5-moe": _spec(
+        "ernie4_5-moe",
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=192,
+        n_dense_lead=1,
+        extra_kv=_kv(
+            "ernie4_5-moe",
+            expert_shared_feed_forward_length=192,
+            interleave_moe_layer_step=1,
+            leading_dense_block_count=1,
+        ),
+    ),
+    "bailingmoe": _spec(
+        "bailingmoe",
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=256,
+        extra_kv=_kv(
+            "bailingmoe",
+            expert_shared_count=2,
+            expert_weights_norm=True,
+            expert_weights_scale=1.5,
+        ),
+    ),
+    # the FFN's norm is post_attention_norm (no ffn_norm)
+    "seed_oss": _spec(
+        "seed_oss", post_norms=True, drop=("ffn_norm.weight", "post_ffw_norm.weight")
+    ),
+    "gemma": _spec("gemma", tied=True),
+    # sliding windows every other layer, post norms, soft-capped scores and logits
+    "gemma2": _spec(
+        "gemma2",
+        tied=True,
+        post_norms=True,
+        sliding_window=128,
+        swa_pattern=2,
+        extra_kv=_kv("gemma2", final_logit_softcapping=30.0, attn_logit_softcapping=50.0),
+    ),
+    # a fused Q/K/V matrix with its bias; the file's FFN width is twice the matrices'
+    "qwen": _spec(
+        "qwen",
+        n_head_kv=4,
+        n_ff=256,
+        fused_qkv=True,
+        extra_layer_tensors=(("attn_qkv.bias", (3 * _E,)),),
+        extra_kv=_kv("qwen", feed_forward_length=512),
+    ),
+    "internlm2": _spec("internlm2", fused_qkv=True),
+    "orion": _spec("orion", norm_bias=True, extra_kv=_ln("orion")),
+    "xverse": _spec("xverse"),
+    "codeshell": _spec(
+        "codeshell",
+        norm_bias=True,
+        fused_qkv=True,
+        bias=True,
+        ffn_gated=False,
+        extra_kv=_ln("codeshell"),
+    ),
+    # ALiBi: no RoPE, no positions
+    "refact": _spec("refact"),
+    "baichuan": _spec("baichuan"),
+    # LayerNorm Q/K norms with a weight per head
+    "stablelm": _spec(
+        "stablelm",
+        norm_bias=True,
+        extra_kv=_ln("stablelm"),
+        extra_layer_tensors=(("attn_q_norm.weight", (64, 4)), ("attn_k_norm.weight", (64, 2))),
+    ),
+    # one norm: (attention + FFN) + input; scaled Q; an output bias
+    "phi2": _spec(
+        "phi2",
+        n_head_kv=4,
+        norm_bias=True,
+        fused_qkv=True,
+        bias=True,
+        ffn_gated=False,
+        drop=("ffn_norm.weight", "ffn_norm.bias"),
+        extra_tensors=(("output.bias", (1024,)),),
+        extra_kv=_ln("phi2"),
+    ),
+    # parallel residual with its own FFN norm (use_parallel_residual), or sequential
+    "gptneox": _spec(
+        "gptneox",
+        n_head_kv=4,
+        norm_bias=True,
+        fused_qkv=True,
+        bias=True,
+        ffn_gated=False,
+        extra_kv=_ln("gptneox", use_parallel_residual=True),
+    ),
+    "gptneox-sequential": _spec(
+        "gptneox",
+        n_head_kv=4,
+        norm_bias=True,
+        fused_qkv=True,
+        bias=True,
+        ffn_gated=False,
+        extra_kv=_ln("gptneox", use_parallel_residual=False),
+    ),
+    # one norm: (FFN + attention) + input; one KV head
+    "falcon": _spec(
+        "falcon",
+        n_head_kv=1,
+        norm_bias=True,
+        fused_qkv=True,
+        ffn_gated=False,
+        drop=("ffn_norm.weight", "ffn_norm.bias"),
+        extra_kv=_ln("falcon"),
+    ),
+    # ALiBi, a LayerNorm of the embeddings
+    "bloom": _spec(
+        "bloom",
+        n_head_kv=4,
+        norm_bias=True,
+        fused_qkv=True,
+        bias=True,
+        ffn_gated=False,
+        extra_tensors=(("token_embd_norm.weight", (_E,)), ("token_embd_norm.bias", (_E,))),
+        extra_kv=_ln("bloom"),
+    ),
+    "mpt": _spec(
+        "mpt",
+        n_head_kv=4,
+        fused_qkv=True,
+        ffn_gated=False,
+        extra_kv=_ln("mpt", attention__clamp_kqv=8.0, attention__max_alibi_bias=8.0),
+    ),
+}
+ARCH_SPECS |= {
+    # ReLU² FFN without a gate
+    "arcee": _spec("arcee", ffn_gated=False),
+    # no RoPE in every 4th layer
+    "smollm3": _spec("smollm3"),
+    # Q/K norms after RoPE
+    "maincoder": _spec("maincoder", qk_norm=True),
+    # chunked sliding windows (3 of 4 layers), no RoPE in the others (scaled Q instead),
+    # experts every other layer chosen by sigmoid, weighted before the FFN, a shared expert
+    "llama4": _spec(
+        "llama4",
+        n_layer=8,
+        n_expert=8,
+        n_expert_used=1,
+        n_ff_exp=256,
+        n_ff_shexp=256,
+        moe_every=2,
+        extra_kv=_kv("llama4", interleave_moe_layer_step=2),
+    ),
+}
+ARCH_SPECS |= {
+    # LayerNorm (no bias), fused Q/K/V, clamped, softmax-routed experts
+    "dbrx": _spec(
+        "dbrx",
+        fused_qkv=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+        drop=("ffn_norm.weight",),
+        extra_layer_tensors=(("attn_output_norm.weight", (_E,)),),
+        extra_kv=_ln("dbrx", attention__clamp_kqv=8.0),
+    ),
+    # a dense first layer, experts with a shared expert (unnormalised weights)
+    "deepseek": _spec(
+        "deepseek",
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=256,
+        n_dense_lead=1,
+        extra_kv=_kv("deepseek", leading_dense_block_count=1, expert_shared_count=2),
+    ),
+    # ALiBi, LayerNorm with biases, a gated FFN with biases
+    "jais": _spec("jais", norm_bias=True, fused_qkv=True, bias=True, extra_kv=_ln("jais")),
+    # LayerNorm with biases, ReLU² without a gate
+    "nemotron": _spec("nemotron", norm_bias=True, ffn_gated=False, extra_kv=_ln("nemotron")),
+    # no pre-norms (post norms), Q/K norms before RoPE
+    "exaone4": _spec(
+        "exaone4", qk_norm=True, post_norms=True, drop=("attn_norm.weight", "ffn_norm.weight")
+    ),
+}
+ARCH_SPECS |= {
+    # post norms beside the pre-norms (the FFN's one pinned to the layer), a merged gate/up,
+    # multi-section RoPE (four positions per token)
+    "glm4": _spec(
+        "glm4",
+        post_norms=True,
+        fused_up=True,
+        extra_kv={"glm4.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
+    ),
+    "glm4-no-mrope": _spec("glm4", post_norms=True, fused_up=True),
+    # a fused Q/K/V with its bias, a merged gate/up
+    "chatglm": _spec(
+        "chatglm",
+        fused_qkv=True,
+        fused_up=True,
+        n_head=4,
+        n_head_kv=2,
+        extra_layer_tensors=(("attn_qkv.bias", (_E + 2 * 128,)),),
+    ),
+    "qwen2vl": _spec(
+        "qwen2vl",
+        qkv_bias=True,
+        extra_kv={"qwen2vl.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
+    ),
+}
+ARCH_SPECS |= {
+    # phi3's graph with experts, LayerNorm biases and an output bias
+    "phimoe": _spec(
+        "phimoe",
+        n_head_kv=4,
+        norm_bias=True,
+        bias=True,
+        n_expert=4,
+        n_expert_used=2,
+        n_ff=256,
+        extra_tensors=(("output.bias", (1024,)),),
+    ),
+    # Q/K norms after RoPE; experts beside a shared expert
+    "hunyuan-moe": _spec(
+        "hunyuan-moe",
+        qk_norm=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+        n_ff_shexp=384,
+        extra_kv=_kv("hunyuan-moe", expert_shared_feed_forward_length=384),
+    ),
+    # full-row Q/K norms, sigmoid routing with a selection bias
+    "minimax-m2": _spec(
+        "minimax-m2",
+        qk_norm=True,
+        qk_norm_full=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff=256,
+        probs_bias=True,
+        extra_kv=_kv("minimax-m2", expert_gating_func=2),
+    ),
+    # a dense first layer, experts (sigmoid, selection bias, scaled) and a shared expert
+    "dots1": _spec(
+        "dots1",
+        n_head_kv=4,
+        qk_norm=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=256,
+        n_dense_lead=1,
+        probs_bias=True,
+        extra_kv=_kv(
+            "dots1",
+            leading_dense_block_count=1,
+            expert_shared_count=2,
+            expert_gating_func=2,
+            expert_weights_norm=True,
+            expert_weights_scale=2.5,
+        ),
+    ),
+}
+ARCH_SPECS |= {
+    # deepseek2's MLA and routing with DeepSeek sparse attention: a lightning indexer per
+    # layer (keys in a cache of their own) picks the cells each token attends
+    "glm-dsa": glm_dsa_spec,
+    # GLM-5.2's pattern: shared indexer layers reuse the last full one's choice
+    "glm-dsa-shared": lambda: replace(
+        glm_dsa_spec(),
+        extra_kv={
+            **glm_dsa_spec().extra_kv,
+            "glm-dsa.attention.indexer.types": ([1, 1, 0, 0], V.UINT32),
+        },
+    ),
+}
+
+
+def _deepseek32() -> ModelSpec:
+    """DeepSeek-V3.2: glm-dsa's graph with an indexer in every layer."""
+    base = glm_dsa_spec()
+    extra = {k.replace("glm-dsa.", "deepseek32."): v for k, v in base.extra_kv.items()}
+    extra["deepseek32.expert_gating_func"] = (2, V.UINT32)
+    return replace(base, arch="deepseek32", extra_kv=extra)
+
+
+ARCH_SPECS["deepseek32"] = _deepseek32
+
+
+def _mistral4() -> ModelSpec:
+    """mistral4: deepseek2's graph (MLA, routed and shared experts) under its own name."""
+    base = deepseek2_spec()
+    extra = {k.replace("deepseek2.", "mistral4."): v for k, v in base.extra_kv.items()}
+    return replace(base, arch="mistral4", extra_kv=extra)
+
+
+ARCH_SPECS |= {
+    # granite's graph with default scales when the file has none
+    "minicpm": _spec("minicpm"),
+    "mistral4": _mistral4,
+    # Q/K norms after RoPE (multi-section RoPE where the file has sections)
+    "hunyuan-dense": _spec("hunyuan-dense", qk_norm=True),
+    "hunyuan_vl": _spec(
+        "hunyuan_vl",
+        qk_norm=True,
+        extra_kv={"hunyuan_vl.rope.dimension_sections": ([8, 12, 12, 0], V.UINT32)},
+    ),
+}
+
+ARCH_SPECS |= {
+    # Q/K norms before RoPE, xIELU on an ungated FFN (one op in place)
+    "apertus": _spec(
+        "apertus",
+        qk_norm=True,
+        ffn_gated=False,
+        extra_kv={
+            f"xielu.{k}": (v, V.FLOAT32)
+            for k, v in (("alpha_n", 0.8), ("alpha_p", 0.8), ("beta", 0.5), ("eps", 1e-6))
+        },
+    ),
+    # RoPE only in the sliding-window layers; a dense first layer; sigmoid experts and a
+    # shared expert
+    "exaone-moe": _spec(
+        "exaone-moe",
+        n_layer=5,
+        qk_norm=True,
+        sliding_window=128,
+        swa_pattern=4,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=128,
+        n_dense_lead=1,
+        probs_bias=True,
+        extra_kv=_kv(
+            "exaone-moe",
+            expert_gating_func=2,
+            expert_shared_count=1,
+            leading_dense_block_count=1,
+            expert_weights_norm=True,
+        ),
+    ),
+    "bailingmoe2": _spec(
+        "bailingmoe2",
+        fused_qkv=True,
+        qk_norm=True,
+        n_expert=8,
+        n_expert_used=2,
+        n_ff_exp=128,
+        n_ff_shexp=128,
+        n_dense_lead=1,
+        probs_bias=True,
+        extra_kv=_kv(
+            "bailingmoe2",
+            expert_gating_func=2,
+            expert_shared_count=1,
+            leading_dense_block_count=1,
+            expert_weights_norm=True,
+            expert_weights_scale=2.5,
+        ),
+    ),
+}

@@ -11,8 +11,9 @@ from lltui.core.ggml import graph as gg
 from lltui.core.ggml.alloc import BufferType, DynAllocator, plan
 from lltui.core.ggml.graph import F32, Graph
 from lltui.core.gguf.types import GgmlType
+from lltui.core.memory.arch_table import RECIPES
 from lltui.core.memory.compute_graph import PERIODIC_FROM, plan_every_layer, planned_peak
-from lltui.core.memory.graph_llama import LayerShape, LlamaShape, Ubatch
+from lltui.core.memory.graph_decoder import DecoderShape, LayerShape, Ubatch
 
 CPU = BufferType(alignment=32)
 
@@ -138,27 +139,51 @@ def test_graph_order_is_depth_first_left_to_right():
 # -- the llama-family graph ---------------------------------------------------------------------
 
 
-def _shape(n_layer: int, moe: bool, flash: bool, n_stream: int = 1) -> LlamaShape:
-    layer = LayerShape(n_head=8, n_head_kv=2, n_ff=0 if moe else 512, moe=moe)
-    return LlamaShape(
-        n_embd=256,
+def _shape(n_layer: int, moe: bool, flash: bool, n_stream: int = 1) -> DecoderShape:
+    """A qwen3-like model: 256 wide, 8 heads of 64 (2 for K/V), Q/K norms; 8 experts."""
+    e, hd = 256, 64
+    weights = [
+        ("attn_norm.weight", (e,)),
+        ("attn_q.weight", (e, 8 * hd)),
+        ("attn_k.weight", (e, 2 * hd)),
+        ("attn_v.weight", (e, 2 * hd)),
+        ("attn_q_norm.weight", (hd,)),
+        ("attn_k_norm.weight", (hd,)),
+        ("attn_output.weight", (8 * hd, e)),
+        ("ffn_norm.weight", (e,)),
+    ]
+    if moe:
+        weights += [
+            ("ffn_gate_inp.weight", (e, 8)),
+            ("ffn_up_exps.weight", (e, 256, 8)),
+            ("ffn_gate_exps.weight", (e, 256, 8)),
+            ("ffn_down_exps.weight", (256, e, 8)),
+        ]
+    else:
+        weights += [
+            ("ffn_up.weight", (e, 512)),
+            ("ffn_gate.weight", (e, 512)),
+            ("ffn_down.weight", (512, e)),
+        ]
+    layer = LayerShape(8, 2, hd, hd, tuple(sorted(weights)))
+    top = (
+        ("output.weight", (e, 1024)),
+        ("output_norm.weight", (e,)),
+        ("token_embd.weight", (e, 1024)),
+    )
+    return DecoderShape(
+        recipe=RECIPES["qwen3moe" if moe else "qwen3"],
+        n_embd=e,
         n_vocab=1024,
-        head_k=64,
-        head_v=64,
         layers=(layer,) * n_layer,
-        n_expert=8 if moe else 0,
-        n_expert_used=2 if moe else 0,
-        n_ff_exp=256,
-        qkv_bias=False,
-        wo_bias=False,
-        qk_norm=True,
-        output_bias=False,
+        top=top,
         flash_attn=flash,
         type_k=int(GgmlType.F16),
         type_v=int(GgmlType.F16),
         kv_size=1024,
         n_stream=n_stream,
         kv_unified=n_stream == 1,
+        n_expert_used=2 if moe else 0,
     )
 
 
@@ -215,6 +240,24 @@ def test_a_copied_host_expert_reuses_memory_the_attention_freed(moe_model):
     assert experts_on_host < on_gpu + copy
 
 
+def test_an_rpc_server_with_a_gpu_behind_it_takes_no_op_offload(moe_model):
+    """ggml-rpc's device has no offload_op: host experts' matmuls stay on the CPU even when
+    a GPU runs behind the server (its buffers still follow CUDA's allocation rules)."""
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.gguf.reader import read_gguf
+    from lltui.core.llama.flags import parse_llama_args
+    from lltui.core.memory.devices import rpc_device
+
+    argv = ["-c", "4096", "-ub", "512", "--cpu-moe", "--rpc", "127.0.0.1:1"]
+    rpc = rpc_device("127.0.0.1:1", 80 << 30, 0, backend="cuda")
+    res = estimate(read_gguf(moe_model), parse_llama_args(argv), (rpc,), FitOptions(search=False))
+    on_rpc = res.buffer_bytes(rpc.name, "compute")
+    on_cuda, cres = _cuda_compute(moe_model, argv[:-2])
+    copy = max(p.alloc_bytes for p in cres.placements if "_exps" in p.name)
+    assert on_rpc + copy <= on_cuda
+    assert res.buffer_bytes("CPU", "compute") > cres.buffer_bytes("CUDA_Host", "compute")
+
+
 def test_with_no_layers_offloaded_the_gpu_holds_the_offloaded_activations(moe_model):
     compute, res = _cuda_compute(moe_model, ["-c", "4096", "-ngl", "0", "-ub", "512"])
     copy = max(p.alloc_bytes for p in res.placements if p.layer is not None)
@@ -235,15 +278,23 @@ def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
 
     covered = tmp_path / "llama.gguf"
     gf.write_model(covered, gf.llama_spec(), "F16")
-    other = tmp_path / "granite.gguf"
-    gf.write_model(other, gf.llama_spec(arch="granite"), "F16")
+    other = tmp_path / "plamo2.gguf"
+    gf.write_model(other, gf.llama_spec(arch="plamo2"), "F16")
+    # a block of the file the graph does not read: llama's graph with an unknown tensor
+    extra = tmp_path / "extra.gguf"
+    gf.write_model(extra, gf.llama_spec(extra_layer_tensors=(("ffn_act.weight", (512,)),)))
     st = parse_llama_args(["-c", "1024"])
     exact = estimate(read_gguf(covered), st, (), FitOptions(search=False))
-    approx = estimate(read_gguf(other), st, (), FitOptions(search=False))
     assert exact.compute_exact and result_to_json(exact)["compute_exact"] is True
-    assert not approx.compute_exact and result_to_json(approx)["compute_exact"] is False
-    assert "approximate" in result_to_text(approx)
     assert "approximate" not in result_to_text(exact)
+    assert result_to_json(exact)["compute_note"] == ""
+    for path, why in ((other, "plamo2"), (extra, "ffn_act.weight")):
+        approx = estimate(read_gguf(path), st, (), FitOptions(search=False))
+        assert not approx.compute_exact and result_to_json(approx)["compute_exact"] is False
+        assert why in approx.compute_note and why in result_to_json(approx)["compute_note"]
+        assert f"approximate (formula: {approx.compute_note.removeprefix('formula: ')})" in (
+            result_to_text(approx)
+        )
 
 
 def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):
@@ -284,12 +335,47 @@ def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flas
     assert planned_peak(shape, ub, backends) == full
 
 
+@pytest.mark.parametrize("cuda", [False, True])
+@pytest.mark.parametrize("copies", [1, 4])
+@pytest.mark.parametrize(
+    ("moe", "flash", "kv_host", "n_stream"),
+    [
+        (False, True, False, 1),
+        (True, False, False, 1),
+        (False, False, True, 1),
+        (True, True, False, 2),
+    ],
+)
+@pytest.mark.parametrize("per_device", [(3, 3, 3, 3, 3, 3, 2, 2), (1, 4, 4, 4, 4, 4, 3)])
+def test_alike_middle_devices_are_planned_once(
+    cuda, copies, moe, flash, kv_host, n_stream, per_device
+):
+    """A layer split over many devices plans each run of alike middle devices once: every
+    buffer (each device's and the host's) is the one planning every device gives."""
+    from lltui.core.ggml.graph import HOST
+    from lltui.core.memory.compute_graph import Backends, fewer_devices, plan_layers
+
+    devs = tuple(d for d, k in enumerate(per_device) for _ in range(k))
+    n = len(devs)
+    base = _shape(n, moe=moe, flash=flash, n_stream=n_stream)
+    shape = replace(base, layer_dev=(*devs, devs[-1]), kv_host=kv_host, full_offload=True)
+    backends = Backends((cuda,) * len(per_device), n_copies=copies)
+    ub = Ubatch(512 if n_stream == 1 else 256, n_stream, n_stream)
+    assert (fewer_devices(shape, backends) is None) == kv_host  # the host runs every layer
+    assert plan_layers(shape, ub, backends) == plan_every_layer(shape, ub, backends)
+    # the output on the host, the first layers too (-ngl): still the same
+    partial = replace(shape, layer_dev=(HOST, HOST, *devs[2:], HOST), full_offload=False)
+    assert plan_layers(partial, ub, backends) == plan_every_layer(partial, ub, backends)
+
+
 @pytest.mark.parametrize("flash", [False, True])
 def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
     """gemma3-like: five sliding-window layers, then a full one; runs are cut per kind."""
     n = 12
     swa = tuple(il % 6 < 5 for il in range(n))
-    shape = replace(_shape(n, moe=False, flash=flash), gemma3=True, swa=swa, kv_size_swa=512)
+    base = _shape(n, moe=False, flash=flash)
+    layers = tuple(replace(lay, swa=w) for lay, w in zip(base.layers, swa, strict=True))
+    shape = replace(base, recipe=RECIPES["gemma3"], layers=layers, kv_size_swa=512)
     ub = Ubatch(512, 1, 1)
     planned_peak.cache_clear()
     assert planned_peak(shape, ub) == plan_every_layer(shape, ub)

@@ -39,8 +39,11 @@ def _reply(conn: socket.socket, payload: bytes) -> None:
     conn.sendall(struct.pack("<Q", len(payload)) + payload)
 
 
-def fake_rpc_server(conn: socket.socket, memories=((3 * GIB, 8 * GIB),), major=7, minor=0) -> None:
-    """ggml-rpc protocol 7 as the pinned rpc-server speaks it, for these devices."""
+def fake_rpc_server(
+    conn: socket.socket, memories=((3 * GIB, 8 * GIB),), major=7, minor=0, alignment=128
+) -> None:
+    """ggml-rpc protocol 7 as the pinned rpc-server speaks it, for these devices (a CUDA
+    server's buffer alignment unless told)."""
     cmd, caps = _read_cmd(conn)
     assert cmd == 14 and caps == bytes(24)
     _reply(conn, bytes([major, minor, 0, 0]) + bytes(24))
@@ -54,6 +57,8 @@ def fake_rpc_server(conn: socket.socket, memories=((3 * GIB, 8 * GIB),), major=7
         elif cmd == 11:
             (dev,) = struct.unpack("<I", body)
             _reply(conn, struct.pack("<QQ", *memories[dev]))
+        elif cmd == 1:
+            _reply(conn, struct.pack("<Q", alignment))
         else:
             return
 
@@ -226,6 +231,20 @@ def test_with_rpc_gives_the_reported_memory_and_names_each_device():
     assert [d.total_bytes for d in devices] == [8 * GIB, 24 * GIB, 8 * GIB]
     assert any("3.0 GiB free of 8.0 GiB" in n for n in notes)
     assert not any("authentication" in n for n in notes)  # loopback only
+    assert {d.backend for d in devices} == {"cuda"}
+
+
+def test_a_server_running_the_cpu_backend_is_told_by_its_alignment():
+    """A CPU rpc-server allocates and schedules as the CPU does (no CUDA row padding); its
+    buffer alignment (32) says so. A backend the spec names is kept."""
+    from lltui.core.memory.devices import parse_gpus_spec
+
+    with serving(lambda c: fake_rpc_server(c, alignment=32)) as ep:
+        (dev,), _ = with_rpc([], [ep])
+        assert dev.backend == "cpu"
+        (named,) = parse_gpus_spec(f"rpc:{ep}:cuda").devices
+        (kept,), _ = with_rpc([named], [])
+        assert kept.backend == "cuda"
 
 
 def test_fit_with_a_dead_rpc_server_says_so_in_one_line(tmp_path, capsys):
@@ -261,6 +280,7 @@ def test_probe_the_real_rpc_server(tmp_path, capsys):
         assert info.version[0] == 7 and len(info.devices) == 1
         dev = info.devices[0]
         assert 0 < dev.free_bytes <= dev.total_bytes
+        assert dev.alignment == 32 and dev.backend == "cpu"  # the CPU backend behind it
         assert again.devices[0].total_bytes == dev.total_bytes
         # while another client holds it, the server does not answer: said, in time
         with socket.create_connection(("127.0.0.1", server.port)) as busy:

@@ -196,7 +196,7 @@ def with_rpc(
     rpc_now = [d for d in devices if d.kind == "rpc"]
     known_rpc = {d.endpoint for d in rpc_now}
     extra_rpc = [ep for ep in dict.fromkeys(rpc) if ep not in known_rpc]
-    rpc_all = rpc_now + [rpc_device(ep, None, 0) for ep in extra_rpc]
+    rpc_all = rpc_now + [rpc_device(ep, None, 0, backend="") for ep in extra_rpc]
     ask = [d.endpoint for d in rpc_all if d.total_bytes is None and d.endpoint]
     if not ask:
         return rpc_all + [d for d in devices if d.kind != "rpc"], []
@@ -223,6 +223,8 @@ def with_rpc(
                     dev_name=f"RPC{len(out)}",
                     total_bytes=mem.total_bytes,
                     free_bytes=mem.free_bytes,
+                    # what the server runs, from its buffer alignment, unless the spec said
+                    backend=d.backend or mem.backend,
                 )
             )
             notes.append(

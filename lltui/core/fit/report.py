@@ -177,10 +177,12 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
         "fits": res.fits,
         "max_ctx": res.max_ctx,
         "compute_exact": res.compute_exact,
+        "compute_note": res.compute_note,
         "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
         "kv_caches": [
             {
                 "swa": c.swa,
+                "indexer": c.indexer,
                 "cells": c.cells,
                 "layers": len(c.layers),
                 "k_bytes": c.k_bytes,
@@ -242,10 +244,7 @@ def result_to_text(res: FitResult) -> str:
         )
     lines.append("(MiB; margin: kept per GPU for the CUDA context, cuBLAS and the pool)")
     if not res.compute_exact:
-        lines.append(
-            "compute buffers: approximate (CUDA rules not checked on a GPU, or a calibrated "
-            "formula where the graph is not modelled)"
-        )
+        lines.append(f"compute buffers: approximate ({res.compute_note or 'not modelled'})")
     h = res.host
     lines.append(
         f"host: weights {_mib(h.weights_bytes)} MiB"

@@ -12,6 +12,7 @@ not outgrow the buffer type's max size (then another chunk opens).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -192,7 +193,7 @@ class _Planner:
         self.sched = sched
         self.bufts = bufts
         self.allocs = [DynAllocator(b.alignment, b.max_size) for b in bufts]
-        self.state: dict[Tensor, _State] = {}
+        self.state: defaultdict[Tensor, _State] = defaultdict(_State)
         self._sizes: dict[tuple[int, Tensor], int] = {}
 
     def size_of(self, buffer: int, t: Tensor) -> int:
@@ -202,17 +203,11 @@ class _Planner:
             size = self._sizes[key] = self.bufts[buffer].alloc_size(t)
         return size
 
-    def st(self, t: Tensor) -> _State:
-        s = self.state.get(t)
-        if s is None:
-            s = self.state[t] = _State()
-        return s
-
     def is_output(self, t: Tensor) -> bool:
         return t in self.sched.outputs
 
     def allocate(self, t: Tensor, buffer: int, srcs: tuple[Tensor, ...] = ()) -> None:
-        hn = self.st(t)
+        hn = self.state[t]
         if t.external or hn.allocated or t.is_view:
             return
         hn.allocated = True
@@ -223,7 +218,7 @@ class _Planner:
 
     def _reuse_parent(self, t: Tensor, hn: _State, srcs: tuple[Tensor, ...]) -> bool:
         for parent in srcs:
-            p_hn = self.st(parent)
+            p_hn = self.state[parent]
             if not p_hn.allocated:
                 continue  # external, a view, or not placed by the planner
             if self.is_output(parent) or (
@@ -251,7 +246,7 @@ class _Planner:
     def free(self, t: Tensor) -> None:
         if self.is_output(t):
             return
-        hn = self.st(t)
+        hn = self.state[t]
         self.allocs[hn.buffer].free(hn.addr[0], hn.addr[1], self.size_of(hn.buffer, t))
         hn.allocated = False
 
@@ -263,28 +258,31 @@ class _Planner:
         steps = list(zip(sc.nodes, sc.srcs, sc.node_backend, strict=True))
         for node, srcs, b in steps:
             if node.is_view and node.op != "NONE" and node.view_src is not None:
-                self.st(node.view_src).views += 1
+                self.state[node.view_src].views += 1
             if node in inputs:
                 self.allocate(node, b)
             for s in srcs:
-                self.st(s).children += 1
+                self.state[s].children += 1
                 if s in inputs:
                     self.allocate(s, b)
+        state = self.state
         for node, srcs, b in steps:
             for s in srcs:
-                self.allocate(s, b)
+                # (externals, views and what is placed already are left as they are)
+                if not s.external and s.view_src is None and not state[s].allocated:
+                    self.allocate(s, b)
             self.allocate(node, b, srcs)
             for s in srcs:
                 self._release(s)
         return [a.size() for a in self.allocs]
 
     def _release(self, parent: Tensor) -> None:
-        p_hn = self.st(parent)
+        p_hn = self.state[parent]
         p_hn.children -= 1
         if p_hn.children != 0 or p_hn.views != 0:
             return
         if parent.view_src is not None:
-            vs = self.st(parent.view_src)
+            vs = self.state[parent.view_src]
             vs.views -= 1
             if vs.views == 0 and vs.children == 0 and vs.allocated:
                 self.free(parent.view_src)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from lltui.core.gguf.types import GgmlType, type_info
 
@@ -67,6 +68,7 @@ class Tensor:
         return size
 
 
+@lru_cache(maxsize=4096)  # the same few shapes come back in every layer
 def contiguous_nb(type_id: int, ne: Ne) -> Ne:
     info = type_info(type_id)
     nb0 = info.type_size

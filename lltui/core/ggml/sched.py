@@ -125,14 +125,15 @@ class _Scheduler:
 
     def _expand(self, order: Sequence[Tensor], skip_cpu: bool) -> None:
         cur = -1
+        assigned, cpu = self.assigned, self.cpu
         for n in order:
             if n.op in VIEW_OPS:
                 continue
-            b = self.get(n)
+            b = assigned.get(n, -1)
             if b != -1:
-                cur = -1 if (skip_cpu and b == self.cpu) else b
+                cur = -1 if (skip_cpu and b == cpu) else b
             elif cur != -1:
-                self.assigned[n] = cur
+                assigned[n] = cur
 
     def pass2(self) -> None:
         nodes = self.g.nodes
@@ -158,16 +159,16 @@ class _Scheduler:
             self.assigned[n] = best_b
 
     def pass4(self) -> None:
+        assigned = self.assigned
         for n in self.g.nodes:
-            if n.view_src is not None and self.get(n) == -1:
-                self.assigned[n] = self.get(n.view_src)
+            if n.view_src is not None and assigned.get(n, -1) == -1:
+                assigned[n] = assigned.get(n.view_src, -1)
             for s in self.srcs[n]:
-                if self.get(s) == -1:
-                    self.assigned[s] = (
-                        self.get(s.view_src) if s.view_src is not None else self.get(n)
-                    )
-            if self.get(n) == -1:
-                self.assigned[n] = 0
+                if assigned.get(s, -1) == -1:
+                    vs = s.view_src
+                    assigned[s] = assigned.get(vs, -1) if vs is not None else assigned.get(n, -1)
+            if assigned.get(n, -1) == -1:
+                assigned[n] = 0
 
     # -- pass 5: splits and their input copies -----------------------------------------------
 
@@ -183,6 +184,7 @@ class _Scheduler:
 
     def pass5(self) -> list[_Split]:
         nodes = self.g.nodes
+        assigned = self.assigned
         first = next((i for i, n in enumerate(nodes) if n.op not in VIEW_OPS), 0)
         split = _Split(self.get(nodes[first]) if nodes else self.cpu, 0, inputs=[])
         splits = [split]
@@ -190,7 +192,7 @@ class _Scheduler:
             n = nodes[i]
             if n.op in VIEW_OPS:
                 continue
-            nb = self.get(n)
+            nb = assigned.get(n, -1)
             new_split = (
                 nb == split.backend
                 and bool(split.inputs)
@@ -207,8 +209,9 @@ class _Scheduler:
                 split = _Split(nb, i, inputs=[])
                 splits.append(split)
             srcs = self.srcs[n]
+            sb = split.backend
             for j, s in enumerate(srcs):
-                if self.get(s) != split.backend and not self.buffer_supported(s, split.backend):
+                if assigned.get(s, -1) != sb and not self.buffer_supported(s, sb):
                     key = (s, split.backend)
                     if key not in self.copies:
                         self.copies[key] = self._copy(s, split.backend)

@@ -104,6 +104,7 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
         max_ctx=None,
         warnings=_warnings(hp, r, st, devs),
         compute_exact=compute.exact,
+        compute_note=compute.note,
     )
 
 

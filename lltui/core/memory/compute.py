@@ -14,9 +14,15 @@ from lltui.core.memory.common import (
     OP_OFFLOAD_MIN_BATCH,
     SCHED_MAX_COPIES,
     backend_of,
+    device_alloc_size,
     pad,
 )
-from lltui.core.memory.compute_graph import ComputeLayout, planned_compute_buffers
+from lltui.core.memory.compute_graph import (
+    CUDA_NOTE,
+    ComputeLayout,
+    Planned,
+    planned_compute_buffers,
+)
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
@@ -68,19 +74,20 @@ def _shape(hp: Hparams) -> _Shape:
     return _Shape(E, F, f_moe, routed, H * hk, K, H, hp.arch in _QK_NORM)
 
 
-def _layer_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
-    """Bytes of one layer's intermediates at its peak, for T tokens against n_kv cells."""
+def _layer_peak(sh: _Shape, T: int, n_kv: int, scores: bool) -> int:
+    """Bytes of one layer's intermediates at its peak, for T tokens against n_kv cells;
+    ``scores``: the KQ scores (attention without flash attention) are computed here."""
     ffn = sh.E + 3 * max(sh.F, sh.F_moe) + (sh.moe_routed if sh.F_moe >= sh.F else 0)
     q = sh.Q * (2 if sh.qk_norm else 1)
     attn = sh.E + q + 2 * sh.K
-    if not flash:
+    if scores:
         attn += sh.H * n_kv
     return 4 * T * max(ffn, attn)
 
 
-def _attn_peak(sh: _Shape, T: int, n_kv: int, flash: bool) -> int:
+def _attn_peak(sh: _Shape, T: int, n_kv: int, scores: bool) -> int:
     q = sh.Q * (2 if sh.qk_norm else 1)
-    attn = sh.E + q + 2 * sh.K + (0 if flash else sh.H * n_kv)
+    attn = sh.E + q + 2 * sh.K + (sh.H * n_kv if scores else 0)
     return 4 * T * attn
 
 
@@ -92,15 +99,16 @@ class ComputeBuffers:
 
     sizes: Mapping[str, int]
     exact: bool
+    note: str = ""  # why they are approximate ("" when exact)
 
 
 def compute_buffers(layout: ComputeLayout) -> ComputeBuffers:
     """Compute buffer per backend (devices, then the CPU backend), as sched_reserve sizes
     them: from the modelled graph where it covers the model and layout, else the formula."""
     planned = planned_compute_buffers(layout)
-    if planned is not None:
-        return ComputeBuffers(planned.sizes, planned.exact)
-    return ComputeBuffers(formula_compute_buffers(layout), False)
+    if isinstance(planned, Planned):
+        return ComputeBuffers(planned.sizes, planned.exact, "" if planned.exact else CUDA_NOTE)
+    return ComputeBuffers(formula_compute_buffers(layout), False, f"formula: {planned}")
 
 
 def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
@@ -111,10 +119,10 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
         layout.placements,
         layout.pipeline_parallel,
     )
-    g = _Graph(hp, r, st, pipeline_parallel)
-    op_offload = bool(
-        devices and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH and devices[0].kind == "cuda"
-    )
+    g = _Graph(hp, r, st, pipeline_parallel, kv_host=bool(devices) and not st.kv_offload)
+    # the first local CUDA device takes big-batch ops off host weights (RPC backends never do)
+    offload_to = next((d for d in devices if d.kind == "cuda"), None)
+    op_offload = bool(offload_to and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH)
     out: dict[str, int] = {}
     for di, dev in enumerate(devices):
         size = _device_buffer(g, di, dev, layer_dev)
@@ -122,14 +130,16 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
             out[dev.name] = size
     if op_offload:
         # big batches run CPU-resident matmuls on the first GPU, copying one weight at a time
+        # each copy sized as the GPU allocates a tensor of the weight's own type and shape
+        # (quantized rows padded to 512 elements)
         cpu_weights = [
-            p.nbytes
+            device_alloc_size(offload_to, p.type_id, p.dims, p.nbytes)
             for p in placements
             if p.device == CPU and p.layer is not None and is_matmul_name(p.name)
         ]
-        if cpu_weights:
-            name = devices[0].name
-            out[name] = _with_offload_copy(g, out.get(name), pad(max(cpu_weights), CUDA_ALIGNMENT))
+        if cpu_weights and offload_to is not None:
+            name = offload_to.name
+            out[name] = _with_offload_copy(g, out.get(name), max(cpu_weights))
     host_name = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
     out[host_name] = _cpu_buffer(g, layer_dev, placements, op_offload)
     return out
@@ -138,9 +148,15 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
 class _Graph:
     """The worst-case graph's sizes that every backend's buffer is made of."""
 
-    def __init__(self, hp: Hparams, r: Resolved, st: LlamaArgs, pipeline_parallel: bool) -> None:
+    def __init__(
+        self, hp: Hparams, r: Resolved, st: LlamaArgs, pipeline_parallel: bool, kv_host: bool
+    ) -> None:
         self.hp = hp
         self.r = r
+        # without flash attention llama.cpp runs everything between the KV store and the
+        # attention output on the CPU when the cache is in host memory (-nkvo): the KQ
+        # scores are the host's, not the layer's device's
+        self.host_scores = kv_host and not r.flash_attn
         self.T = min(r.n_ctx, r.n_ubatch)
         self.n_out = min(self.T, r.n_outputs_max)
         self.sh = _shape(hp)
@@ -156,21 +172,32 @@ class _Graph:
         self.head = 4 * self.n_out * (hp.n_vocab + 2 * hp.n_embd)
         self.last = hp.n_layer - 1
         self.scale_rows = 4 * self.T if hp.arch in _EMBD_SCALE else 0
+        # DeepSeek sparse attention: the lightning indexer scores every cached key for every
+        # token (F32, n_kv x n_ubatch), then each layer's mask is rebuilt from its top-k
+        # (a filled copy of the mask); the indexer has a mask input of its own (F16)
+        self.dsa = hp.indexer_head_size > 0 and any(hp.indexer_layers)
 
-    def inputs_for(self, ls: Iterable[int]) -> tuple[int, int]:
-        """Masks and small inputs the given layers read, and the widest KV they attend."""
+    def inputs_for(self, ls: Iterable[int], on_device: bool = False) -> tuple[int, int]:
+        """Masks and small inputs the given layers read, and the widest KV they attend
+        (a device whose attention runs on the host copies no masks)."""
         hp, T = self.hp, self.T
         kinds = {hp.swa_any and hp.is_swa[il] for il in ls if hp.has_kv(il)}
         cells = [self.swa_kv if k else self.full_kv for k in kinds]
-        masks = sum(self.mask_elem * c * T for c in cells)
+        masks = 0 if on_device and self.host_scores else sum(self.mask_elem * c * T for c in cells)
         small = T * (SMALL_INPUT_BYTES + 16 * max(0, len(cells) - 1))
+        if self.dsa and cells:
+            masks += 2 * max(cells) * T
         return masks + small, max(cells, default=0)
 
-    def peak(self, ls: Sequence[int], n_kv: int) -> int:
+    def peak(self, ls: Sequence[int], n_kv: int, on_host: bool = False) -> int:
+        """The peak of these layers' intermediates on one backend (``on_host``: the CPU's)."""
+        scores = not self.r.flash_attn and (on_host or not self.host_scores)
+        # the scores; without flash attention the rebuilt F32 mask lives beside the KQ
+        indexer = (4 if self.r.flash_attn else 8) * n_kv * self.T if self.dsa and ls else 0
         full = [il for il in ls if il != self.last]
         if full:
-            return _layer_peak(self.sh, self.T, n_kv, self.r.flash_attn)
-        return _attn_peak(self.sh, self.T, n_kv, self.r.flash_attn) if ls else 0
+            return _layer_peak(self.sh, self.T, n_kv, scores) + indexer
+        return _attn_peak(self.sh, self.T, n_kv, scores) + indexer if ls else 0
 
 
 def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]) -> int | None:
@@ -183,7 +210,7 @@ def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]
         return None
     inputs = inter = 0
     if ls:
-        io, n_kv = g.inputs_for(ls)
+        io, n_kv = g.inputs_for(ls, on_device=True)
         inputs = io + (3 * g.ET + g.scale_rows if 0 in ls else g.ET)
         inter = g.peak(ls, n_kv)
     elif has_out:
@@ -230,9 +257,13 @@ def _cpu_buffer(
     inter = 2 * g.ET
     cpu_layers = [il for il in range(hp.n_layer) if layer_dev[il] < 0]
     if cpu_layers:
-        inter += g.peak(cpu_layers, g.inputs_for(cpu_layers)[1])
+        inter += g.peak(cpu_layers, g.inputs_for(cpu_layers)[1], on_host=True)
     elif overridden and not op_offload:
         inter += 4 * g.T * 2 * max(g.sh.F, g.sh.F_moe)
+    if g.host_scores and len(cpu_layers) < hp.n_layer:
+        # the offloaded layers' attention runs here: their KQ scores and the output rows
+        _, n_kv = g.inputs_for(il for il in range(hp.n_layer) if layer_dev[il] >= 0)
+        inter = max(inter, 2 * g.ET + 4 * g.T * (g.sh.H * n_kv + g.sh.Q))
     if layer_dev[hp.n_layer_all] < 0:
         inter = max(inter, 2 * g.ET + g.head)
     return g.copies * inputs + inter

@@ -16,11 +16,9 @@ once they repeat.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from types import MappingProxyType
-from typing import Any
 
 from lltui.core.ggml.alloc import plan
 from lltui.core.ggml.bufts import CPU_BUFT, CUDA_BUFT
@@ -28,15 +26,16 @@ from lltui.core.ggml.graph import HOST, REPACK
 from lltui.core.ggml.sched import Backend, schedule
 from lltui.core.gguf.types import type_from_name
 from lltui.core.llama.flags import LlamaArgs
+from lltui.core.memory.arch_table import Recipe, approximate_reason, recipe_of
 from lltui.core.memory.common import CPU, SCHED_MAX_COPIES, backend_of
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
-from lltui.core.memory.graph_llama import (
-    LLAMA_FAMILY,
+from lltui.core.memory.graph_decoder import (
+    DecoderShape,
     LayerShape,
-    LlamaShape,
     Ubatch,
-    build_llama_graph,
+    build_decoder_graph,
+    used_weights,
 )
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.placement import TensorPlacement
@@ -44,41 +43,51 @@ from lltui.core.memory.placement import TensorPlacement
 
 @dataclass(frozen=True, slots=True)
 class Backends:
-    """The scheduler's backends: the devices (``cuda`` ones, else RPC servers running the
-    CPU backend), then the CPU; ``n_copies`` > 1 with pipeline parallelism."""
+    """The scheduler's backends: the devices, then the CPU; ``n_copies`` > 1 with pipeline
+    parallelism. Each device allocates by ggml-cuda's rules (``cuda``) or the CPU's, and
+    takes big-batch ops off host weights (``offload``) only where it is a local CUDA device:
+    an RPC backend has no offload_op, whatever runs behind it (ggml-rpc.cpp)."""
 
     cuda: tuple[bool, ...] = ()
     n_copies: int = 1
     op_offload: bool = True
+    offload: tuple[bool, ...] | None = None  # None: every CUDA-rules device offloads
 
     @property
     def n_devices(self) -> int:
         return len(self.cuda)
 
     def list(self) -> list[Backend]:
+        offload = self.offload if self.offload is not None else self.cuda
         devs = [
-            Backend(i, CUDA_BUFT, offload_op=True) if c else Backend(i, CPU_BUFT)
-            for i, c in enumerate(self.cuda)
+            Backend(i, CUDA_BUFT if c else CPU_BUFT, offload_op=o)
+            for i, (c, o) in enumerate(zip(self.cuda, offload, strict=True))
         ]
         return [*devs, Backend(HOST, CPU_BUFT)]
 
 
+def graph_reason(hp: Hparams) -> str:
+    """Why the graph of this model is not modelled ("" where it is: the formula answers
+    otherwise)."""
+    why = approximate_reason(hp.arch)
+    if why:
+        return why
+    if any(hp.is_recurrent):
+        return f"{hp.arch} with recurrent layers is not modelled"
+    if hp.mla and not hp.kv_lora_rank:
+        return "MLA without a KV rank is not modelled"
+    if (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v) and hp.swa_any:
+        return "sliding-window layers with their own head size are not modelled"
+    if hp.n_layer_kv_from_start >= 0:
+        return "layers sharing another layer's KV cache are not modelled"
+    if hp.n_layer <= 0 or any(h <= 0 for h in hp.n_head_kv[: hp.n_layer]):
+        return "layers without attention heads are not modelled"
+    return ""
+
+
 def graph_covered(hp: Hparams) -> bool:
     """Whether the graph of this model is modelled (else the formula is used)."""
-    if hp.arch not in LLAMA_FAMILY or any(hp.is_recurrent):
-        return False
-    if hp.mla != (hp.arch == "deepseek2") or (hp.mla and not hp.kv_lora_rank):
-        return False  # deepseek2 only with MLA (its legacy wkv_b graph is not modelled)
-    if hp.swa_any and (
-        hp.arch not in ("gemma3", "gpt-oss")
-        or (hp.head_k_swa, hp.head_v_swa) != (hp.head_k, hp.head_v)
-    ):
-        return False
-    if hp.n_layer_kv_from_start >= 0:
-        return False
-    if hp.n_layer != hp.n_layer_all and hp.arch not in ("glm4moe", "deepseek2"):
-        return False  # (their MTP layers are not in the graph)
-    return hp.n_layer > 0 and all(h > 0 for h in hp.n_head_kv[: hp.n_layer])
+    return not graph_reason(hp)
 
 
 def _moved(
@@ -102,84 +111,122 @@ def _moved(
 
 
 @lru_cache(maxsize=64)  # the same for every quant of a model with these settings
-def llama_shape(
+def decoder_shape(
     hp: Hparams,
     r: Resolved,
-    tensor_names: frozenset[str],
+    tensors: frozenset[tuple[str, tuple[int, ...]]],
     layer_dev: tuple[int, ...] = (),
     moved: tuple[tuple[str, int], ...] = (),
     kv_host: bool = False,
-) -> LlamaShape:
+) -> DecoderShape:
+    """The graph's shape: each layer's weights (as the file has them), heads and windows;
+    the architecture's recipe; routing and scales from the hyperparameters; the settings."""
+    recipe = recipe_of(hp.arch)
+    if recipe is None:
+        raise ValueError(f"no recipe for {hp.arch}")
+    if recipe.par_res_flag and not hp.parallel_residual:
+        recipe = replace(recipe, layout="seq")
+    top, per_layer = _split_weights(tensors)
     layers = []
     for il in range(hp.n_layer):
-        moe = f"blk.{il}.ffn_gate_inp.weight" in tensor_names
-        layers.append(LayerShape(hp.n_head[il], hp.n_head_kv[il], 0 if moe else hp.n_ff[il], moe))
+        swa = hp.swa_any and hp.is_swa[il]
+        indexer = recipe.dsa and il < len(hp.indexer_layers) and hp.indexer_layers[il]
+        weights = per_layer.get(il, ())
+        if recipe.dsa and not indexer:
+            # a layer sharing an earlier indexer's choice never reads its own indexer
+            weights = tuple(w for w in weights if not w[0].startswith("indexer."))
+        layers.append(
+            LayerShape(
+                n_head=hp.n_head[il],
+                n_head_kv=hp.n_head_kv[il],
+                head_k=hp.head_k_of(il),
+                head_v=hp.head_v_of(il),
+                weights=weights,
+                swa=swa,
+                rope=_rope(recipe, hp, il, swa),
+                indexer=indexer,
+            )
+        )
     # the repeating layers' devices, then the output's (MTP layers are not in the graph)
     used = (*layer_dev[: hp.n_layer], layer_dev[-1]) if layer_dev else ()
     devs = tuple(d if d >= 0 else HOST for d in used)
-    return LlamaShape(
+    gating = recipe.gating
+    if recipe.gating_from_file and hp.expert_gating:
+        gating = hp.expert_gating
+    return DecoderShape(
+        recipe=recipe,
         n_embd=hp.n_embd,
         n_vocab=hp.n_vocab,
-        head_k=hp.head_k,
-        head_v=hp.head_v,
         layers=tuple(layers),
-        n_expert=hp.n_expert,
-        n_expert_used=hp.n_expert_used,
-        n_ff_exp=hp.n_ff_exp,
-        qkv_bias="blk.0.attn_q.bias" in tensor_names or "blk.0.attn_qkv.bias" in tensor_names,
-        wo_bias="blk.0.attn_output.bias" in tensor_names,
-        qk_norm="blk.0.attn_q_norm.weight" in tensor_names,
-        output_bias="output.bias" in tensor_names,
+        top=top,
         flash_attn=r.flash_attn,
         type_k=int(type_from_name(r.type_k)),
         type_v=int(type_from_name(r.type_v)),
         kv_size=r.n_ctx_seq,
         n_stream=r.n_stream,
         kv_unified=r.kv_unified,
+        kv_size_swa=r.swa_cells if hp.swa_any else 0,
         layer_dev=devs if any(d != HOST for d in devs) else (),
         moved=moved,
         kv_host=kv_host,
         full_offload=r.n_gpu_layers > hp.n_layer_all,
-        gemma3=hp.arch == "gemma3",
-        phi3=hp.arch == "phi3",
-        gpt2=hp.arch in ("gpt2", "starcoder"),
-        oss=hp.arch == "gpt-oss",
-        attn_temp=hp.arch in ("mistral3", "deepseek2") and hp.attn_temp_scale != 0.0,
-        mla=_mla(hp, tensor_names),
-        **_routing(hp, tensor_names),
-        fused_qkv="blk.0.attn_qkv.weight" in tensor_names,
-        swa=tuple(hp.is_swa[: hp.n_layer]) if hp.swa_any else (),
-        kv_size_swa=r.swa_cells if hp.swa_any else 0,
+        n_expert_used=hp.n_expert_used,
+        gating=gating,
+        norm_w=hp.expert_weights_norm if recipe.norm_w is None else recipe.norm_w,
+        w_scale=hp.expert_weights_scale not in (0.0, 1.0),
+        groups=(hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
+        embd_scale=recipe.scales and (recipe.scales_always or hp.embedding_scale != 0.0),
+        residual_scale=recipe.scales and (recipe.scales_always or hp.residual_scale != 0.0),
+        logit_scale=recipe.logit_scale and (recipe.scales_always or hp.logit_scale != 0.0),
+        softcap=recipe.softcap and hp.final_logit_softcapping != 0.0,
+        clamp=recipe.clamp and hp.clamp_kqv > 0.0,
+        n_pos=4 if recipe.n_pos == 4 or (recipe.n_pos == "sections" and hp.mrope) else 1,
+        attn_scale=recipe.attn_scale_input
+        and (hp.attn_temp_scale != 0.0 or recipe.rope == "llama4"),
+        mla=_mla(hp) if recipe.mla else (),
+        dsa=(hp.indexer_head_size, hp.indexer_n_head, hp.indexer_top_k) if recipe.dsa else (),
     )
 
 
-def _mla(hp: Hparams, tensor_names: Collection[str]) -> tuple[int, ...]:
-    if not hp.mla:
-        return ()
-    lite = "blk.0.attn_q.weight" in tensor_names
+@lru_cache(maxsize=16)  # every quant and setting of a model has the same names and shapes
+def _split_weights(
+    tensors: frozenset[tuple[str, tuple[int, ...]]],
+) -> tuple[
+    tuple[tuple[str, tuple[int, ...]], ...], dict[int, tuple[tuple[str, tuple[int, ...]], ...]]
+]:
+    """The weights outside the layers, and each layer's (named without ``blk.N.``)."""
+    top = []
+    per: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    for name, dims in tensors:
+        parts = name.split(".", 2)
+        if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+            per.setdefault(int(parts[1]), []).append((parts[2], dims))
+        else:
+            top.append((name, dims))
+    return tuple(sorted(top)), {il: tuple(sorted(ws)) for il, ws in per.items()}
+
+
+def _rope(recipe: Recipe, hp: Hparams, il: int, swa: bool) -> bool:
+    """Whether layer ``il`` rotates Q and K."""
+    if recipe.rope == "none":
+        return False
+    if recipe.rope == "swa":
+        return swa
+    if recipe.rope == "swa_or_all":
+        return swa or not hp.swa_any
+    if recipe.rope == "n32":
+        return hp.n_layer == 32
+    if recipe.rope == "step4":
+        return (il + 1) % 4 != 0
+    if recipe.rope == "llama4":
+        step = 4 if hp.swa_any else hp.n_layer
+        return (il + 1) % step != 0
+    return True
+
+
+def _mla(hp: Hparams) -> tuple[int, ...]:
     k_mla, v_mla = hp.head_k_mla or hp.head_k, hp.head_v_mla or hp.head_v
-    return (hp.kv_lora_rank, 0 if lite else hp.q_lora_rank, k_mla, v_mla, hp.n_rot)
-
-
-@lru_cache(maxsize=64)  # the names are the same for every quant of a model
-def _routing(hp: Hparams, tensor_names: frozenset[str]) -> Mapping[str, Any]:
-    """How build_moe_ffn routes for this architecture (the arguments its graph passes);
-    read-only, as the cache hands the same one to every caller."""
-    glm = hp.arch in ("glm4moe", "deepseek2")  # sigmoid-or-softmax routing, shared experts
-    shexp = any(n.endswith("ffn_up_shexp.weight") for n in tensor_names)
-    return MappingProxyType(
-        {
-            "gating": hp.expert_gating or (2 if hp.arch == "glm4moe" else 1),
-            "probs_bias": any(n.endswith("exp_probs_b.bias") for n in tensor_names),
-            "norm_w": hp.expert_weights_norm if glm else hp.arch not in ("gpt-oss", "qwen2moe"),
-            "w_scale": hp.expert_weights_scale not in (0.0, 1.0),
-            "n_ff_shexp": hp.n_ff_exp * max(hp.n_expert_shared, 1) if glm and shexp else 0,
-            "glm4moe": hp.arch == "glm4moe",
-            "groups": (hp.n_expert_groups, hp.n_group_used) if hp.n_expert_groups > 1 else (0, 0),
-            "shexp_gated": hp.arch == "qwen2moe" and shexp,
-            "n_ff_shexp_gated": hp.n_ff_shexp if hp.arch == "qwen2moe" and shexp else 0,
-        }
-    )
+    return (hp.kv_lora_rank, hp.q_lora_rank, k_mla, v_mla, hp.n_rot)
 
 
 def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
@@ -219,7 +266,7 @@ def _renumbered(
     return tuple(sorted(out))
 
 
-def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
+def shortened(shape: DecoderShape, keep: int) -> DecoderShape | None:
     """``shape`` with every run of identical layers cut to ``keep`` layers; None when no
     run is longer."""
     n = len(shape.layers)
@@ -227,11 +274,9 @@ def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
     types = _by_layer(shape.weight_types)
     dev = shape.layer_dev or (HOST,) * (n + 1)
 
-    swa = shape.swa or (False,) * n
-
     def sig(il: int) -> tuple[object, ...]:
         empty: frozenset[tuple[str, int]] = frozenset()
-        return (shape.layers[il], dev[il], swa[il], moves.get(il, empty), types.get(il, empty))
+        return (shape.layers[il], dev[il], moves.get(il, empty), types.get(il, empty))
 
     kept: list[int] = []
     run = 0
@@ -245,17 +290,16 @@ def shortened(shape: LlamaShape, keep: int) -> LlamaShape | None:
         shape,
         layers=tuple(shape.layers[il] for il in kept),
         layer_dev=(*(dev[il] for il in kept), dev[n]) if shape.layer_dev else (),
-        swa=tuple(swa[il] for il in kept) if shape.swa else (),
         moved=_renumbered(shape.moved, kept),
         weight_types=_renumbered(shape.weight_types, kept),
     )
 
 
 def plan_every_layer(
-    shape: LlamaShape, ub: Ubatch, backends: Backends = Backends()
+    shape: DecoderShape, ub: Ubatch, backends: Backends = Backends()
 ) -> tuple[int, ...]:
     """Each backend's buffer (devices, then the CPU) for the graph of ``ub``."""
-    graph = build_llama_graph(shape, ub)
+    graph = build_decoder_graph(shape, ub)
     bes = backends.list()
     if backends.n_devices == 0:
         return tuple(plan(graph, [CPU_BUFT]))
@@ -263,16 +307,96 @@ def plan_every_layer(
     return tuple(plan(sched, [b.buft for b in bes]))
 
 
+@dataclass(frozen=True, slots=True)
+class _Fewer:
+    """A layer split planned with fewer devices: ``shape`` and ``backends`` keep one
+    device of each run of alike middle devices (two, the first beside a different one);
+    ``source[i]`` is the kept device whose buffer device ``i`` has."""
+
+    shape: DecoderShape
+    backends: Backends
+    source: tuple[int, ...]
+
+
+def fewer_devices(shape: DecoderShape, backends: Backends) -> _Fewer | None:
+    """Devices in a row that hold alike layers (same shapes, weights and placement), none of
+    them the first or the output's, allocate alike: each backend's buffer holds its own
+    nodes and the copies of its split inputs (the previous device's rows, the masks). Such a
+    run keeps its first two devices; None where nothing is dropped, where the split is not
+    one ggml's scheduler runs device after device (layers back and forth), or where the host
+    runs part of each layer (weights moved off their layer's device, -nkvo)."""
+    n_dev = backends.n_devices
+    dev = shape.layer_dev
+    n = len(shape.layers)
+    if n_dev < 4 or not dev or shape.moved or shape.kv_host:
+        return None  # (the host runs part of every layer: its buffer grows with them)
+    order = [d for d in dev[:n] if d != HOST]
+    if order != sorted(order) or len(set(order)) < 4:
+        return None
+    types = _by_layer(shape.weight_types)
+    empty: frozenset[tuple[str, int]] = frozenset()
+    sigs: dict[int, list[object]] = {}
+    for il in range(n):
+        sigs.setdefault(dev[il], []).append((shape.layers[il], types.get(il, empty)))
+    held = sorted(sigs.keys() - {HOST})
+    keep: list[int] = []
+    source = list(range(n_dev))
+    for i, d in enumerate(held):
+        # a middle device (not the first, not the one with the last layer or the output)
+        # after two alike ones, the first of which is itself a middle device
+        middle = i >= 3 and d not in (dev[n - 1], dev[n])
+        if middle and sigs[d] == sigs[held[i - 1]] == sigs[held[i - 2]]:
+            source[d] = source[held[i - 1]]
+            continue
+        keep.append(d)
+    if len(keep) == len(held):
+        return None
+    # devices holding no layer (an empty -ts share) stay, in their place: the scheduler
+    # gives the first backends what no weight decides
+    dropped = {d for d in held if d not in keep}
+    new_index = {d: k for k, d in enumerate(d for d in range(n_dev) if d not in dropped)}
+    kept_layers = [il for il in range(n) if dev[il] == HOST or dev[il] in new_index]
+    remap = {HOST: HOST, REPACK: REPACK} | new_index
+    old_of = sorted(new_index, key=new_index.__getitem__)
+    fewer = replace(
+        shape,
+        layers=tuple(shape.layers[il] for il in kept_layers),
+        layer_dev=(*(remap[dev[il]] for il in kept_layers), remap[dev[n]]),
+        moved=_renumbered(shape.moved, kept_layers),
+        weight_types=_renumbered(shape.weight_types, kept_layers),
+    )
+    offload = backends.offload if backends.offload is not None else backends.cuda
+    fb = replace(
+        backends,
+        cuda=tuple(backends.cuda[d] for d in old_of),
+        offload=tuple(offload[d] for d in old_of),
+    )
+    src = tuple(new_index[source[d]] for d in range(n_dev))
+    return _Fewer(fewer, fb, src)
+
+
+def plan_layers(shape: DecoderShape, ub: Ubatch, backends: Backends) -> tuple[int, ...]:
+    """:func:`plan_every_layer`, with runs of alike middle devices planned once each."""
+    few = fewer_devices(shape, backends)
+    if few is None:
+        return plan_every_layer(shape, ub, backends)
+    sizes = plan_every_layer(few.shape, ub, few.backends)
+    return (*(sizes[k] for k in few.source), sizes[-1])
+
+
 @lru_cache(maxsize=512)
-def planned_peak(shape: LlamaShape, ub: Ubatch, backends: Backends = Backends()) -> tuple[int, ...]:
-    """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened)."""
+def planned_peak(
+    shape: DecoderShape, ub: Ubatch, backends: Backends = Backends()
+) -> tuple[int, ...]:
+    """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened,
+    alike devices planned once)."""
     short = shortened(shape, PERIODIC_FROM + 1)
     longer = shortened(shape, PERIODIC_FROM + 2)
     if short is not None and longer is not None:
-        a = plan_every_layer(short, ub, backends)
-        if a == plan_every_layer(longer, ub, backends):
+        a = plan_layers(short, ub, backends)
+        if a == plan_layers(longer, ub, backends):
             return a
-    return plan_every_layer(shape, ub, backends)
+    return plan_layers(shape, ub, backends)
 
 
 def _host_weight_types(
@@ -288,19 +412,23 @@ def _host_weight_types(
     return tuple(sorted(out))
 
 
-# optional tensors that add nodes the builder does not make
-_UNMODELLED = ("attn_norm.bias", "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate.bias")
+# weights the graph reads without allocating anything for them (RoPE frequency factors)
+_NO_NODES = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
 
 
 @lru_cache(maxsize=64)
-def _unmodelled_tensors(names: frozenset[str]) -> bool:
-    if any(n.endswith(("ffn_gate_up_exps.weight", "attn_kv_b.weight")) for n in names):
-        return True  # merged gate/up experts, legacy (non-MLA) deepseek2 attention
-    if "output_norm.bias" in names or any(f"blk.0.{n}" in names for n in _UNMODELLED):
-        return True
-    # a fused QKV matrix with separate biases: llama.cpp concatenates them in the graph
-    fused = "blk.0.attn_qkv.weight" in names
-    return fused and "blk.0.attn_q.bias" in names and "blk.0.attn_qkv.bias" not in names
+def unmodelled_weights(shape: DecoderShape) -> tuple[str, ...]:
+    """The weights the modelled graph never reads: a block of the file's the builder does
+    not know (its compute then comes from the formula, which says so)."""
+    short = shortened(shape, 1) or shape
+    used = used_weights(short, Ubatch(1, 1, 1))
+    have = {n for n, _ in short.top}
+    for il, lay in enumerate(short.layers):
+        have.update(f"blk.{il}.{n}" for n, _ in lay.weights)
+    missing = {n for n in have - used if not n.endswith(_NO_NODES)}
+    if "token_embd.weight" in used:
+        missing.discard("output.weight")
+    return tuple(sorted({n.split(".", 2)[-1] if n.startswith("blk.") else n for n in missing}))
 
 
 def _cpu_like(dev: DeviceSpec) -> bool:
@@ -333,45 +461,56 @@ class Planned:
     exact: bool
 
 
-def planned_compute_buffers(layout: ComputeLayout) -> Planned | None:
-    """Compute buffer per backend from the planned graph; None where not modelled, or where
-    the file's shapes do not make a graph llama.cpp could build (the formula answers)."""
+CUDA_NOTE = "CUDA's allocation rules are planned, not checked on a GPU"
+
+
+def planned_compute_buffers(layout: ComputeLayout) -> Planned | str:
+    """Compute buffer per backend from the planned graph; else why not (a line): the
+    architecture or a block of the file not modelled, or a file whose shapes make no graph
+    llama.cpp could build (the formula answers then)."""
     try:
         return _planned(layout)
     except (ArithmeticError, LookupError, ValueError):
-        return None
+        return f"the file's shapes do not make a graph of {layout.hp.arch} this models"
 
 
-def _planned(layout: ComputeLayout) -> Planned | None:
+def _planned(layout: ComputeLayout) -> Planned | str:
     hp, r, st, devices = layout.hp, layout.r, layout.st, layout.devices
     layer_dev, placements, pipeline_parallel = (
         layout.layer_dev,
         layout.placements,
         layout.pipeline_parallel,
     )
-    if not graph_covered(hp) or st.embedding or st.split_mode == "tensor":
-        return None  # (-sm tensor: llama.cpp's meta device splits each op; not modelled)
+    why = graph_reason(hp)
+    if why:
+        return why
+    if st.embedding:
+        return "embedding outputs (--embedding) are not modelled"
+    if st.split_mode == "tensor":
+        return "-sm tensor (each op split over the devices) is not modelled"
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
-        return None
-    names = frozenset(p.name for p in placements)
-    if hp.arch not in ("gpt2", "starcoder") and _unmodelled_tensors(names):
-        return None
+        return "a device whose backend is neither CPU nor CUDA"
+    tensors = frozenset((p.name, p.dims) for p in placements if not p.duplicate)
     index = {d.name: i for i, d in enumerate(devices)}
-    copies_weights = st.op_offload and any(backend_of(d) == "cuda" for d in devices)
-    shape = llama_shape(
+    copies_weights = st.op_offload and any(d.kind == "cuda" for d in devices)
+    shape = decoder_shape(
         hp,
         r,
-        names,
+        tensors,
         tuple(layer_dev),
         _moved(placements, layer_dev, index, copies_weights) if devices else (),
         kv_host=bool(devices) and not st.kv_offload,
     )
+    missing = unmodelled_weights(replace(shape, layer_dev=(), moved=()))
+    if missing:
+        return f"{hp.arch}: {', '.join(missing[:3])} not in the modelled graph"
     if copies_weights:
         shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))
     backends = Backends(
         tuple(backend_of(d) == "cuda" for d in devices),
         SCHED_MAX_COPIES if pipeline_parallel else 1,
         st.op_offload,
+        tuple(d.kind == "cuda" for d in devices),
     )
     pp, tg = reserve_ubatches(r)
     pp_sizes = planned_peak(shape, pp, backends)

@@ -147,7 +147,7 @@ def _named_size(name: str, mem: str) -> tuple[str, int]:
 def _parse_rpc(item: str) -> tuple[str, int | None, str]:
     body = item[len("rpc:") :]
     endpoint, _, mem = body.partition("=")
-    backend = "cuda"
+    backend = ""  # unsaid: the probe tells from the server, else CUDA
     head, sep0, tail = endpoint.rpartition(":")
     if sep0 and tail.lower() in ("cpu", "cuda"):
         endpoint, backend = head, tail.lower()

@@ -105,6 +105,21 @@ class Hparams:
     head_k_mla: int = 0
     head_v_mla: int = 0
     n_rot: int = 0
+    # scales the graph applies: granite's embedding, residual and logit scales, cohere's
+    # logit scale, gemma's final logit soft-capping
+    embedding_scale: float = 0.0
+    residual_scale: float = 0.0
+    logit_scale: float = 0.0
+    final_logit_softcapping: float = 30.0  # llama.cpp's default where the file has none
+    clamp_kqv: float = 0.0
+    parallel_residual: bool = False  # gptneox's use_parallel_residual
+    mrope: bool = False  # rope.dimension_sections with its first two set (use_mrope)
+    # DeepSeek sparse attention (glm-dsa, deepseek32): the lightning indexer's key size and
+    # heads, its top-k, and the layers whose indexer keeps keys in a cache of its own
+    indexer_head_size: int = 0
+    indexer_n_head: int = 0
+    indexer_top_k: int = 0
+    indexer_layers: tuple[bool, ...] = ()
 
     @property
     def swa_any(self) -> bool:
@@ -230,11 +245,56 @@ def read_hparams(model: GgufModel) -> Hparams:
         head_k_mla=meta_int(md.get(key("attention.key_length_mla"))) or 0,
         head_v_mla=meta_int(md.get(key("attention.value_length_mla"))) or 0,
         n_rot=meta_int(md.get(key("rope.dimension_count"))) or 0,
+        embedding_scale=_meta_float(md.get(key("embedding_scale"))),
+        residual_scale=_meta_float(md.get(key("residual_scale"))),
+        logit_scale=_meta_float(md.get(key("logit_scale"))),
+        final_logit_softcapping=_meta_float(md.get(key("final_logit_softcapping")), 30.0),
+        clamp_kqv=_meta_float(md.get(key("attention.clamp_kqv"))),
+        parallel_residual=bool(meta_int(md.get(key("use_parallel_residual"))) or 0),
+        mrope=_mrope(md.get(key("rope.dimension_sections"))),
+        **_indexer(md, key, arch, n_layer),
     )
 
 
-def _meta_float(v: Any) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+# Architectures with DeepSeek's sparse attention: an MLA cache and an indexer key cache
+# (llama_kv_cache_dsa, llama-model.cpp create_memory).
+DSA_ARCHS = frozenset({"glm-dsa", "deepseek32"})
+# glm-dsa's indexer layers when the file does not list them and its trained context says
+# GLM-5.2 (models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES): full at 0, 1, then every 4th
+_GLM_52_CTX = 1048576
+
+
+def _indexer(md: Mapping[str, Any], key: _Key, arch: str, n_layer: int) -> dict[str, Any]:
+    if arch not in DSA_ARCHS:
+        return {}
+    full: tuple[bool, ...] = (True,) * n_layer
+    if arch == "glm-dsa":
+        if (meta_int(md.get(key("context_length"))) or 0) >= _GLM_52_CTX:
+            full = tuple(il < 2 or (il % 4 == 2 and il < 78) for il in range(n_layer))
+        listed = md.get(key("attention.indexer.types"))
+        if isinstance(listed, GgufArray):
+            full = tuple(bool(x) for x in listed.values())[:n_layer]
+            full += (full[-1] if full else False,) * (n_layer - len(full))
+        elif meta_int(listed) is not None:
+            full = (bool(meta_int(listed)),) * n_layer
+    return {
+        "indexer_head_size": meta_int(md.get(key("attention.indexer.key_length"))) or 0,
+        "indexer_n_head": meta_int(md.get(key("attention.indexer.head_count"))) or 0,
+        "indexer_top_k": meta_int(md.get(key("attention.indexer.top_k"))) or 0,
+        "indexer_layers": full,
+    }
+
+
+def _mrope(v: Any) -> bool:
+    """llama_hparams::use_mrope: the first two RoPE sections set."""
+    if not isinstance(v, GgufArray):
+        return False
+    items = [int(x) for x in v.values()][:2]
+    return len(items) == 2 and all(x > 0 for x in items)
+
+
+def _meta_float(v: Any, default: float = 0.0) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
 _Key = Callable[[str], str]
@@ -275,6 +335,10 @@ def _swa_layers(
     if needs_window and n_swa <= 0:
         return is_swa, n_swa
     n_swa = n_swa or _SWA_DEFAULT_WINDOW.get(arch, 0)
+    if arch == "llama4":
+        n_swa = _SWA_DEFAULT_WINDOW[
+            arch
+        ]  # chunked attention: llama.cpp sets it whatever the file says
     explicit = _bool_array(md, key("attention.sliding_window_pattern"), n_layer_all)
     if explicit is not None:
         return explicit, n_swa

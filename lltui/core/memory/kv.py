@@ -24,6 +24,7 @@ class KvCache:
     k_bytes: int  # ggml_nbytes sums, as ``llama_kv_cache: size = ...`` prints them
     v_bytes: int
     buffers: tuple[tuple[str, int], ...]  # (buffer name, allocated bytes)
+    indexer: bool = False  # DeepSeek sparse attention's indexer keys (K only, one head)
 
 
 def _row(type_name: str, n: int) -> int:
@@ -85,7 +86,34 @@ def kv_caches(
                 v_total += v
             bufs[buf] = bufs.get(buf, 0) + size
         out.append(KvCache(is_swa, cells, tuple(ls), k_total, v_total, tuple(bufs.items())))
+    if hp.indexer_head_size and any(hp.indexer_layers):
+        out.append(_indexer_cache(hp, r, st, devices, layer_dev))
     return out
+
+
+def _indexer_cache(
+    hp: Hparams,
+    r: Resolved,
+    st: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    layer_dev: Sequence[int],
+) -> KvCache:
+    """llama_kv_cache_dsa's second cache: the lightning indexer's keys, one head of
+    indexer.key_length per cell in the K type, for the layers with a full indexer (the
+    rest reuse an earlier layer's top-k); no V."""
+    ls = [il for il in range(hp.n_layer) if il < len(hp.indexer_layers) and hp.indexer_layers[il]]
+    tk = type_from_name(r.type_k)
+    nk = hp.indexer_head_size
+    k_total = 0
+    bufs: dict[str, int] = {}
+    for il in ls:
+        dev_i = layer_dev[il] if st.kv_offload else -1
+        dev = devices[dev_i] if dev_i >= 0 else None
+        k = _row(r.type_k, nk) * r.n_ctx_seq * r.n_stream
+        k_total += k
+        buf = dev.name if dev is not None else CPU
+        bufs[buf] = bufs.get(buf, 0) + device_alloc_size(dev, tk, (nk, r.n_ctx_seq, r.n_stream), k)
+    return KvCache(False, r.n_ctx_seq, tuple(ls), k_total, 0, tuple(bufs.items()), indexer=True)
 
 
 def rs_buffers(

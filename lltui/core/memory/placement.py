@@ -61,6 +61,7 @@ class TensorPlacement:
     layer: int | None  # None: input; n_layer_all: output; else the block
     duplicate: bool = False  # a second copy (tied output, per-device rope tables)
     type_id: int = 0  # the ggml type (a GPU computing on a host weight copies it)
+    dims: tuple[int, ...] = ()  # ggml dims, ne0 first (a copy's size on the GPU hangs on them)
 
 
 def _n_dims(dims: Sequence[int]) -> int:
@@ -186,11 +187,13 @@ class _Placer:
             dev = self.devices[b.device]
             alloc = device_alloc_size(dev, t.type, t.dims, t.nbytes)
             return TensorPlacement(
-                t.name, dev.name, dev.name, t.nbytes, alloc, layer, duplicate, t.type
+                t.name, dev.name, dev.name, t.nbytes, alloc, layer, duplicate, t.type, t.dims
             )
         alloc = pad(t.nbytes, CPU_ALIGNMENT)
         buffer = self.cpu_buffer_name(b)
-        return TensorPlacement(t.name, buffer, CPU, t.nbytes, alloc, layer, duplicate, t.type)
+        return TensorPlacement(
+            t.name, buffer, CPU, t.nbytes, alloc, layer, duplicate, t.type, t.dims
+        )
 
 
 def place_tensors(

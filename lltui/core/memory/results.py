@@ -237,6 +237,7 @@ class FitResult:
     hints: tuple[Suggestion, ...] = ()
     warnings: tuple[str, ...] = ()
     compute_exact: bool = False  # compute buffers planned from llama.cpp's graph, not the formula
+    compute_note: str = ""  # why the compute buffers are approximate ("" when exact)
     speed: SpeedEstimate | None = None  # predicted tokens/s of this placement
     parts: tuple[PartEstimate, ...] = ()  # draft, mmproj, lora: already in the totals
 

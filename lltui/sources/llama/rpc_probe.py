@@ -4,11 +4,13 @@ The wire protocol is ggml-rpc's (ggml/src/ggml-rpc/ggml-rpc.cpp of the pinned ll
 protocol 7.x): a request is ``cmd (u8) | size (u64) | payload``, a reply ``size (u64) |
 payload``, little-endian. The first command must be HELLO (14) with 24 bytes of transport
 capabilities (all zero: plain TCP, no RDMA upgrade); it answers the server's version. Then
-DEVICE_COUNT (15) and GET_DEVICE_MEMORY (11, ``u32 device``) -> ``u64 free, u64 total``.
-The protocol names no device: llama.cpp describes each by its endpoint.
+DEVICE_COUNT (15), GET_DEVICE_MEMORY (11, ``u32 device``) -> ``u64 free, u64 total`` and
+GET_ALIGNMENT (1, ``u32 device``) -> ``u64``: the buffer alignment of the backend behind it,
+32 for the CPU backend (TENSOR_ALIGNMENT), 128 for CUDA, which says how it allocates. The
+protocol names no device: llama.cpp describes each by its endpoint.
 
 llama.cpp RPC has no authentication and no encryption: this only reads, and sends nothing
-beyond these three commands.
+beyond these four commands.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from lltui.core.text import error_text
 
 PROTO_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION of the pinned llama.cpp
 PROTO_MINOR = 0  # RPC_PROTO_MINOR_VERSION: a newer minor is refused by llama-server too
+CMD_GET_ALIGNMENT = 1
 CMD_GET_DEVICE_MEMORY = 11
 CMD_HELLO = 14
 CMD_DEVICE_COUNT = 15
@@ -32,10 +35,19 @@ MAX_DEVICES = 16  # more than a server plausibly serves: a garbage count is refu
 TIMEOUT_S = 3.0
 
 
+CPU_ALIGNMENT = 32  # the CPU backend's buffer alignment (ggml-impl.h TENSOR_ALIGNMENT)
+
+
 @dataclass(frozen=True, slots=True)
 class RpcDeviceMemory:
     free_bytes: int
     total_bytes: int
+    alignment: int = 0  # the backend's buffer alignment (0: not reported)
+
+    @property
+    def backend(self) -> str:
+        """What runs behind the device, as far as its alignment tells: "cpu" or "cuda"."""
+        return "cpu" if self.alignment == CPU_ALIGNMENT else "cuda"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +121,8 @@ def _talk(conn: _Conn, endpoint: str) -> RpcServerInfo:
     for i in range(count):
         reply = conn.call(CMD_GET_DEVICE_MEMORY, struct.pack("<I", i), 16)
         free, total = struct.unpack("<QQ", reply)
-        devices.append(RpcDeviceMemory(min(free, total), total))
+        (align,) = struct.unpack("<Q", conn.call(CMD_GET_ALIGNMENT, struct.pack("<I", i), 8))
+        devices.append(RpcDeviceMemory(min(free, total), total, align))
     return RpcServerInfo(endpoint, (major, minor, patch), tuple(devices))
 
 

@@ -1,0 +1,38 @@
+"""The compute graph's architecture table: every architecture the pinned llama.cpp lists has
+a recipe (its graph is modelled) or a reason its estimate is approximate, and the estimate
+carries that reason to fit's text and JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf_factory as gf
+
+from lltui.core.memory.arch_table import APPROXIMATE, RECIPES, approximate_reason
+
+NAMES = Path(__file__).parent / "fixtures" / "llama_arch_names.txt"
+
+
+def test_every_architecture_llama_cpp_lists_is_modelled_or_says_why():
+    names = NAMES.read_text().split()
+    assert len(names) > 150
+    for name in names:
+        assert (name in RECIPES) != (name in APPROXIMATE), name
+        assert bool(approximate_reason(name)) == (name not in RECIPES)
+    # nothing named that llama.cpp does not know
+    assert set(RECIPES) | set(APPROXIMATE) == set(names)
+
+
+def test_every_recipe_has_a_tiny_model_checked_against_the_real_server():
+    """tests/test_fit_archs_real.py runs each of these; the families of
+    tests/test_fit_compute_real.py are the rest."""
+    archs = {spec().arch for spec in gf.ARCH_SPECS.values()}
+    earlier = {
+        "llama", "mistral3", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "gemma3", "phi3",
+        "gpt2", "starcoder", "gpt-oss", "glm4moe", "deepseek2",
+    }  # fmt: skip
+    assert set(RECIPES) <= archs | earlier
+
+
+def test_an_unknown_architecture_is_approximate_with_its_name():
+    assert "made-up" in approximate_reason("made-up")
