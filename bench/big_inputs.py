@@ -85,6 +85,24 @@ def nccl_log(d: Path, mb: float) -> tuple[Path, Path]:
     return big, small
 
 
+def nccl_log_wide(d: Path, mb: float) -> tuple[Path, Path]:
+    """A log of ``mb`` MB whose every line names a new host, pid, device and transport: what
+    each kept set of the summary grows with."""
+    big, small = d / "nccl-wide.log", d / "nccl-wide-small.log"
+    for path, limit in ((big, int(mb * 1_000_000)), (small, 1)):
+        with path.open("w") as f:
+            size = i = 0
+            while size < limit:
+                line = (
+                    f"host{i}:{100000 + i}:{100000 + i} [{i}] NCCL INFO Channel 00/0 : "
+                    f"0[0] -> 1[1] via P2P/IPC/read{i}\n"
+                )
+                f.write(line)
+                size += len(line)
+                i += 1
+    return big, small
+
+
 def nccl_tests(d: Path, mb: float) -> tuple[Path, Path]:
     seeds = sorted(NCCL.glob("T*.txt"))
     big, small = d / "tests-big.txt", d / "tests-small.txt"
@@ -160,6 +178,7 @@ Case = tuple[str, str, Callable[[Path, argparse.Namespace], tuple[Path, Path]], 
 CASES: list[Case] = [
     ("nccl-log", "nccl log", lambda d, a: nccl_log(d, a.mb), ["nccl", "log", "{}"]),
     ("nccl-log-json", "nccl log", lambda d, a: nccl_log(d, a.mb), ["nccl", "log", "{}", "--json"]),
+    ("nccl-log-wide", "wide log", lambda d, a: nccl_log_wide(d, a.mb), ["nccl", "log", "{}"]),
     ("nccl-tests", "nccl tests", lambda d, a: nccl_tests(d, a.mb), ["nccl", "tests", "{}"]),
     ("keys-fit", "2M keys", lambda d, a: gguf_keys(d, a.keys), ["fit", "{}", "--gpus", "24GiB"]),
     ("keys-quant", "2M keys", lambda d, a: gguf_keys(d, a.keys),

@@ -20,6 +20,12 @@ class _PrintableStream(io.TextIOBase):
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
 
+    @property
+    def terminal(self) -> TextIO:
+        """The stream underneath, for lltui's own progress line (which draws and erases
+        itself with control characters; nothing from data goes there unescaped)."""
+        return self._inner
+
     def write(self, text: str) -> int:
         self._inner.write(printable(text))
         return len(text)
