@@ -184,9 +184,12 @@ def read_inputs(
             host_free = parse_size(own["host_free"])
         except ValueError as exc:
             raise CliError(f"{verb}: --host-free: {exc}", 2) from None
+    from lltui.commands.progress import Progress
+
     try:
         whole_repo = rank_repo and own.get("best") is not None and names_repo(model_path)
-        model = None if whole_repo else read_model(model_path, verb)
+        with Progress(f"{verb}: reading {model_path}"):
+            model = None if whole_repo else read_model(model_path, verb)
         devices, notes = resolve_devices(own.get("gpus"), settings.rpc)
         extra = read_extra_models(settings, verb)  # -md, --mmproj, --lora files
     except DeviceSpecError as exc:
@@ -214,8 +217,11 @@ def run(args: argparse.Namespace) -> int:
     model_path, model, settings = inputs.model_path, inputs.model, inputs.settings
     devices, notes, own, opts = inputs.devices, inputs.notes, inputs.own, inputs.options
     local = own.get("gpus") is None
+    from lltui.commands.progress import Progress
+
     try:
-        result = estimate(model, settings, devices, opts, inputs.extra)
+        with Progress("fit: placing the model"):
+            result = estimate(model, settings, devices, opts, inputs.extra)
     except FitError as exc:
         raise CliError(f"fit: {exc}", 2) from None
 

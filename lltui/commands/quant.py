@@ -5,9 +5,6 @@ devices, whether it fits and the largest context it leaves. Any GGUF of the mode
 from __future__ import annotations
 
 import argparse
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from lltui.commands import CliError, print_json
@@ -56,29 +53,20 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic collector paused: the table makes some 10^5 small objects, none in a
-    cycle, and the collector's passes over them cost more than a tenth of the run."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_inputs
+    from lltui.commands.progress import Progress
     from lltui.core.fit.quant_table import best_fitting, quant_table, skipped_types
+    from lltui.core.gc_pause import gc_paused
     from lltui.core.memory.common import FitError
     from lltui.core.memory.hparams import read_hparams
     from lltui.core.memory.results import model_summary
     from lltui.sources.fit_devices import describe
 
-    # with --best, a repository's own quantizations are ranked rather than listed
-    with _no_gc():  # reading the header (a 150k-token vocabulary) makes as many objects
+    # with --best, a repository's own quantizations are ranked rather than listed;
+    # reading the header (a 150k-token vocabulary) makes some 10^5 small objects, none in a
+    # cycle, and the collector's passes over them cost more than a tenth of the run
+    with gc_paused():
         inputs = read_inputs(list(args.argv), "quant", HELP, rank_repo=True)
     if inputs is None:
         return 0
@@ -93,8 +81,13 @@ def run(args: argparse.Namespace) -> int:
         summary = model_summary(model, read_hparams(model))
     except FitError as exc:
         raise CliError(f"quant: {exc}", 2) from None
-    with _no_gc():  # not around --best: a repository's reads and searches run long
-        table = quant_table(model, settings, devices, opts, inputs.extra)
+    # not around --best: a repository's reads and searches run long
+    with gc_paused(), Progress("quant: placing each type") as progress:
+
+        def on_row(done: int, total: int) -> None:
+            progress.done, progress.total = done, total
+
+        table = quant_table(model, settings, devices, opts, inputs.extra, on_row=on_row)
     skipped = skipped_types(model)
     if own["json"]:
         from lltui.core.fit.report import model_to_json
