@@ -265,10 +265,11 @@ def run(args: argparse.Namespace) -> int:
         print_json(data)
     else:
         from lltui.core.fit.report import oracle_to_text, result_to_text
+        from lltui.core.text import one_line
 
         text = result_to_text(result)
         for n in notes:
-            text += f"\nnote: {n}"
+            text += f"\nnote: {one_line(n)}"
         if oracle is not None:
             text += "\n\n" + oracle_to_text(oracle)
         if best is not None:

@@ -105,16 +105,17 @@ def _run_fleet(args: argparse.Namespace, spec: str, hosts_file: str | None) -> i
     if args.json:
         print_json(fleet_to_json(snapshot))
     else:
+        from lltui.core.text import one_line
+
         columns = shutil.get_terminal_size(fallback=(0, 0)).columns
         blocks = []
         for state in snapshot.hosts:
             status = status_of(state, snapshot.t, 1.0)
+            label = one_line(state.label)
             if state.sample is None or status == "down":
-                blocks.append(f"== {state.label}: down: {state.error or 'no answer'}")
+                blocks.append(f"== {label}: down: {one_line(state.error or 'no answer')}")
             else:
-                blocks.append(
-                    f"== {state.label}\n" + rig_to_text(state.sample, width=columns or None)
-                )
+                blocks.append(f"== {label}\n" + rig_to_text(state.sample, width=columns or None))
         print("\n\n".join(blocks))
     return 0 if snapshot.reachable else 1
 

@@ -135,9 +135,13 @@ def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
 
 
 def _say(text: str, *, err: bool = False) -> None:
-    """Print one line; a terminal that went away (SSH drop) is not an error here."""
+    """Print one line; a terminal that went away (SSH drop) is not an error here. What it
+    says carries paths, the environment, the server's log and its devices' names: a break in
+    any of them is escaped, so it cannot print a line of its own."""
+    from lltui.core.text import one_line
+
     with contextlib.suppress(OSError):
-        print(text, file=sys.stderr if err else sys.stdout, flush=True)
+        print(one_line(text), file=sys.stderr if err else sys.stdout, flush=True)
 
 
 def _say_note(note: Note) -> None:
@@ -165,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
     own, words = _split_own(list(args.words))
     if own.help:
-        _say(HELP.rstrip())
+        print(HELP.rstrip())
         return 0
     if own.rpc_hosts or own.rpc_bind or own.rpc_server:
         return _run_with_rpc_hosts(own, words)
@@ -347,10 +351,10 @@ def _watch(
             event = session.ready_event()
             if rpc is not None:
                 event["rpc_hosts"] = _rpc_json(rpc)
-            text = _ready_text(event)
-            if rpc is not None:  # which host each RPC device is
-                text += "".join(f"\n  {line}" for line in rpc.describe())
-            _say(json.dumps(event) if as_json else text)
+            _say(json.dumps(event) if as_json else _ready_text(event))
+            if rpc is not None and not as_json:  # which host each RPC device is
+                for line in rpc.describe():
+                    _say(f"  {line}")
         if session.exited:
             return
         wake.wait(0.1)

@@ -245,30 +245,32 @@ def run(args: argparse.Namespace) -> int:
     if _wants_json(args):
         print_json(out)
     else:
+        from lltui.core.text import one_line as q  # paths, versions, environment: data
+
         lines = []
         if out["simulated"]:
-            lines.append(f"NCCL {out['version']}  {out['path']}  [{out['source']}]")
+            lines.append(f"NCCL {q(out['version'])}  {q(out['path'])}  [{q(out['source'])}]")
         elif out["available"]:
-            lines.append(f"NCCL {out['version']}  {out['path']}  ({out['found_by']})")
+            lines.append(f"NCCL {q(out['version'])}  {q(out['path'])}  ({out['found_by']})")
         else:
-            lines.append(f"NCCL not available: {out.get('reason') or 'not found'}")
+            lines.append(f"NCCL not available: {q(out.get('reason') or 'not found')}")
         for c in out.get("candidates", [])[1:]:
-            lines.append(f"  also: {c['path']} ({c['found_by']})")
+            lines.append(f"  also: {q(c['path'])} ({c['found_by']})")
         for c in out.get("cudart", [])[:1]:
-            lines.append(f"CUDA runtime  {c['path']} ({c['found_by']})")
+            lines.append(f"CUDA runtime  {q(c['path'])} ({c['found_by']})")
         if report.links:
             kinds = sorted(set(report.links.values()))
-            lines.append(f"GPU links  {', '.join(kinds)} ({len(report.links)} pairs)")
+            lines.append(f"GPU links  {q(', '.join(kinds))} ({len(report.links)} pairs)")
         lines.append("environment")
         width = max(len(k) for k in env)
         for k, v in env.items():
-            shown = "(unset)" if v is None else f"{v}  - {explain_variable(k, v)}"
+            shown = "(unset)" if v is None else f"{q(v)}  - {q(explain_variable(k, v))}"
             lines.append(f"  {k.ljust(width)}  {shown}")
         lines.append("findings" if findings else "findings: none")
         for f in findings:
-            lines.append(f"  [{f.severity}] {f.code}: {f.message}")
+            lines.append(f"  [{f.severity}] {f.code}: {q(f.message)}")
             if f.hint:
-                lines.append(f"         -> {f.hint}")
+                lines.append(f"         -> {q(f.hint)}")
         print("\n".join(lines))
     return 0 if out["available"] else 1
 

@@ -103,11 +103,13 @@ def run(args: argparse.Namespace) -> int:
             data["notes"] = notes
         print_json(data)
         return 0
+    from lltui.core.text import one_line
+
     print("\n".join(quant_lines(model_path, describe(devices), table, best_fitting(table))))
     for t, why in skipped:
         print(f"not listed: {t} ({why})")
     for n in notes:
-        print(f"note: {n}")
+        print(f"note: {one_line(n)}")
     return 0
 
 
@@ -119,9 +121,10 @@ LEGEND = (
 
 def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]:
     """The text table: one line per type, then the legend."""
+    from lltui.core.text import one_line
     from lltui.core.units import GIB, fmt_bytes
 
-    lines = [f"{model_path}: every llama-quantize type on {where}"]
+    lines = [f"{one_line(model_path)}: every llama-quantize type on {one_line(where)}"]
     lines.append(
         f"{'type':<10} {'file':>10} {'bpw':>6}  {'fits':<4} {'max ctx':>8} {'t/s':>6}  per device"
     )
@@ -129,10 +132,12 @@ def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]
         row = q.row
         name = row.name + ("*" if row.requires_imatrix else "")
         if q.result is None:
-            lines.append(f"{name:<10} {'-':>10} {'-':>6}  {'-':<4} {'-':>8} {'-':>6}  {q.error}")
+            lines.append(
+                f"{name:<10} {'-':>10} {'-':>6}  {'-':<4} {'-':>8} {'-':>6}  {one_line(q.error)}"
+            )
             continue
         per_dev = "  ".join(
-            f"{d.name} {(d.total_bytes + d.unaccounted_bytes) / GIB:.1f}"
+            f"{one_line(d.name)} {(d.total_bytes + d.unaccounted_bytes) / GIB:.1f}"
             + (f"/{d.free_bytes / GIB:.1f}" if d.free_bytes is not None else "")
             for d in q.result.devices
             if d.kind != "cpu"

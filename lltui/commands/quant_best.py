@@ -130,31 +130,31 @@ def _to_json(
 def _lines(
     inputs: FitInputs, goal: str, repo: RepoQuants | None, choices: list[QuantChoice]
 ) -> list[str]:
+    from lltui.core.text import one_line
     from lltui.core.units import fmt_bytes
     from lltui.sources.fit_devices import describe
 
     what = "quantizations in the repository" if repo else "llama-quantize types"
-    where = describe(inputs.devices)
+    where = one_line(describe(inputs.devices))
     lines = [
-        f"{inputs.model_path}: {len(choices)} {what}, best for {goal} on {where}",
+        f"{one_line(inputs.model_path)}: {len(choices)} {what}, best for {goal} on {where}",
         f"{'#':>3}  {'quant':<10} {'file':>10} {'bpw':>6} {'context':>8} {'t/s':>6}  command line",
     ]
     for i, c in enumerate(choices, 1):
         size = fmt_bytes(c.option.file_bytes) if c.option.file_bytes else "-"
         bpw = f"{c.bits_per_weight:.2f}" if c.bits_per_weight else "-"
         b = c.best
+        # the repository's file and quant names are the hub's data: one line each
+        quant = one_line(c.option.quant)
         if b is None:
-            why = c.error or "nothing this search tried fits"
-            lines.append(
-                f"{'-':>3}  {c.option.quant:<10} {size:>10} {bpw:>6} {'-':>8} {'-':>6}  {why}"
-            )
+            why = one_line(c.error or "nothing this search tried fits")
+            lines.append(f"{'-':>3}  {quant:<10} {size:>10} {bpw:>6} {'-':>8} {'-':>6}  {why}")
             continue
-        flags = " ".join((*_model_flags(repo, c), *b.flags))
+        flags = one_line(" ".join((*_model_flags(repo, c), *b.flags)))
         lines.append(
-            f"{i:>3}  {c.option.quant:<10} {size:>10} {bpw:>6} {b.max_ctx:>8} "
-            f"{b.decode_tps:>6.0f}  {flags}"
+            f"{i:>3}  {quant:<10} {size:>10} {bpw:>6} {b.max_ctx:>8} {b.decode_tps:>6.0f}  {flags}"
         )
         lines.append(f"{'':>5}gives up: {b.gives_up}" + (f"; gives: {b.gains}" if b.gains else ""))
     lines.append("bpw: bits per weight; t/s: predicted decode speed; * needs an importance matrix")
-    lines += [f"note: {n}" for n in inputs.notes]
+    lines += [f"note: {one_line(n)}" for n in inputs.notes]
     return lines
