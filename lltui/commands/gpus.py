@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         source.close()
     if getattr(args, "record", None):
         # opened only once the source worked: a failed start must not empty the file
-        with open_recorder(args.record, spec) as recorder:
+        with open_recorder(args.record, spec, full=args.record_full) as recorder:
             recorder.write(sample)
     if args.json:
         print_json(rig_to_json(sample))

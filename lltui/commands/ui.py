@@ -73,7 +73,7 @@ def _run_app(args: argparse.Namespace) -> int:
             raise CliError(f"source {settings.source}: {exc}", code) from None
         if args.record:
             # only once the source is open: a failed start must not empty the file
-            recorder = open_recorder(args.record, settings.source)
+            recorder = open_recorder(args.record, settings.source, full=args.record_full)
             app.set_sample_listener(recorder.write)
         if recorder is not None:
             recorder.start(app.model.info)
@@ -92,6 +92,7 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
     import asyncio
     import os
 
+    from lltui import paths
     from lltui.app.app import LltuiApp
 
     assert isinstance(app, LltuiApp)
@@ -107,8 +108,11 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
                     break
                 await asyncio.sleep(0.005)
             await pilot.pause()
-            folder, name = os.path.split(os.path.abspath(path))
-            app.save_screenshot(filename=name, path=folder)
+            # the monitor shows every process on the GPUs, other users' included: the file
+            # is private (Textual's save_screenshot would create it with the umask's mode)
+            svg = app.export_screenshot()
+            with paths.open_private(os.path.abspath(path)) as f:
+                f.write(svg)
 
     try:
         asyncio.run(shoot())
