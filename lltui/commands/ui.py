@@ -92,7 +92,6 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
     import asyncio
     import os
 
-    from lltui import paths
     from lltui.app.app import LltuiApp
 
     assert isinstance(app, LltuiApp)
@@ -108,11 +107,9 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
                     break
                 await asyncio.sleep(0.005)
             await pilot.pause()
-            # the monitor shows every process on the GPUs, other users' included: the file
-            # is private (Textual's save_screenshot would create it with the umask's mode)
-            svg = app.export_screenshot()
-            with paths.open_private(os.path.abspath(path)) as f:
-                f.write(svg)
+            # a private file (the monitor shows other users' processes): see the app's own
+            folder, name = os.path.split(os.path.abspath(path))
+            app.save_screenshot(filename=name, path=folder)
 
     try:
         asyncio.run(shoot())
