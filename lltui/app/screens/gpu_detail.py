@@ -49,7 +49,7 @@ def render_detail(g: GpuSample, model: RigModel, width: int) -> str:
         ("power", "power_w", float(g.power_limit_w or info.power_limit_max_w or 1.0), "W", 1.0),
         ("util", "util_gpu", 100.0, "%", 1.0),
         ("mem util", "util_mem", 100.0, "%", 1.0),
-        ("VRAM", "memory_used", float(info.memory_total), "GiB", GIB),
+        ("VRAM", "memory_used", float(info.memory_total or 0), "GiB", GIB),
         ("temp", "temp_c", 100.0, "°C", 1.0),
     ):
         s = model.history.series(info.uuid, metric, window)
