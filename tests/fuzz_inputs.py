@@ -866,7 +866,10 @@ def random_flags(rng: random.Random) -> list[str]:
 
 TEXT_TARGETS = ("topo", "nccl-log", "nccl-tests", "smi-csv", "llama-log", "metrics", "replay")
 GGUF_TARGETS = ("gguf-bytes", "gguf-kv", "flags")
-TARGETS = GGUF_TARGETS + TEXT_TARGETS
+# the classes of hardening round 3: network deadlines, forged lines, scale, secrets, unknowns
+from fuzz_classes import CLASS_TARGETS, make_class_case  # noqa: E402
+
+TARGETS = GGUF_TARGETS + TEXT_TARGETS + CLASS_TARGETS
 
 CLI_ARGV = {
     "topo": ["topo", "--file", INPUT, "--json"],
@@ -964,6 +967,8 @@ def make_case(seeds: Seeds, target: str, seed: int, index: int) -> Case:
         if "--json" not in flags and rng.random() < 0.8:
             argv.append("--json")
         return Case(target, "model.gguf", data, argv, ops=ops)
+    if target in CLASS_TARGETS:
+        return make_class_case(seeds, target, rng, ops)
     if target in TEXT_TARGETS:
         pool = seeds.text(target)
         name, text, extra = rng.choice(pool)

@@ -32,6 +32,12 @@ def _metrics(text: str) -> Any:
     return parse_metrics(text)
 
 
+def _dcgm(text: str) -> Any:
+    from fuzz_classes import check_dcgm
+
+    return check_dcgm(text)
+
+
 def _domain_errors(name: str) -> tuple[type[BaseException], ...]:
     if name == "smi_csv":
         from lltui.core.monitor.smi_csv import SmiParseError
@@ -49,6 +55,7 @@ PARSERS: dict[str, Callable[..., Any]] = {
     "smi_csv": _smi_csv,
     "llama_log": _llama_log,
     "metrics": _metrics,
+    "dcgm": _dcgm,
 }
 
 
