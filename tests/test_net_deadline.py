@@ -165,3 +165,32 @@ def test_scrape_sources_and_llama_server_polls_end_at_their_deadline(drip):
         result = client.health()
         assert result.status in (TIMEOUT, BAD_RESPONSE)
         assert time.monotonic() - t0 < DEADLINE_S + 5
+
+
+def test_proxies_from_the_environment_are_bounded_too(drip, monkeypatch):
+    from lltui.sources.net import _Backend, _proxy_mounts
+
+    mounts = _proxy_mounts(
+        Deadline(1.0), {"https": "proxy.example:3128", "no": "localhost,.internal,10.0.0.1,::1"}
+    )
+    assert set(mounts) == {
+        "https://",
+        "all://localhost",
+        "all://*internal",
+        "all://10.0.0.1",
+        "all://[::1]",
+    }
+    proxied = mounts["https://"]
+    assert isinstance(proxied, httpx.HTTPTransport)
+    assert isinstance(proxied._pool._network_backend, _Backend)
+    assert _proxy_mounts(Deadline(1.0), {"http": "p:1", "no": "*"}) == {}
+    # a request through a proxy (the dripping server, as one) ends at the deadline
+    monkeypatch.setenv("http_proxy", drip)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    deadline = Deadline(DEADLINE_S)
+    with http_client(deadline, timeout=httpx.Timeout(30.0), trust_env=True) as client:
+        t0 = time.monotonic()
+        with pytest.raises(httpx.TimeoutException):
+            client.get("http://model.example/m.gguf")
+        assert deadline.expired and time.monotonic() - t0 < DEADLINE_S + 5

@@ -109,9 +109,12 @@ class _Backend(httpcore.NetworkBackend):
         self._inner.sleep(min(seconds, max(0.0, self._deadline.left())))
 
 
-def deadline_transport(deadline: Deadline, *, proxy: str | None = None) -> httpx.HTTPTransport:
-    """httpx's own transport (TLS, HTTP/1.1, a proxy), its sockets bounded by ``deadline``."""
-    transport = httpx.HTTPTransport(proxy=proxy, trust_env=False)
+def deadline_transport(
+    deadline: Deadline, *, proxy: str | None = None, trust_env: bool = False
+) -> httpx.HTTPTransport:
+    """httpx's own transport (TLS, HTTP/1.1, a proxy), its sockets bounded by ``deadline``.
+    ``trust_env``: certificates from ``SSL_CERT_FILE``/``SSL_CERT_DIR``, as httpx does."""
+    transport = httpx.HTTPTransport(proxy=proxy, trust_env=trust_env)
     # httpx builds its connection pool (direct or through a proxy) inside the transport and
     # hands it httpcore's default backend; the pool makes every connection through that
     # backend, so wrapping it puts the deadline under each one (tests/test_net.py holds it)
@@ -131,7 +134,7 @@ def _proxy_mounts(
         if url:
             if "://" not in url:
                 url = f"http://{url}"
-            mounts[f"{scheme}://"] = deadline_transport(deadline, proxy=url)
+            mounts[f"{scheme}://"] = deadline_transport(deadline, proxy=url, trust_env=True)
     for host in (h.strip() for h in proxies.get("no", "").split(",")):
         if not host:
             continue
@@ -158,10 +161,11 @@ def http_client(
 ) -> httpx.Client:
     """An httpx client whose every request is bounded by ``deadline`` (restart it for each
     operation of a client kept for several); ``timeout`` still bounds each socket call.
-    ``trust_env``: the proxies of the environment, their connections bounded alike."""
+    ``trust_env``: the proxies and certificates of the environment (connections through a
+    proxy bounded alike)."""
     mounts = _proxy_mounts(deadline, urllib.request.getproxies()) if trust_env else {}
     return httpx.Client(
-        transport=deadline_transport(deadline),
+        transport=deadline_transport(deadline, trust_env=trust_env),
         mounts=mounts or None,
         trust_env=False,
         timeout=timeout,
