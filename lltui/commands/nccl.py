@@ -162,11 +162,6 @@ class InputLines:
         )
 
 
-def read_lines(path: str, *, stdin: IO[bytes] | None = None) -> Iterator[str]:
-    """The lines of ``path`` (see InputLines), without the cut note."""
-    return iter(InputLines(path, stdin=stdin))
-
-
 def _parse_with_progress(what: str, args: argparse.Namespace, parse: Any) -> Any:
     """``parse`` over the file's lines, with a progress line past a second and a note on
     stderr when the input was cut at MAX_INPUT_BYTES."""
