@@ -33,7 +33,16 @@ sys.path.insert(0, str(ROOT / "tests"))
 import fuzz_runner as fr  # noqa: E402
 from fuzz_inputs import TARGETS  # noqa: E402
 
-FAIL_KINDS = ("crash", "bad-exit", "bad-stderr", "bad-json", "generator", "worker-died")
+FAIL_KINDS = (
+    "crash",
+    "bad-exit",
+    "bad-stderr",
+    "bad-json",
+    "bad-text",
+    "bad-record",
+    "generator",
+    "worker-died",
+)
 
 
 class Stats:

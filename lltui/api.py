@@ -65,7 +65,7 @@ class GPUInfo:
 
     index: int
     name: str
-    total_memory: int  # bytes
+    total_memory: int | None  # bytes; None where the source does not say
     free_memory: int  # bytes, when read
     compute_capability: str  # "7.5"
     cuda_version: str  # the driver's CUDA version, "12.4"
@@ -129,7 +129,7 @@ def _select(gpus: list[GPUInfo], gpu_indices: list[int] | None) -> list[GPUInfo]
 
 def get_total_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -> int:
     """Total VRAM in bytes over all GPUs or the CUDA indices given."""
-    return sum(g.total_memory for g in _select(detect_gpus(source), gpu_indices))
+    return sum(g.total_memory or 0 for g in _select(detect_gpus(source), gpu_indices))
 
 
 def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -> int:

@@ -90,7 +90,17 @@ def build_parser(with_commands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lltui {__version__}")
     add_source_options(parser)
     parser.add_argument("--theme", default=None, help="dark, light, high-contrast or a user theme")
-    parser.add_argument("--record", metavar="FILE", default=None, help="record samples as JSONL")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        default=None,
+        help="record samples as JSONL (a private file; secrets in command lines written as ***)",
+    )
+    parser.add_argument(
+        "--record-full",
+        action="store_true",
+        help="with --record: keep command lines whole, secrets included",
+    )
     parser.add_argument("--config", metavar="FILE", default=None, help="config file to read")
     parser.add_argument(
         "--screenshot", metavar="FILE.svg", default=None, help="save one screen as SVG and exit"
@@ -156,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser(with_commands=wants_command(args_list)).parse_args(args_list)
         except CliError:  # a usage error: the full parser says it (lists the subcommands)
             args = build_parser().parse_args(args_list)
+        if args.record_full and not args.record:
+            raise CliError("--record-full goes with --record FILE", 2)
         if args.command is None:
             from lltui.commands.ui import run_app
 

@@ -12,9 +12,12 @@ process environment; tests pass their own.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO, Any
 
 APP = "lltui"
 
@@ -70,7 +73,6 @@ def runtime_dir() -> Path:
     """A private folder for sockets (ssh control masters): ``$XDG_RUNTIME_DIR/lltui``, or
     ``lltui-UID`` in the temporary folder; created mode 0700. OSError when it cannot be made
     private (an existing folder someone else owns)."""
-    import stat
     import tempfile
 
     base = os.environ.get("XDG_RUNTIME_DIR", "")
@@ -85,3 +87,44 @@ def runtime_dir() -> Path:
     if st.st_mode & 0o077:
         path.chmod(0o700)
     return path
+
+
+# -- files of lltui's own ------------------------------------------------------------------
+
+PRIVATE_MODE = 0o600
+
+
+def open_private(
+    path: str | os.PathLike[str], *, binary: bool = False, newline: str | None = None
+) -> IO[Any]:
+    """``path`` opened for writing, created mode 0600 by ``os.open`` itself (never by
+    changing the umask, which would change it for every thread of the process), for files
+    that may hold another user's data: recordings, screenshots. A file already there is
+    truncated and, where lltui owns it, narrowed to 0600."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, PRIVATE_MODE)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
+            with contextlib.suppress(OSError):  # someone else's file: not ours to change
+                os.fchmod(fd, PRIVATE_MODE)
+        if binary:
+            return os.fdopen(fd, "wb")
+        return os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def current_umask() -> int:
+    """The process's umask, read from /proc rather than by setting it (``os.umask`` both
+    sets and returns it: for a moment, a file another thread creates gets the new one).
+    0o077 where it cannot be read: callers then keep a file private."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8) & 0o777
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o077

@@ -881,7 +881,10 @@ TEXT_TARGETS = (
     "preset",
 )
 GGUF_TARGETS = ("gguf-bytes", "gguf-kv", "flags")
-TARGETS = GGUF_TARGETS + TEXT_TARGETS
+# the classes of hardening round 3: network deadlines, forged lines, scale, secrets, unknowns
+from fuzz_classes import CLASS_TARGETS, make_class_case  # noqa: E402
+
+TARGETS = GGUF_TARGETS + TEXT_TARGETS + CLASS_TARGETS
 
 CLI_ARGV = {
     "topo": ["topo", "--file", INPUT, "--json"],
@@ -985,6 +988,8 @@ def make_case(seeds: Seeds, target: str, seed: int, index: int) -> Case:
         if "--json" not in flags and rng.random() < 0.8:
             argv.append("--json")
         return Case(target, "model.gguf", data, argv, ops=ops)
+    if target in CLASS_TARGETS:
+        return make_class_case(seeds, target, rng, ops)
     if target in TEXT_TARGETS:
         pool = seeds.text(target)
         name, text, extra = rng.choice(pool)

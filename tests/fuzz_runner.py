@@ -122,20 +122,40 @@ def run_case(case: Any, workdir: Path) -> dict[str, Any]:
             except Exception as exc:
                 res = _crash("crash", exc)
         else:
+            import fuzz_classes
+
             argv = [a.replace(INPUT, str(path)) for a in case.argv]
+            env: dict[str, str] = {}
+            if case.extra.get("net"):
+                argv, env = fuzz_classes.run_net(argv, case.data)
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
             out, err = io.StringIO(), io.StringIO()
             rc: Any = None
             exc_res: dict[str, Any] | None = None
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    rc = cli_main(argv)
-                except SystemExit as exc:
-                    rc = exc.code
-                except MemoryError as exc:
-                    exc_res = _crash("memory", exc)
-                except Exception as exc:
-                    exc_res = _crash("crash", exc)
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    try:
+                        rc = cli_main(argv)
+                    except SystemExit as exc:
+                        rc = exc.code
+                    except MemoryError as exc:
+                        exc_res = _crash("memory", exc)
+                    except Exception as exc:
+                        exc_res = _crash("crash", exc)
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
             res = exc_res or _judge_cli(rc, out.getvalue(), err.getvalue(), argv)
+            if res["status"] in OK_STATUSES and case.extra.get("text"):
+                res = fuzz_classes.judge_text(out.getvalue(), err.getvalue()) or res
+            if res["status"] in OK_STATUSES and case.extra.get("secrets") is not None:
+                recorded = Path(str(path) + ".out")
+                res = fuzz_classes.judge_record(recorded, case.extra["secrets"]) or res
+                recorded.unlink(missing_ok=True)
             res["stderr"] = err.getvalue()[-600:]
     finally:
         with contextlib.suppress(OSError):
@@ -500,7 +520,14 @@ def _ddmin(best: Reduced, fails: Any, unit: str) -> bytes:
 
 # -- the corpus --------------------------------------------------------------------------------
 
-_EXT = {"gguf-bytes": ".gguf", "gguf-kv": ".gguf", "flags": ".gguf", "replay": ".jsonl"}
+_EXT = {
+    "gguf-bytes": ".gguf",
+    "gguf-kv": ".gguf",
+    "flags": ".gguf",
+    "replay": ".jsonl",
+    "net": ".gguf",
+    "record": ".jsonl",
+}
 
 
 def corpus_entries(directory: Path = CORPUS) -> list[Path]:

@@ -46,6 +46,12 @@ def _preset(text: str) -> Any:
     return [section_words(s) for s in (preset.global_section, *preset.sections)]
 
 
+def _dcgm(text: str) -> Any:
+    from fuzz_classes import check_dcgm
+
+    return check_dcgm(text)
+
+
 def _domain_errors(name: str) -> tuple[type[BaseException], ...]:
     if name == "smi_csv":
         from lltui.core.monitor.smi_csv import SmiParseError
@@ -69,6 +75,7 @@ PARSERS: dict[str, Callable[..., Any]] = {
     "metrics": _metrics,
     "router_log": _router_log,
     "preset": _preset,
+    "dcgm": _dcgm,
 }
 
 

@@ -1,3 +1,5 @@
+import os
+import stat
 import subprocess
 import sys
 
@@ -10,6 +12,16 @@ def test_screenshot_writes_an_svg_of_the_simulated_rig(tmp_path, capsys):
     assert code == 0
     svg = out.read_text()
     assert svg.startswith("<svg") and "SIMULATED" in svg and "RTX&#160;3090" in svg
+    # it shows every process on the GPUs, other users' too: private, whatever the umask
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def test_a_screenshot_over_a_shared_file_makes_it_private(tmp_path, capsys):
+    out = tmp_path / "shot.svg"
+    out.write_text("old")
+    os.chmod(out, 0o644)
+    assert main(["--source", "sim:colab-t4", "--screenshot", str(out), "--size", "80x24"]) == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and out.read_text().startswith("<svg")
 
 
 def test_screenshot_bad_size_and_view_are_usage_errors(tmp_path, capsys):

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import threading
+from typing import Any
 
 import pytest
 from prom_helpers import (
@@ -90,6 +91,22 @@ def test_a_scrape_reads_the_last_sample_and_never_samples() -> None:
             fams = _families(get_text(f"{ex.url}"))
             counts.append(fams["lltui_exporter_samples"].samples[0].value)
     assert counts == [1.0, 1.0, 1.0]
+
+
+def test_only_the_metrics_path_serves_metrics() -> None:
+    """A mistyped scrape path is a 404 (as node_exporter answers), not the metrics; the root
+    says where they are."""
+    import httpx
+
+    with exporter("--source", "sim:colab-t4") as ex:
+        assert ex.url.endswith("/metrics")
+        base = ex.url.removesuffix("/metrics")
+        nope = httpx.get(base + "/nope", timeout=10.0, trust_env=False)
+        root = httpx.get(base + "/", timeout=10.0, trust_env=False)
+        metrics = httpx.get(ex.url, timeout=10.0, trust_env=False)
+    assert nope.status_code == 404 and "lltui_gpu" not in nope.text
+    assert root.status_code == 200 and "/metrics" in root.text and "lltui_gpu" not in root.text
+    assert metrics.status_code == 200 and "lltui_gpu_power_watts" in metrics.text
 
 
 def test_loopback_by_default() -> None:
@@ -394,3 +411,62 @@ def test_promtool_finds_nothing_to_lint() -> None:
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
+
+
+def test_the_listen_backlog_holds_a_burst_of_scrapers() -> None:
+    """With the server not accepting (as when its thread is busy), connections wait in the
+    listen backlog rather than being dropped: 300 at once all connect (http.server's
+    default backlog of 5 let about six through; the rest waited seconds for a retry)."""
+    import socket
+
+    from lltui.services.exporter import LISTEN_BACKLOG, make_registry, serve
+
+    source = SimSource("colab-t4", seed=0)
+    source.open()
+    server, thread = serve(make_registry(Sampler(source, host="t")), "127.0.0.1", 0)
+    assert server.request_queue_size == LISTEN_BACKLOG >= 1024
+    server.shutdown()  # no more accepting; the socket still listens
+    thread.join(5)
+    conns = []
+    try:
+        for _ in range(300):
+            conns.append(socket.create_connection(server.server_address, timeout=2.0))
+    finally:
+        for c in conns:
+            c.close()
+        server.server_close()
+    assert len(conns) == 300
+
+
+def test_scrapes_between_two_rounds_share_one_rendering() -> None:
+    from lltui.services.exporter import cached_app
+
+    calls: list[str] = []
+    version = [1]
+
+    def app(environ: dict, start_response: Any) -> list[bytes]:
+        calls.append(environ.get("HTTP_ACCEPT", ""))
+        status = "404 Not Found" if environ["PATH_INFO"] == "/nope" else "200 OK"
+        start_response(status, [("Content-Type", "text/plain")])
+        return [f"v{version[0]}".encode()]
+
+    cached = cached_app(app, lambda: version[0])
+    said: list[str] = []
+
+    def get(path: str = "/metrics", accept: str = "") -> bytes:
+        env = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "HTTP_ACCEPT": accept}
+        return b"".join(cached(env, lambda status, headers, *_: said.append(status)))
+
+    assert get() == b"v1" and get() == b"v1" and len(calls) == 1
+    assert get(accept="application/openmetrics-text") == b"v1" and len(calls) == 2
+    version[0] = 2
+    assert get() == b"v2" and len(calls) == 3
+    get("/nope"), get("/nope")
+    assert len(calls) == 5 and said[-1] == "404 Not Found"  # errors are not kept
+    threads = [threading.Thread(target=get) for _ in range(20)]
+    version[0] = 3
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 6  # twenty at once after a new round: one rendering

@@ -22,6 +22,8 @@ from fuzz_inputs import TARGETS
 SEED = 20250101
 # cases per target in CI; LLTUI_FUZZ_CASES raises it for a longer local run
 CASES = int(os.environ.get("LLTUI_FUZZ_CASES", "150"))
+# targets whose cases take a second (a deadline to reach, a large input to read) run fewer
+SLOW_TARGETS = {"net": 40, "scale": 30}
 CI_TIMEOUT = 10.0  # seconds per case: a shared CI machine is slower than the bench's
 # a known hang (xfail) is given less: fixed, it takes milliseconds; unfixed, minutes
 KNOWN_HANG_TIMEOUT = 3.0
@@ -49,7 +51,8 @@ def test_seeded_cases_end_in_a_result_or_a_domain_error(worker, target):
     """The seeded subset, minus the failures already kept (and marked) in the corpus."""
     known = {note["signature"] for note in _notes() if note.get("xfail")}
     failures = []
-    for index in range(CASES):
+    cases = CASES if "LLTUI_FUZZ_CASES" in os.environ else SLOW_TARGETS.get(target, CASES)
+    for index in range(cases):
         res = fr.gen(worker, target, SEED, index)
         if res["status"] in fr.OK_STATUSES:
             continue
@@ -101,3 +104,25 @@ def test_the_oracle_catches_what_it_must(worker):
         worker, {**base, "parser": "smi_csv", "extra": {"fields": 5}, "argv": []}, b"1, 2\n"
     )
     assert crash["status"] == "crash" and crash["where"] != "?"
+
+
+def test_the_oracle_catches_the_classes_of_round_3(worker, tmp_path):
+    """Text that prints a bidi override raw, or a forged line; a recording that is not
+    private or keeps a secret; a dcgm page read as total memory 0: each is a failure."""
+    import stat
+
+    from fuzz_classes import FORGED, check_dcgm, judge_record, judge_text
+
+    assert judge_text("a\u202eb\n", "")["status"] == "bad-text"
+    assert judge_text(f"x\n{FORGED} verdict: fits\n", "")["status"] == "bad-text"
+    assert judge_text("x\\u000aFORGED-LINE\n", "") is None  # escaped: fine
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text('{"command": "x --api-key sekrit"}')
+    rec.chmod(0o644)
+    assert "mode 644" in judge_record(rec, ["sekrit"])["message"]
+    rec.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert "secret" in judge_record(rec, ["sekrit"])["message"]
+    assert judge_record(rec, ["other"]) is None
+    page = 'DCGM_FI_DEV_SM_CLOCK{gpu="0", UUID="GPU-1"} 139\n'
+    (rig,) = check_dcgm(page).values()
+    assert rig.gpus[0].info.memory_total is None

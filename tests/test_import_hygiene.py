@@ -64,7 +64,7 @@ CORE_ALLOWED: dict[str, set[str]] = {
     "topo": {"monitor", "hardware"},
     "nccl": {"topo", "monitor", "hardware"},
 }
-CORE_PLAIN = {"units", "text", "doctor", "core"}
+CORE_PLAIN = {"units", "text", "doctor", "core", "gc_pause"}
 # The sources by domain, the same way; ssh is the plain transport GPU sources and RPC hosts
 # share. A new GPU backend is a folder under gpu/ with no new arrow.
 SOURCES_ALLOWED: dict[str, set[str]] = {
@@ -73,7 +73,7 @@ SOURCES_ALLOWED: dict[str, set[str]] = {
     "llama": {"ssh", "gpu"},  # a CUDA build asks NVML which GPUs it is for
     "nccl": set(),
 }
-SOURCES_PLAIN = {"ssh", "sources"}
+SOURCES_PLAIN = {"ssh", "sources", "net"}
 
 
 def _module_files() -> dict[str, pathlib.Path]:

@@ -47,7 +47,27 @@ def test_dcgm_blank_value_is_no_reading() -> None:
     (g,) = rigs["gpu-node"].gpus  # no Hostname label: the host the URL names
     assert (g.sm_clock_mhz, g.mem_clock_mhz) == (139, 405)
     assert g.temp_c is None  # MEMORY_TEMP is DCGM's blank; and it is not the GPU temperature
-    assert g.memory_used is None and g.memory_total == 0
+    assert g.memory_used is None and g.memory_total is None  # unknown, never 0
+    assert g.memory_pct is None
+
+
+def test_a_payload_without_framebuffer_metrics_shows_total_memory_unknown() -> None:
+    """dcgm-exporter with the FB fields left out of its counters file: the total is null in
+    JSON and "-" on screen, never 0 (the host's sum too)."""
+    page = (PROM_FIXTURES / "dcgm-exporter-readme.prom").read_bytes()
+    with stub_server(Stub(routes={"/metrics": (200, "text/plain", page)})) as stub:
+        out = run_cli("gpus", "--source", f"scrape:{stub.url}", "--json")
+        assert out.returncode == 0, out.stderr
+        (gpu,) = json.loads(out.stdout)["gpus"]
+        assert gpu["memory_total"] is None and gpu["memory_used"] is None
+        text = run_cli("gpus", "--source", f"scrape:{stub.url}")
+        row = next(ln for ln in text.stdout.splitlines() if ln.lstrip().startswith("0 "))
+        assert " - / - " in row and " 0 MiB" not in row
+    from lltui.core.monitor.fleet import HostState, host_row
+
+    rig = _rigs("dcgm-exporter-readme.prom")["fallback"]
+    row = host_row(HostState("h", "scrape:x", rig, True, received_at=0.0), 0.0, 1.0)
+    assert row.memory_total is None  # the host's sum: unknown too, not 0
 
 
 def test_all_smi_template_payload() -> None:

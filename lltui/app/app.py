@@ -34,7 +34,7 @@ from lltui.core.monitor.alerts import AlertTracker, HostStatus
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
 from lltui.core.text import error_text
-from lltui.paths import themes_dir
+from lltui.paths import open_private, themes_dir
 from lltui.sources.gpu.base import GpuSource
 
 if TYPE_CHECKING:
@@ -241,6 +241,25 @@ class LltuiApp(App[int]):
         if self._composing:
             return
         super().refresh_css(animate)
+
+    def save_screenshot(
+        self,
+        filename: str | None = None,
+        path: str | None = None,
+        time_format: str | None = None,
+    ) -> str:
+        """Textual's screenshot (the palette's "Screenshot" command), written to a private
+        file: the monitor shows every process on the GPUs, other users' included."""
+        import os
+
+        from textual.app import generate_datetime_filename
+
+        name = filename or generate_datetime_filename(self.title, ".svg", time_format)
+        svg_path = os.path.expanduser(os.path.join(path or "./", name))
+        svg = self.export_screenshot()
+        with open_private(svg_path) as f:
+            f.write(svg)
+        return svg_path
 
     async def on_unmount(self) -> None:
         if self._launch is not None:

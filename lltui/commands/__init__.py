@@ -87,9 +87,10 @@ def source_spec(args: argparse.Namespace) -> str:
         raise CliError(str(exc), 2) from None
 
 
-def open_recorder(path: str, source: str) -> Any:
+def open_recorder(path: str, source: str, *, full: bool = False) -> Any:
     """A Recorder writing ``path`` (``--record``), refused where it would overwrite the
-    recording being replayed; a path that cannot be written is bad input."""
+    recording being replayed; a path that cannot be written is bad input. ``full``
+    (``--record-full``) keeps the secrets of command lines."""
     import os
 
     from lltui.sources.gpu.replay import Recorder
@@ -98,6 +99,6 @@ def open_recorder(path: str, source: str) -> Any:
     if kind == "replay" and os.path.exists(path) and os.path.samefile(path, replayed):
         raise CliError(f"--record {path} would overwrite the recording being replayed", 2)
     try:
-        return Recorder(path)
+        return Recorder(path, full=full)
     except OSError as exc:
         raise CliError(f"--record {path}: {exc.strerror or exc}", 2) from None

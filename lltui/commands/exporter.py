@@ -193,7 +193,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         sampler.start()
         try:
-            server, _thread = serve(make_registry(sampler), host, port)
+            server, _thread = serve(
+                make_registry(sampler), host, port, version=lambda: sampler.version
+            )
         except OSError as exc:
             raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
         bound = server.server_address[1]

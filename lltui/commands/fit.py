@@ -224,16 +224,16 @@ def run(args: argparse.Namespace) -> int:
     command = read_command(list(args.argv), "fit", HELP)
     if command is None:
         return 0
-    from lltui.commands.output import ProgressLine
+    from lltui.commands.progress import Progress
 
-    progress = ProgressLine(f"searching for --best {command.best}") if command.best else None
+    what = f"searching for --best {command.best}" if command.best else "placing the model"
     try:
-        report = fit(command.request, best=command.best, oracle=command.oracle, progress=progress)
+        with Progress(f"fit: {what}", unit="estimates" if command.best else "") as progress:
+            report = fit(
+                command.request, best=command.best, oracle=command.oracle, progress=progress.step
+            )
     except FitFailed as exc:
         return refused(exc, "fit", command.as_json)
-    finally:
-        if progress is not None:
-            progress.close()
     if command.as_json:
         print_json(_to_json(report))
     else:
@@ -303,12 +303,13 @@ def measured_lines(points: Any) -> list[str]:
 
 def _to_text(report: FitReport, goal: str | None) -> str:
     from lltui.core.fit.report import oracle_to_text, result_to_text
+    from lltui.core.text import one_line
 
     text = result_to_text(report.result)
     for line in measured_lines(report.setup.measured):
         text += f"\n{line}"
     for n in report.setup.notes:
-        text += f"\nnote: {n}"
+        text += f"\nnote: {one_line(n)}"
     if report.oracle is not None:
         text += "\n\n" + oracle_to_text(report.oracle)
     if report.best is not None:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"source {spec}: {exc}", _code(exc)) from None
     if getattr(args, "record", None):
         # opened only once the source worked: a failed start must not empty the file
-        with open_recorder(args.record, spec or "auto") as recorder:
+        with open_recorder(args.record, spec or "auto", full=args.record_full) as recorder:
             recorder.write(sample)
     alerts = _alerts({None: sample}, args)
     if args.json:
@@ -126,16 +126,17 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
     if args.json:
         print_json({**fleet_to_json(snapshot), "alerts": alerts_to_json(alerts)})
     else:
+        from lltui.core.text import one_line
+
         columns = shutil.get_terminal_size(fallback=(0, 0)).columns
         blocks = []
         for state in snapshot.hosts:
             status = status_of(state, snapshot.t, 1.0)
+            label = one_line(state.label)
             if state.sample is None or status == "down":
-                blocks.append(f"== {state.label}: down: {state.error or 'no answer'}")
+                blocks.append(f"== {label}: down: {one_line(state.error or 'no answer')}")
             else:
-                blocks.append(
-                    f"== {state.label}\n" + rig_to_text(state.sample, width=columns or None)
-                )
+                blocks.append(f"== {label}\n" + rig_to_text(state.sample, width=columns or None))
         print("\n\n".join(blocks))
         for alert in alerts:
             print(f"alert: {alert.line}")

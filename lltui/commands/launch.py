@@ -191,7 +191,8 @@ def _mib(x: object) -> str:
     return f"{x:.2f}" if isinstance(x, int | float) else "?"
 
 
-def _ready_text(event: dict[str, Any]) -> str:
+def _ready_lines(event: dict[str, Any]) -> list[str]:
+    """The ready line and the prediction's line under it (each printed as one line)."""
     parts = [f"llama-server ready at {event['url']} (pid {event['pid']})"]
     for d in event["devices"]:
         text = (
@@ -205,16 +206,15 @@ def _ready_text(event: dict[str, Any]) -> str:
                 f"{_mib(p['compute_mib'])})"
             )
         parts.append(text)
-    line = " | ".join(parts)
+    lines = [" | ".join(parts)]
     pred = event.get("prediction")
     if pred:
-        line += (
-            f"\n  lltui's prediction ({pred['rules']}): {pred['exact']} of {pred['compared']} "
+        lines.append(
+            f"  lltui's prediction ({pred['rules']}): {pred['exact']} of {pred['compared']} "
             f"buffer lines exact, {pred['within_1pct']} within 1%"
+            + (f"; {pred['note']}" if pred.get("note") else "")
         )
-        if pred.get("note"):
-            line += f"; {pred['note']}"
-    return line
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
 
     own, words = _split_own(list(args.words))
     if own.help:
-        _say(HELP.rstrip())
+        print(HELP.rstrip())
         return 0
     if own.rpc_hosts or own.rpc_bind or own.rpc_server:
         return _run_with_rpc_hosts(own, words)
@@ -424,10 +424,11 @@ def _watch(
             event = session.ready_event()
             if rpc is not None:
                 event["rpc_hosts"] = _rpc_json(rpc)
-            text = _ready_text(event)
-            if rpc is not None:  # which host each RPC device is
-                text += "".join(f"\n  {line}" for line in rpc.describe())
-            _say(json.dumps(event) if as_json else text)
+            for line in [json.dumps(event)] if as_json else _ready_lines(event):
+                _say(line)
+            if rpc is not None and not as_json:  # which host each RPC device is
+                for line in rpc.describe():
+                    _say(f"  {line}")
         elif not announced:
             status = session.status()
             for line in progress.lines(status, time.monotonic()) if status else ():

@@ -16,9 +16,13 @@ if TYPE_CHECKING:
 
 
 def say(text: str, *, err: bool = False) -> None:
-    """Print one line; a terminal that went away (SSH drop) is not an error here."""
+    """Print one line; a terminal that went away (SSH drop) is not an error here. What it
+    says carries paths, the environment, the server's log and its devices' names: a break in
+    any of them is escaped, so it cannot print a line of its own."""
+    from lltui.core.text import one_line
+
     with contextlib.suppress(OSError):
-        print(text, file=sys.stderr if err else sys.stdout, flush=True)
+        print(one_line(text), file=sys.stderr if err else sys.stdout, flush=True)
 
 
 def say_note(note: Note) -> None:

@@ -9,6 +9,9 @@ lltui nccl bench [--json]        all-reduce bandwidth across the local GPUs
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import stat
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
@@ -16,6 +19,9 @@ from typing import IO, Any
 from lltui.commands import CliError, add_source_option, print_json, source_spec
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are cut; no NCCL or nccl-tests line comes close
+# read at most this much: a summary of the first GiB says what a log says; an endless
+# stream (/dev/zero, `yes |`) ends here rather than never
+MAX_INPUT_BYTES = 1 << 30
 
 
 def register(sub: Any) -> None:
@@ -78,49 +84,109 @@ def _wants_json(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "json", False) or getattr(args, "nccl_json", False))
 
 
-def read_lines(path: str, *, stdin: IO[bytes] | None = None) -> Iterator[str]:
-    """Lines of a text file (``-`` for stdin), decoded leniently, each cut to
-    MAX_LINE_BYTES so a file without newlines cannot fill memory."""
-    if path == "-":
-        stream = stdin or getattr(sys.stdin, "buffer", None)
+class InputLines:
+    """Lines of a text file (``-`` for stdin), decoded leniently, each cut to MAX_LINE_BYTES
+    (a file without newlines cannot fill memory), at most MAX_INPUT_BYTES in all (an endless
+    stream, ``/dev/zero`` or ``yes |``, cannot run for ever): ``cut`` says the input was
+    longer. ``done`` counts the bytes read, for a progress line."""
+
+    def __init__(
+        self, path: str, *, stdin: IO[bytes] | None = None, limit: int | None = None
+    ) -> None:
+        self.path = path
+        self.limit = MAX_INPUT_BYTES if limit is None else limit
+        self.done = 0
+        self.cut = False
+        self.size: int | None = None
+        self._stdin = stdin
+        self._file: IO[bytes] | None = None
+        if path != "-":
+            try:
+                self._file = open(path, "rb")  # noqa: SIM115 - closed when read through
+            except FileNotFoundError:
+                raise CliError(f"{path}: no such file", 2) from None
+            except IsADirectoryError:
+                raise CliError(f"{path}: is a directory", 2) from None
+            except OSError as exc:
+                raise CliError(f"{path}: {exc.strerror or exc}", 2) from None
+            with contextlib.suppress(OSError):
+                st = os.fstat(self._file.fileno())
+                self.size = st.st_size if stat.S_ISREG(st.st_mode) else None
+
+    def __iter__(self) -> Iterator[str]:
+        if self._file is not None:
+            with self._file:
+                yield from self._lines(self._file)
+            return
+        stream = self._stdin or getattr(sys.stdin, "buffer", None)
         if stream is None:  # a text-only stdin (embedded interpreters, tests)
             for line in sys.stdin:
+                if self._over(len(line)):
+                    return
                 yield line[:MAX_LINE_BYTES]
             return
-        yield from _lines(stream)
-        return
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below, after the generator ends
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file", 2) from None
-    except IsADirectoryError:
-        raise CliError(f"{path}: is a directory", 2) from None
-    except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror or exc}", 2) from None
-    with f:
-        yield from _lines(f)
+        yield from self._lines(stream)
+
+    def _over(self, n: int) -> bool:
+        self.done += n
+        if self.done > self.limit:
+            self.cut = True
+        return self.cut
+
+    def _lines(self, stream: IO[bytes]) -> Iterator[str]:
+        while True:
+            try:
+                line = stream.readline(MAX_LINE_BYTES)
+            except OSError as exc:
+                raise CliError(f"read error: {exc.strerror or exc}", 1) from None
+            if not line or self._over(len(line)):
+                return
+            if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
+                while True:  # drop the rest of an overlong line
+                    rest = stream.readline(MAX_LINE_BYTES)
+                    if not rest or self._over(len(rest)):
+                        break
+                    if rest.endswith(b"\n"):
+                        break
+            yield line.replace(b"\x00", b"").decode("utf-8", errors="replace")
+
+    def note(self) -> str | None:
+        """The line to print when the input was cut, else None."""
+        if not self.cut:
+            return None
+        from lltui.core.units import fmt_bytes
+
+        return (
+            f"lltui: note: {self.path}: read the first {fmt_bytes(self.limit)} only; "
+            "the summary covers that part"
+        )
 
 
-def _lines(stream: IO[bytes]) -> Iterator[str]:
-    while True:
-        try:
-            line = stream.readline(MAX_LINE_BYTES)
-        except OSError as exc:
-            raise CliError(f"read error: {exc.strerror or exc}", 1) from None
-        if not line:
-            return
-        if len(line) == MAX_LINE_BYTES and not line.endswith(b"\n"):
-            while True:  # drop the rest of an overlong line
-                rest = stream.readline(MAX_LINE_BYTES)
-                if not rest or rest.endswith(b"\n"):
-                    break
-        yield line.replace(b"\x00", b"").decode("utf-8", errors="replace")
+def _parse_with_progress(what: str, args: argparse.Namespace, parse: Any) -> Any:
+    """``parse`` over the file's lines, with a progress line past a second and a note on
+    stderr when the input was cut at MAX_INPUT_BYTES."""
+    from lltui.commands.progress import Progress
+
+    lines = InputLines(args.file)
+    shown = "stdin" if args.file == "-" else args.file
+    with Progress(f"{what} {shown}", total=lines.size, unit="MiB") as progress:
+
+        def counted() -> Iterator[str]:
+            for line in lines:
+                progress.done = lines.done
+                yield line
+
+        result = parse(counted())
+    note = lines.note()
+    if note:
+        print(note, file=sys.stderr)
+    return result
 
 
 def run_log(args: argparse.Namespace) -> int:
     from lltui.core.nccl.log import format_log_summary, parse_nccl_log
 
-    summary = parse_nccl_log(read_lines(args.file))
+    summary = _parse_with_progress("nccl log: reading", args, parse_nccl_log)
     if not summary.has_nccl:
         raise CliError(
             f"{args.file}: nothing from NCCL in it (no 'NCCL INFO' or 'NCCL WARN' lines, "
@@ -137,7 +203,7 @@ def run_log(args: argparse.Namespace) -> int:
 def run_tests(args: argparse.Namespace) -> int:
     from lltui.core.nccl.nccl_tests import format_table, parse_nccl_tests
 
-    result = parse_nccl_tests(read_lines(args.file))
+    result = _parse_with_progress("nccl tests: reading", args, parse_nccl_tests)
     if not result.tables:
         raise CliError(
             f"{args.file}: no nccl-tests table in it (no rows of size, count, type, time, "
@@ -148,6 +214,8 @@ def run_tests(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print("\n\n".join(format_table(t) for t in result.tables))
+        if result.tables_dropped:
+            print(f"\n... {result.tables_dropped} more table(s) not kept")
     failed = [t for t in result.tables if t.failures and not t.rows]
     if failed:
         # the run failed before any row: the table (or JSON) says what happened; one line
@@ -172,30 +240,32 @@ def run(args: argparse.Namespace) -> int:
     if _wants_json(args):
         print_json(out)
     else:
+        from lltui.core.text import one_line as q  # paths, versions, environment: data
+
         lines = []
         if out["simulated"]:
-            lines.append(f"NCCL {out['version']}  {out['path']}  [{out['source']}]")
+            lines.append(f"NCCL {q(out['version'])}  {q(out['path'])}  [{q(out['source'])}]")
         elif out["available"]:
-            lines.append(f"NCCL {out['version']}  {out['path']}  ({out['found_by']})")
+            lines.append(f"NCCL {q(out['version'])}  {q(out['path'])}  ({out['found_by']})")
         else:
-            lines.append(f"NCCL not available: {out.get('reason') or 'not found'}")
+            lines.append(f"NCCL not available: {q(out.get('reason') or 'not found')}")
         for c in out.get("candidates", [])[1:]:
-            lines.append(f"  also: {c['path']} ({c['found_by']})")
+            lines.append(f"  also: {q(c['path'])} ({c['found_by']})")
         for c in out.get("cudart", [])[:1]:
-            lines.append(f"CUDA runtime  {c['path']} ({c['found_by']})")
+            lines.append(f"CUDA runtime  {q(c['path'])} ({c['found_by']})")
         if report.links:
             kinds = sorted(set(report.links.values()))
-            lines.append(f"GPU links  {', '.join(kinds)} ({len(report.links)} pairs)")
+            lines.append(f"GPU links  {q(', '.join(kinds))} ({len(report.links)} pairs)")
         lines.append("environment")
         width = max(len(k) for k in env)
         for k, v in env.items():
-            shown = "(unset)" if v is None else f"{v}  - {explain_variable(k, v)}"
+            shown = "(unset)" if v is None else f"{q(v)}  - {q(explain_variable(k, v))}"
             lines.append(f"  {k.ljust(width)}  {shown}")
         lines.append("findings" if findings else "findings: none")
         for f in findings:
-            lines.append(f"  [{f.severity}] {f.code}: {f.message}")
+            lines.append(f"  [{f.severity}] {f.code}: {q(f.message)}")
             if f.hint:
-                lines.append(f"         -> {f.hint}")
+                lines.append(f"         -> {q(f.hint)}")
         print("\n".join(lines))
     return 0 if out["available"] else 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -19,6 +19,12 @@ class _PrintableStream(io.TextIOBase):
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
+
+    @property
+    def terminal(self) -> TextIO:
+        """The stream underneath, for lltui's own progress line (which draws and erases
+        itself with control characters; nothing from data goes there unescaped)."""
+        return self._inner
 
     def write(self, text: str) -> int:
         self._inner.write(printable(text))
@@ -59,47 +65,6 @@ def error_line(message: str) -> str:
     if len(line) > MAX_ERROR_CHARS:
         line = f"{line[: MAX_ERROR_CHARS - 30]}... ({len(line)} characters in all)"
     return line if line.startswith("lltui") else f"lltui: {line}"
-
-
-class ProgressLine:
-    """Progress of a long step on standard error, once it has taken a second: one line
-    redrawn on a terminal, a line every few seconds otherwise; cleared when done."""
-
-    DELAY_S = 1.0
-    TERMINAL_EVERY_S = 0.1
-    PLAIN_EVERY_S = 5.0
-
-    def __init__(
-        self, label: str, unit: str = "estimates", clock: Callable[[], float] | None = None
-    ) -> None:
-        import time
-
-        self.label = label
-        self.unit = unit
-        self._clock = clock or time.monotonic
-        self._start = self._clock()
-        self._last = -1e9
-        self._shown = False
-        self._stream: TextIO = sys.__stderr__ or sys.stderr
-        self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
-
-    def __call__(self, done: int, planned: int) -> None:
-        now = self._clock()
-        if now - self._start < self.DELAY_S:
-            return
-        if now - self._last < (self.TERMINAL_EVERY_S if self._tty else self.PLAIN_EVERY_S):
-            return
-        self._last = now
-        pct = min(99, 100 * done // max(1, planned))
-        text = f"lltui: {self.label}: {pct}% ({done} {self.unit}, {now - self._start:.0f} s)"
-        self._stream.write(f"\r{text}\x1b[K" if self._tty else f"{text}\n")
-        self._stream.flush()
-        self._shown = True
-
-    def close(self) -> None:
-        if self._shown and self._tty:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
 
 
 def internal_error_line(exc: BaseException) -> str:

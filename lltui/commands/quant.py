@@ -5,9 +5,6 @@ devices, whether it fits and the largest context it leaves. Any GGUF of the mode
 from __future__ import annotations
 
 import argparse
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from lltui.commands import print_json
@@ -56,22 +53,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic collector paused: the table makes some 10^5 small objects, none in a
-    cycle, and the collector's passes over them cost more than a tenth of the run."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def run(args: argparse.Namespace) -> int:
     from lltui.commands.fit import read_command, refused
+    from lltui.commands.progress import Progress
     from lltui.core.fit.quant_table import best_fitting
+    from lltui.core.gc_pause import gc_paused
     from lltui.services.fit import FitFailed, prepare, quant_table
 
     command = read_command(list(args.argv), "quant", HELP)
@@ -82,10 +68,12 @@ def run(args: argparse.Namespace) -> int:
 
         return run_best(command)
     try:
-        with _no_gc():  # reading the header (a 150k-token vocabulary) makes as many objects
+        # the table (and reading a 150k-token vocabulary) makes some 10^5 small objects, none
+        # in a cycle: the collector's passes over them cost more than a tenth of the run
+        with gc_paused(), Progress(f"quant: reading {command.request.model}"):
             setup = prepare(command.request)
-        with _no_gc():  # not around --best: a repository's reads and searches run long
-            report = quant_table(command.request, setup)
+        with gc_paused(), Progress("quant: placing each type") as progress:
+            report = quant_table(command.request, setup, on_row=progress.step)
     except FitFailed as exc:
         return refused(exc, "quant", command.as_json)
     where = report.setup.device_label
@@ -103,12 +91,14 @@ def run(args: argparse.Namespace) -> int:
             data["notes"] = list(setup.notes)
         print_json(data)
         return 0
+    from lltui.core.text import one_line
+
     model_path = command.request.model
     print("\n".join(quant_lines(model_path, where, report.rows, best_fitting(report.rows))))
     for t, why in report.skipped:
         print(f"not listed: {t} ({why})")
     for n in setup.notes:
-        print(f"note: {n}")
+        print(f"note: {one_line(n)}")
     return 0
 
 

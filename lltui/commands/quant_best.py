@@ -15,17 +15,15 @@ if TYPE_CHECKING:
 
 def run_best(command: FitCommand) -> int:
     from lltui.commands.fit import refused
-    from lltui.commands.output import ProgressLine
+    from lltui.commands.progress import Progress
     from lltui.services.fit import FitFailed, quant_best
 
     assert command.best is not None
-    progress = ProgressLine(f"ranking the quantizations for {command.best}", "done")
     try:
-        ranked = quant_best(command.request, command.best, progress=progress)
+        with Progress(f"quant: ranking the quantizations for {command.best}") as progress:
+            ranked = quant_best(command.request, command.best, progress=progress.step)
     except FitFailed as exc:
         return refused(exc, "quant", command.as_json)
-    finally:
-        progress.close()
     if command.as_json:
         print_json(_to_json(ranked))
     else:
@@ -67,31 +65,31 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
 
 
 def _lines(ranked: QuantBest) -> list[str]:
+    from lltui.core.text import one_line
     from lltui.core.units import fmt_bytes
 
     what = "quantizations in the repository" if ranked.repo else "llama-quantize types"
-    where = ranked.setup.device_label
+    where = one_line(ranked.setup.device_label)
     lines = [
-        f"{ranked.setup.model_path}: {len(ranked.choices)} {what}, best for {ranked.goal} "
-        f"on {where}",
+        f"{one_line(ranked.setup.model_path)}: {len(ranked.choices)} {what}, best for "
+        f"{ranked.goal} on {where}",
         f"{'#':>3}  {'quant':<10} {'file':>10} {'bpw':>6} {'context':>8} {'t/s':>6}  command line",
     ]
     for i, c in enumerate(ranked.choices, 1):
         size = fmt_bytes(c.option.file_bytes) if c.option.file_bytes else "-"
         bpw = f"{c.bits_per_weight:.2f}" if c.bits_per_weight else "-"
         b = c.best
+        # the repository's file and quant names are the hub's data: one line each
+        quant = one_line(c.option.quant)
         if b is None:
-            why = c.error or "nothing this search tried fits"
-            lines.append(
-                f"{'-':>3}  {c.option.quant:<10} {size:>10} {bpw:>6} {'-':>8} {'-':>6}  {why}"
-            )
+            why = one_line(c.error or "nothing this search tried fits")
+            lines.append(f"{'-':>3}  {quant:<10} {size:>10} {bpw:>6} {'-':>8} {'-':>6}  {why}")
             continue
-        flags = " ".join((*ranked.model_flags(c), *b.flags))
+        flags = one_line(" ".join((*ranked.model_flags(c), *b.flags)))
         lines.append(
-            f"{i:>3}  {c.option.quant:<10} {size:>10} {bpw:>6} {b.max_ctx:>8} "
-            f"{b.decode_tps:>6.0f}  {flags}"
+            f"{i:>3}  {quant:<10} {size:>10} {bpw:>6} {b.max_ctx:>8} {b.decode_tps:>6.0f}  {flags}"
         )
         lines.append(f"{'':>5}gives up: {b.gives_up}" + (f"; gives: {b.gains}" if b.gains else ""))
     lines.append("bpw: bits per weight; t/s: predicted decode speed; * needs an importance matrix")
-    lines += [f"note: {n}" for n in ranked.setup.notes]
+    lines += [f"note: {one_line(n)}" for n in ranked.setup.notes]
     return lines

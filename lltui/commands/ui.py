@@ -79,7 +79,7 @@ def _run_app(args: argparse.Namespace) -> int:
             raise CliError(f"source {settings.source}: {exc}", code) from None
         if args.record:
             # only once the source is open: a failed start must not empty the file
-            recorder = open_recorder(args.record, settings.source)
+            recorder = open_recorder(args.record, settings.source, full=args.record_full)
             app.set_sample_listener(recorder.write)
         if recorder is not None:
             recorder.start(app.model.info)
@@ -113,6 +113,7 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
                     break
                 await asyncio.sleep(0.005)
             await pilot.pause()
+            # a private file (the monitor shows other users' processes): see the app's own
             folder, name = os.path.split(os.path.abspath(path))
             app.save_screenshot(filename=name, path=folder)
 

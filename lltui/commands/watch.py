@@ -109,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:
-        code = 2 if type(exc).__name__ == "RecordingUnreadable" else 1
-        raise CliError(f"source {request.rig.source or 'auto'}: {exc}", code) from None
+        from lltui.commands.gpus import _code
+
+        raise CliError(f"source {request.rig.source or 'auto'}: {exc}", _code(exc)) from None
     hooks = None
     if not args.no_hooks and settings.alerts.hooks:
         hooks = HookRunner(settings.alerts, lambda r: print(r.line, file=sys.stderr, flush=True))

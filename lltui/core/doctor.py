@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.text import one_line
+
 OK = "ok"
 WARN = "warn"
 MISSING = "missing"
@@ -49,10 +51,12 @@ def checks_to_text(checks: tuple[Check, ...] | list[Check]) -> str:
     width = max((len(c.name) for c in checks), default=0)
     lines = []
     for c in checks:
-        version = f" {c.version}" if c.version else ""
-        lines.append(f"[{_MARK.get(c.status, c.status)}] {c.name:<{width}}  {c.detail}{version}")
+        # details and versions come from drivers, libraries and binaries: one line each
+        version = f" {one_line(c.version)}" if c.version else ""
+        detail = one_line(c.detail)
+        lines.append(f"[{_MARK.get(c.status, c.status)}] {c.name:<{width}}  {detail}{version}")
         if c.hint and c.status != OK:
-            lines.append(f"       {'':<{width}}  -> {c.hint}")
+            lines.append(f"       {'':<{width}}  -> {one_line(c.hint)}")
     if checks_ok(checks):
         lines.append("GPU monitoring works here.")
     else:

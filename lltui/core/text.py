@@ -1,19 +1,30 @@
 """Text from files, servers and process lists, made safe to print on a terminal.
 
 A GGUF's ``general.name``, a llama-server log line or another user's command line can hold
-escape sequences that clear the screen, retitle the window or worse. Printed through
-:func:`printable`, every control character shows as a visible ``\\u001b``-style escape instead
-(the same spelling JSON uses, so a JSON document stays valid); newlines and tabs stay unless
-a single line is wanted.
+escape sequences that clear the screen, retitle the window or worse, a line break that prints
+a line lltui never wrote (a forged ``verdict: fits``), or a bidirectional override that shows
+text in another order than it is. Printed through :func:`printable`, every such character
+shows as a visible ``\\u001b``-style escape instead (the same spelling JSON uses, so a JSON
+document stays valid):
+
+- C0 controls, DEL and the C1 controls (U+0085 NEL among them; U+009B is a one-character CSI);
+- the line and paragraph separators U+2028 and U+2029;
+- the bidirectional controls: U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069.
+
+Newlines and tabs stay, unless a single line is wanted: every command's output as a whole
+goes through :func:`printable` (lltui's own lines keep their breaks); each value from data
+inside a line goes through :func:`one_line` (its breaks are escaped, so it cannot start a
+line of its own).
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 controls but tab and newline, DEL, and the C1 controls (U+009B is a one-character CSI)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# never printed raw, wherever they are
+_ALWAYS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[{_ALWAYS}]")
+_CONTROL_ONE_LINE = re.compile(f"[\t\n{_ALWAYS}]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -21,8 +32,8 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def printable(text: str, *, one_line: bool = False) -> str:
-    """``text`` with control characters shown as escapes; ``one_line`` escapes newlines and
-    tabs too."""
+    """``text`` with control, line-separator and bidi characters shown as escapes;
+    ``one_line`` escapes newlines and tabs too."""
     pattern = _CONTROL_ONE_LINE if one_line else _CONTROL
     return pattern.sub(_escape, text) if pattern.search(text) else text
 
@@ -63,3 +74,9 @@ def error_text(exc: BaseException) -> str:
         if isinstance(exc, kind):
             return said
     return _CAMEL.sub(" ", type(exc).__name__).lower()
+
+
+def one_line(value: object) -> str:
+    """A value from data (a file, a server, another process), as it may appear inside a
+    line of text output: ``str(value)`` with every break and control escaped."""
+    return printable(value if isinstance(value, str) else str(value), one_line=True)

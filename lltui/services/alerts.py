@@ -30,6 +30,7 @@ from lltui.core.monitor.alerts import (
 )
 from lltui.core.monitor.fleet import status_of
 from lltui.core.monitor.models import RigSample, SourceUnavailable
+from lltui.core.text import error_text
 from lltui.services.rig import Rig, RigRequest, open_rig
 
 MAX_RUNNING_HOOKS = 4  # a storm of alerts starts at most this many commands at once
@@ -244,7 +245,7 @@ class AlertWatch:
         try:
             poll = self._clients[i].poll()
         except Exception as exc:  # the client bounds every call; this is a last guard
-            return LlamaStatus(public_url(url), "down", f"{type(exc).__name__}: {exc}")
+            return LlamaStatus(public_url(url), "down", error_text(exc))
         return LlamaStatus(public_url(url), poll.state, poll.message)
 
     def close(self) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import urlsplit
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -123,6 +125,7 @@ class Sampler:
         self._polled: set[int] = set()
         self._on_error = on_error
         self._lock = threading.Lock()
+        self._version = 0  # counts the changes of what a scrape serves
         self._snapshot = Snapshot()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -132,6 +135,13 @@ class Sampler:
     def snapshot(self) -> Snapshot:
         with self._lock:
             return self._snapshot
+
+    @property
+    def version(self) -> int:
+        """A number that changes whenever what a scrape serves changes (a sampling round, a
+        llama-server's poll): scrapes between two changes can share one rendering."""
+        with self._lock:
+            return self._version
 
     def families(self) -> tuple[Family, ...]:
         """What a scrape serves: the last GPU round and the last poll of each llama-server."""
@@ -193,6 +203,7 @@ class Sampler:
         )
         with self._lock:
             self._snapshot = snap
+            self._version += 1
         return snap
 
     def poll_llama(self, i: int) -> LlamaExport:
@@ -216,6 +227,7 @@ class Sampler:
         with self._lock:
             self._llama[i] = export
             self._polled.add(i)
+            self._version += 1
         return export
 
     def _placement_of(self, i: int, follow: LlamaFollow) -> tuple[DevicePlacement, ...]:
@@ -315,9 +327,128 @@ def make_registry(sampler: Sampler) -> CollectorRegistry:
     return registry
 
 
-def serve(registry: CollectorRegistry, host: str, port: int) -> tuple[Any, threading.Thread]:
-    """Serve ``/metrics`` on ``host:port`` in a thread; returns the server and its thread.
-    Raises OSError when the address cannot be bound."""
-    from prometheus_client import start_http_server
+# listen(2) backlog (the kernel caps it at net.core.somaxconn): a burst of scrapers waits
+# here to be accepted. With the 5 of http.server's default the kernel dropped their
+# connection attempts and each came back a second or more later (200 scrapers: p99 6 s,
+# 140 timeouts); 128 still dropped some (bench/exporter.py)
+LISTEN_BACKLOG = 1024
+REQUEST_TIMEOUT_S = 10.0  # a client that sends its request a byte at a time is let go
 
-    return start_http_server(port, addr=host, registry=registry)
+
+class MetricsServer(ThreadingMixIn, WSGIServer):
+    """A thread per request, a real listen backlog; threads do not outlive the server."""
+
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+
+class _QuietHandler(WSGIRequestHandler):
+    timeout = REQUEST_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line per request."""
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+_CACHE_KEYS = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING")
+MAX_CACHED = 16  # renderings kept: one per format, encoding and filter asked for
+
+
+def cached_app(app: WsgiApp, version: Callable[[], int]) -> WsgiApp:
+    """``app`` with its 200 answers kept until ``version()`` changes: a burst of scrapers
+    between two sampling rounds costs one rendering per kind of request (format, encoding,
+    filter), not one each. Renderings are made one at a time; whoever waits for one takes
+    the answer it made."""
+    lock = threading.Lock()
+    render = threading.Lock()
+    cache: dict[tuple[str, ...], tuple[int, str, list[tuple[str, str]], bytes]] = {}
+
+    def cached(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        key = tuple(str(environ.get(k, "")) for k in _CACHE_KEYS)
+        v = version()
+        with lock:
+            hit = cache.get(key)
+        if hit is None or hit[0] != v:
+            with render:
+                with lock:
+                    hit = cache.get(key)
+                if hit is None or hit[0] != v:
+                    said: list[Any] = []
+
+                    def keep(status: str, headers: list[tuple[str, str]], *_: Any) -> Any:
+                        said[:] = [status, headers]
+                        return lambda _data: None
+
+                    body = b"".join(app(environ, keep))
+                    hit = (v, said[0], list(said[1]), body)
+                    if said[0].startswith("200"):
+                        with lock:
+                            if len(cache) >= MAX_CACHED:
+                                cache.clear()
+                            cache[key] = hit
+        start_response(hit[1], list(hit[2]))
+        return [hit[3]]
+
+    return cached
+
+
+METRICS_PATH = "/metrics"
+_LANDING = (
+    b"lltui exporter: the metrics are at /metrics\n"
+    b"(Prometheus text, or OpenMetrics when asked; gzip when accepted)\n"
+)
+
+
+def routed_app(metrics: WsgiApp) -> WsgiApp:
+    """``/metrics`` is the metrics; ``/`` a line that says where they are; every other path
+    404, as node_exporter and dcgm-exporter answer (prometheus_client's app alone serves the
+    metrics on any path, so a mistyped scrape path would look healthy)."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "/")
+        if path == METRICS_PATH:
+            return metrics(environ, start_response)
+        if path == "/":
+            status, body = "200 OK", _LANDING
+        else:
+            status, body = "404 Not Found", b"not found: the metrics are at /metrics\n"
+        start_response(
+            status,
+            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    return app
+
+
+def serve(
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    *,
+    version: Callable[[], int] | None = None,
+) -> tuple[Any, threading.Thread]:
+    """Serve ``/metrics`` (prometheus_client's WSGI app: text or OpenMetrics, gzip; other
+    paths 404) on
+    ``host:port`` in a thread; returns the server and its thread. ``version``: a number
+    that changes with what the registry collects (``Sampler.version``), so that scrapes in
+    between share one rendering. Raises OSError when the address cannot be bound."""
+    import socket
+    from wsgiref.simple_server import make_server
+
+    from prometheus_client import make_wsgi_app
+
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    server_class = type("MetricsServer", (MetricsServer,), {"address_family": family})
+    app: WsgiApp = make_wsgi_app(registry)
+    if version is not None:
+        app = cached_app(app, version)
+    app = routed_app(app)
+    httpd: WSGIServer = make_server(
+        str(sockaddr[0]), port, app, server_class, handler_class=_QuietHandler
+    )
+    thread = threading.Thread(target=httpd.serve_forever, name="lltui-exporter-http", daemon=True)
+    thread.start()
+    return httpd, thread

@@ -365,9 +365,14 @@ class QuantReport:
     skipped: tuple[tuple[str, str], ...]  # (type, why) the table leaves out
 
 
-def quant_table(request: FitRequest, setup: FitSetup | None = None) -> QuantReport:
+def quant_table(
+    request: FitRequest,
+    setup: FitSetup | None = None,
+    on_row: Progress | None = None,
+) -> QuantReport:
     """Every llama-quantize type of the model: its file size, whether it fits these devices
-    with these flags, its largest context and its speed."""
+    with these flags, its largest context and its speed (``on_row(done, total)`` told after
+    each type)."""
     from lltui.core.fit.quant_table import quant_table as table
     from lltui.core.fit.quant_table import skipped_types
     from lltui.core.memory.hparams import read_hparams
@@ -380,7 +385,7 @@ def quant_table(request: FitRequest, setup: FitSetup | None = None) -> QuantRepo
         summary = model_summary(model, read_hparams(model))
     except FitError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    rows = table(model, setup.args, setup.devices, setup.options, setup.extra)
+    rows = table(model, setup.args, setup.devices, setup.options, setup.extra, on_row=on_row)
     return QuantReport(setup, summary, tuple(rows), tuple(skipped_types(model)))
 
 

@@ -68,7 +68,7 @@ def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> s
         ("power", "power_w", float(g.power_limit_w or info.power_limit_max_w or 1.0), "W", 1.0),
         ("util", "util_gpu", 100.0, "%", 1.0),
         ("mem util", "util_mem", 100.0, "%", 1.0),
-        ("VRAM", "memory_used", float(info.memory_total), "GiB", GIB),
+        ("VRAM", "memory_used", float(info.memory_total or 0), "GiB", GIB),
         ("temp", "temp_c", 100.0, "°C", 1.0),
     ):
         s = model.history.series(info.uuid, metric, window)
@@ -97,10 +97,11 @@ def now_lines(g: GpuSample) -> list[str]:
     """The GPU's readings now: what the graphs below end at, and what they do not draw."""
     info = g.info
     used = "-" if g.memory_used is None else f"{g.memory_used / GIB:.1f}"
+    total = "-" if info.memory_total is None else f"{info.memory_total / GIB:.1f}"  # never 0
     return [
         f"[b]now[/b]  power {_num(g.power_w, '{:.0f}')}/{_num(g.power_limit_w, '{:.0f} W')}"
         f"   util {_num(g.util_gpu, '{:.0f}%')}   mem util {_num(g.util_mem, '{:.0f}%')}",
-        f"     VRAM {used}/{info.memory_total / GIB:.1f} GiB   temp {_num(g.temp_c, '{:.0f}°C')}"
+        f"     VRAM {used}/{total} GiB   temp {_num(g.temp_c, '{:.0f}°C')}"
         f"   fan {_num(g.fan_pct, '{:.0f}%')}   P-state {_num(g.pstate, 'P{}')}",
         f"     clocks SM {_num(g.sm_clock_mhz, '{}')}/{_num(info.max_sm_clock_mhz, '{}')} MHz"
         f"   memory {_num(g.mem_clock_mhz, '{}')}/{_num(info.max_mem_clock_mhz, '{}')} MHz",

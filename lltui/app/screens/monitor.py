@@ -57,7 +57,9 @@ def render_rig_line(
     """Totals over the GPUs, energy since start, host, and the load balance of what they
     serve; each line fits 78 columns (``width`` below 84 tightens the balance line)."""
     live = [g for g in sample.gpus if not g.lost]
-    total = sum(g.info.memory_total for g in live)
+    totals = [g.info.memory_total for g in live]
+    # the sum where every GPU says its total; "-" where one does not (never a 0 for it)
+    total = sum(t for t in totals if t is not None) if None not in totals else None
     used = sum(g.memory_used or 0 for g in live)
     free = sum(g.memory_free or 0 for g in live)
     power = sum(g.power_w or 0.0 for g in live)
@@ -68,7 +70,8 @@ def render_rig_line(
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{n} GPU{'s' if n != 1 else ''}", styles.bold)
     text.append(
-        f"  VRAM {used / GIB:.1f}/{total / GIB:.1f} GiB ({free / GIB:.1f} free)"
+        f"  VRAM {used / GIB:.1f}/{'-' if total is None else f'{total / GIB:.1f}'} GiB"
+        f" ({free / GIB:.1f} free)"
         f"  power {power:.0f}/{limit:.0f} W"
     )
     if lost:

@@ -53,7 +53,7 @@ def render_process(pid: int, model: RigModel, width: int, window: float) -> str:
         lines.append(f"[$text-muted]watched for {fmt_duration(seen[1] - seen[0])}[/]")
     lines.append("")
     spark_w = max(20, width - 30)
-    total = sum(g.info.memory_total for g in sample.gpus) if sample is not None else 0
+    total = sum(g.info.memory_total or 0 for g in sample.gpus) if sample is not None else 0
     for label, metric, hi, unit, scale in (
         ("GPU mem", "gpu_mem", float(total or 1), "GiB", GIB),
         ("SM", "sm", 100.0, "%", 1.0),

@@ -230,7 +230,8 @@ def _memory_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
     used_s = "-" if used is None else f"{used / MIB:.0f}"
     text = Text(f"{'VRAM':<{LABEL_W}}")
     _bar(text, mem_frac, bar_w, styles.vram, styles)
-    text.append(f" {used_s}/{total / MIB:.0f} MiB ")
+    total_s = "-" if total is None else f"{total / MIB:.0f}"  # unknown: never 0
+    text.append(f" {used_s}/{total_s} MiB ")
     text.append(fmt_pct(mem_pct, width=4), styles.level(mem_pct, VRAM_WARN_PCT, VRAM_HOT_PCT))
     return text
 
@@ -315,7 +316,7 @@ def _graph_lines(
     for label, metric, lo, hi, unit, scale in (
         ("pwr", "power_w", 0.0, float(limit or info.power_limit_max_w or 1.0), "W", 1.0),
         ("util", "util_gpu", 0.0, 100.0, "%", 1.0),
-        ("vram", "memory_used", 0.0, float(info.memory_total), "GiB", GIB),
+        ("vram", "memory_used", 0.0, float(info.memory_total or 0), "GiB", GIB),
     ):
         s = history.series(info.uuid, metric, window_s)
         if s.lo is None or s.hi is None:
@@ -376,7 +377,8 @@ def compact_lines(
     frac = used / total if used is not None and total else None
     pct = None if frac is None else 100 * frac
     used_s = "-" if used is None else f"{used / GIB:.1f}"
-    mem = f"{used_s}/{total / GIB:.0f} GiB" if wide else f"{used_s}/{total / GIB:.0f}G"
+    total_s = "-" if total is None else f"{total / GIB:.0f}"  # unknown: never 0
+    mem = f"{used_s}/{total_s} GiB" if wide else f"{used_s}/{total_s}G"
     util = fmt_pct(g.util_gpu, width=4)
     power = f"{_num(g.power_w):>4}/{_num(g.power_limit_w)}W" if wide else f"{_num(g.power_w):>4}W"
     temp = f"{_num(g.temp_c):>3}°C" if wide else f"{_num(g.temp_c):>3}°"

@@ -3,7 +3,7 @@ llama-quantize's own rules, and whether it fits and how much context it leaves."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -76,11 +76,13 @@ def quant_table(
     devices: Sequence[DeviceSpec],
     options: FitOptions | None = None,
     extra: ExtraModels | None = None,
+    on_row: Callable[[int, int], None] | None = None,
 ) -> list[QuantFit]:
     """One entry per llama-quantize type that makes sense for the model (see
     :func:`relevant_ftypes`), smallest file first. Each is placed, its largest context found
     and its speed predicted; the flags that would make it fit are not searched for.
-    ``extra``: the draft, projector and adapters loaded beside every one of them."""
+    ``extra``: the draft, projector and adapters loaded beside every one of them.
+    ``on_row(done, total)`` is told after each type (a progress line)."""
     opts = replace(options or FitOptions(), suggest=False)
     try:
         # a quant's header differs from the model's in its type and split keys alone
@@ -90,18 +92,31 @@ def quant_table(
     src = quant_source(model)
     ftypes, _skipped = relevant_ftypes(src)
     out = []
-    for row in quant_sizes(src, ftypes):
-        if row.error:
-            out.append(QuantFit(row, None, row.error))
-            continue
-        try:
-            quant = as_quantized(model, row)
-            result = estimate(quant, settings, devices, opts, extra, hparams=hp)
-        except FitError as exc:
-            out.append(QuantFit(row, None, str(exc)))
-            continue
-        out.append(QuantFit(row, result))
+    rows = quant_sizes(src, ftypes)
+    for row in rows:
+        out.append(_quant_fit(model, row, settings, devices, opts, extra, hp))
+        if on_row is not None:
+            on_row(len(out), len(rows))
     return sorted(out, key=lambda q: (q.row.file_bytes == 0, q.row.file_bytes))
+
+
+def _quant_fit(
+    model: GgufModel,
+    row: QuantRow,
+    settings: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    opts: FitOptions,
+    extra: ExtraModels | None,
+    hp: Hparams | None,
+) -> QuantFit:
+    if row.error:
+        return QuantFit(row, None, row.error)
+    try:
+        quant = as_quantized(model, row)
+        result = estimate(quant, settings, devices, opts, extra, hparams=hp)
+    except FitError as exc:
+        return QuantFit(row, None, str(exc))
+    return QuantFit(row, result)
 
 
 def skipped_types(model: GgufModel) -> list[tuple[str, str]]:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from lltui.core.memory.common import CPU
 from lltui.core.memory.results import DeviceEstimate, FitResult, ModelSummary, PartEstimate
 from lltui.core.speed.model import speed_line, speed_to_json
+from lltui.core.text import one_line
 from lltui.core.units import MIB
 
 
@@ -133,10 +134,10 @@ def _part_line(p: PartEstimate) -> str:
             if n
         ]
         detail = f" ({', '.join(slots)})" if len(slots) > 1 else f" ({slots[0].split()[0]})"
-        where.append(f"{d.device} {_mib(d.total_bytes)}{detail}")
+        where.append(f"{one_line(d.device)} {_mib(d.total_bytes)}{detail}")
     label = {"draft": "draft model", "mmproj": "projector", "lora": "LoRA"}.get(p.part, p.part)
     approx = " (compute approximate)" if p.approximate_compute else ""
-    return f"{label} {p.path}: {', '.join(where) or 'nothing'} MiB{approx}"
+    return f"{label} {one_line(p.path)}: {', '.join(where) or 'nothing'} MiB{approx}"
 
 
 def result_to_json(res: FitResult) -> dict[str, Any]:
@@ -217,9 +218,10 @@ def result_to_text(res: FitResult) -> str:
     r = res.resolved
     st = res.settings
     n_all = m.n_layer
-    name = m.name or m.path
+    # what the file says (its name, its architecture) is data: one line each, escaped
+    name = one_line(m.name or m.path)
     lines = [
-        f"{name}: {m.architecture} {m.file_type or ''}, {n_all} layers, "
+        f"{name}: {one_line(m.architecture)} {one_line(m.file_type or '')}, {n_all} layers, "
         f"{_mib(m.file_bytes)} MiB on disk, trained context {m.n_ctx_train}".replace("  ", " "),
         f"context {r.n_ctx} ({r.n_stream} stream(s) of {r.n_ctx_seq}), {r.n_seq_max} slot(s)"
         f"{' unified' if r.kv_unified else ''}, KV {r.type_k}/{r.type_v}, "
@@ -231,9 +233,9 @@ def result_to_text(res: FitResult) -> str:
         f"{'total':>9} {'margin':>8} {'free':>9}  fits",
     ]
     for d in res.devices:
-        label = d.name if d.kind != "cpu" else "CPU (host)"
+        label = one_line(d.name) if d.kind != "cpu" else "CPU (host)"
         if d.description and d.kind == "cuda":
-            label = f"{d.name} {d.description.replace('NVIDIA ', '')}"
+            label = f"{label} {one_line(d.description.replace('NVIDIA ', ''))}"
         fits = "-" if d.fits is None else ("yes" if d.fits else "NO")
         margin = _mib(d.unaccounted_bytes) if d.unaccounted_bytes else "-"
         lines.append(
@@ -278,7 +280,7 @@ def result_to_text(res: FitResult) -> str:
             lines.append(f"  host: {res.speed.host}")
         lines += [f"  speed note: {n}" for n in res.speed.notes]
     for w in res.warnings:
-        lines.append(f"warning: {w}")
+        lines.append(f"warning: {one_line(w)}")
     return "\n".join(lines)
 
 
@@ -397,7 +399,7 @@ def oracle_to_json(cmp: OracleComparison) -> dict[str, Any]:
 
 def oracle_to_text(cmp: OracleComparison) -> str:
     if not cmp.available:
-        return f"llama-fit-params: {cmp.error or 'not available'}"
+        return f"llama-fit-params: {one_line(cmp.error or 'not available')}"
     lines = [
         "llama-fit-params (its rules: weights not mapped, outputs = n_batch, no unified KV):",
         f"{'device':<14} {'model':>16} {'context':>16} {'compute':>16}   (lltui / llama.cpp, MiB)",
@@ -410,6 +412,7 @@ def oracle_to_text(cmp: OracleComparison) -> str:
             return f"{us.get(k, '?')} / {them[k]}"
 
         lines.append(
-            f"{row.name:<14} {cell('model'):>16} {cell('context'):>16} {cell('compute'):>16}"
+            f"{one_line(row.name):<14} {cell('model'):>16} {cell('context'):>16} "
+            f"{cell('compute'):>16}"
         )
     return "\n".join(lines)

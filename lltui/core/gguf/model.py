@@ -3,19 +3,82 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from lltui.core.gguf.types import GGML_TYPES, ftype_name
 from lltui.core.gguf.values import GgufArray, ValueType, as_int
 
+T = TypeVar("T")
 
-@dataclass(frozen=True)
+
+class KvColumn(Mapping[str, T], Generic[T]):
+    """One number per metadata key, in the keys' order, held in a compact array beside the
+    metadata (a key/value pair's encoded size, or its type): a header of two million keys
+    costs a few MiB here rather than another dict. Iterating it, or its items, walks the
+    keys and the array together; looking one key up builds an index of the keys once."""
+
+    __slots__ = ("_cast", "_index", "_keys", "_values")
+
+    def __init__(
+        self,
+        keys: Mapping[str, Any],
+        values: Sequence[int],
+        cast: Callable[[int], T],
+    ) -> None:
+        if len(keys) != len(values):
+            raise ValueError("a column needs one value per key")
+        self._keys = keys
+        self._values = values
+        self._cast = cast
+        self._index: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __getitem__(self, key: str) -> T:
+        if key not in self._keys:
+            raise KeyError(key)
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self._keys)}
+        return self._cast(self._values[self._index[key]])
+
+    def items(self) -> ItemsView[str, T]:
+        return _ColumnItems(self)
+
+    def values(self) -> ValuesView[T]:
+        return _ColumnValues(self)
+
+
+class _ColumnItems(ItemsView[str, T]):
+    _mapping: KvColumn[T]
+
+    def __iter__(self) -> Iterator[tuple[str, T]]:
+        col = self._mapping
+        return zip(col._keys, map(col._cast, col._values), strict=True)
+
+
+class _ColumnValues(ValuesView[T]):
+    _mapping: KvColumn[T]
+
+    def __iter__(self) -> Iterator[T]:
+        col = self._mapping
+        return map(col._cast, col._values)
+
+
+@dataclass(frozen=True, slots=True)
 class GgufTensor:
-    """One entry of the tensor table. ``dims`` in ggml order (ne0 = row length first)."""
+    """One entry of the tensor table. ``dims`` in ggml order (ne0 = row length first).
+    Slotted: a million of them are held at once."""
 
     name: str
     dims: tuple[int, ...]

@@ -14,14 +14,18 @@ import mmap
 import os
 import re
 import struct
+from array import array
 from types import MappingProxyType
 from typing import Any
 
-from lltui.core.gguf.model import GgufFile, GgufModel, GgufTensor
+from lltui.core.gc_pause import gc_paused
+from lltui.core.gguf.model import GgufFile, GgufModel, GgufTensor, KvColumn
 from lltui.core.gguf.types import GGML_TYPES
 from lltui.core.gguf.values import (
     EAGER_ARRAY_ITEMS,
+    FIXED_STRUCTS,
     MAX_ARRAY_NESTING,
+    U32,
     U64,
     Cursor,
     GgufArray,
@@ -68,6 +72,10 @@ INT64_MAX = 2**63 - 1
 SPLIT_NAME_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 _HEADER = struct.Struct("<4sIQQ")  # magic, version, n_tensors, n_kv
+_DIMS = {n: struct.Struct(f"<{n}Q") for n in range(1, GGML_MAX_DIMS + 1)}
+_TYPE_OFFSET = struct.Struct("<iQ")  # a tensor's ggml type and data offset
+_STRING, _BOOL = int(ValueType.STRING), int(ValueType.BOOL)
+_SLOW = object()  # a value the fast path leaves to the checked reads
 _KV_MIN = 8 + 1 + 4 + 1  # key length, a 1-byte key, value type, a uint8 value
 _TENSOR_MIN = 8 + 4 + 4 + 8  # name length, n_dims, type, offset
 
@@ -112,6 +120,15 @@ def parse_gguf_header(
 def _parse(
     buf: Any, size: int, path: str, avail: int | None = None, array_file: str | None = None
 ) -> GgufFile:
+    # a million tensor entries are a million new objects: the cycle collector, run again
+    # and again over all of them as they pile up, would cost more than reading them
+    with gc_paused():
+        return _parse_header(buf, size, path, avail, array_file)
+
+
+def _parse_header(
+    buf: Any, size: int, path: str, avail: int | None, array_file: str | None
+) -> GgufFile:
     cur = Cursor(buf, size, path, avail, array_file)
     if cur.avail < min(_HEADER.size, size):
         raise GgufIncomplete(_HEADER.size)
@@ -120,8 +137,7 @@ def _parse(
     version, n_tensors, n_kv = _read_header(cur)
     metadata, kv_nbytes, kv_types = _read_metadata(cur, n_kv)
     alignment = _alignment(cur, metadata, kv_types)
-    seen: set[str] = set()
-    raw_tensors = [_read_tensor_entry(cur, i, seen) for i in range(n_tensors)]
+    raw_tensors = _read_tensor_table(cur, n_tensors)
 
     header_nbytes = cur.pos
     data_offset = header_nbytes
@@ -131,16 +147,10 @@ def _parse(
             raise cur.fail("the tensor data section starts past the end of the file")
 
     tensors = tuple(
-        GgufTensor(
-            name=name,
-            dims=dims,
-            type=type_id,
-            offset=offset,
-            nbytes=nbytes,
-            file_offset=data_offset + offset,
-        )
+        GgufTensor(name, dims, type_id, offset, nbytes, data_offset + offset)
         for name, dims, type_id, offset, nbytes in raw_tensors
     )
+    del raw_tensors
     _check_tensor_data(tensors, size, alignment, data_offset, path)
     return GgufFile(
         path=path,
@@ -150,8 +160,8 @@ def _parse(
         data_offset=data_offset,
         header_nbytes=header_nbytes,
         metadata=MappingProxyType(metadata),
-        kv_nbytes=MappingProxyType(kv_nbytes),
-        kv_types=MappingProxyType(kv_types),
+        kv_nbytes=kv_nbytes,
+        kv_types=kv_types,
         tensors=tensors,
         header_file=array_file if avail is not None else path,
     )
@@ -179,13 +189,51 @@ def _read_header(cur: Cursor) -> tuple[int, int, int]:
 
 def _read_metadata(
     cur: Cursor, n_kv: int
-) -> tuple[dict[str, Any], dict[str, int], dict[str, ValueType]]:
-    """Every key/value pair: the values, their encoded sizes and their types."""
+) -> tuple[dict[str, Any], KvColumn[int], KvColumn[ValueType]]:
+    """Every key/value pair: the values, and (as columns beside them) their encoded sizes and
+    their types. Keys whose value is a number or a short string are read by an inlined fast
+    path (a file of two million keys reads in seconds); anything else, and every error, goes
+    through the cursor's checked reads."""
     metadata: dict[str, Any] = {}
-    kv_nbytes: dict[str, int] = {}
-    kv_types: dict[str, ValueType] = {}
+    nbytes = array("Q")
+    types = bytearray()
+    buf, avail = cur.buf, cur.avail
+    u64, u32 = U64.unpack_from, U32.unpack_from
+    fixed = FIXED_STRUCTS
+    pos = cur.pos
     for i in range(n_kv):
-        start = cur.pos
+        start = pos
+        # the fast path: key, type and a fixed-size or string value all within the bytes at hand
+        if pos + 8 <= avail:
+            n = u64(buf, pos)[0]
+            kend = pos + 8 + n
+            if n > 0 and kend + 4 <= avail:
+                key = buf[pos + 8 : kend].decode("utf-8", "replace")
+                vtype = u32(buf, kend)[0]
+                vpos = kend + 4
+                st = fixed.get(vtype)
+                value: Any = _SLOW
+                if st is not None:
+                    if vpos + st.size <= avail:
+                        value = st.unpack_from(buf, vpos)[0]
+                        vpos += st.size
+                        if vtype == _BOOL:
+                            value = bool(value)
+                elif vtype == _STRING and vpos + 8 <= avail:
+                    m = u64(buf, vpos)[0]
+                    if vpos + 8 + m <= avail:
+                        value = buf[vpos + 8 : vpos + 8 + m].decode("utf-8", "replace")
+                        vpos += 8 + m
+                if value is not _SLOW:
+                    before = len(metadata)
+                    metadata[key] = value
+                    if len(metadata) == before:
+                        raise cur.fail(f"duplicate metadata key {key!r}")
+                    nbytes.append(vpos - start)
+                    types.append(vtype)
+                    pos = vpos
+                    continue
+        cur.pos = start
         key = cur.string(f"metadata key {i}")
         if not key:
             raise cur.fail(f"metadata key {i} is empty")
@@ -193,12 +241,14 @@ def _read_metadata(
             raise cur.fail(f"duplicate metadata key {key!r}")
         vtype = cur.u32(f"type of {key!r}")
         metadata[key] = read_value(cur, vtype, key)
-        kv_nbytes[key] = cur.pos - start
-        kv_types[key] = ValueType(vtype)
-    return metadata, kv_nbytes, kv_types
+        nbytes.append(cur.pos - start)
+        types.append(ValueType(vtype))
+        pos = cur.pos
+    cur.pos = pos
+    return metadata, KvColumn(metadata, nbytes, int), KvColumn(metadata, types, ValueType)
 
 
-def _alignment(cur: Cursor, metadata: dict[str, Any], kv_types: dict[str, ValueType]) -> int:
+def _alignment(cur: Cursor, metadata: dict[str, Any], kv_types: KvColumn[ValueType]) -> int:
     if "general.alignment" not in metadata:
         return GGUF_DEFAULT_ALIGNMENT
     a = metadata["general.alignment"]
@@ -209,9 +259,58 @@ def _alignment(cur: Cursor, metadata: dict[str, Any], kv_types: dict[str, ValueT
     return int(a)
 
 
-def _read_tensor_entry(
-    cur: Cursor, i: int, seen: set[str]
-) -> tuple[str, tuple[int, ...], int, int, int]:
+_RawTensor = tuple[str, tuple[int, ...], int, int, int]
+
+
+def _read_tensor_table(cur: Cursor, n_tensors: int) -> list[_RawTensor]:
+    """Every tensor table entry, checked. An entry whose name and 1 to 4 dimensions lie within
+    the bytes at hand, of a known type and a whole number of blocks, is read by an inlined fast
+    path; any other goes through :func:`_read_tensor_entry`, which says what is wrong."""
+    out: list[_RawTensor] = []
+    seen: set[str] = set()
+    shapes: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct shape
+    buf, avail = cur.buf, cur.avail
+    u64, u32 = U64.unpack_from, U32.unpack_from
+    dims_structs = _DIMS
+    types = GGML_TYPES
+    pos = cur.pos
+    for i in range(n_tensors):
+        if pos + 8 <= avail:
+            n = u64(buf, pos)[0]
+            nend = pos + 8 + n
+            if n < GGML_MAX_NAME and nend + 4 <= avail:
+                n_dims = u32(buf, nend)[0]
+                end = nend + 4 + 8 * n_dims + 12
+                if 0 < n_dims <= GGML_MAX_DIMS and end <= avail:
+                    name = buf[pos + 8 : nend].decode("utf-8", "replace")
+                    dims = dims_structs[n_dims].unpack_from(buf, nend + 4)
+                    type_id, offset = _TYPE_OFFSET.unpack_from(buf, end - 12)
+                    info = types.get(type_id)
+                    n_elem = 1
+                    for d in dims:
+                        n_elem *= d
+                    if (
+                        info is not None
+                        and n_elem <= INT64_MAX
+                        and max(dims) <= INT64_MAX
+                        and dims[0] % info.block_size == 0
+                        and name not in seen
+                        and len(name.encode("utf-8", "replace")) < GGML_MAX_NAME
+                    ):
+                        seen.add(name)
+                        dims = shapes.setdefault(dims, dims)
+                        nbytes = n_elem // info.block_size * info.type_size
+                        out.append((name, dims, type_id, offset, nbytes))
+                        pos = end
+                        continue
+        cur.pos = pos
+        out.append(_read_tensor_entry(cur, i, seen))
+        pos = cur.pos
+    cur.pos = pos
+    return out
+
+
+def _read_tensor_entry(cur: Cursor, i: int, seen: set[str]) -> _RawTensor:
     """One tensor table entry, checked: (name, dims, type id, offset, bytes); ``seen`` holds
     the names read before it."""
     name = cur.string(f"name of tensor {i}")

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from lltui.core.gguf.reader import SPLIT_NAME_RE
+from lltui.core.text import one_line
 from lltui.core.units import fmt_bytes
 
 HF_PREFIX = "hf:"
@@ -195,10 +196,11 @@ def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit")
             extra += " (parts missing)"
         if m.kind == "mmproj":
             extra += " (multimodal projector, not a model)"
-        lines.append(f"  {label:<12} {size:>10}  {m.path}{extra}")
+        # file names are the hub's data: one line each
+        lines.append(f"  {one_line(label):<12} {size:>10}  {one_line(m.path)}{extra}")
     example = next((m for m in models if m.kind == "model"), None)
     if example is not None:
-        pick = example.quant or example.path
+        pick = one_line(example.quant or example.path)
         lines.append(f"choose one: lltui {verb} {ref_text.split('@')[0]}:{pick}")
     return lines
 
@@ -228,7 +230,7 @@ def choices_line(models: Sequence[RepoModel], limit: int = 8) -> str:
     """The models as one short line: ``Q4_K_M 4.7 GiB, Q8_0 8.1 GiB, ...``."""
     shown = [m for m in models if m.kind == "model"]
     items = [
-        f"{m.quant or m.path} {fmt_bytes(m.size) if m.size is not None else '?'}"
+        f"{one_line(m.quant or m.path)} {fmt_bytes(m.size) if m.size is not None else '?'}"
         for m in shown[:limit]
     ]
     if len(shown) > limit:

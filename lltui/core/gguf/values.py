@@ -62,6 +62,7 @@ _FIXED: dict[int, tuple[str, int]] = {
     ValueType.FLOAT64: ("d", 8),
 }
 _FIXED_STRUCT = {t: struct.Struct("<" + code) for t, (code, _) in _FIXED.items()}
+FIXED_STRUCTS: dict[int, struct.Struct] = {int(t): s for t, s in _FIXED_STRUCT.items()}
 # smallest encoded size of one array item: fixed size, an empty string, an empty array
 _MIN_ITEM = {t: size for t, (_, size) in _FIXED.items()} | {
     ValueType.STRING: 8,

@@ -224,7 +224,7 @@ def parse_gpus_spec(text: str) -> GpusSpec:
     return GpusSpec(devices=tuple(devices))
 
 
-def cuda_devices(memories: list[tuple[str, int, int | None]]) -> tuple[DeviceSpec, ...]:
+def cuda_devices(memories: list[tuple[str, int | None, int | None]]) -> tuple[DeviceSpec, ...]:
     """Local GPUs as CUDA devices, from (description, total bytes, free bytes) in CUDA order."""
     return tuple(
         DeviceSpec(

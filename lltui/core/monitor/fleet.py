@@ -8,6 +8,7 @@ one moment. :func:`host_row` boils one host down to the fleet view's row and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,15 @@ def llama_process_count(sample: RigSample) -> int:
     return len(pids)
 
 
+def _sum_known(values: Iterable[int | None]) -> int | None:
+    """The sum, or None where any value is unknown (or there is none): a host one of whose
+    GPUs does not say its total has an unknown total, not a smaller one."""
+    items = list(values)
+    if not items or any(v is None for v in items):
+        return None
+    return sum(v for v in items if v is not None)
+
+
 def host_row(state: HostState, now: float, interval: float) -> HostRow:
     sample = state.sample
     status = status_of(state, now, interval)
@@ -115,7 +125,7 @@ def host_row(state: HostState, now: float, interval: float) -> HostRow:
         gpus=len(sample.gpus),
         lost=len(sample.gpus) - len(live),
         memory_used=sum(used) if used else None,
-        memory_total=sum(g.info.memory_total for g in live) if live else None,
+        memory_total=_sum_known(g.info.memory_total for g in live),
         power_w=sum(power) if power else None,
         util_gpu=sum(util) / len(util) if util else None,
         hottest_c=hottest[0] if hottest else None,

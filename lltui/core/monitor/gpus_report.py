@@ -10,6 +10,7 @@ from typing import Any
 from lltui.core.hardware.gpus import short_gpu_name
 from lltui.core.monitor.models import ContainerRef, GpuProcess, GpuSample, MigDevice, RigSample
 from lltui.core.monitor.xid import xid_meaning
+from lltui.core.text import one_line
 from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
 
 
@@ -195,15 +196,15 @@ def _narrow_row(g: GpuSample) -> str:
     """One GPU in about 60 columns: short name, GiB, watts."""
     i = g.info
     cuda = "-" if i.cuda_index is None else str(i.cuda_index)
-    name = short_gpu_name(i.name)[:18]
+    name = one_line(short_gpu_name(i.name))[:18]
     if g.lost:
-        return f"{i.index:>2} {cuda:>2} {name:<18} LOST: {g.error or 'gone'}"
+        return f"{i.index:>2} {cuda:>2} {name:<18} LOST: {one_line(g.error or 'gone')}"
     mem = f"{_gib(g.memory_used)}/{_gib(i.memory_total)}G"
     watts = g.power_w is not None and math.isfinite(g.power_w)
     limit = g.power_limit_w is not None and math.isfinite(g.power_limit_w)
     power = f"{g.power_w:.0f}" if watts else "-"
     power += f"/{g.power_limit_w:.0f}W" if limit else "W"
-    reasons = ", ".join(g.throttle_reasons or ()) or "-"
+    reasons = one_line(", ".join(g.throttle_reasons or ()) or "-")
     return (
         f"{i.index:>2} {cuda:>2} {name:<18} {mem:>11} {fmt_pct(g.util_gpu):>4}"
         f" {power:>9} {fmt_temp(g.temp_c):>5} {reasons}"
@@ -211,15 +212,17 @@ def _narrow_row(g: GpuSample) -> str:
 
 
 def _rig_text(sample: RigSample, *, narrow: bool) -> str:
+    # every string here came from a driver, a server, a recording or another user's
+    # process: each is one line (a break in a GPU's name or a command prints no line)
     info = sample.info
     lines = []
     if info.simulated:
-        lines.append(f"SIMULATED rig ({info.source}): {info.simulated_reason}")
-    head = f"source {info.source}"
+        lines.append(f"SIMULATED rig ({one_line(info.source)}): {one_line(info.simulated_reason)}")
+    head = f"source {one_line(info.source)}"
     if info.driver_version:
-        head += f"  driver {info.driver_version}"
+        head += f"  driver {one_line(info.driver_version)}"
     if info.cuda_version:
-        head += f"  CUDA {info.cuda_version}"
+        head += f"  CUDA {one_line(info.cuda_version)}"
     lines.append(head)
     if narrow:
         cols = f"{'GPU':>2} {'CU':>2} {'name':<18} {'mem used/total':>11} {'util':>4}"
@@ -234,15 +237,16 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
             lines += _xid_lines(g)
             continue
         cuda = "-" if i.cuda_index is None else str(i.cuda_index)
+        name = one_line(i.name)[:26]
         if g.lost:
-            lines.append(f"{i.index:>3} {cuda:>4}  {i.name[:26]:<26} LOST: {g.error or 'gone'}")
+            lines.append(f"{i.index:>3} {cuda:>4}  {name:<26} LOST: {one_line(g.error or 'gone')}")
             lines += _xid_lines(g)
             continue
         mem = f"{fmt_mib(g.memory_used)} / {fmt_mib(i.memory_total)}"
         power = f"{fmt_watts(g.power_w)} / {fmt_watts(g.power_limit_w)}"
-        reasons = ", ".join(g.throttle_reasons or ()) or "-"
+        reasons = one_line(", ".join(g.throttle_reasons or ()) or "-")
         lines.append(
-            f"{i.index:>3} {cuda:>4}  {i.name[:26]:<26} {mem:>22} {fmt_pct(g.util_gpu):>5}"
+            f"{i.index:>3} {cuda:>4}  {name:<26} {mem:>22} {fmt_pct(g.util_gpu):>5}"
             f" {power:>13} {fmt_temp(g.temp_c):>5}  {reasons}"
         )
         if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
@@ -263,23 +267,26 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
         head = f"{'GPU':>3} {'pid':>8} {'type':<4} {'user':<10} {'GPU mem':>10}"
         lines.append(head + (f"  {'container':<24}" if boxed else "") + "  command")
         for p in procs:
-            cmd = (p.command or p.name or "?")[:60]
-            box = f"  {(p.container.label if p.container else '-')[:24]:<24}" if boxed else ""
+            cmd = one_line(p.command or p.name or "?")[:60]
+            user = one_line(p.user or "-")[:10]
+            box = (
+                f"  {one_line(p.container.label if p.container else '-')[:24]:<24}" if boxed else ""
+            )
             lines.append(
-                f"{p.gpu_index:>3} {p.pid:>8} {p.kind:<4} {(p.user or '-')[:10]:<10}"
+                f"{p.gpu_index:>3} {p.pid:>8} {one_line(p.kind):<4} {user:<10}"
                 f" {fmt_mib(p.used_memory):>10}{box}  {cmd}"
             )
     h = sample.host
     if h.cpu_pct is not None or h.mem_total is not None:
         lines.append("")
         lines.append(
-            f"host {h.hostname or ''}  CPU {fmt_pct(h.cpu_pct)}  RAM {fmt_mib(h.mem_used)}"
-            f" / {fmt_mib(h.mem_total)}"
+            f"host {one_line(h.hostname or '')}  CPU {fmt_pct(h.cpu_pct)}"
+            f"  RAM {fmt_mib(h.mem_used)} / {fmt_mib(h.mem_total)}"
         )
     for hint in info.hints:
-        lines.append(f"hint: {hint}")
+        lines.append(f"hint: {one_line(hint)}")
     if sample.error:
-        lines.append(f"error: {sample.error}")
+        lines.append(f"error: {one_line(sample.error)}")
     return "\n".join(lines)
 
 
@@ -299,7 +306,7 @@ def _mig_lines(g: GpuSample) -> list[str]:
 def _xid_lines(g: GpuSample) -> list[str]:
     """One line per XID event in this sample (or the last XID seen, when none came now)."""
     pad = " " * 10
-    lines = [f"{pad}XID {e.xid} at {_clock(e.t)}: {e.meaning}" for e in g.xid_events]
+    lines = [f"{pad}XID {e.xid} at {_clock(e.t)}: {one_line(e.meaning)}" for e in g.xid_events]
     if g.xid_dropped:
         lines.append(f"{pad}{g.xid_dropped} more XID events dropped (too many to keep)")
     if not lines and g.xid is not None:

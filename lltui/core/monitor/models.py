@@ -19,7 +19,7 @@ class GpuStatic:
     uuid: str
     name: str
     pci_bus_id: str  # "00000000:3B:00.0", as NVML prints it
-    memory_total: int
+    memory_total: int | None  # None: the source does not say (never 0 for unknown)
     power_limit_default_w: float | None = None
     power_limit_max_w: float | None = None
     max_sm_clock_mhz: int | None = None
@@ -183,14 +183,15 @@ class GpuSample:
         return self.info.index
 
     @property
-    def memory_total(self) -> int:
+    def memory_total(self) -> int | None:
         return self.info.memory_total
 
     @property
     def memory_pct(self) -> float | None:
-        if self.memory_used is None or self.info.memory_total <= 0:
+        total = self.info.memory_total
+        if self.memory_used is None or total is None or total <= 0:
             return None
-        return 100.0 * self.memory_used / self.info.memory_total
+        return 100.0 * self.memory_used / total
 
     @property
     def power_pct(self) -> float | None:

@@ -870,7 +870,7 @@ def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
         uuid=g.uuid or f"index:{index}",
         name=g.name or "",
         pci_bus_id=g.pci_bus_id or "",
-        memory_total=round(total_f) if total_f is not None else 0,
+        memory_total=round(total_f) if total_f is not None else None,
         cuda_index=g.cuda_index,
         compute_capability=g.compute_capability,
         **static_kw,  # type: ignore[arg-type]

@@ -155,7 +155,7 @@ def _identity(row: _Row) -> str:
 def gpu_rows(table: CsvTable) -> tuple[SmiGpuRow, ...]:
     """Every row of a ``--query-gpu`` table as GpuStatic + GpuSample.
 
-    Fields the table lacks are None (``uuid``/``pci_bus_id`` empty, ``memory_total`` 0).
+    Fields the table lacks are None (``uuid``/``pci_bus_id`` empty, ``memory_total`` None).
     Without an ``index`` column a GPU's index is its place among the distinct GPUs of the
     table in PCI bus order, the order nvidia-smi numbers them.
     """
@@ -190,7 +190,7 @@ def _static(row: _Row, index: int) -> GpuStatic:
         uuid=row.text("uuid") or "",
         name=row.text("name") or "",
         pci_bus_id=row.text("pci.bus_id") or "",
-        memory_total=row.size("memory.total") or 0,
+        memory_total=row.size("memory.total"),
         power_limit_default_w=row.number("power.default_limit"),
         power_limit_max_w=row.number("power.max_limit"),
         max_sm_clock_mhz=row.integer("clocks.max.sm"),

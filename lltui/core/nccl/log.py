@@ -280,6 +280,30 @@ def _add(seq: list[Any], value: Any) -> None:
         seq.append(value)
 
 
+class _Distinct:
+    """Values in the order first seen, each once, at most MAX_KEPT_LINES of them. A dict, so
+    each value costs one lookup: a list searched from its start made a log of a hundred
+    thousand hosts take minutes."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: dict[Any, None] = {}
+
+    def add(self, value: Any) -> None:
+        if len(self.seen) < MAX_KEPT_LINES:
+            self.seen.setdefault(value, None)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.seen
+
+    def __bool__(self) -> bool:
+        return bool(self.seen)
+
+    def list(self) -> list[Any]:
+        return list(self.seen)
+
+
 class _Collector:
     """Mutable state of one pass; frozen into an NcclLogSummary at the end."""
 
@@ -294,20 +318,20 @@ class _Collector:
         self.channel_ids: set[int] = set()
         self.via_channel_max = -1
         self.coll_channels = 0
-        self.transports: list[str] = []
-        self.networks: list[str] = []
-        self.net_hint: list[str] = []  # NET/X named in a line that does not rule it out
-        self.net_using: list[str] = []  # NET/X : Using [0]dev ...
-        self.net_devices: list[str] = []
+        self.transports = _Distinct()
+        self.networks = _Distinct()
+        self.net_hint = _Distinct()  # NET/X named in a line that does not rule it out
+        self.net_using = _Distinct()  # NET/X : Using [0]dev ...
+        self.net_devices = _Distinct()
         self.warn: list[str] = []
         self.errors: list[str] = []
         self.warn_total = 0
         self.error_total = 0
-        self.hosts: list[str] = []
-        self.pids: list[int] = []
-        self.devices: list[str] = []
+        self.hosts = _Distinct()
+        self.pids = _Distinct()
+        self.devices = _Distinct()
         self.env: dict[str, str] = {}
-        self.trace: list[ErrorTrace] = []
+        self.trace = _Distinct()
         self.trace_code: int | None = None  # the code the last record passed up the stack
         self.failures: list[str] = []  # the first line of each failing chain
         self.failure_total = 0
@@ -376,21 +400,21 @@ def _message_facts(c: _Collector, msg: str) -> None:
     if "etwork" in msg:
         m = _NETWORK.search(msg)
         if m and m.group("net").lower() not in _NOT_A_NETWORK:
-            _add(c.networks, m.group("net"))
+            c.networks.add(m.group("net"))
     if "NET/" in msg:
         m = _NET_DEVICES.search(msg)
         if m:
             for dev in re.findall(r"\[\d+\](\S+)", m.group("devs")):
-                _add(c.net_devices, dev)
+                c.net_devices.add(dev)
             # a transport that found devices to use: the best guess without "Using network"
-            _add(c.net_using, m.group("net"))
+            c.net_using.add(m.group("net"))
         m = _NET_PREFIX.search(msg)
         if m and m.group("net") not in ("Plugin", "OFI") and not _NET_NOT_USED.search(msg):
-            _add(c.net_hint, m.group("net"))
+            c.net_hint.add(m.group("net"))
     if " via " in msg:
         mv = _VIA.search(msg)
         if mv:
-            _add(c.transports, mv.group("t"))
+            c.transports.add(mv.group("t"))
         mc = _CHANNEL_VIA.search(msg)
         if mc:
             c.via_channel_max = max(c.via_channel_max, int(mc.group("ch")))
@@ -419,8 +443,7 @@ def _message_facts(c: _Collector, msg: str) -> None:
         m = _ERROR_TRACE.match(msg)
         if m:
             trace = ErrorTrace(f"{m.group('where')}:{m.group('line')}", int(m.group("code")))
-            if trace not in c.trace and len(c.trace) < MAX_KEPT_LINES:
-                c.trace.append(trace)
+            c.trace.add(trace)
             c.trace_code = trace.code
     if "Init COMPLETE" in msg:
         c.init_complete += 1
@@ -456,11 +479,10 @@ def _feed(c: _Collector, raw: str) -> None:
     if rec is not None:
         start, m = rec
         c.record_lines += 1
-        _add(c.hosts, line[start : m.start()])
+        c.hosts.add(line[start : m.start()])
         pid = int(m.group("pid"))
-        if len(c.pids) < MAX_KEPT_LINES:
-            _add(c.pids, pid)
-        _add(c.devices, m.group("dev"))
+        c.pids.add(pid)
+        c.devices.add(m.group("dev"))
         level, msg, text = m.group("level"), m.group("msg"), line[start:]
     else:
         bare = _BARE_RECORD.search(line) if has_level and "NCCL " in line else None
@@ -517,13 +539,15 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
         or (c.via_channel_max + 1 if c.via_channel_max >= 0 else 0)
     )
     nranks = c.nranks or c.list_ranks or None
-    network = c.networks[0] if c.networks else None
+    networks = c.networks.list()
+    transports = c.transports.list()
+    network = networks[0] if networks else None
     if network is None:
         # No "Using network" line: the net transport that was used or talked about.
         net_from_transport = [
-            t.split("/")[1] for t in c.transports if t.startswith("NET/") and t.count("/") >= 1
+            t.split("/")[1] for t in transports if t.startswith("NET/") and t.count("/") >= 1
         ]
-        candidates = net_from_transport + c.net_using + c.net_hint
+        candidates = net_from_transport + c.net_using.list() + c.net_hint.list()
         network = candidates[0] if candidates else None
     return NcclLogSummary(
         nccl_version=c.version or c.version_fallback,
@@ -531,20 +555,20 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
         cuda_driver_code=c.cuda_code,
         nranks=nranks,
         channels=channels or None,
-        transports=tuple(c.transports),
+        transports=tuple(transports),
         network=network,
-        networks=tuple(c.networks),
+        networks=tuple(networks),
         warn_lines=tuple(c.warn),
         error_lines=tuple(c.errors),
         warn_total=c.warn_total,
         error_total=c.error_total,
-        hosts=tuple(c.hosts),
-        pids=tuple(c.pids),
-        devices=tuple(c.devices),
+        hosts=tuple(c.hosts.list()),
+        pids=tuple(c.pids.list()),
+        devices=tuple(c.devices.list()),
         ranks_seen=tuple(sorted(c.ranks_seen)),
         env=dict(c.env),
-        net_devices=tuple(c.net_devices),
-        error_trace=tuple(c.trace),
+        net_devices=tuple(c.net_devices.list()),
+        error_trace=tuple(c.trace.list()),
         ib_errors=ib_completion_errors(c.warn),
         failure_lines=tuple(c.failures),
         failure_total=c.failure_total,

@@ -19,6 +19,13 @@ from typing import Any
 
 from lltui.core.nccl.log import MAX_LINE_CHARS, strip_launcher_prefix
 
+# what is kept of an input of any size (the totals count everything): a real table has tens
+# of rows, a run tens of tables
+MAX_ROWS = 10_000  # per table
+MAX_TABLES = 1_000
+MAX_FAILURES = 50  # per table
+MAX_RANKS = 65_536  # device lines per table
+
 _INT = re.compile(r"^-?\d+$")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
 _REDOPS = frozenset({"sum", "prod", "max", "min", "avg", "none", "premulsum", "mulsum"})
@@ -210,6 +217,7 @@ class NcclTestsResult:
 
     tables: tuple[NcclTestsTable, ...]
     lines: int
+    tables_dropped: int = 0  # tables past MAX_TABLES, not kept
 
     @property
     def first(self) -> NcclTestsTable | None:
@@ -221,6 +229,8 @@ class NcclTestsResult:
         out = self.tables[0].to_json()
         if len(self.tables) > 1:
             out["more_tables"] = [t.to_json() for t in self.tables[1:]]
+        if self.tables_dropped:
+            out["tables_not_kept"] = self.tables_dropped
         return out
 
 
@@ -349,7 +359,18 @@ class _TableBuilder:
         self.elided = False
         self.failures: list[str] = []
         self.bad_rows = 0
+        self.rows_dropped = 0
         self.seen_header = False
+
+    def add_row(self, row: NcclTestsRow) -> None:
+        if len(self.rows) < MAX_ROWS:
+            self.rows.append(row)
+        else:
+            self.rows_dropped += 1
+
+    def add_failure(self, text: str) -> None:
+        if len(self.failures) < MAX_FAILURES:
+            self.failures.append(text)
 
     @property
     def empty(self) -> bool:
@@ -368,6 +389,10 @@ class _TableBuilder:
             warnings.append("rows were elided ('...'): the average covers rows not shown")
         if self.bad_rows:
             warnings.append(f"{self.bad_rows} line(s) looked like rows but could not be read")
+        if self.rows_dropped:
+            warnings.append(
+                f"{self.rows_dropped} more row(s) not kept: a table keeps its first {MAX_ROWS}"
+            )
         wrong = _count_wrong(self.rows)
         if wrong:
             warnings.append(
@@ -388,7 +413,7 @@ class _TableBuilder:
             max_bytes=self.max_bytes,
             out_of_bounds=self.oob,
             elided=self.elided,
-            failures=tuple(self.failures[:50]),
+            failures=tuple(self.failures),
             warnings=tuple(warnings),
         )
 
@@ -409,14 +434,21 @@ class _Parser:
 
     def __init__(self) -> None:
         self.tables: list[NcclTestsTable] = []
+        self.tables_dropped = 0
         self.cur = _TableBuilder()
         self.pending_collective: str | None = None
+
+    def _keep(self, table: NcclTestsTable) -> None:
+        if len(self.tables) < MAX_TABLES:
+            self.tables.append(table)
+        else:
+            self.tables_dropped += 1
 
     def _next_table(self) -> bool:
         """Close the current table if it has rows; whether a new one was started."""
         if not self.cur.rows:
             return False
-        self.tables.append(self.cur.build())
+        self._keep(self.cur.build())
         self.cur = _TableBuilder()
         return True
 
@@ -453,6 +485,8 @@ class _Parser:
         m = _RANK_LINE.match(text)
         if m:
             rank = int(m.group("rank"))
+            if len(cur.devices) >= MAX_RANKS and rank not in cur.devices:
+                return
             cur.devices.setdefault(
                 rank,
                 TestDevice(
@@ -478,7 +512,7 @@ class _Parser:
         if m:
             cur.oob = int(m.group("n"))
             if (m.group("status") or "").upper() == "FAILED":
-                cur.failures.append(text)
+                cur.add_failure(text)
 
     def _body(self, text: str) -> None:
         """A row, an elision, a failure line, or a row too mangled to read."""
@@ -488,24 +522,24 @@ class _Parser:
             return
         row = parse_row(text)
         if row is not None:
-            cur.rows.append(row)
+            cur.add_row(row)
             return
         low = text.lower()
         if ("fail" in low or "warn" in low) and _FAILURE.search(text):
-            cur.failures.append(text)
+            cur.add_failure(text)
             return
         toks = text.split()
         if cur.seen_header and len(toks) >= 3 and _INT.match(toks[0]) and _INT.match(toks[1]):
             cur.bad_rows += 1
 
     def result(self, n_lines: int) -> NcclTestsResult:
-        tables = list(self.tables)
         if not self.cur.empty or self.cur.failures:
-            tables.append(self.cur.build())
+            self._keep(self.cur.build())
+        tables = self.tables
         # an nccl-tests run (its device list printed) that failed before any row still tells
         # why: keep its failure lines
         kept = tuple(t for t in tables if t.rows or t.avg_busbw_text or (t.failures and t.devices))
-        return NcclTestsResult(tables=kept, lines=n_lines)
+        return NcclTestsResult(tables=kept, lines=n_lines, tables_dropped=self.tables_dropped)
 
 
 def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsResult:

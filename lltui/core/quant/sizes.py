@@ -9,12 +9,11 @@ the sizes of every quantization can be predicted from any GGUF of the model.
 from __future__ import annotations
 
 import re
-from collections import ChainMap, Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from types import MappingProxyType
-from typing import Any
+from typing import TypeVar
 
 from lltui.core.gguf.model import GgufFile, GgufModel, GgufTensor
 from lltui.core.gguf.types import (
@@ -53,12 +52,12 @@ _REMOVED_KEYS = frozenset(
 _ADDED_U32_KEYS = ("general.quantization_version", "general.file_type")
 
 _G = GgmlType
+V = TypeVar("V")
 
 
 def quant_source(model: GgufModel) -> QuantSource:
     """The rules' input from a model's header; a split model's metadata is its first file's."""
-    kv_nbytes = model.files[0].kv_nbytes
-    kv_keys = [k for k in kv_nbytes if k not in _REMOVED_KEYS]
+    kept = [n for k, n in model.files[0].kv_nbytes.items() if k not in _REMOVED_KEYS]
     head_kv = model.n_head_kv_layers
     return QuantSource(
         arch=model.architecture or "",
@@ -67,8 +66,8 @@ def quant_source(model: GgufModel) -> QuantSource:
         n_head_kv=head_kv[0] if head_kv else model.n_head,
         n_expert=model.expert_count,
         tensors=tuple(SourceTensor(t.name, t.dims, t.type) for t in model.tensors),
-        kv_bytes=sum(kv_nbytes[k] for k in kv_keys),
-        n_kv=len(kv_keys),
+        kv_bytes=sum(kept),
+        n_kv=len(kept),
     )
 
 
@@ -325,17 +324,32 @@ def relevant_ftypes(src: QuantSource) -> tuple[list[LlamaFtype], list[tuple[str,
     return keep, skipped
 
 
-@lru_cache(maxsize=4)
-def _kept_metadata(
-    first: GgufFile,
-) -> tuple[dict[str, Any], dict[str, int], dict[str, ValueType]]:
-    """The metadata a quantization keeps (split keys gone), with its sizes and types."""
-    metadata = {k: v for k, v in first.metadata.items() if k not in _REMOVED_KEYS}
-    return (
-        metadata,
-        {k: first.kv_nbytes[k] for k in metadata},
-        {k: first.kv_types[k] for k in metadata},
-    )
+class _Quantized(Mapping[str, V]):
+    """A column of the metadata llama-quantize writes: ``base`` (the source's) without the
+    keys it drops, then ``own`` (the keys it sets, all among those dropped). A view, not a
+    copy: a header may hold millions of keys, and every quantization type shares them."""
+
+    def __init__(self, own: Mapping[str, V], base: Mapping[str, V]) -> None:
+        self._own = own
+        self._base = base
+        self._len = len(own) + len(base) - sum(1 for k in _REMOVED_KEYS if k in base)
+
+    def __getitem__(self, key: str) -> V:
+        if key in _REMOVED_KEYS:
+            return self._own[key]
+        return self._base[key]
+
+    def __contains__(self, key: object) -> bool:
+        if key in _REMOVED_KEYS:
+            return key in self._own
+        return key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (k for k in self._base if k not in _REMOVED_KEYS)
+        yield from self._own
+
+    def __len__(self) -> int:
+        return self._len
 
 
 def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
@@ -348,12 +362,11 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
     if row.error is not None:
         raise ValueError(f"{row.name}: {row.error}")
     first = model.files[0]
-    # the metadata every type shares, built once per file; each type adds its own two keys
-    base_metadata, base_nbytes, base_types = _kept_metadata(first)
+    # the metadata every type shares, seen through views; each type adds its own two keys
     own = {"general.quantization_version": GGML_QNT_VERSION, "general.file_type": int(row.ftype)}
-    metadata = ChainMap(own, base_metadata)
-    kv_nbytes = ChainMap({k: _kv_u32_bytes(k) for k in own}, base_nbytes)
-    kv_types = ChainMap(dict.fromkeys(own, ValueType.UINT32), base_types)
+    metadata = _Quantized(own, first.metadata)
+    kv_nbytes = _Quantized({k: _kv_u32_bytes(k) for k in own}, first.kv_nbytes)
+    kv_types = _Quantized(dict.fromkeys(own, ValueType.UINT32), first.kv_types)
 
     tensors = []
     offset = 0
@@ -371,9 +384,9 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
         alignment=GGUF_DEFAULT_ALIGNMENT,
         data_offset=row.header_bytes,
         header_nbytes=row.meta_bytes,
-        metadata=MappingProxyType(metadata),
-        kv_nbytes=MappingProxyType(kv_nbytes),
-        kv_types=MappingProxyType(kv_types),
+        metadata=metadata,
+        kv_nbytes=kv_nbytes,
+        kv_types=kv_types,
         tensors=tuple(tensors),
     )
     return GgufModel(files=(out,), tensors=out.tensors)

@@ -254,7 +254,7 @@ def _main_gpu(
         nv = sum(nvlink_count(topo.link(label, o)) or 0 for o in topo.gpus if o != label)
         idx = gpu_index(label)
         # Memory in whole GiB: cards of one size report a few MiB apart.
-        gib = round(g.memory_total / GIB) if g else 0
+        gib = round(g.memory_total / GIB) if g and g.memory_total else 0
         cc = (g.compute_capability or (0, 0)) if g else (0, 0)
         return (gib, nv, cc, -(idx if idx is not None else 99))
 

@@ -6,8 +6,9 @@ of the monitor, :meth:`poll` gives the host named by ``#host=NAME`` after the UR
 first in name order. Exposition text is parsed by ``prometheus_client``'s parser; the
 mapping of names onto lltui's fields is :mod:`lltui.core.monitor.prom`.
 
-Every request is bounded: a connect and read timeout, one deadline for the whole response
-and a size limit; a server that breaks one is a :class:`SourceUnavailable` with one line.
+Every request is bounded: a connect and read timeout, one deadline for the whole request
+(headers and body, at the socket: :mod:`lltui.sources.net`) and a size limit; a server that
+breaks one is a :class:`SourceUnavailable` with one line.
 Credentials in the URL (``http://user:pass@host``) are sent as basic auth and never shown;
 a bearer token comes from ``$LLTUI_PROM_TOKEN``.
 """
@@ -19,7 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
@@ -169,14 +170,17 @@ class _PromBase:
         token = os.environ.get(TOKEN_ENV)
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
-            transport=transport,
-            trust_env=False,
-            follow_redirects=False,
-            headers=headers,
-            auth=auth,
-        )
+        from lltui.sources.net import Deadline, http_client
+
+        self._deadline = Deadline(self.deadline_s, clock=clock)  # restarted for each request
+        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0))
+        common: dict[str, Any] = {"follow_redirects": False, "headers": headers, "auth": auth}
+        if transport is None:
+            self._client = http_client(self._deadline, timeout=timeout, **common)
+        else:  # a test's transport: no sockets to bound, the body's check below does it
+            self._client = httpx.Client(
+                timeout=timeout, transport=transport, trust_env=False, **common
+            )
         self._clock = clock
         self._wall = wall
         self._seq = SequenceCounter()
@@ -192,6 +196,7 @@ class _PromBase:
         import httpx
 
         start = self._clock()
+        self._deadline.restart()
         where = self.public_url
         try:
             with self._client.stream("GET", url, params=params) as resp:
@@ -213,6 +218,10 @@ class _PromBase:
                     chunks.append(chunk)
                 return b"".join(chunks)
         except httpx.TimeoutException:
+            if self._deadline.expired:
+                raise SourceUnavailable(
+                    f"{where} did not finish answering in {self.deadline_s:g} s"
+                ) from None
             raise SourceUnavailable(f"{where} did not answer in time") from None
         except httpx.ConnectError:
             raise SourceUnavailable(f"{where} is not reachable (connection refused)") from None

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
-from lltui import __version__
+from lltui import __version__, paths
 from lltui.core.monitor.models import Playback, RigInfo, RigSample, SourceUnavailable
 from lltui.core.monitor.record import (
     TRUNCATED_HINT,
@@ -31,6 +31,7 @@ from lltui.core.monitor.record import (
     sample_from_dict,
     sample_time,
 )
+from lltui.core.monitor.redact import redact_sample
 from lltui.sources.gpu.base import Clock, GpuSource, wall_clock
 
 END_OF_RECORDING = "end of recording"
@@ -277,6 +278,10 @@ class Recorder:
     """Writes samples to a JSONL recording: the header first, then one flushed line per
     sample, so a crash loses at most the line being written (which replay then skips).
 
+    A recording holds every process on the GPUs, other users' included: the file is created
+    mode 0600, and the secrets in each command line (API keys, tokens, passwords, a URL's
+    credentials) are written as ``***`` unless ``full`` (``--record-full``).
+
     ``write`` may come from the poller thread while ``start``/``close`` come from another;
     a write after ``close`` is dropped. Samples written before ``start`` make the header
     from their own rig info.
@@ -288,13 +293,15 @@ class Recorder:
         *,
         lltui_version: str = __version__,
         wall: Clock = wall_clock,
+        full: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self._version = lltui_version
         self._wall = wall
+        self._full = full
         self._lock = threading.Lock()
         # Opened now so a bad path fails before anything runs (OSError for the caller).
-        self._file: IO[str] | None = open(self.path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        self._file: IO[str] | None = paths.open_private(self.path, newline="\n")
         self._encoder: Encoder | None = None
         self.samples_written = 0
 
@@ -326,6 +333,8 @@ class Recorder:
             if self._encoder is None:
                 self._start_locked(sample.info)
             assert self._encoder is not None
+            if not self._full:
+                sample = redact_sample(sample)
             # One write per line, the line built first: a failure cannot split earlier lines.
             self._put("\n".join(self._encoder.lines(sample)))
             self.samples_written += 1

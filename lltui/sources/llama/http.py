@@ -35,6 +35,7 @@ from lltui.core.llama.metrics import (
     parse_slots,
 )
 from lltui.core.text import error_text
+from lltui.sources.net import Deadline, http_client
 
 DEFAULT_TIMEOUT_S = 2.0
 # The most a healthy llama-server sends: /metrics is a few KiB, /slots grows with the slots
@@ -145,15 +146,21 @@ class LlamaServerClient:
         self._clock = clock
         self._wall = wall
         self.props_ttl_s = props_ttl_s
-        self._client = httpx.Client(
-            base_url=self.base_url,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
-            transport=transport,
-            trust_env=False,  # a proxy from the environment must not see loopback traffic
-            follow_redirects=False,
+        # the deadline at the socket too (lltui.sources.net): headers that come a byte at
+        # a time end there; restarted for each request
+        self._deadline = Deadline(self.deadline_s, clock=clock)
+        common: dict[str, Any] = {
+            "base_url": self.base_url,
+            "timeout": httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
+            "follow_redirects": False,
             # no compression: the size limits count what is held in memory
-            headers={"Accept-Encoding": "identity"},
-        )
+            "headers": {"Accept-Encoding": "identity"},
+        }
+        if transport is None:
+            # trust_env off: a proxy from the environment must not see loopback traffic
+            self._client = http_client(self._deadline, **common)
+        else:  # a test's transport: no sockets to bound, the body's check does it
+            self._client = httpx.Client(transport=transport, trust_env=False, **common)
         self._tracker = ThroughputTracker()
         self._props: ServerProps | None = None
         self._props_t: float | None = None
@@ -180,6 +187,7 @@ class LlamaServerClient:
 
     def _get(self, path: str) -> tuple[EndpointResult, _Body | None]:
         started = self._clock()
+        self._deadline.restart()
         try:
             with self._client.stream(
                 "GET", path, headers=self._headers(), params=self._params or None
@@ -193,6 +201,9 @@ class LlamaServerClient:
         except httpx.ConnectError:
             return EndpointResult(path, DOWN, message="connection refused"), None
         except httpx.TimeoutException:
+            if self._deadline.expired:  # a bound broken: the answer took over the deadline
+                message = f"the answer took over {self.deadline_s:g} s"
+                return EndpointResult(path, BAD_RESPONSE, message=message), None
             return EndpointResult(path, TIMEOUT, message="no answer in time"), None
         except httpx.HTTPError as exc:
             # Error texts from httpx name the URL, never the headers.

@@ -146,11 +146,10 @@ def save_profile(name: str, spec: LaunchSpec, directory: Path | None = None) -> 
             f"cannot write profile {name!r} in {path.parent}: {exc.strerror}", 1
         ) from None
     try:
-        # mkstemp creates the file 0600; widen it only when no secret is inside.
+        # mkstemp creates the file 0600; widen it only when no secret is inside, as far as
+        # the umask allows (read, never set: setting it would reach every thread)
         if not secret:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(fd, 0o666 & ~umask)
+            os.fchmod(fd, 0o666 & ~paths.current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

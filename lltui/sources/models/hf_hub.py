@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +27,14 @@ from lltui.core.gguf.refs import (
 )
 from lltui.core.text import error_text
 from lltui.sources.models.remote_gguf import (
+    DEADLINE_ENV,
     TIMEOUT_S,
     RemoteError,
     RemoteFile,
     cache_dir,
     write_atomic,
 )
+from lltui.sources.net import Deadline
 
 INSTALL_HINT = "hf: references need huggingface_hub: pip install 'lltui[hf]'"
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -120,9 +124,11 @@ def hub_error(ref_text: str, exc: Exception, tok: str | None) -> RemoteError:
     return RemoteError(scrub(f"{ref_text}: {msg}", tok))
 
 
-def list_repo(ref: HfRef, tok: str | None) -> RepoListing:
+def list_repo(ref: HfRef, tok: str | None, deadline: Deadline | None = None) -> RepoListing:
     """The repository's files at the revision asked for: one metadata request, or none for
-    a commit (40 hex digits) listed before."""
+    a commit (40 hex digits) listed before. The request is huggingface_hub's, on its own
+    client: it runs in a thread of its own, waited for until ``deadline`` (the deadline of
+    the whole read; a server that drips its answer is left behind then, not waited for)."""
     hub = _hub()
     immutable = ref.revision is not None and _COMMIT_RE.match(ref.revision) is not None
     if immutable:
@@ -130,14 +136,22 @@ def list_repo(ref: HfRef, tok: str | None) -> RepoListing:
         if kept is not None:
             return kept
     api = hub.HfApi(endpoint=endpoint(), library_name="lltui")
-    try:
-        info = api.model_info(
-            ref.repo,
-            revision=ref.revision,
-            files_metadata=True,
-            token=tok or False,
-            timeout=TIMEOUT_S,
+    wait = TIMEOUT_S if deadline is None else min(TIMEOUT_S, max(deadline.left(), 0.001))
+
+    def ask() -> Any:
+        return api.model_info(
+            ref.repo, revision=ref.revision, files_metadata=True, token=tok or False, timeout=wait
         )
+
+    try:
+        info = _within(ask, deadline)
+    except _Late:
+        assert deadline is not None
+        raise RemoteError(
+            f"{ref.text()}: the hub took longer than {deadline.seconds:g} s to list the "
+            f"repository (${DEADLINE_ENV} sets the deadline)",
+            1,
+        ) from None
     except Exception as exc:
         raise hub_error(ref.text(), exc, tok) from None
     files = []
@@ -158,6 +172,34 @@ def list_repo(ref: HfRef, tok: str | None) -> RepoListing:
         private=private,
         models=tuple(repo_models(files)),
     )
+
+
+class _Late(Exception):
+    """The deadline passed before the answer came."""
+
+
+def _within(call: Callable[[], Any], deadline: Deadline | None) -> Any:
+    """``call()`` in a daemon thread, its result or exception; _Late when ``deadline``
+    passes first (the thread is left to end on its own timeout)."""
+    if deadline is None:
+        return call()
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    thread = threading.Thread(target=run, name="lltui-hub-listing", daemon=True)
+    thread.start()
+    thread.join(max(deadline.left(), 0.0))
+    if not box:
+        raise _Late
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _listing_path(ref: HfRef) -> Any:

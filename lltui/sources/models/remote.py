@@ -15,6 +15,7 @@ from lltui.sources.models.remote_gguf import (
     ReadStats,
     RemoteError,
     join_headers,
+    net_deadline,
     new_client,
     read_file_header,
     read_url_model,
@@ -34,21 +35,23 @@ class RemoteModel:
     stats: ReadStats
 
 
-def read_remote(text: str, verb: str = "fit") -> RemoteModel:
-    """The model ``text`` names and what reading it cost. RemoteError (one line) when it
-    cannot be read; RepoChoice when it names a repository but not one model in it."""
+def read_remote(text: str, verb: str = "fit", *, deadline_s: float | None = None) -> RemoteModel:
+    """The model ``text`` names and what reading it cost, all within one deadline
+    (``deadline_s``, else ``$LLTUI_NET_DEADLINE``, else DEFAULT_DEADLINE_S). RemoteError (one
+    line) when it cannot be read; RepoChoice when it names a repository but not one model."""
     try:
         ref = parse_ref(text)
     except RefError as exc:
         raise RemoteError(str(exc)) from None
-    stats = ReadStats()
-    with new_client() as client:
+    stats = ReadStats(deadline=net_deadline(deadline_s))
+    assert stats.deadline is not None
+    with new_client(stats.deadline) as client:
         if isinstance(ref, UrlRef):
             return RemoteModel(read_url_model(ref, client, stats, _url_auth(ref.url)), stats)
         from lltui.sources.models import hf_hub
 
         tok = hf_hub.token()
-        listing = hf_hub.list_repo(ref, tok)
+        listing = hf_hub.list_repo(ref, tok, stats.deadline)
         stats.requests += 0 if listing.cached else 1
         chosen = hf_hub.choose(listing, verb)
         return RemoteModel(_read_one(client, listing, chosen, tok, stats), stats)
@@ -81,7 +84,7 @@ class RepoQuants:
     stats: ReadStats
 
 
-def read_repo_quants(text: str) -> RepoQuants:
+def read_repo_quants(text: str, *, deadline_s: float | None = None) -> RepoQuants:
     """The header of every model of the repository ``text`` names (split models followed,
     projectors left out), by ranged reads through one client. A model that cannot be read
     carries its one-line error; the repository itself not read raises RemoteError."""
@@ -93,15 +96,16 @@ def read_repo_quants(text: str) -> RepoQuants:
         raise RemoteError(str(exc)) from None
     if not isinstance(ref, HfRef):
         raise RemoteError(f"{text}: not a hf:OWNER/REPO reference")
-    stats = ReadStats()
+    stats = ReadStats(deadline=net_deadline(deadline_s))
+    assert stats.deadline is not None
     tok = hf_hub.token()
-    listing = hf_hub.list_repo(ref, tok)
+    listing = hf_hub.list_repo(ref, tok, stats.deadline)
     stats.requests += 0 if listing.cached else 1
     entries = [m for m in listing.models if m.kind == "model"]
     if not entries:
         raise RemoteError(f"{ref.text()}: no GGUF model in this repository")
     out = []
-    with new_client() as client:
+    with new_client(stats.deadline) as client:
         for m in entries:
             try:
                 out.append(RepoQuant(m, _read_one(client, listing, m, tok, stats)))

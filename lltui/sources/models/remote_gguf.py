@@ -3,6 +3,10 @@ whole file, and a cache of headers under the user cache directory keyed by URL a
 
 A server that ignores ``Range`` (200 with the whole body) is read as a stream up to the
 header's end and at most MAX_HEADER_BYTES; the connection is dropped after that.
+
+Every read of one operation (a model's header, all its parts, a repository's models) runs
+under one deadline (:mod:`lltui.sources.net`): DEFAULT_DEADLINE_S, or ``$LLTUI_NET_DEADLINE``
+seconds. A server that sends a byte every few seconds ends there, not never.
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ from lltui.core.gguf.refs import UrlRef, display_url, split_urls
 from lltui.core.gguf.values import as_int
 from lltui.core.text import error_text
 from lltui.core.units import MIB, fmt_bytes
+from lltui.sources.net import Deadline, http_client
 
 FIRST_REQUEST_BYTES = 2 * MIB  # a 150k-token vocabulary header is 6-10 MiB
 MAX_HEADER_BYTES = 64 * MIB  # no model's header is larger; the most read from one file
-TIMEOUT_S = 30.0
+TIMEOUT_S = 30.0  # one socket call (connect, a read)
+DEFAULT_DEADLINE_S = 180.0  # a whole operation: every request and every byte of it
+DEADLINE_ENV = "LLTUI_NET_DEADLINE"
 CACHE_FORMAT = 1
-_CHUNK = 256 * 1024
 
 
 class RemoteError(ValueError):
@@ -51,13 +57,31 @@ class RemoteError(ValueError):
         self.code = code
 
 
+def net_deadline(seconds: float | None = None) -> Deadline:
+    """The deadline of one remote read: ``seconds``, else ``$LLTUI_NET_DEADLINE``, else
+    DEFAULT_DEADLINE_S. RemoteError (bad input) for a variable that is not a number > 0."""
+    if seconds is None:
+        text = os.environ.get(DEADLINE_ENV, "").strip()
+        seconds = DEFAULT_DEADLINE_S
+        if text:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise RemoteError(f"{DEADLINE_ENV}={text!r}: not a number of seconds") from None
+    if not 0 < seconds < 1e9:
+        raise RemoteError(f"{DEADLINE_ENV}: {seconds:g} s is not a deadline (give seconds > 0)")
+    return Deadline(seconds)
+
+
 @dataclass
 class ReadStats:
-    """What reading remote headers cost: HTTP requests made and body bytes read."""
+    """What reading remote headers cost (HTTP requests made, body bytes read, headers the
+    cache held), and the deadline the whole read runs under."""
 
     requests: int = 0
     bytes_read: int = 0
     cache_hits: int = 0
+    deadline: Deadline | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -79,8 +103,11 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     return paths.cache_dir(env) / "gguf-headers"
 
 
-def new_client() -> httpx.Client:
-    return httpx.Client(
+def new_client(deadline: Deadline) -> httpx.Client:
+    """A client for one operation: every request it makes ends by ``deadline``."""
+    return http_client(
+        deadline,
+        trust_env=True,  # HTTPS_PROXY and the like, as before
         follow_redirects=True,
         timeout=httpx.Timeout(TIMEOUT_S, connect=10.0),
         headers={"Accept-Encoding": "identity", "User-Agent": "lltui"},
@@ -97,21 +124,43 @@ def _host(url: str) -> str:
 
 def _status_error(f: RemoteFile, resp: httpx.Response) -> RemoteError:
     code = resp.status_code
+    # the server that answered: after a redirect, not the one first asked
+    answered = _host(str(resp.url))
+    moved = f" from {answered}, redirected from {_host(f.url)}" if answered != _host(f.url) else ""
     if code in (401, 403):
         hint = f.gated_hint or (
             "set HF_TOKEN for a Hugging Face file" if "Authorization" not in f.auth else ""
         )
-        return RemoteError(f"{f.name}: access denied (HTTP {code})" + (f": {hint}" if hint else ""))
+        return RemoteError(
+            f"{f.name}: access denied (HTTP {code}{moved})" + (f": {hint}" if hint else "")
+        )
     if code == 404:
-        return RemoteError(f"{f.name}: not found (HTTP 404)")
+        return RemoteError(f"{f.name}: not found (HTTP 404{moved})")
     if code == 416:
-        return RemoteError(f"{f.name}: the server refused the byte range (HTTP 416)")
+        return RemoteError(f"{f.name}: the server refused the byte range (HTTP 416{moved})")
     reason = resp.reason_phrase or "error"
-    return RemoteError(f"{f.name}: HTTP {code} {reason} from {_host(str(resp.url))}", 1)
+    where = f"{answered}, redirected from {_host(f.url)}" if moved else answered
+    return RemoteError(f"{f.name}: HTTP {code} {reason} from {where}", 1)
 
 
-def _transport_error(f: RemoteFile, exc: httpx.HTTPError) -> RemoteError:
-    if isinstance(exc, httpx.TimeoutException):
+def _failed_url(exc: httpx.HTTPError) -> str | None:
+    """The URL of the request that failed: after a redirect, where it was sent, not the
+    URL first asked for."""
+    try:
+        return str(exc.request.url)
+    except RuntimeError:  # an error raised before any request was made
+        return None
+
+
+def _transport_error(
+    f: RemoteFile, exc: httpx.HTTPError, deadline: Deadline | None = None
+) -> RemoteError:
+    if isinstance(exc, httpx.TimeoutException) and deadline is not None and deadline.expired:
+        what = (
+            f"took longer than {deadline.seconds:g} s, the deadline for the whole read "
+            f"(${DEADLINE_ENV} sets it)"
+        )
+    elif isinstance(exc, httpx.TimeoutException):
         what = f"timed out after {TIMEOUT_S:.0f} s"
     elif isinstance(exc, httpx.ConnectError):
         what = "cannot connect"
@@ -119,7 +168,11 @@ def _transport_error(f: RemoteFile, exc: httpx.HTTPError) -> RemoteError:
         what = "too many redirects"
     else:
         what = error_text(exc)
-    return RemoteError(f"{f.name}: {what} ({_host(f.url)})", 1)
+    where = _host(f.url)
+    failed = _failed_url(exc)
+    if failed is not None and _host(failed) != where:
+        where = f"{_host(failed)}, redirected from {where}"
+    return RemoteError(f"{f.name}: {what} ({where})", 1)
 
 
 # -- ranged reads --------------------------------------------------------------------------
@@ -160,7 +213,7 @@ class _Reader:
         try:
             resp = self.client.send(req, stream=True)
         except httpx.HTTPError as exc:
-            raise _transport_error(self.f, exc) from None
+            raise _transport_error(self.f, exc, self.stats.deadline) from None
         self.stats.requests += 1
         if resp.status_code == 206:
             try:
@@ -170,7 +223,7 @@ class _Reader:
             return
         if resp.status_code == 200 and start == 0:
             self._stream = resp
-            self._chunks = resp.iter_bytes(_CHUNK)
+            self._chunks = resp.iter_bytes()
             length = _int(resp.headers.get("Content-Length"))
             if length is not None:
                 self.total = length
@@ -196,7 +249,8 @@ class _Reader:
         limit = want - start
         got = 0
         try:
-            for chunk in resp.iter_bytes(_CHUNK):
+            # each read as it arrives: a chunk size would wait for a whole chunk
+            for chunk in resp.iter_bytes():
                 take = chunk[: limit - got]
                 self.buf += take
                 got += len(take)
@@ -204,7 +258,7 @@ class _Reader:
                 if got >= limit:
                     break
         except httpx.HTTPError as exc:
-            raise _transport_error(self.f, exc) from None
+            raise _transport_error(self.f, exc, self.stats.deadline) from None
         if got == 0:
             raise RemoteError(f"{self.f.name}: the server sent an empty byte range")
 
@@ -238,7 +292,7 @@ class _Reader:
                 self.buf += chunk
                 self.stats.bytes_read += len(chunk)
         except httpx.HTTPError as exc:
-            raise _transport_error(self.f, exc) from None
+            raise _transport_error(self.f, exc, self.stats.deadline) from None
 
 
 def _int(v: str | None) -> int | None:
@@ -423,7 +477,7 @@ def _head_etag(client: httpx.Client, f: RemoteFile, stats: ReadStats) -> str | N
     try:
         resp = client.head(f.url, headers=dict(f.auth))
     except httpx.HTTPError as exc:
-        raise _transport_error(f, exc) from None
+        raise _transport_error(f, exc, stats.deadline) from None
     stats.requests += 1
     if resp.status_code >= 400:
         return None

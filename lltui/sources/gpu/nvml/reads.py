@@ -60,7 +60,7 @@ def read_fast(calls: NvmlCalls, g: GpuState) -> None:
             free = int(memory.free)
             v2_reserved = getattr(memory, "reserved", None)  # memory info v2 only
             reserved = int(v2_reserved) if v2_reserved is not None else None
-            if g.static is not None and g.static.memory_total <= 0 < int(memory.total):
+            if g.static is not None and (g.static.memory_total or 0) <= 0 < int(memory.total):
                 g.static = replace(g.static, memory_total=int(memory.total))
         except Exception as exc:
             g.errors.append(f"memory: unreadable answer ({error_text(exc)})")

@@ -150,8 +150,9 @@ def gpu_sample(
     used = resident_bytes(profile, i, share, phase, progress) if serving else 0
     base_used = DISPLAY_BYTES if g.has_fan else 0
     base_used += side_bytes(profile, i) if loaded else 0
-    memory_used = min(st.memory_total, base_used + used)
-    reserved = 390 * MIB if st.memory_total > 16 * GIB else 252 * MIB
+    total = st.memory_total or 0  # a simulated GPU always has its catalog's memory
+    memory_used = min(total, base_used + used)
+    reserved = 390 * MIB if total > 16 * GIB else 252 * MIB
     clocks = gpu_clocks(g, phase, load, loaded=loaded, rng=rng)
     links = gpu_links(profile, g, phase, share, load, serving=serving, rng=rng)
     server_bytes = max(0, memory_used - base_used - CUDA_CONTEXT)
@@ -159,7 +160,7 @@ def gpu_sample(
     return GpuSample(
         info=st,
         memory_used=memory_used,
-        memory_free=max(0, st.memory_total - memory_used - reserved),
+        memory_free=max(0, total - memory_used - reserved),
         memory_reserved=reserved,
         util_gpu=round(load.util),
         util_mem=round(load.util * (0.35 if phase == PHASE_PREFILL else 0.8)),
