@@ -42,6 +42,7 @@ __all__ = [
     "colab_t4_single_config",
     "detect_gpus",
     "estimate_model_vram",
+    "explain_log",
     "get_cuda_version",
     "get_free_vram",
     "get_nccl_info",
@@ -311,6 +312,27 @@ def auto_config(
         tensor_split=shares,
         n_parallel=n_parallel,
     )
+
+
+def explain_log(
+    log: str | os.PathLike[str],
+    model: str | None = None,
+    build: int | None = None,
+) -> dict[str, Any]:
+    """A llama.cpp log read back against lltui's prediction, as ``lltui explain LOG --json``
+    prints it: ``build``, ``failed`` and one ``buffers`` entry per buffer line the log printed
+    (``logged_bytes`` beside ``predicted_bytes``, null where no model header was read).
+    ``model``: the GGUF when the log's own path is not on this machine; ``build``: the
+    llama.cpp build that wrote it, where the log does not say. Raises ValueError (one line)
+    for a file that is not a llama.cpp log or cannot be read."""
+    from lltui.core.explain.report import report_to_json
+    from lltui.services.explain import ExplainFailed, ExplainRequest, explain
+
+    try:
+        report = explain(ExplainRequest(log=os.fspath(log), model=model, build=build))
+    except ExplainFailed as exc:
+        raise ValueError(str(exc)) from None
+    return report_to_json(report)
 
 
 def plan_models(

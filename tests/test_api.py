@@ -181,3 +181,32 @@ def test_nvml_reads_for_the_api_skip_slow_fields_and_hidden_gpus(monkeypatch):
     assert fake.count(function="nvmlDeviceGetPcieThroughput") == 0
     assert fake.count(function="nvmlDeviceGetNvLinkState") == 0
     assert fake.count(function="nvmlDeviceGetComputeRunningProcesses_v3") == 0
+
+
+def test_explain_log_is_the_cli_json(tmp_path):
+    """The API's explain is the command's --json: the same buffers, and bad input a
+    ValueError of one line rather than a traceback of the parser's."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lltui.api import explain_log
+
+    log = Path(__file__).parent / "fixtures" / "llama-server" / "server_lv4_full.log"
+    data = explain_log(log, build=11434)
+    assert data["buffers"] and all(
+        {"device", "kind", "logged_bytes", "predicted_bytes"} <= set(b) for b in data["buffers"]
+    )
+    cli = subprocess.run(
+        [sys.executable, "-m", "lltui", "explain", str(log), "--build", "11434", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(cli.stdout)["buffers"] == data["buffers"]
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match="empty file") as err:
+        explain_log(empty)
+    assert "\n" not in str(err.value)

@@ -62,7 +62,7 @@ def test_json_failure_is_a_json_object(capsys, tmp_path):
     assert main(["explain", str(path), "--json"]) == 2
     out = capsys.readouterr()
     data = json.loads(out.out)
-    assert data["code"] == 2 and "empty file" in data["error"]
+    assert data["exit_code"] == 2 and "empty file" in data["error"]
 
 
 def test_bad_build_number_is_a_usage_error(capsys):

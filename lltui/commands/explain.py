@@ -4,7 +4,6 @@ lltui's prediction for the same flags and build, and why a failed load failed.""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from lltui.commands import CliError, print_json
@@ -62,11 +61,7 @@ def run(args: argparse.Namespace) -> int:
     request = ExplainRequest(log=args.log, model=args.model, build=args.build)
     try:
         report = explain(request)
-    except ExplainFailed as exc:
-        if args.json:
-            print_json({"error": str(exc), "code": exc.code})
-            print(f"lltui: {exc}", file=sys.stderr)
-            return exc.code
+    except ExplainFailed as exc:  # (with --json, the CLI prints it as {error, exit_code})
         raise CliError(str(exc), exc.code) from None
     if args.json:
         print_json(report_to_json(report))
