@@ -53,6 +53,7 @@ class Exporter:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("COLUMNS", None)  # a pipe: the full table, whatever width an earlier test set
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 

@@ -36,3 +36,24 @@ def test_every_recipe_has_a_tiny_model_checked_against_the_real_server():
 
 def test_an_unknown_architecture_is_approximate_with_its_name():
     assert "made-up" in approximate_reason("made-up")
+
+
+def test_a_legacy_deepseek2_file_without_mla_is_approximate_not_an_mla_graph(tmp_path):
+    """DeepSeek-V2 converted before MLA (one attn_kv_b, MHA cache): llama.cpp runs its
+    non-MLA path, which the graph does not model; the estimate says so rather than sizing an
+    MLA graph (a public Vulkan log: 1174 MiB logged, an MLA graph said 1920)."""
+    import public_models as pm
+
+    from lltui.core.fit.estimate import estimate
+    from lltui.core.gguf.reader import read_gguf
+    from lltui.core.llama.flags import parse_llama_args
+    from lltui.core.memory.devices import DeviceSpec
+    from lltui.core.memory.results import FitOptions
+
+    rec = pm.BY_LOG["05-llama12728-vulkan-init-prefix-oom-2025.log"]
+    model = read_gguf(str(pm.write(rec, tmp_path)))
+    args = parse_llama_args(["-ngl", "999", "-fa", "off", "-c", "4096"])
+    gpu = DeviceSpec("CUDA0", 200 * 2**30, 200 * 2**30)
+    result = estimate(model, args, [gpu], FitOptions())
+    assert not result.compute_exact
+    assert "deepseek2" in (result.compute_note or "")

@@ -183,7 +183,7 @@ def decoder_shape(
         n_pos=4 if recipe.n_pos == 4 or (recipe.n_pos == "sections" and hp.mrope) else 1,
         attn_scale=recipe.attn_scale_input
         and (hp.attn_temp_scale != 0.0 or recipe.rope == "llama4"),
-        mla=_mla(hp) if recipe.mla else (),
+        mla=_mla(hp) if recipe.mla and hp.mla else (),  # a legacy MHA GGUF: not MLA
         dsa=(hp.indexer_head_size, hp.indexer_n_head, hp.indexer_top_k) if recipe.dsa else (),
     )
 
