@@ -15,9 +15,10 @@ from lltui.core.gguf.model import GgufTensor
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import QUANTIZE_FTYPES, GgmlType
 from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory import placement
 from lltui.core.memory.placement import REPACK_PROFILES, _Placer
 from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix
-from lltui.core.quant.sizes import as_quantized, quant_source
+from lltui.core.quant.sizes import as_quantized, quant_sizes, quant_source
 from lltui.services.devices import resolve_devices
 from lltui.services.fit import prepare as prepare_fit
 
@@ -138,3 +139,28 @@ def test_types_that_do_not_read_the_imatrix_come_out_the_same_with_one(paths, mo
                 choose_types(src, ftype, True, prep)
             continue
         assert choose_types(src, ftype, True, prep) == without, ftype
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_quant_header_counts_its_own_tensors(paths, model):
+    """as_quantized hands each type the source's parameter count and the row's bytes rather
+    than summing a million tensors again: both are what its own tensors sum to."""
+    source = read_gguf(paths[model])
+    src = quant_source(source)
+    for row in quant_sizes(src, QUANTIZE_FTYPES):
+        if row.error is not None:
+            continue
+        quant = as_quantized(source, row)
+        assert quant.n_params == sum(t.n_elements for t in quant.tensors), row.name
+        assert quant.tensors_nbytes == sum(t.nbytes for t in quant.tensors), row.name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["blk.3.attn_q.weight", "blk.12.ffn_up_exps.weight", "blk.x.weight", "blk..weight",
+     "x.blk.3.weight", "output.weight", "x.123", "blk.7", "blk.0007.attn_k.weight"],
+)  # fmt: skip
+def test_block_of_matches_the_pattern(name):
+    """_block_of skips the pattern for names that cannot match it: the same answer."""
+    m = placement._LAYER_RE.match(name)
+    assert placement._block_of(name) == (int(m.group(1)) if m else None)

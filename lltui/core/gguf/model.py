@@ -179,11 +179,11 @@ class GgufModel:
     def tensor(self, name: str) -> GgufTensor | None:
         return self.tensors_by_name.get(name)
 
-    @property
+    @cached_property  # read per estimate: a header may hold a million tensors
     def tensors_nbytes(self) -> int:
         return sum(t.nbytes for t in self.tensors)
 
-    @property
+    @cached_property
     def n_params(self) -> int:
         return sum(t.n_elements for t in self.tensors)
 

@@ -71,7 +71,6 @@ def _n_dims(dims: Sequence[int]) -> int:
     return 1
 
 
-@lru_cache(maxsize=16384)  # the same names and shapes come back for every quant of a model
 def _matmul_op(name: str, dims: tuple[int, ...]) -> str | None:
     """MUL_MAT for 2-D weights, MUL_MAT_ID for 3-D expert stacks; None for anything else."""
     if name.endswith(".bias") or name.startswith(INPUT_TENSORS):
@@ -104,6 +103,17 @@ class _Buft:
     device: int = -1  # device index for DEV and HOST
 
 
+_BUFTS: dict[tuple[str, int], _Buft] = {}
+
+
+def _buft(kind: str, device: int = -1) -> _Buft:
+    """The one _Buft of a kind and device: a route per weight shares it, none is made anew."""
+    b = _BUFTS.get((kind, device))
+    if b is None:
+        b = _BUFTS[(kind, device)] = _Buft(kind, device)
+    return b
+
+
 class _Placer:
     """llama.cpp's buffer type selection (llama-model-loader.cpp create_tensor)."""
 
@@ -134,17 +144,17 @@ class _Placer:
     def cpu_buft(self, t: GgufTensor, op: str | None) -> _Buft:
         if self.host_dev is not None:
             # the pinned host buffer comes first in the CPU list; with mmap it becomes CPU
-            return _Buft(PLAIN) if self.mmap else _Buft(HOST, self.host_dev)
+            return _buft(PLAIN) if self.mmap else _buft(HOST, self.host_dev)
         if _repack_ok(t, self.profile, op):
-            return _Buft(REPACK)
-        return _Buft(PLAIN)
+            return _buft(REPACK)
+        return _buft(PLAIN)
 
     def cpu_route(self, op: str | None) -> _Buft | None:
         """The CPU buffer a weight takes where its type does not decide it; None where it
         does (a matmul weight that CPU_REPACK may take)."""
         if self.host_dev is None and op is not None and self.profile:
             return None
-        return _Buft(PLAIN) if self.host_dev is None or self.mmap else _Buft(HOST, self.host_dev)
+        return _buft(PLAIN) if self.host_dev is None or self.mmap else _buft(HOST, self.host_dev)
 
     def route(self, name: str, list_dev: int, op: str | None) -> _Buft | None:
         """The buffer of a weight of the layer on ``list_dev`` (-1: the CPU), -ot first;
@@ -167,10 +177,10 @@ class _Placer:
                 target = self.override_targets.get(ov.buft)
                 if target is None:
                     raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
-                return _Buft(DEV, target)
+                return _buft(DEV, target)
         if list_dev < 0:
             return self.cpu_route(op)
-        return _Buft(DEV, list_dev)
+        return _buft(DEV, list_dev)
 
     def cpu_buffer_name(self, b: _Buft) -> str:
         if b.kind == HOST:
@@ -308,9 +318,15 @@ def _routes(
     return _Plan(placer, tuple(routes))
 
 
-@lru_cache(maxsize=16384)
 def _block_of(name: str) -> int | None:
     """The N of a ``blk.N.`` weight name."""
+    if not name.startswith("blk."):
+        return None  # no regex for the names of no block (a file may hold a million)
+    return _block_number(name)
+
+
+@lru_cache(maxsize=16384)
+def _block_number(name: str) -> int | None:
     m = _LAYER_RE.match(name)
     return int(m.group(1)) if m else None
 

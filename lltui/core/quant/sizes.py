@@ -368,13 +368,15 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
     kv_nbytes = _Quantized({k: _kv_u32_bytes(k) for k in own}, first.kv_nbytes)
     kv_types = _Quantized(dict.fromkeys(own, ValueType.UINT32), first.kv_types)
 
-    tensors = []
+    tensors: list[GgufTensor] = []
     offset = 0
     header = row.header_bytes
-    for t in row.tensors:
+    align = GGUF_DEFAULT_ALIGNMENT
+    add = tensors.append
+    for t in row.tensors:  # once per tensor and type: _pad inlined
         nbytes = t.nbytes
-        tensors.append(GgufTensor(t.name, t.dims, int(t.type), offset, nbytes, header + offset))
-        offset += _pad(nbytes)
+        add(GgufTensor(t.name, t.dims, int(t.type), offset, nbytes, header + offset))
+        offset += -(-nbytes // align) * align
     stem = first.path[:-5] if first.path.endswith(".gguf") else first.path
     stem = re.sub(r"-\d{5}-of-\d{5}$", "", stem)
     out = GgufFile(
@@ -389,4 +391,8 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
         kv_types=kv_types,
         tensors=tuple(tensors),
     )
-    return GgufModel(files=(out,), tensors=out.tensors)
+    quant = GgufModel(files=(out,), tensors=out.tensors)
+    # the source's tensors in another order and types: its parameters, the row's bytes
+    quant.__dict__["n_params"] = model.n_params
+    quant.__dict__["tensors_nbytes"] = row.weights_bytes
+    return quant

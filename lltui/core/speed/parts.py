@@ -77,9 +77,9 @@ class Part:
         self.prefill_flops[kind] = self.prefill_flops.get(kind, 0.0) + flops
 
 
-@lru_cache(maxsize=16384)  # the same tensors come back for every quant of a model
+@lru_cache(maxsize=16384)  # keyed by shape, not name: a million names share a few shapes
 def _tensor_facts(
-    name: str, type_id: int, dims: tuple[int, ...], is_input: bool
+    type_id: int, dims: tuple[int, ...], is_input: bool, experts: bool
 ) -> tuple[int, int, int]:
     """(elements, rows read per token, kind) of one weight. Kind: 0 an input table (one row
     read per token), 1 a matrix, 2 an expert stack, 3 a vector; plus 4 when quantized."""
@@ -88,7 +88,7 @@ def _tensor_facts(
         n *= d
     if is_input:
         return n, max(1, dims[1]) if len(dims) > 1 else 1, 0
-    base = 3 if len(dims) < 2 else 2 if "_exps" in name else 1
+    base = 3 if len(dims) < 2 else 2 if experts else 1
     return n, 1, base | (4 if type_info(type_id).quantized else 0)
 
 
@@ -124,7 +124,7 @@ def add_weights(
     """Add every placed weight to its device's part; the GPU layers with weights on the host."""
     m = result.model
     ub = tiles.ub
-    tensors = {t.name: t for t in model.tensors}
+    tensors = model.tensors_by_name
     moe = bool(m.n_expert and m.n_expert_used)
     expert_frac = m.n_expert_used / m.n_expert if moe else 1.0
     # experts touched by a ubatch: 1 - (1 - used/n)^ub of them
@@ -136,18 +136,16 @@ def add_weights(
     split_layers: set[int] = set()
     # summed by (device, kind, type, output) first: one pass that only adds
     sums: dict[tuple[str, int, int, bool], list[float]] = {}
+    # a placement carries its weight's type and dims: no lookup by name per weight
     for p in result.placements:
-        if p.duplicate:
+        if p.duplicate or p.name not in tensors:
             continue
-        t = tensors.get(p.name)
-        if t is None:
-            continue
-        n_el, rows, wkind = _tensor_facts(p.name, t.type, t.dims, p.layer is None)
+        n_el, rows, wkind = _tensor_facts(p.type_id, p.dims, p.layer is None, "_exps" in p.name)
         layer = p.layer
         gpu_layer = layer is not None and 0 <= layer < out_layer and layer_dev[layer] != CPU
         if p.device == CPU and gpu_layer and layer is not None:
             split_layers.add(layer)
-        key = (p.device, wkind, t.type, p.layer == out_layer)
+        key = (p.device, wkind, p.type_id, p.layer == out_layer)
         got = sums.get(key)
         if got is None:
             sums[key] = [p.nbytes / rows, float(n_el)]
