@@ -30,6 +30,8 @@ SPECS = {
     "qwen3": gf.qwen3_spec(),  # Q/K norms, tied output
     "phi3": gf.phi3_spec(),  # fused QKV and up+gate
     "qwen3moe": gf.qwen3moe_spec(),
+    "gemma3": gf.gemma3_spec(),  # sliding-window layers: two KV caches
+    "gpt-oss": gf.gpt_oss_spec(),  # sinks, biases, expert biases
 }
 CASES = {
     "llama-gqa-2": ("llama-gqa", 2, []),
@@ -41,6 +43,8 @@ CASES = {
     "phi3-2-uneven": ("phi3", 2, ["-ts", "1,3"]),
     "qwen3moe-2": ("qwen3moe", 2, []),
     "qwen3moe-3-uneven": ("qwen3moe", 3, ["-ts", "1,2,2", "-ub", "128"]),
+    "gemma3-3-uneven": ("gemma3", 3, ["-ts", "2,1,1"]),
+    "gpt-oss-2-uneven": ("gpt-oss", 2, ["-ts", "1,2"]),
 }
 
 
