@@ -293,9 +293,11 @@ def test_split_mode_tensor_is_flagged(tmp_path):
     path = make(tmp_path, gf.llama_spec())
     res = est(path, ["-sm", "tensor", "-ctk", "q8_0", "-ctv", "q8_0"], cuda(2))
     text = " ".join(res.warnings)
-    assert "experimental" in text and "-fa on" in text and "KV cache" in text
-    ok = est(path, ["-sm", "tensor", "-fa", "on"], cuda(2))
-    assert not any("needs" in w for w in ok.warnings)
+    assert "experimental" in text and "layer split" not in text
+    assert res.resolved.flash_attn  # -fa auto: llama.cpp turns it on for -sm tensor
+    assert res.meta_devices == ("CUDA0", "CUDA1")
+    with pytest.raises(FitError, match="flash attention"):
+        est(path, ["-sm", "tensor", "-fa", "off"], cuda(2))
 
 
 def test_device_selection(tmp_path):

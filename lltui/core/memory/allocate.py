@@ -4,9 +4,9 @@ for the host, against the free memory of each."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 
-from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.flag_values import tensor_split_extra
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, backend_of
@@ -24,6 +24,12 @@ from lltui.core.memory.results import (
     FitResult,
     HostEstimate,
     model_summary,
+)
+from lltui.core.memory.tensor_parallel import (
+    META_SCRATCH_NOTE,
+    split_over_meta,
+    tensor_parallel_devices,
+    tensor_parallel_why_not,
 )
 
 # What an estimate says when the file of a part was not read (estimate() with ExtraModels
@@ -61,8 +67,13 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     model, hp, st, all_devs, devs, opts = p.model, p.hp, p.args, p.devices, p.used, p.options
     r = resolve_context(hp, st, server=opts.server, rules=opts.rules)
     devs = tuple(devs)
-    if placed is None:
-        ldev = _layer_devices(hp.n_layer_all, r.n_gpu_layers, devs, tuple(st.tensor_split))
+    meta = tensor_parallel_devices(hp, st, devs)
+    if meta:
+        # one Meta device holds every offloaded layer; its tensors are cut per device below
+        devs = devs[:1]
+    if placed is None or meta:
+        ts = () if meta else tuple(st.tensor_split)
+        ldev = _layer_devices(hp.n_layer_all, r.n_gpu_layers, devs, ts)
         placements, wbufs = place_tensors(
             model, hp, st, devs, ldev, all_devices=all_devs, repack_profile=opts.repack_profile
         )
@@ -79,13 +90,22 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     for cache in kv:
         buffers.extend((n, "KV", b) for n, b in cache.buffers)
     buffers.extend((n, "RS", b) for n, b in rs_buffers(hp, r, st, devs, ldev).items())
-    compute = compute_buffers(ComputeLayout(hp, r, st, devs, ldev, placements, pp))
+    # -sm tensor: the Meta device's graph is planned as one device's (its buffer type sizes
+    # each tensor whole)
+    st_c = replace(st, split_mode="layer") if meta else st
+    compute = compute_buffers(ComputeLayout(hp, r, st_c, devs, ldev, placements, pp))
     buffers.extend((n, "compute", b) for n, b in compute.sizes.items())
+    if meta:
+        buffers, kv = split_over_meta(model, hp, r, st, meta, buffers, kv, placements, ldev)
+        devs = meta
 
     per = _per_owner(buffers, devs)
     dev_layers: dict[str, list[int]] = {}
     for il, di in enumerate(ldev):
-        dev_layers.setdefault(devs[di].name if di >= 0 else CPU, []).append(il)
+        for d in devs if meta and di >= 0 else (devs[di],) if di >= 0 else ():
+            dev_layers.setdefault(d.name, []).append(il)
+        if di < 0:
+            dev_layers.setdefault(CPU, []).append(il)
     estimates = _device_estimates(per, dev_layers, devs, ldev[hp.n_layer_all], opts)
     host = _host_estimate(per, wbufs)
     estimates.append(_cpu_estimate(host, dev_layers, ldev[hp.n_layer_all], opts))
@@ -105,6 +125,7 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
         warnings=_warnings(hp, r, st, devs),
         compute_exact=compute.exact,
         compute_note=compute.note,
+        meta_devices=tuple(d.name for d in meta),
     )
 
 
@@ -219,11 +240,11 @@ def _warnings(
     if st.lora:
         warnings.append(NOT_COUNTED["lora"])
     if st.split_mode == "tensor":
-        warnings.append("-sm tensor is experimental in llama.cpp; estimated as a layer split")
-        if not r.flash_attn or st.flash_attn == "auto":
-            warnings.append("-sm tensor needs -fa on")
-        if any(GGML_TYPES[type_from_name(t)].quantized for t in (r.type_k, r.type_v)):
-            warnings.append("-sm tensor needs an f16, bf16 or f32 KV cache")
+        why = tensor_parallel_why_not(hp, devs)
+        if why:
+            warnings.append(f"-sm tensor: {why}; estimated as a layer split")
+        else:
+            warnings.append(f"-sm tensor is experimental in llama.cpp; {META_SCRATCH_NOTE}")
     if hp.n_layer < hp.n_layer_all:
         warnings.append(f"{hp.n_layer_all - hp.n_layer} MTP layer(s) are not loaded (no MTP draft)")
     return tuple(warnings)

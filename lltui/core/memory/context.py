@@ -131,6 +131,11 @@ def resolve_context(
         n_batch = min(n_ctx_in, n_batch)
     n_ubatch = min(n_batch, n_ubatch)
     fa_mode = st.flash_attn if "flash_attn" in st.given or rules.fa_default == "auto" else "off"
+    if st.split_mode == "tensor":
+        # llama_init_from_model turns -fa auto on for SPLIT_MODE_TENSOR and refuses -fa off
+        if fa_mode == "off":
+            raise FitError("-sm tensor requires flash attention; llama.cpp refuses -fa off")
+        fa_mode = "on"
     kv_pad = rules.kv_pad if fa_mode != "off" else rules.kv_pad_no_fa
     n_ctx, n_ctx_seq = _split_ctx(n_ctx_in, np_, unified, kv_pad, rules)
     type_v_quant = GGML_TYPES[type_from_name(st.type_v)].quantized

@@ -240,6 +240,8 @@ class FitResult:
     compute_note: str = ""  # why the compute buffers are approximate ("" when exact)
     speed: SpeedEstimate | None = None  # predicted tokens/s of this placement
     parts: tuple[PartEstimate, ...] = ()  # draft, mmproj, lora: already in the totals
+    # -sm tensor: the devices behind llama.cpp's one Meta() device (each row its own slice)
+    meta_devices: tuple[str, ...] = ()
 
     def buffer_bytes(self, name: str, kind: str) -> int:
         return sum(b for n, k, b in self.buffers if n == name and k == kind)

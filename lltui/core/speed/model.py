@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -343,6 +343,12 @@ def estimate_speed(
     kv_full = add_layers_and_attention(
         result, depth, prompt_tokens, ub, p.act_passes, parts, split_layers
     )
+    if len(result.meta_devices) > 1 and result.meta_devices[0] in parts:
+        # -sm tensor: the estimate places the Meta device's layers on its first device;
+        # every device runs an even share of them
+        whole = parts.pop(result.meta_devices[0])
+        for name in result.meta_devices:
+            parts[name] = _share(whole, len(result.meta_devices))
     flash = result.resolved.flash_attn
     by_name = {d.name: d for d in result.devices}
     kinds = {d.name: d.kind for d in result.devices}
@@ -425,6 +431,19 @@ def estimate_speed(
         speeds, link_dec, link_pre, result, depth, ub, prompt_tokens, extra_full_s, notes, host
     )
     return replace(out, calibrated=calibrated) if calibrated else out
+
+
+def _share(part: Part, n: int) -> Part:
+    """One of ``n`` even shares of a device's work (its layer counts kept)."""
+    out = Part()
+    for f in fields(Part):
+        v = getattr(part, f.name)
+        if isinstance(v, float):
+            v = v / n
+        elif isinstance(v, dict):
+            v = {k: x / n for k, x in v.items()}
+        setattr(out, f.name, v)
+    return out
 
 
 def _tensor_split(

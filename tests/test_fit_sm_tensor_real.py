@@ -1,0 +1,101 @@
+"""-sm tensor against the real llama-server: the pinned CPU build makes a Meta() device of
+loopback rpc-servers (RPC devices are no CPU buffer type) and cuts every weight and KV cache
+tensor over them. The Meta() model, KV and compute lines (the largest device's buffer) and
+the CPU lines must equal lltui's at the log's 0.01 MiB resolution, with even and uneven -ts.
+"""
+
+from __future__ import annotations
+
+import gguf_factory as gf
+import pytest
+from llama_fixture import llama_bins, llama_server, rpc_servers
+
+from lltui.core.fit.estimate import FitOptions, FitResult, estimate
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.llama.flags import parse_llama_args
+from lltui.core.llama.log import LlamaLogSummary, parse_log
+from lltui.core.memory.devices import rpc_device
+from lltui.core.memory.tensor_parallel import META, fold_meta
+from lltui.core.units import MIB
+
+__all__ = ["llama_bins"]  # a session fixture used by name
+
+pytestmark = pytest.mark.slow
+
+FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
+
+SPECS = {
+    "llama-gqa": gf.llama_spec(),  # 8 heads over 2 KV heads
+    "llama-mha": gf.llama_spec(n_head=4, n_head_kv=4, head_dim=64),
+    "qwen3": gf.qwen3_spec(),  # Q/K norms, tied output
+    "phi3": gf.phi3_spec(),  # fused QKV and up+gate
+    "qwen3moe": gf.qwen3moe_spec(),
+    "gemma3": gf.gemma3_spec(),  # sliding-window layers: two KV caches
+    "gpt-oss": gf.gpt_oss_spec(),  # sinks, biases, expert biases
+}
+CASES = {
+    "llama-gqa-2": ("llama-gqa", 2, []),
+    "llama-gqa-3": ("llama-gqa", 3, []),
+    "llama-gqa-2-uneven": ("llama-gqa", 2, ["-ts", "3,1"]),
+    "llama-gqa-3-uneven-q8kv": ("llama-gqa", 3, ["-ts", "2,1,1", "-ctk", "q8_0", "-ctv", "q8_0"]),
+    "llama-mha-3": ("llama-mha", 3, ["-c", "4096"]),
+    "qwen3-3-uneven": ("qwen3", 3, ["-ts", "1,2,1"]),
+    "phi3-2-uneven": ("phi3", 2, ["-ts", "1,3"]),
+    "qwen3moe-2": ("qwen3moe", 2, []),
+    "qwen3moe-3-uneven": ("qwen3moe", 3, ["-ts", "1,2,2", "-ub", "128"]),
+    "gemma3-3-uneven": ("gemma3", 3, ["-ts", "2,1,1"]),
+    "gpt-oss-2-uneven": ("gpt-oss", 2, ["-ts", "1,2"]),
+}
+
+
+@pytest.fixture(scope="module")
+def rpc_endpoints(llama_bins, tmp_path_factory):
+    with rpc_servers(llama_bins, 3, tmp_path_factory.mktemp("rpc-logs")) as servers:
+        yield [f"127.0.0.1:{s.port}" for s in servers]
+
+
+def logged(summary: LlamaLogSummary) -> dict[tuple[str, str], float]:
+    out = {}
+    for b in summary.buffers:
+        for kind, mib in (("model", b.model_mib), ("KV", b.kv_mib), ("compute", b.compute_mib)):
+            if mib:
+                out[(b.name, kind)] = mib
+    return out
+
+
+def ours(res: FitResult) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
+    for name, kind, nbytes in fold_meta(res.buffers, res.meta_devices):
+        if kind in ("model", "KV", "compute") and nbytes:
+            out[(name, kind)] = round(out.get((name, kind), 0.0) + nbytes / MIB, 2)
+    return {k: v for k, v in out.items() if v}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_meta_device_buffers_equal_the_log(llama_bins, rpc_endpoints, tmp_path, case):
+    spec_name, n, extra = CASES[case]
+    path = tmp_path / f"{spec_name}.gguf"
+    gf.write_model(path, SPECS[spec_name], "Q8_0", name="tiny-model")
+    eps = rpc_endpoints[:n]
+    flags = ["--rpc", ",".join(eps), "-c", "2048", "-np", "1", "-sm", "tensor", *extra]
+    flags.append("--no-warmup")
+    log = tmp_path / "s.log"
+    for _ in range(2):  # on a loaded machine a log was once read without its buffer lines
+        with llama_server(llama_bins, path, log, flags) as server:
+            text = server.log()
+        summary = parse_log(text)
+        if any(b.compute_mib for b in summary.buffers):
+            break
+    assert f"creating a Meta device for tensor parallelism from {n} devices" in text
+    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
+    res = estimate(
+        read_gguf(path),
+        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        devices,
+        FitOptions(search=False),
+    )
+    assert res.meta_devices == tuple(d.name for d in devices)
+    assert res.resolved.flash_attn
+    got, want = ours(res), logged(summary)
+    assert (META, "model") in want
+    assert got == want
