@@ -181,3 +181,17 @@ def test_json_lines_log_and_verbose_log_of_the_pinned_server():
     verbose = scan_lines((fixtures / "server_verbose_v_full.log").read_text().splitlines())
     assert verbose.loads == 2 and verbose.unparsed == ()
     assert len(verbose.last_load()) == 4 and verbose.layer_devices
+
+
+def test_a_fit_that_gave_up_is_not_a_failed_load(capsys, tmp_path):
+    """llama.cpp's --fit warns when it cannot fit the params (-sm tensor, layers set by the
+    user) and loads with the flags as given: the load that follows decides, not the warning."""
+    lines = PINNED.read_text().splitlines()
+    warn = (
+        "0.00.005.000 W common_fit_params: failed to fit params to free device memory: "
+        "llama_params_fit is not implemented for SPLIT_MODE_TENSOR, abort"
+    )
+    log = tmp_path / "fit-gave-up.log"
+    log.write_text("\n".join([*lines[:5], warn, *lines[5:]]) + "\n")
+    assert main(["explain", str(log), "--build", "11434", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["failed"] is None

@@ -482,7 +482,6 @@ class LogScanner:
                 "failed to create context",
                 "failed to initialize the context",
                 "exiting due to",
-                "failed to fit params",
             )
         ):
             self._fail(body, "error", stage="load")
