@@ -120,6 +120,8 @@ def explain_facts(
     devs = log_devices(facts)
     notes += devs.notes
     run_args = settings.args
+    if facts.meta_devices and "split_mode" not in run_args.given:
+        run_args = replace(run_args, split_mode="tensor")  # the log's Meta device says so
     result = None
     if gguf is not None and hp is not None:
         result, run_args, devs, why, more = _estimate_split(facts, devs, gguf, hp, run_args, rules)
@@ -315,6 +317,8 @@ def _printed_split(
 
 def _weights_agree(result: FitResult, facts: LogFacts, devs: LogDevices) -> bool:
     """Whether the estimate put on each device the weights the log printed for it."""
+    if result.meta_devices:
+        return _meta_weights_agree(result, facts)
     logged = logged_weights(facts, devs)
     if logged is None:
         return True  # nothing to hold it against
@@ -323,6 +327,19 @@ def _weights_agree(result: FitResult, facts: LogFacts, devs: LogDevices) -> bool
         if f"{got / MIB:.2f}" != f"{want / MIB:.2f}":  # as llama.cpp prints it
             return False
     return True
+
+
+def _meta_weights_agree(result: FitResult, facts: LogFacts) -> bool:
+    """-sm tensor: whether the largest device's weights are the log's Meta() line."""
+    from lltui.core.memory.tensor_parallel import META, fold_meta
+
+    lines = [b for b in facts.last_load() if b.part == "model" and b.kind == "model"]
+    logged = [b.logged_bytes for b in lines if b.device == META]
+    if not logged:
+        return True  # nothing to hold it against
+    folded = fold_meta(result.buffers, result.meta_devices)
+    got = sum(n for name, kind, n in folded if name == META and kind == "model")
+    return f"{got / MIB:.2f}" == f"{logged[0] / MIB:.2f}"  # as llama.cpp prints it
 
 
 def _estimate_split(

@@ -74,14 +74,18 @@ def predicted_lines(result: FitResult) -> dict[_Key, int]:
         key = (_owner(name, kind), kind, cache)
         out[key] = out.get(key, 0) + nbytes
 
-    for name, kind, nbytes in result.buffers:
+    from lltui.core.memory.tensor_parallel import fold_meta
+
+    meta = result.meta_devices
+    for name, kind, nbytes in fold_meta(result.buffers, meta):
         k = _KINDS.get(kind)
         if k is None or k == "kv":
             continue
         add(name, k, None, nbytes)
     two = len(result.kv) > 1
     for cache in result.kv:
-        for name, nbytes in cache.buffers:
+        # -sm tensor: one Meta() line per cache, the largest device's share
+        for name, _kind, nbytes in fold_meta([(n, "KV", b) for n, b in cache.buffers], meta):
             add(name, "kv", None, nbytes)  # the device's KV, both caches
             if two:
                 add(name, "kv", "swa" if cache.swa else "base", nbytes)

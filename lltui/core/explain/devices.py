@@ -78,8 +78,42 @@ def _order(facts: LogFacts) -> list[tuple[str, DeviceSeen | None]]:
     return [(n, d) for n, d in out if not n.endswith("_Split")]
 
 
+def _meta_devices(facts: LogFacts) -> LogDevices:
+    """-sm tensor: the devices inside the log's ``Meta()`` device, each with the free memory
+    the log's device list printed (their buffers are logged only as the Meta device's)."""
+    seen = {d.name: d for d in facts.devices}
+    devices: list[DeviceSpec] = []
+    for i, (name, desc) in enumerate(facts.meta_devices):
+        info = seen.get(name)
+        free = info.free_mib * MIB if info is not None and info.free_mib is not None else None
+        total = info.total_mib * MIB if info is not None and info.total_mib is not None else None
+        if _RPC_DEVICE.match(name) and desc:
+            devices.append(
+                DeviceSpec(
+                    name=f"{name}[{desc}]",
+                    kind="rpc",
+                    total_bytes=total,
+                    free_bytes=free,
+                    description=desc,
+                    endpoint=desc,
+                    dev_name=f"RPC{i}",
+                )
+            )
+        else:
+            devices.append(
+                DeviceSpec(name, "cuda", total_bytes=total, free_bytes=free, description=desc)
+            )
+    note = (
+        f"-sm tensor over {len(devices)} devices: llama.cpp logs one Meta() buffer of each kind, "
+        "the largest device's; each device's share is lltui's"
+    )
+    return LogDevices(tuple(devices), tuple(d.name for d in devices), (note,))
+
+
 def log_devices(facts: LogFacts) -> LogDevices:
     """The devices of the log's last load, as DeviceSpecs the estimator places onto."""
+    if facts.meta_devices:
+        return _meta_devices(facts)
     devices: list[DeviceSpec] = []
     printed: list[str] = []
     notes: list[str] = []

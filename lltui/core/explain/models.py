@@ -95,6 +95,11 @@ class ExplainReport:
         for name in self.devices.printed:
             if name not in order:
                 order.append(name)
+        if self.result is not None and self.result.meta_devices:
+            # -sm tensor: the log has the Meta() device's lines; each device's own share is
+            # the estimate's alone
+            for name in self.result.meta_devices:
+                predicted[self.devices.printed_name(name)] = self._own_share(name)
         order.sort(key=lambda n: n == "host")
         seen = {d.name: d for d in self.facts.devices}
         spec_free = {
@@ -122,6 +127,20 @@ class ExplainReport:
             )
         return rows
 
+    def _own_share(self, device: str) -> dict[str, int]:
+        """One device's predicted bytes by kind (model, kv, compute)."""
+        assert self.result is not None
+        kinds = {"model": "model", "compute": "compute"}
+        out: dict[str, int] = {}
+        for name, kind, nbytes in self.result.buffers:
+            if name == device and kind in kinds:
+                out[kinds[kind]] = out.get(kinds[kind], 0) + nbytes
+        for cache in self.result.kv:
+            for name, nbytes in cache.buffers:
+                if name == device:
+                    out["kv"] = out.get("kv", 0) + nbytes
+        return out
+
     def _layers(self) -> dict[str, tuple[int, ...]]:
         """Layers per device: as the log printed them (-v), else as the estimate placed them."""
         out: dict[str, list[int]] = {}
@@ -135,7 +154,12 @@ class ExplainReport:
             return {k: tuple(v) for k, v in out.items()}
         if self.result is None:
             return {}
+        meta = self.result.meta_devices
         for il, dev in enumerate(self.result.layer_devices):
+            if dev in meta:  # -sm tensor: every device holds a slice of each layer
+                for name in meta:
+                    out.setdefault(self.devices.printed_name(name), []).append(il)
+                continue
             name = "host" if dev == "CPU" else self.devices.printed_name(dev)
             out.setdefault(name, []).append(il)
         return {k: tuple(v) for k, v in out.items()}

@@ -287,7 +287,7 @@ def _device_table(r: ExplainReport) -> list[str]:
         ]
     out = [f"{'device':<24} {'free MiB':>10} {'logged MiB':>11} {'predicted':>11}  layers"]
     for d in rows:
-        logged = sum(n for _, n in d.logged)
+        logged = sum(n for _, n in d.logged) if d.logged else None  # nothing logged: -
         pred = sum(n for _, n in d.predicted) if d.predicted is not None else None
         n_layer = r.hparams.n_layer_all if r.hparams is not None else None
         layers = _ranges(d.layers, n_layer)

@@ -163,6 +163,7 @@ class LogScanner:
         self.cache: str | None = None
         self.part = "model"
         self.pipeline_parallel = False
+        self.meta_devices: list[tuple[str, str]] = []
         self.flash_attn: str | None = None
         self.set_rows_off = False
         self.failures: list[AllocFailure] = []
@@ -650,6 +651,12 @@ class LogScanner:
         return True  # sched_reserve's other lines say nothing about sizes
 
     def _devices_line(self, rest: str) -> bool:
+        if _META_START.search(rest):
+            self.meta_devices = []  # a new load's Meta device
+            return True
+        if m := _META_MEMBER.match(rest):
+            self.meta_devices.append((m.group("name"), m.group("desc") or ""))
+            return True
         if m := pat.USING_DEVICE.search(rest):
             inner = m.group("inner")
             split = inner.rfind(") (")
@@ -800,6 +807,7 @@ class LogScanner:
             buffers_dropped=self.buffers_dropped,
             loads=max(self.loads, 1 if self.buffers else 0),
             pipeline_parallel=self.pipeline_parallel,
+            meta_devices=tuple(self.meta_devices),
             flash_attn=self.flash_attn,
             set_rows_off=self.set_rows_off,
             cpu=self.cpu,
@@ -810,6 +818,13 @@ class LogScanner:
             notes=tuple(dict.fromkeys(self.notes)),
         )
 
+
+# -sm tensor (llama_prepare_model_devices): "creating a Meta device [for tensor parallelism]
+# from N devices", then "- device I: NAME (DESCRIPTION)" for each
+_META_START = re.compile(
+    r"creating a Meta device (?:for tensor parallelism )?(?:with|from) \d+ devices"
+)
+_META_MEMBER = re.compile(r"^\s*- device \d+: (?P<name>\S+)(?: \((?P<desc>[^)]*)\))?\s*$")
 
 # ``  - CUDA0 (RTX 4090):  24080 = 9436 + (...)`` (the breakdown's first form, b6569 era)
 _OLD_BREAKDOWN = re.compile(r"^\s*-\s+(?P<name>\S+) \((?P<desc>[^)]*)\):\s+(?P<total>\d+) =")

@@ -102,6 +102,8 @@ class LogFacts:
     buffers_dropped: int = 0
     loads: int = 0
     pipeline_parallel: bool = False
+    # -sm tensor: the devices of the "Meta()" device, (name, description) in llama.cpp's order
+    meta_devices: tuple[tuple[str, str], ...] = ()
     flash_attn: str | None = None  # "enabled"/"disabled" where -fa auto said what it chose
     set_rows_off: bool = False  # LLAMA_SET_ROWS=0: one KV stream (b5913-b6070)
     cpu: str | None = None  # the host CPU's repack rules from system_info: x86, x86-avx512, arm
