@@ -336,3 +336,20 @@ def test_a_header_of_another_model_is_said(headers):
         model=headers["26-llama9426-rpc-16-servers-tinyllama-2024.log"],
     )
     assert any("not the model the log loaded" in n and "129280" in n for n in r.notes)
+
+
+def test_the_context_an_ollama_log_does_not_print_comes_from_its_kv_size(model_dir):
+    """ollama's log is cut before llama.cpp's context lines: the KV buffer (4048 MiB of a
+    32-layer, 8-KV-head model in f16: 128 KiB a cell) says 32384 cells, not the build's
+    default 4096; the compute buffer follows it (KQ of 32384 cells)."""
+    name = "17-ollama9496-cpu-only-init_from_model-2025.log"
+    entry = corpus_entry(LOGS / name, model_dir)
+    case = entry["case"]
+    assert case["flags"][-2:] == ["-c", "32384"]
+    assert not any(a.startswith("-c:") for a in case["flags_assumed"])
+    lines = {line["kind"]: line for line in entry["lines"]}
+    assert lines["kv"]["exact"]
+    compute = lines["compute"]
+    assert (
+        abs(compute["predicted_bytes"] - compute["logged_bytes"]) < 0.01 * compute["logged_bytes"]
+    )

@@ -20,7 +20,13 @@ from lltui.core.explain.compare import compare
 from lltui.core.explain.devices import LogDevices, infer_split, log_devices, logged_weights
 from lltui.core.explain.failure import STAGE_KIND, Failed, summarise
 from lltui.core.explain.models import ExplainReport, Fix, LogSource
-from lltui.core.explain.settings import Recovered, is_host_buffer, memory_argv, recover
+from lltui.core.explain.settings import (
+    Recovered,
+    context_from_kv,
+    is_host_buffer,
+    memory_argv,
+    recover,
+)
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
@@ -117,6 +123,7 @@ def explain_facts(
     gguf, hp, model_note = _header(ref)
     if hp is not None:
         notes += _other_model(facts, hp)
+        settings = context_from_kv(facts, hp, settings)
     devs = log_devices(facts)
     notes += devs.notes
     run_args = settings.args

@@ -5,12 +5,15 @@ types, the layers offloaded), and the build's defaults for the rest, each named 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.builds import BuildRules
 from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.llama.log_scan_models import LogFacts
+from lltui.core.memory.hparams import Hparams
+from lltui.core.units import MIB
 
 _Take = Callable[[Sequence[str], str], None]
 HOST_NAMES = ("CPU", "CPU_Mapped", "CPU_REPACK", "CPU_AARCH64")
@@ -122,6 +125,49 @@ def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
         ignored=tuple(ignored),
         model_ref=model,
         command_args=base.then(parse_llama_args(plain)) if plain else base,
+    )
+
+
+PRINTED_MIB = 0.01  # a KV size is printed to this
+
+
+def context_from_kv(facts: LogFacts, hp: Hparams, settings: Recovered) -> Recovered:
+    """-c from the KV cache's size where the log did not print the context (a cut log, a
+    wrapper such as ollama): the buffer holds ``cells`` rows of every attention layer's K
+    and V, so ``cells = size / bytes per cell`` when that divides to a whole number within
+    the print's rounding. Sliding-window, recurrent and MLA caches are left alone (their
+    cells are not one size)."""
+    if "n_ctx" in settings.args.given or hp.swa_any or any(hp.is_recurrent) or hp.mla:
+        return settings
+    kv = [k for k in facts.kv_sizes if not k.recurrent and k.cache is None and k.size_mib]
+    if not kv:
+        return settings
+    line = kv[-1]
+    k_type, v_type = settings.args.type_k, settings.args.type_v
+    try:
+        kt, vt = GGML_TYPES[type_from_name(k_type)], GGML_TYPES[type_from_name(v_type)]
+    except (KeyError, ValueError):
+        return settings
+    per_cell = 0.0
+    for il in range(hp.n_layer):
+        if hp.has_kv(il):
+            per_cell += hp.n_embd_k_gqa(il) * kt.type_size / kt.block_size
+            per_cell += hp.n_embd_v_gqa(il) * vt.type_size / vt.block_size
+    if per_cell <= 0:
+        return settings
+    size = line.size_mib * MIB
+    cells = round(size / per_cell)
+    if cells <= 0 or abs(cells * per_cell - size) > PRINTED_MIB * MIB / 2 + 1:
+        return settings
+    args = settings.args.then(parse_llama_args(["-c", str(cells)]))
+    said = f"-c {cells} (the KV buffer of {line.size_mib:.2f} MiB holds {cells} cells)"
+    return replace(
+        settings,
+        args=args,
+        argv=memory_argv(args),
+        from_log=(*settings.from_log, said),
+        assumed=tuple(a for a in settings.assumed if not a.startswith("-c:")),
+        command_args=settings.command_args.then(parse_llama_args(["-c", str(cells)])),
     )
 
 
