@@ -78,6 +78,28 @@ def _order(facts: LogFacts) -> list[tuple[str, DeviceSeen | None]]:
     return [(n, d) for n, d in out if not n.endswith("_Split")]
 
 
+def _spec(
+    name: str,
+    total: int | None,
+    free: int | None,
+    desc: str,
+    endpoint: str | None,
+    rpc_index: int,
+) -> DeviceSpec:
+    """A logged device as the estimator takes it: an RPC server (by its endpoint) or a GPU."""
+    if endpoint is None:
+        return DeviceSpec(name, "cuda", total_bytes=total, free_bytes=free, description=desc)
+    return DeviceSpec(
+        name=name,
+        kind="rpc",
+        total_bytes=total,
+        free_bytes=free,
+        description=endpoint,
+        endpoint=endpoint,
+        dev_name=f"RPC{rpc_index}",
+    )
+
+
 def _meta_devices(facts: LogFacts) -> LogDevices:
     """-sm tensor: the devices inside the log's ``Meta()`` device, each with the free memory
     the log's device list printed (their buffers are logged only as the Meta device's)."""
@@ -87,22 +109,9 @@ def _meta_devices(facts: LogFacts) -> LogDevices:
         info = seen.get(name)
         free = info.free_mib * MIB if info is not None and info.free_mib is not None else None
         total = info.total_mib * MIB if info is not None and info.total_mib is not None else None
-        if _RPC_DEVICE.match(name) and desc:
-            devices.append(
-                DeviceSpec(
-                    name=f"{name}[{desc}]",
-                    kind="rpc",
-                    total_bytes=total,
-                    free_bytes=free,
-                    description=desc,
-                    endpoint=desc,
-                    dev_name=f"RPC{i}",
-                )
-            )
-        else:
-            devices.append(
-                DeviceSpec(name, "cuda", total_bytes=total, free_bytes=free, description=desc)
-            )
+        endpoint = desc if _RPC_DEVICE.match(name) and desc else None
+        internal = f"{name}[{desc}]" if endpoint else name
+        devices.append(_spec(internal, total, free, desc, endpoint, i))
     note = (
         f"-sm tensor over {len(devices)} devices: llama.cpp logs one Meta() buffer of each kind, "
         "the largest device's; each device's share is lltui's"
@@ -126,23 +135,9 @@ def log_devices(facts: LogFacts) -> LogDevices:
             total = known[1]
         internal = name if name not in printed else f"{name}#{printed.count(name) + 1}"
         m = _RPC.match(name)
-        if m is not None:
-            devices.append(
-                DeviceSpec(
-                    name=internal,
-                    kind="rpc",
-                    total_bytes=total,
-                    free_bytes=free,
-                    description=m.group("ep"),
-                    endpoint=m.group("ep"),
-                    dev_name=f"RPC{rpc_index}",
-                )
-            )
-            rpc_index += 1
-        else:
-            devices.append(
-                DeviceSpec(internal, "cuda", total_bytes=total, free_bytes=free, description=desc)
-            )
+        endpoint = m.group("ep") if m is not None else None
+        devices.append(_spec(internal, total, free, desc, endpoint, rpc_index))
+        rpc_index += endpoint is not None
         printed.append(name)
     if any(not _is_cuda_like(n) for n in printed):
         odd = sorted({n for n in printed if not _is_cuda_like(n)})
