@@ -116,19 +116,24 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
     ]
 
 
+def _nvml_sample() -> RigSample:
+    """One NVML sample of this machine (SourceUnavailable, ImportError or OSError without)."""
+    from lltui.sources.gpu.kinds import SourceSpec, make_source
+
+    source = make_source(SourceSpec("nvml"))
+    source.open()
+    try:
+        return source.poll()
+    finally:
+        source.close()
+
+
 def local_devices() -> tuple[list[DeviceSpec], str | None]:
     """This machine's NVIDIA GPUs via NVML, or none and why."""
     from lltui.core.monitor.models import SourceUnavailable
 
     try:
-        from lltui.sources.gpu.kinds import SourceSpec, make_source
-
-        source = make_source(SourceSpec("nvml"))
-        source.open()
-        try:
-            sample = source.poll()
-        finally:
-            source.close()
+        sample = _nvml_sample()
     except (SourceUnavailable, ImportError, OSError) as exc:
         return [], f"no local NVIDIA GPU ({exc}); estimated for the host only (see --gpus)"
     devices = devices_from_sample(sample)
@@ -164,15 +169,9 @@ def resolve_devices(
 def _local_migs(uuids: Sequence[str]) -> list[DeviceSpec]:
     """MIG slices of this machine by UUID (``--gpus MIG-...``), read through NVML."""
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources.gpu.kinds import SourceSpec, make_source
 
     try:
-        source = make_source(SourceSpec("nvml"))
-        source.open()
-        try:
-            sample = source.poll()
-        finally:
-            source.close()
+        sample = _nvml_sample()
     except (SourceUnavailable, ImportError, OSError) as exc:
         raise DeviceSpecError(
             f"--gpus {uuids[0]}: a MIG slice needs this machine's GPUs ({exc})"
