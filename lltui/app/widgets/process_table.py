@@ -300,8 +300,10 @@ class ProcessTable(DataTable[str]):
         self._add_columns()
 
     def _add_columns(self) -> None:
+        # labels as Text: a str is parsed as markup with emoji codes, whose table (most of a
+        # megabyte) an idle monitor has no use for
         for key, label, width in self._columns:
-            self.add_column(label, key=key, width=width)
+            self.add_column(Text(label), key=key, width=width)
 
     def _set_columns(self, with_time: bool, with_container: bool) -> None:
         """TIME where the table is wide enough; CONTAINER (before COMMAND) while a process

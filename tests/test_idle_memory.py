@@ -1,0 +1,50 @@
+"""What an idle monitor keeps in memory: modules it has no use for stay unloaded (the idle
+budget is the bare Textual app's RSS + 8 MiB; bench/idle_cpu.py measures it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+# the monitor on the fake NVML, headless, a few samples taken and drawn; then which of the
+# modules named on the command line are loaded
+MONITOR = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+import fake_pynvml as fp
+sys.modules["pynvml"] = fp.FakeNvml(fp.make_gpus(8)).module
+from lltui.app.app import create_app
+from lltui.config import Settings
+from lltui.sources.gpu.nvml import NvmlSource
+
+async def main():
+    source = NvmlSource(env={})
+    app = create_app(Settings(source="nvml"), source=source, start_polling=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(3)
+        await pilot.pause()
+    source.close()
+
+asyncio.run(main())
+print(" ".join(name for name in sys.argv[2:] if name in sys.modules))
+"""
+
+
+def loaded_by_the_monitor(*modules: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", MONITOR, str(TESTS), *modules],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+def test_the_monitor_leaves_the_flag_table_and_the_emoji_codes_unloaded():
+    """llama.cpp's flag table (the process table spells the model flag itself) and rich's
+    emoji codes (the table's headers are Text, not markup) are most of two megabytes."""
+    assert loaded_by_the_monitor("lltui.core.llama.flag_table", "rich._emoji_codes") == []
