@@ -48,3 +48,34 @@ def test_the_monitor_leaves_the_flag_table_and_the_emoji_codes_unloaded():
     """llama.cpp's flag table (the process table spells the model flag itself) and rich's
     emoji codes (the table's headers are Text, not markup) are most of two megabytes."""
     assert loaded_by_the_monitor("lltui.core.llama.flag_table", "rich._emoji_codes") == []
+
+
+async def test_the_start_s_free_heap_is_handed_back_once(monkeypatch):
+    """After the first sample is drawn the app hands the heap the start freed back to the
+    system, once, not on every sample."""
+    from app_helpers import sim_app
+
+    from lltui.app import heap
+
+    released: list[bool] = []
+    monkeypatch.setattr(heap, "release_free_heap", lambda: released.append(True) or True)
+    app = sim_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(3):
+            app.poll_sync(1)
+            await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
+        assert app.heap_released
+    assert released == [True]
+
+
+def test_release_free_heap_where_ctypes_is_loaded():
+    """With ctypes loaded (NVML's binding loads it) on Linux's glibc the heap is trimmed."""
+    import ctypes  # noqa: F401  (loaded, as NVML's binding has it)
+    import platform
+
+    from lltui.app.heap import release_free_heap
+
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert release_free_heap() is glibc
