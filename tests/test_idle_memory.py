@@ -33,9 +33,27 @@ print(" ".join(name for name in sys.argv[2:] if name in sys.modules))
 """
 
 
-def loaded_by_the_monitor(*modules: str) -> list[str]:
+# the monitor of a simulated rig whose GPUs run processes (the process table has rows)
+SIM_MONITOR = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+from app_helpers import feed, sim_app
+
+async def main():
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(120, 40)) as pilot:
+        feed(app, 3)
+        await pilot.pause()
+        assert app.screen.query_one("ProcessTable").row_count > 0
+
+asyncio.run(main())
+print(" ".join(name for name in sys.argv[2:] if name in sys.modules))
+"""
+
+
+def loaded_by_the_monitor(*modules: str, script: str = MONITOR) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-c", MONITOR, str(TESTS), *modules],
+        [sys.executable, "-c", script, str(TESTS), *modules],
         capture_output=True,
         text=True,
         timeout=120,
@@ -48,6 +66,12 @@ def test_the_monitor_leaves_the_flag_table_and_the_emoji_codes_unloaded():
     """llama.cpp's flag table (the process table spells the model flag itself) and rich's
     emoji codes (the table's headers are Text, not markup) are most of two megabytes."""
     assert loaded_by_the_monitor("lltui.core.llama.flag_table", "rich._emoji_codes") == []
+
+
+def test_processes_in_the_table_leave_the_emoji_codes_unloaded():
+    """The process table's cells are Text without emoji codes: rows leave the table unloaded
+    too."""
+    assert loaded_by_the_monitor("rich._emoji_codes", script=SIM_MONITOR) == []
 
 
 async def test_the_start_s_free_heap_is_handed_back_once(monkeypatch):
