@@ -3,6 +3,7 @@ budget is the bare Textual app's RSS + 8 MiB; bench/idle_cpu.py measures it)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +53,11 @@ print(" ".join(name for name in sys.argv[2:] if name in sys.modules))
 
 
 def loaded_by_the_monitor(*modules: str, script: str = MONITOR) -> list[str]:
+    # this checkout's lltui, whichever one the environment installed
+    path = os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")]))
     out = subprocess.run(
         [sys.executable, "-c", script, str(TESTS), *modules],
+        env=dict(os.environ, PYTHONPATH=path),
         capture_output=True,
         text=True,
         timeout=120,
