@@ -265,6 +265,23 @@ async def test_process_commands_are_shown_as_text_not_markup():
         assert app.is_running
 
 
+async def test_emoji_codes_in_a_command_are_shown_as_written():
+    """A command's ``:fire:`` is text, not an emoji (the cells are Text without emoji
+    codes, as the headers are)."""
+    from dataclasses import replace
+
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(140, 30)) as pilot:
+        last = feed(app, 3)[-1]
+        gpus = list(last.gpus)
+        proc = replace(gpus[0].processes[0], pid=998, command="python x.py --tag :fire: :smile:")
+        gpus[0] = replace(gpus[0], processes=(*gpus[0].processes, proc))
+        app.ingest(replace(last, seq=last.seq + 1, gpus=tuple(gpus)))
+        await pilot.pause()
+        table = app.screen.query_one(ProcessTable)
+        assert str(table.get_cell("998", "command")).endswith("--tag :fire: :smile:")
+
+
 # -- the app is typed: no attribute of it is reached by name --------------------------------
 def _untyped_app_lookups(source: str) -> list[str]:
     """``getattr(app, "x")``, ``getattr(self.app, "x")`` (and hasattr/setattr) in ``source``:

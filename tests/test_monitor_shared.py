@@ -82,7 +82,7 @@ async def test_container_and_time_columns_and_the_container_filter():
         headers = table.header_text()
         assert headers.index("CONTAINER") == headers.index("COMMAND") - 1
         assert "TIME" in headers
-        rows = {r[0]: r for r in (table.get_row(k) for k in table.rows)}
+        rows = {str(r[0]): [str(c) for c in r] for r in (table.get_row(k) for k in table.rows)}
         assert rows["52310"][headers.index("CONTAINER")] == "slurm:48213 llama…"  # cut at 18
         assert rows["52977"][headers.index("CONTAINER")] == "docker:eval-gsm8k"
         assert rows["41234"][headers.index("CONTAINER")] == "-"
@@ -134,7 +134,7 @@ async def test_tagged_processes_are_signalled_together(monkeypatch, children):  
             table.move_cursor(row=table.get_row_index(str(child.pid)))
             await pilot.press("t")
         assert table.tagged == {a.pid, c.pid}
-        assert table.get_row(str(a.pid))[0] == f"*{a.pid}"
+        assert str(table.get_row(str(a.pid))[0]) == f"*{a.pid}"
         await pilot.press("K")
         dialog = app.screen
         assert isinstance(dialog, SignalDialog)

@@ -7,7 +7,7 @@ import re
 
 from rich.console import Console
 from rich.segment import Segment
-from textual._compositor import ChopsUpdate
+from textual._compositor import ChopsUpdate, Compositor
 from textual.strip import Strip
 
 from lltui.app import partial_updates
@@ -74,4 +74,45 @@ def test_applied_once_by_the_app():
     sim_app()
     assert partial_updates.APPLIED
     assert ChopsUpdate.render_segments is partial_updates.render_segments
+    assert partial_updates.LINES_APPLIED
+    assert Compositor.render_partial_update is partial_updates.render_partial_update
     assert partial_updates.apply() is True  # again: nothing more
+
+
+async def test_partial_updates_render_only_the_changed_lines():
+    """The status line at the top and the footer at the bottom changed: each widget renders
+    only its rows from the first changed line to the last (the cards between, none), and
+    the chops of those lines are Textual's own."""
+    from app_helpers import sim_app
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(3)
+        await pilot.pause()
+        assert partial_updates.LINES_APPLIED
+        compositor = app.screen._compositor
+        lines = [0, 39]  # the status line and the footer
+        crop = Region(0, 0, 120, 40)
+        rendered: list[tuple[str, int]] = []
+        real = Widget.render_lines
+
+        def counting(self: Widget, region: Region) -> list[Strip]:
+            rendered.append((type(self).__name__, region.height))
+            return real(self, region)
+
+        Widget.render_lines = counting  # type: ignore[method-assign]
+        try:
+            ours = partial_updates.render_lines(compositor, crop, lines)
+            ours_rendered = list(rendered)
+            rendered.clear()
+            textuals = compositor._render_chops(crop, set(lines).__contains__)
+        finally:
+            Widget.render_lines = real  # type: ignore[method-assign]
+        for y in lines:
+            assert ours[y] == textuals[y]
+            assert any(strip is not None for strip in ours[y].values())
+        assert "GpuCard" in {name for name, _h in rendered}
+        assert "GpuCard" not in {name for name, _h in ours_rendered}
+        assert sum(h for _n, h in ours_rendered) < sum(h for _n, h in rendered)

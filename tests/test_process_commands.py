@@ -43,3 +43,12 @@ async def test_the_monitor_shows_the_model_a_server_serves_at_80_columns():
         table.set_filter("/models/")  # the filter still reads the whole command line
         await pilot.pause()
         assert table.row_count == 1
+
+
+def test_model_flags_are_the_flag_tables():
+    """The monitor spells the model flag itself (the flag table is not loaded for it): the
+    same spellings as the table's."""
+    from lltui.core.llama.flag_table import BY_KEY
+    from lltui.core.monitor.commands import MODEL_FLAGS
+
+    assert frozenset(BY_KEY["model_path"].spellings) == MODEL_FLAGS

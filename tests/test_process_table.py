@@ -66,9 +66,9 @@ async def test_sm_column_and_sort_indicator_follow_the_sort_keys():
         await pilot.pause()
         table = table_of(app)
         assert "SM%" in " ".join(table.header_text())
-        server_sm = table.get_cell(str(SERVER), "sm")
+        server_sm = str(table.get_cell(str(SERVER), "sm"))
         assert server_sm != "-" and int(server_sm) > 0
-        assert table.get_cell(str(XORG), "sm") == "0"
+        assert str(table.get_cell(str(XORG), "sm")) == "0"
         assert sorted_headers(table) == ["GPU MEM▼"]
         await pilot.press("r")
         assert sorted_headers(table) == ["GPU MEM▲"]
@@ -163,8 +163,8 @@ async def test_sm_from_nvml_and_a_dash_where_the_gpu_will_not_say(monkeypatch):
         feed(app, 1)
         await pilot.pause()
         table = table_of(app)
-        assert table.get_cell("101", "sm") == "77"
-        assert table.get_cell("202", "sm") == "-"
+        assert str(table.get_cell("101", "sm")) == "77"
+        assert str(table.get_cell("202", "sm")) == "-"
         await pilot.press("s")  # by SM%: the unknown goes below
         assert table.pids == [101, 202]
         await pilot.press("r")

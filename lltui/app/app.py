@@ -115,6 +115,7 @@ class LltuiApp(App[int]):
         self._start_polling = start_polling
         self._on_sample = on_sample
         self.samples_applied = 0
+        self.heap_released = False  # the start's free heap handed back (lltui/app/heap.py)
         self.theme_failures: tuple[str, ...] = ()
         self._launch: LaunchController | None = None
         # (model, settings) from the fit view, taken once by the launch view
@@ -318,6 +319,14 @@ class LltuiApp(App[int]):
 
     def on_sample_ready(self, message: SampleReady) -> None:
         self.render_model()
+        if not self.heap_released:  # once the first sample is drawn: the start's garbage
+            self.heap_released = True
+            self.call_after_refresh(self._release_heap)
+
+    def _release_heap(self) -> None:
+        from lltui.app.heap import release_free_heap
+
+        release_free_heap()
 
     def on_poll_failed(self, message: PollFailed) -> None:
         self.render_model()

@@ -7,14 +7,24 @@ tick: 4.3 KiB/s to the terminal for 8 GPUs, most of it cells that did not change
 crops the start as well, as Textual's own ``__rich_console__`` path already does: each
 changed span is written from where it begins. Applied once, when the app module loads; left
 alone (and said so by :data:`APPLIED`) should Textual's update class change shape.
+
+Building such an update, Textual also renders every line of every widget that meets the box
+around all the changed cells: a status line at the top and a number further down have each
+widget in between, and the screen behind them all, render its every line (cached strips, but
+each passed through the line filters and cut again), to keep only the changed lines. Here each
+widget renders only its lines from the first changed one to the last it has, and a widget with
+no changed line none (:data:`LINES_APPLIED`).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 APPLIED = False
 ORIGINAL: Any = None  # Textual's own render_segments, kept (the tests compare the two)
+LINES_APPLIED = False
+ORIGINAL_PARTIAL: Any = None  # Textual's own Compositor.render_partial_update
 
 
 def render_segments(self: Any, console: Any) -> str:
@@ -47,6 +57,59 @@ def render_segments(self: Any, console: Any) -> str:
     return "".join(sequences)
 
 
+def render_partial_update(self: Any) -> Any:
+    """``Compositor.render_partial_update``, rendering only the lines it keeps."""
+    from textual._compositor import ChopsUpdate
+    from textual.geometry import Region
+
+    update_regions = self._dirty_regions.copy()
+    self._dirty_regions.clear()
+    if not update_regions:
+        return None
+    crop = Region.from_union(update_regions).intersection(self.size.region)
+    spans = list(self._regions_to_spans(update_regions))
+    chops = render_lines(self, crop, sorted({y for y, _, _ in spans}))
+    chop_ends = [cut_set[1:] for cut_set in self.cuts]
+    return ChopsUpdate(chops, spans, chop_ends)
+
+
+def render_lines(compositor: Any, crop: Any, lines: list[int]) -> list[dict[int, Any]]:
+    """The chops of ``lines`` (sorted) as ``Compositor._render_chops`` makes them (the other
+    lines' chops left empty): each widget meeting ``crop`` renders its rows from the first
+    of ``lines`` it has to the last, front to back, the first strip of a cut winning."""
+    from textual.geometry import Region
+
+    cuts = compositor.cuts
+    chops: list[dict[int, Any]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
+    rendered = set(lines)
+    overlaps = crop.overlaps
+    intersection = Region.intersection
+    for widget, (region, clip) in compositor.visible_widgets.items():
+        if not overlaps(clip):
+            continue
+        x, y, width, height = intersection(region, clip)
+        if not (width and height):
+            continue
+        first = bisect_left(lines, y)
+        last = bisect_left(lines, y + height)
+        if first == last:  # none of its rows changed
+            continue
+        top, bottom = lines[first], lines[last - 1] + 1
+        strips = widget.render_lines(Region(x - region.x, top - region.y, width, bottom - top))
+        for line_y, strip in zip(range(top, bottom), strips, strict=False):
+            if line_y not in rendered:
+                continue
+            chops_line = chops[line_y]
+            final_cuts = [cut for cut in cuts[line_y] if x + width >= cut >= x]
+            get = chops_line.get
+            for cut, part in zip(
+                final_cuts, strip.divide([cut - x for cut in final_cuts[1:]]), strict=False
+            ):
+                if get(cut) is None:
+                    chops_line[cut] = part
+    return chops
+
+
 def apply() -> bool:
     """Crop partial updates at both ends; False (and nothing changed) where Textual's update
     class is not the one this was written for."""
@@ -65,4 +128,25 @@ def apply() -> bool:
     ORIGINAL = original
     setattr(ChopsUpdate, "render_segments", render_segments)  # noqa: B010 (a class's method)
     APPLIED = True
+    apply_lines()
+    return True
+
+
+def apply_lines() -> bool:
+    """Render only the changed lines in partial updates; False (and nothing changed) where
+    Textual's compositor is not the one this was written for."""
+    global LINES_APPLIED, ORIGINAL_PARTIAL
+    if LINES_APPLIED:
+        return True
+    try:
+        from textual._compositor import Compositor
+    except ImportError:
+        return False
+    original = getattr(Compositor, "render_partial_update", None)
+    needed = ("_regions_to_spans", "_render_chops", "cuts", "visible_widgets")
+    if original is None or not all(hasattr(Compositor, name) for name in needed):
+        return False
+    ORIGINAL_PARTIAL = original
+    setattr(Compositor, "render_partial_update", render_partial_update)  # noqa: B010
+    LINES_APPLIED = True
     return True

@@ -55,6 +55,15 @@ TAG = "*"  # before a tagged process's pid
 DESCENDING, ASCENDING = "▼", "▲"
 
 
+def cell_text(cell: str) -> Text:
+    """A cell (markup, its data escaped) as the table draws a ``str`` cell, but without
+    emoji codes: a command's ``:fire:`` stays as it is written, and rich's emoji table (most
+    of a megabyte) is not loaded."""
+    text = Text.from_markup(cell, emoji=False, end="")
+    text.no_wrap = True  # as the table sets a str cell's in its one-line rows
+    return text
+
+
 def header_label(key: str, sort_key: str, reverse: bool) -> str:
     """A column's header, with the sort direction on the sorted column (biggest first
     unless reversed)."""
@@ -235,7 +244,7 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
     return out
 
 
-class ProcessTable(DataTable[str]):
+class ProcessTable(DataTable[Text]):
     """Rows keyed by pid: changed cells are updated, gone pids removed, new ones added;
     the table is never cleared, so the cursor and scroll position survive each tick. The
     filter hides the rows it does not find, tick after tick, until cleared."""
@@ -300,8 +309,10 @@ class ProcessTable(DataTable[str]):
         self._add_columns()
 
     def _add_columns(self) -> None:
+        # labels as Text: a str is parsed as markup with emoji codes, whose table (most of a
+        # megabyte) an idle monitor has no use for
         for key, label, width in self._columns:
-            self.add_column(label, key=key, width=width)
+            self.add_column(Text(label), key=key, width=width)
 
     def _set_columns(self, with_time: bool, with_container: bool) -> None:
         """TIME where the table is wide enough; CONTAINER (before COMMAND) while a process
@@ -376,13 +387,13 @@ class ProcessTable(DataTable[str]):
             cells = self._cells(row, width, now)
             old = shown.get(pid)
             if old is None:
-                self.add_row(*cells, key=str(pid))
+                self.add_row(*map(cell_text, cells), key=str(pid))
             elif old != cells:
                 for (col, _label, _w), new_cell, old_cell in zip(
                     self._columns, cells, old, strict=True
                 ):
                     if new_cell != old_cell:
-                        self.update_cell(str(pid), col, new_cell)
+                        self.update_cell(str(pid), col, cell_text(new_cell))
             self._rows[pid] = row
             shown[pid] = cells
         # biggest first by default: "reverse" flips to ascending
@@ -462,7 +473,7 @@ class ProcessTable(DataTable[str]):
         if row is None or self._last is None:
             return
         cells = self._cells(row, self._width, self._last[0].wall)
-        self.update_cell(str(pid), "pid", cells[0])
+        self.update_cell(str(pid), "pid", cell_text(cells[0]))
         self._shown[pid] = cells
 
     def action_clear_filter(self) -> None:

@@ -5,12 +5,12 @@ showed only its path."""
 
 from __future__ import annotations
 
-from lltui.core.llama.flag_table import BY_KEY
-
 # llama.cpp's programs (llama-server, llama-cli, llama-bench ...), and its RPC server
 LLAMA_PREFIX = "llama-"
 RPC_SERVERS = ("rpc-server", "ggml-rpc-server")
-_MODEL_FLAGS = frozenset(BY_KEY["model_path"].spellings)
+# the model_path flag's spellings in lltui.core.llama.flag_table (a test keeps them equal):
+# spelled here, the monitor does not load the whole flag table (a megabyte) for two words
+MODEL_FLAGS = frozenset(("-m", "--model"))
 _HF_FLAGS = frozenset(("-hf", "-hfr", "--hf-repo"))
 
 
@@ -33,12 +33,12 @@ def command_label(command: str) -> str:
     while i < len(words):
         word = words[i]
         flag, eq, value = word.partition("=")
-        if flag in _MODEL_FLAGS or flag in _HF_FLAGS:
+        if flag in MODEL_FLAGS or flag in _HF_FLAGS:
             if not eq and i + 1 < len(words):
                 value = words[i + 1]
                 i += 1
             if model is None and value:
-                model = value.rsplit("/", 1)[-1] if flag in _MODEL_FLAGS else value
+                model = value.rsplit("/", 1)[-1] if flag in MODEL_FLAGS else value
                 i += 1
                 continue
             rest += [word] if eq or not value else [word, value]
