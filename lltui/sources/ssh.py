@@ -169,15 +169,17 @@ class SshTarget:
         argv = ["ssh", *self.options(), "-O", "exit", "--", self.host]
         self._closed = True
         _OPEN.discard(self)
-        if _quiet(argv, timeout) != 0 and not os.path.exists(path):
-            # a command started just before this close may still be logging in, and the
-            # master it makes would outlive us by ControlPersist: stop it once it is up
-            stop = [*argv[: argv.index("-O")], "-O", "stop", "--", self.host]
-            with _LATE_LOCK:
-                _LATE[path] = argv  # at lltui's exit: -O exit
-            threading.Thread(
-                target=_stop_late, args=(path, stop, timeout), name="ssh close", daemon=True
-            ).start()
+        _quiet(argv, timeout)
+        # A command whose argv was made before this close may still be logging in (or an
+        # exit that timed out on a loaded machine left the master): the master it makes
+        # would outlive us by ControlPersist. Watch the path for a login's time and stop
+        # whatever master appears there, whether or not the exit found one.
+        stop = [*argv[: argv.index("-O")], "-O", "stop", "--", self.host]
+        with _LATE_LOCK:
+            _LATE[path] = argv  # at lltui's exit: -O exit
+        threading.Thread(
+            target=_stop_late, args=(path, stop, argv, timeout), name="ssh close", daemon=True
+        ).start()
 
 
 # Targets whose master may run; whatever their owner forgot is stopped when lltui exits.
@@ -190,18 +192,30 @@ _LATE_LOCK = threading.Lock()
 LATE_GRACE_S = 1.0  # for the racing command's own session to open on its new master
 
 
-def _stop_late(path: str, stop: list[str], timeout: float) -> None:
-    """Stop the master at ``path`` if it appears within a login's time: ``-O stop`` lets
-    the command that made it finish its session, then the master exits."""
-    deadline = time.monotonic() + CONNECT_TIMEOUT_S + 2.0
+LATE_WATCH_S = CONNECT_TIMEOUT_S + 5.0  # a login's time, with room for a loaded machine
+
+
+def _stop_late(path: str, stop: list[str], exit_argv: list[str], timeout: float) -> None:
+    """Stop any master at ``path`` that is up, or comes up, within a login's time: ``-O
+    stop`` lets the command that made it finish its session, then the master exits (``-O
+    exit`` where it is still there after a grace)."""
+    deadline = time.monotonic() + LATE_WATCH_S
     wake = threading.Event()
-    while time.monotonic() < deadline and not os.path.exists(path):
-        wake.wait(0.05)
-    if os.path.exists(path):
-        wake.wait(LATE_GRACE_S)
-    with _LATE_LOCK:
-        if _LATE.pop(path, None) is not None and os.path.exists(path):
+    while time.monotonic() < deadline:
+        with _LATE_LOCK:
+            if path not in _LATE:
+                return  # lltui's exit took it over
+        if os.path.exists(path):
+            wake.wait(LATE_GRACE_S)  # the racing command's session opens first
             _quiet(stop, timeout)
+            wake.wait(LATE_GRACE_S)
+            if os.path.exists(path):
+                _quiet(exit_argv, timeout)
+        wake.wait(0.05)
+    with _LATE_LOCK:
+        _LATE.pop(path, None)
+    if os.path.exists(path):
+        _quiet(exit_argv, timeout)
 
 
 @atexit.register
