@@ -87,6 +87,35 @@ def test_a_close_racing_a_login_still_stops_the_master_it_makes(ssh_env: SshServ
     assert sockets(os.environ["XDG_RUNTIME_DIR"]) == []
 
 
+def test_a_master_an_exit_missed_is_stopped_after_the_close(
+    ssh_env: SshServer, monkeypatch: pytest.MonkeyPatch
+):
+    """An ``-O exit`` that timed out (a loaded machine) leaves the master up: the close's
+    watcher stops it, rather than ControlPersist (30 s) later."""
+    import subprocess
+
+    from lltui.sources import ssh
+    from lltui.sources.ssh import LATE_WATCH_S, SshTarget
+
+    target = SshTarget("fleet-a")
+    assert subprocess.run(target.argv("true"), stdin=subprocess.DEVNULL).returncode == 0
+    assert target.master_running()
+    real = ssh._quiet
+    missed: list[list[str]] = []
+
+    def first_exit_times_out(argv: list[str], timeout: float) -> int:
+        if "exit" in argv and not missed:
+            missed.append(argv)
+            return 255  # as _quiet answers a TimeoutExpired
+        return real(argv, timeout)
+
+    monkeypatch.setattr(ssh, "_quiet", first_exit_times_out)
+    target.close()
+    assert missed and ssh_children_of_us()  # the exit did nothing: the master is still up
+    wait_until(lambda: not ssh_children_of_us(), timeout=LATE_WATCH_S + 4)
+    assert sockets(os.environ["XDG_RUNTIME_DIR"]) == []
+
+
 def test_fleet_two_hosts_update_while_one_refuses_and_one_hangs(ssh_env: SshServer):
     before = ssh_env.connections()
     fleet = Fleet(
