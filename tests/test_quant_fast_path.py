@@ -15,7 +15,7 @@ from lltui.core.gguf.model import GgufTensor
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import QUANTIZE_FTYPES, GgmlType
 from lltui.core.llama.flags import parse_llama_args
-from lltui.core.memory import placement
+from lltui.core.memory import compute, compute_graph, placement
 from lltui.core.memory.placement import REPACK_PROFILES, _Placer
 from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix
 from lltui.core.quant.sizes import as_quantized, quant_sizes, quant_source
@@ -164,3 +164,27 @@ def test_block_of_matches_the_pattern(name):
     """_block_of skips the pattern for names that cannot match it: the same answer."""
     m = placement._LAYER_RE.match(name)
     assert placement._block_of(name) == (int(m.group(1)) if m else None)
+
+
+@pytest.mark.parametrize(("model", "flags"), CASES, ids=[f"{m} {' '.join(f)}" for m, f in CASES])
+def test_what_is_derived_from_placements_is_what_each_estimate_works_out(
+    paths, model, flags, monkeypatch
+):
+    """The names and shapes, moved weights and host weights the compute planning reads are
+    remembered per routes or per placements (see placement.derived): every row of the table
+    comes out the same when each estimate works them out again from its own placements."""
+    command = read_command([str(paths[model]), "--host-free", "64GiB", *flags], "quant", "")
+    assert command is not None
+    inputs = prepare_fit(command.request)
+    _clear_caches()
+    table = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+
+    def afresh(placements, key, make, *, per_plan=False):
+        return make()
+
+    monkeypatch.setattr(compute, "derived", afresh)
+    monkeypatch.setattr(compute_graph, "derived", afresh)
+    _clear_caches()
+    again = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+    assert [q.to_json() for q in table] == [q.to_json() for q in again]
+    assert [q.result for q in table] == [q.result for q in again]

@@ -38,7 +38,7 @@ from lltui.core.memory.graph_decoder import (
     used_weights,
 )
 from lltui.core.memory.hparams import Hparams
-from lltui.core.memory.placement import TensorPlacement
+from lltui.core.memory.placement import TensorPlacement, derived
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,22 +490,36 @@ def _planned(layout: ComputeLayout) -> Planned | str:
         return "-sm tensor (each op split over the devices) is not modelled"
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return "a device whose backend is neither CPU nor CUDA"
-    tensors = frozenset((p.name, p.dims) for p in placements if not p.duplicate)
+    # the weights' names and shapes, and where they sit, are the routes' (not the types'):
+    # worked out once for every quant of a model; what the types decide, once per estimate
+    tensors = derived(
+        placements,
+        "names_shapes",
+        lambda: frozenset((p.name, p.dims) for p in placements if not p.duplicate),
+        per_plan=True,
+    )
     index = {d.name: i for i, d in enumerate(devices)}
     copies_weights = st.op_offload and any(d.kind == "cuda" for d in devices)
-    shape = decoder_shape(
-        hp,
-        r,
-        tensors,
-        tuple(layer_dev),
-        _moved(placements, layer_dev, index, copies_weights) if devices else (),
-        kv_host=bool(devices) and not st.kv_offload,
-    )
+    ldev = tuple(layer_dev)
+    moved: tuple[tuple[str, int], ...] = ()
+    if devices:
+        moved = derived(
+            placements,
+            ("moved", ldev, tuple(index.items()), copies_weights),
+            lambda: _moved(placements, ldev, index, copies_weights),
+            per_plan=not copies_weights,  # repacking is the types' choice
+        )
+    shape = decoder_shape(hp, r, tensors, ldev, moved, kv_host=bool(devices) and not st.kv_offload)
     missing = unmodelled_weights(replace(shape, layer_dev=(), moved=()))
     if missing:
         return f"{hp.arch}: {', '.join(missing[:3])} not in the modelled graph"
     if copies_weights:
-        shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))
+        host_types = derived(
+            placements,
+            ("host_types", hp.n_layer_all),
+            lambda: _host_weight_types(placements, hp.n_layer_all),
+        )
+        shape = replace(shape, weight_types=host_types)
     backends = Backends(
         tuple(backend_of(d) == "cuda" for d in devices),
         SCHED_MAX_COPIES if pipeline_parallel else 1,

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 
 from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.types import GgmlType
@@ -42,6 +43,7 @@ REPACK_PROFILES: dict[str, dict[int, int]] = {
 
 INPUT_TENSORS = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+V = TypeVar("V")
 # Weights every layer shares, created once per buffer type the layers use.
 _SHARED_PER_LAYER = ("rope_freqs.", "rope_factors_long.", "rope_factors_short.")
 
@@ -215,7 +217,7 @@ def place_tensors(
     *,
     all_devices: Sequence[DeviceSpec] | None = None,
     repack_profile: str = "x86",
-) -> tuple[list[TensorPlacement], dict[str, int]]:
+) -> tuple[Placements, dict[str, int]]:
     """Every weight's buffer, and the size of each weights buffer (mapped spans included)."""
     plan = _routes(
         tuple((t.name, t.dims) for t in model.tensors),
@@ -232,9 +234,38 @@ def place_tensors(
 _NOT_MADE = TensorPlacement("", "", "", 0, 0, None)  # a memo miss (None is a copy not made)
 
 
-def _place(
-    plan: _Plan, tensors: Sequence[GgufTensor]
-) -> tuple[list[TensorPlacement], dict[str, int]]:
+class Placements(tuple[TensorPlacement, ...]):
+    """The placed weights of one estimate, with the routes they came from (``plan``) and a
+    memo of what is worked out from them (``derived``): the estimates of one model and
+    settings share them, however many times the context search plans its compute buffers."""
+
+    plan: _Plan
+    memo: dict[object, object]
+
+
+_MISS = object()
+
+
+def derived(
+    placements: Sequence[TensorPlacement],
+    key: object,
+    make: Callable[[], V],
+    *,
+    per_plan: bool = False,
+) -> V:
+    """``make()``, remembered for these placements under ``key``; with ``per_plan``, for
+    every placement of the same routes (what the weights' names, shapes and devices decide,
+    not their types). Placements of no plan (a list) are worked out each time."""
+    if not isinstance(placements, Placements):
+        return make()
+    memo = placements.plan.memo if per_plan else placements.memo
+    got = memo.get(key, _MISS)
+    if got is _MISS:
+        got = memo[key] = make()
+    return got  # type: ignore[return-value]
+
+
+def _place(plan: _Plan, tensors: Sequence[GgufTensor]) -> tuple[Placements, dict[str, int]]:
     """The routes applied to weights of given types and sizes (a route and a type decide
     the buffer), with each buffer's size."""
     placer, made = plan.placer, plan.made
@@ -261,7 +292,10 @@ def _place(
     mapped = sum(hi - lo for lo, hi in spans.values())
     if mapped:
         sizes["CPU_Mapped"] = mapped
-    return out, sizes
+    placed = Placements(out)
+    placed.plan = plan
+    placed.memo = {}
+    return placed, sizes
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +320,8 @@ class _Plan:
     # placements by (route, type, bytes) (None: a copy not made), the route and the type
     # decide the buffer: the quants that give a weight the same type share them
     made: dict[tuple[int, int, int], TensorPlacement | None] = field(default_factory=dict)
+    # what is worked out from the placements that their types do not change (see derived)
+    memo: dict[object, object] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=32)  # every quant of a model has the same names, shapes and settings
