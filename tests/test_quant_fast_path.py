@@ -11,14 +11,14 @@ from lltui.commands.fit import read_command
 from lltui.core.fit import search
 from lltui.core.fit.estimate import estimate
 from lltui.core.fit.quant_table import QuantFit, quant_table
-from lltui.core.gguf.model import GgufTensor
+from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import QUANTIZE_FTYPES, GgmlType
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory import compute, compute_graph, placement
 from lltui.core.memory.placement import REPACK_PROFILES, _Placer
 from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix
-from lltui.core.quant.sizes import as_quantized, quant_sizes, quant_source
+from lltui.core.quant.sizes import as_quantized, quant_row, quant_sizes, quant_source
 from lltui.services.devices import resolve_devices
 from lltui.services.fit import prepare as prepare_fit
 
@@ -188,3 +188,29 @@ def test_what_is_derived_from_placements_is_what_each_estimate_works_out(
     again = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
     assert [q.to_json() for q in table] == [q.to_json() for q in again]
     assert [q.result for q in table] == [q.result for q in again]
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_rows_made_with_the_kept_tensors_shared_are_rows_made_alone(paths, model):
+    """quant_sizes makes the tensors every type copies unchanged once (and looks at the
+    others only): each row is the row quant_row makes from nothing."""
+    src = quant_source(read_gguf(paths[model]))
+    for row in quant_sizes(src, QUANTIZE_FTYPES):
+        alone = quant_row(src, row.ftype)
+        assert row == alone, row.name
+        assert row.tensors == alone.tensors and row.requantize == alone.requantize
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_quant_header_shares_names_and_shapes_as_its_own_tensors_give_them(paths, model):
+    source = read_gguf(paths[model])
+    for row in quant_sizes(quant_source(source), QUANTIZE_FTYPES):
+        if row.error is not None:
+            continue
+        quant = as_quantized(source, row)
+        plain = GgufModel(files=quant.files, tensors=quant.tensors)
+        assert quant.shapes == plain.shapes and hash(quant.shapes) == hash(tuple(plain.shapes))
+        assert dict(quant.tensors_by_name) == dict(plain.tensors_by_name)
+        assert list(quant.tensors_by_name) == list(plain.tensors_by_name)
+        assert "no.such.weight" not in quant.tensors_by_name
+        assert quant.tensor("output_norm.weight") == plain.tensor("output_norm.weight")

@@ -220,7 +220,7 @@ def place_tensors(
 ) -> tuple[Placements, dict[str, int]]:
     """Every weight's buffer, and the size of each weights buffer (mapped spans included)."""
     plan = _routes(
-        tuple((t.name, t.dims) for t in model.tensors),
+        model.shapes,
         hp,
         st,
         tuple(devices),
