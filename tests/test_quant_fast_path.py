@@ -19,6 +19,7 @@ from lltui.core.memory import compute, compute_graph, placement
 from lltui.core.memory.placement import REPACK_PROFILES, _Placer
 from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix
 from lltui.core.quant.sizes import as_quantized, quant_row, quant_sizes, quant_source
+from lltui.core.speed import parts as speed_parts
 from lltui.services.devices import resolve_devices
 from lltui.services.fit import prepare as prepare_fit
 
@@ -214,3 +215,28 @@ def test_a_quant_header_shares_names_and_shapes_as_its_own_tensors_give_them(pat
         assert list(quant.tensors_by_name) == list(plain.tensors_by_name)
         assert "no.such.weight" not in quant.tensors_by_name
         assert quant.tensor("output_norm.weight") == plain.tensor("output_norm.weight")
+
+
+@pytest.mark.parametrize(("model", "flags"), CASES[:6] + CASES[13:17])
+def test_weight_sums_kept_up_to_date_are_those_of_one_pass(paths, model, flags):
+    """The speed model's per-device weight sums, updated from one type's placements to the
+    next (parts._WeightSums), are the sums one pass over each type's placements makes, key
+    order included; a fraction of a byte per row is summed afresh."""
+    command = read_command([str(paths[model]), "--host-free", "64GiB", *flags], "quant", "")
+    assert command is not None
+    inputs = prepare_fit(command.request)
+    table = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+    results = [q.result for q in table if q.result is not None]
+    results += results[::-1]
+    names = inputs.model.tensors_by_name.keys()
+    state = speed_parts._WeightSums(results[0].layer_devices, names)
+    for res in results:
+        expect = speed_parts._weight_sums(res.placements, res.layer_devices, names)
+        got = state.sums(tuple(res.placements))
+        assert got is not None and list(got[0].items()) == list(expect[0].items())
+        assert got[1] == expect[1]
+    odd = replace(results[0].placements[0], nbytes=results[0].placements[0].nbytes + 1)
+    uneven = (odd, *results[0].placements[1:])
+    rows = speed_parts._tensor_facts(odd.type_id, odd.dims, odd.layer is None, False)[1]
+    if rows > 1:
+        assert state.sums(uneven) is None

@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence, ValuesView
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
@@ -155,6 +163,9 @@ class TensorsByName(Mapping[str, GgufTensor]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._index
+
+    def keys(self) -> KeysView[str]:
+        return self._index.keys()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)
