@@ -240,3 +240,23 @@ def test_weight_sums_kept_up_to_date_are_those_of_one_pass(paths, model, flags):
     rows = speed_parts._tensor_facts(odd.type_id, odd.dims, odd.layer is None, False)[1]
     if rows > 1:
         assert state.sums(uneven) is None
+
+
+def test_tracked_values_are_those_of_each_placements_alone(paths):
+    """placement.tracked brings a plan's values up to date from the last placements: what
+    it gives for each quant (and back again) is what a list of the same placements gives."""
+    command = read_command([str(paths["qwen3moe"]), "--cpu-moe", "--gpus", "24GiB"], "quant", "")
+    assert command is not None
+    inputs = prepare_fit(command.request)
+    table = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+    results = [q.result for q in table if q.result is not None]
+
+    def on_host(p):
+        return (p.name, p.type_id, p.buffer) if p.device == "CPU" else None
+
+    for res in results + results[::-1]:
+        placed = res.placements
+        assert isinstance(placed, placement.Placements)
+        got = placement.tracked(placed, "test-host", on_host)
+        assert got == placement.tracked(list(placed), "test-host", on_host)
+        assert got == [on_host(p) for p in placed if p.device == "CPU"]

@@ -5,10 +5,12 @@ copies, and the bytes each buffer takes."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TypeVar
+from itertools import compress
+from operator import is_not
+from typing import Generic, TypeVar
 
 from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.types import GgmlType
@@ -263,6 +265,45 @@ def derived(
     if got is _MISS:
         got = memo[key] = make()
     return got  # type: ignore[return-value]
+
+
+class _Tracked(Generic[V]):
+    """``fn`` of each placement (None left out), by position, for the last placements of a
+    plan under one key."""
+
+    def __init__(self) -> None:
+        self.last: tuple[TensorPlacement, ...] = ()
+        self.values: dict[int, V] = {}
+
+
+def tracked(
+    placements: Sequence[TensorPlacement], key: object, fn: Callable[[TensorPlacement], V | None]
+) -> list[V]:
+    """``fn(p)`` of every placement that gives one (not None), in the placements' order.
+    For Placements, the values are kept per plan and ``key`` (which must name whatever else
+    ``fn`` reads) and brought up to date from the last placements of the plan: only the
+    placements that are not the same objects as there (another type) are looked at."""
+    if not isinstance(placements, Placements):
+        out = [fn(p) for p in placements]
+        return [v for v in out if v is not None]
+    state = placements.plan.memo.get(("tracked", key))
+    if not isinstance(state, _Tracked):
+        state = placements.plan.memo[("tracked", key)] = _Tracked[V]()
+    values = state.values
+    changed: Iterable[int]
+    if len(placements) != len(state.last):
+        values.clear()
+        changed = range(len(placements))
+    else:
+        changed = list(compress(range(len(placements)), map(is_not, placements, state.last)))
+    for i in changed:
+        v = fn(placements[i])
+        if v is None:
+            values.pop(i, None)
+        else:
+            values[i] = v
+    state.last = placements
+    return [values[i] for i in sorted(values)]
 
 
 def _place(plan: _Plan, tensors: Sequence[GgufTensor]) -> tuple[Placements, dict[str, int]]:
