@@ -1,6 +1,7 @@
 """lltui quant places every type of a model with what the types share worked out once: each
 row must be exactly what a fresh estimate of that type alone gives."""
 
+import math
 import sys
 from dataclasses import replace
 
@@ -200,6 +201,7 @@ def test_rows_made_with_the_kept_tensors_shared_are_rows_made_alone(paths, model
         alone = quant_row(src, row.ftype)
         assert row == alone, row.name
         assert row.tensors == alone.tensors and row.requantize == alone.requantize
+        assert row.n_elements == alone.n_elements == sum(math.prod(t.dims) for t in row.tensors)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))

@@ -110,6 +110,8 @@ class QuantRow:
 
     @property
     def n_elements(self) -> int:
+        if self.kept is not None and self.tensors:
+            return self.kept.n_elements  # every type of a source has its tensors' shapes
         total = 0
         for t in self.tensors:
             n = 1
@@ -267,6 +269,7 @@ class _Kept:
     chosen: tuple[int, ...]
     shapes: Shapes  # (name, dims) of every tensor in the order written
     index: Mapping[str, int]  # position by name
+    n_elements: int  # of all the tensors
 
     @classmethod
     def of(cls, prep: PreparedSource) -> _Kept:
@@ -285,7 +288,13 @@ class _Kept:
             padded += _pad(nbytes)
         shapes = Shapes((f.tensor.name, f.tensor.dims) for f in prep.ordered)
         index = {name: i for i, (name, _) in enumerate(shapes)}
-        return cls(tuple(tensors), weights, padded, tuple(chosen), shapes, index)
+        n_elements = 0
+        for _, dims in shapes:
+            n = 1
+            for d in dims:
+                n *= d
+            n_elements += n
+        return cls(tuple(tensors), weights, padded, tuple(chosen), shapes, index, n_elements)
 
 
 def _row_tensors(
