@@ -1,6 +1,7 @@
 """lltui quant places every type of a model with what the types share worked out once: each
 row must be exactly what a fresh estimate of that type alone gives."""
 
+import math
 import sys
 from dataclasses import replace
 
@@ -11,14 +12,15 @@ from lltui.commands.fit import read_command
 from lltui.core.fit import search
 from lltui.core.fit.estimate import estimate
 from lltui.core.fit.quant_table import QuantFit, quant_table
-from lltui.core.gguf.model import GgufTensor
+from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import QUANTIZE_FTYPES, GgmlType
 from lltui.core.llama.flags import parse_llama_args
-from lltui.core.memory import placement
+from lltui.core.memory import compute, compute_graph, placement
 from lltui.core.memory.placement import REPACK_PROFILES, _Placer
 from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix
-from lltui.core.quant.sizes import as_quantized, quant_sizes, quant_source
+from lltui.core.quant.sizes import as_quantized, quant_row, quant_sizes, quant_source
+from lltui.core.speed import parts as speed_parts
 from lltui.services.devices import resolve_devices
 from lltui.services.fit import prepare as prepare_fit
 
@@ -164,3 +166,99 @@ def test_block_of_matches_the_pattern(name):
     """_block_of skips the pattern for names that cannot match it: the same answer."""
     m = placement._LAYER_RE.match(name)
     assert placement._block_of(name) == (int(m.group(1)) if m else None)
+
+
+@pytest.mark.parametrize(("model", "flags"), CASES, ids=[f"{m} {' '.join(f)}" for m, f in CASES])
+def test_what_is_derived_from_placements_is_what_each_estimate_works_out(
+    paths, model, flags, monkeypatch
+):
+    """The names and shapes, moved weights and host weights the compute planning reads are
+    remembered per routes or per placements (see placement.derived): every row of the table
+    comes out the same when each estimate works them out again from its own placements."""
+    command = read_command([str(paths[model]), "--host-free", "64GiB", *flags], "quant", "")
+    assert command is not None
+    inputs = prepare_fit(command.request)
+    _clear_caches()
+    table = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+
+    def afresh(placements, key, make, *, per_plan=False):
+        return make()
+
+    monkeypatch.setattr(compute, "derived", afresh)
+    monkeypatch.setattr(compute_graph, "derived", afresh)
+    _clear_caches()
+    again = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+    assert [q.to_json() for q in table] == [q.to_json() for q in again]
+    assert [q.result for q in table] == [q.result for q in again]
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_rows_made_with_the_kept_tensors_shared_are_rows_made_alone(paths, model):
+    """quant_sizes makes the tensors every type copies unchanged once (and looks at the
+    others only): each row is the row quant_row makes from nothing."""
+    src = quant_source(read_gguf(paths[model]))
+    for row in quant_sizes(src, QUANTIZE_FTYPES):
+        alone = quant_row(src, row.ftype)
+        assert row == alone, row.name
+        assert row.tensors == alone.tensors and row.requantize == alone.requantize
+        assert row.n_elements == alone.n_elements == sum(math.prod(t.dims) for t in row.tensors)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_quant_header_shares_names_and_shapes_as_its_own_tensors_give_them(paths, model):
+    source = read_gguf(paths[model])
+    for row in quant_sizes(quant_source(source), QUANTIZE_FTYPES):
+        if row.error is not None:
+            continue
+        quant = as_quantized(source, row)
+        plain = GgufModel(files=quant.files, tensors=quant.tensors)
+        assert quant.shapes == plain.shapes and hash(quant.shapes) == hash(tuple(plain.shapes))
+        assert dict(quant.tensors_by_name) == dict(plain.tensors_by_name)
+        assert list(quant.tensors_by_name) == list(plain.tensors_by_name)
+        assert "no.such.weight" not in quant.tensors_by_name
+        assert quant.tensor("output_norm.weight") == plain.tensor("output_norm.weight")
+
+
+@pytest.mark.parametrize(("model", "flags"), CASES[:6] + CASES[13:17])
+def test_weight_sums_kept_up_to_date_are_those_of_one_pass(paths, model, flags):
+    """The speed model's per-device weight sums, updated from one type's placements to the
+    next (parts._WeightSums), are the sums one pass over each type's placements makes, key
+    order included; a fraction of a byte per row is summed afresh."""
+    command = read_command([str(paths[model]), "--host-free", "64GiB", *flags], "quant", "")
+    assert command is not None
+    inputs = prepare_fit(command.request)
+    table = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+    results = [q.result for q in table if q.result is not None]
+    results += results[::-1]
+    names = inputs.model.tensors_by_name.keys()
+    state = speed_parts._WeightSums(results[0].layer_devices, names)
+    for res in results:
+        expect = speed_parts._weight_sums(res.placements, res.layer_devices, names)
+        got = state.sums(tuple(res.placements))
+        assert got is not None and list(got[0].items()) == list(expect[0].items())
+        assert got[1] == expect[1]
+    odd = replace(results[0].placements[0], nbytes=results[0].placements[0].nbytes + 1)
+    uneven = (odd, *results[0].placements[1:])
+    rows = speed_parts._tensor_facts(odd.type_id, odd.dims, odd.layer is None, False)[1]
+    if rows > 1:
+        assert state.sums(uneven) is None
+
+
+def test_tracked_values_are_those_of_each_placements_alone(paths):
+    """placement.tracked brings a plan's values up to date from the last placements: what
+    it gives for each quant (and back again) is what a list of the same placements gives."""
+    command = read_command([str(paths["qwen3moe"]), "--cpu-moe", "--gpus", "24GiB"], "quant", "")
+    assert command is not None
+    inputs = prepare_fit(command.request)
+    table = quant_table(inputs.model, inputs.args, inputs.devices, inputs.options)
+    results = [q.result for q in table if q.result is not None]
+
+    def on_host(p):
+        return (p.name, p.type_id, p.buffer) if p.device == "CPU" else None
+
+    for res in results + results[::-1]:
+        placed = res.placements
+        assert isinstance(placed, placement.Placements)
+        got = placement.tracked(placed, "test-host", on_host)
+        assert got == placement.tracked(list(placed), "test-host", on_host)
+        assert got == [on_host(p) for p in placed if p.device == "CPU"]

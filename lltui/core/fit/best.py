@@ -650,7 +650,7 @@ def placed_of(res: FitResult, devs: Sequence[DeviceSpec]) -> Placed:
     """A result's placement, to estimate the same layout at another context."""
     weights = {n: b for n, k, b in res.buffers if k == "model"}
     index = {d.name: i for i, d in enumerate(devs)}
-    return list(res.placements), weights, tuple(index.get(n, -1) for n in res.layer_devices)
+    return res.placements, weights, tuple(index.get(n, -1) for n in res.layer_devices)
 
 
 def headroom_split(

@@ -35,7 +35,7 @@ def largest_context(p: FitProblem, base: FitResult) -> int | None:
     wbufs = _weights_sizes(base)
     if _weights_overflow(wbufs, devs, opts):
         return None  # KV, output and compute only add to the weights: no context fits
-    placed = (list(base.placements), wbufs, _layer_indices(base, devs))
+    placed = (base.placements, wbufs, _layer_indices(base, devs))
 
     def fits(k: int) -> bool:
         s = _with(st, n_ctx=k * unit, kv_unified_per_slot=0)

@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence, ValuesView
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
@@ -131,6 +139,41 @@ class GgufFile:
     header_file: str | None = None
 
 
+class Shapes(tuple[tuple[str, tuple[int, ...]], ...]):
+    """(name, dims) of each tensor of a model, hashed once: the key of caches that every
+    quant of a model (the same names and shapes) shares; a million tensors take a while."""
+
+    def __hash__(self) -> int:
+        got: int | None = self.__dict__.get("_hash")
+        if got is None:
+            got = self.__dict__["_hash"] = super().__hash__()
+        return got
+
+
+class TensorsByName(Mapping[str, GgufTensor]):
+    """Tensors by name through a name -> position index shared by every header with the
+    same names in the same order (each quant of a model): no dict of a million per header."""
+
+    def __init__(self, index: Mapping[str, int], tensors: Sequence[GgufTensor]) -> None:
+        self._index = index
+        self._tensors = tensors
+
+    def __getitem__(self, name: str) -> GgufTensor:
+        return self._tensors[self._index[name]]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def keys(self) -> KeysView[str]:
+        return self._index.keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
 @dataclass(frozen=True, eq=False)
 class GgufModel:
     """A model: one GGUF file, or all files of a split model read as one."""
@@ -171,6 +214,11 @@ class GgufModel:
     @property
     def split_count(self) -> int:
         return len(self.files)
+
+    @cached_property
+    def shapes(self) -> Shapes:
+        """Each tensor's (name, dims), in the table's order: what its placement reads."""
+        return Shapes((t.name, t.dims) for t in self.tensors)
 
     @cached_property
     def tensors_by_name(self) -> Mapping[str, GgufTensor]:

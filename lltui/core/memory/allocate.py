@@ -41,7 +41,7 @@ NOT_COUNTED = {
 }
 
 # A placement already made: (placements, weights buffer sizes, device index of each layer).
-Placed = tuple[list[TensorPlacement], dict[str, int], tuple[int, ...]]
+Placed = tuple[Sequence[TensorPlacement], dict[str, int], tuple[int, ...]]
 # Bytes per owner (a device name, or CPU for the host) and slot (weights, kv, output, compute).
 _PerOwner = dict[str, dict[str, int]]
 
@@ -67,6 +67,7 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     model, hp, st, all_devs, devs, opts = p.model, p.hp, p.args, p.devices, p.used, p.options
     r = resolve_context(hp, st, server=opts.server, rules=opts.rules)
     devs = tuple(devs)
+    placements: Sequence[TensorPlacement]
     meta = tensor_parallel_devices(hp, st, devs)
     if meta:
         # one Meta device holds every offloaded layer; its tensors are cut per device below
@@ -117,7 +118,8 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
         host=host,
         buffers=tuple(buffers),
         kv=tuple(kv),
-        placements=tuple(placements),
+        # the placements as made (a Placements keeps what is worked out from them)
+        placements=placements if isinstance(placements, tuple) else tuple(placements),
         layer_devices=tuple(devs[i].name if i >= 0 else CPU for i in ldev),
         pipeline_parallel=pp,
         fits=all(e.fits is not False for e in estimates),

@@ -26,7 +26,7 @@ from lltui.core.memory.compute_graph import (
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
-from lltui.core.memory.placement import TensorPlacement, is_matmul_name
+from lltui.core.memory.placement import TensorPlacement, derived, is_matmul_name
 
 # ggml-alloc packs the worst-case graph (n_ubatch tokens, every KV cell) into one buffer per
 # backend. Measured on llama.cpp's CPU backend (real servers on models from 0.5 to 8B-sized
@@ -132,17 +132,28 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
         # big batches run CPU-resident matmuls on the first GPU, copying one weight at a time
         # each copy sized as the GPU allocates a tensor of the weight's own type and shape
         # (quantized rows padded to 512 elements)
-        cpu_weights = [
-            device_alloc_size(offload_to, p.type_id, p.dims, p.nbytes)
-            for p in placements
-            if p.device == CPU and p.layer is not None and is_matmul_name(p.name)
-        ]
-        if cpu_weights and offload_to is not None:
+        assert offload_to is not None
+        largest = derived(
+            placements,
+            ("largest_host_copy", offload_to),
+            lambda: _largest_copy(offload_to, placements),
+        )
+        if largest is not None:
             name = offload_to.name
-            out[name] = _with_offload_copy(g, out.get(name), max(cpu_weights))
+            out[name] = _with_offload_copy(g, out.get(name), largest)
     host_name = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
     out[host_name] = _cpu_buffer(g, layer_dev, placements, op_offload)
     return out
+
+
+def _largest_copy(to: DeviceSpec, placements: Sequence[TensorPlacement]) -> int | None:
+    """The largest host matmul weight as ``to`` allocates a copy of it; None if none."""
+    cpu_weights = [
+        device_alloc_size(to, p.type_id, p.dims, p.nbytes)
+        for p in placements
+        if p.device == CPU and p.layer is not None and is_matmul_name(p.name)
+    ]
+    return max(cpu_weights) if cpu_weights else None
 
 
 class _Graph:
@@ -244,13 +255,19 @@ def _cpu_buffer(
     """The CPU backend: every graph input, the embedding rows, and any layers left on the CPU."""
     hp = g.hp
     # repeating-layer weights kept on the CPU by -ot/--cpu-moe run their matmuls there
-    overridden = any(
-        p.device == CPU
-        and p.layer is not None
-        and p.layer < hp.n_layer
-        and layer_dev[p.layer] >= 0
-        and is_matmul_name(p.name)
-        for p in placements
+    # (where a weight sits is its route's: the same for every quant of the model)
+    overridden = derived(
+        placements,
+        ("overridden", tuple(layer_dev), hp.n_layer),
+        lambda: any(
+            p.device == CPU
+            and p.layer is not None
+            and p.layer < hp.n_layer
+            and layer_dev[p.layer] >= 0
+            and is_matmul_name(p.name)
+            for p in placements
+        ),
+        per_plan=True,
     )
     io, _ = g.inputs_for(range(hp.n_layer))
     inputs = io + 2 * g.ET + g.scale_rows

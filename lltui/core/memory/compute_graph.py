@@ -38,7 +38,7 @@ from lltui.core.memory.graph_decoder import (
     used_weights,
 )
 from lltui.core.memory.hparams import Hparams
-from lltui.core.memory.placement import TensorPlacement
+from lltui.core.memory.placement import TensorPlacement, derived, tracked
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +98,18 @@ def _moved(
 ) -> tuple[tuple[str, int], ...]:
     """Weights llama.cpp put elsewhere than their layer (-ot, --cpu-moe); with
     ``repack_apart``, repacked host weights too (no GPU takes their ops)."""
-    out = []
-    for p in placements:
+
+    def moved(p: TensorPlacement) -> tuple[str, int] | None:
         if p.layer is None or p.duplicate or p.layer >= len(layer_dev):
-            continue
+            return None
         loc = index.get(p.device, HOST)
         if repack_apart and p.buffer == "CPU_REPACK":
             loc = REPACK
-        if loc != layer_dev[p.layer]:
-            out.append((p.name, loc))
-    return tuple(sorted(out))
+        return (p.name, loc) if loc != layer_dev[p.layer] else None
+
+    # (the moved weights of the last quant of the model, brought up to date)
+    key = ("moved", tuple(layer_dev), tuple(index.items()), repack_apart)
+    return tuple(sorted(tracked(placements, key, moved)))
 
 
 @lru_cache(maxsize=64)  # the same for every quant of a model with these settings
@@ -403,17 +405,35 @@ def _host_weight_types(
     placements: Sequence[TensorPlacement], n_layer_all: int
 ) -> tuple[tuple[str, int], ...]:
     """Types of the layer and output weights in host memory, which op offload copies."""
-    out = []
-    for p in placements:
+
+    def host(p: TensorPlacement) -> tuple[str, int] | None:
         if p.device != CPU or p.layer is None:
-            continue
+            return None
         name = "output.weight" if p.layer == n_layer_all and p.duplicate else p.name
-        out.append((name, p.type_id))
-    return tuple(sorted(out))
+        return name, p.type_id
+
+    return tuple(sorted(tracked(placements, ("host_types", n_layer_all), host)))
 
 
 # weights the graph reads without allocating anything for them (RoPE frequency factors)
 _NO_NODES = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+
+
+_UNMODELLED: dict[int, tuple[DecoderShape, tuple[str, ...]]] = {}
+
+
+def _unmodelled_of(shape: DecoderShape) -> tuple[str, ...]:
+    """unmodelled_weights of ``shape`` whatever its placement, remembered by the shape
+    itself (decoder_shape's, shared by every quant of a model): a shape holding a million
+    weights is not hashed again each time. The shape is held, so its id names it."""
+    got = _UNMODELLED.get(id(shape))
+    if got is not None and got[0] is shape:
+        return got[1]
+    missing = unmodelled_weights(replace(shape, layer_dev=(), moved=()))
+    if len(_UNMODELLED) >= 64:
+        _UNMODELLED.clear()
+    _UNMODELLED[id(shape)] = (shape, missing)
+    return missing
 
 
 @lru_cache(maxsize=64)
@@ -490,22 +510,36 @@ def _planned(layout: ComputeLayout) -> Planned | str:
         return "-sm tensor (each op split over the devices) is not modelled"
     if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
         return "a device whose backend is neither CPU nor CUDA"
-    tensors = frozenset((p.name, p.dims) for p in placements if not p.duplicate)
+    # the weights' names and shapes, and where they sit, are the routes' (not the types'):
+    # worked out once for every quant of a model; what the types decide, once per estimate
+    tensors = derived(
+        placements,
+        "names_shapes",
+        lambda: frozenset((p.name, p.dims) for p in placements if not p.duplicate),
+        per_plan=True,
+    )
     index = {d.name: i for i, d in enumerate(devices)}
     copies_weights = st.op_offload and any(d.kind == "cuda" for d in devices)
-    shape = decoder_shape(
-        hp,
-        r,
-        tensors,
-        tuple(layer_dev),
-        _moved(placements, layer_dev, index, copies_weights) if devices else (),
-        kv_host=bool(devices) and not st.kv_offload,
-    )
-    missing = unmodelled_weights(replace(shape, layer_dev=(), moved=()))
+    ldev = tuple(layer_dev)
+    moved: tuple[tuple[str, int], ...] = ()
+    if devices:
+        moved = derived(
+            placements,
+            ("moved", ldev, tuple(index.items()), copies_weights),
+            lambda: _moved(placements, ldev, index, copies_weights),
+            per_plan=not copies_weights,  # repacking is the types' choice
+        )
+    shape = decoder_shape(hp, r, tensors, ldev, moved, kv_host=bool(devices) and not st.kv_offload)
+    missing = _unmodelled_of(shape)
     if missing:
         return f"{hp.arch}: {', '.join(missing[:3])} not in the modelled graph"
     if copies_weights:
-        shape = replace(shape, weight_types=_host_weight_types(placements, hp.n_layer_all))
+        host_types = derived(
+            placements,
+            ("host_types", hp.n_layer_all),
+            lambda: _host_weight_types(placements, hp.n_layer_all),
+        )
+        shape = replace(shape, weight_types=host_types)
     backends = Backends(
         tuple(backend_of(d) == "cuda" for d in devices),
         SCHED_MAX_COPIES if pipeline_parallel else 1,

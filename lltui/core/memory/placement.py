@@ -5,9 +5,12 @@ copies, and the bytes each buffer takes."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress
+from operator import is_not
+from typing import Generic, TypeVar
 
 from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.types import GgmlType
@@ -42,6 +45,7 @@ REPACK_PROFILES: dict[str, dict[int, int]] = {
 
 INPUT_TENSORS = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+V = TypeVar("V")
 # Weights every layer shares, created once per buffer type the layers use.
 _SHARED_PER_LAYER = ("rope_freqs.", "rope_factors_long.", "rope_factors_short.")
 
@@ -215,10 +219,10 @@ def place_tensors(
     *,
     all_devices: Sequence[DeviceSpec] | None = None,
     repack_profile: str = "x86",
-) -> tuple[list[TensorPlacement], dict[str, int]]:
+) -> tuple[Placements, dict[str, int]]:
     """Every weight's buffer, and the size of each weights buffer (mapped spans included)."""
     plan = _routes(
-        tuple((t.name, t.dims) for t in model.tensors),
+        model.shapes,
         hp,
         st,
         tuple(devices),
@@ -232,9 +236,77 @@ def place_tensors(
 _NOT_MADE = TensorPlacement("", "", "", 0, 0, None)  # a memo miss (None is a copy not made)
 
 
-def _place(
-    plan: _Plan, tensors: Sequence[GgufTensor]
-) -> tuple[list[TensorPlacement], dict[str, int]]:
+class Placements(tuple[TensorPlacement, ...]):
+    """The placed weights of one estimate, with the routes they came from (``plan``) and a
+    memo of what is worked out from them (``derived``): the estimates of one model and
+    settings share them, however many times the context search plans its compute buffers."""
+
+    plan: _Plan
+    memo: dict[object, object]
+
+
+_MISS = object()
+
+
+def derived(
+    placements: Sequence[TensorPlacement],
+    key: object,
+    make: Callable[[], V],
+    *,
+    per_plan: bool = False,
+) -> V:
+    """``make()``, remembered for these placements under ``key``; with ``per_plan``, for
+    every placement of the same routes (what the weights' names, shapes and devices decide,
+    not their types). Placements of no plan (a list) are worked out each time."""
+    if not isinstance(placements, Placements):
+        return make()
+    memo = placements.plan.memo if per_plan else placements.memo
+    got = memo.get(key, _MISS)
+    if got is _MISS:
+        got = memo[key] = make()
+    return got  # type: ignore[return-value]
+
+
+class _Tracked(Generic[V]):
+    """``fn`` of each placement (None left out), by position, for the last placements of a
+    plan under one key."""
+
+    def __init__(self) -> None:
+        self.last: tuple[TensorPlacement, ...] = ()
+        self.values: dict[int, V] = {}
+
+
+def tracked(
+    placements: Sequence[TensorPlacement], key: object, fn: Callable[[TensorPlacement], V | None]
+) -> list[V]:
+    """``fn(p)`` of every placement that gives one (not None), in the placements' order.
+    For Placements, the values are kept per plan and ``key`` (which must name whatever else
+    ``fn`` reads) and brought up to date from the last placements of the plan: only the
+    placements that are not the same objects as there (another type) are looked at."""
+    if not isinstance(placements, Placements):
+        out = [fn(p) for p in placements]
+        return [v for v in out if v is not None]
+    state = placements.plan.memo.get(("tracked", key))
+    if not isinstance(state, _Tracked):
+        state = placements.plan.memo[("tracked", key)] = _Tracked[V]()
+    values = state.values
+    changed: Iterable[int]
+    if len(placements) != len(state.last):
+        values.clear()
+        changed = range(len(placements))
+    else:
+        changed = list(compress(range(len(placements)), map(is_not, placements, state.last)))
+    for i in changed:
+        v = fn(placements[i])
+        if v is None:
+            values.pop(i, None)
+        else:
+            values[i] = v
+    state.last = placements
+    return [values[i] for i in sorted(values)]
+
+
+def _place(plan: _Plan, tensors: Sequence[GgufTensor]) -> tuple[Placements, dict[str, int]]:
     """The routes applied to weights of given types and sizes (a route and a type decide
     the buffer), with each buffer's size."""
     placer, made = plan.placer, plan.made
@@ -261,7 +333,10 @@ def _place(
     mapped = sum(hi - lo for lo, hi in spans.values())
     if mapped:
         sizes["CPU_Mapped"] = mapped
-    return out, sizes
+    placed = Placements(out)
+    placed.plan = plan
+    placed.memo = {}
+    return placed, sizes
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +361,8 @@ class _Plan:
     # placements by (route, type, bytes) (None: a copy not made), the route and the type
     # decide the buffer: the quants that give a weight the same type share them
     made: dict[tuple[int, int, int], TensorPlacement | None] = field(default_factory=dict)
+    # what is worked out from the placements that their types do not change (see derived)
+    memo: dict[object, object] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=32)  # every quant of a model has the same names, shapes and settings

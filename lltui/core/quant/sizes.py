@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
 
-from lltui.core.gguf.model import GgufFile, GgufModel, GgufTensor
+from lltui.core.gguf.model import GgufFile, GgufModel, GgufTensor, Shapes, TensorsByName
 from lltui.core.gguf.types import (
     FTYPE_DEFAULT_TYPE,
     FTYPE_NAMES,
@@ -105,9 +105,13 @@ class QuantRow:
     imatrix: bool  # the rules were applied as with an importance matrix
     requantize: bool  # some tensors of the source are quantized: needs --allow-requantize
     error: str | None = None  # llama-quantize would stop; sizes are then 0
+    # what every type of the same source shares (names, shapes, the tensors copied unchanged)
+    kept: _Kept | None = field(default=None, compare=False, repr=False)
 
     @property
     def n_elements(self) -> int:
+        if self.kept is not None and self.tensors:
+            return self.kept.n_elements  # every type of a source has its tensors' shapes
         total = 0
         for t in self.tensors:
             n = 1
@@ -197,13 +201,15 @@ def quant_row(
     prepared: PreparedSource | None = None,
     tensor_table_bytes: int | None = None,
     made: dict[tuple[int, int, bool], tuple[QuantTensor, int]] | None = None,
+    kept: _Kept | None = None,
 ) -> QuantRow:
     """The tensors and file size llama-quantize produces for ``ftype``.
 
     ``imatrix=None`` assumes an importance matrix exactly where llama-quantize demands one.
     With one, the file also records ``imatrix_file`` and ``imatrix_dataset`` (as given to
     llama-quantize and stored in the imatrix file) in its metadata. ``made``: the tensors
-    other types of the same ``prepared`` source made, by (position, type, fallback), to share.
+    other types of the same ``prepared`` source made, by (position, type, fallback), to share;
+    ``kept``: the tensors of ``prepared`` that every type copies unchanged, made once.
     """
     ftype = LlamaFtype(ftype)
     name = FTYPE_NAMES[ftype]
@@ -221,15 +227,17 @@ def quant_row(
             ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
         )
 
-    tensors, weights, padded = _row_tensors(chosen, {} if made is None else made)
+    tensors, weights, padded = _row_tensors(chosen, {} if made is None else made, kept)
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
     meta += _tensor_table_bytes(prep) if tensor_table_bytes is None else tensor_table_bytes
     if use_imatrix:
         meta += _imatrix_keys_bytes(imatrix_file, imatrix_dataset)
     header = _pad(meta)
+    # a tensor copied unchanged keeps its source type: only the chosen ones can requantize
+    facts = prep.ordered
     requantize = prep.any_source_quantized and any(
-        f.source_quantized and t.type != t.source_type
-        for t, f in zip(tensors, prep.ordered, strict=True)
+        facts[i].source_quantized and tensors[i].type != tensors[i].source_type
+        for i in (range(len(tensors)) if kept is None else kept.chosen)
     )
     return QuantRow(
         ftype=ftype,
@@ -244,27 +252,79 @@ def quant_row(
         requires_imatrix=needs,
         imatrix=use_imatrix,
         requantize=requantize,
+        kept=kept,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """The tensors every type copies unchanged (norms, 1-d tensors, routers: a header of a
+    million tensors is mostly these), made once for all the types of a prepared source:
+    ``tensors`` holds them at their positions (None where the type chooses), with their
+    bytes and padded bytes; ``chosen`` the positions the type chooses."""
+
+    tensors: tuple[QuantTensor | None, ...]
+    weights: int
+    padded: int
+    chosen: tuple[int, ...]
+    shapes: Shapes  # (name, dims) of every tensor in the order written
+    index: Mapping[str, int]  # position by name
+    n_elements: int  # of all the tensors
+
+    @classmethod
+    def of(cls, prep: PreparedSource) -> _Kept:
+        tensors: list[QuantTensor | None] = []
+        chosen = []
+        weights = padded = 0
+        for i, f in enumerate(prep.ordered):
+            if f.kept_type is None:
+                tensors.append(None)
+                chosen.append(i)
+                continue
+            t = f.tensor
+            nbytes = _nbytes(f.kept_type, t.dims)
+            tensors.append(QuantTensor(t.name, t.dims, t.type, f.kept_type, nbytes, False, False))
+            weights += nbytes
+            padded += _pad(nbytes)
+        shapes = Shapes((f.tensor.name, f.tensor.dims) for f in prep.ordered)
+        index = {name: i for i, (name, _) in enumerate(shapes)}
+        n_elements = 0
+        for _, dims in shapes:
+            n = 1
+            for d in dims:
+                n *= d
+            n_elements += n
+        return cls(tuple(tensors), weights, padded, tuple(chosen), shapes, index, n_elements)
 
 
 def _row_tensors(
     chosen: Sequence[tuple[SourceTensor, GgmlType, bool, bool]],
     made: dict[tuple[int, int, bool], tuple[QuantTensor, int]],
+    kept: _Kept | None = None,
 ) -> tuple[tuple[QuantTensor, ...], int, int]:
     """The tensors of a row (shared with other rows through ``made``, each with its size
-    padded as the file stores it), their bytes, and their padded bytes."""
-    out = []
-    weights = padded = 0
-    for i, (t, new, quantizable, fell_back) in enumerate(chosen):
+    padded as the file stores it), their bytes, and their padded bytes. With ``kept`` (of
+    the source ``chosen`` comes from), only the tensors whose type the row chooses are
+    looked at."""
+    if kept is None:
+        positions: Iterable[int] = range(len(chosen))
+        out: list[QuantTensor | None] = [None] * len(chosen)
+        weights = padded = 0
+    else:
+        positions = kept.chosen
+        out = list(kept.tensors)
+        weights, padded = kept.weights, kept.padded
+    for i in positions:
+        t, new, quantizable, fell_back = chosen[i]
         got = made.get((i, new, fell_back))
         if got is None:
             nbytes = _nbytes(new, t.dims)
             qt = QuantTensor(t.name, t.dims, t.type, new, nbytes, quantizable, fell_back)
             got = made[(i, new, fell_back)] = (qt, _pad(nbytes))
-        out.append(got[0])
+        out[i] = got[0]
         weights += got[0].nbytes
         padded += got[1]
-    return tuple(out), weights, padded
+    return tuple(out), weights, padded  # type: ignore[arg-type]  # every position is set
 
 
 def quant_sizes(
@@ -280,6 +340,7 @@ def quant_sizes(
     prep = prepare(src)  # the per-tensor checks every type shares, once
     table = _tensor_table_bytes(prep)
     made: dict[tuple[int, int, bool], tuple[QuantTensor, int]] = {}
+    kept = _Kept.of(prep)
     return [
         quant_row(
             src,
@@ -290,6 +351,7 @@ def quant_sizes(
             prepared=prep,
             tensor_table_bytes=table,
             made=made,
+            kept=kept,
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]
@@ -395,4 +457,7 @@ def as_quantized(model: GgufModel, row: QuantRow) -> GgufModel:
     # the source's tensors in another order and types: its parameters, the row's bytes
     quant.__dict__["n_params"] = model.n_params
     quant.__dict__["tensors_nbytes"] = row.weights_bytes
+    if row.kept is not None:  # the names and shapes of every type's header: made once
+        quant.__dict__["shapes"] = row.kept.shapes
+        quant.__dict__["tensors_by_name"] = TensorsByName(row.kept.index, quant.tensors)
     return quant

@@ -19,12 +19,16 @@ Rules from llama.cpp (the pinned tree):
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress
+from operator import is_not
 from typing import TYPE_CHECKING
 
 from lltui.core.gguf.types import type_info
 from lltui.core.memory.common import CPU
+from lltui.core.memory.placement import Placements, TensorPlacement
 
 if TYPE_CHECKING:
     from lltui.core.gguf.model import GgufModel
@@ -114,6 +118,103 @@ def _quant_factors(
     return next(((d, p) for part, d, p in slowdown if part in tag), (1.0, 1.0))
 
 
+WeightKey = tuple[str, int, int, bool]  # (device, kind, type, output layer)
+
+
+def _weight_fact(
+    p: TensorPlacement, layer_dev: Sequence[str], names: Container[str]
+) -> tuple[WeightKey, int, int, int, int | None] | None:
+    """A placed weight's key, bytes, rows and elements, and the GPU layer it leaves a part
+    of on the host; None for a copy or a weight of no tensor of the model."""
+    if p.duplicate or p.name not in names:
+        return None
+    n_el, rows, wkind = _tensor_facts(p.type_id, p.dims, p.layer is None, "_exps" in p.name)
+    layer = p.layer
+    out_layer = len(layer_dev) - 1
+    gpu_layer = layer is not None and 0 <= layer < out_layer and layer_dev[layer] != CPU
+    split = layer if p.device == CPU and gpu_layer else None
+    return (p.device, wkind, p.type_id, p.layer == out_layer), p.nbytes, rows, n_el, split
+
+
+def _weight_sums(
+    placements: Sequence[TensorPlacement], layer_dev: Sequence[str], names: Container[str]
+) -> tuple[dict[WeightKey, list[float]], set[int]]:
+    """Bytes per row read and elements, summed by (device, kind, type, output) in the order
+    the keys first come; the GPU layers with weights on the host."""
+    split_layers: set[int] = set()
+    sums: dict[WeightKey, list[float]] = {}
+    for p in placements:
+        fact = _weight_fact(p, layer_dev, names)
+        if fact is None:
+            continue
+        key, nbytes, rows, n_el, split = fact
+        if split is not None:
+            split_layers.add(split)
+        got = sums.get(key)
+        if got is None:
+            sums[key] = [nbytes / rows, float(n_el)]
+        else:
+            got[0] += nbytes / rows
+            got[1] += n_el
+    return sums, split_layers
+
+
+_EXACT = 2**53  # integers up to here add up exactly as floats
+
+
+class _WeightSums:
+    """_weight_sums kept up to date from one set of placements of a model's routes to the
+    next: the weights whose placement changed (another type) are taken out and put in again.
+    Sums of whole numbers below 2**53 are the same in any order, so the floats come out as
+    one pass makes them; placements with a fraction of a byte per row are summed afresh."""
+
+    def __init__(self, layer_dev: Sequence[str], names: Container[str]) -> None:
+        self.layer_dev = layer_dev
+        self.names = names
+        self._reset(())
+
+    def _reset(self, placements: tuple[TensorPlacement, ...]) -> None:
+        self.last = placements
+        self.facts: list[tuple[WeightKey, int, int, int, int | None] | None] = []
+        self.bytes: dict[WeightKey, int] = {}
+        self.elems: dict[WeightKey, int] = {}
+        self.splits: dict[int, int] = {}
+        self.exact = True
+
+    def _add(self, fact: tuple[WeightKey, int, int, int, int | None] | None, sign: int) -> None:
+        if fact is None:
+            return
+        key, nbytes, rows, n_el, split = fact
+        if nbytes % rows:
+            self.exact = False
+        self.bytes[key] = self.bytes.get(key, 0) + sign * (nbytes // rows)
+        self.elems[key] = self.elems.get(key, 0) + sign * n_el
+        if split is not None:
+            self.splits[split] = self.splits.get(split, 0) + sign
+
+    def sums(
+        self, placements: tuple[TensorPlacement, ...]
+    ) -> tuple[dict[WeightKey, list[float]], set[int]] | None:
+        changed: Iterable[int]
+        if len(placements) != len(self.last):
+            self._reset(())
+            changed = range(len(placements))
+            self.facts = [None] * len(placements)
+        else:
+            changed = list(compress(range(len(placements)), map(is_not, placements, self.last)))
+        for i in changed:
+            self._add(self.facts[i], -1)
+            fact = self.facts[i] = _weight_fact(placements[i], self.layer_dev, self.names)
+            self._add(fact, 1)
+        self.last = placements
+        total = sum(self.bytes.values()) + sum(self.elems.values())
+        if not self.exact or total >= _EXACT:
+            return None
+        order = dict.fromkeys(f[0] for f in self.facts if f is not None)
+        sums = {k: [float(self.bytes[k]), float(self.elems[k])] for k in order}
+        return sums, {layer for layer, n in self.splits.items() if n}
+
+
 def add_weights(
     model: GgufModel,
     result: FitResult,
@@ -132,26 +233,20 @@ def add_weights(
     expert_fill = tiles.fill(ub * expert_frac)
     dense_fill = tiles.fill(ub)
     layer_dev = result.layer_devices
-    out_layer = len(layer_dev) - 1
-    split_layers: set[int] = set()
-    # summed by (device, kind, type, output) first: one pass that only adds
-    sums: dict[tuple[str, int, int, bool], list[float]] = {}
-    # a placement carries its weight's type and dims: no lookup by name per weight
-    for p in result.placements:
-        if p.duplicate or p.name not in tensors:
-            continue
-        n_el, rows, wkind = _tensor_facts(p.type_id, p.dims, p.layer is None, "_exps" in p.name)
-        layer = p.layer
-        gpu_layer = layer is not None and 0 <= layer < out_layer and layer_dev[layer] != CPU
-        if p.device == CPU and gpu_layer and layer is not None:
-            split_layers.add(layer)
-        key = (p.device, wkind, p.type_id, p.layer == out_layer)
-        got = sums.get(key)
-        if got is None:
-            sums[key] = [p.nbytes / rows, float(n_el)]
+    placements = result.placements
+    summed = None
+    if isinstance(placements, Placements):
+        # the quants of a model place most weights alike: from the second placement of the
+        # same routes on, only the weights placed otherwise than the last time are redone
+        memo, key = placements.plan.memo, ("weight_sums", layer_dev, model.shapes)
+        state = memo.get(key)
+        if isinstance(state, _WeightSums):
+            summed = state.sums(placements)
         else:
-            got[0] += p.nbytes / rows
-            got[1] += n_el
+            memo[key] = _WeightSums(layer_dev, tensors.keys()) if state else True
+    if summed is None:
+        summed = _weight_sums(placements, layer_dev, tensors.keys())
+    sums, split_layers = summed
     for (dev, wkind, type_id, is_output), (nbytes, elements) in sums.items():
         acc = parts.get(dev) or parts.setdefault(dev, Part())
         dec, mmq = _quant_factors(type_id, slowdown)
