@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
-from lltui.sources.gpu.base import GpuSource
+if TYPE_CHECKING:  # every CLI run reads the table (--source's help): keep it light
+    from lltui.core.monitor.models import RigInfo, RigSample
+    from lltui.sources.gpu.base import GpuSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +226,8 @@ def open_source(
     simulated rig, whose RigInfo says SIMULATED and why in plain words. Every other spec
     raises SourceUnavailable with a one-line reason when it cannot run here.
     """
+    from lltui.core.monitor.models import SourceUnavailable
+
     spec = parse_source_spec(text)
     if spec.kind != "auto":
         source = make_source(spec, seed=seed, replay=replay)
@@ -246,6 +250,8 @@ def one_sample(source: str = "nvml") -> RigSample | None:
 
     For NVML only the fast fields are read (names, memory, power...): no process lists,
     PCIe throughput (20 ms per counter) or NVLink state, which these functions do not use."""
+    from lltui.core.monitor.models import SourceUnavailable
+
     try:
         if source == "nvml":
             import math
