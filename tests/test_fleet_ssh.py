@@ -116,6 +116,24 @@ def test_a_master_an_exit_missed_is_stopped_after_the_close(
     assert sockets(os.environ["XDG_RUNTIME_DIR"]) == []
 
 
+def test_closing_a_target_leaves_a_newer_one_of_the_same_host_alone(ssh_env: SshServer):
+    """The close's watcher stops masters at its own target's path only: a target opened
+    again for the same host (a view reopened) keeps its master past the watch."""
+    import subprocess
+
+    from lltui.sources.ssh import LATE_WATCH_S, SshTarget
+
+    old = SshTarget("fleet-a")
+    assert subprocess.run(old.argv("true"), stdin=subprocess.DEVNULL).returncode == 0
+    old.close()
+    new = SshTarget("fleet-a")
+    assert new.control_path() != old._control_path
+    assert subprocess.run(new.argv("true"), stdin=subprocess.DEVNULL).returncode == 0
+    threading.Event().wait(LATE_WATCH_S + 1.0)  # the old target's watch has run its course
+    assert new.master_running()
+    new.close()
+
+
 def test_fleet_two_hosts_update_while_one_refuses_and_one_hangs(ssh_env: SshServer):
     before = ssh_env.connections()
     fleet = Fleet(

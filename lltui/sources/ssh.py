@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -114,10 +115,12 @@ class SshTarget:
                 self.multiplex = False
                 return None
             # a hash of what names the connection: short (a socket path has ~100 bytes), one
-            # per host as the user wrote it (two aliases of one machine are two hosts)
+            # per host as the user wrote it (two aliases of one machine are two hosts); and
+            # one per target, so that a closed target's watcher (close) never stops the
+            # master of a newer target of the same host
             key = f"{self.host}\0{self.port}\0{self.config_file}".encode()
             digest = hashlib.sha256(key).hexdigest()[:20]
-            path = str(folder / f"{os.getpid()}-{digest}")
+            path = str(folder / f"{os.getpid()}-{next(_TARGET_IDS)}-{digest}")
             if len(path.encode()) > MAX_SOCKET_PATH:
                 self.multiplex = False  # ssh would refuse it: a connection per command
                 return None
@@ -182,6 +185,7 @@ class SshTarget:
         ).start()
 
 
+_TARGET_IDS = itertools.count()
 # Targets whose master may run; whatever their owner forgot is stopped when lltui exits.
 _OPEN: weakref.WeakSet[SshTarget] = weakref.WeakSet()
 # Masters closed while a command may still have been making them: path -> its -O exit
