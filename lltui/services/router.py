@@ -356,11 +356,12 @@ class RouterSession:
 
 def _write_private(path: str, text: str) -> None:
     """The preset, readable by its owner only (it names every model file)."""
+    from lltui.paths import open_private
+
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with open_private(target) as f:
             f.write(text)
     except OSError as exc:
         raise LaunchError(f"cannot write the preset {path}: {exc.strerror or exc}", 1) from None

@@ -5,8 +5,9 @@ below, and rendering from the app's model when shown."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.screen import Screen
-from textual.widgets import Input
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Input, Static
 
 from lltui.app.host import AppHost, host_of
 from lltui.app.model import RigModel
@@ -27,6 +28,35 @@ class ModelView:
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         """Refresh what ages between samples (the status line)."""
+
+
+class HistoryModal(ModelView, ModalScreen[None]):
+    """A modal over the monitor that shows one thing's history (a GPU, a process) in one
+    scrolling text; ``w`` steps through the monitor's history windows."""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail-box"):
+            yield Static("", id="detail")
+
+    def on_mount(self) -> None:
+        # the app renders only screens it sees mounted; this one draws its first frame itself
+        model = host_of(self).model
+        with model.lock:
+            self.show(model)
+
+    def text_width(self) -> int:
+        return self.query_one("#detail-box").size.width or self.size.width
+
+    def set_text(self, text: str) -> None:
+        self.query_one("#detail", Static).update(text)
+
+    def action_cycle_window(self) -> None:
+        host = host_of(self)
+        host.monitor_prefs.cycle_window()
+        host.render_model()
+
+    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
+        return  # a detail has no status line
 
 
 class LltuiScreen(ModelView, Screen[None]):

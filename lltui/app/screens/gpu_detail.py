@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.markup import escape
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from lltui.app.host import host_of
 from lltui.app.model import RigModel
-from lltui.app.screens.base import ModelView
+from lltui.app.screens.base import HistoryModal
 from lltui.app.widgets.status import fmt_window
 from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import GpuSample
@@ -112,7 +108,7 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-class GpuDetailScreen(ModelView, ModalScreen[None]):
+class GpuDetailScreen(HistoryModal):
     """A modal over the monitor; the app renders the model on it and on the monitor below.
     ``[``/``]`` page through the GPUs, ``w`` through the history windows."""
 
@@ -127,16 +123,6 @@ class GpuDetailScreen(ModelView, ModalScreen[None]):
         super().__init__()
         self.uuid = uuid
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail-box"):
-            yield Static("", id="detail")
-
-    def on_mount(self) -> None:
-        # the app renders only screens it sees mounted; this one draws its first frame itself
-        model = host_of(self).model
-        with model.lock:
-            self.show(model)
-
     def show(self, model: RigModel) -> None:
         sample = model.latest
         if sample is None:
@@ -144,8 +130,7 @@ class GpuDetailScreen(ModelView, ModalScreen[None]):
         window = host_of(self).monitor_prefs.window_s
         for g in sample.gpus:
             if g.info.uuid == self.uuid:
-                width = self.query_one("#detail-box").size.width or self.size.width
-                self.query_one("#detail", Static).update(render_detail(g, model, width, window))
+                self.set_text(render_detail(g, model, self.text_width(), window))
                 return
 
     def action_step(self, step: int) -> None:
@@ -159,11 +144,3 @@ class GpuDetailScreen(ModelView, ModalScreen[None]):
         host.monitor_prefs.selected = (pos + step) % len(uuids)
         self.uuid = uuids[host.monitor_prefs.selected]
         host.render_model()
-
-    def action_cycle_window(self) -> None:
-        host = host_of(self)
-        host.monitor_prefs.cycle_window()
-        host.render_model()
-
-    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        return  # the detail has no status line

@@ -6,16 +6,12 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.markup import escape
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from lltui.app.host import host_of
 from lltui.app.model import RigModel
-from lltui.app.screens.base import ModelView
+from lltui.app.screens.base import HistoryModal
 from lltui.core.monitor.models import GpuProcess, RigSample
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, spark
 
@@ -83,7 +79,7 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
 
-class ProcessDetailScreen(ModelView, ModalScreen[None]):
+class ProcessDetailScreen(HistoryModal):
     """A modal over the monitor for one pid; ``w`` steps through the history windows."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -95,24 +91,6 @@ class ProcessDetailScreen(ModelView, ModalScreen[None]):
         super().__init__()
         self.pid = pid
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail-box"):
-            yield Static("", id="detail")
-
-    def on_mount(self) -> None:
-        model = host_of(self).model
-        with model.lock:
-            self.show(model)
-
     def show(self, model: RigModel) -> None:
         window = host_of(self).monitor_prefs.window_s
-        width = self.query_one("#detail-box").size.width or self.size.width
-        self.query_one("#detail", Static).update(render_process(self.pid, model, width, window))
-
-    def action_cycle_window(self) -> None:
-        host = host_of(self)
-        host.monitor_prefs.cycle_window()
-        host.render_model()
-
-    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        return
+        self.set_text(render_process(self.pid, model, self.text_width(), window))
