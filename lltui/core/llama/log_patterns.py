@@ -48,7 +48,7 @@ DEVICE_ROW = re.compile(
     r"^\s*(?:-\s+)?(?P<name>(?:[^\s:]|:(?!\s))+)\s*:\s(?P<desc>.*)"
     r"\((?P<total>\d+) MiB,\s*(?P<free>\d+) MiB free\)\s*$"
 )
-CUDA_FOUND = re.compile(r"found (\d+) (?:CUDA|ROCm|MUSA) devices")
+CUDA_FOUND = re.compile(r"found (\d+) (CUDA|ROCm|MUSA) devices")  # (count, backend prefix)
 CUDA_DEVICE = re.compile(
     r"^\s*Device\s+(?P<idx>\d+):\s+(?P<name>.+?),\s+compute capability\s+(?P<maj>\d+)\.(?P<min>\d+)"
     r"(?:,\s+VMM:\s+(?P<vmm>\w+))?(?:,\s+VRAM:\s+(?P<vram>\d+)\s+MiB)?"

@@ -53,7 +53,6 @@ _LOADING = re.compile(r"^(?:loading model '(?P<q>.+)'|loading model: (?P<p>.+))$
 _TYPE_COUNT = re.compile(r"^\s*- type\s+(?P<t>\w+):\s+(?P<n>\d+) tensors")
 _META_KV = re.compile(r"^\s*- kv\s+\d+:\s+(?P<key>[\w.]+)\s+(?:arr\[\w+,\d+\]|\w+)\s+= (?P<v>.*)$")
 _INFO = re.compile(r"^(?P<key>[A-Za-z_][\w .]*?)\s*=\s*(?P<v>.*\S)\s*$")
-_CUDA_FOUND = re.compile(r"found (\d+) (CUDA|ROCm|MUSA) devices")
 _VULKAN_DEV = re.compile(r"^(?P<i>\d+) = (?P<desc>.+?) \|")
 _KV_SELF = re.compile(
     r"KV self size\s*=\s*(?P<size>[\d.]+) MiB, K \((?P<kt>\w+)\):\s*(?P<k>[\d.]+) MiB, "
@@ -666,7 +665,7 @@ class LogScanner:
         return False
 
     def _cuda_init(self, rest: str) -> bool:
-        if m := _CUDA_FOUND.search(rest):
+        if m := pat.CUDA_FOUND.search(rest):
             self.cuda_prefix = m.group(2)
         return True
 
