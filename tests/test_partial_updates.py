@@ -11,6 +11,8 @@ from textual._compositor import ChopsUpdate, Compositor
 from textual.strip import Strip
 
 from lltui.app import partial_updates
+from lltui.app.widgets.gpu_card import GpuCard
+from lltui.app.widgets.text_lines import TextLines
 
 MOVE = re.compile(r"\x1b\[(\d+);(\d+)H")
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -102,17 +104,35 @@ async def test_partial_updates_render_only_the_changed_lines():
             rendered.append((type(self).__name__, region.height))
             return real(self, region)
 
+        real_lines = TextLines.render_lines
+
+        def counting_lines(self: TextLines, region: Region) -> list[Strip]:
+            rendered.append((type(self).__name__, region.height))
+            return real_lines(self, region)
+
         Widget.render_lines = counting  # type: ignore[method-assign]
+        TextLines.render_lines = counting_lines  # type: ignore[method-assign]
         try:
             ours = partial_updates.render_lines(compositor, crop, lines)
             ours_rendered = list(rendered)
             rendered.clear()
             textuals = compositor._render_chops(crop, set(lines).__contains__)
+            textuals_rendered = list(rendered)
+            # a line of a card: the containers behind it give none of its cells
+            card = app.screen.query(GpuCard).first()
+            card_y = card.region.y
+            rendered.clear()
+            ours_card = partial_updates.render_lines(compositor, crop, [card_y])
+            ours_card_rendered = {name for name, _h in rendered}
+            textuals_card = compositor._render_chops(crop, {card_y}.__contains__)
         finally:
             Widget.render_lines = real  # type: ignore[method-assign]
+            TextLines.render_lines = real_lines  # type: ignore[method-assign]
         for y in lines:
             assert ours[y] == textuals[y]
             assert any(strip is not None for strip in ours[y].values())
-        assert "GpuCard" in {name for name, _h in rendered}
+        assert "GpuCard" in {name for name, _h in textuals_rendered}
         assert "GpuCard" not in {name for name, _h in ours_rendered}
-        assert sum(h for _n, h in ours_rendered) < sum(h for _n, h in rendered)
+        assert sum(h for _n, h in ours_rendered) < sum(h for _n, h in textuals_rendered)
+        assert ours_card[card_y] == textuals_card[card_y]
+        assert ours_card_rendered == {"GpuCard"}

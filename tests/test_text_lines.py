@@ -7,7 +7,7 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.widgets import Static
 
-from lltui.app.widgets.gpu_card import TextLines, _changed_columns
+from lltui.app.widgets.text_lines import TextLines, _changed_columns
 
 CSS = """
 Static, TextLines { height: auto; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -96,3 +96,114 @@ def test_changed_columns_cover_characters_and_styles():
     red.append("hot", Style(color="red"))
     green.append("hot", Style(color="green"))
     assert _changed_columns(red, green) == (0, 3)
+
+
+FRAMES_CSS = """
+TextLines { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+.card { padding: 0 1; border-left: wide $panel; }
+.compact { padding: 0 0 0 1; border-left: wide $accent; }
+.compact.-selected { background: $boost; }
+.both { padding: 0 2; border-left: tall $warning; border-right: vkey $error; }
+.faded { opacity: 60%; border-left: wide $panel; }
+.boxed { border: round $accent; }
+.tinted { tint: $error 20%; }
+"""
+
+
+class Framed(App[None]):
+    CSS = FRAMES_CSS
+
+    def compose(self) -> ComposeResult:
+        yield TextLines(id="lines")
+
+
+def _textual_lines(widget: TextLines) -> list[list[tuple[str, Style | None]]]:
+    """What Textual's own path (its styles cache) draws for the widget."""
+    from textual.widget import Widget
+
+    widget._styles_cache.clear()
+    strips = Widget.render_lines(widget, Region(0, 0, *widget.outer_size))
+    return [[(seg.text, seg.style) for seg in strip] for strip in strips]
+
+
+def _own_lines(widget: TextLines, crop: Region | None = None) -> list[list[tuple[str, object]]]:
+    strips = widget.render_lines(crop or Region(0, 0, *widget.outer_size))
+    return [[(seg.text, seg.style) for seg in strip] for strip in strips]
+
+
+async def test_a_framed_box_draws_exactly_what_textuals_styles_draw():
+    """Borders and padding at the sides are put around each line from a frame; every other
+    box (a top border, opacity, tint) goes through Textual. Either way: Textual's segments."""
+    app = Framed()
+    async with app.run_test(size=(60, 8)) as pilot:
+        lines = app.query_one(TextLines)
+        for classes in ("card", "compact", "compact -selected", "both", "faded", "boxed", "tinted"):
+            lines.set_classes(classes)
+            for power in (62, 1063):  # a line that grows, then a short one padded
+                lines.update(_card(power, 41))
+                await pilot.pause()
+                assert _own_lines(lines) == _textual_lines(lines), classes
+            framed = lines._frame is not None
+            assert framed == (classes.split()[0] in ("card", "compact", "both")), classes
+            # a framed line is filtered as it is built (Textual's ANSI filter maps styles)
+            assert bool(lines._placed_filtered) == framed, classes
+        # a crop (a part of the line scrolled off) is cut as Textual cuts it
+        lines.set_classes("card")
+        await pilot.pause()
+        crop = Region(3, 1, 20, 1)
+        from textual.widget import Widget
+
+        lines._styles_cache.clear()
+        want = [[(s.text, s.style) for s in strip] for strip in Widget.render_lines(lines, crop)]
+        assert _own_lines(lines, crop) == want
+
+
+async def test_a_frame_follows_a_theme_change():
+    app = Framed()
+    async with app.run_test(size=(60, 8)) as pilot:
+        lines = app.query_one(TextLines)
+        lines.set_classes("compact -selected")
+        lines.update(_card(62, 41))
+        await pilot.pause()
+        before = _own_lines(lines)
+        app.theme = "textual-light"
+        await pilot.pause()
+        after = _own_lines(lines)
+        assert after == _textual_lines(lines)
+        assert after != before
+
+
+def test_common_prefix_agrees_with_a_character_walk():
+    import random
+
+    from lltui.app.widgets.text_lines import _common_prefix
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        a = "".join(rng.choice("ab") for _ in range(rng.randint(0, 12)))
+        b = "".join(rng.choice("ab") for _ in range(rng.randint(0, 12)))
+        want = 0
+        while want < min(len(a), len(b)) and a[want] == b[want]:
+            want += 1
+        assert _common_prefix(a, b) == want, (a, b)
+
+
+def test_a_built_line_equals_the_appended_text():
+    from lltui.app.widgets.text_lines import TextBuilder
+
+    pieces = [
+        ("GPU0 ", Style(bold=True)),
+        ("RTX\x073090 ", None),  # a control code Text drops: the spans after it move
+        ("", Style(color="red")),
+        ("██▌", Style(color="#5fafff")),
+        (" 62/350W", Style()),  # a null style: no span, as Text.append
+        (" 41°C", Style(color="#87d787")),
+    ]
+    for start in ("", "  "):
+        want = Text(start, no_wrap=True)
+        built = TextBuilder(start)
+        for piece, style in pieces:
+            want.append(piece, style)
+            built.append(piece, style)
+        got = built.build()
+        assert got == want and got.spans == want.spans and len(built) >= len(got)

@@ -13,7 +13,7 @@ around all the changed cells: a status line at the top and a number further down
 widget in between, and the screen behind them all, render its every line (cached strips, but
 each passed through the line filters and cut again), to keep only the changed lines. Here each
 widget renders only its lines from the first changed one to the last it has, and a widget with
-no changed line none (:data:`LINES_APPLIED`).
+no changed line, or hidden on them by the widgets in front, none (:data:`LINES_APPLIED`).
 """
 
 from __future__ import annotations
@@ -92,9 +92,16 @@ def render_lines(compositor: Any, crop: Any, lines: list[int]) -> list[dict[int,
             continue
         first = bisect_left(lines, y)
         last = bisect_left(lines, y + height)
-        if first == last:  # none of its rows changed
+        # its changed rows where a widget in front has not already given every cell
+        # (the containers behind the cards give none)
+        wanted = [
+            line_y
+            for line_y in lines[first:last]
+            if any(chops[line_y][cut] is None for cut in cuts[line_y] if x <= cut < x + width)
+        ]
+        if not wanted:
             continue
-        top, bottom = lines[first], lines[last - 1] + 1
+        top, bottom = wanted[0], wanted[-1] + 1
         strips = widget.render_lines(Region(x - region.x, top - region.y, width, bottom - top))
         for line_y, strip in zip(range(top, bottom), strips, strict=False):
             if line_y not in rendered:

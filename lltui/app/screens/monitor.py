@@ -21,12 +21,12 @@ from lltui.app.widgets.gpu_card import (
     CardStyles,
     CardView,
     GpuCard,
-    TextLines,
     compact_name_width,
 )
 from lltui.app.widgets.process_table import ProcessPane, ProcessTable
 from lltui.app.widgets.status import Banner, StatusBar, show_header
-from lltui.core.monitor.alerts import CRITICAL, WARNING, Alert
+from lltui.app.widgets.text_lines import TextLines
+from lltui.core.monitor.alerts import CRITICAL, Alert
 from lltui.core.monitor.balance import Imbalance, imbalances
 from lltui.core.monitor.models import RigSample
 from lltui.core.units import (
@@ -445,12 +445,9 @@ class MonitorScreen(LltuiScreen):
                 card.set_class(layout.compact, "-compact")
                 self._cards[g.info.uuid] = card
                 grid.mount(card)
-            card.set_class(g.lost, "-lost")
-            card.set_class(pos == selected, "-selected")
-            card.set_class(stale, "-stale")
-            severity = marked.get(g.info.uuid)
-            card.set_class(severity == WARNING, "-alert-warning")
-            card.set_class(severity == CRITICAL, "-alert-critical")
+            card.mark(
+                lost=g.lost, selected=pos == selected, stale=stale, alert=marked.get(g.info.uuid)
+            )
             view = CardView(
                 sample=g,
                 styles=styles,
@@ -484,4 +481,4 @@ class MonitorScreen(LltuiScreen):
         self.query_one(StatusBar).show(model, busy_for, self.prefs.window_s)
         stale = model.stale(busy_for)
         for card in self._cards.values():
-            card.set_class(stale, "-stale")
+            card.mark_stale(stale)

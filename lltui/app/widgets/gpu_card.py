@@ -7,22 +7,17 @@ tick, and a card that is off screen or shows what it already shows is not rebuil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
-from rich.cells import cell_len
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
-from textual.geometry import Region, Size
+from textual.geometry import Region
 from textual.message import Message
-from textual.strip import Strip
-from textual.style import Style as VisualStyle
-from textual.visual import Visual, visualize
-from textual.widget import Widget
 
 from lltui.app.monitor_layout import CARD_LINES
+from lltui.app.widgets.text_lines import TextBuilder, TextLines
+from lltui.core.monitor.alerts import CRITICAL, WARNING
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import GpuSample
 from lltui.core.monitor.throttle import SLOWDOWNS
@@ -39,7 +34,6 @@ COMPACT_NAME_WIDE = 16
 COMPACT_NAME_NARROW = 9
 NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ")
 # one letter per slowdown for the narrowest compact line, a word where there is room
-PLACED_MAX = 4096  # styles at places a card keeps (a few hundred in use)
 THROTTLE_SHORT = {
     "power cap": ("P", "pwr cap"),
     "power brake": ("B", "pwr brake"),
@@ -146,7 +140,9 @@ def short_name(name: str, width: int) -> str:
     return first if len(first) <= width else ""
 
 
-def _bar(text: Text, fraction: float | None, width: int, style: Style, styles: CardStyles) -> None:
+def _bar(
+    text: Text | TextBuilder, fraction: float | None, width: int, style: Style, styles: CardStyles
+) -> None:
     filled = bar(fraction, width, empty=" ").rstrip(" ")
     text.append(filled, style)
     text.append(" " * (width - len(filled)), styles.empty)
@@ -361,17 +357,17 @@ def compact_lines(
     wide = width >= COMPACT_WIDE
     info = g.info
     index = f"GPU{info.index}".ljust(3 + index_width) if wide else f"{info.index:>{index_width}}"
-    text = Text(no_wrap=True)
+    text = TextBuilder()
     text.append(index, styles.reverse_bold if selected else styles.bold)
     if g.lost:
         text.append(f" {short_name(info.name, name_width)} ")
         text.append("LOST", styles.error_bold)
         text.append(f" {g.error or 'the GPU fell off the bus'}")
         if lines > 1:  # the same height as the others, so the rows below stay put
-            below = Text(" " * (len(index) + 1), no_wrap=True)
+            below = TextBuilder(" " * (len(index) + 1))
             below.append("other GPUs keep updating", styles.muted)
-            return [text, below]
-        return [text]
+            return [text.build(), below.build()]
+        return [text.build()]
     total = info.memory_total
     used = g.memory_used
     frac = used / total if used is not None and total else None
@@ -407,10 +403,10 @@ def compact_lines(
         text.append(flag, styles.hot_bold)
     if lines > 1:
         indent = len(index) + 1
-        below = Text(" " * indent, no_wrap=True)
-        below.append_text(_compact_second_line(g, styles, wide, width - indent))
-        return [text, below]
-    return [text]
+        below = TextBuilder(" " * indent)
+        _compact_second_line(below, g, styles, wide, width)
+        return [text.build(), below.build()]
+    return [text.build()]
 
 
 def render_compact(
@@ -437,9 +433,12 @@ def render_compact(
     )
 
 
-def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: int) -> Text:
+def _compact_second_line(
+    text: TextBuilder, g: GpuSample, styles: CardStyles, wide: bool, width: int
+) -> None:
     """Clocks, throttling, links, fan and P-state: what a card shows that one line has no
-    room for, as much of it as fits ``width`` (whole items, none cut)."""
+    room for, added to ``text`` (its indent) as much of it as fits ``width`` (whole items,
+    none cut)."""
     info = g.info
     sm = f"SM {_num(g.sm_clock_mhz)}"
     items: list[tuple[str, Style]] = [
@@ -461,14 +460,13 @@ def _compact_second_line(g: GpuSample, styles: CardStyles, wide: bool, width: in
         items.append((f"fan {_num(g.fan_pct)}%", styles.muted))
     if g.pstate is not None:
         items.append((f"P{g.pstate}", styles.muted))
-    text = Text()
+    indent = len(text)
     for item, style in items:
-        gap = "  " if text else ""
+        gap = "  " if len(text) > indent else ""
         if len(text) + len(gap) + len(item) > width:
             continue  # a later, shorter item may still fit
         text.append(gap)
         text.append(item, style)
-    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,149 +484,6 @@ class CardView:
     name_width: int = COMPACT_NAME_WIDE
     index_width: int = 2  # digits of the highest GPU index
     lines: int = 1
-
-
-class TextLines(Widget):
-    """Rich ``Text`` drawn line by line (Textual's line API) from strips kept per line:
-    new text re-renders only the lines that changed and repaints only the columns that
-    did, so a live number that moves costs a few cells, not the widget's every line. What
-    it draws is what a ``Static`` with ``text-wrap: nowrap`` would."""
-
-    DEFAULT_CSS = """
-    TextLines { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._text: Text | str | None = None
-        self._lines: list[Text | str] = []
-        # strips per line, for one base style and width; None: not rendered yet
-        self._strips: list[Strip | None] = []
-        self._strip_key: tuple[VisualStyle, int] | None = None
-        self._span_styles: dict[object, VisualStyle] = {}
-        # the rich style of a span at a place: Textual marks each with its offset
-        self._placed: dict[tuple[object, int, int], Style] = {}
-
-    def render(self) -> Text | str:
-        if self._text is None:  # given as lines: joined only when asked
-            self._text = Text("\n", no_wrap=True).join(
-                line if isinstance(line, Text) else Text(line) for line in self._lines
-            )
-        return self._text
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(1, len(self._lines))
-
-    def update(self, text: Text | str) -> None:
-        """Show ``text`` (a ``str`` is Textual markup), if it differs from what is shown."""
-        if self._text is not None and text == self._text:
-            return
-        lines: list[Text | str] = []
-        lines += text.split("\n") if isinstance(text, str) else text.split("\n", allow_blank=True)
-        self._take(lines)
-        self._text = text
-
-    def update_lines(self, lines: list[Text]) -> None:
-        """Show these lines, if they differ from what is shown."""
-        if lines != self._lines:
-            self._take(list(lines))
-
-    def _take(self, lines: list[Text | str]) -> None:
-        """Show ``lines``: repaint the columns of the lines that changed; a relayout only
-        when the number of lines changed."""
-        old = self._lines
-        self._text = None
-        self._lines = lines
-        if len(lines) != len(old) or self.size.height == 0:
-            self._strips = [None] * len(lines)
-            self.refresh(layout=True)
-            return
-        width = self.size.width
-        regions = []
-        for y, (was, now) in enumerate(zip(old, lines, strict=True)):
-            if was == now:
-                continue
-            self._strips[y] = None
-            if isinstance(was, str) or isinstance(now, str) or _wide(was) or _wide(now):
-                start, end = 0, width  # markup, or cells that are not one per character
-            else:
-                start, end = _changed_columns(was, now)
-            if end > width or max(len(was), len(now)) > width:
-                start, end = 0, width  # an ellipsis moves with the length
-            if end > start:
-                regions.append(Region(start, y, end - start, 1))
-        if regions:
-            self.refresh(*regions)
-
-    def render_line(self, y: int) -> Strip:
-        # what Widget.render_line would re-render from; these lines are kept here instead,
-        # so the regions marked by refresh(region) are only dropped, not gathered forever
-        self._dirty_regions.clear()
-        width = self.size.width
-        base = self.visual_style
-        if self._strip_key != (base, width) or len(self._strips) != len(self._lines):
-            self._strip_key = (base, width)
-            self._strips = [None] * len(self._lines)
-            self._span_styles = {}
-            self._placed = {}
-        if not 0 <= y < len(self._lines):
-            return Strip.blank(width, base.rich_style)
-        strip = self._strips[y]
-        if strip is None:
-            strip = self._strips[y] = self._line_strip(self._lines[y], y, width, base)
-        return strip
-
-    def _line_strip(self, line: Text | str, y: int, width: int, base: VisualStyle) -> Strip:
-        """One line as Textual would draw it (``Content.to_strip``), built straight from
-        the line's spans; lines this does not cover go through Textual itself."""
-        if isinstance(line, str):
-            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
-            return strips[0] if strips else Strip.blank(0)
-        plain = line.plain
-        spans = sorted(line.spans, key=lambda s: s.start)
-        fast = (
-            not line.style
-            and len(plain) <= width
-            and cell_len(plain) == len(plain)
-            and self.text_selection is None
-            and all(a.end <= b.start for a, b in pairwise(spans))
-            and all(s.start < s.end and not isinstance(s.style, str) for s in spans)
-        )
-        if not fast:
-            strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
-            return strips[0] if strips else Strip.blank(0)
-        segments = []
-        pos = 0
-        for span in spans:
-            if span.start > pos:  # unstyled text up to this span
-                segments.append(Segment(plain[pos : span.start], self._placed_style(None, pos, y)))
-            segments.append(
-                Segment(plain[span.start : span.end], self._placed_style(span.style, span.start, y))
-            )
-            pos = span.end
-        if pos < len(plain):
-            segments.append(Segment(plain[pos:], self._placed_style(None, pos, y)))
-        return Strip(segments, len(plain))
-
-    def _placed_style(self, rich: object, x: int, y: int) -> Style:
-        """The rich style of a span (None: no span) at ``x, y``: Textual marks each with
-        its offset; kept, as the same spans come back at the same places tick after tick."""
-        key = (rich, x, y)
-        placed = self._placed.get(key)
-        if placed is None:
-            if len(self._placed) > PLACED_MAX:
-                self._placed.clear()
-            base = self.visual_style
-            placed = self._placed[key] = self._span_style(rich, base).rich_style_with_offset(x, y)
-        return placed
-
-    def _span_style(self, rich: object, base: VisualStyle) -> VisualStyle:
-        """What Textual draws a span of this rich style (None: no span) in, on ``base``."""
-        style = self._span_styles.get(rich)
-        if style is None:
-            own = [] if rich is None else [VisualStyle.from_rich_style(rich, self.app.ansi_theme)]  # type: ignore[arg-type]
-            style = self._span_styles[rich] = base + VisualStyle.combine([base, *own])
-        return style
 
 
 class GpuCard(TextLines):
@@ -650,6 +505,7 @@ class GpuCard(TextLines):
         self._history: RigHistory | None = None
         self._dirty = False
         self.renders = 0  # content builds, for tests and the bench
+        self._marks: tuple[bool, bool, bool, str | None] | None = None
 
     class Clicked(Message):
         """A card was clicked: the monitor selects its GPU (or opens its detail)."""
@@ -660,6 +516,24 @@ class GpuCard(TextLines):
 
     def on_click(self) -> None:
         self.post_message(self.Clicked(self.uuid))
+
+    def mark(self, *, lost: bool, selected: bool, stale: bool, alert: str | None) -> None:
+        """Set the classes that mark the card: lost, selected, stale and its worst alert's
+        severity (``warning``, ``critical`` or None); only those that changed are set (a
+        class set costs a walk of the styles, every card every tick)."""
+        marks = (lost, selected, stale, alert)
+        if marks == self._marks:
+            return
+        self._marks = marks
+        self.set_class(lost, "-lost")
+        self.set_class(selected, "-selected")
+        self.set_class(stale, "-stale")
+        self.set_class(alert == WARNING, "-alert-warning")
+        self.set_class(alert == CRITICAL, "-alert-critical")
+
+    def mark_stale(self, stale: bool) -> None:
+        lost, selected, _stale, alert = self._marks or (False, False, False, None)
+        self.mark(lost=lost, selected=selected, stale=stale, alert=alert)
 
     def show(self, view: CardView, history: RigHistory, window: Region | None = None) -> None:
         """Take what to show; build it now if the card is inside ``window`` (the visible
@@ -711,32 +585,3 @@ class GpuCard(TextLines):
         self.renders += 1
         self.update_lines(lines)
         return True
-
-
-def _wide(text: Text) -> bool:
-    """Whether a line has characters that take other than one cell."""
-    plain = text.plain
-    return not plain.isascii() and cell_len(plain) != len(plain)
-
-
-def _changed_columns(old: Text, new: Text) -> tuple[int, int]:
-    """The columns ``[start, end)`` in which two one-line texts of single-width cells
-    differ, in characters or in styles."""
-    a, b = old.plain, new.plain
-    n = min(len(a), len(b))
-    start = 0
-    while start < n and a[start] == b[start]:
-        start += 1
-    if len(a) == len(b):
-        end = len(a)
-        while end > start and a[end - 1] == b[end - 1]:
-            end -= 1
-    else:  # what follows a change of length moves: all of it
-        end = max(len(a), len(b))
-    if old.style != new.style:
-        return 0, max(len(a), len(b))
-    for span in set(old.spans) ^ set(new.spans):
-        if span.end > span.start:
-            start = min(start, span.start)
-            end = max(end, span.end)
-    return start, end
