@@ -207,3 +207,16 @@ def test_a_built_line_equals_the_appended_text():
             built.append(piece, style)
         got = built.build()
         assert got == want and got.spans == want.spans and len(built) >= len(got)
+
+
+def test_the_characters_taken_for_one_cell_take_one():
+    """Lines of these are not measured (rich would keep each in its cache): each must be
+    one cell as rich measures it, and anything else is measured."""
+    from rich.cells import cell_len
+
+    from lltui.app.widgets.text_lines import _ONE_CELL, _wide
+
+    assert all(cell_len(c) == 1 for c in _ONE_CELL)
+    assert not _wide("GPU0 ██▌ 41°C ↓3.2 MiB/s ↑1 ● live …")
+    assert _wide("GPU0 日本")  # two cells each
+    assert _wide("Tesla V100 e\u0301")  # a combining accent: none

@@ -165,7 +165,7 @@ class TextLines(Widget):
                 lines[y] = was  # the line drawn from it stays (kept by the line)
                 continue
             self._strips[y] = None
-            if isinstance(was, str) or isinstance(now, str) or _wide(was) or _wide(now):
+            if isinstance(was, str) or isinstance(now, str) or _wide(was.plain) or _wide(now.plain):
                 start, end = 0, width  # markup, or cells that are not one per character
             else:
                 start, end = _changed_columns(was, now)
@@ -388,7 +388,7 @@ class TextLines(Widget):
         fast = (
             not line.style
             and len(plain) <= width
-            and (plain.isascii() or cell_len(plain) == len(plain))
+            and not _wide(plain)
             and self.text_selection is None
             and all(a.end <= b.start for a, b in pairwise(spans))
             and all(s.start < s.end and not isinstance(s.style, str) for s in spans)
@@ -427,10 +427,27 @@ class TextLines(Widget):
         return style
 
 
-def _wide(text: Text) -> bool:
-    """Whether a line has characters that take other than one cell."""
-    plain = text.plain
-    return not plain.isascii() and cell_len(plain) != len(plain)
+def _wide(plain: str) -> bool:
+    """Whether a line has characters that take other than one cell. The characters the
+    monitor draws (box elements, bars, arrows, degrees) are known to take one; only others
+    are measured (rich keeps every string it measures: a monitor's lines, new every tick,
+    would fill its cache)."""
+    if plain.isascii() or _ONE_CELL.issuperset(plain):
+        return False
+    return cell_len(plain) != len(plain)
+
+
+# the characters lltui draws besides ASCII and Latin-1 (bars, sparks, arrows, marks): each
+# takes one cell (a test asks rich); the monitor's lines are measured only past these
+DRAWN_MARKS = "“”•…↑↓≈▁▂▃▄▅▆▇█▉▊▋▌▍▎▏░■▲▶▼●◐★☆✓✔✖✗"
+
+
+def _one_cell_chars() -> frozenset[str]:
+    latin = [chr(c) for c in (*range(0x20, 0x7F), *range(0xA0, 0x100)) if c != 0xAD]
+    return frozenset([*latin, *DRAWN_MARKS])
+
+
+_ONE_CELL = _one_cell_chars()
 
 
 def _changed_columns(old: Text, new: Text) -> tuple[int, int]:
