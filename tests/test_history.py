@@ -1,5 +1,7 @@
 """The app model's history: windows by time, trimmed by age, energy since start."""
 
+from dataclasses import replace
+
 import pytest
 
 from lltui.core.monitor.balance import imbalances
@@ -105,3 +107,52 @@ def test_the_monitor_line_shows_the_servers_balance_and_who_else_is_there():
     assert narrow.endswith("+2 others") and len(narrow) <= 78
     wide = render_rig_line(sample, model, styles, 160).plain.splitlines()[-1]
     assert "beside: train.py 36.0 GiB on GPU 0 +1 more" in wide
+
+
+def test_float_ring_behaves_as_a_bounded_deque_of_floats():
+    """Appends past the bound drop the oldest, pops from the front, compactions between:
+    the ring holds what a deque(maxlen) would, None as a missing reading."""
+    import math
+    import random
+    from collections import deque
+
+    from lltui.core.monitor.history import FloatRing
+
+    rng = random.Random(3)
+    ring, model = FloatRing(100), deque(maxlen=100)
+    for step in range(5000):
+        if model and rng.random() < 0.45:
+            ring.popleft()
+            model.popleft()
+        else:
+            value = None if step % 17 == 0 else float(step)
+            ring.append(value)
+            model.append(value)
+        assert len(ring) == len(model)
+        if model:
+            got = list(ring.tail(len(ring)))
+            assert [g if not math.isnan(g) else None for g in got] == list(model)
+            assert [g if not math.isnan(g) else None for g in ring.tail(3)] == list(model)[-3:]
+    times = FloatRing(50)
+    for t in range(80):
+        times.append(float(t))
+    assert times.count_since(70.0) == 10 and times.count_since(-1.0) == 50
+    assert times.first() == 30.0 and times.last() == 79.0
+
+
+def test_an_hour_of_history_holds_each_reading_in_a_few_bytes():
+    import tracemalloc
+
+    source = SimSource("8xh100-sxm", seed=0, clock=StepClock(), start=0.0)
+    source.open()
+    samples = [source.poll() for _ in range(10)]
+    history = RigHistory(14400, max_age_s=3600)
+    tracemalloc.start()
+    try:
+        for i in range(3600):
+            history.append(replace(samples[i % 10], t=float(i)))
+        used, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    readings = 3600 * 8 * 6  # times and five metrics per GPU
+    assert used / readings < 16  # 8 bytes a float, and the array's slack; a deque took ~32
