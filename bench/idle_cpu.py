@@ -2,6 +2,7 @@
 with 8 and 16 GPUs, refreshing every second, each in a pseudo-terminal of the same size.
 
     .venv/bin/python bench/idle_cpu.py [--seconds 20] [--warmup 4] [--gpus 8 16] [--size 120x40]
+                                       [--rounds N] [--before ROOT]
 
 nvitop is the baseline: installed with pip into a virtual environment of this bench (under
 $XDG_CACHE_HOME/lltui-bench, or --nvitop-python PYTHON to use one at hand). Each tool runs
@@ -26,6 +27,7 @@ import fcntl
 import os
 import select
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -97,6 +99,20 @@ class Measured:
     bytes_per_s: float  # written to the terminal
     rss_mib: float  # resident memory at the end of the measurement
     alive: bool  # still running at the end (a crash would read as idle)
+
+
+def median_of(runs: list[Measured]) -> Measured:
+    """Each figure's median over the runs of one tool (a run that exited counts as not
+    measured)."""
+    alive = [m for m in runs if m.alive]
+    if not alive:
+        return runs[-1]
+    return Measured(
+        statistics.median(m.cpu_pct for m in alive),
+        statistics.median(m.bytes_per_s for m in alive),
+        statistics.median(m.rss_mib for m in alive),
+        len(alive) == len(runs),
+    )
 
 
 def nvitop_python(cache: Path) -> str:
@@ -194,6 +210,13 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--gpus", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--size", default="120x40")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the tools in turn this many times and print each one's median (a shared "
+        "machine's CPU time varies by a third between runs of the same code)",
+    )
     parser.add_argument("--nvitop-python", default=None)
     parser.add_argument(
         "--before",
@@ -227,21 +250,26 @@ def main() -> int:
     roots = {"before": str(Path(args.before).resolve())} if args.before else {}
     print(
         f"{args.seconds:.0f} s each after {args.warmup:.0f} s warm-up, {cols}x{rows}, 1 s interval"
+        + (f", medians of {args.rounds} rounds run in turn" if args.rounds > 1 else "")
     )
     for n in args.gpus:
         env["FAKE_NVML_GPUS"] = str(n)
-        got = {}
-        for name, argv in tools.items():
-            tool_env = dict(env)
-            if name in roots:  # the other checkout's lltui first on the path
-                tool_env["PYTHONPATH"] = os.pathsep.join([roots[name], env["PYTHONPATH"]])
-            got[name] = run_in_pty(
-                [*argv, str(n)] if name == "floor" else argv,
-                tool_env,
-                (cols, rows),
-                args.warmup,
-                args.seconds,
-            )
+        runs: dict[str, list[Measured]] = {name: [] for name in tools}
+        for _round in range(max(1, args.rounds)):
+            for name, argv in tools.items():
+                tool_env = dict(env)
+                if name in roots:  # the other checkout's lltui first on the path
+                    tool_env["PYTHONPATH"] = os.pathsep.join([roots[name], env["PYTHONPATH"]])
+                runs[name].append(
+                    run_in_pty(
+                        [*argv, str(n)] if name == "floor" else argv,
+                        tool_env,
+                        (cols, rows),
+                        args.warmup,
+                        args.seconds,
+                    )
+                )
+        got = {name: median_of(measured) for name, measured in runs.items()}
         for name, m in got.items():
             state = "" if m.alive else "  (EXITED: not measured)"
             print(
@@ -253,13 +281,13 @@ def main() -> int:
         floor_ratio = got["floor"].cpu_pct / got["nvitop"].cpu_pct
         print(f"{n:>2} GPUs  ratio lltui/nvitop CPU {ratio:.2f} (goal <= 0.5)")
         print(f"{n:>2} GPUs  ratio Textual floor/nvitop CPU {floor_ratio:.2f}")
-        floor = got["floor"]
+        base = got["floor"]
         for name in [k for k in ("before", "lltui") if k in got]:
             m = got[name]
             print(
-                f"{n:>2} GPUs  {name}/floor: CPU {m.cpu_pct / floor.cpu_pct:.2f} (goal <= 1.3),"
-                f" terminal bytes {m.bytes_per_s / max(floor.bytes_per_s, 1):.2f} (goal <= 2),"
-                f" RSS +{m.rss_mib - floor.rss_mib:.1f} MiB (goal <= 8)"
+                f"{n:>2} GPUs  {name}/floor: CPU {m.cpu_pct / base.cpu_pct:.2f} (goal <= 1.3),"
+                f" terminal bytes {m.bytes_per_s / max(base.bytes_per_s, 1):.2f} (goal <= 2),"
+                f" RSS +{m.rss_mib - base.rss_mib:.1f} MiB (goal <= 8)"
             )
     return 0
 
