@@ -354,10 +354,14 @@ class LltuiApp(App[int]):
     def _refresh_status(self) -> None:
         if not self.is_running:  # the timer can fire while the screens are being closed
             return
+        busy_for = self.busy_for()
+        age = self.model.age()
+        if busy_for is None and age is not None and age < self.model.interval:
+            return  # a sample came within the interval: its status line is the one drawn
         screen = self.screen
         if isinstance(screen, ModelView) and screen.is_mounted:
             with self.model.lock:
-                screen.refresh_status(self.model, self.busy_for())
+                screen.refresh_status(self.model, busy_for)
 
     @property
     def fleet(self) -> Fleet | None:

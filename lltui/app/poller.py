@@ -66,9 +66,13 @@ class Poller:
             self.in_flight_since = self._clock()
             try:
                 sample = self.source.poll()
+                # done before the sample is handed over: the view it is drawn in must not
+                # see this poll as still running (a hang just ended would read as stale)
+                self.in_flight_since = None
                 if not self._stopped.is_set():
                     self._on_sample(sample, time.monotonic() - started)
             except Exception as exc:  # a source bug or a dead remote: report, keep polling
+                self.in_flight_since = None
                 if not self._stopped.is_set():
                     self._on_error(error_text(exc))
             finally:

@@ -21,8 +21,10 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Span, Text
 from textual.color import Color
+from textual.dom import NoScreen
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Size
+from textual.messages import Update
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
@@ -174,7 +176,22 @@ class TextLines(Widget):
             if end > start:
                 regions.append(Region(start, y, end - start, 1))
         if regions:
+            self._repaint(regions)
+
+    def _repaint(self, regions: list[Region]) -> None:
+        """Repaint ``regions``: what ``refresh(*regions)`` does for a repaint, with the
+        screen told here, where ``refresh`` wakes this widget's message loop to tell it (a
+        hop for each widget each tick)."""
+        if not (self.is_mounted and self.display and self._parent is not None):
             self.refresh(*regions)
+            return
+        try:
+            screen = self.screen
+        except NoScreen:
+            return
+        self._set_dirty(*regions)
+        self.clear_cached_dimensions()
+        screen.post_message(Update(self))
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
