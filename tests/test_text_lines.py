@@ -220,3 +220,26 @@ def test_the_characters_taken_for_one_cell_take_one():
     assert not _wide("GPU0 ██▌ 41°C ↓3.2 MiB/s ↑1 ● live …")
     assert _wide("GPU0 日本")  # two cells each
     assert _wide("Tesla V100 e\u0301")  # a combining accent: none
+
+
+async def test_a_text_selection_is_drawn_and_cleared():
+    """Selecting text with the mouse highlights it in the lines (they are kept per line: a
+    selection drops them) and clearing it draws them as before."""
+    from textual.geometry import Offset
+    from textual.selection import Selection
+
+    app = Pair()
+    async with app.run_test(size=(60, 8)) as pilot:
+        app.show(_card(62, 41))
+        await pilot.pause()
+        lines, static = app.query_one(TextLines), app.query_one(Static)
+        plain = _cells(lines)
+        selection = Selection(Offset(0, 0), Offset(4, 1))
+        app.screen.selections = {lines: selection, static: selection}
+        await pilot.pause()
+        selected = _cells(lines)
+        assert selected != plain
+        assert selected == _cells(static)  # as Textual draws it
+        app.screen.selections = {}
+        await pilot.pause()
+        assert _cells(lines) == plain

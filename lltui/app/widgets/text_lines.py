@@ -390,6 +390,10 @@ class TextLines(Widget):
             segments = self._segments(line, width, lambda rich, x: self._placed_style(rich, x, y))
             if segments is not None:
                 return Strip(segments, len(line))
+        if self.text_selection is not None:  # its offsets are the whole text's: drawn whole
+            height = len(self._lines)
+            strips = Visual.to_strips(self, visualize(self, self.render()), width, height, base)
+            return strips[y] if y < len(strips) else Strip.blank(width)
         strips = Visual.to_strips(self, visualize(self, line), width, 1, base)
         return strips[0] if strips else Strip.blank(0)
 
