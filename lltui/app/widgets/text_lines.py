@@ -182,12 +182,13 @@ class TextLines(Widget):
         """Repaint ``regions``: what ``refresh(*regions)`` does for a repaint, with the
         screen told here, where ``refresh`` wakes this widget's message loop to tell it (a
         hop for each widget each tick)."""
-        if not (self.is_mounted and self.display and self._parent is not None):
+        if not (self.is_mounted and self.display and self._parent is not None) or self._closing:
             self.refresh(*regions)
             return
         try:
             screen = self.screen
         except NoScreen:
+            self.refresh(*regions)
             return
         self._set_dirty(*regions)
         self.clear_cached_dimensions()
