@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
 import gguf_factory as gf  # noqa: E402
-from llama_fixture import llama_server, rpc_servers  # noqa: E402
+from llama_fixture import SERVER_ARGS, llama_server, rpc_servers  # noqa: E402
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate  # noqa: E402
 from lltui.core.gguf.reader import read_gguf  # noqa: E402
@@ -49,8 +49,6 @@ from lltui.core.llama.log import parse_log  # noqa: E402
 from lltui.core.memory.devices import DeviceSpec, rpc_device  # noqa: E402
 from lltui.core.units import MIB  # noqa: E402
 from lltui.sources.llama import build as llama_build  # noqa: E402
-
-FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what tests/llama_fixture.py starts servers with
 
 TINY_CONFIGS = [
     ["-c", "512", "-np", "1", "-fa", "on", "-lm", "mmap"],
@@ -204,7 +202,7 @@ def run_case(
             break
     res = estimate(
         read_gguf(model),
-        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        parse_llama_args([*SERVER_ARGS, *flags]),
         devices,
         FitOptions(search=False),
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from lltui.core.llama.log import LlamaLogSummary
 from lltui.sources.llama import build as llama_build
 
 START_TIMEOUT_S = 90.0
@@ -231,6 +232,33 @@ def _health_ok(run: Running) -> bool:
         return False
 
 
+# what every llama-server started here runs with besides its model and address: a fit of the
+# same command line is given these too
+SERVER_ARGS = ("-t", "1", "-c", "512")
+# a log's buffer lines by kind, as the tests compare them with a plan
+BUFFER_KINDS = ("model", "KV", "output", "compute", "RS")
+
+
+def logged_buffers(
+    summary: LlamaLogSummary, kinds: Sequence[str] = BUFFER_KINDS
+) -> dict[tuple[str, str], float]:
+    """The MiB of each (device, kind) buffer a log gave, for the kinds asked."""
+    fields = {
+        "model": "model_mib",
+        "KV": "kv_mib",
+        "output": "output_mib",
+        "compute": "compute_mib",
+        "RS": "rs_mib",
+    }
+    out = {}
+    for b in summary.buffers:
+        for kind in kinds:
+            mib = getattr(b, fields[kind])
+            if mib:
+                out[(b.name, kind)] = mib
+    return out
+
+
 @contextlib.contextmanager
 def llama_server(
     bins: llama_build.BuildResult,
@@ -251,10 +279,7 @@ def llama_server(
         "127.0.0.1",
         "--port",
         str(port),
-        "-t",
-        "1",
-        "-c",
-        "512",
+        *SERVER_ARGS,
         *extra,
     ]
     with running(argv, log_path, port, ready) as run:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server, rpc_servers
+from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -26,7 +26,6 @@ __all__ = ["llama_bins"]  # a session fixture used by name
 
 pytestmark = pytest.mark.slow
 
-FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 
 Q8_KV = ["-ctk", "q8_0", "-ctv", "q8_0"]  # (MLA models refuse a K type different from V's)
 ONE_DEVICE = {
@@ -68,20 +67,11 @@ def run(
             break
     res = estimate(
         read_gguf(model),
-        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        parse_llama_args([*SERVER_ARGS, *flags]),
         devices,
         FitOptions(search=False),
     )
     return summary, res
-
-
-def by_kind(summary: LlamaLogSummary) -> dict[tuple[str, str], float]:
-    out = {}
-    for b in summary.buffers:
-        for kind, mib in (("model", b.model_mib), ("KV", b.kv_mib), ("compute", b.compute_mib)):
-            if mib:
-                out[(b.name, kind)] = mib
-    return out
 
 
 def ours(res: FitResult) -> dict[tuple[str, str], float]:
@@ -96,7 +86,7 @@ def ours(res: FitResult) -> dict[tuple[str, str], float]:
 
 
 def check(summary: LlamaLogSummary, res: FitResult) -> None:
-    logged, est = by_kind(summary), ours(res)
+    logged, est = logged_buffers(summary, ("model", "KV", "compute")), ours(res)
     assert res.compute_exact, res.compute_note
     assert est == logged
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server, rpc_servers
+from llama_fixture import SERVER_ARGS, llama_bins, llama_server, rpc_servers
 
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -65,7 +65,6 @@ SPECS = {
     "deepseek3": gf.deepseek3_spec,  # deepseek2 arch, sigmoid routing, scaled weights, MTP
     "deepseek3-grouped": gf.deepseek3_grouped_spec,  # + expert groups (DeepSeek-V3 routing)
 }
-FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 SLOTS = {
     "np1": ["-np", "1"],
     "np4-split": ["-np", "4", "-no-kvu"],
@@ -99,7 +98,7 @@ def logged_and_planned(
     assert logged, f"no compute buffer line in the log:\n{summary.problems}"
     res = estimate(
         read_gguf(model),
-        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        parse_llama_args([*SERVER_ARGS, *flags]),
         devices,
         FitOptions(search=False),
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server, rpc_servers
+from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -33,7 +33,6 @@ ARCHS = ("llama", "qwen3", "gemma3", "qwen3moe")
 WEIGHT_TYPES = ("F16", "Q8_0", "Q4_K")
 COMPUTE_TOLERANCE = 0.10
 # the fixture starts every server with these; the estimate must see them too
-FIXTURE_ARGS = ["-t", "1", "-c", "512"]
 
 CONFIGS = {
     "small-ctx": ["-c", "512", "-np", "1", "-fa", "on", "-lm", "mmap"],
@@ -55,21 +54,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Pa
         path = root / f"{arch}-{wt}.gguf"
         gf.write_model(path, gf.SPECS[arch](), wt)
         out[(arch, wt)] = path
-    return out
-
-
-def logged_buffers(summary: LlamaLogSummary) -> dict[tuple[str, str], float]:
-    out = {}
-    for b in summary.buffers:
-        for kind, mib in (
-            ("model", b.model_mib),
-            ("KV", b.kv_mib),
-            ("output", b.output_mib),
-            ("compute", b.compute_mib),
-            ("RS", b.rs_mib),
-        ):
-            if mib:
-                out[(b.name, kind)] = mib
     return out
 
 
@@ -139,7 +123,7 @@ def run_and_compare(
     with llama_server(bins, model, log, flags) as server:
         summary = parse_log(server.log())
     assert summary.buffers, f"no buffer lines in the log:\n{summary.problems}"
-    settings = parse_llama_args([*FIXTURE_ARGS, *flags])
+    settings = parse_llama_args([*SERVER_ARGS, *flags])
     res = estimate(read_gguf(model), settings, devices, FitOptions(search=False))
     return mismatches(res, summary, check_compute=check_compute) + context_mismatches(res, summary)
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server, rpc_servers
+from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
-from lltui.core.llama.log import LlamaLogSummary, parse_log
+from lltui.core.llama.log import parse_log
 from lltui.core.memory.devices import rpc_device
 from lltui.core.memory.tensor_parallel import META, fold_meta
 from lltui.core.units import MIB
@@ -22,7 +22,6 @@ __all__ = ["llama_bins"]  # a session fixture used by name
 
 pytestmark = pytest.mark.slow
 
-FIXTURE_ARGS = ["-t", "1", "-c", "512"]  # what the fixture starts every server with
 
 SPECS = {
     "llama-gqa": gf.llama_spec(),  # 8 heads over 2 KV heads
@@ -54,15 +53,6 @@ def rpc_endpoints(llama_bins, tmp_path_factory):
         yield [f"127.0.0.1:{s.port}" for s in servers]
 
 
-def logged(summary: LlamaLogSummary) -> dict[tuple[str, str], float]:
-    out = {}
-    for b in summary.buffers:
-        for kind, mib in (("model", b.model_mib), ("KV", b.kv_mib), ("compute", b.compute_mib)):
-            if mib:
-                out[(b.name, kind)] = mib
-    return out
-
-
 def ours(res: FitResult) -> dict[tuple[str, str], float]:
     out: dict[tuple[str, str], float] = {}
     for name, kind, nbytes in fold_meta(res.buffers, res.meta_devices):
@@ -90,12 +80,12 @@ def test_meta_device_buffers_equal_the_log(llama_bins, rpc_endpoints, tmp_path, 
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
     res = estimate(
         read_gguf(path),
-        parse_llama_args([*FIXTURE_ARGS, *flags]),
+        parse_llama_args([*SERVER_ARGS, *flags]),
         devices,
         FitOptions(search=False),
     )
     assert res.meta_devices == tuple(d.name for d in devices)
     assert res.resolved.flash_attn
-    got, want = ours(res), logged(summary)
+    got, want = ours(res), logged_buffers(summary, ("model", "KV", "compute"))
     assert (META, "model") in want
     assert got == want

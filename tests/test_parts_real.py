@@ -19,12 +19,10 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server, rpc_servers
+from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
 from test_fit_real import (
-    FIXTURE_ARGS,
     context_mismatches,
     expected_buffers,
-    logged_buffers,
     mismatches,
     printed,
 )
@@ -78,7 +76,7 @@ def serve(bins, model: Path, flags: list[str], log: Path) -> str:
 
 
 def ours(model: Path, flags: list[str], devices=()) -> FitResult:
-    st = parse_llama_args([*FIXTURE_ARGS, *flags])
+    st = parse_llama_args([*SERVER_ARGS, *flags])
     extra = ExtraModels(
         draft=read_gguf(st.draft_model) if st.draft_model else None,
         mmproj=read_gguf(st.mmproj) if st.mmproj else None,
