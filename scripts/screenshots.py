@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 from lltui.app.app import create_app
 from lltui.config import Settings
@@ -53,9 +54,22 @@ async def shoot(stem: str, profile: str, size: tuple[int, int], theme: str, view
                 if not app.view_loading():
                     break
                 await asyncio.sleep(0.01)
-            await pilot.pause()
+            await settled(pilot)
         app.save_screenshot(filename=f"{stem}.svg", path=str(OUT))
     return OUT / f"{stem}.svg"
+
+
+async def settled(pilot: Any) -> None:
+    """Wait until two frames in a row are the same: a view that has just loaded may lay out
+    again (a scroll bar that comes or goes wraps its text at another width)."""
+    app = pilot.app
+    before = app.export_screenshot()
+    for _ in range(50):
+        await pilot.pause()
+        now = app.export_screenshot()
+        if now == before:
+            return
+        before = now
 
 
 # the fleet view: simulated hosts side by side, and one ssh host whose name does not resolve
