@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,8 @@ from lltui.paths import open_private, themes_dir
 from lltui.sources.gpu.base import GpuSource
 
 if TYPE_CHECKING:
+    from textual.driver import Driver
+
     from lltui.app.host import AppHost
     from lltui.app.state.launch import FormFlags
     from lltui.core.llama.args import LlamaArgs
@@ -127,6 +130,16 @@ class LltuiApp(App[int]):
         self._apply_theme()
 
     # -- setup ---------------------------------------------------------------------------
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's choice, with the Linux driver's input thread made to sleep while no key
+        comes (lltui/app/driver.py)."""
+        driver_class = super().get_driver_class()
+        if sys.platform == "win32":
+            return driver_class
+        from lltui.app.driver import quiet
+
+        return quiet(driver_class)
+
     def _new_model(self, info: RigInfo, interval: float, history: RigHistory) -> RigModel:
         """A model of the rig, its alerts on the config's thresholds (with the fleet's
         hosts, and the hooks run on each change)."""
