@@ -4,7 +4,7 @@ people run it in; the layout key; relayout on resize; cards drawn only when on s
 import itertools
 
 import pytest
-from app_helpers import feed, sim_app
+from app_helpers import feed, sim_app, wait_for
 
 from lltui.app.monitor_layout import PROCESS_RESERVE, plan_layout
 from lltui.app.widgets.gpu_card import GpuCard, short_name
@@ -231,3 +231,29 @@ async def test_the_status_line_fits_80_columns_with_the_history_label(profile):
         line = str(status.render())
         assert "\n" not in line and len(line) <= 78 and "19s/1m" in line
         assert status.outer_size.height == 1
+
+
+async def test_a_status_line_too_long_wraps_and_follows_the_width():
+    """The status line is drawn a line per row: a line longer than the width wraps there,
+    and a resize wraps it again in the same layout pass (the height right at once)."""
+    from rich.text import Text
+
+    from lltui.app.widgets.status import StatusBar
+
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")  # a view whose status line is not fitted to the width
+        await wait_for(lambda: app.screen.query_one(StatusBar).size.width > 0)
+        bar = app.screen.query_one(StatusBar)
+        words = " ".join(f"word{i:02d}" for i in range(20))  # 139 cells
+        bar.update(Text(words + "\nhint: short"))
+        await wait_for(lambda: bar.outer_size.height == 3)
+        rows = str(bar.render()).split("\n")
+        assert [len(r.rstrip()) <= 78 for r in rows] == [True] * 3
+        assert " ".join(r.strip() for r in rows[:2]) == words  # wrapped at a space
+        assert rows[2] == "hint: short" and str(bar.text) == words + "\nhint: short"
+        await pilot.resize_terminal(160, 24)
+        await wait_for(lambda: bar.outer_size.height == 2)
+        assert str(bar.render()) == words + "\nhint: short"
+        await pilot.resize_terminal(60, 24)
+        await wait_for(lambda: bar.outer_size.height == 4)

@@ -25,7 +25,7 @@ from lltui.sources.gpu.sim import SimSource, StepClock
 
 
 def status_text(app) -> str:
-    return str(app.screen.query_one(StatusBar).render())
+    return str(app.screen.query_one(StatusBar).text)
 
 
 def footer_text(app) -> str:

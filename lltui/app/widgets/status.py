@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Static
@@ -15,6 +15,7 @@ from textual.widgets import Static
 from lltui.app.model import RigModel
 from lltui.app.state.monitor import WINDOWS_S
 from lltui.app.widgets.gpu_card import theme_style
+from lltui.app.widgets.text_lines import TextLines
 from lltui.core.monitor.models import RigInfo
 from lltui.core.units import fmt_clock, fmt_duration
 
@@ -181,35 +182,65 @@ def show_header(
     screen.query_one(Banner).show(model.info)
 
 
-class StatusBar(Static):
+class StatusBar(TextLines):
     """``history``: say how much of the graph window the history fills and fit the line to
-    the width (the monitor); without it, the window alone on a line that may wrap."""
+    the width (the monitor); without it, the window alone on a line that may wrap. Drawn
+    line by line: the history's age changes a few cells of it each second at first."""
 
     def __init__(self, *, id: str | None = None, history: bool = False) -> None:
-        super().__init__("", id=id)
-        self._text: Text | None = None
+        super().__init__(id=id)
         self._history = history
         self._style_cache: StatusStyles | None = None
+        self._shown: tuple[Text | str, int] | None = None  # the text and the width it fits
 
     def show(self, model: RigModel, busy_for: float | None, window_s: float) -> None:
-        # the padding takes a column on each side
-        width = max(0, self.size.width - 2)
         text = render_status(
             model,
             busy_for,
-            width,
+            self._width(),
             history=self._history,
             styles=self._styles(),
             window_s=window_s,
         )
-        if text != self._text:  # each second between samples: skip repeats
-            # the history's age changes the first line each tick: a relayout only when the
-            # height may change (the first line wraps to other than the height it has, or
-            # there are lines below it: errors and hints, rare)
-            first, _, below = text.plain.partition("\n")
-            rows = -(-cell_len(first) // width) if width else 0
-            self._text = text
-            self.update(text, layout=not rows or bool(below) or rows != self.size.height)
+        self.update(text)
+
+    @property
+    def text(self) -> Text | str:
+        """What is shown, before it is wrapped to the width."""
+        return "" if self._shown is None else self._shown[0]
+
+    def update(self, text: Text | str) -> None:
+        """Show ``text`` with its long lines wrapped to the width (``Text``; markup as it
+        is): the lines are drawn one per row."""
+        width = self._width()
+        if (text, width) == self._shown:  # each second between samples: skip repeats
+            return
+        self._shown = (text, width)
+        if isinstance(text, str):
+            super().update(text)
+        else:
+            self.update_lines(self._wrapped(text, width))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # the layout asks for the height at a width: the lines are wrapped to it here, in
+        # the same pass (a relayout asked for from a resize handler would be one too late)
+        shown = self._shown
+        if shown is not None and shown[1] != width and isinstance(shown[0], Text):
+            self._shown = (shown[0], width)
+            self.replace_lines(self._wrapped(shown[0], width))
+        return super().get_content_height(container, viewport, width)
+
+    def _wrapped(self, text: Text, width: int) -> list[Text]:
+        lines: list[Text] = []
+        for line in text.split("\n", allow_blank=True):
+            if not width or line.cell_len <= width:
+                lines.append(line)
+            else:
+                lines.extend(line.wrap(self.app.console, width))
+        return lines
+
+    def _width(self) -> int:
+        return self.size.width  # the content's: the padding is outside it
 
     def _styles(self) -> StatusStyles:
         theme = self.app.theme

@@ -150,6 +150,14 @@ class TextLines(Widget):
         if lines != self._lines:
             self._take(list(lines))
 
+    def replace_lines(self, lines: list[Text]) -> None:
+        """Show these lines without asking for a relayout: for the layout itself, which asks
+        a widget's height at a width and may find its lines change with it."""
+        self._text = None
+        self._lines = list(lines)
+        self._strips = [None] * len(lines)
+        self.refresh()
+
     def _take(self, lines: list[Text | str]) -> None:
         """Show ``lines``: repaint the columns of the lines that changed; a relayout only
         when the number of lines changed."""
@@ -159,6 +167,10 @@ class TextLines(Widget):
         width, height = self.size
         if len(lines) != len(old) or height == 0:
             self._strips = [None] * len(lines)
+            if self._layout_required:
+                # a relayout asked for earlier is still pending, and a layout since may have
+                # cached this widget's height (keyed by this count): count this one too
+                self._layout_updates += 1
             self.refresh(layout=True)
             return
         regions = []
