@@ -507,3 +507,22 @@ def test_the_monitor_owns_its_keys_and_the_views_are_one_table():
     assert list(LltuiApp.MODES) == [v.mode for v in views.VIEWS]
     view_keys = [b for b in keys.view_bindings() if b.action.startswith("view(")]
     assert [b.key.split(",")[0] for b in view_keys] == [str(n) for n in range(1, 7)]
+
+
+async def test_the_status_line_goes_stale_by_itself_when_samples_stop():
+    """No timer wakes the app each second to redraw the status line: each sample arms one
+    redraw for when its data would be stale. A poll that hangs past it shows STALE with no
+    help; the next sample clears it."""
+    clock = StepClock(1000.0, step=0.0)
+    source = HangingSource()
+    app = sim_app(source=source, clock=clock, interval=0.25, start_polling=True)
+    async with app.run_test(size=(80, 24)):
+        await wait_for(lambda: app.samples_applied >= 1)
+        await wait_for(source.hanging.is_set)
+        assert app.model.stale_after() == 3.0  # STALE_MIN_S: more than 3 intervals of 0.25
+        clock.advance(10.0)  # the model's clock; the redraw comes 3 s after the sample
+        assert "STALE" not in text_of(app, "#status")
+        await wait_for(lambda: "STALE" in text_of(app, "#status"), timeout=10)
+        source.release.set()
+        await wait_for(lambda: app.samples_applied >= 2)
+        await wait_for(lambda: "STALE" not in text_of(app, "#status"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import threading
@@ -124,6 +125,7 @@ class LltuiApp(App[int]):
         # (model, settings) from the fit view, taken once by the launch view
         self.launch_prefill: tuple[str, LlamaArgs] | None = None
         self._composing = True  # until mounted: the first screen is composed then
+        self._status_due: asyncio.TimerHandle | None = None  # the status line's next redraw
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
         # chosen before the first frame, so the stylesheet is not worked out twice at startup
@@ -218,7 +220,7 @@ class LltuiApp(App[int]):
             self._fleet.on_update = self._host_updated
             if self._start_polling:
                 self._fleet.start()
-        self.set_interval(STATUS_REFRESH_S, self._refresh_status)
+        self._arm_status(STATUS_REFRESH_S)
 
     def _apply_theme(self) -> None:
         loaded = load_user_themes(themes_dir())
@@ -276,6 +278,8 @@ class LltuiApp(App[int]):
         return svg_path
 
     async def on_unmount(self) -> None:
+        if self._status_due is not None:
+            self._status_due.cancel()
         if self._launch is not None:
             self._launch.close()  # no llama-server of ours outlives lltui
         self.poller.stop()
@@ -332,6 +336,8 @@ class LltuiApp(App[int]):
 
     def on_sample_ready(self, message: SampleReady) -> None:
         self.render_model()
+        # the sample's status line stands until the data would be stale
+        self._arm_status(self.model.stale_after())
         if not self.heap_released:  # once the first sample is drawn: the start's garbage
             self.heap_released = True
             self.call_after_refresh(self._release_heap)
@@ -363,6 +369,23 @@ class LltuiApp(App[int]):
 
     def get_screen_stack_base(self) -> Screen[Any]:
         return self.screen_stack[0] if self.screen_stack else self.screen
+
+    def _arm_status(self, delay: float) -> None:
+        """Redraw the status line ``delay`` seconds from now, then every second, unless a
+        sample comes first (it arms this again). A handle on the loop, not a Textual timer:
+        a timer would wake the app every second to find a sample came (an idle tick's
+        cost), where this wakes it only when the data goes stale or no sample comes."""
+        if self._status_due is not None:
+            self._status_due.cancel()
+        self._status_due = asyncio.get_running_loop().call_later(delay, self._status_timeout)
+
+    def _status_timeout(self) -> None:
+        self._status_due = None
+        if not self.is_running:
+            return
+        self._refresh_status()
+        if not self.model.paused:  # paused: the pause key redraws it, and arms this again
+            self._arm_status(STATUS_REFRESH_S)
 
     def _refresh_status(self) -> None:
         if not self.is_running:  # the timer can fire while the screens are being closed
@@ -570,6 +593,8 @@ class LltuiApp(App[int]):
             self.poller.resume()
         self.refresh_bindings()  # the footer's key says Resume now, or Pause again
         self.render_model()
+        if not self.model.paused:
+            self._arm_status(self.model.stale_after())
 
     def key_description(self, binding: Binding) -> str:
         """What a key does now, as the footer and the key help say it: the pause key

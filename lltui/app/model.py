@@ -72,11 +72,15 @@ class RigModel:
             return None
         return self.clock() - self.received_at
 
+    def stale_after(self) -> float:
+        """Seconds without fresh data after which the data is stale."""
+        return max(STALE_MIN_S, STALE_FACTOR * self.interval)
+
     def stale(self, busy_for: float | None) -> bool:
         """No fresh data for several intervals, or a poll hanging that long."""
         if self.paused:
             return False
-        limit = max(STALE_MIN_S, STALE_FACTOR * self.interval)
+        limit = self.stale_after()
         if busy_for is not None and busy_for > limit:
             return True
         age = self.age()
