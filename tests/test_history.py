@@ -128,7 +128,7 @@ def test_float_ring_behaves_as_a_bounded_deque_of_floats():
             value = None if step % 17 == 0 else float(step)
             ring.append(value)
             model.append(value)
-        assert len(ring) == len(model)
+        assert len(ring) == len(model) and bool(ring) == bool(model)
         if model:
             got = list(ring.tail(len(ring)))
             assert [g if not math.isnan(g) else None for g in got] == list(model)

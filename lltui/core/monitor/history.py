@@ -32,9 +32,13 @@ class FloatRing:
     def __len__(self) -> int:
         return len(self._buf) - self._start
 
+    def __bool__(self) -> bool:
+        return len(self._buf) > self._start
+
     def append(self, value: float | None) -> None:
-        self._buf.append(math.nan if value is None else value)
-        if len(self) > self.maxlen:
+        buf = self._buf
+        buf.append(math.nan if value is None else value)
+        if len(buf) - self._start > self.maxlen:
             self.popleft()
 
     def popleft(self) -> None:
@@ -92,6 +96,9 @@ class RigHistory:
         self.xid_dropped = 0  # events the sources or this log had no room for
         self._t: dict[str, FloatRing] = {}
         self._series: dict[tuple[str, str], FloatRing] = {}
+        # per GPU, its times and its METRICS' rings in that order (the same rings as above:
+        # appending walks these, reading looks them up there)
+        self._gpu: dict[str, tuple[FloatRing, tuple[FloatRing, ...]]] = {}
         self.first: RigSample | None = None
         self.last: RigSample | None = None
         self._energy_start: dict[str, int] = {}
@@ -102,30 +109,39 @@ class RigHistory:
         if self.first is None:
             self.first = sample
         self.last = sample
+        t = sample.t
+        cutoff = None if self.max_age_s is None else t - self.max_age_s
         for g in sample.gpus:
             uuid = g.info.uuid
-            times = self._t.get(uuid)
-            if times is None:
-                times = self._t[uuid] = FloatRing(self.maxlen)
-            times.append(sample.t)
+            rings = self._gpu.get(uuid)
+            if rings is None:
+                rings = self._gpu[uuid] = self._new_gpu(uuid)
+            times, series = rings
+            times.append(t)
             old = 0
-            if self.max_age_s is not None:
-                while times and times.first() < sample.t - self.max_age_s:
+            if cutoff is not None:
+                while times and times.first() < cutoff:
                     times.popleft()
                     old += 1
-            for metric in METRICS:
-                key = (uuid, metric)
-                buf = self._series.get(key)
-                if buf is None:
-                    buf = self._series[key] = FloatRing(self.maxlen)
-                value = None if g.lost else getattr(g, metric)
+            lost = g.lost
+            for metric, buf in zip(METRICS, series, strict=True):
+                value = None if lost else getattr(g, metric)
                 buf.append(None if value is None else float(value))
-                for _ in range(min(old, len(buf) - len(times))):
-                    buf.popleft()
+                if old:
+                    for _ in range(min(old, len(buf) - len(times))):
+                        buf.popleft()
             if g.energy_mj is not None and uuid not in self._energy_start:
                 self._energy_start[uuid] = g.energy_mj
             self._keep_xids(uuid, g.xid_events, g.xid_dropped)
         self._keep_processes(sample)
+
+    def _new_gpu(self, uuid: str) -> tuple[FloatRing, tuple[FloatRing, ...]]:
+        times = self._t[uuid] = FloatRing(self.maxlen)
+        series = []
+        for metric in METRICS:
+            buf = self._series[(uuid, metric)] = FloatRing(self.maxlen)
+            series.append(buf)
+        return times, tuple(series)
 
     def _keep_processes(self, sample: RigSample) -> None:
         """Each process's readings this tick (summed or averaged over its GPUs)."""
