@@ -48,20 +48,26 @@ import fake_pynvml as fp
 fake = fp.FakeNvml(fp.make_gpus(int(os.environ["FAKE_NVML_GPUS"])))
 sys.modules["pynvml"] = fp.add_peer_symbols(fake)
 
-def wander():
-    tick = 0
-    while True:
-        time.sleep(1.0)
-        tick += 1
-        for i, g in enumerate(fake.gpus):
-            step = (tick + i) % 4
-            g.power_mw = 60_000 + 1_500 * step
-            g.temp_c = 40 + step // 2
-            g.util_gpu = step
-            g.sm_clock = 1_400 + 15 * step
-            g.energy_mj = (g.energy_mj or 0) + 60_000
+# a GPU whose readings step every second, worked out when read: a thread of the bench's
+# own moving them would be counted as the monitor's CPU
+START = time.monotonic()
 
-threading.Thread(target=wander, daemon=True).start()
+def wandering(reading):
+    def get(gpu):
+        tick = int(time.monotonic() - START)
+        return reading((tick + gpu.wander_offset) % 4, tick)
+    return property(get)
+
+class Wandering(fp.FakeGpu):
+    power_mw = wandering(lambda step, tick: 60_000 + 1_500 * step)
+    temp_c = wandering(lambda step, tick: 40 + step // 2)
+    util_gpu = wandering(lambda step, tick: step)
+    sm_clock = wandering(lambda step, tick: 1_400 + 15 * step)
+    energy_mj = wandering(lambda step, tick: 1_000_000 + 60_000 * tick)
+
+for i, g in enumerate(fake.gpus):
+    g.wander_offset = i
+    g.__class__ = Wandering
 module = sys.argv[1]
 sys.argv = sys.argv[1:]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
