@@ -143,6 +143,8 @@ async def test_a_framed_box_draws_exactly_what_textuals_styles_draw():
                 lines.update(_card(power, 41))
                 await pilot.pause()
                 assert _own_lines(lines) == _textual_lines(lines), classes
+            # the content size worked out without the screen's map is Textual's
+            assert lines._content_size() == lines.size, classes
             framed = lines._frame is not None
             assert framed == (classes.split()[0] in ("card", "compact", "both")), classes
             # a framed line is filtered as it is built (Textual's ANSI filter maps styles)

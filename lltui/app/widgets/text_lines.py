@@ -25,6 +25,7 @@ from textual.dom import NoScreen
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Size
 from textual.messages import Update
+from textual.screen import Screen
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
@@ -125,6 +126,7 @@ class TextLines(Widget):
         self._placed_filtered: dict[tuple[object, int, int], Style] = {}
         self._frame_filtered: tuple[Frame, list[Segment], list[Segment], Style | None] | None
         self._frame_filtered = None
+        self._screen: Screen[Any] | None = None  # found once: a card does not change screens
 
     def render(self) -> Text | str:
         if self._text is None:  # given as lines: joined only when asked
@@ -164,7 +166,7 @@ class TextLines(Widget):
         old = self._lines
         self._text = None
         self._lines = lines
-        width, height = self.size
+        width, height = self._content_size()
         if len(lines) != len(old) or height == 0:
             self._strips = [None] * len(lines)
             if self._layout_required:
@@ -197,14 +199,27 @@ class TextLines(Widget):
         if not (self.is_mounted and self.display and self._parent is not None) or self._closing:
             self.refresh(*regions)
             return
-        try:
-            screen = self.screen
-        except NoScreen:
-            self.refresh(*regions)
-            return
+        screen = self._screen
+        if screen is None:
+            try:
+                screen = self._screen = self.screen
+            except NoScreen:
+                self.refresh(*regions)
+                return
         self._set_dirty(*regions)
         self.clear_cached_dimensions()
         screen.post_message(Update(self))
+
+    def on_unmount(self) -> None:
+        self._screen = None
+
+    def _content_size(self) -> Size:
+        """What ``size`` gives (the content's size), from the size the layout gave this
+        widget less its gutter: ``size`` finds the widget's region on its screen, a walk up
+        the tree and a map lookup, on every line of every tick."""
+        width, height = self.outer_size
+        gutter = self.styles.gutter
+        return Size(max(0, width - gutter.width), max(0, height - gutter.height))
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -307,7 +322,7 @@ class TextLines(Widget):
     def _plain_frame(self) -> Frame | None:
         """The frame of this box, if it is plain; worked out again when a style of this
         widget or one above it changed, or its size did."""
-        size, content = self.region.size, self.content_region.size
+        size, content = self.outer_size, self._content_size()
         key = (size, content, *[node.styles._cache_key for node in self.ancestors_with_self])
         if key != self._frame_key:
             self._frame_key = key
@@ -372,7 +387,7 @@ class TextLines(Widget):
 
     def _check_strips(self) -> None:
         """Drop the kept strips and styles when the base style or the width changed."""
-        width = self.size.width
+        width = self._content_size().width
         base = self.visual_style
         if self._strip_key != (base, width) or len(self._strips) != len(self._lines):
             self._strip_key = (base, width)
@@ -388,7 +403,7 @@ class TextLines(Widget):
         self._dirty_regions.clear()
         self._check_strips()
         base = self.visual_style
-        width = self.size.width
+        width = self._content_size().width
         if not 0 <= y < len(self._lines):
             return Strip.blank(width, base.rich_style)
         strip = self._strips[y]
