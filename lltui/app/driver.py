@@ -62,8 +62,9 @@ class WakingEvent(threading.Event):
 
     def set(self) -> None:
         super().set()
-        with contextlib.suppress(OSError):  # full (already readable) or closed
-            os.write(self._write, b"\0")
+        if self._write >= 0:  # not after close: the number may be another file's by then
+            with contextlib.suppress(OSError):  # full: already readable
+                os.write(self._write, b"\0")
 
     def drain(self) -> None:
         """Empty the pipe, so the next ``select`` sleeps again."""
@@ -72,9 +73,12 @@ class WakingEvent(threading.Event):
                 pass
 
     def close(self) -> None:
-        for fd in (self.fileno, self._write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        fds, self._write = (self.fileno, self._write), -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fileno = -1
 
 
 class QuietLinuxDriver(LinuxDriver):

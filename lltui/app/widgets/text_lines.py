@@ -126,7 +126,7 @@ class TextLines(Widget):
         self._placed_filtered: dict[tuple[object, int, int], Style] = {}
         self._frame_filtered: tuple[Frame, list[Segment], list[Segment], Style | None] | None
         self._frame_filtered = None
-        self._screen: Screen[Any] | None = None  # found once: a card does not change screens
+        self._screen_found: Screen[Any] | None = None  # found once: a card does not change screens
 
     def render(self) -> Text | str:
         if self._text is None:  # given as lines: joined only when asked
@@ -199,10 +199,10 @@ class TextLines(Widget):
         if not (self.is_mounted and self.display and self._parent is not None) or self._closing:
             self.refresh(*regions)
             return
-        screen = self._screen
+        screen = self._screen_found
         if screen is None:
             try:
-                screen = self._screen = self.screen
+                screen = self._screen_found = self.screen
             except NoScreen:
                 self.refresh(*regions)
                 return
@@ -211,7 +211,7 @@ class TextLines(Widget):
         screen.post_message(Update(self))
 
     def on_unmount(self) -> None:
-        self._screen = None
+        self._screen_found = None
 
     def _content_size(self) -> Size:
         """What ``size`` gives (the content's size), from the size the layout gave this
