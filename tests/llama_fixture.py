@@ -286,6 +286,18 @@ def llama_server(
         yield run
 
 
+def served_log(
+    bins: llama_build.BuildResult, model: Path, log_path: Path, extra: Sequence[str] = ()
+) -> str:
+    """llama-server's whole log for a load: started as :func:`llama_server` starts it, stopped
+    once it answers /health, read after it has exited. llama.cpp writes its log from a thread
+    of its own, so a line printed while loading can reach the file after /health answers (a
+    buffer line once did, on a loaded machine); once the process is gone every line is in."""
+    with llama_server(bins, model, log_path, extra):
+        pass
+    return log_path.read_text(encoding="utf-8", errors="replace")
+
+
 @contextlib.contextmanager
 def rpc_servers(
     bins: llama_build.BuildResult, count: int, log_dir: Path

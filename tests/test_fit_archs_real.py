@@ -13,7 +13,13 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
+from llama_fixture import (
+    SERVER_ARGS,
+    llama_bins,
+    logged_buffers,
+    rpc_servers,
+    served_log,
+)
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -60,11 +66,7 @@ def run(
     bins, model: Path, argv: list[str], log: Path, devices: Sequence[DeviceSpec] = ()
 ) -> tuple[LlamaLogSummary, FitResult]:
     flags = [*argv, "--no-warmup"]
-    for _ in range(2):  # on a loaded machine a log was once read without its buffer lines
-        with llama_server(bins, model, log, flags) as server:
-            summary = parse_log(server.log())
-        if any(b.compute_mib for b in summary.buffers):
-            break
+    summary = parse_log(served_log(bins, model, log, flags))
     res = estimate(
         read_gguf(model),
         parse_llama_args([*SERVER_ARGS, *flags]),

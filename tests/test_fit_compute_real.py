@@ -17,7 +17,7 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import SERVER_ARGS, llama_bins, llama_server, rpc_servers
+from llama_fixture import SERVER_ARGS, llama_bins, rpc_servers, served_log
 
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -88,13 +88,8 @@ def logged_and_planned(
     bins, model: Path, argv: list[str], log: Path, devices=()
 ) -> tuple[dict, dict, bool]:
     flags = [*argv, "--no-warmup"]
-    logged: dict[str, float] = {}
-    for _ in range(2):  # on a loaded machine a log was once read without its buffer lines
-        with llama_server(bins, model, log, flags) as server:
-            summary = parse_log(server.log())
-        logged = {b.name: b.compute_mib for b in summary.buffers if b.compute_mib}
-        if logged:
-            break
+    summary = parse_log(served_log(bins, model, log, flags))
+    logged = {b.name: b.compute_mib for b in summary.buffers if b.compute_mib}
     assert logged, f"no compute buffer line in the log:\n{summary.problems}"
     res = estimate(
         read_gguf(model),

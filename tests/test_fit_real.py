@@ -16,7 +16,13 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
+from llama_fixture import (
+    SERVER_ARGS,
+    llama_bins,
+    logged_buffers,
+    rpc_servers,
+    served_log,
+)
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -120,8 +126,7 @@ def run_and_compare(
     bins, model: Path, argv: list[str], log: Path, devices=(), *, check_compute: bool = True
 ) -> list[str]:
     flags = [*argv, "--no-warmup"]
-    with llama_server(bins, model, log, flags) as server:
-        summary = parse_log(server.log())
+    summary = parse_log(served_log(bins, model, log, flags))
     assert summary.buffers, f"no buffer lines in the log:\n{summary.problems}"
     settings = parse_llama_args([*SERVER_ARGS, *flags])
     res = estimate(read_gguf(model), settings, devices, FitOptions(search=False))

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
+from llama_fixture import (
+    SERVER_ARGS,
+    llama_bins,
+    logged_buffers,
+    rpc_servers,
+    served_log,
+)
 
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -70,12 +76,8 @@ def test_meta_device_buffers_equal_the_log(llama_bins, rpc_endpoints, tmp_path, 
     flags = ["--rpc", ",".join(eps), "-c", "2048", "-np", "1", "-sm", "tensor", *extra]
     flags.append("--no-warmup")
     log = tmp_path / "s.log"
-    for _ in range(2):  # on a loaded machine a log was once read without its buffer lines
-        with llama_server(llama_bins, path, log, flags) as server:
-            text = server.log()
-        summary = parse_log(text)
-        if any(b.compute_mib for b in summary.buffers):
-            break
+    text = served_log(llama_bins, path, log, flags)
+    summary = parse_log(text)
     assert f"creating a Meta device for tensor parallelism from {n} devices" in text
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
     res = estimate(

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import gguf_factory as gf
 import pytest
-from llama_fixture import SERVER_ARGS, llama_bins, llama_server, logged_buffers, rpc_servers
+from llama_fixture import (
+    SERVER_ARGS,
+    llama_bins,
+    logged_buffers,
+    rpc_servers,
+    served_log,
+)
 from test_fit_real import (
     context_mismatches,
     expected_buffers,
@@ -71,8 +77,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def serve(bins, model: Path, flags: list[str], log: Path) -> str:
-    with llama_server(bins, model, log, flags) as server:
-        return server.log()
+    return served_log(bins, model, log, flags)
 
 
 def ours(model: Path, flags: list[str], devices=()) -> FitResult:
