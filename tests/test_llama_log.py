@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -597,8 +598,15 @@ def test_garbage_never_raises_and_memory_stays_bounded() -> None:
 @pytest.mark.slow
 def test_live_server_log_matches_its_exit_breakdown(llama_bins, tiny_model, tmp_path) -> None:
     with llama_server(llama_bins, tiny_model, tmp_path / "server.log") as run:
-        streaming = LlamaLogParser()
-        events = [e for line in run.log().splitlines() for e in streaming.feed(line)]
+        # llama.cpp writes its log from a thread of its own: the ready line may reach the
+        # file a moment after /health answers
+        deadline = time.monotonic() + 10.0
+        while True:
+            streaming = LlamaLogParser()
+            events = [e for line in run.log().splitlines() for e in streaming.feed(line)]
+            if "ready" in events or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert "ready" in events
         assert streaming.summary().listening == (run.url,)
         stop_group(run.proc)
