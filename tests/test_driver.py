@@ -102,7 +102,7 @@ from textual.app import App
 from textual.widgets import Static
 from lltui.app.driver import QuietLinuxDriver
 
-log = open(sys.argv[1], "a", buffering=1)
+log = open(sys.argv[1], "a", buffering=1, encoding="utf-8")
 
 class Probe(App):
     BINDINGS = [("q", "quit", "Quit")]
@@ -122,7 +122,7 @@ class Probe(App):
         log.write(f"idle-wakes {self._driver.input_wakes - self.wakes}\\n")
 
     def on_key(self, event):
-        log.write(f"key {event.key}\\n")
+        log.write(f"key {event.key} {event.character!r}\\n")
 
 Probe(driver_class=QuietLinuxDriver).run()
 log.write("exited\\n")
@@ -151,11 +151,13 @@ class Terminal:
         os.close(self.master)
 
 
-def wait_for_line(term: Terminal, log: Path, line: str, timeout: float = 20.0) -> list[str]:
+def wait_for_line(
+    term: Terminal, log: Path, line: str, timeout: float = 20.0, contains: str = ""
+) -> list[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        lines = log.read_text().splitlines() if log.exists() else []
-        if any(x.startswith(line) for x in lines):
+        lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+        if any(x.startswith(line) and contains in x for x in lines):
             return lines
         if term.child.poll() is not None and line != "exited":
             break
@@ -178,6 +180,12 @@ def test_a_real_terminal_app_sleeps_gets_a_lone_escape_and_quits_at_once(tmp_pat
         assert wakes <= 1  # Textual's own driver wakes ten times in that second
         term.type(b"\x1b")  # ESC alone: no sequence follows, so it is the escape key
         wait_for_line(term, log, "key escape")
+        # a character whose bytes come in two reads: the first read decodes to nothing,
+        # which is not the end of the input
+        term.type(b"\xc3")
+        term.drain(0.3)
+        term.type(b"\xa9")
+        wait_for_line(term, log, "key ", contains="'é'")
         term.type(b"a")
         wait_for_line(term, log, "key a")
         started = time.monotonic()

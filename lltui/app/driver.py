@@ -116,12 +116,15 @@ class QuietLinuxDriver(LinuxDriver):
                     if key.fd == stop.fileno:
                         stop.drain()
                         continue
-                    text = decode(os.read(self.fileno, 4096))
-                    if not text:  # end of a piped stdin: it would read as ready for ever
+                    data = os.read(self.fileno, 4096)
+                    if not data:  # end of a piped stdin: it would read as ready for ever
                         selector.unregister(self.fileno)
                         reading = False
                         continue
                     got_input = True
+                    text = decode(data)
+                    if not text:  # the first bytes of a character (the parser reads "" as
+                        continue  # the end of input): the decoder keeps them for the rest
                     for event in parser.feed(text):
                         self.process_message(event)
                 for event in parser.tick():
