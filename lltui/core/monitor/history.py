@@ -94,11 +94,8 @@ class RigHistory:
         # are kept whatever their age: they are rare, and the reason to look back.
         self._xids: deque[tuple[str, XidEvent]] = deque(maxlen=xid_maxlen)
         self.xid_dropped = 0  # events the sources or this log had no room for
-        self._t: dict[str, FloatRing] = {}
-        self._series: dict[tuple[str, str], FloatRing] = {}
-        # per GPU, its times and its METRICS' rings in that order (the same rings as above:
-        # appending walks these, reading looks them up there)
-        self._gpu: dict[str, tuple[FloatRing, tuple[FloatRing, ...]]] = {}
+        # GPU UUID -> (times, metric -> values), the metrics in METRICS' order
+        self._gpu: dict[str, tuple[FloatRing, dict[str, FloatRing]]] = {}
         self.first: RigSample | None = None
         self.last: RigSample | None = None
         self._energy_start: dict[str, int] = {}
@@ -115,7 +112,10 @@ class RigHistory:
             uuid = g.info.uuid
             rings = self._gpu.get(uuid)
             if rings is None:
-                rings = self._gpu[uuid] = self._new_gpu(uuid)
+                rings = self._gpu[uuid] = (
+                    FloatRing(self.maxlen),
+                    {m: FloatRing(self.maxlen) for m in METRICS},
+                )
             times, series = rings
             times.append(t)
             old = 0
@@ -124,7 +124,7 @@ class RigHistory:
                     times.popleft()
                     old += 1
             lost = g.lost
-            for metric, buf in zip(METRICS, series, strict=True):
+            for metric, buf in series.items():
                 value = None if lost else getattr(g, metric)
                 buf.append(None if value is None else float(value))
                 if old:
@@ -134,14 +134,6 @@ class RigHistory:
                 self._energy_start[uuid] = g.energy_mj
             self._keep_xids(uuid, g.xid_events, g.xid_dropped)
         self._keep_processes(sample)
-
-    def _new_gpu(self, uuid: str) -> tuple[FloatRing, tuple[FloatRing, ...]]:
-        times = self._t[uuid] = FloatRing(self.maxlen)
-        series = []
-        for metric in METRICS:
-            buf = self._series[(uuid, metric)] = FloatRing(self.maxlen)
-            series.append(buf)
-        return times, tuple(series)
 
     def _keep_processes(self, sample: RigSample) -> None:
         """Each process's readings this tick (summed or averaged over its GPUs)."""
@@ -216,8 +208,10 @@ class RigHistory:
     def series(self, uuid: str, metric: str, window_s: float | None = None) -> SeriesStats:
         """Values of ``metric`` for one GPU over the last ``window_s`` seconds (all if None);
         missing readings are dropped."""
-        times = self._t.get(uuid)
-        buf = self._series.get((uuid, metric))
+        rings = self._gpu.get(uuid)
+        if rings is None:
+            return SeriesStats((), None, None, None)
+        times, buf = rings[0], rings[1].get(metric)
         if not times or buf is None:
             return SeriesStats((), None, None, None)
         return _window(times, buf, window_s)
