@@ -240,7 +240,7 @@ class StatusBar(TextLines):
         return lines
 
     def _width(self) -> int:
-        return self.size.width  # the content's: the padding is outside it
+        return self._content_size().width  # the padding is outside it
 
     def _styles(self) -> StatusStyles:
         theme = self.app.theme
