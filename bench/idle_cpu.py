@@ -42,7 +42,7 @@ from pty_helpers import spawn_in_pty  # noqa: E402  (tests/ holds the bench's he
 # the GPUs' readings move a little every second, as an idle GPU's do (power, temperature,
 # clocks), so neither tool can skip a redraw because nothing changed
 LAUNCHER = """
-import os, runpy, sys, threading, time
+import os, runpy, sys, time
 sys.path.insert(0, os.environ["FAKE_NVML_TESTS"])
 import fake_pynvml as fp
 fake = fp.FakeNvml(fp.make_gpus(int(os.environ["FAKE_NVML_GPUS"])))

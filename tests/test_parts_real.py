@@ -76,10 +76,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def serve(bins, model: Path, flags: list[str], log: Path) -> str:
-    return served_log(bins, model, log, flags)
-
-
 def ours(model: Path, flags: list[str], devices=()) -> FitResult:
     st = parse_llama_args([*SERVER_ARGS, *flags])
     extra = ExtraModels(
@@ -143,7 +139,7 @@ DRAFT_CASES = {
 def test_draft_buffers_on_the_host(llama_bins, files, tmp_path, case):
     draft, extra = DRAFT_CASES[case]
     flags = [*extra, "-md", str(files[draft]), "--no-warmup"]
-    text = serve(llama_bins, files["main"], flags, tmp_path / "server.log")
+    text = served_log(llama_bins, files["main"], tmp_path / "server.log", flags)
     assert DRAFT_START in text, "the server did not load the draft"
     summary = parse_log(text)  # the model's buffers, and the draft's apart
     res = ours(files["main"], flags)
@@ -178,7 +174,7 @@ def test_draft_buffers_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path
     argv = ["--rpc", ",".join(rpc_endpoints), "-ts", "1,1", "-c", "1024", "-np", "1", "-fa", "on"]
     flags = [*argv, "-md", str(files["draft"]), *draft_flags, "--no-warmup"]
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(rpc_endpoints)]
-    summary = parse_log(serve(llama_bins, files["main"], flags, tmp_path / "server.log"))
+    summary = parse_log(served_log(llama_bins, files["main"], tmp_path / "server.log", flags))
     res = ours(files["main"], flags, devices)
     d = part(res, "draft")
     problems = part_mismatches(d, logged_buffers(draft_summary(summary)), check_compute=False)
@@ -191,7 +187,7 @@ def test_draft_buffers_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path
 def test_lora_buffers(llama_bins, files, tmp_path):
     for model, lm in (("main", "mmap"), ("main", "none"), ("q4", "mmap")):
         flags = ["-c", "1024", "-np", "1", "-lm", lm, "--lora", str(files["lora"]), "--no-warmup"]
-        text = serve(llama_bins, files[model], flags, tmp_path / f"{model}-{lm}.log")
+        text = served_log(llama_bins, files[model], tmp_path / f"{model}-{lm}.log", flags)
         logged = dict(parse_log(text).lora_buffers)
         assert logged == {m[1]: float(m[2]) for m in _LORA_LINE.finditer(text)}
         p = part(ours(files[model], flags), "lora")
@@ -203,7 +199,7 @@ def test_lora_buffers(llama_bins, files, tmp_path):
 
 def test_mmproj_memory(llama_bins, files, tmp_path):
     flags = ["-c", "1024", "-np", "1", "-fa", "on", "--mmproj", str(files["mmproj"])]
-    text = serve(llama_bins, files["main"], flags, tmp_path / "server.log")
+    text = served_log(llama_bins, files["main"], tmp_path / "server.log", flags)
     usage = _MTMD_USAGE.search(text)
     compute = _CLIP_COMPUTE.search(text)
     assert usage and compute, "no mmproj memory lines in the log"
@@ -227,7 +223,7 @@ def test_mmproj_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path, flags
     argv = ["--rpc", ",".join(rpc_endpoints), "-c", "1024", "-np", "1", "-fa", "on"]
     argv += ["--mmproj", str(files["mmproj"]), *flags]
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(rpc_endpoints)]
-    summary = parse_log(serve(llama_bins, files["main"], argv, tmp_path / "server.log"))
+    summary = parse_log(served_log(llama_bins, files["main"], tmp_path / "server.log", argv))
     assert summary.mmproj_backend and summary.mmproj_estimate_mib, "no projector lines"
     mm = part(ours(files["main"], argv, devices), "mmproj")
     assert mm.devices[0].device == summary.mmproj_backend
@@ -252,7 +248,7 @@ BERT_CASES = {
 def test_embedding_models_have_no_kv_cache(llama_bins, tmp_path, case):
     model = gf.write_bert(tmp_path / "bert.gguf")
     flags = [*BERT_CASES[case], "--no-warmup"]
-    summary = parse_log(serve(llama_bins, model, flags, tmp_path / "server.log"))
+    summary = parse_log(served_log(llama_bins, model, tmp_path / "server.log", flags))
     res = ours(model, flags)
     assert not res.model.causal and res.model.pooling == "mean"
     assert res.kv == () and not summary.kv_caches
@@ -287,7 +283,7 @@ def test_projector_compute_approximation(llama_bins, tmp_path, shape, fa):
         n_head=heads,
     )
     flags = ["-np", "1", "-fa", fa, "--mmproj", str(mm)]
-    summary = parse_log(serve(llama_bins, text, flags, tmp_path / "server.log"))
+    summary = parse_log(served_log(llama_bins, text, tmp_path / "server.log", flags))
     theirs = dict(summary.mmproj_compute)["CPU"]
     (dev,) = part(ours(text, flags), "mmproj").devices
     assert abs(dev.compute_bytes / MIB - theirs) <= PROJECTOR_TOLERANCE * theirs, (
