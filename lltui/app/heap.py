@@ -23,6 +23,14 @@ def release_free_heap() -> bool:
         trim = ctypes.CDLL(None).malloc_trim  # not in musl: AttributeError
     except (OSError, AttributeError):
         return False
+    frozen = gc.get_freeze_count() > 0
+    if frozen:
+        # The start ran with collection off and then froze what it had built (commands/ui.py),
+        # with the cycles it dropped (the command line's parser, widgets built and replaced):
+        # about 2,500 objects, thawed and collected here once; what lives is frozen again.
+        gc.unfreeze()
     gc.collect()
+    if frozen:
+        gc.freeze()
     trim(0)
     return True
