@@ -120,6 +120,7 @@ def test_release_free_heap_collects_what_the_start_froze():
     from lltui.app.heap import release_free_heap
 
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
     class Node:
         pass
 

@@ -19,6 +19,7 @@ from textual.widgets import Input
 
 from lltui.app import keys, partial_updates, views
 from lltui.app.background import off_thread_reported
+from lltui.app.key_names import find_key_characters_here, key_display
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
 from lltui.app.model import RigModel
 from lltui.app.palette import LltuiCommands
@@ -84,6 +85,7 @@ class LltuiApp(App[int]):
     ) -> None:
         super().__init__()
         partial_updates.apply()  # changed cells only, not whole line starts, to the terminal
+        find_key_characters_here()  # no Unicode name lookups for the keys: their pages stay
         self._fleet = fleet
         self._focus_lock = threading.Lock()
         self._initial_view = view
@@ -595,6 +597,11 @@ class LltuiApp(App[int]):
         self.render_model()
         if not self.model.paused:
             self._arm_status(self.model.stale_after())
+
+    def get_key_display(self, binding: Binding) -> str:
+        """Textual's display of a key, worked out without its Unicode name lookups
+        (key_names.py)."""
+        return key_display(binding)
 
     def key_description(self, binding: Binding) -> str:
         """What a key does now, as the footer and the key help say it: the pause key

@@ -11,7 +11,6 @@ presses it, a hover shows its tooltip, the wheel scrolls to keys that do not fit
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -21,26 +20,12 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import ActiveBinding, Binding
-from textual.keys import KEY_NAME_REPLACEMENTS
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
 from lltui.app.host import host_of
-
-
-def _typed_key_names() -> frozenset[str]:
-    """Textual's names of the keys that type a printable ASCII character ("minus", "a")."""
-    names = set()
-    for code in range(32, 127):
-        char = chr(code)
-        name = unicodedata.name(char).lower().replace("-", "_").replace(" ", "_")
-        names.add(char)
-        names.add(KEY_NAME_REPLACEMENTS.get(name, name))
-    return frozenset(names)
-
-
-TYPED_KEYS = _typed_key_names()
+from lltui.app.key_names import TYPED_KEYS
 
 
 def footer_bindings(
