@@ -31,4 +31,4 @@ def test_a_vanished_pid_keeps_its_nones_and_is_forgotten():
     gone = GpuProcess(pid=2**22 + 12345, gpu_index=0, used_memory=None)
     (out,) = sampler.enrich([gone])
     assert out == gone
-    assert sampler._procs == {}
+    assert sampler.unseen == 1

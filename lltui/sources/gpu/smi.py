@@ -281,7 +281,7 @@ class SmiSource:
         return None
 
     def _host(self) -> HostSampler:
-        if self._host_sampler is None:  # built on first use: it primes psutil's CPU counter
+        if self._host_sampler is None:  # built on first use: it primes the host's CPU counter
             self._host_sampler = HostSampler()
         return self._host_sampler
 

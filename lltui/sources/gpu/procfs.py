@@ -1,0 +1,212 @@
+"""The host's CPU and memory and a process's host-side facts, read from Linux's ``/proc``.
+
+What psutil reads there, the way it works them out (its names, CPU percentages and start
+times), without importing it: psutil's modules and named tuples are 0.7 MiB of an idle
+monitor's memory, which is measured against a bare Textual app's (bench/idle_cpu.py).
+Elsewhere ``host_psutil.py`` asks psutil. tests/test_procfs.py checks both against each other.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+from dataclasses import dataclass
+
+from lltui.sources.gpu.meminfo import host_memory
+
+PROC = "/proc"
+COMM_LEN = 15  # the kernel keeps a process's name to 15 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReading:
+    """What the host knows of one process."""
+
+    name: str
+    user: str
+    cmdline: tuple[str, ...]
+    host_rss: int  # bytes
+    cpu_pct: float  # of one core since the last reading (0.0 the first time)
+    started: float | None  # seconds since the epoch
+
+
+@dataclass(frozen=True, slots=True)
+class _Stat:
+    """The fields of ``/proc/PID/stat`` used here."""
+
+    comm: str
+    cpu_ticks: int  # utime + stime
+    start_ticks: int  # since boot
+    rss_pages: int
+
+
+def readable() -> bool:
+    """Whether this host has a Linux ``/proc`` to read."""
+    return os.path.exists(f"{PROC}/self/stat") and os.path.exists(f"{PROC}/stat")
+
+
+def parse_stat(data: bytes) -> _Stat:
+    """``/proc/PID/stat``: the name sits in parentheses and may hold spaces and parentheses
+    itself, so the fields are counted from the last ``)``."""
+    open_at, close_at = data.index(b"("), data.rindex(b")")
+    comm = data[open_at + 1 : close_at].decode("utf-8", "replace")
+    fields = data[close_at + 2 :].split()  # fields[0] is the state, field 3 of proc(5)
+    return _Stat(
+        comm=comm,
+        cpu_ticks=int(fields[11]) + int(fields[12]),
+        start_ticks=int(fields[19]),
+        rss_pages=int(fields[21]),
+    )
+
+
+def parse_cmdline(data: bytes) -> tuple[str, ...]:
+    """``/proc/PID/cmdline``: arguments ended by NULs; a process that rewrote its title may
+    have put them in one string with spaces (read as psutil reads them)."""
+    text = data.decode("utf-8", "surrogateescape")
+    if not text:
+        return ()
+    sep = "\x00" if text.endswith("\x00") else " "
+    if text.endswith(sep):
+        text = text[:-1]
+    args = text.split(sep)
+    if sep == "\x00" and len(args) == 1 and " " in text:
+        args = text.split(" ")
+    return tuple(args)
+
+
+def full_name(comm: str, cmdline: tuple[str, ...]) -> str:
+    """The kernel's name cut at 15 bytes is completed from the program's path where that
+    starts with it (as psutil's ``name()`` does)."""
+    if len(comm) >= COMM_LEN and cmdline:
+        program = os.path.basename(cmdline[0])
+        if program.startswith(comm):
+            return program
+    return comm
+
+
+class CpuMeter:
+    """The host's CPU use between two calls, from ``/proc/stat``'s first line: busy time over
+    all time, iowait counted idle and guest time not twice (it is in user time already)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[int, int] | None = self._times()
+
+    @staticmethod
+    def _times() -> tuple[int, int] | None:
+        """(busy, total) ticks since boot."""
+        try:
+            with open(f"{PROC}/stat", "rb") as f:
+                words = f.readline().split()
+            fields = [int(v) for v in words[1:]]
+        except (OSError, ValueError):
+            return None
+        if not words or words[0] != b"cpu" or len(fields) < 4:
+            return None
+        fields += [0] * (8 - len(fields))
+        # user nice system idle iowait irq softirq steal, then guest and guest_nice (which
+        # user and nice hold already)
+        total = sum(fields[:8])
+        idle, iowait = fields[3], fields[4]
+        return total - idle - iowait, total
+
+    def percent(self) -> float | None:
+        """Busy share of all CPUs since the last call, 0-100; 0.0 when no time passed."""
+        now = self._times()
+        last, self._last = self._last, now
+        if now is None or last is None:
+            return None
+        busy, total = now[0] - last[0], now[1] - last[1]
+        if total <= 0:
+            return 0.0
+        return round(min(100.0, max(0.0, 100.0 * busy / total)), 1)
+
+
+def _boot_time() -> float:
+    with open(f"{PROC}/stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"btime "):
+                return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid without a passwd entry (a container's): its number
+        return str(uid)
+
+
+def _real_uid(pid: int) -> int:
+    with open(f"{PROC}/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Uid:"):
+                return int(line.split()[1])
+    raise OSError(f"no Uid in /proc/{pid}/status")
+
+
+class ProcReader:
+    """The host's CPU and memory and processes' facts from ``/proc``. Each pid's last CPU
+    time is kept so its percentage covers the time since the previous reading; a pid reused
+    by a new process starts over."""
+
+    def __init__(self) -> None:
+        self._cpu = CpuMeter()
+        self._ticks_per_s = os.sysconf("SC_CLK_TCK")
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._boot: float | None = None
+        # pid -> (start ticks, user, last CPU ticks, when read)
+        self._seen: dict[int, tuple[int, str, int, float]] = {}
+
+    def cpu_percent(self) -> float | None:
+        """The host's CPU use since the last call."""
+        return self._cpu.percent()
+
+    def memory(self) -> tuple[int, int] | None:
+        """(total, available) bytes."""
+        return host_memory()
+
+    def process(self, pid: int) -> ProcessReading | None:
+        """One process's facts; None where it is gone or cannot be read (another PID
+        namespace, ``hidepid``)."""
+        try:
+            with open(f"{PROC}/{pid}/stat", "rb") as f:
+                stat = parse_stat(f.read())
+            with open(f"{PROC}/{pid}/cmdline", "rb") as f:
+                cmdline = parse_cmdline(f.read())
+            now = time.monotonic()
+            seen = self._seen.get(pid)
+            if seen is not None and seen[0] == stat.start_ticks:
+                user, cpu_pct = seen[1], self._cpu_pct(stat.cpu_ticks - seen[2], now - seen[3])
+            else:
+                user, cpu_pct = _user(_real_uid(pid)), 0.0
+            self._seen[pid] = (stat.start_ticks, user, stat.cpu_ticks, now)
+            return ProcessReading(
+                name=full_name(stat.comm, cmdline),
+                user=user,
+                cmdline=cmdline,
+                host_rss=stat.rss_pages * self._page,
+                cpu_pct=cpu_pct,
+                started=self._started(stat.start_ticks),
+            )
+        except (OSError, ValueError, IndexError):
+            self._seen.pop(pid, None)
+            return None
+
+    def forget(self, keep: set[int]) -> None:
+        """Drop what is kept of pids no longer listed."""
+        for pid in [pid for pid in self._seen if pid not in keep]:
+            del self._seen[pid]
+
+    def _cpu_pct(self, ticks: int, seconds: float) -> float:
+        if seconds <= 0:
+            return 0.0
+        return round(100.0 * ticks / self._ticks_per_s / seconds, 1)
+
+    def _started(self, start_ticks: int) -> float | None:
+        if self._boot is None:
+            try:
+                self._boot = _boot_time()
+            except (OSError, ValueError):
+                return None
+        return self._boot + start_ticks / self._ticks_per_s
