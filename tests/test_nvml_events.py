@@ -250,10 +250,10 @@ def _quiet(src: NvmlSource) -> None:
 
 def test_a_driver_without_events_gives_no_events_and_no_error(monkeypatch):
     fake, src, _ = start(monkeypatch, driver=DRIVER_NO_EVENTS)
-    threads_before = len(event_threads())
+    before = set(event_threads())  # threads of closed sources may still end their waits
     src.open()
     assert src.event_watcher is None
-    assert len(event_threads()) == threads_before
+    assert set(event_threads()) <= before
     assert fake.xid(0, 13) == 0
     _quiet(src)
 
@@ -323,16 +323,32 @@ def test_a_wait_that_stops_working_ends_the_thread_with_a_hint(monkeypatch):
 # -- the thread ---------------------------------------------------------------------------------
 def test_the_thread_stops_and_the_set_is_freed_on_close(monkeypatch):
     fake, src, _ = start(monkeypatch)
+    before = set(event_threads())
     src.open()
     w = watcher(src)
     assert w.running and len(fake.live_event_sets()) == 1
-    thread = next(t for t in event_threads() if t.is_alive())
+    (thread,) = set(event_threads()) - before
     assert thread.daemon
     src.close()
-    assert not w.running and not thread.is_alive()
-    assert fake.live_event_sets() == []  # freed, and before nvmlShutdown (or the free fails)
-    assert fake.waiters() == 0 and fake.shutdowns == 1
     assert src.event_watcher is None
+    assert w.join(DEADLINE_S) and not thread.is_alive()
+    # freed while NVML was up (or the free fails): the thread held it open itself
+    assert fake.live_event_sets() == []
+    assert fake.waiters() == 0 and fake.shutdowns == 2 and fake.initialised == 0
+
+
+def test_closing_does_not_wait_out_the_threads_wait(monkeypatch):
+    """NVML cannot end a wait early: the source closes at once and the thread, still
+    waiting, keeps its own hold on NVML until its wait ends."""
+    fake, src, _ = start(monkeypatch, event_wait_s=DEADLINE_S * 10)
+    src.open()
+    w = watcher(src)
+    src.close()  # with the thread in a wait far longer than the test may take
+    assert w.running and fake.waiters() == 1
+    assert fake.initialised == 1 and fake.shutdowns == 1  # the source's hold is gone
+    fake.xid(0, 13)  # the wait ends
+    assert w.join(DEADLINE_S)
+    assert fake.live_event_sets() == [] and fake.initialised == 0
 
 
 def test_a_poll_does_not_wait_on_the_event_thread(monkeypatch):
@@ -347,8 +363,8 @@ def test_a_poll_does_not_wait_on_the_event_thread(monkeypatch):
     fake.xid(0, 62)
     handed_in(src, 1)
     assert src.poll().gpus[0].xid == 62
-    w.request_stop()
-    fake.xid(1, 13)  # wakes the long wait so close does not sit out its timeout
+    w.stop()
+    fake.xid(1, 13)  # wakes the long wait, so the thread ends within the test
     assert w.join(DEADLINE_S)
 
 

@@ -137,11 +137,15 @@ def test_nvml_is_initialised_once_and_shut_down_on_close(monkeypatch):
     for _ in range(5):
         src.poll()
         clock.advance(1.0)
-    assert fake.count(None, "nvmlInit") == 1
+    # once by the source, once by the XID event thread, which holds NVML open while it waits
+    assert fake.count(None, "nvmlInit") == 2
     assert fake.shutdowns == 0
+    events = src.event_watcher
+    assert events is not None
     src.close()
     src.close()
-    assert fake.shutdowns == 1 and fake.initialised == 0
+    assert events.join(10.0)
+    assert fake.shutdowns == 2 and fake.initialised == 0
     with pytest.raises(SourceUnavailable):
         src.poll()
 

@@ -4,9 +4,13 @@ At open an event set is created and each GPU is registered for the types it supp
 XID critical errors and single- and double-bit ECC errors (``nvmlDeviceGetSupportedEventTypes``).
 A GPU or driver that supports none of them, or refuses (NOT_SUPPORTED, NO_PERMISSION, a
 function the driver lacks), simply has no events: that is not an error. A daemon thread waits
-on the set with ``nvmlEventSetWait_v2`` and a short timeout, so it notices when it is told to
-stop, and hands each event to an :class:`EventBuffer`. The poll drains the buffer: it never
-waits on NVML for events.
+on the set with ``nvmlEventSetWait_v2`` and hands each event to an :class:`EventBuffer`. The
+poll drains the buffer: it never waits on NVML for events.
+
+NVML has no call that ends a wait early, so the thread holds NVML open itself (its init and
+shutdown are counted): told to stop, it frees its set and lets NVML go once its wait ends, and
+closing the source does not wait for that. Its waits can be long, and an idle monitor is not
+woken twice a second to look for a stop, nor is quitting held up by a wait.
 
 The buffer is bounded per GPU: an event storm costs a counter, not memory.
 """
@@ -34,9 +38,9 @@ from lltui.sources.gpu.nvml.codes import (
     error_words,
 )
 
-# how long one wait may block: closing waits at most this long, and an idle monitor wakes
-# this thread 1/x times a second (at 0.1 s those wakeups cost more than a poll of 8 GPUs)
-DEFAULT_EVENT_WAIT_S = 0.5
+# how long one wait may block: an idle monitor wakes this thread 1/x times a second (at 0.5 s
+# a twentieth of its idle CPU), and a stopped thread leaves NVML at most this much later
+DEFAULT_EVENT_WAIT_S = 5.0
 DEFAULT_EVENT_LIMIT = 64  # XID events kept per GPU between two polls
 EVENT_ECC = EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC
 WANTED_EVENTS = EVENT_XID_CRITICAL | EVENT_ECC
@@ -186,6 +190,11 @@ class EventWatcher:
         if not self._devices:
             self._free()
             return False
+        try:
+            nv.nvmlInit()  # the thread's own hold on NVML, let go when it ends
+        except Exception:
+            self._free()
+            return False
         self._thread = threading.Thread(
             target=self._run, args=(wait,), name="lltui-nvml-events", daemon=True
         )
@@ -210,21 +219,10 @@ class EventWatcher:
             thread.join(timeout)
         return not self.running
 
-    def request_stop(self) -> None:
-        """Tell the thread to stop after its current wait (safe from any thread)."""
-        self._stop.set()
-
     def stop(self) -> None:
-        """Stop the thread and free the set. A thread still inside NVML after its wait's
-        timeout keeps the set: freeing it under a waiting call would be worse than the leak."""
+        """Tell the thread to stop after its current wait (safe from any thread), without
+        waiting for it: it frees its set and lets NVML go itself (``join`` waits for that)."""
         self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(self._wait_ms / 1000 + 1.0)
-            if thread.is_alive():
-                self._set = None
-                return
-        self._free()
 
     def _free(self) -> None:
         event_set, self._set = self._set, None
@@ -234,6 +232,14 @@ class EventWatcher:
 
     # -- the thread -----------------------------------------------------------------------
     def _run(self, wait: Callable[[Any, int], Any]) -> None:
+        try:
+            self._wait_for_events(wait)
+        finally:  # the set is freed while this thread still holds NVML open
+            self._free()
+            with contextlib.suppress(Exception):
+                self._nv.nvmlShutdown()
+
+    def _wait_for_events(self, wait: Callable[[Any, int], Any]) -> None:
         failures = 0
         while not self._stop.is_set():
             try:

@@ -192,7 +192,7 @@ class NvmlSource:
     def close(self) -> None:
         events, self._events = self._events, None
         if events is not None:
-            events.stop()  # before nvmlShutdown: the set is freed while NVML is up
+            events.stop()  # the thread frees its set and lets its own hold on NVML go
         nv, self._nv = self._nv, None
         self._calls = None
         self._info = None
@@ -302,7 +302,7 @@ class NvmlSource:
         if handles and watcher.start(handles):
             self._events = watcher
             # A source dropped without close still stops its thread when collected.
-            weakref.finalize(self, watcher.request_stop)
+            weakref.finalize(self, watcher.stop)
 
     @property
     def event_watcher(self) -> EventWatcher | None:
