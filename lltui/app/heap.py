@@ -27,7 +27,9 @@ def release_free_heap() -> bool:
     if frozen:
         # The start ran with collection off and then froze what it had built (commands/ui.py),
         # with the cycles it dropped (the command line's parser, widgets built and replaced):
-        # about 2,500 objects, thawed and collected here once; what lives is frozen again.
+        # about 2,500 objects, thawed and collected here once; what lives is frozen again
+        # (the model's first sample too: an object of it that later ends in a cycle stays,
+        # a bounded few, once).
         gc.unfreeze()
     gc.collect()
     if frozen:

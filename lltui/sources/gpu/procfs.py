@@ -12,6 +12,7 @@ import os
 import pwd
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lltui.sources.gpu.meminfo import host_memory
 
@@ -50,7 +51,7 @@ def parse_stat(data: bytes) -> _Stat:
     """``/proc/PID/stat``: the name sits in parentheses and may hold spaces and parentheses
     itself, so the fields are counted from the last ``)``."""
     open_at, close_at = data.index(b"("), data.rindex(b")")
-    comm = data[open_at + 1 : close_at].decode("utf-8", "replace")
+    comm = data[open_at + 1 : close_at].decode("utf-8", "surrogateescape")
     fields = data[close_at + 2 :].split()  # fields[0] is the state, field 3 of proc(5)
     return _Stat(
         comm=comm,
@@ -87,28 +88,25 @@ def full_name(comm: str, cmdline: tuple[str, ...]) -> str:
 
 class CpuMeter:
     """The host's CPU use between two calls, from ``/proc/stat``'s first line: busy time over
-    all time, iowait counted idle and guest time not twice (it is in user time already)."""
+    all time, iowait counted idle and guest time not twice (it is in user time already). A
+    counter that went backwards (iowait can) counts as no change."""
 
     def __init__(self) -> None:
-        self._last: tuple[int, int] | None = self._times()
+        self._last: list[int] | None = self._times()
 
     @staticmethod
-    def _times() -> tuple[int, int] | None:
-        """(busy, total) ticks since boot."""
+    def _times() -> list[int] | None:
+        """user nice system idle iowait irq softirq steal, in ticks since boot (guest and
+        guest_nice, which user and nice hold already, left out)."""
         try:
             with open(f"{PROC}/stat", "rb") as f:
                 words = f.readline().split()
-            fields = [int(v) for v in words[1:]]
+            fields = [int(v) for v in words[1:9]]
         except (OSError, ValueError):
             return None
         if not words or words[0] != b"cpu" or len(fields) < 4:
             return None
-        fields += [0] * (8 - len(fields))
-        # user nice system idle iowait irq softirq steal, then guest and guest_nice (which
-        # user and nice hold already)
-        total = sum(fields[:8])
-        idle, iowait = fields[3], fields[4]
-        return total - idle - iowait, total
+        return fields + [0] * (8 - len(fields))
 
     def percent(self) -> float | None:
         """Busy share of all CPUs since the last call, 0-100; 0.0 when no time passed."""
@@ -116,10 +114,12 @@ class CpuMeter:
         last, self._last = self._last, now
         if now is None or last is None:
             return None
-        busy, total = now[0] - last[0], now[1] - last[1]
+        deltas = [max(0, a - b) for a, b in zip(now, last, strict=True)]
+        total = sum(deltas)
         if total <= 0:
             return 0.0
-        return round(min(100.0, max(0.0, 100.0 * busy / total)), 1)
+        busy = total - deltas[3] - deltas[4]  # less idle and iowait
+        return round(min(100.0, 100.0 * busy / total), 1)
 
 
 def _boot_time() -> float:
@@ -130,6 +130,7 @@ def _boot_time() -> float:
     raise OSError("no btime in /proc/stat")
 
 
+@lru_cache(maxsize=256)
 def _user(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -154,9 +155,10 @@ class ProcReader:
         self._cpu = CpuMeter()
         self._ticks_per_s = os.sysconf("SC_CLK_TCK")
         self._page = os.sysconf("SC_PAGE_SIZE")
-        self._boot: float | None = None
-        # pid -> (start ticks, user, last CPU ticks, when read)
-        self._seen: dict[int, tuple[int, str, int, float]] = {}
+        # boot time, when read (it moves with the wall clock: read again each second)
+        self._boot: tuple[float, float] | None = None
+        # pid -> (start ticks, last CPU ticks, when read)
+        self._seen: dict[int, tuple[int, int, float]] = {}
 
     def cpu_percent(self) -> float | None:
         """The host's CPU use since the last call."""
@@ -175,12 +177,13 @@ class ProcReader:
             with open(f"{PROC}/{pid}/cmdline", "rb") as f:
                 cmdline = parse_cmdline(f.read())
             now = time.monotonic()
+            user = _user(_real_uid(pid))  # read each time: a process may change its uid
             seen = self._seen.get(pid)
             if seen is not None and seen[0] == stat.start_ticks:
-                user, cpu_pct = seen[1], self._cpu_pct(stat.cpu_ticks - seen[2], now - seen[3])
+                cpu_pct = self._cpu_pct(stat.cpu_ticks - seen[1], now - seen[2])
             else:
-                user, cpu_pct = _user(_real_uid(pid)), 0.0
-            self._seen[pid] = (stat.start_ticks, user, stat.cpu_ticks, now)
+                cpu_pct = 0.0
+            self._seen[pid] = (stat.start_ticks, stat.cpu_ticks, now)
             return ProcessReading(
                 name=full_name(stat.comm, cmdline),
                 user=user,
@@ -204,9 +207,10 @@ class ProcReader:
         return round(100.0 * ticks / self._ticks_per_s / seconds, 1)
 
     def _started(self, start_ticks: int) -> float | None:
-        if self._boot is None:
+        now = time.monotonic()
+        if self._boot is None or now - self._boot[1] >= 1.0:
             try:
-                self._boot = _boot_time()
+                self._boot = (_boot_time(), now)
             except (OSError, ValueError):
                 return None
-        return self._boot + start_ticks / self._ticks_per_s
+        return self._boot[0] + start_ticks / self._ticks_per_s

@@ -195,10 +195,17 @@ class EventWatcher:
         except Exception:
             self._free()
             return False
-        self._thread = threading.Thread(
+        thread = threading.Thread(
             target=self._run, args=(wait,), name="lltui-nvml-events", daemon=True
         )
-        self._thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: no events, and NVML let go again
+            self._free()
+            with contextlib.suppress(Exception):
+                nv.nvmlShutdown()
+            return False
+        self._thread = thread
         return True
 
     def _register(self, handle: Any) -> bool:
