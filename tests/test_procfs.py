@@ -79,10 +79,9 @@ def test_a_name_the_kernel_cut_is_completed_from_the_program():
     assert full_name("short", args) == "short"
 
 
-def test_host_cpu_counts_iowait_idle_and_guest_time_once(tmp_path, monkeypatch):
+def test_host_cpu_counts_iowait_idle_and_guest_time_once(tmp_path):
     root = fake_proc(tmp_path / "proc", cpu="cpu 100 0 50 800 50 0 0 0 0 0")
-    monkeypatch.setattr(procfs, "PROC", str(root))
-    meter = CpuMeter()
+    meter = CpuMeter(tmp_path)
     # +300 user (of which 100 guest), +100 system, +500 idle, +100 iowait: 400 busy of 1000
     fake_proc(root, cpu="cpu 400 0 150 1300 150 0 0 0 100 0")
     assert meter.percent() == 40.0
@@ -91,41 +90,31 @@ def test_host_cpu_counts_iowait_idle_and_guest_time_once(tmp_path, monkeypatch):
     assert meter.percent() is None
 
 
-def test_a_counter_that_went_backwards_counts_as_no_change(tmp_path, monkeypatch):
+def test_a_counter_that_went_backwards_counts_as_no_change(tmp_path):
     root = fake_proc(tmp_path / "proc", cpu="cpu 100 0 0 800 100 0 0 0 0 0")
-    monkeypatch.setattr(procfs, "PROC", str(root))
-    meter = CpuMeter()
+    meter = CpuMeter(tmp_path)
     fake_proc(root, cpu="cpu 110 0 0 890 50 0 0 0 0 0")  # iowait fell by 50
     assert meter.percent() == 10.0  # 10 busy of 100, not 10 of 50
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
-def test_start_times_follow_the_wall_clock_and_users_their_uid(tmp_path, monkeypatch):
-    """The kernel's boot time moves when the wall clock is stepped (NTP after boot), and a
-    process may change its uid: both are read again."""
+def test_start_times_and_users_as_psutil_has_them(tmp_path):
+    """The kernel's boot time moves when the wall clock is stepped (NTP after boot): a process
+    keeps the start time first worked out (psutil's Process keeps it too), a process first
+    seen after the step gets the new boot time. A process may change its uid: read again."""
     root = fake_proc(tmp_path / "proc", btime=1_000)
-    clock = Clock()
-    monkeypatch.setattr(procfs, "PROC", str(root))
-    monkeypatch.setattr(procfs, "time", clock)
     ticks = os.sysconf("SC_CLK_TCK")
     stat = stat_line(42, "llama-server", 10, 0, 5 * ticks, 100)
     fake_pid(root, 42, stat, b"llama-server\x00", 0)
-    reader = ProcReader()
+    reader = ProcReader(tmp_path)
     first = reader.process(42)
     assert first is not None and first.started == pytest.approx(1_005.0) and first.user == "root"
     fake_proc(root, btime=1_100)  # the wall clock stepped 100 s
     fake_pid(root, 42, stat, b"llama-server\x00", 4242424)
-    clock.now += 2.0
-    second = reader.process(42)
-    assert second is not None and second.started == pytest.approx(1_105.0)
+    fake_pid(root, 43, stat_line(43, "sleep", 0, 0, 7 * ticks, 1), b"sleep\x00", 0)
+    second, other = reader.process(42), reader.process(43)
+    assert second is not None and second.started == pytest.approx(1_005.0)
     assert second.user == "4242424"
+    assert other is not None and other.started == pytest.approx(1_107.0)
 
 
 def test_a_name_that_is_not_utf8_is_completed_as_psutil_does():
@@ -135,12 +124,11 @@ def test_a_name_that_is_not_utf8_is_completed_as_psutil_does():
     assert full_name(stat.comm, args) == "llama-server-\udcffxyz"
 
 
-def test_a_pid_reused_by_another_process_starts_over(tmp_path, monkeypatch):
+def test_a_pid_reused_by_another_process_starts_over(tmp_path):
     root = fake_proc(tmp_path / "proc", btime=1_000)
-    monkeypatch.setattr(procfs, "PROC", str(root))
     ticks = os.sysconf("SC_CLK_TCK")
     fake_pid(root, 42, stat_line(42, "llama-server", 10, 0, 5 * ticks, 100), b"llama-server\x00", 0)
-    reader = ProcReader()
+    reader = ProcReader(tmp_path)
     first = reader.process(42)
     assert first is not None and first.cpu_pct == 0.0 and first.user == "root"
     assert first.started == pytest.approx(1_005.0)
@@ -165,12 +153,11 @@ def test_a_pid_reused_by_another_process_starts_over(tmp_path, monkeypatch):
     assert reader.process(42) is None  # gone
 
 
-def test_an_unreadable_process_has_no_facts(tmp_path, monkeypatch):
+def test_an_unreadable_process_has_no_facts(tmp_path):
     root = fake_proc(tmp_path / "proc")
-    monkeypatch.setattr(procfs, "PROC", str(root))
     fake_pid(root, 9, b"9 (x) S", b"", 0)  # cut short
-    assert ProcReader().process(9) is None
-    assert ProcReader().process(10) is None  # hidepid, another namespace: not there
+    assert ProcReader(tmp_path).process(9) is None
+    assert ProcReader(tmp_path).process(10) is None  # hidepid, another namespace: not there
 
 
 @pytest.fixture
@@ -237,3 +224,9 @@ def test_either_reader_gives_the_sampler_the_same_process():
     (b,) = HostSampler(reader=PsutilReader()).enrich([me])
     assert (a.name, a.user, a.command, a.model) == (b.name, b.user, b.command, b.model)
     assert psutil.Process().username() == a.user
+
+
+def test_a_root_without_proc_is_not_readable(tmp_path):
+    assert not procfs.readable(tmp_path)
+    fake_proc(tmp_path / "proc")
+    assert procfs.readable(tmp_path) and procfs.readable()

@@ -4,13 +4,15 @@ other's memory)."""
 
 from __future__ import annotations
 
+import os
 
-def host_memory() -> tuple[int, int] | None:
+
+def host_memory(root: str | os.PathLike[str] = "/") -> tuple[int, int] | None:
     """(total, available) bytes from /proc/meminfo, as psutil's ``virtual_memory`` has them
     (MemAvailable: what can be had without swapping); None where Linux does not say."""
     total = available = None
     try:
-        with open("/proc/meminfo", "rb") as f:
+        with open(os.path.join(root, "proc", "meminfo"), "rb") as f:
             for line in f:
                 if line.startswith(b"MemTotal:"):
                     total = int(line.split()[1]) * 1024

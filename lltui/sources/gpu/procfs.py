@@ -13,10 +13,10 @@ import pwd
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from lltui.sources.gpu.meminfo import host_memory
 
-PROC = "/proc"
 COMM_LEN = 15  # the kernel keeps a process's name to 15 bytes
 
 
@@ -42,9 +42,10 @@ class _Stat:
     rss_pages: int
 
 
-def readable() -> bool:
+def readable(root: str | os.PathLike[str] = "/") -> bool:
     """Whether this host has a Linux ``/proc`` to read."""
-    return os.path.exists(f"{PROC}/self/stat") and os.path.exists(f"{PROC}/stat")
+    proc = Path(root, "proc")
+    return (proc / "self" / "stat").exists() and (proc / "stat").exists()
 
 
 def parse_stat(data: bytes) -> _Stat:
@@ -91,15 +92,15 @@ class CpuMeter:
     all time, iowait counted idle and guest time not twice (it is in user time already). A
     counter that went backwards (iowait can) counts as no change."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+        self._stat = Path(root, "proc", "stat")
         self._last: list[int] | None = self._times()
 
-    @staticmethod
-    def _times() -> list[int] | None:
+    def _times(self) -> list[int] | None:
         """user nice system idle iowait irq softirq steal, in ticks since boot (guest and
         guest_nice, which user and nice hold already, left out)."""
         try:
-            with open(f"{PROC}/stat", "rb") as f:
+            with open(self._stat, "rb") as f:
                 words = f.readline().split()
             fields = [int(v) for v in words[1:9]]
         except (OSError, ValueError):
@@ -122,12 +123,12 @@ class CpuMeter:
         return round(min(100.0, 100.0 * busy / total), 1)
 
 
-def _boot_time() -> float:
-    with open(f"{PROC}/stat", "rb") as f:
+def _boot_time(stat: Path) -> float:
+    with open(stat, "rb") as f:
         for line in f:
             if line.startswith(b"btime "):
                 return float(line.split()[1])
-    raise OSError("no btime in /proc/stat")
+    raise OSError(f"no btime in {stat}")
 
 
 @lru_cache(maxsize=256)
@@ -138,27 +139,28 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
-def _real_uid(pid: int) -> int:
-    with open(f"{PROC}/{pid}/status", "rb") as f:
+def _real_uid(status: Path) -> int:
+    with open(status, "rb") as f:
         for line in f:
             if line.startswith(b"Uid:"):
                 return int(line.split()[1])
-    raise OSError(f"no Uid in /proc/{pid}/status")
+    raise OSError(f"no Uid in {status}")
 
 
 class ProcReader:
-    """The host's CPU and memory and processes' facts from ``/proc``. Each pid's last CPU
-    time is kept so its percentage covers the time since the previous reading; a pid reused
-    by a new process starts over."""
+    """The host's CPU and memory and processes' facts from ``/proc`` under ``root``. Each
+    pid's last CPU time is kept so its percentage covers the time since the previous reading,
+    and its start time as first worked out (psutil's Process keeps it too: the boot time it
+    adds moves when the wall clock is stepped); a pid reused by a new process starts over."""
 
-    def __init__(self) -> None:
-        self._cpu = CpuMeter()
+    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
+        self.root = Path(root)
+        self._proc = self.root / "proc"
+        self._cpu = CpuMeter(root)
         self._ticks_per_s = os.sysconf("SC_CLK_TCK")
         self._page = os.sysconf("SC_PAGE_SIZE")
-        # boot time, when read (it moves with the wall clock: read again each second)
-        self._boot: tuple[float, float] | None = None
-        # pid -> (start ticks, last CPU ticks, when read)
-        self._seen: dict[int, tuple[int, int, float]] = {}
+        # pid -> (start ticks, start time, last CPU ticks, when read)
+        self._seen: dict[int, tuple[int, float | None, int, float]] = {}
 
     def cpu_percent(self) -> float | None:
         """The host's CPU use since the last call."""
@@ -166,31 +168,33 @@ class ProcReader:
 
     def memory(self) -> tuple[int, int] | None:
         """(total, available) bytes."""
-        return host_memory()
+        return host_memory(self.root)
 
     def process(self, pid: int) -> ProcessReading | None:
         """One process's facts; None where it is gone or cannot be read (another PID
         namespace, ``hidepid``)."""
+        folder = self._proc / str(pid)
         try:
-            with open(f"{PROC}/{pid}/stat", "rb") as f:
+            with open(folder / "stat", "rb") as f:
                 stat = parse_stat(f.read())
-            with open(f"{PROC}/{pid}/cmdline", "rb") as f:
+            with open(folder / "cmdline", "rb") as f:
                 cmdline = parse_cmdline(f.read())
             now = time.monotonic()
-            user = _user(_real_uid(pid))  # read each time: a process may change its uid
+            user = _user(_real_uid(folder / "status"))  # read each time: a uid may change
             seen = self._seen.get(pid)
             if seen is not None and seen[0] == stat.start_ticks:
-                cpu_pct = self._cpu_pct(stat.cpu_ticks - seen[1], now - seen[2])
+                started = seen[1]
+                cpu_pct = self._cpu_pct(stat.cpu_ticks - seen[2], now - seen[3])
             else:
-                cpu_pct = 0.0
-            self._seen[pid] = (stat.start_ticks, stat.cpu_ticks, now)
+                started, cpu_pct = self._started(stat.start_ticks), 0.0
+            self._seen[pid] = (stat.start_ticks, started, stat.cpu_ticks, now)
             return ProcessReading(
                 name=full_name(stat.comm, cmdline),
                 user=user,
                 cmdline=cmdline,
                 host_rss=stat.rss_pages * self._page,
                 cpu_pct=cpu_pct,
-                started=self._started(stat.start_ticks),
+                started=started,
             )
         except (OSError, ValueError, IndexError):
             self._seen.pop(pid, None)
@@ -207,10 +211,9 @@ class ProcReader:
         return round(100.0 * ticks / self._ticks_per_s / seconds, 1)
 
     def _started(self, start_ticks: int) -> float | None:
-        now = time.monotonic()
-        if self._boot is None or now - self._boot[1] >= 1.0:
-            try:
-                self._boot = (_boot_time(), now)
-            except (OSError, ValueError):
-                return None
-        return self._boot[0] + start_ticks / self._ticks_per_s
+        """Seconds since the epoch: the boot time now (read anew for each new process, as
+        psutil does) and the ticks since boot the process started at."""
+        try:
+            return _boot_time(self._proc / "stat") + start_ticks / self._ticks_per_s
+        except (OSError, ValueError):
+            return None
