@@ -201,9 +201,7 @@ class EventWatcher:
         try:
             thread.start()
         except RuntimeError:  # no thread to be had: no events, and NVML let go again
-            self._free()
-            with contextlib.suppress(Exception):
-                nv.nvmlShutdown()
+            self._let_go()
             return False
         self._thread = thread
         return True
@@ -238,13 +236,17 @@ class EventWatcher:
                 self._nv.nvmlEventSetFree(event_set)
 
     # -- the thread -----------------------------------------------------------------------
+    def _let_go(self) -> None:
+        """Free the set while NVML is still held, then the hold ``start`` took."""
+        self._free()
+        with contextlib.suppress(Exception):
+            self._nv.nvmlShutdown()
+
     def _run(self, wait: Callable[[Any, int], Any]) -> None:
         try:
             self._wait_for_events(wait)
-        finally:  # the set is freed while this thread still holds NVML open
-            self._free()
-            with contextlib.suppress(Exception):
-                self._nv.nvmlShutdown()
+        finally:
+            self._let_go()
 
     def _wait_for_events(self, wait: Callable[[Any, int], Any]) -> None:
         failures = 0
