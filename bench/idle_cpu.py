@@ -38,6 +38,8 @@ TESTS = ROOT / "tests"
 sys.path.insert(0, str(TESTS))
 from pty_helpers import spawn_in_pty  # noqa: E402  (tests/ holds the bench's helpers)
 
+from lltui.sources.gpu.procfs import parse_stat  # noqa: E402
+
 # runs a module with the fake as `pynvml` (the first argument names the module)
 # the GPUs' readings move a little every second, as an idle GPU's do (power, temperature,
 # clocks), so neither tool can skip a redraw because nothing changed
@@ -148,10 +150,8 @@ def cpu_seconds(pid: int) -> float:
         return total / 1e9
     except (OSError, ValueError, IndexError):
         pass
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return ticks / os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return parse_stat(f.read()).cpu_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> float:
