@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from public_models import BY_LOG, write  # noqa: E402
 
-from lltui.core.llama.log_scan import scan_lines  # noqa: E402
+from lltui.core.llamalog.reader import scan_lines  # noqa: E402
 from lltui.services.explain import ExplainRequest, explain  # noqa: E402
 
 LOGS = ROOT / "tests" / "fixtures" / "llama-logs"

@@ -45,7 +45,7 @@ from llama_fixture import SERVER_ARGS, llama_server, rpc_servers  # noqa: E402
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate  # noqa: E402
 from lltui.core.gguf.reader import read_gguf  # noqa: E402
 from lltui.core.llama.flags import parse_llama_args  # noqa: E402
-from lltui.core.llama.log import parse_log  # noqa: E402
+from lltui.core.llamalog.reader import parse_log  # noqa: E402
 from lltui.core.memory.devices import DeviceSpec, rpc_device  # noqa: E402
 from lltui.core.units import MIB  # noqa: E402
 from lltui.sources.llama import build as llama_build  # noqa: E402

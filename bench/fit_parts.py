@@ -32,7 +32,7 @@ from llama_fixture import build_llama, llama_server  # noqa: E402
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate  # noqa: E402
 from lltui.core.gguf.reader import read_gguf  # noqa: E402
 from lltui.core.llama.flags import parse_llama_args  # noqa: E402
-from lltui.core.llama.log import parse_log  # noqa: E402
+from lltui.core.llamalog.reader import parse_log  # noqa: E402
 from lltui.core.memory.results import PartEstimate  # noqa: E402
 from lltui.core.units import MIB  # noqa: E402
 
@@ -84,11 +84,11 @@ def main() -> int:
         for label, extra in DRAFT_FLAGS.items():
             flags = [*extra, "-md", str(draft), "--no-warmup"]
             with llama_server(bins, main_model, root / "s.log", flags) as s:
-                log = parse_log(s.log())
+                log = parse_log(s.log()).memory
             d = part(ours(main_model, flags), "draft")
             logged = {
                 (b.name, k): v
-                for b in log.draft_buffers
+                for b in log.sizes("draft")
                 for k, v in (("model", b.model_mib), ("KV", b.kv_mib), ("output", b.output_mib))
                 if v
             }
@@ -98,22 +98,21 @@ def main() -> int:
                     key = (name, kind)
                     want[key] = round(want.get(key, 0.0) + float(f"{nbytes / MIB:.2f}"), 2)
             exact = sum(round(abs(want.get(k, 0) - v), 3) == 0 for k, v in logged.items())
-            theirs = sum(b.compute_mib for b in log.draft_buffers)
+            theirs = sum(b.compute_mib for b in log.sizes("draft"))
             mine = sum(b for _, k, b in d.buffers if k == "compute") / MIB
             err = 100 * (mine - theirs) / theirs if theirs else 0.0
             print(f"{label:<34} {exact:>7}/{len(logged):<6} {err:>+13.1f}")
 
         flags = ["-c", "1024", "-np", "1", "--lora", str(lora), "--mmproj", str(mmproj)]
         with llama_server(bins, main_model, root / "s.log", flags) as s:
-            log = parse_log(s.log())
+            log = parse_log(s.log()).memory
         res = ours(main_model, flags)
         lo = {n: round(b / MIB, 2) for n, _, b in part(res, "lora").buffers}
-        print(
-            f"{'LoRA buffers':<34} {'exact' if lo == dict(log.lora_buffers) else 'DIFFERENT':>14}"
-        )
+        logged = {b.name: b.model_mib for b in log.sizes("lora")}
+        print(f"{'LoRA buffers':<34} {'exact' if lo == logged else 'DIFFERENT':>14}")
         mm = part(res, "mmproj")
         total = sum(x.weights_bytes + x.compute_bytes for x in mm.devices) / MIB
-        clip = dict(log.mmproj_compute).get("CPU", 0.0)
+        clip = {b.name: b.compute_mib for b in log.sizes("mmproj")}.get("CPU", 0.0)
         mm_compute = sum(x.compute_bytes for x in mm.devices) / MIB
         print(
             f"{'projector worst case (MiB)':<34} lltui {total:.2f}, "

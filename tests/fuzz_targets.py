@@ -21,7 +21,7 @@ def _smi_csv(text: str, fields: list[str] | None = None) -> Any:
 
 
 def _llama_log(text: str) -> Any:
-    from lltui.core.llama.log import parse_log
+    from lltui.core.llamalog.reader import parse_log
 
     return parse_log(text)
 
@@ -33,7 +33,7 @@ def _metrics(text: str) -> Any:
 
 
 def _router_log(text: str) -> Any:
-    from lltui.core.llama.router_log import parse_router_log
+    from lltui.core.llamalog.router import parse_router_log
 
     return parse_router_log(text)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from lltui.core.llama.log import LlamaLogSummary
+from lltui.core.llamalog.models import LlamaLogSummary
 from lltui.sources.llama import build as llama_build
 
 START_TIMEOUT_S = 90.0
@@ -240,9 +240,10 @@ BUFFER_KINDS = ("model", "KV", "output", "compute", "RS")
 
 
 def logged_buffers(
-    summary: LlamaLogSummary, kinds: Sequence[str] = BUFFER_KINDS
+    summary: LlamaLogSummary, kinds: Sequence[str] = BUFFER_KINDS, part: str = "model"
 ) -> dict[tuple[str, str], float]:
-    """The MiB of each (device, kind) buffer a log gave, for the kinds asked."""
+    """The MiB of each (device, kind) buffer a log gave one part (the model, its draft), for
+    the kinds asked."""
     fields = {
         "model": "model_mib",
         "KV": "kv_mib",
@@ -251,7 +252,7 @@ def logged_buffers(
         "RS": "rs_mib",
     }
     out = {}
-    for b in summary.buffers:
+    for b in summary.memory.sizes(part):
         for kind in kinds:
             mib = getattr(b, fields[kind])
             if mib:

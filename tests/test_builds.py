@@ -22,7 +22,7 @@ from lltui.core.llama.builds import (
     changes_between,
     rules_for,
 )
-from lltui.core.llama.log_scan import scan_lines
+from lltui.core.llamalog.reader import scan_lines
 from lltui.core.memory.context import resolve_context
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import read_hparams

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from lltui.cli import main
-from lltui.core.llama.log_scan import MAX_BUFFERS, MAX_UNPARSED, LogScanner, scan_lines
+from lltui.core.llamalog.memory import MAX_BUFFERS, MAX_UNPARSED
+from lltui.core.llamalog.reader import LogReader, scan_lines
 from lltui.services.explain import ExplainRequest, explain
 from lltui.sources.llama.log_file import HEAD_BYTES, MAX_LINE_BYTES, LogRead, read_lines
 
@@ -145,12 +146,12 @@ def test_standard_input(monkeypatch, capsys):
 
 
 def test_the_scanner_keeps_bounded_lists():
-    scanner = LogScanner()
+    reader = LogReader()
     for i in range(MAX_BUFFERS + 500):
-        scanner.feed(f"load_tensors:        CUDA0 model buffer size = {i}.00 MiB")
+        reader.feed(f"load_tensors:        CUDA0 model buffer size = {i}.00 MiB")
     for _ in range(MAX_UNPARSED + 50):
-        scanner.feed("something odd: 12 MiB of nothing")
-    f = scanner.facts()
+        reader.feed("something odd: 12 MiB of nothing")
+    f = reader.facts()
     assert len(f.buffers) == MAX_BUFFERS and f.buffers_dropped == 500
     assert len(f.unparsed) == MAX_UNPARSED and f.unparsed_dropped == 50
 
@@ -195,3 +196,22 @@ def test_a_fit_that_gave_up_is_not_a_failed_load(capsys, tmp_path):
     log.write_text("\n".join([*lines[:5], warn, *lines[5:]]) + "\n")
     assert main(["explain", str(log), "--build", "11434", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["failed"] is None
+
+
+def test_the_log_s_build_is_read_in_both_formats_or_said_unknown(capsys, tmp_path):
+    """Current llama.cpp prints ``version: X.Y.Z (build N, commit C)``: its build number is the
+    log's build. A log whose own build cannot be told (build 0: no git history) is judged by
+    a build from elsewhere, and the answer says so, in text and JSON."""
+    lines = PINNED.read_text().splitlines()
+    semver = tmp_path / "semver.log"
+    semver.write_text("\n".join(["version: 0.3.0-dev (build 10621, commit c1d0e7a00)", *lines]))
+    assert main(["explain", str(semver), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["build"], data["build_note"]) == (10621, None)
+    assert data["build_source"] == "the log's build line (line 1)"
+    assert data["rules"]["follows"] == 10621
+    assert main(["explain", str(PINNED), "--json"]) == 0
+    note = json.loads(capsys.readouterr().out)["build_note"]
+    assert note == "the log says build 0: llama.cpp built without its git history"
+    assert main(["explain", str(PINNED)]) == 0
+    assert f"  the log's own build cannot be told: {note}" in capsys.readouterr().out.splitlines()

@@ -15,7 +15,7 @@ from public_models import BY_LOG, corpus_entry, write
 
 from lltui.cli import main
 from lltui.core.explain.report import report_to_json, report_to_text
-from lltui.core.llama.log_scan import scan_lines
+from lltui.core.llamalog.reader import scan_lines
 from lltui.core.units import MIB
 from lltui.services.explain import ExplainRequest, explain
 

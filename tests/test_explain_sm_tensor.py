@@ -9,7 +9,7 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
-from lltui.core.llama.log_scan import scan_lines
+from lltui.core.llamalog.reader import scan_lines
 from lltui.services.explain import ExplainRequest, explain
 
 LOGS = Path(__file__).parent / "fixtures" / "llama-server"

@@ -27,7 +27,8 @@ from llama_fixture import (
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
-from lltui.core.llama.log import LlamaLogSummary, parse_log
+from lltui.core.llamalog.models import LlamaLogSummary
+from lltui.core.llamalog.reader import parse_log
 from lltui.core.memory.devices import rpc_device
 from lltui.core.units import MIB
 
@@ -113,9 +114,9 @@ def context_mismatches(res: FitResult, summary: LlamaLogSummary) -> list[str]:
         ("n_outputs_max", r.n_outputs_max),
         ("n_seq_max", r.n_seq_max),
     ):
-        if summary.context_int(key) != ours:
-            problems.append(f"{key}: lltui {ours}, llama.cpp {summary.context_int(key)}")
-    logged = sorted((c.cells, c.layers) for c in summary.kv_caches)
+        if summary.memory.context_int(key) != ours:
+            problems.append(f"{key}: lltui {ours}, llama.cpp {summary.memory.context_int(key)}")
+    logged = sorted((c.cells, c.layers) for c in summary.memory.kv_sizes)
     ours_kv = sorted((c.cells, len(c.layers)) for c in res.kv)
     if logged != ours_kv:
         problems.append(f"KV caches (cells, layers): lltui {ours_kv}, llama.cpp {logged}")

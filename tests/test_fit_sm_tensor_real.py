@@ -19,7 +19,7 @@ from llama_fixture import (
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
-from lltui.core.llama.log import parse_log
+from lltui.core.llamalog.reader import parse_log
 from lltui.core.memory.devices import rpc_device
 from lltui.core.memory.tensor_parallel import META, fold_meta
 from lltui.core.units import MIB

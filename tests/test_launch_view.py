@@ -258,7 +258,7 @@ def test_an_exited_server_shows_no_health(monkeypatch):
     # a server that answered "ready" and then exited (stopped by someone else): the view must
     # not keep its last answer, and a poll that still arrives cannot bring it back
     from lltui.app.screens.launch import render_server
-    from lltui.core.llama.log import parse_log
+    from lltui.core.llamalog.reader import parse_log
     from lltui.services import launch_watch as launch_state
     from lltui.sources.llama.http import EndpointResult, ServerPoll
     from lltui.sources.llama.supervisor import ServerExit, ServerStatus

@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from llama_fixture import llama_bins, llama_server, rpc_servers, stop_group, tiny_model
 
-from lltui.core.llama.log import (
-    LlamaLogParser,
-    LlamaLogSummary,
-    classify_problem,
-    device_of_buffer,
-    is_ready_line,
-    parse_breakdown_row,
-    parse_list_devices,
-    parse_log,
-    split_line,
-)
+from lltui.core.llamalog.lines import split_line
+from lltui.core.llamalog.models import LlamaLogSummary, device_of_buffer
+from lltui.core.llamalog.patterns import parse_breakdown_row
+from lltui.core.llamalog.reader import LogReader, is_ready_line, parse_list_devices, parse_log
+from lltui.core.llamalog.server import classify_problem
 from lltui.sources.llama.binary import list_devices
 
 # Fixtures used by the live tests below.
@@ -59,7 +54,8 @@ def test_split_line_leaves_unprefixed_lines_alone() -> None:
 
 def test_lv4_log_gives_device_buffers_kv_and_readiness() -> None:
     s = parse_log(fixture("server_lv4_full.log"))
-    assert [(d.name, d.description, d.total_mib, d.free_mib) for d in s.devices] == [
+    m = s.memory
+    assert [(d.name, d.description, d.total_mib, d.free_mib) for d in m.devices] == [
         ("CPU", "AMD EPYC", 24105, 24105)
     ]
     buffers = {b.name: b for b in s.buffers}
@@ -67,18 +63,15 @@ def test_lv4_log_gives_device_buffers_kv_and_readiness() -> None:
     assert buffers["CPU"].output_mib == 0.01
     assert buffers["CPU"].kv_mib == 4.00
     assert buffers["CPU"].compute_mib == 5.52
-    (kv,) = s.kv_caches
+    (kv,) = m.kv_sizes
     assert (kv.size_mib, kv.cells, kv.layers, kv.seqs) == (4.00, 2048, 8, "4/1")
     assert (kv.k_type, kv.k_mib, kv.v_type, kv.v_mib) == ("f16", 2.00, "f16", 2.00)
-    assert s.n_ctx == 2048
-    assert s.context_value("flash_attn") == "auto"
-    assert s.context_value("kv_unified") == "true"
-    assert (s.n_slots, s.n_ctx_slot) == (4, 2048)
-    assert (s.graph_nodes, s.graph_splits) == (257, 1)
-    assert s.verbosity == 4
-    assert s.build is not None and s.build.startswith("build 0 (unknown)")
-    assert s.model_path == "models/tiny-llama.gguf"
-    assert s.load_mode == "mmap"
+    assert m.context_int("n_ctx") == 2048
+    assert m.context_value("flash_attn") == "auto"
+    assert m.context_value("kv_unified") == "true"
+    assert m.slots == (4, 2048, "true")
+    assert m.build is None and "build 0" in (m.build_note or "")
+    assert m.model_path == "models/tiny-llama.gguf"
     assert s.model_loaded and s.ready
     assert s.listening == ("http://127.0.0.1:18180",)
     assert s.shutting_down and s.exit_reason is None and not s.problems
@@ -113,10 +106,11 @@ def test_fit_that_reduced_the_context() -> None:
     assert (fit.target_mib, fit.reduce_by_mib) == (20000, 45053)
     assert (fit.projected_used_mib, fit.projected_free_mib) == (49158, 24105)
     assert fit.seconds == 0.64
-    assert s.n_ctx == 1399040 and s.n_ctx_slot == 1399040
+    assert s.memory.context_int("n_ctx") == 1399040 and s.memory.slots is not None
+    assert s.memory.slots[1] == 1399040
     cpu = {b.name: b for b in s.buffers}["CPU"]
     assert (cpu.kv_mib, cpu.compute_mib) == (2732.50, 1369.77)
-    (kv,) = s.kv_caches
+    (kv,) = s.memory.kv_sizes
     assert (kv.cells, kv.k_mib, kv.v_mib) == (1399040, 1366.25, 1366.25)
     # The table printed at exit is the one kept, not the fit probe's.
     (host,) = s.memory_breakdown
@@ -143,7 +137,7 @@ def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     assert any("failed to allocate buffer for kv cache" in p.message for p in oom)
     (host,) = s.memory_breakdown
     assert (host.self_mib, host.context_mib, host.compute_mib) == (117194, 78125, 39066)
-    assert s.n_ctx == 40000000
+    assert s.memory.context_int("n_ctx") == 40000000
     # The KV buffer never got allocated; the weights did.
     (cpu,) = s.placement()
     assert (cpu.model_mib, cpu.kv_mib, cpu.output_mib) == (3.18, 0.0, 0.01)
@@ -151,14 +145,13 @@ def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
 
 def test_verbose_log_keeps_the_real_load_not_the_fit_probe() -> None:
     s = parse_log(fixture("server_verbose_v_full.log"))
-    assert s.loads == 2  # the fit probe and the real load
+    assert s.memory.loads == 2  # the fit probe and the real load
     buffers = {b.name: b for b in s.buffers}
     # The probe printed "CPU model buffer size = 0.00" and "KV buffer size = 0.00".
     assert buffers["CPU_Mapped"].model_mib == 3.18
     assert buffers["CPU"].model_mib == 0.0
     assert buffers["CPU"].kv_mib == 4.00
-    assert s.layer_devices == tuple((i, "CPU") for i in range(9))  # 8 layers + output
-    assert s.kv_layer_devices == tuple((i, "CPU") for i in range(8))
+    assert s.memory.layer_devices == tuple((i, "CPU") for i in range(9))  # 8 layers + output
     (cpu,) = s.placement()
     assert cpu.layers == tuple(range(9))
     assert s.ready
@@ -169,17 +162,18 @@ def test_jsonl_log_parses_like_the_text_log() -> None:
     jsonl = parse_log(fixture("server_jsonl_lv4_full.log"))
     assert jsonl.ready and jsonl.listening == text.listening
     assert jsonl.buffers == text.buffers
-    assert jsonl.kv_caches == text.kv_caches
+    assert [replace(k, line=0) for k in jsonl.memory.kv_sizes] == [
+        replace(k, line=0) for k in text.memory.kv_sizes
+    ]
     assert jsonl.memory_breakdown == text.memory_breakdown
     assert jsonl.fit.status == text.fit.status
-    assert jsonl.devices == text.devices
+    assert jsonl.memory.devices == text.memory.devices
 
 
 def test_default_verbosity_has_no_placement_but_readiness() -> None:
     s = parse_log(fixture("server_default_verbosity_full.log"))
-    assert s.verbosity == 3
     assert s.buffers == () and s.placement() == () and s.memory_breakdown == ()
-    assert s.ready and (s.n_slots, s.n_ctx_slot) == (4, 2048)
+    assert s.ready and s.memory.slots is not None and s.memory.slots[:2] == (4, 2048)
 
 
 def test_startup_log_is_ready_and_not_shutting_down() -> None:
@@ -236,7 +230,8 @@ def test_warnings_before_the_log_starts_are_kept() -> None:
     assert any(
         w.startswith("warn: LLAMA_ARG_PORT environment variable is set") for w in env.warnings
     )
-    assert (env.n_slots, env.context_value("kv_unified")) == (2, None)
+    assert env.memory.slots is not None and env.memory.slots[0] == 2
+    assert env.memory.context_value("kv_unified") is None
 
 
 def test_list_devices_on_a_cpu_build_is_empty() -> None:
@@ -385,27 +380,16 @@ def gpu_log() -> list[str]:
 
 def test_gpu_lines_give_devices_offload_and_per_device_buffers() -> None:
     s = parse_log(gpu_log())
-    assert [(d.index, d.name, d.compute_capability, d.vmm, d.vram_mib) for d in s.cuda_devices] == [
-        (0, "NVIDIA GeForce RTX 4090", (8, 9), True, 24080),
-        (1, "NVIDIA GeForce RTX 3090", (8, 6), False, 24080),
+    m = s.memory
+    # ggml_cuda_init names them, device_info gives their size, "using device" what the load
+    # found free
+    assert [(d.name, d.description, d.total_mib, d.free_mib, d.source) for d in m.devices] == [
+        ("CUDA0", "NVIDIA GeForce RTX 4090", 24080, 23400, "using device"),
+        ("CUDA1", "NVIDIA GeForce RTX 3090", 24080, 22900, "using device"),
+        ("CPU", "AMD EPYC", 64000, 60000, "device_info"),
     ]
-    assert [(d.name, d.free_mib) for d in s.devices] == [
-        ("CUDA0", 23500),
-        ("CUDA1", 23000),
-        ("CPU", 60000),
-    ]
-    assert [(u.name, u.description, u.device_id, u.free_mib) for u in s.used_devices] == [
-        ("CUDA0", "NVIDIA GeForce RTX 4090", "0000:01:00.0", 23400),
-        ("CUDA1", "NVIDIA GeForce RTX 3090", "0000:02:00.0", 22900),
-    ]
-    off = s.offload
-    assert (off.layers_offloaded, off.layers_total, off.repeating_layers, off.output_layer) == (
-        33,
-        33,
-        32,
-        True,
-    )
-    assert s.pipeline_parallel and s.graph_splits == 3
+    assert m.offloaded == (33, 33)
+    assert m.pipeline_parallel
     placement = {p.name: p for p in s.placement()}
     assert list(placement) == ["CUDA0", "CUDA1", "CPU"]
     assert (placement["CUDA0"].model_mib, placement["CUDA0"].kv_mib) == (9300.25, 576.0)
@@ -497,7 +481,7 @@ def test_cuda_oom_lines_name_the_failure() -> None:
 
 
 def test_runtime_cuda_error_after_ready() -> None:
-    parser = LlamaLogParser()
+    parser = LogReader()
     assert "ready" in parser.feed(
         "0.00.001.000 I srv  llama_server: listening on http://127.0.0.1:1"
     )
@@ -535,7 +519,7 @@ def test_older_builds_readiness_and_names() -> None:
         "llama_context:      CUDA0 compute buffer size =   100.00 MiB",
         "main: model loaded",
     ]
-    parser = LlamaLogParser()
+    parser = LogReader()
     for line in lines:
         parser.feed(line)
     s = parser.summary()
@@ -571,7 +555,7 @@ def test_classify_problem() -> None:
 
 
 def test_garbage_never_raises_and_memory_stays_bounded() -> None:
-    parser = LlamaLogParser()
+    parser = LogReader()
     junk = [
         "\x00\x01\x02",
         "{not json",
@@ -602,7 +586,7 @@ def test_live_server_log_matches_its_exit_breakdown(llama_bins, tiny_model, tmp_
         # file a moment after /health answers
         deadline = time.monotonic() + 10.0
         while True:
-            streaming = LlamaLogParser()
+            streaming = LogReader()
             events = [e for line in run.log().splitlines() for e in streaming.feed(line)]
             if "ready" in events or time.monotonic() > deadline:
                 break
@@ -619,7 +603,7 @@ def test_live_server_log_matches_its_exit_breakdown(llama_bins, tiny_model, tmp_
     assert int(cpu.model_mib) == host.model_mib
     assert int(cpu.kv_mib + cpu.output_mib) == host.context_mib
     assert int(cpu.compute_mib) == host.compute_mib
-    assert s.n_ctx == 512
+    assert s.memory.context_int("n_ctx") == 512
 
 
 @pytest.mark.slow
@@ -639,18 +623,17 @@ def test_live_rpc_devices_share_the_layers(llama_bins, tiny_model, tmp_path) -> 
             assert run.proc.returncode == 0
     s = parse_log(run.log())
     assert s.ready
-    assert [(u.name, u.description) for u in s.used_devices] == [
-        (d.name, d.description) for d in devices
-    ]
+    used = [d for d in s.memory.devices if d.source == "using device"]
+    assert [(u.name, u.description) for u in used] == [(d.name, d.description) for d in devices]
     # Buffers are named per server ("RPC0[ep]" twice); placement joins them to RPC0, RPC1.
     assert {b.name for b in s.buffers} >= {f"RPC0[{ep}]" for ep in endpoints}
-    assert (s.offload.layers_offloaded, s.offload.layers_total) == (9, 9)  # 8 layers + output
+    assert s.memory.offloaded == (9, 9)  # 8 layers + output
     placement = {p.name: p for p in s.placement()}
     rpc = [placement[d.name] for d in devices]
     assert all(p.model_mib > 0 and p.kv_mib > 0 for p in rpc)
     # Each device holds KV for its own layers: the shares add up to the whole cache.
-    assert round(sum(p.kv_mib for p in rpc), 2) == round(sum(k.size_mib for k in s.kv_caches), 2)
-    assert s.graph_splits is not None and s.graph_splits > 1
+    kv = sum(k.size_mib for k in s.memory.kv_sizes)
+    assert round(sum(p.kv_mib for p in rpc), 2) == round(kv, 2)
     assert s.fit.status == "no_change"
     assert [p.device for p in s.fit.projections] == [f"{d.name} ({d.description})" for d in devices]
     # The ready event lists each RPC device in llama.cpp's order, then the host.
@@ -664,7 +647,7 @@ def test_live_rpc_devices_share_the_layers(llama_bins, tiny_model, tmp_path) -> 
 
 
 def test_a_run_of_one_message_is_shown_once_with_its_count():
-    from lltui.core.llama.log_fold import RepeatFolder
+    from lltui.core.llamalog.router import RepeatFolder
 
     folder = RepeatFolder()
     shown: list[str] = []

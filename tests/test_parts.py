@@ -416,29 +416,30 @@ def test_a_non_causal_model_keeps_its_batch_and_outputs_a_batch(tmp_path):
 
 
 def test_the_log_parser_keeps_the_draft_projector_and_adapter_apart():
-    from lltui.core.llama.log import parse_log
+    from lltui.core.llamalog.reader import parse_log
 
     text = (Path(__file__).parent / "fixtures/llama-server/parts_draft_mmproj_lora.log").read_text()
     s = parse_log(text)
-    # the model's own buffers, not the draft's that come after them
-    assert {b.name: (b.model_mib, b.kv_mib, b.compute_mib) for b in s.buffers} == {
-        "CPU_Mapped": (2.80, 0.0, 0.0),
-        "CPU": (0.0, 2.0, 6.52),
-    }
-    assert [(c.cells, c.layers) for c in s.kv_caches] == [(1024, 4)]
-    assert {b.name: (b.model_mib, b.kv_mib, b.compute_mib) for b in s.draft_buffers} == {
-        "CPU_Mapped": (1.19, 0.0, 0.0),
-        "CPU": (0.0, 1.0, 3.77),
-    }
-    assert [(c.cells, c.layers) for c in s.draft_kv_caches] == [(1024, 2)]
-    assert dict(s.draft_context)["n_ctx"] == "2048" and s.context_int("n_ctx") == 2048
-    assert s.lora_buffers == (("CPU_Mapped", 0.10),)
-    assert (s.mmproj_backend, s.mmproj_estimate_mib, s.mmproj_compute) == (
+    m = s.memory
+
+    def sizes(part: str) -> dict[str, tuple[float, float, float]]:
+        return {b.name: (b.model_mib, b.kv_mib, b.compute_mib) for b in m.sizes(part)}
+
+    # the model's own buffers, not the draft's that come after them; its compute buffer
+    # reserved again for the warm-up of its parts counts once
+    assert sizes("model") == {"CPU_Mapped": (2.80, 0.0, 0.0), "CPU": (0.0, 2.0, 6.52)}
+    assert [(c.cells, c.layers) for c in m.kv_sizes] == [(1024, 4)]
+    assert m.offloaded == (5, 5)  # the model's, not the draft's 3/3 printed after it
+    assert sizes("draft") == {"CPU_Mapped": (1.19, 0.0, 0.0), "CPU": (0.0, 1.0, 3.77)}
+    assert [(c.cells, c.layers) for c in m.draft_kv_sizes] == [(1024, 2)]
+    assert dict(m.draft_context)["n_ctx"] == "2048" and m.context_int("n_ctx") == 2048
+    assert sizes("lora") == {"CPU_Mapped": (0.10, 0.0, 0.0)}
+    assert (m.mmproj_backend, m.mmproj_estimate_mib, sizes("mmproj")) == (
         "CPU",
         0.38,
-        (("CPU", 0.04),),
+        {"CPU": (0.0, 0.0, 0.04)},
     )
-    assert s.n_slots == 2 and s.ready
+    assert m.slots == (2, 1024, "false") and s.ready
     (cpu,) = s.ready_devices()  # launch's ready event: the model's numbers, the parts beside
     assert (cpu["model_mib"], cpu["kv_mib"]) == (2.80, 2.0)
     assert cpu["parts_mib"] == {"draft": round(1.19 + 1.0 + 3.77 + 0.01, 2), "lora": 0.10}

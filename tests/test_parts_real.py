@@ -36,8 +36,8 @@ from test_fit_real import (
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.llama.flags import parse_llama_args
-from lltui.core.llama.log import parse_log
-from lltui.core.llama.log_models import LlamaLogSummary
+from lltui.core.llamalog.models import LlamaLogSummary
+from lltui.core.llamalog.reader import parse_log
 from lltui.core.memory.devices import rpc_device
 from lltui.core.memory.results import PartEstimate
 from lltui.core.units import MIB
@@ -93,12 +93,10 @@ def part(res: FitResult, name: str) -> PartEstimate:
 
 def draft_summary(summary: LlamaLogSummary) -> LlamaLogSummary:
     """The draft's context as a summary of its own (for the helpers that read one)."""
-    return replace(
-        summary,
-        buffers=summary.draft_buffers,
-        kv_caches=summary.draft_kv_caches,
-        context=summary.draft_context,
-    )
+    m = summary.memory
+    buffers = tuple(replace(b, part="model") for b in m.buffers if b.part == "draft")
+    draft = replace(m, buffers=buffers, kv_sizes=m.draft_kv_sizes, context=m.draft_context)
+    return replace(summary, memory=draft)
 
 
 def part_mismatches(p: PartEstimate, logged: dict[tuple[str, str], float], check_compute: bool):
@@ -149,7 +147,7 @@ def test_draft_buffers_on_the_host(llama_bins, files, tmp_path, case):
     d = part(res, "draft")
     problems = part_mismatches(d, logged_buffers(draft_summary(summary)), check_compute=True)
     assert not problems, problems
-    assert draft_summary(summary).context_int("n_ctx") == d.n_ctx == res.resolved.n_ctx
+    assert draft_summary(summary).memory.context_int("n_ctx") == d.n_ctx == res.resolved.n_ctx
     # the same split by hand: the parser keeps the two contexts apart
     cut = text.index(DRAFT_START)
     assert logged_buffers(parse_log(text[cut:])) == logged_buffers(draft_summary(summary))
@@ -188,7 +186,7 @@ def test_lora_buffers(llama_bins, files, tmp_path):
     for model, lm in (("main", "mmap"), ("main", "none"), ("q4", "mmap")):
         flags = ["-c", "1024", "-np", "1", "-lm", lm, "--lora", str(files["lora"]), "--no-warmup"]
         text = served_log(llama_bins, files[model], tmp_path / f"{model}-{lm}.log", flags)
-        logged = dict(parse_log(text).lora_buffers)
+        logged = {b.name: b.model_mib for b in parse_log(text).memory.sizes("lora")}
         assert logged == {m[1]: float(m[2]) for m in _LORA_LINE.finditer(text)}
         p = part(ours(files[model], flags), "lora")
         want: dict[str, float] = {}
@@ -224,12 +222,13 @@ def test_mmproj_on_rpc_devices(llama_bins, files, rpc_endpoints, tmp_path, flags
     argv += ["--mmproj", str(files["mmproj"]), *flags]
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(rpc_endpoints)]
     summary = parse_log(served_log(llama_bins, files["main"], tmp_path / "server.log", argv))
-    assert summary.mmproj_backend and summary.mmproj_estimate_mib, "no projector lines"
+    log = summary.memory
+    assert log.mmproj_backend and log.mmproj_estimate_mib, "no projector lines"
     mm = part(ours(files["main"], argv, devices), "mmproj")
-    assert mm.devices[0].device == summary.mmproj_backend
+    assert mm.devices[0].device == log.mmproj_backend
     total = sum(d.weights_bytes + d.compute_bytes for d in mm.devices)
-    assert printed(total) == pytest.approx(summary.mmproj_estimate_mib)
-    logged = dict(summary.mmproj_compute)
+    assert printed(total) == pytest.approx(log.mmproj_estimate_mib)
+    logged = {b.name: b.compute_mib for b in log.sizes("mmproj")}
     for name, kind, nbytes in mm.buffers:
         if kind == "compute":
             want = logged.get(name, 0.0)
@@ -251,7 +250,7 @@ def test_embedding_models_have_no_kv_cache(llama_bins, tmp_path, case):
     summary = parse_log(served_log(llama_bins, model, tmp_path / "server.log", flags))
     res = ours(model, flags)
     assert not res.model.causal and res.model.pooling == "mean"
-    assert res.kv == () and not summary.kv_caches
+    assert res.kv == () and not summary.memory.kv_sizes
     # non-causal: the batch is not cut to the context; outputs: a batch of them
     assert not context_mismatches(res, summary), context_mismatches(res, summary)
     # weights and output exact; the compute buffer is the compute model's (not checked here)
@@ -284,7 +283,7 @@ def test_projector_compute_approximation(llama_bins, tmp_path, shape, fa):
     )
     flags = ["-np", "1", "-fa", fa, "--mmproj", str(mm)]
     summary = parse_log(served_log(llama_bins, text, tmp_path / "server.log", flags))
-    theirs = dict(summary.mmproj_compute)["CPU"]
+    theirs = {b.name: b.compute_mib for b in summary.memory.sizes("mmproj")}["CPU"]
     (dev,) = part(ours(text, flags), "mmproj").devices
     assert abs(dev.compute_bytes / MIB - theirs) <= PROJECTOR_TOLERANCE * theirs, (
         dev.compute_bytes / MIB,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lltui.core.llama.router_api import parse_router_models
-from lltui.core.llama.router_log import RouterLogParser, parse_router_log
+from lltui.core.llamalog.router import RouterLogReader, parse_router_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "router"
 
@@ -40,7 +40,7 @@ def test_each_model_server_gets_its_own_lines(log_text):
         ("CPU", 0.0, 0.5, 4.02),
     }
     beta = s.latest("beta")
-    assert beta is not None and beta.log.context_int("n_ctx") == 512
+    assert beta is not None and beta.log.memory.context_int("n_ctx") == 512
     assert {b.name: b.model_mib for b in beta.log.buffers}["CPU_Mapped"] == 7.07
 
 
@@ -60,7 +60,7 @@ def test_the_spawned_arguments_and_the_failure_line(log_text):
 
 
 def test_states_follow_the_lines_as_they_come(log_text):
-    parser = RouterLogParser()
+    parser = RouterLogReader()
     states = []
     for line in log_text.splitlines():
         if "model" in parser.feed(line):
@@ -69,7 +69,7 @@ def test_states_follow_the_lines_as_they_come(log_text):
     assert states[:3] == ["loading", "loaded", "loaded"]
     assert "stopping" in states and states[-1] == "exited"
     # the router's own events only: its model servers' "listening" lines are not its own
-    parser = RouterLogParser()
+    parser = RouterLogReader()
     ready_lines = [line for line in log_text.splitlines() if "ready" in parser.feed(line)]
     assert ready_lines == ["0.00.017.984 I srv  llama_server: listening on http://127.0.0.1:18590"]
 
@@ -87,7 +87,7 @@ def test_the_router_model_list():
 
 
 def test_a_hostile_log_stays_bounded():
-    parser = RouterLogParser()
+    parser = RouterLogReader()
     for i in range(200):
         spawn = f"spawning server instance with name=m{i} on port {1000 + i}"
         parser.feed(f"0.00.000.001 I srv          load: {spawn}")

@@ -139,7 +139,7 @@ def test_rpc_devices_and_their_buffers_are_in_the_placement(llama_bins, tiny_mod
             sup.start()
             assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()
             devices = {d["name"]: d for d in sup.ready_devices()}
-            used = [d.name for d in sup.summary().used_devices]
+            used = [d.name for d in sup.facts().devices if d.source == "using device"]
     # The devices as llama-server lists them, one per RPC server, in --rpc order.
     assert used == ["RPC0", "RPC1"]
     assert set(used) <= set(devices), devices

@@ -453,7 +453,7 @@ class _LoadProgress:
         log = status.log
         out = []
         steps = [
-            ("loading", log.loads > 0, "loading the model's weights"),
+            ("loading", log.memory.loads > 0, "loading the model's weights"),
             ("weights", any(b.model_mib for b in log.buffers), self._weights(status)),
             ("context", any(b.kv_mib or b.compute_mib for b in log.buffers), self._context(status)),
             ("loaded", log.model_loaded, "model loaded; warming up"),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lltui.commands import CliError
 
 if TYPE_CHECKING:
-    from lltui.core.llama.log import DevicePlacement
+    from lltui.core.llamalog.models import DevicePlacement
     from lltui.services.router import ModelRow, PreparedRouter, RouterSession
 
 POLL_S = 0.5

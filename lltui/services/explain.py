@@ -3,7 +3,7 @@ same flags and build, and, for a load that failed, which device ran out, by how 
 command line that fits. The same for ``lltui explain``, the launch view and ``lltui launch``.
 
 :func:`explain` reads the file (bounded: :mod:`lltui.sources.llama.log_file`), scans it
-(:mod:`lltui.core.llama.log_scan`), finds the build (``--build``, the log's build line, its
+(:mod:`lltui.core.llamalog`), finds the build (``--build``, the log's build line, its
 line formats, the llama-server found here), recovers the settings, reads the model's header
 (the path in the log, ``--model`` or ``hf:``), estimates under that build's rules
 (:class:`~lltui.core.llama.builds.BuildRules` in the estimate's options) and compares.
@@ -30,8 +30,9 @@ from lltui.core.explain.settings import (
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
-from lltui.core.llama.log_scan import LogScanner
-from lltui.core.llama.log_scan_models import LogFacts
+from lltui.core.llamalog.classify import classify
+from lltui.core.llamalog.memory import MemoryFold
+from lltui.core.llamalog.models import LogFacts
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams, read_hparams
@@ -72,15 +73,15 @@ class ExplainRequest:
 def explain(request: ExplainRequest) -> ExplainReport:
     """The log read, scanned and compared with lltui's prediction."""
     read = LogRead(request.log)
-    scanner = LogScanner()
+    memory = MemoryFold()
     try:
         for line in read_lines(request.log, read):
-            scanner.feed(line)
-            if scanner.recognised == 0 and read.read_bytes > GIVE_UP_BYTES:
+            memory.take(classify(line))
+            if memory.recognised == 0 and read.read_bytes > GIVE_UP_BYTES:
                 break
     except LogFileError as exc:
         raise ExplainFailed(f"explain: {exc}", exc.code) from None
-    facts = scanner.facts()
+    facts = memory.facts()
     if facts.recognised == 0:
         raise ExplainFailed(
             f"explain: {request.log}: not a llama.cpp log (no line of llama.cpp's in its "

@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lltui.core.llama.address import public_url
-from lltui.core.llama.log_models import DevicePlacement
+from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
 from lltui.core.monitor.models import RigSample, SourceUnavailable
 from lltui.core.monitor.prom import (
@@ -52,7 +52,7 @@ class LlamaFollow:
 
 def placement_from_log(path: Path) -> tuple[DevicePlacement, ...]:
     """Per-device placement from the first part of a llama-server log; () when unreadable."""
-    from lltui.core.llama.log import parse_log
+    from lltui.core.llamalog.reader import parse_log
 
     try:
         with open(path, "rb") as f:

@@ -45,7 +45,7 @@ from lltui.core.llama.launch_spec import (
     build_command,
     read_flags,
 )
-from lltui.core.llama.log import DevicePlacement
+from lltui.core.llamalog.models import DevicePlacement
 from lltui.paths import state_dir
 from lltui.sources.llama import launch_prep, profiles
 from lltui.sources.llama import supervisor as supervision
@@ -480,11 +480,11 @@ class LaunchSession:
 
         if self._sup is None or self._prepared is None:
             return None
-        facts = self._sup.scan_facts()
+        facts = self._sup.facts()
         if not facts.buffers:
             return None
         prepared = self._prepared
-        groups = self._sup.summary().placement()
+        groups = facts.placement()
         by_buffer = {b: p.name for p in groups for b in p.buffers}
         build = build_of_binary(prepared.command.argv[0] if prepared.command.argv else None)
         return check_launch(facts, by_buffer, prepared.spec.args, prepared.spec.model, build)

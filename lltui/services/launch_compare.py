@@ -11,7 +11,7 @@ from lltui.core.explain.models import LogSource
 from lltui.core.explain.settings import is_host_buffer
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.builds import PINNED_BUILD
-from lltui.core.llama.log_scan_models import LogFacts
+from lltui.core.llamalog.models import LogFacts
 from lltui.core.units import MIB
 from lltui.services.explain import explain_facts
 
@@ -92,7 +92,7 @@ def check_launch(
     rows: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
     for c in report.checks:
         b = c.line
-        if b.load != facts.loads or b.part != "model":
+        if b.load != facts.loads or b.part != "model" or b.superseded:
             continue
         name = buffer_devices.get(b.device, "CPU" if is_host_buffer(b.device) else b.device)
         logged, predicted = rows.setdefault(name, ({}, {}))

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from lltui.core.llama.launch_spec import LaunchError
-from lltui.core.llama.log import DevicePlacement
-from lltui.core.llama.log_fold import RepeatFolder
 from lltui.core.llama.timings import RequestTimings, TimingReader
+from lltui.core.llamalog.models import DevicePlacement
+from lltui.core.llamalog.router import RepeatFolder
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
 from lltui.core.speed.served import SpeedCheck
@@ -409,9 +409,9 @@ class LaunchController:
             st = self.state
             if status is not None:
                 st.placement = tuple(status.log.placement())
-                off = status.log.offload
-                if off.layers_offloaded is not None and off.layers_total is not None:
-                    st.offload = f"offloaded {off.layers_offloaded}/{off.layers_total} layers"
+                off = status.log.memory.offloaded
+                if off is not None:
+                    st.offload = f"offloaded {off[0]}/{off[1]} layers"
                 if status.exit is not None and st.phase != "exited":
                     self._record_exit(status.exit)
                 elif poll.ready:

@@ -4,7 +4,7 @@ A :class:`RouterSession` reads the models (:mod:`lltui.services.router_prep`), p
 together (:mod:`lltui.services.plan`), writes the preset that pins each model's settings,
 and starts the router through a :class:`~lltui.services.launch.LaunchSession` (the same
 binary lookup, address checks, secrets and supervision as one server; the log read by a
-:class:`~lltui.core.llama.router_log.RouterLogParser`). Loads go through the plan: a model
+:class:`~lltui.core.llamalog.router.RouterLogReader`). Loads go through the plan: a model
 that would not fit with the ones loaded is refused in one line naming what to unload, kept
 models are never named, and the router runs without autoload so that a request for an
 unloaded model cannot load it behind the plan's back. Stopping the router stops every model
@@ -26,9 +26,9 @@ from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
-from lltui.core.llama.log import DevicePlacement
 from lltui.core.llama.router_api import RouterModel
-from lltui.core.llama.router_log import RouterLogParser, RouterLogSummary
+from lltui.core.llamalog.models import DevicePlacement
+from lltui.core.llamalog.router import RouterLogReader, RouterLogSummary
 from lltui.paths import state_dir
 from lltui.services.launch import (
     GivenLaunch,
@@ -99,7 +99,7 @@ class RouterSession:
         self.request = request
         self.environ = dict(os.environ if environ is None else environ)
         self._on_note = on_note
-        self._parser = RouterLogParser()
+        self._parser = RouterLogReader()
         self._session = LaunchSession(
             LaunchRequest(),
             environ=self.environ,

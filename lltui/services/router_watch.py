@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.log import DevicePlacement
+from lltui.core.llamalog.models import DevicePlacement
 from lltui.services.router import ModelRow, RouterRefused, RouterSession
 
 if TYPE_CHECKING:  # httpx is imported only once a router is watched

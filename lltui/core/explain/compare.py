@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from lltui.core.explain.devices import LogDevices
 from lltui.core.explain.settings import is_host_buffer
-from lltui.core.llama.log_scan_models import BufferLine
+from lltui.core.llamalog.models import BufferLine
 from lltui.core.memory.results import FitResult
 from lltui.core.units import MIB
 
@@ -117,6 +117,9 @@ def compare(
     for b in lines:
         if b.load != last_load:
             out.append(BufferCheck(b, None, "an earlier load (a fit probe or a run above)"))
+            continue
+        if b.superseded:
+            out.append(BufferCheck(b, None, "reserved again below (the server's warm-up)"))
             continue
         if b.part != "model":
             out.append(BufferCheck(b, None, f"the {b.part}'s buffers are not predicted here"))

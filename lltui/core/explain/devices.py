@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from lltui.core.explain.settings import is_host_buffer
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.log_scan_models import DeviceSeen, LogFacts
+from lltui.core.llamalog.models import DeviceSeen, LogFacts, rpc_endpoint
 from lltui.core.memory.common import CPU
 from lltui.core.memory.devices import DeviceSpec, gpu_model
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.placement import place_tensors
 from lltui.core.units import MIB
 
-_RPC = re.compile(r"^RPC\d*\[(?P<ep>.*)\]$")
 _RPC_DEVICE = re.compile(r"^RPC\d+$")
 PRINT_STEP = 0.01 * MIB  # a printed MiB is rounded to this
 
@@ -44,8 +43,7 @@ def _buffer_name(used: DeviceSeen, buffers: Sequence[str]) -> str:
     ``RPC0[endpoint]`` (the remote server's own device): joined by the endpoint."""
     if _RPC_DEVICE.match(used.name) and used.description:
         for name in buffers:
-            m = _RPC.match(name)
-            if m is not None and m.group("ep") == used.description:
+            if rpc_endpoint(name) == used.description:
                 return name
     return used.name
 
@@ -134,8 +132,7 @@ def log_devices(facts: LogFacts) -> LogDevices:
         if total is None and desc and (known := gpu_model(desc)) is not None:
             total = known[1]
         internal = name if name not in printed else f"{name}#{printed.count(name) + 1}"
-        m = _RPC.match(name)
-        endpoint = m.group("ep") if m is not None else None
+        endpoint = rpc_endpoint(name)
         devices.append(_spec(internal, total, free, desc, endpoint, rpc_index))
         rpc_index += endpoint is not None
         printed.append(name)

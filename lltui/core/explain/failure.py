@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lltui.core.explain.settings import is_host_buffer
-from lltui.core.llama.log_scan_models import AllocFailure, LogFacts
+from lltui.core.llamalog.models import AllocFailure, LogFacts
 from lltui.core.units import MIB
 
 NEAR_LINES = 8  # lines of one failure

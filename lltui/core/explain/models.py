@@ -10,7 +10,7 @@ from lltui.core.explain.devices import LogDevices
 from lltui.core.explain.failure import Failed
 from lltui.core.explain.settings import Recovered, is_host_buffer
 from lltui.core.llama.builds import BuildRules
-from lltui.core.llama.log_scan_models import LogFacts
+from lltui.core.llamalog.models import LogFacts
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.results import FitResult
 from lltui.core.units import MIB
@@ -78,7 +78,9 @@ class ExplainReport:
     def device_rows(self) -> list[DeviceRow]:
         """Per device of the last load: logged and predicted bytes by kind."""
         last = [
-            c for c in self.checks if c.line.load == self.facts.loads and c.line.part == "model"
+            c
+            for c in self.checks
+            if c.line.load == self.facts.loads and c.line.part == "model" and not c.line.superseded
         ]
         order: list[str] = []
         logged: dict[str, dict[str, int]] = {}

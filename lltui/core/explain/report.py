@@ -27,6 +27,14 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / MIB:.2f}"
 
 
+def build_note(r: ExplainReport) -> str | None:
+    """Why the log's own build cannot be told (None: the log or --build says it): its
+    figures then follow a build taken from elsewhere, and the answer says so."""
+    if r.build_source == "--build" or r.facts.build is not None:
+        return None
+    return r.facts.build_note or "the log prints no build line"
+
+
 def failed_to_json(f: Failed | None) -> dict[str, Any] | None:
     if f is None:
         return None
@@ -189,6 +197,7 @@ def report_to_json(r: ExplainReport) -> dict[str, Any]:
         },
         "build": r.build,
         "build_source": r.build_source,
+        "build_note": build_note(r),
         "build_range": f.build_range.label if f.build_range is not None else None,
         "rules": rules_to_json(r.rules),
         "tool": f.tool,
@@ -235,6 +244,8 @@ def report_to_text(r: ExplainReport) -> str:
     out = [f"{r.source.path}: {r.source.lines} lines" + (f" ({f.tool})" if f.tool else "")]
     build = f"b{r.build}" if r.build is not None else "unknown"
     out.append(f"build: {build} ({r.build_source}); figures follow the rules of {r.rules.label}")
+    if (note := build_note(r)) is not None:
+        out.append(f"  the log's own build cannot be told: {note}")
     missing = [n for n in r.rules.notes if n.startswith("not modelled")]
     out += [f"  {n}" for n in r.rules.notes if not n.startswith("not modelled")]
     out.append(f"model: {r.model_ref or '-'}" + ("" if r.model_read else f" ({r.model_note})"))

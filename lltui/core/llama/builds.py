@@ -284,61 +284,18 @@ def changes_between(low: int, high: int, tool: str = "server") -> list[RuleChang
 
 
 # --- the build a log's lines imply ------------------------------------------------------------
-# (text in the line, first build that prints it, last build that prints it). A log without a
-# build line still dates itself: the intersection of the ranges of the lines it has.
+# Each line format has the builds that print it (tagged in the log reader's pattern table,
+# lltui.core.llamalog.patterns): a log without a build line still dates itself, to the
+# intersection of the ranges of the formats it has.
 
 
 @dataclass(frozen=True, slots=True)
-class FormatMarker:
-    text: str  # how the line starts (``func``: the function name and colon) or text in it
+class LineFormat:
+    """A line format of llama.cpp's log and the builds that print it."""
+
     first: int
     last: int | None
     what: str
-    func: bool = False
-
-
-FORMAT_MARKERS: tuple[FormatMarker, ...] = (
-    # function names (the text before the first ": ")
-    FormatMarker("llm_load_tensors:", 0, 4462, "the llm_load_tensors prefix", func=True),
-    FormatMarker("load_tensors:", 4463, None, "the load_tensors prefix", func=True),
-    FormatMarker(
-        "llama_new_context_with_model:", 0, 4462, "llama_new_context_with_model", func=True
-    ),
-    FormatMarker("llama_kv_cache_init:", 0, 4880, "llama_kv_cache_init", func=True),
-    FormatMarker("init: kv_size", 4881, 5261, "the init: KV prefix", func=True),
-    FormatMarker("llama_kv_cache_unified:", 5262, 6232, "llama_kv_cache_unified", func=True),
-    FormatMarker(
-        "llama_kv_cache_unified_iswa:", 5429, 6232, "llama_kv_cache_unified_iswa", func=True
-    ),
-    FormatMarker("llama_kv_cache:", 6233, None, "the llama_kv_cache prefix", func=True),
-    FormatMarker("llama_kv_cache_iswa:", 6233, None, "llama_kv_cache_iswa", func=True),
-    FormatMarker("sched_reserve:", 7746, None, "sched_reserve", func=True),
-    FormatMarker("llama_model_load_from_file_impl:", 4492, 9018, "load_from_file_impl", func=True),
-    FormatMarker(
-        "llama_prepare_model_devices:", 9019, None, "llama_prepare_model_devices", func=True
-    ),
-    FormatMarker(
-        "llama_memory_breakdown_print:", 6569, 9150, "llama_memory_breakdown_print", func=True
-    ),
-    FormatMarker(
-        "common_memory_breakdown_print:", 9151, None, "common_memory_breakdown_print", func=True
-    ),
-    FormatMarker("common_params_fit_impl:", 9151, None, "common_params_fit_impl", func=True),
-    FormatMarker("llama_params_fit_impl:", 7407, 9150, "llama_params_fit_impl", func=True),
-    # text in the line
-    FormatMarker("model buffer size", 3990, None, "model buffer lines"),
-    FormatMarker("CPU_Mapped", 3990, None, "CPU_Mapped buffers"),
-    FormatMarker("CPU_AARCH64", 4081, 5614, "CPU_AARCH64 buffers"),
-    FormatMarker("CPU_REPACK", 5615, None, "CPU_REPACK buffers"),
-    FormatMarker("output buffer size", 2413, None, "output buffer lines"),
-    FormatMarker("(n_copies=", 2413, 7748, "pipeline parallelism (n_copies=N)"),
-    FormatMarker("n_ctx_per_seq", 4014, 6924, "n_ctx_per_seq"),
-    FormatMarker("n_ctx_seq ", 6925, None, "n_ctx_seq"),
-    FormatMarker("Flash Attention was auto", 6325, None, "flash attention auto"),
-    FormatMarker("creating non-SWA KV cache", 5429, None, "the iSWA cache"),
-    FormatMarker("n_outputs_max ", 9460, None, "n_outputs_max"),
-    FormatMarker("RS buffer size", 5856, None, "RS buffer lines"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +314,7 @@ class BuildRange:
         return self.last if self.last is not None else PINNED_BUILD
 
 
-def build_range(seen: Iterable[FormatMarker]) -> BuildRange | None:
+def build_range(seen: Iterable[LineFormat]) -> BuildRange | None:
     """The builds whose log formats include every marker seen; None when none was seen or
     they contradict each other (a log of a fork, or two builds pasted together)."""
     marks = list(seen)

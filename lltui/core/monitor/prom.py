@@ -17,8 +17,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from lltui.core.llama.log_models import DevicePlacement
 from lltui.core.llama.metrics import LlamaMetrics, ServerProps, SlotState, Throughput
+from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.monitor.alerts import Alert
 from lltui.core.monitor.models import (
     ContainerRef,

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lltui.core.llama.log import DeviceInfo, parse_list_devices
+from lltui.core.llamalog.models import DeviceInfo
+from lltui.core.llamalog.reader import parse_list_devices
 from lltui.paths import cache_dir
 from lltui.sources.llama import build_cache
 

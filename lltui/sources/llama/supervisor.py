@@ -36,9 +36,8 @@ from typing import Protocol, TypeVar
 
 from lltui.core.llama.exit_reason import exit_reason, signal_name, stopped_from_outside
 from lltui.core.llama.launch_spec import BinaryFlags, LaunchCommand
-from lltui.core.llama.log import LlamaLogParser, LlamaLogSummary
-from lltui.core.llama.log_scan import LogScanner
-from lltui.core.llama.log_scan_models import LogFacts
+from lltui.core.llamalog.models import LlamaLogSummary, LogFacts
+from lltui.core.llamalog.reader import LogReader
 from lltui.sources.llama import http as llama_http
 from lltui.sources.llama.binary import ServerProbe
 from lltui.sources.llama.http import EndpointResult, LlamaServerClient
@@ -77,9 +76,11 @@ T = TypeVar("T")
 
 
 class LogParser(Protocol):
-    """What reads the server's log as it comes: :class:`LlamaLogParser`, or a router's
-    (:class:`lltui.core.llama.router_log.RouterLogParser`)."""
+    """What reads the server's log as it comes: a :class:`LogReader`, or a router's
+    (:class:`lltui.core.llamalog.router.RouterLogReader`)."""
 
+    @property
+    def ready(self) -> bool: ...
     def feed(self, raw: str) -> list[str]: ...
     def summary(self) -> LlamaLogSummary: ...
 
@@ -235,8 +236,7 @@ class Supervisor:
         self._on_event = on_event
         self._on_line = on_line
         self._lines: deque[str] = deque(maxlen=max(1, log_lines))
-        self._parser: LogParser = parser if parser is not None else LlamaLogParser()
-        self._scanner = LogScanner()  # every buffer line, for the prediction beside them
+        self._parser: LogParser = parser if parser is not None else LogReader()
         self._lock = threading.Lock()  # guards the parser, the lines and the state below
         self._signal_lock = threading.Lock()  # held while signalling or marking the exit
         self._proc: subprocess.Popen[bytes] | None = None
@@ -412,8 +412,7 @@ class Supervisor:
         line = self.command.mask(text.rstrip("\r\n"))[:MAX_LINE_CHARS]
         with self._lock:
             self._lines.append(line)
-            events = self._parser.feed(line)
-            self._scanner.feed(line)
+            events = self._parser.feed(line)  # each line read once, for all it says
         if self._on_line is not None:
             # a failing listener must not stop this reader: an undrained pipe blocks the server
             with contextlib.suppress(Exception):
@@ -450,7 +449,7 @@ class Supervisor:
         with self._lock:
             if self._ready.is_set() or self._state not in ("loading", "starting"):
                 return
-            log_ready = self._parser.summary().ready
+            log_ready = self._parser.ready
             if self._poll_url:
                 if self._first_200 is None:
                     return
@@ -507,10 +506,9 @@ class Supervisor:
         with self._lock:
             return self._parser.summary()
 
-    def scan_facts(self) -> LogFacts:
+    def facts(self) -> LogFacts:
         """What the log said of memory so far, line by line (buffers, devices, settings)."""
-        with self._lock:
-            return self._scanner.facts()
+        return self.summary().memory
 
     def read_log(self, read: Callable[[LogParser], T]) -> T:
         """``read(parser)`` under the lock the log reader feeds it under."""

@@ -3,34 +3,27 @@ own lines, and each model's server's lines, which the router forwards prefixed w
 server's port (``[47885] 0.00.016.752 I srv  load_model: ...``; tools/server/server-models.cpp,
 server_monitor::on_line).
 
-:class:`RouterLogParser` sorts the lines out: the router's own go to one
-:class:`~lltui.core.llama.log.LlamaLogParser`, each model server's to its own, found by the
-port the router names when it spawns it (``spawning server instance with name=NAME on port
-P``, followed by the arguments one a line); ``instance name=NAME exited with status N`` ends
-it. Each model's latest server thus has its own placement (buffers per device), readiness and
-error lines. The parser has the interface :class:`~lltui.sources.llama.supervisor.Supervisor`
-feeds: :meth:`feed` returns the router's own events, :meth:`summary` the router's own summary;
-:meth:`router_summary` gives the models. Standard library only.
-"""
+:class:`RouterLogReader` sorts the lines out: the router's own go to one
+:class:`~.reader.LogReader`, each model server's to its own, found by the port the router
+names when it spawns it (``spawning server instance with name=NAME on port P``, followed by
+the arguments one a line); ``instance name=NAME exited with status N`` ends it. Each model's
+latest server thus has its own placement, readiness and error lines. It reads like a
+:class:`~.reader.LogReader` (:meth:`feed` returns the router's own events, :meth:`summary`
+its own summary); :meth:`router_summary` gives the models. A :class:`RepeatFolder` shows a
+log to a person."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from lltui.core.llama.log import LlamaLogParser, LlamaLogSummary
-from lltui.core.llama.log_patterns import FUNC, split_line, strip_tag
+from lltui.core.llamalog.classify import classify
+from lltui.core.llamalog.events import Instance
+from lltui.core.llamalog.lines import split_line
+from lltui.core.llamalog.models import LlamaLogSummary
+from lltui.core.llamalog.reader import LogReader
 
 CHILD_LINE = re.compile(r"^\[\s*(?P<port>\d{1,5})\] (?P<rest>.*)$", re.DOTALL)
-SPAWNED = re.compile(r"^spawning server instance with name=(?P<name>.+) on port (?P<port>\d+)$")
-ARGS_START = "spawning server instance with args:"
-EXITED = re.compile(r"^instance name=(?P<name>.+) exited with status (?P<code>-?\d+)$")
-STOPPING = re.compile(r"^stopping model instance name=(?P<name>.+)$")
-FORCE_KILL = re.compile(
-    r"^(?:force-killing model instance name=(?P<a>.+) after timeout|"
-    r"model name=(?P<b>.+) is still loading, force-killing)$"
-)
-AVAILABLE = re.compile(r"^\s*\[\s*(?P<source>[\w]+)\] (?P<name>\S+)")
 MAX_INSTANCES = 64  # servers remembered over a long run (the newest of each model kept)
 MAX_ARGS = 512  # arguments kept of one spawn
 _CAUSE_KINDS = ("oom", "cuda", "abort", "argument", "bind")
@@ -88,7 +81,7 @@ class _Instance:
     name: str
     port: int
     seq: int
-    parser: LlamaLogParser = field(default_factory=LlamaLogParser)
+    reader: LogReader = field(default_factory=LogReader)
     args: list[str] = field(default_factory=list)
     state: str = "loading"
     exit_status: int | None = None
@@ -96,32 +89,28 @@ class _Instance:
 
     def frozen(self) -> ModelInstance:
         return ModelInstance(
-            name=self.name,
-            port=self.port,
-            seq=self.seq,
-            args=tuple(self.args),
-            state=self.state,
-            exit_status=self.exit_status,
-            force_killed=self.force_killed,
-            log=self.parser.summary(),
+            self.name,
+            self.port,
+            self.seq,
+            tuple(self.args),
+            self.state,
+            self.exit_status,
+            self.force_killed,
+            self.reader.summary(),
         )
 
 
-class RouterLogParser:
+class RouterLogReader:
     """Feeds on a router's log a line at a time (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._router = LlamaLogParser()
+        self._router = LogReader()
         self._instances: list[_Instance] = []
         self._by_port: dict[int, _Instance] = {}
         self._available: dict[str, str] = {}
-        self._in_available = False
+        self._listing = False
         self._args_for: _Instance | None = None  # the spawn whose arguments are being listed
         self._started = 0
-
-    def feed_text(self, text: str) -> None:
-        for line in text.splitlines():
-            self.feed(line)
 
     def feed(self, raw: str) -> list[str]:
         """Take one line; return the router's own events (``ready``, ``exit``, ...), plus
@@ -132,66 +121,59 @@ class RouterLogParser:
             inst = self._by_port.get(int(m.group("port")))
             if inst is None:
                 return []
-            events = inst.parser.feed(m.group("rest"))
-            if "ready" in events and inst.state == "loading":
+            if "ready" in inst.reader.feed(m.group("rest")) and inst.state == "loading":
                 inst.state = "loaded"
                 return ["model"]
             return []
-        return self._own(raw)
-
-    def _own(self, raw: str) -> list[str]:
-        line = split_line(raw)
-        body = strip_tag(line.message)
-        fm = FUNC.match(body)
-        func, rest = (fm.group("func"), fm.group("rest")) if fm else ("", body)
+        c = classify(raw)
+        line, ev = c.line, c.event
         if self._args_for is not None:
-            if func == "load" and rest.startswith("  "):
+            arg = line.body[len(line.func) + 1 :]  # "load:   ARG"
+            if line.func == "load" and arg.startswith("   "):
                 if len(self._args_for.args) < MAX_ARGS:
-                    self._args_for.args.append(rest[2:])
+                    self._args_for.args.append(arg[3:])
                 return []
             self._args_for = None
-        events = self._router.feed(raw)
-        text = rest.strip()
-        if "Available models" in text:
+        events = self._router.take(c)
+        listing, self._listing = self._listing, False
+        if not isinstance(ev, Instance):
+            return events
+        if ev.what == "listing":
             self._available.clear()
-            self._in_available = True
-            return events
-        if self._in_available and func == "operator()" and (am := AVAILABLE.match(rest)):
-            self._available[am.group("name")] = am.group("source")
-            return events
-        self._in_available = False
-        return events + self._lifecycle(text)
+            self._listing = True
+        elif ev.what == "listed":
+            if listing:
+                self._available[ev.name] = ev.value
+            self._listing = listing
+        else:
+            return events + self._lifecycle(ev)
+        return events
 
-    def _lifecycle(self, text: str) -> list[str]:
-        if m := SPAWNED.match(text):
-            inst = _Instance(m.group("name"), int(m.group("port")), self._started)
+    def _lifecycle(self, ev: Instance) -> list[str]:
+        if ev.what == "spawned":
+            inst = _Instance(ev.name, int(ev.value), self._started)
             self._started += 1
             self._instances.append(inst)
             self._by_port[inst.port] = inst
             self._forget_old()
             return ["model"]
-        if text == ARGS_START:
+        if ev.what == "args":
             self._args_for = self._instances[-1] if self._instances else None
             return []
-        if m2 := EXITED.match(text):
-            inst2 = self._newest(m2.group("name"))
-            if inst2 is not None:
-                inst2.state = "exited"
-                inst2.exit_status = int(m2.group("code"))
-                if self._by_port.get(inst2.port) is inst2:
-                    del self._by_port[inst2.port]
-                return ["model"]
+        inst2 = self._newest(ev.name)
+        if inst2 is None:
             return []
-        if m3 := STOPPING.match(text):
-            inst3 = self._newest(m3.group("name"))
-            if inst3 is not None and inst3.state != "exited":
-                inst3.state = "stopping"
-                return ["model"]
-            return []
-        if m4 := FORCE_KILL.match(text):
-            inst4 = self._newest(m4.group("a") or m4.group("b"))
-            if inst4 is not None:
-                inst4.force_killed = True
+        if ev.what == "exited":
+            inst2.state = "exited"
+            inst2.exit_status = int(ev.value)
+            if self._by_port.get(inst2.port) is inst2:
+                del self._by_port[inst2.port]
+            return ["model"]
+        if ev.what == "stopping" and inst2.state != "exited":
+            inst2.state = "stopping"
+            return ["model"]
+        if ev.what == "killed":
+            inst2.force_killed = True
         return []
 
     def _newest(self, name: str) -> _Instance | None:
@@ -217,6 +199,10 @@ class RouterLogParser:
         """The router's own log (its readiness, its address, its exit)."""
         return self._router.summary()
 
+    @property
+    def ready(self) -> bool:
+        return self._router.ready
+
     def router_summary(self) -> RouterLogSummary:
         return RouterLogSummary(
             router=self._router.summary(),
@@ -227,6 +213,37 @@ class RouterLogParser:
 
 def parse_router_log(text: str) -> RouterLogSummary:
     """A whole router log read at once."""
-    parser = RouterLogParser()
-    parser.feed_text(text)
-    return parser.router_summary()
+    reader = RouterLogReader()
+    for line in text.splitlines():
+        reader.feed(line)
+    return reader.router_summary()
+
+
+class RepeatFolder:
+    """A log shown to a person: a run of lines that say the same thing (timestamps aside),
+    such as an idle server's "all slots are idle" every second, is shown once, then how often
+    it came. Feed raw lines; get back the lines to show."""
+
+    def __init__(self) -> None:
+        self._last: str | None = None
+        self._repeats = 0
+
+    def feed(self, line: str) -> list[str]:
+        child = CHILD_LINE.match(line)  # a router's model server: its port, then its line
+        if child is not None:
+            message = f"[{child.group('port')}] {split_line(child.group('rest')).message}"
+        else:
+            message = split_line(line).message
+        if message == self._last:
+            self._repeats += 1
+            return []
+        shown = self.flush()
+        self._last = message
+        return [*shown, line]
+
+    def flush(self) -> list[str]:
+        """The count of a run still open (at the end of a log, or before a pause)."""
+        if not self._repeats:
+            return []
+        n, self._repeats = self._repeats, 0
+        return [f"    (the line above {n} more time{'s' if n != 1 else ''})"]

@@ -1,0 +1,151 @@
+"""The one reader of llama.cpp's output: its pattern table (one regular expression per line
+shape, each reading the line it shows and no other shape of its function reading it), the two
+formats a build is printed in, and the same buffer table through ``lltui explain`` and through
+a launch that replays a log (the supervisor, its pipe and its reader, with ``cat`` as the
+server)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lltui.core.llamalog import patterns
+from lltui.core.llamalog.classify import read_line
+from lltui.core.llamalog.lines import split_line
+from lltui.core.llamalog.models import KINDS, device_of_buffer
+from lltui.core.llamalog.reader import parse_log, scan_lines
+from lltui.core.units import MIB
+from lltui.services.explain import ExplainRequest, explain
+from lltui.sources.llama.supervisor import Supervisor
+
+LOGS = Path(__file__).parent / "fixtures" / "llama-logs"
+SERVER_LOGS = Path(__file__).parent / "fixtures" / "llama-server"
+PACKAGE = Path(patterns.__file__).parent
+# what splits a line into its parts, not a shape of llama.cpp's lines: the colour codes,
+# llama-server's time-and-level prefix, the function, a router's port, an RPC buffer's
+# endpoint, an error line's words, and the numbers of a breakdown table row
+LINE_PARTS = {
+    "_ANSI",
+    "_BARE_COLOUR",
+    "_PREFIX",
+    "_FUNC",
+    "CHILD_LINE",
+    "_RPC_BUFFER",
+    "_OOM",
+    "_BREAKDOWN_NUMS",
+    "_BREAKDOWN_GPU",
+    "_BREAKDOWN_OTHER",
+}
+
+
+def _reads(shape: patterns.Shape, line) -> bool:
+    m = shape.match(line)
+    return m is not None and shape.make(m, line) is not None
+
+
+@pytest.mark.parametrize("shape", patterns.SHAPES, ids=lambda s: s.name)
+def test_each_shape_reads_its_line_and_no_other_shape_does(shape: patterns.Shape):
+    line = split_line(shape.sample)
+    found, event, _ = read_line(line)
+    assert found is shape and event is not None, found and found.name
+    name = patterns.group(line.func) if line.func else ""
+    tried = (*patterns.WHOLE_LINE, *patterns.BY_GROUP.get(name, patterns.ANY_FUNCTION))
+    # a catch-all (a CUDA error, a load that failed) also takes the lines a precise shape
+    # before it reads; no two precise shapes read one line
+    others = [s.name for s in tried if s is not shape and not s.fallback and _reads(s, line)]
+    assert others == []
+
+
+def test_the_reader_s_regular_expressions_are_its_table_s():
+    source = "\n".join(p.read_text() for p in sorted(PACKAGE.glob("*.py")))
+    named = set(re.findall(r"^(\w+) = re\.compile\(", source, re.MULTILINE))
+    assert named == LINE_PARTS
+    # the table's shapes are compiled in one place, and no expression is written elsewhere
+    assert source.count("re.compile(") == len(LINE_PARTS) + 1
+    assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
+    names = [s.name for s in patterns.SHAPES]
+    assert len(names) == len(set(names)) == 82
+
+
+def test_a_build_is_read_in_both_formats():
+    """``version: X.Y.Z (build N, commit C)`` of current llama.cpp (semantic versions), and
+    the build number of the builds before it."""
+    buffer = "load_tensors:        CUDA0 model buffer size =  1024.00 MiB"
+    for text, build, commit in (
+        ("version: 0.3.0-dev (build 10621, commit c1d0e7a00)", 10621, "c1d0e7a00"),
+        (
+            "build: 4202 (9f912511) with cc (Ubuntu 13.2.0) 13.2.0 for x86_64-linux-gnu",
+            4202,
+            "9f912511",
+        ),
+        ("main: build = 3726 (b34e0234)", 3726, "b34e0234"),
+        (
+            "cmn  common_param: common_params_print_info: build 6123 (abcdef0) with GNU",
+            6123,
+            "abcdef0",
+        ),
+        ("version: 4567 (abcdef0)", 4567, "abcdef0"),
+    ):
+        facts = scan_lines([text, buffer])
+        assert (facts.build, facts.commit) == (build, commit), text
+        assert facts.build_line == 1 and facts.build_note is None
+
+
+def test_a_build_that_cannot_be_told_is_said():
+    for text, said in (
+        ("version: 0.6.0-dev (build 0, commit unknown)", "built without its git history"),
+        ("main: build = 9 (f702a90)", "partial copy of the history"),
+    ):
+        facts = scan_lines([text, "load_tensors: CUDA0 model buffer size = 1.00 MiB"])
+        assert facts.build is None and said in (facts.build_note or "")
+
+
+def test_one_read_gives_the_server_state_and_the_memory_facts():
+    s = parse_log((SERVER_LOGS / "server_lv4_full.log").read_text())
+    assert s.ready and s.model_loaded and s.fit.status == "no_change"
+    assert s.memory.tool == "server" and s.memory.loads == 1
+    (cpu,) = s.placement()
+    assert cpu.name == "CPU" and cpu.model_mib == 3.18
+
+
+def _explained(path: Path) -> dict[tuple[str, str], float]:
+    """The per-device table ``lltui explain`` prints, by (device, kind), MiB."""
+    report = explain(ExplainRequest(str(path), ask_binary=False))
+    endpoints = {d.description: d.name for d in report.facts.devices if d.description}
+    out: dict[tuple[str, str], float] = {}
+    for row in report.device_rows():
+        device = "CPU" if row.name == "host" else device_of_buffer(row.name, endpoints)
+        for kind, n in row.logged:
+            out[(device, kind)] = out.get((device, kind), 0.0) + n / MIB
+    return {k: round(v, 2) for k, v in out.items() if round(v, 2)}
+
+
+def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], int]:
+    """The placement a launch keeps, its server replaying the log (``cat`` in its place);
+    and how many lines the launch read."""
+    from lltui.core.llama.launch_spec import LaunchCommand
+
+    with Supervisor(LaunchCommand(argv=("/bin/cat", str(path))), url=None) as sup:
+        sup.start()
+        assert sup.wait_exit(60) is not None
+        summary = sup.summary()
+    table = {
+        (p.name, kind): getattr(p, f"{kind}_mib")
+        for p in summary.placement()
+        for kind in KINDS
+        if getattr(p, f"{kind}_mib")
+    }
+    return table, summary.memory.lines
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LOGS.glob("*.log")))
+def test_explain_and_a_replayed_launch_give_the_same_buffer_table(name):
+    path = LOGS / name
+    launched, lines = _replayed(path)
+    assert lines == len(path.read_text(encoding="utf-8").splitlines())
+    explained = _explained(path)
+    assert launched.keys() == explained.keys()
+    for key, mib in explained.items():
+        assert launched[key] == pytest.approx(mib, abs=0.011), key
