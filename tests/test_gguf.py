@@ -644,3 +644,36 @@ def test_corrupt_headers_read_by_prefixes_end_in_an_error_or_a_bounded_request(m
             except GgufError as exc:
                 assert "\n" not in str(exc)
                 break
+
+
+def test_only_a_regular_file_is_opened_and_none_is_quoted(tmp_path):
+    """A model path may come from a log or a preset: a FIFO named there must not hang the
+    reader (opening one blocks until a writer comes), a device must not be read, and a file
+    that is not a GGUF must not have its first bytes quoted back."""
+    import os
+    import threading
+
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_gguf(fifo)
+        except GgufError as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # unblock the open so the thread ends, then fail
+        with open(fifo, "wb"):
+            pass
+        reader.join(5)
+    assert outcome and "not a regular file" in str(outcome[0])
+    with pytest.raises(GgufError, match="not a regular file"):
+        read_gguf("/dev/zero")
+    secret = _write(tmp_path, b"hunter2:x:0:0::/:/bin/sh\n" * 4, "shadow.gguf")
+    with pytest.raises(GgufError) as err:
+        read_gguf(secret)
+    assert "not a GGUF file" in str(err.value) and "hunter" not in str(err.value)

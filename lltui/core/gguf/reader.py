@@ -33,6 +33,7 @@ from lltui.core.gguf.values import (
     GgufIncomplete,
     ValueType,
     as_int,
+    open_regular,
     read_value,
 )
 from lltui.core.llama.limits import MAX_LAYERS
@@ -84,7 +85,7 @@ def read_gguf_file(path: str | os.PathLike[str]) -> GgufFile:
     """Read the header of one .gguf file (not following split siblings)."""
     spath = os.fspath(path)
     try:
-        with open(spath, "rb") as f:
+        with open_regular(spath) as f:
             size = os.fstat(f.fileno()).st_size
             if size < _HEADER.size:
                 raise GgufError(f"{spath}: not a GGUF file ({size} bytes, too small)")
@@ -101,8 +102,6 @@ def read_gguf_file(path: str | os.PathLike[str]) -> GgufFile:
                 mm.close()
     except GgufError:
         raise
-    except IsADirectoryError:
-        raise GgufError(f"{spath}: is a directory, not a GGUF file") from None
     except OSError as exc:
         raise GgufError(f"{spath}: cannot read: {exc.strerror or exc}") from None
 
@@ -171,7 +170,7 @@ def _read_header(cur: Cursor) -> tuple[int, int, int]:
     """Magic and version checked; (version, tensor count, key count), both bounded by the size."""
     magic, version, n_tensors, n_kv = _HEADER.unpack_from(cur.buf, 0)
     if magic != GGUF_MAGIC:
-        raise cur.fail(f"not a GGUF file (starts with {magic!r})")
+        raise cur.fail("not a GGUF file (no GGUF magic at its start)")  # its bytes unquoted
     if version == 1:
         raise cur.fail("GGUF version 1 is not supported (llama.cpp reads v2 and v3; re-convert)")
     if version & 0xFFFF == 0 and version != 0:

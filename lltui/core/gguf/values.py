@@ -3,11 +3,13 @@ arrays too long to decode up front kept as lazy GgufArray values (offset, count,
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, BinaryIO
 
 # Arrays up to this many items are decoded while the header is read; longer ones stay lazy.
 EAGER_ARRAY_ITEMS = 1024
@@ -16,6 +18,24 @@ MAX_ARRAY_NESTING = 8
 
 class GgufError(ValueError):
     """A GGUF file that cannot be read; the message is one line naming the file."""
+
+
+def open_regular(path: str) -> BinaryIO:
+    """``path`` opened to read, if it is a regular file. Where a model is expected its path
+    may come from a log or a preset: a FIFO would block the open (it waits for a writer,
+    hence O_NONBLOCK), a device never ends; each is a GgufError, one line."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise GgufError(f"{path}: is a directory, not a GGUF file")
+        if not stat.S_ISREG(mode):
+            raise GgufError(f"{path}: not a regular file (a pipe, socket or device)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class _PastEnd(GgufError):
@@ -97,7 +117,7 @@ class GgufArray:
         if self.items is not None:
             return self.items
         try:
-            with open(self.file or self.path, "rb") as f:
+            with open_regular(self.file or self.path) as f:
                 f.seek(self.offset)
                 raw = f.read(self.nbytes)
         except OSError as exc:

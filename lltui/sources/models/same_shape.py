@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lltui.core.gguf.model import GgufFile, GgufModel, GgufTensor
 from lltui.core.gguf.types import GgmlType, type_info
+from lltui.core.gguf.values import GgufError, open_regular
 
 DISTINCT_ROWS = 251  # token embedding rows before they repeat (prime: consecutive ids differ)
 _F16_SMALL = struct.pack("<e", 0.01)
@@ -140,9 +141,9 @@ def _write_one(f: GgufFile, path: Path, rng: random.Random) -> None:
     if f.header_file is None:
         raise SameShapeError(f"{f.path}: no copy of its header was kept to write from")
     try:
-        with open(f.header_file, "rb") as src:
+        with open_regular(f.header_file) as src:
             header = src.read(f.header_nbytes)
-    except OSError as exc:
+    except (OSError, GgufError) as exc:
         raise SameShapeError(f"{f.path}: cannot read its header: {exc}") from None
     if len(header) < f.header_nbytes:
         raise SameShapeError(f"{f.path}: the header copy is incomplete")
