@@ -318,18 +318,21 @@ def explain_log(
     log: str | os.PathLike[str],
     model: str | None = None,
     build: int | None = None,
+    model_from_log: bool = False,
 ) -> dict[str, Any]:
     """A llama.cpp log read back against lltui's prediction, as ``lltui explain LOG --json``
     prints it: ``build``, ``failed`` and one ``buffers`` entry per buffer line the log printed
     (``logged_bytes`` beside ``predicted_bytes``, null where no model header was read).
-    ``model``: the GGUF when the log's own path is not on this machine; ``build``: the
-    llama.cpp build that wrote it, where the log does not say. Raises ValueError (one line)
+    ``model``: the GGUF; ``model_from_log``: read the model the log names instead (a log is
+    data: it is not opened unless asked); ``build``: the llama.cpp build that wrote it,
+    where the log does not say. Raises ValueError (one line)
     for a file that is not a llama.cpp log or cannot be read."""
     from lltui.core.explain.report import report_to_json
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain
 
     try:
-        report = explain(ExplainRequest(log=os.fspath(log), model=model, build=build))
+        request = ExplainRequest(os.fspath(log), model, build, model_from_log=model_from_log)
+        report = explain(request)
     except ExplainFailed as exc:
         raise ValueError(str(exc)) from None
     return report_to_json(report)

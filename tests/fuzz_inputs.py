@@ -271,6 +271,10 @@ def text_seeds(target: str) -> list[tuple[str, str, dict[str, Any]]]:
         names = sorted(p.name for p in d.iterdir() if p.suffix in (".log", ".txt"))
         keep = [n for n in names if n.endswith(".log") or "fit" in n or "warnings" in n]
         out = [(n, _read(d / n), {}) for n in keep]
+    elif target == "explain":  # users' logs of many builds, and the pinned server's
+        logs = sorted((FIXTURES / "llama-logs").glob("*.log"))
+        logs += sorted((FIXTURES / "llama-server").glob("*.log"))
+        out = [(p.name, _read(p), {}) for p in logs]
     elif target == "metrics":
         d = FIXTURES / "llama-server"
         out = [(p.name, _read(p), {}) for p in sorted(d.glob("metrics_*.txt"))]
@@ -879,6 +883,7 @@ TEXT_TARGETS = (
     "replay",
     "router-log",
     "preset",
+    "explain",
 )
 GGUF_TARGETS = ("gguf-bytes", "gguf-kv", "flags")
 # the classes of hardening round 3: network deadlines, forged lines, scale, secrets, unknowns
@@ -891,6 +896,7 @@ CLI_ARGV = {
     "nccl-log": ["nccl", "log", INPUT, "--json"],
     "nccl-tests": ["nccl", "tests", INPUT, "--json"],
     "replay": ["gpus", "--source", "replay:" + INPUT, "--json"],
+    "explain": ["explain", INPUT, "--json"],
 }
 DIRECT = {
     "smi-csv": "smi_csv",
@@ -1002,5 +1008,11 @@ def make_case(seeds: Seeds, target: str, seed: int, index: int) -> Case:
         data = mutate_text(rng, text, ops)
         if target in DIRECT:
             return Case(target, "input.txt", data, parser=DIRECT[target], extra=extra, ops=ops)
-        return Case(target, "input.txt", data, list(CLI_ARGV[target]), ops=ops)
+        argv = list(CLI_ARGV[target])
+        if target == "explain" and rng.random() < 0.3:  # a header: the estimate runs too
+            arch = rng.choice(ARCHS)
+            seeds.gguf(arch, "F16")
+            argv += ["--model", str(seeds.workdir / f"seed-{arch}-F16.gguf")]
+            ops.append(f"--model tiny {arch}")
+        return Case(target, "input.txt", data, argv, ops=ops)
     raise ValueError(f"unknown target {target!r}")

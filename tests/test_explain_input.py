@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lltui.cli import main
-from lltui.core.llamalog.memory import MAX_BUFFERS, MAX_UNPARSED
+from lltui.core.llamalog.memory import MAX_BUFFERS, MAX_DEVICES, MAX_UNPARSED
 from lltui.core.llamalog.reader import LogReader, scan_lines
 from lltui.services.explain import ExplainRequest, explain
 from lltui.sources.llama.log_file import HEAD_BYTES, MAX_LINE_BYTES, LogRead, read_lines
@@ -215,3 +215,122 @@ def test_the_log_s_build_is_read_in_both_formats_or_said_unknown(capsys, tmp_pat
     assert note == "the log says build 0: llama.cpp built without its git history"
     assert main(["explain", str(PINNED)]) == 0
     assert f"  the log's own build cannot be told: {note}" in capsys.readouterr().out.splitlines()
+
+
+def test_a_log_is_data_the_model_it_names_is_opened_only_when_told(capsys, tmp_path):
+    """The path a log names may be anything its writer wrote: a URL (lltui would ask that
+    host), hf: (the hub), a FIFO (the open would wait for ever). explain opens it only with
+    --model-from-log (or reads --model), and never a FIFO or device."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from llama_fixture import write_tiny_llama
+
+    asked: list[str] = []
+
+    class Counting(BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            asked.append(self.command)
+            self.send_response(404)
+            self.end_headers()
+
+        do_GET = do_HEAD
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    def log_naming(model: str) -> str:
+        path = tmp_path / "named.log"
+        path.write_text(f"0.00.000.001 I srv    load_model: loading model '{model}'\n")
+        with path.open("a") as f:
+            f.write(PINNED.read_text())
+        return str(path)
+
+    def explained(*argv: str) -> dict:
+        assert main(["explain", *argv, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["model"]
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/m.gguf"
+        model = explained(log_naming(url))
+        assert asked == [] and model["ref"] == url and not model["header_read"]
+        assert "--model-from-log" in model["note"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    fifo = tmp_path / "fifo.gguf"
+    os.mkfifo(fifo)
+    for named in ("hf:someone/some-model:Q4_K_M", str(fifo)):
+        model = explained(log_naming(named))
+        assert model["ref"] == named and not model["header_read"]
+    # told: the file the log names is read; a FIFO is refused, in one line
+    model = explained(log_naming(str(fifo)), "--model-from-log")
+    assert not model["header_read"] and "not a regular file" in model["note"]
+    tiny = write_tiny_llama(tmp_path / "tiny.gguf")
+    assert not explained(log_naming(str(tiny)))["header_read"]
+    assert explained(log_naming(str(tiny)), "--model-from-log")["header_read"]
+    assert explained(str(PINNED), "--model", str(tiny))["header_read"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        ("n_ctx                 = 2048", "n_ctx = 18446744073709551616", "-c 18446744073709551616"),
+        ("n_batch               = 2048", "n_batch = 99999999999999999999999", "-b 9999999999999"),
+        (
+            "n_seq_max             = 4",
+            "n_seq_max = 18446744073709551616",
+            "-np 18446744073709551616",
+        ),
+        ("n_seq_max             = 4", "n_seq_max = 0", None),
+        ("K (f16)", "K (f\u0663)", "-ctk f\u0663"),
+        ("n_ctx                 = 2048", "n_ctx = \u00b2", None),
+        (
+            "CPU_Mapped model buffer size =     3.18",
+            "CPU_Mapped model buffer size = " + "9" * 400,
+            None,
+        ),
+        ("", "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size " + "9" * 400, None),
+    ],
+)
+def test_numbers_no_llama_cpp_would_print_are_said_not_taken(capsys, tmp_path, old, new, said):
+    """A log's value out of any range (a context of 2^64 cells, a batch of 10^23, a 400-digit
+    MiB, a type spelled with an Arabic-Indic digit): the log is explained, the value named as
+    not read, in text and in JSON; no internal error."""
+    text = PINNED.read_text()
+    assert old in text
+    log = tmp_path / "odd.log"
+    log.write_text(text.replace(old, new, 1) if old else f"{text}{new}\n")
+    assert main(["explain", str(log), "--json"]) == 0
+    out = capsys.readouterr()
+    assert "internal error" not in out.err
+    data = json.loads(out.out)
+    if said is not None:
+        assert any(w.startswith(said) for w in data["flags"]["ignored"]), data["flags"]
+    assert main(["explain", str(log)]) == 0
+    assert said is None or f"not read: {said}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "llama_memory_recurrent:      CUDA0 RS buffer size =    50.25 MiB",
+        # a weights line of its own RPC server each: the devices are capped too
+        "load_tensors:      RPC0[10.0.{i}:50052] model buffer size =    50.25 MiB",
+    ],
+)
+def test_a_hundred_thousand_buffer_lines_of_one_load(tmp_path, line):
+    """Each buffer line costs the same however many came before it in the load (once, 8,000
+    recurrent-state lines took 9.8 s and 100,000 did not end): every line read, the kept ones
+    capped and the rest counted."""
+    n = 100_000
+    log = tmp_path / "many.log"
+    with log.open("w") as f:
+        f.write("load_tensors: loading model tensors, this can take a while... (mmap = true)\n")
+        f.writelines(line.format(i=f"{i // 250 % 250}.{i % 250}") + "\n" for i in range(n))
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    assert r.facts.lines == n + 1 and r.facts.loads == 1
+    assert len(r.checks) == MAX_BUFFERS and r.facts.buffers_dropped == n - MAX_BUFFERS
+    assert len(r.devices.devices) == (MAX_DEVICES if "RPC" in line else 1)

@@ -69,7 +69,7 @@ CPU_CASES = {
 def test_cpu_logs_match_line_by_line(llama_bins, models, tmp_path, case):
     arch, flags = CPU_CASES[case]
     log = served_log(llama_bins, models[arch], tmp_path, flags)
-    report = explain(ExplainRequest(str(log)))  # the model's path is in the log
+    report = explain(ExplainRequest(str(log), model_from_log=True))  # the path in the log
     assert report.build is not None  # lltui's own build: the pinned one
     assert_matches(report)
     assert report.failed is None
@@ -96,7 +96,7 @@ def test_rpc_devices_match_line_by_line(llama_bins, models, rpc_endpoints, tmp_p
     log = served_log(
         llama_bins, models["llama"], tmp_path, ["--rpc", ",".join(rpc_endpoints), *flags]
     )
-    report = explain(ExplainRequest(str(log)))
+    report = explain(ExplainRequest(str(log), model_from_log=True))
     assert [d.kind for d in report.devices.devices] == ["rpc", "rpc"]
     assert all(d.free_bytes for d in report.devices.devices)  # "using device ... MiB free"
     weights = [c for c in report.checks if c.line.kind == "model"]
@@ -126,7 +126,7 @@ def test_out_of_memory_on_an_rpc_device(llama_bins, tmp_path):
         ]  # fmt: skip
         with contextlib.suppress(AssertionError), running(argv, log, 0, lambda r: False, 60):
             pass  # it exits before it is ready: that is the point
-    report = explain(ExplainRequest(str(log)))
+    report = explain(ExplainRequest(str(log), model_from_log=True))
     f = report.failed
     assert f is not None and f.kind == "oom" and f.stage == "kv"
     assert f.device == f"RPC0[{ep}]"
@@ -141,8 +141,8 @@ def test_out_of_memory_on_an_rpc_device(llama_bins, tmp_path):
     res = estimate(read_gguf(str(model)), fix_args, [dev], FitOptions(search=False))
     assert res.fits
     # the command line says it in words and in JSON
-    assert main(["explain", str(log)]) == 0
-    assert main(["explain", str(log), "--json"]) == 0
+    assert main(["explain", str(log), "--model-from-log"]) == 0
+    assert main(["explain", str(log), "--model-from-log", "--json"]) == 0
 
 
 def test_launch_keeps_prediction_beside_allocation(llama_bins, models, monkeypatch, capsys):
@@ -213,7 +213,7 @@ def test_a_verbose_logs_layer_placement_is_used(llama_bins, models, rpc_endpoint
     """At -v llama-server prints each layer's device: the split is read, not recovered."""
     flags = ["--rpc", ",".join(rpc_endpoints), "-c", "1024", "-np", "1", "-ts", "1,3", "-v"]
     log = served_log(llama_bins, models["llama"], tmp_path, flags)
-    report = explain(ExplainRequest(str(log)))
+    report = explain(ExplainRequest(str(log), model_from_log=True))
     assert report.facts.layer_devices
     assert any("as the log printed them" in n for n in report.notes), report.notes
     for c in report.checks:
@@ -239,7 +239,7 @@ def test_out_of_memory_on_the_host(llama_bins, tmp_path):
     ]  # fmt: skip
     with contextlib.suppress(AssertionError), running(argv, log, 0, lambda r: False, 60):
         pass
-    report = explain(ExplainRequest(str(log)))
+    report = explain(ExplainRequest(str(log), model_from_log=True))
     f = report.failed
     assert f is not None and f.device == "CPU" and f.kind == "oom"
     assert f.needed_bytes == f.predicted_bytes

@@ -1,4 +1,4 @@
-"""``lltui explain LOG [--model PATH|hf:...] [--build N] [--json]``: a llama.cpp log beside
+"""``lltui explain LOG [--model PATH|hf:...|--model-from-log] [--build N] [--json]``: a log beside
 lltui's prediction for the same flags and build, and why a failed load failed."""
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ HELP = """\
 Read a llama.cpp log (llama-server, llama-cli, llama-bench -v, llama-mtmd-cli; any build from
 2024 on; timestamps, colour, cut or pasted with a prompt) and report, per device, what it
 allocated (weights, KV cache, recurrent state, compute, output, host buffers), the free
-memory it found, and, where the model's GGUF header can be read (the path in the log,
---model, or hf:OWNER/REPO[:QUANT]), what lltui predicts for the same flags and build, line by
-line. A failed load says which device ran out, by how much, and a command line that fits.
+memory it found, and, where the model's GGUF header can be read (--model PATH or
+hf:OWNER/REPO[:QUANT], or with --model-from-log the path the log names), what lltui predicts
+for the same flags and build, line by line. A failed load says which device ran out, by how
+much, and a command line that fits. A log is data: the model it names is not opened unless
+--model-from-log is given (it may be a URL, a hub reference, a pipe), and never a pipe or
+device.
 
 The build comes from --build, else the log's build line, else its line formats, else the
 llama-server found here; the figures follow that build's memory rules, and the answer says
@@ -34,7 +37,12 @@ def register(sub: Any) -> None:
         "--model",
         metavar="PATH|hf:REF",
         default=None,
-        help="the model's GGUF when the log's path is not on this machine",
+        help="the model's GGUF (the log's own path is not opened without --model-from-log)",
+    )
+    p.add_argument(
+        "--model-from-log",
+        action="store_true",
+        help="read the model file the log names (a local path, or a URL or hf: it names)",
     )
     p.add_argument(
         "--build",
@@ -58,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.explain.report import report_to_json, report_to_text
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain
 
-    request = ExplainRequest(log=args.log, model=args.model, build=args.build)
+    request = ExplainRequest(
+        log=args.log, model=args.model, build=args.build, model_from_log=args.model_from_log
+    )
     try:
         report = explain(request)
     except ExplainFailed as exc:  # (with --json, the CLI prints it as {error, exit_code})

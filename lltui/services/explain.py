@@ -5,7 +5,8 @@ command line that fits. The same for ``lltui explain``, the launch view and ``ll
 :func:`explain` reads the file (bounded: :mod:`lltui.sources.llama.log_file`), scans it
 (:mod:`lltui.core.llamalog`), finds the build (``--build``, the log's build line, its
 line formats, the llama-server found here), recovers the settings, reads the model's header
-(the path in the log, ``--model`` or ``hf:``), estimates under that build's rules
+(``--model``, a path or ``hf:``; the path the log names only when told: a log is data, and
+what it names may be a URL, a FIFO, a file of someone else's), estimates under that build's rules
 (:class:`~lltui.core.llama.builds.BuildRules` in the estimate's options) and compares.
 Failures are :class:`ExplainFailed`: one line and an exit code.
 """
@@ -60,14 +61,16 @@ class ExplainFailed(Exception):
 
 @dataclass(frozen=True)
 class ExplainRequest:
-    """A log to explain. ``model``: the GGUF (a path, ``hf:OWNER/REPO[:QUANT]``, a URL) when
-    the log's path is not on this machine; ``build``: the llama.cpp build that wrote the log
-    (else its build line, its formats, or the llama-server found here)."""
+    """A log to explain. ``model``: the GGUF (a path, ``hf:OWNER/REPO[:QUANT]``, a URL);
+    ``model_from_log``: read the model the log names (else it is named, not opened);
+    ``build``: the llama.cpp build that wrote the log (else its build line, its formats, or
+    the llama-server found here)."""
 
     log: str
     model: str | None = None
     build: int | None = None
     ask_binary: bool = True
+    model_from_log: bool = False
 
 
 def explain(request: ExplainRequest) -> ExplainReport:
@@ -95,7 +98,8 @@ def explain(request: ExplainRequest) -> ExplainReport:
         model=request.model,
         build=request.build,
         ask_binary=request.ask_binary,
-        near=near,
+        near=near if request.model_from_log else None,
+        from_log=request.model_from_log,
     )
 
 
@@ -108,9 +112,11 @@ def explain_facts(
     ask_binary: bool = True,
     args: LlamaArgs | None = None,
     near: str | None = None,
+    from_log: bool = False,
 ) -> ExplainReport:
     """A scanned log explained. ``args``: the exact settings, when known (a launch);
-    ``near``: the log's folder, where a relative model path in it is also looked for."""
+    ``from_log``: read the model the log names (``near``: the log's folder, where a relative
+    path is also looked for)."""
     notes: list[str] = []
     found, build_source = _build(facts, build, ask_binary)
     rules = rules_for(found, facts.tool or "server")
@@ -118,10 +124,12 @@ def explain_facts(
     if args is not None:
         merged = args.then(settings.args)
         settings = replace(settings, args=merged, argv=memory_argv(merged))
-    ref = model or facts.model_path or settings.model_ref
-    if model is None and ref is not None and near is not None:
-        ref = _beside(ref, near)
-    gguf, hp, model_note = _header(ref)
+    named = facts.model_path or settings.model_ref
+    ref = model
+    if ref is None and named is not None and from_log:
+        ref = _beside(named, near) if near is not None else named
+    gguf, hp, model_note = _header(ref, named)
+    ref = ref or named
     if hp is not None:
         notes += _other_model(facts, hp)
         settings = context_from_kv(facts, hp, settings)
@@ -223,9 +231,13 @@ def _beside(ref: str, near: str) -> str:
     return there if os.path.exists(there) else ref
 
 
-def _header(ref: str | None) -> tuple[GgufModel | None, Hparams | None, str | None]:
+def _header(
+    ref: str | None, named: str | None
+) -> tuple[GgufModel | None, Hparams | None, str | None]:
     from lltui.services.fit import read_model
 
+    if ref is None and named is not None:
+        return None, None, "not opened: give --model-from-log to read it, or --model PATH"
     if ref is None:
         return None, None, "the log does not name its model file: give --model PATH (or hf:...)"
     try:

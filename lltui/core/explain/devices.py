@@ -5,12 +5,14 @@ layers each device took recovered from its weights' buffer lines."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lltui.core.explain.settings import is_host_buffer
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.args import LlamaArgs
+from lltui.core.llamalog.memory import MAX_DEVICES
 from lltui.core.llamalog.models import DeviceSeen, LogFacts, rpc_endpoint
 from lltui.core.memory.common import CPU
 from lltui.core.memory.devices import DeviceSpec, gpu_model
@@ -60,15 +62,17 @@ def _order(facts: LogFacts) -> list[tuple[str, DeviceSeen | None]]:
     for d in facts.devices:  # RPC devices by their buffers' name
         if _RPC_DEVICE.match(d.name) and d.description:
             info.setdefault(_buffer_name(d, buffer_names), d)
-    weights = [b.device for b in last if b.kind == "model" and not is_host_buffer(b.device)]
-    seen: dict[str, int] = {}
-    for name in weights:
-        seen[name] = seen.get(name, 0) + 1
-        if [n for n, _ in out].count(name) < seen[name]:
-            out.append((name, info.get(name)))
+    have = Counter(n for n, _ in out)
+    seen: Counter[str] = Counter()
     for b in last:
-        if not is_host_buffer(b.device) and b.device not in [n for n, _ in out]:
-            out.append((b.device, info.get(b.device)))
+        name = b.device
+        if is_host_buffer(name) or len(out) >= MAX_DEVICES:
+            continue
+        seen[name] += b.kind == "model"
+        # another weights line of an RPC name is another server; else one device a name
+        if have[name] == 0 or (rpc_endpoint(name) is not None and have[name] < seen[name]):
+            out.append((name, info.get(name)))
+            have[name] += 1
     if not last and not out:
         out = [
             (d.name, d) for d in facts.devices if not is_host_buffer(d.name) and d.name != "Host"

@@ -107,6 +107,11 @@ def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
     said: list[str] = []
 
     def take(flags: Sequence[str], why: str) -> None:
+        try:  # a log is data: a value no llama.cpp would take is said, not taken
+            parse_llama_args(list(flags))
+        except ValueError as exc:
+            ignored.append(f"{' '.join(flags)} ({why}: {exc})")
+            return
         printed.extend(flags)
         if not _is_default(flags, rules):
             plain.extend(flags)
@@ -159,7 +164,10 @@ def context_from_kv(facts: LogFacts, hp: Hparams, settings: Recovered) -> Recove
     cells = round(size / per_cell)
     if cells <= 0 or abs(cells * per_cell - size) > PRINTED_MIB * MIB / 2 + 1:
         return settings
-    args = settings.args.then(parse_llama_args(["-c", str(cells)]))
+    try:
+        args = settings.args.then(parse_llama_args(["-c", str(cells)]))
+    except ValueError:  # more cells than any context holds
+        return settings
     said = f"-c {cells} (the KV buffer of {line.size_mib:.2f} MiB holds {cells} cells)"
     return replace(
         settings,
@@ -228,8 +236,8 @@ def _seqs(facts: LogFacts) -> tuple[int, int] | None:
     for kv in facts.kv_sizes:
         if kv.seqs and not kv.recurrent:
             a, _, b = kv.seqs.partition("/")
-            if a.isdigit():
-                return int(a), int(b) if b.isdigit() else 1
+            if a.isdecimal():
+                return int(a), int(b) if b.isdecimal() else 1
     return None
 
 

@@ -238,7 +238,7 @@ class LogFacts:
         if value is None:
             return None
         head = value.split()[0] if value.split() else ""
-        return int(head) if head.isdigit() else None
+        return int(head) if head.isdecimal() else None
 
     def info(self, key: str) -> str | None:
         return dict(self.model_info).get(key)

@@ -275,11 +275,11 @@ def _build(m: re.Match[str], line: Line) -> Event | None:
 
 
 _BREAKDOWN_NUMS = re.compile(r"[-\d=+() ]*")
+_N = r"(-?\d{1,12})"  # MiB in whole numbers (none too large to hold)
 _BREAKDOWN_GPU = re.compile(
-    r"^(-?\d+)\s*=\s*(-?\d+)\s*\+\s*\(\s*(-?\d+)\s*=\s*(-?\d+)\s*\+\s*(-?\d+)\s*\+\s*(-?\d+)\s*\)"
-    r"\s*\+\s*(-?\d+)$"
+    rf"^{_N}\s*=\s*{_N}\s*\+\s*\(\s*{_N}\s*=\s*{_N}\s*\+\s*{_N}\s*\+\s*{_N}\s*\)\s*\+\s*{_N}$"
 )
-_BREAKDOWN_OTHER = re.compile(r"^(-?\d+)\s*=\s*(-?\d+)\s*\+\s*(-?\d+)\s*\+\s*(-?\d+)$")
+_BREAKDOWN_OTHER = re.compile(rf"^{_N}\s*=\s*{_N}\s*\+\s*{_N}\s*\+\s*{_N}$")
 
 
 def parse_breakdown_row(text: str) -> MemoryBreakdownRow | None:
@@ -419,18 +419,20 @@ SHAPES: tuple[Shape, ...] = (
                ("name", "CPU_AARCH64", _AARCH64), ("name", "CPU_REPACK", _REPACK),
                ("kind", "output", LineFormat(2413, None, "output buffer lines")),
                ("kind", "RS", LineFormat(5856, None, "RS buffer lines")))),
-    _shape("cuda_malloc", r"allocating (?P<mib>[\d.]+) MiB on device (?P<dev>\d+): \w+ failed: "
+    _shape("cuda_malloc", r"allocating (?P<mib>\d{1,15}(?:\.\d+)?) MiB on device (?P<dev>\d+): "
+           r"\w+ failed: "
            r"(?P<why>.+)$", _cuda_malloc, "ggml_backend_cuda_buffer_type_alloc_buffer: "
            "allocating 1024.00 MiB on device 0: cudaMalloc failed: out of memory",
            hint="allocating"),
-    _shape("failed_buffer", r"failed to allocate (?P<name>\S+) buffer of size (?P<bytes>\d+)",
+    _shape("failed_buffer", r"failed to allocate (?P<name>\S+) buffer of size (?P<bytes>\d{1,20})",
            _failed_buffer, "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 1024",
            hint="failed to allocate"),
-    _shape("host_failed", r"failed to allocate buffer of size (?P<bytes>\d+)",
+    _shape("host_failed", r"failed to allocate buffer of size (?P<bytes>\d{1,20})",
            lambda m, line: AllocFailure(0, line.body, "oom", "CPU", needed_bytes=int(m["bytes"])),
            "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 8192",
            hint="failed to allocate"),
-    _shape("malloc_mb", r"insufficient memory \(attempted to allocate (?P<mb>[\d.]+) MB\)",
+    _shape("malloc_mb", r"insufficient memory \(attempted to allocate (?P<mb>\d{1,15}(?:\.\d+)?) "
+           r"MB\)",
            lambda m, line: AllocFailure(
                0, line.body, "oom", "CPU", needed_bytes=round(float(m["mb"]) * MIB)),
            "ggml_backend_cpu_buffer_type_alloc_buffer: insufficient memory (attempted to "
@@ -439,7 +441,7 @@ SHAPES: tuple[Shape, ...] = (
            lambda m, line: AllocFailure(0, line.body, "oom", m["name"], stage="weights"),
            "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
            hint="unable to allocate"),
-    _shape("vulkan_failed", r"Device memory allocation of size (?P<bytes>\d+) failed",
+    _shape("vulkan_failed", r"Device memory allocation of size (?P<bytes>\d{1,20}) failed",
            lambda m, line: AllocFailure(0, line.body, "oom", needed_bytes=int(m["bytes"])),
            "ggml_vulkan: Device memory allocation of size 4294967296 failed.",
            hint="Device memory allocation"),
@@ -497,8 +499,9 @@ SHAPES: tuple[Shape, ...] = (
            _flag("pipeline"), "llama_new_context_with_model: pipeline parallelism enabled "
            "(n_copies=4)", ("@context", "@reserve"),
            formats=(("copies", None, _N_COPIES),)),
-    _shape("kv_self", r"KV self size\s*=\s*(?P<size>[\d.]+) MiB, K \((?P<kt>\w+)\):\s*(?P<k>[\d.]+)"
-           r" MiB, V \((?P<vt>\w+)\):\s*(?P<v>[\d.]+) MiB", _kv_size,
+    _shape("kv_self", r"KV self size\s*=\s*(?P<size>\d{1,15}(?:\.\d+)?) MiB, K "
+           r"\((?P<kt>\w+)\):\s*(?P<k>\d{1,15}(?:\.\d+)?)"
+           r" MiB, V \((?P<vt>\w+)\):\s*(?P<v>\d{1,15}(?:\.\d+)?) MiB", _kv_size,
            "llama_new_context_with_model: KV self size  = 1024.00 MiB, K (f16):  512.00 MiB, V "
            "(f16):  512.00 MiB",
            ("@context", "@kv")),
@@ -521,9 +524,11 @@ SHAPES: tuple[Shape, ...] = (
            "llama_kv_cache_init: kv_size = 4096, offload = 1, type_k = 'f16', type_v = 'f16', "
            "n_layer = 32", _KV,
            formats=(("func", "init", LineFormat(4881, 5261, "the init: KV prefix")),)),
-    _shape("kv_size", r"^size\s*=\s*(?P<size>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>"
+    _shape("kv_size", r"^size\s*=\s*(?P<size>\d{1,15}(?:\.\d+)?) MiB \(\s*(?P<cells>\d+) "
+           r"cells,\s*(?P<layers>"
            r"\d+) layers,\s*(?P<seqs>\d+\s*(?:/\s*\d+)?) seqs[^)]*\)(?:,\s*(?P<a>[KR]) \((?P<kt>"
-           r"\w+)\):\s*(?P<k>[\d.]+) MiB)?(?:,\s*(?P<b>[VS]) \((?P<vt>\w+)\):\s*(?P<v>[\d.]+) "
+           r"\w+)\):\s*(?P<k>\d{1,15}(?:\.\d+)?) MiB)?(?:,\s*(?P<b>[VS]) "
+           r"\((?P<vt>\w+)\):\s*(?P<v>\d{1,15}(?:\.\d+)?) "
            r"MiB)?",
            _kv_size, "llama_kv_cache: size =  256.00 MiB (  2048 cells,  32 layers,  1/1 seqs), K "
            "(f16):  128.00"
@@ -551,7 +556,7 @@ SHAPES: tuple[Shape, ...] = (
     # no two parts can take the same characters (a name has no space and no ": "; the
     # description runs greedily to the last "(N MiB,"): linear on a line of thousands of tabs
     _shape("device_info", r"^\s*(?:-\s+)?(?P<name>(?:[^\s:]|:(?!\s))+)\s*:\s(?P<desc>.*)"
-           r"\((?P<total>\d+) MiB,\s*(?P<free>\d+) MiB free\)\s*$", _device_info,
+           r"\((?P<total>\d{1,12}) MiB,\s*(?P<free>\d{1,12}) MiB free\)\s*$", _device_info,
            "common_param:   - CUDA0   : NVIDIA GeForce RTX 4090 (24080 MiB, 23500 MiB free)",
            ("common_param",)),
     _shape("breakdown", r"memory breakdown \[MiB\]", _flag("breakdown"),
@@ -564,7 +569,8 @@ SHAPES: tuple[Shape, ...] = (
            "18000 + 2500 + 500) + 1880 |",
            ("@breakdown",), formats=(("name", "CPU_REPACK", _REPACK),
                                      ("name", "CPU_AARCH64", _AARCH64))),
-    _shape("old_breakdown_row", r"^\s*-\s+(?P<name>\S+) \((?P<desc>[^)]*)\):\s+(?P<total>\d+) =",
+    _shape("old_breakdown_row", r"^\s*-\s+(?P<name>\S+) "
+           r"\((?P<desc>[^)]*)\):\s+(?P<total>\d{1,12}) =",
            lambda m, line: DeviceSeen(m["name"], m["desc"], None, int(m["total"]),
                                       "memory breakdown"),
            "llama_memory_breakdown_print:   - CUDA0 (RTX 4090):  24080 = 9436 + (14000 = 12000 + "
@@ -581,7 +587,8 @@ SHAPES: tuple[Shape, ...] = (
            "load_model: loading model '/models/7b.gguf'", ("load_model", "main", "@init")),
     _shape("clip_backend", r"CLIP using (?P<b>\S+) backend", _flag("mmproj_backend", "b"),
            "clip_ctx: CLIP using CUDA0 backend", ("@mmproj",)),
-    _shape("mmproj_estimate", r"estimated worst-case memory usage of mmproj is (?P<mib>[\d.]+) MiB",
+    _shape("mmproj_estimate", r"estimated worst-case memory usage of mmproj is "
+           r"(?P<mib>\d{1,15}(?:\.\d+)?) MiB",
            _flag("mmproj_mib", "mib"), "load_model: estimated worst-case memory usage of mmproj "
            "is 0.38 MiB",
            ("load_model",)),
@@ -640,7 +647,7 @@ SHAPES: tuple[Shape, ...] = (
     _shape("fit_ok", r"successfully fit params", _flag("fit_ok"),
            "common_fit_params: successfully fit params to free device memory",
            ("common_fit_params",)),
-    _shape("fit_took", r"fitting params to free memory took ([\d.]+) seconds",
+    _shape("fit_took", r"fitting params to free memory took (\d{1,15}(?:\.\d+)?) seconds",
            lambda m, line: FitEnd("took", seconds=float(m[1])),
            "common_fit_params: fitting params to free memory took 1.25 seconds",
            ("common_fit_params",)),
@@ -675,7 +682,8 @@ SHAPES: tuple[Shape, ...] = (
     _shape("meta_member", r"^\s*- device \d+: (?P<name>\S+)(?: \((?P<desc>[^)]*)\))?\s*$",
            lambda m, line: MetaMember(m["name"], m["desc"] or ""),
            "llama_prepare_model_devices:   - device 0: CUDA0 (NVIDIA GeForce RTX 4090)"),
-    _shape("using_device", r"using device (?P<name>\S+) \((?P<inner>.*)\) - (?P<free>\d+) MiB free",
+    _shape("using_device", r"using device (?P<name>\S+) \((?P<inner>.*)\) - (?P<free>\d{1,12}) "
+           r"MiB free",
            _using_device, "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce "
            "RTX 4090) (0000:01:00.0) - 23400 "
            "MiB free", hint="using device"),
