@@ -145,7 +145,7 @@ def test_standard_input(monkeypatch, capsys):
     assert out["failed"]["device"] == "CUDA4"
 
 
-def test_the_scanner_keeps_bounded_lists():
+def test_the_reader_keeps_bounded_lists():
     reader = LogReader()
     for i in range(MAX_BUFFERS + 500):
         reader.feed(f"load_tensors:        CUDA0 model buffer size = {i}.00 MiB")
@@ -167,7 +167,7 @@ def test_the_scanner_keeps_bounded_lists():
         "load_tensors: RPC0[" + "9" * 5000 + "] model buffer size = 1.00 MiB",
     ],
 )
-def test_hostile_lines_do_not_break_the_scanner(line):
+def test_hostile_lines_do_not_break_the_reader(line):
     f = scan_lines([line, "load_tensors:        CUDA0 model buffer size =     1.00 MiB"])
     assert f.buffers[-1].device == "CUDA0"
 

@@ -307,7 +307,7 @@ def test_a_llama_bench_run_with_its_load_log(tmp_path):
 @pytest.mark.parametrize("name", ALL)
 def test_the_corpus_of_cases_is_what_explain_says_now(name, model_dir):
     """tests/fixtures/llama-logs/cases holds each log's case and line-by-line predictions
-    (scripts/explain_cases.py writes them): a change in the scanner, the rules or the
+    (scripts/explain_cases.py writes them): a change in the log reader, the rules or the
     estimate shows here as a difference to look at, and to regenerate when it is right."""
     kept = json.loads((LOGS / "cases" / f"{Path(name).stem}.json").read_text())
     now = json.loads(json.dumps(corpus_entry(LOGS / name, model_dir)))

@@ -13,7 +13,7 @@ from llama_fixture import llama_bins, llama_server, rpc_servers, stop_group, tin
 from lltui.core.llamalog.lines import split_line
 from lltui.core.llamalog.models import LlamaLogSummary, device_of_buffer
 from lltui.core.llamalog.patterns import parse_breakdown_row
-from lltui.core.llamalog.reader import LogReader, is_ready_line, parse_list_devices, parse_log
+from lltui.core.llamalog.reader import LogReader, parse_list_devices, parse_log
 from lltui.core.llamalog.server import classify_problem
 from lltui.sources.llama.binary import list_devices
 
@@ -531,14 +531,6 @@ def test_older_builds_readiness_and_names() -> None:
     assert "ready" in events
     cuda = {p.name: p for p in parser.summary().placement()}["CUDA0"]
     assert (cuda.kv_mib, cuda.compute_mib) == (256.0, 100.0)
-
-
-def test_ready_line_helper() -> None:
-    assert is_ready_line(
-        "0.00.027.825 I srv  llama_server: listening on http://127.0.0.1:18180"
-    ) == ("http://127.0.0.1:18180")
-    assert is_ready_line("0.00.027.821 I srv  llama_server: model loaded") is None
-    assert is_ready_line("listening on http://x") is None
 
 
 def test_device_of_buffer() -> None:

@@ -25,7 +25,7 @@ SERVER_LOGS = Path(__file__).parent / "fixtures" / "llama-server"
 PACKAGE = Path(patterns.__file__).parent
 # what splits a line into its parts, not a shape of llama.cpp's lines: the colour codes,
 # llama-server's time-and-level prefix, the function, a router's port, an RPC buffer's
-# endpoint, an error line's words, and the numbers of a breakdown table row
+# endpoint, and the numbers of a breakdown table row
 LINE_PARTS = {
     "_ANSI",
     "_BARE_COLOUR",
@@ -33,7 +33,6 @@ LINE_PARTS = {
     "_FUNC",
     "CHILD_LINE",
     "_RPC_BUFFER",
-    "_OOM",
     "_BREAKDOWN_NUMS",
     "_BREAKDOWN_GPU",
     "_BREAKDOWN_OTHER",

@@ -148,7 +148,7 @@ def test_draft_buffers_on_the_host(llama_bins, files, tmp_path, case):
     problems = part_mismatches(d, logged_buffers(draft_summary(summary)), check_compute=True)
     assert not problems, problems
     assert draft_summary(summary).memory.context_int("n_ctx") == d.n_ctx == res.resolved.n_ctx
-    # the same split by hand: the parser keeps the two contexts apart
+    # the same split by hand: the reader keeps the two contexts apart
     cut = text.index(DRAFT_START)
     assert logged_buffers(parse_log(text[cut:])) == logged_buffers(draft_summary(summary))
     assert logged_buffers(parse_log(text[:cut])) == logged_buffers(summary)

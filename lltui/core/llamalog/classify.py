@@ -123,15 +123,8 @@ def _breakdown_row(row: object) -> MemoryBreakdownRow | None:
     if not isinstance(name, str) or not isinstance(kind, str) or None in numbers:
         return None
     self_, model, context, compute = (int(n or 0) for n in numbers)
+    desc = desc if isinstance(desc, str) else None
+    total, free, unaccounted = (_int_or_none(row.get(k)) for k in ("total", "free", "unaccounted"))
     return MemoryBreakdownRow(
-        kind,
-        name,
-        self_,
-        model,
-        context,
-        compute,
-        desc if isinstance(desc, str) else None,
-        _int_or_none(row.get("total")),
-        _int_or_none(row.get("free")),
-        _int_or_none(row.get("unaccounted")),
+        kind, name, self_, model, context, compute, desc, total, free, unaccounted
     )

@@ -192,28 +192,8 @@ class Instance:
 
 
 Event = (
-    Flag
-    | Instance
-    | Buffer
-    | Build
-    | Command
-    | Setting
-    | KvInit
-    | Gpu
-    | Offloaded
-    | LayerDevice
-    | MetaMember
-    | Slots
-    | BreakdownTable
-    | JsonRecord
-    | FitProjected
-    | FitTarget
-    | FitContext
-    | FitEnd
-    | AllocFailure
-    | DeviceSeen
-    | KvSizeLine
-    | MemoryBreakdownRow
-    | FitDeviceProjection
+    Flag | Instance | Buffer | Build | Command | Setting | KvInit | Gpu | Offloaded | LayerDevice
+    | MetaMember | Slots | BreakdownTable | JsonRecord | FitProjected | FitTarget | FitContext
+    | FitEnd | AllocFailure | DeviceSeen | KvSizeLine | MemoryBreakdownRow | FitDeviceProjection
     | FitDeviceLayers
-)
+)  # fmt: skip

@@ -147,16 +147,6 @@ class LogProblem:
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceInfo:
-    """A device as ``--list-devices`` prints it."""
-
-    name: str
-    description: str
-    total_mib: int
-    free_mib: int
-
-
-@dataclass(frozen=True, slots=True)
 class BufferSizes:
     """MiB in one named backend buffer (``CUDA0``, ``CPU_Mapped``, ``RPC0[...]``)."""
 

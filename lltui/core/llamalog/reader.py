@@ -5,12 +5,12 @@ launch's supervisor, a router's log and ``lltui explain`` all read through it.""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from lltui.core.llamalog.classify import Classified, classify
-from lltui.core.llamalog.events import DeviceSeen
 from lltui.core.llamalog.lines import split_line
 from lltui.core.llamalog.memory import MemoryFold
-from lltui.core.llamalog.models import DeviceInfo, LlamaLogSummary, LogFacts
+from lltui.core.llamalog.models import DeviceSeen, LlamaLogSummary, LogFacts
 from lltui.core.llamalog.patterns import BY_GROUP
 from lltui.core.llamalog.server import ServerFold
 
@@ -65,9 +65,9 @@ def scan_lines(lines: Iterable[str]) -> LogFacts:
 _DEVICE_ROW = next(s for s in BY_GROUP["common_param"] if s.name == "device_info")
 
 
-def parse_list_devices(text: str) -> tuple[DeviceInfo, ...]:
+def parse_list_devices(text: str) -> tuple[DeviceSeen, ...]:
     """The devices ``llama-server --list-devices`` prints (none on a CPU-only build)."""
-    devices: list[DeviceInfo] = []
+    devices: list[DeviceSeen] = []
     listing = False
     for raw in text.splitlines():
         line = split_line(raw)
@@ -75,19 +75,6 @@ def parse_list_devices(text: str) -> tuple[DeviceInfo, ...]:
             listing = True
         elif listing and (m := _DEVICE_ROW.regex.search(line.message)):
             seen = _DEVICE_ROW.make(m, line)
-            assert isinstance(seen, DeviceSeen)
-            devices.append(
-                DeviceInfo(
-                    seen.name, seen.description or "", seen.total_mib or 0, seen.free_mib or 0
-                )
-            )
+            if isinstance(seen, DeviceSeen):
+                devices.append(replace(seen, source="--list-devices"))
     return tuple(devices)
-
-
-def is_ready_line(raw: str) -> str | None:
-    """The URL if this line says the server is listening (and so ready), else None."""
-    c = classify(raw)
-    ev = c.event
-    if c.line.func in ("llama_server", "main") and getattr(ev, "what", None) == "listening":
-        return getattr(ev, "value", None)
-    return None

@@ -4,7 +4,6 @@ it prints at exit, and the problems (error lines, the raw lines of a dying proce
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +20,7 @@ from lltui.core.llamalog.events import (
 from lltui.core.llamalog.lines import strip_tag
 from lltui.core.llamalog.models import (
     MAX_KEPT_LINES,
+    AllocFailure,
     FitDeviceLayers,
     FitDeviceProjection,
     FitSummary,
@@ -31,20 +31,15 @@ from lltui.core.llamalog.models import (
 )
 from lltui.core.llamalog.patterns import group
 
-# the words of an error line that say memory ran out
-_OOM = re.compile(
-    r"out of memory|insufficient memory|failed to allocate|unable to allocate|cudaMalloc failed",
-    re.IGNORECASE,
-)
 
-
-def classify_problem(message: str, argument: bool = False) -> str:
-    """A word for what kind of failure an error line reports."""
-    if _OOM.search(message):
+def classify_problem(message: str, ev: Event | None = None) -> str:
+    """A word for what kind of failure an error line reports (``ev``: what the table read
+    of it: an allocation that failed, an argument refused)."""
+    if isinstance(ev, AllocFailure) and ev.kind == "oom":
         return "oom"
     if "couldn't bind" in message:
         return "bind"
-    if argument:
+    if isinstance(ev, Flag) and ev.what == "argument":
         return "argument"
     if "CUDA error" in message:
         return "cuda"
@@ -185,8 +180,7 @@ class ServerFold:
     def _problem(
         self, message: str, level: str | None, ev: Event | None, kind: str | None = None
     ) -> list[str]:
-        argument = isinstance(ev, Flag) and ev.what == "argument"
-        problem = LogProblem(kind or classify_problem(message, argument), message.strip(), level)
+        problem = LogProblem(kind or classify_problem(message, ev), message.strip(), level)
         if not self.problems or self.problems[-1] != problem:
             self._keep(self.problems, problem, "problems_dropped")
         return ["error"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lltui.core.llamalog.models import DeviceInfo
+from lltui.core.llamalog.models import DeviceSeen
 from lltui.core.llamalog.reader import parse_list_devices
 from lltui.paths import cache_dir
 from lltui.sources.llama import build_cache
@@ -407,7 +407,7 @@ def list_devices(
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     timeout_s: float = PROBE_TIMEOUT_S,
-) -> tuple[DeviceInfo, ...]:
+) -> tuple[DeviceSeen, ...]:
     """The devices this llama-server sees now (``--list-devices``; never cached: free memory).
 
     ``extra_args`` such as ``--rpc HOST:PORT`` add devices that are not local.
