@@ -132,7 +132,8 @@ _Make = Callable[[re.Match[str], Line], Event | None]
 class Shape:
     """One line shape. ``groups``: the groups (:func:`group`) whose lines it reads, empty for
     all; ``on``: what it reads (the text after the function, the whole line, ...); ``hint``:
-    text the line must hold before the expression is tried; ``formats``: (regex group,
+    text one of which the line must hold before the expression is tried (in lower case for
+    an expression that ignores case); ``formats``: (regex group,
     value, format) the builds a match dates the log to (group "func": the function; value
     None: any); ``fallback``: a catch-all for what the shapes before it did not read."""
 
@@ -142,14 +143,20 @@ class Shape:
     sample: str
     groups: frozenset[str] = frozenset()
     on: Text = "rest"
-    hint: str = ""
+    hint: tuple[str, ...] = ()
     formats: tuple[tuple[str, str | None, LineFormat], ...] = ()
     fallback: bool = False
+    fold: bool = False  # the expression ignores case (its hints are looked for in lower case)
 
     def match(self, line: Line) -> re.Match[str] | None:
         text = getattr(line, self.on)
-        if self.hint and self.hint not in text:
-            return None
+        if self.hint:
+            hay = text.lower() if self.fold else text
+            for h in self.hint:
+                if h in hay:
+                    break
+            else:
+                return None
         return self.regex.search(text)
 
 
@@ -161,13 +168,14 @@ def _shape(
     groups: Sequence[str] = (),
     *,
     on: Text = "rest",
-    hint: str = "",
+    hint: str | tuple[str, ...] = (),
     formats: tuple[tuple[str, str | None, LineFormat], ...] = (),
-    flags: int = 0,
     fallback: bool = False,
 ) -> Shape:
-    regex = re.compile(pattern, flags)
-    return Shape(name, regex, make, sample, frozenset(groups), on, hint, formats, fallback)
+    hints = (hint,) if isinstance(hint, str) else hint
+    regex = re.compile(pattern)
+    fold = bool(regex.flags & re.IGNORECASE)
+    return Shape(name, regex, make, sample, frozenset(groups), on, hints, formats, fallback, fold)
 
 
 def _flag(what: Mark, group_name: str | int | None = None) -> _Make:
@@ -446,21 +454,23 @@ SHAPES: tuple[Shape, ...] = (
            "ggml_vulkan: Device memory allocation of size 4294967296 failed.",
            hint="Device memory allocation"),
     _shape("device_oom", r"OutOfDeviceMemory|exceeds device memory", _fail("oom"),
-           "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory"),
+           "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+           hint=("OutOfDeviceMemory", "exceeds device memory")),
     _shape("kv_failed", r"(?i)failed to allocate buffer for kv cache", _fail("oom", "kv"),
-           "llama_init_from_model: failed to allocate buffer for kv cache"),
+           "llama_init_from_model: failed to allocate buffer for kv cache", hint="to allocate"),
     _shape("compute_failed", r"(?i)failed to allocate compute", _fail("oom", "compute"),
-           "llama_init_from_model: failed to allocate compute buffers"),
+           "llama_init_from_model: failed to allocate compute buffers", hint="to allocate"),
     _shape("abort", r"GGML_ASSERT|GGML_ABORT", _fail("abort"), "ggml_abort: ggml/src/ggml.c:1234:"
            " GGML_ASSERT(n_backends <= 16) failed", on="body", hint="GGML_A"),
-    _shape("cuda_error", r"CUDA error|(?i:out of memory)", _cuda_error,
+    _shape("cuda_error", r"(?i)cuda error|out of memory", _cuda_error,
            "ggml_cuda_compute_forward: CUDA error: an illegal memory access was encountered",
-           on="body", fallback=True),
+           on="body", hint=("error", "memory"), fallback=True),
     _shape("exiting", r"(?i)exiting due to (?P<why>.+?)\s*$", _flag("exiting", "why"),
-           "llama_server: exiting due to model loading error"),
+           "llama_server: exiting due to model loading error", hint="exiting"),
     _shape("load_failed", r"(?i)error loading model|failed to load model|failed to create "
            r"context|failed to initialize the context", _fail("error", "load"),
-           "common_init_from_params: failed to load model '/models/x.gguf'", fallback=True),
+           "common_init_from_params: failed to load model '/models/x.gguf'",
+           hint=("model", "context"), fallback=True),
     # -- the weights ------------------------------------------------------------------------------
     _shape("tensors", r"^loading model tensors", _flag("tensors"),
            "load_tensors: loading model tensors, this can take a while... (mmap = true)",
@@ -676,24 +686,22 @@ SHAPES: tuple[Shape, ...] = (
            ("operator()",)),
     # -- any function without shapes of its own ---------------------------------------------------
     _shape("meta_device", r"creating a Meta device (?:for tensor parallelism )?(?:with|from) "
-           r"\d+ devices", _flag("meta_start"),
-           "llama_prepare_model_devices: creating a Meta device for tensor parallelism from 2 "
-           "devices:"),
+           r"\d+ devices", _flag("meta_start"), "llama_prepare_model_devices: creating a Meta "
+           "device for tensor parallelism from 2 devices:", hint="Meta device"),
     _shape("meta_member", r"^\s*- device \d+: (?P<name>\S+)(?: \((?P<desc>[^)]*)\))?\s*$",
            lambda m, line: MetaMember(m["name"], m["desc"] or ""),
-           "llama_prepare_model_devices:   - device 0: CUDA0 (NVIDIA GeForce RTX 4090)"),
+           "llama_prepare_model_devices:   - device 0: CUDA0 (NVIDIA GeForce RTX 4090)",
+           hint="- device"),
     _shape("using_device", r"using device (?P<name>\S+) \((?P<inner>.*)\) - (?P<free>\d{1,12}) "
-           r"MiB free",
-           _using_device, "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce "
-           "RTX 4090) (0000:01:00.0) - 23400 "
-           "MiB free", hint="using device"),
+           r"MiB free", _using_device, "llama_model_load_from_file_impl: using device CUDA0 "
+           "(NVIDIA GeForce RTX 4090) (0000:01:00.0) - 23400 MiB free", hint="using device"),
     _shape("preferred_buffer", r"preferred buffer type (?P<bt>\w+)", _known,
            "load_tensors: tensor 'token_embd.weight' (q4_K) (and 0 others) cannot be used with "
-           "preferred "
-           "buffer type CPU_AARCH64, using CPU instead",
+           "preferred buffer type CPU_AARCH64, using CPU instead", hint="preferred buffer type",
            formats=(("bt", "CPU_AARCH64", _AARCH64), ("bt", "CPU_REPACK", _REPACK))),
     _shape("prompt_cache", r"cache state|prompt cache", _known,
-           "load_model: prompt cache is enabled, size limit: 8192 MiB"),
+           "load_model: prompt cache is enabled, size limit: 8192 MiB",
+           hint=("cache state", "prompt cache")),
 )
 # fmt: on
 
