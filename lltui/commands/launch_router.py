@@ -235,9 +235,10 @@ def run_router(
 def _split(source: str | None, words: list[str]) -> tuple[list[str], tuple[Any, ...]]:
     """The shared flags, and the models given on the command line with their own flags."""
     from lltui.commands.fit_plan import entries
-    from lltui.commands.model_set import split_model_set
+    from lltui.commands.model_set import group_models
+    from lltui.commands.own_options import split_own
 
-    found = split_model_set(words, (), (), "launch")
+    found = group_models(split_own(words, "launch").items)
     if source is not None:
         if found.models:
             raise CliError("launch: give the models either with --models or on the command line", 2)

@@ -8,8 +8,9 @@ import argparse
 from typing import Any
 
 from lltui.commands import print_json
+from lltui.commands.own_options import options_help
 
-HELP = """\
+HELP = f"""\
 usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
 
 For every type llama-quantize makes that suits this model (Q8_0 ... IQ1_S): the exact file
@@ -32,11 +33,8 @@ columns:
   per device  memory llama.cpp allocates on each GPU plus the margin kept for the CUDA
               context, against the memory free on it (GiB): CUDA0 13.3/15.0
 
-lltui options: --gpus SPEC (as for lltui fit), --margin MIB, --host-free SIZE, --json
-  --best GOAL   rank the quantizations by the best command line each has for GOAL (context,
-                speed, gpu-only; see lltui fit --best): for hf:OWNER/REPO the GGUF files
-                the repository offers (each header read by ranged requests), else the
-                types above; with the file size and what each line gives up
+lltui options:
+{options_help("quant")}
 """
 
 

@@ -31,6 +31,7 @@ from lltui.core.llama.flag_table import (
     BinaryFlags,
     arity_of,
     canonical,
+    closest_flag,
     is_flag_token,
     unknown_flag_message,
 )
@@ -489,6 +490,8 @@ def _check_unmodelled(raw: str, binary: BinaryFlags | None) -> None:
             hint = f" (write it as {token.split('=', 1)[0]} VALUE)"
         elif token in REMOVED:
             hint = f" ({REMOVED[token]})"
+        elif near := closest_flag(token, binary):
+            hint = f"; did you mean {near}?"
         raise LaunchError(f"{binary.describe()} has no {raw} flag{hint}")
     if arity_of(token, binary) is None:
         raise LaunchError(unknown_flag_message(raw, binary))
