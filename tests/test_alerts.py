@@ -168,7 +168,7 @@ def test_watch_once_without_a_gpu_says_simulated_and_is_critical(no_nvml, capsys
         "critical",
         "source auto",
     )
-    assert "SIMULATED rig sim:kaggle-2xt4: no NVIDIA GPU here: nvidia-ml-py is not installed" in err
+    assert "SIMULATED rig (sim:kaggle-2xt4): no NVIDIA GPU here: nvidia-ml-py" in err
     # the README's cron line pages: --fail-on critical fails
     assert main(["watch", "--once", "--fail-on", "critical"]) == 4
     assert (
@@ -187,7 +187,7 @@ def test_plain_watch_without_a_gpu_says_so_and_stops_at_fail_on(no_nvml, capsys)
         stop.cancel()
     assert code == 4
     out, err = capsys.readouterr()
-    assert "SIMULATED rig sim:kaggle-2xt4" in err
+    assert "SIMULATED rig (sim:kaggle-2xt4)" in err
     assert out.count(" raised critical source auto: no NVIDIA GPU here: nvidia-ml-py") == 1
 
 
@@ -196,7 +196,7 @@ def test_a_simulated_rig_asked_for_raises_nothing_but_says_it_is_simulated(capsy
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert data["alerts"] == [] and data["simulated"] is True
-    assert "SIMULATED rig sim:kaggle-2xt4" in err
+    assert "SIMULATED rig (sim:kaggle-2xt4)" in err
 
 
 def test_gpus_json_without_a_gpu_has_the_alert_too(no_nvml, capsys):

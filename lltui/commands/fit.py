@@ -15,10 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lltui.commands import CliError, print_json
-from lltui.commands.own_options import Split, options_help, split_own
+from lltui.commands import CliError, print_json, source_spec
+from lltui.commands.own_options import Split, memory_options, options_help, split_own
 
 if TYPE_CHECKING:
+    from lltui.commands.model_set import ModelSet
+    from lltui.core.monitor.models import RigInfo
     from lltui.services.fit import FitFailed, FitReport, FitRequest
 
 HELP = f"""\
@@ -76,9 +78,13 @@ class FitCommand:
     best: str | None = None
 
 
-def read_command(argv: Sequence[str] | Split, verb: str, help_text: str) -> FitCommand | None:
+def read_command(
+    argv: Sequence[str] | Split, verb: str, help_text: str, source: str | None = None
+) -> FitCommand | None:
     """The command line shared by ``fit`` and ``quant`` (or its words, already split),
-    checked; None after --help. Bad input raises CliError (exit 2) with one line."""
+    checked; None after --help. Without --gpus, the rig in use is estimated for: what
+    ``source`` (``--source``; None: auto) opens, as the monitor and the fit view see it.
+    Bad input raises CliError (exit 2) with one line."""
     from lltui.core.llama.args import parse_llama_args
     from lltui.services.fit import FitRequest
 
@@ -107,6 +113,8 @@ def read_command(argv: Sequence[str] | Split, verb: str, help_text: str) -> FitC
         cpu_profile=words.last("--cpu") or "x86",
         host=words.last("--host"),
         verb=verb,
+        use_rig=True,
+        rig_source=source,
     )
     return FitCommand(
         request,
@@ -114,26 +122,6 @@ def read_command(argv: Sequence[str] | Split, verb: str, help_text: str) -> FitC
         oracle="--oracle" in words.switches,
         best=words.last("--best"),
     )
-
-
-def memory_options(words: Split, verb: str) -> tuple[float | None, int | None]:
-    """``--margin MIB`` and ``--host-free SIZE``, read (None where not given)."""
-    from lltui.core.units import parse_size
-
-    margin: float | None = None
-    if (text := words.last("--margin")) is not None:
-        try:
-            margin = float(text)
-            int(margin * 1024 * 1024)
-        except (ValueError, OverflowError):
-            raise CliError(f"{verb}: --margin expects MiB, got {text!r}", 2) from None
-    host_free: int | None = None
-    if (size := words.last("--host-free")) is not None:
-        try:
-            host_free = parse_size(size)
-        except ValueError as exc:
-            raise CliError(f"{verb}: --host-free: {exc}", 2) from None
-    return margin, host_free
 
 
 def refused(exc: FitFailed, verb: str, as_json: bool) -> int:
@@ -147,15 +135,14 @@ def refused(exc: FitFailed, verb: str, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands.fit_plan import run_plan
     from lltui.commands.model_set import group_models
     from lltui.services.fit import FitFailed, fit
 
     words = split_own(list(args.argv), "fit")
     found = group_models(words.items)
     if len(found.models) >= 2 and not words.help:
-        return run_plan(words, found)  # several models: a plan for the set
-    command = read_command(words, "fit", HELP)
+        return _run_plan(words, found, source_spec(args))  # several models: a plan for them
+    command = read_command(words, "fit", HELP, source_spec(args))
     if command is None:
         return 0
     from lltui.commands.progress import Progress
@@ -175,10 +162,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_plan(words: Split, found: ModelSet, source: str) -> int:
+    from lltui.commands.fit_plan import plan_set
+    from lltui.core.fit.plan_report import plan_to_json, plan_to_text
+    from lltui.core.monitor.gpus_report import simulated_json
+
+    report = plan_set(words, found, source)
+    if "--json" in words.switches:
+        print_json(plan_to_json(report.plan, report.notes) | simulated_json(report.rig))
+    else:
+        lines = rig_lines(report.rig, report.device_label)
+        print("\n".join([*lines, plan_to_text(report.plan, report.notes)]))
+    return 0
+
+
+def rig_lines(rig: RigInfo | None, devices: str) -> list[str]:
+    """The SIMULATED line, first, where the devices are a simulated rig's."""
+    from lltui.core.monitor.gpus_report import simulated_line
+
+    if rig is None or not rig.simulated:
+        return []
+    return [
+        f"{simulated_line(rig)}; estimated for its GPUs ({devices}); --gpus cpu estimates "
+        "for this machine's CPU alone, --gpus SPEC for other devices"
+    ]
+
+
 def _to_json(report: FitReport) -> dict[str, Any]:
     from lltui.core.fit.report import oracle_to_json, result_to_json
+    from lltui.core.monitor.gpus_report import simulated_json
 
-    data = result_to_json(report.result)
+    data = result_to_json(report.result) | simulated_json(report.setup.rig)
     if report.setup.notes:
         data["notes"] = list(report.setup.notes)
     if report.oracle is not None:
@@ -239,7 +253,8 @@ def _to_text(report: FitReport, goal: str | None) -> str:
     from lltui.core.fit.report import oracle_to_text, result_to_text
     from lltui.core.text import one_line
 
-    text = result_to_text(report.result)
+    lines = rig_lines(report.setup.rig, report.setup.device_label)
+    text = "\n".join([*lines, result_to_text(report.result)])
     for line in measured_lines(report.setup.measured):
         text += f"\n{line}"
     for n in report.setup.notes:

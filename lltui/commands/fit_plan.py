@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from lltui.commands import CliError, print_json
+from lltui.commands import CliError
 
 if TYPE_CHECKING:
     from lltui.commands.model_set import ModelSet
     from lltui.commands.own_options import Split
-    from lltui.services.plan import PlanEntry, PlanRequest
+    from lltui.services.plan import PlanEntry, PlanReport, PlanRequest
 
 
 def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
@@ -40,8 +40,10 @@ def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
     return tuple(out)
 
 
-def plan_request(words: Split, found: ModelSet, verb: str) -> PlanRequest:
-    from lltui.commands.fit import memory_options
+def plan_request(
+    words: Split, found: ModelSet, verb: str, source: str | None = None
+) -> PlanRequest:
+    from lltui.commands.own_options import memory_options
     from lltui.services.plan import PlanRequest
 
     margin, host_free = memory_options(words, verb)
@@ -52,23 +54,20 @@ def plan_request(words: Split, found: ModelSet, verb: str) -> PlanRequest:
         host_free_bytes=host_free,
         cpu_profile=words.last("--cpu") or "x86",
         verb=verb,
+        use_rig=True,
+        rig_source=source,
     )
 
 
-def run_plan(words: Split, found: ModelSet) -> int:
-    from lltui.core.fit.plan_report import plan_to_json, plan_to_text
+def plan_set(words: Split, found: ModelSet, source: str | None = None) -> PlanReport:
+    """The plan of the models given, for the rig in use (``source``) or --gpus."""
     from lltui.services.fit import FitFailed
     from lltui.services.plan import plan_models
 
     if words.switches & {"--oracle"} or words.last("--best"):
         raise CliError("fit: --best and --oracle are for one model at a time", 2)
-    request = plan_request(words, found, "fit")
+    request = plan_request(words, found, "fit", source)
     try:
-        report = plan_models(request)
+        return plan_models(request)
     except FitFailed as exc:
         raise CliError(str(exc), exc.code) from None
-    if "--json" in words.switches:
-        print_json(plan_to_json(report.plan, report.notes))
-    else:
-        print(plan_to_text(report.plan, report.notes))
-    return 0

@@ -375,3 +375,23 @@ def _unknown(word: str, verb: str, own: dict[str, OwnOption], strict: bool) -> N
         )
     if strict:
         raise CliError(f"{verb}: {unknown_flag_message(word, also=own)}", 2)
+
+
+def memory_options(words: Split, verb: str) -> tuple[float | None, int | None]:
+    """``--margin MIB`` and ``--host-free SIZE``, read (None where not given)."""
+    from lltui.core.units import parse_size
+
+    margin: float | None = None
+    if (text := words.last("--margin")) is not None:
+        try:
+            margin = float(text)
+            int(margin * 1024 * 1024)
+        except (ValueError, OverflowError):
+            raise CliError(f"{verb}: --margin expects MiB, got {text!r}", 2) from None
+    host_free: int | None = None
+    if (size := words.last("--host-free")) is not None:
+        try:
+            host_free = parse_size(size)
+        except ValueError as exc:
+            raise CliError(f"{verb}: --host-free: {exc}", 2) from None
+    return margin, host_free

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lltui.commands import print_json
+from lltui.commands import print_json, source_spec
 from lltui.commands.own_options import options_help
 
 HELP = f"""\
@@ -52,13 +52,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands.fit import read_command, refused
+    from lltui.commands.fit import read_command, refused, rig_lines
     from lltui.commands.progress import Progress
     from lltui.core.fit.quant_table import best_fitting
     from lltui.core.gc_pause import gc_paused
+    from lltui.core.monitor.gpus_report import simulated_json
     from lltui.services.fit import FitFailed, prepare, quant_table
 
-    command = read_command(list(args.argv), "quant", HELP)
+    command = read_command(list(args.argv), "quant", HELP, source_spec(args))
     if command is None:
         return 0
     if command.best is not None:
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             "devices": where,
             "rows": [q.to_json() for q in report.rows],
             "skipped": [{"type": t, "reason": why} for t, why in report.skipped],
-        }
+        } | simulated_json(setup.rig)
         if setup.notes:
             data["notes"] = list(setup.notes)
         print_json(data)
@@ -92,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.text import one_line
 
     model_path = command.request.model
+    for line in rig_lines(setup.rig, where):
+        print(line)
     print("\n".join(quant_lines(model_path, where, report.rows, best_fitting(report.rows))))
     for t, why in report.skipped:
         print(f"not listed: {t} ({why})")

@@ -32,6 +32,8 @@ def run_best(command: FitCommand) -> int:
 
 
 def _to_json(ranked: QuantBest) -> dict[str, Any]:
+    from lltui.core.monitor.gpus_report import simulated_json
+
     rows = []
     for c in ranked.choices:
         b = c.best
@@ -56,7 +58,7 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
         "goal": ranked.goal,
         "devices": ranked.setup.device_label,
         "quants": rows,
-    }
+    } | simulated_json(ranked.setup.rig)
     if ranked.repo is not None:
         data["commit"] = ranked.repo.commit
     if ranked.setup.notes:
@@ -65,12 +67,14 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
 
 
 def _lines(ranked: QuantBest) -> list[str]:
+    from lltui.commands.fit import rig_lines
     from lltui.core.text import one_line
     from lltui.core.units import fmt_bytes
 
     what = "quantizations in the repository" if ranked.repo else "llama-quantize types"
     where = one_line(ranked.setup.device_label)
     lines = [
+        *rig_lines(ranked.setup.rig, ranked.setup.device_label),
         f"{one_line(ranked.setup.model_path)}: {len(ranked.choices)} {what}, best for "
         f"{ranked.goal} on {where}",
         f"{'#':>3}  {'quant':<10} {'file':>10} {'bpw':>6} {'context':>8} {'t/s':>6}  command line",

@@ -117,9 +117,9 @@ def run(args: argparse.Namespace) -> int:
 
         raise CliError(f"source {request.rig.source or 'auto'}: {exc}", _code(exc)) from None
     if watch.info.simulated:  # said where a person looks, whatever stdout is for
-        why = watch.info.simulated_reason or "asked for with --source"
-        line = f"lltui watch: SIMULATED rig {watch.info.source}: {why}"
-        print(line, file=sys.stderr, flush=True)
+        from lltui.core.monitor.gpus_report import simulated_line
+
+        print(f"lltui watch: {simulated_line(watch.info)}", file=sys.stderr, flush=True)
     hooks = None
     if not args.no_hooks and settings.alerts.hooks:
         hooks = HookRunner(settings.alerts, lambda r: print(r.line, file=sys.stderr, flush=True))
@@ -129,15 +129,12 @@ def run(args: argparse.Namespace) -> int:
             if hooks is not None:
                 hooks.fire(result.changes)
             if args.json:
-                info = watch.info
+                from lltui.core.monitor.gpus_report import simulated_json
+
+                alerts = alerts_to_json(result.active)
                 print_json(
-                    {
-                        "alerts": alerts_to_json(result.active),
-                        "error": result.error,
-                        "source": info.source,
-                        "simulated": info.simulated,
-                        "simulated_reason": info.simulated_reason,
-                    }
+                    {"alerts": alerts, "error": result.error, "source": watch.info.source}
+                    | simulated_json(watch.info)
                 )
             else:
                 for alert in result.active:
