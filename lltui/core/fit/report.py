@@ -265,9 +265,11 @@ def result_to_text(res: FitResult) -> str:
         lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
     verdict = "fits" if res.fits else "does NOT fit"
     lines.append("")
+    past = 0 < m.n_ctx_train < r.n_ctx_seq and not st.rope_scaling
     lines.append(
         f"verdict: {verdict}"
         + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
+        + (" (the trained context, which caps a slot)" if past and res.max_ctx else "")
     )
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")

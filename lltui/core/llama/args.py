@@ -21,6 +21,7 @@ from lltui.core.llama.flag_table import (
     BY_KEY,
     BY_SPELLING,
     FLAGS,
+    ROPE_SCALING,
     UNKNOWN_ARITY,
     BinaryFlags,
     Flag,
@@ -153,6 +154,14 @@ class LlamaArgs:
         if self.n_parallel < 0:
             return True
         return bool(self.kv_unified)
+
+    @property
+    def rope_scaling(self) -> tuple[str, ...]:
+        """The RoPE scaling flags given, with their values: a context past the trained one
+        is then what was asked for."""
+        return tuple(
+            w for g in self.given_args if canonical(g.flag) in ROPE_SCALING for w in g.tokens
+        )
 
     @property
     def use_mmap(self) -> bool:

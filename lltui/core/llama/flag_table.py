@@ -352,6 +352,10 @@ _ONE_VALUE = _flag_set(
 _TWO_VALUES = _flag_set(
     "--control-vector-layer-range",
 )
+# flags that scale RoPE past the trained context: llama.cpp reckons that context from them
+ROPE_SCALING: frozenset[str] = frozenset(
+    ("--rope-scaling", "--rope-scale", "--rope-freq-scale", "--rope-freq-base", "--yarn-orig-ctx")
+)
 # every spelling the pinned llama-server takes ("did you mean" looks among them)
 _PINNED: frozenset[str] = frozenset(BY_SPELLING) | _NO_VALUE | _ONE_VALUE | _TWO_VALUES
 
