@@ -133,6 +133,8 @@ def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]
         ctx = str(q.max_ctx) if q.max_ctx else "-"
         tps = f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-"
         mark = "  <- most bits that fit" if best is q else ""
+        if row.above_source:
+            mark = f"  (adds nothing: {row.above_source})"
         lines.append(
             f"{name:<10} {fmt_bytes(row.file_bytes):>10} {row.bits_per_weight:>6.2f}  "
             f"{fits:<4} {ctx:>8} {tps:>6}  {per_dev}{mark}"

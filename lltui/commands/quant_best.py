@@ -51,6 +51,7 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
                 "gives_up": b.gives_up if b else None,
                 "gains": (b.gains or None) if b else None,
                 "error": c.error or None,
+                "above_source": c.option.above_source,
             }
         )
     data: dict[str, Any] = {
@@ -94,6 +95,8 @@ def _lines(ranked: QuantBest) -> list[str]:
             f"{i:>3}  {quant:<10} {size:>10} {bpw:>6} {b.max_ctx:>8} {b.decode_tps:>6.0f}  {flags}"
         )
         lines.append(f"{'':>5}gives up: {b.gives_up}" + (f"; gives: {b.gains}" if b.gains else ""))
+        if c.option.above_source:
+            lines.append(f"{'':>5}adds nothing: {c.option.above_source}")
     lines.append("bpw: bits per weight; t/s: predicted decode speed; * needs an importance matrix")
     lines += [f"note: {one_line(n)}" for n in ranked.setup.notes]
     return lines
