@@ -616,6 +616,9 @@ def test_oracle_comparison_is_typed_and_keeps_its_json(tmp_path):
     assert list(data["rows"][0]) == ["name", "llama_fit_params_mib", "lltui_mib", "diff_mib"]
     text = oracle_to_text(cmp)
     assert "RPC7" in text and "? / 1" in text
+    # each cell says whose number is whose, and what "context" counts
+    assert "each cell: lltui's estimate under those rules / llama-fit-params', MiB" in text
+    assert "(context: the\nKV cache and the output buffer" in text
     gone = oracle_unavailable("no llama-fit-params here")
     assert oracle_to_json(gone) == {"available": False, "error": "no llama-fit-params here"}
     assert oracle_to_text(gone) == "llama-fit-params: no llama-fit-params here"
@@ -665,3 +668,11 @@ def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp
     # within the trained context: no word of it
     assert main(["fit", str(path), "--gpus", "cpu", "-c", "8192", "--json"]) == 0
     assert not [w for w in json.loads(capsys.readouterr().out)["warnings"] if "trained" in w]
+
+
+@pytest.mark.parametrize("spec", ["0GiB", "2x0GiB", "T4=0", "24GiB,0"])
+def test_a_device_of_no_memory_is_refused_as_such(tmp_path, capsys, spec):
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "--gpus", spec]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("a device's memory must be more than 0") and "neither" not in err

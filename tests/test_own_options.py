@@ -77,3 +77,10 @@ def test_the_help_lists_every_option_of_the_table(capsys, verb):
         label = option.name + (f" {option.metavar}" if option.metavar else "")
         assert f"  {label}" in text, label
     assert {o.name for o in OWN_OPTIONS} >= {"--gpus", "--json", "--dry-run", "--budget"}
+
+
+@pytest.mark.parametrize("verb", ["fit", "quant"])
+def test_best_without_a_goal_lists_the_goals(model, capsys, verb):
+    assert main([verb, model, "--best"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--best expects a value (GOAL): one of context, speed, gpu-only"), err

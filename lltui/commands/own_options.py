@@ -21,6 +21,12 @@ FIT, QUANT, BENCH, LAUNCH = "fit", "quant", "bench", "launch"
 ESTIMATES = (FIT, QUANT)
 
 
+def _goals() -> tuple[str, ...]:
+    from lltui.core.fit.best import GOALS
+
+    return GOALS
+
+
 def _cpu_spec(value: str) -> bool:
     """fit's ``--host cores=16,mem=...``; llama-server's ``--host ADDRESS`` has no ``=``."""
     return "=" in value
@@ -43,6 +49,12 @@ class OwnOption:
     kept: bool = False
     claims: Callable[[str], bool] | None = None
     group: str = ""
+    choices: Callable[[], Sequence[str]] | None = None  # the values it takes, where few
+
+    def expects(self) -> str:
+        """What a missing value should have been, in words."""
+        said = f"expects a value ({self.metavar})"
+        return said + (f": one of {', '.join(self.choices())}" if self.choices else "")
 
 
 ROUTER = "several models (llama-server's router mode)"
@@ -99,6 +111,7 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "memory after fixed costs, shown where it fits more than llama.cpp's default split): "
         "context (the largest context), speed (the fastest decode at -c) or gpu-only "
         "(nothing on the CPU)",
+        choices=_goals,
     ),
     OwnOption(
         "--best",
@@ -108,6 +121,7 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "gpu-only; see lltui fit --best): for hf:OWNER/REPO the GGUF files the repository "
         "offers (each header read by ranged requests), else the types above; with the file "
         "size and what each line gives up",
+        choices=_goals,
     ),
     # bench
     OwnOption(
@@ -330,7 +344,7 @@ def split_own(argv: Sequence[str], verb: str, *, strict: bool = True) -> Split:
             taken = 1 if eq else 2
             if not eq:
                 if i + 1 >= len(argv):
-                    raise CliError(f"{verb}: {name} expects a value", 2)
+                    raise CliError(f"{verb}: {name} {option.expects()}", 2)
                 value = argv[i + 1]
             if option.claims is None or option.claims(value):
                 out.values.setdefault(name, []).append(value)

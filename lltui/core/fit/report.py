@@ -403,8 +403,10 @@ def oracle_to_text(cmp: OracleComparison) -> str:
     if not cmp.available:
         return f"llama-fit-params: {one_line(cmp.error or 'not available')}"
     lines = [
-        "llama-fit-params (its rules: weights not mapped, outputs = n_batch, no unified KV):",
-        f"{'device':<14} {'model':>16} {'context':>16} {'compute':>16}   (lltui / llama.cpp, MiB)",
+        "llama-fit-params (its rules: weights not mapped, outputs = n_batch, no unified KV);",
+        "each cell: lltui's estimate under those rules / llama-fit-params', MiB (context: the",
+        "KV cache and the output buffer; compute: the compute buffers)",
+        f"{'device':<14} {'model':>16} {'context':>16} {'compute':>16}",
     ]
     for row in cmp.rows:
         them = row.theirs.to_json()
