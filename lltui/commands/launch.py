@@ -325,8 +325,8 @@ def _supervise(
     previous = {s: signal.signal(s, on_signal) for s in handled}
     try:
         session.start(keep_running=keep_running)
-        _watch(session, signals_seen, wake, as_json=as_json, rpc=rpc)
-        if signals_seen and keep_running and not session.exited:
+        _watch(session, signals_seen, wake, as_json=as_json, rpc=rpc, until_ready=keep_running)
+        if keep_running and not session.exited:  # ready (or stopped watching while it loaded)
             return _detach(session, as_json=as_json)
         result = session.stop() if signals_seen else session.wait_exit(5.0)
     finally:
@@ -346,9 +346,10 @@ def _watch(
     *,
     as_json: bool,
     rpc: RpcHosts | None = None,
+    until_ready: bool = False,
 ) -> None:
     """Say how loading goes and when the server is ready; return when it exits or a signal
-    arrives."""
+    arrives (``until_ready``: once it is ready, too)."""
     import time
 
     announced = False
@@ -364,6 +365,8 @@ def _watch(
             if rpc is not None and not as_json:  # which host each RPC device is
                 for line in rpc.describe():
                     _say(f"  {line}")
+            if until_ready:
+                return
         elif not announced:
             status = session.status()
             for line in progress.lines(status, time.monotonic()) if status else ():
@@ -421,10 +424,18 @@ class _LoadProgress:
 def _detach(session: LaunchSession, *, as_json: bool) -> int:
     session.detach()
     url = session.prepared.spec.url
-    detached = {"event": "detached", "pid": session.pid, "url": url, "log": str(session.log_file)}
+    stop = f"kill {session.pid}"
+    detached = {
+        "event": "detached",
+        "pid": session.pid,
+        "url": url,
+        "log": str(session.log_file),
+        "stop": stop,
+    }
     _say(
         json.dumps(detached)
         if as_json
-        else f"llama-server left running: pid {session.pid}, {url}, log {session.log_file}"
+        else f"llama-server left running: pid {session.pid}, {url}, log {session.log_file}; "
+        f"stop it with: {stop}"
     )
     return 0
