@@ -96,3 +96,26 @@ def test_how_the_preset_names_each_kind_of_model(tmp_path):
     # each key is one llama-server knows
     for key in ("model", "hf-repo", "hf-file", "model-url"):
         assert key_flag(key) is not None
+
+
+def test_each_models_state_is_said_once_a_listing_that_left_it_out_being_no_news():
+    from lltui.commands.launch_router import PLACEMENT_WAIT_S, RowNews
+    from lltui.core.llama.log import DevicePlacement
+    from lltui.services.router import ModelRow
+
+    placed = (DevicePlacement("CPU", model_mib=1.0),)
+
+    def row(state: str, placement: tuple = (), problem: str | None = None) -> ModelRow:
+        return ModelRow("tiny", state, False, None, placement, None, problem)
+
+    news = RowNews()
+    seen = []
+    # loaded (its buffer lines a moment later), unloaded, left out of one listing, unloaded
+    polls = ["loading", "loaded", "loaded+", "unloaded", "unknown", "unloaded", "unloaded"]
+    for t, state in enumerate(polls):
+        r = row("loaded", placed) if state == "loaded+" else row(state)
+        seen += [n.state for n in news.changed([r], float(t) * PLACEMENT_WAIT_S / 4)]
+    assert seen == ["loading", "loaded", "unloaded"]
+    # a failure with a new reason is news, the same one is not
+    assert [n.problem for n in news.changed([row("failed", problem="oom")], 9.0)] == ["oom"]
+    assert news.changed([row("failed", problem="oom")], 9.5) == []
