@@ -119,3 +119,13 @@ def test_each_models_state_is_said_once_a_listing_that_left_it_out_being_no_news
     # a failure with a new reason is news, the same one is not
     assert [n.problem for n in news.changed([row("failed", problem="oom")], 9.0)] == ["oom"]
     assert news.changed([row("failed", problem="oom")], 9.5) == []
+
+
+def test_a_key_in_a_preset_is_never_printed_by_the_dry_run(folder, tmp_path, capsys):
+    key = "sk-preset-40c2"
+    preset = tmp_path / "models.ini"
+    preset.write_text(f"[alpha]\nmodel = {folder / 'alpha.gguf'}\napi-key = {key}\nc = 512\n")
+    for as_json in (["--json"], []):
+        assert main(["launch", "--models", str(preset), "--dry-run", *as_json]) == 0
+        printed = capsys.readouterr()
+        assert key not in printed.out + printed.err

@@ -21,7 +21,9 @@ from lltui.core.llama.flag_table import (
     BY_KEY,
     BY_SPELLING,
     FLAGS,
+    MASK,
     ROPE_SCALING,
+    SECRET_FIELDS,
     UNKNOWN_ARITY,
     BinaryFlags,
     Flag,
@@ -182,11 +184,13 @@ class LlamaArgs:
             or self.split_mode in ("row", "tensor")
         )
 
-    def to_argv(self) -> list[str]:
-        """The flags given on the command line, in order, each in the table's spelling."""
+    def to_argv(self, *, masked: bool = False) -> list[str]:
+        """The flags given on the command line, in order, each in the table's spelling;
+        ``masked``: a secret's value written as ``***`` (to be shown)."""
         out: list[str] = []
         for g in self.given_args:
-            out += [_spelling(g), *g.values]
+            secret = masked and g.key in SECRET_FIELDS
+            out += [_spelling(g), *((MASK,) * len(g.values) if secret else g.values)]
         return out
 
     def then(self, later: LlamaArgs) -> LlamaArgs:

@@ -241,6 +241,7 @@ BY_SPELLING: Mapping[str, tuple[Flag, bool]] = {
 MEMORY_SPELLINGS: frozenset[str] = frozenset(s for f in FLAGS if f.memory for s in f.all_spellings)
 # settings that are secrets, and the variables llama-server reads them from
 SECRET_FIELDS: tuple[str, ...] = tuple(f.key for f in FLAGS if f.secret_env)
+MASK = "***"  # a secret wherever lltui shows it
 SECRET_ENV: frozenset[str] = frozenset(f.secret_env for f in FLAGS if f.secret_env)
 
 # What to write instead of a flag this llama-server refuses: the ones it removed (some still

@@ -25,6 +25,7 @@ from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import (
     BY_KEY,
     FLAGS,
+    MASK,
     REMOVED,
     SECRET_ENV,
     SECRET_FIELDS,
@@ -40,7 +41,6 @@ from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 DEFAULT_PORT = 8080
 # Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
 PLACEMENT_LOG_VERBOSITY = 4
-MASK = "***"
 
 API_KEY_ENV = "LLAMA_API_KEY"
 ROUTER_PRESET_FLAG = "--models-preset"  # llama-server in router mode, its models from a file
