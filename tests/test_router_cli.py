@@ -129,3 +129,15 @@ def test_a_key_in_a_preset_is_never_printed_by_the_dry_run(folder, tmp_path, cap
         assert main(["launch", "--models", str(preset), "--dry-run", *as_json]) == 0
         printed = capsys.readouterr()
         assert key not in printed.out + printed.err
+
+
+def test_a_preset_of_unreadable_models_says_which_and_why(tmp_path, capsys):
+    preset = tmp_path / "bad.ini"
+    missing = tmp_path / "nope.gguf"
+    preset.write_text(f"[a]\nmodel = {missing}\n[b]\nmodel = {tmp_path / 'we'}\0{'ird.gguf'}\n")
+    assert main(["launch", "--models", str(preset), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "launch: launch:" not in err, err
+    assert err.startswith("lltui: launch: no model could be read (a: ")
+    assert f"{missing}: cannot read: No such file" in err
+    assert "b: " in err and "a file name cannot hold a NUL byte" in err

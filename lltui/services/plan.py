@@ -195,7 +195,9 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
             )
         )
     if not members:
-        raise FitFailed(f"{request.verb}: no model could be read", 2)
+        prefix = f"{request.verb}: "
+        why = "; ".join(f"{name}: {said.removeprefix(prefix)}" for name, said in left_out)
+        raise FitFailed(f"{prefix}no model could be read" + (f" ({why})" if why else ""), 2)
     try:
         plan = plan_set(members, setups[0].options)
     except FitError as exc:
