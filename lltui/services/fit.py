@@ -356,8 +356,10 @@ def _oracle(setup: FitSetup, local: bool) -> OracleComparison:
     # llama-fit-params: no unified KV, weights not mapped, outputs sized by n_batch, no fit
     # (each marked given: an unset --fit is the build's default, which sizes an unset -c
     # per stream, where llama-fit-params --fit off keeps the trained context in all)
-    changed = {"kv_unified": False, "n_parallel": np_, "load_mode": "none", "fit": False}
-    same_rules = replace(st, **changed, given=st.given | set(changed))
+    changed = frozenset({"kv_unified", "n_parallel", "load_mode", "fit"})
+    same_rules = replace(
+        st, kv_unified=False, n_parallel=np_, load_mode="none", fit=False, given=st.given | changed
+    )
     opts = replace(setup.options, server=False, search=False)
     try:
         ours = estimate(setup.gguf, same_rules, setup.devices, opts)
