@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.exporter",
     "lltui.commands.watch",
     "lltui.commands.serve",
+    "lltui.commands.demo",
 )
 
 # subcommands that sample the GPUs, and so can --record what they saw

@@ -8,7 +8,6 @@ for hand-made (and hostile) GGUF files.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +15,9 @@ from typing import Any
 
 import gguf
 import numpy as np
+
+from lltui.core.gguf import writer
+from lltui.sources.models.demo import spm_vocab  # the vocabulary lltui demo writes too
 
 Q = gguf.GGMLQuantizationType
 V = gguf.GGUFValueType
@@ -461,20 +463,6 @@ def tensor_plan(spec: ModelSpec) -> list[tuple[str, tuple[int, ...]]]:
     return plan
 
 
-def spm_vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
-    """A SentencePiece-style vocabulary llama.cpp accepts: specials, 256 byte tokens, fillers."""
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    types = [2, 3, 3] + [6] * 256
-    i = 0
-    while len(tokens) < n_vocab:
-        tokens.append(f"\u2581t{i}")
-        types.append(1)
-        i += 1
-    tokens, types = tokens[:n_vocab], types[:n_vocab]
-    scores = [-float(k) for k in range(len(tokens))]
-    return tokens, scores, types
-
-
 def bpe_merges(n: int) -> list[str]:
     return [f"t{i} m{i}" for i in range(n)]
 
@@ -819,34 +807,13 @@ def write_bert(
 GGUF_STRING, GGUF_ARRAY, GGUF_UINT32 = 8, 9, 4
 
 
-def raw_str(s: str | bytes) -> bytes:
-    b = s.encode() if isinstance(s, str) else s
-    return struct.pack("<Q", len(b)) + b
-
-
-def raw_kv(key: str, vtype: int, payload: bytes) -> bytes:
-    return raw_str(key) + struct.pack("<I", vtype) + payload
-
-
-def raw_kv_u32(key: str, value: int) -> bytes:
-    return raw_kv(key, GGUF_UINT32, struct.pack("<I", value))
-
-
-def raw_kv_str(key: str, value: str) -> bytes:
-    return raw_kv(key, GGUF_STRING, raw_str(value))
-
-
-def raw_array(item_type: int, count: int, items: bytes) -> bytes:
-    return struct.pack("<IQ", item_type, count) + items
-
-
-def raw_tensor_info(name: str, dims: tuple[int, ...], type_id: int, offset: int) -> bytes:
-    return (
-        raw_str(name)
-        + struct.pack("<I", len(dims))
-        + b"".join(struct.pack("<Q", d) for d in dims)
-        + struct.pack("<iQ", type_id, offset)
-    )
+# the encoders lltui writes its own GGUF files with (lltui demo)
+raw_str = writer.gguf_string
+raw_kv = writer.kv
+raw_kv_u32 = writer.kv_u32
+raw_kv_str = writer.kv_str
+raw_array = writer.array
+raw_tensor_info = writer.tensor_info
 
 
 def raw_gguf(
@@ -860,16 +827,10 @@ def raw_gguf(
     alignment: int = 32,
 ) -> bytes:
     """A GGUF file from raw parts; counts may be given to lie about the contents."""
-    head = b"GGUF" + struct.pack(
-        "<IQQ",
-        version,
-        len(tensor_infos) if n_tensors is None else n_tensors,
-        len(kvs) if n_kv is None else n_kv,
+    head = writer.gguf_header(
+        kvs, tensor_infos, version=version, n_kv=n_kv, n_tensors=n_tensors, alignment=alignment
     )
-    body = head + b"".join(kvs) + b"".join(tensor_infos)
-    if tensor_infos:
-        body += b"\0" * (-len(body) % alignment)
-    return body + data
+    return head + data
 
 
 def write_sparse(

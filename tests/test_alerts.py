@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -145,6 +146,89 @@ def test_watch_bad_input_and_failures_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "alerts.gpu_temp_critical must be a number, got 'hot'" in err
+
+
+# -- no real GPU where one was expected ------------------------------------------------------
+@pytest.fixture
+def no_nvml(monkeypatch):
+    """A machine without the NVML binding: ``auto`` stands in the simulated rig."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+
+
+def test_watch_once_without_a_gpu_says_simulated_and_is_critical(no_nvml, capsys):
+    code = main(["watch", "--once", "--json"])
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert code == 4
+    assert data["simulated"] is True and data["source"] == "sim:kaggle-2xt4"
+    assert "nvidia-ml-py is not installed" in data["simulated_reason"]
+    [alert] = data["alerts"]
+    assert (alert["kind"], alert["severity"], alert["subject"]) == (
+        "no_gpu",
+        "critical",
+        "source auto",
+    )
+    assert "SIMULATED rig (sim:kaggle-2xt4): no NVIDIA GPU here: nvidia-ml-py" in err
+    # the README's cron line pages: --fail-on critical fails
+    assert main(["watch", "--once", "--fail-on", "critical"]) == 4
+    assert (
+        "critical source auto: no NVIDIA GPU here: nvidia-ml-py is not installed"
+        in capsys.readouterr().out
+    )
+
+
+def test_plain_watch_without_a_gpu_says_so_and_stops_at_fail_on(no_nvml, capsys):
+    # bounded: a watch that never raises it is stopped (as by SIGTERM) and exits 0
+    stop = threading.Timer(60, os.kill, (os.getpid(), signal.SIGTERM))
+    stop.start()
+    try:
+        code = main(["watch", "--interval", "0.01", "--fail-on", "critical"])
+    finally:
+        stop.cancel()
+    assert code == 4
+    out, err = capsys.readouterr()
+    assert "SIMULATED rig (sim:kaggle-2xt4)" in err
+    assert out.count(" raised critical source auto: no NVIDIA GPU here: nvidia-ml-py") == 1
+
+
+def test_a_simulated_rig_asked_for_raises_nothing_but_says_it_is_simulated(capsys):
+    assert main(["watch", "--once", "--json", "--source", "sim:kaggle-2xt4"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert data["alerts"] == [] and data["simulated"] is True
+    assert "SIMULATED rig (sim:kaggle-2xt4)" in err
+
+
+def test_gpus_json_without_a_gpu_has_the_alert_too(no_nvml, capsys):
+    assert main(["gpus", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["simulated"] is True
+    assert [a["kind"] for a in data["alerts"]] == ["no_gpu"]
+    assert main(["gpus", "--json", "--source", "sim:kaggle-2xt4"]) == 0
+    assert json.loads(capsys.readouterr().out)["alerts"] == []
+
+
+def test_a_source_that_fails_is_critical_until_it_answers():
+    from lltui.core.monitor.alerts import SourceStatus, source_problem
+    from lltui.core.monitor.models import RigInfo
+
+    fallback = RigInfo("sim:kaggle-2xt4", simulated=True, simulated_reason="no NVIDIA GPU here")
+    assert source_problem("auto", fallback) == "no NVIDIA GPU here"
+    assert source_problem("sim:kaggle-2xt4", fallback) is None
+    assert source_problem("nvml", RigInfo("nvml"), "NVML: driver gone") == "NVML: driver gone"
+    assert source_problem("nvml", RigInfo("nvml")) is None
+    tracker = AlertTracker()
+    first = tracker.update(1.0, sources=[SourceStatus("nvml", "NVML: driver gone")])
+    assert [(c.event, c.alert.kind, c.alert.severity) for c in first] == [
+        ("raised", "no_gpu", "critical")
+    ]
+    assert [c.event for c in tracker.update(2.0, sources=[SourceStatus("nvml")])] == ["cleared"]
+
+
+def test_watch_interval_zero_is_refused(capsys):
+    assert main(["watch", "--once", "--interval", "0", "--source", "sim:kaggle-2xt4"]) == 2
+    assert "--interval must be more than 0" in capsys.readouterr().err
+    assert main(["--interval", "0", "watch", "--once", "--source", "sim:kaggle-2xt4"]) == 2
 
 
 @pytest.mark.parametrize(
@@ -291,7 +375,7 @@ def test_llama_server_not_ready_then_ready_then_down(tmp_path):
 
 
 def test_every_kind_in_the_table_is_tested():
-    tested = set(EXPECTED) | {"llama_down", "llama_not_ready", "host_down"}
+    tested = set(EXPECTED) | {"llama_down", "llama_not_ready", "host_down", "no_gpu"}
     assert tested == set(KINDS)
 
 

@@ -616,6 +616,9 @@ def test_oracle_comparison_is_typed_and_keeps_its_json(tmp_path):
     assert list(data["rows"][0]) == ["name", "llama_fit_params_mib", "lltui_mib", "diff_mib"]
     text = oracle_to_text(cmp)
     assert "RPC7" in text and "? / 1" in text
+    # each cell says whose number is whose, and what "context" counts
+    assert "each cell: lltui's estimate under those rules / llama-fit-params', MiB" in text
+    assert "(context: the\nKV cache and the output buffer" in text
     gone = oracle_unavailable("no llama-fit-params here")
     assert oracle_to_json(gone) == {"available": False, "error": "no llama-fit-params here"}
     assert oracle_to_text(gone) == "llama-fit-params: no llama-fit-params here"
@@ -639,3 +642,37 @@ def test_a_split_over_sixteen_gpus_is_never_one_llama_cpp_refuses(tmp_path, caps
                 if "-ts " in line:  # any split proposed is one llama-server takes
                     ts = line.split("-ts ", 1)[1].split()[0]
                     assert len(ts.split(",")) <= 15, line
+
+
+def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp_path, capsys):
+    path = tmp_path / "small.gguf"
+    gf.write_model(path, gf.llama_spec(n_ctx_train=8192))
+    base = ["fit", str(path), "--gpus", "cpu", "-c", "1000000"]
+    assert main([*base, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["max_ctx"] == 8192
+    [warning] = [w for w in data["warnings"] if "trained on" in w]
+    assert "context 1000192 per sequence is past the 8192 the model was trained on" in warning
+    assert "llama-server caps each slot at 8192" in warning
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "largest context that fits: 8192 (the trained context, which caps a slot)" in out
+    assert "warning: context 1000192 per sequence is past the 8192" in out
+    # RoPE scaling asked for: the context asked is what counts, and it is said
+    assert main([*base, "--rope-scaling", "yarn", "--rope-scale", "4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["max_ctx"] == 1000192
+    assert any(
+        "RoPE scaling as asked (--rope-scaling yarn --rope-scale 4)" in w for w in data["warnings"]
+    )
+    # within the trained context: no word of it
+    assert main(["fit", str(path), "--gpus", "cpu", "-c", "8192", "--json"]) == 0
+    assert not [w for w in json.loads(capsys.readouterr().out)["warnings"] if "trained" in w]
+
+
+@pytest.mark.parametrize("spec", ["0GiB", "2x0GiB", "T4=0", "24GiB,0"])
+def test_a_device_of_no_memory_is_refused_as_such(tmp_path, capsys, spec):
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "--gpus", spec]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("a device's memory must be more than 0") and "neither" not in err

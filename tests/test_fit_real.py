@@ -195,24 +195,25 @@ def test_rpc_devices_weights_and_kv(llama_bins, models, rpc_endpoints, tmp_path,
 # -- llama-fit-params, llama.cpp's own dry run ----------------------------------------------------
 
 
-def oracle_rows(bins, model: Path, memory_argv: list[str], devices=()):
-    """llama-fit-params' rows beside our estimate under its rules (what ``--oracle`` shows)."""
-    from dataclasses import replace
+def oracle_rows(bins, model: Path, memory_argv: list[str], monkeypatch) -> list[dict]:
+    """llama-fit-params' rows beside our estimate under its rules, as ``fit --oracle`` makes
+    them (the devices: the --rpc servers, asked, and the host)."""
+    from lltui.core.fit.report import oracle_to_json
+    from lltui.services.fit import FitRequest, fit
 
-    from lltui.core.fit.report import oracle_compare, oracle_to_json
-    from lltui.sources.llama.fit_oracle import run_oracle
-
-    settings = parse_llama_args(memory_argv)
-    np_ = settings.n_parallel_resolved
-    same_rules = replace(settings, kv_unified=False, n_parallel=np_, load_mode="none", fit=False)
-    ours = estimate(read_gguf(model), same_rules, devices, FitOptions(server=False, search=False))
-    res = run_oracle(str(model), settings, binary=bins.binaries["llama-fit-params"])
-    return oracle_to_json(oracle_compare(ours, res))["rows"]
+    monkeypatch.setenv("LLTUI_LLAMA_FIT_PARAMS", str(bins.binaries["llama-fit-params"]))
+    request = FitRequest(str(model), parse_llama_args(memory_argv), gpus="cpu")
+    report = fit(request, oracle=True)
+    assert report.oracle is not None and report.oracle.available, report.oracle
+    return oracle_to_json(report.oracle)["rows"]
 
 
+# no -c: llama-fit-params --fit off keeps the trained context for all slots, where an unset
+# --fit (on) would size it per slot
+@pytest.mark.parametrize("ctx", [["-c", "4096"], []], ids=["c4096", "no-c"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_oracle_agrees_on_the_host(llama_bins, models, arch):
-    rows = oracle_rows(llama_bins, models[(arch, "Q4_K")], ["-c", "4096", "-np", "2"])
+def test_oracle_agrees_on_the_host(llama_bins, models, arch, ctx, monkeypatch):
+    rows = oracle_rows(llama_bins, models[(arch, "Q4_K")], [*ctx, "-np", "2"], monkeypatch)
     (host,) = rows
     assert host["name"] == "Host"
     diff, theirs = host["diff_mib"], host["llama_fit_params_mib"]
@@ -220,11 +221,10 @@ def test_oracle_agrees_on_the_host(llama_bins, models, arch):
     assert abs(diff["compute"]) <= max(1, COMPUTE_TOLERANCE * theirs["compute"]), host
 
 
-def test_oracle_agrees_per_rpc_device(llama_bins, models, rpc_endpoints):
+def test_oracle_agrees_per_rpc_device(llama_bins, models, rpc_endpoints, monkeypatch):
     eps = rpc_endpoints[:2]
     argv = ["--rpc", ",".join(eps), "-c", "4096", "-ts", "3,1"]
-    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
-    rows = oracle_rows(llama_bins, models[("qwen3", "F16")], argv, devices)
+    rows = oracle_rows(llama_bins, models[("qwen3", "F16")], argv, monkeypatch)
     assert [r["name"] for r in rows] == ["RPC0", "RPC1", "Host"]
     for row in rows:
         assert row["diff_mib"]["model"] == 0 and row["diff_mib"]["context"] == 0, row

@@ -205,14 +205,19 @@ def test_sigkill_of_lltui_takes_the_server_with_it(server_env, tiny_model, serve
         assert wait_gone(server_pid), "llama-server outlived a SIGKILLed lltui"
 
 
-def test_keep_running_survives_lltui(server_env, tiny_model, tmp_path, servers):
+def test_keep_running_returns_once_ready_and_leaves_the_server(
+    server_env, tiny_model, tmp_path, servers
+):
     env = {**server_env, "XDG_STATE_HOME": str(tmp_path / "state")}
     with launched(tiny_model, env, "--keep-running") as proc:
         ready = read_event(proc)
         server_pid = ready["pid"]
         servers.append(server_pid)
-        proc.kill()
-        proc.wait(timeout=GONE_WITHIN_S)
+        # lltui gives the terminal back by itself, saying how to stop the server
+        detached = read_event(proc)
+        assert proc.wait(timeout=GONE_WITHIN_S) == 0
+        assert detached["event"] == "detached" and detached["pid"] == server_pid
+        assert detached["stop"] == f"kill {server_pid}"
         # with lltui gone, the server still answers (a death signal would have ended it)
         with httpx.Client(timeout=5) as client:
             assert client.get(f"{ready['url']}/health").status_code == 200

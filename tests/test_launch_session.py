@@ -5,6 +5,7 @@ here: the binary lookup and the Supervisor are stood in for where a test needs t
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -363,3 +364,27 @@ def test_a_key_file_gives_its_keys_as_llama_server_reads_them(tmp_path, no_binar
     keys = tmp_path / "keys"
     keys.write_bytes(b"# comment\nsk-one\n\nsk-two\n")
     assert read_key_file(str(keys)) == ("sk-one", "sk-two")
+
+
+def test_a_launch_that_does_not_fit_offers_a_launch_command_that_does(tmp_path, monkeypatch):
+    """No GPU, a host with little free: refused with the whole command that fits (the
+    suggestion checked by estimating it), its address kept, its key left out."""
+    from lltui.core.llama.args import parse_llama_args
+    from lltui.services.fit import FitRequest, estimate_setup, prepare
+    from lltui.services.launch_check import judge
+    from lltui.sources.models.demo import write_demo
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no GPU here
+    monkeypatch.setattr("lltui.sources.gpu.meminfo.host_available", lambda: 14 * 2**20)
+    model = tmp_path / "demo.gguf"
+    write_demo(model)
+    spec = LaunchSpec.of(str(model), ["-c", "4096"], port=9000, api_key=KEY)
+    verdict = judge(spec)
+    assert verdict.fits is False
+    problem = verdict.problem
+    assert problem.startswith("does not fit: the host needs") and KEY not in problem
+    command = problem.split("): lltui launch ", 1)[1].split(" (no NVIDIA GPU", 1)[0].split()
+    assert command[:2] == ["-m", str(model)] and command[-2:] == ["--port", "9000"]
+    fixed = parse_llama_args(command[:-2])
+    setup = prepare(FitRequest(str(model), fixed, verb="launch"))
+    assert estimate_setup(setup).fits  # what it offers fits

@@ -44,7 +44,9 @@ def model(tmp_path_factory):
     ("flags", "want"), LINES, ids=lambda v: " ".join(v) if isinstance(v, list) else str(v)
 )
 def test_fit_and_launch_judge_alike(server_env, model, flags, want, capsys):
-    fit_rc = main(["fit", str(model), *flags])
+    # the devices launch's llama-server (a CPU build) has: none (without --gpus, fit sizes
+    # for the rig in use, which on a machine without a GPU is the simulated one)
+    fit_rc = main(["fit", str(model), *flags, "--gpus", "cpu"])
     fit_err = capsys.readouterr().err.strip().splitlines()
     launch_rc = main(["launch", str(model), *flags, "--dry-run"])
     launch_out, launch_err = capsys.readouterr()

@@ -317,3 +317,16 @@ def test_models_on_different_devices_are_lowered_each_as_its_device_allows(model
             [replace(m, args=parse_llama_args([*m.args.to_argv(), "-c", str(p.n_ctx + 256)]))], OPTS
         )
         assert not up.fits
+
+
+def test_a_key_among_the_flags_is_never_printed(models, capsys):
+    key = "sk-plan-7d1e"
+    a, b = str(models["alpha"]), str(models["beta"])
+    for out in ("--json", None):
+        argv = ["fit", "--api-key", key, a, b, "--gpus", "24GiB", "--host-free", "64GiB"]
+        assert main([*argv, *([out] if out else [])]) == 0
+        printed = capsys.readouterr()
+        assert key not in printed.out + printed.err
+    assert main([*argv, "--json"]) == 0
+    args = json.loads(capsys.readouterr().out)["models"][0]["args"]
+    assert args[args.index("--api-key") + 1] == "***"

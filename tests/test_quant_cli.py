@@ -103,3 +103,29 @@ def test_a_corrupt_file_is_one_line(tmp_path, capsys):
     assert main(["quant", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert str(bad) in err and len(err.splitlines()) == 1
+
+
+def test_a_type_above_the_sources_precision_is_marked_and_never_recommended(model, capsys):
+    """``model`` is F16: F32 of it holds nothing more, BF16 no more; neither is chosen."""
+    assert main(["quant", str(model), "--gpus", "24GiB", "--json"]) == 0
+    rows = {r["type"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["F32"]["above_source"] == "above the source's precision, F16"
+    assert rows["BF16"]["above_source"] == "no more precise than the source's F16"
+    assert rows["F16"]["above_source"] is None and rows["Q8_0"]["above_source"] is None
+    assert main(["quant", str(model), "--gpus", "24GiB"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [best] = [line for line in lines if line.endswith("<- most bits that fit")]
+    assert best.startswith("F16 ")
+    [f32] = [line for line in lines if line.startswith("F32 ")]
+    assert f32.endswith("(adds nothing: above the source's precision, F16)")
+    assert main(["quant", str(model), "--gpus", "24GiB", "--best", "context", "--json"]) == 0
+    ranked = [q["quant"] for q in json.loads(capsys.readouterr().out)["quants"] if q["fits"]]
+    assert ranked[-2:] == ["BF16", "F32"] and ranked.index("Q6_K") < ranked.index("F32")
+
+
+def test_a_quantized_source_marks_nothing(tmp_path, capsys):
+    path = tmp_path / "q8.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "Q8_0")
+    assert main(["quant", str(path), "--gpus", "24GiB", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert not [r["type"] for r in rows if r["above_source"]]

@@ -96,3 +96,48 @@ def test_how_the_preset_names_each_kind_of_model(tmp_path):
     # each key is one llama-server knows
     for key in ("model", "hf-repo", "hf-file", "model-url"):
         assert key_flag(key) is not None
+
+
+def test_each_models_state_is_said_once_a_listing_that_left_it_out_being_no_news():
+    from lltui.commands.launch_router import PLACEMENT_WAIT_S, RowNews
+    from lltui.core.llama.log import DevicePlacement
+    from lltui.services.router import ModelRow
+
+    placed = (DevicePlacement("CPU", model_mib=1.0),)
+
+    def row(state: str, placement: tuple = (), problem: str | None = None) -> ModelRow:
+        return ModelRow("tiny", state, False, None, placement, None, problem)
+
+    news = RowNews()
+    seen = []
+    # loaded (its buffer lines a moment later), unloaded, left out of one listing, unloaded
+    polls = ["loading", "loaded", "loaded+", "unloaded", "unknown", "unloaded", "unloaded"]
+    for t, state in enumerate(polls):
+        r = row("loaded", placed) if state == "loaded+" else row(state)
+        seen += [n.state for n in news.changed([r], float(t) * PLACEMENT_WAIT_S / 4)]
+    assert seen == ["loading", "loaded", "unloaded"]
+    # a failure with a new reason is news, the same one is not
+    assert [n.problem for n in news.changed([row("failed", problem="oom")], 9.0)] == ["oom"]
+    assert news.changed([row("failed", problem="oom")], 9.5) == []
+
+
+def test_a_key_in_a_preset_is_never_printed_by_the_dry_run(folder, tmp_path, capsys):
+    key = "sk-preset-40c2"
+    preset = tmp_path / "models.ini"
+    preset.write_text(f"[alpha]\nmodel = {folder / 'alpha.gguf'}\napi-key = {key}\nc = 512\n")
+    for as_json in (["--json"], []):
+        assert main(["launch", "--models", str(preset), "--dry-run", *as_json]) == 0
+        printed = capsys.readouterr()
+        assert key not in printed.out + printed.err
+
+
+def test_a_preset_of_unreadable_models_says_which_and_why(tmp_path, capsys):
+    preset = tmp_path / "bad.ini"
+    missing = tmp_path / "nope.gguf"
+    preset.write_text(f"[a]\nmodel = {missing}\n[b]\nmodel = {tmp_path / 'we'}\0{'ird.gguf'}\n")
+    assert main(["launch", "--models", str(preset), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "launch: launch:" not in err, err
+    assert err.startswith("lltui: launch: no model could be read (a: ")
+    assert f"{missing}: cannot read: No such file" in err
+    assert "b: " in err and "a file name cannot hold a NUL byte" in err

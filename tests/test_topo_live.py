@@ -391,7 +391,8 @@ def test_cli_without_nvidia_smi_or_nvml_is_exit_1(tmp_path, capsys, monkeypatch)
     monkeypatch.setitem(
         sys.modules, "pynvml", fake.FakeTopoNvml([], init_error=fake.NVMLError_LibraryNotFound)
     )
-    assert main(["topo"]) == 1
+    # (auto shows the simulated rig the monitor shows instead: see test_rig_in_use)
+    assert main(["topo", "--source", "nvml"]) == 1
     err = capsys.readouterr().err
     assert "nvidia-smi is not on PATH" in err and "--file" in err
     assert len(err.strip().splitlines()) == 1

@@ -8,11 +8,12 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError, print_json
+from lltui.commands.own_options import options_help, split_own
 
 if TYPE_CHECKING:
     from lltui.services.bench import BenchProgress, BenchReport
 
-HELP = """\
+HELP = f"""\
 usage: lltui bench MODEL [llama-server flags] [--budget S] [--quick] [--no-store] [--json]
 
 Run llama-bench on this rig's GPUs (or its CPU) at a few prompt and decode points, set each
@@ -31,15 +32,8 @@ llama-server flags understood: -ngl -ot --cpu-moe --n-cpu-moe -fa -b -ub -ctk -c
 -ts -mg -dev -t (others are accepted and ignored).
 
 lltui options:
-  --budget S   stop llama-bench after S seconds in all (default 300); what ran counts
-  --quick      one run per point, no filled-context point
-  -r N         llama-bench repetitions per point (default 2)
-  --no-store   measure and compare, keep nothing
-  --json       print JSON (a failure: {"error": ...})
+{options_help("bench")}
 """
-
-OWN_VALUE = ("--budget", "-r")
-OWN_FLAGS = ("--json", "--quick", "--no-store", "-h", "--help")
 
 
 def register(sub: Any) -> None:
@@ -82,57 +76,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _request(argv: list[str]) -> Any:
-    from lltui.commands.fit import split_args
     from lltui.core.llama.args import parse_llama_args
     from lltui.services.bench import BenchRequest
 
-    words = _split(argv)
-    if words is None:
+    words = split_own(argv, "bench")
+    if words.help:
         sys.stdout.write(HELP)
         return None
-    llama, values, switches = words
-    parsed = split_args(llama, "bench")
-    if parsed.stray is not None:
-        raise CliError(f"bench: unexpected argument {parsed.stray!r} (one model only)", 2)
+    model, llama, stray = words.single()
+    if stray is not None:
+        raise CliError(f"bench: unexpected argument {stray!r} (one model only)", 2)
     try:
-        args = parse_llama_args(parsed.llama)
+        args = parse_llama_args(llama)
     except ValueError as exc:
         raise CliError(f"bench: {exc}", 2) from None
-    model = parsed.model or args.model_path
+    model = model or args.model_path
     if not model:
         raise CliError("bench: no model: give MODEL.gguf or hf:OWNER/REPO", 2)
-    budget = _number(values.get("--budget", "300"), "--budget", 1.0)
-    reps = int(_number(values.get("-r", "2"), "-r", 1.0))
+    budget = _number(words.last("--budget") or "300", "--budget", 1.0)
+    reps = int(_number(words.last("-r") or "2", "-r", 1.0))
     return BenchRequest(
         model=model,
         args=args,
         budget_s=budget,
         repetitions=reps,
-        quick="--quick" in switches,
-        store="--no-store" not in switches,
+        quick="--quick" in words.switches,
+        store="--no-store" not in words.switches,
     )
-
-
-def _split(argv: list[str]) -> tuple[list[str], dict[str, str], set[str]] | None:
-    llama: list[str] = []
-    values: dict[str, str] = {}
-    switches: set[str] = set()
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-h", "--help"):
-            return None
-        if a in OWN_FLAGS:
-            switches.add(a)
-        elif a in OWN_VALUE:
-            if i + 1 >= len(argv):
-                raise CliError(f"bench: {a} expects a value", 2)
-            values[a] = argv[i + 1]
-            i += 1
-        else:
-            llama.append(a)
-        i += 1
-    return llama, values, switches
 
 
 def _number(text: str, flag: str, minimum: float) -> float:

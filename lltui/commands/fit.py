@@ -11,19 +11,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lltui.commands import CliError, print_json
+from lltui.commands import CliError, print_json, source_spec
+from lltui.commands.own_options import Split, memory_options, options_help, split_own
 
 if TYPE_CHECKING:
+    from lltui.commands.model_set import ModelSet
+    from lltui.core.monitor.models import RigInfo
     from lltui.services.fit import FitFailed, FitReport, FitRequest
 
-# lltui's own options, mixed freely with the llama-server flags
-OWN_VALUE = ("--gpus", "--margin", "--host-free", "--cpu", "--best")
-OWN_FLAGS = ("--json", "--oracle", "-h", "--help")
-
-HELP = """\
+HELP = f"""\
 usage: lltui fit MODEL.gguf [llama-server flags] [--gpus SPEC] [--json] [--oracle]
        lltui fit [shared flags] A.gguf [A's flags] B.gguf [B's flags] ... [--gpus SPEC] [--json]
 
@@ -50,24 +50,7 @@ the same share, not below -fitc) until the set fits. An RPC server serves one ll
 at a time: two models naming it cannot be loaded together.
 
 lltui options:
-  --gpus SPEC      devices to estimate for instead of the local GPUs: 24GiB,24GiB | T4,T4 |
-                   2xA100-80GB | "NVIDIA GeForce RTX 4090" | cpu | sim:PROFILE |
-                   rpc:HOST:PORT[:cpu][=SIZE],...
-  --margin MIB     memory kept per GPU for what llama.cpp does not count (CUDA context,
-                   cuBLAS, the pool); default: -fitt, else 1024
-  --host-free SIZE host memory available (default: what this machine has free)
-  --cpu PROFILE    CPU weight repacking rules: x86 (default), x86-avx512, arm, none
-  --host SPEC      the host CPU for the speed of what it runs (weights and KV left on it):
-                   cores=16,isa=avx512,ghz=3.5,mem=2xDDR5-5600 (or mem=90 GB/s); default:
-                   this machine's (cores, vector unit and clock from Linux; memory from
-                   the DIMMs' records where readable) for local GPUs, else a desktop CPU
-  --oracle         also run llama-fit-params with the same flags and show its numbers
-  --best GOAL      also rank command lines that fit, searched over -ngl, --n-cpu-moe (MoE:
-                   experts first), -ctk/-ctv, -ub, -c and on several GPUs -ts (each GPU's
-                   layers sized to its memory after fixed costs, shown where it fits more
-                   than llama.cpp's default split): context (the largest context), speed
-                   (the fastest decode at -c) or gpu-only (nothing on the CPU)
-  --json           print JSON
+{options_help("fit")}
 """
 
 
@@ -95,112 +78,49 @@ class FitCommand:
     best: str | None = None
 
 
-@dataclass
-class _Words:
-    model: str | None = None
-    llama: list[str] = field(default_factory=list)
-    values: dict[str, str] = field(default_factory=dict)  # lltui's own options with a value
-    switches: set[str] = field(default_factory=set)
-    stray: str | None = None
-
-
-def split_args(argv: list[str], verb: str = "fit") -> _Words:
-    """The model path, the llama-server flags and lltui's own options of the command line.
-
-    A llama-server flag takes as many values as the flag table says; one it does not know
-    is refused here, naming the flag (its value would otherwise read as a second model)."""
-    from lltui.core.llama.flag_table import is_flag_token, pinned_arity, unknown_flag_message
-
-    out = _Words()
-    own_words = (*OWN_VALUE, *OWN_FLAGS)
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in OWN_FLAGS:
-            out.switches.add(a)
-            i += 1
-            continue
-        if a == "--host" and i + 1 < len(argv) and "=" in argv[i + 1]:
-            # lltui's --host (cores=16,mem=...); llama-server's --host ADDRESS has no "="
-            out.values[a] = argv[i + 1]
-            i += 2
-            continue
-        if a in OWN_VALUE:
-            if i + 1 >= len(argv):
-                raise CliError(f"{verb}: {a} expects a value", 2)
-            out.values[a] = argv[i + 1]
-            i += 2
-            continue
-        if is_flag_token(a):
-            n = pinned_arity(a)
-            if n is None:
-                raise CliError(f"{verb}: {unknown_flag_message(a)}", 2)
-            values = argv[i + 1 : i + 1 + n]
-            if any(w in own_words for w in values):
-                values = []  # lltui's own option is not this flag's value: the parser says so
-            out.llama += [a, *values]
-            i += 1 + len(values)
-            continue
-        if out.model is not None:
-            # reported after the flags are read: a flag's bad value may be why it is here
-            out.stray = out.stray or a
-            i += 1
-            continue
-        out.model = a
-        i += 1
-    return out
-
-
-def read_command(argv: list[str], verb: str, help_text: str) -> FitCommand | None:
-    """The command line shared by ``fit`` and ``quant``, checked; None after --help. Bad
-    input raises CliError (exit 2) with one line."""
+def read_command(
+    argv: Sequence[str] | Split, verb: str, help_text: str, source: str | None = None
+) -> FitCommand | None:
+    """The command line shared by ``fit`` and ``quant`` (or its words, already split),
+    checked; None after --help. Without --gpus, the rig in use is estimated for: what
+    ``source`` (``--source``; None: auto) opens, as the monitor and the fit view see it.
+    Bad input raises CliError (exit 2) with one line."""
     from lltui.core.llama.args import parse_llama_args
-    from lltui.core.units import parse_size
     from lltui.services.fit import FitRequest
 
-    words = split_args(argv, verb)
-    if words.switches & {"-h", "--help"}:
+    words = argv if isinstance(argv, Split) else split_own(argv, verb)
+    if words.help:
         sys.stdout.write(help_text)
         return None
+    given, llama, stray = words.single()
     try:
         # LLAMA_ARG_* variables set llama-server's defaults: read them as it does
-        args = parse_llama_args(words.llama, env=os.environ)
+        args = parse_llama_args(llama, env=os.environ)
     except ValueError as exc:
         raise CliError(f"{verb}: {exc}", 2) from None
-    if words.stray is not None:
-        raise CliError(f"{verb}: unexpected argument {words.stray!r} (one model file only)", 2)
-    model = words.model or args.model_path
+    if stray is not None:
+        raise CliError(f"{verb}: unexpected argument {stray!r} (one model file only)", 2)
+    model = given or args.model_path
     if not model:
         raise CliError(f"{verb}: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
-    margin: float | None = None
-    if "--margin" in words.values:
-        text = words.values["--margin"]
-        try:
-            margin = float(text)
-            int(margin * 1024 * 1024)
-        except (ValueError, OverflowError):
-            raise CliError(f"{verb}: --margin expects MiB, got {text!r}", 2) from None
-    host_free: int | None = None
-    if "--host-free" in words.values:
-        try:
-            host_free = parse_size(words.values["--host-free"])
-        except ValueError as exc:
-            raise CliError(f"{verb}: --host-free: {exc}", 2) from None
+    margin, host_free = memory_options(words, verb)
     request = FitRequest(
         model=model,
         args=args,
-        gpus=words.values.get("--gpus"),
+        gpus=words.last("--gpus"),
         margin_mib=margin,
         host_free_bytes=host_free,
-        cpu_profile=words.values.get("--cpu") or "x86",
-        host=words.values.get("--host"),
+        cpu_profile=words.last("--cpu") or "x86",
+        host=words.last("--host"),
         verb=verb,
+        use_rig=True,
+        rig_source=source,
     )
     return FitCommand(
         request,
         as_json="--json" in words.switches,
         oracle="--oracle" in words.switches,
-        best=words.values.get("--best"),
+        best=words.last("--best"),
     )
 
 
@@ -215,13 +135,14 @@ def refused(exc: FitFailed, verb: str, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands.fit_plan import model_set, run_plan
+    from lltui.commands.model_set import group_models
     from lltui.services.fit import FitFailed, fit
 
-    found = model_set(list(args.argv))
-    if found is not None and not found.switches & {"-h", "--help"}:
-        return run_plan(found)  # several models: a plan for the set
-    command = read_command(list(args.argv), "fit", HELP)
+    words = split_own(list(args.argv), "fit")
+    found = group_models(words.items)
+    if len(found.models) >= 2 and not words.help:
+        return _run_plan(words, found, source_spec(args))  # several models: a plan for them
+    command = read_command(words, "fit", HELP, source_spec(args))
     if command is None:
         return 0
     from lltui.commands.progress import Progress
@@ -241,10 +162,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_plan(words: Split, found: ModelSet, source: str) -> int:
+    from lltui.commands.fit_plan import plan_set
+    from lltui.core.fit.plan_report import plan_to_json, plan_to_text
+    from lltui.core.monitor.gpus_report import simulated_json
+
+    report = plan_set(words, found, source)
+    if "--json" in words.switches:
+        print_json(plan_to_json(report.plan, report.notes) | simulated_json(report.rig))
+    else:
+        lines = rig_lines(report.rig, report.device_label)
+        print("\n".join([*lines, plan_to_text(report.plan, report.notes)]))
+    return 0
+
+
+def rig_lines(rig: RigInfo | None, devices: str) -> list[str]:
+    """The SIMULATED line, first, where the devices are a simulated rig's."""
+    from lltui.core.monitor.gpus_report import simulated_line
+
+    if rig is None or not rig.simulated:
+        return []
+    return [
+        f"{simulated_line(rig)}; estimated for its GPUs ({devices}); --gpus cpu estimates "
+        "for this machine's CPU alone, --gpus SPEC for other devices"
+    ]
+
+
 def _to_json(report: FitReport) -> dict[str, Any]:
     from lltui.core.fit.report import oracle_to_json, result_to_json
+    from lltui.core.monitor.gpus_report import simulated_json
 
-    data = result_to_json(report.result)
+    data = result_to_json(report.result) | simulated_json(report.setup.rig)
     if report.setup.notes:
         data["notes"] = list(report.setup.notes)
     if report.oracle is not None:
@@ -305,7 +253,8 @@ def _to_text(report: FitReport, goal: str | None) -> str:
     from lltui.core.fit.report import oracle_to_text, result_to_text
     from lltui.core.text import one_line
 
-    text = result_to_text(report.result)
+    lines = rig_lines(report.setup.rig, report.setup.device_label)
+    text = "\n".join([*lines, result_to_text(report.result)])
     for line in measured_lines(report.setup.measured):
         text += f"\n{line}"
     for n in report.setup.notes:

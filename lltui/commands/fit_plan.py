@@ -6,26 +6,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from lltui.commands import CliError, print_json
+from lltui.commands import CliError
 
 if TYPE_CHECKING:
     from lltui.commands.model_set import ModelSet
-    from lltui.services.plan import PlanEntry, PlanRequest
-
-OWN_VALUE = ("--gpus", "--margin", "--host-free", "--cpu", "--best")
-OWN_FLAGS = ("--json", "--oracle", "-h", "--help")
-
-
-def model_set(argv: list[str]) -> ModelSet | None:
-    """The command line read as a set of models; None when it names one model or less (or
-    does not read as a set: the one-model path then says why)."""
-    from lltui.commands.model_set import split_model_set
-
-    try:
-        found = split_model_set(argv, OWN_VALUE, OWN_FLAGS, "fit")
-    except CliError:
-        return None
-    return found if len(found.models) >= 2 else None
+    from lltui.commands.own_options import Split
+    from lltui.services.plan import PlanEntry, PlanReport, PlanRequest
 
 
 def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
@@ -54,46 +40,34 @@ def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
     return tuple(out)
 
 
-def plan_request(found: ModelSet, verb: str) -> PlanRequest:
-    from lltui.core.units import parse_size
+def plan_request(
+    words: Split, found: ModelSet, verb: str, source: str | None = None
+) -> PlanRequest:
+    from lltui.commands.own_options import memory_options
     from lltui.services.plan import PlanRequest
 
-    margin: float | None = None
-    if (text := found.last("--margin")) is not None:
-        try:
-            margin = float(text)
-        except ValueError:
-            raise CliError(f"{verb}: --margin expects MiB, got {text!r}", 2) from None
-    host_free: int | None = None
-    if (size := found.last("--host-free")) is not None:
-        try:
-            host_free = parse_size(size)
-        except ValueError as exc:
-            raise CliError(f"{verb}: --host-free: {exc}", 2) from None
+    margin, host_free = memory_options(words, verb)
     return PlanRequest(
         entries(found, verb),
-        gpus=found.last("--gpus"),
+        gpus=words.last("--gpus"),
         margin_mib=margin,
         host_free_bytes=host_free,
-        cpu_profile=found.last("--cpu") or "x86",
+        cpu_profile=words.last("--cpu") or "x86",
         verb=verb,
+        use_rig=True,
+        rig_source=source,
     )
 
 
-def run_plan(found: ModelSet) -> int:
-    from lltui.core.fit.plan_report import plan_to_json, plan_to_text
+def plan_set(words: Split, found: ModelSet, source: str | None = None) -> PlanReport:
+    """The plan of the models given, for the rig in use (``source``) or --gpus."""
     from lltui.services.fit import FitFailed
     from lltui.services.plan import plan_models
 
-    if found.switches & {"--oracle"} or found.values.get("--best"):
+    if words.switches & {"--oracle"} or words.last("--best"):
         raise CliError("fit: --best and --oracle are for one model at a time", 2)
-    request = plan_request(found, "fit")
+    request = plan_request(words, found, "fit", source)
     try:
-        report = plan_models(request)
+        return plan_models(request)
     except FitFailed as exc:
         raise CliError(str(exc), exc.code) from None
-    if "--json" in found.switches:
-        print_json(plan_to_json(report.plan, report.notes))
-    else:
-        print(plan_to_text(report.plan, report.notes))
-    return 0

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         # opened only once the source worked: a failed start must not empty the file
         with open_recorder(args.record, spec or "auto", full=args.record_full) as recorder:
             recorder.write(sample)
-    alerts = _alerts({None: sample}, args)
+    alerts = _alerts({None: sample}, args, source=spec or "auto")
     if args.json:
         print_json({**rig_to_json(sample), "alerts": alerts_to_json(alerts)})
     else:
@@ -87,20 +87,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _alerts(rigs: dict[str | None, RigSample], args: argparse.Namespace) -> tuple[Alert, ...]:
+def _alerts(
+    rigs: dict[str | None, RigSample], args: argparse.Namespace, source: str | None = None
+) -> tuple[Alert, ...]:
     """The alerts these samples raise now, on the config's thresholds (one look: a condition
-    that must last counts as it is now)."""
+    that must last counts as it is now). ``source``: the one rig's ``--source``, whose
+    simulated stand-in for a missing GPU is an alert (as in ``lltui watch``)."""
     import time
 
     from lltui.config import ConfigError, load_settings
-    from lltui.core.monitor.alerts import AlertTracker
+    from lltui.core.monitor.alerts import AlertTracker, SourceStatus, source_problem
 
     try:
         settings = load_settings(None, path=getattr(args, "config", None))
     except ConfigError as exc:
         raise CliError(str(exc), 2) from None
     tracker = AlertTracker(settings.alerts.thresholds, instant=True)
-    tracker.update(time.time(), rigs=rigs)
+    sources = None
+    if source is not None and not source.startswith("replay:"):
+        sources = [SourceStatus(source, source_problem(source, rigs[None].info))]
+    tracker.update(time.time(), rigs=rigs, sources=sources)
     return tracker.active
 
 

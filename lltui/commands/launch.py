@@ -18,6 +18,7 @@ from lltui.commands.launch_output import report_exit as _report_exit
 from lltui.commands.launch_output import rpc_json as _rpc_json
 from lltui.commands.launch_output import say as _say
 from lltui.commands.launch_output import say_note as _say_note
+from lltui.commands.own_options import ROUTER, options_help, split_own
 
 if TYPE_CHECKING:
     import threading
@@ -46,58 +47,14 @@ Any llama-server flag may follow the model (-c 8192 -ngl all -ts 3,1 --rpc HOST:
 each is checked against the installed llama-server and spelled the way that build spells it.
 
 options:
-  --dry-run            print the exact command and environment, start nothing
-  --json               JSON lines instead of text (ready, exit; or the dry-run command)
-  --profile NAME       start from a saved profile; flags given here override it
-  --save-profile NAME  save these settings as a profile, paths made absolute so it starts
-                       from any folder (mode 0600 if it holds an API key)
-  --host H             address to listen on (default 127.0.0.1: this machine only)
-  --port P             port (default 8080; 0 picks a free one)
-  --api-key-file F     file with the API key(s), one per line; the key is never printed
-  --keep-running       leave the server running when lltui exits (log in a file)
-  --force              start it even where lltui fit says it will not fit (by default
-                       that is refused, with the command that would fit)
-  --rpc-host [USER@]HOST[:PORT]
-                       (repeatable) start llama.cpp's rpc-server on HOST over ssh, listening
-                       on PORT there (default 50052), and give llama-server its devices
-                       (--rpc); all of them stop when lltui stops, however it stops
-  --rpc-bind ADDR      the address rpc-server binds on each host (default 127.0.0.1 there:
-                       llama-server reaches it through the ssh connection). RPC has no
-                       authentication: any other address is for a private network only
-  --rpc-server PATH    rpc-server's path on the hosts (default: rpc-server or
-                       ggml-rpc-server on PATH there)
-  -h, --help           show this help
+{options_help("launch")}
 
-several models (llama-server's router mode):
-  --models DIR|PRESET.ini
-                       serve the models of a folder (NAME.gguf files, or folders holding a
-                       model, its mmproj and a draft) or of a llama-server preset; or give
-                       several models on the command line, flags after each for it alone.
-                       lltui plans them together (as lltui fit A B ... does), writes a preset
-                       that pins each model's context and split (-c -ngl -ts -fit off) and
-                       starts the router with no model limit and no autoload: models load
-                       only through lltui, and a load the plan says will not fit with the
-                       models loaded is refused, naming what to unload
-  --pin NAME           (repeatable) keep NAME loaded: loaded at start, never named to unload
-  --load NAME          (repeatable) load NAME once the router is ready
-  --gpus SPEC          the devices the plan assumes, as for lltui fit (e.g. rpc:HOST:PORT:cpu
-                       for an RPC server running the CPU backend); default: the GPUs here and
-                       the --rpc servers, asked for their free memory
+{ROUTER}:
+{options_help("launch", ROUTER)}
 
 exit codes: 0 stopped cleanly, 1 the server failed or a signal from outside lltui stopped it,
             2 bad input
 """
-
-_OWN_SWITCHES = ("--dry-run", "--json", "--keep-running", "--force")
-_OWN_VALUES = (
-    "--rpc-host",
-    "--rpc-bind",
-    "--rpc-server",
-    "--models",
-    "--pin",
-    "--load",
-    "--gpus",
-)
 
 
 def register(sub: Any) -> None:
@@ -130,61 +87,39 @@ class _Own:
     pin: tuple[str, ...] = ()
     load: tuple[str, ...] = ()
     gpus: str | None = None  # router mode: the devices the plan assumes
-
-
-def _split_values(words: list[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """lltui's own options that take a value (``--rpc-host H`` or ``--rpc-host=H``)."""
-    values: dict[str, list[str]] = {name: [] for name in _OWN_VALUES}
-    rest: list[str] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name, eq, value = word.partition("=")
-        if name in _OWN_VALUES:
-            if not eq:
-                if i + 1 >= len(words):
-                    raise CliError(f"launch: {name} needs a value", 2)
-                value = words[i + 1]
-                i += 1
-            values[name].append(value)
-        else:
-            rest.append(word)
-        i += 1
-    return values, rest
+    unknown: bool = False  # flags the pinned table lacks, left for the binary to judge
 
 
 def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
-    """lltui's own switches, and the other words left in order."""
-    values, words = _split_values(words)
-    seen = {w for w in words if w in (*_OWN_SWITCHES, "-h", "--help")}
-    rest = [w for w in words if w not in seen]
+    """lltui's own options, and the other words left in order."""
+    found = split_own(words, "launch", strict=False)
     own = _Own(
-        help=bool(seen & {"-h", "--help"}),
-        dry_run="--dry-run" in seen,
-        json="--json" in seen,
-        keep_running="--keep-running" in seen,
-        force="--force" in seen,
-        rpc_hosts=tuple(values["--rpc-host"]),
-        rpc_bind=values["--rpc-bind"][-1] if values["--rpc-bind"] else None,
-        rpc_server=values["--rpc-server"][-1] if values["--rpc-server"] else None,
-        models=values["--models"][-1] if values["--models"] else None,
-        pin=tuple(values["--pin"]),
-        load=tuple(values["--load"]),
-        gpus=values["--gpus"][-1] if values["--gpus"] else None,
+        help=found.help,
+        dry_run="--dry-run" in found.switches,
+        json="--json" in found.switches,
+        keep_running="--keep-running" in found.switches,
+        force="--force" in found.switches,
+        rpc_hosts=found.all("--rpc-host"),
+        rpc_bind=found.last("--rpc-bind"),
+        rpc_server=found.last("--rpc-server"),
+        models=found.last("--models"),
+        pin=found.all("--pin"),
+        load=found.all("--load"),
+        gpus=found.last("--gpus"),
+        unknown=bool(found.unknown),
     )
-    return own, rest
+    return own, found.words
 
 
 def _router_mode(own: _Own, words: list[str]) -> bool:
     """``--models``, or several models on the command line: llama-server's router."""
     if own.models is not None:
         return True
-    from lltui.commands.model_set import split_model_set
-
-    try:
-        return len(split_model_set(words, (), (), "launch").models) >= 2
-    except CliError:
+    if own.unknown:  # a flag of the llama-server found later: one server, which says
         return False
+    from lltui.commands.model_set import group_models
+
+    return len(group_models(split_own(words, "launch").items).models) >= 2
 
 
 def _mib(x: object) -> str:
@@ -390,8 +325,8 @@ def _supervise(
     previous = {s: signal.signal(s, on_signal) for s in handled}
     try:
         session.start(keep_running=keep_running)
-        _watch(session, signals_seen, wake, as_json=as_json, rpc=rpc)
-        if signals_seen and keep_running and not session.exited:
+        _watch(session, signals_seen, wake, as_json=as_json, rpc=rpc, until_ready=keep_running)
+        if keep_running and not session.exited:  # ready (or stopped watching while it loaded)
             return _detach(session, as_json=as_json)
         result = session.stop() if signals_seen else session.wait_exit(5.0)
     finally:
@@ -411,9 +346,10 @@ def _watch(
     *,
     as_json: bool,
     rpc: RpcHosts | None = None,
+    until_ready: bool = False,
 ) -> None:
     """Say how loading goes and when the server is ready; return when it exits or a signal
-    arrives."""
+    arrives (``until_ready``: once it is ready, too)."""
     import time
 
     announced = False
@@ -429,6 +365,8 @@ def _watch(
             if rpc is not None and not as_json:  # which host each RPC device is
                 for line in rpc.describe():
                     _say(f"  {line}")
+            if until_ready:
+                return
         elif not announced:
             status = session.status()
             for line in progress.lines(status, time.monotonic()) if status else ():
@@ -486,10 +424,18 @@ class _LoadProgress:
 def _detach(session: LaunchSession, *, as_json: bool) -> int:
     session.detach()
     url = session.prepared.spec.url
-    detached = {"event": "detached", "pid": session.pid, "url": url, "log": str(session.log_file)}
+    stop = f"kill {session.pid}"
+    detached = {
+        "event": "detached",
+        "pid": session.pid,
+        "url": url,
+        "log": str(session.log_file),
+        "stop": stop,
+    }
     _say(
         json.dumps(detached)
         if as_json
-        else f"llama-server left running: pid {session.pid}, {url}, log {session.log_file}"
+        else f"llama-server left running: pid {session.pid}, {url}, log {session.log_file}; "
+        f"stop it with: {stop}"
     )
     return 0

@@ -172,26 +172,43 @@ def _watch(
     _say(_ready_line(session, as_json))
     for line in session.load_at_start():
         _refused(line, as_json)
-    shown: dict[str, str] = {}
-    waiting: dict[str, float] = {}
     import time
 
+    news = RowNews()
     while not signals_seen and not session.exited:
         try:
             rows = session.rows(session.models())
         except RouterRefused:
             rows = []
-        for row in rows:
-            if shown.get(row.name, "unloaded") == row.state:
-                continue
-            if row.state == "loaded" and not row.placement:
-                first = waiting.setdefault(row.name, time.monotonic())
-                if time.monotonic() - first < PLACEMENT_WAIT_S:
-                    continue
-            waiting.pop(row.name, None)
-            shown[row.name] = row.state
+        for row in news.changed(rows, time.monotonic()):
             _say(json.dumps(_event(row)) if as_json else _row_text(row))
         wake.wait(POLL_S)
+
+
+class RowNews:
+    """Which models' rows are news: a state (or its problem) other than the one last said,
+    each said once. A model the router's listing left out for a moment (``unknown``) is no
+    news: said, it came back as a second line of the state it had. A model just loaded
+    waits a little for its buffer lines."""
+
+    def __init__(self) -> None:
+        self._said: dict[str, tuple[str, str | None]] = {}
+        self._waiting: dict[str, float] = {}
+
+    def changed(self, rows: list[ModelRow], now: float) -> list[ModelRow]:
+        out = []
+        for row in rows:
+            said = self._said.get(row.name, ("unloaded", None))
+            if row.state == "unknown" or (row.state, row.problem) == said:
+                continue
+            if row.state == "loaded" and not row.placement:
+                first = self._waiting.setdefault(row.name, now)
+                if now - first < PLACEMENT_WAIT_S:
+                    continue
+            self._waiting.pop(row.name, None)
+            self._said[row.name] = (row.state, row.problem)
+            out.append(row)
+        return out
 
 
 def _refused(line: str, as_json: bool) -> None:
@@ -235,9 +252,10 @@ def run_router(
 def _split(source: str | None, words: list[str]) -> tuple[list[str], tuple[Any, ...]]:
     """The shared flags, and the models given on the command line with their own flags."""
     from lltui.commands.fit_plan import entries
-    from lltui.commands.model_set import split_model_set
+    from lltui.commands.model_set import group_models
+    from lltui.commands.own_options import split_own
 
-    found = split_model_set(words, (), (), "launch")
+    found = group_models(split_own(words, "launch").items)
     if source is not None:
         if found.models:
             raise CliError("launch: give the models either with --models or on the command line", 2)

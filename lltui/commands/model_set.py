@@ -18,20 +18,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lltui.commands import CliError
+from lltui.commands.own_options import Item
 
 
 @dataclass
 class ModelSet:
     shared: list[str] = field(default_factory=list)
     models: list[tuple[str, list[str]]] = field(default_factory=list)
-    values: dict[str, list[str]] = field(default_factory=dict)  # lltui's own, repeatable
-    switches: set[str] = field(default_factory=set)
     stray: str | None = None
-
-    def last(self, name: str) -> str | None:
-        found = self.values.get(name)
-        return found[-1] if found else None
 
 
 def looks_like_model(word: str) -> bool:
@@ -41,52 +35,20 @@ def looks_like_model(word: str) -> bool:
     return os.path.isfile(w)
 
 
-def split_model_set(
-    argv: Sequence[str],
-    own_values: Sequence[str],
-    own_switches: Sequence[str],
-    verb: str,
-) -> ModelSet:
-    """The command line split into shared flags, each model and its flags, and lltui's own
-    options. A llama-server flag takes as many values as the flag table says; one the table
-    does not know is refused here, naming it (CliError, exit 2)."""
-    from lltui.core.llama.flag_table import is_flag_token, pinned_arity, unknown_flag_message
+def group_models(items: Sequence[Item]) -> ModelSet:
+    """The words left once lltui's own options are out (:func:`split_own`), as shared
+    flags, each model with its flags, and the first bare word that is no model."""
+    from lltui.core.llama.flag_table import is_flag_token
 
     out = ModelSet()
-    own = (*own_values, *own_switches)
     target = out.shared
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        name, eq, value = a.partition("=")
-        if a in own_switches:
-            out.switches.add(a)
-            i += 1
-            continue
-        if name in own_values:
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise CliError(f"{verb}: {name} expects a value", 2)
-                value = argv[i + 1]
-                i += 1
-            out.values.setdefault(name, []).append(value)
-            i += 1
-            continue
-        if is_flag_token(a):
-            n = pinned_arity(a)
-            if n is None:
-                raise CliError(f"{verb}: {unknown_flag_message(a)}", 2)
-            values = argv[i + 1 : i + 1 + n]
-            if any(w in own for w in values):
-                values = []  # lltui's own option is not this flag's value: the parser says so
-            target += [a, *values]
-            i += 1 + len(values)
-            continue
-        if looks_like_model(a):
+    for item in items:
+        if is_flag_token(item[0]):
+            target += item
+        elif looks_like_model(item[0]):
             words: list[str] = []
-            out.models.append((a, words))
+            out.models.append((item[0], words))
             target = words
         else:
-            out.stray = out.stray or a
-        i += 1
+            out.stray = out.stray or item[0]
     return out

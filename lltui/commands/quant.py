@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lltui.commands import print_json
+from lltui.commands import print_json, source_spec
+from lltui.commands.own_options import options_help
 
-HELP = """\
+HELP = f"""\
 usage: lltui quant MODEL.gguf [llama-server flags] [--gpus SPEC] [--json]
 
 For every type llama-quantize makes that suits this model (Q8_0 ... IQ1_S): the exact file
@@ -32,11 +33,8 @@ columns:
   per device  memory llama.cpp allocates on each GPU plus the margin kept for the CUDA
               context, against the memory free on it (GiB): CUDA0 13.3/15.0
 
-lltui options: --gpus SPEC (as for lltui fit), --margin MIB, --host-free SIZE, --json
-  --best GOAL   rank the quantizations by the best command line each has for GOAL (context,
-                speed, gpu-only; see lltui fit --best): for hf:OWNER/REPO the GGUF files
-                the repository offers (each header read by ranged requests), else the
-                types above; with the file size and what each line gives up
+lltui options:
+{options_help("quant")}
 """
 
 
@@ -54,13 +52,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands.fit import read_command, refused
+    from lltui.commands.fit import read_command, refused, rig_lines
     from lltui.commands.progress import Progress
     from lltui.core.fit.quant_table import best_fitting
     from lltui.core.gc_pause import gc_paused
+    from lltui.core.monitor.gpus_report import simulated_json
     from lltui.services.fit import FitFailed, prepare, quant_table
 
-    command = read_command(list(args.argv), "quant", HELP)
+    command = read_command(list(args.argv), "quant", HELP, source_spec(args))
     if command is None:
         return 0
     if command.best is not None:
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             "devices": where,
             "rows": [q.to_json() for q in report.rows],
             "skipped": [{"type": t, "reason": why} for t, why in report.skipped],
-        }
+        } | simulated_json(setup.rig)
         if setup.notes:
             data["notes"] = list(setup.notes)
         print_json(data)
@@ -94,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.text import one_line
 
     model_path = command.request.model
+    for line in rig_lines(setup.rig, where):
+        print(line)
     print("\n".join(quant_lines(model_path, where, report.rows, best_fitting(report.rows))))
     for t, why in report.skipped:
         print(f"not listed: {t} ({why})")
@@ -132,6 +133,8 @@ def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]
         ctx = str(q.max_ctx) if q.max_ctx else "-"
         tps = f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-"
         mark = "  <- most bits that fit" if best is q else ""
+        if row.above_source:
+            mark = f"  (adds nothing: {row.above_source})"
         lines.append(
             f"{name:<10} {fmt_bytes(row.file_bytes):>10} {row.bits_per_weight:>6.2f}  "
             f"{fits:<4} {ctx:>8} {tps:>6}  {per_dev}{mark}"

@@ -32,6 +32,8 @@ def run_best(command: FitCommand) -> int:
 
 
 def _to_json(ranked: QuantBest) -> dict[str, Any]:
+    from lltui.core.monitor.gpus_report import simulated_json
+
     rows = []
     for c in ranked.choices:
         b = c.best
@@ -49,6 +51,7 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
                 "gives_up": b.gives_up if b else None,
                 "gains": (b.gains or None) if b else None,
                 "error": c.error or None,
+                "above_source": c.option.above_source,
             }
         )
     data: dict[str, Any] = {
@@ -56,7 +59,7 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
         "goal": ranked.goal,
         "devices": ranked.setup.device_label,
         "quants": rows,
-    }
+    } | simulated_json(ranked.setup.rig)
     if ranked.repo is not None:
         data["commit"] = ranked.repo.commit
     if ranked.setup.notes:
@@ -65,12 +68,14 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
 
 
 def _lines(ranked: QuantBest) -> list[str]:
+    from lltui.commands.fit import rig_lines
     from lltui.core.text import one_line
     from lltui.core.units import fmt_bytes
 
     what = "quantizations in the repository" if ranked.repo else "llama-quantize types"
     where = one_line(ranked.setup.device_label)
     lines = [
+        *rig_lines(ranked.setup.rig, ranked.setup.device_label),
         f"{one_line(ranked.setup.model_path)}: {len(ranked.choices)} {what}, best for "
         f"{ranked.goal} on {where}",
         f"{'#':>3}  {'quant':<10} {'file':>10} {'bpw':>6} {'context':>8} {'t/s':>6}  command line",
@@ -90,6 +95,8 @@ def _lines(ranked: QuantBest) -> list[str]:
             f"{i:>3}  {quant:<10} {size:>10} {bpw:>6} {b.max_ctx:>8} {b.decode_tps:>6.0f}  {flags}"
         )
         lines.append(f"{'':>5}gives up: {b.gives_up}" + (f"; gives: {b.gains}" if b.gains else ""))
+        if c.option.above_source:
+            lines.append(f"{'':>5}adds nothing: {c.option.above_source}")
     lines.append("bpw: bits per weight; t/s: predicted decode speed; * needs an importance matrix")
     lines += [f"note: {one_line(n)}" for n in ranked.setup.notes]
     return lines

@@ -55,13 +55,15 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
     import shutil
 
-    from lltui.core.monitor.models import GpuStatic, SourceUnavailable
+    from lltui.core.monitor.gpus_report import simulated_json, simulated_line
+    from lltui.core.monitor.models import GpuStatic, RigInfo, SourceUnavailable
     from lltui.core.topo.advice import advise
     from lltui.core.topo.matrix import Topology
     from lltui.core.topo.parse import decode_text, parse_topology
     from lltui.core.topo.report import topology_to_json, topology_to_text
 
     topo: Topology
+    rig: RigInfo | None = None  # the rig in use, where --source names none or a simulated one
     gpus: tuple[GpuStatic, ...] = ()
     env: dict[str, str] | None = None
     if args.file is not None:
@@ -76,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
             note = f"only the first {MAX_INPUT_BYTES // (1024 * 1024)} MiB of the input were read"
             topo = dataclasses.replace(topo, warnings=(*topo.warnings, note))
     else:
-        from lltui.sources.gpu.topo import topology_for_source
+        from lltui.services.rig import topology_in_use
 
         try:
-            report = topology_for_source(source_spec(args))
+            # auto without nvidia-smi or NVML: the simulated rig the monitor shows, said so
+            report, rig = topology_in_use(source_spec(args))
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         except SourceUnavailable as exc:
@@ -91,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
 
     advice = advise(topo, gpus, env=env)
     if args.json:
-        print_json(topology_to_json(topo, advice))
+        print_json(topology_to_json(topo, advice) | simulated_json(rig))
     else:
         width = max(60, min(160, shutil.get_terminal_size((80, 24)).columns))
+        if rig is not None and rig.simulated:
+            print(simulated_line(rig))
         print(topology_to_text(topo, advice, width=width, title=f"GPU topology from {where}"))
     return 0

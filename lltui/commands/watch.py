@@ -85,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
     from lltui.sources.gpu.kinds import replay_options
 
     settings = _settings(args)
-    interval = args.sub_interval or getattr(args, "interval", None) or 1.0
+    interval = args.sub_interval
+    if interval is None:
+        interval = getattr(args, "interval", None)
+    if interval is None:
+        interval = 1.0
     if not 0 < interval <= 3600:
         raise CliError("--interval must be more than 0 and at most 3600 s", 2)
     for url in args.llama:
@@ -112,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         from lltui.commands.gpus import _code
 
         raise CliError(f"source {request.rig.source or 'auto'}: {exc}", _code(exc)) from None
+    if watch.info.simulated:  # said where a person looks, whatever stdout is for
+        from lltui.core.monitor.gpus_report import simulated_line
+
+        print(f"lltui watch: {simulated_line(watch.info)}", file=sys.stderr, flush=True)
     hooks = None
     if not args.no_hooks and settings.alerts.hooks:
         hooks = HookRunner(settings.alerts, lambda r: print(r.line, file=sys.stderr, flush=True))
@@ -121,7 +129,13 @@ def run(args: argparse.Namespace) -> int:
             if hooks is not None:
                 hooks.fire(result.changes)
             if args.json:
-                print_json({"alerts": alerts_to_json(result.active), "error": result.error})
+                from lltui.core.monitor.gpus_report import simulated_json
+
+                alerts = alerts_to_json(result.active)
+                print_json(
+                    {"alerts": alerts, "error": result.error, "source": watch.info.source}
+                    | simulated_json(watch.info)
+                )
             else:
                 for alert in result.active:
                     print(f"{alert.line} (since {_clock(alert.since)})")

@@ -26,10 +26,12 @@ from lltui.core.monitor.alerts import (
     AlertTracker,
     HostStatus,
     LlamaStatus,
+    SourceStatus,
     change_to_json,
+    source_problem,
 )
 from lltui.core.monitor.fleet import status_of
-from lltui.core.monitor.models import RigSample, SourceUnavailable
+from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text
 from lltui.services.rig import Rig, RigRequest, open_rig
 
@@ -206,6 +208,11 @@ class AlertWatch:
         ]
 
     @property
+    def info(self) -> RigInfo:
+        """The rig watched (a fleet: its first host), simulated or not and why."""
+        return self._rig.info
+
+    @property
     def simulated(self) -> bool:
         return self._rig.info.simulated
 
@@ -214,7 +221,7 @@ class AlertWatch:
         rigs: dict[str | None, RigSample] = {}
         hosts: list[HostStatus] | None = None
         ended = False
-        error = None
+        error = failed = None
         now = self._wall()
         fleet = self._rig.fleet
         if fleet is not None:
@@ -229,15 +236,21 @@ class AlertWatch:
             try:
                 sample = self._rig.source.poll()
             except SourceUnavailable as exc:
-                error = str(exc)
+                error = failed = str(exc)
             else:
                 rigs[None] = sample
                 ended = sample.ended
                 error = sample.error if not sample.ended else None
+                failed = error if not sample.gpus else None  # no GPU at all, and why
                 if self._rig.source.name.startswith("replay:"):
                     now = sample.wall  # a recording's alerts happened at its own times
         llama = [self._llama_status(i) for i in range(len(self._clients))] or None
-        changes = self.tracker.update(now, rigs=rigs, llama=llama, hosts=hosts)
+        # no real GPU where one was expected is critical, a simulated rig asked for is not
+        sources = None
+        if fleet is None and not self._rig.source.name.startswith("replay:"):
+            label = self.request.rig.source or "auto"
+            sources = [SourceStatus(label, source_problem(label, self._rig.info, failed))]
+        changes = self.tracker.update(now, rigs=rigs, llama=llama, hosts=hosts, sources=sources)
         return WatchRound(changes, self.tracker.active, ended, error)
 
     def _llama_status(self, i: int) -> LlamaStatus:

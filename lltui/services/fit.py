@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from lltui.core.fit.report import OracleComparison
     from lltui.core.memory.parts import ExtraModels
     from lltui.core.memory.results import ModelSummary
-    from lltui.core.monitor.models import RigSample
+    from lltui.core.monitor.models import RigInfo, RigSample
     from lltui.sources.gpu.rig_store import StoredPoint
     from lltui.sources.models.remote import RepoQuants
 
@@ -74,6 +74,10 @@ class FitRequest:
     rpc_max_age_s: float = 0.0  # an --rpc server's answer this old stands (a view's edits)
     keep_remote: bool = False  # a remote header is kept a while (a view being edited)
     verb: str = "fit"  # what the user ran, for messages
+    # gpus None: the rig in use (``rig_source``, a --source spec; None: auto), as the monitor
+    # opens it and the fit view sizes it: NVML's GPUs, else the simulated rig, said so
+    use_rig: bool = False
+    rig_source: str | None = None
 
     @property
     def local(self) -> bool:
@@ -93,6 +97,13 @@ class FitSetup:
     extra: ExtraModels | None
     notes: tuple[str, ...]
     measured: tuple[StoredPoint, ...] = ()  # this model measured on this rig (lltui bench)
+    rig: RigInfo | None = None  # the rig in use the devices are (``use_rig``)
+    here: bool = False  # the devices are this machine's (its GPUs, or its CPU alone)
+
+    @property
+    def simulated(self) -> bool:
+        """The devices are a simulated rig's, standing in for the rig in use."""
+        return self.rig is not None and self.rig.simulated
 
     @property
     def gguf(self) -> GgufModel:
@@ -124,6 +135,7 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     from lltui.sources.gpu.meminfo import host_available
     from lltui.sources.models.read import read_extra_models
 
+    request, rig = on_rig(request)
     args = request.args
     notes = [f"{name}={value} from the environment" for name, value in args.from_env]
     margin = _margin(request)
@@ -159,7 +171,33 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
         extra,
         (*notes, *device_notes),
         measured,
+        rig,
+        _here(request),
     )
+
+
+def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
+    """A request for the rig in use (``use_rig`` without --gpus) made as the fit view makes
+    it for the rig it watches: a real rig's GPUs as sampled now, a simulated rig's empty
+    (``sim:PROFILE``); with the rig's description (simulated or not, and why)."""
+    if not request.use_rig or request.gpus is not None or request.sample is not None:
+        return request, None
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.services.rig import RigRequest, sample_once
+
+    wanted = RigRequest(source=request.rig_source)
+    if wanted.is_fleet:
+        raise FitFailed(f"{request.verb}: a fleet is several rigs: give --gpus SPEC", 2)
+    try:
+        sample = sample_once(wanted)
+    except ValueError as exc:
+        raise FitFailed(f"{request.verb}: {exc}", 2) from None
+    except SourceUnavailable as exc:
+        raise FitFailed(f"{request.verb}: source {request.rig_source}: {exc}", 1) from None
+    info = sample.info
+    if info.simulated and info.source.startswith("sim:"):
+        return replace(request, gpus=info.source), info
+    return replace(request, sample=sample, watch_rig=True), info
 
 
 def _here(request: FitRequest) -> bool:
@@ -278,7 +316,7 @@ def fit(
     setup = prepare(request)
     result = estimate_setup(setup)
     found = _best(setup, result, best, progress) if best is not None else None
-    checked = _oracle(setup, request.local) if oracle else None
+    checked = _oracle(setup, setup.here) if oracle else None
     fit_choice = None
     if best is not None:
         from lltui.core.fit.llama_fit import llama_fit_choice
@@ -311,13 +349,17 @@ def _oracle(setup: FitSetup, local: bool) -> OracleComparison:
     from lltui.sources.llama.fit_oracle import OracleError, run_oracle
 
     if not local and any(d.kind == "cuda" for d in setup.devices):
-        return oracle_unavailable(
-            "llama-fit-params measures this machine's devices, not --gpus ones"
-        )
+        others = "a simulated rig's" if setup.simulated else "--gpus ones"
+        return oracle_unavailable(f"llama-fit-params measures this machine's devices, not {others}")
     st = setup.args
     np_ = st.n_parallel_resolved
     # llama-fit-params: no unified KV, weights not mapped, outputs sized by n_batch, no fit
-    same_rules = replace(st, kv_unified=False, n_parallel=np_, load_mode="none", fit=False)
+    # (each marked given: an unset --fit is the build's default, which sizes an unset -c
+    # per stream, where llama-fit-params --fit off keeps the trained context in all)
+    changed = frozenset({"kv_unified", "n_parallel", "load_mode", "fit"})
+    same_rules = replace(
+        st, kv_unified=False, n_parallel=np_, load_mode="none", fit=False, given=st.given | changed
+    )
     opts = replace(setup.options, server=False, search=False)
     try:
         ours = estimate(setup.gguf, same_rules, setup.devices, opts)

@@ -6,9 +6,14 @@ way; one that does not fit is refused with the command that would, unless forced
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.core.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from lltui.core.memory.results import FitResult
+    from lltui.services.fit import FitSetup
 
 FORCE_HINT = "add --force to start it anyway"
 UNCHECKED = "the plan is not checked"
@@ -55,17 +60,14 @@ def judge(spec: LaunchSpec, binary_path: str | None = None) -> Verdict:
         return Verdict(None, notes=(f"llama-server sees GPUs NVML does not: {UNCHECKED}",))
     if result.fits is not False:
         return Verdict(True if result.fits else None)
-    problem = _problem(result)
+    problem = _problem(result, spec, setup)
     if not setup.devices:
         problem += " (no NVIDIA GPU here: all of it on the host)"
     return Verdict(False, problem)
 
 
-def _problem(result: object) -> str:
-    """Who runs out, by how much, and what fits instead, in one line."""
-    from lltui.core.memory.results import FitResult
-
-    assert isinstance(result, FitResult)
+def _problem(result: FitResult, spec: LaunchSpec, setup: FitSetup) -> str:
+    """Who runs out, by how much, and the command that fits instead, in one line."""
     short = []
     for d in result.devices:
         if d.fits is False and d.free_bytes is not None:
@@ -73,9 +75,41 @@ def _problem(result: object) -> str:
             where = "the host" if d.kind == "cpu" else d.name
             short.append(f"{where} needs {fmt_bytes(need)} of {fmt_bytes(d.free_bytes)} free")
     text = "does not fit: " + "; ".join(short or ["a device runs out of memory"])
-    if result.suggestions:
-        first = result.suggestions[0]
-        text += f"; try {' '.join(first.flags)} ({first.reason})"
+    flags, why = _what_fits(result, setup)
+    if flags:
+        text += f"; try {' '.join(flags)} ({why}): {_command(spec, flags)}"
     elif result.max_ctx:
         text += f"; the largest context that fits is {result.max_ctx}"
     return text
+
+
+def _what_fits(result: FitResult, setup: FitSetup) -> tuple[tuple[str, ...], str]:
+    """The flags that make it fit, added to the given ones, and why: fit's first suggestion,
+    else the first command line of fit's search for the largest context (none: empty)."""
+    if result.suggestions:
+        first = result.suggestions[0]
+        return first.flags, first.reason
+    from lltui.core.fit.best import best_configs
+
+    found = best_configs(setup.gguf, setup.args, setup.devices, setup.options, limit=1)
+    if not found:
+        return (), ""
+    return found[0].flags, f"context {found[0].max_ctx}; gives up: {found[0].gives_up}"
+
+
+def _command(spec: LaunchSpec, flags: tuple[str, ...]) -> str:
+    """The launch command with ``flags`` after the ones given (secrets left out: they come
+    from the key file or the environment as before)."""
+    import shlex
+
+    from lltui.core.llama.args import parse_llama_args, spell
+    from lltui.core.llama.flag_table import SECRET_FIELDS
+
+    args = spec.args.without(frozenset(SECRET_FIELDS)).then(parse_llama_args(list(flags)))
+    launch = [  # the address and key file given (the spec keeps them apart from the flags)
+        w
+        for name in ("host", "port", "api_key_file")
+        if name in spec.given_launch
+        for w in spell(name, getattr(spec, name))
+    ]
+    return shlex.join(["lltui", "launch", *args.to_argv(), *launch])

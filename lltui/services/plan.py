@@ -13,12 +13,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from lltui.core.fit.plan import SetMember, SetPlan
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
-from lltui.services.fit import FitFailed, FitRequest, FitSetup, prepare
+from lltui.services.fit import FitFailed, FitRequest, FitSetup, on_rig, prepare
+
+if TYPE_CHECKING:
+    from lltui.core.monitor.models import RigInfo
 
 ALIAS_FLAGS = ("-a", "--alias")
 # what a preset's section header or a request's model field cannot carry
@@ -45,6 +49,8 @@ class PlanRequest:
     host_free_bytes: int | None = None
     cpu_profile: str = "x86"
     verb: str = "fit"
+    use_rig: bool = False  # gpus None: the rig in use (see FitRequest.use_rig)
+    rig_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class PlanReport:
     setups: tuple[FitSetup, ...]  # one per model, in the plan's order
     notes: tuple[str, ...] = field(default=())
     left_out: tuple[tuple[str, str], ...] = ()  # (name, why) of models that could not be read
+    rig: RigInfo | None = None  # the rig in use the plan is for (``use_rig``)
 
     @property
     def device_label(self) -> str:
@@ -148,12 +155,24 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
     members: list[SetMember] = []
     setups: list[FitSetup] = []
     left_out: list[tuple[str, str]] = []
+    # the rig in use, opened once for every model
+    wanted = FitRequest(
+        "",
+        LlamaArgs(),
+        gpus=request.gpus,
+        verb=request.verb,
+        use_rig=request.use_rig,
+        rig_source=request.rig_source,
+    )
+    on, rig = on_rig(wanted)
     for entry in entries:
         name = entry.name or "model"
         fit_request = FitRequest(
             model=entry.model,
             args=entry.args,
-            gpus=request.gpus,
+            gpus=on.gpus,
+            sample=on.sample,
+            watch_rig=on.watch_rig,
             margin_mib=request.margin_mib,
             host_free_bytes=host_free,
             cpu_profile=request.cpu_profile,
@@ -176,10 +195,12 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
             )
         )
     if not members:
-        raise FitFailed(f"{request.verb}: no model could be read", 2)
+        prefix = f"{request.verb}: "
+        why = "; ".join(f"{name}: {said.removeprefix(prefix)}" for name, said in left_out)
+        raise FitFailed(f"{prefix}no model could be read" + (f" ({why})" if why else ""), 2)
     try:
         plan = plan_set(members, setups[0].options)
     except FitError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
     notes = tuple(dict.fromkeys(n for s in setups for n in s.notes))
-    return PlanReport(plan, tuple(setups), notes, tuple(left_out))
+    return PlanReport(plan, tuple(setups), notes, tuple(left_out), rig)

@@ -19,6 +19,7 @@ from lltui.sources.gpu.kinds import (
 if TYPE_CHECKING:
     from lltui.core.monitor.fleet import FleetSample
     from lltui.sources.gpu.fleet import Fleet
+    from lltui.sources.gpu.topo import TopologyReport
 
 MAX_HOST_TIMEOUT_S = 3600.0
 
@@ -74,6 +75,35 @@ def open_rig(request: RigRequest) -> Rig:
         return Rig(focus, focus.open(), fleet)
     source, info = open_source(request.source, seed=request.seed, replay=request.replay)
     return Rig(source, info)
+
+
+def topology_in_use(source: str | None) -> tuple[TopologyReport, RigInfo | None]:
+    """The topology of the rig ``source`` (``--source``) names: live (nvidia-smi, else NVML);
+    for ``auto`` where neither answers, the simulated rig the monitor then shows, as the
+    topology view shows it; with the RigInfo of a simulated rig (saying so and why).
+    ValueError for a spec with no topology, SourceUnavailable when it cannot be read."""
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.gpu.topo import topology_for_source
+
+    spec = parse_source_spec(source)
+    if spec.kind == "sim":
+        return topology_for_source(str(spec)), _info(str(spec))
+    try:
+        return topology_for_source(str(spec)), None
+    except SourceUnavailable:
+        if spec.kind != "auto":
+            raise
+        info = _info(None)  # what the monitor opens: NVML, else the simulated rig
+        if not info.simulated:
+            raise
+        return topology_for_source(info.source), info
+
+
+def _info(source: str | None) -> RigInfo:
+    """What ``source`` opens here (auto: NVML, else the simulated rig), closed again."""
+    opened, info = open_source(source)
+    opened.close()
+    return info
 
 
 def sample_once(request: RigRequest, settle_s: float = 0.1) -> RigSample:

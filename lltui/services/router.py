@@ -152,8 +152,8 @@ class RouterSession:
         )
         try:
             report = plan_models(request, skip_bad=True)
-        except FitFailed as exc:
-            raise LaunchError(str(exc), exc.code) from None
+        except FitFailed as exc:  # (the front end puts its own name first)
+            raise LaunchError(str(exc).removeprefix("launch: "), exc.code) from None
         for name, why in report.left_out:
             self._note("warning", f"{name} left out: {why}")
         planned = set(report.plan.model_names)

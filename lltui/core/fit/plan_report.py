@@ -122,7 +122,7 @@ def planned_to_json(p: PlannedModel) -> dict[str, Any]:
         "default_ctx": p.default_ctx,
         "context_lowered": p.ctx_lowered,
         "pinned": list(p.pinned),
-        "args": p.args.to_argv(),
+        "args": p.args.to_argv(masked=True),
         "usage": [{"device": name, "bytes": b} for name, b in p.usage],
         "rpc": list(p.rpc),
         "max_ctx_alone": p.max_ctx_alone,

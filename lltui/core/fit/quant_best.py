@@ -9,7 +9,9 @@ quantizations are then ranked:
 - ``speed``: the fastest decode at the context asked for, then quality;
 - ``gpu-only``: nothing on the CPU, the largest context, then quality, then speed.
 
-Those where nothing fits come last, as do those that could not be read (with why).
+A type above the source's own precision (F32 of an F16 model) adds nothing: it comes after
+every other that fits. Those where nothing fits come last, as do those that could not be read
+(with why).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class QuantOption:
     file_bytes: int | None
     model: GgufModel | None
     error: str = ""
+    above_source: str | None = None  # a type that adds nothing over the source's weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,10 @@ def rank_quants(
         choices.append(_choice(o, settings, devices, options, goal))
         if progress is not None:
             progress(i + 1, len(opts))
-    return sorted(choices, key=lambda c: (bool(c.error), *_key(c, goal)))
+    # a type above the source's own precision adds nothing: after every real quant
+    return sorted(
+        choices, key=lambda c: (bool(c.error), bool(c.option.above_source), *_key(c, goal))
+    )
 
 
 def computed_options(model: GgufModel) -> list[QuantOption]:
@@ -134,5 +140,6 @@ def computed_options(model: GgufModel) -> list[QuantOption]:
         if row.error:
             out.append(QuantOption(name, "", None, None, row.error))
         else:
-            out.append(QuantOption(name, "", row.file_bytes, as_quantized(model, row)))
+            quant = as_quantized(model, row)
+            out.append(QuantOption(name, "", row.file_bytes, quant, above_source=row.above_source))
     return out

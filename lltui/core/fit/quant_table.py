@@ -125,6 +125,7 @@ def skipped_types(model: GgufModel) -> list[tuple[str, str]]:
 
 
 def best_fitting(table: Sequence[QuantFit]) -> QuantFit | None:
-    """The largest file that fits: the most bits the devices can hold."""
-    fitting = [q for q in table if q.fits]
+    """The largest file that fits: the most bits the devices can hold (a type above the
+    source's own precision holds no more than the source: never that one)."""
+    fitting = [q for q in table if q.fits and not q.row.above_source]
     return max(fitting, key=lambda q: q.row.file_bytes) if fitting else None

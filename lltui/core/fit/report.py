@@ -265,9 +265,11 @@ def result_to_text(res: FitResult) -> str:
         lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
     verdict = "fits" if res.fits else "does NOT fit"
     lines.append("")
+    past = 0 < m.n_ctx_train < r.n_ctx_seq and not st.rope_scaling
     lines.append(
         f"verdict: {verdict}"
         + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
+        + (" (the trained context, which caps a slot)" if past and res.max_ctx else "")
     )
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
@@ -401,8 +403,10 @@ def oracle_to_text(cmp: OracleComparison) -> str:
     if not cmp.available:
         return f"llama-fit-params: {one_line(cmp.error or 'not available')}"
     lines = [
-        "llama-fit-params (its rules: weights not mapped, outputs = n_batch, no unified KV):",
-        f"{'device':<14} {'model':>16} {'context':>16} {'compute':>16}   (lltui / llama.cpp, MiB)",
+        "llama-fit-params (its rules: weights not mapped, outputs = n_batch, no unified KV);",
+        "each cell: lltui's estimate under those rules / llama-fit-params', MiB (context: the",
+        "KV cache and the output buffer; compute: the compute buffers)",
+        f"{'device':<14} {'model':>16} {'context':>16} {'compute':>16}",
     ]
     for row in cmp.rows:
         them = row.theirs.to_json()

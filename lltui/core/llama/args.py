@@ -21,6 +21,9 @@ from lltui.core.llama.flag_table import (
     BY_KEY,
     BY_SPELLING,
     FLAGS,
+    MASK,
+    ROPE_SCALING,
+    SECRET_FIELDS,
     UNKNOWN_ARITY,
     BinaryFlags,
     Flag,
@@ -155,6 +158,14 @@ class LlamaArgs:
         return bool(self.kv_unified)
 
     @property
+    def rope_scaling(self) -> tuple[str, ...]:
+        """The RoPE scaling flags given, with their values: a context past the trained one
+        is then what was asked for."""
+        return tuple(
+            w for g in self.given_args if canonical(g.flag) in ROPE_SCALING for w in g.tokens
+        )
+
+    @property
     def use_mmap(self) -> bool:
         """Weights mapped from the file (auto means mmap on every backend lltui models)."""
         return self.load_mode in ("auto", "mmap", "mmap+mlock")
@@ -173,11 +184,13 @@ class LlamaArgs:
             or self.split_mode in ("row", "tensor")
         )
 
-    def to_argv(self) -> list[str]:
-        """The flags given on the command line, in order, each in the table's spelling."""
+    def to_argv(self, *, masked: bool = False) -> list[str]:
+        """The flags given on the command line, in order, each in the table's spelling;
+        ``masked``: a secret's value written as ``***`` (to be shown)."""
         out: list[str] = []
         for g in self.given_args:
-            out += [_spelling(g), *g.values]
+            secret = masked and g.key in SECRET_FIELDS
+            out += [_spelling(g), *((MASK,) * len(g.values) if secret else g.values)]
         return out
 
     def then(self, later: LlamaArgs) -> LlamaArgs:

@@ -12,7 +12,7 @@ is what one binary's ``--help`` says it accepts, which overrides the pinned tabl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lltui.core.llama import flag_values as v
@@ -241,6 +241,7 @@ BY_SPELLING: Mapping[str, tuple[Flag, bool]] = {
 MEMORY_SPELLINGS: frozenset[str] = frozenset(s for f in FLAGS if f.memory for s in f.all_spellings)
 # settings that are secrets, and the variables llama-server reads them from
 SECRET_FIELDS: tuple[str, ...] = tuple(f.key for f in FLAGS if f.secret_env)
+MASK = "***"  # a secret wherever lltui shows it
 SECRET_ENV: frozenset[str] = frozenset(f.secret_env for f in FLAGS if f.secret_env)
 
 # What to write instead of a flag this llama-server refuses: the ones it removed (some still
@@ -352,6 +353,12 @@ _ONE_VALUE = _flag_set(
 _TWO_VALUES = _flag_set(
     "--control-vector-layer-range",
 )
+# flags that scale RoPE past the trained context: llama.cpp reckons that context from them
+ROPE_SCALING: frozenset[str] = frozenset(
+    ("--rope-scaling", "--rope-scale", "--rope-freq-scale", "--rope-freq-base", "--yarn-orig-ctx")
+)
+# every spelling the pinned llama-server takes ("did you mean" looks among them)
+_PINNED: frozenset[str] = frozenset(BY_SPELLING) | _NO_VALUE | _ONE_VALUE | _TWO_VALUES
 
 
 def canonical(arg: str) -> str:
@@ -421,8 +428,32 @@ def arity_of(arg: str, binary: BinaryFlags | None = None) -> int | None:
     return UNKNOWN_ARITY if n is None else n
 
 
-def unknown_flag_message(arg: str, binary: BinaryFlags | None = None) -> str:
-    """One line for a flag the build does not take, with what to write instead."""
+SUGGEST_CUTOFF = 0.8  # difflib's ratio: --gpu for --gpus, --ctx-sise for --ctx-size
+
+
+def closest_flag(
+    arg: str, binary: BinaryFlags | None = None, also: Iterable[str] = ()
+) -> str | None:
+    """The spelling nearest a flag no one takes, for "did you mean": among ``also`` (the
+    front end's own options, which win a tie) and the build's flags (else the pinned
+    ones); None when none is close."""
+    import difflib
+
+    name = canonical(arg).split("=", 1)[0]
+    known = binary.flags if binary is not None else _PINNED
+    best, score = None, SUGGEST_CUTOFF
+    for candidate in (*also, *sorted(known - REMOVED.keys())):
+        matcher = difflib.SequenceMatcher(None, name, candidate)
+        if candidate != name and matcher.quick_ratio() > score and matcher.ratio() > score:
+            best, score = candidate, matcher.ratio()
+    return best
+
+
+def unknown_flag_message(
+    arg: str, binary: BinaryFlags | None = None, also: Iterable[str] = ()
+) -> str:
+    """One line for a flag the build does not take, with what to write instead (the
+    nearest flag of the build, or of ``also``: the front end's own options)."""
     a = canonical(arg)
     name = a.split("=", 1)[0]
     where = binary.describe() if binary is not None else "llama-server"
@@ -435,4 +466,5 @@ def unknown_flag_message(arg: str, binary: BinaryFlags | None = None) -> str:
         return f"{arg} is not a llama-server flag in this build: {REMOVED[a]}"
     if not is_flag_token(arg):
         return f"unexpected argument {arg!r} (llama-server takes flags only)"
-    return f"{where} has no {arg} flag"
+    near = closest_flag(arg, binary, also)
+    return f"{where} has no {arg} flag" + (f"; did you mean {near}?" if near else "")

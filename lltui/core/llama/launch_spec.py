@@ -25,12 +25,14 @@ from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import (
     BY_KEY,
     FLAGS,
+    MASK,
     REMOVED,
     SECRET_ENV,
     SECRET_FIELDS,
     BinaryFlags,
     arity_of,
     canonical,
+    closest_flag,
     is_flag_token,
     unknown_flag_message,
 )
@@ -39,7 +41,6 @@ from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 DEFAULT_PORT = 8080
 # Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
 PLACEMENT_LOG_VERBOSITY = 4
-MASK = "***"
 
 API_KEY_ENV = "LLAMA_API_KEY"
 ROUTER_PRESET_FLAG = "--models-preset"  # llama-server in router mode, its models from a file
@@ -489,6 +490,8 @@ def _check_unmodelled(raw: str, binary: BinaryFlags | None) -> None:
             hint = f" (write it as {token.split('=', 1)[0]} VALUE)"
         elif token in REMOVED:
             hint = f" ({REMOVED[token]})"
+        elif near := closest_flag(token, binary):
+            hint = f"; did you mean {near}?"
         raise LaunchError(f"{binary.describe()} has no {raw} flag{hint}")
     if arity_of(token, binary) is None:
         raise LaunchError(unknown_flag_message(raw, binary))

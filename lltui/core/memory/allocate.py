@@ -249,4 +249,27 @@ def _warnings(
             warnings.append(f"-sm tensor is experimental in llama.cpp; {META_SCRATCH_NOTE}")
     if hp.n_layer < hp.n_layer_all:
         warnings.append(f"{hp.n_layer_all - hp.n_layer} MTP layer(s) are not loaded (no MTP draft)")
+    if 0 < hp.n_ctx_train < r.n_ctx_seq:
+        warnings.append(_past_training(hp.n_ctx_train, r, st))
     return tuple(warnings)
+
+
+def _past_training(trained: int, r: Resolved, st: LlamaArgs) -> str:
+    """A sequence's context past the model's trained one: llama.cpp warns (``n_ctx_seq >
+    n_ctx_train``) and llama-server caps each slot at the trained context, unless RoPE
+    scaling moves it."""
+    said = (
+        f"context {r.n_ctx_seq} per sequence is past the {trained} the model was trained on "
+        f"(llama.cpp warns n_ctx_seq > n_ctx_train)"
+    )
+    if st.rope_scaling:
+        return (
+            f"{said}; RoPE scaling as asked ({' '.join(st.rope_scaling)}): llama.cpp reckons "
+            "the trained context from it and llama-server caps each slot there"
+        )
+    useful = trained * (r.n_seq_max if r.kv_unified else r.n_stream)
+    waste = f"; the KV cache past {useful} cells is never used" if r.n_ctx > useful else ""
+    return (
+        f"{said}: llama-server caps each slot at {trained}{waste}; to go further, scale "
+        "RoPE (--rope-scaling yarn --rope-scale N) where the model supports it"
+    )

@@ -104,11 +104,14 @@ def gpu_model(name: str) -> tuple[str, int] | None:
 
 
 def _size(text: str) -> int | None:
+    """A memory size, or None for text that is none; a size of nothing is refused."""
     try:
         n = parse_size(text)
     except ValueError:
         return None
-    return n if n > 0 else None
+    if n <= 0:
+        raise ValueError(f"--gpus: {text!r}: a device's memory must be more than 0")
+    return n
 
 
 def rpc_device(endpoint: str, memory: int | None, index: int, backend: str = "cuda") -> DeviceSpec:

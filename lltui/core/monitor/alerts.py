@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from lltui.core.monitor.models import GpuSample, RigSample
+from lltui.core.monitor.models import GpuSample, RigInfo, RigSample
 from lltui.core.monitor.xid import XID_FELL_OFF_THE_BUS, xid_meaning
 
 WARNING = "warning"
@@ -41,6 +41,8 @@ KINDS: dict[str, str] = {
     "llama_down": "a llama-server that does not answer",
     "llama_not_ready": "a llama-server that answers but is not ready (loading, erroring)",
     "host_down": "a fleet host that does not answer",
+    "no_gpu": "no real GPU where one was expected: no driver or no GPU (a simulated rig stands "
+    "in), or the GPU source failing",
 }
 # throttle reasons that cost speed and are not the power cap (which has its own kind)
 SPEED_THROTTLES = ("hw thermal", "sw thermal", "power brake", "hw slowdown")
@@ -119,6 +121,25 @@ class HostStatus:
     label: str
     down: bool
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """The one rig's source at one poll (``--source`` as given, ``auto`` when none):
+    ``problem`` says why no real GPU is seen where one was expected (None: all is well)."""
+
+    label: str
+    problem: str | None = None
+
+
+def source_problem(asked: str, info: RigInfo, error: str | None = None) -> str | None:
+    """Why a rig shows no real GPU though one was expected: the source ``asked`` for
+    (``--source``; ``auto``) stands in a simulated rig (``sim:`` asked for is no problem),
+    or it failed this poll (``error``)."""
+    if info.simulated:
+        wanted = asked.strip().lower() in ("sim", "") or asked.lower().startswith("sim:")
+        return None if wanted else info.simulated_reason or "a simulated rig stands in"
+    return error
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,15 +237,19 @@ class AlertTracker:
         rigs: Mapping[str | None, RigSample] | None = None,
         llama: Iterable[LlamaStatus] | None = None,
         hosts: Iterable[HostStatus] | None = None,
+        sources: Iterable[SourceStatus] | None = None,
     ) -> tuple[AlertChange, ...]:
         """Take what is seen at ``now`` (seconds since the epoch): ``rigs`` by host label
-        (None for the one rig watched), the llama-servers followed, a fleet's hosts."""
+        (None for the one rig watched), the llama-servers followed, a fleet's hosts, the
+        one rig's source."""
         for host, sample in (rigs or {}).items():
             self._groups[f"rig:{host or ''}"] = self._index(self._rig_findings(sample, host))
         if llama is not None:
             self._groups["llama"] = self._index(self._llama_findings(llama))
         if hosts is not None:
             self._groups["hosts"] = self._index(self._host_findings(hosts))
+        if sources is not None:
+            self._groups["sources"] = self._index(self._source_findings(sources))
         return self._settle(now)
 
     # -- findings ----------------------------------------------------------------------------
@@ -340,6 +365,15 @@ class AlertTracker:
                 message=h.error or "does not answer",
                 since=0.0,
             )
+            out.append(_Finding(alert))
+        return [f for f in out if self._on(f.alert.kind)]
+
+    def _source_findings(self, sources: Iterable[SourceStatus]) -> list[_Finding]:
+        out = []
+        for s in sources:
+            if s.problem is None:
+                continue
+            alert = Alert("no_gpu", CRITICAL, f"source {s.label}", s.problem, since=0.0)
             out.append(_Finding(alert))
         return [f for f in out if self._on(f.alert.kind)]
 

@@ -8,7 +8,14 @@ import time
 from typing import Any
 
 from lltui.core.hardware.gpus import short_gpu_name
-from lltui.core.monitor.models import ContainerRef, GpuProcess, GpuSample, MigDevice, RigSample
+from lltui.core.monitor.models import (
+    ContainerRef,
+    GpuProcess,
+    GpuSample,
+    MigDevice,
+    RigInfo,
+    RigSample,
+)
 from lltui.core.monitor.xid import xid_meaning
 from lltui.core.text import one_line
 from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
@@ -143,14 +150,29 @@ def mig_processes(m: MigDevice, g: GpuSample) -> list[GpuProcess]:
     ]
 
 
+def simulated_json(info: RigInfo | None) -> dict[str, Any]:
+    """Whether a rig is simulated and why, as every JSON output says it (false for a real
+    rig, and where no rig was used: devices described by --gpus)."""
+    simulated = info is not None and info.simulated
+    return {
+        "simulated": simulated,
+        "simulated_reason": info.simulated_reason if info is not None and simulated else None,
+    }
+
+
+def simulated_line(info: RigInfo) -> str:
+    """``SIMULATED rig (sim:kaggle-2xt4): why``, as every text output says it."""
+    why = one_line(info.simulated_reason or "asked for")
+    return f"SIMULATED rig ({one_line(info.source)}): {why}"
+
+
 def rig_to_json(sample: RigSample) -> dict[str, Any]:
     """The ``lltui gpus --json`` object (DESIGN.md contract; extra keys are additions)."""
     info = sample.info
     host = sample.host
     return {
         "source": info.source,
-        "simulated": info.simulated,
-        "simulated_reason": info.simulated_reason,
+        **simulated_json(info),
         "driver_version": info.driver_version,
         "cuda_version": info.cuda_version,
         "nvml_version": info.nvml_version,
@@ -217,7 +239,7 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
     info = sample.info
     lines = []
     if info.simulated:
-        lines.append(f"SIMULATED rig ({one_line(info.source)}): {one_line(info.simulated_reason)}")
+        lines.append(simulated_line(info))
     head = f"source {one_line(info.source)}"
     if info.driver_version:
         head += f"  driver {one_line(info.driver_version)}"

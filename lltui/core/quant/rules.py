@@ -223,6 +223,9 @@ class PreparedSource:
     n_attention_wv: int
     has_tied_embeddings: bool
     any_source_quantized: bool = False  # some tensor is quantized already
+    # the float type (F32, F16, BF16) most weights llama-quantize would touch are in; None
+    # when they are quantized already (the model's original precision is then not known)
+    precision: GgmlType | None = None
 
 
 _IMATRIX_EXEMPT = frozenset({"token_embd.weight", "per_layer_token_embd.weight", "output.weight"})
@@ -251,7 +254,23 @@ def prepare(src: QuantSource) -> PreparedSource:
         n_attention_wv=sum(1 for c in cats if c in _ATTN_V_LIKE),
         has_tied_embeddings=_C.OUTPUT not in cats,
         any_source_quantized=any(f.source_quantized for f in facts),
+        precision=_precision(facts),
     )
+
+
+def _precision(facts: Sequence[TensorFacts]) -> GgmlType | None:
+    """The type of most elements llama-quantize would quantize, where it is a float type."""
+    elements: dict[int, int] = {}
+    for f in facts:
+        if f.quantizable:
+            n = 1
+            for d in f.tensor.dims:
+                n *= d
+            elements[f.tensor.type] = elements.get(f.tensor.type, 0) + n
+    if not elements:
+        return None
+    main = max(elements, key=lambda t: elements[t])
+    return None if type_info(main).quantized else GgmlType(main)
 
 
 class _State:

@@ -107,6 +107,8 @@ class QuantRow:
     error: str | None = None  # llama-quantize would stop; sizes are then 0
     # what every type of the same source shares (names, shapes, the tensors copied unchanged)
     kept: _Kept | None = field(default=None, compare=False, repr=False)
+    # why this type adds nothing over the source's own float weights (F32 of an F16 model)
+    above_source: str | None = None
 
     @property
     def n_elements(self) -> int:
@@ -149,6 +151,7 @@ class QuantRow:
             "requantize": self.requantize,
             "tensor_types": self.type_counts(),
             "error": self.error,
+            "above_source": self.above_source,
         }
 
 
@@ -253,6 +256,7 @@ def quant_row(
         imatrix=use_imatrix,
         requantize=requantize,
         kept=kept,
+        above_source=above_source(default, prep.precision),
     )
 
 
@@ -355,6 +359,28 @@ def quant_sizes(
         )
         for ft in (ftypes or QUANTIZE_FTYPES)
     ]
+
+
+_FLOATS = (_G.F32, _G.F16, _G.BF16)
+
+
+def _bits(t: GgmlType) -> float:
+    info = type_info(t)
+    return info.type_size * 8 / info.block_size
+
+
+def above_source(wanted: GgmlType, source: GgmlType | None) -> str | None:
+    """Why making ``wanted`` of weights in ``source`` adds nothing: a float type with more
+    bits (F32 of F16 weights) or as many in another form (BF16 of F16 weights holds less).
+    ``source`` None: weights quantized already, whose original precision is not known."""
+    if source is None or wanted == source or wanted not in _FLOATS:
+        return None
+    name = type_info(source).canonical
+    if _bits(wanted) > _bits(source):
+        return f"above the source's precision, {name}"
+    if _bits(wanted) == _bits(source):
+        return f"no more precise than the source's {name}"
+    return None
 
 
 _TERNARY_FTYPES = (LlamaFtype.MOSTLY_TQ1_0, LlamaFtype.MOSTLY_TQ2_0)

@@ -44,6 +44,8 @@ def read_model(path: str, verb: str = "fit") -> GgufModel:
 
     if is_remote_ref(path):
         return _read_remote(path, verb)
+    if "\0" in path:  # from a preset or a form: no file name holds one (open() would raise)
+        raise ModelError(f"{path!r}: a file name cannot hold a NUL byte")
     try:
         return read_gguf(path)
     except GgufError as exc:

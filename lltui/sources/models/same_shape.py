@@ -71,7 +71,7 @@ def _floats(rng: random.Random, n: int, type_id: int, scale: float = 0.02) -> by
     return None
 
 
-def _random_row(rng: random.Random, type_id: int, n: int) -> bytes:
+def random_row(rng: random.Random, type_id: int, n: int) -> bytes:
     """One row of ``n`` elements of a weight type with random, finite values (zeros for a
     type whose scales this does not know)."""
     got = _floats(rng, n, type_id)
@@ -93,7 +93,7 @@ def _random_row(rng: random.Random, type_id: int, n: int) -> bytes:
     return bytes(row)
 
 
-def _ones(n: int, type_id: int) -> bytes:
+def ones_row(n: int, type_id: int) -> bytes:
     if type_id == GgmlType.F32:
         return struct.pack("<f", 1.0) * n
     if type_id == GgmlType.F16:
@@ -109,11 +109,11 @@ def _fill(tensor: GgufTensor, rng: random.Random) -> tuple[bytes, int] | None:
     n = tensor.n_elements
     if name == "token_embd.weight" and len(tensor.dims) >= 2:
         width, rows = tensor.dims[0], tensor.dims[1]
-        distinct = [_random_row(rng, tensor.type, width) for _ in range(min(rows, DISTINCT_ROWS))]
+        distinct = [random_row(rng, tensor.type, width) for _ in range(min(rows, DISTINCT_ROWS))]
         return b"".join(distinct), -(-rows // len(distinct))
     got: bytes | None = None
     if len(tensor.dims) == 1 or tensor.n_dims == 1:
-        got = _ones(n, tensor.type) if name.endswith("norm.weight") else None
+        got = ones_row(n, tensor.type) if name.endswith("norm.weight") else None
     elif name.endswith("ffn_gate_inp.weight"):
         got = _floats(rng, n, tensor.type, scale=0.5)
     return (got, 1) if got else None

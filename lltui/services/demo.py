@@ -1,0 +1,35 @@
+"""A model to try lltui on without a download (``lltui demo``), written where the user says:
+into a folder, or to a .gguf path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lltui.sources.models.demo import DEMO, DEMO_FILE, DemoError, write_demo
+
+__all__ = ["Demo", "DemoError", "make_demo"]
+
+
+@dataclass(frozen=True)
+class Demo:
+    path: Path
+    size: int
+    architecture: str
+    n_layer: int
+    n_ctx_train: int
+
+
+def make_demo(where: str | None = None) -> Demo:
+    """Write the demo model into the folder ``where`` (None: the current one), or to
+    ``where`` itself when it names a ``.gguf`` file. The same file each time. ValueError
+    for a path that is neither, DemoError (one line) when it cannot be written."""
+    target = Path(where or ".")
+    if target.suffix.lower() != ".gguf":
+        if target.exists() and not target.is_dir():
+            raise ValueError(f"{target}: not a folder (give a folder or a .gguf path)")
+        target = target / DEMO_FILE
+    if target.is_dir():
+        raise ValueError(f"{target}: is a folder")
+    size = write_demo(target)
+    return Demo(target, size, "llama", DEMO.n_layer, DEMO.n_ctx_train)

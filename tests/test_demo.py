@@ -1,0 +1,86 @@
+"""``lltui demo``: a small model to try lltui on, offline: the file the tests' generator
+writes (lltui's own writer, no ``gguf`` package), every command it suggests works, and the
+real llama-server loads and serves it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gguf_factory as gf
+import httpx
+import pytest
+from llama_fixture import llama_bins, llama_server
+
+from lltui.cli import main
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.gguf.values import GgufArray
+
+__all__ = ["llama_bins"]  # a session fixture used by name
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    where = tmp_path_factory.mktemp("demo")
+    assert main(["demo", str(where), "--json"]) == 0
+    return where / "lltui-demo.gguf"
+
+
+def _metadata(path: Path) -> list[tuple[str, object]]:
+    f = read_gguf(path).files[0]
+    return [(k, v.items if isinstance(v, GgufArray) else v) for k, v in f.metadata.items()]
+
+
+def test_the_demo_is_the_file_the_tests_generator_writes(demo, tmp_path):
+    made = gf.write_model(tmp_path / "factory.gguf", gf.llama_spec(), name="lltui-demo")[0]
+    ours, theirs = read_gguf(demo), read_gguf(made)
+    assert [(t.name, t.dims, t.type, t.offset) for t in ours.tensors] == [
+        (t.name, t.dims, t.type, t.offset) for t in theirs.tensors
+    ]
+    assert _metadata(demo) == _metadata(made)
+    assert ours.files[0].kv_types == theirs.files[0].kv_types
+    assert demo.stat().st_size == made.stat().st_size
+
+
+def test_it_is_the_same_file_each_time_and_json_names_it(demo, tmp_path, capsys):
+    assert main(["demo", str(tmp_path / "again.gguf"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["path"] == str(tmp_path / "again.gguf") and data["architecture"] == "llama"
+    assert (tmp_path / "again.gguf").read_bytes() == demo.read_bytes()
+    assert data["bytes"] == demo.stat().st_size
+    assert ["lltui", "fit", data["path"]] in data["commands"]
+
+
+def test_every_command_it_suggests_runs(demo, tmp_path, capsys):
+    assert main(["demo", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    path = str(tmp_path / "lltui-demo.gguf")
+    assert out.startswith(f"wrote {path}: a llama model, 4 layers")
+    assert main(["demo", str(tmp_path), "--json"]) == 0
+    commands = json.loads(capsys.readouterr().out)["commands"]
+    tried = 0
+    for argv in commands:
+        if argv == ["lltui"] or ("launch" in argv and "--dry-run" not in argv):
+            continue  # the app, and a server left to the test below
+        assert main(argv[1:]) == 0, argv
+        tried += 1
+    assert tried == 4
+    capsys.readouterr()
+
+
+def test_a_path_that_is_no_folder_is_one_line(tmp_path, capsys):
+    plain = tmp_path / "file.txt"
+    plain.write_text("x")
+    assert main(["demo", str(plain)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a folder" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_real_llama_server_loads_and_serves_it(llama_bins, demo, tmp_path):
+    with llama_server(llama_bins, demo, tmp_path / "server.log") as run:
+        reply = httpx.post(
+            f"{run.url}/completion", json={"prompt": "hello", "n_predict": 4}, timeout=60
+        )
+    assert reply.status_code == 200
+    assert reply.json()["tokens_predicted"] == 4
