@@ -186,6 +186,9 @@ def to_json(r: BenchReport) -> dict[str, Any]:
             "points": cal.points,
         },
         "stored": r.stored,
+        "not_stored": r.not_stored,
+        "skipped_rows": r.skipped_rows,
+        "store_skipped": r.store_skipped,
         "stopped": r.stopped,
         "seconds": round(r.elapsed_s, 1),
     }
@@ -215,8 +218,17 @@ def to_text(r: BenchReport) -> str:
             f"GPU decode x{cal.gpu_decode:.2f}, prompt x{cal.gpu_prefill:.2f}; "
             f"host decode x{cal.host_decode:.2f}, prompt x{cal.host_prefill:.2f}",
         ]
+    if r.skipped_rows:
+        lines.append(
+            f"skipped {r.skipped_rows} llama-bench results with no usable speed "
+            "(NaN, infinite, zero or negative)"
+        )
+    if r.store_skipped:
+        lines.append(f"left out {r.store_skipped} stored points that were no measurement")
     if r.stored:
         lines.append(f"kept in {r.stored}: predictions on this rig now use it")
+    if r.not_stored:
+        lines.append(f"not kept: {r.not_stored}")
     if r.stopped:
         lines.append(f"stopped early: {r.stopped}")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ rig's measurements so far (:mod:`lltui.core.speed.calibration`) and stored per r
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -108,6 +109,9 @@ class BenchReport:
     stopped: str | None  # why llama-bench stopped early (the budget), or None
     elapsed_s: float
     host: str
+    skipped_rows: int = 0  # llama-bench results with no usable speed (NaN, infinite, <= 0)
+    store_skipped: int = 0  # points of the store that were no measurement, left out
+    not_stored: str | None = None  # why the calibration could not be kept
 
 
 # --- the rig -----------------------------------------------------------------------------------
@@ -311,8 +315,10 @@ def run_bench(
     build = results[0][1].build if results else "unknown"
     if build == "unknown":
         build = _build_of(binary)
-    measured = _measured(model, results, devices, host)
-    return _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
+    usable = [(c, r) for c, r in results if 0 < r.avg_ts < math.inf]
+    measured = _measured(model, usable, devices, host)
+    report = _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
+    return replace(report, skipped_rows=len(results) - len(usable))
 
 
 def _build_of(binary: Path) -> str:
@@ -350,7 +356,7 @@ def _measured(
     for config, row in results:
         est = predict_row(model, config.server_args, row, devices, host)
         point = measured_point(est, row) if est is not None else None
-        out.append(_Measured(config.label, row, est, point))
+        out.append(_Measured(config.label, row, est, point if point and point.usable else None))
     return out
 
 
@@ -389,9 +395,13 @@ def predict_row(
 
 
 def measured_point(est: SpeedEstimate, row: BenchRow) -> MeasuredPoint:
-    """A measurement against a prediction, the predicted seconds split into GPU, host and the
-    rest (links), per token."""
-    decode = row.decode
+    """A measurement against a prediction (see :func:`split_prediction`)."""
+    return split_prediction(est, row.decode, row.avg_ts)
+
+
+def split_prediction(est: SpeedEstimate, decode: bool, measured_tps: float) -> MeasuredPoint:
+    """A measured speed against a prediction, the predicted seconds per token split into
+    GPU, host and the rest (links)."""
     gpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name != CPU)
     cpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name == CPU)
     link = est.link_decode_ms if decode else est.link_prefill_ms
@@ -401,7 +411,7 @@ def measured_point(est: SpeedEstimate, row: BenchRow) -> MeasuredPoint:
     scale = total_s / parts if parts > 0 else 0.0
     return MeasuredPoint(
         decode=decode,
-        measured_s=1.0 / row.avg_ts if row.avg_ts > 0 else 0.0,
+        measured_s=1.0 / measured_tps if measured_tps > 0 else 0.0,
         gpu_s=gpu * scale,
         host_s=cpu * scale,
         other_s=link * scale,
@@ -424,15 +434,19 @@ def _finish(
 
     today = time.strftime("%Y-%m-%d")
     new = [_stored(request.model, m, today) for m in measured if m.point is not None]
-    old = rig_store.load(rig, request.env)
-    all_points = rig_store.merged_points(old, new)
     calibration = None
-    stored = None
-    if all_points:
-        calibration = fit_calibration(rig.describe(), today, [_as_measured(p) for p in all_points])
-        if request.store:
-            record = rig_store.RigRecord(rig, build, calibration, all_points)
-            stored = str(rig_store.save(record, request.env))
+    stored = not_stored = None
+    with rig_store.locked(request.env):
+        old = rig_store.load(rig, request.env)
+        all_points = rig_store.merged_points(old, new)
+        if all_points:
+            calibration = fit_calibration(rig.describe(), today, [p.measured() for p in all_points])
+            if request.store:
+                record = rig_store.RigRecord(rig, build, calibration, all_points)
+                try:
+                    stored = str(rig_store.save(record, request.env))
+                except OSError as exc:
+                    not_stored = f"{rig_store.store_dir(request.env)}: {exc.strerror or exc}"
     points = []
     for m in measured:
         pred = _tps(m.predicted, m.row.decode)
@@ -454,6 +468,8 @@ def _finish(
         stopped=stopped,
         elapsed_s=time.monotonic() - started,
         host=host.describe(),
+        store_skipped=old.skipped if old is not None else 0,
+        not_stored=not_stored,
     )
 
 
@@ -488,16 +504,6 @@ def _stored(model: str, m: _Measured, date: str) -> StoredPoint:
     )
 
 
-def _as_measured(p: StoredPoint) -> MeasuredPoint:
-    return MeasuredPoint(
-        decode=p.decode,
-        measured_s=1.0 / p.measured_tps if p.measured_tps > 0 else 0.0,
-        gpu_s=p.gpu_s,
-        host_s=p.host_s,
-        other_s=p.other_s,
-    )
-
-
 def record_served(
     model: str,
     config: str,
@@ -514,14 +520,8 @@ def record_served(
 
     rig = local_rig(devices, host)
     today = time.strftime("%Y-%m-%d")
-    gpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name != CPU)
-    cpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name == CPU)
-    link = est.link_decode_ms if decode else est.link_prefill_ms
+    split = split_prediction(est, decode, measured_tps)
     tps = est.decode_tps if decode else est.prefill_tps
-    parts = gpu + cpu + link
-    if tps <= 0 or parts <= 0 or measured_tps <= 0:
-        return None
-    scale = (1.0 / tps) / parts
     point = rig_store.StoredPoint(
         model=model,
         config=config,
@@ -529,17 +529,20 @@ def record_served(
         decode=decode,
         measured_tps=round(measured_tps, 3),
         predicted_tps=round(tps, 3),
-        gpu_s=gpu * scale,
-        host_s=cpu * scale,
-        other_s=link * scale,
+        gpu_s=split.gpu_s,
+        host_s=split.host_s,
+        other_s=split.other_s,
         date=today,
         source="llama-server",
     )
-    old = rig_store.load(rig, env)
-    points = rig_store.merged_points(old, [point])
-    cal = fit_calibration(rig.describe(), today, [_as_measured(p) for p in points])
-    build = old.llama_build if old else "unknown"
-    rig_store.save(rig_store.RigRecord(rig, build, cal, points), env)
+    if not point.usable:
+        return None
+    with rig_store.locked(env):
+        old = rig_store.load(rig, env)
+        points = rig_store.merged_points(old, [point])
+        cal = fit_calibration(rig.describe(), today, [p.measured() for p in points])
+        build = old.llama_build if old else "unknown"
+        rig_store.save(rig_store.RigRecord(rig, build, cal, points), env)
     return cal
 
 

@@ -37,6 +37,18 @@ class MeasuredPoint:
     host_s: float
     other_s: float = 0.0
 
+    @property
+    def usable(self) -> bool:
+        """A measurement at all: a finite time above zero, a finite prediction above zero
+        made of parts none of which is negative (NaN, infinity, 0 and negative speeds
+        from a broken run or a damaged store are none)."""
+        parts = (self.gpu_s, self.host_s, self.other_s)
+        return (
+            0 < self.measured_s < math.inf
+            and all(0 <= x < math.inf for x in parts)
+            and 0 < sum(parts) < math.inf
+        )
+
 
 def apply_calibration(
     cal: Calibration, times: Mapping[str, tuple[float, float]], gpu_names: set[str]
@@ -84,7 +96,7 @@ def _fit_one(cal: Calibration, field: str, points: Sequence[MeasuredPoint]) -> C
 
 def fit_calibration(rig: str, date: str, points: Sequence[MeasuredPoint]) -> Calibration:
     """The scales that best match ``points`` (1.0 where no point measures that work)."""
-    good = [p for p in points if p.measured_s > 0 and p.gpu_s + p.host_s + p.other_s > 0]
+    good = [p for p in points if p.usable]
     cal = Calibration(rig=rig, date=date, points=len(good))
     for _round in range(4):
         for field in _FIELDS.values():
