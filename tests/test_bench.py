@@ -257,3 +257,27 @@ def test_a_remote_model_is_benched_as_a_same_shape_file(bench_env, tmp_path, cap
         model.stat().st_size
     )
     assert {p["test"] for p in out["points"]} == {"pp512", "tg128"}
+
+
+# --- one convention for a miss -----------------------------------------------------------------
+
+
+def test_a_miss_reads_the_same_in_bench_and_in_a_served_request():
+    """Measured relative to predicted, negative when slower, in the same words everywhere."""
+    from lltui.commands.bench import to_json, to_text
+    from lltui.core.speed.served import SpeedCheck
+    from lltui.services.bench import BenchPoint, BenchReport
+
+    slow = BenchPoint("as given", "tg128", True, 3.0, 0.1, 72.9, 72.9)
+    fast = BenchPoint("as given", "pp512", False, 200.0, 1.0, 100.0, 100.0)
+    rig = rig_store.RigIdentity((), None, "cpu")
+    report = BenchReport(rig, "m", "m", False, "b1", (slow, fast), None, None, None, 1.0, "h")
+    text = to_text(report)
+    assert "-96%" in text and "+100%" in text and "vs predicted" in text
+    assert [p["miss"] for p in to_json(report)["points"]] == [
+        pytest.approx(3.0 / 72.9 - 1, abs=1e-4),
+        pytest.approx(1.0),
+    ]
+    served = SpeedCheck(1, False, 128, 64, 3.0, 72.9)
+    assert served.line().endswith("measured -96% vs predicted")
+    assert SpeedCheck(1, True, 512, 0, 200.0, 100.0).line().endswith("measured +100% vs predicted")

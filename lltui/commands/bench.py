@@ -170,7 +170,7 @@ def to_json(r: BenchReport) -> dict[str, Any]:
                 "measured_tps": round(p.measured_tps, 2),
                 "stddev_tps": round(p.stddev_tps, 2),
                 "predicted_tps": round(p.predicted_tps, 2),
-                "error": round(p.error, 4),
+                "miss": None if p.miss is None else round(p.miss, 4),
                 "calibrated_tps": round(p.calibrated_tps, 2),
             }
             for p in r.points
@@ -195,18 +195,20 @@ def to_json(r: BenchReport) -> dict[str, Any]:
 
 
 def to_text(r: BenchReport) -> str:
+    from lltui.core.speed.calibration import miss_pct
+
     what = "a same-shape GGUF written from its header" if r.same_shape else r.benched_path
     lines = [
         f"bench: {r.model} ({what})",
         f"rig: {r.rig.describe()}; llama.cpp {r.llama_build}",
         f"host: {r.host}",
         "",
-        f"{'run':30s} {'test':14s} {'measured':>10s} {'predicted':>10s} {'error':>7s}",
+        f"{'run':30s} {'test':14s} {'measured':>10s} {'predicted':>10s}  measured vs predicted",
     ]
     for p in r.points:
         lines.append(
             f"{p.config[:30]:30s} {p.test:14s} {p.measured_tps:10.1f} {p.predicted_tps:10.1f} "
-            f"{100 * p.error:+6.0f}%"
+            f"{miss_pct(p.measured_tps, p.predicted_tps):>8s}"
         )
     if not r.points:
         lines.append("  (no test finished)")

@@ -29,7 +29,7 @@ from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.results import FitOptions, SpeedEstimate
-from lltui.core.speed.calibration import MeasuredPoint, fit_calibration
+from lltui.core.speed.calibration import MeasuredPoint, fit_calibration, miss
 
 if TYPE_CHECKING:
     from lltui.core.gguf.model import GgufModel
@@ -91,9 +91,9 @@ class BenchPoint:
     calibrated_tps: float  # with this rig's calibration after this run
 
     @property
-    def error(self) -> float:
-        """Uncalibrated prediction over measurement, less one."""
-        return self.predicted_tps / self.measured_tps - 1 if self.measured_tps else 0.0
+    def miss(self) -> float | None:
+        """Measured relative to the uncalibrated prediction, less one (negative: slower)."""
+        return miss(self.measured_tps, self.predicted_tps)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,25 @@ class MeasuredPoint:
         )
 
 
+def miss(measured: float, predicted: float) -> float | None:
+    """A measurement relative to its prediction, less one: -0.96 is 96% slower than
+    predicted, +0.5 half as fast again (None: no prediction to hold it against)."""
+    if not (0 < predicted < math.inf and 0 <= measured < math.inf):
+        return None
+    return measured / predicted - 1
+
+
+def miss_pct(measured: float, predicted: float) -> str:
+    """``-96%``: measured relative to predicted, negative when slower (``n/a``: no prediction)."""
+    m = miss(measured, predicted)
+    return "n/a" if m is None else f"{round(100 * m):+d}%"
+
+
+def miss_text(measured: float, predicted: float) -> str:
+    """``measured -96% vs predicted``: how every miss of a prediction is printed."""
+    return f"measured {miss_pct(measured, predicted)} vs predicted"
+
+
 def apply_calibration(
     cal: Calibration, times: Mapping[str, tuple[float, float]], gpu_names: set[str]
 ) -> tuple[dict[str, tuple[float, float]], str]:

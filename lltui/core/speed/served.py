@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lltui.core.llama.timings import RequestTiming
+from lltui.core.speed.calibration import miss, miss_text
 
 MIN_PROMPT_TOKENS = 64  # shorter prompts time launches and syncs, not throughput
 MIN_GEN_TOKENS = 16
@@ -29,7 +30,7 @@ class SpeedCheck:
     @property
     def diff(self) -> float:
         """Measured over predicted, less one (+0.1: 10% faster than predicted)."""
-        return self.measured_tps / self.predicted_tps - 1 if self.predicted_tps else 0.0
+        return miss(self.measured_tps, self.predicted_tps) or 0.0
 
     @property
     def large_miss(self) -> bool:
@@ -37,10 +38,8 @@ class SpeedCheck:
 
     def line(self) -> str:
         what = "prompt" if self.prompt else "generation"
-        return (
-            f"{what} {self.tokens} tokens: {self.measured_tps:.1f} t/s measured, "
-            f"{self.predicted_tps:.1f} predicted ({100 * self.diff:+.0f}%)"
-        )
+        m, p = self.measured_tps, self.predicted_tps
+        return f"{what} {self.tokens} tokens: {m:.1f} t/s, {p:.1f} predicted: {miss_text(m, p)}"
 
 
 class ServedSpeeds:
