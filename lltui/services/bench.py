@@ -15,6 +15,7 @@ rig's measurements so far (:mod:`lltui.core.speed.calibration`) and stored per r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -29,13 +30,19 @@ from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.results import FitOptions, SpeedEstimate
-from lltui.core.speed.calibration import MeasuredPoint, fit_calibration, miss
+from lltui.core.speed.calibration import (
+    MIN_AGREE,
+    SCALE_NAMES,
+    MeasuredPoint,
+    fit_calibration,
+    miss,
+)
 
 if TYPE_CHECKING:
     from lltui.core.gguf.model import GgufModel
     from lltui.core.hardware.host import HostSpec
     from lltui.core.memory.devices import DeviceSpec
-    from lltui.sources.gpu.rig_store import RigIdentity, StoredPoint
+    from lltui.sources.gpu.rig_store import RigIdentity, RigRecord, StoredPoint
     from lltui.sources.llama.bench import BenchRow
 
 DEFAULT_BUDGET_S = 300.0
@@ -513,9 +520,11 @@ def record_served(
     devices: Sequence[DeviceSpec],
     host: HostSpec,
     env: dict[str, str] | None = None,
-) -> Calibration | None:
-    """A served request's speed (llama-server's own timings) that missed the prediction by
-    much, kept as one more calibration point of this rig; the refitted calibration."""
+) -> str | None:
+    """A served request's speed (llama-server's own timings) kept as one more point of this
+    rig, the calibration fitted anew (served points count once several agree, a bounded
+    step each); what became of it, in words (None: no measurement). The caller has judged
+    the request fit to calibrate (:func:`lltui.core.speed.served.refusal`)."""
     from lltui.sources.gpu import rig_store
 
     rig = local_rig(devices, host)
@@ -533,7 +542,7 @@ def record_served(
         host_s=split.host_s,
         other_s=split.other_s,
         date=today,
-        source="llama-server",
+        source=rig_store.SERVED,
     )
     if not point.usable:
         return None
@@ -543,7 +552,58 @@ def record_served(
         cal = fit_calibration(rig.describe(), today, [p.measured() for p in points])
         build = old.llama_build if old else "unknown"
         rig_store.save(rig_store.RigRecord(rig, build, cal, points), env)
-    return cal
+    kind = point.measured().kind
+    before = getattr(old.calibration, kind) if old is not None else 1.0
+    after = getattr(cal, kind)
+    if after != before:
+        return (
+            f"kept as a calibration point: {SCALE_NAMES[kind]} now x{after:.2f} (was x{before:.2f})"
+        )
+    mine = sum(1 for p in points if p.source == rig_store.SERVED and p.measured().kind == kind)
+    if mine < MIN_AGREE:
+        return (
+            f"kept as a calibration point, held: {mine} of the {MIN_AGREE} agreeing ones "
+            "a calibration waits for"
+        )
+    return "kept as a calibration point; the calibration stays as it was"
+
+
+# --- the store, shown and cleared ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredCalibration:
+    """What this rig keeps: where, and the record (None: nothing kept)."""
+
+    rig: RigIdentity
+    path: str
+    record: RigRecord | None
+    set_aside: tuple[str, ...]  # earlier stores that could not be read, kept beside it
+
+
+def show_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
+    """This machine's rig (its GPUs as NVML lists them, or the host alone) and its store."""
+    from lltui.services.devices import local_devices
+    from lltui.sources.gpu import rig_store
+    from lltui.sources.gpu.cpu import local_host
+
+    devices, _why = local_devices()
+    rig = local_rig(devices, local_host())
+    path = rig_store.record_path(rig, env)
+    record = rig_store.load(rig, env)
+    aside = tuple(sorted(str(p) for p in path.parent.glob(f"{path.name}.unreadable-*")))
+    return StoredCalibration(rig, str(path), record, aside)
+
+
+def reset_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
+    """This rig's store removed (later predictions use the speed model as it is); what was
+    there before."""
+    from lltui.sources.gpu import rig_store
+
+    shown = show_calibration(env)
+    with rig_store.locked(env), contextlib.suppress(FileNotFoundError):
+        os.unlink(shown.path)
+    return shown
 
 
 def with_calibration(options: FitOptions, cal: Calibration | None) -> FitOptions:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from lltui import paths
 from lltui.core.hardware.calibration import Calibration
@@ -35,6 +36,8 @@ from lltui.core.speed.calibration import SCALE_LIMIT, MeasuredPoint, fit_calibra
 
 STORE_FORMAT = 1
 MAX_POINTS = 64
+MAX_SERVED = 16  # of them, served requests' (the newest; each launch keeps one of a kind)
+SERVED = "llama-server"  # a point's source when a served request measured it
 MAX_STORE_BYTES = 1 << 20  # MAX_POINTS points take about 30 KiB
 MAX_DEPTH = 8  # the format nests three deep
 SCALES = ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill")
@@ -77,7 +80,7 @@ class StoredPoint:
     host_s: float
     other_s: float
     date: str
-    source: str = "llama-bench"  # or "llama-server" for a served request's timings
+    source: str = "llama-bench"  # or SERVED for a served request's timings
 
     def measured(self) -> MeasuredPoint:
         """The point as the calibration fit takes it."""
@@ -87,6 +90,8 @@ class StoredPoint:
             gpu_s=self.gpu_s,
             host_s=self.host_s,
             other_s=self.other_s,
+            served=self.source == SERVED,
+            date=self.date,
         )
 
     @property
@@ -219,16 +224,19 @@ def _rig(r: object) -> RigIdentity:
 def _calibration(c: object, rig: RigIdentity) -> Calibration:
     if not isinstance(c, dict):
         raise TypeError("calibration")
-    scales = {}
+    scales: dict[str, Any] = {}
     for name in SCALES:
         v = c[name]
         if not _number(v) or not 1 / SCALE_LIMIT - 1e-9 <= v <= SCALE_LIMIT + 1e-9:
             raise ValueError(f"calibration.{name} {str(v)[:20]}")
         scales[name] = float(v)
-    n = c["points"]
-    if not (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 10 * MAX_POINTS):
-        raise ValueError("calibration.points")
-    return Calibration(rig=rig.describe(), date=str(c["date"])[:40], points=n, **scales)
+    counts: dict[str, Any] = {}
+    for name in ("points", "held"):
+        n = c.get(name, 0)
+        if not (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 10 * MAX_POINTS):
+            raise ValueError(f"calibration.{name}")
+        counts[name] = n
+    return Calibration(rig=rig.describe(), date=str(c["date"])[:40], **scales, **counts)
 
 
 def _number(v: object) -> bool:
@@ -300,6 +308,7 @@ def encode_store(record: RigRecord) -> str:
             "date": cal.date,
             **{name: getattr(cal, name) for name in SCALES},
             "points": cal.points,
+            "held": cal.held,
         },
         "points": [asdict(p) for p in record.points if p.usable][-MAX_POINTS:],
     }
@@ -356,11 +365,17 @@ def locked(env: Mapping[str, str] | None = None) -> Iterator[None]:
 
 
 def merged_points(old: RigRecord | None, new: Sequence[StoredPoint]) -> tuple[StoredPoint, ...]:
-    """The stored points and the new ones, a newer result of the same run replacing the old."""
+    """The stored points and the new ones: a newer llama-bench result of the same run
+    replaces the old; served requests each stay (several must agree), the newest
+    MAX_SERVED of them."""
     keep: dict[tuple[str, str, str, str], StoredPoint] = {}
+    served: list[StoredPoint] = []
     for p in [*(old.points if old else ()), *new]:
         if not p.usable:
             continue
+        if p.source == SERVED:
+            served.append(p)
+            continue
         keep.pop((p.model, p.config, p.test, p.source), None)
         keep[(p.model, p.config, p.test, p.source)] = p
-    return tuple(keep.values())[-MAX_POINTS:]
+    return (*tuple(keep.values())[-(MAX_POINTS - MAX_SERVED) :], *served[-MAX_SERVED:])
