@@ -255,3 +255,21 @@ def test_a_store_nested_deep_breaks_no_command(bench_here, capsys, tmp_path):
     assert "could not be read" in out.err and out.err.count("\n") == 1
     assert main(["fit", str(model), "--gpus", "cpu", "--json"]) == 0
     assert capsys.readouterr().err == ""  # said once
+
+
+def test_a_store_from_before_served_points_were_held_is_fitted_anew(env):
+    """One served request on a busy host once moved every prediction five-fold: a store
+    written then (no "held") is read with the rules of now."""
+    served = _point("served decode", tps=12.0, source="llama-server", predicted_tps=60.0)
+    path = _save(env, served)
+    raw = json.loads(path.read_text())
+    raw["calibration"].update(gpu_decode=5.0, points=1)
+    del raw["calibration"]["held"]
+    path.write_text(json.dumps(raw))
+    back = rig_store.load(RIG, env)
+    assert back is not None and back.points == (served,)
+    assert (back.calibration.gpu_decode, back.calibration.points, back.calibration.held) == (
+        1.0,
+        0,
+        1,
+    )

@@ -196,7 +196,9 @@ def decode_store(data: str | bytes) -> RigRecord:
         raise StoreUnreadable(f"not a calibration store ({str(exc)[:60]})") from None
     points = tuple(p for p in map(_point, listed) if p is not None)
     skipped = len(listed) - len(points)
-    if skipped:  # the scales were fitted with what is now skipped
+    if skipped or "held" not in raw["calibration"]:
+        # fitted with what is now skipped, or before served points were held until several
+        # agree (one request on a busy host could move every prediction): fitted anew
         cal = fit_calibration(cal.rig, cal.date, [p.measured() for p in points])
     return RigRecord(rig, build, cal, points, skipped)
 
