@@ -36,6 +36,7 @@ from lltui.core.speed.calibration import (
     MeasuredPoint,
     fit_calibration,
     miss,
+    predicted_s,
 )
 
 if TYPE_CHECKING:
@@ -362,7 +363,7 @@ def _measured(
     out = []
     for config, row in results:
         est = predict_row(model, config.server_args, row, devices, host)
-        point = measured_point(est, row) if est is not None else None
+        point = split_prediction(est, row.decode, row.avg_ts) if est is not None else None
         out.append(_Measured(config.label, row, est, point if point and point.usable else None))
     return out
 
@@ -399,11 +400,6 @@ def predict_row(
         host=host,
         calibration=calibration,
     )
-
-
-def measured_point(est: SpeedEstimate, row: BenchRow) -> MeasuredPoint:
-    """A measurement against a prediction (see :func:`split_prediction`)."""
-    return split_prediction(est, row.decode, row.avg_ts)
 
 
 def split_prediction(est: SpeedEstimate, decode: bool, measured_tps: float) -> MeasuredPoint:
@@ -459,7 +455,8 @@ def _finish(
         pred = _tps(m.predicted, m.row.decode)
         cal = pred
         if calibration is not None and m.point is not None:
-            cal = _calibrated_tps(calibration, m.point)
+            s = predicted_s(calibration, m.point)
+            cal = 1.0 / s if s > 0 else 0.0
         points.append(
             BenchPoint(m.config, m.row.test, m.row.decode, m.row.avg_ts, m.row.stddev_ts, pred, cal)
         )
@@ -484,13 +481,6 @@ def _tps(est: SpeedEstimate | None, decode: bool) -> float:
     if est is None:
         return 0.0
     return est.decode_tps if decode else est.prefill_tps
-
-
-def _calibrated_tps(cal: Calibration, p: MeasuredPoint) -> float:
-    g = cal.gpu_decode if p.decode else cal.gpu_prefill
-    h = cal.host_decode if p.decode else cal.host_prefill
-    s = g * p.gpu_s + h * p.host_s + p.other_s
-    return 1.0 / s if s > 0 else 0.0
 
 
 def _stored(model: str, m: _Measured, date: str) -> StoredPoint:

@@ -105,7 +105,8 @@ def apply_calibration(
     return out, cal.note()
 
 
-def _predicted(cal: Calibration, p: MeasuredPoint) -> float:
+def predicted_s(cal: Calibration, p: MeasuredPoint) -> float:
+    """The point's predicted seconds with ``cal``'s scales applied."""
     g = getattr(cal, _FIELDS[(p.decode, "gpu")])
     h = getattr(cal, _FIELDS[(p.decode, "host")])
     return g * p.gpu_s + h * p.host_s + p.other_s
@@ -122,7 +123,7 @@ def _fit_one(cal: Calibration, field: str, points: Sequence[MeasuredPoint]) -> C
 
     def loss(scale: float) -> float:
         c = cal.with_scale(field, scale)
-        return sum(math.log(max(_predicted(c, p), 1e-12) / p.measured_s) ** 2 for p in mine)
+        return sum(math.log(max(predicted_s(c, p), 1e-12) / p.measured_s) ** 2 for p in mine)
 
     lo, hi = math.log(1 / SCALE_LIMIT), math.log(SCALE_LIMIT)
     ratio = (math.sqrt(5) - 1) / 2
@@ -170,7 +171,7 @@ def _agreeing(base: Calibration, served: Sequence[MeasuredPoint]) -> list[Measur
         mine = [p for p in served if p.kind == kind]
         if len(mine) < MIN_AGREE:
             continue
-        ratios = [p.measured_s / max(_predicted(base, p), 1e-12) for p in mine]
+        ratios = [p.measured_s / max(predicted_s(base, p), 1e-12) for p in mine]
         ordered = sorted(ratios)
         mid = math.sqrt(ordered[(len(ordered) - 1) // 2] * ordered[len(ordered) // 2])
         agree = [
