@@ -183,6 +183,9 @@ def test_the_meter_leaves_out_the_server_and_lltui(tmp_path):
     proc.advance(total=360, others=20, server=200)
     assert meter.share_since(100.0) == pytest.approx(60 / 400)
     assert meter.share_since(50.0) is None  # no reading that early
+    clock.t += 10
+    proc.advance(total=400, others=300)
+    assert meter.share_since(105.0) is None  # nor one close enough to the request's start
     assert OthersMeter(lambda: None, tmp_path, clock).share_since(100.0) is None
 
 

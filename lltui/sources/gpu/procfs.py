@@ -254,10 +254,11 @@ class OthersMeter:
             self._readings.append(reading)
 
     def share_since(self, since: float, slack_s: float = 0.25) -> float | None:
-        """Other processes' share (0-1) of all CPUs' time from the reading at or just after
-        ``since`` to now; None where no reading covers it, /proc cannot say, or too little
-        time passed to tell (fewer than MIN_TICKS: a share of a few ticks is noise)."""
-        before = [r for r in self._readings if r.at <= since + slack_s]
+        """Other processes' share (0-1) of all CPUs' time from the reading taken about
+        ``since`` (up to a second before, ``slack_s`` after) to now; None where no reading
+        is that close (a longer window would water a busy moment down), /proc cannot say,
+        or too little time passed to tell (fewer than MIN_TICKS: a few ticks are noise)."""
+        before = [r for r in self._readings if since - 1.0 <= r.at <= since + slack_s]
         now = self._read()
         if not before or now is None:
             return None
