@@ -237,11 +237,16 @@ def test_a_request_beside_another_or_a_busy_gpu_is_not_kept(large, idle_host):
     watch.feed(_start(7))  # another request, still running
     check = _serve(watch, proc, clock, 8, 128, slower=3)
     assert check is not None and "another request" in (check.calibration or "")
+    assert _record(env) is None
     watch.feed(_stop(7))
+    # a request whose release line never came is over once its generation is timed
+    watch.feed(_start(10))
+    watch.feed(_line(10, False, 4, 1.0))
+    check = _serve(watch, proc, clock, 11, 128, slower=3)
+    assert check is not None and "kept as a calibration point" in (check.calibration or "")
     busy = watch_for(large, gpu_busy=lambda: 80.0)
     check = _serve(busy, proc, clock, 9, 128, slower=3)
     assert check is not None and "kept a GPU 80% busy" in (check.calibration or "")
-    assert _record(env) is None
 
 
 def test_served_points_are_held_until_three_agree_then_move_a_bounded_step(large, idle_host):

@@ -176,10 +176,12 @@ class SpeedWatch:
             return None
         with self._lock:
             check = self._served.feed(timing)
+            if check is not None and self._store and check.prompt not in self._kept:
+                check = self._judge(check, timing, now)
+            if not timing.prompt:
+                self._tasks.done(timing.task)  # its generation is its last timed part
             if check is None:
                 return None
-            if self._store and check.prompt not in self._kept:
-                check = self._judge(check, timing, now)
             self.last[check.prompt] = check
         return check
 

@@ -145,12 +145,16 @@ class ServedTasks:
             self._bound()
             return True
         if "stop processing" in line and (m := _STOPPED.search(line)):
-            task = int(m.group(1))
-            if task in self._running:
-                self._ended[task] = (self._running.pop(task), task in self._shared)
-                self._shared.discard(task)
-                self._bound()
+            self.done(int(m.group(1)))
         return False
+
+    def done(self, task: int) -> None:
+        """``task`` finished (its release line, or its last timing line: a release line
+        lost must not leave every later request looking shared)."""
+        if task in self._running:
+            self._ended[task] = (self._running.pop(task), task in self._shared)
+            self._shared.discard(task)
+            self._bound()
 
     def window(self, task: int) -> tuple[float | None, bool]:
         """When ``task`` began (None: its start was not seen) and whether it was shared."""
