@@ -21,7 +21,7 @@ from llama_fixture import llama_bins, llama_server, tiny_model
 
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llama.timings import parse_timing
-from lltui.core.speed.served import HOST_BUSY_MAX, ServedSpeeds
+from lltui.core.speed.served import HOST_BUSY_MAX, ServedSpeeds, ServedTasks
 from lltui.services.bench import local_calibration, local_rig
 from lltui.services.launch_speed import SpeedWatch
 from lltui.sources.gpu import rig_store
@@ -55,6 +55,14 @@ def test_timings_are_read_from_real_logs_plain_and_jsonl():
         assert [(t.task, t.prompt, t.tokens) for t in got] == [(2, True, 22), (2, False, 6)]
         assert got[0].tps > 0
     assert parse_timing("slot print_timing: id 0 | task x | garbage") is None
+
+
+def test_a_requests_start_and_end_are_read_from_real_logs_plain_and_jsonl():
+    for name in ("server_default_verbosity_full.log", "server_jsonl_lv4_full.log"):
+        tasks = ServedTasks()
+        starts = [tasks.feed(ln, float(i)) for i, ln in enumerate((LOGS / name).open())]
+        assert starts.count(True) == 1
+        assert tasks.window(2) == (float(starts.index(True)), False)
 
 
 def test_generation_is_checked_at_the_depth_its_prompt_left():
