@@ -140,6 +140,17 @@ def test_a_store_that_cannot_be_read_is_set_aside_and_said_once(env, content):
     assert back is not None and [p.test for p in back.points] == ["pp512"]
 
 
+def test_a_fifo_in_the_stores_place_is_set_aside_not_waited_on(env):
+    import os
+
+    path = rig_store.record_path(RIG, env)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    said, say = _told()
+    assert rig_store.load(RIG, env, say=say) is None
+    assert not path.exists() and len(said) == 1 and "not a regular file" in said[0]
+
+
 def test_saving_over_a_store_that_cannot_be_read_keeps_it(env):
     path = _save(env, _point())
     path.write_text("{cut sh")

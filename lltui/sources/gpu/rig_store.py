@@ -143,13 +143,11 @@ def load(
     aside, and said through ``say``: one line on stderr by default)."""
     path = record_path(rig, env)
     try:
-        data = _read(path)
-    except OSError:
-        return None  # none yet, or not ours to read: nothing to set aside
-    try:
-        record = decode_store(data)
+        record = decode_store(_read(path))
         if record.rig != rig:
             raise StoreUnreadable("it names another rig")
+    except OSError:
+        return None  # none yet, or not ours to read: nothing to set aside
     except StoreUnreadable as exc:
         with contextlib.suppress(OSError):
             set_aside(path, str(exc), say)
@@ -162,7 +160,7 @@ def _read(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b"\x00not a regular file"
+            raise StoreUnreadable("not a regular file")
         return f.read(MAX_STORE_BYTES + 1)
 
 
