@@ -13,9 +13,9 @@ Mutators:
   hyperparameters replaced by strings, arrays, NaN, inf, huge or negative numbers, removed,
   or with another architecture.
 - text (topo, NCCL logs, nccl-tests, nvidia-smi CSV, llama-server logs (a router's too),
-  llama-server presets, /metrics, replay
-  recordings): line drops, duplications and swaps, byte flips, control characters, very long
-  lines, CRLF, truncation, numbers replaced by NaN/inf/-1/1e308/huge ints, random unicode.
+  llama-server presets, /metrics, replay recordings, calibration stores (nested deep too)):
+  line drops, duplications and swaps, byte flips, control characters, very long lines,
+  CRLF, truncation, numbers replaced by NaN/inf/-1/1e308/huge ints, random unicode.
 - llama-server flags: random flags from llama-server's own table with hostile values, read by
   ``lltui fit``.
 """
@@ -284,6 +284,31 @@ def text_seeds(target: str) -> list[tuple[str, str, dict[str, Any]]]:
         out = [(p.name, _read(p), {}) for p in sorted(SEEDS.glob("preset-*.ini"))]
     if not out:
         raise RuntimeError(f"no seed inputs for {target}")
+    return out
+
+
+def calib_stores() -> list[tuple[str, str, dict[str, Any]]]:
+    """Calibration store files as lltui writes them: a GPU rig with llama-bench and served
+    points, a CPU rig with one point, an empty one."""
+    from lltui.core.speed.calibration import fit_calibration
+    from lltui.sources.gpu.rig_store import RigIdentity, RigRecord, StoredPoint, encode_store
+
+    gpu = RigIdentity(("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 3090"), "575.57.08", "EPYC")
+    day, m = "2026-01-02", "m.gguf"
+    points = [
+        StoredPoint(m, "as given", "tg128", True, 50.5, 60.25, 0.0151, 0.0, 0.0015, day),
+        StoredPoint(m, "as given", "pp512 @ d4096", False, 3000.0, 2500.0, 3e-4, 0.0, 1e-5, day),
+        StoredPoint(m, "-ngl 0", "tg32", True, 9.0, 11.0, 0.0, 0.09, 0.0, day),
+        StoredPoint(m, "-c 8192", "served decode", True, 40, 60, 0.016, 0, 0, day, "llama-server"),
+    ]
+    out = []
+    for name, rig, pts in (
+        ("store-gpu.json", gpu, points),
+        ("store-cpu.json", RigIdentity((), None, "AMD EPYC"), points[2:3]),
+        ("store-empty.json", RigIdentity((), None, "x"), []),
+    ):
+        cal = fit_calibration(rig.describe(), "2026-01-05", [p.measured() for p in pts])
+        out.append((name, encode_store(RigRecord(rig, "b1 (abc)", cal, tuple(pts))), {}))
     return out
 
 
@@ -884,6 +909,7 @@ TEXT_TARGETS = (
     "router-log",
     "preset",
     "explain",
+    "calib-store",
 )
 GGUF_TARGETS = ("gguf-bytes", "gguf-kv", "flags")
 # the classes of hardening round 3: network deadlines, forged lines, scale, secrets, unknowns
@@ -904,6 +930,7 @@ DIRECT = {
     "metrics": "metrics",
     "router-log": "router_log",
     "preset": "preset",
+    "calib-store": "calib_store",
 }
 
 
@@ -928,6 +955,8 @@ class Seeds:
         if target not in self._text:
             if target == "replay":
                 self._text[target] = self._recordings()
+            elif target == "calib-store":
+                self._text[target] = calib_stores()
             else:
                 self._text[target] = text_seeds(target)
         return self._text[target]
@@ -1006,6 +1035,10 @@ def make_case(seeds: Seeds, target: str, seed: int, index: int) -> Case:
             ops.append(f"spliced at {cut}")
         ops.insert(0, f"seed {name}")
         data = mutate_text(rng, text, ops)
+        if target == "calib-store" and rng.random() < 0.15:  # JSON nested past any sense
+            n = rng.choice((9, 1000, 100_000))
+            data = b"[" * n + data + b"]" * rng.choice((0, n))
+            ops.append(f"nested {n} deep")
         if target in DIRECT:
             return Case(target, "input.txt", data, parser=DIRECT[target], extra=extra, ops=ops)
         argv = list(CLI_ARGV[target])

@@ -527,6 +527,7 @@ _EXT = {
     "replay": ".jsonl",
     "net": ".gguf",
     "record": ".jsonl",
+    "calib-store": ".json",
 }
 
 

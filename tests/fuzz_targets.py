@@ -1,7 +1,8 @@
 """Everything of lltui the fuzz suite calls, in one place: when a module moves, change it here.
 
 Most targets go through the CLI (``lltui.cli.main``). The parsers no subcommand reads (the
-nvidia-smi ``--query-gpu`` CSV, llama-server logs and /metrics) are called directly; each
+nvidia-smi ``--query-gpu`` CSV, llama-server logs and /metrics, the calibration store, which
+lives at a path of its own) are called directly; each
 entry names the function and the exceptions that count as a domain error (a refusal with a
 message) rather than a crash.
 """
@@ -46,6 +47,15 @@ def _preset(text: str) -> Any:
     return [section_words(s) for s in (preset.global_section, *preset.sections)]
 
 
+def _calib_store(text: str) -> Any:
+    """A calibration store file read as every fit, quant, launch and bench reads it; what it
+    reads must write back as strict JSON (no NaN or infinity got through)."""
+    from lltui.sources.gpu.rig_store import decode_store, encode_store
+
+    record = decode_store(text)
+    return encode_store(record)
+
+
 def _dcgm(text: str) -> Any:
     from fuzz_classes import check_dcgm
 
@@ -65,6 +75,10 @@ def _domain_errors(name: str) -> tuple[type[BaseException], ...]:
         from lltui.core.llama.preset import PresetError
 
         return (PresetError,)
+    if name == "calib_store":
+        from lltui.sources.gpu.rig_store import StoreUnreadable
+
+        return (StoreUnreadable,)
     return ()  # parse_log takes any text
 
 
@@ -76,6 +90,7 @@ PARSERS: dict[str, Callable[..., Any]] = {
     "router_log": _router_log,
     "preset": _preset,
     "dcgm": _dcgm,
+    "calib_store": _calib_store,
 }
 
 

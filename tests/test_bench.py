@@ -127,13 +127,38 @@ def test_calibration_recovers_the_scales_the_points_were_made_with():
         assert getattr(got, field) == pytest.approx(getattr(truth, field), rel=0.02), field
     scaled, note = apply_calibration(got, {"CUDA0": (1.0, 1.0), "CPU": (1.0, 1.0)}, {"CUDA0"})
     assert scaled["CUDA0"][0] == pytest.approx(1.3, rel=0.02)
-    assert note == "calibrated on this rig, 2026-01-01"
+    assert note == f"calibrated on this rig from {len(points)} points, 2026-01-01"
 
 
 def test_a_wild_measurement_is_clamped():
     got = fit_calibration("r", "d", [MeasuredPoint(True, 100.0, 0.001, 0.0)])
     assert got.gpu_decode == pytest.approx(5.0, rel=0.01)
     assert got.host_decode == 1.0  # nothing measured the host
+
+
+def _served(slower: float, date: str = "2026-02-01", decode: bool = True) -> MeasuredPoint:
+    return MeasuredPoint(decode, 0.01 * slower, 0.01, 0.0, served=True, date=date)
+
+
+def test_served_points_are_held_until_three_agree():
+    bench = [MeasuredPoint(False, 0.004, 0.002, 0.0, date="2026-01-01")]  # GPU prompt 2x
+    one = fit_calibration("r", "d", [*bench, _served(3.0)])
+    assert (one.gpu_decode, one.points, one.held) == (1.0, 1, 1)
+    assert one.gpu_prefill == pytest.approx(2.0, rel=0.01) and one.date == "2026-01-01"
+    # three that disagree (0.5x, 1x, 3x): none is within 1.25x of the median, nothing moves
+    split = fit_calibration("r", "d", [*bench, _served(0.5), _served(1.0), _served(3.0)])
+    assert (split.gpu_decode, split.points, split.held) == (1.0, 1, 3)
+
+
+def test_agreeing_served_points_move_a_scale_a_bounded_step_each():
+    bench = [MeasuredPoint(False, 0.004, 0.002, 0.0, date="2026-01-01")]
+    three = [_served(3.0, "2026-02-01"), _served(3.1, "2026-02-03"), _served(2.9, "2026-02-02")]
+    got = fit_calibration("r", "d", [*bench, *three, _served(0.2)])  # and an outlier
+    assert got.gpu_decode == pytest.approx(1.25**3, rel=1e-3)  # 3x measured, 1.95x at most
+    assert got.gpu_prefill == pytest.approx(2.0, rel=0.01)  # llama-bench's, untouched
+    assert (got.points, got.held, got.date) == (4, 1, "2026-02-03")
+    many = fit_calibration("r", "d", [_served(3.0) for _ in range(8)])
+    assert many.gpu_decode == pytest.approx(3.0, rel=0.01)  # enough agreeing points get there
 
 
 def test_the_store_keeps_a_rig_and_reads_it_back(tmp_path):
@@ -225,7 +250,7 @@ def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
     # the next prediction on this rig uses it and says so, and shows what was measured
     assert main(["fit", str(model), "--gpus", "cpu", "-t", "1", "--json"]) == 0
     fit = json.loads(capsys.readouterr().out)
-    assert fit["speed"]["calibrated"].startswith("calibrated on this rig, ")
+    assert fit["speed"]["calibrated"].startswith("calibrated on this rig from 2 points, ")
     assert {m["test"] for m in fit["measured"]} == {"pp512", "tg128"}
     # calibrated, the prediction of what was measured lands near it
     dec = next(p for p in out["points"] if p["test"] == "tg128")
@@ -257,3 +282,76 @@ def test_a_remote_model_is_benched_as_a_same_shape_file(bench_env, tmp_path, cap
         model.stat().st_size
     )
     assert {p["test"] for p in out["points"]} == {"pp512", "tg128"}
+
+
+# --- one convention for a miss -----------------------------------------------------------------
+
+
+def test_a_miss_reads_the_same_in_bench_and_in_a_served_request():
+    """Measured relative to predicted, negative when slower, in the same words everywhere."""
+    from lltui.commands.bench import to_json, to_text
+    from lltui.core.speed.served import SpeedCheck
+    from lltui.services.bench import BenchPoint, BenchReport
+
+    slow = BenchPoint("as given", "tg128", True, 3.0, 0.1, 72.9, 72.9)
+    fast = BenchPoint("as given", "pp512", False, 200.0, 1.0, 100.0, 100.0)
+    rig = rig_store.RigIdentity((), None, "cpu")
+    report = BenchReport(rig, "m", "m", False, "b1", (slow, fast), None, None, None, 1.0, "h")
+    text = to_text(report)
+    assert "-96%" in text and "+100%" in text and "vs predicted" in text
+    assert [p["miss"] for p in to_json(report)["points"]] == [
+        pytest.approx(3.0 / 72.9 - 1, abs=1e-4),
+        pytest.approx(1.0),
+    ]
+    served = SpeedCheck(1, False, 128, 64, 3.0, 72.9)
+    assert served.line().endswith("measured -96% vs predicted")
+    assert SpeedCheck(1, True, 512, 0, 200.0, 100.0).line().endswith("measured +100% vs predicted")
+
+
+# --- the store, shown, used and cleared --------------------------------------------------------
+
+
+def test_show_says_what_is_kept_fit_says_it_uses_it_and_reset_clears_it(
+    tmp_path, capsys, monkeypatch
+):
+    from lltui.services.bench import local_rig
+    from lltui.sources.gpu.cpu import local_host
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert main(["bench", "--show"]) == 0
+    assert "no calibration" in capsys.readouterr().out
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    rig = local_rig([], local_host())
+    day = "2026-01-02"
+    points = (
+        rig_store.StoredPoint(str(model), "CPU", "tg128", True, 50, 60, 0, 0.0166, 0, day),
+        rig_store.StoredPoint(str(model), "CPU", "pp512", False, 300, 200, 0, 0.005, 0, day),
+    )
+    cal = fit_calibration(rig.describe(), "2026-01-02", [p.measured() for p in points])
+    path = rig_store.save(rig_store.RigRecord(rig, "b1 (x)", cal, points))
+    assert main(["bench", "--show"]) == 0
+    text = capsys.readouterr().out
+    assert str(path) in text and "calibrated on this rig from 2 points, 2026-01-02" in text
+    assert "-17%" in text and "+50%" in text  # each point's miss, one convention
+    assert main(["bench", "--show", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["path"] == str(path) and shown["calibration"]["points"] == 2
+    assert [p["test"] for p in shown["points"]] == ["tg128", "pp512"]
+    # where it is used, it says so
+    assert main(["fit", str(model), "--gpus", "cpu", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["speed"]["calibrated"] == "calibrated on this rig from 2 points, 2026-01-02"
+    assert main(["fit", str(model), "--gpus", "cpu"]) == 0
+    assert "calibrated on this rig from 2 points, 2026-01-02" in capsys.readouterr().out
+    # cleared: gone, and fit predicts from the speed model alone
+    assert main(["bench", "--reset"]) == 0
+    assert f"removed {path}" in capsys.readouterr().out and not path.exists()
+    assert main(["fit", str(model), "--gpus", "cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["speed"]["calibrated"] is None
+    assert main(["bench", "--reset", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"path": str(path), "removed": False}
+
+
+def test_show_and_reset_take_no_model(capsys):
+    assert main(["bench", "--show", "m.gguf"]) == 2
+    assert "take no model" in capsys.readouterr().err

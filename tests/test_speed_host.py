@@ -209,11 +209,12 @@ def test_tensor_split_divides_the_work_and_pays_all_reduces(models):
 
 def test_a_calibration_scales_the_prediction_and_says_so(models):
     base = _speed(models["8b"], [], "RTX 4090")
-    cal = Calibration("rig", "2026-11-27", gpu_decode=2.0, gpu_prefill=0.5)
+    cal = Calibration("rig", "2026-11-27", gpu_decode=2.0, gpu_prefill=0.5, points=6)
     got = _speed(models["8b"], [], "RTX 4090", cal=cal)
     assert got.decode_tps == pytest.approx(base.decode_tps / 2, rel=0.05)
     assert got.prefill_tps > 1.5 * base.prefill_tps
-    assert got.calibrated == "calibrated on this rig, 2026-11-27" and base.calibrated is None
+    assert got.calibrated == "calibrated on this rig from 6 points, 2026-11-27"
+    assert base.calibrated is None
 
 
 def test_an_unknown_gpu_with_its_memory_is_estimated_and_named(models):

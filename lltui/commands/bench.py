@@ -1,5 +1,6 @@
 """``lltui bench MODEL [llama-server flags] [--budget S] [--quick] [--json]``: measure this rig
-with llama-bench, compare with the speed prediction, keep the calibration."""
+with llama-bench, compare with the speed prediction, keep the calibration;
+``lltui bench --show`` / ``--reset``: what this rig keeps, and clearing it."""
 
 from __future__ import annotations
 
@@ -11,15 +12,20 @@ from lltui.commands import CliError, print_json
 from lltui.commands.own_options import options_help, split_own
 
 if TYPE_CHECKING:
-    from lltui.services.bench import BenchProgress, BenchReport
+    from lltui.services.bench import BenchProgress, BenchReport, StoredCalibration
 
 HELP = f"""\
 usage: lltui bench MODEL [llama-server flags] [--budget S] [--quick] [--no-store] [--json]
+       lltui bench --show [--json]      what this rig keeps: the scales, each point, where
+       lltui bench --reset [--json]     forget this rig's calibration
 
 Run llama-bench on this rig's GPUs (or its CPU) at a few prompt and decode points, set each
 result beside the speed lltui predicts for the same command, and keep the calibration for
-this rig (GPU models, driver, CPU; under ~/.local/share/lltui/bench): later `lltui fit`,
-`quant` and `launch` predictions on this rig use it and say "calibrated on this rig, DATE".
+this rig (GPU models, driver, CPU; one file under ~/.local/share/lltui/bench, or
+$XDG_DATA_HOME/lltui/bench): later `lltui fit`, `quant` and `launch` predictions on this rig
+use it and say "calibrated on this rig from N points, DATE". `lltui launch` adds a served
+request's speed when the host was otherwise idle and the model large enough (several such
+points must agree before the calibration moves; see --show).
 
 MODEL is a GGUF file, or hf:OWNER/REPO[:FILE|QUANT][@REV] / an https URL of one not
 downloaded: lltui then writes a GGUF of the same shape from its header (the real tensor
@@ -34,6 +40,8 @@ llama-server flags understood: -ngl -ot --cpu-moe --n-cpu-moe -fa -b -ub -ctk -c
 lltui options:
 {options_help("bench")}
 """
+
+MISS_HEAD = "measured vs predicted"
 
 
 def register(sub: Any) -> None:
@@ -54,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     argv = list(args.argv)
     as_json = "--json" in argv
+    if "--show" in argv or "--reset" in argv:
+        return _store_command(argv, as_json)
     try:
         request = _request(argv)
     except CliError as exc:
@@ -73,6 +83,118 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(to_text(report))
     return 0
+
+
+def _store_command(argv: list[str], as_json: bool) -> int:
+    from lltui.services.bench import reset_calibration, show_calibration
+
+    rest = [a for a in argv if a not in ("--show", "--reset", "--json")]
+    if rest or ("--show" in argv and "--reset" in argv):
+        what = rest[0] if rest else "--show with --reset"
+        raise CliError(f"bench: --show and --reset take no model or flags (got {what!r})", 2)
+    if "--reset" in argv:
+        shown = reset_calibration()
+        if as_json:
+            print_json({"path": shown.path, "removed": shown.record is not None})
+        elif shown.record is not None:
+            print(f"removed {shown.path}: predictions on this rig no longer use a calibration")
+        else:
+            print(f"no calibration kept for this rig ({shown.path})")
+        return 0
+    shown = show_calibration()
+    if as_json:
+        print_json(stored_to_json(shown))
+    else:
+        print(stored_to_text(shown))
+    return 0
+
+
+def stored_to_json(s: StoredCalibration) -> dict[str, Any]:
+    from lltui.core.speed.calibration import miss
+
+    rec = s.record
+    return {
+        "rig": {"gpus": list(s.rig.gpus), "driver": s.rig.driver, "cpu": s.rig.cpu},
+        "path": s.path,
+        "llama_build": rec.llama_build if rec else None,
+        "calibration": _calibration_json(rec.calibration) if rec else None,
+        "points": [
+            {
+                "model": p.model,
+                "config": p.config,
+                "test": p.test,
+                "source": p.source,
+                "date": p.date,
+                "measured_tps": p.measured_tps,
+                "predicted_tps": p.predicted_tps,
+                "miss": _round(miss(p.measured_tps, p.predicted_tps)),
+            }
+            for p in (rec.points if rec else ())
+        ],
+        "skipped": rec.skipped if rec else 0,
+        "set_aside": list(s.set_aside),
+    }
+
+
+def stored_to_text(s: StoredCalibration) -> str:
+    from lltui.core.speed.calibration import miss_pct
+    from lltui.core.text import one_line
+
+    rec = s.record
+    lines = [f"rig: {s.rig.describe()}", f"kept in: {s.path}"]
+    if rec is None or not rec.points:
+        lines.append("no calibration: predictions on this rig use the speed model as it is")
+    else:
+        lines += _scales_lines(rec.calibration)
+        lines += ["", f"{'test':16s} {'source':12s} {'date':10s} {'measured':>9s} "
+                  f"{'predicted':>9s} {MISS_HEAD}  run"]  # fmt: skip
+        for p in rec.points:
+            lines.append(
+                f"{p.test[:16]:16s} {p.source[:12]:12s} {p.date[:10]:10s} "
+                f"{p.measured_tps:9.1f} {p.predicted_tps:9.1f} "
+                f"{miss_pct(p.measured_tps, p.predicted_tps):>{len(MISS_HEAD)}s}  "
+                f"{one_line(p.config)} ({one_line(p.model)})"
+            )
+    if rec is not None and rec.skipped:
+        lines.append(f"left out {rec.skipped} stored points that were no measurement")
+    for aside in s.set_aside:
+        lines.append(f"set aside (could not be read): {aside}")
+    lines.append("`lltui bench --reset` forgets it")
+    return "\n".join(lines)
+
+
+def _scales_lines(cal: Any) -> list[str]:
+    from lltui.core.speed.calibration import MIN_AGREE
+
+    counted = cal.note() if cal.points else "not calibrated yet"
+    out = [
+        f"{counted}: time measured / predicted: "
+        f"GPU decode x{cal.gpu_decode:.2f}, prompt x{cal.gpu_prefill:.2f}; "
+        f"host decode x{cal.host_decode:.2f}, prompt x{cal.host_prefill:.2f}"
+    ]
+    if cal.held:
+        out.append(
+            f"held: {cal.held} served request{'s' if cal.held != 1 else ''}, until "
+            f"{MIN_AGREE} of one kind of work agree"
+        )
+    return out
+
+
+def _calibration_json(cal: Any) -> dict[str, Any]:
+    return {
+        "date": cal.date,
+        "gpu_decode": cal.gpu_decode,
+        "gpu_prefill": cal.gpu_prefill,
+        "host_decode": cal.host_decode,
+        "host_prefill": cal.host_prefill,
+        "points": cal.points,
+        "held": cal.held,
+        "note": cal.note() if cal.points else None,
+    }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
 def _request(argv: list[str]) -> Any:
@@ -140,53 +262,53 @@ def to_json(r: BenchReport) -> dict[str, Any]:
                 "measured_tps": round(p.measured_tps, 2),
                 "stddev_tps": round(p.stddev_tps, 2),
                 "predicted_tps": round(p.predicted_tps, 2),
-                "error": round(p.error, 4),
+                "miss": _round(p.miss),
                 "calibrated_tps": round(p.calibrated_tps, 2),
             }
             for p in r.points
         ],
-        "calibration": None
-        if cal is None
-        else {
-            "date": cal.date,
-            "gpu_decode": cal.gpu_decode,
-            "gpu_prefill": cal.gpu_prefill,
-            "host_decode": cal.host_decode,
-            "host_prefill": cal.host_prefill,
-            "points": cal.points,
-        },
+        "calibration": None if cal is None else _calibration_json(cal),
         "stored": r.stored,
+        "not_stored": r.not_stored,
+        "skipped_rows": r.skipped_rows,
+        "store_skipped": r.store_skipped,
         "stopped": r.stopped,
         "seconds": round(r.elapsed_s, 1),
     }
 
 
 def to_text(r: BenchReport) -> str:
+    from lltui.core.speed.calibration import miss_pct
+
     what = "a same-shape GGUF written from its header" if r.same_shape else r.benched_path
     lines = [
         f"bench: {r.model} ({what})",
         f"rig: {r.rig.describe()}; llama.cpp {r.llama_build}",
         f"host: {r.host}",
         "",
-        f"{'run':30s} {'test':14s} {'measured':>10s} {'predicted':>10s} {'error':>7s}",
+        f"{'run':30s} {'test':14s} {'measured':>10s} {'predicted':>10s} {MISS_HEAD}",
     ]
     for p in r.points:
         lines.append(
             f"{p.config[:30]:30s} {p.test:14s} {p.measured_tps:10.1f} {p.predicted_tps:10.1f} "
-            f"{100 * p.error:+6.0f}%"
+            f"{miss_pct(p.measured_tps, p.predicted_tps):>{len(MISS_HEAD)}s}"
         )
     if not r.points:
         lines.append("  (no test finished)")
     cal = r.calibration
     if cal is not None:
-        lines += [
-            "",
-            f"calibration ({cal.points} points on this rig): time measured / predicted: "
-            f"GPU decode x{cal.gpu_decode:.2f}, prompt x{cal.gpu_prefill:.2f}; "
-            f"host decode x{cal.host_decode:.2f}, prompt x{cal.host_prefill:.2f}",
-        ]
+        lines += ["", *_scales_lines(cal)]
+    if r.skipped_rows:
+        lines.append(
+            f"skipped {r.skipped_rows} llama-bench results with no usable speed "
+            "(NaN, infinite, zero or negative)"
+        )
+    if r.store_skipped:
+        lines.append(f"left out {r.store_skipped} stored points that were no measurement")
     if r.stored:
         lines.append(f"kept in {r.stored}: predictions on this rig now use it")
+    if r.not_stored:
+        lines.append(f"not kept: {r.not_stored}")
     if r.stopped:
         lines.append(f"stopped early: {r.stopped}")
     return "\n".join(lines)

@@ -240,11 +240,13 @@ def measured_lines(points: Any) -> list[str]:
     """This model measured on this rig beside what was predicted then (before calibrating)."""
     if not points:
         return []
+    from lltui.core.speed.calibration import miss_text
+
     out = ["measured on this rig (uncalibrated prediction beside it):"]
     for p in points[-6:]:
         out.append(
             f"  {p.test} ({p.config}, {p.source}, {p.date}): {p.measured_tps:.1f} t/s, "
-            f"predicted {p.predicted_tps:.1f}"
+            f"predicted {p.predicted_tps:.1f}: {miss_text(p.measured_tps, p.predicted_tps)}"
         )
     return out
 

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
             if own.dry_run:
                 return _dry_run(prepared, session.environ, as_json=own.json)
-            speed.watch_command(prepared.spec.args)
+            speed.watch_command(prepared.spec.args, lambda: session.pid)
             return _supervise(session, as_json=own.json, keep_running=own.keep_running)
     except LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
@@ -211,12 +211,12 @@ class _SpeedLines:
         self._watch: Any = None
         self._told = 0
 
-    def watch_command(self, args: Any) -> None:
+    def watch_command(self, args: Any, pid: Any) -> None:
         from lltui.services.devices import local_devices
         from lltui.services.launch_speed import SpeedWatch
 
         devices, _why = local_devices()  # none: the server runs on the host
-        self._watch = SpeedWatch.for_command(args, devices)
+        self._watch = SpeedWatch.for_command(args, devices, pid=pid)
 
     def feed(self, line: str) -> None:
         watch = self._watch
@@ -237,10 +237,11 @@ class _SpeedLines:
                 "predicted_tps": round(check.predicted_tps, 2),
                 "diff": round(check.diff, 4),
                 "kept": bool(kept),
+                "calibration": check.calibration,
             }
             _say(json.dumps(event))
             return
-        _say(f"served {check.line()}" + ("; kept as a calibration point" if kept else ""))
+        _say(f"served {check.line()}" + (f"; {check.calibration}" if check.calibration else ""))
 
 
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:

@@ -133,6 +133,10 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
     OwnOption("--quick", None, (BENCH,), "one run per point, no filled-context point"),
     OwnOption("-r", "N", (BENCH,), "llama-bench repetitions per point (default 2)"),
     OwnOption("--no-store", None, (BENCH,), "measure and compare, keep nothing"),
+    OwnOption(
+        "--show", None, (BENCH,), "print this rig's calibration and the points behind it (no model)"
+    ),
+    OwnOption("--reset", None, (BENCH,), "remove this rig's calibration file (no model)"),
     # launch
     OwnOption(
         "--dry-run", None, (LAUNCH,), "print the exact command and environment, start nothing"

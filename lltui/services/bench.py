@@ -15,7 +15,9 @@ rig's measurements so far (:mod:`lltui.core.speed.calibration`) and stored per r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -28,13 +30,20 @@ from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.results import FitOptions, SpeedEstimate
-from lltui.core.speed.calibration import MeasuredPoint, fit_calibration
+from lltui.core.speed.calibration import (
+    MIN_AGREE,
+    SCALE_NAMES,
+    MeasuredPoint,
+    fit_calibration,
+    miss,
+    predicted_s,
+)
 
 if TYPE_CHECKING:
     from lltui.core.gguf.model import GgufModel
     from lltui.core.hardware.host import HostSpec
     from lltui.core.memory.devices import DeviceSpec
-    from lltui.sources.gpu.rig_store import RigIdentity, StoredPoint
+    from lltui.sources.gpu.rig_store import RigIdentity, RigRecord, StoredPoint
     from lltui.sources.llama.bench import BenchRow
 
 DEFAULT_BUDGET_S = 300.0
@@ -90,9 +99,9 @@ class BenchPoint:
     calibrated_tps: float  # with this rig's calibration after this run
 
     @property
-    def error(self) -> float:
-        """Uncalibrated prediction over measurement, less one."""
-        return self.predicted_tps / self.measured_tps - 1 if self.measured_tps else 0.0
+    def miss(self) -> float | None:
+        """Measured relative to the uncalibrated prediction, less one (negative: slower)."""
+        return miss(self.measured_tps, self.predicted_tps)
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,9 @@ class BenchReport:
     stopped: str | None  # why llama-bench stopped early (the budget), or None
     elapsed_s: float
     host: str
+    skipped_rows: int = 0  # llama-bench results with no usable speed (NaN, infinite, <= 0)
+    store_skipped: int = 0  # points of the store that were no measurement, left out
+    not_stored: str | None = None  # why the calibration could not be kept
 
 
 # --- the rig -----------------------------------------------------------------------------------
@@ -311,8 +323,10 @@ def run_bench(
     build = results[0][1].build if results else "unknown"
     if build == "unknown":
         build = _build_of(binary)
-    measured = _measured(model, results, devices, host)
-    return _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
+    usable = [(c, r) for c, r in results if 0 < r.avg_ts < math.inf]
+    measured = _measured(model, usable, devices, host)
+    report = _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
+    return replace(report, skipped_rows=len(results) - len(usable))
 
 
 def _build_of(binary: Path) -> str:
@@ -349,8 +363,8 @@ def _measured(
     out = []
     for config, row in results:
         est = predict_row(model, config.server_args, row, devices, host)
-        point = measured_point(est, row) if est is not None else None
-        out.append(_Measured(config.label, row, est, point))
+        point = split_prediction(est, row.decode, row.avg_ts) if est is not None else None
+        out.append(_Measured(config.label, row, est, point if point and point.usable else None))
     return out
 
 
@@ -388,10 +402,9 @@ def predict_row(
     )
 
 
-def measured_point(est: SpeedEstimate, row: BenchRow) -> MeasuredPoint:
-    """A measurement against a prediction, the predicted seconds split into GPU, host and the
-    rest (links), per token."""
-    decode = row.decode
+def split_prediction(est: SpeedEstimate, decode: bool, measured_tps: float) -> MeasuredPoint:
+    """A measured speed against a prediction, the predicted seconds per token split into
+    GPU, host and the rest (links)."""
     gpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name != CPU)
     cpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name == CPU)
     link = est.link_decode_ms if decode else est.link_prefill_ms
@@ -401,7 +414,7 @@ def measured_point(est: SpeedEstimate, row: BenchRow) -> MeasuredPoint:
     scale = total_s / parts if parts > 0 else 0.0
     return MeasuredPoint(
         decode=decode,
-        measured_s=1.0 / row.avg_ts if row.avg_ts > 0 else 0.0,
+        measured_s=1.0 / measured_tps if measured_tps > 0 else 0.0,
         gpu_s=gpu * scale,
         host_s=cpu * scale,
         other_s=link * scale,
@@ -424,21 +437,26 @@ def _finish(
 
     today = time.strftime("%Y-%m-%d")
     new = [_stored(request.model, m, today) for m in measured if m.point is not None]
-    old = rig_store.load(rig, request.env)
-    all_points = rig_store.merged_points(old, new)
     calibration = None
-    stored = None
-    if all_points:
-        calibration = fit_calibration(rig.describe(), today, [_as_measured(p) for p in all_points])
-        if request.store:
-            record = rig_store.RigRecord(rig, build, calibration, all_points)
-            stored = str(rig_store.save(record, request.env))
+    stored = not_stored = None
+    with rig_store.locked(request.env):
+        old = rig_store.load(rig, request.env)
+        all_points = rig_store.merged_points(old, new)
+        if all_points:
+            calibration = fit_calibration(rig.describe(), today, [p.measured() for p in all_points])
+            if request.store:
+                record = rig_store.RigRecord(rig, build, calibration, all_points)
+                try:
+                    stored = str(rig_store.save(record, request.env))
+                except OSError as exc:
+                    not_stored = f"{rig_store.store_dir(request.env)}: {exc.strerror or exc}"
     points = []
     for m in measured:
         pred = _tps(m.predicted, m.row.decode)
         cal = pred
         if calibration is not None and m.point is not None:
-            cal = _calibrated_tps(calibration, m.point)
+            s = predicted_s(calibration, m.point)
+            cal = 1.0 / s if s > 0 else 0.0
         points.append(
             BenchPoint(m.config, m.row.test, m.row.decode, m.row.avg_ts, m.row.stddev_ts, pred, cal)
         )
@@ -454,6 +472,8 @@ def _finish(
         stopped=stopped,
         elapsed_s=time.monotonic() - started,
         host=host.describe(),
+        store_skipped=old.skipped if old is not None else 0,
+        not_stored=not_stored,
     )
 
 
@@ -461,13 +481,6 @@ def _tps(est: SpeedEstimate | None, decode: bool) -> float:
     if est is None:
         return 0.0
     return est.decode_tps if decode else est.prefill_tps
-
-
-def _calibrated_tps(cal: Calibration, p: MeasuredPoint) -> float:
-    g = cal.gpu_decode if p.decode else cal.gpu_prefill
-    h = cal.host_decode if p.decode else cal.host_prefill
-    s = g * p.gpu_s + h * p.host_s + p.other_s
-    return 1.0 / s if s > 0 else 0.0
 
 
 def _stored(model: str, m: _Measured, date: str) -> StoredPoint:
@@ -488,16 +501,6 @@ def _stored(model: str, m: _Measured, date: str) -> StoredPoint:
     )
 
 
-def _as_measured(p: StoredPoint) -> MeasuredPoint:
-    return MeasuredPoint(
-        decode=p.decode,
-        measured_s=1.0 / p.measured_tps if p.measured_tps > 0 else 0.0,
-        gpu_s=p.gpu_s,
-        host_s=p.host_s,
-        other_s=p.other_s,
-    )
-
-
 def record_served(
     model: str,
     config: str,
@@ -507,21 +510,17 @@ def record_served(
     devices: Sequence[DeviceSpec],
     host: HostSpec,
     env: dict[str, str] | None = None,
-) -> Calibration | None:
-    """A served request's speed (llama-server's own timings) that missed the prediction by
-    much, kept as one more calibration point of this rig; the refitted calibration."""
+) -> str | None:
+    """A served request's speed (llama-server's own timings) kept as one more point of this
+    rig, the calibration fitted anew (served points count once several agree, a bounded
+    step each); what became of it, in words (None: no measurement). The caller has judged
+    the request fit to calibrate (:func:`lltui.core.speed.served.refusal`)."""
     from lltui.sources.gpu import rig_store
 
     rig = local_rig(devices, host)
     today = time.strftime("%Y-%m-%d")
-    gpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name != CPU)
-    cpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name == CPU)
-    link = est.link_decode_ms if decode else est.link_prefill_ms
+    split = split_prediction(est, decode, measured_tps)
     tps = est.decode_tps if decode else est.prefill_tps
-    parts = gpu + cpu + link
-    if tps <= 0 or parts <= 0 or measured_tps <= 0:
-        return None
-    scale = (1.0 / tps) / parts
     point = rig_store.StoredPoint(
         model=model,
         config=config,
@@ -529,18 +528,72 @@ def record_served(
         decode=decode,
         measured_tps=round(measured_tps, 3),
         predicted_tps=round(tps, 3),
-        gpu_s=gpu * scale,
-        host_s=cpu * scale,
-        other_s=link * scale,
+        gpu_s=split.gpu_s,
+        host_s=split.host_s,
+        other_s=split.other_s,
         date=today,
-        source="llama-server",
+        source=rig_store.SERVED,
     )
-    old = rig_store.load(rig, env)
-    points = rig_store.merged_points(old, [point])
-    cal = fit_calibration(rig.describe(), today, [_as_measured(p) for p in points])
-    build = old.llama_build if old else "unknown"
-    rig_store.save(rig_store.RigRecord(rig, build, cal, points), env)
-    return cal
+    if not point.usable:
+        return None
+    with rig_store.locked(env):
+        old = rig_store.load(rig, env)
+        points = rig_store.merged_points(old, [point])
+        cal = fit_calibration(rig.describe(), today, [p.measured() for p in points])
+        build = old.llama_build if old else "unknown"
+        rig_store.save(rig_store.RigRecord(rig, build, cal, points), env)
+    kind = point.measured().kind
+    before = getattr(old.calibration, kind) if old is not None else 1.0
+    after = getattr(cal, kind)
+    if after != before:
+        return (
+            f"kept as a calibration point: {SCALE_NAMES[kind]} now x{after:.2f} (was x{before:.2f})"
+        )
+    mine = sum(1 for p in points if p.source == rig_store.SERVED and p.measured().kind == kind)
+    if mine < MIN_AGREE:
+        return (
+            f"kept as a calibration point, held: {mine} of the {MIN_AGREE} agreeing ones "
+            "a calibration waits for"
+        )
+    return "kept as a calibration point; the calibration stays as it was"
+
+
+# --- the store, shown and cleared ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredCalibration:
+    """What this rig keeps: where, and the record (None: nothing kept)."""
+
+    rig: RigIdentity
+    path: str
+    record: RigRecord | None
+    set_aside: tuple[str, ...]  # earlier stores that could not be read, kept beside it
+
+
+def show_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
+    """This machine's rig (its GPUs as NVML lists them, or the host alone) and its store."""
+    from lltui.services.devices import local_devices
+    from lltui.sources.gpu import rig_store
+    from lltui.sources.gpu.cpu import local_host
+
+    devices, _why = local_devices()
+    rig = local_rig(devices, local_host())
+    path = rig_store.record_path(rig, env)
+    record = rig_store.load(rig, env)
+    aside = tuple(sorted(str(p) for p in path.parent.glob(f"{path.name}.unreadable-*")))
+    return StoredCalibration(rig, str(path), record, aside)
+
+
+def reset_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
+    """This rig's store removed (later predictions use the speed model as it is); what was
+    there before."""
+    from lltui.sources.gpu import rig_store
+
+    shown = show_calibration(env)
+    with rig_store.locked(env), contextlib.suppress(FileNotFoundError):
+        os.unlink(shown.path)
+    return shown
 
 
 def with_calibration(options: FitOptions, cal: Calibration | None) -> FitOptions:

@@ -1,16 +1,32 @@
 """The speed of a launched llama-server's served requests beside the prediction for its
 command: shared by ``lltui launch`` and the launch view. Fed the server's log lines; each
-finished request's timing is checked against the speed model at that request's size, and a
-large miss (30% or more, either way) is kept as a calibration point of this rig (once per
-kind of work and launch), so the next predictions here move towards what the rig does."""
+finished request's timing is checked against the speed model at that request's size.
+
+A request may become a calibration point of this rig (once per kind of work and launch)
+only when what it measured is the work the speed model costs: the host otherwise idle over
+the request (``/proc``: other processes' share of its CPUs, the server and lltui left out),
+no other process busy on the server's GPUs (where the monitor's sample says), no other
+request beside it, a model large enough for the speed model to apply
+(:func:`lltui.core.speed.served.refusal` holds the rule). A point kept is then held until
+several agree before the calibration moves, and moves it a bounded step
+(:mod:`lltui.core.speed.calibration`)."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.timings import parse_timing
-from lltui.core.speed.served import ServedSpeeds, SpeedCheck
+from lltui.core.llama.timings import RequestTiming, parse_timing
+from lltui.core.speed.served import (
+    ServeConditions,
+    ServedSpeeds,
+    ServedTasks,
+    SpeedCheck,
+    refusal,
+)
 
 if TYPE_CHECKING:
     from lltui.core.gguf.model import GgufModel
@@ -20,11 +36,17 @@ if TYPE_CHECKING:
     from lltui.core.memory.devices import DeviceSpec
     from lltui.core.memory.results import FitResult, SpeedEstimate
     from lltui.core.monitor.models import RigSample
+    from lltui.sources.gpu.procfs import OthersMeter
+
+PidOf = Callable[[], "int | None"]
+GpuBusy = Callable[[], "float | None"]
 
 
 class SpeedWatch:
     """Served speeds against predictions for one launch (thread-safe: lines come from the
-    server's log reader)."""
+    server's log reader). ``meter`` reads the host's load by other processes (None: unknown,
+    and nothing is kept); ``gpu_busy`` the most SM time another process takes on the
+    server's GPUs (None or returning None: not known)."""
 
     def __init__(
         self,
@@ -37,6 +59,9 @@ class SpeedWatch:
         *,
         store: bool = True,
         env: dict[str, str] | None = None,
+        meter: OthersMeter | None = None,
+        gpu_busy: GpuBusy | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._model = model
         self._result = result
@@ -46,19 +71,31 @@ class SpeedWatch:
         self._config = config
         self._store = store
         self._env = env
+        self._meter = meter
+        self._gpu_busy = gpu_busy
+        self._clock = clock
         self._served = ServedSpeeds(self.predict)
+        self._tasks = ServedTasks()
         self._kept: set[bool] = set()  # kinds (prompt or not) already kept this launch
         self._lock = threading.Lock()
         self.last: dict[bool, SpeedCheck] = {}  # the latest check of each kind
         self.stored: list[str] = []  # what was kept, in words
 
     @classmethod
-    def for_sample(cls, args: LlamaArgs, sample: RigSample | None) -> SpeedWatch | None:
+    def for_sample(
+        cls,
+        args: LlamaArgs,
+        sample: RigSample | None,
+        *,
+        pid: PidOf | None = None,
+        gpu_busy: GpuBusy | None = None,
+    ) -> SpeedWatch | None:
         """For the GPUs of a rig sample (None or a simulated rig: the host alone)."""
         from lltui.services.devices import devices_from_sample
 
         real = sample if sample is not None and not sample.simulated else None
-        return cls.for_command(args, devices_from_sample(real) if real is not None else [])
+        devices = devices_from_sample(real) if real is not None else []
+        return cls.for_command(args, devices, pid=pid, gpu_busy=gpu_busy)
 
     @classmethod
     def for_command(
@@ -68,15 +105,20 @@ class SpeedWatch:
         *,
         store: bool = True,
         env: dict[str, str] | None = None,
+        pid: PidOf | None = None,
+        gpu_busy: GpuBusy | None = None,
+        meter: OthersMeter | None = None,
     ) -> SpeedWatch | None:
-        """A watch for this command on these local devices (none: the host alone); None when
-        the model or the estimate cannot be read."""
+        """A watch for this command on these local devices (none: the host alone), the
+        server's pid given by ``pid`` once it runs; None when the model or the estimate
+        cannot be read."""
         from lltui.core.fit.estimate import estimate
         from lltui.core.memory.common import FitError
         from lltui.core.memory.results import FitOptions
         from lltui.services.bench import local_calibration
         from lltui.services.fit import read_model
         from lltui.sources.gpu.cpu import local_host
+        from lltui.sources.gpu.procfs import OthersMeter
         from lltui.sources.models.read import ModelError
 
         if args.model_path is None:
@@ -88,8 +130,21 @@ class SpeedWatch:
             result = estimate(model, args, devices, FitOptions(search=False, host=host))
         except (FitError, ModelError, ValueError, OSError):
             return None
+        if meter is None and pid is not None:
+            meter = OthersMeter(pid)
         config = " ".join(args.memory_args) or "defaults"
-        return cls(model, result, devices, host, cal, config, store=store, env=env)
+        return cls(
+            model,
+            result,
+            devices,
+            host,
+            cal,
+            config,
+            store=store,
+            env=env,
+            meter=meter,
+            gpu_busy=gpu_busy,
+        )
 
     def _estimate(self, prompt: bool, depth: int, tokens: int, calibrated: bool) -> SpeedEstimate:
         from lltui.core.speed.model import estimate_speed
@@ -112,25 +167,55 @@ class SpeedWatch:
 
     def feed(self, line: str) -> SpeedCheck | None:
         """A log line; the check of the request it finishes, if it does."""
+        now = self._clock()
+        with self._lock:
+            if self._tasks.feed(line, now) and self._meter is not None:
+                self._meter.mark()  # a request began: the host's load is read from here
         timing = parse_timing(line)
         if timing is None:
             return None
         with self._lock:
             check = self._served.feed(timing)
+            if check is not None and self._store and check.prompt not in self._kept:
+                check = self._judge(check, timing, now)
+            if not timing.prompt:
+                self._tasks.done(timing.task)  # its generation is its last timed part
             if check is None:
                 return None
             self.last[check.prompt] = check
-            if check.large_miss and self._store and check.prompt not in self._kept:
-                self._kept.add(check.prompt)
-                self._keep(check)
         return check
 
-    def _keep(self, check: SpeedCheck) -> None:
-        from lltui.services.bench import record_served
+    def _judge(self, check: SpeedCheck, timing: RequestTiming, now: float) -> SpeedCheck:
+        """Keep the check as a calibration point where the request measured what the speed
+        model costs; say why not where it missed by much (else it would only be noise)."""
+        from lltui.core.speed.model import fixed_share
 
         est = self._estimate(check.prompt, check.depth, check.tokens, calibrated=False)
+        started, shared = self._tasks.window(check.task)
+        since = started if started is not None else now - timing.ms / 1000
+        why = refusal(
+            ServeConditions(
+                host_busy=self._meter.share_since(since) if self._meter is not None else None,
+                gpu_busy=self._gpu_busy() if self._gpu_busy is not None else None,
+                shared=shared,
+                fixed_share=fixed_share(est, not check.prompt),
+            )
+        )
+        if why is not None:
+            no = f"not kept as a calibration point: {why}"
+            return replace(check, calibration=no) if check.large_miss else check
+        said = self._keep(check, est)
+        if said is None:
+            return check
+        self._kept.add(check.prompt)
+        self.stored.append(f"{'prompt' if check.prompt else 'generation'} speed {said}")
+        return replace(check, calibration=said)
+
+    def _keep(self, check: SpeedCheck, est: SpeedEstimate) -> str | None:
+        from lltui.services.bench import record_served
+
         try:
-            record_served(
+            return record_served(
                 self._model.path,
                 self._config,
                 not check.prompt,
@@ -141,5 +226,19 @@ class SpeedWatch:
                 self._env,
             )
         except OSError:
-            return  # a read-only data dir: the comparison is still shown
-        self.stored.append(f"{'prompt' if check.prompt else 'generation'} speed kept")
+            return None  # a read-only data dir: the comparison is still shown
+
+
+def gpu_busy_of_others(sample: RigSample | None, pid: int | None) -> float | None:
+    """The most SM time (%) a process other than ``pid`` took on a GPU ``pid`` holds memory
+    on (on any GPU where it holds none); None where no such share is reported."""
+    if sample is None or pid is None:
+        return None
+    procs = [p for g in sample.gpus for p in g.processes]
+    mine = {p.gpu_index for p in procs if p.pid == pid}
+    shares = [
+        p.sm_util
+        for p in procs
+        if p.pid != pid and p.sm_util is not None and (not mine or p.gpu_index in mine)
+    ]
+    return max(shares, default=None)

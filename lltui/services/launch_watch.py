@@ -25,7 +25,7 @@ from lltui.services.launch import (
     Note,
     describe_exit,
 )
-from lltui.services.launch_speed import SpeedWatch
+from lltui.services.launch_speed import SpeedWatch, gpu_busy_of_others
 from lltui.services.router_prep import RouterRequest
 from lltui.services.router_watch import RouterRowView
 from lltui.sources.llama.supervisor import ServerExit
@@ -78,7 +78,7 @@ class LaunchState:
     # the server's own timing of its last requests beside the prediction at their size
     served_prompt: SpeedCheck | None = None
     served_generation: SpeedCheck | None = None
-    speed_kept: str | None = None  # a large miss kept as a calibration point of this rig
+    speed_kept: str | None = None  # a served request kept as a calibration point of this rig
 
 
 class LaunchController:
@@ -197,7 +197,12 @@ class LaunchController:
         sample = self._latest_sample()
         # a simulated rig's GPUs are not what the server runs on: it runs on this host
         real = sample if sample is not None and not sample.simulated else None
-        self._speed = SpeedWatch.for_sample(prepared.spec.args, real)
+        self._speed = SpeedWatch.for_sample(
+            prepared.spec.args,
+            real,
+            pid=lambda: session.pid,
+            gpu_busy=lambda: gpu_busy_of_others(self._latest_sample(), session.pid),
+        )
         predicted = predict_speed(prepared.spec.args, real) if real is not None else None
         if predicted is None and self._speed is not None:
             predicted = (

@@ -112,9 +112,10 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
         if check is not None:
             # the server's own timing of its last request against the prediction at its size
             tone = "$warning" if check.large_miss else "$text-muted"
-            lines.append(f"[{tone}]served {escape(check.line())}[/]")
+            said = f"; {check.calibration}" if check.calibration else ""
+            lines.append(f"[{tone}]served {escape(check.line() + said)}[/]")
     if st.speed_kept:
-        lines.append(f"[$text-muted]{escape(st.speed_kept)} as a calibration point[/]")
+        lines.append(f"[$text-muted]{escape(st.speed_kept)}[/]")
     if st.tokens_total is not None:
         lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
     if st.check is not None:

@@ -101,6 +101,7 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
 def compute_estimate(request: FitRequest, sample: RigSample | None) -> FitOutcome:
     """The estimate alone (the quant table takes longer: :func:`compute_quants` after it)."""
     from lltui.core.llama.args import parse_llama_args
+    from lltui.core.speed.calibration import miss_text
     from lltui.services.fit import FitFailed, estimate_setup, prepare
     from lltui.services.fit import FitRequest as ServiceRequest
 
@@ -125,8 +126,9 @@ def compute_estimate(request: FitRequest, sample: RigSample | None) -> FitOutcom
         setup = prepare(wanted)
         out.notes += list(setup.notes)
         out.measured = [
-            f"measured here: {p.test} {p.measured_tps:.1f} t/s (predicted {p.predicted_tps:.1f}"
-            f" before calibrating; {p.source}, {p.date})"
+            f"measured here: {p.test} {p.measured_tps:.1f} t/s, "
+            f"{miss_text(p.measured_tps, p.predicted_tps)} before calibrating "
+            f"({p.predicted_tps:.1f}; {p.source}, {p.date})"
             for p in setup.measured[-4:]
         ]
         out.result = estimate_setup(setup)

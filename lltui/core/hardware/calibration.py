@@ -1,11 +1,13 @@
 """What a rig measured of itself (``lltui bench``): how much longer or shorter its GPUs and
 its host took than the speed model predicted, per kind of work, and when. The speed model
 scales its times by these (:mod:`lltui.core.speed.calibration`); ``lltui bench`` fits them
-from llama-bench runs and stores them per rig (GPU models, driver, llama.cpp build)."""
+from llama-bench runs (and a launch from served requests, guarded) and stores them per rig
+(GPU models, driver, llama.cpp build)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,18 +22,14 @@ class Calibration:
     host_decode: float = 1.0
     host_prefill: float = 1.0
     points: int = 0  # measurements behind it
+    held: int = 0  # served requests kept but not counted until several agree
 
     def with_scale(self, field: str, value: float) -> Calibration:
         """A copy with one scale (``gpu_decode`` ...) set."""
-        return Calibration(
-            rig=self.rig,
-            date=self.date,
-            gpu_decode=value if field == "gpu_decode" else self.gpu_decode,
-            gpu_prefill=value if field == "gpu_prefill" else self.gpu_prefill,
-            host_decode=value if field == "host_decode" else self.host_decode,
-            host_prefill=value if field == "host_prefill" else self.host_prefill,
-            points=self.points,
-        )
+        changes: dict[str, Any] = {field: value}
+        return replace(self, **changes)
 
     def note(self) -> str:
-        return f"calibrated on this rig, {self.date}"
+        """What a prediction that uses it says: ``calibrated on this rig from 5 points,
+        2026-01-02`` (the newest point that counts)."""
+        return f"calibrated on this rig from {self.points} points, {self.date}"

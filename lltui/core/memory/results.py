@@ -198,6 +198,8 @@ class DeviceSpeed:
     prefill_bound: str
     decode_bytes: int  # read per token
     assumed: bool = False  # the GPU model was not known: ASSUMED_GPU's numbers
+    decode_fixed_ms: float = 0.0  # of decode_ms, what does not grow with the work
+    prefill_fixed_ms: float = 0.0  # of prefill_ms, likewise
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +217,7 @@ class SpeedEstimate:
     decode_tps_full: float  # at a full context (n_ctx_seq cells read)
     notes: tuple[str, ...] = ()
     host: str = ""  # the host CPU and memory the prediction assumed
-    calibrated: str | None = None  # "calibrated on this rig, DATE" when a rig's bench applied
+    calibrated: str | None = None  # "calibrated on this rig from N points, DATE" where one applied
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,23 +1,39 @@
 """A rig's own measurements in the speed model: the scales of a :class:`Calibration`
 applied to each device's predicted times, and fitted from measured points.
 
-A measured point is a llama-bench result beside the uncalibrated prediction of the same
-command, split into the seconds the GPUs, the host and the links take. The scales are
-measured over predicted time per kind of work (GPU or host, decode or prompt), fitted in
-turn on the points where that work weighs most (a few rounds of a one-dimensional least
-squares in log space), and clamped to a factor of 5: a measurement that far off is a wrong
-setup, not a faster card.
+A measured point is a llama-bench result (or a served request's timing) beside the
+uncalibrated prediction of the same command, split into the seconds the GPUs, the host and
+the links take. The scales are measured over predicted time per kind of work (GPU or host,
+decode or prompt), fitted in turn on the points where that work weighs most (a few rounds of
+a one-dimensional least squares in log space), and clamped to a factor of 5: a measurement
+that far off is a wrong setup, not a faster card.
+
+llama-bench points are what the user ran to calibrate: they count as they are. A served
+request is a measurement nobody set up (another request, a cold cache, a throttled card may
+have slowed it), so served points are held until :data:`MIN_AGREE` of one kind of work agree
+(within :data:`AGREE_WITHIN` of their median); those that agree then count, and each moves
+its scale at most :data:`STEP` from where the llama-bench points alone put it. One outlier
+changes nothing; a rig that really runs faster or slower gets there in a few launches.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lltui.core.hardware.calibration import Calibration
 
 SCALE_LIMIT = 5.0
+MIN_AGREE = 3  # served points of one kind of work that must agree before any counts
+AGREE_WITHIN = 1.25  # ... each within this factor of their median
+STEP = 1.25  # how far each served point that counts may move its scale
+SCALE_NAMES = {
+    "gpu_decode": "GPU decode",
+    "gpu_prefill": "GPU prompt",
+    "host_decode": "host decode",
+    "host_prefill": "host prompt",
+}
 _FIELDS = {
     (True, "gpu"): "gpu_decode",
     (False, "gpu"): "gpu_prefill",
@@ -36,6 +52,44 @@ class MeasuredPoint:
     gpu_s: float
     host_s: float
     other_s: float = 0.0
+    served: bool = False  # a served request's timing, not a llama-bench run
+    date: str = ""  # YYYY-MM-DD it was measured
+
+    @property
+    def kind(self) -> str:
+        """The scale it measures most: ``gpu_decode``, ``host_prefill`` ..."""
+        return _FIELDS[(self.decode, "gpu" if self.gpu_s >= self.host_s else "host")]
+
+    @property
+    def usable(self) -> bool:
+        """A measurement at all: a finite time above zero, a finite prediction above zero
+        made of parts none of which is negative (NaN, infinity, 0 and negative speeds
+        from a broken run or a damaged store are none)."""
+        parts = (self.gpu_s, self.host_s, self.other_s)
+        return (
+            0 < self.measured_s < math.inf
+            and all(0 <= x < math.inf for x in parts)
+            and 0 < sum(parts) < math.inf
+        )
+
+
+def miss(measured: float, predicted: float) -> float | None:
+    """A measurement relative to its prediction, less one: -0.96 is 96% slower than
+    predicted, +0.5 half as fast again (None: no prediction to hold it against)."""
+    if not (0 < predicted < math.inf and 0 <= measured < math.inf):
+        return None
+    return measured / predicted - 1
+
+
+def miss_pct(measured: float, predicted: float) -> str:
+    """``-96%``: measured relative to predicted, negative when slower (``n/a``: no prediction)."""
+    m = miss(measured, predicted)
+    return "n/a" if m is None else f"{round(100 * m):+d}%"
+
+
+def miss_text(measured: float, predicted: float) -> str:
+    """``measured -96% vs predicted``: how every miss of a prediction is printed."""
+    return f"measured {miss_pct(measured, predicted)} vs predicted"
 
 
 def apply_calibration(
@@ -51,7 +105,8 @@ def apply_calibration(
     return out, cal.note()
 
 
-def _predicted(cal: Calibration, p: MeasuredPoint) -> float:
+def predicted_s(cal: Calibration, p: MeasuredPoint) -> float:
+    """The point's predicted seconds with ``cal``'s scales applied."""
     g = getattr(cal, _FIELDS[(p.decode, "gpu")])
     h = getattr(cal, _FIELDS[(p.decode, "host")])
     return g * p.gpu_s + h * p.host_s + p.other_s
@@ -68,7 +123,7 @@ def _fit_one(cal: Calibration, field: str, points: Sequence[MeasuredPoint]) -> C
 
     def loss(scale: float) -> float:
         c = cal.with_scale(field, scale)
-        return sum(math.log(max(_predicted(c, p), 1e-12) / p.measured_s) ** 2 for p in mine)
+        return sum(math.log(max(predicted_s(c, p), 1e-12) / p.measured_s) ** 2 for p in mine)
 
     lo, hi = math.log(1 / SCALE_LIMIT), math.log(SCALE_LIMIT)
     ratio = (math.sqrt(5) - 1) / 2
@@ -83,10 +138,56 @@ def _fit_one(cal: Calibration, field: str, points: Sequence[MeasuredPoint]) -> C
 
 
 def fit_calibration(rig: str, date: str, points: Sequence[MeasuredPoint]) -> Calibration:
-    """The scales that best match ``points`` (1.0 where no point measures that work)."""
-    good = [p for p in points if p.measured_s > 0 and p.gpu_s + p.host_s + p.other_s > 0]
-    cal = Calibration(rig=rig, date=date, points=len(good))
+    """The scales that best match ``points`` (1.0 where no point measures that work):
+    llama-bench points as they are, served points once several agree, each moving its
+    scale a bounded step (see the module docstring). ``date``: where no point has one."""
+    good = [p for p in points if p.usable]
+    bench = [p for p in good if not p.served]
+    served = [p for p in good if p.served]
+    base = _fit(Calibration(rig=rig, date=date), bench)
+    counted = _agreeing(base, served)
+    cal = _bounded(base, _fit(base, [*bench, *counted]), counted) if counted else base
+    dates = [p.date for p in (*bench, *counted) if p.date]
+    return replace(
+        cal,
+        date=max(dates, default=date),
+        points=len(bench) + len(counted),
+        held=len(served) - len(counted),
+    )
+
+
+def _fit(cal: Calibration, points: Sequence[MeasuredPoint]) -> Calibration:
     for _round in range(4):
         for field in _FIELDS.values():
-            cal = _fit_one(cal, field, good)
+            cal = _fit_one(cal, field, points)
+    return cal
+
+
+def _agreeing(base: Calibration, served: Sequence[MeasuredPoint]) -> list[MeasuredPoint]:
+    """The served points that count: of each kind of work, those within AGREE_WITHIN of the
+    median miss (against ``base``), where at least MIN_AGREE do."""
+    out: list[MeasuredPoint] = []
+    for kind in _FIELDS.values():
+        mine = [p for p in served if p.kind == kind]
+        if len(mine) < MIN_AGREE:
+            continue
+        ratios = [p.measured_s / max(predicted_s(base, p), 1e-12) for p in mine]
+        ordered = sorted(ratios)
+        mid = math.sqrt(ordered[(len(ordered) - 1) // 2] * ordered[len(ordered) // 2])
+        agree = [
+            p for p, r in zip(mine, ratios, strict=True) if max(r / mid, mid / r) <= AGREE_WITHIN
+        ]
+        if len(agree) >= MIN_AGREE:
+            out += agree
+    return out
+
+
+def _bounded(base: Calibration, cal: Calibration, counted: Sequence[MeasuredPoint]) -> Calibration:
+    """Each scale at most STEP per served point of its kind away from ``base`` (a scale no
+    served point measures stays where the llama-bench points put it)."""
+    for field in _FIELDS.values():
+        n = sum(1 for p in counted if p.kind == field)
+        was = getattr(base, field)
+        lo, hi = max(was / STEP**n, 1 / SCALE_LIMIT), min(was * STEP**n, SCALE_LIMIT)
+        cal = cal.with_scale(field, round(min(max(getattr(cal, field), lo), hi), 4))
     return cal

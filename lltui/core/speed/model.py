@@ -65,6 +65,8 @@ class _Times:
     prefill_s: float
     bound: str
     prefill_bound: str
+    decode_fixed_s: float = 0.0  # of decode_s, what does not grow with the work (launches, syncs)
+    prefill_fixed_s: float = 0.0  # of prefill_s, likewise per ubatch
 
 
 # --- a GPU -----------------------------------------------------------------------------------
@@ -130,6 +132,8 @@ def _gpu_times(g: GpuSpec, tot: Part, flash: bool, ub: int, p: SpeedParams) -> _
         pre,
         MEMORY if dec_mem >= dec_cmp else COMPUTE,
         COMPUTE if pre_cmp >= pre_mem else MEMORY,
+        overhead,
+        overhead + tails,
     )
 
 
@@ -177,6 +181,8 @@ def _host_times(
         max(pre_cmp, pre_mem) + attn_pre + fixed,
         MEMORY if dec_mem >= dec_cmp else COMPUTE,
         COMPUTE if pre_cmp >= pre_mem else MEMORY,
+        fixed,
+        fixed,
     )
 
 
@@ -411,9 +417,7 @@ def estimate_speed(
     if calibration is not None:
         times_s = {n: (t.decode_s, t.prefill_s) for n, t in times.items()}
         scaled, calibrated = apply_calibration(calibration, times_s, set(gpus))
-        times = {
-            n: replace(t, decode_s=scaled[n][0], prefill_s=scaled[n][1]) for n, t in times.items()
-        }
+        times = {n: _scaled(t, *scaled[n]) for n, t in times.items()}
     speeds = [
         DeviceSpeed(
             n,
@@ -424,6 +428,8 @@ def estimate_speed(
             t.prefill_bound,
             int(parts[n].decode_bytes),
             described[n][1],
+            t.decode_fixed_s * 1e3,
+            t.prefill_fixed_s * 1e3,
         )
         for n, t in times.items()
     ]
@@ -431,6 +437,33 @@ def estimate_speed(
         speeds, link_dec, link_pre, result, depth, ub, prompt_tokens, extra_full_s, notes, host
     )
     return replace(out, calibrated=calibrated) if calibrated else out
+
+
+def _scaled(t: _Times, decode_s: float, prefill_s: float) -> _Times:
+    """A device's times set to calibrated ones, its fixed parts scaled alike."""
+    dec = decode_s / t.decode_s if t.decode_s > 0 else 1.0
+    pre = prefill_s / t.prefill_s if t.prefill_s > 0 else 1.0
+    return replace(
+        t,
+        decode_s=decode_s,
+        prefill_s=prefill_s,
+        decode_fixed_s=t.decode_fixed_s * dec,
+        prefill_fixed_s=t.prefill_fixed_s * pre,
+    )
+
+
+def fixed_share(s: SpeedEstimate, decode: bool) -> float:
+    """What share of a token's (decode) or a ubatch's (prompt) predicted time is fixed
+    costs: kernel launches and syncs per layer on a GPU, op dispatch and thread barriers per
+    layer on the host, the hops between devices. Near 1 for a tiny model, where what is
+    measured says little of the work a calibration scales (1.0 where nothing is predicted)."""
+    if decode:
+        fixed = sum(d.decode_fixed_ms for d in s.devices) + s.link_decode_ms
+        total = sum(d.decode_ms for d in s.devices) + s.link_decode_ms
+    else:
+        fixed = sum(d.prefill_fixed_ms for d in s.devices) + s.link_prefill_ms
+        total = sum(d.prefill_ms for d in s.devices) + s.link_prefill_ms
+    return min(1.0, fixed / total) if total > 0 else 1.0
 
 
 def _share(part: Part, n: int) -> Part:

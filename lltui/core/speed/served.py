@@ -1,18 +1,42 @@
 """Measured against predicted for the requests a llama-server serves: its own timing of each
 request (:mod:`lltui.core.llama.timings`) beside the speed model's prediction of the same
 command at that request's size (the prompt's tokens; decode at the depth the request
-reached), and the difference. A large miss is worth keeping as a calibration point."""
+reached), and the difference.
+
+A served request may calibrate the rig only when what it measured is the work the speed
+model costs (:func:`refusal` says why not):
+
+- the host was otherwise idle: processes other than the server and lltui took at most
+  :data:`HOST_BUSY_MAX` of all its CPUs' time over the request (unknown: refused);
+- no other process kept a GPU the server runs on busy (at most :data:`GPU_BUSY_MAX` % of its
+  SM time, where the monitor knows it);
+- the request ran alone on the server (another slot's request halves its speed);
+- the model is large enough for the speed model to apply: its fixed per-token costs
+  (kernel launches and syncs per layer, the host's op dispatch, hops between devices: the
+  speed model's own overhead terms) are at most :data:`FIXED_SHARE_MAX` of the predicted
+  time, so most of what was measured is work the calibration scales. By the speed model's
+  numbers, generation on a current GPU passes from a 1B model at 8 bits or a 3B at 4 bits
+  (35-60 MB of weights per layer); on a CPU from a few MB per layer (a 0.5B model);
+  prompts, compute-bound, pass sooner. A toy model never calibrates generation."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from lltui.core.llama.timings import RequestTiming
+from lltui.core.speed.calibration import miss, miss_text
 
 MIN_PROMPT_TOKENS = 64  # shorter prompts time launches and syncs, not throughput
 MIN_GEN_TOKENS = 16
-LARGE_MISS = 0.3  # measured this far from predicted (either way): a calibration point
+LARGE_MISS = 0.3  # measured this far from predicted (either way): worth a look
+HOST_BUSY_MAX = 0.10  # of all CPUs' time, taken by other processes during the request
+GPU_BUSY_MAX = 10.0  # % of a GPU's SM time another process took
+FIXED_SHARE_MAX = 0.5  # of the predicted time, the speed model's fixed costs
+# llama-server's slot lines (default verbosity; plain and --log-jsonl logs alike)
+_STARTED = re.compile(r"\|\s*task\s+(\d+)\s*\|\s*processing task")
+_STOPPED = re.compile(r"\|\s*task\s+(\d+)\s*\|\s*stop processing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +49,12 @@ class SpeedCheck:
     depth: int  # cells in the context when it ran (generation: half way through)
     measured_tps: float
     predicted_tps: float
+    calibration: str | None = None  # what became of it as a calibration point, in words
 
     @property
     def diff(self) -> float:
         """Measured over predicted, less one (+0.1: 10% faster than predicted)."""
-        return self.measured_tps / self.predicted_tps - 1 if self.predicted_tps else 0.0
+        return miss(self.measured_tps, self.predicted_tps) or 0.0
 
     @property
     def large_miss(self) -> bool:
@@ -37,10 +62,8 @@ class SpeedCheck:
 
     def line(self) -> str:
         what = "prompt" if self.prompt else "generation"
-        return (
-            f"{what} {self.tokens} tokens: {self.measured_tps:.1f} t/s measured, "
-            f"{self.predicted_tps:.1f} predicted ({100 * self.diff:+.0f}%)"
-        )
+        m, p = self.measured_tps, self.predicted_tps
+        return f"{what} {self.tokens} tokens: {m:.1f} t/s, {p:.1f} predicted: {miss_text(m, p)}"
 
 
 class ServedSpeeds:
@@ -68,3 +91,79 @@ class ServedSpeeds:
         if not predicted or timing.tps <= 0:
             return None
         return SpeedCheck(timing.task, timing.prompt, timing.tokens, depth, timing.tps, predicted)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConditions:
+    """What else went on while a request was served."""
+
+    host_busy: float | None  # share of all CPUs' time other processes took; None: unknown
+    gpu_busy: float | None  # the most SM time (%) another process took on its GPUs; None: unknown
+    shared: bool  # another request ran on the server at the same time
+    fixed_share: float  # of the predicted time, the speed model's fixed costs
+
+
+def refusal(c: ServeConditions) -> str | None:
+    """Why a served request cannot calibrate this rig, in words (None: it can)."""
+    if c.host_busy is None:
+        return "the host's load over the request could not be read"
+    if c.host_busy > HOST_BUSY_MAX:
+        return (
+            f"the host was busy (other processes took {100 * c.host_busy:.0f}% of its CPUs; "
+            f"at most {100 * HOST_BUSY_MAX:.0f}% calibrates)"
+        )
+    if c.gpu_busy is not None and c.gpu_busy > GPU_BUSY_MAX:
+        return f"another process kept a GPU {c.gpu_busy:.0f}% busy"
+    if c.shared:
+        return "another request was served at the same time"
+    if c.fixed_share > FIXED_SHARE_MAX:
+        return (
+            f"the model is too small for the speed model to apply (fixed per-token costs are "
+            f"{100 * c.fixed_share:.0f}% of its predicted time; at most "
+            f"{100 * FIXED_SHARE_MAX:.0f}% calibrates)"
+        )
+    return None
+
+
+class ServedTasks:
+    """When each request began and whether another ran beside it, from llama-server's slot
+    lines (``processing task``, ``stop processing``); ``now`` is the caller's clock."""
+
+    def __init__(self) -> None:
+        self._running: dict[int, float] = {}  # task -> when its start line came
+        self._shared: set[int] = set()
+        self._ended: dict[int, tuple[float, bool]] = {}  # the last few, for late timing lines
+
+    def feed(self, line: str, now: float) -> bool:
+        """Read one log line; True when it started a request."""
+        if "processing task" in line and (m := _STARTED.search(line)):
+            task = int(m.group(1))
+            if self._running:
+                self._shared.update(self._running)
+                self._shared.add(task)
+            self._running[task] = now
+            self._bound()
+            return True
+        if "stop processing" in line and (m := _STOPPED.search(line)):
+            self.done(int(m.group(1)))
+        return False
+
+    def done(self, task: int) -> None:
+        """``task`` finished (its release line, or its last timing line: a release line
+        lost must not leave every later request looking shared)."""
+        if task in self._running:
+            self._ended[task] = (self._running.pop(task), task in self._shared)
+            self._shared.discard(task)
+            self._bound()
+
+    def window(self, task: int) -> tuple[float | None, bool]:
+        """When ``task`` began (None: its start was not seen) and whether it was shared."""
+        if task in self._running:
+            return self._running[task], task in self._shared
+        return self._ended.get(task, (None, False))
+
+    def _bound(self) -> None:
+        for kept in (self._running, self._ended):
+            while len(kept) > 64:
+                kept.pop(next(iter(kept)))
+        self._shared &= set(self._running)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import pwd
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -87,6 +89,20 @@ def full_name(comm: str, cmdline: tuple[str, ...]) -> str:
     return comm
 
 
+def cpu_times(stat: Path) -> list[int] | None:
+    """``/proc/stat``'s first line: user nice system idle iowait irq softirq steal, in ticks
+    since boot (guest and guest_nice, which user and nice hold already, left out)."""
+    try:
+        with open(stat, "rb") as f:
+            words = f.readline().split()
+        fields = [int(v) for v in words[1:9]]
+    except (OSError, ValueError):
+        return None
+    if not words or words[0] != b"cpu" or len(fields) < 4:
+        return None
+    return fields + [0] * (8 - len(fields))
+
+
 class CpuMeter:
     """The host's CPU use between two calls, from ``/proc/stat``'s first line: busy time over
     all time, iowait counted idle and guest time not twice (it is in user time already). A
@@ -94,24 +110,11 @@ class CpuMeter:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self._stat = Path(root, "proc", "stat")
-        self._last: list[int] | None = self._times()
-
-    def _times(self) -> list[int] | None:
-        """user nice system idle iowait irq softirq steal, in ticks since boot (guest and
-        guest_nice, which user and nice hold already, left out)."""
-        try:
-            with open(self._stat, "rb") as f:
-                words = f.readline().split()
-            fields = [int(v) for v in words[1:9]]
-        except (OSError, ValueError):
-            return None
-        if not words or words[0] != b"cpu" or len(fields) < 4:
-            return None
-        return fields + [0] * (8 - len(fields))
+        self._last: list[int] | None = cpu_times(self._stat)
 
     def percent(self) -> float | None:
         """Busy share of all CPUs since the last call, 0-100; 0.0 when no time passed."""
-        now = self._times()
+        now = cpu_times(self._stat)
         last, self._last = self._last, now
         if now is None or last is None:
             return None
@@ -217,3 +220,66 @@ class ProcReader:
             return _boot_time(self._proc / "stat") + start_ticks / self._ticks_per_s
         except (OSError, ValueError):
             return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    at: float  # the caller's clock
+    busy: int  # ticks all CPUs were busy since boot
+    total: int
+    mine: int  # CPU ticks of the processes left out (the server, lltui)
+
+
+class OthersMeter:
+    """What share of the host's CPU time processes other than one (a llama-server, by
+    ``pid()``) and lltui itself took between two moments: :meth:`mark` keeps a reading,
+    :meth:`share_since` reads again and compares with the newest reading taken by then."""
+
+    MIN_TICKS = 100  # of all CPUs together: one CPU-second (half a second on two)
+
+    def __init__(
+        self,
+        pid: Callable[[], int | None],
+        root: str | os.PathLike[str] = "/",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pid = pid
+        self._proc = Path(root, "proc")
+        self._clock = clock
+        self._readings: deque[_Reading] = deque(maxlen=64)
+
+    def mark(self) -> None:
+        reading = self._read()
+        if reading is not None:
+            self._readings.append(reading)
+
+    def share_since(self, since: float, slack_s: float = 0.25) -> float | None:
+        """Other processes' share (0-1) of all CPUs' time from the reading taken about
+        ``since`` (up to a second before, ``slack_s`` after) to now; None where no reading
+        is that close (a longer window would water a busy moment down), /proc cannot say,
+        or too little time passed to tell (fewer than MIN_TICKS: a few ticks are noise)."""
+        before = [r for r in self._readings if since - 1.0 <= r.at <= since + slack_s]
+        now = self._read()
+        if not before or now is None:
+            return None
+        start = before[-1]
+        total = now.total - start.total
+        if total < self.MIN_TICKS:
+            return None
+        others = (now.busy - start.busy) - (now.mine - start.mine)
+        return min(1.0, max(0.0, others / total))
+
+    def _read(self) -> _Reading | None:
+        times = cpu_times(self._proc / "stat")
+        pid = self._pid()
+        if times is None or pid is None:
+            return None
+        try:
+            mine = sum(
+                parse_stat((self._proc / name / "stat").read_bytes()).cpu_ticks
+                for name in (str(pid), "self")
+            )
+        except (OSError, ValueError, IndexError):
+            return None
+        total = sum(times)
+        return _Reading(self._clock(), total - times[3] - times[4], total, mine)

@@ -4,23 +4,46 @@ NVIDIA driver and the host CPU name it; the llama.cpp build, the date, the fitte
 :class:`Calibration` and the measured points (the most recent :data:`MAX_POINTS`) go in it.
 
 The driver is read from ``/proc/driver/nvidia/version`` (no NVML needed for a lookup), so a
-prediction finds its rig's calibration without starting anything."""
+prediction finds its rig's calibration without starting anything.
+
+Every fit, quant, launch and bench reads the file, so it is read defensively: at most
+:data:`MAX_STORE_BYTES`, nested at most :data:`MAX_DEPTH` deep, each point checked on its
+own (a point whose speeds are not finite and above zero is skipped and counted, the good ones
+kept). A file that cannot be read at all is never overwritten: it is renamed
+``rig-KEY.json.unreadable-TIMESTAMP`` beside itself, said once on stderr, and the rig starts
+afresh. Writes go to a private temporary file renamed over the old one."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from lltui import paths
 from lltui.core.hardware.calibration import Calibration
+from lltui.core.speed.calibration import SCALE_LIMIT, MeasuredPoint, fit_calibration
 
 STORE_FORMAT = 1
 MAX_POINTS = 64
+MAX_SERVED = 16  # of them, served requests' (the newest; each launch keeps one of a kind)
+SERVED = "llama-server"  # a point's source when a served request measured it
+MAX_STORE_BYTES = 1 << 20  # MAX_POINTS points take about 30 KiB
+MAX_DEPTH = 8  # the format nests three deep
+SCALES = ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill")
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+_told: set[str] = set()  # stores already said to be unreadable, by path
 _DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<v>\d+\.\d+(?:\.\d+)?)")
 
 
@@ -57,7 +80,24 @@ class StoredPoint:
     host_s: float
     other_s: float
     date: str
-    source: str = "llama-bench"  # or "llama-server" for a served request's timings
+    source: str = "llama-bench"  # or SERVED for a served request's timings
+
+    def measured(self) -> MeasuredPoint:
+        """The point as the calibration fit takes it."""
+        return MeasuredPoint(
+            decode=self.decode,
+            measured_s=1.0 / self.measured_tps if self.measured_tps > 0 else 0.0,
+            gpu_s=self.gpu_s,
+            host_s=self.host_s,
+            other_s=self.other_s,
+            served=self.source == SERVED,
+            date=self.date,
+        )
+
+    @property
+    def usable(self) -> bool:
+        """Speeds that are speeds (finite, above zero) and a prediction's parts that are."""
+        return 0 < self.predicted_tps < math.inf and self.measured().usable
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +106,11 @@ class RigRecord:
     llama_build: str
     calibration: Calibration
     points: tuple[StoredPoint, ...] = field(default_factory=tuple)
+    skipped: int = 0  # points in the file that were no measurement (NaN, 0, negative ...)
+
+
+class StoreUnreadable(ValueError):
+    """A store file this version cannot read at all; ``str()`` says why in a few words."""
 
 
 def driver_version(proc: str = "/proc/driver/nvidia/version") -> str | None:
@@ -85,41 +130,175 @@ def record_path(rig: RigIdentity, env: Mapping[str, str] | None = None) -> Path:
     return store_dir(env) / f"rig-{rig.key}.json"
 
 
-def load(rig: RigIdentity, env: Mapping[str, str] | None = None) -> RigRecord | None:
-    """The stored record of this rig, or None (none yet, or unreadable: a fresh start)."""
-    try:
-        raw = json.loads(record_path(rig, env).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    try:
-        return _decode(raw)
-    except (KeyError, TypeError, ValueError):
-        return None
+# --- reading ---------------------------------------------------------------------------------
 
 
-def _decode(raw: dict) -> RigRecord:
+def load(
+    rig: RigIdentity,
+    env: Mapping[str, str] | None = None,
+    *,
+    say: Callable[[str], None] | None = None,
+) -> RigRecord | None:
+    """The stored record of this rig, or None: none yet, or one that cannot be read (set
+    aside, and said through ``say``: one line on stderr by default)."""
+    path = record_path(rig, env)
+    try:
+        record = decode_store(_read(path))
+        if record.rig != rig:
+            raise StoreUnreadable("it names another rig")
+    except OSError:
+        return None  # none yet, or not ours to read: nothing to set aside
+    except StoreUnreadable as exc:
+        with contextlib.suppress(OSError):
+            set_aside(path, str(exc), say)
+        return None
+    return record
+
+
+def _read(path: Path) -> bytes:
+    """At most one byte past the cap, from a regular file only (never waits on a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreUnreadable("not a regular file")
+        return f.read(MAX_STORE_BYTES + 1)
+
+
+def decode_store(data: str | bytes) -> RigRecord:
+    """A store file's content as a record (StoreUnreadable: not one). Points that are no
+    measurement are skipped and counted; the calibration is then fitted anew from the rest."""
+    if len(data) > MAX_STORE_BYTES:
+        raise StoreUnreadable(f"larger than {MAX_STORE_BYTES >> 10} KiB")
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise StoreUnreadable("not UTF-8 text") from None
+    if _depth(text) > MAX_DEPTH:
+        raise StoreUnreadable(f"nested deeper than {MAX_DEPTH}")
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise StoreUnreadable(f"not JSON: {str(exc)[:80]}") from None
+    if not isinstance(raw, dict):
+        raise StoreUnreadable("not a JSON object")
     if raw.get("format") != STORE_FORMAT:
-        raise ValueError("another format")
-    r = raw["rig"]
-    rig = RigIdentity(tuple(r["gpus"]), r.get("driver"), r["cpu"])
-    c = raw["calibration"]
-    cal = Calibration(
-        rig=rig.describe(),
-        date=str(c["date"]),
-        gpu_decode=float(c["gpu_decode"]),
-        gpu_prefill=float(c["gpu_prefill"]),
-        host_decode=float(c["host_decode"]),
-        host_prefill=float(c["host_prefill"]),
-        points=int(c["points"]),
-    )
-    points = tuple(StoredPoint(**p) for p in raw.get("points", []))
-    return RigRecord(rig, str(raw.get("llama_build", "")), cal, points)
+        raise StoreUnreadable(f"format {str(raw.get('format'))[:20]}, not {STORE_FORMAT}")
+    try:
+        rig = _rig(raw["rig"])
+        cal = _calibration(raw["calibration"], rig)
+        build = raw.get("llama_build", "")
+        listed = raw.get("points", [])
+        if not isinstance(build, str) or not isinstance(listed, list):
+            raise TypeError("a field of the wrong type")
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise StoreUnreadable(f"not a calibration store ({str(exc)[:60]})") from None
+    points = tuple(p for p in map(_point, listed) if p is not None)
+    skipped = len(listed) - len(points)
+    if skipped or "held" not in raw["calibration"]:
+        # fitted with what is now skipped, or before served points were held until several
+        # agree (one request on a busy host could move every prediction): fitted anew
+        cal = fit_calibration(cal.rig, cal.date, [p.measured() for p in points])
+    return RigRecord(rig, build, cal, points, skipped)
 
 
-def save(record: RigRecord, env: Mapping[str, str] | None = None) -> Path:
-    """Write the record (atomically; the newest MAX_POINTS points kept)."""
+def _depth(text: str) -> int:
+    """How deep the text's arrays and objects nest (strings left out), without recursion."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_STRING.sub('""', text)):
+        depth += 1 if m.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _rig(r: object) -> RigIdentity:
+    if not isinstance(r, dict):
+        raise TypeError("rig")
+    gpus, driver, cpu = r["gpus"], r.get("driver"), r["cpu"]
+    if not (isinstance(gpus, list) and all(isinstance(g, str) for g in gpus)):
+        raise TypeError("rig.gpus")
+    if not (isinstance(cpu, str) and (driver is None or isinstance(driver, str))):
+        raise TypeError("rig.cpu")
+    return RigIdentity(tuple(gpus), driver, cpu)
+
+
+def _calibration(c: object, rig: RigIdentity) -> Calibration:
+    if not isinstance(c, dict):
+        raise TypeError("calibration")
+    scales: dict[str, Any] = {}
+    for name in SCALES:
+        v = c[name]
+        if not _number(v) or not 1 / SCALE_LIMIT - 1e-9 <= v <= SCALE_LIMIT + 1e-9:
+            raise ValueError(f"calibration.{name} {str(v)[:20]}")
+        scales[name] = float(v)
+    counts: dict[str, Any] = {}
+    for name in ("points", "held"):
+        n = c.get(name, 0)
+        if not (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 10 * MAX_POINTS):
+            raise ValueError(f"calibration.{name}")
+        counts[name] = n
+    return Calibration(rig=rig.describe(), date=str(c["date"])[:40], **scales, **counts)
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+_POINT_TEXT = ("model", "config", "test", "date", "source")
+_POINT_NUMBERS = ("measured_tps", "predicted_tps", "gpu_s", "host_s", "other_s")
+
+
+def _point(p: object) -> StoredPoint | None:
+    """One stored point, or None where it is no measurement (skipped, counted)."""
+    if not isinstance(p, dict) or not isinstance(p.get("decode"), bool):
+        return None
+    if not all(isinstance(p.get(k, ""), str) for k in _POINT_TEXT):
+        return None
+    if not all(_number(p.get(k)) for k in _POINT_NUMBERS):
+        return None
+    known = {f.name for f in fields(StoredPoint)}
+    try:
+        point = StoredPoint(**{k: v for k, v in p.items() if k in known})
+    except TypeError:  # a field missing
+        return None
+    return point if point.usable else None
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def save(
+    record: RigRecord,
+    env: Mapping[str, str] | None = None,
+    *,
+    say: Callable[[str], None] | None = None,
+) -> Path:
+    """Write the record: the newest MAX_POINTS usable points, to a private temporary file
+    renamed over the old one. A file there that cannot be read is set aside first, never
+    overwritten (OSError where it cannot be)."""
     path = record_path(record.rig, env)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(FileNotFoundError):
+        try:
+            decode_store(_read(path))
+        except StoreUnreadable as exc:
+            set_aside(path, str(exc), say)
+    text = encode_store(record)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp made it 0600
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def encode_store(record: RigRecord) -> str:
+    """The file's text: strict JSON (a value that is not finite cannot get in)."""
     cal = record.calibration
     raw = {
         "format": STORE_FORMAT,
@@ -127,24 +306,76 @@ def save(record: RigRecord, env: Mapping[str, str] | None = None) -> Path:
         "llama_build": record.llama_build,
         "calibration": {
             "date": cal.date,
-            "gpu_decode": cal.gpu_decode,
-            "gpu_prefill": cal.gpu_prefill,
-            "host_decode": cal.host_decode,
-            "host_prefill": cal.host_prefill,
+            **{name: getattr(cal, name) for name in SCALES},
             "points": cal.points,
+            "held": cal.held,
         },
-        "points": [asdict(p) for p in record.points[-MAX_POINTS:]],
+        "points": [asdict(p) for p in record.points if p.usable][-MAX_POINTS:],
     }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(raw, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return json.dumps(raw, indent=1, allow_nan=False) + "\n"
+
+
+def set_aside(path: Path, why: str, say: Callable[[str], None] | None = None) -> Path:
+    """Rename a store that cannot be read to ``NAME.unreadable-TIMESTAMP`` beside it and say
+    so once (OSError: it could not be renamed; said once too)."""
+    tell = say or _say
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.unreadable-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.unreadable-{stamp}-{n}")
+    try:
+        os.rename(path, aside)
+    except OSError as exc:
+        if str(path) not in _told:
+            _told.add(str(path))
+            tell(f"the calibration store {path} could not be read ({why}) nor set aside: {exc}")
+        raise
+    tell(f"the calibration store {path} could not be read ({why}); kept as {aside}, started afresh")
+    return aside
+
+
+def _say(line: str) -> None:
+    from lltui.core.text import one_line
+
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"lltui: {one_line(line)}\n")
+
+
+@contextlib.contextmanager
+def locked(env: Mapping[str, str] | None = None) -> Iterator[None]:
+    """The store folder held against other lltui processes for one read-change-write (two
+    launches that keep a point at once would otherwise lose one); unlocked where the
+    folder cannot be made."""
+    import fcntl
+
+    folder = store_dir(env)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def merged_points(old: RigRecord | None, new: Sequence[StoredPoint]) -> tuple[StoredPoint, ...]:
-    """The stored points and the new ones, a newer result of the same run replacing the old."""
+    """The stored points and the new ones: a newer llama-bench result of the same run
+    replaces the old; served requests each stay (several must agree), the newest
+    MAX_SERVED of them."""
     keep: dict[tuple[str, str, str, str], StoredPoint] = {}
+    served: list[StoredPoint] = []
     for p in [*(old.points if old else ()), *new]:
+        if not p.usable:
+            continue
+        if p.source == SERVED:
+            served.append(p)
+            continue
         keep.pop((p.model, p.config, p.test, p.source), None)
         keep[(p.model, p.config, p.test, p.source)] = p
-    return tuple(keep.values())[-MAX_POINTS:]
+    return (*tuple(keep.values())[-(MAX_POINTS - MAX_SERVED) :], *served[-MAX_SERVED:])

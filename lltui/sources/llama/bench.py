@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -70,38 +71,54 @@ class BenchRow:
 
 
 def parse_row(line: str) -> BenchRow | None:
-    """One JSONL line of llama-bench, or None for anything else (a log line, a broken one)."""
+    """One JSONL line of llama-bench, or None for anything else (a log line, a broken one, a
+    count out of llama-bench's int32 range). The speed is kept as printed, NaN or not: the
+    caller counts the rows it cannot use; a spread that is not finite reads as none."""
     try:
         raw = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(raw, dict) or "avg_ts" not in raw:
         return None
     try:
         commit = str(raw.get("build_commit", "unknown"))
-        number = int(raw.get("build_number", 0) or 0)
+        number = _count(raw, "build_number", 0)
+        stddev = float(raw.get("stddev_ts", 0.0))
         return BenchRow(
-            n_prompt=int(raw.get("n_prompt", 0)),
-            n_gen=int(raw.get("n_gen", 0)),
-            n_depth=int(raw.get("n_depth", 0)),
-            n_batch=int(raw.get("n_batch", 2048)),
-            n_ubatch=int(raw.get("n_ubatch", 512)),
-            n_gpu_layers=int(raw.get("n_gpu_layers", -1)),
-            n_cpu_moe=int(raw.get("n_cpu_moe", 0)),
-            n_threads=int(raw.get("n_threads", 0)),
-            flash_attn=int(raw.get("flash_attn", -1)),
+            n_prompt=_count(raw, "n_prompt", 0),
+            n_gen=_count(raw, "n_gen", 0),
+            n_depth=_count(raw, "n_depth", 0),
+            n_batch=_count(raw, "n_batch", 2048, low=1),
+            n_ubatch=_count(raw, "n_ubatch", 512, low=1),
+            n_gpu_layers=_count(raw, "n_gpu_layers", -1, low=-1),
+            n_cpu_moe=_count(raw, "n_cpu_moe", 0),
+            n_threads=_count(raw, "n_threads", 0),
+            flash_attn=_count(raw, "flash_attn", -1, low=-1),
             type_k=str(raw.get("type_k", "f16")),
             type_v=str(raw.get("type_v", "f16")),
             avg_ts=float(raw["avg_ts"]),
-            stddev_ts=float(raw.get("stddev_ts", 0.0)),
+            stddev_ts=stddev if 0 <= stddev < math.inf else 0.0,
             build=f"b{number} ({commit})" if number else commit,
             backends=str(raw.get("backends", "")),
             gpu_info=str(raw.get("gpu_info", "")),
             cpu_info=str(raw.get("cpu_info", "")),
             model_type=str(raw.get("model_type", "")),
         )
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+def _count(raw: dict[str, object], key: str, default: int, low: int = 0) -> int:
+    """An integer field in ``low``..2**31-1 (ValueError otherwise; 1e999 is OverflowError)."""
+    value = raw.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{key} is not a whole number")
+    n = int(value)  # type: ignore[call-overload]
+    if not low <= n < 2**31:
+        raise ValueError(f"{key} {n} out of range")
+    return n
 
 
 def find_llama_bench(env: Mapping[str, str] | None = None) -> Path:

@@ -1,0 +1,286 @@
+"""The calibration store under hostile input: llama-bench rows with speeds that are not
+speeds, store files that are cut short, of another format, nested without end, oversized or
+holding one bad point among good ones. Bad points are skipped with a count, a file that
+cannot be read is set aside (never overwritten), what is parsed is bounded, and writes are
+atomic and private. llama-bench itself cannot be made to print NaN: a script stands in for
+it, printing what a broken build or a damaged pipe could."""
+
+from __future__ import annotations
+
+import json
+import math
+import stat
+import sys
+from pathlib import Path
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.core.hardware.calibration import Calibration
+from lltui.core.speed.calibration import MeasuredPoint, fit_calibration
+from lltui.sources.gpu import rig_store
+
+RIG = rig_store.RigIdentity(("NVIDIA GeForce RTX 4090",), "575.57.08", "AMD Ryzen 9")
+
+
+def _strict(text: str) -> object:
+    def refuse(word: str) -> object:
+        raise ValueError(f"not JSON: {word}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _point(test: str = "tg128", tps: float = 50.0, **kw: object) -> rig_store.StoredPoint:
+    fields: dict = dict(
+        model="m.gguf",
+        config="as given",
+        test=test,
+        decode=test.startswith("tg"),
+        measured_tps=tps,
+        predicted_tps=60.0,
+        gpu_s=0.0166,
+        host_s=0.0,
+        other_s=0.0,
+        date="2026-01-02",
+    )
+    fields.update(kw)
+    return rig_store.StoredPoint(**fields)
+
+
+def _save(env: dict[str, str], *points: rig_store.StoredPoint) -> Path:
+    cal = Calibration(RIG.describe(), "2026-01-02", 1.2, 1.0, 1.0, 1.0, len(points))
+    return rig_store.save(rig_store.RigRecord(RIG, "b1 (x)", cal, points), env)
+
+
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    return {"XDG_DATA_HOME": str(tmp_path / "data")}
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def test_the_store_is_written_private_and_whole(env):
+    path = _save(env, _point())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    _strict(path.read_text())
+
+
+def test_a_point_that_is_not_a_speed_is_never_written(env):
+    path = _save(env, _point(), _point("pp512", tps=math.nan), _point("tg32", tps=math.inf))
+    raw = _strict(path.read_text())
+    assert isinstance(raw, dict)
+    assert [p["test"] for p in raw["points"]] == ["tg128"]
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+def _told() -> tuple[list[str], object]:
+    said: list[str] = []
+    return said, said.append
+
+
+def test_one_bad_point_is_skipped_and_the_good_ones_kept(env):
+    path = _save(env, _point(), _point("pp512", tps=300.0))
+    raw = json.loads(path.read_text())
+    bad = [
+        dict(raw["points"][0], measured_tps="NaN"),
+        dict(raw["points"][0], measured_tps=0),
+        dict(raw["points"][0], measured_tps=-3.5),
+        dict(raw["points"][0], gpu_s=1e999),  # json reads it as infinity
+        dict(raw["points"][0], decode="yes"),
+        "not a point",
+    ]
+    raw["points"] += bad
+    text = json.dumps(raw).replace('"NaN"', "NaN").replace("Infinity", "1e999")
+    path.write_text(text)
+    said, say = _told()
+    back = rig_store.load(RIG, env, say=say)
+    assert back is not None
+    assert [p.test for p in back.points] == ["tg128", "pp512"]
+    assert back.skipped == len(bad)
+    assert said == [] and path.is_file()  # readable: kept where it is
+    # the calibration is fitted anew from the good points, not reset to x1.00
+    for scale in (back.calibration.gpu_decode, back.calibration.gpu_prefill):
+        assert math.isfinite(scale)
+    assert back.calibration.gpu_decode == pytest.approx(60 / 50, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(lambda good: good[: len(good) // 2], id="truncated"),
+        pytest.param(lambda good: good.replace('"format": 1', '"format": 7'), id="another-format"),
+        pytest.param(lambda good: "[" * 100_000 + "]" * 100_000, id="nested-100000"),
+        pytest.param(lambda good: '{"a":' * 100_000 + "1" + "}" * 100_000, id="nested-objects"),
+        pytest.param(lambda good: good + " " * (2 << 20), id="oversized"),
+        pytest.param(lambda good: "\x00\xff garbage", id="binary"),
+        pytest.param(lambda good: good.replace('"gpu_decode": 1.2', '"gpu_decode": NaN'),
+                     id="nan-scale"),
+    ],
+)  # fmt: skip
+def test_a_store_that_cannot_be_read_is_set_aside_and_said_once(env, content):
+    path = _save(env, _point())
+    good = path.read_text()
+    path.write_text(content(good))
+    said, say = _told()
+    assert rig_store.load(RIG, env, say=say) is None
+    assert not path.exists()
+    (aside,) = [p for p in path.parent.iterdir() if p.name.startswith(path.name + ".unreadable-")]
+    assert aside.read_text() == content(good)  # kept as it was
+    assert len(said) == 1 and str(aside) in said[0] and "could not be read" in said[0]
+    # the next reader finds no store and says nothing more; a new one starts afresh
+    assert rig_store.load(RIG, env, say=say) is None
+    _save(env, _point("pp512"))
+    assert len(said) == 1 and aside.is_file()
+    back = rig_store.load(RIG, env, say=say)
+    assert back is not None and [p.test for p in back.points] == ["pp512"]
+
+
+def test_a_fifo_in_the_stores_place_is_set_aside_not_waited_on(env):
+    import os
+
+    path = rig_store.record_path(RIG, env)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    said, say = _told()
+    assert rig_store.load(RIG, env, say=say) is None
+    assert not path.exists() and len(said) == 1 and "not a regular file" in said[0]
+
+
+def test_saving_over_a_store_that_cannot_be_read_keeps_it(env):
+    path = _save(env, _point())
+    path.write_text("{cut sh")
+    said, say = _told()
+    rig_store.save(
+        rig_store.RigRecord(RIG, "b1", Calibration(RIG.describe(), "d"), (_point("pp512"),)),
+        env,
+        say=say,
+    )
+    asides = [p for p in path.parent.iterdir() if ".unreadable-" in p.name]
+    assert len(asides) == 1 and asides[0].read_text() == "{cut sh"
+    assert len(said) == 1
+
+
+def test_decoding_is_bounded_and_raises_one_kind_of_error():
+    for text in ("[" * 200_000, '{"format": 1, "rig": ' * 50_000, "1e999", "", "null"):
+        with pytest.raises(rig_store.StoreUnreadable):
+            rig_store.decode_store(text)
+
+
+def test_fitting_skips_points_that_are_not_measurements():
+    good = MeasuredPoint(True, 0.02, 0.01, 0.0)
+    bad = [
+        MeasuredPoint(True, math.nan, 0.01, 0.0),
+        MeasuredPoint(True, math.inf, 0.01, 0.0),
+        MeasuredPoint(True, 0.02, math.inf, 0.0),
+        MeasuredPoint(True, 0.02, math.nan, 0.0),
+        MeasuredPoint(True, 0.02, -0.01, 0.0),
+        MeasuredPoint(True, -0.02, 0.01, 0.0),
+    ]
+    got = fit_calibration("r", "d", [good, *bad])
+    assert got.points == 1
+    assert got.gpu_decode == pytest.approx(2.0, rel=0.01)
+
+
+# --- through the command line ---------------------------------------------------------------
+
+
+def _fake_bench(tmp_path: Path, rows: list[str]) -> Path:
+    """A stand-in for llama-bench printing ``rows`` as its JSONL output."""
+    script = tmp_path / "fake-llama-bench"
+    body = "\n".join(rows)
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.write({body!r} + '\\n')\n")
+    script.chmod(0o755)
+    return script
+
+
+def _row(**kw: object) -> dict:
+    row: dict = dict(
+        n_prompt=0, n_gen=128, n_depth=0, n_batch=2048, n_ubatch=512, n_threads=1,
+        n_gpu_layers=99, type_k="f16", type_v="f16", avg_ts=20.0, stddev_ts=0.5,
+        build_commit="abc", build_number=1,
+    )  # fmt: skip
+    row.update(kw)
+    return row
+
+
+@pytest.fixture
+def bench_here(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+
+    def run(capsys, rows: list[str]) -> tuple[int, dict, str]:
+        monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, rows)))
+        rc = main(["bench", str(model), "--quick", "--json"])
+        out = capsys.readouterr()
+        return rc, _strict(out.out), out.err  # type: ignore[return-value]
+
+    return run
+
+
+def test_bench_rows_that_are_not_speeds_are_skipped_with_a_count(bench_here, capsys, tmp_path):
+    rows = [
+        json.dumps(_row(avg_ts=20.0)),
+        json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=300.0)),
+        json.dumps(_row(avg_ts=float("nan"))),
+        json.dumps(_row(avg_ts=float("inf"))),
+        json.dumps(_row(avg_ts=0)),
+        json.dumps(_row(avg_ts=-4.0)),
+        json.dumps(_row(stddev_ts=float("nan"))),  # a speed, with a spread that is not
+    ]
+    rc, out, _err = bench_here(capsys, rows)
+    assert rc == 0
+    assert out["skipped_rows"] == 4
+    assert len(out["points"]) == 3
+    cal = out["calibration"]
+    # fitted, not reset: the two tg128 rows are one run, the later kept
+    assert cal["points"] == 2 and cal["host_decode"] != 1.0
+    raw = _strict(Path(out["stored"]).read_text())
+    assert isinstance(raw, dict) and len(raw["points"]) == 2
+
+
+def test_a_row_with_out_of_range_counts_is_no_internal_error(bench_here, capsys):
+    huge = json.dumps(_row()).replace('"n_prompt": 0', '"n_prompt": 1e999')
+    neg = json.dumps(_row(n_gen=-(2**40)))
+    rc, out, err = bench_here(capsys, [huge, neg])
+    assert rc == 0 and "internal error" not in err
+    assert out["points"] == [] and out["calibration"] is None
+
+
+def test_a_store_nested_deep_breaks_no_command(bench_here, capsys, tmp_path):
+    from lltui.services.bench import local_rig
+    from lltui.sources.gpu.cpu import local_host
+
+    path = rig_store.record_path(local_rig([], local_host()))
+    path.parent.mkdir(parents=True)
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    model = tmp_path / "m.gguf"
+    assert main(["fit", str(model), "--gpus", "cpu", "--json"]) == 0
+    out = capsys.readouterr()
+    _strict(out.out)
+    assert "could not be read" in out.err and out.err.count("\n") == 1
+    assert main(["fit", str(model), "--gpus", "cpu", "--json"]) == 0
+    assert capsys.readouterr().err == ""  # said once
+
+
+def test_a_store_from_before_served_points_were_held_is_fitted_anew(env):
+    """One served request on a busy host once moved every prediction five-fold: a store
+    written then (no "held") is read with the rules of now."""
+    served = _point("served decode", tps=12.0, source="llama-server", predicted_tps=60.0)
+    path = _save(env, served)
+    raw = json.loads(path.read_text())
+    raw["calibration"].update(gpu_decode=5.0, points=1)
+    del raw["calibration"]["held"]
+    path.write_text(json.dumps(raw))
+    back = rig_store.load(RIG, env)
+    assert back is not None and back.points == (served,)
+    assert (back.calibration.gpu_decode, back.calibration.points, back.calibration.held) == (
+        1.0,
+        0,
+        1,
+    )
