@@ -296,8 +296,10 @@ class Point:
 
     @property
     def offload(self) -> bool:
-        """Some weights or the KV on the host (or no GPU at all)."""
-        return not self.gpu or self.ngl < 99 or bool(self.n_cpu_moe) or bool(self.nkvo)
+        """Some weights or the KV on the host (or no GPU at all). -ngl counts the output layer
+        as one more layer: a model is whole on the GPUs from n_layer + 1 on."""
+        on_gpu = self.ngl > SHAPES[self.model].n_layer
+        return not self.gpu or not on_gpu or bool(self.n_cpu_moe) or bool(self.nkvo)
 
     @property
     def kind(self) -> str:

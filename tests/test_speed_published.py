@@ -134,5 +134,11 @@ def test_every_point_names_its_source_and_a_known_gpu_or_its_host():
         assert p.link in ("", "pcie", "nvlink") and p.power_limit_w >= 0
 
 
+def test_offload_is_judged_by_the_models_own_layer_count():
+    by_model = {(p.model, p.ngl): p for p in POINTS if p.gpu}
+    assert by_model[("llama3.1-405b", 116)].offload  # 116 of 126 layers + output
+    assert not by_model[("llama3-70b", 99)].offload  # 80 layers + output: all on the GPUs
+
+
 def test_exceptions_are_few():
     assert sum(bool(p.exception) for p in POINTS) <= len(POINTS) // 20
