@@ -194,6 +194,24 @@ SHAPES: dict[str, gf.ModelSpec] = {
         n_ff_exp=512,
         n_vocab=32000,
     ),
+    "llama3.1-405b": gf.llama_spec(
+        n_embd=16384, n_ff=53248, n_head=128, n_head_kv=8, head_dim=128, n_layer=126, n_vocab=128256
+    ),
+    # GLM-4.5-Air: the GGUF counts its MTP layer in block_count (47), llama.cpp does not run it
+    "glm-4.5-air": gf.glm4moe_spec(
+        n_embd=4096,
+        n_ff=10944,
+        n_head=96,
+        n_head_kv=8,
+        head_dim=128,
+        n_layer=47,
+        n_nextn=1,
+        n_expert=128,
+        n_expert_used=8,
+        n_ff_exp=1408,
+        n_vocab=151552,
+        tied=False,
+    ),
     "deepseek-v2-lite": _deepseek_v2_lite(),
     "deepseek-coder-v2-lite": _deepseek_v2_lite(),
 }
@@ -254,6 +272,8 @@ class Point:
     ctv: str = ""
     threads: int = 0
     sm: str = ""
+    power_limit_w: int = 0  # a power cap below the card's default (nvidia-smi -pl)
+    link: str = ""  # the GPUs' interconnect where the source says: "pcie", "nvlink"
     host: dict | None = None  # the CPU side: name, cores, isa, ghz, mem, said
 
     @property
@@ -276,8 +296,10 @@ class Point:
 
     @property
     def offload(self) -> bool:
-        """Some weights or the KV on the host (or no GPU at all)."""
-        return not self.gpu or self.ngl < 99 or bool(self.n_cpu_moe) or bool(self.nkvo)
+        """Some weights or the KV on the host (or no GPU at all). -ngl counts the output layer
+        as one more layer: a model is whole on the GPUs from n_layer + 1 on."""
+        on_gpu = self.ngl > SHAPES[self.model].n_layer
+        return not self.gpu or not on_gpu or bool(self.n_cpu_moe) or bool(self.nkvo)
 
     @property
     def kind(self) -> str:

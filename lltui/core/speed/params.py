@@ -4,10 +4,10 @@ datasheet rates, and the few fixed costs (per layer, per hop, per copy) no datas
 Every value here is either physics (a datasheet fraction, a latency) or fitted by
 ``bench/speed_calibrate.py --fit`` to the 89 published llama-bench points marked "fit" in
 tests/fixtures/llama_bench_published.json and to this project's own 13 CPU measurements
-(tests/fixtures/cpu_bench_measured.json); the 129 "holdout" points (whole sources) only
+(tests/fixtures/cpu_bench_measured.json); the 433 "holdout" points (whole sources) only
 check them. Fractions stay at or below 1; flash attention's is held at 0.2 or more (the
-tensor cores do its work), the host's per-layer costs at what ~20 ops take. Hopper and
-datacenter Blackwell have no published point here: their values are the earlier guesses.
+tensor cores do its work), the host's per-layer costs at what ~20 ops take. Hopper has only
+held-out points and datacenter Blackwell none: their values are the earlier guesses.
 One :class:`SpeedParams` travels through a prediction, so the fitter changes a copy, never
 a module global.
 """
