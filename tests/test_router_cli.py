@@ -100,7 +100,7 @@ def test_how_the_preset_names_each_kind_of_model(tmp_path):
 
 def test_each_models_state_is_said_once_a_listing_that_left_it_out_being_no_news():
     from lltui.commands.launch_router import PLACEMENT_WAIT_S, RowNews
-    from lltui.core.llama.log import DevicePlacement
+    from lltui.core.llamalog.models import DevicePlacement
     from lltui.services.router import ModelRow
 
     placed = (DevicePlacement("CPU", model_mib=1.0),)
