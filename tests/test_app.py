@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 from app_helpers import HangingSource, RaisingSource, StepClock, feed, sim_app, wait_for
+from textual.widgets import Input
 
 from lltui.app.screens.gpu_detail import GpuDetailScreen
 from lltui.app.widgets.gpu_card import GpuCard
@@ -227,6 +228,8 @@ async def test_v_cycles_through_the_views():
     async with app.run_test(size=(100, 30)) as pilot:
         seen = [app.current_mode]
         for _ in range(len(app.MODES)):
+            if isinstance(app.focused, Input):  # a form's field takes typing: escape leaves it
+                await pilot.press("escape")
             await pilot.press("v")
             seen.append(app.current_mode)
         assert seen[0] == seen[-1] == "monitor"
@@ -526,3 +529,16 @@ async def test_the_status_line_goes_stale_by_itself_when_samples_stop():
         source.release.set()
         await wait_for(lambda: app.samples_applied >= 2)
         await wait_for(lambda: "STALE" not in text_of(app, "#status"))
+
+
+@pytest.mark.parametrize(("key", "field"), [("4", "#fit-model"), ("5", "#launch-model")])
+async def test_a_form_takes_typing_as_soon_as_it_opens(key, field):
+    """Its model field has the focus: a path typed at once is the field's, not the app's
+    keys (space pauses, minus speeds sampling up, slash opens the filter)."""
+    app = sim_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press(key)
+        await pilot.press(*"/m -1.gguf")
+        typed = app.screen.query_one(field, Input)
+        assert typed.value == "/m -1.gguf"
+        assert not app.model.paused and app.model.interval == 1.0

@@ -116,6 +116,9 @@ class FormScreen(ViewScreen):
     a generation, and only the newest request's answer is shown."""
 
     HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
+    # the first field takes typing at once: a model path typed into a form with nothing
+    # focused fired the app's keys instead (pause, interval, filter)
+    AUTO_FOCUS = "Input"
 
     def __init__(self) -> None:
         super().__init__()
