@@ -112,8 +112,12 @@ def build_parser(with_commands: bool = True) -> argparse.ArgumentParser:
         "--readonly",
         action="store_true",
         default=None,
-        help="hide signalling (shared screens); also readonly = true in the config",
+        help="no signal, launch, stop or file written from the app (shared screens); also "
+        "readonly = true in the config",
     )
+    # set by `lltui serve` for the app each browser tab runs: launches from it carry no flag
+    # that names a file unless the config allows it
+    parser.add_argument("--served", action="store_true", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--energy-price",
         type=float,

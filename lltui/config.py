@@ -7,7 +7,8 @@ The file is TOML at ``$XDG_CONFIG_HOME/lltui/config.toml`` (``~/.config/lltui/co
     source = "auto"         # auto, nvml, smi, smi:HOST, sim:PROFILE, replay:FILE
     history_minutes = 60    # how much history the monitor keeps
 
-    readonly = false        # hide signalling (shared screens, the browser view)
+    readonly = false        # no signal, launch, stop or file written (shared screens)
+    serve_allow_flags = []  # llama-server flags that name files, allowed from `lltui serve`
     energy_price = 0.30     # price of a kWh, to show what the GPUs' energy cost
     currency = "EUR"
 
@@ -51,7 +52,11 @@ class Settings:
     source: str = "auto"
     history_minutes: float = 60.0
     keymap: dict[str, str] = field(default_factory=dict)
-    readonly: bool = False  # no signalling from the monitor
+    readonly: bool = False  # no signal, launch, stop or file written
+    # the app is driven from a browser (``lltui serve`` starts it so; never from a file)
+    served: bool = False
+    # flags naming files (FILE_FLAGS) a launch from the browser view may carry
+    serve_allow_flags: tuple[str, ...] = ()
     energy_price: float | None = None  # per kWh, in ``currency``
     currency: str = ""
     alerts: AlertConfig = field(default_factory=AlertConfig)
@@ -71,7 +76,7 @@ def _interval(value: Any, where: str) -> float:
 
 
 def _from_mapping(data: dict[str, Any], base: Settings, where: str) -> Settings:
-    known = {f.name for f in fields(Settings)} - {"config_path"}
+    known = {f.name for f in fields(Settings)} - {"config_path", "served"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(
@@ -104,7 +109,7 @@ def _from_mapping(data: dict[str, Any], base: Settings, where: str) -> Settings:
 
 
 def _more_from_mapping(data: dict[str, Any], out: Settings, where: str) -> Settings:
-    """readonly, the energy price and the alerts."""
+    """readonly, the flags a served app may pass, the energy price and the alerts."""
     if "readonly" in data:
         value = data["readonly"]
         if isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
@@ -112,6 +117,8 @@ def _more_from_mapping(data: dict[str, Any], out: Settings, where: str) -> Setti
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: readonly must be true or false, got {value!r}")
         out = replace(out, readonly=value)
+    if "serve_allow_flags" in data:
+        out = replace(out, serve_allow_flags=_file_flags(data["serve_allow_flags"], where))
     if "energy_price" in data:
         try:
             price = float(data["energy_price"])
@@ -134,6 +141,21 @@ def _more_from_mapping(data: dict[str, Any], out: Settings, where: str) -> Setti
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     return out
+
+
+def _file_flags(value: Any, where: str) -> tuple[str, ...]:
+    from lltui.core.llama.flag_table import FILE_FLAGS, canonical
+
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: serve_allow_flags is a list of flags, such as ['--log-file']")
+    flags = tuple(canonical(v) for v in value)
+    for flag in flags:
+        if flag not in FILE_FLAGS:
+            raise ConfigError(
+                f"{where}: serve_allow_flags: {flag} is not a flag that names a file "
+                f"(those are: {', '.join(sorted(FILE_FLAGS))})"
+            )
+    return flags
 
 
 def load_settings(
@@ -167,7 +189,8 @@ def load_settings(
     if env_layer:
         settings = _from_mapping(env_layer, settings, "environment (LLTUI_*)")
     if cli:
-        given = {k: v for k, v in cli.items() if v is not None}
+        given = {k: v for k, v in cli.items() if v is not None and k != "served"}
+        settings = replace(settings, served=bool(cli.get("served")))
         if given:
             settings = _from_mapping(given, settings, "command line")
     return settings

@@ -18,8 +18,9 @@ def sim_app(
     start_polling: bool = False,
     source: object | None = None,
     clock: StepClock | None = None,
+    readonly: bool = False,
 ) -> LltuiApp:
-    settings = Settings(interval=interval, theme=theme, source=f"sim:{profile}")
+    settings = Settings(interval=interval, theme=theme, source=f"sim:{profile}", readonly=readonly)
     src = source or SimSource(profile, seed=0, clock=StepClock(step=1.0), start=0.0)
     return create_app(
         settings,

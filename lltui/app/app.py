@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from lltui.app.host import AppHost
     from lltui.app.state.launch import FormFlags
     from lltui.core.llama.args import LlamaArgs
+    from lltui.core.llama.launch_spec import LaunchPolicy
     from lltui.services.alerts import HookRunner
     from lltui.services.launch_watch import LaunchController
     from lltui.services.rig import Rig
@@ -187,8 +188,37 @@ class LltuiApp(App[int]):
 
     @property
     def readonly(self) -> bool:
-        """No signalling from this app (``--readonly``, the config's ``readonly``)."""
+        """No signal, launch, stop or file written from this app (``--readonly``, the
+        config's ``readonly``): each such action refuses where it runs."""
         return self.settings.readonly
+
+    @property
+    def launch_policy(self) -> LaunchPolicy:
+        """What the launch view may start: nothing read-only; from a browser, no flag that
+        names a file unless the config allows it."""
+        from lltui.core.llama.launch_spec import LaunchPolicy
+
+        settings = self.settings
+        return LaunchPolicy(
+            allowed=not settings.readonly,
+            served=settings.served,
+            file_flags_allowed=frozenset(settings.serve_allow_flags),
+        )
+
+    def deliver_binary(self, path_or_file: Any, **options: Any) -> str | None:
+        """Textual's file delivery (the palette's Screenshot, saved to the Downloads folder
+        or sent to the browser): none read-only or from a browser (lltui serve has no
+        download route)."""
+        if self.settings.readonly or self.settings.served:
+            self.notify("no file is written or sent from this app", severity="warning")
+            return None
+        return super().deliver_binary(path_or_file, **options)
+
+    def deliver_text(self, path_or_file: Any, **options: Any) -> str | None:
+        if self.settings.readonly or self.settings.served:
+            self.notify("no file is written or sent from this app", severity="warning")
+            return None
+        return super().deliver_text(path_or_file, **options)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(APP_VARIABLE_DEFAULTS)
@@ -466,7 +496,9 @@ class LltuiApp(App[int]):
             from lltui.services.launch_watch import LaunchController
 
             self._launch = LaunchController(
-                lambda: self.post_message(LaunchChanged()), lambda: self.model.latest
+                lambda: self.post_message(LaunchChanged()),
+                lambda: self.model.latest,
+                policy=self.launch_policy,
             )
         return self._launch
 

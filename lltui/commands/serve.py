@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from typing import Any
 
@@ -10,6 +12,7 @@ from lltui.commands import CliError, add_source_option
 
 DEFAULT_LISTEN = "127.0.0.1:8765"
 TOKEN_BYTES = 24
+MAX_SESSIONS = 4  # browser tabs at once, each an lltui of its own
 
 
 def register(sub: Any) -> None:
@@ -17,9 +20,10 @@ def register(sub: Any) -> None:
         "serve",
         help="serve the app to a browser (each tab runs its own lltui)",
         description=(
-            "Serves the same app to a web browser on http://LISTEN/. Loopback by default; any "
-            "other address needs a token (given, or made up and printed once), which the "
-            "browser passes as ?token=... the first time."
+            "Serves the same app to a web browser on http://LISTEN/lltui/. A token is always "
+            "needed (given with --token-file, or made up and printed once): the browser "
+            "passes it as ?token=... the first time and keeps it in a cookie. Only the names "
+            "of this machine (and --allow-host names) reach it."
         ),
     )
     p.add_argument(
@@ -36,11 +40,29 @@ def register(sub: Any) -> None:
         "--token-file",
         default=None,
         metavar="FILE",
-        help="the token browsers must give (its first line); else one is made for a "
-        "non-loopback address",
+        help="the token browsers must give (its first line; the file readable by you alone); "
+        "else one is made up and printed",
     )
     p.add_argument(
-        "--readonly", dest="sub_readonly", action="store_true", help="no signalling from the page"
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name browsers may reach this server by besides this machine's own (a proxy's, "
+        "a DNS alias); repeatable",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=MAX_SESSIONS,
+        metavar="N",
+        help=f"browser tabs served at once, each its own lltui (default {MAX_SESSIONS})",
+    )
+    p.add_argument(
+        "--readonly",
+        dest="sub_readonly",
+        action="store_true",
+        help="no signal, launch, stop or file written from the page",
     )
     p.set_defaults(func=run)
 
@@ -50,11 +72,20 @@ def _token(path: str | None) -> str | None:
         return None
     try:
         with open(path, encoding="utf-8") as f:
+            mode = os.fstat(f.fileno()).st_mode
             token = f.readline().strip()
-    except OSError as exc:
-        raise CliError(f"--token-file {path}: {exc.strerror or exc}", 2) from None
-    if len(token) < 16:
-        raise CliError(f"--token-file {path}: the token must be 16 characters or more", 2)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"--token-file {path}: {getattr(exc, 'strerror', None) or exc}", 2) from None
+    if mode & 0o077:
+        raise CliError(
+            f"--token-file {path}: others may read it (mode {stat.S_IMODE(mode):o}); "
+            f"chmod 600 {path}",
+            2,
+        )
+    if len(token) < 16 or not token.isascii() or not token.isprintable():
+        raise CliError(
+            f"--token-file {path}: the token must be 16 printable ASCII characters or more", 2
+        )
     return token
 
 
@@ -73,6 +104,7 @@ def app_options(args: argparse.Namespace) -> list[str]:
             options += [flag, value]
     if getattr(args, "sub_readonly", False) or getattr(args, "readonly", False):
         options.append("--readonly")
+    options.append("--served")
     return options
 
 
@@ -85,29 +117,34 @@ def run(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
     if port == 0:
         raise CliError("--listen needs a port (the browser is told where to connect)", 2)
-    token = _token(args.token_file)
-    made = False
-    if token is None and not is_loopback(host):
-        token, made = secrets.token_urlsafe(TOKEN_BYTES), True
+    if args.max_sessions < 1:
+        raise CliError("--max-sessions must be 1 or more", 2)
+    given = _token(args.token_file)
+    token = given or secrets.token_urlsafe(TOKEN_BYTES)
     try:
-        from lltui.app.web.server import LltuiWebServer, app_argv
+        from lltui.app.web.server import LltuiWebServer, ServeOptions, app_argv, browser_urls
     except ImportError as exc:
-        raise CliError(f"the browser view needs textual-serve ({exc})", 1) from None
+        raise CliError(f"the browser view needs aiohttp and textual-serve ({exc})", 1) from None
 
-    def ready(url: str) -> None:
-        where = f"{url}/?token={token}" if made else f"{url}/"
-        print(f"lltui serve: open {where} (each tab runs its own lltui)", flush=True)
-        if token is not None and not made:
+    def ready() -> None:
+        query = "" if given else f"?token={token}"
+        for url in browser_urls(host, port):
+            print(f"lltui serve: open {url}{query} (each tab runs its own lltui)", flush=True)
+        if given:
             print("lltui serve: add ?token=... (from --token-file) the first time", flush=True)
         if not is_loopback(host):
             print(
-                "lltui serve: anyone with the token can drive the app (and signal processes "
-                "unless --readonly); plain HTTP: put TLS in front beyond a private network",
+                "lltui serve: anyone with the token can drive the app (and start servers and "
+                "signal processes unless --readonly); plain HTTP: put TLS in front beyond a "
+                "private network",
                 file=sys.stderr,
                 flush=True,
             )
 
-    server = LltuiWebServer(app_argv(app_options(args)), host, port, token=token, on_ready=ready)
+    options = ServeOptions(
+        host, port, token, frozenset(args.allow_host), max_sessions=args.max_sessions
+    )
+    server = LltuiWebServer(app_argv(app_options(args)), options, on_ready=ready)
     try:
         server.serve()
     except OSError as exc:

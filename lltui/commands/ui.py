@@ -47,6 +47,7 @@ def _run_app(args: argparse.Namespace) -> int:
                 "theme": args.theme,
                 "source": args.source,
                 "readonly": args.readonly,
+                "served": getattr(args, "served", None),
                 "energy_price": args.energy_price,
             },
             path=args.config,

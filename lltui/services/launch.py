@@ -34,12 +34,14 @@ from lltui.core.llama.exit_reason import exit_sentence, ready_event
 from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.flag_values import tensor_split_extra
 from lltui.core.llama.launch_spec import (
+    ANY_LAUNCH,
     API_KEY_ENV,
     DEFAULT_HOST,
     LAUNCH_KEYS,
     BinaryFlags,
     LaunchCommand,
     LaunchError,
+    LaunchPolicy,
     LaunchSpec,
     api_key_transport,
     build_command,
@@ -257,8 +259,10 @@ class LaunchSession:
         on_line: Callable[[str], None] | None = None,
         on_event: Callable[[str], None] | None = None,
         log_parser: supervision.LogParser | None = None,
+        policy: LaunchPolicy = ANY_LAUNCH,
     ) -> None:
         self.request = request
+        self.policy = policy
         self._log_parser = log_parser
         self.environ: dict[str, str] = dict(os.environ if environ is None else environ)
         self._on_note = on_note
@@ -314,6 +318,8 @@ class LaunchSession:
         come from a preset): the runtime settings, the binary, the key file. ``plan``: as
         for :meth:`prepare`; None asks fit nothing (a router's loads are gated by its own
         plan)."""
+        words = given.spec.args.to_argv()
+        self.policy.check([*words, *(("--api-key-file",) if given.spec.api_key_file else ())])
         spec = runtime_spec(given.spec, self.environ)
         split_warning = self._split_warning(spec.args)
         if split_warning:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.launch_spec import LaunchError
+from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy
 from lltui.core.llama.timings import RequestTimings, TimingReader
 from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.llamalog.router import RepeatFolder
@@ -90,8 +90,10 @@ class LaunchController:
         latest_sample: Callable[[], RigSample | None],
         *,
         poll_interval_s: float = POLL_INTERVAL_S,
+        policy: LaunchPolicy = ANY_LAUNCH,
     ) -> None:
         self.state = LaunchState()
+        self.policy = policy
         self.lock = threading.RLock()
         self._notify = notify
         self._latest_sample = latest_sample
@@ -115,6 +117,8 @@ class LaunchController:
     def start(self, request: LaunchRequest | RouterRequest, *, force: bool = False) -> None:
         """Start a server or a router; one server fit says will not fit is refused
         (``state.refused_plan``) unless ``force`` (a router's loads are gated by its plan)."""
+        if self._refused():
+            return
         with self._op:
             if isinstance(request, RouterRequest):
                 self._start_router(request)
@@ -130,6 +134,8 @@ class LaunchController:
             self._notify()
 
     def restart(self) -> None:
+        if self._refused():
+            return
         with self._op:
             last = self._last_command
             if isinstance(last, RouterRequest):
@@ -139,18 +145,33 @@ class LaunchController:
 
     def force(self) -> None:
         """Start the request fit refused, as asked: it may not fit."""
+        if self._refused():
+            return
         with self._op:
             if isinstance(self._last_command, LaunchRequest):
                 self._start(self._last_command, force=True)
 
     def follow(self, url: str) -> None:
         """Watch a llama-server started elsewhere: HTTP only, no process of ours."""
+        if self._refused():
+            return
         with self._op:
             self._follow(url)
 
     def stop(self) -> None:
+        if self._refused():
+            return
         with self._op:
             self._stop()
+
+    def _refused(self) -> bool:
+        """A read-only app acts on no server: said in the state, and True."""
+        if self.policy.allowed:
+            return False
+        with self.lock:
+            self.state = LaunchState(phase="error", message=self.policy.refusal(()) or "")
+        self._notify()
+        return True
 
     def _start(self, request: LaunchRequest, *, force: bool = False) -> None:
         self._stop()
@@ -165,6 +186,7 @@ class LaunchController:
         try:
             session = LaunchSession(
                 request,
+                policy=self.policy,
                 on_note=notes.append,
                 on_line=self._on_line,
                 on_event=self._on_event,
@@ -227,7 +249,11 @@ class LaunchController:
         self._notify()
         notes: list[Note] = []
         session = RouterSession(
-            request, on_note=notes.append, on_line=self._on_line, on_event=self._on_event
+            request,
+            policy=self.policy,
+            on_note=notes.append,
+            on_line=self._on_line,
+            on_event=self._on_event,
         )
         try:
             prepared = session.prepare()
@@ -259,6 +285,8 @@ class LaunchController:
         the plan refuses is said, with what to unload."""
         from lltui.services.router import RouterRefused, RouterSession
 
+        if self._refused():
+            return
         session = self._session
         if not isinstance(session, RouterSession):
             return
@@ -321,7 +349,8 @@ class LaunchController:
 
     def close(self) -> None:
         """On the way out of lltui: nothing of ours outlives it."""
-        self.stop()
+        with self._op:
+            self._stop()
 
     # -- watching ------------------------------------------------------------------------
     def _on_event(self, _event: str) -> None:

@@ -25,7 +25,7 @@ from lltui.core.fit.plan import PlannedModel, fits_with
 from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import SECRET_FIELDS
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
 from lltui.core.llama.router_api import RouterModel
 from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.llamalog.router import RouterLogReader, RouterLogSummary
@@ -95,8 +95,10 @@ class RouterSession:
         on_note: Callable[[Note], object] | None = None,
         on_line: Callable[[str], None] | None = None,
         on_event: Callable[[str], None] | None = None,
+        policy: LaunchPolicy = ANY_LAUNCH,
     ) -> None:
         self.request = request
+        self.policy = policy
         self.environ = dict(os.environ if environ is None else environ)
         self._on_note = on_note
         self._parser = RouterLogReader()
@@ -107,6 +109,7 @@ class RouterSession:
             on_line=on_line,
             on_event=on_event,
             log_parser=self._parser,
+            policy=policy,
         )
         self._prepared: PreparedRouter | None = None
         self._kept: set[str] = set()
@@ -122,6 +125,8 @@ class RouterSession:
         req = self.request
         launch_args, shared = split_shared(req.words)
         report, kept, loads = self._plan(req, shared)
+        for model in report.plan.models:  # a preset's own flags reach a process too
+            self.policy.check(model.args.to_argv())
         spec = self._router_spec(req, launch_args)
         file_keys = launch_prep.read_key_file(spec.api_key_file) if spec.api_key_file else ()
         prepared = self._session.prepare_given(

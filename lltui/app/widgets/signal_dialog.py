@@ -14,6 +14,7 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from lltui.app.host import host_of
 from lltui.core.monitor.signals import ProcessIdentity
 from lltui.sources.gpu.signals import send_signal, still_running
 
@@ -149,6 +150,9 @@ class SignalDialog(ModalScreen[None]):
         """Send SIG``name`` to the process (or the tagged ones) checked at opening; say what
         happened."""
         assert self.target is not None
+        if host_of(self).readonly:  # refused where it is done, not only where it is shown
+            self.app.notify("read-only: no signal is sent from this app", severity="error")
+            return False
         sent = False
         for target in self.group or (self.target,):
             outcome = send_signal(target, name)

@@ -353,6 +353,16 @@ _ONE_VALUE = _flag_set(
 _TWO_VALUES = _flag_set(
     "--control-vector-layer-range",
 )
+
+# Flags whose value names a file or folder that llama-server serves, writes, or reads and
+# may show back (not the model's own weights): a launch from a served app carries them only
+# where the user's own config allows (``serve_allow_flags``).
+FILE_FLAGS = _flag_set(
+    "--path --media-path --log-file --log-prompts-dir --slot-save-path --lookup-cache-dynamic",
+    "-lcd --lookup-cache-static -lcs --ssl-key-file --ssl-cert-file --api-key-file",
+    "--chat-template-file --grammar-file --json-schema-file -jf --ui-config-file",
+    "--webui-config-file --mcp-servers-config --video-ffmpeg-dir --models-dir --models-preset",
+)
 # flags that scale RoPE past the trained context: llama.cpp reckons that context from them
 ROPE_SCALING: frozenset[str] = frozenset(
     ("--rope-scaling", "--rope-scale", "--rope-freq-scale", "--rope-freq-base", "--yarn-orig-ctx")

@@ -24,6 +24,7 @@ from lltui.core.llama.address import DEFAULT_HOST, AddressError, check_hostport,
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.flag_table import (
     BY_KEY,
+    FILE_FLAGS,
     FLAGS,
     MASK,
     REMOVED,
@@ -60,6 +61,43 @@ class LaunchError(ValueError):
     def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
         self.code = code
+
+
+@dataclass(frozen=True)
+class LaunchPolicy:
+    """What a front end may start. ``allowed`` False: nothing (a read-only app: no launch,
+    stop, restart or follow). ``served``: the app is driven from a browser (``lltui serve``),
+    so a launch carries none of the flags that serve, write or show files
+    (:data:`FILE_FLAGS`) but those the user's own config names in ``file_flags_allowed``."""
+
+    allowed: bool = True
+    served: bool = False
+    file_flags_allowed: frozenset[str] = frozenset()
+
+    def refusal(self, flags: Iterable[str]) -> str | None:
+        """Why a launch with these words may not start here; None when it may."""
+        if not self.allowed:
+            return "read-only: this app starts, stops and follows no llama-server"
+        if not self.served:
+            return None
+        for word in flags:
+            name = canonical(word.split("=", 1)[0])
+            if name in FILE_FLAGS and name not in self.file_flags_allowed:
+                return (
+                    f"{name} is refused from the browser view (llama-server would serve, write "
+                    f"or show files as this user); allow it with serve_allow_flags in the "
+                    "config file"
+                )
+        return None
+
+    def check(self, flags: Iterable[str]) -> None:
+        """:meth:`refusal` as a LaunchError."""
+        why = self.refusal(flags)
+        if why is not None:
+            raise LaunchError(why, 1)
+
+
+ANY_LAUNCH = LaunchPolicy()  # a terminal's own user: whatever is typed
 
 
 # --- the spec ----------------------------------------------------------------------------
