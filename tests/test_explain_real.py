@@ -148,20 +148,25 @@ def test_out_of_memory_on_an_rpc_device(llama_bins, tmp_path):
 def test_launch_keeps_prediction_beside_allocation(llama_bins, models, monkeypatch, capsys):
     """``lltui launch --json``: the ready event's devices carry lltui's prediction for the
     same flags, and the event says how many lines matched."""
-    import signal
     import threading
 
     monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
-    from lltui.services.launch import LaunchRequest, LaunchSession
+    from lltui.commands.launch_output import ready_event
+    from lltui.services.launch.request import LaunchRequest
+    from lltui.services.launch.session import LaunchSession
+    from lltui.services.launch.watch import LaunchWatch
 
+    ready = threading.Event()
     words = (str(models["gemma3"]), "-c", "2048", "-t", "1", "--port", "0", "--no-warmup")
     with LaunchSession(LaunchRequest(words=words)) as session:
         session.prepare()
-        session.start()
-        assert session.wait_ready(90)
-        event = session.ready_event()
+        watch = LaunchWatch(session, lambda st: st.ready_at is not None and ready.set())
+        watch.start()
+        assert ready.wait(90)
+        event = ready_event(watch.state)
         session.stop()
+        watch.close()
     (cpu,) = event["devices"]
     assert cpu["name"] == "CPU"
     assert cpu["predicted"]["model_mib"] == cpu["model_mib"]
@@ -169,7 +174,6 @@ def test_launch_keeps_prediction_beside_allocation(llama_bins, models, monkeypat
     pred = event["prediction"]
     assert pred["compared"] >= 4 and pred["exact"] >= pred["compared"] - 1  # compute may differ
     assert json.dumps(event)  # a JSON line as printed
-    assert signal and threading  # (imports used by the launch tests this one sits beside)
 
 
 def test_launch_state_keeps_the_comparison(llama_bins, models, monkeypatch):
@@ -179,8 +183,8 @@ def test_launch_state_keeps_the_comparison(llama_bins, models, monkeypatch):
 
     monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
-    from lltui.services.launch import LaunchRequest
-    from lltui.services.launch_watch import LaunchController
+    from lltui.services.launch.controller import LaunchController
+    from lltui.services.launch.request import LaunchRequest
 
     changed = threading.Event()
     controller = LaunchController(changed.set, lambda: None, poll_interval_s=0.2)
@@ -192,8 +196,7 @@ def test_launch_state_keeps_the_comparison(llama_bins, models, monkeypatch):
 
         end = time.monotonic() + deadline
         while time.monotonic() < end:
-            with controller.lock:
-                check = controller.state.check
+            check = controller.state.check
             if check is not None:
                 break
             changed.wait(0.2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.screens.launch import LaunchScreen, render_rates
 from lltui.core.llama.timings import RequestTimings, TimingReader
-from lltui.services.launch_watch import LaunchState
+from lltui.services.launch.state import LaunchState, Rates, Speed
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
 
@@ -41,18 +42,16 @@ def test_an_eval_line_without_its_prompt_line_is_no_request():
 
 
 def test_idle_rates_show_the_last_request_not_a_rate_decayed_to_zero():
-    st = LaunchState(phase="ready")
-    st.gen_tps.extend([35.0, 12.0, 0.0])
-    st.prompt_tps.extend([900.0, 0.0])
-    st.slots_busy = 0
+    rates = Rates(gen_tps=(35.0, 12.0, 0.0), prompt_tps=(900.0, 0.0), slots_busy=0)
+    st = LaunchState(phase="ready", rates=rates)
     assert "0.00 tok/s" in render_rates(st, 80)  # no timing lines yet: the counters' rate
-    st.last_request = RequestTimings(22, 7.38, 2979.01, 24, 700.0, 34.29)
-    st.last_request_at = 100.0
+    last = RequestTimings(22, 7.38, 2979.01, 24, 700.0, 34.29)
+    st = replace(st, speed=Speed(last_request=last, last_request_at=100.0))
     text = render_rates(st, 80, now=112.0)
     assert "34.29 tok/s" in text and "2979.01 tok/s" in text and "0.00 tok/s" not in text
     assert "last request (12s ago): prompt 22 tokens at 2979 tok/s" in text
-    st.slots_busy = 1  # a request running: its live rate
-    st.gen_tps.append(40.0)
+    # a request running: its live rate
+    st = replace(st, rates=replace(rates, slots_busy=1, gen_tps=(*rates.gen_tps, 40.0)))
     assert "40.00 tok/s" in render_rates(st, 80, now=113.0)
 
 
@@ -82,15 +81,15 @@ async def test_a_real_request_timing_lines_whole_at_80_columns(server_env, tiny_
                     json={"prompt": "hello", "n_predict": 16, "temperature": 0},
                 )
                 assert r.status_code == 200
-            await wait_for(lambda: app.launch.state.last_request is not None, 20)
+            await wait_for(lambda: app.launch.state.speed.last_request is not None, 20)
             await pilot.pause(0.2)
-            timings = [line for line in app.launch.state.lines if "eval time =" in line]
+            timings = [line for line in app.launch.state.log.items if "eval time =" in line]
             assert len(timings) == 2
             log = screen.query_one("#launch-log")
             shown = "".join("".join(seg.text for seg in strip) for strip in log.lines)
             for line in timings:  # every character of the line is in the pane, in order
                 assert line.replace(" ", "") in shown.replace(" ", ""), line
-            assert app.launch.state.last_request.gen_tokens == 16
+            assert app.launch.state.speed.last_request.gen_tokens == 16
             rates = str(screen.query_one("#launch-rates").render())
             assert "last request" in rates and "generated 16 tokens" in rates
     finally:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
+from launch_proc import FakeSupervisor, RecordedPoll, no_server
 
 from lltui.app.state.launch import form_request, preview_command
 from lltui.core.llama.exit_reason import (
@@ -18,9 +18,11 @@ from lltui.core.llama.exit_reason import (
     exit_sentence,
     stopped_from_outside,
 )
-from lltui.core.llama.launch_spec import LaunchCommand, LaunchError, LaunchSpec
-from lltui.services import launch as S
-from lltui.services import launch_watch as launch_state
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.services.launch import request as S
+from lltui.services.launch.controller import LaunchController
+from lltui.services.launch.session import LaunchSession
+from lltui.services.launch.state import describe_exit
 from lltui.sources.llama import profiles
 from lltui.sources.llama.supervisor import ServerExit
 
@@ -58,7 +60,7 @@ def model_file(directory: Path, name: str = "m.gguf") -> Path:
 
 
 def prepare(*words: str, **kw) -> S.PreparedLaunch:
-    with S.LaunchSession(S.LaunchRequest(words=words)) as session:
+    with LaunchSession(S.LaunchRequest(words=words)) as session:
         return session.prepare(require_binary=False, **kw)
 
 
@@ -81,15 +83,15 @@ def test_an_outside_stop_is_not_clean_and_no_words_are_doubled():
         0, STOPPED_FROM_OUTSIDE, (), stopped=False, was_ready=True, from_outside=True
     )
     assert not outside.clean
-    assert S.describe_exit(outside) == f"llama-server exited (code 0): {STOPPED_FROM_OUTSIDE}"
+    assert describe_exit(outside) == f"llama-server exited (code 0): {STOPPED_FROM_OUTSIDE}"
     own = ServerExit(0, "llama-server exited", (), stopped=False, was_ready=True)
-    assert own.clean and S.describe_exit(own) == "llama-server exited (exit code 0)"
+    assert own.clean and describe_exit(own) == "llama-server exited (exit code 0)"
     stopped = ServerExit(0, "stopped", (), stopped=True, was_ready=True)
-    assert S.describe_exit(stopped) == "llama-server stopped (exit code 0)"
+    assert describe_exit(stopped) == "llama-server stopped (exit code 0)"
     assert exit_sentence(1, "model not found: m.gguf", clean=False) == (
         "llama-server exited (code 1): model not found: m.gguf"
     )
-    for sentence in map(S.describe_exit, (outside, own, stopped)):
+    for sentence in map(describe_exit, (outside, own, stopped)):
         assert "llama-server llama-server" not in sentence
 
 
@@ -210,7 +212,7 @@ def test_notes_reach_the_front_end(tmp_path, no_binary):
     model = model_file(tmp_path)
     notes: list[S.Note] = []
     request = S.LaunchRequest(words=(str(model), "--api-key", KEY, "--save-profile", "n"))
-    with S.LaunchSession(request, on_note=notes.append) as session:
+    with LaunchSession(request, on_note=notes.append) as session:
         session.prepare(require_binary=False)
     levels = [n.level for n in notes]
     assert levels == ["warning", "info", "note"], notes
@@ -220,25 +222,6 @@ def test_notes_reach_the_front_end(tmp_path, no_binary):
 # --- the view uses the same session ----------------------------------------------------------
 
 
-class FakeSupervisor:
-    """Stands in for the Supervisor: records what it was given; nothing starts."""
-
-    made: ClassVar[list[FakeSupervisor]] = []
-
-    def __init__(self, command: LaunchCommand, **kw) -> None:
-        self.command, self.kw = command, kw
-        self.pid = 4343
-        self.stops = 0
-        FakeSupervisor.made.append(self)
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> ServerExit:
-        self.stops += 1
-        return ServerExit(0, "stopped", (), stopped=True, was_ready=False, pid=self.pid)
-
-
 def test_the_view_starts_from_a_profile_with_port_zero_like_the_cli(
     tmp_path, monkeypatch, no_binary
 ):
@@ -246,16 +229,9 @@ def test_the_view_starts_from_a_profile_with_port_zero_like_the_cli(
     key_file = tmp_path / "keys"
     key_file.write_text(f"{KEY}\n")
     prepare(str(model), "-c", "512", "--api-key-file", str(key_file), "--save-profile", "v")
-    FakeSupervisor.made.clear()
-    monkeypatch.setattr("lltui.sources.llama.supervisor.Supervisor", FakeSupervisor)
-    polled: list[tuple[str, str | None]] = []
-    monkeypatch.setattr(
-        launch_state.LaunchController,
-        "_start_polling",
-        lambda self, url, api_key: polled.append((url, api_key)),
-    )
+    no_server(monkeypatch)
     monkeypatch.chdir(tmp_path)
-    ctl = launch_state.LaunchController(lambda: None, lambda: None)
+    ctl = LaunchController(lambda: None, lambda: None)
     ctl.start(form_request("", "--profile v", "127.0.0.1:0"))
     assert ctl.state.phase == "loading", ctl.state.message
     (sup,) = FakeSupervisor.made
@@ -263,7 +239,7 @@ def test_the_view_starts_from_a_profile_with_port_zero_like_the_cli(
     assert port != 0 and sup.kw["url"] == f"http://127.0.0.1:{port}"
     argv = sup.command.argv
     assert argv[argv.index("-m") + 1] == str(model) and argv[argv.index("-c") + 1] == "512"
-    assert polled == [(f"http://127.0.0.1:{port}", KEY)]
+    assert RecordedPoll.made == [(f"http://127.0.0.1:{port}", KEY)]
     assert KEY not in " ".join(ctl.state.argv)
     ctl.stop()
     assert sup.stops == 1
@@ -275,7 +251,7 @@ def test_the_view_names_a_moved_profile_model(tmp_path, monkeypatch, no_binary):
     model = model_file(tmp_path / "models")
     prepare(str(model), "--save-profile", "moved")
     os.unlink(model)
-    ctl = launch_state.LaunchController(lambda: None, lambda: None)
+    ctl = LaunchController(lambda: None, lambda: None)
     ctl.start(form_request("", "--profile moved", "127.0.0.1:8080"))
     assert ctl.state.phase == "error"
     assert "profile 'moved'" in ctl.state.message and str(model) in ctl.state.message
@@ -371,7 +347,7 @@ def test_a_launch_that_does_not_fit_offers_a_launch_command_that_does(tmp_path, 
     suggestion checked by estimating it), its address kept, its key left out."""
     from lltui.core.llama.args import parse_llama_args
     from lltui.services.fit import FitRequest, estimate_setup, prepare
-    from lltui.services.launch_check import judge
+    from lltui.services.launch.check import judge
     from lltui.sources.models.demo import write_demo
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # no GPU here

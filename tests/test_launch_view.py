@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -11,8 +12,9 @@ from app_helpers import sim_app, wait_for
 from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.screens.launch import LaunchScreen
-from lltui.app.state.launch import make_spec, parse_hostport
-from lltui.core.llama.launch_spec import LaunchError
+from lltui.app.state.launch import form_request, parse_hostport
+from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.services.launch.request import LaunchRequest, read_request
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
 
@@ -31,6 +33,13 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def make_spec(model: str, flags: str, hostport: str) -> LaunchSpec:
+    """The spec the form asks for (a profile under the form, the flags over it)."""
+    request = form_request(model, flags, hostport)
+    assert isinstance(request, LaunchRequest)
+    return read_request(request).spec
 
 
 def test_form_parsing_rejects_what_cannot_start():
@@ -87,20 +96,22 @@ async def test_start_ready_complete_tokens_per_second_and_stop(server_env, tiny_
             await wait_for(lambda: app.launch.state.phase == "ready", READY_TIMEOUT_S)
             pid = app.launch.state.pid
             assert pid and alive(pid)
+            assert app.launch.state.message == f"serving {tiny_model}"  # no "loading" left
+            # the rates are the counters' between two polls: one before the request
+            await wait_for(lambda: app.launch.state.rates.tokens_total is not None, 20)
             with httpx.Client(timeout=30, trust_env=False) as client:
                 r = client.post(
                     f"http://127.0.0.1:{port}/completion",
                     json={"prompt": "hello", "n_predict": 24, "temperature": 0},
                 )
                 assert r.status_code == 200
-            await wait_for(lambda: bool(app.launch.state.gen_tps), 20)
+            await wait_for(lambda: max(app.launch.state.rates.gen_tps, default=0) > 0, 20)
             await pilot.pause()
-            assert max(app.launch.state.gen_tps) > 0
             placement = [d.name for d in app.launch.state.placement]
             assert "CPU" in placement
             rates = str(screen.query_one("#launch-rates").render())
             assert "tok/s" in rates and "simulated" in rates  # no J/token on a simulated rig
-            assert app.launch.state.lines_total > 10
+            assert app.launch.state.log.total > 10
             await pilot.click("#launch-stop")
             await wait_for(lambda: app.launch.state.phase == "exited", 30)
             assert not alive(pid)
@@ -208,121 +219,126 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
     import threading
     import time
 
-    from lltui.services import launch_watch as launch_state
+    from launch_proc import FakeSupervisor, no_server
 
-    events: list[str] = []
+    from lltui.app.state.launch import form_request
+    from lltui.services.launch.check import Verdict
+    from lltui.services.launch.controller import LaunchController
 
-    class SlowSupervisor:
-        def __init__(self, command, **kw):
-            self.pid = 4242
-
-        def start(self):
-            events.append("start begins")
-            time.sleep(0.3)
-            events.append("start ends")
-
-        def stop(self):
-            events.append("stop")
-            return None
-
-        def status(self):  # pragma: no cover - the poller is not started here
-            raise AssertionError
-
-    monkeypatch.setattr("lltui.sources.llama.supervisor.Supervisor", SlowSupervisor)
+    no_server(monkeypatch, start_s=0.3)
     monkeypatch.setattr(
         "lltui.sources.llama.launch_prep.find_binary",
         lambda required: ("llama-server", None, None, None),
     )
     monkeypatch.setattr("lltui.sources.llama.launch_prep.check_inputs", lambda spec: ())
-    # no model file in this test: fit's verdict is not what it is about
-    from lltui.services.launch_check import Verdict
-
-    monkeypatch.setattr("lltui.services.launch_check.judge", lambda spec, path=None: Verdict(True))
-    monkeypatch.setattr(launch_state.LaunchController, "_start_polling", lambda *a, **k: None)
-    ctl = launch_state.LaunchController(lambda: None, lambda: None)
-    from lltui.app.state.launch import form_request
-
+    # no model file in this test: fit's verdict and the speed watch are not what it is about
+    monkeypatch.setattr("lltui.services.launch.check.judge", lambda spec, path=None: Verdict(True))
+    monkeypatch.setattr("lltui.services.launch.watch._speed_watch", lambda session, rig: None)
+    ctl = LaunchController(lambda: None, lambda: None)
     request = form_request("m.gguf", "", "127.0.0.1:8080")
     starter = threading.Thread(target=ctl.start, args=(request,))
     starter.start()
     deadline = time.monotonic() + 5
-    while events != ["start begins"] and time.monotonic() < deadline:
+    while FakeSupervisor.events != ["start begins"] and time.monotonic() < deadline:
         time.sleep(0.01)  # polling: the start is under way before Stop is pressed
-    assert events == ["start begins"]
+    assert FakeSupervisor.events == ["start begins"]
     ctl.stop()
     starter.join(5)
-    assert events == ["start begins", "start ends", "stop"]
+    assert FakeSupervisor.events == ["start begins", "start ends", "stop"]
+    assert ctl.state.phase == "exited"
 
 
-def test_an_exited_server_shows_no_health(monkeypatch):
+def test_an_exited_server_shows_no_health():
     # a server that answered "ready" and then exited (stopped by someone else): the view must
     # not keep its last answer, and a poll that still arrives cannot bring it back
     from lltui.app.screens.launch import render_server
-    from lltui.core.llamalog.reader import parse_log
-    from lltui.services import launch_watch as launch_state
-    from lltui.sources.llama.http import EndpointResult, ServerPoll
-    from lltui.sources.llama.supervisor import ServerExit, ServerStatus
+    from lltui.services.launch.polls import ServerPoll
+    from lltui.services.launch.state import LaunchState
+    from lltui.sources.llama.http import EndpointResult
+    from lltui.sources.llama.http import ServerPoll as Answer
+    from lltui.sources.llama.supervisor import ServerExit
 
-    ctl = launch_state.LaunchController(lambda: None, lambda: None)
-    ready = ServerPoll(
+    ready = Answer(
         url="http://127.0.0.1:1",
         t=0.0,
         wall=0.0,
         state="ready",
         health=EndpointResult("/health", "ok", 200),
     )
-    ctl._take_poll(ready)
-    assert "/health: ready" in render_server(ctl.state)
+    poll = ServerPoll("http://127.0.0.1:1", None)
+    try:
+        st = poll.fold(LaunchState(phase="ready", url="http://127.0.0.1:1"), ready)
+        assert "/health: ready" in render_server(st)
+        outside = ServerExit(0, "stopped from outside", (), False, True, from_outside=True)
+        gone = folded(st, "exited", outside)
+        assert gone.phase == "exited" and gone.health is None
+        assert poll.fold(gone, ready).health is None  # a last answer racing the exit
+        assert "/health" not in render_server(poll.fold(gone, ready))
+    finally:
+        poll.close()
 
-    gone = ServerExit(
-        returncode=0,
-        reason="stopped from outside",
-        log_tail=(),
-        stopped=False,
-        was_ready=True,
-        from_outside=True,
-    )
 
-    class ExitedSession:
-        def status(self) -> ServerStatus:
-            return ServerStatus("exited", 1, "http://127.0.0.1:1", None, parse_log(""), gone)
+def folded(st, state: str, ended=None):
+    """``st`` once the watch has folded what a server's supervisor says: its ``state``, and
+    how it ended."""
+    from lltui.core.llamalog.reader import parse_log
+    from lltui.services.launch.watch import LaunchWatch
+    from lltui.sources.llama.supervisor import ServerStatus
 
-    monkeypatch.setattr(ctl, "_session", ExitedSession())
-    ctl._take_poll(ready)  # a last answer racing the exit
-    assert ctl.state.phase == "exited"
-    assert ctl.state.health is None
-    assert "/health" not in render_server(ctl.state)
+    class Supervised:  # the session of a server in that state
+        is_ready = state == "ready" or ended is not None
+
+        def status(self):
+            return ServerStatus(state, 1, "http://127.0.0.1:1", None, parse_log(""), ended)
+
+        def loaded_check(self):
+            return None
+
+    watch = LaunchWatch(Supervised(), lambda st: None, state=st)  # type: ignore[arg-type]
+    return watch._fold_server(st, 0.0, fresh=True)
+
+
+def test_loading_gives_way_to_serving_once_ready():
+    from lltui.services.launch.state import LaunchState
+
+    st = LaunchState(phase="starting", subject="/m.gguf", notes=("listening on 0.0.0.0",))
+    loading = folded(st, "loading")
+    assert loading.message == "loading /m.gguf; listening on 0.0.0.0"
+    ready = folded(loading, "ready")
+    assert ready.phase == "ready" and ready.message == "serving /m.gguf; listening on 0.0.0.0"
 
 
 def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
     import gguf_factory as gf
 
     from lltui.core.llama.launch_spec import LaunchSpec
-    from lltui.services.fit import predict_speed
+    from lltui.services.launch.speed import SpeedWatch
     from lltui.sources.gpu.kinds import one_sample
 
     path = tmp_path / "tiny-llama.gguf"
     gf.write_model(path, gf.SPECS["llama"](), "F16")
-    sample = one_sample("sim:kaggle-2xt4")
-    assert sample is not None
-    spec = LaunchSpec.of(str(path), ["-ngl", "all", "-c", "2048"], port=8080)
-    predicted = predict_speed(spec.args, sample)
-    assert predicted is not None
-    decode, prefill = predicted
-    assert decode > 0 and prefill > 0
-    # no rig sampled, or a model that cannot be read: no prediction rather than an error
-    assert predict_speed(spec.args, None) is None
+    sim = one_sample("sim:kaggle-2xt4")
+    assert sim is not None
+    real = replace(sim, info=replace(sim.info, simulated=False))  # as if its GPUs were here
+    args = LaunchSpec.of(str(path), ["-ngl", "all", "-c", "2048"], port=8080).args
+    on_gpus = SpeedWatch.for_rig(args, lambda: real, lambda: None)
+    on_host = SpeedWatch.for_rig(args, lambda: sim, lambda: None)  # a simulated rig's are not
+    assert on_gpus is not None and on_host is not None
+    assert len(on_gpus.basis.devices) == 2 and not on_host.basis.devices
+    for watch in (on_gpus, on_host):
+        decode, prefill = watch.predict(False, 0, 128), watch.predict(True, 0, 512)
+        assert decode and prefill and decode > 0 and prefill > 0
+    # a model that cannot be read: no prediction rather than an error
     missing = LaunchSpec.of(str(tmp_path / "missing.gguf"), ["-ngl", "all"])
-    assert predict_speed(missing.args, sample) is None
+    assert SpeedWatch.for_rig(missing.args, lambda: real, lambda: None) is None
 
 
 def test_the_rates_show_the_prediction_beside_the_measured_rates():
     from lltui.app.screens.launch import render_rates
-    from lltui.services.launch_watch import LaunchState
+    from lltui.services.launch.state import LaunchState, Rates, Speed
 
-    st = LaunchState(phase="ready")
-    st.gen_tps.append(41.5)
+    st = LaunchState(phase="ready", rates=Rates(gen_tps=(41.5,)))
     assert "predicted" not in render_rates(st, 80)  # nothing predicted: nothing said
-    st.predicted_decode_tps, st.predicted_prefill_tps = 44.2, 1510.0
-    text = render_rates(st, 80)
+    predicted = Speed(predicted_decode_tps=44.2, predicted_prefill_tps=1510.0)
+    text = render_rates(replace(st, speed=predicted), 80)
     assert "41.50 tok/s" in text and "generation ~44 tok/s" in text and "prompt ~1510" in text

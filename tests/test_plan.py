@@ -266,7 +266,7 @@ def test_a_model_that_cannot_be_read_is_named(models, tmp_path, capsys):
 def test_a_model_on_one_rpc_server_connects_to_that_one_only(models):
     """-dev picks one of two RPC servers: the preset names only that server (its server
     would connect to each one named, and each serves one at a time), renumbering -dev."""
-    from lltui.services.router_prep import section_for
+    from lltui.services.launch.router_prep import section_for
 
     a, b = "127.0.0.1:50052", "127.0.0.1:50053"
     rpc = [rpc_device(a, 8 * GIB, 0, backend="cpu"), rpc_device(b, 8 * GIB, 1, backend="cpu")]

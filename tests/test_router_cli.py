@@ -80,7 +80,7 @@ def test_a_missing_source_and_router_options_without_a_router(tmp_path, capsys):
 
 def test_how_the_preset_names_each_kind_of_model(tmp_path):
     from lltui.core.llama.preset import PresetError, key_flag
-    from lltui.services.router_prep import model_entries
+    from lltui.services.launch.router_prep import model_entries
 
     assert model_entries("m.gguf") == [("model", str(Path("m.gguf").resolve()))]
     assert model_entries("hf:acme/Chat-GGUF:Q4_K_M") == [("hf-repo", "acme/Chat-GGUF:Q4_K_M")]
@@ -99,26 +99,26 @@ def test_how_the_preset_names_each_kind_of_model(tmp_path):
 
 
 def test_each_models_state_is_said_once_a_listing_that_left_it_out_being_no_news():
-    from lltui.commands.launch_router import PLACEMENT_WAIT_S, RowNews
     from lltui.core.llamalog.models import DevicePlacement
-    from lltui.services.router import ModelRow
+    from lltui.services.launch.polls import PLACEMENT_WAIT_S, ModelNews
+    from lltui.services.launch.state import ModelRow
 
     placed = (DevicePlacement("CPU", model_mib=1.0),)
 
     def row(state: str, placement: tuple = (), problem: str | None = None) -> ModelRow:
-        return ModelRow("tiny", state, False, None, placement, None, problem)
+        return ModelRow("tiny", state, False, placement=placement, problem=problem)
 
-    news = RowNews()
+    news = ModelNews()
     seen = []
     # loaded (its buffer lines a moment later), unloaded, left out of one listing, unloaded
     polls = ["loading", "loaded", "loaded+", "unloaded", "unknown", "unloaded", "unloaded"]
     for t, state in enumerate(polls):
         r = row("loaded", placed) if state == "loaded+" else row(state)
-        seen += [n.state for n in news.changed([r], float(t) * PLACEMENT_WAIT_S / 4)]
+        seen += [n.state for n in news.changed((r,), float(t) * PLACEMENT_WAIT_S / 4)]
     assert seen == ["loading", "loaded", "unloaded"]
     # a failure with a new reason is news, the same one is not
-    assert [n.problem for n in news.changed([row("failed", problem="oom")], 9.0)] == ["oom"]
-    assert news.changed([row("failed", problem="oom")], 9.5) == []
+    assert [n.problem for n in news.changed((row("failed", problem="oom"),), 9.0)] == ["oom"]
+    assert news.changed((row("failed", problem="oom"),), 9.5) == []
 
 
 def test_a_key_in_a_preset_is_never_printed_by_the_dry_run(folder, tmp_path, capsys):

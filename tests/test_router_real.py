@@ -27,9 +27,9 @@ from test_fit_real import context_mismatches, mismatches
 
 from lltui.core.llama.args import parse_llama_args
 from lltui.core.llama.served_model import served_model
+from lltui.services.launch.router import RouterRefused, RouterSession
+from lltui.services.launch.router_prep import RouterRequest
 from lltui.services.plan import PlanEntry
-from lltui.services.router import RouterRefused, RouterSession
-from lltui.services.router_prep import RouterRequest
 
 __all__ = ["llama_bins"]
 
@@ -91,7 +91,7 @@ def test_the_plan_matches_what_each_load_allocates(models, server_env, llama_bin
             split = plan.model("split")
             assert "-ts" in split.pinned and plan.model("gamma").pinned[0] == "-c"
             session.start()
-            assert session.wait_ready(60)
+            assert session.supervisor and session.supervisor.wait_ready(60)
             for name in ("alpha", "beta", "gamma"):
                 session.load(name)
             wait_states(session, {"alpha": "loaded", "beta": "loaded", "gamma": "loaded"})
@@ -236,7 +236,7 @@ def test_the_monitor_names_each_model_server(models, server_env):
     with RouterSession(request) as session:
         session.prepare()
         session.start()
-        assert session.wait_ready(60)
+        assert session.supervisor and session.supervisor.wait_ready(60)
         session.load("alpha")
         session.load("gamma")
         wait_states(session, {"alpha": "loaded", "gamma": "loaded"})

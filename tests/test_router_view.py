@@ -47,6 +47,20 @@ def write_preset(path: Path, models: dict[str, Path], ep: str) -> Path:
     return path
 
 
+def ready(app) -> bool:
+    return app.launch.state.phase == "ready"
+
+
+def router_rows(app) -> tuple:
+    view = app.launch.state.router
+    return view.rows if view is not None else ()
+
+
+def router_note(app) -> str:
+    view = app.launch.state.router
+    return (view.note if view is not None else None) or ""
+
+
 def row_state(screen: LaunchScreen, name: str) -> str:
     table = screen.query_one("#launch-models", RouterTable)
     try:
@@ -76,7 +90,7 @@ async def test_the_view_follows_the_router_and_gates_its_loads(
                 screen = app.screen
                 assert isinstance(screen, LaunchScreen)
                 app.launch_action("start", str(preset), "", f"127.0.0.1:{port}")
-                await wait_for(lambda: len(app.launch.state.router) == 3, WAIT_S)
+                await wait_for(lambda: ready(app) and len(router_rows(app)) == 3, WAIT_S)
                 router = app.launch.state.pid
                 url = f"http://127.0.0.1:{port}"
                 # a load through the router's own API shows in the table
@@ -89,7 +103,7 @@ async def test_the_view_follows_the_router_and_gates_its_loads(
                 # one holds the RPC server: two is refused, in a line naming what to unload
                 await select(pilot, screen, "two")
                 await pilot.press("l")
-                await wait_for(lambda: (app.launch.state.router_note or "").startswith("refused"))
+                await wait_for(lambda: router_note(app).startswith("refused"))
                 note = str(screen.query_one("#launch-router-note").render())
                 assert "two does not fit with one, three loaded: one holds the RPC server" in note
                 assert "unload one first" in note
@@ -97,9 +111,9 @@ async def test_the_view_follows_the_router_and_gates_its_loads(
                 # a kept model is not unloaded from the view
                 await select(pilot, screen, "one")
                 await pilot.press("k")
-                await wait_for(lambda: "one kept" in (app.launch.state.router_note or ""))
+                await wait_for(lambda: "one kept" in router_note(app))
                 await pilot.press("u")
-                await wait_for(lambda: "one is kept" in (app.launch.state.router_note or ""))
+                await wait_for(lambda: "one is kept" in router_note(app))
                 assert row_state(screen, "one") == "loaded"
                 members = group_members(router or 0)
                 assert len(members) == 3  # the router, one and three
@@ -123,11 +137,11 @@ async def test_quitting_the_app_stops_the_router_and_its_models(models, server_e
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("5")
             app.launch_action("start", str(folder), "-c 512 -t 1", f"127.0.0.1:{port}")
-            await wait_for(lambda: len(app.launch.state.router) == 1, WAIT_S)
+            await wait_for(lambda: ready(app) and len(router_rows(app)) == 1, WAIT_S)
             router = app.launch.state.pid
             app.launch_action("router", "load", "alpha")
-            await wait_for(lambda: app.launch.state.router[0].state == "loaded", WAIT_S)
-            assert app.launch.state.router[0].memory_mib
+            await wait_for(lambda: router_rows(app)[0].state == "loaded", WAIT_S)
+            assert router_rows(app)[0].memory_mib
             members = group_members(router or 0)
             assert len(members) == 2
             await pilot.press("ctrl+q")

@@ -143,7 +143,8 @@ def test_every_file_flag_is_a_flag_of_the_pinned_llama_server():
 
 
 def test_the_launch_session_applies_the_policy_before_anything_starts(tmp_path):
-    from lltui.services.launch import LaunchRequest, LaunchSession
+    from lltui.services.launch.request import LaunchRequest
+    from lltui.services.launch.session import LaunchSession
 
     model = write_tiny_llama(tmp_path / "tiny.gguf")
     request = LaunchRequest(words=(str(model), "--slot-save-path", str(tmp_path)))
@@ -154,8 +155,8 @@ def test_the_launch_session_applies_the_policy_before_anything_starts(tmp_path):
 
 
 def test_a_router_preset_cannot_carry_a_refused_flag(tmp_path):
-    from lltui.services.router import RouterSession
-    from lltui.services.router_prep import RouterRequest
+    from lltui.services.launch.router import RouterSession
+    from lltui.services.launch.router_prep import RouterRequest
 
     write_tiny_llama(tmp_path / "a.gguf")
     preset = tmp_path / "models.ini"

@@ -23,7 +23,7 @@ from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llama.timings import parse_timing
 from lltui.core.speed.served import HOST_BUSY_MAX, ServedSpeeds, ServedTasks
 from lltui.services.bench import local_calibration, local_rig
-from lltui.services.launch_speed import SpeedWatch
+from lltui.services.launch.speed import SpeedWatch
 from lltui.sources.gpu import rig_store
 from lltui.sources.gpu.cpu import local_host
 from lltui.sources.gpu.procfs import OthersMeter
@@ -321,21 +321,23 @@ def test_a_real_servers_requests_are_checked(llama_bins, tiny_model, tmp_path):
 
 def test_the_launch_view_and_command_say_what_became_of_a_request(tiny, idle_host, capsys):
     from lltui.app.screens.launch import render_rates
-    from lltui.commands.launch import _SpeedLines
-    from lltui.services.launch_watch import LaunchState
+    from lltui.commands.launch_output import StatePrinter
+    from lltui.services.launch.state import LaunchState, Speed, Tail
+    from lltui.services.launch.watch import LaunchWatch
 
     watch_for, proc, clock, _env = idle_host
     check = _serve(watch_for(tiny), proc, clock, 1, 128, slower=10)
-    st = LaunchState(phase="ready")
-    st.served_generation = check
+    st = LaunchState(phase="ready", speed=Speed(served=Tail(limit=16).add([check])))
     text = render_rates(st, 200)
     assert "measured -90% vs predicted; not kept as a calibration point: the model" in text
-    lines = _SpeedLines(as_json=True)
-    lines._watch = watch_for(tiny)
-    lines.feed(_start(2))
+    # the command: the launch's watch times the server's lines, its printer says each request
+    watch = LaunchWatch(None, StatePrinter(lambda st: [], as_json=True))
+    watch._speed = watch_for(tiny)
+    watch._line(_start(2))
     proc.advance(total=200)
     for line in (_line(2, True, 32, 10.0), _line(2, False, 128, 30000.0)):
-        lines.feed(line)
+        watch._line(line)
+    watch._fold_inbox(clock())
     event = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert event["event"] == "speed" and not event["kept"]
     assert "too small" in event["calibration"]

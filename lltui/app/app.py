@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from lltui.core.llama.args import LlamaArgs
     from lltui.core.llama.launch_spec import LaunchPolicy
     from lltui.services.alerts import HookRunner
-    from lltui.services.launch_watch import LaunchController
+    from lltui.services.launch.controller import LaunchController
     from lltui.services.rig import Rig
     from lltui.sources.gpu.fleet import Fleet
     from lltui.sources.gpu.kinds import ReplayOptions
@@ -493,7 +493,7 @@ class LltuiApp(App[int]):
     @property
     def launch(self) -> LaunchController:
         if self._launch is None:
-            from lltui.services.launch_watch import LaunchController
+            from lltui.services.launch.controller import LaunchController
 
             self._launch = LaunchController(
                 lambda: self.post_message(LaunchChanged()),
@@ -543,25 +543,13 @@ class LltuiApp(App[int]):
 
     def _llama_alerts(self) -> None:
         """The launched (or followed) llama-server's health, into the alerts."""
-        from lltui.core.llama.address import public_url
-        from lltui.core.monitor.alerts import LlamaStatus
+        from lltui.services.launch.state import llama_status
 
         if self._launch is None:
             return
-        with self._launch.lock:
-            st = self._launch.state
-            phase, url, health, words = st.phase, st.url, st.health, st.message
-        servers: list[LlamaStatus] = []
-        if url is not None and phase != "idle":
-            if phase in ("exited", "error"):
-                state = "down"
-            elif phase in ("starting", "loading", "stopping"):
-                state = "loading"
-            else:
-                state = health or ("ready" if phase == "ready" else "loading")
-            servers.append(LlamaStatus(public_url(url), state, None if state == "ready" else words))
+        status = llama_status(self._launch.state)
         with self.model.lock:
-            changes = self.model.alerts.update(time.time(), llama=servers)
+            changes = self.model.alerts.update(time.time(), llama=[status] if status else [])
         if changes and self.model.on_alerts is not None:
             self.model.on_alerts(changes)
         if changes:
@@ -587,13 +575,8 @@ class LltuiApp(App[int]):
 
     def _launch_running(self) -> str | None:
         """The llama-server lltui started and still runs, in words; None when there is none."""
-        if self._launch is None:
-            return None
-        with self._launch.lock:
-            st = self._launch.state
-            if st.phase in ("starting", "loading", "ready", "stopping") and st.pid is not None:
-                return f"llama-server (pid {st.pid})"
-        return None
+        st = self._launch.state if self._launch is not None else None
+        return f"llama-server (pid {st.pid})" if st is not None and st.running else None
 
     def action_next_view(self) -> None:
         self.action_view(views.next_view(list(self.MODES), self.current_mode))

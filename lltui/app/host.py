@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from lltui.app.state.launch import FormFlags
     from lltui.app.state.monitor import MonitorPrefs
     from lltui.core.llama.args import LlamaArgs
-    from lltui.services.launch_watch import LaunchController
+    from lltui.services.launch.controller import LaunchController
     from lltui.sources.gpu.fleet import Fleet
 
 

@@ -14,18 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError
 from lltui.commands.launch_output import dry_run as _dry_run
-from lltui.commands.launch_output import report_exit as _report_exit
-from lltui.commands.launch_output import rpc_json as _rpc_json
 from lltui.commands.launch_output import say as _say
 from lltui.commands.launch_output import say_note as _say_note
 from lltui.commands.own_options import ROUTER, options_help, split_own
 
 if TYPE_CHECKING:
-    import threading
-
-    from lltui.services.launch import LaunchSession
+    from lltui.services.launch.session import LaunchSession
+    from lltui.services.launch.state import LaunchState
     from lltui.sources.llama.rpc_hosts import RpcHosts
-    from lltui.sources.llama.supervisor import ServerStatus
 
 USAGE = (
     "lltui launch MODEL.gguf [llama-server flags] [--dry-run] [--json] [--profile NAME]\n"
@@ -122,39 +118,10 @@ def _router_mode(own: _Own, words: list[str]) -> bool:
     return len(group_models(split_own(words, "launch").items).models) >= 2
 
 
-def _mib(x: object) -> str:
-    return f"{x:.2f}" if isinstance(x, int | float) else "?"
-
-
-def _ready_lines(event: dict[str, Any]) -> list[str]:
-    """The ready line and the prediction's line under it (each printed as one line)."""
-    parts = [f"llama-server ready at {event['url']} (pid {event['pid']})"]
-    for d in event["devices"]:
-        text = (
-            f"{d['name']}: model {_mib(d['model_mib'])} MiB, KV {_mib(d['kv_mib'])} MiB, "
-            f"compute {_mib(d['compute_mib'])} MiB"
-        )
-        p = d.get("predicted")
-        if p:  # lltui's prediction for the same flags, beside what the server allocated
-            text += (
-                f" (predicted {_mib(p['model_mib'])}, {_mib(p['kv_mib'])}, "
-                f"{_mib(p['compute_mib'])})"
-            )
-        parts.append(text)
-    lines = [" | ".join(parts)]
-    pred = event.get("prediction")
-    if pred:
-        lines.append(
-            f"  lltui's prediction ({pred['rules']}): {pred['exact']} of {pred['compared']} "
-            f"buffer lines exact, {pred['within_1pct']} within 1%"
-            + (f"; {pred['note']}" if pred.get("note") else "")
-        )
-    return lines
-
-
 def run(args: argparse.Namespace) -> int:
     from lltui.core.llama.launch_spec import LaunchError
-    from lltui.services.launch import LaunchRequest, LaunchSession
+    from lltui.services.launch.request import LaunchRequest
+    from lltui.services.launch.session import LaunchSession
 
     own, words = _split_own(list(args.words))
     if own.help:
@@ -166,16 +133,12 @@ def run(args: argparse.Namespace) -> int:
         return _run_router(own, words)
     if own.pin or own.load or own.gpus:
         raise CliError("launch: --pin, --load and --gpus are for a router (--models)", 2)
-    speed = _SpeedLines(as_json=own.json)
-    session = LaunchSession(
-        LaunchRequest(words=tuple(words)), on_note=_say_note, on_line=speed.feed
-    )
+    session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
     try:
         with session:
             prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
             if own.dry_run:
                 return _dry_run(prepared, session.environ, as_json=own.json)
-            speed.watch_command(prepared.spec.args, lambda: session.pid)
             return _supervise(session, as_json=own.json, keep_running=own.keep_running)
     except LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
@@ -203,47 +166,6 @@ def _run_router(own: _Own, words: list[str]) -> int:
     )
 
 
-class _SpeedLines:
-    """Each served request's speed beside the prediction, one line (or JSON event) each."""
-
-    def __init__(self, *, as_json: bool) -> None:
-        self._as_json = as_json
-        self._watch: Any = None
-        self._told = 0
-
-    def watch_command(self, args: Any, pid: Any) -> None:
-        from lltui.services.devices import local_devices
-        from lltui.services.launch_speed import SpeedWatch
-
-        devices, _why = local_devices()  # none: the server runs on the host
-        self._watch = SpeedWatch.for_command(args, devices, pid=pid)
-
-    def feed(self, line: str) -> None:
-        watch = self._watch
-        if watch is None:
-            return
-        check = watch.feed(line)
-        if check is None:
-            return
-        kept = watch.stored[self._told :]
-        self._told = len(watch.stored)
-        if self._as_json:
-            event = {
-                "event": "speed",
-                "kind": "prompt" if check.prompt else "generation",
-                "tokens": check.tokens,
-                "depth": check.depth,
-                "measured_tps": round(check.measured_tps, 2),
-                "predicted_tps": round(check.predicted_tps, 2),
-                "diff": round(check.diff, 4),
-                "kept": bool(kept),
-                "calibration": check.calibration,
-            }
-            _say(json.dumps(event))
-            return
-        _say(f"served {check.line()}" + (f"; {check.calibration}" if check.calibration else ""))
-
-
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     """rpc-server on each ``--rpc-host`` over ssh, then llama-server with their devices;
     every rpc-server and ssh session stopped on the way out, however lltui leaves."""
@@ -251,7 +173,8 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
 
     from lltui.core.llama.launch_spec import LaunchError
     from lltui.core.llama.rpc_hosts import RpcHostError, exposure_warning, parse_rpc_host
-    from lltui.services.launch import LaunchRequest, LaunchSession
+    from lltui.services.launch.request import LaunchRequest
+    from lltui.services.launch.session import LaunchSession
     from lltui.sources.llama.rpc_hosts import RpcHosts, RpcStartError
 
     if not own.rpc_hosts:
@@ -269,9 +192,6 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
         if warning:  # loud, before anything starts (and in a dry run)
             _say(f"lltui: {warning}", err=True)
 
-    def note(level: str, text: str) -> None:
-        _say(f"lltui: {text}" if level == "info" else f"lltui: {level}: {text}", err=True)
-
     def interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt  # a stop while starting: the with-blocks stop what started
 
@@ -285,7 +205,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
                 if not own.dry_run:
                     rpc.start()
                     for line in rpc.describe():
-                        note("info", line)
+                        _say(f"lltui: {line}", err=True)
                 return _run_router(own, ["--rpc", rpc.rpc_value(), *words])
             words = [*words, "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
@@ -295,7 +215,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
                     return _dry_run(prepared, session.environ, as_json=own.json, rpc=rpc)
                 rpc.start()
                 for line in rpc.describe():
-                    note("info", line)
+                    _say(f"lltui: {line}", err=True)
                 return _supervise(session, as_json=own.json, keep_running=False, rpc=rpc)
     except LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
@@ -309,134 +229,24 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
 def _supervise(
     session: LaunchSession, *, as_json: bool, keep_running: bool, rpc: RpcHosts | None = None
 ) -> int:
-    """Run the server in the foreground until it exits or a signal asks lltui to stop it."""
-    import signal
-    import threading
-
-    signals_seen: list[int] = []
-    wake = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        signals_seen.append(signum)
-        if len(signals_seen) > 1:
-            session.hurry()  # a second Ctrl-C: skip the waits
-        wake.set()
-
-    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, on_signal) for s in handled}
-    try:
-        session.start(keep_running=keep_running)
-        _watch(session, signals_seen, wake, as_json=as_json, rpc=rpc, until_ready=keep_running)
-        if keep_running and not session.exited:  # ready (or stopped watching while it loaded)
-            return _detach(session, as_json=as_json)
-        result = session.stop() if signals_seen else session.wait_exit(5.0)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        session.close()
-    if result is None:
-        _say("lltui: llama-server did not exit", err=True)
-        return 1
-    return _report_exit(result, as_json=as_json)
-
-
-def _watch(
-    session: LaunchSession,
-    signals_seen: list[int],
-    wake: threading.Event,
-    *,
-    as_json: bool,
-    rpc: RpcHosts | None = None,
-    until_ready: bool = False,
-) -> None:
-    """Say how loading goes and when the server is ready; return when it exits or a signal
-    arrives (``until_ready``: once it is ready, too)."""
-    import time
-
-    announced = False
-    progress = _LoadProgress(time.monotonic())
-    while not signals_seen:
-        if not announced and session.is_ready:
-            announced = True
-            event = session.ready_event()
-            if rpc is not None:
-                event["rpc_hosts"] = _rpc_json(rpc)
-            for line in [json.dumps(event)] if as_json else _ready_lines(event):
-                _say(line)
-            if rpc is not None and not as_json:  # which host each RPC device is
-                for line in rpc.describe():
-                    _say(f"  {line}")
-            if until_ready:
-                return
-        elif not announced:
-            status = session.status()
-            for line in progress.lines(status, time.monotonic()) if status else ():
-                _say(f"lltui: {line}", err=True)
-        if session.exited:
-            return
-        wake.wait(0.1)
-
-
-class _LoadProgress:
-    """What the server's log says while it loads, each step once, and how long it has been
-    at it every so often: a big model takes minutes and must not look hung."""
-
-    EVERY_S = 10.0
-
-    def __init__(self, t0: float) -> None:
-        self.t0 = t0
-        self.said: set[str] = set()
-        self.last = t0
-
-    def lines(self, status: ServerStatus, now: float) -> list[str]:
-        log = status.log
-        out = []
-        steps = [
-            ("loading", log.memory.loads > 0, "loading the model's weights"),
-            ("weights", any(b.model_mib for b in log.buffers), self._weights(status)),
-            ("context", any(b.kv_mib or b.compute_mib for b in log.buffers), self._context(status)),
-            ("loaded", log.model_loaded, "model loaded; warming up"),
-        ]
-        for key, seen, text in steps:
-            if seen and key not in self.said:
-                self.said.add(key)
-                out.append(text)
-        if not out and now - self.last >= self.EVERY_S:
-            out.append(f"still loading ({now - self.t0:.0f} s)")
-        if out:
-            self.last = now
-        return out
-
-    @staticmethod
-    def _weights(status: ServerStatus) -> str:
-        parts = [f"{b.name} {b.model_mib:.0f} MiB" for b in status.log.buffers if b.model_mib]
-        return "weights placed: " + ", ".join(parts)
-
-    @staticmethod
-    def _context(status: ServerStatus) -> str:
-        parts = [
-            f"{b.name} KV {b.kv_mib:.0f} + compute {b.compute_mib:.0f} MiB"
-            for b in status.log.buffers
-            if b.kv_mib or b.compute_mib
-        ]
-        return "context allocated: " + ", ".join(parts)
-
-
-def _detach(session: LaunchSession, *, as_json: bool) -> int:
-    session.detach()
-    url = session.prepared.spec.url
-    stop = f"kill {session.pid}"
-    detached = {
-        "event": "detached",
-        "pid": session.pid,
-        "url": url,
-        "log": str(session.log_file),
-        "stop": stop,
-    }
-    _say(
-        json.dumps(detached)
-        if as_json
-        else f"llama-server left running: pid {session.pid}, {url}, log {session.log_file}; "
-        f"stop it with: {stop}"
+    """One server in the foreground: its ready line (with the RPC hosts it uses), each
+    served request, how it ended; ``keep_running``: left running once ready."""
+    from lltui.commands.launch_output import (
+        StatePrinter,
+        foreground,
+        ready_event,
+        ready_lines,
+        rpc_json,
     )
-    return 0
+
+    def ready(st: LaunchState) -> list[str]:
+        event = ready_event(st)
+        if rpc is not None:
+            event["rpc_hosts"] = rpc_json(rpc)
+        if as_json:
+            return [json.dumps(event)]
+        hosts = rpc.describe() if rpc is not None else []  # which host each RPC device is
+        return ready_lines(event) + [f"  {line}" for line in hosts]
+
+    printer = StatePrinter(ready, as_json=as_json)
+    return foreground(session, printer, as_json=as_json, keep_running=keep_running)

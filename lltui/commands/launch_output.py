@@ -1,16 +1,24 @@
-"""What ``lltui launch`` prints, for one server and for a router: a line on the terminal
-(never an error when the terminal went away), notes, the dry run, how the server ended."""
+"""What ``lltui launch`` prints, for one server and for a router, and its run in the
+foreground (:func:`foreground`: signals, the launch's watch, the end): a line on the
+terminal (never an error when the terminal went away), notes, the dry run, what changed in
+the launch's state (:class:`StatePrinter`: how loading goes, the ready line, each served
+request, each router model's news), how the server ended."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lltui.services.launch import Note, PreparedLaunch
+    from lltui.core.llamalog.models import DevicePlacement
+    from lltui.core.speed.served import SpeedCheck
+    from lltui.services.launch.request import Note, PreparedLaunch
+    from lltui.services.launch.session import Session
+    from lltui.services.launch.state import LaunchState, ModelRow
+    from lltui.services.launch.watch import Poll
     from lltui.sources.llama.rpc_hosts import RpcHosts
     from lltui.sources.llama.supervisor import ServerExit
 
@@ -93,9 +101,81 @@ def rpc_json(rpc: RpcHosts, *, with_argv: bool = False) -> list[dict[str, Any]]:
     return out
 
 
+def foreground(
+    session: Session,
+    printer: Callable[[LaunchState], None],
+    *,
+    as_json: bool,
+    keep_running: bool = False,
+    polls: Sequence[Poll] = (),
+) -> int:
+    """Run a server or a router in the foreground, its watch's changes printed, until it
+    exits or a signal asks lltui to stop it (a second signal cuts the waits short);
+    ``keep_running``: until it is ready, then left running."""
+    import signal
+    import threading
+
+    from lltui.services.launch.watch import LaunchWatch
+
+    signals_seen: list[int] = []
+    wake = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signals_seen.append(signum)
+        if len(signals_seen) > 1:
+            session.hurry()  # a second Ctrl-C: skip the waits
+        wake.set()
+
+    def changed(st: LaunchState) -> None:
+        printer(st)
+        if st.exit is not None or (keep_running and st.ready_at is not None):
+            wake.set()
+
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, on_signal) for s in handled}
+    watch = LaunchWatch(session, changed, polls=polls, on_end=wake.set)
+    try:
+        watch.start(keep_running=keep_running)
+        wake.wait()
+        if keep_running and watch.state.exit is None:
+            watch.close()  # ready (or stopped watching while it loaded)
+            return _detach(session, as_json=as_json)
+        if signals_seen:
+            session.stop()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        watch.close()
+        session.close()
+    if watch.state.exit is None:
+        say("lltui: llama-server did not exit", err=True)
+        return 1
+    return report_exit(watch.state.exit, as_json=as_json)
+
+
+def _detach(session: Session, *, as_json: bool) -> int:
+    session.detach()
+    url = session.launch.spec.url
+    stop = f"kill {session.pid}"
+    detached = {
+        "event": "detached",
+        "pid": session.pid,
+        "url": url,
+        "log": str(session.log_file),
+        "stop": stop,
+    }
+    say(
+        json.dumps(detached)
+        if as_json
+        else f"llama-server left running: pid {session.pid}, {url}, log {session.log_file}; "
+        f"stop it with: {stop}"
+    )
+    return 0
+
+
 def report_exit(result: ServerExit, *, as_json: bool) -> int:
     from lltui.core.llama.exit_reason import exit_event
-    from lltui.services.launch import describe_exit
+    from lltui.services.launch.state import describe_exit
 
     if as_json:
         say(
@@ -111,3 +191,149 @@ def report_exit(result: ServerExit, *, as_json: bool) -> int:
             for line in result.log_tail[-10:]:
                 say(f"  | {line}", err=True)
     return 0 if result.clean else 1
+
+
+# --- what changed ------------------------------------------------------------------------------
+
+
+class StatePrinter:
+    """Prints what changed in a launch's state, each item once: how loading goes (stderr),
+    the ready line(s) (``ready``: one server's or a router's), each served request beside
+    the prediction, a router's refused loads and each model's news."""
+
+    def __init__(self, ready: Callable[[LaunchState], list[str]], *, as_json: bool) -> None:
+        self._ready = ready
+        self._as_json = as_json
+        self._ready_said = False
+        self._progress = self._served = self._refused = self._news = 0
+
+    def __call__(self, st: LaunchState) -> None:
+        for line in st.progress.since(self._progress):
+            say(f"lltui: {line}", err=True)
+        self._progress = st.progress.total
+        if st.ready_at is not None and not self._ready_said:
+            self._ready_said = True
+            for line in self._ready(st):
+                say(line)
+        for check in st.speed.served.since(self._served):
+            say(self._speed(check))
+        self._served = st.speed.served.total
+        if st.router is not None:
+            for line in st.router.refused.since(self._refused):
+                if self._as_json:
+                    say(json.dumps({"event": "refused", "message": line}))
+                else:
+                    say(f"lltui: refused: {line}", err=True)
+            for row in st.router.news.since(self._news):
+                say(json.dumps(model_event(row)) if self._as_json else row_text(row))
+            self._refused, self._news = st.router.refused.total, st.router.news.total
+
+    def _speed(self, check: SpeedCheck) -> str:
+        if not self._as_json:
+            return f"served {check.line()}" + (
+                f"; {check.calibration}" if check.calibration else ""
+            )
+        event = {
+            "event": "speed",
+            "kind": "prompt" if check.prompt else "generation",
+            "tokens": check.tokens,
+            "depth": check.depth,
+            "measured_tps": round(check.measured_tps, 2),
+            "predicted_tps": round(check.predicted_tps, 2),
+            "diff": round(check.diff, 4),
+            "kept": check.kept,
+            "calibration": check.calibration,
+        }
+        return json.dumps(event)
+
+
+def ready_event(st: LaunchState) -> dict[str, Any]:
+    """The ``ready`` event: URL, pid, argv (masked) and memory per device from the server's
+    log, each device with lltui's prediction beside it."""
+    from lltui.core.llama.exit_reason import ready_event as event_of
+    from lltui.services.launch.compare import check_summary, predicted_mib
+
+    devices = st.log_summary.ready_devices() if st.log_summary is not None else []
+    event = event_of(st.url or "", st.pid or 0, st.argv, devices)
+    check = st.check
+    if check is not None:
+        for d in event["devices"]:
+            found = check.device(str(d["name"]))
+            d["predicted"] = None if found is None else predicted_mib(found)
+        event["prediction"] = check_summary(check)
+    return event
+
+
+def _mib(x: object) -> str:
+    return f"{x:.2f}" if isinstance(x, int | float) else "?"
+
+
+def ready_lines(event: dict[str, Any]) -> list[str]:
+    """The ready line and the prediction's line under it (each printed as one line)."""
+    parts = [f"llama-server ready at {event['url']} (pid {event['pid']})"]
+    for d in event["devices"]:
+        text = (
+            f"{d['name']}: model {_mib(d['model_mib'])} MiB, KV {_mib(d['kv_mib'])} MiB, "
+            f"compute {_mib(d['compute_mib'])} MiB"
+        )
+        p = d.get("predicted")
+        if p:  # lltui's prediction for the same flags, beside what the server allocated
+            text += (
+                f" (predicted {_mib(p['model_mib'])}, {_mib(p['kv_mib'])}, "
+                f"{_mib(p['compute_mib'])})"
+            )
+        parts.append(text)
+    lines = [" | ".join(parts)]
+    pred = event.get("prediction")
+    if pred:
+        lines.append(
+            f"  lltui's prediction ({pred['rules']}): {pred['exact']} of {pred['compared']} "
+            f"buffer lines exact, {pred['within_1pct']} within 1%"
+            + (f"; {pred['note']}" if pred.get("note") else "")
+        )
+    return lines
+
+
+def device_label(p: DevicePlacement) -> str:
+    """A device as the plan names it: an RPC device with its server (``RPC0[host:port]``),
+    as each model's server numbers its own RPC devices from 0."""
+    if p.name.startswith("RPC"):
+        return next((b for b in p.buffers if b.startswith("RPC") and "[" in b), p.name)
+    return p.name
+
+
+def row_text(row: ModelRow) -> str:
+    text = f"{row.name}: {row.state}"
+    if row.state == "loaded" and row.placement:
+        text += (
+            " ("
+            + "; ".join(
+                f"{device_label(p)} model {p.model_mib:.2f} MiB, KV {p.kv_mib:.2f}, "
+                f"compute {p.compute_mib:.2f}"
+                for p in row.placement
+            )
+            + ")"
+        )
+    if row.problem:
+        text += f": {row.problem}"
+    return text
+
+
+def model_event(row: ModelRow) -> dict[str, Any]:
+    return {
+        "event": "model",
+        "name": row.name,
+        "state": row.state,
+        "kept": row.kept,
+        "devices": [
+            {
+                "name": device_label(p),
+                "model_mib": p.model_mib,
+                "kv_mib": p.kv_mib,
+                "compute_mib": p.compute_mib,
+                "output_mib": p.output_mib,
+            }
+            for p in row.placement
+        ],
+        "problem": row.problem,
+    }

@@ -10,72 +10,16 @@ SIGHUP stop the router and every model server with it.
 from __future__ import annotations
 
 import json
-import threading
 from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError
+from lltui.commands.launch_output import say as _say
 
 if TYPE_CHECKING:
-    from lltui.core.llamalog.models import DevicePlacement
-    from lltui.services.router import ModelRow, PreparedRouter, RouterSession
+    from lltui.services.launch.router import PreparedRouter, RouterSession
+    from lltui.services.launch.state import LaunchState
 
 POLL_S = 0.5
-PLACEMENT_WAIT_S = 2.0  # a model's buffer lines may trail the router's word that it loaded
-
-
-def _say(text: str, *, err: bool = False) -> None:
-    from lltui.commands.launch_output import say
-
-    say(text, err=err)
-
-
-def device_label(p: DevicePlacement) -> str:
-    """A device as the plan names it: an RPC device with its server (``RPC0[host:port]``),
-    as each model's server numbers its own RPC devices from 0."""
-    if p.name.startswith("RPC"):
-        return next((b for b in p.buffers if b.startswith("RPC") and "[" in b), p.name)
-    return p.name
-
-
-def devices_json(row: ModelRow) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": device_label(p),
-            "model_mib": p.model_mib,
-            "kv_mib": p.kv_mib,
-            "compute_mib": p.compute_mib,
-            "output_mib": p.output_mib,
-        }
-        for p in row.placement
-    ]
-
-
-def _row_text(row: ModelRow) -> str:
-    text = f"{row.name}: {row.state}"
-    if row.state == "loaded" and row.placement:
-        text += (
-            " ("
-            + "; ".join(
-                f"{device_label(p)} model {p.model_mib:.2f} MiB, KV {p.kv_mib:.2f}, "
-                f"compute {p.compute_mib:.2f}"
-                for p in row.placement
-            )
-            + ")"
-        )
-    if row.problem:
-        text += f": {row.problem}"
-    return text
-
-
-def _event(row: ModelRow) -> dict[str, Any]:
-    return {
-        "event": "model",
-        "name": row.name,
-        "state": row.state,
-        "kept": row.kept,
-        "devices": devices_json(row),
-        "problem": row.problem,
-    }
 
 
 def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool) -> int:
@@ -108,114 +52,36 @@ def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool)
     return 0
 
 
-def _ready_line(session: RouterSession, as_json: bool) -> str:
-    prepared = session.prepared
+def _ready_line(prepared: PreparedRouter, st: LaunchState, as_json: bool) -> str:
     names = [f"{n} (kept)" if n in prepared.kept else n for n in prepared.names]
     if as_json:
         return json.dumps(
             {
                 "event": "ready",
-                "url": session.url,
-                "pid": session.pid,
-                "argv": prepared.launch.command.display_argv(),
+                "url": prepared.launch.spec.url,
+                "pid": st.pid,
+                "argv": list(st.argv),
                 "preset": prepared.preset_path,
                 "models": list(prepared.names),
                 "kept": list(prepared.kept),
             }
         )
     return (
-        f"llama-server router ready at {session.url} (pid {session.pid}): "
+        f"llama-server router ready at {prepared.launch.spec.url} (pid {st.pid}): "
         f"{len(names)} models: {', '.join(names)}; preset {prepared.preset_path}"
     )
 
 
 def supervise(session: RouterSession, *, as_json: bool) -> int:
-    """Run the router in the foreground until it exits or a signal asks lltui to stop."""
-    import signal
+    """The router in the foreground: its ready line, the loads the plan refused, each
+    model's state as it changes, how it ended."""
+    from lltui.commands.launch_output import StatePrinter, foreground
+    from lltui.services.launch.polls import RouterPoll
 
-    from lltui.commands.launch_output import report_exit as _report_exit
-
-    signals_seen: list[int] = []
-    wake = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        signals_seen.append(signum)
-        if len(signals_seen) > 1:
-            session.hurry()
-        wake.set()
-
-    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, on_signal) for s in handled}
-    try:
-        session.start()
-        _watch(session, signals_seen, wake, as_json=as_json)
-        result = session.stop() if signals_seen else session.wait_exit(5.0)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        session.close()
-    if result is None:
-        _say("lltui: llama-server did not exit", err=True)
-        return 1
-    return _report_exit(result, as_json=as_json)
-
-
-def _watch(
-    session: RouterSession, signals_seen: list[int], wake: threading.Event, *, as_json: bool
-) -> None:
-    from lltui.services.router import RouterRefused
-
-    while not signals_seen and not session.exited and not session.is_ready:
-        wake.wait(0.05)
-    if signals_seen or session.exited:
-        return
-    _say(_ready_line(session, as_json))
-    for line in session.load_at_start():
-        _refused(line, as_json)
-    import time
-
-    news = RowNews()
-    while not signals_seen and not session.exited:
-        try:
-            rows = session.rows(session.models())
-        except RouterRefused:
-            rows = []
-        for row in news.changed(rows, time.monotonic()):
-            _say(json.dumps(_event(row)) if as_json else _row_text(row))
-        wake.wait(POLL_S)
-
-
-class RowNews:
-    """Which models' rows are news: a state (or its problem) other than the one last said,
-    each said once. A model the router's listing left out for a moment (``unknown``) is no
-    news: said, it came back as a second line of the state it had. A model just loaded
-    waits a little for its buffer lines."""
-
-    def __init__(self) -> None:
-        self._said: dict[str, tuple[str, str | None]] = {}
-        self._waiting: dict[str, float] = {}
-
-    def changed(self, rows: list[ModelRow], now: float) -> list[ModelRow]:
-        out = []
-        for row in rows:
-            said = self._said.get(row.name, ("unloaded", None))
-            if row.state == "unknown" or (row.state, row.problem) == said:
-                continue
-            if row.state == "loaded" and not row.placement:
-                first = self._waiting.setdefault(row.name, now)
-                if now - first < PLACEMENT_WAIT_S:
-                    continue
-            self._waiting.pop(row.name, None)
-            self._said[row.name] = (row.state, row.problem)
-            out.append(row)
-        return out
-
-
-def _refused(line: str, as_json: bool) -> None:
-    if as_json:
-        _say(json.dumps({"event": "refused", "message": line}))
-    else:
-        _say(f"lltui: refused: {line}", err=True)
+    prepared = session.prepared
+    printer = StatePrinter(lambda st: [_ready_line(prepared, st, as_json)], as_json=as_json)
+    polls = [RouterPoll(session, interval_s=POLL_S, per_model=False)]
+    return foreground(session, printer, as_json=as_json, polls=polls)
 
 
 def run_router(
@@ -231,8 +97,8 @@ def run_router(
     """``source``: ``--models DIR|PRESET.ini``; else ``entries_words`` names the models."""
     from lltui.commands.launch_output import say_note as _say_note
     from lltui.core.llama.launch_spec import LaunchError
-    from lltui.services.router import RouterSession
-    from lltui.services.router_prep import RouterRequest
+    from lltui.services.launch.router import RouterSession
+    from lltui.services.launch.router_prep import RouterRequest
 
     shared, entries = _split(source, entries_words)
     request = RouterRequest(

@@ -372,30 +372,6 @@ def _oracle(setup: FitSetup, local: bool) -> OracleComparison:
     return oracle_compare(ours, res)
 
 
-def predict_speed(args: LlamaArgs, sample: RigSample | None) -> tuple[float, float] | None:
-    """Decode and prompt tokens/s that fit predicts for this command on the rig as sampled
-    (free memory aside: the server is already loading); None when it cannot say."""
-    if sample is None or args.model_path is None:
-        return None
-    from lltui.core.fit.estimate import estimate
-    from lltui.services.bench import local_calibration
-    from lltui.services.devices import devices_from_sample
-    from lltui.sources.gpu.cpu import local_host
-
-    try:
-        model = read_model(args.model_path, keep=True)
-        devices = devices_from_sample(sample)
-        host = local_host()
-        opts = FitOptions(host=host, calibration=local_calibration(devices, host))
-        result = estimate(model, args, devices, opts)
-    except (FitError, ModelError, ValueError, OSError):
-        return None
-    speed = result.speed
-    if speed is None or speed.decode_tps <= 0:
-        return None
-    return speed.decode_tps, speed.prefill_tps
-
-
 # --- every quantization --------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from lltui.core.llama.args import LlamaArgs
 from lltui.core.monitor.balance import imbalances
 from lltui.core.text import printable
 from lltui.core.units import MIB, compact_indexes, fmt_bytes, fmt_duration, spark
-from lltui.services.launch_watch import LaunchState
+from lltui.services.launch.state import LaunchState
 
 PHASE_STYLE = {
     "ready": "$gpu-ok",
@@ -64,14 +64,14 @@ def render_server(st: LaunchState) -> str:
         head += f"  /health: {escape(st.health)}"
     if st.offload:
         head += f"  {escape(st.offload)}"
-    if st.slots_busy is not None:
-        head += f"  slots busy {st.slots_busy}"
+    if st.rates.slots_busy is not None:
+        head += f"  slots busy {st.rates.slots_busy}"
     lines = [head]
     if st.message:
         lines.append(escape(st.message))
-    if st.phase == "exited" and st.log_tail:
+    if st.phase == "exited" and st.exit is not None and st.exit.log_tail:
         lines.append("[$text-muted]last log lines:[/]")
-        lines += [f"  [$text-muted]{escape(line)}[/]" for line in st.log_tail[-6:]]
+        lines += [f"  [$text-muted]{escape(line)}[/]" for line in st.exit.log_tail[-6:]]
     return "\n".join(lines)
 
 
@@ -81,14 +81,14 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
     shown then, said to be the last request's."""
     spark_w = max(10, width - 34)
     lines = []
-    idle = not st.slots_busy
-    last_request = st.last_request
-    for label, series, unit, from_log in (
-        ("generation", st.gen_tps, "tok/s", last_request.gen_tps if last_request else None),
-        ("prompt", st.prompt_tps, "tok/s", last_request.prompt_tps if last_request else None),
-        ("energy", st.jpt, "J/tok", None),
+    rates, speed = st.rates, st.speed
+    idle = not rates.slots_busy
+    last_request = speed.last_request
+    for label, values, unit, from_log in (
+        ("generation", rates.gen_tps, "tok/s", last_request.gen_tps if last_request else None),
+        ("prompt", rates.prompt_tps, "tok/s", last_request.prompt_tps if last_request else None),
+        ("energy", rates.jpt, "J/tok", None),
     ):
-        values = tuple(series)
         value = values[-1] if values else None
         if from_log is not None and (value is None or (idle and value <= 0)):
             value = from_log  # what the last request got, not a rate decayed to 0
@@ -97,27 +97,27 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
         lines.append(f"{label:<11}{last}  [$spark]{spark(values, spark_w, 0.0, hi or 1.0)}[/]")
     if last_request is not None:
         ago = ""
-        if now is not None and st.last_request_at is not None:
-            ago = f" ({fmt_duration(now - st.last_request_at)} ago)"
+        if now is not None and speed.last_request_at is not None:
+            ago = f" ({fmt_duration(now - speed.last_request_at)} ago)"
         lines.append(f"[$text-muted]last request{ago}: {escape(last_request.line())}[/]")
-    if not st.jpt and st.jpt_note:
-        lines.append(f"[$text-muted]J/token: {escape(st.jpt_note)}[/]")
-    if st.predicted_decode_tps is not None and st.predicted_prefill_tps is not None:
+    if not rates.jpt and rates.jpt_note:
+        lines.append(f"[$text-muted]J/token: {escape(rates.jpt_note)}[/]")
+    if speed.predicted_decode_tps is not None and speed.predicted_prefill_tps is not None:
         # fit's prediction for this command, to hold the measured rates against
         lines.append(
-            f"[$text-muted]predicted: generation ~{st.predicted_decode_tps:.0f} tok/s, "
-            f"prompt ~{st.predicted_prefill_tps:.0f} tok/s[/]"
+            f"[$text-muted]predicted: generation ~{speed.predicted_decode_tps:.0f} tok/s, "
+            f"prompt ~{speed.predicted_prefill_tps:.0f} tok/s[/]"
         )
-    for check in (st.served_generation, st.served_prompt):
+    for check in (speed.latest(prompt=False), speed.latest(prompt=True)):
         if check is not None:
             # the server's own timing of its last request against the prediction at its size
             tone = "$warning" if check.large_miss else "$text-muted"
             said = f"; {check.calibration}" if check.calibration else ""
             lines.append(f"[{tone}]served {escape(check.line() + said)}[/]")
-    if st.speed_kept:
-        lines.append(f"[$text-muted]{escape(st.speed_kept)}[/]")
-    if st.tokens_total is not None:
-        lines.append(f"[$text-muted]generated so far: {st.tokens_total:.0f} tokens[/]")
+    if speed.kept:
+        lines.append(f"[$text-muted]{escape(speed.kept)}[/]")
+    if rates.tokens_total is not None:
+        lines.append(f"[$text-muted]generated so far: {rates.tokens_total:.0f} tokens[/]")
     if st.check is not None:
         lines.append(f"[$text-muted]{escape(st.check.summary)}[/]")
     return "\n".join(lines)
@@ -317,40 +317,37 @@ class LaunchScreen(FormScreen):
     def show_launch(self) -> None:
         if not self.is_mounted:
             return
-        controller = self.lltui.launch
-        with controller.lock:
-            st: LaunchState = controller.state
-            self.query_one("#launch-server", Static).update(render_server(st))
-            width = self.query_one("#launch-rates", Static).size.width or 60
-            rates = render_rates(st, width, time.monotonic())
-            self.query_one("#launch-rates", Static).update(rates)
-            self._show_placement(st)
-            self._show_router(st)
-            log = self.query_one("#launch-log", RichLog)
-            new = st.lines_total - self._lines_shown
-            if new < 0:  # a new server: start the pane over
-                log.clear()
-                new = min(st.lines_total, len(st.lines))
-            for line in list(st.lines)[-min(new, len(st.lines)) :] if new > 0 else ():
-                log.write(Text(printable(line, one_line=True)))
-            self._lines_shown = st.lines_total
-            busy = st.phase in ("starting", "loading", "ready", "stopping", "following")
+        st = self.lltui.launch.state
+        self.query_one("#launch-server", Static).update(render_server(st))
+        width = self.query_one("#launch-rates", Static).size.width or 60
+        rates = render_rates(st, width, time.monotonic())
+        self.query_one("#launch-rates", Static).update(rates)
+        self._show_placement(st)
+        self._show_router(st)
+        log = self.query_one("#launch-log", RichLog)
+        if st.log.total < self._lines_shown:  # a new server: start the pane over
+            log.clear()
+            self._lines_shown = 0
+        for line in st.log.since(self._lines_shown):
+            log.write(Text(printable(line, one_line=True)))
+        self._lines_shown = st.log.total
+        busy = st.phase in ("starting", "loading", "ready", "stopping", "following")
         self.query_one("#launch-start", Button).disabled = st.phase in ("starting", "stopping")
         self.query_one("#launch-force", Button).display = st.refused_plan
         self.query_one("#launch-stop", Button).disabled = not busy
 
     def _show_router(self, st: LaunchState) -> None:
         """A router's models in place of one server's placement."""
-        router = bool(st.router)
+        view = st.router
         table = self.query_one("#launch-models", RouterTable)
-        table.display = router
-        self.query_one("#launch-placement", DataTable).display = not router
+        table.display = view is not None
+        self.query_one("#launch-placement", DataTable).display = view is None
         note = self.query_one("#launch-router-note", Static)
-        note.display = router
-        if router:
-            table.show_rows(st.router)
+        note.display = view is not None
+        if view is not None:
+            table.show_rows(view.rows)
             keys = "l load, u unload, k keep (on the selected model)"
-            note.update(Text(f"{st.router_note}\n{keys}" if st.router_note else keys))
+            note.update(Text(f"{view.note}\n{keys}" if view.note else keys))
 
     def on_resize(self) -> None:
         if self._sync_placement_columns():

@@ -7,9 +7,10 @@ import os
 import shlex
 
 from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
-from lltui.services.launch import LaunchRequest, LaunchSession, Note, read_request
-from lltui.services.router_prep import RouterRequest
+from lltui.core.llama.launch_spec import LaunchError
+from lltui.services.launch.request import LaunchRequest, Note
+from lltui.services.launch.router_prep import RouterRequest
+from lltui.services.launch.session import LaunchSession
 
 DEFAULT_HOSTPORT = "127.0.0.1:8080"
 
@@ -62,14 +63,6 @@ def form_request(
     )
 
 
-def make_spec(model: str, flags: FormFlags, hostport: str) -> LaunchSpec:
-    """The LaunchSpec the form asks for (a profile under the form, the flags over it)."""
-    request = form_request(model, flags, hostport)
-    if isinstance(request, RouterRequest):
-        raise LaunchError("a models directory or preset starts a router, not one server")
-    return read_request(request).spec
-
-
 def preview_command(
     model: str, flags: FormFlags, hostport: str, n_gpus: int | None = None
 ) -> tuple[str, str | None]:
@@ -90,7 +83,7 @@ def preview_command(
 
 def _router_preview(request: RouterRequest) -> tuple[str, str | None]:
     from lltui.core.fit.plan_report import verdict_reasons
-    from lltui.services.router import RouterSession
+    from lltui.services.launch.router import RouterSession
 
     notes: list[Note] = []
     with RouterSession(request, on_note=notes.append) as session:

@@ -15,7 +15,7 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
-from lltui.services.router_watch import RouterRowView
+from lltui.services.launch.state import ModelRow
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("model", "MODEL", 16),
@@ -44,7 +44,7 @@ def _mib(value: float | None) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.2f}"
 
 
-def row_cells(row: RouterRowView, styles: dict[str, str] | None = None) -> tuple[Text, ...]:
+def row_cells(row: ModelRow, styles: dict[str, str] | None = None) -> tuple[Text, ...]:
     styles = styles or {}
     devices = ", ".join(f"{p.name} {_mib(p.total_mib)}" for p in row.placement) or (
         row.problem or "-"
@@ -90,7 +90,7 @@ class RouterTable(DataTable[Text]):
         variables = self.app.get_css_variables()
         self._styles = {state: variables.get(name, "") for state, name in STATE_STYLE.items()}
 
-    def show_rows(self, rows: Sequence[RouterRowView]) -> None:
+    def show_rows(self, rows: Sequence[ModelRow]) -> None:
         """Update the rows in place: changed cells only, gone models removed."""
         seen = []
         for row in rows:

@@ -50,6 +50,7 @@ class SpeedCheck:
     measured_tps: float
     predicted_tps: float
     calibration: str | None = None  # what became of it as a calibration point, in words
+    kept: bool = False  # kept as a calibration point of this rig
 
     @property
     def diff(self) -> float:

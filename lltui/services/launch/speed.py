@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from lltui.core.llama.timings import RequestTiming, parse_timing
@@ -40,6 +40,33 @@ if TYPE_CHECKING:
 
 PidOf = Callable[[], "int | None"]
 GpuBusy = Callable[[], "float | None"]
+Rig = Callable[[], "RigSample | None"]
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a command's speed is predicted from: the model, where llama.cpp puts it, the
+    devices and host it runs on, this rig's calibration; ``config``: the memory flags, the
+    key a calibration point is kept under."""
+
+    model: GgufModel
+    result: FitResult
+    devices: list[DeviceSpec]
+    host: HostSpec
+    calibration: Calibration | None
+    config: str
+
+    def estimate(self, prompt: bool, depth: int, tokens: int, calibrated: bool) -> SpeedEstimate:
+        from lltui.core.speed.model import estimate_speed
+
+        return estimate_speed(
+            self.model,
+            self.result,
+            depth=depth,
+            prompt_tokens=max(1, tokens) if prompt else 512,
+            host=self.host,
+            calibration=self.calibration if calibrated else None,
+        )
 
 
 class SpeedWatch:
@@ -50,12 +77,7 @@ class SpeedWatch:
 
     def __init__(
         self,
-        model: GgufModel,
-        result: FitResult,
-        devices: list[DeviceSpec],
-        host: HostSpec,
-        calibration: Calibration | None,
-        config: str,
+        basis: Basis,
         *,
         store: bool = True,
         env: dict[str, str] | None = None,
@@ -63,12 +85,7 @@ class SpeedWatch:
         gpu_busy: GpuBusy | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._model = model
-        self._result = result
-        self._devices = devices
-        self._host = host
-        self._calibration = calibration
-        self._config = config
+        self.basis = basis
         self._store = store
         self._env = env
         self._meter = meter
@@ -78,24 +95,21 @@ class SpeedWatch:
         self._tasks = ServedTasks()
         self._kept: set[bool] = set()  # kinds (prompt or not) already kept this launch
         self._lock = threading.Lock()
-        self.last: dict[bool, SpeedCheck] = {}  # the latest check of each kind
         self.stored: list[str] = []  # what was kept, in words
 
     @classmethod
-    def for_sample(
-        cls,
-        args: LlamaArgs,
-        sample: RigSample | None,
-        *,
-        pid: PidOf | None = None,
-        gpu_busy: GpuBusy | None = None,
-    ) -> SpeedWatch | None:
-        """For the GPUs of a rig sample (None or a simulated rig: the host alone)."""
-        from lltui.services.devices import devices_from_sample
+    def for_rig(cls, args: LlamaArgs, rig: Rig | None, pid: PidOf) -> SpeedWatch | None:
+        """For the rig a front end sees: a monitor's (``rig`` gives its latest sample; a
+        simulated one: the host alone), else (None) this machine's GPUs."""
+        from lltui.services.devices import devices_from_sample, local_devices
 
+        if rig is None:
+            return cls.for_command(args, local_devices()[0], pid=pid)
+        sample = rig()
         real = sample if sample is not None and not sample.simulated else None
         devices = devices_from_sample(real) if real is not None else []
-        return cls.for_command(args, devices, pid=pid, gpu_busy=gpu_busy)
+        busy = lambda: gpu_busy_of_others(rig(), pid())  # noqa: E731
+        return cls.for_command(args, devices, pid=pid, gpu_busy=busy)
 
     @classmethod
     def for_command(
@@ -134,34 +148,17 @@ class SpeedWatch:
             meter = OthersMeter(pid)
         config = " ".join(args.memory_args) or "defaults"
         return cls(
-            model,
-            result,
-            devices,
-            host,
-            cal,
-            config,
+            Basis(model, result, devices, host, cal, config),
             store=store,
             env=env,
             meter=meter,
             gpu_busy=gpu_busy,
         )
 
-    def _estimate(self, prompt: bool, depth: int, tokens: int, calibrated: bool) -> SpeedEstimate:
-        from lltui.core.speed.model import estimate_speed
-
-        return estimate_speed(
-            self._model,
-            self._result,
-            depth=depth,
-            prompt_tokens=max(1, tokens) if prompt else 512,
-            host=self._host,
-            calibration=self._calibration if calibrated else None,
-        )
-
     def predict(self, prompt: bool, depth: int, tokens: int) -> float | None:
         """Predicted tokens/s (this rig's calibration applied) of a prompt of ``tokens`` or
         of generation at ``depth``."""
-        est = self._estimate(prompt, depth, tokens, calibrated=True)
+        est = self.basis.estimate(prompt, depth, tokens, calibrated=True)
         tps = est.prefill_tps if prompt else est.decode_tps
         return tps if tps > 0 else None
 
@@ -180,9 +177,6 @@ class SpeedWatch:
                 check = self._judge(check, timing, now)
             if not timing.prompt:
                 self._tasks.done(timing.task)  # its generation is its last timed part
-            if check is None:
-                return None
-            self.last[check.prompt] = check
         return check
 
     def _judge(self, check: SpeedCheck, timing: RequestTiming, now: float) -> SpeedCheck:
@@ -190,7 +184,7 @@ class SpeedWatch:
         model costs; say why not where it missed by much (else it would only be noise)."""
         from lltui.core.speed.model import fixed_share
 
-        est = self._estimate(check.prompt, check.depth, check.tokens, calibrated=False)
+        est = self.basis.estimate(check.prompt, check.depth, check.tokens, calibrated=False)
         started, shared = self._tasks.window(check.task)
         since = started if started is not None else now - timing.ms / 1000
         why = refusal(
@@ -209,20 +203,21 @@ class SpeedWatch:
             return check
         self._kept.add(check.prompt)
         self.stored.append(f"{'prompt' if check.prompt else 'generation'} speed {said}")
-        return replace(check, calibration=said)
+        return replace(check, calibration=said, kept=True)
 
     def _keep(self, check: SpeedCheck, est: SpeedEstimate) -> str | None:
         from lltui.services.bench import record_served
 
         try:
+            basis = self.basis
             return record_served(
-                self._model.path,
-                self._config,
+                basis.model.path,
+                basis.config,
                 not check.prompt,
                 check.measured_tps,
                 est,
-                self._devices,
-                self._host,
+                basis.devices,
+                basis.host,
                 self._env,
             )
         except OSError:

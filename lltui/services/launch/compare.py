@@ -5,7 +5,7 @@ event, the launch state and the launch view."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from lltui.core.explain.models import LogSource
 from lltui.core.explain.settings import is_host_buffer
@@ -129,11 +129,5 @@ def predicted_mib(d: DeviceCheck) -> dict[str, float] | None:
 
 
 def check_summary(c: LaunchCheck) -> dict[str, object]:
-    return {
-        "build": c.build,
-        "rules": c.rules,
-        "compared": c.compared,
-        "exact": c.exact,
-        "within_1pct": c.within_1pct,
-        "note": c.note,
-    }
+    """The comparison's numbers as the ready event gives them (its devices apart)."""
+    return {f.name: getattr(c, f.name) for f in fields(c) if f.name != "devices"}

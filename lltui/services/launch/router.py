@@ -1,9 +1,9 @@
 """llama-server in router mode, the same for ``lltui launch --models`` and the launch view.
 
-A :class:`RouterSession` reads the models (:mod:`lltui.services.router_prep`), plans them
-together (:mod:`lltui.services.plan`), writes the preset that pins each model's settings,
-and starts the router through a :class:`~lltui.services.launch.LaunchSession` (the same
-binary lookup, address checks, secrets and supervision as one server; the log read by a
+A :class:`RouterSession` reads the models (:mod:`.router_prep`), plans them together
+(:mod:`lltui.services.plan`), writes the preset that pins each model's settings, and starts
+the router as a :class:`~.session.Session` (the same binary lookup, address checks, secrets
+and supervision as one server; the log read by a
 :class:`~lltui.core.llamalog.router.RouterLogReader`). Loads go through the plan: a model
 that would not fit with the ones loaded is refused in one line naming what to unload, kept
 models are never named, and the router runs without autoload so that a request for an
@@ -14,32 +14,28 @@ server: they share its process group, and the supervisor sweeps the group once i
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lltui.core.fit.plan import PlannedModel, fits_with
+from lltui.core.fit.plan import fits_with
 from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.flag_table import SECRET_FIELDS
 from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
 from lltui.core.llama.router_api import RouterModel
-from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.llamalog.router import RouterLogReader, RouterLogSummary
 from lltui.paths import state_dir
-from lltui.services.launch import (
+from lltui.services.launch.request import (
+    SECRET_IN_PS,
     GivenLaunch,
-    LaunchRequest,
-    LaunchSession,
-    Note,
+    NoteSink,
     PreparedLaunch,
+    check_secrets,
     runtime_spec,
 )
-from lltui.services.plan import PlanReport, PlanRequest, named_entries, plan_models
-from lltui.services.router_prep import (
+from lltui.services.launch.router_prep import (
     RouterRequest,
     named,
     preset_text,
@@ -48,7 +44,12 @@ from lltui.services.router_prep import (
     split_shared,
     with_keep,
 )
-from lltui.sources.llama.supervisor import ServerExit, ServerStatus
+from lltui.services.launch.session import Session
+from lltui.services.launch.state import ModelRow
+from lltui.services.plan import PlanReport, PlanRequest, named_entries, plan_models
+
+if TYPE_CHECKING:
+    from lltui.core.memory.results import FitResult
 
 
 class RouterRefused(Exception):
@@ -69,21 +70,12 @@ class PreparedRouter:
         return tuple(m.name for m in self.report.plan.models)
 
 
-@dataclass(frozen=True)
-class ModelRow:
-    """One model as the CLI and the view show it: the router's state, the plan's numbers,
-    its server's memory per device from the log, why it failed."""
-
-    name: str
-    state: str  # unloaded, loading, loaded, sleeping, failed, unknown
-    kept: bool
-    planned: PlannedModel | None
-    placement: tuple[DevicePlacement, ...]
-    port: int | None
-    problem: str | None
+def _allocated(result: FitResult) -> int:
+    """What llama.cpp allocates for the model, every device and the host (no margin)."""
+    return sum(d.total_bytes for d in result.devices if d.kind != "cpu") + result.host.total_bytes
 
 
-class RouterSession:
+class RouterSession(Session):
     """One router, from a request to its exit: :meth:`prepare`, :meth:`start`, load and
     unload by the plan, :meth:`stop`; :meth:`close` (or ``with``) leaves nothing running."""
 
@@ -92,31 +84,23 @@ class RouterSession:
         request: RouterRequest,
         *,
         environ: Mapping[str, str] | None = None,
-        on_note: Callable[[Note], object] | None = None,
-        on_line: Callable[[str], None] | None = None,
-        on_event: Callable[[str], None] | None = None,
+        on_note: NoteSink | None = None,
         policy: LaunchPolicy = ANY_LAUNCH,
     ) -> None:
+        super().__init__(environ=environ, on_note=on_note, policy=policy)
         self.request = request
-        self.policy = policy
-        self.environ = dict(os.environ if environ is None else environ)
-        self._on_note = on_note
         self._parser = RouterLogReader()
-        self._session = LaunchSession(
-            LaunchRequest(),
-            environ=self.environ,
-            on_note=on_note,
-            on_line=on_line,
-            on_event=on_event,
-            log_parser=self._parser,
-            policy=policy,
-        )
         self._prepared: PreparedRouter | None = None
         self._kept: set[str] = set()
         self._client: Any = None  # RouterClient, made once the router runs (imports httpx)
         self._op = threading.Lock()  # one load or unload decided at a time
 
-    # -- preparing --------------------------------------------------------------------------
+    @property
+    def subject(self) -> str:
+        return f"{', '.join(self.prepared.names)} (router)"
+
+    def log_parser(self) -> RouterLogReader:
+        return self._parser
 
     def prepare(self, *, require_binary: bool = True) -> PreparedRouter:
         """Read the models, plan them, write the preset's text, build the command."""
@@ -129,7 +113,7 @@ class RouterSession:
             self.policy.check(model.args.to_argv())
         spec = self._router_spec(req, launch_args)
         file_keys = launch_prep.read_key_file(spec.api_key_file) if spec.api_key_file else ()
-        prepared = self._session.prepare_given(
+        prepared = self.prepare_given(
             GivenLaunch(spec=spec), file_keys, require_binary=require_binary
         )
         header = [f"written by lltui for llama-server --models-preset (router on port {spec.port})"]
@@ -175,16 +159,8 @@ class RouterSession:
             launch["host"] = req.host
         if req.port is not None:
             launch["port"] = req.port
-        if "api_key" in launch and not req.keys_on_command_line:
-            raise LaunchError(
-                "pass keys with --api-key-file, not among the flags (they show in ps)"
-            )
-        if launch.keys() & set(SECRET_FIELDS):
-            self._note(
-                "warning",
-                "a secret on lltui's command line shows in `ps`: use --api-key-file for keys "
-                "and export HF_TOKEN for the token",
-            )
+        if check_secrets(launch, req.keys_on_command_line):
+            self._note("warning", SECRET_IN_PS)
         spec = runtime_spec(
             LaunchSpec(args=router_args(), models_preset="-", **launch), self.environ
         )
@@ -197,13 +173,11 @@ class RouterSession:
             raise LaunchError("the router is not prepared yet", 1)
         return self._prepared
 
-    # -- running ----------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Write the preset and start the router; returns once it runs (not once ready)."""
+    def _ensure_prepared(self) -> PreparedLaunch:
+        """The preset written where the router reads it, before it starts."""
         prepared = self._prepared or self.prepare()
         _write_private(prepared.preset_path, prepared.preset)
-        self._session.start()
+        return prepared.launch
 
     def load_at_start(self) -> list[str]:
         """Load the kept models, then the ones asked for; a line for each refused."""
@@ -220,12 +194,12 @@ class RouterSession:
         if self._client is None:
             from lltui.sources.llama.router_http import RouterClient
 
-            self._client = RouterClient(self.url, api_key=self.prepared.launch.http_key)
+            self._client = RouterClient(self.url, api_key=self.launch.http_key)
         return self._client
 
     @property
     def url(self) -> str:
-        return self.prepared.launch.spec.url
+        return self.launch.spec.url
 
     def models(self) -> tuple[RouterModel, ...]:
         """The router's list now (RouterRefused when it cannot be read)."""
@@ -278,7 +252,7 @@ class RouterSession:
         return frozenset(self._kept)
 
     def log(self) -> RouterLogSummary:
-        sup = self._session.supervisor
+        sup = self.supervisor
         if sup is None:
             return self._parser.router_summary()
         return sup.read_log(lambda p: self._parser.router_summary())
@@ -297,12 +271,14 @@ class RouterSession:
             if status is not None and status.failed and state == "unloaded":
                 state = "failed"
             running = inst is not None and inst.state in ("loading", "loaded", "stopping")
+            planned = next((m for m in plan.models if m.name == name), None)
             rows.append(
                 ModelRow(
                     name=name,
                     state=state,
                     kept=name in self._kept,
-                    planned=next((m for m in plan.models if m.name == name), None),
+                    n_ctx=planned.n_ctx if planned is not None else None,
+                    planned_bytes=_allocated(planned.result) if planned is not None else None,
                     placement=tuple(inst.log.placement()) if inst is not None else (),
                     port=inst.port if running and inst is not None else None,
                     problem=inst.problem() if inst is not None and state == "failed" else None,
@@ -310,53 +286,14 @@ class RouterSession:
             )
         return rows
 
-    # -- the launch session's --------------------------------------------------------------
-
-    @property
-    def pid(self) -> int | None:
-        return self._session.pid
-
-    def status(self) -> ServerStatus | None:
-        return self._session.status()
-
-    @property
-    def is_ready(self) -> bool:
-        return self._session.is_ready
-
-    @property
-    def exited(self) -> bool:
-        return self._session.exited
-
-    def wait_ready(self, timeout_s: float | None = None) -> bool:
-        return self._session.wait_ready(timeout_s)
-
-    def wait_exit(self, timeout_s: float | None = None) -> ServerExit | None:
-        return self._session.wait_exit(timeout_s)
-
-    def stop(self, **waits: float) -> ServerExit | None:
-        return self._session.stop(**waits)
-
-    def hurry(self) -> None:
-        self._session.hurry()
-
     def close(self) -> None:
         try:
-            self._session.close()
+            super().close()
         finally:
             if self._client is not None:
                 with contextlib.suppress(Exception):
                     self._client.close()
                 self._client = None
-
-    def __enter__(self) -> RouterSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _note(self, level: str, text: str) -> None:
-        if self._on_note is not None:
-            self._on_note(Note(level, text))
 
 
 def _write_private(path: str, text: str) -> None:
