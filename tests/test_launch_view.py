@@ -291,6 +291,9 @@ def folded(st, state: str, ended=None):
         def status(self):
             return ServerStatus(state, 1, "http://127.0.0.1:1", None, parse_log(""), ended)
 
+        def judged_exit(self, result):
+            return result
+
         def loaded_check(self):
             return None
 

@@ -4,6 +4,7 @@ pinned llama-server in router mode (tests/fixtures/router)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,22 @@ def test_a_hostile_log_stays_bounded():
     s = parser.router_summary()
     assert len(s.instances) <= 64
     assert s.latest("m199") is not None and s.latest("m199").failed
+
+
+def test_a_router_stopped_cleanly_is_not_blamed_for_a_models_failed_load(log_text):
+    """The log holds one model's failed load (forwarded as ``[port] ...``); the router itself
+    stopped cleanly when asked: its end is judged on its own lines."""
+    from lltui.core.llama.exit_reason import exit_reason
+    from lltui.services.launch.router import router_exit
+    from lltui.sources.llama.supervisor import ServerExit
+
+    lines = log_text.splitlines()
+    as_one_server = exit_reason(0, lines, stopped=True, supervised=True)
+    assert as_one_server.startswith("llama-server could not load the model")  # said before
+    asked = ServerExit(0, as_one_server, tuple(lines[-20:]), stopped=True, was_ready=True)
+    judged = router_exit(asked, lines)
+    assert judged.reason == "stopped" and judged.clean
+    assert judged.log_tail == asked.log_tail  # the tail shown is still the whole log's
+    # stopped by someone else: the router's own clean-up line says so, not a model's
+    outside = router_exit(replace(asked, stopped=False), lines)
+    assert outside.from_outside and outside.reason.startswith("stopped by a signal from outside")

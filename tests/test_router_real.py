@@ -189,8 +189,11 @@ def test_bad_input_leaves_the_other_models_serving(models, server_env, tmp_path)
         )
         assert answer.status_code == 200 and answer.json()["tokens_predicted"] > 0
         proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+        end = events_until(proc, lambda e: e["event"] == "exit")[-1]
+        assert proc.wait(30) == 0
         err = proc.stderr.read() if proc.stderr else ""
+    # stopped as asked: faulty's failed load in the router's log is faulty's, not the router's
+    assert (end["code"], end["reason"]) == (0, "stopped")
     lines = [line for line in err.splitlines() if line.startswith("lltui: warning:")]
     assert lines == [
         f"lltui: warning: {models_dir}: 1 not a model (not .gguf): notes.txt",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from lltui.core.fit.plan import fits_with
 from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.llama.args import LlamaArgs
+from lltui.core.llama.exit_reason import exit_reason, stopped_from_outside
 from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
 from lltui.core.llama.router_api import RouterModel
-from lltui.core.llamalog.router import RouterLogReader, RouterLogSummary
+from lltui.core.llamalog.router import CHILD_LINE, RouterLogReader, RouterLogSummary
 from lltui.paths import state_dir
 from lltui.services.launch.request import (
     SECRET_IN_PS,
@@ -47,6 +48,7 @@ from lltui.services.launch.router_prep import (
 from lltui.services.launch.session import Session
 from lltui.services.launch.state import ModelRow
 from lltui.services.plan import PlanReport, PlanRequest, named_entries, plan_models
+from lltui.sources.llama.supervisor import DEFAULT_LOG_LINES, ServerExit
 
 if TYPE_CHECKING:
     from lltui.core.memory.results import FitResult
@@ -286,6 +288,11 @@ class RouterSession(Session):
             )
         return rows
 
+    def judged_exit(self, result: ServerExit) -> ServerExit:
+        sup = self.supervisor
+        lines = sup.log_tail(DEFAULT_LOG_LINES) if sup is not None else list(result.log_tail)
+        return router_exit(result, lines)
+
     def close(self) -> None:
         try:
             super().close()
@@ -294,6 +301,18 @@ class RouterSession(Session):
                 with contextlib.suppress(Exception):
                     self._client.close()
                 self._client = None
+
+
+def router_exit(result: ServerExit, lines: Sequence[str]) -> ServerExit:
+    """How a router ended, judged on its own lines: what a model's server said (forwarded
+    as ``[port] ...``), a failed load among it, is that model's, not the router's."""
+    own = [line for line in lines if not CHILD_LINE.match(line)]
+    stopped, code = result.stopped, result.returncode
+    return replace(
+        result,
+        reason=exit_reason(code, own, stopped=stopped, supervised=True),
+        from_outside=stopped_from_outside(code, own, stopped=stopped),
+    )
 
 
 def _write_private(path: str, text: str) -> None:

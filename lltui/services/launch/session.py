@@ -98,6 +98,10 @@ class Session:
         """Once loaded: the server's buffers beside lltui's prediction (None: none made)."""
         return None
 
+    def judged_exit(self, result: ServerExit) -> ServerExit:
+        """How the server ended, as this kind of launch judges it (a router: see there)."""
+        return result
+
     def prepare_given(
         self,
         given: GivenLaunch,

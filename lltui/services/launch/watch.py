@@ -250,7 +250,7 @@ class LaunchWatch:
         elif st.ready_at is None:
             st = replace(st, progress=st.progress.add(self._progress.lines(status.log, now)))
         if status.exit is not None:
-            ended = status.exit
+            ended = session.judged_exit(status.exit)
             return replace(
                 st,
                 phase="exited",
