@@ -56,12 +56,16 @@ class LaunchController:
         self._state = st
         self._notify()
 
+    def _act(self, work: Callable[[], object]) -> None:
+        """An action the policy allows, one at a time."""
+        if not self._refused():
+            with self._op:
+                work()
+
     def start(self, request: Request, *, force: bool = False) -> None:
         """Start a server or a router; one server fit says will not fit is refused
         (``state.refused_plan``) unless ``force`` (a router's loads are gated by its plan)."""
-        if not self._refused():
-            with self._op:
-                self._start(request, force=force)
+        self._act(lambda: self._start(request, force=force))
 
     def fail(self, message: str) -> None:
         """A launch that could not even be asked for (a form that does not read): said."""
@@ -70,28 +74,24 @@ class LaunchController:
             self._set(LaunchState(phase="error", message=message))
 
     def restart(self) -> None:
-        if not self._refused():
-            with self._op:
-                if self._last_command is not None:
-                    self._start(self._last_command)
+        self._act(lambda: self._again(force=False))
 
     def force(self) -> None:
         """Start the request fit refused, as asked: it may not fit."""
-        if not self._refused():
-            with self._op:
-                if isinstance(self._last_command, LaunchRequest):
-                    self._start(self._last_command, force=True)
+        self._act(lambda: self._again(force=True))
+
+    def _again(self, *, force: bool) -> None:
+        """The last request again (forced: only one server's; a router's are not refused)."""
+        last = self._last_command
+        if last is not None and (not force or isinstance(last, LaunchRequest)):
+            self._start(last, force=force)
 
     def follow(self, url: str) -> None:
         """Watch a llama-server started elsewhere: HTTP only, no process of ours."""
-        if not self._refused():
-            with self._op:
-                self._follow(url)
+        self._act(lambda: self._follow(url))
 
     def stop(self) -> None:
-        if not self._refused():
-            with self._op:
-                self._stop()
+        self._act(self._stop)
 
     def close(self) -> None:
         """On the way out of lltui: nothing of ours outlives it."""
