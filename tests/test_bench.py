@@ -19,7 +19,7 @@ from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import GgmlType
 from lltui.core.hardware.calibration import Calibration
-from lltui.core.speed.calibration import MeasuredPoint, apply_calibration, fit_calibration
+from lltui.core.speed.calibration import MeasuredPoint, fit_calibration
 from lltui.sources.gpu import rig_store
 from lltui.sources.llama.bench import parse_row
 from lltui.sources.models import hf_hub
@@ -114,20 +114,30 @@ def test_a_split_model_is_written_as_its_split_files(tmp_path):
 
 
 def test_calibration_recovers_the_scales_the_points_were_made_with():
-    truth = Calibration("rig", "2026-01-01", 1.3, 0.8, 2.0, 1.0)
+    truth = Calibration("rig", "2026-01-01", 1.3, 0.8, 2.0, 1.0, copy=1.6, reduce=0.7)
     points = []
-    for i in range(1, 6):
-        gpu, host = 0.01 * i, 0.002 * (6 - i)
+    for i in range(1, 7):
+        gpu, host = 0.01 * i, 0.002 * (7 - i)
+        # a host-offload point copies host memory; a tensor split all-reduces
+        copy, reduce = (0.003 * (i % 3 + 1), 0.0) if i % 2 else (0.0, 0.002 * (7 - i))
         for decode in (True, False):
             g = truth.gpu_decode if decode else truth.gpu_prefill
             h = truth.host_decode if decode else truth.host_prefill
-            points.append(MeasuredPoint(decode, g * gpu + h * host + 0.001, gpu, host, 0.001))
+            measured = g * gpu + h * host + truth.copy * copy + truth.reduce * reduce + 0.001
+            points.append(
+                MeasuredPoint(decode, measured, gpu, host, 0.001, copy_s=copy, reduce_s=reduce)
+            )
     got = fit_calibration("rig", "2026-01-01", points)
-    for field in ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill"):
+    for field in ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill", "copy", "reduce"):
         assert getattr(got, field) == pytest.approx(getattr(truth, field), rel=0.02), field
-    scaled, note = apply_calibration(got, {"CUDA0": (1.0, 1.0), "CPU": (1.0, 1.0)}, {"CUDA0"})
-    assert scaled["CUDA0"][0] == pytest.approx(1.3, rel=0.02)
-    assert note == f"calibrated on this rig from {len(points)} points, 2026-01-01"
+    assert got.scales(True)[0] == pytest.approx(1.3, rel=0.02)
+    assert got.note() == f"calibrated on this rig from {len(points)} points, 2026-01-01"
+
+
+def test_a_point_measures_the_kind_of_work_it_spends_most_on():
+    assert MeasuredPoint(True, 1.0, 0.1, 0.2, copy_s=0.5).kind == "copy"
+    assert MeasuredPoint(False, 1.0, 0.3, 0.0, reduce_s=0.4).kind == "reduce"
+    assert MeasuredPoint(False, 1.0, 0.3, 0.4).kind == "host_prefill"
 
 
 def test_a_wild_measurement_is_clamped():

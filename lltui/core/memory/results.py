@@ -200,6 +200,10 @@ class DeviceSpeed:
     assumed: bool = False  # the GPU model was not known: ASSUMED_GPU's numbers
     decode_fixed_ms: float = 0.0  # of decode_ms, what does not grow with the work
     prefill_fixed_ms: float = 0.0  # of prefill_ms, likewise
+    # of decode_ms / prefill_ms, copies from host memory across the link (host weights to
+    # the first GPU for a ubatch; -nkvo's K/V cells with flash attention)
+    copy_decode_ms: float = 0.0
+    copy_prefill_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +222,9 @@ class SpeedEstimate:
     notes: tuple[str, ...] = ()
     host: str = ""  # the host CPU and memory the prediction assumed
     calibrated: str | None = None  # "calibrated on this rig from N points, DATE" where one applied
+    # of link_decode_ms / link_prefill_ms, -sm tensor's all-reduces and graph cuts
+    reduce_decode_ms: float = 0.0
+    reduce_prefill_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
