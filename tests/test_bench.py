@@ -110,6 +110,80 @@ def test_a_split_model_is_written_as_its_split_files(tmp_path):
     assert read_gguf(out[0]).file_size == model.file_size
 
 
+# --- the runs a rig gets ------------------------------------------------------------------------
+
+
+def _plan(tmp_path, spec, gpus, *flags):
+    from lltui.core.llama.args import parse_llama_args
+    from lltui.services.bench import BenchRequest, plan
+
+    path = gf.write_sparse(tmp_path / f"{spec.arch}.gguf", spec, "Q8_0")
+    request = BenchRequest(str(path), parse_llama_args(["-ngl", "all", *flags]), quick=True)
+    return {c.label: c for c in plan(request, read_gguf(path), gpus)}
+
+
+def test_an_moe_model_on_a_gpu_is_also_benched_with_its_experts_on_the_host(tmp_path):
+    from lltui.core.llama.args import parse_llama_args
+
+    spec = gf.qwen3moe_spec(n_layer=6, n_expert=8, n_expert_used=2)
+    configs = _plan(tmp_path, spec, 1)
+    offload = configs["experts on the host (--n-cpu-moe 3)"]
+    assert offload.bench_args[offload.bench_args.index("--n-cpu-moe") + 1] == "3"
+    assert "-p" in offload.bench_args  # a prompt: the copies; a decode: the host's experts
+    assert parse_llama_args(list(offload.server_args)).overrides  # predicted the same way
+    assert not any("tensor" in label for label in configs)  # one GPU
+    # a command that places experts itself, or no GPU, gets no such run
+    assert not any("experts" in c for c in _plan(tmp_path, spec, 1, "--n-cpu-moe", "2"))
+    assert not any("experts" in c for c in _plan(tmp_path, spec, 0))
+    assert not any("experts" in c for c in _plan(tmp_path, gf.llama_spec(), 1))
+
+
+def test_two_gpus_are_also_benched_with_a_tensor_split_where_llama_cpp_allows_it(tmp_path):
+    from lltui.core.llama.args import parse_llama_args
+
+    configs = _plan(tmp_path, gf.llama_spec(), 2, "-fa", "off")
+    tensor = configs["tensor split (-sm tensor)"]
+    words = list(tensor.bench_args)
+    assert words[words.index("-sm") + 1] == "tensor" and words[words.index("-fa") + 1] == "on"
+    assert words.count("-fa") == 1  # the command's -fa off replaced: tensor needs it on
+    server = parse_llama_args(list(tensor.server_args))
+    assert server.split_mode == "tensor" and server.flash_attn == "on"
+    # llama.cpp refuses a quantized KV cache with it, and an architecture it lacks
+    assert not any("tensor" in c for c in _plan(tmp_path, gf.llama_spec(), 2, "-ctk", "q8_0"))
+    assert not any("tensor" in c for c in _plan(tmp_path, gf.llama_spec(), 1))
+
+
+def test_a_prediction_splits_into_the_work_a_calibration_scales():
+    from lltui.core.memory.results import DeviceSpeed, SpeedEstimate
+    from lltui.services.bench import split_prediction
+
+    gpu = DeviceSpeed("CUDA0", "g", 10.0, 40.0, "memory", "compute", 1, copy_prefill_ms=0.0)
+    cpu = DeviceSpeed("CPU", "h", 20.0, 60.0, "memory", "link", 1, copy_prefill_ms=50.0)
+    est = SpeedEstimate(
+        decode_tps=1000 / 32.0,
+        prefill_tps=512 / 0.108,  # one ubatch: 40 + 60 + 8 ms
+        bound="memory",
+        prefill_bound="link",
+        devices=(gpu, cpu),
+        link_decode_ms=2.0,
+        link_prefill_ms=8.0,
+        depth=0,
+        n_ubatch=512,
+        prompt_tokens=512,
+        decode_tps_full=30.0,
+        reduce_decode_ms=1.5,
+        reduce_prefill_ms=6.0,
+    )
+    pre = split_prediction(est, False, 4000.0)
+    per_token = 0.108 / 512
+    assert pre.copy_s == pytest.approx(per_token * 50 / 108)
+    assert pre.host_s == pytest.approx(per_token * 10 / 108)
+    assert pre.reduce_s == pytest.approx(per_token * 6 / 108)
+    assert pre.other_s == pytest.approx(per_token * 2 / 108) and pre.kind == "copy"
+    dec = split_prediction(est, True, 30.0)
+    assert dec.copy_s == 0.0 and dec.reduce_s == pytest.approx(1.5e-3)
+
+
 # --- calibration ---------------------------------------------------------------------------
 
 

@@ -21,10 +21,10 @@ class Calibration:
     gpu_prefill: float = 1.0
     host_decode: float = 1.0
     host_prefill: float = 1.0
-    copy: float = 1.0  # host memory copied across the link (host experts, -nkvo's KV)
-    reduce: float = 1.0  # -sm tensor's all-reduces and graph cuts
     points: int = 0  # measurements behind it
     held: int = 0  # served requests kept but not counted until several agree
+    copy: float = 1.0  # host memory copied across the link (host experts, -nkvo's KV)
+    reduce: float = 1.0  # -sm tensor's all-reduces and graph cuts
 
     def with_scale(self, field: str, value: float) -> Calibration:
         """A copy with one scale (``gpu_decode`` ...) set."""

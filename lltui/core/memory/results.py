@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec
+from lltui.core.hardware.links import RigLinks
 from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN
@@ -30,6 +31,9 @@ class FitOptions:
     rules: BuildRules = NEWEST  # the llama.cpp build (and tool) whose memory rules apply
     host: HostSpec | None = None  # the CPU side, for the speed of what it runs (None: assumed)
     calibration: Calibration | None = None  # this rig's own measurements (lltui bench)
+    # how the GPUs reach each other beyond what they report (peer access, a measured
+    # all-reduce: lltui nccl bench), for -sm tensor
+    links: RigLinks | None = None
 
 
 @dataclass(frozen=True, slots=True)
