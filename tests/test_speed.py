@@ -214,16 +214,21 @@ def test_a_present_gpu_reports_its_own_pcie_link(models):
     assert find_gpu("4060 Ti").pcie_width == 8
 
 
-def test_devices_from_a_sample_carry_the_pcie_link():
-    from lltui.services.devices import devices_from_sample
+def _sim_sample(profile: str):
     from lltui.sources.gpu.kinds import SourceSpec, make_source
 
-    source = make_source(SourceSpec("sim", "kaggle-2xt4"))
+    source = make_source(SourceSpec("sim", profile))
     source.open()
     try:
-        sample = source.poll()
+        return source.poll()
     finally:
         source.close()
+
+
+def test_devices_from_a_sample_carry_the_pcie_link():
+    from lltui.services.devices import devices_from_sample
+
+    sample = _sim_sample("kaggle-2xt4")
     devs = devices_from_sample(sample)
     gens = sorted(g.info.pcie_gen_max or 0 for g in sample.gpus)
     assert devs and sorted(d.pcie_gen or 0 for d in devs) == gens
@@ -233,14 +238,8 @@ def test_devices_from_a_sample_carry_power_limits_and_nvlink():
     from dataclasses import replace as dc_replace
 
     from lltui.services.devices import devices_from_sample
-    from lltui.sources.gpu.kinds import SourceSpec, make_source
 
-    source = make_source(SourceSpec("sim", "2x3090-nvlink"))
-    source.open()
-    try:
-        sample = source.poll()
-    finally:
-        source.close()
+    sample = _sim_sample("2x3090-nvlink")
     devs = devices_from_sample(sample)
     assert [d.power_limit_w for d in devs] == [g.power_limit_w for g in sample.gpus]
     assert all(d.power_default_w and d.max_sm_clock_mhz for d in devs)
