@@ -170,3 +170,17 @@ def test_exceptions_are_few_and_say_why():
     exceptions = [p for p in POINTS if p.exception]
     assert len(exceptions) <= len(POINTS) // 15
     assert all(len(p.exception) > 40 for p in exceptions)
+
+
+def test_the_readme_says_what_is_held():
+    """README's held-out table (bench/speed_calibrate.py --markdown) and HELD agree."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    rows = dict(re.findall(r"^\| ([^|]+?) \| (.+) \|$", readme, re.M))
+    for group, (decode, prompt) in HELD.items():
+        cells = [c.strip() for c in rows[group].split("|")]
+        said = [c.split()[0] for c in (cells[0], cells[2])]
+        want = [f"{k}/{n}" if k is not None else "none" for k, n in (decode, prompt or (None, 0))]
+        assert said == want, group
