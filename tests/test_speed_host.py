@@ -239,6 +239,9 @@ def test_tensor_split_divides_the_work_and_pays_all_reduces(models):
     assert layer.decode_tps <= single.decode_tps
     assert tensor.decode_tps > layer.decode_tps and tensor.reduce_decode_ms > 0
     assert tensor.reduce_decode_ms == pytest.approx(tensor.link_decode_ms)  # no hops
+    from lltui.core.speed.model import speed_to_json
+
+    assert speed_to_json(tensor)["reduce_decode_ms"] > 0
     # a ubatch gains nothing: the GPUs' shares are taken one after another
     assert tensor.prefill_tps <= 1.05 * single.prefill_tps
 

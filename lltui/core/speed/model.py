@@ -447,6 +447,8 @@ def speed_to_json(s: SpeedEstimate) -> dict[str, object]:
         "n_ubatch": s.n_ubatch,
         "link_decode_ms": round(s.link_decode_ms, 4),
         "link_prefill_ms": round(s.link_prefill_ms, 4),
+        "reduce_decode_ms": round(s.reduce_decode_ms, 4),
+        "reduce_prefill_ms": round(s.reduce_prefill_ms, 4),
         "host": s.host,
         "calibrated": s.calibrated,
         "devices": [
@@ -458,6 +460,8 @@ def speed_to_json(s: SpeedEstimate) -> dict[str, object]:
                 "bound": d.bound,
                 "prefill_bound": d.prefill_bound,
                 "decode_bytes": d.decode_bytes,
+                "copy_decode_ms": round(d.copy_decode_ms, 4),
+                "copy_prefill_ms": round(d.copy_prefill_ms, 4),
                 "assumed": d.assumed,
             }
             for d in s.devices
