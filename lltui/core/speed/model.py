@@ -169,34 +169,15 @@ def estimate_speed(
     times, gpus = devs.times, devs.gpus
     kinds = {d.name: d.kind for d in result.devices}
     first_gpu = next((g for n, g in gpus.items() if kinds.get(n, "cuda") == "cuda"), None)
-    host_part = parts.get(CPU)
-    if (
-        ub >= OFFLOAD_MIN_BATCH
-        and st.op_offload
-        and first_gpu is not None
-        and host_part is not None
-        and host_part.prefill_bytes
-    ):
-        pre_s, copy_s, pre_bound = offloaded_prefill_s(
-            host, host_part, first_gpu, ub, threads_batch, p
-        )
-        times[CPU] = replace(
-            times[CPU], prefill_s=pre_s, prefill_bound=pre_bound, copy_prefill_s=copy_s
-        )
+    if first_gpu is not None and CPU in times and ub >= OFFLOAD_MIN_BATCH and st.op_offload:
+        times[CPU] = _offloaded(times[CPU], parts[CPU], first_gpu, ub, rig, p)
     if CPU in parts and host.assumed and CPU in times:
         notes.append(
             f"host: {host.mem_gbs:g} GB/s memory assumed (not read here); --host mem=... sets it"
         )
-    hop_dec, hop_pre = layer_links(result, ub, gpus, kinds, p, links)
-    hop_dec += len(split_layers) * 2 * p.host_hop_s
-    nkvo_dec, nkvo_pre = _nkvo_hops(result, parts, ub, first_gpu, p)
-    hop_dec += nkvo_dec
-    hop_pre += nkvo_pre
-    reduce_dec = reduce_pre = 0.0
-    if st.split_mode == "tensor" and len(gpus) > 1:
-        specs = [gpus[n] for n in times if n in gpus]
-        hop_dec = hop_pre = 0.0  # one meta device: no hops between layers
-        reduce_dec, reduce_pre = tensor_links(result, specs, ub, p, links)
+    hop_dec, hop_pre, reduce_dec, reduce_pre = _link_times(
+        result, parts, split_layers, gpus, ub, first_gpu, links, p
+    )
     calibrated = None
     if calibration is not None:
         times = {n: _calibrated(calibration, t, n in gpus) for n, t in times.items()}
@@ -230,6 +211,38 @@ def estimate_speed(
         host,
     )
     return replace(out, calibrated=calibrated) if calibrated else out
+
+
+def _offloaded(t: Times, host_part: Part, g: GpuSpec, ub: int, rig: _Rig, p: SpeedParams) -> Times:
+    """The host's ubatch when llama.cpp copies its weights to the first GPU (op offload)."""
+    if not host_part.prefill_bytes:
+        return t
+    pre_s, copy_s, bound = offloaded_prefill_s(rig.host, host_part, g, ub, rig.threads_batch, p)
+    return replace(t, prefill_s=pre_s, prefill_bound=bound, copy_prefill_s=copy_s)
+
+
+def _link_times(
+    result: FitResult,
+    parts: Mapping[str, Part],
+    split_layers: set[int],
+    gpus: Mapping[str, GpuSpec],
+    ub: int,
+    first_gpu: GpuSpec | None,
+    links: RigLinks | None,
+    p: SpeedParams,
+) -> tuple[float, float, float, float]:
+    """(hops per token, per ubatch, all-reduces per token, per ubatch): a layer split's
+    device boundaries, the host's round trips for its experts and (-nkvo without flash
+    attention) its attention; a tensor split's all-reduces instead of hops between GPUs."""
+    kinds = {d.name: d.kind for d in result.devices}
+    hop_dec, hop_pre = layer_links(result, ub, gpus, kinds, p, links)
+    hop_dec += len(split_layers) * 2 * p.host_hop_s
+    nkvo_dec, nkvo_pre = _nkvo_hops(result, parts, ub, first_gpu, p)
+    if result.settings.split_mode == "tensor" and len(gpus) > 1:
+        # one meta device: no hops between layers, two all-reduces in each
+        reduce_dec, reduce_pre = tensor_links(result, list(gpus.values()), ub, p, links)
+        return nkvo_dec, nkvo_pre, reduce_dec, reduce_pre
+    return hop_dec + nkvo_dec, hop_pre + nkvo_pre, 0.0, 0.0
 
 
 @dataclass(frozen=True, slots=True)
