@@ -11,7 +11,7 @@ marked as exceptions (old builds, paths not modelled) are counted apart.
 
     PYTHONPATH=$PWD:tests python bench/speed_calibrate.py            # the report
     PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --markdown # README's held-out table
-    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --before REV  # and the model at REV
+    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --before REV  # and lltui at REV
     PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --fit      # refit; print constants
 
 ``--fit``: coordinate descent on a log-error loss over the fit points only; it prints the
@@ -21,20 +21,21 @@ values to copy into lltui/core/speed/params.py.
 from __future__ import annotations
 
 import argparse
-import csv
-import importlib.util
+import io
+import json
 import math
+import os
 import statistics
 import subprocess
 import sys
-import types
+import tarfile
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import speed_published as sp
 
-from lltui.core.hardware.gpus import normalise_name
 from lltui.core.speed.params import PARAMS, SpeedParams
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,50 +140,35 @@ def _cell(items: list[tuple]) -> str:
 # --- the model at another revision ---------------------------------------------------------------
 
 
-def model_at(rev: str) -> tuple[types.ModuleType, set[str]]:
-    """lltui/core/speed/model.py as it was at ``rev`` (run against today's placement code)
-    and the GPU names that revision's catalog knew (others it refused)."""
-    src = subprocess.run(
-        ["git", "show", f"{rev}:lltui/core/speed/model.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    table = subprocess.run(
-        ["git", "show", f"{rev}:lltui/core/hardware/gpus.csv"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    spec = importlib.util.spec_from_loader(f"speed_at_{rev}", loader=None)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    exec(compile(src, f"{rev}:model.py", "exec"), mod.__dict__)  # our own file, at REV
-    known = set()
-    for row in csv.DictReader(table.splitlines()):
-        known.add(normalise_name(row["name"]))
-        known.update(row["aliases"].split())
-    return mod, known
+def predictions_at(rev: str) -> dict[int, float | None]:
+    """Every point's prediction by lltui as it was at ``rev`` (its whole package, run in a
+    process of its own on today's points): tokens/s by point id, None where it refused."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "archive", rev, "lltui"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(ROOT / "tests")])}
+        out = subprocess.run(
+            [sys.executable, __file__, "--predictions"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return {int(k): v for k, v in json.loads(out).items()}
 
 
-def predict_with(mod: types.ModuleType, known: set[str]) -> Callable[[Run], float | None]:
-    def predict(r: Run) -> float | None:
-        p = r.point
-        if p.gpu and normalise_name(p.gpu) not in known:
-            return None  # that catalog refused the GPU's name
+def print_predictions(rows: list[Run]) -> None:
+    """The ``--predictions`` of this process's lltui, as JSON (for --before)."""
+    out: dict[int, float | None] = {}
+    for r in rows:
         try:
-            if p.decode:
-                est = mod.estimate_speed(r.model, r.result, depth=p.depth + p.tokens // 2)
-                return float(est.decode_tps)
-            est = mod.estimate_speed(r.model, r.result, depth=p.depth, prompt_tokens=p.tokens)
-            return float(est.prefill_tps)
-        except (ZeroDivisionError, ValueError):
-            return None
-
-    return predict
+            out[r.point.id] = sp.predict(r.point, r.model, r.result)
+        except (ZeroDivisionError, ValueError, TypeError):
+            out[r.point.id] = None  # that revision refused the run
+    print(json.dumps(out))
 
 
 # --- fitting ---------------------------------------------------------------------------------
@@ -317,7 +303,11 @@ def main() -> int:
     ap.add_argument("--points", action="store_true", help="print every point's ratio")
     ap.add_argument("--only-host", action="store_true", help="--fit: the host's constants only")
     ap.add_argument("--markdown", action="store_true", help="print the held-out table only")
+    ap.add_argument("--predictions", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.predictions:
+        print_predictions(runs())
+        return 0
     rows = runs()
     if args.markdown:
         print(markdown(log_errors(rows, predictor(PARAMS))))
@@ -327,8 +317,8 @@ def main() -> int:
         f"{sum(r.point.split == 'holdout' for r in rows)} holdout"
     )
     if args.before:
-        mod, known = model_at(args.before)
-        report(log_errors(rows, predict_with(mod, known)), f"the model at {args.before}")
+        before = predictions_at(args.before)
+        report(log_errors(rows, lambda r: before.get(r.point.id)), f"the model at {args.before}")
     params = fit(rows, PARAMS, only_host=args.only_host) if args.fit else PARAMS
     errors = log_errors(rows, predictor(params))
     report(errors, "this model")

@@ -13,6 +13,7 @@ vocabularies of 40 shapes takes longer than predicting every point."""
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import tempfile
@@ -24,10 +25,9 @@ import gguf_factory as gf
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.hardware.host import HostSpec, parse_memory
-from lltui.core.hardware.links import RigLinks
 from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
-from lltui.core.speed.model import Clocks, estimate_speed
+from lltui.core.speed.model import estimate_speed
 from lltui.core.speed.params import PARAMS, SpeedParams
 
 DATA = Path(__file__).parent / "fixtures" / "llama_bench_published.json"
@@ -563,25 +563,24 @@ def _args(point: Point, ctx: int) -> list[str]:
 
 def predict(point: Point, model, res, params: SpeedParams = PARAMS) -> float:
     """tgN is timed over N tokens after the depth: taken at half of them; ppN at its depth.
-    A power cap is the GPUs' reported limit; the source's interconnect their links."""
-    kw = {
-        "host": point.host_spec(),
-        "params": params,
-        "clocks": _clocks(point),
-        "links": RigLinks(nvlink=point.link == "nvlink") if point.link else None,
-    }
+    A power cap is the GPUs' reported limit; the source's interconnect their links (where
+    the speed model takes them: ``bench/speed_calibrate.py --before`` runs older ones)."""
+    kw: dict = {"host": point.host_spec(), "params": params}
+    takes = inspect.signature(estimate_speed).parameters
+    if "clocks" in takes and point.power_limit_w:
+        from lltui.core.speed.model import Clocks
+
+        limit = Clocks(power_limit_w=point.power_limit_w)
+        kw["clocks"] = {f"CUDA{i}": limit for i in range(point.n_gpus)}
+    if "links" in takes and point.link:
+        from lltui.core.hardware.links import RigLinks
+
+        kw["links"] = RigLinks(nvlink=point.link == "nvlink")
     if point.decode:
         depth = point.depth + point.tokens // 2
         return estimate_speed(model, res, depth=depth, **kw).decode_tps
-    return estimate_speed(
-        model, res, depth=point.depth, prompt_tokens=point.tokens, **kw
-    ).prefill_tps
-
-
-def _clocks(point: Point) -> dict[str, Clocks] | None:
-    if not point.power_limit_w:
-        return None
-    return {f"CUDA{i}": Clocks(power_limit_w=point.power_limit_w) for i in range(point.n_gpus)}
+    tokens = point.tokens
+    return estimate_speed(model, res, depth=point.depth, prompt_tokens=tokens, **kw).prefill_tps
 
 
 # --- the groups accuracy is reported and held by -------------------------------------------------
