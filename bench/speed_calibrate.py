@@ -1,14 +1,17 @@
 """The speed model against published llama-bench results, and the fit of its constants.
 
 Reports, for the points of tests/fixtures/llama_bench_published.json (and this machine's own
-CPU measurements, tests/fixtures/cpu_bench_measured.json), the median and worst relative
-error of decode and prompt speed, split by dense/MoE, on-GPU/host-offload, single/multi-GPU
-and GPU family (the vector unit for CPU-only runs), separately for the points the constants
-were fitted to ("fit") and for those they never saw ("holdout": whole sources held out).
-Points marked as exceptions (old builds) are counted apart.
+CPU measurements, tests/fixtures/cpu_bench_measured.json), how many are within the target
+(decode 20%, prompt 35%) and the median and worst relative error of decode and prompt speed,
+in every group of tests/speed_published.py (on GPU / host experts / host layers / -nkvo /
+CPU only; dense / MoE; one / several GPUs; -sm layer / tensor; depth 0 / deep; the GPU
+family, or the vector unit for CPU-only runs), separately for the points the constants were
+fitted to ("fit") and for those they never saw ("holdout": whole sources held out). Points
+marked as exceptions (old builds, paths not modelled) are counted apart.
 
     PYTHONPATH=$PWD:tests python bench/speed_calibrate.py            # the report
-    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --before REV  # and the model at REV
+    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --markdown # README's held-out table
+    PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --before REV  # and lltui at REV
     PYTHONPATH=$PWD:tests python bench/speed_calibrate.py --fit      # refit; print constants
 
 ``--fit``: coordinate descent on a log-error loss over the fit points only; it prints the
@@ -18,25 +21,25 @@ values to copy into lltui/core/speed/params.py.
 from __future__ import annotations
 
 import argparse
-import csv
-import importlib.util
+import io
+import json
 import math
+import os
 import statistics
 import subprocess
 import sys
-import types
+import tarfile
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import speed_published as sp
 
-from lltui.core.hardware.gpus import normalise_name
 from lltui.core.speed.params import PARAMS, SpeedParams
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_FIXTURE = ROOT / "tests" / "fixtures" / "cpu_bench_measured.json"
-MODELS = Path("/tmp/lltui-speed-models")
 DECODE_TARGET, PREFILL_TARGET = 0.20, 0.35
 
 
@@ -48,13 +51,9 @@ class Run:
 
 
 def runs() -> list[Run]:
-    MODELS.mkdir(parents=True, exist_ok=True)
-    cache: dict = {}
-    out = []
-    for p in [*sp.load_points(), *sp.load_cpu_points(CPU_FIXTURE)]:
-        model, res = sp.fit_for(p, MODELS, cache)
-        out.append(Run(p, model, res))
-    return out
+    points = [*sp.load_points(), *sp.load_cpu_points(CPU_FIXTURE)]
+    fitted = sp.fit_all(points)
+    return [Run(p, *fitted[p.id]) for p in points]
 
 
 def log_errors(rows: Iterable[Run], predict: Callable[[Run], float | None]) -> list[tuple]:
@@ -68,102 +67,108 @@ def log_errors(rows: Iterable[Run], predict: Callable[[Run], float | None]) -> l
 # --- the report ----------------------------------------------------------------------------------
 
 
-def _groups(p: sp.Point) -> list[str]:
-    return [
-        "all",
-        "MoE" if p.moe else "dense",
-        "host-offload" if p.offload else "on-GPU",
-        "multi-GPU" if p.n_gpus > 1 else ("CPU only" if not p.gpu else "single-GPU"),
-        p.family,
-    ]
+def within(p: sp.Point, e: float | None) -> bool:
+    """Whether a point's log error is within its target (decode 20%, prompt 35%)."""
+    target = DECODE_TARGET if p.decode else PREFILL_TARGET
+    return e is not None and abs(e) <= math.log(1 + target)
+
+
+def grouped(errors: list[tuple], split: str, decode: bool) -> dict[str, list[tuple]]:
+    """The points of one split and kind, by group, in the order groups first come."""
+    out: dict[str, list[tuple]] = {}
+    for p, e in errors:
+        if p.split == split and p.decode == decode:
+            for g in sp.groups(p):
+                out.setdefault(g, []).append((p, e))
+    return out
 
 
 def report(errors: list[tuple], title: str) -> None:
     print(f"\n## {title}")
     for split in ("fit", "holdout"):
         for decode in (True, False):
-            sel = [(p, e) for p, e in errors if p.split == split and p.decode == decode]
-            if not sel:
+            groups = grouped(errors, split, decode)
+            if not groups:
                 continue
             target = DECODE_TARGET if decode else PREFILL_TARGET
             what = "decode (tg)" if decode else "prompt (pp)"
-            print(
-                f"\n{split} points, {what}: median |error| / worst |error| / within "
-                f"{target:.0%} (n)"
-            )
-            groups: dict[str, list] = {}
-            for p, e in sel:
-                for g in _groups(p):
-                    groups.setdefault(g, []).append((p, e))
-            for g, items in groups.items():
-                print("  " + _line(g, items, target))
+            print(f"\n{split} points, {what}: within {target:.0%} / median / worst (n)")
+            for g in sorted(groups, key=sp.group_rank):
+                print("  " + _line(g, groups[g]))
 
 
-def _line(group: str, items: list[tuple], target: float) -> str:
-    regular = [e for p, e in items if not p.exception]
-    refused = sum(1 for e in regular if e is None)
-    errs = [abs(e) for e in regular if e is not None]
+def _line(group: str, items: list[tuple]) -> str:
+    regular = [(p, e) for p, e in items if not p.exception]
+    refused = sum(1 for _p, e in regular if e is None)
+    errs = [abs(e) for _p, e in regular if e is not None]
     exc = sum(1 for p, _e in items if p.exception)
     extra = f", {exc} exception(s) apart" if exc else ""
     extra += f", {refused} refused" if refused else ""
     if not errs:
-        return f"{group:18s} n={len(regular):3d}{extra}"
+        return f"{group:16s} n={len(regular):3d}{extra}"
     med = math.exp(statistics.median(errs)) - 1
     worst = math.exp(max(errs)) - 1
-    ok = sum(1 for e in errs if math.exp(e) - 1 <= target)
+    ok = sum(within(p, e) for p, e in regular)
     return (
-        f"{group:18s} n={len(regular):3d}  median {100 * med:5.1f}%  worst {100 * worst:6.1f}%  "
-        f"within {ok}/{len(regular)}{extra}"
+        f"{group:16s} within {ok:3d}/{len(regular):3d} ({100 * ok / len(regular):3.0f}%)  "
+        f"median {100 * med:5.1f}%  worst {100 * worst:6.1f}%{extra}"
     )
+
+
+def markdown(errors: list[tuple]) -> str:
+    """The held-out points per group, as README's speed section shows them."""
+    dec, pre = grouped(errors, "holdout", True), grouped(errors, "holdout", False)
+    rows = [
+        "| held out | decode within 20% | median | prompt within 35% | median |",
+        "|---|---|---|---|---|",
+    ]
+    for g in sorted(dict.fromkeys([*dec, *pre]), key=sp.group_rank):
+        rows.append(f"| {g} | {_cell(dec.get(g, []))} | {_cell(pre.get(g, []))} |")
+    return "\n".join(rows)
+
+
+def _cell(items: list[tuple]) -> str:
+    regular = [(p, e) for p, e in items if not p.exception]
+    errs = [abs(e) for _p, e in regular if e is not None]
+    if not errs:
+        return "none | "
+    ok = sum(within(p, e) for p, e in regular)
+    med = math.exp(statistics.median(errs)) - 1
+    return f"{ok}/{len(regular)} ({100 * ok / len(regular):.0f}%) | {100 * med:.0f}%"
 
 
 # --- the model at another revision ---------------------------------------------------------------
 
 
-def model_at(rev: str) -> tuple[types.ModuleType, set[str]]:
-    """lltui/core/speed/model.py as it was at ``rev`` (run against today's placement code)
-    and the GPU names that revision's catalog knew (others it refused)."""
-    src = subprocess.run(
-        ["git", "show", f"{rev}:lltui/core/speed/model.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    table = subprocess.run(
-        ["git", "show", f"{rev}:lltui/core/hardware/gpus.csv"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    spec = importlib.util.spec_from_loader(f"speed_at_{rev}", loader=None)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    exec(compile(src, f"{rev}:model.py", "exec"), mod.__dict__)  # our own file, at REV
-    known = set()
-    for row in csv.DictReader(table.splitlines()):
-        known.add(normalise_name(row["name"]))
-        known.update(row["aliases"].split())
-    return mod, known
+def predictions_at(rev: str) -> dict[int, float | None]:
+    """Every point's prediction by lltui as it was at ``rev`` (its whole package, run in a
+    process of its own on today's points): tokens/s by point id, None where it refused."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "archive", rev, "lltui"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(ROOT / "tests")])}
+        out = subprocess.run(
+            [sys.executable, __file__, "--predictions"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return {int(k): v for k, v in json.loads(out).items()}
 
 
-def predict_with(mod: types.ModuleType, known: set[str]) -> Callable[[Run], float | None]:
-    def predict(r: Run) -> float | None:
-        p = r.point
-        if p.gpu and normalise_name(p.gpu) not in known:
-            return None  # that catalog refused the GPU's name
+def print_predictions(rows: list[Run]) -> None:
+    """The ``--predictions`` of this process's lltui, as JSON (for --before)."""
+    out: dict[int, float | None] = {}
+    for r in rows:
         try:
-            if p.decode:
-                est = mod.estimate_speed(r.model, r.result, depth=p.depth + p.tokens // 2)
-                return float(est.decode_tps)
-            est = mod.estimate_speed(r.model, r.result, depth=p.depth, prompt_tokens=p.tokens)
-            return float(est.prefill_tps)
-        except (ZeroDivisionError, ValueError):
-            return None
-
-    return predict
+            out[r.point.id] = sp.predict(r.point, r.model, r.result)
+        except (ZeroDivisionError, ValueError, TypeError):
+            out[r.point.id] = None  # that revision refused the run
+    print(json.dumps(out))
 
 
 # --- fitting ---------------------------------------------------------------------------------
@@ -177,7 +182,6 @@ SCALARS = [
     "act_passes",
     "fa_eff",
     "pcie_hop_s",
-    "pcie_eff",
     "host_hop_s",
     "host_bw_eff",
     "host_core_gbs",
@@ -185,8 +189,8 @@ SCALARS = [
     "host_op_layer_s",
     "host_attn_eff",
 ]
-ARCHS = [(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (12, 0)]
-F16_DATA = [(7, 0), (8, 0), (8, 6), (8, 9)]
+ARCHS = [(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (12, 0)]
+F16_DATA = [(7, 0), (8, 0), (8, 6), (8, 9), (9, 0)]
 
 
 def get(p: SpeedParams, name):
@@ -202,7 +206,7 @@ def get(p: SpeedParams, name):
     return getattr(p, name)
 
 
-EFFICIENCIES = {"host_bw_eff", "host_attn_eff", "pcie_eff", "fa_eff"}
+EFFICIENCIES = {"host_bw_eff", "host_attn_eff", "pcie_eff", "pageable_eff", "fa_eff"}
 
 
 # physical floors: flash attention runs on the tensor cores at a good part of their rate
@@ -217,7 +221,7 @@ def _capped(name, value: float) -> float:
     is_eff = name in EFFICIENCIES or (isinstance(name, tuple) and name[0] in ("hd", "hp"))
     is_eff = is_eff or (isinstance(name, tuple) and name[-1] in ("decode", "mmq", "f16"))
     if isinstance(name, str):
-        value = min(max(value, FLOORS.get(name, 0.0)), CEILINGS.get(name, value))
+        value = min(max(value, FLOORS.get(name, 0.0)), CEILINGS.get(name, math.inf))
     return min(value, 1.0) if is_eff else value
 
 
@@ -298,15 +302,23 @@ def main() -> int:
     ap.add_argument("--before", metavar="REV", help="also report the model as it was at REV")
     ap.add_argument("--points", action="store_true", help="print every point's ratio")
     ap.add_argument("--only-host", action="store_true", help="--fit: the host's constants only")
+    ap.add_argument("--markdown", action="store_true", help="print the held-out table only")
+    ap.add_argument("--predictions", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.predictions:
+        print_predictions(runs())
+        return 0
     rows = runs()
+    if args.markdown:
+        print(markdown(log_errors(rows, predictor(PARAMS))))
+        return 0
     print(
         f"{len(rows)} points: {sum(r.point.split == 'fit' for r in rows)} fit, "
         f"{sum(r.point.split == 'holdout' for r in rows)} holdout"
     )
     if args.before:
-        mod, known = model_at(args.before)
-        report(log_errors(rows, predict_with(mod, known)), f"the model at {args.before}")
+        before = predictions_at(args.before)
+        report(log_errors(rows, lambda r: before.get(r.point.id)), f"the model at {args.before}")
     params = fit(rows, PARAMS, only_host=args.only_host) if args.fit else PARAMS
     errors = log_errors(rows, predictor(params))
     report(errors, "this model")
@@ -314,8 +326,8 @@ def main() -> int:
         for p, e in errors:
             ratio = "refused" if e is None else f"{math.exp(e):5.2f}"
             print(
-                f"{p.id:4d} {p.split:7s} {p.family:16s} {p.model:22s} {p.quant:9s} "
-                f"{p.test:16s} {ratio}"
+                f"{p.id:4d} {p.split:7s} {p.family:16s} {sp.path_group(p):12s} {p.n_gpus} "
+                f"{p.model:22s} {p.quant:9s} {p.test:16s} {ratio}"
             )
     return 0
 

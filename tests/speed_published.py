@@ -1,12 +1,22 @@
 """The published llama-bench points (tests/fixtures/llama_bench_published.json) as runs of the
 speed model: the model shapes as sparse GGUFs, the GPUs as ``--gpus`` (none: a CPU-only run),
-the host as a :class:`HostSpec`, llama-bench's flags (``-ngl``, ``--n-cpu-moe``, ``-ub``,
-``-b``, ``-ctk``, ``-t``, ``-d``) as a llama.cpp command line. Shared by
-test_speed_published.py and bench/speed_calibrate.py."""
+the host as a :class:`HostSpec`, llama-bench's flags (``-ngl``, ``--n-cpu-moe``, ``-ot``,
+``-ub``, ``-b``, ``-ctk``, ``-nkvo``, ``-t``, ``-sm``, ``-d``) as a llama.cpp command line,
+a power cap and the GPUs' interconnect as the speed model's clocks and links. Shared by
+test_speed_published.py and bench/speed_calibrate.py, with the groups the accuracy is
+reported and held by.
+
+The sparse GGUFs are kept between runs in the user cache (``speed-models/``, named by a
+hash of the shape, the quant and this file and the factory that write them): writing the
+vocabularies of 40 shapes takes longer than predicting every point."""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
+import os
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,6 +31,9 @@ from lltui.core.speed.model import estimate_speed
 from lltui.core.speed.params import PARAMS, SpeedParams
 
 DATA = Path(__file__).parent / "fixtures" / "llama_bench_published.json"
+MODEL_CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lltui" / "speed-models"
+)
 
 _GPT_OSS = dict(
     n_embd=2880,
@@ -212,6 +225,17 @@ SHAPES: dict[str, gf.ModelSpec] = {
         n_vocab=151552,
         tied=False,
     ),
+    # DeepSeek-R1-Distill-Qwen-7B (Qwen2.5-Math-7B's shape)
+    "qwen2.5-7b": gf.qwen2_spec(
+        n_embd=3584,
+        n_ff=18944,
+        n_head=28,
+        n_head_kv=4,
+        head_dim=128,
+        n_layer=28,
+        n_vocab=152064,
+        tied=False,
+    ),
     "deepseek-v2-lite": _deepseek_v2_lite(),
     "deepseek-coder-v2-lite": _deepseek_v2_lite(),
 }
@@ -250,6 +274,20 @@ def _q6_k(name: str) -> str:
     return "Q6_K"
 
 
+def _q4_k_s(n_layer: int):
+    """llama.cpp's Q4_K_S mix: Q4_K, but for the first eighth of ffn_down (Q5_K) and the
+    output (Q6_K)."""
+
+    def pick(name: str) -> str:
+        if name == "output.weight":
+            return "Q6_K"
+        if ".ffn_down" in name and int(name.split(".")[1]) < n_layer // 8:
+            return "Q5_K"
+        return "Q4_K"
+
+    return pick
+
+
 @dataclass(frozen=True)
 class Point:
     id: int
@@ -274,6 +312,7 @@ class Point:
     sm: str = ""
     power_limit_w: int = 0  # a power cap below the card's default (nvidia-smi -pl)
     link: str = ""  # the GPUs' interconnect where the source says: "pcie", "nvlink"
+    ot: str = ""  # -ot, as llama-bench takes it ("exps=CPU")
     host: dict | None = None  # the CPU side: name, cores, isa, ghz, mem, said
 
     @property
@@ -299,7 +338,8 @@ class Point:
         """Some weights or the KV on the host (or no GPU at all). -ngl counts the output layer
         as one more layer: a model is whole on the GPUs from n_layer + 1 on."""
         on_gpu = self.ngl > SHAPES[self.model].n_layer
-        return not self.gpu or not on_gpu or bool(self.n_cpu_moe) or bool(self.nkvo)
+        host = bool(self.n_cpu_moe) or bool(self.nkvo) or "CPU" in self.ot
+        return not self.gpu or not on_gpu or host
 
     @property
     def kind(self) -> str:
@@ -384,33 +424,60 @@ def load_cpu_points(path: Path) -> list[Point]:
     ]
 
 
-def model_file(directory: Path, model: str, quant: str) -> Path:
+def _write(path: Path, model: str, quant: str) -> None:
     spec = SHAPES[model]
-    path = directory / f"{model}-{quant}.gguf"
+    if quant == "Q4_K_M":
+        gf.write_sparse(path, spec, "Q4_K", type_of=_q4_k_m(spec.n_layer))
+    elif quant == "Q4_K_S" and not spec.extra_kv:
+        gf.write_sparse(path, spec, "Q4_K", type_of=_q4_k_s(spec.n_layer))
+    elif quant == "Q3_K_S":
+        gf.write_sparse(path, spec, "Q3_K", type_of=_q3_k_s)
+    elif quant == "MXFP4":
+        gf.write_sparse(path, spec, "Q8_0", type_of=_mxfp4)
+    elif quant == "MXFP4_F16":
+        gf.write_sparse(path, spec, "F16", type_of=_mxfp4_f16)
+    elif spec.extra_kv:  # keys write_sparse does not write (MLA ranks)
+        wtype = "Q4_K" if quant.startswith("Q4_K") else quant
+        types = {n: wtype for n, _d in gf.tensor_plan(spec) if "_norm" not in n}
+        gf.write_model(path, spec, wtype, sparse=True, tensor_types=types)
+    else:
+        gf.write_sparse(path, spec, quant)
+
+
+def _writers_digest() -> str:
+    here = Path(__file__).resolve()
+    text = b"".join(f.read_bytes() for f in (here, here.with_name("gguf_factory.py")))
+    return hashlib.sha256(text).hexdigest()[:12]
+
+
+def model_file(directory: Path | None, model: str, quant: str) -> Path:
+    """The sparse GGUF of a shape and quant: in ``directory``, or (None) in the user cache,
+    written there once (atomically: parallel test workers may race for it)."""
+    if directory is None:
+        key = hashlib.sha256(f"{SHAPES[model]!r}{quant}{_DIGEST}".encode()).hexdigest()[:16]
+        directory = MODEL_CACHE
+        path = directory / f"{model}-{quant}-{key}.gguf"
+    else:
+        path = directory / f"{model}-{quant}.gguf"
     if not path.exists():
-        if quant == "Q4_K_M":
-            gf.write_sparse(path, spec, "Q4_K", type_of=_q4_k_m(spec.n_layer))
-        elif quant == "Q3_K_S":
-            gf.write_sparse(path, spec, "Q3_K", type_of=_q3_k_s)
-        elif quant == "MXFP4":
-            gf.write_sparse(path, spec, "Q8_0", type_of=_mxfp4)
-        elif quant == "MXFP4_F16":
-            gf.write_sparse(path, spec, "F16", type_of=_mxfp4_f16)
-        elif spec.extra_kv:  # keys write_sparse does not write (MLA ranks)
-            wtype = "Q4_K" if quant.startswith("Q4_K") else quant
-            types = {n: wtype for n, _d in gf.tensor_plan(spec) if "_norm" not in n}
-            gf.write_model(path, spec, wtype, sparse=True, tensor_types=types)
-        else:
-            gf.write_sparse(path, spec, quant)
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            _write(Path(tmp), model, quant)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return path
 
 
-def fit_for(point: Point, directory: Path, cache: dict | None = None):
-    """(model, FitResult) of the point's run: its GPUs (none: CPU only), its -ngl, experts on
-    the host, -fa, -ub/-b, KV types, threads, and llama-bench's context (prompt, generation
-    and depth)."""
-    host = point.host_spec()
-    key = (
+_DIGEST = _writers_digest()
+
+
+def _setup(point: Point) -> tuple:
+    """What a point's placement depends on but for the context."""
+    return (
         point.model,
         point.quant,
         point.gpu,
@@ -420,17 +487,60 @@ def fit_for(point: Point, directory: Path, cache: dict | None = None):
         point.b,
         point.ngl,
         point.n_cpu_moe,
+        point.ot,
         point.nkvo,
         point.ctk,
         point.threads,
-        point.depth,
         point.sm,
     )
+
+
+def fit_all(points: list[Point], directory: Path | None = None) -> dict[int, tuple]:
+    """(model, FitResult) of every point by id: the points of one setup share one placement,
+    at a context that holds the deepest of them (a deeper cache changes no prediction: the
+    speed model reads the cells up to each point's own depth)."""
+    contexts: dict[tuple, int] = {}
+    for p in points:
+        contexts[_setup(p)] = max(contexts.get(_setup(p), 0), _context(p))
+    cache: dict = {}
+    return {p.id: fit_for(p, directory, cache, contexts[_setup(p)]) for p in points}
+
+
+def fit_for(
+    point: Point,
+    directory: Path | None = None,
+    cache: dict | None = None,
+    context: int | None = None,
+):
+    """(model, FitResult) of the point's run: its GPUs (none: CPU only), its -ngl, experts on
+    the host, -fa, -ub/-b, KV types and place, threads, the split, and llama-bench's context
+    (prompt, generation and depth; ``context`` one at least as large). ``directory``: where
+    the GGUFs go (None: the user cache); ``cache``: results already made."""
+    ctx = context or _context(point)
+    key = (*_setup(point), ctx)
     if cache is not None and key in cache:
         return cache[key]
-    model = read_gguf(model_file(directory, point.model, point.quant))
+    model_key = ("model", point.model, point.quant)
+    model = (cache or {}).get(model_key)
+    if model is None:
+        model = read_gguf(model_file(directory, point.model, point.quant))
+        if cache is not None:
+            cache[model_key] = model
     devs = parse_gpus_spec(",".join([point.gpu] * point.n_gpus) if point.gpu else "cpu").devices
-    ctx = max(4096, point.tokens + point.depth + 256)
+    opts = FitOptions(search=False, host=point.host_spec())
+    res = estimate(model, parse_llama_args(_args(point, ctx)), devs, opts)
+    if cache is not None:
+        cache[key] = (model, res)
+    return model, res
+
+
+def _context(point: Point) -> int:
+    """A context that holds the run (llama-bench's own: prompt, generation and depth)."""
+    return max(4096, point.tokens + point.depth + 256)
+
+
+def _args(point: Point, ctx: int) -> list[str]:
+    """The run's llama-bench flags as llama-server's, at a context of ``ctx``."""
     args = ["-c", str(ctx), "-ngl", str(point.ngl), "-fa", "on" if point.fa else "off"]
     if point.ub:
         args += ["-ub", str(point.ub), "-b", str(point.b or max(2048, point.ub))]
@@ -438,6 +548,8 @@ def fit_for(point: Point, directory: Path, cache: dict | None = None):
         args += ["-b", str(point.b)]
     if point.n_cpu_moe:
         args += ["--n-cpu-moe", str(point.n_cpu_moe)]
+    if point.ot:
+        args += ["-ot", point.ot]
     if point.nkvo:
         args += ["-nkvo"]
     if point.ctk:
@@ -446,19 +558,85 @@ def fit_for(point: Point, directory: Path, cache: dict | None = None):
         args += ["-t", str(point.threads)]
     if point.sm:
         args += ["-sm", point.sm]
-    opts = FitOptions(search=False, host=host)
-    res = estimate(model, parse_llama_args(args), devs, opts)
-    if cache is not None:
-        cache[key] = (model, res)
-    return model, res
+    return args
 
 
 def predict(point: Point, model, res, params: SpeedParams = PARAMS) -> float:
-    """tgN is timed over N tokens after the depth: taken at half of them; ppN at its depth."""
-    host = point.host_spec()
+    """tgN is timed over N tokens after the depth: taken at half of them; ppN at its depth.
+    A power cap is the GPUs' reported limit; the source's interconnect their links (where
+    the speed model takes them: ``bench/speed_calibrate.py --before`` runs older ones)."""
+    kw: dict = {"host": point.host_spec(), "params": params}
+    takes = inspect.signature(estimate_speed).parameters
+    if "clocks" in takes and point.power_limit_w:
+        from lltui.core.speed.model import Clocks
+
+        limit = Clocks(power_limit_w=point.power_limit_w)
+        kw["clocks"] = {f"CUDA{i}": limit for i in range(point.n_gpus)}
+    if "links" in takes and point.link:
+        from lltui.core.hardware.links import RigLinks
+
+        kw["links"] = RigLinks(nvlink=point.link == "nvlink")
     if point.decode:
         depth = point.depth + point.tokens // 2
-        return estimate_speed(model, res, depth=depth, host=host, params=params).decode_tps
-    return estimate_speed(
-        model, res, depth=point.depth, prompt_tokens=point.tokens, host=host, params=params
-    ).prefill_tps
+        return estimate_speed(model, res, depth=depth, **kw).decode_tps
+    tokens = point.tokens
+    return estimate_speed(model, res, depth=point.depth, prompt_tokens=tokens, **kw).prefill_tps
+
+
+# --- the groups accuracy is reported and held by -------------------------------------------------
+
+
+def path_group(p: Point) -> str:
+    """Where the work runs: all on the GPUs, experts on the host (--n-cpu-moe, -ot exps),
+    layers on the host (-ngl below the layers), the KV on the host (-nkvo), or no GPU."""
+    if not p.gpu:
+        return "CPU only"
+    if p.nkvo:
+        return "-nkvo"
+    if p.n_cpu_moe or "exps" in p.ot:
+        return "host experts"
+    if p.offload:
+        return "host layers"
+    return "on GPU"
+
+
+def deep(p: Point) -> bool:
+    """A run whose tokens read 2048 KV cells or more on average (llama-bench -d, or a long
+    test)."""
+    return p.depth + p.tokens // 2 >= 2048
+
+
+GROUP_ORDER = (
+    "all",
+    "on GPU",
+    "host experts",
+    "host layers",
+    "-nkvo",
+    "CPU only",
+    "dense",
+    "MoE",
+    "one GPU",
+    "several GPUs",
+    "-sm layer",
+    "-sm tensor",
+    "depth 0",
+    "deep",
+)
+
+
+def group_rank(group: str) -> int:
+    """Where a group goes in a report: the fixed ones in GROUP_ORDER, then the families."""
+    return GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
+
+
+def groups(p: Point) -> list[str]:
+    """Every group a point counts in: all; its path; dense or MoE; one GPU or several (and
+    then the split mode); depth 0 or deep; the GPU family (the vector unit without a GPU)."""
+    out = ["all", path_group(p), "MoE" if p.moe else "dense"]
+    if p.gpu:
+        out.append("several GPUs" if p.n_gpus > 1 else "one GPU")
+    if p.n_gpus > 1:
+        out.append(f"-sm {p.sm or 'layer'}")
+    out.append("deep" if deep(p) else "depth 0")
+    out.append(p.family)
+    return out

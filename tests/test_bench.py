@@ -19,7 +19,7 @@ from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import GgmlType
 from lltui.core.hardware.calibration import Calibration
-from lltui.core.speed.calibration import MeasuredPoint, apply_calibration, fit_calibration
+from lltui.core.speed.calibration import MeasuredPoint, fit_calibration
 from lltui.sources.gpu import rig_store
 from lltui.sources.llama.bench import parse_row
 from lltui.sources.models import hf_hub
@@ -110,24 +110,108 @@ def test_a_split_model_is_written_as_its_split_files(tmp_path):
     assert read_gguf(out[0]).file_size == model.file_size
 
 
+# --- the runs a rig gets ------------------------------------------------------------------------
+
+
+def _plan(tmp_path, spec, gpus, *flags):
+    from lltui.core.llama.args import parse_llama_args
+    from lltui.services.bench import BenchRequest, plan
+
+    path = gf.write_sparse(tmp_path / f"{spec.arch}.gguf", spec, "Q8_0")
+    request = BenchRequest(str(path), parse_llama_args(["-ngl", "all", *flags]), quick=True)
+    return {c.label: c for c in plan(request, read_gguf(path), gpus)}
+
+
+def test_an_moe_model_on_a_gpu_is_also_benched_with_its_experts_on_the_host(tmp_path):
+    from lltui.core.llama.args import parse_llama_args
+
+    spec = gf.qwen3moe_spec(n_layer=6, n_expert=8, n_expert_used=2)
+    configs = _plan(tmp_path, spec, 1)
+    offload = configs["experts on the host (--n-cpu-moe 3)"]
+    assert offload.bench_args[offload.bench_args.index("--n-cpu-moe") + 1] == "3"
+    assert "-p" in offload.bench_args  # a prompt: the copies; a decode: the host's experts
+    assert parse_llama_args(list(offload.server_args)).overrides  # predicted the same way
+    assert not any("tensor" in label for label in configs)  # one GPU
+    # a command that places experts itself, or no GPU, gets no such run
+    assert not any("experts" in c for c in _plan(tmp_path, spec, 1, "--n-cpu-moe", "2"))
+    assert not any("experts" in c for c in _plan(tmp_path, spec, 0))
+    assert not any("experts" in c for c in _plan(tmp_path, gf.llama_spec(), 1))
+
+
+def test_two_gpus_are_also_benched_with_a_tensor_split_where_llama_cpp_allows_it(tmp_path):
+    from lltui.core.llama.args import parse_llama_args
+
+    configs = _plan(tmp_path, gf.llama_spec(), 2, "-fa", "off")
+    tensor = configs["tensor split (-sm tensor)"]
+    words = list(tensor.bench_args)
+    assert words[words.index("-sm") + 1] == "tensor" and words[words.index("-fa") + 1] == "on"
+    assert words.count("-fa") == 1  # the command's -fa off replaced: tensor needs it on
+    server = parse_llama_args(list(tensor.server_args))
+    assert server.split_mode == "tensor" and server.flash_attn == "on"
+    # llama.cpp refuses a quantized KV cache with it, and an architecture it lacks
+    assert not any("tensor" in c for c in _plan(tmp_path, gf.llama_spec(), 2, "-ctk", "q8_0"))
+    assert not any("tensor" in c for c in _plan(tmp_path, gf.llama_spec(), 1))
+
+
+def test_a_prediction_splits_into_the_work_a_calibration_scales():
+    from lltui.core.memory.results import DeviceSpeed, SpeedEstimate
+    from lltui.services.bench import split_prediction
+
+    gpu = DeviceSpeed("CUDA0", "g", 10.0, 40.0, "memory", "compute", 1, copy_prefill_ms=0.0)
+    cpu = DeviceSpeed("CPU", "h", 20.0, 60.0, "memory", "link", 1, copy_prefill_ms=50.0)
+    est = SpeedEstimate(
+        decode_tps=1000 / 32.0,
+        prefill_tps=512 / 0.108,  # one ubatch: 40 + 60 + 8 ms
+        bound="memory",
+        prefill_bound="link",
+        devices=(gpu, cpu),
+        link_decode_ms=2.0,
+        link_prefill_ms=8.0,
+        depth=0,
+        n_ubatch=512,
+        prompt_tokens=512,
+        decode_tps_full=30.0,
+        reduce_decode_ms=1.5,
+        reduce_prefill_ms=6.0,
+    )
+    pre = split_prediction(est, False, 4000.0)
+    per_token = 0.108 / 512
+    assert pre.copy_s == pytest.approx(per_token * 50 / 108)
+    assert pre.host_s == pytest.approx(per_token * 10 / 108)
+    assert pre.reduce_s == pytest.approx(per_token * 6 / 108)
+    assert pre.other_s == pytest.approx(per_token * 2 / 108) and pre.kind == "copy"
+    dec = split_prediction(est, True, 30.0)
+    assert dec.copy_s == 0.0 and dec.reduce_s == pytest.approx(1.5e-3)
+
+
 # --- calibration ---------------------------------------------------------------------------
 
 
 def test_calibration_recovers_the_scales_the_points_were_made_with():
-    truth = Calibration("rig", "2026-01-01", 1.3, 0.8, 2.0, 1.0)
+    truth = Calibration("rig", "2026-01-01", 1.3, 0.8, 2.0, 1.0, copy=1.6, reduce=0.7)
     points = []
-    for i in range(1, 6):
-        gpu, host = 0.01 * i, 0.002 * (6 - i)
+    for i in range(1, 7):
+        gpu, host = 0.01 * i, 0.002 * (7 - i)
+        # a host-offload point copies host memory; a tensor split all-reduces
+        copy, reduce = (0.003 * (i % 3 + 1), 0.0) if i % 2 else (0.0, 0.002 * (7 - i))
         for decode in (True, False):
             g = truth.gpu_decode if decode else truth.gpu_prefill
             h = truth.host_decode if decode else truth.host_prefill
-            points.append(MeasuredPoint(decode, g * gpu + h * host + 0.001, gpu, host, 0.001))
+            measured = g * gpu + h * host + truth.copy * copy + truth.reduce * reduce + 0.001
+            points.append(
+                MeasuredPoint(decode, measured, gpu, host, 0.001, copy_s=copy, reduce_s=reduce)
+            )
     got = fit_calibration("rig", "2026-01-01", points)
-    for field in ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill"):
+    for field in ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill", "copy", "reduce"):
         assert getattr(got, field) == pytest.approx(getattr(truth, field), rel=0.02), field
-    scaled, note = apply_calibration(got, {"CUDA0": (1.0, 1.0), "CPU": (1.0, 1.0)}, {"CUDA0"})
-    assert scaled["CUDA0"][0] == pytest.approx(1.3, rel=0.02)
-    assert note == f"calibrated on this rig from {len(points)} points, 2026-01-01"
+    assert got.scales(True)[0] == pytest.approx(1.3, rel=0.02)
+    assert got.note() == f"calibrated on this rig from {len(points)} points, 2026-01-01"
+
+
+def test_a_point_measures_the_kind_of_work_it_spends_most_on():
+    assert MeasuredPoint(True, 1.0, 0.1, 0.2, copy_s=0.5).kind == "copy"
+    assert MeasuredPoint(False, 1.0, 0.3, 0.0, reduce_s=0.4).kind == "reduce"
+    assert MeasuredPoint(False, 1.0, 0.3, 0.4).kind == "host_prefill"
 
 
 def test_a_wild_measurement_is_clamped():

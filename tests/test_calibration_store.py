@@ -284,3 +284,31 @@ def test_a_store_from_before_served_points_were_held_is_fitted_anew(env):
         0,
         1,
     )
+
+
+def test_a_store_from_before_the_offload_scales_reads_them_as_one(env):
+    """A store kept before copies and all-reduces were scales of their own: its points have
+    no such part and its calibration no such scale; both read as untouched."""
+    path = _save(env, _point())
+    raw = json.loads(path.read_text())
+    for name in ("copy", "reduce"):
+        del raw["calibration"][name]
+    for p in raw["points"]:
+        del p["copy_s"], p["reduce_s"]
+    path.write_text(json.dumps(raw))
+    back = rig_store.load(RIG, env)
+    assert back is not None and len(back.points) == 1 and back.points[0].copy_s == 0.0
+    assert (back.calibration.copy, back.calibration.reduce) == (1.0, 1.0)
+
+
+def test_the_offload_scales_are_kept_and_guarded(env):
+    offload = _point("pp512", tps=300.0, predicted_tps=400.0, copy_s=0.002, reduce_s=0.0)
+    path = _save(env, offload)
+    back = rig_store.load(RIG, env)
+    assert back is not None and back.points == (offload,)
+    raw = json.loads(path.read_text())
+    raw["calibration"]["copy"] = 50.0  # past the factor of 5 a scale may reach
+    path.write_text(json.dumps(raw))
+    assert rig_store.load(RIG, env, say=lambda _line: None) is None  # set aside, not used
+    bad = _point("pp512", copy_s=-1.0)
+    assert not bad.usable  # a negative part is no prediction

@@ -214,19 +214,67 @@ def test_a_present_gpu_reports_its_own_pcie_link(models):
     assert find_gpu("4060 Ti").pcie_width == 8
 
 
-def test_devices_from_a_sample_carry_the_pcie_link():
-    from lltui.services.devices import devices_from_sample
+def _sim_sample(profile: str):
     from lltui.sources.gpu.kinds import SourceSpec, make_source
 
-    source = make_source(SourceSpec("sim", "kaggle-2xt4"))
+    source = make_source(SourceSpec("sim", profile))
     source.open()
     try:
-        sample = source.poll()
+        return source.poll()
     finally:
         source.close()
+
+
+def test_devices_from_a_sample_carry_the_pcie_link():
+    from lltui.services.devices import devices_from_sample
+
+    sample = _sim_sample("kaggle-2xt4")
     devs = devices_from_sample(sample)
     gens = sorted(g.info.pcie_gen_max or 0 for g in sample.gpus)
     assert devs and sorted(d.pcie_gen or 0 for d in devs) == gens
+
+
+def test_devices_from_a_sample_carry_power_limits_and_nvlink():
+    from dataclasses import replace as dc_replace
+
+    from lltui.services.devices import devices_from_sample
+
+    sample = _sim_sample("2x3090-nvlink")
+    devs = devices_from_sample(sample)
+    assert [d.power_limit_w for d in devs] == [g.power_limit_w for g in sample.gpus]
+    assert all(d.power_default_w and d.max_sm_clock_mhz for d in devs)
+    capped = dc_replace(sample, gpus=tuple(dc_replace(g, power_limit_w=150.0) for g in sample.gpus))
+    assert all(d.power_limit_w == 150.0 for d in devices_from_sample(capped))
+
+
+def test_a_rig_is_on_nvlink_where_every_gpu_reports_links_up():
+    from lltui.core.fit.estimate import rig_links
+    from lltui.core.hardware.links import RigLinks
+    from lltui.core.memory.devices import DeviceSpec
+
+    up = [DeviceSpec(f"CUDA{i}", "cuda", nvlink_active=4) for i in range(2)]
+    assert rig_links(up, None) == RigLinks(nvlink=True)
+    down = [up[0], DeviceSpec("CUDA1", "cuda", nvlink_active=0)]
+    assert rig_links(down, None) == RigLinks(nvlink=False)
+    unknown = [up[0], DeviceSpec("CUDA1", "cuda")]
+    assert rig_links(unknown, None) is None
+    measured = RigLinks(allreduce_gbs=9.0)
+    assert rig_links(up, measured) == RigLinks(nvlink=True, allreduce_gbs=9.0)
+
+
+def test_a_gpu_reporting_a_low_power_limit_is_predicted_slower(models):
+    from dataclasses import replace as dc_replace
+
+    from lltui.core.fit.estimate import speed_of
+
+    devs = parse_gpus_spec("RTX 4090").devices
+    res = estimate(
+        models["llama 8B Q4_0"], parse_llama_args(["-c", "4096"]), devs, FitOptions(search=False)
+    )
+    full = speed_of(models["llama 8B Q4_0"], res, devs, FitOptions(search=False))
+    capped = [dc_replace(devs[0], power_limit_w=150.0, power_default_w=450.0)]
+    held = speed_of(models["llama 8B Q4_0"], res, capped, FitOptions(search=False))
+    assert held.prefill_tps < 0.8 * full.prefill_tps and held.decode_tps < full.decode_tps
 
 
 @pytest.mark.parametrize(

@@ -175,12 +175,45 @@ def test_experts_on_the_host_cost_the_hosts_bandwidth_and_the_pcie_copy(models):
     assert faster_host.decode_tps > host.decode_tps
 
 
-def test_nkvo_puts_attention_on_the_host(models):
-    on_gpu = _speed(models["8b"], [], "RTX 4090", depth=8192)
-    nkvo = _speed(models["8b"], ["-nkvo"], "RTX 4090", depth=8192)
+def test_nkvo_with_flash_attention_copies_the_kv_to_the_gpu_every_token(models):
+    on_gpu = _speed(models["8b"], ["-fa", "on"], "RTX 4090", depth=8192)
+    nkvo = _speed(models["8b"], ["-fa", "on", "-nkvo"], "RTX 4090", depth=8192)
+    gpu = next(d for d in nkvo.devices if d.name == "CUDA0")
+    # the attention stays on the GPU and reads the cells it copies from host memory
+    assert gpu.copy_decode_ms > 0 and gpu.bound == "link"
     assert nkvo.decode_tps < 0.8 * on_gpu.decode_tps
+    # a ubatch copies them once for all its tokens: the prompt loses far less than decode
+    assert nkvo.prefill_tps / on_gpu.prefill_tps > 2 * nkvo.decode_tps / on_gpu.decode_tps
+    assert not any(d.name == "CPU" and d.prefill_ms > 1 for d in nkvo.devices)
+    deeper = _speed(models["8b"], ["-fa", "on", "-nkvo"], "RTX 4090", depth=16384)
+    assert deeper.decode_tps < 0.75 * nkvo.decode_tps  # the copy grows with the depth
+
+
+def test_nkvo_without_flash_attention_runs_the_attention_on_the_host(models):
+    on_gpu = _speed(models["8b"], ["-fa", "off"], "RTX 4090", depth=8192)
+    nkvo = _speed(models["8b"], ["-fa", "off", "-nkvo"], "RTX 4090", depth=8192)
     assert nkvo.prefill_tps < 0.5 * on_gpu.prefill_tps
     assert any(d.name == "CPU" and d.prefill_ms > 0 for d in nkvo.devices)
+    assert all(d.copy_decode_ms == 0 for d in nkvo.devices)
+
+
+def test_host_weights_in_page_locked_memory_copy_faster(models):
+    flags = ["--n-cpu-moe", "40", "-ub", "2048"]
+    mapped = _speed(models["moe"], flags, "RTX 4090", prompt=4096)
+    pinned = _speed(models["moe"], [*flags, "-lm", "none"], "RTX 4090", prompt=4096)
+    copies = [
+        next(d.copy_prefill_ms for d in s.devices if d.name == "CPU") for s in (mapped, pinned)
+    ]
+    assert copies[1] < 0.9 * copies[0] and pinned.prefill_tps > mapped.prefill_tps
+    assert mapped.decode_tps == pytest.approx(pinned.decode_tps)  # a token copies nothing
+
+
+def test_a_long_prompt_pipelines_only_within_a_batch(models):
+    big = _speed(models["8b"], ["-ub", "512", "-b", "4096"], "2xRTX 3090", prompt=4096)
+    small = _speed(models["8b"], ["-ub", "512", "-b", "512"], "2xRTX 3090", prompt=4096)
+    one = _speed(models["8b"], ["-ub", "512", "-b", "4096"], "2xRTX 3090", prompt=512)
+    assert big.prefill_tps > 1.3 * small.prefill_tps
+    assert small.prefill_tps == pytest.approx(one.prefill_tps, rel=0.15)  # ubatch after ubatch
 
 
 def test_prompts_slow_at_depth_and_in_small_ubatches(models):
@@ -204,7 +237,61 @@ def test_tensor_split_divides_the_work_and_pays_all_reduces(models):
     tensor = _speed(models["8b"], ["-sm", "tensor", "-fa", "on"], "2xRTX 3090")
     single = _speed(models["8b"], [], "RTX 3090")
     assert layer.decode_tps <= single.decode_tps
-    assert tensor.decode_tps > layer.decode_tps and tensor.link_decode_ms > 0
+    assert tensor.decode_tps > layer.decode_tps and tensor.reduce_decode_ms > 0
+    assert tensor.reduce_decode_ms == pytest.approx(tensor.link_decode_ms)  # no hops
+    from lltui.core.speed.model import speed_to_json
+
+    assert speed_to_json(tensor)["reduce_decode_ms"] > 0
+    # a ubatch gains nothing: the GPUs' shares are taken one after another
+    assert tensor.prefill_tps <= 1.05 * single.prefill_tps
+
+
+def _reduce_ms(model, gpus, links, tokens=1):
+    from lltui.core.speed.model import estimate_speed as speed
+
+    devs = parse_gpus_spec(gpus).devices
+    args = parse_llama_args(["-c", "8192", "-sm", "tensor", "-fa", "on"])
+    res = estimate(model, args, devs, FitOptions(search=False, host=DESKTOP))
+    est = speed(model, res, host=DESKTOP, links=links, prompt_tokens=max(tokens, 1))
+    return est.reduce_decode_ms, est.reduce_prefill_ms
+
+
+def test_all_reduces_cost_by_the_path_and_the_link(models):
+    from lltui.core.hardware.links import RigLinks
+
+    m = models["8b"]
+    geforce = _reduce_ms(m, "2xRTX 3090", None)  # no peer access: NCCL through the host
+    peers = _reduce_ms(m, "2xRTX 3090", RigLinks(p2p=True))  # llama.cpp's own kernel
+    assert peers[0] < geforce[0] and peers[1] < geforce[1]
+    fallback = _reduce_ms(m, "2xRTX 3090", RigLinks(allreduce="none"))
+    assert fallback[0] > geforce[0]  # peer copies and adds, staged through host memory
+    nvlink = _reduce_ms(m, "2xA100-80GB", RigLinks(nvlink=True), tokens=512)
+    pcie = _reduce_ms(m, "2xA100-80GB", RigLinks(nvlink=False), tokens=512)
+    assert nvlink[1] < pcie[1]  # a ubatch's reduce is bandwidth
+    measured = _reduce_ms(m, "4xRTX 3090", RigLinks(allreduce_gbs=2.0, allreduce_us=100.0))
+    assert measured[0] > _reduce_ms(m, "4xRTX 3090", None)[0]  # what nccl bench measured
+
+
+def test_a_power_cap_slows_prompts_first(models):
+    from lltui.core.speed.model import Clocks
+
+    base = _speed(models["8b"], [], "RTX 4090")
+
+    def capped(clocks):
+        devs = parse_gpus_spec("RTX 4090").devices
+        res = estimate(
+            models["8b"], parse_llama_args(["-c", "40000"]), devs, FitOptions(search=False)
+        )
+        return estimate_speed(models["8b"], res, host=DESKTOP, clocks={"CUDA0": clocks})
+
+    mild = capped(Clocks(power_limit_w=300))  # of 450 W
+    assert mild.prefill_tps < 0.95 * base.prefill_tps
+    assert mild.decode_tps == pytest.approx(base.decode_tps)  # a decode draws less than 300 W
+    hard = capped(Clocks(power_limit_w=150))
+    assert hard.decode_tps < 0.9 * base.decode_tps and hard.prefill_tps < mild.prefill_tps
+    locked = capped(Clocks(max_sm_mhz=1260))  # half its boost clock
+    assert locked.prefill_tps < 0.7 * base.prefill_tps
+    assert capped(Clocks(power_limit_w=450)).prefill_tps == pytest.approx(base.prefill_tps)
 
 
 def test_a_calibration_scales_the_prediction_and_says_so(models):
@@ -215,6 +302,23 @@ def test_a_calibration_scales_the_prediction_and_says_so(models):
     assert got.prefill_tps > 1.5 * base.prefill_tps
     assert got.calibrated == "calibrated on this rig from 6 points, 2026-11-27"
     assert base.calibrated is None
+
+
+def test_a_calibration_of_the_offload_paths_scales_only_their_part(models):
+    flags = ["--n-cpu-moe", "40"]
+    base = _speed(models["moe"], flags, "RTX 4090")
+    slow_copies = Calibration("rig", "2026-11-27", copy=2.0, points=2)
+    got = _speed(models["moe"], flags, "RTX 4090", cal=slow_copies)
+    cpu, cpu0 = (next(d for d in s.devices if d.name == "CPU") for s in (got, base))
+    assert cpu.copy_prefill_ms == pytest.approx(2 * cpu0.copy_prefill_ms)
+    assert cpu.prefill_ms - cpu.copy_prefill_ms == pytest.approx(
+        cpu0.prefill_ms - cpu0.copy_prefill_ms
+    )
+    assert got.decode_tps == pytest.approx(base.decode_tps)  # a token copies nothing
+    tensor = ["-sm", "tensor", "-fa", "on"]
+    plain = _speed(models["8b"], tensor, "2xRTX 3090")
+    reduced = _speed(models["8b"], tensor, "2xRTX 3090", cal=Calibration("r", "d", reduce=3.0))
+    assert reduced.reduce_decode_ms == pytest.approx(3 * plain.reduce_decode_ms)
 
 
 def test_an_unknown_gpu_with_its_memory_is_estimated_and_named(models):

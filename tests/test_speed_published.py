@@ -1,13 +1,14 @@
 """The speed model against published llama-bench results (tests/fixtures/
-llama_bench_published.json): the points its constants were fitted to ("fit") within the
-target (decode within 20%, prompt processing within 35%) but for a few, the points it never
-saw ("holdout": whole sources) held to median errors per group, and no point, fit or
+llama_bench_published.json): the points it never saw ("holdout": whole sources) held, in
+every group the README reports (on GPU / host experts / host layers / -nkvo / CPU only;
+dense / MoE; one / several GPUs; -sm layer / tensor; depth 0 / deep; the GPU family), to
+the share within the target (decode 20%, prompt 35%) the model reaches today; the points
+its constants were fitted to within the target but for a few; and no point, fit or
 holdout, off by a wild factor unless the data file names an exception and why.
-bench/speed_calibrate.py prints the full tables."""
+bench/speed_calibrate.py prints the full tables (``--markdown``: README's)."""
 
 import json
 import math
-import statistics
 from collections import Counter
 
 import pytest
@@ -20,20 +21,49 @@ DECODE_TARGET = 0.20
 PREFILL_TARGET = 0.35
 WILD = 3.0  # a prediction this far off either way is a bug, not an inexact model
 
+# held-out points within the target, per group: (decode, prompt) as reached (k of n); a
+# change to the model or the data that loses one fails here
+HELD = {
+    "all": ((169, 203), (179, 216)),
+    "on GPU": ((155, 184), (160, 194)),
+    "host experts": ((5, 5), (4, 5)),
+    "host layers": ((0, 1), (1, 1)),
+    "-nkvo": ((9, 9), (9, 9)),
+    "CPU only": ((0, 4), (5, 7)),
+    "dense": ((154, 179), (161, 193)),
+    "MoE": ((15, 24), (18, 23)),
+    "one GPU": ((64, 75), (69, 82)),
+    "several GPUs": ((105, 124), (105, 127)),
+    "-sm layer": ((103, 122), (105, 127)),
+    "-sm tensor": ((2, 2), None),
+    "depth 0": ((88, 111), (103, 124)),
+    "deep": ((81, 92), (76, 92)),
+    "Blackwell": ((14, 20), (13, 14)),
+    "Blackwell GB10": ((4, 5), (5, 5)),
+    "Ada": ((67, 68), (58, 79)),
+    "Ampere": ((52, 52), (50, 55)),
+    "Ampere GA100": ((6, 16), (11, 16)),
+    "Hopper": ((8, 16), (14, 16)),
+    "Turing": ((16, 17), (17, 17)),
+    "Pascal": ((2, 5), (6, 7)),
+    "CPU avx2": ((0, 3), (1, 3)),
+    "CPU i8mm": ((0, 1), (4, 4)),
+}
+
 
 @pytest.fixture(scope="module")
-def predicted(tmp_path_factory):
-    d = tmp_path_factory.mktemp("published")
-    cache: dict = {}
-    out = {}
-    for p in POINTS:
-        model, res = sp.fit_for(p, d, cache)
-        out[p.id] = sp.predict(p, model, res)
-    return out
+def predicted():
+    runs = sp.fit_all(POINTS)
+    return {p.id: sp.predict(p, *runs[p.id]) for p in POINTS}
 
 
 def _ratio(predicted, p):
     return predicted[p.id] / p.tps
+
+
+def _within(predicted, p) -> bool:
+    target = DECODE_TARGET if p.decode else PREFILL_TARGET
+    return abs(math.log(_ratio(predicted, p))) <= math.log(1 + target)
 
 
 def _label(p):
@@ -52,72 +82,66 @@ def test_no_point_is_wildly_off(predicted, point):
 
 def test_the_fit_points_are_within_the_target_but_a_few(predicted):
     fit = [p for p in POINTS if p.split == "fit" and not p.exception]
-    outside = [
-        p
-        for p in fit
-        if abs(_ratio(predicted, p) - 1) > (DECODE_TARGET if p.decode else PREFILL_TARGET)
-    ]
-    assert len(outside) <= len(fit) // 6, [
+    outside = [p for p in fit if not _within(predicted, p)]
+    assert len(outside) <= len(fit) // 10, [
         (_label(p), round(_ratio(predicted, p), 2)) for p in outside
     ]
 
 
-def _median(predicted, sel) -> float:
-    errs = [abs(math.log(_ratio(predicted, p))) for p in sel]
-    assert errs
-    return math.exp(statistics.median(errs)) - 1
-
-
-@pytest.mark.parametrize(
-    ("decode", "group", "limit"),
-    [
-        (True, "dense on-GPU", 0.10),
-        (True, "MoE on-GPU", 0.25),
-        (True, "multi-GPU", 0.15),
-        (True, "host-offload", 0.45),
-        (False, "dense on-GPU", 0.25),
-        (False, "MoE on-GPU", 0.50),
-        # long prompts over 2-8 GPUs (pipeline parallelism) and -sm tensor: the weakest part
-        (False, "multi-GPU", 0.30),
-        (False, "host-offload", 0.60),
-    ],
-)
-def test_the_holdout_median_error(predicted, decode, group, limit):
-    def member(p) -> bool:
-        if group == "multi-GPU":
-            return p.n_gpus > 1
-        if group == "host-offload":
-            return p.offload
-        want_moe = group.startswith("MoE")
-        return p.n_gpus == 1 and not p.offload and p.moe == want_moe
-
+@pytest.mark.parametrize(("group", "decode"), [(g, d) for g in HELD for d in (True, False)])
+def test_the_held_out_points_of_each_group_stay_within_the_target(predicted, group, decode):
+    held = HELD[group][0 if decode else 1]
     sel = [
         p
         for p in POINTS
-        if p.split == "holdout" and not p.exception and p.decode == decode and member(p)
+        if p.split == "holdout" and not p.exception and p.decode == decode and group in sp.groups(p)
     ]
-    assert _median(predicted, sel) <= limit
+    if held is None:
+        assert not sel
+        return
+    ok = [p for p in sel if _within(predicted, p)]
+    want, n = held
+    missed = [(_label(p), round(_ratio(predicted, p), 2)) for p in sel if p not in ok]
+    assert len(sel) == n, "the group's points changed: update HELD from speed_calibrate.py"
+    assert len(ok) >= want, missed
+
+
+def test_every_group_is_held():
+    seen = {g for p in POINTS if p.split == "holdout" for g in sp.groups(p)}
+    assert seen - {"Pascal (Jetson)"} <= set(HELD)  # Jetson: exceptions only
 
 
 def test_the_data_covers_generations_splits_moe_offload_depth_and_cpus():
-    assert len(POINTS) >= 200
+    assert len(POINTS) >= 500
     gpus = [find_gpu(p.gpu) for p in POINTS if p.gpu]
     archs = {g.cc for g in gpus if g is not None}
-    # Pascal, Volta, Turing, Ampere (GA100 and GA10x), Ada, Blackwell, GB10
-    assert {(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (12, 0), (12, 1)} <= archs
+    # Pascal, Volta, Turing, Ampere (GA100 and GA10x), Ada, Hopper, Blackwell, GB10
+    assert {(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (12, 0), (12, 1)} <= archs
     assert any(g.unified for g in gpus if g is not None)
     kinds = Counter(p.kind for p in POINTS)
     assert kinds["split"] >= 10 and kinds["moe"] >= 20
     assert {2, 4, 6, 8} <= {p.n_gpus for p in POINTS}
     assert {"layer", "tensor"} <= {p.sm for p in POINTS if p.n_gpus > 1}
-    assert sum(p.link == "nvlink" for p in POINTS) >= 10 and (9, 0) in archs  # NVLink, Hopper
+    assert sum(p.link == "nvlink" for p in POINTS) >= 10
     assert len({p.power_limit_w for p in POINTS if p.power_limit_w}) >= 5  # a power-cap sweep
-    assert sum(p.offload and bool(p.gpu) for p in POINTS) >= 10  # experts or layers on the host
-    assert sum(not p.gpu for p in POINTS) >= 10  # CPU-only runs
-    assert sum(p.depth > 0 for p in POINTS) >= 20  # llama-bench -d
+    paths = Counter(sp.path_group(p) for p in POINTS)
+    assert paths["host experts"] >= 25 and paths["-nkvo"] >= 15 and paths["CPU only"] >= 15
+    assert sum(p.depth > 0 for p in POINTS) >= 40  # llama-bench -d
     assert len({p.ub for p in POINTS}) >= 8  # -ub sweeps
-    assert {p.split for p in POINTS} == {"fit", "holdout"}
+    # every path but -nkvo and the tensor split has fit points; held out are a third or more
+    fitted = {sp.path_group(p) for p in POINTS if p.split == "fit"}
+    assert {"on GPU", "host experts", "host layers", "CPU only"} <= fitted
     assert sum(p.split == "holdout" for p in POINTS) >= len(POINTS) // 3
+
+
+def test_a_source_is_fitted_or_held_out_whole():
+    by_source: dict[str, set[str]] = {}
+    for p in POINTS:
+        by_source.setdefault(p.source, set()).add(p.split)
+    # a thread or table that gathers many people's runs (the CUDA scoreboard, a PR's
+    # comments, a multi-rig README) splits by run set; every other source is one split
+    mixed = [s for s, splits in by_source.items() if len(splits) > 1]
+    assert len(mixed) <= 8, mixed
 
 
 def test_every_point_names_its_source_and_a_known_gpu_or_its_host():
@@ -132,6 +156,8 @@ def test_every_point_names_its_source_and_a_known_gpu_or_its_host():
         assert p.source.startswith("https://") or "notes" in p.source
         assert p.test[:2] in ("pp", "tg") and p.tps > 0
         assert p.link in ("", "pcie", "nvlink") and p.power_limit_w >= 0
+        if sp.path_group(p) in ("host experts", "-nkvo", "host layers") and p.split == "fit":
+            assert p.host, p.id  # a host path is fitted only where the host is known
 
 
 def test_offload_is_judged_by_the_models_own_layer_count():
@@ -140,5 +166,21 @@ def test_offload_is_judged_by_the_models_own_layer_count():
     assert not by_model[("llama3-70b", 99)].offload  # 80 layers + output: all on the GPUs
 
 
-def test_exceptions_are_few():
-    assert sum(bool(p.exception) for p in POINTS) <= len(POINTS) // 20
+def test_exceptions_are_few_and_say_why():
+    exceptions = [p for p in POINTS if p.exception]
+    assert len(exceptions) <= len(POINTS) // 15
+    assert all(len(p.exception) > 40 for p in exceptions)
+
+
+def test_the_readme_says_what_is_held():
+    """README's held-out table (bench/speed_calibrate.py --markdown) and HELD agree."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    rows = dict(re.findall(r"^\| ([^|]+?) \| (.+) \|$", readme, re.M))
+    for group, (decode, prompt) in HELD.items():
+        cells = [c.strip() for c in rows[group].split("|")]
+        said = [c.split()[0] for c in (cells[0], cells[2])]
+        want = [f"{k}/{n}" if k is not None else "none" for k, n in (decode, prompt or (None, 0))]
+        assert said == want, group

@@ -170,7 +170,8 @@ def _scales_lines(cal: Any) -> list[str]:
     out = [
         f"{counted}: time measured / predicted: "
         f"GPU decode x{cal.gpu_decode:.2f}, prompt x{cal.gpu_prefill:.2f}; "
-        f"host decode x{cal.host_decode:.2f}, prompt x{cal.host_prefill:.2f}"
+        f"host decode x{cal.host_decode:.2f}, prompt x{cal.host_prefill:.2f}; "
+        f"copies from host memory x{cal.copy:.2f}; all-reduces x{cal.reduce:.2f}"
     ]
     if cal.held:
         out.append(
@@ -187,6 +188,8 @@ def _calibration_json(cal: Any) -> dict[str, Any]:
         "gpu_prefill": cal.gpu_prefill,
         "host_decode": cal.host_decode,
         "host_prefill": cal.host_prefill,
+        "copy": cal.copy,
+        "reduce": cal.reduce,
         "points": cal.points,
         "held": cal.held,
         "note": cal.note() if cal.points else None,

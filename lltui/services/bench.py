@@ -6,11 +6,15 @@ URL) is benched as a same-shape GGUF written from its header
 (:mod:`lltui.sources.models.same_shape`). llama-bench runs at a few points: the command as
 given (all on the GPUs unless the flags say otherwise) at prompt 512 and decode 128, at an
 empty and a filled context; on a rig with GPUs also everything on the host (``-ngl 0``),
-which measures the CPU's decode and the copies of host weights for prompts. A hard time
-budget stops llama-bench (the results so far count). Each measurement is set beside the
-uncalibrated prediction of the same command, the calibration scales are fitted over all the
-rig's measurements so far (:mod:`lltui.core.speed.calibration`) and stored per rig
-(:mod:`lltui.sources.gpu.rig_store`).
+which measures the CPU's decode and the copies of host weights for prompts; for an MoE model
+half its layers' experts on the host (``--n-cpu-moe``: the host's experts for a token, their
+copies to the GPU for a prompt); on two GPUs or more a tensor split (``-sm tensor``: its
+all-reduces). A hard time budget stops llama-bench (the results so far count). Each
+measurement is set beside the uncalibrated prediction of the same command, split into the
+work each scale covers (GPU, host, copies from host memory, all-reduces); the calibration
+scales are fitted over all the rig's measurements so far (:mod:`lltui.core.speed.calibration`)
+and stored per rig (:mod:`lltui.sources.gpu.rig_store`), so later predictions on the rig are
+calibrated for those paths too.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from lltui.core.hardware.calibration import Calibration
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO
 from lltui.core.memory.common import CPU, FitError
-from lltui.core.memory.results import FitOptions, SpeedEstimate
+from lltui.core.memory.results import DeviceSpeed, FitOptions, SpeedEstimate
 from lltui.core.speed.calibration import (
     MIN_AGREE,
     SCALE_NAMES,
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
     from lltui.core.gguf.model import GgufModel
     from lltui.core.hardware.host import HostSpec
     from lltui.core.memory.devices import DeviceSpec
+    from lltui.core.memory.hparams import Hparams
     from lltui.sources.gpu.rig_store import RigIdentity, RigRecord, StoredPoint
     from lltui.sources.llama.bench import BenchRow
 
@@ -180,32 +185,61 @@ def _bench_flags(a: LlamaArgs) -> list[str]:
 
 
 def plan(request: BenchRequest, model: GgufModel, gpus: int) -> list[BenchConfig]:
-    """The llama-bench runs for this request on a rig with ``gpus`` GPUs."""
+    """The llama-bench runs for this request on a rig with ``gpus`` GPUs: the command as
+    given; on a rig with GPUs everything on the host; for an MoE model half its layers'
+    experts on the host (unless the command places experts itself); on two GPUs or more a
+    tensor split (where llama.cpp allows one for the model and its KV cache)."""
     from lltui.core.memory.hparams import read_hparams
 
     a = request.args
     try:
-        n_ctx_train = read_hparams(model).n_ctx_train
+        hp: Hparams | None = read_hparams(model)
     except FitError:
-        n_ctx_train = 0
+        hp = None
+    n_ctx_train = hp.n_ctx_train if hp is not None else 0
     depths = [0] if request.quick or n_ctx_train < 2 * DEPTH else [0, DEPTH]
     reps = ["-r", "1" if request.quick else str(max(1, request.repetitions))]
     tests = ["-p", "512", "-n", "128", "-d", ",".join(map(str, depths))]
+    short = ("-p", "512", "-n", "32", "-d", "0", *reps)
     server = [*a.memory_args, *(["-t", str(a.n_threads)] if a.n_threads > 0 else [])]
     given = _bench_flags(a)
     label = "as given" if given else ("all on the GPUs" if gpus else "CPU")
     configs = [BenchConfig(label, (*given, *tests, *reps), tuple(server), 2 * len(depths))]
     if gpus and a.n_gpu_layers != 0:
-        host_args = [*_drop_value(given, "-ngl"), "-ngl", "0"]
-        configs.append(
-            BenchConfig(
-                "weights on the host (-ngl 0)",
-                (*host_args, "-p", "512", "-n", "32", "-d", "0", *reps),
-                (*_drop_value(server, "-ngl"), "-ngl", "0"),
-                2,
-            )
-        )
+        label = "weights on the host (-ngl 0)"
+        configs.append(_changed(label, given, server, ("-ngl", "0"), short))
+    if gpus and hp is not None and hp.n_expert and not a.overrides and a.n_gpu_layers != 0:
+        # the host's experts: its bandwidth for a token, the copies to the GPU for a prompt
+        n = str(max(1, hp.n_layer // 2))
+        label = f"experts on the host (--n-cpu-moe {n})"
+        configs.append(_changed(label, given, server, ("--n-cpu-moe", n), short))
+    if gpus >= 2 and hp is not None and a.split_mode != "tensor" and _tensor_allowed(a, hp):
+        flags = ("-sm", "tensor", "-fa", "on")
+        configs.append(_changed("tensor split (-sm tensor)", given, server, flags, short))
     return configs
+
+
+def _changed(
+    label: str,
+    given: Sequence[str],
+    server: Sequence[str],
+    flags: Sequence[str],
+    tests: Sequence[str],
+) -> BenchConfig:
+    """A run of the given command with ``flags`` (pairs of flag and value) set instead."""
+    bench, serve = list(given), list(server)
+    for flag in flags[::2]:
+        bench, serve = _drop_value(bench, flag), _drop_value(serve, flag)
+    return BenchConfig(label, (*bench, *flags, *tests), (*serve, *flags), 2)
+
+
+def _tensor_allowed(a: LlamaArgs, hp: Hparams) -> bool:
+    """llama.cpp loads -sm tensor for this model and KV cache: an architecture it
+    implements, a KV cache of floats (it refuses a quantized one)."""
+    from lltui.core.memory.tensor_parallel import supports_sm_tensor
+
+    floats = ("f32", "f16", "bf16")
+    return supports_sm_tensor(hp.arch) and a.type_k in floats and a.type_v in floats
 
 
 def _drop_value(words: Sequence[str], flag: str) -> list[str]:
@@ -404,20 +438,31 @@ def predict_row(
 
 def split_prediction(est: SpeedEstimate, decode: bool, measured_tps: float) -> MeasuredPoint:
     """A measured speed against a prediction, the predicted seconds per token split into
-    GPU, host and the rest (links)."""
-    gpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name != CPU)
-    cpu = sum((d.decode_ms if decode else d.prefill_ms) for d in est.devices if d.name == CPU)
+    the GPUs' work, the host's, the copies from host memory across the link, the tensor
+    split's all-reduces and the other links."""
+
+    def ms(d: DeviceSpeed) -> tuple[float, float]:
+        whole = d.decode_ms if decode else d.prefill_ms
+        copy = d.copy_decode_ms if decode else d.copy_prefill_ms
+        return whole - copy, copy
+
+    gpu = sum(ms(d)[0] for d in est.devices if d.name != CPU)
+    cpu = sum(ms(d)[0] for d in est.devices if d.name == CPU)
+    copy = sum(ms(d)[1] for d in est.devices)
     link = est.link_decode_ms if decode else est.link_prefill_ms
+    reduce = est.reduce_decode_ms if decode else est.reduce_prefill_ms
     tps = est.decode_tps if decode else est.prefill_tps
     total_s = 1.0 / tps if tps > 0 else 0.0
-    parts = gpu + cpu + link
+    parts = gpu + cpu + copy + link
     scale = total_s / parts if parts > 0 else 0.0
     return MeasuredPoint(
         decode=decode,
         measured_s=1.0 / measured_tps if measured_tps > 0 else 0.0,
         gpu_s=gpu * scale,
         host_s=cpu * scale,
-        other_s=link * scale,
+        other_s=(link - reduce) * scale,
+        copy_s=copy * scale,
+        reduce_s=reduce * scale,
     )
 
 
@@ -498,6 +543,8 @@ def _stored(model: str, m: _Measured, date: str) -> StoredPoint:
         host_s=m.point.host_s,
         other_s=m.point.other_s,
         date=date,
+        copy_s=m.point.copy_s,
+        reduce_s=m.point.reduce_s,
     )
 
 
@@ -533,6 +580,8 @@ def record_served(
         other_s=split.other_s,
         date=today,
         source=rig_store.SERVED,
+        copy_s=split.copy_s,
+        reduce_s=split.reduce_s,
     )
     if not point.usable:
         return None

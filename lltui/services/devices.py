@@ -102,7 +102,8 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
     ]
     mems = [(g.info.name, g.info.memory_total, g.memory_free) for g in used]
-    # the PCIe link and memory each reports, for the speed (the table's otherwise)
+    # the PCIe link, memory, power limit, clock and NVLink each reports, for the speed (the
+    # table's otherwise)
     return [
         replace(
             d,
@@ -111,6 +112,10 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
             mem_bandwidth_gbs=memory_bandwidth_gbs(
                 g.info.max_mem_clock_mhz, g.info.mem_bus_width_bits
             ),
+            power_limit_w=g.power_limit_w,
+            power_default_w=g.info.power_limit_default_w,
+            max_sm_clock_mhz=g.info.max_sm_clock_mhz,
+            nvlink_active=g.nvlink_active,
         )
         for d, g in zip(cuda_devices(mems), used, strict=True)
     ]

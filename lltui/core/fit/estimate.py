@@ -21,6 +21,7 @@ from dataclasses import replace
 from lltui.core.fit.fewer import fewer_hint, fewest_devices
 from lltui.core.fit.search import largest_context, suggest
 from lltui.core.gguf.model import GgufModel
+from lltui.core.hardware.links import RigLinks
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import FitError
@@ -29,7 +30,7 @@ from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.parts import ExtraModels, estimate_parts, less_free, with_parts
 from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate, Suggestion
-from lltui.core.speed.model import estimate_speed
+from lltui.core.speed.model import Clocks, estimate_speed
 
 # what callers of the entry point need, from one place
 __all__ = ["ExtraModels", "FitError", "FitOptions", "FitResult", "estimate"]
@@ -81,6 +82,11 @@ def speed_of(
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
     bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
+    clocks = {
+        d.name: Clocks(d.power_limit_w, d.power_default_w, d.max_sm_clock_mhz)
+        for d in devs
+        if d.power_limit_w or d.max_sm_clock_mhz
+    }
     return estimate_speed(
         model,
         result,
@@ -89,7 +95,21 @@ def speed_of(
         backends=backends,
         pcie=pcie,
         bandwidth=bandwidth,
+        clocks=clocks,
+        links=rig_links(devs, options.links),
     )
+
+
+def rig_links(devs: Sequence[DeviceSpec], given: RigLinks | None) -> RigLinks | None:
+    """How the GPUs reach each other: what the rig was told (``given``), with NVLink where
+    every local GPU reports links up (none reporting: not known)."""
+    active = [d.nvlink_active for d in devs if d.kind == "cuda"]
+    if len(active) < 2 or any(a is None for a in active):
+        return given
+    nvlink = all(a for a in active)
+    if given is None:
+        return RigLinks(nvlink=nvlink)
+    return given if given.nvlink is not None else replace(given, nvlink=nvlink)
 
 
 def _hints(model: GgufModel, p: FitProblem, result: FitResult) -> tuple[Suggestion, ...]:

@@ -23,11 +23,19 @@ class Calibration:
     host_prefill: float = 1.0
     points: int = 0  # measurements behind it
     held: int = 0  # served requests kept but not counted until several agree
+    copy: float = 1.0  # host memory copied across the link (host experts, -nkvo's KV)
+    reduce: float = 1.0  # -sm tensor's all-reduces and graph cuts
 
     def with_scale(self, field: str, value: float) -> Calibration:
         """A copy with one scale (``gpu_decode`` ...) set."""
         changes: dict[str, Any] = {field: value}
         return replace(self, **changes)
+
+    def scales(self, gpu: bool) -> tuple[float, float]:
+        """(decode, prompt) scales of a GPU's own work or the host's."""
+        if gpu:
+            return self.gpu_decode, self.gpu_prefill
+        return self.host_decode, self.host_prefill
 
     def note(self) -> str:
         """What a prediction that uses it says: ``calibrated on this rig from 5 points,

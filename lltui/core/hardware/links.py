@@ -35,3 +35,22 @@ PCIE_GBS_PER_LANE: dict[int, float] = {
     5: 3.938,
     6: 7.563,
 }
+
+# What llama.cpp's -sm tensor reduces over (GGML_CUDA_ALLREDUCE): NCCL, its own kernel, or
+# neither (peer copies and adds); "auto" picks by the rig (see lltui.core.speed.split).
+ALLREDUCE_PATHS = ("auto", "nccl", "internal", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class RigLinks:
+    """How a rig's GPUs reach each other, as far as it is known: what ``nvidia-smi topo``
+    said (NVLink between all of them or not; peer access), and what ``lltui nccl bench``
+    measured of an all-reduce. None: not known (the GPU catalog's board and segment then
+    decide: NVLink on SXM boards, peer access on PCIe for workstation and datacenter
+    cards, not for GeForce)."""
+
+    nvlink: bool | None = None
+    p2p: bool | None = None
+    allreduce_gbs: float | None = None  # measured bus bandwidth of a large all-reduce
+    allreduce_us: float | None = None  # measured time of a small one (latency)
+    allreduce: str = "auto"  # one of ALLREDUCE_PATHS

@@ -66,6 +66,12 @@ class DeviceSpec:
     pcie_width: int | None = None
     # a present GPU's memory bandwidth from its clocks and bus (None: the table's)
     mem_bandwidth_gbs: float | None = None
+    # what a present GPU reports of its limits (None: the catalog's defaults): the power
+    # limit enforced now and its default, the highest SM clock; NVLink links up
+    power_limit_w: float | None = None
+    power_default_w: float | None = None
+    max_sm_clock_mhz: int | None = None
+    nvlink_active: int | None = None
 
     @property
     def device_name(self) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec
+from lltui.core.hardware.links import RigLinks
 from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN
@@ -30,6 +31,9 @@ class FitOptions:
     rules: BuildRules = NEWEST  # the llama.cpp build (and tool) whose memory rules apply
     host: HostSpec | None = None  # the CPU side, for the speed of what it runs (None: assumed)
     calibration: Calibration | None = None  # this rig's own measurements (lltui bench)
+    # how the GPUs reach each other beyond what they report (peer access, a measured
+    # all-reduce: lltui nccl bench), for -sm tensor
+    links: RigLinks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +204,10 @@ class DeviceSpeed:
     assumed: bool = False  # the GPU model was not known: ASSUMED_GPU's numbers
     decode_fixed_ms: float = 0.0  # of decode_ms, what does not grow with the work
     prefill_fixed_ms: float = 0.0  # of prefill_ms, likewise
+    # of decode_ms / prefill_ms, copies from host memory across the link (host weights to
+    # the first GPU for a ubatch; -nkvo's K/V cells with flash attention)
+    copy_decode_ms: float = 0.0
+    copy_prefill_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +226,9 @@ class SpeedEstimate:
     notes: tuple[str, ...] = ()
     host: str = ""  # the host CPU and memory the prediction assumed
     calibrated: str | None = None  # "calibrated on this rig from N points, DATE" where one applied
+    # of link_decode_ms / link_prefill_ms, -sm tensor's all-reduces and graph cuts
+    reduce_decode_ms: float = 0.0
+    reduce_prefill_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

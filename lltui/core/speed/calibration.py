@@ -2,11 +2,13 @@
 applied to each device's predicted times, and fitted from measured points.
 
 A measured point is a llama-bench result (or a served request's timing) beside the
-uncalibrated prediction of the same command, split into the seconds the GPUs, the host and
-the links take. The scales are measured over predicted time per kind of work (GPU or host,
-decode or prompt), fitted in turn on the points where that work weighs most (a few rounds of
-a one-dimensional least squares in log space), and clamped to a factor of 5: a measurement
-that far off is a wrong setup, not a faster card.
+uncalibrated prediction of the same command, split into the seconds the GPUs, the host, the
+copies from host memory across the link (host experts for a prompt, ``-nkvo``'s KV), the
+tensor split's all-reduces and the other links take. The scales are measured over predicted
+time per kind of work (GPU or host, decode or prompt; copies; all-reduces), fitted in turn
+on the points where that work takes part (a few rounds of a one-dimensional least squares in
+log space), and clamped to a factor of 5: a measurement that far off is a wrong setup, not a
+faster card.
 
 llama-bench points are what the user ran to calibrate: they count as they are. A served
 request is a measurement nobody set up (another request, a cold cache, a throttled card may
@@ -19,7 +21,7 @@ changes nothing; a rig that really runs faster or slower gets there in a few lau
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lltui.core.hardware.calibration import Calibration
@@ -33,12 +35,18 @@ SCALE_NAMES = {
     "gpu_prefill": "GPU prompt",
     "host_decode": "host decode",
     "host_prefill": "host prompt",
+    "copy": "copies from host memory",
+    "reduce": "all-reduces",
 }
 _FIELDS = {
     (True, "gpu"): "gpu_decode",
     (False, "gpu"): "gpu_prefill",
     (True, "host"): "host_decode",
     (False, "host"): "host_prefill",
+    (True, "copy"): "copy",
+    (False, "copy"): "copy",
+    (True, "reduce"): "reduce",
+    (False, "reduce"): "reduce",
 }
 
 
@@ -54,18 +62,34 @@ class MeasuredPoint:
     other_s: float = 0.0
     served: bool = False  # a served request's timing, not a llama-bench run
     date: str = ""  # YYYY-MM-DD it was measured
+    copy_s: float = 0.0  # copies from host memory across the link
+    reduce_s: float = 0.0  # -sm tensor's all-reduces and graph cuts
 
     @property
     def kind(self) -> str:
-        """The scale it measures most: ``gpu_decode``, ``host_prefill`` ..."""
-        return _FIELDS[(self.decode, "gpu" if self.gpu_s >= self.host_s else "host")]
+        """The scale it measures most: ``gpu_decode``, ``host_prefill``, ``copy`` ..."""
+        side = max(self.sides(), key=lambda kv: kv[1])[0]
+        return _FIELDS[(self.decode, side)]
+
+    def sides(self) -> tuple[tuple[str, float], ...]:
+        """(kind of work, predicted seconds) of each part a calibration scales."""
+        return (
+            ("gpu", self.gpu_s),
+            ("host", self.host_s),
+            ("copy", self.copy_s),
+            ("reduce", self.reduce_s),
+        )
+
+    def part(self, side: str) -> float:
+        """Its predicted seconds of one kind of work (gpu, host, copy, reduce)."""
+        return dict(self.sides())[side]
 
     @property
     def usable(self) -> bool:
         """A measurement at all: a finite time above zero, a finite prediction above zero
         made of parts none of which is negative (NaN, infinity, 0 and negative speeds
         from a broken run or a damaged store are none)."""
-        parts = (self.gpu_s, self.host_s, self.other_s)
+        parts = (self.gpu_s, self.host_s, self.other_s, self.copy_s, self.reduce_s)
         return (
             0 < self.measured_s < math.inf
             and all(0 <= x < math.inf for x in parts)
@@ -92,32 +116,17 @@ def miss_text(measured: float, predicted: float) -> str:
     return f"measured {miss_pct(measured, predicted)} vs predicted"
 
 
-def apply_calibration(
-    cal: Calibration, times: Mapping[str, tuple[float, float]], gpu_names: set[str]
-) -> tuple[dict[str, tuple[float, float]], str]:
-    """Each device's (decode s, prefill s) scaled by the rig's measurements; the note."""
-    out = {}
-    for name, (dec, pre) in times.items():
-        if name in gpu_names:
-            out[name] = (dec * cal.gpu_decode, pre * cal.gpu_prefill)
-        else:
-            out[name] = (dec * cal.host_decode, pre * cal.host_prefill)
-    return out, cal.note()
-
-
 def predicted_s(cal: Calibration, p: MeasuredPoint) -> float:
     """The point's predicted seconds with ``cal``'s scales applied."""
-    g = getattr(cal, _FIELDS[(p.decode, "gpu")])
-    h = getattr(cal, _FIELDS[(p.decode, "host")])
-    return g * p.gpu_s + h * p.host_s + p.other_s
+    scaled = sum(getattr(cal, _FIELDS[(p.decode, side)]) * s for side, s in p.sides())
+    return scaled + p.other_s
 
 
 def _fit_one(cal: Calibration, field: str, points: Sequence[MeasuredPoint]) -> Calibration:
     """The scale of ``field`` that best matches the points it takes part in (log error,
     golden-section search over [1/5, 5])."""
-    decode = field.endswith("decode")
-    side = "gpu" if field.startswith("gpu") else "host"
-    mine = [p for p in points if p.decode == decode and (p.gpu_s if side == "gpu" else p.host_s)]
+    keys = [k for k, f in _FIELDS.items() if f == field]
+    mine = [p for p in points if any(p.decode == d and p.part(side) for d, side in keys)]
     if not mine:
         return cal
 
@@ -156,10 +165,18 @@ def fit_calibration(rig: str, date: str, points: Sequence[MeasuredPoint]) -> Cal
     )
 
 
+FIT_ROUNDS = 40  # at most; a round that moves no scale ends the fit
+
+
 def _fit(cal: Calibration, points: Sequence[MeasuredPoint]) -> Calibration:
-    for _round in range(4):
-        for field in _FIELDS.values():
+    """Each scale fitted in turn, round after round, until none moves (scales that share
+    points, a GPU's prompt and the copies of a host-offload point, settle together)."""
+    for _round in range(FIT_ROUNDS):
+        before = cal
+        for field in SCALE_NAMES:
             cal = _fit_one(cal, field, points)
+        if all(abs(getattr(cal, f) - getattr(before, f)) < 1e-4 for f in SCALE_NAMES):
+            break
     return cal
 
 
@@ -167,7 +184,7 @@ def _agreeing(base: Calibration, served: Sequence[MeasuredPoint]) -> list[Measur
     """The served points that count: of each kind of work, those within AGREE_WITHIN of the
     median miss (against ``base``), where at least MIN_AGREE do."""
     out: list[MeasuredPoint] = []
-    for kind in _FIELDS.values():
+    for kind in SCALE_NAMES:
         mine = [p for p in served if p.kind == kind]
         if len(mine) < MIN_AGREE:
             continue
@@ -185,7 +202,7 @@ def _agreeing(base: Calibration, served: Sequence[MeasuredPoint]) -> list[Measur
 def _bounded(base: Calibration, cal: Calibration, counted: Sequence[MeasuredPoint]) -> Calibration:
     """Each scale at most STEP per served point of its kind away from ``base`` (a scale no
     served point measures stays where the llama-bench points put it)."""
-    for field in _FIELDS.values():
+    for field in SCALE_NAMES:
         n = sum(1 for p in counted if p.kind == field)
         was = getattr(base, field)
         lo, hi = max(was / STEP**n, 1 / SCALE_LIMIT), min(was * STEP**n, SCALE_LIMIT)

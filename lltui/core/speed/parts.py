@@ -7,11 +7,16 @@ Rules from llama.cpp (the pinned tree):
 - decode reads every weight of a layer once per token, of an expert stack only the
   ``n_expert_used / n_expert`` share, of the input embeddings one row;
 - a prompt's ubatch streams each weight once; an expert stack only the experts its tokens
-  picked (``1 - (1 - used/n)^ub`` of them), and each expert's matmul sees only
-  ``ub x used / n`` tokens, too few to fill the tiles;
+  picked (:func:`experts_touched`), and each expert's matmul sees only ``ub x used / n``
+  tokens, too few to fill the tiles;
 - only the last token of a prompt needs logits: the output matrix is no prompt work;
-- attention runs where the layer's KV cache is: on the layer's device, or with ``-nkvo``
-  on the host (llama.cpp pins those ops to the CPU backend);
+- a token's attention reads the KV cells up to the depth: with flash attention once, without
+  it once per query head (the KQ and KQV products broadcast each K/V head);
+- attention runs on the layer's device. With ``-nkvo`` the KV cache is in host memory:
+  without flash attention llama.cpp pins the attention output to the CPU backend, so the
+  whole attention runs there; with flash attention nothing is pinned, the scheduler gives
+  the attention op to the layer's GPU and copies the K and V views it reads (every cell up
+  to the depth) from host memory over the link, every token and every ubatch;
 - weights kept on the host for a layer that runs on a GPU (``--n-cpu-moe``, ``-ot``) are
   worked on by the CPU for a token; for a ubatch of 32 or more tokens they are copied to
   the first GPU and worked on there (ggml's op offload), only the experts used.
@@ -59,9 +64,12 @@ class Part:
     decode_bytes: float = 0.0  # weights and KV read per token
     decode_read_s_bytes: float = 0.0  # weights over the quant's read factor (GPU decode)
     decode_flops: float = 0.0  # matmul work per token
-    decode_kv_bytes: float = 0.0  # of decode_bytes: the KV cells read
+    decode_kv_bytes: float = 0.0  # the KV cells a GPU reads (per query head without -fa)
     decode_elems: dict[str, float] = field(default_factory=dict)  # by weight class
     prefill_bytes: float = 0.0  # weights streamed once per ubatch
+    # of prefill_bytes, those in page-locked host memory (the rest a GPU copies at the
+    # pageable rate: mapped files, plain host buffers)
+    prefill_pinned_bytes: float = 0.0
     prefill_flops: dict[str, float] = field(default_factory=dict)  # by class, raw
     # GPU: tile- and quant-adjusted flops on MMQ (int8) and on cuBLAS (f16)
     prefill_mmq_flops: float = 0.0
@@ -76,6 +84,11 @@ class Part:
     moe_layers: int = 0
     attn_layers: int = 0  # layers whose attention it runs
     split_layers: int = 0  # layers it runs whose weights are partly on the host
+    # -nkvo with flash attention: the KV cells its attention copies from host memory, per
+    # token and per ubatch, and the layers that copy (each a graph split)
+    kv_host_bytes: float = 0.0
+    kv_host_prefill_bytes: float = 0.0
+    kv_host_layers: int = 0
 
     def add_flops(self, kind: str, flops: float) -> None:
         self.prefill_flops[kind] = self.prefill_flops.get(kind, 0.0) + flops
@@ -118,7 +131,9 @@ def _quant_factors(
     return next(((d, p) for part, d, p in slowdown if part in tag), (1.0, 1.0))
 
 
-WeightKey = tuple[str, int, int, bool]  # (device, kind, type, output layer)
+# (device, kind, type, output layer, in pinned host memory)
+WeightKey = tuple[str, int, int, bool, bool]
+PINNED_SUFFIX = "_Host"  # CUDA_Host: page-locked host memory a GPU copies from at full rate
 
 
 def _weight_fact(
@@ -133,7 +148,9 @@ def _weight_fact(
     out_layer = len(layer_dev) - 1
     gpu_layer = layer is not None and 0 <= layer < out_layer and layer_dev[layer] != CPU
     split = layer if p.device == CPU and gpu_layer else None
-    return (p.device, wkind, p.type_id, p.layer == out_layer), p.nbytes, rows, n_el, split
+    pinned = p.buffer.endswith(PINNED_SUFFIX)
+    key = (p.device, wkind, p.type_id, p.layer == out_layer, pinned)
+    return key, p.nbytes, rows, n_el, split
 
 
 def _weight_sums(
@@ -215,21 +232,33 @@ class _WeightSums:
         return sums, {layer for layer, n in self.splits.items() if n}
 
 
+def experts_touched(n_expert: int, n_used: int, tokens: int, skew: float) -> float:
+    """The share of a layer's experts a ubatch of ``tokens`` routes to. Real text does not
+    spread evenly: a long batch reaches about ``skew`` of them (llama.cpp's own log of
+    gpt-oss-120b at 512 tokens: 72 to 95 of 128 per layer), as if the layer had that share
+    of experts, each picked evenly."""
+    if not n_expert or not n_used:
+        return 1.0
+    reach = max(float(n_used), n_expert * skew)
+    return reach / n_expert * (1.0 - (1.0 - n_used / reach) ** tokens)
+
+
 def add_weights(
     model: GgufModel,
     result: FitResult,
     tiles: Tiles,
     slowdown: tuple[tuple[str, float, float], ...],
     parts: dict[str, Part],
+    skew: float = 1.0,
 ) -> set[int]:
-    """Add every placed weight to its device's part; the GPU layers with weights on the host."""
+    """Add every placed weight to its device's part; the GPU layers with weights on the host.
+    ``skew``: the share of its experts a long batch reaches (:func:`experts_touched`)."""
     m = result.model
     ub = tiles.ub
     tensors = model.tensors_by_name
     moe = bool(m.n_expert and m.n_expert_used)
     expert_frac = m.n_expert_used / m.n_expert if moe else 1.0
-    # experts touched by a ubatch: 1 - (1 - used/n)^ub of them
-    touched = 1.0 - (1.0 - expert_frac) ** ub if moe else 1.0
+    touched = experts_touched(m.n_expert, m.n_expert_used, ub, skew) if moe else 1.0
     expert_fill = tiles.fill(ub * expert_frac)
     dense_fill = tiles.fill(ub)
     layer_dev = result.layer_devices
@@ -247,7 +276,7 @@ def add_weights(
     if summed is None:
         summed = _weight_sums(placements, layer_dev, tensors.keys())
     sums, split_layers = summed
-    for (dev, wkind, type_id, is_output), (nbytes, elements) in sums.items():
+    for (dev, wkind, type_id, is_output, pinned), (nbytes, elements) in sums.items():
         acc = parts.get(dev) or parts.setdefault(dev, Part())
         dec, mmq = _quant_factors(type_id, slowdown)
         base = wkind & 3
@@ -261,7 +290,9 @@ def add_weights(
         acc.decode_elems[kind] = acc.decode_elems.get(kind, 0.0) + elements * frac
         if is_output:
             continue  # a prompt needs the logits of its last token only
-        acc.prefill_bytes += nbytes * (touched if base == 2 else 1.0)
+        streamed = nbytes * (touched if base == 2 else 1.0)
+        acc.prefill_bytes += streamed
+        acc.prefill_pinned_bytes += streamed if pinned else 0.0
         flops = 2.0 * elements * frac * ub
         acc.add_flops(kind, flops)
         fill = expert_fill if base == 2 else dense_fill
@@ -305,6 +336,9 @@ def add_layers_and_attention(
     flash = result.resolved.flash_attn
     heads = max(1, m.n_head)
     per_cell = 4.0 * heads * max(1, m.head_dim)  # QK^T and PV, per query and cell
+    # a GPU's decode without flash attention: the KQ and KQV products broadcast each K/V
+    # head to its query heads and read it once per query head
+    kv_reads = 1.0 if flash else max(1.0, heads / max(1, m.n_head_kv))
     for cache in result.kv:
         if not cache.cells or not cache.layers:
             continue
@@ -314,12 +348,17 @@ def add_layers_and_attention(
         pre_kv = min(prompt_kv, cache.cells)
         for il in cache.layers:
             dev = layer_dev[il] if il < len(layer_dev) else CPU
-            if not st.kv_offload:
-                dev = CPU  # -nkvo: llama.cpp pins attention to the CPU backend
+            fetch = not st.kv_offload and flash and dev != CPU
+            if not st.kv_offload and not flash:
+                dev = CPU  # -nkvo without -fa: llama.cpp pins attention to the CPU backend
             acc = parts.get(dev) or parts.setdefault(dev, Part())
+            if fetch:  # -nkvo with -fa: the GPU copies the cells it reads from the host
+                acc.kv_host_bytes += cell_bytes * read
+                acc.kv_host_prefill_bytes += cell_bytes * pre_kv
+                acc.kv_host_layers += 1
             acc.attn_layers += 1
             acc.decode_bytes += cell_bytes * read
-            acc.decode_kv_bytes += cell_bytes * read
+            acc.decode_kv_bytes += cell_bytes * read * kv_reads
             acc.attn_decode_flops += per_cell * read
             acc.attn_flops += per_cell * ub * pre_kv
             acc.attn_kv_bytes += cell_bytes * pre_kv

@@ -40,7 +40,8 @@ MAX_SERVED = 16  # of them, served requests' (the newest; each launch keeps one 
 SERVED = "llama-server"  # a point's source when a served request measured it
 MAX_STORE_BYTES = 1 << 20  # MAX_POINTS points take about 30 KiB
 MAX_DEPTH = 8  # the format nests three deep
-SCALES = ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill")
+SCALES = ("gpu_decode", "gpu_prefill", "host_decode", "host_prefill", "copy", "reduce")
+NEWER_SCALES = ("copy", "reduce")  # a store written before them has none: 1.0
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 _told: set[str] = set()  # stores already said to be unreadable, by path
@@ -81,6 +82,8 @@ class StoredPoint:
     other_s: float
     date: str
     source: str = "llama-bench"  # or SERVED for a served request's timings
+    copy_s: float = 0.0  # of the prediction: copies from host memory across the link
+    reduce_s: float = 0.0  # and -sm tensor's all-reduces
 
     def measured(self) -> MeasuredPoint:
         """The point as the calibration fit takes it."""
@@ -92,6 +95,8 @@ class StoredPoint:
             other_s=self.other_s,
             served=self.source == SERVED,
             date=self.date,
+            copy_s=self.copy_s,
+            reduce_s=self.reduce_s,
         )
 
     @property
@@ -226,7 +231,7 @@ def _calibration(c: object, rig: RigIdentity) -> Calibration:
         raise TypeError("calibration")
     scales: dict[str, Any] = {}
     for name in SCALES:
-        v = c[name]
+        v = c.get(name, 1.0) if name in NEWER_SCALES else c[name]
         if not _number(v) or not 1 / SCALE_LIMIT - 1e-9 <= v <= SCALE_LIMIT + 1e-9:
             raise ValueError(f"calibration.{name} {str(v)[:20]}")
         scales[name] = float(v)
@@ -245,6 +250,7 @@ def _number(v: object) -> bool:
 
 _POINT_TEXT = ("model", "config", "test", "date", "source")
 _POINT_NUMBERS = ("measured_tps", "predicted_tps", "gpu_s", "host_s", "other_s")
+_NEWER_NUMBERS = ("copy_s", "reduce_s")  # a point kept before them has none: 0
 
 
 def _point(p: object) -> StoredPoint | None:
@@ -254,6 +260,8 @@ def _point(p: object) -> StoredPoint | None:
     if not all(isinstance(p.get(k, ""), str) for k in _POINT_TEXT):
         return None
     if not all(_number(p.get(k)) for k in _POINT_NUMBERS):
+        return None
+    if not all(_number(p.get(k, 0.0)) for k in _NEWER_NUMBERS):
         return None
     known = {f.name for f in fields(StoredPoint)}
     try:
