@@ -37,16 +37,9 @@ def sim_devices(profile: str) -> list[DeviceSpec]:
         known = ", ".join(sorted(PROFILES))
         raise DeviceSpecError(f"--gpus sim:{profile}: no such profile ({known})")
     p = PROFILES[profile]
-    return [
-        DeviceSpec(
-            name=f"CUDA{k}",
-            kind="cuda",
-            total_bytes=p.gpus[i].memory_mib * MIB,
-            free_bytes=p.gpus[i].memory_mib * MIB,
-            description=p.gpus[i].name,
-        )
-        for k, i in enumerate(cuda_order(p))
-    ]
+    gpus = [p.gpus[i] for i in cuda_order(p)]
+    mems = [(g.name, g.memory_mib * MIB, g.memory_mib * MIB) for g in gpus]
+    return list(cuda_devices(mems, [g.spec.vendor for g in gpus]))
 
 
 def mig_devices(sample: RigSample, wanted: Sequence[str]) -> list[DeviceSpec]:
@@ -112,7 +105,7 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
                 g.info.max_mem_clock_mhz, g.info.mem_bus_width_bits
             ),
         )
-        for d, g in zip(cuda_devices(mems), used, strict=True)
+        for d, g in zip(cuda_devices(mems, [g.info.vendor for g in used]), used, strict=True)
     ]
 
 
@@ -128,18 +121,34 @@ def _nvml_sample() -> RigSample:
         source.close()
 
 
+def _amd_sample() -> RigSample:
+    """One sample of this machine's AMD GPUs (SourceUnavailable without)."""
+    from lltui.sources.gpu.kinds import SourceSpec, make_source
+
+    source = make_source(SourceSpec("amd"))
+    source.open()
+    try:
+        return source.poll()
+    finally:
+        source.close()
+
+
 def local_devices() -> tuple[list[DeviceSpec], str | None]:
-    """This machine's NVIDIA GPUs via NVML, or none and why."""
+    """This machine's NVIDIA GPUs via NVML, else its AMD GPUs (ROCm0, ...), or none and
+    why."""
     from lltui.core.monitor.models import SourceUnavailable
 
-    try:
-        sample = _nvml_sample()
-    except (SourceUnavailable, ImportError, OSError) as exc:
-        return [], f"no local NVIDIA GPU ({exc}); estimated for the host only (see --gpus)"
-    devices = devices_from_sample(sample)
-    if not devices:
-        return [], "no local NVIDIA GPU; estimated for the host only (see --gpus)"
-    return devices, None
+    reasons = []
+    for read, vendor in ((_nvml_sample, "NVIDIA"), (_amd_sample, "AMD")):
+        try:
+            devices = devices_from_sample(read())
+        except (SourceUnavailable, ImportError, OSError) as exc:
+            reasons.append(f"no local {vendor} GPU ({exc})")
+            continue
+        if devices:
+            return devices, None
+        reasons.append(f"no local {vendor} GPU")
+    return [], "; ".join(reasons) + "; estimated for the host only (see --gpus)"
 
 
 def resolve_devices(
