@@ -109,23 +109,12 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
     ]
 
 
-def _nvml_sample() -> RigSample:
-    """One NVML sample of this machine (SourceUnavailable, ImportError or OSError without)."""
+def _sample(kind: str) -> RigSample:
+    """One sample of this machine's GPUs from source ``kind`` (nvml, amd); SourceUnavailable,
+    ImportError or OSError without."""
     from lltui.sources.gpu.kinds import SourceSpec, make_source
 
-    source = make_source(SourceSpec("nvml"))
-    source.open()
-    try:
-        return source.poll()
-    finally:
-        source.close()
-
-
-def _amd_sample() -> RigSample:
-    """One sample of this machine's AMD GPUs (SourceUnavailable without)."""
-    from lltui.sources.gpu.kinds import SourceSpec, make_source
-
-    source = make_source(SourceSpec("amd"))
+    source = make_source(SourceSpec(kind))
     source.open()
     try:
         return source.poll()
@@ -139,9 +128,9 @@ def local_devices() -> tuple[list[DeviceSpec], str | None]:
     from lltui.core.monitor.models import SourceUnavailable
 
     reasons = []
-    for read, vendor in ((_nvml_sample, "NVIDIA"), (_amd_sample, "AMD")):
+    for kind, vendor in (("nvml", "NVIDIA"), ("amd", "AMD")):
         try:
-            devices = devices_from_sample(read())
+            devices = devices_from_sample(_sample(kind))
         except (SourceUnavailable, ImportError, OSError) as exc:
             reasons.append(f"no local {vendor} GPU ({exc})")
             continue
@@ -180,7 +169,7 @@ def _local_migs(uuids: Sequence[str]) -> list[DeviceSpec]:
     from lltui.core.monitor.models import SourceUnavailable
 
     try:
-        sample = _nvml_sample()
+        sample = _sample("nvml")
     except (SourceUnavailable, ImportError, OSError) as exc:
         raise DeviceSpecError(
             f"--gpus {uuids[0]}: a MIG slice needs this machine's GPUs ({exc})"
