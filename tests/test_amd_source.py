@@ -659,3 +659,26 @@ def test_amd_source_falls_back_to_the_tools_without_the_binding(
     with pytest.raises(SourceUnavailable) as err:
         AmdSource().open()
     assert str(err.value).startswith("the amdsmi binding is not importable; amd-smi is not on PATH")
+
+
+def test_the_simulated_mi300x_rig_reports_what_amd_smi_would() -> None:
+    source = SimSource("8xmi300x")
+    info = source.open()
+    assert info.cuda_version is None and info.rocm_version and info.nvml_version is None
+    g = info.gpus[0]
+    assert (g.vendor, g.gfx_target, g.compute_partition, g.cuda_index) == (
+        "amd",
+        "gfx942",
+        "SPX",
+        None,
+    )
+    sample = source.poll()
+    for s in sample.gpus:
+        assert s.xgmi_active == 7 and s.nvlink_active is None  # seven XGMI peers each
+        assert s.temp_c == s.hotspot_temp_c and s.gtt_total and s.pstate is None
+
+
+def test_the_mixed_rig_keeps_cuda_numbers_for_the_nvidia_gpus_only() -> None:
+    info = SimSource("2x4090-2x7900xtx").open()
+    assert [g.cuda_index for g in info.gpus] == [0, 1, None, None]
+    assert [g.vendor for g in info.gpus] == [None, None, "amd", "amd"]

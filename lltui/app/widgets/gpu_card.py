@@ -32,7 +32,7 @@ VRAM_WARN_PCT, VRAM_HOT_PCT = 85, 95
 COMPACT_WIDE = 60  # a compact line this wide has labels and full numbers
 COMPACT_NAME_WIDE = 16
 COMPACT_NAME_NARROW = 9
-NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ")
+NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ", "AMD ", "Instinct ", "Radeon ")
 # one letter per slowdown for the narrowest compact line, a word where there is room
 THROTTLE_SHORT = {
     "power cap": ("P", "pwr cap"),
@@ -132,7 +132,7 @@ def short_name(name: str, width: int) -> str:
     if len(name) <= width:
         return name
     first = name.split(" ")[0]
-    if first == "RTX" and " " in name:  # "RTX 3090", "RTX A6000": the number says more
+    if first in ("RTX", "RX", "PRO") and " " in name:  # "RTX 3090", "RX 7900 XTX"
         first = name.split(" ")[1]
     if len(first) > width:
         first = first.split("-")[0]

@@ -108,6 +108,10 @@ class AmdCliSource:
     def _call(self, tool: str, *args: str) -> CommandResult:
         return self._run(smi_argv(args, self.host, self.ssh, program=tool), self._timeout)
 
+    def command_output(self, tool: str, *args: str) -> str:
+        """What ``tool ARGS`` prints here or on the host; SourceUnavailable when it fails."""
+        return self._json(tool, *args)
+
     def _json(self, tool: str, *args: str) -> str:
         """A command's stdout; SourceUnavailable (one line) when it fails."""
         result = self._call(tool, *args)
