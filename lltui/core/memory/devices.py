@@ -252,7 +252,7 @@ def parse_gpus_spec(text: str) -> GpusSpec:
 
 
 def cuda_devices(
-    memories: list[tuple[str, int | None, int | None]],
+    memories: Sequence[tuple[str, int | None, int | None]],
     vendors: Sequence[str | None] | None = None,
 ) -> tuple[DeviceSpec, ...]:
     """Local GPUs as devices of llama.cpp's CUDA backend (its HIP build on AMD), from

@@ -129,8 +129,8 @@ def check_toolchain(
             "--cuda needs the CUDA toolkit's nvcc, which is not on PATH nor in "
             "/usr/local/cuda/bin: install the toolkit or build without --cuda"
         )
-    found = Toolchain(cmake=cmake, cxx=cxx, nvcc=nvcc if cuda else None, cmake_version=version)
-    return _gpu_tools(found, backend, env)
+    tools = Toolchain(cmake=cmake, cxx=cxx, nvcc=nvcc if cuda else None, cmake_version=version)
+    return _gpu_tools(tools, backend, env)
 
 
 def cuda_architectures(capabilities: Sequence[tuple[int, int] | None]) -> str | None:
