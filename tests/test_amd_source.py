@@ -682,3 +682,15 @@ def test_the_mixed_rig_keeps_cuda_numbers_for_the_nvidia_gpus_only() -> None:
     info = SimSource("2x4090-2x7900xtx").open()
     assert [g.cuda_index for g in info.gpus] == [0, 1, None, None]
     assert [g.vendor for g in info.gpus] == [None, None, "amd", "amd"]
+
+
+def test_doctor_says_what_the_amd_source_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lltui.core.doctor import MISSING, OK
+    from lltui.services.doctor import check_amd
+
+    FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
+    check = check_amd()
+    assert check.status == OK and check.detail == "2 AMD GPU(s) through amdsmi: AMD Instinct MI300X"
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    monkeypatch.setattr("shutil.which", lambda _: None)
+    assert check_amd().status == MISSING

@@ -32,6 +32,7 @@ class AmdSource:
             try:
                 info = binding.open()
                 self._inner = binding
+                self.name = binding.name
                 return info
             except ImportError:
                 reasons.append("the amdsmi binding is not importable")
