@@ -24,6 +24,8 @@ def _warm(app):
         pytest.param("16xv100-dgx2", (80, 24), id="16gpu-80x24"),
         pytest.param("16xv100-dgx2", (160, 50), id="16gpu-160x50"),
         pytest.param("mixed-4090-3090", (120, 40), id="mixed-120x40"),
+        pytest.param("8xmi300x", (80, 24), id="8xmi300x-80x24"),
+        pytest.param("2x4090-2x7900xtx", (80, 24), id="nvidia-amd-80x24"),
     ],
 )
 def test_monitor_snapshot(snap_compare, profile, size):

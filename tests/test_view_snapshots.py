@@ -75,9 +75,13 @@ def _loaded(app) -> bool:
         ("2", "16xv100-dgx2", (80, 24)),
         ("3", EIGHT, (80, 24)),
         ("3", EIGHT, (160, 50)),
+        ("2", "8xmi300x", (80, 24)),
+        ("2", "2x4090-2x7900xtx", (80, 24)),
+        ("3", "8xmi300x", (80, 24)),
     ],
     ids=["topology-8-80x24", "topology-8-160x50", "topology-2-80x24", "topology-16-80x24",
-         "nccl-8-80x24", "nccl-8-160x50"],
+         "nccl-8-80x24", "nccl-8-160x50", "topology-mi300x-80x24", "topology-mixed-80x24",
+         "rccl-mi300x-80x24"],
 )  # fmt: skip
 def test_read_once_view_snapshot(snap_compare, key, profile, size):
     app = sim_app(profile)

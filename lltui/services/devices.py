@@ -37,16 +37,9 @@ def sim_devices(profile: str) -> list[DeviceSpec]:
         known = ", ".join(sorted(PROFILES))
         raise DeviceSpecError(f"--gpus sim:{profile}: no such profile ({known})")
     p = PROFILES[profile]
-    return [
-        DeviceSpec(
-            name=f"CUDA{k}",
-            kind="cuda",
-            total_bytes=p.gpus[i].memory_mib * MIB,
-            free_bytes=p.gpus[i].memory_mib * MIB,
-            description=p.gpus[i].name,
-        )
-        for k, i in enumerate(cuda_order(p))
-    ]
+    gpus = [p.gpus[i] for i in cuda_order(p)]
+    mems = [(g.name, g.memory_mib * MIB, g.memory_mib * MIB) for g in gpus]
+    return list(cuda_devices(mems, [g.spec.vendor for g in gpus]))
 
 
 def mig_devices(sample: RigSample, wanted: Sequence[str]) -> list[DeviceSpec]:
@@ -117,15 +110,16 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
             max_sm_clock_mhz=g.info.max_sm_clock_mhz,
             nvlink_active=g.nvlink_active,
         )
-        for d, g in zip(cuda_devices(mems), used, strict=True)
+        for d, g in zip(cuda_devices(mems, [g.info.vendor for g in used]), used, strict=True)
     ]
 
 
-def _nvml_sample() -> RigSample:
-    """One NVML sample of this machine (SourceUnavailable, ImportError or OSError without)."""
+def _sample(kind: str) -> RigSample:
+    """One sample of this machine's GPUs from source ``kind`` (nvml, amd); SourceUnavailable,
+    ImportError or OSError without."""
     from lltui.sources.gpu.kinds import SourceSpec, make_source
 
-    source = make_source(SourceSpec("nvml"))
+    source = make_source(SourceSpec(kind))
     source.open()
     try:
         return source.poll()
@@ -134,17 +128,21 @@ def _nvml_sample() -> RigSample:
 
 
 def local_devices() -> tuple[list[DeviceSpec], str | None]:
-    """This machine's NVIDIA GPUs via NVML, or none and why."""
+    """This machine's NVIDIA GPUs via NVML, else its AMD GPUs (ROCm0, ...), or none and
+    why."""
     from lltui.core.monitor.models import SourceUnavailable
 
-    try:
-        sample = _nvml_sample()
-    except (SourceUnavailable, ImportError, OSError) as exc:
-        return [], f"no local NVIDIA GPU ({exc}); estimated for the host only (see --gpus)"
-    devices = devices_from_sample(sample)
-    if not devices:
-        return [], "no local NVIDIA GPU; estimated for the host only (see --gpus)"
-    return devices, None
+    reasons = []
+    for kind, vendor in (("nvml", "NVIDIA"), ("amd", "AMD")):
+        try:
+            devices = devices_from_sample(_sample(kind))
+        except (SourceUnavailable, ImportError, OSError) as exc:
+            reasons.append(f"no local {vendor} GPU ({exc})")
+            continue
+        if devices:
+            return devices, None
+        reasons.append(f"no local {vendor} GPU")
+    return [], "; ".join(reasons) + "; estimated for the host only (see --gpus)"
 
 
 def resolve_devices(
@@ -176,7 +174,7 @@ def _local_migs(uuids: Sequence[str]) -> list[DeviceSpec]:
     from lltui.core.monitor.models import SourceUnavailable
 
     try:
-        sample = _nvml_sample()
+        sample = _sample("nvml")
     except (SourceUnavailable, ImportError, OSError) as exc:
         raise DeviceSpecError(
             f"--gpus {uuids[0]}: a MIG slice needs this machine's GPUs ({exc})"

@@ -86,6 +86,33 @@ def check_nvidia_smi(
     return Check("nvidia-smi", OK, path, version=out[0].strip() if out else None)
 
 
+def check_amd() -> Check:
+    """AMD GPUs: what the amd source reads here (the binding, amd-smi or rocm-smi)."""
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.gpu.amd import AmdSource
+
+    source = AmdSource()
+    try:
+        info = source.open()
+    except SourceUnavailable as exc:
+        return Check(
+            "amd",
+            MISSING,
+            f"no AMD GPU read here ({exc})",
+            hint="on an AMD rig: install ROCm's amd-smi (or rocm-smi); --source amd:HOST "
+            "reads another machine over ssh",
+        )
+    finally:
+        source.close()
+    names = ", ".join(sorted({g.name for g in info.gpus}))
+    return Check(
+        "amd",
+        OK,
+        f"{len(info.gpus)} AMD GPU(s) through {source.name}: {names}",
+        version=info.rocm_version or info.driver_version,
+    )
+
+
 def check_nccl() -> Check:
     try:
         from lltui.sources.nccl import get_nccl_info
@@ -144,6 +171,7 @@ def check_llama_server() -> Check:
 def run_checks() -> list[Check]:
     checks = check_nvml()
     checks.append(check_nvidia_smi())
+    checks.append(check_amd())
     checks.append(check_nccl())
     checks.append(check_llama_server())
     return checks

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from lltui.core.monitor.models import SourceUnavailable
 from lltui.core.nccl.findings import Finding, NcclFacts, findings_to_json, nccl_findings
 from lltui.core.nccl.variables import nccl_environment
-from lltui.sources.nccl.finder import LibraryCandidate
+from lltui.sources.nccl.finder import LibraryCandidate, library_kind
 
 if TYPE_CHECKING:
     from lltui.sources.gpu.kinds import SourceSpec
@@ -36,10 +36,16 @@ class NcclInfo:
     reason: str | None = None  # why it is not available
     cudart: tuple[LibraryCandidate, ...] = ()  # CUDA runtimes found
 
+    @property
+    def library(self) -> str | None:
+        return library_kind(self.path)
+
     def to_json(self) -> dict[str, Any]:
         # The keys and their order are what `lltui nccl --json` has always printed: a
         # simulated rig has no probe, so no version_code, candidates, reason or cudart.
         out: dict[str, Any] = {"available": self.available, "version": self.version}
+        if self.library == "rccl":  # ROCm's library: said only where it is, keys unchanged
+            out["library"] = "rccl"
         if self.simulated:
             out |= {"path": self.path, "found_by": self.found_by}
             return out | {"simulated": True, "source": self.source}

@@ -25,9 +25,10 @@ SEVERITY_STYLE = {"error": "$error", "warn": "$warning", "info": "$primary"}
 
 
 def render_library(info: dict[str, Any]) -> str:
+    lib = "RCCL" if info.get("library") == "rccl" else "NCCL"  # ROCm's, the same API
     if info.get("simulated"):
         return (
-            f"[b]NCCL {escape(str(info.get('version')))}[/b]  {escape(str(info.get('path')))}"
+            f"[b]{lib} {escape(str(info.get('version')))}[/b]  {escape(str(info.get('path')))}"
             f"  [$warning]SIMULATED ({escape(str(info.get('source')))})[/]"
         )
     if not info.get("available"):
@@ -38,7 +39,7 @@ def render_library(info: dict[str, Any]) -> str:
             "`lltui nccl bench` a libnccl[/]"
         )
     lines = [
-        f"[b]NCCL {escape(str(info.get('version')))}[/b]  {escape(str(info.get('path')))}"
+        f"[b]{lib} {escape(str(info.get('version')))}[/b]  {escape(str(info.get('path')))}"
         f"  [$text-muted]({escape(str(info.get('found_by')))})[/]"
     ]
     for c in info.get("cudart", [])[:1]:

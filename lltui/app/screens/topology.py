@@ -78,7 +78,7 @@ def legend_entries(topo: Topology) -> list[Entry]:
 def render_gpus(gpus: tuple[GpuStatic, ...], topo: Topology) -> str:
     lines = []
     for g in gpus:
-        cuda = f"CUDA{g.cuda_index}" if g.cuda_index is not None else "CUDA-"
+        cuda = f"CUDA{g.cuda_index}" if g.cuda_index is not None else (g.gfx_target or "CUDA-")
         lines.append(f"GPU{g.index}  {escape(g.name)}  {cuda}  {escape(g.pci_bus_id)}")
     names = topo.nic_map()
     for nic in topo.nics:

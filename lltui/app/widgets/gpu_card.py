@@ -32,7 +32,7 @@ VRAM_WARN_PCT, VRAM_HOT_PCT = 85, 95
 COMPACT_WIDE = 60  # a compact line this wide has labels and full numbers
 COMPACT_NAME_WIDE = 16
 COMPACT_NAME_NARROW = 9
-NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ")
+NAME_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", "Quadro ", "AMD ", "Instinct ", "Radeon ")
 # one letter per slowdown for the narrowest compact line, a word where there is room
 THROTTLE_SHORT = {
     "power cap": ("P", "pwr cap"),
@@ -132,7 +132,7 @@ def short_name(name: str, width: int) -> str:
     if len(name) <= width:
         return name
     first = name.split(" ")[0]
-    if first == "RTX" and " " in name:  # "RTX 3090", "RTX A6000": the number says more
+    if first in ("RTX", "RX", "PRO") and " " in name:  # "RTX 3090", "RX 7900 XTX"
         first = name.split(" ")[1]
     if len(first) > width:
         first = first.split("-")[0]
@@ -193,12 +193,16 @@ def card_lines(
 
 def _card_title(g: GpuSample, selected: bool, styles: CardStyles) -> Text:
     info = g.info
-    cuda = f"CUDA{info.cuda_index}" if info.cuda_index is not None else "CUDA-"
+    if info.gfx_target:  # AMD: the ISA HIP builds for, and an Instinct's partition modes
+        parts = "/".join(p for p in (info.compute_partition, info.memory_partition) if p)
+        runtime = info.gfx_target + (f" {parts}" if parts else "")
+    else:
+        runtime = f"CUDA{info.cuda_index}" if info.cuda_index is not None else "CUDA-"
     return Text.assemble(
         (f"GPU{info.index}", styles.reverse_bold if selected else styles.bold),
         " ",
         (info.name, styles.bold),
-        (f" {cuda} {short_bus(info.pci_bus_id)}", styles.muted),
+        (f" {runtime} {short_bus(info.pci_bus_id)}", styles.muted),
     )
 
 
@@ -206,6 +210,8 @@ def _card_state(g: GpuSample, styles: CardStyles) -> Text:
     """Temperature, fan and P-state, right of the title."""
     text = Text()  # a style given to Text() would colour all that is appended after
     text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, TEMP_WARN_C, TEMP_HOT_C))
+    if g.hotspot_temp_c is not None and g.hotspot_temp_c != g.temp_c:
+        text.append(f" jct {_num(g.hotspot_temp_c)}°C")
     if g.mem_temp_c is not None:
         text.append(
             f" mem {_num(g.mem_temp_c)}°C",
@@ -281,8 +287,20 @@ def _extras(g: GpuSample, styles: CardStyles) -> list[Text]:
                 f" ↑{fmt_rate_kbs(g.nvlink_tx_kbs)}"
             )
         )
+    if g.xgmi_active:
+        extras.append(
+            Text(
+                f"XGMI {g.xgmi_active} up ↓{fmt_rate_kbs(g.xgmi_rx_kbs)}"
+                f" ↑{fmt_rate_kbs(g.xgmi_tx_kbs)}"
+            )
+        )
+    if g.gtt_used is not None and (g.info.unified_memory or g.gtt_used >= GIB):
+        # host memory the GPU maps: where an APU's model lives, a spill on a discrete card
+        extras.append(Text(f"GTT {g.gtt_used / GIB:.1f}/{(g.gtt_total or 0) / GIB:.0f}G"))
     if g.ecc_uncorrected:
         extras.append(Text(f"ECC uncorrected {g.ecc_uncorrected}", styles.error_bold))
+    if g.ecc_deferred:
+        extras.append(Text(f"ECC deferred {g.ecc_deferred}", styles.warn))
     if g.retired_pages:
         extras.append(Text(f"retired pages {g.retired_pages}", styles.warn))
     if g.mig:
@@ -456,6 +474,9 @@ def _compact_second_line(
     if g.nvlink_active:
         rates = f"↓{fmt_rate_kbs(g.nvlink_rx_kbs)} ↑{fmt_rate_kbs(g.nvlink_tx_kbs)}"
         items.append(("NVL " + rates, styles.muted))
+    if g.xgmi_active:
+        rates = f"↓{fmt_rate_kbs(g.xgmi_rx_kbs)} ↑{fmt_rate_kbs(g.xgmi_tx_kbs)}"
+        items.append(("XGMI " + rates, styles.muted))
     if g.fan_pct is not None:
         items.append((f"fan {_num(g.fan_pct)}%", styles.muted))
     if g.pstate is not None:

@@ -105,6 +105,8 @@ def _status_line(
         versions.append(f"driver {info.driver_version}")
     if info.cuda_version:
         versions.append(f"CUDA {info.cuda_version}")
+    if info.rocm_version:
+        versions.append(f"ROCm {info.rocm_version}")
     state = _state(model, busy_for, styles)
     kept = model.history
     held = min(kept.seconds(), kept.max_age_s or float("inf"))

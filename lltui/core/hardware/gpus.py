@@ -31,8 +31,8 @@ from functools import cache
 from importlib import resources
 
 CATALOG_FILE = "gpus.csv"
-# words NVML names carry that do not tell models apart
-_NOISE = ("nvidia", "geforce", "tesla", "rtx", "quadro", "gtx")
+# words NVML and AMD's tools put in names that do not tell models apart ("rx" after "rtx")
+_NOISE = ("nvidia", "geforce", "tesla", "rtx", "quadro", "gtx", "amd", "radeon", "instinct", "rx")
 # "NVIDIA A100-SXM4-80GB" is the a100-80gb; "H100 80GB HBM3" the h100
 _VARIANT_NOISE = re.compile(
     r"sxm\d?|hbm\d?e?|generation|workstationedition|serveredition|maxq|edition"
@@ -43,9 +43,9 @@ _VARIANT_NOISE = re.compile(
 class GpuSpec:
     """One NVIDIA GPU model as its spec sheet gives it."""
 
-    name: str  # as NVML reports it
+    name: str  # as NVML (or AMD's amd-smi) reports it
     aliases: tuple[str, ...] = ()  # normalised short names besides the NVML name's
-    cc: tuple[int, int]  # compute capability
+    cc: tuple[int, int]  # CUDA compute capability; (0, 0) for an AMD GPU
     mib: int  # memory as nvidia-smi reports it
     bandwidth_gbs: float  # memory bandwidth, GB/s
     fp16_tflops: float
@@ -64,16 +64,24 @@ class GpuSpec:
     nvml_name: str = ""  # the NVML name of a variant row that NVML does not tell apart
     fp32_tflops: float | None = None
     sm_count: int | None = None
-    segment: str = ""  # GeForce, Workstation, Datacenter, Embedded, ...
+    segment: str = ""  # GeForce, Workstation, Datacenter, Embedded, Instinct, Radeon, APU
     source: str = ""  # the documents its numbers come from
+    gfx: str = ""  # an AMD GPU's ISA ("gfx942"; the catalog's cc column holds it): HIP's target
+
+    @property
+    def vendor(self) -> str:
+        return "amd" if self.gfx else "nvidia"
 
     @property
     def memory(self) -> str:
-        """HBM or GDDR, by bandwidth and generation."""
+        """HBM or GDDR (or the host's LPDDR, unified), by bandwidth and generation: every
+        discrete AMD gfx9 GPU (Vega 20, CDNA) has HBM."""
+        if self.gfx:
+            return "HBM" if self.gfx.startswith("gfx9") and not self.unified else "GDDR"
         return "HBM" if self.bandwidth_gbs >= 1500 or self.cc in ((6, 0), (7, 0)) else "GDDR"
 
 
-NAME_PREFIXES = ("NVIDIA GeForce ", "NVIDIA ", "Tesla ")  # what a short name leaves off
+NAME_PREFIXES = ("NVIDIA GeForce ", "NVIDIA ", "Tesla ", "AMD ")  # what a short name leaves off
 
 
 def short_gpu_name(name: str) -> str:
@@ -102,11 +110,13 @@ def _opt_int(text: str) -> int | None:
 
 
 def _row(r: dict[str, str]) -> GpuSpec:
-    major, _, minor = r["cc"].partition(".")
+    gfx = r["cc"] if r["cc"].startswith("gfx") else ""  # an AMD row: its ISA, no CUDA cc
+    major, _, minor = ("0.0" if gfx else r["cc"]).partition(".")
     return GpuSpec(
         name=r["name"],
         aliases=tuple(r["aliases"].split()),
         cc=(int(major), int(minor)),
+        gfx=gfx,
         mib=int(r["mib"]),
         bandwidth_gbs=float(r["bandwidth_gbs"]),
         fp16_tflops=float(r["fp16_tflops"]),

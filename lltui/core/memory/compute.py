@@ -24,7 +24,7 @@ from lltui.core.memory.compute_graph import (
     planned_compute_buffers,
 )
 from lltui.core.memory.context import Resolved
-from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.placement import TensorPlacement, derived, is_matmul_name
 
@@ -141,7 +141,7 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
         if largest is not None:
             name = offload_to.name
             out[name] = _with_offload_copy(g, out.get(name), largest)
-    host_name = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
+    host_name = host_buffer(devices) or CPU
     out[host_name] = _cpu_buffer(g, layer_dev, placements, op_offload)
     return out
 

@@ -29,7 +29,7 @@ from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.arch_table import Recipe, approximate_reason, recipe_of
 from lltui.core.memory.common import CPU, SCHED_MAX_COPIES, backend_of
 from lltui.core.memory.context import Resolved
-from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.graph_decoder import (
     DecoderShape,
     LayerShape,
@@ -552,6 +552,6 @@ def _planned(layout: ComputeLayout) -> Planned | str:
     sizes = [max(a, b) for a, b in zip(pp_sizes, tg_sizes, strict=True)]
     out = {d.name: size for d, size in zip(devices, sizes, strict=False) if size > 1}
     # the CPU backend allocates in the first device's host buffer type (CUDA_Host for CUDA)
-    host = "CUDA_Host" if devices and devices[0].kind == "cuda" else CPU
+    host = host_buffer(devices) or CPU
     out[host] = sizes[-1]
     return Planned(out, all(_cpu_like(d) for d in devices))

@@ -15,13 +15,16 @@ A SPEC is one of:
   or ``24GiB,rpc:10.0.0.2:50052``.
 
 Devices get the names llama.cpp gives them in its logs: local GPUs ``CUDA0``, ``CUDA1``, ...
-in the order given; RPC servers come first in llama.cpp's device list (it puts them at the
-front) and their buffers are named ``RPC0[HOST:PORT]``.
+in the order given (an AMD GPU of the catalog, ``7900 XTX`` or ``MI300X``, runs on the
+ROCm/HIP build of the same backend: ``ROCm0``, ``ROCm1``, numbered apart from CUDA's);
+RPC servers come first in llama.cpp's device list (it puts them at the front) and their
+buffers are named ``RPC0[HOST:PORT]``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lltui.core.hardware.gpus import find_gpu, nearest_gpus
@@ -32,6 +35,26 @@ _REPEAT = re.compile(r"^(?P<n>\d+)\s*[x*]\s*(?P<what>.+)$", re.IGNORECASE)
 # a MIG profile as nvidia-smi names it: 1g.10gb, 3g.40gb, 7g.80gb (also "MIG 3g.40gb")
 _MIG_PROFILE = re.compile(r"^(?:mig[\s:\-]*)?(?P<g>[1-8])g\.(?P<gb>\d{1,3})gb$", re.IGNORECASE)
 _MIG_UUID = re.compile(r"^MIG-[0-9a-fA-F\-/]{8,}$")
+_BACKEND = re.compile(r"[A-Za-z]+")
+CUDA_PREFIX, ROCM_PREFIX = "CUDA", "ROCm"
+
+
+def backend_prefix(name: str, vendor: str | None = None) -> str:
+    """What llama.cpp calls a local GPU's devices: ``ROCm`` for an AMD GPU (its HIP build of
+    the CUDA backend), ``CUDA`` otherwise. ``vendor``: what the driver said, else the
+    catalog's row for ``name`` decides."""
+    if vendor is None:
+        hit = find_gpu(name) if name else None
+        vendor = hit.vendor if hit is not None else None
+    return ROCM_PREFIX if vendor == "amd" else CUDA_PREFIX
+
+
+def host_buffer(devices: Sequence[DeviceSpec], index: int = 0) -> str | None:
+    """The pinned host buffer of the local GPU at ``index`` (``CUDA_Host``, ``ROCm_Host``);
+    None where that device is not a local GPU (the plain CPU buffer is used)."""
+    if not 0 <= index < len(devices) or devices[index].kind != "cuda":
+        return None
+    return f"{devices[index].backend_name}_Host"
 
 
 def mig_profile(text: str) -> tuple[str, int] | None:
@@ -76,6 +99,12 @@ class DeviceSpec:
     @property
     def device_name(self) -> str:
         return self.dev_name or self.name
+
+    @property
+    def backend_name(self) -> str:
+        """The backend llama.cpp names the device after: CUDA, ROCm (HIP), Vulkan, RPC."""
+        m = _BACKEND.match(self.name)
+        return m.group(0) if m else self.name
 
     @property
     def label(self) -> str:
@@ -224,20 +253,30 @@ def parse_gpus_spec(text: str) -> GpusSpec:
     if len(gpus) + len(rpcs) > MAX_DEVICES:
         raise ValueError(f"--gpus: more than {MAX_DEVICES} devices")
     devices = [rpc_device(ep, mem, i, be) for i, (ep, mem, be) in enumerate(rpcs)]
-    devices += [
-        DeviceSpec(
-            name=f"CUDA{i}", kind="cuda", total_bytes=size, free_bytes=size, description=desc
-        )
-        for i, (desc, size) in enumerate(gpus)
-    ]
+    devices += cuda_devices([(desc, size, size) for desc, size in gpus])
     return GpusSpec(devices=tuple(devices))
 
 
-def cuda_devices(memories: list[tuple[str, int | None, int | None]]) -> tuple[DeviceSpec, ...]:
-    """Local GPUs as CUDA devices, from (description, total bytes, free bytes) in CUDA order."""
-    return tuple(
-        DeviceSpec(
-            name=f"CUDA{i}", kind="cuda", total_bytes=total, free_bytes=free, description=desc
+def cuda_devices(
+    memories: Sequence[tuple[str, int | None, int | None]],
+    vendors: Sequence[str | None] | None = None,
+) -> tuple[DeviceSpec, ...]:
+    """Local GPUs as devices of llama.cpp's CUDA backend (its HIP build on AMD), from
+    (description, total bytes, free bytes) in the runtime's order, each backend numbered
+    from 0 (``CUDA0``, ``ROCm0``). ``vendors``: what each GPU's driver said, where known."""
+    counts: dict[str, int] = {}
+    out = []
+    for i, (desc, total, free) in enumerate(memories):
+        prefix = backend_prefix(desc, vendors[i] if vendors else None)
+        k = counts.get(prefix, 0)
+        counts[prefix] = k + 1
+        out.append(
+            DeviceSpec(
+                name=f"{prefix}{k}",
+                kind="cuda",
+                total_bytes=total,
+                free_bytes=free,
+                description=desc,
+            )
         )
-        for i, (desc, total, free) in enumerate(memories)
-    )
+    return tuple(out)

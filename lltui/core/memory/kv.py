@@ -10,7 +10,7 @@ from lltui.core.gguf.types import GGML_TYPES, GgmlType, type_from_name
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, FitError, device_alloc_size
 from lltui.core.memory.context import Resolved
-from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.hparams import Hparams
 
 
@@ -149,5 +149,5 @@ def output_buffer(
     floats = hp.n_vocab * rows
     if st.embedding:
         floats += hp.n_embd * rows
-    name = "CUDA_Host" if out_dev >= 0 and devices[out_dev].kind == "cuda" else CPU
+    name = host_buffer(devices, out_dev) or CPU
     return name, 4 * floats

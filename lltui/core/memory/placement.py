@@ -16,7 +16,7 @@ from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.types import GgmlType
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
-from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.hparams import Hparams
 
 # CPU_REPACK takes these weight types (for MUL_MAT/MUL_MAT_ID) when the rows interleave:
@@ -188,7 +188,7 @@ class _Placer:
 
     def cpu_buffer_name(self, b: _Buft) -> str:
         if b.kind == HOST:
-            return "CUDA_Host"
+            return host_buffer(self.devices, b.device) or "CUDA_Host"
         if b.kind == REPACK:
             return "CPU_REPACK"
         return "CPU_Mapped" if self.mmap else CPU

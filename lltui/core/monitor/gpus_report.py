@@ -87,6 +87,7 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
                 "container": container_to_json(p.container),
                 "gpu_instance_id": p.gpu_instance_id,
                 "compute_instance_id": p.compute_instance_id,
+                "gtt_memory": p.gtt_memory,
             }
             for p in g.processes
         ],
@@ -95,6 +96,19 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         "mig_mode": info.mig_mode,
         "mig": [mig_to_json(m, g) for m in g.mig],
         "virtualization": info.virtualization,
+        "vendor": info.vendor,
+        "gfx_target": info.gfx_target,
+        "compute_partition": info.compute_partition,
+        "memory_partition": info.memory_partition,
+        "unified_memory": info.unified_memory,
+        "gtt_used": g.gtt_used,
+        "gtt_total": g.gtt_total,
+        "hotspot_temp_c": g.hotspot_temp_c,
+        "pcie_bw_kbs": g.pcie_bw_kbs,
+        "xgmi_active": g.xgmi_active,
+        "xgmi_rx_kbs": g.xgmi_rx_kbs,
+        "xgmi_tx_kbs": g.xgmi_tx_kbs,
+        "ecc_deferred": g.ecc_deferred,
         "vgpus": [
             {
                 "instance": v.instance,
@@ -176,6 +190,7 @@ def rig_to_json(sample: RigSample) -> dict[str, Any]:
         "driver_version": info.driver_version,
         "cuda_version": info.cuda_version,
         "nvml_version": info.nvml_version,
+        "rocm_version": info.rocm_version,
         "hostname": host.hostname or info.hostname,
         "gpus": [gpu_to_json(g) for g in sample.gpus],
         "host": {
@@ -245,6 +260,8 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
         head += f"  driver {one_line(info.driver_version)}"
     if info.cuda_version:
         head += f"  CUDA {one_line(info.cuda_version)}"
+    if info.rocm_version:
+        head += f"  ROCm {one_line(info.rocm_version)}"
     lines.append(head)
     if narrow:
         cols = f"{'GPU':>2} {'CU':>2} {'name':<18} {'mem used/total':>11} {'util':>4}"

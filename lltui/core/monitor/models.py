@@ -36,6 +36,12 @@ class GpuStatic:
     mig_mode: bool | None = None  # MIG enabled now (None: the GPU has no MIG or will not say)
     # none, passthrough, vgpu (a vGPU seen from its VM), host-vgpu, host-vsga (None: unknown)
     virtualization: str | None = None
+    vendor: str | None = None  # "nvidia" or "amd" (None: a source that does not say)
+    gfx_target: str | None = None  # an AMD GPU's ISA, "gfx942" (what HIP builds for)
+    # an AMD Instinct GPU's partition modes: compute SPX/DPX/QPX/CPX, memory NPS1/NPS4
+    compute_partition: str | None = None
+    memory_partition: str | None = None
+    unified_memory: bool | None = None  # an APU: its VRAM is carved from the host's RAM
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +98,7 @@ class GpuProcess:
     compute_instance_id: int | None = None
     # the model a llama-server serves (its --alias or file; "router"), from its argv
     model: str | None = None
+    gtt_memory: int | None = None  # AMD: bytes of host memory it has mapped for the GPU
 
     @property
     def served(self) -> str | None:
@@ -177,6 +184,15 @@ class GpuSample:
     mem_temp_c: float | None = None  # the memory's (HBM) temperature
     mig: tuple[MigDevice, ...] = ()  # MIG instances, when the GPU is in MIG mode
     vgpus: tuple[VgpuInstance, ...] = ()  # vGPUs it serves, when it is a vGPU host
+    # AMD: GTT, host memory the GPU maps (on an APU, where a model's weights mostly live)
+    gtt_used: int | None = None
+    gtt_total: int | None = None
+    hotspot_temp_c: float | None = None  # the die's hottest sensor (AMD's junction)
+    pcie_bw_kbs: float | None = None  # PCIe traffic both ways, where only the sum is known
+    xgmi_active: int | None = None  # AMD Infinity Fabric (XGMI) links up
+    xgmi_rx_kbs: float | None = None
+    xgmi_tx_kbs: float | None = None
+    ecc_deferred: int | None = None  # AMD RAS: errors deferred (poisoned) rather than fixed
 
     @property
     def index(self) -> int:
@@ -222,6 +238,7 @@ class RigInfo:
     nvml_version: str | None = None
     nccl_version: str | None = None
     hostname: str | None = None
+    rocm_version: str | None = None  # AMD's ROCm release, "7.2.0" (from amd-smi version)
     gpus: tuple[GpuStatic, ...] = ()
     hints: tuple[str, ...] = ()  # one-line advice the source wants shown once
 

@@ -151,6 +151,23 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
               "Memory pages retired.", "", integer=True),
     GpuMetric("lltui_gpu_last_xid", "xid", "gauge", "The last XID error seen.", "",
               integer=True),
+    GpuMetric("lltui_gpu_gtt_used_bytes", "gtt_used", "gauge",
+              "Host memory the GPU has mapped (AMD GTT).", "bytes", integer=True),
+    GpuMetric("lltui_gpu_gtt_total_bytes", "gtt_total", "gauge",
+              "Host memory the GPU may map (AMD GTT).", "bytes", integer=True),
+    GpuMetric("lltui_gpu_hotspot_temperature_celsius", "hotspot_temp_c", "gauge",
+              "Hottest die sensor (AMD junction).", "celsius"),
+    GpuMetric("lltui_gpu_pcie_bytes_per_second", "pcie_bw_kbs", "gauge",
+              "PCIe throughput both ways, where only the sum is known.", "", KIB),
+    GpuMetric("lltui_gpu_xgmi_active_links", "xgmi_active", "gauge",
+              "AMD Infinity Fabric (XGMI) links up.", "", integer=True),
+    GpuMetric("lltui_gpu_xgmi_receive_bytes_per_second", "xgmi_rx_kbs", "gauge",
+              "XGMI receive throughput.", "", KIB),
+    GpuMetric("lltui_gpu_xgmi_transmit_bytes_per_second", "xgmi_tx_kbs", "gauge",
+              "XGMI transmit throughput.", "", KIB),
+    GpuMetric("lltui_gpu_ecc_deferred_errors_total", "ecc_deferred", "counter",
+              "Memory errors deferred (poisoned) rather than corrected (AMD RAS).", "",
+              integer=True),
 )  # fmt: skip
 
 # Facts read once (GpuStatic), exported as gauges all the same.
@@ -168,6 +185,8 @@ STATIC_METRICS: tuple[GpuMetric, ...] = (
 )  # fmt: skip
 
 GPU_INFO = "lltui_gpu_info"
+# GpuStatic text facts that ride on the info series as labels (absent where None)
+INFO_TEXT_LABELS = ("vendor", "gfx_target", "compute_partition", "memory_partition")
 GPU_LOST = "lltui_gpu_lost"
 THROTTLE = "lltui_gpu_throttle_reason_active"
 XID_ERRORS = "lltui_gpu_xid_errors_total"
@@ -257,6 +276,7 @@ def rig_families(
             pci_bus_id=s.pci_bus_id or None,
             cuda_index=str(s.cuda_index) if s.cuda_index is not None else None,
             compute_capability=cc,
+            **{k: getattr(s, k) for k in INFO_TEXT_LABELS},
         )
         info_samples.append((gpu_labels[s.uuid] + extra, 1.0))
     out.append(Family(GPU_INFO, "gauge", "GPU identity; always 1.", samples=tuple(info_samples)))
@@ -620,6 +640,7 @@ class _Gpu:
     models: dict[int, str] = field(default_factory=dict)  # pid -> the model it serves
     cuda_index: int | None = None
     compute_capability: tuple[int, int] | None = None
+    info_text: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -792,6 +813,9 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
             cc = (s.label("compute_capability") or "").split(".")
             if len(cc) == 2 and all(p.isdigit() for p in cc):
                 g.compute_capability = (int(cc[0]), int(cc[1]))
+            for key in INFO_TEXT_LABELS:
+                if s.label(key):
+                    g.info_text[key] = s.label(key) or ""
         elif n == GPU_LOST:
             g.lost = v >= 1
         elif n == THROTTLE:
@@ -873,6 +897,7 @@ def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
         memory_total=round(total_f) if total_f is not None else None,
         cuda_index=g.cuda_index,
         compute_capability=g.compute_capability,
+        **g.info_text,  # type: ignore[arg-type]
         **static_kw,  # type: ignore[arg-type]
     )
     processes = tuple(

@@ -15,8 +15,26 @@ REASONS: tuple[tuple[int, str], ...] = (
     (0x0000000000000100, "display clocks"),
 )
 
+# AMD's violation kinds -> our word, with the names the two AMD interfaces give each: the
+# ``amd-smi metric`` ``throttle.<prefix>_violation_status`` key (MI300 on) and the binding's
+# ``amdsmi_get_violation_status()`` flag. ``throttle_status: THROTTLED`` (older firmware) is
+# one word for them all.
+AMD_VIOLATIONS: tuple[tuple[str, str, str | None], ...] = (
+    ("prochot", "prochot", "active_prochot_thrm"),
+    ("power cap", "ppt", "active_ppt_pwr"),
+    ("thermal", "socket_thermal", "active_socket_thrm"),
+    ("vr thermal", "vr_thermal", "active_vr_thrm"),
+    ("hbm thermal", "hbm_thermal", "active_hbm_thrm"),
+    ("host clock limit", "gfx_clk_below_host_limit", "active_gfx_clk_below_host_limit"),
+    ("low utilization", "low_utilization", None),
+)
+AMD_THROTTLED = "throttled"
+
 # Reasons that mean the GPU runs slower than it could while busy.
-SLOWDOWNS = frozenset({"power cap", "hw slowdown", "sw thermal", "hw thermal", "power brake"})
+SLOWDOWNS = frozenset(
+    {"power cap", "hw slowdown", "sw thermal", "hw thermal", "power brake"}
+    | {"prochot", "thermal", "vr thermal", "hbm thermal", "host clock limit", AMD_THROTTLED}
+)
 
 # nvidia-smi --query-gpu clocks_event_reasons.* column suffix -> our word.
 SMI_FIELDS: dict[str, str] = {

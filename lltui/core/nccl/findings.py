@@ -20,6 +20,7 @@ from lltui.core.nccl.variables import (
     INTEGER_VARIABLES,
     OTHER_KNOWN_VARIABLES,
     P2P_LEVEL_VALUES,
+    RCCL_PREFIXES,
     TORCH_RENAMED,
     VARIABLES,
     is_known_variable,
@@ -180,7 +181,7 @@ def _variable_findings(env: Mapping[str, str]) -> list[Finding]:
     known = sorted(set(VARIABLES) | OTHER_KNOWN_VARIABLES)
     out: list[Finding] = []
     for name in sorted(env):
-        if name.startswith("NCCL_"):
+        if name.startswith(("NCCL_", *RCCL_PREFIXES)):
             out += _name_findings(name, env[name], known)
     return out + _value_findings(env)
 
@@ -285,6 +286,18 @@ def _p2p_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]:
     if level is not None and not p2p_off:
         out += _p2p_level_findings(level, pairs, nv)
     out += _p2p_path_findings(p2p_off, shm_off, consumer, nv)
+    xgmi = [p for p, c in pairs if link_kind(c) == "XGMI"]
+    if xgmi and len(xgmi) == len(not_nv):
+        out.append(
+            Finding(
+                INFO,
+                "xgmi-all",
+                f"AMD Infinity Fabric (XGMI) joins every GPU pair ({len(xgmi)}): RCCL's "
+                "collectives (and llama.cpp -sm tensor on ROCm) run over it",
+                "RCCL uses XGMI by itself; NCCL_P2P_DISABLE=1 would push traffic to host memory",
+            )
+        )
+        return out
     out += _link_shape_findings(pairs, nv, not_nv)
     return out
 

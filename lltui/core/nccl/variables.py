@@ -39,6 +39,53 @@ _P2P_LEVELS: tuple[tuple[str, str], ...] = (
 )
 _BOOL_OFF_ON = (("0", "off"), ("1", "on"))
 
+# RCCL, ROCm's NCCL (same API, same NCCL_* variables), reads these besides; the HSA ones
+# are ROCm runtime variables RCCL's documentation tells multi-GPU users to set.
+RCCL_VARIABLES: tuple[NcclVariable, ...] = (
+    NcclVariable(
+        "RCCL_MSCCL_ENABLE",
+        "RCCL: MSCCL's hand-written collective algorithms for MI300-class hives (on by default "
+        "where RCCL has them)",
+        (("0", "MSCCL off: RCCL's ring and tree algorithms only"), ("1", "MSCCL on")),
+    ),
+    NcclVariable(
+        "RCCL_MSCCL_FORCE_ENABLE",
+        "RCCL: use MSCCL algorithms even on GPUs RCCL does not enable them for",
+        _BOOL_OFF_ON,
+    ),
+    NcclVariable(
+        "RCCL_MSCCLPP_ENABLE",
+        "RCCL: MSCCL++ kernels for small all-reduces on MI300 (below RCCL_MSCCLPP_THRESHOLD)",
+        (("0", "MSCCL++ off"), ("1", "MSCCL++ on for small messages")),
+    ),
+    NcclVariable(
+        "RCCL_MSCCLPP_THRESHOLD", "RCCL: the message size in bytes below which MSCCL++ is used"
+    ),
+    NcclVariable(
+        "RCCL_LL128_FORCE_ENABLE",
+        "RCCL: the LL128 protocol even on GPUs where RCCL turns it off by default",
+        _BOOL_OFF_ON,
+    ),
+    NcclVariable(
+        "RCCL_KERNEL_COLL_TRACE_ENABLE",
+        "RCCL: trace every collective kernel to the log (debugging; slows collectives)",
+        _BOOL_OFF_ON,
+    ),
+    NcclVariable(
+        "HSA_FORCE_FINE_GRAIN_PCIE",
+        "ROCm: fine-grained host memory over PCIe, which RCCL needs for GPU peer copies "
+        "over PCIe (without XGMI)",
+        (("1", "RCCL may copy GPU to GPU over PCIe"), ("0", "peer copies go through host")),
+    ),
+    NcclVariable(
+        "HSA_NO_SCRATCH_RECLAIM",
+        "ROCm: keep kernels' scratch memory instead of reclaiming it after each dispatch; "
+        "AMD recommends 1 for RCCL collectives on MI300",
+        (("1", "scratch kept: no reclaim stalls between kernels"), ("0", "scratch reclaimed")),
+    ),
+)
+RCCL_PREFIXES = ("RCCL_", "HSA_FORCE_FINE_GRAIN_PCIE", "HSA_NO_SCRATCH_RECLAIM")
+
 VARIABLES: dict[str, NcclVariable] = {
     v.name: v
     for v in (
@@ -123,6 +170,7 @@ VARIABLES: dict[str, NcclVariable] = {
         NcclVariable("NCCL_SOCKET_FAMILY", "AF_INET or AF_INET6 for sockets"),
         NcclVariable("NCCL_SOCKET_NTHREADS", "CPU threads per socket connection"),
         NcclVariable("NCCL_NSOCKS_PERTHREAD", "sockets per thread"),
+        *RCCL_VARIABLES,
     )
 }
 
@@ -290,11 +338,11 @@ def is_known_variable(name: str) -> bool:
 
 
 def nccl_environment(environ: Mapping[str, str]) -> dict[str, str | None]:
-    """The NCCL_* part of an environment: the key variables (None when unset), then the
-    rest that are set, sorted."""
+    """The NCCL_* part of an environment (and RCCL's own variables): the key variables
+    (None when unset), then the rest that are set, sorted."""
     env: dict[str, str | None] = {k: environ.get(k) for k in KEY_VARIABLES}
     for k in sorted(environ):
-        if k.startswith("NCCL_") and k not in env:
+        if k.startswith(("NCCL_", *RCCL_PREFIXES)) and k not in env:
             env[k] = environ[k]
     return env
 

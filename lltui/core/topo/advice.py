@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from lltui.core.hardware.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import GpuStatic
+from lltui.core.topo.amd import XGMI, is_amd_rig
 from lltui.core.topo.matrix import (
     LINK_MEANINGS,
     P2P_MEANINGS,
@@ -50,6 +51,11 @@ class Advice:
 
 # the link tables (NVLink per link by compute capability, PCIe per lane) live in .links
 PCIE_ASSUMED = (4, 16)
+# One XGMI (Infinity Fabric) link between two GPUs of a hive, GB/s a direction, by ISA:
+# MI300X/MI325X 128 GB/s both ways, MI355X 153.6, MI250X 100, MI100 and MI50 92 (AMD's
+# Instinct datasheets)
+XGMI_GBS_BY_GFX = {"gfx950": 76.8, "gfx942": 64.0, "gfx90a": 50.0, "gfx908": 46.0, "gfx906": 46.0}
+XGMI_GBS_ASSUMED = 50.0
 # Across sockets, peer copies cross the CPU interconnect or are staged in host memory.
 CROSS_SOCKET_FACTOR = 0.5
 
@@ -64,6 +70,10 @@ def link_bandwidth(
     cell: str, a: GpuStatic | None = None, b: GpuStatic | None = None
 ) -> LinkBandwidth | None:
     """Nominal bandwidth of one topo cell between two GPUs; None for a cell with no meaning."""
+    if cell == XGMI:
+        gfx = {g.gfx_target for g in (a, b) if g and g.gfx_target}
+        gbs = min((XGMI_GBS_BY_GFX.get(x, XGMI_GBS_ASSUMED) for x in gfx), default=XGMI_GBS_ASSUMED)
+        return LinkBandwidth(gbs, f"XGMI: one Infinity Fabric link, {gbs:g} GB/s a direction")
     n = nvlink_count(cell)
     if n is not None:
         ccs = {g.compute_capability for g in (a, b) if g and g.compute_capability}
@@ -158,6 +168,8 @@ def advise(
     by_label: dict[str, GpuStatic] = {}
     for g in gpus:
         by_label[f"GPU{g.index}"] = g
+    if is_amd_rig(gpus, topo):
+        return _amd(topo, by_label, env, n_embd, n_layer)
     out: list[Advice] = []
     n = len(topo.gpus)
     pairs = list(topo.links)
@@ -171,6 +183,96 @@ def advise(
     out += _device_order(gpus, order, env, cuda_order is not None)
     if n > 1:
         out += _p2p(topo, by_label, pairs, nv_pairs, all_nvlink, env)
+    out += _numa(topo)
+    if n > 1:
+        out += _allreduce(topo, by_label, n, n_embd, n_layer)
+    amd = [label for label, g in by_label.items() if g.vendor == "amd"]
+    if amd:
+        out.append(
+            Advice(
+                INFO,
+                "mixed-vendors",
+                f"{compact_labels(amd)} {'are' if len(amd) > 1 else 'is'} AMD: a CUDA build of "
+                "llama.cpp does not see them. A Vulkan build sees every GPU (-dev Vulkan0,...); "
+                "or run a ROCm build on the AMD GPUs as an rpc-server beside a CUDA one",
+                "cmake -DGGML_VULKAN=ON (lltui llama install --vulkan) builds one "
+                "llama-server for both vendors",
+            )
+        )
+    return tuple(out)
+
+
+def _amd(
+    topo: Topology,
+    by_label: Mapping[str, GpuStatic],
+    env: Mapping[str, str],
+    n_embd: int,
+    n_layer: int,
+) -> tuple[Advice, ...]:
+    """The same questions for a ROCm rig: split mode over XGMI, HIP's device selection,
+    RCCL's peer access, partitions, NUMA and the all-reduce cost."""
+    n = len(topo.gpus)
+    pairs = list(topo.links)
+    xgmi = [p for p in pairs if p[2] == XGMI]
+    all_xgmi = n > 1 and len(xgmi) == n * (n - 1) // 2
+    out: list[Advice] = []
+    if n == 1:
+        out.append(
+            Advice(INFO, "split-mode", "one GPU: nothing to split (-sm none or the default)")
+        )
+    elif all_xgmi:
+        out.append(
+            Advice(
+                INFO,
+                "split-mode",
+                "every GPU pair is on XGMI (Infinity Fabric): -sm layer (the default) is safe, "
+                "and -sm tensor can all-reduce over XGMI (llama.cpp's HIP build uses RCCL)",
+                "-sm tensor is experimental: it needs -fa on and an f16/bf16/f32 KV cache",
+            )
+        )
+    else:
+        out.append(
+            Advice(
+                INFO,
+                "split-mode",
+                "-sm layer (the default) fits this rig: GPUs joined over PCIe only, too slow "
+                "for the two all-reduces per layer that -sm tensor needs",
+            )
+        )
+    out.append(
+        Advice(
+            INFO,
+            "hip-device-order",
+            "HIP numbers the GPUs as amd-smi lists them (GPU0 is ROCm0); pick them with "
+            "HIP_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES, below HIP) or llama-server -dev",
+            "HIP_VISIBLE_DEVICES=0,1 llama-server ... or llama-server -dev ROCm0,ROCm1 ...",
+        )
+    )
+    pcie = [p for p in pairs if p[2] != XGMI]
+    if pcie and "HSA_FORCE_FINE_GRAIN_PCIE" not in env:
+        out.append(
+            Advice(
+                INFO,
+                "p2p",
+                f"{len(pcie)} GPU pair(s) meet over PCIe only: RCCL copies between them through "
+                "host memory unless peer access over PCIe is allowed",
+                "HSA_FORCE_FINE_GRAIN_PCIE=1 lets RCCL (and -sm tensor) use PCIe peer copies "
+                "where the platform supports large BAR; leave it unset if a job hangs",
+            )
+        )
+    split = sorted(
+        {g.compute_partition for g in by_label.values() if g.compute_partition} - {"SPX"}
+    )
+    if split:
+        out.append(
+            Advice(
+                INFO,
+                "partitions",
+                f"compute partition {', '.join(split)}: each partition is a GPU of its own to "
+                "HIP, with a share of the memory, so a model splits across more, smaller devices",
+                "amd-smi set --compute-partition SPX (as root, GPUs idle) makes each a whole GPU",
+            )
+        )
     out += _numa(topo)
     if n > 1:
         out += _allreduce(topo, by_label, n, n_embd, n_layer)

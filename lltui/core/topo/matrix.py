@@ -29,10 +29,13 @@ LINK_MEANINGS: dict[str, str] = {
     "NODE": "PCIe and the interconnect between host bridges within a NUMA node",
     "SYS": "PCIe and the interconnect between NUMA nodes, such as QPI, UPI or Infinity Fabric",
     "SOC": "PCIe and the link between CPU sockets; old drivers' name for SYS",
+    "XGMI": "AMD Infinity Fabric (XGMI) between the GPUs, as amd-smi and rocm-smi name it",
 }
 PCIE_CODES = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 # Nearest first; NVLink is nearer than any PCIe path.
-LINK_DISTANCE = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6, "SOC": 6}
+LINK_DISTANCE = {
+    "X": 0, "NV": 1, "XGMI": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6, "SOC": 6,
+}  # fmt: skip
 
 # ``nvidia-smi topo -p2p r`` status codes.
 P2P_MEANINGS: dict[str, str] = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from lltui.core.topo.amd import looks_amd, parse_amd_topology
 from lltui.core.topo.matrix import (
     AFFINITY_COLUMNS,
     COLUMN_TITLES,
@@ -395,7 +396,10 @@ def _legends(lines: list[str], m: _Matrix) -> tuple[bool | None, list[Named]]:
 
 
 def parse_topology(text: str) -> Topology:
-    """Parse ``nvidia-smi topo -m`` output, as printed or as pasted. Never raises."""
+    """Parse ``nvidia-smi topo -m`` output, as printed or as pasted (or AMD's: ``amd-smi
+    topology``, ``rocm-smi --showtopo``, see :mod:`.amd`). Never raises."""
+    if looks_amd(text):
+        return parse_amd_topology(text)
     lines = [clean_line(raw) for raw in text.splitlines()]
     warnings: list[str] = []
     header_at, header = _find_header(lines)

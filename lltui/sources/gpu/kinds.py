@@ -114,6 +114,14 @@ def _make_smi(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
     return SmiSource(host=host, port=port)
 
 
+def _make_amd(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    from lltui.sources.gpu.amd import AmdSource
+    from lltui.sources.ssh import split_host_port
+
+    host, port = split_host_port(spec.arg) if spec.arg else (None, None)
+    return AmdSource(host, port=port)
+
+
 def _make_sim(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
     from lltui.sources.gpu.sim import DEFAULT_PROFILE, SimSource
 
@@ -143,6 +151,7 @@ SOURCE_KINDS: tuple[SourceKind, ...] = (
     SourceKind("auto", ("auto",), _no_arg("auto"), None, "default"),
     SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml),
     SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi),
+    SourceKind("amd", ("amd", "amd:HOST"), _optional, _make_amd, "AMD: amdsmi, amd-smi, rocm-smi"),
     SourceKind("sim", ("sim", "sim:PROFILE"), _sim_profile, _make_sim),
     SourceKind("replay", ("replay:FILE",), _replay_file, _make_replay),
     SourceKind("prom", ("prom:URL[#host=NAME]",), _url("prom"), _make_prom, "a Prometheus server"),
@@ -212,9 +221,11 @@ def make_source(
     return kind.make(spec, MakeOptions(sim_reason=sim_reason, seed=seed, replay=replay))
 
 
-# what ``auto`` tries, in order, before it falls back to a simulated rig
-AUTO_ORDER: tuple[str, ...] = ("nvml",)
+# what ``auto`` tries, in order; every one that opens is shown (a host with NVIDIA and AMD
+# GPUs is one rig of both), and none opening falls back to a simulated rig
+AUTO_ORDER: tuple[str, ...] = ("nvml", "amd")
 AUTO_FALLBACK = SourceSpec("sim")
+_AUTO_WORDS = {"nvml": "no NVIDIA GPU here", "amd": "no AMD GPU here"}
 
 
 def open_source(
@@ -222,9 +233,10 @@ def open_source(
 ) -> tuple[GpuSource, RigInfo]:
     """Open the source ``--source`` names.
 
-    ``auto`` is NVML when it initialises with at least one GPU; otherwise the default
-    simulated rig, whose RigInfo says SIMULATED and why in plain words. Every other spec
-    raises SourceUnavailable with a one-line reason when it cannot run here.
+    ``auto`` is every vendor's source that opens with at least one GPU (NVML, then AMD;
+    both: one combined rig); none: the default simulated rig, whose RigInfo says SIMULATED
+    and why in plain words. Every other spec raises SourceUnavailable with a one-line
+    reason when it cannot run here.
     """
     from lltui.core.monitor.models import SourceUnavailable
 
@@ -232,15 +244,24 @@ def open_source(
     if spec.kind != "auto":
         source = make_source(spec, seed=seed, replay=replay)
         return source, source.open()
-    reason = ""
+    opened: list[tuple[GpuSource, RigInfo]] = []
+    reasons = []
     for name in AUTO_ORDER:
         try:
             source = make_source(SourceSpec(name))
-            return source, source.open()
+            opened.append((source, source.open()))
         except SourceUnavailable as exc:
-            reason = f"no NVIDIA GPU here: {exc}; showing a simulated rig"
+            reasons.append(f"{_AUTO_WORDS[name]}: {exc}")
         except ImportError as exc:  # the binding is missing from this install
-            reason = f"nvidia-ml-py is not importable: {exc}; showing a simulated rig"
+            reasons.append(f"{_AUTO_WORDS[name]}: nvidia-ml-py is not importable: {exc}")
+    if len(opened) == 1:
+        return opened[0]
+    if opened:
+        from lltui.sources.gpu.combined import CombinedSource
+
+        combined = CombinedSource([s for s, _ in opened], [i for _, i in opened])
+        return combined, combined.open()
+    reason = "; ".join(reasons) + "; showing a simulated rig"
     sim = make_source(parse_source_spec(str(AUTO_FALLBACK)), sim_reason=reason, seed=seed)
     return sim, sim.open()
 

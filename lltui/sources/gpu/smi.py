@@ -86,28 +86,48 @@ def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
 
 
 def smi_argv(
-    args: Sequence[str], host: str | None = None, target: SshTarget | None = None
+    args: Sequence[str],
+    host: str | None = None,
+    target: SshTarget | None = None,
+    *,
+    program: str = "nvidia-smi",
 ) -> list[str]:
-    """The argv that runs ``nvidia-smi ARGS`` here, on ``host`` (``[user@]HOST[:PORT]``, read
-    as every ``smi:`` source reads it) through ssh, or on ``target`` through its persistent
-    connection."""
+    """The argv that runs ``PROGRAM ARGS`` (nvidia-smi, or AMD's amd-smi / rocm-smi) here,
+    on ``host`` (``[user@]HOST[:PORT]``, read as every ``smi:`` source reads it) through
+    ssh, or on ``target`` through its persistent connection."""
     if host is None and target is None:
-        return ["nvidia-smi", *args]
-    for word in args:
+        return [program, *args]
+    for word in (program, *args):
         if not _SHELL_SAFE.match(word):
             raise ValueError(f"refusing to send {word!r} to a remote shell")
     if target is not None:
-        return target.argv("nvidia-smi", *args)
+        return target.argv(program, *args)
     assert host is not None
     name, port = split_host_port(host)
     ported = ["-p", str(port)] if port is not None else []
-    return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), "nvidia-smi", *args]
+    return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), program, *args]
 
 
-def _one_line(text: str, limit: int = 200) -> str:
+def telling_line(text: str, limit: int = 200) -> str:
     """The most telling line of a command's output: the last non-empty one."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:limit] if lines else ""
+
+
+def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
+    """One line for a failed run of ``tool`` here or on ``host``, in words."""
+    where = "here" if host is None else f"on {host}"
+    out = telling_line(result.stdout)
+    err = telling_line(result.stderr)
+    if host is not None and result.returncode == 255:
+        if err.startswith("ssh: "):  # ssh's own line names the host and says why
+            return err
+        return f"ssh to {host} failed: {err or 'no reason given'}"
+    if result.returncode == 127:
+        return f"{tool} is not installed {where}" + (f" ({err})" if err and host else "")
+    if result.returncode == 124:
+        return err or f"{tool} did not answer {where}"
+    return f"{tool} failed {where}: {out or err or f'exit status {result.returncode}'}"
 
 
 PROCESS_TTL_S = 2.0  # as the NVML source reads processes
@@ -159,21 +179,7 @@ class SmiSource:
         return "here" if self.host is None else f"on {self.host}"
 
     def _failure(self, result: CommandResult) -> str:
-        """One line for a failed command, in words."""
-        out = _one_line(result.stdout)
-        err = _one_line(result.stderr)
-        if self.host is not None and result.returncode == 255:
-            if err.startswith("ssh: "):  # ssh's own line names the host and says why
-                return err
-            return f"ssh to {self.host} failed: {err or 'no reason given'}"
-        if result.returncode == 127:
-            return f"nvidia-smi is not installed {self._where()}" + (
-                f" ({err})" if err and self.host is not None else ""
-            )
-        if result.returncode == 124:
-            return err or f"nvidia-smi did not answer {self._where()}"
-        reason = out or err or f"exit status {result.returncode}"
-        return f"nvidia-smi failed {self._where()}: {reason}"
+        return command_failure("nvidia-smi", result, self.host)
 
     def _query(self, flag: str, fields: list[str]) -> tuple[str, list[str]]:
         """Run one query; on ``Field "x" is not a valid field to query`` drop x (a rejected
@@ -215,7 +221,7 @@ class SmiSource:
             for line in stdout.splitlines()
             if line.strip() and "," not in line and not line.strip().startswith("[")
         ]
-        return rows, _one_line("\n".join(chatter))
+        return rows, telling_line("\n".join(chatter))
 
     def _versions(self) -> tuple[str | None, str | None]:
         """CUDA and NVML versions from ``nvidia-smi --version`` (drivers 525 and later);

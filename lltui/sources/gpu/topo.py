@@ -506,6 +506,15 @@ def read_live_topology(
             raise SourceUnavailable(f"{smi_missing}, and {exc}") from None
 
 
+def nvidia_missing(which: Which = shutil.which) -> bool:
+    """Neither nvidia-smi nor NVML's library here, and an AMD tool is (auto's topology)."""
+    import ctypes.util
+
+    if which("nvidia-smi") or ctypes.util.find_library("nvidia-ml"):
+        return False
+    return bool(which("amd-smi") or which("rocm-smi"))
+
+
 @dataclass(frozen=True, slots=True)
 class TopologyReport:
     """A rig's topology with what advice needs: GPU models and the environment llama-server
@@ -527,6 +536,8 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
     from lltui.sources.gpu.sim import PROFILES, SimSource
 
     spec = parse_source_spec(spec_text)
+    if spec.kind == "auto" and nvidia_missing():
+        spec = parse_source_spec("amd")  # no NVIDIA tool here: an AMD rig's, if it is one
     if spec.kind == "replay":
         raise ValueError("a replay holds no topology: pass a saved nvidia-smi topo -m with --file")
     if spec.kind == "sim":
@@ -540,6 +551,11 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
             source.close()
         live = LiveTopology(topo, gpus, f"the simulated rig {name} (SIMULATED)")
         return TopologyReport(live, dict(profile.nccl_env))
+    if spec.kind == "amd":
+        from lltui.sources.gpu.amd.topo import read_amd_topology
+
+        amd = LiveTopology(*read_amd_topology(host=spec.arg))
+        return TopologyReport(amd, dict(os.environ) if spec.arg is None else None)
     host = spec.arg if spec.kind == "smi" else None
     live = read_live_topology(host=host)
     return TopologyReport(live, dict(os.environ) if host is None else None)

@@ -132,8 +132,9 @@ def candidates(env: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
     on_path = shutil.which(SERVER, path=env.get("PATH"))
     if on_path:
         found.append(("path", Path(on_path)))
-    for cuda in (True, False):
-        result = build_cache.installed(cuda=cuda, env=env)
+    # a GPU build before the CPU one: CUDA, then AMD's ROCm, then Vulkan
+    for cuda, backend in ((True, ""), (False, "rocm"), (False, "vulkan"), (False, "")):
+        result = build_cache.installed(cuda=cuda, env=env, backend=backend)
         if result is not None:
             found.append((f"cache:{result.flavor}", result.binaries[SERVER]))
     return found

@@ -63,6 +63,7 @@ from lltui.sources.llama.build_tools import (
     check_toolchain,
     cuda_architectures,
     detect_cuda_architectures,
+    detect_gpu_targets,
     find_nvcc,
 )
 
@@ -109,6 +110,8 @@ def build(
     lock_timeout_s: float | None = None,
     keep_build_tree: bool = True,
     cuda_archs: str | None = None,
+    backend: str = "",
+    gpu_targets: str | None = None,
 ) -> BuildResult:
     """Build (or find already built) llama-server and friends; see the module docstring.
 
@@ -116,17 +119,19 @@ def build(
     Raises :class:`BuildError` with a one-line reason on any failure.
     """
     say: Progress = progress or (lambda _msg: None)
-    root = flavor_root(cuda, version, env)
-    plan = BuildPlan(root=root, version=version, cuda=cuda, jobs=jobs or default_jobs())
+    root = flavor_root(cuda, version, env, backend=backend)
+    plan = BuildPlan(
+        root=root, version=version, cuda=cuda, jobs=jobs or default_jobs(), backend=backend
+    )
     stamp = read_stamp(plan)
     if stamp is not None:
         return result_of(plan, built_now=False, stamp=stamp)
-    toolchain = check_toolchain(cuda, env)
+    toolchain = check_toolchain(cuda, env, backend=backend)
     if cuda:
         archs = cuda_archs or detect_cuda_architectures()
-        plan = BuildPlan(
-            root=root, version=version, cuda=True, cuda_architectures=archs, jobs=plan.jobs
-        )
+        plan = replace(plan, cuda_architectures=archs)
+    if backend == "rocm":
+        plan = replace(plan, gpu_targets=gpu_targets or detect_gpu_targets())
     with build_lock(plan.lock_path, lock_timeout_s, say):
         stamp = read_stamp(plan)  # another caller may have finished while we waited
         if stamp is not None:

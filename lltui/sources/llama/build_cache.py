@@ -54,10 +54,12 @@ class BuildPlan:
     cuda: bool = False
     cuda_architectures: str | None = None  # None: llama.cpp's own list for the toolkit
     jobs: int = 1
+    backend: str = ""  # "rocm" (HIP) or "vulkan"; empty: CUDA or the CPU, as ``cuda`` says
+    gpu_targets: str | None = None  # ROCm: the gfx ISAs to build for ("gfx1100;gfx942")
 
     @property
     def flavor(self) -> str:
-        return "cuda" if self.cuda else "cpu"
+        return self.backend or ("cuda" if self.cuda else "cpu")
 
     @property
     def bin_dir(self) -> Path:
@@ -101,11 +103,20 @@ class BuildResult:
     cmake_args: tuple[str, ...] = field(default_factory=tuple)
 
 
+FLAVORS = ("cpu", "cuda", "rocm", "vulkan")
+
+
 def flavor_root(
-    cuda: bool = False, version: str = PINNED_VERSION, env: Mapping[str, str] | None = None
+    cuda: bool = False,
+    version: str = PINNED_VERSION,
+    env: Mapping[str, str] | None = None,
+    *,
+    backend: str = "",
 ) -> Path:
-    """The cache directory of one build flavor, e.g. ``~/.cache/lltui/llama.cpp/11434.0.0-cpu``."""
-    return cache_dir(env) / "llama.cpp" / f"{version}-{'cuda' if cuda else 'cpu'}"
+    """The cache directory of one build flavor, e.g. ``~/.cache/lltui/llama.cpp/11434.0.0-cpu``
+    (``-cuda``, ``-rocm``, ``-vulkan``)."""
+    flavor = backend or ("cuda" if cuda else "cpu")
+    return cache_dir(env) / "llama.cpp" / f"{version}-{flavor}"
 
 
 def default_jobs() -> int:
@@ -163,10 +174,15 @@ def missing_targets(plan: BuildPlan) -> tuple[str, ...] | None:
 
 
 def installed(
-    cuda: bool = False, version: str = PINNED_VERSION, env: Mapping[str, str] | None = None
+    cuda: bool = False,
+    version: str = PINNED_VERSION,
+    env: Mapping[str, str] | None = None,
+    *,
+    backend: str = "",
 ) -> BuildResult | None:
     """The finished build of this flavor in the cache, or None."""
-    plan = BuildPlan(root=flavor_root(cuda, version, env), version=version, cuda=cuda)
+    root = flavor_root(cuda, version, env, backend=backend)
+    plan = BuildPlan(root=root, version=version, cuda=cuda, backend=backend)
     stamp = read_stamp(plan)
     if stamp is None:
         return None

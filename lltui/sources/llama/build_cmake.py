@@ -19,6 +19,13 @@ from typing import Any
 from lltui.sources.llama.build_cache import TARGETS, BuildError, BuildPlan, Progress
 from lltui.sources.llama.build_tools import Toolchain
 
+# each GPU backend's switch (llama.cpp's docs/build.md: GGML_HIP for ROCm, GGML_VULKAN)
+GPU_BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "rocm": ("-DGGML_HIP=ON",),
+    "vulkan": ("-DGGML_VULKAN=ON",),
+}
+BACKEND_WORDS = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm (HIP)", "vulkan": "Vulkan"}
+
 
 def cmake_configure_args(plan: BuildPlan, toolchain: Toolchain) -> list[str]:
     """Options for a portable, static, offline build of just what lltui needs."""
@@ -30,6 +37,7 @@ def cmake_configure_args(plan: BuildPlan, toolchain: Toolchain) -> list[str]:
         "-DGGML_RPC=ON",
         "-DGGML_BACKEND_DL=OFF",
         f"-DGGML_CUDA={'ON' if plan.cuda else 'OFF'}",
+        *GPU_BACKEND_OPTIONS.get(plan.backend, ()),
         "-DLLAMA_BUILD_TESTS=OFF",
         "-DLLAMA_BUILD_EXAMPLES=OFF",
         "-DLLAMA_BUILD_TOOLS=ON",
@@ -48,6 +56,15 @@ def cmake_configure_args(plan: BuildPlan, toolchain: Toolchain) -> list[str]:
             args.append(f"-DCMAKE_CUDA_COMPILER={toolchain.nvcc}")
         if plan.cuda_architectures:
             args.append(f"-DCMAKE_CUDA_ARCHITECTURES={plan.cuda_architectures}")
+    if plan.backend == "rocm":
+        if toolchain.hip_compiler:
+            args.append(f"-DCMAKE_HIP_COMPILER={toolchain.hip_compiler}")
+        if toolchain.rocm_path:
+            args.append(f"-DCMAKE_PREFIX_PATH={toolchain.rocm_path}")
+        if plan.gpu_targets:
+            args.append(f"-DGPU_TARGETS={plan.gpu_targets}")
+    if plan.backend == "vulkan" and toolchain.glslc:
+        args.append(f"-DVulkan_GLSLC_EXECUTABLE={toolchain.glslc}")
     return args
 
 
@@ -164,7 +181,7 @@ def configure_and_build(
     tail: deque[str] = deque(maxlen=60)
     env = _build_env()
     plan.build_dir.mkdir(parents=True, exist_ok=True)
-    progress("configuring llama.cpp with cmake (" + ("CUDA" if plan.cuda else "CPU") + " backend)")
+    progress(f"configuring llama.cpp with cmake ({BACKEND_WORDS[plan.flavor]} backend)")
     configure = [toolchain.cmake, "-S", str(src), "-B", str(plan.build_dir), *args]
     rc = run_streaming(configure, plan.log_path, lambda _line: None, tail, env)
     if rc != 0:

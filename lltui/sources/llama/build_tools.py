@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lltui.sources.llama.build_cache import BuildError
 
@@ -25,6 +25,9 @@ class Toolchain:
     cxx: str
     nvcc: str | None = None
     cmake_version: tuple[int, ...] | None = None
+    hip_compiler: str | None = None  # ROCm's clang++, the HIP compiler llama.cpp's HIP build uses
+    rocm_path: str | None = None
+    glslc: str | None = None  # the Vulkan shader compiler the Vulkan build needs
 
 
 def find_nvcc(env: Mapping[str, str] | None = None) -> str | None:
@@ -57,8 +60,48 @@ def _cmake_version(cmake: str) -> tuple[int, ...] | None:
 MIN_CMAKE = (3, 18)
 
 
-def check_toolchain(cuda: bool = False, env: Mapping[str, str] | None = None) -> Toolchain:
-    """Find cmake, a C++ compiler and (for CUDA) nvcc, or raise one clear line."""
+ROCM_FALLBACKS: tuple[str, ...] = ("/opt/rocm",)
+
+
+def find_rocm(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """(ROCm's directory, its HIP clang++): $ROCM_PATH or $HIP_PATH, else /opt/rocm."""
+    env = os.environ if env is None else env
+    roots = [r for r in (env.get("ROCM_PATH"), env.get("HIP_PATH")) if r]
+    for root in [*roots, *ROCM_FALLBACKS]:  # read at call time: tests narrow it
+        clang = os.path.join(root, "llvm", "bin", "clang++")
+        if os.path.isfile(clang) and os.access(clang, os.X_OK):
+            return root, clang
+    return None
+
+
+def _gpu_tools(toolchain: Toolchain, backend: str, env: Mapping[str, str]) -> Toolchain:
+    """The backend's own compilers: ROCm's HIP clang, or Vulkan's glslc; one clear line
+    when they are missing."""
+    if backend == "rocm":
+        rocm = find_rocm(env)
+        if rocm is None:
+            raise BuildError(
+                "--rocm needs ROCm's HIP compiler (llvm/bin/clang++ under $ROCM_PATH or "
+                "/opt/rocm): install ROCm (amdgpu-install --usecase=hiplibsdk) or build "
+                "with --vulkan"
+            )
+        return replace(toolchain, rocm_path=rocm[0], hip_compiler=rocm[1])
+    if backend == "vulkan":
+        glslc = shutil.which("glslc", path=env.get("PATH"))
+        if glslc is None:
+            raise BuildError(
+                "--vulkan needs glslc and the Vulkan headers: apt install glslc "
+                "libvulkan-dev (or the LunarG Vulkan SDK)"
+            )
+        return replace(toolchain, glslc=glslc)
+    return toolchain
+
+
+def check_toolchain(
+    cuda: bool = False, env: Mapping[str, str] | None = None, *, backend: str = ""
+) -> Toolchain:
+    """Find cmake, a C++ compiler and the backend's compiler (nvcc for CUDA, ROCm's clang
+    for ``backend="rocm"``, glslc for ``"vulkan"``), or raise one clear line."""
     env = os.environ if env is None else env
     path = env.get("PATH")
     cmake = shutil.which("cmake", path=path)
@@ -86,7 +129,8 @@ def check_toolchain(cuda: bool = False, env: Mapping[str, str] | None = None) ->
             "--cuda needs the CUDA toolkit's nvcc, which is not on PATH nor in "
             "/usr/local/cuda/bin: install the toolkit or build without --cuda"
         )
-    return Toolchain(cmake=cmake, cxx=cxx, nvcc=nvcc if cuda else None, cmake_version=version)
+    tools = Toolchain(cmake=cmake, cxx=cxx, nvcc=nvcc if cuda else None, cmake_version=version)
+    return _gpu_tools(tools, backend, env)
 
 
 def cuda_architectures(capabilities: Sequence[tuple[int, int] | None]) -> str | None:
@@ -96,6 +140,21 @@ def cuda_architectures(capabilities: Sequence[tuple[int, int] | None]) -> str | 
     """
     archs = sorted({major * 10 + minor for cc in capabilities if cc for major, minor in [cc]})
     return ";".join(str(a) for a in archs) if archs else None
+
+
+def gpu_targets(gfx: Sequence[str | None]) -> str | None:
+    """GPU_TARGETS for a ROCm build from the GPUs' ISAs (``gfx1100;gfx942``); None when none
+    is known: llama.cpp's HIP build then compiles for its default list."""
+    targets = sorted({g for g in gfx if g and g.startswith("gfx")})
+    return ";".join(targets) if targets else None
+
+
+def detect_gpu_targets() -> str | None:
+    """The local AMD GPUs' ISAs, where the amd source answers."""
+    from lltui.sources.gpu.kinds import one_sample
+
+    sample = one_sample("amd")
+    return gpu_targets([g.info.gfx_target for g in sample.gpus]) if sample else None
 
 
 def detect_cuda_architectures() -> str | None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 NCCL_SONAME = "libnccl.so.2"
+RCCL_SONAME = "librccl.so.1"  # ROCm's NCCL: the same API, ncclGetVersion and all
+ROCM_LIB_DIRS = ("/opt/rocm/lib", "/opt/rocm/lib64")
 CUDART_SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so")
 NCCL_LIB_ENV = "LLTUI_NCCL_LIB"  # a path that wins over the search
 CUDART_LIB_ENV = "LLTUI_CUDART_LIB"
@@ -142,16 +144,36 @@ def find_nccl_candidates(
     site_dirs: Sequence[str] | None = None,
     system_dirs: Sequence[str] = SYSTEM_LIB_DIRS,
 ) -> list[LibraryCandidate]:
-    """Every libnccl.so.2 on this machine, in the order lltui tries them."""
-    return _find_candidates(
+    """Every libnccl.so.2 on this machine, then every RCCL (librccl.so.1, ROCm's, in
+    /opt/rocm and torch's ROCm wheels), in the order lltui tries them."""
+    env = os.environ if environ is None else environ
+    nccl = _find_candidates(
         (NCCL_SONAME,),
         NCCL_WHEEL_DIRS,
         "libnccl*.so*",
-        environ=os.environ if environ is None else environ,
+        environ=env,
         ldconfig_text=ldconfig_text,
         site_dirs=site_dirs,
         system_dirs=system_dirs,
     )
+    rocm = [*ROCM_LIB_DIRS, *sorted(glob.glob("/opt/rocm-*/lib"))] if system_dirs else []
+    rccl = _find_candidates(
+        (RCCL_SONAME,),
+        (),
+        "librccl*.so*",
+        environ=env,
+        ldconfig_text=ldconfig_text,
+        site_dirs=site_dirs,
+        system_dirs=[*system_dirs, *rocm],
+    )
+    return nccl + [c for c in rccl if c.path not in {n.path for n in nccl}]
+
+
+def library_kind(path: str | None) -> str | None:
+    """``rccl`` for ROCm's library, ``nccl`` for NVIDIA's, by its file name."""
+    if not path:
+        return None
+    return "rccl" if "rccl" in os.path.basename(path).lower() else "nccl"
 
 
 def find_cudart_candidates(

@@ -117,8 +117,9 @@ def load_nccl(
     if explicit:
         raise NcclUnavailable(f"cannot load {explicit}: {errors[0].split(': ', 1)[-1]}")
     raise NcclUnavailable(
-        "libnccl.so.2 not found (looked in LD_LIBRARY_PATH, ldconfig, system directories, "
-        "nvidia-nccl-cu12/cu13 wheels, torch); pip install nvidia-nccl-cu12"
+        "libnccl.so.2 not found, nor ROCm's librccl.so.1 (looked in LD_LIBRARY_PATH, "
+        "ldconfig, system directories, /opt/rocm, nvidia-nccl-cu12/cu13 wheels, torch); "
+        "pip install nvidia-nccl-cu12"
     )
 
 

@@ -8,6 +8,7 @@ time give the same sample.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import NamedTuple
 
 from lltui.core.monitor.models import GpuSample, GpuStatic, HostSample
@@ -117,7 +118,9 @@ def gpu_links(
         rng.uniform(2.5e6, 3.2e6) if phase == PHASE_LOADING else rng.uniform(200, 3000) * share
     )
     pcie_tx = rng.uniform(100, 2000) * share if serving else rng.uniform(0, 50)
-    nvl = g.nvlinks and any("NV" in cell for cell in profile.links.values())
+    # NVLink, or XGMI on AMD Instinct: the same draws, reported under its own names
+    xgmi = g.amd and any(cell == "XGMI" for cell in profile.links.values())
+    nvl = (g.nvlinks and any("NV" in cell for cell in profile.links.values())) or xgmi
     busy_now = load.util > 5
     nvlink_rx = nvlink_tx = 0.0 if nvl else None
     if nvl and busy_now:
@@ -157,7 +160,7 @@ def gpu_sample(
     links = gpu_links(profile, g, phase, share, load, serving=serving, rng=rng)
     server_bytes = max(0, memory_used - base_used - CUDA_CONTEXT)
     busy_now = load.util > 5
-    return GpuSample(
+    sample = GpuSample(
         info=st,
         memory_used=memory_used,
         memory_free=max(0, total - memory_used - reserved),
@@ -194,6 +197,42 @@ def gpu_sample(
             util=load.util,
             wall0=wall0,
         ),
+    )
+    return amd_reading(profile, g, sample, clocks.temp_c, load) if g.amd else sample
+
+
+def amd_reading(
+    profile: SimProfile, g: SimGpu, s: GpuSample, temp_c: float, load: Load
+) -> GpuSample:
+    """What amd-smi reports of an AMD GPU beside what NVML would: the junction (hotspot)
+    above the edge (an MI300 has no edge sensor: its temperature is the junction), GTT,
+    XGMI links in place of NVLink, deferred ECC, and PCIe traffic as one sum on Instinct
+    (a Radeon reports none). No P-state: amd-smi has none."""
+    instinct = g.spec.segment == "Instinct"
+    hotspot = round(temp_c + 6 + load.util * 0.08)
+    xgmi = sum(1 for (a, b), cell in profile.links.items() if cell == "XGMI" and s.index in (a, b))
+    rates = (s.nvlink_rx_kbs, s.nvlink_tx_kbs) if xgmi else (None, None)
+    traffic = (s.pcie_rx_kbs or 0.0) + (s.pcie_tx_kbs or 0.0)
+    return replace(
+        s,
+        temp_c=hotspot if instinct else s.temp_c,
+        hotspot_temp_c=hotspot,
+        pstate=None,
+        gtt_used=int(48 * MIB + load.util * MIB),
+        gtt_total=profile.host_mem_gib * GIB // 2,  # the kernel's default: half the RAM
+        pcie_rx_kbs=None,
+        pcie_tx_kbs=None,
+        pcie_bw_kbs=round(traffic, 1) if instinct else None,
+        nvlink_active=None,
+        nvlink_rx_kbs=None,
+        nvlink_tx_kbs=None,
+        xgmi_active=xgmi or None,
+        xgmi_rx_kbs=rates[0],
+        xgmi_tx_kbs=rates[1],
+        ecc_deferred=0 if instinct else None,
+        ecc_corrected=0 if instinct else None,
+        ecc_uncorrected=0 if instinct else None,
+        retired_pages=None,
     )
 
 

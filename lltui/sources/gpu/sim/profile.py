@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from lltui.core.hardware.gpus import GpuSpec, gpu
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import ContainerRef
+from lltui.core.topo.amd import render_amd_topology
 
 LEGEND = """\
 Legend:
@@ -49,6 +50,10 @@ class SimGpu:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def amd(self) -> bool:
+        return self.spec.vendor == "amd"
 
     @property
     def memory_mib(self) -> int:
@@ -144,7 +149,8 @@ class SimProfile:
     served: ServedModel
     driver_version: str = "580.95.05"
     cuda_version: str = "13.0"
-    nccl_version: str = "2.27.7"
+    nccl_version: str = "2.27.7"  # RCCL's on an AMD rig
+    rocm_version: str | None = None  # an AMD rig's ROCm release
     nics: tuple[str, ...] = ()
     nic_links: dict[tuple[int, int], str] = field(default_factory=dict)  # (gpu, nic) -> cell
     nccl_env: dict[str, str] = field(default_factory=dict)
@@ -153,15 +159,22 @@ class SimProfile:
 
     @property
     def topo_text(self) -> str:
+        """The rig's topology as its tools print it: ``amd-smi topology`` on an all-AMD
+        rig, ``nvidia-smi topo -m`` otherwise."""
+        if all(g.amd for g in self.gpus):
+            return render_amd_topology(len(self.gpus), self.pci_bus_ids, self.links)
         return render_topo(self)
 
     @property
     def nccl_facts(self) -> dict[str, object]:
         """What the NCCL view shows for this rig: simulated library facts and environment."""
+        amd = all(g.amd for g in self.gpus)
+        path = "/opt/rocm/lib/librccl.so.1" if amd else "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
         return {
             "available": True,
             "version": self.nccl_version,
-            "path": "/usr/lib/x86_64-linux-gnu/libnccl.so.2 (simulated)",
+            "path": f"{path} (simulated)",
+            "library": "rccl" if amd else "nccl",
             "env": dict(self.nccl_env),
             "simulated": True,
         }
@@ -200,7 +213,8 @@ def render_topo(profile: SimProfile) -> str:
 
 def cuda_order(profile: SimProfile) -> tuple[int, ...]:
     """CUDA's default device order (compute capability descending, then PCI bus id), by the
-    same rule the NVML source uses."""
+    same rule the NVML source uses; AMD GPUs (no compute capability) after, in bus order, as
+    a backend that sees both (Vulkan) lists them."""
     candidates = [
         CudaCandidate("", bus, g.compute_capability)
         for g, bus in zip(profile.gpus, profile.pci_bus_ids, strict=True)

@@ -12,6 +12,8 @@ RTX3090 = SimGpu.of("NVIDIA GeForce RTX 3090", speed=0.75)
 RTX4090 = SimGpu.of("NVIDIA GeForce RTX 4090")
 V100_SXM3 = SimGpu.of("Tesla V100-SXM3-32GB")
 H100_SXM = SimGpu.of("NVIDIA H100 80GB HBM3")
+MI300X = SimGpu.of("AMD Instinct MI300X")
+RX7900XTX = SimGpu.of("AMD Radeon RX 7900 XTX", speed=0.8)
 
 
 def _even_links(n: int, cell: str) -> dict[tuple[int, int], str]:
@@ -335,6 +337,90 @@ PROFILES: dict[str, SimProfile] = {
                     age_s=26 * 60,
                 ),
             ),
+        ),
+        SimProfile(
+            name="8xmi300x",
+            description="8x AMD Instinct MI300X on XGMI (Infinity Fabric), two sockets",
+            gpus=(MI300X,) * 8,
+            # the bus ids of the 8x MI300X whose amd-smi topology ROCm's changelog prints
+            pci_bus_ids=tuple(
+                f"00000000:{b}:00.0" for b in ("0C", "22", "38", "5C", "9F", "AF", "BF", "DF")
+            ),
+            links=_even_links(8, "XGMI"),
+            cpu_affinity=("0-47,96-143",) * 4 + ("48-95,144-191",) * 4,
+            numa_affinity=("0",) * 4 + ("1",) * 4,
+            cpu_count=192,
+            host_mem_gib=2048,
+            driver_version="6.10.5",
+            rocm_version="6.4.1",
+            nccl_version="2.22.3",  # RCCL
+            served=ServedModel(
+                gguf="DeepSeek-V3-0324-Q4_K_M-00001-of-00009.gguf",
+                weights_gib=376.7,
+                n_layer=61,
+                kv_gib=61.0,
+                compute_mib=3300,
+                argv=("-ngl", "999", "-sm", "layer", "-c", "65536", "-np", "4", "-fa", "on"),
+            ),
+            nccl_env={"NCCL_MIN_NCHANNELS": "112", "HSA_NO_SCRATCH_RECLAIM": "1"},
+            hostname="mi300x-sim",
+            side_jobs=(
+                SideJob(
+                    71422,
+                    "python3",
+                    "dana",
+                    "python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B"
+                    " --port 8001 --gpu-memory-utilization 0.5",
+                    (7,),
+                    96200,
+                    cpu_pct=104.0,
+                    rss_mib=9800,
+                    container=ContainerRef(
+                        "docker",
+                        id="9d1c0e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d",
+                        name="vllm-qwen3",
+                    ),
+                    age_s=6 * 3600,
+                ),
+            ),
+        ),
+        SimProfile(
+            name="2x4090-2x7900xtx",
+            description="2x RTX 4090 + 2x RX 7900 XTX on PCIe, one llama-server on Vulkan",
+            gpus=(RTX4090, RTX4090, RX7900XTX, RX7900XTX),
+            pci_bus_ids=(
+                "00000000:01:00.0",
+                "00000000:21:00.0",
+                "00000000:41:00.0",
+                "00000000:61:00.0",
+            ),
+            links=_even_links(4, "PHB"),
+            cpu_affinity=("0-31",) * 4,
+            numa_affinity=("N/A",) * 4,
+            cpu_count=32,
+            host_mem_gib=128,
+            rocm_version="6.4.1",
+            served=ServedModel(
+                gguf="Llama-3.3-70B-Instruct-Q6_K-00001-of-00002.gguf",
+                weights_gib=53.9,
+                n_layer=80,
+                kv_gib=10.0,
+                compute_mib=1100,
+                # a Vulkan build sees both vendors' GPUs: Vulkan0..3, the 4090s first
+                argv=(
+                    "-ngl",
+                    "99",
+                    "-sm",
+                    "layer",
+                    "-c",
+                    "32768",
+                    "-fa",
+                    "on",
+                    "-dev",
+                    "Vulkan0,Vulkan1,Vulkan2,Vulkan3",
+                ),
+            ),
+            hostname="mixed-sim",
         ),
     )
 }

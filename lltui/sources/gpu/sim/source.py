@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import ClassVar
 
 from lltui.core.monitor.models import (
@@ -26,7 +27,7 @@ from lltui.core.monitor.models import (
 from lltui.core.units import MIB
 from lltui.sources.gpu.base import SequenceCounter
 from lltui.sources.gpu.sim.physics import gpu_load, gpu_sample, host_sample
-from lltui.sources.gpu.sim.profile import cuda_order
+from lltui.sources.gpu.sim.profile import SimGpu, cuda_order
 from lltui.sources.gpu.sim.rigs import DEFAULT_PROFILE, PROFILES
 from lltui.sources.gpu.sim.workload import LOAD_START, layer_shares, phase_at
 
@@ -93,27 +94,26 @@ class SimSource:
             uuid = "GPU-" + "-".join(
                 "".join(rng.choice("0123456789abcdef") for _ in range(k)) for k in (8, 4, 4, 4, 12)
             )
-            out.append(
-                GpuStatic(
-                    index=i,
-                    uuid=uuid,
-                    name=g.name,
-                    pci_bus_id=bus,
-                    memory_total=g.memory_mib * MIB,
-                    power_limit_default_w=g.power_limit_w,
-                    power_limit_max_w=g.power_max_w,
-                    max_sm_clock_mhz=g.max_sm_mhz,
-                    max_mem_clock_mhz=g.max_mem_mhz,
-                    compute_capability=g.compute_capability,
-                    cuda_index=order.index(i),
-                    pcie_gen_max=g.pcie_gen,
-                    pcie_width_max=g.pcie_width,
-                    nvlink_links=g.nvlinks or None,
-                    serial=str(rng.randrange(10**12, 10**13)),
-                    vbios="96.00.89.00.01" if g.nvlinks == 18 else "94.02.42.00.0B",
-                    persistence_mode=True,
-                )
+            static = GpuStatic(
+                index=i,
+                uuid=uuid,
+                name=g.name,
+                pci_bus_id=bus,
+                memory_total=g.memory_mib * MIB,
+                power_limit_default_w=g.power_limit_w,
+                power_limit_max_w=g.power_max_w,
+                max_sm_clock_mhz=g.max_sm_mhz,
+                max_mem_clock_mhz=g.max_mem_mhz,
+                compute_capability=g.compute_capability,
+                cuda_index=order.index(i),
+                pcie_gen_max=g.pcie_gen,
+                pcie_width_max=g.pcie_width,
+                nvlink_links=g.nvlinks or None,
+                serial=str(rng.randrange(10**12, 10**13)),
+                vbios="96.00.89.00.01" if g.nvlinks == 18 else "94.02.42.00.0B",
+                persistence_mode=True,
             )
+            out.append(_amd_static(static, g, rng) if g.amd else static)
         return tuple(out)
 
     # -- GpuSource -----------------------------------------------------------------------
@@ -125,13 +125,15 @@ class SimSource:
             for i in range(len(self.profile.gpus))
         ]
         p = self.profile
+        nvidia = any(not g.amd for g in p.gpus)
         self._info = RigInfo(
             source=self.name,
             simulated=True,
             simulated_reason=self._reason,
             driver_version=p.driver_version,
-            cuda_version=p.cuda_version,
-            nvml_version=f"13.{p.driver_version}",
+            cuda_version=p.cuda_version if nvidia else None,
+            nvml_version=f"13.{p.driver_version}" if nvidia else None,
+            rocm_version=p.rocm_version,
             nccl_version=p.nccl_version,
             hostname=p.hostname,
             gpus=self._static,
@@ -187,3 +189,24 @@ class SimSource:
 
     def _host_sample(self, t: float, phase: str) -> HostSample:
         return host_sample(self.profile, self.seed, t, phase)
+
+
+def _amd_static(static: GpuStatic, g: SimGpu, rng: random.Random) -> GpuStatic:
+    """An AMD GPU as amd-smi reports it: no CUDA index (CUDA cannot see it), no compute
+    capability, its gfx target, and an Instinct's partition modes (SPX/NPS1, the default)."""
+    instinct = g.spec.segment == "Instinct"
+    return replace(
+        static,
+        uuid=static.uuid.removeprefix("GPU-"),
+        compute_capability=None,
+        cuda_index=None,
+        nvlink_links=None,
+        serial=f"0x{rng.randrange(16**15, 16**16):016X}",
+        vbios="113-M3000100-103" if instinct else "113-D7020100-102",
+        persistence_mode=None,
+        vendor="amd",
+        gfx_target=g.spec.gfx,
+        compute_partition="SPX" if instinct else None,
+        memory_partition="NPS1" if instinct else None,
+        unified_memory=g.spec.unified,
+    )
