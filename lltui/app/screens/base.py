@@ -104,10 +104,13 @@ class ViewScreen(LltuiScreen):
 
 def field_input(placeholder: str, ident: str, value: str = "") -> Input:
     """A form field: focus leaves its text as it is (Tab into a field, then type, edits it
-    rather than replacing it)."""
-    return Input(
+    rather than replacing it). Its cursor does not blink: a form open on an idle screen
+    would redraw twice a second (over SSH, and in snapshots taken at either phase)."""
+    field = Input(
         value=value, placeholder=placeholder, id=ident, compact=True, select_on_focus=False
     )
+    field.cursor_blink = False
+    return field
 
 
 class FormScreen(ViewScreen):
