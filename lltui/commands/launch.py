@@ -248,5 +248,11 @@ def _supervise(
         hosts = rpc.describe() if rpc is not None else []  # which host each RPC device is
         return ready_lines(event) + [f"  {line}" for line in hosts]
 
+    from lltui.services.launch.polls import ServerPoll
+
     printer = StatePrinter(ready, as_json=as_json)
-    return foreground(session, printer, as_json=as_json, keep_running=keep_running)
+    prepared = session.launch
+    polls = []
+    if prepared.url is not None and not keep_running:  # /slots for the KV fill, nothing more
+        polls.append(ServerPoll(prepared.url, prepared.http_key, slots_only=True))
+    return foreground(session, printer, as_json=as_json, keep_running=keep_running, polls=polls)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lltui.core.llamalog.models import DevicePlacement
+    from lltui.core.memory.kv_fill import KvDeviceFill, KvDeviceLayout
     from lltui.core.speed.served import SpeedCheck
     from lltui.services.launch.request import Note, PreparedLaunch
     from lltui.services.launch.session import Session
@@ -206,6 +207,8 @@ class StatePrinter:
         self._as_json = as_json
         self._ready_said = False
         self._progress = self._served = self._refused = self._news = 0
+        self._kv_said: tuple[int, ...] | None = None  # the slots' tokens last said
+        self._kv_note: str | None = None
 
     def __call__(self, st: LaunchState) -> None:
         for line in st.progress.since(self._progress):
@@ -218,6 +221,7 @@ class StatePrinter:
         for check in st.speed.served.since(self._served):
             say(self._speed(check))
         self._served = st.speed.served.total
+        self._say_kv(st)
         if st.router is not None:
             for line in st.router.refused.since(self._refused):
                 if self._as_json:
@@ -227,6 +231,23 @@ class StatePrinter:
             for row in st.router.news.since(self._news):
                 say(json.dumps(model_event(row)) if self._as_json else row_text(row))
             self._refused, self._news = st.router.refused.total, st.router.news.total
+
+    def _say_kv(self, st: LaunchState) -> None:
+        """The KV fill each time the slots' tokens change (an idle server's empty cache is
+        not news), and once why there is none."""
+        from lltui.core.memory.kv_fill import fill_line
+
+        if st.kv_note is not None and st.kv_note != self._kv_note:
+            self._kv_note = st.kv_note
+            say(json.dumps({"event": "kv", "note": st.kv_note}) if self._as_json else
+                f"lltui: {st.kv_note}", err=not self._as_json)  # fmt: skip
+        fill = st.kv
+        if fill is None or fill.slot_tokens == (
+            self._kv_said or tuple(0 for _ in fill.slot_tokens)
+        ):
+            return
+        self._kv_said = fill.slot_tokens
+        say(json.dumps(kv_event(st)) if self._as_json else fill_line(fill))
 
     def _speed(self, check: SpeedCheck) -> str:
         if not self._as_json:
@@ -245,6 +266,49 @@ class StatePrinter:
             "calibration": check.calibration,
         }
         return json.dumps(event)
+
+
+def kv_event(st: LaunchState) -> dict[str, Any]:
+    """The ``kv`` event: the tokens each slot holds and, per device, the bytes they take in
+    its caches (``bytes_per_token``: the full-attention layers' K and V of one token there)."""
+    fill = st.kv
+    assert fill is not None
+    layout = st.check.kv if st.check is not None else None
+    per_token = {d.name: d for d in layout.devices} if layout is not None else {}
+    return {
+        "event": "kv",
+        "tokens": fill.used_tokens,
+        "capacity_tokens": fill.capacity_tokens,
+        "tokens_per_s": _round(fill.tokens_per_s, 2),
+        "seconds_to_full": _round(fill.seconds_to_full),
+        "slots": [
+            {
+                "id": i,
+                "tokens": n,
+                "n_ctx": fill.slot_ctx[i],
+                "share": _round(fill.slot_share(i), 4),
+            }
+            for i, n in enumerate(fill.slot_tokens)
+        ],
+        "devices": [_kv_device(d, per_token.get(d.name)) for d in fill.devices],
+    }
+
+
+def _kv_device(d: KvDeviceFill, lay: KvDeviceLayout | None) -> dict[str, Any]:
+    return {
+        "name": d.name,
+        "used_bytes": d.used_bytes,
+        "free_bytes": d.free_bytes,
+        "capacity_bytes": d.capacity_bytes,
+        "bytes_per_token": lay.full_bytes_per_token if lay else None,
+        "swa_bytes_per_token": lay.swa_bytes_per_token if lay else None,
+        "rs_bytes_per_seq": lay.rs_bytes_per_seq if lay else None,
+        "seconds_to_full": _round(d.seconds_to_full),
+    }
+
+
+def _round(x: float | None, digits: int = 1) -> float | None:
+    return None if x is None else round(x, digits)
 
 
 def ready_event(st: LaunchState) -> dict[str, Any]:

@@ -25,6 +25,8 @@ class KvCache:
     v_bytes: int
     buffers: tuple[tuple[str, int], ...]  # (buffer name, allocated bytes)
     indexer: bool = False  # DeepSeek sparse attention's indexer keys (K only, one head)
+    # (buffer name, bytes one cell takes there: its layers' K and V rows), for the KV fill
+    cell_bytes: tuple[tuple[str, int], ...] = ()
 
 
 def _row(type_name: str, n: int) -> int:
@@ -69,6 +71,7 @@ def kv_caches(
     for is_swa, cells, ls in groups:
         k_total = v_total = 0
         bufs: dict[str, int] = {}
+        per_cell: dict[str, int] = {}
         for il in ls:
             dev_i = layer_dev[il] if st.kv_offload else -1
             dev = devices[dev_i] if dev_i >= 0 else None
@@ -79,13 +82,26 @@ def kv_caches(
             tk = type_from_name(r.type_k)
             size = device_alloc_size(dev, tk, (nk, cells, r.n_stream), k)
             k_total += k
+            cell = _row(r.type_k, nk)
             if not hp.mla or r.mla_v_cache:  # MLA's V shared K's rows from b7832
                 v = _row(r.type_v, nv) * cells * r.n_stream
                 tv = type_from_name(r.type_v)
                 size += device_alloc_size(dev, tv, (nv, cells, r.n_stream), v)
                 v_total += v
+                cell += _row(r.type_v, nv)
             bufs[buf] = bufs.get(buf, 0) + size
-        out.append(KvCache(is_swa, cells, tuple(ls), k_total, v_total, tuple(bufs.items())))
+            per_cell[buf] = per_cell.get(buf, 0) + cell
+        out.append(
+            KvCache(
+                is_swa,
+                cells,
+                tuple(ls),
+                k_total,
+                v_total,
+                tuple(bufs.items()),
+                cell_bytes=tuple(per_cell.items()),
+            )
+        )
     if hp.indexer_head_size and any(hp.indexer_layers):
         out.append(_indexer_cache(hp, r, st, devices, layer_dev))
     return out
@@ -106,6 +122,7 @@ def _indexer_cache(
     nk = hp.indexer_head_size
     k_total = 0
     bufs: dict[str, int] = {}
+    per_cell: dict[str, int] = {}
     for il in ls:
         dev_i = layer_dev[il] if st.kv_offload else -1
         dev = devices[dev_i] if dev_i >= 0 else None
@@ -113,7 +130,9 @@ def _indexer_cache(
         k_total += k
         buf = dev.name if dev is not None else CPU
         bufs[buf] = bufs.get(buf, 0) + device_alloc_size(dev, tk, (nk, r.n_ctx_seq, r.n_stream), k)
-    return KvCache(False, r.n_ctx_seq, tuple(ls), k_total, 0, tuple(bufs.items()), indexer=True)
+        per_cell[buf] = per_cell.get(buf, 0) + _row(r.type_k, nk)
+    cells = tuple(per_cell.items())
+    return KvCache(False, r.n_ctx_seq, tuple(ls), k_total, 0, tuple(bufs.items()), True, cells)
 
 
 def rs_buffers(

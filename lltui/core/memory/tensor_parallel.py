@@ -411,7 +411,8 @@ def _split_cache(
     along the heads (axis 0), whole Q groups per device."""
     n = len(meta)
     per = [0] * n
-    host = 0
+    cell = [0] * n  # bytes one cell takes on each device
+    host = host_cell = 0
     tk, tv = type_from_name(r.type_k), type_from_name(r.type_v)
     for il in cache.layers:
         on_meta = st.kv_offload and layer_dev[il] >= 0
@@ -425,12 +426,16 @@ def _split_cache(
             dims = (ne0, cache.cells, r.n_stream)
             if not on_meta:
                 host += device_alloc_size(None, t, dims, slice_nbytes(t, dims))
+                host_cell += slice_nbytes(t, (ne0, 1, 1))
                 continue
             state = split_state(f"{prefix}_l{il}", dims, hp, types, n, ts)
             for j, d in enumerate(meta):
                 sd = slice_dims(dims, state, j)
                 per[j] += device_alloc_size(d, t, sd, slice_nbytes(t, sd))
+                cell[j] += slice_nbytes(t, (sd[0], 1, 1))
     bufs = [(d.name, per[j]) for j, d in enumerate(meta) if any(per)]
+    cells = [(d.name, cell[j]) for j, d in enumerate(meta) if any(per)]
     if host:
         bufs.append((CPU, host))
-    return replace(cache, buffers=tuple(bufs))
+        cells.append((CPU, host_cell))
+    return replace(cache, buffers=tuple(bufs), cell_bytes=tuple(cells))

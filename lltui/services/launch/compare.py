@@ -12,6 +12,7 @@ from lltui.core.explain.settings import is_host_buffer
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.builds import PINNED_BUILD
 from lltui.core.llamalog.models import LogFacts
+from lltui.core.memory.kv_fill import KvLayout, kv_layout
 from lltui.core.units import MIB
 from lltui.services.explain import explain_facts
 
@@ -45,6 +46,7 @@ class LaunchCheck:
     exact: int
     within_1pct: int
     note: str | None = None
+    kv: KvLayout | None = None  # what a token takes on each device, for the KV fill
 
     def device(self, name: str) -> DeviceCheck | None:
         return next((d for d in self.devices if d.name == name), None)
@@ -101,6 +103,13 @@ def check_launch(
             predicted[b.kind] = predicted.get(b.kind, 0) + c.predicted_bytes
     compared = report.compared()
     note = report.model_note
+    layout = None
+    if report.result is not None:
+        names = {
+            b: buffer_devices.get(b, "CPU" if is_host_buffer(b) else b)
+            for b, _, _ in report.result.buffers
+        }
+        layout = kv_layout(report.result, names)
     return LaunchCheck(
         devices=tuple(
             DeviceCheck(name, tuple(lg.items()), tuple(pr.items()))
@@ -112,6 +121,7 @@ def check_launch(
         exact=sum(c.exact for c in compared),
         within_1pct=sum(c.within(0.01) for c in compared),
         note=note,
+        kv=layout,
     )
 
 
@@ -130,4 +140,4 @@ def predicted_mib(d: DeviceCheck) -> dict[str, float] | None:
 
 def check_summary(c: LaunchCheck) -> dict[str, object]:
     """The comparison's numbers as the ready event gives them (its devices apart)."""
-    return {f.name: getattr(c, f.name) for f in fields(c) if f.name != "devices"}
+    return {f.name: getattr(c, f.name) for f in fields(c) if f.name not in ("devices", "kv")}

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
+from lltui.services.launch.kv_watch import KvWatch
 from lltui.services.launch.router import RouterRefused, RouterSession
 from lltui.services.launch.state import SERIES_LEN, LaunchState, ModelRow, Rates, RouterView
 
@@ -39,6 +40,7 @@ class ServerPoll:
         *,
         interval_s: float = POLL_INTERVAL_S,
         whole: bool = True,
+        slots_only: bool = False,
         rig: Rig | None = None,
     ) -> None:
         from lltui.sources.llama.http import LlamaServerClient
@@ -46,14 +48,16 @@ class ServerPoll:
         self.interval_s = interval_s
         self._client = LlamaServerClient(url, api_key=api_key)
         self._whole = whole
+        self._slots_only = slots_only  # /health and /slots alone (the KV fill)
+        self._kv = KvWatch()
         self._rig = rig
         self._jpt = JoulesPerToken()
         self._jpt_gpus: frozenset[int] = frozenset()
 
     def update(self, state: LaunchState, now: float) -> LaunchState:
-        whole = self._whole
+        whole, more = self._whole, self._whole and not self._slots_only
         return self.fold(
-            state, self._client.poll(with_metrics=whole, with_slots=whole, with_props=whole)
+            state, self._client.poll(with_metrics=more, with_slots=whole, with_props=more)
         )
 
     def fold(self, st: LaunchState, poll: Answer) -> LaunchState:
@@ -71,12 +75,13 @@ class ServerPoll:
             )
         if poll.metrics is not None:
             rates = replace(rates, tokens_total=poll.metrics.tokens_predicted_total)
-        return replace(
+        st = replace(
             st,
             message=message,
             health=None if st.phase == "exited" else poll.state,
-            rates=self._energy(rates, st.pid),
+            rates=rates if self._slots_only else self._energy(rates, st.pid),
         )
+        return self._kv.fold(st, poll)
 
     def _energy(self, rates: Rates, pid: int | None) -> Rates:
         """J/token from the energy counters of the GPUs this server uses."""

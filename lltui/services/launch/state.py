@@ -17,6 +17,7 @@ from lltui.core.llama.address import public_url
 from lltui.core.llama.exit_reason import exit_sentence
 from lltui.core.llama.timings import RequestTimings
 from lltui.core.llamalog.models import DevicePlacement, LlamaLogSummary
+from lltui.core.memory.kv_fill import KvFill
 from lltui.core.monitor.alerts import LlamaStatus
 from lltui.core.speed.served import SpeedCheck
 from lltui.sources.llama.supervisor import ServerExit
@@ -137,6 +138,8 @@ class LaunchState:
     rates: Rates = field(default_factory=Rates)
     speed: Speed = field(default_factory=Speed)
     router: RouterView | None = None  # a router (llama-server --models-preset)
+    kv: KvFill | None = None  # how full the KV cache is, from /slots (kv_watch)
+    kv_note: str | None = None  # why there is no KV fill
 
     @property
     def running(self) -> bool:

@@ -1,0 +1,136 @@
+"""The KV fill of a real llama-server (the pinned build, a tiny llama, two loopback
+rpc-servers as its devices, three slots) serving requests of known lengths: at every sample
+``lltui launch --json`` gives, each device's bytes are the tokens ``/slots`` says the slots
+hold times the bytes one token takes there, and those per-token bytes add up to what the
+GGUF's shapes say a token takes (each layer's K and V rows, F16) and, per device, match
+the KV buffer the server's own log printed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+import httpx
+import pytest
+from launch_proc import launched, read_event
+from llama_fixture import llama_bins, rpc_servers, tiny_model
+
+from lltui.core.units import MIB
+
+__all__ = ["llama_bins", "tiny_model"]
+
+# (prompt tokens, tokens to generate) per slot
+REQUESTS = ((40, 100), (90, 60), (17, 120))  # each slot a stream of its own
+
+
+@pytest.fixture
+def server_env(llama_bins, monkeypatch) -> dict[str, str]:
+    monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    return dict(os.environ)
+
+
+def token_bytes(model) -> int:
+    """What one token takes in the caches, from the GGUF's own shapes: every layer's K and
+    V rows (n_embd / n_head * n_head_kv values each), F16."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(model))
+
+    def value(key: str) -> int:
+        field = reader.fields[key]
+        return int(field.parts[field.data[0]][0])
+
+    heads, heads_kv = value("llama.attention.head_count"), value("llama.attention.head_count_kv")
+    n_embd_gqa = value("llama.embedding_length") // heads * heads_kv
+    return value("llama.block_count") * 2 * n_embd_gqa * 2
+
+
+def ask(url: str, slot: int, prompt: int, predict: int) -> dict:
+    """A completion of ``prompt`` tokens and ``predict`` more, pinned to ``slot``."""
+    body = {
+        "prompt": [1] + [100 + (slot * 7 + i) % 200 for i in range(prompt - 1)],
+        "n_predict": predict,
+        "id_slot": slot,
+        "ignore_eos": True,
+        "cache_prompt": True,
+    }
+    return dict(httpx.post(f"{url}/completion", json=body, timeout=60.0).json())
+
+
+def test_kv_fill_per_device_is_slot_tokens_times_gguf_bytes_per_token(
+    server_env, llama_bins, tiny_model, tmp_path
+):
+    per_token = token_bytes(tiny_model)
+    with rpc_servers(llama_bins, 2, tmp_path) as rpcs:
+        hosts = ",".join(f"127.0.0.1:{r.port}" for r in rpcs)
+        # a cache per slot: with a unified one the server moves an idle slot's tokens to
+        # its host prompt cache when another slot starts (/slots, and the fill, say 0 then)
+        extra = ("--rpc", hosts, "-ts", "3,1", "-ngl", "all", "-np", "3", "-no-kvu")
+        with launched(tiny_model, server_env, *extra) as proc:
+            ready = read_event(proc)
+            try:
+                url = ready["url"]
+                events: list[dict] = []
+                answers: list[dict] = []
+                # one request after another, each in a slot of its own: the slots hold
+                # them all at once, and the fill is said each time the tokens change
+                for slot, (prompt, predict) in enumerate(REQUESTS):
+                    answers.append(ask(url, slot, prompt, predict))
+                    deadline = time.monotonic() + 30
+                    while not (events and _settled(events[-1], answers)):
+                        said = [[x["tokens"] for x in e["slots"]] for e in events]
+                        assert time.monotonic() < deadline, (said, answers[-1])
+                        event = next_event(proc)
+                        if event is not None and event["event"] == "kv":  # speeds besides
+                            assert "note" not in event, event
+                            events.append(event)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(ready["pid"], signal.SIGTERM)
+                proc.send_signal(signal.SIGINT)
+    assert len(events) >= len(REQUESTS)
+    for event in events:
+        tokens = sum(s["tokens"] for s in event["slots"])
+        assert event["tokens"] == tokens
+        assert sum(d["bytes_per_token"] for d in event["devices"]) == per_token
+        for d in event["devices"]:
+            assert d["used_bytes"] == tokens * d["bytes_per_token"], (event, d)
+            assert d["used_bytes"] + d["free_bytes"] == d["capacity_bytes"]
+    last = events[-1]
+    held = {s["id"]: s["tokens"] for s in last["slots"]}
+    assert len(answers) == len(REQUESTS)
+    for answer in answers:
+        assert held[answer["id_slot"]] == _kept(answer), (answer, held)
+    # the split is the server's: each device's share of a token, times the cells, is the KV
+    # buffer its log printed
+    logged = {d["name"]: d["kv_mib"] for d in ready["devices"]}
+    for d in last["devices"]:
+        if d["name"] in logged:
+            cells = last["capacity_tokens"]
+            assert abs(d["bytes_per_token"] * cells / MIB - logged[d["name"]]) < 0.01, d
+    assert {d["name"] for d in last["devices"]} >= {"RPC0", "RPC1"}
+
+
+def next_event(proc) -> dict | None:
+    """The next event, or None when none came in a second."""
+    try:
+        return read_event(proc, 1.0)
+    except AssertionError:
+        if proc.poll() is not None:
+            raise
+        return None
+
+
+def _settled(event: dict, answers: list[dict]) -> bool:
+    """Every request answered, and the last fill holds what each put in its slot."""
+    held = {s["id"]: s["tokens"] for s in event["slots"]}
+    return all(held.get(a["id_slot"]) == _kept(a) for a in answers)
+
+
+def _kept(answer: dict) -> int:
+    """What a finished request leaves in its slot: its prompt and every generated token but
+    the last (sampled, never decoded)."""
+    return answer["tokens_evaluated"] + answer["tokens_predicted"] - 1
