@@ -116,3 +116,16 @@ def test_the_watch_folds_slots_or_says_why_there_is_no_fill():
     assert disabled.kv is None and disabled.kv_note == NO_SLOTS
     no_plan = KvWatch().fold(LaunchState(phase="following"), _answer(slots))
     assert no_plan.kv is None and no_plan.kv_note == NO_LAYOUT
+
+
+def test_the_launch_view_shows_the_fill_in_a_line_or_why_not():
+    from lltui.app.screens.launch import render_rates
+
+    dev = KvDeviceLayout("RPC0", 2048, 0, 0, capacity_bytes=2048 * 512)
+    check = LaunchCheck((), None, "-", 0, 0, 0, kv=KvLayout((dev,), 512, 1, 0))
+    slots = (SlotState(0, n_ctx=512, n_prompt_tokens=128), SlotState(1, n_ctx=512))
+    st = KvWatch().fold(LaunchState(phase="ready", check=check), _answer(slots))
+    text = render_rates(st, 80)
+    assert "KV 128/512 tokens: RPC0 0.2/1 MiB; slots 25% 0%" in text
+    off = KvWatch().fold(LaunchState(phase="ready", check=check), _answer(None, DISABLED))
+    assert "--no-slots" in render_rates(off, 80)

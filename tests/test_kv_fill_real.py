@@ -134,3 +134,31 @@ def _kept(answer: dict) -> int:
     """What a finished request leaves in its slot: its prompt and every generated token but
     the last (sampled, never decoded)."""
     return answer["tokens_evaluated"] + answer["tokens_predicted"] - 1
+
+
+def test_the_exporter_serves_each_devices_kv_fill_of_a_followed_server(
+    llama_bins, tiny_model, tmp_path
+):
+    from llama_fixture import llama_server
+
+    from lltui.services.exporter import LlamaFollow, Sampler
+    from lltui.sources.gpu.sim import SimSource
+
+    per_token = token_bytes(tiny_model)
+    log = tmp_path / "server.log"
+    with llama_server(llama_bins, tiny_model, log, ("-np", "2", "-no-kvu")) as run:
+        answer = ask(run.url, 1, 33, 20)
+        src = SimSource("colab-t4", seed=1)
+        src.open()
+        sampler = Sampler(src, host="h", llama=[LlamaFollow(run.url, log=log)])
+        try:
+            sampler.sample_once()
+            fams = {f.name: f for f in sampler.families()}
+        finally:
+            sampler.stop()
+    (tokens,) = fams["lltui_llama_kv_tokens"].samples
+    assert tokens[1] == _kept(answer)
+    used = {dict(lb)["device"]: v for lb, v in fams["lltui_llama_kv_used_bytes"].samples}
+    assert sum(used.values()) == _kept(answer) * per_token, used
+    capacity = fams["lltui_llama_kv_capacity_bytes"].samples
+    assert all(v > 0 for _lb, v in capacity)

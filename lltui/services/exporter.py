@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,12 +25,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lltui.core.llama.address import public_url
+from lltui.core.llama.metrics import SlotState
 from lltui.core.llamalog.models import DevicePlacement
+from lltui.core.memory.kv_fill import RATE_WINDOW_S, KvFill, KvLayout, kv_fill, kv_layout
 from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
 from lltui.core.monitor.models import RigSample, SourceUnavailable
 from lltui.core.monitor.prom import (
     DEFAULT_MAX_PROCESSES,
     Family,
+    KvGauge,
     LlamaExport,
     alert_families,
     llama_families,
@@ -78,6 +82,67 @@ def launched_log(url: str) -> Path | None:
     return path if path.is_file() else None
 
 
+class KvFollow:
+    """A followed server's KV fill: what a token takes on each device, worked out once from
+    its log and the model the log names (again when the log starts over: a restart), and
+    its last fills for the rate."""
+
+    def __init__(self, log: Path | None) -> None:
+        self._log = log
+        self._size = -1  # the log's size when it was read (-1: not yet)
+        self._layout: KvLayout | None = None
+        self._history: deque[KvFill] = deque(maxlen=64)
+
+    def layout(self) -> KvLayout | None:
+        if self._log is None:
+            return None
+        try:
+            size = os.stat(self._log).st_size
+        except OSError:
+            return None
+        if self._size < 0 or size < self._size:  # read once, and again after a restart
+            self._layout, self._history = layout_from_log(self._log), deque(maxlen=64)
+        self._size = size
+        return self._layout
+
+    def fold(self, slots: Sequence[SlotState] | None, t: float) -> KvFill | None:
+        layout = self.layout() if slots is not None else None
+        if layout is None or slots is None:
+            return None
+        earlier = [f for f in self._history if t - f.t <= RATE_WINDOW_S]
+        tokens = [s.n_prompt_tokens or 0 for s in slots]
+        fill = kv_fill(layout, tokens, [s.n_ctx for s in slots], t, earlier)
+        self._history.append(fill)
+        return fill
+
+
+def layout_from_log(path: Path) -> KvLayout | None:
+    """What a token takes on each device of the server that wrote this log (None when the
+    log or the model it names cannot be read)."""
+    from lltui.core.explain.settings import is_host_buffer
+    from lltui.services.explain import ExplainFailed, ExplainRequest, explain
+
+    try:
+        report = explain(ExplainRequest(str(path), ask_binary=False, model_from_log=True))
+    except (ExplainFailed, OSError):
+        return None
+    if report.result is None:
+        return None
+    by_buffer = {b: p.name for p in report.facts.placement() for b in p.buffers}
+    names = {
+        b: by_buffer.get(b, "CPU" if is_host_buffer(b) else b) for b, _, _ in report.result.buffers
+    }
+    return kv_layout(report.result, names)
+
+
+def kv_gauges(fill: KvFill | None) -> tuple[KvGauge, ...]:
+    if fill is None:
+        return ()
+    return tuple(
+        KvGauge(d.name, d.used_bytes, d.capacity_bytes, d.seconds_to_full) for d in fill.devices
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """What the last sampling round saw; scrapes read only this."""
@@ -118,6 +183,7 @@ class Sampler:
             for f in self._follow
         ]
         self._placement: dict[int, tuple[float, tuple[DevicePlacement, ...]]] = {}
+        self._kv: dict[int, KvFollow] = {}  # a followed server's KV layout and fills
         self._xids: dict[str, int] = {}  # XID errors seen per GPU UUID
         # the last poll of each llama-server; each has its own thread, so that a server that
         # hangs holds neither the GPUs' round nor the other servers
@@ -214,6 +280,7 @@ class Sampler:
         except Exception:  # the client bounds every call; this is a last guard
             export = LlamaExport(server=public_url(follow.url), up=False)
         else:
+            fill = self._kv_of(i, follow).fold(poll.slots, poll.t)
             export = LlamaExport(
                 server=public_url(follow.url),
                 up=poll.ready,
@@ -223,12 +290,20 @@ class Sampler:
                 props=poll.props,
                 throughput=poll.throughput,
                 placement=self._placement_of(i, follow),
+                kv=kv_gauges(fill),
+                kv_tokens=fill.used_tokens if fill is not None else None,
             )
         with self._lock:
             self._llama[i] = export
             self._polled.add(i)
             self._version += 1
         return export
+
+    def _kv_of(self, i: int, follow: LlamaFollow) -> KvFollow:
+        kv = self._kv.get(i)
+        if kv is None:
+            kv = self._kv[i] = KvFollow(follow.log or launched_log(follow.url))
+        return kv
 
     def _placement_of(self, i: int, follow: LlamaFollow) -> tuple[DevicePlacement, ...]:
         log = follow.log or launched_log(follow.url)

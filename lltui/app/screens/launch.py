@@ -20,6 +20,7 @@ from lltui.app.screens.base import FormScreen, field_input
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.app.widgets.router_table import RouterTable
 from lltui.core.llama.args import LlamaArgs
+from lltui.core.memory.kv_fill import fill_line
 from lltui.core.monitor.balance import imbalances
 from lltui.core.text import printable
 from lltui.core.units import MIB, compact_indexes, fmt_bytes, fmt_duration, spark
@@ -118,6 +119,10 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
         lines.append(f"[$text-muted]{escape(speed.kept)}[/]")
     if rates.tokens_total is not None:
         lines.append(f"[$text-muted]generated so far: {rates.tokens_total:.0f} tokens[/]")
+    if st.kv is not None:
+        lines.append(escape(fill_line(st.kv)))
+    elif st.kv_note is not None:
+        lines.append(f"[$text-muted]{escape(st.kv_note)}[/]")
     if st.check is not None:
         lines.append(f"[$text-muted]{escape(st.check.summary)}[/]")
     return "\n".join(lines)

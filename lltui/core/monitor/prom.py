@@ -80,6 +80,18 @@ class LlamaExport:
     props: ServerProps | None = None
     throughput: Throughput | None = None
     placement: tuple[DevicePlacement, ...] = ()
+    kv: tuple[KvGauge, ...] = ()  # how full each device's KV cache is (from /slots)
+    kv_tokens: int | None = None  # the tokens the slots hold
+
+
+@dataclass(frozen=True, slots=True)
+class KvGauge:
+    """One device's KV cache as the exporter serves it."""
+
+    device: str
+    used_bytes: int
+    capacity_bytes: int
+    seconds_to_full: float | None = None
 
 
 # --- lltui's names: one table for the exporter and the reader ------------------------------
@@ -486,6 +498,12 @@ def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family
                     (*lb, ("device", d.name), ("kind", kind)), round(mib * MIB))  # fmt: skip
             if d.layers:
                 add("lltui_llama_device_layers", (*lb, ("device", d.name)), len(d.layers))
+        add("lltui_llama_kv_tokens", lb, s.kv_tokens)
+        for g in s.kv:
+            dl = (*lb, ("device", g.device))
+            add("lltui_llama_kv_used_bytes", dl, g.used_bytes)
+            add("lltui_llama_kv_capacity_bytes", dl, g.capacity_bytes)
+            add("lltui_llama_kv_seconds_to_full", dl, g.seconds_to_full)
     helps = {
         "lltui_llama_up": ("gauge", "1 when the server answers /health as ready.", ""),
         "lltui_llama_prompt_tokens_total": ("counter", "Prompt tokens processed.", ""),
@@ -509,6 +527,12 @@ def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family
         "lltui_llama_device_memory_bytes": (
             "gauge", "Memory the server placed on a device, by kind.", "bytes"),
         "lltui_llama_device_layers": ("gauge", "Layers the server placed on a device.", ""),
+        "lltui_llama_kv_tokens": ("gauge", "Tokens the server's slots hold in its KV cache.", ""),
+        "lltui_llama_kv_used_bytes": (
+            "gauge", "KV cache bytes the slots' tokens take on a device.", "bytes"),
+        "lltui_llama_kv_capacity_bytes": ("gauge", "KV cache bytes of a device.", "bytes"),
+        "lltui_llama_kv_seconds_to_full": (
+            "gauge", "Seconds until a device's KV cache is full at the current rate.", "seconds"),
     }  # fmt: skip
     return tuple(
         Family(name, kind, text, unit, tuple(rows.get(name, ())))
