@@ -376,6 +376,7 @@ def test_llama_server_not_ready_then_ready_then_down(tmp_path):
 
 def test_every_kind_in_the_table_is_tested():
     tested = set(EXPECTED) | {"llama_down", "llama_not_ready", "host_down", "no_gpu"}
+    tested |= {"plan_growth", "plan_placement"}  # tests/test_plan_reality.py
     assert tested == set(KINDS)
 
 

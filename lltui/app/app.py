@@ -547,9 +547,13 @@ class LltuiApp(App[int]):
 
         if self._launch is None:
             return
-        status = llama_status(self._launch.state)
+        st = self._launch.state
+        status = llama_status(st)
+        plans = [st.plan] if st.plan is not None and st.running else []
         with self.model.lock:
-            changes = self.model.alerts.update(time.time(), llama=[status] if status else [])
+            changes = self.model.alerts.update(
+                time.time(), llama=[status] if status else [], plans=plans
+            )
         if changes and self.model.on_alerts is not None:
             self.model.on_alerts(changes)
         if changes:

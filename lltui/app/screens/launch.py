@@ -22,6 +22,7 @@ from lltui.app.widgets.router_table import RouterTable
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.memory.kv_fill import fill_line
 from lltui.core.monitor.balance import imbalances
+from lltui.core.monitor.plan_reality import plan_line
 from lltui.core.text import printable
 from lltui.core.units import MIB, compact_indexes, fmt_bytes, fmt_duration, spark
 from lltui.services.launch.state import LaunchState
@@ -123,6 +124,8 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
         lines.append(escape(fill_line(st.kv)))
     elif st.kv_note is not None:
         lines.append(f"[$text-muted]{escape(st.kv_note)}[/]")
+    if st.plan is not None and st.plan.rows:
+        lines.append(escape(plan_line(st.plan)))
     if st.check is not None:
         lines.append(f"[$text-muted]{escape(st.check.summary)}[/]")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from lltui.core.monitor.models import GpuSample, RigInfo, RigSample
+from lltui.core.monitor.plan_reality import PlanReality, plan_findings
 from lltui.core.monitor.xid import XID_FELL_OFF_THE_BUS, xid_meaning
 
 WARNING = "warning"
@@ -40,6 +41,8 @@ KINDS: dict[str, str] = {
     "gpu_lost": "a GPU fell off the bus or stopped answering",
     "llama_down": "a llama-server that does not answer",
     "llama_not_ready": "a llama-server that answers but is not ready (loading, erroring)",
+    "plan_growth": "a llama-server's memory on a GPU grown past its plan by a margin, for a while",
+    "plan_placement": "a llama-server holding memory on a GPU its plan gave nothing",
     "host_down": "a fleet host that does not answer",
     "no_gpu": "no real GPU where one was expected: no driver or no GPU (a simulated rig stands "
     "in), or the GPU source failing",
@@ -64,6 +67,9 @@ class AlertThresholds:
     throttle_for_s: float = 10.0
     event_hold_s: float = 600.0  # an XID or ECC alert stays this long after the last event
     llama_not_ready_for_s: float = 60.0
+    plan_growth_mib: float = 512.0  # past the plan (and what it held over it at first)
+    plan_growth_for_s: float = 60.0
+    plan_placement_for_s: float = 10.0
     disabled: frozenset[str] = frozenset()
 
 
@@ -238,10 +244,11 @@ class AlertTracker:
         llama: Iterable[LlamaStatus] | None = None,
         hosts: Iterable[HostStatus] | None = None,
         sources: Iterable[SourceStatus] | None = None,
+        plans: Iterable[PlanReality] | None = None,
     ) -> tuple[AlertChange, ...]:
         """Take what is seen at ``now`` (seconds since the epoch): ``rigs`` by host label
         (None for the one rig watched), the llama-servers followed, a fleet's hosts, the
-        one rig's source."""
+        one rig's source, the watched servers' plans against their processes."""
         for host, sample in (rigs or {}).items():
             self._groups[f"rig:{host or ''}"] = self._index(self._rig_findings(sample, host))
         if llama is not None:
@@ -250,6 +257,8 @@ class AlertTracker:
             self._groups["hosts"] = self._index(self._host_findings(hosts))
         if sources is not None:
             self._groups["sources"] = self._index(self._source_findings(sources))
+        if plans is not None:
+            self._groups["plans"] = self._index(self._plan_findings(plans))
         return self._settle(now)
 
     # -- findings ----------------------------------------------------------------------------
@@ -353,6 +362,24 @@ class AlertTracker:
             out.append(_Finding(alert, for_s=wait))
         return [f for f in out if self._on(f.alert.kind)]
 
+    def _plan_findings(self, plans: Iterable[PlanReality]) -> list[_Finding]:
+        th = self.thresholds
+        out = []
+        for reality in plans:
+            for f in plan_findings(reality, int(th.plan_growth_mib * 1024 * 1024)):
+                growth = f.kind == "plan_growth"
+                alert = Alert(
+                    kind=f.kind,
+                    severity=WARNING,
+                    subject=f"llama {reality.server} GPU{f.gpu_index}",
+                    message=f.message,
+                    since=0.0,
+                    gpu_index=f.gpu_index,
+                )
+                wait = th.plan_growth_for_s if growth else th.plan_placement_for_s
+                out.append(_Finding(alert, for_s=wait))
+        return [f for f in out if self._on(f.alert.kind)]
+
     def _host_findings(self, hosts: Iterable[HostStatus]) -> list[_Finding]:
         out = []
         for h in hosts:
@@ -428,7 +455,15 @@ class AlertTracker:
 
 _TEMPS = {"gpu_temp_warning", "gpu_temp_critical", "mem_temp_warning", "mem_temp_critical"}
 _PCTS = {"vram_warning_pct", "vram_critical_pct", "power_cap_pct"}
-_SECONDS = {"power_cap_for_s", "throttle_for_s", "event_hold_s", "llama_not_ready_for_s"}
+_SECONDS = {
+    "power_cap_for_s",
+    "throttle_for_s",
+    "event_hold_s",
+    "llama_not_ready_for_s",
+    "plan_growth_for_s",
+    "plan_placement_for_s",
+    "plan_growth_mib",
+}
 
 
 def _is_number(value: Any) -> bool:

@@ -12,7 +12,9 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from lltui.core.llama.address import public_url
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
+from lltui.core.monitor.plan_reality import PlanWatch
 from lltui.services.launch.kv_watch import KvWatch
 from lltui.services.launch.router import RouterRefused, RouterSession
 from lltui.services.launch.state import SERIES_LEN, LaunchState, ModelRow, Rates, RouterView
@@ -50,6 +52,7 @@ class ServerPoll:
         self._whole = whole
         self._slots_only = slots_only  # /health and /slots alone (the KV fill)
         self._kv = KvWatch()
+        self._plan: PlanWatch | None = None
         self._rig = rig
         self._jpt = JoulesPerToken()
         self._jpt_gpus: frozenset[int] = frozenset()
@@ -81,7 +84,18 @@ class ServerPoll:
             health=None if st.phase == "exited" else poll.state,
             rates=rates if self._slots_only else self._energy(rates, st.pid),
         )
-        return self._kv.fold(st, poll)
+        return self._against_plan(self._kv.fold(st, poll))
+
+    def _against_plan(self, st: LaunchState) -> LaunchState:
+        """The plan per GPU (the load log's buffers) beside what the GPU source says the
+        server's process holds now, once it has loaded."""
+        sample = self._rig() if self._rig is not None else None
+        if sample is None or st.check is None or st.pid is None or st.url is None:
+            return st
+        if self._plan is None or self._plan.pid != st.pid:
+            planned = {d.name: d.logged_bytes or d.predicted_bytes for d in st.check.devices}
+            self._plan = PlanWatch(public_url(st.url), st.pid, planned)
+        return replace(st, plan=self._plan.fold(sample))
 
     def _energy(self, rates: Rates, pid: int | None) -> Rates:
         """J/token from the energy counters of the GPUs this server uses."""
