@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.watch",
     "lltui.commands.serve",
     "lltui.commands.demo",
+    "lltui.commands.report",
 )
 
 # subcommands that sample the GPUs, and so can --record what they saw

@@ -1,0 +1,148 @@
+"""The llama-server sections of ``lltui report``: its build and flags (its own command line,
+read only where the process is this user's), its load beside lltui's prediction (``explain``
+on its log), and its measured speed beside the predicted one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lltui.core.monitor.redact import redact_command
+
+if TYPE_CHECKING:
+    from lltui.core.explain.models import ExplainReport
+    from lltui.core.monitor.models import RigSample
+    from lltui.sources.llama.http import ServerPoll
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    source: str | None = None  # --source (auto: NVML, else the simulated rig, said so)
+    server: str | None = None  # a llama-server's URL or pid
+    log: str | None = None  # its log (else the one lltui launch --keep-running left)
+    api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    text: str  # shown as it is, in a code block
+    data: Any  # the same for --json
+
+
+def log_of(request: ReportRequest, url: str | None) -> Path | None:
+    if request.log is not None:
+        return Path(request.log)
+    if url is None:
+        return None
+    from lltui.services.exporter import launched_log
+
+    return launched_log(url)
+
+
+def own_argv(pid: int) -> tuple[str, ...] | None:
+    """A process's command line, where it is this user's (another user's is never read)."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(256 * 1024)
+    except OSError:
+        return None
+    return tuple(w.decode("utf-8", "replace") for w in raw.split(b"\0") if w)
+
+
+def url_of_argv(argv: Sequence[str]) -> str:
+    """Where a llama-server of this command line answers (llama-server's defaults)."""
+    host, port = "127.0.0.1", "8080"
+    for i, word in enumerate(argv[:-1]):
+        if word == "--host":
+            host = argv[i + 1]
+        elif word == "--port":
+            port = argv[i + 1]
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"
+
+
+def _poll(url: str, api_key: str | None) -> ServerPoll | None:
+    from lltui.sources.llama.http import LlamaServerClient
+
+    try:
+        with LlamaServerClient(url, api_key=api_key) as client:
+            return client.poll()
+    except Exception:  # the client bounds every call; a last guard for the report
+        return None
+
+
+def _build(argv: tuple[str, ...] | None, poll: ServerPoll | None, url: str | None) -> Section:
+    props = poll.props if poll is not None else None
+    data: dict[str, Any] = {
+        "url": url,
+        "state": poll.state if poll is not None else None,
+        "build": props.build_info if props else None,
+        "model": props.model_path if props else None,
+        "n_ctx_per_slot": props.n_ctx if props else None,
+        "slots": props.total_slots if props else None,
+        "argv": redact_command(" ".join(argv)) if argv else None,
+    }
+    text = "\n".join(f"{k}: {v}" for k, v in data.items() if v is not None)
+    return Section("llama.cpp build and flags", text or "no server given", data)
+
+
+def _load(request: ReportRequest, url: str | None) -> tuple[Section, ExplainReport | None]:
+    from lltui.core.explain.report import report_to_json, report_to_text
+    from lltui.services.explain import ExplainFailed, ExplainRequest, explain
+
+    log = log_of(request, url)
+    if log is None or not log.exists():
+        why = "no log of the server (give --log FILE)"
+        return Section("Load and prediction", why, {"error": why}), None
+    try:
+        report = explain(ExplainRequest(str(log), ask_binary=False, model_from_log=True))
+    except ExplainFailed as exc:
+        return Section("Load and prediction", str(exc), {"error": str(exc)}), None
+    return Section("Load and prediction", report_to_text(report), report_to_json(report)), report
+
+
+def _rate(tokens: float | None, seconds: float | None) -> float | None:
+    return tokens / seconds if tokens and seconds else None
+
+
+def _speed(poll: ServerPoll | None, report: ExplainReport | None) -> Section:
+    m = poll.metrics if poll is not None else None
+    speed = report.result.speed if report is not None and report.result is not None else None
+    data = {
+        "measured_decode_tps": _rate(m.tokens_predicted_total, m.tokens_predicted_seconds_total)
+        if m
+        else None,
+        "measured_prefill_tps": _rate(m.prompt_tokens_total, m.prompt_seconds_total) if m else None,
+        "predicted_decode_tps": speed.decode_tps if speed else None,
+        "predicted_prefill_tps": speed.prefill_tps if speed else None,
+        "predicted_bound": speed.bound if speed else None,
+    }
+
+    def fmt(v: object) -> str:
+        return f"{v:.1f}" if isinstance(v, float) else "-" if v is None else str(v)
+
+    text = "\n".join(f"{k}: {fmt(v)}" for k, v in data.items())
+    if m is None:
+        text += "\n(no /metrics: the server was not started with --metrics, or is not reachable)"
+    return Section("Speed", text, data)
+
+
+def server_sections(request: ReportRequest, sample: RigSample | None) -> list[Section]:
+    server = request.server
+    argv: tuple[str, ...] | None = None
+    url: str | None = None
+    if server is not None and server.isdigit():
+        argv = own_argv(int(server))
+        url = url_of_argv(argv) if argv else None
+    elif server is not None:
+        url = server.rstrip("/")
+    poll = _poll(url, request.api_key) if url is not None else None
+    load, report = _load(request, url)
+    return [_build(argv, poll, url), load, _speed(poll, report)]

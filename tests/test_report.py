@@ -1,0 +1,76 @@
+"""``lltui report`` on a simulated rig with a real llama-server (the pinned build, a tiny
+model) started with an API key: every section is there, the server's build, flags, load
+beside the prediction and speed are read, and no secret, user name or other user's command
+line is in the Markdown or the JSON."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from llama_fixture import llama_bins, llama_server, tiny_model
+
+from lltui.cli import main
+
+__all__ = ["llama_bins", "tiny_model"]
+
+KEY = "sk-report-7f3c9a1e5b"
+HF = "hf_ReportTokenAbcdefghijklmnop"
+SECTIONS = (
+    "Rig",
+    "Topology",
+    "NCCL",
+    "llama.cpp build and flags",
+    "Load and prediction",
+    "Speed",
+    "Alerts",
+)
+
+
+def _ready_with_key(run) -> bool:
+    try:
+        return httpx.get(f"{run.url}/health", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def someone_else(monkeypatch):
+    """This user is ``alice`` (the simulated rig's Xorg runs as root: another user)."""
+    monkeypatch.setattr("getpass.getuser", lambda: "alice")
+    monkeypatch.setenv("HF_TOKEN", HF)
+    monkeypatch.setenv("LLAMA_API_KEY", KEY)
+
+
+def test_report_has_every_section_and_no_secret(
+    llama_bins, tiny_model, tmp_path, capsys, someone_else
+):
+    log = tmp_path / "alice-server.log"
+    extra = ("--api-key", KEY, "--metrics")
+    with llama_server(llama_bins, tiny_model, log, extra, ready=_ready_with_key) as run:
+        body = {"prompt": "hello there", "n_predict": 8}
+        headers = {"Authorization": f"Bearer {KEY}"}
+        httpx.post(f"{run.url}/completion", json=body, headers=headers, timeout=60)
+        out = tmp_path / "report.md"
+        pid = str(run.proc.pid)
+        argv = ["report", "--source", "sim:2x3090-nvlink", "--server", pid, "--log", str(log)]
+        assert main([*argv, "--out", str(out)]) == 0
+        assert main([*argv, "--json"]) == 0
+    text = out.read_text()
+    data = json.loads(capsys.readouterr().out)
+    for title in SECTIONS:
+        assert f"## {title}\n" in text
+        assert title.lower().replace(" ", "_") in data
+    flags = data["llama.cpp_build_and_flags"]
+    assert "--api-key ***" in flags["argv"] and flags["state"] == "ready"
+    assert data["load_and_prediction"].get("error") is None
+    assert data["speed"]["measured_decode_tps"] and data["speed"]["predicted_decode_tps"]
+    everything = text + json.dumps(data)
+    for secret in (KEY, HF, "alice", "Xorg"):
+        assert secret not in everything, secret
+
+
+def test_a_log_that_is_not_there_is_one_line(capsys):
+    assert main(["report", "--log", "/nonexistent/server.log"]) == 2
+    assert "no such file" in capsys.readouterr().err
