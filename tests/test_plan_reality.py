@@ -88,3 +88,35 @@ def test_the_plan_beside_what_is_held_in_a_line(rig):
 
     reality, _ = run(rig, [(PLAN + CONTEXT, 256 * MIB)])
     assert plan_line(reality) == "held/planned: GPU0 2300/2000 MiB, GPU1 256/- MiB"
+
+
+def test_the_launch_poll_folds_the_plan_and_the_verdicts_into_the_state(rig):
+    """The launch's own poll: the plan per GPU from the load's buffers beside the process,
+    and why it is slow from the samples of the GPUs it holds memory on."""
+    from lltui.services.launch.compare import DeviceCheck, LaunchCheck
+    from lltui.services.launch.polls import ServerPoll
+    from lltui.services.launch.state import LaunchState
+    from lltui.sources.llama.http import OK, EndpointResult
+    from lltui.sources.llama.http import ServerPoll as Answer
+
+    gpus, src, clock = rig
+    gpus[0].compute_procs = [(ME, PLAN + CONTEXT)]
+    gpus[0].util_gpu, gpus[0].util_mem = 95, 85
+    samples = []
+
+    def sample():
+        clock.advance(10.0)
+        samples.append(src.poll())
+        return samples[-1]
+
+    check = LaunchCheck((DeviceCheck("CUDA0", (("model", PLAN),), ()),), None, "-", 0, 0, 0)
+    st = LaunchState(phase="ready", url=SERVER, pid=ME, check=check)
+    poll = ServerPoll(SERVER, None, rig=sample)
+    health = EndpointResult("/health", OK)
+    try:
+        for _ in range(3):
+            st = poll.fold(st, Answer(SERVER, 0.0, 0.0, "ready", health, endpoints=(health,)))
+    finally:
+        poll.close()
+    assert st.plan is not None and st.plan.rows[0].planned_bytes == PLAN
+    assert "memory_bound" in [v.kind for v in st.verdicts]

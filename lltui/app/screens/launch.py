@@ -126,6 +126,10 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
         lines.append(f"[$text-muted]{escape(st.kv_note)}[/]")
     if st.plan is not None and st.plan.rows:
         lines.append(escape(plan_line(st.plan)))
+    for v in st.verdicts:
+        lines.append(
+            f"[$warning]{escape(v.kind)}[/]: {escape(v.evidence)}; try: {escape(v.suggestion)}"
+        )
     if st.check is not None:
         lines.append(f"[$text-muted]{escape(st.check.summary)}[/]")
     return "\n".join(lines)

@@ -9,12 +9,15 @@ widget or prints."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lltui.core.llama.address import public_url
+from lltui.core.monitor.bottleneck import ServerSpeed, Verdict, verdicts
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
-from lltui.core.monitor.plan_reality import PlanWatch
+from lltui.core.monitor.models import RigSample
+from lltui.core.monitor.plan_reality import PlanReality, PlanWatch
 from lltui.services.launch.kv_watch import KvWatch
 from lltui.services.launch.router import RouterRefused, RouterSession
 from lltui.services.launch.state import SERIES_LEN, LaunchState, ModelRow, Rates, RouterView
@@ -26,6 +29,7 @@ if TYPE_CHECKING:  # httpx is imported only once a server is watched
 
 POLL_INTERVAL_S = 1.0
 PLACEMENT_WAIT_S = 2.0  # a model's buffer lines may trail the router's word that it loaded
+VERDICT_SAMPLES = 30  # the window the bottleneck verdicts read (a poll a second: 30 s)
 
 
 def _series(values: tuple[float, ...], value: float | None) -> tuple[float, ...]:
@@ -53,6 +57,7 @@ class ServerPoll:
         self._slots_only = slots_only  # /health and /slots alone (the KV fill)
         self._kv = KvWatch()
         self._plan: PlanWatch | None = None
+        self._window: deque[RigSample] = deque(maxlen=VERDICT_SAMPLES)  # for the verdicts
         self._rig = rig
         self._jpt = JoulesPerToken()
         self._jpt_gpus: frozenset[int] = frozenset()
@@ -95,7 +100,24 @@ class ServerPoll:
         if self._plan is None or self._plan.pid != st.pid:
             planned = {d.name: d.logged_bytes or d.predicted_bytes for d in st.check.devices}
             self._plan = PlanWatch(public_url(st.url), st.pid, planned)
-        return replace(st, plan=self._plan.fold(sample))
+        plan = self._plan.fold(sample)
+        return replace(st, plan=plan, verdicts=self._verdicts(st, sample, plan))
+
+    def _verdicts(
+        self, st: LaunchState, sample: RigSample, plan: PlanReality
+    ) -> tuple[Verdict, ...]:
+        """Why it is slow, from the last samples of the GPUs its process is on, beside the
+        last served request's speed and its prediction."""
+        if not self._window or self._window[-1] is not sample:
+            self._window.append(sample)
+        gpus = tuple(r.gpu_index for r in plan.rows if r.held_bytes)
+        check = st.speed.latest(prompt=False)
+        server = ServerSpeed(
+            gpus,
+            measured_decode_tps=check.measured_tps if check is not None else None,
+            predicted_decode_tps=check.predicted_tps if check is not None else None,
+        )
+        return verdicts(list(self._window), server) if gpus else ()
 
     def _energy(self, rates: Rates, pid: int | None) -> Rates:
         """J/token from the energy counters of the GPUs this server uses."""

@@ -19,6 +19,7 @@ from lltui.core.llama.timings import RequestTimings
 from lltui.core.llamalog.models import DevicePlacement, LlamaLogSummary
 from lltui.core.memory.kv_fill import KvFill
 from lltui.core.monitor.alerts import LlamaStatus
+from lltui.core.monitor.bottleneck import Verdict
 from lltui.core.monitor.plan_reality import PlanReality
 from lltui.core.speed.served import SpeedCheck
 from lltui.sources.llama.supervisor import ServerExit
@@ -142,6 +143,7 @@ class LaunchState:
     kv: KvFill | None = None  # how full the KV cache is, from /slots (kv_watch)
     kv_note: str | None = None  # why there is no KV fill
     plan: PlanReality | None = None  # the plan per GPU beside what the process holds now
+    verdicts: tuple[Verdict, ...] = ()  # why it is slow, from the last samples
 
     @property
     def running(self) -> bool:
