@@ -162,3 +162,16 @@ def test_the_exporter_serves_each_devices_kv_fill_of_a_followed_server(
     assert sum(used.values()) == _kept(answer) * per_token, used
     capacity = fams["lltui_llama_kv_capacity_bytes"].samples
     assert all(v > 0 for _lb, v in capacity)
+
+
+def test_a_server_started_with_no_slots_says_why_there_is_no_fill(
+    server_env, llama_bins, tiny_model
+):
+    with launched(tiny_model, server_env, "--no-slots") as proc:
+        ready = read_event(proc)
+        try:
+            event = next(e for e in iter(lambda: read_event(proc, 30), None) if e["event"] == "kv")
+        finally:
+            proc.send_signal(signal.SIGINT)
+    assert ready["event"] == "ready"
+    assert "--no-slots" in event["note"] and "devices" not in event
