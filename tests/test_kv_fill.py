@@ -129,3 +129,15 @@ def test_the_launch_view_shows_the_fill_in_a_line_or_why_not():
     assert "KV 128/512 tokens: RPC0 0.2/1 MiB; slots 25% 0%" in text
     off = KvWatch().fold(LaunchState(phase="ready", check=check), _answer(None, DISABLED))
     assert "--no-slots" in render_rates(off, 80)
+
+
+def test_a_tensor_split_shares_each_token_by_the_heads_each_gpu_holds(tmp_path):
+    spec = gf.SPECS["llama"](n_layer=8)
+    result = fit(tmp_path, spec, "-c", "1024", "-ngl", "99", "-sm", "tensor", "-fa", "on")
+    layout = kv_layout(result)
+    assert layout is not None
+    per_token = spec.n_layer * 2 * 2 * spec.n_head_kv * spec.head_dim
+    assert [d.name for d in layout.devices] == ["CUDA0", "CUDA1"]
+    assert [d.full_bytes_per_token for d in layout.devices] == [per_token // 2] * 2
+    for d in layout.devices:
+        assert d.capacity_bytes == d.full_bytes_per_token * layout.capacity_tokens
