@@ -1,4 +1,4 @@
-"""The public Python API: thin functions over lltui's core and sources.
+"""The public Python API: thin functions over lltui's services.
 
     >>> from lltui.api import detect_gpus, MultiGPUConfig, SplitMode
     >>> cfg = MultiGPUConfig(n_gpu=2, split_mode=SplitMode.LAYER, tensor_split=[0.5, 0.5])
@@ -19,8 +19,7 @@ from typing import Any
 from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
-from lltui.sources.gpu.kinds import one_sample
-from lltui.sources.nccl import (
+from lltui.services.nccl import (
     NCCLCommunicator,
     get_nccl_info,
     get_nccl_version,
@@ -29,6 +28,7 @@ from lltui.sources.nccl import (
     print_nccl_info,
     setup_nccl_environment,
 )
+from lltui.services.rig import one_sample
 
 __all__ = [
     "GPUInfo",
@@ -75,7 +75,7 @@ class GPUInfo:
     nvml_index: int = 0
 
 
-rig_sample = one_sample
+rig_sample = one_sample  # one quick read of a source; None where it cannot run
 
 
 def detect_gpus(source: str = "nvml") -> list[GPUInfo]:

@@ -41,8 +41,8 @@ def register(sub: Any) -> None:
 
 
 def _request(args: argparse.Namespace) -> RigRequest:
+    from lltui.commands import replay_options
     from lltui.services.rig import RigRequest
-    from lltui.sources.gpu.kinds import replay_options
 
     timeout = getattr(args, "sub_host_timeout", None)
     if timeout is None:
@@ -151,6 +151,6 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
 
 def _code(exc: Exception) -> int:
     """2 for a file that is not a recording (bad input), 1 for a source that failed."""
-    from lltui.sources.gpu.replay import RecordingUnreadable
+    from lltui.core.monitor.models import RecordingUnreadable
 
     return 2 if isinstance(exc, RecordingUnreadable) else 1

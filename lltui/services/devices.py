@@ -29,6 +29,13 @@ class DeviceSpecError(ValueError):
     """A --gpus spec that cannot be used; ``str()`` is one line."""
 
 
+def sim_profile_names() -> list[str]:
+    """The simulated rigs an estimate can be made for, by name."""
+    from lltui.sources.gpu.sim import PROFILES
+
+    return list(PROFILES)
+
+
 def sim_devices(profile: str) -> list[DeviceSpec]:
     """A simulated profile's GPUs, empty, in CUDA order."""
     from lltui.sources.gpu.sim import PROFILES, cuda_order

@@ -30,11 +30,14 @@ from lltui.services.devices import DeviceSpecError, describe, resolve_devices, w
 from lltui.sources.models.read import ModelChoice, ModelError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lltui.core.fit.best import Candidate, Progress
     from lltui.core.fit.llama_fit import FitChoice
     from lltui.core.fit.quant_best import QuantChoice, QuantOption
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.fit.report import OracleComparison
+    from lltui.core.gguf.refs import ModelFile
     from lltui.core.memory.parts import ExtraModels
     from lltui.core.memory.results import ModelSummary
     from lltui.core.monitor.models import RigInfo, RigSample
@@ -261,6 +264,20 @@ def _devices(request: FitRequest) -> tuple[list[DeviceSpec], list[str]]:
 
 _remote: dict[str, tuple[float, GgufModel]] = {}
 _remote_lock = threading.Lock()
+
+
+def model_roots() -> list[Path]:
+    """The folders the fit view lists GGUF files from."""
+    from lltui.sources.models.files import default_roots
+
+    return default_roots()
+
+
+def find_local_models(roots: Sequence[Path]) -> list[ModelFile]:
+    """The GGUF files under ``roots`` (a split model as one file), bounded in number."""
+    from lltui.sources.models.files import find_models
+
+    return find_models(roots)
 
 
 def read_model(path: str, verb: str = "fit", keep: bool = False) -> GgufModel:

@@ -267,3 +267,12 @@ def names_repo(text: str) -> bool:
     except RefError:
         return False
     return isinstance(ref, HfRef) and ref.selector is None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFile:
+    """A GGUF file found on disk."""
+
+    path: str
+    size: int  # bytes of this file (for a split model: of all its parts)
+    parts: int = 1

@@ -17,9 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from lltui.core.monitor.fleet import FleetSample, HostState
-from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
-from lltui.sources.gpu.base import GpuSource
 
 HOST_TIMEOUT_S = 10.0  # one poll of one host (an ssh command) may take this long
 RETRY_MIN_S = 2.0  # a host that failed is tried again after max(interval, this)

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # every CLI run reads the table (--source's help): keep it light
-    from lltui.core.monitor.models import RigInfo, RigSample
-    from lltui.sources.gpu.base import GpuSource
+    from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,15 +17,6 @@ class ReplayOptions:
     speed: float = 1.0  # times the recorded pace
     stepped: bool = False  # one recorded sample per poll, whatever the recorded timing
     loop: bool = False
-
-
-def replay_options(args: object) -> ReplayOptions:
-    """The ``--replay-*`` options of a parsed command line (defaults where absent)."""
-    return ReplayOptions(
-        speed=getattr(args, "replay_speed", None) or 1.0,
-        stepped=bool(getattr(args, "replay_step", False)),
-        loop=bool(getattr(args, "replay_loop", False)),
-    )
 
 
 @dataclass(frozen=True, slots=True)

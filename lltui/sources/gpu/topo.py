@@ -15,11 +15,10 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lltui.core.monitor.models import GpuStatic, SourceUnavailable
-from lltui.core.topo.matrix import Topology
+from lltui.core.topo.matrix import LiveTopology, Topology, TopologyReport
 from lltui.core.topo.parse import parse_p2p_matrix, parse_topology
 from lltui.core.units import MIB
 from lltui.sources.gpu.smi import smi_argv
@@ -41,15 +40,6 @@ Which = Callable[[str], str | None]
 
 class SmiMissing(SourceUnavailable):
     """nvidia-smi is not installed here."""
-
-
-@dataclass(frozen=True, slots=True)
-class LiveTopology:
-    """A topology read from a rig, with what it told of its GPUs (for advice)."""
-
-    topology: Topology
-    gpus: tuple[GpuStatic, ...] = ()
-    where: str = ""  # how it was read, in words
 
 
 def run_smi(
@@ -513,15 +503,6 @@ def nvidia_missing(which: Which = shutil.which) -> bool:
     if which("nvidia-smi") or ctypes.util.find_library("nvidia-ml"):
         return False
     return bool(which("amd-smi") or which("rocm-smi"))
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyReport:
-    """A rig's topology with what advice needs: GPU models and the environment llama-server
-    would run with (None when unknown)."""
-
-    live: LiveTopology
-    env: dict[str, str] | None = None
 
 
 def topology_for_source(spec_text: str | None) -> TopologyReport:
