@@ -97,6 +97,7 @@ def _alerts(
 
     from lltui.config import ConfigError, load_settings
     from lltui.core.monitor.alerts import AlertTracker, SourceStatus, source_problem
+    from lltui.services.rig import kind_of
 
     try:
         settings = load_settings(None, path=getattr(args, "config", None))
@@ -104,7 +105,7 @@ def _alerts(
         raise CliError(str(exc), 2) from None
     tracker = AlertTracker(settings.alerts.thresholds, instant=True)
     sources = None
-    if source is not None and not source.startswith("replay:"):
+    if source is not None and not kind_of(source).recorded:
         sources = [SourceStatus(source, source_problem(source, rigs[None].info))]
     tracker.update(time.time(), rigs=rigs, sources=sources)
     return tracker.active

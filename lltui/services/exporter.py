@@ -490,7 +490,7 @@ class Serving:
 
 def _open_rig(request: RigRequest) -> Rig:
     """The one rig to export; a simulated one only where asked for by name."""
-    from lltui.services.rig import open_rig
+    from lltui.services.rig import kind_of, open_rig
 
     if request.is_fleet:
         raise ExportFailed(
@@ -504,7 +504,7 @@ def _open_rig(request: RigRequest) -> Rig:
         raise ExportFailed(str(exc), 2) from None
     except SourceUnavailable as exc:
         raise ExportFailed(f"source {request.source}: {exc}") from None
-    if rig.info.simulated and not (request.source or "").lower().startswith("sim"):
+    if rig.info.simulated and not kind_of(request.source).simulated:
         rig.source.close()
         why = (rig.info.simulated_reason or "no NVIDIA GPU here").split("; showing")[0]
         raise ExportFailed(

@@ -186,7 +186,7 @@ def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
     if not request.use_rig or request.gpus is not None or request.sample is not None:
         return request, None
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.services.rig import RigRequest, sample_once
+    from lltui.services.rig import RigRequest, profile_in_use, sample_once
 
     wanted = RigRequest(source=request.rig_source)
     if wanted.is_fleet:
@@ -198,8 +198,9 @@ def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
     except SourceUnavailable as exc:
         raise FitFailed(f"{request.verb}: source {request.rig_source}: {exc}", 1) from None
     info = sample.info
-    if info.simulated and info.source.startswith("sim:"):
-        return replace(request, gpus=info.source), info
+    profile = profile_in_use(info)
+    if profile is not None:
+        return replace(request, gpus=profile), info
     return replace(request, sample=sample, watch_rig=True), info
 
 

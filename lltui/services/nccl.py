@@ -180,10 +180,10 @@ def nccl_report(
     environ: Mapping[str, str] | None = None,
 ) -> NcclReport:
     """Raises ValueError for a source spec that does not parse."""
-    from lltui.sources.gpu.kinds import parse_source_spec
+    from lltui.sources.gpu.kinds import KINDS, parse_source_spec
 
     spec = parse_source_spec(source)
-    if spec.kind == "sim":
+    if KINDS[spec.kind].simulated:
         return _simulated_report(spec)
     return _local_report(spec, lib_path, environ)
 

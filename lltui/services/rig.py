@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
 from lltui.sources.gpu.kinds import ReplayOptions as ReplayOptions  # the front ends' too
-from lltui.sources.gpu.kinds import is_fleet, open_source, parse_source_spec
+from lltui.sources.gpu.kinds import is_fleet, kind_of, open_source, parse_source_spec
 from lltui.sources.gpu.kinds import one_sample as one_sample  # the API's quick read
 from lltui.sources.gpu.kinds import source_help as source_help  # --source's help
 
@@ -75,6 +75,11 @@ def open_rig(request: RigRequest) -> Rig:
     return Rig(source, info)
 
 
+def profile_in_use(info: RigInfo) -> str | None:
+    """The simulated rig (``sim:PROFILE``) a rig is; None for a real one or a recording."""
+    return info.source if info.simulated and kind_of(info.source).simulated else None
+
+
 def fleet_focus(source: GpuSource) -> FleetFocus | None:
     """``source`` as a fleet's focus on one of its hosts; None for a single rig."""
     from lltui.sources.gpu.fleet import FleetFocus
@@ -91,7 +96,7 @@ def topology_in_use(source: str | None) -> tuple[TopologyReport, RigInfo | None]
     from lltui.sources.gpu.topo import topology_for_source
 
     spec = parse_source_spec(source)
-    if spec.kind == "sim":
+    if kind_of(spec.kind).simulated:
         return topology_for_source(str(spec)), _info(str(spec))
     try:
         return topology_for_source(str(spec)), None
@@ -142,8 +147,8 @@ def start_recording(path: str, source: str, *, full: bool = False) -> Recorder:
 
     from lltui.sources.gpu.replay import Recorder
 
-    kind, _, replayed = source.partition(":")
-    if kind == "replay" and os.path.exists(path) and os.path.samefile(path, replayed):
+    replayed = source.partition(":")[2]
+    if kind_of(source).recorded and os.path.exists(path) and os.path.samefile(path, replayed):
         raise ValueError(f"--record {path} would overwrite the recording being replayed")
     try:
         return Recorder(path, full=full)

@@ -306,10 +306,12 @@ class FitScreen(FormScreen):
         self._quant_layout: QuantLayout | None = None
 
     def on_mount(self) -> None:
-        info = self.lltui.model.info
-        if info.simulated and info.source.startswith("sim:"):
+        from lltui.services.rig import profile_in_use
+
+        profile = profile_in_use(self.lltui.model.info)
+        if profile is not None:
             # a simulated rig is busy with its own server: size against it empty
-            self.query_one("#fit-devices", Select).value = info.source
+            self.query_one("#fit-devices", Select).value = profile
         self._find_models()
         self.render_all()
 

@@ -37,10 +37,12 @@ def fleet_hosts(specs: Sequence[str]) -> tuple[FleetHost, ...]:
     ``gpu1``), a repeated label numbered."""
     hosts: list[FleetHost] = []
     seen: dict[str, int] = {}
+    from lltui.sources.gpu.kinds import kind_of
+
     for spec in specs:
-        kind, _, arg = spec.partition(":")
-        label = arg if kind == "smi" and arg else spec
-        if kind in ("prom", "scrape") and arg:
+        kind, arg = kind_of(spec), spec.partition(":")[2]
+        label = arg if kind.host_arg and arg else spec
+        if kind.url_arg and arg:
             from lltui.sources.gpu.prom import host_label
 
             label = host_label(arg)  # a URL's password must not name a host

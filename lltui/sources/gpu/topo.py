@@ -508,20 +508,22 @@ def nvidia_missing(which: Which = shutil.which) -> bool:
 def topology_for_source(spec_text: str | None) -> TopologyReport:
     """The topology behind a ``--source`` spec: a simulated profile's own text, or live from
     nvidia-smi (NVML where it is missing), locally or on ``smi:HOST``. Raises ValueError for
-    a spec with no topology (a replay) and SourceUnavailable when it cannot be read."""
+    a kind with no topology (a replay, a Prometheus server) and SourceUnavailable when it
+    cannot be read."""
     import dataclasses
     import os
 
     from lltui.core.topo.parse import parse_topology
-    from lltui.sources.gpu.kinds import parse_source_spec
+    from lltui.sources.gpu.kinds import KINDS, parse_source_spec
     from lltui.sources.gpu.sim import PROFILES, SimSource
 
     spec = parse_source_spec(spec_text)
     if spec.kind == "auto" and nvidia_missing():
         spec = parse_source_spec("amd")  # no NVIDIA tool here: an AMD rig's, if it is one
-    if spec.kind == "replay":
-        raise ValueError("a replay holds no topology: pass a saved nvidia-smi topo -m with --file")
-    if spec.kind == "sim":
+    kind = KINDS[spec.kind]
+    if kind.no_topology:
+        raise ValueError(kind.no_topology)
+    if kind.simulated:
         name = spec.arg or ""
         profile = PROFILES[name]
         topo = dataclasses.replace(parse_topology(profile.topo_text), source=f"sim:{name}")
@@ -537,6 +539,6 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
 
         amd = LiveTopology(*read_amd_topology(host=spec.arg))
         return TopologyReport(amd, dict(os.environ) if spec.arg is None else None)
-    host = spec.arg if spec.kind == "smi" else None
+    host = spec.arg if kind.host_arg else None
     live = read_live_topology(host=host)
     return TopologyReport(live, dict(os.environ) if host is None else None)
