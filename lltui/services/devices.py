@@ -124,14 +124,9 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
 def _sample(kind: str) -> RigSample:
     """One sample of this machine's GPUs from source ``kind`` (nvml, amd); SourceUnavailable,
     ImportError or OSError without."""
-    from lltui.sources.gpu.kinds import SourceSpec, make_source
+    from lltui.services.rig import RigRequest, sample_once
 
-    source = make_source(SourceSpec(kind))
-    source.open()
-    try:
-        return source.poll()
-    finally:
-        source.close()
+    return sample_once(RigRequest(kind), settle_s=0)
 
 
 def local_devices() -> tuple[list[DeviceSpec], str | None]:

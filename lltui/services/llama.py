@@ -4,23 +4,17 @@ what the one found here is (``lltui llama info``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lltui.sources.llama.binary import LlamaBinaryError as LlamaBinaryError
-from lltui.sources.llama.build import BuildError as BuildError
+from lltui.sources.llama.binary import LlamaBinaryError
+from lltui.sources.llama.build import BuildError
+from lltui.sources.llama.build import build as install  # from the pinned sdist, or found built
 
 if TYPE_CHECKING:
     from lltui.core.llamalog.models import DeviceSeen
     from lltui.sources.llama.binary import LlamaBinary, ServerProbe
-    from lltui.sources.llama.build import BuildResult
 
-
-def install(**options: Any) -> BuildResult:
-    """llama-server and its tools built from the pinned sdist (or found built); ``options``:
-    those of ``sources.llama.build.build``. BuildError with one line and the log's tail."""
-    from lltui.sources.llama import build
-
-    return build.build(**options)
+__all__ = ["BuildError", "LlamaBinaryError", "ServerFacts", "install", "server_facts"]
 
 
 @dataclass(frozen=True)
