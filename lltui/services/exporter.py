@@ -2,7 +2,7 @@
 
 One thread samples the source (and the llama-servers followed) every interval and keeps the
 last result; a scrape reads that result and never samples. Families come from
-:mod:`lltui.core.monitor.prom`; ``prometheus_client`` (imported here, lazily by the
+:mod:`lltui.core.monitor.prom_export`; ``prometheus_client`` (imported here, lazily by the
 command) writes the exposition text and serves it.
 """
 
@@ -27,14 +27,8 @@ from lltui.core.llama.address import public_url
 from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
 from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
-from lltui.core.monitor.prom import (
-    DEFAULT_MAX_PROCESSES,
-    Family,
-    LlamaExport,
-    alert_families,
-    llama_families,
-    rig_families,
-)
+from lltui.core.monitor.prom import DEFAULT_MAX_PROCESSES, Family, LlamaExport
+from lltui.core.monitor.prom_export import alert_families, llama_families, rig_families
 from lltui.core.text import error_text
 
 if TYPE_CHECKING:
