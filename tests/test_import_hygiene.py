@@ -81,6 +81,20 @@ SOURCES_ALLOWED: dict[str, set[str]] = {
     "nccl": set(),
 }
 SOURCES_PLAIN = {"ssh", "sources", "net"}
+# The services the same way, read top-down: a use case calls those below it (a launch checks
+# the fit, which prices speed like a bench, on the devices of a rig), never sideways. A service
+# not named here (rig, nccl, doctor, llama, signals, demo) calls no other.
+SERVICES_ALLOWED: dict[str, set[str]] = {
+    "launch": {"fit", "plan", "explain", "bench", "devices"},
+    "plan": {"fit", "devices"},
+    "explain": {"fit"},
+    "fit": {"bench", "devices", "rig"},
+    "bench": {"devices"},
+    "devices": {"rig"},
+    "alerts": {"rig"},
+    "exporter": {"rig"},
+}
+SERVICES_PLAIN = {"services"}
 
 
 def _module_files() -> dict[str, pathlib.Path]:
@@ -275,6 +289,15 @@ def test_source_domains_import_only_what_the_design_names():
     parts = {_core_part(m) for m in graph if _layer(m) == "sources"}
     assert parts <= set(SOURCES_ALLOWED) | SOURCES_PLAIN, parts
     assert _core_violations(graph, "sources", SOURCES_ALLOWED, SOURCES_PLAIN) == []
+
+
+def test_services_call_only_the_services_the_design_names():
+    graph = _import_graph()
+    assert _core_violations(graph, "services", SERVICES_ALLOWED, SERVICES_PLAIN) == []
+    sideways = {"lltui.services.rig": {"lltui.services.fit"}}
+    assert _core_violations(sideways, "services", SERVICES_ALLOWED, SERVICES_PLAIN) == [
+        "lltui.services.rig (rig) imports lltui.services.fit (fit)"
+    ]
 
 
 def test_core_subpackages_import_only_what_the_design_names():
