@@ -33,7 +33,6 @@ LINK_MEANINGS: dict[str, str] = {
     "SOC": "PCIe and the link between CPU sockets; old drivers' name for SYS",
     "XGMI": "AMD Infinity Fabric (XGMI) between the GPUs, as amd-smi and rocm-smi name it",
 }
-PCIE_CODES = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 # Nearest first; NVLink is nearer than any PCIe path.
 LINK_DISTANCE = {
     "X": 0, "NV": 1, "XGMI": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6, "SOC": 6,
