@@ -30,11 +30,14 @@ from lltui.services.devices import DeviceSpecError, describe, resolve_devices, w
 from lltui.sources.models.read import ModelChoice, ModelError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lltui.core.fit.best import Candidate, Progress
     from lltui.core.fit.llama_fit import FitChoice
     from lltui.core.fit.quant_best import QuantChoice, QuantOption
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.fit.report import OracleComparison
+    from lltui.core.gguf.refs import ModelFile
     from lltui.core.memory.parts import ExtraModels
     from lltui.core.memory.results import ModelSummary
     from lltui.core.monitor.models import RigInfo, RigSample
@@ -183,7 +186,7 @@ def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
     if not request.use_rig or request.gpus is not None or request.sample is not None:
         return request, None
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.services.rig import RigRequest, sample_once
+    from lltui.services.rig import RigRequest, profile_in_use, sample_once
 
     wanted = RigRequest(source=request.rig_source)
     if wanted.is_fleet:
@@ -195,8 +198,9 @@ def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
     except SourceUnavailable as exc:
         raise FitFailed(f"{request.verb}: source {request.rig_source}: {exc}", 1) from None
     info = sample.info
-    if info.simulated and info.source.startswith("sim:"):
-        return replace(request, gpus=info.source), info
+    profile = profile_in_use(info)
+    if profile is not None:
+        return replace(request, gpus=profile), info
     return replace(request, sample=sample, watch_rig=True), info
 
 
@@ -261,6 +265,20 @@ def _devices(request: FitRequest) -> tuple[list[DeviceSpec], list[str]]:
 
 _remote: dict[str, tuple[float, GgufModel]] = {}
 _remote_lock = threading.Lock()
+
+
+def model_roots() -> list[Path]:
+    """The folders the fit view lists GGUF files from."""
+    from lltui.sources.models.files import default_roots
+
+    return default_roots()
+
+
+def find_local_models(roots: Sequence[Path]) -> list[ModelFile]:
+    """The GGUF files under ``roots`` (a split model as one file), bounded in number."""
+    from lltui.sources.models.files import find_models
+
+    return find_models(roots)
 
 
 def read_model(path: str, verb: str = "fit", keep: bool = False) -> GgufModel:

@@ -85,11 +85,6 @@ def graph_reason(hp: Hparams) -> str:
     return ""
 
 
-def graph_covered(hp: Hparams) -> bool:
-    """Whether the graph of this model is modelled (else the formula is used)."""
-    return not graph_reason(hp)
-
-
 def _moved(
     placements: Sequence[TensorPlacement],
     layer_dev: Sequence[int],
