@@ -227,6 +227,7 @@ def _to_json(report: FitReport) -> dict[str, Any]:
             }
             for c in report.best
         ]
+    if report.best is not None or report.plan is not None:
         lf = report.llama_fit
         data["llama_fit"] = (
             None

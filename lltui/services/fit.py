@@ -316,8 +316,12 @@ def fit(
     """What llama-server will allocate on each device, whether it fits, how fast it runs;
     ``best``: the command lines that fit, ranked for that goal (``progress`` told how the
     search goes); ``oracle``: llama-fit-params run beside it."""
+    from lltui.core.fit.best import GOALS
     from lltui.core.fit.planner import PLAN_GOALS
 
+    if best is not None and best not in GOALS + PLAN_GOALS:
+        goals = ", ".join(GOALS + PLAN_GOALS)
+        raise FitFailed(f"fit: --best: expected one of {goals}, got {best!r}", 2)
     setup = prepare(request)
     result = estimate_setup(setup)
     planned = best in PLAN_GOALS
