@@ -156,6 +156,14 @@ def test_never_tensor_where_llama_cpp_refuses_it(models):
         assert why in plan.tensor_note and plan.split is None
 
 
+def test_no_gpu_plans_for_the_host_alone(models):
+    model = read_gguf(models["3b"])
+    plan = plan_best(model, parse_llama_args(C4K), (), FitOptions(host_free_bytes=HOST))
+    assert plan.best is not None and plan.best.devices == () and plan.best.memory == ()
+    assert "-sm" not in plan.best.flags and plan.best.joules_per_token is None
+    assert plan.split is None and plan.tensor_note == "no GPU"
+
+
 def test_goals_rank_by_their_own_measure(models):
     model = read_gguf(models["3b"])
     devs, opts = _pair(nvlink=True)

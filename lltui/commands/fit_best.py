@@ -106,8 +106,10 @@ def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str |
             f"  {i}. {command_line(model, o)}",
             f"     decode ~{o.decode_tps:.1f} t/s ({o.decode_tps_deep:.1f} at {plan.context}), "
             f"prompt ~{o.prefill_tps:.0f} t/s ({PROMPT_TOKENS} tokens){joules}",
-            f"     GiB used/free: {mem}" + (f"; {o.offload}" if o.offload else ""),
         ]
+        where = "; ".join(w for w in (f"GiB used/free: {mem}" if mem else "", o.offload) if w)
+        if where:
+            lines.append(f"     {where}")
         if o.lost:
             lines.append(f"     lost: {o.lost}")
     missing = [o for o in plan.options if not o.fits]
@@ -121,7 +123,7 @@ def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str |
         )
     if plan.split is not None:
         lines.append(f"tensor or layer? {plan.split.winner}: {plan.split.why}")
-    elif plan.tensor_note:
+    elif plan.tensor_note and any(o.devices for o in plan.options):
         lines.append(f"tensor or layer? layer: -sm tensor not tried ({plan.tensor_note})")
     lines += _fit_lines(plan, fit, aborts)
     return "\n".join(lines)

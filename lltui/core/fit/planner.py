@@ -127,7 +127,7 @@ def tensor_refusal(hp: Hparams, args: LlamaArgs, n_gpus: int) -> str:
     """Why -sm tensor is not a choice here ("": it is): what llama.cpp refuses to load, and
     what lltui does not estimate per device."""
     if n_gpus < 2:
-        return "one GPU: nothing to split"
+        return "no GPU" if n_gpus == 0 else "one GPU: nothing to split"
     if not supports_sm_tensor(hp.arch):
         return f"llama.cpp does not implement -sm tensor for {hp.arch}"
     if args.type_k not in _FLOAT_KV or args.type_v not in _FLOAT_KV:
@@ -202,7 +202,11 @@ class _Search:
         names = tuple(d.device_name for d in devs)
         every = tuple(d.device_name for d in s.problem.devices if d.kind != "cpu")
         # the whole rig in llama.cpp's order needs no -dev
-        base = Change(split_mode=mode, devices=None if names == every else names, n_ubatch=ub)
+        base = Change(
+            split_mode=mode if names else None,  # no GPU: nothing to split
+            devices=None if names == every else names,
+            n_ubatch=ub,
+        )
         units = s.asked_units
 
         def at(x: int, u: int) -> Change:
@@ -285,7 +289,7 @@ def joules_per_token(speed: SpeedEstimate, devices: Sequence[DeviceSpec]) -> flo
         return None
     token_s = 1.0 / speed.decode_tps
     by_name = {d.name: d for d in devices}
-    total = 0.0
+    total, counted = 0.0, 0
     for ds in speed.devices:
         d = by_name.get(ds.name)
         if d is None or d.kind == "cpu":
@@ -297,7 +301,8 @@ def joules_per_token(speed: SpeedEstimate, devices: Sequence[DeviceSpec]) -> flo
         static = PARAMS.static_power * limit
         busy = min(token_s, ds.decode_ms / 1e3)
         total += static * token_s + (PARAMS.decode_power - PARAMS.static_power) * limit * busy
-    return total
+        counted += 1
+    return total if counted else None
 
 
 # --- ranking ------------------------------------------------------------------------------------
