@@ -144,6 +144,16 @@ def test_each_option_is_what_fit_says_of_its_command(models, goal):
         assert res.speed.decode_tps == pytest.approx(o.decode_tps)
 
 
+def test_what_fits_nowhere_says_which_side_is_short(models):
+    model = read_gguf(models["8b"])
+    args = parse_llama_args(C4K)
+    no_host = plan_best(model, args, parse_gpus_spec("4GiB").devices, FitOptions(host_free_bytes=0))
+    assert no_host.best is None and "host is over" in no_host.options[0].why_not
+    small = FitOptions(host_free_bytes=4 * GIB)
+    both = plan_best(model, args, parse_gpus_spec("4GiB").devices, small)
+    assert both.best is None and "host cannot take" in both.options[0].why_not
+
+
 def test_never_tensor_where_llama_cpp_refuses_it(models):
     model = read_gguf(models["3b"])
     devs, opts = _pair(nvlink=True)

@@ -91,6 +91,7 @@ def _gib(n: int | None) -> str:
 
 def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str | None) -> str:
     from lltui.core.fit.planner import PROMPT_TOKENS
+    from lltui.core.units import compact_names
 
     lines = [
         f"\nbest for {plan.goal} at context {plan.context} (the planner: {plan.estimates} "
@@ -114,7 +115,7 @@ def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str |
             lines.append(f"     lost: {o.lost}")
     missing = [o for o in plan.options if not o.fits]
     for o in missing[:SHOWN_MISSING]:
-        lines.append(f"  x -sm {o.split_mode} -dev {','.join(o.devices)}: {o.why_not}")
+        lines.append(f"  x -sm {o.split_mode} on {compact_names(o.devices)}: {o.why_not}")
     if len(missing) > SHOWN_MISSING:
         lines.append(f"  ... and {len(missing) - SHOWN_MISSING} more that do not fit")
     if plan.skipped:

@@ -32,7 +32,7 @@ from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.gpus import find_gpu
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.memory.allocate import estimate_once
-from lltui.core.memory.common import FitError
+from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate
@@ -216,7 +216,7 @@ class _Search:
         x = 0 if gpus and host else least_offload(s, at, units, hint)
         ub_used = ub or self.settings.n_ubatch
         if x is None:
-            why = self._why_not(at(s.n_offload, units))
+            why = self._why_not(at(0, units), at(s.n_offload, units))
             return PlanOption(mode, names, ub_used, False, why_not=why), None
         change = at(x, units)
         res = s.estimate(change)
@@ -254,22 +254,37 @@ class _Search:
             held_bytes=sum(d.weights_bytes + d.kv_bytes for d in res.devices if d.kind != "cpu"),
         )
 
-    def _why_not(self, change: Change) -> str:
-        """Why nothing fits with a layout: the estimate with the most on the host."""
+    def _why_not(self, least: Change, most: Change) -> str:
+        """Why nothing fits with a layout, from the estimates with the least and the most on
+        the host: the host too small even for the least, the GPUs too small even with the
+        most, or neither end fitting both."""
         p = self.s.problem
-        try:
-            res = estimate_once(p.with_args(change.apply(p.args)))
-        except (FitError, ValueError) as exc:
-            return f"llama.cpp refuses it: {exc}"
-        over = [
-            (d.name, (d.total_bytes + d.unaccounted_bytes - (d.free_bytes or 0)) / GIB)
-            for d in res.devices
-            if d.fits is False
-        ]
-        if not over:
-            return "does not fit"
-        parts = ", ".join(f"{n} by {gib:.1f} GiB" for n, gib in over)
-        return f"does not fit even with the most on the host: over on {parts}"
+        over: list[list[tuple[str, float]]] = []
+        for change in (least, most):
+            try:
+                res = estimate_once(p.with_args(change.apply(p.args)))
+            except (FitError, ValueError) as exc:
+                return f"llama.cpp refuses it: {exc}"
+            over.append(
+                [
+                    (d.name, (d.total_bytes + d.unaccounted_bytes - (d.free_bytes or 0)) / GIB)
+                    for d in res.devices
+                    if d.fits is False
+                ]
+            )
+
+        def said(found: list[tuple[str, float]]) -> str:
+            return ", ".join(f"{n} by {gib:.1f} GiB" for n, gib in found)
+
+        host_least = [o for o in over[0] if o[0] == CPU]
+        gpus_most = [o for o in over[1] if o[0] != CPU]
+        if host_least:
+            return f"the host is over even with nothing offloaded ({said(host_least)})"
+        if gpus_most:
+            return f"the GPUs are over even with the most on the host ({said(gpus_most)})"
+        return (
+            f"what the GPUs cannot hold the host cannot take (the most offloaded: {said(over[1])})"
+        )
 
 
 def _offload_text(s: _Space, x: int) -> str:
