@@ -214,3 +214,24 @@ def test_cli_bad_goal_is_one_line(models, capsys):
     assert main(["fit", models["3b"], "--gpus", "24GiB", "--best", "fastest"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "fastest" in err[0] and "decode" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (["-ngl", "20"], "-ngl"),
+        (["-ts", "1,1"], "-ts"),
+        (["--n-cpu-moe", "4"], "--n-cpu-moe"),
+        (["-sm", "tensor"], "-sm tensor"),
+        ([], None),
+        (["-ngl", "20", "--fit", "off"], None),
+    ],
+)
+def test_says_when_llama_cpp_fit_aborts(models, capsys, given, why):
+    argv = ["fit", models["3b"], *C4K, *given, "--gpus", "24GiB,24GiB", "--best", "decode"]
+    assert main([*argv, "--json"]) == 0
+    aborts = json.loads(capsys.readouterr().out)["planner"]["llama_fit_aborts"]
+    assert (aborts is None) if why is None else (why in aborts)
+    if why is not None:
+        assert main(argv) == 0
+        assert "--fit aborts for the command given" in capsys.readouterr().out
