@@ -94,6 +94,24 @@ def test_a_brute_force_agrees_with_the_first_choice(models):
     assert tps_bucket(plan.best.decode_tps) >= tps_bucket(best)
 
 
+def test_a_brute_force_over_host_experts_and_ubatches_agrees(tmp_path):
+    """Every --n-cpu-moe and -ub through the public estimate, on a GPU too small for the
+    experts: none that fits decodes faster than the planner's first."""
+    spec = gf.qwen3moe_30b_a3b_spec(n_vocab=32000, n_layer=12)
+    model = read_gguf(gf.write_sparse(tmp_path / "moe12.gguf", spec, "Q8_0"))
+    devs = parse_gpus_spec("4GiB").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    assert plan.best is not None and "host" in plan.best.offload
+    best = 0.0
+    for k, ub in itertools.product(range(13), (256, 512, 1024, 2048)):
+        argv = [*C4K, "--n-cpu-moe", str(k), "-ub", str(ub)]
+        res = estimate(model, parse_llama_args(argv), devs, opts)
+        if res.fits:
+            best = max(best, res.speed.decode_tps)
+    assert best > 0 and tps_bucket(plan.best.decode_tps) >= tps_bucket(best)
+
+
 def test_leaves_out_the_slower_gpus_of_a_mixed_rig(models):
     model = read_gguf(models["8b"])
     devs = sim_devices("2x4090-2x7900xtx")
