@@ -128,6 +128,18 @@ def test_leaves_out_the_slower_gpus_of_a_mixed_rig(models):
     )
 
 
+def test_dev_given_names_the_gpus_to_choose_among(models):
+    model = read_gguf(models["8b"])
+    devs = sim_devices("2x4090-2x7900xtx")
+    pool = [d.device_name for d in devs[2:]]  # the 7900 XTXs only
+    args = parse_llama_args([*C4K, "-dev", ",".join(pool)])
+    plan = plan_best(model, args, devs, FitOptions(host_free_bytes=HOST))
+    assert all(set(o.devices) <= set(pool) for o in plan.options)
+    assert "-dev" in plan.best.argv  # never the whole rig by default
+    res = estimate(model, parse_llama_args(list(plan.best.argv)), devs, FitOptions())
+    assert [d.name for d in res.devices if d.kind != "cpu"] == list(plan.best.devices)
+
+
 def test_moe_puts_the_fewest_experts_on_the_host(models):
     model = read_gguf(models["moe"])
     devs = parse_gpus_spec("16GiB").devices

@@ -33,6 +33,7 @@ from lltui.core.hardware.gpus import find_gpu
 from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import CPU, FitError
+from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate
@@ -192,6 +193,7 @@ class _Search:
     settings: LlamaArgs
     asked: int
     goal: str
+    every: tuple[str, ...]  # every GPU llama.cpp sees, in its order (no -dev: these)
 
     def option(
         self, mode: str, devs: Sequence[DeviceSpec], ub: int | None, hint: int | None = None
@@ -200,11 +202,10 @@ class _Search:
         where a like search ended), with its memory and speed; and that offload."""
         s = self.s
         names = tuple(d.device_name for d in devs)
-        every = tuple(d.device_name for d in s.problem.devices if d.kind != "cpu")
         # the whole rig in llama.cpp's order needs no -dev
         base = Change(
             split_mode=mode if names else None,  # no GPU: nothing to split
-            devices=None if names == every else names,
+            devices=None if names == self.every else names,
             n_ubatch=ub,
         )
         units = s.asked_units
@@ -388,16 +389,20 @@ def plan_best(
     progress: Progress | None = None,
 ) -> PlanResult:
     """Every option of the space (see the module docstring) ranked for ``goal``. The
-    user's -sm, -dev, -ts, -mg and -ngl are replaced by the planner's choices; the rest
-    (-c, -np, K/V types, -ot, ...) are kept. ValueError for a goal not in PLAN_GOALS or
+    user's -sm, -dev, -ts, -mg and -ngl are replaced by the planner's choices (a -dev
+    given names the GPUs it chooses among); the rest (-c, -np, K/V types, -ot, ...) are
+    kept. ValueError for a goal not in PLAN_GOALS or
     settings llama.cpp refuses."""
     check_plan_goal(goal)
     base = settings.without(_CHOSEN)
+    every = tuple(d.device_name for d in devices if d.kind != "cpu")
+    if settings.devices is not None:  # -dev given: the GPUs to choose among
+        devices = select_devices(devices, replace(settings, split_mode="layer"))
     made = make_space(model, base, devices, options, progress)
     if made is None:
         raise ValueError("llama.cpp refuses the command as given")
     s, asked = made
-    search = _Search(s, model, base, asked, goal)
+    search = _Search(s, model, base, asked, goal, every)
     gpus = tuple(d for d in s.problem.devices if d.kind != "cpu")
     refusal = tensor_refusal(s.problem.hp, base, len(gpus))
     modes = ("layer",) if refusal else ("layer", "tensor")
