@@ -204,6 +204,16 @@ def test_no_gpu_plans_for_the_host_alone(models):
     assert plan.split is None and plan.tensor_note == "no GPU"
 
 
+def test_never_tensor_for_an_architecture_llama_cpp_does_not_split(tmp_path):
+    path = tmp_path / "ds2.gguf"
+    gf.write_model(path, gf.deepseek2_spec())
+    model = read_gguf(path)
+    devs, opts = _pair(nvlink=True)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    assert plan.best is not None and all(o.split_mode == "layer" for o in plan.options)
+    assert "does not implement -sm tensor for deepseek2" in plan.tensor_note
+
+
 def test_goals_rank_by_their_own_measure(models):
     model = read_gguf(models["3b"])
     devs, opts = _pair(nvlink=True)
