@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from lltui.core.fit.best import Candidate, Progress
     from lltui.core.fit.llama_fit import FitChoice
+    from lltui.core.fit.planner import PlanResult
     from lltui.core.fit.quant_best import QuantChoice, QuantOption
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.fit.report import OracleComparison
@@ -126,6 +127,8 @@ class FitReport:
     best: tuple[Candidate, ...] | None = None  # with a goal: the command lines that fit
     oracle: OracleComparison | None = None  # llama-fit-params beside it, when asked
     llama_fit: FitChoice | None = None  # with a goal: what llama.cpp's --fit would run
+    plan: PlanResult | None = None  # with a planner's goal (decode, prompt, ...): its choice
+    fit_aborts: str | None = None  # why llama.cpp's --fit leaves the command given as it is
 
 
 # --- reading a request ---------------------------------------------------------------------------
@@ -331,18 +334,39 @@ def fit(
     """What llama-server will allocate on each device, whether it fits, how fast it runs;
     ``best``: the command lines that fit, ranked for that goal (``progress`` told how the
     search goes); ``oracle``: llama-fit-params run beside it."""
+    from lltui.core.fit.best import GOALS
+    from lltui.core.fit.planner import PLAN_GOALS
+
+    if best is not None and best not in GOALS + PLAN_GOALS:
+        goals = ", ".join(GOALS + PLAN_GOALS)
+        raise FitFailed(f"fit: --best: expected one of {goals}, got {best!r}", 2)
     setup = prepare(request)
     result = estimate_setup(setup)
-    found = _best(setup, result, best, progress) if best is not None else None
+    planned = best in PLAN_GOALS
+    plan = _plan(setup, result, best, progress) if best is not None and planned else None
+    found = _best(setup, result, best, progress) if best is not None and not planned else None
     checked = _oracle(setup, setup.here) if oracle else None
-    fit_choice = None
+    fit_choice = aborts = None
     if best is not None:
-        from lltui.core.fit.llama_fit import llama_fit_choice
+        from lltui.core.fit.llama_fit import fit_aborts, llama_fit_choice
         from lltui.core.memory.parts import less_free
 
         room = list(less_free(setup.devices, result.parts))
         fit_choice = llama_fit_choice(setup.gguf, setup.args, room, setup.options)
-    return FitReport(setup, result, found, checked, fit_choice)
+        aborts = fit_aborts(setup.args)
+    return FitReport(setup, result, found, checked, fit_choice, plan, aborts)
+
+
+def _plan(setup: FitSetup, result: FitResult, goal: str, progress: Progress | None) -> PlanResult:
+    from lltui.core.fit.planner import plan_best
+    from lltui.core.memory.parts import less_free
+
+    try:
+        # searched in what the draft, projector and adapters leave
+        room = list(less_free(setup.devices, result.parts))
+        return plan_best(setup.gguf, setup.args, room, setup.options, goal, progress=progress)
+    except ValueError as exc:
+        raise FitFailed(f"fit: {exc}", 2) from None
 
 
 def _best(
