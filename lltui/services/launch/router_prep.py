@@ -51,7 +51,9 @@ class RouterRequest:
     ``entries``: models given on the command line (each with the shared flags already
     before its own); ``words``: llama-server flags for every model, and the address and
     keys for the router; ``keep``: models kept loaded (loaded at start, never unloaded for
-    another); ``load``: more models to load at start."""
+    another); ``load``: more models to load at start; ``on_demand``: lltui listens on the
+    address and loads models as requests name them (:mod:`.ondemand`), the router on a
+    private loopback port; ``priority``: (model, n) for the eviction policy (higher stays)."""
 
     source: str | None = None
     entries: tuple[PlanEntry, ...] = ()
@@ -63,6 +65,8 @@ class RouterRequest:
     margin_mib: float | None = None
     gpus: str | None = None  # the devices the plan assumes (--gpus), else this machine's
     keys_on_command_line: bool = True
+    on_demand: bool = False
+    priority: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
