@@ -141,3 +141,34 @@ def test_a_preset_of_unreadable_models_says_which_and_why(tmp_path, capsys):
     assert err.startswith("lltui: launch: no model could be read (a: ")
     assert f"{missing}: cannot read: No such file" in err
     assert "b: " in err and "a file name cannot hold a NUL byte" in err
+
+
+def test_the_dry_run_says_what_each_request_would_load_or_unload(folder, capsys):
+    base = ["launch", "--models", str(folder), "-c", "512", "-t", "1", "--cache-ram", "0",
+            "--gpus", "1500MiB", "--port", "8099", "--dry-run", "--json"]  # fmt: skip
+    assert main([*base, "--load", "alpha"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["url"] == "http://127.0.0.1:8099" and out["router_url"] != out["url"]
+    assert out["on_demand"]["models"] == {
+        "alpha": {"action": "loaded", "evict": [], "code": None, "reason": ""},
+        "beta": {
+            "action": "evict",
+            "evict": ["alpha"],
+            "code": None,
+            "reason": "unload alpha to load beta",
+        },
+    }
+    assert main([*base, "--pin", "alpha"]) == 0
+    beta = json.loads(capsys.readouterr().out)["on_demand"]["models"]["beta"]
+    assert (beta["action"], beta["code"]) == ("cannot", "pinned")
+    assert main([*base, "--no-on-demand"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["on_demand"] is None and out["url"] == "http://127.0.0.1:8099"
+
+
+def test_a_bad_priority_is_one_line(folder, capsys):
+    code = main(["launch", "--models", str(folder), "--priority", "alpha", "--dry-run"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "lltui: launch: --priority alpha: expected NAME=N (N an integer)"
+    )

@@ -46,6 +46,16 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def with_faulty(models: Path) -> Path:
+    """alpha and a model llama.cpp refuses to load (an unknown tokenizer)."""
+    folder = models.parent / "with-faulty"
+    folder.mkdir()
+    (folder / "alpha.gguf").symlink_to(models / "alpha.gguf")
+    (folder / "faulty.gguf").symlink_to(models.parent / "all" / "faulty.gguf")
+    return folder
+
+
 @pytest.fixture
 def server_env(llama_bins, monkeypatch, tmp_path) -> dict[str, str]:
     monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
@@ -183,3 +193,20 @@ def test_lltui_killed_leaves_no_process(models, server_env):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         assert all_gone(members) == []
+
+
+def test_a_model_that_fails_to_load_is_the_apis_error(with_faulty, server_env):
+    args = ("--models", str(with_faulty), *FLAGS, "--gpus", TWO_FIT)
+    with launched_router(server_env, *args) as (proc, _port, routers):
+        ready = read_event(proc)
+        routers.append(ready["pid"])
+        url = ready["url"]
+        assert chat(url, "alpha").status_code == 200
+        failed = chat(url, "faulty")
+        assert failed.status_code == 503
+        assert failed.json()["error"] == {
+            "message": "model 'faulty' failed to load (the router's log says why)",
+            "type": "unavailable_error",
+            "code": "load_failed",
+        }
+        assert chat(url, "alpha").status_code == 200

@@ -95,9 +95,12 @@ def _ready_line(prepared: PreparedRouter, st: LaunchState, as_json: bool) -> str
                 "kept": list(prepared.kept),
             }
         )
+    demand = ""
+    if prepared.proxy_url is not None:
+        demand = f"; loaded on demand (the router itself at {prepared.launch.spec.url})"
     return (
         f"llama-server router ready at {prepared.url} (pid {st.pid}): "
-        f"{len(names)} models: {', '.join(names)}; preset {prepared.preset_path}"
+        f"{len(names)} models: {', '.join(names)}; preset {prepared.preset_path}{demand}"
     )
 
 
