@@ -172,3 +172,16 @@ def test_a_bad_priority_is_one_line(folder, capsys):
     assert capsys.readouterr().err.strip() == (
         "lltui: launch: --priority alpha: expected NAME=N (N an integer)"
     )
+
+
+def test_a_pod_on_its_own_gpu_is_not_unloaded_for_another(folder, capsys):
+    alpha, beta = folder / "alpha.gguf", folder / "beta.gguf"
+    code = main(["launch", "-t", "1", "-c", "512", "--cache-ram", "0",
+                 str(alpha), "-dev", "CUDA0", str(beta), "-dev", "CUDA1",
+                 str(beta), "-dev", "CUDA1", "--alias", "other",
+                 "--gpus", "1500MiB,1500MiB", "--load", "alpha", "--load", "beta",
+                 "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    models = json.loads(capsys.readouterr().out)["on_demand"]["models"]
+    # alpha was loaded first (the least recently used) but holds GPU0 alone: beta goes
+    assert models["other"]["evict"] == ["beta"]
