@@ -185,3 +185,25 @@ def test_a_pod_on_its_own_gpu_is_not_unloaded_for_another(folder, capsys):
     models = json.loads(capsys.readouterr().out)["on_demand"]["models"]
     # alpha was loaded first (the least recently used) but holds GPU0 alone: beta goes
     assert models["other"]["evict"] == ["beta"]
+
+
+def test_a_preset_pins_and_ranks_models_for_lltui(folder, tmp_path, capsys):
+    preset = tmp_path / "models.ini"
+    preset.write_text(
+        "[*]\nc = 512\ncache-ram = 0\n\n"
+        f"[a]\nmodel = {folder / 'alpha.gguf'}\nlltui-pin = true\n\n"
+        f"[b]\nmodel = {folder / 'beta.gguf'}\nlltui-priority = 5\n\n"
+        f"[c]\nmodel = {folder / 'alpha.gguf'}\n"
+    )
+    code = main(["launch", "--models", str(preset), "--gpus", "2600MiB", "--load", "b",
+                 "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["keep"] == ["a"]
+    assert "lltui-" not in out["preset"]  # lltui's keys stay lltui's
+    # c needs room: a is pinned, so b goes, its priority notwithstanding
+    assert out["on_demand"]["models"]["c"]["evict"] == ["b"]
+    code = main(["launch", "--models", str(preset), "--gpus", "2600MiB", "--load", "b",
+                 "--pin", "b", "--dry-run", "--json"])  # fmt: skip
+    c = json.loads(capsys.readouterr().out)["on_demand"]["models"]["c"]
+    assert (c["action"], c["code"]) == ("cannot", "pinned")

@@ -136,7 +136,7 @@ class RouterSession(Session):
 
         req = self.request
         launch_args, shared = split_shared(req.words)
-        report, kept, loads = self._plan(req, shared)
+        report, kept, loads, priority = self._plan(req, shared)
         for model in report.plan.models:  # a preset's own flags reach a process too
             self.policy.check(model.args.to_argv())
         spec = self._router_spec(req, launch_args)
@@ -152,14 +152,15 @@ class RouterSession(Session):
         if self._public is not None:
             proxy_url = replace(spec, host=self._public[0], port=self._public[1]).url
         self._prepared = PreparedRouter(
-            prepared, report, text, path, kept, loads, proxy_url, req.priority
+            prepared, report, text, path, kept, loads, proxy_url, priority
         )
         return self._prepared
 
     def _plan(
         self, req: RouterRequest, shared: LlamaArgs
-    ) -> tuple[PlanReport, tuple[str, ...], tuple[str, ...]]:
-        """The models read and planned: the report, the kept ones, the ones to load."""
+    ) -> tuple[PlanReport, tuple[str, ...], tuple[str, ...], tuple[tuple[str, int], ...]]:
+        """The models read and planned: the report, the kept ones, the ones to load, the
+        priorities (the preset's, then the flags')."""
         from lltui.services.fit import FitFailed
 
         read = read_models(req, shared)
@@ -167,9 +168,10 @@ class RouterSession(Session):
             self._note("warning", line)
         entries = named_entries(read.entries)
         names = [e.name or "" for e in entries]
-        kept = named(names, req.keep, "--pin")
+        kept = named(names, (*read.pin, *req.keep), "--pin")
         loads = named(names, (*read.load, *req.load), "--load")
         named(names, [n for n, _ in req.priority], "--priority")
+        priority = tuple(dict((*read.priority, *req.priority)).items())
         request = PlanRequest(
             with_keep(entries, kept), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
         )
@@ -184,7 +186,7 @@ class RouterSession(Session):
         loads = tuple(n for n in loads if n in planned and n not in kept)
         if kept and not fits_with(report.plan, kept):
             raise LaunchError(f"the kept models do not fit together: {', '.join(kept)}")
-        return report, kept, loads
+        return report, kept, loads, priority
 
     def _router_spec(self, req: RouterRequest, launch_args: LlamaArgs) -> LaunchSpec:
         """The router's launch: its address and keys, no model flag, the preset's path."""
