@@ -210,3 +210,35 @@ def test_a_model_that_fails_to_load_is_the_apis_error(with_faulty, server_env):
             "code": "load_failed",
         }
         assert chat(url, "alpha").status_code == 200
+
+
+def test_a_locked_router_loads_nothing_for_a_client_without_the_key(models, server_env, tmp_path):
+    key = "sk-ondemand-51c2"
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    args = ("--models", str(models), *FLAGS, "--gpus", TWO_FIT, "--api-key-file", str(key_file))
+    with launched_router(server_env, *args) as (proc, _port, routers):
+        ready = read_event(proc)
+        routers.append(ready["pid"])
+        url, router = ready["url"], ready["router_url"]
+        refused = chat(url, "alpha")
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "unauthorized"
+        headers = {"Authorization": f"Bearer {key}"}
+        states = httpx.get(f"{router}/models", headers=headers, timeout=10).json()["data"]
+        assert {m["id"]: m["status"]["value"] for m in states}["alpha"] == "unloaded"
+        answer = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "alpha", "messages": [{"role": "user", "content": "hi"}],
+                  "max_tokens": 2},
+            headers=headers,
+            timeout=120,
+        )  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        out = (proc.stdout.read() if proc.stdout else "") + (
+            proc.stderr.read() if proc.stderr else ""
+        )
+    assert key not in out
