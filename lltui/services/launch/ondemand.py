@@ -29,7 +29,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
-from aiohttp.client_exceptions import ClientConnectionError, ClientError
+from aiohttp.client_exceptions import (
+    ClientConnectionError,
+    ClientError,
+    ServerDisconnectedError,
+)
 
 from lltui.core.fit.evict import Decision, Policy, Resident, decide
 from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
@@ -276,13 +280,11 @@ class OnDemandProxy:
     ) -> web.StreamResponse | None:
         """The request sent on to the router, its answer passed back as it comes. With a
         ``model``: None when the router says that model is not loaded (nothing sent yet)."""
-        assert self._client is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         url = self.router_url + request.rel_url.raw_path_qs
         try:
-            async with self._client.request(
-                request.method, url, headers=headers, data=body or None, allow_redirects=False
-            ) as upstream:
+            upstream = await self._send(request.method, url, headers, body)
+            async with upstream:
                 if model is not None and upstream.status == 400:
                     text = await upstream.read()
                     if b"model is not loaded" in text:
@@ -296,6 +298,23 @@ class OnDemandProxy:
         except ClientError as exc:
             return error_response(f"the router: {exc}", "router_error", 502)
 
+    async def _send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes
+    ) -> ClientResponse:
+        """The request sent; sent again once when the router had closed the kept-alive
+        connection it went on (it closes one idle a few seconds, or after its 100th request)
+        before answering anything."""
+        assert self._client is not None
+        for attempt in (1, 2):
+            try:
+                return await self._client.request(
+                    method, url, headers=headers, data=body or None, allow_redirects=False
+                )
+            except ServerDisconnectedError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
     async def _stream(self, request: web.Request, upstream: ClientResponse) -> web.StreamResponse:
         out = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         for k, v in upstream.headers.items():
@@ -306,8 +325,8 @@ class OnDemandProxy:
             async for chunk in upstream.content.iter_any():
                 await out.write(chunk)
             await out.write_eof()
-        except (ConnectionResetError, ClientConnectionError):
-            pass  # the client left: leaving the block closes the router's stream too
+        except (ConnectionResetError, ClientError):
+            pass  # the client (or the router) left: leaving closes the other side too
         return out
 
     # --- loads ----------------------------------------------------------------------------
