@@ -130,6 +130,10 @@ def test_requests_load_and_evict_by_the_plan(models, server_env):
             next(left.iter_lines())
         assert chat(url, "gamma").status_code == 200
         assert chat(url, "beta").status_code == 200
+        # a client's own load goes through the policy: gamma served before beta last
+        loaded_by_api = httpx.post(f"{url}/models/load", json={"model": "alpha"}, timeout=120)
+        assert loaded_by_api.json() == {"success": True}
+        assert models_state(router) == {"alpha": "loaded", "beta": "loaded", "gamma": "unloaded"}
         # everything else passes through
         listed = httpx.get(f"{url}/v1/models", timeout=10).json()
         assert {m["id"] for m in listed["data"]} == {"alpha", "beta", "gamma"}
@@ -138,7 +142,10 @@ def test_requests_load_and_evict_by_the_plan(models, server_env):
         err = proc.stderr.read() if proc.stderr else ""
     # lltui said each unload it decided: only alpha, for gamma
     said = [line for line in err.splitlines() if "unloading" in line]
-    assert said == ["lltui: unloading alpha to load gamma"]
+    assert said == [
+        "lltui: unloading alpha to load gamma",
+        "lltui: unloading gamma to load alpha",
+    ]
 
 
 def test_a_pinned_model_is_never_evicted(models, server_env):

@@ -6,11 +6,11 @@ inference endpoints, the ``model`` field of their JSON body) for a model that is
 goes through the eviction policy (:mod:`lltui.core.fit.evict`): lltui unloads the models the
 policy names (``POST /models/unload``, once their requests in flight are answered), loads
 the model (``POST /models/load``), waits until the router lists it ``loaded``, and forwards
-the request. One decision at a time (a lock): two requests for models that cannot be
-resident together are served in turn. Every other request, and every request for a model
-already loaded, is forwarded as it is; responses (streams included) are passed through as
-they come. What lltui refuses is answered in the OpenAI error format
-(``{"error": {"message", "type", "code"}}``), naming why.
+the request; a client's ``POST /models/load`` is decided the same way. One decision at a
+time (a lock): two requests for models that cannot be resident together are served in turn.
+Every other request, and every request for a model already loaded, is forwarded as it is;
+responses (streams included) are passed through as they come. What lltui refuses is
+answered in the OpenAI error format (``{"error": {"message", "type", "code"}}``), naming why.
 
 The proxy runs an asyncio loop on a thread of its own (:meth:`OnDemandProxy.start`,
 :meth:`OnDemandProxy.stop`); it starts no process.
@@ -66,6 +66,8 @@ MODEL_PATHS = frozenset(
         "/apply-template",
     }
 )
+# the router's own load (server.cpp): through lltui it loads by the policy, unloading first
+LOAD_PATH = "/models/load"
 # headers that belong to one connection, not to the request (RFC 9110 7.6.1)
 HOP_BY_HOP = frozenset(
     {
@@ -226,7 +228,7 @@ class OnDemandProxy:
     # --- requests -------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if request.method != "POST" or request.path not in MODEL_PATHS:
+        if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH}:
             return await self._pass(request, await request.read())
         body = await request.read()
         try:
@@ -238,6 +240,12 @@ class OnDemandProxy:
             return await self._pass(request, body)  # the router says what is missing
         if not self._authorized(request):
             return error_response("invalid API key", "unauthorized")
+        if request.path == LOAD_PATH:  # a client's own load goes through the policy too
+            try:
+                await self._ensure_loaded(name)
+            except LoadRefused as exc:
+                return error_response(str(exc), exc.code)
+            return web.json_response({"success": True})
         for _attempt in range(2):
             if name not in self._ready or name in self._evicting:
                 try:
