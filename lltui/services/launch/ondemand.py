@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, TCPConnector, web
 from aiohttp.client_exceptions import (
     ClientConnectionError,
     ClientError,
@@ -202,6 +202,7 @@ class OnDemandProxy:
             connector=TCPConnector(limit=0),
             timeout=ClientTimeout(total=None, connect=10),
             auto_decompress=False,
+            cookie_jar=DummyCookieJar(),  # a client's cookies are its own, never kept here
         )
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -274,9 +275,10 @@ class OnDemandProxy:
 
     async def _done(self, name: str) -> None:
         self._in_flight[name] -= 1
-        assert self._idle is not None
-        async with self._idle:
-            self._idle.notify_all()
+        if name in self._evicting:  # an unload waits for this model's requests to end
+            assert self._idle is not None
+            async with self._idle:
+                self._idle.notify_all()
 
     async def _pass(self, request: web.Request, body: bytes) -> web.StreamResponse:
         response = await self._forward(request, body)
