@@ -183,6 +183,19 @@ def test_two_models_that_cannot_be_resident_together_are_served_in_turn(models, 
         assert answers == {"alpha": [200] * 4, "beta": [200, 200]}
         states = models_state(router)
         assert sorted(states.values()) == ["loaded", "unloaded", "unloaded"]
+        # a stream in flight ends whole before its model is unloaded for another
+        first = next(n for n, s in states.items() if s == "loaded")
+        other = "beta" if first == "alpha" else "alpha"
+        body = {"model": first, "prompt": "a", "max_tokens": 200, "stream": True}
+        got: list[int] = []
+        with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=120) as streamed:
+            lines = streamed.iter_lines()
+            assert next(lines).startswith("data: ")
+            waiter = threading.Thread(target=lambda: got.append(chat(url, other).status_code))
+            waiter.start()
+            rest = [line for line in lines if line.startswith("data: ")]
+        waiter.join(300)
+        assert rest[-1] == "data: [DONE]" and got == [200]
         # no load failed: the router never saw two at once
         proc.send_signal(signal.SIGTERM)
         events = events_until(proc, lambda e: e["event"] == "exit")
