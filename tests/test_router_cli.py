@@ -58,6 +58,8 @@ def test_the_dry_run_shows_the_router_and_the_preset_it_would_write(folder, caps
         (["--models-max", "2"], "--models-max: lltui runs the router itself"),
         (["--keep-running"], "--keep-running is for one server, not a router"),
         (["-m", "x.gguf"], "a router's models come from --models, not -m"),
+        (["--host", "/tmp/r.sock"], "on one TCP address; give one, or --no-on-demand"),
+        (["--priority", "nope=1"], "--priority nope: no model of that name"),
     ],
 )
 def test_bad_router_input_is_one_line(folder, capsys, args, message):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lltui.core.fit.evict import Decision, Policy, Resident, decide, decide_all, policy_from_plan
 from lltui.core.fit.plan import fits_with
 from lltui.core.fit.plan_gate import load_refusal
+from lltui.core.llama.address import is_loopback
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_reason, stopped_from_outside
 from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
@@ -202,6 +203,11 @@ class RouterSession(Session):
         )
         path = str(state_dir(self.environ) / f"router-{spec.port}.ini")
         if req.on_demand:  # lltui takes the address; the router a private port behind it
+            if "," in spec.host or spec.host.endswith(".sock"):
+                raise LaunchError(
+                    f"--host {spec.host}: lltui serves models on demand on one TCP address; "
+                    "give one, or --no-on-demand"
+                )
             self._public = (spec.host, spec.port)
             spec = replace(spec, host=LOOPBACK, port=free_port(LOOPBACK))
         return replace(spec, models_preset=path)
@@ -231,6 +237,14 @@ class RouterSession(Session):
             raise LaunchError("a router served on demand cannot outlive lltui (its proxy is lltui)")
         super().start(keep_running=keep_running, on_line=on_line, on_event=on_event)
         if self._public is not None:
+            host = self._public[0]
+            spec = self.launch.spec
+            if not is_loopback(host) and not spec.api_key and not spec.api_key_file:
+                self._note(
+                    "warning",
+                    f"listening on {host} with no API key: "
+                    "anyone who can reach this machine can use the models and load them",
+                )
             self._start_proxy(*self._public)
 
     def _start_proxy(self, host: str, port: int) -> None:
