@@ -5,6 +5,7 @@ lltui loads the model a request names, unloading what the eviction policy says m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -262,3 +263,23 @@ def test_a_locked_router_loads_nothing_for_a_client_without_the_key(models, serv
             proc.stderr.read() if proc.stderr else ""
         )
     assert key not in out
+
+
+def test_stopping_lltui_mid_stream_leaves_no_process(models, server_env):
+    args = ("--models", str(models), *FLAGS, "--gpus", TWO_FIT)
+    with launched_router(server_env, *args) as (proc, _port, routers):
+        ready = read_event(proc)
+        routers.append(ready["pid"])
+        body = {"model": "alpha", "prompt": "a", "max_tokens": 400, "stream": True}
+        with httpx.stream(
+            "POST", f"{ready['url']}/v1/completions", json=body, timeout=120
+        ) as streamed:
+            lines = streamed.iter_lines()
+            assert next(lines).startswith("data: ")
+            members = group_members(ready["pid"])
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(httpx.HTTPError):
+                for _line in lines:
+                    pass
+        assert proc.wait(30) == 0
+        assert all_gone(members) == []

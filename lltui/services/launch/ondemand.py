@@ -19,6 +19,7 @@ The proxy runs an asyncio loop on a thread of its own (:meth:`OnDemandProxy.star
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hmac
 import json
@@ -86,6 +87,7 @@ HOP_BY_HOP = frozenset(
 MAX_BODY = 256 * 1024 * 1024  # a request's body (images in a chat request)
 LOAD_TIMEOUT_S = 600.0
 POLL_S = 0.05
+SHUTDOWN_S = 2.0
 STATUS = {"model_not_found": 404, "invalid_request": 400, "unauthorized": 401}
 
 
@@ -172,8 +174,8 @@ class OnDemandProxy:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
-        with contextlib.suppress(RuntimeError):
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(10)
+        with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(SHUTDOWN_S + 8)
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
@@ -206,7 +208,10 @@ class OnDemandProxy:
         )
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # a stop cuts streams still open short: the router and its models stop too
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
