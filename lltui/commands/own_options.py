@@ -254,6 +254,24 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         group=ROUTER,
     ),
     OwnOption(
+        "--priority",
+        "NAME=N",
+        (LAUNCH,),
+        "(repeatable) NAME's priority when lltui unloads models to load another (default 0; "
+        "a lower priority is unloaded first)",
+        repeat=True,
+        group=ROUTER,
+    ),
+    OwnOption(
+        "--no-on-demand",
+        None,
+        (LAUNCH,),
+        "no proxy: clients talk to the router itself, and a request for a model that is not "
+        "loaded is refused (by default lltui listens on the address, the router on a private "
+        "port, and a request loads its model, unloading the ones the plan says must go)",
+        group=ROUTER,
+    ),
+    OwnOption(
         "--gpus",
         "SPEC",
         (LAUNCH,),
