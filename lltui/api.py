@@ -1,4 +1,4 @@
-"""The public Python API: thin functions over lltui's core and sources.
+"""The public Python API: thin functions over lltui's services.
 
     >>> from lltui.api import detect_gpus, MultiGPUConfig, SplitMode
     >>> cfg = MultiGPUConfig(n_gpu=2, split_mode=SplitMode.LAYER, tensor_split=[0.5, 0.5])
@@ -14,13 +14,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
+from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes, first_fitting
 from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
-from lltui.sources.gpu.kinds import one_sample
-from lltui.sources.nccl import (
+from lltui.services.nccl import (
     NCCLCommunicator,
     get_nccl_info,
     get_nccl_version,
@@ -29,6 +28,11 @@ from lltui.sources.nccl import (
     print_nccl_info,
     setup_nccl_environment,
 )
+from lltui.services.rig import one_sample
+
+if TYPE_CHECKING:
+    from lltui.core.memory.results import FitResult
+    from lltui.services.fit import FitRequest
 
 __all__ = [
     "GPUInfo",
@@ -75,7 +79,7 @@ class GPUInfo:
     nvml_index: int = 0
 
 
-rig_sample = one_sample
+rig_sample = one_sample  # one quick read of a source; None where it cannot run
 
 
 def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
@@ -144,44 +148,42 @@ def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") ->
 ModelRef = float | str | os.PathLike[str]
 
 
-def _one_gpu_vram(model: Any, context_size: int) -> int:
-    """What llama.cpp allocates on one GPU that takes every layer: weights, KV, compute."""
-    from lltui.core.fit.estimate import FitOptions, estimate
+# What a model needs on one GPU that takes every layer: the fit service's estimate for one
+# device larger than any model
+_ONE_BIG_GPU = "1048576GiB"
+
+
+def _one_gpu(path: str | os.PathLike[str], context_size: int) -> FitRequest:
     from lltui.core.llama.args import parse_llama_args, spell
     from lltui.core.llama.flag_values import NGL_ALL
-    from lltui.core.memory.devices import DeviceSpec
+    from lltui.services.fit import FitRequest
 
-    settings = parse_llama_args(
-        spell("n_ctx", context_size) + spell("n_gpu_layers", NGL_ALL) + spell("n_parallel", 1)
-    )
-    big = 1 << 50
-    device = DeviceSpec(name="CUDA0", kind="cuda", total_bytes=big, free_bytes=big)
-    result = estimate(model, settings, [device], FitOptions(search=False))
+    words = spell("n_ctx", context_size) + spell("n_gpu_layers", NGL_ALL) + spell("n_parallel", 1)
+    return FitRequest(os.fspath(path), parse_llama_args(words), gpus=_ONE_BIG_GPU)
+
+
+def _on_gpus(result: FitResult) -> int:
     return sum(d.total_bytes for d in result.devices if d.kind != "cpu")
 
 
-def _quant_models(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
-    """The GGUF header, read once, and every llama-quantize type of it by name."""
-    from lltui.core.quant.sizes import quant_sizes
-    from lltui.services.fit import read_model
+def _exact_vram(path: str | os.PathLike[str], context_size: int) -> int:
+    from lltui.services.fit import FitFailed, fit
 
-    model = read_model(os.fspath(path))
-    return model, {r.name.upper(): r for r in quant_sizes(model) if not r.error}
+    try:
+        return _on_gpus(fit(_one_gpu(path, context_size)).result)
+    except FitFailed as exc:
+        raise ValueError(str(exc)) from None
 
 
-def _exact_vram(path: str | os.PathLike[str], quantization: str | None, context_size: int) -> int:
-    """The one-GPU allocation for the GGUF, or for its ``quantization`` as llama-quantize
-    would write it."""
-    from lltui.core.quant.sizes import as_quantized
-    from lltui.services.fit import read_model
+def _quant_needs(path: str | os.PathLike[str], context_size: int) -> dict[str, int]:
+    """Each llama-quantize type of the GGUF, by name -> what it needs on one GPU."""
+    from lltui.services.fit import FitFailed, quant_table
 
-    if not quantization:
-        return _one_gpu_vram(read_model(os.fspath(path)), context_size)
-    model, rows = _quant_models(path)
-    row = rows.get(quantization.strip().upper())
-    if row is None:
-        raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
-    return _one_gpu_vram(as_quantized(model, row), context_size)
+    try:
+        rows = quant_table(_one_gpu(path, context_size)).rows
+    except FitFailed as exc:
+        raise ValueError(str(exc)) from None
+    return {r.row.name.upper(): _on_gpus(r.result) for r in rows if r.result is not None}
 
 
 def estimate_model_vram(
@@ -198,7 +200,12 @@ def estimate_model_vram(
     Given a size in billions of parameters, a rule of thumb: weights at the type's bits per
     weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``."""
     if isinstance(model_size_b, str | os.PathLike):
-        return _exact_vram(model_size_b, quantization, context_size)
+        if not quantization:
+            return _exact_vram(model_size_b, context_size)
+        need = _quant_needs(model_size_b, context_size).get(quantization.strip().upper())
+        if need is None:
+            raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
+        return need
     return estimate_vram_bytes(
         model_size_b, quantization or "Q4_K_M", context_size, overhead_factor
     )
@@ -231,29 +238,15 @@ def recommend_quantization(
     else:
         available = int(available_vram_gb * 1e9)
     if isinstance(model_size_b, str | os.PathLike):
-        from lltui.core.fit.rough import QUALITY_ORDER
-        from lltui.core.quant.sizes import as_quantized
-
-        path = model_size_b
-        model, rows = _quant_models(path)
-        quant = next(
-            (
-                q
-                for q in QUALITY_ORDER
-                if q in rows
-                and _one_gpu_vram(as_quantized(model, rows[q]), context_size) <= available
-            ),
-            None,
-        )
-        if quant is None:
-            raise ValueError(
-                f"no quantization of {os.fspath(path)} fits in {available / 1e9:.1f} GB"
-            )
-        return quant
-    quant = best_quant_for(model_size_b, available, context_size)
+        needs = _quant_needs(model_size_b, context_size)
+        quant = first_fitting(needs.get, available)
+        what = os.fspath(model_size_b)
+    else:
+        quant = best_quant_for(model_size_b, available, context_size)
+        what = f"a {model_size_b:g}B model"
     if quant is None:
         raise ValueError(
-            f"no quantization of a {model_size_b:g}B model fits in {available / 1e9:.1f} GB"
+            f"no quantization of {what} fits in {available / 1e9:.1f} GB"
             f" with a {context_size}-token context"
         )
     return quant
@@ -284,7 +277,8 @@ def auto_config(
 ) -> MultiGPUConfig:
     """Split settings for the GPUs here. A model that fits on one GPU (by the rough
     estimate) stays on the GPU with the most free memory, which decodes fastest; otherwise
-    layers are split in proportion to free memory. No GPU: everything on the CPU."""
+    layers are split as llama.cpp splits them by default (by free memory), written out. No
+    GPU: everything on the CPU."""
     gpus = detect_gpus(source)
     if not gpus:
         return MultiGPUConfig(
@@ -302,8 +296,11 @@ def auto_config(
                 main_gpu=roomiest.index,
                 n_parallel=n_parallel,
             )
-    total = sum(g.free_memory for g in gpus) or 1
-    shares = [round(g.free_memory / total, 3) for g in gpus]
+    from lltui.core.memory.context import default_split
+    from lltui.core.memory.devices import DeviceSpec
+
+    split = default_split([DeviceSpec(g.name, "cuda", g.total_memory, g.free_memory) for g in gpus])
+    shares = [round(x / sum(split), 3) for x in split]
     shares[-1] = round(1.0 - sum(shares[:-1]), 3)
     return MultiGPUConfig(
         n_gpu=len(gpus),

@@ -328,7 +328,7 @@ class InvariantBroken(Exception):
 def check_dcgm(text: str) -> Any:
     """Parse a dcgm-exporter page; a GPU with total memory 0 must have a page that says 0."""
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.core.monitor.prom import rigs_from_series
+    from lltui.core.monitor.prom_import import rigs_from_series
     from lltui.sources.gpu.prom import parse_exposition
 
     try:

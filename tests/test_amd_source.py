@@ -34,7 +34,9 @@ from lltui.core.monitor.amd_smi_json import (
 from lltui.core.monitor.amd_values import load_json, pcie_gen, to_bytes
 from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
 from lltui.core.monitor.models import GpuStatic, RigInfo, RigSample, SourceUnavailable
-from lltui.core.monitor.prom import GPU_METRICS, Series, rig_families, rigs_from_series
+from lltui.core.monitor.prom import GPU_METRICS, Series
+from lltui.core.monitor.prom_export import rig_families
+from lltui.core.monitor.prom_import import rigs_from_series
 from lltui.core.monitor.record import sample_from_dict, sample_to_dict
 from lltui.core.monitor.rocm_smi_json import read_cards
 from lltui.sources.gpu.amd import AmdCliSource, AmdSmiSource, AmdSource

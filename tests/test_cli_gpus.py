@@ -193,6 +193,32 @@ def test_source_help_and_errors_come_from_the_table_of_kinds(monkeypatch, capsys
     assert "amdsmi (a new" in " ".join(build_parser(with_commands=False).format_help().split())
 
 
+def test_what_a_source_can_tell_is_read_from_its_kind_not_its_name(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from lltui.core.monitor.models import RigInfo
+    from lltui.services.rig import profile_in_use, start_recording
+    from lltui.sources.gpu import kinds
+    from lltui.sources.gpu.fleet import fleet_hosts
+
+    assert kinds.kind_of("replay:/x.jsonl").recorded and kinds.kind_of("SIM:4xl4").simulated
+    assert kinds.kind_of("nvml+amd") is kinds.KINDS["auto"]  # a combined rig's name
+    assert profile_in_use(RigInfo("sim:4xl4", simulated=True)) == "sim:4xl4"
+    # a replay of a simulated rig is a recording, not a profile to size against
+    assert profile_in_use(RigInfo("replay:/r.jsonl", simulated=True)) is None
+    labels = [h.label for h in fleet_hosts(["smi:box1", "amd:box2", "scrape:http://u:pw@h:9/m"])]
+    assert labels[:2] == ["box1", "box2"] and "pw" not in labels[2]
+    # a recording is never overwritten by the recorder of its own replay
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("")
+    with pytest.raises(ValueError, match="overwrite"):
+        start_recording(str(rec), f"replay:{rec}")
+    # a new kind that records is treated as one, whatever its name
+    monkeypatch.setitem(kinds.KINDS, "tape", replace(kinds.KINDS["replay"], name="tape"))
+    with pytest.raises(ValueError, match="overwrite"):
+        start_recording(str(rec), f"tape:{rec}")
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -16,7 +16,7 @@ from fake_pynvml import MIB, FakeNvml, make_gpus
 
 from lltui.core.monitor.containers import container_of
 from lltui.core.monitor.models import ContainerRef
-from lltui.core.monitor.prom import rig_families
+from lltui.core.monitor.prom_export import rig_families
 from lltui.sources.gpu.containers import ContainerReader, hidden_pids_hint, inside_container
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cgroups"

@@ -16,6 +16,8 @@ from public_models import BY_LOG, corpus_entry, write
 from lltui.cli import main
 from lltui.core.explain.report import report_to_json, report_to_text
 from lltui.core.llamalog.reader import scan_lines
+from lltui.core.memory.common import device_alloc_size, is_gpu
+from lltui.core.memory.devices import DeviceSpec
 from lltui.core.units import MIB
 from lltui.services.explain import ExplainRequest, explain
 
@@ -223,6 +225,25 @@ def test_deepseek_v2_before_mla_caches_full_heads(headers):
     c = checks(r)
     assert c[(9, "Vulkan0", "kv")].exact
     assert c[(1, "Vulkan0", "kv")].predicted_bytes is None  # the first run of the two
+    # Vulkan's compute buffer by CUDA's graph rules: within 10% on this log (1216 vs 1174 MiB)
+    assert c[(11, "Vulkan0", "compute")].within(0.10)
+    assert any("ggml-vulkan sizes them" in n for n in r.notes)
+
+
+def test_vulkan_takes_a_tensors_plain_size_where_cuda_pads_its_rows():
+    """ggml-vulkan's get_alloc_size is ggml_nbytes; ggml-cuda adds what pads a quantized
+    row of 768 (not a multiple of 512) to 1024 elements, 256 / 32 blocks of 18 bytes, and
+    aligns to 128."""
+    q4_0, dims = 2, (768, 4096)
+    nbytes = 768 // 32 * 18 * 4096
+    cuda = DeviceSpec("CUDA0", "cuda")
+    rocm = DeviceSpec("ROCm0", "cuda")
+    vulkan = DeviceSpec("Vulkan0", "cuda", backend="vulkan")
+    assert device_alloc_size(vulkan, q4_0, dims, nbytes) == nbytes
+    padded = (nbytes + 256 // 32 * 18 + 127) // 128 * 128
+    assert device_alloc_size(cuda, q4_0, dims, nbytes) == padded > nbytes
+    assert device_alloc_size(rocm, q4_0, dims, nbytes) == padded
+    assert is_gpu(vulkan) and is_gpu(cuda)
 
 
 # -- the JSON contract and the command line ---------------------------------------------------

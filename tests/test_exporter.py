@@ -289,7 +289,7 @@ def test_prometheus_client_loads_only_where_used() -> None:
         "build_parser()\n"
         "from lltui.sources.gpu.kinds import make_source, parse_source_spec\n"
         "make_source(parse_source_spec('prom:http://127.0.0.1:1'))\n"
-        "import lltui.core.monitor.prom\n"
+        "import lltui.core.monitor.prom_export, lltui.core.monitor.prom_import\n"
         "print('prometheus_client' in sys.modules)\n"
     )
     out = subprocess.run(

@@ -181,7 +181,20 @@ def llama8b(tmp_path_factory):
     return path
 
 
-async def test_an_edit_marks_the_shown_answer_as_old_until_the_new_one_comes(llama8b):
+async def test_an_edit_marks_the_shown_answer_as_old_until_the_new_one_comes(llama8b, monkeypatch):
+    import threading
+
+    import lltui.app.screens.fit as fit_screen
+
+    # the second estimate waits for the test, so the stale state is there to be seen
+    gate, first = threading.Event(), fit_screen.compute_estimate
+
+    def gated(request, sample):
+        if request.generation > 1:
+            gate.wait(60)
+        return first(request, sample)
+
+    monkeypatch.setattr(fit_screen, "compute_estimate", gated)
     app = sim_app("8xh100-sxm")
     async with app.run_test(size=(80, 40)) as pilot:
         app.poll_sync(2)
@@ -201,6 +214,7 @@ async def test_an_edit_marks_the_shown_answer_as_old_until_the_new_one_comes(lla
         assert screen.outcome is before and not screen.current
         assert "computing" in str(state.render())
         assert screen.query_one("#fit-results").has_class("-stale")
+        gate.set()
         await wait_for(lambda: screen.current, timeout=60)
         await pilot.pause()
         assert screen.outcome.result.settings.tensor_split == (3.0, 1.0)

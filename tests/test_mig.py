@@ -25,7 +25,7 @@ from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
-from lltui.core.monitor.prom import rig_families
+from lltui.core.monitor.prom_export import rig_families
 from lltui.services.devices import DeviceSpecError, devices_from_sample
 from lltui.sources.gpu.nvml import DEFAULT_LINK_TTL_S, NvmlSource
 from lltui.sources.gpu.sim import StepClock

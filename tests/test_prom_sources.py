@@ -12,7 +12,9 @@ from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from lltui.core.monitor.models import SourceUnavailable
-from lltui.core.monitor.prom import MIB, Series, rig_families, rigs_from_series
+from lltui.core.monitor.prom import MIB, Series
+from lltui.core.monitor.prom_export import rig_families
+from lltui.core.monitor.prom_import import rigs_from_series
 from lltui.services.exporter import to_metric
 from lltui.sources.gpu.kinds import parse_source_spec
 from lltui.sources.gpu.prom import PromSource, ScrapeSource, parse_exposition, parse_query_result

@@ -13,6 +13,7 @@ import pytest
 from lltui.core.monitor.models import (
     GpuProcess,
     GpuSample,
+    GpuSource,
     GpuStatic,
     HostSample,
     RigInfo,
@@ -27,7 +28,6 @@ from lltui.core.monitor.record import (
     sample_from_dict,
     sample_to_dict,
 )
-from lltui.sources.gpu.base import GpuSource
 from lltui.sources.gpu.kinds import make_source, parse_source_spec
 from lltui.sources.gpu.replay import (
     END_OF_RECORDING,

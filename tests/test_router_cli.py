@@ -58,6 +58,8 @@ def test_the_dry_run_shows_the_router_and_the_preset_it_would_write(folder, caps
         (["--models-max", "2"], "--models-max: lltui runs the router itself"),
         (["--keep-running"], "--keep-running is for one server, not a router"),
         (["-m", "x.gguf"], "a router's models come from --models, not -m"),
+        (["--host", "/tmp/r.sock"], "on one TCP address; give one, or --no-on-demand"),
+        (["--priority", "nope=1"], "--priority nope: no model of that name"),
     ],
 )
 def test_bad_router_input_is_one_line(folder, capsys, args, message):
@@ -141,3 +143,69 @@ def test_a_preset_of_unreadable_models_says_which_and_why(tmp_path, capsys):
     assert err.startswith("lltui: launch: no model could be read (a: ")
     assert f"{missing}: cannot read: No such file" in err
     assert "b: " in err and "a file name cannot hold a NUL byte" in err
+
+
+def test_the_dry_run_says_what_each_request_would_load_or_unload(folder, capsys):
+    base = ["launch", "--models", str(folder), "-c", "512", "-t", "1", "--cache-ram", "0",
+            "--gpus", "1500MiB", "--port", "8099", "--dry-run", "--json"]  # fmt: skip
+    assert main([*base, "--load", "alpha"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["url"] == "http://127.0.0.1:8099" and out["router_url"] != out["url"]
+    assert out["on_demand"]["models"] == {
+        "alpha": {"action": "loaded", "evict": [], "code": None, "reason": ""},
+        "beta": {
+            "action": "evict",
+            "evict": ["alpha"],
+            "code": None,
+            "reason": "unload alpha to load beta",
+        },
+    }
+    assert main([*base, "--pin", "alpha"]) == 0
+    beta = json.loads(capsys.readouterr().out)["on_demand"]["models"]["beta"]
+    assert (beta["action"], beta["code"]) == ("cannot", "pinned")
+    assert main([*base, "--no-on-demand"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["on_demand"] is None and out["url"] == "http://127.0.0.1:8099"
+
+
+def test_a_bad_priority_is_one_line(folder, capsys):
+    code = main(["launch", "--models", str(folder), "--priority", "alpha", "--dry-run"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "lltui: launch: --priority alpha: expected NAME=N (N an integer)"
+    )
+
+
+def test_a_pod_on_its_own_gpu_is_not_unloaded_for_another(folder, capsys):
+    alpha, beta = folder / "alpha.gguf", folder / "beta.gguf"
+    code = main(["launch", "-t", "1", "-c", "512", "--cache-ram", "0",
+                 str(alpha), "-dev", "CUDA0", str(beta), "-dev", "CUDA1",
+                 str(beta), "-dev", "CUDA1", "--alias", "other",
+                 "--gpus", "1500MiB,1500MiB", "--load", "alpha", "--load", "beta",
+                 "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    models = json.loads(capsys.readouterr().out)["on_demand"]["models"]
+    # alpha was loaded first (the least recently used) but holds GPU0 alone: beta goes
+    assert models["other"]["evict"] == ["beta"]
+
+
+def test_a_preset_pins_and_ranks_models_for_lltui(folder, tmp_path, capsys):
+    preset = tmp_path / "models.ini"
+    preset.write_text(
+        "[*]\nc = 512\ncache-ram = 0\n\n"
+        f"[a]\nmodel = {folder / 'alpha.gguf'}\nlltui-pin = true\n\n"
+        f"[b]\nmodel = {folder / 'beta.gguf'}\nlltui-priority = 5\n\n"
+        f"[c]\nmodel = {folder / 'alpha.gguf'}\n"
+    )
+    code = main(["launch", "--models", str(preset), "--gpus", "2600MiB", "--load", "b",
+                 "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["keep"] == ["a"]
+    assert "lltui-" not in out["preset"]  # lltui's keys stay lltui's
+    # c needs room: a is pinned, so b goes, its priority notwithstanding
+    assert out["on_demand"]["models"]["c"]["evict"] == ["b"]
+    code = main(["launch", "--models", str(preset), "--gpus", "2600MiB", "--load", "b",
+                 "--pin", "b", "--dry-run", "--json"])  # fmt: skip
+    c = json.loads(capsys.readouterr().out)["on_demand"]["models"]["c"]
+    assert (c["action"], c["code"]) == ("cannot", "pinned")

@@ -12,7 +12,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from lltui.app.widgets.process_table import process_rows
 from lltui.core.llama.served_model import served_model, served_model_of_command
 from lltui.core.monitor.models import GpuProcess, RigSample
-from lltui.core.monitor.prom import PROCESS_MEMORY, rig_families, rigs_from_series
+from lltui.core.monitor.prom import PROCESS_MEMORY
+from lltui.core.monitor.prom_export import rig_families
+from lltui.core.monitor.prom_import import rigs_from_series
 from lltui.services.exporter import to_metric
 from lltui.sources.gpu.prom import parse_exposition
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lltui.core.monitor.models import SourceUnavailable
+from lltui.core.monitor.models import GpuSource, SourceUnavailable
 from lltui.core.monitor.smi_csv import (
     APP_QUERY_FIELDS,
     EVENT_REASON_FIELDS,
@@ -38,7 +38,6 @@ from lltui.core.monitor.smi_csv import (
 )
 from lltui.core.monitor.throttle import SMI_FIELDS
 from lltui.core.units import MIB
-from lltui.sources.gpu.base import GpuSource
 from lltui.sources.gpu.smi import CommandResult, SmiSource, check_host, run_command, smi_argv
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"  # see its README.md

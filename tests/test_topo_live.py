@@ -436,7 +436,16 @@ def test_cli_sim_profile(capsys):
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
-@pytest.mark.parametrize(("source", "needle"), [("replay:x.jsonl", "replay"), ("bogus", "unknown")])
+@pytest.mark.parametrize(
+    ("source", "needle"),
+    [
+        ("replay:x.jsonl", "replay"),
+        ("bogus", "unknown"),
+        # a remote rig's topology is not this machine's nvidia-smi (it was read before)
+        ("prom:http://127.0.0.1:9", "Prometheus server holds no topology"),
+        ("scrape:http://127.0.0.1:9/metrics", "exporter's /metrics holds no topology"),
+    ],
+)
 def test_cli_sources_topo_cannot_read_are_exit_2(capsys, source, needle):
     assert main(["topo", "--source", source]) == 2
     assert needle in capsys.readouterr().err

@@ -35,10 +35,9 @@ from lltui.app.themes import (
 from lltui.config import MIN_INTERVAL, Settings
 from lltui.core.monitor.alerts import AlertTracker, HostStatus
 from lltui.core.monitor.history import RigHistory
-from lltui.core.monitor.models import RigInfo, RigSample
+from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
 from lltui.core.text import error_text
 from lltui.paths import open_private, themes_dir
-from lltui.sources.gpu.base import GpuSource
 
 if TYPE_CHECKING:
     from textual.driver import Driver
@@ -49,9 +48,7 @@ if TYPE_CHECKING:
     from lltui.core.llama.launch_spec import LaunchPolicy
     from lltui.services.alerts import HookRunner
     from lltui.services.launch.controller import LaunchController
-    from lltui.services.rig import Rig
-    from lltui.sources.gpu.fleet import Fleet
-    from lltui.sources.gpu.kinds import ReplayOptions
+    from lltui.services.rig import Fleet, ReplayOptions, Rig
 
 # the status line between samples (STALE, a poll's age): once a second is as often as it
 # changes in words, and an idle monitor wakes no more than it must
@@ -438,12 +435,13 @@ class LltuiApp(App[int]):
     def focus_host(self, index: int) -> None:
         """Show host ``index`` of the fleet in the monitor: with the history and energy it
         has had since it was first opened, or a history of its own from now."""
-        from lltui.sources.gpu.fleet import FleetFocus
+        from lltui.services.rig import fleet_focus
 
-        if self._fleet is None or not isinstance(self.source, FleetFocus):
+        focus = fleet_focus(self.source)
+        if self._fleet is None or focus is None:
             return
         with self._focus_lock:
-            info = self.source.set_focus(index)
+            info = focus.set_focus(index)
             old = self.model
             model = self._host_models.get(index)
             if model is None:
@@ -476,9 +474,10 @@ class LltuiApp(App[int]):
         self.post_message(FleetChanged(index))
 
     def _fleet_focus_has(self, sample: RigSample) -> bool:
-        from lltui.sources.gpu.fleet import FleetFocus
+        from lltui.services.rig import fleet_focus
 
-        return not isinstance(self.source, FleetFocus) or self.source.is_current(sample)
+        focus = fleet_focus(self.source)
+        return focus is None or focus.is_current(sample)
 
     @on(FleetChanged)
     def _fleet_changed(self, message: FleetChanged) -> None:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from lltui.app.state.monitor import MonitorPrefs
     from lltui.core.llama.args import LlamaArgs
     from lltui.services.launch.controller import LaunchController
-    from lltui.sources.gpu.fleet import Fleet
+    from lltui.services.rig import Fleet
 
 
 class AppHost(Protocol):

@@ -13,11 +13,11 @@ from textual.message import Message
 if TYPE_CHECKING:
     from lltui.app.state.fit import FitOutcome
     from lltui.core.fit.quant_table import QuantFit
+    from lltui.core.gguf.refs import ModelFile
     from lltui.core.monitor.models import RigSample
     from lltui.core.topo.advice import Advice
+    from lltui.core.topo.matrix import TopologyReport
     from lltui.services.nccl import NcclReport
-    from lltui.sources.gpu.topo import TopologyReport
-    from lltui.sources.models.files import ModelFile
 
 
 @dataclass

@@ -6,9 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from lltui.core.monitor.models import RigSample
+from lltui.core.monitor.models import GpuSource, RigSample
 from lltui.core.text import error_text
-from lltui.sources.gpu.base import GpuSource
 
 SampleHook = Callable[[RigSample, float], object]
 ErrorHook = Callable[[str], object]

@@ -68,11 +68,6 @@ VIEWS: tuple[View, ...] = (
 MODES: dict[str, str | Callable[[], Screen[Any]]] = {v.mode: v.make for v in VIEWS}
 
 
-def view_number(mode: str) -> int:
-    """The number key of a view (1 for the monitor)."""
-    return next(n for n, v in enumerate(VIEWS, start=1) if v.mode == mode)
-
-
 def next_view(modes: Sequence[str], current: str) -> str:
     """The view after ``current`` (the first when ``current`` is none of them)."""
     position = modes.index(current) if current in modes else -1

@@ -10,7 +10,10 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lltui.services.rig import ReplayOptions
 
 
 class CliError(Exception):
@@ -57,10 +60,21 @@ def add_replay_options(p: argparse.ArgumentParser, default: object = None) -> No
     p.add_argument("--replay-loop", action="store_true", default=flag_default, help="loop a replay")
 
 
+def replay_options(args: argparse.Namespace) -> ReplayOptions:
+    """The ``--replay-*`` options of a parsed command line (defaults where absent)."""
+    from lltui.services.rig import ReplayOptions
+
+    return ReplayOptions(
+        speed=getattr(args, "replay_speed", None) or 1.0,
+        stepped=bool(getattr(args, "replay_step", False)),
+        loop=bool(getattr(args, "replay_loop", False)),
+    )
+
+
 def add_source_option(p: argparse.ArgumentParser, *, sub: bool = False, note: str = "") -> None:
     """``--source``, its help made from the table of source kinds. ``sub``: a subcommand's
     own, which wins over the one given before the subcommand."""
-    from lltui.sources.gpu.kinds import source_help
+    from lltui.services.rig import source_help
 
     where = "as the global --source: " if sub else ""
     tail = f"; {note}" if note else ("; also LLTUI_SOURCE" if not sub else "")
@@ -91,14 +105,9 @@ def open_recorder(path: str, source: str, *, full: bool = False) -> Any:
     """A Recorder writing ``path`` (``--record``), refused where it would overwrite the
     recording being replayed; a path that cannot be written is bad input. ``full``
     (``--record-full``) keeps the secrets of command lines."""
-    import os
+    from lltui.services.rig import start_recording
 
-    from lltui.sources.gpu.replay import Recorder
-
-    kind, _, replayed = source.partition(":")
-    if kind == "replay" and os.path.exists(path) and os.path.samefile(path, replayed):
-        raise CliError(f"--record {path} would overwrite the recording being replayed", 2)
     try:
-        return Recorder(path, full=full)
-    except OSError as exc:
-        raise CliError(f"--record {path}: {exc.strerror or exc}", 2) from None
+        return start_recording(path, source, full=full)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None

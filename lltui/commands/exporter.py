@@ -100,13 +100,14 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     import signal
-    import socket
     import threading
+    from pathlib import Path
 
+    from lltui.commands import replay_options
+    from lltui.config import ConfigError, load_settings
     from lltui.core.llama.address import is_loopback
-    from lltui.core.monitor.models import SourceUnavailable
-    from lltui.services.rig import RigRequest, open_rig
-    from lltui.sources.gpu.kinds import replay_options
+    from lltui.services.exporter import ExportFailed, ExportRequest, LlamaFollow, Serving, export
+    from lltui.services.rig import RigRequest
 
     host, port = parse_listen(args.listen)
     if not is_loopback(host):
@@ -135,93 +136,47 @@ def run(args: argparse.Namespace) -> int:
     for url in args.llama:
         if not url.startswith(("http://", "https://")):
             raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
-
-    spec = source_spec(args)
-    wanted = RigRequest(spec, getattr(args, "hosts", None), replay=replay_options(args))
-    if wanted.is_fleet:
-        raise CliError(
-            "the exporter serves one rig: run one exporter per host and let Prometheus "
-            "scrape them all",
-            2,
-        )
-    try:
-        rig = open_rig(wanted)
-        source, info = rig.source, rig.info
-        if info.simulated and not spec.lower().startswith("sim"):
-            rig.source.close()
-            why = (info.simulated_reason or "no NVIDIA GPU here").split("; showing")[0]
-            raise CliError(
-                f"nothing to export: {why} (a simulated rig is served only when asked for: "
-                "--source sim:PROFILE)",
-                1,
-            )
-    except ValueError as exc:
-        raise CliError(str(exc), 2) from None
-    except SourceUnavailable as exc:
-        raise CliError(f"source {spec}: {exc}", 1) from None
-
-    from pathlib import Path
-
-    from lltui.services.exporter import LlamaFollow, Sampler, make_registry, serve
-    from lltui.sources.gpu.prom import public_spec
-
-    follows = [
-        LlamaFollow(
-            url=url,
-            log=Path(args.llama_log[i]) if i < len(args.llama_log) else None,
-            api_key=api_key,
-        )
-        for i, url in enumerate(args.llama)
-    ]
-    from lltui.config import ConfigError, load_settings
-
     try:
         thresholds = load_settings(None, path=getattr(args, "config", None)).alerts.thresholds
     except ConfigError as exc:
-        source.close()
         raise CliError(str(exc), 2) from None
-    host_label = args.host_label or info.hostname or socket.gethostname()
-    sampler = Sampler(
-        source,
-        host=host_label,
+    logs = [Path(p) for p in args.llama_log]
+    request = ExportRequest(
+        RigRequest(source_spec(args), getattr(args, "hosts", None), replay=replay_options(args)),
+        host,
+        port,
         interval_s=interval,
-        llama=follows,
+        llama=tuple(
+            LlamaFollow(url, logs[i] if i < len(logs) else None, api_key)
+            for i, url in enumerate(args.llama)
+        ),
+        host_label=args.host_label,
         max_processes=args.max_processes,
         thresholds=thresholds,
-        on_error=lambda line: print(f"lltui exporter: {line}", file=sys.stderr, flush=True),
     )
-    try:
-        sampler.start()
-        try:
-            server, _thread = serve(
-                make_registry(sampler), host, port, version=lambda: sampler.version
-            )
-        except OSError as exc:
-            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
-        bound = server.server_address[1]
-        shown = f"[{host}]" if ":" in host else host
-        simulated = " (SIMULATED rig)" if info.simulated else ""
+
+    def serving(now: Serving) -> None:
+        simulated = " (SIMULATED rig)" if now.info.simulated else ""
         print(
-            f"lltui exporter: serving http://{shown}:{bound}/metrics, "
-            f"source {public_spec(spec)}{simulated}, "
+            f"lltui exporter: serving {now.url}, source {now.source}{simulated}, "
             f"every {interval:g} s",
             flush=True,
         )
-        if info.simulated and info.simulated_reason:
-            print(f"lltui exporter: {info.simulated_reason}", file=sys.stderr, flush=True)
-        stop = threading.Event()
+        if now.info.simulated and now.info.simulated_reason:
+            print(f"lltui exporter: {now.info.simulated_reason}", file=sys.stderr, flush=True)
 
-        def _stop(_signum: int, _frame: object) -> None:
-            stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _stop)
-        stop.wait()
-        server.shutdown()
-        server.server_close()
-    finally:
-        sampler.stop()
-        source.close()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda _signum, _frame: stop.set())
+    try:
+        export(
+            request,
+            stop,
+            on_serving=serving,
+            on_error=lambda line: print(f"lltui exporter: {line}", file=sys.stderr, flush=True),
+        )
+    except ExportFailed as exc:
+        raise CliError(str(exc), exc.code) from None
     return 0
 
 

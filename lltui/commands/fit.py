@@ -209,6 +209,12 @@ def _to_json(report: FitReport) -> dict[str, Any]:
             }
             for p in report.setup.measured
         ]
+    if report.plan is not None:
+        from lltui.commands.fit_best import plan_json
+
+        data["planner"] = plan_json(
+            report.setup.model_path, report.plan, report.llama_fit, report.fit_aborts
+        )
     if report.best is not None:
         data["best"] = [
             {
@@ -221,6 +227,7 @@ def _to_json(report: FitReport) -> dict[str, Any]:
             }
             for c in report.best
         ]
+    if report.best is not None or report.plan is not None:
         lf = report.llama_fit
         data["llama_fit"] = (
             None
@@ -263,6 +270,12 @@ def _to_text(report: FitReport, goal: str | None) -> str:
         text += f"\nnote: {one_line(n)}"
     if report.oracle is not None:
         text += "\n\n" + oracle_to_text(report.oracle)
+    if report.plan is not None:
+        from lltui.commands.fit_best import plan_text
+
+        text += "\n" + plan_text(
+            report.setup.model_path, report.plan, report.llama_fit, report.fit_aborts
+        )
     if report.best is not None:
         text += f"\n\nbest for {goal} (added to the flags given):"
         if not report.best:

@@ -41,8 +41,8 @@ def register(sub: Any) -> None:
 
 
 def _request(args: argparse.Namespace) -> RigRequest:
+    from lltui.commands import replay_options
     from lltui.services.rig import RigRequest
-    from lltui.sources.gpu.kinds import replay_options
 
     timeout = getattr(args, "sub_host_timeout", None)
     if timeout is None:
@@ -97,6 +97,7 @@ def _alerts(
 
     from lltui.config import ConfigError, load_settings
     from lltui.core.monitor.alerts import AlertTracker, SourceStatus, source_problem
+    from lltui.services.rig import kind_of
 
     try:
         settings = load_settings(None, path=getattr(args, "config", None))
@@ -104,7 +105,7 @@ def _alerts(
         raise CliError(str(exc), 2) from None
     tracker = AlertTracker(settings.alerts.thresholds, instant=True)
     sources = None
-    if source is not None and not source.startswith("replay:"):
+    if source is not None and not kind_of(source).recorded:
         sources = [SourceStatus(source, source_problem(source, rigs[None].info))]
     tracker.update(time.time(), rigs=rigs, sources=sources)
     return tracker.active
@@ -151,6 +152,6 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
 
 def _code(exc: Exception) -> int:
     """2 for a file that is not a recording (bad input), 1 for a source that failed."""
-    from lltui.sources.gpu.replay import RecordingUnreadable
+    from lltui.core.monitor.models import RecordingUnreadable
 
     return 2 if isinstance(exc, RecordingUnreadable) else 1

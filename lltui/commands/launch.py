@@ -82,6 +82,8 @@ class _Own:
     models: str | None = None  # router mode: a models directory or a preset file
     pin: tuple[str, ...] = ()
     load: tuple[str, ...] = ()
+    priority: tuple[str, ...] = ()  # router mode: NAME=N
+    on_demand: bool = True  # router mode: the proxy that loads models as requests ask
     gpus: str | None = None  # router mode: the devices the plan assumes
     unknown: bool = False  # flags the pinned table lacks, left for the binary to judge
 
@@ -101,6 +103,8 @@ def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
         models=found.last("--models"),
         pin=found.all("--pin"),
         load=found.all("--load"),
+        priority=found.all("--priority"),
+        on_demand="--no-on-demand" not in found.switches,
         gpus=found.last("--gpus"),
         unknown=bool(found.unknown),
     )
@@ -131,8 +135,12 @@ def run(args: argparse.Namespace) -> int:
         return _run_with_rpc_hosts(own, words)
     if _router_mode(own, words):
         return _run_router(own, words)
-    if own.pin or own.load or own.gpus:
-        raise CliError("launch: --pin, --load and --gpus are for a router (--models)", 2)
+    if own.pin or own.load or own.gpus or own.priority or not own.on_demand:
+        raise CliError(
+            "launch: --pin, --load, --priority, --no-on-demand and --gpus are for a router "
+            "(--models)",
+            2,
+        )
     session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
     try:
         with session:
@@ -160,6 +168,8 @@ def _run_router(own: _Own, words: list[str]) -> int:
         words,
         keep=own.pin,
         load=own.load,
+        priority=own.priority,
+        on_demand=own.on_demand,
         gpus=own.gpus,
         dry=own.dry_run,
         as_json=own.json,

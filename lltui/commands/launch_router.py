@@ -16,6 +16,7 @@ from lltui.commands import CliError
 from lltui.commands.launch_output import say as _say
 
 if TYPE_CHECKING:
+    from lltui.core.fit.evict import Decision
     from lltui.services.launch.router import PreparedRouter, RouterSession
     from lltui.services.launch.state import LaunchState
 
@@ -36,11 +37,13 @@ def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool)
                 "argv": command.display_argv(),
                 "env": command.display_env(),
                 "env_inherited": relevant_inherited_env(environ, command),
-                "url": prepared.launch.spec.url,
+                "url": prepared.url,
+                "router_url": prepared.launch.spec.url,
                 "preset_path": prepared.preset_path,
                 "preset": prepared.preset,
                 "keep": list(prepared.kept),
                 "load": list(prepared.load),
+                "on_demand": _on_demand_json(prepared),
                 "plan": plan_to_json(prepared.report.plan, prepared.report.notes),
             }
         )
@@ -49,7 +52,32 @@ def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool)
     _say(f"preset: {prepared.preset_path}")
     for line in prepared.preset.rstrip().splitlines():
         _say(f"  {line}")
+    if prepared.proxy_url is not None:
+        _say(f"on demand at {prepared.proxy_url} (the router at {prepared.launch.spec.url}):")
+        for name, d in prepared.on_demand().items():
+            _say(f"  {name}: {_decision_text(d)}")
     return 0
+
+
+def _decision_text(d: Decision) -> str:
+    if d.action == "loaded":
+        return "loaded at start"
+    if d.action == "load":
+        return "would load now"
+    if d.action == "evict":
+        return f"would unload {', '.join(d.evict)}, then load"
+    return f"cannot load: {d.reason}"
+
+
+def _on_demand_json(prepared: PreparedRouter) -> dict[str, Any] | None:
+    """For each model: what a request for it would do once the start's loads are done."""
+    if prepared.proxy_url is None:
+        return None
+    decisions = prepared.on_demand()
+    return {
+        "url": prepared.proxy_url,
+        "models": {name: d.to_json() for name, d in decisions.items()},
+    }
 
 
 def _ready_line(prepared: PreparedRouter, st: LaunchState, as_json: bool) -> str:
@@ -58,7 +86,8 @@ def _ready_line(prepared: PreparedRouter, st: LaunchState, as_json: bool) -> str
         return json.dumps(
             {
                 "event": "ready",
-                "url": prepared.launch.spec.url,
+                "url": prepared.url,
+                "router_url": prepared.launch.spec.url,
                 "pid": st.pid,
                 "argv": list(st.argv),
                 "preset": prepared.preset_path,
@@ -66,9 +95,12 @@ def _ready_line(prepared: PreparedRouter, st: LaunchState, as_json: bool) -> str
                 "kept": list(prepared.kept),
             }
         )
+    demand = ""
+    if prepared.proxy_url is not None:
+        demand = f"; loaded on demand (the router itself at {prepared.launch.spec.url})"
     return (
-        f"llama-server router ready at {prepared.launch.spec.url} (pid {st.pid}): "
-        f"{len(names)} models: {', '.join(names)}; preset {prepared.preset_path}"
+        f"llama-server router ready at {prepared.url} (pid {st.pid}): "
+        f"{len(names)} models: {', '.join(names)}; preset {prepared.preset_path}{demand}"
     )
 
 
@@ -90,6 +122,8 @@ def run_router(
     *,
     keep: tuple[str, ...],
     load: tuple[str, ...],
+    priority: tuple[str, ...] = (),
+    on_demand: bool = True,
     gpus: str | None = None,
     dry: bool,
     as_json: bool,
@@ -102,7 +136,14 @@ def run_router(
 
     shared, entries = _split(source, entries_words)
     request = RouterRequest(
-        source=source, entries=entries, words=tuple(shared), keep=keep, load=load, gpus=gpus
+        source=source,
+        entries=entries,
+        words=tuple(shared),
+        keep=keep,
+        load=load,
+        gpus=gpus,
+        on_demand=on_demand,
+        priority=_priorities(priority),
     )
     session = RouterSession(request, on_note=_say_note)
     try:
@@ -113,6 +154,21 @@ def run_router(
             return supervise(session, as_json=as_json)
     except LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
+
+
+def _priorities(given: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """``--priority NAME=N`` values (CliError naming the bad one)."""
+    out = []
+    for item in given:
+        name, eq, value = item.rpartition("=")
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if not eq or not name or number is None:
+            raise CliError(f"launch: --priority {item}: expected NAME=N (N an integer)", 2)
+        out.append((name, number))
+    return tuple(out)
 
 
 def _split(source: str | None, words: list[str]) -> tuple[list[str], tuple[Any, ...]]:

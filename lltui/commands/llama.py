@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
-    from lltui.sources.llama import build as llama_build
+    from lltui.services.llama import BuildError, install
 
     if args.jobs is not None and args.jobs < 1:
         raise CliError("llama install: --jobs must be 1 or more", 2)
@@ -78,10 +78,8 @@ def _install(args: argparse.Namespace) -> int:
 
     try:
         backend = "rocm" if args.rocm else "vulkan" if args.vulkan else ""
-        result = llama_build.build(
-            cuda=args.cuda, jobs=args.jobs, progress=progress, backend=backend
-        )
-    except llama_build.BuildError as exc:
+        result = install(cuda=args.cuda, jobs=args.jobs, progress=progress, backend=backend)
+    except BuildError as exc:
         for line in exc.log_tail[-15:]:
             print(f"  | {line}", file=sys.stderr)
         raise CliError(f"llama install: {exc}", exc.code) from None
@@ -104,14 +102,13 @@ def _install(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from lltui.sources.llama import binary as llama_bin
+    from lltui.services.llama import LlamaBinaryError, server_facts
 
     try:
-        binary = llama_bin.find_llama_server()
-        probe = llama_bin.probe(binary.path)
-        devices = llama_bin.list_devices(binary.path)
-    except llama_bin.LlamaBinaryError as exc:
+        facts = server_facts()
+    except LlamaBinaryError as exc:
         raise CliError(f"llama info: {exc}", 1) from None
+    binary, probe, devices = facts.binary, facts.probe, facts.devices
     version = probe.version
     data: dict[str, Any] = {
         "path": str(binary.path),

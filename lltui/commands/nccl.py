@@ -285,7 +285,7 @@ def _parse_gpus(text: str | None) -> list[int] | None:
 
 def run_bench(args: argparse.Namespace) -> int:
     from lltui.core.units import parse_size
-    from lltui.sources.nccl import CudaError, NCCLError, NcclUnavailable, run_allreduce_bench
+    from lltui.services.nccl import BenchFailed, allreduce_bench
 
     try:
         min_b, max_b = parse_size(args.min_size), parse_size(args.max_size)
@@ -297,7 +297,7 @@ def run_bench(args: argparse.Namespace) -> int:
         raise CliError("--iters must be 1 or more and --warmup 0 or more", 2)
     devices = _parse_gpus(args.gpus)
     try:
-        result = run_allreduce_bench(
+        result = allreduce_bench(
             devices=devices,
             min_bytes=min_b,
             max_bytes=max_b,
@@ -308,12 +308,8 @@ def run_bench(args: argparse.Namespace) -> int:
             nccl_path=args.lib or getattr(args, "nccl_lib", None),
             cudart_path=args.cudart,
         )
-    except NcclUnavailable as exc:
-        raise CliError(f"nccl bench: {exc}", 1) from None
-    except (NCCLError, CudaError) as exc:
-        raise CliError(f"nccl bench: {exc}", 1) from None
-    except ValueError as exc:
-        raise CliError(f"nccl bench: {exc}", 2) from None
+    except BenchFailed as exc:
+        raise CliError(f"nccl bench: {exc}", exc.code) from None
     if _wants_json(args):
         print_json(result.to_json())
     else:

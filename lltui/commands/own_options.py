@@ -27,6 +27,13 @@ def _goals() -> tuple[str, ...]:
     return GOALS
 
 
+def _fit_goals() -> tuple[str, ...]:
+    from lltui.core.fit.best import GOALS
+    from lltui.core.fit.planner import PLAN_GOALS
+
+    return GOALS + PLAN_GOALS
+
+
 def _cpu_spec(value: str) -> bool:
     """fit's ``--host cores=16,mem=...``; llama-server's ``--host ADDRESS`` has no ``=``."""
     return "=" in value
@@ -110,8 +117,11 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "first), -ctk/-ctv, -ub, -c and on several GPUs -ts (each GPU's layers sized to its "
         "memory after fixed costs, shown where it fits more than llama.cpp's default split): "
         "context (the largest context), speed (the fastest decode at -c) or gpu-only "
-        "(nothing on the CPU)",
-        choices=_goals,
+        "(nothing on the CPU). The planner's goals choose by speed among -sm layer/tensor, "
+        "sets and orders of GPUs (-dev), --n-cpu-moe or -ngl (the least that fits) and -ub, "
+        "at -c: decode, prompt, joules (energy per token) or fewest-gpus (within 90% of the "
+        "fastest decode); with tensor or layer on this rig, and llama.cpp's --fit beside",
+        choices=_fit_goals,
     ),
     OwnOption(
         "--best",
@@ -241,6 +251,24 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         (LAUNCH,),
         "(repeatable) load NAME once the router is ready",
         repeat=True,
+        group=ROUTER,
+    ),
+    OwnOption(
+        "--priority",
+        "NAME=N",
+        (LAUNCH,),
+        "(repeatable) NAME's priority when lltui unloads models to load another (default 0; "
+        "a lower priority is unloaded first)",
+        repeat=True,
+        group=ROUTER,
+    ),
+    OwnOption(
+        "--no-on-demand",
+        None,
+        (LAUNCH,),
+        "no proxy: clients talk to the router itself, and a request for a model that is not "
+        "loaded is refused (by default lltui listens on the address, the router on a private "
+        "port, and a request loads its model, unloading the ones the plan says must go)",
         group=ROUTER,
     ),
     OwnOption(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from lltui.commands import CliError, print_json
 
 if TYPE_CHECKING:
-    from lltui.sources.models.read import ModelChoice
+    from lltui.services.fit import ModelChoice
 
 
 def show_choices(exc: ModelChoice, verb: str, as_json: bool) -> bool:

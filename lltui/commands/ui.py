@@ -58,7 +58,7 @@ def _run_app(args: argparse.Namespace) -> int:
     view = args.view or "monitor"
 
     from lltui.app.app import LltuiApp, create_app
-    from lltui.sources.gpu.kinds import replay_options
+    from lltui.commands import replay_options
 
     if view not in LltuiApp.MODES:
         raise CliError(f"unknown view {view!r}; views: {', '.join(LltuiApp.MODES)}", 2)

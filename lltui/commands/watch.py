@@ -77,12 +77,12 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lltui.commands import replay_options
     from lltui.commands.exporter import _api_key
     from lltui.core.monitor.alerts import alerts_to_json, change_to_json, exit_code
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest
     from lltui.services.rig import RigRequest
-    from lltui.sources.gpu.kinds import replay_options
 
     settings = _settings(args)
     interval = args.sub_interval

@@ -35,12 +35,6 @@ def fmt_mib(n: int | float | None) -> str:
     return f"{round(n / MIB)} MiB"
 
 
-def fmt_gib(n: int | float | None, precision: int = 1) -> str:
-    if n is None or not math.isfinite(n):
-        return NA
-    return f"{n / GIB:.{precision}f}G"
-
-
 def fmt_pct(p: float | None, *, width: int = 0) -> str:
     if p is None or not math.isfinite(p):
         return NA.rjust(width)
@@ -57,12 +51,6 @@ def fmt_temp(c: float | None) -> str:
     if c is None or not math.isfinite(c):
         return NA
     return f"{c:.0f}°C"
-
-
-def fmt_mhz(mhz: int | float | None) -> str:
-    if mhz is None or not math.isfinite(mhz):
-        return NA
-    return f"{mhz:.0f} MHz"
 
 
 def fmt_rate_kbs(kbs: float | None) -> str:

@@ -33,7 +33,7 @@ from lltui.core.monitor.alerts import (
 from lltui.core.monitor.fleet import status_of
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text
-from lltui.services.rig import Rig, RigRequest, open_rig
+from lltui.services.rig import Rig, RigRequest, kind_of, open_rig
 
 MAX_RUNNING_HOOKS = 4  # a storm of alerts starts at most this many commands at once
 KILL_GRACE_S = 1.0  # after SIGTERM, before SIGKILL
@@ -242,12 +242,12 @@ class AlertWatch:
                 ended = sample.ended
                 error = sample.error if not sample.ended else None
                 failed = error if not sample.gpus else None  # no GPU at all, and why
-                if self._rig.source.name.startswith("replay:"):
+                if kind_of(self._rig.source.name).recorded:
                     now = sample.wall  # a recording's alerts happened at its own times
         llama = [self._llama_status(i) for i in range(len(self._clients))] or None
         # no real GPU where one was expected is critical, a simulated rig asked for is not
         sources = None
-        if fleet is None and not self._rig.source.name.startswith("replay:"):
+        if fleet is None and not kind_of(self._rig.source.name).recorded:
             label = self.request.rig.source or "auto"
             sources = [SourceStatus(label, source_problem(label, self._rig.info, failed))]
         changes = self.tracker.update(now, rigs=rigs, llama=llama, hosts=hosts, sources=sources)

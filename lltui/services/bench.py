@@ -643,7 +643,3 @@ def reset_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
     with rig_store.locked(env), contextlib.suppress(FileNotFoundError):
         os.unlink(shown.path)
     return shown
-
-
-def with_calibration(options: FitOptions, cal: Calibration | None) -> FitOptions:
-    return replace(options, calibration=cal)

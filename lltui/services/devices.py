@@ -29,6 +29,13 @@ class DeviceSpecError(ValueError):
     """A --gpus spec that cannot be used; ``str()`` is one line."""
 
 
+def sim_profile_names() -> list[str]:
+    """The simulated rigs an estimate can be made for, by name."""
+    from lltui.sources.gpu.sim import PROFILES
+
+    return list(PROFILES)
+
+
 def sim_devices(profile: str) -> list[DeviceSpec]:
     """A simulated profile's GPUs, empty, in CUDA order."""
     from lltui.sources.gpu.sim import PROFILES, cuda_order
@@ -117,14 +124,9 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
 def _sample(kind: str) -> RigSample:
     """One sample of this machine's GPUs from source ``kind`` (nvml, amd); SourceUnavailable,
     ImportError or OSError without."""
-    from lltui.sources.gpu.kinds import SourceSpec, make_source
+    from lltui.services.rig import RigRequest, sample_once
 
-    source = make_source(SourceSpec(kind))
-    source.open()
-    try:
-        return source.poll()
-    finally:
-        source.close()
+    return sample_once(RigRequest(kind), settle_s=0)
 
 
 def local_devices() -> tuple[list[DeviceSpec], str | None]:

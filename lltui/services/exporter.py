@@ -2,7 +2,7 @@
 
 One thread samples the source (and the llama-servers followed) every interval and keeps the
 last result; a scrape reads that result and never samples. Families come from
-:mod:`lltui.core.monitor.prom`; ``prometheus_client`` (imported here, lazily by the
+:mod:`lltui.core.monitor.prom_export`; ``prometheus_client`` (imported here, lazily by the
 command) writes the exposition text and serves it.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
@@ -29,18 +29,13 @@ from lltui.core.llama.metrics import SlotState
 from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.memory.kv_fill import RATE_WINDOW_S, KvFill, KvLayout, kv_fill, kv_layout
 from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
-from lltui.core.monitor.models import RigSample, SourceUnavailable
-from lltui.core.monitor.prom import (
-    DEFAULT_MAX_PROCESSES,
-    Family,
-    KvGauge,
-    LlamaExport,
-    alert_families,
-    llama_families,
-    rig_families,
-)
+from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.prom import DEFAULT_MAX_PROCESSES, Family, KvGauge, LlamaExport
+from lltui.core.monitor.prom_export import alert_families, llama_families, rig_families
 from lltui.core.text import error_text
-from lltui.sources.gpu.base import GpuSource
+
+if TYPE_CHECKING:
+    from lltui.services.rig import Rig, RigRequest
 
 LOG_READ_BYTES = 8 * 1024 * 1024  # placement lines come early in a llama-server log
 
@@ -527,3 +522,106 @@ def serve(
     thread = threading.Thread(target=httpd.serve_forever, name="lltui-exporter-http", daemon=True)
     thread.start()
     return httpd, thread
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What ``lltui exporter`` serves: one rig (not a fleet), sampled every ``interval_s``,
+    on ``host:port``, with the llama-servers it follows."""
+
+    rig: RigRequest
+    host: str
+    port: int
+    interval_s: float = 1.0
+    llama: tuple[LlamaFollow, ...] = ()
+    host_label: str | None = None  # None: the rig's host name, else this machine's
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    thresholds: AlertThresholds | None = None
+
+
+class ExportFailed(Exception):
+    """The exporter cannot serve; ``str()`` is one line, ``code`` 2 for bad input."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What is being served, once it is: the URL as bound and the source without secrets."""
+
+    url: str
+    source: str
+    info: RigInfo
+
+
+def _open_rig(request: RigRequest) -> Rig:
+    """The one rig to export; a simulated one only where asked for by name."""
+    from lltui.services.rig import kind_of, open_rig
+
+    if request.is_fleet:
+        raise ExportFailed(
+            "the exporter serves one rig: run one exporter per host and let Prometheus "
+            "scrape them all",
+            2,
+        )
+    try:
+        rig = open_rig(request)
+    except ValueError as exc:
+        raise ExportFailed(str(exc), 2) from None
+    except SourceUnavailable as exc:
+        raise ExportFailed(f"source {request.source}: {exc}") from None
+    if rig.info.simulated and not kind_of(request.source).simulated:
+        rig.source.close()
+        why = (rig.info.simulated_reason or "no NVIDIA GPU here").split("; showing")[0]
+        raise ExportFailed(
+            f"nothing to export: {why} (a simulated rig is served only when asked for: "
+            "--source sim:PROFILE)"
+        )
+    return rig
+
+
+def export(
+    request: ExportRequest,
+    stop: threading.Event,
+    *,
+    on_serving: Callable[[Serving], None],
+    on_error: Callable[[str], None],
+) -> None:
+    """Sample the rig and serve its metrics until ``stop`` is set; everything it started is
+    stopped and closed on the way out. ExportFailed when it cannot start."""
+    import socket
+
+    from lltui.sources.gpu.prom import public_spec
+
+    rig = _open_rig(request.rig)
+    sampler = Sampler(
+        rig.source,
+        host=request.host_label or rig.info.hostname or socket.gethostname(),
+        interval_s=request.interval_s,
+        llama=request.llama,
+        max_processes=request.max_processes,
+        thresholds=request.thresholds,
+        on_error=on_error,
+    )
+    host, port = request.host, request.port
+    try:
+        sampler.start()
+        try:
+            server, _thread = serve(
+                make_registry(sampler), host, port, version=lambda: sampler.version
+            )
+        except OSError as exc:
+            raise ExportFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        try:
+            shown = f"[{host}]" if ":" in host else host
+            url = f"http://{shown}:{server.server_address[1]}/metrics"
+            on_serving(Serving(url, public_spec(request.rig.source or "auto"), rig.info))
+            stop.wait()
+        finally:
+            server.shutdown()
+            server.server_close()
+    finally:
+        sampler.stop()
+        rig.source.close()

@@ -30,11 +30,15 @@ from lltui.services.devices import DeviceSpecError, describe, resolve_devices, w
 from lltui.sources.models.read import ModelChoice, ModelError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lltui.core.fit.best import Candidate, Progress
     from lltui.core.fit.llama_fit import FitChoice
+    from lltui.core.fit.planner import PlanResult
     from lltui.core.fit.quant_best import QuantChoice, QuantOption
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.fit.report import OracleComparison
+    from lltui.core.gguf.refs import ModelFile
     from lltui.core.memory.parts import ExtraModels
     from lltui.core.memory.results import ModelSummary
     from lltui.core.monitor.models import RigInfo, RigSample
@@ -123,6 +127,8 @@ class FitReport:
     best: tuple[Candidate, ...] | None = None  # with a goal: the command lines that fit
     oracle: OracleComparison | None = None  # llama-fit-params beside it, when asked
     llama_fit: FitChoice | None = None  # with a goal: what llama.cpp's --fit would run
+    plan: PlanResult | None = None  # with a planner's goal (decode, prompt, ...): its choice
+    fit_aborts: str | None = None  # why llama.cpp's --fit leaves the command given as it is
 
 
 # --- reading a request ---------------------------------------------------------------------------
@@ -183,7 +189,7 @@ def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
     if not request.use_rig or request.gpus is not None or request.sample is not None:
         return request, None
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.services.rig import RigRequest, sample_once
+    from lltui.services.rig import RigRequest, profile_in_use, sample_once
 
     wanted = RigRequest(source=request.rig_source)
     if wanted.is_fleet:
@@ -195,8 +201,9 @@ def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
     except SourceUnavailable as exc:
         raise FitFailed(f"{request.verb}: source {request.rig_source}: {exc}", 1) from None
     info = sample.info
-    if info.simulated and info.source.startswith("sim:"):
-        return replace(request, gpus=info.source), info
+    profile = profile_in_use(info)
+    if profile is not None:
+        return replace(request, gpus=profile), info
     return replace(request, sample=sample, watch_rig=True), info
 
 
@@ -263,6 +270,20 @@ _remote: dict[str, tuple[float, GgufModel]] = {}
 _remote_lock = threading.Lock()
 
 
+def model_roots() -> list[Path]:
+    """The folders the fit view lists GGUF files from."""
+    from lltui.sources.models.files import default_roots
+
+    return default_roots()
+
+
+def find_local_models(roots: Sequence[Path]) -> list[ModelFile]:
+    """The GGUF files under ``roots`` (a split model as one file), bounded in number."""
+    from lltui.sources.models.files import find_models
+
+    return find_models(roots)
+
+
 def read_model(path: str, verb: str = "fit", keep: bool = False) -> GgufModel:
     """The model's header (:class:`ModelError` with one line). ``keep``: a remote one
     (hf:..., a URL) is kept a while, so that editing a view does not ask the network again
@@ -313,18 +334,39 @@ def fit(
     """What llama-server will allocate on each device, whether it fits, how fast it runs;
     ``best``: the command lines that fit, ranked for that goal (``progress`` told how the
     search goes); ``oracle``: llama-fit-params run beside it."""
+    from lltui.core.fit.best import GOALS
+    from lltui.core.fit.planner import PLAN_GOALS
+
+    if best is not None and best not in GOALS + PLAN_GOALS:
+        goals = ", ".join(GOALS + PLAN_GOALS)
+        raise FitFailed(f"fit: --best: expected one of {goals}, got {best!r}", 2)
     setup = prepare(request)
     result = estimate_setup(setup)
-    found = _best(setup, result, best, progress) if best is not None else None
+    planned = best in PLAN_GOALS
+    plan = _plan(setup, result, best, progress) if best is not None and planned else None
+    found = _best(setup, result, best, progress) if best is not None and not planned else None
     checked = _oracle(setup, setup.here) if oracle else None
-    fit_choice = None
+    fit_choice = aborts = None
     if best is not None:
-        from lltui.core.fit.llama_fit import llama_fit_choice
+        from lltui.core.fit.llama_fit import fit_aborts, llama_fit_choice
         from lltui.core.memory.parts import less_free
 
         room = list(less_free(setup.devices, result.parts))
         fit_choice = llama_fit_choice(setup.gguf, setup.args, room, setup.options)
-    return FitReport(setup, result, found, checked, fit_choice)
+        aborts = fit_aborts(setup.args)
+    return FitReport(setup, result, found, checked, fit_choice, plan, aborts)
+
+
+def _plan(setup: FitSetup, result: FitResult, goal: str, progress: Progress | None) -> PlanResult:
+    from lltui.core.fit.planner import plan_best
+    from lltui.core.memory.parts import less_free
+
+    try:
+        # searched in what the draft, projector and adapters leave
+        room = list(less_free(setup.devices, result.parts))
+        return plan_best(setup.gguf, setup.args, room, setup.options, goal, progress=progress)
+    except ValueError as exc:
+        raise FitFailed(f"fit: {exc}", 2) from None
 
 
 def _best(

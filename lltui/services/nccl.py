@@ -11,10 +11,20 @@ from typing import TYPE_CHECKING, Any
 from lltui.core.monitor.models import SourceUnavailable
 from lltui.core.nccl.findings import Finding, NcclFacts, findings_to_json, nccl_findings
 from lltui.core.nccl.variables import nccl_environment
+from lltui.sources.nccl import (  # the seed API's NCCL names, served as they are
+    NCCLCommunicator as NCCLCommunicator,
+)
+from lltui.sources.nccl import get_nccl_info as get_nccl_info
+from lltui.sources.nccl import get_nccl_version as get_nccl_version
+from lltui.sources.nccl import is_nccl_available as is_nccl_available
+from lltui.sources.nccl import kaggle_nccl_config as kaggle_nccl_config
+from lltui.sources.nccl import print_nccl_info as print_nccl_info
+from lltui.sources.nccl import setup_nccl_environment as setup_nccl_environment
 from lltui.sources.nccl.finder import LibraryCandidate, library_kind
 
 if TYPE_CHECKING:
     from lltui.sources.gpu.kinds import SourceSpec
+    from lltui.sources.nccl.bench import BenchResult
 
 
 def _candidates_json(cands: tuple[LibraryCandidate, ...]) -> list[dict[str, str]]:
@@ -170,9 +180,31 @@ def nccl_report(
     environ: Mapping[str, str] | None = None,
 ) -> NcclReport:
     """Raises ValueError for a source spec that does not parse."""
-    from lltui.sources.gpu.kinds import parse_source_spec
+    from lltui.sources.gpu.kinds import KINDS, parse_source_spec
 
     spec = parse_source_spec(source)
-    if spec.kind == "sim":
+    if KINDS[spec.kind].simulated:
         return _simulated_report(spec)
     return _local_report(spec, lib_path, environ)
+
+
+class BenchFailed(Exception):
+    """The all-reduce bench could not run or failed; ``str()`` is one line, ``code`` 2 for
+    settings it refused, 1 for a library or GPU that failed."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def allreduce_bench(**settings: Any) -> BenchResult:
+    """The all-reduce bus-bandwidth sweep across the local GPUs (``settings``: those of
+    ``run_allreduce_bench``). BenchFailed, whatever went wrong."""
+    from lltui.sources.nccl import CudaError, NCCLError, NcclUnavailable, run_allreduce_bench
+
+    try:
+        return run_allreduce_bench(**settings)
+    except (NcclUnavailable, NCCLError, CudaError, OSError) as exc:
+        raise BenchFailed(str(exc)) from None
+    except ValueError as exc:
+        raise BenchFailed(str(exc), 2) from None

@@ -7,19 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lltui.core.monitor.models import RigInfo, RigSample
-from lltui.sources.gpu.base import GpuSource
-from lltui.sources.gpu.kinds import (
-    ReplayOptions,
-    is_fleet,
-    open_source,
-    parse_source_spec,
-)
+from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
+from lltui.sources.gpu.kinds import ReplayOptions as ReplayOptions  # the front ends' too
+from lltui.sources.gpu.kinds import is_fleet, kind_of, open_source, parse_source_spec
+from lltui.sources.gpu.kinds import one_sample as one_sample  # the API's quick read
+from lltui.sources.gpu.kinds import source_help as source_help  # --source's help
 
 if TYPE_CHECKING:
     from lltui.core.monitor.fleet import FleetSample
-    from lltui.sources.gpu.fleet import Fleet
-    from lltui.sources.gpu.topo import TopologyReport
+    from lltui.core.topo.matrix import TopologyReport
+    from lltui.sources.gpu.fleet import Fleet, FleetFocus
+    from lltui.sources.gpu.replay import Recorder
 
 MAX_HOST_TIMEOUT_S = 3600.0
 
@@ -77,6 +75,18 @@ def open_rig(request: RigRequest) -> Rig:
     return Rig(source, info)
 
 
+def profile_in_use(info: RigInfo) -> str | None:
+    """The simulated rig (``sim:PROFILE``) a rig is; None for a real one or a recording."""
+    return info.source if info.simulated and kind_of(info.source).simulated else None
+
+
+def fleet_focus(source: GpuSource) -> FleetFocus | None:
+    """``source`` as a fleet's focus on one of its hosts; None for a single rig."""
+    from lltui.sources.gpu.fleet import FleetFocus
+
+    return source if isinstance(source, FleetFocus) else None
+
+
 def topology_in_use(source: str | None) -> tuple[TopologyReport, RigInfo | None]:
     """The topology of the rig ``source`` (``--source``) names: live (nvidia-smi, else NVML);
     for ``auto`` where neither answers, the simulated rig the monitor then shows, as the
@@ -86,7 +96,7 @@ def topology_in_use(source: str | None) -> tuple[TopologyReport, RigInfo | None]
     from lltui.sources.gpu.topo import topology_for_source
 
     spec = parse_source_spec(source)
-    if spec.kind == "sim":
+    if kind_of(spec.kind).simulated:
         return topology_for_source(str(spec)), _info(str(spec))
     try:
         return topology_for_source(str(spec)), None
@@ -127,3 +137,20 @@ def poll_fleet_once(request: RigRequest) -> FleetSample:
         return fleet.poll_once()
     finally:
         fleet.close()
+
+
+def start_recording(path: str, source: str, *, full: bool = False) -> Recorder:
+    """A Recorder writing ``path`` (``--record``); ``full`` keeps command lines' secrets.
+    ValueError (one line) where it would overwrite the recording being replayed or cannot
+    be written."""
+    import os
+
+    from lltui.sources.gpu.replay import Recorder
+
+    replayed = source.partition(":")[2]
+    if kind_of(source).recorded and os.path.exists(path) and os.path.samefile(path, replayed):
+        raise ValueError(f"--record {path} would overwrite the recording being replayed")
+    try:
+        return Recorder(path, full=full)
+    except OSError as exc:
+        raise ValueError(f"--record {path}: {exc.strerror or exc}") from None

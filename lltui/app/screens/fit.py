@@ -29,13 +29,13 @@ from lltui.app.state.fit import (
 )
 from lltui.core.speed.model import speed_line
 from lltui.core.units import MIB, compact_indexes, compact_names, fmt_bytes
-from lltui.sources.gpu.sim import PROFILES
+from lltui.services.devices import sim_profile_names
 
 if TYPE_CHECKING:
     from lltui.core.fit.quant_table import QuantFit
+    from lltui.core.gguf.refs import ModelFile
     from lltui.core.memory.results import DeviceEstimate
     from lltui.core.monitor.models import RigSample
-    from lltui.sources.models.files import ModelFile
 
 BAR_WIDTH = 40  # at most; narrower terminals get a shorter bar (bar_width)
 BAR_MIN_WIDTH = 10
@@ -294,7 +294,7 @@ class FitScreen(FormScreen):
 
     def _device_options(self) -> list[tuple[str, str]]:
         opts = [("this rig, free memory now", LIVE)]
-        opts += [(f"{name} (empty)", f"sim:{name}") for name in PROFILES]
+        opts += [(f"{name} (empty)", f"sim:{name}") for name in sim_profile_names()]
         return opts
 
     def __init__(self) -> None:
@@ -306,10 +306,12 @@ class FitScreen(FormScreen):
         self._quant_layout: QuantLayout | None = None
 
     def on_mount(self) -> None:
-        info = self.lltui.model.info
-        if info.simulated and info.source.startswith("sim:"):
+        from lltui.services.rig import profile_in_use
+
+        profile = profile_in_use(self.lltui.model.info)
+        if profile is not None:
             # a simulated rig is busy with its own server: size against it empty
-            self.query_one("#fit-devices", Select).value = info.source
+            self.query_one("#fit-devices", Select).value = profile
         self._find_models()
         self.render_all()
 
@@ -394,10 +396,10 @@ class FitScreen(FormScreen):
     # -- workers: each result comes back as a message to this screen -----------------------
     @work(group="fit-models", exclusive=True, exit_on_error=False)
     async def _find_models(self) -> None:
-        from lltui.sources.models.files import default_roots, find_models
+        from lltui.services.fit import find_local_models, model_roots
 
-        roots = default_roots()
-        models = await off_thread_reported(self, lambda: find_models(roots), "models")
+        roots = model_roots()
+        models = await off_thread_reported(self, lambda: find_local_models(roots), "models")
         self.post_message(ModelsFound(tuple(models or ()), tuple(map(home_path, roots))))
 
     @work(group="fit", exclusive=True, exit_on_error=False)

@@ -49,11 +49,11 @@ def run_bench_text(simulated: bool) -> str:
             "[b]bandwidth test[/b]: a simulated rig has no GPUs to test; "
             "run lltui on the rig (or `lltui nccl bench` there)"
         )
-    from lltui.sources.nccl import CudaError, NCCLError, NcclUnavailable, run_allreduce_bench
+    from lltui.services.nccl import BenchFailed, allreduce_bench
 
     try:
-        result = run_allreduce_bench(max_bytes=64 * 1024 * 1024, factor=4, iters=10, warmup=3)
-    except (NcclUnavailable, NCCLError, CudaError, ValueError, OSError) as exc:
+        result = allreduce_bench(max_bytes=64 * 1024 * 1024, factor=4, iters=10, warmup=3)
+    except BenchFailed as exc:
         return f"[b]bandwidth test[/b]: {exc}"
     from textual.markup import escape
 

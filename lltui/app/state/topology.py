@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from lltui.core.topo.advice import Advice
-    from lltui.sources.gpu.topo import TopologyReport
+    from lltui.core.topo.matrix import TopologyReport
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,10 @@ def read_topology(source: str) -> TopologyState:
     UI thread); what went wrong in one line."""
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.core.topo.advice import advise
-    from lltui.sources.gpu.topo import topology_for_source
+    from lltui.services.rig import topology_in_use
 
     try:
-        report = topology_for_source(source)
+        report = topology_in_use(source)[0]
         advice = advise(report.live.topology, report.live.gpus, env=report.env)
     except (SourceUnavailable, ValueError, OSError) as exc:
         return TopologyState(error=str(exc))

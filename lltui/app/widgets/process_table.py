@@ -620,7 +620,7 @@ class ProcessPane(Vertical):
         """A dialog for a process this user may signal; one line where it may not."""
         # the dialog and psutil are loaded on first use, not at startup
         from lltui.app.widgets.signal_dialog import SignalDialog
-        from lltui.sources.gpu.signals import check_signal
+        from lltui.services.signals import check_signal
 
         event.stop()
         row = event.row
@@ -642,7 +642,7 @@ class ProcessPane(Vertical):
         """One dialog for every tagged process this user may signal; those it may not are
         named in one line and left out."""
         from lltui.app.widgets.signal_dialog import SignalDialog
-        from lltui.sources.gpu.signals import check_signal
+        from lltui.services.signals import check_signal
 
         checks = [check_signal(r.pid) for r in rows]
         targets = tuple(c.target for c in checks if c.allowed and c.target is not None)

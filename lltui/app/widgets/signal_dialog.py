@@ -16,7 +16,7 @@ from textual.widgets import Button, Static
 
 from lltui.app.host import host_of
 from lltui.core.monitor.signals import ProcessIdentity
-from lltui.sources.gpu.signals import send_signal, still_running
+from lltui.services.signals import send_signal, still_running
 
 ASK, TERMED, EXITED, REFUSED = "ask", "termed", "exited", "refused"
 RECHECK_S = 0.25  # after SIGTERM: how often the dialog looks whether the process is gone

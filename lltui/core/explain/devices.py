@@ -90,7 +90,10 @@ def _spec(
 ) -> DeviceSpec:
     """A logged device as the estimator takes it: an RPC server (by its endpoint) or a GPU."""
     if endpoint is None:
-        return DeviceSpec(name, "cuda", total_bytes=total, free_bytes=free, description=desc)
+        backend = "vulkan" if name.startswith("Vulkan") else ""
+        return DeviceSpec(
+            name, "cuda", total_bytes=total, free_bytes=free, description=desc, backend=backend
+        )
     return DeviceSpec(
         name=name,
         kind="rpc",
@@ -140,8 +143,13 @@ def log_devices(facts: LogFacts) -> LogDevices:
         devices.append(_spec(internal, total, free, desc, endpoint, rpc_index))
         rpc_index += endpoint is not None
         printed.append(name)
-    if any(not _is_cuda_like(n) for n in printed):
-        odd = sorted({n for n in printed if not _is_cuda_like(n)})
+    vulkan = sorted({n for n in printed if n.startswith("Vulkan")})
+    if vulkan:
+        notes.append(
+            f"{', '.join(vulkan)}: weights and KV sized as ggml-vulkan sizes them (no row "
+            "padding, 64-byte alignment assumed); compute buffers by CUDA's graph rules"
+        )
+    if odd := sorted({n for n in printed if not _is_modelled(n)}):
         notes.append(
             f"{', '.join(odd)}: buffers sized with CUDA's alignment (other backends' padding "
             "is not modelled)"
@@ -149,8 +157,9 @@ def log_devices(facts: LogFacts) -> LogDevices:
     return LogDevices(tuple(devices), tuple(printed), tuple(notes))
 
 
-def _is_cuda_like(name: str) -> bool:
-    return name.startswith(("CUDA", "ROCm", "MUSA", "RPC"))
+def _is_modelled(name: str) -> bool:
+    """A backend whose sizes lltui models: ggml-cuda (CUDA, ROCm, MUSA), Vulkan, RPC."""
+    return name.startswith(("CUDA", "ROCm", "MUSA", "Vulkan", "RPC"))
 
 
 def logged_weights(facts: LogFacts, devs: LogDevices) -> list[int] | None:

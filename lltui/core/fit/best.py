@@ -66,10 +66,16 @@ class Change:
     n_ubatch: int | None = None  # -ub
     tensor_split: tuple[int, ...] | None = None  # -ts, layers per GPU
     n_ctx: int | None = None  # -c
+    split_mode: str | None = None  # -sm (the planner's layer or tensor)
+    devices: tuple[str, ...] | None = None  # -dev, in the order given (llama.cpp's -ts by free)
 
     def apply(self, args: LlamaArgs) -> LlamaArgs:
         """The settings with this change made (typed: nothing is spelled or parsed)."""
         out = args
+        if self.split_mode is not None:
+            out = replace(out, split_mode=self.split_mode)
+        if self.devices is not None:
+            out = replace(out, devices=self.devices, tensor_split=(), main_gpu=0)
         if self.n_gpu_layers is not None:
             out = replace(out, n_gpu_layers=self.n_gpu_layers)
         if self.n_cpu_moe:
@@ -87,6 +93,10 @@ class Change:
     def flags(self) -> tuple[str, ...]:
         """The change as llama-server flags, spelled from the flag table."""
         out: list[str] = []
+        if self.split_mode is not None:
+            out += spell("split_mode", self.split_mode)
+        if self.devices is not None:
+            out += spell("devices", self.devices)
         if self.n_gpu_layers is not None:
             out += spell("n_gpu_layers", self.n_gpu_layers)
         if self.n_cpu_moe:
@@ -609,27 +619,11 @@ def best_configs(
     ``small_ubatch``: also try -ub 256; ``splits``: also try the split sized to the GPUs'
     room."""
     check_goal(goal)
-    opts = replace(options or FitOptions(), search=False, suggest=False)
-    p = FitProblem.of(model, settings, devices, opts)
-    try:
-        first = estimate_once(p)
-    except FitError:
+    made = make_space(model, settings, devices, options, progress)
+    if made is None:
         return []
-    hp = p.hp
-    r = first.resolved
-    unit = KV_PAD * r.n_stream
-    moe = hp.n_expert > 1 and not any(k in settings.given for k in _CPU_MOE)
-    s = _Space(
-        problem=p,
-        moe=moe,
-        n_offload=hp.n_layer_all if moe else hp.n_layer_all + 1,
-        cap=max(hp.n_ctx_train * r.n_stream, r.n_ctx) // unit,
-        unit=unit,
-        given_kv=max(settings.type_k, settings.type_v, key=lambda kv: KV_LOSS.get(kv, 0)),
-        asked_units=max(1, -(-(settings.n_ctx or settings.fit_ctx or 4096) // unit)),
-        progress=progress,
-    )
-    asked = settings.n_ctx or settings.fit_ctx or 4096
+    s, asked = made
+    p = s.problem
     # a split of one's own or none to make: the one given stays
     split_allowed = (
         splits and len(p.used) > 1 and not settings.tensor_split and settings.split_mode == "layer"
@@ -644,6 +638,38 @@ def best_configs(
         if c.flags not in {u.flags for u in unique}:
             unique.append(c)
     return unique[:limit]
+
+
+def make_space(
+    model: GgufModel,
+    settings: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    options: FitOptions | None,
+    progress: Progress | None = None,
+) -> tuple[_Space, int] | None:
+    """The search space of a model on devices, and the context asked for (-c, else -fitc's
+    4096); None where llama.cpp refuses the settings as given."""
+    opts = replace(options or FitOptions(), search=False, suggest=False)
+    p = FitProblem.of(model, settings, devices, opts)
+    try:
+        first = estimate_once(p)
+    except FitError:
+        return None
+    hp = p.hp
+    r = first.resolved
+    unit = KV_PAD * r.n_stream
+    moe = hp.n_expert > 1 and not any(k in settings.given for k in _CPU_MOE)
+    s = _Space(
+        problem=p,
+        moe=moe,
+        n_offload=hp.n_layer_all if moe else hp.n_layer_all + 1,
+        cap=max(hp.n_ctx_train * r.n_stream, r.n_ctx) // unit,
+        unit=unit,
+        given_kv=max(settings.type_k, settings.type_v, key=lambda kv: KV_LOSS.get(kv, 0)),
+        asked_units=max(1, -(-(settings.n_ctx or settings.fit_ctx or 4096) // unit)),
+        progress=progress,
+    )
+    return s, settings.n_ctx or settings.fit_ctx or 4096
 
 
 def placed_of(res: FitResult, devs: Sequence[DeviceSpec]) -> Placed:

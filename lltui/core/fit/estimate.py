@@ -75,10 +75,17 @@ def estimate(
 
 
 def speed_of(
-    model: GgufModel, result: FitResult, devs: Sequence[DeviceSpec], options: FitOptions
+    model: GgufModel,
+    result: FitResult,
+    devs: Sequence[DeviceSpec],
+    options: FitOptions,
+    *,
+    depth: int = 0,
+    prompt_tokens: int = 512,
 ) -> SpeedEstimate:
     """The speed model's tokens/s for a result on these devices: their links and memory,
-    the host's share (``options.host``) and this rig's own measurements (``calibration``)."""
+    the host's share (``options.host``) and this rig's own measurements (``calibration``);
+    decode at ``depth`` cells filled, a prompt of ``prompt_tokens``."""
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
     bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}
@@ -90,6 +97,8 @@ def speed_of(
     return estimate_speed(
         model,
         result,
+        depth=depth,
+        prompt_tokens=prompt_tokens,
         host=options.host,
         calibration=options.calibration,
         backends=backends,

@@ -89,6 +89,23 @@ def llama_fit_choice(
     return _choice(res, flags, f"{left} of {n_all} layers on the host") if res else None
 
 
+def fit_aborts(settings: LlamaArgs) -> str | None:
+    """Why llama.cpp's --fit leaves this command as it is (it aborts and the load goes on
+    unfitted, common/fit.cpp): a placement the user set; None: --fit is free to act."""
+    if not settings.fit:
+        return None
+    given = settings.given
+    if "n_gpu_layers" in given:
+        return "-ngl is set"
+    if any(x != 0 for x in settings.tensor_split):
+        return "-ts is set"
+    if settings.overrides:
+        return "-ot, --cpu-moe or --n-cpu-moe is set"
+    if settings.split_mode in ("row", "tensor"):
+        return f"it is not implemented for -sm {settings.split_mode}"
+    return None
+
+
 def _fits(res: FitResult | None) -> bool:
     return bool(res and res.fits)
 

@@ -7,6 +7,7 @@ the size. With a GGUF file, lltui's exact estimator (``lltui fit``) replaces all
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # Effective bits per weight of a whole model file (mixes included), Llama-class models.
@@ -134,7 +135,14 @@ def best_quant_for(
     model_size_b: float, available_bytes: int, context_size: int = 4096
 ) -> str | None:
     """The highest-quality type whose rough estimate fits, or None when none does."""
-    for quant in QUALITY_ORDER:
-        if estimate_vram_bytes(model_size_b, quant, context_size) <= available_bytes:
-            return quant
-    return None
+    return first_fitting(
+        lambda q: estimate_vram_bytes(model_size_b, q, context_size), available_bytes
+    )
+
+
+def first_fitting(need: Callable[[str], int | None], available_bytes: int) -> str | None:
+    """The highest-quality type whose ``need`` in bytes (None: no such type here) is within
+    ``available_bytes``; None when none is."""
+    return next(
+        (q for q in QUALITY_ORDER if (n := need(q)) is not None and n <= available_bytes), None
+    )

@@ -10,7 +10,7 @@ from typing import Any
 from lltui.core.llama.args import LlamaArgs, spell
 from lltui.core.llama.flag_values import writable_split
 from lltui.core.memory.allocate import estimate_once
-from lltui.core.memory.common import CPU, KV_PAD, FitError, backend_of
+from lltui.core.memory.common import CPU, KV_PAD, FitError, is_gpu
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.problem import FitProblem
@@ -70,7 +70,7 @@ def _weights_overflow(wbufs: dict[str, int], devs: Sequence[DeviceSpec], opts: F
     if opts.host_free_bytes is not None and host > opts.host_free_bytes:
         return True
     for d in devs:
-        margin = opts.margin_bytes if backend_of(d) == "cuda" else 0
+        margin = opts.margin_bytes if is_gpu(d) else 0
         if d.free_bytes is not None and wbufs.get(d.name, 0) + margin > d.free_bytes:
             return True
     return False
@@ -168,7 +168,7 @@ def _balanced_counts(
     cost = [per_layer.get(il, 0) + kv_per_layer.get(il, 0) for il in range(n_all)]
     budgets = []
     for d, e in zip(devs, base.devices, strict=False):
-        fixed = e.compute_bytes + (opts.margin_bytes if backend_of(d) == "cuda" else 0)
+        fixed = e.compute_bytes + (opts.margin_bytes if is_gpu(d) else 0)
         budgets.append((d.free_bytes or 0) - fixed)
     counts = [0] * len(devs)
     il = n_all - 1

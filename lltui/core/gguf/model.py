@@ -295,10 +295,6 @@ class GgufModel:
         return _scalar_or_tuple(self.arch_value("feed_forward_length"))
 
     @property
-    def n_ff_layers(self) -> tuple[int, ...]:
-        return self._per_layer("feed_forward_length", 0)
-
-    @property
     def n_head_layers(self) -> tuple[int, ...]:
         return self._per_layer("attention.head_count", 0)
 
@@ -362,10 +358,6 @@ class GgufModel:
         return self._arch_int("expert_shared_count") or 0
 
     @property
-    def expert_ff_length(self) -> int | None:
-        return self._arch_int("expert_feed_forward_length")
-
-    @property
     def sliding_window(self) -> int | None:
         return self._arch_int("attention.sliding_window")
 
@@ -389,16 +381,6 @@ class GgufModel:
     @property
     def rope_freq_base(self) -> float | None:
         v = self.arch_value("rope.freq_base")
-        return float(v) if isinstance(v, int | float) else None
-
-    @property
-    def rope_scaling_type(self) -> str | None:
-        v = self.arch_value("rope.scaling.type")
-        return v if isinstance(v, str) else None
-
-    @property
-    def rope_scaling_factor(self) -> float | None:
-        v = self.arch_value("rope.scaling.factor")
         return float(v) if isinstance(v, int | float) else None
 
     # -- vocabulary and embeddings --------------------------------------------------------

@@ -252,14 +252,6 @@ def split_urls(url: str, count: int) -> list[str] | None:
     ]
 
 
-def split_names(path: str, count: int) -> list[str] | None:
-    """The file names of every part of a split model given one (None: not a split name)."""
-    m = SPLIT_NAME_RE.match(path)
-    if m is None or int(m.group("count")) != count:
-        return None
-    return [f"{m.group('prefix')}-{i + 1:05d}-of-{count:05d}.gguf" for i in range(count)]
-
-
 def names_repo(text: str) -> bool:
     """Whether ``text`` is ``hf:OWNER/REPO[@REV]``: a repository, no file or quantization."""
     try:
@@ -267,3 +259,12 @@ def names_repo(text: str) -> bool:
     except RefError:
         return False
     return isinstance(ref, HfRef) and ref.selector is None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFile:
+    """A GGUF file found on disk."""
+
+    path: str
+    size: int  # bytes of this file (for a split model: of all its parts)
+    parts: int = 1

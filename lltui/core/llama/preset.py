@@ -33,7 +33,10 @@ from lltui.core.llama.flag_table import (
 
 GLOBAL_SECTION = "*"
 DEFAULT_SECTION = "default"  # keys before any header
-PRESET_ONLY_KEYS = frozenset({"load-on-startup", "stop-timeout", "dedup-cache-models"})
+# lltui's own keys (a section's eviction policy for models served on demand) are read by
+# lltui and never reach the router, which writes no section of its own with them
+LLTUI_KEYS = frozenset({"lltui-pin", "lltui-priority"})
+PRESET_ONLY_KEYS = frozenset({"load-on-startup", "stop-timeout", "dedup-cache-models"}) | LLTUI_KEYS
 VERSION_KEY = "version"  # skipped by llama-server (reserved)
 TRUTHY = frozenset({"on", "enabled", "true", "1"})
 FALSEY = frozenset({"off", "disabled", "false", "0"})

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from lltui.core.llama.flag_values import tensor_split_extra
 from lltui.core.llama.flags import LlamaArgs
-from lltui.core.memory.common import CPU, backend_of
+from lltui.core.memory.common import CPU, is_gpu
 from lltui.core.memory.compute import compute_buffers
 from lltui.core.memory.compute_graph import ComputeLayout
 from lltui.core.memory.context import Resolved, layer_devices, resolve_context
@@ -166,7 +166,7 @@ def _device_estimates(
     for d in devs:
         p = per.get(d.name, {})
         total = p.get("weights", 0) + p.get("kv", 0) + p.get("compute", 0)
-        margin = opts.margin_bytes if backend_of(d) == "cuda" else 0
+        margin = opts.margin_bytes if is_gpu(d) else 0
         estimates.append(
             DeviceEstimate(
                 name=d.name,

@@ -6,7 +6,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from lltui.core.ggml.align import CPU_ALIGNMENT, CUDA_ALIGNMENT, CUDA_MATRIX_ROW_PADDING, pad
+from lltui.core.ggml.align import (
+    CPU_ALIGNMENT,
+    CUDA_ALIGNMENT,
+    CUDA_MATRIX_ROW_PADDING,
+    VULKAN_ALIGNMENT,
+    pad,
+)
 from lltui.core.gguf.types import GGML_TYPES
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.units import MIB
@@ -29,8 +35,10 @@ __all__ = [
     "SCHED_MAX_COPIES",
     "FitError",
     "backend_of",
+    "buffer_alignment",
     "device_alloc_size",
     "f32",
+    "is_gpu",
     "pad",
 ]
 
@@ -45,9 +53,13 @@ def f32(x: float) -> float:
 
 
 def device_alloc_size(dev: DeviceSpec | None, t_type: int, dims: Sequence[int], nbytes: int) -> int:
-    """Bytes a tensor takes in a device buffer: CUDA pads quantized rows and aligns to 128."""
-    if dev is None or backend_of(dev) == "cpu":
+    """Bytes a tensor takes in a device buffer: CUDA pads quantized rows and aligns to 128;
+    Vulkan takes the plain size."""
+    backend = "cpu" if dev is None else backend_of(dev)
+    if backend == "cpu":
         return pad(nbytes, CPU_ALIGNMENT)
+    if backend == "vulkan":
+        return pad(nbytes, VULKAN_ALIGNMENT)
     info = GGML_TYPES.get(t_type)
     size = nbytes
     ne0 = dims[0] if dims else 1
@@ -58,7 +70,16 @@ def device_alloc_size(dev: DeviceSpec | None, t_type: int, dims: Sequence[int], 
 
 
 def backend_of(dev: DeviceSpec) -> str:
-    """The backend behind a device: CUDA for local GPUs; RPC servers say in their spec."""
-    if dev.kind == "cuda":
-        return "cuda"
+    """The backend behind a device: "cuda" (CUDA, ROCm/HIP, MUSA: one ggml backend) unless its
+    spec says otherwise ("vulkan"; an RPC server's "cpu")."""
     return dev.backend or "cuda"
+
+
+def buffer_alignment(dev: DeviceSpec) -> int:
+    """The alignment of the device's buffers (ggml_backend_buft_get_alignment)."""
+    return {"cuda": CUDA_ALIGNMENT, "vulkan": VULKAN_ALIGNMENT}.get(backend_of(dev), CPU_ALIGNMENT)
+
+
+def is_gpu(dev: DeviceSpec) -> bool:
+    """A device whose backend keeps a GPU's buffers (CUDA's family or Vulkan)."""
+    return backend_of(dev) in ("cuda", "vulkan")

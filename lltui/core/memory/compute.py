@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import (
     CPU,
-    CPU_ALIGNMENT,
     CUDA_ALIGNMENT,
     OP_OFFLOAD_MIN_BATCH,
     SCHED_MAX_COPIES,
-    backend_of,
+    buffer_alignment,
     device_alloc_size,
     pad,
 )
@@ -231,7 +230,7 @@ def _device_buffer(g: _Graph, di: int, dev: DeviceSpec, layer_dev: Sequence[int]
     size = g.copies * inputs + inter
     if dev.kind == "cuda" and g.r.flash_attn and ls:
         size += _cuda_fa_staging(hp, g.r, g.full_kv or g.swa_kv)
-    return pad(size, CUDA_ALIGNMENT if backend_of(dev) == "cuda" else CPU_ALIGNMENT)
+    return pad(size, buffer_alignment(dev))
 
 
 def _with_offload_copy(g: _Graph, base: int | None, copy: int) -> int:

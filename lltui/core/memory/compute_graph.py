@@ -27,7 +27,7 @@ from lltui.core.ggml.sched import Backend, schedule
 from lltui.core.gguf.types import type_from_name
 from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.arch_table import Recipe, approximate_reason, recipe_of
-from lltui.core.memory.common import CPU, SCHED_MAX_COPIES, backend_of
+from lltui.core.memory.common import CPU, SCHED_MAX_COPIES, backend_of, is_gpu
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.graph_decoder import (
@@ -83,11 +83,6 @@ def graph_reason(hp: Hparams) -> str:
     if hp.n_layer <= 0 or any(h <= 0 for h in hp.n_head_kv[: hp.n_layer]):
         return "layers without attention heads are not modelled"
     return ""
-
-
-def graph_covered(hp: Hparams) -> bool:
-    """Whether the graph of this model is modelled (else the formula is used)."""
-    return not graph_reason(hp)
 
 
 def _moved(
@@ -508,8 +503,8 @@ def _planned(layout: ComputeLayout) -> Planned | str:
         return "embedding outputs (--embedding) are not modelled"
     if st.split_mode == "tensor":
         return "-sm tensor (each op split over the devices) is not modelled"
-    if not all(_cpu_like(d) or backend_of(d) == "cuda" for d in devices):
-        return "a device whose backend is neither CPU nor CUDA"
+    if not all(_cpu_like(d) or is_gpu(d) for d in devices):
+        return "a device whose backend is neither CPU, CUDA nor Vulkan"
     # the weights' names and shapes, and where they sit, are the routes' (not the types'):
     # worked out once for every quant of a model; what the types decide, once per estimate
     tensors = derived(
@@ -541,7 +536,7 @@ def _planned(layout: ComputeLayout) -> Planned | str:
         )
         shape = replace(shape, weight_types=host_types)
     backends = Backends(
-        tuple(backend_of(d) == "cuda" for d in devices),
+        tuple(is_gpu(d) for d in devices),
         SCHED_MAX_COPIES if pipeline_parallel else 1,
         st.op_offload,
         tuple(d.kind == "cuda" for d in devices),

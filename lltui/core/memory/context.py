@@ -232,6 +232,12 @@ def select_devices(available: Sequence[DeviceSpec], st: LlamaArgs) -> tuple[Devi
     return tuple(devs)
 
 
+def default_split(devices: Sequence[DeviceSpec]) -> list[float]:
+    """llama.cpp's split where -ts gives none: by free memory (else total; else even)."""
+    frees = [d.free_bytes or d.total_bytes or 0 for d in devices]
+    return [float(x) for x in frees] if any(frees) else [1.0] * len(devices)
+
+
 def layer_devices(
     n_layer_all: int, ngl: int, devices: Sequence[DeviceSpec], tensor_split: Sequence[float]
 ) -> tuple[int, ...]:
@@ -245,8 +251,7 @@ def layer_devices(
         return (-1,) * (n_layer_all + 1)
     splits = [float(x) for x in tensor_split[:n]] + [0.0] * max(0, n - len(tensor_split))
     if all(x == 0 for x in splits):
-        frees = [d.free_bytes or d.total_bytes or 0 for d in devices]
-        splits = [float(x) for x in frees] if any(frees) else [1.0] * n
+        splits = default_split(devices)
     total = f32(0.0)
     cum = []
     for x in splits:

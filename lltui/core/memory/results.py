@@ -58,12 +58,6 @@ class DeviceEstimate:
     # (("model", n), ("draft", n), ("mmproj", n), ("lora", n)); the slots above include them
     parts: tuple[tuple[str, int], ...] = ()
 
-    @property
-    def headroom_bytes(self) -> int | None:
-        if self.free_bytes is None:
-            return None
-        return self.free_bytes - self.total_bytes - self.unaccounted_bytes
-
 
 @dataclass(frozen=True, slots=True)
 class HostEstimate:

@@ -26,7 +26,6 @@ from lltui.core.monitor.xid import XID_FELL_OFF_THE_BUS, xid_meaning
 
 WARNING = "warning"
 CRITICAL = "critical"
-SEVERITIES = (WARNING, CRITICAL)
 RANK = {WARNING: 1, CRITICAL: 2}
 
 # kind -> what it watches, in words (the help, the README and the exporter's label)

@@ -7,6 +7,7 @@ Byte counts are integers in bytes; a field a GPU or driver does not report is ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from lltui.core.llama.served_model import served_model_of_command
 
@@ -274,3 +275,26 @@ class RigSample:
 
 class SourceUnavailable(Exception):
     """A source cannot run here. ``str()`` is one line a user can act on."""
+
+
+class RecordingUnreadable(SourceUnavailable):
+    """The file is not a recording lltui can play: bad input rather than a failure."""
+
+
+@runtime_checkable
+class GpuSource(Protocol):
+    """A source of :class:`RigSample` snapshots.
+
+    ``open`` raises :class:`lltui.core.monitor.models.SourceUnavailable` with a one-line reason when
+    the source cannot run here; ``poll`` never raises for a field or a GPU that fails (those
+    become ``None`` or a lost GPU), only for the whole source failing, and callers catch that.
+    ``poll`` is called from one worker thread at a time.
+    """
+
+    name: str
+
+    def open(self) -> RigInfo: ...
+
+    def poll(self) -> RigSample: ...
+
+    def close(self) -> None: ...

@@ -69,7 +69,6 @@ _ENV_SET = re.compile(r"\b(?P<name>NCCL_\w+) set by environment to (?P<value>.*?
 _ERROR_TRACE = re.compile(
     r"^(?P<where>[\w./+-]+\.(?:cc|cu|c|cpp|h)):(?P<line>\d+) -> (?P<code>\d+)"
 )
-_INIT_COMPLETE = re.compile(r"\bInit COMPLETE\b")
 _ERROR_LINE = re.compile(
     r"NCCL error|NCCL failure|CUDA failure|\bnccl(?:UnhandledCuda|System|Internal|Remote)Error\b"
     r"|\bnccl(?:InvalidArgument|InvalidUsage)\b|unhandled (?:cuda|system) error"

@@ -9,6 +9,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from lltui.core.monitor.models import GpuStatic
+
 CPU_AFFINITY = "cpu_affinity"
 NUMA_AFFINITY = "numa_affinity"
 GPU_NUMA_ID = "gpu_numa_id"
@@ -31,7 +33,6 @@ LINK_MEANINGS: dict[str, str] = {
     "SOC": "PCIe and the link between CPU sockets; old drivers' name for SYS",
     "XGMI": "AMD Infinity Fabric (XGMI) between the GPUs, as amd-smi and rocm-smi name it",
 }
-PCIE_CODES = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 # Nearest first; NVLink is nearer than any PCIe path.
 LINK_DISTANCE = {
     "X": 0, "NV": 1, "XGMI": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6, "SOC": 6,
@@ -176,3 +177,21 @@ def compact_labels(labels: Iterable[str]) -> str:
             out.append(items[j])
         i = j + 1
     return ", ".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveTopology:
+    """A topology read from a rig, with what it told of its GPUs (for advice)."""
+
+    topology: Topology
+    gpus: tuple[GpuStatic, ...] = ()
+    where: str = ""  # how it was read, in words
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyReport:
+    """A rig's topology with what advice needs: GPU models and the environment llama-server
+    would run with (None when unknown)."""
+
+    live: LiveTopology
+    env: dict[str, str] | None = None

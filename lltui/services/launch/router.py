@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.fit.evict import Decision, Policy, Resident, decide, decide_all, policy_from_plan
 from lltui.core.fit.plan import fits_with
 from lltui.core.fit.plan_gate import load_refusal
+from lltui.core.llama.address import is_loopback
 from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_reason, stopped_from_outside
 from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
@@ -48,7 +50,9 @@ from lltui.services.launch.router_prep import (
 from lltui.services.launch.session import Session
 from lltui.services.launch.state import ModelRow
 from lltui.services.plan import PlanReport, PlanRequest, named_entries, plan_models
-from lltui.sources.llama.supervisor import DEFAULT_LOG_LINES, ServerExit
+from lltui.sources.llama.supervisor import DEFAULT_LOG_LINES, ServerExit, free_port
+
+LOOPBACK = "127.0.0.1"
 
 if TYPE_CHECKING:
     from lltui.core.memory.results import FitResult
@@ -66,10 +70,31 @@ class PreparedRouter:
     preset_path: str  # where it is written when the router starts
     kept: tuple[str, ...]
     load: tuple[str, ...]  # loaded at start, after the kept ones
+    proxy_url: str | None = None  # on demand: where clients connect (the router is private)
+    priority: tuple[tuple[str, int], ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.report.plan.models)
+
+    @property
+    def url(self) -> str:
+        """Where clients connect."""
+        return self.proxy_url or self.launch.spec.url
+
+    def policy(self, kept: Sequence[str] | None = None) -> Policy:
+        """The eviction policy over the plan (:mod:`lltui.core.fit.evict`)."""
+        pinned = self.kept if kept is None else kept
+        return policy_from_plan(self.report.plan, pinned, dict(self.priority))
+
+    def on_demand(self) -> dict[str, Decision]:
+        """For each model, what a request for it would do once the start's loads are done."""
+        policy = self.policy()
+        resident: list[Resident] = []
+        for name in (*self.kept, *self.load):
+            if decide(policy, name, resident).action == "load":
+                resident.append(Resident(name, float(len(resident))))
+        return decide_all(policy, resident)
 
 
 def _allocated(result: FitResult) -> int:
@@ -96,6 +121,8 @@ class RouterSession(Session):
         self._kept: set[str] = set()
         self._client: Any = None  # RouterClient, made once the router runs (imports httpx)
         self._op = threading.Lock()  # one load or unload decided at a time
+        self._proxy: Any = None  # OnDemandProxy while it runs (imports aiohttp)
+        self._public: tuple[str, int] | None = None  # on demand: the clients' address
 
     @property
     def subject(self) -> str:
@@ -110,7 +137,7 @@ class RouterSession(Session):
 
         req = self.request
         launch_args, shared = split_shared(req.words)
-        report, kept, loads = self._plan(req, shared)
+        report, kept, loads, priority = self._plan(req, shared)
         for model in report.plan.models:  # a preset's own flags reach a process too
             self.policy.check(model.args.to_argv())
         spec = self._router_spec(req, launch_args)
@@ -122,13 +149,19 @@ class RouterSession(Session):
         text = preset_text(report.plan.models, prepared.flags, header)
         self._kept = set(kept)
         path = spec.models_preset or ""
-        self._prepared = PreparedRouter(prepared, report, text, path, kept, loads)
+        proxy_url = None
+        if self._public is not None:
+            proxy_url = replace(spec, host=self._public[0], port=self._public[1]).url
+        self._prepared = PreparedRouter(
+            prepared, report, text, path, kept, loads, proxy_url, priority
+        )
         return self._prepared
 
     def _plan(
         self, req: RouterRequest, shared: LlamaArgs
-    ) -> tuple[PlanReport, tuple[str, ...], tuple[str, ...]]:
-        """The models read and planned: the report, the kept ones, the ones to load."""
+    ) -> tuple[PlanReport, tuple[str, ...], tuple[str, ...], tuple[tuple[str, int], ...]]:
+        """The models read and planned: the report, the kept ones, the ones to load, the
+        priorities (the preset's, then the flags')."""
         from lltui.services.fit import FitFailed
 
         read = read_models(req, shared)
@@ -136,8 +169,10 @@ class RouterSession(Session):
             self._note("warning", line)
         entries = named_entries(read.entries)
         names = [e.name or "" for e in entries]
-        kept = named(names, req.keep, "--pin")
+        kept = named(names, (*read.pin, *req.keep), "--pin")
         loads = named(names, (*read.load, *req.load), "--load")
+        named(names, [n for n, _ in req.priority], "--priority")
+        priority = tuple(dict((*read.priority, *req.priority)).items())
         request = PlanRequest(
             with_keep(entries, kept), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
         )
@@ -152,7 +187,7 @@ class RouterSession(Session):
         loads = tuple(n for n in loads if n in planned and n not in kept)
         if kept and not fits_with(report.plan, kept):
             raise LaunchError(f"the kept models do not fit together: {', '.join(kept)}")
-        return report, kept, loads
+        return report, kept, loads, priority
 
     def _router_spec(self, req: RouterRequest, launch_args: LlamaArgs) -> LaunchSpec:
         """The router's launch: its address and keys, no model flag, the preset's path."""
@@ -167,6 +202,14 @@ class RouterSession(Session):
             LaunchSpec(args=router_args(), models_preset="-", **launch), self.environ
         )
         path = str(state_dir(self.environ) / f"router-{spec.port}.ini")
+        if req.on_demand:  # lltui takes the address; the router a private port behind it
+            if "," in spec.host or spec.host.endswith(".sock"):
+                raise LaunchError(
+                    f"--host {spec.host}: lltui serves models on demand on one TCP address; "
+                    "give one, or --no-on-demand"
+                )
+            self._public = (spec.host, spec.port)
+            spec = replace(spec, host=LOOPBACK, port=free_port(LOOPBACK))
         return replace(spec, models_preset=path)
 
     @property
@@ -180,6 +223,59 @@ class RouterSession(Session):
         prepared = self._prepared or self.prepare()
         _write_private(prepared.preset_path, prepared.preset)
         return prepared.launch
+
+    def start(
+        self,
+        *,
+        keep_running: bool = False,
+        on_line: Callable[[str], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        """Start the router and, on demand, the proxy in front of it (the proxy lives in
+        lltui's process: a router kept running past lltui would lose it)."""
+        if keep_running and self.request.on_demand:
+            raise LaunchError("a router served on demand cannot outlive lltui (its proxy is lltui)")
+        super().start(keep_running=keep_running, on_line=on_line, on_event=on_event)
+        if self._public is not None:
+            host = self._public[0]
+            spec = self.launch.spec
+            if not is_loopback(host) and not spec.api_key and not spec.api_key_file:
+                self._note(
+                    "warning",
+                    f"listening on {host} with no API key: "
+                    "anyone who can reach this machine can use the models and load them",
+                )
+            self._start_proxy(*self._public)
+
+    def _start_proxy(self, host: str, port: int) -> None:
+        from lltui.services.launch.ondemand import OnDemandProxy, ProxyEvent
+
+        def said(event: ProxyEvent) -> None:
+            if event.kind == "evict":
+                self._note("info", f"unloading {', '.join(event.models)} to load {event.model}")
+            elif event.kind == "refused":
+                self._note("info", f"not loading {event.model}: {event.reason}")
+
+        spec = self.launch.spec
+        keys = [k for k in self.launch.command.secrets if k != spec.hf_token and "," not in k]
+        proxy = OnDemandProxy(
+            self.url,
+            lambda: self.prepared.policy(sorted(self._kept)),
+            host=host,
+            port=port,
+            keys=keys,
+            on_event=said,
+        )
+        try:
+            proxy.start()
+        except OSError as exc:
+            raise LaunchError(str(exc), 1) from None
+        self._proxy = proxy
+
+    @property
+    def proxy(self) -> Any:
+        """The on-demand proxy while it runs (None otherwise)."""
+        return self._proxy
 
     def load_at_start(self) -> list[str]:
         """Load the kept models, then the ones asked for; a line for each refused."""
@@ -294,6 +390,10 @@ class RouterSession(Session):
         return router_exit(result, lines)
 
     def close(self) -> None:
+        if self._proxy is not None:
+            with contextlib.suppress(Exception):
+                self._proxy.stop()
+            self._proxy = None
         try:
             super().close()
         finally:

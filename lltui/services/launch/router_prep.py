@@ -42,6 +42,8 @@ ROUTER_FLAGS = (
     "--no-models-autoload",
 )
 LOAD_ON_STARTUP = "load-on-startup"
+PIN_KEY = "lltui-pin"  # lltui's own: the model is pinned (as --pin NAME)
+PRIORITY_KEY = "lltui-priority"  # lltui's own: its priority (as --priority NAME=N)
 MODEL_KEYS = ("model", "m", "LLAMA_ARG_MODEL")
 
 
@@ -51,7 +53,9 @@ class RouterRequest:
     ``entries``: models given on the command line (each with the shared flags already
     before its own); ``words``: llama-server flags for every model, and the address and
     keys for the router; ``keep``: models kept loaded (loaded at start, never unloaded for
-    another); ``load``: more models to load at start."""
+    another); ``load``: more models to load at start; ``on_demand``: lltui listens on the
+    address and loads models as requests name them (:mod:`.ondemand`), the router on a
+    private loopback port; ``priority``: (model, n) for the eviction policy (higher stays)."""
 
     source: str | None = None
     entries: tuple[PlanEntry, ...] = ()
@@ -63,6 +67,8 @@ class RouterRequest:
     margin_mib: float | None = None
     gpus: str | None = None  # the devices the plan assumes (--gpus), else this machine's
     keys_on_command_line: bool = True
+    on_demand: bool = False
+    priority: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,8 @@ class ModelsRead:
     entries: tuple[PlanEntry, ...]
     load: tuple[str, ...]  # names a preset marks load-on-startup
     notes: tuple[str, ...]
+    pin: tuple[str, ...] = ()  # names a preset marks lltui-pin
+    priority: tuple[tuple[str, int], ...] = ()  # a preset's lltui-priority
 
 
 def split_shared(words: Sequence[str]) -> tuple[LlamaArgs, LlamaArgs]:
@@ -150,18 +158,29 @@ def _from_preset(path: str, shared: LlamaArgs) -> ModelsRead:
         base = _with(shared, section_words(glob, binary))
     except (PresetError, LaunchError) as exc:
         raise LaunchError(f"{path}: [{GLOBAL_SECTION}]: {exc}") from None
-    entries, load, notes = [], [], []
+    entries, load, notes, pin, priority = [], [], [], [], []
     for section in preset.sections:
         found = _section_entry(path, preset, section.name, base, binary)
         if isinstance(found, str):
             notes.append(found)
             continue
         entries.append(found)
-        if (section.get(LOAD_ON_STARTUP) or "").strip().lower() in ("on", "enabled", "true", "1"):
+        if _on(section.get(LOAD_ON_STARTUP)):
             load.append(section.name)
+        if _on(section.get(PIN_KEY)):
+            pin.append(section.name)
+        if (value := section.get(PRIORITY_KEY)) is not None:
+            try:
+                priority.append((section.name, int(value.strip())))
+            except ValueError:
+                notes.append(f"{path}: [{section.name}] {PRIORITY_KEY} {value!r} is no integer")
     if not entries:
         raise LaunchError(f"{path}: no model to serve" + (f" ({notes[0]})" if notes else ""))
-    return ModelsRead(tuple(entries), tuple(load), tuple(notes))
+    return ModelsRead(tuple(entries), tuple(load), tuple(notes), tuple(pin), tuple(priority))
+
+
+def _on(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("on", "enabled", "true", "1")
 
 
 def _section_entry(

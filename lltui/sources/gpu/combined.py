@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from lltui.core.monitor.models import (
     GpuSample,
+    GpuSource,
     GpuStatic,
     HostSample,
     RigInfo,
@@ -21,7 +22,7 @@ from lltui.core.monitor.models import (
     SourceUnavailable,
 )
 from lltui.core.text import error_text
-from lltui.sources.gpu.base import GpuSource, SequenceCounter, mono_clock, wall_clock
+from lltui.sources.gpu.base import SequenceCounter, mono_clock, wall_clock
 
 
 def _renumber(statics: Sequence[GpuStatic], offset: int) -> tuple[GpuStatic, ...]:

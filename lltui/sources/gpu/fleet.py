@@ -17,9 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from lltui.core.monitor.fleet import FleetSample, HostState
-from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
-from lltui.sources.gpu.base import GpuSource
 
 HOST_TIMEOUT_S = 10.0  # one poll of one host (an ssh command) may take this long
 RETRY_MIN_S = 2.0  # a host that failed is tried again after max(interval, this)
@@ -38,10 +37,12 @@ def fleet_hosts(specs: Sequence[str]) -> tuple[FleetHost, ...]:
     ``gpu1``), a repeated label numbered."""
     hosts: list[FleetHost] = []
     seen: dict[str, int] = {}
+    from lltui.sources.gpu.kinds import kind_of
+
     for spec in specs:
-        kind, _, arg = spec.partition(":")
-        label = arg if kind == "smi" and arg else spec
-        if kind in ("prom", "scrape") and arg:
+        kind, arg = kind_of(spec), spec.partition(":")[2]
+        label = arg if kind.host_arg and arg else spec
+        if kind.url_arg and arg:
             from lltui.sources.gpu.prom import host_label
 
             label = host_label(arg)  # a URL's password must not name a host

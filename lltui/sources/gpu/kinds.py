@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # every CLI run reads the table (--source's help): keep it light
-    from lltui.core.monitor.models import RigInfo, RigSample
-    from lltui.sources.gpu.base import GpuSource
+    from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,15 +17,6 @@ class ReplayOptions:
     speed: float = 1.0  # times the recorded pace
     stepped: bool = False  # one recorded sample per poll, whatever the recorded timing
     loop: bool = False
-
-
-def replay_options(args: object) -> ReplayOptions:
-    """The ``--replay-*`` options of a parsed command line (defaults where absent)."""
-    return ReplayOptions(
-        speed=getattr(args, "replay_speed", None) or 1.0,
-        stepped=bool(getattr(args, "replay_step", False)),
-        loop=bool(getattr(args, "replay_loop", False)),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +48,12 @@ class SourceKind:
     check: Callable[[str], str | None]
     make: Callable[[SourceSpec, MakeOptions], GpuSource] | None
     note: str = ""  # a word on what it is, in the help
+    # what a kind can tell besides its samples: callers ask these, not the kind's name
+    simulated: bool = False  # a made-up rig: its topology and NCCL facts are a profile's
+    recorded: bool = False  # a recording: samples keep the times they were taken at
+    no_topology: str = ""  # why no topology can be read for it (empty: one can)
+    host_arg: bool = False  # its argument is another machine (over ssh), not this one
+    url_arg: bool = False  # its argument is a URL (whose password must not name a host)
 
 
 def _no_arg(name: str) -> Callable[[str], str | None]:
@@ -147,17 +143,54 @@ def _make_scrape(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
     return ScrapeSource(spec.arg or "")
 
 
+_REMOTE_TOPOLOGY = "holds no topology lltui can read: pass a saved nvidia-smi topo -m with --file"
 SOURCE_KINDS: tuple[SourceKind, ...] = (
     SourceKind("auto", ("auto",), _no_arg("auto"), None, "default"),
     SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml),
-    SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi),
-    SourceKind("amd", ("amd", "amd:HOST"), _optional, _make_amd, "AMD: amdsmi, amd-smi, rocm-smi"),
-    SourceKind("sim", ("sim", "sim:PROFILE"), _sim_profile, _make_sim),
-    SourceKind("replay", ("replay:FILE",), _replay_file, _make_replay),
-    SourceKind("prom", ("prom:URL[#host=NAME]",), _url("prom"), _make_prom, "a Prometheus server"),
-    SourceKind("scrape", ("scrape:URL",), _url("scrape"), _make_scrape, "an exporter's /metrics"),
+    SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi, host_arg=True),
+    SourceKind(
+        "amd",
+        ("amd", "amd:HOST"),
+        _optional,
+        _make_amd,
+        "AMD: amdsmi, amd-smi, rocm-smi",
+        host_arg=True,
+    ),
+    SourceKind("sim", ("sim", "sim:PROFILE"), _sim_profile, _make_sim, simulated=True),
+    SourceKind(
+        "replay",
+        ("replay:FILE",),
+        _replay_file,
+        _make_replay,
+        recorded=True,
+        no_topology="a replay holds no topology: pass a saved nvidia-smi topo -m with --file",
+    ),
+    SourceKind(
+        "prom",
+        ("prom:URL[#host=NAME]",),
+        _url("prom"),
+        _make_prom,
+        "a Prometheus server",
+        no_topology=f"a Prometheus server {_REMOTE_TOPOLOGY}",
+        url_arg=True,
+    ),
+    SourceKind(
+        "scrape",
+        ("scrape:URL",),
+        _url("scrape"),
+        _make_scrape,
+        "an exporter's /metrics",
+        no_topology=f"an exporter's /metrics {_REMOTE_TOPOLOGY}",
+        url_arg=True,
+    ),
 )
 KINDS: dict[str, SourceKind] = {k.name: k for k in SOURCE_KINDS}
+
+
+def kind_of(source: str | None) -> SourceKind:
+    """The kind of a ``--source`` spec or a source's name (RigInfo.source: ``sim:4xl4``,
+    ``replay:FILE``); a name no kind spells (a combined rig's) is taken as auto's."""
+    return KINDS.get((source or "auto").partition(":")[0].strip().lower(), KINDS["auto"])
 
 
 def source_help() -> str:

@@ -4,7 +4,7 @@
 Both return one :class:`RigSample` per host through :meth:`poll_hosts`; as a single source
 of the monitor, :meth:`poll` gives the host named by ``#host=NAME`` after the URL, else the
 first in name order. Exposition text is parsed by ``prometheus_client``'s parser; the
-mapping of names onto lltui's fields is :mod:`lltui.core.monitor.prom`.
+mapping of names onto lltui's fields is :mod:`lltui.core.monitor.prom_import`.
 
 Every request is bounded: a connect and read timeout, one deadline for the whole request
 (headers and body, at the socket: :mod:`lltui.sources.net`) and a size limit; a server that
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
-from lltui.core.monitor.prom import (
+from lltui.core.monitor.prom import Series
+from lltui.core.monitor.prom_import import (
     QUERY,
     UP_QUERY,
     CounterRates,
-    Series,
     rigs_from_series,
     series_from_labels,
 )

@@ -17,7 +17,14 @@ from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from lltui import __version__, paths
-from lltui.core.monitor.models import Playback, RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.models import (
+    GpuSource,
+    Playback,
+    RecordingUnreadable,
+    RigInfo,
+    RigSample,
+    SourceUnavailable,
+)
 from lltui.core.monitor.record import (
     TRUNCATED_HINT,
     Decoder,
@@ -32,7 +39,7 @@ from lltui.core.monitor.record import (
     sample_time,
 )
 from lltui.core.monitor.redact import redact_sample
-from lltui.sources.gpu.base import Clock, GpuSource, wall_clock
+from lltui.sources.gpu.base import Clock, wall_clock
 
 END_OF_RECORDING = "end of recording"
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header for thousands of GPUs is well under this
@@ -55,10 +62,6 @@ class _Entry:
     line: int  # 1-based line number
     t: float  # recorded monotonic time
     info: int  # index of the RigInfo in force
-
-
-class RecordingUnreadable(SourceUnavailable):
-    """The file is not a recording lltui can play: bad input rather than a failure."""
 
 
 class ReplaySource:

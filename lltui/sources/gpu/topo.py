@@ -15,11 +15,10 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lltui.core.monitor.models import GpuStatic, SourceUnavailable
-from lltui.core.topo.matrix import Topology
+from lltui.core.topo.matrix import LiveTopology, Topology, TopologyReport
 from lltui.core.topo.parse import parse_p2p_matrix, parse_topology
 from lltui.core.units import MIB
 from lltui.sources.gpu.smi import smi_argv
@@ -41,15 +40,6 @@ Which = Callable[[str], str | None]
 
 class SmiMissing(SourceUnavailable):
     """nvidia-smi is not installed here."""
-
-
-@dataclass(frozen=True, slots=True)
-class LiveTopology:
-    """A topology read from a rig, with what it told of its GPUs (for advice)."""
-
-    topology: Topology
-    gpus: tuple[GpuStatic, ...] = ()
-    where: str = ""  # how it was read, in words
 
 
 def run_smi(
@@ -515,32 +505,25 @@ def nvidia_missing(which: Which = shutil.which) -> bool:
     return bool(which("amd-smi") or which("rocm-smi"))
 
 
-@dataclass(frozen=True, slots=True)
-class TopologyReport:
-    """A rig's topology with what advice needs: GPU models and the environment llama-server
-    would run with (None when unknown)."""
-
-    live: LiveTopology
-    env: dict[str, str] | None = None
-
-
 def topology_for_source(spec_text: str | None) -> TopologyReport:
     """The topology behind a ``--source`` spec: a simulated profile's own text, or live from
     nvidia-smi (NVML where it is missing), locally or on ``smi:HOST``. Raises ValueError for
-    a spec with no topology (a replay) and SourceUnavailable when it cannot be read."""
+    a kind with no topology (a replay, a Prometheus server) and SourceUnavailable when it
+    cannot be read."""
     import dataclasses
     import os
 
     from lltui.core.topo.parse import parse_topology
-    from lltui.sources.gpu.kinds import parse_source_spec
+    from lltui.sources.gpu.kinds import KINDS, parse_source_spec
     from lltui.sources.gpu.sim import PROFILES, SimSource
 
     spec = parse_source_spec(spec_text)
     if spec.kind == "auto" and nvidia_missing():
         spec = parse_source_spec("amd")  # no NVIDIA tool here: an AMD rig's, if it is one
-    if spec.kind == "replay":
-        raise ValueError("a replay holds no topology: pass a saved nvidia-smi topo -m with --file")
-    if spec.kind == "sim":
+    kind = KINDS[spec.kind]
+    if kind.no_topology:
+        raise ValueError(kind.no_topology)
+    if kind.simulated:
         name = spec.arg or ""
         profile = PROFILES[name]
         topo = dataclasses.replace(parse_topology(profile.topo_text), source=f"sim:{name}")
@@ -556,6 +539,6 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
 
         amd = LiveTopology(*read_amd_topology(host=spec.arg))
         return TopologyReport(amd, dict(os.environ) if spec.arg is None else None)
-    host = spec.arg if spec.kind == "smi" else None
+    host = spec.arg if kind.host_arg else None
     live = read_live_topology(host=host)
     return TopologyReport(live, dict(os.environ) if host is None else None)

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -272,20 +272,10 @@ def _run(path: Path, args: list[str], timeout_s: float) -> subprocess.CompletedP
 
 
 def _probe_to_json(p: ServerProbe) -> dict[str, Any]:
-    v = p.version
     return {
         "size": p.size,
         "mtime_ns": p.mtime_ns,
-        "version": None
-        if v is None
-        else {
-            "text": v.text,
-            "version": v.version,
-            "build": v.build,
-            "commit": v.commit,
-            "compiler": v.compiler,
-            "target": v.target,
-        },
+        "version": None if p.version is None else asdict(p.version),
         "flags": sorted(p.flags),
         "env_vars": [list(e) for e in p.env_vars],
     }

@@ -103,9 +103,6 @@ class BuildResult:
     cmake_args: tuple[str, ...] = field(default_factory=tuple)
 
 
-FLAVORS = ("cpu", "cuda", "rocm", "vulkan")
-
-
 def flavor_root(
     cuda: bool = False,
     version: str = PINNED_VERSION,

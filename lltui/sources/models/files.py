@@ -6,21 +6,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from lltui.core.gguf.refs import ModelFile
 from lltui.paths import cache_home
 
 MAX_DEPTH = 6
 MAX_FILES = 500
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFile:
-    path: str
-    size: int  # bytes of this file (for a split model: of all its parts)
-    parts: int = 1
 
 
 def default_roots(environ: dict[str, str] | None = None) -> list[Path]:

@@ -484,13 +484,6 @@ def _head_etag(client: httpx.Client, f: RemoteFile, stats: ReadStats) -> str | N
     return _etag(resp.headers)
 
 
-def read_files(
-    client: httpx.Client, files: Sequence[RemoteFile], stats: ReadStats, head: bool = True
-) -> GgufModel:
-    """A model from its remote files (one, or every part of a split model in order)."""
-    return join_headers([read_file_header(client, f, stats, head) for f in files])
-
-
 def join_headers(headers: Sequence[GgufFile]) -> GgufModel:
     """One file's header, or a split model's in order, as the model (checked as a local one)."""
     try:
@@ -528,10 +521,3 @@ def read_url_model(
     # parts are named in order; the one given may be any of them
     by_url = {f.url: read_file_header(client, f, stats) for f in rest} | {ref.url: head}
     return join_headers([by_url[u] for u in urls])
-
-
-def describe_stats(stats: ReadStats) -> str:
-    return (
-        f"{stats.requests} request(s), {fmt_bytes(stats.bytes_read)} read, "
-        f"{stats.cache_hits} header(s) from the cache"
-    )

@@ -93,11 +93,6 @@ class CudaRuntime:
     def set_device(self, device: int) -> None:
         self.check(self.cdll.cudaSetDevice(device), f"cudaSetDevice({device})")
 
-    def get_device(self) -> int:
-        d = _I(0)
-        self.check(self.cdll.cudaGetDevice(ctypes.byref(d)), "cudaGetDevice")
-        return int(d.value)
-
     def malloc(self, nbytes: int) -> int:
         ptr = _P()
         self.check(self.cdll.cudaMalloc(ctypes.byref(ptr), nbytes), f"cudaMalloc({nbytes})")
@@ -157,9 +152,6 @@ class CudaRuntime:
 
     def event_record(self, event: int, stream: int = 0) -> None:
         self.check(self.cdll.cudaEventRecord(event, stream), "cudaEventRecord")
-
-    def event_synchronize(self, event: int) -> None:
-        self.check(self.cdll.cudaEventSynchronize(event), "cudaEventSynchronize")
 
     def event_elapsed_ms(self, start: int, end: int) -> float:
         ms = ctypes.c_float(0.0)

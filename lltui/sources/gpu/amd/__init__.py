@@ -8,10 +8,9 @@ the kernel's DRM fdinfo (:mod:`.fdinfo`).
 
 from __future__ import annotations
 
-from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
 from lltui.sources.gpu.amd.binding import AmdSmiSource
 from lltui.sources.gpu.amd.cli import AMD_SMI, ROCM_SMI, AmdCliSource
-from lltui.sources.gpu.base import GpuSource
 
 __all__ = ["AMD_SMI", "ROCM_SMI", "AmdCliSource", "AmdSmiSource", "AmdSource"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from lltui.core.monitor.models import GpuProcess, RigSample
 from lltui.core.monitor.redact import redact_command
-from lltui.services.report_server import ReportRequest, Section, server_sections
+from lltui.services.report.server import ReportRequest, Section, server_sections
 
 __all__ = ["IssueReport", "ReportRequest", "Section", "build_report"]
 

@@ -1,0 +1,149 @@
+"""``lltui fit --best decode|prompt|joules|fewest-gpus``: the planner's choice as text and JSON."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lltui.core.fit.llama_fit import FitChoice
+    from lltui.core.fit.planner import PlanOption, PlanResult
+
+SHOWN = 5  # options that fit, shown in the text
+SHOWN_MISSING = 3  # and those that do not
+
+
+def command_line(model: str, o: PlanOption) -> str:
+    """The whole llama-server command of an option (-m first where it was not given)."""
+    argv = list(o.argv)
+    if "-m" not in argv and "--model" not in argv:
+        argv = ["-m", model, *argv]
+    return shlex.join(["llama-server", *argv])
+
+
+def option_json(model: str, o: PlanOption) -> dict[str, Any]:
+    from lltui.core.fit.planner import PROMPT_TOKENS
+
+    return {
+        "command": command_line(model, o) if o.fits else None,
+        "flags": list(o.flags),
+        "split_mode": o.split_mode,
+        "devices": list(o.devices),
+        "n_ubatch": o.n_ubatch,
+        "fits": o.fits,
+        "offload": o.offload or None,
+        "decode_tps": round(o.decode_tps, 1),
+        "decode_tps_at_context": round(o.decode_tps_deep, 1),
+        "prefill_tps": round(o.prefill_tps, 1),
+        "prompt_tokens": PROMPT_TOKENS,
+        "joules_per_token": None if o.joules_per_token is None else round(o.joules_per_token, 3),
+        "memory": [
+            {
+                "name": m.name,
+                "total_bytes": m.total_bytes,
+                "free_bytes": m.free_bytes,
+                "fits": m.fits,
+            }
+            for m in o.memory
+        ],
+        "why_not": o.why_not or None,
+        "lost": o.lost or None,
+    }
+
+
+def plan_json(
+    model: str, plan: PlanResult, fit: FitChoice | None, aborts: str | None
+) -> dict[str, Any]:
+    split = plan.split
+    return {
+        "goal": plan.goal,
+        "context": plan.context,
+        "estimates": plan.estimates,
+        "skipped_sets": plan.skipped,
+        "winner": option_json(model, plan.best) if plan.best else None,
+        "options": [option_json(model, o) for o in plan.options],
+        "tensor_or_layer": None
+        if split is None
+        else {
+            "winner": split.winner,
+            "gain": round(split.decode_gain, 3),
+            "why": split.why,
+            "layer": option_json(model, split.layer),
+            "tensor": option_json(model, split.tensor),
+        },
+        "tensor_not_tried": plan.tensor_note or None,
+        "llama_fit_aborts": aborts,
+        "vs_llama_fit": _vs_fit(plan, fit),
+    }
+
+
+def _vs_fit(plan: PlanResult, fit: FitChoice | None) -> float | None:
+    """The winner's decode over llama.cpp's --fit choice's (1.2: 20 % faster)."""
+    best = plan.best
+    if best is None or fit is None or fit.decode_tps <= 0:
+        return None
+    return round(best.decode_tps / fit.decode_tps, 3)
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**30:.1f}"
+
+
+def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str | None) -> str:
+    from lltui.core.fit.planner import PROMPT_TOKENS
+    from lltui.core.units import compact_names
+
+    lines = [
+        f"\nbest for {plan.goal} at context {plan.context} (the planner: {plan.estimates} "
+        f"estimates; -sm, -dev, -ngl/--n-cpu-moe and -ub chosen):"
+    ]
+    fitting = [o for o in plan.options if o.fits]
+    if not fitting:
+        lines.append("  nothing this search tried fits")
+    for i, o in enumerate(fitting[:SHOWN], 1):
+        joules = f", {o.joules_per_token:.2f} J/token" if o.joules_per_token is not None else ""
+        mem = ", ".join(f"{m.name} {_gib(m.total_bytes)}/{_gib(m.free_bytes)}" for m in o.memory)
+        lines += [
+            f"  {i}. {command_line(model, o)}",
+            f"     decode ~{o.decode_tps:.1f} t/s ({o.decode_tps_deep:.1f} at {plan.context}), "
+            f"prompt ~{o.prefill_tps:.0f} t/s ({PROMPT_TOKENS} tokens){joules}",
+        ]
+        where = "; ".join(w for w in (f"GiB used/free: {mem}" if mem else "", o.offload) if w)
+        if where:
+            lines.append(f"     {where}")
+        if o.lost:
+            lines.append(f"     lost: {o.lost}")
+    missing = [o for o in plan.options if not o.fits]
+    for o in missing[:SHOWN_MISSING]:
+        lines.append(f"  x -sm {o.split_mode} on {compact_names(o.devices)}: {o.why_not}")
+    if len(missing) > SHOWN_MISSING:
+        lines.append(f"  ... and {len(missing) - SHOWN_MISSING} more that do not fit")
+    if plan.skipped:
+        lines.append(
+            f"  ({plan.skipped} smaller sets of GPUs not tried: they would put more on the host)"
+        )
+    if plan.split is not None:
+        lines.append(f"tensor or layer? {plan.split.winner}: {plan.split.why}")
+    elif plan.tensor_note and any(o.devices for o in plan.options):
+        lines.append(f"tensor or layer? layer: -sm tensor not tried ({plan.tensor_note})")
+    lines += _fit_lines(plan, fit, aborts)
+    return "\n".join(lines)
+
+
+def _fit_lines(plan: PlanResult, fit: FitChoice | None, aborts: str | None) -> list[str]:
+    if aborts:
+        return [
+            f"llama.cpp's own --fit aborts for the command given ({aborts}): it loads "
+            "unfitted, and may run out of memory"
+        ]
+    if fit is None:
+        return []
+    flags = " ".join(fit.flags) or "(the flags as given)"
+    out = [
+        f"llama.cpp's own --fit would run: {flags} (context {fit.n_ctx}, decode "
+        f"~{fit.decode_tps:.1f} t/s; {fit.why})"
+    ]
+    ratio = _vs_fit(plan, fit)
+    if ratio is not None:
+        out.append(f"  the planner's first decodes {ratio:.2f}x as fast as --fit's choice")
+    return out

@@ -1,0 +1,532 @@
+"""``lltui fit --best decode|prompt|joules|fewest-gpus``: the fastest command line for a model
+on these devices, chosen by the speed model among the ones that fit.
+
+The space, bounded (each point's memory is the estimator's, per device, as ``lltui fit`` of
+that command line shows it; its speed the speed model's):
+
+- the split: ``-sm layer``, and ``-sm tensor`` where llama.cpp loads it (an architecture it
+  implements, a K/V cache of floats, flash attention not off, two GPUs or more);
+- which GPUs, in which order (``-dev``): GPUs alike (the same model and free memory to the
+  GiB) stand in for each other, so a set is how many of each kind (:func:`device_sets`);
+  each set in llama.cpp's order and, where its GPUs differ, fastest first; over a set,
+  llama.cpp's own split by free memory;
+- where the weights go: the least offload that fits at the context asked for, by bisection
+  (MoE: the experts of the fewest layers, ``--n-cpu-moe``; dense: the fewest layers, -ngl);
+- ``-ub``: the one given on every layout, then :data:`UBATCHES` on the best few.
+
+Goals: ``decode`` (tokens/s of one sequence; the default), ``prompt`` (a
+:data:`PROMPT_TOKENS`-token prompt), ``joules`` (the GPUs' energy per decoded token) and
+``fewest-gpus`` (the fewest GPUs within :data:`FEWEST_SHARE` of the fastest decode).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lltui.core.fit.best import Change, Progress, _Space, least_offload, make_space, tps_bucket
+from lltui.core.fit.estimate import speed_of
+from lltui.core.gguf.model import GgufModel
+from lltui.core.hardware.gpus import find_gpu
+from lltui.core.llama.args import LlamaArgs, parse_llama_args
+from lltui.core.memory.allocate import estimate_once
+from lltui.core.memory.common import CPU, FitError
+from lltui.core.memory.context import select_devices
+from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.hparams import Hparams
+from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate
+from lltui.core.memory.tensor_parallel import not_modelled, supports_sm_tensor
+from lltui.core.speed.params import PARAMS
+from lltui.core.units import GIB
+
+PLAN_GOALS = ("decode", "prompt", "joules", "fewest-gpus")
+FEWEST_SHARE = 0.9  # fewest-gpus: within this share of the fastest decode
+UBATCHES = (256, 1024, 2048)
+UB_LAYOUTS = 2  # the best layouts tried again with each of UBATCHES (the prompt goal; else 1)
+MAX_SETS = 8  # device sets tried, at most
+PROMPT_TOKENS = 2048  # the prompt speed ranked (long enough for -ub beyond 512 to count)
+# what the planner chooses itself: the user's own values of these are replaced
+_CHOSEN = frozenset({"split_mode", "devices", "tensor_split", "main_gpu", "n_gpu_layers"})
+_FLOAT_KV = ("f32", "f16", "bf16")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    """One device's memory with an option (as ``fit --json``'s devices)."""
+
+    name: str
+    total_bytes: int
+    free_bytes: int | None
+    fits: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOption:
+    """One point of the space: a split, devices and -ub, at the least offload that fits."""
+
+    split_mode: str  # layer or tensor
+    devices: tuple[str, ...]  # -dev, in order
+    n_ubatch: int
+    fits: bool
+    flags: tuple[str, ...] = ()  # added to the flags given
+    argv: tuple[str, ...] = ()  # the whole command line's flags
+    offload: str = ""  # what goes to the host ("" nothing)
+    decode_tps: float = 0.0  # at depth 0
+    decode_tps_deep: float = 0.0  # at the context asked for
+    prefill_tps: float = 0.0  # a PROMPT_TOKENS prompt
+    joules_per_token: float | None = None  # the GPUs' energy per decoded token
+    reduce_ms: float = 0.0  # of a token's decode, tensor's all-reduces
+    link_ms: float = 0.0  # of a token's decode, everything between devices
+    memory: tuple[DeviceUse, ...] = ()
+    held_bytes: int = 0  # weights and K/V on the GPUs
+    why_not: str = ""  # why it does not fit ("" where it does)
+    lost: str = ""  # why it ranks below the first
+
+    @property
+    def n_gpus(self) -> int:
+        return len(self.devices)
+
+    @property
+    def token_ms(self) -> float:
+        return 1e3 / self.decode_tps if self.decode_tps > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SplitAnswer:
+    """Tensor or layer on this rig: the best option of each, and which wins and why."""
+
+    winner: str  # layer or tensor
+    layer: PlanOption
+    tensor: PlanOption
+    decode_gain: float  # the winner's decode over the other's, at depth 0 (0.12: 12 % faster)
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    goal: str
+    context: int  # the context asked for
+    options: tuple[PlanOption, ...]  # those that fit, best first, then those that do not
+    split: SplitAnswer | None
+    tensor_note: str  # why -sm tensor was not tried ("" where it was)
+    estimates: int  # estimates made
+    skipped: int = 0  # device sets not tried: they would put more on the host
+
+    @property
+    def best(self) -> PlanOption | None:
+        return self.options[0] if self.options and self.options[0].fits else None
+
+
+def check_plan_goal(goal: str) -> None:
+    if goal not in PLAN_GOALS:
+        raise ValueError(f"--best: expected one of {', '.join(PLAN_GOALS)}, got {goal!r}")
+
+
+def tensor_refusal(hp: Hparams, args: LlamaArgs, n_gpus: int) -> str:
+    """Why -sm tensor is not a choice here ("": it is): what llama.cpp refuses to load, and
+    what lltui does not estimate per device."""
+    if n_gpus < 2:
+        return "no GPU" if n_gpus == 0 else "one GPU: nothing to split"
+    if not supports_sm_tensor(hp.arch):
+        return f"llama.cpp does not implement -sm tensor for {hp.arch}"
+    if args.type_k not in _FLOAT_KV or args.type_v not in _FLOAT_KV:
+        return "llama.cpp refuses -sm tensor with a quantized K/V cache"
+    if args.flash_attn == "off" and "flash_attn" in args.given:
+        return "llama.cpp refuses -sm tensor with -fa off"
+    why = not_modelled(hp)
+    return f"not estimated per device here: {why}" if why else ""
+
+
+def device_sets(gpus: Sequence[DeviceSpec], need: int = 0) -> list[tuple[DeviceSpec, ...]]:
+    """The sets of GPUs tried, each in llama.cpp's order, the whole rig first: how many of
+    each kind (GPUs of one model and memory are alike), every count where that makes at
+    most MAX_SETS sets, else 0, 1, 2, 4, half and all of each kind and the fewest of one
+    kind whose free memory reaches ``need`` (bytes) and one more."""
+    kinds: dict[tuple[str, int], list[DeviceSpec]] = {}
+    for d in gpus:
+        key = (d.description, round((d.free_bytes or d.total_bytes or 0) / GIB))
+        kinds.setdefault(key, []).append(d)
+    groups = list(kinds.values())
+    counts: list[Sequence[int]] = [range(len(g) + 1) for g in groups]
+    if math.prod(len(c) for c in counts) > MAX_SETS:
+        counts = [_some_counts(g, need) for g in groups]
+    order = {d.name: i for i, d in enumerate(gpus)}
+    out = []
+    for pick in itertools.product(*counts):
+        chosen = [d for g, k in zip(groups, pick, strict=True) for d in g[:k]]
+        if chosen:
+            out.append(tuple(sorted(chosen, key=lambda d: order[d.name])))
+    out.sort(key=len, reverse=True)
+    return out[:MAX_SETS]
+
+
+def _some_counts(group: Sequence[DeviceSpec], need: int) -> list[int]:
+    n = len(group)
+    free = group[0].free_bytes or group[0].total_bytes or 1
+    fewest = min(n, max(1, -(-need // free)))
+    return sorted({0, 1, min(2, n), min(4, n), n // 2, n, fewest, min(n, fewest + 1)})
+
+
+def _bandwidth(d: DeviceSpec) -> float:
+    """A GPU's memory bandwidth, GB/s (what decode goes by): reported, else the catalog's."""
+    if d.mem_bandwidth_gbs:
+        return d.mem_bandwidth_gbs
+    g = find_gpu(d.description, (d.total_bytes or 0) // 2**20 or None) if d.description else None
+    return g.bandwidth_gbs if g is not None else 0.0
+
+
+def _orders(devs: tuple[DeviceSpec, ...]) -> list[tuple[DeviceSpec, ...]]:
+    """llama.cpp's order and, where the GPUs differ, the fastest first."""
+    fastest = tuple(sorted(devs, key=lambda d: -_bandwidth(d)))
+    return [devs] if fastest == devs else [devs, fastest]
+
+
+# --- one option ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Search:
+    s: _Space
+    model: GgufModel
+    settings: LlamaArgs
+    asked: int
+    goal: str
+    every: tuple[str, ...]  # every GPU llama.cpp sees, in its order (no -dev: these)
+
+    def option(
+        self, mode: str, devs: Sequence[DeviceSpec], ub: int | None, hint: int | None = None
+    ) -> tuple[PlanOption, int | None]:
+        """The option of a split, devices and -ub: the least offload that fits (``hint``:
+        where a like search ended), with its memory and speed; and that offload."""
+        s = self.s
+        names = tuple(d.device_name for d in devs)
+        # the whole rig in llama.cpp's order needs no -dev
+        base = Change(
+            split_mode=mode if names else None,  # no GPU: nothing to split
+            devices=None if names == self.every else names,
+            n_ubatch=ub,
+        )
+        units = s.asked_units
+
+        def at(x: int, u: int) -> Change:
+            return replace(s.placement(base, x), n_ctx=u * s.unit)
+
+        gpus, host = s.fits(at(0, units))
+        x = 0 if gpus and host else least_offload(s, at, units, hint)
+        ub_used = ub or self.settings.n_ubatch
+        if x is None:
+            why = self._why_not(at(0, units), at(s.n_offload, units))
+            return PlanOption(mode, names, ub_used, False, why_not=why), None
+        change = at(x, units)
+        res = s.estimate(change)
+        assert res is not None  # it fits
+        return self._option(mode, names, ub_used, change, res, x), x
+
+    def _option(
+        self, mode: str, names: tuple[str, ...], ub: int, change: Change, res: FitResult, x: int
+    ) -> PlanOption:
+        p = self.s.problem
+        fast = speed_of(self.model, res, p.devices, p.options, prompt_tokens=PROMPT_TOKENS)
+        deep = speed_of(self.model, res, p.devices, p.options, depth=self.asked)
+        if change.n_ctx == self.settings.n_ctx:
+            change = replace(change, n_ctx=None)  # -c as given: not said again
+        flags = change.flags()
+        return PlanOption(
+            split_mode=mode,
+            devices=names,
+            n_ubatch=ub,
+            fits=True,
+            flags=flags,
+            argv=tuple(self.settings.without(_CHOSEN).then(parse_llama_args(flags)).to_argv()),
+            offload=_offload_text(self.s, x),
+            decode_tps=fast.decode_tps,
+            decode_tps_deep=deep.decode_tps,
+            prefill_tps=fast.prefill_tps,
+            joules_per_token=joules_per_token(fast, p.devices),
+            reduce_ms=fast.reduce_decode_ms,
+            link_ms=fast.link_decode_ms,
+            memory=tuple(
+                DeviceUse(d.name, d.total_bytes, d.free_bytes, d.fits)
+                for d in res.devices
+                if d.kind != "cpu"
+            ),
+            held_bytes=sum(d.weights_bytes + d.kv_bytes for d in res.devices if d.kind != "cpu"),
+        )
+
+    def _why_not(self, least: Change, most: Change) -> str:
+        """Why nothing fits with a layout, from the estimates with the least and the most on
+        the host: the host too small even for the least, the GPUs too small even with the
+        most, or neither end fitting both."""
+        p = self.s.problem
+        over: list[list[tuple[str, float]]] = []
+        for change in (least, most):
+            try:
+                res = estimate_once(p.with_args(change.apply(p.args)))
+            except (FitError, ValueError) as exc:
+                return f"llama.cpp refuses it: {exc}"
+            over.append(
+                [
+                    (d.name, (d.total_bytes + d.unaccounted_bytes - (d.free_bytes or 0)) / GIB)
+                    for d in res.devices
+                    if d.fits is False
+                ]
+            )
+
+        def said(found: list[tuple[str, float]]) -> str:
+            return ", ".join(f"{n} by {gib:.1f} GiB" for n, gib in found)
+
+        host_least = [o for o in over[0] if o[0] == CPU]
+        gpus_most = [o for o in over[1] if o[0] != CPU]
+        if host_least:
+            return f"the host is over even with nothing offloaded ({said(host_least)})"
+        if gpus_most:
+            return f"the GPUs are over even with the most on the host ({said(gpus_most)})"
+        return (
+            f"what the GPUs cannot hold the host cannot take (the most offloaded: {said(over[1])})"
+        )
+
+
+def _offload_text(s: _Space, x: int) -> str:
+    if x == 0:
+        return ""
+    if s.moe:
+        return f"experts of {x} layers on the host"
+    return f"{x} of {s.n_offload} layers on the host"
+
+
+def joules_per_token(speed: SpeedEstimate, devices: Sequence[DeviceSpec]) -> float | None:
+    """The GPUs' energy per decoded token, J: each GPU used draws its static power the whole
+    token and what a decode draws while its share runs (the speed model's power shares of
+    its power limit). The host and the GPUs not used are not counted. None: a GPU's limit
+    is not known."""
+    if speed.decode_tps <= 0:
+        return None
+    token_s = 1.0 / speed.decode_tps
+    by_name = {d.name: d for d in devices}
+    total, counted = 0.0, 0
+    for ds in speed.devices:
+        d = by_name.get(ds.name)
+        if d is None or d.kind == "cpu":
+            continue
+        g = find_gpu(ds.description) if ds.description else None
+        limit = d.power_limit_w or (g.tdp_w if g is not None else None)
+        if not limit:
+            return None
+        static = PARAMS.static_power * limit
+        busy = min(token_s, ds.decode_ms / 1e3)
+        total += static * token_s + (PARAMS.decode_power - PARAMS.static_power) * limit * busy
+        counted += 1
+    return total if counted else None
+
+
+# --- ranking ------------------------------------------------------------------------------------
+
+
+def _key(goal: str, o: PlanOption, best_decode: float) -> tuple[float, ...]:
+    """Smaller first. Speeds within 2 % rank alike; then fewer GPUs, then the other speed."""
+    if goal == "prompt":
+        return (-tps_bucket(o.prefill_tps), o.n_gpus, -o.decode_tps)
+    if goal == "joules":
+        j = o.joules_per_token
+        return (j if j is not None else float("inf"), -o.decode_tps)
+    if goal == "fewest-gpus":
+        slow = o.decode_tps < FEWEST_SHARE * best_decode
+        return (float(slow), o.n_gpus, -o.decode_tps)
+    return (-tps_bucket(o.decode_tps), o.n_gpus, -o.prefill_tps)
+
+
+def rank(goal: str, options: Sequence[PlanOption]) -> list[PlanOption]:
+    """Those that fit, best first, each saying why it lost to the first; then those that do
+    not fit (their why_not)."""
+    fit = [o for o in options if o.fits]
+    best_decode = max((o.decode_tps for o in fit), default=0.0)
+    ranked = sorted(fit, key=lambda o: _key(goal, o, best_decode))
+    if ranked:
+        first = ranked[0]
+        ranked = [first] + [replace(o, lost=_lost(goal, first, o, best_decode)) for o in ranked[1:]]
+    return ranked + [replace(o, lost=o.why_not) for o in options if not o.fits]
+
+
+def _slower(a: float, b: float, what: str) -> str:
+    return f"{what} {100 * (1 - b / a):.0f}% slower ({b:.1f} against {a:.1f} t/s)" if a > 0 else ""
+
+
+def _lost(goal: str, first: PlanOption, o: PlanOption, best_decode: float) -> str:
+    if goal == "prompt":
+        if tps_bucket(o.prefill_tps) < tps_bucket(first.prefill_tps):
+            return _slower(first.prefill_tps, o.prefill_tps, "prompt")
+    elif goal == "joules":
+        a, b = first.joules_per_token, o.joules_per_token
+        if a and b and b > a:
+            return f"{100 * (b / a - 1):.0f}% more energy per token ({b:.2f} against {a:.2f} J)"
+    elif goal == "fewest-gpus":
+        if o.decode_tps < FEWEST_SHARE * best_decode:
+            return f"decode under {FEWEST_SHARE:.0%} of the fastest ({o.decode_tps:.1f} t/s)"
+    elif tps_bucket(o.decode_tps) < tps_bucket(first.decode_tps):
+        return _slower(first.decode_tps, o.decode_tps, "decode")
+    if o.n_gpus > first.n_gpus:
+        return f"no better, on {o.n_gpus} GPUs against {first.n_gpus}"
+    if goal == "prompt":
+        return f"as fast a prompt; decode {o.decode_tps:.1f} against {first.decode_tps:.1f} t/s"
+    return (
+        f"as fast a decode (within 2%); prompt {o.prefill_tps:.0f} against "
+        f"{first.prefill_tps:.0f} t/s"
+    )
+
+
+# --- the search ---------------------------------------------------------------------------------
+
+
+def plan_best(
+    model: GgufModel,
+    settings: LlamaArgs,
+    devices: Sequence[DeviceSpec],
+    options: FitOptions | None = None,
+    goal: str = "decode",
+    *,
+    progress: Progress | None = None,
+) -> PlanResult:
+    """Every option of the space (see the module docstring) ranked for ``goal``. The
+    user's -sm, -dev, -ts, -mg and -ngl are replaced by the planner's choices (a -dev
+    given names the GPUs it chooses among); the rest (-c, -np, K/V types, -ot, ...) are
+    kept. ValueError for a goal not in PLAN_GOALS or
+    settings llama.cpp refuses."""
+    check_plan_goal(goal)
+    base = settings.without(_CHOSEN)
+    every = tuple(d.device_name for d in devices if d.kind != "cpu")
+    if settings.devices is not None:  # -dev given: the GPUs to choose among
+        devices = select_devices(devices, replace(settings, split_mode="layer"))
+    made = make_space(model, base, devices, options, progress)
+    if made is None:
+        raise ValueError("llama.cpp refuses the command as given")
+    s, asked = made
+    search = _Search(s, model, base, asked, goal, every)
+    gpus = tuple(d for d in s.problem.devices if d.kind != "cpu")
+    refusal = tensor_refusal(s.problem.hp, base, len(gpus))
+    modes = ("layer",) if refusal else ("layer", "tensor")
+    s.planned = 12 * len(modes) + UB_LAYOUTS * len(UBATCHES) * 2
+    found: list[PlanOption] = []
+    offloads: dict[tuple[str, tuple[str, ...]], int] = {}
+    skipped = 0
+
+    def tried(mode: str, devs: Sequence[DeviceSpec]) -> int | None:
+        opt, x = search.option(mode, devs, None)
+        found.append(opt)
+        if x is not None:
+            offloads[(mode, opt.devices)] = x
+        return x
+
+    x_whole = {"layer": tried("layer", gpus)}
+    need = found[0].held_bytes
+    sets = device_sets(gpus, need)
+    for mode in modes:
+        for devs in sets:
+            # fewer GPUs than the whole rig's, where the whole rig already needs the host or
+            # theirs cannot hold what it holds: more on the host, slower
+            fewer = len(devs) < len(gpus)
+            if fewer and (x_whole.get(mode) != 0 or sum(_free(d) for d in devs) < need):
+                skipped += 1
+                continue
+            if mode == "tensor" and (len(devs) < 2 or len({d.backend_name for d in devs}) > 1):
+                continue  # one GPU, or GPUs of several backends (not tried: see the README)
+            for order in _orders(devs) if mode == "layer" else [devs]:
+                if (mode, order) == ("layer", gpus):
+                    continue  # tried first
+                x = tried(mode, order)
+                if not fewer and order == devs:
+                    x_whole[mode] = x
+    found += _other_ubatches(search, rank(goal, found), offloads)
+    ranked = rank(goal, found)
+    return PlanResult(
+        goal=goal,
+        context=asked,
+        options=tuple(ranked),
+        split=split_answer(ranked, goal),
+        tensor_note=refusal,
+        estimates=s.done,
+        skipped=skipped,
+    )
+
+
+def _free(d: DeviceSpec) -> int:
+    return d.free_bytes or d.total_bytes or 0
+
+
+def _other_ubatches(
+    search: _Search, ranked: Sequence[PlanOption], offloads: dict[tuple[str, tuple[str, ...]], int]
+) -> list[PlanOption]:
+    """The best UB_LAYOUTS layouts again with each -ub of UBATCHES (up to -b), started from
+    the offload each needed with the -ub given."""
+    st = search.settings
+    by_name = {d.device_name: d for d in search.s.problem.devices}
+    out = []
+    layouts = UB_LAYOUTS if search.goal == "prompt" else 1
+    for o in [o for o in ranked if o.fits][:layouts]:
+        devs = [by_name[n] for n in o.devices]
+        hint = offloads.get((o.split_mode, o.devices))
+        for ub in UBATCHES:
+            if ub != st.n_ubatch and ub <= st.n_batch:
+                out.append(search.option(o.split_mode, devs, ub, hint)[0])
+    return out
+
+
+def split_answer(ranked: Sequence[PlanOption], goal: str) -> SplitAnswer | None:
+    """Tensor or layer: the best option of each for the goal (their first in ``ranked``),
+    which decodes faster and why: a tensor split reads each layer's weights in parts on
+    every GPU at once and pays two all-reduces per layer; a layer split's GPUs take turns
+    and pay a hop per device boundary. None: one of the two fits nowhere."""
+    layer = next((o for o in ranked if o.fits and o.split_mode == "layer"), None)
+    tensor = next((o for o in ranked if o.fits and o.split_mode == "tensor"), None)
+    if layer is None or tensor is None:
+        return None
+    prompt = goal == "prompt"
+
+    def metric(o: PlanOption) -> float:
+        return o.prefill_tps if prompt else o.decode_tps
+
+    win_t = metric(tensor) > metric(layer)
+    a, b = (tensor, layer) if win_t else (layer, tensor)
+    gain = metric(a) / metric(b) - 1 if metric(b) > 0 else 0.0
+    what = f"prompt ({PROMPT_TOKENS} tokens)" if prompt else "decode"
+    reduce = (
+        f"-sm tensor's two all-reduces per layer take {tensor.reduce_ms:.2f} of its "
+        f"{tensor.token_ms:.2f} ms per token over {tensor.n_gpus} GPUs"
+    )
+    if abs(gain) < 0.02:
+        why = (
+            f"about as fast ({what}: layer {metric(layer):.1f} t/s, tensor "
+            f"{metric(tensor):.1f}): {reduce}, about what reading each layer in parts saves"
+        )
+    elif prompt and win_t:
+        why = (
+            f"-sm tensor's prompt is {100 * gain:.0f}% faster: every GPU works on each "
+            "ubatch at once, where a layer split's GPUs take turns (pipelined only within "
+            "a -b batch)"
+        )
+    elif prompt:
+        why = (
+            f"-sm layer's prompt is {100 * gain:.0f}% faster: its GPUs pipeline the ubatches "
+            "of a -b batch and hop once per device boundary, where -sm tensor all-reduces "
+            "every layer of every ubatch"
+        )
+    elif win_t:
+        why = (
+            f"-sm tensor decodes {100 * gain:.0f}% faster: every GPU reads its part of each "
+            f"layer at once, and {reduce}; -sm layer's GPUs take turns "
+            f"({layer.token_ms:.2f} ms per token over {layer.n_gpus})"
+        )
+    else:
+        why = (
+            f"-sm layer decodes {100 * gain:.0f}% faster: {reduce}, more than reading each "
+            f"layer in parts saves; -sm layer hops between its {layer.n_gpus} GPUs in "
+            f"{layer.link_ms:.2f} of {layer.token_ms:.2f} ms per token"
+        )
+    other = "decode" if prompt else f"prompt ({PROMPT_TOKENS} tokens)"
+    why += (
+        f". {other[0].upper()}{other[1:]}: layer "
+        f"{(layer.decode_tps if prompt else layer.prefill_tps):.0f} t/s, tensor "
+        f"{(tensor.decode_tps if prompt else tensor.prefill_tps):.0f}"
+    )
+    return SplitAnswer("tensor" if win_t else "layer", layer, tensor, gain, why)

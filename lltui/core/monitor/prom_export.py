@@ -1,0 +1,365 @@
+"""Prometheus metrics out of lltui's snapshots. Pure: no HTTP, no exposition text.
+
+:func:`rig_families` and :func:`llama_families` turn a :class:`RigSample` and what is known
+of llama-servers into :class:`Family` records (Prometheus names and base units: bytes, watts,
+celsius, hertz, ratios, joules); the exporter turns those into exposition text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from lltui.core.monitor.alerts import Alert
+from lltui.core.monitor.models import (
+    ContainerRef,
+    RigSample,
+)
+from lltui.core.monitor.prom import (
+    COMMAND_LABEL_MAX,
+    DEFAULT_MAX_PROCESSES,
+    GPU_INFO,
+    GPU_LOST,
+    GPU_METRICS,
+    HOST_CPU,
+    HOST_CPUS,
+    HOST_LOAD1,
+    HOST_MEM_TOTAL,
+    HOST_MEM_USED,
+    INFO_TEXT_LABELS,
+    MIB,
+    PROCESS_MEMORY,
+    RIG_INFO,
+    STATIC_METRICS,
+    THROTTLE,
+    XID_ERRORS,
+    Family,
+    LlamaExport,
+)
+
+
+def _labels(**kv: str | None) -> tuple[tuple[str, str], ...]:
+    return tuple((k, v) for k, v in kv.items() if v is not None)
+
+
+def _finite(value: float | int | None) -> bool:
+    return value is not None and not isinstance(value, bool) and math.isfinite(value)
+
+
+def clean_command(name: str | None) -> str:
+    """A process name fit for a label: the program's name only (never its arguments, which
+    may hold keys), printable, and short."""
+    if not name:
+        return ""
+    first = name.strip().split()[0] if name.strip() else ""
+    base = first.rsplit("/", 1)[-1]
+    text = "".join(c for c in base if c.isprintable())
+    return text[:COMMAND_LABEL_MAX]
+
+
+def clean_label(text: str) -> str:
+    """Any text fit for a label value: printable and short."""
+    return "".join(c for c in text if c.isprintable())[:COMMAND_LABEL_MAX]
+
+
+def rig_families(
+    sample: RigSample,
+    *,
+    host: str,
+    max_processes: int = DEFAULT_MAX_PROCESSES,
+    xid_counts: Mapping[str, int] | None = None,
+) -> tuple[Family, ...]:
+    """Every field of ``sample`` lltui knows, as families; a field that is ``None`` has no
+    sample. GPUs carry ``gpu`` (NVML index), ``uuid``, ``name`` and ``host`` labels, and
+    ``simulated="true"`` on a simulated rig.
+    ``xid_counts``: XID errors seen per GPU UUID since the caller began counting."""
+    info = sample.info
+    out: list[Family] = []
+    out.append(
+        Family(
+            RIG_INFO,
+            "gauge",
+            "The source lltui samples; always 1.",
+            samples=(
+                (
+                    _labels(
+                        host=host,
+                        source=info.source,
+                        simulated="true" if info.simulated else "false",
+                        driver_version=info.driver_version,
+                        cuda_version=info.cuda_version,
+                    ),
+                    1.0,
+                ),
+            ),
+        )
+    )
+    # a simulated rig's GPUs say so on every series, so a Prometheus that scrapes one
+    # cannot take its numbers for a real GPU's
+    fake = "true" if info.simulated else None
+    gpu_labels = {
+        g.info.uuid: _labels(
+            gpu=str(g.index), uuid=g.info.uuid, name=g.info.name, host=host, simulated=fake
+        )
+        for g in sample.gpus
+    }
+    info_samples = []
+    for g in sample.gpus:
+        s = g.info
+        cc = (
+            f"{s.compute_capability[0]}.{s.compute_capability[1]}" if s.compute_capability else None
+        )
+        extra = _labels(
+            pci_bus_id=s.pci_bus_id or None,
+            cuda_index=str(s.cuda_index) if s.cuda_index is not None else None,
+            compute_capability=cc,
+            **{k: getattr(s, k) for k in INFO_TEXT_LABELS},
+        )
+        info_samples.append((gpu_labels[s.uuid] + extra, 1.0))
+    out.append(Family(GPU_INFO, "gauge", "GPU identity; always 1.", samples=tuple(info_samples)))
+    out.append(
+        Family(
+            GPU_LOST,
+            "gauge",
+            "1 when the GPU fell off the bus or stopped answering.",
+            samples=tuple((gpu_labels[g.info.uuid], 1.0 if g.lost else 0.0) for g in sample.gpus),
+        )
+    )
+    for m in STATIC_METRICS:
+        rows = []
+        for g in sample.gpus:
+            v = getattr(g.info, m.attr)
+            if _finite(v):
+                rows.append((gpu_labels[g.info.uuid], float(v) * m.scale))
+        out.append(Family(m.name, m.kind, m.help, m.unit, tuple(rows)))
+    for m in GPU_METRICS:
+        rows = []
+        for g in sample.gpus:
+            v = getattr(g, m.attr)
+            if _finite(v):
+                rows.append((gpu_labels[g.info.uuid], float(v) * m.scale))
+        out.append(Family(m.name, m.kind, m.help, m.unit, tuple(rows)))
+    if xid_counts is not None:
+        rows = [
+            (gpu_labels[g.info.uuid], float(xid_counts.get(g.info.uuid, 0))) for g in sample.gpus
+        ]
+        out.append(
+            Family(XID_ERRORS, "counter", "XID errors the driver reported since the exporter "
+                   "started.", "", tuple(rows))
+        )  # fmt: skip
+    throttle = []
+    for g in sample.gpus:
+        for reason in g.throttle_reasons or ():
+            throttle.append((gpu_labels[g.info.uuid] + (("reason", reason),), 1.0))
+    out.append(
+        Family(THROTTLE, "gauge", "A reason the GPU's clocks are held down now; 1.", "",
+               tuple(throttle))
+    )  # fmt: skip
+    procs = []
+    for g in sample.gpus:
+        known = [p for p in g.processes if p.used_memory is not None]
+        known.sort(key=lambda p: -(p.used_memory or 0))
+        for p in known[: max(0, max_processes)]:
+            labels = gpu_labels[g.info.uuid] + (
+                ("pid", str(p.pid)),
+                ("command", clean_command(p.name or p.command)),
+            )
+            if (model := p.served) is not None:  # which model holds this memory
+                labels += (("model", clean_label(model)),)
+            labels += container_labels(p.container)
+            procs.append((labels, float(p.used_memory or 0)))
+    out.append(
+        Family(PROCESS_MEMORY, "gauge",
+               f"GPU memory a process holds (the {max_processes} largest per GPU).", "bytes",
+               tuple(procs))
+    )  # fmt: skip
+    out.extend(mig_families(sample, gpu_labels))
+    h = sample.host
+    hl = (("host", host),)
+    for name, value, scale, unit, text in (
+        (HOST_CPU, h.cpu_pct, 0.01, "ratio", "Host CPU busy share."),
+        (HOST_MEM_TOTAL, h.mem_total, 1.0, "bytes", "Host memory in all."),
+        (HOST_MEM_USED, h.mem_used, 1.0, "bytes", "Host memory in use."),
+        (HOST_LOAD1, h.load_1m, 1.0, "", "Host load average over one minute."),
+        (HOST_CPUS, h.cpu_count, 1.0, "", "Host logical CPUs."),
+    ):
+        rows_h = ((hl, float(value) * scale),) if value is not None and _finite(value) else ()
+        out.append(Family(name, "gauge", text, unit, rows_h))
+    return tuple(out)
+
+
+MIG_MEMORY_USED = "lltui_mig_memory_used_bytes"
+MIG_MEMORY_TOTAL = "lltui_mig_memory_total_bytes"
+MIG_INFO = "lltui_mig_info"
+VGPU_MEMORY_USED = "lltui_vgpu_memory_used_bytes"
+
+
+def container_labels(c: ContainerRef | None) -> tuple[tuple[str, str], ...]:
+    """A process's container as labels: ``container`` (its short label, as the monitor shows
+    it), ``container_runtime``, and ``pod`` and ``namespace`` for Kubernetes."""
+    if c is None:
+        return ()
+    return _labels(
+        container=c.label[:COMMAND_LABEL_MAX],
+        container_runtime=c.runtime,
+        pod=c.pod,
+        namespace=c.namespace,
+    )
+
+
+def mig_families(
+    sample: RigSample, gpu_labels: Mapping[str, tuple[tuple[str, str], ...]]
+) -> tuple[Family, ...]:
+    """MIG instances as devices under their GPU: the GPU's labels plus ``mig_uuid``,
+    ``profile``, ``gpu_instance`` and ``compute_instance``."""
+    info, used, total = [], [], []
+    for g in sample.gpus:
+        for m in g.mig:
+            labels = gpu_labels[g.info.uuid] + (
+                ("mig_uuid", m.uuid),
+                ("profile", m.profile),
+                ("gpu_instance", str(m.gpu_instance_id)),
+                ("compute_instance", str(m.compute_instance_id)),
+            )
+            info.append((labels, 1.0))
+            total.append((labels, float(m.memory_total)))
+            if m.memory_used is not None:
+                used.append((labels, float(m.memory_used)))
+    vgpu_used = []
+    for g in sample.gpus:
+        for v in g.vgpus:
+            if v.memory_used is not None:
+                labels = gpu_labels[g.info.uuid] + _labels(
+                    vgpu=str(v.instance), vgpu_type=v.type_name, vm=v.vm
+                )
+                vgpu_used.append((labels, float(v.memory_used)))
+    return (
+        Family(
+            VGPU_MEMORY_USED,
+            "gauge",
+            "Framebuffer a vGPU (served to a VM) uses.",
+            "bytes",
+            tuple(vgpu_used),
+        ),
+        Family(MIG_INFO, "gauge", "A MIG instance of a GPU; always 1.", "", tuple(info)),
+        Family(MIG_MEMORY_TOTAL, "gauge", "Memory of a MIG instance.", "bytes", tuple(total)),
+        Family(MIG_MEMORY_USED, "gauge", "Memory in use in a MIG instance.", "bytes", tuple(used)),
+    )
+
+
+ALERT_ACTIVE = "lltui_alert_active"
+ALERT_SINCE = "lltui_alert_since_timestamp_seconds"
+
+
+def alert_families(alerts: Sequence[Alert], *, host: str) -> tuple[Family, ...]:
+    """The alerts raised now: ``lltui_alert_active`` (1) and when each was raised, labelled
+    by ``kind``, ``severity`` and what it is about (``gpu`` and ``uuid``, ``server``, or the
+    fleet ``host`` it names)."""
+    active, since = [], []
+    for a in alerts:
+        labels = _labels(
+            host=a.host or host,
+            kind=a.kind,
+            severity=a.severity,
+            gpu=None if a.gpu_index is None else str(a.gpu_index),
+            uuid=a.gpu_uuid,
+            server=a.server,
+        )
+        active.append((labels, 1.0))
+        since.append((labels, float(a.since)))
+    return (
+        Family(ALERT_ACTIVE, "gauge", "An alert raised now (thresholds as lltui's config "
+               "sets them); 1.", "", tuple(active)),
+        Family(ALERT_SINCE, "gauge", "When the alert was raised, seconds since the epoch.",
+               "seconds", tuple(since)),
+    )  # fmt: skip
+
+
+def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family, ...]:
+    """Counters, slots and placement of the llama-servers lltui follows."""
+    rows: dict[str, list[tuple[tuple[tuple[str, str], ...], float]]] = {}
+
+    def add(name: str, labels: tuple[tuple[str, str], ...], value: float | int | None) -> None:
+        if _finite(value):
+            rows.setdefault(name, []).append((labels, float(value)))  # type: ignore[arg-type]
+
+    for s in servers:
+        lb = (("host", host), ("server", s.server))
+        add("lltui_llama_up", lb, 1.0 if s.up else 0.0)
+        m = s.metrics
+        if m is not None:
+            add("lltui_llama_prompt_tokens_total", lb, m.prompt_tokens_total)
+            add("lltui_llama_prompt_seconds_total", lb, m.prompt_seconds_total)
+            add("lltui_llama_generated_tokens_total", lb, m.tokens_predicted_total)
+            add("lltui_llama_generation_seconds_total", lb, m.tokens_predicted_seconds_total)
+            add("lltui_llama_decode_calls_total", lb, m.n_decode_total)
+            add("lltui_llama_requests_processing", lb, m.requests_processing)
+            add("lltui_llama_requests_deferred", lb, m.requests_deferred)
+        tp = s.throughput
+        if tp is not None:
+            add("lltui_llama_generation_tokens_per_second", lb, tp.generation_tps)
+            add("lltui_llama_decode_tokens_per_second", lb, tp.decode_tps)
+            add("lltui_llama_prompt_tokens_per_second", lb, tp.prompt_tps)
+        if s.slots is not None:
+            add("lltui_llama_slots", lb, len(s.slots))
+            add("lltui_llama_slots_busy", lb, sum(1 for x in s.slots if x.is_processing))
+        elif s.props is not None:
+            add("lltui_llama_slots", lb, s.props.total_slots)
+        if s.props is not None:
+            add("lltui_llama_slot_context_tokens", lb, s.props.n_ctx)
+            model = s.props.model_alias or (
+                s.props.model_path.rsplit("/", 1)[-1] if s.props.model_path else None
+            )
+            if model:
+                add("lltui_llama_model_info", (*lb, ("model", model)), 1.0)
+        for d in s.placement:
+            for kind, mib in (
+                ("model", d.model_mib),
+                ("kv", d.kv_mib),
+                ("compute", d.compute_mib),
+                ("output", d.output_mib),
+            ):
+                add("lltui_llama_device_memory_bytes",
+                    (*lb, ("device", d.name), ("kind", kind)), round(mib * MIB))  # fmt: skip
+            if d.layers:
+                add("lltui_llama_device_layers", (*lb, ("device", d.name)), len(d.layers))
+        add("lltui_llama_kv_tokens", lb, s.kv_tokens)
+        for g in s.kv:
+            dl = (*lb, ("device", g.device))
+            add("lltui_llama_kv_used_bytes", dl, g.used_bytes)
+            add("lltui_llama_kv_capacity_bytes", dl, g.capacity_bytes)
+            add("lltui_llama_kv_seconds_to_full", dl, g.seconds_to_full)
+    helps = {
+        "lltui_llama_up": ("gauge", "1 when the server answers /health as ready.", ""),
+        "lltui_llama_prompt_tokens_total": ("counter", "Prompt tokens processed.", ""),
+        "lltui_llama_prompt_seconds_total": ("counter", "Time spent on prompts.", "seconds"),
+        "lltui_llama_generated_tokens_total": ("counter", "Tokens generated.", ""),
+        "lltui_llama_generation_seconds_total": (
+            "counter", "Time spent generating.", "seconds"),
+        "lltui_llama_decode_calls_total": ("counter", "llama_decode calls.", ""),
+        "lltui_llama_requests_processing": ("gauge", "Requests being processed.", ""),
+        "lltui_llama_requests_deferred": ("gauge", "Requests waiting for a slot.", ""),
+        "lltui_llama_generation_tokens_per_second": (
+            "gauge", "Tokens generated per second over the last interval.", ""),
+        "lltui_llama_decode_tokens_per_second": (
+            "gauge", "Decode speed of requests finished in the last interval.", ""),
+        "lltui_llama_prompt_tokens_per_second": (
+            "gauge", "Prompt speed of requests finished in the last interval.", ""),
+        "lltui_llama_slots": ("gauge", "Slots the server has.", ""),
+        "lltui_llama_slots_busy": ("gauge", "Slots processing a request.", ""),
+        "lltui_llama_slot_context_tokens": ("gauge", "Context size of one slot.", ""),
+        "lltui_llama_model_info": ("gauge", "The model served; always 1.", ""),
+        "lltui_llama_device_memory_bytes": (
+            "gauge", "Memory the server placed on a device, by kind.", "bytes"),
+        "lltui_llama_device_layers": ("gauge", "Layers the server placed on a device.", ""),
+        "lltui_llama_kv_tokens": ("gauge", "Tokens the server's slots hold in its KV cache.", ""),
+        "lltui_llama_kv_used_bytes": (
+            "gauge", "KV cache bytes the slots' tokens take on a device.", "bytes"),
+        "lltui_llama_kv_capacity_bytes": ("gauge", "KV cache bytes of a device.", "bytes"),
+        "lltui_llama_kv_seconds_to_full": (
+            "gauge", "Seconds until a device's KV cache is full at the current rate.", "seconds"),
+    }  # fmt: skip
+    return tuple(
+        Family(name, kind, text, unit, tuple(rows.get(name, ())))
+        for name, (kind, text, unit) in helps.items()
+    )

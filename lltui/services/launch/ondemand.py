@@ -1,0 +1,447 @@
+"""Models loaded on demand: a thin HTTP proxy in front of a llama-server router.
+
+Clients talk to lltui on the address they were given; the router listens on a private
+loopback port. A request that names a model (``POST /v1/chat/completions`` and the other
+inference endpoints, the ``model`` field of their JSON body) for a model that is not loaded
+goes through the eviction policy (:mod:`lltui.core.fit.evict`): lltui unloads the models the
+policy names (``POST /models/unload``, once their requests in flight are answered), loads
+the model (``POST /models/load``), waits until the router lists it ``loaded``, and forwards
+the request; a client's ``POST /models/load`` is decided the same way. One decision at a
+time (a lock): two requests for models that cannot be resident together are served in turn.
+Every other request, and every request for a model already loaded, is forwarded as it is;
+responses (streams included) are passed through as they come. What lltui refuses is
+answered in the OpenAI error format (``{"error": {"message", "type", "code"}}``), naming why.
+
+The proxy runs an asyncio loop on a thread of its own (:meth:`OnDemandProxy.start`,
+:meth:`OnDemandProxy.stop`); it starts no process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, TCPConnector, web
+from aiohttp.client_exceptions import (
+    ClientConnectionError,
+    ClientError,
+    ServerDisconnectedError,
+)
+
+from lltui.core.fit.evict import Decision, Policy, Resident, decide
+from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
+
+if TYPE_CHECKING:
+    from aiohttp import ClientResponse
+
+# the endpoints whose JSON body names the model a request is for (llama-server's server.cpp
+# routes them through the router's proxy_post, which reads the body's "model")
+MODEL_PATHS = frozenset(
+    {
+        "/completion",
+        "/completions",
+        "/v1/completions",
+        "/chat/completions",
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/embedding",
+        "/embeddings",
+        "/v1/embeddings",
+        "/rerank",
+        "/reranking",
+        "/v1/rerank",
+        "/v1/reranking",
+        "/infill",
+        "/tokenize",
+        "/detokenize",
+        "/apply-template",
+    }
+)
+# the router's own load (server.cpp): through lltui it loads by the policy, unloading first
+LOAD_PATH = "/models/load"
+# headers that belong to one connection, not to the request (RFC 9110 7.6.1)
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+MAX_BODY = 256 * 1024 * 1024  # a request's body (images in a chat request)
+LOAD_TIMEOUT_S = 600.0
+POLL_S = 0.05
+SHUTDOWN_S = 2.0
+STATUS = {"model_not_found": 404, "invalid_request": 400, "unauthorized": 401}
+
+
+def error_body(message: str, code: str, kind: str | None = None) -> dict[str, Any]:
+    """An error as OpenAI's API (and llama-server's) shapes it."""
+    if kind is None:
+        kind = "invalid_request_error" if STATUS.get(code, 503) < 500 else "unavailable_error"
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+def error_response(message: str, code: str, status: int | None = None) -> web.Response:
+    return web.json_response(error_body(message, code), status=status or STATUS.get(code, 503))
+
+
+@dataclass(frozen=True)
+class ProxyEvent:
+    """What the proxy did: ``evict`` (``models`` unloaded for ``model``), ``load``, ``refused``
+    (``reason``), ``failed`` (the load failed)."""
+
+    kind: str
+    model: str
+    models: tuple[str, ...] = ()
+    reason: str = ""
+
+
+class LoadRefused(Exception):
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class OnDemandProxy:
+    """``router_url``: the router's private address; ``policy``: called for the current
+    policy at each decision (pinned models change); ``keys``: the API keys a client must
+    give when the router has any (lltui checks before it loads anything)."""
+
+    def __init__(
+        self,
+        router_url: str,
+        policy: Callable[[], Policy],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        keys: Sequence[str] = (),
+        on_event: Callable[[ProxyEvent], None] | None = None,
+        load_timeout_s: float = LOAD_TIMEOUT_S,
+    ) -> None:
+        self.router_url = router_url.rstrip("/")
+        self.policy = policy
+        self.host, self.port = host, port
+        self.keys = tuple(k for k in keys if k)
+        self.on_event = on_event
+        self.load_timeout_s = load_timeout_s
+        self.last_used: dict[str, float] = {}
+        self._ready: set[str] = set()  # loaded, as far as the proxy knows
+        self._evicting: set[str] = set()
+        self._in_flight: dict[str, int] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._client: ClientSession | None = None
+        self._lock: asyncio.Lock | None = None
+        self._idle: asyncio.Condition | None = None
+        self._started = threading.Event()
+        self._start_error: BaseException | None = None
+
+    # --- lifecycle (any thread) -----------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Listen (OSError when the address cannot be bound); returns once it does."""
+        self._thread = threading.Thread(target=self._run, name="lltui-ondemand", daemon=True)
+        self._thread.start()
+        if not self._started.wait(timeout_s):
+            raise OSError(f"the proxy did not start listening on {self.url}")
+        if self._start_error is not None:
+            raise OSError(f"cannot listen on {self.url}: {self._start_error}")
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(SHUTDOWN_S + 8)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        self._loop = self._thread = None
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._listen())
+        except BaseException as exc:  # reported to start()'s caller
+            self._start_error = exc
+            self._started.set()
+            loop.close()
+            return
+        self._started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _listen(self) -> None:
+        self._lock = asyncio.Lock()
+        self._idle = asyncio.Condition()
+        self._client = ClientSession(
+            connector=TCPConnector(limit=0),
+            timeout=ClientTimeout(total=None, connect=10),
+            auto_decompress=False,
+            cookie_jar=DummyCookieJar(),  # a client's cookies are its own, never kept here
+        )
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        # a stop cuts streams still open short: the router and its models stop too
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        if self.port == 0:
+            server = site._server
+            sockets = getattr(server, "sockets", None) or []
+            self.port = sockets[0].getsockname()[1]
+
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._client is not None:
+            await self._client.close()
+
+    def _emit(self, event: ProxyEvent) -> None:
+        if self.on_event is not None:
+            with contextlib.suppress(Exception):
+                self.on_event(event)
+
+    # --- requests -------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH}:
+            return await self._pass(request, await request.read())
+        body = await request.read()
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            return error_response("the request body is not JSON", "invalid_request")
+        name = data.get("model") if isinstance(data, dict) else None
+        if not isinstance(name, str) or not name:
+            return await self._pass(request, body)  # the router says what is missing
+        if not self._authorized(request):
+            return error_response("invalid API key", "unauthorized")
+        if request.path == LOAD_PATH:  # a client's own load goes through the policy too
+            try:
+                await self._ensure_loaded(name)
+            except LoadRefused as exc:
+                return error_response(str(exc), exc.code)
+            return web.json_response({"success": True})
+        for _attempt in range(2):
+            if name not in self._ready or name in self._evicting:
+                try:
+                    await self._ensure_loaded(name)
+                except LoadRefused as exc:
+                    return error_response(str(exc), exc.code)
+            self._in_flight[name] = self._in_flight.get(name, 0) + 1
+            try:
+                self.last_used[name] = time.monotonic()
+                response = await self._forward(request, body, model=name)
+            finally:
+                await self._done(name)
+            if response is not None:
+                return response
+            self._ready.discard(name)  # unloaded behind lltui's back: decide again
+        return error_response(f"model '{name}' is not loaded", "model_not_loaded")
+
+    def _authorized(self, request: web.Request) -> bool:
+        if not self.keys:
+            return True
+        given = request.headers.get("X-Api-Key") or ""
+        auth = request.headers.get("Authorization", "")
+        if auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        return any(hmac.compare_digest(given.encode(), k.encode()) for k in self.keys)
+
+    async def _done(self, name: str) -> None:
+        self._in_flight[name] -= 1
+        if name in self._evicting:  # an unload waits for this model's requests to end
+            assert self._idle is not None
+            async with self._idle:
+                self._idle.notify_all()
+
+    async def _pass(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        response = await self._forward(request, body)
+        assert response is not None
+        return response
+
+    async def _forward(
+        self, request: web.Request, body: bytes, *, model: str | None = None
+    ) -> web.StreamResponse | None:
+        """The request sent on to the router, its answer passed back as it comes. With a
+        ``model``: None when the router says that model is not loaded (nothing sent yet)."""
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        url = self.router_url + request.rel_url.raw_path_qs
+        try:
+            upstream = await self._send(request.method, url, headers, body)
+            async with upstream:
+                if model is not None and upstream.status == 400:
+                    text = await upstream.read()
+                    if b"model is not loaded" in text:
+                        return None
+                    return _response(upstream, text)
+                if upstream.content_length is not None or request.method == "HEAD":
+                    return _response(upstream, await upstream.read())
+                return await self._stream(request, upstream)
+        except (TimeoutError, ClientConnectionError):
+            return error_response("the router is not reachable", "router_unavailable", 502)
+        except ClientError as exc:
+            return error_response(f"the router: {exc}", "router_error", 502)
+
+    async def _send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes
+    ) -> ClientResponse:
+        """The request sent; sent again once when the router had closed the kept-alive
+        connection it went on (it closes one idle a few seconds, or after its 100th request)
+        before answering anything."""
+        assert self._client is not None
+        for attempt in (1, 2):
+            try:
+                return await self._client.request(
+                    method, url, headers=headers, data=body or None, allow_redirects=False
+                )
+            except ServerDisconnectedError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _stream(self, request: web.Request, upstream: ClientResponse) -> web.StreamResponse:
+        out = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        for k, v in upstream.headers.items():
+            if k.lower() not in HOP_BY_HOP:
+                out.headers.add(k, v)
+        await out.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_any():
+                await out.write(chunk)
+            await out.write_eof()
+        except (ConnectionResetError, ClientError):
+            pass  # the client (or the router) left: leaving closes the other side too
+        return out
+
+    # --- loads ----------------------------------------------------------------------------
+
+    async def _ensure_loaded(self, name: str) -> None:
+        assert self._lock is not None
+        async with self._lock:
+            states = await self._states()
+            if name not in states:
+                raise LoadRefused(f"model '{name}' not found", "model_not_found")
+            state = states[name]
+            if state in ("loaded", "sleeping"):  # a sleeping one wakes on the request
+                self._ready.add(name)
+                return
+            if state in RESIDENT_STATES:  # loading (--load at start): wait for it
+                await self._wait_state(name, ("loaded",))
+                self._ready.add(name)
+                return
+            resident = [
+                Resident(n, self.last_used.get(n, 0.0))
+                for n, s in states.items()
+                if s in RESIDENT_STATES
+            ]
+            decision = decide(self.policy(), name, resident)
+            if not decision.can_load:
+                self._emit(ProxyEvent("refused", name, reason=decision.reason))
+                raise LoadRefused(decision.reason, decision.code or "does_not_fit")
+            await self._evict(decision)
+            await self._load(name)
+
+    async def _evict(self, decision: Decision) -> None:
+        assert self._idle is not None
+        if not decision.evict:
+            return
+        self._emit(ProxyEvent("evict", decision.model, decision.evict, decision.reason))
+        self._evicting.update(decision.evict)
+        try:
+            async with self._idle:  # their requests in flight are answered first
+                await self._idle.wait_for(
+                    lambda: all(self._in_flight.get(n, 0) == 0 for n in decision.evict)
+                )
+            for victim in decision.evict:
+                self._ready.discard(victim)
+                await self._post("/models/unload", victim)
+            for victim in decision.evict:
+                await self._wait_state(victim, ("unloaded",))
+        finally:
+            self._evicting.difference_update(decision.evict)
+
+    async def _load(self, name: str) -> None:
+        self._emit(ProxyEvent("load", name))
+        await self._post("/models/load", name)
+        state = await self._wait_state(name, ("loaded", "unloaded"))
+        if state != "loaded":
+            self._emit(ProxyEvent("failed", name))
+            why = f"model '{name}' failed to load (the router's log says why)"
+            raise LoadRefused(why, "load_failed")
+        self._ready.add(name)
+
+    async def _post(self, path: str, name: str) -> None:
+        assert self._client is not None
+        try:
+            async with self._client.post(
+                self.router_url + path, json={"model": name}, headers=self._own_headers()
+            ) as resp:
+                text = await resp.read()
+        except (TimeoutError, ClientError) as exc:
+            raise LoadRefused(f"{path}: the router: {exc}", "router_unavailable") from None
+        if resp.status != 200 and b"already running" not in text and b"not running" not in text:
+            raise LoadRefused(f"{path} {name}: HTTP {resp.status}", "router_error")
+
+    def _own_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[0]}"} if self.keys else {}
+
+    async def _states(self) -> dict[str, str]:
+        assert self._client is not None
+        try:
+            async with self._client.get(
+                self.router_url + "/models", headers=self._own_headers()
+            ) as resp:
+                data = await resp.json(content_type=None)
+            return {m.name: m.state for m in parse_router_models(data)}
+        except (TimeoutError, ClientError, ValueError) as exc:
+            raise LoadRefused(f"the router's model list: {exc}", "router_unavailable") from None
+
+    async def _wait_state(self, name: str, wanted: tuple[str, ...]) -> str:
+        """Poll the router's list until ``name`` is in one of ``wanted`` (bounded)."""
+        deadline = time.monotonic() + self.load_timeout_s
+        while True:
+            state = (await self._states()).get(name, "unknown")
+            if state in wanted:
+                return state
+            if time.monotonic() > deadline:
+                raise LoadRefused(f"model '{name}' is still {state}", "load_timeout")
+            await asyncio.sleep(POLL_S)
+
+
+def _response(upstream: ClientResponse, body: bytes) -> web.Response:
+    out = web.Response(status=upstream.status, reason=upstream.reason, body=body)
+    for k, v in upstream.headers.items():
+        if k.lower() not in HOP_BY_HOP:
+            out.headers.add(k, v)
+    return out

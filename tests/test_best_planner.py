@@ -1,0 +1,277 @@
+"""fit --best decode|prompt|...: the planner's choice among splits, GPU sets, host experts and -ub,
+on simulated rigs and real-size sparse models (no GPU needed)."""
+
+import itertools
+import json
+from dataclasses import replace
+
+import gguf_factory as gf
+import pytest
+
+from lltui.cli import main
+from lltui.core.fit.best import tps_bucket
+from lltui.core.fit.estimate import FitOptions, estimate
+from lltui.core.fit.planner import PLAN_GOALS, plan_best
+from lltui.core.gguf.reader import read_gguf
+from lltui.core.hardware.links import RigLinks
+from lltui.core.llama.args import spell
+from lltui.core.llama.flags import parse_llama_args
+from lltui.core.memory.devices import parse_gpus_spec
+from lltui.core.units import GIB
+from lltui.services.devices import sim_devices
+
+# a 3B-shaped dense model: small enough that -sm tensor's all-reduces are what decides
+DENSE_3B = gf.llama_spec(
+    n_embd=3072, n_ff=8192, n_head=24, n_head_kv=8, head_dim=128, n_layer=28, n_vocab=32000
+)
+DENSE_8B = gf.llama_8b_spec(n_vocab=32000)
+MOE = gf.qwen3moe_30b_a3b_spec(n_vocab=32000, n_ctx_train=32768)
+HOST = 256 * GIB
+C4K = ["-c", "4096"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("planner")
+    return {
+        "3b": str(gf.write_sparse(d / "dense3b.gguf", DENSE_3B, "Q4_0")),
+        "8b": str(gf.write_sparse(d / "dense8b.gguf", DENSE_8B, "F16")),
+        "moe": str(gf.write_sparse(d / "moe.gguf", MOE, "Q8_0")),
+    }
+
+
+def _pair(nvlink: bool) -> tuple[list, FitOptions]:
+    """Two RTX 3090s bridged by NVLink, or each on PCIe 3.0 x4 with no peer access."""
+    devs = parse_gpus_spec("RTX 3090,RTX 3090").devices
+    if nvlink:
+        devs = [replace(d, nvlink_active=4, pcie_gen=4, pcie_width=16) for d in devs]
+    else:
+        devs = [replace(d, nvlink_active=0, pcie_gen=3, pcie_width=4) for d in devs]
+    links = RigLinks(nvlink=nvlink, p2p=nvlink)
+    return devs, FitOptions(host_free_bytes=HOST, links=links)
+
+
+def _best_of(plan, mode):
+    return max(
+        (o for o in plan.options if o.fits and o.split_mode == mode), key=lambda o: o.decode_tps
+    )
+
+
+def test_tensor_on_nvlink_layer_on_pcie_x4(models):
+    model = read_gguf(models["3b"])
+    fast_devs, fast = _pair(nvlink=True)
+    slow_devs, slow = _pair(nvlink=False)
+    on_nvlink = plan_best(model, parse_llama_args(C4K), fast_devs, fast)
+    on_x4 = plan_best(model, parse_llama_args(C4K), slow_devs, slow)
+    # the speed model decides, and the planner follows it both ways
+    assert _best_of(on_nvlink, "tensor").decode_tps > _best_of(on_nvlink, "layer").decode_tps
+    assert _best_of(on_x4, "layer").decode_tps > _best_of(on_x4, "tensor").decode_tps
+    assert on_nvlink.best.split_mode == "tensor"
+    assert spell("split_mode", "tensor") == tuple(on_nvlink.best.flags[:2])
+    assert on_x4.best.split_mode == "layer"
+    assert on_nvlink.split.winner == "tensor" and "faster" in on_nvlink.split.why
+    assert on_x4.split.winner == "layer" and "all-reduces" in on_x4.split.why
+    # the runner-up says why it lost
+    assert "slower" in next(o for o in on_x4.options if o.split_mode == "tensor").lost
+
+
+def test_a_brute_force_agrees_with_the_first_choice(models):
+    """Every split, set, order and -ub through the public estimate: none decodes faster
+    than the planner's first (to the 2 % the ranking treats as equal)."""
+    model = read_gguf(models["3b"])
+    devs, opts = _pair(nvlink=True)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    best = 0.0
+    names = [d.name for d in devs]
+    sets = [p for k in (1, 2) for p in itertools.permutations(names, k)]
+    for mode, chosen, ub in itertools.product(("layer", "tensor"), sets, (256, 512, 1024, 2048)):
+        if mode == "tensor" and len(chosen) < 2:
+            continue
+        argv = [*C4K, "-sm", mode, "-dev", ",".join(chosen), "-ub", str(ub)]
+        res = estimate(model, parse_llama_args(argv), devs, opts)
+        if res.fits:
+            best = max(best, res.speed.decode_tps)
+    assert tps_bucket(plan.best.decode_tps) >= tps_bucket(best)
+
+
+def test_a_brute_force_over_host_experts_and_ubatches_agrees(tmp_path):
+    """Every --n-cpu-moe and -ub through the public estimate, on a GPU too small for the
+    experts: none that fits decodes faster than the planner's first."""
+    spec = gf.qwen3moe_30b_a3b_spec(n_vocab=32000, n_layer=12)
+    model = read_gguf(gf.write_sparse(tmp_path / "moe12.gguf", spec, "Q8_0"))
+    devs = parse_gpus_spec("4GiB").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    assert plan.best is not None and "host" in plan.best.offload
+    best = 0.0
+    for k, ub in itertools.product(range(13), (256, 512, 1024, 2048)):
+        argv = [*C4K, "--n-cpu-moe", str(k), "-ub", str(ub)]
+        res = estimate(model, parse_llama_args(argv), devs, opts)
+        if res.fits:
+            best = max(best, res.speed.decode_tps)
+    assert best > 0 and tps_bucket(plan.best.decode_tps) >= tps_bucket(best)
+
+
+def test_leaves_out_the_slower_gpus_of_a_mixed_rig(models):
+    model = read_gguf(models["8b"])
+    devs = sim_devices("2x4090-2x7900xtx")
+    plan = plan_best(model, parse_llama_args(C4K), devs, FitOptions(host_free_bytes=HOST))
+    first = plan.best
+    whole = next(o for o in plan.options if o.fits and o.n_gpus == len(devs))
+    assert 0 < first.n_gpus < len(devs)
+    assert all(n.startswith("CUDA") for n in first.devices)  # the 4090s, not the 7900 XTXs
+    assert "-dev" in first.flags
+    assert first.decode_tps > whole.decode_tps
+    # mixed backends are not split by tensor
+    assert not any(
+        o.split_mode == "tensor" and len({n[:4] for n in o.devices}) > 1 for o in plan.options
+    )
+
+
+def test_dev_given_names_the_gpus_to_choose_among(models):
+    model = read_gguf(models["8b"])
+    devs = sim_devices("2x4090-2x7900xtx")
+    pool = [d.device_name for d in devs[2:]]  # the 7900 XTXs only
+    args = parse_llama_args([*C4K, "-dev", ",".join(pool)])
+    plan = plan_best(model, args, devs, FitOptions(host_free_bytes=HOST))
+    assert all(set(o.devices) <= set(pool) for o in plan.options)
+    assert "-dev" in plan.best.argv  # never the whole rig by default
+    res = estimate(model, parse_llama_args(list(plan.best.argv)), devs, FitOptions())
+    assert [d.name for d in res.devices if d.kind != "cpu"] == list(plan.best.devices)
+
+
+def test_moe_puts_the_fewest_experts_on_the_host(models):
+    model = read_gguf(models["moe"])
+    devs = parse_gpus_spec("16GiB").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    plan = plan_best(model, parse_llama_args(["-c", "8192"]), devs, opts)
+    first = plan.best
+    ncmoe = spell("n_cpu_moe", 1)[0]
+    assert ncmoe in first.argv and "host" in first.offload
+    k = int(first.argv[first.argv.index(ncmoe) + 1])
+    fewer = list(first.argv)
+    fewer[fewer.index(ncmoe) + 1] = str(k - 1)
+    assert estimate(model, parse_llama_args(list(first.argv)), devs, opts).fits
+    assert not estimate(model, parse_llama_args(fewer), devs, opts).fits
+    assert plan.split is None and "one GPU" in plan.tensor_note
+
+
+@pytest.mark.parametrize("goal", PLAN_GOALS)
+def test_each_option_is_what_fit_says_of_its_command(models, goal):
+    """Memory per device of every option equals `fit` of its whole command line; speed too."""
+    model = read_gguf(models["3b"])
+    devs, opts = _pair(nvlink=True)
+    plan = plan_best(model, parse_llama_args(["-c", "4096", "-np", "1"]), devs, opts, goal)
+    fitting = [o for o in plan.options if o.fits]
+    assert len(fitting) >= 4
+    for o in fitting:
+        res = estimate(model, parse_llama_args(list(o.argv)), devs, opts)
+        assert res.fits
+        gpus = [d for d in res.devices if d.kind != "cpu"]
+        assert [(d.name, d.total_bytes) for d in gpus] == [
+            (m.name, m.total_bytes) for m in o.memory
+        ]
+        assert res.speed.decode_tps == pytest.approx(o.decode_tps)
+
+
+def test_what_fits_nowhere_says_which_side_is_short(models):
+    model = read_gguf(models["8b"])
+    args = parse_llama_args(C4K)
+    no_host = plan_best(model, args, parse_gpus_spec("4GiB").devices, FitOptions(host_free_bytes=0))
+    assert no_host.best is None and "host is over" in no_host.options[0].why_not
+    small = FitOptions(host_free_bytes=4 * GIB)
+    both = plan_best(model, args, parse_gpus_spec("4GiB").devices, small)
+    assert both.best is None and "host cannot take" in both.options[0].why_not
+
+
+def test_never_tensor_where_llama_cpp_refuses_it(models):
+    model = read_gguf(models["3b"])
+    devs, opts = _pair(nvlink=True)
+    for argv, why in (
+        (["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"], "quantized"),
+        (["-fa", "off"], "-fa off"),
+    ):
+        plan = plan_best(model, parse_llama_args([*C4K, *argv]), devs, opts)
+        assert plan.options and all(o.split_mode == "layer" for o in plan.options)
+        assert why in plan.tensor_note and plan.split is None
+
+
+def test_no_gpu_plans_for_the_host_alone(models):
+    model = read_gguf(models["3b"])
+    plan = plan_best(model, parse_llama_args(C4K), (), FitOptions(host_free_bytes=HOST))
+    assert plan.best is not None and plan.best.devices == () and plan.best.memory == ()
+    assert "-sm" not in plan.best.flags and plan.best.joules_per_token is None
+    assert plan.split is None and plan.tensor_note == "no GPU"
+
+
+def test_never_tensor_for_an_architecture_llama_cpp_does_not_split(tmp_path):
+    path = tmp_path / "ds2.gguf"
+    gf.write_model(path, gf.deepseek2_spec())
+    model = read_gguf(path)
+    devs, opts = _pair(nvlink=True)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    assert plan.best is not None and all(o.split_mode == "layer" for o in plan.options)
+    assert "does not implement -sm tensor for deepseek2" in plan.tensor_note
+
+
+def test_goals_rank_by_their_own_measure(models):
+    model = read_gguf(models["3b"])
+    devs, opts = _pair(nvlink=True)
+    args = parse_llama_args(C4K)
+    prompt = plan_best(model, args, devs, opts, "prompt")
+    fits = [o for o in prompt.options if o.fits]
+    assert tps_bucket(fits[0].prefill_tps) == max(tps_bucket(o.prefill_tps) for o in fits)
+    joules = plan_best(model, args, devs, opts, "joules")
+    fits = [o for o in joules.options if o.fits]
+    assert fits[0].joules_per_token == min(o.joules_per_token for o in fits)
+    fewest = plan_best(model, args, devs, opts, "fewest-gpus")
+    fastest = max(o.decode_tps for o in fewest.options if o.fits)
+    assert fewest.best.n_gpus == 1 and fewest.best.decode_tps >= 0.9 * fastest
+
+
+def test_cli_json_and_text(models, capsys):
+    argv = ["fit", models["8b"], *C4K, "--gpus", "sim:2x4090-2x7900xtx", "--best", "decode"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    plan = data["planner"]
+    assert plan["goal"] == "decode" and plan["context"] == 4096
+    win = plan["winner"]
+    assert win["command"].startswith(f"llama-server -m {models['8b']} -c 4096 -sm ")
+    assert win["fits"] and win["decode_tps"] > 0 and win["prefill_tps"] > 0
+    assert {"name", "total_bytes", "free_bytes", "fits"} <= set(win["memory"][0])
+    assert all(isinstance(m["total_bytes"], int) for m in win["memory"])
+    assert plan["options"][0] == win
+    assert all(o["lost"] for o in plan["options"][1:])
+    assert "llama_fit" in data and "vs_llama_fit" in plan and "tensor_or_layer" in plan
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "best for decode at context 4096" in text
+    assert "  1. llama-server -m " in text and "lost: " in text
+    assert "llama.cpp's own --fit" in text
+
+
+def test_cli_bad_goal_is_one_line(models, capsys):
+    assert main(["fit", models["3b"], "--gpus", "24GiB", "--best", "fastest"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fastest" in err[0] and "decode" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (["-ngl", "20"], "-ngl"),
+        (["-ts", "1,1"], "-ts"),
+        (["--n-cpu-moe", "4"], "--n-cpu-moe"),
+        (["-sm", "tensor"], "-sm tensor"),
+        ([], None),
+        (["-ngl", "20", "--fit", "off"], None),
+    ],
+)
+def test_says_when_llama_cpp_fit_aborts(models, capsys, given, why):
+    argv = ["fit", models["3b"], *C4K, *given, "--gpus", "24GiB,24GiB", "--best", "decode"]
+    assert main([*argv, "--json"]) == 0
+    aborts = json.loads(capsys.readouterr().out)["planner"]["llama_fit_aborts"]
+    assert (aborts is None) if why is None else (why in aborts)
+    if why is not None:
+        assert main(argv) == 0
+        assert "--fit aborts for the command given" in capsys.readouterr().out

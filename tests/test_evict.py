@@ -1,0 +1,172 @@
+"""The eviction policy of on-demand loading: which models go so that a requested one loads,
+decided by each model's memory per device and on the host (lltui.core.fit.evict)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from lltui.core.fit.evict import (
+    DEFAULT_CACHE_RAM_MIB,
+    ModelNeed,
+    Policy,
+    Resident,
+    Room,
+    cache_ram_bytes,
+    decide,
+    decide_all,
+    policy_from_plan,
+)
+from lltui.core.llama.args import parse_llama_args
+from lltui.core.memory.common import CPU
+from lltui.core.units import MIB
+
+GIB = 1024 * MIB
+
+
+def need(name: str, gpu0: int = 0, gpu1: int = 0, host: int = 0, **kw: Any) -> ModelNeed:
+    devices = {d: b * GIB for d, b in (("CUDA0", gpu0), ("CUDA1", gpu1)) if b}
+    return ModelNeed(name, devices, host * GIB, **kw)
+
+
+def policy(*needs: ModelNeed, gpu0: int = 24, gpu1: int = 24, host: int | None = 64) -> Policy:
+    room = Room({"CUDA0": gpu0 * GIB, "CUDA1": gpu1 * GIB}, None if host is None else host * GIB)
+    return Policy({n.name: n for n in needs}, room)
+
+
+def running(*names: str) -> list[Resident]:
+    """Resident models, the first the least recently used."""
+    return [Resident(n, float(i)) for i, n in enumerate(names)]
+
+
+def test_a_model_that_fits_beside_the_others_loads_now():
+    p = policy(need("a", 10), need("b", 10))
+    assert decide(p, "b", running("a")).action == "load"
+    assert decide(p, "a", running("a")).action == "loaded"
+
+
+def test_the_least_recently_used_goes_first():
+    p = policy(need("a", 10), need("b", 10), need("c", 10))
+    got = decide(p, "c", running("b", "a"))  # b served longest ago
+    assert (got.action, got.evict) == ("evict", ("b",))
+    got = decide(p, "c", running("a", "b"))
+    assert got.evict == ("a",)
+
+
+def test_lower_priority_goes_before_an_older_one():
+    p = policy(need("a", 10, priority=5), need("b", 10), need("c", 10))
+    assert decide(p, "c", running("a", "b")).evict == ("b",)
+
+
+def test_the_smallest_set_that_frees_enough():
+    # a (oldest) frees too little alone; b alone is enough: only b goes
+    p = policy(need("a", 4), need("b", 12), need("c", 14))
+    got = decide(p, "c", running("a", "b"))
+    assert got.evict == ("b",)
+    # both must go when neither alone frees enough
+    p = policy(need("a", 8), need("b", 8), need("c", 20))
+    assert decide(p, "c", running("a", "b")).evict == ("a", "b")
+
+
+def test_a_pinned_model_is_never_evicted():
+    p = policy(need("a", 10, pinned=True), need("b", 10), need("c", 10))
+    assert decide(p, "c", running("a", "b")).evict == ("b",)
+    p = policy(need("a", 10, pinned=True), need("b", 10, pinned=True), need("c", 10))
+    got = decide(p, "c", running("a", "b"))
+    assert (got.action, got.code) == ("cannot", "pinned")
+    assert "pinned models unload (a, b)" in got.reason
+
+
+def test_a_model_too_big_even_alone_is_refused_with_the_device():
+    p = policy(need("a", 10), need("huge", 30))
+    got = decide(p, "huge", running("a"))
+    assert (got.action, got.code) == ("cannot", "does_not_fit")
+    assert got.reason == "huge does not fit even alone: CUDA0 has 24576 MiB, it needs 30720 MiB"
+
+
+def test_an_unknown_model_is_named():
+    got = decide(policy(need("a", 1)), "nope", [])
+    assert (got.action, got.code, got.reason) == (
+        "cannot",
+        "model_not_found",
+        "model 'nope' not found",
+    )
+
+
+def test_host_memory_binds_like_a_gpu():
+    # nothing on a GPU: each takes 20 GiB of RAM, the host has 48
+    p = policy(need("a", host=20), need("b", host=20), need("c", host=20), host=48)
+    assert decide(p, "b", running("a")).action == "load"
+    assert decide(p, "c", running("a", "b")).evict == ("a",)
+    got = decide(policy(need("big", host=50), host=48), "big", [])
+    assert (got.action, got.code) == ("cannot", "host_memory")
+    assert "the host has 49152 MiB, it needs 51200 MiB" in got.reason
+
+
+def test_host_memory_with_pinned_models_is_refused_as_pinned():
+    p = policy(need("a", host=30, pinned=True), need("b", host=30), host=48)
+    got = decide(p, "b", running("a"))
+    assert (got.action, got.code) == ("cannot", "pinned")
+
+
+def test_a_pod_evicts_only_models_on_its_own_gpus():
+    # coder holds GPU0; chat models swap on GPU1: a chat request never unloads the coder,
+    # even when the coder is the least recently used
+    p = policy(need("coder", gpu0=20), need("chat1", gpu1=16), need("chat2", gpu1=16))
+    got = decide(p, "chat2", running("coder", "chat1"))
+    assert got.evict == ("chat1",)
+    # a model on GPU0 and GPU1 may evict on both
+    p = policy(need("coder", gpu0=20), need("chat1", gpu1=16), need("wide", gpu0=10, gpu1=10))
+    assert decide(p, "wide", running("coder", "chat1")).evict == ("coder", "chat1")
+
+
+def test_a_pod_that_cannot_free_enough_says_so():
+    # host short and the only other model is on another GPU: the pod may not unload it
+    p = policy(need("coder", gpu0=20, host=30), need("chat", gpu1=10, host=30), host=48)
+    got = decide(p, "chat", running("coder"))
+    assert (got.action, got.code) == ("cannot", "host_memory")
+
+
+def test_a_shared_rpc_server_forces_its_holder_out():
+    p = policy(need("a", 1, rpc=("h:1",)), need("b", 1), need("c", 1, rpc=("h:1",)))
+    assert decide(p, "c", running("a", "b")).evict == ("a",)
+    p = policy(need("a", 1, rpc=("h:1",), pinned=True), need("c", 1, rpc=("h:1",)))
+    assert decide(p, "c", running("a")).code == "pinned"
+
+
+def test_decide_all_says_for_each_model():
+    p = policy(need("a", 10), need("b", 10), need("c", 10))
+    got = decide_all(p, running("a", "b"))
+    assert {n: d.action for n, d in got.items()} == {"a": "loaded", "b": "loaded", "c": "evict"}
+
+
+def test_the_prompt_cache_is_counted_unless_set():
+    assert cache_ram_bytes(parse_llama_args([])) == DEFAULT_CACHE_RAM_MIB * MIB
+    assert cache_ram_bytes(parse_llama_args(["--cache-ram", "0"])) == 0
+    assert cache_ram_bytes(parse_llama_args(["-cram", "512"])) == 512 * MIB
+    assert cache_ram_bytes(parse_llama_args(["-cram", "-1"])) == DEFAULT_CACHE_RAM_MIB * MIB
+
+
+def test_the_policy_from_a_plan_counts_host_buffers_cache_and_process():
+    def planned(name: str, gpu: int, host: int, flags: list[str], keep: bool = False) -> Any:
+        usage = (("CUDA0", gpu), (CPU, host))
+        return SimpleNamespace(
+            name=name, usage=usage, args=parse_llama_args(flags), rpc=(), keep=keep
+        )
+
+    plan: Any = SimpleNamespace(
+        models=(
+            planned("a", 5 * GIB, 100 * MIB, ["-cram", "1024"]),
+            planned("b", 6 * GIB, 0, [], keep=True),
+        ),
+        devices=(
+            SimpleNamespace(name="CUDA0", free_bytes=10 * GIB),
+            SimpleNamespace(name=CPU, free_bytes=32 * GIB),
+        ),
+    )
+    got = policy_from_plan(plan, priority={"a": 3}, overhead_bytes=50 * MIB)
+    assert got.room == Room({"CUDA0": 10 * GIB}, 32 * GIB)
+    assert got.needs["a"] == ModelNeed("a", {"CUDA0": 5 * GIB}, 1174 * MIB, (), False, 3)
+    assert got.needs["b"].host_bytes == (DEFAULT_CACHE_RAM_MIB + 50) * MIB
+    assert got.needs["b"].pinned
+    assert decide(got, "b", running("a")).evict == ("a",)
