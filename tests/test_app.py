@@ -58,9 +58,9 @@ async def test_pause_and_resume_stop_and_restart_sampling():
 async def test_interval_keys_step_through_the_allowed_intervals():
     app = sim_app(interval=1.0)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("plus")
+        await pilot.press("minus")  # less often
         assert app.model.interval == 2.0 and app.poller.interval == 2.0
-        await pilot.press("minus", "minus", "minus", "minus", "minus")
+        await pilot.press("plus", "plus", "plus", "plus", "plus")
         assert app.model.interval == 0.25  # never below the floor
         assert "0.25s" in text_of(app, "#status")
 
