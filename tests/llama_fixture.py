@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,11 +31,19 @@ START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 
 
-def build_llama() -> llama_build.BuildResult:
-    """The cached build, building it first if needed (progress goes to stderr)."""
+def build_llama(config: pytest.Config | None = None) -> llama_build.BuildResult:
+    """The cached build, building it first if needed. Its progress (a line at least once a
+    minute) goes to the terminal past pytest's capture when ``config`` is given, so a first
+    run that compiles for half an hour says so rather than looking hung."""
+    capture = config.pluginmanager.getplugin("capturemanager") if config is not None else None
+    one_at_a_time = threading.Lock()  # the build's heartbeat speaks from a thread of its own
 
     def progress(message: str) -> None:
-        print(f"[llama build] {message}", file=sys.stderr, flush=True)
+        with (
+            one_at_a_time,
+            capture.global_and_fixture_disabled() if capture else contextlib.nullcontext(),
+        ):
+            print(f"\n[llama build] {message}", file=sys.stderr, flush=True)
 
     done = llama_build.installed()
     if done is not None:
@@ -48,8 +57,8 @@ def build_llama() -> llama_build.BuildResult:
 
 
 @pytest.fixture(scope="session")
-def llama_bins() -> llama_build.BuildResult:
-    return build_llama()
+def llama_bins(pytestconfig: pytest.Config) -> llama_build.BuildResult:
+    return build_llama(pytestconfig)
 
 
 # --- a tiny model -------------------------------------------------------------------------------

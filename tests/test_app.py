@@ -58,9 +58,9 @@ async def test_pause_and_resume_stop_and_restart_sampling():
 async def test_interval_keys_step_through_the_allowed_intervals():
     app = sim_app(interval=1.0)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("plus")
+        await pilot.press("minus")  # less often
         assert app.model.interval == 2.0 and app.poller.interval == 2.0
-        await pilot.press("minus", "minus", "minus", "minus", "minus")
+        await pilot.press("plus", "plus", "plus", "plus", "plus")
         assert app.model.interval == 0.25  # never below the floor
         assert "0.25s" in text_of(app, "#status")
 
@@ -542,3 +542,23 @@ async def test_a_form_takes_typing_as_soon_as_it_opens(key, field):
         typed = app.screen.query_one(field, Input)
         assert typed.value == "/m -1.gguf"
         assert not app.model.paused and app.model.interval == 1.0
+
+
+def test_a_long_source_name_ends_in_an_ellipsis_not_a_second_status_line():
+    from dataclasses import replace
+
+    from lltui.app.widgets.status import render_status
+
+    app = sim_app("kaggle-2xt4")
+    app.poll_sync(1)
+    model = app.model
+    long_name = "replay:" + "/very/long/path/to/a/recording" * 4 + ".jsonl"
+    model.apply(
+        replace(model.latest, seq=model.latest.seq + 1, info=replace(model.info, source=long_name)),
+        0.0,
+    )
+    assert model.info.source == long_name
+    for width in (80, 60):
+        line = render_status(model, None, width).plain
+        assert "\n" not in line and len(line) <= width, line
+        assert line.startswith("lltui replay:/very") and "…" in line and "live" in line

@@ -88,9 +88,13 @@ async def test_a_refused_and_a_hung_host_say_why_they_are_down(dead_hosts, size)
         fleet = app.fleet
         assert fleet is not None
         await wait_for(lambda: fleet.state(1).error and fleet.state(2).error, timeout=30)
-        await pilot.pause(0.3)
         app.screen.show_fleet()
-        await pilot.pause()
+        await wait_for(
+            lambda: (
+                "3 hosts: 1 up, 2 down" in screen_text(app)
+                and "ssh did not answer within 1.5 s" in screen_text(app)
+            )
+        )
         text = screen_text(app)
         assert "down" in _row_status(app, down) and "down" in _row_status(app, hang)
         # the reason, whole, on screen: in the note column or under the table
@@ -108,7 +112,7 @@ async def test_a_refused_and_a_hung_host_say_why_they_are_down(dead_hosts, size)
         table.focus()
         await pilot.press("enter")
         await wait_for(lambda: app.current_mode == "monitor" and app.model.error is not None)
-        await pilot.pause(0.2)
+        await wait_for(lambda: "Connection refused" in screen_text(app))
         monitor = screen_text(app)
         assert "Connection refused" in monitor and "SourceUnavailable" not in monitor
         assert "no data" in monitor and "starting" not in monitor

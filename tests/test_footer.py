@@ -24,6 +24,18 @@ async def test_one_widget_draws_the_apps_keys_then_the_views_and_the_palette_on_
         assert line.endswith("▏^p palette ") and len(line) == 140
 
 
+async def test_a_narrow_footer_shows_whole_keys_only():
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 1)
+        await pilot.pause()
+        line = footer_line(app)
+        assert len(line) == 80 and line.endswith("▏^p palette ")
+        keys = line[: line.index("▏")].rstrip()
+        assert keys.endswith(" s Sort")  # not a "w" without its label
+        assert "? Help" in keys
+
+
 async def test_a_click_presses_the_key_and_a_hover_shows_its_tooltip():
     app = sim_app("kaggle-2xt4")
     async with app.run_test(size=(140, 30)) as pilot:

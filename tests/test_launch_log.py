@@ -82,8 +82,13 @@ async def test_a_real_request_timing_lines_whole_at_80_columns(server_env, tiny_
                 )
                 assert r.status_code == 200
             await wait_for(lambda: app.launch.state.speed.last_request is not None, 20)
-            await pilot.pause(0.2)
-            timings = [line for line in app.launch.state.log.items if "eval time =" in line]
+
+            def timing_lines() -> list[str]:
+                return [line for line in app.launch.state.log.items if "eval time =" in line]
+
+            await wait_for(lambda: len(timing_lines()) >= 2, 20)
+            await pilot.pause()
+            timings = timing_lines()
             assert len(timings) == 2
             log = screen.query_one("#launch-log")
             shown = "".join("".join(seg.text for seg in strip) for strip in log.lines)

@@ -227,6 +227,39 @@ def test_a_missing_target_is_built_alone_in_the_kept_build_tree(tmp_path: Path) 
     assert not again.built_now
 
 
+def test_a_build_silent_for_minutes_still_says_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One long compile prints nothing for minutes: the build still tells how far it got and
+    how long it has taken, at least every HEARTBEAT_S (shrunk here), so it never looks hung."""
+    from lltui.sources.llama import build_cmake
+
+    monkeypatch.setattr(build_cmake, "HEARTBEAT_S", 0.05)
+    gate = tmp_path / "go-on"
+    cmake = tmp_path / "cmake"
+    # prints one percentage, then is silent until the test has heard a heartbeat
+    cmake.write_text(
+        f'#!/bin/sh\necho "[ 34%] Building CXX object ggml.cpp.o"\n'
+        f"while [ ! -e {gate} ]; do sleep 0.05; done\necho '[100%] Linking'\n"
+    )
+    cmake.chmod(0o755)
+    plan = BuildPlan(root=tmp_path / "11434.0.0-cpu")
+    plan.build_dir.mkdir(parents=True)
+    messages: list[str] = []
+
+    def progress(message: str) -> None:
+        messages.append(message)
+        if sum("[ 34%]" in m for m in messages) >= 2:
+            gate.touch()  # a second line at 34%: the heartbeat, with no new output
+
+    build_cmake.build_targets(plan, Toolchain(cmake=str(cmake), cxx="c++"), progress, ["x"])
+    head = f"building llama.cpp (CPU) into {plan.root}: "
+    assert messages[0] == head + "[  0%] 0m00s"
+    assert all(m.startswith(head) for m in messages)
+    assert sum("[ 34%]" in m for m in messages) >= 2
+    assert "[100%]" in messages[-1]
+
+
 def test_stamp_is_the_proof_of_a_finished_build(tmp_path: Path) -> None:
     plan = make_stamped_tree(tmp_path / "11434.0.0-cpu")
     assert read_stamp(plan) is not None

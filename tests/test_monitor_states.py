@@ -87,10 +87,15 @@ async def test_the_pause_key_reads_resume_while_paused_and_the_palette_has_one_p
         await pilot.press("ctrl+p")
         await wait_for(lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"sampling")
-        await pilot.pause(0.3)
         palette = app.screen
         options = palette.query_one("CommandList")
-        names = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+        def option_names() -> list[str]:
+            return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+        # the palette searches in a worker of its own: wait for its answer, however slow
+        await wait_for(lambda: any("esume" in n for n in option_names()))
+        names = option_names()
         pauses = [n for n in names if "ause" in n or "esume" in n]
         assert len(pauses) == 1 and "Resume sampling" in pauses[0], names
         await pilot.press("escape")

@@ -61,6 +61,7 @@ async def test_loading_an_nccl_tests_file_and_a_log():
         tests_file = next(FIXTURES.glob("T01-*.txt"))
         field.value = str(tests_file)
         await pilot.click("#nccl-file")
+        await wait_for(lambda: app.focused is app.screen.query_one("#nccl-file"))
         await pilot.press("enter")
         await wait_for(lambda: "nccl-tests" in state(app).file_text)
         await pilot.pause()
@@ -101,6 +102,7 @@ async def test_nccl_results_come_back_in_messages_that_carry_them(tmp_path):
         missing = tmp_path / "missing.log"
         app.screen.query_one("#nccl-file").value = str(missing)
         await pilot.click("#nccl-file")
+        await wait_for(lambda: app.focused is app.screen.query_one("#nccl-file"))
         await pilot.press("enter")
         await wait_for(lambda: first(NcclFileLoaded) is not None)
         await pilot.pause()
@@ -114,6 +116,7 @@ async def test_typing_q_in_the_file_field_does_not_quit():
         await pilot.press("3")
         await wait_for(lambda: loaded(app))
         await pilot.click("#nccl-file")
+        await wait_for(lambda: app.focused is app.screen.query_one("#nccl-file"))
         await pilot.press("q", "1", "space")
         await pilot.pause()
         assert app.is_running and app.current_mode == "nccl"
@@ -146,8 +149,8 @@ async def test_a_loaded_file_scrolls_into_view_at_80x24():
         field.focus()
         await pilot.press("enter")
         await wait_for(lambda: "nccl-tests" in state(app).file_text)
-        await pilot.pause(0.2)
+        await wait_for(lambda: page.scroll_y > 0)  # scrolled to the result once it is drawn
+        await pilot.pause()
         result = app.screen.query_one("#nccl-file-result")
-        assert page.scroll_y > 0
         top = result.region.y
         assert page.region.y <= top < page.region.bottom  # its first line is on screen

@@ -169,3 +169,18 @@ async def test_sm_from_nvml_and_a_dash_where_the_gpu_will_not_say(monkeypatch):
         assert table.pids == [101, 202]
         await pilot.press("r")
         assert table.pids == [202, 101]
+
+
+def test_rss_fits_its_column_whole():
+    from lltui.app.widgets.process_table import COLUMNS, rss_cell
+
+    width = next(w for key, _label, w in COLUMNS if key == "rss")
+    for n, shown in (
+        (310 * MIB, "310 MiB"),
+        (512 * 1024, "512 KiB"),
+        (9.8 * 1024 * MIB, "9.8 GiB"),
+        (12.3 * 1024 * MIB, "12.3 GiB"),
+        (1536 * 1024 * MIB, "1536 GiB"),
+    ):
+        assert rss_cell(int(n)) == shown and len(shown) <= width
+    assert rss_cell(None) == "-"

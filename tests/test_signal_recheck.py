@@ -5,6 +5,7 @@ processes by the fake NVML, as in test_process_signals.py)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 
 from app_helpers import wait_for
 from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
@@ -12,11 +13,13 @@ from test_process_signals import STUBBORN, children, nvml_app, select, spawn  # 
 
 from lltui.app.widgets.signal_dialog import SignalDialog
 
-# exits a moment after SIGTERM (as a server that stops cleanly does)
+# exits after SIGTERM (as a server that stops cleanly does), but only once the test has seen
+# the dialog in its "termed" state: it waits for a line on its stdin, so the order holds
+# however busy the machine is
 SLOW_TO_STOP = (
     "import signal, sys, time\n"
     "def stop(*_):\n"
-    "    time.sleep(0.3); sys.exit(0)\n"
+    "    sys.stdin.readline(); sys.exit(0)\n"
     "signal.signal(signal.SIGTERM, stop)\n"
     "print('ready', flush=True)\n"
     "time.sleep(60)\n"
@@ -24,8 +27,9 @@ SLOW_TO_STOP = (
 
 
 async def test_no_kill_is_offered_once_the_process_exited(monkeypatch, children):  # noqa: F811
-    child = spawn(children, SLOW_TO_STOP)
+    child = spawn(children, SLOW_TO_STOP, stdin=subprocess.PIPE)
     assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    assert child.stdin is not None
     app = nvml_app(monkeypatch, child.pid)
     async with app.run_test(size=(120, 30)) as pilot:
         await select(app, pilot, child.pid)
@@ -35,6 +39,8 @@ async def test_no_kill_is_offered_once_the_process_exited(monkeypatch, children)
         await pilot.press("t")
         assert dialog.state == "termed"  # still there a moment after TERM: KILL offered
         assert dialog.query_one("#signal-kill").display
+        child.stdin.write(b"stop\n")
+        child.stdin.flush()  # now it may finish stopping
         await wait_for(lambda: child.poll() is not None)
         await wait_for(lambda: dialog.state == "exited")
         await pilot.pause()

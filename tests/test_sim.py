@@ -4,7 +4,7 @@ import pytest
 
 from lltui.core.monitor.models import SourceUnavailable
 from lltui.core.units import MIB
-from lltui.sources.gpu.sim import PROFILES, SimSource, cuda_order, phase_at
+from lltui.sources.gpu.sim import PROFILES, SimSource, StepClock, cuda_order, phase_at
 
 
 class FakeClock:
@@ -137,3 +137,17 @@ def test_the_server_process_holds_the_gpus_memory_less_its_context(profile):
         others = sum(p.used_memory or 0 for p in g.processes if p.name != "llama-server")
         held = g.memory_used - server[0].used_memory - others
         assert held in (300 * MIB, 303 * MIB)
+
+
+def test_a_rig_on_the_real_clock_reads_the_real_time_of_day():
+    """The sim's fixed date is for tests and recordings: live, an alert's "since" and a
+    process's start are today's, not 2026-01-01 00:00."""
+    import time
+
+    before = time.time()
+    live = SimSource("kaggle-2xt4").poll()
+    assert before - 1 <= live.wall <= time.time() + 1
+    started = [p.started for g in live.gpus for p in g.processes if p.started is not None]
+    assert started and all(before - 7 * 86400 < s <= live.wall for s in started)
+    tested = SimSource("kaggle-2xt4", clock=StepClock(step=1.0)).poll()
+    assert abs(tested.wall - 1_767_225_600.0) < 10  # a fixed date where the clock is injected

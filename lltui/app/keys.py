@@ -15,12 +15,17 @@ INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 # The views' keys: digits where no text field takes the key; F-keys from anywhere (a text
 # field does not type them; they reach the app over SSH and tmux). Not alt+digit: terminals
 # send it as ESC and the digit, which Textual reads as one Latin-1 character (alt+4 is "¢").
+# F1 is help, as in most terminal programs, so the first view has only its digit.
 def view_bindings(namespace: str = "") -> list[BindingType]:
-    """``n`` and F``n`` switch to the n-th view of the views table; ``namespace`` "app."
-    where a screen above the views has them too."""
+    """``n`` and F``n`` (n > 1) switch to the n-th view of the views table; ``namespace``
+    "app." where a screen above the views has them too."""
     return [
         Binding(
-            f"{n},f{n}", f"{namespace}view('{v.mode}')", v.label, id=f"view-{v.mode}", show=False
+            f"{n},f{n}" if n > 1 else f"{n}",
+            f"{namespace}view('{v.mode}')",
+            v.label,
+            id=f"view-{v.mode}",
+            show=False,
         )
         for n, v in enumerate(VIEWS, start=1)
     ]
@@ -34,9 +39,10 @@ BINDINGS: list[BindingType] = [
     Binding("v", "next_view", "View", id="view-next"),
     Binding("escape", "leave_field", "Leave field", id="leave-field", show=False),
     Binding("space,p", "toggle_pause", "Pause", id="pause"),
-    Binding("minus", "interval(-1)", "Faster", id="interval-down"),
-    Binding("plus,equals_sign", "interval(1)", "Slower", id="interval-up"),
-    Binding("question_mark", "help", "Help", id="help"),
+    # + samples more often, - less (a shorter interval is "more", as in most monitors)
+    Binding("plus,equals_sign", "interval(-1)", "Faster", id="interval-down"),
+    Binding("minus", "interval(1)", "Slower", id="interval-up"),
+    Binding("question_mark,f1", "help", "Help", id="help"),
 ]
 
 

@@ -29,7 +29,13 @@ class MonitorLayout:
     item_width: int  # columns of one card or compact line, borders included
     height: int
     fits: bool
-    lines: int = 1  # lines per GPU in compact mode: a second one for clocks and links
+    lines: int = 1  # lines per GPU in compact mode: a second one for clocks and links,
+    # then up to GRAPH_LINES sparklines (``sparklines``)
+
+    @property
+    def sparklines(self) -> int:
+        """Sparklines under each compact GPU (utilisation first, then VRAM and power)."""
+        return max(0, self.lines - 2) if self.compact else 0
 
     @property
     def compact(self) -> bool:
@@ -63,14 +69,17 @@ def _cards(n: int, width: int, room: int, graphs: bool) -> MonitorLayout:
     )
 
 
-def _compact(n: int, width: int, room: int) -> MonitorLayout:
+def _compact(n: int, width: int, room: int, graphs: bool | None = None) -> MonitorLayout:
     most = max(1, min(n, width // COMPACT_MIN_WIDTH))
     # side by side only where the width is there anyway, or where the lines need it
     wanted = max(1, min(most, width // COMPACT_COLUMN_WIDTH, n))
     needed = -(-n // max(room, 1)) if n else 1
     columns = max(wanted, min(most, needed))
     rows = _rows(n, columns)
-    lines = 2 if 2 * rows <= room else 1  # the second line where there is room for it
+    # the second line where there is room for it, then up to three sparklines below it
+    # (utilisation, VRAM, power), so a tall terminal is not left blank under 16 GPUs
+    most_lines = 2 + (GRAPH_LINES if graphs is not False else 0)
+    lines = next((k for k in range(most_lines, 1, -1) if k * rows <= room), 1)
     need = rows * lines
     return MonitorLayout(
         "compact",
@@ -101,11 +110,11 @@ def plan_layout(
     """
     room = max(3, height - reserve)
     if mode == "compact":
-        return _compact(n, width, room)
+        return _compact(n, width, room, graphs)
     if graphs is True:
         return _cards(n, width, room, True)
     for with_graphs in (True, False) if graphs is None else (False,):
         plan = _cards(n, width, room, with_graphs)
         if plan.fits or (mode == "cards" and not with_graphs):
             return plan
-    return _compact(n, width, room)
+    return _compact(n, width, room, graphs)

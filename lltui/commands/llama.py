@@ -67,13 +67,8 @@ def _install(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise CliError("llama install: --jobs must be 1 or more", 2)
-    last_pct: list[str] = []
 
     def progress(message: str) -> None:
-        if message.startswith("building llama.cpp:"):
-            if last_pct and last_pct[-1] == message:
-                return
-            last_pct.append(message)
         print(message, file=sys.stderr, flush=True)
 
     try:

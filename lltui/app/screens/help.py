@@ -169,7 +169,7 @@ class HelpScreen(ModalScreen[None]):
     CSS_PATH = "help.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark,q", "close", "Close", id="help-close"),
+        Binding("escape,question_mark,q,f1", "close", "Close", id="help-close"),
         # views switch from here too (the app closes this first)
         *view_bindings("app."),
     ]

@@ -434,7 +434,7 @@ class MonitorScreen(LltuiScreen):
         width = layout.item_width - (2 if layout.compact else 3)
         name_width = self._compact_name_width(sample, width) if layout.compact else 0
         styles = self._card_styles()
-        history_seq = sample.seq if layout.graphs else 0
+        history_seq = sample.seq if layout.graphs or layout.sparklines else 0
         window = self._window()
         index_width = len(str(len(sample.gpus) - 1))
         marked = self._gpu_alerts(model)

@@ -206,7 +206,7 @@ class LltuiFooter(Widget, can_focus=False):
         if palette is None:
             return line[self._scroll :]
         room = max(0, self.size.width - palette.width)
-        line = line[self._scroll : self._scroll + room]
+        line = line[self._scroll : self._scroll + self._whole_keys(room)]
         line.append(" " * (room - line.cell_len), base)
         # docked on the right, as Textual's: a border on its left, a space of padding after
         border = self.get_component_rich_style("footer-key--palette-border")
@@ -214,6 +214,12 @@ class LltuiFooter(Widget, can_focus=False):
         line.append_text(self._key_text(palette, base, palette=True))
         line.append(" ", base)
         return line
+
+    def _whole_keys(self, room: int) -> int:
+        """The columns of the keys that fit whole in ``room`` from the scroll position: a
+        key cut in two (``w▏``) reads as a key that does nothing."""
+        ends = [k.end - self._scroll for k in self._keys if k.start >= self._scroll]
+        return max((end for end in ends if end <= room), default=0)
 
     # -- the mouse -----------------------------------------------------------------------
     def _key_at(self, x: int) -> ShownKey | None:

@@ -367,11 +367,32 @@ def compact_lines(
     name_width: int = COMPACT_NAME_WIDE,
     index_width: int = 2,
     lines: int = 1,
+    history: RigHistory | None = None,
+    window_s: float = 60.0,
 ) -> list[Text]:
     """The line (or two) of one GPU in ``width`` cells: index, name, VRAM bar and numbers,
     utilisation, power, temperature and a throttle flag. Below :data:`COMPACT_WIDE` cells
     the labels go and the numbers shrink, so 16 GPUs fit two to a line in 80 columns.
-    ``lines`` 2 adds clocks, PCIe and NVLink traffic, fan and P-state below."""
+    ``lines`` 2 adds clocks, PCIe and NVLink traffic, fan and P-state below; more (with
+    ``history``) add sparklines of utilisation, VRAM and power, in that order."""
+    first = _compact_text(g, styles, width, selected, name_width, index_width, min(lines, 2))
+    if lines <= 2 or history is None:
+        return first
+    indent = " " * (4 + index_width if width >= COMPACT_WIDE else index_width + 1)
+    graphs = _graph_lines(g, history, width - len(indent), window_s, styles)
+    picked = [graphs[i] for i in (1, 2, 0)[: lines - 2]]  # pwr, util, vram as made
+    return first + [Text(indent) + line for line in picked]
+
+
+def _compact_text(
+    g: GpuSample,
+    styles: CardStyles,
+    width: int,
+    selected: bool,
+    name_width: int,
+    index_width: int,
+    lines: int,
+) -> list[Text]:
     wide = width >= COMPACT_WIDE
     info = g.info
     index = f"GPU{info.index}".ljust(3 + index_width) if wide else f"{info.index:>{index_width}}"
@@ -592,6 +613,8 @@ class GpuCard(TextLines):
                 name_width=view.name_width,
                 index_width=view.index_width,
                 lines=view.lines,
+                history=self._history,
+                window_s=view.window_s,
             )
         else:
             lines = card_lines(

@@ -33,7 +33,7 @@ from lltui.app.state.monitor import SORT_KEYS
 from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import RigSample
 from lltui.core.monitor.signals import signal_refusal
-from lltui.core.units import MIB, compact_indexes, fmt_bytes
+from lltui.core.units import GIB, MIB, compact_indexes, fmt_bytes
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     # as narrow as their widest value and sorted header, so 80 columns need no side scroll
@@ -136,7 +136,7 @@ class ProcessRow:
             mem,
             "-" if self.sm is None else f"{self.sm:.0f}",
             "-" if self.cpu is None else f"{self.cpu:.0f}",
-            fmt_bytes(self.rss, precision=1),
+            rss_cell(self.rss),
         )
         if elapsed:
             cells += (self.elapsed(now),)
@@ -176,6 +176,17 @@ class ProcessRow:
             or needle in str(self.pid)
             or needle in self.container.casefold()
         )
+
+
+def rss_cell(n: int | None) -> str:
+    """A host memory size that fits the 8 columns of RSS whole: ``310 MiB``, ``9.8 GiB``,
+    ``12.3 GiB``, ``123 GiB`` (``fmt_bytes``' ``310.0 MiB`` was cut to ``310.0 Mi``)."""
+    if n is None:
+        return "-"
+    if n < 1000 * MIB:
+        return fmt_bytes(n, precision=0)
+    gib = n / GIB
+    return f"{gib:.1f} GiB" if gib < 99.95 else f"{gib:.0f} GiB"
 
 
 def _cut(text: str, width: int) -> str:

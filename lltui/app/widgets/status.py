@@ -129,6 +129,12 @@ def _status_line(
         line = Text("  ").join(Text(p) if isinstance(p, str) else p for p in parts)
         if width <= 0 or line.cell_len <= width:
             return line
+    # still too long: a long source (a profile or host name) ends in an ellipsis, as one
+    # line, rather than wrapping the status onto a second
+    rest = Text("  ").join(Text(p) if isinstance(p, str) else p for p in (terse, short))
+    source.truncate(max(1, width - rest.cell_len - 2), overflow="ellipsis")
+    line = Text("  ").join((source, rest))
+    line.truncate(width, overflow="ellipsis")
     return line
 
 

@@ -115,7 +115,8 @@ def build(
 ) -> BuildResult:
     """Build (or find already built) llama-server and friends; see the module docstring.
 
-    ``progress`` receives one-line messages, including ``building llama.cpp: N%``.
+    ``progress`` receives one-line messages, among them ``building llama.cpp (CPU) into
+    DIR: [ 34%] 2m10s`` at least once a minute while it compiles (from a thread of its own).
     Raises :class:`BuildError` with a one-line reason on any failure.
     """
     say: Progress = progress or (lambda _msg: None)

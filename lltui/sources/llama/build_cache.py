@@ -206,12 +206,14 @@ def result_of(
 def build_lock(
     path: Path, timeout_s: float | None = None, progress: Progress | None = None
 ) -> Iterator[None]:
-    """An exclusive lock on ``path``; waits (telling ``progress`` once) while another holds it."""
+    """An exclusive lock on ``path``; waits while another holds it, telling ``progress`` when
+    it starts waiting and once a minute after."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        told = False
+        started = time.monotonic()
+        deadline = None if timeout_s is None else started + timeout_s
+        told_at: float | None = None
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -221,9 +223,14 @@ def build_lock(
                     raise BuildError(
                         f"another build holds {path}; try again when it has finished"
                     ) from None
-                if not told and progress is not None:
+                now = time.monotonic()
+                if progress is not None and told_at is None:
                     progress("another lltui is building llama.cpp here; waiting for it")
-                    told = True
+                    told_at = now
+                elif progress is not None and told_at is not None and now - told_at >= 60:
+                    waited = int(now - started)
+                    progress(f"still waiting for the other llama.cpp build: {waited // 60}m")
+                    told_at = now
                 time.sleep(0.5)
         yield
     finally:

@@ -11,8 +11,9 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -205,20 +206,24 @@ def _build_env() -> dict[str, str]:
     return env
 
 
+# a build on two cores sits at one percentage for minutes: say where it is at least this often
+HEARTBEAT_S = 60.0
+
+
 def build_targets(
     plan: BuildPlan, toolchain: Toolchain, progress: Progress, targets: Sequence[str]
 ) -> None:
     """``cmake --build`` of ``targets`` in the configured ``plan.build_dir``: what is already
-    built there (the libraries of an earlier build) is not compiled again."""
+    built there (the libraries of an earlier build) is not compiled again. ``progress`` hears
+    ``building llama.cpp (CPU) into DIR: [ 34%] 2m10s`` on each new percentage and at least
+    every :data:`HEARTBEAT_S` seconds between them."""
     tail: deque[str] = deque(maxlen=60)
-    last = -1
+    status = _BuildStatus(f"building llama.cpp ({BACKEND_WORDS[plan.flavor]}) into {plan.root}")
 
     def on_build_line(line: str) -> None:
-        nonlocal last
         pct = progress_percent(line)
-        if pct is not None and pct != last:
-            last = pct
-            progress(f"building llama.cpp: {pct}%")
+        if pct is not None and status.advance(pct):
+            progress(status.line())
 
     build = [
         toolchain.cmake,
@@ -231,12 +236,54 @@ def build_targets(
         "--target",
         *targets,
     ]
-    rc = run_streaming(build, plan.log_path, on_build_line, tail, _build_env())
+    progress(status.line())
+    with _heartbeat(lambda: progress(status.line())):
+        rc = run_streaming(build, plan.log_path, on_build_line, tail, _build_env())
     if rc != 0:
         raise BuildError(
             f"llama.cpp build failed: {_first_error(tail) or 'see ' + str(plan.log_path)}",
             log_tail=list(tail),
         )
+
+
+class _BuildStatus:
+    """The percentage reached and the time since the build started, as one line."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.started = time.monotonic()
+        self.percent = 0
+
+    def advance(self, percent: int) -> bool:
+        """Whether ``percent`` is news."""
+        if percent == self.percent:
+            return False
+        self.percent = percent
+        return True
+
+    def line(self) -> str:
+        elapsed = int(time.monotonic() - self.started)
+        return f"{self.what}: [{self.percent:3d}%] {elapsed // 60}m{elapsed % 60:02d}s"
+
+
+@contextlib.contextmanager
+def _heartbeat(say: Callable[[], None], every_s: float | None = None) -> Iterator[None]:
+    """Call ``say`` every ``every_s`` seconds (default :data:`HEARTBEAT_S`) from a thread
+    of its own while the block runs, so a long compile of one file never looks hung."""
+    stop = threading.Event()
+    interval = HEARTBEAT_S if every_s is None else every_s
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            say()
+
+    thread = threading.Thread(target=beat, name="llama-build-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def find_built(build_dir: Path, name: str) -> Path | None:

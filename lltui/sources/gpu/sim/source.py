@@ -49,6 +49,9 @@ class StepClock:
         self.now += seconds
 
 
+SIM_WALL_START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: the wall clock of a rig on a test clock
+
+
 class SimSource:
     """A simulated rig. ``clock`` returns seconds; ``start`` is where on the timeline the rig
     is when opened (the default lands in a served model's generation phase)."""
@@ -65,7 +68,7 @@ class SimSource:
         clock: Callable[[], float] | None = None,
         start: float = 16.0,
         reason: str | None = None,
-        wall_start: float = 1_767_225_600.0,  # fixed so recordings of the sim are reproducible
+        wall_start: float | None = None,
     ) -> None:
         if profile not in PROFILES:
             known = ", ".join(PROFILES)
@@ -76,6 +79,11 @@ class SimSource:
         self._clock = clock or time.monotonic
         self._start = start
         self._reason = reason or f"the simulated rig {profile} was asked for"
+        # A rig run on the real clock reads the real time of day (an alert "since 00:00:00"
+        # or a process "started 2025-12-31" would be the simulation's, not the user's); one
+        # on an injected clock (tests, reproducible recordings) starts at a fixed date.
+        if wall_start is None:
+            wall_start = time.time() if clock is None else SIM_WALL_START
         self._wall_start = wall_start
         self._t0: float | None = None
         self._seq = SequenceCounter()
