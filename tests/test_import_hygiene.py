@@ -68,14 +68,15 @@ CORE_ALLOWED: dict[str, set[str]] = {
 }
 CORE_PLAIN = {"units", "text", "doctor", "core", "gc_pause"}
 # The sources by domain, the same way; ssh is the plain transport GPU sources and RPC hosts
-# share. A new GPU backend is a folder under gpu/ with no new arrow.
+# share; proc_group (stopping a process group) and periodic (a step run on an interval) are
+# the plain tools every domain uses. A new GPU backend is a folder under gpu/ with no new arrow.
 SOURCES_ALLOWED: dict[str, set[str]] = {
     "gpu": {"ssh"},
     "models": set(),
     "llama": {"ssh", "gpu"},  # a CUDA build asks NVML which GPUs it is for
     "nccl": set(),
 }
-SOURCES_PLAIN = {"ssh", "sources", "net"}
+SOURCES_PLAIN = {"ssh", "sources", "net", "proc_group", "periodic"}
 
 
 def _module_files() -> dict[str, pathlib.Path]:

@@ -41,6 +41,8 @@ from urllib.parse import urlsplit
 import textual_serve
 from aiohttp import WSMsgType, web
 
+from lltui.sources.proc_group import stop_group
+
 APP_PATH = "/lltui/"
 TOKEN_COOKIE = "lltui_token"
 PAGE = Path(__file__).resolve().parent / "app_index.html"
@@ -373,15 +375,18 @@ class TabSession:
         if process is None or process.returncode is not None:
             return
         await self._meta({"type": "quit"})
-        for sig, wait in ((None, QUIT_WAIT_S), (signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 10)):
-            if sig is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, sig)
-            try:
-                await asyncio.wait_for(process.wait(), wait)
-                return
-            except TimeoutError:
-                continue
+        loop = asyncio.get_running_loop()
+
+        async def exited(seconds: float) -> bool:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), seconds)
+            return process.returncode is not None
+
+        def ended(seconds: float) -> bool:  # on the worker thread: the wait runs on the loop
+            return asyncio.run_coroutine_threadsafe(exited(seconds), loop).result()
+
+        steps = ((None, QUIT_WAIT_S), (signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 10.0))
+        await asyncio.to_thread(stop_group, process.pid, ended, steps)
 
 
 def _envelope(text: str) -> tuple[str, Any]:

@@ -4,7 +4,6 @@ each binary."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ from typing import Any
 
 from lltui.sources.llama.build_cache import TARGETS, BuildError, BuildPlan, Progress
 from lltui.sources.llama.build_tools import Toolchain
+from lltui.sources.proc_group import stop_process
 
 # each GPU backend's switch (llama.cpp's docs/build.md: GGML_HIP for ROCm, GGML_VULKAN)
 GPU_BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -130,7 +130,7 @@ def run_streaming(
                 on_line(stripped)
             return proc.wait()
         except BaseException:
-            _stop_group(proc)
+            stop_process(proc)
             raise
         finally:
             for sig, handler in previous.items():
@@ -148,17 +148,6 @@ def _exit_on_hangup() -> dict[int, Any]:
         raise SystemExit(128 + signum)
 
     return {sig: signal.signal(sig, leave) for sig in (signal.SIGHUP, signal.SIGTERM)}
-
-
-def _stop_group(proc: subprocess.Popen[str]) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _first_error(lines: Sequence[str]) -> str | None:
