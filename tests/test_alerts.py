@@ -621,3 +621,9 @@ def test_exit_codes_table():
     assert exit_code([warn]) == 3 and exit_code([warn], "critical") == 0
     assert exit_code([warn, crit]) == 4 and exit_code([crit], "critical") == 4
     assert HostStatus("h", True).down
+
+
+def test_a_hook_named_with_control_characters_is_printed_escaped(tmp_path):
+    result = run_hook(AlertHook(("\x1b[2J\nFORGED", "x")), _change(), timeout_s=5)
+    assert result.error is not None
+    assert "\x1b" not in result.line and "\n" not in result.line and "FORGED" in result.line

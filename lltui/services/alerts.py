@@ -34,7 +34,7 @@ from lltui.core.monitor.alerts import (
 )
 from lltui.core.monitor.fleet import status_of
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
-from lltui.core.text import error_text
+from lltui.core.text import error_text, printable
 from lltui.services.rig import Rig, RigRequest, open_rig
 from lltui.sources.proc_group import group_gone, stop_process
 
@@ -55,14 +55,17 @@ class HookResult:
 
     @property
     def line(self) -> str:
+        """One line to print: the program's name is the config's, so escaped."""
         if not self.argv:  # about the hooks, not one of them
             return f"alert hooks: {self.error}"
-        name = os.path.basename(self.argv[0])
+        name = os.path.basename(self.argv[0]) or self.argv[0]
         if self.error:
-            return f"alert hook {name}: {self.error}"
-        if self.timed_out:
-            return f"alert hook {name}: killed after its timeout"
-        return f"alert hook {name}: exit {self.code}"
+            text = f"alert hook {name}: {self.error}"
+        elif self.timed_out:
+            text = f"alert hook {name}: killed after its timeout"
+        else:
+            text = f"alert hook {name}: exit {self.code}"
+        return printable(text[:300], one_line=True)
 
 
 def hook_environment(change: AlertChange) -> dict[str, str]:
