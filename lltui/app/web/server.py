@@ -24,6 +24,7 @@ The HTTP side is lltui's own (aiohttp), made to face other users and other sites
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hmac
 import ipaddress
@@ -383,7 +384,11 @@ class TabSession:
             return process.returncode is not None
 
         def ended(seconds: float) -> bool:  # on the worker thread: the wait runs on the loop
-            return asyncio.run_coroutine_threadsafe(exited(seconds), loop).result()
+            try:
+                waited = asyncio.run_coroutine_threadsafe(exited(seconds), loop)
+                return waited.result(seconds + 1.0)
+            except (RuntimeError, TimeoutError, concurrent.futures.CancelledError):
+                return process.returncode is not None  # the loop is closing: signal on
 
         steps = ((None, QUIT_WAIT_S), (signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 10.0))
         await asyncio.to_thread(stop_group, process.pid, ended, steps)
