@@ -9,6 +9,7 @@ stopped whole when it outlives its timeout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -236,7 +237,9 @@ class HookRunner:
 
     def _report(self, result: HookResult) -> None:
         if self._on_result is not None and (result.code != 0 or result.timed_out):
-            self._on_result(result)
+            # a listener that fails (a closed stderr) must not end a worker: the queue stalls
+            with contextlib.suppress(Exception):
+                self._on_result(result)
 
     @property
     def pending(self) -> int:
@@ -260,8 +263,8 @@ class HookRunner:
             self._queue.clear()
             self.dropped += left
             self._lock.notify_all()
-        if left and self._on_result is not None:
-            self._on_result(HookResult((), None, error=f"{left} waiting not run (closing)"))
+        if left:
+            self._report(HookResult((), None, error=f"{left} waiting not run (closing)"))
         self.wait(timeout_s)
 
 
