@@ -40,6 +40,7 @@ FAIL_KINDS = (
     "bad-json",
     "bad-text",
     "bad-record",
+    "orphan",
     "generator",
     "worker-died",
 )

@@ -16,6 +16,11 @@
   ``lltui --record``: the file is 0600 and holds none of the secrets.
 - ``dcgm``: dcgm-exporter pages with metrics dropped or damaged: a GPU's total memory is
   unknown (None), never 0, unless the page says 0.
+- ``hooks``: ``lltui watch`` over a replayed rig that raises every alert, under a config
+  whose ``[alerts]`` hooks and timeouts are hostile (NULs, control characters, huge or
+  non-finite numbers, words of every type, programs that hang, ignore SIGTERM, stop
+  themselves or leave children behind): a result or one line, nothing printed raw, and no
+  process of a hook left once lltui has returned.
 
 Cases are pure functions of (target, seed, index), like the others (tests/fuzz_inputs.py).
 """
@@ -37,7 +42,7 @@ FORGED = "FORGED-LINE"
 NET_DEADLINE_S = "1"
 DRIP_S = 0.05
 
-CLASS_TARGETS = ("net", "inject", "scale", "record", "dcgm")
+CLASS_TARGETS = ("net", "inject", "scale", "record", "dcgm", "hooks")
 
 # -- net ---------------------------------------------------------------------------------------
 
@@ -419,7 +424,144 @@ def make_class_case(seeds: Any, target: str, rng: random.Random, ops: list[str])
     if target == "dcgm":
         data = _dcgm_case(rng, ops)
         return Case(target, "input.txt", data, parser="dcgm", ops=ops)
+    if target == "hooks":
+        return _hooks_case(seeds, rng, ops)
     raise ValueError(f"unknown target {target!r}")
+
+
+# -- hooks -------------------------------------------------------------------------------------
+
+HOOK_MARK = "LLTUI_FUZZ_HOOK_MARK"  # in the environment of the case, so of every hook process
+HOOK_SCRIPTS = (
+    "exit 0",
+    "exit 7",
+    "sleep 30 & exit 0",  # leaves a child behind
+    "sleep 30 & sleep 30",
+    "trap '' TERM; sleep 30",  # ignores SIGTERM
+    "(trap '' TERM; exec sleep 30) & sleep 30",
+    "kill -STOP $$",  # stops itself: only SIGKILL ends it
+    'printf %s "$LLTUI_ALERT_JSON" > /dev/null',
+)
+HOOK_PROGRAMS = ("true", "false", "/nonexistent/hook", "", "./relative hook", "/", "/dev/null")
+HOOK_TIMEOUTS = ("0.3", "1", "2", "nan", "inf", "-inf", "-1", "0", "1e308", '"10"', "true",
+                 "3601", "[1]", "0.000001", "18446744073709551616")  # fmt: skip
+
+
+def _hook_word(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.3:
+        return hostile(rng)
+    if r < 0.4:
+        return "x" * rng.choice((1000, 100_000))
+    if r < 0.55:
+        return rng.choice(("\0", "a\0b", "\x1b[2J", "\n", "$(id)", "`id`", "-c", "--", "é"))
+    return rng.choice(("hi", "lltui", "30", "inf", "-1", "1e9"))
+
+
+def _hook_argv(rng: random.Random) -> list[Any]:
+    r = rng.random()
+    if r < 0.5:
+        argv: list[Any] = ["sh", "-c", rng.choice(HOOK_SCRIPTS)]
+    elif r < 0.65:
+        argv = ["sleep", rng.choice(("30", "inf", "-1", "1e9", "0.01", "x"))]
+    elif r < 0.85:
+        argv = [rng.choice(HOOK_PROGRAMS)]
+    else:
+        argv = [_hook_word(rng)]
+    argv += [_hook_word(rng) for _ in range(rng.choice((0, 0, 1, 3)))]
+    if rng.random() < 0.05:
+        argv = rng.choice(([], [1, 2], [["sh"]], [None], [True]))  # not words at all
+    return argv
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # JSON string escapes are TOML's (a lone surrogate is not)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return '""'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return str(value)
+
+
+def _hooks_case(seeds: Any, rng: random.Random, ops: list[str]) -> Any:
+    from alert_rig import CONFIG, write_alert_recording
+    from fuzz_inputs import INPUT, Case
+
+    from lltui.core.monitor.alerts import KINDS
+
+    recording = seeds.workdir / "hooks-alerts.jsonl"
+    if not recording.exists():
+        write_alert_recording(recording)
+    lines = [CONFIG.rstrip("\n")]
+    if rng.random() < 0.8:
+        argv = _hook_argv(rng)
+        lines.append(f"hook = {_toml_value(argv) if rng.random() < 0.95 else repr(str(argv))}")
+        ops.append(f"hook = {argv!r}"[:300])
+    timeout = rng.choice(HOOK_TIMEOUTS[:3]) if rng.random() < 0.6 else rng.choice(HOOK_TIMEOUTS)
+    lines.append(f"hook_timeout_s = {timeout}")
+    ops.append(f"hook_timeout_s = {timeout}")
+    per_kind = rng.sample(list(KINDS), rng.randint(0, 3))
+    if rng.random() < 0.1:
+        per_kind.append(hostile(rng))
+    if per_kind:
+        lines.append("[alerts.hooks]")
+        for kind in per_kind:
+            argv = _hook_argv(rng)
+            lines.append(f"{json.dumps(kind)} = {_toml_value(argv)}")
+            ops.append(f"hooks.{kind!r} = {argv!r}"[:300])
+    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    mark = f"lltui-fuzz-hooks-{rng.randrange(1 << 62)}"
+    argv = ["--config", INPUT, "watch", "--source", f"replay:{recording}", "--replay-step"]
+    argv += ["--interval", "0.01"]  # text: what a hook's failure prints is judged too
+    extra = {"text": True, "env": {HOOK_MARK: mark}, "hooks": mark}
+    return Case("hooks", "config.toml", data, argv, extra=extra, ops=ops)
+
+
+def _hook_processes(mark: str) -> list[int]:
+    """Processes (but this one) whose environment holds the case's mark: a hook's, or one
+    a hook started; a zombie no longer counts."""
+    import os
+
+    needle = f"{HOOK_MARK}={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes():
+                continue
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def judge_hooks(mark: str, wait_s: float = 2.0) -> dict[str, Any] | None:
+    """A failure when a hook's process outlived ``lltui watch`` (a SIGKILL just sent may
+    take a moment to land: looked at again for ``wait_s``)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = _hook_processes(mark)
+        if not left:
+            return None
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    cmdlines = []
+    for pid in left[:3]:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        cmdlines.append(cmd.decode("utf-8", "replace")[:80])
+    return {"status": "orphan", "message": f"{len(left)} hook processes outlived lltui: {cmdlines}"}
 
 
 def run_net(argv: list[str], data: bytes) -> tuple[list[str], dict[str, str]]:

@@ -128,6 +128,7 @@ def run_case(case: Any, workdir: Path) -> dict[str, Any]:
             env: dict[str, str] = {}
             if case.extra.get("net"):
                 argv, env = fuzz_classes.run_net(argv, case.data)
+            env |= case.extra.get("env", {})
             saved = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
             out, err = io.StringIO(), io.StringIO()
@@ -152,6 +153,8 @@ def run_case(case: Any, workdir: Path) -> dict[str, Any]:
             res = exc_res or _judge_cli(rc, out.getvalue(), err.getvalue(), argv)
             if res["status"] in OK_STATUSES and case.extra.get("text"):
                 res = fuzz_classes.judge_text(out.getvalue(), err.getvalue()) or res
+            if res["status"] in OK_STATUSES and case.extra.get("hooks"):
+                res = fuzz_classes.judge_hooks(case.extra["hooks"]) or res
             if res["status"] in OK_STATUSES and case.extra.get("secrets") is not None:
                 recorded = Path(str(path) + ".out")
                 res = fuzz_classes.judge_record(recorded, case.extra["secrets"]) or res
@@ -528,6 +531,7 @@ _EXT = {
     "net": ".gguf",
     "record": ".jsonl",
     "calib-store": ".json",
+    "hooks": ".toml",
 }
 
 

@@ -243,6 +243,8 @@ def test_watch_interval_zero_is_refused(capsys):
         ({"hooks": {"xid": []}}, "alerts.hooks.xid must be a command"),
         ({"hooks": {"fire": ["x"]}}, "alerts.hooks.fire: no such alert kind"),
         ({"hook_timeout_s": 0}, "alerts.hook_timeout_s must be seconds"),
+        ({"hook": ["echo", "a\0b"]}, "alerts.hook: a word holds a NUL character"),
+        ({"hooks": {"xid": ["x\0"]}}, "alerts.hooks.xid: a word holds a NUL character"),
     ],
 )
 def test_a_malformed_threshold_config_is_one_line_naming_the_key(tmp_path, table, words):
@@ -512,6 +514,105 @@ def test_hooks_run_per_kind_off_the_caller_and_report_failures(tmp_path):
     assert [r.line for r in heard] == ["alert hook hook: cannot run: No such file or directory"]
 
 
+def _gone(pid: int) -> bool:
+    """No such process, or one that has exited (a zombie whoever adopted it has not reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_for(condition, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _gpu_change(i: int, event: str = "raised") -> AlertChange:
+    from lltui.core.monitor.alerts import Alert
+
+    alert = Alert("xid", "critical", f"GPU{i}", f"XID 79 on GPU{i}", START, gpu_index=i)
+    return AlertChange(event, alert, START + i)
+
+
+@pytest.mark.parametrize("exits_first", [False, True], ids=["hangs", "exits-leaving-a-child"])
+def test_a_hooks_background_child_is_stopped_with_it_at_the_timeout(tmp_path, exits_first):
+    pidfile = tmp_path / "child.pid"
+    tail = "" if exits_first else "; sleep 300"
+    hook = AlertHook(("sh", "-c", f'sleep 300 & echo $! > "{pidfile}"{tail}'))  # a list: no shell
+    result = run_hook(hook, _change(), timeout_s=1.0)
+    assert result.timed_out and "killed after its timeout" in result.line
+    child = int(pidfile.read_text())
+    assert _wait_for(lambda: _gone(child), 10), f"the hook's child {child} outlived it"
+
+
+def test_a_storm_of_alerts_runs_every_hook_none_lost(tmp_path):
+    out = tmp_path / "ran"
+    hook = AlertHook(("sh", "-c", f'echo "$LLTUI_ALERT_SUBJECT" >> "{out}"'))
+    runner = HookRunner(AlertConfig(hooks=(hook,), hook_timeout_s=30))
+    runner.fire([_gpu_change(i) for i in range(200)])
+    assert runner.wait(120)
+    ran = out.read_text().split()
+    assert sorted(ran) == sorted(f"GPU{i}" for i in range(200))
+    assert (runner.started, runner.coalesced, runner.dropped) == (200, 0, 0)
+
+
+def test_a_full_queue_runs_oldest_first_coalesces_and_says_what_it_drops(tmp_path):
+    out, gate = tmp_path / "ran", tmp_path / "gate"
+    script = (
+        f'while [ ! -e "{gate}" ]; do sleep 0.02; done; '
+        f'echo "$LLTUI_ALERT_SUBJECT $LLTUI_ALERT_EVENT $LLTUI_ALERT_COALESCED" >> "{out}"'
+    )
+    heard: list[str] = []
+    config = AlertConfig(hooks=(AlertHook(("sh", "-c", script)),), hook_timeout_s=60)
+    runner = HookRunner(config, lambda r: heard.append(r.line), max_running=1, max_queued=4)
+    runner.fire([_gpu_change(0)])
+    assert _wait_for(lambda: runner.started == 1)  # GPU0's hook runs (held at the gate)
+    runner.fire([_gpu_change(i) for i in (1, 2, 3, 4)])  # the queue is full
+    runner.fire([_gpu_change(1, "changed"), _gpu_change(1, "changed")])
+    runner.fire([_gpu_change(1, "cleared"), _gpu_change(5), _gpu_change(6)])
+    gate.touch()
+    assert runner.wait(60)
+    assert out.read_text().splitlines() == [
+        "GPU0 raised 0",
+        "GPU1 cleared 3",  # its place in line, the newest change, three folded in
+        "GPU2 raised 0",
+        "GPU3 raised 0",
+        "GPU4 raised 0",
+    ]
+    assert (runner.started, runner.coalesced, runner.dropped) == (5, 3, 2)
+    assert heard == ["alert hook sh: dropped (4 already waiting)"] * 2  # 5 + 3 + 2 = 10 fired
+
+
+def test_a_hanging_hook_does_not_starve_the_others_and_close_stops_it(tmp_path):
+    pids, out = tmp_path / "pids", tmp_path / "ran"
+    hang = AlertHook(("sh", "-c", f'echo $$ >> "{pids}"; exec sleep 300'))
+    quick = AlertHook(("sh", "-c", f'echo "$LLTUI_ALERT_SUBJECT" >> "{out}"'))
+    runner = HookRunner(AlertConfig(hooks=(hang, quick), hook_timeout_s=300))
+    runner.fire([_gpu_change(i) for i in range(10)])
+    assert _wait_for(lambda: out.exists() and len(out.read_text().split()) == 10, 60)
+    assert runner.pending > 0  # the hanging ones are still there
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < 15
+    hung = [int(p) for p in pids.read_text().split()]
+    assert hung and _wait_for(lambda: all(_gone(p) for p in hung), 10)
+
+
+def test_a_nul_in_a_hooks_argv_is_one_line_not_a_traceback(tmp_path, capsys):
+    result = run_hook(AlertHook(("echo", "a\0b")), _change(), timeout_s=5)
+    assert result.error is not None and result.line.startswith("alert hook echo: cannot run")
+    config = tmp_path / "config.toml"
+    config.write_text('[alerts]\nhook = ["echo", "a\\u0000b"]\n')
+    assert main(["--config", str(config), "watch", "--once", "--source", "sim:4xl4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "alerts.hook: a word holds a NUL character" in err[0], err
+
+
 def test_exit_codes_table():
     from lltui.core.monitor.alerts import Alert
 
@@ -521,3 +622,9 @@ def test_exit_codes_table():
     assert exit_code([warn]) == 3 and exit_code([warn], "critical") == 0
     assert exit_code([warn, crit]) == 4 and exit_code([crit], "critical") == 4
     assert HostStatus("h", True).down
+
+
+def test_a_hook_named_with_control_characters_is_printed_escaped(tmp_path):
+    result = run_hook(AlertHook(("\x1b[2J\nFORGED", "x")), _change(), timeout_s=5)
+    assert result.error is not None
+    assert "\x1b" not in result.line and "\n" not in result.line and "FORGED" in result.line

@@ -23,7 +23,7 @@ SEED = 20250101
 # cases per target in CI; LLTUI_FUZZ_CASES raises it for a longer local run
 CASES = int(os.environ.get("LLTUI_FUZZ_CASES", "150"))
 # targets whose cases take a second (a deadline to reach, a large input to read) run fewer
-SLOW_TARGETS = {"net": 40, "scale": 30}
+SLOW_TARGETS = {"net": 40, "scale": 30, "hooks": 30}
 CI_TIMEOUT = 10.0  # seconds per case: a shared CI machine is slower than the bench's
 # a known hang (xfail) is given less: fixed, it takes milliseconds; unfixed, minutes
 KNOWN_HANG_TIMEOUT = 3.0

@@ -43,8 +43,9 @@ FRONT_END_SOURCES: dict[str, set[str]] = {
         "lltui.sources.llama.rpc_hosts",
         "lltui.sources.llama.supervisor",
     },
-    # the browser's app processes die with the server: the process toolkit's, to move with it
-    "lltui.app.web.server": {"lltui.sources.llama.supervisor"},
+    # the browser's app processes die with the server and are stopped as a group: the
+    # process toolkit's (a tab's process is the server's own, not a use case)
+    "lltui.app.web.server": {"lltui.sources.llama.supervisor", "lltui.sources.proc_group"},
 }
 
 
@@ -71,16 +72,17 @@ CORE_ALLOWED: dict[str, set[str]] = {
     "topo": {"monitor", "hardware"},
     "nccl": {"topo", "monitor", "hardware"},
 }
-CORE_PLAIN = {"units", "text", "doctor", "core", "gc_pause"}
+CORE_PLAIN = {"units", "text", "doctor", "core", "gc_pause", "periodic"}
 # The sources by domain, the same way; ssh is the plain transport GPU sources and RPC hosts
-# share. A new GPU backend is a folder under gpu/ with no new arrow.
+# share; proc_group (stopping a process group) and periodic (a step run on an interval) are
+# the plain tools every domain uses. A new GPU backend is a folder under gpu/ with no new arrow.
 SOURCES_ALLOWED: dict[str, set[str]] = {
     "gpu": {"ssh"},
     "models": set(),
     "llama": {"ssh", "gpu"},  # a CUDA build asks NVML which GPUs it is for
     "nccl": set(),
 }
-SOURCES_PLAIN = {"ssh", "sources", "net"}
+SOURCES_PLAIN = {"ssh", "sources", "net", "proc_group"}
 # The services the same way, read top-down: a use case calls those below it (a launch checks
 # the fit, which prices speed like a bench, on the devices of a rig), never sideways. A service
 # not named here (rig, nccl, doctor, llama, signals, demo) calls no other.

@@ -47,17 +47,15 @@ def fake_pid(root: Path, pid: int, stat: bytes, cmdline: bytes, uid: int) -> Non
     d.mkdir(exist_ok=True)
     (d / "stat").write_bytes(stat)
     (d / "cmdline").write_bytes(cmdline)
+    fields = stat.rpartition(b")")[2].split()
+    rss = fields[21].decode() if len(fields) > 21 else "0"  # as the stat line says
+    (d / "statm").write_text(f"1000 {rss} 0 0 0 0 0\n")
     (d / "status").write_text(f"Name:\tx\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
 
 
 def test_the_name_in_parentheses_may_hold_spaces_and_parentheses():
     stat = parse_stat(stat_line(7, "a) (b c", 30, 12, 5000, 25))
-    assert (stat.comm, stat.cpu_ticks, stat.start_ticks, stat.rss_pages) == (
-        "a) (b c",
-        42,
-        5000,
-        25,
-    )
+    assert (stat.comm, stat.cpu_ticks, stat.start_ticks) == ("a) (b c", 42, 5000)
 
 
 def test_command_lines_as_psutil_reads_them():
@@ -186,6 +184,24 @@ def test_a_real_process_reads_as_psutil_reads_it(long_named_sleeper):
     assert a.host_rss == pytest.approx(b.host_rss, rel=0.1)
     total, available = ours.memory()
     assert total == theirs.memory()[0] and 0 < available <= total
+
+
+def test_rss_is_psutils_from_statm_for_a_child_and_for_this_process(long_named_sleeper):
+    ours = ProcReader()
+    child = ours.process(long_named_sleeper.pid)  # asleep: its memory stays put
+    assert child is not None
+    assert child.host_rss == psutil.Process(long_named_sleeper.pid).memory_info().rss
+    me = psutil.Process()
+    for _ in range(50):  # this process allocates as it runs: a reading between two equal
+        before = ours.process(os.getpid())
+        theirs = me.memory_info().rss
+        after = ours.process(os.getpid())
+        assert before is not None and after is not None
+        if before.host_rss == after.host_rss:
+            assert before.host_rss == theirs
+            break
+    else:
+        pytest.fail("this process's RSS never held still between two readings")
 
 
 def test_a_busy_process_reads_about_what_psutil_reads():

@@ -312,6 +312,8 @@ class LltuiApp(App[int]):
         if self._launch is not None:
             self._launch.close()  # no llama-server of ours outlives lltui
         self.poller.stop()
+        if self._hooks is not None:
+            self._hooks.close()  # no alert hook of ours outlives lltui either
         if self._fleet is not None:
             self._fleet.close()  # every host's thread and ssh connection
         if self.poller.in_flight_since is None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import threading
+import math
 import time
 from collections.abc import Callable
 
 from lltui.core.monitor.models import GpuSource, RigSample
+from lltui.core.periodic import Periodic
 from lltui.core.text import error_text
 
 SampleHook = Callable[[RigSample, float], object]
@@ -34,13 +35,10 @@ class Poller:
         self.source = source
         self._on_sample = on_sample
         self._on_error = on_error
-        self.interval = interval
         self._clock = clock
         self._limit = limit
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
         self._paused = False
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic(self._poll, interval, name="lltui-poller", pace=self._pace)
         self.polls = 0
         self.parks = 0  # times the thread stopped to wait while paused (or at its limit)
         self.in_flight_since: float | None = None  # clock() when the running poll began
@@ -49,53 +47,55 @@ class Poller:
     def paused(self) -> bool:
         return self._paused
 
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="lltui-poller", daemon=True)
-            self._thread.start()
+    @property
+    def interval(self) -> float:
+        return self._loop.interval_s
 
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            if self._paused or (self._limit is not None and self.polls >= self._limit):
-                self.parks += 1
-                self._wake.wait()
-                self._wake.clear()
-                continue
-            started = time.monotonic()
-            self.in_flight_since = self._clock()
-            try:
-                sample = self.source.poll()
-                # done before the sample is handed over: the view it is drawn in must not
-                # see this poll as still running (a hang just ended would read as stale)
-                self.in_flight_since = None
-                if not self._stopped.is_set():
-                    self._on_sample(sample, time.monotonic() - started)
-            except Exception as exc:  # a source bug or a dead remote: report, keep polling
-                self.in_flight_since = None
-                if not self._stopped.is_set():
-                    self._on_error(error_text(exc))
-            finally:
-                self.in_flight_since = None
-                self.polls += 1
-            rest = self.interval - (time.monotonic() - started)
-            if rest > 0:
-                self._wake.wait(rest)
-            self._wake.clear()
+    def start(self) -> None:
+        self._loop.start()
+
+    def _parked(self) -> bool:
+        return self._paused or (self._limit is not None and self.polls >= self._limit)
+
+    def _pace(self) -> float:
+        if self._parked():
+            self.parks += 1
+            return math.inf  # until resumed or stopped
+        return self._loop.interval_s
+
+    def _poll(self) -> None:
+        if self._parked():  # woken while paused (a new interval): nothing to do
+            return
+        started = time.monotonic()
+        self.in_flight_since = self._clock()
+        try:
+            sample = self.source.poll()
+            # done before the sample is handed over: the view it is drawn in must not
+            # see this poll as still running (a hang just ended would read as stale)
+            self.in_flight_since = None
+            if not self._loop.stopped:
+                self._on_sample(sample, time.monotonic() - started)
+        except Exception as exc:  # a source bug or a dead remote: report, keep polling
+            self.in_flight_since = None
+            if not self._loop.stopped:
+                self._on_error(error_text(exc))
+        finally:
+            self.in_flight_since = None
+            self.polls += 1
 
     def pause(self) -> None:
         self._paused = True
 
     def resume(self) -> None:
         self._paused = False
-        self._wake.set()
+        self._loop.wake()
 
     def set_interval(self, seconds: float) -> None:
-        self.interval = seconds
-        self._wake.set()
+        self._loop.interval_s = seconds
+        self._loop.wake()
 
     def stop(self) -> None:
-        self._stopped.set()
-        self._wake.set()
+        self._loop.stop()
 
     def busy_for(self) -> float | None:
         """Seconds the current poll has run, None when idle."""

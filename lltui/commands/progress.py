@@ -15,6 +15,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
+from lltui.core.periodic import Periodic
 from lltui.core.text import printable
 
 AFTER_S = 1.0  # no line for work shorter than this
@@ -54,15 +55,14 @@ class Progress:
         self._after = after_s
         self._shown = 0  # width of the line on screen, 0 when none is
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker: Periodic | None = None
         try:
             self._tty = bool(self._stream.isatty())
         except (AttributeError, ValueError, OSError):
             self._tty = False
         if ticker and self._tty:
-            self._thread = threading.Thread(target=self._run, name="lltui-progress", daemon=True)
-            self._thread.start()
+            self._ticker = Periodic(self.tick, EVERY_S, name="lltui-progress", delay_s=EVERY_S)
+            self._ticker.start()
 
     def __enter__(self) -> Progress:
         return self
@@ -74,10 +74,6 @@ class Progress:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    def _run(self) -> None:
-        while not self._stop.wait(EVERY_S):
-            self.tick()
 
     def text(self) -> str:
         elapsed = self._clock() - self._start
@@ -104,7 +100,7 @@ class Progress:
         if not self._tty or self._clock() - self._start < self._after:
             return False
         with self._lock:
-            if self._stop.is_set() and self._thread is not None:
+            if self._ticker is not None and self._ticker.stopped:
                 return False
             line = self.text()
             pad = " " * max(0, self._shown - len(line))
@@ -118,9 +114,8 @@ class Progress:
 
     def close(self) -> None:
         """Stop drawing and erase the line, if one was drawn."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(1.0)
+        if self._ticker is not None:
+            self._ticker.stop(join_s=1.0)
         with self._lock:
             if self._shown:
                 try:

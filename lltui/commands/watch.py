@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             result = watch.round()
             if hooks is not None:
                 hooks.fire(result.changes)
+                hooks.wait()  # each bounded by its timeout
             if args.json:
                 from lltui.core.monitor.gpus_report import simulated_json
 
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         if hooks is not None:
-            hooks.wait()
+            hooks.close()  # those waiting are dropped (said), those running end by their timeout
         watch.close()
 
 
@@ -174,14 +175,16 @@ def _rounds(
     import json
 
     from lltui.core.monitor.alerts import exit_code
+    from lltui.core.periodic import Periodic
 
-    last_error: str | None = None
-    while True:
-        started = time.monotonic()
+    last_error: list[str | None] = [None]
+    outcome: list[int] = []
+
+    def one_round() -> None:
         result = watch.round()
-        if result.error != last_error and result.error:
+        if result.error != last_error[0] and result.error:
             print(f"source: {result.error}", file=sys.stderr, flush=True)
-        last_error = result.error
+        last_error[0] = result.error
         if hooks is not None:
             hooks.fire(result.changes)
         for change in result.changes:
@@ -189,13 +192,14 @@ def _rounds(
                 print(json.dumps(to_json(change)), flush=True)
             else:
                 print(f"{_clock(change.at)} {change.line}", flush=True)
-        if fail_on is not None:
-            code = exit_code(result.active, fail_on)
-            if code:
-                return code
-        if result.ended:
-            return 0
-        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        code = exit_code(result.active, fail_on) if fail_on is not None else 0
+        if code or result.ended:
+            outcome.append(code)
+            rounds.stop()
+
+    rounds = Periodic(one_round, interval, name="lltui-watch")
+    rounds.run()  # on this thread: SIGINT and SIGTERM stop it here
+    return outcome[0] if outcome else 0
 
 
 def _clock(t: float) -> str:

@@ -2,18 +2,21 @@
 say what changed, and run the hooks a config names.
 
 ``lltui watch`` and the monitor both use it: :class:`AlertWatch` does one round at a time
-(poll, evaluate, hooks), :class:`HookRunner` runs a hook's argv (no shell) with the alert in
-its environment, each in its own process group, killed when it outlives its timeout.
+(poll, evaluate, hooks), :class:`HookRunner` queues the hooks of each change and runs each
+hook's argv (no shell) with the alert in its environment, in a process group of its own
+stopped whole when it outlives its timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -32,11 +35,14 @@ from lltui.core.monitor.alerts import (
 )
 from lltui.core.monitor.fleet import status_of
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
-from lltui.core.text import error_text
+from lltui.core.text import error_text, printable
 from lltui.services.rig import Rig, RigRequest, kind_of, open_rig
+from lltui.sources.proc_group import group_gone, stop_process
 
-MAX_RUNNING_HOOKS = 4  # a storm of alerts starts at most this many commands at once
+MAX_RUNNING_HOOKS = 4  # a storm of alerts runs at most this many commands at once
+MAX_QUEUED_HOOKS = 256  # and keeps at most this many waiting (oldest first)
 KILL_GRACE_S = 1.0  # after SIGTERM, before SIGKILL
+CANCEL_CHECK_S = 0.25  # how often a running hook looks whether the runner is closing
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +56,17 @@ class HookResult:
 
     @property
     def line(self) -> str:
-        name = os.path.basename(self.argv[0]) if self.argv else "?"
+        """One line to print: the program's name is the config's, so escaped."""
+        if not self.argv:  # about the hooks, not one of them
+            return f"alert hooks: {self.error}"
+        name = os.path.basename(self.argv[0]) or self.argv[0]
         if self.error:
-            return f"alert hook {name}: {self.error}"
-        if self.timed_out:
-            return f"alert hook {name}: killed after its timeout"
-        return f"alert hook {name}: exit {self.code}"
+            text = f"alert hook {name}: {self.error}"
+        elif self.timed_out:
+            text = f"alert hook {name}: killed after its timeout"
+        else:
+            text = f"alert hook {name}: exit {self.code}"
+        return printable(text[:300], one_line=True)
 
 
 def hook_environment(change: AlertChange) -> dict[str, str]:
@@ -81,10 +92,19 @@ def hook_environment(change: AlertChange) -> dict[str, str]:
     return env
 
 
-def run_hook(hook: AlertHook, change: AlertChange, timeout_s: float) -> HookResult:
-    """Run one hook and wait for it, at most ``timeout_s``: then its whole process group is
-    sent SIGTERM, and SIGKILL a second later."""
+def run_hook(
+    hook: AlertHook,
+    change: AlertChange,
+    timeout_s: float,
+    coalesced: int = 0,
+    cancel: threading.Event | None = None,
+) -> HookResult:
+    """Run one hook and wait, at most ``timeout_s`` (or until ``cancel`` is set), for it and
+    everything it started in its process group (a child left in the background too); then
+    the whole group is stopped (SIGTERM, SIGKILL a second later). ``coalesced``: the
+    changes folded into this one, told to the hook as ``LLTUI_ALERT_COALESCED``."""
     env = dict(os.environ, **hook_environment(change))
+    env["LLTUI_ALERT_COALESCED"] = str(coalesced)
     try:
         proc = subprocess.Popen(
             list(hook.argv),
@@ -92,81 +112,160 @@ def run_hook(hook: AlertHook, change: AlertChange, timeout_s: float) -> HookResu
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,
-            start_new_session=True,  # its own group: a timeout kills what it started too
+            start_new_session=True,  # its own group: what it starts is stopped with it
         )
-    except OSError as exc:
-        return HookResult(hook.argv, None, error=f"cannot run: {exc.strerror or exc}")
-    try:
-        return HookResult(hook.argv, proc.wait(timeout_s))
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        return HookResult(hook.argv, proc.returncode, timed_out=True)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in a word
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return HookResult(hook.argv, None, error=f"cannot run: {why}")
+    ended = group_gone(proc)
+    deadline = time.monotonic() + timeout_s
+    while not ended(min(CANCEL_CHECK_S, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
+            break
+    else:
+        return HookResult(hook.argv, proc.returncode)
+    steps = ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S))
+    return HookResult(hook.argv, stop_process(proc, steps), timed_out=True)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(KILL_GRACE_S)
-            # the leader is gone; what it started may not be
-            if sig == signal.SIGTERM:
-                os.killpg(proc.pid, signal.SIGKILL)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-        except ProcessLookupError:
-            break
-    if proc.poll() is None:
-        proc.wait()
+@dataclass(slots=True)
+class _Job:
+    hook: AlertHook
+    change: AlertChange
+    coalesced: int = 0  # later changes of the same alert folded into this one
+
+
+def _job_key(hook: AlertHook, change: AlertChange) -> tuple[object, ...]:
+    """One alert (kind, subject, where) for one hook: what a newer change replaces."""
+    a = change.alert
+    return (hook, a.kind, a.subject, a.host, a.gpu_index, a.gpu_uuid, a.server)
 
 
 class HookRunner:
-    """Runs the hooks of each change on threads of their own, at most
-    :data:`MAX_RUNNING_HOOKS` at once (more are dropped and said so); ``on_result`` hears
-    how each ended (a failure or a timeout worth a line)."""
+    """Runs the hooks of each change off the caller's thread: queued oldest first, at most
+    ``max_running`` at once, each bounded by the config's timeout (so one that hangs holds
+    one slot until then, never the rest). A change of an alert whose hook is still waiting
+    replaces it (counted in ``coalesced`` and told to the hook); past ``max_queued`` waiting,
+    a hook is dropped (counted, and ``on_result`` hears it). ``on_result`` also hears each
+    run that failed or timed out."""
 
     def __init__(
-        self, config: AlertConfig, on_result: Callable[[HookResult], None] | None = None
+        self,
+        config: AlertConfig,
+        on_result: Callable[[HookResult], None] | None = None,
+        *,
+        max_running: int = MAX_RUNNING_HOOKS,
+        max_queued: int = MAX_QUEUED_HOOKS,
     ) -> None:
         self.config = config
         self._on_result = on_result
-        self._slots = threading.BoundedSemaphore(MAX_RUNNING_HOOKS)
-        self._threads: list[threading.Thread] = []
-        self.dropped = 0
+        self._max_running = max_running
+        self._max_queued = max_queued
+        self._queue: OrderedDict[tuple[object, ...], _Job] = OrderedDict()
+        self._lock = threading.Condition()
+        self._workers: list[threading.Thread] = []
+        self._running = 0
+        self._running_by_hook: Counter[AlertHook] = Counter()
+        self._closed = False
+        self._closing = threading.Event()  # running hooks are stopped now
+        self.started = self.coalesced = self.dropped = 0
 
     def fire(self, changes: Sequence[AlertChange]) -> None:
-        for change in changes:
-            for hook in self.config.hooks_for(change.alert.kind):
-                if not self._slots.acquire(blocking=False):
-                    self.dropped += 1
-                    self._report(HookResult(hook.argv, None, error="too many hooks running"))
-                    continue
-                thread = threading.Thread(
-                    target=self._run, args=(hook, change), name="lltui-alert-hook", daemon=True
-                )
-                self._threads = [t for t in self._threads if t.is_alive()]
-                self._threads.append(thread)
-                thread.start()
+        """Queue the hooks of these changes (never blocks on a hook)."""
+        refused: list[HookResult] = []
+        with self._lock:
+            for change in changes:
+                for hook in self.config.hooks_for(change.alert.kind):
+                    result = self._enqueue(hook, change)
+                    if result is not None:
+                        refused.append(result)
+            self._lock.notify_all()
+        for result in refused:
+            self._report(result)
 
-    def _run(self, hook: AlertHook, change: AlertChange) -> None:
-        try:
-            self._report(run_hook(hook, change, self.config.hook_timeout_s))
-        finally:
-            self._slots.release()
+    def _enqueue(self, hook: AlertHook, change: AlertChange) -> HookResult | None:
+        key = _job_key(hook, change)
+        queued = self._queue.get(key)
+        if queued is not None:  # keeps its place in line; runs with the newest change
+            queued.change, queued.coalesced = change, queued.coalesced + 1
+            self.coalesced += 1
+            return None
+        if self._closed or len(self._queue) >= self._max_queued:
+            self.dropped += 1
+            why = "closing" if self._closed else f"{len(self._queue)} already waiting"
+            return HookResult(hook.argv, None, error=f"dropped ({why})")
+        self._queue[key] = _Job(hook, change)
+        if len(self._workers) < self._max_running:
+            worker = threading.Thread(target=self._work, name="lltui-alert-hook", daemon=True)
+            self._workers.append(worker)
+            worker.start()
+        return None
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue:
+                    if self._closed:
+                        return
+                    self._lock.wait()
+                job = self._next_job()
+                self._running += 1
+                self._running_by_hook[job.hook] += 1
+                self.started += 1
+            try:
+                self._report(
+                    run_hook(
+                        job.hook,
+                        job.change,
+                        self.config.hook_timeout_s,
+                        job.coalesced,
+                        self._closing,
+                    )
+                )
+            finally:
+                with self._lock:
+                    self._running -= 1
+                    self._running_by_hook[job.hook] -= 1
+                    self._lock.notify_all()
+
+    def _next_job(self) -> _Job:
+        """The oldest waiting job of the hook with the fewest runs going: a hook that hangs
+        holds a slot per run until its timeout, and the other hooks take the next ones."""
+        busy = self._running_by_hook
+        key = min(self._queue, key=lambda k: busy[self._queue[k].hook])  # first of equals
+        return self._queue.pop(key)
 
     def _report(self, result: HookResult) -> None:
         if self._on_result is not None and (result.code != 0 or result.timed_out):
-            self._on_result(result)
+            # a listener that fails (a closed stderr) must not end a worker: the queue stalls
+            with contextlib.suppress(Exception):
+                self._on_result(result)
 
-    def wait(self, timeout_s: float | None = None) -> None:
-        """Wait for the hooks running now (each is bounded by its own timeout)."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        for thread in list(self._threads):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            thread.join(left)
+    @property
+    def pending(self) -> int:
+        """Hooks waiting or running now."""
+        with self._lock:
+            return len(self._queue) + self._running
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until every hook queued has run (each bounded by its timeout); whether they
+        all had within ``timeout_s``."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._queue and not self._running, timeout_s)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Drop the hooks still waiting (one line says how many), stop those running (their
+        whole groups) and wait for that: none outlives the caller."""
+        self._closing.set()
+        with self._lock:
+            self._closed = True
+            left = len(self._queue)
+            self._queue.clear()
+            self.dropped += left
+            self._lock.notify_all()
+        if left:
+            self._report(HookResult((), None, error=f"{left} waiting not run (closing)"))
+        self.wait(timeout_s)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
 from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
 from lltui.core.monitor.prom import DEFAULT_MAX_PROCESSES, Family, KvGauge, LlamaExport
 from lltui.core.monitor.prom_export import alert_families, llama_families, rig_families
+from lltui.core.periodic import Periodic
 from lltui.core.text import error_text
 
 if TYPE_CHECKING:
@@ -188,8 +188,7 @@ class Sampler:
         self._lock = threading.Lock()
         self._version = 0  # counts the changes of what a scrape serves
         self._snapshot = Snapshot()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._loops: list[Periodic] = []
         self._last_error: str | None = None
 
     @property
@@ -319,26 +318,24 @@ class Sampler:
         """Sample once now (so the first scrape has data), then on the interval: the source
         in one thread, each llama-server in a thread of its own."""
         self.sample_once(with_llama=False)
-        loops: list[tuple[str, Callable[[], object], float]] = [
-            ("lltui-exporter", partial(self.sample_once, with_llama=False), self.interval_s)
+        self._loops = [
+            Periodic(
+                partial(self.sample_once, with_llama=False),
+                self.interval_s,
+                name="lltui-exporter",
+                delay_s=self.interval_s,
+            )
         ]
-        for i in range(len(self._follow)):
-            loops.append((f"lltui-exporter-llama-{i}", partial(self.poll_llama, i), 0.0))
-        for name, step, delay in loops:
-            thread = threading.Thread(target=self._loop, args=(step, delay), name=name, daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _loop(self, step: Callable[[], object], delay: float) -> None:
-        next_t = time.monotonic() + delay
-        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
-            step()
-            next_t = max(next_t + self.interval_s, time.monotonic())
+        self._loops += [
+            Periodic(partial(self.poll_llama, i), self.interval_s, name=f"lltui-exporter-llama-{i}")
+            for i in range(len(self._follow))
+        ]
+        for loop in self._loops:
+            loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=5.0)
+        for loop in self._loops:
+            loop.stop(join_s=5.0)
         for client in self._clients:
             client.close()
 

@@ -24,6 +24,7 @@ The HTTP side is lltui's own (aiohttp), made to face other users and other sites
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hmac
 import ipaddress
@@ -40,6 +41,8 @@ from urllib.parse import urlsplit
 
 import textual_serve
 from aiohttp import WSMsgType, web
+
+from lltui.sources.proc_group import stop_group
 
 APP_PATH = "/lltui/"
 TOKEN_COOKIE = "lltui_token"
@@ -373,15 +376,22 @@ class TabSession:
         if process is None or process.returncode is not None:
             return
         await self._meta({"type": "quit"})
-        for sig, wait in ((None, QUIT_WAIT_S), (signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 10)):
-            if sig is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, sig)
+        loop = asyncio.get_running_loop()
+
+        async def exited(seconds: float) -> bool:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), seconds)
+            return process.returncode is not None
+
+        def ended(seconds: float) -> bool:  # on the worker thread: the wait runs on the loop
             try:
-                await asyncio.wait_for(process.wait(), wait)
-                return
-            except TimeoutError:
-                continue
+                waited = asyncio.run_coroutine_threadsafe(exited(seconds), loop)
+                return waited.result(seconds + 1.0)
+            except (RuntimeError, TimeoutError, concurrent.futures.CancelledError):
+                return process.returncode is not None  # the loop is closing: signal on
+
+        steps = ((None, QUIT_WAIT_S), (signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 10.0))
+        await asyncio.to_thread(stop_group, process.pid, ended, steps)
 
 
 def _envelope(text: str) -> tuple[str, Any]:

@@ -544,6 +544,8 @@ def _argv(value: Any, name: str) -> tuple[str, ...]:
         raise ValueError(
             f'{name} must be a command as a list of words (no shell), e.g. ["notify-send", "lltui"]'
         )
+    if any("\0" in v for v in value):  # no command line can carry one
+        raise ValueError(f"{name}: a word holds a NUL character (\\0); a command cannot take it")
     return tuple(value)
 
 

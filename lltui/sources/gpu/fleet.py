@@ -15,9 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from lltui.core.monitor.fleet import FleetSample, HostState
 from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
+from lltui.core.periodic import Periodic
 from lltui.core.text import error_text, printable
 
 HOST_TIMEOUT_S = 10.0  # one poll of one host (an ssh command) may take this long
@@ -99,8 +101,7 @@ class Fleet:
         self._sources: list[GpuSource | None] = [None] * len(self.hosts)
         self._opened = [False] * len(self.hosts)
         self._stopped = threading.Event()
-        self._wake = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._loops: list[Periodic] = []
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -132,14 +133,24 @@ class Fleet:
 
     # -- polling ----------------------------------------------------------------------------
     def start(self) -> None:
-        if self._threads:
+        if self._loops:
             return
-        for i, host in enumerate(self.hosts):
-            t = threading.Thread(
-                target=self._run, args=(i,), name=f"lltui-fleet-{host.label}", daemon=True
+        self._loops = [
+            Periodic(
+                partial(self.poll_host, i),
+                self.interval,
+                name=f"lltui-fleet-{host.label}",
+                pace=partial(self._pace, i),
             )
-            self._threads.append(t)
-            t.start()
+            for i, host in enumerate(self.hosts)
+        ]
+        for loop in self._loops:
+            loop.start()
+
+    def _pace(self, index: int) -> float:
+        """The interval; a host that failed is tried again no sooner than RETRY_MIN_S."""
+        reachable = self._states[index].reachable
+        return self.interval if reachable else max(self.interval, RETRY_MIN_S)
 
     def poll_host(self, index: int) -> HostState:
         """Open (if needed) and poll one host once, on the calling thread."""
@@ -196,15 +207,6 @@ class Fleet:
             hook(index)
         return state
 
-    def _run(self, index: int) -> None:
-        while not self._stopped.is_set():
-            started = time.monotonic()
-            state = self.poll_host(index)
-            pace = self.interval if state.reachable else max(self.interval, RETRY_MIN_S)
-            rest = pace - (time.monotonic() - started)
-            if rest > 0 and self._stopped.wait(rest):
-                return
-
     def poll_once(self, deadline_s: float | None = None) -> FleetSample:
         """Every host polled once, side by side; a host still busy after ``deadline_s``
         (default: the timeout) is reported down. For ``lltui gpus``."""
@@ -238,6 +240,8 @@ class Fleet:
     def close(self) -> None:
         """Stop the threads and close every source (ssh masters included)."""
         self._stopped.set()
+        for loop in self._loops:
+            loop.stop()
         with self._changed:
             self._changed.notify_all()
         from lltui.sources.gpu.smi import SmiSource

@@ -41,7 +41,6 @@ class _Stat:
     comm: str
     cpu_ticks: int  # utime + stime
     start_ticks: int  # since boot
-    rss_pages: int
 
 
 def readable(root: str | os.PathLike[str] = "/") -> bool:
@@ -60,8 +59,13 @@ def parse_stat(data: bytes) -> _Stat:
         comm=comm,
         cpu_ticks=int(fields[11]) + int(fields[12]),
         start_ticks=int(fields[19]),
-        rss_pages=int(fields[21]),
     )
+
+
+def parse_statm(data: bytes) -> int:
+    """``/proc/PID/statm``'s resident pages: what ``ps`` and psutil call RSS (the RSS field
+    of ``/proc/PID/stat`` can read several percent lower)."""
+    return int(data.split()[1])
 
 
 def parse_cmdline(data: bytes) -> tuple[str, ...]:
@@ -182,6 +186,8 @@ class ProcReader:
                 stat = parse_stat(f.read())
             with open(folder / "cmdline", "rb") as f:
                 cmdline = parse_cmdline(f.read())
+            with open(folder / "statm", "rb") as f:
+                rss_pages = parse_statm(f.read())
             now = time.monotonic()
             user = _user(_real_uid(folder / "status"))  # read each time: a uid may change
             seen = self._seen.get(pid)
@@ -195,7 +201,7 @@ class ProcReader:
                 name=full_name(stat.comm, cmdline),
                 user=user,
                 cmdline=cmdline,
-                host_rss=stat.rss_pages * self._page,
+                host_rss=rss_pages * self._page,
                 cpu_pct=cpu_pct,
                 started=started,
             )

@@ -13,7 +13,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from lltui.sources.llama import build_cache
 from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server
+from lltui.sources.proc_group import stop_process
 
 BENCH = "llama-bench"
 ENV_VAR = "LLTUI_LLAMA_BENCH"
@@ -181,12 +181,11 @@ def run_bench(
     reader.start()
 
     def watchdog() -> None:
-        while proc.poll() is None:
-            if time.monotonic() >= deadline:
-                stopped.append("the time budget ran out")
-                _stop(proc)
-                return
-            time.sleep(0.2)
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            stopped.append("the time budget ran out")
+            stop_process(proc)
 
     guard = threading.Thread(target=watchdog, name="llama-bench deadline", daemon=True)
     guard.start()
@@ -200,7 +199,7 @@ def run_bench(
                     on_row(row)
         proc.wait()
     except BaseException:
-        _stop(proc)
+        stop_process(proc)
         raise
     finally:
         guard.join(5)
@@ -213,14 +212,3 @@ def run_bench(
             raise BenchError(f"llama-bench failed (exit {proc.returncode}): {last[:300]}")
         return rows, f"llama-bench exited {proc.returncode}: {last[:200]}"
     return rows, None
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue

@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lltui.core.periodic import Periodic
 from lltui.sources.llama.build_cache import TARGETS, BuildError, BuildPlan, Progress
 from lltui.sources.llama.build_tools import Toolchain
+from lltui.sources.proc_group import stop_process
 
 # each GPU backend's switch (llama.cpp's docs/build.md: GGML_HIP for ROCm, GGML_VULKAN)
 GPU_BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -131,7 +133,7 @@ def run_streaming(
                 on_line(stripped)
             return proc.wait()
         except BaseException:
-            _stop_group(proc)
+            stop_process(proc)
             raise
         finally:
             for sig, handler in previous.items():
@@ -149,17 +151,6 @@ def _exit_on_hangup() -> dict[int, Any]:
         raise SystemExit(128 + signum)
 
     return {sig: signal.signal(sig, leave) for sig in (signal.SIGHUP, signal.SIGTERM)}
-
-
-def _stop_group(proc: subprocess.Popen[str]) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _first_error(lines: Sequence[str]) -> str | None:
@@ -270,20 +261,13 @@ class _BuildStatus:
 def _heartbeat(say: Callable[[], None], every_s: float | None = None) -> Iterator[None]:
     """Call ``say`` every ``every_s`` seconds (default :data:`HEARTBEAT_S`) from a thread
     of its own while the block runs, so a long compile of one file never looks hung."""
-    stop = threading.Event()
     interval = HEARTBEAT_S if every_s is None else every_s
-
-    def beat() -> None:
-        while not stop.wait(interval):
-            say()
-
-    thread = threading.Thread(target=beat, name="llama-build-heartbeat", daemon=True)
-    thread.start()
+    beat = Periodic(say, interval, name="llama-build-heartbeat", delay_s=interval)
+    beat.start()
     try:
         yield
     finally:
-        stop.set()
-        thread.join()
+        beat.stop(join_s=5.0)
 
 
 def find_built(build_dir: Path, name: str) -> Path | None:

@@ -32,6 +32,7 @@ from lltui.core.llama.rpc_hosts import (
     remote_command,
 )
 from lltui.sources.llama.supervisor import _SHIM
+from lltui.sources.proc_group import stop_process
 from lltui.sources.ssh import SshTarget
 
 START_TIMEOUT_S = 30.0
@@ -241,14 +242,7 @@ class RpcHosts:
             proc = server.proc
             if proc is not None and proc.poll() is None:
                 # the ssh client: its end is a hangup for what runs in the terminal there
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                try:
-                    proc.wait(STOP_WAIT_S)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(STOP_WAIT_S)
+                stop_process(proc, ((signal.SIGTERM, STOP_WAIT_S), (signal.SIGKILL, STOP_WAIT_S)))
             if proc is not None and proc.stdin is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()

@@ -41,6 +41,7 @@ from lltui.core.llamalog.reader import LogReader
 from lltui.sources.llama import http as llama_http
 from lltui.sources.llama.binary import ServerProbe
 from lltui.sources.llama.http import EndpointResult, LlamaServerClient
+from lltui.sources.proc_group import signal_group, stop_group
 
 MAX_LINE_CHARS = 4000  # one log line kept at most this long
 DEFAULT_LOG_LINES = 2000
@@ -344,8 +345,7 @@ class Supervisor:
         """SIGKILL what is left of the server's process group once the server itself has
         exited: a router's model servers share its group and must not outlive it. The
         server is still an unreaped zombie, so the group id cannot have been reused."""
-        with contextlib.suppress(OSError):
-            os.killpg(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
 
     def _finish(self, returncode: int) -> None:
         with self._lock:
@@ -533,21 +533,11 @@ class Supervisor:
 
     # -- stopping -------------------------------------------------------------------------
 
-    def _signal_group(self, sig: int) -> bool:
-        """Signal the server's process group, unless the server has already exited."""
-        proc = self._proc
-        if proc is None:
-            return False
+    def _signal_group(self, pgid: int, sig: int) -> bool:
+        """Signal the server's process group, unless the server has already exited (the
+        launcher sweeps its group then, before reaping it)."""
         with self._signal_lock:
-            if self._exited_flag:
-                return False
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                return False
-        return True
+            return not self._exited_flag and signal_group(pgid, sig)
 
     def hurry(self) -> None:
         """Cut the waits of a :meth:`stop` in progress short (a second Ctrl-C)."""
@@ -574,12 +564,12 @@ class Supervisor:
             if self._state not in ("exited",):
                 self._state = "stopping"
         if not self._done.is_set():
-            self._signal_group(signal.SIGTERM)
-            if not self._wait_done(grace_s):
-                self._signal_group(signal.SIGTERM)
-                if not self._wait_done(second_grace_s):
-                    self._signal_group(signal.SIGKILL)
-                    self._done.wait(kill_wait_s)
+            steps = (
+                (signal.SIGTERM, grace_s),
+                (signal.SIGTERM, second_grace_s),
+                (signal.SIGKILL, kill_wait_s),
+            )
+            stop_group(self._proc.pid, self._wait_done, steps, send=self._signal_group)
         return self._exit
 
     def detach(self) -> None:

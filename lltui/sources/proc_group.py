@@ -1,0 +1,88 @@
+"""Stopping a process group: the one way lltui ends what it started.
+
+Everything lltui runs that may start processes of its own (llama-server, llama-bench, a
+build, an ssh session, an alert hook, a browser tab's app) runs as the leader of a process
+group of its own (``start_new_session=True``). :func:`stop_group` ends such a group: each
+step sends a signal to the whole group and waits on a condition (never a fixed sleep), and
+whatever is left at the end, a background child the leader left behind included, gets
+SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+
+# (signal or None, seconds to wait after it); None: nothing sent, the caller asked politely
+Step = tuple[int | None, float]
+TERM_THEN_KILL: tuple[Step, ...] = ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0))
+_POLL_MAX_S = 0.05  # the longest nap while looking whether a group has emptied
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to every process of group ``pgid``; False when none is left (or none
+    is ours to signal)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def stop_group(
+    pgid: int,
+    ended: Callable[[float], bool],
+    steps: Sequence[Step] = TERM_THEN_KILL,
+    *,
+    send: Callable[[int, int], bool] = signal_group,
+) -> bool:
+    """Stop the process group ``pgid``. Each step sends its signal to the group and waits up
+    to its seconds on ``ended`` (True once what the caller waits for has ended); then
+    SIGKILL to what is left of the group. True when it ended within the steps.
+
+    ``send`` replaces :func:`signal_group` where the caller guards the group id (a
+    supervisor that must not signal a group whose leader it has reaped)."""
+    done = False
+    for sig, wait_s in steps:
+        if sig is not None:
+            send(pgid, sig)
+        if ended(wait_s):
+            done = True
+            break
+    send(pgid, signal.SIGKILL)  # what the leader left behind in the background
+    return done
+
+
+def group_gone(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> Callable[[float], bool]:
+    """A condition for :func:`stop_group`: ``proc`` (a group leader) has exited, is reaped,
+    and no process is left in its group. The group's id cannot be taken by another group
+    while one of its members lives, so signalling it until it is empty is safe."""
+
+    def ended(timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        nap = 0.002
+        while True:
+            if proc.poll() is not None and not signal_group(proc.pid, 0):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(nap, left))  # no event tells a group has emptied: look again
+            nap = min(nap * 2, _POLL_MAX_S)
+
+    return ended
+
+
+def stop_process(
+    proc: subprocess.Popen[bytes] | subprocess.Popen[str], steps: Sequence[Step] = TERM_THEN_KILL
+) -> int | None:
+    """Stop ``proc`` (started with ``start_new_session=True``) and everything in its group,
+    and reap it; its return code (None only if even SIGKILL did not end it)."""
+    stop_group(proc.pid, group_gone(proc), steps)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(steps[-1][1] if steps else 5.0)
+    return proc.returncode

@@ -1,0 +1,118 @@
+"""The process toolkit: stopping a process group (every member, a child that ignores SIGTERM
+or was left in the background included) and the periodic loop (never overlapping, woken,
+parked, stopped). Real processes; waits on conditions."""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from lltui.core.periodic import Periodic
+from lltui.sources.proc_group import group_gone, stop_group, stop_process
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_for(condition, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _group(script: str, pidfile: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+    assert _wait_for(lambda: pidfile.exists() and pidfile.read_text().endswith("\n"))
+    return proc
+
+
+def test_a_leader_that_ignores_sigterm_and_its_child_are_killed(tmp_path):
+    pidfile = tmp_path / "child"
+    proc = _group(f"trap '' TERM; sleep 300 & echo $! > {pidfile}; wait; sleep 300", pidfile)
+    started = time.monotonic()
+    code = stop_process(proc, ((signal.SIGTERM, 0.5), (signal.SIGKILL, 5.0)))
+    assert code == -signal.SIGKILL and time.monotonic() - started < 10
+    child = int(pidfile.read_text())
+    assert _wait_for(lambda: _gone(child), 10)
+
+
+def test_a_child_left_behind_that_ignores_sigterm_gets_sigkill(tmp_path):
+    pidfile = tmp_path / "child"
+    # the leader ends at SIGTERM; its child ignores it and would live on
+    script = f"(trap '' TERM; exec sleep 300) & echo $! > {pidfile}; sleep 300"
+    proc = _group(script, pidfile)
+    child = int(pidfile.read_text())
+    assert _wait_for(lambda: "300" in Path(f"/proc/{child}/cmdline").read_text())  # exec'd
+    stop_process(proc, ((signal.SIGTERM, 0.5), (signal.SIGKILL, 5.0)))
+    assert proc.returncode == -signal.SIGTERM
+    assert _wait_for(lambda: _gone(child), 10)
+
+
+def test_a_group_that_ends_by_itself_is_not_waited_out(tmp_path):
+    proc = subprocess.Popen(["sh", "-c", "exit 3"], start_new_session=True)
+    assert group_gone(proc)(30)
+    started = time.monotonic()
+    sent: list[int] = []
+    assert stop_group(proc.pid, group_gone(proc), send=lambda _p, s: bool(sent.append(s)))
+    assert proc.returncode == 3 and time.monotonic() - started < 5
+    assert sent == [signal.SIGTERM, signal.SIGKILL]  # the sweep finds nobody
+
+
+def test_periodic_never_overlaps_a_slow_step_and_stops():
+    running, most, runs = [0], [0], [0]
+    lock = threading.Lock()
+
+    def step() -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.03)  # longer than the interval: the next run waits for this one
+        with lock:
+            running[0] -= 1
+            runs[0] += 1
+
+    loop = Periodic(step, 0.001, name="test-periodic")
+    loop.start()
+    assert _wait_for(lambda: runs[0] >= 5)
+    loop.stop(join_s=10)
+    after = runs[0]
+    assert most[0] == 1 and loop.stopped
+    time.sleep(0.1)  # nothing runs once stopped
+    assert runs[0] == after
+
+
+def test_periodic_parks_on_an_infinite_pace_until_woken():
+    runs = []
+    loop = Periodic(lambda: runs.append(1), 0.001, pace=lambda: math.inf)
+    loop.start()
+    assert _wait_for(lambda: len(runs) == 1)
+    time.sleep(0.1)
+    assert len(runs) == 1  # parked
+    loop.wake()
+    assert _wait_for(lambda: len(runs) == 2)
+    loop.stop(join_s=10)
+
+
+def test_periodic_runs_on_the_callers_thread_until_a_step_stops_it():
+    seen: list[str] = []
+
+    def step() -> None:
+        seen.append(threading.current_thread().name)
+        if len(seen) == 3:
+            loop.stop()
+
+    loop = Periodic(step, 0.001)
+    loop.run()
+    assert seen == [threading.current_thread().name] * 3
