@@ -116,6 +116,9 @@ def test_the_watch_folds_slots_or_says_why_there_is_no_fill():
     assert disabled.kv is None and disabled.kv_note == NO_SLOTS
     no_plan = KvWatch().fold(LaunchState(phase="following"), _answer(slots))
     assert no_plan.kv is None and no_plan.kv_note == NO_LAYOUT
+    # while a server of ours loads, its prediction may still come: no note yet
+    loading = KvWatch().fold(LaunchState(phase="loading"), _answer(slots))
+    assert loading.kv is None and loading.kv_note is None
 
 
 def test_the_launch_view_shows_the_fill_in_a_line_or_why_not():

@@ -35,6 +35,8 @@ class KvWatch:
             return st
         layout = st.check.kv if st.check is not None else None
         if layout is None:
+            if st.phase not in ("ready", "following"):
+                return st  # the load log's prediction may still come: nothing to say yet
             return replace(st, kv_note=NO_LAYOUT) if st.kv_note != NO_LAYOUT else st
         tokens = [s.n_prompt_tokens or 0 for s in poll.slots]
         earlier = [f for f in self._history if poll.t - f.t <= RATE_WINDOW_S]
