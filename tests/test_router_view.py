@@ -1,10 +1,12 @@
 """The launch view with a router, real: a preset in the model field starts llama-server's
 router; its models show in a table that follows loads made through the router's own API,
 loads from the table go through the plan (a refusal is one line naming what to unload), and
-Stop or quitting the app leaves none of the router's processes behind."""
+Stop or quitting the app leaves none of the router's processes behind. Requests to the
+view's address load models on demand; the table says what a request would unload."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -150,3 +152,67 @@ async def test_quitting_the_app_stops_the_router_and_its_models(models, server_e
         if router is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(router, signal.SIGKILL)
+
+
+def cell(screen: LaunchScreen, name: str, column: str) -> str:
+    table = screen.query_one("#launch-models", RouterTable)
+    try:
+        return str(table.get_cell(name, column))
+    except Exception:  # not shown yet
+        return ""
+
+
+def chat(url: str, model: str) -> httpx.Response:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120)
+
+
+async def test_the_view_serves_models_on_demand_and_says_what_a_request_would_evict(
+    models, server_env, llama_bins, tmp_path
+):
+    port = free_port()
+    app = sim_app("kaggle-2xt4")
+    router = None
+    with rpc_servers(llama_bins, 1, tmp_path) as rpcs:
+        preset = write_preset(tmp_path / "m.ini", models, f"127.0.0.1:{rpcs[0].port}")
+        try:
+            async with app.run_test(size=(200, 50)) as pilot:
+                await pilot.press("5")
+                screen = app.screen
+                assert isinstance(screen, LaunchScreen)
+                app.launch_action("start", str(preset), "", f"127.0.0.1:{port}")
+                await wait_for(lambda: ready(app) and len(router_rows(app)) == 3, WAIT_S)
+                router = app.launch.state.pid
+                url = f"http://127.0.0.1:{port}"
+                view = app.launch.state.router
+                assert view is not None and view.on_demand_url == url
+                # nothing loaded: a request for any would just load it
+                await wait_for(lambda: cell(screen, "two", "request") == "loads", WAIT_S)
+                # a request through lltui's address loads the model it names
+                answer = await asyncio.to_thread(chat, url, "one")
+                assert answer.status_code == 200, answer.text
+                await wait_for(lambda: row_state(screen, "one") == "loaded", WAIT_S)
+                await wait_for(lambda: cell(screen, "one", "reqs") == "1", WAIT_S)
+                assert cell(screen, "one", "last") != "-"
+                # one holds the RPC server two needs: the table says two would unload it
+                await wait_for(lambda: cell(screen, "two", "request") == "unloads one", WAIT_S)
+                assert cell(screen, "three", "request") == "loads"
+                answer = await asyncio.to_thread(chat, url, "two")
+                assert answer.status_code == 200, answer.text
+                await wait_for(
+                    lambda: (
+                        row_state(screen, "two") == "loaded"
+                        and row_state(screen, "one") == "unloaded"
+                    ),
+                    WAIT_S,
+                )
+                await wait_for(lambda: cell(screen, "one", "request") == "unloads two", WAIT_S)
+                assert cell(screen, "one", "reqs") == "1" and cell(screen, "two", "reqs") == "1"
+                members = group_members(router or 0)
+                await pilot.click("#launch-stop")
+                await wait_for(lambda: app.launch.state.phase == "exited", 30)
+                assert all_gone(members) == []
+        finally:
+            if router is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(router, signal.SIGKILL)

@@ -357,8 +357,10 @@ class LaunchScreen(FormScreen):
         note = self.query_one("#launch-router-note", Static)
         note.display = view is not None
         if view is not None:
-            table.show_rows(view.rows)
+            table.show_rows(view.rows, time.monotonic())
             keys = "l load, u unload, k keep (on the selected model)"
+            if view.on_demand_url:
+                keys = f"models load on demand at {view.on_demand_url}; {keys}"
             note.update(Text(f"{view.note}\n{keys}" if view.note else keys))
 
     def on_resize(self) -> None:

@@ -48,8 +48,13 @@ def form_request(
     if is_router_source(model):
         if carried is not None:
             words = tuple(carried.to_argv())
-        return RouterRequest(
-            source=model.strip(), words=words, host=host, port=port, keys_on_command_line=False
+        return RouterRequest(  # served on demand, as by ``lltui launch --models``
+            source=model.strip(),
+            words=words,
+            host=host,
+            port=port,
+            keys_on_command_line=False,
+            on_demand=True,
         )
     return LaunchRequest(
         words=words,
@@ -94,5 +99,7 @@ def _router_preview(request: RouterRequest) -> tuple[str, str | None]:
         if plan.fits
         else "not all fit together: " + "; ".join(verdict_reasons(plan))
     )
+    if prepared.proxy_url is not None:
+        verdict += f"; models load on demand at {prepared.proxy_url}"
     note = "; ".join([verdict, *(n.text for n in notes)])
     return prepared.launch.command.shell_line(), note

@@ -1,7 +1,10 @@
 """A router's models in the launch view, one row per model keyed by its name and updated in
-place; ``l`` loads the selected model (if the plan says it fits), ``u`` unloads it, ``k``
-keeps it loaded or lets it go. The table only says what was asked (a message); the screen
-asks the launch controller."""
+place: its state, pin and priority, its pod (the devices the plan gives it), when the
+on-demand proxy last served it and how many requests, tokens/s, and for a model not loaded
+what a request for it would do now (load, or unload which models first). ``l`` loads the
+selected model (if the plan says it fits), ``u`` unloads it, ``k`` keeps it loaded or lets
+it go. The table only says what was asked (a message); the screen asks the launch
+controller."""
 
 from __future__ import annotations
 
@@ -15,17 +18,24 @@ from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
+from lltui.core.fit.evict import Decision
+from lltui.core.units import fmt_duration
 from lltui.services.launch.state import ModelRow
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("model", "MODEL", 16),
     ("state", "STATE", 9),
     ("kept", "KEPT", 4),
+    ("prio", "PRIO", 4),
+    ("pod", "POD", 12),
+    ("last", "LAST USE", 8),
+    ("reqs", "REQS", 4),
+    ("tps", "TOK/S", 7),
+    ("request", "ON REQUEST", 26),
     ("ctx", "CTX", 7),
     ("plan", "PLAN MiB", 9),
     ("log", "LOG MiB", 9),
     ("busy", "BUSY", 4),
-    ("tps", "TOK/S", 7),
     ("devices", "DEVICES (from its log)", 36),
 )
 # each state's theme variable (resolved to a colour when the table is mounted)
@@ -44,20 +54,47 @@ def _mib(value: float | None) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.2f}"
 
 
-def row_cells(row: ModelRow, styles: dict[str, str] | None = None) -> tuple[Text, ...]:
+def on_request(decision: Decision | None) -> str:
+    """What a request for a model not loaded would do now, in a few words."""
+    if decision is None or decision.action == "loaded":
+        return "-"
+    if decision.action == "load":
+        return "loads"
+    if decision.action == "evict":
+        return f"unloads {', '.join(decision.evict)}"
+    return f"refused: {decision.reason}"
+
+
+def _ago(row: ModelRow, now: float | None) -> str:
+    last = row.use.last_used if row.use is not None else None
+    if last is None or now is None:
+        return "-"
+    return fmt_duration(max(0.0, now - last))
+
+
+def row_cells(
+    row: ModelRow, styles: dict[str, str] | None = None, now: float | None = None
+) -> tuple[Text, ...]:
+    """The row's cells in COLUMNS' order; ``now`` (time.monotonic()) ages its last use."""
     styles = styles or {}
     devices = ", ".join(f"{p.name} {_mib(p.total_mib)}" for p in row.placement) or (
         row.problem or "-"
     )
+    refused = row.on_request is not None and not row.on_request.can_load
     return (
         Text(row.name),
         Text(row.state, style=styles.get(row.state, "")),
         Text("yes" if row.kept else "-"),
+        Text(str(row.priority) if row.priority else "-"),
+        Text(", ".join(row.pod) or "-"),
+        Text(_ago(row, now)),
+        Text(str(row.use.requests) if row.use is not None else "-"),
+        Text("-" if row.gen_tps is None else f"{row.gen_tps:.1f}"),
+        Text(on_request(row.on_request), style=styles.get("failed", "") if refused else ""),
         Text(str(row.n_ctx) if row.n_ctx else "-"),
         Text(_mib(row.planned_bytes / (1024 * 1024)) if row.planned_bytes is not None else "-"),
         Text(_mib(row.memory_mib)),
         Text("-" if row.busy is None else str(row.busy)),
-        Text("-" if row.gen_tps is None else f"{row.gen_tps:.1f}"),
         Text(devices, style=styles.get("failed", "") if row.problem else ""),
     )
 
@@ -90,12 +127,12 @@ class RouterTable(DataTable[Text]):
         variables = self.app.get_css_variables()
         self._styles = {state: variables.get(name, "") for state, name in STATE_STYLE.items()}
 
-    def show_rows(self, rows: Sequence[ModelRow]) -> None:
+    def show_rows(self, rows: Sequence[ModelRow], now: float | None = None) -> None:
         """Update the rows in place: changed cells only, gone models removed."""
         seen = []
         for row in rows:
             seen.append(row.name)
-            cells = row_cells(row, self._styles)
+            cells = row_cells(row, self._styles, now)
             if row.name not in self._keys:
                 self.add_row(*cells, key=row.name)
                 self._keys.append(row.name)

@@ -170,7 +170,9 @@ class LaunchController:
         if isinstance(session, RouterSession):
             session.prepare()
             polls.append(RouterPoll(session, interval_s=self._interval, per_model=True))
-            router = RouterView(rows=tuple(session.rows(None)))
+            router = RouterView(
+                rows=tuple(session.rows(None)), on_demand_url=session.prepared.proxy_url
+            )
         else:
             assert isinstance(session, LaunchSession)
             session.prepare(plan="force" if force else "refuse")

@@ -38,6 +38,7 @@ from aiohttp.client_exceptions import (
 
 from lltui.core.fit.evict import Decision, Policy, Resident, decide
 from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
+from lltui.services.launch.state import ModelUse
 
 if TYPE_CHECKING:
     from aiohttp import ClientResponse
@@ -142,6 +143,7 @@ class OnDemandProxy:
         self.on_event = on_event
         self.load_timeout_s = load_timeout_s
         self.last_used: dict[str, float] = {}
+        self._served: dict[str, int] = {}  # requests forwarded, by model
         self._ready: set[str] = set()  # loaded, as far as the proxy knows
         self._evicting: set[str] = set()
         self._in_flight: dict[str, int] = {}
@@ -226,6 +228,11 @@ class OnDemandProxy:
         if self._client is not None:
             await self._client.close()
 
+    def use(self) -> dict[str, ModelUse]:
+        """What it served of each model so far (a snapshot, from any thread)."""
+        last, served = dict(self.last_used), dict(self._served)
+        return {n: ModelUse(n, served.get(n, 0), last.get(n)) for n in last.keys() | served}
+
     def _emit(self, event: ProxyEvent) -> None:
         if self.on_event is not None:
             with contextlib.suppress(Exception):
@@ -262,6 +269,8 @@ class OnDemandProxy:
             try:
                 self.last_used[name] = time.monotonic()
                 response = await self._forward(request, body, model=name)
+                if response is not None:
+                    self._served[name] = self._served.get(name, 0) + 1
             finally:
                 await self._done(name)
             if response is not None:

@@ -361,6 +361,7 @@ class RouterSession(Session):
         plan = self.prepared.report.plan
         by_name = {m.name: m for m in listed or ()}
         names = [m.name for m in plan.models] + [n for n in by_name if n not in plan.model_names]
+        demand = self._on_demand(listed)
         rows = []
         for name in names:
             status = by_name.get(name)
@@ -380,9 +381,35 @@ class RouterSession(Session):
                     placement=tuple(inst.log.placement()) if inst is not None else (),
                     port=inst.port if running and inst is not None else None,
                     problem=inst.problem() if inst is not None and state == "failed" else None,
+                    **demand.get(name, {}),
                 )
             )
         return rows
+
+    def _on_demand(self, listed: tuple[RouterModel, ...] | None) -> dict[str, dict[str, Any]]:
+        """Served on demand: each model's pod, priority, what the proxy counted, and for
+        one not resident what a request would do now (asked once per refresh)."""
+        proxy = self._proxy
+        if proxy is None:
+            return {}
+        use = proxy.use()
+        policy = self.prepared.policy(sorted(self._kept))
+        resident = [
+            Resident(m.name, (u.last_used or 0.0) if (u := use.get(m.name)) else 0.0)
+            for m in listed or ()
+            if m.resident
+        ]
+        out: dict[str, dict[str, Any]] = {}
+        for name, need in policy.needs.items():
+            out[name] = {
+                "pod": tuple(need.devices),
+                "priority": need.priority,
+                "use": use.get(name),
+                "on_request": None
+                if listed is None or name in {r.name for r in resident}
+                else decide(policy, name, resident),
+            }
+        return out
 
     def judged_exit(self, result: ServerExit) -> ServerExit:
         sup = self.supervisor

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from lltui.core.fit.evict import Decision
 from lltui.core.llama.address import public_url
 from lltui.core.llama.exit_reason import exit_sentence
 from lltui.core.llama.timings import RequestTimings
@@ -82,6 +83,16 @@ class Speed:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelUse:
+    """What the on-demand proxy served of one model: requests forwarded, the last one's
+    time (time.monotonic())."""
+
+    name: str
+    requests: int = 0
+    last_used: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRow:
     """One model as the CLI and the view show it: the router's state, the plan's numbers,
     its server's memory per device from its log, why it failed; where its own server is
@@ -98,6 +109,12 @@ class ModelRow:
     busy: int | None = None  # requests in flight (busy slots)
     gen_tps: float | None = None
     tokens_total: float | None = None
+    # served on demand: the devices the plan gives it (its pod), its priority, what the
+    # proxy counted, and what a request for it would do now (the eviction policy's answer)
+    pod: tuple[str, ...] = ()
+    priority: int = 0
+    use: ModelUse | None = None
+    on_request: Decision | None = None
 
     @property
     def memory_mib(self) -> float | None:
@@ -108,10 +125,12 @@ class ModelRow:
 @dataclass(frozen=True, slots=True)
 class RouterView:
     """A router's models (the rows), its last word on a load (``note``), each model's state
-    change worth a line (``news``) and the loads at start the plan refused."""
+    change worth a line (``news``), the loads at start the plan refused, and the on-demand
+    proxy's address."""
 
     rows: tuple[ModelRow, ...] = ()
     note: str | None = None
+    on_demand_url: str | None = None  # where clients connect, served on demand
     news: Tail[ModelRow] = field(default_factory=lambda: Tail(limit=256))
     refused: Tail[str] = field(default_factory=lambda: Tail(limit=64))
 

@@ -1,0 +1,93 @@
+"""The launch view's router table from a launch state: each model's state, pin, priority,
+pod, last use and requests (the on-demand proxy's counts), tokens/s and what a request would
+do now; a refresh updates the cells of the rows it keeps, by model."""
+
+from __future__ import annotations
+
+import pytest
+from textual.app import App, ComposeResult
+
+from lltui.app.widgets.router_table import COLUMNS, RouterTable, row_cells
+from lltui.core.fit.evict import Decision
+from lltui.services.launch.state import ModelRow, ModelUse
+
+KEYS = [key for key, _label, _w in COLUMNS]
+
+
+def cells(row: ModelRow, now: float | None = 100.0) -> dict[str, str]:
+    return dict(zip(KEYS, (str(c) for c in row_cells(row, now=now)), strict=True))
+
+
+CODER = ModelRow(
+    "coder",
+    "loaded",
+    kept=True,
+    priority=5,
+    pod=("CUDA0", "CUDA1"),
+    use=ModelUse("coder", requests=12, last_used=28.0),
+    gen_tps=41.26,
+)
+CHAT = ModelRow(
+    "chat",
+    "unloaded",
+    kept=False,
+    pod=("CUDA2",),
+    use=ModelUse("chat", requests=3, last_used=10.0),
+    on_request=Decision("chat", "evict", evict=("tiny",)),
+)
+
+
+def test_a_loaded_models_row_says_its_pod_use_and_speed() -> None:
+    got = cells(CODER)
+    assert got["state"] == "loaded" and got["kept"] == "yes" and got["prio"] == "5"
+    assert got["pod"] == "CUDA0, CUDA1"
+    assert got["last"] == "1m12s" and got["reqs"] == "12" and got["tps"] == "41.3"
+    assert got["request"] == "-"  # resident: a request is just served
+
+
+def test_an_unloaded_models_row_says_what_a_request_would_unload() -> None:
+    assert cells(CHAT)["request"] == "unloads tiny"
+    fits = ModelRow("chat", "unloaded", kept=False, on_request=Decision("chat", "load"))
+    assert cells(fits)["request"] == "loads"
+    refused = Decision("big", "cannot", code="does_not_fit", reason="CUDA0 short by 3 GiB")
+    got = cells(ModelRow("big", "unloaded", kept=False, on_request=refused))
+    assert got["request"] == "refused: CUDA0 short by 3 GiB"
+    # never served, no pod known (not on demand): dashes, not zeros
+    assert (got["last"], got["reqs"], got["pod"], got["prio"]) == ("-", "-", "-", "-")
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield RouterTable(id="t")
+
+
+async def test_a_refresh_updates_cells_in_place_by_model() -> None:
+    app = TableApp()
+    async with app.run_test() as pilot:
+        table = app.query_one(RouterTable)
+        table.show_rows([CODER, CHAT], now=100.0)
+        await pilot.pause()
+        first_keys = list(table.rows)
+        added: list[object] = []
+        add_row = table.add_row
+        table.add_row = lambda *cells, **kw: added.append(kw) or add_row(*cells, **kw)  # type: ignore[method-assign]
+        table.clear = lambda columns=False: pytest.fail("the table was cleared")  # type: ignore[method-assign]
+        served = CHAT.use
+        assert served is not None
+        loaded = ModelRow(
+            "chat",
+            "loaded",
+            kept=False,
+            pod=("CUDA2",),
+            use=ModelUse("chat", served.requests + 1, 99.0),
+        )
+        table.show_rows([CODER, loaded], now=100.0)
+        await pilot.pause()
+        assert list(table.rows) == first_keys and added == []  # updated, not added again
+        assert str(table.get_cell("chat", "state")) == "loaded"
+        assert str(table.get_cell("chat", "reqs")) == "4"
+        assert str(table.get_cell("chat", "last")) == "1s"
+        assert str(table.get_cell("chat", "request")) == "-"
+        table.show_rows([loaded], now=100.0)
+        await pilot.pause()
+        assert [k.value for k in table.rows] == ["chat"]
