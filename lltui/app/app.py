@@ -17,12 +17,12 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
-from lltui.app import keys, partial_updates, views
+from lltui.app import keys, patches, views
 from lltui.app.background import off_thread_reported
-from lltui.app.key_names import find_key_characters_here, key_display
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
 from lltui.app.model import RigModel
 from lltui.app.palette import LltuiCommands
+from lltui.app.patches.key_names import key_display
 from lltui.app.poller import Poller
 from lltui.app.screens.base import ModelView, ViewScreen
 from lltui.app.state.monitor import MonitorPrefs
@@ -82,8 +82,7 @@ class LltuiApp(App[int]):
         fleet: Fleet | None = None,
     ) -> None:
         super().__init__()
-        partial_updates.apply()  # changed cells only, not whole line starts, to the terminal
-        find_key_characters_here()  # no Unicode name lookups for the keys: their pages stay
+        patches.apply()  # Textual's internals lltui replaces (lltui/app/patches)
         self._fleet = fleet
         self._focus_lock = threading.Lock()
         self._initial_view = view
@@ -134,11 +133,11 @@ class LltuiApp(App[int]):
     # -- setup ---------------------------------------------------------------------------
     def get_driver_class(self) -> type[Driver]:
         """Textual's choice, with the Linux driver's input thread made to sleep while no key
-        comes (lltui/app/driver.py)."""
+        comes (lltui/app/patches/driver.py)."""
         driver_class = super().get_driver_class()
         if sys.platform == "win32":
             return driver_class
-        from lltui.app.driver import quiet
+        from lltui.app.patches.driver import quiet
 
         return quiet(driver_class)
 
@@ -620,7 +619,7 @@ class LltuiApp(App[int]):
 
     def get_key_display(self, binding: Binding) -> str:
         """Textual's display of a key, worked out without its Unicode name lookups
-        (key_names.py)."""
+        (patches/key_names.py)."""
         return key_display(binding)
 
     def key_description(self, binding: Binding) -> str:

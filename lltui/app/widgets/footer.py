@@ -25,7 +25,7 @@ from textual.widget import Widget
 from textual.widgets import Input
 
 from lltui.app.host import host_of
-from lltui.app.key_names import TYPED_KEYS
+from lltui.app.patches.key_names import TYPED_KEYS
 
 
 def footer_bindings(
