@@ -133,7 +133,7 @@ async def test_quitting_the_app_stops_its_server(server_env, tiny_model):
             await wait_for(lambda: app.launch.state.phase in ("ready", "error"), READY_TIMEOUT_S)
             assert app.launch.state.phase == "ready", app.launch.state.message
             pid = app.launch.state.pid
-            from lltui.app.widgets.quit_dialog import QuitDialog
+            from lltui.app.screens.quit_dialog import QuitDialog
 
             # quitting with a server running asks first: "n" stays, the server runs on
             await pilot.press("ctrl+q")

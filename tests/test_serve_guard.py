@@ -189,7 +189,7 @@ def test_the_signal_dialog_sends_nothing_in_a_read_only_app(monkeypatch):
     """The read-only check is where the signal is sent, not only where the key is shown."""
     from app_helpers import sim_app
 
-    from lltui.app.widgets import signal_dialog
+    from lltui.app.screens import signal_dialog
     from lltui.core.monitor.signals import ProcessIdentity
 
     sent: list[object] = []

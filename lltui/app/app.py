@@ -566,7 +566,7 @@ class LltuiApp(App[int]):
         if running is None:
             self.exit()
             return
-        from lltui.app.widgets.quit_dialog import QuitDialog
+        from lltui.app.screens.quit_dialog import QuitDialog
 
         if isinstance(self.screen, QuitDialog):
             return  # asked already
