@@ -20,10 +20,10 @@ from textual.widgets import Input
 from lltui.app import keys, patches, views
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
-from lltui.app.model import RigModel
 from lltui.app.palette import LltuiCommands
 from lltui.app.patches.key_names import key_display
 from lltui.app.poller import Poller
+from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import ModelView, ViewScreen
 from lltui.app.state.monitor import MonitorPrefs
 from lltui.app.themes import (
@@ -42,7 +42,7 @@ from lltui.paths import open_private, themes_dir
 if TYPE_CHECKING:
     from textual.driver import Driver
 
-    from lltui.app.host import AppHost
+    from lltui.app.app_protocol import AppHost
     from lltui.app.state.launch import FormFlags
     from lltui.core.llama.args import LlamaArgs
     from lltui.core.llama.launch_spec import LaunchPolicy

@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
-from lltui.app.host import host_of
+from lltui.app.app_protocol import host_of
 from lltui.app.patches.key_names import TYPED_KEYS
 
 

@@ -28,7 +28,7 @@ from textual.markup import escape
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from lltui.app.host import host_of
+from lltui.app.app_protocol import host_of
 from lltui.app.state.monitor import SORT_KEYS
 from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import RigSample

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.binding import Binding
 
-    from lltui.app.model import RigModel
+    from lltui.app.rig_model import RigModel
     from lltui.app.state.launch import FormFlags
     from lltui.app.state.monitor import MonitorPrefs
     from lltui.core.llama.args import LlamaArgs
