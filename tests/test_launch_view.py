@@ -13,7 +13,7 @@ from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.screens.launch import LaunchScreen
 from lltui.app.state.launch import form_request, parse_hostport
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
 from lltui.services.launch.request import LaunchRequest, read_request
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
@@ -314,7 +314,7 @@ def test_loading_gives_way_to_serving_once_ready():
 def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
     import gguf_factory as gf
 
-    from lltui.core.llama.launch_spec import LaunchSpec
+    from lltui.core.cmdline.launch_spec import LaunchSpec
     from lltui.services.launch.speed import SpeedWatch
     from lltui.sources.gpu.kinds import one_sample
 

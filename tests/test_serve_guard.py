@@ -18,8 +18,8 @@ import pytest
 from llama_fixture import port_open, write_tiny_llama
 from test_serve import Served, free_port, serving
 
-from lltui.core.llama.flag_table import FILE_FLAGS, pinned_arity
-from lltui.core.llama.launch_spec import LaunchError, LaunchPolicy
+from lltui.core.cmdline.flag_table import FILE_FLAGS, pinned_arity
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchPolicy
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # one another user may run (the venv's may be under /root)
 

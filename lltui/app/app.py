@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
     from lltui.app.app_protocol import AppHost
     from lltui.app.state.launch import FormFlags
-    from lltui.core.llama.args import LlamaArgs
-    from lltui.core.llama.launch_spec import LaunchPolicy
+    from lltui.core.cmdline.args import LlamaArgs
+    from lltui.core.cmdline.launch_spec import LaunchPolicy
     from lltui.services.alerts import HookRunner
     from lltui.services.launch.controller import LaunchController
     from lltui.services.rig import Fleet, ReplayOptions, Rig
@@ -192,7 +192,7 @@ class LltuiApp(App[int]):
     def launch_policy(self) -> LaunchPolicy:
         """What the launch view may start: nothing read-only; from a browser, no flag that
         names a file unless the config allows it."""
-        from lltui.core.llama.launch_spec import LaunchPolicy
+        from lltui.core.cmdline.launch_spec import LaunchPolicy
 
         settings = self.settings
         return LaunchPolicy(
@@ -524,7 +524,7 @@ class LltuiApp(App[int]):
 
     def _start_launch(self, model: str, flags: FormFlags, hostport: str) -> None:
         from lltui.app.state.launch import form_request
-        from lltui.core.llama.launch_spec import LaunchError
+        from lltui.core.cmdline.launch_spec import LaunchError
 
         try:
             request = form_request(model, flags, hostport)

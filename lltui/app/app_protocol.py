@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from lltui.app.rig_model import RigModel
     from lltui.app.state.launch import FormFlags
     from lltui.app.state.monitor import MonitorPrefs
-    from lltui.core.llama.args import LlamaArgs
+    from lltui.core.cmdline.args import LlamaArgs
     from lltui.services.launch.controller import LaunchController
     from lltui.services.rig import Fleet
 
