@@ -23,9 +23,9 @@ from pathlib import Path
 
 import gguf_factory as gf
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.speed.model import estimate_speed
 from lltui.sources.gpu.cpu import read_host

@@ -42,9 +42,9 @@ sys.path.insert(0, str(HERE.parent))
 import gguf_factory as gf  # noqa: E402
 from llama_fixture import SERVER_ARGS, llama_server, rpc_servers  # noqa: E402
 
+from lltui.core.cmdline.flags import parse_llama_args  # noqa: E402
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate  # noqa: E402
 from lltui.core.gguf.reader import read_gguf  # noqa: E402
-from lltui.core.llama.flags import parse_llama_args  # noqa: E402
 from lltui.core.llamalog.reader import parse_log  # noqa: E402
 from lltui.core.memory.devices import DeviceSpec, rpc_device  # noqa: E402
 from lltui.core.units import MIB  # noqa: E402

@@ -29,9 +29,9 @@ sys.path.insert(0, str(HERE.parent))
 import gguf_factory as gf  # noqa: E402
 from llama_fixture import build_llama, llama_server  # noqa: E402
 
+from lltui.core.cmdline.flags import parse_llama_args  # noqa: E402
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate  # noqa: E402
 from lltui.core.gguf.reader import read_gguf  # noqa: E402
-from lltui.core.llama.flags import parse_llama_args  # noqa: E402
 from lltui.core.llamalog.reader import parse_log  # noqa: E402
 from lltui.core.memory.results import PartEstimate  # noqa: E402
 from lltui.core.units import MIB  # noqa: E402

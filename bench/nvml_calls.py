@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import fake_pynvml as fp  # noqa: E402
 
 from lltui.core.monitor.models import GpuProcess, HostSample  # noqa: E402
-from lltui.sources.gpu.host import HostSampler  # noqa: E402
+from lltui.sources.gpu.host_facts import HostSampler  # noqa: E402
 from lltui.sources.gpu.nvml import (  # noqa: E402
     DEFAULT_LINK_TTL_S,
     DEFAULT_PCIE_TTL_S,

@@ -46,7 +46,7 @@ _INSIDE = """
 import json, sys, time
 from lltui.core.fit.planner import plan_best
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.memory.results import FitOptions
 from lltui.core.units import GIB
 from lltui.services.devices import resolve_devices

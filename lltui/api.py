@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes, first_fitting
-from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
 from lltui.services.nccl import (
     NCCLCommunicator,
@@ -154,8 +154,8 @@ _ONE_BIG_GPU = "1048576GiB"
 
 
 def _one_gpu(path: str | os.PathLike[str], context_size: int) -> FitRequest:
-    from lltui.core.llama.args import parse_llama_args, spell
-    from lltui.core.llama.flag_values import NGL_ALL
+    from lltui.core.cmdline.args import parse_llama_args, spell
+    from lltui.core.cmdline.flag_values import NGL_ALL
     from lltui.services.fit import FitRequest
 
     words = spell("n_ctx", context_size) + spell("n_gpu_layers", NGL_ALL) + spell("n_parallel", 1)
@@ -345,8 +345,8 @@ def plan_models(
     reference, or ``(path, its own llama-server flags)``; ``flags`` apply to every model
     first; ``gpus`` as ``--gpus`` (None: this machine's GPUs). Raises ValueError (one line)
     for a model that cannot be read or settings llama.cpp refuses."""
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.core.fit.plan_report import plan_to_json
-    from lltui.core.llama.args import parse_llama_args
     from lltui.services.fit import FitFailed
     from lltui.services.plan import PlanEntry, PlanRequest
     from lltui.services.plan import plan_models as plan

@@ -144,7 +144,7 @@ def _more_from_mapping(data: dict[str, Any], out: Settings, where: str) -> Setti
 
 
 def _file_flags(value: Any, where: str) -> tuple[str, ...]:
-    from lltui.core.llama.flag_table import FILE_FLAGS, canonical
+    from lltui.core.cmdline.flag_table import FILE_FLAGS, canonical
 
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: serve_allow_flags is a list of flags, such as ['--log-file']")

@@ -13,9 +13,9 @@ import pytest
 from flag_cases import Case
 
 from lltui.cli import main
-from lltui.core.llama.flags import BinaryFlags, LlamaArgs, parse_llama_args
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec, build_command
-from lltui.core.llama.multigpu import MultiGPUConfig
+from lltui.core.cmdline.flags import BinaryFlags, LlamaArgs, parse_llama_args
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec, build_command
+from lltui.core.cmdline.multigpu import MultiGPUConfig
 
 # what fit --json reports as given, for the settings it passes through unchanged
 FIT_JSON_KEYS = ("type_k", "type_v", "split_mode", "load_mode", "kv_offload")

@@ -40,7 +40,7 @@ def _router_log(text: str) -> Any:
 
 
 def _preset(text: str) -> Any:
-    from lltui.core.llama.preset import parse_preset, section_words
+    from lltui.core.cmdline.preset import parse_preset, section_words
 
     preset = parse_preset(text)
     # every section's flags too: what the router would pass each model's server
@@ -72,7 +72,7 @@ def _domain_errors(name: str) -> tuple[type[BaseException], ...]:
 
         return (MetricsFormatError,)
     if name == "preset":
-        from lltui.core.llama.preset import PresetError
+        from lltui.core.cmdline.preset import PresetError
 
         return (PresetError,)
     if name == "calib_store":

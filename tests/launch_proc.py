@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from llama_fixture import free_port
 
-from lltui.core.llama.launch_spec import LaunchCommand
+from lltui.core.cmdline.launch_spec import LaunchCommand
 from lltui.core.llamalog.reader import parse_log
 from lltui.sources.llama.supervisor import ServerExit, ServerStatus
 

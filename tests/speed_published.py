@@ -22,10 +22,10 @@ from pathlib import Path
 
 import gguf_factory as gf
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.hardware.host import HostSpec, parse_memory
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.speed.model import estimate_speed
 from lltui.core.speed.params import PARAMS, SpeedParams

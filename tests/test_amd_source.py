@@ -42,7 +42,7 @@ from lltui.core.monitor.rocm_smi_json import read_cards
 from lltui.sources.gpu.amd import AmdCliSource, AmdSmiSource, AmdSource
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
 from lltui.sources.gpu.combined import CombinedSource
-from lltui.sources.gpu.host import HostSampler
+from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.gpu.kinds import open_source, parse_source_spec
 from lltui.sources.gpu.sim import SimSource
 from lltui.sources.gpu.smi import CommandResult

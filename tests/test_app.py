@@ -338,7 +338,7 @@ def test_the_lookup_check_can_fail():
 
 
 async def test_screens_and_the_palette_reach_the_app_through_its_protocol():
-    from lltui.app.host import host_of
+    from lltui.app.app_protocol import host_of
     from lltui.app.palette import LltuiCommands
 
     app = sim_app("4xl4")

@@ -44,9 +44,9 @@ def test_a_legacy_deepseek2_file_without_mla_is_approximate_not_an_mla_graph(tmp
     MLA graph (a public Vulkan log: 1174 MiB logged, an MLA graph said 1920)."""
     import public_models as pm
 
+    from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import estimate
     from lltui.core.gguf.reader import read_gguf
-    from lltui.core.llama.flags import parse_llama_args
     from lltui.core.memory.devices import DeviceSpec
     from lltui.core.memory.results import FitOptions
 

@@ -114,7 +114,7 @@ def test_a_split_model_is_written_as_its_split_files(tmp_path):
 
 
 def _plan(tmp_path, spec, gpus, *flags):
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.services.bench import BenchRequest, plan
 
     path = gf.write_sparse(tmp_path / f"{spec.arch}.gguf", spec, "Q8_0")
@@ -123,7 +123,7 @@ def _plan(tmp_path, spec, gpus, *flags):
 
 
 def test_an_moe_model_on_a_gpu_is_also_benched_with_its_experts_on_the_host(tmp_path):
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
 
     spec = gf.qwen3moe_spec(n_layer=6, n_expert=8, n_expert_used=2)
     configs = _plan(tmp_path, spec, 1)
@@ -139,7 +139,7 @@ def test_an_moe_model_on_a_gpu_is_also_benched_with_its_experts_on_the_host(tmp_
 
 
 def test_two_gpus_are_also_benched_with_a_tensor_split_where_llama_cpp_allows_it(tmp_path):
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
 
     configs = _plan(tmp_path, gf.llama_spec(), 2, "-fa", "off")
     tensor = configs["tensor split (-sm tensor)"]

@@ -12,12 +12,12 @@ import itertools
 import gguf_factory as gf
 import pytest
 
+from lltui.core.cmdline.args import spell
+from lltui.core.cmdline.flag_values import writable_split
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.best import KV_LOSS, best_configs, headroom_split, tps_bucket
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.args import spell
-from lltui.core.llama.flag_values import writable_split
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.units import MIB
 

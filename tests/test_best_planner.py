@@ -9,13 +9,13 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
+from lltui.core.cmdline.args import spell
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.best import tps_bucket
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.fit.planner import PLAN_GOALS, plan_best
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.hardware.links import RigLinks
-from lltui.core.llama.args import spell
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.units import GIB
 from lltui.services.devices import sim_devices

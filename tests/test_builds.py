@@ -10,9 +10,9 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
+from lltui.core.cmdline.args import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.args import parse_llama_args
 from lltui.core.llama.builds import (
     NEWEST,
     PINNED_BUILD,

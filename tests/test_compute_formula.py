@@ -8,9 +8,9 @@ import gguf_factory as gf
 import pytest
 
 import lltui.core.memory.allocate as allocate
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory import compute as compute_mod
 from lltui.core.memory.compute_graph import ComputeLayout, Planned, planned_compute_buffers
 from lltui.core.memory.devices import rpc_device

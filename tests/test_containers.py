@@ -199,7 +199,7 @@ def test_inside_a_container_is_said_plainly(tmp_path):
 
 def test_nvml_pids_this_container_cannot_see_give_one_plain_hint(monkeypatch):
     import lltui.sources.gpu.containers as containers
-    from lltui.sources.gpu.host import HostSampler
+    from lltui.sources.gpu.host_facts import HostSampler
     from lltui.sources.gpu.nvml import NvmlSource
 
     gpus = make_gpus(1)
@@ -218,7 +218,7 @@ def test_nvml_pids_this_container_cannot_see_give_one_plain_hint(monkeypatch):
 
 
 def test_own_processes_get_their_container_start_and_the_exporter_labels(monkeypatch):
-    from lltui.sources.gpu.host import HostSampler
+    from lltui.sources.gpu.host_facts import HostSampler
     from lltui.sources.gpu.nvml import NvmlSource
 
     me = os.getpid()

@@ -1,4 +1,4 @@
-"""The quiet terminal driver (lltui/app/driver.py): its input thread sleeps until a key or the
+"""The quiet terminal driver (app/patches/driver.py): its input thread sleeps until a key or the
 stop comes, a lone ESC still gets through, and the app picks it only where Textual would
 use its Linux driver. The last tests run a real Textual app on it in a real pseudo-terminal."""
 
@@ -18,7 +18,7 @@ from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.drivers.web_driver import WebDriver
 
-from lltui.app.driver import InputWaits, QuietLinuxDriver, WakingEvent, quiet
+from lltui.app.patches.driver import InputWaits, QuietLinuxDriver, WakingEvent, quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,7 @@ PROBE = """
 import sys
 from textual.app import App
 from textual.widgets import Static
-from lltui.app.driver import QuietLinuxDriver
+from lltui.app.patches.driver import QuietLinuxDriver
 
 log = open(sys.argv[1], "a", buffering=1, encoding="utf-8")
 

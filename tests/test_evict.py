@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from lltui.core.cmdline.args import parse_llama_args
 from lltui.core.fit.evict import (
     DEFAULT_CACHE_RAM_MIB,
     ModelNeed,
@@ -17,7 +18,6 @@ from lltui.core.fit.evict import (
     decide_all,
     policy_from_plan,
 )
-from lltui.core.llama.args import parse_llama_args
 from lltui.core.memory.common import CPU
 from lltui.core.units import MIB
 

@@ -16,9 +16,9 @@ import pytest
 from llama_fixture import llama_bins, llama_server, rpc_servers, running, tiny_model
 
 from lltui.cli import main
+from lltui.core.cmdline.args import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.args import parse_llama_args
 from lltui.core.memory.devices import DeviceSpec
 from lltui.services.explain import ExplainRequest, explain
 

@@ -16,6 +16,7 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitError, FitOptions, FitResult, estimate
 from lltui.core.fit.report import (
     oracle_compare,
@@ -26,7 +27,6 @@ from lltui.core.fit.report import (
 )
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import GgmlType, tensor_nbytes, type_info
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.context import layer_devices, resolve_context
 from lltui.core.memory.devices import DeviceSpec, parse_gpus_spec, rpc_device
 from lltui.core.memory.hparams import read_hparams
@@ -625,7 +625,7 @@ def test_oracle_comparison_is_typed_and_keeps_its_json(tmp_path):
 
 
 def test_a_split_over_sixteen_gpus_is_never_one_llama_cpp_refuses(tmp_path, capsys):
-    from lltui.core.llama.flag_values import writable_split
+    from lltui.core.cmdline.flag_values import writable_split
 
     # -ts takes at most 15 values (llama.cpp refuses as many as its 16 devices)
     assert writable_split((1,) * 15) == (1,) * 15

@@ -19,9 +19,9 @@ import gguf_factory as gf
 import pytest
 from llama_fixture import SERVER_ARGS, llama_bins, rpc_servers, served_log
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llamalog.reader import parse_log
 from lltui.core.memory.devices import rpc_device
 from lltui.core.units import MIB

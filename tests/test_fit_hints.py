@@ -15,7 +15,7 @@ import pytest
 from fake_pynvml import FakeNvml, make_gpus
 
 from lltui.cli import main
-from lltui.core.llama.args import parse_llama_args
+from lltui.core.cmdline.args import parse_llama_args
 from lltui.services.devices import describe, resolve_devices
 from lltui.services.fit import FitRequest, fit
 

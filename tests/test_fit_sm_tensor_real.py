@@ -16,9 +16,9 @@ from llama_fixture import (
     served_log,
 )
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llamalog.reader import parse_log
 from lltui.core.memory.devices import rpc_device
 from lltui.core.memory.tensor_parallel import META, fold_meta

@@ -10,7 +10,7 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
-from lltui.core.llama.flags import parse_llama_args
+from lltui.core.cmdline.flags import parse_llama_args
 
 
 @pytest.fixture(scope="module")

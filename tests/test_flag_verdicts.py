@@ -10,8 +10,8 @@ import pytest
 from flag_cases import CASES, Case
 from flag_checks import check_api, check_fit, check_launch, check_parser, names_the_flag
 
-from lltui.core.llama.args import spell
-from lltui.core.llama.flag_table import FLAGS, pinned_arity
+from lltui.core.cmdline.args import spell
+from lltui.core.cmdline.flag_table import FLAGS, pinned_arity
 
 
 @pytest.fixture(scope="module")

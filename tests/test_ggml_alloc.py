@@ -209,9 +209,9 @@ def test_attention_without_flash_attention_holds_the_scores():
 
 
 def _cuda_compute(path, argv):
+    from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import FitOptions, estimate
     from lltui.core.gguf.reader import read_gguf
-    from lltui.core.llama.flags import parse_llama_args
     from lltui.core.memory.devices import DeviceSpec
 
     dev = (DeviceSpec("CUDA0", "cuda", 80 << 30, 80 << 30),)
@@ -243,9 +243,9 @@ def test_a_copied_host_expert_reuses_memory_the_attention_freed(moe_model):
 def test_an_rpc_server_with_a_gpu_behind_it_takes_no_op_offload(moe_model):
     """ggml-rpc's device has no offload_op: host experts' matmuls stay on the CPU even when
     a GPU runs behind the server (its buffers still follow CUDA's allocation rules)."""
+    from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import FitOptions, estimate
     from lltui.core.gguf.reader import read_gguf
-    from lltui.core.llama.flags import parse_llama_args
     from lltui.core.memory.devices import rpc_device
 
     argv = ["-c", "4096", "-ub", "512", "--cpu-moe", "--rpc", "127.0.0.1:1"]
@@ -271,10 +271,10 @@ def test_with_no_layers_offloaded_the_gpu_holds_the_offloaded_activations(moe_mo
 def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
     import gguf_factory as gf
 
+    from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import FitOptions, estimate
     from lltui.core.fit.report import result_to_json, result_to_text
     from lltui.core.gguf.reader import read_gguf
-    from lltui.core.llama.flags import parse_llama_args
 
     covered = tmp_path / "llama.gguf"
     gf.write_model(covered, gf.llama_spec(), "F16")
@@ -386,9 +386,9 @@ def test_shapes_no_graph_could_have_fall_back_to_the_formula(tmp_path):
     cannot be planned: the estimate still answers, from the formula."""
     import gguf_factory as gf
 
+    from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import FitOptions, estimate
     from lltui.core.gguf.reader import read_gguf
-    from lltui.core.llama.flags import parse_llama_args
 
     spec = gf.qwen3moe_spec()
     broken = replace(spec, extra_kv={"qwen3moe.expert_used_count": (0, gf.V.UINT32)})

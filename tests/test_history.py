@@ -92,7 +92,7 @@ def test_balance_is_the_servers_own_memory_and_names_the_others():
 
 
 def test_the_monitor_line_shows_the_servers_balance_and_who_else_is_there():
-    from lltui.app.model import RigModel
+    from lltui.app.rig_model import RigModel
     from lltui.app.screens.monitor import render_rig_line
     from lltui.app.widgets.gpu_card import CardStyles
 

@@ -2,7 +2,7 @@ import os
 import time
 
 from lltui.core.monitor.models import GpuProcess
-from lltui.sources.gpu.host import HostSampler
+from lltui.sources.gpu.host_facts import HostSampler
 
 
 def busy(seconds: float) -> None:

@@ -69,7 +69,7 @@ def loaded_by_the_monitor(*modules: str, script: str = MONITOR) -> list[str]:
 def test_the_monitor_leaves_the_flag_table_and_the_emoji_codes_unloaded():
     """llama.cpp's flag table (the process table spells the model flag itself) and rich's
     emoji codes (the table's headers are Text, not markup) are most of two megabytes."""
-    assert loaded_by_the_monitor("lltui.core.llama.flag_table", "rich._emoji_codes") == []
+    assert loaded_by_the_monitor("lltui.core.cmdline.flag_table", "rich._emoji_codes") == []
 
 
 def test_processes_in_the_table_leave_the_emoji_codes_unloaded():

@@ -52,23 +52,25 @@ FRONT_END_SOURCES: dict[str, set[str]] = {
 # Inside the core: each subpackage -> the subpackages it may import (besides its own and the
 # core's plain modules: units, text, doctor). Read top-down: fit (search, quant tables,
 # reports) over speed, over the memory model and quant rules, over the ggml graph, over GGUF;
-# llamalog (llama.cpp's output read) over llama (flags, builds) and hardware (the GPU catalog)
+# llamalog (llama.cpp's output read) over cmdline (flags, the launch spec) over llama
+# (builds, limits, metrics) and hardware (the GPU catalog)
 # at the bottom. llama -> fit, say, is a sideways arrow this table does not name, and the test
 # below fails on it.
 CORE_ALLOWED: dict[str, set[str]] = {
-    "fit": {"speed", "memory", "quant", "ggml", "gguf", "hardware", "llama"},
+    "fit": {"speed", "memory", "quant", "ggml", "gguf", "hardware", "llama", "cmdline"},
     # a log beside the estimate: the log's facts (llamalog), the flags and build rules
     # (llama), the estimate's buffers and the placement of layers (memory), the header (gguf)
-    "explain": {"memory", "gguf", "llama", "llamalog"},
-    "speed": {"memory", "gguf", "hardware", "llama"},
-    "memory": {"ggml", "gguf", "hardware", "llama"},
+    "explain": {"memory", "gguf", "llama", "cmdline", "llamalog"},
+    "speed": {"memory", "gguf", "hardware", "llama", "cmdline"},
+    "memory": {"ggml", "gguf", "hardware", "llama", "cmdline"},
     "quant": {"gguf"},
     "ggml": {"gguf"},
     "gguf": {"llama"},  # llama.cpp's own limits (MAX_LAYERS)
     "hardware": set(),
     "llama": set(),
-    "llamalog": {"llama"},  # the line formats each build prints (builds.py)
-    "monitor": {"llama", "llamalog", "hardware"},  # llamalog: a server log's placement
+    "cmdline": {"llama"},  # llama.cpp's own limits (MAX_LAYERS)
+    "llamalog": {"llama", "cmdline"},  # the line formats each build prints (builds.py)
+    "monitor": {"llama", "cmdline", "llamalog", "hardware"},  # llamalog: a server log's placement
     "topo": {"monitor", "hardware"},
     "nccl": {"topo", "monitor", "hardware"},
 }
@@ -308,9 +310,9 @@ def test_core_subpackages_import_only_what_the_design_names():
     assert parts <= set(CORE_ALLOWED) | CORE_PLAIN, parts - set(CORE_ALLOWED) - CORE_PLAIN
     assert _core_violations(graph) == []
     # and it catches the arrow the design keeps out
-    sideways = {"lltui.core.llama.args": {"lltui.core.fit.estimate"}}
+    sideways = {"lltui.core.cmdline.args": {"lltui.core.fit.estimate"}}
     assert _core_violations(sideways) == [
-        "lltui.core.llama.args (llama) imports lltui.core.fit.estimate (fit)"
+        "lltui.core.cmdline.args (cmdline) imports lltui.core.fit.estimate (fit)"
     ]
 
 

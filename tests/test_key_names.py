@@ -1,4 +1,4 @@
-"""Keys shown as Textual shows them, without its Unicode name lookups (lltui/app/key_names.py)."""
+"""Keys shown as Textual shows them, without its Unicode name lookups (app/patches/key_names.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.keys import KEY_NAME_REPLACEMENTS, Keys
 
 import lltui.app
-from lltui.app.key_names import (
+from lltui.app.patches.key_names import (
     ASCII_KEY_NAMES,
     TYPED_KEYS,
     find_key_characters_here,

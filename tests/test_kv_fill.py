@@ -9,8 +9,8 @@ from pathlib import Path
 
 import gguf_factory as gf
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llama.metrics import SlotState
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.kv_fill import KvDeviceLayout, KvLayout, fill_line, kv_fill, kv_layout

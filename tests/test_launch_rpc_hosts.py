@@ -21,7 +21,7 @@ from launch_proc import launched, read_event
 from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.cli import main
-from lltui.core.llama.rpc_hosts import (
+from lltui.core.cmdline.rpc_hosts import (
     RpcHostError,
     device_line,
     exposure_warning,

@@ -12,13 +12,13 @@ import pytest
 from launch_proc import FakeSupervisor, RecordedPoll, no_server
 
 from lltui.app.state.launch import form_request, preview_command
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
 from lltui.core.llama.exit_reason import (
     STOPPED_FROM_OUTSIDE,
     exit_reason,
     exit_sentence,
     stopped_from_outside,
 )
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
 from lltui.services.launch import request as S
 from lltui.services.launch.controller import LaunchController
 from lltui.services.launch.session import LaunchSession
@@ -128,7 +128,7 @@ def test_a_request_reads_the_profile_then_the_form_then_the_flags(tmp_path):
 
 
 def test_settings_already_read_give_the_spec_their_flags_give():
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
 
     words = ("-c", "4096", "-ts", "3,1", "-fa", "on", "-ctk", "q8_0", "--jinja")
     args = parse_llama_args(words)
@@ -295,7 +295,7 @@ def test_the_cli_dry_run_masks_the_token(tmp_path, no_binary, capsys):
 
 
 def test_an_exported_token_is_passed_on_and_shown_masked(tmp_path, monkeypatch, no_binary):
-    from lltui.core.llama.launch_spec import relevant_inherited_env
+    from lltui.core.cmdline.launch_spec import relevant_inherited_env
 
     model = model_file(tmp_path)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -345,7 +345,7 @@ def test_a_key_file_gives_its_keys_as_llama_server_reads_them(tmp_path, no_binar
 def test_a_launch_that_does_not_fit_offers_a_launch_command_that_does(tmp_path, monkeypatch):
     """No GPU, a host with little free: refused with the whole command that fits (the
     suggestion checked by estimating it), its address kept, its key left out."""
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.services.fit import FitRequest, estimate_setup, prepare
     from lltui.services.launch.check import judge
     from lltui.sources.models.demo import write_demo

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lltui.core.llama.address import is_loopback, server_url
-from lltui.core.llama.exit_reason import exit_event, exit_reason
-from lltui.core.llama.launch_profile import spec_from_dict, spec_to_dict
-from lltui.core.llama.launch_spec import (
+from lltui.core.cmdline.address import is_loopback, server_url
+from lltui.core.cmdline.launch_profile import spec_from_dict, spec_to_dict
+from lltui.core.cmdline.launch_spec import (
     API_KEY_ENV,
     MASK,
     P2P_ENV,
@@ -26,7 +25,8 @@ from lltui.core.llama.launch_spec import (
     read_flags,
     relevant_inherited_env,
 )
-from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.llama.exit_reason import exit_event, exit_reason
 from lltui.sources.llama import profiles
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md

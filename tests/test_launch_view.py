@@ -13,7 +13,7 @@ from llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.screens.launch import LaunchScreen
 from lltui.app.state.launch import form_request, parse_hostport
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
 from lltui.services.launch.request import LaunchRequest, read_request
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
@@ -133,7 +133,7 @@ async def test_quitting_the_app_stops_its_server(server_env, tiny_model):
             await wait_for(lambda: app.launch.state.phase in ("ready", "error"), READY_TIMEOUT_S)
             assert app.launch.state.phase == "ready", app.launch.state.message
             pid = app.launch.state.pid
-            from lltui.app.widgets.quit_dialog import QuitDialog
+            from lltui.app.screens.quit_dialog import QuitDialog
 
             # quitting with a server running asks first: "n" stays, the server runs on
             await pilot.press("ctrl+q")
@@ -314,7 +314,7 @@ def test_loading_gives_way_to_serving_once_ready():
 def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
     import gguf_factory as gf
 
-    from lltui.core.llama.launch_spec import LaunchSpec
+    from lltui.core.cmdline.launch_spec import LaunchSpec
     from lltui.services.launch.speed import SpeedWatch
     from lltui.sources.gpu.kinds import one_sample
 

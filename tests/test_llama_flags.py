@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lltui.core.llama.flags import (
+from lltui.core.cmdline.flags import (
     FFN_EXPS_REGEX,
     KV_CACHE_TYPES,
     NGL_ALL,

@@ -124,7 +124,7 @@ def _explained(path: Path) -> dict[tuple[str, str], float]:
 def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], int]:
     """The placement a launch keeps, its server replaying the log (``cat`` in its place);
     and how many lines the launch read."""
-    from lltui.core.llama.launch_spec import LaunchCommand
+    from lltui.core.cmdline.launch_spec import LaunchCommand
 
     with Supervisor(LaunchCommand(argv=("/bin/cat", str(path))), url=None) as sup:
         sup.start()

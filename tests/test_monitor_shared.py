@@ -14,10 +14,10 @@ from test_process_signals import children, nvml_app, spawn  # noqa: F401 (fixtur
 
 from lltui.app.app import create_app
 from lltui.app.screens.process_detail import ProcessDetailScreen
+from lltui.app.screens.signal_dialog import SignalDialog
 from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.gpu_card import GpuCard
 from lltui.app.widgets.process_table import ProcessTable
-from lltui.app.widgets.signal_dialog import SignalDialog
 from lltui.app.widgets.text_lines import TextLines
 from lltui.config import Settings
 from lltui.core.monitor.alerts import AlertConfig, AlertThresholds

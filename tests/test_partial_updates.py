@@ -1,4 +1,4 @@
-"""Partial screen updates write only the changed cells (lltui.app.partial_updates), and the
+"""Partial screen updates write only the changed cells (lltui.app.patches.partial_updates), and the
 screen they leave is the one Textual's own update leaves."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from rich.segment import Segment
 from textual._compositor import ChopsUpdate, Compositor
 from textual.strip import Strip
 
-from lltui.app import partial_updates
+from lltui.app.patches import partial_updates
 from lltui.app.widgets.gpu_card import GpuCard
 from lltui.app.widgets.text_lines import TextLines
 

@@ -13,10 +13,10 @@ import gguf_factory as gf
 import pytest
 
 from lltui.cli import main
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate
 from lltui.core.fit.report import result_to_json, result_to_text
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.allocate import NOT_COUNTED, estimate_once
 from lltui.core.memory.common import CPU_ALIGNMENT, CUDA_ALIGNMENT, pad
 from lltui.core.memory.context import select_devices

@@ -33,9 +33,9 @@ from test_fit_real import (
     printed,
 )
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.llamalog.models import LlamaLogSummary
 from lltui.core.llamalog.reader import parse_log
 from lltui.core.memory.devices import rpc_device

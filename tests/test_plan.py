@@ -12,12 +12,12 @@ import pytest
 from llama_fixture import write_tiny_llama
 
 from lltui.cli import main
+from lltui.core.cmdline.args import parse_llama_args
 from lltui.core.fit.estimate import estimate
 from lltui.core.fit.plan import SetMember, fits_with, plan_set
 from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.fit.report import result_to_text
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.args import parse_llama_args
 from lltui.core.memory.devices import DeviceSpec, rpc_device
 from lltui.core.memory.results import FitOptions
 from lltui.core.units import MIB

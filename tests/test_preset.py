@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from llama_fixture import free_port, llama_bins
 
-from lltui.core.llama.preset import (
+from lltui.core.cmdline.preset import (
     PresetError,
     canonical_name,
     entry_words,

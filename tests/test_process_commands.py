@@ -48,7 +48,7 @@ async def test_the_monitor_shows_the_model_a_server_serves_at_80_columns():
 def test_model_flags_are_the_flag_tables():
     """The monitor spells the model flag itself (the flag table is not loaded for it): the
     same spellings as the table's."""
-    from lltui.core.llama.flag_table import BY_KEY
+    from lltui.core.cmdline.flag_table import BY_KEY
     from lltui.core.monitor.commands import MODEL_FLAGS
 
     assert frozenset(BY_KEY["model_path"].spellings) == MODEL_FLAGS

@@ -20,8 +20,8 @@ from fake_pynvml import MIB, FakeNvml, make_gpus
 from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.app.app import LltuiApp, create_app
+from lltui.app.screens.signal_dialog import SignalDialog
 from lltui.app.widgets.process_table import ProcessTable
-from lltui.app.widgets.signal_dialog import SignalDialog
 from lltui.config import Settings
 from lltui.core.monitor.models import RigInfo
 from lltui.core.monitor.signals import ProcessIdentity, may_signal, signal_refusal

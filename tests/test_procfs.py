@@ -14,7 +14,7 @@ import pytest
 
 from lltui.core.monitor.models import GpuProcess
 from lltui.sources.gpu import procfs
-from lltui.sources.gpu.host import HostSampler
+from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.gpu.host_psutil import PsutilReader
 from lltui.sources.gpu.procfs import (
     CpuMeter,
@@ -222,7 +222,7 @@ def test_the_monitor_reads_the_host_without_psutil():
     code = (
         "import os, sys\n"
         "from lltui.core.monitor.models import GpuProcess\n"
-        "from lltui.sources.gpu.host import HostSampler\n"
+        "from lltui.sources.gpu.host_facts import HostSampler\n"
         "s = HostSampler()\n"
         "(p,) = s.enrich([GpuProcess(pid=os.getpid(), gpu_index=0, used_memory=1)])\n"
         "h = s.sample()\n"

@@ -9,13 +9,13 @@ import gguf_factory as gf
 import pytest
 
 from lltui.commands.fit import read_command
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit import search
 from lltui.core.fit.estimate import estimate
 from lltui.core.fit.quant_table import QuantFit, quant_table
 from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import QUANTIZE_FTYPES, GgmlType
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory import compute, compute_graph, placement
 from lltui.core.memory.placement import REPACK_PROFILES, _Placer
 from lltui.core.quant.rules import QuantizeRefused, choose_types, prepare, reads_imatrix

@@ -11,9 +11,9 @@ import pytest
 from hub_server import Hub, HubServer, Repo
 
 from lltui.cli import main
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.units import GIB
 from lltui.sources.models import hf_hub

@@ -10,7 +10,7 @@ import pytest
 from router_helpers import write_models
 
 from lltui.cli import main
-from lltui.core.llama.preset import parse_preset, section_words
+from lltui.core.cmdline.preset import parse_preset, section_words
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_a_missing_source_and_router_options_without_a_router(tmp_path, capsys):
 
 
 def test_how_the_preset_names_each_kind_of_model(tmp_path):
-    from lltui.core.llama.preset import PresetError, key_flag
+    from lltui.core.cmdline.preset import PresetError, key_flag
     from lltui.services.launch.router_prep import model_entries
 
     assert model_entries("m.gguf") == [("model", str(Path("m.gguf").resolve()))]

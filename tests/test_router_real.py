@@ -25,7 +25,7 @@ from router_helpers import (
 )
 from test_fit_real import context_mismatches, mismatches
 
-from lltui.core.llama.args import parse_llama_args
+from lltui.core.cmdline.args import parse_llama_args
 from lltui.core.llama.served_model import served_model
 from lltui.services.launch.router import RouterRefused, RouterSession
 from lltui.services.launch.router_prep import RouterRequest

@@ -18,8 +18,8 @@ import pytest
 from llama_fixture import port_open, write_tiny_llama
 from test_serve import Served, free_port, serving
 
-from lltui.core.llama.flag_table import FILE_FLAGS, pinned_arity
-from lltui.core.llama.launch_spec import LaunchError, LaunchPolicy
+from lltui.core.cmdline.flag_table import FILE_FLAGS, pinned_arity
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchPolicy
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # one another user may run (the venv's may be under /root)
 
@@ -189,7 +189,7 @@ def test_the_signal_dialog_sends_nothing_in_a_read_only_app(monkeypatch):
     """The read-only check is where the signal is sent, not only where the key is shown."""
     from app_helpers import sim_app
 
-    from lltui.app.widgets import signal_dialog
+    from lltui.app.screens import signal_dialog
     from lltui.core.monitor.signals import ProcessIdentity
 
     sent: list[object] = []

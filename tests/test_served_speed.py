@@ -19,7 +19,7 @@ import gguf_factory as gf
 import pytest
 from llama_fixture import llama_bins, llama_server, tiny_model
 
-from lltui.core.llama.flags import parse_llama_args
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.llama.timings import parse_timing
 from lltui.core.speed.served import HOST_BUSY_MAX, ServedSpeeds, ServedTasks
 from lltui.services.bench import local_calibration, local_rig

@@ -11,7 +11,7 @@ from app_helpers import wait_for
 from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 from test_process_signals import STUBBORN, children, nvml_app, select, spawn  # noqa: F401
 
-from lltui.app.widgets.signal_dialog import SignalDialog
+from lltui.app.screens.signal_dialog import SignalDialog
 
 # exits after SIGTERM (as a server that stops cleanly does), but only once the test has seen
 # the dialog in its "termed" state: it waits for a line on its stdin, so the order holds

@@ -10,10 +10,10 @@ import pytest
 import speed_published as sp
 
 from lltui.cli import main
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.hardware.gpus import all_gpus, find_gpu
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.speed.model import estimate_speed
 

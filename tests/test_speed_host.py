@@ -12,11 +12,11 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec, parse_host_spec, parse_memory
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.speed.model import estimate_speed
 from lltui.sources.gpu.cpu import read_host

@@ -59,7 +59,7 @@ def test_a_screenshot_of_the_monitor_leaves_the_signal_dialog_and_psutil_for_lat
         f"assert main(['--source', 'sim:kaggle-2xt4', '--screenshot', {str(shot)!r}]) == 0"
     )
     assert "lltui.app.screens.monitor" in mods  # it did draw the monitor
-    assert not mods & {"lltui.app.widgets.signal_dialog", "lltui.sources.gpu.signals", "psutil"}
+    assert not mods & {"lltui.app.screens.signal_dialog", "lltui.sources.gpu.signals", "psutil"}
 
 
 async def test_a_simulated_rig_is_sampled_before_the_monitor_is_composed(monkeypatch):

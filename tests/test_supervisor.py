@@ -19,7 +19,7 @@ import httpx
 import pytest
 from llama_fixture import free_port, llama_bins, rpc_servers, tiny_model, write_tiny_llama
 
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec, build_command
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec, build_command
 from lltui.core.llama.metrics import parse_metrics
 from lltui.sources.llama.binary import probe
 from lltui.sources.llama.supervisor import (
@@ -286,7 +286,7 @@ def test_stop_sends_a_second_signal_then_kills_a_server_that_holds_on(tmp_path):
     """A process that ignores SIGTERM: stop() escalates to a second signal, then SIGKILL."""
     import sys
 
-    from lltui.core.llama.launch_spec import LaunchCommand
+    from lltui.core.cmdline.launch_spec import LaunchCommand
 
     script = tmp_path / "stubborn.py"
     script.write_text(

@@ -9,10 +9,10 @@ from pathlib import Path
 import gguf_factory as gf
 import pytest
 
+from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitError, FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import GgmlType
-from lltui.core.llama.flags import parse_llama_args
 from lltui.core.memory.devices import rpc_device
 from lltui.core.memory.hparams import read_hparams
 from lltui.core.memory.tensor_parallel import (

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lltui.core.llama.tensor_pattern import compile_search
+from lltui.core.cmdline.tensor_pattern import compile_search
 
 NAMES = [
     "blk.0.ffn_up_exps.weight",

@@ -17,13 +17,13 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
-from lltui.app import keys, partial_updates, views
+from lltui.app import keys, patches, views
 from lltui.app.background import off_thread_reported
-from lltui.app.key_names import find_key_characters_here, key_display
 from lltui.app.messages import FleetChanged, LaunchChanged, PollFailed, SampleReady
-from lltui.app.model import RigModel
 from lltui.app.palette import LltuiCommands
+from lltui.app.patches.key_names import key_display
 from lltui.app.poller import Poller
+from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import ModelView, ViewScreen
 from lltui.app.state.monitor import MonitorPrefs
 from lltui.app.themes import (
@@ -42,10 +42,10 @@ from lltui.paths import open_private, themes_dir
 if TYPE_CHECKING:
     from textual.driver import Driver
 
-    from lltui.app.host import AppHost
+    from lltui.app.app_protocol import AppHost
     from lltui.app.state.launch import FormFlags
-    from lltui.core.llama.args import LlamaArgs
-    from lltui.core.llama.launch_spec import LaunchPolicy
+    from lltui.core.cmdline.args import LlamaArgs
+    from lltui.core.cmdline.launch_spec import LaunchPolicy
     from lltui.services.alerts import HookRunner
     from lltui.services.launch.controller import LaunchController
     from lltui.services.rig import Fleet, ReplayOptions, Rig
@@ -82,8 +82,7 @@ class LltuiApp(App[int]):
         fleet: Fleet | None = None,
     ) -> None:
         super().__init__()
-        partial_updates.apply()  # changed cells only, not whole line starts, to the terminal
-        find_key_characters_here()  # no Unicode name lookups for the keys: their pages stay
+        patches.apply()  # Textual's internals lltui replaces (lltui/app/patches)
         self._fleet = fleet
         self._focus_lock = threading.Lock()
         self._initial_view = view
@@ -134,11 +133,11 @@ class LltuiApp(App[int]):
     # -- setup ---------------------------------------------------------------------------
     def get_driver_class(self) -> type[Driver]:
         """Textual's choice, with the Linux driver's input thread made to sleep while no key
-        comes (lltui/app/driver.py)."""
+        comes (lltui/app/patches/driver.py)."""
         driver_class = super().get_driver_class()
         if sys.platform == "win32":
             return driver_class
-        from lltui.app.driver import quiet
+        from lltui.app.patches.driver import quiet
 
         return quiet(driver_class)
 
@@ -193,7 +192,7 @@ class LltuiApp(App[int]):
     def launch_policy(self) -> LaunchPolicy:
         """What the launch view may start: nothing read-only; from a browser, no flag that
         names a file unless the config allows it."""
-        from lltui.core.llama.launch_spec import LaunchPolicy
+        from lltui.core.cmdline.launch_spec import LaunchPolicy
 
         settings = self.settings
         return LaunchPolicy(
@@ -525,7 +524,7 @@ class LltuiApp(App[int]):
 
     def _start_launch(self, model: str, flags: FormFlags, hostport: str) -> None:
         from lltui.app.state.launch import form_request
-        from lltui.core.llama.launch_spec import LaunchError
+        from lltui.core.cmdline.launch_spec import LaunchError
 
         try:
             request = form_request(model, flags, hostport)
@@ -567,7 +566,7 @@ class LltuiApp(App[int]):
         if running is None:
             self.exit()
             return
-        from lltui.app.widgets.quit_dialog import QuitDialog
+        from lltui.app.screens.quit_dialog import QuitDialog
 
         if isinstance(self.screen, QuitDialog):
             return  # asked already
@@ -620,7 +619,7 @@ class LltuiApp(App[int]):
 
     def get_key_display(self, binding: Binding) -> str:
         """Textual's display of a key, worked out without its Unicode name lookups
-        (key_names.py)."""
+        (patches/key_names.py)."""
         return key_display(binding)
 
     def key_description(self, binding: Binding) -> str:

@@ -8,7 +8,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from lltui.app.host import host_of
+from lltui.app.app_protocol import host_of
 from lltui.app.state.monitor import SORT_KEYS, WINDOWS_S
 from lltui.app.views import VIEWS
 

@@ -201,7 +201,7 @@ def _round(x: float | None) -> float | None:
 
 
 def _request(argv: list[str]) -> Any:
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.services.bench import BenchRequest
 
     words = split_own(argv, "bench")

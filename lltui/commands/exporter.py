@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     from lltui.commands import replay_options
     from lltui.config import ConfigError, load_settings
-    from lltui.core.llama.address import is_loopback
+    from lltui.core.cmdline.address import is_loopback
     from lltui.services.exporter import ExportFailed, ExportRequest, LlamaFollow, Serving, export
     from lltui.services.rig import RigRequest
 

@@ -85,7 +85,7 @@ def read_command(
     checked; None after --help. Without --gpus, the rig in use is estimated for: what
     ``source`` (``--source``; None: auto) opens, as the monitor and the fit view see it.
     Bad input raises CliError (exit 2) with one line."""
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.services.fit import FitRequest
 
     words = argv if isinstance(argv, Split) else split_own(argv, verb)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
     """Each model with the shared flags and then its own, read as llama-server reads them
     (LLAMA_ARG_* variables first)."""
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.services.plan import PlanEntry
 
     if found.stray is not None:

@@ -123,7 +123,7 @@ def _router_mode(own: _Own, words: list[str]) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.core.llama.launch_spec import LaunchError
+    from lltui.core.cmdline.launch_spec import LaunchError
     from lltui.services.launch.request import LaunchRequest
     from lltui.services.launch.session import LaunchSession
 
@@ -181,8 +181,8 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     every rpc-server and ssh session stopped on the way out, however lltui leaves."""
     import signal
 
-    from lltui.core.llama.launch_spec import LaunchError
-    from lltui.core.llama.rpc_hosts import RpcHostError, exposure_warning, parse_rpc_host
+    from lltui.core.cmdline.launch_spec import LaunchError
+    from lltui.core.cmdline.rpc_hosts import RpcHostError, exposure_warning, parse_rpc_host
     from lltui.services.launch.request import LaunchRequest
     from lltui.services.launch.session import LaunchSession
     from lltui.sources.llama.rpc_hosts import RpcHosts, RpcStartError

@@ -47,7 +47,7 @@ def dry_run(
     rpc: RpcHosts | None = None,
 ) -> int:
     from lltui.commands import print_json
-    from lltui.core.llama.launch_spec import relevant_inherited_env
+    from lltui.core.cmdline.launch_spec import relevant_inherited_env
 
     command, flags = prepared.command, prepared.flags
     inherited = relevant_inherited_env(environ, command)

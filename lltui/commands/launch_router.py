@@ -29,7 +29,7 @@ def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool)
     from lltui.core.fit.plan_report import plan_to_json
 
     if as_json:
-        from lltui.core.llama.launch_spec import relevant_inherited_env
+        from lltui.core.cmdline.launch_spec import relevant_inherited_env
 
         command = prepared.launch.command
         print_json(
@@ -130,7 +130,7 @@ def run_router(
 ) -> int:
     """``source``: ``--models DIR|PRESET.ini``; else ``entries_words`` names the models."""
     from lltui.commands.launch_output import say_note as _say_note
-    from lltui.core.llama.launch_spec import LaunchError
+    from lltui.core.cmdline.launch_spec import LaunchError
     from lltui.services.launch.router import RouterSession
     from lltui.services.launch.router_prep import RouterRequest
 
@@ -195,8 +195,8 @@ def _split(source: str | None, words: list[str]) -> tuple[list[str], tuple[Any, 
 
 def _launch_words(words: list[str]) -> tuple[list[str], list[str]]:
     """The router's own flags (address, keys, log level) out of the shared ones."""
-    from lltui.core.llama.args import parse_llama_args
-    from lltui.core.llama.launch_spec import LAUNCH_KEYS
+    from lltui.core.cmdline.args import parse_llama_args
+    from lltui.core.cmdline.launch_spec import LAUNCH_KEYS
 
     try:
         args = parse_llama_args(words)

@@ -38,7 +38,7 @@ def looks_like_model(word: str) -> bool:
 def group_models(items: Sequence[Item]) -> ModelSet:
     """The words left once lltui's own options are out (:func:`split_own`), as shared
     flags, each model with its flags, and the first bare word that is no model."""
-    from lltui.core.llama.flag_table import is_flag_token
+    from lltui.core.cmdline.flag_table import is_flag_token
 
     out = ModelSet()
     target = out.shared

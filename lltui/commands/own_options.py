@@ -340,7 +340,7 @@ class Split:
     def single(self) -> tuple[str | None, list[str], str | None]:
         """One model: the first bare word, the llama-server flags, and a second bare word
         (None when there is none)."""
-        from lltui.core.llama.flag_table import is_flag_token
+        from lltui.core.cmdline.flag_table import is_flag_token
 
         bare = [item[0] for item in self.items if not is_flag_token(item[0])]
         flags = [w for item in self.items if is_flag_token(item[0]) for w in item]
@@ -352,7 +352,7 @@ def split_own(argv: Sequence[str], verb: str, *, strict: bool = True) -> Split:
     ``strict``: a flag the pinned llama-server does not have is refused here (CliError,
     exit 2), with the nearest spelling; otherwise only where that is lltui's own option,
     the rest left among the words (and in :attr:`Split.unknown`)."""
-    from lltui.core.llama.flag_table import is_flag_token, pinned_arity
+    from lltui.core.cmdline.flag_table import is_flag_token, pinned_arity
 
     own = {o.name: o for o in options_of(verb)}
     out = Split()
@@ -405,7 +405,7 @@ def split_own(argv: Sequence[str], verb: str, *, strict: bool = True) -> Split:
 def _unknown(word: str, verb: str, own: dict[str, OwnOption], strict: bool) -> None:
     """A flag no one here takes: refused with the nearest spelling where that is lltui's
     own, or (``strict``) in every case; else left for the llama-server found later."""
-    from lltui.core.llama.flag_table import closest_flag, unknown_flag_message
+    from lltui.core.cmdline.flag_table import closest_flag, unknown_flag_message
 
     name = word.partition("=")[0]
     elsewhere = sorted({c for o in OWN_OPTIONS if o.name == name for c in o.commands})

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     import secrets
 
     from lltui.commands.exporter import parse_listen
-    from lltui.core.llama.address import is_loopback
+    from lltui.core.cmdline.address import is_loopback
 
     host, port = parse_listen(args.listen)
     if port == 0:

@@ -20,7 +20,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from lltui.core.llama.address import public_url
+from lltui.core.cmdline.address import public_url
 from lltui.core.monitor.alerts import (
     Alert,
     AlertChange,

@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.cmdline.flag_values import NGL_ALL, NGL_AUTO
 from lltui.core.hardware.calibration import Calibration
-from lltui.core.llama.args import LlamaArgs, parse_llama_args
-from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.results import DeviceSpeed, FitOptions, SpeedEstimate
 from lltui.core.speed.calibration import (

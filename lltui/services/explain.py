@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
 from lltui.core.explain.compare import compare
 from lltui.core.explain.devices import LogDevices, infer_split, log_devices, logged_weights
 from lltui.core.explain.failure import STAGE_KIND, Failed, summarise
@@ -29,7 +30,6 @@ from lltui.core.explain.settings import (
     recover,
 )
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
 from lltui.core.llamalog.classify import classify
 from lltui.core.llamalog.memory import MemoryFold

@@ -23,7 +23,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from lltui.core.llama.address import public_url
+from lltui.core.cmdline.address import public_url
 from lltui.core.llama.metrics import SlotState
 from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.memory.kv_fill import RATE_WINDOW_S, KvFill, KvLayout, kv_fill, kv_layout
@@ -63,7 +63,7 @@ def placement_from_log(path: Path) -> tuple[DevicePlacement, ...]:
 
 def launched_log(url: str) -> Path | None:
     """The log ``lltui launch --keep-running`` left for a loopback server on this port."""
-    from lltui.core.llama.address import is_loopback
+    from lltui.core.cmdline.address import is_loopback
     from lltui.paths import state_dir
 
     try:

@@ -2,7 +2,7 @@
 ``lltui quant``, the fit view, the launch view and the API.
 
 A :class:`FitRequest` says what to fit (the model as a path or reference, the settings read
-once as :class:`~lltui.core.llama.args.LlamaArgs`, the devices as a ``--gpus`` spec or a rig
+once as :class:`~lltui.core.cmdline.args.LlamaArgs`, the devices as a ``--gpus`` spec or a rig
 being watched, the margins). :func:`prepare` reads the header and resolves the devices into a
 :class:`FitSetup`; :func:`fit` estimates it (and searches, checks against llama.cpp's own
 fitter when asked) into a :class:`FitReport`; :func:`quant_table` and :func:`quant_best` do the
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec
-from lltui.core.llama.args import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN, FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.results import FitOptions, FitResult

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.fit.plan import SetMember, SetPlan
-from lltui.core.llama.args import LlamaArgs
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.services.fit import FitFailed, FitRequest, FitSetup, on_rig, prepare
@@ -100,7 +100,7 @@ def safe_name(name: str) -> str:
     """A name fit for a preset section and a request's ``model`` field: brackets, blanks
     and control characters become ``-``, and the tag after a ``:`` is upper-cased as
     llama-server names the section (``owner/repo:q4_k_m`` -> ``owner/repo:Q4_K_M``)."""
-    from lltui.core.llama.preset import canonical_name
+    from lltui.core.cmdline.preset import canonical_name
 
     cleaned = _NAME_CHARS.sub("-", name).strip("-")
     return canonical_name(cleaned) if cleaned else "model"

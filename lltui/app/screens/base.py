@@ -9,8 +9,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static
 
-from lltui.app.host import AppHost, host_of
-from lltui.app.model import RigModel
+from lltui.app.app_protocol import AppHost, host_of
+from lltui.app.rig_model import RigModel
 from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.status import Banner, StatusBar, show_header
 

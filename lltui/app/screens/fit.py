@@ -382,7 +382,7 @@ class FitScreen(FormScreen):
 
     def carry_to_launch(self) -> None:
         """Open the launch view with this form's model and flags."""
-        from lltui.core.llama.args import parse_llama_args
+        from lltui.core.cmdline.args import parse_llama_args
 
         request = self.request()
         try:

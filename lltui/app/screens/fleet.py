@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.markup import escape
 from textual.widgets import DataTable, Static
 
-from lltui.app.model import RigModel
+from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import ViewScreen
 from lltui.app.widgets.hanging import HangingList
 from lltui.app.widgets.status import Banner, StatusBar

@@ -7,8 +7,8 @@ from typing import ClassVar
 from textual.binding import Binding, BindingType
 from textual.markup import escape
 
-from lltui.app.host import host_of
-from lltui.app.model import RigModel
+from lltui.app.app_protocol import host_of
+from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import HistoryModal
 from lltui.app.widgets.status import fmt_window
 from lltui.core.monitor.commands import command_label

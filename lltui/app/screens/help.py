@@ -17,7 +17,7 @@ from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from lltui.app.host import host_of
+from lltui.app.app_protocol import host_of
 from lltui.app.keys import view_bindings
 
 KeyDisplay = Callable[[Binding], str]

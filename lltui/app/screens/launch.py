@@ -15,11 +15,11 @@ from textual.widgets import Button, DataTable, Input, Label, RichLog, Static
 
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import LaunchPreview
-from lltui.app.model import RigModel
+from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import FormScreen, field_input
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
 from lltui.app.widgets.router_table import RouterTable
-from lltui.core.llama.args import LlamaArgs
+from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.memory.kv_fill import fill_line
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.plan_reality import plan_line

@@ -12,8 +12,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.geometry import Region
 
-from lltui.app.model import RigModel
 from lltui.app.monitor_layout import PROCESS_RESERVE, MonitorLayout, plan_layout
+from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import LltuiScreen
 from lltui.app.state.monitor import MonitorPrefs
 from lltui.app.widgets.footer import LltuiFooter

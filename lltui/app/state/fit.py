@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.flag_table import BY_KEY
+from lltui.core.cmdline.flag_table import BY_KEY
 from lltui.core.monitor.models import RigSample
 
 if TYPE_CHECKING:  # the estimator loads when the view first estimates, not with the app
@@ -100,7 +100,7 @@ def compute(request: FitRequest, sample: RigSample | None) -> FitOutcome:
 
 def compute_estimate(request: FitRequest, sample: RigSample | None) -> FitOutcome:
     """The estimate alone (the quant table takes longer: :func:`compute_quants` after it)."""
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.core.speed.calibration import miss_text
     from lltui.services.fit import FitFailed, estimate_setup, prepare
     from lltui.services.fit import FitRequest as ServiceRequest

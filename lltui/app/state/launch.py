@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import shlex
 
-from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.launch_spec import LaunchError
+from lltui.core.cmdline.args import LlamaArgs
+from lltui.core.cmdline.launch_spec import LaunchError
 from lltui.services.launch.request import LaunchRequest, Note
 from lltui.services.launch.router_prep import RouterRequest
 from lltui.services.launch.session import LaunchSession

@@ -24,8 +24,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
-from lltui.app.host import host_of
-from lltui.app.key_names import TYPED_KEYS
+from lltui.app.app_protocol import host_of
+from lltui.app.patches.key_names import TYPED_KEYS
 
 
 def footer_bindings(

@@ -28,7 +28,7 @@ from textual.markup import escape
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from lltui.app.host import host_of
+from lltui.app.app_protocol import host_of
 from lltui.app.state.monitor import SORT_KEYS
 from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import RigSample
@@ -630,7 +630,7 @@ class ProcessPane(Vertical):
     def _offer_signal(self, event: ProcessTable.SignalWanted) -> None:
         """A dialog for a process this user may signal; one line where it may not."""
         # the dialog and psutil are loaded on first use, not at startup
-        from lltui.app.widgets.signal_dialog import SignalDialog
+        from lltui.app.screens.signal_dialog import SignalDialog
         from lltui.services.signals import check_signal
 
         event.stop()
@@ -652,7 +652,7 @@ class ProcessPane(Vertical):
     def _offer_group_signal(self, rows: tuple[ProcessRow, ...]) -> None:
         """One dialog for every tagged process this user may signal; those it may not are
         named in one line and left out."""
-        from lltui.app.widgets.signal_dialog import SignalDialog
+        from lltui.app.screens.signal_dialog import SignalDialog
         from lltui.services.signals import check_signal
 
         checks = [check_signal(r.pid) for r in rows]

@@ -12,7 +12,7 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Static
 
-from lltui.app.model import RigModel
+from lltui.app.rig_model import RigModel
 from lltui.app.state.monitor import WINDOWS_S
 from lltui.app.widgets.gpu_card import theme_style
 from lltui.app.widgets.text_lines import TextLines

@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.explain.settings import is_host_buffer
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.args import LlamaArgs
 from lltui.core.llamalog.memory import MAX_DEVICES
 from lltui.core.llamalog.models import DeviceSeen, LogFacts, rpc_endpoint
 from lltui.core.memory.common import CPU

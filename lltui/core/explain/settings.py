@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.cmdline.flag_table import BY_KEY
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
-from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.llama.builds import BuildRules
-from lltui.core.llama.flag_table import BY_KEY
 from lltui.core.llamalog.models import LogFacts
 from lltui.core.memory.hparams import Hparams
 from lltui.core.units import MIB

@@ -32,10 +32,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from lltui.core.cmdline.args import LlamaArgs, cpu_moe_overrides, spell
+from lltui.core.cmdline.flag_values import NGL_ALL, writable_split
 from lltui.core.fit.estimate import speed_of
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.args import LlamaArgs, cpu_moe_overrides, spell
-from lltui.core.llama.flag_values import NGL_ALL, writable_split
 from lltui.core.memory.allocate import Placed, estimate_once
 from lltui.core.memory.common import CPU, KV_PAD, FitError
 from lltui.core.memory.devices import DeviceSpec

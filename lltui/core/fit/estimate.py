@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.fit.fewer import fewer_hint, fewest_devices
 from lltui.core.fit.search import largest_context, suggest
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.links import RigLinks
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec

@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.fit.plan import SetPlan
-from lltui.core.llama.args import LlamaArgs
 from lltui.core.memory.common import CPU
 from lltui.core.units import MIB
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lltui.core.llama.args import spell
+from lltui.core.cmdline.args import spell
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec

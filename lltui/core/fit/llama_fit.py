@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from lltui.core.cmdline.flags import LlamaArgs, parse_llama_args
 from lltui.core.fit.estimate import estimate
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.flags import LlamaArgs, parse_llama_args
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.results import FitOptions, FitResult

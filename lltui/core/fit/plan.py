@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
+from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.cmdline.flag_values import NGL_AUTO
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.args import LlamaArgs, parse_llama_args
-from lltui.core.llama.flag_values import NGL_AUTO
 from lltui.core.memory.common import CPU, KV_PAD, FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.parts import ExtraModels

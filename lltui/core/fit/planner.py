@@ -26,11 +26,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
 from lltui.core.fit.best import Change, Progress, _Space, least_offload, make_space, tps_bucket
 from lltui.core.fit.estimate import speed_of
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.gpus import find_gpu
-from lltui.core.llama.args import LlamaArgs, parse_llama_args
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.context import select_devices

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.fit.best import Candidate, Progress, best_configs, check_goal, tps_bucket
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import read_hparams

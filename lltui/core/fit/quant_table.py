@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.fit.estimate import ExtraModels, estimate
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams, read_hparams

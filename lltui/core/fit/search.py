@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from lltui.core.llama.args import LlamaArgs, spell
-from lltui.core.llama.flag_values import writable_split
+from lltui.core.cmdline.args import LlamaArgs, spell
+from lltui.core.cmdline.flag_values import writable_split
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import CPU, KV_PAD, FitError, is_gpu
 from lltui.core.memory.devices import DeviceSpec

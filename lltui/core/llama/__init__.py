@@ -1,2 +1,2 @@
-"""llama.cpp's command line and output: the one flag table and parser, the launch spec, the
-server's log and metrics, and the seed API's multi-GPU settings."""
+"""llama-server's facts beside its command line: the builds and what each changed, its
+limits, metrics, timings, exit reasons, the router's API and served models."""

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from lltui.core.llama.flag_values import tensor_split_extra
-from lltui.core.llama.flags import LlamaArgs
+from lltui.core.cmdline.flag_values import tensor_split_extra
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.memory.common import CPU, is_gpu
 from lltui.core.memory.compute import compute_buffers
 from lltui.core.memory.compute_graph import ComputeLayout

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lltui.core.llama.flags import LlamaArgs
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.memory.common import (
     CPU,
     CUDA_ALIGNMENT,

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.ggml.alloc import plan
 from lltui.core.ggml.bufts import CPU_BUFT, CUDA_BUFT
 from lltui.core.ggml.graph import HOST, REPACK
 from lltui.core.ggml.sched import Backend, schedule
 from lltui.core.gguf.types import type_from_name
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.arch_table import Recipe, approximate_reason, recipe_of
 from lltui.core.memory.common import CPU, SCHED_MAX_COPIES, backend_of, is_gpu
 from lltui.core.memory.context import Resolved

@@ -7,9 +7,9 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lltui.core.cmdline.flags import NGL_ALL, NGL_AUTO, LlamaArgs
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.builds import NEWEST, BuildRules
-from lltui.core.llama.flags import NGL_ALL, NGL_AUTO, LlamaArgs
 from lltui.core.memory.common import KV_PAD, FitError, f32, pad
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.types import GGML_TYPES, GgmlType, type_from_name
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, FitError, device_alloc_size
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec, host_buffer

@@ -19,8 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import meta_int

@@ -12,9 +12,9 @@ from itertools import compress
 from operator import is_not
 from typing import Generic, TypeVar
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.types import GgmlType
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.hparams import Hparams
@@ -166,7 +166,7 @@ class _Placer:
         if self._override_searches is None:  # compiled once: called per tensor and placement
             self._override_searches = []
             if self.st.overrides:  # the pattern engine loads only for -ot/--cpu-moe
-                from lltui.core.llama.tensor_pattern import compile_search
+                from lltui.core.cmdline.tensor_pattern import compile_search
 
                 self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
         for ov, search in zip(self.st.overrides, self._override_searches, strict=True):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.gguf.model import GgufModel
-from lltui.core.llama.args import LlamaArgs
 from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams, read_hparams

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec
 from lltui.core.hardware.links import RigLinks
 from lltui.core.llama.builds import NEWEST, BuildRules
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import DEFAULT_MARGIN
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.hparams import Hparams, meta_int

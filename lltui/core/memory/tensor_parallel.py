@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
-from lltui.core.llama.flags import LlamaArgs
 from lltui.core.memory.common import CPU, device_alloc_size, f32
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec

@@ -8,7 +8,7 @@ from __future__ import annotations
 # llama.cpp's programs (llama-server, llama-cli, llama-bench ...), and its RPC server
 LLAMA_PREFIX = "llama-"
 RPC_SERVERS = ("rpc-server", "ggml-rpc-server")
-# the model_path flag's spellings in lltui.core.llama.flag_table (a test keeps them equal):
+# the model_path flag's spellings in lltui.core.cmdline.flag_table (a test keeps them equal):
 # spelled here, the monitor does not load the whole flag table (a megabyte) for two words
 MODEL_FLAGS = frozenset(("-m", "--model"))
 _HF_FLAGS = frozenset(("-hf", "-hfr", "--hf-repo"))

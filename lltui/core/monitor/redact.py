@@ -20,7 +20,7 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 
-from lltui.core.llama.flag_table import FLAGS
+from lltui.core.cmdline.flag_table import FLAGS
 from lltui.core.monitor.models import RigSample
 
 REDACTED = "***"

@@ -53,7 +53,7 @@ from lltui.core.speed.gpu import (
     gpu_times,
     pcie_gbs,
 )
-from lltui.core.speed.host import host_stream_gbs, host_times, offloaded_prefill_s
+from lltui.core.speed.host_offload import host_stream_gbs, host_times, offloaded_prefill_s
 from lltui.core.speed.params import PARAMS, SpeedParams
 from lltui.core.speed.parts import (
     ACT_BYTES,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
 from lltui.core.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -102,8 +102,8 @@ def _command(spec: LaunchSpec, flags: tuple[str, ...]) -> str:
     from the key file or the environment as before)."""
     import shlex
 
-    from lltui.core.llama.args import parse_llama_args, spell
-    from lltui.core.llama.flag_table import SECRET_FIELDS
+    from lltui.core.cmdline.args import parse_llama_args, spell
+    from lltui.core.cmdline.flag_table import SECRET_FIELDS
 
     args = spec.args.without(frozenset(SECRET_FIELDS)).then(parse_llama_args(list(flags)))
     launch = [  # the address and key file given (the spec keeps them apart from the flags)

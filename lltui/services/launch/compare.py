@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.explain.models import LogSource
 from lltui.core.explain.settings import is_host_buffer
-from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.builds import PINNED_BUILD
 from lltui.core.llamalog.models import LogFacts
 from lltui.core.memory.kv_fill import KvLayout, kv_layout

@@ -1,7 +1,7 @@
 """The launch view's launches: at most one llama-server (or router) of the app's, or one
 followed by its URL. Start, stop, restart, force, follow and a router's loads run on the
 app's worker threads, one at a time (a Stop pressed while a server starts waits for it and
-stops it); each applies the app's :class:`~lltui.core.llama.launch_spec.LaunchPolicy`
+stops it); each applies the app's :class:`~lltui.core.cmdline.launch_spec.LaunchPolicy`
 first. What the view shows is the :class:`~.watch.LaunchWatch`'s state, handed over by
 ``notify``; this module has no loop of its own."""
 
@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy
+from lltui.core.cmdline.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy
 from lltui.core.monitor.models import RigSample
 from lltui.services.launch.polls import POLL_INTERVAL_S, RouterPoll, ServerPoll
 from lltui.services.launch.request import LaunchRequest

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.address import public_url
+from lltui.core.cmdline.address import public_url
 from lltui.core.monitor.bottleneck import ServerSpeed, Verdict, verdicts
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample

@@ -2,7 +2,7 @@
 and the launch view: the flags over a saved profile (``parse_llama_args``, called here only),
 the model and the API key file checked (a profile's model that moved is named with its
 profile), and the runtime settings (an inherited ``LLAMA_API_KEY`` keeps the server locked,
-port 0 becomes a free port). Errors are :class:`~lltui.core.llama.launch_spec.LaunchError`:
+port 0 becomes a free port). Errors are :class:`~lltui.core.cmdline.launch_spec.LaunchError`:
 one line and an exit code."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.flag_table import SECRET_FIELDS
-from lltui.core.llama.launch_spec import (
+from lltui.core.cmdline.args import LlamaArgs
+from lltui.core.cmdline.flag_table import SECRET_FIELDS
+from lltui.core.cmdline.launch_spec import (
     API_KEY_ENV,
     DEFAULT_HOST,
     LAUNCH_KEYS,

@@ -20,13 +20,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.cmdline.address import is_loopback
+from lltui.core.cmdline.args import LlamaArgs
+from lltui.core.cmdline.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
 from lltui.core.fit.evict import Decision, Policy, Resident, decide, decide_all, policy_from_plan
 from lltui.core.fit.plan import fits_with
 from lltui.core.fit.plan_gate import load_refusal
-from lltui.core.llama.address import is_loopback
-from lltui.core.llama.args import LlamaArgs
 from lltui.core.llama.exit_reason import exit_reason, stopped_from_outside
-from lltui.core.llama.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
 from lltui.core.llama.router_api import RouterModel
 from lltui.core.llamalog.router import CHILD_LINE, RouterLogReader, RouterLogSummary
 from lltui.paths import state_dir

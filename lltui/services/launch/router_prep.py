@@ -16,11 +16,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.fit.plan import PlannedModel
-from lltui.core.llama.args import LlamaArgs, parse_llama_args
-from lltui.core.llama.flag_table import BinaryFlags
-from lltui.core.llama.launch_spec import LAUNCH_KEYS, LaunchError, flags_argv, read_flags
-from lltui.core.llama.preset import (
+from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.cmdline.flag_table import BinaryFlags
+from lltui.core.cmdline.launch_spec import LAUNCH_KEYS, LaunchError, flags_argv, read_flags
+from lltui.core.cmdline.preset import (
     GLOBAL_SECTION,
     Preset,
     PresetError,
@@ -31,6 +30,7 @@ from lltui.core.llama.preset import (
     words_to_entries,
     write_preset,
 )
+from lltui.core.fit.plan import PlannedModel
 from lltui.services.plan import ALIAS_FLAGS, PlanEntry
 
 # the router's own flags: lltui sets them (it loads the models itself, by the plan)

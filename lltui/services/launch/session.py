@@ -15,10 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from lltui.core.llama.address import is_loopback
-from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.flag_values import tensor_split_extra
-from lltui.core.llama.launch_spec import (
+from lltui.core.cmdline.address import is_loopback
+from lltui.core.cmdline.args import LlamaArgs
+from lltui.core.cmdline.flag_values import tensor_split_extra
+from lltui.core.cmdline.launch_spec import (
     ANY_LAUNCH,
     BinaryFlags,
     LaunchError,

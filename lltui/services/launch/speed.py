@@ -29,10 +29,10 @@ from lltui.core.speed.served import (
 )
 
 if TYPE_CHECKING:
+    from lltui.core.cmdline.args import LlamaArgs
     from lltui.core.gguf.model import GgufModel
     from lltui.core.hardware.calibration import Calibration
     from lltui.core.hardware.host import HostSpec
-    from lltui.core.llama.args import LlamaArgs
     from lltui.core.memory.devices import DeviceSpec
     from lltui.core.memory.results import FitResult, SpeedEstimate
     from lltui.core.monitor.models import RigSample

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from lltui.core.cmdline.address import public_url
 from lltui.core.fit.evict import Decision
-from lltui.core.llama.address import public_url
 from lltui.core.llama.exit_reason import exit_sentence
 from lltui.core.llama.timings import RequestTimings
 from lltui.core.llamalog.models import DevicePlacement, LlamaLogSummary

@@ -37,7 +37,7 @@ from lltui.core.monitor.smi_csv import (
     unknown_field,
 )
 from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
-from lltui.sources.gpu.host import HostSampler
+from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.ssh import SshTarget, split_host_port
 from lltui.sources.ssh import check_host as check_host
 

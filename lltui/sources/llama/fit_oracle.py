@@ -15,8 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from lltui.core.llama.args import LlamaArgs, spell
-from lltui.core.llama.flag_table import BY_KEY
+from lltui.core.cmdline.args import LlamaArgs, spell
+from lltui.core.cmdline.flag_table import BY_KEY
 
 TIMEOUT_S = 120.0
 ENV_VAR = "LLTUI_LLAMA_FIT_PARAMS"

@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from lltui.core.llama.launch_spec import BinaryFlags, LaunchError, LaunchSpec
+from lltui.core.cmdline.launch_spec import BinaryFlags, LaunchError, LaunchSpec
 
 MAX_KEY_FILE_BYTES = 1024 * 1024  # thousands of keys; /dev/zero is not a key file
 

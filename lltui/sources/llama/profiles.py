@@ -1,6 +1,6 @@
 """Named launch profiles: one TOML file per profile in ``<config dir>/profiles/NAME.toml``.
 
-A profile is a :class:`~lltui.core.llama.launch_spec.LaunchSpec` written out with only the
+A profile is a :class:`~lltui.core.cmdline.launch_spec.LaunchSpec` written out with only the
 settings that differ from the defaults. The launch session saves it through
 :func:`with_absolute_paths`, so a profile saved in one folder starts from any other.
 Files are written atomically (a temporary file in the same directory, flushed, then renamed
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lltui import paths
-from lltui.core.llama.launch_profile import spec_from_dict, spec_to_dict
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.cmdline.launch_profile import spec_from_dict, spec_to_dict
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes; refuse to read a huge file

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from lltui.core.llama.preset import MAX_PRESET_BYTES
+from lltui.core.cmdline.preset import MAX_PRESET_BYTES
 
 DRAFT_PREFIXES = ("mtp-", "dspark-", "dflash-")
 MAX_DIR_ENTRIES = 10_000  # a models directory holds models, not a disk

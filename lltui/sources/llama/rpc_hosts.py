@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lltui.core.llama.rpc_hosts import (
+from lltui.core.cmdline.rpc_hosts import (
     PID_MARK,
     RpcHost,
     device_line,

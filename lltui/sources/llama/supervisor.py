@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from lltui.core.cmdline.launch_spec import BinaryFlags, LaunchCommand
 from lltui.core.llama.exit_reason import exit_reason, signal_name, stopped_from_outside
-from lltui.core.llama.launch_spec import BinaryFlags, LaunchCommand
 from lltui.core.llamalog.models import LlamaLogSummary, LogFacts
 from lltui.core.llamalog.reader import LogReader
 from lltui.sources.llama import http as llama_http
@@ -176,9 +176,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def binary_flags(probe: ServerProbe) -> BinaryFlags:
     """A probed llama-server's flags in the form
-    :func:`lltui.core.llama.launch_spec.build_command` takes."""
+    :func:`lltui.core.cmdline.launch_spec.build_command` takes."""
     version = probe.version.version if probe.version is not None else None
-    from lltui.core.llama.flags import flag_arity
+    from lltui.core.cmdline.flags import flag_arity
 
     return BinaryFlags(
         flags=probe.flags,

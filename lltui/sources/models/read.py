@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from lltui.core.gguf.reader import GgufError, GgufModel, read_gguf
 
 if TYPE_CHECKING:
-    from lltui.core.llama.args import LlamaArgs
+    from lltui.core.cmdline.args import LlamaArgs
     from lltui.core.memory.parts import ExtraModels
 
 

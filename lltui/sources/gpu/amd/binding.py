@@ -33,7 +33,7 @@ from lltui.core.text import error_text
 from lltui.core.units import KIB
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
 from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
-from lltui.sources.gpu.host import HostSampler
+from lltui.sources.gpu.host_facts import HostSampler
 
 # amdsmi_status_t codes (amdsmi.h): fixed by the C ABI, written out for old bindings
 NOT_SUPPORTED = 2

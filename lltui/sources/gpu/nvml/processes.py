@@ -23,7 +23,7 @@ from lltui.sources.gpu.nvml.codes import ERR_NOT_FOUND, NVML_SUCCESS, VALUE_NOT_
 from lltui.sources.gpu.nvml.state import GpuState
 
 if TYPE_CHECKING:
-    from lltui.sources.gpu.host import HostSampler
+    from lltui.sources.gpu.host_facts import HostSampler
 
 # (kind, key, function) for each list; each function comes in _v3, _v2 and plain.
 PROCESS_FAMILIES = (

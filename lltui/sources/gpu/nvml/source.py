@@ -85,7 +85,7 @@ from lltui.sources.gpu.nvml.static import assign_cuda_indices, placeholder_stati
 from lltui.sources.gpu.nvml.vgpu import HOST_VGPU, read_vgpu_memory, read_vgpus
 
 if TYPE_CHECKING:
-    from lltui.sources.gpu.host import HostSampler
+    from lltui.sources.gpu.host_facts import HostSampler
 
 DEFAULT_SLOW_TTL_S = 5.0
 DEFAULT_PROCESS_TTL_S = 2.0
@@ -236,7 +236,7 @@ class NvmlSource:
             hints=tuple(self._hints),
         )
         if self._host is None:
-            from lltui.sources.gpu.host import HostSampler
+            from lltui.sources.gpu.host_facts import HostSampler
 
             self._host = HostSampler()
         return self._info

@@ -1,11 +1,11 @@
 """llama-server's flags, read with its own spellings and defaults: the names fit, quant,
-launch and the API import. The table is :mod:`lltui.core.llama.flag_table`, the value
-parsers :mod:`lltui.core.llama.flag_values`, the model and parser :mod:`lltui.core.llama.args`.
+launch and the API import. The table is :mod:`lltui.core.cmdline.flag_table`, the value
+parsers :mod:`lltui.core.cmdline.flag_values`, the model and parser :mod:`lltui.core.cmdline.args`.
 """
 
 from __future__ import annotations
 
-from lltui.core.llama.args import (
+from lltui.core.cmdline.args import (
     FFN_DENSE_REGEX,
     FFN_EXPS_REGEX,
     GivenFlag,
@@ -14,7 +14,7 @@ from lltui.core.llama.args import (
     parse_llama_args,
     spell,
 )
-from lltui.core.llama.flag_table import (
+from lltui.core.cmdline.flag_table import (
     FLAGS,
     MEMORY_SPELLINGS,
     REMOVED,
@@ -24,7 +24,7 @@ from lltui.core.llama.flag_table import (
     canonical,
     pinned_arity,
 )
-from lltui.core.llama.flag_values import (
+from lltui.core.cmdline.flag_values import (
     FLASH_ATTN_MODES,
     KV_CACHE_TYPES,
     LOAD_MODES,

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from lltui.core.llama.flag_table import BY_SPELLING, SECRET_FIELDS
-from lltui.core.llama.launch_spec import LaunchError, LaunchSpec
+from lltui.core.cmdline.flag_table import BY_SPELLING, SECRET_FIELDS
+from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
 
 _LAUNCH_TYPES: dict[str, tuple[type, ...]] = {
     "host": (str,),

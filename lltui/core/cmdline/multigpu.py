@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from lltui.core.llama.args import spell
-from lltui.core.llama.flag_values import check_proportions
+from lltui.core.cmdline.args import spell
+from lltui.core.cmdline.flag_values import check_proportions
 
 
 class SplitMode(enum.Enum):

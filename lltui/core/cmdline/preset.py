@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lltui.core.llama.flag_table import (
+from lltui.core.cmdline.flag_table import (
     BY_SPELLING,
     FLAGS,
     BinaryFlags,

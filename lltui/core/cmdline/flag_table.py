@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from lltui.core.llama import flag_values as v
+from lltui.core.cmdline import flag_values as v
 
 PINNED_BUILD = "llama-server 11434.0.0"
 UNKNOWN_ARITY = -1
@@ -24,7 +24,7 @@ _NUMBER = re.compile(r"^-\d+(?:\.\d+)?$")
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """One flag lltui reads. ``key`` names the :class:`~lltui.core.llama.args.LlamaArgs`
+    """One flag lltui reads. ``key`` names the :class:`~lltui.core.cmdline.args.LlamaArgs`
     field it sets; the first spelling is the one lltui writes."""
 
     key: str

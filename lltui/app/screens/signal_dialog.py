@@ -14,7 +14,7 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from lltui.app.host import host_of
+from lltui.app.app_protocol import host_of
 from lltui.core.monitor.signals import ProcessIdentity
 from lltui.services.signals import send_signal, still_running
 

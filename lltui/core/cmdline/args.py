@@ -1,6 +1,6 @@
 """One llama-server command line, parsed once: :func:`parse_llama_args` -> :class:`LlamaArgs`.
 
-The flags come from :mod:`lltui.core.llama.flag_table`. Settings lltui models become typed
+The flags come from :mod:`lltui.core.cmdline.flag_table`. Settings lltui models become typed
 fields with llama-server's defaults (what fit and quant read); :attr:`LlamaArgs.given` says
 which of them the user set, and :attr:`LlamaArgs.given_args` keeps every flag as given, in
 order (what launch passes on). Every other flag the build knows is accepted with its values
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lltui.core.llama import flag_values as v
-from lltui.core.llama.flag_table import (
+from lltui.core.cmdline import flag_values as v
+from lltui.core.cmdline.flag_table import (
     BY_KEY,
     BY_SPELLING,
     FLAGS,
@@ -32,7 +32,7 @@ from lltui.core.llama.flag_table import (
     is_flag_token,
     unknown_flag_message,
 )
-from lltui.core.llama.flag_values import NGL_ALL, NGL_AUTO, NP_AUTO
+from lltui.core.cmdline.flag_values import NGL_ALL, NGL_AUTO, NP_AUTO
 from lltui.core.llama.limits import MAX_LAYERS
 
 # Regexes llama.cpp builds for --cpu-moe / --n-cpu-moe / --n-cpu-ffn (common/common.h).

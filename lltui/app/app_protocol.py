@@ -10,10 +10,10 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.binding import Binding
 
-    from lltui.app.model import RigModel
+    from lltui.app.rig_model import RigModel
     from lltui.app.state.launch import FormFlags
     from lltui.app.state.monitor import MonitorPrefs
-    from lltui.core.llama.args import LlamaArgs
+    from lltui.core.cmdline.args import LlamaArgs
     from lltui.services.launch.controller import LaunchController
     from lltui.services.rig import Fleet
 

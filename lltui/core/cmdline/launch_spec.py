@@ -1,7 +1,7 @@
 """What to launch: a llama-server command line and environment, built from a frozen spec.
 
 A :class:`LaunchSpec` is the command line as the one parser read it
-(:class:`~lltui.core.llama.args.LlamaArgs`: the model and every flag, in order) plus what
+(:class:`~lltui.core.cmdline.args.LlamaArgs`: the model and every flag, in order) plus what
 only a launch has (address, API key, token, log level, environment). :func:`build_command`
 turns it into the exact argv and environment for one binary, spelling each flag the way that
 binary does (``--load-mode none`` or ``--no-mmap``), and refusing, in one line, a flag the
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lltui.core.llama.address import DEFAULT_HOST, AddressError, check_hostport, server_url
-from lltui.core.llama.args import LlamaArgs
-from lltui.core.llama.flag_table import (
+from lltui.core.cmdline.address import DEFAULT_HOST, AddressError, check_hostport, server_url
+from lltui.core.cmdline.args import LlamaArgs
+from lltui.core.cmdline.flag_table import (
     BY_KEY,
     FILE_FLAGS,
     FLAGS,
@@ -37,7 +37,7 @@ from lltui.core.llama.flag_table import (
     is_flag_token,
     unknown_flag_message,
 )
-from lltui.core.llama.multigpu import MultiGPUConfig, SplitMode
+from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
 
 DEFAULT_PORT = 8080
 # Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
@@ -333,7 +333,7 @@ def read_flags(flags: Sequence[str], binary: BinaryFlags | None = None) -> Llama
     """llama-server flags as typed, for a launch: the one parser, with a flag no build lltui
     knows kept (when no binary is at hand) for :func:`build_command` to judge; LaunchError
     (one line) for a flag or value llama-server refuses."""
-    from lltui.core.llama.args import parse_llama_args
+    from lltui.core.cmdline.args import parse_llama_args
 
     try:
         return parse_llama_args(flags, binary=binary, keep_unknown=binary is None)
