@@ -53,6 +53,11 @@ MODEL_PATHS = frozenset(
         "/chat/completions",
         "/v1/chat/completions",
         "/v1/responses",
+        "/responses",
+        "/chat/completions/input_tokens",
+        "/v1/chat/completions/input_tokens",
+        "/responses/input_tokens",
+        "/v1/responses/input_tokens",
         "/v1/messages",
         "/v1/messages/count_tokens",
         "/embedding",
@@ -305,7 +310,11 @@ class OnDemandProxy:
         """The request sent on to the router, its answer passed back as it comes. With a
         ``model``: None when the router says that model is not loaded (nothing sent yet)."""
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
-        url = self.router_url + request.rel_url.raw_path_qs
+        # the router loads a model itself for ?autoload=1: every load is the policy's here
+        rel = request.rel_url
+        if any(k.lower() == "autoload" for k in rel.query):
+            rel = rel.with_query([(k, v) for k, v in rel.query.items() if k.lower() != "autoload"])
+        url = self.router_url + rel.raw_path_qs
         try:
             upstream = await self._send(request.method, url, headers, body)
             async with upstream:
@@ -335,7 +344,8 @@ class OnDemandProxy:
                     method, url, headers=headers, data=body or None, allow_redirects=False
                 )
             except ServerDisconnectedError:
-                if attempt == 2:
+                # a POST the router may have taken (a generation) is not sent twice
+                if attempt == 2 or method not in ("GET", "HEAD"):
                     raise
         raise AssertionError("unreachable")
 
@@ -349,8 +359,12 @@ class OnDemandProxy:
             async for chunk in upstream.content.iter_any():
                 await out.write(chunk)
             await out.write_eof()
-        except (ConnectionResetError, ClientError):
-            pass  # the client (or the router) left: leaving closes the other side too
+        except ConnectionResetError:
+            pass  # the client left: leaving closes the router's side too
+        except ClientError:
+            # the router's side broke mid-answer: the client must not see a clean end
+            if request.transport is not None:
+                request.transport.close()
         return out
 
     # --- loads ----------------------------------------------------------------------------
@@ -366,7 +380,8 @@ class OnDemandProxy:
                 self._ready.add(name)
                 return
             if state in RESIDENT_STATES:  # loading (--load at start): wait for it
-                await self._wait_state(name, ("loaded",))
+                if await self._wait_state(name, ("loaded", "unloaded")) != "loaded":
+                    raise LoadRefused(f"model '{name}' failed to load", "load_failed")
                 self._ready.add(name)
                 return
             resident = [
@@ -388,10 +403,20 @@ class OnDemandProxy:
         self._emit(ProxyEvent("evict", decision.model, decision.evict, decision.reason))
         self._evicting.update(decision.evict)
         try:
-            async with self._idle:  # their requests in flight are answered first
-                await self._idle.wait_for(
-                    lambda: all(self._in_flight.get(n, 0) == 0 for n in decision.evict)
-                )
+            async with self._idle:  # their requests in flight are answered first (bounded)
+                try:
+                    await asyncio.wait_for(
+                        self._idle.wait_for(
+                            lambda: all(self._in_flight.get(n, 0) == 0 for n in decision.evict)
+                        ),
+                        self.load_timeout_s,
+                    )
+                except TimeoutError:
+                    busy = ", ".join(decision.evict)
+                    raise LoadRefused(
+                        f"'{decision.model}' needs {busy} unloaded, still answering requests",
+                        "load_timeout",
+                    ) from None
             for victim in decision.evict:
                 self._ready.discard(victim)
                 await self._post("/models/unload", victim)

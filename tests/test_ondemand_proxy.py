@@ -1,0 +1,94 @@
+"""The on-demand proxy against a stand-in router (an aiohttp app on 127.0.0.1, not llama.cpp:
+it answers what the cases need and misbehaves as asked): no request reaches the router with
+``?autoload=`` (the router would load a model past the policy), and an answer the router cuts
+off midway reaches the client as a broken one, not a clean end."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from aiohttp import web
+
+from lltui.core.fit.evict import Policy, Room
+from lltui.services.launch.ondemand import OnDemandProxy
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandIn:
+    """A router stand-in on its own loop: records the query strings it got."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.port = _port()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+        assert self._ready.wait(10)
+
+    async def _slots(self, request: web.Request) -> web.Response:
+        self.queries.append(request.query_string)
+        return web.json_response([])
+
+    async def _cut(self, request: web.Request) -> web.StreamResponse:
+        out = web.StreamResponse()
+        await out.prepare(request)
+        await out.write(b"data: 1\n\n")
+        assert request.transport is not None
+        request.transport.close()  # the model's server died mid-answer
+        return out
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"data": []})
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_get("/slots", self._slots)
+        app.router.add_get("/cut", self._cut)
+        app.router.add_get("/models", self._models)
+        runner = web.AppRunner(app)
+        self._loop.run_until_complete(runner.setup())
+        self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
+        self._ready.set()
+        self._loop.run_forever()
+
+
+@pytest.fixture
+def proxy() -> Iterator[tuple[OnDemandProxy, StandIn]]:
+    router = StandIn()
+    p = OnDemandProxy(
+        f"http://127.0.0.1:{router.port}",
+        lambda: Policy({}, Room({}, None)),
+        port=_port(),
+    )
+    p.start()
+    try:
+        yield p, router
+    finally:
+        p.stop()
+
+
+def test_autoload_never_reaches_the_router(proxy):
+    p, router = proxy
+    r = httpx.get(f"{p.url}/slots?model=big&autoload=true&x=1", timeout=10)
+    assert r.status_code == 200
+    r = httpx.get(f"{p.url}/slots?AutoLoad=1", timeout=10)
+    assert r.status_code == 200
+    assert router.queries == ["model=big&x=1", ""]
+
+
+def test_an_answer_cut_upstream_is_not_a_clean_end(proxy):
+    p, _ = proxy
+    with pytest.raises(httpx.HTTPError), httpx.stream("GET", f"{p.url}/cut", timeout=10) as r:
+        for _ in r.iter_bytes():
+            pass
