@@ -159,3 +159,25 @@ def test_nothing_in_lltui_sets_the_umask():
             ):
                 calls.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not calls, calls
+
+
+def test_a_secret_with_spaces_is_masked_whole_word_by_word():
+    from lltui.core.monitor.redact import redact_argv
+
+    argv = ("llama-server", "-m", "m.gguf", "--api-key", "correct horse", "--hf-token", "hf_a b")
+    assert redact_argv(argv) == [
+        "llama-server",
+        "-m",
+        "m.gguf",
+        "--api-key",
+        "***",
+        "--hf-token",
+        "***",
+    ]
+
+
+def test_a_bearer_token_in_a_command_line_is_masked():
+    from lltui.core.monitor.redact import redact_command
+
+    masked = redact_command("curl -H 'Authorization: Bearer sk-live-0123' http://127.0.0.1:8080")
+    assert "sk-live-0123" not in masked and "Bearer ***" in masked

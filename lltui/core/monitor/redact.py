@@ -17,6 +17,7 @@ Each is replaced by ``***``; everything else stays as it is, spaces included.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 
@@ -75,9 +76,16 @@ def _redact_word(word: str) -> str:
 def redact_command(command: str) -> str:
     """``command`` (a command line as one string, words joined by spaces) with every secret
     in it replaced by ``***``."""
+    return " ".join(redact_argv(command.split(" ")))
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` word by word with every secret replaced by ``***``: a secret flag's value
+    (``--api-key V``, ``--api-key=V``), a secret variable (``HF_TOKEN=V``), the word after
+    ``Bearer``, a token-shaped word. A value with spaces is one word here, masked whole."""
     out: list[str] = []
     take_value = False  # the word before was a secret flag: this one is its value
-    for word in command.split(" "):
+    for word in argv:
         if take_value and word:
             take_value = False
             if not word.startswith("-") or word == "-":
@@ -101,8 +109,12 @@ def redact_command(command: str) -> str:
             if m and secret_name(m.group("name")):
                 out.append(f"{m.group('name')}={REDACTED}")
                 continue
+            if word.strip("'\"").lower() == "bearer":  # an Authorization header's token
+                out.append(word)
+                take_value = True
+                continue
         out.append(_redact_word(word))
-    return " ".join(out)
+    return out
 
 
 def redact_sample(sample: RigSample) -> RigSample:

@@ -73,12 +73,15 @@ def mask_json(data: Any) -> Any:
 
 
 def own_processes_only(sample: RigSample) -> RigSample:
-    """Other users' processes keep their pid and memory, not their name or command line."""
+    """Other users' processes keep their pid and memory, not their name, command line,
+    container or model (each can tell whose job it is)."""
     me = _user()
 
     def shown(p: GpuProcess) -> GpuProcess:
         mine = p.user is not None and p.user == me
-        return p if mine else replace(p, name=None, user=None, command=None)
+        if mine:
+            return p
+        return replace(p, name=None, user=None, command=None, container=None, model=None)
 
     gpus = tuple(replace(g, processes=tuple(map(shown, g.processes))) for g in sample.gpus)
     return replace(sample, gpus=gpus)

@@ -5,12 +5,13 @@ on its log), and its measured speed beside the predicted one."""
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.monitor.redact import redact_command
+from lltui.core.monitor.redact import redact_argv
 
 if TYPE_CHECKING:
     from lltui.core.explain.models import ExplainReport
@@ -87,7 +88,7 @@ def _build(argv: tuple[str, ...] | None, poll: ServerPoll | None, url: str | Non
         "model": props.model_path if props else None,
         "n_ctx_per_slot": props.n_ctx if props else None,
         "slots": props.total_slots if props else None,
-        "argv": redact_command(" ".join(argv)) if argv else None,
+        "argv": shlex.join(redact_argv(argv)) if argv else None,
     }
     text = "\n".join(f"{k}: {v}" for k, v in data.items() if v is not None)
     return Section("llama.cpp build and flags", text or "no server given", data)
