@@ -77,6 +77,20 @@ def test_memory_on_a_gpu_the_plan_gave_nothing_is_a_placement_mismatch(rig):
     assert raised[-1] == {("plan_placement", 1)}
 
 
+def test_a_server_numbered_otherwise_raises_no_placement(rig):
+    """A server started with CUDA_VISIBLE_DEVICES=1 calls GPU 1 its CUDA0: its plan's GPU
+    holds nothing of it, so memory on the other is no evidence of a misplacement."""
+    reality, raised = run(rig, [(0, PLAN + CONTEXT)] * 3)
+    assert not reality.mapped
+    assert all(r == set() for r in raised)
+
+
+def test_a_rocm_servers_devices_are_its_gpus(rig):
+    reality, raised = run(rig, [(PLAN + CONTEXT, 0)] * 3, plan={"ROCm0": PLAN})
+    assert reality.rows[0].device == "ROCm0" and reality.mapped
+    assert all(r == set() for r in raised)
+
+
 def test_a_quiet_rig_raises_nothing(rig):
     steps = [(PLAN + CONTEXT + (k % 3) * MIB, 0) for k in range(20)]
     _, raised = run(rig, steps)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from lltui.core.monitor.models import RigSample
 
 HISTORY = 120  # samples kept per GPU (the monitor's interval: a few minutes)
-_CUDA = re.compile(r"^CUDA(\d+)$")
+# ggml-cuda's devices (CUDA, and ROCm/MUSA builds of the same backend)
+_CUDA = re.compile(r"^(?:CUDA|ROCm|MUSA)(\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,10 @@ class PlanReality:
     pid: int
     t: float
     rows: tuple[GpuPlanRow, ...]
+    # every planned device found on a GPU the process holds memory on: where not (a device
+    # lltui cannot number, CUDA_VISIBLE_DEVICES renumbering them), memory elsewhere is no
+    # evidence of a misplacement
+    mapped: bool = True
 
 
 def gpu_of_device(name: str, sample: RigSample) -> int | None:
@@ -78,10 +83,13 @@ class PlanWatch:
 
     def fold(self, sample: RigSample) -> PlanReality:
         planned: dict[int, tuple[str, int]] = {}
+        unmapped = False
         for name, n in self._planned.items():
             index = gpu_of_device(name, sample)
             if index is not None:
                 planned[index] = (name, n)
+            else:
+                unmapped = True
         rows = []
         for g in sample.gpus:
             mine = [p for p in g.processes if p.pid == self.pid]
@@ -105,7 +113,8 @@ class PlanWatch:
                     history=tuple(hist),
                 )
             )
-        return PlanReality(self.server, self.pid, sample.t, tuple(rows))
+        empty = any(r.planned_bytes and r.held_bytes == 0 for r in rows)
+        return PlanReality(self.server, self.pid, sample.t, tuple(rows), not (unmapped or empty))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +133,7 @@ def plan_findings(reality: PlanReality, margin_bytes: int) -> list[PlanFinding]:
     mib = 1024 * 1024
     for row in reality.rows:
         if row.planned_bytes is None:
-            if row.held_bytes:
+            if row.held_bytes and reality.mapped:
                 out.append(
                     PlanFinding(
                         "plan_placement",
