@@ -112,6 +112,11 @@ def test_backtracking_features_fall_back_to_re():
             assert search(name) == (re.search(pattern, name) is not None), (pattern, name)
 
 
+def test_an_open_lower_bound_is_read_as_re_reads_it():
+    search = compile_search(r"a{,2}b")
+    assert search("aab") and search("b")
+
+
 def test_a_pattern_re2_refuses_prints_nothing(capfd):
     """RE2 logs what it cannot parse to stderr by default; such a pattern is re's to run."""
     assert compile_search(r"(a)\1")("aa")

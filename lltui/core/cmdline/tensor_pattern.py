@@ -30,6 +30,8 @@ def compile_search(pattern: str) -> Search:
     ``re.search(pattern, s) is not None`` would. Raises re.error for a bad pattern."""
     compiled = re.compile(pattern)  # re's syntax and errors are the contract
     try:
+        if "{," in pattern:  # re reads {,n} as {0,n}; RE2 as the characters
+            raise re2.error(pattern)
         linear = re2.compile(pattern, _OPTIONS)
     except re2.error:
         return lambda s: compiled.search(s) is not None
