@@ -28,7 +28,7 @@ class StandIn:
     """A router stand-in on its own loop: records the query strings it got."""
 
     def __init__(self) -> None:
-        self.queries: list[str] = []
+        self.queries: list[str] = []  # what reached it: query strings, models asked for
         self.port = _port()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -48,7 +48,12 @@ class StandIn:
         return out
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"data": []})
+        model = {"id": "big", "aliases": ["chat"], "status": {"value": "loaded"}}
+        return web.json_response({"data": [model]})
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        self.queries.append((await request.json())["model"])
+        return web.json_response({"choices": []})
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -56,6 +61,7 @@ class StandIn:
         app.router.add_get("/slots", self._slots)
         app.router.add_get("/cut", self._cut)
         app.router.add_get("/models", self._models)
+        app.router.add_post("/v1/chat/completions", self._chat)
         runner = web.AppRunner(app)
         self._loop.run_until_complete(runner.setup())
         self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
@@ -92,3 +98,12 @@ def test_an_answer_cut_upstream_is_not_a_clean_end(proxy):
     with pytest.raises(httpx.HTTPError), httpx.stream("GET", f"{p.url}/cut", timeout=10) as r:
         for _ in r.iter_bytes():
             pass
+
+
+def test_a_models_alias_is_served_as_the_model(proxy):
+    p, router = proxy
+    body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+    r = httpx.post(f"{p.url}/v1/chat/completions", json=body, timeout=10)
+    assert r.status_code == 200, r.text
+    assert router.queries == ["chat"]  # the router takes its alias as it is
+    assert set(p.use()) == {"big"}  # counted, and its last use kept, as the model's

@@ -152,6 +152,7 @@ class OnDemandProxy:
         self._ready: set[str] = set()  # loaded, as far as the proxy knows
         self._evicting: set[str] = set()
         self._in_flight: dict[str, int] = {}
+        self._aliases: dict[str, str] = {}  # an alias -> the model's name, as last listed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -258,6 +259,10 @@ class OnDemandProxy:
             return await self._pass(request, body)  # the router says what is missing
         if not self._authorized(request):
             return error_response("invalid API key", "unauthorized")
+        if name not in self._ready and name not in self._aliases:
+            with contextlib.suppress(LoadRefused):
+                await self._states()  # the aliases as listed now
+        name = self._aliases.get(name, name)  # the router answers to a model's aliases too
         if request.path == LOAD_PATH:  # a client's own load goes through the policy too
             try:
                 await self._ensure_loaded(name)
@@ -457,7 +462,9 @@ class OnDemandProxy:
                 self.router_url + "/models", headers=self._own_headers()
             ) as resp:
                 data = await resp.json(content_type=None)
-            return {m.name: m.state for m in parse_router_models(data)}
+            models = parse_router_models(data)
+            self._aliases = {a: m.name for m in models for a in m.aliases if a != m.name}
+            return {m.name: m.state for m in models}
         except (TimeoutError, ClientError, ValueError) as exc:
             raise LoadRefused(f"the router's model list: {exc}", "router_unavailable") from None
 
