@@ -247,6 +247,15 @@ class OnDemandProxy:
     # --- requests -------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        """Every request; a fault of lltui's own is the API's error too, not a bare 500."""
+        try:
+            return await self._serve(request)
+        except (asyncio.CancelledError, web.HTTPException, ConnectionResetError):
+            raise
+        except Exception as exc:  # the client gets one line, lltui goes on
+            return error_response(f"lltui: {type(exc).__name__}: {exc}", "internal_error", 500)
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
         if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH}:
             return await self._pass(request, await request.read())
         body = await request.read()
