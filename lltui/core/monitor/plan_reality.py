@@ -102,7 +102,7 @@ class PlanWatch:
             if held is not None:
                 hist.append(held)
                 if plan is not None and held > 0:
-                    self._baseline.setdefault(g.info.index, held - plan[1])
+                    self._baseline.setdefault(g.info.index, max(0, held - plan[1]))
             rows.append(
                 GpuPlanRow(
                     gpu_index=g.info.index,
