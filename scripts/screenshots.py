@@ -15,7 +15,7 @@ from typing import Any
 
 from lltui.app.app import create_app
 from lltui.config import Settings
-from lltui.sources.gpu.base import GpuSource
+from lltui.core.monitor.models import GpuSource
 from lltui.sources.gpu.sim import SimSource, StepClock
 
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
