@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from alert_rig import CONFIG, EXPECTED, write_alert_recording
+from proc_helpers import gone, wait_for
 
 from lltui.cli import main
 from lltui.config import ConfigError, load_settings
@@ -514,24 +515,6 @@ def test_hooks_run_per_kind_off_the_caller_and_report_failures(tmp_path):
     assert [r.line for r in heard] == ["alert hook hook: cannot run: No such file or directory"]
 
 
-def _gone(pid: int) -> bool:
-    """No such process, or one that has exited (a zombie whoever adopted it has not reaped)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
-def _wait_for(condition, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def _gpu_change(i: int, event: str = "raised") -> AlertChange:
     from lltui.core.monitor.alerts import Alert
 
@@ -547,7 +530,7 @@ def test_a_hooks_background_child_is_stopped_with_it_at_the_timeout(tmp_path, ex
     result = run_hook(hook, _change(), timeout_s=1.0)
     assert result.timed_out and "killed after its timeout" in result.line
     child = int(pidfile.read_text())
-    assert _wait_for(lambda: _gone(child), 10), f"the hook's child {child} outlived it"
+    assert wait_for(lambda: gone(child), 10), f"the hook's child {child} outlived it"
 
 
 def test_a_storm_of_alerts_runs_every_hook_none_lost(tmp_path):
@@ -571,7 +554,7 @@ def test_a_full_queue_runs_oldest_first_coalesces_and_says_what_it_drops(tmp_pat
     config = AlertConfig(hooks=(AlertHook(("sh", "-c", script)),), hook_timeout_s=60)
     runner = HookRunner(config, lambda r: heard.append(r.line), max_running=1, max_queued=4)
     runner.fire([_gpu_change(0)])
-    assert _wait_for(lambda: runner.started == 1)  # GPU0's hook runs (held at the gate)
+    assert wait_for(lambda: runner.started == 1)  # GPU0's hook runs (held at the gate)
     runner.fire([_gpu_change(i) for i in (1, 2, 3, 4)])  # the queue is full
     runner.fire([_gpu_change(1, "changed"), _gpu_change(1, "changed")])
     runner.fire([_gpu_change(1, "cleared"), _gpu_change(5), _gpu_change(6)])
@@ -594,13 +577,13 @@ def test_a_hanging_hook_does_not_starve_the_others_and_close_stops_it(tmp_path):
     quick = AlertHook(("sh", "-c", f'echo "$LLTUI_ALERT_SUBJECT" >> "{out}"'))
     runner = HookRunner(AlertConfig(hooks=(hang, quick), hook_timeout_s=300))
     runner.fire([_gpu_change(i) for i in range(10)])
-    assert _wait_for(lambda: out.exists() and len(out.read_text().split()) == 10, 60)
+    assert wait_for(lambda: out.exists() and len(out.read_text().split()) == 10, 60)
     assert runner.pending > 0  # the hanging ones are still there
     started = time.monotonic()
     runner.close()
     assert time.monotonic() - started < 15
     hung = [int(p) for p in pids.read_text().split()]
-    assert hung and _wait_for(lambda: all(_gone(p) for p in hung), 10)
+    assert hung and wait_for(lambda: all(gone(p) for p in hung), 10)
 
 
 def test_a_nul_in_a_hooks_argv_is_one_line_not_a_traceback(tmp_path, capsys):

@@ -11,30 +11,15 @@ import threading
 import time
 from pathlib import Path
 
+from proc_helpers import gone, wait_for
+
 from lltui.core.periodic import Periodic
 from lltui.sources.proc_group import group_gone, stop_group, stop_process
 
 
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
-def _wait_for(condition, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def _group(script: str, pidfile: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(["sh", "-c", script], start_new_session=True)
-    assert _wait_for(lambda: pidfile.exists() and pidfile.read_text().endswith("\n"))
+    assert wait_for(lambda: pidfile.exists() and pidfile.read_text().endswith("\n"))
     return proc
 
 
@@ -45,7 +30,7 @@ def test_a_leader_that_ignores_sigterm_and_its_child_are_killed(tmp_path):
     code = stop_process(proc, ((signal.SIGTERM, 0.5), (signal.SIGKILL, 5.0)))
     assert code == -signal.SIGKILL and time.monotonic() - started < 10
     child = int(pidfile.read_text())
-    assert _wait_for(lambda: _gone(child), 10)
+    assert wait_for(lambda: gone(child), 10)
 
 
 def test_a_child_left_behind_that_ignores_sigterm_gets_sigkill(tmp_path):
@@ -54,10 +39,10 @@ def test_a_child_left_behind_that_ignores_sigterm_gets_sigkill(tmp_path):
     script = f"(trap '' TERM; exec sleep 300) & echo $! > {pidfile}; sleep 300"
     proc = _group(script, pidfile)
     child = int(pidfile.read_text())
-    assert _wait_for(lambda: "300" in Path(f"/proc/{child}/cmdline").read_text())  # exec'd
+    assert wait_for(lambda: "300" in Path(f"/proc/{child}/cmdline").read_text())  # exec'd
     stop_process(proc, ((signal.SIGTERM, 0.5), (signal.SIGKILL, 5.0)))
     assert proc.returncode == -signal.SIGTERM
-    assert _wait_for(lambda: _gone(child), 10)
+    assert wait_for(lambda: gone(child), 10)
 
 
 def test_a_group_that_ends_by_itself_is_not_waited_out(tmp_path):
@@ -85,7 +70,7 @@ def test_periodic_never_overlaps_a_slow_step_and_stops():
 
     loop = Periodic(step, 0.001, name="test-periodic")
     loop.start()
-    assert _wait_for(lambda: runs[0] >= 5)
+    assert wait_for(lambda: runs[0] >= 5)
     loop.stop(join_s=10)
     after = runs[0]
     assert most[0] == 1 and loop.stopped
@@ -97,11 +82,11 @@ def test_periodic_parks_on_an_infinite_pace_until_woken():
     runs = []
     loop = Periodic(lambda: runs.append(1), 0.001, pace=lambda: math.inf)
     loop.start()
-    assert _wait_for(lambda: len(runs) == 1)
+    assert wait_for(lambda: len(runs) == 1)
     time.sleep(0.1)
     assert len(runs) == 1  # parked
     loop.wake()
-    assert _wait_for(lambda: len(runs) == 2)
+    assert wait_for(lambda: len(runs) == 2)
     loop.stop(join_s=10)
 
 
