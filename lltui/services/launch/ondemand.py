@@ -38,6 +38,7 @@ from aiohttp.client_exceptions import (
 
 from lltui.core.fit.evict import Decision, Policy, Resident, decide
 from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
+from lltui.core.text import error_text
 from lltui.services.launch.state import ModelUse
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ class OnDemandProxy:
         except (asyncio.CancelledError, web.HTTPException, ConnectionResetError):
             raise
         except Exception as exc:  # the client gets one line, lltui goes on
-            return error_response(f"lltui: {type(exc).__name__}: {exc}", "internal_error", 500)
+            return error_response(f"lltui: {error_text(exc)}", "internal_error", 500)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH}:
