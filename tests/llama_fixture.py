@@ -332,3 +332,19 @@ def rpc_servers(
                 )
             )
         yield servers
+
+
+def token_bytes(model) -> int:
+    """What one token takes in the caches, from the GGUF's own shapes: every layer's K and
+    V rows (n_embd / n_head * n_head_kv values each), F16."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(model))
+
+    def value(key: str) -> int:
+        field = reader.fields[key]
+        return int(field.parts[field.data[0]][0])
+
+    heads, heads_kv = value("llama.attention.head_count"), value("llama.attention.head_count_kv")
+    n_embd_gqa = value("llama.embedding_length") // heads * heads_kv
+    return value("llama.block_count") * 2 * n_embd_gqa * 2

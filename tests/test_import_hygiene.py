@@ -95,9 +95,10 @@ SERVICES_ALLOWED: dict[str, set[str]] = {
     "fit": {"bench", "devices", "rig"},
     "bench": {"devices"},
     "devices": {"rig"},
-    "alerts": {"rig"},
-    "exporter": {"rig", "explain"},  # explain: a followed server's KV layout from its log
-    "report": {"rig", "nccl", "explain", "exporter"},  # exporter: the log a launch left
+    "follow": {"rig", "explain", "fit"},  # a followed server's plan: its log, else predicted
+    "exporter": {"rig", "follow"},
+    "alerts": {"rig", "follow"},
+    "report": {"rig", "nccl", "explain", "follow"},  # follow: the log a launch left
 }
 SERVICES_PLAIN = {"services"}
 

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 from launch_proc import launched, read_event
-from llama_fixture import llama_bins, rpc_servers, tiny_model
+from llama_fixture import llama_bins, rpc_servers, tiny_model, token_bytes
 
 from lltui.core.units import MIB
 
@@ -30,22 +30,6 @@ def server_env(llama_bins, monkeypatch) -> dict[str, str]:
     monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
     monkeypatch.delenv("LLAMA_API_KEY", raising=False)
     return dict(os.environ)
-
-
-def token_bytes(model) -> int:
-    """What one token takes in the caches, from the GGUF's own shapes: every layer's K and
-    V rows (n_embd / n_head * n_head_kv values each), F16."""
-    from gguf import GGUFReader
-
-    reader = GGUFReader(str(model))
-
-    def value(key: str) -> int:
-        field = reader.fields[key]
-        return int(field.parts[field.data[0]][0])
-
-    heads, heads_kv = value("llama.attention.head_count"), value("llama.attention.head_count_kv")
-    n_embd_gqa = value("llama.embedding_length") // heads * heads_kv
-    return value("llama.block_count") * 2 * n_embd_gqa * 2
 
 
 def ask(url: str, slot: int, prompt: int, predict: int) -> dict:

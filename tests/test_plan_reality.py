@@ -77,6 +77,15 @@ def test_memory_on_a_gpu_the_plan_gave_nothing_is_a_placement_mismatch(rig):
     assert raised[-1] == {("plan_placement", 1)}
 
 
+def test_a_plans_host_and_rpc_shares_do_not_hide_a_misplacement(rig):
+    """A launch's plan names the host (CPU) and RPC servers too: no GPU of this host, so
+    they neither number as one nor make the plan unmapped."""
+    plan = {"CUDA0": PLAN, "CPU": 100 * MIB, "CUDA_Host": MIB, "RPC0[127.0.0.1:50052]": PLAN}
+    reality, raised = run(rig, [(PLAN + CONTEXT, 256 * MIB)] * 3, plan=plan)
+    assert reality.mapped and [r.device for r in reality.rows] == ["CUDA0", None]
+    assert raised[-1] == {("plan_placement", 1)}
+
+
 def test_a_server_numbered_otherwise_raises_no_placement(rig):
     """A server started with CUDA_VISIBLE_DEVICES=1 calls GPU 1 its CUDA0: its plan's GPU
     holds nothing of it, so memory on the other is no evidence of a misplacement."""

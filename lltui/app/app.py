@@ -38,6 +38,7 @@ from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
 from lltui.core.text import error_text
 from lltui.paths import open_private, themes_dir
+from lltui.services.follow import FoundServers
 
 if TYPE_CHECKING:
     from textual.driver import Driver
@@ -155,6 +156,7 @@ class LltuiApp(App[int]):
             on_alerts=self._hooks.fire if self._hooks is not None else None,
             energy_price=settings.energy_price,
             currency=settings.currency,
+            found=FoundServers() if self._fleet is None else None,
         )
 
     def _make_hooks(self) -> HookRunner | None:
@@ -549,11 +551,9 @@ class LltuiApp(App[int]):
             return
         st = self._launch.state
         status = llama_status(st)
-        plans = [st.plan] if st.plan is not None and st.running else []
         with self.model.lock:
-            changes = self.model.alerts.update(
-                time.time(), llama=[status] if status else [], plans=plans
-            )
+            changes = self.model.alerts.update(time.time(), llama=[status] if status else [])
+            changes += self.model.plan_alerts(st.plan if st.running else None)
         if changes and self.model.on_alerts is not None:
             self.model.on_alerts(changes)
         if changes:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from lltui.core.monitor.alerts import AlertChange, AlertTracker, HostStatus
 from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
+from lltui.core.monitor.plan_reality import PlanReality
+from lltui.services.follow import FoundServers
 
 STALE_FACTOR = 3.0  # data older than this many intervals is stale
 STALE_MIN_S = 3.0
@@ -38,6 +40,20 @@ class RigModel:
     on_alerts: Callable[[tuple[AlertChange, ...]], None] | None = None
     energy_price: float | None = None  # per kWh, to show what the energy cost
     currency: str = ""
+    # this user's llama-servers found on the GPUs, each held against its plan (None: not
+    # looked for); the launched server's plan is the launch's (``launched``)
+    found: FoundServers | None = None
+    launched: PlanReality | None = None
+    plans: tuple[PlanReality, ...] = ()  # the last round's, found and launched
+
+    def plan_alerts(self, launched: PlanReality | None) -> tuple[AlertChange, ...]:
+        """The launched server's plan (None: none running) with the found ones, into the
+        alerts (under the lock)."""
+        with self.lock:
+            self.launched = launched
+            found = [p for p in self.plans if launched is None or p.pid != launched.pid]
+            self.plans = (*found, *([launched] if launched is not None else []))
+            return self.alerts.update(time.time(), plans=self.plans)
 
     def apply(self, sample: RigSample, poll_s: float) -> bool:
         """Take a sample; False (and counted) when it is older than one already taken.
@@ -57,7 +73,13 @@ class RigModel:
             self.error = sample.error
             self.history.append(sample)
             hosts = self.hosts() if self.hosts is not None else None
-            changes = self.alerts.update(sample.wall, rigs={None: sample}, hosts=hosts)
+            plans = None
+            if self.found is not None:
+                mine = self.launched
+                skip = {mine.pid} if mine is not None else set()
+                found = [f.plan for _, f in self.found.fold(sample, skip) if f.plan is not None]
+                self.plans = plans = (*found, *([mine] if mine is not None else []))
+            changes = self.alerts.update(sample.wall, rigs={None: sample}, hosts=hosts, plans=plans)
             if changes and self.on_alerts is not None:
                 self.on_alerts(changes)
             return True

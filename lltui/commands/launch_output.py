@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lltui.core.llamalog.models import DevicePlacement
-    from lltui.core.memory.kv_fill import KvDeviceFill, KvDeviceLayout
+    from lltui.core.memory.kv_fill import KvDeviceFill, KvDeviceLayout, KvFill, KvLayout
+    from lltui.core.monitor.plan_reality import PlanReality
     from lltui.core.speed.served import SpeedCheck
     from lltui.services.launch.request import Note, PreparedLaunch
     from lltui.services.launch.session import Session
@@ -271,12 +272,14 @@ class StatePrinter:
 def kv_event(st: LaunchState) -> dict[str, Any]:
     """The ``kv`` event: the tokens each slot holds and, per device, the bytes they take in
     its caches (``bytes_per_token``: the full-attention layers' K and V of one token there)."""
-    fill = st.kv
-    assert fill is not None
-    layout = st.check.kv if st.check is not None else None
+    assert st.kv is not None
+    return {"event": "kv"} | kv_to_json(st.kv, st.check.kv if st.check is not None else None)
+
+
+def kv_to_json(fill: KvFill, layout: KvLayout | None) -> dict[str, Any]:
+    """A KV fill as ``--json`` gives it (``layout``: what a token takes on each device)."""
     per_token = {d.name: d for d in layout.devices} if layout is not None else {}
     return {
-        "event": "kv",
         "tokens": fill.used_tokens,
         "capacity_tokens": fill.capacity_tokens,
         "tokens_per_s": _round(fill.tokens_per_s, 2),
@@ -291,6 +294,24 @@ def kv_event(st: LaunchState) -> dict[str, Any]:
             for i, n in enumerate(fill.slot_tokens)
         ],
         "devices": [_kv_device(d, per_token.get(d.name)) for d in fill.devices],
+    }
+
+
+def plan_to_json(reality: PlanReality) -> dict[str, Any]:
+    """A server's plan per GPU beside what its process holds there (bytes)."""
+    return {
+        "pid": reality.pid,
+        "numbered": reality.mapped,
+        "gpus": [
+            {
+                "gpu": r.gpu_index,
+                "device": r.device,
+                "planned_bytes": r.planned_bytes,
+                "held_bytes": r.held_bytes,
+                "growth_bytes": r.growth_bytes,
+            }
+            for r in reality.rows
+        ],
     }
 
 

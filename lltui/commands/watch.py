@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
                 alerts = alerts_to_json(result.active)
                 print_json(
                     {"alerts": alerts, "error": result.error, "source": watch.info.source}
+                    | {"servers": [_server_json(s) for s in result.servers]}
                     | simulated_json(watch.info)
                 )
             else:
@@ -142,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
                     print(f"{alert.line} (since {_clock(alert.since)})")
                 if not result.active:
                     print("no alerts" + (f" (source: {result.error})" if result.error else ""))
+                for server in result.servers:
+                    print(_server_text(server))
             return exit_code(result.active, fail_on or "warning")
         return _loop(watch, hooks, interval, args.json, fail_on, change_to_json)
     except KeyboardInterrupt:
@@ -200,6 +203,38 @@ def _rounds(
     rounds = Periodic(one_round, interval, name="lltui-watch")
     rounds.run()  # on this thread: SIGINT and SIGTERM stop it here
     return outcome[0] if outcome else 0
+
+
+def _server_json(s: Any) -> dict[str, Any]:
+    """A watched server's plan and KV fill (``--once --json``)."""
+    from lltui.commands.launch_output import kv_to_json, plan_to_json
+
+    f = s.follow
+    return {
+        "server": s.server,
+        "pid": f.pid,
+        "plan_source": f.plan_source,
+        "plan": plan_to_json(f.plan) if f.plan is not None else None,
+        "kv": kv_to_json(f.kv, f.layout) if f.kv is not None else None,
+    }
+
+
+def _server_text(s: Any) -> str:
+    """A watched server in one line: its plan beside its process, its KV fill."""
+    from lltui.core.memory.kv_fill import fill_line
+    from lltui.core.monitor.plan_reality import plan_line
+
+    f = s.follow
+    parts = [f"{s.server}" + (f" (pid {f.pid})" if f.pid and "pid" not in s.server else "")]
+    if f.plan is not None:
+        parts.append(plan_line(f.plan) + f" (plan: {f.plan_source})")
+    elif f.plan_source is None:
+        parts.append("no plan: neither its log nor its command line could be read")
+    else:
+        parts.append("its process holds no GPU memory lltui can see")
+    if f.kv is not None:
+        parts.append(fill_line(f.kv))
+    return "; ".join(parts)
 
 
 def _clock(t: float) -> str:

@@ -36,6 +36,7 @@ from lltui.core.monitor.alerts import (
 from lltui.core.monitor.fleet import status_of
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
+from lltui.services.follow import FollowState, FoundServers, ServerFollow
 from lltui.services.rig import Rig, RigRequest, kind_of, open_rig
 from lltui.sources.proc_group import group_gone, stop_process
 
@@ -281,14 +282,24 @@ class WatchRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerRound:
+    """A llama-server watched (named by ``--llama``, or found on the GPUs): its plan beside
+    its process and its KV fill, this round."""
+
+    server: str  # its URL without credentials, or "pid N"
+    follow: FollowState
+
+
+@dataclass(frozen=True, slots=True)
 class WatchRound:
     """One round: what changed, the alerts raised now, whether the source ended (a
-    recording played to its end) and the source's problem, if any."""
+    recording played to its end) and the source's problem, if any; the servers watched."""
 
     changes: tuple[AlertChange, ...]
     active: tuple[Alert, ...]
     ended: bool = False
     error: str | None = None
+    servers: tuple[ServerRound, ...] = ()
 
 
 class AlertWatch:
@@ -305,6 +316,8 @@ class AlertWatch:
             LlamaServerClient(url, api_key=request.api_key, timeout_s=request.llama_timeout_s)
             for url in request.llama
         ]
+        self._follows = [ServerFollow(url) for url in request.llama]
+        self._found = FoundServers()  # this user's servers on the GPUs no --llama names
 
     @property
     def info(self) -> RigInfo:
@@ -343,22 +356,34 @@ class AlertWatch:
                 failed = error if not sample.gpus else None  # no GPU at all, and why
                 if kind_of(self._rig.source.name).recorded:
                     now = sample.wall  # a recording's alerts happened at its own times
-        llama = [self._llama_status(i) for i in range(len(self._clients))] or None
+        one = rigs.get(None)
+        servers = [self._llama_status(i, one) for i in range(len(self._clients))]
+        llama = [status for status, _ in servers] or None
+        watched = [r for _, r in servers]
+        if one is not None:
+            skip = {r.follow.pid for r in watched}
+            watched += [ServerRound(n, f) for n, f in self._found.fold(one, skip)]
+        plans = [r.follow.plan for r in watched if r.follow.plan is not None]
         # no real GPU where one was expected is critical, a simulated rig asked for is not
         sources = None
         if fleet is None and not kind_of(self._rig.source.name).recorded:
             label = self.request.rig.source or "auto"
             sources = [SourceStatus(label, source_problem(label, self._rig.info, failed))]
-        changes = self.tracker.update(now, rigs=rigs, llama=llama, hosts=hosts, sources=sources)
-        return WatchRound(changes, self.tracker.active, ended, error)
+        changes = self.tracker.update(
+            now, rigs=rigs, llama=llama, hosts=hosts, sources=sources, plans=plans
+        )
+        return WatchRound(changes, self.tracker.active, ended, error, tuple(watched))
 
-    def _llama_status(self, i: int) -> LlamaStatus:
-        url = self.request.llama[i]
+    def _llama_status(self, i: int, sample: RigSample | None) -> tuple[LlamaStatus, ServerRound]:
+        """A followed server's health, and its plan and KV fill this round."""
+        url, follow = public_url(self.request.llama[i]), self._follows[i]
         try:
             poll = self._clients[i].poll()
         except Exception as exc:  # the client bounds every call; this is a last guard
-            return LlamaStatus(public_url(url), "down", error_text(exc))
-        return LlamaStatus(public_url(url), poll.state, poll.message)
+            status, slots, t = LlamaStatus(url, "down", error_text(exc)), None, time.monotonic()
+        else:
+            status, slots, t = LlamaStatus(url, poll.state, poll.message), poll.slots, poll.t
+        return status, ServerRound(url, follow.fold(sample, slots, t))
 
     def close(self) -> None:
         for client in self._clients:

@@ -10,29 +10,33 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lltui.core.cmdline.address import public_url
-from lltui.core.llama.metrics import SlotState
 from lltui.core.llamalog.models import DevicePlacement
-from lltui.core.memory.kv_fill import RATE_WINDOW_S, KvFill, KvLayout, kv_fill, kv_layout
+from lltui.core.memory.kv_fill import KvFill
 from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
 from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
+from lltui.core.monitor.plan_reality import PlanReality
 from lltui.core.monitor.prom import DEFAULT_MAX_PROCESSES, Family, KvGauge, LlamaExport
-from lltui.core.monitor.prom_export import alert_families, llama_families, rig_families
+from lltui.core.monitor.prom_export import (
+    alert_families,
+    llama_families,
+    plan_families,
+    rig_families,
+)
 from lltui.core.periodic import Periodic
 from lltui.core.text import error_text
+from lltui.services.follow import FoundServers, ServerFollow, launched_log
 
 if TYPE_CHECKING:
     from lltui.services.rig import Rig, RigRequest
@@ -61,75 +65,6 @@ def placement_from_log(path: Path) -> tuple[DevicePlacement, ...]:
     return parse_log(text).placement()
 
 
-def launched_log(url: str) -> Path | None:
-    """The log ``lltui launch --keep-running`` left for a loopback server on this port."""
-    from lltui.core.cmdline.address import is_loopback
-    from lltui.paths import state_dir
-
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    if port is None or not is_loopback(parts.hostname or ""):
-        return None
-    path = state_dir() / f"llama-server-{port}.log"
-    return path if path.is_file() else None
-
-
-class KvFollow:
-    """A followed server's KV fill: what a token takes on each device, worked out once from
-    its log and the model the log names (again when the log starts over: a restart), and
-    its last fills for the rate."""
-
-    def __init__(self, log: Path | None) -> None:
-        self._log = log
-        self._size = -1  # the log's size when it was read (-1: not yet)
-        self._layout: KvLayout | None = None
-        self._history: deque[KvFill] = deque(maxlen=64)
-
-    def layout(self) -> KvLayout | None:
-        if self._log is None:
-            return None
-        try:
-            size = os.stat(self._log).st_size
-        except OSError:
-            return None
-        if self._size < 0 or size < self._size:  # read once, and again after a restart
-            self._layout, self._history = layout_from_log(self._log), deque(maxlen=64)
-        self._size = size
-        return self._layout
-
-    def fold(self, slots: Sequence[SlotState] | None, t: float) -> KvFill | None:
-        layout = self.layout() if slots is not None else None
-        if layout is None or slots is None:
-            return None
-        earlier = [f for f in self._history if t - f.t <= RATE_WINDOW_S]
-        tokens = [s.n_prompt_tokens or 0 for s in slots]
-        fill = kv_fill(layout, tokens, [s.n_ctx for s in slots], t, earlier)
-        self._history.append(fill)
-        return fill
-
-
-def layout_from_log(path: Path) -> KvLayout | None:
-    """What a token takes on each device of the server that wrote this log (None when the
-    log or the model it names cannot be read)."""
-    from lltui.core.explain.settings import is_host_buffer
-    from lltui.services.explain import ExplainFailed, ExplainRequest, explain
-
-    try:
-        report = explain(ExplainRequest(str(path), ask_binary=False, model_from_log=True))
-    except (ExplainFailed, OSError):
-        return None
-    if report.result is None:
-        return None
-    by_buffer = {b: p.name for p in report.facts.placement() for b in p.buffers}
-    names = {
-        b: by_buffer.get(b, "CPU" if is_host_buffer(b) else b) for b, _, _ in report.result.buffers
-    }
-    return kv_layout(report.result, names)
-
-
 def kv_gauges(fill: KvFill | None) -> tuple[KvGauge, ...]:
     if fill is None:
         return ()
@@ -148,6 +83,7 @@ class Snapshot:
     source_up: bool = False
     last_wall: float | None = None
     last_error: str | None = None
+    plans: tuple[PlanReality, ...] = ()  # of the servers found on the GPUs, none followed
 
 
 class Sampler:
@@ -178,7 +114,10 @@ class Sampler:
             for f in self._follow
         ]
         self._placement: dict[int, tuple[float, tuple[DevicePlacement, ...]]] = {}
-        self._kv: dict[int, KvFollow] = {}  # a followed server's KV layout and fills
+        # each followed server's plan and KV fill; servers found on the GPUs by their own
+        self._servers = [ServerFollow(f.url, log=f.log) for f in self._follow]
+        self._found = FoundServers()
+        self._sample: RigSample | None = None  # the last round's, for the servers' plans
         self._xids: dict[str, int] = {}  # XID errors seen per GPU UUID
         # the last poll of each llama-server; each has its own thread, so that a server that
         # hangs holds neither the GPUs' round nor the other servers
@@ -206,11 +145,13 @@ class Sampler:
     def families(self) -> tuple[Family, ...]:
         """What a scrape serves: the last GPU round and the last poll of each llama-server."""
         snap = self.snapshot
-        if not self._follow:
-            return snap.families
         with self._lock:
             exports = tuple(self._llama)
-        return snap.families + llama_families(exports, host=self.host)
+        plans = (*snap.plans, *(x.plan for x in exports if x.plan is not None))
+        plan = plan_families(plans, host=self.host) if plans or exports else ()
+        if not self._follow:
+            return snap.families + plan
+        return snap.families + llama_families(exports, host=self.host) + plan
 
     def sample_once(self, *, with_llama: bool = True) -> Snapshot:
         """One round of the source (and, unless ``with_llama`` is false, of each
@@ -222,6 +163,7 @@ class Sampler:
         families: list[Family] = []
         error: str | None = None
         sample: RigSample | None = None
+        found: list[PlanReality] = []
         try:
             sample = self.source.poll()
         except SourceUnavailable as exc:
@@ -242,13 +184,16 @@ class Sampler:
                     xid_counts=self._xids,
                 )
             )
+            self._sample = sample
+            found = self._found_plans(sample)
             with self._lock:
                 servers = [
                     LlamaStatus(x.server, x.state)
                     for i, x in enumerate(self._llama)
                     if i in self._polled  # not yet asked: no word on it
                 ]
-            self.alerts.update(sample.wall, rigs={None: sample}, llama=servers or None)
+                plans = [x.plan for x in self._llama if x.plan is not None] + found
+            self.alerts.update(sample.wall, rigs={None: sample}, llama=servers or None, plans=plans)
             families.extend(alert_families(self.alerts.active, host=self.host))
         if error and error != self._last_error and self._on_error is not None:
             self._on_error(error)
@@ -260,6 +205,7 @@ class Sampler:
             source_up=sample is not None,
             last_wall=sample.wall if sample is not None else prev.last_wall,
             last_error=error,
+            plans=tuple(found),
         )
         with self._lock:
             self._snapshot = snap
@@ -274,7 +220,8 @@ class Sampler:
         except Exception:  # the client bounds every call; this is a last guard
             export = LlamaExport(server=public_url(follow.url), up=False)
         else:
-            fill = self._kv_of(i, follow).fold(poll.slots, poll.t)
+            state = self._servers[i].fold(self._sample, poll.slots, poll.t)
+            fill = state.kv
             export = LlamaExport(
                 server=public_url(follow.url),
                 up=poll.ready,
@@ -286,6 +233,7 @@ class Sampler:
                 placement=self._placement_of(i, follow),
                 kv=kv_gauges(fill),
                 kv_tokens=fill.used_tokens if fill is not None else None,
+                plan=state.plan,
             )
         with self._lock:
             self._llama[i] = export
@@ -293,11 +241,11 @@ class Sampler:
             self._version += 1
         return export
 
-    def _kv_of(self, i: int, follow: LlamaFollow) -> KvFollow:
-        kv = self._kv.get(i)
-        if kv is None:
-            kv = self._kv[i] = KvFollow(follow.log or launched_log(follow.url))
-        return kv
+    def _found_plans(self, sample: RigSample) -> list[PlanReality]:
+        """The plans of this user's llama-servers on the GPUs that no ``--llama`` names."""
+        with self._lock:
+            skip = {x.plan.pid for x in self._llama if x.plan is not None}
+        return [f.plan for _, f in self._found.fold(sample, skip) if f.plan is not None]
 
     def _placement_of(self, i: int, follow: LlamaFollow) -> tuple[DevicePlacement, ...]:
         log = follow.log or launched_log(follow.url)

@@ -11,6 +11,7 @@ from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
 from lltui.sources.gpu.kinds import ReplayOptions as ReplayOptions  # the front ends' too
 from lltui.sources.gpu.kinds import is_fleet, kind_of, open_source, parse_source_spec
 from lltui.sources.gpu.kinds import one_sample as one_sample  # the API's quick read
+from lltui.sources.gpu.kinds import pids_here as pids_here  # whose pids are in /proc
 from lltui.sources.gpu.kinds import source_help as source_help  # --source's help
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ the length, one per sequence that holds anything. Pure: frozen values in and out
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -169,6 +170,29 @@ def kv_fill(
         devices=tuple(devices),
         tokens_per_s=rate,
     )
+
+
+class KvHistory:
+    """A server's fills sample after sample, the last ones kept for the rate."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self._fills: deque[KvFill] = deque(maxlen=keep)
+
+    def fold(
+        self,
+        layout: KvLayout,
+        slot_tokens: Sequence[int | None],
+        slot_ctx: Sequence[int | None],
+        t: float,
+    ) -> KvFill:
+        """The fill of these tokens per slot (None: a slot that never ran) at ``t``."""
+        earlier = [f for f in self._fills if t - f.t <= RATE_WINDOW_S]
+        fill = kv_fill(layout, [n or 0 for n in slot_tokens], slot_ctx, t, earlier)
+        self._fills.append(fill)
+        return fill
+
+    def clear(self) -> None:
+        self._fills.clear()
 
 
 def fill_line(fill: KvFill) -> str:

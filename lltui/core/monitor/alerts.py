@@ -374,6 +374,7 @@ class AlertTracker:
                     message=f.message,
                     since=0.0,
                     gpu_index=f.gpu_index,
+                    server=reality.server,
                 )
                 wait = th.plan_growth_for_s if growth else th.plan_placement_for_s
                 out.append(_Finding(alert, for_s=wait))

@@ -21,6 +21,8 @@ from lltui.core.monitor.models import RigSample
 HISTORY = 120  # samples kept per GPU (the monitor's interval: a few minutes)
 # ggml-cuda's devices (CUDA, and ROCm/MUSA builds of the same backend)
 _CUDA = re.compile(r"^(?:CUDA|ROCm|MUSA)(\d+)$")
+# devices of a plan that are no GPU of this host: the host's own buffers, RPC servers
+_NOT_HERE = re.compile(r"^(?:CPU|RPC)|_Host$|_Mapped$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,9 @@ class PlanWatch:
 
     def __init__(self, server: str, pid: int, planned: Mapping[str, int]) -> None:
         self.server, self.pid = server, pid
-        self._planned = dict(planned)  # llama.cpp device name -> bytes
+        # llama.cpp device name -> bytes, for the GPUs of this host only (a plan's CPU or
+        # RPC share is no GPU memory here, and cannot be numbered as one)
+        self._planned = {k: v for k, v in planned.items() if not _NOT_HERE.search(k)}
         self._baseline: dict[int, int] = {}
         self._history: dict[int, deque[int]] = {}
 

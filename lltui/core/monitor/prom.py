@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from lltui.core.llama.metrics import LlamaMetrics, ServerProps, SlotState, Throughput
 from lltui.core.llamalog.models import DevicePlacement
+from lltui.core.monitor.plan_reality import PlanReality
 
 PREFIX = "lltui_"
 MIB = 1024 * 1024
@@ -63,6 +64,7 @@ class LlamaExport:
     placement: tuple[DevicePlacement, ...] = ()
     kv: tuple[KvGauge, ...] = ()  # how full each device's KV cache is (from /slots)
     kv_tokens: int | None = None  # the tokens the slots hold
+    plan: PlanReality | None = None  # its plan per GPU beside what its process holds
 
 
 @dataclass(frozen=True, slots=True)

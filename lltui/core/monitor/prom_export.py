@@ -15,6 +15,7 @@ from lltui.core.monitor.models import (
     ContainerRef,
     RigSample,
 )
+from lltui.core.monitor.plan_reality import PlanReality
 from lltui.core.monitor.prom import (
     COMMAND_LABEL_MAX,
     DEFAULT_MAX_PROCESSES,
@@ -363,3 +364,25 @@ def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family
         Family(name, kind, text, unit, tuple(rows.get(name, ())))
         for name, (kind, text, unit) in helps.items()
     )
+
+
+def plan_families(plans: Sequence[PlanReality], *, host: str) -> tuple[Family, ...]:
+    """Each server's plan per GPU beside what its process holds there now (a GPU the plan
+    gave nothing has no planned sample; a driver that hides the process's memory, no held)."""
+    planned: list[tuple[tuple[tuple[str, str], ...], float]] = []
+    held: list[tuple[tuple[tuple[str, str], ...], float]] = []
+    for plan in plans:
+        for r in plan.rows:
+            lb = (("host", host), ("server", plan.server), ("pid", str(plan.pid)),
+                  ("gpu", str(r.gpu_index)))  # fmt: skip
+            if r.planned_bytes is not None:
+                planned.append(((*lb, ("device", r.device or "")), float(r.planned_bytes)))
+            if r.held_bytes is not None:
+                held.append((lb, float(r.held_bytes)))
+    return (
+        Family("lltui_llama_gpu_planned_bytes", "gauge",
+               "Memory a llama-server's load planned on a GPU (its log, else lltui's "
+               "prediction).", "bytes", tuple(planned)),
+        Family("lltui_llama_gpu_held_bytes", "gauge",
+               "Memory a llama-server's process holds on a GPU now.", "bytes", tuple(held)),
+    )  # fmt: skip

@@ -5,11 +5,10 @@ started with ``--no-slots`` answers 501: said once, in the state's ``kv_note``."
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from lltui.core.memory.kv_fill import RATE_WINDOW_S, KvFill, kv_fill
+from lltui.core.memory.kv_fill import KvHistory
 
 if TYPE_CHECKING:
     from lltui.services.launch.state import LaunchState
@@ -24,7 +23,7 @@ class KvWatch:
     """Folds ``/slots`` answers into the state's ``kv``."""
 
     def __init__(self) -> None:
-        self._history: deque[KvFill] = deque(maxlen=HISTORY)
+        self._history = KvHistory(HISTORY)
 
     def fold(self, st: LaunchState, poll: Answer) -> LaunchState:
         from lltui.sources.llama.http import DISABLED
@@ -38,8 +37,8 @@ class KvWatch:
             if st.phase not in ("ready", "following"):
                 return st  # the load log's prediction may still come: nothing to say yet
             return replace(st, kv_note=NO_LAYOUT) if st.kv_note != NO_LAYOUT else st
-        tokens = [s.n_prompt_tokens or 0 for s in poll.slots]
-        earlier = [f for f in self._history if poll.t - f.t <= RATE_WINDOW_S]
-        fill = kv_fill(layout, tokens, [s.n_ctx for s in poll.slots], poll.t, earlier)
-        self._history.append(fill)
+        slots = poll.slots
+        fill = self._history.fold(
+            layout, [s.n_prompt_tokens for s in slots], [s.n_ctx for s in slots], poll.t
+        )
         return replace(st, kv=fill, kv_note=None)

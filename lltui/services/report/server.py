@@ -4,14 +4,13 @@ on its log), and its measured speed beside the predicted one."""
 
 from __future__ import annotations
 
-import os
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.monitor.redact import redact_argv
+from lltui.services.follow import launched_log, own_argv, url_of_argv
 
 if TYPE_CHECKING:
     from lltui.core.explain.models import ExplainReport
@@ -39,34 +38,7 @@ def log_of(request: ReportRequest, url: str | None) -> Path | None:
         return Path(request.log)
     if url is None:
         return None
-    from lltui.services.exporter import launched_log
-
     return launched_log(url)
-
-
-def own_argv(pid: int) -> tuple[str, ...] | None:
-    """A process's command line, where it is this user's (another user's is never read)."""
-    try:
-        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
-            return None
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read(256 * 1024)
-    except OSError:
-        return None
-    return tuple(w.decode("utf-8", "replace") for w in raw.split(b"\0") if w)
-
-
-def url_of_argv(argv: Sequence[str]) -> str:
-    """Where a llama-server of this command line answers (llama-server's defaults)."""
-    host, port = "127.0.0.1", "8080"
-    for i, word in enumerate(argv[:-1]):
-        if word == "--host":
-            host = argv[i + 1]
-        elif word == "--port":
-            port = argv[i + 1]
-    if host in ("0.0.0.0", "::"):
-        host = "127.0.0.1"
-    return f"http://{host}:{port}"
 
 
 def _poll(url: str, api_key: str | None) -> ServerPoll | None:

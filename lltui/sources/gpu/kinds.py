@@ -54,6 +54,14 @@ class SourceKind:
     no_topology: str = ""  # why no topology can be read for it (empty: one can)
     host_arg: bool = False  # its argument is another machine (over ssh), not this one
     url_arg: bool = False  # its argument is a URL (whose password must not name a host)
+    local_pids: bool = False  # without an argument, its processes are this machine's
+
+
+def pids_here(source: str | None) -> bool:
+    """Whether the processes a source of this name reports are this machine's (their pids
+    can be looked up in /proc): a local driver's, not a remote host's or a made-up rig's."""
+    kind = kind_of(source)
+    return kind.local_pids and not (source or "").partition(":")[2]
 
 
 def _no_arg(name: str) -> Callable[[str], str | None]:
@@ -146,8 +154,8 @@ def _make_scrape(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
 _REMOTE_TOPOLOGY = "holds no topology lltui can read: pass a saved nvidia-smi topo -m with --file"
 SOURCE_KINDS: tuple[SourceKind, ...] = (
     SourceKind("auto", ("auto",), _no_arg("auto"), None, "default"),
-    SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml),
-    SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi, host_arg=True),
+    SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml, local_pids=True),
+    SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi, host_arg=True, local_pids=True),
     SourceKind(
         "amd",
         ("amd", "amd:HOST"),
@@ -155,6 +163,7 @@ SOURCE_KINDS: tuple[SourceKind, ...] = (
         _make_amd,
         "AMD: amdsmi, amd-smi, rocm-smi",
         host_arg=True,
+        local_pids=True,
     ),
     SourceKind("sim", ("sim", "sim:PROFILE"), _sim_profile, _make_sim, simulated=True),
     SourceKind(

@@ -1,0 +1,327 @@
+"""A llama-server lltui follows but did not launch (``watch --llama``, the exporter, a
+server found on the GPUs): which process it is, what it planned to hold on each device, and
+how full its KV cache is, folded sample after sample.
+
+The plan comes from the server's load log where one can be found (given, the log ``lltui
+launch --keep-running`` left, its ``--log-file``, or its stdout/stderr when that is a file),
+else from lltui's prediction for its own command line (a router's child, whose output goes
+to the router). Either is worked out once per process and again when the log starts over."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from lltui.core.monitor.models import RigSample
+from lltui.core.monitor.plan_reality import PlanReality, PlanWatch
+from lltui.services.rig import pids_here
+
+if TYPE_CHECKING:  # the memory model is imported once a plan is made (the monitor starts)
+    from lltui.core.llama.metrics import SlotState
+    from lltui.core.memory.kv_fill import KvFill, KvHistory, KvLayout
+    from lltui.core.memory.results import FitResult
+
+SERVER_NAMES = ("llama-server",)  # the program a found process must be to be followed
+HISTORY = 64  # KV fills kept for the rate (a poll a second: a minute)
+RETRY_S = 5.0  # a plan not to be made (a log still loading) is tried again this often
+
+
+@dataclass(frozen=True, slots=True)
+class ServerPlan:
+    """What a server planned: bytes per llama.cpp device (host buffers apart), what a token
+    takes on each device (for the KV fill), and where the numbers came from."""
+
+    planned: Mapping[str, int]
+    kv: KvLayout | None
+    source: str  # "log <path>" or "prediction"
+
+
+@dataclass(frozen=True, slots=True)
+class FollowState:
+    """One sample of a followed server: its plan beside its process, and its KV fill."""
+
+    pid: int | None
+    plan: PlanReality | None
+    kv: KvFill | None
+    plan_source: str | None  # where the plan came from; None: none could be made
+    layout: KvLayout | None = None  # what a token takes on each device
+
+
+def launched_log(url: str) -> Path | None:
+    """The log ``lltui launch --keep-running`` left for a loopback server on this port."""
+    from lltui.core.cmdline.address import is_loopback
+    from lltui.paths import state_dir
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None or not is_loopback(parts.hostname or ""):
+        return None
+    path = state_dir() / f"llama-server-{port}.log"
+    return path if path.is_file() else None
+
+
+def own_argv(pid: int) -> tuple[str, ...] | None:
+    """A process's command line, where it is this user's (another user's is never read)."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(256 * 1024)
+    except OSError:
+        return None
+    return tuple(w.decode("utf-8", "replace") for w in raw.split(b"\0") if w)
+
+
+def _own_env(pid: int) -> dict[str, str]:
+    """A process's LLAMA_ARG_* and device-order variables (this user's process only)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read(1024 * 1024)
+    except OSError:
+        return {}
+    out = {}
+    for item in raw.split(b"\0"):
+        key, _, value = item.decode("utf-8", "replace").partition("=")
+        if key.startswith(("LLAMA_ARG_", "CUDA_", "HIP_", "ROCR_")):
+            out[key] = value
+    return out
+
+
+def url_of_argv(argv: Sequence[str]) -> str:
+    """Where a llama-server of this command line answers (llama-server's defaults)."""
+    host, port = "127.0.0.1", "8080"
+    for i, word in enumerate(argv[:-1]):
+        if word == "--host":
+            host = argv[i + 1]
+        elif word == "--port":
+            port = argv[i + 1]
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"
+
+
+def is_server(argv: Sequence[str] | None) -> bool:
+    return bool(argv) and os.path.basename(argv[0]) in SERVER_NAMES  # type: ignore[index]
+
+
+def pid_of_url(url: str, sample: RigSample) -> int | None:
+    """The process on the rig's GPUs that answers at ``url``: one of this user's
+    llama-servers whose command line listens on its port (another user's is not read)."""
+    try:
+        port = urlsplit(url).port or 80
+    except ValueError:
+        return None
+    for pid in sorted({p.pid for g in sample.gpus for p in g.processes}):
+        argv = own_argv(pid)
+        if is_server(argv) and urlsplit(url_of_argv(argv or ())).port == port:
+            return pid
+    return None
+
+
+def found_servers(sample: RigSample) -> dict[int, tuple[str, ...]]:
+    """This user's llama-servers holding memory on the rig's GPUs: pid -> command line
+    (none where the rig's processes are not this machine's)."""
+    out: dict[int, tuple[str, ...]] = {}
+    if not pids_here(sample.info.source):
+        return out
+    for pid in sorted({p.pid for g in sample.gpus for p in g.processes}):
+        argv = own_argv(pid)
+        if argv is not None and is_server(argv):
+            out[pid] = argv
+    return out
+
+
+def log_of_process(pid: int, argv: Sequence[str]) -> Path | None:
+    """A server's log: its ``--log-file``, else its stderr or stdout where that is a file."""
+    for i, word in enumerate(argv[:-1]):
+        if word == "--log-file":
+            path = Path(argv[i + 1])
+            if not path.is_absolute():
+                try:
+                    path = Path(os.readlink(f"/proc/{pid}/cwd")) / path
+                except OSError:
+                    return None
+            return path if path.is_file() else None
+    for fd in (2, 1):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/") and os.path.isfile(target):
+            return Path(target)
+    return None
+
+
+def _planned(result: FitResult | None, logged: Mapping[str, int]) -> dict[str, int]:
+    """Bytes per device: as the log printed them, else as predicted; host buffers apart."""
+    from lltui.core.explain.settings import is_host_buffer
+
+    if logged:
+        return dict(logged)
+    out: dict[str, int] = {}
+    for name, _kind, n in result.buffers if result is not None else ():
+        if not is_host_buffer(name):
+            out[name] = out.get(name, 0) + n
+    return out
+
+
+def plan_of_log(path: Path) -> ServerPlan | None:
+    """The plan of the server that wrote this log (None: not a log lltui can read)."""
+    from lltui.core.explain.settings import is_host_buffer
+    from lltui.core.memory.kv_fill import kv_layout
+    from lltui.services.explain import ExplainFailed, ExplainRequest, explain
+
+    try:
+        report = explain(ExplainRequest(str(path), ask_binary=False, model_from_log=True))
+    except (ExplainFailed, OSError):
+        return None
+    logged: dict[str, int] = {}
+    for b in report.facts.last_load():
+        if b.part == "model" and not b.superseded and not is_host_buffer(b.device):
+            logged[b.device] = logged.get(b.device, 0) + b.logged_bytes
+    layout = None
+    if report.result is not None:
+        by_buffer = {b: p.name for p in report.facts.placement() for b in p.buffers}
+        names = {
+            b: by_buffer.get(b, "CPU" if is_host_buffer(b) else b)
+            for b, _, _ in report.result.buffers
+        }
+        layout = kv_layout(report.result, names)
+    planned = _planned(report.result, logged)
+    if not planned and layout is None:
+        return None
+    return ServerPlan(planned, layout, f"log {path}")
+
+
+def plan_of_argv(
+    argv: Sequence[str], env: Mapping[str, str], sample: RigSample | None
+) -> ServerPlan | None:
+    """lltui's prediction for a server's own command line on the rig watched (None: its
+    flags or model cannot be read)."""
+    from lltui.core.cmdline.args import parse_llama_args
+    from lltui.core.memory.kv_fill import kv_layout
+    from lltui.services.fit import FitFailed, FitRequest, fit
+
+    try:
+        args = parse_llama_args(argv[1:], env=env, keep_unknown=True)
+    except ValueError:
+        return None
+    if args.model_path is None:
+        return None  # a router: its children hold the models
+    request = FitRequest(args.model_path, args, sample=sample, watch_rig=sample is not None)
+    try:
+        result = fit(request).result
+    except (FitFailed, OSError, ValueError):
+        return None
+    return ServerPlan(_planned(result, {}), kv_layout(result), "prediction")
+
+
+@dataclass(slots=True)
+class ServerFollow:
+    """One server followed: by URL (its process found on the GPUs by its port), by pid (a
+    server found there), or both. ``log``: its log where the caller knows it."""
+
+    url: str | None = None
+    pid: int | None = None
+    log: Path | None = None
+    _plan: ServerPlan | None = None
+    _made: tuple[int | None, Path | None, int] | None = None  # the plan's pid, log, log size
+    _argv: tuple[int | None, tuple[str, ...] | None] = (None, None)  # pid's command line
+    _watch: PlanWatch | None = None
+    _history: KvHistory | None = None  # the last fills, for the rate
+    _retry_at: float = 0.0  # no plan could be made: not again before this (monotonic)
+    _found: int | None = None  # the pid found by the URL's port, while it holds GPU memory
+
+    @property
+    def name(self) -> str:
+        from lltui.core.cmdline.address import public_url
+
+        return public_url(self.url) if self.url else f"pid {self.pid}"
+
+    def fold(
+        self, sample: RigSample | None, slots: Sequence[SlotState] | None, t: float
+    ) -> FollowState:
+        """The plan against ``sample`` (the process's memory per GPU) and the KV fill of
+        ``slots`` (a ``/slots`` answer at monotonic ``t``)."""
+        pid = self.pid
+        here = sample is not None and pids_here(sample.info.source)
+        if pid is None and sample is not None and self.url is not None and here:
+            held = {p.pid for g in sample.gpus for p in g.processes}
+            if self._found not in held:
+                self._found = pid_of_url(self.url, sample)
+            pid = self._found
+        plan = self._plan_for(pid, sample)
+        reality = None
+        if plan is not None and pid is not None and sample is not None:
+            if self._watch is None or self._watch.pid != pid:
+                self._watch = PlanWatch(self.name, pid, plan.planned)
+            reality = self._watch.fold(sample)
+        fill = None
+        if plan is not None and plan.kv is not None and slots is not None:
+            if self._history is None:
+                from lltui.core.memory.kv_fill import KvHistory
+
+                self._history = KvHistory(HISTORY)
+            ctx = [s.n_ctx for s in slots]
+            fill = self._history.fold(plan.kv, [s.n_prompt_tokens for s in slots], ctx, t)
+        if plan is None:
+            return FollowState(pid, reality, fill, None)
+        return FollowState(pid, reality, fill, plan.source, plan.kv)
+
+    def _plan_for(self, pid: int | None, sample: RigSample | None) -> ServerPlan | None:
+        """Made once per process and log (again when the log starts over: a restart)."""
+        if pid != self._argv[0]:  # read once per process
+            self._argv = (pid, own_argv(pid) if pid is not None else None)
+        argv = self._argv[1]
+        log = self.log or (launched_log(self.url) if self.url else None)
+        if log is None and pid is not None and argv is not None:
+            log = log_of_process(pid, argv)
+        try:
+            size = os.stat(log).st_size if log is not None else -1
+        except OSError:
+            size = -1
+        made = self._made
+        if made is not None and made[:2] == (pid, log) and size >= made[2]:
+            return self._plan
+        now = time.monotonic()
+        if now < self._retry_at:  # none could be made lately: not again each sample
+            return None
+        plan = plan_of_log(log) if log is not None else None
+        if plan is None and pid is not None and argv is not None and is_server(argv):
+            plan = plan_of_argv(argv, _own_env(pid), sample)
+        if plan is None:
+            self._retry_at = now + RETRY_S
+            return None
+        self._plan, self._made = plan, (pid, log, size)
+        self._history = None
+        return plan
+
+
+class FoundServers:
+    """This user's llama-servers on the rig's GPUs, each followed by its pid for as long as
+    it holds GPU memory (a router's children too: each is a llama-server of its own)."""
+
+    def __init__(self) -> None:
+        self._follows: dict[int, ServerFollow] = {}
+
+    def fold(
+        self, sample: RigSample, skip: Collection[int | None]
+    ) -> list[tuple[str, FollowState]]:
+        """Each found server but those in ``skip`` (followed otherwise): its name (the URL
+        its command line listens on), its state."""
+        pids = {p: a for p, a in found_servers(sample).items() if p not in skip}
+        for pid in [p for p in self._follows if p not in pids]:
+            del self._follows[pid]
+        out = []
+        for pid, argv in pids.items():
+            follow = self._follows.setdefault(pid, ServerFollow(url_of_argv(argv), pid))
+            out.append((follow.name, follow.fold(sample, None, sample.t)))
+        return out

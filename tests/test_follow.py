@@ -1,0 +1,143 @@
+"""A llama-server lltui did not launch, held against its plan: the real pinned llama-server
+(CPU device, its log a file) found on the GPUs of the fake pynvml, which says the server's
+process holds memory on a GPU its plan gave nothing. ``lltui watch``, the exporter and the
+monitor's model each find it (by its port, or as a llama-server of this user's on the
+GPUs), make its plan from its own log, raise the placement mismatch, and give its KV fill:
+the tokens ``/slots`` says each slot holds times what a token takes, from the GGUF."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from fake_pynvml import DRIVER_R535, FakeNvml, make_gpus
+from llama_fixture import llama_bins, llama_server, tiny_model, token_bytes
+from nvml_helpers import close_nvml_sources
+
+from lltui.cli import main
+from lltui.core.monitor.alerts import AlertThresholds
+from lltui.core.units import MIB
+from lltui.services.follow import plan_of_argv
+
+__all__ = ["close_nvml_sources", "llama_bins", "tiny_model"]
+
+HELD = 300 * MIB  # what the fake driver says the server holds on GPU 1
+PROMPT, PREDICT = 40, 24
+
+
+@pytest.fixture(scope="module")
+def server(llama_bins, tiny_model, tmp_path_factory):
+    """A real llama-server of two slots with one request served in slot 0."""
+    log = tmp_path_factory.mktemp("follow") / "server.log"
+    with llama_server(llama_bins, tiny_model, log, ("-np", "2", "-no-kvu")) as run:
+        body = {
+            "prompt": [1] + [100 + i for i in range(PROMPT - 1)],
+            "n_predict": PREDICT,
+            "id_slot": 0,
+            "ignore_eos": True,
+            "cache_prompt": True,
+        }
+        httpx.post(f"{run.url}/completion", json=body, timeout=60.0).raise_for_status()
+        yield run
+
+
+@pytest.fixture
+def rig(monkeypatch, server):
+    """The fake driver: two GPUs, the real server's pid holding memory on GPU 1."""
+    gpus = make_gpus(2)
+    gpus[1].compute_procs = [(server.proc.pid, HELD)]
+    FakeNvml(gpus, driver=DRIVER_R535).install(monkeypatch)
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    return gpus
+
+
+def slot_tokens(url: str) -> list[int]:
+    return [s.get("n_prompt_tokens") or 0 for s in httpx.get(f"{url}/slots", timeout=10).json()]
+
+
+def test_watch_holds_a_server_named_by_url_against_its_logs_plan(rig, server, tiny_model, capsys):
+    code = main(["watch", "--once", "--json", "--source", "nvml", "--llama", server.url])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 3  # a warning: the placement mismatch
+    [s] = data["servers"]
+    assert s["pid"] == server.proc.pid  # found by its port among the GPUs' processes
+    assert s["plan_source"] == f"log {server.log_path}"  # its stdout is a file
+    assert s["plan"]["gpus"] == [
+        {"gpu": 1, "device": None, "planned_bytes": None, "held_bytes": HELD, "growth_bytes": None}
+    ]
+    [alert] = [a for a in data["alerts"] if a["kind"] == "plan_placement"]
+    assert alert["gpu"] == 1 and alert["server"] == server.url
+    # the KV fill: what /slots says the slots hold, times the GGUF's bytes per token
+    kv = s["kv"]
+    tokens = slot_tokens(server.url)
+    assert tokens[0] >= PROMPT and [x["tokens"] for x in kv["slots"]] == tokens
+    [cpu] = kv["devices"]
+    assert cpu["bytes_per_token"] == token_bytes(tiny_model)
+    assert cpu["used_bytes"] == sum(tokens) * token_bytes(tiny_model)
+
+
+def test_watch_finds_a_server_no_one_named_and_says_it_in_text(rig, server, capsys):
+    code = main(["watch", "--once", "--source", "nvml"])
+    out = capsys.readouterr().out
+    assert code == 3
+    # named by the address its command line listens on
+    assert f"warning llama {server.url} GPU1: pid {server.proc.pid} holds 300 MiB here" in out
+    assert f"{server.url} (pid {server.proc.pid}); held/planned: GPU1 300/- MiB (plan: log " in out
+
+
+def test_the_exporter_serves_the_plan_and_raises_the_mismatch(rig, server):
+    from lltui.services.exporter import LlamaFollow, Sampler
+    from lltui.sources.gpu.nvml import NvmlSource
+
+    src = NvmlSource(env={})
+    src.open()
+    th = AlertThresholds(plan_placement_for_s=0)
+    sampler = Sampler(src, host="h", llama=[LlamaFollow(server.url)], thresholds=th)
+    try:
+        sampler.sample_once()  # the first round has no GPU sample for the server's poll
+        sampler.sample_once()
+        fams = {f.name: f for f in sampler.families()}
+    finally:
+        sampler.stop()
+        src.close()
+    [(labels, value)] = fams["lltui_llama_gpu_held_bytes"].samples
+    assert dict(labels)["gpu"] == "1" and dict(labels)["pid"] == str(server.proc.pid)
+    assert value == HELD
+    assert fams["lltui_llama_gpu_planned_bytes"].samples == ()
+    kinds = {dict(lb)["kind"] for lb, v in fams["lltui_alert_active"].samples if v}
+    assert "plan_placement" in kinds
+
+
+def test_the_monitors_model_raises_the_mismatch_of_a_found_server(rig, server):
+    from lltui.app.rig_model import RigModel
+    from lltui.core.monitor.alerts import AlertTracker
+    from lltui.core.monitor.history import RigHistory
+    from lltui.services.follow import FoundServers
+    from lltui.sources.gpu.nvml import NvmlSource
+
+    src = NvmlSource(env={})
+    info = src.open()
+    model = RigModel(
+        info=info,
+        interval=1.0,
+        history=RigHistory(),
+        alerts=AlertTracker(AlertThresholds(plan_placement_for_s=0)),
+        found=FoundServers(),
+    )
+    try:
+        model.apply(src.poll(), 0.0)
+    finally:
+        src.close()
+    [plan] = model.plans
+    assert plan.pid == server.proc.pid
+    assert {(a.kind, a.gpu_index) for a in model.alerts.active} >= {("plan_placement", 1)}
+
+
+def test_a_servers_own_command_line_is_planned_where_no_log_is_found(tiny_model):
+    plan = plan_of_argv(("llama-server", "-m", str(tiny_model), "-c", "512", "-np", "2"), {}, None)
+    assert plan is not None and plan.source == "prediction"
+    assert plan.kv is not None
+    assert sum(d.full_bytes_per_token for d in plan.kv.devices) == token_bytes(tiny_model)
+    assert plan_of_argv(("llama-server", "--no-such-flag-x"), {}, None) is None
+    assert plan_of_argv(("llama-server", "--port", "9"), {}, None) is None  # a router
