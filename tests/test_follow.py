@@ -141,3 +141,27 @@ def test_a_servers_own_command_line_is_planned_where_no_log_is_found(tiny_model)
     assert sum(d.full_bytes_per_token for d in plan.kv.devices) == token_bytes(tiny_model)
     assert plan_of_argv(("llama-server", "--no-such-flag-x"), {}, None) is None
     assert plan_of_argv(("llama-server", "--port", "9"), {}, None) is None  # a router
+
+
+def test_a_server_followed_in_the_launch_view_gets_its_plan_and_kv_fill(rig, server):
+    from lltui.services.follow import ServerFollow
+    from lltui.services.launch.polls import ServerPoll
+    from lltui.services.launch.state import LaunchState
+    from lltui.sources.gpu.nvml import NvmlSource
+
+    src = NvmlSource(env={})
+    src.open()
+    try:
+        sample = src.poll()
+    finally:
+        src.close()
+    poll = ServerPoll(server.url, None, rig=lambda: sample, follow=ServerFollow(server.url))
+    try:
+        st = poll.update(LaunchState(phase="following", url=server.url), 0.0)
+    finally:
+        poll.close()
+    assert st.pid == server.proc.pid and not st.running  # followed, not ours to stop
+    assert st.plan is not None and [(r.gpu_index, r.held_bytes) for r in st.plan.rows] == [
+        (1, HELD)
+    ]
+    assert st.kv is not None and st.kv.used_tokens == sum(slot_tokens(server.url))

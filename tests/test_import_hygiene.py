@@ -89,7 +89,7 @@ SOURCES_PLAIN = {"ssh", "sources", "net", "proc_group"}
 # the fit, which prices speed like a bench, on the devices of a rig), never sideways. A service
 # not named here (rig, nccl, doctor, llama, signals, demo) calls no other.
 SERVICES_ALLOWED: dict[str, set[str]] = {
-    "launch": {"fit", "plan", "explain", "bench", "devices"},
+    "launch": {"fit", "plan", "explain", "bench", "devices", "follow"},
     "plan": {"fit", "devices"},
     "explain": {"fit"},
     "fit": {"bench", "devices", "rig"},

@@ -201,7 +201,15 @@ class LaunchController:
         url = url.strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
             url = "http://" + url
-        poll = ServerPoll(url, None, interval_s=self._interval, rig=self._latest_sample)
+        from lltui.services.follow import ServerFollow
+
+        poll = ServerPoll(
+            url,
+            None,
+            interval_s=self._interval,
+            rig=self._latest_sample,
+            follow=ServerFollow(url),
+        )
         watch = LaunchWatch(
             None,
             lambda st: self._set(st, generation),

@@ -18,7 +18,8 @@ from lltui.core.monitor.bottleneck import ServerSpeed, Verdict, verdicts
 from lltui.core.monitor.energy import EnergyPoint, JoulesPerToken, rig_energy_mj
 from lltui.core.monitor.models import RigSample
 from lltui.core.monitor.plan_reality import PlanReality, PlanWatch
-from lltui.services.launch.kv_watch import KvWatch
+from lltui.services.follow import ServerFollow
+from lltui.services.launch.kv_watch import NO_LAYOUT, KvWatch
 from lltui.services.launch.router import RouterRefused, RouterSession
 from lltui.services.launch.state import SERIES_LEN, LaunchState, ModelRow, Rates, RouterView
 
@@ -48,6 +49,7 @@ class ServerPoll:
         whole: bool = True,
         slots_only: bool = False,
         rig: Rig | None = None,
+        follow: ServerFollow | None = None,
     ) -> None:
         from lltui.sources.llama.http import LlamaServerClient
 
@@ -61,6 +63,7 @@ class ServerPoll:
         self._rig = rig
         self._jpt = JoulesPerToken()
         self._jpt_gpus: frozenset[int] = frozenset()
+        self._follow = follow  # a server lltui did not launch: its plan from its own log
 
     def update(self, state: LaunchState, now: float) -> LaunchState:
         whole, more = self._whole, self._whole and not self._slots_only
@@ -89,7 +92,20 @@ class ServerPoll:
             health=None if st.phase == "exited" else poll.state,
             rates=rates if self._slots_only else self._energy(rates, st.pid),
         )
+        if self._follow is not None:
+            return self._followed(st, poll)
         return self._against_plan(self._kv.fold(st, poll))
+
+    def _followed(self, st: LaunchState, poll: Answer) -> LaunchState:
+        """A followed server: its process, plan and KV fill as ``lltui watch`` finds them."""
+        assert self._follow is not None
+        sample = self._rig() if self._rig is not None else None
+        found = self._follow.fold(sample, poll.slots, poll.t)
+        verdicts = self._verdicts(st, sample, found.plan) if sample and found.plan else ()
+        note = None if found.kv is not None else NO_LAYOUT
+        return replace(
+            st, pid=found.pid, plan=found.plan, verdicts=verdicts, kv=found.kv, kv_note=note
+        )
 
     def _against_plan(self, st: LaunchState) -> LaunchState:
         """The plan per GPU (the load log's buffers) beside what the GPU source says the
