@@ -2,7 +2,7 @@
 with 8 and 16 GPUs, refreshing every second, each in a pseudo-terminal of the same size.
 
     .venv/bin/python bench/idle_cpu.py [--seconds 20] [--warmup 4] [--gpus 8 16] [--size 120x40]
-                                       [--rounds N] [--before ROOT]
+                                       [--rounds N] [--before ROOT] [--llama-server]
 
 nvitop is the baseline: installed with pip into a virtual environment of this bench (under
 $XDG_CACHE_HOME/lltui-bench, or --nvitop-python PYTHON to use one at hand). Each tool runs
@@ -23,6 +23,7 @@ and answers for the few per-tick queries the fake lacks come from add_peer_symbo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import select
 import signal
@@ -30,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +72,8 @@ class Wandering(fp.FakeGpu):
 for i, g in enumerate(fake.gpus):
     g.wander_offset = i
     g.__class__ = Wandering
+if os.environ.get("FAKE_NVML_SERVER_PID"):  # a real llama-server, held on GPU 0 of the fake
+    fake.gpus[0].compute_procs = [(int(os.environ["FAKE_NVML_SERVER_PID"]), 300 << 20)]
 module = sys.argv[1]
 sys.argv = sys.argv[1:]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -220,6 +224,13 @@ def main() -> int:
     )
     parser.add_argument("--nvitop-python", default=None)
     parser.add_argument(
+        "--llama-server",
+        action="store_true",
+        help="run a real llama-server (the pinned CPU build, a tiny generated model, its log "
+        "a file) that the fake driver says holds memory on GPU 0: lltui finds it and holds "
+        "it against its plan each tick",
+    )
+    parser.add_argument(
         "--before",
         metavar="ROOT",
         default=None,
@@ -253,6 +264,56 @@ def main() -> int:
         f"{args.seconds:.0f} s each after {args.warmup:.0f} s warm-up, {cols}x{rows}, 1 s interval"
         + (f", medians of {args.rounds} rounds run in turn" if args.rounds > 1 else "")
     )
+    with contextlib.ExitStack() as stack:
+        if args.llama_server:
+            pid = stack.enter_context(llama_server(cache))
+            env["FAKE_NVML_SERVER_PID"] = str(pid)
+            print(f"a llama-server (pid {pid}) on GPU 0 of the fake driver, watched")
+        measure(args, tools, roots, env, (cols, rows))
+    return 0
+
+
+@contextlib.contextmanager
+def llama_server(cache: Path) -> Iterator[int]:
+    """The pinned llama-server on a tiny generated model, its log a file; its pid."""
+    from llama_fixture import free_port, stop_group, write_tiny_llama
+
+    from lltui.sources.llama import build_cache
+
+    built = build_cache.installed(cuda=False)
+    if built is None:
+        raise SystemExit("no llama.cpp build: run `lltui llama install` first")
+    model = write_tiny_llama(cache / "idle-tiny-llama.gguf")
+    port = free_port()
+    argv = [str(built.binaries["llama-server"]), "-m", str(model), "--port", str(port)]
+    with (cache / "idle-llama-server.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [*argv, "-t", "1", "-c", "512"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while b"listening on http" not in (cache / "idle-llama-server.log").read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the llama-server did not start: see its log in " + str(cache))
+            time.sleep(0.1)
+        yield proc.pid
+    finally:
+        stop_group(proc)
+
+
+def measure(
+    args: argparse.Namespace,
+    tools: dict[str, list[str]],
+    roots: dict[str, str],
+    env: dict[str, str],
+    size: tuple[int, int],
+) -> None:
+    """Each tool's idle cost per GPU count, with the ratios."""
+    cols, rows = size
     for n in args.gpus:
         env["FAKE_NVML_GPUS"] = str(n)
         runs: dict[str, list[Measured]] = {name: [] for name in tools}
@@ -290,7 +351,6 @@ def main() -> int:
                 f" terminal bytes {m.bytes_per_s / max(base.bytes_per_s, 1):.2f} (goal <= 2),"
                 f" RSS +{m.rss_mib - base.rss_mib:.1f} MiB (goal <= 8)"
             )
-    return 0
 
 
 if __name__ == "__main__":

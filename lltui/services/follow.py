@@ -109,7 +109,7 @@ def url_of_argv(argv: Sequence[str]) -> str:
 
 
 def is_server(argv: Sequence[str] | None) -> bool:
-    return bool(argv) and os.path.basename(argv[0]) in SERVER_NAMES  # type: ignore[index]
+    return argv is not None and len(argv) > 0 and os.path.basename(argv[0]) in SERVER_NAMES
 
 
 def pid_of_url(url: str, sample: RigSample) -> int | None:
@@ -124,19 +124,6 @@ def pid_of_url(url: str, sample: RigSample) -> int | None:
         if is_server(argv) and urlsplit(url_of_argv(argv or ())).port == port:
             return pid
     return None
-
-
-def found_servers(sample: RigSample) -> dict[int, tuple[str, ...]]:
-    """This user's llama-servers holding memory on the rig's GPUs: pid -> command line
-    (none where the rig's processes are not this machine's)."""
-    out: dict[int, tuple[str, ...]] = {}
-    if not pids_here(sample.info.source):
-        return out
-    for pid in sorted({p.pid for g in sample.gpus for p in g.processes}):
-        argv = own_argv(pid)
-        if argv is not None and is_server(argv):
-            out[pid] = argv
-    return out
 
 
 def log_of_process(pid: int, argv: Sequence[str]) -> Path | None:
@@ -234,7 +221,8 @@ class ServerFollow:
     log: Path | None = None
     _plan: ServerPlan | None = None
     _made: tuple[int | None, Path | None, int] | None = None  # the plan's pid, log, log size
-    _argv: tuple[int | None, tuple[str, ...] | None] = (None, None)  # pid's command line
+    # the process looked up: its pid, command line and log
+    _proc: tuple[int | None, tuple[str, ...] | None, Path | None] | None = None
     _watch: PlanWatch | None = None
     _history: KvHistory | None = None  # the last fills, for the rate
     _retry_at: float = 0.0  # no plan could be made: not again before this (monotonic)
@@ -278,12 +266,13 @@ class ServerFollow:
 
     def _plan_for(self, pid: int | None, sample: RigSample | None) -> ServerPlan | None:
         """Made once per process and log (again when the log starts over: a restart)."""
-        if pid != self._argv[0]:  # read once per process
-            self._argv = (pid, own_argv(pid) if pid is not None else None)
-        argv = self._argv[1]
-        log = self.log or (launched_log(self.url) if self.url else None)
-        if log is None and pid is not None and argv is not None:
-            log = log_of_process(pid, argv)
+        if self._proc is None or pid != self._proc[0]:  # looked up once per process
+            argv = own_argv(pid) if pid is not None else None
+            log = self.log or (launched_log(self.url) if self.url else None)
+            if log is None and pid is not None and argv is not None:
+                log = log_of_process(pid, argv)
+            self._proc = (pid, argv, log)
+        _, argv, log = self._proc
         try:
             size = os.stat(log).st_size if log is not None else -1
         except OSError:
@@ -311,17 +300,23 @@ class FoundServers:
 
     def __init__(self) -> None:
         self._follows: dict[int, ServerFollow] = {}
+        self._argv: dict[int, tuple[str, ...] | None] = {}  # each pid's, read once
 
     def fold(
         self, sample: RigSample, skip: Collection[int | None]
     ) -> list[tuple[str, FollowState]]:
         """Each found server but those in ``skip`` (followed otherwise): its name (the URL
         its command line listens on), its state."""
-        pids = {p: a for p, a in found_servers(sample).items() if p not in skip}
+        if not pids_here(sample.info.source):
+            return []
+        held = {p.pid for g in sample.gpus for p in g.processes}
+        self._argv = {p: self._argv[p] if p in self._argv else own_argv(p) for p in held}
+        pids = {p: a for p, a in self._argv.items() if is_server(a) and p not in skip}
         for pid in [p for p in self._follows if p not in pids]:
             del self._follows[pid]
         out = []
-        for pid, argv in pids.items():
+        for pid, argv in sorted(pids.items()):
+            assert argv is not None
             follow = self._follows.setdefault(pid, ServerFollow(url_of_argv(argv), pid))
             out.append((follow.name, follow.fold(sample, None, sample.t)))
         return out
