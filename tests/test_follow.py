@@ -160,21 +160,20 @@ def test_a_server_followed_in_the_launch_view_gets_its_plan_and_kv_fill(rig, ser
         st = poll.update(LaunchState(phase="following", url=server.url), 0.0)
     finally:
         poll.close()
-    assert st.pid == server.proc.pid and not st.running  # followed, not ours to stop
-    assert st.plan is not None and [(r.gpu_index, r.held_bytes) for r in st.plan.rows] == [
-        (1, HELD)
-    ]
+    assert st.pid is None and not st.running  # followed, not ours to stop
+    assert st.plan is not None and st.plan.pid == server.proc.pid
+    assert [(r.gpu_index, r.held_bytes) for r in st.plan.rows] == [(1, HELD)]
     assert st.kv is not None and st.kv.used_tokens == sum(slot_tokens(server.url))
 
 
 def test_a_server_whose_process_is_not_seen_still_gets_its_kv_fill_from_its_log(server):
-    """A server on no GPU the source sees (or on another host): its log still gives the
-    layout, so the KV fill is known though no plan can be held against a process."""
+    """A server on no GPU source: its log still gives the layout, so the KV fill is known
+    though no plan can be held against a process (found by the port it listens on)."""
     from lltui.services.follow import ServerFollow
 
     tokens = slot_tokens(server.url)
     slots = [type("Slot", (), {"n_prompt_tokens": n, "n_ctx": 512})() for n in tokens]
     state = ServerFollow(server.url, log=server.log_path).fold(None, slots, 1.0)
-    assert state.pid is None and state.plan is None
+    assert state.pid == server.proc.pid and state.plan is None
     assert state.plan_source == f"log {server.log_path}"
     assert state.kv is not None and state.kv.used_tokens == sum(tokens)

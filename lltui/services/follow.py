@@ -126,6 +126,57 @@ def pid_of_url(url: str, sample: RigSample) -> int | None:
     return None
 
 
+def pid_listening(port: int) -> int | None:
+    """This user's process listening on TCP ``port`` on this machine (a server on loopback
+    that holds no GPU memory, or that no GPU source sees): the socket's inode from
+    /proc/net/tcp{,6}, then the process holding it among this user's."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                next(f, None)
+                for line in f:
+                    cols = line.split()
+                    # local address "0100007F:1F90", state 0A: listening
+                    if (
+                        len(cols) > 9
+                        and cols[3] == "0A"
+                        and int(cols[1].rsplit(":", 1)[1], 16) == port
+                    ):
+                        inodes.add(f"socket:[{cols[9]}]")
+        except (OSError, ValueError):
+            continue
+    if not inodes:
+        return None
+    uid = os.getuid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            fds = os.listdir(f"/proc/{entry.name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry.name}/fd/{fd}") in inodes:
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+def _loopback_port(url: str) -> int | None:
+    from lltui.core.cmdline.address import is_loopback
+
+    try:
+        parts = urlsplit(url)
+        return parts.port if parts.port and is_loopback(parts.hostname or "") else None
+    except ValueError:
+        return None
+
+
 def log_of_process(pid: int, argv: Sequence[str]) -> Path | None:
     """A server's log: its ``--log-file``, else its stderr or stdout where that is a file."""
     for i, word in enumerate(argv[:-1]):
@@ -227,6 +278,8 @@ class ServerFollow:
     _history: KvHistory | None = None  # the last fills, for the rate
     _retry_at: float = 0.0  # no plan could be made: not again before this (monotonic)
     _found: int | None = None  # the pid found by the URL's port, while it holds GPU memory
+    _listener: int | None = None  # the pid listening on a loopback URL's port
+    _listen_at: float = 0.0  # when to look for it again, not found (monotonic)
 
     @property
     def name(self) -> str:
@@ -246,6 +299,8 @@ class ServerFollow:
             if self._found not in held:
                 self._found = pid_of_url(self.url, sample)
             pid = self._found
+        if pid is None and self.url is not None and (sample is None or here):
+            pid = self._listening()  # on loopback, on no GPU the source sees
         plan = self._plan_for(pid, sample)
         reality = None
         if plan is not None and pid is not None and sample is not None:
@@ -263,6 +318,18 @@ class ServerFollow:
         if plan is None:
             return FollowState(pid, reality, fill, None)
         return FollowState(pid, reality, fill, plan.source, plan.kv)
+
+    def _listening(self) -> int | None:
+        """The pid behind a loopback URL, looked up once (again once that process is gone)."""
+        port = _loopback_port(self.url or "")
+        if port is None:
+            return None
+        if self._listener is None or not os.path.exists(f"/proc/{self._listener}"):
+            now = time.monotonic()
+            if now < self._listen_at:  # not found lately: not a scan of /proc each tick
+                return None
+            self._listener, self._listen_at = pid_listening(port), now + RETRY_S
+        return self._listener
 
     def _plan_for(self, pid: int | None, sample: RigSample | None) -> ServerPlan | None:
         """Made once per process and log (again when the log starts over: a restart)."""

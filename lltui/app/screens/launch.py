@@ -311,7 +311,8 @@ class LaunchScreen(FormScreen):
     def show(self, model: RigModel) -> None:
         self.refresh_status(model, None)
         if self.is_mounted:
-            pid = self.lltui.launch.state.pid
+            st = self.lltui.launch.state
+            pid = st.pid or (st.plan.pid if st.plan is not None else None)  # or followed
             self.query_one("#launch-balance", Static).update(render_balance(model, pid))
 
     def show_preview(self, line: str, note: str | None) -> None:

@@ -35,6 +35,8 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("ctx", "CTX", 7),
     ("plan", "PLAN MiB", 9),
     ("log", "LOG MiB", 9),
+    ("held", "HELD MiB", 9),
+    ("kv", "KV TOKENS", 11),
     ("busy", "BUSY", 4),
     ("devices", "DEVICES (from its log)", 36),
 )
@@ -94,6 +96,8 @@ def row_cells(
         Text(str(row.n_ctx) if row.n_ctx else "-"),
         Text(_mib(row.planned_bytes / (1024 * 1024)) if row.planned_bytes is not None else "-"),
         Text(_mib(row.memory_mib)),
+        Text(_mib(row.held_bytes / (1024 * 1024)) if row.held_bytes is not None else "-"),
+        Text(f"{row.kv.used_tokens}/{row.kv.capacity_tokens}" if row.kv is not None else "-"),
         Text("-" if row.busy is None else str(row.busy)),
         Text(devices, style=styles.get("failed", "") if row.problem else ""),
     )

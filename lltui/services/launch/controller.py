@@ -169,7 +169,11 @@ class LaunchController:
         router = None
         if isinstance(session, RouterSession):
             session.prepare()
-            polls.append(RouterPoll(session, interval_s=self._interval, per_model=True))
+            polls.append(
+                RouterPoll(
+                    session, interval_s=self._interval, per_model=True, rig=self._latest_sample
+                )
+            )
             router = RouterView(
                 rows=tuple(session.rows(None)), on_demand_url=session.prepared.proxy_url
             )

@@ -97,15 +97,14 @@ class ServerPoll:
         return self._against_plan(self._kv.fold(st, poll))
 
     def _followed(self, st: LaunchState, poll: Answer) -> LaunchState:
-        """A followed server: its process, plan and KV fill as ``lltui watch`` finds them."""
+        """A followed server: its plan (naming its process) and KV fill as ``lltui watch``
+        finds them; the state's pid stays None (not ours: nothing to stop)."""
         assert self._follow is not None
         sample = self._rig() if self._rig is not None else None
         found = self._follow.fold(sample, poll.slots, poll.t)
         verdicts = self._verdicts(st, sample, found.plan) if sample and found.plan else ()
         note = None if found.kv is not None else NO_LAYOUT
-        return replace(
-            st, pid=found.pid, plan=found.plan, verdicts=verdicts, kv=found.kv, kv_note=note
-        )
+        return replace(st, plan=found.plan, verdicts=verdicts, kv=found.kv, kv_note=note)
 
     def _against_plan(self, st: LaunchState) -> LaunchState:
         """The plan per GPU (the load log's buffers) beside what the GPU source says the
@@ -202,12 +201,19 @@ class RouterPoll:
     each loaded model's own server asked for its requests and tokens/s too."""
 
     def __init__(
-        self, session: RouterSession, *, interval_s: float = POLL_INTERVAL_S, per_model: bool
+        self,
+        session: RouterSession,
+        *,
+        interval_s: float = POLL_INTERVAL_S,
+        per_model: bool,
+        rig: Rig | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.session = session
         self._per_model = per_model
+        self._rig = rig
         self._clients: dict[str, LlamaServerClient] = {}
+        self._follows: dict[str, ServerFollow] = {}  # each child's plan and KV fill
         self._started_loads = False
         self._news = ModelNews()
 
@@ -258,6 +264,7 @@ class RouterPoll:
         loaded = {f"{r.name}:{r.port}": r for r in rows if r.state == "loaded" and r.port}
         for key in [k for k in self._clients if k not in loaded]:
             self._clients.pop(key).close()
+            self._follows.pop(key, None)
         return tuple(self._measure(r) if f"{r.name}:{r.port}" in loaded else r for r in rows)
 
     def _measure(self, row: ModelRow) -> ModelRow:
@@ -270,6 +277,12 @@ class RouterPoll:
             client = LlamaServerClient(f"http://127.0.0.1:{row.port}", api_key=api_key)
             self._clients[key] = client
         poll = client.poll(with_props=False)
+        # the child's own command line gives its plan (its output goes to the router's log)
+        follow = self._follows.setdefault(key, ServerFollow(f"http://127.0.0.1:{row.port}"))
+        found = follow.fold(self._rig() if self._rig is not None else None, poll.slots, poll.t)
+        held = None
+        if found.plan is not None:
+            held = sum(r.held_bytes or 0 for r in found.plan.rows)
         busy = gen = tokens = None
         if poll.throughput is not None:
             gen = poll.throughput.generation_tps
@@ -278,7 +291,9 @@ class RouterPoll:
             tokens = poll.metrics.tokens_predicted_total
             if busy is None and poll.metrics.requests_processing is not None:
                 busy = int(poll.metrics.requests_processing)
-        return replace(row, busy=busy, gen_tps=gen, tokens_total=tokens)
+        return replace(
+            row, busy=busy, gen_tps=gen, tokens_total=tokens, kv=found.kv, held_bytes=held
+        )
 
     def close(self) -> None:
         for client in self._clients.values():

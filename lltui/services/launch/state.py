@@ -115,6 +115,9 @@ class ModelRow:
     priority: int = 0
     use: ModelUse | None = None
     on_request: Decision | None = None
+    # its own server's KV fill and the GPU memory its process holds now (where polled)
+    kv: KvFill | None = None
+    held_bytes: int | None = None
 
     @property
     def memory_mib(self) -> float | None:
