@@ -58,6 +58,10 @@ def router_rows(app) -> tuple:
     return view.rows if view is not None else ()
 
 
+def row_of(app, name: str):
+    return next(r for r in router_rows(app) if r.name == name)
+
+
 def router_note(app) -> str:
     view = app.launch.state.router
     return (view.note if view is not None else None) or ""
@@ -98,6 +102,13 @@ async def test_the_view_follows_the_router_and_gates_its_loads(
                 # a load through the router's own API shows in the table
                 httpx.post(f"{url}/models/load", json={"model": "three"}, timeout=10)
                 await wait_for(lambda: row_state(screen, "three") == "loaded", WAIT_S)
+                # its own server's KV fill, from its command line (its output is the
+                # router's): the cells of its context, none used yet
+                await wait_for(lambda: row_of(app, "three").kv is not None, WAIT_S)
+                kv = row_of(app, "three").kv
+                assert kv.used_tokens == 0 and kv.capacity_tokens >= 512
+                table = screen.query_one("#launch-models", RouterTable)
+                await wait_for(lambda: str(table.get_cell("three", "kv")).startswith("0/"))
                 # a load from the table, through the plan
                 await select(pilot, screen, "one")
                 await pilot.press("l")

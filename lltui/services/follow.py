@@ -293,20 +293,22 @@ class ServerFollow:
         """The plan against ``sample`` (the process's memory per GPU) and the KV fill of
         ``slots`` (a ``/slots`` answer at monotonic ``t``)."""
         pid = self.pid
-        here = sample is not None and pids_here(sample.info.source)
-        if pid is None and sample is not None and self.url is not None and here:
-            held = {p.pid for g in sample.gpus for p in g.processes}
+        # a rig whose processes are this machine's: the server's memory is read there (a
+        # simulated or remote rig's processes are not ours, nor its devices the server's)
+        rig = sample if sample is not None and pids_here(sample.info.source) else None
+        if pid is None and rig is not None and self.url is not None:
+            held = {p.pid for g in rig.gpus for p in g.processes}
             if self._found not in held:
-                self._found = pid_of_url(self.url, sample)
+                self._found = pid_of_url(self.url, rig)
             pid = self._found
-        if pid is None and self.url is not None and (sample is None or here):
+        if pid is None and self.url is not None:
             pid = self._listening()  # on loopback, on no GPU the source sees
-        plan = self._plan_for(pid, sample)
+        plan = self._plan_for(pid, rig)
         reality = None
-        if plan is not None and pid is not None and sample is not None:
+        if plan is not None and pid is not None and rig is not None:
             if self._watch is None or self._watch.pid != pid:
                 self._watch = PlanWatch(self.name, pid, plan.planned)
-            reality = self._watch.fold(sample)
+            reality = self._watch.fold(rig)
         fill = None
         if plan is not None and plan.kv is not None and slots is not None:
             if self._history is None:
