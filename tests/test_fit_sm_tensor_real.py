@@ -91,3 +91,27 @@ def test_meta_device_buffers_equal_the_log(llama_bins, rpc_endpoints, tmp_path, 
     got, want = ours(res), logged_buffers(summary, ("model", "KV", "compute"))
     assert (META, "model") in want
     assert got == want
+
+
+def test_the_planners_tensor_choice_loads_as_planned(llama_bins, rpc_endpoints, tmp_path):
+    """``fit --best decode``'s planner over two rpc-servers chooses ``-sm tensor``; its
+    command, started as printed, loads what the planner said on each device."""
+    from lltui.core.fit.planner import plan_best
+
+    path = tmp_path / "llama.gguf"
+    gf.write_model(path, SPECS["llama-gqa"], "Q8_0", name="tiny-model")
+    eps = rpc_endpoints[:2]
+    given = [*SERVER_ARGS, "--rpc", ",".join(eps), "-np", "1", "--no-warmup"]
+    devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
+    plan = plan_best(read_gguf(path), parse_llama_args(given), devices, FitOptions())
+    choice = plan.best
+    assert choice is not None and choice.split_mode == "tensor", plan.split
+    assert plan.split is not None and plan.split.winner == "tensor"
+    text = served_log(llama_bins, path, tmp_path / "s.log", list(choice.argv))
+    assert "creating a Meta device for tensor parallelism from 2 devices" in text
+    res = estimate(read_gguf(path), parse_llama_args(choice.argv), devices, FitOptions())
+    assert ours(res) == logged_buffers(parse_log(text), ("model", "KV", "compute"))
+    # what the planner showed per device is that estimate's
+    planned = {d.name: d.total_bytes for d in choice.memory}
+    assert planned == {d.name: d.total_bytes for d in res.devices if d.name in planned}
+    assert len(planned) == 2
