@@ -94,8 +94,11 @@ def test_meta_device_buffers_equal_the_log(llama_bins, rpc_endpoints, tmp_path, 
 
 
 def test_the_planners_tensor_choice_loads_as_planned(llama_bins, rpc_endpoints, tmp_path):
-    """``fit --best decode``'s planner over two rpc-servers chooses ``-sm tensor``; its
-    command, started as printed, loads what the planner said on each device."""
+    """``fit --best decode``'s planner over two rpc-servers: its ``-sm tensor`` choice,
+    started as printed, loads what the planner said on each device. Its first choice is
+    ``-sm layer``: over RPC each all-reduce is a TCP round trip per device, and on two
+    loopback rpc-servers tensor decoded at half layer's speed
+    (fixtures/llama-bench/rpc_loopback_split.txt)."""
     from lltui.core.fit.planner import plan_best
 
     path = tmp_path / "llama.gguf"
@@ -104,9 +107,11 @@ def test_the_planners_tensor_choice_loads_as_planned(llama_bins, rpc_endpoints, 
     given = [*SERVER_ARGS, "--rpc", ",".join(eps), "-np", "1", "--no-warmup"]
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
     plan = plan_best(read_gguf(path), parse_llama_args(given), devices, FitOptions())
-    choice = plan.best
-    assert choice is not None and choice.split_mode == "tensor", plan.split
-    assert plan.split is not None and plan.split.winner == "tensor"
+    assert plan.tensor_note == "" and plan.split is not None  # tensor was tried
+    assert plan.best is not None and plan.best.split_mode == "layer"
+    assert "all-reduces" in plan.split.why
+    choice = plan.split.tensor
+    assert choice is not None and choice.fits and choice.split_mode == "tensor"
     text = served_log(llama_bins, path, tmp_path / "s.log", list(choice.argv))
     assert "creating a Meta device for tensor parallelism from 2 devices" in text
     res = estimate(read_gguf(path), parse_llama_args(choice.argv), devices, FitOptions())

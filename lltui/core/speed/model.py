@@ -238,9 +238,13 @@ def _link_times(
     hop_dec, hop_pre = layer_links(result, ub, gpus, kinds, p, links)
     hop_dec += len(split_layers) * 2 * p.host_hop_s
     nkvo_dec, nkvo_pre = _nkvo_hops(result, parts, ub, first_gpu, p)
-    if result.settings.split_mode == "tensor" and len(gpus) > 1:
-        # one meta device: no hops between layers, two all-reduces in each
-        reduce_dec, reduce_pre = tensor_links(result, list(gpus.values()), ub, p, links)
+    meta = result.meta_devices or tuple(gpus)
+    if result.settings.split_mode == "tensor" and len(meta) > 1:
+        # one meta device: no hops between layers, two all-reduces in each; a device
+        # behind an RPC server takes part in each over TCP
+        local = [gpus[n] for n in meta if n in gpus and kinds.get(n) != "rpc"]
+        rpc = sum(1 for n in meta if kinds.get(n) == "rpc")
+        reduce_dec, reduce_pre = tensor_links(result, local, ub, p, links, rpc=rpc)
         return nkvo_dec, nkvo_pre, reduce_dec, reduce_pre
     return hop_dec + nkvo_dec, hop_pre + nkvo_pre, 0.0, 0.0
 

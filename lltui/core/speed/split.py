@@ -148,15 +148,24 @@ def tensor_links(
     ub: int,
     p: SpeedParams,
     links: RigLinks | None = None,
+    *,
+    rpc: int = 0,
 ) -> tuple[float, float]:
     """-sm tensor: the seconds per token and per ubatch the all-reduces and the graph cuts
-    add to the slowest GPU's share."""
+    add to the slowest GPU's share. ``specs``: the local GPUs of the split; ``rpc``: its
+    devices behind RPC servers, whose partial sums each cross TCP once per all-reduce (a
+    round trip: measured on two loopback rpc-servers, 8 layers of 1024, decode took twice
+    -sm layer's time, prompt 2.5x less)."""
     cuts = 2 * max(1, result.model.n_layer)
     row = REDUCE_BYTES * max(1, result.model.n_embd)
     sync = cuts * p.tensor_sync_s
+
+    def over_rpc(nbytes: float) -> float:
+        return rpc * (p.rpc_hop_s + 2 * nbytes / (p.rpc_gbs * 1e9))
+
     return (
-        cuts * allreduce_s(row, specs, p, links) + sync,
-        cuts * allreduce_s(row * ub, specs, p, links) + sync,
+        cuts * (allreduce_s(row, specs, p, links) + over_rpc(row)) + sync,
+        cuts * (allreduce_s(row * ub, specs, p, links) + over_rpc(row * ub)) + sync,
     )
 
 
