@@ -177,3 +177,13 @@ def test_a_server_whose_process_is_not_seen_still_gets_its_kv_fill_from_its_log(
     assert state.pid == server.proc.pid and state.plan is None
     assert state.plan_source == f"log {server.log_path}"
     assert state.kv is not None and state.kv.used_tokens == sum(tokens)
+
+
+def test_report_puts_the_servers_memory_now_beside_its_plan(rig, server, capsys):
+    assert main(["report", "--server", server.url, "--source", "nvml", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    held = data["memory_now_against_the_plan"]
+    assert held["plan_source"].endswith("/server.log")  # the user's home may be masked
+    [gpu] = held["plan"]["gpus"]
+    assert (gpu["gpu"], gpu["held_bytes"], gpu["planned_bytes"]) == (1, HELD, None)
+    assert held["kv_tokens"] == sum(slot_tokens(server.url))

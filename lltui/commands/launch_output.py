@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lltui.core.llamalog.models import DevicePlacement
     from lltui.core.memory.kv_fill import KvDeviceFill, KvDeviceLayout, KvFill, KvLayout
-    from lltui.core.monitor.plan_reality import PlanReality
     from lltui.core.speed.served import SpeedCheck
     from lltui.services.launch.request import Note, PreparedLaunch
     from lltui.services.launch.session import Session
@@ -294,24 +293,6 @@ def kv_to_json(fill: KvFill, layout: KvLayout | None) -> dict[str, Any]:
             for i, n in enumerate(fill.slot_tokens)
         ],
         "devices": [_kv_device(d, per_token.get(d.name)) for d in fill.devices],
-    }
-
-
-def plan_to_json(reality: PlanReality) -> dict[str, Any]:
-    """A server's plan per GPU beside what its process holds there (bytes)."""
-    return {
-        "pid": reality.pid,
-        "numbered": reality.mapped,
-        "gpus": [
-            {
-                "gpu": r.gpu_index,
-                "device": r.device,
-                "planned_bytes": r.planned_bytes,
-                "held_bytes": r.held_bytes,
-                "growth_bytes": r.growth_bytes,
-            }
-            for r in reality.rows
-        ],
     }
 
 

@@ -207,7 +207,8 @@ def _rounds(
 
 def _server_json(s: Any) -> dict[str, Any]:
     """A watched server's plan and KV fill (``--once --json``)."""
-    from lltui.commands.launch_output import kv_to_json, plan_to_json
+    from lltui.commands.launch_output import kv_to_json
+    from lltui.core.monitor.plan_reality import plan_to_json
 
     f = s.follow
     return {

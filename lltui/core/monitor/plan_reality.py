@@ -15,6 +15,7 @@ import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lltui.core.monitor.models import RigSample
 
@@ -171,3 +172,21 @@ def plan_line(reality: PlanReality) -> str:
         return f"GPU{r.gpu_index} {held}/{plan} MiB"
 
     return "held/planned: " + ", ".join(cell(r) for r in reality.rows)
+
+
+def plan_to_json(reality: PlanReality) -> dict[str, Any]:
+    """A server's plan per GPU beside what its process holds there (bytes)."""
+    return {
+        "pid": reality.pid,
+        "numbered": reality.mapped,
+        "gpus": [
+            {
+                "gpu": r.gpu_index,
+                "device": r.device,
+                "planned_bytes": r.planned_bytes,
+                "held_bytes": r.held_bytes,
+                "growth_bytes": r.growth_bytes,
+            }
+            for r in reality.rows
+        ],
+    }

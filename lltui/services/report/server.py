@@ -5,6 +5,7 @@ on its log), and its measured speed beside the predicted one."""
 from __future__ import annotations
 
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,4 +119,41 @@ def server_sections(request: ReportRequest, sample: RigSample | None) -> list[Se
         url = server.rstrip("/")
     poll = _poll(url, request.api_key) if url is not None else None
     load, report = _load(request, url)
-    return [_build(argv, poll, url), load, _speed(poll, report)]
+    pid = int(server) if server is not None and server.isdigit() else None
+    sections = [_build(argv, poll, url), load, _speed(poll, report)]
+    return [*sections, _held(request, url, pid, sample, poll)]
+
+
+def _held(
+    request: ReportRequest,
+    url: str | None,
+    pid: int | None,
+    sample: RigSample | None,
+    poll: ServerPoll | None,
+) -> Section:
+    """What the server's process holds on each GPU now beside its plan, and its KV fill."""
+    from lltui.core.memory.kv_fill import fill_line
+    from lltui.core.monitor.plan_reality import plan_line, plan_to_json
+    from lltui.services.follow import ServerFollow
+
+    title = "Memory now against the plan"
+    if url is None and pid is None:
+        return Section(title, "no server given", None)
+    log = Path(request.log) if request.log is not None else None
+    follow = ServerFollow(url, pid, log)
+    state = follow.fold(sample, poll.slots if poll is not None else None, time.monotonic())
+    lines = []
+    if state.plan is not None:
+        lines.append(plan_line(state.plan) + f" (plan: {state.plan_source})")
+    else:
+        lines.append("no GPU memory of its process can be read here beside a plan")
+    if state.kv is not None:
+        lines.append(fill_line(state.kv))
+    kv = state.kv
+    data = {
+        "plan_source": state.plan_source,
+        "plan": plan_to_json(state.plan) if state.plan is not None else None,
+        "kv_tokens": kv.used_tokens if kv is not None else None,
+        "kv_capacity_tokens": kv.capacity_tokens if kv is not None else None,
+    }
+    return Section(title, "\n".join(lines), data)
