@@ -14,6 +14,7 @@ import pytest
 from fake_pynvml import DRIVER_R535, FakeNvml, make_gpus
 from llama_fixture import llama_bins, llama_server, tiny_model, token_bytes
 from nvml_helpers import close_nvml_sources
+from proc_helpers import wait_for
 
 from lltui.cli import main
 from lltui.core.monitor.alerts import AlertThresholds
@@ -94,10 +95,16 @@ def test_the_exporter_serves_the_plan_and_raises_the_mismatch(rig, server):
     src.open()
     th = AlertThresholds(plan_placement_for_s=0)
     sampler = Sampler(src, host="h", llama=[LlamaFollow(server.url)], thresholds=th)
-    try:
+
+    def families() -> dict:
         sampler.sample_once()  # the first round has no GPU sample for the server's poll
-        sampler.sample_once()
-        fams = {f.name: f for f in sampler.families()}
+        return {f.name: f for f in sampler.families()}
+
+    try:
+        # the plan is made on a thread of its own: a scrape never waits on a header read
+        assert wait_for(lambda: families()["lltui_llama_gpu_held_bytes"].samples, 60)
+        assert wait_for(lambda: families()["lltui_alert_active"].samples, 60)
+        fams = families()
     finally:
         sampler.stop()
         src.close()
@@ -123,10 +130,10 @@ def test_the_monitors_model_raises_the_mismatch_of_a_found_server(rig, server):
         interval=1.0,
         history=RigHistory(),
         alerts=AlertTracker(AlertThresholds(plan_placement_for_s=0)),
-        found=FoundServers(),
+        found=FoundServers(background=True),  # as the app makes it
     )
-    try:
-        model.apply(src.poll(), 0.0)
+    try:  # the plan is made aside: the poll goes on meanwhile
+        assert wait_for(lambda: model.apply(src.poll(), 0.0) and model.plans, 60)
     finally:
         src.close()
     [plan] = model.plans
@@ -155,9 +162,13 @@ def test_a_server_followed_in_the_launch_view_gets_its_plan_and_kv_fill(rig, ser
         sample = src.poll()
     finally:
         src.close()
-    poll = ServerPoll(server.url, None, rig=lambda: sample, follow=ServerFollow(server.url))
+    follow = ServerFollow(server.url, background=True)  # as the launch view makes it
+    poll = ServerPoll(server.url, None, rig=lambda: sample, follow=follow)
+    start = LaunchState(phase="following", url=server.url)
+    states = []
     try:
-        st = poll.update(LaunchState(phase="following", url=server.url), 0.0)
+        assert wait_for(lambda: states.append(poll.update(start, 0.0)) or states[-1].plan, 60)
+        st = states[-1]
     finally:
         poll.close()
     assert st.pid is None and not st.running  # followed, not ours to stop

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from launch_proc import launched, read_event
 from llama_fixture import llama_bins, rpc_servers, tiny_model, token_bytes
+from proc_helpers import wait_for
 
 from lltui.core.units import MIB
 
@@ -135,9 +136,14 @@ def test_the_exporter_serves_each_devices_kv_fill_of_a_followed_server(
         src = SimSource("colab-t4", seed=1)
         src.open()
         sampler = Sampler(src, host="h", llama=[LlamaFollow(run.url, log=log)])
-        try:
+
+        def families() -> dict:
             sampler.sample_once()
-            fams = {f.name: f for f in sampler.families()}
+            return {f.name: f for f in sampler.families()}
+
+        try:  # the layout is worked out aside: a scrape never waits on a header read
+            assert wait_for(lambda: families()["lltui_llama_kv_tokens"].samples, 60)
+            fams = families()
         finally:
             sampler.stop()
     (tokens,) = fams["lltui_llama_kv_tokens"].samples

@@ -156,7 +156,7 @@ class LltuiApp(App[int]):
             on_alerts=self._hooks.fire if self._hooks is not None else None,
             energy_price=settings.energy_price,
             currency=settings.currency,
-            found=FoundServers() if self._fleet is None else None,
+            found=FoundServers(background=True) if self._fleet is None else None,
         )
 
     def _make_hooks(self) -> HookRunner | None:

@@ -316,8 +316,10 @@ class AlertWatch:
             LlamaServerClient(url, api_key=request.api_key, timeout_s=request.llama_timeout_s)
             for url in request.llama
         ]
-        self._follows = [ServerFollow(url) for url in request.llama]
-        self._found = FoundServers()  # this user's servers on the GPUs no --llama names
+        # a watch that goes on makes plans aside (its rounds keep their pace); --once waits
+        aside = not request.once
+        self._follows = [ServerFollow(url, background=aside) for url in request.llama]
+        self._found = FoundServers(background=aside)  # this user's, that no --llama names
 
     @property
     def info(self) -> RigInfo:

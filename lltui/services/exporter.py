@@ -115,8 +115,8 @@ class Sampler:
         ]
         self._placement: dict[int, tuple[float, tuple[DevicePlacement, ...]]] = {}
         # each followed server's plan and KV fill; servers found on the GPUs by their own
-        self._servers = [ServerFollow(f.url, log=f.log) for f in self._follow]
-        self._found = FoundServers()
+        self._servers = [ServerFollow(f.url, log=f.log, background=True) for f in self._follow]
+        self._found = FoundServers(background=True)
         self._sample: RigSample | None = None  # the last round's, for the servers' plans
         self._xids: dict[str, int] = {}  # XID errors seen per GPU UUID
         # the last poll of each llama-server; each has its own thread, so that a server that

@@ -10,6 +10,7 @@ to the router). Either is worked out once per process and again when the log sta
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -280,6 +281,12 @@ class ServerFollow:
     _found: int | None = None  # the pid found by the URL's port, while it holds GPU memory
     _listener: int | None = None  # the pid listening on a loopback URL's port
     _listen_at: float = 0.0  # when to look for it again, not found (monotonic)
+    # made on a thread of its own (``background``: a monitor's poll must not wait on a
+    # model's header): the key it is made for, and once done the plan in a 1-tuple
+    background: bool = False
+    _aside: tuple[tuple[int | None, Path | None, int], tuple[ServerPlan | None] | None] | None = (
+        None
+    )
 
     @property
     def name(self) -> str:
@@ -352,22 +359,64 @@ class ServerFollow:
         now = time.monotonic()
         if now < self._retry_at:  # none could be made lately: not again each sample
             return None
-        plan = plan_of_log(log) if log is not None else None
-        if plan is None and pid is not None and argv is not None and is_server(argv):
-            plan = plan_of_argv(argv, _own_env(pid), sample)
+        key = (pid, log, size)
+        if self.background:  # a header read can take seconds: not on the caller's poll
+            return self._plan_aside(key, argv, sample, now)
+        return self._keep(key, _make_plan(key, argv, sample), now)
+
+    def _plan_aside(
+        self,
+        key: tuple[int | None, Path | None, int],
+        argv: tuple[str, ...] | None,
+        sample: RigSample | None,
+        now: float,
+    ) -> ServerPlan | None:
+        """The plan made on a thread of its own; None until it is (one at a time)."""
+        done = self._aside
+        if done is not None and done[0] == key and done[1] is not None:
+            self._aside = None
+            return self._keep(key, done[1][0], now)
+        if done is None or done[0] != key:
+            box: list[ServerPlan | None] = []
+            self._aside = (key, None)
+
+            def make() -> None:
+                box.append(_make_plan(key, argv, sample))
+                self._aside = (key, (box[0],))
+
+            threading.Thread(target=make, name="lltui-server-plan", daemon=True).start()
+        return None
+
+    def _keep(
+        self, key: tuple[int | None, Path | None, int], plan: ServerPlan | None, now: float
+    ) -> ServerPlan | None:
         if plan is None:
             self._retry_at = now + RETRY_S
             return None
-        self._plan, self._made = plan, (pid, log, size)
+        self._plan, self._made = plan, key
         self._history = None
         return plan
+
+
+def _make_plan(
+    key: tuple[int | None, Path | None, int],
+    argv: tuple[str, ...] | None,
+    sample: RigSample | None,
+) -> ServerPlan | None:
+    """A server's plan from its log, else from its own command line."""
+    pid, log, _size = key
+    plan = plan_of_log(log) if log is not None else None
+    if plan is None and pid is not None and argv is not None and is_server(argv):
+        plan = plan_of_argv(argv, _own_env(pid), sample)
+    return plan
 
 
 class FoundServers:
     """This user's llama-servers on the rig's GPUs, each followed by its pid for as long as
     it holds GPU memory (a router's children too: each is a llama-server of its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, background: bool = False) -> None:
+        self.background = background  # plans made on a thread of their own (see ServerFollow)
         self._follows: dict[int, ServerFollow] = {}
         self._argv: dict[int, tuple[str, ...] | None] = {}  # each pid's, read once
 
@@ -386,6 +435,9 @@ class FoundServers:
         out = []
         for pid, argv in sorted(pids.items()):
             assert argv is not None
-            follow = self._follows.setdefault(pid, ServerFollow(url_of_argv(argv), pid))
+            follow = self._follows.get(pid)
+            if follow is None:
+                follow = ServerFollow(url_of_argv(argv), pid, background=self.background)
+                self._follows[pid] = follow
             out.append((follow.name, follow.fold(sample, None, sample.t)))
         return out

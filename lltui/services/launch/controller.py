@@ -212,7 +212,7 @@ class LaunchController:
             None,
             interval_s=self._interval,
             rig=self._latest_sample,
-            follow=ServerFollow(url),
+            follow=ServerFollow(url, background=True),
         )
         watch = LaunchWatch(
             None,

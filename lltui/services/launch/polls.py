@@ -278,7 +278,8 @@ class RouterPoll:
             self._clients[key] = client
         poll = client.poll(with_props=False)
         # the child's own command line gives its plan (its output goes to the router's log)
-        follow = self._follows.setdefault(key, ServerFollow(f"http://127.0.0.1:{row.port}"))
+        url = f"http://127.0.0.1:{row.port}"
+        follow = self._follows.setdefault(key, ServerFollow(url, background=True))
         found = follow.fold(self._rig() if self._rig is not None else None, poll.slots, poll.t)
         held = None
         if found.plan is not None:
