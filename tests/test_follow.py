@@ -29,17 +29,19 @@ PROMPT, PREDICT = 40, 24
 
 @pytest.fixture(scope="module")
 def server(llama_bins, tiny_model, tmp_path_factory):
-    """A real llama-server of two slots with one request served in slot 0."""
+    """A real llama-server of two slots with two requests served in slot 0."""
     log = tmp_path_factory.mktemp("follow") / "server.log"
     with llama_server(llama_bins, tiny_model, log, ("-np", "2", "-no-kvu")) as run:
-        body = {
-            "prompt": [1] + [100 + i for i in range(PROMPT - 1)],
-            "n_predict": PREDICT,
-            "id_slot": 0,
-            "ignore_eos": True,
-            "cache_prompt": True,
-        }
-        httpx.post(f"{run.url}/completion", json=body, timeout=60.0).raise_for_status()
+        # two different prompts in slot 0: the first goes to the host prompt cache
+        for first in (100, 50):
+            body = {
+                "prompt": [1] + [first + i for i in range(PROMPT - 1)],
+                "n_predict": PREDICT,
+                "id_slot": 0,
+                "ignore_eos": True,
+                "cache_prompt": True,
+            }
+            httpx.post(f"{run.url}/completion", json=body, timeout=60.0).raise_for_status()
         yield run
 
 
@@ -76,6 +78,10 @@ def test_watch_holds_a_server_named_by_url_against_its_logs_plan(rig, server, ti
     [cpu] = kv["devices"]
     assert cpu["bytes_per_token"] == token_bytes(tiny_model)
     assert cpu["used_bytes"] == sum(tokens) * token_bytes(tiny_model)
+    # the prompt cache in host memory, as the log's last "cache state" line says
+    cache = s["prompt_cache"]
+    assert cache["limit_bytes"] == 8192 * MIB and cache["prompts"] == 1, cache
+    assert cache["bytes"] > 0
 
 
 def test_watch_finds_a_server_no_one_named_and_says_it_in_text(rig, server, capsys):
@@ -114,6 +120,9 @@ def test_the_exporter_serves_the_plan_and_raises_the_mismatch(rig, server):
     assert fams["lltui_llama_gpu_planned_bytes"].samples == ()
     kinds = {dict(lb)["kind"] for lb, v in fams["lltui_alert_active"].samples if v}
     assert "plan_placement" in kinds
+    [(_, prompts)] = fams["lltui_llama_prompt_cache_prompts"].samples
+    [(_, limit)] = fams["lltui_llama_prompt_cache_limit_bytes"].samples
+    assert (prompts, limit) == (1, 8192 * MIB)
 
 
 def test_the_monitors_model_raises_the_mismatch_of_a_found_server(rig, server):

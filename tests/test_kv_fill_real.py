@@ -85,6 +85,8 @@ def test_kv_fill_per_device_is_slot_tokens_times_gguf_bytes_per_token(
             assert d["used_bytes"] == tokens * d["bytes_per_token"], (event, d)
             assert d["used_bytes"] + d["free_bytes"] == d["capacity_bytes"]
     last = events[-1]
+    cache = last["prompt_cache"]  # its limit from the load; what it holds after a task
+    assert cache is None or cache["limit_bytes"] == 8192 * MIB
     held = {s["id"]: s["tokens"] for s in last["slots"]}
     assert len(answers) == len(REQUESTS)
     for answer in answers:

@@ -272,7 +272,12 @@ def kv_event(st: LaunchState) -> dict[str, Any]:
     """The ``kv`` event: the tokens each slot holds and, per device, the bytes they take in
     its caches (``bytes_per_token``: the full-attention layers' K and V of one token there)."""
     assert st.kv is not None
-    return {"event": "kv"} | kv_to_json(st.kv, st.check.kv if st.check is not None else None)
+    cache = st.log_summary.prompt_cache if st.log_summary is not None else None
+    return (
+        {"event": "kv"}
+        | kv_to_json(st.kv, st.check.kv if st.check is not None else None)
+        | {"prompt_cache": cache.to_json() if cache is not None else None}
+    )
 
 
 def kv_to_json(fill: KvFill, layout: KvLayout | None) -> dict[str, Any]:

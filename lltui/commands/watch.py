@@ -217,6 +217,7 @@ def _server_json(s: Any) -> dict[str, Any]:
         "plan_source": f.plan_source,
         "plan": plan_to_json(f.plan) if f.plan is not None else None,
         "kv": kv_to_json(f.kv, f.layout) if f.kv is not None else None,
+        "prompt_cache": f.prompt_cache.to_json() if f.prompt_cache is not None else None,
     }
 
 
@@ -235,6 +236,8 @@ def _server_text(s: Any) -> str:
         parts.append("its process holds no GPU memory lltui can see")
     if f.kv is not None:
         parts.append(fill_line(f.kv))
+    if f.prompt_cache is not None:
+        parts.append(f.prompt_cache.line)
     return "; ".join(parts)
 
 

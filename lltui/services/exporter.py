@@ -234,6 +234,7 @@ class Sampler:
                 kv=kv_gauges(fill),
                 kv_tokens=fill.used_tokens if fill is not None else None,
                 plan=state.plan,
+                prompt_cache=state.prompt_cache,
             )
         with self._lock:
             self._llama[i] = export

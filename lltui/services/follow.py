@@ -24,12 +24,14 @@ from lltui.services.rig import pids_here
 
 if TYPE_CHECKING:  # the memory model is imported once a plan is made (the monitor starts)
     from lltui.core.llama.metrics import SlotState
+    from lltui.core.llamalog.models import PromptCache
     from lltui.core.memory.kv_fill import KvFill, KvHistory, KvLayout
     from lltui.core.memory.results import FitResult
 
 SERVER_NAMES = ("llama-server",)  # the program a found process must be to be followed
 HISTORY = 64  # KV fills kept for the rate (a poll a second: a minute)
 RETRY_S = 5.0  # a plan not to be made (a log still loading) is tried again this often
+CACHE_TAIL_BYTES = 256 * 1024  # a log's last lines read for its prompt cache, at the most
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class FollowState:
     kv: KvFill | None
     plan_source: str | None  # where the plan came from; None: none could be made
     layout: KvLayout | None = None  # what a token takes on each device
+    prompt_cache: PromptCache | None = None  # its host prompt cache, from its log's lines
 
 
 def launched_log(url: str) -> Path | None:
@@ -284,6 +287,8 @@ class ServerFollow:
     # made on a thread of its own (``background``: a monitor's poll must not wait on a
     # model's header): the key it is made for, and once done the plan in a 1-tuple
     background: bool = False
+    _cache: PromptCache | None = None  # the prompt cache its log said last
+    _cache_at: int = 0  # how far into its log the prompt cache lines were read
     _aside: tuple[tuple[int | None, Path | None, int], tuple[ServerPlan | None] | None] | None = (
         None
     )
@@ -324,9 +329,38 @@ class ServerFollow:
                 self._history = KvHistory(HISTORY)
             ctx = [s.n_ctx for s in slots]
             fill = self._history.fold(plan.kv, [s.n_prompt_tokens for s in slots], ctx, t)
+        cache = self._prompt_cache()
         if plan is None:
-            return FollowState(pid, reality, fill, None)
-        return FollowState(pid, reality, fill, plan.source, plan.kv)
+            return FollowState(pid, reality, fill, None, prompt_cache=cache)
+        return FollowState(pid, reality, fill, plan.source, plan.kv, cache)
+
+    def _prompt_cache(self) -> PromptCache | None:
+        """The last ``cache state`` line of the server's log: its tail at first, then the
+        lines written since (a few each request; past the tail's size, the tail)."""
+        log = self._proc[2] if self._proc is not None else None
+        if log is None:
+            return self._cache
+        try:
+            with open(log, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self._cache_at:  # the log started over
+                    self._cache_at, self._cache = 0, None
+                start = max(self._cache_at, size - CACHE_TAIL_BYTES)
+                if start >= size:
+                    return self._cache
+                f.seek(start)
+                raw = f.read(size - start)
+        except OSError:
+            return self._cache
+        # whole lines only: a line still being written is read with the next sample
+        whole = raw[: raw.rfind(b"\n") + 1]
+        self._cache_at = start + len(whole)
+        if b"cache state" in whole or b"prompt cache" in whole:
+            from lltui.core.llamalog.reader import parse_log
+
+            found = parse_log(whole.decode("utf-8", "replace")).prompt_cache
+            self._cache = found or self._cache
+        return self._cache
 
     def _listening(self) -> int | None:
         """The pid behind a loopback URL, looked up once (again once that process is gone)."""

@@ -124,6 +124,9 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
         lines.append(escape(fill_line(st.kv)))
     elif st.kv_note is not None:
         lines.append(f"[$text-muted]{escape(st.kv_note)}[/]")
+    cache = st.log_summary.prompt_cache if st.log_summary is not None else None
+    if cache is not None and st.phase in ("ready", "following"):
+        lines.append(f"[$text-muted]{escape(cache.line)}[/]")
     if st.plan is not None and st.plan.rows:
         lines.append(escape(plan_line(st.plan)))
     for v in st.verdicts:

@@ -16,6 +16,7 @@ from lltui.core.llamalog.models import (
     FitDeviceProjection,
     KvSizeLine,
     MemoryBreakdownRow,
+    PromptCache,
 )
 
 # The facts a line's shape alone says (with a word of it as the value, where there is one):
@@ -195,5 +196,5 @@ Event = (
     Flag | Instance | Buffer | Build | Command | Setting | KvInit | Gpu | Offloaded | LayerDevice
     | MetaMember | Slots | BreakdownTable | JsonRecord | FitProjected | FitTarget | FitContext
     | FitEnd | AllocFailure | DeviceSeen | KvSizeLine | MemoryBreakdownRow | FitDeviceProjection
-    | FitDeviceLayers
+    | FitDeviceLayers | PromptCache
 )  # fmt: skip

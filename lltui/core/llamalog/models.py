@@ -297,6 +297,29 @@ _SIZE_KINDS = ("model", "kv", "compute", "output", "rs")  # BufferSizes' order
 
 
 @dataclass(frozen=True, slots=True)
+class PromptCache:
+    """llama-server's prompt cache in host memory: ``prompt cache is enabled, size limit: L
+    MiB`` at load, then ``cache state: N prompts, X MiB (limits: L MiB, ...)`` after tasks."""
+
+    limit_mib: float
+    prompts: int | None = None
+    mib: float | None = None
+
+    @property
+    def line(self) -> str:
+        held = "empty" if not self.mib else f"{self.prompts} prompts, {self.mib:.1f} MiB"
+        return f"prompt cache (host memory): {held} of {self.limit_mib:.0f} MiB"
+
+    def to_json(self) -> dict[str, Any]:
+        mib = MIB
+        return {
+            "prompts": self.prompts,
+            "bytes": round(self.mib * mib) if self.mib is not None else None,
+            "limit_bytes": round(self.limit_mib * mib),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class LlamaLogSummary:
     """The server's state as its log tells it, and the memory facts of the same lines."""
 
@@ -312,6 +335,8 @@ class LlamaLogSummary:
     warnings_dropped: int = 0
     fit: FitSummary = field(default_factory=FitSummary)
     memory_breakdown: tuple[MemoryBreakdownRow, ...] = ()  # the last table printed
+    # the prompt cache in host memory: its limit, and what it held at the last task's end
+    prompt_cache: PromptCache | None = None
 
     @property
     def failed(self) -> bool:

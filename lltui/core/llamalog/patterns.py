@@ -45,6 +45,7 @@ from lltui.core.llamalog.models import (
     FitDeviceProjection,
     KvSizeLine,
     MemoryBreakdownRow,
+    PromptCache,
 )
 from lltui.core.units import MIB
 
@@ -699,9 +700,14 @@ SHAPES: tuple[Shape, ...] = (
            "load_tensors: tensor 'token_embd.weight' (q4_K) (and 0 others) cannot be used with "
            "preferred buffer type CPU_AARCH64, using CPU instead", hint="preferred buffer type",
            formats=(("bt", "CPU_AARCH64", _AARCH64), ("bt", "CPU_REPACK", _REPACK))),
-    _shape("prompt_cache", r"cache state|prompt cache", _known,
-           "load_model: prompt cache is enabled, size limit: 8192 MiB",
-           hint=("cache state", "prompt cache")),
+    _shape("prompt_cache", r"prompt cache is enabled, size limit: (?P<limit>\d+(?:\.\d+)?) MiB",
+           lambda m, line: PromptCache(float(m["limit"])),
+           "load_model: prompt cache is enabled, size limit: 8192 MiB", hint="prompt cache"),
+    _shape("cache_state", r"cache state: (?P<n>\d+) prompts, (?P<mib>\d+(?:\.\d+)?) MiB "
+           r"\(limits: (?P<limit>\d+(?:\.\d+)?) MiB",
+           lambda m, line: PromptCache(float(m["limit"]), int(m["n"]), float(m["mib"])),
+           "update:  - cache state: 2 prompts, 3.125 MiB (limits: 8192.000 MiB, 2048 tokens, "
+           "8589934592 est)", hint="cache state"),
 )
 # fmt: on
 

@@ -28,6 +28,7 @@ from lltui.core.llamalog.models import (
     LogFacts,
     LogProblem,
     MemoryBreakdownRow,
+    PromptCache,
 )
 from lltui.core.llamalog.patterns import group
 
@@ -96,6 +97,7 @@ class ServerFold:
         self.breakdown: list[MemoryBreakdownRow] = []
         self.breakdown_open = False
         self.seen_prefix = False
+        self.prompt_cache: PromptCache | None = None
 
     def take(self, c: Classified) -> list[str]:
         line, ev = c.line, c.event
@@ -133,6 +135,9 @@ class ServerFold:
             if isinstance(ev, FitEnd) and ev.status == "failed":
                 self._problem(rest, level, ev, kind="fit")
             return []
+        if isinstance(ev, PromptCache):
+            self.prompt_cache = ev
+            return ["prompt_cache"]
         if isinstance(ev, Flag) and ev.what == "fit_start":  # llama-server's own fit
             self.fit = FitSummary(ran=True)
         elif isinstance(ev, Flag) and ev.what == "breakdown":
@@ -205,4 +210,5 @@ class ServerFold:
             warnings_dropped=self.warnings_dropped,
             fit=self.fit,
             memory_breakdown=tuple(self.breakdown),
+            prompt_cache=self.prompt_cache,
         )

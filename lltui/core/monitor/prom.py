@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lltui.core.llama.metrics import LlamaMetrics, ServerProps, SlotState, Throughput
-from lltui.core.llamalog.models import DevicePlacement
+from lltui.core.llamalog.models import DevicePlacement, PromptCache
 from lltui.core.monitor.plan_reality import PlanReality
 
 PREFIX = "lltui_"
@@ -65,6 +65,7 @@ class LlamaExport:
     kv: tuple[KvGauge, ...] = ()  # how full each device's KV cache is (from /slots)
     kv_tokens: int | None = None  # the tokens the slots hold
     plan: PlanReality | None = None  # its plan per GPU beside what its process holds
+    prompt_cache: PromptCache | None = None  # its host prompt cache, from its log
 
 
 @dataclass(frozen=True, slots=True)

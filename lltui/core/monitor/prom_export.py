@@ -325,6 +325,11 @@ def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family
             if d.layers:
                 add("lltui_llama_device_layers", (*lb, ("device", d.name)), len(d.layers))
         add("lltui_llama_kv_tokens", lb, s.kv_tokens)
+        if s.prompt_cache is not None:
+            pc = s.prompt_cache.to_json()
+            add("lltui_llama_prompt_cache_bytes", lb, pc["bytes"])
+            add("lltui_llama_prompt_cache_limit_bytes", lb, pc["limit_bytes"])
+            add("lltui_llama_prompt_cache_prompts", lb, pc["prompts"])
         for g in s.kv:
             dl = (*lb, ("device", g.device))
             add("lltui_llama_kv_used_bytes", dl, g.used_bytes)
@@ -357,6 +362,11 @@ def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family
         "lltui_llama_kv_used_bytes": (
             "gauge", "KV cache bytes the slots' tokens take on a device.", "bytes"),
         "lltui_llama_kv_capacity_bytes": ("gauge", "KV cache bytes of a device.", "bytes"),
+        "lltui_llama_prompt_cache_bytes": (
+            "gauge", "Host memory the server's prompt cache held at its last task.", "bytes"),
+        "lltui_llama_prompt_cache_limit_bytes": (
+            "gauge", "The prompt cache's limit (--cache-ram).", "bytes"),
+        "lltui_llama_prompt_cache_prompts": ("gauge", "Prompts the prompt cache holds.", ""),
         "lltui_llama_kv_seconds_to_full": (
             "gauge", "Seconds until a device's KV cache is full at the current rate.", "seconds"),
     }  # fmt: skip
