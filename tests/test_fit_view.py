@@ -88,6 +88,25 @@ async def test_the_view_estimates_and_carries_settings_to_launch(model_path):
         assert launch.carried is None
 
 
+async def test_the_view_shows_the_planners_fastest_command(model_path):
+    """After the estimate and its quants, the planner's first choice for decode (the
+    command ``fit --best decode`` prints) and the other split's speed."""
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(130, 60)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-model").value = str(model_path)
+        screen.query_one("#fit-ctx").value = "4096"
+        await wait_for(lambda: screen.outcome is not None and screen.outcome.plan_done, 60)
+        await pilot.pause()
+        plan = screen.outcome.plan
+        assert plan is not None and plan.best is not None
+        shown = str(screen.query_one("#fit-plan").render())
+        assert shown.startswith("fastest (decode): ")
+        assert f"~{plan.best.decode_tps:.0f} t/s decode" in shown
+        assert plan.split is not None and plan.split.why.split(":")[0] in shown
+
+
 async def test_a_newer_request_wins_over_an_older_answer(model_path):
     app = sim_app("kaggle-2xt4")
     async with app.run_test(size=(120, 50)) as pilot:

@@ -12,6 +12,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from lltui.app.state.fit import FitOutcome
+    from lltui.core.fit.planner import PlanResult
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.gguf.refs import ModelFile
     from lltui.core.monitor.models import RigSample
@@ -111,6 +112,16 @@ class FitReady(Message, bubble=False):
     """A fit estimate finished; the view keeps the newest request's."""
 
     outcome: FitOutcome
+
+
+@dataclass
+class PlanReady(Message, bubble=False):
+    """The planner's fastest command for the estimate of request ``generation``, or why
+    there is none."""
+
+    generation: int
+    plan: PlanResult | None
+    error: str | None = None
 
 
 @dataclass

@@ -357,6 +357,14 @@ def fit(
     return FitReport(setup, result, found, checked, fit_choice, plan, aborts)
 
 
+def plan_setup(
+    setup: FitSetup, result: FitResult, goal: str = "decode", progress: Progress | None = None
+) -> PlanResult:
+    """The planner's ranking of a setup already estimated (``fit --best decode`` and the
+    fit view): splits, GPU sets, -ub and host experts, for ``goal``."""
+    return _plan(setup, result, goal, progress)
+
+
 def _plan(setup: FitSetup, result: FitResult, goal: str, progress: Progress | None) -> PlanResult:
     from lltui.core.fit.planner import plan_best
     from lltui.core.memory.parts import less_free

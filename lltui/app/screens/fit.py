@@ -16,7 +16,7 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from lltui.app.background import off_thread_reported
-from lltui.app.messages import FitReady, ModelsFound, QuantsReady
+from lltui.app.messages import FitReady, ModelsFound, PlanReady, QuantsReady
 from lltui.app.screens.base import FormScreen, field_input
 from lltui.app.state.fit import (
     FIELD_FLAGS,
@@ -24,8 +24,10 @@ from lltui.app.state.fit import (
     FitOutcome,
     FitRequest,
     compute_estimate,
+    compute_plan,
     compute_quants,
     form_flags,
+    plan_text,
 )
 from lltui.core.speed.model import speed_line
 from lltui.core.units import MIB, compact_indexes, compact_names, fmt_bytes
@@ -289,6 +291,9 @@ class FitScreen(FormScreen):
             yield Static("", id="fit-state")
             with Vertical(id="fit-results"):
                 yield Static("", id="fit-verdict")
+                plan = Static("", id="fit-plan")
+                plan.display = False  # shown once there is a plan to show
+                yield plan
                 yield Static("", id="fit-bars")
                 yield DataTable(id="fit-quants", cursor_type="row")
 
@@ -415,6 +420,9 @@ class FitScreen(FormScreen):
         found = await off_thread_reported(self, lambda: compute_quants(outcome), "quant table")
         quants, error = found if found is not None else ([], "quant table: failed")
         self.post_message(QuantsReady(request.generation, quants, error))
+        planned = await off_thread_reported(self, lambda: compute_plan(outcome), "planner")
+        plan, why = planned if planned is not None else (None, "fastest command: failed")
+        self.post_message(PlanReady(request.generation, plan, why))
 
     @on(ModelsFound)
     def _models_found(self, message: ModelsFound) -> None:
@@ -427,6 +435,16 @@ class FitScreen(FormScreen):
             return  # an older request finished after a newer one was made
         self.outcome = message.outcome
         self.show_fit()
+
+    @on(PlanReady)
+    def _plan_ready(self, message: PlanReady) -> None:
+        outcome = self.outcome
+        if outcome is None or outcome.generation != message.generation:
+            return  # the plan of an estimate no longer shown
+        outcome.plan, outcome.plan_done = message.plan, True
+        if message.error:
+            outcome.notes.append(message.error)
+        self.show_plan()
 
     @on(QuantsReady)
     def _quants_ready(self, message: QuantsReady) -> None:
@@ -481,9 +499,24 @@ class FitScreen(FormScreen):
         if outcome is None or not self.is_mounted:
             return
         self.query_one("#fit-verdict", Static).update(render_verdict(outcome, self.found))
+        self.show_plan()
         bars = self.query_one("#fit-bars", Static)
         bars.update(render_devices(outcome, bar_width(bars.size.width or self.size.width)))
         self._show_quants(outcome)
+
+    def show_plan(self) -> None:
+        """The planner's fastest command under the verdict, once it is known."""
+        outcome = self.outcome
+        if outcome is None or not self.is_mounted:
+            return
+        text = ""
+        if outcome.plan is not None:
+            text = escape("\n".join(plan_text(outcome.plan, outcome.flags)))
+        elif outcome.result is not None and not outcome.plan_done:
+            text = "[$text-muted]the fastest command is being worked out…[/]"
+        shown = self.query_one("#fit-plan", Static)
+        shown.update(text)
+        shown.display = bool(text)
 
     def _show_quants(self, outcome: FitOutcome) -> None:
         table = self.query_one("#fit-quants", DataTable)

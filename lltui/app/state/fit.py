@@ -11,6 +11,7 @@ from lltui.core.cmdline.flag_table import BY_KEY
 from lltui.core.monitor.models import RigSample
 
 if TYPE_CHECKING:  # the estimator loads when the view first estimates, not with the app
+    from lltui.core.fit.planner import PlanResult
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.memory.results import FitResult
     from lltui.services.fit import FitRequest as ServiceRequest
@@ -72,6 +73,9 @@ class FitOutcome:
     setup: FitSetup | None = None
     quants_done: bool = False
     measured: list[str] = field(default_factory=list)  # this model measured on this rig
+    # the planner's fastest command (decode) for the same model and rig, after the quants
+    plan: PlanResult | None = None
+    plan_done: bool = False
 
 
 def form_flags(fields: dict[str, str], extra: str) -> list[str]:
@@ -138,6 +142,41 @@ def compute_estimate(request: FitRequest, sample: RigSample | None) -> FitOutcom
         out.error = str(exc)
         out.quants_done = True
     return out
+
+
+def compute_plan(outcome: FitOutcome) -> tuple[PlanResult | None, str | None]:
+    """The planner's ranking for decode speed of an estimate :func:`compute_estimate` made
+    (splits, GPU sets, -ub, host experts), or why there is none (on a worker thread)."""
+    from lltui.services.fit import FitFailed, plan_setup
+
+    if outcome.setup is None or outcome.result is None:
+        return None, None
+    try:
+        return plan_setup(outcome.setup, outcome.result, "decode"), None
+    except (ValueError, FitFailed) as exc:
+        return None, f"fastest command: {exc}"
+
+
+def plan_text(plan: PlanResult, flags: list[str]) -> list[str]:
+    """The planner's answer in a few lines: its first choice's flags, speeds and memory,
+    the other split's speed and why it lost."""
+    best = plan.best
+    if best is None:
+        why = plan.options[0].why_not if plan.options else "nothing fits"
+        return [f"fastest command: none fits ({why})"]
+    given = set(flags)
+    added = [f for f in best.flags if f not in given] or list(best.flags)
+    lines = [
+        f"fastest (decode): {shlex.join(added) or 'as given'}: ~{best.decode_tps:.0f} t/s "
+        f"decode, ~{best.prefill_tps:.0f} t/s prompt"
+        + (f", {best.offload} on the host" if best.offload else "")
+    ]
+    split = plan.split
+    if split is not None:
+        lines.append(split.why)
+    elif plan.tensor_note:
+        lines.append(f"-sm tensor not tried: {plan.tensor_note}")
+    return lines
 
 
 def compute_quants(outcome: FitOutcome) -> tuple[list[QuantFit], str | None]:
