@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the memory model is imported once a plan is made (the monit
 SERVER_NAMES = ("llama-server",)  # the program a found process must be to be followed
 HISTORY = 64  # KV fills kept for the rate (a poll a second: a minute)
 RETRY_S = 5.0  # a plan not to be made (a log still loading) is tried again this often
-CACHE_TAIL_BYTES = 256 * 1024  # a log's last lines read for its prompt cache, at the most
+CACHE_TAIL_BYTES = 64 * 1024  # a log's last lines read for its prompt cache, at the most
 
 
 @dataclass(frozen=True, slots=True)
