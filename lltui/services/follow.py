@@ -204,7 +204,7 @@ def log_of_process(pid: int, argv: Sequence[str]) -> Path | None:
 
 def _planned(result: FitResult | None, logged: Mapping[str, int]) -> dict[str, int]:
     """Bytes per device: as the log printed them, else as predicted; host buffers apart."""
-    from lltui.core.explain.settings import is_host_buffer
+    from lltui.core.llamalog.models import is_host_buffer
 
     if logged:
         return dict(logged)
@@ -215,9 +215,14 @@ def _planned(result: FitResult | None, logged: Mapping[str, int]) -> dict[str, i
     return out
 
 
-def plan_of_log(path: Path) -> ServerPlan | None:
-    """The plan of the server that wrote this log (None: not a log lltui can read)."""
-    from lltui.core.explain.settings import is_host_buffer
+def plan_of_log(path: Path, *, kv: bool = True) -> ServerPlan | None:
+    """The plan of the server that wrote this log (None: not a log lltui can read, or one
+    with no load in it yet). ``kv``: with what a token takes on each device, which needs
+    the model the log names and lltui's estimate of it; else the log's buffers alone."""
+    from lltui.core.llamalog.models import is_host_buffer
+
+    if not kv:
+        return _logged_plan(path)
     from lltui.core.memory.kv_fill import kv_layout
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain
 
@@ -241,6 +246,27 @@ def plan_of_log(path: Path) -> ServerPlan | None:
     if not planned and layout is None:
         return None
     return ServerPlan(planned, layout, f"log {path}")
+
+
+def _logged_plan(path: Path) -> ServerPlan | None:
+    """The buffers of a log's last load, per device (no estimate: the memory model stays
+    unloaded in a monitor that only holds a found server against its log)."""
+    from lltui.core.llamalog.models import is_host_buffer
+    from lltui.core.llamalog.reader import scan_lines
+    from lltui.sources.llama.log_file import LogFileError, read_lines
+
+    try:
+        facts = scan_lines(read_lines(str(path)))
+    except (LogFileError, OSError):
+        return None
+    last = facts.last_load()
+    if not last:
+        return None  # still loading, or not a load log
+    logged: dict[str, int] = {}
+    for b in last:
+        if b.part == "model" and not b.superseded and not is_host_buffer(b.device):
+            logged[b.device] = logged.get(b.device, 0) + b.logged_bytes
+    return ServerPlan(logged, None, f"log {path}")
 
 
 def plan_of_argv(
@@ -287,6 +313,7 @@ class ServerFollow:
     # made on a thread of its own (``background``: a monitor's poll must not wait on a
     # model's header): the key it is made for, and once done the plan in a 1-tuple
     background: bool = False
+    kv: bool = True  # its KV fill is wanted (its /slots are polled): the plan needs a layout
     _cache: PromptCache | None = None  # the prompt cache its log said last
     _cache_at: int = 0  # how far into its log the prompt cache lines were read
     _aside: tuple[tuple[int | None, Path | None, int], tuple[ServerPlan | None] | None] | None = (
@@ -396,7 +423,7 @@ class ServerFollow:
         key = (pid, log, size)
         if self.background:  # a header read can take seconds: not on the caller's poll
             return self._plan_aside(key, argv, sample, now)
-        return self._keep(key, _make_plan(key, argv, sample), now)
+        return self._keep(key, _make_plan(key, argv, sample, self.kv), now)
 
     def _plan_aside(
         self,
@@ -415,7 +442,7 @@ class ServerFollow:
             self._aside = (key, None)
 
             def make() -> None:
-                box.append(_make_plan(key, argv, sample))
+                box.append(_make_plan(key, argv, sample, self.kv))
                 self._aside = (key, (box[0],))
 
             threading.Thread(target=make, name="lltui-server-plan", daemon=True).start()
@@ -436,10 +463,11 @@ def _make_plan(
     key: tuple[int | None, Path | None, int],
     argv: tuple[str, ...] | None,
     sample: RigSample | None,
+    kv: bool,
 ) -> ServerPlan | None:
     """A server's plan from its log, else from its own command line."""
     pid, log, _size = key
-    plan = plan_of_log(log) if log is not None else None
+    plan = plan_of_log(log, kv=kv) if log is not None else None
     if plan is None and pid is not None and argv is not None and is_server(argv):
         plan = plan_of_argv(argv, _own_env(pid), sample)
     return plan
@@ -471,7 +499,8 @@ class FoundServers:
             assert argv is not None
             follow = self._follows.get(pid)
             if follow is None:
-                follow = ServerFollow(url_of_argv(argv), pid, background=self.background)
+                # found, not polled: its plan, no KV fill (and so no estimate from a log)
+                follow = ServerFollow(url_of_argv(argv), pid, background=self.background, kv=False)
                 self._follows[pid] = follow
             out.append((follow.name, follow.fold(sample, None, sample.t)))
         return out

@@ -12,11 +12,11 @@ from lltui.core.cmdline.flag_table import BY_KEY
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.builds import BuildRules
 from lltui.core.llamalog.models import LogFacts
+from lltui.core.llamalog.models import is_host_buffer as is_host_buffer  # explain's name for it
 from lltui.core.memory.hparams import Hparams
 from lltui.core.units import MIB
 
 _Take = Callable[[Sequence[str], str], None]
-HOST_NAMES = ("CPU", "CPU_Mapped", "CPU_REPACK", "CPU_AARCH64")
 # spellings of older builds, as the pinned parser reads them
 _OLD_SPELLINGS = {
     "--no-mmap": ("-lm", "none"),
@@ -25,11 +25,6 @@ _OLD_SPELLINGS = {
 }
 # flags that name the model, not a setting (the model is read from them separately)
 _MODEL_FLAGS = ("-m", "--model", "-hf", "--hf-repo", "-hff", "--hf-file", "-mu", "--model-url")
-
-
-def is_host_buffer(name: str) -> bool:
-    """A buffer in host memory: the CPU's, a mapped file, pinned memory (CUDA_Host)."""
-    return name in HOST_NAMES or name.startswith("CPU_") or name.endswith("_Host")
 
 
 @dataclass(frozen=True, slots=True)

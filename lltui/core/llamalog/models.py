@@ -17,6 +17,14 @@ KINDS = ("model", "kv", "rs", "compute", "output")
 MAX_KEPT_LINES = 100  # problems and warnings kept
 
 
+HOST_NAMES = ("CPU", "CPU_Mapped", "CPU_REPACK", "CPU_AARCH64")
+
+
+def is_host_buffer(name: str) -> bool:
+    """A buffer in host memory: the CPU's, a mapped file, pinned memory (CUDA_Host)."""
+    return name in HOST_NAMES or name.startswith("CPU_") or name.endswith("_Host")
+
+
 @dataclass(frozen=True, slots=True)
 class BufferLine:
     """One ``<device> <kind> buffer size = <MiB> MiB`` line, as printed."""

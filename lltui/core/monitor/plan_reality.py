@@ -17,13 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.llamalog.models import is_host_buffer
 from lltui.core.monitor.models import RigSample
 
 HISTORY = 120  # samples kept per GPU (the monitor's interval: a few minutes)
 # ggml-cuda's devices (CUDA, and ROCm/MUSA builds of the same backend)
 _CUDA = re.compile(r"^(?:CUDA|ROCm|MUSA)(\d+)$")
-# devices of a plan that are no GPU of this host: the host's own buffers, RPC servers
-_NOT_HERE = re.compile(r"^(?:CPU|RPC)|_Host$|_Mapped$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +81,9 @@ class PlanWatch:
         self.server, self.pid = server, pid
         # llama.cpp device name -> bytes, for the GPUs of this host only (a plan's CPU or
         # RPC share is no GPU memory here, and cannot be numbered as one)
-        self._planned = {k: v for k, v in planned.items() if not _NOT_HERE.search(k)}
+        self._planned = {
+            k: v for k, v in planned.items() if not (is_host_buffer(k) or k.startswith("RPC"))
+        }
         self._baseline: dict[int, int] = {}
         self._history: dict[int, deque[int]] = {}
 
