@@ -352,8 +352,12 @@ class FitScreen(FormScreen):
 
     @property
     def settled(self) -> bool:
-        """The estimate shown and its quant table answer the newest request."""
-        return self.current and self.outcome is not None and self.outcome.quants_done
+        """The estimate shown, its quant table and the fastest command answer the newest
+        request."""
+        outcome = self.outcome
+        if not self.current or outcome is None or not outcome.quants_done:
+            return False
+        return outcome.plan_done or outcome.result is None or outcome.setup is None
 
     FIT_DEBOUNCE_S = 0.3  # typing "16384" asks for one estimate, not five
 

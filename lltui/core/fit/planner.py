@@ -518,10 +518,15 @@ def split_answer(ranked: Sequence[PlanOption], goal: str) -> SplitAnswer | None:
             f"({layer.token_ms:.2f} ms per token over {layer.n_gpus})"
         )
     else:
+        hops = (
+            f"-sm layer hops between its {layer.n_gpus} GPUs in {layer.link_ms:.2f} of "
+            f"{layer.token_ms:.2f} ms per token"
+            if layer.n_gpus > 1
+            else f"-sm layer on one GPU takes {layer.token_ms:.2f} ms per token, with no hop"
+        )
         why = (
             f"-sm layer decodes {100 * gain:.0f}% faster: {reduce}, more than reading each "
-            f"layer in parts saves; -sm layer hops between its {layer.n_gpus} GPUs in "
-            f"{layer.link_ms:.2f} of {layer.token_ms:.2f} ms per token"
+            f"layer in parts saves; {hops}"
         )
     other = "decode" if prompt else f"prompt ({PROMPT_TOKENS} tokens)"
     why += (
