@@ -207,3 +207,27 @@ def test_report_puts_the_servers_memory_now_beside_its_plan(rig, server, capsys)
     [gpu] = held["plan"]["gpus"]
     assert (gpu["gpu"], gpu["held_bytes"], gpu["planned_bytes"]) == (1, HELD, None)
     assert held["kv_tokens"] == sum(slot_tokens(server.url))
+
+
+def test_a_plan_made_aside_stands_while_the_log_grows(tmp_path):
+    """A server logs a line or more each request: the plan a thread made of its log is
+    taken though the log has grown since (before, each new size asked for a new plan and
+    none was ever taken)."""
+    from pathlib import Path
+
+    from lltui.services.follow import ServerFollow
+
+    fixture = Path(__file__).parent / "fixtures" / "llama-server" / "server_lv4_full.log"
+    log = tmp_path / "server.log"
+    log.write_bytes(fixture.read_bytes())
+    follow = ServerFollow(log=log, background=True, kv=False)
+    lines = []
+
+    def grown_and_planned() -> bool:
+        with log.open("a") as f:  # a request's line between two samples
+            f.write(f"0.00.{len(lines):03d}.000 I srv  update_slots: all slots are idle\n")
+        lines.append(follow.fold(None, None, 0.0))
+        return lines[-1].plan_source is not None
+
+    assert wait_for(grown_and_planned, 30)
+    assert lines[-1].plan_source == f"log {log}"

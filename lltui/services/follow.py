@@ -432,20 +432,23 @@ class ServerFollow:
         sample: RigSample | None,
         now: float,
     ) -> ServerPlan | None:
-        """The plan made on a thread of its own; None until it is (one at a time)."""
+        """The plan made on a thread of its own; None until it is (one at a time). A log
+        that grows meanwhile (a server loading, or serving) is the same process's: what the
+        thread made of it stands, with the size it read."""
         done = self._aside
-        if done is not None and done[0] == key and done[1] is not None:
+        if done is not None and done[0][:2] == key[:2]:
+            if done[1] is None:
+                return None  # still being made
             self._aside = None
-            return self._keep(key, done[1][0], now)
-        if done is None or done[0] != key:
-            box: list[ServerPlan | None] = []
-            self._aside = (key, None)
+            return self._keep(done[0], done[1][0], now)
+        self._aside = (key, None)
 
-            def make() -> None:
-                box.append(_make_plan(key, argv, sample, self.kv))
-                self._aside = (key, (box[0],))
+        def make() -> None:
+            plan = _make_plan(key, argv, sample, self.kv)
+            if self._aside is not None and self._aside[0] == key:  # not let go meanwhile
+                self._aside = (key, (plan,))
 
-            threading.Thread(target=make, name="lltui-server-plan", daemon=True).start()
+        threading.Thread(target=make, name="lltui-server-plan", daemon=True).start()
         return None
 
     def _keep(
