@@ -286,7 +286,7 @@ class ServerRound:
     """A llama-server watched (named by ``--llama``, or found on the GPUs): its plan beside
     its process and its KV fill, this round."""
 
-    server: str  # its URL without credentials, or "pid N"
+    server: str  # its URL without credentials (a found one: the URL its command line gives)
     follow: FollowState
 
 
