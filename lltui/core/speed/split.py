@@ -155,7 +155,7 @@ def tensor_links(
     add to the slowest GPU's share. ``specs``: the local GPUs of the split; ``rpc``: its
     devices behind RPC servers, whose partial sums each cross TCP once per all-reduce (a
     round trip: measured on two loopback rpc-servers, 8 layers of 1024, decode took twice
-    -sm layer's time, prompt 2.5x less)."""
+    -sm layer's time, the prompt 1.3-1.5x less; bench/rpc_split.py)."""
     cuts = 2 * max(1, result.model.n_layer)
     row = REDUCE_BYTES * max(1, result.model.n_embd)
     sync = cuts * p.tensor_sync_s
