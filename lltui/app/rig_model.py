@@ -52,8 +52,13 @@ class RigModel:
         with self.lock:
             self.launched = launched
             found = [p for p in self.plans if launched is None or p.pid != launched.pid]
-            self.plans = (*found, *([launched] if launched is not None else []))
-            return self.alerts.update(time.time(), plans=self.plans)
+            return self.alerts.update(time.time(), plans=self._keep_plans(found))
+
+    def _keep_plans(self, found: list[PlanReality]) -> tuple[PlanReality, ...]:
+        """The found servers' plans with the launched one's, kept as this round's."""
+        mine = self.launched
+        self.plans = (*found, *([mine] if mine is not None else []))
+        return self.plans
 
     def apply(self, sample: RigSample, poll_s: float) -> bool:
         """Take a sample; False (and counted) when it is older than one already taken.
@@ -75,10 +80,9 @@ class RigModel:
             hosts = self.hosts() if self.hosts is not None else None
             plans = None
             if self.found is not None:
-                mine = self.launched
-                skip = {mine.pid} if mine is not None else set()
+                skip = {self.launched.pid} if self.launched is not None else set()
                 found = [f.plan for _, f in self.found.fold(sample, skip) if f.plan is not None]
-                self.plans = plans = (*found, *([mine] if mine is not None else []))
+                plans = self._keep_plans(found)
             changes = self.alerts.update(sample.wall, rigs={None: sample}, hosts=hosts, plans=plans)
             if changes and self.on_alerts is not None:
                 self.on_alerts(changes)

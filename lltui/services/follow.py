@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # the memory model is imported once a plan is made (the monit
 
 SERVER_NAMES = ("llama-server",)  # the program a found process must be to be followed
 HISTORY = 64  # KV fills kept for the rate (a poll a second: a minute)
+# what a plan is made of: the process, its log, the log's size when read (-1: none)
+_Key = tuple[int | None, Path | None, int]
 RETRY_S = 5.0  # a plan not to be made (a log still loading) is tried again this often
 CACHE_TAIL_BYTES = 64 * 1024  # a log's last lines read for its prompt cache, at the most
 
@@ -301,13 +303,14 @@ class ServerFollow:
     pid: int | None = None
     log: Path | None = None
     _plan: ServerPlan | None = None
-    _made: tuple[int | None, Path | None, int] | None = None  # the plan's pid, log, log size
+    _made: _Key | None = None  # what the plan shown was made of
     # the process looked up: its pid, command line and log
     _proc: tuple[int | None, tuple[str, ...] | None, Path | None] | None = None
     _watch: PlanWatch | None = None
     _history: KvHistory | None = None  # the last fills, for the rate
     _retry_at: float = 0.0  # no plan could be made: not again before this (monotonic)
     _found: int | None = None  # the pid found by the URL's port, while it holds GPU memory
+    _scanned: frozenset[int] = frozenset()  # the GPUs' processes it was last looked for among
     _listener: int | None = None  # the pid listening on a loopback URL's port
     _listen_at: float = 0.0  # when to look for it again, not found (monotonic)
     # made on a thread of its own (``background``: a monitor's poll must not wait on a
@@ -316,9 +319,8 @@ class ServerFollow:
     kv: bool = True  # its KV fill is wanted (its /slots are polled): the plan needs a layout
     _cache: PromptCache | None = None  # the prompt cache its log said last
     _cache_at: int = 0  # how far into its log the prompt cache lines were read
-    _aside: tuple[tuple[int | None, Path | None, int], tuple[ServerPlan | None] | None] | None = (
-        None
-    )
+    _log_size: int = -1  # its log's size this sample (-1: none), as the plan's check read it
+    _aside: tuple[_Key, tuple[ServerPlan | None] | None] | None = None
 
     @property
     def name(self) -> str:
@@ -336,9 +338,10 @@ class ServerFollow:
         # simulated or remote rig's processes are not ours, nor its devices the server's)
         rig = sample if sample is not None and pids_here(sample.info.source) else None
         if pid is None and rig is not None and self.url is not None:
-            held = {p.pid for g in rig.gpus for p in g.processes}
-            if self._found not in held:
-                self._found = pid_of_url(self.url, rig)
+            held = frozenset(p.pid for g in rig.gpus for p in g.processes)
+            if self._found not in held and held != self._scanned:
+                # each process's command line read again only when the processes change
+                self._scanned, self._found = held, pid_of_url(self.url, rig)
             pid = self._found
         if pid is None and self.url is not None:
             pid = self._listening()  # on loopback, on no GPU the source sees
@@ -365,7 +368,7 @@ class ServerFollow:
         """The last ``cache state`` line of the server's log: its tail at first, then the
         lines written since (a few each request; past the tail's size, the tail)."""
         log = self._proc[2] if self._proc is not None else None
-        if log is None:
+        if log is None or self._log_size == self._cache_at:  # nothing written since
             return self._cache
         try:
             with open(log, "rb") as f:
@@ -414,6 +417,7 @@ class ServerFollow:
             size = os.stat(log).st_size if log is not None else -1
         except OSError:
             size = -1
+        self._log_size = size
         made = self._made
         if made is not None and made[:2] == (pid, log) and size >= made[2]:
             return self._plan
@@ -427,7 +431,7 @@ class ServerFollow:
 
     def _plan_aside(
         self,
-        key: tuple[int | None, Path | None, int],
+        key: _Key,
         argv: tuple[str, ...] | None,
         sample: RigSample | None,
         now: float,
@@ -451,9 +455,7 @@ class ServerFollow:
         threading.Thread(target=make, name="lltui-server-plan", daemon=True).start()
         return None
 
-    def _keep(
-        self, key: tuple[int | None, Path | None, int], plan: ServerPlan | None, now: float
-    ) -> ServerPlan | None:
+    def _keep(self, key: _Key, plan: ServerPlan | None, now: float) -> ServerPlan | None:
         if plan is None:
             self._retry_at = now + RETRY_S
             return None
@@ -463,7 +465,7 @@ class ServerFollow:
 
 
 def _make_plan(
-    key: tuple[int | None, Path | None, int],
+    key: _Key,
     argv: tuple[str, ...] | None,
     sample: RigSample | None,
     kv: bool,

@@ -269,16 +269,15 @@ class RouterPoll:
 
     def _measure(self, row: ModelRow) -> ModelRow:
         key = f"{row.name}:{row.port}"
+        url = f"http://127.0.0.1:{row.port}"
         client = self._clients.get(key)
         if client is None:
             from lltui.sources.llama.http import LlamaServerClient
 
-            api_key = self.session.launch.http_key
-            client = LlamaServerClient(f"http://127.0.0.1:{row.port}", api_key=api_key)
+            client = LlamaServerClient(url, api_key=self.session.launch.http_key)
             self._clients[key] = client
         poll = client.poll(with_props=False)
         # the child's own command line gives its plan (its output goes to the router's log)
-        url = f"http://127.0.0.1:{row.port}"
         follow = self._follows.setdefault(key, ServerFollow(url, background=True))
         found = follow.fold(self._rig() if self._rig is not None else None, poll.slots, poll.t)
         held = None

@@ -112,14 +112,14 @@ def server_sections(request: ReportRequest, sample: RigSample | None) -> list[Se
     server = request.server
     argv: tuple[str, ...] | None = None
     url: str | None = None
-    if server is not None and server.isdigit():
-        argv = own_argv(int(server))
+    pid = int(server) if server is not None and server.isdigit() else None
+    if pid is not None:
+        argv = own_argv(pid)
         url = url_of_argv(argv) if argv else None
     elif server is not None:
         url = server.rstrip("/")
     poll = _poll(url, request.api_key) if url is not None else None
     load, report = _load(request, url)
-    pid = int(server) if server is not None and server.isdigit() else None
     sections = [_build(argv, poll, url), load, _speed(poll, report)]
     return [*sections, _held(request, url, pid, sample, poll)]
 
