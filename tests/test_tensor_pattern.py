@@ -126,3 +126,11 @@ def test_a_pattern_re2_refuses_prints_nothing(capfd):
 def test_bad_patterns_raise_re_errors():
     with pytest.raises(re.error):
         compile_search("(unclosed")
+
+
+def test_a_pattern_is_compiled_once_and_its_answers_kept():
+    # --best tries the same -ot/--n-cpu-moe patterns on the same names for every candidate
+    first = compile_search(r"blk\.(3|4)\.ffn_.*_exps")
+    again = compile_search(r"blk\.(3|4)\.ffn_.*_exps")
+    assert first is again
+    assert again("blk.3.ffn_up_exps.weight") and not again("blk.5.ffn_up_exps.weight")

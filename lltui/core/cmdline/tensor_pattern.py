@@ -8,13 +8,16 @@ run (back-references, look-around, atomic groups, possessive repeats, ``\\Z``, `
 searched with ``re``: such patterns are rare in ``-ot`` and are the user's own.
 
 RE2's Python binding costs ~20 times ``re``'s per call on short names, so each answer is kept
-per name: a model's names are few and a fit asks the same ones for every candidate.
+per name, and each pattern's function is kept too: a model's names are few, and a search
+over commands (``--best``) asks the same names of the same patterns (``--n-cpu-moe N`` is a
+pattern per layer) for every candidate.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 import re2
 
@@ -25,6 +28,7 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a pattern RE2 refuses is re's, not an error to print
 
 
+@lru_cache(maxsize=512)
 def compile_search(pattern: str) -> Search:
     """A function telling whether ``pattern`` matches anywhere in a string, as
     ``re.search(pattern, s) is not None`` would. Raises re.error for a bad pattern."""
