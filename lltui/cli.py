@@ -82,7 +82,20 @@ def wants_command(argv: Sequence[str]) -> bool:
     return any(arg in names or arg in ("-h", "--help") for arg in argv)
 
 
-def build_parser(with_commands: bool = True) -> argparse.ArgumentParser:
+def named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` most likely names (its first word that is one), where no
+    help is asked before it: the parser then registers that one alone (each module is an
+    import). A guess only: a usage error is said by the full parser."""
+    names = set(command_names())
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return None
+        if arg in names:
+            return arg
+    return None
+
+
+def build_parser(with_commands: bool = True, only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="lltui",
         description="A terminal control room for llama.cpp on several NVIDIA GPUs.",
@@ -131,7 +144,8 @@ def build_parser(with_commands: bool = True) -> argparse.ArgumentParser:
         return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        if only is None or name.endswith(f".{only}"):
+            importlib.import_module(name).register(sub)
     return parser
 
 
@@ -169,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown is not None:
             raise CliError(f"lltui: unknown option {unknown} (see lltui --help)", 2)
         try:
-            args = build_parser(with_commands=wants_command(args_list)).parse_args(args_list)
+            parser = build_parser(wants_command(args_list), named_command(args_list))
+            args = parser.parse_args(args_list)
         except CliError:  # a usage error: the full parser says it (lists the subcommands)
             args = build_parser().parse_args(args_list)
         if args.record_full and not args.record:

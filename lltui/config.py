@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lltui.core.monitor.alerts import AlertConfig, alert_config_from_mapping
+from lltui.core.monitor.alert_settings import AlertConfig, alert_config_from_mapping
 from lltui.paths import default_config_path
 
 MIN_INTERVAL = 0.25  # NVML latency makes faster polling meaningless and costly

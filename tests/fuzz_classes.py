@@ -490,7 +490,7 @@ def _hooks_case(seeds: Any, rng: random.Random, ops: list[str]) -> Any:
     from alert_rig import CONFIG, write_alert_recording
     from fuzz_inputs import INPUT, Case
 
-    from lltui.core.monitor.alerts import KINDS
+    from lltui.core.monitor.alert_settings import KINDS
 
     recording = seeds.workdir / "hooks-alerts.jsonl"
     if not recording.exists():

@@ -22,17 +22,14 @@ from proc_helpers import gone, wait_for
 
 from lltui.cli import main
 from lltui.config import ConfigError, load_settings
-from lltui.core.monitor.alerts import (
+from lltui.core.monitor.alert_settings import (
     KINDS,
-    AlertChange,
     AlertConfig,
     AlertHook,
     AlertThresholds,
-    AlertTracker,
-    HostStatus,
     alert_config_from_mapping,
-    exit_code,
 )
+from lltui.core.monitor.alerts import AlertChange, AlertTracker, HostStatus, exit_code
 from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest, run_hook
 from lltui.services.rig import RigRequest
 from lltui.sources.gpu.replay import ReplaySource

@@ -17,7 +17,7 @@ from nvml_helpers import close_nvml_sources
 from proc_helpers import wait_for
 
 from lltui.cli import main
-from lltui.core.monitor.alerts import AlertThresholds
+from lltui.core.monitor.alert_settings import AlertThresholds
 from lltui.core.units import MIB
 from lltui.services.follow import plan_of_argv
 

@@ -223,18 +223,40 @@ def test_cli_help_does_not_import_textual():
     assert "textual" not in mods
 
 
-def test_fit_and_quant_of_a_local_model_do_not_import_the_http_client(tmp_path):
+# what a fit of a local model for given GPUs never needs: each is an import (its dataclasses
+# made at import cost most of a fit's start), and the search, log reader, alert tracker,
+# RPC client, rig store and the other subcommands are not a plain fit's
+NOT_IN_A_PLAIN_FIT = (
+    "httpx",  # a local model reads no network
+    "lltui.core.fit.best",
+    "lltui.core.fit.planner",
+    "lltui.core.llamalog.models",
+    "lltui.core.monitor.alerts",
+    "lltui.core.monitor.models",
+    "lltui.services.bench",
+    "lltui.sources.gpu.rig_store",
+    "lltui.sources.llama.rpc_probe",
+    "lltui.commands.launch",
+    "lltui.commands.gpus",
+)
+
+
+def test_fit_and_quant_of_a_local_model_load_only_what_they_use(tmp_path):
     import gguf_factory as gf
 
     path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec(n_layer=2), "F16")
     for verb in ("fit", "quant"):
         code = (
             "import contextlib, io\nfrom lltui.cli import main\n"
-            f"with contextlib.redirect_stdout(io.StringIO()):\n    main([{verb!r}, {str(path)!r}])"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main([{verb!r}, {str(path)!r}, '--gpus', '4090,4090'])"
         )
         mods = _modules_after(code)
         assert "lltui.core.fit.estimate" in mods, "the command ran"
-        assert "httpx" not in mods, verb  # a local model reads no network
+        loaded = [m for m in NOT_IN_A_PLAIN_FIT if m in mods]
+        if verb == "quant":  # the quant ranking is a search
+            loaded = [m for m in loaded if m != "lltui.core.fit.best"]
+        assert loaded == [], verb
 
 
 def test_every_module_has_a_layer():

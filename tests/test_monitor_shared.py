@@ -20,7 +20,7 @@ from lltui.app.widgets.gpu_card import GpuCard
 from lltui.app.widgets.process_table import ProcessTable
 from lltui.app.widgets.text_lines import TextLines
 from lltui.config import Settings
-from lltui.core.monitor.alerts import AlertConfig, AlertThresholds
+from lltui.core.monitor.alert_settings import AlertConfig, AlertThresholds
 from lltui.sources.gpu.replay import ReplaySource
 from lltui.sources.gpu.sim import SimSource, StepClock
 

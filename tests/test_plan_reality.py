@@ -11,7 +11,8 @@ import pytest
 from fake_pynvml import DRIVER_R535, FakeNvml, make_gpus
 from nvml_helpers import close_nvml_sources
 
-from lltui.core.monitor.alerts import AlertThresholds, AlertTracker
+from lltui.core.monitor.alert_settings import AlertThresholds
+from lltui.core.monitor.alerts import AlertTracker
 from lltui.core.monitor.plan_reality import PlanWatch
 from lltui.core.units import MIB
 from lltui.sources.gpu.nvml import NvmlSource

@@ -178,10 +178,10 @@ def _run_plan(words: Split, found: ModelSet, source: str) -> int:
 
 def rig_lines(rig: RigInfo | None, devices: str) -> list[str]:
     """The SIMULATED line, first, where the devices are a simulated rig's."""
-    from lltui.core.monitor.gpus_report import simulated_line
-
     if rig is None or not rig.simulated:
         return []
+    from lltui.core.monitor.gpus_report import simulated_line
+
     return [
         f"{simulated_line(rig)}; estimated for its GPUs ({devices}); --gpus cpu estimates "
         "for this machine's CPU alone, --gpus SPEC for other devices"

@@ -56,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
     from lltui.commands.progress import Progress
     from lltui.core.fit.quant_table import best_fitting
     from lltui.core.gc_pause import gc_paused
-    from lltui.core.monitor.gpus_report import simulated_json
     from lltui.services.fit import FitFailed, prepare, quant_table
 
     command = read_command(list(args.argv), "quant", HELP, source_spec(args))
@@ -78,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     where = report.setup.device_label
     if command.as_json:
         from lltui.core.fit.report import model_to_json
+        from lltui.core.monitor.gpus_report import simulated_json
 
         # the model read: the input file itself (the rows are what-ifs, with no file yet)
         data: dict[str, Any] = {

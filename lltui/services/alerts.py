@@ -21,11 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lltui.core.cmdline.address import public_url
+from lltui.core.monitor.alert_settings import AlertConfig, AlertHook
 from lltui.core.monitor.alerts import (
     Alert,
     AlertChange,
-    AlertConfig,
-    AlertHook,
     AlertTracker,
     HostStatus,
     LlamaStatus,

@@ -195,8 +195,6 @@ def with_rpc(
     within ``timeout_s``; an answer up to ``max_age_s`` old stands): one device per device
     it serves, with its free memory; a note per server says what it reported, or why its
     free memory stays unknown."""
-    from lltui.sources.llama.rpc_probe import TIMEOUT_S, RpcProbeError, probe_all
-
     rpc_now = [d for d in devices if d.kind == "rpc"]
     known_rpc = {d.endpoint for d in rpc_now}
     extra_rpc = [ep for ep in dict.fromkeys(rpc) if ep not in known_rpc]
@@ -204,6 +202,8 @@ def with_rpc(
     ask = [d.endpoint for d in rpc_all if d.total_bytes is None and d.endpoint]
     if not ask:
         return rpc_all + [d for d in devices if d.kind != "rpc"], []
+    from lltui.sources.llama.rpc_probe import TIMEOUT_S, RpcProbeError, probe_all
+
     got_all = probe_all(ask, TIMEOUT_S if timeout_s is None else timeout_s, max_age_s)
     answers = dict(zip(ask, got_all, strict=True))
     out: list[DeviceSpec] = []

@@ -24,7 +24,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from lltui.core.cmdline.address import public_url
 from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.memory.kv_fill import KvFill
-from lltui.core.monitor.alerts import AlertThresholds, AlertTracker, LlamaStatus
+from lltui.core.monitor.alert_settings import AlertThresholds
+from lltui.core.monitor.alerts import AlertTracker, LlamaStatus
 from lltui.core.monitor.models import GpuSource, RigInfo, RigSample, SourceUnavailable
 from lltui.core.monitor.plan_reality import PlanReality
 from lltui.core.monitor.prom import DEFAULT_MAX_PROCESSES, Family, KvGauge, LlamaExport

@@ -224,8 +224,6 @@ def speed_inputs(
     the estimate is for its GPUs or its CPU alone; for other devices the default host, or
     ``--host``."""
     from lltui.core.hardware.host import default_host, parse_host_spec
-    from lltui.services.bench import local_rig
-    from lltui.sources.gpu import rig_store
     from lltui.sources.gpu.cpu import local_host
 
     here = _here(request)
@@ -237,6 +235,9 @@ def speed_inputs(
             raise FitFailed(f"{request.verb}: {exc}", 2) from None
     if not here:
         return host, None, ()
+    from lltui.services.bench import local_rig
+    from lltui.sources.gpu import rig_store
+
     record = rig_store.load(local_rig(devices, host))
     if record is None or not record.calibration.points:
         return host, None, ()
@@ -334,15 +335,17 @@ def fit(
     """What llama-server will allocate on each device, whether it fits, how fast it runs;
     ``best``: the command lines that fit, ranked for that goal (``progress`` told how the
     search goes); ``oracle``: llama-fit-params run beside it."""
-    from lltui.core.fit.best import GOALS
-    from lltui.core.fit.planner import PLAN_GOALS
+    planned = False
+    if best is not None:  # the searches load only when asked for
+        from lltui.core.fit.best import GOALS
+        from lltui.core.fit.planner import PLAN_GOALS
 
-    if best is not None and best not in GOALS + PLAN_GOALS:
-        goals = ", ".join(GOALS + PLAN_GOALS)
-        raise FitFailed(f"fit: --best: expected one of {goals}, got {best!r}", 2)
+        if best not in GOALS + PLAN_GOALS:
+            goals = ", ".join(GOALS + PLAN_GOALS)
+            raise FitFailed(f"fit: --best: expected one of {goals}, got {best!r}", 2)
+        planned = best in PLAN_GOALS
     setup = prepare(request)
     result = estimate_setup(setup)
-    planned = best in PLAN_GOALS
     plan = _plan(setup, result, best, progress) if best is not None and planned else None
     found = _best(setup, result, best, progress) if best is not None and not planned else None
     checked = _oracle(setup, setup.here) if oracle else None

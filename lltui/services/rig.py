@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
 from lltui.sources.gpu.kinds import ReplayOptions as ReplayOptions  # the front ends' too
 from lltui.sources.gpu.kinds import is_fleet, kind_of, open_source, parse_source_spec
 from lltui.sources.gpu.kinds import one_sample as one_sample  # the API's quick read
@@ -16,6 +15,7 @@ from lltui.sources.gpu.kinds import source_help as source_help  # --source's hel
 
 if TYPE_CHECKING:
     from lltui.core.monitor.fleet import FleetSample
+    from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
     from lltui.core.topo.matrix import TopologyReport
     from lltui.sources.gpu.fleet import Fleet, FleetFocus
     from lltui.sources.gpu.replay import Recorder
