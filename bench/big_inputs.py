@@ -6,8 +6,8 @@
 Writes, in a temporary directory: a 10 MB NCCL_DEBUG=INFO log and a 10 MB nccl-tests output
 (the real fixtures of tests/fixtures/real/nccl, repeated with a new host and pid each time),
 a GGUF with 2 million metadata keys and one with a million tensors (a tiny llama plus the
-extra keys or tensors, built with tests/gguf_factory.py's raw builders; tensor data is a hole,
-so the files take no disk). Each command runs in its own process; its wall time and peak RSS
+extra keys or tensors, built with tests/support/gguf_factory.py's raw builders; tensor data is
+a hole, so the files take no disk). Each command runs in its own process; its wall time and peak RSS
 (os.wait4's ru_maxrss) are printed beside a baseline: the same command on the small input
 (the fixture once, the tiny llama alone), run in the same process of this script. "x base"
 is the ratio of the two; "MB/s" the input read per second above the baseline's time.
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import gguf_factory as gf  # noqa: E402
+from support import gguf_factory as gf  # noqa: E402
 
 NCCL = ROOT / "tests" / "fixtures" / "real" / "nccl"
 F32, UINT8, FLOAT32 = 0, 0, 6

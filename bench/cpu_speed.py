@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-import gguf_factory as gf
+from support import gguf_factory as gf
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate

@@ -1,5 +1,5 @@
 """How ``lltui explain`` does on the public logs (tests/fixtures/llama-logs): buffer lines
-read, and for the logs whose model is reconstructed (tests/public_models.py) how many lines
+read, and for the logs whose model is reconstructed (tests/support/public_models.py) how many lines
 the prediction matches exactly (as llama.cpp prints them) and within 1 % / 10 %, per kind;
 then the time and memory of explaining a 2 GiB log against reading it whole with Python's
 own line iterator, in the same run.
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from public_models import BY_LOG, write  # noqa: E402
+from support.public_models import BY_LOG, write  # noqa: E402
 
 from lltui.core.llamalog.reader import scan_lines  # noqa: E402
 from lltui.services.explain import ExplainRequest, explain  # noqa: E402

@@ -5,7 +5,7 @@ Runs the pinned llama-server CPU build (`lltui llama install` puts it in the use
 
 - tiny models of real architectures (llama, qwen2, qwen3, gemma3 with SWA, qwen3moe, phi3,
   gpt2, starcoder, gpt-oss, glm4moe, mistral3, qwen2moe, deepseek2 with MLA) in F16, Q8_0
-  and Q4_K, with real weights; and every architecture of tests/gguf_factory.py ARCH_SPECS
+  and Q4_K, with real weights; and every architecture of tests/support/gguf_factory.py ARCH_SPECS
   (olmoe, granite, cohere2, llama4, ...) in Q8_0, on one device and split over rpc-servers;
 - real-size shapes (Llama-8B, Llama-1B, Qwen3-4B and 0.6B, Gemma3-4B and 1B, Qwen3-30B-A3B,
   Mistral-Nemo-like, a few layers each) whose tensor data is a hole in a sparse file, so
@@ -39,8 +39,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
-import gguf_factory as gf  # noqa: E402
-from llama_fixture import SERVER_ARGS, llama_server, rpc_servers  # noqa: E402
+from support import gguf_factory as gf  # noqa: E402
+from support.llama_fixture import SERVER_ARGS, llama_server, rpc_servers  # noqa: E402
 
 from lltui.core.cmdline.flags import parse_llama_args  # noqa: E402
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate  # noqa: E402

@@ -2,7 +2,7 @@
 projector, LoRA adapters), and what counting them costs.
 
 Runs the pinned llama-server CPU build (`lltui llama install`) at `-lv 4` on tiny generated
-files (tests/gguf_factory.py) and compares with the estimate:
+files (tests/support/gguf_factory.py) and compares with the estimate:
 
 - the draft's context (weights, KV, output exact to the log's 0.01 MiB; compute error %),
   with several draft flags;
@@ -26,8 +26,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
-import gguf_factory as gf  # noqa: E402
-from llama_fixture import build_llama, llama_server  # noqa: E402
+from support import gguf_factory as gf  # noqa: E402
+from support.llama_fixture import build_llama, llama_server  # noqa: E402
 
 from lltui.core.cmdline.flags import parse_llama_args  # noqa: E402
 from lltui.core.fit.estimate import ExtraModels, FitOptions, FitResult, estimate  # noqa: E402

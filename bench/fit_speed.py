@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
-import gguf_factory as gf  # noqa: E402
+from support import gguf_factory as gf  # noqa: E402
 
 from lltui.core.gguf.reader import read_gguf  # noqa: E402
 from lltui.core.gguf.types import FTYPE_NAMES  # noqa: E402
@@ -185,7 +185,7 @@ def rpc_split(
     bins, exe: dict[str, str], py: list[str], here: str, tmp: Path, n: int, runs: int
 ) -> None:
     """lltui fit against llama-fit-params, both given the same N loopback rpc-servers."""
-    from llama_fixture import rpc_servers
+    from support.llama_fixture import rpc_servers
 
     path = gf.write_sparse(tmp / "qwen3moe-235b.gguf", gf.qwen3moe_235b_a22b_spec(), "Q4_0")
     print(

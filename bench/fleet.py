@@ -6,7 +6,7 @@
    against the single-host monitor on one of those 8-GPU rigs.
 2. ssh connections opened per minute per host, with the persistent connection (the
    default) and, as the baseline, a new connection for every command, over a real sshd on
-   127.0.0.1 (tests/ssh_fixture.py; skipped with one line when sshd is missing); also the
+   127.0.0.1 (tests/support/ssh_fixture.py; skipped with one line when sshd is missing); also the
    wall time of one poll in each mode.
 
     .venv/bin/python bench/fleet.py [--ticks N] [--seconds S]
@@ -149,7 +149,7 @@ def _maker(multiplex: bool, made: list[Any]) -> Callable[[str, int], Any]:
 
 
 def ssh_connections(seconds: float) -> None:
-    from tests.ssh_fixture import missing, ssh_server
+    from tests.support.ssh_fixture import missing, ssh_server
 
     why = missing()
     if why is not None:

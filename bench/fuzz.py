@@ -8,7 +8,7 @@
 Every case is (target, seed, index): the same three numbers give the same input. A case
 passes when lltui ends in a result or a one-line domain error (exit 0/1/2, no "internal
 error", no traceback, strict JSON for --json) within --timeout seconds and --mem-mib of peak
-memory growth (see tests/fuzz_runner.py). Prints per target: cases, domain errors, crashes,
+memory growth (see tests/support/fuzz_runner.py). Prints per target: cases, domain errors, crashes,
 hangs, memory failures, the slowest case, the peak memory growth of the worker processes
 since they started ("peak MiB", over many cases) and the largest rise of that peak in one
 case ("largest step", the case's own allocation); then each distinct failure with its seed,
@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import fuzz_runner as fr  # noqa: E402
-from fuzz_inputs import TARGETS  # noqa: E402
+from support import fuzz_runner as fr  # noqa: E402
+from support.fuzz_inputs import TARGETS  # noqa: E402
 
 FAIL_KINDS = (
     "crash",
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 def _case_here(target: str, seed: int, index: int) -> dict[str, Any]:
     import tempfile
 
-    from fuzz_inputs import Seeds, make_case
+    from support.fuzz_inputs import Seeds, make_case
 
     seeds = Seeds(Path(tempfile.mkdtemp(prefix="lltui-fuzz-")))
     case = make_case(seeds, target, seed, index)

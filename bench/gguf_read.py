@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import gguf
-import gguf_factory
+from support import gguf_factory
 
 from lltui.core.gguf.reader import read_gguf
 

@@ -1,5 +1,6 @@
-"""Idle CPU of the monitor: lltui's against nvitop's, both on the FAKE pynvml (tests/fake_pynvml.py)
-with 8 and 16 GPUs, refreshing every second, each in a pseudo-terminal of the same size.
+"""Idle CPU of the monitor: lltui's against nvitop's, both on the FAKE pynvml
+(tests/support/fake_pynvml.py) with 8 and 16 GPUs, refreshing every second, each in a
+pseudo-terminal of the same size.
 
     .venv/bin/python bench/idle_cpu.py [--seconds 20] [--warmup 4] [--gpus 8 16] [--size 120x40]
                                        [--rounds N] [--before ROOT] [--llama-server]
@@ -38,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path.insert(0, str(TESTS))
-from pty_helpers import spawn_in_pty  # noqa: E402  (tests/ holds the bench's helpers)
+from support.pty_helpers import spawn_in_pty  # noqa: E402  (tests/ holds the bench's helpers)
 
 from lltui.sources.gpu.procfs import parse_stat  # noqa: E402
 
@@ -48,7 +49,7 @@ from lltui.sources.gpu.procfs import parse_stat  # noqa: E402
 LAUNCHER = """
 import os, runpy, sys, time
 sys.path.insert(0, os.environ["FAKE_NVML_TESTS"])
-import fake_pynvml as fp
+from support import fake_pynvml as fp
 fake = fp.FakeNvml(fp.make_gpus(int(os.environ["FAKE_NVML_GPUS"])))
 sys.modules["pynvml"] = fp.add_peer_symbols(fake)
 
@@ -276,7 +277,7 @@ def main() -> int:
 @contextlib.contextmanager
 def llama_server(cache: Path) -> Iterator[int]:
     """The pinned llama-server on a tiny generated model, its log a file; its pid."""
-    from llama_fixture import free_port, stop_group, write_tiny_llama
+    from support.llama_fixture import free_port, stop_group, write_tiny_llama
 
     from lltui.sources.llama import build_cache
 

@@ -4,7 +4,7 @@ Run from the repository root::
 
     .venv/bin/python bench/nvml_calls.py
 
-Counts come from tests/fake_pynvml.py, which counts every call per GPU and function. A fast
+Counts come from tests/support/fake_pynvml.py, which counts every call per GPU and function. A fast
 tick must stay at or under FAST_CALL_BUDGET calls per GPU; the script exits 1 when it does not.
 
 Timings compare poll() against a bare loop that calls the same fake functions once each, in
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-import fake_pynvml as fp  # noqa: E402
+from support import fake_pynvml as fp  # noqa: E402
 
 from lltui.core.monitor.models import GpuProcess, HostSample  # noqa: E402
 from lltui.sources.gpu.host_facts import HostSampler  # noqa: E402

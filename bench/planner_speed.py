@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
-import gguf_factory as gf  # noqa: E402
+from support import gguf_factory as gf  # noqa: E402
 
 MODELS = {
     "llama-70b": gf.llama_spec(

@@ -1,5 +1,5 @@
 """Poll CPU of the monitor's NVML source against the other monitor's NVML layer (the one
-bench/idle_cpu.py names), both on the FAKE pynvml (tests/fake_pynvml.py), at 8 to 64 GPUs.
+bench/idle_cpu.py names), both on the FAKE pynvml (tests/support/fake_pynvml.py), at 8 to 64 GPUs.
 
     .venv/bin/python bench/poll_cpu.py [--ticks 120] [--gpus 8 16 32 64] [--peer-python PY]
 
@@ -33,7 +33,7 @@ from idle_cpu import nvitop_python  # noqa: E402
 LLTUI_SIDE = """
 import json, sys, time
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
-import fake_pynvml as fp
+from support import fake_pynvml as fp
 n, ticks = int(sys.argv[2]), int(sys.argv[3])
 gpus = fp.make_gpus(n, nvlinks=4)
 for i, g in enumerate(gpus):
@@ -69,7 +69,7 @@ print(json.dumps({"cpu": cpu, "calls": sum(fake.count(i) for i in range(n))}))
 PEER_SIDE = """
 import json, sys, time
 sys.path[:0] = [sys.argv[1] + "/tests"]
-import fake_pynvml as fp
+from support import fake_pynvml as fp
 n, ticks = int(sys.argv[2]), int(sys.argv[3])
 gpus = fp.make_gpus(n, nvlinks=4)
 for i, g in enumerate(gpus):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import gguf_factory
-from hub_server import Hub, HubServer, Repo
+from support import gguf_factory
+from support.hub_server import Hub, HubServer, Repo
 
 from lltui.core.gguf.reader import read_gguf
 from lltui.sources.models.remote import read_remote

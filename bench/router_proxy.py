@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
 import httpx  # noqa: E402
-from llama_fixture import build_llama, write_tiny_llama  # noqa: E402
+from support.llama_fixture import build_llama, write_tiny_llama  # noqa: E402
 
 from lltui.core.cmdline.args import parse_llama_args  # noqa: E402
 from lltui.services.launch.router import RouterSession  # noqa: E402

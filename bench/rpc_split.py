@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import gguf_factory as gf  # noqa: E402  (tests/ holds the generated models)
-from llama_fixture import free_port, port_open, stop_group  # noqa: E402
+from support import gguf_factory as gf  # noqa: E402  (tests/ holds the generated models)
+from support.llama_fixture import free_port, port_open, stop_group  # noqa: E402
 
 from lltui.core.cmdline.flags import parse_llama_args  # noqa: E402
 from lltui.core.fit.estimate import FitOptions, estimate  # noqa: E402

@@ -3,7 +3,7 @@
 Reports, for the points of tests/fixtures/llama_bench_published.json (and this machine's own
 CPU measurements, tests/fixtures/cpu_bench_measured.json), how many are within the target
 (decode 20%, prompt 35%) and the median and worst relative error of decode and prompt speed,
-in every group of tests/speed_published.py (on GPU / host experts / host layers / -nkvo /
+in every group of tests/support/speed_published.py (on GPU / host experts / host layers / -nkvo /
 CPU only; dense / MoE; one / several GPUs; -sm layer / tensor; depth 0 / deep; the GPU
 family, or the vector unit for CPU-only runs), separately for the points the constants were
 fitted to ("fit") and for those they never saw ("holdout": whole sources held out). Points
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import speed_published as sp
+from support import speed_published as sp
 
 from lltui.core.speed.params import PARAMS, SpeedParams
 

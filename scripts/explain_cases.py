@@ -1,7 +1,7 @@
 """Regenerate the corpus of explained cases in tests/fixtures/llama-logs/cases/: one JSON per
 public log, ``lltui explain``'s ``case`` (with a reconstructed header where
-tests/public_models.py has one) and the comparison's per-line predictions, so a change in the
-scanner, the rules or the estimate shows up in tests/test_explain_public.py as a diff.
+tests/support/public_models.py has one) and the comparison's per-line predictions, so a change
+in the scanner, the rules or the estimate shows up in tests/test_explain_public.py as a diff.
 
     .venv/bin/python scripts/explain_cases.py
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from public_models import corpus_entry  # noqa: E402
+from support.public_models import corpus_entry  # noqa: E402
 
 LOGS = ROOT / "tests" / "fixtures" / "llama-logs"
 OUT = LOGS / "cases"

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from alert_rig import CONFIG, EXPECTED, write_alert_recording
-from proc_helpers import gone, wait_for
+from support.alert_rig import CONFIG, EXPECTED, write_alert_recording
+from support.proc_helpers import gone, wait_for
 
 from lltui.cli import main
 from lltui.config import ConfigError, load_settings
@@ -114,7 +114,7 @@ def test_watch_fail_on_exits_with_the_severity_reached(rig, capsys):
 
 
 def test_watch_once_exit_codes_by_severity(tmp_path, capsys):
-    from alert_rig import alert_samples
+    from support.alert_rig import alert_samples
 
     from lltui.sources.gpu.replay import Recorder
 
@@ -273,7 +273,7 @@ def test_thresholds_from_the_config_reach_the_tracker(tmp_path):
 
 
 def test_temperatures_clear_only_a_margin_under_their_threshold():
-    from alert_rig import alert_samples
+    from support.alert_rig import alert_samples
 
     _info, samples = alert_samples()
     tracker = AlertTracker(AlertThresholds())
@@ -382,7 +382,7 @@ def test_every_kind_in_the_table_is_tested():
 
 # -- gpus --json and the exporter ---------------------------------------------------------------
 def test_gpus_json_lists_the_alerts_raised_now(tmp_path, capsys):
-    from alert_rig import alert_samples
+    from support.alert_rig import alert_samples
 
     from lltui.sources.gpu.replay import Recorder
 

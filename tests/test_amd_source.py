@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from fake_amdsmi import (
+from support.fake_amdsmi import (
     BINDING_6_0,
     DRIVER_NOT_LOADED,
     GIB,

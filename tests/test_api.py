@@ -141,7 +141,7 @@ def test_can_fit_and_presets_and_auto_config():
 
 
 def test_with_a_gguf_path_the_exact_estimator_is_used(tmp_path):
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     from lltui.api import can_fit_model, estimate_model_vram, recommend_quantization
     from lltui.core.gguf.reader import read_gguf
@@ -161,7 +161,7 @@ def test_with_a_gguf_path_the_exact_estimator_is_used(tmp_path):
 
 
 def test_nvml_reads_for_the_api_skip_slow_fields_and_hidden_gpus(monkeypatch):
-    from fake_pynvml import FakeNvml, make_gpus
+    from support.fake_pynvml import FakeNvml, make_gpus
 
     from lltui import api
 

@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from app_helpers import HangingSource, RaisingSource, StepClock, feed, sim_app, wait_for
+from support.app_helpers import HangingSource, RaisingSource, StepClock, feed, sim_app, wait_for
 from textual.widgets import Input
 
 from lltui.app.screens.gpu_detail import GpuDetailScreen

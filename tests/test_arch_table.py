@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf_factory as gf
+from support import gguf_factory as gf
 
 from lltui.core.memory.arch_table import APPROXIMATE, RECIPES, approximate_reason
 
@@ -42,7 +42,7 @@ def test_a_legacy_deepseek2_file_without_mla_is_approximate_not_an_mla_graph(tmp
     """DeepSeek-V2 converted before MLA (one attn_kv_b, MHA cache): llama.cpp runs its
     non-MLA path, which the graph does not model; the estimate says so rather than sizing an
     MLA graph (a public Vulkan log: 1174 MiB logged, an MLA graph said 1920)."""
-    import public_models as pm
+    from support import public_models as pm
 
     from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import estimate

@@ -10,10 +10,10 @@ import os
 import struct
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from hub_server import Hub, HubServer, Repo
-from llama_fixture import llama_bins
+from support import gguf_factory as gf
+from support.hub_server import Hub, HubServer, Repo
+from support.llama_fixture import llama_bins
 
 from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf

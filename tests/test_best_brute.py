@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.core.cmdline.args import spell
 from lltui.core.cmdline.flag_values import writable_split

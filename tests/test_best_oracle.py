@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 import subprocess
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, rpc_servers
+from support import gguf_factory as gf
+from support.llama_fixture import llama_bins, rpc_servers
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.best import best_configs

@@ -5,8 +5,8 @@ import itertools
 import json
 from dataclasses import replace
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.core.cmdline.args import spell

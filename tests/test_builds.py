@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.core.cmdline.args import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate

@@ -13,8 +13,8 @@ import stat
 import sys
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.core.hardware.calibration import Calibration

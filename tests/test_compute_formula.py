@@ -4,8 +4,8 @@ formula puts each part of the compute (devices or host) must follow llama.cpp.""
 
 from __future__ import annotations
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 import lltui.core.memory.allocate as allocate
 from lltui.core.cmdline.flags import parse_llama_args

@@ -4,7 +4,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from app_helpers import sim_app
+from support.app_helpers import sim_app
 
 from lltui.app.themes import BUILTIN_NAMES, load_user_themes, theme_from_mapping
 from lltui.config import ConfigError, load_settings

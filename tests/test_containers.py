@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_pynvml import MIB, FakeNvml, make_gpus
+from support.fake_pynvml import MIB, FakeNvml, make_gpus
 
 from lltui.core.monitor.containers import container_of
 from lltui.core.monitor.models import ContainerRef

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gguf_factory as gf
 import httpx
 import pytest
-from llama_fixture import llama_bins, llama_server
+from support import gguf_factory as gf
+from support.llama_fixture import llama_bins, llama_server
 
 from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf

@@ -1,6 +1,6 @@
 import json
 
-from fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml, make_gpus
+from support.fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, FakeNvml, make_gpus
 
 from lltui.cli import main
 from lltui.core.doctor import ERROR, MISSING, OK, Check, checks_ok, checks_to_text

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pty_helpers import spawn_in_pty
+from support.pty_helpers import spawn_in_pty
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.drivers.web_driver import WebDriver

@@ -224,7 +224,7 @@ def test_a_log_is_data_the_model_it_names_is_opened_only_when_told(capsys, tmp_p
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from llama_fixture import write_tiny_llama
+    from support.llama_fixture import write_tiny_llama
 
     asked: list[str] = []
 

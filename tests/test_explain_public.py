@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from public_models import BY_LOG, corpus_entry, write
+from support.public_models import BY_LOG, corpus_entry, write
 
 from lltui.cli import main
 from lltui.core.explain.report import report_to_json, report_to_text
@@ -291,7 +291,7 @@ def test_text_names_the_rules_followed_and_what_is_not_modelled(capsys):
 
 def test_the_header_by_an_hf_reference(headers, tmp_path, monkeypatch):
     """``--model hf:OWNER/REPO:QUANT``: the header read by ranged requests (a local hub)."""
-    from hub_server import Hub, HubServer, Repo
+    from support.hub_server import Hub, HubServer, Repo
 
     from lltui.sources.models import hf_hub
 
@@ -339,7 +339,7 @@ def test_a_default_verbosity_server_log_gives_its_slots_and_says_how_to_see_buff
     """The pinned llama-server at its default verbosity prints no buffer line, but its slots:
     -c, -np and -kvu come from there; the prediction stands alone, and the report says how
     to have the buffers printed."""
-    from llama_fixture import write_tiny_llama
+    from support.llama_fixture import write_tiny_llama
 
     log = Path(__file__).parent / "fixtures" / "llama-server" / "server_default_verbosity_full.log"
     model = write_tiny_llama(tmp_path / "tiny.gguf")

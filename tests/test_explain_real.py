@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server, rpc_servers, running, tiny_model
+from support import gguf_factory as gf
+from support.llama_fixture import llama_bins, llama_server, rpc_servers, running, tiny_model
 
 from lltui.cli import main
 from lltui.core.cmdline.args import parse_llama_args

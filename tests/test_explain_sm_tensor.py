@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.core.llamalog.reader import scan_lines
 from lltui.services.explain import ExplainRequest, explain

@@ -1,6 +1,6 @@
 """More architectures against the real llama-server: a tiny generated model of each
-(tests/gguf_factory.py ARCH_SPECS) runs in the pinned CPU build at ``-lv 4``; weights, KV and
-compute buffers must equal the log at its 0.01 MiB resolution, on one device and split over
+(tests/support/gguf_factory.py ARCH_SPECS) runs in the pinned CPU build at ``-lv 4``; weights,
+KV and compute buffers must equal the log at its 0.01 MiB resolution, on one device and split over
 loopback rpc-servers. The compute graph of each is derived from its tensors and its recipe
 (lltui/core/memory/arch_table.py); an architecture whose estimate is not exact fails here.
 """
@@ -11,9 +11,9 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import (
+from support import gguf_factory as gf
+from support.llama_fixture import (
     SERVER_ARGS,
     llama_bins,
     logged_buffers,

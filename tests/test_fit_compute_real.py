@@ -15,9 +15,9 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import SERVER_ARGS, llama_bins, rpc_servers, served_log
+from support import gguf_factory as gf
+from support.llama_fixture import SERVER_ARGS, llama_bins, rpc_servers, served_log
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate

@@ -10,9 +10,9 @@ import itertools
 import json
 import re
 
-import gguf_factory as gf
 import pytest
-from fake_pynvml import FakeNvml, make_gpus
+from support import gguf_factory as gf
+from support.fake_pynvml import FakeNvml, make_gpus
 
 from lltui.cli import main
 from lltui.core.cmdline.args import parse_llama_args

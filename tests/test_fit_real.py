@@ -14,9 +14,9 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import (
+from support import gguf_factory as gf
+from support.llama_fixture import (
     SERVER_ARGS,
     llama_bins,
     logged_buffers,

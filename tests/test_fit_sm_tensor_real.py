@@ -6,9 +6,9 @@ the CPU lines must equal lltui's at the log's 0.01 MiB resolution, with even and
 
 from __future__ import annotations
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import (
+from support import gguf_factory as gf
+from support.llama_fixture import (
     SERVER_ARGS,
     llama_bins,
     logged_buffers,

@@ -1,8 +1,8 @@
 """The fit view: estimate off the UI thread, bars per GPU, the quant table, carry to launch."""
 
-import gguf_factory as gf
 import pytest
-from app_helpers import sim_app, wait_for
+from support import gguf_factory as gf
+from support.app_helpers import sim_app, wait_for
 
 from lltui.app.screens.fit import FitScreen, stacked_bar
 from lltui.app.state.fit import FitRequest, compute, form_flags

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.core.cmdline.flags import parse_llama_args

@@ -1,6 +1,6 @@
 """The real llama-server judges lltui's reading of its flags.
 
-Each command line of tests/flag_cases.py goes to the pinned llama-server with a model path
+Each command line of tests/support/flag_cases.py goes to the pinned llama-server with a model path
 that does not exist: its argument errors come before it opens the model, so "exiting due to
 model loading error" means it accepted the flags, an argument error that it refused them.
 The binary's verdict must be the recorded one, and ``lltui fit --json``, ``lltui launch
@@ -17,11 +17,11 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from flag_cases import CASES, Case
-from flag_checks import check_fit, check_launch, check_parser, names_the_flag, same_settings
-from llama_fixture import llama_bins
+from support import gguf_factory as gf
+from support.flag_cases import CASES, Case
+from support.flag_checks import check_fit, check_launch, check_parser, names_the_flag, same_settings
+from support.llama_fixture import llama_bins
 
 from lltui.cli import main
 from lltui.sources.llama.binary import probe

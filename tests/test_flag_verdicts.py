@@ -1,14 +1,14 @@
 """fit, launch and the API against the pinned llama-server's recorded verdict on each
-command line in tests/flag_cases.py (tests/test_flag_judge.py asks the real binary)."""
+command line in tests/support/flag_cases.py (tests/test_flag_judge.py asks the real binary)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from flag_cases import CASES, Case
-from flag_checks import check_api, check_fit, check_launch, check_parser, names_the_flag
+from support import gguf_factory as gf
+from support.flag_cases import CASES, Case
+from support.flag_checks import check_api, check_fit, check_launch, check_parser, names_the_flag
 
 from lltui.core.cmdline.args import spell
 from lltui.core.cmdline.flag_table import FLAGS, pinned_arity

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.ssh_fixture import SshServer, ssh_children_of_us, ssh_server
 
 from lltui.core.monitor.fleet import host_row
 from lltui.sources.gpu.fleet import Fleet
 from lltui.sources.gpu.smi import SmiSource
 from lltui.sources.ssh import SSH_CONFIG_ENV
-from tests.ssh_fixture import SshServer, ssh_children_of_us, ssh_server
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from app_helpers import wait_for
+from support.app_helpers import wait_for
+from support.ssh_fixture import ssh_children_of_us
 from textual.widgets import DataTable
 
 from lltui.app.app import create_app
@@ -24,7 +25,6 @@ from lltui.core.monitor.fleet import HostRow
 from lltui.sources.gpu.fleet import Fleet, FleetFocus
 from lltui.sources.gpu.sim import SimSource
 from lltui.sources.ssh import SSH_CONFIG_ENV
-from tests.ssh_fixture import ssh_children_of_us
 
 
 def screen_text(app) -> str:

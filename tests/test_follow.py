@@ -11,10 +11,10 @@ import json
 
 import httpx
 import pytest
-from fake_pynvml import DRIVER_R535, FakeNvml, make_gpus
-from llama_fixture import llama_bins, llama_server, tiny_model, token_bytes
-from nvml_helpers import close_nvml_sources
-from proc_helpers import wait_for
+from support.fake_pynvml import DRIVER_R535, FakeNvml, make_gpus
+from support.llama_fixture import llama_bins, llama_server, tiny_model, token_bytes
+from support.nvml_helpers import close_nvml_sources
+from support.proc_helpers import wait_for
 
 from lltui.cli import main
 from lltui.core.monitor.alert_settings import AlertThresholds

@@ -1,6 +1,6 @@
 """The footer is one widget that draws every key: what it shows, and the mouse on it."""
 
-from app_helpers import feed, sim_app
+from support.app_helpers import feed, sim_app
 from textual import events
 
 from lltui.app.screens.help import HelpScreen

@@ -2,7 +2,7 @@
 
 Each case must end in a result or a domain error (exit 0/1/2, one line on stderr, no
 "internal error", no traceback, strict JSON for --json) within the time and memory bounds
-of tests/fuzz_runner.py. Cases run in one worker subprocess shared by this module.
+of tests/support/fuzz_runner.py. Cases run in one worker subprocess shared by this module.
 
 tests/fuzz_corpus/ keeps every input that once failed, with a note (.json) on what failed.
 A note whose "xfail" is set is a known, unfixed failure: its test is marked
@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import fuzz_runner as fr
 import pytest
-from fuzz_inputs import TARGETS
+from support import fuzz_runner as fr
+from support.fuzz_inputs import TARGETS
 
 SEED = 20250101
 # cases per target in CI; LLTUI_FUZZ_CASES raises it for a longer local run
@@ -111,7 +111,7 @@ def test_the_oracle_catches_the_classes_of_round_3(worker, tmp_path):
     private or keeps a secret; a dcgm page read as total memory 0: each is a failure."""
     import stat
 
-    from fuzz_classes import FORGED, check_dcgm, judge_record, judge_text
+    from support.fuzz_classes import FORGED, check_dcgm, judge_record, judge_text
 
     assert judge_text("a\u202eb\n", "")["status"] == "bad-text"
     assert judge_text(f"x\n{FORGED} verdict: fits\n", "")["status"] == "bad-text"

@@ -222,7 +222,7 @@ def _cuda_compute(path, argv):
 
 @pytest.fixture(scope="module")
 def moe_model(tmp_path_factory):
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     path = tmp_path_factory.mktemp("cuda") / "moe.gguf"
     gf.write_model(path, gf.qwen3moe_spec(n_expert=16, n_ff_exp=1024), "F16")
@@ -269,7 +269,7 @@ def test_with_no_layers_offloaded_the_gpu_holds_the_offloaded_activations(moe_mo
 
 
 def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import FitOptions, estimate
@@ -298,7 +298,7 @@ def test_an_uncovered_architecture_keeps_the_formula_and_says_so(tmp_path):
 
 
 def test_repacked_host_weights_keep_their_ops_on_the_cpu(tmp_path):
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     path = tmp_path / "q4.gguf"
     gf.write_model(path, gf.llama_spec(n_ff=1024), "Q4_0")
@@ -384,7 +384,7 @@ def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
 def test_shapes_no_graph_could_have_fall_back_to_the_formula(tmp_path):
     """A MoE file whose expert count is zero (or groups that do not divide the experts)
     cannot be planned: the estimate still answers, from the formula."""
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     from lltui.core.cmdline.flags import parse_llama_args
     from lltui.core.fit.estimate import FitOptions, estimate

@@ -7,9 +7,9 @@ import struct
 from pathlib import Path
 
 import gguf
-import gguf_factory as gf
 import pytest
 from gguf import GGUFValueType as V
+from support import gguf_factory as gf
 
 from lltui.core.gguf.reader import (
     EAGER_ARRAY_ITEMS,

@@ -8,8 +8,8 @@ import gc
 import struct
 import threading
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.core.gc_pause import gc_paused
 from lltui.core.gguf.model import KvColumn

@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parent
 MONITOR = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[1])
-import fake_pynvml as fp
+from support import fake_pynvml as fp
 sys.modules["pynvml"] = fp.FakeNvml(fp.make_gpus(8)).module
 from lltui.app.app import create_app
 from lltui.config import Settings
@@ -38,7 +38,7 @@ print(" ".join(name for name in sys.argv[2:] if name in sys.modules))
 SIM_MONITOR = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[1])
-from app_helpers import feed, sim_app
+from support.app_helpers import feed, sim_app
 
 async def main():
     app = sim_app("8xh100-sxm")
@@ -81,7 +81,7 @@ def test_processes_in_the_table_leave_the_emoji_codes_unloaded():
 async def test_the_start_s_free_heap_is_handed_back_once(monkeypatch):
     """After the first sample is drawn the app hands the heap the start freed back to the
     system, once, not on every sample."""
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
 
     from lltui.app import heap
 

@@ -242,7 +242,7 @@ NOT_IN_A_PLAIN_FIT = (
 
 
 def test_fit_and_quant_of_a_local_model_load_only_what_they_use(tmp_path):
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec(n_layer=2), "F16")
     for verb in ("fit", "quant"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from llama_fixture import llama_bins  # noqa: F401 (builds or finds the pinned CPU build)
+from support.llama_fixture import llama_bins  # noqa: F401 (builds or finds the pinned CPU build)
 
 from lltui.cli import main
 from lltui.sources.llama import binary

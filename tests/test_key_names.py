@@ -87,7 +87,7 @@ def test_every_key_lltui_binds_types_what_textual_says():
 
 def test_the_app_has_textuals_screens_find_characters_here(monkeypatch):
     import textual.screen
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
 
     monkeypatch.setattr(textual.screen, "key_to_character", textual.keys.key_to_character)
     sim_app("kaggle-2xt4")

@@ -2,7 +2,7 @@
 key bursts as a slow SSH link delivers them raise nothing, the key help and the footer."""
 
 import pytest
-from app_helpers import sim_app, wait_for
+from support.app_helpers import sim_app, wait_for
 from textual.widgets import Input
 
 from lltui.app.screens.help import HelpScreen

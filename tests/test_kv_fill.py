@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf_factory as gf
+from support import gguf_factory as gf
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.gguf.reader import read_gguf

@@ -14,9 +14,9 @@ import time
 
 import httpx
 import pytest
-from launch_proc import launched, read_event
-from llama_fixture import llama_bins, rpc_servers, tiny_model, token_bytes
-from proc_helpers import wait_for
+from support.launch_proc import launched, read_event
+from support.llama_fixture import llama_bins, rpc_servers, tiny_model, token_bytes
+from support.proc_helpers import wait_for
 
 from lltui.core.units import MIB
 
@@ -126,7 +126,7 @@ def _kept(answer: dict) -> int:
 def test_the_exporter_serves_each_devices_kv_fill_of_a_followed_server(
     llama_bins, tiny_model, tmp_path
 ):
-    from llama_fixture import llama_server
+    from support.llama_fixture import llama_server
 
     from lltui.services.exporter import LlamaFollow, Sampler
     from lltui.sources.gpu.sim import SimSource

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from launch_proc import launched, read_event
-from llama_fixture import llama_bins, rpc_servers, tiny_model
+from support.launch_proc import launched, read_event
+from support.llama_fixture import llama_bins, rpc_servers, tiny_model
 
 from lltui.cli import main
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import sim_app, wait_for
-from llama_fixture import free_port, llama_bins, tiny_model
+from support.app_helpers import sim_app, wait_for
+from support.llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.screens.launch import LaunchScreen, render_rates
 from lltui.core.llama.timings import RequestTimings, TimingReader

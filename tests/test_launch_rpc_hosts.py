@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launch_proc import launched, read_event
-from llama_fixture import free_port, llama_bins, tiny_model
+from support.launch_proc import launched, read_event
+from support.llama_fixture import free_port, llama_bins, tiny_model
+from support.ssh_fixture import SshServer, ssh_server
 
 from lltui.cli import main
 from lltui.core.cmdline.rpc_hosts import (
@@ -29,7 +30,6 @@ from lltui.core.cmdline.rpc_hosts import (
     remote_command,
 )
 from lltui.sources.ssh import SSH_CONFIG_ENV
-from tests.ssh_fixture import SshServer, ssh_server
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
 
@@ -208,8 +208,8 @@ def test_dry_run_shows_the_ssh_commands_and_warns_beyond_loopback(env, tiny_mode
 def test_a_router_over_rpc_hosts_puts_each_model_on_its_own_host(env, tmp_path):
     """Two models, each on the rpc-server of one host (-dev picks it): the router's preset
     names only that server for each, so both are loaded at once; all of it stops with lltui."""
-    from router_helpers import all_gone, group_members, launched_router, write_models
-    from router_helpers import read_event as router_event
+    from support.router_helpers import all_gone, group_members, launched_router, write_models
+    from support.router_helpers import read_event as router_event
 
     models = write_models(tmp_path / "models")
     ports = [free_port(), free_port()]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from launch_proc import FakeSupervisor, RecordedPoll, no_server
+from support.launch_proc import FakeSupervisor, RecordedPoll, no_server
 
 from lltui.app.state.launch import form_request, preview_command
 from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
@@ -45,7 +45,7 @@ _TINY: dict[str, bytes] = {}
 
 def model_file(directory: Path, name: str = "m.gguf") -> Path:
     """A tiny real GGUF (fit reads its header before a start), written once per run."""
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name

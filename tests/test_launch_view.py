@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import httpx
 import pytest
-from app_helpers import sim_app, wait_for
-from llama_fixture import free_port, llama_bins, tiny_model
+from support.app_helpers import sim_app, wait_for
+from support.llama_fixture import free_port, llama_bins, tiny_model
 
 from lltui.app.screens.launch import LaunchScreen
 from lltui.app.state.launch import form_request, parse_hostport
@@ -219,7 +219,7 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
     import threading
     import time
 
-    from launch_proc import FakeSupervisor, no_server
+    from support.launch_proc import FakeSupervisor, no_server
 
     from lltui.app.state.launch import form_request
     from lltui.services.launch.check import Verdict
@@ -312,7 +312,7 @@ def test_loading_gives_way_to_serving_once_ready():
 
 
 def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     from lltui.core.cmdline.launch_spec import LaunchSpec
     from lltui.services.launch.speed import SpeedWatch

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from llama_fixture import llama_bins, tiny_model
+from support.llama_fixture import llama_bins, tiny_model
 
 from lltui.cli import main
 from lltui.sources.llama import binary as llama_bin

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from llama_fixture import free_port, llama_bins, llama_server, tiny_model
+from support.llama_fixture import free_port, llama_bins, llama_server, tiny_model
 
 from lltui.sources.llama.http import (
     BAD_RESPONSE,

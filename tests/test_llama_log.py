@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from llama_fixture import llama_bins, llama_server, rpc_servers, stop_group, tiny_model
+from support.llama_fixture import llama_bins, llama_server, rpc_servers, stop_group, tiny_model
 
 from lltui.core.llamalog.lines import split_line
 from lltui.core.llamalog.models import LlamaLogSummary, device_of_buffer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_pynvml import (
+from support.fake_pynvml import (
     MIB,
     NVML_DEVICE_MIG_ENABLE,
     NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU,
@@ -21,7 +21,7 @@ from fake_pynvml import (
     c_nvmlDeviceAttributes,
     make_gpus,
 )
-from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
+from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
@@ -172,7 +172,7 @@ def test_fit_gpus_takes_mig_profiles_and_slices(monkeypatch):
 
 
 def test_fit_cli_with_a_mig_profile(tmp_path, capsys):
-    from gguf_factory import llama_spec, write_model
+    from support.gguf_factory import llama_spec, write_model
 
     from lltui.cli import main
 

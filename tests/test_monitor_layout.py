@@ -4,7 +4,7 @@ people run it in; the layout key; relayout on resize; cards drawn only when on s
 import itertools
 
 import pytest
-from app_helpers import feed, sim_app, wait_for
+from support.app_helpers import feed, sim_app, wait_for
 
 from lltui.app.monitor_layout import PROCESS_RESERVE, plan_layout
 from lltui.app.widgets.gpu_card import GpuCard, short_name

@@ -7,9 +7,9 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from alert_rig import write_alert_recording
-from app_helpers import feed, sim_app, wait_for
-from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
+from support.alert_rig import write_alert_recording
+from support.app_helpers import feed, sim_app, wait_for
+from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 from test_process_signals import children, nvml_app, spawn  # noqa: F401 (fixture)
 
 from lltui.app.app import create_app

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app_helpers import sim_app, wait_for
+from support.app_helpers import sim_app, wait_for
 from textual.widgets import Static
 
 from lltui.app.app import create_app

@@ -1,5 +1,5 @@
 """libnccl/libcudart through ctypes: the real wheel's libnccl, the real CUDA runtime where
-one is installed, and the communicator and bench against tests/fake_nccl.py (a FAKE library
+one is installed, and the communicator and bench against tests/support/fake_nccl.py (a FAKE library
 compiled here); the seed API; the `lltui nccl` and `nccl bench` commands."""
 
 import ctypes
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_nccl import FakeCounters, build_fake_library, compiler
+from support.fake_nccl import FakeCounters, build_fake_library, compiler
 
 from lltui.cli import main
 from lltui.core.nccl.enums import NCCLDataType, decode_nccl_version, parse_version

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from app_helpers import sim_app, wait_for
+from support.app_helpers import sim_app, wait_for
 
 from lltui.app.screens.nccl import NcclScreen
 from lltui.sources.gpu.sim import PROFILES

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import gguf_factory as gf
 import httpx
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.sources.gpu.prom import ScrapeSource

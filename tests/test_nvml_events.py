@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from fake_nvml_events import EVENT_SYMBOLS, nvmlEventTypeSingleBitEccError
-from fake_pynvml import (
+from support.fake_nvml_events import EVENT_SYMBOLS, nvmlEventTypeSingleBitEccError
+from support.fake_pynvml import (
     BINDING_13,
     DRIVER_NO_EVENTS,
     DRIVER_NO_FIELD_VALUES,
@@ -23,7 +23,7 @@ from fake_pynvml import (
     FakeNvml,
     make_gpus,
 )
-from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
+from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
 from lltui.core.monitor.models import XidEvent

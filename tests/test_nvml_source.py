@@ -1,4 +1,4 @@
-"""The NVML source against a fake nvidia-ml-py (tests/fake_pynvml.py), and CUDA ordering.
+"""The NVML source against a fake nvidia-ml-py (tests/support/fake_pynvml.py), and CUDA ordering.
 
 No GPU is needed: the fake is installed as ``pynvml`` in sys.modules. It models the binding
 (which Python functions exist) and the driver (which C symbols exist) separately, so the
@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 import pytest
-from fake_pynvml import (
+from support.fake_pynvml import (
     BINDING_11,
     BINDING_13,
     DEVICE_ERROR_CODES,
@@ -41,7 +41,7 @@ from fake_pynvml import (
     NVMLError,
     make_gpus,
 )
-from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
+from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.core.monitor.cuda_order import (
     CudaCandidate,

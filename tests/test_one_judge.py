@@ -3,9 +3,9 @@ too (dry run or not), with the same line; what fit accepts, a dry run prints."""
 
 from __future__ import annotations
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins
+from support import gguf_factory as gf
+from support.llama_fixture import llama_bins
 
 from lltui.cli import main
 

@@ -4,8 +4,8 @@ lltui's ("did you mean --gpus?"), not blamed on llama-server."""
 
 from __future__ import annotations
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.commands.own_options import OWN_OPTIONS, options_of, split_own

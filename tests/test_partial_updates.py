@@ -71,7 +71,7 @@ def test_only_the_changed_cells_are_written_and_the_screen_is_the_same():
 
 
 def test_applied_once_by_the_app():
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
 
     sim_app()
     assert partial_updates.APPLIED
@@ -85,7 +85,7 @@ async def test_partial_updates_render_only_the_changed_lines():
     """The status line at the top and the footer at the bottom changed: each widget renders
     only its rows from the first changed line to the last (the cards between, none), and
     the chops of those lines are Textual's own."""
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
     from textual.geometry import Region
     from textual.widget import Widget
 

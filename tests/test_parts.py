@@ -9,8 +9,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.core.cmdline.flags import parse_llama_args

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import (
+from support import gguf_factory as gf
+from support.llama_fixture import (
     SERVER_ARGS,
     llama_bins,
     logged_buffers,

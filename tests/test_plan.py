@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from llama_fixture import write_tiny_llama
+from support.llama_fixture import write_tiny_llama
 
 from lltui.cli import main
 from lltui.core.cmdline.args import parse_llama_args

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from fake_pynvml import DRIVER_R535, FakeNvml, make_gpus
-from nvml_helpers import close_nvml_sources
+from support.fake_pynvml import DRIVER_R535, FakeNvml, make_gpus
+from support.nvml_helpers import close_nvml_sources
 
 from lltui.core.monitor.alert_settings import AlertThresholds
 from lltui.core.monitor.alerts import AlertTracker

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from llama_fixture import free_port, llama_bins
+from support.llama_fixture import free_port, llama_bins
 
 from lltui.core.cmdline.preset import (
     PresetError,

@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from proc_helpers import gone, wait_for
+from support.proc_helpers import gone, wait_for
 
 from lltui.core.periodic import Periodic
 from lltui.sources.proc_group import group_gone, stop_group, stop_process

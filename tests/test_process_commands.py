@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from app_helpers import sim_app
+from support.app_helpers import sim_app
 
 from lltui.core.monitor.commands import command_label
 

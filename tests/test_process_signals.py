@@ -1,6 +1,6 @@
 """Signalling a GPU process from the monitor, driven by Pilot, on real child processes.
 
-The children are listed as GPU processes by the fake NVML (tests/fake_pynvml.py), so the
+The children are listed as GPU processes by the fake NVML (tests/support/fake_pynvml.py), so the
 real NVML source joins them with the host's facts and the real signalling code sends to
 them. A simulated rig signals nothing.
 """
@@ -15,9 +15,9 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from app_helpers import feed, sim_app, wait_for
-from fake_pynvml import MIB, FakeNvml, make_gpus
-from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
+from support.app_helpers import feed, sim_app, wait_for
+from support.fake_pynvml import MIB, FakeNvml, make_gpus
+from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.app.app import LltuiApp, create_app
 from lltui.app.screens.signal_dialog import SignalDialog

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app_helpers import feed, sim_app, wait_for
-from fake_pynvml import MIB, FakeNvml, make_gpus
-from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
+from support.app_helpers import feed, sim_app, wait_for
+from support.fake_pynvml import MIB, FakeNvml, make_gpus
+from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.app.app import create_app
 from lltui.app.widgets.process_table import (

@@ -7,9 +7,9 @@ import json
 import time
 
 import pytest
-from prom_helpers import PROM_FIXTURES, Stub, run_cli, stub_server
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
+from support.prom_helpers import PROM_FIXTURES, Stub, run_cli, stub_server
 
 from lltui.core.monitor.models import SourceUnavailable
 from lltui.core.monitor.prom import MIB, Series
@@ -315,7 +315,7 @@ def test_hanging_server_gives_up_within_its_deadline() -> None:
 
 
 def test_dead_url_on_the_command_line_is_one_line_with_no_secret() -> None:
-    from llama_fixture import free_port
+    from support.llama_fixture import free_port
 
     port = free_port()
     for kind in ("scrape", "prom"):

@@ -17,8 +17,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from llama_fixture import free_port
-from prom_helpers import PROM_FIXTURES, Exporter, Stub, exporter, run_cli, stub_server, wait_until
+from support.llama_fixture import free_port
+from support.prom_helpers import (
+    PROM_FIXTURES,
+    Exporter,
+    Stub,
+    exporter,
+    run_cli,
+    stub_server,
+    wait_until,
+)
 
 from lltui.sources.gpu.prom import PromSource, ScrapeSource
 

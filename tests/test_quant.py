@@ -8,9 +8,9 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins
+from support import gguf_factory as gf
+from support.llama_fixture import llama_bins
 
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import (

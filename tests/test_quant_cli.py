@@ -2,8 +2,8 @@
 
 import json
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf

@@ -5,8 +5,8 @@ import math
 import sys
 from dataclasses import replace
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.commands.fit import read_command
 from lltui.core.cmdline.flags import parse_llama_args

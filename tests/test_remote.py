@@ -1,5 +1,6 @@
 """Remote models: ``hf:OWNER/REPO[:FILE|QUANT][@REV]`` and http(s) URLs read by ranged requests
-from a real HTTP server on 127.0.0.1 (tests/hub_server.py) that speaks the hub's endpoints."""
+from a real HTTP server on 127.0.0.1 (tests/support/hub_server.py) that speaks the hub's
+endpoints."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import json
 import os
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from hub_server import COMMIT, Hub, HubServer, Repo
+from support import gguf_factory as gf
+from support.hub_server import COMMIT, Hub, HubServer, Repo
 
 from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf

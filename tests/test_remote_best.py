@@ -1,14 +1,14 @@
 """``lltui quant hf:OWNER/REPO --best GOAL``: every quantization a repository offers, read by
-ranged requests from the test hub (tests/hub_server.py), ranked by its best command line."""
+ranged requests from the test hub (tests/support/hub_server.py), ranked by its best command line."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from hub_server import Hub, HubServer, Repo
+from support import gguf_factory as gf
+from support.hub_server import Hub, HubServer, Repo
 
 from lltui.cli import main
 from lltui.core.cmdline.flags import parse_llama_args

@@ -9,7 +9,7 @@ import json
 
 import httpx
 import pytest
-from llama_fixture import llama_bins, llama_server, tiny_model
+from support.llama_fixture import llama_bins, llama_server, tiny_model
 
 from lltui.cli import main
 

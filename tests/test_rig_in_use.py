@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from router_helpers import write_models
+from support.router_helpers import write_models
 
 from lltui.cli import main
 from lltui.core.cmdline.preset import parse_preset, section_words

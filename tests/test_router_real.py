@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from llama_fixture import llama_bins, rpc_servers
-from router_helpers import (
+from support.llama_fixture import llama_bins, rpc_servers
+from support.router_helpers import (
     all_gone,
     events_until,
     group_members,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_helpers import sim_app, wait_for
-from llama_fixture import free_port, llama_bins, rpc_servers
-from router_helpers import all_gone, group_members, write_models
+from support.app_helpers import sim_app, wait_for
+from support.llama_fixture import free_port, llama_bins, rpc_servers
+from support.router_helpers import all_gone, group_members, write_models
 
 from lltui.app.screens.launch import LaunchScreen
 from lltui.app.widgets.router_table import RouterTable

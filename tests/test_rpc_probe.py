@@ -10,8 +10,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.services.devices import with_rpc
@@ -270,7 +270,7 @@ def test_remote_rpc_hosts_are_warned_about():
 
 @pytest.mark.slow
 def test_probe_the_real_rpc_server(tmp_path, capsys):
-    from llama_fixture import build_llama, rpc_servers
+    from support.llama_fixture import build_llama, rpc_servers
 
     bins = build_llama()
     with rpc_servers(bins, 1, tmp_path) as (server,):

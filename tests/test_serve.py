@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from browser import chromium, chromium_path, count_colour, free_port, png_pixels
+from support.browser import chromium, chromium_path, count_colour, free_port, png_pixels
 
 ROOT = Path(__file__).resolve().parents[1]
 VRAM_BAR = (0x5F, 0xAF, 0xFF)  # the dark theme's bar-vram: drawn only by the monitor

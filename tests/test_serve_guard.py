@@ -15,7 +15,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from llama_fixture import port_open, write_tiny_llama
+from support.llama_fixture import port_open, write_tiny_llama
 from test_serve import Served, free_port, serving
 
 from lltui.core.cmdline.flag_table import FILE_FLAGS, pinned_arity
@@ -187,7 +187,7 @@ def test_the_config_names_the_flags_a_served_app_may_pass(tmp_path):
 
 def test_the_signal_dialog_sends_nothing_in_a_read_only_app(monkeypatch):
     """The read-only check is where the signal is sent, not only where the key is shown."""
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
 
     from lltui.app.screens import signal_dialog
     from lltui.core.monitor.signals import ProcessIdentity
@@ -210,7 +210,7 @@ def test_the_signal_dialog_sends_nothing_in_a_read_only_app(monkeypatch):
 
 
 def test_a_file_is_neither_written_nor_delivered_from_a_read_only_app(tmp_path, monkeypatch):
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_DOWNLOAD_DIR", str(tmp_path))

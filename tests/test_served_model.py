@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from app_helpers import feed, sim_app
 from prometheus_client import CollectorRegistry, generate_latest
+from support.app_helpers import feed, sim_app
 
 from lltui.app.widgets.process_table import process_rows
 from lltui.core.llama.served_model import served_model, served_model_of_command

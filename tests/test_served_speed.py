@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
-from llama_fixture import llama_bins, llama_server, tiny_model
+from support import gguf_factory as gf
+from support.llama_fixture import llama_bins, llama_server, tiny_model
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.llama.timings import parse_timing

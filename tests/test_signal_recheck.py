@@ -7,8 +7,8 @@ from __future__ import annotations
 import signal
 import subprocess
 
-from app_helpers import wait_for
-from nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
+from support.app_helpers import wait_for
+from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 from test_process_signals import STUBBORN, children, nvml_app, select, spawn  # noqa: F401
 
 from lltui.app.screens.signal_dialog import SignalDialog

@@ -1,7 +1,7 @@
 """Snapshot tests of the monitor at 80x24 and 160x50 (plain def tests, as the plugin wants)."""
 
 import pytest
-from app_helpers import feed, sim_app
+from support.app_helpers import feed, sim_app
 
 SAMPLES = 40
 

@@ -5,9 +5,9 @@ are in test_speed_published.py."""
 import json
 from itertools import pairwise
 
-import gguf_factory as gf
 import pytest
-import speed_published as sp
+from support import gguf_factory as gf
+from support import speed_published as sp
 
 from lltui.cli import main
 from lltui.core.cmdline.flags import parse_llama_args
@@ -321,7 +321,7 @@ def test_a_present_gpu_decodes_at_its_own_memory_bandwidth(models):
 
 
 def test_fake_nvml_gpus_carry_their_memory_bandwidth(monkeypatch):
-    import fake_pynvml as fp
+    from support import fake_pynvml as fp
 
     from lltui.services.devices import devices_from_sample
     from lltui.sources.gpu.nvml.source import NvmlSource

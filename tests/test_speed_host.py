@@ -9,8 +9,8 @@ import struct
 from dataclasses import replace
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate

@@ -12,7 +12,7 @@ import math
 from collections import Counter
 
 import pytest
-import speed_published as sp
+from support import speed_published as sp
 
 from lltui.core.hardware.gpus import find_gpu
 

@@ -64,7 +64,7 @@ def test_a_screenshot_of_the_monitor_leaves_the_signal_dialog_and_psutil_for_lat
 
 async def test_a_simulated_rig_is_sampled_before_the_monitor_is_composed(monkeypatch):
     """Its first layout has the cards' lines: no relayout when the first sample lands."""
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
 
     from lltui.app.screens.monitor import MonitorScreen
     from lltui.app.widgets.gpu_card import GpuCard
@@ -86,7 +86,7 @@ async def test_a_simulated_rig_is_sampled_before_the_monitor_is_composed(monkeyp
 
 
 async def test_the_first_frame_parses_the_stylesheet_once_with_the_theme_chosen(monkeypatch):
-    from app_helpers import sim_app
+    from support.app_helpers import sim_app
 
     app = sim_app("kaggle-2xt4", theme="light", start_polling=True)
     reparses: list[object] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from llama_fixture import free_port, llama_bins, rpc_servers, tiny_model, write_tiny_llama
+from support.llama_fixture import free_port, llama_bins, rpc_servers, tiny_model, write_tiny_llama
 
 from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec, build_command
 from lltui.core.llama.metrics import parse_metrics

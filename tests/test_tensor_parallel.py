@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitError, FitOptions, estimate

@@ -7,8 +7,8 @@ import json
 import math
 import pathlib
 
-import gguf_factory as gf
 import pytest
+from support import gguf_factory as gf
 
 from lltui.cli import main
 from lltui.core.text import error_text, printable

@@ -7,7 +7,7 @@ import json
 import random
 
 import pytest
-from topo_fixtures import (
+from support.topo_fixtures import (
     AFF16,
     NIC_LINKS8,
     NICS4,

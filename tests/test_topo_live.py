@@ -8,9 +8,9 @@ import stat
 import sys
 from pathlib import Path
 
-import fake_topo_pynvml as fake
 import pytest
-from topo_fixtures import (
+from support import fake_topo_pynvml as fake
+from support.topo_fixtures import (
     TOPO_FILES,
     render,
     truth_entries,

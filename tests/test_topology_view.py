@@ -1,7 +1,7 @@
 """The topology view: loads off the UI thread, colours the matrix, shows advice."""
 
 import pytest
-from app_helpers import sim_app, wait_for
+from support.app_helpers import sim_app, wait_for
 
 from lltui.app.screens.topology import TopologyScreen, cell_style
 from lltui.sources.gpu.sim import PROFILES

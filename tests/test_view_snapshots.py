@@ -1,9 +1,9 @@
 """Snapshots of the fit, launch, topology and NCCL views at 80x24 and 160x50 (plain def tests,
 as the plugin wants): every form value readable at 80 columns, the results below it."""
 
-import gguf_factory as gf
 import pytest
-from app_helpers import sim_app, wait_for
+from support import gguf_factory as gf
+from support.app_helpers import sim_app, wait_for
 
 from lltui.app.screens.fit import FitScreen
 from lltui.app.screens.nccl import NcclScreen

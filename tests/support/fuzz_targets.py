@@ -57,7 +57,7 @@ def _calib_store(text: str) -> Any:
 
 
 def _dcgm(text: str) -> Any:
-    from fuzz_classes import check_dcgm
+    from support.fuzz_classes import check_dcgm
 
     return check_dcgm(text)
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import gguf_factory as gf
-
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import GGML_TYPES, LlamaFtype
 from lltui.core.quant.rules import choose_types
 from lltui.core.quant.sizes import quant_source
+from support import gguf_factory as gf
 
 V = gf.V
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
 SEEDS = TESTS / "fuzz_seeds"
@@ -326,7 +326,7 @@ ARCHS = list(TINY)
 
 
 def tiny_spec(arch: str) -> Any:
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     return gf.SPECS[arch](**TINY[arch])
 
@@ -334,7 +334,8 @@ def tiny_spec(arch: str) -> Any:
 def base_kv(spec: Any, wtype: str = "F16") -> dict[str, tuple[Any, Any, Any]]:
     """The key/values gguf_factory writes for ``spec``: key -> (value, type, array item type)."""
     import gguf
-    import gguf_factory as gf
+
+    from support import gguf_factory as gf
 
     V = gguf.GGUFValueType
     a = spec.arch
@@ -378,8 +379,9 @@ def write_gguf(
 ) -> None:
     """A GGUF with exactly ``kv`` as its metadata and ``spec``'s tensors (zero weights)."""
     import gguf
-    import gguf_factory as gf
     import numpy as np
+
+    from support import gguf_factory as gf
 
     logging.getLogger("gguf").setLevel(logging.ERROR)  # no "duplicated key" warnings
     # the architecture is set again below like every other key (it may be fuzzed or removed)
@@ -913,7 +915,7 @@ TEXT_TARGETS = (
 )
 GGUF_TARGETS = ("gguf-bytes", "gguf-kv", "flags")
 # the classes of hardening round 3: network deadlines, forged lines, scale, secrets, unknowns
-from fuzz_classes import CLASS_TARGETS, make_class_case  # noqa: E402
+from support.fuzz_classes import CLASS_TARGETS, make_class_case  # noqa: E402
 
 TARGETS = GGUF_TARGETS + TEXT_TARGETS + CLASS_TARGETS
 
@@ -965,7 +967,7 @@ class Seeds:
         import contextlib
         import io
 
-        from fuzz_targets import cli_main
+        from support.fuzz_targets import cli_main
 
         out = []
         for profile in ("4xl4", "mixed-4090-3090", "2x3090-nvlink"):

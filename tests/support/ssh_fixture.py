@@ -37,7 +37,7 @@ import pytest
 
 SSHD = "/usr/sbin/sshd"
 FIXTURE = (
-    Path(__file__).parent
+    Path(__file__).resolve().parents[1]
     / "fixtures/real/smi/C01-query-gpu-csv-noheader-looped-4xA100-timestamped.txt"
 )
 CAPTURE_FIELDS = (

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from llama_fixture import free_port, write_tiny_llama
+from support.llama_fixture import free_port, write_tiny_llama
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 90.0
 GONE_WITHIN_S = 20.0
 

@@ -6,7 +6,7 @@ on stdout for ``--json`` (no NaN or Infinity), within ``timeout`` seconds and wi
 process's peak memory growing by more than ``mem_mib``. Direct parser calls pass when they
 return or raise their own domain error.
 
-Cases run in a worker subprocess (``python tests/fuzz_runner.py``), in-process there for
+Cases run in a worker subprocess (``python tests/support/fuzz_runner.py``), in-process there for
 speed: the parent sends one request per line on the worker's stdin and waits for its answer
 with a deadline; a worker that does not answer in time is killed (the case is a hang) and a
 fresh one is started. The worker runs with LLTUI_DEBUG=1, so an exception lltui would turn
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 CORPUS = TESTS / "fuzz_corpus"
 
@@ -100,8 +100,8 @@ def _crash(status: str, exc: BaseException) -> dict[str, Any]:
 
 def run_case(case: Any, workdir: Path) -> dict[str, Any]:
     """Run one case in this process and judge it (the timeout is the parent's job)."""
-    from fuzz_inputs import INPUT
-    from fuzz_targets import PARSERS, cli_main, domain_errors
+    from support.fuzz_inputs import INPUT
+    from support.fuzz_targets import PARSERS, cli_main, domain_errors
 
     path = workdir / case.name
     path.write_bytes(case.data)
@@ -122,7 +122,7 @@ def run_case(case: Any, workdir: Path) -> dict[str, Any]:
             except Exception as exc:
                 res = _crash("crash", exc)
         else:
-            import fuzz_classes
+            from support import fuzz_classes
 
             argv = [a.replace(INPUT, str(path)) for a in case.argv]
             env: dict[str, str] = {}
@@ -211,8 +211,10 @@ def _worker_main() -> None:
     os.dup2(devnull, 1)  # what lltui writes to the fd itself goes nowhere
     os.dup2(devnull, 2)
     os.environ["LLTUI_DEBUG"] = "1"
-    import fuzz_inputs
-    import fuzz_targets  # noqa: F401  (imports lltui before the baseline is taken)
+    from support import (
+        fuzz_inputs,
+        fuzz_targets,  # noqa: F401  (imports lltui before the baseline is taken)
+    )
 
     workdir = Path(tempfile.mkdtemp(prefix="lltui-fuzz-"))
     os.environ["XDG_CONFIG_HOME"] = str(workdir / "config")

@@ -22,7 +22,7 @@
   themselves or leave children behind): a result or one line, nothing printed raw, and no
   process of a hook left once lltui has returned.
 
-Cases are pure functions of (target, seed, index), like the others (tests/fuzz_inputs.py).
+Cases are pure functions of (target, seed, index), like the others (tests/support/fuzz_inputs.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 FIXTURES = TESTS / "fixtures"
 SERVER = "{server}"  # in an argv: the URL of the worker's misbehaving server
 FORGED = "FORGED-LINE"
@@ -272,7 +272,7 @@ def judge_record(path: Path, secrets: list[str]) -> dict[str, Any] | None:
 
 
 def _scale_case(rng: random.Random, ops: list[str]) -> tuple[str, bytes, list[str]]:
-    import gguf_factory as gf
+    from support import gguf_factory as gf
 
     kind = rng.choice(("log-hosts", "log-warns", "tests-rows", "gguf-keys", "gguf-tensors"))
     if kind == "log-hosts":
@@ -350,7 +350,7 @@ def check_dcgm(text: str) -> Any:
 
 
 def _dcgm_case(rng: random.Random, ops: list[str]) -> bytes:
-    from fuzz_inputs import mutate_text
+    from support.fuzz_inputs import mutate_text
 
     names = ["dcgm-exporter-metriccontract.prom", "dcgm-exporter-readme.prom"]
     name = rng.choice(names)
@@ -376,7 +376,7 @@ def _dcgm_case(rng: random.Random, ops: list[str]) -> bytes:
 
 
 def make_class_case(seeds: Any, target: str, rng: random.Random, ops: list[str]) -> Any:
-    from fuzz_inputs import ARCHS, INPUT, Case, base_kv, tiny_spec, write_gguf
+    from support.fuzz_inputs import ARCHS, INPUT, Case, base_kv, tiny_spec, write_gguf
 
     if target == "net":
         arch = rng.choice(ARCHS)
@@ -487,10 +487,9 @@ def _toml_value(value: Any) -> str:
 
 
 def _hooks_case(seeds: Any, rng: random.Random, ops: list[str]) -> Any:
-    from alert_rig import CONFIG, write_alert_recording
-    from fuzz_inputs import INPUT, Case
-
     from lltui.core.monitor.alert_settings import KINDS
+    from support.alert_rig import CONFIG, write_alert_recording
+    from support.fuzz_inputs import INPUT, Case
 
     recording = seeds.workdir / "hooks-alerts.jsonl"
     if not recording.exists():

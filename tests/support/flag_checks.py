@@ -1,4 +1,4 @@
-"""How fit, launch and the API answer one command line from tests/flag_cases.py: each check
+"""How fit, launch and the API answer one command line from tests/support/flag_cases.py: each check
 returns ``None`` (accepted, with the case's settings) or the one-line error."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flag_cases import Case
 
 from lltui.cli import main
 from lltui.core.cmdline.flags import BinaryFlags, LlamaArgs, parse_llama_args
 from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec, build_command
 from lltui.core.cmdline.multigpu import MultiGPUConfig
+from support.flag_cases import Case
 
 # what fit --json reports as given, for the settings it passes through unchanged
 FIT_JSON_KEYS = ("type_k", "type_v", "split_mode", "load_mode", "kv_offload")

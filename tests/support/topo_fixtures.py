@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lltui.core.topo.matrix import COLUMN_TITLES, CPU_AFFINITY, GPU_NUMA_ID, NUMA_AFFINITY
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"  # see its README.md
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real"  # see its README.md
 TOPO_FILES = sorted((FIXTURES / "topo").glob("*.txt"))
 
 LEGEND = """

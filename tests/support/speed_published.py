@@ -20,8 +20,6 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import gguf_factory as gf
-
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -29,8 +27,9 @@ from lltui.core.hardware.host import HostSpec, parse_memory
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.speed.model import estimate_speed
 from lltui.core.speed.params import PARAMS, SpeedParams
+from support import gguf_factory as gf
 
-DATA = Path(__file__).parent / "fixtures" / "llama_bench_published.json"
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "llama_bench_published.json"
 MODEL_CACHE = (
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lltui" / "speed-models"
 )

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROM_FIXTURES = FIXTURES / "prom"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 20.0, what: str = "") -> object:

@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fake_nvml_events import (
+from support.fake_nvml_events import (
     EVENT_CONSTANTS,
     EVENT_SYMBOLS,
     GEFORCE_EVENTS,
@@ -591,7 +591,7 @@ class FakeNvml(FakeEventApi):
         return gpu
 
     def _build_module(self) -> types.ModuleType:
-        mod = types.ModuleType("pynvml", "FAKE nvidia-ml-py for tests (tests/fake_pynvml.py)")
+        mod = types.ModuleType("pynvml", "FAKE nvidia-ml-py for tests (support/fake_pynvml.py)")
         absent = self.binding.absent
         for name, value in _CONSTANTS.items():
             if name not in absent:

@@ -16,14 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from llama_fixture import free_port
-
 from lltui.core.cmdline.launch_spec import LaunchCommand
 from lltui.core.llamalog.reader import parse_log
 from lltui.sources.llama.supervisor import ServerExit, ServerStatus
+from support.llama_fixture import free_port
 
 READY_TIMEOUT_S = 90.0
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
