@@ -10,7 +10,8 @@ import threading
 from typing import Any
 
 import pytest
-from prom_helpers import (
+from prometheus_client.parser import text_string_to_metric_families
+from support.prom_helpers import (
     FIXTURES,
     Stub,
     exporter,
@@ -20,7 +21,6 @@ from prom_helpers import (
     stub_server,
     wait_until,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from lltui.commands.exporter import parse_listen
 from lltui.core.monitor.prom import GPU_METRICS, STATIC_METRICS
@@ -139,7 +139,7 @@ def test_port_in_use_is_one_line() -> None:
 
 
 def test_a_dead_llama_server_does_not_break_the_exporter() -> None:
-    from llama_fixture import free_port
+    from support.llama_fixture import free_port
 
     dead = f"http://user:hunter2@127.0.0.1:{free_port()}"
     with exporter("--source", "sim:colab-t4", "--llama", dead, "--interval", "0.2") as ex:
@@ -191,6 +191,28 @@ def test_a_followed_llama_server_counters_slots_and_placement(tmp_path) -> None:
     kinds = {dict(labels)["kind"] for labels, _v in placed}
     assert {"model", "kv"} <= kinds
     assert all(v >= 0 and v == int(v) for _l, v in placed)
+
+
+def test_a_serving_servers_log_is_not_parsed_again_as_it_grows(tmp_path, monkeypatch) -> None:
+    from lltui.services import exporter as ex
+
+    log = tmp_path / "server.log"
+    log.write_bytes((FIXTURES / "llama-server" / "server_lv4_full.log").read_bytes())
+    read = []
+    real = ex.placement_from_log
+    monkeypatch.setattr(ex, "placement_from_log", lambda path: read.append(path) or real(path))
+    with stub_server(_llama_stub()) as stub:
+        src = SimSource("colab-t4", seed=1)
+        src.open()
+        sampler = Sampler(src, host="h", llama=[LlamaFollow(stub.url, log=log)])
+        first = sampler.poll_llama(0)
+        assert first.up and first.placement and len(read) == 1
+        with log.open("a") as f:  # requests served: the log grows, the load stays
+            f.write("srv  log_server_r: request: POST /completion 127.0.0.1 200\n" * 50)
+        assert sampler.poll_llama(0).placement == first.placement and len(read) == 1
+        log.write_text("main: a new server's log, shorter: it started over\n")
+        assert sampler.poll_llama(0).placement == () and len(read) == 2
+        sampler.stop()
 
 
 def test_llama_families_through_the_command(tmp_path) -> None:
@@ -335,7 +357,7 @@ def test_the_serving_line_hides_a_source_password() -> None:
 
 
 def test_an_unreachable_source_is_one_line() -> None:
-    from llama_fixture import free_port
+    from support.llama_fixture import free_port
 
     r = run_cli("exporter", "--listen", "127.0.0.1:0", "--source",
                 f"scrape:http://127.0.0.1:{free_port()}")  # fmt: skip

@@ -114,7 +114,8 @@ class Sampler:
             LlamaServerClient(f.url, api_key=f.api_key, timeout_s=llama_timeout_s)
             for f in self._follow
         ]
-        self._placement: dict[int, tuple[float, tuple[DevicePlacement, ...]]] = {}
+        # each followed server's placement: (the log's size read, the server ready then, it)
+        self._placement: dict[int, tuple[int, bool, tuple[DevicePlacement, ...]]] = {}
         # each followed server's plan and KV fill; servers found on the GPUs by their own
         self._servers = [ServerFollow(f.url, log=f.log, background=True) for f in self._follow]
         self._found = FoundServers(background=True)
@@ -231,7 +232,7 @@ class Sampler:
                 slots=poll.slots,
                 props=poll.props,
                 throughput=poll.throughput,
-                placement=self._placement_of(i, follow),
+                placement=self._placement_of(i, follow, poll.ready),
                 kv=kv_gauges(fill),
                 kv_tokens=fill.used_tokens if fill is not None else None,
                 plan=state.plan,
@@ -249,19 +250,24 @@ class Sampler:
             skip = {x.plan.pid for x in self._llama if x.plan is not None}
         return [f.plan for _, f in self._found.fold(sample, skip) if f.plan is not None]
 
-    def _placement_of(self, i: int, follow: LlamaFollow) -> tuple[DevicePlacement, ...]:
+    def _placement_of(
+        self, i: int, follow: LlamaFollow, ready: bool
+    ) -> tuple[DevicePlacement, ...]:
+        """The placement its log printed, read again only while it loads or once the log
+        starts over (a serving server's log grows with every request; its load does not
+        change: not the first megabytes parsed again each poll)."""
         log = follow.log or launched_log(follow.url)
         if log is None:
             return ()
         try:
-            mtime = os.stat(log).st_mtime
+            size = os.stat(log).st_size
         except OSError:
             return ()
         cached = self._placement.get(i)
-        if cached is not None and cached[0] == mtime:
-            return cached[1]
+        if cached is not None and cached[1] and size >= cached[0]:
+            return cached[2]
         placement = placement_from_log(log)
-        self._placement[i] = (mtime, placement)
+        self._placement[i] = (size, ready, placement)
         return placement
 
     def start(self) -> None:
