@@ -33,21 +33,6 @@ ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
 }
 
-# The front-end modules that still import a source directly, each with why. Keep it short:
-# a new use of a source from a front end is a service function instead.
-FRONT_END_SOURCES: dict[str, set[str]] = {
-    # the launch's CLI names the rpc-server hosts it starts and the server's exit (types and
-    # the RpcHosts context the command holds); the launch pipeline is to take them over
-    "lltui.commands.launch": {"lltui.sources.llama.rpc_hosts"},
-    "lltui.commands.launch_output": {
-        "lltui.sources.llama.rpc_hosts",
-        "lltui.sources.llama.supervisor",
-    },
-    # the browser's app processes die with the server and are stopped as a group: the
-    # process toolkit's (a tab's process is the server's own, not a use case)
-    "lltui.app.web.server": {"lltui.sources.llama.supervisor", "lltui.sources.proc_group"},
-}
-
 
 # Inside the core: each subpackage -> the subpackages it may import (besides its own and the
 # core's plain modules: units, text, doctor). Read top-down: fit (search, quant tables,
@@ -270,7 +255,6 @@ def test_layers_import_only_downwards():
         for module, deps in sorted(_import_graph().items())
         for dep in sorted(deps)
         if _layer(dep) not in ALLOWED.get(_layer(module), set())
-        and dep not in FRONT_END_SOURCES.get(module, set())
     ]
     assert bad == []
 
@@ -280,7 +264,7 @@ def test_front_ends_reach_the_sources_only_through_services():
     front = [m for m in graph if _layer(m) in {"commands", "app", "api"}]
     through = {d for m in front for d in graph[m] if _layer(d) == "sources"}
     assert front, "the front ends are walked"
-    assert through <= set().union(*FRONT_END_SOURCES.values())
+    assert through == set()  # not one: a front end's new use of a source is a service function
 
 
 def _core_part(module: str) -> str:

@@ -19,9 +19,9 @@ from lltui.commands.launch_output import say_note as _say_note
 from lltui.commands.own_options import ROUTER, options_help, split_own
 
 if TYPE_CHECKING:
+    from lltui.services.launch.rpc_hosts import RpcHosts
     from lltui.services.launch.session import LaunchSession
     from lltui.services.launch.state import LaunchState
-    from lltui.sources.llama.rpc_hosts import RpcHosts
 
 USAGE = (
     "lltui launch MODEL.gguf [llama-server flags] [--dry-run] [--json] [--profile NAME]\n"
@@ -182,10 +182,9 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     import signal
 
     from lltui.core.cmdline.launch_spec import LaunchError
-    from lltui.core.cmdline.rpc_hosts import RpcHostError, exposure_warning, parse_rpc_host
     from lltui.services.launch.request import LaunchRequest
+    from lltui.services.launch.rpc_hosts import RpcHosts, RpcStartError, read_rpc_hosts
     from lltui.services.launch.session import LaunchSession
-    from lltui.sources.llama.rpc_hosts import RpcHosts, RpcStartError
 
     if not own.rpc_hosts:
         raise CliError("launch: --rpc-bind and --rpc-server go with --rpc-host HOST", 2)
@@ -194,13 +193,11 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     if any(w == "--rpc" or w.startswith("--rpc=") for w in words):
         raise CliError("launch: give either --rpc HOST:PORT or --rpc-host HOST, not both", 2)
     try:
-        specs = [parse_rpc_host(h, bind=own.rpc_bind, binary=own.rpc_server) for h in own.rpc_hosts]
-    except (RpcHostError, ValueError) as exc:
+        specs, warnings = read_rpc_hosts(own.rpc_hosts, bind=own.rpc_bind, binary=own.rpc_server)
+    except ValueError as exc:
         raise CliError(f"launch: {exc}", 2) from None
-    for spec in specs:
-        warning = exposure_warning(spec)
-        if warning:  # loud, before anything starts (and in a dry run)
-            _say(f"lltui: {warning}", err=True)
+    for warning in warnings:  # loud, before anything starts (and in a dry run)
+        _say(f"lltui: {warning}", err=True)
 
     def interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt  # a stop while starting: the with-blocks stop what started

@@ -17,11 +17,10 @@ if TYPE_CHECKING:
     from lltui.core.memory.kv_fill import KvDeviceFill, KvDeviceLayout, KvFill, KvLayout
     from lltui.core.speed.served import SpeedCheck
     from lltui.services.launch.request import Note, PreparedLaunch
-    from lltui.services.launch.session import Session
+    from lltui.services.launch.rpc_hosts import RpcHosts
+    from lltui.services.launch.session import ServerExit, Session
     from lltui.services.launch.state import LaunchState, ModelRow
     from lltui.services.launch.watch import Poll
-    from lltui.sources.llama.rpc_hosts import RpcHosts
-    from lltui.sources.llama.supervisor import ServerExit
 
 
 def say(text: str, *, err: bool = False) -> None:

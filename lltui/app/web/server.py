@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 import textual_serve
 from aiohttp import WSMsgType, web
 
-from lltui.sources.proc_group import stop_group
+from lltui.services.processes import stop_group
 
 APP_PATH = "/lltui/"
 TOKEN_COOKIE = "lltui_token"
@@ -410,6 +410,6 @@ def _envelope(text: str) -> tuple[str, Any]:
 def app_argv(options: Sequence[str]) -> list[str]:
     """The lltui command line each browser's app runs: this Python, lltui, ``options``; it
     stops with the server, even one killed (SIGTERM from the kernel, PR_SET_PDEATHSIG)."""
-    from lltui.sources.llama.supervisor import dies_with_us
+    from lltui.services.processes import dies_with_us
 
     return dies_with_us([sys.executable, "-m", "lltui", *options])
