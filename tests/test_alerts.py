@@ -207,8 +207,9 @@ def test_gpus_json_without_a_gpu_has_the_alert_too(no_nvml, capsys):
 
 
 def test_a_source_that_fails_is_critical_until_it_answers():
-    from lltui.core.monitor.alerts import SourceStatus, source_problem
+    from lltui.core.monitor.alerts import SourceStatus
     from lltui.core.monitor.models import RigInfo
+    from lltui.services.rig import source_problem
 
     fallback = RigInfo("sim:kaggle-2xt4", simulated=True, simulated_reason="no NVIDIA GPU here")
     assert source_problem("auto", fallback) == "no NVIDIA GPU here"

@@ -24,7 +24,8 @@ from lltui.app.screens.signal_dialog import SignalDialog
 from lltui.app.widgets.process_table import ProcessTable
 from lltui.config import Settings
 from lltui.core.monitor.models import RigInfo
-from lltui.core.monitor.signals import ProcessIdentity, may_signal, signal_refusal
+from lltui.core.monitor.signals import ProcessIdentity, may_signal
+from lltui.services.signals import signal_refusal
 from lltui.sources.gpu import signals
 from lltui.sources.gpu.nvml import NvmlSource
 from lltui.sources.gpu.sim import StepClock
@@ -242,6 +243,9 @@ def test_only_local_sources_signal():
     assert "simulated" in (signal_refusal(RigInfo(source="sim:4xl4", simulated=True)) or "")
     assert "simulated" in (signal_refusal(RigInfo(source="replay:/tmp/r.jsonl")) or "")
     assert "not on this machine" in (signal_refusal(RigInfo(source="smi:gpu-box")) or "")
+    assert signal_refusal(RigInfo(source="amd")) is None  # AMD's driver: this machine's pids
+    assert "not on this machine" in (signal_refusal(RigInfo(source="amd:gpu-box")) or "")
+    assert "not on this machine" in (signal_refusal(RigInfo(source="scrape:http://h/m")) or "")
 
 
 def test_kill_rule_is_the_kernels():

@@ -96,8 +96,8 @@ def _alerts(
     import time
 
     from lltui.config import ConfigError, load_settings
-    from lltui.core.monitor.alerts import AlertTracker, SourceStatus, source_problem
-    from lltui.services.rig import kind_of
+    from lltui.core.monitor.alerts import AlertTracker, SourceStatus
+    from lltui.services.rig import kind_of, source_problem
 
     try:
         settings = load_settings(None, path=getattr(args, "config", None))

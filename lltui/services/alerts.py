@@ -30,13 +30,12 @@ from lltui.core.monitor.alerts import (
     LlamaStatus,
     SourceStatus,
     change_to_json,
-    source_problem,
 )
 from lltui.core.monitor.fleet import status_of
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
 from lltui.services.follow import FollowState, FoundServers, ServerFollow
-from lltui.services.rig import Rig, RigRequest, kind_of, open_rig
+from lltui.services.rig import Rig, RigRequest, kind_of, open_rig, source_problem
 from lltui.sources.proc_group import group_gone, stop_process
 
 MAX_RUNNING_HOOKS = 4  # a storm of alerts runs at most this many commands at once

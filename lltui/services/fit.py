@@ -213,7 +213,11 @@ def _here(request: FitRequest) -> bool:
     if request.local or (request.gpus or "").strip().lower() in ("cpu", "none"):
         return True
     sample = request.sample
-    return request.watch_rig and sample is not None and sample.info.source in ("nvml", "auto")
+    if not request.watch_rig or sample is None:
+        return False
+    from lltui.services.rig import pids_here  # a local driver's rig: this machine's GPUs
+
+    return pids_here(sample.info.source)
 
 
 def speed_inputs(

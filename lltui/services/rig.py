@@ -155,3 +155,13 @@ def start_recording(path: str, source: str, *, full: bool = False) -> Recorder:
         return Recorder(path, full=full)
     except OSError as exc:
         raise ValueError(f"--record {path}: {exc.strerror or exc}") from None
+
+
+def source_problem(asked: str, info: RigInfo, error: str | None = None) -> str | None:
+    """Why a rig shows no real GPU though one was expected: the source ``asked`` for
+    (``--source``; ``auto``) stands in a simulated rig (a simulated one asked for is no
+    problem), or it failed this poll (``error``)."""
+    if info.simulated:
+        wanted = not asked.strip() or kind_of(asked).simulated
+        return None if wanted else info.simulated_reason or "a simulated rig stands in"
+    return error

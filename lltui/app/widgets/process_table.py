@@ -32,7 +32,6 @@ from lltui.app.app_protocol import host_of
 from lltui.app.state.monitor import SORT_KEYS
 from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import RigSample
-from lltui.core.monitor.signals import signal_refusal
 from lltui.core.units import GIB, MIB, compact_indexes, fmt_bytes
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
@@ -631,7 +630,7 @@ class ProcessPane(Vertical):
         """A dialog for a process this user may signal; one line where it may not."""
         # the dialog and psutil are loaded on first use, not at startup
         from lltui.app.screens.signal_dialog import SignalDialog
-        from lltui.services.signals import check_signal
+        from lltui.services.signals import check_signal, signal_refusal
 
         event.stop()
         row = event.row

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lltui.core.monitor.alert_settings import AlertThresholds
-from lltui.core.monitor.models import GpuSample, RigInfo, RigSample
+from lltui.core.monitor.models import GpuSample, RigSample
 from lltui.core.monitor.plan_reality import PlanReality, plan_findings
 from lltui.core.monitor.xid import XID_FELL_OFF_THE_BUS, xid_meaning
 
@@ -94,16 +94,6 @@ class SourceStatus:
 
     label: str
     problem: str | None = None
-
-
-def source_problem(asked: str, info: RigInfo, error: str | None = None) -> str | None:
-    """Why a rig shows no real GPU though one was expected: the source ``asked`` for
-    (``--source``; ``auto``) stands in a simulated rig (``sim:`` asked for is no problem),
-    or it failed this poll (``error``)."""
-    if info.simulated:
-        wanted = asked.strip().lower() in ("sim", "") or asked.lower().startswith("sim:")
-        return None if wanted else info.simulated_reason or "a simulated rig stands in"
-    return error
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lltui.core.monitor.models import RigInfo
-
 SIGNALS: tuple[str, ...] = ("TERM", "KILL")
 
 
@@ -70,19 +68,3 @@ def reused_line(pid: int) -> str:
 def sent_line(signal: str, target: ProcessIdentity) -> str:
     command = target.command if len(target.command) <= 60 else target.command[:59] + "…"
     return f"SIG{signal} sent to pid {target.pid} ({command})"
-
-
-def signal_refusal(info: RigInfo) -> str | None:
-    """Why processes of this rig are not signalled from here, or None when they are local.
-
-    Only the local ``nvml`` and ``smi`` sources list processes of this machine: a simulated
-    rig's pids are made up, a replay's are from another time, a remote host's are another
-    machine's; signalling the same number here would hit an unrelated process."""
-    if info.simulated or info.source.startswith(("sim:", "replay:")):
-        return f"This rig is simulated ({info.source}): no real process is signalled."
-    if info.source not in ("nvml", "smi"):
-        return (
-            f"These processes are not on this machine ({info.source}): "
-            "no process is signalled from here."
-        )
-    return None
