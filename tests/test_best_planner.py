@@ -156,6 +156,63 @@ def test_moe_puts_the_fewest_experts_on_the_host(models):
     assert plan.split is None and "one GPU" in plan.tensor_note
 
 
+@pytest.fixture(scope="module")
+def moe_f16(tmp_path_factory):
+    """The 30B MoE in F16 (57 GiB): on two 24 GiB GPUs over PCIe 3.0 x4, experts go to the host."""
+    path = gf.write_sparse(tmp_path_factory.mktemp("moe16") / "moe.gguf", MOE, "F16")
+    devs, opts = _pair(nvlink=False)
+    return read_gguf(str(path)), devs, opts
+
+
+def test_a_layer_split_with_host_experts_sizes_ts_to_the_gpus_room(moe_f16):
+    """--n-cpu-moe takes the first layers' experts, so llama.cpp's own split by free memory
+    leaves the first GPU nearly empty: -ts sized to each GPU's room holds far more."""
+    model, devs, opts = moe_f16
+    plan = plan_best(model, parse_llama_args(["-c", "8192"]), devs, opts)
+    layer = [o for o in plan.options if o.fits and o.split_mode == "layer" and o.n_ubatch == 512]
+    own = next(o for o in layer if not o.room_split)
+    roomy = next(o for o in layer if o.room_split)
+    ts, ncmoe = spell("tensor_split", (1,))[0], spell("n_cpu_moe", 1)[0]
+    assert ts in roomy.argv and ts not in own.argv
+
+    def experts(o):
+        return int(o.argv[o.argv.index(ncmoe) + 1])
+
+    assert experts(roomy) < experts(own) and roomy.decode_tps > own.decode_tps
+    # what it says is what fit says of its command, and one expert fewer does not fit
+    res = estimate(model, parse_llama_args(list(roomy.argv)), devs, opts)
+    assert res.fits and res.speed.decode_tps == pytest.approx(roomy.decode_tps)
+    fewer = list(roomy.argv)
+    fewer[fewer.index(ncmoe) + 1] = str(experts(roomy) - 1)
+    assert not estimate(model, parse_llama_args(fewer), devs, opts).fits
+    assert plan.best.room_split or plan.best.split_mode == "tensor"
+
+
+def test_a_q8_0_kv_cache_is_offered_where_it_moves_experts_to_the_gpus(moe_f16):
+    model, devs, opts = moe_f16
+    plan = plan_best(model, parse_llama_args(["-c", "32768"]), devs, opts)
+    kv = plan.kv_option
+    assert kv is not None and kv.kv == "q8_0" and kv.fits
+    for flag, value in (("type_k", "q8_0"), ("type_v", "q8_0"), ("flash_attn", "on")):
+        i = kv.argv.index(spell(flag, value)[0])
+        assert kv.argv[i + 1] == value
+    assert kv.split_mode == "layer" and kv.decode_tps > plan.best.decode_tps
+    assert kv.lost == "a little quality"
+    res = estimate(model, parse_llama_args(list(kv.argv)), devs, opts)
+    assert res.fits and res.speed.decode_tps == pytest.approx(kv.decode_tps)
+    # never ranked among the options (a quality cost), never where the user chose a K/V type
+    assert all(o.kv == "" for o in plan.options)
+    given = ["-c", "32768", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"]
+    assert plan_best(model, parse_llama_args(given), devs, opts).kv_option is None
+
+
+def test_no_kv_option_where_nothing_goes_to_the_host(models):
+    model = read_gguf(models["3b"])
+    devs, opts = _pair(nvlink=False)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    assert plan.best is not None and not plan.best.offload and plan.kv_option is None
+
+
 @pytest.mark.parametrize("goal", PLAN_GOALS)
 def test_each_option_is_what_fit_says_of_its_command(models, goal):
     """Memory per device of every option equals `fit` of its whole command line; speed too."""
@@ -243,6 +300,7 @@ def test_cli_json_and_text(models, capsys):
     assert plan["options"][0] == win
     assert all(o["lost"] for o in plan["options"][1:])
     assert "llama_fit" in data and "vs_llama_fit" in plan and "tensor_or_layer" in plan
+    assert "kv_option" in plan  # null: the 8B fits the GPUs whole
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "best for decode at context 4096" in text

@@ -339,3 +339,25 @@ async def test_the_view_says_when_fewer_gpus_would_hold_the_model(llama8b):
         verdict = " ".join(str(screen.query_one("#fit-verdict").render()).split())
         assert "fewer GPUs: -dev CUDA0: one GPU holds it" in verdict
         assert "the other 7 stay free" in verdict
+
+
+def test_the_plan_lines_name_the_host_once_and_the_kv_option():
+    from dataclasses import replace
+
+    from lltui.app.state.fit import plan_text
+    from lltui.core.fit.planner import KV_OPTION_COST, PlanOption, PlanResult
+
+    best = PlanOption(
+        "layer", ("CUDA0", "CUDA1"), 512, True, flags=("-ncmoe", "12"),
+        offload="experts of 12 layers on the host", decode_tps=35.0, prefill_tps=900.0,
+    )  # fmt: skip
+    kv = replace(
+        best, kv="q8_0", offload="experts of 11 layers on the host", decode_tps=38.8,
+        lost=KV_OPTION_COST,
+    )  # fmt: skip
+    lines = plan_text(PlanResult("decode", 32768, (best,), None, "", 10, kv_option=kv), [])
+    assert lines[0].endswith(", experts of 12 layers on the host")
+    assert lines[1] == (
+        "faster with a q8_0 K/V cache (a little quality): ~39 t/s decode, "
+        "experts of 11 layers on the host"
+    )

@@ -169,8 +169,14 @@ def plan_text(plan: PlanResult, flags: list[str]) -> list[str]:
     lines = [
         f"fastest (decode): {shlex.join(added) or 'as given'}: ~{best.decode_tps:.0f} t/s "
         f"decode, ~{best.prefill_tps:.0f} t/s prompt"
-        + (f", {best.offload} on the host" if best.offload else "")
+        + (f", {best.offload}" if best.offload else "")
     ]
+    kv = plan.kv_option
+    if kv is not None:
+        lines.append(
+            f"faster with a {kv.kv} K/V cache ({kv.lost}): ~{kv.decode_tps:.0f} t/s decode"
+            + (f", {kv.offload}" if kv.offload else "")
+        )
     split = plan.split
     if split is not None:
         lines.append(split.why)

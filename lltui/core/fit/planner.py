@@ -9,10 +9,17 @@ that command line shows it; its speed the speed model's):
 - which GPUs, in which order (``-dev``): GPUs alike (the same model and free memory to the
   GiB) stand in for each other, so a set is how many of each kind (:func:`device_sets`);
   each set in llama.cpp's order and, where its GPUs differ, fastest first; over a set,
-  llama.cpp's own split by free memory;
+  llama.cpp's own split by free memory, and for a layer split that needs the host, also
+  ``-ts`` sized to each GPU's room after its fixed costs (:func:`headroom_split`: with host
+  experts, llama.cpp's own split leaves the first GPU nearly empty, as ``--n-cpu-moe``
+  takes the first layers' experts);
 - where the weights go: the least offload that fits at the context asked for, by bisection
   (MoE: the experts of the fewest layers, ``--n-cpu-moe``; dense: the fewest layers, -ngl);
-- ``-ub``: the one given on every layout, then :data:`UBATCHES` on the best few.
+- ``-ub``: the one given on every layout, then :data:`UBATCHES` on the best few;
+- the K/V cache: where the best layer split needs the host and the K/V cache given is f16, the
+  same layout with :data:`KV_OPTION` (half the bytes a token takes, so fewer experts or
+  layers on the host) is offered beside the ranking, with its quality cost said, never
+  ranked above the K/V cache given (``-sm tensor`` refuses a quantized one).
 
 Goals: ``decode`` (tokens/s of one sequence; the default), ``prompt`` (a
 :data:`PROMPT_TOKENS`-token prompt), ``joules`` (the GPUs' energy per decoded token) and
@@ -50,6 +57,8 @@ PROMPT_TOKENS = 2048  # the prompt speed ranked (long enough for -ub beyond 512 
 # what the planner chooses itself: the user's own values of these are replaced
 _CHOSEN = frozenset({"split_mode", "devices", "tensor_split", "main_gpu", "n_gpu_layers"})
 _FLOAT_KV = ("f32", "f16", "bf16")
+KV_OPTION = "q8_0"  # the K/V cache type offered where f16's needs the host
+KV_OPTION_COST = "a little quality"  # what KV_OPTION gives up (as --best context says it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,8 @@ class PlanOption:
     devices: tuple[str, ...]  # -dev, in order
     n_ubatch: int
     fits: bool
+    kv: str = ""  # the K/V cache type the planner chose ("": as given)
+    room_split: bool = False  # -ts sized to each GPU's room (False: llama.cpp's own split)
     flags: tuple[str, ...] = ()  # added to the flags given
     argv: tuple[str, ...] = ()  # the whole command line's flags
     offload: str = ""  # what goes to the host ("" nothing)
@@ -113,6 +124,9 @@ class PlanResult:
     tensor_note: str  # why -sm tensor was not tried ("" where it was)
     estimates: int  # estimates made
     skipped: int = 0  # device sets not tried: they would put more on the host
+    # the best layer split again with a KV_OPTION cache, where that is faster for the goal
+    # (fewer on the host); a quality cost, so beside the ranking, not in it
+    kv_option: PlanOption | None = None
 
     @property
     def best(self) -> PlanOption | None:
@@ -196,10 +210,18 @@ class _Search:
     every: tuple[str, ...]  # every GPU llama.cpp sees, in its order (no -dev: these)
 
     def option(
-        self, mode: str, devs: Sequence[DeviceSpec], ub: int | None, hint: int | None = None
+        self,
+        mode: str,
+        devs: Sequence[DeviceSpec],
+        ub: int | None,
+        hint: int | None = None,
+        kv: str | None = None,
+        room: bool = False,
     ) -> tuple[PlanOption, int | None]:
-        """The option of a split, devices and -ub: the least offload that fits (``hint``:
-        where a like search ended), with its memory and speed; and that offload."""
+        """The option of a split, devices, -ub and K/V type (None: as given): the least
+        offload that fits (``hint``: where a like search ended), with its memory and speed;
+        and that offload. ``room``: a layer split's -ts sized to each GPU's room at each
+        offload tried (see best's headroom_split)."""
         s = self.s
         names = tuple(d.device_name for d in devs)
         # the whole rig in llama.cpp's order needs no -dev
@@ -207,11 +229,16 @@ class _Search:
             split_mode=mode if names else None,  # no GPU: nothing to split
             devices=None if names == self.every else names,
             n_ubatch=ub,
+            kv=kv,
         )
         units = s.asked_units
 
         def at(x: int, u: int) -> Change:
-            return replace(s.placement(base, x), n_ctx=u * s.unit)
+            change = s.placement(base, x)
+            if room:  # worked out at the context asked for, as --best's own room split
+                ts = s.split(replace(change, n_ctx=units * s.unit), "room")
+                change = replace(change, tensor_split=ts) if ts is not None else change
+            return replace(change, n_ctx=u * s.unit)
 
         gpus, host = s.fits(at(0, units))
         x = 0 if gpus and host else least_offload(s, at, units, hint)
@@ -222,7 +249,8 @@ class _Search:
         change = at(x, units)
         res = s.estimate(change)
         assert res is not None  # it fits
-        return self._option(mode, names, ub_used, change, res, x), x
+        made = self._option(mode, names, ub_used, change, res, x)
+        return replace(made, kv=kv or "", room_split=change.tensor_split is not None), x
 
     def _option(
         self, mode: str, names: tuple[str, ...], ub: int, change: Change, res: FitResult, x: int
@@ -408,14 +436,20 @@ def plan_best(
     modes = ("layer",) if refusal else ("layer", "tensor")
     s.planned = 12 * len(modes) + UB_LAYOUTS * len(UBATCHES) * 2
     found: list[PlanOption] = []
-    offloads: dict[tuple[str, tuple[str, ...]], int] = {}
+    offloads: dict[_Layout, int] = {}
     skipped = 0
 
     def tried(mode: str, devs: Sequence[DeviceSpec]) -> int | None:
         opt, x = search.option(mode, devs, None)
         found.append(opt)
         if x is not None:
-            offloads[(mode, opt.devices)] = x
+            offloads[_layout(opt)] = x
+        if mode == "layer" and len(devs) > 1 and x != 0:  # the host needed: room for more?
+            roomy, y = search.option(mode, devs, None, x, room=True)
+            if roomy.room_split:  # (a -ts that changes nothing is not said twice)
+                found.append(roomy)
+                if y is not None:
+                    offloads[_layout(roomy)] = y
         return x
 
     x_whole = {"layer": tried("layer", gpus)}
@@ -447,7 +481,15 @@ def plan_best(
         tensor_note=refusal,
         estimates=s.done,
         skipped=skipped,
+        kv_option=_kv_option(search, ranked, offloads),
     )
+
+
+_Layout = tuple[str, tuple[str, ...], bool]  # split mode, devices, -ts sized to the room
+
+
+def _layout(o: PlanOption) -> _Layout:
+    return (o.split_mode, o.devices, o.room_split)
 
 
 def _free(d: DeviceSpec) -> int:
@@ -455,7 +497,7 @@ def _free(d: DeviceSpec) -> int:
 
 
 def _other_ubatches(
-    search: _Search, ranked: Sequence[PlanOption], offloads: dict[tuple[str, tuple[str, ...]], int]
+    search: _Search, ranked: Sequence[PlanOption], offloads: dict[_Layout, int]
 ) -> list[PlanOption]:
     """The best UB_LAYOUTS layouts again with each -ub of UBATCHES (up to -b), started from
     the offload each needed with the -ub given."""
@@ -465,11 +507,41 @@ def _other_ubatches(
     layouts = UB_LAYOUTS if search.goal == "prompt" else 1
     for o in [o for o in ranked if o.fits][:layouts]:
         devs = [by_name[n] for n in o.devices]
-        hint = offloads.get((o.split_mode, o.devices))
+        hint = offloads.get(_layout(o))
         for ub in UBATCHES:
             if ub != st.n_ubatch and ub <= st.n_batch:
-                out.append(search.option(o.split_mode, devs, ub, hint)[0])
+                out.append(search.option(o.split_mode, devs, ub, hint, room=o.room_split)[0])
     return out
+
+
+def _kv_option(
+    search: _Search, ranked: Sequence[PlanOption], offloads: dict[_Layout, int]
+) -> PlanOption | None:
+    """The best layer split with a KV_OPTION cache, where the K/V cache given is f16 and that
+    layout needs the host: a token's K/V in half the bytes leaves room for more of the
+    weights on the GPUs. None where it is no faster for the goal than the first option."""
+    st = search.settings
+    first = next((o for o in ranked if o.fits), None)
+    # the best layer split at the -ub given (a larger one's compute buffer takes the room
+    # the smaller cache leaves)
+    layer = next(
+        (o for o in ranked if o.fits and o.split_mode == "layer" and o.n_ubatch == st.n_ubatch),
+        None,
+    )
+    if first is None or layer is None or not layer.offload or not layer.devices:
+        return None
+    if (st.type_k, st.type_v) != ("f16", "f16"):
+        return None  # a K/V type of the user's own stays
+    by_name = {d.device_name: d for d in search.s.problem.devices}
+    devs = [by_name[n] for n in layer.devices]
+    hint = offloads.get(_layout(layer))
+    option, _ = search.option("layer", devs, None, hint, kv=KV_OPTION, room=layer.room_split)
+    best_decode = max(o.decode_tps for o in ranked if o.fits)
+    if not option.fits or _key(search.goal, option, best_decode) >= _key(
+        search.goal, first, best_decode
+    ):
+        return None
+    return replace(option, lost=KV_OPTION_COST)
 
 
 def split_answer(ranked: Sequence[PlanOption], goal: str) -> SplitAnswer | None:
