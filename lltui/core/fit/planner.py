@@ -445,7 +445,7 @@ def plan_best(
         if x is not None:
             offloads[_layout(opt)] = x
         if mode == "layer" and len(devs) > 1 and x != 0:  # the host needed: room for more?
-            roomy, y = search.option(mode, devs, None, x, room=True)
+            roomy, y = search.option(mode, devs, None, room=True)
             if roomy.room_split:  # (a -ts that changes nothing is not said twice)
                 found.append(roomy)
                 if y is not None:
