@@ -4,5 +4,5 @@ step by step (signal, wait, then SIGKILL)."""
 
 from __future__ import annotations
 
-from lltui.sources.llama.supervisor import dies_with_us as dies_with_us
+from lltui.sources.proc_group import dies_with_us as dies_with_us
 from lltui.sources.proc_group import stop_group as stop_group

@@ -1,4 +1,5 @@
-"""Stopping a process group: the one way lltui ends what it started.
+"""Stopping a process group: the one way lltui ends what it started; and a process that dies
+with lltui's (:func:`dies_with_us`).
 
 Everything lltui runs that may start processes of its own (llama-server, llama-bench, a
 build, an ssh session, an alert hook, a browser tab's app) runs as the leader of a process
@@ -14,6 +15,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -86,3 +88,35 @@ def stop_process(
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(steps[-1][1] if steps else 5.0)
     return proc.returncode
+
+
+# Runs in the child between fork and the program: ask the kernel for the death signal when
+# the parent thread dies, make sure the parent did not die already, then become the program.
+_SHIM = r"""
+import os, sys
+parent, deathsig = int(sys.argv[1]), int(sys.argv[2])
+if deathsig:
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, deathsig, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+try:
+    os.execv(sys.argv[3], sys.argv[3:])
+except OSError as exc:
+    sys.stderr.write("lltui: cannot run %s: %s\n" % (sys.argv[3], exc.strerror))
+    os._exit(127)
+"""
+
+
+def dies_with_us(
+    argv: Sequence[str], deathsig: int = int(signal.SIGTERM), *, isolated: bool = False
+) -> list[str]:
+    """``argv`` (a program's path first) run through the shim above: the kernel sends
+    ``deathsig`` to it when the thread of this process that starts it dies, even by SIGKILL
+    (0: no signal, the program outlives lltui). ``isolated``: the shim's Python reads no
+    environment, user site or site-packages (nothing of the user's runs before the program)."""
+    python = [sys.executable, "-I", "-S"] if isolated else [sys.executable]
+    return [*python, "-c", _SHIM, str(os.getpid()), str(deathsig), *argv]

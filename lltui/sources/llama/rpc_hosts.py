@@ -14,11 +14,9 @@ client (a hangup there), then close the control connection.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -31,8 +29,7 @@ from lltui.core.cmdline.rpc_hosts import (
     device_line,
     remote_command,
 )
-from lltui.sources.llama.supervisor import _SHIM
-from lltui.sources.proc_group import stop_process
+from lltui.sources.proc_group import dies_with_us, stop_process
 from lltui.sources.ssh import SshTarget
 
 START_TIMEOUT_S = 30.0
@@ -145,13 +142,12 @@ class RpcHosts:
         """Start the ssh client (from this thread, which lives as long as it: the death
         signal is tied to the thread that forked it) and read its output to the end."""
         argv = server.argv()
-        shim = [sys.executable, "-c", _SHIM, str(os.getpid()), str(int(signal.SIGTERM))]
         try:
             import shutil
 
             ssh = shutil.which(argv[0]) or argv[0]
             proc = subprocess.Popen(
-                [*shim, ssh, *argv[1:]],
+                dies_with_us([ssh, *argv[1:]]),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -26,7 +26,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -41,7 +40,7 @@ from lltui.core.llamalog.reader import LogReader
 from lltui.sources.llama import http as llama_http
 from lltui.sources.llama.binary import ServerProbe
 from lltui.sources.llama.http import EndpointResult, LlamaServerClient
-from lltui.sources.proc_group import signal_group, stop_group
+from lltui.sources.proc_group import dies_with_us, signal_group, stop_group
 
 MAX_LINE_CHARS = 4000  # one log line kept at most this long
 DEFAULT_LOG_LINES = 2000
@@ -51,26 +50,6 @@ HEALTH_FIRST_INTERVAL_S = 0.01
 # After /health answers 200, how long to wait for the "listening" log line that follows the
 # placement lines (the log pipe can trail the HTTP answer by a moment).
 READY_LOG_GRACE_S = 2.0
-
-# Runs in the child between fork and llama-server: ask the kernel for SIGKILL when the parent
-# thread dies, make sure the parent did not die already, then become llama-server.
-_SHIM = r"""
-import os, sys
-parent, deathsig = int(sys.argv[1]), int(sys.argv[2])
-if deathsig:
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, deathsig, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        os._exit(1)
-try:
-    os.execv(sys.argv[3], sys.argv[3:])
-except OSError as exc:
-    sys.stderr.write("lltui: cannot run %s: %s\n" % (sys.argv[3], exc.strerror))
-    os._exit(127)
-"""
 
 
 T = TypeVar("T")
@@ -84,12 +63,6 @@ class LogParser(Protocol):
     def ready(self) -> bool: ...
     def feed(self, raw: str) -> list[str]: ...
     def summary(self) -> LlamaLogSummary: ...
-
-
-def dies_with_us(argv: list[str], deathsig: int = 15) -> list[str]:
-    """``argv`` run through the shim above: the kernel sends ``deathsig`` (SIGTERM) to it
-    when this process's thread that starts it dies, even by SIGKILL."""
-    return [sys.executable, "-c", _SHIM, str(os.getpid()), str(deathsig), *argv]
 
 
 class SupervisorError(Exception):
@@ -283,8 +256,7 @@ class Supervisor:
     def _launch(self) -> None:
         """Runs on the launcher thread for the child's whole life (see the module docstring)."""
         deathsig = 0 if self._keep_running else int(signal.SIGKILL)
-        argv = [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), str(deathsig)]
-        argv += list(self.command.argv)
+        argv = dies_with_us(list(self.command.argv), deathsig, isolated=True)
         log_fd: int | None = None
         try:
             if self._log_file is not None:
