@@ -236,3 +236,17 @@ def test_a_failure_with_json_is_a_json_object_too(argv, capsys):
     assert rc in (1, 2) and err.startswith("lltui: ")
     data = json.loads(out)
     assert data["exit_code"] == rc and data["error"] and "\n" not in data["error"]
+
+
+def test_the_parser_registers_the_named_command_and_falls_back_to_all(capsys):
+    """Only the subcommand the command line names is registered (its import is the cost);
+    a command word that is an option's value (``--view launch``) is not the command: the
+    full parser reads it then."""
+    from lltui.cli import named_command
+
+    assert named_command(["--view", "launch", "gpus"]) == "launch"
+    assert named_command(["-h", "gpus"]) is None
+    assert main(["--view", "launch", "gpus", "--source", "sim:4xl4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "sim:4xl4"
+    assert main(["gpsu"]) == 2
+    assert "invalid choice: 'gpsu'" in capsys.readouterr().err
