@@ -138,11 +138,15 @@ def _kv_lines(model: str, plan: PlanResult) -> list[str]:
     o, first = plan.kv_option, plan.best
     if o is None or first is None:
         return []
-    gain = o.decode_tps / first.decode_tps - 1 if first.decode_tps > 0 else 0.0
+
+    def gain(a: float, b: float) -> str:
+        return f" ({100 * (a / b - 1):+.0f}% on 1.)" if b > 0 else ""
+
     where = o.offload or "everything on the GPUs"
     return [
-        f"  faster with a {o.kv} K/V cache ({o.lost}): decode ~{o.decode_tps:.1f} t/s "
-        f"({100 * gain:+.0f}% on 1.), prompt ~{o.prefill_tps:.0f} t/s; {where}",
+        f"  faster with a {o.kv} K/V cache ({o.lost}): decode ~{o.decode_tps:.1f} t/s"
+        f"{gain(o.decode_tps, first.decode_tps)}, prompt ~{o.prefill_tps:.0f} t/s"
+        f"{gain(o.prefill_tps, first.prefill_tps)}; {where}",
         f"     {command_line(model, o)}",
     ]
 

@@ -536,10 +536,11 @@ def _kv_option(
     devs = [by_name[n] for n in layer.devices]
     hint = offloads.get(_layout(layer))
     option, _ = search.option("layer", devs, None, hint, kv=KV_OPTION, room=layer.room_split)
+    # better by the goal's own measure (not by a tie-break): the speed it ranks by, or the
+    # energy; fewest-gpus, by decode
+    goal = "decode" if search.goal == "fewest-gpus" else search.goal
     best_decode = max(o.decode_tps for o in ranked if o.fits)
-    if not option.fits or _key(search.goal, option, best_decode) >= _key(
-        search.goal, first, best_decode
-    ):
+    if not option.fits or _key(goal, option, best_decode)[0] >= _key(goal, first, best_decode)[0]:
         return None
     return replace(option, lost=KV_OPTION_COST)
 
