@@ -92,7 +92,7 @@ def command_lines(models: list[Path]) -> list[list[str]]:
                 ["fit", str(model), "-c", "8192", "--gpus", "4090,3090", *HOST, "--best", goal]
             )
     for goal in ("context", "decode"):  # a MoE whose experts the host must take in part
-        out.append(["fit", str(models[-1]), "--gpus", "10GiB,10GiB", *HOST, "--best", goal])
+        out.append(["fit", str(models[-1]), "--gpus", "8GiB,8GiB", *HOST, "--best", goal])
     missing = str(models[0].parent / "missing.gguf")
     out += [
         ["fit", missing],
