@@ -204,7 +204,10 @@ class _Space:
         each alone, for one placement (``at``: units -> its settings at that context; 0: not
         even one unit). Exact: memory grows about linearly with the context, so two
         estimates guess where each limit is and the search starts there, but the answer is
-        always checked on both sides."""
+        always checked on both sides. Where everything fits at the largest context, that is
+        both limits (memory only grows with the context): the smallest is not estimated."""
+        if all(self.fits(at(self.cap))):
+            return self.cap, self.cap
         lo, hi = self.estimate(at(1)), self.estimate(at(self.cap))
         guess_g, guess_h = _guesses(lo, hi, self.cap)
         return (
