@@ -469,16 +469,26 @@ def _offload_why(s: _Space, x: int) -> str:
     return f"{x} of {s.n_offload} layers on the CPU (slower)"
 
 
-def _search_plan(s: _Space, plan: _Plan, goal: str, asked: int, small_ub: bool) -> list[Candidate]:
+def _search_plan(
+    s: _Space, plan: _Plan, goal: str, asked: int, small_ub: bool, hint: int | None = None
+) -> list[Candidate]:
     """The best line of one plan for the goal, and with a smaller ubatch (``small_ub``)
-    where that gives something."""
-    found = _search_one(s, plan, goal, asked)
+    where that gives something. ``hint``: the offload a like plan found (another K/V type
+    with the same split), where the search starts."""
+    found = _search_one(s, plan, goal, asked, hint)
     if not small_ub or not found:
         return found
-    hint = found[0].change  # the smaller ubatch moves the limits by a little: start there
-    offload = (hint.n_cpu_moe or 0) if s.moe else _offload_of(s, hint)
-    smaller = _search_one(s, replace(plan, ubatch=SMALL_UBATCH), goal, asked, offload)
+    # the smaller ubatch moves the limits by a little: start there
+    smaller = _search_one(s, replace(plan, ubatch=SMALL_UBATCH), goal, asked, _offload(s, found))
     return found + smaller
+
+
+def _offload(s: _Space, found: Sequence[Candidate]) -> int | None:
+    """The offload of a search's line (None: it found none)."""
+    if not found:
+        return None
+    change = found[0].change
+    return (change.n_cpu_moe or 0) if s.moe else _offload_of(s, change)
 
 
 def _offload_of(s: _Space, change: Change) -> int:
@@ -634,7 +644,12 @@ def best_configs(
     plans = _plans(kv_types, split_allowed, goal)
     small_ub = small_ubatch and settings.n_ubatch > SMALL_UBATCH
     s.planned = len(plans) * (2 if small_ub else 1) * (12 + int(math.log2(max(2, s.n_offload))) * 6)
-    pool = [c for plan in plans for c in _search_plan(s, plan, goal, asked, small_ub)]
+    pool: list[Candidate] = []
+    ended: dict[str, int | None] = {}  # per split kind, where the last K/V type's search ended
+    for plan in plans:
+        found = _search_plan(s, plan, goal, asked, small_ub, ended.get(plan.split))
+        ended[plan.split] = _offload(s, found[:1]) if found else ended.get(plan.split)
+        pool += found
     ranked = _rank(_say_slower_prompts(s, _with_gains(pool)), goal)
     unique: list[Candidate] = []
     for c in ranked:
