@@ -312,3 +312,19 @@ def test_the_offload_scales_are_kept_and_guarded(env):
     assert rig_store.load(RIG, env, say=lambda _line: None) is None  # set aside, not used
     bad = _point("pp512", copy_s=-1.0)
     assert not bad.usable  # a negative part is no prediction
+
+
+@pytest.mark.parametrize(
+    ("source", "here"),
+    [("nvml", True), ("smi", True), ("amd", True), ("smi:gpu-box", False), ("sim:4xl4", False)],
+)
+def test_a_watched_rig_is_this_machines_where_its_driver_is_local(source, here):
+    """The host and this rig's calibration are this machine's for a local driver's rig
+    (NVML, nvidia-smi, AMD's), never for a remote host's or a simulated one."""
+    from lltui.core.cmdline.flags import parse_llama_args
+    from lltui.core.monitor.models import RigInfo, RigSample
+    from lltui.services.fit import FitRequest, _here
+
+    sample = RigSample(1, 0.0, 0.0, RigInfo(source, simulated=source.startswith("sim")), ())
+    request = FitRequest("m.gguf", parse_llama_args([]), sample=sample, watch_rig=True)
+    assert _here(request) is here
