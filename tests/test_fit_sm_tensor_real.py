@@ -16,6 +16,7 @@ from support.llama_fixture import (
     served_log,
 )
 
+from lltui.core.cmdline.args import spell
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.fit.estimate import FitOptions, FitResult, estimate
 from lltui.core.gguf.reader import read_gguf
@@ -120,3 +121,34 @@ def test_the_planners_tensor_choice_loads_as_planned(llama_bins, rpc_endpoints, 
     planned = {d.name: d.total_bytes for d in choice.memory}
     assert planned == {d.name: d.total_bytes for d in res.devices if d.name in planned}
     assert len(planned) == 2
+
+
+def test_the_planners_room_split_with_host_experts_loads_as_planned(
+    llama_bins, rpc_endpoints, tmp_path
+):
+    """Two rpc-servers given too little memory for a MoE's experts: the planner's first is a
+    layer split with ``--n-cpu-moe`` and ``-ts`` sized to each device's room (llama.cpp's own
+    split would need more experts on the host), and that command, started as printed, loads
+    what the planner said on each device."""
+    from lltui.core.fit.planner import plan_best
+
+    path = tmp_path / "moe.gguf"
+    gf.write_model(path, gf.qwen3moe_spec(n_layer=8), "Q8_0", name="tiny-model")
+    model = read_gguf(path)
+    eps = rpc_endpoints[:2]
+    given = parse_llama_args([*SERVER_ARGS, "--rpc", ",".join(eps), "-np", "1", "--no-warmup"])
+    roomy = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
+    whole = estimate(model, given, roomy, FitOptions())
+    need = max(d.total_bytes for d in whole.devices if d.kind != "cpu")
+    devices = [rpc_device(ep, need * 6 // 10, i, backend="cpu") for i, ep in enumerate(eps)]
+    plan = plan_best(model, given, devices, FitOptions())
+    choice = plan.best
+    assert choice is not None and choice.split_mode == "layer" and choice.room_split
+    ts, ncmoe = spell("tensor_split", (1,))[0], spell("n_cpu_moe", 1)[0]
+    assert ts in choice.argv and ncmoe in choice.argv and "host" in choice.offload
+    text = served_log(llama_bins, path, tmp_path / "s.log", list(choice.argv))
+    res = estimate(model, parse_llama_args(choice.argv), devices, FitOptions())
+    assert res.fits
+    assert ours(res) == logged_buffers(parse_log(text), ("model", "KV", "compute"))
+    planned = {d.name: d.total_bytes for d in choice.memory}
+    assert planned == {d.name: d.total_bytes for d in res.devices if d.name in planned}
