@@ -60,15 +60,10 @@ class FollowState:
 
 def launched_log(url: str) -> Path | None:
     """The log ``lltui launch --keep-running`` left for a loopback server on this port."""
-    from lltui.core.cmdline.address import is_loopback
     from lltui.paths import state_dir
 
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    if port is None or not is_loopback(parts.hostname or ""):
+    port = _loopback_port(url)
+    if port is None:
         return None
     path = state_dir() / f"llama-server-{port}.log"
     return path if path.is_file() else None
