@@ -21,15 +21,18 @@ import sys
 import time
 from pathlib import Path
 
-from support import gguf_factory as gf
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent)]
 
-from lltui.core.cmdline.flags import parse_llama_args
-from lltui.core.fit.estimate import FitOptions, estimate
-from lltui.core.gguf.reader import read_gguf
-from lltui.core.memory.devices import parse_gpus_spec
-from lltui.core.speed.model import estimate_speed
-from lltui.sources.gpu.cpu import read_host
-from lltui.sources.llama import build as llama_build
+from support import gguf_factory as gf  # noqa: E402
+
+from lltui.core.cmdline.flags import parse_llama_args  # noqa: E402
+from lltui.core.fit.estimate import FitOptions, estimate  # noqa: E402
+from lltui.core.gguf.reader import read_gguf  # noqa: E402
+from lltui.core.memory.devices import parse_gpus_spec  # noqa: E402
+from lltui.core.speed.model import estimate_speed  # noqa: E402
+from lltui.sources.gpu.cpu import read_host  # noqa: E402
+from lltui.sources.llama import build as llama_build  # noqa: E402
 
 WORK = Path("/tmp/lltui-cpu-bench")
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cpu_bench_measured.json"

@@ -34,9 +34,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from support import speed_published as sp
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent)]
 
-from lltui.core.speed.params import PARAMS, SpeedParams
+from support import speed_published as sp  # noqa: E402
+
+from lltui.core.speed.params import PARAMS, SpeedParams  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_FIXTURE = ROOT / "tests" / "fixtures" / "cpu_bench_measured.json"

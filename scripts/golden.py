@@ -41,6 +41,7 @@ FLAG_SETS: tuple[tuple[str, ...], ...] = (
     ("-sm", "tensor"),
     ("-nkvo",),
     ("-ub", "256", "-b", "1024"),
+    ("-ot", r"blk\.1\.ffn_(up|down)=CPU", "-ot", r"ffn_up=CUDA1", "-ot", r"(\w)\1=CPU"),
 )
 DEVICE_SPECS = ("4090,4090", "3x24GiB", "cpu")
 HOST = ("--host-free", "64GiB")  # the host's free memory as given, not this machine's now

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lltui.core.cmdline.tensor_pattern import compile_search
+from lltui.core.cmdline.tensor_pattern import compile_search, first_found
 
 NAMES = [
     "blk.0.ffn_up_exps.weight",
@@ -134,3 +134,13 @@ def test_a_pattern_is_compiled_once_and_its_answers_kept():
     again = compile_search(r"blk\.(3|4)\.ffn_.*_exps")
     assert first is again
     assert again("blk.3.ffn_up_exps.weight") and not again("blk.5.ffn_up_exps.weight")
+
+
+def test_each_name_gets_the_first_pattern_found_in_it_as_re_would_pick():
+    patterns = (*REAL_PATTERNS, r"(\w+)\1", r"exps")  # a back-reference: re answers it
+    names = tuple(NAMES)
+    first = first_found(patterns, names)
+    for name in names:
+        hits = [i for i, p in enumerate(patterns) if re.search(p, name)]
+        assert first.get(name) == (hits[0] if hits else None), name
+    assert first["blk.17.ffn_gate_exps.weight"] == 0  # also found by a later pattern

@@ -52,3 +52,20 @@ def compile_search(pattern: str) -> Search:
         return found
 
     return search
+
+
+@lru_cache(maxsize=4096)
+def _found_in(pattern: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    search = compile_search(pattern)
+    return tuple(n for n in names if search(n))
+
+
+def first_found(patterns: tuple[str, ...], names: tuple[str, ...]) -> dict[str, int]:
+    """For each of ``names`` some pattern is found in, the index of the first (the -ot that
+    llama.cpp applies). Each pattern is searched in the names once per model: a search over
+    commands (``--n-cpu-moe N``, a pattern per layer) asks again with other counts."""
+    first: dict[str, int] = {}
+    for i, p in enumerate(patterns):
+        for n in _found_in(p, names):
+            first.setdefault(n, i)
+    return first

@@ -514,10 +514,6 @@ def _layout(s: _Space, plan: _Plan) -> Layout:
     return at
 
 
-def _at_units(s: _Space, change: Change) -> Callable[[int], Change]:
-    return lambda units: replace(change, n_ctx=units * s.unit)
-
-
 def _search_one(
     s: _Space, plan: _Plan, goal: str, asked: int, hint: int | None = None
 ) -> list[Candidate]:

@@ -194,21 +194,24 @@ class _Planner:
         self.bufts = bufts
         self.allocs = [DynAllocator(b.alignment, b.max_size) for b in bufts]
         self.state: defaultdict[Tensor, _State] = defaultdict(_State)
-        self._sizes: dict[tuple[int, Tensor], int] = {}
+        self.outputs = sched.outputs
+        self._sizes: list[dict[Tensor, int]] = [{} for _ in bufts]
 
     def size_of(self, buffer: int, t: Tensor) -> int:
-        key = (buffer, t)
-        size = self._sizes.get(key)
+        sizes = self._sizes[buffer]
+        size = sizes.get(t)
         if size is None:
-            size = self._sizes[key] = self.bufts[buffer].alloc_size(t)
+            size = sizes[t] = self.bufts[buffer].alloc_size(t)
         return size
 
     def is_output(self, t: Tensor) -> bool:
-        return t in self.sched.outputs
+        return t in self.outputs
 
     def allocate(self, t: Tensor, buffer: int, srcs: tuple[Tensor, ...] = ()) -> None:
+        if t.external or t.view_src is not None:
+            return
         hn = self.state[t]
-        if t.external or hn.allocated or t.is_view:
+        if hn.allocated:
             return
         hn.allocated = True
         if t.op in INPLACE_OPS and self._reuse_parent(t, hn, srcs):
@@ -253,31 +256,32 @@ class _Planner:
     def run(self) -> list[int]:
         sc = self.sched
         inputs = sc.inputs
+        state = self.state
+        allocate = self.allocate
         for leaf, b in zip(sc.leafs, sc.leaf_backend, strict=True):
-            self.allocate(leaf, b)
+            allocate(leaf, b)
         steps = list(zip(sc.nodes, sc.srcs, sc.node_backend, strict=True))
         for node, srcs, b in steps:
-            if node.is_view and node.op != "NONE" and node.view_src is not None:
-                self.state[node.view_src].views += 1
+            if node.view_src is not None and node.op != "NONE":
+                state[node.view_src].views += 1
             if node in inputs:
-                self.allocate(node, b)
+                allocate(node, b)
             for s in srcs:
-                self.state[s].children += 1
+                state[s].children += 1
                 if s in inputs:
-                    self.allocate(s, b)
-        state = self.state
+                    allocate(s, b)
         for node, srcs, b in steps:
             for s in srcs:
                 # (externals, views and what is placed already are left as they are)
                 if not s.external and s.view_src is None and not state[s].allocated:
-                    self.allocate(s, b)
-            self.allocate(node, b, srcs)
+                    allocate(s, b)
+            allocate(node, b, srcs)
             for s in srcs:
-                self._release(s)
+                self._release(s, state[s])
         return [a.size() for a in self.allocs]
 
-    def _release(self, parent: Tensor) -> None:
-        p_hn = self.state[parent]
+    def _release(self, parent: Tensor, p_hn: _State) -> None:
+        """One consumer of ``parent`` has run: free it (or its view's source) after the last."""
         p_hn.children -= 1
         if p_hn.children != 0 or p_hn.views != 0:
             return

@@ -9,7 +9,7 @@ ggml/src/ggml.c of the pinned llama.cpp (ggml_mul_mat, ggml_get_rows, ggml_flash
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from lltui.core.gguf.types import GgmlType, type_info
@@ -28,10 +28,11 @@ HOST = -1  # host memory: the CPU backend's
 REPACK = -2  # the CPU backend's repacked weights: its own, but not host memory to others
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(eq=False, slots=True)  # not frozen: a search makes 10^5-10^6, frozen init is 6x
 class Tensor:
-    """One ggml tensor. ``external`` tensors (weights, the KV cache) have memory of their
-    own; the graph allocator places every other non-view tensor."""
+    """One ggml tensor, never changed once made. ``external`` tensors (weights, the KV
+    cache) have memory of their own; the graph allocator places every other non-view
+    tensor."""
 
     op: str  # "NONE" for leafs
     type: int
@@ -54,18 +55,24 @@ class Tensor:
 
     def nbytes(self) -> int:
         """ggml_nbytes: the span of the tensor's elements given its strides."""
-        if any(n <= 0 for n in self.ne):
-            return 0
-        info = type_info(self.type)
-        if info.block_size == 1:
-            size = info.type_size
-            for n, b in zip(self.ne, self.nb, strict=True):
-                size += (n - 1) * b
-            return size
-        size = self.ne[0] * self.nb[0] // info.block_size
-        for n, b in zip(self.ne[1:], self.nb[1:], strict=True):
+        return span_bytes(self.type, self.ne, self.nb)
+
+
+@lru_cache(maxsize=4096)  # asked per tensor of every planned graph; the shapes are few
+def span_bytes(type_id: int, ne: Ne, nb: Ne) -> int:
+    """ggml_nbytes of a tensor of that type, shape and strides."""
+    if any(n <= 0 for n in ne):
+        return 0
+    info = type_info(type_id)
+    if info.block_size == 1:
+        size = info.type_size
+        for n, b in zip(ne, nb, strict=True):
             size += (n - 1) * b
         return size
+    size = ne[0] * nb[0] // info.block_size
+    for n, b in zip(ne[1:], nb[1:], strict=True):
+        size += (n - 1) * b
+    return size
 
 
 @lru_cache(maxsize=4096)  # the same few shapes come back in every layer
@@ -107,21 +114,22 @@ class Graph:
 
     def expand(self, t: Tensor) -> None:
         """ggml_build_forward_expand: sources first (depth first, left to right)."""
-        if t in self._seen:
+        seen = self._seen
+        if t in seen:
             return
-        stack: list[tuple[Tensor, int]] = [(t, 0)]
-        self._seen.add(t)
+        seen.add(t)
+        nodes, leafs = self.nodes, self.leafs
+        stack = [(t, iter(t.src))]
         while stack:
-            cur, i = stack[-1]
-            if i < len(cur.src):
-                stack[-1] = (cur, i + 1)
-                s = cur.src[i]
-                if s not in self._seen:
-                    self._seen.add(s)
-                    stack.append((s, 0))
-                continue
-            stack.pop()
-            (self.leafs if cur.op == "NONE" else self.nodes).append(cur)
+            cur, rest = stack[-1]
+            for s in rest:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append((s, iter(s.src)))
+                    break
+            else:
+                stack.pop()
+                (leafs if cur.op == "NONE" else nodes).append(cur)
 
     def set_output(self, t: Tensor) -> None:
         self.outputs.add(t)
@@ -151,7 +159,11 @@ def external(
 
 def pinned(t: Tensor, backend: int) -> Tensor:
     """The same tensor assigned to a backend by hand (ggml_backend_sched_set_tensor_backend)."""
-    return replace(t, pin=backend)
+    # (not dataclasses.replace: a graph pins thousands, and replace costs 30 times this)
+    return Tensor(
+        t.op, t.type, t.ne, t.nb, t.src, t.view_src, t.external, t.is_input, t.name, t.loc,
+        t.weight, pin=backend,
+    )  # fmt: skip
 
 
 def dup_of(a: Tensor, op: str, src: Sequence[Tensor]) -> Tensor:

@@ -12,6 +12,7 @@ from itertools import compress
 from operator import is_not
 from typing import Generic, TypeVar
 
+from lltui.core.cmdline.args import TensorOverride
 from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel, GgufTensor
 from lltui.core.gguf.types import GgmlType
@@ -132,7 +133,9 @@ class _Placer:
     ) -> None:
         self.hp = hp
         self.st = st
-        self._override_searches: list[Callable[[str], object]] | None = None
+        self.names: tuple[str, ...] = ()  # the file's weights, whose -ot answers are indexed
+        self._first_override: dict[str, int] | None = None
+        self._indexed: frozenset[str] = frozenset()
         self.devices = devices
         self.layer_dev = layer_dev
         self.profile = repack_profile if st.repack else {}
@@ -163,28 +166,42 @@ class _Placer:
     def route(self, name: str, list_dev: int, op: str | None) -> _Buft | None:
         """The buffer of a weight of the layer on ``list_dev`` (-1: the CPU), -ot first;
         None: the CPU buffer its type picks (:meth:`cpu_buft`)."""
-        if self._override_searches is None:  # compiled once: called per tensor and placement
-            self._override_searches = []
-            if self.st.overrides:  # the pattern engine loads only for -ot/--cpu-moe
-                from lltui.core.cmdline.tensor_pattern import compile_search
-
-                self._override_searches = [compile_search(ov.pattern) for ov in self.st.overrides]
-        for ov, search in zip(self.st.overrides, self._override_searches, strict=True):
-            if search(name):
-                if ov.buft == CPU:
-                    return self.cpu_route(op)
-                if ov.buft not in self.known_bufts:
-                    raise FitError(
-                        f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
-                        f"(available: {', '.join(sorted(self.known_bufts))})"
-                    )
-                target = self.override_targets.get(ov.buft)
-                if target is None:
-                    raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
-                return _buft(DEV, target)
+        if self.st.overrides:
+            i = self._override_of(name)
+            if i is not None:
+                return self._override_route(self.st.overrides[i], op)
         if list_dev < 0:
             return self.cpu_route(op)
         return _buft(DEV, list_dev)
+
+    def _override_of(self, name: str) -> int | None:
+        """The first -ot found in ``name`` (the pattern engine loads only for -ot/--cpu-moe)."""
+        if self._first_override is None:  # per tensor and placement: indexed once
+            from lltui.core.cmdline.tensor_pattern import first_found
+
+            self._first_override = first_found(self._patterns(), self.names)
+            self._indexed = frozenset(self.names)
+        if name in self._indexed:
+            return self._first_override.get(name)
+        from lltui.core.cmdline.tensor_pattern import compile_search
+
+        return next((i for i, p in enumerate(self._patterns()) if compile_search(p)(name)), None)
+
+    def _patterns(self) -> tuple[str, ...]:
+        return tuple(ov.pattern for ov in self.st.overrides)
+
+    def _override_route(self, ov: TensorOverride, op: str | None) -> _Buft | None:
+        if ov.buft == CPU:
+            return self.cpu_route(op)
+        if ov.buft not in self.known_bufts:
+            raise FitError(
+                f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
+                f"(available: {', '.join(sorted(self.known_bufts))})"
+            )
+        target = self.override_targets.get(ov.buft)
+        if target is None:
+            raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
+        return _buft(DEV, target)
 
     def cpu_buffer_name(self, b: _Buft) -> str:
         if b.kind == HOST:
@@ -380,6 +397,7 @@ def _routes(
     if profile is None:
         raise FitError(f"unknown CPU repack profile {repack_profile!r}")
     placer = _Placer(hp, st, devices, all_devices, layer_dev, profile)
+    placer.names = tuple(name for name, _ in shapes)
     routes: list[_Route] = []
     for i, (name, dims) in enumerate(shapes):
         routes.extend(_route_one(placer, i, name, dims, hp, layer_dev))
