@@ -8,6 +8,7 @@ sized to their room reaches the largest context any -ts does with everything on 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from support import gguf_factory as gf
@@ -15,7 +16,13 @@ from support import gguf_factory as gf
 from lltui.core.cmdline.args import spell
 from lltui.core.cmdline.flag_values import writable_split
 from lltui.core.cmdline.flags import parse_llama_args
-from lltui.core.fit.best import KV_LOSS, best_configs, headroom_split, tps_bucket
+from lltui.core.fit.best import (
+    KV_LOSS,
+    best_configs,
+    headroom_split,
+    room_for_weights,
+    tps_bucket,
+)
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.memory.devices import parse_gpus_spec
@@ -120,6 +127,48 @@ def test_every_line_proposed_fits_as_printed(case):
     for goal in ("context", "speed", "gpu-only"):
         for c in best_configs(model, settings, devs, opts, goal):
             assert _fits(model, devs, opts, list(c.flags)), (goal, c)
+
+
+def _weights(res) -> int:
+    return sum(t.nbytes for t in res.placements if not t.duplicate)
+
+
+def test_every_line_that_fits_holds_at_least_the_weights_own_bytes(case):
+    """--best stops at once where all the free memory is less than the weights: sound only
+    if every line's devices count at least each weight's own bytes somewhere."""
+    model, devs, opts, _cap, brute = case
+    for *_, flags in brute:
+        res = estimate(model, parse_llama_args([*flags, "-c", "256"]), devs, opts)
+        assert sum(d.weights_bytes for d in res.devices) >= _weights(res), flags
+        assert room_for_weights(res)  # it fits: the bound must not rule it out
+
+
+def test_with_less_free_memory_than_the_weights_nothing_is_searched(case):
+    model, _devs, opts, _cap, _brute = case
+    devs = parse_gpus_spec("4MiB,4MiB").devices
+    res = estimate(model, parse_llama_args([]), devs, opts)
+    host = _weights(res) - sum(d.free_bytes or 0 for d in devs) - 1  # one byte short
+    tight = replace(opts, host_free_bytes=host)
+    steps: list[int] = []
+    settings = parse_llama_args(["-c", "256"])
+    found = best_configs(
+        model, settings, devs, tight, "context", progress=lambda d, _: steps.append(d)
+    )
+    assert found == [] and steps == []
+    # the ends of the space agree: everything on the GPUs, everything on the host
+    for flags in (["-ngl", "all"], ["-ngl", "0"]):
+        assert not _fits(model, devs, tight, [*flags, "-c", "256"])
+    # and with all of a byte more, the search runs (it need not find a line)
+    steps.clear()
+    best_configs(
+        model,
+        settings,
+        devs,
+        replace(tight, host_free_bytes=host + 1),
+        "context",
+        progress=lambda d, _: steps.append(d),
+    )
+    assert steps
 
 
 @pytest.mark.parametrize(("case_name", "gpus"), [("dense", "48MiB,40MiB"), ("moe", "40MiB,32MiB")])

@@ -633,6 +633,8 @@ def best_configs(
         return []
     s, asked = made
     p = s.problem
+    if settings.split_mode != "tensor" and not room_for_weights(s.estimate(Change())):
+        return []  # no placement, K/V type, ubatch or context can fit: nothing to search
     # a split of one's own or none to make: the one given stays
     split_allowed = (
         splits and len(p.used) > 1 and not settings.tensor_split and settings.split_mode == "layer"
@@ -652,6 +654,17 @@ def best_configs(
         if c.flags not in {u.flags for u in unique}:
             unique.append(c)
     return unique[:limit]
+
+
+def room_for_weights(res: FitResult | None) -> bool:
+    """Whether the devices' free memory together could hold the weights at all. Each weight
+    lies whole on one device (layer splits), taking at least its own bytes there, and a line
+    fits only where every device's total and margin are within its free memory: where the
+    sum falls short, no offload, split, K/V type, ubatch or context fits."""
+    if res is None or any(d.free_bytes is None for d in res.devices):
+        return True
+    weights = sum(t.nbytes for t in res.placements if not t.duplicate)
+    return weights <= sum((d.free_bytes or 0) - d.unaccounted_bytes for d in res.devices)
 
 
 def make_space(
@@ -683,6 +696,7 @@ def make_space(
         asked_units=max(1, -(-(settings.n_ctx or settings.fit_ctx or 4096) // unit)),
         progress=progress,
     )
+    s._results[Change()] = first  # the settings as given: estimated already
     return s, settings.n_ctx or settings.fit_ctx or 4096
 
 
