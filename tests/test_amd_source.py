@@ -39,8 +39,10 @@ from lltui.core.monitor.prom_export import rig_families
 from lltui.core.monitor.prom_import import rigs_from_series
 from lltui.core.monitor.record import sample_from_dict, sample_to_dict
 from lltui.core.monitor.rocm_smi_json import read_cards
-from lltui.sources.gpu.amd import AmdCliSource, AmdSmiSource, AmdSource
+from lltui.sources.gpu.amd.binding import AmdSmiSource
+from lltui.sources.gpu.amd.cli import AmdCliSource
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
+from lltui.sources.gpu.amd.source import AmdSource
 from lltui.sources.gpu.combined import CombinedSource
 from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.gpu.kinds import open_source, parse_source_spec
@@ -696,3 +698,28 @@ def test_doctor_says_what_the_amd_source_reads(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "amdsmi", None)
     monkeypatch.setattr("shutil.which", lambda _: None)
     assert check_amd().status == MISSING
+
+
+def test_with_no_binding_and_no_tool_opening_says_so_without_loading_either(tmp_path):
+    """Every NVIDIA machine's ``auto`` asks for AMD GPUs: where nothing could answer, the
+    binding's and the tools' modules are not imported to say so."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("amdsmi") is not None:
+        pytest.skip("the amdsmi binding is installed here")
+    code = (
+        "import sys\nfrom lltui.sources.gpu.amd.source import AmdSource\n"
+        "from lltui.core.monitor.models import SourceUnavailable\n"
+        "try:\n    AmdSource().open()\nexcept SourceUnavailable as e:\n    print(e)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('lltui.sources.gpu.amd.')))"
+    )
+    env = {**os.environ, "PATH": str(tmp_path)}  # no amd-smi, no rocm-smi
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "the amdsmi binding is not importable; amd-smi is not on PATH here; "
+        "rocm-smi is not on PATH here",
+        "['lltui.sources.gpu.amd.source']",
+    ]

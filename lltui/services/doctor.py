@@ -89,7 +89,7 @@ def check_nvidia_smi(
 def check_amd() -> Check:
     """AMD GPUs: what the amd source reads here (the binding, amd-smi or rocm-smi)."""
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.sources.gpu.amd import AmdSource
+    from lltui.sources.gpu.amd.source import AmdSource
 
     source = AmdSource()
     try:

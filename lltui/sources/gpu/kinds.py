@@ -119,7 +119,7 @@ def _make_smi(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
 
 
 def _make_amd(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
-    from lltui.sources.gpu.amd import AmdSource
+    from lltui.sources.gpu.amd.source import AmdSource
     from lltui.sources.ssh import split_host_port
 
     host, port = split_host_port(spec.arg) if spec.arg else (None, None)

@@ -32,6 +32,7 @@ from lltui.core.monitor.models import (
 )
 from lltui.core.monitor.rocm_smi_json import read_cards
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
+from lltui.sources.gpu.amd.source import AMD_SMI, ROCM_SMI, TOOLS, not_on_path
 from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.gpu.smi import (
@@ -43,9 +44,6 @@ from lltui.sources.gpu.smi import (
 )
 from lltui.sources.ssh import SshTarget, check_host
 
-AMD_SMI = "amd-smi"
-ROCM_SMI = "rocm-smi"
-TOOLS = (AMD_SMI, ROCM_SMI)
 PROCESS_TTL_S = 2.0
 # one rocm-smi run gives every reading; -a is the fallback for a rocm-smi too old for one
 ROCM_SMI_FLAGS: tuple[str, ...] = (
@@ -125,7 +123,7 @@ class AmdCliSource:
         reasons = []
         for tool in tools:
             if self.host is None and self._which(tool) is None:
-                reasons.append(f"{tool} is not on PATH here")
+                reasons.append(not_on_path(tool))
                 continue
             try:
                 info = self._open_amd_smi() if tool == AMD_SMI else self._open_rocm_smi()

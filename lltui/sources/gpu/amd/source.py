@@ -1,0 +1,80 @@
+"""The ``amd`` and ``amd:HOST`` sources: the binding here where it is importable and
+initialises, else the tools. Their modules load only where something could answer: on a
+machine with neither the binding nor a tool (every NVIDIA machine's ``auto``), opening says
+so without importing them."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+
+if TYPE_CHECKING:
+    from lltui.core.monitor.models import GpuSource
+
+AMD_SMI = "amd-smi"
+ROCM_SMI = "rocm-smi"
+TOOLS = (AMD_SMI, ROCM_SMI)
+NO_BINDING = "the amdsmi binding is not importable"
+
+
+def not_on_path(tool: str) -> str:
+    return f"{tool} is not on PATH here"
+
+
+def _binding_findable() -> bool:
+    """Whether ``import amdsmi`` could succeed (a test's fake sits in sys.modules)."""
+    return "amdsmi" in sys.modules or importlib.util.find_spec("amdsmi") is not None
+
+
+class AmdSource:
+    """The AMD GPUs here (binding, else tools) or on ``host`` (tools over ssh)."""
+
+    def __init__(self, host: str | None = None, *, port: int | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.name = "amd" if host is None else f"amd:{host}"
+        self._inner: GpuSource | None = None
+
+    def open(self) -> RigInfo:
+        reasons = []
+        if self.host is None and not _binding_findable():
+            reasons.append(NO_BINDING)
+            if not any(shutil.which(tool) for tool in TOOLS):
+                raise SourceUnavailable("; ".join([*reasons, *map(not_on_path, TOOLS)]))
+        elif self.host is None:
+            from lltui.sources.gpu.amd.binding import AmdSmiSource
+
+            binding = AmdSmiSource()
+            try:
+                info = binding.open()
+                self._inner = binding
+                self.name = binding.name
+                return info
+            except ImportError:
+                reasons.append(NO_BINDING)
+            except SourceUnavailable as exc:
+                reasons.append(str(exc))
+        from lltui.sources.gpu.amd.cli import AmdCliSource
+
+        cli = AmdCliSource(self.host, port=self.port)
+        try:
+            info = cli.open()
+        except SourceUnavailable as exc:
+            raise SourceUnavailable("; ".join([*reasons, str(exc)])) from None
+        self._inner = cli
+        self.name = cli.name
+        return info
+
+    def poll(self) -> RigSample:
+        if self._inner is None:
+            self.open()
+        assert self._inner is not None
+        return self._inner.poll()
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
