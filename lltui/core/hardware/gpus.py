@@ -28,7 +28,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
 CATALOG_FILE = "gpus.csv"
 # words NVML and AMD's tools put in names that do not tell models apart ("rx" after "rtx")
@@ -143,7 +143,8 @@ def _row(r: dict[str, str]) -> GpuSpec:
 @cache
 def all_gpus() -> tuple[GpuSpec, ...]:
     """Every GPU of the catalog, in its order (by generation)."""
-    text = resources.files(__package__).joinpath(CATALOG_FILE).read_text(encoding="utf-8")
+    # beside this module (not importlib.resources: its readers cost a plain fit 2.5 ms)
+    text = Path(__file__).with_name(CATALOG_FILE).read_text(encoding="utf-8")
     return tuple(_row(r) for r in csv.DictReader(text.splitlines()))
 
 

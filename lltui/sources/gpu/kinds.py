@@ -120,9 +120,12 @@ def _make_smi(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
 
 def _make_amd(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
     from lltui.sources.gpu.amd.source import AmdSource
+
+    if not spec.arg:  # this machine's (auto's on every machine): no ssh
+        return AmdSource()
     from lltui.sources.ssh import split_host_port
 
-    host, port = split_host_port(spec.arg) if spec.arg else (None, None)
+    host, port = split_host_port(spec.arg)
     return AmdSource(host, port=port)
 
 

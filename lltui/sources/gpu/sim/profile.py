@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from lltui.core.hardware.gpus import GpuSpec, gpu
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import ContainerRef
-from lltui.core.topo.amd import render_amd_topology
 
 LEGEND = """\
 Legend:
@@ -162,6 +161,8 @@ class SimProfile:
         """The rig's topology as its tools print it: ``amd-smi topology`` on an all-AMD
         rig, ``nvidia-smi topo -m`` otherwise."""
         if all(g.amd for g in self.gpus):
+            from lltui.core.topo.amd import render_amd_topology  # (only AMD rigs need it)
+
             return render_amd_topology(len(self.gpus), self.pci_bus_ids, self.links)
         return render_topo(self)
 
