@@ -45,6 +45,7 @@ FLAG_SETS: tuple[tuple[str, ...], ...] = (
 )
 DEVICE_SPECS = ("4090,4090", "3x24GiB", "cpu")
 HOST = ("--host-free", "64GiB")  # the host's free memory as given, not this machine's now
+EDGE_MOE = "qwen3moe-30b-F16.gguf"  # a MoE at --best's edges (a sparse file)
 
 
 def write_models(into: Path) -> list[Path]:
@@ -62,6 +63,7 @@ def write_models(into: Path) -> list[Path]:
     paths = [gf.write_model(into / f"{name}.gguf", spec)[0] for name, spec in tiny.items()]
     paths.append(gf.write_sparse(into / "llama-8b-Q4_0.gguf", gf.llama_8b_spec(), "Q4_0"))
     paths.append(gf.write_sparse(into / "qwen3moe-30b-Q4_0.gguf", gf.qwen3moe_30b_a3b_spec()))
+    gf.write_sparse(into / EDGE_MOE, gf.qwen3moe_30b_a3b_spec(), "F16")  # --best's edges only
     return paths
 
 
@@ -94,6 +96,16 @@ def command_lines(models: list[Path]) -> list[list[str]]:
             )
     for goal in ("context", "decode"):  # a MoE whose experts the host must take in part
         out.append(["fit", str(models[-1]), "--gpus", "8GiB,8GiB", *HOST, "--best", goal])
+    # the search's edges (a F16 MoE): GPUs short of one unit of context, a host that binds
+    f16 = models[-1].parent / EDGE_MOE
+    for gpus, host in (
+        ("24GiB,12GiB,12GiB", "16GiB"),
+        ("24GiB,12GiB,12GiB", "64GiB"),
+        ("16GiB,8GiB", "16GiB"),
+    ):
+        for goal in ("context", "speed", "gpu-only"):
+            line = ["fit", str(f16), "-c", "8192", "--gpus", gpus, "--host-free", host]
+            out.append([*line, "--best", goal])
     missing = str(models[0].parent / "missing.gguf")
     out += [
         ["fit", missing],

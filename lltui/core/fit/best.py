@@ -385,15 +385,43 @@ def most_context(s: _Space, at: Layout, hint: int | None = None) -> tuple[int, i
         g0, h0 = lim(0)
         gn, hn = lim(s.n_offload)
         guess = _root(g0 - h0, gn - hn, s.n_offload)
-    cross = _first(0, s.n_offload, lambda x: lim(x)[0] >= lim(x)[1], guess)
+    short = _Short(s, at)
+    cross = _first(0, s.n_offload, short.crossed, guess)
     if cross is None:  # the GPUs bind everywhere: offload all there is
         best_x, best = s.n_offload, min(lim(s.n_offload))
     else:
         best_x, best = cross, min(lim(cross))
         if cross > 0 and lim(cross - 1)[0] >= best:  # one step less: the GPUs' limit
             best = lim(cross - 1)[0]
-            best_x = _first(0, cross - 1, lambda x: lim(x)[0] >= best, cross - 1) or 0
+            if best:  # (0: nothing fits either way)
+                best_x = _first(0, cross - 1, lambda x: short.gpus_hold(x, best), cross - 1) or 0
     return (best_x, best) if best else None
+
+
+@dataclass
+class _Short:
+    """Where the GPUs cannot hold even one unit of context, one placement's search over
+    offloads needs no limit there. GPU memory only falls as more is offloaded: past one
+    offload where they cannot, none less can either (``upto``)."""
+
+    s: _Space
+    at: Layout
+    upto: int = -1
+
+    def gpus_hold(self, x: int, units: int) -> bool:
+        """Whether the GPUs' limit at offload ``x`` is ``units`` or more: whether they fit
+        there (memory only grows with the context): one estimate, no limit searched."""
+        return x > self.upto and self.s.fits(self.at(x, units))[0]
+
+    def crossed(self, x: int) -> bool:
+        """Whether the GPUs' limit at offload ``x`` reaches the host's. Where the GPUs do
+        not hold one unit, theirs is 0: reached only where the host's is 0 too."""
+        if x <= self.upto:
+            return not self.s.fits(self.at(x, 1))[1]
+        g, h = self.s.limits(lambda units: self.at(x, units))
+        if g == 0 and not self.s.fits(self.at(x, 1))[0]:  # (estimated by limits already)
+            self.upto = x
+        return g >= h
 
 
 @dataclass(frozen=True, slots=True)
