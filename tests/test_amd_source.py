@@ -721,5 +721,5 @@ def test_with_no_binding_and_no_tool_opening_says_so_without_loading_either(tmp_
     assert out == [
         "the amdsmi binding is not importable; amd-smi is not on PATH here; "
         "rocm-smi is not on PATH here",
-        "['lltui.sources.gpu.amd.source']",
+        "['lltui.sources.gpu.amd.source', 'lltui.sources.gpu.amd.tools']",
     ]

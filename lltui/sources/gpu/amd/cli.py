@@ -32,7 +32,7 @@ from lltui.core.monitor.models import (
 )
 from lltui.core.monitor.rocm_smi_json import read_cards
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
-from lltui.sources.gpu.amd.source import AMD_SMI, ROCM_SMI, TOOLS, not_on_path
+from lltui.sources.gpu.amd.tools import AMD_SMI, ROCM_SMI, TOOLS, not_on_path
 from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.gpu.smi import (

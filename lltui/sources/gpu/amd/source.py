@@ -11,18 +11,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
+from lltui.sources.gpu.amd.tools import TOOLS, not_on_path
 
 if TYPE_CHECKING:
     from lltui.core.monitor.models import GpuSource
 
-AMD_SMI = "amd-smi"
-ROCM_SMI = "rocm-smi"
-TOOLS = (AMD_SMI, ROCM_SMI)
 NO_BINDING = "the amdsmi binding is not importable"
-
-
-def not_on_path(tool: str) -> str:
-    return f"{tool} is not on PATH here"
 
 
 def _binding_findable() -> bool:
