@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError, print_json
 from lltui.commands.own_options import options_help, split_own
+from lltui.core.jsonout import fields_of
 
 if TYPE_CHECKING:
     from lltui.services.bench import BenchProgress, BenchReport, StoredCalibration
@@ -120,13 +121,7 @@ def stored_to_json(s: StoredCalibration) -> dict[str, Any]:
         "calibration": _calibration_json(rec.calibration) if rec else None,
         "points": [
             {
-                "model": p.model,
-                "config": p.config,
-                "test": p.test,
-                "source": p.source,
-                "date": p.date,
-                "measured_tps": p.measured_tps,
-                "predicted_tps": p.predicted_tps,
+                **fields_of(p, "model config test source date measured_tps predicted_tps"),
                 "miss": _round(miss(p.measured_tps, p.predicted_tps)),
             }
             for p in (rec.points if rec else ())
@@ -183,15 +178,9 @@ def _scales_lines(cal: Any) -> list[str]:
 
 def _calibration_json(cal: Any) -> dict[str, Any]:
     return {
-        "date": cal.date,
-        "gpu_decode": cal.gpu_decode,
-        "gpu_prefill": cal.gpu_prefill,
-        "host_decode": cal.host_decode,
-        "host_prefill": cal.host_prefill,
-        "copy": cal.copy,
-        "reduce": cal.reduce,
-        "points": cal.points,
-        "held": cal.held,
+        **fields_of(
+            cal, "date gpu_decode gpu_prefill host_decode host_prefill copy reduce points held"
+        ),
         "note": cal.note() if cal.points else None,
     }
 
@@ -271,11 +260,7 @@ def to_json(r: BenchReport) -> dict[str, Any]:
             for p in r.points
         ],
         "calibration": None if cal is None else _calibration_json(cal),
-        "stored": r.stored,
-        "not_stored": r.not_stored,
-        "skipped_rows": r.skipped_rows,
-        "store_skipped": r.store_skipped,
-        "stopped": r.stopped,
+        **fields_of(r, "stored not_stored skipped_rows store_skipped stopped"),
         "seconds": round(r.elapsed_s, 1),
     }
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError, print_json, source_spec
 from lltui.commands.own_options import Split, memory_options, options_help, split_own
+from lltui.core.jsonout import fields_of
 
 if TYPE_CHECKING:
     from lltui.commands.model_set import ModelSet
@@ -200,12 +201,7 @@ def _to_json(report: FitReport) -> dict[str, Any]:
     if report.setup.measured:
         data["measured"] = [
             {
-                "config": p.config,
-                "test": p.test,
-                "measured_tps": p.measured_tps,
-                "predicted_tps": p.predicted_tps,
-                "date": p.date,
-                "source": p.source,
+                **fields_of(p, "config test measured_tps predicted_tps date source"),
             }
             for p in report.setup.measured
         ]

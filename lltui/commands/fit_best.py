@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.jsonout import fields_of
+
 if TYPE_CHECKING:
     from lltui.core.fit.llama_fit import FitChoice
     from lltui.core.fit.planner import PlanOption, PlanResult
@@ -40,10 +42,7 @@ def option_json(model: str, o: PlanOption) -> dict[str, Any]:
         "joules_per_token": None if o.joules_per_token is None else round(o.joules_per_token, 3),
         "memory": [
             {
-                "name": m.name,
-                "total_bytes": m.total_bytes,
-                "free_bytes": m.free_bytes,
-                "fits": m.fits,
+                **fields_of(m, "name total_bytes free_bytes fits"),
             }
             for m in o.memory
         ],

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.jsonout import fields_of
+
 if TYPE_CHECKING:
     from lltui.core.llamalog.models import DevicePlacement
     from lltui.core.memory.kv_fill import KvDeviceFill, KvDeviceLayout, KvFill, KvLayout
@@ -302,10 +304,7 @@ def kv_to_json(fill: KvFill, layout: KvLayout | None) -> dict[str, Any]:
 
 def _kv_device(d: KvDeviceFill, lay: KvDeviceLayout | None) -> dict[str, Any]:
     return {
-        "name": d.name,
-        "used_bytes": d.used_bytes,
-        "free_bytes": d.free_bytes,
-        "capacity_bytes": d.capacity_bytes,
+        **fields_of(d, "name used_bytes free_bytes capacity_bytes"),
         "bytes_per_token": lay.full_bytes_per_token if lay else None,
         "swa_bytes_per_token": lay.swa_bytes_per_token if lay else None,
         "rs_bytes_per_seq": lay.rs_bytes_per_seq if lay else None,
@@ -398,10 +397,7 @@ def model_event(row: ModelRow) -> dict[str, Any]:
         "devices": [
             {
                 "name": device_label(p),
-                "model_mib": p.model_mib,
-                "kv_mib": p.kv_mib,
-                "compute_mib": p.compute_mib,
-                "output_mib": p.output_mib,
+                **fields_of(p, "model_mib kv_mib compute_mib output_mib"),
             }
             for p in row.placement
         ],

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from lltui.commands import CliError, print_json
+from lltui.core.jsonout import fields_of
 
 # Flags whose presence changes how lltui composes a llama-server command line.
 NOTABLE_FLAGS: tuple[str, ...] = (
@@ -111,20 +112,12 @@ def _info(args: argparse.Namespace) -> int:
         "version": None
         if version is None
         else {
-            "version": version.version,
-            "build": version.build,
-            "commit": version.commit,
-            "compiler": version.compiler,
-            "target": version.target,
-            "text": version.text,
+            **fields_of(version, "version build commit compiler target text"),
         },
         "tools": {k: (str(v) if v else None) for k, v in binary.tools.items()},
         "devices": [
             {
-                "name": d.name,
-                "description": d.description,
-                "total_mib": d.total_mib,
-                "free_mib": d.free_mib,
+                **fields_of(d, "name description total_mib free_mib"),
             }
             for d in devices
         ],

@@ -7,6 +7,7 @@ import gc
 import re
 
 from lltui.commands import CliError, open_recorder
+from lltui.core.jsonout import fields_of
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -43,10 +44,7 @@ def _run_app(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(
             {
-                "interval": args.interval,
-                "theme": args.theme,
-                "source": args.source,
-                "readonly": args.readonly,
+                **fields_of(args, "interval theme source readonly"),
                 "served": getattr(args, "served", None),
                 "energy_price": args.energy_price,
             },

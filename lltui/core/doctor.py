@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.text import one_line
 
 OK = "ok"
@@ -35,12 +36,7 @@ def checks_to_json(checks: tuple[Check, ...] | list[Check]) -> dict[str, Any]:
         "ok": checks_ok(checks),
         "checks": [
             {
-                "name": c.name,
-                "status": c.status,
-                "detail": c.detail,
-                "version": c.version,
-                "hint": c.hint,
-                "essential": c.essential,
+                **fields_of(c, "name status detail version hint essential"),
             }
             for c in checks
         ],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +24,7 @@ from lltui.services.rig import pids_here
 
 if TYPE_CHECKING:  # the memory model is imported once a plan is made (the monitor starts)
     from lltui.core.llama.metrics import SlotState
-    from lltui.core.llamalog.models import PromptCache
+    from lltui.core.llamalog.models import BufferLine, PromptCache
     from lltui.core.memory.kv_fill import KvFill, KvHistory, KvLayout
     from lltui.core.memory.results import FitResult
 
@@ -227,10 +227,7 @@ def plan_of_log(path: Path, *, kv: bool = True) -> ServerPlan | None:
         report = explain(ExplainRequest(str(path), ask_binary=False, model_from_log=True))
     except (ExplainFailed, OSError):
         return None
-    logged: dict[str, int] = {}
-    for b in report.facts.last_load():
-        if b.part == "model" and not b.superseded and not is_host_buffer(b.device):
-            logged[b.device] = logged.get(b.device, 0) + b.logged_bytes
+    logged = _model_bytes_per_device(report.facts.last_load())
     layout = None
     if report.result is not None:
         by_buffer = {b: p.name for p in report.facts.placement() for b in p.buffers}
@@ -248,7 +245,6 @@ def plan_of_log(path: Path, *, kv: bool = True) -> ServerPlan | None:
 def _logged_plan(path: Path) -> ServerPlan | None:
     """The buffers of a log's last load, per device (no estimate: the memory model stays
     unloaded in a monitor that only holds a found server against its log)."""
-    from lltui.core.llamalog.models import is_host_buffer
     from lltui.core.llamalog.reader import scan_lines
     from lltui.sources.llama.log_file import LogFileError, read_lines
 
@@ -259,11 +255,18 @@ def _logged_plan(path: Path) -> ServerPlan | None:
     last = facts.last_load()
     if not last:
         return None  # still loading, or not a load log
+    return ServerPlan(_model_bytes_per_device(last), None, f"log {path}")
+
+
+def _model_bytes_per_device(buffers: Iterable[BufferLine]) -> dict[str, int]:
+    """The model's own bytes a load's buffers put on each device (the host's apart)."""
+    from lltui.core.llamalog.models import is_host_buffer
+
     logged: dict[str, int] = {}
-    for b in last:
+    for b in buffers:
         if b.part == "model" and not b.superseded and not is_host_buffer(b.device):
             logged[b.device] = logged.get(b.device, 0) + b.logged_bytes
-    return ServerPlan(logged, None, f"log {path}")
+    return logged
 
 
 def plan_of_argv(

@@ -16,6 +16,7 @@ from typing import Any
 from lltui.core.explain.compare import BufferCheck
 from lltui.core.explain.failure import Failed
 from lltui.core.explain.models import ExplainReport
+from lltui.core.jsonout import fields_of
 from lltui.core.llama.builds import BuildRules
 from lltui.core.memory.hparams import Hparams
 from lltui.core.units import MIB
@@ -39,17 +40,11 @@ def failed_to_json(f: Failed | None) -> dict[str, Any] | None:
     if f is None:
         return None
     return {
-        "device": f.device,
-        "needed_bytes": f.needed_bytes,
-        "free_bytes": f.free_bytes,
-        "message": f.message,
-        "line": f.line,
-        "kind": f.kind,
-        "stage": f.stage,
-        "short_bytes": f.short_bytes,
-        "free_at_load_bytes": f.free_at_load_bytes,
-        "held_bytes": f.held_bytes,
-        "predicted_bytes": f.predicted_bytes,
+        **fields_of(
+            f,
+            "device needed_bytes free_bytes message line kind stage short_bytes "
+            "free_at_load_bytes held_bytes predicted_bytes",
+        ),
         "free_below_bytes": f.free_below_bytes if f.free_bytes is None else None,
     }
 
@@ -57,10 +52,7 @@ def failed_to_json(f: Failed | None) -> dict[str, Any] | None:
 def check_to_json(c: BufferCheck) -> dict[str, Any]:
     b = c.line
     out: dict[str, Any] = {
-        "line": b.line,
-        "device": b.device,
-        "kind": b.kind,
-        "logged_bytes": b.logged_bytes,
+        **fields_of(b, "line device kind logged_bytes"),
         "predicted_bytes": c.predicted_bytes,
         "logged_mib": b.mib_text,
         "diff_bytes": c.diff_bytes,
@@ -134,26 +126,13 @@ def case_to_json(r: ExplainReport) -> dict[str, Any]:
         "context": dict(f.context),
         "devices": [
             {
-                "name": d.name,
-                "description": d.description,
-                "free_mib": d.free_mib,
-                "total_mib": d.total_mib,
-                "source": d.source,
+                **fields_of(d, "name description free_mib total_mib source"),
             }
             for d in f.devices
         ],
         "kv_sizes": [
             {
-                "line": k.line,
-                "size_mib": k.size_mib,
-                "cells": k.cells,
-                "layers": k.layers,
-                "seqs": k.seqs,
-                "k_type": k.k_type,
-                "v_type": k.v_type,
-                "k_mib": k.k_mib,
-                "v_mib": k.v_mib,
-                "cache": k.cache,
+                **fields_of(k, "line size_mib cells layers seqs k_type v_type k_mib v_mib cache"),
             }
             for k in f.kv_sizes
         ],

@@ -10,6 +10,7 @@ from lltui.core.fit.plan import PlannedModel, SetPlan
 from lltui.core.fit.report import layer_ranges as _layer_ranges
 from lltui.core.fit.report import mib_text as _mib
 from lltui.core.fit.report import result_to_json
+from lltui.core.jsonout import fields_of
 from lltui.core.memory.common import CPU
 
 NAME_W = 10  # a model's column in the table
@@ -116,10 +117,7 @@ def plan_to_text(plan: SetPlan, notes: Sequence[str] = ()) -> str:
 
 def planned_to_json(p: PlannedModel) -> dict[str, Any]:
     return {
-        "name": p.name,
-        "path": p.path,
-        "n_ctx": p.n_ctx,
-        "default_ctx": p.default_ctx,
+        **fields_of(p, "name path n_ctx default_ctx"),
         "context_lowered": p.ctx_lowered,
         "pinned": list(p.pinned),
         "args": p.args.to_argv(masked=True),
@@ -137,12 +135,7 @@ def plan_to_json(plan: SetPlan, notes: Sequence[str] = ()) -> dict[str, Any]:
         "models": [planned_to_json(p) for p in plan.models],
         "devices": [
             {
-                "name": d.name,
-                "kind": d.kind,
-                "free_bytes": d.free_bytes,
-                "used_bytes": d.used_bytes,
-                "left_bytes": d.left_bytes,
-                "fits": d.fits,
+                **fields_of(d, "name kind free_bytes used_bytes left_bytes fits"),
                 "models": {p.name: p.bytes_on(d.name) for p in plan.models if p.bytes_on(d.name)},
             }
             for d in plan.devices

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lltui.core.jsonout import fields_of
 from lltui.core.memory.common import CPU
 from lltui.core.memory.results import DeviceEstimate, FitResult, ModelSummary, PartEstimate
 from lltui.core.speed.model import speed_line, speed_to_json
@@ -35,33 +36,13 @@ def _layer_ranges(layers: Sequence[int], n_layer_all: int) -> str:
 
 def model_to_json(m: ModelSummary) -> dict[str, Any]:
     """The ``model`` object of ``fit --json`` and ``quant --json``."""
-    return {
-        "path": m.path,
-        "name": m.name,
-        "architecture": m.architecture,
-        "file_type": m.file_type,
-        "file_bytes": m.file_bytes,
-        "tensor_bytes": m.tensor_bytes,
-        "n_params": m.n_params,
-        "n_layer": m.n_layer,
-        "n_embd": m.n_embd,
-        "n_head": m.n_head,
-        "n_head_kv": m.n_head_kv,
-        "head_dim": m.head_dim,
-        "n_ff": m.n_ff,
-        "n_vocab": m.n_vocab,
-        "n_ctx_train": m.n_ctx_train,
-        "n_expert": m.n_expert,
-        "n_expert_used": m.n_expert_used,
-        "sliding_window": m.sliding_window,
-        "swa_layers": m.swa_layers,
-        "recurrent_layers": m.recurrent_layers,
-        "tied_embeddings": m.tied_embeddings,
-        "split_files": m.split_files,
-        "quantization_version": m.quantization_version,
-        "causal": m.causal,
-        "pooling": m.pooling,
-    }
+    return fields_of(
+        m,
+        "path name architecture file_type file_bytes tensor_bytes n_params n_layer n_embd n_head "
+        "n_head_kv head_dim n_ff n_vocab n_ctx_train n_expert n_expert_used sliding_window "
+        "swa_layers recurrent_layers tied_embeddings split_files quantization_version causal "
+        "pooling",
+    )
 
 
 def device_to_json(d: DeviceEstimate, n_layer_all: int) -> dict[str, Any]:
@@ -69,15 +50,11 @@ def device_to_json(d: DeviceEstimate, n_layer_all: int) -> dict[str, Any]:
         "name": d.name,
         "kind": d.kind,
         "layers": [il for il in d.layers if il < n_layer_all],
-        "output_layer": d.output_layer,
-        "weights_bytes": d.weights_bytes,
-        "kv_bytes": d.kv_bytes,
-        "compute_bytes": d.compute_bytes,
-        "total_bytes": d.total_bytes,
-        "unaccounted_bytes": d.unaccounted_bytes,
-        "free_bytes": d.free_bytes,
-        "fits": d.fits,
-        "description": d.description,
+        **fields_of(
+            d,
+            "output_layer weights_bytes kv_bytes compute_bytes total_bytes unaccounted_bytes "
+            "free_bytes fits description",
+        ),
         **({"parts": {k: b for k, b in d.parts}} if d.parts else {}),
     }
 
@@ -90,11 +67,7 @@ def part_to_json(p: PartEstimate) -> dict[str, Any]:
         "devices": [
             {
                 "name": d.device,
-                "weights_bytes": d.weights_bytes,
-                "kv_bytes": d.kv_bytes,
-                "compute_bytes": d.compute_bytes,
-                "output_bytes": d.output_bytes,
-                "total_bytes": d.total_bytes,
+                **fields_of(d, "weights_bytes kv_bytes compute_bytes output_bytes total_bytes"),
             }
             for d in p.devices
         ],
@@ -155,10 +128,7 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
             "type_k": r.type_k,
             "type_v": r.type_v,
             "flash_attn": r.flash_attn_mode,
-            "n_batch": r.n_batch,
-            "n_ubatch": r.n_ubatch,
-            "n_gpu_layers": r.n_gpu_layers,
-            "split_mode": r.split_mode,
+            **fields_of(r, "n_batch n_ubatch n_gpu_layers split_mode"),
             "tensor_split": list(st.tensor_split) if any(st.tensor_split) else None,
             "n_stream": r.n_stream,
             "n_outputs_max": r.n_outputs_max,
@@ -175,10 +145,7 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
             "compute_bytes": res.host.compute_bytes,
             "total_bytes": res.host.total_bytes,
         },
-        "fits": res.fits,
-        "max_ctx": res.max_ctx,
-        "compute_exact": res.compute_exact,
-        "compute_note": res.compute_note,
+        **fields_of(res, "fits max_ctx compute_exact compute_note"),
         "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
         "kv_caches": [
             {

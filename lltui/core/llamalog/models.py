@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.llama.builds import BuildRange
 from lltui.core.units import MIB
 
@@ -364,10 +365,7 @@ class LlamaLogSummary:
         parts = self.memory.parts_mib()
         return [
             {
-                "name": p.name,
-                "model_mib": p.model_mib,
-                "kv_mib": p.kv_mib,
-                "compute_mib": p.compute_mib,
+                **fields_of(p, "name model_mib kv_mib compute_mib"),
                 **({"parts_mib": parts[p.name]} if p.name in parts else {}),
             }
             for p in self.placement()

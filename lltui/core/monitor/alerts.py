@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.monitor.alert_settings import AlertThresholds
 from lltui.core.monitor.models import GpuSample, RigSample
 from lltui.core.monitor.plan_reality import PlanReality, plan_findings
@@ -404,12 +405,7 @@ def alerts_to_json(alerts: Iterable[Alert]) -> list[dict[str, Any]]:
     """Alerts as ``lltui gpus --json`` and ``lltui watch --json`` print them."""
     return [
         {
-            "kind": a.kind,
-            "severity": a.severity,
-            "subject": a.subject,
-            "message": a.message,
-            "since": a.since,
-            "host": a.host,
+            **fields_of(a, "kind severity subject message since host"),
             "gpu": a.gpu_index,
             "uuid": a.gpu_uuid,
             "server": a.server,

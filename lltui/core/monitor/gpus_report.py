@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from lltui.core.hardware.gpus import short_gpu_name
+from lltui.core.jsonout import fields_of
 from lltui.core.monitor.models import (
     ContainerRef,
     GpuProcess,
@@ -24,11 +25,7 @@ from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_
 def gpu_to_json(g: GpuSample) -> dict[str, Any]:
     info = g.info
     return {
-        "index": info.index,
-        "cuda_index": info.cuda_index,
-        "uuid": info.uuid,
-        "name": info.name,
-        "pci_bus_id": info.pci_bus_id,
+        **fields_of(info, "index cuda_index uuid name pci_bus_id"),
         "compute_capability": (
             f"{info.compute_capability[0]}.{info.compute_capability[1]}"
             if info.compute_capability
@@ -36,54 +33,30 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         ),
         "lost": g.lost,
         "memory_total": info.memory_total,
-        "memory_used": g.memory_used,
-        "memory_free": g.memory_free,
-        "memory_reserved": g.memory_reserved,
-        "power_w": g.power_w,
-        "power_limit_w": g.power_limit_w,
+        **fields_of(g, "memory_used memory_free memory_reserved power_w power_limit_w"),
         "power_limit_default_w": info.power_limit_default_w,
-        "energy_mj": g.energy_mj,
-        "util_gpu": g.util_gpu,
-        "util_mem": g.util_mem,
-        "temp_c": g.temp_c,
-        "sm_clock_mhz": g.sm_clock_mhz,
-        "mem_clock_mhz": g.mem_clock_mhz,
+        **fields_of(g, "energy_mj util_gpu util_mem temp_c sm_clock_mhz mem_clock_mhz"),
         "max_sm_clock_mhz": info.max_sm_clock_mhz,
         "max_mem_clock_mhz": info.max_mem_clock_mhz,
-        "fan_pct": g.fan_pct,
-        "pstate": g.pstate,
-        "pcie_gen": g.pcie_gen,
-        "pcie_width": g.pcie_width,
-        "pcie_rx_kbs": g.pcie_rx_kbs,
-        "pcie_tx_kbs": g.pcie_tx_kbs,
-        "nvlink_active": g.nvlink_active,
-        "nvlink_rx_kbs": g.nvlink_rx_kbs,
-        "nvlink_tx_kbs": g.nvlink_tx_kbs,
+        **fields_of(
+            g,
+            "fan_pct pstate pcie_gen pcie_width pcie_rx_kbs pcie_tx_kbs nvlink_active "
+            "nvlink_rx_kbs nvlink_tx_kbs",
+        ),
         "throttle_reasons": list(g.throttle_reasons) if g.throttle_reasons is not None else None,
         "ecc_uncorrected": g.ecc_uncorrected,
         "ecc_corrected": g.ecc_corrected,
         "ecc_volatile_corrected": g.ecc_corrected,
         "ecc_volatile_uncorrected": g.ecc_uncorrected,
-        "ecc_aggregate_corrected": g.ecc_aggregate_corrected,
-        "ecc_aggregate_uncorrected": g.ecc_aggregate_uncorrected,
-        "retired_pages": g.retired_pages,
-        "xid": g.xid,
+        **fields_of(g, "ecc_aggregate_corrected ecc_aggregate_uncorrected retired_pages xid"),
         "xid_events": [{"xid": e.xid, "meaning": e.meaning, "t": e.t} for e in g.xid_events],
         "xid_dropped": g.xid_dropped,
         "persistence_mode": info.persistence_mode,
         "processes": [
             {
-                "pid": p.pid,
-                "name": p.name,
-                "user": p.user,
-                "used_memory": p.used_memory,
+                **fields_of(p, "pid name user used_memory"),
                 "type": p.kind,
-                "command": p.command,
-                "host_rss": p.host_rss,
-                "cpu_pct": p.cpu_pct,
-                "sm_util": p.sm_util,
-                "mem_util": p.mem_util,
-                "started": p.started,
+                **fields_of(p, "command host_rss cpu_pct sm_util mem_util started"),
                 "container": container_to_json(p.container),
                 "gpu_instance_id": p.gpu_instance_id,
                 "compute_instance_id": p.compute_instance_id,
@@ -95,20 +68,15 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         "mem_temp_c": g.mem_temp_c,
         "mig_mode": info.mig_mode,
         "mig": [mig_to_json(m, g) for m in g.mig],
-        "virtualization": info.virtualization,
-        "vendor": info.vendor,
-        "gfx_target": info.gfx_target,
-        "compute_partition": info.compute_partition,
-        "memory_partition": info.memory_partition,
-        "unified_memory": info.unified_memory,
-        "gtt_used": g.gtt_used,
-        "gtt_total": g.gtt_total,
-        "hotspot_temp_c": g.hotspot_temp_c,
-        "pcie_bw_kbs": g.pcie_bw_kbs,
-        "xgmi_active": g.xgmi_active,
-        "xgmi_rx_kbs": g.xgmi_rx_kbs,
-        "xgmi_tx_kbs": g.xgmi_tx_kbs,
-        "ecc_deferred": g.ecc_deferred,
+        **fields_of(
+            info,
+            "virtualization vendor gfx_target compute_partition memory_partition unified_memory",
+        ),
+        **fields_of(
+            g,
+            "gtt_used gtt_total hotspot_temp_c pcie_bw_kbs xgmi_active xgmi_rx_kbs xgmi_tx_kbs "
+            "ecc_deferred",
+        ),
         "vgpus": [
             {
                 "instance": v.instance,
@@ -125,31 +93,17 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
 def container_to_json(c: ContainerRef | None) -> dict[str, Any] | None:
     if c is None:
         return None
-    return {
-        "runtime": c.runtime,
-        "id": c.id,
-        "name": c.name,
-        "pod": c.pod,
-        "namespace": c.namespace,
-        "unit": c.unit,
-        "job": c.job,
-        "label": c.label,
-    }
+    return fields_of(c, "runtime id name pod namespace unit job label")
 
 
 def mig_to_json(m: MigDevice, g: GpuSample) -> dict[str, Any]:
     """One MIG instance, with the pids of the processes in it."""
     return {
-        "uuid": m.uuid,
-        "profile": m.profile,
-        "gpu_instance_id": m.gpu_instance_id,
-        "compute_instance_id": m.compute_instance_id,
-        "memory_total": m.memory_total,
-        "memory_used": m.memory_used,
-        "memory_free": m.memory_free,
-        "sm_count": m.sm_count,
-        "slices": m.slices,
-        "util_gpu": m.util_gpu,
+        **fields_of(
+            m,
+            "uuid profile gpu_instance_id compute_instance_id memory_total memory_used "
+            "memory_free sm_count slices util_gpu",
+        ),
         "processes": [p.pid for p in mig_processes(m, g)],
     }
 
@@ -187,18 +141,11 @@ def rig_to_json(sample: RigSample) -> dict[str, Any]:
     return {
         "source": info.source,
         **simulated_json(info),
-        "driver_version": info.driver_version,
-        "cuda_version": info.cuda_version,
-        "nvml_version": info.nvml_version,
-        "rocm_version": info.rocm_version,
+        **fields_of(info, "driver_version cuda_version nvml_version rocm_version"),
         "hostname": host.hostname or info.hostname,
         "gpus": [gpu_to_json(g) for g in sample.gpus],
         "host": {
-            "cpu_pct": host.cpu_pct,
-            "mem_total": host.mem_total,
-            "mem_used": host.mem_used,
-            "cpu_count": host.cpu_count,
-            "load_1m": host.load_1m,
+            **fields_of(host, "cpu_pct mem_total mem_used cpu_count load_1m"),
         },
         "hints": list(info.hints),
         "error": sample.error,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.llamalog.models import is_host_buffer
 from lltui.core.monitor.models import RigSample
 
@@ -183,10 +184,7 @@ def plan_to_json(reality: PlanReality) -> dict[str, Any]:
         "gpus": [
             {
                 "gpu": r.gpu_index,
-                "device": r.device,
-                "planned_bytes": r.planned_bytes,
-                "held_bytes": r.held_bytes,
-                "growth_bytes": r.growth_bytes,
+                **fields_of(r, "device planned_bytes held_bytes growth_bytes"),
             }
             for r in reality.rows
         ],

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.nccl.enums import parse_version
 from lltui.core.nccl.variables import (
     DEBUG_LEVELS,
@@ -43,12 +44,7 @@ class Finding:
     hint: str = ""
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "severity": self.severity,
-            "code": self.code,
-            "message": self.message,
-            "hint": self.hint,
-        }
+        return fields_of(self, "severity code message hint")
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.nccl.enums import RESULT_NAMES
 
 MAX_KEPT_LINES = 2000  # WARN and error lines kept; the totals count every one
@@ -228,10 +229,7 @@ class NcclLogSummary:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "nccl_version": self.nccl_version,
-            "cuda_driver_version": self.cuda_driver_version,
-            "nranks": self.nranks,
-            "channels": self.channels,
+            **fields_of(self, "nccl_version cuda_driver_version nranks channels"),
             "transports": list(self.transports),
             "network": self.network,
             "warn_lines": list(self.warn_lines),

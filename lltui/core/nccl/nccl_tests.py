@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.nccl.log import MAX_LINE_CHARS, strip_launcher_prefix
 
 # what is kept of an input of any size (the totals count everything): a real table has tens
@@ -103,17 +104,11 @@ class NcclTestsRow:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "size": self.size,
-            "count": self.count,
-            "type": self.type,
-            "time_us_out": self.time_us_out,
-            "algbw_out": self.algbw_out,
-            "busbw_out": self.busbw_out,
-            "time_us_in": self.time_us_in,
-            "algbw_in": self.algbw_in,
-            "busbw_in": self.busbw_in,
-            "redop": self.redop,
-            "root": self.root,
+            **fields_of(
+                self,
+                "size count type time_us_out algbw_out busbw_out time_us_in algbw_in busbw_in "
+                "redop root",
+            ),
             "wrong_out": _int_if_whole(self.wrong_out),
             "wrong_in": _int_if_whole(self.wrong_in),
         }
@@ -179,33 +174,23 @@ class NcclTestsTable:
             "collective": self.collective,
             "nranks": self.nranks,
             "rows": [r.to_json() for r in self.rows],
-            "avg_busbw": self.avg_busbw,
-            "avg_busbw_text": self.avg_busbw_text,
-            "collective_inferred": self.collective_inferred,
-            "nranks_from_busbw": self.nranks_from_busbw,
-            "peak_busbw_out": self.peak_busbw_out,
+            **fields_of(
+                self,
+                "avg_busbw avg_busbw_text collective_inferred nranks_from_busbw peak_busbw_out",
+            ),
             "min_size": min((r.size for r in self.rows), default=None),
             "max_size": largest.size if largest else None,
             "largest_busbw_out": largest.busbw_out if largest else None,
             "largest_busbw_in": largest.busbw_in if largest else None,
             "devices": [
                 {
-                    "rank": d.rank,
-                    "pid": d.pid,
-                    "host": d.host,
-                    "device": d.device,
-                    "bus": d.bus,
-                    "name": d.name,
+                    **fields_of(d, "rank pid host device bus name"),
                 }
                 for d in self.devices
             ],
-            "threads": self.threads,
-            "gpus_per_thread": self.gpus_per_thread,
-            "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes,
-            "out_of_bounds": self.out_of_bounds,
-            "wrong_rows": self.wrong_rows,
-            "elided": self.elided,
+            **fields_of(
+                self, "threads gpus_per_thread min_bytes max_bytes out_of_bounds wrong_rows elided"
+            ),
             "failures": list(self.failures),
             "warnings": list(self.warnings),
         }

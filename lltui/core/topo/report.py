@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.topo.advice import Advice
 from lltui.core.topo.matrix import (
     AFFINITY_COLUMNS,
@@ -18,12 +19,7 @@ from lltui.core.topo.matrix import (
 
 
 def advice_to_json(item: Advice) -> dict[str, Any]:
-    return {
-        "severity": item.severity,
-        "code": item.code,
-        "message": item.message,
-        "hint": item.hint,
-    }
+    return fields_of(item, "severity code message hint")
 
 
 def topology_to_json(topo: Topology, advice: Sequence[Advice] = ()) -> dict[str, Any]:

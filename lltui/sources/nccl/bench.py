@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.nccl.enums import RESULT_NAMES, NCCLDataType, NCCLRedOp, NCCLResult
 from lltui.core.nccl.nccl_tests import NcclTestsRow, bus_bandwidth_factor, format_rows, sweep_sizes
 from lltui.core.units import MIB
@@ -93,20 +94,13 @@ class BenchResult:
             "collective": "all_reduce",
             "nranks": self.nranks,
             "rows": rows,
-            "avg_busbw": self.avg_busbw,
-            "peak_busbw_out": self.peak_busbw_out,
-            "nccl_version": self.nccl_version,
-            "nccl_path": self.nccl_path,
-            "cudart_path": self.cudart_path,
+            **fields_of(self, "avg_busbw peak_busbw_out nccl_version nccl_path cudart_path"),
             "devices": [
                 {"cuda_index": d, "pci_bus_id": b}
                 for d, b in zip(self.devices, self.pci_bus_ids, strict=True)
             ],
             "type": self.dtype,
-            "iters": self.iters,
-            "warmup": self.warmup,
-            "validated": self.validated,
-            "validation_error": self.validation_error,
+            **fields_of(self, "iters warmup validated validation_error"),
             "p2p": dict(self.p2p),
             "notes": list(self.notes),
         }

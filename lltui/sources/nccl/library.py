@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.nccl.enums import RESULT_NAMES, decode_nccl_version
 from lltui.sources.nccl.errors import NCCLError, NcclUnavailable
 from lltui.sources.nccl.finder import (
@@ -135,11 +136,7 @@ class NcclProbe:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "available": self.available,
-            "version": self.version,
-            "version_code": self.version_code,
-            "path": self.path,
-            "found_by": self.found_by,
+            **fields_of(self, "available version version_code path found_by"),
             "candidates": [{"path": c.path, "found_by": c.found_by} for c in self.candidates],
             "reason": self.reason,
         }
