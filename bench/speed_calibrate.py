@@ -187,6 +187,7 @@ SCALARS = [
     "pcie_hop_s",
     "host_hop_s",
     "host_bw_eff",
+    "host_lpddr_eff",
     "host_core_gbs",
     "host_layer_s",
     "host_op_layer_s",
@@ -209,13 +210,25 @@ def get(p: SpeedParams, name):
     return getattr(p, name)
 
 
-EFFICIENCIES = {"host_bw_eff", "host_attn_eff", "pcie_eff", "pageable_eff", "fa_eff"}
+EFFICIENCIES = {
+    "host_bw_eff",
+    "host_lpddr_eff",
+    "host_attn_eff",
+    "pcie_eff",
+    "pageable_eff",
+    "fa_eff",
+}
 
 
 # physical floors: flash attention runs on the tensor cores at a good part of their rate
 FLOORS = {"fa_eff": 0.2}
 # and ceilings: ~20 ops a layer, a barrier of a few microseconds each
-CEILINGS = {"host_layer_s": 100e-6, "host_op_layer_s": 30e-6, "host_bw_eff": 0.8}
+CEILINGS = {
+    "host_layer_s": 100e-6,
+    "host_op_layer_s": 30e-6,
+    "host_bw_eff": 0.8,
+    "host_lpddr_eff": 0.8,
+}
 
 
 def _capped(name, value: float) -> float:

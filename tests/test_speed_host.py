@@ -67,7 +67,13 @@ def test_a_desktop_is_read_cores_vector_unit_clock_and_dimms(tmp_path):
     host = read_host(str(root))
     assert (host.cores, host.isa, host.ghz) == (16, "avx512vnni", 5.4)
     assert host.mem_gbs == pytest.approx(89.6) and host.mem_source == "2 x DDR5-5600 (SMBIOS)"
-    assert host.source == "this machine" and not host.assumed
+    assert host.source == "this machine" and not host.assumed and not host.lpddr
+
+
+def test_soldered_lpddr_is_read_as_lpddr(tmp_path):
+    root = _tree(tmp_path, X86, 8, 2, [_dimm(0x23, 6400), _dimm(0x23, 6400)])
+    host = read_host(str(root))
+    assert host.lpddr and host.mem_source == "2 x LPDDR5-6400 (SMBIOS)"
 
 
 def test_an_arm_board_without_firmware_tables_says_its_memory_is_assumed(tmp_path):
@@ -90,7 +96,23 @@ def test_host_override_reads_keys_and_memory():
     assert host.mem_gbs == pytest.approx(102.4) and "4 x DDR4-3200" in host.mem_source
     assert parse_host_spec("mem=273", host).mem_gbs == 273
     assert parse_host_spec("unified", host).unified
-    assert parse_memory("2x LPDDR5X-8533")[0] == pytest.approx(136.5, abs=0.1)
+    assert parse_memory("2x LPDDR5X-8533")[:3:2] == (pytest.approx(136.5, abs=0.1), True)
+    assert not host.lpddr and not parse_host_spec("mem=90", host).lpddr
+    assert parse_host_spec("mem=1xLPDDR5X-8400", host).lpddr
+
+
+def test_the_cpu_cores_stream_less_of_an_lpddr_peak():
+    # the same peak: DDR's few wide channels give the cores more of it than LPDDR's many
+    # narrow ones, at a longer latency and shared with the GPU and NPU
+    from lltui.core.speed.host_offload import host_stream_gbs
+    from lltui.core.speed.params import PARAMS
+
+    ddr = parse_host_spec("cores=16,mem=2xDDR5-6400")
+    lp = parse_host_spec("cores=16,mem=2xLPDDR5-6400")
+    assert ddr.mem_gbs == lp.mem_gbs
+    assert host_stream_gbs(ddr, PARAMS) == pytest.approx(ddr.mem_gbs * PARAMS.host_bw_eff)
+    assert host_stream_gbs(lp, PARAMS) == pytest.approx(lp.mem_gbs * PARAMS.host_lpddr_eff)
+    assert host_stream_gbs(lp, PARAMS) < host_stream_gbs(ddr, PARAMS)
 
 
 @pytest.mark.parametrize(

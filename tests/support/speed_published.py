@@ -361,13 +361,14 @@ class Point:
         if not self.host:
             return None
         h = self.host
-        gbs, _said = parse_memory(h["mem"])
+        gbs, _said, lpddr = parse_memory(h["mem"])
         return HostSpec(
             name=h["name"],
             cores=h["cores"],
             isa=h["isa"],
             ghz=h["ghz"],
             mem_gbs=gbs,
+            lpddr=lpddr,
             source="published",
             mem_source=h.get("said", "published"),
         )

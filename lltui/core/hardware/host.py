@@ -61,6 +61,9 @@ class HostSpec:
     ghz: float = DEFAULT_GHZ
     mem_gbs: float = DEFAULT_MEM_GBS  # peak: channels x transfers/s x 8 bytes
     unified: bool = False  # the GPU shares this memory (GB10, Jetson)
+    # LPDDR (SoCs, laptops): its many narrow channels' peak is shared with the GPU and NPU,
+    # and at its longer latency the CPU cores' outstanding reads fill less of it
+    lpddr: bool = False
     source: str = "assumed"  # where cores, ISA and clock came from
     mem_source: str = "assumed"  # where the bandwidth came from
 
@@ -110,23 +113,29 @@ def channel_gbs(channels: int, mts: int) -> float:
     return round(channels * mts * CHANNEL_BYTES / 1000.0, 1)
 
 
-def parse_memory(text: str) -> tuple[float, str]:
+def is_lpddr(kind: str) -> bool:
+    """Whether a memory type (``LPDDR5X``, ``DDR5``) is low-power DRAM."""
+    return kind.upper().startswith("LP")
+
+
+def parse_memory(text: str) -> tuple[float, str, bool]:
     """``90`` or ``90GB/s`` (GB/s), or ``2xDDR5-5600`` (channels x type-speed): (GB/s, how
-    it was given). ValueError with one line otherwise."""
+    it was given, whether it is LPDDR). ValueError with one line otherwise."""
     s = text.strip()
     m = _BW.match(s)
     if m:
         value = float(m.group("v"))
         if not 0 < value < 100_000:
             raise ValueError(f"--host: memory bandwidth {s!r} is out of range")
-        return value, f"{value:g} GB/s (--host)"
+        return value, f"{value:g} GB/s (--host)", False
     m = _MEM.match(s.replace(" ", ""))
     if m:
         n = int(m.group("n") or 1)
         mts = int(m.group("mts"))
         if not 1 <= n <= 64 or not 100 <= mts <= 20_000:
             raise ValueError(f"--host: memory {s!r} is out of range")
-        return channel_gbs(n, mts), f"{n} x {m.group('kind').upper()}-{mts} (--host)"
+        kind = m.group("kind").upper()
+        return channel_gbs(n, mts), f"{n} x {kind}-{mts} (--host)", is_lpddr(kind)
     raise ValueError(f"--host: memory {s!r}: expected GB/s (90) or channels (2xDDR5-5600)")
 
 
@@ -174,6 +183,6 @@ def _host_item(host: HostSpec, key: str, value: str) -> HostSpec:
             raise ValueError(f"--host: ghz={value!r} is not a clock in GHz")
         return replace(host, ghz=ghz, source="--host")
     if key in ("mem", "bw", "memory"):
-        gbs, said = parse_memory(value)
-        return replace(host, mem_gbs=gbs, mem_source=said)
+        gbs, said, lpddr = parse_memory(value)
+        return replace(host, mem_gbs=gbs, mem_source=said, lpddr=lpddr)
     raise ValueError(f"--host: unknown key {key!r}; use cores, isa, ghz, mem")

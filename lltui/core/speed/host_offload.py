@@ -33,7 +33,8 @@ def host_rate(host: HostSpec, kind: str, eff: Mapping[str, float]) -> float:
 def host_stream_gbs(host: HostSpec, p: SpeedParams) -> float:
     """GB/s its threads stream: the memory's share, or what so many cores pull at most."""
     cores = host.workers * p.host_core_gbs * host.ghz / 3.0
-    return min(host.mem_gbs * p.host_bw_eff, cores)
+    eff = p.host_lpddr_eff if host.lpddr else p.host_bw_eff
+    return min(host.mem_gbs * eff, cores)
 
 
 def host_times(

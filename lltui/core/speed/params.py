@@ -90,7 +90,7 @@ class SpeedParams:
     # --- links ---
     pcie_hop_s: float = 192e-6  # a copy and a sync between two GPUs
     nvlink_hop_s: float = 50e-6
-    host_hop_s: float = 5e-6  # activations to the host and back, per layer it runs
+    host_hop_s: float = 9.6e-6  # activations to the host and back, per layer it runs
     rpc_hop_s: float = 500e-6  # a graph computed on an RPC server: round trips over TCP
     rpc_gbs: float = 1.25  # 10 Gb/s Ethernet
     pcie_eff: float = 0.8  # of the nominal PCIe rate, a copy from page-locked host memory
@@ -107,11 +107,12 @@ class SpeedParams:
     decode_power: float = 0.6  # of the default limit, what a decode draws at full clocks
     prefill_power: float = 0.95  # likewise a prompt's matmuls
     # --- the host CPU ---
-    host_bw_eff: float = 0.55  # of the peak memory bandwidth, streaming weights
+    host_bw_eff: float = 0.72  # of the peak memory bandwidth, streaming weights
+    host_lpddr_eff: float = 0.30  # likewise of an LPDDR memory's peak (HostSpec.lpddr)
     host_core_gbs: float = 19.9  # GB/s one core streams at 3 GHz at most
     host_layer_s: float = 100e-6  # per layer and token: the barriers of its ~20 ops (threads)
     host_op_layer_s: float = 30e-6  # per layer and token with one thread: dispatching its ops
-    host_attn_eff: float = 0.52  # attention on the CPU, of the f32 rate
+    host_attn_eff: float = 0.48  # attention on the CPU, of the f32 rate
     host_decode_eff: dict[str, float] = field(default_factory=lambda: dict(HOST_DECODE_EFF))
     host_prefill_eff: dict[str, float] = field(default_factory=lambda: dict(HOST_PREFILL_EFF))
 

@@ -19,6 +19,7 @@ from lltui.core.hardware.host import (
     HostSpec,
     channel_gbs,
     default_host,
+    is_lpddr,
     isa_of_flags,
 )
 
@@ -64,7 +65,7 @@ def read_host(root: str = "/") -> HostSpec:
     )
     mem = _dimms(Path(root, _DMI.lstrip("/")))
     if mem is not None:
-        host = replace(host, mem_gbs=mem[0], mem_source=mem[1])
+        host = replace(host, mem_gbs=mem[0], mem_source=mem[1], lpddr=mem[2])
     return host
 
 
@@ -116,8 +117,8 @@ def _mhz(info: dict[str, str]) -> float | None:
     return mhz / 1000.0 if mhz > 0 else None
 
 
-def _dimms(dmi: Path) -> tuple[float, str] | None:
-    """(GB/s, description) from the populated DIMMs: one 64-bit channel per DIMM at its
+def _dimms(dmi: Path) -> tuple[float, str, bool] | None:
+    """(GB/s, description, LPDDR) from the populated DIMMs: one 64-bit channel per DIMM at its
     configured speed (two DIMMs on one channel overstate it; the records do not say)."""
     speeds: list[tuple[str, int]] = []
     for raw_path in sorted(glob.glob(str(dmi / "17-*" / "raw"))):
@@ -132,7 +133,7 @@ def _dimms(dmi: Path) -> tuple[float, str] | None:
         return None
     kind = speeds[0][0]
     mts = min(s for _k, s in speeds)
-    return channel_gbs(len(speeds), mts), f"{len(speeds)} x {kind}-{mts} (SMBIOS)"
+    return channel_gbs(len(speeds), mts), f"{len(speeds)} x {kind}-{mts} (SMBIOS)", is_lpddr(kind)
 
 
 def _dimm(raw: bytes) -> tuple[str, int] | None:
