@@ -285,15 +285,11 @@ def test_collectives_compute_across_two_devices(fake):
     b = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
     send = [_upload(rt, 0, a), _upload(rt, 1, b)]
     recv = [_upload(rt, 0, [0.0] * n), _upload(rt, 1, [0.0] * n)]
-    gathered = [_upload(rt, 0, [0.0] * 2 * n), _upload(rt, 1, [0.0] * 2 * n)]
     owned = [(0, send[0]), (1, send[1]), (0, recv[0]), (1, recv[1])]
-    owned += [(0, gathered[0]), (1, gathered[1])]
     ran = counters.collectives_run()
     try:
         with src.NCCLCommunicator(n_devs=2, library=lib) as comm:
             assert comm.count() == 2
-            assert [comm.cuda_device(r) for r in range(2)] == [0, 1]
-            assert [comm.user_rank(r) for r in range(2)] == [0, 1]
 
             assert comm.all_reduce(send, recv, n) is src.NCCLResult.SUCCESS
             want = [x + y for x, y in zip(a, b, strict=True)]
@@ -306,25 +302,12 @@ def test_collectives_compute_across_two_devices(fake):
             comm.all_reduce(send, recv, n, dtype=NCCLDataType.FLOAT32, op=src.NCCLRedOp.AVG)
             assert _download(rt, 1, recv[1], n) == [(x + y) / 2 for x, y in zip(a, b, strict=True)]
 
-            comm.broadcast(send, recv, n, root=1)
-            assert _download(rt, 0, recv[0], n) == b
-
             comm.all_reduce([0, 0], [0, 0], 0)  # zero elements: nothing to check or move
-
-            comm.reduce(send, recv, 3, op=src.NCCLRedOp.PROD, root=0)
-            assert _download(rt, 0, recv[0], 3) == [10.0, 40.0, 90.0]
-
-            comm.all_gather(send, gathered, n)
-            assert _download(rt, 1, gathered[1], 2 * n) == a + b
-
-            comm.reduce_scatter(send, recv, 3)
-            assert _download(rt, 0, recv[0], 3) == [11.0, 22.0, 33.0]
-            assert _download(rt, 1, recv[1], 3) == [44.0, 55.0, 66.0]
 
             # In place: the send buffers receive the sum.
             comm.all_reduce(send, send, n)
             assert _download(rt, 1, send[1], n) == want
-        assert counters.collectives_run() - ran == 9
+        assert counters.collectives_run() - ran == 5
         assert not comm.initialized
     finally:
         _free(rt, owned)

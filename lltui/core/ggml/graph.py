@@ -49,10 +49,6 @@ class Tensor:
     weight: bool = False
     pin: int | None = None  # a backend llama.cpp assigns by hand (a device index, or HOST)
 
-    @property
-    def is_view(self) -> bool:
-        return self.view_src is not None
-
     def nbytes(self) -> int:
         """ggml_nbytes: the span of the tensor's elements given its strides."""
         return span_bytes(self.type, self.ne, self.nb)

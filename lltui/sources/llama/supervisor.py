@@ -448,10 +448,6 @@ class Supervisor:
     def exited(self) -> bool:
         return self._done.is_set()
 
-    @property
-    def exit_info(self) -> ServerExit | None:
-        return self._exit
-
     def wait_ready(self, timeout_s: float | None = None) -> bool:
         """True once ready; False if the server exited first or the time ran out."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -129,12 +129,6 @@ class NCCLCommunicator:
         """Ranks in the communicator, as NCCL reports it."""
         return self._query("ncclCommCount", rank)
 
-    def cuda_device(self, rank: int) -> int:
-        return self._query("ncclCommCuDevice", rank)
-
-    def user_rank(self, rank: int) -> int:
-        return self._query("ncclCommUserRank", rank)
-
     def async_error(self, rank: int) -> NCCLResult:
         lib = self.library
         if "ncclCommGetAsyncError" not in lib.optional:
@@ -214,90 +208,4 @@ class NCCLCommunicator:
             recvbuff,
             stream,
             lambda fn, s, r, c, st: fn(s, r, count, dt, int(op), c, st),
-        )
-
-    def broadcast(
-        self,
-        sendbuff: int | Sequence[int],
-        recvbuff: int | Sequence[int],
-        count: int,
-        datatype: NCCLDataType = NCCLDataType.FLOAT32,
-        root: int = 0,
-        stream: int | Sequence[int] = 0,
-        *,
-        dtype: NCCLDataType | None = None,
-    ) -> NCCLResult:
-        """Copy the root rank's buffer to every GPU (root is a rank, an index into the
-        devices)."""
-        dt = _as_dtype(dtype if dtype is not None else datatype)
-        return self._launch(
-            "ncclBroadcast",
-            sendbuff,
-            recvbuff,
-            stream,
-            lambda fn, s, r, c, st: fn(s, r, count, dt, int(root), c, st),
-        )
-
-    def reduce(
-        self,
-        sendbuff: int | Sequence[int],
-        recvbuff: int | Sequence[int],
-        count: int,
-        datatype: NCCLDataType = NCCLDataType.FLOAT32,
-        op: int = 0,
-        root: int = 0,
-        stream: int | Sequence[int] = 0,
-        *,
-        dtype: NCCLDataType | None = None,
-    ) -> NCCLResult:
-        """Reduce across all GPUs into the root rank's buffer."""
-        dt = _as_dtype(dtype if dtype is not None else datatype)
-        return self._launch(
-            "ncclReduce",
-            sendbuff,
-            recvbuff,
-            stream,
-            lambda fn, s, r, c, st: fn(s, r, count, dt, int(op), int(root), c, st),
-        )
-
-    def reduce_scatter(
-        self,
-        sendbuff: int | Sequence[int],
-        recvbuff: int | Sequence[int],
-        recvcount: int,
-        datatype: NCCLDataType = NCCLDataType.FLOAT32,
-        op: int = 0,
-        stream: int | Sequence[int] = 0,
-        *,
-        dtype: NCCLDataType | None = None,
-    ) -> NCCLResult:
-        """Reduce across all GPUs; rank i receives block i (``recvcount`` elements) of the
-        result. Send buffers hold ``recvcount * n_devs`` elements."""
-        dt = _as_dtype(dtype if dtype is not None else datatype)
-        return self._launch(
-            "ncclReduceScatter",
-            sendbuff,
-            recvbuff,
-            stream,
-            lambda fn, s, r, c, st: fn(s, r, recvcount, dt, int(op), c, st),
-        )
-
-    def all_gather(
-        self,
-        sendbuff: int | Sequence[int],
-        recvbuff: int | Sequence[int],
-        sendcount: int,
-        datatype: NCCLDataType = NCCLDataType.FLOAT32,
-        stream: int | Sequence[int] = 0,
-        *,
-        dtype: NCCLDataType | None = None,
-    ) -> NCCLResult:
-        """Every GPU receives every rank's ``sendcount`` elements, in rank order."""
-        dt = _as_dtype(dtype if dtype is not None else datatype)
-        return self._launch(
-            "ncclAllGather",
-            sendbuff,
-            recvbuff,
-            stream,
-            lambda fn, s, r, c, st: fn(s, r, sendcount, dt, c, st),
         )

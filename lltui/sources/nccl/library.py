@@ -33,13 +33,7 @@ _NCCL_FUNCS: dict[str, tuple[list[Any], Any]] = {
     "ncclCommInitAll": ([ctypes.POINTER(_P), _I, ctypes.POINTER(_I)], _I),
     "ncclCommDestroy": ([_P], _I),
     "ncclCommCount": ([_P, ctypes.POINTER(_I)], _I),
-    "ncclCommCuDevice": ([_P, ctypes.POINTER(_I)], _I),
-    "ncclCommUserRank": ([_P, ctypes.POINTER(_I)], _I),
     "ncclAllReduce": ([_P, _P, _SZ, _I, _I, _P, _P], _I),
-    "ncclBroadcast": ([_P, _P, _SZ, _I, _I, _P, _P], _I),
-    "ncclReduce": ([_P, _P, _SZ, _I, _I, _I, _P, _P], _I),
-    "ncclAllGather": ([_P, _P, _SZ, _I, _P, _P], _I),
-    "ncclReduceScatter": ([_P, _P, _SZ, _I, _I, _P, _P], _I),
     "ncclGroupStart": ([], _I),
     "ncclGroupEnd": ([], _I),
 }
