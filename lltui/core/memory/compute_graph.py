@@ -372,8 +372,11 @@ def fewer_devices(shape: DecoderShape, backends: Backends) -> _Fewer | None:
     return _Fewer(fewer, fb, src)
 
 
+@lru_cache(maxsize=512)
 def plan_layers(shape: DecoderShape, ub: Ubatch, backends: Backends) -> tuple[int, ...]:
-    """:func:`plan_every_layer`, with runs of alike middle devices planned once each."""
+    """:func:`plan_every_layer`, with runs of alike middle devices planned once each
+    (cached: the shortened graphs of a search's layouts repeat, e.g. one more layer's experts
+    on the host leaves a shortened run as it was)."""
     few = fewer_devices(shape, backends)
     if few is None:
         return plan_every_layer(shape, ub, backends)
