@@ -144,3 +144,28 @@ def test_each_name_gets_the_first_pattern_found_in_it_as_re_would_pick():
         hits = [i for i, p in enumerate(patterns) if re.search(p, name)]
         assert first.get(name) == (hits[0] if hits else None), name
     assert first["blk.17.ffn_gate_exps.weight"] == 0  # also found by a later pattern
+
+
+def test_the_n_cpu_moe_patterns_are_found_as_re_finds_them():
+    # --n-cpu-moe N: a pattern per layer, answered from one pass over the names
+    from lltui.core.cmdline.args import cpu_moe_overrides
+
+    names = (
+        *NAMES,
+        "blk.5.ffn_gate_up_exps.weight",
+        "blk.15.ffn_up_chexps.weight",
+        "blk.05.ffn_down_exps.weight",
+        "blk.1.blk.2.ffn_up_exps.weight",
+        "blk.2.ffn_up_exps.blk.3.ffn_down_exps",
+        "xblk.7.ffn_up_exps.weight",
+        "blk.7.ffn_up_shexp.weight",
+    )
+    patterns = (
+        *(o.pattern for o in cpu_moe_overrides(20)),
+        r"blk\.05\.ffn_(up|down|gate|gate_up)_(ch|)exps",
+    )
+    first = first_found(patterns, names)
+    for name in names:
+        hits = [i for i, p in enumerate(patterns) if re.search(p, name)]
+        assert first.get(name) == (hits[0] if hits else None), name
+    assert first["blk.15.ffn_up_chexps.weight"] == 15 and first["blk.05.ffn_down_exps.weight"] == 20

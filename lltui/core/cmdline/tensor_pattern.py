@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import re2
 
+from lltui.core.cmdline.args import FFN_EXPS_REGEX
+
 Search = Callable[[str], bool]
 # answers kept per pattern: a model has a few thousand tensors; past this, a new table
 _MEMO_MAX = 65_536
@@ -56,8 +58,27 @@ def compile_search(pattern: str) -> Search:
 
 @lru_cache(maxsize=4096)
 def _found_in(pattern: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    per_layer = _PER_LAYER.fullmatch(pattern)
+    if per_layer is not None and per_layer.group(2) == FFN_EXPS_REGEX:
+        return _experts_by_layer(names).get(per_layer.group(1), ())
     search = compile_search(pattern)
     return tuple(n for n in names if search(n))
+
+
+# --n-cpu-moe N is N patterns of one shape, blk\.{i} and the experts' regex: one pass over
+# the names finds every layer's (the digits after "blk." end at its "\.", so the pattern of
+# layer i is found in a name exactly where one of these matches has the digits of i)
+_PER_LAYER = re.compile(r"blk\\\.(\d+)(.*)", re.DOTALL)
+
+
+@lru_cache(maxsize=64)
+def _experts_by_layer(names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    found = re.compile(r"blk\.(\d+)" + FFN_EXPS_REGEX)
+    out: dict[str, list[str]] = {}
+    for n in names:
+        for layer in {m.group(1) for m in found.finditer(n)}:
+            out.setdefault(layer, []).append(n)
+    return {layer: tuple(ns) for layer, ns in out.items()}
 
 
 def first_found(patterns: tuple[str, ...], names: tuple[str, ...]) -> dict[str, int]:
