@@ -22,6 +22,11 @@ from lltui.core.speed.parts import Part
 MEMORY, COMPUTE, LINK = "memory", "compute", "link"
 PCIE_DEFAULT = (4, 16)
 MIN_CLOCK_SHARE = 0.2  # a cap that would leave less is taken as this (the GPU's floor)
+# tokens one MMQ tile spans at most (ggml-cuda's mmq-config tables: 128 from Volta on, 64 on
+# the dp4a configs before): a tile's work, and so a GEMM's partial last wave, grows with the
+# tokens it spans up to that width
+MMQ_TILE_TOKENS, MMQ_TILE_TOKENS_DP4A = 128, 64
+MMQ_TILE_STEP = 8  # the widths a tile comes in: the ubatch rounded up to a multiple of 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +113,13 @@ def attention_s(g: GpuSpec, tot: Part, flash: bool, ub: int, bw: float, p: Speed
     return tot.attn_flops / (f16 * arch(g, p).f16) + tot.attn_score_bytes * p.score_passes / bw
 
 
+def tile_share(g: GpuSpec, ub: int) -> float:
+    """A ubatch's GEMM tails (the launches' partial last waves) against a ubatch that fills
+    MMQ's widest tile: a few dozen tokens leave short tails, not a full tile's."""
+    width = MMQ_TILE_TOKENS if g.cc >= (7, 0) else MMQ_TILE_TOKENS_DP4A
+    return min(-(-ub // MMQ_TILE_STEP) * MMQ_TILE_STEP, width) / width
+
+
 def overhead_s(g: GpuSpec, tot: Part, p: SpeedParams) -> float:
     """Fixed costs per token: kernels and syncs per layer, more for MoE routing, more again
     before Volta, where llama.cpp runs without CUDA graphs."""
@@ -140,7 +152,7 @@ def gpu_times(
     pre_mem = tot.prefill_bytes / bw
     mmvq = ub <= p.mmvq_max_batch  # a few tokens: matrix-vector kernels, as in decode
     pre_cmp = 0.0 if mmvq else matmul_s(g, tot, p) / pre_clock
-    tails = 0.0 if mmvq else tot.layers * p.prefill_layer_s  # GEMM launches and tails
+    tails = 0.0 if mmvq else tot.layers * p.prefill_layer_s * tile_share(g, ub)
     pre_fixed = overhead + tails + tot.act_bytes / bw
     attn = attention_s(g, tot, flash, ub, bw, p) / pre_clock
     pre_work = max(pre_mem, pre_cmp)
