@@ -328,3 +328,20 @@ def test_a_watched_rig_is_this_machines_where_its_driver_is_local(source, here):
     sample = RigSample(1, 0.0, 0.0, RigInfo(source, simulated=source.startswith("sim")), ())
     request = FitRequest("m.gguf", parse_llama_args([]), sample=sample, watch_rig=True)
     assert _here(request) is here
+
+
+def test_a_store_of_an_earlier_speed_model_is_kept_aside_not_applied(env, capsys):
+    """Scales fitted against other constants' predictions would skew these ones (an older
+    lltui's host share, say): such a store is renamed, said once, and not used."""
+    path = _save(env, _point())
+    raw = json.loads(path.read_text())
+    assert raw["speed_model"]  # the constants it was fitted against
+    raw["speed_model"] = "0" * 12
+    path.write_text(json.dumps(raw))
+    lines: list[str] = []
+    assert rig_store.load(RIG, env, say=lines.append) is None
+    assert len(lines) == 1 and "earlier speed model" in lines[0] and "lltui bench" in lines[0]
+    assert not path.exists() and len(list(path.parent.glob(path.name + ".stale-*"))) == 1
+    del raw["speed_model"]  # a store from before the mark: as stale
+    path.write_text(json.dumps(raw))
+    assert rig_store.load(RIG, env, say=lines.append) is None and len(lines) == 2

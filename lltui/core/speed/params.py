@@ -118,3 +118,11 @@ class SpeedParams:
 
 
 PARAMS = SpeedParams()
+
+
+def params_mark(params: SpeedParams = PARAMS) -> str:
+    """A short mark of the constants: a calibration fitted against other ones (an older
+    lltui's) scales predictions these no longer make."""
+    import hashlib
+
+    return hashlib.sha256(repr(params).encode()).hexdigest()[:12]

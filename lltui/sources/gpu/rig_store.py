@@ -33,6 +33,7 @@ from typing import Any
 from lltui import paths
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.speed.calibration import SCALE_LIMIT, MeasuredPoint, fit_calibration
+from lltui.core.speed.params import params_mark
 
 STORE_FORMAT = 1
 MAX_POINTS = 64
@@ -118,6 +119,11 @@ class StoreUnreadable(ValueError):
     """A store file this version cannot read at all; ``str()`` says why in a few words."""
 
 
+class StoreStale(StoreUnreadable):
+    """A store whose calibration was fitted against another speed model's predictions (an
+    older lltui's constants): its scales and points' parts would skew these ones."""
+
+
 def driver_version(proc: str = "/proc/driver/nvidia/version") -> str | None:
     try:
         text = Path(proc).read_text(encoding="utf-8", errors="replace")
@@ -155,7 +161,7 @@ def load(
         return None  # none yet, or not ours to read: nothing to set aside
     except StoreUnreadable as exc:
         with contextlib.suppress(OSError):
-            set_aside(path, str(exc), say)
+            set_aside(path, str(exc), say, stale=isinstance(exc, StoreStale))
         return None
     return record
 
@@ -188,6 +194,8 @@ def decode_store(data: str | bytes) -> RigRecord:
         raise StoreUnreadable("not a JSON object")
     if raw.get("format") != STORE_FORMAT:
         raise StoreUnreadable(f"format {str(raw.get('format'))[:20]}, not {STORE_FORMAT}")
+    if raw.get("speed_model") != params_mark():
+        raise StoreStale("measured against an earlier speed model")
     try:
         rig = _rig(raw["rig"])
         cal = _calibration(raw["calibration"], rig)
@@ -310,6 +318,7 @@ def encode_store(record: RigRecord) -> str:
     cal = record.calibration
     raw = {
         "format": STORE_FORMAT,
+        "speed_model": params_mark(),
         "rig": {"gpus": list(record.rig.gpus), "driver": record.rig.driver, "cpu": record.rig.cpu},
         "llama_build": record.llama_build,
         "calibration": {
@@ -323,16 +332,20 @@ def encode_store(record: RigRecord) -> str:
     return json.dumps(raw, indent=1, allow_nan=False) + "\n"
 
 
-def set_aside(path: Path, why: str, say: Callable[[str], None] | None = None) -> Path:
-    """Rename a store that cannot be read to ``NAME.unreadable-TIMESTAMP`` beside it and say
-    so once (OSError: it could not be renamed; said once too)."""
+def set_aside(
+    path: Path, why: str, say: Callable[[str], None] | None = None, *, stale: bool = False
+) -> Path:
+    """Rename a store that cannot be read to ``NAME.unreadable-TIMESTAMP`` beside it (one
+    of an earlier speed model: ``NAME.stale-TIMESTAMP``) and say so once (OSError: it could
+    not be renamed; said once too)."""
     tell = say or _say
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    aside = path.with_name(f"{path.name}.unreadable-{stamp}")
+    kind = "stale" if stale else "unreadable"
+    aside = path.with_name(f"{path.name}.{kind}-{stamp}")
     n = 1
     while aside.exists():
         n += 1
-        aside = path.with_name(f"{path.name}.unreadable-{stamp}-{n}")
+        aside = path.with_name(f"{path.name}.{kind}-{stamp}-{n}")
     try:
         os.rename(path, aside)
     except OSError as exc:
@@ -340,7 +353,10 @@ def set_aside(path: Path, why: str, say: Callable[[str], None] | None = None) ->
             _told.add(str(path))
             tell(f"the calibration store {path} could not be read ({why}) nor set aside: {exc}")
         raise
-    tell(f"the calibration store {path} could not be read ({why}); kept as {aside}, started afresh")
+    if stale:
+        tell(f"the calibration in {path} was {why}; kept as {aside}: `lltui bench` measures anew")
+    else:
+        tell(f"the calibration store {path} could not be read ({why}); kept as {aside}, anew")
     return aside
 
 
