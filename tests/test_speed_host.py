@@ -98,7 +98,8 @@ def test_host_override_reads_keys_and_memory():
     assert parse_host_spec("unified", host).unified
     assert parse_memory("2x LPDDR5X-8533")[:3:2] == (pytest.approx(136.5, abs=0.1), True)
     assert not host.lpddr and not parse_host_spec("mem=90", host).lpddr
-    assert parse_host_spec("mem=1xLPDDR5X-8400", host).lpddr
+    lp = parse_host_spec("mem=1xLPDDR5X-8400", host)
+    assert lp.lpddr and parse_host_spec("mem=128", lp).lpddr  # a bandwidth keeps the kind
 
 
 def test_the_cpu_cores_stream_less_of_an_lpddr_peak():

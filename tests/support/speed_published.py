@@ -368,7 +368,7 @@ class Point:
             isa=h["isa"],
             ghz=h["ghz"],
             mem_gbs=gbs,
-            lpddr=lpddr,
+            lpddr=bool(lpddr),
             source="published",
             mem_source=h.get("said", "published"),
         )

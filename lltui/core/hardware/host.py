@@ -118,16 +118,17 @@ def is_lpddr(kind: str) -> bool:
     return kind.upper().startswith("LP")
 
 
-def parse_memory(text: str) -> tuple[float, str, bool]:
+def parse_memory(text: str) -> tuple[float, str, bool | None]:
     """``90`` or ``90GB/s`` (GB/s), or ``2xDDR5-5600`` (channels x type-speed): (GB/s, how
-    it was given, whether it is LPDDR). ValueError with one line otherwise."""
+    it was given, whether it is LPDDR: None where a bandwidth alone does not say). ValueError
+    with one line otherwise."""
     s = text.strip()
     m = _BW.match(s)
     if m:
         value = float(m.group("v"))
         if not 0 < value < 100_000:
             raise ValueError(f"--host: memory bandwidth {s!r} is out of range")
-        return value, f"{value:g} GB/s (--host)", False
+        return value, f"{value:g} GB/s (--host)", None
     m = _MEM.match(s.replace(" ", ""))
     if m:
         n = int(m.group("n") or 1)
@@ -184,5 +185,6 @@ def _host_item(host: HostSpec, key: str, value: str) -> HostSpec:
         return replace(host, ghz=ghz, source="--host")
     if key in ("mem", "bw", "memory"):
         gbs, said, lpddr = parse_memory(value)
-        return replace(host, mem_gbs=gbs, mem_source=said, lpddr=lpddr)
+        kind = host.lpddr if lpddr is None else lpddr  # a bandwidth alone keeps the kind known
+        return replace(host, mem_gbs=gbs, mem_source=said, lpddr=kind)
     raise ValueError(f"--host: unknown key {key!r}; use cores, isa, ghz, mem")
