@@ -155,6 +155,6 @@ def test_six_devices_alike_middle_devices_planned_once(
     eps = six_rpc_endpoints
     argv = ["--rpc", ",".join(eps), "-c", "2048", "-np", "1", *extra]
     devices = [rpc_device(ep, None, i, backend="cpu") for i, ep in enumerate(eps)]
-    cg.planned_peak.cache_clear()
+    cg.clear_plans()
     summary, res = run(llama_bins, path, argv, tmp_path / "s.log", devices)
     check(summary, res)

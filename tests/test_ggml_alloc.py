@@ -12,7 +12,12 @@ from lltui.core.ggml.alloc import BufferType, DynAllocator, plan
 from lltui.core.ggml.graph import F32, Graph
 from lltui.core.gguf.types import GgmlType
 from lltui.core.memory.arch_table import RECIPES
-from lltui.core.memory.compute_graph import PERIODIC_FROM, plan_every_layer, planned_peak
+from lltui.core.memory.compute_graph import (
+    PERIODIC_FROM,
+    clear_plans,
+    plan_every_layer,
+    planned_peak,
+)
 from lltui.core.memory.graph_decoder import DecoderShape, LayerShape, Ubatch
 
 CPU = BufferType(alignment=32)
@@ -192,7 +197,7 @@ def _shape(n_layer: int, moe: bool, flash: bool, n_stream: int = 1) -> DecoderSh
 @pytest.mark.parametrize("ub", [Ubatch(512, 1, 1), Ubatch(64, 4, 4), Ubatch(2, 2, 2)])
 def test_the_periodic_shortcut_plans_what_every_layer_would(moe, flash, ub):
     shape = _shape(PERIODIC_FROM + 7, moe, flash, n_stream=ub.n_seqs if ub.n_seqs > 1 else 1)
-    planned_peak.cache_clear()
+    clear_plans()
     assert planned_peak(shape, ub) == plan_every_layer(shape, ub)
 
 
@@ -331,7 +336,7 @@ def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flas
     assert short is not None and longer is not None
     full = plan_every_layer(shape, ub, backends)
     assert plan_every_layer(short, ub, backends) == plan_every_layer(longer, ub, backends) == full
-    planned_peak.cache_clear()
+    clear_plans()
     assert planned_peak(shape, ub, backends) == full
 
 
@@ -377,7 +382,7 @@ def test_the_periodic_shortcut_keeps_the_sliding_window_pattern(flash):
     layers = tuple(replace(lay, swa=w) for lay, w in zip(base.layers, swa, strict=True))
     shape = replace(base, recipe=RECIPES["gemma3"], layers=layers, kv_size_swa=512)
     ub = Ubatch(512, 1, 1)
-    planned_peak.cache_clear()
+    clear_plans()
     assert planned_peak(shape, ub) == plan_every_layer(shape, ub)
 
 

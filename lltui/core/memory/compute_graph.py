@@ -399,6 +399,12 @@ def planned_peak(
     return plan_layers(shape, ub, backends)
 
 
+def clear_plans() -> None:
+    """Forget every cached plan (tests that time or compare a fresh one)."""
+    planned_peak.cache_clear()
+    plan_layers.cache_clear()
+
+
 def _host_weight_types(
     placements: Sequence[TensorPlacement], n_layer_all: int
 ) -> tuple[tuple[str, int], ...]:
