@@ -80,7 +80,7 @@ class SpeedParams:
     layer_s: float = 36e-6  # per layer and token: kernel launches and syncs (CUDA graphs)
     moe_layer_s: float = 10e-6  # more per MoE layer: routing, top-k, gathers, more kernels
     no_graph_layer_s: float = 44e-6  # more per layer where CUDA graphs are off (before Volta)
-    prefill_layer_s: float = 229e-6  # per layer and ubatch: more kernels, short GEMM tails
+    prefill_layer_s: float = 229e-6  # per layer and ubatch filling MMQ's widest tile: GEMM tails
     tile_tokens: float = 57.0  # tokens of a matrix at which MMQ tiles run half full
     mmvq_max_batch: int = 8  # up to this many tokens a matmul reads its weights once (MMVQ)
     act_passes: float = 24.3  # f32 vectors of n_embd per token a layer's small kernels stream
