@@ -70,6 +70,24 @@ def test_a_desktop_is_read_cores_vector_unit_clock_and_dimms(tmp_path):
     assert host.source == "this machine" and not host.assumed and not host.lpddr
 
 
+def test_an_intel_hybrid_counts_its_performance_cores_as_llama_cpp_does(tmp_path):
+    # 8 P-cores with two threads each (cpu0-15) and 16 E-cores (cpu16-31): llama.cpp's
+    # default threads on x86 Linux skip the E-cores
+    root = _tree(tmp_path, X86, 16, 2, [])
+    cpu = root / "sys" / "devices" / "system" / "cpu"
+    for i in range(16):
+        sib = f"{1 << (i // 2 * 2) | 1 << (i // 2 * 2 + 1):x}\n"
+        (cpu / f"cpu{i}" / "topology" / "thread_siblings").write_text(sib)
+    for i in range(16, 32):
+        topo = cpu / f"cpu{i}" / "topology"
+        topo.mkdir(parents=True, exist_ok=True)
+        (topo / "thread_siblings").write_text(f"{1 << i:x}\n")
+    assert read_host(str(root)).cores == 24  # no hybrid split told: every physical core
+    (root / "sys" / "devices" / "cpu_core").mkdir(parents=True)
+    (root / "sys" / "devices" / "cpu_core" / "cpus").write_text("0-15\n")
+    assert read_host(str(root)).cores == 8
+
+
 def test_soldered_lpddr_is_read_as_lpddr(tmp_path):
     root = _tree(tmp_path, X86, 8, 2, [_dimm(0x23, 6400), _dimm(0x23, 6400)])
     host = read_host(str(root))

@@ -49,7 +49,9 @@ def read_host(root: str = "/") -> HostSpec:
         return base
     name = info.get("model name") or info.get("Hardware") or info.get("CPU part") or "CPU"
     flags = set((info.get("flags") or info.get("Features") or "").split())
-    cores = _physical_cores(Path(root, "sys/devices/system/cpu")) or os.cpu_count() or 1
+    performance = _performance_cpus(Path(root, "sys/devices/cpu_core/cpus"))
+    cpu_dir = Path(root, "sys/devices/system/cpu")
+    cores = _physical_cores(cpu_dir, performance) or _physical_cores(cpu_dir) or os.cpu_count() or 1
     allowed = _affinity() if root == "/" else None  # this process may run on fewer CPUs
     if allowed:
         cores = min(cores, allowed)
@@ -83,15 +85,36 @@ def _cpuinfo(path: Path) -> dict[str, str]:
     return out
 
 
-def _physical_cores(cpu_dir: Path) -> int | None:
-    """Distinct thread-sibling sets: llama.cpp's count of physical cores."""
+def _physical_cores(cpu_dir: Path, only: set[int] | None = None) -> int | None:
+    """Distinct thread-sibling sets (of the CPUs in ``only`` where given): llama.cpp's count
+    of physical cores."""
     seen = set()
     for sib in glob.glob(str(cpu_dir / "cpu[0-9]*" / "topology" / "thread_siblings")):
+        if only is not None and int(Path(sib).parent.parent.name[3:]) not in only:
+            continue
         try:
             seen.add(Path(sib).read_text().strip())
         except OSError:
             continue
     return len(seen) or None
+
+
+def _performance_cpus(path: Path) -> set[int] | None:
+    """The CPUs of an Intel hybrid's performance cores (``/sys/devices/cpu_core/cpus``, a
+    list like ``0-15``); None where there is no such split. llama.cpp's default threads on
+    x86 Linux skip the efficiency cores ("efficiency cores harm lockstep threading")."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    cpus: set[int] = set()
+    try:
+        for part in filter(None, text.split(",")):
+            lo, _sep, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        return None
+    return cpus or None
 
 
 def _affinity() -> int | None:
