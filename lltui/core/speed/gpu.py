@@ -22,11 +22,21 @@ from lltui.core.speed.parts import Part
 MEMORY, COMPUTE, LINK = "memory", "compute", "link"
 PCIE_DEFAULT = (4, 16)
 MIN_CLOCK_SHARE = 0.2  # a cap that would leave less is taken as this (the GPU's floor)
-# tokens one MMQ tile spans at most (ggml-cuda's mmq-config tables: 128 from Volta on, 64 on
-# the dp4a configs before): a tile's work, and so a GEMM's partial last wave, grows with the
-# tokens it spans up to that width
-MMQ_TILE_TOKENS, MMQ_TILE_TOKENS_DP4A = 128, 64
-MMQ_TILE_STEP = 8  # the widths a tile comes in: the ubatch rounded up to a multiple of 8
+# MMQ's tile widths in tokens, from ggml-cuda's mmq-config tables: a ubatch runs the narrowest
+# tile that spans it (the widest where none does), and a tile's work, so a GEMM's partial last
+# wave, grows with its width. By ISA prefix for AMD (its rows have no CUDA cc).
+MMQ_TILES_MMA = (8, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128)  # Volta on ("ampere")
+MMQ_TILES_DP4A = (8, 16, 24, 32, 40, 48, 64)  # before Volta; AMD's GCN and RDNA2 alike
+MMQ_TILES_AMD: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("gfx115", (16, 32, 48, 64, 80, 96, 112, 128)),  # RDNA3.5
+    ("gfx11", (16, 32, 48, 64, 96, 128)),  # RDNA3
+    ("gfx12", (16, 32, 48, 64, 80, 96, 112, 128)),  # RDNA4
+    ("gfx908", (16, 32, 48, 64)),  # CDNA
+    ("gfx90a", (16, 32, 48, 64)),
+    ("gfx94", (16, 32, 48, 64)),
+    ("gfx95", (16, 32, 48, 64)),
+)
+VOLTA_MMQ_MAX = 64  # Volta runs MMQ below this many tokens, cuBLAS (full tails) from it
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +126,12 @@ def attention_s(g: GpuSpec, tot: Part, flash: bool, ub: int, bw: float, p: Speed
 def tile_share(g: GpuSpec, ub: int) -> float:
     """A ubatch's GEMM tails (the launches' partial last waves) against a ubatch that fills
     MMQ's widest tile: a few dozen tokens leave short tails, not a full tile's."""
-    width = MMQ_TILE_TOKENS if g.cc >= (7, 0) else MMQ_TILE_TOKENS_DP4A
-    return min(-(-ub // MMQ_TILE_STEP) * MMQ_TILE_STEP, width) / width
+    if g.cc == (7, 0) and ub >= VOLTA_MMQ_MAX:
+        return 1.0
+    tiles: tuple[int, ...] = MMQ_TILES_MMA if g.cc >= (7, 0) else MMQ_TILES_DP4A
+    if g.gfx:
+        tiles = next((t for prefix, t in MMQ_TILES_AMD if g.gfx.startswith(prefix)), tiles)
+    return next((w for w in tiles if w >= ub), tiles[-1]) / tiles[-1]
 
 
 def overhead_s(g: GpuSpec, tot: Part, p: SpeedParams) -> float:
