@@ -436,6 +436,30 @@ def test_show_says_what_is_kept_fit_says_it_uses_it_and_reset_clears_it(
     assert json.loads(capsys.readouterr().out) == {"path": str(path), "removed": False}
 
 
+def test_a_calibration_of_an_earlier_model_is_shown_set_aside_and_not_used(
+    tmp_path, capsys, monkeypatch
+):
+    from lltui.services.bench import local_rig
+    from lltui.sources.gpu.cpu import local_host
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    rig = local_rig([], local_host())
+    point = rig_store.StoredPoint(str(model), "CPU", "tg128", True, 50, 60, 0, 0.0166, 0, "d")
+    cal = fit_calibration(rig.describe(), "d", [point.measured()])
+    path = rig_store.save(rig_store.RigRecord(rig, "b1 (x)", cal, (point,)))
+    raw = json.loads(path.read_text())
+    raw["speed_model"] = "an-older-one"
+    path.write_text(json.dumps(raw))
+    assert main(["fit", str(model), "--gpus", "cpu", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["speed"]["calibrated"] is None
+    assert "earlier speed model" in out.err and out.err.count("\n") == 1
+    assert main(["bench", "--show"]) == 0
+    text = capsys.readouterr().out
+    assert "no calibration" in text and "set aside (of an earlier speed model)" in text
+
+
 def test_show_and_reset_take_no_model(capsys):
     assert main(["bench", "--show", "m.gguf"]) == 2
     assert "take no model" in capsys.readouterr().err

@@ -617,7 +617,7 @@ class StoredCalibration:
     rig: RigIdentity
     path: str
     record: RigRecord | None
-    set_aside: tuple[str, ...]  # earlier stores that could not be read, kept beside it
+    set_aside: tuple[str, ...]  # earlier stores (unreadable, or of an earlier model) kept beside it
 
 
 def show_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
@@ -630,7 +630,11 @@ def show_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
     rig = local_rig(devices, local_host())
     path = rig_store.record_path(rig, env)
     record = rig_store.load(rig, env)
-    aside = tuple(sorted(str(p) for p in path.parent.glob(f"{path.name}.unreadable-*")))
+    kept = [
+        *path.parent.glob(f"{path.name}.unreadable-*"),
+        *path.parent.glob(f"{path.name}.stale-*"),
+    ]
+    aside = tuple(sorted(str(p) for p in kept))
     return StoredCalibration(rig, str(path), record, aside)
 
 

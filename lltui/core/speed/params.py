@@ -120,9 +120,14 @@ class SpeedParams:
 PARAMS = SpeedParams()
 
 
+# raised when a rule of the model (not one of its constants) changes what it predicts: the
+# stored calibrations fitted against the old predictions are then set aside too
+MODEL_REVISION = 2
+
+
 def params_mark(params: SpeedParams = PARAMS) -> str:
-    """A short mark of the constants: a calibration fitted against other ones (an older
-    lltui's) scales predictions these no longer make."""
+    """A short mark of the model's rules and constants: a calibration fitted against other
+    ones (an older lltui's) scales predictions these no longer make."""
     import hashlib
 
-    return hashlib.sha256(repr(params).encode()).hexdigest()[:12]
+    return hashlib.sha256(f"{MODEL_REVISION} {params!r}".encode()).hexdigest()[:12]

@@ -297,7 +297,7 @@ def save(
         try:
             decode_store(_read(path))
         except StoreUnreadable as exc:
-            set_aside(path, str(exc), say)
+            set_aside(path, str(exc), say, stale=isinstance(exc, StoreStale))
     text = encode_store(record)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
