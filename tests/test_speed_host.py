@@ -85,7 +85,14 @@ def test_an_intel_hybrid_counts_its_performance_cores_as_llama_cpp_does(tmp_path
     assert read_host(str(root)).cores == 24  # no hybrid split told: every physical core
     (root / "sys" / "devices" / "cpu_core").mkdir(parents=True)
     (root / "sys" / "devices" / "cpu_core" / "cpus").write_text("0-15\n")
-    assert read_host(str(root)).cores == 8
+    host = read_host(str(root))
+    assert (host.cores, host.hw_threads, host.workers) == (8, 32, 8)
+    assert host.with_threads(24).workers == 24  # -t 24: P- and E-cores, as asked
+    # without SMT llama.cpp still skips the CPU after each P-core (taken for its sibling)
+    (root / "sys" / "devices" / "cpu_core" / "cpus").write_text("0-7\n")
+    assert read_host(str(root)).cores == 4
+    (root / "sys" / "devices" / "cpu_core" / "cpus").write_text("bogus\n")
+    assert read_host(str(root)).cores == 24
 
 
 def test_soldered_lpddr_is_read_as_lpddr(tmp_path):

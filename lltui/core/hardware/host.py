@@ -57,6 +57,7 @@ class HostSpec:
     name: str = "CPU"
     cores: int = DEFAULT_CORES
     threads: int | None = None
+    hw_threads: int | None = None  # logical CPUs a -t can use (None: two per core)
     isa: str = DEFAULT_ISA
     ghz: float = DEFAULT_GHZ
     mem_gbs: float = DEFAULT_MEM_GBS  # peak: channels x transfers/s x 8 bytes
@@ -70,7 +71,7 @@ class HostSpec:
     @property
     def workers(self) -> int:
         """Threads doing the work: ``-t`` when given, else the physical cores."""
-        return max(1, min(self.threads or self.cores, self.cores * 2))
+        return max(1, min(self.threads or self.cores, self.hw_threads or self.cores * 2))
 
     @property
     def rates(self) -> tuple[float, float]:
@@ -169,7 +170,7 @@ def _host_item(host: HostSpec, key: str, value: str) -> HostSpec:
     if key in ("cores", "c"):
         if not value.isdigit() or not 1 <= int(value) <= 4096:
             raise ValueError(f"--host: cores={value!r} is not a core count")
-        return replace(host, cores=int(value), source="--host")
+        return replace(host, cores=int(value), hw_threads=None, source="--host")
     if key == "isa":
         isa = value.lower().replace("-", "").replace("_", "")
         if isa not in ISA_RATES:

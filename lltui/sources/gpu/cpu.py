@@ -49,16 +49,22 @@ def read_host(root: str = "/") -> HostSpec:
         return base
     name = info.get("model name") or info.get("Hardware") or info.get("CPU part") or "CPU"
     flags = set((info.get("flags") or info.get("Features") or "").split())
-    performance = _performance_cpus(Path(root, "sys/devices/cpu_core/cpus"))
     cpu_dir = Path(root, "sys/devices/system/cpu")
-    cores = _physical_cores(cpu_dir, performance) or _physical_cores(cpu_dir) or os.cpu_count() or 1
+    online = len(glob.glob(str(cpu_dir / "cpu[0-9]*"))) or os.cpu_count() or 1
+    cores = _physical_cores(cpu_dir) or os.cpu_count() or 1
     allowed = _affinity() if root == "/" else None  # this process may run on fewer CPUs
+    performance = _performance_cpus(Path(root, "sys/devices/cpu_core/cpus"))
+    # llama.cpp's default on an Intel hybrid pins itself to each CPU in turn to find them (a
+    # narrower affinity fails that: all physical cores then)
+    if performance and not (allowed and allowed < online):
+        cores = _math_cpus(performance, online) or cores
     if allowed:
         cores = min(cores, allowed)
-    ghz = _max_ghz(Path(root, "sys/devices/system/cpu")) or _mhz(info) or DEFAULT_GHZ
+    ghz = _max_ghz(cpu_dir) or _mhz(info) or DEFAULT_GHZ
     host = HostSpec(
         name=" ".join(name.split()),
         cores=cores,
+        hw_threads=allowed or online,
         isa=isa_of_flags(flags),
         ghz=round(ghz, 2),
         mem_gbs=base.mem_gbs,
@@ -85,18 +91,28 @@ def _cpuinfo(path: Path) -> dict[str, str]:
     return out
 
 
-def _physical_cores(cpu_dir: Path, only: set[int] | None = None) -> int | None:
-    """Distinct thread-sibling sets (of the CPUs in ``only`` where given): llama.cpp's count
-    of physical cores."""
+def _physical_cores(cpu_dir: Path) -> int | None:
+    """Distinct thread-sibling sets: llama.cpp's count of physical cores."""
     seen = set()
     for sib in glob.glob(str(cpu_dir / "cpu[0-9]*" / "topology" / "thread_siblings")):
-        if only is not None and int(Path(sib).parent.parent.name[3:]) not in only:
-            continue
         try:
             seen.add(Path(sib).read_text().strip())
         except OSError:
             continue
     return len(seen) or None
+
+
+def _math_cpus(performance: set[int], online: int) -> int:
+    """llama.cpp's default threads on an Intel hybrid (common_cpu_get_num_math): each CPU in
+    turn, the efficiency cores skipped, each performance core counted and the CPU after it
+    skipped as its hyper-thread (so without SMT, half of them)."""
+    count = cpu = 0
+    while cpu < online:
+        if cpu in performance:
+            count += 1
+            cpu += 1
+        cpu += 1
+    return count
 
 
 def _performance_cpus(path: Path) -> set[int] | None:
