@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -160,7 +160,7 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     except DeviceSpecError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
     host_free = request.host_free_bytes
-    host, calibration, measured = speed_inputs(request, devices)
+    host, calibration, measured = speed_inputs(request, devices, say=notes.append)
     options = FitOptions(
         margin_bytes=margin,
         host_free_bytes=host_available() if host_free is None else host_free,
@@ -221,12 +221,15 @@ def _here(request: FitRequest) -> bool:
 
 
 def speed_inputs(
-    request: FitRequest, devices: Sequence[DeviceSpec]
+    request: FitRequest,
+    devices: Sequence[DeviceSpec],
+    say: Callable[[str], None] | None = None,
 ) -> tuple[HostSpec, Calibration | None, tuple[StoredPoint, ...]]:
     """The host CPU the speed of what it runs is predicted for, this rig's calibration and
     what ``lltui bench`` (or a launch) measured of this model here: this machine's own when
     the estimate is for its GPUs or its CPU alone; for other devices the default host, or
-    ``--host``."""
+    ``--host``. ``say``: told where a stored calibration is set aside (unreadable, or of an
+    earlier speed model), with the estimate's notes, which the app shows too."""
     from lltui.core.hardware.host import default_host, parse_host_spec
     from lltui.sources.gpu.cpu import local_host
 
@@ -242,7 +245,7 @@ def speed_inputs(
     from lltui.services.bench import local_rig
     from lltui.sources.gpu import rig_store
 
-    record = rig_store.load(local_rig(devices, host))
+    record = rig_store.load(local_rig(devices, host), say=say)
     if record is None or not record.calibration.points:
         return host, None, ()
     mine = tuple(p for p in record.points if p.model == request.model)
