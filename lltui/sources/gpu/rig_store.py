@@ -10,8 +10,9 @@ Every fit, quant, launch and bench reads the file, so it is read defensively: at
 :data:`MAX_STORE_BYTES`, nested at most :data:`MAX_DEPTH` deep, each point checked on its
 own (a point whose speeds are not finite and above zero is skipped and counted, the good ones
 kept). A file that cannot be read at all is never overwritten: it is renamed
-``rig-KEY.json.unreadable-TIMESTAMP`` beside itself, said once on stderr, and the rig starts
-afresh. Writes go to a private temporary file renamed over the old one."""
+``rig-KEY.json.unreadable-TIMESTAMP`` beside itself (one fitted against another speed model:
+``.stale-TIMESTAMP``), said once (stderr, or the caller's notes), and the rig starts afresh.
+Writes go to a private temporary file renamed over the old one."""
 
 from __future__ import annotations
 
