@@ -216,6 +216,7 @@ NOT_IN_A_PLAIN_FIT = (
     "lltui.core.fit.best",
     "lltui.core.fit.planner",
     "lltui.core.llamalog.models",
+    "lltui.core.memory.tensor_parallel",  # -sm tensor's alone
     "lltui.core.monitor.alerts",
     "lltui.core.monitor.models",
     "lltui.services.bench",

@@ -25,12 +25,6 @@ from lltui.core.memory.results import (
     HostEstimate,
     model_summary,
 )
-from lltui.core.memory.tensor_parallel import (
-    META_SCRATCH_NOTE,
-    split_over_meta,
-    tensor_parallel_devices,
-    tensor_parallel_why_not,
-)
 
 # What an estimate says when the file of a part was not read (estimate() with ExtraModels
 # counts it and drops the line).
@@ -68,7 +62,11 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     r = resolve_context(hp, st, server=opts.server, rules=opts.rules)
     devs = tuple(devs)
     placements: Sequence[TensorPlacement]
-    meta = tensor_parallel_devices(hp, st, devs)
+    meta: tuple[DeviceSpec, ...] = ()
+    if st.split_mode == "tensor":  # (its module loads for -sm tensor alone)
+        from lltui.core.memory.tensor_parallel import tensor_parallel_devices
+
+        meta = tensor_parallel_devices(hp, st, devs)
     if meta:
         # one Meta device holds every offloaded layer; its tensors are cut per device below
         devs = devs[:1]
@@ -97,6 +95,8 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     compute = compute_buffers(ComputeLayout(hp, r, st_c, devs, ldev, placements, pp))
     buffers.extend((n, "compute", b) for n, b in compute.sizes.items())
     if meta:
+        from lltui.core.memory.tensor_parallel import split_over_meta
+
         buffers, kv = split_over_meta(model, hp, r, st, meta, buffers, kv, placements, ldev)
         devs = meta
 
@@ -242,6 +242,8 @@ def _warnings(
     if st.lora:
         warnings.append(NOT_COUNTED["lora"])
     if st.split_mode == "tensor":
+        from lltui.core.memory.tensor_parallel import META_SCRATCH_NOTE, tensor_parallel_why_not
+
         why = tensor_parallel_why_not(hp, devs)
         if why:
             warnings.append(f"-sm tensor: {why}; estimated as a layer split")
