@@ -91,8 +91,9 @@ def test_an_intel_hybrid_counts_its_performance_cores_as_llama_cpp_does(tmp_path
     # without SMT llama.cpp still skips the CPU after each P-core (taken for its sibling)
     (root / "sys" / "devices" / "cpu_core" / "cpus").write_text("0-7\n")
     assert read_host(str(root)).cores == 4
-    (root / "sys" / "devices" / "cpu_core" / "cpus").write_text("bogus\n")
-    assert read_host(str(root)).cores == 24
+    for bad in ("bogus\n", "0-99999999999\n", "7-3\n"):
+        (root / "sys" / "devices" / "cpu_core" / "cpus").write_text(bad)
+        assert read_host(str(root)).cores == 24
 
 
 def test_soldered_lpddr_is_read_as_lpddr(tmp_path):

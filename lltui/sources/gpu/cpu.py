@@ -24,6 +24,7 @@ from lltui.core.hardware.host import (
 )
 
 _DMI = "/sys/firmware/dmi/entries"
+MAX_CPUS = 1 << 16  # a CPU list naming more is no machine's
 # SMBIOS memory device (type 17) memory types that are DRAM a CPU streams from
 _DDR_TYPES = {
     0x18: "DDR3",
@@ -118,7 +119,7 @@ def _math_cpus(performance: set[int], online: int) -> int:
 def _performance_cpus(path: Path) -> set[int] | None:
     """The CPUs of an Intel hybrid's performance cores (``/sys/devices/cpu_core/cpus``, a
     list like ``0-15``); None where there is no such split. llama.cpp's default threads on
-    x86 Linux skip the efficiency cores ("efficiency cores harm lockstep threading")."""
+    x86 Linux leave the efficiency cores out: its threads wait for each other at every op."""
     try:
         text = path.read_text().strip()
     except OSError:
@@ -127,7 +128,10 @@ def _performance_cpus(path: Path) -> set[int] | None:
     try:
         for part in filter(None, text.split(",")):
             lo, _sep, hi = part.partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
+            first, last = int(lo), int(hi or lo)
+            if not 0 <= first <= last < MAX_CPUS:
+                return None
+            cpus.update(range(first, last + 1))
     except ValueError:
         return None
     return cpus or None
