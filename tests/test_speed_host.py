@@ -279,6 +279,12 @@ def test_a_unified_memory_device_copies_nothing(models):
     gb10 = _speed(models["moe"], ["--n-cpu-moe", "40"], "GB10")
     cpu = next(d for d in gb10.devices if d.name == "CPU")
     assert cpu.prefill_bound != "link"
+    # --host unified says so of a GPU the catalog does not know as sharing the host's memory
+    flags = ["--n-cpu-moe", "40", "-ub", "512"]
+    apart = _speed(models["moe"], flags, "RTX 4090")
+    shared = _speed(models["moe"], flags, "RTX 4090", host=parse_host_spec("unified"))
+    cpu_apart, cpu_shared = (next(d for d in e.devices if d.name == "CPU") for e in (apart, shared))
+    assert cpu_apart.copy_prefill_ms > 0 and cpu_shared.copy_prefill_ms == 0
 
 
 def test_tensor_split_divides_the_work_and_pays_all_reduces(models):

@@ -98,7 +98,8 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "SPEC",
         ESTIMATES,
         "the host CPU for the speed of what it runs (weights and KV left on it): "
-        "cores=16,isa=avx512,ghz=3.5,mem=2xDDR5-5600 (or mem=90 GB/s); default: this "
+        "cores=16,isa=avx512,ghz=3.5,mem=2xDDR5-5600 (or mem=90 GB/s), unified (the GPUs "
+        "read its memory: nothing crosses a link); default: this "
         "machine's (cores, vector unit and clock from Linux; memory from the DIMMs' records "
         "where readable) for local GPUs, else a desktop CPU",
         claims=_cpu_spec,

@@ -322,6 +322,8 @@ def _device_times(
             continue
         desc = est.description if est and kind == "cuda" else ""
         g, assumed = _device_gpu(name, desc, rig.pcie, rig.bandwidth, notes)
+        if host.unified and not g.unified:  # --host unified: the GPUs read the host's memory
+            g = replace(g, unified=True)
         gpus[name] = g
         times[name] = gpu_times(g, tot, flash, ub, p, rig.clocks.get(name))
         described[name] = (g.name, assumed)
