@@ -340,7 +340,7 @@ def test_a_store_of_an_earlier_speed_model_is_kept_aside_not_applied(env, capsys
     path.write_text(json.dumps(raw))
     lines: list[str] = []
     assert rig_store.load(RIG, env, say=lines.append) is None
-    assert len(lines) == 1 and "earlier speed model" in lines[0] and "lltui bench" in lines[0]
+    assert len(lines) == 1 and "another speed model" in lines[0] and "lltui bench" in lines[0]
     assert not path.exists() and len(list(path.parent.glob(path.name + ".stale-*"))) == 1
     del raw["speed_model"]  # a store from before the mark: as stale
     path.write_text(json.dumps(raw))

@@ -153,7 +153,7 @@ def stored_to_text(s: StoredCalibration) -> str:
     if rec is not None and rec.skipped:
         lines.append(f"left out {rec.skipped} stored points that were no measurement")
     for aside in s.set_aside:
-        why = "of an earlier speed model" if ".stale-" in aside else "could not be read"
+        why = "of another speed model" if ".stale-" in aside else "could not be read"
         lines.append(f"set aside ({why}): {aside}")
     lines.append("`lltui bench --reset` forgets it")
     return "\n".join(lines)

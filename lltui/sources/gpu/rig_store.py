@@ -122,7 +122,7 @@ class StoreUnreadable(ValueError):
 
 class StoreStale(StoreUnreadable):
     """A store whose calibration was fitted against another speed model's predictions (an
-    older lltui's constants): its scales and points' parts would skew these ones."""
+    earlier or later lltui's constants or rules): its scales would skew these predictions."""
 
 
 def driver_version(proc: str = "/proc/driver/nvidia/version") -> str | None:
@@ -196,7 +196,7 @@ def decode_store(data: str | bytes) -> RigRecord:
     if raw.get("format") != STORE_FORMAT:
         raise StoreUnreadable(f"format {str(raw.get('format'))[:20]}, not {STORE_FORMAT}")
     if raw.get("speed_model") != params_mark():
-        raise StoreStale("measured against an earlier speed model")
+        raise StoreStale("measured against another speed model (an earlier or later lltui's)")
     try:
         rig = _rig(raw["rig"])
         cal = _calibration(raw["calibration"], rig)
@@ -337,7 +337,7 @@ def set_aside(
     path: Path, why: str, say: Callable[[str], None] | None = None, *, stale: bool = False
 ) -> Path:
     """Rename a store that cannot be read to ``NAME.unreadable-TIMESTAMP`` beside it (one
-    of an earlier speed model: ``NAME.stale-TIMESTAMP``) and say so once (OSError: it could
+    of another speed model: ``NAME.stale-TIMESTAMP``) and say so once (OSError: it could
     not be renamed; said once too)."""
     tell = say or _say
     stamp = time.strftime("%Y%m%dT%H%M%S")
