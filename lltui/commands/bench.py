@@ -127,7 +127,7 @@ def stored_to_json(s: StoredCalibration) -> dict[str, Any]:
             for p in (rec.points if rec else ())
         ],
         "skipped": rec.skipped if rec else 0,
-        "set_aside": list(s.set_aside),
+        "set_aside": [aside for aside, _why in s.set_aside],
     }
 
 
@@ -152,8 +152,7 @@ def stored_to_text(s: StoredCalibration) -> str:
             )
     if rec is not None and rec.skipped:
         lines.append(f"left out {rec.skipped} stored points that were no measurement")
-    for aside in s.set_aside:
-        why = "of another speed model" if ".stale-" in aside else "could not be read"
+    for aside, why in s.set_aside:
         lines.append(f"set aside ({why}): {aside}")
     lines.append("`lltui bench --reset` forgets it")
     return "\n".join(lines)

@@ -617,7 +617,7 @@ class StoredCalibration:
     rig: RigIdentity
     path: str
     record: RigRecord | None
-    set_aside: tuple[str, ...]  # earlier stores (unreadable, or of an earlier model) kept beside it
+    set_aside: tuple[tuple[str, str], ...]  # (file, why): earlier stores kept beside it
 
 
 def show_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
@@ -630,12 +630,7 @@ def show_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
     rig = local_rig(devices, local_host())
     path = rig_store.record_path(rig, env)
     record = rig_store.load(rig, env)
-    kept = [
-        *path.parent.glob(f"{path.name}.unreadable-*"),
-        *path.parent.glob(f"{path.name}.stale-*"),
-    ]
-    aside = tuple(sorted(str(p) for p in kept))
-    return StoredCalibration(rig, str(path), record, aside)
+    return StoredCalibration(rig, str(path), record, rig_store.kept_aside(path))
 
 
 def reset_calibration(env: dict[str, str] | None = None) -> StoredCalibration:

@@ -228,7 +228,7 @@ def speed_inputs(
     """The host CPU the speed of what it runs is predicted for, this rig's calibration and
     what ``lltui bench`` (or a launch) measured of this model here: this machine's own when
     the estimate is for its GPUs or its CPU alone; for other devices the default host, or
-    ``--host``. ``say``: told where a stored calibration is set aside (unreadable, or of an
+    ``--host``. ``say``: told where a stored calibration is set aside (unreadable, or of
     another speed model), with the estimate's notes, which the app shows too."""
     from lltui.core.hardware.host import default_host, parse_host_spec
     from lltui.sources.gpu.cpu import local_host

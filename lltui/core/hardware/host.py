@@ -186,6 +186,7 @@ def _host_item(host: HostSpec, key: str, value: str) -> HostSpec:
         return replace(host, ghz=ghz, source="--host")
     if key in ("mem", "bw", "memory"):
         gbs, said, lpddr = parse_memory(value)
-        kind = host.lpddr if lpddr is None else lpddr  # a bandwidth alone keeps the kind known
-        return replace(host, mem_gbs=gbs, mem_source=said, lpddr=kind)
+        if lpddr is None:  # a bandwidth alone keeps the kind known
+            lpddr = host.lpddr
+        return replace(host, mem_gbs=gbs, mem_source=said, lpddr=lpddr)
     raise ValueError(f"--host: unknown key {key!r}; use cores, isa, ghz, mem")

@@ -333,6 +333,18 @@ def encode_store(record: RigRecord) -> str:
     return json.dumps(raw, indent=1, allow_nan=False) + "\n"
 
 
+# what a store set aside is renamed with (NAME.KIND-TIMESTAMP), and why it was
+ASIDE_KINDS = {"unreadable": "could not be read", "stale": "of another speed model"}
+
+
+def kept_aside(path: Path) -> tuple[tuple[str, str], ...]:
+    """(file, why) of each store set aside beside ``path``, in name order."""
+    found = []
+    for kind, why in ASIDE_KINDS.items():
+        found += [(str(p), why) for p in path.parent.glob(f"{path.name}.{kind}-*")]
+    return tuple(sorted(found))
+
+
 def set_aside(
     path: Path, why: str, say: Callable[[str], None] | None = None, *, stale: bool = False
 ) -> Path:
