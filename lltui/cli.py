@@ -46,8 +46,28 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # the width given: argparse's own default imports shutil (and with it bz2 and lzma:
+        # 8 ms of every command's start) to ask the terminal's width
+        return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+
     def error(self, message: str) -> None:  # type: ignore[override]
         raise CliError(f"{self.prog}: {message}", 2)
+
+
+def _help_width() -> int:
+    """The terminal's columns less two, as argparse takes them (COLUMNS, else the terminal
+    standard output is, else 80)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:

@@ -213,6 +213,7 @@ def test_cli_help_does_not_import_textual():
 # RPC client, rig store and the other subcommands are not a plain fit's
 NOT_IN_A_PLAIN_FIT = (
     "httpx",  # a local model reads no network
+    "shutil",  # bz2 and lzma with it: argparse's own width lookup (lltui.cli gives the width)
     "lltui.core.fit.best",
     "lltui.core.fit.planner",
     "lltui.core.llamalog.models",

@@ -33,6 +33,19 @@ def test_a_usage_error_still_lists_the_subcommands(capsys):
     assert "invalid choice: 'bogus'" in err and "gpus" in err
 
 
+def test_help_wraps_to_the_terminal_width(monkeypatch):
+    from lltui.cli import build_parser
+
+    for columns in (50, 120):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        text = build_parser().format_help()
+        assert max(len(line) for line in text.splitlines()) <= columns - 2
+        # the options' help is wrapped to the width, not to argparse's default
+        assert max(len(line) for line in text.splitlines()) > columns - 12, columns
+    monkeypatch.setenv("COLUMNS", "not a number")
+    assert build_parser().format_help()  # the terminal's, else 80
+
+
 def test_the_app_module_leaves_the_other_views_and_their_css_for_later():
     mods = _modules_after("import lltui.app.app")
     later = {

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError, print_json, source_spec
@@ -80,12 +81,16 @@ class FitCommand:
 
 
 def read_command(
-    argv: Sequence[str] | Split, verb: str, help_text: str, source: str | None = None
+    argv: Sequence[str] | Split,
+    verb: str,
+    help_text: str,
+    source: Callable[[], str | None] | None = None,
 ) -> FitCommand | None:
     """The command line shared by ``fit`` and ``quant`` (or its words, already split),
     checked; None after --help. Without --gpus, the rig in use is estimated for: what
-    ``source`` (``--source``; None: auto) opens, as the monitor and the fit view see it.
-    Bad input raises CliError (exit 2) with one line."""
+    ``source()`` (``--source``; None: auto) opens, as the monitor and the fit view see it
+    (asked only then: it may read the config file). Bad input raises CliError (exit 2)
+    with one line."""
     from lltui.core.cmdline.args import parse_llama_args
     from lltui.services.fit import FitRequest
 
@@ -105,17 +110,18 @@ def read_command(
     if not model:
         raise CliError(f"{verb}: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
     margin, host_free = memory_options(words, verb)
+    gpus = words.last("--gpus")
     request = FitRequest(
         model=model,
         args=args,
-        gpus=words.last("--gpus"),
+        gpus=gpus,
         margin_mib=margin,
         host_free_bytes=host_free,
         cpu_profile=words.last("--cpu") or "x86",
         host=words.last("--host"),
         verb=verb,
         use_rig=True,
-        rig_source=source,
+        rig_source=source() if source is not None and gpus is None else None,
     )
     return FitCommand(
         request,
@@ -143,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     found = group_models(words.items)
     if len(found.models) >= 2 and not words.help:
         return _run_plan(words, found, source_spec(args))  # several models: a plan for them
-    command = read_command(words, "fit", HELP, source_spec(args))
+    command = read_command(words, "fit", HELP, partial(source_spec, args))
     if command is None:
         return 0
     from lltui.commands.progress import Progress

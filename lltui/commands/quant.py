@@ -5,6 +5,7 @@ devices, whether it fits and the largest context it leaves. Any GGUF of the mode
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
 from lltui.commands import print_json, source_spec
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.gc_pause import gc_paused
     from lltui.services.fit import FitFailed, prepare, quant_table
 
-    command = read_command(list(args.argv), "quant", HELP, source_spec(args))
+    command = read_command(list(args.argv), "quant", HELP, partial(source_spec, args))
     if command is None:
         return 0
     if command.best is not None:
