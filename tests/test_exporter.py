@@ -173,6 +173,9 @@ def test_a_followed_llama_server_counters_slots_and_placement(tmp_path) -> None:
         src.open()
         sampler = Sampler(src, host="h", llama=[LlamaFollow(stub.url, log=log)])
         sampler.sample_once()
+        # the placement is the followed server's plan, read from its log on a thread of its
+        # own (a poll never waits on a model's header)
+        wait_until(lambda: sampler.poll_llama(0).placement, what="the log read")
         families = sampler.families()
         sampler.stop()
     fams = {f.name: f for f in families}
@@ -194,24 +197,28 @@ def test_a_followed_llama_server_counters_slots_and_placement(tmp_path) -> None:
 
 
 def test_a_serving_servers_log_is_not_parsed_again_as_it_grows(tmp_path, monkeypatch) -> None:
-    from lltui.services import exporter as ex
+    from lltui.services import follow
 
     log = tmp_path / "server.log"
     log.write_bytes((FIXTURES / "llama-server" / "server_lv4_full.log").read_bytes())
     read = []
-    real = ex.placement_from_log
-    monkeypatch.setattr(ex, "placement_from_log", lambda path: read.append(path) or real(path))
+    real = follow.plan_of_log
+    monkeypatch.setattr(
+        follow, "plan_of_log", lambda path, **kw: read.append(path) or real(path, **kw)
+    )
     with stub_server(_llama_stub()) as stub:
         src = SimSource("colab-t4", seed=1)
         src.open()
         sampler = Sampler(src, host="h", llama=[LlamaFollow(stub.url, log=log)])
+        wait_until(lambda: sampler.poll_llama(0).placement, what="the log read")
         first = sampler.poll_llama(0)
         assert first.up and first.placement and len(read) == 1
         with log.open("a") as f:  # requests served: the log grows, the load stays
             f.write("srv  log_server_r: request: POST /completion 127.0.0.1 200\n" * 50)
         assert sampler.poll_llama(0).placement == first.placement and len(read) == 1
         log.write_text("main: a new server's log, shorter: it started over\n")
-        assert sampler.poll_llama(0).placement == () and len(read) == 2
+        assert sampler.poll_llama(0).placement == ()
+        wait_until(lambda: len(read) == 2, what="the new log read")
         sampler.stop()
 
 

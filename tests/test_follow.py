@@ -231,3 +231,36 @@ def test_a_plan_made_aside_stands_while_the_log_grows(tmp_path):
 
     assert wait_for(grown_and_planned, 30)
     assert lines[-1].plan_source == f"log {log}"
+
+
+def test_a_load_read_before_its_end_is_read_again_until_it_is_whole(tmp_path, monkeypatch):
+    """A log read while the server still loads (its model buffers logged, its KV and
+    compute buffers not yet) gives a plan that is read again as the log grows, until the
+    load is whole; then not again while the server serves."""
+    from pathlib import Path
+
+    from lltui.services import follow as fw
+
+    fixture = Path(__file__).parent / "fixtures" / "llama-server" / "server_lv4_full.log"
+    lines = fixture.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "KV buffer size" in line)
+    log = tmp_path / "server.log"
+    log.write_text("".join(lines[:cut]))
+    reads = []
+    real = fw.plan_of_log
+    monkeypatch.setattr(fw, "plan_of_log", lambda path, **kw: reads.append(1) or real(path, **kw))
+    monkeypatch.setattr(fw, "RETRY_S", 0.0)  # read again at once, not a few seconds later
+    follow = fw.ServerFollow(log=log, kv=False)
+
+    def kv_mib(state: fw.FollowState) -> float:
+        return sum(p.kv_mib + p.compute_mib for p in state.placement)
+
+    loading = follow.fold(None, None, 0.0)
+    assert loading.placement and kv_mib(loading) == 0, "the model's buffers alone, so far"
+    assert follow.fold(None, None, 0.0).placement == loading.placement and len(reads) == 1
+    log.write_text("".join(lines))  # the load goes on to its end
+    loaded = follow.fold(None, None, 0.0)
+    assert kv_mib(loaded) > 0 and len(reads) == 2
+    with log.open("a") as f:  # serving: the log grows, the load stays
+        f.write("0.09.000.000 I srv  update_slots: all slots are idle\n" * 20)
+    assert follow.fold(None, None, 0.0).placement == loaded.placement and len(reads) == 2

@@ -8,7 +8,6 @@ command) writes the exposition text and serves it.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from lltui.core.cmdline.address import public_url
-from lltui.core.llamalog.models import DevicePlacement
 from lltui.core.memory.kv_fill import KvFill
 from lltui.core.monitor.alert_settings import AlertThresholds
 from lltui.core.monitor.alerts import AlertTracker, LlamaStatus
@@ -37,12 +35,10 @@ from lltui.core.monitor.prom_export import (
 )
 from lltui.core.periodic import Periodic
 from lltui.core.text import error_text
-from lltui.services.follow import FoundServers, ServerFollow, launched_log
+from lltui.services.follow import FoundServers, ServerFollow
 
 if TYPE_CHECKING:
     from lltui.services.rig import Rig, RigRequest
-
-LOG_READ_BYTES = 8 * 1024 * 1024  # placement lines come early in a llama-server log
 
 
 @dataclass(slots=True)
@@ -52,18 +48,6 @@ class LlamaFollow:
     url: str
     log: Path | None = None
     api_key: str | None = field(default=None, repr=False)
-
-
-def placement_from_log(path: Path) -> tuple[DevicePlacement, ...]:
-    """Per-device placement from the first part of a llama-server log; () when unreadable."""
-    from lltui.core.llamalog.reader import parse_log
-
-    try:
-        with open(path, "rb") as f:
-            text = f.read(LOG_READ_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return ()
-    return parse_log(text).placement()
 
 
 def kv_gauges(fill: KvFill | None) -> tuple[KvGauge, ...]:
@@ -114,9 +98,8 @@ class Sampler:
             LlamaServerClient(f.url, api_key=f.api_key, timeout_s=llama_timeout_s)
             for f in self._follow
         ]
-        # each followed server's placement: (the log's size read, the server ready then, it)
-        self._placement: dict[int, tuple[int, bool, tuple[DevicePlacement, ...]]] = {}
-        # each followed server's plan and KV fill; servers found on the GPUs by their own
+        # each followed server's plan, placement (from its log) and KV fill; servers found
+        # on the GPUs by their own
         self._servers = [ServerFollow(f.url, log=f.log, background=True) for f in self._follow]
         self._found = FoundServers(background=True)
         self._sample: RigSample | None = None  # the last round's, for the servers' plans
@@ -232,7 +215,7 @@ class Sampler:
                 slots=poll.slots,
                 props=poll.props,
                 throughput=poll.throughput,
-                placement=self._placement_of(i, follow, poll.ready),
+                placement=state.placement,
                 kv=kv_gauges(fill),
                 kv_tokens=fill.used_tokens if fill is not None else None,
                 plan=state.plan,
@@ -249,26 +232,6 @@ class Sampler:
         with self._lock:
             skip = {x.plan.pid for x in self._llama if x.plan is not None}
         return [f.plan for _, f in self._found.fold(sample, skip) if f.plan is not None]
-
-    def _placement_of(
-        self, i: int, follow: LlamaFollow, ready: bool
-    ) -> tuple[DevicePlacement, ...]:
-        """The placement its log printed, read again only while it loads or once the log
-        starts over (a serving server's log grows with every request; its load does not
-        change: not the first megabytes parsed again each poll)."""
-        log = follow.log or launched_log(follow.url)
-        if log is None:
-            return ()
-        try:
-            size = os.stat(log).st_size
-        except OSError:
-            return ()
-        cached = self._placement.get(i)
-        if cached is not None and cached[1] and size >= cached[0]:
-            return cached[2]
-        placement = placement_from_log(log)
-        self._placement[i] = (size, ready, placement)
-        return placement
 
     def start(self) -> None:
         """Sample once now (so the first scrape has data), then on the interval: the source

@@ -5,7 +5,9 @@ how full its KV cache is, folded sample after sample.
 The plan comes from the server's load log where one can be found (given, the log ``lltui
 launch --keep-running`` left, its ``--log-file``, or its stdout/stderr when that is a file),
 else from lltui's prediction for its own command line (a router's child, whose output goes
-to the router). Either is worked out once per process and again when the log starts over."""
+to the router). Either is worked out once per process and again when the log starts over;
+a log read while its load was still being written (no compute buffers yet) is read again as
+it grows, every few seconds, until the load is whole."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from lltui.services.rig import pids_here
 
 if TYPE_CHECKING:  # the memory model is imported once a plan is made (the monitor starts)
     from lltui.core.llama.metrics import SlotState
-    from lltui.core.llamalog.models import BufferLine, PromptCache
+    from lltui.core.llamalog.models import BufferLine, DevicePlacement, LogFacts, PromptCache
     from lltui.core.memory.kv_fill import KvFill, KvHistory, KvLayout
     from lltui.core.memory.results import FitResult
 
@@ -32,7 +34,7 @@ SERVER_NAMES = ("llama-server",)  # the program a found process must be to be fo
 HISTORY = 64  # KV fills kept for the rate (a poll a second: a minute)
 # what a plan is made of: the process, its log, the log's size when read (-1: none)
 _Key = tuple[int | None, Path | None, int]
-RETRY_S = 5.0  # a plan not to be made (a log still loading) is tried again this often
+RETRY_S = 5.0  # a plan not to be made, or a load still being logged, is tried again this often
 CACHE_TAIL_BYTES = 64 * 1024  # a log's last lines read for its prompt cache, at the most
 
 
@@ -44,6 +46,10 @@ class ServerPlan:
     planned: Mapping[str, int]
     kv: KvLayout | None
     source: str  # "log <path>" or "prediction"
+    # from a log: the load's buffers per device, and whether the load was whole when read
+    # (its compute buffers logged: they come last)
+    placement: tuple[DevicePlacement, ...] = ()
+    complete: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,7 @@ class FollowState:
     plan_source: str | None  # where the plan came from; None: none could be made
     layout: KvLayout | None = None  # what a token takes on each device
     prompt_cache: PromptCache | None = None  # its host prompt cache, from its log's lines
+    placement: tuple[DevicePlacement, ...] = ()  # its log's buffers per device
 
 
 def launched_log(url: str) -> Path | None:
@@ -237,9 +244,9 @@ def plan_of_log(path: Path, *, kv: bool = True) -> ServerPlan | None:
         }
         layout = kv_layout(report.result, names)
     planned = _planned(report.result, logged)
-    if not planned and layout is None:
-        return None
-    return ServerPlan(planned, layout, f"log {path}")
+    if not planned and layout is None and not report.facts.last_load():
+        return None  # still loading, or not a load log
+    return _of_log(path, report.facts, planned, layout)
 
 
 def _logged_plan(path: Path) -> ServerPlan | None:
@@ -255,7 +262,14 @@ def _logged_plan(path: Path) -> ServerPlan | None:
     last = facts.last_load()
     if not last:
         return None  # still loading, or not a load log
-    return ServerPlan(_model_bytes_per_device(last), None, f"log {path}")
+    return _of_log(path, facts, _model_bytes_per_device(last), None)
+
+
+def _of_log(
+    path: Path, facts: LogFacts, planned: Mapping[str, int], layout: KvLayout | None
+) -> ServerPlan:
+    whole = any(b.kind == "compute" for b in facts.last_load())  # logged last in a load
+    return ServerPlan(planned, layout, f"log {path}", facts.placement(), whole)
 
 
 def _model_bytes_per_device(buffers: Iterable[BufferLine]) -> dict[str, int]:
@@ -360,7 +374,7 @@ class ServerFollow:
         cache = self._prompt_cache()
         if plan is None:
             return FollowState(pid, reality, fill, None, prompt_cache=cache)
-        return FollowState(pid, reality, fill, plan.source, plan.kv, cache)
+        return FollowState(pid, reality, fill, plan.source, plan.kv, cache, plan.placement)
 
     def _prompt_cache(self) -> PromptCache | None:
         """The last ``cache state`` line of the server's log: its tail at first, then the
@@ -416,13 +430,15 @@ class ServerFollow:
         except OSError:
             size = -1
         self._log_size = size
-        made = self._made
-        if made is not None and made[:2] == (pid, log) and size >= made[2]:
-            return self._plan
         now = time.monotonic()
-        if now < self._retry_at:  # none could be made lately: not again each sample
-            return None
         key = (pid, log, size)
+        plan = self._plan
+        if plan is not None and self._same_load(key):
+            # one read before the load's end is read again as the log grows
+            if plan.complete or self._made == key or now < self._retry_at:
+                return plan
+        elif now < self._retry_at:  # none could be made lately: not again each sample
+            return None
         if self.background:  # a header read can take seconds: not on the caller's poll
             return self._plan_aside(key, argv, sample, now)
         return self._keep(key, _make_plan(key, argv, sample, self.kv), now)
@@ -434,13 +450,14 @@ class ServerFollow:
         sample: RigSample | None,
         now: float,
     ) -> ServerPlan | None:
-        """The plan made on a thread of its own; None until it is (one at a time). A log
-        that grows meanwhile (a server loading, or serving) is the same process's: what the
-        thread made of it stands, with the size it read."""
+        """The plan made on a thread of its own; until it is (one at a time), the one made
+        before of the same process and log, else None. A log that grows meanwhile (a server
+        loading, or serving) is the same process's: what the thread made of it stands, with
+        the size it read."""
         done = self._aside
         if done is not None and done[0][:2] == key[:2]:
             if done[1] is None:
-                return None  # still being made
+                return self._standing(key)  # still being made
             self._aside = None
             return self._keep(done[0], done[1][0], now)
         self._aside = (key, None)
@@ -451,14 +468,26 @@ class ServerFollow:
                 self._aside = (key, (plan,))
 
         threading.Thread(target=make, name="lltui-server-plan", daemon=True).start()
-        return None
+        return self._standing(key)
+
+    def _standing(self, key: _Key) -> ServerPlan | None:
+        """The plan made before of the same load (read again as it is logged), else None."""
+        return self._plan if self._same_load(key) else None
+
+    def _same_load(self, key: _Key) -> bool:
+        """Whether ``key`` is the plan's process and log, grown since (not started over)."""
+        made = self._made
+        return made is not None and made[:2] == key[:2] and key[2] >= made[2]
 
     def _keep(self, key: _Key, plan: ServerPlan | None, now: float) -> ServerPlan | None:
         if plan is None:
             self._retry_at = now + RETRY_S
-            return None
+            return self._standing(key)
+        if not plan.complete:  # read again as the load goes on, but not each sample
+            self._retry_at = now + RETRY_S
+        if not self._same_load(key):
+            self._history = None  # another process's, or another load's: a new history
         self._plan, self._made = plan, key
-        self._history = None
         return plan
 
 
