@@ -47,7 +47,6 @@ class ServerPlan:
     kv: KvLayout | None
     source: str  # "log <path>" or "prediction"
     # from a log: the load's buffers per device, and whether the load was whole when read
-    # (its compute buffers logged: they come last)
     placement: tuple[DevicePlacement, ...] = ()
     complete: bool = True
 
@@ -268,7 +267,13 @@ def _logged_plan(path: Path) -> ServerPlan | None:
 def _of_log(
     path: Path, facts: LogFacts, planned: Mapping[str, int], layout: KvLayout | None
 ) -> ServerPlan:
-    whole = any(b.kind == "compute" for b in facts.last_load())  # logged last in a load
+    # a load is whole once its compute buffers are logged (they come last), its slots are
+    # (the server has started), or it failed
+    whole = (
+        any(b.kind == "compute" for b in facts.last_load())
+        or facts.slots is not None
+        or bool(facts.failures)
+    )
     return ServerPlan(planned, layout, f"log {path}", facts.placement(), whole)
 
 
