@@ -83,7 +83,7 @@ def test_cli_best_text_json_and_bad_goal(paths, capsys):
                 "--host-free",
                 "256GiB",
                 "--best",
-                "speed",
+                "context",
                 "--json",
             ]
         )
@@ -93,6 +93,14 @@ def test_cli_best_text_json_and_bad_goal(paths, capsys):
     assert best and {"flags", "max_ctx", "decode_tps", "prefill_tps", "gives_up"} <= set(best[0])
     assert main(["fit", str(paths["moe"]), "--gpus", "16GiB", "--best", "context"]) == 0
     assert "best for context" in capsys.readouterr().out
+    # the fastest command is the planner's (it tries -sm tensor, GPU sets and -ub too)
+    fast = ["fit", str(paths["moe"]), "--gpus", "16GiB", "--host-free", "256GiB", "--json"]
+    assert main([*fast, "--best", "speed"]) == 0
+    speed = json.loads(capsys.readouterr().out)
+    assert main([*fast, "--best", "decode"]) == 0
+    assert (
+        speed["planner"] == json.loads(capsys.readouterr().out)["planner"] and "best" not in speed
+    )
     assert main(["fit", str(paths["moe"]), "--best", "fastest"]) == 2
     assert "--best" in capsys.readouterr().err
 

@@ -333,3 +333,24 @@ def test_says_when_llama_cpp_fit_aborts(models, capsys, given, why):
     if why is not None:
         assert main(argv) == 0
         assert "--fit aborts for the command given" in capsys.readouterr().out
+
+
+def test_the_most_layers_on_the_faster_gpu_of_a_mixed_pair(tmp_path):
+    """A model that needs both GPUs of a 3090 and a 3060 (tensor refused: a q8_0 K/V cache):
+    the layer split with the most layers on the faster card is searched, and the first
+    choice (fit --best speed's) decodes no slower than the speed goal's own search did."""
+    from lltui.core.fit.best import best_configs
+
+    spec = gf.llama_spec(n_embd=5120, n_ff=13824, n_head=40, n_head_kv=40, n_layer=52)
+    model = read_gguf(gf.write_sparse(tmp_path / "dense13b.gguf", spec, "F16"))
+    devs = parse_gpus_spec("RTX 3090,RTX 3060").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    args = parse_llama_args([*C4K, "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"])
+    plan = plan_best(model, args, devs, opts)
+    assert plan.tensor_note and plan.best is not None and plan.best.n_gpus == 2
+    fast = next(o for o in plan.options if o.fits and o.ts == "speed")
+    own = next(o for o in plan.options if o.fits and not o.ts and o.n_gpus == 2)
+    assert fast.decode_tps > own.decode_tps and "-ts" in fast.flags
+    assert plan.best.decode_tps == max(o.decode_tps for o in plan.options if o.fits)
+    old = best_configs(model, args, devs, opts, "speed")[0]
+    assert tps_bucket(plan.best.decode_tps) >= tps_bucket(old.decode_tps)

@@ -117,11 +117,12 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "also rank command lines that fit, searched over -ngl, --n-cpu-moe (MoE: experts "
         "first), -ctk/-ctv, -ub, -c and on several GPUs -ts (each GPU's layers sized to its "
         "memory after fixed costs, shown where it fits more than llama.cpp's default split): "
-        "context (the largest context), speed (the fastest decode at -c) or gpu-only "
-        "(nothing on the CPU). The planner's goals choose by speed among -sm layer/tensor, "
-        "sets and orders of GPUs (-dev), --n-cpu-moe or -ngl (the least that fits) and -ub, "
-        "at -c: decode, prompt, joules (energy per token) or fewest-gpus (within 90% of the "
-        "fastest decode); with tensor or layer on this rig, and llama.cpp's --fit beside",
+        "context (the largest context) or gpu-only (nothing on the CPU). The planner's "
+        "goals choose by speed among -sm layer/tensor, sets and orders of GPUs (-dev), "
+        "-ts (llama.cpp's, each GPU's room, the most layers on the fastest), --n-cpu-moe or "
+        "-ngl (the least that fits) and -ub, at -c: decode (or speed), prompt, joules "
+        "(energy per token) or fewest-gpus (within 90% of the fastest decode); with tensor "
+        "or layer on this rig, and llama.cpp's --fit beside",
         choices=_fit_goals,
     ),
     OwnOption(

@@ -350,6 +350,8 @@ def fit(
         if best not in GOALS + PLAN_GOALS:
             goals = ", ".join(GOALS + PLAN_GOALS)
             raise FitFailed(f"fit: --best: expected one of {goals}, got {best!r}", 2)
+        if best == "speed":  # the fastest command: the planner's, which tries -sm tensor,
+            best = "decode"  # sets of GPUs and -ub too (quant --best speed ranks by best's)
         planned = best in PLAN_GOALS
     setup = prepare(request)
     result = estimate_setup(setup)

@@ -12,7 +12,8 @@ that command line shows it; its speed the speed model's):
   llama.cpp's own split by free memory, and for a layer split that needs the host, also
   ``-ts`` sized to each GPU's room after its fixed costs (:func:`headroom_split`: with host
   experts, llama.cpp's own split leaves the first GPU nearly empty, as ``--n-cpu-moe``
-  takes the first layers' experts);
+  takes the first layers' experts); over GPUs of several speeds, also ``-ts`` putting the
+  most layers on the fastest (:func:`speed_split`);
 - where the weights go: the least offload that fits at the context asked for, by bisection
   (MoE: the experts of the fewest layers, ``--n-cpu-moe``; dense: the fewest layers, -ngl);
 - ``-ub``: the one given on every layout, then :data:`UBATCHES` on the best few;
@@ -80,7 +81,9 @@ class PlanOption:
     n_ubatch: int
     fits: bool
     kv: str = ""  # the K/V cache type the planner chose ("": as given)
-    room_split: bool = False  # -ts sized to each GPU's room (False: llama.cpp's own split)
+    # -ts: "" llama.cpp's own split by free memory, "room" sized to each GPU's room, "speed"
+    # the most layers on the fastest GPUs
+    ts: str = ""
     flags: tuple[str, ...] = ()  # added to the flags given
     argv: tuple[str, ...] = ()  # the whole command line's flags
     offload: str = ""  # what goes to the host ("" nothing)
@@ -98,6 +101,10 @@ class PlanOption:
     @property
     def n_gpus(self) -> int:
         return len(self.devices)
+
+    @property
+    def room_split(self) -> bool:
+        return self.ts == "room"
 
     @property
     def token_ms(self) -> float:
@@ -216,12 +223,12 @@ class _Search:
         ub: int | None,
         hint: int | None = None,
         kv: str | None = None,
-        room: bool = False,
+        ts: str = "",
     ) -> tuple[PlanOption, int | None]:
         """The option of a split, devices, -ub and K/V type (None: as given): the least
         offload that fits (``hint``: where a like search ended), with its memory and speed;
-        and that offload. ``room``: a layer split's -ts sized to each GPU's room at each
-        offload tried (see best's headroom_split)."""
+        and that offload. ``ts``: a layer split's -ts at each offload tried, "room" (sized
+        to each GPU's room, see best's headroom_split) or "speed" (see speed_split)."""
         s = self.s
         names = tuple(d.device_name for d in devs)
         # the whole rig in llama.cpp's order needs no -dev
@@ -235,9 +242,12 @@ class _Search:
 
         def at(x: int, u: int) -> Change:
             change = s.placement(base, x)
-            if room:  # worked out at the context asked for, as --best's own room split
-                ts = s.split(replace(change, n_ctx=units * s.unit), "room")
-                change = replace(change, tensor_split=ts) if ts is not None else change
+            if ts:  # worked out at the context asked for, as --best's own splits
+                counts = s.split(replace(change, n_ctx=units * s.unit), ts)
+                # (a speed split that leaves a GPU empty is a smaller set's: -dev tries it)
+                whole = ts == "room" or (counts and len(counts) == len(devs) and 0 not in counts)
+                if counts is not None and whole:
+                    change = replace(change, tensor_split=counts)
             return replace(change, n_ctx=u * s.unit)
 
         gpus, host = s.fits(at(0, units))
@@ -250,7 +260,7 @@ class _Search:
         res = s.estimate(change)
         assert res is not None  # it fits
         made = self._option(mode, names, ub_used, change, res, x)
-        return replace(made, kv=kv or "", room_split=change.tensor_split is not None), x
+        return replace(made, kv=kv or "", ts=ts if change.tensor_split is not None else ""), x
 
     def _option(
         self, mode: str, names: tuple[str, ...], ub: int, change: Change, res: FitResult, x: int
@@ -444,12 +454,17 @@ def plan_best(
         found.append(opt)
         if x is not None:
             offloads[_layout(opt)] = x
-        if mode == "layer" and len(devs) > 1 and x != 0:  # the host needed: room for more?
-            roomy, y = search.option(mode, devs, None, room=True)
-            if roomy.room_split:  # (a -ts that changes nothing is not said twice)
-                found.append(roomy)
+        if mode != "layer" or len(devs) < 2:
+            return x
+        kinds = ["room"] if x != 0 else []  # the host needed: room for more?
+        if len({_bandwidth(d) for d in devs}) > 1:  # GPUs of several speeds
+            kinds.append("speed")
+        for kind in kinds:
+            other, y = search.option(mode, devs, None, ts=kind)
+            if other.ts:  # (a -ts that changes nothing is not said twice)
+                found.append(other)
                 if y is not None:
-                    offloads[_layout(roomy)] = y
+                    offloads[_layout(other)] = y
         return x
 
     x_whole = {"layer": tried("layer", gpus)}
@@ -485,11 +500,11 @@ def plan_best(
     )
 
 
-_Layout = tuple[str, tuple[str, ...], bool]  # split mode, devices, -ts sized to the room
+_Layout = tuple[str, tuple[str, ...], str]  # split mode, devices, -ts kind
 
 
 def _layout(o: PlanOption) -> _Layout:
-    return (o.split_mode, o.devices, o.room_split)
+    return (o.split_mode, o.devices, o.ts)
 
 
 def _free(d: DeviceSpec) -> int:
@@ -510,7 +525,7 @@ def _other_ubatches(
         hint = offloads.get(_layout(o))
         for ub in UBATCHES:
             if ub != st.n_ubatch and ub <= st.n_batch:
-                out.append(search.option(o.split_mode, devs, ub, hint, room=o.room_split)[0])
+                out.append(search.option(o.split_mode, devs, ub, hint, ts=o.ts)[0])
     return out
 
 
@@ -535,7 +550,7 @@ def _kv_option(
     by_name = {d.device_name: d for d in search.s.problem.devices}
     devs = [by_name[n] for n in layer.devices]
     hint = offloads.get(_layout(layer))
-    option, _ = search.option("layer", devs, None, hint, kv=KV_OPTION, room=layer.room_split)
+    option, _ = search.option("layer", devs, None, hint, kv=KV_OPTION, ts=layer.ts)
     # better by the goal's own measure (not by a tie-break): the speed it ranks by, or the
     # energy; fewest-gpus, by decode
     goal = "decode" if search.goal == "fewest-gpus" else search.goal
