@@ -351,6 +351,8 @@ def test_the_most_layers_on_the_faster_gpu_of_a_mixed_pair(tmp_path):
     fast = next(o for o in plan.options if o.fits and o.ts == "speed")
     own = next(o for o in plan.options if o.fits and not o.ts and o.n_gpus == 2)
     assert fast.decode_tps > own.decode_tps and "-ts" in fast.flags
+    res = estimate(model, parse_llama_args(list(fast.argv)), devs, opts)  # its whole command
+    assert res.fits and res.speed.decode_tps == pytest.approx(fast.decode_tps)
     assert plan.best.decode_tps == max(o.decode_tps for o in plan.options if o.fits)
     old = best_configs(model, args, devs, opts, "speed")[0]
     assert tps_bucket(plan.best.decode_tps) >= tps_bucket(old.decode_tps)
