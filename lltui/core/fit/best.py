@@ -1,4 +1,5 @@
-"""``lltui fit --best GOAL``: llama-server command lines that fit, ranked for a goal.
+"""``lltui fit --best context|gpu-only`` and each quantization's line in ``quant --best``:
+llama-server command lines that fit, ranked for a goal.
 
 The space searched, and searched exactly (each answer is the best in it, not a guess):
 
@@ -18,8 +19,8 @@ monotone across both, which is where host memory used to be missed), and for the
 context the offload where the GPUs' limit and the host's cross. Goals:
 
 - ``context``: the largest context, then quality (the K/V cache type), then speed;
-- ``speed``: the fastest decode at the context asked for (-c, else -fitc's 4096), then
-  quality, then the line giving up least;
+- ``speed`` (``quant --best speed``; ``fit``'s is the planner's): the fastest decode at
+  the context asked for (-c, else -fitc's 4096), then quality, then the line giving up least;
 - ``gpu-only``: nothing on the CPU, the largest context, then quality.
 
 Settings are changed as typed values (:class:`Change`) and spelled once, at the end, from
