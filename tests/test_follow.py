@@ -241,7 +241,7 @@ def test_a_load_read_before_its_end_is_read_again_until_it_is_whole(tmp_path, mo
 
     from lltui.services import follow as fw
 
-    fixture = Path(__file__).parent / "fixtures" / "llama-server" / "server_lv4_full.log"
+    fixture = Path(__file__).parent / "fixtures" / "llama-logs" / "01-pr6122-2gpu-pipeline-2024.log"
     lines = fixture.read_text().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if "KV buffer size" in line)
     log = tmp_path / "server.log"
@@ -264,3 +264,23 @@ def test_a_load_read_before_its_end_is_read_again_until_it_is_whole(tmp_path, mo
     with log.open("a") as f:  # serving: the log grows, the load stays
         f.write("0.09.000.000 I srv  update_slots: all slots are idle\n" * 20)
     assert follow.fold(None, None, 0.0).placement == loaded.placement and len(reads) == 2
+
+
+def test_a_load_with_the_hosts_buffers_alone_so_far_is_no_plan_yet(tmp_path):
+    """Read between a load's host and GPU buffer lines, a log is not yet a plan that puts
+    nothing on a GPU (the process would be held to it, and its GPU memory called a
+    misplacement); read whole, it is."""
+    from pathlib import Path
+
+    from lltui.services.follow import plan_of_log
+
+    # a 2024 build logs the host's model buffer first, then each GPU's
+    fixture = Path(__file__).parent / "fixtures" / "llama-logs" / "01-pr6122-2gpu-pipeline-2024.log"
+    lines = fixture.read_text().splitlines(keepends=True)
+    gpu = next(i for i, line in enumerate(lines) if "CUDA0 buffer size" in line)
+    log = tmp_path / "server.log"
+    log.write_text("".join(lines[:gpu]))  # the host's buffer alone
+    assert plan_of_log(log, kv=False) is None
+    log.write_text("".join(lines))
+    plan = plan_of_log(log, kv=False)
+    assert plan is not None and set(plan.planned) == {"CUDA0", "CUDA1"} and plan.complete

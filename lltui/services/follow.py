@@ -242,10 +242,7 @@ def plan_of_log(path: Path, *, kv: bool = True) -> ServerPlan | None:
             for b, _, _ in report.result.buffers
         }
         layout = kv_layout(report.result, names)
-    planned = _planned(report.result, logged)
-    if not planned and layout is None and not report.facts.last_load():
-        return None  # still loading, or not a load log
-    return _of_log(path, report.facts, planned, layout)
+    return _of_log(path, report.facts, _planned(report.result, logged), layout)
 
 
 def _logged_plan(path: Path) -> ServerPlan | None:
@@ -258,22 +255,22 @@ def _logged_plan(path: Path) -> ServerPlan | None:
         facts = scan_lines(read_lines(str(path)))
     except (LogFileError, OSError):
         return None
-    last = facts.last_load()
-    if not last:
-        return None  # still loading, or not a load log
-    return _of_log(path, facts, _model_bytes_per_device(last), None)
+    return _of_log(path, facts, _model_bytes_per_device(facts.last_load()), None)
 
 
 def _of_log(
     path: Path, facts: LogFacts, planned: Mapping[str, int], layout: KvLayout | None
-) -> ServerPlan:
+) -> ServerPlan | None:
+    """The plan of a log's last load; None before it has put anything on a GPU (or a
+    whole load that put nothing anywhere: not a load log)."""
+    last = facts.last_load()
     # a load is whole once its compute buffers are logged (they come last), its slots are
     # (the server has started), or it failed
     whole = (
-        any(b.kind == "compute" for b in facts.last_load())
-        or facts.slots is not None
-        or bool(facts.failures)
+        any(b.kind == "compute" for b in last) or facts.slots is not None or bool(facts.failures)
     )
+    if not planned and layout is None and not (whole and last):
+        return None  # still loading (the host's buffers alone so far), or not a load log
     return ServerPlan(planned, layout, f"log {path}", facts.placement(), whole)
 
 
@@ -324,6 +321,7 @@ class ServerFollow:
     # the process looked up: its pid, command line and log
     _proc: tuple[int | None, tuple[str, ...] | None, Path | None] | None = None
     _watch: PlanWatch | None = None
+    _watched: ServerPlan | None = None  # the plan the watch holds the process to
     _history: KvHistory | None = None  # the last fills, for the rate
     _retry_at: float = 0.0  # no plan could be made: not again before this (monotonic)
     _found: int | None = None  # the pid found by the URL's port, while it holds GPU memory
@@ -365,8 +363,8 @@ class ServerFollow:
         plan = self._plan_for(pid, rig)
         reality = None
         if plan is not None and pid is not None and rig is not None:
-            if self._watch is None or self._watch.pid != pid:
-                self._watch = PlanWatch(self.name, pid, plan.planned)
+            if self._watch is None or self._watch.pid != pid or self._watched is not plan:
+                self._watch, self._watched = PlanWatch(self.name, pid, plan.planned), plan
             reality = self._watch.fold(rig)
         fill = None
         if plan is not None and plan.kv is not None and slots is not None:
