@@ -461,7 +461,8 @@ def plan_best(
             kinds.append("speed")
         for kind in kinds:
             other, y = search.option(mode, devs, None, ts=kind)
-            if other.ts:  # (a -ts that changes nothing is not said twice)
+            # (a -ts that changes nothing, or another -ts's same split, is not said twice)
+            if other.ts and all(o.flags != other.flags for o in found if o.fits):
                 found.append(other)
                 if y is not None:
                     offloads[_layout(other)] = y
