@@ -136,3 +136,26 @@ async def test_partial_updates_render_only_the_changed_lines():
         assert sum(h for _n, h in ours_rendered) < sum(h for _n, h in textuals_rendered)
         assert ours_card[card_y] == textuals_card[card_y]
         assert ours_card_rendered == {"GpuCard"}
+
+
+async def test_a_widget_removed_before_the_next_layout_is_passed_over():
+    """A widget being removed (its parent link cut) can still be in the compositor's map
+    until the next layout: a partial update passes over it rather than ask it to draw with
+    no screen (NoScreen ended a fleet test on a loaded machine, as a host's cards went)."""
+    from support.app_helpers import sim_app
+    from textual.geometry import Region
+
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(3)
+        await pilot.pause()
+        compositor = app.screen._compositor
+        card = app.screen.query(GpuCard).first()
+        y, parent = card.region.y, card._parent
+        assert card in compositor.visible_widgets
+        card._detach()  # what a removal does to it before the layout drops it
+        try:
+            chops = partial_updates.render_lines(compositor, Region(0, 0, 120, 40), [y])
+        finally:
+            card._attach(parent)
+        assert any(strip is not None for strip in chops[y].values())  # the rest still drew

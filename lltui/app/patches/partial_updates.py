@@ -77,6 +77,7 @@ def render_lines(compositor: Any, crop: Any, lines: list[int]) -> list[dict[int,
     """The chops of ``lines`` (sorted) as ``Compositor._render_chops`` makes them (the other
     lines' chops left empty): each widget meeting ``crop`` renders its rows from the first
     of ``lines`` it has to the last, front to back, the first strip of a cut winning."""
+    from textual.dom import NoScreen
     from textual.geometry import Region
 
     cuts = compositor.cuts
@@ -102,7 +103,10 @@ def render_lines(compositor: Any, crop: Any, lines: list[int]) -> list[dict[int,
         if not wanted:
             continue
         top, bottom = wanted[0], wanted[-1] + 1
-        strips = widget.render_lines(Region(x - region.x, top - region.y, width, bottom - top))
+        try:
+            strips = widget.render_lines(Region(x - region.x, top - region.y, width, bottom - top))
+        except NoScreen:  # removed since the last layout, which the next one redraws without it
+            continue
         for line_y, strip in zip(range(top, bottom), strips, strict=False):
             if line_y not in rendered:
                 continue
