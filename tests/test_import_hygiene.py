@@ -222,6 +222,7 @@ NOT_IN_A_PLAIN_FIT = (
     "lltui.core.monitor.models",
     "lltui.services.bench",
     "lltui.sources.gpu.rig_store",
+    "lltui.sources.gpu.kinds",  # the source kinds: --source's help spells them when printed
     "lltui.sources.llama.rpc_probe",
     "lltui.commands.launch",
     "lltui.commands.gpus",

@@ -71,20 +71,30 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
     )
 
 
+class _SourceForms:
+    """The forms ``--source`` takes, from the table of source kinds, spelled when a help is
+    printed (argparse fills ``%(forms)s`` from the option's attributes): the table is an
+    import every command's start would otherwise pay to print nothing."""
+
+    def __str__(self) -> str:
+        from lltui.services.rig import source_help
+
+        return source_help()
+
+
 def add_source_option(p: argparse.ArgumentParser, *, sub: bool = False, note: str = "") -> None:
     """``--source``, its help made from the table of source kinds. ``sub``: a subcommand's
     own, which wins over the one given before the subcommand."""
-    from lltui.services.rig import source_help
-
     where = "as the global --source: " if sub else ""
     tail = f"; {note}" if note else ("; also LLTUI_SOURCE" if not sub else "")
-    p.add_argument(
+    action = p.add_argument(
         "--source",
         dest="sub_source" if sub else "source",
         default=None,
         metavar="SPEC",
-        help=f"{where}{source_help()}{tail}",
+        help=f"{where}%(forms)s{tail}",
     )
+    action.forms = _SourceForms()  # type: ignore[attr-defined]
 
 
 def source_spec(args: argparse.Namespace) -> str:
