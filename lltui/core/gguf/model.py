@@ -354,10 +354,6 @@ class GgufModel:
         return self._arch_int("expert_used_count") or 0
 
     @property
-    def expert_shared_count(self) -> int:
-        return self._arch_int("expert_shared_count") or 0
-
-    @property
     def sliding_window(self) -> int | None:
         return self._arch_int("attention.sliding_window")
 
@@ -365,10 +361,6 @@ class GgufModel:
     def sliding_window_pattern(self) -> int | tuple[Any, ...] | None:
         """An int period, or a per-layer array (bools: True = sliding window layer)."""
         return _scalar_or_tuple(self.arch_value("attention.sliding_window_pattern"))
-
-    @property
-    def nextn_predict_layers(self) -> int:
-        return self._arch_int("nextn_predict_layers") or 0
 
     @property
     def kv_lora_rank(self) -> int | None:

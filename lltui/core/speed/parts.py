@@ -82,7 +82,6 @@ class Part:
     act_bytes: float = 0.0
     layers: int = 0  # layers it runs (their small kernels, barriers)
     moe_layers: int = 0
-    attn_layers: int = 0  # layers whose attention it runs
     split_layers: int = 0  # layers it runs whose weights are partly on the host
     # -nkvo with flash attention: the KV cells its attention copies from host memory, per
     # token and per ubatch, and the layers that copy (each a graph split)
@@ -356,7 +355,6 @@ def add_layers_and_attention(
                 acc.kv_host_bytes += cell_bytes * read
                 acc.kv_host_prefill_bytes += cell_bytes * pre_kv
                 acc.kv_host_layers += 1
-            acc.attn_layers += 1
             acc.decode_bytes += cell_bytes * read
             acc.decode_kv_bytes += cell_bytes * read * kv_reads
             acc.attn_decode_flops += per_cell * read

@@ -219,7 +219,6 @@ class Supervisor:
         self._health_history: list[int | str] = []
         self._first_200: float | None = None
         self._exited_flag = False
-        self._returncode: int | None = None
         self._stop_requested = False
         self._exit: ServerExit | None = None
         self._spawned = threading.Event()
@@ -321,7 +320,6 @@ class Supervisor:
 
     def _finish(self, returncode: int) -> None:
         with self._lock:
-            self._returncode = returncode
             lines = list(self._lines)
             stopped = self._stop_requested
             self._exit = ServerExit(
