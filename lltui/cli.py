@@ -49,7 +49,11 @@ class _Parser(argparse.ArgumentParser):
     def _get_formatter(self) -> argparse.HelpFormatter:
         # the width given: argparse's own default imports shutil (and with it bz2 and lzma:
         # 8 ms of every command's start) to ask the terminal's width
-        return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+        formatter = self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+        color = getattr(self, "color", None)  # Python 3.14: help in colour, as its own does
+        if color is not None:
+            formatter._set_color(color)  # type: ignore[attr-defined]
+        return formatter
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise CliError(f"{self.prog}: {message}", 2)

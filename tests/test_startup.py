@@ -46,6 +46,28 @@ def test_help_wraps_to_the_terminal_width(monkeypatch):
     assert build_parser().format_help()  # the terminal's, else 80
 
 
+def test_every_help_expands_as_its_option_is_added(monkeypatch):
+    """Python 3.14 expands each option's help as it is added (a help that needs more than
+    the option holds then is refused): the same check here, for every command's options."""
+    import argparse
+
+    from lltui.cli import build_parser
+
+    real = argparse.ArgumentParser._add_action
+    checked: list[str] = []
+
+    def add(self: argparse.ArgumentParser, action: argparse.Action) -> argparse.Action:
+        if action.help and action.help is not argparse.SUPPRESS:
+            text = self._get_formatter()._expand_help(action)
+            assert "%(" not in text, action.dest
+            checked.append(action.dest)
+        return real(self, action)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "_add_action", add)
+    build_parser()
+    assert {"source", "sub_source"} <= set(checked) and len(checked) > 40
+
+
 def test_the_app_module_leaves_the_other_views_and_their_css_for_later():
     mods = _modules_after("import lltui.app.app")
     later = {

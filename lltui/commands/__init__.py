@@ -82,19 +82,37 @@ class _SourceForms:
         return source_help()
 
 
+class _SourceAction(argparse.Action):
+    """``--source SPEC``, stored as given; its help's forms are an attribute from the start
+    (Python 3.14 expands each help as the option is added)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.forms = _SourceForms()
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+
+
 def add_source_option(p: argparse.ArgumentParser, *, sub: bool = False, note: str = "") -> None:
     """``--source``, its help made from the table of source kinds. ``sub``: a subcommand's
     own, which wins over the one given before the subcommand."""
     where = "as the global --source: " if sub else ""
     tail = f"; {note}" if note else ("; also LLTUI_SOURCE" if not sub else "")
-    action = p.add_argument(
+    p.add_argument(
         "--source",
+        action=_SourceAction,
         dest="sub_source" if sub else "source",
         default=None,
         metavar="SPEC",
         help=f"{where}%(forms)s{tail}",
     )
-    action.forms = _SourceForms()  # type: ignore[attr-defined]
 
 
 def source_spec(args: argparse.Namespace) -> str:
