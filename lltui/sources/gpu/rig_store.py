@@ -162,7 +162,7 @@ def load(
         return None  # none yet, or not ours to read: nothing to set aside
     except StoreUnreadable as exc:
         with contextlib.suppress(OSError):
-            set_aside(path, str(exc), say, stale=isinstance(exc, StoreStale))
+            set_aside(path, exc, say)
         return None
     return record
 
@@ -298,7 +298,7 @@ def save(
         try:
             decode_store(_read(path))
         except StoreUnreadable as exc:
-            set_aside(path, str(exc), say, stale=isinstance(exc, StoreStale))
+            set_aside(path, exc, say)
     text = encode_store(record)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -346,12 +346,13 @@ def kept_aside(path: Path) -> tuple[tuple[str, str], ...]:
 
 
 def set_aside(
-    path: Path, why: str, say: Callable[[str], None] | None = None, *, stale: bool = False
+    path: Path, problem: StoreUnreadable, say: Callable[[str], None] | None = None
 ) -> Path:
     """Rename a store that cannot be read to ``NAME.unreadable-TIMESTAMP`` beside it (one
-    of another speed model: ``NAME.stale-TIMESTAMP``) and say so once (OSError: it could
-    not be renamed; said once too)."""
+    of another speed model, :class:`StoreStale`: ``NAME.stale-TIMESTAMP``) and say so once
+    (OSError: it could not be renamed; said once too)."""
     tell = say or _say
+    why, stale = str(problem), isinstance(problem, StoreStale)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     kind = "stale" if stale else "unreadable"
     aside = path.with_name(f"{path.name}.{kind}-{stamp}")
