@@ -4,6 +4,8 @@ below, and rendering from the app's model when shown."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
@@ -28,6 +30,40 @@ class ModelView:
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         """Refresh what ages between samples (the status line)."""
+
+
+Answer = TypeVar("Answer")
+
+
+class WarningDialog(ModalScreen[Answer]):
+    """A question in a box with a warning border, centred over the screen: a subclass
+    composes a ``.dialog-box`` holding its ``.dialog-text`` and a ``.dialog-buttons`` row
+    (and sets the box's width in its own CSS where 64 columns do not suit it)."""
+
+    DEFAULT_CSS = """
+    WarningDialog {
+        align: center middle;
+    }
+    WarningDialog > .dialog-box {
+        width: 64;
+        max-width: 95%;
+        height: auto;
+        background: $surface;
+        border: round $warning;
+        padding: 0 1;
+    }
+    WarningDialog .dialog-text {
+        height: auto;
+        margin-bottom: 1;
+    }
+    WarningDialog .dialog-buttons {
+        height: auto;
+        align-horizontal: right;
+    }
+    WarningDialog .dialog-buttons Button {
+        margin-left: 1;
+    }
+    """
 
 
 class HistoryModal(ModelView, ModalScreen[None]):

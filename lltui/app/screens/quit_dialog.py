@@ -8,11 +8,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from lltui.app.screens.base import WarningDialog
 
-class QuitDialog(ModalScreen[bool]):
+
+class QuitDialog(WarningDialog[bool]):
     """``y`` or enter: stop the server and quit; ``n`` or escape: stay. Answers True to quit."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -20,39 +21,18 @@ class QuitDialog(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "Stay", id="quit-no"),
     ]
 
-    DEFAULT_CSS = """
-    QuitDialog {
-        align: center middle;
-    }
-    QuitDialog > #quit-box {
-        width: 64;
-        max-width: 95%;
-        height: auto;
-        background: $surface;
-        border: round $warning;
-        padding: 0 1;
-    }
-    QuitDialog #quit-text {
-        height: auto;
-        margin-bottom: 1;
-    }
-    QuitDialog #quit-buttons {
-        height: auto;
-        align-horizontal: right;
-    }
-    QuitDialog #quit-buttons Button {
-        margin-left: 1;
-    }
-    """
-
     def __init__(self, what: str) -> None:
         super().__init__()
         self.what = what
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="quit-box"):
-            yield Static(f"{self.what} is running. Quitting lltui stops it.", id="quit-text")
-            with Horizontal(id="quit-buttons"):
+        with Vertical(id="quit-box", classes="dialog-box"):
+            yield Static(
+                f"{self.what} is running. Quitting lltui stops it.",
+                id="quit-text",
+                classes="dialog-text",
+            )
+            with Horizontal(id="quit-buttons", classes="dialog-buttons"):
                 yield Button("Stay", id="quit-no", compact=True)
                 yield Button("Stop it and quit", id="quit-yes", variant="error", compact=True)
 

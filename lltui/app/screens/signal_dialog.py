@@ -11,10 +11,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from lltui.app.app_protocol import host_of
+from lltui.app.screens.base import WarningDialog
 from lltui.core.monitor.signals import ProcessIdentity
 from lltui.services.signals import send_signal, still_running
 
@@ -22,7 +22,7 @@ ASK, TERMED, EXITED, REFUSED = "ask", "termed", "exited", "refused"
 RECHECK_S = 0.25  # after SIGTERM: how often the dialog looks whether the process is gone
 
 
-class SignalDialog(ModalScreen[None]):
+class SignalDialog(WarningDialog[None]):
     """Names the pid, its user and command; ``t`` TERM, then ``k`` KILL; ``escape`` cancels.
 
     ``target`` is the process checked when the dialog opened (None with ``refusal``, the
@@ -35,27 +35,10 @@ class SignalDialog(ModalScreen[None]):
     ]
 
     DEFAULT_CSS = """
-    SignalDialog {
-        align: center middle;
-    }
-    SignalDialog > #signal-box {
+    SignalDialog > .dialog-box {
         width: 72;
-        max-width: 95%;
-        height: auto;
-        background: $surface;
-        border: round $warning;
-        padding: 0 1;
     }
-    SignalDialog #signal-text {
-        height: auto;
-        margin-bottom: 1;
-    }
-    SignalDialog #signal-buttons {
-        height: auto;
-        align-horizontal: right;
-    }
-    SignalDialog #signal-buttons Button {
-        margin-left: 1;
+    SignalDialog .dialog-buttons Button {
         min-width: 10;
     }
     """
@@ -82,9 +65,9 @@ class SignalDialog(ModalScreen[None]):
         self.rechecks = 0  # looks after SIGTERM at whether the process is still there
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="signal-box"):
-            yield Static(self._text(), id="signal-text")
-            with Horizontal(id="signal-buttons"):
+        with Vertical(id="signal-box", classes="dialog-box"):
+            yield Static(self._text(), id="signal-text", classes="dialog-text")
+            with Horizontal(id="signal-buttons", classes="dialog-buttons"):
                 if self.state == ASK:
                     yield Button("TERM (t)", id="signal-term", variant="warning")
                     yield Button("KILL (k)", id="signal-kill", variant="error")
