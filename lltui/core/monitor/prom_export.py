@@ -63,6 +63,9 @@ def clean_label(text: str) -> str:
     return "".join(c for c in text if c.isprintable())[:COMMAND_LABEL_MAX]
 
 
+_Labels = tuple[tuple[str, str], ...]
+
+
 def rig_families(
     sample: RigSample,
     *,
@@ -75,25 +78,12 @@ def rig_families(
     ``simulated="true"`` on a simulated rig.
     ``xid_counts``: XID errors seen per GPU UUID since the caller began counting."""
     info = sample.info
-    out: list[Family] = []
-    out.append(
-        Family(
-            RIG_INFO,
-            "gauge",
-            "The source lltui samples; always 1.",
-            samples=(
-                (
-                    _labels(
-                        host=host,
-                        source=info.source,
-                        simulated="true" if info.simulated else "false",
-                        driver_version=info.driver_version,
-                        cuda_version=info.cuda_version,
-                    ),
-                    1.0,
-                ),
-            ),
-        )
+    rig = _labels(
+        host=host,
+        source=info.source,
+        simulated="true" if info.simulated else "false",
+        driver_version=info.driver_version,
+        cuda_version=info.cuda_version,
     )
     # a simulated rig's GPUs say so on every series, so a Prometheus that scrapes one
     # cannot take its numbers for a real GPU's
@@ -104,6 +94,19 @@ def rig_families(
         )
         for g in sample.gpus
     }
+    return (
+        Family(RIG_INFO, "gauge", "The source lltui samples; always 1.", samples=((rig, 1.0),)),
+        *_gpu_identity(sample, gpu_labels),
+        *_gpu_values(sample, gpu_labels, xid_counts),
+        _process_memory(sample, gpu_labels, max_processes),
+        *mig_families(sample, gpu_labels),
+        *_host_families(sample, host),
+    )
+
+
+def _gpu_identity(sample: RigSample, gpu_labels: Mapping[str, _Labels]) -> tuple[Family, ...]:
+    """Each GPU's identity (bus, CUDA index, compute capability, the text fields) and
+    whether it is lost."""
     info_samples = []
     for g in sample.gpus:
         s = g.info
@@ -117,26 +120,24 @@ def rig_families(
             **{k: getattr(s, k) for k in INFO_TEXT_LABELS},
         )
         info_samples.append((gpu_labels[s.uuid] + extra, 1.0))
-    out.append(Family(GPU_INFO, "gauge", "GPU identity; always 1.", samples=tuple(info_samples)))
-    out.append(
-        Family(
-            GPU_LOST,
-            "gauge",
-            "1 when the GPU fell off the bus or stopped answering.",
-            samples=tuple((gpu_labels[g.info.uuid], 1.0 if g.lost else 0.0) for g in sample.gpus),
-        )
-    )
-    for m in STATIC_METRICS:
+    lost = tuple((gpu_labels[g.info.uuid], 1.0 if g.lost else 0.0) for g in sample.gpus)
+    return (
+        Family(GPU_INFO, "gauge", "GPU identity; always 1.", samples=tuple(info_samples)),
+        Family(GPU_LOST, "gauge", "1 when the GPU fell off the bus or stopped answering.",
+               samples=lost),
+    )  # fmt: skip
+
+
+def _gpu_values(
+    sample: RigSample, gpu_labels: Mapping[str, _Labels], xid_counts: Mapping[str, int] | None
+) -> list[Family]:
+    """The GPUs' numbers (the fixed ones of their info, then those of each sample), XID
+    errors where counted, and the reasons each GPU's clocks are held down."""
+    out = []
+    for m, of_info in [(m, True) for m in STATIC_METRICS] + [(m, False) for m in GPU_METRICS]:
         rows = []
         for g in sample.gpus:
-            v = getattr(g.info, m.attr)
-            if _finite(v):
-                rows.append((gpu_labels[g.info.uuid], float(v) * m.scale))
-        out.append(Family(m.name, m.kind, m.help, m.unit, tuple(rows)))
-    for m in GPU_METRICS:
-        rows = []
-        for g in sample.gpus:
-            v = getattr(g, m.attr)
+            v = getattr(g.info if of_info else g, m.attr)
             if _finite(v):
                 rows.append((gpu_labels[g.info.uuid], float(v) * m.scale))
         out.append(Family(m.name, m.kind, m.help, m.unit, tuple(rows)))
@@ -156,6 +157,14 @@ def rig_families(
         Family(THROTTLE, "gauge", "A reason the GPU's clocks are held down now; 1.", "",
                tuple(throttle))
     )  # fmt: skip
+    return out
+
+
+def _process_memory(
+    sample: RigSample, gpu_labels: Mapping[str, _Labels], max_processes: int
+) -> Family:
+    """The ``max_processes`` processes holding the most memory on each GPU, with the model
+    each serves and its container where known."""
     procs = []
     for g in sample.gpus:
         known = [p for p in g.processes if p.used_memory is not None]
@@ -169,14 +178,19 @@ def rig_families(
                 labels += (("model", clean_label(model)),)
             labels += container_labels(p.container)
             procs.append((labels, float(p.used_memory or 0)))
-    out.append(
-        Family(PROCESS_MEMORY, "gauge",
-               f"GPU memory a process holds (the {max_processes} largest per GPU).", "bytes",
-               tuple(procs))
-    )  # fmt: skip
-    out.extend(mig_families(sample, gpu_labels))
+    return Family(
+        PROCESS_MEMORY,
+        "gauge",
+        f"GPU memory a process holds (the {max_processes} largest per GPU).",
+        "bytes",
+        tuple(procs),
+    )
+
+
+def _host_families(sample: RigSample, host: str) -> list[Family]:
     h = sample.host
     hl = (("host", host),)
+    out = []
     for name, value, scale, unit, text in (
         (HOST_CPU, h.cpu_pct, 0.01, "ratio", "Host CPU busy share."),
         (HOST_MEM_TOTAL, h.mem_total, 1.0, "bytes", "Host memory in all."),
@@ -186,7 +200,7 @@ def rig_families(
     ):
         rows_h = ((hl, float(value) * scale),) if value is not None and _finite(value) else ()
         out.append(Family(name, "gauge", text, unit, rows_h))
-    return tuple(out)
+    return out
 
 
 MIG_MEMORY_USED = "lltui_mig_memory_used_bytes"
@@ -276,6 +290,44 @@ def alert_families(alerts: Sequence[Alert], *, host: str) -> tuple[Family, ...]:
     )  # fmt: skip
 
 
+# the llama-server series: kind, help and unit, in the order they are written
+LLAMA_SERIES: dict[str, tuple[str, str, str]] = {
+    "lltui_llama_up": ("gauge", "1 when the server answers /health as ready.", ""),
+    "lltui_llama_prompt_tokens_total": ("counter", "Prompt tokens processed.", ""),
+    "lltui_llama_prompt_seconds_total": ("counter", "Time spent on prompts.", "seconds"),
+    "lltui_llama_generated_tokens_total": ("counter", "Tokens generated.", ""),
+    "lltui_llama_generation_seconds_total": (
+        "counter", "Time spent generating.", "seconds"),
+    "lltui_llama_decode_calls_total": ("counter", "llama_decode calls.", ""),
+    "lltui_llama_requests_processing": ("gauge", "Requests being processed.", ""),
+    "lltui_llama_requests_deferred": ("gauge", "Requests waiting for a slot.", ""),
+    "lltui_llama_generation_tokens_per_second": (
+        "gauge", "Tokens generated per second over the last interval.", ""),
+    "lltui_llama_decode_tokens_per_second": (
+        "gauge", "Decode speed of requests finished in the last interval.", ""),
+    "lltui_llama_prompt_tokens_per_second": (
+        "gauge", "Prompt speed of requests finished in the last interval.", ""),
+    "lltui_llama_slots": ("gauge", "Slots the server has.", ""),
+    "lltui_llama_slots_busy": ("gauge", "Slots processing a request.", ""),
+    "lltui_llama_slot_context_tokens": ("gauge", "Context size of one slot.", ""),
+    "lltui_llama_model_info": ("gauge", "The model served; always 1.", ""),
+    "lltui_llama_device_memory_bytes": (
+        "gauge", "Memory the server placed on a device, by kind.", "bytes"),
+    "lltui_llama_device_layers": ("gauge", "Layers the server placed on a device.", ""),
+    "lltui_llama_kv_tokens": ("gauge", "Tokens the server's slots hold in its KV cache.", ""),
+    "lltui_llama_kv_used_bytes": (
+        "gauge", "KV cache bytes the slots' tokens take on a device.", "bytes"),
+    "lltui_llama_kv_capacity_bytes": ("gauge", "KV cache bytes of a device.", "bytes"),
+    "lltui_llama_prompt_cache_bytes": (
+        "gauge", "Host memory the server's prompt cache held at its last task.", "bytes"),
+    "lltui_llama_prompt_cache_limit_bytes": (
+        "gauge", "The prompt cache's limit (--cache-ram).", "bytes"),
+    "lltui_llama_prompt_cache_prompts": ("gauge", "Prompts the prompt cache holds.", ""),
+    "lltui_llama_kv_seconds_to_full": (
+        "gauge", "Seconds until a device's KV cache is full at the current rate.", "seconds"),
+}  # fmt: skip
+
+
 def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family, ...]:
     """Counters, slots and placement of the llama-servers lltui follows."""
     rows: dict[str, list[tuple[tuple[tuple[str, str], ...], float]]] = {}
@@ -335,44 +387,9 @@ def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family
             add("lltui_llama_kv_used_bytes", dl, g.used_bytes)
             add("lltui_llama_kv_capacity_bytes", dl, g.capacity_bytes)
             add("lltui_llama_kv_seconds_to_full", dl, g.seconds_to_full)
-    helps = {
-        "lltui_llama_up": ("gauge", "1 when the server answers /health as ready.", ""),
-        "lltui_llama_prompt_tokens_total": ("counter", "Prompt tokens processed.", ""),
-        "lltui_llama_prompt_seconds_total": ("counter", "Time spent on prompts.", "seconds"),
-        "lltui_llama_generated_tokens_total": ("counter", "Tokens generated.", ""),
-        "lltui_llama_generation_seconds_total": (
-            "counter", "Time spent generating.", "seconds"),
-        "lltui_llama_decode_calls_total": ("counter", "llama_decode calls.", ""),
-        "lltui_llama_requests_processing": ("gauge", "Requests being processed.", ""),
-        "lltui_llama_requests_deferred": ("gauge", "Requests waiting for a slot.", ""),
-        "lltui_llama_generation_tokens_per_second": (
-            "gauge", "Tokens generated per second over the last interval.", ""),
-        "lltui_llama_decode_tokens_per_second": (
-            "gauge", "Decode speed of requests finished in the last interval.", ""),
-        "lltui_llama_prompt_tokens_per_second": (
-            "gauge", "Prompt speed of requests finished in the last interval.", ""),
-        "lltui_llama_slots": ("gauge", "Slots the server has.", ""),
-        "lltui_llama_slots_busy": ("gauge", "Slots processing a request.", ""),
-        "lltui_llama_slot_context_tokens": ("gauge", "Context size of one slot.", ""),
-        "lltui_llama_model_info": ("gauge", "The model served; always 1.", ""),
-        "lltui_llama_device_memory_bytes": (
-            "gauge", "Memory the server placed on a device, by kind.", "bytes"),
-        "lltui_llama_device_layers": ("gauge", "Layers the server placed on a device.", ""),
-        "lltui_llama_kv_tokens": ("gauge", "Tokens the server's slots hold in its KV cache.", ""),
-        "lltui_llama_kv_used_bytes": (
-            "gauge", "KV cache bytes the slots' tokens take on a device.", "bytes"),
-        "lltui_llama_kv_capacity_bytes": ("gauge", "KV cache bytes of a device.", "bytes"),
-        "lltui_llama_prompt_cache_bytes": (
-            "gauge", "Host memory the server's prompt cache held at its last task.", "bytes"),
-        "lltui_llama_prompt_cache_limit_bytes": (
-            "gauge", "The prompt cache's limit (--cache-ram).", "bytes"),
-        "lltui_llama_prompt_cache_prompts": ("gauge", "Prompts the prompt cache holds.", ""),
-        "lltui_llama_kv_seconds_to_full": (
-            "gauge", "Seconds until a device's KV cache is full at the current rate.", "seconds"),
-    }  # fmt: skip
     return tuple(
         Family(name, kind, text, unit, tuple(rows.get(name, ())))
-        for name, (kind, text, unit) in helps.items()
+        for name, (kind, text, unit) in LLAMA_SERIES.items()
     )
 
 
