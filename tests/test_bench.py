@@ -4,10 +4,14 @@ pinned CPU llama-bench on tiny generated models (dense and MoE), locally and fro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +23,9 @@ from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import GgmlType
 from lltui.core.hardware.calibration import Calibration
-from lltui.core.speed.calibration import MeasuredPoint, fit_calibration
+from lltui.core.speed.calibration import HOST_BUSY_MAX, MeasuredPoint, fit_calibration
 from lltui.sources.gpu import rig_store
+from lltui.sources.gpu.procfs import OthersMeter
 from lltui.sources.llama.bench import parse_row
 from lltui.sources.models import hf_hub
 from lltui.sources.models.same_shape import DISTINCT_ROWS, write_same_shape
@@ -321,8 +326,9 @@ def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
         else gf.qwen3moe_spec(n_layer=4, n_expert=8, n_expert_used=2)
     )
     (model,) = gf.write_model(tmp_path / f"{kind}.gguf", spec, "Q8_0")
-    out = _bench_json(capsys, str(model), "--quick", "--budget", "240", "-t", "1")
-    assert not out["same_shape"] and out["rig"]["gpus"] == []
+    # (--busy-ok: the suite's other tests run beside it; a busy host is tested below)
+    out = _bench_json(capsys, str(model), "--quick", "--budget", "240", "-t", "1", "--busy-ok")
+    assert not out["same_shape"] and out["rig"]["gpus"] == [] and out["busy"] is None
     tests = {p["test"] for p in out["points"]}
     assert tests == {"pp512", "tg128"}
     for p in out["points"]:
@@ -339,6 +345,30 @@ def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
     # calibrated, the prediction of what was measured lands near it
     dec = next(p for p in out["points"] if p["test"] == "tg128")
     assert dec["calibrated_tps"] == pytest.approx(dec["measured_tps"], rel=0.05)
+
+
+@pytest.mark.slow
+def test_points_measured_on_a_busy_host_are_shown_and_not_kept(bench_env, tmp_path, capsys):
+    """For real: processes spinning on every CPU while llama-bench runs. Its speeds are
+    printed beside the prediction, but the rig's calibration is left as it was."""
+    spec = gf.llama_spec(n_layer=8, n_embd=1024, n_ff=4096, n_head=8, head_dim=128)
+    (model,) = gf.write_model(tmp_path / "m.gguf", spec, "Q8_0")  # a second or more a test
+    spin = [sys.executable, "-c", "while True: pass"]
+    with contextlib.ExitStack() as stack:
+        for _ in range(os.cpu_count() or 1):
+            burner = stack.enter_context(subprocess.Popen(spin))
+            stack.callback(burner.kill)
+        meter, began = OthersMeter(None), time.monotonic()
+        meter.mark()
+        while (meter.share_since(began) or 0) < 2 * HOST_BUSY_MAX:  # the spinners are running
+            assert time.monotonic() < began + 60, "the spinners never showed in /proc/stat"
+            time.sleep(0.05)
+        assert main(["bench", str(model), "--quick", "--budget", "240", "-t", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "points left out of the calibration: the host was busy (other processes took" in text
+    assert "bench again when the machine is idle (--busy-ok keeps them)" in text
+    assert "kept in" not in text
+    assert not list((Path(os.environ["XDG_DATA_HOME"]) / "lltui" / "bench").glob("rig-*"))
 
 
 @pytest.mark.slow

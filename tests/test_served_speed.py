@@ -21,7 +21,8 @@ from support.llama_fixture import llama_bins, llama_server, tiny_model
 
 from lltui.core.cmdline.flags import parse_llama_args
 from lltui.core.llama.timings import parse_timing
-from lltui.core.speed.served import HOST_BUSY_MAX, ServedSpeeds, ServedTasks
+from lltui.core.speed.calibration import HOST_BUSY_MAX
+from lltui.core.speed.served import ServedSpeeds, ServedTasks
 from lltui.services.bench import local_calibration, local_rig
 from lltui.services.launch.speed import SpeedWatch
 from lltui.sources.gpu import rig_store
@@ -195,6 +196,21 @@ def test_the_meter_leaves_out_the_server_and_lltui(tmp_path):
     proc.advance(total=400, others=300)
     assert meter.share_since(105.0) is None  # nor one close enough to the request's start
     assert OthersMeter(lambda: None, tmp_path, clock).share_since(100.0) is None
+
+
+def test_without_a_pid_the_meter_leaves_out_lltui_and_the_children_it_waited_for(tmp_path):
+    """What ``lltui bench`` measures with: a benchmark lltui ran and waited for is its own
+    time, not another process's (a real child burning CPU, the host's counters a fixture)."""
+    proc = FakeProc(tmp_path)
+    clock = Clock()
+    meter = OthersMeter(None, tmp_path, clock)
+    meter.mark()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    proc.advance(total=400, others=200)
+    share = meter.share_since(100.0)
+    # the child's 0.4 s (40 ticks at 100 Hz) and more are lltui's own, not the others'
+    assert share is not None and share <= (200 - 0.4 * os.sysconf("SC_CLK_TCK")) / 400
 
 
 def test_a_request_on_a_busy_host_is_not_kept(large, tmp_path):

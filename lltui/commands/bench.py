@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from lltui.services.bench import BenchProgress, BenchReport, StoredCalibration
 
 HELP = f"""\
-usage: lltui bench MODEL [llama-server flags] [--budget S] [--quick] [--no-store] [--json]
+usage: lltui bench MODEL [llama-server flags] [--budget S] [--quick] [--no-store] [--busy-ok]
+                   [--json]
        lltui bench --show [--json]      what this rig keeps: the scales, each point, where
        lltui bench --reset [--json]     forget this rig's calibration
 
@@ -24,9 +25,11 @@ Run llama-bench on this rig's GPUs (or its CPU) at a few prompt and decode point
 result beside the speed lltui predicts for the same command, and keep the calibration for
 this rig (GPU models, driver, CPU; one file under ~/.local/share/lltui/bench, or
 $XDG_DATA_HOME/lltui/bench): later `lltui fit`, `quant` and `launch` predictions on this rig
-use it and say "calibrated on this rig from N points, DATE". `lltui launch` adds a served
-request's speed when the host was otherwise idle and the model large enough (several such
-points must agree before the calibration moves; see --show).
+use it and say "calibrated on this rig from N points, DATE". A run during which other
+processes took more than 10% of the CPUs' time is shown but left out (its speeds are partly
+theirs; --busy-ok keeps it). `lltui launch` adds a served request's speed when the host was
+otherwise idle and the model large enough (several such points must agree before the
+calibration moves; see --show).
 
 MODEL is a GGUF file, or hf:OWNER/REPO[:FILE|QUANT][@REV] / an https URL of one not
 downloaded: lltui then writes a GGUF of the same shape from its header (the real tensor
@@ -216,6 +219,7 @@ def _request(argv: list[str]) -> Any:
         repetitions=reps,
         quick="--quick" in words.switches,
         store="--no-store" not in words.switches,
+        busy_ok="--busy-ok" in words.switches,
     )
 
 
@@ -256,11 +260,12 @@ def to_json(r: BenchReport) -> dict[str, Any]:
                 "predicted_tps": round(p.predicted_tps, 2),
                 "miss": _round(p.miss),
                 "calibrated_tps": round(p.calibrated_tps, 2),
+                "busy": p.busy,
             }
             for p in r.points
         ],
         "calibration": None if cal is None else _calibration_json(cal),
-        **fields_of(r, "stored not_stored skipped_rows store_skipped stopped"),
+        **fields_of(r, "stored not_stored busy skipped_rows store_skipped stopped"),
         "seconds": round(r.elapsed_s, 1),
     }
 
@@ -293,6 +298,8 @@ def to_text(r: BenchReport) -> str:
         )
     if r.store_skipped:
         lines.append(f"left out {r.store_skipped} stored points that were no measurement")
+    if r.busy:
+        lines.append(r.busy)
     if r.stored:
         lines.append(f"kept in {r.stored}: predictions on this rig now use it")
     if r.not_stored:

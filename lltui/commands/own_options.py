@@ -146,6 +146,13 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
     OwnOption("-r", "N", (BENCH,), "llama-bench repetitions per point (default 2)"),
     OwnOption("--no-store", None, (BENCH,), "measure and compare, keep nothing"),
     OwnOption(
+        "--busy-ok",
+        None,
+        (BENCH,),
+        "keep points measured while other processes took more than 10% of the CPUs' time "
+        "(left out by default: their speeds are partly the others')",
+    ),
+    OwnOption(
         "--show", None, (BENCH,), "print this rig's calibration and the points behind it (no model)"
     ),
     OwnOption("--reset", None, (BENCH,), "remove this rig's calibration file (no model)"),

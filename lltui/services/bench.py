@@ -38,6 +38,7 @@ from lltui.core.speed.calibration import (
     MIN_AGREE,
     SCALE_NAMES,
     MeasuredPoint,
+    busy_host,
     fit_calibration,
     miss,
     predicted_s,
@@ -71,6 +72,7 @@ class BenchRequest:
     repetitions: int = 2
     quick: bool = False  # one run per point, no filled-context point
     store: bool = True  # keep the calibration for this rig
+    busy_ok: bool = False  # keep points measured while other processes used the CPUs
     env: dict[str, str] | None = None  # where to look and keep (XDG dirs, LLTUI_LLAMA_BENCH)
 
 
@@ -102,6 +104,7 @@ class BenchPoint:
     stddev_tps: float
     predicted_tps: float  # uncalibrated
     calibrated_tps: float  # with this rig's calibration after this run
+    busy: str | None = None  # why the point does not calibrate: the host was busy
 
     @property
     def miss(self) -> float | None:
@@ -125,6 +128,7 @@ class BenchReport:
     skipped_rows: int = 0  # llama-bench results with no usable speed (NaN, infinite, <= 0)
     store_skipped: int = 0  # points of the store that were no measurement, left out
     not_stored: str | None = None  # why the calibration could not be kept
+    busy: str | None = None  # points measured on a busy host, left out of the calibration
 
 
 # --- the rig -----------------------------------------------------------------------------------
@@ -300,6 +304,7 @@ def run_bench(
     """Measure, compare, calibrate, store (see the module docstring)."""
     from lltui.services.devices import local_devices
     from lltui.sources.gpu.cpu import local_host
+    from lltui.sources.gpu.procfs import OthersMeter
     from lltui.sources.llama.bench import BenchError, find_llama_bench
     from lltui.sources.llama.bench import run_bench as run_llama_bench
     from lltui.sources.models.read import ModelError, read_model
@@ -322,6 +327,8 @@ def run_bench(
     total = sum(c.tests for c in configs)
     done = 0
     results: list[tuple[BenchConfig, BenchRow]] = []
+    others: dict[str, float] = {}  # per run: the share of the CPUs other processes took
+    meter = OthersMeter(None)  # what else the CPUs did while llama-bench ran
     stopped = None
 
     def say(label: str) -> None:
@@ -344,6 +351,8 @@ def run_bench(
         def take(row: BenchRow, c: BenchConfig = config) -> None:
             on_row(c, row)
 
+        began = time.monotonic()
+        meter.mark()
         try:
             _rows, why = run_llama_bench(binary, ["-m", path, *config.bench_args], deadline, take)
         except BenchError as exc:
@@ -351,6 +360,10 @@ def run_bench(
                 stopped = str(exc)
                 break
             raise BenchFailed(f"bench: {exc}", exc.code) from None
+        finally:
+            share = meter.share_since(began)  # (None: too short a run to tell)
+            if share is not None:
+                others[config.label] = share
         if why:
             stopped = why
             break
@@ -358,7 +371,7 @@ def run_bench(
     if build == "unknown":
         build = _build_of(binary)
     usable = [(c, r) for c, r in results if 0 < r.avg_ts < math.inf]
-    measured = _measured(model, usable, devices, host)
+    measured = _measured(model, usable, devices, host, others)
     report = _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
     return replace(report, skipped_rows=len(results) - len(usable))
 
@@ -386,6 +399,12 @@ class _Measured:
     row: BenchRow
     predicted: SpeedEstimate | None
     point: MeasuredPoint | None
+    others: float | None  # the share of the CPUs other processes took while it ran
+
+    @property
+    def busy(self) -> str | None:
+        """Why it does not calibrate: the host was busy while it ran."""
+        return None if self.others is None else busy_host(self.others, "the run")
 
 
 def _measured(
@@ -393,12 +412,14 @@ def _measured(
     results: Sequence[tuple[BenchConfig, BenchRow]],
     devices: Sequence[DeviceSpec],
     host: HostSpec,
+    others: dict[str, float],
 ) -> list[_Measured]:
     out = []
     for config, row in results:
         est = predict_row(model, config.server_args, row, devices, host)
         point = split_prediction(est, row.decode, row.avg_ts) if est is not None else None
-        out.append(_Measured(config.label, row, est, point if point and point.usable else None))
+        usable = point if point and point.usable else None
+        out.append(_Measured(config.label, row, est, usable, others.get(config.label)))
     return out
 
 
@@ -481,7 +502,8 @@ def _finish(
     from lltui.sources.gpu import rig_store
 
     today = time.strftime("%Y-%m-%d")
-    new = [_stored(request.model, m, today) for m in measured if m.point is not None]
+    kept = [m for m in measured if m.point is not None and (m.busy is None or request.busy_ok)]
+    new = [_stored(request.model, m, today) for m in kept]
     calibration = None
     stored = not_stored = None
     with rig_store.locked(request.env):
@@ -503,7 +525,16 @@ def _finish(
             s = predicted_s(calibration, m.point)
             cal = 1.0 / s if s > 0 else 0.0
         points.append(
-            BenchPoint(m.config, m.row.test, m.row.decode, m.row.avg_ts, m.row.stddev_ts, pred, cal)
+            BenchPoint(
+                m.config,
+                m.row.test,
+                m.row.decode,
+                m.row.avg_ts,
+                m.row.stddev_ts,
+                pred,
+                cal,
+                None if request.busy_ok else m.busy,
+            )
         )
     return BenchReport(
         rig=rig,
@@ -519,6 +550,19 @@ def _finish(
         host=host.describe(),
         store_skipped=old.skipped if old is not None else 0,
         not_stored=not_stored,
+        busy=None if request.busy_ok else _busy_line(measured),
+    )
+
+
+def _busy_line(measured: Sequence[_Measured]) -> str | None:
+    """How many points the calibration left out for a busy host, and the busiest run's why."""
+    busy = [m for m in measured if m.busy is not None]
+    if not busy:
+        return None
+    worst = max(busy, key=lambda m: m.others or 0.0)
+    return (
+        f"{len(busy)} of {len(measured)} points left out of the calibration: {worst.busy}; "
+        "bench again when the machine is idle (--busy-ok keeps them)"
     )
 
 

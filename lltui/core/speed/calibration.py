@@ -10,6 +10,10 @@ on the points where that work takes part (a few rounds of a one-dimensional leas
 log space), and clamped to a factor of 5: a measurement that far off is a wrong setup, not a
 faster card.
 
+Any point counts only where the host was otherwise idle while it was measured: processes
+other than lltui and what it measures took at most :data:`HOST_BUSY_MAX` of all the CPUs'
+time (:func:`busy_host`); a busier host's speeds are partly theirs.
+
 llama-bench points are what the user ran to calibrate: they count as they are. A served
 request is a measurement nobody set up (another request, a cold cache, a throttled card may
 have slowed it), so served points are held until :data:`MIN_AGREE` of one kind of work agree
@@ -30,6 +34,7 @@ SCALE_LIMIT = 5.0
 MIN_AGREE = 3  # served points of one kind of work that must agree before any counts
 AGREE_WITHIN = 1.25  # ... each within this factor of their median
 STEP = 1.25  # how far each served point that counts may move its scale
+HOST_BUSY_MAX = 0.10  # of all CPUs' time, taken by other processes while a point is measured
 SCALE_NAMES = {
     "gpu_decode": "GPU decode",
     "gpu_prefill": "GPU prompt",
@@ -95,6 +100,20 @@ class MeasuredPoint:
             and all(0 <= x < math.inf for x in parts)
             and 0 < sum(parts) < math.inf
         )
+
+
+def busy_host(share: float | None, over: str) -> str | None:
+    """Why a speed measured over ``over`` (the request, the run) cannot calibrate this rig
+    for what else used its CPUs, in words; None: the host was otherwise idle. ``share``:
+    of all the CPUs' time, what other processes took (None: unknown)."""
+    if share is None:
+        return f"the host's load over {over} could not be read"
+    if share > HOST_BUSY_MAX:
+        return (
+            f"the host was busy (other processes took {100 * share:.0f}% of its CPUs; "
+            f"at most {100 * HOST_BUSY_MAX:.0f}% calibrates)"
+        )
+    return None
 
 
 def miss(measured: float, predicted: float) -> float | None:

@@ -7,7 +7,8 @@ A served request may calibrate the rig only when what it measured is the work th
 model costs (:func:`refusal` says why not):
 
 - the host was otherwise idle: processes other than the server and lltui took at most
-  :data:`HOST_BUSY_MAX` of all its CPUs' time over the request (unknown: refused);
+  10% of all its CPUs' time over the request (unknown: refused;
+  :func:`lltui.core.speed.calibration.busy_host`, as for llama-bench's points);
 - no other process kept a GPU the server runs on busy (at most :data:`GPU_BUSY_MAX` % of its
   SM time, where the monitor knows it);
 - the request ran alone on the server (another slot's request halves its speed);
@@ -26,12 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lltui.core.llama.timings import RequestTiming
-from lltui.core.speed.calibration import miss, miss_text
+from lltui.core.speed.calibration import busy_host, miss, miss_text
 
 MIN_PROMPT_TOKENS = 64  # shorter prompts time launches and syncs, not throughput
 MIN_GEN_TOKENS = 16
 LARGE_MISS = 0.3  # measured this far from predicted (either way): worth a look
-HOST_BUSY_MAX = 0.10  # of all CPUs' time, taken by other processes during the request
 GPU_BUSY_MAX = 10.0  # % of a GPU's SM time another process took
 FIXED_SHARE_MAX = 0.5  # of the predicted time, the speed model's fixed costs
 # llama-server's slot lines (default verbosity; plain and --log-jsonl logs alike)
@@ -106,13 +106,9 @@ class ServeConditions:
 
 def refusal(c: ServeConditions) -> str | None:
     """Why a served request cannot calibrate this rig, in words (None: it can)."""
-    if c.host_busy is None:
-        return "the host's load over the request could not be read"
-    if c.host_busy > HOST_BUSY_MAX:
-        return (
-            f"the host was busy (other processes took {100 * c.host_busy:.0f}% of its CPUs; "
-            f"at most {100 * HOST_BUSY_MAX:.0f}% calibrates)"
-        )
+    busy = busy_host(c.host_busy, "the request")
+    if busy is not None:
+        return busy
     if c.gpu_busy is not None and c.gpu_busy > GPU_BUSY_MAX:
         return f"another process kept a GPU {c.gpu_busy:.0f}% busy"
     if c.shared:

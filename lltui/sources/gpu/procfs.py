@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import resource
 import time
 from collections import deque
 from collections.abc import Callable
@@ -239,13 +240,15 @@ class _Reading:
 class OthersMeter:
     """What share of the host's CPU time processes other than one (a llama-server, by
     ``pid()``) and lltui itself took between two moments: :meth:`mark` keeps a reading,
-    :meth:`share_since` reads again and compares with the newest reading taken by then."""
+    :meth:`share_since` reads again and compares with the newest reading taken by then.
+    ``pid`` None: other than lltui and the children it has waited for (a benchmark it ran
+    between the two moments: its time counts once it has exited)."""
 
     MIN_TICKS = 100  # of all CPUs together: one CPU-second (half a second on two)
 
     def __init__(
         self,
-        pid: Callable[[], int | None],
+        pid: Callable[[], int | None] | None,
         root: str | os.PathLike[str] = "/",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -277,15 +280,27 @@ class OthersMeter:
 
     def _read(self) -> _Reading | None:
         times = cpu_times(self._proc / "stat")
+        mine = self._mine()
+        if times is None or mine is None:
+            return None
+        total = sum(times)
+        return _Reading(self._clock(), total - times[3] - times[4], total, mine)
+
+    def _mine(self) -> int | None:
+        """CPU ticks of what is left out: the process ``pid()`` names and lltui, or lltui
+        and its waited-for children."""
+        if self._pid is None:
+            me = resource.getrusage(resource.RUSAGE_SELF)
+            kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+            seconds = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+            return round(seconds * os.sysconf("SC_CLK_TCK"))
         pid = self._pid()
-        if times is None or pid is None:
+        if pid is None:
             return None
         try:
-            mine = sum(
+            return sum(
                 parse_stat((self._proc / name / "stat").read_bytes()).cpu_ticks
                 for name in (str(pid), "self")
             )
         except (OSError, ValueError, IndexError):
             return None
-        total = sum(times)
-        return _Reading(self._clock(), total - times[3] - times[4], total, mine)
