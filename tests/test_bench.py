@@ -320,15 +320,16 @@ def _bench_json(capsys, *argv: str) -> dict:
 def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
     bench_env, tmp_path, capsys, kind
 ):
+    # (512 wide: large enough that decode is mostly work, not fixed costs, on any host)
     spec = (
-        gf.llama_spec(n_layer=4, n_embd=256)
+        gf.llama_spec(n_layer=4, n_embd=512)
         if kind == "dense"
-        else gf.qwen3moe_spec(n_layer=4, n_expert=8, n_expert_used=2)
+        else gf.qwen3moe_spec(n_layer=4, n_expert=8, n_expert_used=2, n_embd=512)
     )
     (model,) = gf.write_model(tmp_path / f"{kind}.gguf", spec, "Q8_0")
     # (--busy-ok: the suite's other tests run beside it; a busy host is tested below)
     out = _bench_json(capsys, str(model), "--quick", "--budget", "240", "-t", "1", "--busy-ok")
-    assert not out["same_shape"] and out["rig"]["gpus"] == [] and out["busy"] is None
+    assert not out["same_shape"] and out["rig"]["gpus"] == [] and out["left_out"] == []
     tests = {p["test"] for p in out["points"]}
     assert tests == {"pp512", "tg128"}
     for p in out["points"]:
@@ -369,6 +370,24 @@ def test_points_measured_on_a_busy_host_are_shown_and_not_kept(bench_env, tmp_pa
     assert "bench again when the machine is idle (--busy-ok keeps them)" in text
     assert "kept in" not in text
     assert not list((Path(os.environ["XDG_DATA_HOME"]) / "lltui" / "bench").glob("rig-*"))
+
+
+@pytest.mark.slow
+def test_a_toy_models_decode_does_not_calibrate(bench_env, tmp_path, capsys):
+    """A model of two 64-wide layers: its decode times the host's op dispatch and thread
+    barriers, not the work the scales cover; its prompt still counts."""
+    spec = gf.llama_spec(n_layer=2, n_embd=64, n_ff=128, n_head=2, head_dim=32, n_vocab=256)
+    (model,) = gf.write_model(tmp_path / "toy.gguf", spec, "Q8_0")
+    out = _bench_json(capsys, str(model), "--quick", "--budget", "240", "-t", "1", "--busy-ok")
+    by_test = {p["test"]: p for p in out["points"]}
+    assert by_test["tg128"]["left_out"].startswith("the model is too small for the speed model")
+    assert by_test["pp512"]["left_out"] is None
+    assert out["left_out"] == [
+        "1 of 2 points left out of the calibration: "
+        + by_test["tg128"]["left_out"]
+        + "; a larger model calibrates this rig"
+    ]
+    assert out["calibration"]["points"] == 1 and out["calibration"]["host_decode"] == 1.0
 
 
 @pytest.mark.slow

@@ -27,9 +27,10 @@ this rig (GPU models, driver, CPU; one file under ~/.local/share/lltui/bench, or
 $XDG_DATA_HOME/lltui/bench): later `lltui fit`, `quant` and `launch` predictions on this rig
 use it and say "calibrated on this rig from N points, DATE". A run during which other
 processes took more than 10% of the CPUs' time is shown but left out (its speeds are partly
-theirs; --busy-ok keeps it). `lltui launch` adds a served request's speed when the host was
-otherwise idle and the model large enough (several such points must agree before the
-calibration moves; see --show).
+theirs; --busy-ok keeps it), and so is a toy model's decode (it times launches and thread
+barriers, not the work the calibration scales). `lltui launch` adds a served request's speed
+when the host was otherwise idle and the model large enough (several such points must agree
+before the calibration moves; see --show).
 
 MODEL is a GGUF file, or hf:OWNER/REPO[:FILE|QUANT][@REV] / an https URL of one not
 downloaded: lltui then writes a GGUF of the same shape from its header (the real tensor
@@ -260,12 +261,13 @@ def to_json(r: BenchReport) -> dict[str, Any]:
                 "predicted_tps": round(p.predicted_tps, 2),
                 "miss": _round(p.miss),
                 "calibrated_tps": round(p.calibrated_tps, 2),
-                "busy": p.busy,
+                "left_out": p.left_out,
             }
             for p in r.points
         ],
         "calibration": None if cal is None else _calibration_json(cal),
-        **fields_of(r, "stored not_stored busy skipped_rows store_skipped stopped"),
+        "left_out": list(r.left_out),
+        **fields_of(r, "stored not_stored skipped_rows store_skipped stopped"),
         "seconds": round(r.elapsed_s, 1),
     }
 
@@ -298,8 +300,7 @@ def to_text(r: BenchReport) -> str:
         )
     if r.store_skipped:
         lines.append(f"left out {r.store_skipped} stored points that were no measurement")
-    if r.busy:
-        lines.append(r.busy)
+    lines += r.left_out
     if r.stored:
         lines.append(f"kept in {r.stored}: predictions on this rig now use it")
     if r.not_stored:

@@ -42,6 +42,7 @@ from lltui.core.speed.calibration import (
     fit_calibration,
     miss,
     predicted_s,
+    too_small,
 )
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class BenchPoint:
     stddev_tps: float
     predicted_tps: float  # uncalibrated
     calibrated_tps: float  # with this rig's calibration after this run
-    busy: str | None = None  # why the point does not calibrate: the host was busy
+    left_out: str | None = None  # why it does not calibrate: a busy host, too small a model
 
     @property
     def miss(self) -> float | None:
@@ -128,7 +129,7 @@ class BenchReport:
     skipped_rows: int = 0  # llama-bench results with no usable speed (NaN, infinite, <= 0)
     store_skipped: int = 0  # points of the store that were no measurement, left out
     not_stored: str | None = None  # why the calibration could not be kept
-    busy: str | None = None  # points measured on a busy host, left out of the calibration
+    left_out: tuple[str, ...] = ()  # points left out of the calibration, and why
 
 
 # --- the rig -----------------------------------------------------------------------------------
@@ -400,11 +401,20 @@ class _Measured:
     predicted: SpeedEstimate | None
     point: MeasuredPoint | None
     others: float | None  # the share of the CPUs other processes took while it ran
+    fixed: float  # of its predicted time, the speed model's fixed costs
 
     @property
     def busy(self) -> str | None:
         """Why it does not calibrate: the host was busy while it ran."""
         return None if self.others is None else busy_host(self.others, "the run")
+
+    @property
+    def small(self) -> str | None:
+        """Why it does not calibrate: the model is too small for what it measured."""
+        return too_small(self.fixed)
+
+    def left_out(self, busy_ok: bool) -> str | None:
+        return self.small or (None if busy_ok else self.busy)
 
 
 def _measured(
@@ -414,12 +424,15 @@ def _measured(
     host: HostSpec,
     others: dict[str, float],
 ) -> list[_Measured]:
+    from lltui.core.speed.model import fixed_share
+
     out = []
     for config, row in results:
         est = predict_row(model, config.server_args, row, devices, host)
         point = split_prediction(est, row.decode, row.avg_ts) if est is not None else None
         usable = point if point and point.usable else None
-        out.append(_Measured(config.label, row, est, usable, others.get(config.label)))
+        fixed = fixed_share(est, row.decode) if est is not None else 1.0
+        out.append(_Measured(config.label, row, est, usable, others.get(config.label), fixed))
     return out
 
 
@@ -502,7 +515,7 @@ def _finish(
     from lltui.sources.gpu import rig_store
 
     today = time.strftime("%Y-%m-%d")
-    kept = [m for m in measured if m.point is not None and (m.busy is None or request.busy_ok)]
+    kept = [m for m in measured if m.point is not None and m.left_out(request.busy_ok) is None]
     new = [_stored(request.model, m, today) for m in kept]
     calibration = None
     stored = not_stored = None
@@ -533,7 +546,7 @@ def _finish(
                 m.row.stddev_ts,
                 pred,
                 cal,
-                None if request.busy_ok else m.busy,
+                m.left_out(request.busy_ok),
             )
         )
     return BenchReport(
@@ -550,20 +563,28 @@ def _finish(
         host=host.describe(),
         store_skipped=old.skipped if old is not None else 0,
         not_stored=not_stored,
-        busy=None if request.busy_ok else _busy_line(measured),
+        left_out=_left_out(measured, request.busy_ok),
     )
 
 
-def _busy_line(measured: Sequence[_Measured]) -> str | None:
-    """How many points the calibration left out for a busy host, and the busiest run's why."""
-    busy = [m for m in measured if m.busy is not None]
-    if not busy:
-        return None
-    worst = max(busy, key=lambda m: m.others or 0.0)
-    return (
-        f"{len(busy)} of {len(measured)} points left out of the calibration: {worst.busy}; "
-        "bench again when the machine is idle (--busy-ok keeps them)"
-    )
+def _left_out(measured: Sequence[_Measured], busy_ok: bool) -> tuple[str, ...]:
+    """How many points the calibration left out, and why (the worst of each reason)."""
+    lines = []
+    small = [m for m in measured if m.small is not None]
+    if small:
+        worst = max(small, key=lambda m: m.fixed)
+        lines.append(
+            f"{len(small)} of {len(measured)} points left out of the calibration: "
+            f"{worst.small}; a larger model calibrates this rig"
+        )
+    busy = [m for m in measured if m.small is None and m.busy is not None]
+    if busy and not busy_ok:
+        worst = max(busy, key=lambda m: m.others or 0.0)
+        lines.append(
+            f"{len(busy)} of {len(measured)} points left out of the calibration: {worst.busy}; "
+            "bench again when the machine is idle (--busy-ok keeps them)"
+        )
+    return tuple(lines)
 
 
 def _tps(est: SpeedEstimate | None, decode: bool) -> float:

@@ -12,7 +12,12 @@ faster card.
 
 Any point counts only where the host was otherwise idle while it was measured: processes
 other than lltui and what it measures took at most :data:`HOST_BUSY_MAX` of all the CPUs'
-time (:func:`busy_host`); a busier host's speeds are partly theirs.
+time (:func:`busy_host`); a busier host's speeds are partly theirs. And only where the model
+is large enough for the speed model to apply (:func:`too_small`): its fixed per-token costs
+(kernel launches and syncs per layer, the host's op dispatch, hops between devices: the
+speed model's own overhead terms) are at most :data:`FIXED_SHARE_MAX` of the predicted
+time, so most of what was measured is work the scales cover. A toy model's decode times
+its launches, not its bandwidth: kept, it would scale every later prediction on the rig.
 
 llama-bench points are what the user ran to calibrate: they count as they are. A served
 request is a measurement nobody set up (another request, a cold cache, a throttled card may
@@ -35,6 +40,7 @@ MIN_AGREE = 3  # served points of one kind of work that must agree before any co
 AGREE_WITHIN = 1.25  # ... each within this factor of their median
 STEP = 1.25  # how far each served point that counts may move its scale
 HOST_BUSY_MAX = 0.10  # of all CPUs' time, taken by other processes while a point is measured
+FIXED_SHARE_MAX = 0.5  # of a point's predicted time, the speed model's fixed costs
 SCALE_NAMES = {
     "gpu_decode": "GPU decode",
     "gpu_prefill": "GPU prompt",
@@ -114,6 +120,19 @@ def busy_host(share: float | None, over: str) -> str | None:
             f"at most {100 * HOST_BUSY_MAX:.0f}% calibrates)"
         )
     return None
+
+
+def too_small(fixed_share: float) -> str | None:
+    """Why a speed measured on a model this small cannot calibrate, in words; None: the
+    model is large enough. ``fixed_share``: of the predicted time, the fixed costs
+    (:func:`lltui.core.speed.model.fixed_share`)."""
+    if fixed_share <= FIXED_SHARE_MAX:
+        return None
+    return (
+        f"the model is too small for the speed model to apply (fixed per-token costs are "
+        f"{100 * fixed_share:.0f}% of its predicted time; at most "
+        f"{100 * FIXED_SHARE_MAX:.0f}% calibrates)"
+    )
 
 
 def miss(measured: float, predicted: float) -> float | None:

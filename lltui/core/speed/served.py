@@ -12,13 +12,11 @@ model costs (:func:`refusal` says why not):
 - no other process kept a GPU the server runs on busy (at most :data:`GPU_BUSY_MAX` % of its
   SM time, where the monitor knows it);
 - the request ran alone on the server (another slot's request halves its speed);
-- the model is large enough for the speed model to apply: its fixed per-token costs
-  (kernel launches and syncs per layer, the host's op dispatch, hops between devices: the
-  speed model's own overhead terms) are at most :data:`FIXED_SHARE_MAX` of the predicted
-  time, so most of what was measured is work the calibration scales. By the speed model's
-  numbers, generation on a current GPU passes from a 1B model at 8 bits or a 3B at 4 bits
-  (35-60 MB of weights per layer); on a CPU from a few MB per layer (a 0.5B model);
-  prompts, compute-bound, pass sooner. A toy model never calibrates generation."""
+- the model is large enough for the speed model to apply
+  (:func:`lltui.core.speed.calibration.too_small`, as for llama-bench's points). By the
+  speed model's numbers, generation on a current GPU passes from a 1B model at 8 bits or a
+  3B at 4 bits (35-60 MB of weights per layer); on a CPU from a few MB per layer (a 0.5B
+  model); prompts, compute-bound, pass sooner. A toy model never calibrates generation."""
 
 from __future__ import annotations
 
@@ -27,13 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lltui.core.llama.timings import RequestTiming
-from lltui.core.speed.calibration import busy_host, miss, miss_text
+from lltui.core.speed.calibration import busy_host, miss, miss_text, too_small
 
 MIN_PROMPT_TOKENS = 64  # shorter prompts time launches and syncs, not throughput
 MIN_GEN_TOKENS = 16
 LARGE_MISS = 0.3  # measured this far from predicted (either way): worth a look
 GPU_BUSY_MAX = 10.0  # % of a GPU's SM time another process took
-FIXED_SHARE_MAX = 0.5  # of the predicted time, the speed model's fixed costs
 # llama-server's slot lines (default verbosity; plain and --log-jsonl logs alike)
 _STARTED = re.compile(r"\|\s*task\s+(\d+)\s*\|\s*processing task")
 _STOPPED = re.compile(r"\|\s*task\s+(\d+)\s*\|\s*stop processing")
@@ -113,13 +110,7 @@ def refusal(c: ServeConditions) -> str | None:
         return f"another process kept a GPU {c.gpu_busy:.0f}% busy"
     if c.shared:
         return "another request was served at the same time"
-    if c.fixed_share > FIXED_SHARE_MAX:
-        return (
-            f"the model is too small for the speed model to apply (fixed per-token costs are "
-            f"{100 * c.fixed_share:.0f}% of its predicted time; at most "
-            f"{100 * FIXED_SHARE_MAX:.0f}% calibrates)"
-        )
-    return None
+    return too_small(c.fixed_share)
 
 
 class ServedTasks:
