@@ -113,7 +113,11 @@ def busy_host(share: float | None, over: str) -> str | None:
     for what else used its CPUs, in words; None: the host was otherwise idle. ``share``:
     of all the CPUs' time, what other processes took (None: unknown)."""
     if share is None:
-        return f"the host's load over {over} could not be read"
+        # (it takes a CPU-second of all the CPUs' time: fewer ticks are noise)
+        return (
+            f"the host's load over {over} could not be told ({over} was too short to tell, "
+            "or /proc could not be read)"
+        )
     if share > HOST_BUSY_MAX:
         return (
             f"the host was busy (other processes took {100 * share:.0f}% of its CPUs; "
