@@ -9,10 +9,21 @@ from typing import Any, Protocol
 
 from lltui.core.jsonout import fields_of
 from lltui.core.memory.common import CPU
+from lltui.core.memory.devices import ROCM_PREFIX
 from lltui.core.memory.results import DeviceEstimate, FitResult, ModelSummary, PartEstimate
 from lltui.core.speed.model import speed_line, speed_to_json
 from lltui.core.text import one_line
 from lltui.core.units import MIB
+
+
+def _runtime(devices: Sequence[DeviceEstimate]) -> str:
+    """What the margin is kept for: the CUDA context and cuBLAS, or ROCm's (HIP, hipBLAS)."""
+    rocm = {d.name.startswith(ROCM_PREFIX) for d in devices if d.kind != "cpu"}
+    if rocm == {True}:
+        return "HIP context, hipBLAS"
+    if rocm == {True, False}:
+        return "CUDA or HIP context, cuBLAS or hipBLAS"
+    return "CUDA context, cuBLAS"
 
 
 def _layer_ranges(layers: Sequence[int], n_layer_all: int) -> str:
@@ -211,7 +222,7 @@ def result_to_text(res: FitResult) -> str:
             f"{_mib(d.total_bytes):>9} {margin:>8} "
             f"{_mib(d.free_bytes) if d.free_bytes is not None else '-':>9}  {fits}"
         )
-    lines.append("(MiB; margin: kept per GPU for the CUDA context, cuBLAS and the pool)")
+    lines.append(f"(MiB; margin: kept per GPU for the {_runtime(res.devices)} and the pool)")
     if not res.compute_exact:
         lines.append(f"compute buffers: approximate ({res.compute_note or 'not modelled'})")
     h = res.host
