@@ -162,6 +162,16 @@ def test_gpus_text_fits_the_terminal(capsys, monkeypatch, columns):
     assert sum("V100" in line for line in lines) >= 16  # every GPU is still there, named
 
 
+def test_an_alert_wraps_to_the_terminal_and_keeps_every_word(capsys, monkeypatch):
+    """No GPU here: the simulated stand-in is a critical alert, a sentence that wraps."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["gpus"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    alert = out[out.index("alert: critical") :]
+    assert " ".join(alert.split()).endswith("showing a simulated rig")
+
+
 def test_gpus_text_to_a_pipe_is_the_full_table(capsys, monkeypatch):
     import os
     import shutil

@@ -57,7 +57,7 @@ def _request(args: argparse.Namespace) -> RigRequest:
 
 def run(args: argparse.Namespace) -> int:
     from lltui.core.monitor.alerts import alerts_to_json
-    from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
+    from lltui.core.monitor.gpus_report import alert_lines, rig_to_json, rig_to_text
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.rig import sample_once
 
@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
         # a terminal's width, from COLUMNS or the terminal itself; a pipe gets the full table
         columns = shutil.get_terminal_size(fallback=(0, 0)).columns
         print(rig_to_text(sample, width=columns or None))
-        for alert in alerts:
-            print(f"alert: {alert.line}")
+        if alerts:
+            print(alert_lines(alerts, columns or None))
     return 0
 
 
@@ -115,7 +115,7 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
     """Several sources: each polled once, side by side, within the per-host timeout; each
     host's GPUs under it (JSON) or its own table (text). 1 when no host answered."""
     from lltui.core.monitor.fleet import fleet_to_json, status_of
-    from lltui.core.monitor.gpus_report import rig_to_text
+    from lltui.core.monitor.gpus_report import alert_lines, rig_to_text
     from lltui.services.rig import poll_fleet_once
 
     if getattr(args, "record", None):
@@ -145,8 +145,8 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
             else:
                 blocks.append(f"== {label}\n" + rig_to_text(state.sample, width=columns or None))
         print("\n\n".join(blocks))
-        for alert in alerts:
-            print(f"alert: {alert.line}")
+        if alerts:
+            print(alert_lines(alerts, columns or None))
     return 0 if snapshot.reachable else 1
 
 

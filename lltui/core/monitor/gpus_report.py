@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import textwrap
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from lltui.core.hardware.gpus import short_gpu_name
 from lltui.core.jsonout import fields_of
@@ -20,6 +21,9 @@ from lltui.core.monitor.models import (
 from lltui.core.monitor.xid import xid_meaning
 from lltui.core.text import one_line
 from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
+
+if TYPE_CHECKING:
+    from lltui.core.monitor.alerts import Alert
 
 
 def gpu_to_json(g: GpuSample) -> dict[str, Any]:
@@ -164,10 +168,16 @@ def rig_to_text(sample: RigSample, width: int | None = None) -> str:
 WIDE_COLUMNS = 100  # the full table's width
 
 
+def alert_lines(alerts: Sequence[Alert], width: int | None = None) -> str:
+    """The alerts raised now, a line each (wrapped to ``width`` where given)."""
+    lines = [f"alert: {a.line}" for a in alerts]
+    return "\n".join(lines if width is None else [_fit_line(x, width) for x in lines])
+
+
 def _fit_line(line: str, width: int) -> str:
     if len(line) <= width:
         return line
-    if line.startswith(("hint: ", "error: ", "SIMULATED ")):  # sentences: wrap, keep all
+    if line.startswith(("hint: ", "error: ", "alert: ", "SIMULATED ")):  # sentences: wrap
         return "\n".join(textwrap.wrap(line, width, subsequent_indent="  "))
     return line[: max(width - 1, 1)] + "…"
 
