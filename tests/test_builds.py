@@ -19,7 +19,6 @@ from lltui.core.llama.builds import (
     RULES,
     BuildRules,
     build_range,
-    changes_between,
     rules_for,
 )
 from lltui.core.llamalog.reader import scan_lines
@@ -82,14 +81,19 @@ def test_every_field_has_a_value_before_any_change():
         assert any(r.field == field and r.first == 0 for r in RULES), field
 
 
+def _rules(r: BuildRules) -> BuildRules:
+    """The rules alone: the build, the tool and the notes aside."""
+    return replace(r, build=None, tool=NEWEST.tool, notes=())
+
+
 def test_newest_rules_are_the_pinned_builds_and_the_estimators_defaults():
-    assert rules_for(PINNED_BUILD).differences(NEWEST) == []
-    assert rules_for(None).differences(NEWEST) == []
+    assert _rules(rules_for(PINNED_BUILD)) == NEWEST
+    assert _rules(rules_for(None)) == NEWEST
 
 
 def test_builds_past_the_table_and_unknown_builds_follow_the_newest_with_a_note():
     later = rules_for(PINNED_BUILD + 500)
-    assert later.differences(NEWEST) == [] and later.build == PINNED_BUILD + 500
+    assert _rules(later) == NEWEST and later.build == PINNED_BUILD + 500
     assert "newer than lltui's table" in later.notes[0]
     assert "build unknown" in rules_for(None).notes[0]
 
@@ -101,11 +105,6 @@ def test_each_answer_names_what_its_build_does_not_model():
     assert any("LLAMA_SET_ROWS" in n for n in rules_for(6000).notes)
     assert not any("LLAMA_SET_ROWS" in n for n in rules_for(6071).notes)  # over by then
     assert not any("compute buffers follow" in n for n in rules_for(PINNED_BUILD).notes)
-
-
-def test_changes_between_builds():
-    fields = {r.field for r in changes_between(5400, 5600)}
-    assert fields == {"swa_cache", "swa_batch"}
 
 
 # -- KV cache padding ------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from lltui.core.gguf.types import (
     GGML_TYPES,
     GgmlType,
     LlamaFtype,
-    ftype_description,
     ftype_from_name,
     row_size,
     tensor_nbytes,
@@ -68,7 +67,6 @@ def test_type_helpers():
     assert row_size(GgmlType.Q4_K, 512) == 2 * 144
     assert tensor_nbytes(GgmlType.Q8_0, (64, 3, 2)) == 2 * 34 * 3 * 2
     assert ftype_from_name("q4_k") == LlamaFtype.MOSTLY_Q4_K_M  # llama-quantize's alias
-    assert ftype_description(LlamaFtype.MOSTLY_Q4_K_M | 1024) == "(guessed) Q4_K - Medium"
     assert set(FTYPE_DEFAULT_TYPE) <= set(FTYPE_NAMES)
     with pytest.raises(ValueError):
         type_from_name("q9_Z")
@@ -147,7 +145,6 @@ def test_accessors_follow_the_written_hyperparameters(models, arch):
     assert m.n_head_kv == spec.n_head_kv
     assert m.n_head_kv_layers == (spec.n_head_kv,) * spec.n_layer
     assert m.n_gqa == spec.n_head // spec.n_head_kv
-    assert (m.head_dim_k, m.head_dim_v) == (spec.head_dim, spec.head_dim)
     assert m.context_length == spec.n_ctx_train
     assert m.vocab_size == spec.n_vocab
     assert m.tied_embeddings == spec.tied
@@ -155,7 +152,7 @@ def test_accessors_follow_the_written_hyperparameters(models, arch):
     assert m.expert_used_count == spec.n_expert_used
     assert m.sliding_window == (spec.sliding_window or None)
     assert m.sliding_window_pattern == (spec.swa_pattern or None)
-    assert m.rope_freq_base == 10000.0
+    assert m.arch_value("rope.freq_base") == 10000.0
     assert m.file_type_name == "Q8_0"
     assert m.tensors_nbytes == sum(t.nbytes for t in m.tensors)
     embd = m.tensor("token_embd.weight")

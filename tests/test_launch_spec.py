@@ -25,7 +25,6 @@ from lltui.core.cmdline.launch_spec import (
     read_flags,
     relevant_inherited_env,
 )
-from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.llama.exit_reason import exit_event, exit_reason
 from lltui.sources.llama import profiles
 
@@ -323,24 +322,6 @@ def test_inherited_variables_that_matter_are_shown_with_the_key_masked():
         {"LLAMA_ARG_THREADS": "8", "HOME": "/root", "NCCL_DEBUG": "INFO", API_KEY_ENV: KEY}, cmd
     )
     assert shown == {"LLAMA_ARG_THREADS": "8", "NCCL_DEBUG": "INFO"}  # the key is lltui's own
-
-
-# --- split settings ----------------------------------------------------------------------
-
-
-def test_split_settings_round_trip_through_multigpu_config():
-    config = MultiGPUConfig(
-        n_gpu=2, split_mode="layer", main_gpu=1, tensor_split=(0.75, 0.25), n_parallel=1
-    )
-    spec = LaunchSpec.from_multigpu("m.gguf", config)
-    argv = build_command(spec, "x").argv
-    assert argv[argv.index("-ts") + 1] == "0.75,0.25"
-    assert argv[argv.index("-np") + 1] == "1"  # one slot is said out loud: the default is 4
-    assert argv[argv.index("-mg") + 1] == "1"
-    assert spec.multigpu == config
-    proportions = spec_from(["-ts", "3,1", "-sm", "row"]).multigpu
-    assert proportions.tensor_split == (0.75, 0.25)
-    assert proportions.split_mode is SplitMode.ROW and proportions.n_gpu == 2
 
 
 # --- why it stopped, from real logs --------------------------------------------------------

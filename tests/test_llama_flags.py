@@ -16,6 +16,7 @@ from lltui.core.cmdline.flags import (
     is_memory_flag,
     parse_llama_args,
 )
+from lltui.core.fit.llama_fit import fit_aborts
 
 
 def test_defaults_are_llama_servers():
@@ -68,7 +69,7 @@ def test_gpu_layers_accepts_auto_all_and_numbers():
     assert parse_llama_args(["-ngl", "auto"]).n_gpu_layers == NGL_AUTO
     assert parse_llama_args(["-ngl", "all"]).n_gpu_layers == NGL_ALL
     assert parse_llama_args(["--n-gpu-layers", "99"]).n_gpu_layers == 99
-    assert parse_llama_args(["-ngl", "7"]).n_gpu_layers_given
+    assert parse_llama_args(["-ngl", "7"]).n_gpu_layers == 7
 
 
 def test_kv_unified_follows_slots():
@@ -97,7 +98,7 @@ def test_overrides_keep_their_order_and_expand_moe_flags():
     assert re.search(pats[3][0], "blk.1.ffn_gate_exps.weight")
     assert not re.search(pats[3][0], "blk.11.ffn_gate_exps.weight")
     assert pats[4] == (FFN_EXPS_REGEX, "CPU")
-    assert s.user_placement
+    assert fit_aborts(s) == "-ot, --cpu-moe or --n-cpu-moe is set"  # a placement of the user's
 
 
 def test_switches():

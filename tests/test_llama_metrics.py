@@ -15,7 +15,6 @@ from lltui.core.llama.metrics import (
     SlotState,
     ThroughputTracker,
     error_message,
-    metrics_to_json,
     parse_metrics,
     parse_prometheus,
     parse_props,
@@ -65,7 +64,7 @@ def test_metrics_after_a_request() -> None:
 def test_metrics_before_any_request_are_zero() -> None:
     m = parse_metrics(body("metrics_before.txt"))
     assert m.tokens_predicted_total == 0 and m.prompt_tokens_total == 0
-    assert metrics_to_json(m)["requests_processing"] == 0
+    assert m.requests_processing == 0
 
 
 def test_second_scrape_resets_only_the_gauges() -> None:

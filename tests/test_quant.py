@@ -363,7 +363,6 @@ def test_sizes_are_the_sum_of_row_sizes():
     assert row.file_bytes == row.header_bytes + padded
     assert row.header_bytes % 32 == 0
     assert row.type_counts()["q6_K"] == 1 + 2 * len(more_bits_layers(4))
-    assert sum(row.bytes_by_type().values()) == row.weights_bytes
     assert 4.5 < row.bits_per_weight < 6.5
 
 

@@ -340,10 +340,6 @@ class ProcessTable(DataTable[Text]):
         self._sorted_by = None
         self._add_columns()
 
-    @property
-    def column_keys(self) -> tuple[str, ...]:
-        return tuple(key for key, _l, _w in self._columns)
-
     def _command_width(self) -> int:
         # what is left of the table's width after the fixed columns (each has 2 cells padding)
         fixed = sum((w or 0) + 2 for _k, _l, w in self._columns if w is not None)

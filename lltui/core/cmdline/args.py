@@ -170,20 +170,6 @@ class LlamaArgs:
         """Weights mapped from the file (auto means mmap on every backend lltui models)."""
         return self.load_mode in ("auto", "mmap", "mmap+mlock")
 
-    @property
-    def n_gpu_layers_given(self) -> bool:
-        return self.n_gpu_layers != NGL_AUTO
-
-    @property
-    def user_placement(self) -> bool:
-        """Flags that make llama-server's fit step leave the layers alone."""
-        return (
-            self.n_gpu_layers != NGL_AUTO
-            or any(x != 0 for x in self.tensor_split)
-            or bool(self.overrides)
-            or self.split_mode in ("row", "tensor")
-        )
-
     def to_argv(self, *, masked: bool = False) -> list[str]:
         """The flags given on the command line, in order, each in the table's spelling;
         ``masked``: a secret's value written as ``***`` (to be shown)."""

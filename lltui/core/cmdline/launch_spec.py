@@ -37,7 +37,6 @@ from lltui.core.cmdline.flag_table import (
     is_flag_token,
     unknown_flag_message,
 )
-from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
 
 DEFAULT_PORT = 8080
 # Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
@@ -289,44 +288,6 @@ class LaunchSpec:
     def url(self) -> str:
         """Where clients reach the server (the first address of a comma list)."""
         return server_url(self.host, self.port)
-
-    @property
-    def multigpu(self) -> MultiGPUConfig:
-        """These split settings as the seed API's :class:`MultiGPUConfig`.
-
-        ``n_gpu`` is what the spec implies (tensor_split entries, main_gpu, RPC hosts); an auto
-        ``-np`` reads as 1 and ``-ngl auto/all`` as ``None`` (all that fit).
-        """
-        a = self.args
-        tensor_split = a.tensor_split if "tensor_split" in a.given else ()
-        n_gpu = max(
-            len(tensor_split),
-            a.main_gpu + 1,
-            len(a.devices or ()),
-            len(self.visible_gpus) + len(a.rpc),
-            1,
-        )
-        split = None
-        if len(tensor_split) == n_gpu and n_gpu > 1:
-            total = sum(tensor_split)
-            split = tuple(x / total for x in tensor_split)
-        mode = SplitMode.parse(a.split_mode)
-        if mode is SplitMode.NONE:
-            split = None
-        return MultiGPUConfig(
-            n_gpu=n_gpu,
-            split_mode=mode,
-            main_gpu=a.main_gpu,
-            tensor_split=split,
-            gpu_layers=a.n_gpu_layers if a.n_gpu_layers >= 0 else None,
-            n_parallel=a.n_parallel if a.n_parallel > 0 else 1,
-        )
-
-    @classmethod
-    def from_multigpu(cls, model: str, config: MultiGPUConfig, **launch: Any) -> LaunchSpec:
-        """A spec whose split settings come from a :class:`MultiGPUConfig`; ``-np`` is always
-        passed so one slot means one slot (llama-server's own default is 4)."""
-        return cls.of(model, config.to_llama_args(), **launch)
 
 
 def read_flags(flags: Sequence[str], binary: BinaryFlags | None = None) -> LlamaArgs:

@@ -327,21 +327,6 @@ class GgufModel:
         return self.n_head // kv[0]
 
     @property
-    def head_dim_k(self) -> int:
-        """attention.key_length, else n_embd / n_head."""
-        v = self._arch_int("attention.key_length")
-        if v is not None:
-            return v
-        return self.n_embd // self.n_head if self.n_head else 0
-
-    @property
-    def head_dim_v(self) -> int:
-        v = self._arch_int("attention.value_length")
-        if v is not None:
-            return v
-        return self.n_embd // self.n_head if self.n_head else 0
-
-    @property
     def context_length(self) -> int | None:
         return self._arch_int("context_length")
 
@@ -365,15 +350,6 @@ class GgufModel:
     @property
     def kv_lora_rank(self) -> int | None:
         return self._arch_int("attention.kv_lora_rank")
-
-    @property
-    def rope_dimension_count(self) -> int | None:
-        return self._arch_int("rope.dimension_count")
-
-    @property
-    def rope_freq_base(self) -> float | None:
-        v = self.arch_value("rope.freq_base")
-        return float(v) if isinstance(v, int | float) else None
 
     # -- vocabulary and embeddings --------------------------------------------------------
     @property

@@ -242,46 +242,6 @@ FTYPE_NAMES: dict[LlamaFtype, str] = {
     _F.MOSTLY_Q2_0: "Q2_0",
 }
 
-# What llama.cpp logs as "file type" (llama_ftype_name).
-FTYPE_DESCRIPTIONS: dict[LlamaFtype, str] = {
-    _F.ALL_F32: "all F32",
-    _F.MOSTLY_F16: "F16",
-    _F.MOSTLY_BF16: "BF16",
-    _F.MOSTLY_Q1_0: "Q1_0",
-    _F.MOSTLY_Q2_0: "Q2_0",
-    _F.MOSTLY_Q4_0: "Q4_0",
-    _F.MOSTLY_Q4_1: "Q4_1",
-    _F.MOSTLY_Q5_0: "Q5_0",
-    _F.MOSTLY_Q5_1: "Q5_1",
-    _F.MOSTLY_Q8_0: "Q8_0",
-    _F.MOSTLY_MXFP4_MOE: "MXFP4 MoE",
-    _F.MOSTLY_NVFP4: "NVFP4",
-    _F.MOSTLY_Q2_K: "Q2_K - Medium",
-    _F.MOSTLY_Q2_K_S: "Q2_K - Small",
-    _F.MOSTLY_Q3_K_S: "Q3_K - Small",
-    _F.MOSTLY_Q3_K_M: "Q3_K - Medium",
-    _F.MOSTLY_Q3_K_L: "Q3_K - Large",
-    _F.MOSTLY_Q4_K_S: "Q4_K - Small",
-    _F.MOSTLY_Q4_K_M: "Q4_K - Medium",
-    _F.MOSTLY_Q5_K_S: "Q5_K - Small",
-    _F.MOSTLY_Q5_K_M: "Q5_K - Medium",
-    _F.MOSTLY_Q6_K: "Q6_K",
-    _F.MOSTLY_TQ1_0: "TQ1_0 - 1.69 bpw ternary",
-    _F.MOSTLY_TQ2_0: "TQ2_0 - 2.06 bpw ternary",
-    _F.MOSTLY_IQ2_XXS: "IQ2_XXS - 2.0625 bpw",
-    _F.MOSTLY_IQ2_XS: "IQ2_XS - 2.3125 bpw",
-    _F.MOSTLY_IQ2_S: "IQ2_S - 2.5 bpw",
-    _F.MOSTLY_IQ2_M: "IQ2_M - 2.7 bpw",
-    _F.MOSTLY_IQ3_XS: "IQ3_XS - 3.3 bpw",
-    _F.MOSTLY_IQ3_XXS: "IQ3_XXS - 3.0625 bpw",
-    _F.MOSTLY_IQ1_S: "IQ1_S - 1.5625 bpw",
-    _F.MOSTLY_IQ1_M: "IQ1_M - 1.75 bpw",
-    _F.MOSTLY_IQ4_NL: "IQ4_NL - 4.5 bpw",
-    _F.MOSTLY_IQ4_XS: "IQ4_XS - 4.25 bpw",
-    _F.MOSTLY_IQ3_S: "IQ3_S - 3.4375 bpw",
-    _F.MOSTLY_IQ3_M: "IQ3_S mix - 3.66 bpw",
-}
-
 # llama_ftype_get_default_type; NVFP4 has none in this version (llama-quantize rejects it).
 FTYPE_DEFAULT_TYPE: dict[LlamaFtype, GgmlType] = {
     _F.MOSTLY_Q4_0: GgmlType.Q4_0,
@@ -386,13 +346,3 @@ def ftype_name(ftype: int) -> str:
         return FTYPE_NAMES[LlamaFtype(int(ftype) & ~LLAMA_FTYPE_GUESSED)]
     except ValueError:
         return f"ftype{ftype}"
-
-
-def ftype_description(ftype: int) -> str:
-    """What llama.cpp prints as the file type: ``Q4_K - Medium``."""
-    guessed = bool(int(ftype) & LLAMA_FTYPE_GUESSED)
-    try:
-        text = FTYPE_DESCRIPTIONS[LlamaFtype(int(ftype) & ~LLAMA_FTYPE_GUESSED)]
-    except ValueError:
-        text = "unknown, may not work"
-    return f"(guessed) {text}" if guessed else text

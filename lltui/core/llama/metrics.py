@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -420,12 +420,3 @@ def _decoded_by_task(slots: Sequence[SlotState]) -> dict[tuple[int, int], int]:
         if s.is_processing and s.id_task is not None and s.n_decoded is not None:
             out[(s.id, s.id_task)] = s.n_decoded
     return out
-
-
-def metrics_to_json(m: LlamaMetrics) -> Mapping[str, Any]:
-    """The known counters and gauges as a flat dict (for ``--json`` output)."""
-    return {
-        name: getattr(m, name)
-        for name in LlamaMetrics.__dataclass_fields__
-        if name not in ("other", "spec_accepted_per_position")
-    }

@@ -58,12 +58,3 @@ def reasons_from_mask(mask: int) -> tuple[str, ...]:
     if mask & ~known:
         words.append(f"other (0x{mask & ~known:x})")
     return tuple(words)
-
-
-def mask_from_reasons(words: tuple[str, ...] | list[str]) -> int:
-    """Inverse of :func:`reasons_from_mask` for the known words (used by simulators)."""
-    table = {word: bit for bit, word in REASONS}
-    mask = 0
-    for word in words:
-        mask |= table.get(word, 0)
-    return mask

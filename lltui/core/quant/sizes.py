@@ -131,12 +131,6 @@ class QuantRow:
         """How many tensors of each type, e.g. {"q4_K": 120, "q6_K": 17, "f32": 65}."""
         return dict(Counter(t.type_name for t in self.tensors))
 
-    def bytes_by_type(self) -> dict[str, int]:
-        out: Counter[str] = Counter()
-        for t in self.tensors:
-            out[t.type_name] += t.nbytes
-        return dict(out)
-
     def as_dict(self) -> dict[str, object]:
         """The row for ``quant --json`` (the estimator adds fits, max_ctx and devices)."""
         return {
