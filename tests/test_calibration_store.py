@@ -11,10 +11,12 @@ import json
 import math
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from support import gguf_factory as gf
+from support.fake_pynvml import FakeNvml, make_gpus
 
 from lltui.cli import main
 from lltui.core.hardware.calibration import Calibration
@@ -243,6 +245,30 @@ def test_bench_rows_that_are_not_speeds_are_skipped_with_a_count(bench_here, cap
     assert cal["points"] == 2 and cal["host_decode"] != 1.0
     raw = _strict(Path(out["stored"]).read_text())
     assert isinstance(raw, dict) and len(raw["points"]) == 2
+
+
+@pytest.mark.parametrize("util", [0, 60])
+def test_a_gpu_another_process_keeps_busy_is_no_calibration(tmp_path, monkeypatch, capsys, util):
+    """A GPU rig through the FAKE pynvml, llama-bench a stand-in: a GPU that another
+    process keeps 60% busy around the runs leaves their points out; an idle one does not."""
+    gpus = [replace(g, util_gpu=util) for g in make_gpus(1)]
+    FakeNvml(gpus).install(monkeypatch)
+    monkeypatch.setattr("lltui.services.bench.GPU_SAMPLE_PERIOD_S", 0.0)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    # an 8B's shape, its weights a hole: decode on the GPU is mostly work, not launches
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0", sparse=True)
+    rows = [json.dumps(_row(n_gpu_layers=99, avg_ts=120.0))]
+    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, rows)))
+    assert main(["bench", str(model), "--quick", "--json"]) == 0
+    out = _strict(capsys.readouterr().out)
+    assert isinstance(out, dict) and out["rig"]["gpus"] == ["NVIDIA GeForce RTX 3090"]
+    left_out = [p["left_out"] for p in out["points"]]
+    if util:
+        assert left_out and all(w == "another process kept a GPU 60% busy just before or "
+                                "after llama-bench ran" for w in left_out)  # fmt: skip
+        assert out["calibration"] is None and out["stored"] is None
+    else:
+        assert left_out and left_out == [None] * len(left_out) and out["stored"]
 
 
 def test_a_row_with_out_of_range_counts_is_no_internal_error(bench_here, capsys):

@@ -26,11 +26,12 @@ result beside the speed lltui predicts for the same command, and keep the calibr
 this rig (GPU models, driver, CPU; one file under ~/.local/share/lltui/bench, or
 $XDG_DATA_HOME/lltui/bench): later `lltui fit`, `quant` and `launch` predictions on this rig
 use it and say "calibrated on this rig from N points, DATE". A run during which other
-processes took more than 10% of the CPUs' time is shown but left out (its speeds are partly
-theirs; --busy-ok keeps it), and so is a toy model's decode (it times launches and thread
-barriers, not the work the calibration scales). `lltui launch` adds a served request's speed
-when the host was otherwise idle and the model large enough (several such points must agree
-before the calibration moves; see --show).
+processes took more than 10% of the CPUs' time, or on a GPU another process kept more than
+10% busy (looked at just before and after llama-bench), is shown but left out (its speeds are
+partly theirs; --busy-ok keeps it), and so is a toy model's decode (it times launches and
+thread barriers, not the work the calibration scales). `lltui launch` adds a served request's
+speed when the host was otherwise idle and the model large enough (several such points must
+agree before the calibration moves; see --show).
 
 MODEL is a GGUF file, or hf:OWNER/REPO[:FILE|QUANT][@REV] / an https URL of one not
 downloaded: lltui then writes a GGUF of the same shape from its header (the real tensor

@@ -149,8 +149,8 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "--busy-ok",
         None,
         (BENCH,),
-        "keep points measured while other processes took more than 10% of the CPUs' time "
-        "(left out by default: their speeds are partly the others')",
+        "keep points measured while other processes took more than 10% of the CPUs' time or "
+        "of a GPU's (left out by default: their speeds are partly the others')",
     ),
     OwnOption(
         "--show", None, (BENCH,), "print this rig's calibration and the points behind it (no model)"

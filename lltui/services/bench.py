@@ -38,6 +38,7 @@ from lltui.core.speed.calibration import (
     MIN_AGREE,
     SCALE_NAMES,
     MeasuredPoint,
+    busy_gpu,
     busy_host,
     fit_calibration,
     miss,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET_S = 300.0
 DEPTH = 4096  # the filled-context point, where the model's context allows it
+GPU_SAMPLE_PERIOD_S = 1.0  # NVML's utilisation covers the last 1/6 to 1 s
 
 
 class BenchFailed(Exception):
@@ -303,7 +305,7 @@ def run_bench(
     request: BenchRequest, progress: Callable[[BenchProgress], None] | None = None
 ) -> BenchReport:
     """Measure, compare, calibrate, store (see the module docstring)."""
-    from lltui.services.devices import local_devices
+    from lltui.services.devices import busiest_local_gpu, local_devices
     from lltui.sources.gpu.cpu import local_host
     from lltui.sources.gpu.procfs import OthersMeter
     from lltui.sources.llama.bench import BenchError, find_llama_bench
@@ -330,6 +332,9 @@ def run_bench(
     results: list[tuple[BenchConfig, BenchRow]] = []
     others: dict[str, float] = {}  # per run: the share of the CPUs other processes took
     meter = OthersMeter(None)  # what else the CPUs did while llama-bench ran
+    # what else the GPUs did: a look before llama-bench starts, and one after it has ended
+    # and the driver's last sample period (up to a second) has passed
+    gpu_looks = [busiest_local_gpu()] if devices else []
     stopped = None
 
     def say(label: str) -> None:
@@ -368,11 +373,15 @@ def run_bench(
         if why:
             stopped = why
             break
+    if devices:
+        time.sleep(GPU_SAMPLE_PERIOD_S)
+        gpu_looks.append(busiest_local_gpu())
+    gpu_busy = max((u for u in gpu_looks if u is not None), default=None)
     build = results[0][1].build if results else "unknown"
     if build == "unknown":
         build = _build_of(binary)
     usable = [(c, r) for c, r in results if 0 < r.avg_ts < math.inf]
-    measured = _measured(model, usable, devices, host, others)
+    measured = _measured(model, usable, devices, host, others, gpu_busy)
     report = _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
     return replace(report, skipped_rows=len(results) - len(usable))
 
@@ -402,11 +411,13 @@ class _Measured:
     point: MeasuredPoint | None
     others: float | None  # the share of the CPUs other processes took while it ran
     fixed: float  # of its predicted time, the speed model's fixed costs
+    gpu_busy: float | None  # the busiest GPU's use (%) just before or after the runs
 
     @property
     def busy(self) -> str | None:
-        """Why it does not calibrate: the host was busy while it ran."""
-        return None if self.others is None else busy_host(self.others, "the run")
+        """Why it does not calibrate: the host or a GPU was busy while it ran."""
+        host = None if self.others is None else busy_host(self.others, "the run")
+        return host or busy_gpu(self.gpu_busy, " just before or after llama-bench ran")
 
     @property
     def small(self) -> str | None:
@@ -423,6 +434,7 @@ def _measured(
     devices: Sequence[DeviceSpec],
     host: HostSpec,
     others: dict[str, float],
+    gpu_busy: float | None,
 ) -> list[_Measured]:
     from lltui.core.speed.model import fixed_share
 
@@ -432,7 +444,8 @@ def _measured(
         point = split_prediction(est, row.decode, row.avg_ts) if est is not None else None
         usable = point if point and point.usable else None
         fixed = fixed_share(est, row.decode) if est is not None else 1.0
-        out.append(_Measured(config.label, row, est, usable, others.get(config.label), fixed))
+        shares = others.get(config.label)
+        out.append(_Measured(config.label, row, est, usable, shares, fixed, gpu_busy))
     return out
 
 
@@ -579,7 +592,7 @@ def _left_out(measured: Sequence[_Measured], busy_ok: bool) -> tuple[str, ...]:
         )
     busy = [m for m in measured if m.small is None and m.busy is not None]
     if busy and not busy_ok:
-        worst = max(busy, key=lambda m: m.others or 0.0)
+        worst = max(busy, key=lambda m: (m.others or 0.0, m.gpu_busy or 0.0))
         lines.append(
             f"{len(busy)} of {len(measured)} points left out of the calibration: {worst.busy}; "
             "bench again when the machine is idle (--busy-ok keeps them)"

@@ -147,6 +147,22 @@ def local_devices() -> tuple[list[DeviceSpec], str | None]:
     return [], "; ".join(reasons) + "; estimated for the host only (see --gpus)"
 
 
+def busiest_local_gpu() -> float | None:
+    """How busy (% of the last moment's time a kernel ran) this machine's busiest GPU is
+    now, by one look through NVML, else through AMD's tools; None: no GPU, or none says."""
+    from lltui.core.monitor.models import SourceUnavailable
+
+    for kind in ("nvml", "amd"):
+        try:
+            sample = _sample(kind)
+        except (SourceUnavailable, ImportError, OSError):
+            continue
+        utils = [g.util_gpu for g in sample.gpus if g.util_gpu is not None]
+        if sample.gpus:
+            return max(utils, default=None)
+    return None
+
+
 def resolve_devices(
     spec_text: str | None, rpc: Sequence[str] = (), rpc_max_age_s: float = 0.0
 ) -> tuple[list[DeviceSpec], list[str]]:

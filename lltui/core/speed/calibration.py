@@ -12,7 +12,8 @@ faster card.
 
 Any point counts only where the host was otherwise idle while it was measured: processes
 other than lltui and what it measures took at most :data:`HOST_BUSY_MAX` of all the CPUs'
-time (:func:`busy_host`); a busier host's speeds are partly theirs. And only where the model
+time (:func:`busy_host`), and none kept a GPU more than :data:`GPU_BUSY_MAX` % busy
+(:func:`busy_gpu`); a busier rig's speeds are partly theirs. And only where the model
 is large enough for the speed model to apply (:func:`too_small`): its fixed per-token costs
 (kernel launches and syncs per layer, the host's op dispatch, hops between devices: the
 speed model's own overhead terms) are at most :data:`FIXED_SHARE_MAX` of the predicted
@@ -40,6 +41,7 @@ MIN_AGREE = 3  # served points of one kind of work that must agree before any co
 AGREE_WITHIN = 1.25  # ... each within this factor of their median
 STEP = 1.25  # how far each served point that counts may move its scale
 HOST_BUSY_MAX = 0.10  # of all CPUs' time, taken by other processes while a point is measured
+GPU_BUSY_MAX = 10.0  # % of a GPU's time another process's kernels took
 FIXED_SHARE_MAX = 0.5  # of a point's predicted time, the speed model's fixed costs
 SCALE_NAMES = {
     "gpu_decode": "GPU decode",
@@ -124,6 +126,15 @@ def busy_host(share: float | None, over: str) -> str | None:
             f"at most {100 * HOST_BUSY_MAX:.0f}% calibrates)"
         )
     return None
+
+
+def busy_gpu(util: float | None, when: str = "") -> str | None:
+    """Why a speed measured while another process used a GPU cannot calibrate, in words
+    (None: it did not, or nobody can tell). ``util``: the most of a GPU's time (%) another
+    process took; ``when``: when that was seen, where it was not over the measurement."""
+    if util is None or util <= GPU_BUSY_MAX:
+        return None
+    return f"another process kept a GPU {util:.0f}% busy{when}"
 
 
 def too_small(fixed_share: float) -> str | None:

@@ -9,7 +9,7 @@ model costs (:func:`refusal` says why not):
 - the host was otherwise idle: processes other than the server and lltui took at most
   10% of all its CPUs' time over the request (unknown: refused;
   :func:`lltui.core.speed.calibration.busy_host`, as for llama-bench's points);
-- no other process kept a GPU the server runs on busy (at most :data:`GPU_BUSY_MAX` % of its
+- no other process kept a GPU the server runs on busy (at most 10% of its
   SM time, where the monitor knows it);
 - the request ran alone on the server (another slot's request halves its speed);
 - the model is large enough for the speed model to apply
@@ -25,12 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lltui.core.llama.timings import RequestTiming
-from lltui.core.speed.calibration import busy_host, miss, miss_text, too_small
+from lltui.core.speed.calibration import busy_gpu, busy_host, miss, miss_text, too_small
 
 MIN_PROMPT_TOKENS = 64  # shorter prompts time launches and syncs, not throughput
 MIN_GEN_TOKENS = 16
 LARGE_MISS = 0.3  # measured this far from predicted (either way): worth a look
-GPU_BUSY_MAX = 10.0  # % of a GPU's SM time another process took
 # llama-server's slot lines (default verbosity; plain and --log-jsonl logs alike)
 _STARTED = re.compile(r"\|\s*task\s+(\d+)\s*\|\s*processing task")
 _STOPPED = re.compile(r"\|\s*task\s+(\d+)\s*\|\s*stop processing")
@@ -106,8 +105,9 @@ def refusal(c: ServeConditions) -> str | None:
     busy = busy_host(c.host_busy, "the request")
     if busy is not None:
         return busy
-    if c.gpu_busy is not None and c.gpu_busy > GPU_BUSY_MAX:
-        return f"another process kept a GPU {c.gpu_busy:.0f}% busy"
+    gpu = busy_gpu(c.gpu_busy)
+    if gpu is not None:
+        return gpu
     if c.shared:
         return "another request was served at the same time"
     return too_small(c.fixed_share)
