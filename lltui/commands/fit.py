@@ -229,6 +229,8 @@ def _to_json(report: FitReport) -> dict[str, Any]:
             }
             for c in report.best
         ]
+    if report.best is not None:
+        data["llama_fit_aborts"] = report.fit_aborts
     if report.best is not None or report.plan is not None:
         lf = report.llama_fit
         data["llama_fit"] = (
@@ -291,7 +293,11 @@ def _to_text(report: FitReport, goal: str | None) -> str:
             if c.gains:
                 text += f"\n     gives: {c.gains}"
         lf = report.llama_fit
-        if lf is not None:
+        if report.fit_aborts:
+            from lltui.commands.fit_best import aborts_line
+
+            text += f"\n  {aborts_line(report.fit_aborts)}"
+        elif lf is not None:
             flags = " ".join(lf.flags) or "(the flags as given)"
             text += (
                 f"\n  llama.cpp's own --fit would run: {flags}\n     context {lf.n_ctx}, "

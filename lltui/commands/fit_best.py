@@ -150,12 +150,17 @@ def _kv_lines(model: str, plan: PlanResult) -> list[str]:
     ]
 
 
+def aborts_line(aborts: str) -> str:
+    """What llama.cpp's --fit does with a placement the user set: nothing."""
+    return (
+        f"llama.cpp's own --fit aborts for the command given ({aborts}): it loads "
+        "unfitted, and may run out of memory"
+    )
+
+
 def _fit_lines(plan: PlanResult, fit: FitChoice | None, aborts: str | None) -> list[str]:
     if aborts:
-        return [
-            f"llama.cpp's own --fit aborts for the command given ({aborts}): it loads "
-            "unfitted, and may run out of memory"
-        ]
+        return [aborts_line(aborts)]
     if fit is None:
         return []
     flags = " ".join(fit.flags) or "(the flags as given)"

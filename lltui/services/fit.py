@@ -520,7 +520,10 @@ def quant_best(
     else:
         options = computed_options(setup.model)
     room = _room(setup, options)
-    choices = rank_quants(options, setup.args, room, setup.options, goal, progress=progress)
+    try:
+        choices = rank_quants(options, setup.args, room, setup.options, goal, progress=progress)
+    except ValueError as exc:  # settings llama.cpp refuses for every quantization
+        raise FitFailed(f"{request.verb}: {exc}", 2) from None
     return QuantBest(setup, goal, repo, tuple(choices))
 
 

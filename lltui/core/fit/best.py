@@ -136,9 +136,14 @@ def check_goal(goal: str) -> None:
         raise ValueError(f"--best: expected one of {', '.join(GOALS)}, got {goal!r}")
 
 
-def tps_bucket(tps: float) -> int:
-    """Speeds within 2 % of each other rank alike (then quality decides)."""
-    return round(math.log(tps) / math.log(1.02)) if tps > 0 else -(10**6)
+def speed_tier(tps: float, reference: float) -> int:
+    """How many 2 % steps slower than ``reference`` (negative: faster). Speeds within 2 % of
+    the reference (the fastest of those ranked) rank alike, then quality or fewer GPUs
+    decide: steps counted from the reference, not from fixed points, so that two speeds
+    0.1 % apart never fall on two sides of a step while one 1.9 % apart ties."""
+    if tps <= 0:
+        return 10**6
+    return int(math.log(reference / tps) / math.log(1.02)) if reference > 0 else 0
 
 
 # --- the one model, estimated ---------------------------------------------------------------
@@ -570,13 +575,17 @@ def _search_one(
 
 def _rank(pool: list[Candidate], goal: str) -> list[Candidate]:
     if goal == "speed":
-        fits = [c for c in pool if c.fits_asked]
-        return sorted(
-            fits, key=lambda c: (-tps_bucket(c.decode_tps), KV_LOSS.get(c.kv, 0), -c.max_ctx)
-        )
-    if goal == "gpu-only":
+        pool = [c for c in pool if c.fits_asked]
+    elif goal == "gpu-only":
         pool = [c for c in pool if c.gpu_only]
-    return sorted(pool, key=lambda c: (-c.max_ctx, KV_LOSS.get(c.kv, 0), -tps_bucket(c.decode_tps)))
+    fastest = max((c.decode_tps for c in pool), default=0.0)
+
+    def tier(c: Candidate) -> int:
+        return speed_tier(c.decode_tps, fastest)
+
+    if goal == "speed":
+        return sorted(pool, key=lambda c: (tier(c), KV_LOSS.get(c.kv, 0), -c.max_ctx))
+    return sorted(pool, key=lambda c: (-c.max_ctx, KV_LOSS.get(c.kv, 0), tier(c)))
 
 
 def _with_gains(pool: list[Candidate]) -> list[Candidate]:
@@ -606,7 +615,7 @@ def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
     def as_good(a: Candidate) -> bool:
         return (
             a.max_ctx >= b.max_ctx
-            and tps_bucket(a.decode_tps) >= tps_bucket(b.decode_tps)
+            and speed_tier(a.decode_tps, b.decode_tps) <= 0  # as fast, within 2 %
             and (a.gpu_only or not b.gpu_only)
         )
 
@@ -652,7 +661,8 @@ def best_configs(
     splits: bool = True,
 ) -> list[Candidate]:
     """Ranked command lines for ``goal`` (one of GOALS) that the estimator says fit, best
-    first. ``progress`` is told (steps done, steps planned) as the search goes.
+    first; ValueError where llama.cpp refuses the -sm tensor given (none would load).
+    ``progress`` is told (steps done, steps planned) as the search goes.
     ``kv_types``: the K/V cache types tried (None: all; empty: the one given);
     ``small_ubatch``: also try -ub 256; ``splits``: also try the split sized to the GPUs'
     room."""
@@ -662,7 +672,19 @@ def best_configs(
         return []
     s, asked = made
     p = s.problem
-    if settings.split_mode != "tensor" and not room_for_weights(s.estimate(Change())):
+    tensor = settings.split_mode == "tensor"
+    if tensor:
+        from lltui.core.memory.tensor_parallel import FLOAT_KV, sm_tensor_refused
+
+        refused = sm_tensor_refused(p.hp, settings)
+        if refused:  # every line would keep the -sm tensor given: llama.cpp loads none
+            raise ValueError(
+                f"{refused}: every line --best {goal} proposes keeps the -sm tensor given; "
+                "drop it (lltui fit --best decode chooses the split itself)"
+            )
+        tried = kv_types if kv_types is not None else [kv for kv, _why in KV_TYPES]
+        kv_types = [kv for kv in tried if kv in FLOAT_KV]  # nor with a quantized K/V cache
+    if not tensor and not room_for_weights(s.estimate(Change())):
         return []  # no placement, K/V type, ubatch or context can fit: nothing to search
     # a split of one's own or none to make: the one given stays
     split_allowed = (

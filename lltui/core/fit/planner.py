@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
-from lltui.core.fit.best import Change, Progress, _Space, least_offload, make_space, tps_bucket
+from lltui.core.fit.best import Change, Progress, _Space, least_offload, make_space, speed_tier
 from lltui.core.fit.estimate import speed_of
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.gpus import find_gpu
@@ -45,7 +45,7 @@ from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate
-from lltui.core.memory.tensor_parallel import not_modelled, supports_sm_tensor
+from lltui.core.memory.tensor_parallel import not_modelled, sm_tensor_refused
 from lltui.core.speed.params import PARAMS
 from lltui.core.units import GIB
 
@@ -57,7 +57,6 @@ MAX_SETS = 8  # device sets tried, at most
 PROMPT_TOKENS = 2048  # the prompt speed ranked (long enough for -ub beyond 512 to count)
 # what the planner chooses itself: the user's own values of these are replaced
 _CHOSEN = frozenset({"split_mode", "devices", "tensor_split", "main_gpu", "n_gpu_layers"})
-_FLOAT_KV = ("f32", "f16", "bf16")
 KV_OPTION = "q8_0"  # the K/V cache type offered where f16's needs the host
 KV_OPTION_COST = "a little quality"  # what KV_OPTION gives up (as --best context says it)
 
@@ -150,12 +149,9 @@ def tensor_refusal(hp: Hparams, args: LlamaArgs, n_gpus: int) -> str:
     what lltui does not estimate per device."""
     if n_gpus < 2:
         return "no GPU" if n_gpus == 0 else "one GPU: nothing to split"
-    if not supports_sm_tensor(hp.arch):
-        return f"llama.cpp does not implement -sm tensor for {hp.arch}"
-    if args.type_k not in _FLOAT_KV or args.type_v not in _FLOAT_KV:
-        return "llama.cpp refuses -sm tensor with a quantized K/V cache"
-    if args.flash_attn == "off" and "flash_attn" in args.given:
-        return "llama.cpp refuses -sm tensor with -fa off"
+    refused = sm_tensor_refused(hp, args)
+    if refused:
+        return refused
     why = not_modelled(hp)
     return f"not estimated per device here: {why}" if why else ""
 
@@ -362,28 +358,45 @@ def joules_per_token(speed: SpeedEstimate, devices: Sequence[DeviceSpec]) -> flo
 # --- ranking ------------------------------------------------------------------------------------
 
 
-def _key(goal: str, o: PlanOption, best_decode: float) -> tuple[float, ...]:
-    """Smaller first. Speeds within 2 % rank alike; then fewer GPUs, then the other speed."""
+@dataclass(frozen=True, slots=True)
+class _Fastest:
+    """The fastest decode and prompt of the options ranked: speeds within 2 % of the
+    fastest rank alike (:func:`speed_tier`)."""
+
+    decode: float
+    prompt: float
+
+    @classmethod
+    def of(cls, options: Sequence[PlanOption]) -> _Fastest:
+        return cls(
+            max((o.decode_tps for o in options), default=0.0),
+            max((o.prefill_tps for o in options), default=0.0),
+        )
+
+
+def _key(goal: str, o: PlanOption, fastest: _Fastest) -> tuple[float, ...]:
+    """Smaller first. Speeds within 2 % of the fastest rank alike; then fewer GPUs, then the
+    other speed."""
     if goal == "prompt":
-        return (-tps_bucket(o.prefill_tps), o.n_gpus, -o.decode_tps)
+        return (speed_tier(o.prefill_tps, fastest.prompt), o.n_gpus, -o.decode_tps)
     if goal == "joules":
         j = o.joules_per_token
         return (j if j is not None else float("inf"), -o.decode_tps)
     if goal == "fewest-gpus":
-        slow = o.decode_tps < FEWEST_SHARE * best_decode
+        slow = o.decode_tps < FEWEST_SHARE * fastest.decode
         return (float(slow), o.n_gpus, -o.decode_tps)
-    return (-tps_bucket(o.decode_tps), o.n_gpus, -o.prefill_tps)
+    return (speed_tier(o.decode_tps, fastest.decode), o.n_gpus, -o.prefill_tps)
 
 
 def rank(goal: str, options: Sequence[PlanOption]) -> list[PlanOption]:
     """Those that fit, best first, each saying why it lost to the first; then those that do
     not fit (their why_not)."""
     fit = [o for o in options if o.fits]
-    best_decode = max((o.decode_tps for o in fit), default=0.0)
-    ranked = sorted(fit, key=lambda o: _key(goal, o, best_decode))
+    fastest = _Fastest.of(fit)
+    ranked = sorted(fit, key=lambda o: _key(goal, o, fastest))
     if ranked:
         first = ranked[0]
-        ranked = [first] + [replace(o, lost=_lost(goal, first, o, best_decode)) for o in ranked[1:]]
+        ranked = [first] + [replace(o, lost=_lost(goal, first, o, fastest)) for o in ranked[1:]]
     return ranked + [replace(o, lost=o.why_not) for o in options if not o.fits]
 
 
@@ -391,18 +404,19 @@ def _slower(a: float, b: float, what: str) -> str:
     return f"{what} {100 * (1 - b / a):.0f}% slower ({b:.1f} against {a:.1f} t/s)" if a > 0 else ""
 
 
-def _lost(goal: str, first: PlanOption, o: PlanOption, best_decode: float) -> str:
+def _lost(goal: str, first: PlanOption, o: PlanOption, fastest: _Fastest) -> str:
     if goal == "prompt":
-        if tps_bucket(o.prefill_tps) < tps_bucket(first.prefill_tps):
+        tier = speed_tier(o.prefill_tps, fastest.prompt)
+        if tier > speed_tier(first.prefill_tps, fastest.prompt):
             return _slower(first.prefill_tps, o.prefill_tps, "prompt")
     elif goal == "joules":
         a, b = first.joules_per_token, o.joules_per_token
         if a and b and b > a:
             return f"{100 * (b / a - 1):.0f}% more energy per token ({b:.2f} against {a:.2f} J)"
     elif goal == "fewest-gpus":
-        if o.decode_tps < FEWEST_SHARE * best_decode:
+        if o.decode_tps < FEWEST_SHARE * fastest.decode:
             return f"decode under {FEWEST_SHARE:.0%} of the fastest ({o.decode_tps:.1f} t/s)"
-    elif tps_bucket(o.decode_tps) < tps_bucket(first.decode_tps):
+    elif speed_tier(o.decode_tps, fastest.decode) > speed_tier(first.decode_tps, fastest.decode):
         return _slower(first.decode_tps, o.decode_tps, "decode")
     if o.n_gpus > first.n_gpus:
         return f"no better, on {o.n_gpus} GPUs against {first.n_gpus}"
@@ -473,14 +487,16 @@ def plan_best(
     sets = device_sets(gpus, need)
     for mode in modes:
         for devs in sets:
-            # fewer GPUs than the whole rig's, where the whole rig already needs the host or
-            # theirs cannot hold what it holds: more on the host, slower
-            fewer = len(devs) < len(gpus)
-            if fewer and (x_whole.get(mode) != 0 or sum(_free(d) for d in devs) < need):
-                skipped += 1
-                continue
             if mode == "tensor" and (len(devs) < 2 or len({d.backend_name for d in devs}) > 1):
                 continue  # one GPU, or GPUs of several backends (not tried: see the README)
+            # fewer GPUs than the whole rig's, where the whole rig already needs the host or
+            # theirs cannot hold what it holds: more on the host, slower (a tensor split of
+            # a rig of several backends is not tried whole: its layer split's stands in)
+            fewer = len(devs) < len(gpus)
+            whole = x_whole.get(mode, x_whole["layer"])
+            if fewer and (whole != 0 or sum(_free(d) for d in devs) < need):
+                skipped += 1
+                continue
             for order in _orders(devs) if mode == "layer" else [devs]:
                 if (mode, order) == ("layer", gpus):
                     continue  # tried first
@@ -548,6 +564,8 @@ def _kv_option(
         return None
     if (st.type_k, st.type_v) != ("f16", "f16"):
         return None  # a K/V type of the user's own stays
+    if st.flash_attn == "off" and "flash_attn" in st.given:
+        return None  # a quantized V cache needs flash attention, which the user turned off
     by_name = {d.device_name: d for d in search.s.problem.devices}
     devs = [by_name[n] for n in layer.devices]
     hint = offloads.get(_layout(layer))
@@ -555,8 +573,8 @@ def _kv_option(
     # better by the goal's own measure (not by a tie-break): the speed it ranks by, or the
     # energy; fewest-gpus, by decode
     goal = "decode" if search.goal == "fewest-gpus" else search.goal
-    best_decode = max(o.decode_tps for o in ranked if o.fits)
-    if not option.fits or _key(goal, option, best_decode)[0] >= _key(goal, first, best_decode)[0]:
+    fastest = _Fastest.of([o for o in ranked if o.fits])
+    if not option.fits or _key(goal, option, fastest)[0] >= _key(goal, first, fastest)[0]:
         return None
     return replace(option, lost=KV_OPTION_COST)
 

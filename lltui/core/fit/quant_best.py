@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lltui.core.cmdline.flags import LlamaArgs
-from lltui.core.fit.best import Candidate, Progress, best_configs, check_goal, tps_bucket
+from lltui.core.fit.best import Candidate, Progress, best_configs, check_goal, speed_tier
 from lltui.core.gguf.model import GgufModel
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
@@ -93,13 +93,15 @@ def _kv_loss(flags: Sequence[str]) -> int:
     return 2 if "q4_0" in types else 1 if "q8_0" in types else 0
 
 
-def _key(c: QuantChoice, goal: str) -> tuple[float, ...]:
-    """The goal first, then quality: bits per weight (up to Q8_0's), then the K/V type."""
+def _key(c: QuantChoice, goal: str, fastest: float) -> tuple[float, ...]:
+    """The goal first, then quality: bits per weight (up to Q8_0's), then the K/V type.
+    ``fastest``: the fastest decode of all the choices (speeds within 2 % of each other
+    rank alike)."""
     b = c.best
     if b is None:
         return (1, 0, 0, 0, 0)
     quality = -round(min(c.bits_per_weight or 0.0, LOSSLESS_BPW), 2)
-    speed = -tps_bucket(b.decode_tps)
+    speed = speed_tier(b.decode_tps, fastest)
     if goal == "speed":
         return (0, speed, quality, _kv_loss(b.flags), -b.max_ctx)
     return (0, -b.max_ctx, quality, _kv_loss(b.flags), speed)
@@ -123,9 +125,11 @@ def rank_quants(
         choices.append(_choice(o, settings, devices, options, goal))
         if progress is not None:
             progress(i + 1, len(opts))
+    fastest = max((c.best.decode_tps for c in choices if c.best is not None), default=0.0)
     # a type above the source's own precision adds nothing: after every real quant
     return sorted(
-        choices, key=lambda c: (bool(c.error), bool(c.option.above_source), *_key(c, goal))
+        choices,
+        key=lambda c: (bool(c.error), bool(c.option.above_source), *_key(c, goal, fastest)),
     )
 
 

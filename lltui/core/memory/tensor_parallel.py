@@ -71,6 +71,22 @@ def supports_sm_tensor(arch: str) -> bool:
     return arch not in UNSUPPORTED_ARCHS
 
 
+FLOAT_KV = ("f32", "f16", "bf16")  # the K/V cache types -sm tensor loads with
+
+
+def sm_tensor_refused(hp: Hparams, args: LlamaArgs) -> str:
+    """Why llama.cpp refuses to load this model with -sm tensor and these settings ("": it
+    loads): an architecture it does not split, a quantized K/V cache, flash attention
+    turned off."""
+    if not supports_sm_tensor(hp.arch):
+        return f"llama.cpp does not implement -sm tensor for {hp.arch}"
+    if args.type_k not in FLOAT_KV or args.type_v not in FLOAT_KV:
+        return "llama.cpp refuses -sm tensor with a quantized K/V cache"
+    if args.flash_attn == "off" and "flash_attn" in args.given:
+        return "llama.cpp refuses -sm tensor with -fa off"
+    return ""
+
+
 def not_modelled(hp: Hparams) -> str | None:
     """Why the split of this model's tensors is not ported (None: it is)."""
     if hp.arch in _OWN_RULES:
