@@ -216,10 +216,10 @@ def bench_here(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
 
-    def run(capsys, rows: list[str]) -> tuple[int, dict, str]:
+    def run(capsys, rows: list[str], *flags: str) -> tuple[int, dict, str]:
         monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, rows)))
         # (--busy-ok: the suite's other tests may keep the CPUs busy meanwhile)
-        rc = main(["bench", str(model), "--quick", "--json", "--busy-ok"])
+        rc = main(["bench", str(model), *flags, "--quick", "--json", "--busy-ok"])
         out = capsys.readouterr()
         return rc, _strict(out.out), out.err  # type: ignore[return-value]
 
@@ -254,6 +254,8 @@ def test_a_gpu_another_process_keeps_busy_is_no_calibration(tmp_path, monkeypatc
     gpus = [replace(g, util_gpu=util) for g in make_gpus(1)]
     FakeNvml(gpus).install(monkeypatch)
     monkeypatch.setattr("lltui.services.bench.GPU_SAMPLE_PERIOD_S", 0.0)
+    # the host idle whatever the suite runs beside: the GPU's use is what is tested
+    monkeypatch.setattr("lltui.sources.gpu.procfs.OthersMeter.share_since", lambda *a, **k: 0.0)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     # an 8B's shape, its weights a hole: decode on the GPU is mostly work, not launches
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0", sparse=True)
@@ -269,6 +271,40 @@ def test_a_gpu_another_process_keeps_busy_is_no_calibration(tmp_path, monkeypatc
         assert out["calibration"] is None and out["stored"] is None
     else:
         assert left_out and left_out == [None] * len(left_out) and out["stored"]
+
+
+def test_a_bench_whose_every_point_is_left_out_leaves_the_store_as_it_was(
+    tmp_path, monkeypatch, capsys
+):
+    """Calibrated once on an idle GPU; benched again while another process keeps it busy:
+    nothing of the second run counts, so the store is not written again (not refitted, not
+    stamped with that run's build) and no "kept in" is said."""
+    gpus = [replace(g, util_gpu=0) for g in make_gpus(1)]
+    FakeNvml(gpus).install(monkeypatch)
+    monkeypatch.setattr("lltui.services.bench.GPU_SAMPLE_PERIOD_S", 0.0)
+    monkeypatch.setattr("lltui.sources.gpu.procfs.OthersMeter.share_since", lambda *a, **k: 0.0)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0", sparse=True)
+    rows = [json.dumps(_row(n_gpu_layers=99, avg_ts=120.0))]
+    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, rows)))
+    assert main(["bench", str(model), "--quick", "--json"]) == 0
+    stored = Path(_strict(capsys.readouterr().out)["stored"])  # type: ignore[index]
+    before = stored.read_bytes()
+    gpus[0].util_gpu = 60
+    busy = [json.dumps(_row(n_gpu_layers=99, avg_ts=60.0, build_number=2))]
+    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, busy)))
+    assert main(["bench", str(model), "--quick"]) == 0
+    text = capsys.readouterr().out
+    assert "another process kept a GPU 60% busy" in text and "kept in" not in text
+    assert stored.read_bytes() == before
+
+
+def test_a_run_lltui_cannot_predict_is_said_so_and_left_out(bench_here, capsys):
+    """-np 1024 leaves no context per sequence: no prediction, not "too small a model"."""
+    rows = [json.dumps(_row(avg_ts=20.0))]
+    rc, out, _err = bench_here(capsys, rows, "-np", "1024")
+    assert rc == 0 and out["points"] and out["calibration"] is None
+    assert all(p["left_out"] == "lltui predicts nothing for these settings" for p in out["points"])
 
 
 def test_a_row_with_out_of_range_counts_is_no_internal_error(bench_here, capsys):

@@ -51,12 +51,15 @@ if TYPE_CHECKING:
     from lltui.core.hardware.host import HostSpec
     from lltui.core.memory.devices import DeviceSpec
     from lltui.core.memory.hparams import Hparams
+    from lltui.sources.gpu.procfs import OthersMeter
     from lltui.sources.gpu.rig_store import RigIdentity, RigRecord, StoredPoint
     from lltui.sources.llama.bench import BenchRow
 
 DEFAULT_BUDGET_S = 300.0
 DEPTH = 4096  # the filled-context point, where the model's context allows it
-GPU_SAMPLE_PERIOD_S = 1.0  # NVML's utilisation covers the last 1/6 to 1 s
+# NVML's utilisation covers its last sample period (1/6 to 1 s): a look this long after
+# llama-bench has ended no longer sees its kernels
+GPU_SAMPLE_PERIOD_S = 2.0
 
 
 class BenchFailed(Exception):
@@ -241,12 +244,10 @@ def _changed(
 
 
 def _tensor_allowed(a: LlamaArgs, hp: Hparams) -> bool:
-    """llama.cpp loads -sm tensor for this model and KV cache: an architecture it
-    implements, a KV cache of floats (it refuses a quantized one)."""
-    from lltui.core.memory.tensor_parallel import supports_sm_tensor
+    """llama.cpp loads -sm tensor for this model and KV cache (the run sets -fa on)."""
+    from lltui.core.memory.tensor_parallel import sm_tensor_refused
 
-    floats = ("f32", "f16", "bf16")
-    return supports_sm_tensor(hp.arch) and a.type_k in floats and a.type_v in floats
+    return not sm_tensor_refused(hp, a.without({"flash_attn"}))
 
 
 def _drop_value(words: Sequence[str], flag: str) -> list[str]:
@@ -330,11 +331,7 @@ def run_bench(
     total = sum(c.tests for c in configs)
     done = 0
     results: list[tuple[BenchConfig, BenchRow]] = []
-    others: dict[str, float] = {}  # per run: the share of the CPUs other processes took
-    meter = OthersMeter(None)  # what else the CPUs did while llama-bench ran
-    # what else the GPUs did: a look before llama-bench starts, and one after it has ended
-    # and the driver's last sample period (up to a second) has passed
-    gpu_looks = [busiest_local_gpu()] if devices else []
+    elsewhere = _OtherWork(OthersMeter(None), busiest_local_gpu if devices else None)
     stopped = None
 
     def say(label: str) -> None:
@@ -357,8 +354,7 @@ def run_bench(
         def take(row: BenchRow, c: BenchConfig = config) -> None:
             on_row(c, row)
 
-        began = time.monotonic()
-        meter.mark()
+        began = elsewhere.run_begins()
         try:
             _rows, why = run_llama_bench(binary, ["-m", path, *config.bench_args], deadline, take)
         except BenchError as exc:
@@ -367,21 +363,16 @@ def run_bench(
                 break
             raise BenchFailed(f"bench: {exc}", exc.code) from None
         finally:
-            share = meter.share_since(began)  # (None: too short a run to tell)
-            if share is not None:
-                others[config.label] = share
+            elsewhere.run_ended(config.label, began)
         if why:
             stopped = why
             break
-    if devices:
-        time.sleep(GPU_SAMPLE_PERIOD_S)
-        gpu_looks.append(busiest_local_gpu())
-    gpu_busy = max((u for u in gpu_looks if u is not None), default=None)
+    elsewhere.ended(look_at_gpus=not request.busy_ok)
     build = results[0][1].build if results else "unknown"
     if build == "unknown":
         build = _build_of(binary)
     usable = [(c, r) for c, r in results if 0 < r.avg_ts < math.inf]
-    measured = _measured(model, usable, devices, host, others, gpu_busy)
+    measured = _measured(model, usable, devices, host, elsewhere)
     report = _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
     return replace(report, skipped_rows=len(results) - len(usable))
 
@@ -403,6 +394,46 @@ def _stamp_version(root: Path) -> str:
     return name.rsplit("-", 1)[0] if "-" in name else name
 
 
+class _OtherWork:
+    """What else the machine did while llama-bench ran: the share of all the CPUs' time
+    other processes took over each run (over the whole bench where a run was too short to
+    tell), and how busy the GPUs were just before the first run and just after the last
+    (``look``: the busiest GPU's use now, %; None without GPUs)."""
+
+    def __init__(self, meter: OthersMeter, look: Callable[[], float | None] | None) -> None:
+        self._meter = meter
+        self._look = look
+        self._began = time.monotonic()
+        meter.mark()
+        self._gpu_looks = [look()] if look is not None else []
+        self._runs: dict[str, float] = {}
+        self._whole: float | None = None
+
+    def run_begins(self) -> float:
+        began = time.monotonic()
+        self._meter.mark()
+        return began
+
+    def run_ended(self, label: str, began: float) -> None:
+        share = self._meter.share_since(began)
+        if share is not None:
+            self._runs[label] = share
+
+    def ended(self, look_at_gpus: bool) -> None:
+        self._whole = self._meter.share_since(self._began)
+        if self._look is not None and look_at_gpus:
+            time.sleep(GPU_SAMPLE_PERIOD_S)
+            self._gpu_looks.append(self._look())
+
+    def cpus(self, label: str) -> float | None:
+        """Other processes' share of the CPUs over a run (None: too short a bench to tell)."""
+        return self._runs.get(label, self._whole)
+
+    @property
+    def gpus(self) -> float | None:
+        return max((u for u in self._gpu_looks if u is not None), default=None)
+
+
 @dataclass(frozen=True, slots=True)
 class _Measured:
     config: str
@@ -410,22 +441,35 @@ class _Measured:
     predicted: SpeedEstimate | None
     point: MeasuredPoint | None
     others: float | None  # the share of the CPUs other processes took while it ran
-    fixed: float  # of its predicted time, the speed model's fixed costs
     gpu_busy: float | None  # the busiest GPU's use (%) just before or after the runs
 
     @property
     def busy(self) -> str | None:
-        """Why it does not calibrate: the host or a GPU was busy while it ran."""
-        host = None if self.others is None else busy_host(self.others, "the run")
+        """Why it does not calibrate: the host or a GPU was busy while it ran (or the
+        host's load could not be told)."""
+        host = busy_host(self.others, "the run")
         return host or busy_gpu(self.gpu_busy, " just before or after llama-bench ran")
 
     @property
+    def fixed(self) -> float:
+        """Of its predicted time, the speed model's fixed costs (1: nothing predicted)."""
+        if self.predicted is None:
+            return 1.0
+        from lltui.core.speed.model import fixed_share
+
+        return fixed_share(self.predicted, self.row.decode)
+
+    @property
     def small(self) -> str | None:
-        """Why it does not calibrate: the model is too small for what it measured."""
-        return too_small(self.fixed)
+        """Why it does not calibrate: the model is too small for what it measured, or
+        nothing was predicted for it."""
+        return NO_PREDICTION if self.predicted is None else too_small(self.fixed)
 
     def left_out(self, busy_ok: bool) -> str | None:
         return self.small or (None if busy_ok else self.busy)
+
+
+NO_PREDICTION = "lltui predicts nothing for these settings"
 
 
 def _measured(
@@ -433,19 +477,15 @@ def _measured(
     results: Sequence[tuple[BenchConfig, BenchRow]],
     devices: Sequence[DeviceSpec],
     host: HostSpec,
-    others: dict[str, float],
-    gpu_busy: float | None,
+    elsewhere: _OtherWork,
 ) -> list[_Measured]:
-    from lltui.core.speed.model import fixed_share
-
     out = []
     for config, row in results:
         est = predict_row(model, config.server_args, row, devices, host)
         point = split_prediction(est, row.decode, row.avg_ts) if est is not None else None
         usable = point if point and point.usable else None
-        fixed = fixed_share(est, row.decode) if est is not None else 1.0
-        shares = others.get(config.label)
-        out.append(_Measured(config.label, row, est, usable, shares, fixed, gpu_busy))
+        cpus = elsewhere.cpus(config.label)
+        out.append(_Measured(config.label, row, est, usable, cpus, elsewhere.gpus))
     return out
 
 
@@ -535,7 +575,9 @@ def _finish(
     with rig_store.locked(request.env):
         old = rig_store.load(rig, request.env)
         all_points = rig_store.merged_points(old, new)
-        if all_points:
+        if old is not None and not new:  # nothing this run measured counts: the store stays
+            calibration = old.calibration
+        elif all_points:
             calibration = fit_calibration(rig.describe(), today, [p.measured() for p in all_points])
             if request.store:
                 record = rig_store.RigRecord(rig, build, calibration, all_points)
@@ -583,7 +625,13 @@ def _finish(
 def _left_out(measured: Sequence[_Measured], busy_ok: bool) -> tuple[str, ...]:
     """How many points the calibration left out, and why (the worst of each reason)."""
     lines = []
-    small = [m for m in measured if m.small is not None]
+    unpredicted = [m for m in measured if m.predicted is None]
+    if unpredicted:
+        lines.append(
+            f"{len(unpredicted)} of {len(measured)} points left out of the calibration: "
+            f"{NO_PREDICTION}"
+        )
+    small = [m for m in measured if m.predicted is not None and m.small is not None]
     if small:
         worst = max(small, key=lambda m: m.fixed)
         lines.append(
