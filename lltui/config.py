@@ -75,6 +75,12 @@ def _interval(value: Any, where: str) -> float:
     return v
 
 
+def check_values(data: dict[str, Any], where: str) -> None:
+    """ConfigError with one line for a setting out of range (as a config file's would be),
+    ``where``: what gave them (the command line)."""
+    _from_mapping(data, Settings(), where)
+
+
 def _from_mapping(data: dict[str, Any], base: Settings, where: str) -> Settings:
     known = {f.name for f in fields(Settings)} - {"config_path", "served"}
     unknown = sorted(set(data) - known)

@@ -260,3 +260,24 @@ def test_the_parser_registers_the_named_command_and_falls_back_to_all(capsys):
     assert json.loads(capsys.readouterr().out)["source"] == "sim:4xl4"
     assert main(["gpsu"]) == 2
     assert "invalid choice: 'gpsu'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--interval", "-1", "gpus"], "interval must be between"),
+        (["--energy-price", "-1", "gpus"], "energy_price must be a price per kWh"),
+        (["--host-timeout", "-3", "gpus"], "--host-timeout -3 is out of range"),
+        (["--replay-speed", "-2", "gpus"], "replay speed must be above 0"),
+        (["serve", "--listen", "127.0.0.1:18766", "--source", "bogus"], "unknown source 'bogus'"),
+        (["serve", "--listen", "127.0.0.1:18766", "--interval", "-2"], "interval must be"),
+        (["serve", "--listen", "127.0.0.1:18766", "--source", "replay:/nonexistent"], "no such"),
+        (["exporter", "--listen", "127.0.0.1:0", "--source", "replay:/nonexistent"], "no such"),
+    ],
+)
+def test_a_bad_value_is_one_line_and_exit_2_whatever_uses_it(capsys, argv, said):
+    """Global options are checked whatever the command (one that does not use them too),
+    and what each tab of `lltui serve` would refuse is refused before it serves."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0]

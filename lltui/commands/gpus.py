@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:  # cannot open, an ssh drop, a broken recording line
-        raise CliError(f"source {spec}: {exc}", _code(exc)) from None
+        raise CliError(f"source {spec}: {exc}", exc.exit_code) from None
     if getattr(args, "record", None):
         # opened only once the source worked: a failed start must not empty the file
         with open_recorder(args.record, spec or "auto", full=args.record_full) as recorder:
@@ -148,10 +148,3 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
         if alerts:
             print(alert_lines(alerts, columns or None))
     return 0 if snapshot.reachable else 1
-
-
-def _code(exc: Exception) -> int:
-    """2 for a file that is not a recording (bad input), 1 for a source that failed."""
-    from lltui.core.monitor.models import RecordingUnreadable
-
-    return 2 if isinstance(exc, RecordingUnreadable) else 1

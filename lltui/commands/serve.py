@@ -89,6 +89,26 @@ def _token(path: str | None) -> str | None:
     return token
 
 
+def _check_app_options(args: argparse.Namespace) -> None:
+    """What each tab's app would refuse (its source, its interval), said once here: one
+    line and exit 2 (1 for a source that cannot be opened), not a page that fails."""
+    from lltui.commands import replay_options, source_spec
+    from lltui.config import ConfigError, check_values
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.services.rig import RigRequest, check_rig
+
+    interval = getattr(args, "sub_interval", None)
+    try:
+        if interval is not None:
+            check_values({"interval": interval}, "--interval")
+        spec = source_spec(args)
+        check_rig(RigRequest(spec, getattr(args, "hosts", None), replay=replay_options(args)))
+    except (ConfigError, ValueError) as exc:
+        raise CliError(str(exc), 2) from None
+    except SourceUnavailable as exc:
+        raise CliError(f"source {spec}: {exc}", exc.exit_code) from None
+
+
 def app_options(args: argparse.Namespace) -> list[str]:
     """The options each browser's app is started with (what was given here)."""
     options: list[str] = []
@@ -120,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_sessions < 1:
         raise CliError("--max-sessions must be 1 or more", 2)
     given = _token(args.token_file)
+    _check_app_options(args)
     token = given or secrets.token_urlsafe(TOKEN_BYTES)
     try:
         from lltui.app.web.server import LltuiWebServer, ServeOptions, app_argv, browser_urls

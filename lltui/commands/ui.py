@@ -74,8 +74,7 @@ def _run_app(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         except SourceUnavailable as exc:
-            code = 2 if type(exc).__name__ == "RecordingUnreadable" else 1
-            raise CliError(f"source {settings.source}: {exc}", code) from None
+            raise CliError(f"source {settings.source}: {exc}", exc.exit_code) from None
         if args.record:
             # only once the source is open: a failed start must not empty the file
             recorder = open_recorder(args.record, settings.source, full=args.record_full)

@@ -113,9 +113,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:
-        from lltui.commands.gpus import _code
-
-        raise CliError(f"source {request.rig.source or 'auto'}: {exc}", _code(exc)) from None
+        raise CliError(f"source {request.rig.source or 'auto'}: {exc}", exc.exit_code) from None
     if watch.info.simulated:  # said where a person looks, whatever stdout is for
         from lltui.core.monitor.gpus_report import simulated_line
 

@@ -487,7 +487,7 @@ def _open_rig(request: RigRequest) -> Rig:
     except ValueError as exc:
         raise ExportFailed(str(exc), 2) from None
     except SourceUnavailable as exc:
-        raise ExportFailed(f"source {request.source}: {exc}") from None
+        raise ExportFailed(f"source {request.source}: {exc}", exc.exit_code) from None
     if rig.info.simulated and not kind_of(request.source).simulated:
         rig.source.close()
         why = (rig.info.simulated_reason or "no NVIDIA GPU here").split("; showing")[0]

@@ -58,9 +58,22 @@ def _fleet(request: RigRequest) -> Fleet:
     for spec in specs:
         parse_source_spec(spec)
     timeout = request.host_timeout_s
-    if timeout is not None and not 0 < timeout <= MAX_HOST_TIMEOUT_S:
-        raise ValueError(f"--host-timeout {timeout:g} is out of range (0-3600 s)")
+    if timeout is not None:
+        check_host_timeout(timeout)
     return Fleet(specs, interval=request.interval_s, timeout=timeout or HOST_TIMEOUT_S)
+
+
+def check_host_timeout(seconds: float) -> None:
+    """ValueError with one line for a fleet host's timeout out of range."""
+    if not 0 < seconds <= MAX_HOST_TIMEOUT_S:
+        raise ValueError(f"--host-timeout {seconds:g} is out of range (0-3600 s)")
+
+
+def check_replay_speed(speed: float) -> None:
+    """ValueError with one line for a replay pace that is no positive number."""
+    from lltui.sources.gpu.replay import check_speed
+
+    check_speed(speed)
 
 
 def open_rig(request: RigRequest) -> Rig:
@@ -74,6 +87,17 @@ def open_rig(request: RigRequest) -> Rig:
         return Rig(focus, focus.open(), fleet)
     source, info = open_source(request.source, seed=request.seed, replay=request.replay)
     return Rig(source, info)
+
+
+def check_rig(request: RigRequest) -> None:
+    """What :func:`open_rig` would refuse, found now: a single source is opened and closed
+    again, a fleet's specs are read (its hosts are not reached). SourceUnavailable or
+    ValueError with one line."""
+    if request.is_fleet:
+        _fleet(request)
+        return
+    source, _info = open_source(request.source, seed=request.seed, replay=request.replay)
+    source.close()
 
 
 def profile_in_use(info: RigInfo) -> str | None:

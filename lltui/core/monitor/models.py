@@ -7,7 +7,7 @@ Byte counts are integers in bytes; a field a GPU or driver does not report is ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from lltui.core.llama.served_model import served_model_of_command
 
@@ -274,11 +274,16 @@ class RigSample:
 
 
 class SourceUnavailable(Exception):
-    """A source cannot run here. ``str()`` is one line a user can act on."""
+    """A source cannot run here. ``str()`` is one line a user can act on; ``exit_code``
+    the command line's (1: a source that failed)."""
+
+    exit_code: ClassVar[int] = 1
 
 
 class RecordingUnreadable(SourceUnavailable):
     """The file is not a recording lltui can play: bad input rather than a failure."""
+
+    exit_code: ClassVar[int] = 2
 
 
 @runtime_checkable

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import os
 import statistics
 import threading
@@ -64,6 +65,12 @@ class _Entry:
     info: int  # index of the RigInfo in force
 
 
+def check_speed(speed: float) -> None:
+    """ValueError for a replay pace that is not a positive number of times the recorded."""
+    if not 0 < speed < math.inf:
+        raise ValueError(f"replay speed must be above 0, got {speed:g}")
+
+
 class ReplaySource:
     """Plays a recording: at ``speed`` times the recorded pace (the sample whose recorded
     offset has elapsed on ``clock``), or ``stepped`` (the next sample on every poll).
@@ -83,8 +90,7 @@ class ReplaySource:
         loop: bool = False,
         clock: Clock | None = None,
     ) -> None:
-        if not speed > 0:
-            raise ValueError(f"replay speed must be above 0, got {speed}")
+        check_speed(speed)
         self.path = os.fspath(path)
         self.name = f"replay:{self.path}"
         self.speed = speed
