@@ -109,6 +109,13 @@ def test_prose_prompts_and_colours_around_the_matrix_are_ignored():
     assert topology_to_json(parse_topology(quoted))["links"] == base["links"]
 
 
+def test_a_row_repeated_thousands_of_times_is_one_short_warning():
+    rows = ["        GPU0    GPU1", "GPU0     X      NV4", "GPU1    NV4      X"]
+    data = topology_to_json(parse_topology("\n".join(rows + [rows[1]] * 5000)))
+    (warning,) = [w for w in data["warnings"] if "repeated" in w]
+    assert warning == "rows repeated (GPU0, 5000 repeats): the first of each was read"
+
+
 def test_tabs_lost_cells_split_at_link_codes():
     path = next(p for p in TOPO_FILES if p.name.startswith("01"))
     text = path.read_text()

@@ -195,8 +195,12 @@ def _place_devices(m: _Matrix, duplicates: list[str]) -> None:
             + (f", then {', '.join(COLUMN_TITLES[c] for c in m.aff_cols)}" if m.aff_cols else "")
         )
     if duplicates:
+        labels = list(dict.fromkeys(duplicates))  # each once, however often it repeats
+        more = f" and {len(labels) - 16} more" if len(labels) > 16 else ""
+        times = f", {len(duplicates)} repeats" if len(duplicates) > len(labels) else ""
         m.warnings.append(
-            f"rows repeated ({compact_labels(duplicates)}): the first of each was read"
+            f"rows repeated ({compact_labels(labels[:16])}{more}{times}): the first of "
+            "each was read"
         )
     m.gpus = [c for c in m.device_cols if c.startswith("GPU")]
     m.gpus += sorted((g for g in gpu_rows if g not in m.gpus), key=_label_key)
