@@ -141,3 +141,11 @@ def test_the_launch_view_preview_warns_of_it_for_the_rig_in_view(llama8b):
     assert line and note is not None and "-ts gives 3 values for 2 devices" in note
     _line, note = preview_command(llama8b, "-ts 1,1", "127.0.0.1:8080", n_gpus=2)
     assert note is None or "-ts gives" not in note
+
+
+def test_a_device_named_twice_in_dev_is_one_line(llama8b, capsys):
+    """-dev CUDA0,CUDA0 would count one GPU's free memory twice."""
+    assert main(["fit", str(llama8b), "--gpus", "4090,4090", "-dev", "CUDA0,CUDA0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lltui: fit: -dev names CUDA0 twice: one GPU listed as two is not estimated "
+                   "(give each device once)"]  # fmt: skip

@@ -208,11 +208,16 @@ def select_devices(available: Sequence[DeviceSpec], st: LlamaArgs) -> tuple[Devi
         for d in available:
             by_name.setdefault(d.device_name, d)
             by_name.setdefault(d.name, d)
-        picked = []
+        picked: list[DeviceSpec] = []
         for name in st.devices:
             if name not in by_name:
                 known = ", ".join(d.device_name for d in available) or "none"
                 raise FitError(f"invalid device: {name} (devices: {known})")
+            if any(p is by_name[name] for p in picked):  # its free memory would count twice
+                raise FitError(
+                    f"-dev names {by_name[name].device_name} twice: one GPU listed as two is "
+                    "not estimated (give each device once)"
+                )
             picked.append(by_name[name])
         devs = picked
     if st.split_mode == "none" and devs:
