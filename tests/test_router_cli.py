@@ -49,6 +49,11 @@ def test_the_dry_run_shows_the_router_and_the_preset_it_would_write(folder, caps
         "--fit", "off",
     ]  # fmt: skip
     assert out["keep"] == ["alpha"] and out["plan"]["fits"] is True
+    # where clients connect, in the text as in the JSON: lltui's proxy, not the router
+    assert out["url"] == "http://127.0.0.1:8099" and out["env_unset"] == ["LLAMA_API_KEY"]
+    assert main(["launch", "--models", str(folder), "--port", "8099", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "url:  http://127.0.0.1:8099\n" in text
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,11 @@ def dry_run(
     *,
     as_json: bool,
     rpc: RpcHosts | None = None,
+    url: str | None = None,
 ) -> int:
+    """The command and environment a launch would run, nothing started; ``url``: where
+    clients reach it, where that is not the server's own address (a router behind lltui's
+    on-demand proxy)."""
     from lltui.commands import print_json
     from lltui.core.cmdline.launch_spec import relevant_inherited_env
 
@@ -79,7 +83,7 @@ def dry_run(
         say(f"env:  unset {name}")
     for name, value in inherited.items():
         say(f"env:  {name}={shlex.quote(value)} (inherited)")
-    say(f"url:  {prepared.spec.url}")
+    say(f"url:  {url or prepared.spec.url}")
     for server in rpc.servers if rpc is not None else ():
         say(f"rpc:  {server.spec.host}: " + " ".join(shlex.quote(a) for a in server.argv()))
     return 0

@@ -36,6 +36,7 @@ def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool)
             {
                 "argv": command.display_argv(),
                 "env": command.display_env(),
+                "env_unset": list(command.env_unset),
                 "env_inherited": relevant_inherited_env(environ, command),
                 "url": prepared.url,
                 "router_url": prepared.launch.spec.url,
@@ -48,7 +49,7 @@ def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool)
             }
         )
         return 0
-    _dry_run(prepared.launch, environ, as_json=False)
+    _dry_run(prepared.launch, environ, as_json=False, url=prepared.url)
     _say(f"preset: {prepared.preset_path}")
     for line in prepared.preset.rstrip().splitlines():
         _say(f"  {line}")
