@@ -74,3 +74,20 @@ def test_report_has_every_section_and_no_secret(
 def test_a_log_that_is_not_there_is_one_line(capsys):
     assert main(["report", "--log", "/nonexistent/server.log"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--log", "."], "report: .: is a directory"),
+        (["--server=-5"], "report: --server '-5': expected a URL, HOST:PORT or a pid"),
+    ],
+)
+def test_a_bad_log_or_server_is_one_line(capsys, argv, said):
+    assert main(["report", *argv]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"lltui: {said}"]
+
+
+def test_a_pid_that_is_no_process_here_is_said_so(capsys):
+    assert main(["report", "--server", "999999999", "--source", "sim:colab-t4"]) == 0
+    assert "pid 999999999: no such process here" in capsys.readouterr().out

@@ -30,8 +30,11 @@ def run(args: argparse.Namespace) -> int:
     from lltui.services.report import ReportRequest, build_report
 
     if args.log is not None and not os.path.isfile(args.log):
-        raise CliError(f"report: {args.log}: no such file", 2)
+        what = "is a directory" if os.path.isdir(args.log) else "no such file"
+        raise CliError(f"report: {args.log}: {what}", 2)
     server = args.server
+    if server is not None and (not server.strip() or server.startswith("-")):
+        raise CliError(f"report: --server {server!r}: expected a URL, HOST:PORT or a pid", 2)
     if server is not None and not server.isdigit() and "://" not in server:
         server = "http://" + server
     request = ReportRequest(

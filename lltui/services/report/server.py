@@ -52,7 +52,9 @@ def _poll(url: str, api_key: str | None) -> ServerPoll | None:
         return None
 
 
-def _build(argv: tuple[str, ...] | None, poll: ServerPoll | None, url: str | None) -> Section:
+def _build(
+    argv: tuple[str, ...] | None, poll: ServerPoll | None, url: str | None, pid: int | None
+) -> Section:
     props = poll.props if poll is not None else None
     data: dict[str, Any] = {
         "url": url,
@@ -64,6 +66,8 @@ def _build(argv: tuple[str, ...] | None, poll: ServerPoll | None, url: str | Non
         "argv": shlex.join(redact_argv(argv)) if argv else None,
     }
     text = "\n".join(f"{k}: {v}" for k, v in data.items() if v is not None)
+    if pid is not None and argv is None:
+        text = f"pid {pid}: no such process here, or its command line cannot be read"
     return Section("llama.cpp build and flags", text or "no server given", data)
 
 
@@ -120,7 +124,7 @@ def server_sections(request: ReportRequest, sample: RigSample | None) -> list[Se
         url = server.rstrip("/")
     poll = _poll(url, request.api_key) if url is not None else None
     load, report = _load(request, url)
-    sections = [_build(argv, poll, url), load, _speed(poll, report)]
+    sections = [_build(argv, poll, url, pid), load, _speed(poll, report)]
     return [*sections, _held(request, url, pid, sample, poll)]
 
 
