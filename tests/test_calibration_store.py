@@ -11,7 +11,6 @@ import json
 import math
 import stat
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -247,21 +246,34 @@ def test_bench_rows_that_are_not_speeds_are_skipped_with_a_count(bench_here, cap
     assert isinstance(raw, dict) and len(raw["points"]) == 2
 
 
-@pytest.mark.parametrize("util", [0, 60])
-def test_a_gpu_another_process_keeps_busy_is_no_calibration(tmp_path, monkeypatch, capsys, util):
-    """A GPU rig through the FAKE pynvml, llama-bench a stand-in: a GPU that another
-    process keeps 60% busy around the runs leaves their points out; an idle one does not."""
-    gpus = [replace(g, util_gpu=util) for g in make_gpus(1)]
+@pytest.fixture
+def gpu_bench(tmp_path, monkeypatch):
+    """A GPU rig through the FAKE pynvml (one RTX 3090, its use set by the test), the host
+    idle whatever the suite runs beside, llama-bench a stand-in; an 8B's shape, its weights
+    a hole (decode on the GPU is mostly work, not launches). Returns the GPU and a runner:
+    rows -> lltui bench's exit code."""
+    gpus = make_gpus(1)
     FakeNvml(gpus).install(monkeypatch)
     monkeypatch.setattr("lltui.services.bench.GPU_SAMPLE_PERIOD_S", 0.0)
-    # the host idle whatever the suite runs beside: the GPU's use is what is tested
     monkeypatch.setattr("lltui.sources.gpu.procfs.OthersMeter.share_since", lambda *a, **k: 0.0)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    # an 8B's shape, its weights a hole: decode on the GPU is mostly work, not launches
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0", sparse=True)
-    rows = [json.dumps(_row(n_gpu_layers=99, avg_ts=120.0))]
-    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, rows)))
-    assert main(["bench", str(model), "--quick", "--json"]) == 0
+
+    def run(rows: list[dict], *flags: str) -> int:
+        lines = [json.dumps(r) for r in rows]
+        monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, lines)))
+        return main(["bench", str(model), "--quick", *flags])
+
+    return gpus[0], run
+
+
+@pytest.mark.parametrize("util", [0, 60])
+def test_a_gpu_another_process_keeps_busy_is_no_calibration(gpu_bench, capsys, util):
+    """A GPU that another process keeps 60% busy around the runs leaves their points out;
+    an idle one does not."""
+    gpu, run = gpu_bench
+    gpu.util_gpu = util
+    assert run([_row(n_gpu_layers=99, avg_ts=120.0)], "--json") == 0
     out = _strict(capsys.readouterr().out)
     assert isinstance(out, dict) and out["rig"]["gpus"] == ["NVIDIA GeForce RTX 3090"]
     left_out = [p["left_out"] for p in out["points"]]
@@ -273,27 +285,17 @@ def test_a_gpu_another_process_keeps_busy_is_no_calibration(tmp_path, monkeypatc
         assert left_out and left_out == [None] * len(left_out) and out["stored"]
 
 
-def test_a_bench_whose_every_point_is_left_out_leaves_the_store_as_it_was(
-    tmp_path, monkeypatch, capsys
-):
+def test_a_bench_whose_every_point_is_left_out_leaves_the_store_as_it_was(gpu_bench, capsys):
     """Calibrated once on an idle GPU; benched again while another process keeps it busy:
     nothing of the second run counts, so the store is not written again (not refitted, not
     stamped with that run's build) and no "kept in" is said."""
-    gpus = [replace(g, util_gpu=0) for g in make_gpus(1)]
-    FakeNvml(gpus).install(monkeypatch)
-    monkeypatch.setattr("lltui.services.bench.GPU_SAMPLE_PERIOD_S", 0.0)
-    monkeypatch.setattr("lltui.sources.gpu.procfs.OthersMeter.share_since", lambda *a, **k: 0.0)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0", sparse=True)
-    rows = [json.dumps(_row(n_gpu_layers=99, avg_ts=120.0))]
-    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, rows)))
-    assert main(["bench", str(model), "--quick", "--json"]) == 0
+    gpu, run = gpu_bench
+    gpu.util_gpu = 0
+    assert run([_row(n_gpu_layers=99, avg_ts=120.0)], "--json") == 0
     stored = Path(_strict(capsys.readouterr().out)["stored"])  # type: ignore[index]
     before = stored.read_bytes()
-    gpus[0].util_gpu = 60
-    busy = [json.dumps(_row(n_gpu_layers=99, avg_ts=60.0, build_number=2))]
-    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, busy)))
-    assert main(["bench", str(model), "--quick"]) == 0
+    gpu.util_gpu = 60
+    assert run([_row(n_gpu_layers=99, avg_ts=60.0, build_number=2)]) == 0
     text = capsys.readouterr().out
     assert "another process kept a GPU 60% busy" in text and "kept in" not in text
     assert stored.read_bytes() == before
