@@ -149,3 +149,16 @@ def test_a_device_named_twice_in_dev_is_one_line(llama8b, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["lltui: fit: -dev names CUDA0 twice: one GPU listed as two is not estimated "
                    "(give each device once)"]  # fmt: skip
+
+
+def test_an_rpc_server_that_does_not_answer_is_no_plain_fits(llama8b, capsys):
+    """A closed port: its free memory unknown, the verdict says where it fits, not "fits"."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        assert main(["fit", str(llama8b), "--gpus", "4090", "--rpc", f"127.0.0.1:{port}"]) == 0
+    out = capsys.readouterr().out
+    assert f"verdict: fits where the free memory is known (not on RPC0[127.0.0.1:{port}])" in out
+    assert "llama-server would not start" in out

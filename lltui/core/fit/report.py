@@ -242,6 +242,9 @@ def result_to_text(res: FitResult) -> str:
     if res.pipeline_parallel:
         lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
     verdict = "fits" if res.fits else "does NOT fit"
+    unknown = [one_line(d.name) for d in res.devices if d.kind != "cpu" and d.fits is None]
+    if res.fits and unknown:  # (an RPC server that did not answer, a device of no size)
+        verdict = f"fits where the free memory is known (not on {', '.join(unknown)})"
     lines.append("")
     past = 0 < m.n_ctx_train < r.n_ctx_seq and not st.rope_scaling
     lines.append(
