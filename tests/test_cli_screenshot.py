@@ -31,6 +31,15 @@ def test_screenshot_bad_size_and_view_are_usage_errors(tmp_path, capsys):
     assert "unknown view" in capsys.readouterr().err
 
 
+def test_an_unknown_theme_is_a_warning_a_screenshot_says(tmp_path, capsys):
+    """The app's notice is a toast; a screenshot taken without a screen says it on stderr."""
+    out = tmp_path / "shot.svg"
+    argv = ["--source", "sim:colab-t4", "--screenshot", str(out), "--theme", "nope"]
+    assert main(argv) == 0 and out.is_file()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lltui: warning: theme 'nope' not found; using dark"]
+
+
 def test_python_dash_m_runs_the_cli():
     proc = subprocess.run(
         [sys.executable, "-m", "lltui", "--version"], capture_output=True, text=True, check=False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import re
+import sys
 
 from lltui.commands import CliError, open_recorder
 from lltui.core.jsonout import fields_of
@@ -119,5 +120,7 @@ def _screenshot(app: object, path: str, size: tuple[int, int], view: str) -> int
         asyncio.run(shoot())
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc}", 1) from None
+    for failure in app.theme_failures:  # the app's notice, which no one sees here
+        print(f"lltui: warning: {failure}", file=sys.stderr)
     print(path)
     return 0
