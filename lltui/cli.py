@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lltui import __version__
-from lltui.commands import CliError, add_replay_options, add_source_option
+from lltui.commands import CliError, add_replay_options, add_source_option, check_global_values
 from lltui.commands.output import error_line, internal_error_line, printable_output
 
 # Each module exposes register(subparsers) and sets ``func`` on its parser.
@@ -200,29 +200,6 @@ def _json_error(line: str, code: int) -> None:
         print(json.dumps({"error": message, "exit_code": code}), flush=True)
 
 
-def _check_global_values(args: argparse.Namespace) -> None:
-    """The global options' values, whatever the command (one that does not use them too):
-    one line and exit 2 for a bad one, as the app says it."""
-    values = {k: getattr(args, k, None) for k in ("interval", "energy_price")}
-    given = {k: v for k, v in values.items() if v is not None}
-    host_timeout = getattr(args, "host_timeout", None)
-    replay_speed = getattr(args, "replay_speed", None)
-    try:
-        if given:
-            from lltui.config import check_values
-
-            check_values(given, "command line")
-        if host_timeout is not None or replay_speed is not None:
-            from lltui.services.rig import check_host_timeout, check_replay_speed
-
-            if host_timeout is not None:
-                check_host_timeout(host_timeout)
-            if replay_speed is not None:
-                check_replay_speed(replay_speed)
-    except ValueError as exc:  # (ConfigError is one)
-        raise CliError(str(exc), 2) from None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -236,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(args_list)
         if args.record_full and not args.record:
             raise CliError("--record-full goes with --record FILE", 2)
-        _check_global_values(args)
+        check_global_values(args)
         if args.command is None:
             from lltui.commands.ui import run_app
 

@@ -60,6 +60,29 @@ def add_replay_options(p: argparse.ArgumentParser, default: object = None) -> No
     p.add_argument("--replay-loop", action="store_true", default=flag_default, help="loop a replay")
 
 
+def check_global_values(args: argparse.Namespace) -> None:
+    """The global options' values, whatever the command (one that does not use them too):
+    one line and exit 2 for a bad one, as the app says it."""
+    values = {k: getattr(args, k, None) for k in ("interval", "energy_price")}
+    given = {k: v for k, v in values.items() if v is not None}
+    host_timeout = getattr(args, "host_timeout", None)
+    replay_speed = getattr(args, "replay_speed", None)
+    try:
+        if given:
+            from lltui.config import check_values
+
+            check_values(given, "command line")
+        if host_timeout is not None or replay_speed is not None:
+            from lltui.services.rig import check_host_timeout, check_replay_speed
+
+            if host_timeout is not None:
+                check_host_timeout(host_timeout)
+            if replay_speed is not None:
+                check_replay_speed(replay_speed)
+    except ValueError as exc:  # (ConfigError is one)
+        raise CliError(str(exc), 2) from None
+
+
 def replay_options(args: argparse.Namespace) -> ReplayOptions:
     """The ``--replay-*`` options of a parsed command line (defaults where absent)."""
     from lltui.services.rig import ReplayOptions
