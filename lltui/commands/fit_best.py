@@ -120,7 +120,9 @@ def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str |
     if len(missing) > SHOWN_MISSING:
         lines.append(f"  ... and {len(missing) - SHOWN_MISSING} more that do not fit")
     lines += _kv_lines(model, plan)
-    if plan.skipped:
+    if plan.skipped == 1:
+        lines.append("  (1 smaller set of GPUs not tried: it would put more on the host)")
+    elif plan.skipped:
         lines.append(
             f"  ({plan.skipped} smaller sets of GPUs not tried: they would put more on the host)"
         )
