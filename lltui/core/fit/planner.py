@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
 from lltui.core.fit.best import Change, Progress, _Space, least_offload, make_space, speed_tier
@@ -459,32 +459,61 @@ def plan_best(
     refusal = tensor_refusal(s.problem.hp, base, len(gpus))
     modes = ("layer",) if refusal else ("layer", "tensor")
     s.planned = 12 * len(modes) + UB_LAYOUTS * len(UBATCHES) * 2
-    found: list[PlanOption] = []
-    offloads: dict[_Layout, int] = {}
-    skipped = 0
+    tried = _Tried(search)
+    skipped = _try_sets(tried, modes, gpus)
+    found = tried.found + _other_ubatches(search, rank(goal, tried.found), tried.offloads)
+    ranked = rank(goal, found)
+    return PlanResult(
+        goal=goal,
+        context=asked,
+        options=tuple(ranked),
+        split=split_answer(ranked, goal),
+        tensor_note=refusal,
+        estimates=s.done,
+        skipped=skipped,
+        kv_option=_kv_option(search, ranked, tried.offloads),
+    )
 
-    def tried(mode: str, devs: Sequence[DeviceSpec]) -> int | None:
-        opt, x = search.option(mode, devs, None)
-        found.append(opt)
-        if x is not None:
-            offloads[_layout(opt)] = x
+
+@dataclass
+class _Tried:
+    """The options tried so far, and the offload each layout needed (a later -ub starts
+    there). Called with a split mode and GPUs: that layout tried, and for a layer split of
+    several GPUs the -ts sized to their room (where the host is needed) and the one with the
+    most layers on the fastest (GPUs of several speeds); the offload it needed."""
+
+    search: _Search
+    found: list[PlanOption] = field(default_factory=list)
+    offloads: dict[_Layout, int] = field(default_factory=dict)
+
+    def __call__(self, mode: str, devs: Sequence[DeviceSpec]) -> int | None:
+        opt, x = self.search.option(mode, devs, None)
+        self._keep(opt, x)
         if mode != "layer" or len(devs) < 2:
             return x
         kinds = ["room"] if x != 0 else []  # the host needed: room for more?
         if len({_bandwidth(d) for d in devs}) > 1:  # GPUs of several speeds
             kinds.append("speed")
         for kind in kinds:
-            other, y = search.option(mode, devs, None, ts=kind)
+            other, y = self.search.option(mode, devs, None, ts=kind)
             # (a -ts that changes nothing, or another -ts's same split, is not said twice)
-            if other.ts and all(o.flags != other.flags for o in found if o.fits):
-                found.append(other)
-                if y is not None:
-                    offloads[_layout(other)] = y
+            if other.ts and all(o.flags != other.flags for o in self.found if o.fits):
+                self._keep(other, y)
         return x
 
+    def _keep(self, opt: PlanOption, x: int | None) -> None:
+        self.found.append(opt)
+        if x is not None:
+            self.offloads[_layout(opt)] = x
+
+
+def _try_sets(tried: _Tried, modes: Sequence[str], gpus: tuple[DeviceSpec, ...]) -> int:
+    """The whole rig's layer split first, then each set of GPUs (and order) in each mode;
+    how many smaller sets were not tried."""
     x_whole = {"layer": tried("layer", gpus)}
-    need = found[0].held_bytes
+    need = tried.found[0].held_bytes
     sets = device_sets(gpus, need)
+    skipped = 0
     for mode in modes:
         for devs in sets:
             if mode == "tensor" and (len(devs) < 2 or len({d.backend_name for d in devs}) > 1):
@@ -503,18 +532,7 @@ def plan_best(
                 x = tried(mode, order)
                 if not fewer and order == devs:
                     x_whole[mode] = x
-    found += _other_ubatches(search, rank(goal, found), offloads)
-    ranked = rank(goal, found)
-    return PlanResult(
-        goal=goal,
-        context=asked,
-        options=tuple(ranked),
-        split=split_answer(ranked, goal),
-        tensor_note=refusal,
-        estimates=s.done,
-        skipped=skipped,
-        kv_option=_kv_option(search, ranked, offloads),
-    )
+    return skipped
 
 
 _Layout = tuple[str, tuple[str, ...], str]  # split mode, devices, -ts kind
