@@ -315,6 +315,20 @@ def test_stop_sends_a_second_signal_then_kills_a_server_that_holds_on(tmp_path):
         kill_group(sup.pid)
 
 
+def test_a_hurried_stop_still_records_the_exit(llama_bins, tiny_model):
+    """A second signal cuts every wait of a stop short (timeout -s INT signals lltui and
+    then its group): the server is killed, and its exit is still recorded, not lost as
+    "did not exit" (the wait after SIGKILL was cut short too)."""
+    with supervised(llama_bins, tiny_spec(tiny_model)) as sup:
+        sup.start()
+        assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()
+        pid = sup.pid
+        sup.hurry()  # as a second Ctrl-C would, before the stop begins
+        result = sup.stop()
+        assert result is not None and result.stopped
+        assert pid is not None and not pid_alive(pid)
+
+
 def test_keep_running_leaves_the_server_and_its_log(llama_bins, tiny_model, tmp_path):
     log = tmp_path / "server.log"
     log.write_text("a line from an earlier run\n")

@@ -536,6 +536,9 @@ class Supervisor:
                 (signal.SIGKILL, kill_wait_s),
             )
             stop_group(self._proc.pid, self._wait_done, steps, send=self._signal_group)
+            # a hurried stop (a second signal) cut the waits short, SIGKILL's too: the
+            # process is killed, its exit near; wait for it so that it is recorded
+            self._done.wait(kill_wait_s)
         return self._exit
 
     def detach(self) -> None:
