@@ -223,6 +223,17 @@ def test_the_api_key_travels_in_the_environment_and_is_masked_everywhere():
     assert cmd.mask(f"log line with {KEY} in it") == f"log line with {MASK} in it"
 
 
+@pytest.mark.parametrize("flag", ["--api-key", "--hf-token", "-hft"])
+def test_a_flag_written_with_equals_is_refused_without_its_value(flag):
+    """--api-key=KEY is refused (llama-server takes values as the next argument); the line
+    that says so names the flag, never what follows the '=' (a key, a token)."""
+    for flags in (CURRENT_FLAGS, None):
+        with pytest.raises(LaunchError) as err:
+            build_command(spec_from([f"{flag}=sekrit-{KEY}"]), "x", flags)
+        assert "sekrit" not in str(err.value) and KEY not in str(err.value)
+        assert f"{flag} VALUE" in str(err.value)
+
+
 def test_a_key_list_is_masked_key_by_key():
     spec = LaunchSpec.of("m.gguf", api_key="alpha-key,beta-key")
     text = "alpha-key,beta-key then beta-key alone"

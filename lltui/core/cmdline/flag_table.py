@@ -459,6 +459,12 @@ def closest_flag(
     return best
 
 
+def is_secret(spelling: str) -> bool:
+    """Whether a flag's value is a secret (a key, a token): never printed."""
+    found = BY_SPELLING.get(spelling)
+    return found is not None and found[0].secret_env is not None
+
+
 def unknown_flag_message(
     arg: str, binary: BinaryFlags | None = None, also: Iterable[str] = ()
 ) -> str:
@@ -468,9 +474,11 @@ def unknown_flag_message(
     name = a.split("=", 1)[0]
     where = binary.describe() if binary is not None else "llama-server"
     if "=" in a and arity_of(name, binary) is not None:
+        value = "VALUE" if is_secret(name) else arg.split("=", 1)[1]
+        shown = f"{name}=..." if is_secret(name) else arg
         return (
-            f"{arg}: {where} takes the value of {name} as the next argument "
-            f"(write {name} {arg.split('=', 1)[1]})"
+            f"{shown}: {where} takes the value of {name} as the next argument "
+            f"(write {name} {value})"
         )
     if a in REMOVED:
         return f"{arg} is not a llama-server flag in this build: {REMOVED[a]}"

@@ -35,6 +35,7 @@ from lltui.core.cmdline.flag_table import (
     canonical,
     closest_flag,
     is_flag_token,
+    is_secret,
     unknown_flag_message,
 )
 
@@ -484,14 +485,17 @@ def _check_unmodelled(raw: str, binary: BinaryFlags | None) -> None:
     pinned table)."""
     token = canonical(raw)
     if binary is not None and is_flag_token(token) and not binary.has(token):
-        hint = ""
+        shown, hint = raw, ""
         if "=" in token:
-            hint = f" (write it as {token.split('=', 1)[0]} VALUE)"
+            name = token.split("=", 1)[0]
+            hint = f" (write it as {name} VALUE)"
+            if is_secret(name):  # (never a key or a token, even in an error)
+                shown = f"{name}=..."
         elif token in REMOVED:
             hint = f" ({REMOVED[token]})"
         elif near := closest_flag(token, binary):
             hint = f"; did you mean {near}?"
-        raise LaunchError(f"{binary.describe()} has no {raw} flag{hint}")
+        raise LaunchError(f"{binary.describe()} has no {shown} flag{hint}")
     if arity_of(token, binary) is None:
         raise LaunchError(unknown_flag_message(raw, binary))
 
