@@ -75,6 +75,8 @@ def test_a_pinned_model_is_never_evicted():
     got = decide(p, "c", running("a", "b"))
     assert (got.action, got.code) == ("cannot", "pinned")
     assert "pinned models unload (a, b)" in got.reason
+    # and what it is short of with them loaded (the reason ended in ': ' before)
+    assert not got.reason.endswith(": ") and " left, it needs " in got.reason
 
 
 def test_a_model_too_big_even_alone_is_refused_with_the_device():

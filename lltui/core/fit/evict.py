@@ -260,7 +260,8 @@ def _why_not(
     movable = [r.name for r in order if _in_pod(need, policy.needs[r.name])]
     going = [*must, *movable]
     pinned = [r.name for r in order if policy.needs[r.name].pinned]
-    short = _short(policy, name, [n for n in running if n not in going])
+    # what is short with every model unloaded that may be (the pinned ones stay)
+    short = _short(policy, name, [n for n in running if n not in going or n in pinned])
     why = "; ".join(
         f"{_label(d)} has {_mib(max(left, 0))} left, it needs {_mib(w)}" for d, left, w in short
     )
