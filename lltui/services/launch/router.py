@@ -235,6 +235,8 @@ class RouterSession(Session):
         lltui's process: a router kept running past lltui would lose it)."""
         if keep_running and self.request.on_demand:
             raise LaunchError("a router served on demand cannot outlive lltui (its proxy is lltui)")
+        if self._public is not None:  # the proxy's address first: nothing written or started
+            _check_free(*self._public)  # (the preset is named after it) where it is taken
         super().start(keep_running=keep_running, on_line=on_line, on_event=on_event)
         if self._public is not None:
             host = self._public[0]
@@ -453,3 +455,13 @@ def _write_private(path: str, text: str) -> None:
             f.write(text)
     except OSError as exc:
         raise LaunchError(f"cannot write the preset {path}: {exc.strerror or exc}", 1) from None
+
+
+def _check_free(host: str, port: int) -> None:
+    """LaunchError with one line where the address lltui would serve on is taken."""
+    from lltui.sources.llama.supervisor import SupervisorError, check_port_free
+
+    try:
+        check_port_free(host, port)
+    except SupervisorError as exc:
+        raise LaunchError(str(exc), getattr(exc, "code", 1)) from None
