@@ -357,3 +357,24 @@ def test_the_launch_view_and_command_say_what_became_of_a_request(tiny, idle_hos
     event = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert event["event"] == "speed" and not event["kept"]
     assert "too small" in event["calibration"]
+
+
+def test_a_servers_rpc_devices_are_in_its_served_prediction(llama_bins, large, tmp_path):
+    """A launch with --rpc: its served requests are predicted with the rpc-servers' devices
+    too (before, on this machine's devices alone: the prediction of another command)."""
+    from support.llama_fixture import rpc_servers
+
+    from lltui.core.fit.estimate import estimate
+    from lltui.core.memory.results import FitOptions
+    from lltui.services.devices import with_rpc
+    from lltui.services.fit import read_model
+
+    with rpc_servers(llama_bins, 2, tmp_path) as servers:
+        endpoints = ",".join(f"127.0.0.1:{s.port}" for s in servers)
+        args = parse_llama_args(["-m", str(large), "-c", "4096", "-t", "1", "--rpc", endpoints])
+        watch = SpeedWatch.for_command(args, [], store=False)
+        assert watch is not None
+        devices = with_rpc([], args.rpc)[0]
+    assert [d.kind for d in devices] == ["rpc", "rpc"]
+    res = estimate(read_model(str(large)), args, devices, FitOptions(search=False))
+    assert [d.name for d in watch.basis.result.devices] == [d.name for d in res.devices]

@@ -137,6 +137,10 @@ class SpeedWatch:
 
         if args.model_path is None:
             return None
+        if args.rpc:  # the server's --rpc servers take layers too: predicted with them
+            from lltui.services.devices import with_rpc
+
+            devices = with_rpc(devices, args.rpc)[0]
         try:
             model = read_model(args.model_path, keep=True)
             host = local_host()
