@@ -6,7 +6,7 @@ API."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -129,18 +129,27 @@ def _sample(kind: str) -> RigSample:
     return sample_once(RigRequest(kind), settle_s=0)
 
 
+def _local_samples() -> Iterator[tuple[str, RigSample | Exception]]:
+    """One sample of this machine's GPUs from each local source in turn, NVML first, then
+    AMD's tools, with its vendor (or why that source cannot be read)."""
+    from lltui.core.monitor.models import SourceUnavailable
+
+    for kind, vendor in (("nvml", "NVIDIA"), ("amd", "AMD")):
+        try:
+            yield vendor, _sample(kind)
+        except (SourceUnavailable, ImportError, OSError) as exc:
+            yield vendor, exc
+
+
 def local_devices() -> tuple[list[DeviceSpec], str | None]:
     """This machine's NVIDIA GPUs via NVML, else its AMD GPUs (ROCm0, ...), or none and
     why."""
-    from lltui.core.monitor.models import SourceUnavailable
-
     reasons = []
-    for kind, vendor in (("nvml", "NVIDIA"), ("amd", "AMD")):
-        try:
-            devices = devices_from_sample(_sample(kind))
-        except (SourceUnavailable, ImportError, OSError) as exc:
-            reasons.append(f"no local {vendor} GPU ({exc})")
+    for vendor, got in _local_samples():
+        if isinstance(got, Exception):
+            reasons.append(f"no local {vendor} GPU ({got})")
             continue
+        devices = devices_from_sample(got)
         if devices:
             return devices, None
         reasons.append(f"no local {vendor} GPU")
@@ -150,16 +159,9 @@ def local_devices() -> tuple[list[DeviceSpec], str | None]:
 def busiest_local_gpu() -> float | None:
     """How busy (% of the last moment's time a kernel ran) this machine's busiest GPU is
     now, by one look through NVML, else through AMD's tools; None: no GPU, or none says."""
-    from lltui.core.monitor.models import SourceUnavailable
-
-    for kind in ("nvml", "amd"):
-        try:
-            sample = _sample(kind)
-        except (SourceUnavailable, ImportError, OSError):
-            continue
-        utils = [g.util_gpu for g in sample.gpus if g.util_gpu is not None]
-        if sample.gpus:
-            return max(utils, default=None)
+    for _vendor, got in _local_samples():
+        if not isinstance(got, Exception) and got.gpus:
+            return max((g.util_gpu for g in got.gpus if g.util_gpu is not None), default=None)
     return None
 
 
