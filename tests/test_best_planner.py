@@ -187,8 +187,8 @@ def test_a_layer_split_with_host_experts_sizes_ts_to_the_gpus_room(moe_f16):
     model, devs, opts = moe_f16
     plan = plan_best(model, parse_llama_args(["-c", "8192"]), devs, opts)
     layer = [o for o in plan.options if o.fits and o.split_mode == "layer" and o.n_ubatch == 512]
-    own = next(o for o in layer if not o.room_split)
-    roomy = next(o for o in layer if o.room_split)
+    own = next(o for o in layer if o.ts != "room")
+    roomy = next(o for o in layer if o.ts == "room")
     ts, ncmoe = spell("tensor_split", (1,))[0], spell("n_cpu_moe", 1)[0]
     assert ts in roomy.argv and ts not in own.argv
 
@@ -202,7 +202,7 @@ def test_a_layer_split_with_host_experts_sizes_ts_to_the_gpus_room(moe_f16):
     fewer = list(roomy.argv)
     fewer[fewer.index(ncmoe) + 1] = str(experts(roomy) - 1)
     assert not estimate(model, parse_llama_args(fewer), devs, opts).fits
-    assert plan.best.room_split or plan.best.split_mode == "tensor"
+    assert plan.best.ts == "room" or plan.best.split_mode == "tensor"
 
 
 def test_a_q8_0_kv_cache_is_offered_where_it_moves_experts_to_the_gpus(moe_f16):

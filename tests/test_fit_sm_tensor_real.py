@@ -143,7 +143,7 @@ def test_the_planners_room_split_with_host_experts_loads_as_planned(
     devices = [rpc_device(ep, need * 6 // 10, i, backend="cpu") for i, ep in enumerate(eps)]
     plan = plan_best(model, given, devices, FitOptions())
     choice = plan.best
-    assert choice is not None and choice.split_mode == "layer" and choice.room_split
+    assert choice is not None and choice.split_mode == "layer" and choice.ts == "room"
     ts, ncmoe = spell("tensor_split", (1,))[0], spell("n_cpu_moe", 1)[0]
     assert ts in choice.argv and ncmoe in choice.argv and "host" in choice.offload
     text = served_log(llama_bins, path, tmp_path / "s.log", list(choice.argv))

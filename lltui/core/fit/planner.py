@@ -102,10 +102,6 @@ class PlanOption:
         return len(self.devices)
 
     @property
-    def room_split(self) -> bool:
-        return self.ts == "room"
-
-    @property
     def token_ms(self) -> float:
         return 1e3 / self.decode_tps if self.decode_tps > 0 else 0.0
 
