@@ -474,8 +474,9 @@ def unknown_flag_message(
     name = a.split("=", 1)[0]
     where = binary.describe() if binary is not None else "llama-server"
     if "=" in a and arity_of(name, binary) is not None:
-        value = "VALUE" if is_secret(name) else arg.split("=", 1)[1]
-        shown = f"{name}=..." if is_secret(name) else arg
+        secret = is_secret(name)  # (its value never shown: a key, a token)
+        value = "VALUE" if secret else arg.split("=", 1)[1]
+        shown = f"{name}=..." if secret else arg
         return (
             f"{shown}: {where} takes the value of {name} as the next argument "
             f"(write {name} {value})"
