@@ -317,6 +317,18 @@ def test_ready_line_shows_both_rpc_devices_and_their_buffers(
     assert rpc0["kv_mib"] > 2 * rpc1["kv_mib"]  # -ts 3,1
 
 
+def test_an_rpc_server_that_does_not_answer_is_named(server_env, tiny_model, capsys):
+    # a port nothing listens on: llama-server aborts in ggml-rpc before it loads anything
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        assert main(["launch", str(tiny_model), "-c", "512", "--rpc", f"127.0.0.1:{port}"]) == 1
+    assert one_line_error(capsys).endswith(
+        f"no rpc-server answered at 127.0.0.1:{port} (start rpc-server there, or leave it out "
+        "of --rpc)"
+    )
+
+
 def test_a_saved_profile_holds_what_was_given_not_the_environment(
     server_env, tiny_model, capsys, monkeypatch
 ):

@@ -364,3 +364,13 @@ def test_a_launch_that_does_not_fit_offers_a_launch_command_that_does(tmp_path, 
     fixed = parse_llama_args(command[:-2])
     setup = prepare(FitRequest(str(model), fixed, verb="launch"))
     assert estimate_setup(setup).fits  # what it offers fits
+
+
+def test_an_abort_is_told_by_ggml_s_own_line_not_the_debugger_s():
+    # what a GGML_ABORT leaves in the log: its FILE:LINE line, then gdb's backtrace
+    lines = [
+        "/src/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:88: CUDA error",
+        "Using host libthread_db library",
+        "#2  0x000055a34415b718 in ggml_abort ()",
+    ]
+    assert exit_reason(-6, lines) == "llama-server aborted: CUDA error"

@@ -19,6 +19,9 @@ _RE_MEMORY = re.compile(
     r"|unable to allocate[^\n]*|cudaMalloc failed[^\n]*)",
     re.IGNORECASE,
 )
+# GGML_ABORT / GGML_ASSERT print "FILE:LINE: message" before the backtrace
+_RE_GGML_ABORT = re.compile(r"^\S+\.(?:c|cc|cpp|cu|cuh|h|hpp|m|mm):\d+: (.+)$", re.MULTILINE)
+_RE_RPC_CONNECT = re.compile(r"Failed to connect to (\S+)")
 _RE_LOAD_FAILED = re.compile(r"exiting due to model loading error|failed to load model")
 _RE_SECOND = re.compile(r"Received second interrupt")
 # llama-server's signal handler ends its main loop; these lines follow (the second one when a
@@ -80,6 +83,12 @@ def exit_reason(
     m = _RE_BIND.search(text)
     if m:
         return f"port {m.group(2)} on {m.group(1)} is in use or cannot be bound"
+    m = _RE_RPC_CONNECT.search(text)
+    if m:
+        return (
+            f"no rpc-server answered at {m.group(1)} (start rpc-server there, or leave it out "
+            "of --rpc)"
+        )
     m = _RE_NO_FILE.search(text)
     if m:
         if "No such file" in m.group(2):
@@ -108,7 +117,8 @@ def exit_reason(
     if supervised and stopped_from_outside(returncode, lines, stopped=stopped):
         return STOPPED_FROM_OUTSIDE
     if sig == "SIGABRT":
-        err = _last_error_line(lines)
+        found_abort = _RE_GGML_ABORT.findall(text)
+        err = found_abort[-1].strip() if found_abort else _last_error_line(lines)
         return "llama-server aborted" + (f": {err}" if err else "")
     if sig is not None:
         return f"llama-server was killed by {sig}"
