@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from support.llama_fixture import llama_bins
 from support.router_helpers import write_models
 
 from lltui.cli import main
 from lltui.core.cmdline.preset import parse_preset, section_words
+
+__all__ = ["llama_bins"]
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +217,17 @@ def test_a_preset_pins_and_ranks_models_for_lltui(folder, tmp_path, capsys):
                  "--pin", "b", "--dry-run", "--json"])  # fmt: skip
     c = json.loads(capsys.readouterr().out)["on_demand"]["models"]["c"]
     assert (c["action"], c["code"]) == ("cannot", "pinned")
+
+
+def test_a_router_that_could_serve_nothing_is_not_started(
+    folder, tmp_path, capsys, llama_bins, monkeypatch
+):
+    monkeypatch.setenv("LLTUI_LLAMA_SERVER", str(llama_bins.binaries["llama-server"]))
+    # a context no host holds: every request would be refused, so nothing starts
+    argv = ["launch", "--models", str(folder), "-c", "999999999", "--port", "8099"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("lltui: launch: no model can load, so nothing would be served: ")
+    assert "alpha does not fit even alone" in err and "beta does not fit even alone" in err
+    assert not (tmp_path / "state" / "lltui" / "router-8099.ini").exists()

@@ -235,6 +235,7 @@ class RouterSession(Session):
         lltui's process: a router kept running past lltui would lose it)."""
         if keep_running and self.request.on_demand:
             raise LaunchError("a router served on demand cannot outlive lltui (its proxy is lltui)")
+        _check_servable(self.prepared)
         if self._public is not None:  # the proxy's address first: nothing written or started
             _check_free(*self._public)  # (the preset is named after it) where it is taken
         super().start(keep_running=keep_running, on_line=on_line, on_event=on_event)
@@ -455,6 +456,15 @@ def _write_private(path: str, text: str) -> None:
             f.write(text)
     except OSError as exc:
         raise LaunchError(f"cannot write the preset {path}: {exc.strerror or exc}", 1) from None
+
+
+def _check_servable(prepared: PreparedRouter) -> None:
+    """LaunchError where the plan lets no model load at all (a router that can serve
+    nothing would refuse every request)."""
+    decisions = prepared.on_demand()
+    if decisions and all(d.action == "cannot" for d in decisions.values()):
+        why = "; ".join(d.reason or d.name for d in decisions.values())
+        raise LaunchError(f"no model can load, so nothing would be served: {why}", 1)
 
 
 def _check_free(host: str, port: int) -> None:
