@@ -226,6 +226,36 @@ def test_keep_running_returns_once_ready_and_leaves_the_server(
     assert len(logs) == 1 and "listening on" in logs[0].read_text()
 
 
+def _child_pids(pid: int) -> list[int]:
+    """``pid``'s children, whichever of its threads started them."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            out += [int(p) for p in (task / "children").read_text().split()]
+    return out
+
+
+def test_ctrl_c_while_a_server_meant_to_keep_running_loads_stops_it(server_env, tmp_path, servers):
+    from support import gguf_factory as gf
+
+    # an 8B shape whose weights are a hole in a sparse file: its warm-up takes seconds
+    model = gf.write_sparse(tmp_path / "big-F16.gguf", gf.llama_8b_spec(), "F16")
+    env = {**server_env, "XDG_STATE_HOME": str(tmp_path / "state")}
+    # (--force: whether the host could hold 15 GiB of weights does not matter to a hole)
+    with launched(model, env, "--keep-running", "--force", as_json=False) as proc:
+        assert proc.stderr is not None
+        said = [proc.stderr.readline()]  # a warning (not enough host memory), the first phase
+        while "loading" not in said[-1] and len(said) < 3:
+            said.append(proc.stderr.readline())
+        assert "loading" in said[-1], said  # started, not ready
+        server_pids = _child_pids(proc.pid)
+        servers.extend(server_pids)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=GONE_WITHIN_S)
+    assert "left running" not in out and "stopped by SIGTERM (still loading" in out
+    assert server_pids and all(wait_gone(pid) for pid in server_pids)
+
+
 def test_a_server_killed_mid_run_is_reported(server_env, tiny_model, servers):
     with launched(tiny_model, server_env) as proc:
         server_pid = read_event(proc)["pid"]

@@ -143,8 +143,12 @@ def foreground(
     try:
         watch.start(keep_running=keep_running)
         wake.wait()
-        if keep_running and watch.state.exit is None:
-            watch.close()  # ready (or stopped watching while it loaded)
+        # a server kept running is left once ready, or on a hang-up while it loads (the
+        # user asked it to outlive the terminal); Ctrl-C or SIGTERM before then stops it
+        cancelled = any(s != signal.SIGHUP for s in signals_seen)
+        st = watch.state
+        if keep_running and st.exit is None and (st.ready_at is not None or not cancelled):
+            watch.close()
             return _detach(session, as_json=as_json)
         if signals_seen:
             session.stop()

@@ -201,7 +201,8 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         None,
         (LAUNCH,),
         "start the server, say once it is ready, and return, leaving it running (its log in "
-        "a file; the line says how to stop it)",
+        "a file; the line says how to stop it); Ctrl-C before it is ready stops it, a hang-up "
+        "leaves it loading",
     ),
     OwnOption(
         "--force",
