@@ -149,6 +149,29 @@ def test_requests_load_and_evict_by_the_plan(models, server_env):
     ]
 
 
+def test_each_models_served_speed_is_held_against_its_own_plan(models, server_env):
+    args = ("--models", str(models), *FLAGS, "--gpus", TWO_FIT)
+    body = {"prompt": [1] + [100 + i for i in range(80)], "max_tokens": 24, "ignore_eos": True}
+    with launched_router(server_env, *args) as (proc, _, routers):
+        ready = read_event(proc)
+        routers.append(ready["pid"])
+        seen: list[dict] = []
+        for name in ("alpha", "beta"):
+            answer = httpx.post(
+                f"{ready['url']}/v1/completions", json={**body, "model": name}, timeout=120
+            )
+            assert answer.status_code == 200, answer.text
+            seen += events_until(
+                proc, lambda e, name=name: e["event"] == "speed" and e["model"] == name
+            )
+        proc.send_signal(signal.SIGTERM)
+        events_until(proc, lambda e: e["event"] == "exit")
+    speeds = [e for e in seen if e["event"] == "speed"]
+    assert {e["model"] for e in speeds} == {"alpha", "beta"}
+    assert all(e["predicted_tps"] > 0 and e["measured_tps"] > 0 for e in speeds)
+    assert not any(e["kept"] for e in speeds)  # a router's requests calibrate nothing
+
+
 def test_a_pinned_model_is_never_evicted(models, server_env):
     args = ("--models", str(models), *FLAGS, "--gpus", TWO_FIT, "--pin", "alpha")
     with launched_router(server_env, *args) as (proc, _port, routers):

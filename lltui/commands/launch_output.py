@@ -265,6 +265,7 @@ class StatePrinter:
             )
         event = {
             "event": "speed",
+            "model": check.model,
             "kind": "prompt" if check.prompt else "generation",
             "tokens": check.tokens,
             "depth": check.depth,

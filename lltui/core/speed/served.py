@@ -47,6 +47,7 @@ class SpeedCheck:
     predicted_tps: float
     calibration: str | None = None  # what became of it as a calibration point, in words
     kept: bool = False  # kept as a calibration point of this rig
+    model: str | None = None  # a router's model that served it (None: the one server's)
 
     @property
     def diff(self) -> float:
@@ -60,6 +61,7 @@ class SpeedCheck:
     def line(self) -> str:
         what = "prompt" if self.prompt else "generation"
         m, p = self.measured_tps, self.predicted_tps
+        what = f"{self.model}: {what}" if self.model is not None else what
         return f"{what} {self.tokens} tokens: {m:.1f} t/s, {p:.1f} predicted: {miss_text(m, p)}"
 
 

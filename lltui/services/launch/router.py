@@ -462,8 +462,8 @@ def _check_servable(prepared: PreparedRouter) -> None:
     """LaunchError where the plan lets no model load at all (a router that can serve
     nothing would refuse every request)."""
     decisions = prepared.on_demand()
-    if decisions and all(d.action == "cannot" for d in decisions.values()):
-        why = "; ".join(d.reason or d.name for d in decisions.values())
+    if decisions and not any(d.can_load for d in decisions.values()):
+        why = "; ".join(d.reason or d.model for d in decisions.values())
         raise LaunchError(f"no model can load, so nothing would be served: {why}", 1)
 
 

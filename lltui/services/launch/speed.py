@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from lltui.core.memory.devices import DeviceSpec
     from lltui.core.memory.results import FitResult, SpeedEstimate
     from lltui.core.monitor.models import RigSample
+    from lltui.services.plan import PlanReport
     from lltui.sources.gpu.procfs import OthersMeter
 
 PidOf = Callable[[], "int | None"]
@@ -226,6 +227,67 @@ class SpeedWatch:
             )
         except OSError:
             return None  # a read-only data dir: the comparison is still shown
+
+
+class RouterSpeed:
+    """Served speeds of a router's models: the router forwards each model server's lines
+    prefixed with its port, and a spawn line says which model a port serves; each model's
+    lines go to a :class:`SpeedWatch` of what the plan predicted for it (its setup and
+    estimate, so nothing is read or asked of an RPC server while the router runs). Nothing
+    is kept as a calibration point: the model servers' pids are not known, so neither is the
+    load beside a request."""
+
+    stored: tuple[str, ...] = ()
+
+    def __init__(self, report: PlanReport, env: dict[str, str] | None = None) -> None:
+        self._report = report
+        self._env = env
+        self._by_port: dict[int, tuple[str, SpeedWatch | None]] = {}
+        self._made: dict[str, SpeedWatch | None] = {}  # one watch a model, however often loaded
+
+    def predict(self, prompt: bool, depth: int, tokens: int) -> float | None:
+        return None  # one prediction per model, not one for the router
+
+    def feed(self, line: str) -> SpeedCheck | None:
+        from lltui.core.llamalog.router import CHILD_LINE
+
+        child = CHILD_LINE.match(line)
+        if child is None:
+            self._spawned(line)
+            return None
+        name, watch = self._by_port.get(int(child["port"]), ("", None))
+        check = watch.feed(child["rest"]) if watch is not None else None
+        return replace(check, model=name) if check is not None else None
+
+    def _spawned(self, line: str) -> None:
+        from lltui.core.llamalog.classify import classify
+        from lltui.core.llamalog.events import Instance
+
+        if "spawning" not in line:  # the router's other lines, read once elsewhere
+            return
+        event = classify(line).event
+        if isinstance(event, Instance) and event.what == "spawned":
+            if event.name not in self._made:
+                self._made[event.name] = self._watch(event.name)
+            self._by_port[int(event.value)] = (event.name, self._made[event.name])
+
+    def _watch(self, name: str) -> SpeedWatch | None:
+        from lltui.services.bench import local_calibration
+        from lltui.sources.gpu.cpu import local_host
+
+        plan = self._report.plan
+        if name not in plan.model_names:
+            return None
+        setup = self._report.setups[plan.model_names.index(name)]
+        planned = plan.model(name)
+        if setup.model is None:
+            return None
+        devices = list(setup.devices)
+        host = setup.options.host or local_host()
+        config = " ".join(planned.args.memory_args) or "defaults"
+        cal = local_calibration(devices, host, self._env)
+        basis = Basis(setup.model, planned.result, devices, host, cal, config)
+        return SpeedWatch(basis, store=False, env=self._env)
 
 
 def gpu_busy_of_others(sample: RigSample | None, pid: int | None) -> float | None:

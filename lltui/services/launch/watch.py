@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from lltui.core.speed.served import SpeedCheck
     from lltui.services.launch.compare import LaunchCheck
     from lltui.services.launch.session import Session
-    from lltui.services.launch.speed import Rig, SpeedWatch
+    from lltui.services.launch.speed import Rig, RouterSpeed, SpeedWatch
 
 TICK_S = 0.1
 PROGRESS_EVERY_S = 10.0  # a load that says nothing new is said to go on this often
@@ -120,7 +120,7 @@ class LaunchWatch:
         self._thread: threading.Thread | None = None
         self._folder = RepeatFolder()  # the log shows a run of one message once
         self._timings = TimingReader()
-        self._speed: SpeedWatch | None = None
+        self._speed: SpeedWatch | RouterSpeed | None = None
         self._progress = LoadProgress(time.monotonic())
 
     @property
@@ -321,12 +321,12 @@ def _loaded_check(session: Session) -> LaunchCheck | None:
         return LaunchCheck((), None, "-", 0, 0, 0, note=f"no prediction: {exc}")
 
 
-def _speed_watch(session: Session, rig: Rig | None) -> SpeedWatch | None:
-    """Served requests timed against the prediction for one server's command (a router's
-    models are checked by its plan)."""
+def _speed_watch(session: Session, rig: Rig | None) -> SpeedWatch | RouterSpeed | None:
+    """Served requests timed against the prediction for one server's command, or for each
+    of a router's models, its command as the plan pins it."""
     from lltui.services.launch.router import RouterSession
-    from lltui.services.launch.speed import SpeedWatch
+    from lltui.services.launch.speed import RouterSpeed, SpeedWatch
 
     if isinstance(session, RouterSession):
-        return None
+        return RouterSpeed(session.prepared.report)
     return SpeedWatch.for_rig(session.launch.spec.args, rig, lambda: session.pid)
