@@ -76,6 +76,18 @@ def test_a_path_that_is_no_folder_is_one_line(tmp_path, capsys):
     assert "not a folder" in err and len(err.splitlines()) == 1
 
 
+def test_a_file_that_is_not_the_demo_is_never_written_over(tmp_path, capsys):
+    theirs = tmp_path / "my-model.gguf"
+    theirs.write_bytes(b"GGUF a model of the user's")
+    assert main(["demo", str(theirs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("already exists and is not lltui's demo; nothing written")
+    assert theirs.read_bytes() == b"GGUF a model of the user's"
+    assert main(["demo", str(tmp_path)]) == 0  # the demo itself is written again, as before
+    assert main(["demo", str(tmp_path)]) == 0
+    capsys.readouterr()
+
+
 @pytest.mark.slow
 def test_the_real_llama_server_loads_and_serves_it(llama_bins, demo, tmp_path):
     with llama_server(llama_bins, demo, tmp_path / "server.log") as run:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lltui.sources.models.demo import DEMO, DEMO_FILE, DemoError, write_demo
+from lltui.sources.models.demo import DEMO, DEMO_FILE, DemoError, is_demo, write_demo
 
 __all__ = ["Demo", "DemoError", "make_demo"]
 
@@ -22,8 +22,9 @@ class Demo:
 
 def make_demo(where: str | None = None) -> Demo:
     """Write the demo model into the folder ``where`` (None: the current one), or to
-    ``where`` itself when it names a ``.gguf`` file. The same file each time. ValueError
-    for a path that is neither, DemoError (one line) when it cannot be written."""
+    ``where`` itself when it names a ``.gguf`` file. The same file each time, written over
+    only where it is the demo already. ValueError for a path that is neither, or a file
+    that is something else; DemoError (one line) when it cannot be written."""
     target = Path(where or ".")
     if target.suffix.lower() != ".gguf":
         if target.exists() and not target.is_dir():
@@ -31,5 +32,7 @@ def make_demo(where: str | None = None) -> Demo:
         target = target / DEMO_FILE
     if target.is_dir():
         raise ValueError(f"{target}: is a folder")
+    if target.exists() and not is_demo(target):
+        raise ValueError(f"{target}: already exists and is not lltui's demo; nothing written")
     size = write_demo(target)
     return Demo(target, size, "llama", DEMO.n_layer, DEMO.n_ctx_train)

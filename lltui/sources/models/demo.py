@@ -18,6 +18,7 @@ from lltui.core.gguf.values import ValueType
 from lltui.sources.models.same_shape import ones_row, random_row
 
 DEMO_FILE = "lltui-demo.gguf"
+DEMO_NAME = "lltui-demo"  # its general.name: a file lltui may write over
 DISTINCT_ROWS = 61  # random rows of each width before they repeat (prime: neighbours differ)
 F16_FILE_TYPE = 1  # llama_ftype MOSTLY_F16, general.file_type
 QUANTIZATION_VERSION = 2
@@ -141,12 +142,22 @@ def _data(dims: tuple[int, ...], type_id: int, rng: random.Random) -> Iterator[b
         yield pool[(r * 7) % len(pool)]
 
 
+def is_demo(path: Path) -> bool:
+    """True where ``path`` holds a model this module wrote (its ``general.name``)."""
+    from lltui.core.gguf.reader import read_gguf_file
+
+    try:
+        return read_gguf_file(path).metadata.get("general.name") == DEMO_NAME
+    except (OSError, ValueError):
+        return False
+
+
 def write_demo(path: Path, shape: LlamaShape = DEMO, seed: int = 0) -> int:
     """Write the model to ``path`` (whole, or not at all); the bytes written."""
     rng = random.Random(seed)
     layout = _layout(shape)
     infos = [writer.tensor_info(n, dims, t, off) for n, dims, t, off, _ in layout]
-    header = writer.gguf_header(_metadata(shape, "lltui-demo"), infos)
+    header = writer.gguf_header(_metadata(shape, DEMO_NAME), infos)
     tmp = path.with_name(path.name + ".part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
