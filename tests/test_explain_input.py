@@ -334,3 +334,21 @@ def test_a_hundred_thousand_buffer_lines_of_one_load(tmp_path, line):
     assert r.facts.lines == n + 1 and r.facts.loads == 1
     assert len(r.checks) == MAX_BUFFERS and r.facts.buffers_dropped == n - MAX_BUFFERS
     assert len(r.devices.devices) == (MAX_DEVICES if "RPC" in line else 1)
+
+
+def test_the_keys_of_a_pasted_command_are_never_shown(capsys, tmp_path):
+    log = tmp_path / "with-keys.log"
+    log.write_text(
+        "$ llama-server -m m.gguf --api-key sk-kept-9f1 -hft hf_tok --hf-token=hf_t2 -c 4096\n"
+        "load_tensors:        CUDA0 model buffer size =  3577.56 MiB\n"
+    )
+    for extra in ((), ("--json",)):
+        main(["explain", str(log), *extra])
+        out = capsys.readouterr().out
+        assert "sk-kept-9f1" not in out and "hf_tok" not in out and "hf_t2" not in out
+    assert main(["report", "--log", str(log), "--json"]) == 0
+    report = capsys.readouterr().out
+    assert "sk-kept-9f1" not in report and "hf_tok" not in report
+    assert json.loads(report)  # still JSON
+    command = explain(ExplainRequest(log=str(log))).facts.command
+    assert command[command.index("--api-key") + 1] == "***"

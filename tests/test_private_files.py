@@ -14,8 +14,9 @@ import pytest
 
 from lltui import paths
 from lltui.cli import main
+from lltui.core.cmdline.secrets import REDACTED, redact_command, secret_name
 from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic, RigInfo, RigSample
-from lltui.core.monitor.redact import REDACTED, redact_command, redact_sample, secret_name
+from lltui.core.monitor.redact import redact_sample
 from lltui.sources.gpu.replay import Recorder, read_recording
 
 PACKAGE = Path(paths.__file__).parent
@@ -162,7 +163,7 @@ def test_nothing_in_lltui_sets_the_umask():
 
 
 def test_a_secret_with_spaces_is_masked_whole_word_by_word():
-    from lltui.core.monitor.redact import redact_argv
+    from lltui.core.cmdline.secrets import redact_argv
 
     argv = ("llama-server", "-m", "m.gguf", "--api-key", "correct horse", "--hf-token", "hf_a b")
     assert redact_argv(argv) == [
@@ -177,7 +178,7 @@ def test_a_secret_with_spaces_is_masked_whole_word_by_word():
 
 
 def test_a_bearer_token_in_a_command_line_is_masked():
-    from lltui.core.monitor.redact import redact_command
+    from lltui.core.cmdline.secrets import redact_command
 
     masked = redact_command("curl -H 'Authorization: Bearer sk-live-0123' http://127.0.0.1:8080")
     assert "sk-live-0123" not in masked and "Bearer ***" in masked

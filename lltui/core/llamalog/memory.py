@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from lltui.core.cmdline.secrets import redact_argv
 from lltui.core.llama.builds import LineFormat, build_range
 from lltui.core.llamalog.classify import Classified
 from lltui.core.llamalog.events import (
@@ -404,7 +405,8 @@ class MemoryFold:
             build_note=self.build_note,
             build_range=build_range(self.formats.values()),
             tool=self._tool(),
-            command=self.command.words if self.command else (),
+            # a pasted command's keys and tokens are never shown, nor put in a fix
+            command=tuple(redact_argv(self.command.words)) if self.command else (),
             command_line=self.command_line,
             model_path=self.model_path,
             model_info=tuple(self.info.items()),

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lltui.core.cmdline.secrets import redact_argv, redact_command
 from lltui.core.monitor.models import GpuProcess, RigSample
-from lltui.core.monitor.redact import redact_command
 from lltui.services.report.server import ReportRequest, Section, server_sections
 
 __all__ = ["IssueReport", "ReportRequest", "Section", "build_report"]
@@ -68,6 +68,8 @@ def mask_json(data: Any) -> Any:
     if isinstance(data, Mapping):
         return {k: mask_json(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
+        if data and all(isinstance(v, str) for v in data):  # an argv: a flag's value is a word
+            data = redact_argv(data)
         return [mask_json(v) for v in data]
     return data
 

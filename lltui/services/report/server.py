@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.monitor.redact import redact_argv
+from lltui.core.cmdline.secrets import redact_argv
 from lltui.services.follow import launched_log, own_argv, url_of_argv
 
 if TYPE_CHECKING:
