@@ -206,6 +206,13 @@ def test_gpus_json_without_a_gpu_has_the_alert_too(no_nvml, capsys):
     assert json.loads(capsys.readouterr().out)["alerts"] == []
 
 
+def test_report_without_a_gpu_has_the_alert_too(no_nvml, capsys):
+    assert main(["report", "--json"]) == 0
+    assert [a["kind"] for a in json.loads(capsys.readouterr().out)["alerts"]] == ["no_gpu"]
+    assert main(["report", "--json", "--source", "sim:kaggle-2xt4"]) == 0
+    assert json.loads(capsys.readouterr().out)["alerts"] == []
+
+
 def test_a_source_that_fails_is_critical_until_it_answers():
     from lltui.core.monitor.alerts import SourceStatus
     from lltui.core.monitor.models import RigInfo

@@ -141,9 +141,13 @@ def _alerts(sample: RigSample | None, source: str | None) -> Section:
 
     if sample is None:
         return Section("Alerts", "no GPU sample", [])
+    from lltui.services.rig import kind_of, source_problem
+
     tracker = AlertTracker(instant=True)
     label = source or "auto"
-    tracker.update(sample.wall, rigs={None: sample}, sources=[SourceStatus(label, None)])
+    # a simulated rig standing in for GPUs that were expected is the alert watch raises
+    problem = None if kind_of(label).recorded else source_problem(label, sample.info)
+    tracker.update(sample.wall, rigs={None: sample}, sources=[SourceStatus(label, problem)])
     alerts = tracker.active
     text = "\n".join(a.line for a in alerts) or "none raised now"
     return Section("Alerts", text, alerts_to_json(alerts))
