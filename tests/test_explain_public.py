@@ -151,6 +151,22 @@ def test_failed_loads_name_the_device_and_the_size(name, device, needed, stage):
     assert data["message"]
 
 
+def test_a_kv_cache_that_does_not_fit_is_not_called_weights(tmp_path):
+    # llama.cpp allocates the KV cache through alloc_tensor_range, as it does the weights;
+    # the line after says what the buffer was for
+    log = tmp_path / "kv-oom.log"
+    log.write_text(
+        "load_tensors:        CUDA1 model buffer size = 18500.00 MiB\n"
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4992.00 MiB on device 1: "
+        "cudaMalloc failed: out of memory\n"
+        "alloc_tensor_range: failed to allocate CUDA1 buffer of size 5234491392\n"
+        "llama_kv_cache_unified: failed to allocate buffer for kv cache\n"
+    )
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    assert r.failed is not None
+    assert (r.failed.device, r.failed.stage, r.failed.needed_bytes) == ("CUDA1", "kv", 5234491392)
+
+
 def test_without_a_header_a_failure_says_what_to_give():
     r = run("04-ollama4225-nkvo-compute-oom-2024.log")
     text = report_to_text(r)

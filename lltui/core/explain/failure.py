@@ -75,7 +75,13 @@ def summarise(facts: LogFacts, free_at_load: Mapping[str, int] | None = None) ->
     exact = [f.needed_bytes for f in cluster if f.needed_bytes is not None and f.device]
     rough = [f.needed_bytes for f in cluster if f.needed_bytes is not None]
     needed = exact[0] if exact else (rough[0] if rough else None)
-    stage = next((f.stage for f in cluster if f.device and f.stage), first.stage)
+    # alloc_tensor_range allocates the KV cache as it allocates weights: the line after it
+    # that names what the buffer was for ("failed to allocate buffer for kv cache") says
+    at = next((i for i, f in enumerate(cluster) if f.device), len(cluster))
+    after = [f.stage for f in cluster[at + 1 :] if not f.device and f.stage in ("kv", "compute")]
+    stage = next(iter(after), None) or next(
+        (f.stage for f in cluster if f.device and f.stage), first.stage
+    )
     if first.kind != "oom":
         return Failed(first.message, first.line, first.kind, device=device, stage=stage)
     host = device is not None and is_host_buffer(device)
