@@ -167,6 +167,19 @@ def test_a_kv_cache_that_does_not_fit_is_not_called_weights(tmp_path):
     assert (r.failed.device, r.failed.stage, r.failed.needed_bytes) == ("CUDA1", "kv", 5234491392)
 
 
+def test_a_cuda_error_while_serving_names_its_device(tmp_path):
+    # ggml-cuda's report: the error, then the device it was on
+    log = tmp_path / "serving-oom.log"
+    log.write_text(
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n"
+        "CUDA error: out of memory\n"
+        "  current device: 1, in function alloc at /llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:399\n"
+        "  cuMemCreate(&handle, reserve_size, &prop, 0)\n"
+    )
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    assert r.failed is not None and (r.failed.kind, r.failed.device) == ("oom", "CUDA1")
+
+
 def test_without_a_header_a_failure_says_what_to_give():
     r = run("04-ollama4225-nkvo-compute-oom-2024.log")
     text = report_to_text(r)

@@ -344,6 +344,10 @@ def _cuda_error(m: re.Match[str], line: Line) -> Event:
     return AllocFailure(0, line.body, kind)
 
 
+def _cuda_device(m: re.Match[str], line: Line) -> Event:
+    return AllocFailure(0, line.message.strip(), "error", device_index=int(m["dev"]))
+
+
 def _flash_attn(m: re.Match[str], line: Line) -> Event:
     chose = "disabled" if m["a"] is None and m["b"] is None else m["a"] or "enabled"
     return Flag("flash_attn", chose)
@@ -463,6 +467,11 @@ SHAPES: tuple[Shape, ...] = (
            "llama_init_from_model: failed to allocate compute buffers", hint="to allocate"),
     _shape("abort", r"GGML_ASSERT|GGML_ABORT", _fail("abort"), "ggml_abort: ggml/src/ggml.c:1234:"
            " GGML_ASSERT(n_backends <= 16) failed", on="body", hint="GGML_A"),
+    # ggml-cuda's error report names the device on the line after "CUDA error: ..."
+    _shape("cuda_device", r"current device: (?P<dev>\d+), in function",
+           _cuda_device,
+           "  current device: 1, in function alloc at ggml/src/ggml-cuda/ggml-cuda.cu:399",
+           on="message", hint="current device"),
     _shape("cuda_error", r"(?i)cuda error|out of memory", _cuda_error,
            "ggml_cuda_compute_forward: CUDA error: an illegal memory access was encountered",
            on="body", hint=("error", "memory"), fallback=True),
