@@ -1,6 +1,8 @@
 """NCCL findings: the NCCL_* environment, the library version and the GPU links turned
 into ordered findings with stable codes."""
 
+import pytest
+
 from lltui.core.nccl.findings import (
     ERROR,
     INFO,
@@ -153,3 +155,28 @@ def test_nccl_environment_lists_key_variables_first():
     ]
     assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_P2P_DISABLE"] is None
     assert env["NCCL_IB_HCA"] == "mlx5" and "PATH" not in env
+
+
+def test_integer_variables_are_read_as_nccls_strtoll_reads_them():
+    from lltui.core.nccl.variables import VARIABLES, nccl_int
+
+    assert nccl_int("4MB") == (4, "MB") and nccl_int("0x10") == (16, "")
+    assert nccl_int("010") == (8, "") and nccl_int("yes") == (0, "yes")
+    assert nccl_int("99999999999999999999")[0] is None  # ERANGE: NCCL keeps its default
+    said = {
+        value: next(f for f in nccl_findings(NcclFacts(True, "2.21.5", {name: value})) if
+                    f.code == "not-an-integer").message
+        for name, value in (("NCCL_BUFFSIZE", "4MB"), ("NCCL_NTHREADS", "abc"))
+    }  # fmt: skip
+    assert "reads its leading number, 4" in said["4MB"] and "reads it as 0" in said["abc"]
+    # "yes" is 0 to NCCL: P2P stays on, and the table says so
+    assert VARIABLES["NCCL_P2P_DISABLE"].explain("yes") == "P2P allowed"
+    findings = nccl_findings(NcclFacts(True, "2.21.5", {"NCCL_P2P_DISABLE": "yes"}))
+    assert not any(f.code == "p2p-disabled" for f in findings)
+
+
+@pytest.mark.parametrize("value", ["", "x"])
+def test_a_socket_ifname_of_one_character_is_one_nccl_ignores(value):
+    facts = NcclFacts(True, "2.21.5", {"NCCL_SOCKET_IFNAME": value}, interfaces=["eth0", "lo"])
+    codes = {f.code: f.severity for f in nccl_findings(facts)}
+    assert codes.get("socket-ifname-ignored") == INFO and "socket-ifname-missing" not in codes

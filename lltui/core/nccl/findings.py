@@ -25,6 +25,7 @@ from lltui.core.nccl.variables import (
     TORCH_RENAMED,
     VARIABLES,
     is_known_variable,
+    nccl_int,
 )
 
 # Severities, most severe first.
@@ -61,13 +62,8 @@ class NcclFacts:
 
 
 def _truthy_int(value: str | None) -> int | None:
-    """NCCL's reading of an integer variable: int(value, 0), None when not an integer."""
-    if value is None:
-        return None
-    try:
-        return int(value.strip(), 0)
-    except ValueError:
-        return None
+    """What NCCL reads of an integer variable that may be unset (None: unset, or its default)."""
+    return None if not value else nccl_int(value)[0]
 
 
 def link_kind(cell: str) -> str:
@@ -217,15 +213,17 @@ def _name_findings(name: str, value: str, known: list[str]) -> list[Finding]:
                 )
             )
         return out
-    if name in INTEGER_VARIABLES and _truthy_int(value) is None:
-        out.append(
-            Finding(
-                WARN,
-                "not-an-integer",
-                f"{name}={value!r} is not an integer, so NCCL ignores it and uses its default",
-                f"use 0 or 1, e.g. {name}=1",
-            )
-        )
+    if name in INTEGER_VARIABLES and value:
+        number, unread = nccl_int(value)
+        if number is None:
+            said = "is past a 64-bit integer, so NCCL keeps its default"
+        elif unread == value.strip():
+            said = "holds no number: NCCL reads it as 0"
+        elif unread:
+            said = f"is not an integer: NCCL reads its leading number, {number}, and no more"
+        else:
+            return out
+        out.append(Finding(WARN, "not-an-integer", f"{name}={value!r} {said}", f"{name}=N"))
     return out
 
 
@@ -440,7 +438,17 @@ def _link_shape_findings(
 def _network_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]:
     out: list[Finding] = []
     ifname = env.get("NCCL_SOCKET_IFNAME")
-    if ifname is not None and facts.interfaces is not None:
+    if ifname is not None and len(ifname) <= 1:  # NCCL reads it only past one character
+        out.append(
+            Finding(
+                INFO,
+                "socket-ifname-ignored",
+                f"NCCL_SOCKET_IFNAME={ifname!r} is too short for NCCL to read: it picks an "
+                "interface itself, as if it were unset",
+                "unset it, or name an interface (eth0, ^docker)",
+            )
+        )
+    elif ifname is not None and facts.interfaces is not None:
         chosen = socket_ifname_matches(ifname, facts.interfaces)
         if not chosen:
             have = ", ".join(facts.interfaces) or "none"

@@ -3,8 +3,26 @@ which names are documented, which PyTorch renamed, which NCCL reads as integers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+# NCCL reads an integer variable with strtoll(value, NULL, 0): its leading number (0x hex,
+# 0 octal), the rest ignored; no number at all reads as 0; only an overflow keeps the default
+_LEADING_INT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_INT64 = 2**63
+
+
+def nccl_int(value: str) -> tuple[int | None, str]:
+    """NCCL's reading of an integer variable (None: out of range, the default kept), and
+    what it left unread (all of it where no number leads)."""
+    m = _LEADING_INT.match(value)
+    if m is None:
+        return 0, value.strip()
+    sign, digits = m.groups()
+    base = 16 if digits[:2] in ("0x", "0X") else 8 if digits.startswith("0") else 10
+    n = int(digits, base) * (-1 if sign == "-" else 1)
+    return (n if -_INT64 <= n < _INT64 else None), value[m.end() :].strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,8 +33,11 @@ class NcclVariable:
     since: str | None = None
 
     def explain(self, value: str) -> str:
-        """What ``value`` does, in words."""
+        """What ``value`` does, in words (an integer variable's: of the number NCCL reads)."""
         v = value.strip()
+        if self.name in INTEGER_VARIABLES:
+            number = nccl_int(value)[0]
+            v = str(number) if number is not None else v
         for candidate, words in self.values:
             if v.upper() == candidate.upper():
                 return words
@@ -287,8 +308,9 @@ TORCH_RENAMED = {
     "NCCL_DESYNC_DEBUG": "TORCH_NCCL_DESYNC_DEBUG",
 }
 
-# Variables NCCL reads as integers: a value that is not one is ignored (NCCL logs
-# "Invalid value ... using default" at INFO level only, so users rarely see it).
+# Variables NCCL reads as integers, with strtoll: a value that is not one is read as its
+# leading number, or 0 where there is none (findings.nccl_int); only an overflow keeps the
+# default (NCCL logs "Invalid value ... using default" at INFO level).
 INTEGER_VARIABLES = frozenset(
     {
         "NCCL_P2P_DISABLE",
