@@ -135,6 +135,7 @@ def test_out_of_memory_on_an_rpc_device(llama_bins, tmp_path):
     assert report.fix is not None
     fix_args = parse_llama_args([a for a in report.fix.argv[3:]])
     assert fix_args.n_ctx < 2000000
+    assert fix_args.rpc == (ep,)  # the log's rpc-server, though no command line named it
     # the fix fits the memory the device had (lltui's margin kept)
     free = f.free_at_load_bytes
     dev = DeviceSpec(f"RPC0[{ep}]", "rpc", free, free, endpoint=ep, dev_name="RPC0")

@@ -33,7 +33,7 @@ from lltui.core.gguf.model import GgufModel
 from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
 from lltui.core.llamalog.classify import classify
 from lltui.core.llamalog.memory import MemoryFold
-from lltui.core.llamalog.models import LogFacts
+from lltui.core.llamalog.models import LogFacts, rpc_endpoint
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams, read_hparams
@@ -470,6 +470,9 @@ def _fix(
         return None
     best = res.suggestions[0]
     fixed = settings.command_args.then(parse_llama_args(list(best.flags)))
+    rpc = [e for d in devices if (e := rpc_endpoint(d.name)) is not None]
+    if rpc and not fixed.rpc:  # the log's rpc-servers, where no pasted command named them
+        fixed = fixed.then(parse_llama_args(["--rpc", ",".join(dict.fromkeys(rpc))]))
     program = PROGRAMS.get(facts.tool or "server", "llama-server")
     model = ["-m", ref] if ref else []
     return Fix(argv=(program, *model, *fixed.to_argv()), flags=best.flags, reason=best.reason)
