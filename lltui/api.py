@@ -313,8 +313,8 @@ def auto_config(
 
 def explain_log(
     log: str | os.PathLike[str],
-    model: str | None = None,
-    build: int | None = None,
+    model: str | os.PathLike[str] | None = None,
+    build: int | str | None = None,
     model_from_log: bool = False,
 ) -> dict[str, Any]:
     """A llama.cpp log read back against lltui's prediction, as ``lltui explain LOG --json``
@@ -322,13 +322,16 @@ def explain_log(
     (``logged_bytes`` beside ``predicted_bytes``, null where no model header was read).
     ``model``: the GGUF; ``model_from_log``: read the model the log names instead (a log is
     data: it is not opened unless asked); ``build``: the llama.cpp build that wrote it,
-    where the log does not say. Raises ValueError (one line)
-    for a file that is not a llama.cpp log or cannot be read."""
+    where the log does not say (5300 or "b5300"). Raises ValueError (one line) for a file
+    that is not a llama.cpp log or cannot be read, or a build that is no build number."""
     from lltui.core.explain.report import report_to_json
+    from lltui.core.llama.builds import parse_build
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain
 
+    number = parse_build(build) if build is not None else None
+    ref = os.fspath(model) if model is not None else None
     try:
-        request = ExplainRequest(os.fspath(log), model, build, model_from_log=model_from_log)
+        request = ExplainRequest(os.fspath(log), ref, number, model_from_log=model_from_log)
         report = explain(request)
     except ExplainFailed as exc:
         raise ValueError(str(exc)) from None

@@ -91,6 +91,8 @@ def test_rough_estimate_grows_with_size_bits_and_context():
     [
         ({"model_size_b": 7.0, "quantization": "Q9_Z"}, "unknown quantization"),
         ({"model_size_b": -1.0}, "positive"),
+        ({"model_size_b": float("inf")}, "positive"),
+        ({"model_size_b": float("nan")}, "positive"),
         ({"model_size_b": 7.0, "overhead_factor": 0.5}, "overhead_factor"),
     ],
 )
@@ -210,3 +212,9 @@ def test_explain_log_is_the_cli_json(tmp_path):
     with pytest.raises(ValueError, match="empty file") as err:
         explain_log(empty)
     assert "\n" not in str(err.value)
+    # a build as people write it, the model as a Path; a build that is none is a ValueError
+    assert explain_log(log, build="b11434")["buffers"] == data["buffers"]
+    assert explain_log(log, model=Path(log), build=11434)["build"] == 11434
+    for bad in (0, -1, 5000.5, "latest"):
+        with pytest.raises(ValueError, match="expected a build number"):
+            explain_log(log, build=bad)

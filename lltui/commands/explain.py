@@ -56,10 +56,12 @@ def register(sub: Any) -> None:
 
 
 def _build_number(text: str) -> int:
-    digits = text[1:] if text[:1] in ("b", "B") else text
-    if not digits.isdigit() or not 0 < int(digits) < 10**7:
-        raise argparse.ArgumentTypeError(f"expected a build number such as b5300, got {text!r}")
-    return int(digits)
+    from lltui.core.llama.builds import parse_build
+
+    try:
+        return parse_build(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ the size. With a GGUF file, lltui's exact estimator (``lltui fit``) replaces all
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -120,11 +121,11 @@ def estimate_vram_bytes(
     overhead_factor: float = 1.15,
 ) -> int:
     """(weights + KV cache) x overhead_factor, in bytes."""
-    if model_size_b <= 0:
-        raise ValueError(f"model_size_b must be positive, got {model_size_b}")
+    if not math.isfinite(model_size_b) or model_size_b <= 0:
+        raise ValueError(f"model_size_b must be a positive number, got {model_size_b}")
     if context_size < 0:
         raise ValueError(f"context_size must not be negative, got {context_size}")
-    if overhead_factor < 1.0:
+    if not math.isfinite(overhead_factor) or overhead_factor < 1.0:
         raise ValueError(f"overhead_factor must be at least 1.0, got {overhead_factor}")
     weights = rough_weights_bytes(model_size_b, quantization)
     kv = rough_kv_bytes(model_size_b, context_size)

@@ -246,6 +246,16 @@ def _build_of(rows: Iterable[RuleChange], build: int, tool: str) -> BuildRules:
     return BuildRules(build=build, tool=tool, notes=tuple(notes), **values)
 
 
+def parse_build(text: str | int) -> int:
+    """A llama.cpp build number as people write it (``b5300``, ``5300``); ValueError (one
+    line) for anything else."""
+    digits = str(text).strip()
+    digits = digits[1:] if digits[:1] in ("b", "B") else digits
+    if isinstance(text, bool) or not digits.isdigit() or not 0 < int(digits) < 10**7:
+        raise ValueError(f"expected a build number such as b5300, got {text!r}")
+    return int(digits)
+
+
 def rules_for(build: int | None, tool: str = "server") -> BuildRules:
     """The rules of ``build`` for ``tool``. None or a build past the table: the newest
     rules, with a note saying so."""
