@@ -490,7 +490,7 @@ def test_the_status_line_tells_the_end_of_a_recording_from_live():
     model = app.model
     assert "live" in render_status(model, None)
     end = replace(model.latest, seq=model.latest.seq + 1, error="end of recording", ended=True)
-    model.apply(end, 0.0)
+    model.apply(end)
     text = render_status(model, None)
     assert "end of recording" in text and "live" not in text
     assert "source error" not in text  # the end is a state, not an error
@@ -554,8 +554,7 @@ def test_a_long_source_name_ends_in_an_ellipsis_not_a_second_status_line():
     model = app.model
     long_name = "replay:" + "/very/long/path/to/a/recording" * 4 + ".jsonl"
     model.apply(
-        replace(model.latest, seq=model.latest.seq + 1, info=replace(model.info, source=long_name)),
-        0.0,
+        replace(model.latest, seq=model.latest.seq + 1, info=replace(model.info, source=long_name))
     )
     assert model.info.source == long_name
     for width in (80, 60):

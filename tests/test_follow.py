@@ -142,7 +142,7 @@ def test_the_monitors_model_raises_the_mismatch_of_a_found_server(rig, server):
         found=FoundServers(background=True),  # as the app makes it
     )
     try:  # the plan is made aside: the poll goes on meanwhile
-        assert wait_for(lambda: model.apply(src.poll(), 0.0) and model.plans, 60)
+        assert wait_for(lambda: model.apply(src.poll()) and model.plans, 60)
     finally:
         src.close()
     [plan] = model.plans

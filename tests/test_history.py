@@ -98,7 +98,7 @@ def test_the_monitor_line_shows_the_servers_balance_and_who_else_is_there():
 
     sample = _shared_box()
     model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
-    model.apply(sample, 0.0)
+    model.apply(sample)
     from rich.style import Style
 
     styles = CardStyles("t", *[Style()] * 13)

@@ -229,7 +229,7 @@ class LltuiApp(App[int]):
                 self.report_error(error_text(exc))
             else:
                 # no SampleReady: the screen about to be composed renders the model anyway
-                self._take(sample, 0.0)
+                self._take(sample)
 
     def on_mount(self) -> None:
         self._composing = False
@@ -326,18 +326,18 @@ class LltuiApp(App[int]):
     def busy_for(self) -> float | None:
         return self.poller.busy_for()
 
-    def ingest(self, sample: RigSample, poll_seconds: float = 0.0) -> None:
+    def ingest(self, sample: RigSample) -> None:
         """Take a sample (on the poller thread, or from a test): into the model, to the
         recorder, then a render request to the UI thread."""
-        if self._take(sample, poll_seconds):
+        if self._take(sample):
             self.post_message(SampleReady(sample))
 
-    def _take(self, sample: RigSample, poll_seconds: float) -> bool:
+    def _take(self, sample: RigSample) -> bool:
         """Into the model and to the recorder; whether the sample was taken."""
         with self._focus_lock:  # a fleet's host in view cannot change in between
             if self._fleet is not None and not self._fleet_focus_has(sample):
                 return False  # taken from the host in view a moment ago, before the change
-            if not self.model.apply(sample, poll_seconds):
+            if not self.model.apply(sample):
                 return False
         self.samples_applied += 1
         if self._on_sample is not None:
@@ -358,7 +358,7 @@ class LltuiApp(App[int]):
         samples = []
         for _ in range(n):
             sample = self.source.poll()
-            self.ingest(sample, 0.0)
+            self.ingest(sample)
             samples.append(sample)
         return samples
 
@@ -473,7 +473,7 @@ class LltuiApp(App[int]):
         if keep and fleet is not None and model is not None:
             sample = fleet.state(index).sample
             if sample is not None:
-                model.apply(sample, 0.0)
+                model.apply(sample)
         self.post_message(FleetChanged(index))
 
     def _fleet_focus_has(self, sample: RigSample) -> bool:

@@ -10,7 +10,7 @@ from lltui.core.monitor.models import GpuSource, RigSample
 from lltui.core.periodic import Periodic
 from lltui.core.text import error_text
 
-SampleHook = Callable[[RigSample, float], object]
+SampleHook = Callable[[RigSample], object]
 ErrorHook = Callable[[str], object]
 
 
@@ -66,7 +66,6 @@ class Poller:
     def _poll(self) -> None:
         if self._parked():  # woken while paused (a new interval): nothing to do
             return
-        started = time.monotonic()
         self.in_flight_since = self._clock()
         try:
             sample = self.source.poll()
@@ -74,7 +73,7 @@ class Poller:
             # see this poll as still running (a hang just ended would read as stale)
             self.in_flight_since = None
             if not self._loop.stopped:
-                self._on_sample(sample, time.monotonic() - started)
+                self._on_sample(sample)
         except Exception as exc:  # a source bug or a dead remote: report, keep polling
             self.in_flight_since = None
             if not self._loop.stopped:

@@ -26,9 +26,7 @@ class RigModel:
     clock: Callable[[], float] = time.monotonic
     latest: RigSample | None = None
     received_at: float | None = None  # clock() when the latest sample was applied
-    last_poll_s: float | None = None
     error: str | None = None
-    error_at: float | None = None
     dropped: int = 0  # samples that arrived out of order and were dropped
     paused: bool = False
     # apply() runs on the poller thread; the UI holds this lock while it renders
@@ -60,7 +58,7 @@ class RigModel:
         self.plans = (*found, *([mine] if mine is not None else []))
         return self.plans
 
-    def apply(self, sample: RigSample, poll_s: float) -> bool:
+    def apply(self, sample: RigSample) -> bool:
         """Take a sample; False (and counted) when it is older than one already taken.
 
         Every sample reaches the history here, even when the UI coalesces the renders."""
@@ -74,7 +72,6 @@ class RigModel:
             self.latest = sample
             self.info = sample.info
             self.received_at = self.clock()
-            self.last_poll_s = poll_s
             self.error = sample.error
             self.history.append(sample)
             hosts = self.hosts() if self.hosts is not None else None
@@ -91,7 +88,6 @@ class RigModel:
     def fail(self, error: str) -> None:
         with self.lock:
             self.error = error
-            self.error_at = self.clock()
 
     def age(self) -> float | None:
         if self.received_at is None:

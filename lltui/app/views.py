@@ -54,7 +54,6 @@ class View:
     mode: str
     label: str
     make: Callable[[], Screen[Any]]
-    fleet_only: bool = False  # shown only when several hosts are watched
 
 
 VIEWS: tuple[View, ...] = (
@@ -63,7 +62,7 @@ VIEWS: tuple[View, ...] = (
     View("nccl", "NCCL", _nccl),
     View("fit", "Fit", _fit),
     View("launch", "Launch", _launch),
-    View("fleet", "Fleet", _fleet, fleet_only=True),
+    View("fleet", "Fleet", _fleet),
 )
 MODES: dict[str, str | Callable[[], Screen[Any]]] = {v.mode: v.make for v in VIEWS}
 

@@ -20,8 +20,6 @@ from textual.widgets import Static
 from lltui.app.app_protocol import host_of
 from lltui.app.keys import view_bindings
 
-KeyDisplay = Callable[[Binding], str]
-
 
 def lltui_actions(node: DOMNode) -> frozenset[str]:
     """The actions lltui's own classes bind on ``node`` (not those its Textual bases add:

@@ -448,30 +448,6 @@ def _compact_text(
     return [text.build()]
 
 
-def render_compact(
-    g: GpuSample,
-    styles: CardStyles,
-    *,
-    width: int,
-    selected: bool,
-    name_width: int = COMPACT_NAME_WIDE,
-    index_width: int = 2,
-    lines: int = 1,
-) -> Text:
-    """One line for one GPU (or two, ``lines``), as :func:`compact_lines` makes them."""
-    return Text("\n", no_wrap=True).join(
-        compact_lines(
-            g,
-            styles,
-            width=width,
-            selected=selected,
-            name_width=name_width,
-            index_width=index_width,
-            lines=lines,
-        )
-    )
-
-
 def _compact_second_line(
     text: TextBuilder, g: GpuSample, styles: CardStyles, wide: bool, width: int
 ) -> None:

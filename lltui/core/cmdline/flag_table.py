@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from lltui.core.cmdline import flag_values as v
 
-PINNED_BUILD = "llama-server 11434.0.0"
 UNKNOWN_ARITY = -1
 _NUMBER = re.compile(r"^-\d+(?:\.\d+)?$")
 

@@ -27,7 +27,6 @@ KV_CACHE_TYPES: tuple[str, ...] = (
 )
 SPLIT_MODES: tuple[str, ...] = ("none", "layer", "row", "tensor")
 LOAD_MODES: tuple[str, ...] = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
-FLASH_ATTN_MODES: tuple[str, ...] = ("on", "off", "auto")
 
 # common_arg_utils::is_truthy / is_falsey / is_autoy, case and all
 TRUTHY: tuple[str, ...] = ("on", "enabled", "true", "1")

@@ -25,7 +25,6 @@ from lltui.core.cmdline.flag_table import (
     pinned_arity,
 )
 from lltui.core.cmdline.flag_values import (
-    FLASH_ATTN_MODES,
     KV_CACHE_TYPES,
     LOAD_MODES,
     NGL_ALL,
@@ -38,7 +37,6 @@ __all__ = [
     "FFN_DENSE_REGEX",
     "FFN_EXPS_REGEX",
     "FLAGS",
-    "FLASH_ATTN_MODES",
     "KV_CACHE_TYPES",
     "LOAD_MODES",
     "NGL_ALL",

@@ -108,7 +108,6 @@ FUNCTION_FORMATS: dict[str, LineFormat] = {
     "common_params_fit_impl": LineFormat(9151, None, "common_params_fit_impl"),
     "llama_params_fit_impl": LineFormat(7407, 9150, "llama_params_fit_impl"),
 }
-_MAPPED = LineFormat(3990, None, "CPU_Mapped buffers")
 _AARCH64 = LineFormat(4081, 5614, "CPU_AARCH64 buffers")
 _REPACK = LineFormat(5615, None, "CPU_REPACK buffers")
 

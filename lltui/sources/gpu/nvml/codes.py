@@ -40,7 +40,6 @@ PCIE_UTIL_TX_BYTES = 0
 PCIE_UTIL_RX_BYTES = 1
 FEATURE_ENABLED = 1
 NVLINK_MAX_LINKS = 36
-MEMORY_V2 = 0x02000028  # nvmlMemory_v2
 VALUE_NOT_AVAILABLE_ULL = (1 << 64) - 1
 
 # Field ids for nvmlDeviceGetFieldValues.
