@@ -371,7 +371,9 @@ def test_a_poll_does_not_wait_on_the_event_thread(monkeypatch):
 
 # -- recordings ---------------------------------------------------------------------------------
 def test_xid_events_read_from_nvml_replay_exactly(monkeypatch, tmp_path):
-    from lltui.sources.gpu.replay import Recorder, ReplaySource, read_recording
+    from support.recording import read_recording
+
+    from lltui.sources.gpu.replay import Recorder, ReplaySource
 
     fake, src, clock = start(monkeypatch, make_gpus(3))
     info = src.open()

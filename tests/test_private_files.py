@@ -11,13 +11,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.recording import read_recording
 
 from lltui import paths
 from lltui.cli import main
 from lltui.core.cmdline.secrets import REDACTED, redact_command, secret_name
 from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic, RigInfo, RigSample
 from lltui.core.monitor.redact import redact_sample
-from lltui.sources.gpu.replay import Recorder, read_recording
+from lltui.sources.gpu.replay import Recorder
 
 PACKAGE = Path(paths.__file__).parent
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.recording import decode_lines, read_recording
 
 from lltui.core.monitor.models import (
     GpuProcess,
@@ -24,7 +25,6 @@ from lltui.core.monitor.record import (
     RECORDING_VERSION,
     Encoder,
     RecordingError,
-    decode_lines,
     sample_from_dict,
     sample_to_dict,
 )
@@ -34,7 +34,6 @@ from lltui.sources.gpu.replay import (
     Recorder,
     RecordingSource,
     ReplaySource,
-    read_recording,
     record,
 )
 from lltui.sources.gpu.sim import PROFILES, SimSource

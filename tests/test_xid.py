@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.recording import read_recording
 
 from lltui.cli import main
 from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
@@ -15,7 +16,7 @@ from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import GpuSample, GpuStatic, RigInfo, RigSample, XidEvent
 from lltui.core.monitor.record import RecordingError, sample_from_dict, sample_to_dict
 from lltui.core.monitor.xid import XID_MEANINGS, xid_event, xid_meaning
-from lltui.sources.gpu.replay import Recorder, ReplaySource, read_recording
+from lltui.sources.gpu.replay import Recorder, ReplaySource
 
 WALL = 1_767_225_600.5
 A = GpuStatic(0, "GPU-a", "NVIDIA A100-SXM4-80GB", "00000000:07:00.0", 80 * 2**30)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -411,51 +411,4 @@ class Decoder:
         raise RecordingError("neither a sample nor an info record", line)
 
 
-@dataclass(frozen=True, slots=True)
-class Recording:
-    header: RecordingHeader
-    samples: tuple[RigSample, ...]
-    hints: tuple[str, ...] = ()  # what was skipped, for the user
-
-
 TRUNCATED_HINT = "the last line is incomplete (the recording was cut short); it was skipped"
-
-
-def decode_lines(lines: Iterable[str]) -> Recording:
-    """A whole recording from its lines (with or without line endings).
-
-    A broken last line is skipped with a hint: that is what a recording cut mid-write looks
-    like. Any other bad line raises RecordingError with its line number.
-    """
-    header: RecordingHeader | None = None
-    decoder: Decoder | None = None
-    samples: list[RigSample] = []
-    hints: list[str] = []
-    pending: RecordingError | None = None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            if number == 1:
-                raise RecordingError("the first line is empty; not an lltui recording", 1)
-            continue
-        if pending is not None:
-            raise pending  # a bad line with more after it is not a cut-short end
-        try:
-            obj = loads_line(text, number)
-        except RecordingError as exc:
-            if number == 1:
-                raise RecordingError(f"not an lltui recording: {exc}", 1) from None
-            pending = exc
-            continue
-        if header is None:
-            header = parse_header(obj)
-            decoder = Decoder(header)
-            continue
-        assert decoder is not None
-        sample = decoder.feed(obj, number)
-        if sample is not None:
-            samples.append(sample)
-    if header is None:
-        raise RecordingError("the file is empty; not an lltui recording")
-    if pending is not None:
-        hints.append(f"line {pending.line}: {TRUNCATED_HINT}")
-    return Recording(header, tuple(samples), tuple(hints))

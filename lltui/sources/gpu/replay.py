@@ -30,10 +30,8 @@ from lltui.core.monitor.record import (
     TRUNCATED_HINT,
     Decoder,
     Encoder,
-    Recording,
     RecordingError,
     RecordingHeader,
-    decode_lines,
     loads_line,
     parse_header,
     sample_from_dict,
@@ -44,17 +42,6 @@ from lltui.sources.gpu.base import Clock, wall_clock
 
 END_OF_RECORDING = "end of recording"
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header for thousands of GPUs is well under this
-
-
-def read_recording(path: str | os.PathLike[str]) -> Recording:
-    """A whole recording in memory (for tests, tools and short files).
-
-    Raises RecordingError; ``exc.where(path)`` is the one line to show."""
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            return decode_lines(f)
-    except UnicodeDecodeError:
-        raise RecordingError("not an lltui recording (not UTF-8 text)") from None
 
 
 @dataclass(frozen=True, slots=True)
