@@ -16,6 +16,8 @@ from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.fit.planner import PLAN_GOALS, plan_best, rank
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.hardware.links import RigLinks
+from lltui.core.llama.builds import rules_for
+from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import parse_gpus_spec
 from lltui.core.units import GIB
 from lltui.services.devices import sim_devices
@@ -261,13 +263,19 @@ def test_what_fits_nowhere_says_which_side_is_short(models):
 def test_never_tensor_where_llama_cpp_refuses_it(models):
     model = read_gguf(models["3b"])
     devs, opts = _pair(nvlink=True)
-    for argv, why in (
-        (["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"], "quantized"),
-        (["-fa", "off"], "-fa off"),
-    ):
-        plan = plan_best(model, parse_llama_args([*C4K, *argv]), devs, opts)
+    old = replace(opts, rules=rules_for(9454))  # before b9455 (#23792): no quantized K/V
+    quantized = ["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]
+    for argv, why, options in ((quantized, "quantized", old), (["-fa", "off"], "-fa off", opts)):
+        plan = plan_best(model, parse_llama_args([*C4K, *argv]), devs, options)
         assert plan.options and all(o.split_mode == "layer" for o in plan.options)
         assert why in plan.tensor_note and plan.split is None
+    # from b9455 llama.cpp splits a quantized K/V cache too
+    plan = plan_best(model, parse_llama_args([*C4K, *quantized]), devs, opts)
+    assert not plan.tensor_note and any(o.split_mode == "tensor" for o in plan.options)
+    given = parse_llama_args([*C4K, *quantized, "-sm", "tensor"])
+    assert estimate(model, given, devs, opts).fits
+    with pytest.raises(FitError, match="before b9455"):  # the estimate of an older build's
+        estimate(model, given, devs, old)
 
 
 def test_no_gpu_plans_for_the_host_alone(models):
@@ -293,11 +301,14 @@ def test_best_keeps_a_given_tensor_split_only_where_llama_cpp_loads_it(tmp_path,
     quantized K/V cache (llama.cpp refuses it), and for an architecture it does not split,
     one line saying so rather than lines none of which would load."""
     devs, opts = _pair(nvlink=True)
+    old = replace(opts, rules=rules_for(9454))  # before b9455 (#23792)
     model = read_gguf(models["3b"])
     for goal in ("context", "gpu-only"):
-        found = best_configs(model, parse_llama_args([*C4K, "-sm", "tensor"]), devs, opts, goal)
+        found = best_configs(model, parse_llama_args([*C4K, "-sm", "tensor"]), devs, old, goal)
         assert found and all(c.kv in ("f16", "") for c in found)
         assert not any("q8_0" in c.flags or "q4_0" in c.flags for c in found)
+    found = best_configs(model, parse_llama_args([*C4K, "-sm", "tensor"]), devs, opts, "context")
+    assert any(c.kv == "q8_0" for c in found)  # the newest builds take it
     path = tmp_path / "ds2.gguf"
     gf.write_model(path, gf.deepseek2_spec())
     argv = ["fit", str(path), *C4K, "-sm", "tensor", "--gpus", "3090,3090", "--best", "context"]
@@ -386,7 +397,8 @@ def test_says_when_llama_cpp_fit_aborts(models, capsys, given, why):
 
 
 def test_the_most_layers_on_the_faster_gpu_of_a_mixed_pair(tmp_path):
-    """A model that needs both GPUs of a 3090 and a 3060 (tensor refused: a q8_0 K/V cache):
+    """A model that needs both GPUs of a 3090 and a 3060 (tensor refused: a q8_0 K/V cache
+    before b9455):
     the layer split with the most layers on the faster card is searched, and the first
     choice (fit --best speed's) decodes no slower than the speed goal's own search did."""
     from lltui.core.fit.best import best_configs
@@ -394,7 +406,7 @@ def test_the_most_layers_on_the_faster_gpu_of_a_mixed_pair(tmp_path):
     spec = gf.llama_spec(n_embd=5120, n_ff=13824, n_head=40, n_head_kv=40, n_layer=52)
     model = read_gguf(gf.write_sparse(tmp_path / "dense13b.gguf", spec, "F16"))
     devs = parse_gpus_spec("RTX 3090,RTX 3060").devices
-    opts = FitOptions(host_free_bytes=HOST)
+    opts = FitOptions(host_free_bytes=HOST, rules=rules_for(9454))
     args = parse_llama_args([*C4K, "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"])
     plan = plan_best(model, args, devs, opts)
     assert plan.tensor_note and plan.best is not None and plan.best.n_gpus == 2

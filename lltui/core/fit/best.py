@@ -676,14 +676,16 @@ def best_configs(
     if tensor:
         from lltui.core.memory.tensor_parallel import FLOAT_KV, sm_tensor_refused
 
-        refused = sm_tensor_refused(p.hp, settings)
+        rules = p.options.rules
+        refused = sm_tensor_refused(p.hp, settings, rules)
         if refused:  # every line would keep the -sm tensor given: llama.cpp loads none
             raise ValueError(
                 f"{refused}: every line --best {goal} proposes keeps the -sm tensor given; "
                 "drop it (lltui fit --best decode chooses the split itself)"
             )
         tried = kv_types if kv_types is not None else [kv for kv, _why in KV_TYPES]
-        kv_types = [kv for kv in tried if kv in FLOAT_KV]  # nor with a quantized K/V cache
+        if not rules.sm_tensor_quant_kv:  # nor, before b9455, with a quantized K/V cache
+            kv_types = [kv for kv in tried if kv in FLOAT_KV]
     if not tensor and not room_for_weights(s.estimate(Change())):
         return []  # no placement, K/V type, ubatch or context can fit: nothing to search
     # a split of one's own or none to make: the one given stays

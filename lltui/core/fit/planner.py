@@ -39,6 +39,7 @@ from lltui.core.fit.best import Change, Progress, _Space, least_offload, make_sp
 from lltui.core.fit.estimate import speed_of
 from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.gpus import find_gpu
+from lltui.core.llama.builds import BuildRules
 from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.context import select_devices
@@ -140,12 +141,12 @@ def check_plan_goal(goal: str) -> None:
         raise ValueError(f"--best: expected one of {', '.join(PLAN_GOALS)}, got {goal!r}")
 
 
-def tensor_refusal(hp: Hparams, args: LlamaArgs, n_gpus: int) -> str:
-    """Why -sm tensor is not a choice here ("": it is): what llama.cpp refuses to load, and
-    what lltui does not estimate per device."""
+def tensor_refusal(hp: Hparams, args: LlamaArgs, n_gpus: int, rules: BuildRules) -> str:
+    """Why -sm tensor is not a choice here ("": it is): what llama.cpp (of ``rules``'
+    build) refuses to load, and what lltui does not estimate per device."""
     if n_gpus < 2:
         return "no GPU" if n_gpus == 0 else "one GPU: nothing to split"
-    refused = sm_tensor_refused(hp, args)
+    refused = sm_tensor_refused(hp, args, rules)
     if refused:
         return refused
     why = not_modelled(hp)
@@ -452,7 +453,7 @@ def plan_best(
     s, asked = made
     search = _Search(s, model, base, asked, goal, every)
     gpus = tuple(d for d in s.problem.devices if d.kind != "cpu")
-    refusal = tensor_refusal(s.problem.hp, base, len(gpus))
+    refusal = tensor_refusal(s.problem.hp, base, len(gpus), s.problem.options.rules)
     modes = ("layer",) if refusal else ("layer", "tensor")
     s.planned = 12 * len(modes) + UB_LAYOUTS * len(UBATCHES) * 2
     tried = _Tried(search)

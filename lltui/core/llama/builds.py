@@ -51,6 +51,7 @@ class BuildRules:
     output_rows: str = "n_seq_max"  # the output buffer's rows: "none", "n_batch", "n_seq_max"
     server_output_limit: bool = True  # llama-server reserves outputs for its slots only
     pipeline_parallel: bool = True  # several devices and a full offload: 4 input copies
+    sm_tensor_quant_kv: bool = True  # -sm tensor loads with a quantized K/V cache
     notes: tuple[str, ...] = ()  # changes in force at this build the estimate does not model
 
     @property
@@ -189,6 +190,8 @@ RULES: tuple[RuleChange, ...] = (
     ),
     _r(0, "pipeline_parallel", False, "", "-"),
     _r(2413, "pipeline_parallel", True, "pipeline parallelism: 4 copies of inputs", "f30ea47a8"),
+    _r(0, "sm_tensor_quant_kv", False, "-sm tensor refuses a quantized K/V cache", "-"),
+    _r(9455, "sm_tensor_quant_kv", True, "-sm tensor with a quantized K/V cache", "#23792"),
     # changes that move memory and are not modelled
     _not_modelled(
         5913,

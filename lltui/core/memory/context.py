@@ -136,6 +136,11 @@ def resolve_context(
         if fa_mode == "off":
             raise FitError("-sm tensor requires flash attention; llama.cpp refuses -fa off")
         fa_mode = "on"
+        from lltui.core.memory.tensor_parallel import FLOAT_KV, QUANT_KV_REFUSED
+
+        quantized = st.type_k not in FLOAT_KV or st.type_v not in FLOAT_KV
+        if quantized and not rules.sm_tensor_quant_kv:
+            raise FitError(f"{QUANT_KV_REFUSED} (-ctk f16 -ctv f16, or -sm layer)")
     kv_pad = rules.kv_pad if fa_mode != "off" else rules.kv_pad_no_fa
     n_ctx, n_ctx_seq = _split_ctx(n_ctx_in, np_, unified, kv_pad, rules)
     type_v_quant = GGML_TYPES[type_from_name(st.type_v)].quantized

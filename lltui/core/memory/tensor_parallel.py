@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
+from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.memory.common import CPU, device_alloc_size, f32
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
@@ -71,17 +72,19 @@ def supports_sm_tensor(arch: str) -> bool:
     return arch not in UNSUPPORTED_ARCHS
 
 
-FLOAT_KV = ("f32", "f16", "bf16")  # the K/V cache types -sm tensor loads with
+FLOAT_KV = ("f32", "f16", "bf16")  # the K/V cache types -sm tensor loads with before b9455
+QUANT_KV_REFUSED = "llama.cpp refuses -sm tensor with a quantized K/V cache before b9455"
 
 
-def sm_tensor_refused(hp: Hparams, args: LlamaArgs) -> str:
+def sm_tensor_refused(hp: Hparams, args: LlamaArgs, rules: BuildRules = NEWEST) -> str:
     """Why llama.cpp refuses to load this model with -sm tensor and these settings ("": it
-    loads): an architecture it does not split, a quantized K/V cache, flash attention
-    turned off."""
+    loads): an architecture it does not split, a quantized K/V cache (builds before
+    b9455, llama_init_from_model), flash attention turned off."""
     if not supports_sm_tensor(hp.arch):
         return f"llama.cpp does not implement -sm tensor for {hp.arch}"
-    if args.type_k not in FLOAT_KV or args.type_v not in FLOAT_KV:
-        return "llama.cpp refuses -sm tensor with a quantized K/V cache"
+    quantized = args.type_k not in FLOAT_KV or args.type_v not in FLOAT_KV
+    if quantized and not rules.sm_tensor_quant_kv:
+        return QUANT_KV_REFUSED
     if args.flash_attn == "off" and "flash_attn" in args.given:
         return "llama.cpp refuses -sm tensor with -fa off"
     return ""
