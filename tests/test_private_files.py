@@ -104,6 +104,17 @@ def test_a_recording_is_private_and_keeps_no_secret(tmp_path):
     assert command == f"llama-server -m /m.gguf --api-key {REDACTED} --port 8080"
 
 
+def test_gpus_and_the_process_table_show_no_secret():
+    from lltui.core.monitor.commands import command_label
+    from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
+
+    _, sample = _sample(CMD)
+    assert SECRET not in json.dumps(rig_to_json(sample)) + rig_to_text(sample, width=200)
+    assert "--api-key ***" in rig_to_text(sample)
+    assert SECRET not in command_label(CMD) and "m.gguf" in command_label(CMD)
+    assert sample.gpus[0].processes[0].command == CMD  # the sample itself keeps it whole
+
+
 def test_record_full_keeps_the_command_lines_whole(tmp_path):
     text, command = _recorded(tmp_path / "rec.jsonl", full=True)
     assert command == CMD and SECRET in text

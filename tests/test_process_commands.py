@@ -52,3 +52,10 @@ def test_model_flags_are_the_flag_tables():
     from lltui.core.monitor.commands import MODEL_FLAGS
 
     assert frozenset(BY_KEY["model_path"].spellings) == MODEL_FLAGS
+
+
+def test_secret_flags_are_the_flag_tables():
+    from lltui.core.cmdline.flag_table import FLAGS
+    from lltui.core.cmdline.secrets import SECRET_FLAGS
+
+    assert frozenset(s for f in FLAGS if f.secret_env for s in f.spellings) == SECRET_FLAGS

@@ -20,12 +20,11 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from lltui.core.cmdline.flag_table import FLAGS
-
 REDACTED = "***"
 
-# the spellings of the flags llama.cpp's table marks secret
-SECRET_FLAGS: frozenset[str] = frozenset(s for f in FLAGS if f.secret_env for s in f.spellings)
+# the spellings of the flags llama.cpp's table marks secret (a test keeps them the table's):
+# spelled here, the monitor's process table does not load the flag table for them
+SECRET_FLAGS: frozenset[str] = frozenset(("--api-key", "--hf-token", "-hft"))
 # a name (of an option, a variable or a query parameter) that says it holds a secret
 _SECRET_NAME = re.compile(
     r"(?i)(?:token|secret|passw(?:or)?d|passphrase|api[-_]?key|access[-_]?key|private[-_]?key"

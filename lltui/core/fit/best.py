@@ -674,7 +674,8 @@ def best_configs(
     p = s.problem
     tensor = settings.split_mode == "tensor"
     if tensor:
-        from lltui.core.memory.tensor_parallel import FLOAT_KV, sm_tensor_refused
+        from lltui.core.memory.common import FLOAT_KV
+        from lltui.core.memory.tensor_parallel import sm_tensor_refused
 
         rules = p.options.rules
         refused = sm_tensor_refused(p.hp, settings, rules)

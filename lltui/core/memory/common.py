@@ -22,6 +22,8 @@ KV_PAD = 256  # n_ctx and the SWA cache are padded to this many cells
 DEFAULT_MARGIN = 1024 * MIB  # --fit-target's default: CUDA context, cuBLAS, the pool
 OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH
 SCHED_MAX_COPIES = 4  # GGML_SCHED_MAX_COPIES, the pipeline-parallel input copies
+FLOAT_KV = ("f32", "f16", "bf16")  # the K/V cache types -sm tensor loads with before b9455
+QUANT_KV_REFUSED = "llama.cpp refuses -sm tensor with a quantized K/V cache before b9455"
 
 
 __all__ = [

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from lltui.core.cmdline.flags import NGL_ALL, NGL_AUTO, LlamaArgs
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.builds import NEWEST, BuildRules
-from lltui.core.memory.common import KV_PAD, FitError, f32, pad
+from lltui.core.memory.common import FLOAT_KV, KV_PAD, QUANT_KV_REFUSED, FitError, f32, pad
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 
@@ -136,8 +136,6 @@ def resolve_context(
         if fa_mode == "off":
             raise FitError("-sm tensor requires flash attention; llama.cpp refuses -fa off")
         fa_mode = "on"
-        from lltui.core.memory.tensor_parallel import FLOAT_KV, QUANT_KV_REFUSED
-
         quantized = st.type_k not in FLOAT_KV or st.type_v not in FLOAT_KV
         if quantized and not rules.sm_tensor_quant_kv:
             raise FitError(f"{QUANT_KV_REFUSED} (-ctk f16 -ctv f16, or -sm layer)")

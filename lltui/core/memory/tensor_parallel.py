@@ -15,7 +15,7 @@ from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.builds import NEWEST, BuildRules
-from lltui.core.memory.common import CPU, device_alloc_size, f32
+from lltui.core.memory.common import CPU, FLOAT_KV, QUANT_KV_REFUSED, device_alloc_size, f32
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
@@ -70,10 +70,6 @@ MIRRORED = -1  # every device holds the whole tensor (also ggml's PARTIAL: whole
 
 def supports_sm_tensor(arch: str) -> bool:
     return arch not in UNSUPPORTED_ARCHS
-
-
-FLOAT_KV = ("f32", "f16", "bf16")  # the K/V cache types -sm tensor loads with before b9455
-QUANT_KV_REFUSED = "llama.cpp refuses -sm tensor with a quantized K/V cache before b9455"
 
 
 def sm_tensor_refused(hp: Hparams, args: LlamaArgs, rules: BuildRules = NEWEST) -> str:

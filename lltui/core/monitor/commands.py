@@ -5,6 +5,8 @@ showed only its path."""
 
 from __future__ import annotations
 
+from lltui.core.cmdline.secrets import redact_command
+
 # llama.cpp's programs (llama-server, llama-cli, llama-bench ...), and its RPC server
 LLAMA_PREFIX = "llama-"
 RPC_SERVERS = ("rpc-server", "ggml-rpc-server")
@@ -22,7 +24,8 @@ def is_llama_program(executable: str) -> bool:
 def command_label(command: str) -> str:
     """``command`` with, for a llama.cpp program, the model's file name (or Hugging Face
     repository) first, then the program's name without its folder and the other flags; any
-    other command as it is."""
+    other command as it is; either with its secrets (``--api-key``, tokens) as ``***``."""
+    command = redact_command(command)
     words = command.split()
     if not words or not is_llama_program(words[0]):
         return command

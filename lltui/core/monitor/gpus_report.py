@@ -18,6 +18,7 @@ from lltui.core.monitor.models import (
     RigInfo,
     RigSample,
 )
+from lltui.core.monitor.redact import redact_sample
 from lltui.core.monitor.xid import xid_meaning
 from lltui.core.text import one_line
 from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
@@ -139,7 +140,9 @@ def simulated_line(info: RigInfo) -> str:
 
 
 def rig_to_json(sample: RigSample) -> dict[str, Any]:
-    """The ``lltui gpus --json`` object (DESIGN.md contract; extra keys are additions)."""
+    """The ``lltui gpus --json`` object (DESIGN.md contract; extra keys are additions);
+    secrets in process command lines as ``***``."""
+    sample = redact_sample(sample)
     info = sample.info
     host = sample.host
     return {
@@ -159,7 +162,7 @@ def rig_to_json(sample: RigSample) -> dict[str, Any]:
 def rig_to_text(sample: RigSample, width: int | None = None) -> str:
     """A compact table, one line per GPU, like ``nvidia-smi`` users expect. ``width``: the
     terminal's columns; the GPU table narrows to fit, longer lines are cut (sentences wrap)."""
-    text = _rig_text(sample, narrow=width is not None and width < WIDE_COLUMNS)
+    text = _rig_text(redact_sample(sample), narrow=width is not None and width < WIDE_COLUMNS)
     if width is None:
         return text
     return "\n".join(_fit_line(line, width) for line in text.splitlines())
