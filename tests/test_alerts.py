@@ -113,6 +113,21 @@ def test_watch_fail_on_exits_with_the_severity_reached(rig, capsys):
     assert any(line.endswith("GPU0: temperature 92°C (critical at 90)") for line in lines)
 
 
+def test_the_alert_that_ends_a_watch_runs_its_hook_too(rig, tmp_path, capsys):
+    recording, config = rig
+    paged = tmp_path / "paged"
+    script = (  # slow enough that the second is still waiting when the watch ends
+        "import os, sys, time; time.sleep(0.5); "
+        "open(sys.argv[1], 'a').write(os.environ['LLTUI_ALERT_KIND'] + '\\n')"
+    )
+    hook = json.dumps([sys.executable, "-c", script, str(paged)])
+    config.write_text(config.read_text() + f"hook = {hook}\n")
+    base = ["--config", str(config), "--source", f"replay:{recording}", "--replay-step"]
+    code, lines = _watch(capsys, *base, "--interval", "0.01", "--fail-on", "critical")
+    assert code == 4 and len(lines) == 2
+    assert len(paged.read_text().splitlines()) == 2  # both alerts paged before it ended
+
+
 def test_watch_once_exit_codes_by_severity(tmp_path, capsys):
     from support.alert_rig import alert_samples
 

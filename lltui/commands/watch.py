@@ -195,6 +195,8 @@ def _rounds(
                 print(f"{_clock(change.at)} {change.line}", flush=True)
         code = exit_code(result.active, fail_on) if fail_on is not None else 0
         if code or result.ended:
+            if hooks is not None:  # the alert that ends the watch runs its hooks too (a page)
+                hooks.wait()  # each bounded by its timeout
             outcome.append(code)
             rounds.stop()
 
