@@ -184,6 +184,18 @@ def test_gpus_over_ssh_lists_each_hosts_gpus(ssh_env: SshServer, tmp_path, capsy
         ("fleet-down", False, 0),
     ]
     assert out["hosts"][0]["gpus"][0]["uuid"] == "GPU-stand-in-0"
+    # the host that did not answer is the alert watch raises for it
+    assert [(a["kind"], a["subject"]) for a in out["alerts"]] == [("host_down", "host fleet-down")]
+
+
+def test_watch_takes_the_host_timeout_given(ssh_env: SshServer, capsys):
+    from lltui.cli import main
+
+    argv = ["--host-timeout", "1", "watch", "--once", "--json"]
+    main([*argv, "--source", "smi:fleet-a,smi:fleet-hang"])
+    alerts = json.loads(capsys.readouterr().out)["alerts"]
+    down = [a for a in alerts if a["kind"] == "host_down"]
+    assert len(down) == 1 and "within 1 s" in down[0]["message"], alerts
 
 
 def test_a_master_its_owner_forgot_is_stopped_when_lltui_exits(ssh_env: SshServer):

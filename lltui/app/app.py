@@ -174,15 +174,11 @@ class LltuiApp(App[int]):
             self.call_from_thread(self.notify, line, severity="warning")
 
     def _host_statuses(self) -> list[HostStatus]:
-        from lltui.core.monitor.fleet import status_of
+        from lltui.core.monitor.fleet import alert_inputs
 
         if self._fleet is None:
             return []
-        snapshot = self._fleet.snapshot()
-        return [
-            HostStatus(h.label, status_of(h, snapshot.t, self.model.interval) == "down", h.error)
-            for h in snapshot.hosts
-        ]
+        return alert_inputs(self._fleet.snapshot(), self.model.interval)[1]
 
     @property
     def readonly(self) -> bool:

@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lltui.services.rig import ReplayOptions
+    from lltui.services.rig import ReplayOptions, RigRequest
 
 
 class CliError(Exception):
@@ -91,6 +91,23 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
         speed=getattr(args, "replay_speed", None) or 1.0,
         stepped=bool(getattr(args, "replay_step", False)),
         loop=bool(getattr(args, "replay_loop", False)),
+    )
+
+
+def rig_request(args: argparse.Namespace, interval_s: float | None = None) -> RigRequest:
+    """The rig a command watches, from its options: the source, the fleet's hosts file and
+    per-host timeout (a subcommand's own, else the global one), the replay options."""
+    from lltui.services.rig import RigRequest
+
+    timeout = getattr(args, "sub_host_timeout", None)
+    if timeout is None:
+        timeout = getattr(args, "host_timeout", None)
+    return RigRequest(
+        source=source_spec(args),
+        hosts_file=getattr(args, "sub_hosts", None) or getattr(args, "hosts", None),
+        host_timeout_s=timeout,
+        interval_s=interval_s if interval_s is not None else RigRequest.interval_s,
+        replay=replay_options(args),
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from lltui.commands import CliError, add_replay_options, add_source_option, source_spec
+from lltui.commands import CliError, add_replay_options, add_source_option, rig_request
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 
@@ -103,11 +103,9 @@ def run(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from lltui.commands import replay_options
     from lltui.config import ConfigError, load_settings
     from lltui.core.cmdline.address import is_loopback
     from lltui.services.exporter import ExportFailed, ExportRequest, LlamaFollow, Serving, export
-    from lltui.services.rig import RigRequest
 
     host, port = parse_listen(args.listen)
     if not is_loopback(host):
@@ -142,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from None
     logs = [Path(p) for p in args.llama_log]
     request = ExportRequest(
-        RigRequest(source_spec(args), getattr(args, "hosts", None), replay=replay_options(args)),
+        rig_request(args),
         host,
         port,
         interval_s=interval,

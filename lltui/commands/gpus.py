@@ -12,11 +12,11 @@ from lltui.commands import (
     add_source_option,
     open_recorder,
     print_json,
-    source_spec,
+    rig_request,
 )
 
 if TYPE_CHECKING:
-    from lltui.core.monitor.alerts import Alert
+    from lltui.core.monitor.alerts import Alert, HostStatus
     from lltui.core.monitor.models import RigSample
     from lltui.services.rig import RigRequest
 
@@ -40,28 +40,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _request(args: argparse.Namespace) -> RigRequest:
-    from lltui.commands import replay_options
-    from lltui.services.rig import RigRequest
-
-    timeout = getattr(args, "sub_host_timeout", None)
-    if timeout is None:
-        timeout = getattr(args, "host_timeout", None)
-    return RigRequest(
-        source=source_spec(args),
-        hosts_file=getattr(args, "sub_hosts", None) or getattr(args, "hosts", None),
-        host_timeout_s=timeout,
-        replay=replay_options(args),
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from lltui.core.monitor.alerts import alerts_to_json
     from lltui.core.monitor.gpus_report import alert_lines, rig_to_json, rig_to_text
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.rig import sample_once
 
-    request = _request(args)
+    request = rig_request(args)
     spec = request.source
     if request.is_fleet:
         return _run_fleet(args, request)
@@ -88,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _alerts(
-    rigs: dict[str | None, RigSample], args: argparse.Namespace, source: str | None = None
+    rigs: dict[str | None, RigSample],
+    args: argparse.Namespace,
+    source: str | None = None,
+    hosts: list[HostStatus] | None = None,
 ) -> tuple[Alert, ...]:
     """The alerts these samples raise now, on the config's thresholds (one look: a condition
     that must last counts as it is now). ``source``: the one rig's ``--source``, whose
@@ -107,14 +95,14 @@ def _alerts(
     sources = None
     if source is not None and not kind_of(source).recorded:
         sources = [SourceStatus(source, source_problem(source, rigs[None].info))]
-    tracker.update(time.time(), rigs=rigs, sources=sources)
+    tracker.update(time.time(), rigs=rigs, sources=sources, hosts=hosts)
     return tracker.active
 
 
 def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
     """Several sources: each polled once, side by side, within the per-host timeout; each
     host's GPUs under it (JSON) or its own table (text). 1 when no host answered."""
-    from lltui.core.monitor.fleet import fleet_to_json, status_of
+    from lltui.core.monitor.fleet import alert_inputs, fleet_to_json, status_of
     from lltui.core.monitor.gpus_report import alert_lines, rig_to_text
     from lltui.services.rig import poll_fleet_once
 
@@ -126,10 +114,8 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
         raise CliError(str(exc), 2) from None
     from lltui.core.monitor.alerts import alerts_to_json
 
-    up: dict[str | None, RigSample] = {
-        h.label: h.sample for h in snapshot.hosts if h.sample is not None and h.reachable
-    }
-    alerts = _alerts(up, args)
+    up, hosts = alert_inputs(snapshot, request.interval_s, once=True)
+    alerts = _alerts(up, args, hosts=hosts)
     if args.json:
         print_json({**fleet_to_json(snapshot), "alerts": alerts_to_json(alerts)})
     else:

@@ -92,17 +92,17 @@ def _token(path: str | None) -> str | None:
 def _check_app_options(args: argparse.Namespace) -> None:
     """What each tab's app would refuse (its source, its interval), said once here: one
     line and exit 2 (1 for a source that cannot be opened), not a page that fails."""
-    from lltui.commands import replay_options, source_spec
+    from lltui.commands import rig_request, source_spec
     from lltui.config import ConfigError, check_values
     from lltui.core.monitor.models import SourceUnavailable
-    from lltui.services.rig import RigRequest, check_rig
+    from lltui.services.rig import check_rig
 
     interval = getattr(args, "sub_interval", None)
     try:
         if interval is not None:
             check_values({"interval": interval}, "--interval")
         spec = source_spec(args)
-        check_rig(RigRequest(spec, getattr(args, "hosts", None), replay=replay_options(args)))
+        check_rig(rig_request(args))
     except (ConfigError, ValueError) as exc:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:

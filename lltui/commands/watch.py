@@ -13,7 +13,13 @@ import sys
 import time
 from typing import Any
 
-from lltui.commands import CliError, add_replay_options, add_source_option, print_json, source_spec
+from lltui.commands import (
+    CliError,
+    add_replay_options,
+    add_source_option,
+    print_json,
+    rig_request,
+)
 
 EXIT_CODES_HELP = "exit 0 nothing at --fail-on or above, 3 a warning, 4 critical, 1 failure"
 
@@ -77,12 +83,10 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands import replay_options
     from lltui.commands.exporter import _api_key
     from lltui.core.monitor.alerts import alerts_to_json, change_to_json, exit_code
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest
-    from lltui.services.rig import RigRequest
 
     settings = _settings(args)
     interval = args.sub_interval
@@ -97,12 +101,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
     fail_on = args.fail_on or ("warning" if args.once else None)
     request = WatchRequest(
-        rig=RigRequest(
-            source=source_spec(args),
-            hosts_file=args.sub_hosts or getattr(args, "hosts", None),
-            interval_s=interval,
-            replay=replay_options(args),
-        ),
+        rig=rig_request(args, interval),
         llama=tuple(args.llama),
         api_key=_api_key(args.llama_api_key_file) if args.llama else None,
         config=settings.alerts,

@@ -31,7 +31,7 @@ from lltui.core.monitor.alerts import (
     SourceStatus,
     change_to_json,
 )
-from lltui.core.monitor.fleet import status_of
+from lltui.core.monitor.fleet import alert_inputs
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
 from lltui.services.follow import FollowState, FoundServers, ServerFollow
@@ -337,13 +337,7 @@ class AlertWatch:
         now = self._wall()
         fleet = self._rig.fleet
         if fleet is not None:
-            snapshot = fleet.poll_once()
-            hosts = []
-            for h in snapshot.hosts:
-                down = status_of(h, snapshot.t, self.request.rig.interval_s) == "down"
-                hosts.append(HostStatus(h.label, down or h.sample is None, h.error))
-                if h.sample is not None and not down:
-                    rigs[h.label] = h.sample
+            rigs, hosts = alert_inputs(fleet.poll_once(), self.request.rig.interval_s, once=True)
         else:
             try:
                 sample = self._rig.source.poll()

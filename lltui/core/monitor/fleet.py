@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.monitor.alerts import HostStatus
 from lltui.core.monitor.gpus_report import rig_to_json
 from lltui.core.monitor.models import RigSample
 
@@ -83,6 +84,21 @@ def status_of(state: HostState, now: float, interval: float) -> str:
         return "connecting"
     age = state.age(now)
     return "stale" if age is not None and age > limit else "up"
+
+
+def alert_inputs(
+    snapshot: FleetSample, interval: float, *, once: bool = False
+) -> tuple[dict[str | None, RigSample], list[HostStatus]]:
+    """What the alerts take of a fleet: the rigs of the hosts up, by label, and every host's
+    status (``once``: one poll, so a host that gave no sample is down)."""
+    rigs: dict[str | None, RigSample] = {}
+    hosts = []
+    for h in snapshot.hosts:
+        down = status_of(h, snapshot.t, interval) == "down" or (once and h.sample is None)
+        hosts.append(HostStatus(h.label, down, h.error))
+        if h.sample is not None and not down:
+            rigs[h.label] = h.sample
+    return rigs, hosts
 
 
 def llama_process_count(sample: RigSample) -> int:
