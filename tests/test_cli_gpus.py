@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -273,6 +274,12 @@ def test_the_parser_registers_the_named_command_and_falls_back_to_all(capsys):
         (["serve", "--listen", "127.0.0.1:18766", "--interval", "-2"], "interval must be"),
         (["serve", "--listen", "127.0.0.1:18766", "--source", "replay:/nonexistent"], "no such"),
         (["exporter", "--listen", "127.0.0.1:0", "--source", "replay:/nonexistent"], "no such"),
+        (["exporter", "--source", "sim", "--interval", "inf"], "--interval must be more than 0"),
+        (["exporter", "--source", "sim", "--interval", "nan"], "--interval must be more than 0"),
+        (["watch", "--once", "--source", "sim", "--llama", "http://127.0.0.1:abc"], "--llama"),
+        (["watch", "--once", "--source", "sim", "--llama", "http://[::1"], "--llama"),
+        (["exporter", "--source", "sim", "--llama", "http://h:99999"], "expected an http://"),
+        (["gpus", "--source", "smi:fleet-a,fleet-b"], "holds a comma: give each host its kind"),
     ],
 )
 def test_a_bad_value_is_one_line_and_exit_2_whatever_uses_it(capsys, argv, said):
@@ -281,3 +288,16 @@ def test_a_bad_value_is_one_line_and_exit_2_whatever_uses_it(capsys, argv, said)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0]
+
+
+def test_a_key_file_that_is_not_text_and_a_full_disk_are_one_line(tmp_path, capsys):
+    key = tmp_path / "key"
+    key.write_bytes(b"\xff\xfe")
+    argv = ["watch", "--once", "--source", "sim", "--llama", "http://127.0.0.1:1"]
+    assert main([*argv, "--llama-api-key-file", str(key)]) == 2
+    assert capsys.readouterr().err.strip().endswith("not text (UTF-8)")
+    if Path("/dev/full").exists():
+        assert main(["--record", "/dev/full", "--source", "sim", "gpus"]) == 1
+        assert capsys.readouterr().err.strip() == (
+            "lltui: --record /dev/full: No space left on device"
+        )

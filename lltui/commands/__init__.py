@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -92,6 +93,55 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
         stepped=bool(getattr(args, "replay_step", False)),
         loop=bool(getattr(args, "replay_loop", False)),
     )
+
+
+MAX_COMMAND_INTERVAL_S = 3600.0
+
+
+def command_interval(args: argparse.Namespace) -> float:
+    """A command's ``--interval`` (its own, else the global one; 1 s): more than 0 and at
+    most an hour (a replay stepped may go as fast as it likes), else one line and exit 2."""
+    import math
+
+    value = getattr(args, "sub_interval", None)
+    if value is None:
+        value = getattr(args, "interval", None)
+    interval = 1.0 if value is None else float(value)
+    if not (math.isfinite(interval) and 0 < interval <= MAX_COMMAND_INTERVAL_S):
+        raise CliError("--interval must be more than 0 and at most 3600 s", 2)
+    return interval
+
+
+def check_llama_urls(urls: Sequence[str]) -> None:
+    """``--llama`` URLs: http(s), with a host and a port that is a port (one line, exit 2)."""
+    from urllib.parse import urlsplit
+
+    for url in urls:
+        try:
+            parts = urlsplit(url)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+            port = parts.port  # ValueError where it is no port
+        except ValueError:
+            ok, port = False, None
+        if not ok or (port is not None and not 0 < port < 65536):
+            raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
+
+
+def llama_api_key(path: str | None) -> str | None:
+    """The key for ``--llama`` servers: the first line of ``--llama-api-key-file``, else
+    LLAMA_API_KEY (one line and exit 2 for a file that cannot be read as text)."""
+    import os
+
+    if not path:
+        return os.environ.get("LLAMA_API_KEY") or None
+    try:
+        with open(path, encoding="utf-8") as f:
+            key = f.readline().strip()
+    except OSError as exc:
+        raise CliError(f"--llama-api-key-file {path}: {exc.strerror or exc}", 2) from None
+    except UnicodeDecodeError:
+        raise CliError(f"--llama-api-key-file {path}: not text (UTF-8)", 2) from None
+    return key or None
 
 
 def rig_request(args: argparse.Namespace, interval_s: float | None = None) -> RigRequest:

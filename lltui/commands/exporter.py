@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import Any
 
-from lltui.commands import CliError, add_replay_options, add_source_option, rig_request
+from lltui.commands import (
+    CliError,
+    add_replay_options,
+    add_source_option,
+    check_llama_urls,
+    command_interval,
+    llama_api_key,
+    rig_request,
+)
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 
@@ -121,19 +129,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.max_processes < 0:
         raise CliError("--max-processes must be 0 or more", 2)
-    interval = args.sub_interval
-    if interval is None:
-        interval = getattr(args, "interval", None)
-    if interval is None:
-        interval = 1.0
-    if interval <= 0:
-        raise CliError("--interval must be more than 0", 2)
+    interval = command_interval(args)
     if len(args.llama_log) > len(args.llama):
         raise CliError("--llama-log FILE needs a --llama URL for each FILE", 2)
-    api_key = _api_key(args.llama_api_key_file)
-    for url in args.llama:
-        if not url.startswith(("http://", "https://")):
-            raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
+    api_key = llama_api_key(args.llama_api_key_file)
+    check_llama_urls(args.llama)
     try:
         thresholds = load_settings(None, path=getattr(args, "config", None)).alerts.thresholds
     except ConfigError as exc:
@@ -176,16 +176,3 @@ def run(args: argparse.Namespace) -> int:
     except ExportFailed as exc:
         raise CliError(str(exc), exc.code) from None
     return 0
-
-
-def _api_key(path: str | None) -> str | None:
-    import os
-
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                key = f.readline().strip()
-        except OSError as exc:
-            raise CliError(f"--llama-api-key-file {path}: {exc.strerror or exc}", 2) from None
-        return key or None
-    return os.environ.get("LLAMA_API_KEY") or None

@@ -58,8 +58,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"source {spec}: {exc}", exc.exit_code) from None
     if getattr(args, "record", None):
         # opened only once the source worked: a failed start must not empty the file
-        with open_recorder(args.record, spec or "auto", full=args.record_full) as recorder:
-            recorder.write(sample)
+        try:
+            with open_recorder(args.record, spec or "auto", full=args.record_full) as recorder:
+                recorder.write(sample)
+        except OSError as exc:  # a full disk, a file system gone read-only
+            raise CliError(f"--record {args.record}: {exc.strerror or exc}", 1) from None
     alerts = _alerts({None: sample}, args, source=spec or "auto")
     if args.json:
         print_json({**rig_to_json(sample), "alerts": alerts_to_json(alerts)})

@@ -17,6 +17,9 @@ from lltui.commands import (
     CliError,
     add_replay_options,
     add_source_option,
+    check_llama_urls,
+    command_interval,
+    llama_api_key,
     print_json,
     rig_request,
 )
@@ -83,27 +86,18 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lltui.commands.exporter import _api_key
     from lltui.core.monitor.alerts import alerts_to_json, change_to_json, exit_code
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest
 
     settings = _settings(args)
-    interval = args.sub_interval
-    if interval is None:
-        interval = getattr(args, "interval", None)
-    if interval is None:
-        interval = 1.0
-    if not 0 < interval <= 3600:
-        raise CliError("--interval must be more than 0 and at most 3600 s", 2)
-    for url in args.llama:
-        if not url.startswith(("http://", "https://")):
-            raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
+    interval = command_interval(args)
+    check_llama_urls(args.llama)
     fail_on = args.fail_on or ("warning" if args.once else None)
     request = WatchRequest(
         rig=rig_request(args, interval),
         llama=tuple(args.llama),
-        api_key=_api_key(args.llama_api_key_file) if args.llama else None,
+        api_key=llama_api_key(args.llama_api_key_file) if args.llama else None,
         config=settings.alerts,
         once=args.once,
     )

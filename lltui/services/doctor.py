@@ -73,6 +73,7 @@ def check_nvidia_smi(
             [path, "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True,
             text=True,
+            errors="replace",  # a driver that prints bytes no codec reads is still said
             timeout=SMI_TIMEOUT_S,
             check=False,
         )

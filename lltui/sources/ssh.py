@@ -55,6 +55,10 @@ def check_host(host: str) -> str:
         raise ValueError(f"host {host!r} starts with '-' and would be read as an ssh option")
     if any(c.isspace() or not c.isprintable() for c in host):
         raise ValueError(f"host {host!r} holds whitespace or control characters")
+    if "," in host:  # ssh refuses it; a fleet's sources each name their kind
+        raise ValueError(
+            f"host {host!r} holds a comma: give each host its kind (smi:h1,smi:h2) or --hosts FILE"
+        )
     return host
 
 
