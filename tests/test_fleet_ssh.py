@@ -198,6 +198,25 @@ def test_watch_takes_the_host_timeout_given(ssh_env: SshServer, capsys):
     assert len(down) == 1 and "within 1 s" in down[0]["message"], alerts
 
 
+def test_an_ssh_a_poll_gave_up_on_ends_with_lltui(ssh_env: SshServer):
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "lltui", "--host-timeout", "2", "gpus"]
+    done = subprocess.run(
+        [*argv, "--source", "smi:fleet-a,smi:fleet-hang"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])),
+    )
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    # the ssh to the host that never answers is gone with lltui (ps straight after: no wait)
+    out = subprocess.run(["ps", "-eww", "-o", "stat,args"], capture_output=True, text=True)
+    hung = [ln for ln in out.stdout.splitlines() if "fleet-hang" in ln and not ln.startswith("Z")]
+    assert hung == []
+
+
 def test_a_master_its_owner_forgot_is_stopped_when_lltui_exits(ssh_env: SshServer):
     import subprocess
     import sys

@@ -7,9 +7,12 @@ would interpret (it is built from our own field table, never from user text).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -61,28 +64,51 @@ class CommandResult:
 Runner = Callable[[Sequence[str], float], CommandResult]
 
 
+# commands running now: one a poll gave up on (a fleet host that hangs) is killed when lltui
+# exits, not left to end by its own timeout
+_RUNNING: set[subprocess.Popen[str]] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
 def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
     """Run argv without a shell; a missing program or a timeout is a result, not a raise."""
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             list(argv),
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             text=True,
             encoding="utf-8",
             errors="replace",
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            check=False,
         )
     except FileNotFoundError:
         return CommandResult(127, "", f"{argv[0]}: command not found")
     except PermissionError:
         return CommandResult(126, "", f"{argv[0]}: permission denied")
-    except subprocess.TimeoutExpired:
-        return CommandResult(124, "", f"{argv[0]} did not answer within {timeout:g} s")
     except OSError as exc:
         return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
-    return CommandResult(done.returncode, done.stdout or "", done.stderr or "")
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return CommandResult(124, "", f"{argv[0]} did not answer within {timeout:g} s")
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+    return CommandResult(proc.returncode, out or "", err or "")
+
+
+@atexit.register
+def _kill_running() -> None:
+    with _RUNNING_LOCK:
+        left = list(_RUNNING)
+    for proc in left:
+        with contextlib.suppress(OSError):
+            proc.kill()
 
 
 def smi_argv(
