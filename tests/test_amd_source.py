@@ -700,6 +700,16 @@ def test_doctor_says_what_the_amd_source_reads(monkeypatch: pytest.MonkeyPatch) 
     assert check_amd().status == MISSING
 
 
+def test_doctor_on_an_amd_rig_with_no_nvidia_driver_says_monitoring_works(monkeypatch, capsys):
+    from lltui.cli import main
+
+    FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVIDIA binding, no driver
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.rstrip().endswith("GPU monitoring works here."), out
+
+
 def test_with_no_binding_and_no_tool_opening_says_so_without_loading_either(tmp_path):
     """Every NVIDIA machine's ``auto`` asks for AMD GPUs: where nothing could answer, the
     binding's and the tools' modules are not imported to say so."""

@@ -65,3 +65,16 @@ def test_nvidia_smi_check_reports_a_failing_binary(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     check = doctor.check_nvidia_smi(subprocess.run)
     assert check.status == ERROR and "could not communicate" in check.detail
+
+
+def test_doctor_with_every_gpu_lost_does_not_say_monitoring_works(capsys, monkeypatch, tmp_path):
+    fake = FakeNvml(make_gpus(2)).install(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    fake.lose(1)
+    main(["doctor", "--json"])
+    names = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert names["gpus"]["status"] == "error" and "GPU1" in names["gpus"]["detail"]
+    fake.lose(0)
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "every GPU is lost" in out and "GPU monitoring works" not in out

@@ -23,12 +23,20 @@ class Check:
     detail: str  # what was found, in words
     version: str | None = None
     hint: str | None = None  # what to do next
-    essential: bool = False  # monitoring a real GPU needs it
+    essential: bool = False  # monitoring a real GPU needs it (of ``vendor``'s)
+    vendor: str | None = None  # "nvidia", "amd": whose GPUs an essential check is for
 
 
 def checks_ok(checks: tuple[Check, ...] | list[Check]) -> bool:
-    """True when every essential check passed."""
-    return all(c.status in (OK, WARN) for c in checks if c.essential)
+    """True when every essential check of one vendor passed (an AMD rig needs no NVIDIA
+    driver); True where no check is essential."""
+    by_vendor: dict[str | None, list[Check]] = {}
+    for c in checks:
+        if c.essential:
+            by_vendor.setdefault(c.vendor, []).append(c)
+    if not by_vendor:
+        return True
+    return any(all(c.status in (OK, WARN) for c in group) for group in by_vendor.values())
 
 
 def checks_to_json(checks: tuple[Check, ...] | list[Check]) -> dict[str, Any]:
@@ -36,7 +44,7 @@ def checks_to_json(checks: tuple[Check, ...] | list[Check]) -> dict[str, Any]:
         "ok": checks_ok(checks),
         "checks": [
             {
-                **fields_of(c, "name status detail version hint essential"),
+                **fields_of(c, "name status detail version hint essential vendor"),
             }
             for c in checks
         ],
@@ -56,5 +64,5 @@ def checks_to_text(checks: tuple[Check, ...] | list[Check]) -> str:
     if checks_ok(checks):
         lines.append("GPU monitoring works here.")
     else:
-        lines.append("No NVIDIA GPU can be monitored here; `lltui` shows a simulated rig.")
+        lines.append("No GPU can be monitored here; `lltui` shows a simulated rig.")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ def check_nvml() -> list[Check]:
     """NVML, the driver behind it and the CUDA version the driver supports."""
     try:
         from lltui.sources.gpu.nvml import probe_nvml
+        from lltui.sources.gpu.nvml.probe import LOST_HINT
     except ImportError as exc:
         return [
             Check(
@@ -23,6 +24,7 @@ def check_nvml() -> list[Check]:
                 f"nvidia-ml-py is not importable: {exc}",
                 hint="pip install nvidia-ml-py (not the package named pynvml)",
                 essential=True,
+                vendor="nvidia",
             )
         ]
     probe = probe_nvml()
@@ -36,6 +38,7 @@ def check_nvml() -> list[Check]:
                 or "install the NVIDIA driver, or run lltui where a GPU is visible; "
                 "in a container, pass the GPU in (--gpus all)",
                 essential=True,
+                vendor="nvidia",
             )
         ]
     checks = [
@@ -45,14 +48,27 @@ def check_nvml() -> list[Check]:
             f"NVIDIA driver loaded, {probe.device_count} GPU(s)",
             version=probe.driver_version,
             essential=True,
+            vendor="nvidia",
         ),
-        Check("nvml", OK, "NVML initialised", version=probe.nvml_version, essential=True),
+        Check(
+            "nvml",
+            OK,
+            "NVML initialised",
+            version=probe.nvml_version,
+            essential=True,
+            vendor="nvidia",
+        ),
     ]
     if probe.cuda_version:
         checks.append(Check("cuda", OK, "CUDA version the driver supports", probe.cuda_version))
     else:
         checks.append(Check("cuda", WARN, "the driver did not report a CUDA version"))
-    if probe.hint:
+    if probe.lost:
+        gpus = ", ".join(f"GPU{i}" for i in probe.lost)
+        checks.append(
+            Check("gpus", ERROR, f"lost: {gpus} (NVML_ERROR_GPU_IS_LOST)", hint=LOST_HINT)
+        )
+    elif probe.hint:
         checks.append(Check("nvml-binding", WARN, probe.hint))
     return checks
 
@@ -102,15 +118,21 @@ def check_amd() -> Check:
             f"no AMD GPU read here ({exc})",
             hint="on an AMD rig: install ROCm's amd-smi (or rocm-smi); --source amd:HOST "
             "reads another machine over ssh",
+            essential=True,
+            vendor="amd",
         )
     finally:
         source.close()
+    if not info.gpus:
+        return Check("amd", MISSING, f"{source.name} sees no AMD GPU", essential=True, vendor="amd")
     names = ", ".join(sorted({g.name for g in info.gpus}))
     return Check(
         "amd",
         OK,
         f"{len(info.gpus)} AMD GPU(s) through {source.name}: {names}",
         version=info.rocm_version or info.driver_version,
+        essential=True,
+        vendor="amd",
     )
 
 

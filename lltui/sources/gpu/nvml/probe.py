@@ -12,6 +12,7 @@ from lltui.core.text import error_text
 from lltui.sources.gpu.nvml.codes import (
     ERR_DRIVER_NOT_LOADED,
     ERR_FUNCTION_NOT_FOUND,
+    ERR_GPU_IS_LOST,
     ERR_LIB_RM_VERSION_MISMATCH,
     ERR_LIBRARY_NOT_FOUND,
     ERR_NO_PERMISSION,
@@ -37,6 +38,7 @@ class NvmlProbe:
     cuda_version: str | None = None  # "12.4"
     device_count: int = 0
     hint: str | None = None  # what to do next, or a warning when available
+    lost: tuple[int, ...] = ()  # the GPUs (NVML indices) NVML says are lost
 
 
 def cuda_version_text(version: int) -> str:
@@ -120,6 +122,21 @@ def mismatch_hint(driver_version: str | None) -> str:
     )
 
 
+LOST_HINT = "dmesg names the Xid (79: fallen off the bus); a GPU reset or a reboot brings it back"
+
+
+def _lost(nv: Any, count: int) -> tuple[int, ...]:
+    """The GPUs NVML can name but not reach (GPU_IS_LOST on a plain question)."""
+    lost = []
+    for index in range(count):
+        try:
+            nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(index))
+        except Exception as exc:
+            if error_code(exc) == ERR_GPU_IS_LOST:
+                lost.append(index)
+    return tuple(lost)
+
+
 def probe_nvml() -> NvmlProbe:
     """Initialise NVML, read versions and the GPU count, shut it down again. Never raises."""
     nv = import_pynvml()
@@ -155,7 +172,20 @@ def probe_nvml() -> NvmlProbe:
                 0,
                 hint="in a container, start it with the GPUs passed in (docker run --gpus all)",
             )
-        return NvmlProbe(True, None, driver, nvml, cuda, count, hint)
+        lost = _lost(nv, count)
+        if len(lost) == count:
+            return NvmlProbe(
+                False,
+                f"every GPU is lost ({count}: NVML_ERROR_GPU_IS_LOST): fallen off the bus, or "
+                "a driver fault",
+                driver,
+                nvml,
+                cuda,
+                count,
+                hint=LOST_HINT,
+                lost=lost,
+            )
+        return NvmlProbe(True, None, driver, nvml, cuda, count, hint, lost)
     finally:
         with contextlib.suppress(Exception):
             nv.nvmlShutdown()
