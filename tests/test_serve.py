@@ -358,6 +358,15 @@ def test_each_tab_runs_lltui_with_the_options_given_to_serve():
     assert app_options(args) == [
         "--source", "sim:4xl4", "--interval", "2", "--theme", "light", "--readonly", "--served",
     ]  # fmt: skip
+    # a replay's pace, the fleet's timeout and the energy price reach each tab too
+    args = build_parser().parse_args(
+        ["--replay-speed", "5", "--replay-loop", "--host-timeout", "3", "--energy-price",
+         "0.3", "serve", "--source", "replay:k.jsonl"]
+    )  # fmt: skip
+    assert app_options(args) == [
+        "--source", "replay:k.jsonl", "--host-timeout", "3", "--replay-speed", "5",
+        "--energy-price", "0.3", "--replay-loop", "--served",
+    ]  # fmt: skip
 
 
 @pytest.mark.skipif(chromium_path() is None, reason="no chromium (apt install chromium)")

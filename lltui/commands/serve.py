@@ -122,6 +122,17 @@ def app_options(args: argparse.Namespace) -> list[str]:
         value = getattr(args, attr, None)
         if value:
             options += [flag, value]
+    for flag, attr in (
+        ("--host-timeout", "host_timeout"),
+        ("--replay-speed", "replay_speed"),
+        ("--energy-price", "energy_price"),
+    ):
+        value = getattr(args, attr, None)
+        if value is not None:
+            options += [flag, f"{value:g}"]
+    for flag, attr in (("--replay-step", "replay_step"), ("--replay-loop", "replay_loop")):
+        if getattr(args, attr, False):
+            options.append(flag)
     if getattr(args, "sub_readonly", False) or getattr(args, "readonly", False):
         options.append("--readonly")
     options.append("--served")
