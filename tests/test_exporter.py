@@ -352,6 +352,21 @@ def test_without_a_gpu_the_exporter_serves_no_simulated_numbers_unasked() -> Non
     assert r.stdout == ""
 
 
+def test_a_replay_of_a_simulated_rig_is_served_as_asked(tmp_path) -> None:
+    from lltui.sources.gpu.replay import Recorder
+
+    path = tmp_path / "sim.jsonl"
+    source = SimSource("colab-t4")
+    info = source.open()
+    with Recorder(path) as rec:
+        rec.start(info)
+        for _ in range(3):
+            rec.write(source.poll())
+    with exporter("--source", f"replay:{path}", "--replay-loop") as ex:
+        fams = _families(get_text(ex.url))
+    assert "lltui_gpu_power_watts" in fams
+
+
 def test_the_serving_line_hides_a_source_password() -> None:
     page = (FIXTURES / "prom" / "dcgm-exporter-readme.prom").read_bytes()
     with stub_server(Stub(routes={"/metrics": (200, "text/plain", page)})) as stub:

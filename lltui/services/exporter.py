@@ -488,7 +488,8 @@ def _open_rig(request: RigRequest) -> Rig:
         raise ExportFailed(str(exc), 2) from None
     except SourceUnavailable as exc:
         raise ExportFailed(f"source {request.source}: {exc}", exc.exit_code) from None
-    if rig.info.simulated and not kind_of(request.source).simulated:
+    kind = kind_of(request.source)
+    if rig.info.simulated and not (kind.simulated or kind.recorded):  # (a replay is asked for)
         rig.source.close()
         why = (rig.info.simulated_reason or "no NVIDIA GPU here").split("; showing")[0]
         raise ExportFailed(
