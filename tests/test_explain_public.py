@@ -180,6 +180,20 @@ def test_a_cuda_error_while_serving_names_its_device(tmp_path):
     assert r.failed is not None and (r.failed.kind, r.failed.device) == ("oom", "CUDA1")
 
 
+def test_each_llama_bench_test_is_a_context_of_its_own(tmp_path):
+    """llama-bench -v makes a context per test (pp16, then tg4 with n_batch = 4): the last
+    is read with its own settings, not the first's, and matches to the byte."""
+    from lltui.sources.models.demo import write_demo
+
+    model = tmp_path / "lltui-demo.gguf"
+    write_demo(model)
+    log = Path(__file__).parent / "fixtures" / "llama-server" / "bench_v_two_contexts.log"
+    r = explain(ExplainRequest(str(log), model=str(model), ask_binary=False))
+    assert "-b" in r.settings.argv and r.settings.argv[r.settings.argv.index("-b") + 1] == "4"
+    compared = [c for c in r.checks if c.predicted_bytes is not None]
+    assert len(compared) == 3 and all(c.exact for c in compared)  # output, KV, compute
+
+
 def test_without_a_header_a_failure_says_what_to_give():
     r = run("04-ollama4225-nkvo-compute-oom-2024.log")
     text = report_to_text(r)

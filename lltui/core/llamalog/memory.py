@@ -263,6 +263,10 @@ class MemoryFold:
 
     def _setting(self, ev: Setting, target: _Load) -> None:
         if ev.table == "context":
+            if target is self.load and self._after_context():
+                # a second context's settings (llama-bench makes one per test): its own load
+                self._new_load()
+                target = self.load
             target.context[ev.key] = ev.value
         elif ev.table == "types":
             self.types[ev.key] = int(ev.value)
