@@ -1260,3 +1260,16 @@ def test_the_installed_binding_on_this_machine_works_or_says_why(monkeypatch):
         assert all(g.memory_used is not None for g in sample.gpus if not g.lost)
     finally:
         src.close()
+
+
+def test_with_no_driver_to_see_nvml_is_not_loaded_to_learn_so(monkeypatch):
+    import sys
+
+    from lltui.sources.gpu import kinds
+
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setattr(kinds, "NVIDIA_DRIVER_PATHS", ("/nonexistent/nvidiactl",))
+    source, info = kinds.open_source("auto")
+    source.close()
+    assert info.simulated and kinds.NO_NVIDIA_DRIVER in (info.simulated_reason or "")
+    assert "pynvml" not in sys.modules

@@ -104,7 +104,27 @@ def _url(kind: str) -> Callable[[str], str]:
     return check
 
 
+# where the NVIDIA driver runs it shows one of these (in a container too: the runtime mounts
+# them; WSL's GPU is /dev/dxg); where none is, NVML cannot start, and nvidia-ml-py is not
+# loaded (tens of ms of every command on a machine without a GPU) to learn so
+NVIDIA_DRIVER_PATHS = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")
+NO_NVIDIA_DRIVER = "NVIDIA driver not loaded (no /dev/nvidiactl or /proc/driver/nvidia here)"
+
+
+def nvidia_driver_seen() -> bool:
+    """Whether this machine shows the NVIDIA driver, or a binding is already loaded (a
+    test's stand-in among them)."""
+    import os
+    import sys
+
+    return "pynvml" in sys.modules or any(os.path.exists(p) for p in NVIDIA_DRIVER_PATHS)
+
+
 def _make_nvml(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
+    if not nvidia_driver_seen():
+        from lltui.core.monitor.models import SourceUnavailable
+
+        raise SourceUnavailable(NO_NVIDIA_DRIVER)
     from lltui.sources.gpu.nvml import NvmlSource
 
     return NvmlSource()
