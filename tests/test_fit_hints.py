@@ -158,7 +158,11 @@ def test_an_rpc_server_that_does_not_answer_is_no_plain_fits(llama8b, capsys):
     with socket.socket() as s:  # a port nothing listens on: bound, never listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-        assert main(["fit", str(llama8b), "--gpus", "4090", "--rpc", f"127.0.0.1:{port}"]) == 0
-    out = capsys.readouterr().out
+        argv = ["fit", str(llama8b), "--gpus", "4090", "--rpc", f"127.0.0.1:{port}"]
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert main([*argv, "--json"]) == 0
     assert f"verdict: fits where the free memory is known (not on RPC0[127.0.0.1:{port}])" in out
     assert "llama-server would not start" in out
+    data = json.loads(capsys.readouterr().out)  # the JSON says where it is not known too
+    assert data["fits"] is True and data["fits_unknown_on"] == [f"RPC0[127.0.0.1:{port}]"]

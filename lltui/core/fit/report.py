@@ -124,6 +124,12 @@ def _part_line(p: PartEstimate) -> str:
     return f"{label} {one_line(p.path)}: {', '.join(where) or 'nothing'} MiB{approx}"
 
 
+def unknown_room(res: FitResult) -> list[str]:
+    """The devices whose free memory is not known (an rpc-server that did not answer, a
+    device given with no size): whether the model fits there cannot be told."""
+    return [d.name for d in res.devices if d.kind != "cpu" and d.fits is None]
+
+
 def result_to_json(res: FitResult) -> dict[str, Any]:
     """The ``fit --json`` contract (DESIGN.md), integer bytes, plus the details behind it."""
     r = res.resolved
@@ -157,6 +163,8 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
             "total_bytes": res.host.total_bytes,
         },
         **fields_of(res, "fits max_ctx compute_exact compute_note"),
+        # "fits" holds where the free memory is known: the devices it is not known on
+        "fits_unknown_on": unknown_room(res),
         "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
         "kv_caches": [
             {
@@ -242,7 +250,7 @@ def result_to_text(res: FitResult) -> str:
     if res.pipeline_parallel:
         lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
     verdict = "fits" if res.fits else "does NOT fit"
-    unknown = [one_line(d.name) for d in res.devices if d.kind != "cpu" and d.fits is None]
+    unknown = [one_line(name) for name in unknown_room(res)]
     if res.fits and unknown:  # (an RPC server that did not answer, a device of no size)
         verdict = f"fits where the free memory is known (not on {', '.join(unknown)})"
     lines.append("")
