@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,14 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--show", type=int, default=5, help="diffs shown")
     ap.add_argument("--only", help="only the command lines whose first word is this")
+    ap.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="(repeatable) text to take out of both outputs before comparing (a change said "
+        "in a commit); a line left empty goes, and trailing commas with it (a JSON key added)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lltui-golden-") as tmp_text:
         tmp = Path(tmp_text)
@@ -177,9 +186,17 @@ def compare(tmp: Path, base: Path, args: argparse.Namespace) -> int:
     def both(argv: list[str]) -> tuple[list[str], tuple[int, str, str], tuple[int, str, str]]:
         return argv, run(base, argv, env), run(ROOT, argv, env)
 
+    ignored = [re.compile(p) for p in args.ignore]
+
+    def seen(out: tuple[int, str, str]) -> tuple[int, str, str]:
+        if not ignored:
+            return out
+        return out[0], _without(out[1], ignored), _without(out[2], ignored)
+
     differ = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for argv, old, new in pool.map(both, lines):
+            old, new = seen(old), seen(new)
             if old != new:
                 differ.append((argv, old, new))
     print(f"{len(lines)} command lines: {len(lines) - len(differ)} identical, {len(differ)} differ")
@@ -193,6 +210,16 @@ def compare(tmp: Path, base: Path, args: argparse.Namespace) -> int:
             print("\n".join(diff[:30]))
     shutil.rmtree(home, ignore_errors=True)
     return 1 if differ else 0
+
+
+def _without(text: str, ignored: list[re.Pattern[str]]) -> str:
+    kept = []
+    for line in text.splitlines():
+        for pattern in ignored:
+            line = pattern.sub("", line)
+        if line.strip():
+            kept.append(line.rstrip().rstrip(","))
+    return "\n".join(kept)
 
 
 if __name__ == "__main__":
