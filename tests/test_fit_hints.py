@@ -166,3 +166,27 @@ def test_an_rpc_server_that_does_not_answer_is_no_plain_fits(llama8b, capsys):
     assert "llama-server would not start" in out
     data = json.loads(capsys.readouterr().out)  # the JSON says where it is not known too
     assert data["fits"] is True and data["fits_unknown_on"] == [f"RPC0[127.0.0.1:{port}]"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--gpus", "cpu", "-sm", "tensor"], "-sm tensor needs a GPU to split over"),
+        (["--gpus", "2x24GiB", "-dev", "none", "-sm", "tensor"], "-sm tensor needs a GPU"),
+        (["--gpus", "24GiB", "-np", "300", "-c", "76800"], "-np 300: llama.cpp takes at most 256"),
+        (["--gpus", "cpu", "-ot", "nomatch=FOO"], "-ot nomatch=FOO: unknown buffer type"),
+        (["--gpus", "rpc:127.0.0.1:50052=8GiB,rpc:127.0.0.1:50052=8GiB"], "is given twice"),
+        (["--gpus", "2x24GiB", "--margin", "1e99"], "--margin must be 0 to"),
+    ],
+)
+def test_what_llama_cpp_refuses_is_refused_in_one_line(llama8b, capsys, extra, said):
+    """Each of these llama-server refuses (or lltui cannot count): not "fits"."""
+    assert main(["fit", llama8b, *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+
+
+def test_dev_names_a_device_in_any_case_as_llama_cpp_does(llama8b, capsys):
+    assert main(["fit", llama8b, "--gpus", "2x24GiB", "-dev", "cuda1", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)["devices"]
+    assert [d["name"] for d in devices if d["layers"]] == ["CUDA1"]

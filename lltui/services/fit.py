@@ -252,10 +252,16 @@ def speed_inputs(
     return host, record.calibration, mine
 
 
+MAX_MARGIN_MIB = 1024 * 1024  # a TiB kept per GPU: past any GPU there is
+
+
 def _margin(request: FitRequest) -> int:
     if request.margin_mib is not None:
-        if request.margin_mib < 0:
-            raise FitFailed(f"{request.verb}: --margin must not be negative")
+        if not 0 <= request.margin_mib <= MAX_MARGIN_MIB:  # (nan and inf are neither)
+            raise FitFailed(
+                f"{request.verb}: --margin must be 0 to {MAX_MARGIN_MIB} MiB (the room kept "
+                "per GPU)"
+            )
         return int(request.margin_mib * MIB)
     if request.args.fit_target_mib:
         return request.args.fit_target_mib[0] * MIB

@@ -65,6 +65,9 @@ class Resolved:
     output_rows: str = "n_seq_max"  # the host output buffer's rows (BuildRules.output_rows)
 
 
+LLAMA_MAX_SEQ = 256  # llama-cparams.h: more sequences (-np) and llama_init_from_model refuses
+
+
 def _slots(st: LlamaArgs, rules: BuildRules) -> tuple[int, bool]:
     """(n_seq_max, unified): -np and -kvu as the build's tool resolves them."""
     given_np = st.n_parallel if st.n_parallel > 0 else None
@@ -105,6 +108,8 @@ def resolve_context(
     """n_ctx, n_ctx_seq, streams, batch sizes: llama-server's and llama_context's rules, as
     the build of ``rules`` has them (its defaults for what the flags leave unset)."""
     np_, unified = _slots(st, rules)
+    if np_ > LLAMA_MAX_SEQ:
+        raise FitError(f"-np {np_}: llama.cpp takes at most {LLAMA_MAX_SEQ} sequences")
     n_stream = 1 if unified else np_
     n_ctx_in = st.n_ctx
     if "n_ctx" not in st.given and rules.ctx_default:
@@ -207,21 +212,22 @@ def select_devices(available: Sequence[DeviceSpec], st: LlamaArgs) -> tuple[Devi
     """The devices llama.cpp loads onto: -dev picks (in its order), -sm none keeps -mg."""
     devs = list(available)
     if st.devices is not None:
-        by_name: dict[str, DeviceSpec] = {}
+        by_name: dict[str, DeviceSpec] = {}  # (llama.cpp matches names in any case)
         for d in available:
-            by_name.setdefault(d.device_name, d)
-            by_name.setdefault(d.name, d)
+            by_name.setdefault(d.device_name.lower(), d)
+            by_name.setdefault(d.name.lower(), d)
         picked: list[DeviceSpec] = []
         for name in st.devices:
-            if name not in by_name:
+            found = by_name.get(name.lower())
+            if found is None:
                 known = ", ".join(d.device_name for d in available) or "none"
                 raise FitError(f"invalid device: {name} (devices: {known})")
-            if any(p is by_name[name] for p in picked):  # its free memory would count twice
+            if any(p is found for p in picked):  # its free memory would count twice
                 raise FitError(
-                    f"-dev names {by_name[name].device_name} twice: one GPU listed as two is "
+                    f"-dev names {found.device_name} twice: one GPU listed as two is "
                     "not estimated (give each device once)"
                 )
-            picked.append(by_name[name])
+            picked.append(found)
         devs = picked
     if st.split_mode == "none" and devs:
         if st.main_gpu < 0:

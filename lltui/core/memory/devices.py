@@ -221,7 +221,10 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         if not item:
             raise ValueError(f"--gpus: empty item in {text!r}")
         if item.lower().startswith("rpc:"):
-            rpcs.append(_parse_rpc(item))
+            rpc = _parse_rpc(item)
+            if any(rpc[0] == other[0] for other in rpcs):  # one server's memory counted twice
+                raise ValueError(f"--gpus: rpc:{rpc[0]} is given twice; give each server once")
+            rpcs.append(rpc)
             continue
         count = 1
         m = _REPEAT.match(item)

@@ -147,6 +147,15 @@ class _Placer:
             if d in devices:
                 self.override_targets[d.name] = list(devices).index(d)
         self.known_bufts = {CPU, *(d.name for d in all_devices)}
+        for ov in st.overrides:  # llama.cpp's argument parser checks each, matched or not
+            self._check_buft(ov)
+
+    def _check_buft(self, ov: TensorOverride) -> None:
+        if ov.buft != CPU and ov.buft not in self.known_bufts:
+            raise FitError(
+                f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
+                f"(available: {', '.join(sorted(self.known_bufts))})"
+            )
 
     def cpu_buft(self, t: GgufTensor, op: str | None) -> _Buft:
         if self.host_dev is not None:
@@ -193,11 +202,6 @@ class _Placer:
     def _override_route(self, ov: TensorOverride, op: str | None) -> _Buft | None:
         if ov.buft == CPU:
             return self.cpu_route(op)
-        if ov.buft not in self.known_bufts:
-            raise FitError(
-                f"-ot {ov.pattern}={ov.buft}: unknown buffer type "
-                f"(available: {', '.join(sorted(self.known_bufts))})"
-            )
         target = self.override_targets.get(ov.buft)
         if target is None:
             raise FitError(f"-ot {ov.pattern}={ov.buft}: that device is not in use")
