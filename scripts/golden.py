@@ -217,8 +217,9 @@ def _without(text: str, ignored: list[re.Pattern[str]]) -> str:
     for line in text.splitlines():
         for pattern in ignored:
             line = pattern.sub("", line)
+        line = line.rstrip().rstrip(",")
         if line.strip():
-            kept.append(line.rstrip().rstrip(","))
+            kept.append(line)
     return "\n".join(kept)
 
 
