@@ -148,3 +148,24 @@ def test_a_draft_model_is_counted_in_every_quants_room(tmp_path, capsys):
     assert any(
         r["fits"] and r["max_ctx"] < alone[r["quant"]]["max_ctx"] for r in both
     )  # the draft's weights and context take room
+
+
+def test_the_planners_commands_name_a_remote_model_as_llama_server_takes_it(hub, quants, capsys):
+    argv = ["fit", "hf:acme/M-GGUF:Q8_0", "--gpus", GPUS, "--host-free", HOST]
+    assert main([*argv, "--best", "decode", "--json"]) == 0
+    commands = _commands(capsys)
+    assert commands and all(c.startswith("llama-server -hf acme/M-GGUF:Q8_0 ") for c in commands)
+    # a split model's second part: llama-server loads it by its first
+    second = str(quants["Q4_0-2"])
+    assert (
+        main(["fit", second, "--gpus", GPUS, "--host-free", HOST, "--best", "decode", "--json"])
+        == 0
+    )
+    first = str(quants["Q4_0-1"])
+    commands = _commands(capsys)
+    assert commands and all(c.startswith(f"llama-server -m {first} ") for c in commands)
+
+
+def _commands(capsys) -> list[str]:
+    options = json.loads(capsys.readouterr().out)["planner"]["options"]
+    return [o["command"] for o in options if o["fits"]]

@@ -16,10 +16,17 @@ SHOWN_MISSING = 3  # and those that do not
 
 
 def command_line(model: str, o: PlanOption) -> str:
-    """The whole llama-server command of an option (-m first where it was not given)."""
+    """The whole llama-server command of an option, the model first where the flags do not
+    name it, as llama-server takes it (-hf for hf:, -mu for a URL, a split's first part)."""
+    from lltui.core.gguf.refs import RefError, llama_model_flags
+
     argv = list(o.argv)
     if "-m" not in argv and "--model" not in argv:
-        argv = ["-m", model, *argv]
+        try:
+            named = [word for pair in llama_model_flags(model) for word in pair]
+        except RefError:  # (a revision: llama-server cannot pin one; the ref as given)
+            named = ["-m", model]
+        argv = [*named, *argv]
     return shlex.join(["llama-server", *argv])
 
 

@@ -69,6 +69,27 @@ def is_remote_ref(text: str) -> bool:
     return t.startswith(HF_PREFIX) or t.lower().startswith(("https://", "http://"))
 
 
+def llama_model_flags(ref: str) -> list[tuple[str, str]]:
+    """How llama-server is told to load ``ref``: ``-m PATH`` (a split model by its first
+    part, the only one it loads from), ``-hf OWNER/REPO[:QUANT]`` (with ``-hff FILE`` for a
+    file), or ``-mu URL``. RefError for a reference it cannot download (a revision: it
+    takes a repository's main branch)."""
+    if not is_remote_ref(ref):
+        m = SPLIT_NAME_RE.match(ref)
+        if m is not None and int(m["no"]) > 1:
+            ref = f"{m['prefix']}-00001-of-{m['count']}.gguf"
+        return [("-m", ref)]
+    parsed = parse_ref(ref)
+    if not isinstance(parsed, HfRef):
+        return [("-mu", ref.strip())]
+    if parsed.revision is not None:
+        raise RefError(f"{ref}: llama-server downloads a repository's main branch, no @rev")
+    if parsed.selector is None or not parsed.is_file:
+        tag = f":{parsed.selector}" if parsed.selector else ""
+        return [("-hf", parsed.repo + tag)]
+    return [("-hf", parsed.repo), ("-hff", parsed.selector)]
+
+
 def parse_ref(text: str) -> HfRef | UrlRef:
     """The reference ``text`` names; RefError for one that is not well formed."""
     t = text.strip()

@@ -263,22 +263,14 @@ def section_for(p: PlannedModel, binary: BinaryFlags | None) -> list[tuple[str, 
 def model_entries(ref: str) -> list[tuple[str, str]]:
     """How a preset names the model: its file (absolute), or llama-server's download keys
     for ``hf:OWNER/REPO[:QUANT|FILE]`` (``hf-repo``, ``hf-file``) and a URL (``model-url``)."""
-    from lltui.core.gguf.refs import HfRef, RefError, is_remote_ref, parse_ref
+    from lltui.core.gguf.refs import RefError, is_remote_ref, llama_model_flags
 
-    if not is_remote_ref(ref):
-        return [("model", os.path.abspath(ref))]
     try:
-        parsed = parse_ref(ref)
+        flags = llama_model_flags(ref if is_remote_ref(ref) else os.path.abspath(ref))
     except RefError as exc:
         raise PresetError(str(exc)) from None
-    if not isinstance(parsed, HfRef):
-        return [("model-url", ref.strip())]
-    if parsed.revision is not None:
-        raise PresetError(f"{ref}: llama-server downloads a repository's main branch, no @rev")
-    if parsed.selector is None or not parsed.is_file:
-        tag = f":{parsed.selector}" if parsed.selector else ""
-        return [("hf-repo", parsed.repo + tag)]
-    return [("hf-repo", parsed.repo), ("hf-file", parsed.selector)]
+    keys = {"-m": "model", "-hf": "hf-repo", "-hff": "hf-file", "-mu": "model-url"}
+    return [(keys[flag], value) for flag, value in flags]
 
 
 def preset_text(
