@@ -418,3 +418,20 @@ def test_the_most_layers_on_the_faster_gpu_of_a_mixed_pair(tmp_path):
     assert plan.best.decode_tps == max(o.decode_tps for o in plan.options if o.fits)
     old = best_configs(model, args, devs, opts, "speed")[0]
     assert speed_tier(plan.best.decode_tps, old.decode_tps) <= 0
+
+
+@pytest.mark.parametrize("goal", ["joules", "fewest-gpus"])
+def test_ties_break_on_prompt_and_each_lost_says_what_is_true(models, goal):
+    """Within 2 % on the goal (and on decode), the faster prompt first; "as fast a decode"
+    is said only of a decode within 2 % of the first's."""
+    model = read_gguf(models["8b"])
+    devs, opts = _pair(nvlink=True)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts, goal)
+    fits = [o for o in plan.options if o.fits]
+    first, fastest = fits[0], max(o.decode_tps for o in fits)
+    for o in fits[1:]:
+        if o.lost.startswith("as fast a decode"):
+            assert speed_tier(o.decode_tps, fastest) == speed_tier(first.decode_tps, fastest)
+            assert o.prefill_tps <= first.prefill_tps, (o.lost, o.flags)
+        if o.lost.startswith("decode "):
+            assert o.decode_tps < first.decode_tps

@@ -357,32 +357,44 @@ def joules_per_token(speed: SpeedEstimate, devices: Sequence[DeviceSpec]) -> flo
 
 @dataclass(frozen=True, slots=True)
 class _Fastest:
-    """The fastest decode and prompt of the options ranked: speeds within 2 % of the
-    fastest rank alike (:func:`speed_tier`)."""
+    """The fastest decode and prompt of the options ranked, and the least energy per token:
+    within 2 % of the best rank alike (:func:`speed_tier`)."""
 
     decode: float
     prompt: float
+    tokens_per_joule: float = 0.0
 
     @classmethod
     def of(cls, options: Sequence[PlanOption]) -> _Fastest:
         return cls(
             max((o.decode_tps for o in options), default=0.0),
             max((o.prefill_tps for o in options), default=0.0),
+            max((_per_joule(o) for o in options), default=0.0),
         )
+
+    def energy_tier(self, o: PlanOption) -> int:
+        return speed_tier(_per_joule(o), self.tokens_per_joule)
+
+    def decode_tier(self, o: PlanOption) -> int:
+        return speed_tier(o.decode_tps, self.decode)
+
+
+def _per_joule(o: PlanOption) -> float:
+    j = o.joules_per_token
+    return 1 / j if j else 0.0
 
 
 def _key(goal: str, o: PlanOption, fastest: _Fastest) -> tuple[float, ...]:
-    """Smaller first. Speeds within 2 % of the fastest rank alike; then fewer GPUs, then the
-    other speed."""
+    """Smaller first. Speeds (and energy) within 2 % of the best rank alike; then fewer
+    GPUs or the goal's next measure, then the other speed."""
     if goal == "prompt":
         return (speed_tier(o.prefill_tps, fastest.prompt), o.n_gpus, -o.decode_tps)
     if goal == "joules":
-        j = o.joules_per_token
-        return (j if j is not None else float("inf"), -o.decode_tps)
+        return (fastest.energy_tier(o), fastest.decode_tier(o), -o.prefill_tps)
     if goal == "fewest-gpus":
         slow = o.decode_tps < FEWEST_SHARE * fastest.decode
-        return (float(slow), o.n_gpus, -o.decode_tps)
-    return (speed_tier(o.decode_tps, fastest.decode), o.n_gpus, -o.prefill_tps)
+        return (float(slow), o.n_gpus, fastest.decode_tier(o), -o.prefill_tps)
+    return (fastest.decode_tier(o), o.n_gpus, -o.prefill_tps)
 
 
 def rank(goal: str, options: Sequence[PlanOption]) -> list[PlanOption]:
@@ -408,12 +420,13 @@ def _lost(goal: str, first: PlanOption, o: PlanOption, fastest: _Fastest) -> str
             return _slower(first.prefill_tps, o.prefill_tps, "prompt")
     elif goal == "joules":
         a, b = first.joules_per_token, o.joules_per_token
-        if a and b and b > a:
+        if a and b and fastest.energy_tier(o) > fastest.energy_tier(first):
             return f"{100 * (b / a - 1):.0f}% more energy per token ({b:.2f} against {a:.2f} J)"
-    elif goal == "fewest-gpus":
-        if o.decode_tps < FEWEST_SHARE * fastest.decode:
-            return f"decode under {FEWEST_SHARE:.0%} of the fastest ({o.decode_tps:.1f} t/s)"
-    elif speed_tier(o.decode_tps, fastest.decode) > speed_tier(first.decode_tps, fastest.decode):
+    elif goal == "fewest-gpus" and o.decode_tps < FEWEST_SHARE * fastest.decode:
+        return f"decode under {FEWEST_SHARE:.0%} of the fastest ({o.decode_tps:.1f} t/s)"
+    if goal != "decode" and o.n_gpus > first.n_gpus and goal != "joules":
+        return f"no better, on {o.n_gpus} GPUs against {first.n_gpus}"
+    if goal != "prompt" and fastest.decode_tier(o) > fastest.decode_tier(first):
         return _slower(first.decode_tps, o.decode_tps, "decode")
     if o.n_gpus > first.n_gpus:
         return f"no better, on {o.n_gpus} GPUs against {first.n_gpus}"
