@@ -455,3 +455,23 @@ def test_drafting_gives_the_model_an_output_per_drafted_token(files):
     assert part(five, "draft").buffers == part(on, "draft").buffers  # the draft outputs 1/slot
     ngram = run(files, [*base, "--spec-type", "ngram-mod,ngram-cache"])
     assert ngram.resolved.n_outputs_max == 2 * (1 + 64)  # ngram-mod drafts up to 64
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [("--lora", "not a LoRA adapter"), ("--mmproj", "not a multimodal projector")],
+)
+def test_a_plain_model_as_an_adapter_or_projector_is_refused(files, capsys, flag, said):
+    """llama-server refuses both ("expect general.type to be 'adapter'", "Failed to load
+    CLIP model"): not "fits"."""
+    assert main(["fit", str(files["main"]), flag, str(files["draft"]), "--gpus", "16GiB"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+
+
+def test_an_architecture_llama_cpp_does_not_know_is_said(tmp_path):
+    spec = replace(MAIN, arch="zzzzz")
+    path = tmp_path / "new.gguf"
+    gf.write_model(path, spec, "F16")
+    res = estimate(read_gguf(path), parse_llama_args([]), cuda(1), NO_SEARCH)
+    assert any("does not know the architecture 'zzzzz'" in w for w in res.warnings)

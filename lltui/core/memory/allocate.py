@@ -9,6 +9,8 @@ from functools import lru_cache
 
 from lltui.core.cmdline.flag_values import tensor_split_extra
 from lltui.core.cmdline.flags import LlamaArgs
+from lltui.core.llama.builds import PINNED_BUILD
+from lltui.core.memory.arch_table import known_to_llama_cpp
 from lltui.core.memory.common import CPU, FitError, is_gpu
 from lltui.core.memory.compute import compute_buffers
 from lltui.core.memory.compute_graph import ComputeLayout
@@ -235,6 +237,11 @@ def _warnings(
     """What the estimate leaves out, llama.cpp may refuse at run time, or takes otherwise
     than the user may think."""
     warnings: list[str] = []
+    if not known_to_llama_cpp(hp.arch):
+        warnings.append(
+            f"llama.cpp (b{PINNED_BUILD}) does not know the architecture {hp.arch!r}: its "
+            "llama-server stops with 'unknown model architecture' (a newer build may know it)"
+        )
     extra = tensor_split_extra(st.tensor_split, len(devs))
     if extra:
         warnings.append(extra)

@@ -272,6 +272,11 @@ def recipe_of(arch: str) -> Recipe | None:
     return RECIPES.get(arch)
 
 
+def known_to_llama_cpp(arch: str) -> bool:
+    """Whether the pinned llama.cpp lists ``arch`` (a newer build may know more)."""
+    return arch in RECIPES or arch in APPROXIMATE
+
+
 def approximate_reason(arch: str) -> str:
     """Why ``arch``'s compute buffers come from the formula ("" where the graph is modelled)."""
     if arch in RECIPES:

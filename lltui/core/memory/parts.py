@@ -185,6 +185,11 @@ def mmproj_compute_bytes(mm: GgufModel, flash_attn: bool, offloaded: bool) -> tu
 def _mmproj(
     mm: GgufModel, st: LlamaArgs, main: FitResult, all_devs: Sequence[DeviceSpec]
 ) -> PartEstimate:
+    if not any(str(k).startswith("clip.") for k in mm.metadata):  # clip.cpp reads these
+        raise FitError(
+            f"--mmproj {mm.path}: not a multimodal projector (no clip.* keys): llama-server "
+            "fails to load it"
+        )
     dev = mmproj_device(st, all_devs)
     name = CPU if dev is None else dev.name
     weights = sum(device_alloc_size(dev, t.type, t.dims, t.nbytes) for t in mm.tensors)
@@ -213,6 +218,12 @@ def _mmproj(
 
 
 def _lora(adapter: GgufModel, main: FitResult, all_devs: Sequence[DeviceSpec]) -> PartEstimate:
+    kind = adapter.metadata.get("general.type")
+    if kind != "adapter":  # llama-adapter.cpp: "expect general.type to be 'adapter'"
+        raise FitError(
+            f"--lora {adapter.path}: not a LoRA adapter (general.type "
+            f"{repr(kind) if kind is not None else 'missing'}): llama-server refuses it"
+        )
     by_name = {p.name: p for p in main.placements if not p.duplicate}
     devs = {d.name: d for d in all_devs}
     per: dict[tuple[str, str], int] = {}  # (owner device, buffer) -> bytes
