@@ -156,3 +156,19 @@ def test_an_hour_of_history_holds_each_reading_in_a_few_bytes():
         tracemalloc.stop()
     readings = 3600 * 8 * 6  # times and five metrics per GPU
     assert used / readings < 16  # 8 bytes a float, and the array's slack; a deque took ~32
+
+
+def test_a_replay_that_ended_adds_its_last_sample_once_not_each_poll():
+    """After the end a replay keeps answering its last sample (newer seq and time): the
+    history, its graphs and the energy over time stop where the recording does."""
+    from dataclasses import replace
+
+    from lltui.app.rig_model import RigModel
+
+    sample = _shared_box()
+    model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+    model.apply(sample)
+    for k in range(1, 4):
+        model.apply(replace(sample, seq=sample.seq + k, t=sample.t + k, ended=True))
+    assert model.history.seconds() == pytest.approx(1.0)  # the end once, not three polls
+    assert model.latest is not None and model.latest.ended

@@ -28,6 +28,7 @@ class RigModel:
     received_at: float | None = None  # clock() when the latest sample was applied
     error: str | None = None
     dropped: int = 0  # samples that arrived out of order and were dropped
+    history_ended: bool = False  # the last sample taken ended a replay (none more go in)
     paused: bool = False
     # apply() runs on the poller thread; the UI holds this lock while it renders
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -73,7 +74,9 @@ class RigModel:
             self.info = sample.info
             self.received_at = self.clock()
             self.error = sample.error
-            self.history.append(sample)
+            if not (sample.ended and self.history_ended):  # a replay's end, held: once
+                self.history.append(sample)
+            self.history_ended = sample.ended
             hosts = self.hosts() if self.hosts is not None else None
             plans = None
             if self.found is not None:
