@@ -172,3 +172,31 @@ def test_a_replay_that_ended_adds_its_last_sample_once_not_each_poll():
         model.apply(replace(sample, seq=sample.seq + k, t=sample.t + k, ended=True))
     assert model.history.seconds() == pytest.approx(1.0)  # the end once, not three polls
     assert model.latest is not None and model.latest.ended
+
+
+def test_a_process_detail_shows_no_secret_and_only_the_time_it_was_watched():
+    from dataclasses import replace
+
+    from lltui.app.rig_model import RigModel
+    from lltui.app.screens.process_detail import render_process
+
+    box = _shared_box()
+    secret = "sk-live-0123456789abcdefghij"
+    gpus = tuple(
+        replace(
+            g,
+            processes=tuple(
+                replace(p, command=f"llama-server -m m.gguf --api-key {secret}")
+                if p.pid == 4242
+                else p
+                for p in g.processes
+            ),
+        )
+        for g in box.gpus
+    )
+    model = RigModel(info=box.info, interval=1.0, history=RigHistory())
+    for k in range(5):  # 4 s of history, the process in all of it
+        model.apply(replace(box, gpus=gpus, seq=box.seq + k, t=box.t + k))
+    text = render_process(4242, model, 100, 60.0)
+    assert secret not in text and "--api-key ***" in text
+    assert "over the last 4s" in text and "over 1m" not in text

@@ -16,6 +16,13 @@ from lltui.core.monitor.models import GpuSample
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, fmt_energy_mj, spark
 
 
+def span_words(held: float, window: float) -> str:
+    """What graphs of ``held`` seconds of history cover: the window, or the history there
+    is when it is shorter."""
+    held = min(window, held)
+    return f"the last {fmt_duration(held)}" if held < window else f"the {fmt_window(window)} window"
+
+
 def _v(value: object) -> str:
     return "-" if value is None else escape(str(value))
 
@@ -56,9 +63,7 @@ def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> s
         *now_lines(g),
         "",
     ]
-    # the graphs cover the window, or the history there is when it is shorter
-    held = min(window, model.history.seconds())
-    span = f"the last {fmt_duration(held)}" if held < window else f"the {fmt_window(window)} window"
+    span = span_words(model.history.seconds(), window)
     spark_w = max(20, width - 30)
     for label, metric, hi, unit, scale in (
         ("power", "power_w", float(g.power_limit_w or info.power_limit_max_w or 1.0), "W", 1.0),

@@ -12,6 +12,8 @@ from textual.markup import escape
 from lltui.app.app_protocol import host_of
 from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import HistoryModal
+from lltui.app.screens.gpu_detail import span_words
+from lltui.core.cmdline.secrets import redact_command
 from lltui.core.monitor.models import GpuProcess, RigSample
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, spark
 
@@ -34,7 +36,8 @@ def render_process(pid: int, model: RigModel, width: int, window: float) -> str:
             for q in now
         )
         lines.append(f"[b]pid {pid}[/b]  {escape(p.user or '-')}  on {gpus}")
-        lines.append(f"[$text-muted]{escape((p.command or p.name or '?')[:400])}[/]")
+        command = redact_command(p.command) if p.command else p.name or "?"
+        lines.append(f"[$text-muted]{escape(command[:400])}[/]")
         if p.container is not None:
             lines.append(
                 f"container {escape(p.container.label)}"
@@ -49,6 +52,8 @@ def render_process(pid: int, model: RigModel, width: int, window: float) -> str:
         lines.append(f"[$text-muted]watched for {fmt_duration(seen[1] - seen[0])}[/]")
     lines.append("")
     spark_w = max(20, width - 30)
+    held = model.history.seconds()
+    span = span_words(min(held, seen[1] - seen[0]) if seen is not None else held, window)
     total = sum(g.info.memory_total or 0 for g in sample.gpus) if sample is not None else 0
     for label, metric, hi, unit, scale in (
         ("GPU mem", "gpu_mem", float(total or 1), "GiB", GIB),
@@ -64,7 +69,7 @@ def render_process(pid: int, model: RigModel, width: int, window: float) -> str:
             else f"now {s.last / scale:.1f}, min {s.lo / scale:.1f} max {s.hi / scale:.1f} {unit}"
         )
         lines.append(f"{label:<9}[$spark]{spark(s.values, spark_w, 0.0, top)}[/]")
-        lines.append(f"{'':<9}[$text-muted]{rng} over {fmt_duration(window)}[/]")
+        lines.append(f"{'':<9}[$text-muted]{rng} over {span}[/]")
     if now:
         lines.append("")
         for q in now:

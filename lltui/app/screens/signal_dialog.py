@@ -15,6 +15,7 @@ from textual.widgets import Button, Static
 
 from lltui.app.app_protocol import host_of
 from lltui.app.screens.base import WarningDialog
+from lltui.core.cmdline.secrets import redact_command
 from lltui.core.monitor.signals import ProcessIdentity
 from lltui.services.signals import send_signal, still_running
 
@@ -79,7 +80,8 @@ class SignalDialog(WarningDialog[None]):
     def _text(self) -> str:
         if self.group:
             return self._group_text()
-        command = self.command if len(self.command) <= 200 else self.command[:199] + "…"
+        shown = redact_command(self.command)
+        command = shown if len(shown) <= 200 else shown[:199] + "…"
         who = (
             f"[b]pid {self.pid}[/b]  user [b]{escape(self.user)}[/b]\n"
             f"[$text-muted]{escape(command)}[/]"
@@ -97,7 +99,8 @@ class SignalDialog(WarningDialog[None]):
 
     def _group_text(self) -> str:
         who = "\n".join(
-            f"[b]pid {t.pid}[/b] {escape(t.user)}  [$text-muted]{escape(t.command[:60])}[/]"
+            f"[b]pid {t.pid}[/b] {escape(t.user)}  "
+            f"[$text-muted]{escape(redact_command(t.command)[:60])}[/]"
             for t in self.group[:8]
         )
         more = f"\n… and {len(self.group) - 8} more" if len(self.group) > 8 else ""
