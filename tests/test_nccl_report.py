@@ -65,3 +65,13 @@ def test_info_json_lists_candidates_as_dicts():
     assert data["candidates"] == [{"path": "/lib/libnccl.so.2", "found_by": "ldconfig"}]
     assert data["cudart"] == [{"path": "/lib/libcudart.so.12", "found_by": "system"}]
     assert data["version_code"] == 22105 and data["reason"] is None
+
+
+def test_the_nccl_of_this_machine_is_said_so_beside_a_rig_that_is_not_it():
+    from lltui.services.nccl import nccl_report
+
+    for source in ("replay:/tmp/rec.jsonl", "smi:gpu-box", "prom:http://127.0.0.1:9090"):
+        codes = [f.code for f in nccl_report(source, environ={}).findings]
+        assert codes[0] == "this-machine", source
+    for source in (None, "nvml", "smi"):
+        assert "this-machine" not in [f.code for f in nccl_report(source, environ={}).findings]

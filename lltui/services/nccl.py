@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.monitor.models import SourceUnavailable
-from lltui.core.nccl.findings import Finding, NcclFacts, findings_to_json, nccl_findings
+from lltui.core.nccl.findings import INFO, Finding, NcclFacts, findings_to_json, nccl_findings
 from lltui.core.nccl.variables import nccl_environment
 from lltui.sources.nccl import (  # the seed API's NCCL names, served as they are
     NCCLCommunicator as NCCLCommunicator,
@@ -140,7 +140,7 @@ def _simulated_report(spec: SourceSpec) -> NcclReport:
 
 
 def _local_report(
-    spec: SourceSpec, lib_path: str | None, environ: Mapping[str, str] | None
+    spec: SourceSpec, source: str | None, lib_path: str | None, environ: Mapping[str, str] | None
 ) -> NcclReport:
     """This machine's libnccl, NCCL_* environment, interfaces and (for a local source) links."""
     from lltui.sources.nccl.finder import find_cudart_candidates
@@ -162,6 +162,9 @@ def _local_report(
         cudart=tuple(find_cudart_candidates()),
     )
     links = _local_links() if spec.kind in ("auto", "nvml", "smi") and not spec.arg else {}
+    from lltui.sources.gpu.kinds import pids_here
+
+    here = spec.kind == "auto" or pids_here(source)
     facts = NcclFacts(
         available=probe.available,
         version=probe.version,
@@ -170,7 +173,13 @@ def _local_report(
         gpu_names=_local_gpu_names(),
         interfaces=local_interfaces() or None,
     )
-    return NcclReport(info, nccl_environment(env_all), tuple(nccl_findings(facts)), links)
+    findings = nccl_findings(facts)
+    if not here:  # a replay, another host, a Prometheus server: its NCCL is not read
+        findings.insert(0, Finding(INFO, "this-machine", f"{THIS_MACHINE} ({source})"))
+    return NcclReport(info, nccl_environment(env_all), tuple(findings), links)
+
+
+THIS_MACHINE = "the NCCL, environment and interfaces of this machine, not of the rig shown"
 
 
 def nccl_report(
@@ -185,7 +194,7 @@ def nccl_report(
     spec = parse_source_spec(source)
     if KINDS[spec.kind].simulated:
         return _simulated_report(spec)
-    return _local_report(spec, lib_path, environ)
+    return _local_report(spec, source, lib_path, environ)
 
 
 class BenchFailed(Exception):
