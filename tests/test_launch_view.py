@@ -207,6 +207,10 @@ async def test_following_a_server_started_elsewhere(server_env, tiny_model, llam
             await wait_for(lambda: app.launch.state.health == "ready", READY_TIMEOUT_S)
             assert app.launch.state.phase == "following"
             assert app.launch.state.pid is None  # not ours: nothing to stop on exit
+            app.launch_action("stop")  # stops following (the server runs on), and says so
+            await wait_for(lambda: app.launch.state.phase == "idle", 20)
+            assert app.launch.state.message.startswith("stopped following")
+            assert app.launch.state.health is None
         assert proc.poll() is None  # leaving the app left the followed server alone
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -91,7 +91,16 @@ class LaunchController:
         self._act(lambda: self._follow(url))
 
     def stop(self) -> None:
-        self._act(self._stop)
+        self._act(self._stop_and_say)
+
+    def _stop_and_say(self) -> None:
+        """Stop our server, or stop following one started elsewhere (it runs on: said)."""
+        st = self._state
+        followed = self._session is None and st.phase == "following"
+        self._stop()
+        if followed:
+            self._next()  # the closed watch's last word is not taken after this
+            self._set(replace(st, phase="idle", health=None, message=f"stopped following {st.url}"))
 
     def close(self) -> None:
         """On the way out of lltui: nothing of ours outlives it."""
