@@ -350,3 +350,14 @@ def test_a_run_that_failed_before_any_row_keeps_its_failure_and_exits_1(tmp_path
     assert main(["nccl", "tests", str(path), "--json"]) == 1
     out = capsys.readouterr().out
     assert "unhandled cuda error" in out
+
+
+def test_the_nccl_view_gets_a_table_that_fits_80_columns():
+    from lltui.app.state.nccl import summarize_file
+
+    path = FIXTURES / "nccl" / "T09-nccltests-4xRTX4090-PCIe-p2p-driver-full-sweep.txt"
+    narrow = summarize_file(str(path), narrow=True).splitlines()
+    table = [line for line in narrow if line.strip().split(" ")[0].isdigit()]
+    assert table and all(len(line) <= 80 for line in narrow[1:])
+    assert "busbw" in narrow[2] and "in-place" not in narrow[2]
+    assert "in-place" in summarize_file(str(path))  # the CLI's and a wide view's: all nine

@@ -85,6 +85,9 @@ def finding_entries(findings: tuple[Finding, ...]) -> list[Entry]:
     return entries
 
 
+WIDE_TABLE = 100  # nccl-tests' nine columns take 89 and a margin: narrower shows five
+
+
 class NcclScreen(LoadOnceScreen):
     CSS_PATH = "nccl.tcss"  # read when the view is first shown, not at startup
 
@@ -135,7 +138,10 @@ class NcclScreen(LoadOnceScreen):
 
     @work(group="nccl-file", exclusive=True, exit_on_error=False)
     async def _load_file(self, path: str) -> None:
-        text = await off_thread_reported(self, lambda: summarize_file(path), "nccl-file")
+        narrow = self.size.width < WIDE_TABLE
+        text = await off_thread_reported(
+            self, lambda: summarize_file(path, narrow=narrow), "nccl-file"
+        )
         if text is not None:
             self.post_message(NcclFileLoaded(text))
 

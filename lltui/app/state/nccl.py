@@ -60,8 +60,9 @@ def run_bench_text(simulated: bool) -> str:
     return "[b]bandwidth test[/b]\n" + escape(result.to_text())
 
 
-def summarize_file(path: str) -> str:
-    """An NCCL_DEBUG=INFO log or nccl-tests output, summarised; which one is told by content."""
+def summarize_file(path: str, *, narrow: bool = False) -> str:
+    """An NCCL_DEBUG=INFO log or nccl-tests output, summarised; which one is told by content
+    (``narrow``: an nccl-tests table in the columns that fit 80)."""
     from textual.markup import escape
 
     from lltui.core.nccl.log import format_log_summary, parse_nccl_log_text
@@ -76,7 +77,7 @@ def summarize_file(path: str) -> str:
     text = data.decode("utf-8", errors="replace")
     tests = parse_nccl_tests_text(text)
     if tests.tables:
-        body = "\n\n".join(format_table(t) for t in tests.tables)
+        body = "\n\n".join(format_table(t, narrow=narrow) for t in tests.tables)
         return f"[b]nccl-tests[/b] {escape(str(p))}\n{escape(body)}"
     log = parse_nccl_log_text(text)
     if log.has_nccl:

@@ -548,8 +548,16 @@ def _f(v: float | None, width: int, prec: int = 2) -> str:
     return ("-" if v is None else f"{v:.{prec}f}").rjust(width)
 
 
-def format_rows(rows: Sequence[NcclTestsRow]) -> list[str]:
-    """Rows as nccl-tests lays them out (size, count, type, time/algbw/busbw both ways)."""
+def format_rows(rows: Sequence[NcclTestsRow], *, narrow: bool = False) -> list[str]:
+    """Rows as nccl-tests lays them out (size, count, type, time/algbw/busbw both ways);
+    ``narrow`` (80 columns): size, type and the out-of-place time and bandwidths alone."""
+    if narrow:
+        head = f"{'size':>12} {'type':>8}  {'time us':>9} {'algbw':>7} {'busbw':>7}"
+        return [head] + [
+            f"{r.size:>12} {r.type:>8}  "
+            f"{_f(r.time_us_out, 9)} {_f(r.algbw_out, 7)} {_f(r.busbw_out, 7)}"
+            for r in rows
+        ]
     out = [
         f"{'size':>12} {'count':>12} {'type':>8}  "
         f"{'time us':>9} {'algbw':>7} {'busbw':>7}  {'in-place':>9} {'algbw':>7} {'busbw':>7}"
@@ -563,7 +571,7 @@ def format_rows(rows: Sequence[NcclTestsRow]) -> list[str]:
     return out
 
 
-def format_table(t: NcclTestsTable) -> str:
+def format_table(t: NcclTestsTable, *, narrow: bool = False) -> str:
     name = t.collective or "collective not printed"
     if t.collective and t.collective_inferred:
         name += " (inferred from the columns)"
@@ -573,7 +581,7 @@ def format_table(t: NcclTestsTable) -> str:
     elif t.nranks_from_busbw:
         head.append(f"~{t.nranks_from_busbw} ranks (from busbw/algbw)")
     out = [" · ".join(head)]
-    out += format_rows(t.rows)
+    out += format_rows(t.rows, narrow=narrow)
     peak = t.peak_busbw_out
     if peak is not None:
         at = max((r for r in t.rows if r.busbw_out == peak), key=lambda r: r.size)
