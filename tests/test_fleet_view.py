@@ -147,6 +147,31 @@ def test_summary_counts_states_in_words():
     assert fleet_summary([row("up")]) == "1 host: 1 up"
 
 
+async def test_the_views_that_read_a_rig_once_read_the_host_opened_next():
+    """Topology, NCCL and fit read the host in view when shown; opening another host of the
+    fleet makes them read that one (they kept the first host's)."""
+    fleet = Fleet(
+        ["sim:4xl4", "sim:kaggle-2xt4"],
+        interval=0.05,
+        make=lambda spec, i: SimSource(spec.partition(":")[2], seed=i),
+    )
+    source = FleetFocus(fleet)
+    settings = Settings(interval=0.05, source="sim:4xl4,sim:kaggle-2xt4")
+    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    async with app.run_test(size=(120, 30)) as pilot:
+        for view in ("topology", "fit"):
+            app.switch_mode(view)
+            await pilot.pause()
+        await wait_for(lambda: "4xl4" in screen_text(app) or app.screen.awaiting_data is False)
+        app.focus_host(1)
+        await pilot.pause()
+        app.switch_mode("topology")
+        await wait_for(lambda: "kaggle-2xt4" in screen_text(app).split("\n", 3)[2])
+        app.switch_mode("fit")
+        await pilot.pause()
+        assert app.screen.query_one("#fit-devices").value == "sim:kaggle-2xt4"
+
+
 async def test_a_host_keeps_its_history_and_energy_when_another_is_opened():
     fleet = Fleet(
         ["sim:4xl4", "sim:kaggle-2xt4"],

@@ -120,8 +120,18 @@ class ViewScreen(LltuiScreen):
         """Whether the view still waits for data it reads once (screenshots wait on it)."""
         return False
 
+    _shown_source: str | None = None  # the rig this view was last shown with
+
     def on_screen_resume(self) -> None:
+        source = self.lltui.model.info.source
+        if self._shown_source is not None and source != self._shown_source:
+            self.rig_changed()
+        self._shown_source = source
         self.render_all()
+
+    def rig_changed(self) -> None:
+        """The rig in view is another since this view was last shown (a fleet's host
+        opened): what the view read of the last one is read again."""
 
     def render_all(self) -> None:
         self.lltui.render_model()
@@ -184,6 +194,9 @@ class LoadOnceScreen(ViewScreen):
     def start_loading(self, source: str) -> None:
         """Start the read of the rig ``source`` names (a worker posting its result)."""
         raise NotImplementedError
+
+    def rig_changed(self) -> None:
+        self.start_loading(self.lltui.model.info.source)
 
     @property
     def pending(self) -> bool:

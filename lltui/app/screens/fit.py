@@ -311,14 +311,21 @@ class FitScreen(FormScreen):
         self._quant_layout: QuantLayout | None = None
 
     def on_mount(self) -> None:
+        self._size_against_the_rig()
+        self._find_models()
+        self.render_all()
+
+    def rig_changed(self) -> None:
+        self._size_against_the_rig()
+        self._changed()  # ("free memory now" is another rig's now)
+
+    def _size_against_the_rig(self) -> None:
+        """A simulated rig is sized empty (it is busy with a server of its own); another
+        rig by its free memory now."""
         from lltui.services.rig import profile_in_use
 
         profile = profile_in_use(self.lltui.model.info)
-        if profile is not None:
-            # a simulated rig is busy with its own server: size against it empty
-            self.query_one("#fit-devices", Select).value = profile
-        self._find_models()
-        self.render_all()
+        self.query_one("#fit-devices", Select).value = profile if profile is not None else LIVE
 
     def show_view(self) -> None:
         self.show_fit()
