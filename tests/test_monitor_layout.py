@@ -281,3 +281,19 @@ async def test_a_status_line_too_long_wraps_and_follows_the_width():
         assert str(bar.render()) == words + "\nhint: short"
         await pilot.resize_terminal(60, 24)
         await wait_for(lambda: bar.outer_size.height == 4)
+
+
+async def test_cycling_the_layout_redraws_the_cards_out_of_view_too():
+    """`l` to cards and back to lines at 80x24, sampling paused: every GPU is one line at
+    once (the cards below the fold kept five lines until they scrolled into view)."""
+    from lltui.app.widgets.gpu_card import GpuCard
+
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 60)
+        await pilot.pause()
+        for key in ("space", "l", "l", "l"):
+            await pilot.press(key)
+            await pilot.pause()
+        await wait_for(lambda: all(c.size.height == 1 for c in app.screen.query(GpuCard)))
+        assert app.screen.gpu_layout is not None and app.screen.gpu_layout.compact

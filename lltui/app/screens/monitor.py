@@ -312,6 +312,11 @@ class MonitorScreen(LltuiScreen):
         for card in self._cards.values():
             card.flush(window)
 
+    def _flush_every_card(self) -> None:
+        """Draw every card, out of view too (their height changed with the layout)."""
+        for card in self._cards.values():
+            card.flush(None)
+
     @property
     def gpu_layout(self) -> MonitorLayout | None:
         """The layout of the GPUs now on screen (None before the first sample)."""
@@ -362,9 +367,12 @@ class MonitorScreen(LltuiScreen):
         self.query_one("#cards-scroll").styles.height = layout.height
         for card in self._cards.values():
             card.set_class(layout.compact, "-compact")
+        # from cards to lines (or back) every card's height changes, out of view too: a card
+        # left as it was drawn would push the others down until it scrolled into view
+        every = self._layout is not None and self._layout.compact != layout.compact
         self._layout = layout
         # cards that come into view with the new layout are drawn once it is worked out
-        self.call_after_refresh(self._flush_cards)
+        self.call_after_refresh(self._flush_every_card if every else self._flush_cards)
 
     def _card_styles(self) -> CardStyles:
         theme = self.app.theme
