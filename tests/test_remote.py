@@ -373,3 +373,18 @@ def test_the_python_api_takes_remote_references(hub, small_models):
     here = estimate_model_vram(str(small_models["one"]), None, 2048)
     assert estimate_model_vram(f"{hub.url}/files/one.gguf", None, 2048) == here
     assert estimate_model_vram("hf:acme/Big-GGUF:IQ4_XS", None, 2048) == here
+
+
+def test_the_listings_choice_names_one_model_and_keeps_the_revision():
+    from lltui.core.gguf.refs import RepoFile, listing_lines, repo_models
+
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    one = repo_models([RepoFile("M-F16.gguf", 10), RepoFile("M-Q8_0.gguf", 5)])
+    assert (
+        listing_lines(f"hf:acme/M@{rev}", one)[-1] == f"choose one: lltui fit hf:acme/M:F16@{rev}"
+    )
+    # two files of one quant: the tag would pick neither, so the file is named
+    two = repo_models([RepoFile("a/M-Q4_0.gguf", 5), RepoFile("b/M-Q4_0.gguf", 5)])
+    assert (
+        listing_lines("hf:acme/M:Q4_0", two)[-1] == "choose one: lltui fit hf:acme/M:a/M-Q4_0.gguf"
+    )

@@ -221,8 +221,15 @@ def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit")
         lines.append(f"  {one_line(label):<12} {size:>10}  {one_line(m.path)}{extra}")
     example = next((m for m in models if m.kind == "model"), None)
     if example is not None:
-        pick = one_line(example.quant or example.path)
-        lines.append(f"choose one: lltui {verb} {ref_text.split('@')[0]}:{pick}")
+        # its quant where that names it alone, else its file; the revision kept
+        same = [m for m in models if m.kind == "model" and m.quant == example.quant]
+        pick = example.quant if example.quant and len(same) == 1 else example.path
+        try:
+            choice = parse_ref(ref_text)
+        except RefError:
+            choice = None
+        named = choice.text(pick) if isinstance(choice, HfRef) else f"{ref_text}:{pick}"
+        lines.append(f"choose one: lltui {verb} {one_line(named)}")
     return lines
 
 
