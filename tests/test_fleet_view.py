@@ -147,9 +147,8 @@ def test_summary_counts_states_in_words():
     assert fleet_summary([row("up")]) == "1 host: 1 up"
 
 
-async def test_the_views_that_read_a_rig_once_read_the_host_opened_next():
-    """Topology, NCCL and fit read the host in view when shown; opening another host of the
-    fleet makes them read that one (they kept the first host's)."""
+def _two_host_app():
+    """The app over a fleet of two simulated hosts, in the fleet view."""
     fleet = Fleet(
         ["sim:4xl4", "sim:kaggle-2xt4"],
         interval=0.05,
@@ -157,7 +156,13 @@ async def test_the_views_that_read_a_rig_once_read_the_host_opened_next():
     )
     source = FleetFocus(fleet)
     settings = Settings(interval=0.05, source="sim:4xl4,sim:kaggle-2xt4")
-    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    return create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+
+
+async def test_the_views_that_read_a_rig_once_read_the_host_opened_next():
+    """Topology, NCCL and fit read the host in view when shown; opening another host of the
+    fleet makes them read that one (they kept the first host's)."""
+    app = _two_host_app()
     async with app.run_test(size=(120, 30)) as pilot:
         for view in ("topology", "fit"):
             app.switch_mode(view)
@@ -173,14 +178,7 @@ async def test_the_views_that_read_a_rig_once_read_the_host_opened_next():
 
 
 async def test_a_host_keeps_its_history_and_energy_when_another_is_opened():
-    fleet = Fleet(
-        ["sim:4xl4", "sim:kaggle-2xt4"],
-        interval=0.05,
-        make=lambda spec, i: SimSource(spec.partition(":")[2], seed=i),
-    )
-    source = FleetFocus(fleet)
-    settings = Settings(interval=0.05, source="sim:4xl4,sim:kaggle-2xt4")
-    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    app = _two_host_app()
     async with app.run_test(size=(120, 30)) as pilot:
         first = app.model
         await wait_for(lambda: first.history.seconds() > 0)
