@@ -15,10 +15,11 @@ from textual.binding import ActiveBinding, Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from lltui.app.app_protocol import host_of
 from lltui.app.keys import view_bindings
+from lltui.app.patches.key_names import TYPED_KEYS
 
 
 def lltui_actions(node: DOMNode) -> frozenset[str]:
@@ -38,10 +39,14 @@ def key_sections(
     app: DOMNode,
     screen: DOMNode,
     describe: Callable[[Binding], str] | None = None,
+    *,
+    typing: bool = False,
 ) -> list[tuple[str, list[tuple[str, str]]]]:
     """(title, [(keys, what they do)]) in the order help shows them: the app's keys, the
     view's, then the focused widget's; lltui's own keys only, keys of one action on one
-    line, disabled ones left out. ``describe``: what a key does now (Pause or Resume)."""
+    line, disabled ones left out, and (``typing``: a text field has the focus) the keys it
+    would type, as the footer leaves them out. ``describe``: what a key does now (Pause or
+    Resume)."""
     groups: dict[str, dict[str, tuple[list[Binding], str]]] = {
         "lltui": {},
         "this view": {},
@@ -51,6 +56,8 @@ def key_sections(
     for active in bindings:
         binding, node = active.binding, active.node
         if binding.system or not active.enabled or not binding.description:
+            continue
+        if typing and binding.key in TYPED_KEYS:
             continue
         if binding.action not in own.setdefault(id(node), lltui_actions(node)):
             continue
@@ -181,7 +188,11 @@ class HelpScreen(ModalScreen[None]):
         app: App[object] = self.app
         below = self._below
         sections = key_sections(
-            below.active_bindings.values(), app, below, host_of(self).key_description
+            below.active_bindings.values(),
+            app,
+            below,
+            host_of(self).key_description,
+            typing=isinstance(below.focused, Input),
         )
         self.sections = sections
 
