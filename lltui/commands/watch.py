@@ -188,8 +188,8 @@ def _rounds(
                 print(f"{_clock(change.at)} {change.line}", flush=True)
         code = exit_code(result.active, fail_on) if fail_on is not None else 0
         if code or result.ended:
-            if hooks is not None:  # the alert that ends the watch runs its hooks too (a page)
-                hooks.wait()  # each bounded by its timeout
+            if code and hooks is not None:  # the alert that ends the watch pages too: its
+                hooks.wait(hooks.config.hook_timeout_s + 1.0)  # hooks, a hook's time at most
             outcome.append(code)
             rounds.stop()
 

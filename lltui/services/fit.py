@@ -330,9 +330,15 @@ def estimate_setup(
     """The estimate of a setup (FitFailed for settings llama.cpp itself refuses, the message
     led by ``verb``)."""
     from lltui.core.fit.estimate import estimate
+    from lltui.core.memory.context import select_devices
 
     try:
         opts = options or setup.options
+        # llama_prepare_model_devices refuses -sm tensor with no GPU; a launch leaves that to
+        # llama-server, which may see GPUs lltui does not (Vulkan, Metal)
+        tensor = verb == "fit" and setup.args.split_mode == "tensor"
+        if tensor and not select_devices(setup.devices, setup.args):
+            raise FitError("-sm tensor needs a GPU to split over (llama.cpp: >= 1 devices)")
         return estimate(setup.gguf, setup.args, setup.devices, opts, setup.extra)
     except FitError as exc:
         raise FitFailed(f"{verb}: {exc}", 2) from None

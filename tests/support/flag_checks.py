@@ -56,7 +56,11 @@ def same_settings(case: Case, server_argv: list[str]) -> None:
 
 
 def check_fit(case: Case, model: Path, capsys: pytest.CaptureFixture[str]) -> str | None:
-    rc = main(["fit", str(model), *case.argv, "--gpus", "cpu", "--json"])
+    # the host alone, but -sm tensor, which llama.cpp loads only with a GPU to split over
+    # (its parser takes it either way: the flag's verdict is the parser's)
+    tensor = parse_llama_args(case.argv).split_mode == "tensor" if case.lltui == "ok" else False
+    gpus = "2x24GiB" if tensor else "cpu"
+    rc = main(["fit", str(model), *case.argv, "--gpus", gpus, "--json"])
     out, err = capsys.readouterr()
     if rc != 0:
         assert rc == 2 and "Traceback" not in err, (case.id, err)

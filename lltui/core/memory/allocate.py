@@ -11,7 +11,7 @@ from lltui.core.cmdline.flag_values import tensor_split_extra
 from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.llama.builds import PINNED_BUILD
 from lltui.core.memory.arch_table import known_to_llama_cpp
-from lltui.core.memory.common import CPU, FitError, is_gpu
+from lltui.core.memory.common import CPU, is_gpu
 from lltui.core.memory.compute import compute_buffers
 from lltui.core.memory.compute_graph import ComputeLayout
 from lltui.core.memory.context import Resolved, layer_devices, resolve_context
@@ -67,9 +67,6 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     meta: tuple[DeviceSpec, ...] = ()
     if st.split_mode == "tensor":  # (its module loads for -sm tensor alone)
         from lltui.core.memory.tensor_parallel import tensor_parallel_devices
-
-        if not devs:  # llama_prepare_model_devices refuses it
-            raise FitError("-sm tensor needs a GPU to split over (llama.cpp: needs >= 1 devices)")
 
         meta = tensor_parallel_devices(hp, st, devs)
     if meta:
