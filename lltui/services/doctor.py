@@ -68,7 +68,7 @@ def check_nvml() -> list[Check]:
         checks.append(
             Check("gpus", ERROR, f"lost: {gpus} (NVML_ERROR_GPU_IS_LOST)", hint=LOST_HINT)
         )
-    elif probe.hint:
+    if probe.hint:  # (a binding warning stands beside lost GPUs)
         checks.append(Check("nvml-binding", WARN, probe.hint))
     return checks
 
