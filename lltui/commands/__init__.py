@@ -101,8 +101,6 @@ MAX_COMMAND_INTERVAL_S = 3600.0
 def command_interval(args: argparse.Namespace) -> float:
     """A command's ``--interval`` (its own, else the global one; 1 s): more than 0 and at
     most an hour (a replay stepped may go as fast as it likes), else one line and exit 2."""
-    import math
-
     value = getattr(args, "sub_interval", None)
     if value is None:
         value = getattr(args, "interval", None)

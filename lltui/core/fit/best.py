@@ -684,8 +684,8 @@ def best_configs(
                 f"{refused}: every line --best {goal} proposes keeps the -sm tensor given; "
                 "drop it (lltui fit --best decode chooses the split itself)"
             )
-        tried = kv_types if kv_types is not None else [kv for kv, _why in KV_TYPES]
         if not rules.sm_tensor_quant_kv:  # nor, before b9455, with a quantized K/V cache
+            tried = kv_types if kv_types is not None else [kv for kv, _why in KV_TYPES]
             kv_types = [kv for kv in tried if kv in FLOAT_KV]
     if not tensor and not room_for_weights(s.estimate(Change())):
         return []  # no placement, K/V type, ubatch or context can fit: nothing to search

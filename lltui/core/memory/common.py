@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from lltui.core.ggml.align import (
     CPU_ALIGNMENT,
@@ -17,6 +18,9 @@ from lltui.core.gguf.types import GGML_TYPES
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.units import MIB
 
+if TYPE_CHECKING:
+    from lltui.core.llama.builds import BuildRules
+
 CPU = "CPU"
 KV_PAD = 256  # n_ctx and the SWA cache are padded to this many cells
 DEFAULT_MARGIN = 1024 * MIB  # --fit-target's default: CUDA context, cuBLAS, the pool
@@ -24,6 +28,13 @@ OP_OFFLOAD_MIN_BATCH = 32  # GGML_OP_OFFLOAD_MIN_BATCH
 SCHED_MAX_COPIES = 4  # GGML_SCHED_MAX_COPIES, the pipeline-parallel input copies
 FLOAT_KV = ("f32", "f16", "bf16")  # the K/V cache types -sm tensor loads with before b9455
 QUANT_KV_REFUSED = "llama.cpp refuses -sm tensor with a quantized K/V cache before b9455"
+
+
+def tensor_kv_refused(type_k: str, type_v: str, rules: BuildRules) -> str:
+    """Why llama.cpp refuses -sm tensor with this K/V cache ("": it takes it): a quantized
+    one, before b9455 (llama_init_from_model)."""
+    quantized = type_k not in FLOAT_KV or type_v not in FLOAT_KV
+    return QUANT_KV_REFUSED if quantized and not rules.sm_tensor_quant_kv else ""
 
 
 __all__ = [

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from lltui.core.cmdline.flags import NGL_ALL, NGL_AUTO, LlamaArgs
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.builds import NEWEST, BuildRules
-from lltui.core.memory.common import FLOAT_KV, KV_PAD, QUANT_KV_REFUSED, FitError, f32, pad
+from lltui.core.memory.common import KV_PAD, FitError, f32, pad, tensor_kv_refused
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 
@@ -141,9 +141,9 @@ def resolve_context(
         if fa_mode == "off":
             raise FitError("-sm tensor requires flash attention; llama.cpp refuses -fa off")
         fa_mode = "on"
-        quantized = st.type_k not in FLOAT_KV or st.type_v not in FLOAT_KV
-        if quantized and not rules.sm_tensor_quant_kv:
-            raise FitError(f"{QUANT_KV_REFUSED} (-ctk f16 -ctv f16, or -sm layer)")
+        refused = tensor_kv_refused(st.type_k, st.type_v, rules)
+        if refused:
+            raise FitError(f"{refused} (-ctk f16 -ctv f16, or -sm layer)")
     kv_pad = rules.kv_pad if fa_mode != "off" else rules.kv_pad_no_fa
     n_ctx, n_ctx_seq = _split_ctx(n_ctx_in, np_, unified, kv_pad, rules)
     type_v_quant = GGML_TYPES[type_from_name(st.type_v)].quantized

@@ -15,7 +15,7 @@ from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.builds import NEWEST, BuildRules
-from lltui.core.memory.common import CPU, FLOAT_KV, QUANT_KV_REFUSED, device_alloc_size, f32
+from lltui.core.memory.common import CPU, device_alloc_size, f32, tensor_kv_refused
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
@@ -78,9 +78,9 @@ def sm_tensor_refused(hp: Hparams, args: LlamaArgs, rules: BuildRules = NEWEST) 
     b9455, llama_init_from_model), flash attention turned off."""
     if not supports_sm_tensor(hp.arch):
         return f"llama.cpp does not implement -sm tensor for {hp.arch}"
-    quantized = args.type_k not in FLOAT_KV or args.type_v not in FLOAT_KV
-    if quantized and not rules.sm_tensor_quant_kv:
-        return QUANT_KV_REFUSED
+    refused = tensor_kv_refused(args.type_k, args.type_v, rules)
+    if refused:
+        return refused
     if args.flash_attn == "off" and "flash_attn" in args.given:
         return "llama.cpp refuses -sm tensor with -fa off"
     return ""

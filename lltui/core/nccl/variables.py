@@ -309,7 +309,7 @@ TORCH_RENAMED = {
 }
 
 # Variables NCCL reads as integers, with strtoll: a value that is not one is read as its
-# leading number, or 0 where there is none (findings.nccl_int); only an overflow keeps the
+# leading number, or 0 where there is none (nccl_int, above); only an overflow keeps the
 # default (NCCL logs "Invalid value ... using default" at INFO level).
 INTEGER_VARIABLES = frozenset(
     {

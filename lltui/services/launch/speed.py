@@ -44,6 +44,11 @@ GpuBusy = Callable[[], "float | None"]
 Rig = Callable[[], "RigSample | None"]
 
 
+def calibration_key(args: LlamaArgs) -> str:
+    """The memory flags a served point is kept under ("defaults" where none is given)."""
+    return " ".join(args.memory_args) or "defaults"
+
+
 @dataclass(frozen=True)
 class Basis:
     """What a command's speed is predicted from: the model, where llama.cpp puts it, the
@@ -151,7 +156,7 @@ class SpeedWatch:
             return None
         if meter is None and pid is not None:
             meter = OthersMeter(pid)
-        config = " ".join(args.memory_args) or "defaults"
+        config = calibration_key(args)
         return cls(
             Basis(model, result, devices, host, cal, config),
             store=store,
@@ -284,7 +289,7 @@ class RouterSpeed:
             return None
         devices = list(setup.devices)
         host = setup.options.host or local_host()
-        config = " ".join(planned.args.memory_args) or "defaults"
+        config = calibration_key(planned.args)
         cal = local_calibration(devices, host, self._env)
         basis = Basis(setup.model, planned.result, devices, host, cal, config)
         return SpeedWatch(basis, store=False, env=self._env)
