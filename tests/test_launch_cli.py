@@ -82,7 +82,7 @@ def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
         server, "-lv", "4", "-m", str(tiny_model), "--host", "127.0.0.1", "--port", "18555",
         "--metrics", "-c", "512", "-lm", "none", "--jinja",
     ]  # fmt: skip
-    assert data["env"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert data["env"] == {}  # CUDA_DEVICE_ORDER is the user's: the plan numbers by it too
     assert set(data["env_unset"]) == {"LLAMA_API_KEY"}  # an exported GGML_CUDA_P2P stays
     assert data["url"] == "http://127.0.0.1:18555"
     assert data["binary"]["flags_checked"] is True

@@ -195,7 +195,7 @@ def test_verbosity_comes_first_and_every_setting_is_spelled_as_llama_server_does
         "-ub", "256", "--rpc", "127.0.0.1:50052,127.0.0.1:50053", "--no-warmup",
     )  # fmt: skip
     env = dict(cmd.env_set)
-    assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert env == {}
     assert P2P_ENV not in cmd.env_unset  # what the user exported is theirs
 
 
@@ -269,7 +269,7 @@ def test_gpu_environment_by_uuid_nccl_values_and_p2p_only_when_asked():
     )
     env = dict(build_command(spec, "llama-server").env_set)
     assert env["CUDA_VISIBLE_DEVICES"] == ",".join(uuids)
-    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert "CUDA_DEVICE_ORDER" not in env
     assert env["NCCL_P2P_LEVEL"] == "NVL" and env["NCCL_DEBUG"] == "WARN"
     assert env["OMP_NUM_THREADS"] == "4"
     # lltui sets GGML_CUDA_P2P only when asked, and never removes the user's own
@@ -523,3 +523,23 @@ def test_values_keep_their_underscores():
     with pytest.raises(LaunchError) as err:
         build_command(spec_from(["--model=/models/my_model.gguf"]), "llama-server")
     assert "write --model /models/my_model.gguf" in str(err.value)
+
+
+@pytest.mark.parametrize("order", [None, "PCI_BUS_ID", "FASTEST_FIRST"])
+def test_server_numbers_cuda_devices_as_the_plan_does(order):
+    """A mixed rig (a 3090 on the lower bus, a 4090 above it): lltui plans CUDA0, -ts and -dev
+    in the CUDA order of its own environment, so the server must inherit that order; a
+    CUDA_DEVICE_ORDER set for the server alone put the 3090 at CUDA0 while the plan had the
+    4090 there."""
+    from lltui.core.monitor.cuda_order import CudaCandidate, cuda_indices_from_env
+
+    rig = [
+        CudaCandidate("GPU-3090", "00000000:01:00.0", (8, 6)),
+        CudaCandidate("GPU-4090", "00000000:41:00.0", (8, 9)),
+    ]
+    env = {"PATH": "/usr/bin"} | ({"CUDA_DEVICE_ORDER": order} if order else {})
+    cmd = build_command(LaunchSpec.of("m.gguf", ("-ts", "3,1")), "llama-server")
+    planned = cuda_indices_from_env(rig, env)
+    assert cuda_indices_from_env(rig, cmd.environ(env)) == planned
+    if order is None:
+        assert planned == [1, 0]  # CUDA's default puts the faster card first

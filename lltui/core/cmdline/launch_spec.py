@@ -123,7 +123,8 @@ class LaunchSpec:
     as given, read by the one parser) and what only a launch has: the address, the secrets,
     the log level, the environment.
 
-    ``visible_gpus``: GPU UUIDs (``GPU-...``) or indices for ``CUDA_VISIBLE_DEVICES``.
+    ``visible_gpus``: GPU UUIDs (``GPU-...``) or indices for ``CUDA_VISIBLE_DEVICES`` (CUDA's
+    indices, in the order ``CUDA_DEVICE_ORDER`` gives; UUIDs name a GPU in any order).
     """
 
     args: LlamaArgs
@@ -428,7 +429,10 @@ def build_command(
     argv = [binary_path, *_launch_argv(spec, binary), *flags_argv(spec.args, binary)]
     if spec.api_key_file is not None:
         argv += [_flag(binary, "api_key_file"), spec.api_key_file]
-    env_set: dict[str, str] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    # CUDA_DEVICE_ORDER is the user's: lltui numbers CUDA devices (fit's plan, -ts, -dev CUDAn,
+    # the monitor's CUDA index) as CUDA does in the environment the server inherits, so a
+    # value set here alone would move the server's devices away from the plan on a mixed rig
+    env_set: dict[str, str] = {}
     env_unset: list[str] = []
     argv += _pass_secrets(spec, binary, key_file, env_set, env_unset)
     _pass_environment(spec, env_set)
