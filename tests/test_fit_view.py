@@ -361,3 +361,14 @@ def test_the_plan_lines_name_the_host_once_and_the_kv_option():
         "faster with a q8_0 K/V cache (a little quality): ~39 t/s decode, "
         "experts of 11 layers on the host"
     )
+
+
+@pytest.mark.parametrize("size", [1023.5 * 2**20, 1000.04 * 2**10, 1010 * 2**30, 4.2 * 2**30])
+def test_quant_file_cell_fits_the_narrow_column(size):
+    from lltui.app.screens.fit import QUANT_COLUMNS, file_cell
+
+    narrow = dict((k, n) for k, _h, _w, n in QUANT_COLUMNS)["file"]
+    text = file_cell(int(size), wide=False)
+    assert len(text) <= narrow, text
+    assert text.split()[1] in ("KiB", "MiB", "GiB")
+    assert file_cell(int(size), wide=True).count(".") == 1  # the wide table keeps a decimal

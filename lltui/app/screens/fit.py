@@ -97,7 +97,7 @@ def quant_cells(q: QuantFit, layout: QuantLayout) -> tuple[str, ...]:
     gpus = [d for d in q.result.devices if d.kind != "cpu"]
     cells = [
         name,
-        fmt_bytes(row.file_bytes),
+        file_cell(row.file_bytes, layout.wide),
         f"{row.bits_per_weight:.2f}",
         "yes" if q.fits else "no",
         str(q.max_ctx or "-"),
@@ -110,6 +110,14 @@ def quant_cells(q: QuantFit, layout: QuantLayout) -> tuple[str, ...]:
             " ".join(f"{used[n] / MIB:.0f}" if used.get(n) else "-" for n in layout.devices)
         )
     return tuple(cells)
+
+
+def file_cell(n: int, wide: bool) -> str:
+    """The file size, whole units where the narrow column has no room for a decimal
+    (``1023 MiB``, not a cut ``1023.5 MiB``)."""
+    text = fmt_bytes(n)
+    narrow = next(cells for key, _h, _w, cells in QUANT_COLUMNS if key == "file")
+    return text if wide or len(text) <= narrow else fmt_bytes(n, precision=0)
 
 
 def fullest_gpu(gpus: Sequence[DeviceEstimate]) -> str:
