@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
-from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes, first_fitting
+from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
 from lltui.services.nccl import (
     NCCLCommunicator,
@@ -88,10 +88,12 @@ def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
     if sample is None:
         return []
     out = []
-    # GPUs CUDA_VISIBLE_DEVICES hides have no CUDA index: this process cannot use them
+    # NVIDIA GPUs CUDA_VISIBLE_DEVICES hides have no CUDA index: this process cannot use them
+    # (an AMD GPU has none either way)
     cuda_known = any(g.info.cuda_index is not None for g in sample.gpus)
     for g in sample.gpus:
-        if g.lost or (cuda_known and g.info.cuda_index is None):
+        hidden = cuda_known and g.info.cuda_index is None and g.info.vendor != "amd"
+        if g.lost or hidden:
             continue
         info = g.info
         cc = info.compute_capability
@@ -163,7 +165,9 @@ def _one_gpu(path: str | os.PathLike[str], context_size: int) -> FitRequest:
 
 
 def _on_gpus(result: FitResult) -> int:
-    return sum(d.total_bytes for d in result.devices if d.kind != "cpu")
+    """What the GPUs need, with the margin fit keeps on each (CUDA context, cuBLAS, pool):
+    the need its verdict compares with the free memory."""
+    return sum(d.total_bytes + d.unaccounted_bytes for d in result.devices if d.kind != "cpu")
 
 
 def _exact_vram(path: str | os.PathLike[str], context_size: int) -> int:
@@ -175,15 +179,20 @@ def _exact_vram(path: str | os.PathLike[str], context_size: int) -> int:
         raise ValueError(str(exc)) from None
 
 
-def _quant_needs(path: str | os.PathLike[str], context_size: int) -> dict[str, int]:
-    """Each llama-quantize type of the GGUF, by name -> what it needs on one GPU."""
+def _quant_needs(path: str | os.PathLike[str], context_size: int) -> dict[str, tuple[int, int]]:
+    """Each llama-quantize type of the GGUF, by name -> (what it needs on one GPU, its file's
+    bytes)."""
     from lltui.services.fit import FitFailed, quant_table
 
     try:
         rows = quant_table(_one_gpu(path, context_size)).rows
     except FitFailed as exc:
         raise ValueError(str(exc)) from None
-    return {r.row.name.upper(): _on_gpus(r.result) for r in rows if r.result is not None}
+    return {
+        r.row.name.upper(): (_on_gpus(r.result), r.row.file_bytes)
+        for r in rows
+        if r.result is not None
+    }
 
 
 def estimate_model_vram(
@@ -202,10 +211,11 @@ def estimate_model_vram(
     if isinstance(model_size_b, str | os.PathLike):
         if not quantization:
             return _exact_vram(model_size_b, context_size)
-        need = _quant_needs(model_size_b, context_size).get(quantization.strip().upper())
+        key = quantization.strip().upper().replace("-", "_")  # as normalize_quant reads it
+        need = _quant_needs(model_size_b, context_size).get(key)
         if need is None:
             raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
-        return need
+        return need[0]
     return estimate_vram_bytes(
         model_size_b, quantization or "Q4_K_M", context_size, overhead_factor
     )
@@ -231,15 +241,20 @@ def recommend_quantization(
     source: str = "nvml",
 ) -> str:
     """The highest-quality llama-quantize type that fits ``available_vram_gb`` (GB of 10^9
-    bytes; None reads the free VRAM of the GPUs now): by the exact estimator for a GGUF path,
-    by the rule of thumb for a size in billions. Raises ValueError when none fits."""
+    bytes; None reads the free VRAM of the GPUs now): for a GGUF path, by the exact estimator,
+    the largest file that fits (F16 included), as ``lltui quant`` marks it; for a size in
+    billions, by the rule of thumb, Q8_0 at most. Raises ValueError when none fits, or for a
+    memory that is not a positive number."""
     if available_vram_gb is None:
         available = get_free_vram(source=source)
+    elif not 0 < available_vram_gb < 1e12:  # nan and inf too
+        raise ValueError(f"available_vram_gb: {available_vram_gb!r} is not a memory size in GB")
     else:
         available = int(available_vram_gb * 1e9)
     if isinstance(model_size_b, str | os.PathLike):
         needs = _quant_needs(model_size_b, context_size)
-        quant = first_fitting(needs.get, available)
+        fitting = [(size, name) for name, (need, size) in needs.items() if need <= available]
+        quant = max(fitting)[1] if fitting else None
         what = os.fspath(model_size_b)
     else:
         quant = best_quant_for(model_size_b, available, context_size)
@@ -346,8 +361,9 @@ def plan_models(
     """A plan for several models resident together (llama-server's router, or one server
     each), as ``lltui fit A.gguf B.gguf ... --json`` prints it: each model is a path or
     reference, or ``(path, its own llama-server flags)``; ``flags`` apply to every model
-    first; ``gpus`` as ``--gpus`` (None: this machine's GPUs). Raises ValueError (one line)
-    for a model that cannot be read or settings llama.cpp refuses."""
+    first; ``gpus`` as ``--gpus`` (None: this machine's GPUs; where it has none, the CPU
+    alone: the CLI shows a simulated rig there, the API does not). Raises ValueError (one
+    line) for a model that cannot be read or settings llama.cpp refuses."""
     from lltui.core.cmdline.args import parse_llama_args
     from lltui.core.fit.plan_report import plan_to_json
     from lltui.services.fit import FitFailed

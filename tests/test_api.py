@@ -159,7 +159,25 @@ def test_with_a_gguf_path_the_exact_estimator_is_used(tmp_path):
     with pytest.raises(ValueError, match="no type"):
         estimate_model_vram(path, "Q9_Z", 512)
     assert can_fit_model(str(path), None, 512, source="sim:kaggle-2xt4")
-    assert recommend_quantization(str(path), available_vram_gb=1.0) == "Q8_0"
+    assert estimate_model_vram(path, "q4-k-m", 512) == q4  # spelled as the rough path reads it
+    # the need counts the margin fit keeps on each GPU (1 GiB): less than that never fits
+    assert as_is > 2**30
+    with pytest.raises(ValueError, match="no quantization"):
+        recommend_quantization(str(path), available_vram_gb=1.0)
+    # the largest file that fits, F16 included, as lltui quant marks it
+    assert recommend_quantization(str(path), (as_is + 1) / 1e9, 512) == "F16"
+    assert recommend_quantization(str(path), (as_is - 1) / 1e9, 512) != "F16"
+    for bad in (float("inf"), float("nan"), 0.0, -1.0):
+        with pytest.raises(ValueError, match="available_vram_gb"):
+            recommend_quantization(str(path), available_vram_gb=bad)
+
+
+def test_amd_gpus_beside_nvidia_ones_are_counted():
+    """An AMD GPU has no CUDA index: it was taken for one CUDA_VISIBLE_DEVICES hides."""
+    from lltui import api
+
+    assert api.gpu_count("sim:2x4090-2x7900xtx") == 4
+    assert api.gpu_count("sim:8xmi300x") == 8
 
 
 def test_nvml_reads_for_the_api_skip_slow_fields_and_hidden_gpus(monkeypatch):

@@ -305,3 +305,28 @@ def test_probe_the_real_rpc_server(tmp_path, capsys):
     assert rpc["free_bytes"] is not None, data.get("notes")
     assert rpc["name"] == f"RPC0[{ep}]" and rpc["free_bytes"] > 0
     assert abs(rpc["free_bytes"] - dev.free_bytes) < 256 << 20  # free moves a little
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "rpc:127.0.0.1:50052=8GiB,127.0.0.1:50053=8GiB",
+        "rpc:127.0.0.1:50052=8GiB,rpc:127.0.0.1:50053=8GiB",
+    ],
+)
+def test_gpus_rpc_list_names_every_server(spec):
+    """--gpus rpc:A,B as llama-server's --rpc A,B: B is a server too (it was a GPU named B)."""
+    from lltui.core.memory.devices import parse_gpus_spec
+
+    devices = parse_gpus_spec(spec).devices
+    assert [(d.kind, d.total_bytes) for d in devices] == [("rpc", 8 * 2**30)] * 2
+    assert [d.name.split("[")[1] for d in devices] == ["127.0.0.1:50052]", "127.0.0.1:50053]"]
+
+
+def test_gpus_host_port_without_size_and_ipv6_are_servers():
+    from lltui.core.memory.devices import parse_gpus_spec
+
+    kinds = [d.kind for d in parse_gpus_spec("24GiB,rpc:127.0.0.1:1,[::1]:2=4GiB").devices]
+    assert sorted(kinds) == ["cuda", "rpc", "rpc"]
+    with pytest.raises(ValueError, match="given twice"):
+        parse_gpus_spec("rpc:127.0.0.1:1,127.0.0.1:1")

@@ -11,8 +11,8 @@ A SPEC is one of:
   is then estimated with the nearest row's numbers, and said so), optionally repeated
   (``2xT4``),
   and RPC servers ``rpc:HOST:PORT`` (``rpc:HOST:PORT=24GiB`` for the memory it offers;
-  ``rpc:HOST:PORT:cpu`` when the server runs the CPU backend rather than CUDA), e.g. ``T4,T4``
-  or ``24GiB,rpc:10.0.0.2:50052``.
+  ``rpc:HOST:PORT:cpu`` when the server runs the CPU backend rather than CUDA; the ``rpc:``
+  may be left off, as in ``rpc:A,B``), e.g. ``T4,T4`` or ``24GiB,rpc:10.0.0.2:50052``.
 
 Devices get the names llama.cpp gives them in its logs: local GPUs ``CUDA0``, ``CUDA1``, ...
 in the order given (an AMD GPU of the catalog, ``7900 XTX`` or ``MI300X``, runs on the
@@ -182,6 +182,13 @@ def _named_size(name: str, mem: str) -> tuple[str, int]:
     return (known.name if known else name), size
 
 
+# an RPC server's address as --gpus gives it: HOST:PORT[:cpu|:cuda][=SIZE], HOST a name, an
+# IPv4 address or a bracketed IPv6 one
+_ENDPOINT = re.compile(
+    r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d+(?::(?:cpu|cuda))?(?:=.*)?$", re.I
+)
+
+
 def _parse_rpc(item: str) -> tuple[str, int | None, str]:
     body = item[len("rpc:") :]
     endpoint, _, mem = body.partition("=")
@@ -220,8 +227,10 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         item = raw.strip()
         if not item:
             raise ValueError(f"--gpus: empty item in {text!r}")
-        if item.lower().startswith("rpc:"):
-            rpc = _parse_rpc(item)
+        if item.lower().startswith("rpc:") or _ENDPOINT.match(item):
+            # HOST:PORT is no GPU: an RPC server, as the items after "rpc:A" in --rpc's own
+            # comma list (rpc:A,B), which were read as GPUs named "B"
+            rpc = _parse_rpc(item if item.lower().startswith("rpc:") else f"rpc:{item}")
             if any(rpc[0] == other[0] for other in rpcs):  # one server's memory counted twice
                 raise ValueError(f"--gpus: rpc:{rpc[0]} is given twice; give each server once")
             rpcs.append(rpc)
