@@ -169,3 +169,15 @@ def test_the_planners_commands_name_a_remote_model_as_llama_server_takes_it(hub,
 def _commands(capsys) -> list[str]:
     options = json.loads(capsys.readouterr().out)["planner"]["options"]
     return [o["command"] for o in options if o["fits"]]
+
+
+def test_a_type_that_fits_only_with_a_room_split_is_ranked(tmp_path, capsys):
+    """An 8B F16 on 12 + 6 GiB: llama.cpp's split by free memory overfills the 6 GiB GPU, the
+    -ts sized to each GPU's room holds it; quant --best called it one that does not fit."""
+    path = gf.write_sparse(tmp_path / "l8.gguf", gf.llama_8b_spec(), "F16")
+    argv = ["quant", str(path), "-c", "8192", "--gpus", "12GiB,6GiB", "--best", "gpu-only"]
+    assert main([*argv, "--json"]) == 0
+    got = {q["quant"]: q for q in json.loads(capsys.readouterr().out)["quants"]}
+    assert got["F16"]["fits"] and "-ts" in got["F16"]["flags"]
+    assert main(["fit", str(path), "-c", "8192", "--gpus", "12GiB,6GiB", "-ngl", "all"]) == 0
+    assert "does NOT fit" in capsys.readouterr().out  # llama.cpp's own split does not hold it

@@ -66,8 +66,9 @@ def _choice(
         return QuantChoice(opt, None, None, opt.error or "not read")
     try:
         bpw = bits_per_weight(opt.model)
-        # the K/V cache, ubatch and split as given: the quantization is what is chosen here
-        # (fit --best on the one chosen tries the rest)
+        # the K/V cache and ubatch as given: the quantization is what is chosen here (fit
+        # --best on the one chosen tries the rest); the -ts sized to the GPUs' room is tried,
+        # or a type that fits only with it would be called one that does not fit
         found = best_configs(
             opt.model,
             settings,
@@ -77,7 +78,7 @@ def _choice(
             limit=1,
             kv_types=(),
             small_ubatch=False,
-            splits=False,
+            splits=True,
         )
     except FitError as exc:
         return QuantChoice(opt, None, None, str(exc))
