@@ -237,3 +237,17 @@ def test_a_router_over_rpc_hosts_puts_each_model_on_its_own_host(env, tmp_path):
         assert proc.wait(timeout=GONE_WITHIN_S) == 0
     assert all_gone(members) == []
     assert wait_no_leftovers(ports) == []
+
+
+def test_servers_never_started_are_not_waited_for(monkeypatch):
+    """A dry run, or a bad model, leaves the --rpc-host servers unstarted: leaving the
+    with-block waited STOP_WAIT_S for each (5 s a host before any error line)."""
+    from lltui.services.launch import rpc_hosts as service
+    from lltui.sources.llama import rpc_hosts
+
+    monkeypatch.setattr(rpc_hosts, "STOP_WAIT_S", 120.0)
+    specs, _ = service.read_rpc_hosts(["h1:6000", "h2:6001"], bind=None, binary=None)
+    t0 = time.monotonic()
+    with service.RpcHosts(specs):
+        pass
+    assert time.monotonic() - t0 < 60  # not the 2 x 120 s a wait for each would take

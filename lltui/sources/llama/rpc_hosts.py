@@ -234,7 +234,8 @@ class RpcHosts:
                         check=False,
                     )
         for server in self.servers:
-            server.ended.wait(STOP_WAIT_S)
+            if server.control is not None:  # start() began it; one never begun has no end
+                server.ended.wait(STOP_WAIT_S)
             proc = server.proc
             if proc is not None and proc.poll() is None:
                 # the ssh client: its end is a hangup for what runs in the terminal there
