@@ -543,3 +543,20 @@ def test_server_numbers_cuda_devices_as_the_plan_does(order):
     assert cuda_indices_from_env(rig, cmd.environ(env)) == planned
     if order is None:
         assert planned == [1, 0]  # CUDA's default puts the faster card first
+
+
+def test_a_load_failure_names_the_loaders_reason_not_the_exit_line():
+    """The E lines after the loader's own ("failed to load model", "exiting due to model
+    loading error") say only that it failed; the reason was one of them."""
+    log = [
+        "E llama_model_load: error loading model: error loading model vocabulary: "
+        "unknown tokenizer: 'no-such-tokenizer'",
+        "E llama_model_load_from_file_impl: failed to load model",
+        "E srv    load_model: failed to load model, '/m/faulty.gguf'",
+        "E srv   operator(): operator(): cleaning up before exit...",
+        "E main: exiting due to model loading error",
+    ]
+    assert exit_reason(1, log) == (
+        "llama-server could not load the model: error loading model vocabulary: "
+        "unknown tokenizer: 'no-such-tokenizer'"
+    )

@@ -23,6 +23,9 @@ _RE_MEMORY = re.compile(
 _RE_GGML_ABORT = re.compile(r"^\S+\.(?:c|cc|cpp|cu|cuh|h|hpp|m|mm):\d+: (.+)$", re.MULTILINE)
 _RE_RPC_CONNECT = re.compile(r"Failed to connect to (\S+)")
 _RE_LOAD_FAILED = re.compile(r"exiting due to model loading error|failed to load model")
+# the loader's own reason; the E lines after it (failed to load model, exiting due to model
+# loading error) only say that it failed
+_RE_LOAD_ERROR = re.compile(r"error loading model: (.+)")
 _RE_SECOND = re.compile(r"Received second interrupt")
 # llama-server's signal handler ends its main loop; these lines follow (the second one when a
 # second signal cut the clean-up short).
@@ -102,9 +105,9 @@ def exit_reason(
         # The last allocation line is the most specific ("... buffer for kv cache").
         return f"the model does not fit in memory: {found[-1].strip()}"
     if _RE_LOAD_FAILED.search(text):
-        return "llama-server could not load the model" + (
-            f": {err}" if (err := _last_error_line(lines)) else ""
-        )
+        why = _RE_LOAD_ERROR.findall(text)
+        err = why[-1].strip() if why else _last_error_line(lines)
+        return "llama-server could not load the model" + (f": {err}" if err else "")
     sig = signal_name(returncode)
     if stopped:
         if _RE_SECOND.search(text):
