@@ -14,7 +14,7 @@ import httpx
 import pytest
 from aiohttp import web
 
-from lltui.core.fit.evict import Policy, Room
+from lltui.core.fit.evict import ModelNeed, Policy, Room
 from lltui.services.launch.ondemand import OnDemandProxy
 
 
@@ -51,6 +51,10 @@ class StandIn:
         model = {"id": "big", "aliases": ["chat"], "status": {"value": "loaded"}}
         return web.json_response({"data": [model]})
 
+    async def _unload(self, request: web.Request) -> web.Response:
+        self.queries.append("unload " + (await request.json())["model"])
+        return web.json_response({"success": True})
+
     async def _chat(self, request: web.Request) -> web.Response:
         self.queries.append((await request.json())["model"])
         return web.json_response({"choices": []})
@@ -62,6 +66,7 @@ class StandIn:
         app.router.add_get("/cut", self._cut)
         app.router.add_get("/models", self._models)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/models/unload", self._unload)
         runner = web.AppRunner(app)
         self._loop.run_until_complete(runner.setup())
         self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
@@ -72,9 +77,10 @@ class StandIn:
 @pytest.fixture
 def proxy() -> Iterator[tuple[OnDemandProxy, StandIn]]:
     router = StandIn()
+    pinned = {"big": ModelNeed("big", {}, 0, pinned=True), "small": ModelNeed("small", {}, 0)}
     p = OnDemandProxy(
         f"http://127.0.0.1:{router.port}",
-        lambda: Policy({}, Room({}, None)),
+        lambda: Policy(pinned, Room({}, None)),
         port=_port(),
     )
     p.start()
@@ -107,3 +113,13 @@ def test_a_models_alias_is_served_as_the_model(proxy):
     assert r.status_code == 200, r.text
     assert router.queries == ["chat"]  # the router takes its alias as it is
     assert set(p.use()) == {"big"}  # counted, and its last use kept, as the model's
+
+
+def test_a_clients_unload_of_a_pinned_model_is_refused(proxy):
+    """--pin keeps a model loaded: a client's POST /models/unload went straight through."""
+    p, router = proxy
+    r = httpx.post(f"{p.url}/models/unload", json={"model": "chat"}, timeout=10)  # big's alias
+    assert r.status_code == 400 and "pinned" in r.json()["error"]["message"]
+    r = httpx.post(f"{p.url}/models/unload", json={"model": "small"}, timeout=10)
+    assert r.status_code == 200 and r.json() == {"success": True}
+    assert router.queries == ["unload small"]

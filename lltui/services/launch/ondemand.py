@@ -6,7 +6,8 @@ inference endpoints, the ``model`` field of their JSON body) for a model that is
 goes through the eviction policy (:mod:`lltui.core.fit.evict`): lltui unloads the models the
 policy names (``POST /models/unload``, once their requests in flight are answered), loads
 the model (``POST /models/load``), waits until the router lists it ``loaded``, and forwards
-the request; a client's ``POST /models/load`` is decided the same way. One decision at a
+the request; a client's ``POST /models/load`` is decided the same way, and its
+``POST /models/unload`` of a pinned model refused. One decision at a
 time (a lock): two requests for models that cannot be resident together are served in turn.
 Every other request, and every request for a model already loaded, is forwarded as it is;
 responses (streams included) are passed through as they come. What lltui refuses is
@@ -76,6 +77,7 @@ MODEL_PATHS = frozenset(
 )
 # the router's own load (server.cpp): through lltui it loads by the policy, unloading first
 LOAD_PATH = "/models/load"
+UNLOAD_PATH = "/models/unload"  # a client's unload: refused for a pinned model, else passed on
 # headers that belong to one connection, not to the request (RFC 9110 7.6.1)
 HOP_BY_HOP = frozenset(
     {
@@ -257,7 +259,7 @@ class OnDemandProxy:
             return error_response(f"lltui: {error_text(exc)}", "internal_error", 500)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH}:
+        if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH, UNLOAD_PATH}:
             return await self._pass(request, await request.read())
         body = await request.read()
         try:
@@ -273,6 +275,14 @@ class OnDemandProxy:
             with contextlib.suppress(LoadRefused):
                 await self._states()  # the aliases as listed now
         name = self._aliases.get(name, name)  # the router answers to a model's aliases too
+        if request.path == UNLOAD_PATH:
+            need = self.policy().needs.get(name)
+            if need is not None and need.pinned:
+                return error_response(
+                    f"model '{name}' is pinned (--pin): lltui keeps it loaded", "invalid_request"
+                )
+            self._ready.discard(name)
+            return await self._pass(request, body)
         if request.path == LOAD_PATH:  # a client's own load goes through the policy too
             try:
                 await self._ensure_loaded(name)
