@@ -108,6 +108,17 @@ def test_the_plan_matches_what_each_load_allocates(models, server_env, llama_bin
             session.unload("beta")
             session.unload("gamma")
             wait_states(session, {"beta": "unloaded", "gamma": "unloaded"})
+            # an unloaded model holds nothing: its last log's placement is not shown as its
+            wait_for(
+                lambda: (
+                    not [
+                        r
+                        for r in session.rows(session.models())
+                        if r.name in ("beta", "gamma") and r.placement
+                    ]
+                ),
+                what="no placement for unloaded models",
+            )
             session.load("split")  # split over both servers with the pinned -ts
             wait_states(session, {"split": "loaded", "alpha": "loaded"})
             assert check_against_log(session, "split") == []

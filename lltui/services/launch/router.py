@@ -381,7 +381,9 @@ class RouterSession(Session):
                     kept=name in self._kept,
                     n_ctx=planned.n_ctx if planned is not None else None,
                     planned_bytes=_allocated(planned.result) if planned is not None else None,
-                    placement=tuple(inst.log.placement()) if inst is not None else (),
+                    # what its server holds: nothing once it has stopped (its last log
+                    # stays behind)
+                    placement=tuple(inst.log.placement()) if running and inst is not None else (),
                     port=inst.port if running and inst is not None else None,
                     problem=inst.problem() if inst is not None and state == "failed" else None,
                     **demand.get(name, {}),
