@@ -65,6 +65,8 @@ def test_the_dry_run_shows_the_router_and_the_preset_it_would_write(folder, caps
         (["--pin", "nope"], "--pin nope: no model of that name (models: alpha, beta)"),
         (["--models-max", "2"], "--models-max: lltui runs the router itself"),
         (["--keep-running"], "--keep-running is for one server, not a router"),
+        (["--save-profile", "rp"], "--save-profile is for one server, not a router"),
+        (["--profile=p1"], "--profile is for one server, not a router"),
         (["-m", "x.gguf"], "a router's models come from --models, not -m"),
         (["--host", "/tmp/r.sock"], "on one TCP address; give one, or --no-on-demand"),
         (["--priority", "nope=1"], "--priority nope: no model of that name"),

@@ -160,8 +160,10 @@ def _plan(own: _Own) -> str:
 def _run_router(own: _Own, words: list[str]) -> int:
     from lltui.commands.launch_router import run_router
 
-    if own.keep_running or own.force:
-        flag = "--keep-running" if own.keep_running else "--force"
+    profile = next((w for w in words if w.split("=")[0] in ("--profile", "--save-profile")), None)
+    if own.keep_running or own.force or profile is not None:
+        flag = "--keep-running" if own.keep_running else "--force" if own.force else profile
+        flag = (flag or "").split("=")[0]
         raise CliError(f"launch: {flag} is for one server, not a router", 2)
     return run_router(
         own.models,
