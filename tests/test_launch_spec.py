@@ -325,6 +325,9 @@ def test_urls_for_wildcards_and_ipv6():
     assert server_url("::1", 2) == "http://[::1]:2"
     assert server_url("::", 3) == "http://[::1]:3"
     assert server_url("10.1.2.3,127.0.0.1", 4) == "http://10.1.2.3:4"
+    # llama-server listens on a UNIX socket for a host ending .sock: no port (was
+    # http:///tmp/s.sock:8080)
+    assert server_url("/tmp/s.sock", 8080) == "unix:/tmp/s.sock"
 
 
 def test_inherited_variables_that_matter_are_shown_with_the_key_masked():

@@ -18,8 +18,11 @@ def check_hostport(hostport: str) -> None:
 
 
 def server_url(host: str, port: int) -> str:
-    """``http://HOST:PORT`` for the first TCP address; IPv6 in brackets, a wildcard as loopback."""
+    """``http://HOST:PORT`` for the first TCP address; IPv6 in brackets, a wildcard as loopback;
+    ``unix:PATH`` for a UNIX socket (llama-server listens on one for a host ending .sock)."""
     first = next((h.strip() for h in host.split(",") if h.strip()), DEFAULT_HOST)
+    if first.endswith(".sock"):
+        return f"unix:{first}"
     if first in ("0.0.0.0", ""):
         first = "127.0.0.1"
     elif first == "::":

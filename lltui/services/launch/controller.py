@@ -190,16 +190,17 @@ class LaunchController:
             assert isinstance(session, LaunchSession)
             session.prepare(plan="force" if force else "refuse")
         prepared = session.launch
-        polls.insert(
-            0,
-            ServerPoll(
-                prepared.url or prepared.spec.url,
-                prepared.http_key,
-                interval_s=self._interval,
-                whole=router is None,  # a router's own /metrics and /slots need a model
-                rig=self._latest_sample,
-            ),
-        )
+        if prepared.url is not None:  # a UNIX socket has no HTTP here: the log tells
+            polls.insert(
+                0,
+                ServerPoll(
+                    prepared.url,
+                    prepared.http_key,
+                    interval_s=self._interval,
+                    whole=router is None,  # a router's own /metrics and /slots need a model
+                    rig=self._latest_sample,
+                ),
+            )
         return LaunchWatch(
             session,
             lambda st: self._set(st, generation),
