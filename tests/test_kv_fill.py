@@ -129,7 +129,7 @@ def test_the_launch_view_shows_the_fill_in_a_line_or_why_not():
     slots = (SlotState(0, n_ctx=512, n_prompt_tokens=128), SlotState(1, n_ctx=512))
     st = KvWatch().fold(LaunchState(phase="ready", check=check), _answer(slots))
     text = render_rates(st, 80)
-    assert "KV 128/512 tokens: RPC0 0.2/1 MiB; slots 25% 0%" in text
+    assert "KV 128/512 tokens: RPC0 0.2/1.0 MiB; slots 25% 0%" in text
     off = KvWatch().fold(LaunchState(phase="ready", check=check), _answer(None, DISABLED))
     assert "--no-slots" in render_rates(off, 80)
 
@@ -144,3 +144,12 @@ def test_a_tensor_split_shares_each_token_by_the_heads_each_gpu_holds(tmp_path):
     assert [d.full_bytes_per_token for d in layout.devices] == [per_token // 2] * 2
     for d in layout.devices:
         assert d.capacity_bytes == d.full_bytes_per_token * layout.capacity_tokens
+
+
+def test_a_small_caches_capacity_is_not_rounded_away():
+    """A 512-token cache of a tiny model is 0.5 MiB: the line said 'CPU 0.0/0 MiB'."""
+    dev = KvDeviceLayout("CPU", 1024, 0, 0, capacity_bytes=512 * 1024)
+    fill = kv_fill(KvLayout((dev,), 512, 1, 0), [14], [512], 0.0)
+    assert "CPU 0.0/0.5 MiB" in fill_line(fill)
+    big = KvDeviceLayout("CUDA0", 1024, 0, 0, capacity_bytes=2048 * 2**20)
+    assert "CUDA0 0.0/2048 MiB" in fill_line(kv_fill(KvLayout((big,), 512, 1, 0), [14], [512], 0.0))

@@ -198,7 +198,8 @@ class KvHistory:
 def fill_line(fill: KvFill) -> str:
     """The fill in one line: per device used of capacity, the slots, how long until full."""
     devs = ", ".join(
-        f"{d.name} {d.used_bytes / MIB:.1f}/{d.capacity_bytes / MIB:.0f} MiB" for d in fill.devices
+        f"{d.name} {d.used_bytes / MIB:.1f}/{_capacity(d.capacity_bytes / MIB)} MiB"
+        for d in fill.devices
     )
     slots = " ".join(
         f"{fill.slot_share(i):.0%}" if fill.slot_share(i) is not None else str(n)
@@ -207,6 +208,11 @@ def fill_line(fill: KvFill) -> str:
     eta = fill.seconds_to_full
     tail = f"; full in {_duration(eta)}" if eta is not None else ""
     return f"KV {fill.used_tokens}/{fill.capacity_tokens} tokens: {devs}; slots {slots}{tail}"
+
+
+def _capacity(mib: float) -> str:
+    """Whole MiB, but a tenth where that would round a small cache away (0.5 MiB, not 0)."""
+    return f"{mib:.0f}" if mib >= 100 else f"{mib:.1f}"
 
 
 def _duration(s: float) -> str:
