@@ -98,8 +98,9 @@ def _what_fits(result: FitResult, setup: FitSetup) -> tuple[tuple[str, ...], str
 
 
 def _command(spec: LaunchSpec, flags: tuple[str, ...]) -> str:
-    """The launch command with ``flags`` after the ones given (secrets left out: they come
-    from the key file or the environment as before)."""
+    """The launch command with ``flags`` after the ones given (secrets left out: a key file
+    or the environment still gives them; a key typed on the command line is asked for
+    again, as it is never printed)."""
     import shlex
 
     from lltui.core.cmdline.args import parse_llama_args, spell
@@ -112,4 +113,7 @@ def _command(spec: LaunchSpec, flags: tuple[str, ...]) -> str:
         if name in spec.given_launch
         for w in spell(name, getattr(spec, name))
     ]
-    return shlex.join(["lltui", "launch", *args.to_argv(), *launch])
+    command = shlex.join(["lltui", "launch", *args.to_argv(), *launch])
+    if spec.api_key and not spec.api_key_file:
+        command += " (and your --api-key, which is not printed)"
+    return command

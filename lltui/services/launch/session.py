@@ -127,7 +127,9 @@ class Session:
             self._note("note", f"flags not checked: {why}")
         command = build_command(spec, path, flags, key_file=self._key_file(spec, flags))
         if plan is not None:
-            self._check_plan(spec, path if flags is not None else None, plan)
+            # the command as given (no inherited key, port 0 as asked): fit's suggestion
+            # repeats it
+            self._check_plan(given.spec, path if flags is not None else None, plan)
         if file_keys:
             command = replace(command, secrets=command.secrets + file_keys)
         http_key = spec.api_key.split(",")[0] if spec.api_key else None
