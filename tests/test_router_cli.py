@@ -233,3 +233,13 @@ def test_a_router_that_could_serve_nothing_is_not_started(
     assert err.startswith("lltui: launch: no model can load, so nothing would be served: ")
     assert "alpha does not fit even alone" in err and "beta does not fit even alone" in err
     assert not (tmp_path / "state" / "lltui" / "router-8099.ini").exists()
+
+
+def test_a_router_dry_run_shows_the_rpc_host_commands(folder, capsys):
+    """As one server's dry run does: the ssh command of each --rpc-host it would start."""
+    words = ["launch", "--models", str(folder), "--rpc-host", "fleet-a:6000", "--dry-run"]
+    assert main([*words, "--json"]) == 0
+    (host,) = json.loads(capsys.readouterr().out)["rpc_hosts"]
+    assert "fleet-a" in host["argv"] and host["argv"][0].endswith("ssh")
+    assert main(words) == 0
+    assert any(line.startswith("rpc:  fleet-a: ") for line in capsys.readouterr().out.splitlines())

@@ -157,7 +157,7 @@ def _plan(own: _Own) -> str:
     return "warn" if own.dry_run else "force" if own.force else "refuse"
 
 
-def _run_router(own: _Own, words: list[str]) -> int:
+def _run_router(own: _Own, words: list[str], rpc: RpcHosts | None = None) -> int:
     from lltui.commands.launch_router import run_router
 
     profile = next((w for w in words if w.split("=")[0] in ("--profile", "--save-profile")), None)
@@ -175,6 +175,7 @@ def _run_router(own: _Own, words: list[str]) -> int:
         gpus=own.gpus,
         dry=own.dry_run,
         as_json=own.json,
+        rpc=rpc,
     )
 
 
@@ -215,7 +216,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
                     rpc.start()
                     for line in rpc.describe():
                         _say(f"lltui: {line}", err=True)
-                return _run_router(own, ["--rpc", rpc.rpc_value(), *words])
+                return _run_router(own, ["--rpc", rpc.rpc_value(), *words], rpc)
             words = [*words, "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
             with session:

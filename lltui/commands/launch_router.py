@@ -18,14 +18,24 @@ from lltui.commands.launch_output import say as _say
 if TYPE_CHECKING:
     from lltui.core.fit.evict import Decision
     from lltui.services.launch.router import PreparedRouter, RouterSession
+    from lltui.services.launch.rpc_hosts import RpcHosts
     from lltui.services.launch.state import LaunchState
 
 POLL_S = 0.5
 
 
-def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool) -> int:
+def dry_run(
+    prepared: PreparedRouter,
+    environ: dict[str, str],
+    *,
+    as_json: bool,
+    rpc: RpcHosts | None = None,
+) -> int:
+    """The router's command, its preset and what on demand would do; ``rpc``: the
+    ``--rpc-host`` servers it would start first (their ssh commands)."""
     from lltui.commands import print_json
     from lltui.commands.launch_output import dry_run as _dry_run
+    from lltui.commands.launch_output import rpc_json
     from lltui.core.fit.plan_report import plan_to_json
 
     if as_json:
@@ -47,9 +57,10 @@ def dry_run(prepared: PreparedRouter, environ: dict[str, str], *, as_json: bool)
                 "on_demand": _on_demand_json(prepared),
                 "plan": plan_to_json(prepared.report.plan, prepared.report.notes),
             }
+            | ({"rpc_hosts": rpc_json(rpc, with_argv=True)} if rpc is not None else {})
         )
         return 0
-    _dry_run(prepared.launch, environ, as_json=False, url=prepared.url)
+    _dry_run(prepared.launch, environ, as_json=False, url=prepared.url, rpc=rpc)
     _say(f"preset: {prepared.preset_path}")
     for line in prepared.preset.rstrip().splitlines():
         _say(f"  {line}")
@@ -128,8 +139,10 @@ def run_router(
     gpus: str | None = None,
     dry: bool,
     as_json: bool,
+    rpc: RpcHosts | None = None,
 ) -> int:
-    """``source``: ``--models DIR|PRESET.ini``; else ``entries_words`` names the models."""
+    """``source``: ``--models DIR|PRESET.ini``; else ``entries_words`` names the models;
+    ``rpc``: the ``--rpc-host`` servers (started already, unless ``dry``)."""
     from lltui.commands.launch_output import say_note as _say_note
     from lltui.core.cmdline.launch_spec import LaunchError
     from lltui.services.launch.router import RouterSession
@@ -151,7 +164,7 @@ def run_router(
         with session:
             prepared = session.prepare(require_binary=not dry)
             if dry:
-                return dry_run(prepared, session.environ, as_json=as_json)
+                return dry_run(prepared, session.environ, as_json=as_json, rpc=rpc)
             return supervise(session, as_json=as_json)
     except LaunchError as exc:
         raise CliError(f"launch: {exc}", exc.code) from None
