@@ -242,7 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug of ours: one line unless asked for the traceback
         if os.environ.get("LLTUI_DEBUG"):
             raise
-        print(internal_error_line(exc), file=sys.stderr)
+        line = internal_error_line(exc)
+        print(line, file=sys.stderr)
+        if "--json" in args_list:
+            _json_error(line, 1)
         return 1
 
 

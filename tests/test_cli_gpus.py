@@ -249,6 +249,20 @@ def test_a_failure_with_json_is_a_json_object_too(argv, capsys):
     assert data["exit_code"] == rc and data["error"] and "\n" not in data["error"]
 
 
+def test_a_bug_of_ours_with_json_is_a_json_object_too(monkeypatch, capsys):
+    """An internal error (a bug) left stdout empty under --json: no answer to parse."""
+
+    def broken(_args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("lltui.commands.topo.run", broken)
+    monkeypatch.delenv("LLTUI_DEBUG", raising=False)
+    rc = main(["topo", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "internal error" in err
+    assert json.loads(out) == {"error": err.strip().removeprefix("lltui: "), "exit_code": 1}
+
+
 def test_the_parser_registers_the_named_command_and_falls_back_to_all(capsys):
     """Only the subcommand the command line names is registered (its import is the cost);
     a command word that is an option's value (``--view launch``) is not the command: the

@@ -116,6 +116,21 @@ def test_references_parse():
     for bad in ("hf:acme", "hf:acme/m:", "hf:acme/m@", "hf:/m", "https://"):
         with pytest.raises(RefError):
             parse_ref(bad)
+    # urllib's own refusals (a bracket left open, a port that is no number) were internal
+    # errors at the first request; the key in the URL stays out of the line
+    for bad in ("http://[::1", "http://127.0.0.1:abc/x.gguf", "http://u:secret@[::1/x"):
+        with pytest.raises(RefError, match="not a URL") as exc:
+            parse_ref(bad)
+        assert "secret" not in str(exc.value)
+
+
+def test_an_hf_endpoint_that_is_no_url_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("HF_ENDPOINT", "http://[::1")
+    for ref in ("hf:acme/M-GGUF", "http://127.0.0.1:1/x.gguf"):
+        assert main(["fit", ref, "--gpus", "cpu", "--json"]) == 2
+        out = capsys.readouterr()
+        assert "HF_ENDPOINT='http://[::1' is not a URL" in json.loads(out.out)["error"]
+        assert len(out.err.strip().splitlines()) == 1
 
 
 def test_quant_tags_match_as_llama_cpp_does():

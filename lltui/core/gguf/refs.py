@@ -57,7 +57,10 @@ class UrlRef:
 
 def display_url(url: str) -> str:
     """``url`` without the user and password it may carry, for messages and output."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL urllib reads: whatever sits before an @ goes
+        return re.sub(r"//[^/]*@", "//", url, count=1)
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
@@ -94,7 +97,11 @@ def parse_ref(text: str) -> HfRef | UrlRef:
     """The reference ``text`` names; RefError for one that is not well formed."""
     t = text.strip()
     if t.lower().startswith(("https://", "http://")):
-        parts = urlsplit(t)
+        try:
+            parts = urlsplit(t)
+            parts.port  # noqa: B018 (a port that is no number raises here, not at the request)
+        except ValueError as exc:
+            raise RefError(f"{display_url(t)}: not a URL ({exc})") from None
         if not parts.netloc:
             raise RefError(f"{t}: a URL needs a host")
         return UrlRef(t)

@@ -62,6 +62,7 @@ class RepoChoice(RemoteError):
 
 
 def _hub() -> Any:
+    _endpoint_env()  # huggingface_hub reads it at import, and fails on one that is no URL
     try:
         import huggingface_hub
     except ImportError:
@@ -69,9 +70,33 @@ def _hub() -> Any:
     return huggingface_hub
 
 
+def _endpoint_env() -> str:
+    """``HF_ENDPOINT`` as set (empty: unset); RemoteError (bad input) where it is no URL."""
+    env = os.environ.get("HF_ENDPOINT", "").strip()
+    if env:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(env)
+            parts.port  # noqa: B018 (a port that is no number raises here)
+        except ValueError as exc:
+            raise RemoteError(f"HF_ENDPOINT={env!r} is not a URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise RemoteError(f"HF_ENDPOINT={env!r} is not an http(s) URL")
+    return env
+
+
+def endpoint_host(default: str) -> str:
+    """The hub's host (``HF_ENDPOINT``'s, else ``default``'s), without importing
+    huggingface_hub; RemoteError where HF_ENDPOINT is no URL."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(_endpoint_env() or default).netloc
+
+
 def endpoint() -> str:
     """The hub's address: ``HF_ENDPOINT`` as it is now, else huggingface_hub's default."""
-    env = os.environ.get("HF_ENDPOINT", "").strip()
+    env = _endpoint_env()
     if env:
         return env.rstrip("/")
     return str(_hub().constants.ENDPOINT).rstrip("/")

@@ -4,7 +4,6 @@ cache when it already holds it."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -121,7 +120,9 @@ def read_remote_model(text: str, verb: str = "fit") -> GgufModel:
 def _url_auth(url: str) -> dict[str, str]:
     """The user's hub token for a URL on the hub's own host (the resolve links people copy);
     nothing for any other host."""
-    hub_host = urlsplit(os.environ.get("HF_ENDPOINT", "").strip() or DEFAULT_ENDPOINT).netloc
+    from lltui.sources.models.hf_hub import endpoint_host
+
+    hub_host = endpoint_host(DEFAULT_ENDPOINT)
     if urlsplit(url).netloc.lower() != hub_host.lower():
         return {}
     try:
