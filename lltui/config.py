@@ -178,11 +178,13 @@ def load_settings(
     if file.exists():
         import tomllib  # only where there is a file: most runs have none
 
+        from lltui.paths import NotASmallFile, read_small_file
+
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_small_file(file).decode("utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: {exc}") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, NotASmallFile) as exc:
             raise ConfigError(f"{file}: cannot read: {exc}") from None
         settings = replace(_from_mapping(data, settings, str(file)), config_path=str(file))
     elif explicit:

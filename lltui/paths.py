@@ -116,6 +116,28 @@ def open_private(
         raise
 
 
+SMALL_FILE_BYTES = 1024 * 1024  # a key, a token or a config: /dev/zero is none of them
+
+
+class NotASmallFile(ValueError):
+    """A file that cannot be what a key, token or config file is; ``str()`` says why."""
+
+
+def read_small_file(path: str | os.PathLike[str], limit: int = SMALL_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes: NotASmallFile for anything
+    else (a FIFO, which would hang the read, a device, a larger file); OSError where it
+    cannot be opened."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO's open blocks
+        raise NotASmallFile("not a regular file")
+    with open(path, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # replaced since the stat
+            raise NotASmallFile("not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise NotASmallFile(f"over {limit // 1024} KiB")
+    return data
+
+
 def current_umask() -> int:
     """The process's umask, read from /proc rather than by setting it (``os.umask`` both
     sets and returns it: for a moment, a file another thread creates gets the new one).

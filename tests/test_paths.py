@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from lltui import paths
 
@@ -44,3 +47,33 @@ def test_runtime_dir_is_private(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     folder = paths.runtime_dir()
     assert folder == tmp_path / "lltui" and folder.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["watch", "--once", "--source", "sim", "--llama", "http://127.0.0.1:1",
+         "--llama-api-key-file", "{bad}", "--json"],
+        ["serve", "--token-file", "{bad}", "--listen", "127.0.0.1:1"],
+        ["--config", "{bad}", "gpus", "--source", "sim", "--json"],
+        ["launch", "{model}", "--api-key-file", "{bad}", "--dry-run"],
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_key_token_and_config_files_are_small_regular_files(tmp_path, capsys, argv, kind):
+    """/dev/zero was read until memory ran out, and a FIFO hung every reader."""
+    from support.gguf_factory import SPECS, write_model
+
+    from lltui.cli import main
+
+    bad = tmp_path / "fifo"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad = Path("/dev/zero")
+    model = tmp_path / "m.gguf"
+    write_model(model, SPECS["llama"]())
+    words = [w.format(bad=bad, model=model) for w in argv]
+    assert main(words) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a regular file" in err and len(err.splitlines()) == 1

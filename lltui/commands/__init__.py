@@ -130,13 +130,16 @@ def llama_api_key(path: str | None) -> str | None:
     LLAMA_API_KEY (one line and exit 2 for a file that cannot be read as text)."""
     import os
 
+    from lltui.paths import NotASmallFile, read_small_file
+
     if not path:
         return os.environ.get("LLAMA_API_KEY") or None
     try:
-        with open(path, encoding="utf-8") as f:
-            key = f.readline().strip()
+        key = read_small_file(path).decode("utf-8").split("\n", 1)[0].strip()
     except OSError as exc:
         raise CliError(f"--llama-api-key-file {path}: {exc.strerror or exc}", 2) from None
+    except NotASmallFile as exc:
+        raise CliError(f"--llama-api-key-file {path}: {exc}", 2) from None
     except UnicodeDecodeError:
         raise CliError(f"--llama-api-key-file {path}: not text (UTF-8)", 2) from None
     return key or None

@@ -70,11 +70,12 @@ def register(sub: Any) -> None:
 def _token(path: str | None) -> str | None:
     if path is None:
         return None
+    from lltui.paths import NotASmallFile, read_small_file
+
     try:
-        with open(path, encoding="utf-8") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            token = f.readline().strip()
-    except (OSError, UnicodeDecodeError) as exc:
+        mode = os.stat(path).st_mode
+        token = read_small_file(path).decode("utf-8").split("\n", 1)[0].strip()
+    except (OSError, UnicodeDecodeError, NotASmallFile) as exc:
         raise CliError(f"--token-file {path}: {getattr(exc, 'strerror', None) or exc}", 2) from None
     if mode & 0o077:
         raise CliError(

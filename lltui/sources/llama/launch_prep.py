@@ -4,12 +4,10 @@ the checks of the model and key file. Shared by ``lltui launch`` and the launch 
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 from lltui.core.cmdline.launch_spec import BinaryFlags, LaunchError, LaunchSpec
-
-MAX_KEY_FILE_BYTES = 1024 * 1024  # thousands of keys; /dev/zero is not a key file
+from lltui.paths import NotASmallFile, read_small_file
 
 
 def find_binary(required: bool) -> tuple[str, BinaryFlags | None, str | None, str | None]:
@@ -48,16 +46,11 @@ def read_key_file(path: str) -> tuple[str, ...]:
     """The keys in an API key file, as llama-server reads them (one a line, ``#`` comments);
     a file that is not a regular file, or larger than any list of keys, is bad input."""
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise LaunchError(f"the API key file {path} is not a regular file", 2)
-            data = f.read(MAX_KEY_FILE_BYTES + 1)
+        data = read_small_file(path)
     except OSError as exc:
         raise LaunchError(f"cannot read the API key file {path}: {exc.strerror}", 2) from None
-    if len(data) > MAX_KEY_FILE_BYTES:
-        raise LaunchError(
-            f"the API key file {path} is over {MAX_KEY_FILE_BYTES // 1024} KiB: not a key list", 2
-        )
+    except NotASmallFile as exc:
+        raise LaunchError(f"the API key file {path} is {exc}: not a key list", 2) from None
     lines = data.decode("utf-8", errors="replace").split("\n")
     keys = [ln for ln in lines if ln and not ln.startswith("#")]
     if not keys:
