@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from lltui.commands import CliError, add_source_option, print_json, source_spec
+from lltui.core.text import is_digits
 
 
 def register(sub: Any) -> None:
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     server = args.server
     if server is not None and (not server.strip() or server.startswith("-")):
         raise CliError(f"report: --server {server!r}: expected a URL, HOST:PORT or a pid", 2)
-    if server is not None and not server.isdigit() and "://" not in server:
+    if server is not None and not is_digits(server) and "://" not in server:
         server = "http://" + server
     request = ReportRequest(
         source=source_spec(args), server=server, log=args.log,

@@ -80,3 +80,10 @@ def one_line(value: object) -> str:
     """A value from data (a file, a server, another process), as it may appear inside a
     line of text output: ``str(value)`` with every break and control escaped."""
     return printable(value if isinstance(value, str) else str(value), one_line=True)
+
+
+def is_digits(text: str) -> bool:
+    """``text`` is a number in ASCII digits: ``str.isdigit`` takes ``²`` (which ``int`` then
+    refuses) and ``٣`` (which ``int`` reads as 3), neither a number anyone typed for a port,
+    a pid or a build."""
+    return text.isascii() and text.isdigit()

@@ -8,6 +8,7 @@ import shlex
 
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.cmdline.launch_spec import LaunchError
+from lltui.core.text import is_digits
 from lltui.services.launch.request import LaunchRequest, Note
 from lltui.services.launch.router_prep import RouterRequest
 from lltui.services.launch.session import LaunchSession
@@ -17,7 +18,7 @@ DEFAULT_HOSTPORT = "127.0.0.1:8080"
 
 def parse_hostport(text: str) -> tuple[str, int]:
     host, _, port = (text.strip() or DEFAULT_HOSTPORT).rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not host or not is_digits(port) or not 0 <= int(port) <= 65535:
         raise LaunchError(f"host:port must look like 127.0.0.1:8080, got {text!r}")
     return host, int(port)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from lltui.core.text import is_digits
+
 DEFAULT_HOST = "127.0.0.1"
 
 
@@ -13,7 +15,7 @@ class AddressError(ValueError):
 
 def check_hostport(hostport: str) -> None:
     host, sep, port = hostport.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not is_digits(port) or not 0 < int(port) < 65536:
         raise AddressError(f"RPC server {hostport!r} is not HOST:PORT")
 
 

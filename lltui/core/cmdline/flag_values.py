@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 import re
 
+from lltui.core.text import is_digits
+
 # KV cache types llama-server accepts for -ctk/-ctv (common/arg.cpp kv_cache_types).
 KV_CACHE_TYPES: tuple[str, ...] = (
     "f32",
@@ -262,7 +264,7 @@ def rpc_servers(flag: str, value: str) -> tuple[str, ...]:
     servers = tuple(value.split(","))
     for server in servers:
         host, sep, port = server.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not host or not is_digits(port) or not 0 < int(port) < 65536:
             raise ValueError(f"{flag}: expected HOST:PORT, got {server!r}")
     return servers
 

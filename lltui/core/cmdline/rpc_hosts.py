@@ -14,6 +14,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from lltui.core.text import is_digits
+
 DEFAULT_RPC_PORT = 50052
 RPC_BINARIES = ("rpc-server", "ggml-rpc-server")  # the name differs between llama.cpp builds
 PID_MARK = "lltui-rpc-pid"
@@ -73,7 +75,7 @@ def parse_rpc_host(
         raise RpcHostError(f"--rpc-host {text!r} starts with '-' and would be read as an option")
     port = DEFAULT_RPC_PORT
     if m.group("port") is not None:
-        if not m.group("port").isdigit() or not 0 < int(m.group("port")) < 65536:
+        if not is_digits(m.group("port")) or not 0 < int(m.group("port")) < 65536:
             raise RpcHostError(f"--rpc-host {text!r}: the port is not a number from 1 to 65535")
         port = int(m.group("port"))
     address = bind or "127.0.0.1"

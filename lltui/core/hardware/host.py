@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from lltui.core.text import is_digits
+
 # The vector paths llama.cpp's CPU backend takes, best first, with the multiply-accumulate
 # work one core issues per cycle on each (nominal: two FMA pipes; one 512-bit VNNI or AMX
 # tile op): (name, f32 flops per cycle, int8 ops per cycle). The int8 rate is what the
@@ -168,7 +170,7 @@ def parse_host_spec(text: str, base: HostSpec | None = None) -> HostSpec:
 
 def _host_item(host: HostSpec, key: str, value: str) -> HostSpec:
     if key in ("cores", "c"):
-        if not value.isdigit() or not 1 <= int(value) <= 4096:
+        if not is_digits(value) or not 1 <= int(value) <= 4096:
             raise ValueError(f"--host: cores={value!r} is not a core count")
         return replace(host, cores=int(value), hw_threads=None, source="--host")
     if key == "isa":

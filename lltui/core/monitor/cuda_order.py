@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from lltui.core.text import is_digits
+
 PCI_BUS_ID = "PCI_BUS_ID"
 FASTEST_FIRST = "FASTEST_FIRST"
 
@@ -71,7 +73,7 @@ def _resolve_entry(entry: str, enumerated: list[int], gpus: Sequence[CudaCandida
     text = entry.strip()
     if not text:
         return None
-    if text.lstrip("+").isdigit():
+    if is_digits(text.lstrip("+")):
         k = int(text)
         return enumerated[k] if k < len(enumerated) else None
     if text.lower().startswith("mig-"):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lltui.core.text import is_digits
+
 MAX_HOSTS = 1024
 
 _HOST = re.compile(r"^(?:[A-Za-z0-9._+-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])$")
@@ -34,7 +36,7 @@ class HostEntry:
 
 
 def _port(text: str, where: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
+    if not is_digits(text) or not 0 < int(text) < 65536:
         raise HostsFileError(f"{where}: port {text!r} is not a number from 1 to 65535")
     return int(text)
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lltui.core.text import is_digits
 from lltui.core.topo.matrix import CPU_AFFINITY, GPU_NUMA_ID, NUMA_AFFINITY, is_cpu_list
 
 _LINK = r"NV\d+|NODE|SYS|SOC|PHB|PXB|PIX"
@@ -188,5 +189,5 @@ def value_ok(column: str, value: str) -> bool:
     if value == "N/A":
         return True
     if column == GPU_NUMA_ID:
-        return value.isdigit() or value == "-1"
+        return is_digits(value) or value == "-1"
     return is_cpu_list(value)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.cmdline.secrets import redact_argv
+from lltui.core.text import is_digits
 from lltui.services.follow import launched_log, own_argv, url_of_argv
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def server_sections(request: ReportRequest, sample: RigSample | None) -> list[Se
     server = request.server
     argv: tuple[str, ...] | None = None
     url: str | None = None
-    pid = int(server) if server is not None and server.isdigit() else None
+    pid = int(server) if server is not None and is_digits(server) else None
     if pid is not None:
         argv = own_argv(pid)
         url = url_of_argv(argv) if argv else None

@@ -26,6 +26,7 @@ from typing import Any
 
 from lltui.core.llamalog.models import DeviceSeen
 from lltui.core.llamalog.reader import parse_list_devices
+from lltui.core.text import is_digits
 from lltui.paths import cache_dir
 from lltui.sources.llama import build_cache
 
@@ -198,7 +199,7 @@ def parse_version(text: str) -> LlamaVersion | None:
         return None
     build = m.group("build")
     version = m.group("version")
-    if build is None and version.isdigit():
+    if build is None and is_digits(version):
         build = version  # older builds: "version: 4567 (abcdef0)"
     commit = m.group("commit") or m.group("commit2")
     b = _BUILT.search(text)
