@@ -315,3 +315,15 @@ def test_a_key_file_that_is_not_text_and_a_full_disk_are_one_line(tmp_path, caps
         assert capsys.readouterr().err.strip() == (
             "lltui: --record /dev/full: No space left on device"
         )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["explain", "-"], ["topo", "--file", "-"], ["nccl", "log", "-"], ["nccl", "tests", "-"]],
+)
+def test_a_closed_standard_input_is_one_line(argv, monkeypatch, capsys):
+    """Started with <&- (Python's sys.stdin is then None): an internal error before."""
+    monkeypatch.setattr("sys.stdin", None)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("standard input is closed") and len(err.splitlines()) == 1

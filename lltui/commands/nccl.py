@@ -100,6 +100,8 @@ class InputLines:
         self.size: int | None = None
         self._stdin = stdin
         self._file: IO[bytes] | None = None
+        if path == "-" and stdin is None and sys.stdin is None:  # started with <&-
+            raise CliError("standard input is closed", 2)
         if path != "-":
             try:
                 self._file = open(path, "rb")  # noqa: SIM115 - closed when read through

@@ -34,6 +34,8 @@ def register(sub: Any) -> None:
 
 def _read_input(path: str) -> tuple[bytes, str]:
     if path == "-":
+        if sys.stdin is None:  # started with its standard input closed (<&-)
+            raise CliError("standard input is closed", 2)
         stream = getattr(sys.stdin, "buffer", None)
         if stream is not None:
             return stream.read(MAX_INPUT_BYTES + 1), "standard input"

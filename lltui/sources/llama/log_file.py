@@ -49,6 +49,8 @@ def _binary(sample: bytes) -> bool:
 
 def _open(path: str) -> tuple[BinaryIO, int]:
     if path == "-":
+        if sys.stdin is None:  # started with its standard input closed (<&-)
+            raise LogFileError("standard input is closed")
         return sys.stdin.buffer, 0
     try:
         st = os.stat(path)
