@@ -91,3 +91,16 @@ def test_a_bad_log_or_server_is_one_line(capsys, argv, said):
 def test_a_pid_that_is_no_process_here_is_said_so(capsys):
     assert main(["report", "--server", "999999999", "--source", "sim:colab-t4"]) == 0
     assert "pid 999999999: no such process here" in capsys.readouterr().out
+
+
+def test_out_never_replaces_the_log_it_reports(tmp_path, capsys):
+    log = tmp_path / "server.log"
+    log.write_text("main: build = 5300 (abc)\nllama_model_loader: loaded meta data\n")
+    before = log.read_bytes()
+    link = tmp_path / "same.log"
+    link.symlink_to(log)
+    for out in (log, link):
+        argv = ["report", "--log", str(log), "--out", str(out), "--source", "sim:colab-t4"]
+        assert main(argv) == 2
+        assert "is the log being reported" in capsys.readouterr().err
+    assert log.read_bytes() == before
