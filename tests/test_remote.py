@@ -403,3 +403,15 @@ def test_the_listings_choice_names_one_model_and_keeps_the_revision():
     assert (
         listing_lines("hf:acme/M:Q4_0", two)[-1] == "choose one: lltui fit hf:acme/M:a/M-Q4_0.gguf"
     )
+
+
+@pytest.mark.parametrize(("status", "code"), [(500, 1), (503, 1), (404, 2), (403, 2)])
+def test_a_hub_that_fails_is_exit_1_a_reference_it_refuses_exit_2(status, code):
+    """RemoteError's codes: 1 where the network or server failed (as a plain URL's 5xx is),
+    2 where the reference names nothing readable; the hub's 5xx was 2."""
+    import httpx
+    from huggingface_hub import errors
+
+    response = httpx.Response(status, request=httpx.Request("GET", "http://127.0.0.1/api"))
+    err = hf_hub.hub_error("hf:a/b", errors.HfHubHTTPError("x", response=response), None)
+    assert err.code == code and str(err) == f"hf:a/b: the hub answered HTTP {status}"

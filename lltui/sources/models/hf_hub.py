@@ -141,6 +141,8 @@ def hub_error(ref_text: str, exc: Exception, tok: str | None) -> RemoteError:
     elif isinstance(exc, errors.HfHubHTTPError):
         code = getattr(getattr(exc, "response", None), "status_code", None)
         msg = f"the hub answered HTTP {code}" if code else "the hub refused the request"
+        if isinstance(code, int) and code >= 500:  # the server failed, not the reference
+            return RemoteError(scrub(f"{ref_text}: {msg}", tok), 1)
     elif isinstance(exc, errors.OfflineModeIsEnabled):
         msg = "HF_HUB_OFFLINE is set: the hub cannot be asked"
     else:
