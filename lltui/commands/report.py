@@ -33,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
     if args.log is not None and not os.path.isfile(args.log):
         what = "is a directory" if os.path.isdir(args.log) else "no such file"
         raise CliError(f"report: {args.log}: {what}", 2)
-    if args.out and args.log is not None and os.path.exists(args.out):
-        if os.path.samefile(args.out, args.log):  # the report would replace what it reads
-            raise CliError(f"report: --out {args.out} is the log being reported", 2)
+    # the report would replace what it reads
+    if args.out and args.log and os.path.exists(args.out) and os.path.samefile(args.out, args.log):
+        raise CliError(f"report: --out {args.out} is the log being reported", 2)
     server = args.server
     if server is not None and (not server.strip() or server.startswith("-")):
         raise CliError(f"report: --server {server!r}: expected a URL, HOST:PORT or a pid", 2)
