@@ -88,6 +88,33 @@ def test_a_file_that_is_not_the_demo_is_never_written_over(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_a_file_beside_it_is_never_followed_or_written_over(tmp_path, capsys):
+    """The model was written through NAME.part: a link there (or someone's download.part)
+    was followed and its file replaced."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    (tmp_path / "lltui-demo.gguf.part").symlink_to(notes)
+    assert main(["demo", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert notes.read_text() == "precious"
+    assert (tmp_path / "lltui-demo.gguf.part").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "lltui-demo.gguf", "lltui-demo.gguf.part", "notes.txt"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "where", ["{dir}/lltui-demo.gguf/sub/x.gguf", "{dir}/" + "a" * 300 + ".gguf"]
+)
+def test_a_path_that_cannot_be_written_is_one_line(tmp_path, capsys, where):
+    assert main(["demo", str(tmp_path)]) == 0  # a file where the folder would be
+    capsys.readouterr()
+    assert main(["demo", where.format(dir=tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lltui: demo: ") and len(err.splitlines()) == 1
+    assert "internal error" not in err
+
+
 @pytest.mark.slow
 def test_the_real_llama_server_loads_and_serves_it(llama_bins, demo, tmp_path):
     with llama_server(llama_bins, demo, tmp_path / "server.log") as run:

@@ -26,13 +26,16 @@ def make_demo(where: str | None = None) -> Demo:
     only where it is the demo already. ValueError for a path that is neither, or a file
     that is something else; DemoError (one line) when it cannot be written."""
     target = Path(where or ".")
-    if target.suffix.lower() != ".gguf":
-        if target.exists() and not target.is_dir():
-            raise ValueError(f"{target}: not a folder (give a folder or a .gguf path)")
-        target = target / DEMO_FILE
-    if target.is_dir():
-        raise ValueError(f"{target}: is a folder")
-    if target.exists() and not is_demo(target):
-        raise ValueError(f"{target}: already exists and is not lltui's demo; nothing written")
+    try:
+        if target.suffix.lower() != ".gguf":
+            if target.exists() and not target.is_dir():
+                raise ValueError(f"{target}: not a folder (give a folder or a .gguf path)")
+            target = target / DEMO_FILE
+        if target.is_dir():
+            raise ValueError(f"{target}: is a folder")
+        if target.exists() and not is_demo(target):
+            raise ValueError(f"{target}: already exists and is not lltui's demo; nothing written")
+    except OSError as exc:  # a name too long, a file where a folder should be
+        raise DemoError(f"{target}: cannot write it: {exc.strerror or exc}") from None
     size = write_demo(target)
     return Demo(target, size, "llama", DEMO.n_layer, DEMO.n_ctx_train)

@@ -6,8 +6,10 @@ serves it; what it says is noise. The tests' generator writes the same file with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 from lltui.core.gguf import writer
 from lltui.core.gguf.types import GgmlType
 from lltui.core.gguf.values import ValueType
+from lltui.paths import current_umask
 from lltui.sources.models.same_shape import ones_row, random_row
 
 DEMO_FILE = "lltui-demo.gguf"
@@ -158,18 +161,24 @@ def write_demo(path: Path, shape: LlamaShape = DEMO, seed: int = 0) -> int:
     layout = _layout(shape)
     infos = [writer.tensor_info(n, dims, t, off) for n, dims, t, off, _ in layout]
     header = writer.gguf_header(_metadata(shape, DEMO_NAME), infos)
-    tmp = path.with_name(path.name + ".part")
+    tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
+        # a name of its own, created here (O_EXCL): a file or link already beside the model
+        # (someone's download.part) is never followed or written over
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
             f.write(header)
             for _name, dims, type_id, _off, nbytes in layout:
                 for row in _data(dims, type_id, rng):
                     f.write(row)
                 f.write(bytes(-nbytes % writer.ALIGNMENT))
             size = f.tell()
+        os.chmod(tmp, 0o666 & ~current_umask())  # as open() would have made it
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise DemoError(f"{path}: cannot write it: {exc.strerror or exc}") from None
     return size
