@@ -92,6 +92,14 @@ def test_example_themes_in_the_repo_load():
         ({"name": "x", "primary": "#fff", "sparkle": 1}, "unknown key"),
         ({"name": "x", "primary": "#fff", "variables": {"bar-vram": "nope"}}, "not a colour"),
         ({"name": "x", "primary": "#fff", "dark": "yes"}, "true or false"),
+        # what Textual's stylesheet cannot take broke the app (an internal error), or hung
+        # it (footer-key-foreground); a name that is no CSS class name broke it too
+        ({"name": "x", "primary": "#fff", "variables": {"scrollbar": "zzz"}}, "not a colour"),
+        ({"name": "x", "primary": "#fff", "variables": {"footer-key-foreground": "zzz"}}, "colour"),
+        ({"name": "x", "primary": "#fff", "variables": {"link-style": "zzz"}}, "text style"),
+        ({"name": "x", "primary": "#fff", "variables": {"scrolbar": "red"}}, "no such variable"),
+        ({"name": "my theme", "primary": "#fff"}, "letters, digits"),
+        ({"name": "a.b", "primary": "#fff"}, "letters, digits"),
     ],
 )
 def test_invalid_theme_data_is_rejected_with_a_reason(data, needle):
@@ -125,3 +133,14 @@ def test_builtin_themes_are_registered():
             return app.theme, set(BUILTIN_NAMES) <= set(app.available_themes)
 
     assert asyncio.run(run()) == ("high-contrast", True)
+
+
+def test_textual_variables_that_are_well_formed_are_kept():
+    ok = {
+        "scrollbar": "#123456",
+        "link-style": "bold not underline",
+        "block-cursor-foreground": "auto 87%",
+        "footer-key-foreground": "ansi_red",
+    }
+    theme = theme_from_mapping({"name": "my-theme_2", "primary": "#fff", "variables": ok})
+    assert {k: theme.variables[k] for k in ok} == ok

@@ -14,6 +14,7 @@ A file that cannot be used is reported and skipped; the app falls back to a buil
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,11 +137,44 @@ def _color(value: object, where: str) -> str:
     return value
 
 
+# a theme's name becomes a CSS class (-theme-NAME): the characters a class name takes
+_THEME_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# what Textual's *-style variables take (text-style words)
+_STYLE_WORDS = frozenset(
+    (
+        "none", "not", "bold", "b", "dim", "d", "italic", "i", "underline", "u", "underline2",
+        "uu", "strike", "s", "reverse", "r", "blink", "overline", "o", "reset",
+    )
+)  # fmt: skip
+_COLOR_WORDS = re.compile(r"auto(?: \d{1,3}%)?|initial")  # Textual's own non-colour values
+
+
+def _textual_variable(key: str, value: object) -> str:
+    """A value for one of Textual's variables: a text style for a *-style one, else a
+    colour (or ``auto N%``); anything else breaks the stylesheet, or hangs the app."""
+    if not isinstance(value, str):
+        raise ValueError(f"variables.{key} must be a string")
+    if "style" in key:
+        if not value.split() or not set(value.split()) <= _STYLE_WORDS:
+            raise ValueError(f"variables.{key}: {value!r} is not a text style (e.g. 'bold')")
+        return value
+    if _COLOR_WORDS.fullmatch(value.strip()):
+        return value
+    return _color(value, f"variables.{key}")
+
+
+def _textual_variables() -> frozenset[str]:
+    """The variables Textual's themes set (read from a theme, not listed by hand)."""
+    return frozenset(Theme(name="probe", primary="#000000").to_color_system().generate())
+
+
 def theme_from_mapping(data: dict[str, object]) -> Theme:
     """Build a Theme from a parsed TOML table; ValueError names what is wrong."""
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ValueError("needs a name")
+    if not _THEME_NAME.fullmatch(name):
+        raise ValueError(f"name {name!r}: letters, digits, '-' and '_' only")
     if name in BUILTIN_NAMES:
         raise ValueError(f"name {name!r} is a built-in theme")
     if "primary" not in data:
@@ -156,13 +190,14 @@ def theme_from_mapping(data: dict[str, object]) -> Theme:
     if not isinstance(variables, dict):
         raise ValueError("[variables] must be a table")
     checked: dict[str, str] = {}
+    textual = _textual_variables() if variables else frozenset()
     for key, value in variables.items():
         if key in APP_VARIABLE_DEFAULTS:
             checked[key] = _color(value, f"variables.{key}")
-        elif isinstance(value, str):
-            checked[key] = value
+        elif key in textual:
+            checked[key] = _textual_variable(key, value)
         else:
-            raise ValueError(f"variables.{key} must be a string")
+            raise ValueError(f"variables.{key}: no such variable (lltui's or Textual's)")
     return Theme(
         name=name,
         dark=dark,
