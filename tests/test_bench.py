@@ -318,7 +318,7 @@ def _bench_json(capsys, *argv: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["dense", "moe"])
 def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
-    bench_env, tmp_path, capsys, kind
+    bench_env, tmp_path, capsys, monkeypatch, kind
 ):
     # (512 wide: large enough that decode is mostly work, not fixed costs, on any host)
     spec = (
@@ -343,6 +343,19 @@ def test_bench_measures_a_tiny_model_and_later_fits_say_calibrated(
     fit = json.loads(capsys.readouterr().out)
     assert fit["speed"]["calibrated"].startswith("calibrated on this rig from 2 points, ")
     assert {m["test"] for m in fit["measured"]} == {"pp512", "tg128"}
+    # the points are the file's however it is typed; another file of its name has none (the
+    # path as typed was the key: ./m.gguf had none, and another m.gguf had these)
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", model.name, "--gpus", "cpu", "-t", "1", "--json"]) == 0
+    assert {m["test"] for m in json.loads(capsys.readouterr().out)["measured"]} == {
+        "pp512",
+        "tg128",
+    }
+    (tmp_path / "other").mkdir()
+    (twin,) = gf.write_model(tmp_path / "other" / model.name, spec, "Q8_0")
+    monkeypatch.chdir(twin.parent)
+    assert main(["fit", model.name, "--gpus", "cpu", "-t", "1", "--json"]) == 0
+    assert "measured" not in json.loads(capsys.readouterr().out)
     # calibrated, the prediction of what was measured lands near it
     dec = next(p for p in out["points"] if p["test"] == "tg128")
     assert dec["calibrated_tps"] == pytest.approx(dec["measured_tps"], rel=0.05)

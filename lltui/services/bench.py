@@ -569,7 +569,7 @@ def _finish(
 
     today = time.strftime("%Y-%m-%d")
     kept = [m for m in measured if m.point is not None and m.left_out(request.busy_ok) is None]
-    new = [_stored(request.model, m, today) for m in kept]
+    new = [_stored(calibration_model(request.model), m, today) for m in kept]
     calibration = None
     stored = not_stored = None
     with rig_store.locked(request.env):
@@ -654,6 +654,14 @@ def _tps(est: SpeedEstimate | None, decode: bool) -> float:
     return est.decode_tps if decode else est.prefill_tps
 
 
+def calibration_model(ref: str) -> str:
+    """How a model is named in this rig's calibration: a local file by its real path (one
+    file however it is typed, two files of one name apart), a remote reference as given."""
+    from lltui.core.gguf.refs import is_remote_ref
+
+    return ref if is_remote_ref(ref) else os.path.realpath(ref)
+
+
 def _stored(model: str, m: _Measured, date: str) -> StoredPoint:
     from lltui.sources.gpu.rig_store import StoredPoint
 
@@ -695,7 +703,7 @@ def record_served(
     split = split_prediction(est, decode, measured_tps)
     tps = est.decode_tps if decode else est.prefill_tps
     point = rig_store.StoredPoint(
-        model=model,
+        model=calibration_model(model),
         config=config,
         test="served decode" if decode else "served prompt",
         decode=decode,

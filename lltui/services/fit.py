@@ -242,13 +242,14 @@ def speed_inputs(
             raise FitFailed(f"{request.verb}: {exc}", 2) from None
     if not here:
         return host, None, ()
-    from lltui.services.bench import local_rig
+    from lltui.services.bench import calibration_model, local_rig
     from lltui.sources.gpu import rig_store
 
     record = rig_store.load(local_rig(devices, host), say=say)
     if record is None or not record.calibration.points:
         return host, None, ()
-    mine = tuple(p for p in record.points if p.model == request.model)
+    model = calibration_model(request.model)
+    mine = tuple(p for p in record.points if p.model == model)
     return host, record.calibration, mine
 
 
