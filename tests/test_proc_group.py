@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from support.proc_helpers import gone, wait_for
 
 from lltui.core.periodic import Periodic
@@ -101,3 +102,19 @@ def test_periodic_runs_on_the_callers_thread_until_a_step_stops_it():
     loop = Periodic(step, 0.001)
     loop.run()
     assert seen == [threading.current_thread().name] * 3
+
+
+def test_a_probe_that_hangs_is_killed_with_what_it_started(tmp_path):
+    """subprocess.run's timeout killed the program alone: a llama-server that is a wrapper
+    script left its child (here a sleep) running with parent 1."""
+    from lltui.sources.llama.binary import LlamaBinaryError, list_devices
+
+    pid_file = tmp_path / "child.pid"
+    fake = tmp_path / "llama-server"
+    fake.write_text(f"#!/bin/sh\nsleep 1000 &\necho $! > {pid_file}\nwait\n")
+    fake.chmod(0o755)
+    with pytest.raises(LlamaBinaryError, match="did not answer"):
+        list_devices(str(fake), timeout_s=1.0)
+    assert wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+    child = int(pid_file.read_text())
+    assert wait_for(lambda: gone(child))

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 # (signal or None, seconds to wait after it); None: nothing sent, the caller asked politely
 Step = tuple[int | None, float]
@@ -88,6 +88,34 @@ def stop_process(
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(steps[-1][1] if steps else 5.0)
     return proc.returncode
+
+
+def run_group(
+    argv: Sequence[str], timeout_s: float, *, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run to its end as the leader of a group of its own, its output captured as
+    text (bad bytes replaced). Past ``timeout_s`` the whole group is killed, what the
+    program started included (``subprocess.run``'s timeout kills the program alone: a
+    wrapper script's children lived on), and subprocess.TimeoutExpired raised. OSError
+    where it cannot start."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:  # the timeout, or lltui stopping while it waits
+        stop_process(proc, ((signal.SIGKILL, 5.0),))
+        with contextlib.suppress(OSError, ValueError, subprocess.TimeoutExpired):
+            proc.communicate(timeout=5.0)
+        raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 # Runs in the child between fork and the program: ask the kernel for the death signal when

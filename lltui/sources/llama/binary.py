@@ -254,16 +254,10 @@ def default_probe_cache(env: Mapping[str, str] | None = None) -> Path:
 
 
 def _run(path: Path, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    from lltui.sources.proc_group import run_group
+
     try:
-        return subprocess.run(
-            [str(path), *args],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        return run_group([str(path), *args], timeout_s)
     except subprocess.TimeoutExpired:
         raise LlamaBinaryError(
             f"{path} {' '.join(args)} did not answer in {timeout_s:.0f} s"
@@ -405,17 +399,10 @@ def list_devices(
     ``extra_args`` such as ``--rpc HOST:PORT`` add devices that are not local.
     """
     exe = Path(path)
+    from lltui.sources.proc_group import run_group
+
     try:
-        proc = subprocess.run(
-            [str(exe), *extra_args, "--list-devices"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            env=dict(env) if env is not None else None,
-        )
+        proc = run_group([str(exe), *extra_args, "--list-devices"], timeout_s, env=env)
     except subprocess.TimeoutExpired:
         raise LlamaBinaryError(
             f"{exe} --list-devices did not answer in {timeout_s:.0f} s"

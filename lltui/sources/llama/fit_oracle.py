@@ -140,15 +140,10 @@ def run_oracle(
             f"or set {ENV_VAR})"
         )
     argv = [str(exe), "-m", model, *oracle_args(args), "--fit", "off", "--fit-print", "on"]
+    from lltui.sources.proc_group import run_group
+
     try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        proc = run_group(argv, timeout_s)
     except subprocess.TimeoutExpired:
         raise OracleError(f"llama-fit-params did not finish in {timeout_s:.0f} s") from None
     except OSError as exc:
