@@ -377,3 +377,11 @@ def test_an_abort_is_told_by_ggml_s_own_line_not_the_debugger_s():
         "#2  0x000055a34415b718 in ggml_abort ()",
     ]
     assert exit_reason(-6, lines) == "llama-server aborted: CUDA error"
+
+
+@pytest.mark.parametrize("name", ["nl\n", "../x", "a/b", "", ".hidden", "x.toml"])
+def test_a_profile_name_is_a_plain_file_name(name, tmp_path):
+    """'nl\\n' passed the name check ('$' matches before a final newline): a file named
+    with a newline was written."""
+    with pytest.raises(profiles.ProfileError, match="must be letters"):
+        profiles.profile_path(name, tmp_path)

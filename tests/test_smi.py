@@ -520,6 +520,8 @@ def test_bad_hosts_are_refused(host: str):
 def test_words_for_a_remote_shell_are_checked():
     with pytest.raises(ValueError):
         smi_argv(["--query-gpu=name;reboot"], "gpu-box")
+    with pytest.raises(ValueError, match="remote shell"):  # '$' let a final newline through
+        smi_argv(["--query-gpu=name\n"], "gpu-box")
     assert smi_argv(["-L"]) == ["nvidia-smi", "-L"]
 
 

@@ -42,8 +42,8 @@ BASE_OPTIONS: tuple[str, ...] = (
     "ServerAliveCountMax=2",
 )
 
-_PORTED = re.compile(r"^(?P<host>[^:\[\]]+):(?P<port>\d{1,5})$")
-_BRACKETED = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$")
+_PORTED = re.compile(r"^(?P<host>[^:\[\]]+):(?P<port>\d{1,5})\Z")
+_BRACKETED = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?\Z")
 
 
 def check_host(host: str) -> str:

@@ -48,7 +48,7 @@ SSH_OPTIONS: tuple[str, ...] = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
 CSV_FORMAT = "--format=csv,noheader,nounits"
 
 # Words sent to a remote shell: letters, digits and . , _ = - only.
-_SHELL_SAFE = re.compile(r"^[A-Za-z0-9._,=-]+$")
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9._,=-]+\Z")
 _CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9][0-9.]*)")
 _NVML_VERSION = re.compile(r"NVML version\s*:\s*([0-9][0-9.]*)", re.IGNORECASE)
 

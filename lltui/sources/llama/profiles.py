@@ -25,7 +25,7 @@ from lltui import paths
 from lltui.core.cmdline.launch_profile import spec_from_dict, spec_to_dict
 from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # whole: "$" let a final newline in
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes; refuse to read a huge file
 
 
@@ -44,7 +44,7 @@ def profiles_dir() -> Path:
 def profile_path(name: str, directory: Path | None = None) -> Path:
     """The file of profile ``name``; raises :class:`ProfileError` for a name that is not a
     plain file name (letters, digits, ``_ . -``)."""
-    if not _NAME.match(name) or name.endswith(".toml"):
+    if not _NAME.fullmatch(name) or name.endswith(".toml"):
         raise ProfileError(
             f"profile name {name!r} must be letters, digits, '_', '.' or '-' (at most 64), "
             "starting with a letter or digit"
@@ -67,7 +67,7 @@ def list_profiles(directory: Path | None = None) -> list[str]:
     d = directory or profiles_dir()
     if not d.is_dir():
         return []
-    return sorted(p.stem for p in d.glob("*.toml") if _NAME.match(p.stem))
+    return sorted(p.stem for p in d.glob("*.toml") if _NAME.fullmatch(p.stem))
 
 
 # --- writing TOML --------------------------------------------------------------------------

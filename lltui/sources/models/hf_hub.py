@@ -37,7 +37,7 @@ from lltui.sources.models.remote_gguf import (
 from lltui.sources.net import Deadline
 
 INSTALL_HINT = "hf: references need huggingface_hub: pip install 'lltui[hf]'"
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}\Z")
 LISTING_FORMAT = 1
 
 
