@@ -65,6 +65,8 @@ class Settings:
 
 def _interval(value: Any, where: str) -> float:
     try:
+        if isinstance(value, bool):  # true is no number of seconds (float(True) is 1)
+            raise TypeError
         v = float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: interval must be a number of seconds, got {value!r}") from None
@@ -98,6 +100,8 @@ def _from_mapping(data: dict[str, Any], base: Settings, where: str) -> Settings:
             out = replace(out, **{key: data[key]})
     if "history_minutes" in data:
         try:
+            if isinstance(data["history_minutes"], bool):
+                raise TypeError
             minutes = float(data["history_minutes"])
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: history_minutes must be a number") from None

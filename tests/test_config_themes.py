@@ -43,6 +43,8 @@ def test_keymap_merges_from_the_file(isolated_config):
     [
         ("interval = 0.01\n", "between 0.25 and 60"),
         ('interval = "fast"\n', "number of seconds"),
+        ("interval = true\n", "number of seconds"),  # float(True) is 1: it was 1 s
+        ("history_minutes = true\n", "history_minutes must be a number"),
         ("colour = 1\n", "unknown setting 'colour'"),
         ("interval = \n", "config.toml"),
         ("[keymap]\npause = 3\n", "keymap"),
