@@ -146,3 +146,21 @@ def test_textual_variables_that_are_well_formed_are_kept():
     }
     theme = theme_from_mapping({"name": "my-theme_2", "primary": "#fff", "variables": ok})
     assert {k: theme.variables[k] for k in ok} == ok
+
+
+def test_watch_and_exporter_take_the_interval_from_the_environment_and_file(
+    isolated_config, monkeypatch
+):
+    """The README's layers (defaults, file, LLTUI_*, the command line) held for the app and
+    --source, but watch and the exporter polled every second whatever they said."""
+    import argparse
+
+    from lltui.commands import command_interval
+
+    assert command_interval(argparse.Namespace()) == 1.0
+    write(isolated_config / "config.toml", "interval = 3\n")
+    assert command_interval(argparse.Namespace()) == 3.0
+    monkeypatch.setenv("LLTUI_INTERVAL", "5")
+    assert command_interval(argparse.Namespace()) == 5.0
+    assert command_interval(argparse.Namespace(interval=7.0)) == 7.0
+    assert command_interval(argparse.Namespace(interval=7.0, sub_interval=2.0)) == 2.0

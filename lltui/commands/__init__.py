@@ -99,12 +99,20 @@ MAX_COMMAND_INTERVAL_S = 3600.0
 
 
 def command_interval(args: argparse.Namespace) -> float:
-    """A command's ``--interval`` (its own, else the global one; 1 s): more than 0 and at
-    most an hour (a replay stepped may go as fast as it likes), else one line and exit 2."""
+    """A command's ``--interval`` (its own, else the global one, else LLTUI_INTERVAL and the
+    config file's, as the app resolves it; 1 s): more than 0 and at most an hour (a replay
+    stepped may go as fast as it likes), else one line and exit 2."""
     value = getattr(args, "sub_interval", None)
     if value is None:
         value = getattr(args, "interval", None)
-    interval = 1.0 if value is None else float(value)
+    if value is None:
+        from lltui.config import ConfigError, load_settings
+
+        try:
+            value = load_settings(None, path=getattr(args, "config", None)).interval
+        except ConfigError as exc:
+            raise CliError(str(exc), 2) from None
+    interval = float(value)
     if not (math.isfinite(interval) and 0 < interval <= MAX_COMMAND_INTERVAL_S):
         raise CliError("--interval must be more than 0 and at most 3600 s", 2)
     return interval
