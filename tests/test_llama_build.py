@@ -170,6 +170,21 @@ def test_a_cache_from_before_a_new_target_lacks_only_that_target(tmp_path: Path)
     assert llama_build.missing_targets(plan) is None  # it listed llama-bench: gone, not new
 
 
+def test_a_cache_from_before_a_new_target_still_serves_what_it_holds(tmp_path: Path) -> None:
+    """Its llama-server was 'no build in DIR' (launch, doctor and llama info missed it)."""
+    from lltui.sources.llama.binary import find_llama_server
+
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": str(tmp_path / "none")}
+    plan = make_stamped_tree(llama_build.flavor_root(env=env))  # its stamp lists no targets
+    (plan.bin_dir / "llama-bench").unlink()
+    built = llama_build.installed(env=env)
+    assert built is not None and "llama-bench" not in built.binaries
+    assert built.binaries["llama-server"] == plan.bin_dir / "llama-server"
+    assert find_llama_server(env).path == plan.bin_dir / "llama-server"
+    (plan.bin_dir / "llama-server").unlink()  # one it built is gone: no build to serve
+    assert llama_build.installed(env=env) is None
+
+
 def _fake_cmake(d: Path, log: Path) -> Path:
     """A cmake that answers --version and, for --build, writes each --target as a binary
     that prints its usage (what the smoke test wants); every call is logged."""

@@ -182,7 +182,13 @@ def installed(
     plan = BuildPlan(root=root, version=version, cuda=cuda, backend=backend)
     stamp = read_stamp(plan)
     if stamp is None:
-        return None
+        # a build from before a target joined (llama-bench) still serves what it holds:
+        # its llama-server was called no build at all; `lltui llama install` adds the rest
+        if missing_targets(plan) is None:
+            return None
+        stamp = _valid_stamp(plan)
+        if stamp is None:
+            return None
     return result_of(plan, built_now=False, stamp=stamp)
 
 
@@ -193,7 +199,7 @@ def result_of(
     args = tuple(str(a) for a in raw_args) if isinstance(raw_args, list) else ()
     return BuildResult(
         bin_dir=plan.bin_dir,
-        binaries={name: plan.bin_dir / name for name in TARGETS},
+        binaries={name: plan.bin_dir / name for name in TARGETS if _present(plan, name)},
         version=plan.version,
         flavor=plan.flavor,
         built_now=built_now,
