@@ -1,5 +1,7 @@
 """The report behind `lltui nccl`: typed library facts whose JSON keeps its keys and order."""
 
+import json
+
 from lltui.services.nccl import NcclInfo, nccl_report
 from lltui.sources.nccl.finder import LibraryCandidate
 
@@ -75,3 +77,23 @@ def test_the_nccl_of_this_machine_is_said_so_beside_a_rig_that_is_not_it():
         assert codes[0] == "this-machine", source
     for source in (None, "nvml", "smi"):
         assert "this-machine" not in [f.code for f in nccl_report(source, environ={}).findings]
+
+
+def test_the_text_lists_every_library_found_but_the_one_loaded(tmp_path, monkeypatch, capsys):
+    """A broken libnccl first on LD_LIBRARY_PATH: the text took the first found for the one
+    loaded, hid the broken one and listed the loaded one again as 'also'."""
+    from lltui.cli import main
+
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "libnccl.so.2").write_text("not a library")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(junk))
+    source = ["--source", f"replay:{tmp_path / 'r.jsonl'}"]
+    main(["nccl", *source, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["candidates"][0]["path"] == str(junk / "libnccl.so.2")
+    main(["nccl", *source])
+    also = [ln.split("also: ")[1] for ln in capsys.readouterr().out.splitlines() if "also: " in ln]
+    listed = [c["path"] for c in data["candidates"] if c["path"] != data["path"]]
+    assert [a.rsplit(" (", 1)[0] for a in also] == listed
+    assert str(junk / "libnccl.so.2") in listed

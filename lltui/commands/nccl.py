@@ -252,8 +252,11 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"{lib} {q(out['version'])}  {q(out['path'])}  ({out['found_by']})")
         else:
             lines.append(f"NCCL not available: {q(out.get('reason') or 'not found')}")
-        for c in out.get("candidates", [])[1:]:
-            lines.append(f"  also: {q(c['path'])} ({c['found_by']})")
+        # every other library found, the ones before the loaded one (that failed to load)
+        # too: the first is not always the one loaded
+        for c in out.get("candidates", []):
+            if c["path"] != out.get("path"):
+                lines.append(f"  also: {q(c['path'])} ({c['found_by']})")
         for c in out.get("cudart", [])[:1]:
             lines.append(f"CUDA runtime  {q(c['path'])} ({c['found_by']})")
         if report.links:
