@@ -288,10 +288,15 @@ def test_bench_json_failure_is_an_object(capsys, tmp_path):
     assert "missing.gguf" in out["error"]
 
 
-@pytest.mark.parametrize("bad", [["--budget", "0"], ["--budget", "x"], ["-r", "0"]])
+@pytest.mark.parametrize(
+    "bad", [["--budget", "0"], ["--budget", "x"], ["-r", "0"], ["-r", "1e9"], ["--budget", "inf"]]
+)
 def test_bench_bad_options(capsys, tmp_path, bad):
     assert main(["bench", str(tmp_path / "m.gguf"), *bad]) == 2
-    assert "bench:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "bench:" in err
+    if bad[1] != "x":  # the range said whole ('must be at least 1' for a billion)
+        assert "to 1e+06" in err
 
 
 def test_no_llama_bench_is_one_line(capsys, tmp_path, monkeypatch):
