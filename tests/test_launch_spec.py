@@ -445,6 +445,9 @@ def test_a_profile_of_an_earlier_version_reads_as_the_same_launch():
         ({"model": "m", "ctx": 5}, "unknown key 'ctx'"),
         ({"model": "m", "port": "80"}, "port has the wrong type"),
         ({"model": "m", "metrics": 1}, "metrics has the wrong type"),
+        # a table of the right type with a value that is not: 'env has the wrong type (dict)'
+        ({"model": "m", "env": {"X": 5}}, "env.X must be a string (quote it)"),
+        ({"model": "m", "visible_gpus": [0]}, "visible_gpus must be a list of strings"),
         ({"model": "m", "rpc": [1]}, "--rpc: expected HOST:PORT"),
         ({"model": "m", "flags": "-c 5"}, "flags must be a list"),
         ({"ctx_size": 5}, "no model"),

@@ -73,8 +73,12 @@ def _check_type(key: str, value: Any, where: str) -> Any:
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if ok and isinstance(value, list):
         ok = all(isinstance(x, str) for x in value)
+        if not ok:
+            raise LaunchError(f"{where}: {key} must be a list of strings")
     elif ok and isinstance(value, dict):
-        ok = all(isinstance(v, str) for v in value.values())
+        bad = next((k for k, v in value.items() if not isinstance(v, str)), None)
+        if bad is not None:  # the table is right, one of its values is not
+            raise LaunchError(f"{where}: {key}.{bad} must be a string (quote it)")
     if not ok:
         raise LaunchError(f"{where}: {key} has the wrong type ({type(value).__name__})")
     return tuple(value) if isinstance(value, list) else value
