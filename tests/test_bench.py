@@ -302,8 +302,16 @@ def test_bench_bad_options(capsys, tmp_path, bad):
 def test_no_llama_bench_is_one_line(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(tmp_path / "nope"))
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
-    assert main(["bench", str(model)]) == 2
+    assert main(["bench", str(model)]) == 2  # the variable names no program: bad input
     assert "LLTUI_LLAMA_BENCH" in capsys.readouterr().err
+    # none anywhere: a tool this machine lacks (exit 1, as launch without llama-server)
+    monkeypatch.delenv("LLTUI_LLAMA_BENCH")
+    monkeypatch.delenv("LLTUI_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert main(["bench", str(model)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "no llama-bench found" in err and len(err.splitlines()) == 1
 
 
 # --- for real: the pinned CPU llama-bench ----------------------------------------------------

@@ -142,7 +142,7 @@ def find_llama_bench(env: Mapping[str, str] | None = None) -> Path:
     raise BenchError(
         "no llama-bench found (not beside llama-server, no lltui build); "
         "run `lltui llama install` to build it",
-        2,
+        1,  # a tool this machine lacks, as a missing llama-server is for launch: not bad input
     )
 
 
