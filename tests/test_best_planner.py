@@ -175,6 +175,19 @@ def test_moe_puts_the_fewest_experts_on_the_host(models):
     assert plan.split is None and "one GPU" in plan.tensor_note
 
 
+@pytest.mark.parametrize("given", [["--n-cpu-moe", "20"], ["--cpu-moe"]])
+def test_experts_given_to_the_host_are_the_planners_to_choose(models, given):
+    """A --n-cpu-moe given was kept: every option carried its experts on the host, though
+    the planner says it chooses them (the same plan as without it)."""
+    model = read_gguf(models["moe"])
+    devs = parse_gpus_spec("16GiB").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    without = plan_best(model, parse_llama_args(["-c", "8192"]), devs, opts)
+    plan = plan_best(model, parse_llama_args(["-c", "8192", *given]), devs, opts)
+    assert plan.best.argv == without.best.argv
+    assert "--cpu-moe" not in plan.best.argv
+
+
 @pytest.fixture(scope="module")
 def moe_f16(tmp_path_factory):
     """The 30B MoE in F16 (57 GiB): on two 24 GiB GPUs over PCIe 3.0 x4, experts go to the host."""

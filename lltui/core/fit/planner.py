@@ -56,8 +56,11 @@ UBATCHES = (256, 1024, 2048)
 UB_LAYOUTS = 2  # the best layouts tried again with each of UBATCHES (the prompt goal; else 1)
 MAX_SETS = 8  # device sets tried, at most
 PROMPT_TOKENS = 2048  # the prompt speed ranked (long enough for -ub beyond 512 to count)
-# what the planner chooses itself: the user's own values of these are replaced
-_CHOSEN = frozenset({"split_mode", "devices", "tensor_split", "main_gpu", "n_gpu_layers"})
+# what the planner chooses itself: the user's own values of these are replaced (the experts
+# on the host too: a --n-cpu-moe given was kept, and every option carried its offload)
+_CHOSEN = frozenset(
+    {"split_mode", "devices", "tensor_split", "main_gpu", "n_gpu_layers", "n_cpu_moe", "cpu_moe"}
+)
 KV_OPTION = "q8_0"  # the K/V cache type offered where f16's needs the host
 KV_OPTION_COST = "a little quality"  # what KV_OPTION gives up (as --best context says it)
 
