@@ -448,3 +448,13 @@ def test_ties_break_on_prompt_and_each_lost_says_what_is_true(models, goal):
             assert o.prefill_tps <= first.prefill_tps, (o.lost, o.flags)
         if o.lost.startswith("decode "):
             assert o.decode_tps < first.decode_tps
+
+
+@pytest.mark.parametrize("given", [["--n-cpu-moe", "20"], ["-ot", "exps=CPU"]])
+def test_gpu_only_with_weights_given_to_the_cpu_is_one_line(models, capsys, given):
+    """--best gpu-only adds to the flags given: with these, its first line held GBs on the
+    CPU while the goal says nothing is there."""
+    argv = ["fit", str(models["moe"]), *given, "--best", "gpu-only", "--gpus", "16GiB"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "keeps weights on the CPU" in err and len(err.splitlines()) == 1

@@ -667,6 +667,12 @@ def best_configs(
     ``small_ubatch``: also try -ub 256; ``splits``: also try the split sized to the GPUs'
     room."""
     check_goal(goal)
+    host_given = _host_weights_given(settings)
+    if goal == "gpu-only" and host_given:  # every line would keep them there
+        raise ValueError(
+            f"{host_given} given keeps weights on the CPU: every line --best gpu-only "
+            "proposes keeps it; drop it"
+        )
     made = make_space(model, settings, devices, options, progress)
     if made is None:
         return []
@@ -708,6 +714,18 @@ def best_configs(
         if c.flags not in {u.flags for u in unique}:
             unique.append(c)
     return unique[:limit]
+
+
+def _host_weights_given(settings: LlamaArgs) -> str | None:
+    """The flag given that puts weights on the CPU (--n-cpu-moe, --cpu-moe, an -ot to a CPU
+    buffer), as the user spelled it; None where none does."""
+    for g in settings.given_args:
+        if g.key in _CPU_MOE:
+            return " ".join([g.flag, *g.values])
+    for o in settings.overrides:
+        if o.buft.upper().startswith("CPU"):
+            return f"-ot {o.pattern}={o.buft}"
+    return None
 
 
 def room_for_weights(res: FitResult | None) -> bool:
