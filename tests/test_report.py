@@ -57,8 +57,13 @@ def test_report_has_every_section_and_no_secret(
         argv = ["report", "--source", "sim:2x3090-nvlink", "--server", pid, "--log", str(log)]
         assert main([*argv, "--out", str(out)]) == 0
         assert main([*argv, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        # by its URL as by its pid: the command line of this user's server here (it was null)
+        by_url = [*argv[:3], "--server", run.url, "--log", str(log), "--json"]
+        assert main(by_url) == 0
+        flags_by_url = json.loads(capsys.readouterr().out)["llama.cpp_build_and_flags"]
+        assert flags_by_url["argv"] == data["llama.cpp_build_and_flags"]["argv"]
     text = out.read_text()
-    data = json.loads(capsys.readouterr().out)
     for title in SECTIONS:
         assert f"## {title}\n" in text
         assert title.lower().replace(" ", "_") in data
