@@ -676,3 +676,16 @@ def test_a_device_of_no_memory_is_refused_as_such(tmp_path, capsys, spec):
     assert main(["fit", str(path), "--gpus", spec]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("a device's memory must be more than 0") and "neither" not in err
+
+
+def test_fit_help_lists_every_flag_that_changes_memory(capsys):
+    """The list was written by hand and said the draft, projector and LoRA flags (which fit
+    counts) were ignored."""
+    from lltui.core.cmdline.flag_table import FLAGS
+
+    assert main(["fit", "--help"]) == 0
+    words = set(capsys.readouterr().out.replace("/", " ").split())
+    for f in FLAGS:
+        if f.memory:
+            assert min(f.spellings, key=len) in words, f.key
+    assert "ignored" not in words

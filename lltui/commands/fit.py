@@ -25,6 +25,28 @@ if TYPE_CHECKING:
     from lltui.core.monitor.models import RigInfo
     from lltui.services.fit import FitFailed, FitReport, FitRequest
 
+
+def _memory_flags() -> str:
+    """The flag table's flags that change memory, each by its shortest spelling."""
+    import textwrap
+
+    from lltui.core.cmdline.flag_table import FLAGS
+
+    words = " ".join(
+        min(f.spellings, key=len) + (f"/{min(f.neg, key=len)}" if f.neg else "")
+        for f in FLAGS
+        if f.memory
+    )
+    return textwrap.fill(
+        f"{words} (long forms too)",
+        90,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
 HELP = f"""\
 usage: lltui fit MODEL.gguf [llama-server flags] [--gpus SPEC] [--json] [--oracle]
        lltui fit [shared flags] A.gguf [A's flags] B.gguf [B's flags] ... [--gpus SPEC] [--json]
@@ -36,9 +58,9 @@ what bounds them (memory bandwidth, compute, a link). The GGUF header is read; t
 are not. MODEL.gguf may also be hf:OWNER/REPO[:FILE|QUANT][@REV] or an https URL (the header
 read by range requests).
 
-llama-server flags (its spellings and defaults; other flags are accepted and ignored):
-  -c -np -kvu/-no-kvu -ctk -ctv -fa -b -ub -ngl -sm -ts -mg -dev -ot --cpu-moe --n-cpu-moe
-  -nkvo --swa-full -lm -nr --no-host --rpc (long forms too)
+llama-server flags that change memory (its spellings and defaults; the others are
+accepted and change nothing here):
+{_memory_flags()}
   --rpc HOST:PORT servers are asked for their devices' free memory (llama.cpp's RPC
   protocol, 3 s at most); llama.cpp RPC has no authentication: private networks only
 
