@@ -149,3 +149,20 @@ def test_cli_shows_what_the_split_gives(paths, capsys):
     assert main([*argv, "--best", "context", "--json"]) == 0
     best = json.loads(capsys.readouterr().out)["best"]
     assert best[0]["gains"] and "-ts" in best[0]["flags"]
+
+
+def test_a_split_that_leaves_a_gpu_empty_says_so(tmp_path, capsys):
+    """-ts 0,5 on two T4s was said to give 'each GPU the layers its memory has room for'."""
+    from lltui.sources.models.demo import write_demo
+
+    model = tmp_path / "demo.gguf"
+    write_demo(model)
+    argv = ["fit", str(model), "--gpus", "T4,T4", "-c", "4096", "--best", "context", "--json"]
+    assert main(argv) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    emptying = [b for b in best if "-ts" in b["flags"] and b.get("gains")]
+    emptying = [b for b in emptying if "0" in b["flags"][b["flags"].index("-ts") + 1].split(",")]
+    assert emptying, best
+    for b in emptying:
+        assert "puts every layer on one GPU" in b["gains"]
+        assert "room for" not in b["gains"]

@@ -621,9 +621,13 @@ def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
 
     if any(as_good(a) for a in defaults):
         return None
-    ts = ",".join(map(str, b.change.tensor_split or ()))
+    split = b.change.tensor_split or ()
+    ts = ",".join(map(str, split))
     what = f"-ts {ts} gives each GPU the layers its memory has room for after its fixed costs"
-    if b.split == "speed":
+    if 0 in split:  # what it does is leave GPUs out: no hop between them
+        n = sum(1 for x in split if x)
+        what = f"-ts {ts} puts every layer on {'one GPU' if n == 1 else f'{n} of the GPUs'}"
+    elif b.split == "speed":
         what = f"-ts {ts} puts the most layers on the GPUs fastest per layer"
     if not defaults:
         return f"{what}: fits where llama.cpp's default split does not"
