@@ -729,3 +729,21 @@ def test_the_process_list_is_read_on_its_own_ttl_not_every_tick():
     clock.advance(2.0)
     src.poll()
     assert count("--query-compute-apps") - apps_after_open == 2
+
+
+def test_a_timeout_returns_though_something_else_holds_the_pipe(tmp_path):
+    """An ssh master holds a multiplexed session's stdout until the remote command ends:
+    after the timeout's kill, reading the pipe to its end waited on it for ever."""
+    import os
+    import signal
+    import time
+
+    pid_file = tmp_path / "held.pid"
+    argv = ["sh", "-c", f"sleep 120 & echo $! > {pid_file}; exec sleep 120"]
+    t0 = time.monotonic()
+    try:
+        result = run_command(argv, 0.5)
+        assert result.returncode == 124 and time.monotonic() - t0 < 60
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

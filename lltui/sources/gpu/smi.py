@@ -67,6 +67,7 @@ Runner = Callable[[Sequence[str], float], CommandResult]
 # commands running now: one a poll gave up on (a fleet host that hangs) is killed when lltui
 # exits, not left to end by its own timeout
 _RUNNING: set[subprocess.Popen[str]] = set()
+KILLED_DRAIN_S = 1.0  # what a killed command's pipes are read for, at most
 _RUNNING_LOCK = threading.Lock()
 
 
@@ -94,7 +95,16 @@ def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
+        try:
+            proc.communicate(timeout=KILLED_DRAIN_S)
+        except subprocess.TimeoutExpired:
+            # an ssh master holds the pipe's other end for the session (multiplexing passes
+            # the client's descriptors to it) until the remote command ends: never wait on it
+            for pipe in (proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):
+                    if pipe is not None:
+                        pipe.close()
+            proc.wait()
         return CommandResult(124, "", f"{argv[0]} did not answer within {timeout:g} s")
     finally:
         with _RUNNING_LOCK:
