@@ -747,3 +747,24 @@ def test_a_timeout_returns_though_something_else_holds_the_pipe(tmp_path):
     finally:
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_a_source_that_fails_to_open_is_closed(monkeypatch):
+    """smi:HOST whose nvidia-smi fails: its ssh master lived on for ControlPersist after
+    lltui, as nothing closed the source open() had failed in."""
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.gpu import kinds
+
+    closed = []
+
+    class Failing:
+        def open(self):
+            raise SourceUnavailable("nvidia-smi: command not found")
+
+        def close(self):
+            closed.append(True)
+
+    monkeypatch.setattr(kinds, "make_source", lambda *a, **k: Failing())
+    with pytest.raises(SourceUnavailable):
+        kinds.open_source("smi:gpu-box")
+    assert closed == [True]

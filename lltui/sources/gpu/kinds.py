@@ -4,6 +4,7 @@ simulated rig. A new GPU backend is one module and one row here."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -293,6 +294,17 @@ AUTO_FALLBACK = SourceSpec("sim")
 _AUTO_WORDS = {"nvml": "no NVIDIA GPU here", "amd": "no AMD GPU here"}
 
 
+def _opened(source: GpuSource) -> RigInfo:
+    """``source.open()``; a source that fails to open is closed (an ssh source's master
+    would otherwise live on for ControlPersist after lltui)."""
+    try:
+        return source.open()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            source.close()
+        raise
+
+
 def open_source(
     text: str | None, *, seed: int = 0, replay: ReplayOptions | None = None
 ) -> tuple[GpuSource, RigInfo]:
@@ -308,13 +320,13 @@ def open_source(
     spec = parse_source_spec(text)
     if spec.kind != "auto":
         source = make_source(spec, seed=seed, replay=replay)
-        return source, source.open()
+        return source, _opened(source)
     opened: list[tuple[GpuSource, RigInfo]] = []
     reasons = []
     for name in AUTO_ORDER:
         try:
             source = make_source(SourceSpec(name))
-            opened.append((source, source.open()))
+            opened.append((source, _opened(source)))
         except SourceUnavailable as exc:
             reasons.append(f"{_AUTO_WORDS[name]}: {exc}")
         except ImportError as exc:  # the binding is missing from this install
