@@ -4,6 +4,7 @@ and the hooks; bad thresholds are one line naming the key."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -631,3 +632,34 @@ def test_a_hook_named_with_control_characters_is_printed_escaped(tmp_path):
     result = run_hook(AlertHook(("\x1b[2J\nFORGED", "x")), _change(), timeout_s=5)
     assert result.error is not None
     assert "\x1b" not in result.line and "\n" not in result.line and "FORGED" in result.line
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL])
+def test_hooks_end_with_watch_when_the_terminal_closes_or_it_is_killed(tmp_path, sig):
+    """SIGTERM stopped the hooks running; SIGHUP (the terminal closing) and SIGKILL left
+    them behind with parent 1."""
+    pids = tmp_path / "pids"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\nsleep 300 &\necho $! $$ >> {pids}\nexec sleep 301\n")
+    hook.chmod(0o755)
+    config = tmp_path / "watch.toml"
+    config.write_text(
+        "[alerts]\ngpu_temp_warning = 1\ngpu_temp_critical = 2\n"
+        f"hook = [{json.dumps(str(hook))}]\nhook_timeout_s = 120\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    argv = [sys.executable, "-m", "lltui", "--config", str(config), "watch", "--source", "sim"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: pids.exists() and pids.read_text().strip(), 60)
+        child, leader = (int(p) for p in pids.read_text().split()[:2])
+        proc.send_signal(sig)
+        proc.wait(30)
+        assert wait_for(lambda: gone(leader), 15)  # the hook itself, dead with lltui
+        if sig == signal.SIGHUP:  # stopped as by Ctrl-C: its whole group
+            assert wait_for(lambda: gone(child), 15)
+    finally:
+        proc.kill()
+        for line in pids.read_text().split() if pids.exists() else ():
+            with contextlib.suppress(OSError):
+                os.kill(int(line), signal.SIGKILL)

@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from support import gguf_factory as gf
 from support.hub_server import Hub, HubServer, Repo
 from support.llama_fixture import llama_bins
+from support.proc_helpers import wait_for
 
 from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf
@@ -538,3 +540,47 @@ def test_a_calibration_of_an_earlier_model_is_shown_set_aside_and_not_used(
 def test_show_and_reset_take_no_model(capsys):
     assert main(["bench", "--show", "m.gguf"]) == 2
     assert "take no model" in capsys.readouterr().err
+
+
+def _benches_of(model: Path) -> list[int]:
+    """The llama-bench processes running on ``model`` (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if (
+            state != "Z"
+            and words
+            and words[0].endswith(b"llama-bench")
+            and str(model).encode() in words
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_llama_bench_ends_with_lltui_however_it_is_stopped(bench_env, tmp_path, sig):
+    """Only Ctrl-C stopped it: SIGTERM, SIGHUP and SIGKILL of lltui left llama-bench running
+    its repetitions with parent 1."""
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    argv = [sys.executable, "-m", "lltui", "bench", str(model), "--no-store", "--busy-ok"]
+    proc = subprocess.Popen(
+        [*argv, "-r", "100000", "-t", "1"], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: _benches_of(model), 120), "llama-bench never started"
+        proc.send_signal(sig)
+        proc.wait(60)
+        assert wait_for(lambda: not _benches_of(model), 30), _benches_of(model)
+    finally:
+        proc.kill()
+        for pid in _benches_of(model):
+            os.kill(pid, signal.SIGKILL)

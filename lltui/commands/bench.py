@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from lltui.commands import CliError, print_json
+from lltui.commands import CliError, print_json, stopped_as_interrupt
 from lltui.commands.own_options import options_help, split_own
 from lltui.core.jsonout import fields_of
 
@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     show = sys.stderr.isatty() and not as_json
     try:
-        report = run_bench(request, _progress if show else None)
+        with stopped_as_interrupt():  # llama-bench stops with lltui, however it is stopped
+            report = run_bench(request, _progress if show else None)
     except BenchFailed as exc:
         raise CliError(str(exc), exc.code) from None
     finally:

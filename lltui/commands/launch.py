@@ -182,8 +182,7 @@ def _run_router(own: _Own, words: list[str], rpc: RpcHosts | None = None) -> int
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     """rpc-server on each ``--rpc-host`` over ssh, then llama-server with their devices;
     every rpc-server and ssh session stopped on the way out, however lltui leaves."""
-    import signal
-
+    from lltui.commands import stopped_as_interrupt
     from lltui.core.cmdline.launch_spec import LaunchError
     from lltui.services.launch.request import LaunchRequest
     from lltui.services.launch.rpc_hosts import RpcHosts, RpcStartError, read_rpc_hosts
@@ -202,13 +201,9 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     for warning in warnings:  # loud, before anything starts (and in a dry run)
         _say(f"lltui: {warning}", err=True)
 
-    def interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # a stop while starting: the with-blocks stop what started
-
-    handled = (signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, interrupt) for s in handled}
+    # a stop while starting: the with-blocks stop what started
     try:
-        with RpcHosts(specs) as rpc:
+        with stopped_as_interrupt(), RpcHosts(specs) as rpc:
             if _router_mode(own, words):
                 # every model may use them; the plan asks them for their memory, so they
                 # run first (an RPC server serves one model's server at a time)
@@ -231,9 +226,6 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
         raise CliError(f"launch: {exc}", exc.code) from None
     except RpcStartError as exc:
         raise CliError(f"launch: {exc}", 1) from None
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _supervise(

@@ -149,18 +149,12 @@ def run(args: argparse.Namespace) -> int:
 def _loop(
     watch: Any, hooks: Any, interval: float, as_json: bool, fail_on: str | None, to_json: Any
 ) -> int:
-    """One line per change until stopped (SIGINT, SIGTERM), the source ends, or ``fail_on``
-    is reached."""
-    import signal
+    """One line per change until stopped (SIGINT, SIGTERM, SIGHUP: the hooks running are
+    stopped too), the source ends, or ``fail_on`` is reached."""
+    from lltui.commands import stopped_as_interrupt
 
-    def _stop(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _stop)
-    try:
+    with stopped_as_interrupt():
         return _rounds(watch, hooks, interval, as_json, fail_on, to_json)
-    finally:
-        signal.signal(signal.SIGTERM, previous)  # (a caller in the same process keeps its own)
 
 
 def _rounds(

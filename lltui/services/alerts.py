@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -36,7 +37,7 @@ from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
 from lltui.services.follow import FollowState, FoundServers, ServerFollow
 from lltui.services.rig import Rig, RigRequest, kind_of, open_rig, source_problem
-from lltui.sources.proc_group import group_gone, stop_process
+from lltui.sources.proc_group import dies_with_us, group_gone, stop_process
 
 MAX_RUNNING_HOOKS = 4  # a storm of alerts runs at most this many commands at once
 MAX_QUEUED_HOOKS = 256  # and keeps at most this many waiting (oldest first)
@@ -91,6 +92,16 @@ def hook_environment(change: AlertChange) -> dict[str, str]:
     return env
 
 
+def _program(word: str) -> str:
+    """The path of the hook's program, as exec would find it; OSError (with its reason)
+    where there is none to run."""
+    found = shutil.which(word)
+    if found is not None:
+        return found
+    os.stat(word)  # no such file, or no permission to look: its own reason
+    raise PermissionError(13, "not an executable program")
+
+
 def run_hook(
     hook: AlertHook,
     change: AlertChange,
@@ -105,8 +116,9 @@ def run_hook(
     env = dict(os.environ, **hook_environment(change))
     env["LLTUI_ALERT_COALESCED"] = str(coalesced)
     try:
+        program = _program(hook.argv[0])  # the shim execs a path
         proc = subprocess.Popen(
-            list(hook.argv),
+            dies_with_us([program, *hook.argv[1:]]),  # gone with lltui, a SIGKILL of it too
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

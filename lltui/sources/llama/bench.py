@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lltui.sources.llama import build_cache
 from lltui.sources.llama.binary import LlamaBinaryError, find_llama_server
-from lltui.sources.proc_group import stop_process
+from lltui.sources.proc_group import dies_with_us, stop_process
 
 BENCH = "llama-bench"
 ENV_VAR = "LLTUI_LLAMA_BENCH"
@@ -157,7 +157,7 @@ def run_bench(
     argv = [str(binary), *args, "-o", "jsonl"]
     try:
         proc = subprocess.Popen(
-            argv,
+            dies_with_us(argv),  # gone with lltui, a SIGKILL of it too
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
