@@ -11,11 +11,13 @@ SIGKILL.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -104,18 +106,46 @@ def run_group(
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        encoding="utf-8",
         errors="replace",
         env=dict(env) if env is not None else None,
         start_new_session=True,
     )
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except BaseException:  # the timeout, or lltui stopping while it waits
         stop_process(proc, ((signal.SIGKILL, 5.0),))
-        with contextlib.suppress(OSError, ValueError, subprocess.TimeoutExpired):
-            proc.communicate(timeout=5.0)
+        try:
+            proc.communicate(timeout=KILLED_DRAIN_S)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            # another process holds the pipes (an ssh master holds a multiplexed session's
+            # output until the remote command ends): never wait on it
+            for pipe in (proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):
+                    if pipe is not None:
+                        pipe.close()
         raise
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+# what run_group runs now: one a caller gave up on (a poll thread of a fleet host that
+# hangs) is stopped, with its group, when lltui exits, not left to end by its timeout
+_RUNNING: set[subprocess.Popen[str]] = set()
+_RUNNING_LOCK = threading.Lock()
+KILLED_DRAIN_S = 1.0  # what a killed command's pipes are read for, at most
+
+
+@atexit.register
+def _kill_running() -> None:
+    with _RUNNING_LOCK:
+        left = list(_RUNNING)
+    for proc in left:
+        signal_group(proc.pid, signal.SIGKILL)
 
 
 # Runs in the child between fork and the program: ask the kernel for the death signal when

@@ -7,12 +7,9 @@ would interpret (it is built from our own field table, never from user text).
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import re
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -41,6 +38,7 @@ from lltui.core.monitor.smi_csv import (
 )
 from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.host_facts import HostSampler
+from lltui.sources.proc_group import run_group
 from lltui.sources.ssh import SshTarget, split_host_port
 from lltui.sources.ssh import check_host as check_host
 
@@ -64,61 +62,20 @@ class CommandResult:
 Runner = Callable[[Sequence[str], float], CommandResult]
 
 
-# commands running now: one a poll gave up on (a fleet host that hangs) is killed when lltui
-# exits, not left to end by its own timeout
-_RUNNING: set[subprocess.Popen[str]] = set()
-KILLED_DRAIN_S = 1.0  # what a killed command's pipes are read for, at most
-_RUNNING_LOCK = threading.Lock()
-
-
 def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
-    """Run argv without a shell; a missing program or a timeout is a result, not a raise."""
+    """Run argv without a shell, in a group of its own (stopped whole past the timeout, and
+    when lltui exits); a missing program or a timeout is a result, not a raise."""
     try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-        )
+        done = run_group(argv, timeout)
     except FileNotFoundError:
         return CommandResult(127, "", f"{argv[0]}: command not found")
     except PermissionError:
         return CommandResult(126, "", f"{argv[0]}: permission denied")
     except OSError as exc:
         return CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
-    try:
-        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        try:
-            proc.communicate(timeout=KILLED_DRAIN_S)
-        except subprocess.TimeoutExpired:
-            # an ssh master holds the pipe's other end for the session (multiplexing passes
-            # the client's descriptors to it) until the remote command ends: never wait on it
-            for pipe in (proc.stdout, proc.stderr):
-                with contextlib.suppress(OSError):
-                    if pipe is not None:
-                        pipe.close()
-            proc.wait()
         return CommandResult(124, "", f"{argv[0]} did not answer within {timeout:g} s")
-    finally:
-        with _RUNNING_LOCK:
-            _RUNNING.discard(proc)
-    return CommandResult(proc.returncode, out or "", err or "")
-
-
-@atexit.register
-def _kill_running() -> None:
-    with _RUNNING_LOCK:
-        left = list(_RUNNING)
-    for proc in left:
-        with contextlib.suppress(OSError):
-            proc.kill()
+    return CommandResult(done.returncode, done.stdout or "", done.stderr or "")
 
 
 def smi_argv(
