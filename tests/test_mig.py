@@ -218,3 +218,16 @@ def test_a_vgpu_host_lists_the_vgpus_it_serves(monkeypatch):
     clock.advance(1.0)
     src.poll()  # a fast tick asks nothing of the vGPUs
     assert not [f for f in fake.functions_called(0) if "Vgpu" in f]
+
+
+def test_a_mig_profile_given_as_gpus_is_said_to_be_a_slice(tmp_path, capsys):
+    """--gpus 3g.40gb: its speed note named an AMD MI50 as the 'nearest known' GPU."""
+    from support import gguf_factory as gf
+
+    from lltui.cli import main
+
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    assert main(["fit", str(model), "--gpus", "3g.40gb"]) == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if "speed note: CUDA0" in ln]
+    assert notes and "a MIG slice of a GPU not named" in notes[0]
+    assert "nearest" not in notes[0]
