@@ -118,7 +118,7 @@ def run_hook(
     try:
         program = _program(hook.argv[0])  # the shim execs a path
         proc = subprocess.Popen(
-            dies_with_us([program, *hook.argv[1:]]),  # gone with lltui, a SIGKILL of it too
+            dies_with_us([program, *hook.argv[1:]], isolated=True),  # gone with lltui, KILL too
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

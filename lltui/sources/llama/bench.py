@@ -157,7 +157,7 @@ def run_bench(
     argv = [str(binary), *args, "-o", "jsonl"]
     try:
         proc = subprocess.Popen(
-            dies_with_us(argv),  # gone with lltui, a SIGKILL of it too
+            dies_with_us(argv, isolated=True),  # gone with lltui, a SIGKILL of it too
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
