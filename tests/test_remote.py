@@ -131,6 +131,9 @@ def test_an_hf_endpoint_that_is_no_url_is_one_line(monkeypatch, capsys):
         out = capsys.readouterr()
         assert "HF_ENDPOINT='http://[::1' is not a URL" in json.loads(out.out)["error"]
         assert len(out.err.strip().splitlines()) == 1
+    monkeypatch.setenv("HF_ENDPOINT", "http://me:s3cret@[::1")  # its password never shown
+    assert main(["fit", "hf:acme/M-GGUF", "--gpus", "cpu"]) == 2
+    assert "s3cret" not in capsys.readouterr().err
 
 
 def test_quant_tags_match_as_llama_cpp_does():

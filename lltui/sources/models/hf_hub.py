@@ -76,13 +76,16 @@ def _endpoint_env() -> str:
     if env:
         from urllib.parse import urlsplit
 
+        from lltui.core.gguf.refs import display_url
+
+        shown = display_url(env)  # a user and password it may carry are not printed
         try:
             parts = urlsplit(env)
             parts.port  # noqa: B018 (a port that is no number raises here)
         except ValueError as exc:
-            raise RemoteError(f"HF_ENDPOINT={env!r} is not a URL ({exc})") from None
+            raise RemoteError(f"HF_ENDPOINT={shown!r} is not a URL ({exc})") from None
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise RemoteError(f"HF_ENDPOINT={env!r} is not an http(s) URL")
+            raise RemoteError(f"HF_ENDPOINT={shown!r} is not an http(s) URL")
     return env
 
 
