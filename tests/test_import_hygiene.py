@@ -59,7 +59,9 @@ CORE_ALLOWED: dict[str, set[str]] = {
     "topo": {"monitor", "hardware"},
     "nccl": {"topo", "monitor", "hardware"},
 }
-CORE_PLAIN = {"units", "text", "jsonout", "doctor", "core", "gc_pause", "periodic"}
+# (stop_signals: SIGTERM and SIGHUP as an exception while a block runs, for the commands
+# and the build alike)
+CORE_PLAIN = {"units", "text", "jsonout", "doctor", "core", "gc_pause", "periodic", "stop_signals"}
 # The sources by domain, the same way; ssh is the plain transport GPU sources and RPC hosts
 # share; proc_group (stopping a process group) and periodic (a step run on an interval) are
 # the plain tools every domain uses. A new GPU backend is a folder under gpu/ with no new arrow.

@@ -7,11 +7,10 @@ and ``lltui fit --json`` start fast; heavy imports go inside ``run``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -239,22 +238,3 @@ def open_recorder(path: str, source: str, *, full: bool = False) -> Any:
         return start_recording(path, source, full=full)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
-
-
-@contextlib.contextmanager
-def stopped_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (the terminal closing) stop the command as Ctrl-C does: a
-    KeyboardInterrupt, so that what it started is stopped on the way out (their default
-    ends lltui at once and leaves it running). The main thread only."""
-    import signal
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    handled = (signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, interrupt) for s in handled}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():  # a caller in the same process keeps its own
-            signal.signal(s, handler)

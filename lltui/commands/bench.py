@@ -8,9 +8,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from lltui.commands import CliError, print_json, stopped_as_interrupt
+from lltui.commands import CliError, print_json
 from lltui.commands.own_options import options_help, split_own
 from lltui.core.jsonout import fields_of
+from lltui.core.stop_signals import raised_on_stop
 
 if TYPE_CHECKING:
     from lltui.services.bench import BenchProgress, BenchReport, StoredCalibration
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     show = sys.stderr.isatty() and not as_json
     try:
-        with stopped_as_interrupt():  # llama-bench stops with lltui, however it is stopped
+        with raised_on_stop():  # llama-bench stops with lltui, however it is stopped
             report = run_bench(request, _progress if show else None)
     except BenchFailed as exc:
         raise CliError(str(exc), exc.code) from None

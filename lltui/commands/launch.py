@@ -182,8 +182,8 @@ def _run_router(own: _Own, words: list[str], rpc: RpcHosts | None = None) -> int
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     """rpc-server on each ``--rpc-host`` over ssh, then llama-server with their devices;
     every rpc-server and ssh session stopped on the way out, however lltui leaves."""
-    from lltui.commands import stopped_as_interrupt
     from lltui.core.cmdline.launch_spec import LaunchError
+    from lltui.core.stop_signals import raised_on_stop
     from lltui.services.launch.request import LaunchRequest
     from lltui.services.launch.rpc_hosts import RpcHosts, RpcStartError, read_rpc_hosts
     from lltui.services.launch.session import LaunchSession
@@ -203,7 +203,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
 
     # a stop while starting: the with-blocks stop what started
     try:
-        with stopped_as_interrupt(), RpcHosts(specs) as rpc:
+        with raised_on_stop(), RpcHosts(specs) as rpc:
             if _router_mode(own, words):
                 # every model may use them; the plan asks them for their memory, so they
                 # run first (an RPC server serves one model's server at a time)

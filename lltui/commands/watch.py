@@ -151,9 +151,9 @@ def _loop(
 ) -> int:
     """One line per change until stopped (SIGINT, SIGTERM, SIGHUP: the hooks running are
     stopped too), the source ends, or ``fail_on`` is reached."""
-    from lltui.commands import stopped_as_interrupt
+    from lltui.core.stop_signals import raised_on_stop
 
-    with stopped_as_interrupt():
+    with raised_on_stop():
         return _rounds(watch, hooks, interval, as_json, fail_on, to_json)
 
 

@@ -8,16 +8,14 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from lltui.core.periodic import Periodic
+from lltui.core.stop_signals import raised_on_stop
 from lltui.sources.llama.build_cache import TARGETS, BuildError, BuildPlan, Progress
 from lltui.sources.llama.build_tools import Toolchain
 from lltui.sources.proc_group import stop_process
@@ -124,33 +122,19 @@ def run_streaming(
         except OSError as exc:
             raise BuildError(f"{cmd[0]} could not be started: {exc}") from None
         assert proc.stdout is not None
-        previous = _exit_on_hangup()
-        try:
-            for line in proc.stdout:
-                logf.write(line)
-                stripped = line.rstrip("\n")
-                tail.append(stripped)
-                on_line(stripped)
-            return proc.wait()
-        except BaseException:
-            stop_process(proc)
-            raise
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-
-def _exit_on_hangup() -> dict[int, Any]:
-    """Turn SIGHUP (a dropped SSH session) and SIGTERM into SystemExit while a build runs,
-    so its own process group of compilers is stopped rather than orphaned. Only the main
-    thread can set handlers; elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def leave(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    return {sig: signal.signal(sig, leave) for sig in (signal.SIGHUP, signal.SIGTERM)}
+        # a hang-up or SIGTERM while it builds: its own group of compilers is stopped rather
+        # than orphaned, and lltui exits as the signal would have it
+        with raised_on_stop(lambda signum: SystemExit(128 + signum)):
+            try:
+                for line in proc.stdout:
+                    logf.write(line)
+                    stripped = line.rstrip("\n")
+                    tail.append(stripped)
+                    on_line(stripped)
+                return proc.wait()
+            except BaseException:
+                stop_process(proc)
+                raise
 
 
 def _first_error(lines: Sequence[str]) -> str | None:

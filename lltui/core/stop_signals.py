@@ -1,0 +1,34 @@
+"""SIGTERM and SIGHUP (a dropped SSH session) as an exception while a block runs: what the
+block started is then stopped on the way out (their default ends lltui at once and leaves
+it running). The one place lltui turns them into an exception."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+
+
+def _interrupt(_signum: int) -> BaseException:
+    return KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def raised_on_stop(make: Callable[[int], BaseException] = _interrupt) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise ``make(signum)`` (Ctrl-C's
+    KeyboardInterrupt unless told otherwise); the handlers before are put back after. Only
+    the main thread can set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise make(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, before in previous.items():  # a caller in the same process keeps its own
+            signal.signal(s, before)
