@@ -164,3 +164,14 @@ def test_watch_and_exporter_take_the_interval_from_the_environment_and_file(
     assert command_interval(argparse.Namespace()) == 5.0
     assert command_interval(argparse.Namespace(interval=7.0)) == 7.0
     assert command_interval(argparse.Namespace(interval=7.0, sub_interval=2.0)) == 2.0
+
+
+def test_a_theme_file_that_is_a_fifo_is_reported_not_waited_on(tmp_path):
+    """Theme files are read as the config file is: a FIFO hung the app's start."""
+    import os
+
+    os.mkfifo(tmp_path / "stuck.toml")
+    write(tmp_path / "good.toml", 'name = "good"\nprimary = "#ff8800"\n')
+    loaded = load_user_themes(tmp_path)
+    assert [t.name for t in loaded.themes] == ["good"]
+    assert loaded.failures == ("stuck.toml: not a regular file",)

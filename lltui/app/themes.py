@@ -214,9 +214,11 @@ def load_user_themes(folder: Path) -> ThemeLoadResult:
         return ThemeLoadResult((), ())
     import tomllib  # here: most runs have no theme folder to read
 
+    from lltui.paths import read_small_file  # a user's file, read as the config file is
+
     for path in sorted(folder.glob("*.toml")):
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_small_file(path).decode("utf-8"))
             themes.append(theme_from_mapping(data))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
             failures.append(f"{path.name}: {exc}")
