@@ -184,6 +184,14 @@ def _loopback_port(url: str) -> int | None:
         return None
 
 
+def listening_server(url: str) -> int | None:
+    """This user's llama-server listening on this machine at a loopback ``url``, else None
+    (a server elsewhere is not looked for here)."""
+    port = _loopback_port(url)
+    pid = pid_listening(port) if port is not None else None
+    return pid if pid is not None and is_server(own_argv(pid)) else None
+
+
 def log_of_process(pid: int, argv: Sequence[str]) -> Path | None:
     """A server's log: its ``--log-file``, else its stderr or stdout where that is a file."""
     for i, word in enumerate(argv[:-1]):

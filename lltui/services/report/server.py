@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.core.cmdline.secrets import redact_argv
 from lltui.core.text import is_digits
-from lltui.services.follow import launched_log, own_argv, url_of_argv
+from lltui.services.follow import launched_log, listening_server, own_argv, url_of_argv
 
 if TYPE_CHECKING:
     from lltui.core.explain.models import ExplainReport
@@ -123,31 +123,12 @@ def server_sections(request: ReportRequest, sample: RigSample | None) -> list[Se
         url = url_of_argv(argv) if argv else None
     elif server is not None:
         url = server.rstrip("/")
-        pid = _local_server_pid(url)  # its command line too, where it is this user's here
+        pid = listening_server(url)  # its command line too, where it is this user's here
         argv = own_argv(pid) if pid is not None else None
     poll = _poll(url, request.api_key) if url is not None else None
     load, report = _load(request, url)
     sections = [_build(argv, poll, url, pid), load, _speed(poll, report)]
     return [*sections, _held(request, url, pid, sample, poll)]
-
-
-def _local_server_pid(url: str) -> int | None:
-    """This user's llama-server listening on this machine at a loopback ``url``, else None
-    (a server elsewhere is not looked for here)."""
-    from urllib.parse import urlsplit
-
-    from lltui.core.cmdline.address import is_loopback
-    from lltui.services.follow import is_server, pid_listening
-
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port or 80
-    except ValueError:
-        return None
-    if not host or not is_loopback(host):
-        return None
-    pid = pid_listening(port)
-    return pid if pid is not None and is_server(own_argv(pid)) else None
 
 
 def _held(
