@@ -671,8 +671,7 @@ def best_configs(
     ``small_ubatch``: also try -ub 256; ``splits``: also try the split sized to the GPUs'
     room."""
     check_goal(goal)
-    host_given = _host_weights_given(settings)
-    if goal == "gpu-only" and host_given:  # every line would keep them there
+    if goal == "gpu-only" and (host_given := _host_weights_given(settings)):  # kept in every line
         raise ValueError(
             f"{host_given} given keeps weights on the CPU: every line --best gpu-only "
             "proposes keeps it; drop it"
