@@ -310,6 +310,16 @@ def test_build_range_from_line_formats():
     assert new.build_range.representative == PINNED_BUILD
 
 
+def test_a_function_dates_a_log_only_by_the_lines_it_stopped_printing():
+    """llama_model_load_from_file_impl still says "failed to load model" after b9018; only
+    its "using device" lines moved (a b11434 log of a missing model was dated b9018)."""
+    failed = scan_lines(["llama_model_load_from_file_impl: failed to load model"])
+    assert failed.build_range is None or failed.build_range.last is None
+    using = "llama_model_load_from_file_impl: using device CUDA0 (RTX) (0000:01:00.0) - 9 MiB free"
+    old = scan_lines([using])
+    assert old.build_range is not None and old.build_range.last == 9018
+
+
 def test_contradicting_formats_give_no_range():
     lines = ["llm_load_tensors: CPU buffer size = 1.00 MiB", "sched_reserve: x"]
     assert build_range([]) is None

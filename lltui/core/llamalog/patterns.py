@@ -101,7 +101,8 @@ FUNCTION_FORMATS: dict[str, LineFormat] = {
     "llama_kv_cache": LineFormat(6233, None, "the llama_kv_cache prefix"),
     "llama_kv_cache_iswa": LineFormat(6233, None, "llama_kv_cache_iswa"),
     "sched_reserve": LineFormat(7746, None, "sched_reserve"),
-    "llama_model_load_from_file_impl": LineFormat(4492, 9018, "load_from_file_impl"),
+    # (still there after b9018, where only its "using device" lines moved: see that shape)
+    "llama_model_load_from_file_impl": LineFormat(4492, None, "load_from_file_impl"),
     "llama_prepare_model_devices": LineFormat(9019, None, "llama_prepare_model_devices"),
     "llama_memory_breakdown_print": LineFormat(6569, 9150, "llama_memory_breakdown_print"),
     "common_memory_breakdown_print": LineFormat(9151, None, "common_memory_breakdown_print"),
@@ -109,6 +110,7 @@ FUNCTION_FORMATS: dict[str, LineFormat] = {
     "llama_params_fit_impl": LineFormat(7407, 9150, "llama_params_fit_impl"),
 }
 _AARCH64 = LineFormat(4081, 5614, "CPU_AARCH64 buffers")
+_USING_DEVICE_OLD = LineFormat(4492, 9018, "load_from_file_impl's using device lines")
 _REPACK = LineFormat(5615, None, "CPU_REPACK buffers")
 
 # Lines of a group that say nothing lltui reads: True for every line of it, else how they start.
@@ -703,7 +705,8 @@ SHAPES: tuple[Shape, ...] = (
            hint="- device"),
     _shape("using_device", r"using device (?P<name>\S+) \((?P<inner>.*)\) - (?P<free>\d{1,12}) "
            r"MiB free", _using_device, "llama_model_load_from_file_impl: using device CUDA0 "
-           "(NVIDIA GeForce RTX 4090) (0000:01:00.0) - 23400 MiB free", hint="using device"),
+           "(NVIDIA GeForce RTX 4090) (0000:01:00.0) - 23400 MiB free", hint="using device",
+           formats=(("func", "llama_model_load_from_file_impl", _USING_DEVICE_OLD),)),
     _shape("preferred_buffer", r"preferred buffer type (?P<bt>\w+)", _known,
            "load_tensors: tensor 'token_embd.weight' (q4_K) (and 0 others) cannot be used with "
            "preferred buffer type CPU_AARCH64, using CPU instead", hint="preferred buffer type",
