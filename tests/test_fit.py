@@ -276,6 +276,26 @@ def test_output_buffer_is_logits_per_slot_in_host_memory(tmp_path):
     assert all(d.kind == "cpu" or d.weights_bytes for d in res.devices)
 
 
+def test_without_a_gpu_the_fit_target_is_kept_on_the_host(tmp_path):
+    """llama.cpp's fit with no device keeps its target (1024 MiB, -fitt) free on the host
+    (common/fit.cpp): the largest context leaves it, as llama-fit-params' -c does."""
+    path = make(tmp_path, gf.llama_spec(n_ctx_train=1 << 20))
+    host = 2 * GIB
+    opts = FitOptions(host_free_bytes=host, search=True)
+    res = est(path, [], (), opts)
+    cpu = res.devices[-1]
+    assert cpu.unaccounted_bytes == opts.margin_bytes and res.max_ctx is not None
+    kept = est(path, ["-c", str(res.max_ctx)], (), replace(opts, search=False))
+    assert kept.fits and kept.host.total_bytes + opts.margin_bytes <= host
+    over = est(path, ["-c", str(res.max_ctx + 256)], (), replace(opts, search=False))
+    assert not over.fits and over.host.total_bytes <= host  # only the target is crossed
+    # beside a GPU the target is that GPU's alone
+    assert (
+        est(path, ["-c", str(res.max_ctx + 256)], cuda(1), NO_SEARCH).devices[-1].unaccounted_bytes
+        == 0
+    )
+
+
 # -- devices and split modes ----------------------------------------------------------------------
 
 

@@ -351,7 +351,9 @@ def test_a_launch_that_does_not_fit_offers_a_launch_command_that_does(tmp_path, 
     from lltui.sources.models.demo import write_demo
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # no GPU here
-    monkeypatch.setattr("lltui.sources.gpu.meminfo.host_available", lambda: 14 * 2**20)
+    monkeypatch.setattr(
+        "lltui.sources.gpu.meminfo.host_available", lambda: (1024 + 14) * 2**20
+    )  # 1 GiB kept (fit target)
     model = tmp_path / "demo.gguf"
     write_demo(model)
     spec = LaunchSpec.of(str(model), ["-c", "4096"], port=9000, api_key=KEY)

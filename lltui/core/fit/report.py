@@ -230,7 +230,10 @@ def result_to_text(res: FitResult) -> str:
             f"{_mib(d.total_bytes):>9} {margin:>8} "
             f"{_mib(d.free_bytes) if d.free_bytes is not None else '-':>9}  {fits}"
         )
-    lines.append(f"(MiB; margin: kept per GPU for the {_runtime(res.devices)} and the pool)")
+    if any(d.kind != "cpu" for d in res.devices):
+        lines.append(f"(MiB; margin: kept per GPU for the {_runtime(res.devices)} and the pool)")
+    else:
+        lines.append("(MiB; margin: kept free on the host, as llama.cpp's fit does without a GPU)")
     if not res.compute_exact:
         lines.append(f"compute buffers: approximate ({res.compute_note or 'not modelled'})")
     h = res.host

@@ -9,7 +9,7 @@ from typing import Any
 
 from lltui.core.cmdline.args import LlamaArgs, spell
 from lltui.core.cmdline.flag_values import writable_split
-from lltui.core.memory.allocate import estimate_once
+from lltui.core.memory.allocate import estimate_once, host_margin
 from lltui.core.memory.common import CPU, KV_PAD, FitError, is_gpu
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
@@ -66,7 +66,7 @@ def _weights_overflow(wbufs: dict[str, int], devs: Sequence[DeviceSpec], opts: F
     """Whether the weights alone (placed once, the same at every context) overfill a
     device with its margin, or the host; owners as estimate_once sums them."""
     names = {d.name for d in devs}
-    host = sum(b for n, b in wbufs.items() if n not in names)
+    host = sum(b for n, b in wbufs.items() if n not in names) + host_margin(devs, opts)
     if opts.host_free_bytes is not None and host > opts.host_free_bytes:
         return True
     for d in devs:

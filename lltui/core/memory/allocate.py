@@ -111,7 +111,9 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
             dev_layers.setdefault(CPU, []).append(il)
     estimates = _device_estimates(per, dev_layers, devs, ldev[hp.n_layer_all], opts)
     host = _host_estimate(per, wbufs)
-    estimates.append(_cpu_estimate(host, dev_layers, ldev[hp.n_layer_all], opts))
+    estimates.append(
+        _cpu_estimate(host, dev_layers, ldev[hp.n_layer_all], opts, host_margin(devs, opts))
+    )
     return FitResult(
         model=model_summary(model, hp),
         resolved=r,
@@ -206,8 +208,19 @@ def _host_estimate(per: _PerOwner, wbufs: dict[str, int]) -> HostEstimate:
     )
 
 
+def host_margin(devs: Sequence[DeviceSpec], opts: FitOptions) -> int:
+    """The room kept free on the host: llama.cpp's fit keeps its target (-fitt, 1024 MiB)
+    there only where no device takes layers (common/fit.cpp, nd == 0); beside GPUs it
+    keeps it on each GPU alone."""
+    return 0 if devs else opts.margin_bytes
+
+
 def _cpu_estimate(
-    host: HostEstimate, dev_layers: dict[str, list[int]], out_dev: int, opts: FitOptions
+    host: HostEstimate,
+    dev_layers: dict[str, list[int]],
+    out_dev: int,
+    opts: FitOptions,
+    margin: int,
 ) -> DeviceEstimate:
     """The host as the last device row: its total leaves out the output buffer, its
     verdict does not."""
@@ -220,9 +233,9 @@ def _cpu_estimate(
         kv_bytes=host.kv_bytes,
         compute_bytes=host.compute_bytes,
         total_bytes=host.total_bytes - host.output_bytes,
-        unaccounted_bytes=0,
+        unaccounted_bytes=margin,
         free_bytes=free,
-        fits=None if free is None else host.total_bytes <= free,
+        fits=None if free is None else host.total_bytes + margin <= free,
         description="host",
         output_layer=out_dev < 0,
     )
