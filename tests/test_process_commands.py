@@ -26,6 +26,7 @@ from lltui.core.monitor.commands import command_label
         ("python train.py --model big", "python train.py --model big"),
         ("llama-server -m", "llama-server -m"),
         ("", ""),
+        ("evil\x1b]0;title\x07 \x1b[2J", "evil\\u001b]0;title\\u0007 \\u001b[2J"),
     ],
 )
 def test_command_label(command, shown):

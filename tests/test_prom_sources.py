@@ -107,6 +107,22 @@ def test_series_of_one_gpu_grouped_by_uuid_across_label_sets() -> None:
     assert rig.gpus[0].memory_used is None
 
 
+def test_label_values_reach_the_screen_with_their_controls_escaped() -> None:
+    """A page's labels are GPU names, hosts and commands on the screen: an escape sequence
+    in one (clear the screen, retitle the window) is shown as text, never sent."""
+    series = [
+        Series(
+            "DCGM_FI_DEV_GPU_TEMP",
+            (("Hostname", "n\x1b]0;pwned\x07"), ("UUID", "GPU-a"), ("modelName", "L4\x1b[2J")),
+            50,
+        ),
+    ]
+    rigs = rigs_from_series(series, source="s", default_host="h", seq=1, t=0, wall=0)
+    ((host, rig),) = rigs.items()
+    assert "\x1b" not in host and "\x07" not in host and "pwned" in host
+    assert rig.gpus[0].info.name == "L4\\u001b[2J"
+
+
 def test_hosts_from_prometheus_labels() -> None:
     # Prometheus renames a scraped `instance` label to `exported_instance`
     body = json.dumps(

@@ -17,6 +17,7 @@ from lltui.app.app_protocol import host_of
 from lltui.app.screens.base import WarningDialog
 from lltui.core.cmdline.secrets import redact_command
 from lltui.core.monitor.signals import ProcessIdentity
+from lltui.core.text import one_line
 from lltui.services.signals import send_signal, still_running
 
 ASK, TERMED, EXITED, REFUSED = "ask", "termed", "exited", "refused"
@@ -80,7 +81,7 @@ class SignalDialog(WarningDialog[None]):
     def _text(self) -> str:
         if self.group:
             return self._group_text()
-        shown = redact_command(self.command)
+        shown = one_line(redact_command(self.command))
         command = shown if len(shown) <= 200 else shown[:199] + "…"
         who = (
             f"[b]pid {self.pid}[/b]  user [b]{escape(self.user)}[/b]\n"
@@ -100,7 +101,7 @@ class SignalDialog(WarningDialog[None]):
     def _group_text(self) -> str:
         who = "\n".join(
             f"[b]pid {t.pid}[/b] {escape(t.user)}  "
-            f"[$text-muted]{escape(redact_command(t.command)[:60])}[/]"
+            f"[$text-muted]{escape(one_line(redact_command(t.command))[:60])}[/]"
             for t in self.group[:8]
         )
         more = f"\n… and {len(self.group) - 8} more" if len(self.group) > 8 else ""

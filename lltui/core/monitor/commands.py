@@ -6,6 +6,7 @@ showed only its path."""
 from __future__ import annotations
 
 from lltui.core.cmdline.secrets import redact_command
+from lltui.core.text import one_line
 
 # llama.cpp's programs (llama-server, llama-cli, llama-bench ...), and its RPC server
 LLAMA_PREFIX = "llama-"
@@ -25,7 +26,7 @@ def command_label(command: str) -> str:
     """``command`` with, for a llama.cpp program, the model's file name (or Hugging Face
     repository) first, then the program's name without its folder and the other flags; any
     other command as it is; either with its secrets (``--api-key``, tokens) as ``***``."""
-    command = redact_command(command)
+    command = one_line(redact_command(command))  # (a title can hold escape sequences)
     words = command.split()
     if not words or not is_llama_program(words[0]):
         return command

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from lltui.core.llama.metrics import LlamaMetrics, ServerProps, SlotState, Throughput
 from lltui.core.llamalog.models import DevicePlacement, PromptCache
 from lltui.core.monitor.plan_reality import PlanReality
+from lltui.core.text import one_line
 
 PREFIX = "lltui_"
 MIB = 1024 * 1024
@@ -42,11 +43,12 @@ class Series:
     value: float
 
     def label(self, *keys: str) -> str | None:
-        """The first of ``keys`` this series has with a non-empty value."""
+        """The first of ``keys`` this series has with a non-empty value, its control
+        characters escaped (a page's labels reach the screen: GPU names, commands, hosts)."""
         for key in keys:
             for k, v in self.labels:
                 if k == key and v != "":
-                    return v
+                    return one_line(v)
         return None
 
 
