@@ -109,6 +109,27 @@ def test_the_monitor_line_shows_the_servers_balance_and_who_else_is_there():
     assert "beside: train.py 36.0 GiB on GPU 0 +1 more" in wide
 
 
+def test_the_monitor_line_says_dash_for_what_a_source_does_not_report():
+    """all-smi sends no free memory and no power limit: "-" or worked out, never 0."""
+    from dataclasses import replace
+
+    from rich.style import Style
+
+    from lltui.app.rig_model import RigModel
+    from lltui.app.screens.monitor import render_rig_line
+    from lltui.app.widgets.gpu_card import CardStyles
+
+    sample = _shared_box()
+    gpus = tuple(replace(g, memory_free=None, power_limit_w=None) for g in sample.gpus)
+    sample = replace(sample, gpus=gpus)
+    model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+    model.apply(sample)
+    first = render_rig_line(sample, model, CardStyles("t", *[Style()] * 13)).plain.splitlines()[0]
+    used = sum(g.memory_used or 0 for g in gpus) / 2**30
+    total = sum(g.info.memory_total or 0 for g in gpus) / 2**30
+    assert f"({total - used:.1f} free)" in first and "/- W" in first, first
+
+
 def test_float_ring_behaves_as_a_bounded_deque_of_floats():
     """Appends past the bound drop the oldest, pops from the front, compactions between:
     the ring holds what a deque(maxlen) would, None as a missing reading."""

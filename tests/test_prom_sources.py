@@ -42,6 +42,14 @@ def test_dcgm_exporter_payload_in_base_units() -> None:
     # what dcgm-exporter does not send stays unknown
     assert g.fan_pct is None and g.pcie_rx_kbs is None and g.power_limit_w is None
     assert g.xid is None and g.processes == ()
+    assert g.mem_temp_c is None  # its DCGM_FI_DEV_MEMORY_TEMP is 0: no sensor
+
+
+def test_dcgm_memory_temperature_is_read() -> None:
+    """DCGM_FI_DEV_MEMORY_TEMP is the HBM temperature the memory-heat alert watches."""
+    series = [Series("DCGM_FI_DEV_MEMORY_TEMP", (("UUID", "GPU-a"), ("gpu", "0")), 47)]
+    rig = rigs_from_series(series, source="s", default_host="h", seq=1, t=0, wall=0)["h"]
+    assert rig.gpus[0].mem_temp_c == 47.0
 
 
 def test_dcgm_blank_value_is_no_reading() -> None:

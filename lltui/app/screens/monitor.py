@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import ClassVar
 
 from rich.text import Text
@@ -28,7 +29,7 @@ from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.app.widgets.text_lines import TextLines
 from lltui.core.monitor.alerts import CRITICAL, Alert
 from lltui.core.monitor.balance import Imbalance, imbalances
-from lltui.core.monitor.models import RigSample
+from lltui.core.monitor.models import GpuSample, RigSample
 from lltui.core.units import (
     GIB,
     compact_indexes,
@@ -51,28 +52,50 @@ MONITOR_BINDINGS: list[BindingType] = [
 ]
 
 
+def _known_sum(values: Iterable[float | None]) -> float | None:
+    """The sum where every GPU says its value; None ("-") where one does not: never a 0
+    for what a source does not report."""
+    out = 0.0
+    for v in values:
+        if v is None:
+            return None
+        out += v
+    return out
+
+
+def _free(g: GpuSample) -> float | None:
+    """Free memory as reported, or its total less what is used (all-smi sends no free)."""
+    if g.memory_free is not None:
+        return g.memory_free
+    if g.info.memory_total is None or g.memory_used is None:
+        return None
+    return max(0, g.info.memory_total - g.memory_used)
+
+
+def _fmt(value: float | None, unit: float, spec: str) -> str:
+    return "-" if value is None else format(value / unit, spec)
+
+
 def render_rig_line(
     sample: RigSample, model: RigModel, styles: CardStyles, width: int = 200
 ) -> Text:
     """Totals over the GPUs, energy since start, host, and the load balance of what they
     serve; each line fits 78 columns (``width`` below 84 tightens the balance line)."""
     live = [g for g in sample.gpus if not g.lost]
-    totals = [g.info.memory_total for g in live]
-    # the sum where every GPU says its total; "-" where one does not (never a 0 for it)
-    total = sum(t for t in totals if t is not None) if None not in totals else None
-    used = sum(g.memory_used or 0 for g in live)
-    free = sum(g.memory_free or 0 for g in live)
-    power = sum(g.power_w or 0.0 for g in live)
-    limit = sum(g.power_limit_w or 0.0 for g in live)
+    total = _known_sum(g.info.memory_total for g in live)
+    used = _known_sum(g.memory_used for g in live)
+    free = _known_sum(_free(g) for g in live)
+    power = _known_sum(g.power_w for g in live)
+    limit = _known_sum(g.power_limit_w for g in live)
     energy = model.history.energy_since_start_mj()
     lost = len(sample.gpus) - len(live)
     n = len(sample.gpus)
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{n} GPU{'s' if n != 1 else ''}", styles.bold)
     text.append(
-        f"  VRAM {used / GIB:.1f}/{'-' if total is None else f'{total / GIB:.1f}'} GiB"
-        f" ({free / GIB:.1f} free)"
-        f"  power {power:.0f}/{limit:.0f} W"
+        f"  VRAM {_fmt(used, GIB, '.1f')}/{_fmt(total, GIB, '.1f')} GiB"
+        f" ({_fmt(free, GIB, '.1f')} free)"
+        f"  power {_fmt(power, 1, '.0f')}/{_fmt(limit, 1, '.0f')} W"
     )
     if lost:
         text.append("  ")

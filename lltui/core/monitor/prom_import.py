@@ -58,6 +58,7 @@ DCGM_FIELDS: dict[str, tuple[str, float, bool]] = {
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("power_limit_w", 1.0, False),
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj", 1.0, True),
     "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0, False),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("mem_temp_c", 1.0, False),
     "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0, True),
     "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0, True),
     "DCGM_FI_DEV_FAN_SPEED": ("fan_pct", 1.0, False),
@@ -360,6 +361,8 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
             return
         if n == "DCGM_FI_DEV_XID_ERRORS" and v == 0:
             return  # 0: no XID error seen
+        if n == "DCGM_FI_DEV_MEMORY_TEMP" and v == 0:
+            return  # 0: a GPU without a memory sensor (no running GPU's memory is at 0 °C)
         if n in DCGM_FIELDS:
             attr, scale, _integer = DCGM_FIELDS[n]
             g.values.setdefault(attr, v * scale)
