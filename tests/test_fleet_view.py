@@ -177,6 +177,38 @@ async def test_the_views_that_read_a_rig_once_read_the_host_opened_next():
         assert app.screen.query_one("#fit-devices").value == "sim:kaggle-2xt4"
 
 
+async def test_a_host_with_no_sample_yet_shows_no_other_hosts_gpus():
+    """Opening a host that has not answered, after one that has: the monitor says it waits,
+    with no cards or processes (the first host's were left under that line)."""
+    from lltui.core.monitor.models import SourceUnavailable
+
+    class Dead(SimSource):
+        def poll(self):  # type: ignore[override]
+            raise SourceUnavailable("not reachable")
+
+    fleet = Fleet(
+        ["sim:4xl4", "sim:kaggle-2xt4"],
+        interval=0.05,
+        make=lambda spec, i: SimSource("4xl4") if i == 0 else Dead("kaggle-2xt4"),
+    )
+    source = FleetFocus(fleet)
+    settings = Settings(interval=0.05, source="sim:4xl4,sim:kaggle-2xt4")
+    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.focus_host(0)
+        await wait_for(lambda: app.model.latest is not None)
+        await pilot.pause()
+        assert app.screen.query_one("#cards-scroll").display
+        app.focus_host(1)
+        await pilot.pause()
+        assert app.model.latest is None
+        assert not app.screen.query_one("#cards-scroll").display
+        assert not app.screen.query_one("#processes").display
+        app.focus_host(0)
+        await pilot.pause()
+        assert app.screen.query_one("#cards-scroll").display
+
+
 async def test_a_host_keeps_its_history_and_energy_when_another_is_opened():
     app = _two_host_app()
     async with app.run_test(size=(120, 30)) as pilot:

@@ -415,6 +415,14 @@ class MonitorScreen(LltuiScreen):
         prefs = self.prefs
         show_header(self, model, self.lltui.busy_for(), prefs.window_s)
         sample = model.latest
+        # a fleet host opened before its first sample: no cards, no processes (the last
+        # host's would stand under this one's status line); before any sample they stay
+        # (the table keeps its focus)
+        if sample is not None or self._cards:
+            for part in ("#cards-scroll", "#processes"):
+                widget = self.query_one(part)
+                if widget.display != (sample is not None):
+                    widget.display = sample is not None
         if sample is None:
             self.query_one("#rig", TextLines).update(
                 "[$text-muted]waiting for the first sample…[/]"
