@@ -266,6 +266,14 @@ def test_bad_answers_are_one_line() -> None:
         assert "\n" not in str(exc) and stub.url in str(exc)
 
 
+def test_a_failed_connection_names_its_cause() -> None:
+    """TLS to a plain-HTTP port is no "connection refused" (every failure was called that)."""
+    with stub_server(Stub(routes={})) as stub, pytest.raises(SourceUnavailable) as tls:
+        ScrapeSource(stub.url.replace("http://", "https://")).open()
+    text = str(tls.value)
+    assert "not reachable" in text and "refused" not in text and "Errno" not in text, text
+
+
 def _dcgm_page(rx_kb: int, tx_kb: int, xid: int) -> bytes:
     labels = 'gpu="0",UUID="GPU-c",Hostname="n"'
     return (

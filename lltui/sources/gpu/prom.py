@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -223,8 +224,8 @@ class _PromBase:
                     f"{where} did not finish answering in {self.deadline_s:g} s"
                 ) from None
             raise SourceUnavailable(f"{where} did not answer in time") from None
-        except httpx.ConnectError:
-            raise SourceUnavailable(f"{where} is not reachable (connection refused)") from None
+        except httpx.ConnectError as exc:
+            raise SourceUnavailable(f"{where} is not reachable ({_connect_words(exc)})") from None
         except httpx.HTTPError as exc:
             raise SourceUnavailable(f"{where}: {error_text(exc)}") from None
 
@@ -390,3 +391,13 @@ def parse_query_result(body: bytes, *, where: str = "the server") -> list[Series
         labels = {str(k): str(x) for k, x in metric.items() if k != "__name__"}
         out.append(series_from_labels(name, labels, v))
     return out
+
+
+_ERRNO = re.compile(r"^\[Errno -?\d+\] ")
+
+
+def _connect_words(exc: httpx.ConnectError) -> str:
+    """Why a connection failed, in the resolver's or the kernel's words ("Name or service
+    not known", "Connection refused", a TLS error), not always "connection refused"."""
+    words = _ERRNO.sub("", error_text(exc))
+    return words[:1].lower() + words[1:] if words else "connection failed"
