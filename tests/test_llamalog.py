@@ -65,7 +65,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 84
+    assert len(names) == len(set(names)) == 85
 
 
 def test_a_build_is_read_in_both_formats():
@@ -148,3 +148,32 @@ def test_explain_and_a_replayed_launch_give_the_same_buffer_table(name):
     assert launched.keys() == explained.keys()
     for key, mib in explained.items():
         assert launched[key] == pytest.approx(mib, abs=0.011), key
+
+
+@pytest.mark.parametrize(
+    ("lines", "stage"),
+    [
+        # llama-server b11434 (CPU build) refusing its flags, and llama-fit-params failing
+        # (as captured in the project's shared llama-server fixtures, errors_exit_codes.txt
+        # and llama_fit_params.txt)
+        (
+            ['error while handling argument "-dev": invalid device: CUDA0', "", "usage:"],
+            "arguments",
+        ),
+        (["error: invalid argument: --no-mmap"], "arguments"),
+        (
+            [
+                "0.00.453.522 W common_fit_params: failed to fit params to free device memory: "
+                "was unable to fit model into system memory by reducing context, abort",
+                "0.00.453.557 E llama_fit_params: failed to fit CLI arguments to free memory, "
+                "exiting...",
+            ],
+            "fit",
+        ),
+    ],
+)
+def test_a_program_that_stopped_before_loading_is_a_failure(lines, stage):
+    """explain said nothing of a server that refused its flags or a fit that gave up (its
+    flags were shown as if they applied)."""
+    facts = scan_lines(lines)
+    assert [f.stage for f in facts.failures] == [stage]

@@ -53,7 +53,7 @@ MAX_DEVICES = 256
 MAX_LAYERS = 4096
 _MEMORY_WORDS = ("MiB", "buffer", "out of memory", "alloc", "OOM")
 # what the server's own lines say, nothing of memory (not counted as read here)
-_SERVER_ONLY = frozenset({"argument", "model_loaded", "listening", "http_listening", "shutdown"})
+_SERVER_ONLY = frozenset({"model_loaded", "listening", "http_listening", "shutdown"})
 _SERVER_ONLY |= {"fit_ok"}
 _CLI_FUNCS = ("llama_perf_sampler_print", "llama_perf_context_print", "sampler")
 
@@ -258,6 +258,8 @@ class MemoryFold:
             self.mmproj_backend = value
         elif what == "exiting":
             self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
+        elif what == "argument":  # refused before loading: the flags never applied
+            self._fail(AllocFailure(self.n, line.message, "error", stage="arguments"))
         elif what == "bench":
             self._vote(line, "bench")
 

@@ -478,6 +478,9 @@ SHAPES: tuple[Shape, ...] = (
            on="body", hint=("error", "memory"), fallback=True),
     _shape("exiting", r"(?i)exiting due to (?P<why>.+?)\s*$", _flag("exiting", "why"),
            "llama_server: exiting due to model loading error", hint="exiting"),
+    _shape("fit_tool_failed", r"failed to fit CLI arguments", _fail("error", "fit"),
+           "llama_fit_params: failed to fit CLI arguments to free memory, exiting...",
+           hint="failed to fit CLI"),
     _shape("load_failed", r"(?i)error loading model|failed to load model|failed to create "
            r"context|failed to initialize the context", _fail("error", "load"),
            "common_init_from_params: failed to load model '/models/x.gguf'",
