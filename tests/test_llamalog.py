@@ -177,3 +177,18 @@ def test_a_program_that_stopped_before_loading_is_a_failure(lines, stage):
     flags were shown as if they applied)."""
     facts = scan_lines(lines)
     assert [f.stage for f in facts.failures] == [stage]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "sched_reserve:        CPU compute buffer size =     -nan MiB",
+        "sched_reserve:        CPU compute buffer size =     5",  # a log cut mid-line
+        "load_tensors:   CPU_Mapped model buffer size =      inf MiB",
+    ],
+)
+def test_a_buffer_line_no_shape_reads_is_listed_as_not_read(line):
+    """A buffer line in a group whose other lines are known (sched_reserve, load_tensors)
+    was taken as known and left out of the table without a word."""
+    facts = scan_lines([line])
+    assert not facts.buffers and [text for _, text in facts.unparsed] == [line]

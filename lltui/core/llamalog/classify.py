@@ -66,9 +66,12 @@ def read_line(line: Line) -> tuple[Shape | None, Event | None, tuple[LineFormat,
         dates = (f for g, value, f in shape.formats if _dated(m, line, g, value))
         return shape, event, (*formats, *dates)
     known = KNOWN_LINES.get(name)
-    if known is True or (known and line.rest.startswith(known)):
-        return None, KNOWN, formats
+    if (known is True or (known and line.rest.startswith(known))) and _BUFFER not in line.rest:
+        return None, KNOWN, formats  # (a buffer line no shape read is not read: -nan, cut)
     return None, None, formats
+
+
+_BUFFER = "buffer size ="
 
 
 def _dated(m: re.Match[str], line: Line, name: str, value: str | None) -> bool:
