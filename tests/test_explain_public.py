@@ -417,3 +417,18 @@ def test_the_context_an_ollama_log_does_not_print_comes_from_its_kv_size(model_d
     assert (
         abs(compute["predicted_bytes"] - compute["logged_bytes"]) < 0.01 * compute["logged_bytes"]
     )
+
+
+def test_the_host_row_has_the_device_lists_free_memory(tmp_path):
+    """llama-server (b11434, CPU build) lists the host as ``- CPU : AMD EPYC (24105 MiB,
+    24105 MiB free)``: the host row said "-" free where the failure line used that figure
+    (lines from the project's shared fixture error_alloc_failure_kv_cache.log)."""
+    log = tmp_path / "server.log"
+    log.write_text(
+        "0.00.002.270 I cmn  common_param: device_info:\n"
+        "0.00.002.278 I cmn  common_param:   - CPU     : AMD EPYC (24105 MiB, 24105 MiB free)\n"
+        "0.00.013.954 I load_tensors:   CPU_Mapped model buffer size =     3.18 MiB\n"
+    )
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    (host,) = [d for d in report_to_json(r)["devices"] if d["name"] == "host"]
+    assert host["free_bytes"] == 24105 * MIB and host["description"] == "AMD EPYC"

@@ -112,7 +112,8 @@ class ExplainReport:
         layers = self._layers()
         rows = []
         for name in order:
-            info = seen.get(name)
+            # the host's row is the device list's CPU line (its free memory, its CPU)
+            info = seen.get("CPU" if name == "host" else name)
             free = info.free_mib * MIB if info and info.free_mib is not None else None
             free = spec_free.get(name, free)
             rows.append(
