@@ -138,6 +138,22 @@ def test_the_table_fits_80_columns_and_grows_a_note_column_when_wide():
     assert [c.key for c in wide.columns] == [c.key for c in COLUMNS] + ["error"]
 
 
+def test_hosts_of_one_machine_stay_apart_when_their_labels_are_cut():
+    """Two exporters of one machine (ports 9400, 9401) were both shown gpu-node-01.la…."""
+    from lltui.app.screens.fleet import row_cells
+
+    layout = fleet_layout(80, 20)
+    cells = [
+        row_cells(
+            HostRow(label, "up", None, 0, None, None, None, None, None, None, None, None, None),
+            layout,
+        )[0]
+        for label in ("gpu-node-01.lab:9400", "gpu-node-01.lab:9401")
+    ]
+    assert len(set(cells)) == 2 and all(len(c) <= layout.widths[0] for c in cells), cells
+    assert all(c.startswith("gpu-") and "…" in c for c in cells)
+
+
 def test_summary_counts_states_in_words():
     def row(status: str) -> HostRow:
         return HostRow("h", status, None, 0, None, None, None, None, None, None, None, None, None)

@@ -94,6 +94,17 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
+def _cut_label(label: str, width: int) -> str:
+    """A host's label in ``width`` cells, cut in the middle: its end (the port, ``#N``)
+    tells hosts of one machine apart, where a cut end showed them alike."""
+    if len(label) <= width or width < 5:
+        return _cut(label, width)
+    end = len(label) - max(label.rfind(":"), label.rfind("#"))
+    half = (width - 1) // 2
+    tail = end if half < end <= width - 4 else half
+    return label[: width - 1 - tail] + "…" + label[len(label) - tail :]
+
+
 def _power(watts: float | None, narrow: bool) -> str:
     if watts is None:
         return "-"
@@ -126,7 +137,7 @@ def row_cells(row: HostRow, layout: FleetLayout | None = None) -> tuple[str, ...
     if narrow:
         status = STATUS_SHORT.get(row.status, status)
     cells = [
-        row.label if layout is None else _cut(row.label, layout.widths[0]),
+        row.label if layout is None else _cut_label(row.label, layout.widths[0]),
         status,
         gpus,
         vram,
