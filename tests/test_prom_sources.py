@@ -45,6 +45,19 @@ def test_dcgm_exporter_payload_in_base_units() -> None:
     assert g.mem_temp_c is None  # its DCGM_FI_DEV_MEMORY_TEMP is 0: no sensor
 
 
+def test_a_gpu_whose_every_value_is_not_finite_is_listed_with_readings_unknown() -> None:
+    series = [
+        Series("DCGM_FI_DEV_GPU_TEMP", (("UUID", "GPU-a"), ("gpu", "0"), ("modelName", "L4")), 50),
+        Series("DCGM_FI_DEV_POWER_USAGE", (("UUID", "GPU-b"), ("gpu", "1"), ("modelName", "L4")),
+               float("nan")),
+        Series("DCGM_FI_DEV_GPU_TEMP", (("UUID", "GPU-b"), ("gpu", "1")), float("-inf")),
+    ]  # fmt: skip
+    rig = rigs_from_series(series, source="s", default_host="h", seq=1, t=0, wall=0)["h"]
+    assert [g.info.uuid for g in rig.gpus] == ["GPU-a", "GPU-b"]
+    b = rig.gpus[1]
+    assert (b.index, b.info.name, b.power_w, b.temp_c) == (1, "L4", None, None)
+
+
 def test_dcgm_memory_temperature_is_read() -> None:
     """DCGM_FI_DEV_MEMORY_TEMP is the HBM temperature the memory-heat alert watches."""
     series = [Series("DCGM_FI_DEV_MEMORY_TEMP", (("UUID", "GPU-a"), ("gpu", "0")), 47)]

@@ -136,6 +136,10 @@ _HOST_KEYS = {
 }
 
 
+# the label that carries a GPU's name, per exporter
+_NAME_LABEL = {"lltui": "name", "dcgm": "modelName", "allsmi": "gpu"}
+
+
 def exporter_of(name: str) -> str | None:
     """Which exporter a metric name comes from: ``lltui``, ``dcgm``, ``allsmi`` or None."""
     if name.startswith(PREFIX):
@@ -218,9 +222,9 @@ def rigs_from_series(
     down: Mapping[str, str] | None = None,
 ) -> dict[str, RigSample]:
     """One RigSample per host the series name, in host order. Series of names lltui does not
-    know, and values that are not finite, are skipped; a GPU with neither UUID nor index
-    label cannot be told apart from the others and is skipped too. ``rates`` turns counters
-    (dcgm-exporter's PCIe KB) into rates from one call to the next; ``down`` maps a
+    know are skipped, and values that are not finite read as unknown; a GPU with neither
+    UUID nor index label cannot be told apart from the others and is skipped. ``rates``
+    turns counters (dcgm-exporter's PCIe KB) into rates from one call to the next; ``down`` maps a
     Prometheus target (its ``instance`` label) to why its last scrape failed, so that the
     hosts whose series came from it carry that error."""
     hosts: dict[str, _Host] = {}
@@ -228,9 +232,14 @@ def rigs_from_series(
     allsmi_procs: dict[str, list[tuple[int, str | None, str | None, float]]] = {}
     for s in series:
         exporter = exporter_of(s.name)
-        if exporter is None or not math.isfinite(s.value):
+        if exporter is None:
             continue
+        # a value that is not finite is no reading, but its labels still name a GPU (one
+        # whose every series is NaN is listed, its readings unknown)
+        finite = math.isfinite(s.value)
         if s.name == ALLSMI_PROCESS:
+            if not finite:
+                continue
             pid, uuid = _int_or_none(s.label("pid")), s.label("device_uuid")
             if pid is not None and uuid is not None:
                 entry = (pid, s.label("name"), s.label("user"), s.value)
@@ -246,7 +255,7 @@ def rigs_from_series(
         target = s.label("instance")
         if down and target is not None and target in down and h.error is None:
             h.error = down[target]
-        if _take_host_series(h, s, exporter):
+        if finite and _take_host_series(h, s, exporter):
             continue
         uuid, index = _gpu_key(s, exporter)
         if uuid is None and index is None:
@@ -257,7 +266,10 @@ def rigs_from_series(
             g = h.gpus[key] = _Gpu(index=index, uuid=uuid)
         if g.index is None:
             g.index = index
-        _take_gpu_series(h, g, s, exporter)
+        if finite:
+            _take_gpu_series(h, g, s, exporter)
+        else:
+            g.name = g.name or s.label(_NAME_LABEL[exporter])
     out: dict[str, RigSample] = {}
     for host_name in sorted(hosts):
         h = hosts[host_name]
