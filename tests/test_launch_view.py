@@ -349,3 +349,18 @@ def test_the_rates_show_the_prediction_beside_the_measured_rates():
     predicted = Speed(predicted_decode_tps=44.2, predicted_prefill_tps=1510.0)
     text = render_rates(replace(st, speed=predicted), 80)
     assert "41.50 tok/s" in text and "generation ~44 tok/s" in text and "prompt ~1510" in text
+
+
+async def test_the_balance_pane_names_whose_balance_it_shows():
+    """Our server spread over no GPU: said so, not another process's balance shown as ours;
+    with no server, the rig's first is named by its pid."""
+    from lltui.app.screens.launch import render_balance
+
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)):
+        app.poll_sync(2)
+        other = render_balance(app.model, None)
+        assert "(pid 41234)" in other, other
+        assert "41234" in render_balance(app.model, 41234)
+        ours = render_balance(app.model, 999999)
+        assert "pid 999999" in ours and "41234" not in ours, ours

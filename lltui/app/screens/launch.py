@@ -143,13 +143,18 @@ def render_balance(model: RigModel, pid: int | None) -> str:
     if sample is None:
         return ""
     found = imbalances(sample)
-    ours = [im for im in found if im.pid == pid] or found
+    # the server's own; with none running, the rig's first (another process's: named by pid)
+    ours = [im for im in found if im.pid == pid] if pid is not None else found
     if not ours:
+        if pid is not None:
+            return (
+                f"[$text-muted]balance: the server (pid {pid}) is not spread over several GPUs[/]"
+            )
         return "[$text-muted]balance: no process spans several GPUs[/]"
     im = ours[0]
     parts = [
-        f"[b]balance[/b] {escape(im.name)} on GPU {compact_indexes(im.gpu_indexes)}: {im.level}"
-        f" (its memory ±{im.vram_spread:.0f}%)"
+        f"[b]balance[/b] {escape(im.name)} (pid {im.pid}) on GPU "
+        f"{compact_indexes(im.gpu_indexes)}: {im.level} (its memory ±{im.vram_spread:.0f}%)"
     ]
     for idx, own, vram, util, power in zip(
         im.gpu_indexes, im.own_bytes, im.vram_pct, im.util_pct, im.power_pct, strict=True
