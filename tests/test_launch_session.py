@@ -387,3 +387,14 @@ def test_a_profile_name_is_a_plain_file_name(name, tmp_path):
     with a newline was written."""
     with pytest.raises(profiles.ProfileError, match="must be letters"):
         profiles.profile_path(name, tmp_path)
+
+
+@pytest.mark.parametrize("url", ["not a url ::", "127.0.0.1:99999", "http://127.0.0.1:0"])
+def test_following_what_is_no_server_url_is_one_line(url):
+    """A typed address that is no URL: said in the view's state, no watch started (a bad
+    port was followed as "down" for ever; a garbled one only made a toast)."""
+    ctl = LaunchController(lambda: None, lambda: None)
+    ctl.follow(url)
+    assert ctl.state.phase == "error" and "expected an http" in ctl.state.message
+    assert "\n" not in ctl.state.message
+    ctl.close()

@@ -120,17 +120,13 @@ def command_interval(args: argparse.Namespace) -> float:
 
 def check_llama_urls(urls: Sequence[str]) -> None:
     """``--llama`` URLs: http(s), with a host and a port that is a port (one line, exit 2)."""
-    from urllib.parse import urlsplit
+    from lltui.core.cmdline.address import AddressError, check_server_url
 
     for url in urls:
         try:
-            parts = urlsplit(url)
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-            port = parts.port  # ValueError where it is no port
-        except ValueError:
-            ok, port = False, None
-        if not ok or (port is not None and not 0 < port < 65536):
-            raise CliError(f"--llama {url!r}: expected an http:// or https:// URL", 2)
+            check_server_url(url)
+        except AddressError as exc:
+            raise CliError(f"--llama {exc}", 2) from None
 
 
 def llama_api_key(path: str | None) -> str | None:

@@ -19,6 +19,20 @@ def check_hostport(hostport: str) -> None:
         raise AddressError(f"RPC server {hostport!r} is not HOST:PORT")
 
 
+def check_server_url(url: str) -> None:
+    """A server's URL: http or https, a host, a port that is one (AddressError if not)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        port = parts.port  # ValueError where it is no port
+    except ValueError:
+        ok, port = False, None
+    if not ok or (port is not None and not 0 < port < 65536):
+        raise AddressError(f"{url!r}: expected an http:// or https:// URL")
+
+
 def server_url(host: str, port: int) -> str:
     """``http://HOST:PORT`` for the first TCP address; IPv6 in brackets, a wildcard as loopback;
     ``unix:PATH`` for a UNIX socket (llama-server listens on one for a host ending .sock)."""

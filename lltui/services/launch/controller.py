@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
+from lltui.core.cmdline.address import AddressError, check_server_url
 from lltui.core.cmdline.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy
 from lltui.core.monitor.models import RigSample
 from lltui.services.launch.polls import POLL_INTERVAL_S, RouterPoll, ServerPoll
@@ -215,6 +216,11 @@ class LaunchController:
         url = url.strip().rstrip("/")
         if not url.startswith(("http://", "https://")):
             url = "http://" + url
+        try:
+            check_server_url(url)
+        except AddressError as exc:
+            self._set(LaunchState(phase="error", message=f"follow: {exc}"), generation)
+            return
         from lltui.services.follow import ServerFollow
 
         poll = ServerPoll(
