@@ -558,6 +558,7 @@ def test_a_long_source_name_ends_in_an_ellipsis_not_a_second_status_line():
     )
     assert model.info.source == long_name
     for width in (80, 60):
-        line = render_status(model, None, width).plain
-        assert "\n" not in line and len(line) <= width, line
-        assert line.startswith("lltui replay:/very") and "…" in line and "live" in line
+        for history in (True, False):  # the monitor's line and the other views' (it wrapped)
+            line = render_status(model, None, width, history=history).plain
+            assert "\n" not in line and len(line) <= width, line
+            assert line.startswith("lltui replay:/very") and "…" in line and "live" in line

@@ -86,7 +86,7 @@ def render_status(
     """The status line (and any error or hint lines below it). With ``history`` it says how
     much of the graphs' window (``window_s``) the history fills, and with ``width`` the first
     line is fitted to it: shorter wording first, then the driver and CUDA go."""
-    first = _status_line(model, busy_for, width if history else 0, history, styles, window_s)
+    first = _status_line(model, busy_for, width, history, styles, window_s)
     return first + _status_notes(model, styles)
 
 
@@ -191,8 +191,9 @@ def show_header(
 
 
 class StatusBar(TextLines):
-    """``history``: say how much of the graph window the history fills and fit the line to
-    the width (the monitor); without it, the window alone on a line that may wrap. Drawn
+    """``history``: say how much of the graph window the history fills (the monitor);
+    without it, the window alone. Either is fitted to the width: shorter wording first (a
+    wrapped status took a row of 24). Drawn
     line by line: the history's age changes a few cells of it each second at first."""
 
     def __init__(self, *, id: str | None = None, history: bool = False) -> None:
