@@ -78,3 +78,18 @@ def test_doctor_with_every_gpu_lost_does_not_say_monitoring_works(capsys, monkey
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "every GPU is lost" in out and "GPU monitoring works" not in out
+
+
+def test_doctor_names_a_config_file_lltui_cannot_use(capsys, monkeypatch, tmp_path):
+    """Every command stops on a broken config file; doctor said nothing of it."""
+    _no_driver(monkeypatch, tmp_path)
+    bad = tmp_path / "config.toml"
+    bad.write_text("interval = [\n")
+    main(["--config", str(bad), "doctor", "--json"])
+    names = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert names["config"]["status"] == ERROR and str(bad) in names["config"]["detail"]
+    good = tmp_path / "good.toml"
+    good.write_text("interval = 2\n")
+    main(["--config", str(good), "doctor", "--json"])
+    names = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert names["config"]["status"] == OK

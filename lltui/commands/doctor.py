@@ -11,7 +11,7 @@ from lltui.commands import print_json
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "doctor",
-        help="what works here: driver, NVML, CUDA, nvidia-smi, libnccl, llama-server",
+        help="what works here: driver, NVML, CUDA, nvidia-smi, libnccl, llama-server, config",
         description="Exit code 0 when a real GPU can be monitored here, 1 when it cannot.",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from lltui.core.doctor import checks_ok, checks_to_json, checks_to_text
     from lltui.services.doctor import run_checks
 
-    checks = run_checks()
+    checks = run_checks(getattr(args, "config", None))
     if args.json:
         print_json(checks_to_json(checks))
     else:

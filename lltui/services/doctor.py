@@ -191,10 +191,23 @@ def check_llama_server() -> Check:
     return Check("llama-server", OK, str(found.path), version=version)
 
 
-def run_checks() -> list[Check]:
+def check_config(path: str | None = None) -> Check:
+    """The config file and LLTUI_* variables: every command that reads them stops on one
+    that cannot be used, so doctor names it (it said nothing)."""
+    from lltui.config import ConfigError, load_settings
+
+    try:
+        load_settings(None, path=path)
+    except ConfigError as exc:
+        return Check("config", ERROR, str(exc), hint="fix or move the file; lltui stops on it")
+    return Check("config", OK, "config file and LLTUI_* variables read")
+
+
+def run_checks(config: str | None = None) -> list[Check]:
     checks = check_nvml()
     checks.append(check_nvidia_smi())
     checks.append(check_amd())
     checks.append(check_nccl())
     checks.append(check_llama_server())
+    checks.append(check_config(config))
     return checks
