@@ -308,10 +308,13 @@ def test_stopping_lltui_mid_stream_leaves_no_process(models, server_env):
         assert all_gone(members) == []
 
 
-def test_a_taken_port_is_one_line_before_anything_is_written_or_started(models, server_env, capsys):
-    """lltui's proxy takes --port: where that is taken, the launch says so in one line
-    before it writes the router's preset (named after the port: a running router's own) or
-    starts a router (which then left an unclosed client behind)."""
+@pytest.mark.parametrize("serve", [[], ["--no-on-demand"]])
+def test_a_taken_port_is_one_line_before_anything_is_written_or_started(
+    models, server_env, capsys, serve
+):
+    """lltui's proxy (or, not on demand, the router) takes --port: where that is taken, the
+    launch says so in one line before it writes the router's preset (named after the port:
+    a running router's own) or starts a router (which then left an unclosed client behind)."""
     import socket
 
     from lltui.cli import main
@@ -320,7 +323,8 @@ def test_a_taken_port_is_one_line_before_anything_is_written_or_started(models, 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["launch", "--models", str(models), "-t", "1", "--port", str(port)]) == 1
+        argv = ["launch", "--models", str(models), "-t", "1", "--port", str(port), *serve]
+        assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"port {port} on 127.0.0.1 is already in use" in err[0], err
     state = Path(server_env["XDG_STATE_HOME"])

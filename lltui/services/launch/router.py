@@ -236,8 +236,10 @@ class RouterSession(Session):
         if keep_running and self.request.on_demand:
             raise LaunchError("a router served on demand cannot outlive lltui (its proxy is lltui)")
         _check_servable(self.prepared)
-        if self._public is not None:  # the proxy's address first: nothing written or started
-            _check_free(*self._public)  # (the preset is named after it) where it is taken
+        # the address first: nothing written or started where it is taken (the preset is
+        # named after its port: another router's on that port was overwritten)
+        spec = self.prepared.launch.spec
+        _check_free(*(self._public or (spec.host, spec.port)))
         super().start(keep_running=keep_running, on_line=on_line, on_event=on_event)
         if self._public is not None:
             host = self._public[0]
