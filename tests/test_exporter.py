@@ -521,3 +521,34 @@ def test_scrapes_between_two_rounds_share_one_rendering() -> None:
     for t in threads:
         t.join()
     assert len(calls) == 6  # twenty at once after a new round: one rendering
+
+
+def test_connections_past_the_cap_are_closed_not_given_threads(monkeypatch) -> None:
+    """Idle connections each held a thread until their timeout, without bound: past the cap
+    one is closed unanswered, and a scrape works again once one of them goes."""
+    import socket
+
+    import httpx
+    from prometheus_client import CollectorRegistry
+
+    from lltui.services.exporter import MetricsServer, serve
+
+    monkeypatch.setattr(MetricsServer, "max_connections", 2)
+    httpd, thread = serve(CollectorRegistry(), "127.0.0.1", 0)
+    port = httpd.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    try:
+        wait_until(lambda: httpd._slots._value == 0)  # both taken by their threads
+        with socket.create_connection(("127.0.0.1", port)) as third:
+            third.settimeout(10)
+            assert third.recv(1) == b""  # closed, not served
+        idle.pop().close()
+        wait_until(lambda: httpd._slots._value == 1)
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert httpx.get(url, timeout=10.0, trust_env=False).status_code == 200
+    finally:
+        for s in idle:
+            s.close()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)

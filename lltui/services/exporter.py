@@ -321,11 +321,37 @@ LISTEN_BACKLOG = 1024
 REQUEST_TIMEOUT_S = 10.0  # a client that sends its request a byte at a time is let go
 
 
+MAX_CONNECTIONS = 256  # served at once; each idle one holds a thread up to its timeout
+
+
 class MetricsServer(ThreadingMixIn, WSGIServer):
-    """A thread per request, a real listen backlog; threads do not outlive the server."""
+    """A thread per request, a real listen backlog; threads do not outlive the server.
+    Past ``max_connections`` at once a connection is closed unanswered: clients that open
+    connections and send nothing cannot make it start threads without bound."""
 
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
+    max_connections = MAX_CONNECTIONS
+
+    def server_activate(self) -> None:
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        super().server_activate()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _QuietHandler(WSGIRequestHandler):
