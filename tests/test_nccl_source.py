@@ -573,3 +573,27 @@ def test_nccl_help_does_not_need_the_library(capsys):
     with pytest.raises(SystemExit):
         main(["nccl", "--help"])
     assert "bench" in capsys.readouterr().out
+
+
+def test_a_library_cut_short_is_one_line_not_a_bus_error(tmp_path):
+    """dlopen maps a truncated library's segments past the end of its file; the first touch
+    killed lltui with SIGBUS (exit 135, nothing printed)."""
+    import _ctypes
+    import subprocess
+    import sys
+
+    from lltui.sources.nccl.finder import check_whole_elf
+
+    whole = Path(_ctypes.__file__).read_bytes()
+    cut = tmp_path / "libnccl.so.2"
+    cut.write_bytes(whole[:4000])
+    with pytest.raises(OSError, match="cut short"):
+        check_whole_elf(str(cut))
+    check_whole_elf(_ctypes.__file__)  # a whole one passes
+    done = subprocess.run(
+        [sys.executable, "-m", "lltui", "nccl", "--lib", str(cut)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert "cut short" in lines[0] and "Traceback" not in done.stderr

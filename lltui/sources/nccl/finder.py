@@ -10,6 +10,7 @@ import glob
 import os
 import shutil
 import site
+import struct
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -204,4 +205,40 @@ def explicit_path(lib_path: str | None, env_var: str, default_soname: str) -> st
 
 def load_cdll(path: str) -> Any:
     # Local binding: two copies of NCCL (a wheel's and torch's, say) must not interpose.
+    check_whole_elf(path)
     return ctypes.CDLL(path)
+
+
+_PT_LOAD = 1
+
+
+def check_whole_elf(path: str) -> None:
+    """OSError where ``path`` is an ELF file cut short: the loader maps its segments past
+    the end of the file, and the first touch of them kills the process (SIGBUS), not an
+    error ctypes could raise. Other files are left to the loader to refuse."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2):
+                return
+            size = os.fstat(f.fileno()).st_size
+            wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+            phoff = struct.unpack_from(f"{order}{'Q' if wide else 'I'}", head, 32 if wide else 28)
+            phentsize, phnum = struct.unpack_from(f"{order}HH", head, 54 if wide else 42)
+            f.seek(phoff[0])
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return  # (unreadable: the loader says why)
+    ends = [phoff[0] + phentsize * phnum]  # the program headers themselves
+    if len(table) == phentsize * phnum:
+        for at in range(0, len(table), phentsize):
+            if wide:
+                kind, _flags, offset, _va, _pa, filesz = struct.unpack_from(
+                    f"{order}IIQQQQ", table, at
+                )
+            else:
+                kind, offset, _va, _pa, filesz = struct.unpack_from(f"{order}IIIII", table, at)
+            if kind == _PT_LOAD:
+                ends.append(offset + filesz)
+    if max(ends) > size:
+        raise OSError("the file is cut short (not a whole shared library)")
