@@ -422,3 +422,12 @@ def test_a_timestamped_line_after_a_long_error_is_a_line_of_its_own():
     ):
         s = parse_nccl_log_text(first + "\n" + nxt + "\n")
         assert s.error_lines == (first,), nxt
+
+
+def test_old_nccls_direct_shared_memory_is_shm():
+    """NCCL before 2.8 printed "via direct shared memory" for SHM (it was classed "direct")."""
+    text = (
+        "node:1:1 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via direct shared memory\n"
+        "node:1:1 [0] NCCL INFO Channel 01 : 1[1] -> 0[0] via P2P/IPC\n"
+    )
+    assert parse_nccl_log_text(text).transport_classes == ("SHM", "P2P")

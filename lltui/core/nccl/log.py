@@ -222,7 +222,8 @@ class NcclLogSummary:
         """``P2P``, ``SHM``, ``NET``, ... from the transports, first seen first."""
         out: list[str] = []
         for t in self.transports:
-            cls = t.split("/", 1)[0].split()[0]
+            # NCCL before 2.8 said "direct shared memory" for SHM
+            cls = "SHM" if "shared memory" in t else t.split("/", 1)[0].split()[0]
             if cls not in out:
                 out.append(cls)
         return tuple(out)
