@@ -439,3 +439,18 @@ def test_text_report_shows_warnings_and_advice():
     text = topology_to_text(topo, advice)
     assert "Warnings" in text and "ran together" in text
     assert all(a.code and a.message.split()[0] in text for a in advice)
+
+
+def test_a_cut_paste_judges_nothing_from_the_pairs_left():
+    """The first 300 bytes of an 8xA100 paste (NV12 everywhere): the pairs it lost were not
+    counted as missing links, and the advice called NV12 too slow for tensor parallelism and
+    picked GPU0 for its 84 NVLinks."""
+    (path,) = [p for p in TOPO_FILES if p.name.startswith("01-8xA100")]
+    text = path.read_text()
+    advice = advise(parse_topology(text[:300]))
+    said = " ".join(a.message for a in advice)
+    assert "GPU pair(s) are not in the matrix" in said
+    assert "too slow" not in said and "NVLinks to the others" not in said
+    assert not [a for a in advice if a.code == "allreduce-cost"]
+    whole = " ".join(a.message for a in advise(parse_topology(text)))
+    assert "every GPU pair is on NVLink" in whole

@@ -176,15 +176,29 @@ def advise(
     nv_pairs = [(a, b, c) for a, b, c in pairs if nvlink_count(c)]
     all_nvlink = n > 1 and len(nv_pairs) == n * (n - 1) // 2
 
-    out += _split_mode(topo, n, pairs, all_nvlink)
+    # a cut paste leaves pairs without a cell: what hangs on the slowest or the most links
+    # is not judged from the pairs that are left
+    missing = n * (n - 1) // 2 - len(pairs)
+    if missing > 0:
+        out.append(
+            Advice(
+                WARN,
+                "split-mode",
+                f"the links of {missing} GPU pair(s) are not in the matrix: layer or tensor "
+                "split, the main GPU by its links and the all-reduce cost are not judged",
+                "paste the whole `nvidia-smi topo -m` output",
+            )
+        )
+    else:
+        out += _split_mode(topo, n, pairs, all_nvlink)
     order = _cuda_order(gpus, cuda_order, env)
     if n > 1:
-        out += _main_gpu(topo, by_label, order)
+        out += _main_gpu(topo, by_label, order, links_known=missing <= 0)
     out += _device_order(gpus, order, env, cuda_order is not None)
     if n > 1:
         out += _p2p(topo, by_label, pairs, nv_pairs, all_nvlink, env)
     out += _numa(topo)
-    if n > 1:
+    if n > 1 and missing <= 0:
         out += _allreduce(topo, by_label, n, n_embd, n_layer)
     amd = [label for label, g in by_label.items() if g.vendor == "amd"]
     if amd:
@@ -349,11 +363,16 @@ def _cuda_order(
 
 
 def _main_gpu(
-    topo: Topology, by_label: Mapping[str, GpuStatic], order: tuple[int, ...] | None
+    topo: Topology,
+    by_label: Mapping[str, GpuStatic],
+    order: tuple[int, ...] | None,
+    *,
+    links_known: bool = True,
 ) -> list[Advice]:
     def score(label: str) -> tuple[int, int, tuple[int, int], int]:
         g = by_label.get(label)
         nv = sum(nvlink_count(topo.link(label, o)) or 0 for o in topo.gpus if o != label)
+        nv = nv if links_known else 0
         idx = gpu_index(label)
         # Memory in whole GiB: cards of one size report a few MiB apart.
         gib = round(g.memory_total / GIB) if g and g.memory_total else 0
@@ -367,7 +386,9 @@ def _main_gpu(
         "intermediate results with -sm row; with -sm layer it matters little"
     )
     if len({s[:3] for s in scores.values()}) == 1:
-        return [Advice(INFO, "main-gpu", "the GPUs are alike: the default -mg 0 is fine", hint)]
+        # (a pasted matrix names no models: nothing in it tells the GPUs apart)
+        alike = "the GPUs are alike" if by_label else "nothing here tells the GPUs apart"
+        return [Advice(INFO, "main-gpu", f"{alike}: the default -mg 0 is fine", hint)]
     idx = gpu_index(best)
     cuda = order.index(idx) if order is not None and idx in order else idx
     g = by_label.get(best)
