@@ -597,3 +597,12 @@ def test_a_library_cut_short_is_one_line_not_a_bus_error(tmp_path):
     assert done.returncode == 1, done
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert "cut short" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_findings_are_wrapped_to_the_terminal(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("NCCL_DEBUG", raising=False)
+    main(["nccl"])
+    out = capsys.readouterr().out.splitlines()
+    findings = out[out.index("findings") + 1 :]
+    assert findings and all(len(line) <= 80 for line in findings), findings

@@ -242,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
     if _wants_json(args):
         print_json(out)
     else:
+        import shutil
+        import textwrap
+
         from lltui.core.text import one_line as q  # paths, versions, environment: data
 
         lines = []
@@ -268,10 +271,14 @@ def run(args: argparse.Namespace) -> int:
             shown = "(unset)" if v is None else f"{q(v)}  - {q(explain_variable(k, v))}"
             lines.append(f"  {k.ljust(width)}  {shown}")
         lines.append("findings" if findings else "findings: none")
+        # wrapped to the terminal, as topo's advice is (lines of 100-140 columns at 80)
+        cols = max(60, min(160, shutil.get_terminal_size((80, 24)).columns))
         for f in findings:
-            lines.append(f"  [{f.severity}] {f.code}: {q(f.message)}")
+            lines += textwrap.wrap(
+                f"  [{f.severity}] {f.code}: {q(f.message)}", cols, subsequent_indent=" " * 9
+            )
             if f.hint:
-                lines.append(f"         -> {q(f.hint)}")
+                lines += textwrap.wrap(f"         -> {q(f.hint)}", cols, subsequent_indent=" " * 12)
         print("\n".join(lines))
     return 0 if out["available"] else 1
 
