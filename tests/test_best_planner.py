@@ -159,6 +159,22 @@ def test_dev_given_names_the_gpus_to_choose_among(models):
     assert [d.name for d in res.devices if d.kind != "cpu"] == list(plan.best.devices)
 
 
+def test_a_dev_given_out_of_order_keeps_every_option_what_fit_says(models):
+    """-dev CUDA1,CUDA0 on a 4090+3060 rig: an option in llama.cpp's own order was printed
+    without -dev but estimated in the -dev order (fit of its command did not fit)."""
+    model = read_gguf(models["moe"])
+    devs = parse_gpus_spec("4090,3060").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    plan = plan_best(model, parse_llama_args([*C4K, "-dev", "CUDA1,CUDA0"]), devs, opts)
+    fitting = [o for o in plan.options if o.fits]
+    assert fitting
+    for o in fitting:
+        res = estimate(model, parse_llama_args(list(o.argv)), devs, opts)
+        assert res.fits, o.argv
+        gpus = [(d.name, d.total_bytes) for d in res.devices if d.kind != "cpu"]
+        assert gpus == [(m.name, m.total_bytes) for m in o.memory], o.argv
+
+
 def test_moe_puts_the_fewest_experts_on_the_host(models):
     model = read_gguf(models["moe"])
     devs = parse_gpus_spec("16GiB").devices

@@ -463,6 +463,9 @@ def plan_best(
     every = tuple(d.device_name for d in devices if d.kind != "cpu")
     if settings.devices is not None:  # -dev given: the GPUs to choose among
         devices = select_devices(devices, replace(settings, split_mode="layer"))
+        # estimated in the order -dev gave: every option says its -dev (one without was
+        # estimated in that order but run in llama.cpp's)
+        every = ()
     made = make_space(model, base, devices, options, progress)
     if made is None:
         raise ValueError("llama.cpp refuses the command as given")
