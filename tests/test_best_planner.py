@@ -175,6 +175,15 @@ def test_a_dev_given_out_of_order_keeps_every_option_what_fit_says(models):
         assert gpus == [(m.name, m.total_bytes) for m in o.memory], o.argv
 
 
+def test_on_a_rig_of_three_kinds_the_fastest_gpu_alone_is_tried(models):
+    """4090, 3090 and two 3060s make more sets than are tried: the largest were kept, and
+    the 4090 alone (the fastest that holds the model) never came up."""
+    model = read_gguf(models["3b"])
+    devs = parse_gpus_spec("4090,3090,3060,3060").devices
+    plan = plan_best(model, parse_llama_args(C4K), devs, FitOptions(host_free_bytes=HOST))
+    assert plan.best.devices == ("CUDA0",), plan.best.argv
+
+
 def test_moe_puts_the_fewest_experts_on_the_host(models):
     model = read_gguf(models["moe"])
     devs = parse_gpus_spec("16GiB").devices

@@ -175,7 +175,15 @@ def device_sets(gpus: Sequence[DeviceSpec], need: int = 0) -> list[tuple[DeviceS
         chosen = [d for g, k in zip(groups, pick, strict=True) for d in g[:k]]
         if chosen:
             out.append(tuple(sorted(chosen, key=lambda d: order[d.name])))
-    out.sort(key=len, reverse=True)
+
+    def first(devs: tuple[DeviceSpec, ...]) -> tuple[bool, bool, int, float]:
+        # the whole rig; then the sets that hold what it holds, the fewest and fastest
+        # GPUs first (the likeliest fastest: the cap cut them, largest kept); then the rest
+        holds = sum(_free(d) for d in devs) >= need
+        size = len(devs) if holds else -len(devs)
+        return len(devs) < len(gpus), not holds, size, -sum(_bandwidth(d) for d in devs)
+
+    out.sort(key=first)
     return out[:MAX_SETS]
 
 
