@@ -184,6 +184,21 @@ def test_on_a_rig_of_three_kinds_the_fastest_gpu_alone_is_tried(models):
     assert plan.best.devices == ("CUDA0",), plan.best.argv
 
 
+def test_servers_given_as_devices_are_in_the_commands_that_use_them(models):
+    """--gpus rpc:HOST:PORT: a command with -dev RPC0 lacked --rpc (llama-server: invalid
+    device RPC0)."""
+    model = read_gguf(models["3b"])
+    devs = parse_gpus_spec("4090,rpc:127.0.0.1:50052=24GiB").devices
+    plan = plan_best(model, parse_llama_args(C4K), devs, FitOptions(host_free_bytes=HOST))
+    fitting = [o for o in plan.options if o.fits]
+    assert any("RPC0" in o.devices for o in fitting)
+    for o in fitting:
+        uses = any(n.startswith("RPC") for n in o.devices)
+        assert ("--rpc" in o.argv) == uses, o.argv
+        if uses:
+            assert o.argv[o.argv.index("--rpc") + 1] == "127.0.0.1:50052"
+
+
 def test_moe_puts_the_fewest_experts_on_the_host(models):
     model = read_gguf(models["moe"])
     devs = parse_gpus_spec("16GiB").devices

@@ -219,6 +219,7 @@ class _Search:
     asked: int
     goal: str
     every: tuple[str, ...]  # every GPU llama.cpp sees, in its order (no -dev: these)
+    rpc_flags: tuple[str, ...] = ()  # --rpc for servers given as devices, where one is used
 
     def option(
         self,
@@ -275,13 +276,15 @@ class _Search:
         if change.n_ctx == self.settings.n_ctx:
             change = replace(change, n_ctx=None)  # -c as given: not said again
         flags = change.flags()
+        rpc = self.rpc_flags if any(n.startswith(RPC_PREFIX) for n in names) else ()
+        command = self.settings.without(_CHOSEN).then(parse_llama_args([*rpc, *flags]))
         return PlanOption(
             split_mode=mode,
             devices=names,
             n_ubatch=ub,
             fits=True,
             flags=flags,
-            argv=tuple(self.settings.without(_CHOSEN).then(parse_llama_args(flags)).to_argv()),
+            argv=tuple(command.to_argv()),
             offload=_offload_text(self.s, x),
             decode_tps=fast.decode_tps,
             decode_tps_deep=deep.decode_tps,
@@ -478,7 +481,7 @@ def plan_best(
     if made is None:
         raise ValueError("llama.cpp refuses the command as given")
     s, asked = made
-    search = _Search(s, model, base, asked, goal, every)
+    search = _Search(s, model, base, asked, goal, every, _rpc_flags(settings, devices))
     gpus = tuple(d for d in s.problem.devices if d.kind != "cpu")
     refusal = tensor_refusal(s.problem.hp, base, len(gpus), s.problem.options.rules)
     modes = ("layer",) if refusal else ("layer", "tensor")
@@ -560,6 +563,16 @@ def _try_sets(tried: _Tried, modes: Sequence[str], gpus: tuple[DeviceSpec, ...])
 
 
 _Layout = tuple[str, tuple[str, ...], str]  # split mode, devices, -ts kind
+
+
+RPC_PREFIX = "RPC"  # llama.cpp's name of an RPC server's device: RPC0, RPC1, ...
+
+
+def _rpc_flags(settings: LlamaArgs, devices: Sequence[DeviceSpec]) -> tuple[str, ...]:
+    """``--rpc`` for RPC servers given as devices (``--gpus rpc:HOST:PORT``), not as flags:
+    a command with -dev RPCn runs only with them."""
+    endpoints = [d.endpoint for d in devices if d.kind == "rpc" and d.endpoint]
+    return ("--rpc", ",".join(endpoints)) if endpoints and not settings.rpc else ()
 
 
 def _layout(o: PlanOption) -> _Layout:
