@@ -498,3 +498,11 @@ def test_gpu_only_with_weights_given_to_the_cpu_is_one_line(models, capsys, give
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "keeps weights on the CPU" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("verb", ["fit", "quant"])
+def test_gpu_only_with_no_gpu_is_one_line(models, capsys, verb):
+    """--gpus cpu --best gpu-only printed -ngl all, "gives up: nothing", all on the host."""
+    assert main([verb, str(models["3b"]), "--best", "gpu-only", "--gpus", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no GPU" in err and len(err.splitlines()) == 1

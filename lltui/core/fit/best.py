@@ -676,6 +676,8 @@ def best_configs(
             f"{host_given} given keeps weights on the CPU: every line --best gpu-only "
             "proposes keeps it; drop it"
         )
+    if goal == "gpu-only" and not any(d.kind != "cpu" for d in devices):
+        raise ValueError("--best gpu-only: no GPU to put the model on (only the host here)")
     made = make_space(model, settings, devices, options, progress)
     if made is None:
         return []
