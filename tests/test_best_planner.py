@@ -506,3 +506,14 @@ def test_gpu_only_with_no_gpu_is_one_line(models, capsys, verb):
     assert main([verb, str(models["3b"]), "--best", "gpu-only", "--gpus", "cpu"]) == 2
     err = capsys.readouterr().err.strip()
     assert "no GPU" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("verb", "goals"), [("fit", ("decode", "prompt")), ("quant", ("context", "speed"))]
+)
+def test_two_goals_are_one_line(models, capsys, verb, goals):
+    """--best decode --best prompt took the last silently."""
+    argv = [verb, str(models["3b"]), "--gpus", "4090", "--best", goals[0], "--best", goals[1]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--best given twice" in err and len(err.splitlines()) == 1

@@ -145,6 +145,9 @@ def read_command(
         use_rig=True,
         rig_source=source() if source is not None and gpus is None else None,
     )
+    goals = set(words.all("--best"))
+    if len(goals) > 1:  # (the last was taken silently)
+        raise CliError(f"{verb}: --best given twice ({', '.join(sorted(goals))}): give one", 2)
     return FitCommand(
         request,
         as_json="--json" in words.switches,
