@@ -20,7 +20,7 @@ that command line shows it; its speed the speed model's):
 - the K/V cache: where the best layer split needs the host and the K/V cache given is f16, the
   same layout with :data:`KV_OPTION` (half the bytes a token takes, so fewer experts or
   layers on the host) is offered beside the ranking, with its quality cost said, never
-  ranked above the K/V cache given (``-sm tensor`` refuses a quantized one).
+  ranked above the K/V cache given (``-sm tensor`` refuses a quantized one before b9455).
 
 Goals: ``decode`` (tokens/s of one sequence; the default), ``prompt`` (a
 :data:`PROMPT_TOKENS`-token prompt), ``joules`` (the GPUs' energy per decoded token) and

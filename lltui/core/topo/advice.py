@@ -241,7 +241,7 @@ def _amd(
                 "split-mode",
                 "every GPU pair is on XGMI (Infinity Fabric): -sm layer (the default) is safe, "
                 "and -sm tensor can all-reduce over XGMI (llama.cpp's HIP build uses RCCL)",
-                "-sm tensor is experimental: it needs -fa on and an f16/bf16/f32 KV cache",
+                "-sm tensor is experimental: it needs -fa on (and before b9455 a float KV cache)",
             )
         )
     else:
@@ -301,7 +301,7 @@ def _split_mode(
         "('device CUDA0 does not support split buffers')"
     )
     tensor_needs = (
-        "-sm tensor is experimental: it needs -fa on, an f16/bf16/f32 KV cache, no --fit, "
+        "-sm tensor is experimental: it needs -fa on (a float KV cache before b9455), no --fit, "
         "and fails for some MoE and hybrid models"
     )
     if n == 1:
