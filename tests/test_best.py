@@ -51,6 +51,15 @@ def test_moe_too_big_puts_the_fewest_experts_on_the_cpu(paths):
     assert "CPU" in top.gives_up
 
 
+def test_a_given_fa_off_is_kept_in_every_line(paths):
+    """--best context's quantized-cache lines added -fa on over the -fa off given."""
+    model = read_gguf(paths["dense"])
+    settings = parse_llama_args(["-c", "32768", "-fa", "off"])
+    best = best_configs(model, settings, parse_gpus_spec("12GiB").devices, OPTS, "context")
+    assert best
+    assert all("-fa" not in c.flags and "-ctk" not in c.flags for c in best), best
+
+
 def test_dense_too_big_keeps_the_most_layers_on_the_gpus(paths):
     model = read_gguf(paths["dense"])
     best = best_configs(

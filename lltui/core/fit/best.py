@@ -698,6 +698,8 @@ def best_configs(
         if not rules.sm_tensor_quant_kv:  # nor, before b9455, with a quantized K/V cache
             tried = kv_types if kv_types is not None else [kv for kv, _why in KV_TYPES]
             kv_types = [kv for kv in tried if kv in FLOAT_KV]
+    if settings.flash_attn == "off" and "flash_attn" in settings.given:
+        kv_types = []  # a quantized cache's lines turn -fa on: the -fa off given is kept
     if not tensor and not room_for_weights(s.estimate(Change())):
         return []  # no placement, K/V type, ubatch or context can fit: nothing to search
     # a split of one's own or none to make: the one given stays
