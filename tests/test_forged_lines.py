@@ -97,7 +97,7 @@ def test_doctor_details_cannot_forge_lines(capsys, monkeypatch):
     from lltui.services import doctor
 
     checks = [Check("driver", "ok", HOSTILE, version=HOSTILE, hint=HOSTILE, essential=True)]
-    monkeypatch.setattr(doctor, "run_checks", lambda: checks)
+    monkeypatch.setattr(doctor, "run_checks", lambda config=None: checks)
     assert main(["doctor"]) == 0
     assert_no_forged_line(capsys.readouterr().out)
 
