@@ -199,6 +199,19 @@ def test_servers_given_as_devices_are_in_the_commands_that_use_them(models):
             assert o.argv[o.argv.index("--rpc") + 1] == "127.0.0.1:50052"
 
 
+def test_a_tensor_split_of_unequal_gpus_is_sized_to_their_room(models):
+    """12 + 6 GiB: the tensor split fits only with -ts sized to each GPU's room (as fit
+    suggests it); the planner tried none and offered tensor only with layers on the host."""
+    model = read_gguf(models["8b"])
+    devs = parse_gpus_spec("12GiB,6GiB").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    tensor = [o for o in plan.options if o.fits and o.split_mode == "tensor" and "-ts" in o.argv]
+    assert any(o.offload == "" for o in tensor), [o.argv for o in tensor]
+    for o in tensor:
+        assert estimate(model, parse_llama_args(list(o.argv)), devs, opts).fits, o.argv
+
+
 def test_moe_puts_the_fewest_experts_on_the_host(models):
     model = read_gguf(models["moe"])
     devs = parse_gpus_spec("16GiB").devices

@@ -234,11 +234,26 @@ class _Space:
                 res = replace(res, speed=speed_of(self.problem.model, res, self.problem.used,
                                                   self.problem.options))  # fmt: skip
                 counts = speed_split(res, self.problem.used)
+            elif res is not None and change.split_mode == "tensor":
+                counts = tensor_room_split(res, self.problem)
             elif res is not None:
                 other = self.estimate(replace(change, n_ctx=self.cap * self.unit))
                 counts = headroom_split(res, self.problem.used, other)
             self._split[key] = writable_split(counts) if counts else None
         return self._split[key]
+
+
+def tensor_room_split(res: FitResult, p: FitProblem) -> tuple[int, ...] | None:
+    """-ts for a tensor split: each GPU's share of every tensor sized to what it has left
+    after its fixed costs, as fit suggests it for -sm tensor (search's balanced counts)."""
+    from lltui.core.fit.search import balanced_counts
+
+    by_name = {d.name: d for d in p.used}
+    devs = [by_name[e.name] for e in res.devices if e.kind != "cpu" and e.name in by_name]
+    if len(devs) < 2:
+        return None
+    counts = balanced_counts(res, p.hp, devs, p.options)
+    return tuple(counts) if counts else None
 
 
 def _largest(top: int, ok: Callable[[int], bool], guess: int | None = None) -> int:

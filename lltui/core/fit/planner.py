@@ -516,10 +516,10 @@ class _Tried:
     def __call__(self, mode: str, devs: Sequence[DeviceSpec]) -> int | None:
         opt, x = self.search.option(mode, devs, None)
         self._keep(opt, x)
-        if mode != "layer" or len(devs) < 2:
+        if len(devs) < 2:
             return x
         kinds = ["room"] if x != 0 else []  # the host needed: room for more?
-        if len({_bandwidth(d) for d in devs}) > 1:  # GPUs of several speeds
+        if mode == "layer" and len({_bandwidth(d) for d in devs}) > 1:  # several speeds
             kinds.append("speed")
         for kind in kinds:
             other, y = self.search.option(mode, devs, None, ts=kind)

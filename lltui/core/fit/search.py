@@ -109,7 +109,7 @@ def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Sugges
     # (split, its flags: empty for the split as given)
     candidates: list[tuple[tuple[float, ...], tuple[str, ...]]] = [(split, ())]
     if len(devs) > 1:
-        counts = _balanced_counts(base, hp, devs, opts)
+        counts = balanced_counts(base, hp, devs, opts)
         # a split -ts cannot say (16 GPUs, the last with layers) is not proposed
         written = writable_split(tuple(counts)) if counts is not None else None
         if written is not None and tuple(float(c) for c in counts or ()) != tuple(split):
@@ -144,7 +144,7 @@ def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Sugges
     return tuple(out)
 
 
-def _balanced_counts(
+def balanced_counts(
     base: FitResult, hp: Hparams, devs: Sequence[DeviceSpec], opts: FitOptions
 ) -> list[int] | None:
     """Layers per device (summing to n_layer_all + 1) filled back to front by what each
