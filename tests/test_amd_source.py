@@ -226,6 +226,19 @@ def test_rocm_smi_fields_it_could_not_read_are_none() -> None:
     assert all(c.sample.memory_used is None and c.static.name.startswith("AMD GPU") for c in cards)
 
 
+
+def test_cards_without_a_unique_id_stay_apart_in_the_exporter() -> None:
+    """rocm-smi prints no Unique ID for these RX 6800s: both were keyed "" and so one GPU to
+    the monitor, and the exporter served two identical series (Prometheus rejects them)."""
+    cards, _ = read_cards(fixture("rocm-smi/2xrx6800-showmemuse-1.4.1.json"))
+    assert [c.static.uuid for c in cards] == ["index:0", "index:1"]
+    info = RigInfo("amd", gpus=tuple(c.static for c in cards))
+    sample = RigSample(1, 0.0, 0.0, info, tuple(c.sample for c in cards))
+    for family in rig_families(sample, host="h"):
+        labels = [tuple(sorted(dict(s[0]).items())) for s in family.samples]
+        assert len(labels) == len(set(labels)), family.name
+    assert [g["index"] for g in rig_to_json(sample)["gpus"]] == [0, 1]
+
 # --- the command-line source -------------------------------------------------------------------
 
 

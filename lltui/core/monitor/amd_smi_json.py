@@ -35,7 +35,7 @@ from lltui.core.monitor.amd_values import (
     text,
     to_bytes,
 )
-from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic
+from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic, gpu_key
 from lltui.core.monitor.throttle import AMD_THROTTLED, AMD_VIOLATIONS
 from lltui.core.units import KIB, MIB
 
@@ -81,7 +81,7 @@ def static_of(index: int, static: Mapping[str, Any], listing: Mapping[str, Any])
     width = integer(dig(static, "bus", "max_pcie_width"))
     return GpuStatic(
         index=index,
-        uuid=text(listing.get("uuid")) or "",
+        uuid=gpu_key(text(listing.get("uuid")), index),
         name=name,
         pci_bus_id=pci_bus_id(first(listing, ("bdf",)) or dig(static, "bus", "bdf")),
         memory_total=to_bytes(dig(static, "vram", "size"), "mb"),

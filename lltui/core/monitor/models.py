@@ -45,6 +45,13 @@ class GpuStatic:
     unified_memory: bool | None = None  # an APU: its VRAM is carved from the host's RAM
 
 
+def gpu_key(uuid: str | None, index: int) -> str:
+    """A GPU's key on its host: its UUID, or ``index:N`` where the source reads none (AMD
+    cards without a unique ID, nvidia-smi's [N/A]). The monitor, history, alerts and the
+    exporter key GPUs by it: two blank UUIDs were one GPU to them."""
+    return uuid or f"index:{index}"
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerRef:
     """The container (or unit, or job) a process runs in, from its cgroup and, where

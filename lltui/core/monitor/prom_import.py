@@ -20,6 +20,7 @@ from lltui.core.monitor.models import (
     HostSample,
     RigInfo,
     RigSample,
+    gpu_key,
 )
 from lltui.core.monitor.prom import (
     GPU_INFO,
@@ -429,7 +430,7 @@ def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
     index = g.index if g.index is not None else position
     info = GpuStatic(
         index=index,
-        uuid=g.uuid or f"index:{index}",
+        uuid=gpu_key(g.uuid, index),
         name=g.name or "",
         pci_bus_id=g.pci_bus_id or "",
         memory_total=round(total_f) if total_f is not None else None,

@@ -27,7 +27,7 @@ from lltui.core.monitor.amd_values import (
     text,
     to_bytes,
 )
-from lltui.core.monitor.models import GpuSample, GpuStatic
+from lltui.core.monitor.models import GpuSample, GpuStatic, gpu_key
 
 _CARD = re.compile(r"^card(\d+)$")
 # (key spellings, in the order tried) for each fact, one table
@@ -100,7 +100,7 @@ def static_of(index: int, card: Mapping[str, Any]) -> GpuStatic:
     name = text(_get(card, "name")) or f"AMD GPU {index}"
     return GpuStatic(
         index=index,
-        uuid=text(_get(card, "uuid")) or "",
+        uuid=gpu_key(text(_get(card, "uuid")), index),
         name=name,
         pci_bus_id=pci_bus_id(_get(card, "bus")),
         memory_total=to_bytes(_get(card, "vram_total")),

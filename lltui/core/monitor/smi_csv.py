@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic
+from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic, gpu_key
 from lltui.core.monitor.smi_fields import (
     APP_QUERY_FIELDS,
     BOOL_WORDS,
@@ -187,7 +187,7 @@ def gpu_rows(table: CsvTable) -> tuple[SmiGpuRow, ...]:
 def _static(row: _Row, index: int) -> GpuStatic:
     return GpuStatic(
         index=index,
-        uuid=row.text("uuid") or "",
+        uuid=gpu_key(row.text("uuid"), index),
         name=row.text("name") or "",
         pci_bus_id=row.text("pci.bus_id") or "",
         memory_total=row.size("memory.total"),

@@ -27,6 +27,7 @@ from lltui.core.monitor.models import (
     RigInfo,
     RigSample,
     SourceUnavailable,
+    gpu_key,
 )
 from lltui.core.monitor.throttle import AMD_THROTTLED, AMD_VIOLATIONS
 from lltui.core.text import error_text
@@ -148,7 +149,7 @@ class AmdSmiSource:
         return with_catalog(
             GpuStatic(
                 index=i,
-                uuid=text(self._call(i, "amdsmi_get_gpu_device_uuid")) or "",
+                uuid=gpu_key(text(self._call(i, "amdsmi_get_gpu_device_uuid")), i),
                 name=text(asic.get("market_name")) or f"AMD GPU {i}",
                 pci_bus_id=pci_bus_id(self._call(i, "amdsmi_get_gpu_device_bdf")),
                 memory_total=self._call(

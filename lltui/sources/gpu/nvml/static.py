@@ -13,7 +13,7 @@ from lltui.core.monitor.cuda_order import (
     cuda_indices_from_env,
     enumeration_order,
 )
-from lltui.core.monitor.models import GpuStatic
+from lltui.core.monitor.models import GpuStatic, gpu_key
 from lltui.sources.gpu.nvml.calls import OK, GpuLost, NvmlCalls
 from lltui.sources.gpu.nvml.codes import (
     CLOCK_MEM,
@@ -98,7 +98,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
     g.static_errors, g.errors = g.errors, []
     g.static = GpuStatic(
         index=i,
-        uuid=uuid or "",
+        uuid=gpu_key(uuid, i),
         name=name or f"GPU {i}",
         pci_bus_id=pci or "",
         memory_total=total,
