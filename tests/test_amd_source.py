@@ -226,7 +226,6 @@ def test_rocm_smi_fields_it_could_not_read_are_none() -> None:
     assert all(c.sample.memory_used is None and c.static.name.startswith("AMD GPU") for c in cards)
 
 
-
 def test_cards_without_a_unique_id_stay_apart_in_the_exporter() -> None:
     """rocm-smi prints no Unique ID for these RX 6800s: both were keyed "" and so one GPU to
     the monitor, and the exporter served two identical series (Prometheus rejects them)."""
@@ -238,6 +237,7 @@ def test_cards_without_a_unique_id_stay_apart_in_the_exporter() -> None:
         labels = [tuple(sorted(dict(s[0]).items())) for s in family.samples]
         assert len(labels) == len(set(labels)), family.name
     assert [g["index"] for g in rig_to_json(sample)["gpus"]] == [0, 1]
+
 
 # --- the command-line source -------------------------------------------------------------------
 
