@@ -663,3 +663,25 @@ def test_hooks_end_with_watch_when_the_terminal_closes_or_it_is_killed(tmp_path,
         for line in pids.read_text().split() if pids.exists() else ():
             with contextlib.suppress(OSError):
                 os.kill(int(line), signal.SIGKILL)
+
+
+def test_vram_alert_works_out_free_memory_a_source_does_not_send():
+    """all-smi sends used and total, no free: the alert said "0 MiB free" of a GPU with
+    100 MiB left."""
+    from dataclasses import replace
+
+    from lltui.core.monitor.models import RigSample
+    from lltui.sources.gpu.sim import SimSource
+
+    src = SimSource("kaggle-2xt4", seed=0)
+    src.open()
+    s = src.poll()
+    g = s.gpus[0]
+    total = g.info.memory_total
+    assert total is not None
+    full = replace(g, memory_used=total - 100 * 2**20, memory_free=None)
+    sample: RigSample = replace(s, gpus=(full, *s.gpus[1:]))
+    (change,) = [
+        c for c in AlertTracker().update(1.0, rigs={None: sample}) if c.alert.kind == "vram_full"
+    ]
+    assert "(100 MiB free)" in change.alert.message

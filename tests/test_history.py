@@ -221,3 +221,30 @@ def test_a_process_detail_shows_no_secret_and_only_the_time_it_was_watched():
     text = render_process(4242, model, 100, 60.0)
     assert secret not in text and "--api-key ***" in text
     assert "over the last 4s" in text and "over 1m" not in text
+
+
+def test_balance_counts_no_unknown_utilisation_as_idle():
+    """nvidia-smi's [N/A] utilisation on one GPU of the split was read as 0%: "util ±97%
+    busy 0", a skew made up from a GPU that does not say."""
+    from dataclasses import replace
+
+    from rich.style import Style
+
+    from lltui.app.rig_model import RigModel
+    from lltui.app.screens.launch import render_balance
+    from lltui.app.screens.monitor import render_rig_line
+    from lltui.app.widgets.gpu_card import CardStyles
+
+    sample = _shared_box()
+    gpus = tuple(replace(g, util_gpu=None if g.index == 1 else 97.0) for g in sample.gpus)
+    sample = replace(sample, gpus=gpus)
+    (im, *_) = imbalances(sample)
+    assert im.util_spread is None and im.busiest is None and im.util_pct[1] is None
+    assert im.level == "uneven"  # judged by the memory it knows (±6%), not a made-up ±97%
+    model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+    model.apply(sample)
+    styles = CardStyles("t", *[Style()] * 13)
+    line = render_rig_line(sample, model, styles, 160).plain.splitlines()[-1]
+    assert "util ±-%" in line and "busy" not in line
+    assert "GPU1  its  38.6 GiB  VRAM  " in render_balance(model, 4242)
+    assert "util    -  power" in render_balance(model, 4242)

@@ -24,7 +24,7 @@ from lltui.core.memory.kv_fill import fill_line
 from lltui.core.monitor.balance import imbalances
 from lltui.core.monitor.plan_reality import plan_line
 from lltui.core.text import printable
-from lltui.core.units import MIB, compact_indexes, fmt_bytes, fmt_duration, spark
+from lltui.core.units import MIB, compact_indexes, fmt_bytes, fmt_duration, fmt_pct, spark
 from lltui.services.launch.state import LaunchState
 
 PHASE_STYLE = {
@@ -154,14 +154,15 @@ def render_balance(model: RigModel, pid: int | None) -> str:
     im = ours[0]
     parts = [
         f"[b]balance[/b] {escape(im.name)} (pid {im.pid}) on GPU "
-        f"{compact_indexes(im.gpu_indexes)}: {im.level} (its memory ±{im.vram_spread:.0f}%)"
+        f"{compact_indexes(im.gpu_indexes)}: {im.level} (its memory ±{fmt_pct(im.vram_spread)})"
     ]
     for idx, own, vram, util, power in zip(
         im.gpu_indexes, im.own_bytes, im.vram_pct, im.util_pct, im.power_pct, strict=True
     ):
         held = fmt_bytes(own) if own is not None else "?"
         parts.append(
-            f"  GPU{idx}  its {held:>9}  VRAM {vram:3.0f}%  util {util:3.0f}%  power {power:3.0f}%"
+            f"  GPU{idx}  its {held:>9}  VRAM {fmt_pct(vram):>4}  util {fmt_pct(util):>4}  "
+            f"power {fmt_pct(power):>4}"
         )
     for nb in im.neighbours[:3]:
         held = fmt_bytes(nb.used_bytes) if nb.used_bytes is not None else "?"

@@ -29,7 +29,7 @@ from lltui.app.widgets.status import Banner, StatusBar, show_header
 from lltui.app.widgets.text_lines import TextLines
 from lltui.core.monitor.alerts import CRITICAL, Alert
 from lltui.core.monitor.balance import Imbalance, imbalances
-from lltui.core.monitor.models import GpuSample, RigSample
+from lltui.core.monitor.models import RigSample
 from lltui.core.units import (
     GIB,
     compact_indexes,
@@ -63,15 +63,6 @@ def _known_sum(values: Iterable[float | None]) -> float | None:
     return out
 
 
-def _free(g: GpuSample) -> float | None:
-    """Free memory as reported, or its total less what is used (all-smi sends no free)."""
-    if g.memory_free is not None:
-        return g.memory_free
-    if g.info.memory_total is None or g.memory_used is None:
-        return None
-    return max(0, g.info.memory_total - g.memory_used)
-
-
 def _fmt(value: float | None, unit: float, spec: str) -> str:
     return "-" if value is None else format(value / unit, spec)
 
@@ -84,7 +75,7 @@ def render_rig_line(
     live = [g for g in sample.gpus if not g.lost]
     total = _known_sum(g.info.memory_total for g in live)
     used = _known_sum(g.memory_used for g in live)
-    free = _known_sum(_free(g) for g in live)
+    free = _known_sum(g.free_bytes for g in live)
     power = _known_sum(g.power_w for g in live)
     limit = _known_sum(g.power_limit_w for g in live)
     energy = model.history.energy_since_start_mj()
@@ -126,11 +117,15 @@ def render_rig_line(
 def _balance_line(im: Imbalance, styles: CardStyles, width: int) -> Text:
     """The split's balance in one line of ``width`` less the border: what does not fit goes,
     the utilisation's detail first, then the neighbours' names."""
-    level = {"ok": styles.ok, "uneven": styles.warn, "skewed": styles.hot}[im.level]
+    level = {"ok": styles.ok, "uneven": styles.warn, "skewed": styles.hot}.get(im.level)
     gap, gpu = ("  ", "GPU") if width >= 84 else (" ", "")
     head = f" {im.name[:16]} {gpu}{compact_indexes(im.gpu_indexes)} "
-    vram = f"{gap}VRAM ±{im.vram_spread:.0f}% full {im.fullest} empty {im.emptiest}"
-    util = f"{gap}util ±{im.util_spread:.0f}% busy {im.busiest}"
+    vram = f"{gap}VRAM ±-%"  # (a GPU does not report its memory)
+    if im.vram_spread is not None:
+        vram = f"{gap}VRAM ±{im.vram_spread:.0f}% full {im.fullest} empty {im.emptiest}"
+    util = f"{gap}util ±-%"  # (a GPU does not report its utilisation)
+    if im.util_spread is not None:
+        util = f"{gap}util ±{im.util_spread:.0f}% busy {im.busiest}"
     beside = _beside(im, width)
     room = max(40, min(width, 200) - 2)
     for parts in ((vram, util, beside), (vram, beside), (vram, _beside(im, 0)), (vram,)):

@@ -256,7 +256,9 @@ class AlertTracker:
         pct = g.memory_pct
         level = _level(pct, th.vram_warning_pct, th.vram_critical_pct)
         if level is not None and pct is not None:
-            message = f"VRAM {pct:.1f}% full ({(g.memory_free or 0) / 2**20:.0f} MiB free)"
+            free = g.free_bytes
+            left = "-" if free is None else f"{free / 2**20:.0f}"
+            message = f"VRAM {pct:.1f}% full ({left} MiB free)"
             out.append(_Finding(_gpu_alert(g, host, "vram_full", level, message)))
         power = g.power_pct
         if power is not None and power >= th.power_cap_pct:

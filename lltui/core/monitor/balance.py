@@ -7,7 +7,9 @@ fuller than the split alone would make it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lltui.core.monitor.models import RigSample
 
@@ -30,21 +32,28 @@ class Imbalance:
     name: str
     gpu_indexes: tuple[int, ...]
     own_bytes: tuple[int | None, ...]  # the process's memory on each GPU, gpu_indexes order
-    vram_pct: tuple[float, ...]  # each GPU's whole fill, for the detail
-    util_pct: tuple[float, ...]
-    power_pct: tuple[float, ...]
-    vram_spread: float  # ± % around the mean of the process's own memory per GPU
-    util_spread: float  # max - min, percentage points
-    fullest: int  # GPU index holding the most of the process's memory
-    emptiest: int
-    busiest: int
+    # each GPU's whole fill, utilisation and power, for the detail (None: not reported)
+    vram_pct: tuple[float | None, ...]
+    util_pct: tuple[float | None, ...]
+    power_pct: tuple[float | None, ...]
+    # ± % around the mean of the process's own memory per GPU (None: a GPU does not say)
+    vram_spread: float | None
+    util_spread: float | None  # max - min, percentage points (None: a GPU does not say)
+    fullest: int | None  # GPU index holding the most of the process's memory
+    emptiest: int | None
+    busiest: int | None
     neighbours: tuple[Neighbour, ...] = ()  # other processes on these GPUs, biggest first
 
     @property
     def level(self) -> str:
         """ok / uneven / skewed, from the larger spread (the memory's range around its mean
-        counts as twice its ± figure, like the utilisation's range)."""
-        worst = max(2 * self.vram_spread, self.util_spread)
+        counts as twice its ± figure, like the utilisation's range); unknown where the GPUs
+        report neither."""
+        spreads = [2 * self.vram_spread if self.vram_spread is not None else None]
+        known = [x for x in (*spreads, self.util_spread) if x is not None]
+        if not known:
+            return "unknown"
+        worst = max(known)
         if worst < 10:
             return "ok"
         if worst < 25:
@@ -88,32 +97,47 @@ def _imbalance(
     gs = [sample.gpus[i] for i in positions]
     idx = tuple(g.info.index for g in gs)
     own = tuple(on[i] for i in positions)
-    util = tuple(float(g.util_gpu or 0.0) for g in gs)
+    util = tuple(g.util_gpu for g in gs)
+    fill = tuple(g.memory_pct for g in gs)
     known = [b for b in own if b is not None]
+    by: Sequence[float | int | None] = own  # what the fullest and emptiest are judged by
     if len(known) == len(own) and known and sum(known) > 0:
         mean = sum(known) / len(known)
-        spread = (max(known) - min(known)) / 2 / mean * 100
-        fullest = idx[own.index(max(known))]
-        emptiest = idx[own.index(min(known))]
+        spread: float | None = (max(known) - min(known)) / 2 / mean * 100
     else:  # the driver hides per-process memory: fall back on each GPU's fill
-        fill = [g.memory_pct or 0.0 for g in gs]
-        spread = (max(fill) - min(fill)) / 2
-        fullest, emptiest = idx[fill.index(max(fill))], idx[fill.index(min(fill))]
+        by, spread = fill, _range(fill)
+        spread = None if spread is None else spread / 2
     return Imbalance(
         pid=pid,
         name=name,
         gpu_indexes=idx,
         own_bytes=own,
-        vram_pct=tuple(g.memory_pct or 0.0 for g in gs),
+        vram_pct=fill,
         util_pct=util,
-        power_pct=tuple(g.power_pct or 0.0 for g in gs),
+        power_pct=tuple(g.power_pct for g in gs),
         vram_spread=spread,
-        util_spread=max(util) - min(util),
-        fullest=fullest,
-        emptiest=emptiest,
-        busiest=idx[util.index(max(util))],
+        util_spread=_range(util),
+        fullest=_at(idx, by, max) if spread is not None else None,
+        emptiest=_at(idx, by, min) if spread is not None else None,
+        busiest=_at(idx, util, max) if None not in util else None,
         neighbours=_neighbours(sample, pid, set(positions), by_pid, names),
     )
+
+
+def _range(values: tuple[float | None, ...]) -> float | None:
+    """max - min; None where one is not reported (an unknown is no 0)."""
+    if None in values:
+        return None
+    known = [v for v in values if v is not None]
+    return max(known) - min(known)
+
+
+def _at(
+    idx: tuple[int, ...], values: Sequence[float | int | None], pick: Callable[..., Any]
+) -> int:
+    """The GPU index of the largest (``max``) or smallest (``min``) of known ``values``."""
+    known = [v for v in values if v is not None]
+    return idx[list(values).index(pick(known))]
 
 
 def _neighbours(

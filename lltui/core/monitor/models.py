@@ -218,6 +218,16 @@ class GpuSample:
         return 100.0 * self.memory_used / total
 
     @property
+    def free_bytes(self) -> int | None:
+        """Free memory as reported, or its total less what is used (all-smi sends no free)."""
+        if self.memory_free is not None:
+            return self.memory_free
+        total = self.info.memory_total
+        return (
+            None if total is None or self.memory_used is None else max(0, total - self.memory_used)
+        )
+
+    @property
     def power_pct(self) -> float | None:
         if self.power_w is None or not self.power_limit_w:
             return None
