@@ -387,12 +387,14 @@ def test_an_unreachable_source_is_one_line() -> None:
 
 
 def test_xid_errors_are_counted_across_rounds() -> None:
+    """NVML's events report XIDs; a source that cannot see them has no count (its 0 read as
+    "no XID errors" on dashboards)."""
     from dataclasses import replace
 
     from lltui.core.monitor.models import XidEvent
 
     class WithXids:
-        name = "sim+xid"
+        name = "nvml"
 
         def __init__(self) -> None:
             self.sim = SimSource("colab-t4", seed=1)
@@ -401,6 +403,7 @@ def test_xid_errors_are_counted_across_rounds() -> None:
 
         def poll(self):  # type: ignore[no-untyped-def]
             sample = self.sim.poll()
+            sample = replace(sample, info=replace(sample.info, source=self.name))
             self.polls += 1
             if self.polls == 2:
                 g = replace(sample.gpus[0], xid_events=(XidEvent(79, 0.0, "off the bus"),),
@@ -418,6 +421,12 @@ def test_xid_errors_are_counted_across_rounds() -> None:
         counts.append(fams["lltui_gpu_xid_errors_total"].samples[0][1])
     assert counts == [0.0, 3.0, 3.0]
     assert fams["lltui_gpu_xid_errors_total"].kind == "counter"
+    sim = SimSource("colab-t4", seed=1)
+    sim.open()
+    blind = {f.name: f for f in Sampler(sim, host="h").sample_once().families}
+    assert (
+        "lltui_gpu_xid_errors_total" not in blind or not blind["lltui_gpu_xid_errors_total"].samples
+    )
 
 
 def test_error_lines_never_show_url_credentials() -> None:

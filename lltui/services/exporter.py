@@ -36,6 +36,7 @@ from lltui.core.monitor.prom_export import (
 from lltui.core.periodic import Periodic
 from lltui.core.text import error_text
 from lltui.services.follow import FoundServers, ServerFollow
+from lltui.sources.gpu.kinds import watches_xids
 
 if TYPE_CHECKING:
     from lltui.services.rig import Rig, RigRequest
@@ -158,9 +159,10 @@ class Sampler:
         if sample is not None:
             if sample.error:
                 error = sample.error
-            for g in sample.gpus:
-                seen = len(g.xid_events) + g.xid_dropped
-                self._xids[g.info.uuid] = self._xids.get(g.info.uuid, 0) + seen
+            for g in sample.gpus:  # (a source that cannot see XIDs has no count: no 0)
+                if watches_xids(sample.info.source, g.info):
+                    seen = len(g.xid_events) + g.xid_dropped
+                    self._xids[g.info.uuid] = self._xids.get(g.info.uuid, 0) + seen
             families.extend(
                 rig_families(
                     sample,

@@ -76,7 +76,8 @@ def rig_families(
     """Every field of ``sample`` lltui knows, as families; a field that is ``None`` has no
     sample. GPUs carry ``gpu`` (NVML index), ``uuid``, ``name`` and ``host`` labels, and
     ``simulated="true"`` on a simulated rig.
-    ``xid_counts``: XID errors seen per GPU UUID since the caller began counting."""
+    ``xid_counts``: XID errors seen per GPU UUID since the caller began counting (only
+    GPUs whose XIDs are watched)."""
     info = sample.info
     rig = _labels(
         host=host,
@@ -143,7 +144,9 @@ def _gpu_values(
         out.append(Family(m.name, m.kind, m.help, m.unit, tuple(rows)))
     if xid_counts is not None:
         rows = [
-            (gpu_labels[g.info.uuid], float(xid_counts.get(g.info.uuid, 0))) for g in sample.gpus
+            (gpu_labels[g.info.uuid], float(xid_counts[g.info.uuid]))
+            for g in sample.gpus
+            if g.info.uuid in xid_counts  # (GPUs whose XIDs are watched)
         ]
         out.append(
             Family(XID_ERRORS, "counter", "XID errors the driver reported since the exporter "

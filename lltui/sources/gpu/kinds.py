@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # every CLI run reads the table (--source's help): keep it light
-    from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
+    from lltui.core.monitor.models import GpuSource, GpuStatic, RigInfo, RigSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,7 @@ class SourceKind:
     host_arg: bool = False  # its argument is another machine (over ssh), not this one
     url_arg: bool = False  # its argument is a URL (whose password must not name a host)
     local_pids: bool = False  # without an argument, its processes are this machine's
+    xids: bool = False  # it reports the driver's XID errors (NVML's events): none is 0
 
 
 def pids_here(source: str | None) -> bool:
@@ -178,7 +179,7 @@ def _make_scrape(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
 _REMOTE_TOPOLOGY = "holds no topology lltui can read: pass a saved nvidia-smi topo -m with --file"
 SOURCE_KINDS: tuple[SourceKind, ...] = (
     SourceKind("auto", ("auto",), _no_arg("auto"), None, "default"),
-    SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml, local_pids=True),
+    SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml, local_pids=True, xids=True),
     SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi, host_arg=True, local_pids=True),
     SourceKind(
         "amd",
@@ -224,6 +225,12 @@ def kind_of(source: str | None) -> SourceKind:
     """The kind of a ``--source`` spec or a source's name (RigInfo.source: ``sim:4xl4``,
     ``replay:FILE``); a name no kind spells (a combined rig's) is taken as auto's."""
     return KINDS.get((source or "auto").partition(":")[0].strip().lower(), KINDS["auto"])
+
+
+def watches_xids(source: str | None, gpu: GpuStatic) -> bool:
+    """Whether a source of this name (a combined rig's parts too) reports this GPU's XID
+    errors: NVML's events do, for its NVIDIA GPUs; nothing else sees them."""
+    return gpu.vendor != "amd" and any(kind_of(part).xids for part in (source or "").split("+"))
 
 
 def source_help() -> str:
