@@ -562,3 +562,22 @@ def test_a_long_source_name_ends_in_an_ellipsis_not_a_second_status_line():
             line = render_status(model, None, width, history=history).plain
             assert "\n" not in line and len(line) <= width, line
             assert line.startswith("lltui replay:/very") and "…" in line and "live" in line
+
+
+def test_gpu_detail_says_dash_for_clock_events_a_source_does_not_report():
+    """nvidia-smi's [N/A] throttle reasons were shown as "clock events: none"."""
+    from dataclasses import replace
+
+    from lltui.app.rig_model import RigModel
+    from lltui.app.screens.gpu_detail import render_detail
+    from lltui.core.monitor.history import RigHistory
+    from lltui.sources.gpu.sim import SimSource
+
+    src = SimSource("kaggle-2xt4", seed=0)
+    src.open()
+    sample = src.poll()
+    model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+    model.apply(sample)
+    g = sample.gpus[0]
+    assert "clock events: -" in render_detail(replace(g, throttle_reasons=None), model, 80, 60)
+    assert "clock events: none" in render_detail(replace(g, throttle_reasons=()), model, 80, 60)

@@ -59,6 +59,20 @@ def test_sm_is_the_mean_over_the_gpus_that_report_it_and_none_when_none_do():
     assert rows[7].sm == 60.0
 
 
+def test_gpu_mem_of_a_split_says_when_a_gpu_does_not_report_its_share():
+    """nvidia-smi's [N/A] share on one GPU: the sum of the others was shown as the whole."""
+    app = sim_app("2x3090-nvlink")
+    (sample,) = feed(app, 1)
+    a = GpuProcess(pid=7, gpu_index=0, used_memory=19 << 30)
+    b = GpuProcess(pid=7, gpu_index=1, used_memory=None)
+    row = process_rows(_with(_with(sample, 0, a), 1, b))[7]
+    assert row.mem_partial and row.cells()[3] == "≥19.0 GiB"
+    big = process_rows(_with(_with(sample, 0, replace(a, used_memory=321 << 30)), 1, b))[7]
+    assert big.cells()[3] == "≥321 GiB"
+    whole = process_rows(_with(_with(sample, 0, a), 1, replace(b, used_memory=1 << 30)))[7]
+    assert not whole.mem_partial and whole.cells()[3] == "20.0 GiB"
+
+
 async def test_sm_column_and_sort_indicator_follow_the_sort_keys():
     app = sim_app("2x3090-nvlink")  # llama-server on both GPUs, Xorg on GPU0
     async with app.run_test(size=(110, 30)) as pilot:

@@ -45,7 +45,8 @@ def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> s
         f"   retired pages {_v(g.retired_pages)}   XID {_v(g.xid)}",
         f"memory reserved {fmt_bytes(g.memory_reserved)}   energy counter"
         f" {fmt_energy_mj(g.energy_mj)}",
-        f"clock events: {escape(', '.join(g.throttle_reasons or ()) or 'none')}",
+        "clock events: "
+        + ("-" if g.throttle_reasons is None else escape(", ".join(g.throttle_reasons) or "none")),
         f"memory temperature {_v(g.mem_temp_c)} °C   MIG {_v(info.mig_mode)}"
         f"   virtualization {_v(info.virtualization)}",
         *(

@@ -87,6 +87,7 @@ class ProcessRow:
     started: float | None = None  # seconds since the epoch
     container: str = ""  # the container's label; "" for a process of the host
     mig: str = ""  # the MIG instance it runs in ("GI 1"), where its GPU is in MIG mode
+    mem_partial: bool = False  # gpu_mem leaves out a GPU that does not report its share
 
     @property
     def shown_command(self) -> str:
@@ -127,6 +128,8 @@ class ProcessRow:
             mem = f"{self.gpu_mem / MIB:.0f} MiB"
         else:  # a server across GPUs: "320.8 GiB" fits the column where "328508 MiB" did not
             mem = fmt_bytes(self.gpu_mem, precision=1)
+        if self.mem_partial and self.gpu_mem is not None:  # at least this much
+            mem = "≥" + (mem if len(mem) < 9 else fmt_bytes(self.gpu_mem, precision=0))
         gpu = compact_indexes(self.gpus) + (f"/{self.mig}" if self.mig else "")
         cells: tuple[str, ...] = (
             f"{TAG}{self.pid}" if tagged else str(self.pid),
@@ -220,6 +223,8 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
             if p.used_memory is not None:
                 prev = row["mem"]
                 row["mem"] = (prev if isinstance(prev, int) else 0) + p.used_memory
+            else:
+                row["partial"] = True
             kinds = row["kinds"]
             assert isinstance(kinds, set)
             kinds.add(p.kind)
@@ -250,6 +255,7 @@ def process_rows(sample: RigSample) -> dict[int, ProcessRow]:
             started=r["started"] if isinstance(r["started"], float | int) else None,
             container=str(r["container"]),
             mig=str(r["mig"]),
+            mem_partial=bool(r.get("partial")),
         )
     return out
 
