@@ -206,6 +206,8 @@ def test_rocm_smi_all_of_an_mi210_on_rocm_5() -> None:
     s = card.sample
     assert driver == "5.18.13"
     assert card.static.pci_bus_id == "00000000:63:00.0" and card.static.vbios == "113-D67301-063"
+    # its series is "GENERIC RM IMAGE": the name comes from the catalog by its PCI ID, 0x740f
+    assert card.static.name == "AMD Instinct MI210"
     assert (s.temp_c, s.hotspot_temp_c, s.mem_temp_c) == (33, 35, 46)
     assert (s.power_w, s.power_limit_w) == (41, 300)
     assert (s.sm_clock_mhz, s.mem_clock_mhz) == (800, 1600)  # "(800Mhz)"

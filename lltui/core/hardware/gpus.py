@@ -44,7 +44,9 @@ class GpuSpec:
     """One NVIDIA GPU model as its spec sheet gives it."""
 
     name: str  # as NVML (or AMD's amd-smi) reports it
-    aliases: tuple[str, ...] = ()  # normalised short names besides the NVML name's
+    # normalised short names besides the NVML name's; an AMD board's PCI vendor and device
+    # ID (pci1002740f), for tools that print only those
+    aliases: tuple[str, ...] = ()
     cc: tuple[int, int]  # CUDA compute capability; (0, 0) for an AMD GPU
     mib: int  # memory as nvidia-smi reports it
     bandwidth_gbs: float  # memory bandwidth, GB/s

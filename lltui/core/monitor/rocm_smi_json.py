@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.hardware.gpus import find_gpu
 from lltui.core.monitor.amd_smi_json import with_catalog
 from lltui.core.monitor.amd_values import (
     AmdJsonError,
@@ -32,7 +33,9 @@ from lltui.core.monitor.models import GpuSample, GpuStatic, gpu_key
 _CARD = re.compile(r"^card(\d+)$")
 # (key spellings, in the order tried) for each fact, one table
 KEYS: dict[str, tuple[str, ...]] = {
-    "name": ("Card Series", "Card series", "Device Name", "Card SKU", "Card model"),
+    "name": ("Card Series", "Card series", "Device Name"),
+    "sku": ("Card SKU", "Card model"),  # a board's part number: a name of last resort
+    "device_id": ("GPU ID", "Device ID"),  # the PCI device ID, 0x740f
     "gfx": ("GFX Version", "Target Graphics Version", "gfx_version"),
     "bus": ("PCI Bus",),
     "uuid": ("Unique ID", "GUID"),
@@ -96,8 +99,24 @@ def cards(output: str, what: str = "rocm-smi") -> tuple[dict[int, dict[str, Any]
     return out, text(system.get("Driver version"))
 
 
+# what rocm-smi prints as the series of Instinct boards whose firmware names none
+PLACEHOLDER_NAMES = frozenset({"GENERIC RM IMAGE"})
+
+
+def _name(index: int, card: Mapping[str, Any]) -> str:
+    """The card's name: its series, else the catalog's name for its PCI device ID (an MI210
+    says "GENERIC RM IMAGE" and 0x740f), else its part number."""
+    for key in KEYS["name"]:
+        name = text(card.get(key)) if not is_na(card.get(key)) else None
+        if name and name.upper() not in PLACEHOLDER_NAMES:
+            return name
+    device = text(_get(card, "device_id"))
+    spec = find_gpu(f"pci 1002 {device.lower().removeprefix('0x')}") if device else None
+    return spec.name if spec else text(_get(card, "sku")) or f"AMD GPU {index}"
+
+
 def static_of(index: int, card: Mapping[str, Any]) -> GpuStatic:
-    name = text(_get(card, "name")) or f"AMD GPU {index}"
+    name = _name(index, card)
     return GpuStatic(
         index=index,
         uuid=gpu_key(text(_get(card, "uuid")), index),
