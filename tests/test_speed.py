@@ -83,6 +83,31 @@ def test_depth_costs_kv_reads(models):
     assert res.speed.decode_tps_full < res.speed.decode_tps
 
 
+@pytest.mark.parametrize("flags", [("-nkvo",), ("-fa", "off"), ("-sm", "tensor")])
+def test_decode_at_a_full_context_is_the_estimate_at_that_depth(models, flags):
+    """The "at a full context" figure priced the KV past depth at memory bandwidth alone:
+    -nkvo's copies over PCIe, -fa off's reads per query head and a tensor split's shares
+    were left out (132 t/s shown, 17 at that depth with -nkvo)."""
+    res = _speed(models["llama 8B Q4_0"], "4090,4090", "-ngl", "99", "-c", "8192", *flags)
+    full = estimate_speed(models["llama 8B Q4_0"], res, depth=8192)
+    assert res.speed.decode_tps_full == pytest.approx(full.decode_tps)
+    if flags == ("-nkvo",):
+        on_gpu = _speed(models["llama 8B Q4_0"], "4090,4090", "-ngl", "99", "-c", "8192")
+        assert res.speed.decode_tps_full < 0.5 * on_gpu.speed.decode_tps_full
+
+
+def test_a_tensor_split_runs_each_gpu_s_share_of_the_weights(models):
+    """-sm tensor's speed split the work evenly whatever -ts gave each GPU: -ts 9,1 and
+    -ts 1,3 on a 4090 and a 3060 were both 93 t/s."""
+    m = models["llama 8B Q4_0"]
+    more_on_fast = _speed(m, "4090,3060", "-ngl", "99", "-sm", "tensor", "-ts", "9,1").speed
+    even = _speed(m, "4090,3060", "-ngl", "99", "-sm", "tensor").speed
+    more_on_slow = _speed(m, "4090,3060", "-ngl", "99", "-sm", "tensor", "-ts", "1,3").speed
+    assert more_on_fast.decode_tps > even.decode_tps > more_on_slow.decode_tps
+    cuda0, cuda1 = more_on_fast.devices[:2]
+    assert cuda0.decode_ms > 1.5 * cuda1.decode_ms  # the 4090 holds 9 tenths
+
+
 def test_an_unknown_gpu_is_assumed_and_said(models):
     s = _speed(models["llama 7B Q4_0"], "24GiB", "-ngl", "99").speed
     assert s.devices[0].assumed and any("assumed" in n for n in s.notes)

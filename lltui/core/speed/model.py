@@ -49,11 +49,10 @@ from lltui.core.speed.gpu import (
     MEMORY,
     Clocks,
     Times,
-    arch,
     gpu_times,
     pcie_gbs,
 )
-from lltui.core.speed.host_offload import host_stream_gbs, host_times, offloaded_prefill_s
+from lltui.core.speed.host_offload import host_times, offloaded_prefill_s
 from lltui.core.speed.params import PARAMS, SpeedParams
 from lltui.core.speed.parts import (
     ACT_BYTES,
@@ -162,16 +161,44 @@ def estimate_speed(
     present GPU reports (else the table's); ``bandwidth``: device name -> GB/s a present
     GPU's memory clock and bus give; ``clocks``: device name -> the power limit and clock
     cap a present GPU reports; ``links``: how the GPUs reach each other (NVLink, peer
-    access, a measured all-reduce), for ``-sm tensor`` and the hops of a layer split."""
-    p = params
+    access, a measured all-reduce), for ``-sm tensor`` and the hops of a layer split.
+    ``decode_tps_full``: decode at a full context, the same estimate at that depth (its
+    attention, -nkvo's copies and a tensor split's shares priced as at any depth)."""
+    out = _estimate(
+        model, result, depth, prompt_tokens, host, calibration, backends, pcie, bandwidth,
+        clocks, links, params,
+    )  # fmt: skip
+    full = out
+    if result.resolved.n_ctx_seq > depth:  # (one more estimate: this one's cost again)
+        full = _estimate(
+            model, result, result.resolved.n_ctx_seq, prompt_tokens, host, calibration,
+            backends, pcie, bandwidth, clocks, links, params,
+        )  # fmt: skip
+    return replace(out, decode_tps_full=full.decode_tps)
+
+
+def _estimate(
+    model: GgufModel,
+    result: FitResult,
+    depth: int,
+    prompt_tokens: int,
+    host: HostSpec | None,
+    calibration: Calibration | None,
+    backends: Mapping[str, str] | None,
+    pcie: Mapping[str, tuple[int | None, int | None]] | None,
+    bandwidth: Mapping[str, float] | None,
+    clocks: Mapping[str, Clocks] | None,
+    links: RigLinks | None,
+    p: SpeedParams,
+) -> SpeedEstimate:
     st = result.settings
     host = (host or default_host()).with_threads(st.n_threads if st.n_threads > 0 else None)
     threads_batch = st.n_threads_batch if st.n_threads_batch > 0 else None
     ub = max(1, min(result.resolved.n_ubatch, result.resolved.n_batch, prompt_tokens))
-    parts, kv_full, split_layers = _parts(model, result, depth, prompt_tokens, ub, p)
+    parts, split_layers = _parts(model, result, depth, prompt_tokens, ub, p)
     rig = _Rig(host, threads_batch, backends or {}, pcie or {}, bandwidth or {}, clocks or {})
     notes: list[str] = []
-    devs = _device_times(result, parts, kv_full, ub, rig, notes, p)
+    devs = _device_times(result, parts, ub, rig, notes, p)
     times, gpus = devs.times, devs.gpus
     kinds = {d.name: d.kind for d in result.devices}
     first_gpu = next((g for n, g in gpus.items() if kinds.get(n, "cuda") == "cuda"), None)
@@ -212,7 +239,6 @@ def estimate_speed(
         (hop_dec, hop_pre, reduce_dec, reduce_pre),
         result,
         (depth, ub, prompt_tokens),
-        devs.extra_full_s,
         notes,
         host,
     )
@@ -272,36 +298,31 @@ class _Devices:
     times: dict[str, Times]
     gpus: dict[str, GpuSpec]
     described: dict[str, tuple[str, bool]]  # name -> (what it is, assumed)
-    extra_full_s: float  # per token, the KV a full context adds to what depth reads
 
 
 def _parts(
     model: GgufModel, result: FitResult, depth: int, prompt_tokens: int, ub: int, p: SpeedParams
-) -> tuple[dict[str, Part], dict[str, float], set[int]]:
-    """Each device's work, the KV a full context adds per device, the GPU layers with
-    weights on the host. -sm tensor: the estimate places the meta device's layers on its
-    first GPU; each GPU of it runs an even share of them."""
+) -> tuple[dict[str, Part], set[int]]:
+    """Each device's work, and the GPU layers with weights on the host. -sm tensor: the
+    estimate places the meta device's layers on its first GPU; each GPU of it runs its share
+    of them, the share of the weights -ts gave it (even by default)."""
     tiles = Tiles(ub, p.tile_tokens, p.mmvq_max_batch)
     parts: dict[str, Part] = {}
     split_layers = add_weights(model, result, tiles, p.quant_slowdown, parts, p.expert_skew)
-    kv_full = add_layers_and_attention(
-        result, depth, prompt_tokens, ub, p.act_passes, parts, split_layers
-    )
+    add_layers_and_attention(result, depth, prompt_tokens, ub, p.act_passes, parts, split_layers)
     meta = result.meta_devices
     if len(meta) > 1 and meta[0] in parts:
         whole = parts.pop(meta[0])
+        held = {d.name: d.weights_bytes for d in result.devices if d.name in meta}
+        total = sum(held.values())
         for name in meta:
-            parts[name] = _share(whole, len(meta))
-        if meta[0] in kv_full:
-            full = kv_full.pop(meta[0]) / len(meta)
-            kv_full.update(dict.fromkeys(meta, full))
-    return parts, kv_full, split_layers
+            parts[name] = _share(whole, held.get(name, 0) / total if total else 1 / len(meta))
+    return parts, split_layers
 
 
 def _device_times(
     result: FitResult,
     parts: Mapping[str, Part],
-    kv_full: Mapping[str, float],
     ub: int,
     rig: _Rig,
     notes: list[str],
@@ -315,7 +336,6 @@ def _device_times(
     gpus: dict[str, GpuSpec] = {}
     times: dict[str, Times] = {}
     described: dict[str, tuple[str, bool]] = {}
-    extra_full_s = 0.0
     host = rig.host
     for name in order:
         tot = parts[name]
@@ -324,7 +344,6 @@ def _device_times(
         if kind == "cpu" or (kind == "rpc" and rig.backends.get(name, "cuda") == "cpu"):
             times[name] = host_times(host, tot, ub, rig.threads_batch, p)
             described[name] = (f"host CPU, {host.mem_gbs:g} GB/s ({host.mem_source})", False)
-            extra_full_s += kv_full.get(name, 0.0) / (host_stream_gbs(host, p) * 1e9)
             continue
         desc = est.description if est and kind == "cuda" else ""
         g, assumed = _device_gpu(name, desc, rig.pcie, rig.bandwidth, notes)
@@ -333,8 +352,7 @@ def _device_times(
         gpus[name] = g
         times[name] = gpu_times(g, tot, flash, ub, p, rig.clocks.get(name))
         described[name] = (g.name, assumed)
-        extra_full_s += kv_full.get(name, 0.0) / (g.bandwidth_gbs * 1e9 * arch(g, p).decode)
-    return _Devices(times, gpus, described, extra_full_s)
+    return _Devices(times, gpus, described)
 
 
 def _nkvo_hops(
@@ -387,15 +405,15 @@ def fixed_share(s: SpeedEstimate, decode: bool) -> float:
     return min(1.0, fixed / total) if total > 0 else 1.0
 
 
-def _share(part: Part, n: int) -> Part:
-    """One of ``n`` even shares of a device's work (its layer counts kept)."""
+def _share(part: Part, fraction: float) -> Part:
+    """A ``fraction`` of a device's work (its layer counts kept)."""
     out = Part()
     for f in fields(Part):
         v = getattr(part, f.name)
         if isinstance(v, float):
-            v = v / n
+            v = v * fraction
         elif isinstance(v, dict):
-            v = {k: x / n for k, x in v.items()}
+            v = {k: x * fraction for k, x in v.items()}
         setattr(out, f.name, v)
     return out
 
@@ -405,7 +423,6 @@ def _total(
     links: tuple[float, float, float, float],
     result: FitResult,
     sizes: tuple[int, int, int],
-    extra_full_s: float,
     notes: list[str],
     host: HostSpec,
 ) -> SpeedEstimate:
@@ -451,7 +468,7 @@ def _total(
         depth=depth,
         n_ubatch=ub,
         prompt_tokens=prompt_tokens,
-        decode_tps_full=1.0 / (total_dec_s + extra_full_s) if total_dec_s > 0 else 0.0,
+        decode_tps_full=1.0 / total_dec_s if total_dec_s > 0 else 0.0,  # (at depth)
         notes=tuple(dict.fromkeys(notes)),
         host=host.describe(),
         reduce_decode_ms=reduce_dec * 1e3,

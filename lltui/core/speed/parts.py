@@ -311,10 +311,9 @@ def add_layers_and_attention(
     act_passes: float,
     parts: dict[str, Part],
     split_layers: set[int],
-) -> dict[str, float]:
+) -> None:
     """Add each layer's small kernels and its attention (decode at ``depth``; a ubatch of the
-    prompt at its average depth) to the device that runs it; the KV bytes a full context
-    adds per token, by device."""
+    prompt at its average depth) to the device that runs it."""
     m = result.model
     st = result.settings
     moe = bool(m.n_expert and m.n_expert_used)
@@ -331,7 +330,6 @@ def add_layers_and_attention(
         acc.moe_layers += moe
         acc.act_bytes += act
         acc.split_layers += il in split_layers
-    kv_full: dict[str, float] = {}
     flash = result.resolved.flash_attn
     heads = max(1, m.n_head)
     per_cell = 4.0 * heads * max(1, m.head_dim)  # QK^T and PV, per query and cell
@@ -343,7 +341,6 @@ def add_layers_and_attention(
             continue
         cell_bytes = (cache.k_bytes + cache.v_bytes) / cache.cells / len(cache.layers)
         read = min(max(depth, 1), cache.cells)  # a sliding window reads at most its own cells
-        rest = max(0, min(result.resolved.n_ctx_seq, cache.cells) - read)
         pre_kv = min(prompt_kv, cache.cells)
         for il in cache.layers:
             dev = layer_dev[il] if il < len(layer_dev) else CPU
@@ -362,5 +359,3 @@ def add_layers_and_attention(
             acc.attn_kv_bytes += cell_bytes * pre_kv
             if not flash:
                 acc.attn_score_bytes += ub * pre_kv * heads * ACT_BYTES
-            kv_full[dev] = kv_full.get(dev, 0.0) + cell_bytes * rest
-    return kv_full
