@@ -191,6 +191,33 @@ def test_a_prediction_splits_into_the_work_a_calibration_scales():
     assert dec.copy_s == 0.0 and dec.reduce_s == pytest.approx(1.5e-3)
 
 
+def test_a_bench_point_is_predicted_as_fit_predicts_it(tmp_path):
+    """A capped card: bench predicted without its power limit (172.9 t/s) where fit
+    priced it (127.9), so a card running exactly as fit said was "calibrated" 1.35x slower."""
+    from dataclasses import replace
+
+    from lltui.core.cmdline.flags import parse_llama_args
+    from lltui.core.fit.estimate import FitOptions, estimate, speed_of
+    from lltui.core.hardware.host import default_host
+    from lltui.core.memory.devices import parse_gpus_spec
+    from lltui.services.bench import predict_row, split_prediction
+    from lltui.sources.llama.bench import BenchRow
+
+    model = read_gguf(gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0"))
+    (dev,) = parse_gpus_spec("4090").devices
+    dev = replace(dev, power_limit_w=150, power_default_w=450)
+    host = default_host()
+    row = BenchRow(0, 128, 0, 2048, 512, 999, 0, 0, 1, "f16", "f16", 0.0, 0, "b1", "CUDA",
+                   "4090", "cpu", "llama")  # fmt: skip
+    bench = predict_row(model, ("-ngl", "999"), row, [dev], host)
+    args = parse_llama_args(["-ngl", "999", "-c", "384", "-ub", "512", "-b", "2048"])
+    opts = FitOptions(search=False, host=host)
+    fit = speed_of(model, estimate(model, args, [dev], opts), [dev], opts, depth=64)
+    assert bench is not None and bench.decode_tps == pytest.approx(fit.decode_tps, rel=0.02)
+    point = split_prediction(bench, True, fit.decode_tps)
+    assert fit_calibration("rig", "2026-01-01", [point]).gpu_decode == pytest.approx(1, abs=0.03)
+
+
 # --- calibration ---------------------------------------------------------------------------
 
 

@@ -497,9 +497,10 @@ def predict_row(
     host: HostSpec,
     calibration: Calibration | None = None,
 ) -> SpeedEstimate | None:
-    """The speed model's prediction of one llama-bench test on this rig (None: it cannot)."""
-    from lltui.core.fit.estimate import estimate
-    from lltui.core.speed.model import estimate_speed
+    """The speed model's prediction of one llama-bench test on this rig (None: it cannot):
+    fit's own (:func:`speed_of`: the cards' power caps, clocks and links), or a point would
+    count them twice, once measured and once in the scale fitted to it."""
+    from lltui.core.fit.estimate import estimate, speed_of
 
     ctx = row.n_prompt + row.n_gen + row.n_depth + 256
     words = [*server_args, "-c", str(ctx), "-ub", str(row.n_ubatch), "-b", str(row.n_batch)]
@@ -511,16 +512,8 @@ def predict_row(
     except (FitError, ValueError):
         return None
     if row.decode:
-        depth = row.n_depth + row.n_gen // 2
-        return estimate_speed(model, res, depth=depth, host=host, calibration=calibration)
-    return estimate_speed(
-        model,
-        res,
-        depth=row.n_depth,
-        prompt_tokens=row.n_prompt,
-        host=host,
-        calibration=calibration,
-    )
+        return speed_of(model, res, devices, opts, depth=row.n_depth + row.n_gen // 2)
+    return speed_of(model, res, devices, opts, depth=row.n_depth, prompt_tokens=row.n_prompt)
 
 
 def split_prediction(est: SpeedEstimate, decode: bool, measured_tps: float) -> MeasuredPoint:

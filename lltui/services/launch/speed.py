@@ -63,15 +63,18 @@ class Basis:
     config: str
 
     def estimate(self, prompt: bool, depth: int, tokens: int, calibrated: bool) -> SpeedEstimate:
-        from lltui.core.speed.model import estimate_speed
+        """fit's own prediction (the cards' power caps, clocks and links), or a served
+        point would count them twice once calibrated."""
+        from lltui.core.fit.estimate import FitOptions, speed_of
 
-        return estimate_speed(
+        opts = FitOptions(host=self.host, calibration=self.calibration if calibrated else None)
+        return speed_of(
             self.model,
             self.result,
+            self.devices,
+            opts,
             depth=depth,
             prompt_tokens=max(1, tokens) if prompt else 512,
-            host=self.host,
-            calibration=self.calibration if calibrated else None,
         )
 
 
