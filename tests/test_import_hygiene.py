@@ -50,7 +50,7 @@ CORE_ALLOWED: dict[str, set[str]] = {
     "memory": {"ggml", "gguf", "hardware", "llama", "cmdline"},
     "quant": {"gguf"},
     "ggml": {"gguf"},
-    "gguf": {"llama"},  # llama.cpp's own limits (MAX_LAYERS)
+    "gguf": {"llama", "cmdline"},  # llama.cpp's own limits (MAX_LAYERS); a URL's secrets
     "hardware": set(),
     "llama": set(),
     "cmdline": {"llama"},  # llama.cpp's own limits (MAX_LAYERS)

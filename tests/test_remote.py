@@ -19,6 +19,7 @@ from lltui.core.gguf.refs import (
     RefError,
     RepoFile,
     UrlRef,
+    display_url,
     parse_ref,
     quant_of,
     repo_models,
@@ -258,6 +259,29 @@ def test_credentials_in_a_url_are_not_shown(hub, capsys):
     assert json.loads(out)["model"]["path"] == f"{hub.url}/files/one.gguf"
     kept = list((Path(os.environ["XDG_CACHE_HOME"]) / "lltui" / "gguf-headers").glob("*.json"))
     assert kept and all("pa55word" not in p.read_text() for p in kept)
+
+
+def test_no_output_of_a_remote_model_shows_its_credentials(hub, capsys):
+    """quant's title and --best's -mu commands printed the URL's password; a signed URL's
+    query (X-Amz-Signature, token) was printed and kept in the header cache whole."""
+    url = hub.url.replace("http://", "http://someone:pa55word@") + "/files/one.gguf"
+    signed = f"{hub.url}/files/one.gguf?X-Amz-Signature=SIGSECRET&token=TOKSECRET&v=2"
+    runs = [
+        ["quant", url, "--gpus", "24GiB"],
+        ["fit", url, "--gpus", "24GiB", "--best", "speed"],
+        ["fit", signed, "--gpus", "24GiB", "--best", "speed"],
+        ["fit", signed, "--gpus", "24GiB", "--json"],
+        ["quant", signed.replace("one.gguf", "none.gguf"), "--gpus", "24GiB"],
+    ]
+    for argv in runs:
+        main(argv)
+        got = capsys.readouterr()
+        for secret in ("pa55word", "SIGSECRET", "TOKSECRET"):
+            assert secret not in got.out + got.err, (argv, secret)
+    assert "-mu " in got.out + got.err or "none.gguf" in got.err
+    kept = (Path(os.environ["XDG_CACHE_HOME"]) / "lltui" / "gguf-headers").glob("*.json")
+    assert all("SIGSECRET" not in p.read_text() for p in kept)
+    assert "X-Amz-Signature=***&token=***&v=2" in display_url(signed)
 
 
 # -- tokens and gated repositories -----------------------------------------------------------

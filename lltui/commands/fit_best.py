@@ -17,13 +17,14 @@ SHOWN_MISSING = 3  # and those that do not
 
 def command_line(model: str, o: PlanOption) -> str:
     """The whole llama-server command of an option, the model first where the flags do not
-    name it, as llama-server takes it (-hf for hf:, -mu for a URL, a split's first part)."""
-    from lltui.core.gguf.refs import RefError, llama_model_flags
+    name it, as llama-server takes it (-hf for hf:, -mu for a URL, a split's first part);
+    a URL's user, password and secret query values as *** (printed, never given)."""
+    from lltui.core.gguf.refs import RefError, display_url, llama_model_flags
 
     argv = list(o.argv)
     if "-m" not in argv and "--model" not in argv:
         try:
-            named = [word for pair in llama_model_flags(model) for word in pair]
+            named = [display_url(w) for pair in llama_model_flags(model) for w in pair]
         except RefError:  # (a revision: llama-server cannot pin one; the ref as given)
             named = ["-m", model]
         argv = [*named, *argv]

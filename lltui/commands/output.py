@@ -4,12 +4,12 @@ servers and process lists show as escapes, and an error is one line."""
 from __future__ import annotations
 
 import io
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from lltui.core.cmdline.secrets import redact_urls
 from lltui.core.text import error_text, printable
 
 
@@ -54,14 +54,11 @@ def printable_output() -> Iterator[None]:
 MAX_ERROR_CHARS = 400  # a message quoting a megabyte of a file is still one readable line
 
 
-# user:password@ in a URL a message quotes (anchored on "://": linear in the message)
-_CREDENTIALS = re.compile(r"://[^/\s@]+@")
-
-
 def error_line(message: str) -> str:
     """One line, whatever the message quotes (a value with a newline, an escape sequence,
     a megabyte of a file)."""
-    line = _CREDENTIALS.sub("://***@", printable(message, one_line=True))
+    # (a URL it quotes keeps no user, password or secret query value)
+    line = redact_urls(printable(message, one_line=True))
     if len(line) > MAX_ERROR_CHARS:
         line = f"{line[: MAX_ERROR_CHARS - 30]}... ({len(line)} characters in all)"
     return line if line.startswith("lltui") else f"lltui: {line}"

@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from lltui.commands.progress import Progress
     from lltui.core.fit.quant_table import best_fitting
     from lltui.core.gc_pause import gc_paused
+    from lltui.core.gguf.refs import display_url
     from lltui.services.fit import FitFailed, prepare, quant_table
 
     command = read_command(list(args.argv), "quant", HELP, partial(source_spec, args))
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # the table (and reading a 150k-token vocabulary) makes some 10^5 small objects, none
         # in a cycle: the collector's passes over them cost more than a tenth of the run
-        with gc_paused(), Progress(f"quant: reading {command.request.model}"):
+        with gc_paused(), Progress(f"quant: reading {display_url(command.request.model)}"):
             setup = prepare(command.request)
         with gc_paused(), Progress("quant: placing each type") as progress:
             report = quant_table(command.request, setup, on_row=progress.step)
@@ -112,9 +113,10 @@ LEGEND = (
 
 def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]:
     """The text table: one line per type, then the legend."""
+    from lltui.core.gguf.refs import display_url
     from lltui.core.units import GIB, fmt_bytes
 
-    lines = [f"{model_path}: every llama-quantize type on {where}"]
+    lines = [f"{display_url(model_path)}: every llama-quantize type on {where}"]
     lines.append(
         f"{'type':<10} {'file':>10} {'bpw':>6}  {'fits':<4} {'max ctx':>8} {'t/s':>6}  per device"
     )

@@ -28,7 +28,7 @@ SECRET_FLAGS: frozenset[str] = frozenset(("--api-key", "--hf-token", "-hft"))
 # a name (of an option, a variable or a query parameter) that says it holds a secret
 _SECRET_NAME = re.compile(
     r"(?i)(?:token|secret|passw(?:or)?d|passphrase|api[-_]?key|access[-_]?key|private[-_]?key"
-    r"|credential|auth(?:orization)?$|^sig(?:nature)?$|^key$|cookie|session[-_]?id)"
+    r"|credential|auth(?:orization)?$|(?:^|[-_])sig(?:nature)?$|^key$|cookie|session[-_]?id)"
 )
 # a name that says it is not the secret itself but where one is kept
 _NOT_SECRET = re.compile(r"(?i)(?:file|path|dir|env|url|type|len|length|count|id[-_]?only)$")
@@ -67,6 +67,14 @@ def _redact_word(word: str) -> str:
             word,
         )
     return _TOKEN_SHAPES.sub(REDACTED, word)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` (a message) with the secrets of each URL in it replaced by ``***``: its user
+    and password, secret query values (a signed URL's signature, a token)."""
+    if "://" not in text:
+        return text
+    return " ".join(_redact_word(w) if "://" in w else w for w in text.split(" "))
 
 
 @lru_cache(maxsize=1024)  # the same processes, sample after sample

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from lltui.core.cmdline.secrets import redact_urls
 from lltui.core.gguf.reader import SPLIT_NAME_RE
 from lltui.core.text import one_line
 from lltui.core.units import fmt_bytes
@@ -56,14 +57,15 @@ class UrlRef:
 
 
 def display_url(url: str) -> str:
-    """``url`` without the user and password it may carry, for messages and output."""
+    """``url`` without the user and password it may carry and with its secret query values
+    as ``***`` (a signed URL's signature, a token), for messages, output and caches."""
     try:
         parts = urlsplit(url)
     except ValueError:  # not a URL urllib reads: whatever sits before an @ goes
-        return re.sub(r"//[^/]*@", "//", url, count=1)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+        return redact_urls(re.sub(r"//[^/]*@", "//", url, count=1))
+    if "@" in parts.netloc:
+        url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return redact_urls(url)
 
 
 def is_remote_ref(text: str) -> bool:
