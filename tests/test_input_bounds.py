@@ -167,3 +167,21 @@ def test_no_progress_line_on_a_pipe_nor_for_quick_work():
     with Progress("x", stream=tty, clock=clock, ticker=False):
         pass
     assert tty.getvalue() == ""  # nothing drawn, nothing to erase
+
+
+def test_a_tiny_sparse_file_claiming_billions_of_strings_is_one_line(tmp_path, capsys):
+    """A 4 KiB file truncated to 16 GiB whose token array claims 2^31 strings: each string
+    was stepped over in turn, reading every zero page (still running after 90 s)."""
+    import struct
+
+    key = b"tokenizer.ggml.tokens"
+    count = 1 << 28
+    head = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+    head += struct.pack("<IIQ", 9, 8, count)  # an array of strings
+    path = tmp_path / "claims.gguf"
+    with path.open("wb") as f:
+        f.write(head)
+        f.truncate(len(head) + count * 8 + 4096)  # (room for every claimed string: a hole)
+    assert main(["fit", str(path), "--gpus", "24GiB"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "more than any vocabulary" in err

@@ -14,6 +14,9 @@ from typing import Any, BinaryIO
 # Arrays up to this many items are decoded while the header is read; longer ones stay lazy.
 EAGER_ARRAY_ITEMS = 1024
 MAX_ARRAY_NESTING = 8
+# strings in one array: past any vocabulary or merge list (262k tokens, ~1M merges); each is
+# stepped over one at a time, and a sparse file of a few KiB can claim billions
+MAX_STRING_ITEMS = 1 << 24
 
 
 class GgufError(ValueError):
@@ -292,6 +295,11 @@ def read_value(cur: Cursor, vtype: int, key: str) -> Any:
             raise cur.fail(f"key {key!r} is an array of unknown value type {item_type}")
         if count * _MIN_ITEM[item_type] > cur.size - cur.pos:
             raise cur.fail(f"key {key!r} claims {count} array items, more than the file can hold")
+        if item_type == ValueType.STRING and count > MAX_STRING_ITEMS:
+            raise cur.fail(
+                f"key {key!r} claims {count} strings, more than any vocabulary "
+                f"({MAX_STRING_ITEMS} at most)"
+            )
         start = cur.pos
         items: tuple[Any, ...] | None = None
         end = cur.avail
