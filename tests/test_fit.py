@@ -664,6 +664,15 @@ def test_a_split_over_sixteen_gpus_is_never_one_llama_cpp_refuses(tmp_path, caps
                     assert len(ts.split(",")) <= 15, line
 
 
+def test_a_largest_context_below_the_trained_one_is_not_called_the_trained(tmp_path, capsys):
+    """-c past a 1M trained context on 24 GiB: 153856 fits, and was called "the trained
+    context, which caps a slot"."""
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(n_ctx_train=1048576), "Q4_0")
+    assert main(["fit", str(path), "--gpus", "24GiB", "-c", "2000000"]) == 0
+    (verdict,) = [line for line in capsys.readouterr().out.splitlines() if "verdict" in line]
+    assert "largest context that fits" in verdict and "trained" not in verdict
+
+
 def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp_path, capsys):
     path = tmp_path / "small.gguf"
     gf.write_model(path, gf.llama_spec(n_ctx_train=8192))

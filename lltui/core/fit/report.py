@@ -258,10 +258,12 @@ def result_to_text(res: FitResult) -> str:
         verdict = f"fits where the free memory is known (not on {', '.join(unknown)})"
     lines.append("")
     past = 0 < m.n_ctx_train < r.n_ctx_seq and not st.rope_scaling
+    # the search stops at the trained context per stream (a multiple of 256 each)
+    trained_cap = bool(res.max_ctx) and res.max_ctx >= m.n_ctx_train // 256 * 256 * r.n_stream
     lines.append(
         f"verdict: {verdict}"
         + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
-        + (" (the trained context, which caps a slot)" if past and res.max_ctx else "")
+        + (" (the trained context, which caps a slot)" if past and trained_cap else "")
     )
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
