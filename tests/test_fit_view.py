@@ -355,7 +355,7 @@ def test_the_plan_lines_name_the_host_once_and_the_kv_option():
         best, kv="q8_0", offload="experts of 11 layers on the host", decode_tps=38.8,
         lost=KV_OPTION_COST,
     )  # fmt: skip
-    lines = plan_text(PlanResult("decode", 32768, (best,), None, "", 10, kv_option=kv), [])
+    lines = plan_text(PlanResult("decode", 32768, (best,), None, "", 10, kv_option=kv))
     assert lines[0].endswith(", experts of 12 layers on the host")
     assert lines[1] == (
         "faster with a q8_0 K/V cache (a little quality): ~39 t/s decode, "

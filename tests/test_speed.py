@@ -223,6 +223,34 @@ def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):
     assert all(q.decode_tps for q in out.quants if q.result is not None)
 
 
+def test_the_fit_view_says_if_it_fit_of_settings_that_do_not(tmp_path):
+    """The CLI said "speed (if it fit)", the view a plain "speed:" under "does not fit"."""
+    from lltui.app.screens.fit import render_verdict
+    from lltui.app.state.fit import FitRequest, compute_estimate
+
+    path = gf.write_sparse(tmp_path / "m.gguf", LLAMA8B, "F16")
+    out = compute_estimate(
+        FitRequest(1, str(path), {"ctx": "4096"}, "-sm none -ngl 999", "sim:kaggle-2xt4"), None
+    )
+    assert out.result is not None and not out.result.fits and out.result.speed is not None
+    shown = render_verdict(out)
+    assert "speed (if it fit): decode ~" in shown and "speed: " not in shown
+
+
+def test_the_fit_views_fastest_command_keeps_each_flag_with_its_value():
+    """The view dropped the words the user had typed anywhere: "-sm tensor all -ub 2048"
+    for -ngl 999, "tensor -ngl all" for -sm none."""
+    from lltui.app.state.fit import plan_text
+    from lltui.core.fit.planner import PlanOption, PlanResult
+
+    best = PlanOption(
+        "tensor", ("CUDA0", "CUDA1"), 2048, True,
+        flags=("-sm", "tensor", "-ngl", "all", "-ub", "2048", "-c", "4096"), decode_tps=90.0,
+    )  # fmt: skip
+    (line, *_) = plan_text(PlanResult("decode", 4096, (best,), None, "", 10))
+    assert line.startswith("fastest (decode): -sm tensor -ngl all -ub 2048 -c 4096: ~90 t/s")
+
+
 def test_a_present_gpu_reports_its_own_pcie_link(models):
     from dataclasses import replace as dc_replace
 

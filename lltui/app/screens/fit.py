@@ -254,7 +254,7 @@ def render_verdict(outcome: FitOutcome, found: FoundModels | None = None) -> str
     for s in res.hints:
         lines.append(f"  fewer GPUs: [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
     if res.speed is not None:
-        lines.append(escape(speed_line(res.speed)))
+        lines.append(escape(speed_line(res.speed, fits=res.fits)))
     for seen in outcome.measured:
         lines.append(f"[$text-muted]{escape(seen)}[/]")
     for w in (*res.warnings, *outcome.notes):
@@ -530,7 +530,7 @@ class FitScreen(FormScreen):
             return
         text = ""
         if outcome.plan is not None:
-            text = escape("\n".join(plan_text(outcome.plan, outcome.flags)))
+            text = escape("\n".join(plan_text(outcome.plan)))
         elif outcome.result is not None and not outcome.plan_done:
             text = "[$text-muted]the fastest command is being worked out…[/]"
         shown = self.query_one("#fit-plan", Static)

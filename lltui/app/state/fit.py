@@ -157,17 +157,16 @@ def compute_plan(outcome: FitOutcome) -> tuple[PlanResult | None, str | None]:
         return None, f"fastest command: {exc}"
 
 
-def plan_text(plan: PlanResult, flags: list[str]) -> list[str]:
-    """The planner's answer in a few lines: its first choice's flags, speeds and memory,
-    the other split's speed and why it lost."""
+def plan_text(plan: PlanResult) -> list[str]:
+    """The planner's answer in a few lines: its first choice's flags (added to those given,
+    as ``fit --best`` prints them), speeds and memory, the other split's speed and why it
+    lost."""
     best = plan.best
     if best is None:
         why = plan.options[0].why_not if plan.options else "nothing fits"
         return [f"fastest command: none fits ({why})"]
-    given = set(flags)
-    added = [f for f in best.flags if f not in given] or list(best.flags)
     lines = [
-        f"fastest (decode): {shlex.join(added) or 'as given'}: ~{best.decode_tps:.0f} t/s "
+        f"fastest (decode): {shlex.join(best.flags) or 'as given'}: ~{best.decode_tps:.0f} t/s "
         f"decode, ~{best.prefill_tps:.0f} t/s prompt"
         + (f", {best.offload}" if best.offload else "")
     ]

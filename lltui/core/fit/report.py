@@ -270,8 +270,7 @@ def result_to_text(res: FitResult) -> str:
     for s in res.hints:
         lines.append(f"  fewer GPUs: {' '.join(s.flags)}: {s.reason}")
     if res.speed is not None:
-        line = speed_line(res.speed)
-        lines.append(line if res.fits else line.replace("speed:", "speed (if it fit):", 1))
+        lines.append(speed_line(res.speed, fits=res.fits))
         if res.speed.host and any(d.name == "CPU" for d in res.speed.devices):
             lines.append(f"  host: {res.speed.host}")
         lines += [f"  speed note: {n}" for n in res.speed.notes]

@@ -512,10 +512,10 @@ def speed_to_json(s: SpeedEstimate) -> dict[str, object]:
     }
 
 
-def speed_line(s: SpeedEstimate) -> str:
+def speed_line(s: SpeedEstimate, *, fits: bool = True) -> str:
     """One line for the text report and the fit view: devices that take the same time per
     token said together (``CUDA1-6 0.49 ms``), a device's bound only where it is not the
-    whole's."""
+    whole's; "(if it fit)" for settings that do not fit."""
     groups: list[tuple[str, str, list[str]]] = []  # (ms, bound, names), in device order
     for d in s.devices:
         if d.decode_ms < 0.005:
@@ -533,7 +533,8 @@ def speed_line(s: SpeedEstimate) -> str:
     depth = f" at depth {s.depth}" if s.depth else ""
     cal = f"; {s.calibrated}" if s.calibrated else ""
     return (
-        f"speed: decode ~{s.decode_tps:.0f} t/s{depth} ({s.bound}-bound; {parts}{link}), "
+        f"speed{'' if fits else ' (if it fit)'}: decode ~{s.decode_tps:.0f} t/s{depth} "
+        f"({s.bound}-bound; {parts}{link}), "
         f"~{s.decode_tps_full:.0f} t/s at a full context; prompt ~{s.prefill_tps:.0f} t/s "
         f"({s.prefill_bound}-bound, -ub {s.n_ubatch}){cal}"
     )
