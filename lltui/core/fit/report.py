@@ -259,7 +259,8 @@ def result_to_text(res: FitResult) -> str:
     lines.append("")
     past = 0 < m.n_ctx_train < r.n_ctx_seq and not st.rope_scaling
     # the search stops at the trained context per stream (a multiple of 256 each)
-    trained_cap = bool(res.max_ctx) and res.max_ctx >= m.n_ctx_train // 256 * 256 * r.n_stream
+    cap = m.n_ctx_train // 256 * 256 * r.n_stream
+    trained_cap = res.max_ctx is not None and 0 < cap <= res.max_ctx
     lines.append(
         f"verdict: {verdict}"
         + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
