@@ -29,6 +29,7 @@ class StandIn:
 
     def __init__(self) -> None:
         self.queries: list[str] = []  # what reached it: query strings, models asked for
+        self.states = {"big": "loaded", "small": "unloaded"}
         self.port = _port()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -48,11 +49,22 @@ class StandIn:
         return out
 
     async def _models(self, request: web.Request) -> web.Response:
-        model = {"id": "big", "aliases": ["chat"], "status": {"value": "loaded"}}
-        return web.json_response({"data": [model]})
+        models = [
+            {"id": n, "aliases": ["chat"] if n == "big" else [], "status": {"value": state}}
+            for n, state in self.states.items()
+        ]
+        return web.json_response({"data": models})
 
     async def _unload(self, request: web.Request) -> web.Response:
-        self.queries.append("unload " + (await request.json())["model"])
+        name = (await request.json())["model"]
+        self.queries.append("unload " + name)
+        self.states[name] = "unloaded"
+        return web.json_response({"success": True})
+
+    async def _load(self, request: web.Request) -> web.Response:
+        name = (await request.json())["model"]
+        self.queries.append("load " + name)
+        self.states[name] = "loaded"
         return web.json_response({"success": True})
 
     async def _chat(self, request: web.Request) -> web.Response:
@@ -67,6 +79,7 @@ class StandIn:
         app.router.add_get("/models", self._models)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/models/unload", self._unload)
+        app.router.add_post("/models/load", self._load)
         runner = web.AppRunner(app)
         self._loop.run_until_complete(runner.setup())
         self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
@@ -123,3 +136,22 @@ def test_a_clients_unload_of_a_pinned_model_is_refused(proxy):
     r = httpx.post(f"{p.url}/models/unload", json={"model": "small"}, timeout=10)
     assert r.status_code == 200 and r.json() == {"success": True}
     assert router.queries == ["unload small"]
+
+
+def test_a_get_naming_an_unloaded_model_loads_it(proxy):
+    """GET /slots?model=small (and /props, /metrics) got 400 "model is not loaded": lltui
+    took autoload away and loaded only for POSTs. llama.cpp's router loads for these."""
+    p, router = proxy
+    r = httpx.get(f"{p.url}/slots?model=small", timeout=30)
+    assert r.status_code == 200, r.text
+    assert router.queries == ["load small", "model=small"]
+    r = httpx.get(f"{p.url}/slots?model=nothing", timeout=30)
+    assert r.status_code == 404 and "not found" in r.text
+
+
+def test_a_clients_load_counts_as_a_use(proxy):
+    """A model a client had just loaded with /models/load was the first evicted."""
+    p, _ = proxy
+    r = httpx.post(f"{p.url}/models/load", json={"model": "small"}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert "small" in p.use() and p.use()["small"].last_used is not None

@@ -259,6 +259,9 @@ class OnDemandProxy:
             return error_response(f"lltui: {error_text(exc)}", "internal_error", 500)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
+        asked = request.query.get("model") if request.method == "GET" else None
+        if asked:  # /props?model=, /slots?model=: the router loads for these too
+            return await self._serve_get(request, asked)
         if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH, UNLOAD_PATH}:
             return await self._pass(request, await request.read())
         body = await request.read()
@@ -288,6 +291,7 @@ class OnDemandProxy:
                 await self._ensure_loaded(name)
             except LoadRefused as exc:
                 return error_response(str(exc), exc.code)
+            self.last_used[name] = time.monotonic()  # (the last to be evicted, as a use)
             return web.json_response({"success": True})
         for _attempt in range(2):
             if name not in self._ready or name in self._evicting:
@@ -307,6 +311,22 @@ class OnDemandProxy:
                 return response
             self._ready.discard(name)  # unloaded behind lltui's back: decide again
         return error_response(f"model '{name}' is not loaded", "model_not_loaded")
+
+    async def _serve_get(self, request: web.Request, asked: str) -> web.StreamResponse:
+        """A GET naming a model (``?model=``): loaded by the policy first, as llama.cpp's
+        router loads it with autoload; the answer is the router's."""
+        if not self._authorized(request):
+            return error_response("invalid API key", "unauthorized")
+        if asked not in self._ready and asked not in self._aliases:
+            with contextlib.suppress(LoadRefused):
+                await self._states()  # the aliases as listed now
+        name = self._aliases.get(asked, asked)
+        if name not in self._ready or name in self._evicting:
+            try:
+                await self._ensure_loaded(name)
+            except LoadRefused as exc:
+                return error_response(str(exc), exc.code)
+        return await self._pass(request, await request.read())
 
     def _authorized(self, request: web.Request) -> bool:
         if not self.keys:
