@@ -386,7 +386,8 @@ def test_stops_are_told_apart_from_crashes():
     assert exit_reason(-15, loading, stopped=True).startswith("stopped by SIGTERM")
     assert exit_reason(-9, loading) == "llama-server was killed by SIGKILL"
     forced = ["0.00.1 I x", "Received second interrupt, terminating immediately."]
-    assert exit_reason(1, forced, stopped=True) == "stopped (forced by a second signal)"
+    reason = exit_reason(1, forced, stopped=True)  # (not "forced by a second signal": whose?)
+    assert reason == "stopped (still busy after the first stop signal: a second one ended it)"
     aborted = ["0.01.000.000 E ggml_abort: CUDA error: an illegal memory access"]
     assert (
         exit_reason(-6, aborted)

@@ -111,7 +111,8 @@ def exit_reason(
     sig = signal_name(returncode)
     if stopped:
         if _RE_SECOND.search(text):
-            return "stopped (forced by a second signal)"
+            # (lltui's own after its grace period, with a request still streaming, or yours)
+            return "stopped (still busy after the first stop signal: a second one ended it)"
         if sig == "SIGKILL":
             return "stopped (killed after it did not exit in time)"
         if sig is not None:
