@@ -530,3 +530,12 @@ def test_two_goals_are_one_line(models, capsys, verb, goals):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "--best given twice" in err and len(err.splitlines()) == 1
+
+
+def test_llama_fits_own_choice_is_priced_with_the_threads_given(models, capsys):
+    """--fit's choice left -t out: on a CPU-only rig with -t 1 it was priced with every
+    thread, 1.4-1.8x faster than the same command, and the comparison skewed with it."""
+    argv = ["fit", models["8b"], *C4K, "--gpus", "cpu", "-t", "1", "--best", "speed", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["llama_fit"]["decode_tps"] == pytest.approx(data["speed"]["decode_tps"], rel=0.1)

@@ -50,6 +50,9 @@ def llama_fit_choice(
         return None
     opts = replace(options or FitOptions(), search=False, suggest=False)
     base = [a for a in settings.memory_args if a]
+    # the threads (not memory flags) set the host's speed of --fit's choice as of lltui's
+    base += ["-t", str(settings.n_threads)] if settings.n_threads > 0 else []
+    base += ["-tb", str(settings.n_threads_batch)] if settings.n_threads_batch > 0 else []
 
     def run(flags: Sequence[str]) -> FitResult | None:
         try:
