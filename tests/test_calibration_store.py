@@ -410,3 +410,19 @@ def test_a_store_of_an_earlier_speed_model_is_kept_aside_not_applied(env, capsys
     del raw["speed_model"]  # a store from before the mark: as stale
     path.write_text(json.dumps(raw))
     assert rig_store.load(RIG, env, say=lines.append) is None and len(lines) == 2
+
+
+def test_host_given_is_not_calibrated_by_this_machine(bench_here, capsys, tmp_path):
+    """--host describes another CPU: this EPYC's host scales were applied to it, and it
+    said "calibrated on this rig"."""
+    rows = [json.dumps(_row(avg_ts=20.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=300.0))]
+    rc, _out, _err = bench_here(capsys, rows)
+    assert rc == 0
+    model = str(tmp_path / "m.gguf")
+    assert main(["fit", model, "--gpus", "cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["speed"]["calibrated"]
+    host = "cores=64,isa=avx512,ghz=3.5,mem=400"
+    assert main(["fit", model, "--gpus", "cpu", "--host", host, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["speed"]["calibrated"] is None
+    assert any("--host" in n for n in data.get("notes", []) + data.get("warnings", []))

@@ -248,6 +248,10 @@ def speed_inputs(
     record = rig_store.load(local_rig(devices, host), say=say)
     if record is None or not record.calibration.points:
         return host, None, ()
+    if request.host:  # another CPU than the one measured: its scales would be this one's
+        if say is not None:
+            say("--host: this machine's calibration is not applied to the CPU it describes")
+        return host, None, ()
     model = calibration_model(request.model)
     mine = tuple(p for p in record.points if p.model == model)
     return host, record.calibration, mine
