@@ -444,3 +444,15 @@ def test_volta_runs_quantized_prompts_on_fp16_tensor_cores(models):
     v100 = _speed(models["llama 7B Q4_0"], "v100", "-ngl", "99").speed
     p40 = _speed(models["llama 7B Q4_0"], "p40", "-ngl", "99").speed
     assert v100.prefill_tps > 2 * p40.prefill_tps
+
+
+def test_a_simulated_profile_s_nvlink_prices_the_tensor_split(models):
+    """sim:2x3090-nvlink was priced as 3090,3090 over PCIe: its topology has NV4."""
+    from lltui.services.devices import sim_devices
+
+    m = models["llama 7B Q8_0"]
+    args = parse_llama_args(["-c", "4096", "-ngl", "99", "-sm", "tensor"])
+    linked = estimate(m, args, sim_devices("2x3090-nvlink"), FitOptions(search=False)).speed
+    pcie = _speed(m, "3090,3090", "-ngl", "99", "-sm", "tensor").speed
+    assert all(d.nvlink_active for d in sim_devices("2x3090-nvlink"))
+    assert linked.reduce_decode_ms < pcie.reduce_decode_ms

@@ -44,9 +44,17 @@ def sim_devices(profile: str) -> list[DeviceSpec]:
         known = ", ".join(sorted(PROFILES))
         raise DeviceSpecError(f"--gpus sim:{profile}: no such profile ({known})")
     p = PROFILES[profile]
-    gpus = [p.gpus[i] for i in cuda_order(p)]
+    order = cuda_order(p)
+    gpus = [p.gpus[i] for i in order]
     mems = [(g.name, g.memory_mib * MIB, g.memory_mib * MIB) for g in gpus]
-    return list(cuda_devices(mems, [g.spec.vendor for g in gpus]))
+    devs = cuda_devices(mems, [g.spec.vendor for g in gpus])
+    # NVLink as the profile's topology has it (a present GPU reports its links up): a
+    # tensor split's all-reduces on sim:2x3090-nvlink were priced over PCIe
+    nv = {i for pair, cell in p.links.items() if cell.startswith("NV") for i in pair}
+    return [
+        replace(d, nvlink_active=max(1, p.gpus[i].nvlinks)) if i in nv else d
+        for d, i in zip(devs, order, strict=True)
+    ]
 
 
 def mig_devices(sample: RigSample, wanted: Sequence[str]) -> list[DeviceSpec]:
