@@ -456,3 +456,14 @@ def test_a_simulated_profile_s_nvlink_prices_the_tensor_split(models):
     pcie = _speed(m, "3090,3090", "-ngl", "99", "-sm", "tensor").speed
     assert all(d.nvlink_active for d in sim_devices("2x3090-nvlink"))
     assert linked.reduce_decode_ms < pcie.reduce_decode_ms
+
+
+def test_ngl_0_on_a_gpu_still_sends_big_ubatches_to_it(models):
+    """llama.cpp copies host weights to the GPU for ubatches of 32 tokens and more, -ngl 0
+    too: the prompt was priced on the CPU (15 t/s against 815 with -ngl 1)."""
+    m = models["llama 8B Q4_0"]
+    none = _speed(m, "3060", "-ngl", "0").speed
+    one = _speed(m, "3060", "-ngl", "1").speed
+    assert none.prefill_tps == pytest.approx(one.prefill_tps, rel=0.2)
+    cpu_only = _speed(m, "cpu", "-ngl", "0").speed
+    assert cpu_only.prefill_tps < 0.2 * none.prefill_tps

@@ -202,6 +202,10 @@ def _estimate(
     times, gpus = devs.times, devs.gpus
     kinds = {d.name: d.kind for d in result.devices}
     first_gpu = next((g for n, g in gpus.items() if kinds.get(n, "cuda") == "cuda"), None)
+    if first_gpu is None:  # -ngl 0: no GPU holds a layer, the first still takes big ubatches
+        cuda = next((d for d in result.devices if d.kind == "cuda"), None)
+        if cuda is not None:
+            first_gpu, _ = _device_gpu(cuda.name, cuda.description, rig.pcie, rig.bandwidth, [])
     if first_gpu is not None and CPU in times and ub >= OFFLOAD_MIN_BATCH and st.op_offload:
         times[CPU] = _offloaded(times[CPU], parts[CPU], first_gpu, ub, rig, p)
     if CPU in parts and host.assumed and CPU in times:
