@@ -372,3 +372,25 @@ def test_quant_file_cell_fits_the_narrow_column(size):
     assert len(text) <= narrow, text
     assert text.split()[1] in ("KiB", "MiB", "GiB")
     assert file_cell(int(size), wide=True).count(".") == 1  # the wide table keeps a decimal
+
+
+async def test_the_quant_tables_cursor_stays_on_screen_at_80x24(model_path):
+    """The table was up to 24 rows tall in a 21-row body: its cursor went down under the
+    footer, and the F16/BF16/F32 rows were never seen while moving through it."""
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#fit-model").value = str(model_path)
+        await wait_for(lambda: screen.outcome is not None and screen.outcome.quants_done, 60)
+        await pilot.pause()
+        table = screen.query_one("#fit-quants")
+        assert table.row_count > 15
+        table.focus()
+        for _ in range(table.row_count):
+            await pilot.press("down")
+        await pilot.pause()
+        body_bottom = app.size.height - 1  # (the footer's row)
+        assert table.region.bottom <= body_bottom
+        cursor_y = table.region.y + 1 + table.cursor_row - round(table.scroll_y)  # (header)
+        assert table.region.y < cursor_y < table.region.bottom
