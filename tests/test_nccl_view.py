@@ -154,3 +154,23 @@ async def test_a_loaded_file_scrolls_into_view_at_80x24():
         result = app.screen.query_one("#nccl-file-result")
         top = result.region.y
         assert page.region.y <= top < page.region.bottom  # its first line is on screen
+
+
+async def test_a_rig_simulated_for_want_of_a_gpu_shows_this_machines_library(monkeypatch):
+    """With no GPU the app shows a simulated rig; its NCCL view showed the profile's made-up
+    library where `lltui nccl` (auto) shows the real one: the lookup needs no GPU."""
+    from lltui.services import nccl as nccl_service
+    from lltui.sources.gpu.sim import SimSource, StepClock
+
+    asked: list[str | None] = []
+    real = nccl_service.nccl_report
+    monkeypatch.setattr(nccl_service, "nccl_report", lambda s, **kw: asked.append(s) or real(s))
+    src = SimSource("kaggle-2xt4", clock=StepClock(step=1.0), reason="no NVIDIA GPU here")
+    app = sim_app("kaggle-2xt4", source=src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(1)
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        assert asked == ["auto"]
+        assert "SIMULATED" not in text(app, "#nccl-library")

@@ -118,6 +118,8 @@ class NcclScreen(LoadOnceScreen):
         return self.state.loading
 
     def start_loading(self, source: str) -> None:
+        if self.lltui.model.info.stand_in:  # auto found no GPU: the library is still real
+            source = "auto"  # (as `lltui nccl` reads it; a profile's NCCL is made up)
         self._load(source)
 
     def show_view(self) -> None:

@@ -251,6 +251,7 @@ class RigInfo:
     source: str  # "nvml", "smi", "smi:HOST", "sim:PROFILE", "replay:FILE"
     simulated: bool = False
     simulated_reason: str | None = None  # why we fell back to a simulated rig, in words
+    stand_in: bool = False  # simulated because auto found no GPU here (not asked for)
     driver_version: str | None = None
     cuda_version: str | None = None  # the driver's CUDA version, "12.4"
     nvml_version: str | None = None

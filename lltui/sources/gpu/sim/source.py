@@ -78,6 +78,7 @@ class SimSource:
         self.seed = seed
         self._clock = clock or time.monotonic
         self._start = start
+        self._stand_in = reason is not None  # (auto gives its reason: no GPU here)
         self._reason = reason or f"the simulated rig {profile} was asked for"
         # A rig run on the real clock reads the real time of day (an alert "since 00:00:00"
         # or a process "started 2025-12-31" would be the simulation's, not the user's); one
@@ -138,6 +139,7 @@ class SimSource:
             source=self.name,
             simulated=True,
             simulated_reason=self._reason,
+            stand_in=self._stand_in,
             driver_version=p.driver_version,
             cuda_version=p.cuda_version if nvidia else None,
             nvml_version=f"13.{p.driver_version}" if nvidia else None,
