@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import gguf_factory as gf
 from support.launch_proc import launched, read_event
 from support.llama_fixture import llama_bins, rpc_servers, tiny_model
 
@@ -86,6 +87,16 @@ def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
     assert set(data["env_unset"]) == {"LLAMA_API_KEY"}  # an exported GGML_CUDA_P2P stays
     assert data["url"] == "http://127.0.0.1:18555"
     assert data["binary"]["flags_checked"] is True
+
+
+def test_a_later_part_of_a_split_model_is_launched_from_its_first(server_env, tmp_path, capsys):
+    """llama-server refuses any part but the first ("illegal split file idx"): part 2 was
+    passed as given."""
+    parts = gf.write_model(tmp_path / "s.gguf", gf.llama_spec(), "Q8_0", split_max_tensors=20)
+    assert len(parts) >= 2
+    assert main(["launch", str(parts[1]), "--dry-run", "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["argv"]
+    assert argv[argv.index("-m") + 1] == str(parts[0])
 
 
 def test_the_documented_host_option_is_not_taken_for_an_abbreviation(

@@ -38,6 +38,7 @@ from lltui.core.cmdline.flag_table import (
     is_secret,
     unknown_flag_message,
 )
+from lltui.core.llama.limits import first_split_part
 
 DEFAULT_PORT = 8080
 # Level 4 is where llama.cpp prints device, layer and buffer lines; the default (3) hides them.
@@ -455,7 +456,7 @@ def _launch_argv(spec: LaunchSpec, binary: BinaryFlags | None) -> list[str]:
             raise LaunchError(f"{binary.describe()} has no router mode ({ROUTER_PRESET_FLAG})")
         argv += [ROUTER_PRESET_FLAG, spec.models_preset]
     else:
-        argv += [f("model_path"), spec.model]
+        argv += [f("model_path"), first_split_part(spec.model)]  # (any part may be given)
     argv += [f("host"), spec.host, f("port"), str(spec.port)]
     if spec.metrics:
         argv.append(f("metrics"))

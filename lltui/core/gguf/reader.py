@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
-import re
 import struct
 from array import array
 from types import MappingProxyType
@@ -36,7 +35,7 @@ from lltui.core.gguf.values import (
     open_regular,
     read_value,
 )
-from lltui.core.llama.limits import MAX_LAYERS
+from lltui.core.llama.limits import MAX_LAYERS, SPLIT_NAME_RE
 
 # the names callers use, from one place
 __all__ = [
@@ -70,7 +69,6 @@ GGML_MAX_DIMS = 4
 GGML_MAX_NAME = 64  # llama.cpp rejects tensor names of 64 bytes or more
 INT64_MAX = 2**63 - 1
 
-SPLIT_NAME_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 _HEADER = struct.Struct("<4sIQQ")  # magic, version, n_tensors, n_kv
 _DIMS = {n: struct.Struct(f"<{n}Q") for n in range(1, GGML_MAX_DIMS + 1)}

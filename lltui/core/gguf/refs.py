@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lltui.core.cmdline.secrets import redact_urls
 from lltui.core.gguf.reader import SPLIT_NAME_RE
+from lltui.core.llama.limits import first_split_part
 from lltui.core.text import one_line
 from lltui.core.units import fmt_bytes
 
@@ -80,10 +81,7 @@ def llama_model_flags(ref: str) -> list[tuple[str, str]]:
     file), or ``-mu URL``. RefError for a reference it cannot download (a revision: it
     takes a repository's main branch)."""
     if not is_remote_ref(ref):
-        m = SPLIT_NAME_RE.match(ref)
-        if m is not None and int(m["no"]) > 1:
-            ref = f"{m['prefix']}-00001-of-{m['count']}.gguf"
-        return [("-m", ref)]
+        return [("-m", first_split_part(ref))]
     parsed = parse_ref(ref)
     if not isinstance(parsed, HfRef):
         return [("-mu", ref.strip())]

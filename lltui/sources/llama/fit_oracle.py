@@ -139,7 +139,10 @@ def run_oracle(
             f"llama-fit-params not found (run `{install_command()}`, put it on PATH, "
             f"or set {ENV_VAR})"
         )
-    argv = [str(exe), "-m", model, *oracle_args(args), "--fit", "off", "--fit-print", "on"]
+    from lltui.core.llama.limits import first_split_part
+
+    part1 = first_split_part(model)  # (it refuses a later part)
+    argv = [str(exe), "-m", part1, *oracle_args(args), "--fit", "off", "--fit-print", "on"]
     from lltui.sources.proc_group import run_group
 
     try:
