@@ -442,3 +442,41 @@ def test_a_hub_that_fails_is_exit_1_a_reference_it_refuses_exit_2(status, code):
     response = httpx.Response(status, request=httpx.Request("GET", "http://127.0.0.1/api"))
     err = hf_hub.hub_error("hf:a/b", errors.HfHubHTTPError("x", response=response), None)
     assert err.code == code and str(err) == f"hf:a/b: the hub answered HTTP {status}"
+
+
+def test_a_server_that_gives_no_size_is_its_failure_exit_1(capsys):
+    """A range answered with an unknown total ("bytes 0-67/*"): a server's failure
+    (exit 1), not bad input (2)."""
+    import http.server
+    import threading
+
+    class NoSize(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            body = b"GGUF" + b"\0" * 64
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes 0-{len(body) - 1}/*")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NoSize)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/m.gguf"
+        assert main(["fit", url, "--gpus", "24GiB"]) == 1
+    finally:
+        server.shutdown()
+    assert "did not say how large" in capsys.readouterr().err
+
+
+def test_a_model_of_no_layers_says_so(tmp_path, capsys):
+    path = gf.write_sparse(tmp_path / "zero.gguf", gf.llama_spec(n_layer=0), "Q4_0")
+    assert main(["fit", str(path), "--gpus", "24GiB"]) == 2
+    assert "llama.block_count is 0" in capsys.readouterr().err

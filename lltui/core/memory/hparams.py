@@ -184,9 +184,11 @@ def read_hparams(model: GgufModel) -> Hparams:
     def key(k: str) -> str:
         return f"{arch}.{k}"
 
-    n_layer_all = meta_int(md.get(key("block_count"))) or 0
+    given = meta_int(md.get(key("block_count")))
+    n_layer_all = given or 0
     if n_layer_all <= 0:
-        raise FitError(f"{model.path}: {arch}.block_count is missing")
+        why = "is missing" if given is None else f"is {given}: a model has at least one layer"
+        raise FitError(f"{model.path}: {arch}.block_count {why}")
     if n_layer_all > LLAMA_MAX_LAYERS:
         raise FitError(f"{model.path}: {n_layer_all} layers; llama.cpp allows {LLAMA_MAX_LAYERS}")
     n_nextn = min(meta_int(md.get(key("nextn_predict_layers"))) or 0, n_layer_all)

@@ -241,7 +241,8 @@ class _Reader:
             raise RemoteError(f"{self.f.name}: a partial answer without a Content-Range", 1)
         if first != start:
             raise RemoteError(
-                f"{self.f.name}: the server sent bytes from {first}, not the {start} asked for"
+                f"{self.f.name}: the server sent bytes from {first}, not the {start} asked for",
+                1,  # (the server's fault, not the reference's)
             )
         if total is not None:
             self.total = total
@@ -344,7 +345,7 @@ def read_header(
         while True:
             reader.grow(want)
             if reader.total is None:
-                raise RemoteError(f"{f.name}: the server did not say how large the file is")
+                raise RemoteError(f"{f.name}: the server did not say how large the file is", 1)
             try:
                 header = parse_gguf_header(reader.buf, reader.total, f.name)
             except GgufIncomplete as inc:
