@@ -243,3 +243,16 @@ def test_a_router_dry_run_shows_the_rpc_host_commands(folder, capsys):
     assert "fleet-a" in host["argv"] and host["argv"][0].endswith("ssh")
     assert main(words) == 0
     assert any(line.startswith("rpc:  fleet-a: ") for line in capsys.readouterr().out.splitlines())
+
+
+def test_a_log_file_is_the_routers_not_every_models(folder, tmp_path, capsys):
+    """--log-file was copied into every model's section: each model's server wrote the same
+    file over the one before, and the router logged nothing there."""
+    log = str(tmp_path / "router.log")
+    code = main(["launch", "--models", str(folder), "--log-file", log, "--port", "8099",
+                 "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    argv = out["argv"]
+    assert argv[argv.index("--log-file") + 1] == log
+    assert "log-file" not in out["preset"]

@@ -136,11 +136,11 @@ class RouterSession(Session):
         from lltui.sources.llama import launch_prep
 
         req = self.request
-        launch_args, shared = split_shared(req.words)
+        launch_args, shared, router_words = split_shared(req.words)
         report, kept, loads, priority = self._plan(req, shared)
         for model in report.plan.models:  # a preset's own flags reach a process too
             self.policy.check(model.args.to_argv())
-        spec = self._router_spec(req, launch_args)
+        spec = self._router_spec(req, launch_args, router_words)
         file_keys = launch_prep.read_key_file(spec.api_key_file) if spec.api_key_file else ()
         prepared = self.prepare_given(
             GivenLaunch(spec=spec), file_keys, require_binary=require_binary
@@ -189,7 +189,9 @@ class RouterSession(Session):
             raise LaunchError(f"the kept models do not fit together: {', '.join(kept)}")
         return report, kept, loads, priority
 
-    def _router_spec(self, req: RouterRequest, launch_args: LlamaArgs) -> LaunchSpec:
+    def _router_spec(
+        self, req: RouterRequest, launch_args: LlamaArgs, router_words: Sequence[str]
+    ) -> LaunchSpec:
         """The router's launch: its address and keys, no model flag, the preset's path."""
         launch = {name: getattr(launch_args, name) for name in launch_args.given}
         if req.host is not None:
@@ -199,7 +201,7 @@ class RouterSession(Session):
         if check_secrets(launch, req.keys_on_command_line):
             self._note("warning", SECRET_IN_PS)
         spec = runtime_spec(
-            LaunchSpec(args=router_args(), models_preset="-", **launch), self.environ
+            LaunchSpec(args=router_args(router_words), models_preset="-", **launch), self.environ
         )
         path = str(state_dir(self.environ) / f"router-{spec.port}.ini")
         if req.on_demand:  # lltui takes the address; the router a private port behind it

@@ -41,6 +41,7 @@ ROUTER_FLAGS = (
     "--models-autoload",
     "--no-models-autoload",
 )
+LOG_FILE_FLAG = "--log-file"
 LOAD_ON_STARTUP = "load-on-startup"
 PIN_KEY = "lltui-pin"  # lltui's own: the model is pinned (as --pin NAME)
 PRIORITY_KEY = "lltui-priority"  # lltui's own: its priority (as --priority NAME=N)
@@ -82,20 +83,39 @@ class ModelsRead:
     priority: tuple[tuple[str, int], ...] = ()  # a preset's lltui-priority
 
 
-def split_shared(words: Sequence[str]) -> tuple[LlamaArgs, LlamaArgs]:
-    """The shared flags: (the router's own: address, keys, log level; every model's)."""
+def split_shared(words: Sequence[str]) -> tuple[LlamaArgs, LlamaArgs, list[str]]:
+    """The shared flags: (the router's own: address, keys, log level; every model's; the
+    router's words past lltui's model of flags: ``--log-file FILE``)."""
     for w in words:
         if w.split("=", 1)[0] in ROUTER_FLAGS:
             raise LaunchError(
                 f"{w}: lltui runs the router itself (its models from its own preset, loaded "
                 "by the plan): give --models DIR|PRESET.ini"
             )
+    # --log-file is the router's: each model's server copied into every section wrote one
+    # file over the one before; the router's own log carries its models' lines
+    words, log_file = _router_log(words)
     shared = read_flags(words)
     if shared.model_path is not None:
         raise LaunchError("a router's models come from --models, not -m")
     own = shared.given & LAUNCH_KEYS
     launch_words = [w for g in shared.given_args if g.key in own for w in g.tokens]
-    return read_flags(launch_words), shared.without(own)
+    return read_flags(launch_words), shared.without(own), log_file
+
+
+def _router_log(words: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(``words`` without ``--log-file FILE``, those words)."""
+    rest: list[str] = []
+    log: list[str] = []
+    it = iter(words)
+    for w in it:
+        if w == LOG_FILE_FLAG:
+            log = [w, next(it, "")]
+        elif w.startswith(LOG_FILE_FLAG + "="):
+            log = [w]
+        else:
+            rest.append(w)
+    return rest, log
 
 
 def _with(base: LlamaArgs, words: Sequence[str]) -> LlamaArgs:
@@ -282,10 +302,11 @@ def preset_text(
         raise LaunchError(str(exc)) from None
 
 
-def router_args() -> LlamaArgs:
+def router_args(more: Sequence[str] = ()) -> LlamaArgs:
     """The router's own flags: no model limit (the plan is the limit) and no autoload, so a
-    request for a model that is not loaded does not load it behind the plan's back."""
-    return parse_llama_args(["--models-max", "0", "--no-models-autoload"])
+    request for a model that is not loaded does not load it behind the plan's back; then
+    ``more`` (its log file)."""
+    return parse_llama_args(["--models-max", "0", "--no-models-autoload", *more])
 
 
 def named(names: Sequence[str], wanted: Sequence[str], what: str) -> tuple[str, ...]:
