@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support import gguf_factory as gf
 
 from lltui.core.cmdline.flags import parse_llama_args
@@ -153,3 +154,19 @@ def test_a_small_caches_capacity_is_not_rounded_away():
     assert "CPU 0.0/0.5 MiB" in fill_line(fill)
     big = KvDeviceLayout("CUDA0", 1024, 0, 0, capacity_bytes=2048 * 2**20)
     assert "CUDA0 0.0/2048 MiB" in fill_line(kv_fill(KvLayout((big,), 512, 1, 0), [14], [512], 0.0))
+
+
+def test_full_in_counts_cells_of_full_attention_and_each_slots_limit():
+    """gemma3 (sliding window) on -np 2: 630 cells left at 48 t/s said "full in 76 s" (the
+    window's bytes counted as room and as growth), with slot 1 at 1009 of its 1024."""
+    full = KvDeviceLayout("CPU", 100, 400, 0, capacity_bytes=2048 * 100 + 2 * 1024 * 400)
+    layout = KvLayout((full,), cells_per_stream=1024, streams=2, swa_window=512)
+    first = kv_fill(layout, [309, 600], [1024, 1024], t=0.0)
+    later = kv_fill(layout, [409, 1009], [1024, 1024], t=10.0, earlier=[first])
+    assert later.tokens_per_s == pytest.approx(50.9)
+    # slot 1: 15 cells left at 40.9 t/s; the whole cache: 630 cells at 50.9 t/s
+    assert later.seconds_to_full == pytest.approx(15 / 40.9, rel=0.01)
+    one = KvLayout((full,), cells_per_stream=2048, streams=1, swa_window=512)
+    a = kv_fill(one, [1000], [2048], t=0.0)
+    b = kv_fill(one, [1418], [2048], t=10.0, earlier=[a])
+    assert b.seconds_to_full == pytest.approx(630 / 41.8, rel=0.01)  # cells, not bytes

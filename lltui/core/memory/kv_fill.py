@@ -152,16 +152,18 @@ def kv_fill(
     rate = None
     if base is not None:
         rate = (sum(tokens) - base.used_tokens) / (t - base.t)
+    eta = _seconds_to_full(layout, tokens, slot_ctx, base, t)
     devices = []
     for d in layout.devices:
         free = max(0, d.capacity_bytes - used[d.name])
-        eta = None
-        if base is not None:
-            before = next((x.used_bytes for x in base.devices if x.name == d.name), None)
-            grew = used[d.name] - before if before is not None else 0
-            if grew > 0:
-                eta = free / (grew / (t - base.t))
-        devices.append(KvDeviceFill(d.name, used[d.name], free, d.capacity_bytes, eta))
+        # only the cells of full attention (and a window not yet full) grow: a device of
+        # sliding-window layers alone stops growing at the window
+        grows = d.full_bytes_per_token > 0 or (
+            d.swa_bytes_per_token > 0 and any(0 < n < layout.swa_window for n in tokens)
+        )
+        devices.append(
+            KvDeviceFill(d.name, used[d.name], free, d.capacity_bytes, eta if grows else None)
+        )
     return KvFill(
         t=t,
         slot_tokens=tokens,
@@ -170,6 +172,32 @@ def kv_fill(
         devices=tuple(devices),
         tokens_per_s=rate,
     )
+
+
+def _seconds_to_full(
+    layout: KvLayout,
+    tokens: Sequence[int],
+    slot_ctx: Sequence[int | None],
+    base: KvFill | None,
+    t: float,
+) -> float | None:
+    """How long until the cache can take no more tokens at the current rates: its cells
+    as a whole (a unified cache), or the first slot that reaches its own limit (each slot
+    its n_ctx_seq). Counted in cells, not bytes: a sliding window's bytes stop growing and
+    never fill (they made an eta 6x too long)."""
+    if base is None or t <= base.t:
+        return None
+    dt = t - base.t
+    found: list[float] = []
+    rate = (sum(tokens) - base.used_tokens) / dt
+    if rate > 0:
+        found.append(max(0, layout.capacity_tokens - sum(tokens)) / rate)
+    for i, n in enumerate(tokens):
+        limit = slot_ctx[i] if i < len(slot_ctx) else None
+        was = base.slot_tokens[i] if i < len(base.slot_tokens) else 0
+        if limit and n > was:
+            found.append(max(0, limit - n) / ((n - was) / dt))
+    return min(found, default=None)
 
 
 class KvHistory:
