@@ -239,11 +239,9 @@ def test_a_log_is_data_the_model_it_names_is_opened_only_when_told(capsys, tmp_p
         def log_message(self, *args: object) -> None:
             pass
 
-    def log_naming(model: str) -> str:
+    def log_naming(model: str) -> str:  # the pinned log, of a load of ``model``
         path = tmp_path / "named.log"
-        path.write_text(f"0.00.000.001 I srv    load_model: loading model '{model}'\n")
-        with path.open("a") as f:
-            f.write(PINNED.read_text())
+        path.write_text(PINNED.read_text().replace("models/tiny-llama.gguf", model))
         return str(path)
 
     def explained(*argv: str) -> dict:
@@ -352,3 +350,16 @@ def test_the_keys_of_a_pasted_command_are_never_shown(capsys, tmp_path):
     assert json.loads(report)  # still JSON
     command = explain(ExplainRequest(log=str(log))).facts.command
     assert command[command.index("--api-key") + 1] == "***"
+
+
+def test_a_log_of_two_loads_names_the_model_of_the_one_compared(capsys, tmp_path):
+    """A router's log loads alpha, then beta: beta's buffers were compared against alpha's
+    file (the first path a log named was kept)."""
+    text = PINNED.read_text()
+    log = tmp_path / "router.log"
+    log.write_text(
+        text.replace("models/tiny-llama.gguf", "models/alpha.gguf")
+        + text.replace("models/tiny-llama.gguf", "models/beta.gguf")
+    )
+    assert main(["explain", str(log), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["ref"] == "models/beta.gguf"

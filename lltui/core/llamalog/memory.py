@@ -242,9 +242,9 @@ class MemoryFold:
             setattr(self, {"swa_cache": "cache", "backend": "cuda_prefix"}.get(what, what), value)
         elif what in ("draft", "parts_end"):
             self.part = "draft" if what == "draft" else "model"
-        elif what == "model_path":
-            self.model_path = self.model_path or value
-        elif what == "loader_path":
+        elif what == "model_path":  # (the server's "loading model": one per load)
+            self._model_path(value)
+        elif what == "loader_path":  # (the loader's: the same file, or a draft's)
             self.model_path = self.model_path or value
             if self.loads and self.buffers:
                 self.loading_started = False
@@ -262,6 +262,12 @@ class MemoryFold:
             self._fail(AllocFailure(self.n, line.message, "error", stage="arguments"))
         elif what == "bench":
             self._vote(line, "bench")
+
+    def _model_path(self, value: str) -> None:
+        """The model of the load the buffers are compared for: the last a log loads (a
+        router's log loads one model after another), a draft's never."""
+        if self.part != "draft" or not self.model_path:
+            self.model_path = value
 
     def _setting(self, ev: Setting, target: _Load) -> None:
         if ev.table == "context":
