@@ -133,6 +133,21 @@ def test_each_models_state_is_said_once_a_listing_that_left_it_out_being_no_news
     assert news.changed((row("failed", problem="oom"),), 9.5) == []
 
 
+def test_a_model_the_proxy_loaded_and_evicted_between_two_polls_is_said():
+    """9 loads and 7 evictions gave 4 model events: the router's list is read once a
+    second, and what loaded and unloaded between two reads was never said."""
+    from lltui.services.launch.polls import ModelNews
+    from lltui.services.launch.state import ModelRow
+
+    news = ModelNews()
+    rows = tuple(ModelRow(n, "unloaded", False) for n in ("alpha", "beta"))
+    moves = [("loading", "alpha"), ("unloaded", "alpha"), ("loading", "beta")]
+    said = [(r.name, r.state) for r in news.moved(moves, rows)]
+    assert said == [("alpha", "loading"), ("alpha", "unloaded"), ("beta", "loading")]
+    # a poll listing both unloaded: alpha's is no news twice, beta's is
+    assert [r.name for r in news.changed(rows, 0.0)] == ["beta"]
+
+
 def test_a_key_in_a_preset_is_never_printed_by_the_dry_run(folder, tmp_path, capsys):
     key = "sk-preset-40c2"
     preset = tmp_path / "models.ini"

@@ -113,8 +113,8 @@ def error_response(message: str, code: str, status: int | None = None) -> web.Re
 
 @dataclass(frozen=True)
 class ProxyEvent:
-    """What the proxy did: ``evict`` (``models`` unloaded for ``model``), ``load``, ``refused``
-    (``reason``), ``failed`` (the load failed)."""
+    """What the proxy did: ``evict`` (``models`` to be unloaded for ``model``), ``unloaded``
+    (one of them, done), ``load``, ``refused`` (``reason``), ``failed`` (the load failed)."""
 
     kind: str
     model: str
@@ -467,6 +467,7 @@ class OnDemandProxy:
                 await self._post("/models/unload", victim)
             for victim in decision.evict:
                 await self._wait_state(victim, ("unloaded",))
+                self._emit(ProxyEvent("unloaded", victim))
         finally:
             self._evicting.difference_update(decision.evict)
 

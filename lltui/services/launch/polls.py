@@ -194,6 +194,21 @@ class ModelNews:
             out.append(row)
         return out
 
+    def moved(self, moves: list[tuple[str, str]], rows: tuple[ModelRow, ...]) -> list[ModelRow]:
+        """The proxy's loads and evictions as rows, each state said once: a model loaded
+        and evicted between two polls is "loading" then "unloaded" (no placement: its
+        server's log lines say it)."""
+        by_name = {r.name: r for r in rows}
+        out = []
+        for state, name in moves:
+            row = by_name.get(name)
+            if row is None or self._said.get(name, ("unloaded", None))[0] == state:
+                continue
+            self._waiting.pop(name, None)
+            self._said[name] = (state, None)
+            out.append(replace(row, state=state, placement=(), problem=None))
+        return out
+
 
 class RouterPoll:
     """A router's models, once it is ready: the kept models and the ones asked for loaded at
@@ -221,6 +236,7 @@ class RouterPoll:
         session = self.session
         if state.ready_at is None:
             return None
+        moves = session.take_moves()  # (before the list is read: they came first)
         refused: list[str] = []
         if not self._started_loads:
             self._started_loads = True
@@ -232,7 +248,8 @@ class RouterPoll:
             rows, note = tuple(session.rows(None)), str(exc)
         if self._per_model:
             rows = self._measured(rows)
-        return self.fold(state, rows, note or "; ".join(refused) or None, refused, now)
+        moved = self._news.moved(moves, rows)
+        return self.fold(state, rows, note or "; ".join(refused) or None, refused, now, moved)
 
     def fold(
         self,
@@ -241,9 +258,11 @@ class RouterPoll:
         note: str | None,
         refused: list[str],
         now: float,
+        moved: list[ModelRow] | None = None,
     ) -> LaunchState:
+        """``moved``: the proxy's loads and evictions since the last poll, said first."""
         view = st.router or RouterView()
-        news = self._news.changed(rows, now)
+        news = [*(moved or ()), *self._news.changed(rows, now)]
         if rows == view.rows and note is None and not news and not refused:
             return st
         return replace(

@@ -123,10 +123,20 @@ class RouterSession(Session):
         self._op = threading.Lock()  # one load or unload decided at a time
         self._proxy: Any = None  # OnDemandProxy while it runs (imports aiohttp)
         self._public: tuple[str, int] | None = None  # on demand: the clients' address
+        # what the proxy loaded and unloaded, for the watch: a model loaded and evicted
+        # between two polls of the router's list was never said (kind, model), in order
+        self._moves: list[tuple[str, str]] = []
+        self._moves_lock = threading.Lock()
 
     @property
     def subject(self) -> str:
         return f"{', '.join(self.prepared.names)} (router)"
+
+    def take_moves(self) -> list[tuple[str, str]]:
+        """The proxy's loads and evictions since the last call: (state, model), in order."""
+        with self._moves_lock:
+            moves, self._moves = self._moves, []
+        return moves
 
     def log_parser(self) -> RouterLogReader:
         return self._parser
@@ -258,6 +268,11 @@ class RouterSession(Session):
         from lltui.services.launch.ondemand import OnDemandProxy, ProxyEvent
 
         def said(event: ProxyEvent) -> None:
+            with self._moves_lock:
+                if event.kind == "load":
+                    self._moves.append(("loading", event.model))
+                elif event.kind == "unloaded":
+                    self._moves.append(("unloaded", event.model))
             if event.kind == "evict":
                 self._note("info", f"unloading {', '.join(event.models)} to load {event.model}")
             elif event.kind == "refused":
