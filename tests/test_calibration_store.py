@@ -426,3 +426,15 @@ def test_host_given_is_not_calibrated_by_this_machine(bench_here, capsys, tmp_pa
     data = json.loads(capsys.readouterr().out)
     assert data["speed"]["calibrated"] is None
     assert any("--host" in n for n in data.get("notes", []) + data.get("warnings", []))
+
+
+def test_quant_says_its_speeds_are_calibrated(bench_here, capsys, tmp_path):
+    """quant applied this rig's calibration to its t/s column and never said so."""
+    rows = [json.dumps(_row(avg_ts=20.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=300.0))]
+    assert bench_here(capsys, rows)[0] == 0
+    model = str(tmp_path / "m.gguf")
+    assert main(["quant", model, "--gpus", "cpu"]) == 0
+    assert "t/s calibrated on this rig from" in capsys.readouterr().out
+    assert main(["quant", model, "--gpus", "cpu", "--json"]) == 0
+    speeds = [r["speed"] for r in json.loads(capsys.readouterr().out)["rows"] if r["speed"]]
+    assert speeds and all(s["calibrated"].startswith("calibrated on this rig") for s in speeds)

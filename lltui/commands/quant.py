@@ -143,4 +143,8 @@ def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]
             f"{fits:<4} {ctx:>8} {tps:>6}  {per_dev}{mark}"
         )
     lines.append(LEGEND)
+    calibrated = next((q.result.speed.calibrated for q in table if q.result and
+                       q.result.speed and q.result.speed.calibrated), None)  # fmt: skip
+    if calibrated:
+        lines.append(f"t/s {calibrated}")
     return lines

@@ -54,6 +54,7 @@ class QuantFit:
                 "decode_tps": round(speed.decode_tps, 1),
                 "prefill_tps": round(speed.prefill_tps, 1),
                 "bound": speed.bound,
+                "calibrated": speed.calibrated,  # this rig's own measurements, in words
             }
             if speed
             else None
