@@ -249,8 +249,10 @@ def _amd(
             Advice(
                 INFO,
                 "split-mode",
-                "-sm layer (the default) fits this rig: GPUs joined over PCIe only, too slow "
-                "for the two all-reduces per layer that -sm tensor needs",
+                "-sm layer (the default) is the safe choice on this rig: GPUs joined over "
+                "PCIe only, across which -sm tensor sends two all-reduces per layer",
+                "whether -sm tensor is faster here depends on the model: "
+                "`lltui fit MODEL --best decode` prices both on this rig",
             )
         )
     out.append(
@@ -318,19 +320,22 @@ def _split_mode(
             )
         ]
     worst = max(pairs, key=lambda p: link_distance(p[2])) if pairs else None
-    msg = "-sm layer (the default) fits this rig"
+    msg = "-sm layer (the default) is the safe choice on this rig"
     if worst:
         a, b, cell = worst
         msg += (
-            f": {a}-{b} is {cell} ({link_meaning(cell)}), too slow for the two all-reduces "
-            "per layer that tensor parallelism needs"
+            f": {a}-{b} is {cell} ({link_meaning(cell)}), and tensor parallelism sends two "
+            "all-reduces per layer across it"
         )
+    # (the planner prices both for a model: tensor can still decode faster where the GPUs
+    # wait on memory longer than on the link; this advice knows no model)
     out = [
         Advice(
             INFO,
             "split-mode",
             msg,
-            f"{row_refused}; -sm tensor pays off only when every GPU pair is on NVLink",
+            f"{row_refused}; whether -sm tensor is faster here depends on the model: "
+            "`lltui fit MODEL --best decode` prices both on this rig",
         )
     ]
     for group in _nvlink_groups(topo):
