@@ -394,3 +394,31 @@ async def test_the_quant_tables_cursor_stays_on_screen_at_80x24(model_path):
         assert table.region.bottom <= body_bottom
         cursor_y = table.region.y + 1 + table.cursor_row - round(table.scroll_y)  # (header)
         assert table.region.y < cursor_y < table.region.bottom
+
+
+async def test_rpc_servers_keep_their_names_and_one_line_each_at_80_columns(model_path):
+    """Two RPC servers were both "RPC0[192.168.100" in the quant table, their MiB lost, and
+    their bar lines wrapped at 80 columns."""
+    from textual.widgets import Static
+
+    from lltui.app.screens.fit import device_label
+
+    assert device_label("RPC0[192.168.100.200:50052]", 16) == "RPC0[…200:50052]"
+    assert device_label("CUDA0", 16) == "CUDA0"
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one(
+            "#fit-gpus"
+        ).value = "rpc:192.168.100.200:50052=24GiB,rpc:192.168.100.201:50052=24GiB"
+        screen.query_one("#fit-model").value = str(model_path)
+        await wait_for(lambda: screen.outcome is not None and screen.outcome.quants_done, 60)
+        await pilot.pause()
+        bars = screen.query_one("#fit-bars", Static)
+        lines = [line for line in str(bars.render()).splitlines() if line.startswith("RPC")]
+        assert any("RPC0[…200:50052]" in line for line in lines)
+        assert all(len(line) <= bars.size.width for line in lines), lines
+        table = screen.query_one("#fit-quants")
+        fullest = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        assert any(cell.split()[-1].isdigit() for cell in fullest), fullest

@@ -120,6 +120,21 @@ def file_cell(n: int, wide: bool) -> str:
     return text if wide or len(text) <= narrow else fmt_bytes(n, precision=0)
 
 
+NAME_W = 8  # a device's name before its bar ("CUDA12"); longer ones widen it, up to:
+NAME_MAX_W = 16
+
+
+def device_label(name: str, width: int) -> str:
+    """A device's name in ``width`` columns: an RPC server's ``RPC0[192.168.100.200:50052]``
+    keeps its tail, which tells two servers apart (``RPC0[…200:50052]``)."""
+    if len(name) <= width:
+        return name
+    head, bracket, inner = name.partition("[")
+    if bracket and inner.endswith("]") and len(head) + 3 < width:
+        return f"{head}[…{inner[:-1][-(width - len(head) - 3) :]}]"
+    return name[: width - 1] + "…"
+
+
 def fullest_gpu(gpus: Sequence[DeviceEstimate]) -> str:
     """``CUDA7 2101``: the GPU this fills most (of its free memory), and its MiB."""
     holding = [d for d in gpus if d.total_bytes > 0]
@@ -129,7 +144,8 @@ def fullest_gpu(gpus: Sequence[DeviceEstimate]) -> str:
         holding,
         key=lambda d: (d.total_bytes + d.unaccounted_bytes) / (d.free_bytes or d.total_bytes),
     )
-    return f"{escape(d.name)} {(d.total_bytes + d.unaccounted_bytes) / MIB:.0f}"
+    mib = f"{(d.total_bytes + d.unaccounted_bytes) / MIB:.0f}"
+    return f"{escape(device_label(d.name, FULLEST_W - len(mib) - 1))} {mib}"
 
 
 def stacked_bar(parts: list[tuple[int, str]], capacity: int, width: int) -> str:
@@ -161,6 +177,9 @@ def render_devices(outcome: FitOutcome, width: int = BAR_WIDTH) -> str:
         "  [$text-muted]█[/] margin (CUDA context, pool)"
     ]
     idle: list[str] = []  # GPUs that hold nothing, said together on one line
+    # names past 8 columns (RPC servers) take them from the bar: a device stays one line
+    name_w = min(NAME_MAX_W, max([NAME_W, *(len(d.name) for d in res.devices)]))
+    width = max(BAR_MIN_WIDTH, width - (name_w - NAME_W))
 
     def flush_idle() -> None:
         if idle:
@@ -194,13 +213,14 @@ def render_devices(outcome: FitOutcome, width: int = BAR_WIDTH) -> str:
         layers = [il for il in d.layers if il < n_all]
         out = " +out" if d.output_layer else ""
         lines.append(
-            f"[b]{escape(d.name):<8}[/]{bar} {(d.total_bytes + d.unaccounted_bytes) / MIB:>7.0f}"
+            f"[b]{escape(device_label(d.name, name_w).ljust(name_w))}[/]{bar} "
+            f"{(d.total_bytes + d.unaccounted_bytes) / MIB:>7.0f}"
             f"/{free} MiB {verdict}  layers {compact_indexes(layers) or '-'}{out}"
         )
         others = [(k, b) for k, b in d.parts if k != "model" and b]
         if others:
             shares = ", ".join(f"{k} {b / MIB:.0f}" for k, b in others)
-            lines.append(f"[$text-muted]{'':<8}of which {shares} MiB[/]")
+            lines.append(f"[$text-muted]{'':<{name_w}}of which {shares} MiB[/]")
     flush_idle()
     h = res.host
     lines.append(
