@@ -85,6 +85,28 @@ def test_generation_is_checked_at_the_depth_its_prompt_left():
     assert served.feed(_t(_line(8, False, 3, 5.0))) is None
 
 
+def test_a_prompt_that_found_cells_cached_runs_from_their_depth():
+    """A chat's next turn: 1501 cells cached, 80 new tokens timed. Its prompt was judged at
+    depth 0 and its generation at 96, where it ran past 1581."""
+    from lltui.core.llama.timings import parse_cached
+
+    asked = []
+
+    def predict(prompt: bool, depth: int, tokens: int) -> float:
+        asked.append((prompt, depth, tokens))
+        return 100.0
+
+    served = ServedSpeeds(predict)
+    line = "0.01.000.000 I slot   operator(): id  0 | task 9 | cached n_tokens = 1501, memory_seq_rm [1501, end)"  # noqa: E501
+    assert parse_cached(line) == (9, 1501)
+    jsonl = json.dumps({"type": "log", "msg": line.split(" I ", 1)[1] + "\n"})
+    assert parse_cached(jsonl) == (9, 1501)
+    served.cached(*parse_cached(line))
+    served.feed(_t(_line(9, True, 80, 100.0)))
+    served.feed(_t(_line(9, False, 64, 800.0)))
+    assert asked == [(True, 1501, 80), (False, 1501 + 80 + 32, 64)]
+
+
 @pytest.fixture
 def tiny(tmp_path) -> Path:
     (path,) = gf.write_model(tmp_path / "tiny.gguf", gf.llama_spec(n_layer=4), "Q8_0")

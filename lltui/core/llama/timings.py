@@ -5,7 +5,11 @@ lines it writes when a request finishes (``tools/server/server-context.cpp``)::
     slot print_timing: id  3 | task 2 |        eval time =   1.73 ms /   6 tokens (...)
 
 at the default verbosity and in ``--log-jsonl`` logs alike. Rates from /metrics counters fall
-to 0 between requests; these are what the last request got."""
+to 0 between requests; these are what the last request got. Before them, the cells a
+request's prompt found cached (its prompt eval times only the rest, from that depth)::
+
+    slot operator(): id  3 | task 2 | cached n_tokens = 1501, memory_seq_rm [1501, end)
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,26 @@ _TIMING = re.compile(
     r"print_timing: id\s+(?P<slot>\d+)\s*\|\s*task\s+(?P<task>\d+)\s*\|\s*"
     r"(?P<kind>prompt eval|eval) time\s*=\s*(?P<ms>[\d.]+)\s*ms\s*/\s*(?P<n>\d+)\s*tokens"
 )
+
+_CACHED = re.compile(r"task\s+(?P<task>\d+)\s*\|\s*cached n_tokens\s*=\s*(?P<n>\d+)")
+
+
+def _message(line: str) -> str | None:
+    """A line's message: the line, or a --log-jsonl record's ``msg``."""
+    if not line.lstrip().startswith("{"):
+        return line
+    try:
+        return str(json.loads(line).get("msg", ""))
+    except (ValueError, AttributeError):
+        return None
+
+
+def parse_cached(line: str) -> tuple[int, int] | None:
+    """(task, cells its prompt found cached) where a line says it, else None."""
+    if "cached n_tokens" not in line:
+        return None
+    m = _CACHED.search(_message(line) or "")
+    return (int(m.group("task")), int(m.group("n"))) if m else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +66,9 @@ def parse_timing(line: str) -> RequestTiming | None:
     """The timing a log line carries, or None (most lines carry none)."""
     if "print_timing" not in line:
         return None
-    text = line
-    if line.lstrip().startswith("{"):
-        try:
-            text = str(json.loads(line).get("msg", ""))
-        except (ValueError, AttributeError):
-            return None
+    text = _message(line)
+    if text is None:
+        return None
     m = _TIMING.search(text)
     if m is None:
         return None

@@ -73,15 +73,23 @@ class ServedSpeeds:
     def __init__(self, predict: Callable[[bool, int, int], float | None]) -> None:
         self._predict = predict
         self._prompt_tokens: dict[int, int] = {}
+        self._cached: dict[int, int] = {}  # task -> cells its prompt found cached
+
+    def cached(self, task: int, n: int) -> None:
+        """A request's prompt found ``n`` cells cached: its prompt runs from that depth (a
+        chat's next turn was judged at depth 0, its generation 1500 cells too shallow)."""
+        self._cached[task] = n
+        if len(self._cached) > 256:
+            self._cached.pop(next(iter(self._cached)))
 
     def feed(self, timing: RequestTiming) -> SpeedCheck | None:
         if timing.prompt:
-            self._prompt_tokens[timing.task] = timing.tokens
+            depth = self._cached.pop(timing.task, 0)
+            self._prompt_tokens[timing.task] = depth + timing.tokens
             if len(self._prompt_tokens) > 256:
                 self._prompt_tokens.pop(next(iter(self._prompt_tokens)))
             if timing.tokens < MIN_PROMPT_TOKENS:
                 return None
-            depth = 0
         else:
             if timing.tokens < MIN_GEN_TOKENS:
                 return None

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from lltui.core.llama.timings import RequestTiming, parse_timing
+from lltui.core.llama.timings import RequestTiming, parse_cached, parse_timing
 from lltui.core.speed.served import (
     ServeConditions,
     ServedSpeeds,
@@ -183,6 +183,10 @@ class SpeedWatch:
                 self._meter.mark()  # a request began: the host's load is read from here
         timing = parse_timing(line)
         if timing is None:
+            cached = parse_cached(line)
+            if cached is not None:
+                with self._lock:
+                    self._served.cached(*cached)
             return None
         with self._lock:
             check = self._served.feed(timing)
