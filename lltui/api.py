@@ -12,6 +12,7 @@ are none; pass ``source="sim:PROFILE"`` to read a simulated rig instead.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,7 +72,7 @@ class GPUInfo:
     index: int
     name: str
     total_memory: int | None  # bytes; None where the source does not say
-    free_memory: int  # bytes, when read
+    free_memory: int | None  # bytes, when read (total less used where only that is said)
     compute_capability: str  # "7.5"
     cuda_version: str  # the driver's CUDA version, "12.4"
     uuid: str = ""
@@ -102,7 +103,7 @@ def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
                 index=info.cuda_index if info.cuda_index is not None else info.index,
                 name=info.name,
                 total_memory=info.memory_total,
-                free_memory=g.memory_free if g.memory_free is not None else 0,
+                free_memory=g.free_bytes,  # (None: unknown, never 0)
                 compute_capability=f"{cc[0]}.{cc[1]}" if cc else "",
                 cuda_version=sample.info.cuda_version or "",
                 uuid=info.uuid,
@@ -140,14 +141,22 @@ def get_total_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -
 
 
 def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -> int:
-    """Free VRAM in bytes now over all GPUs or the CUDA indices given."""
-    return sum(g.free_memory for g in _select(detect_gpus(source), gpu_indices))
+    """Free VRAM in bytes now over all GPUs or the CUDA indices given (0 without one).
+    ValueError where a GPU does not report it (a vGPU's [N/A]): 0 would read as full."""
+    gpus = _select(detect_gpus(source), gpu_indices)
+    unknown = [g.index for g in gpus if g.free_memory is None]
+    if unknown:
+        raise ValueError(
+            f"GPU {unknown[0]} does not report its free memory: give the memory to fit in"
+        )
+    return sum(g.free_memory or 0 for g in gpus)
 
 
 # -- the rough path: sizes in billions of parameters ----------------------------------------
 
 
 ModelRef = float | str | os.PathLike[str]
+ModelPath = str | os.PathLike[str]
 
 
 # What a model needs on one GPU that takes every layer: the fit service's estimate for one
@@ -179,9 +188,11 @@ def _exact_vram(path: str | os.PathLike[str], context_size: int) -> int:
         raise ValueError(str(exc)) from None
 
 
-def _quant_needs(path: str | os.PathLike[str], context_size: int) -> dict[str, tuple[int, int]]:
+def _quant_needs(
+    path: str | os.PathLike[str], context_size: int
+) -> dict[str, tuple[int, int, bool]]:
     """Each llama-quantize type of the GGUF, by name -> (what it needs on one GPU, its file's
-    bytes)."""
+    bytes, whether it is above the source's precision: it adds nothing)."""
     from lltui.services.fit import FitFailed, quant_table
 
     try:
@@ -189,7 +200,7 @@ def _quant_needs(path: str | os.PathLike[str], context_size: int) -> dict[str, t
     except FitFailed as exc:
         raise ValueError(str(exc)) from None
     return {
-        r.row.name.upper(): (_on_gpus(r.result), r.row.file_bytes)
+        r.row.name.upper(): (_on_gpus(r.result), r.row.file_bytes, bool(r.row.above_source))
         for r in rows
         if r.result is not None
     }
@@ -223,13 +234,15 @@ def estimate_model_vram(
 
 def can_fit_model(
     model_size_b: ModelRef,
-    quantization: str = "Q4_K_M",
+    quantization: str | None = None,
     context_size: int = 4096,
     gpu_indices: list[int] | None = None,
     source: str = "nvml",
 ) -> bool:
-    """Whether the free VRAM of the GPUs (all, or these CUDA indices) covers the rough
-    estimate; False where there is no GPU."""
+    """Whether the free VRAM of the GPUs (all, or these CUDA indices) covers what
+    :func:`estimate_model_vram` gives: for a GGUF path the file as it is (or its
+    ``quantization`` as llama-quantize would write it), for a size in billions a rule of
+    thumb at ``quantization`` (None: Q4_K_M); False where there is no GPU."""
     free = get_free_vram(gpu_indices, source=source)
     return free > 0 and estimate_model_vram(model_size_b, quantization, context_size) <= free
 
@@ -253,7 +266,11 @@ def recommend_quantization(
         available = int(available_vram_gb * 1e9)
     if isinstance(model_size_b, str | os.PathLike):
         needs = _quant_needs(model_size_b, context_size)
-        fitting = [(size, name) for name, (need, size) in needs.items() if need <= available]
+        fitting = [
+            (size, name)
+            for name, (need, size, above) in needs.items()
+            if need <= available and not above  # (F32 of an F16 file adds nothing)
+        ]
         quant = max(fitting)[1] if fitting else None
         what = os.fspath(model_size_b)
     else:
@@ -301,10 +318,10 @@ def auto_config(
         )
     if len(gpus) == 1:
         return MultiGPUConfig(n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel)
-    roomiest = max(gpus, key=lambda g: g.free_memory)
+    roomiest = max(gpus, key=lambda g: g.free_memory or 0)  # (unknown: no room counted)
     if model_size_b is not None:
         need = estimate_model_vram(model_size_b, context_size=context_size)
-        if need <= roomiest.free_memory:
+        if need <= (roomiest.free_memory or 0):
             return MultiGPUConfig(
                 n_gpu=len(gpus),
                 split_mode=SplitMode.NONE,
@@ -354,8 +371,8 @@ def explain_log(
 
 
 def plan_models(
-    models: Sequence[str | tuple[str, Sequence[str]]],
-    flags: Sequence[str] = (),
+    models: Sequence[ModelPath | tuple[ModelPath, Sequence[str] | str]],
+    flags: Sequence[str] | str = (),
     gpus: str | None = None,
 ) -> dict[str, Any]:
     """A plan for several models resident together (llama-server's router, or one server
@@ -372,8 +389,11 @@ def plan_models(
 
     entries = []
     for m in models:
-        path, own = (m, ()) if isinstance(m, str) else (m[0], tuple(m[1]))
-        entries.append(PlanEntry(path, parse_llama_args([*flags, *own])))
+        path, own = (m, ()) if isinstance(m, str | os.PathLike) else (m[0], m[1])
+        if isinstance(own, str):  # ("coder.gguf", "-c 8192")
+            own = shlex.split(own)
+        words = shlex.split(flags) if isinstance(flags, str) else list(flags)
+        entries.append(PlanEntry(os.fspath(path), parse_llama_args([*words, *own])))
     try:
         report = plan(PlanRequest(tuple(entries), gpus=gpus))
     except FitFailed as exc:

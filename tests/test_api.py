@@ -236,3 +236,47 @@ def test_explain_log_is_the_cli_json(tmp_path):
     for bad in (0, -1, 5000.5, "latest"):
         with pytest.raises(ValueError, match="expected a build number"):
             explain_log(log, build=bad)
+
+
+def test_what_the_review_of_the_api_found(tmp_path, monkeypatch):
+    """auto's simulated rig was real GPUs to the API; an F16 file was recommended F32; a
+    path's fit was a Q4_K_M re-quantization's; an unknown free memory was 0; an int split
+    mode, a "0.5,0.5" split and a Path were raw errors."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from support import gguf_factory as gf
+
+    from lltui import api
+    from lltui.core.monitor.models import RigInfo
+    from lltui.sources.gpu import kinds
+    from lltui.sources.gpu.sim import SimSource
+
+    def auto_without_a_gpu(source: str):  # what auto opens on a machine without a GPU
+        src = SimSource("kaggle-2xt4", reason="no NVIDIA GPU here")
+        return src, src.open()
+
+    with monkeypatch.context() as m:
+        m.setattr(kinds, "open_source", auto_without_a_gpu)
+        assert api.detect_gpus("auto") == [] and api.get_cuda_version("auto") is None
+    path = tmp_path / "tiny.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "F16")
+    need = api.estimate_model_vram(path, None, 512)
+    assert api.recommend_quantization(str(path), 1000.0, 512) == "F16"  # not F32
+    assert api.can_fit_model(path, context_size=512, source="sim:kaggle-2xt4") == (
+        need <= api.get_free_vram(source="sim:kaggle-2xt4")
+    )
+    sim = api.rig_sample("sim:kaggle-2xt4")
+    assert sim is not None
+    blind = replace(
+        sim, gpus=tuple(replace(g, memory_free=None, memory_used=None) for g in sim.gpus)
+    )
+    monkeypatch.setattr(api, "rig_sample", lambda source="nvml": blind)
+    assert [g.free_memory for g in api.detect_gpus()] == [None, None]
+    with pytest.raises(ValueError, match="does not report its free memory"):
+        api.get_free_vram()
+    assert MultiGPUConfig(n_gpu=2, split_mode=2).to_llama_args()[:2] == ["-sm", "row"]
+    assert MultiGPUConfig(n_gpu=2, tensor_split="0.5,0.5").tensor_split == (0.5, 0.5)
+    plan = api.plan_models([Path(path), (path, "-c 1024")], gpus="24GiB")
+    assert len(plan["models"]) == 2
+    assert RigInfo("x").stand_in is False

@@ -22,14 +22,19 @@ class SplitMode(enum.Enum):
         return self.name.lower()
 
     @classmethod
-    def parse(cls, text: str | SplitMode) -> SplitMode:
+    def parse(cls, text: str | int | SplitMode) -> SplitMode:
+        """A mode by name ("layer") or by its value (1, as the enum numbers them)."""
         if isinstance(text, SplitMode):
             return text
         try:
-            return cls[text.strip().upper()]
-        except KeyError:
-            names = ", ".join(m.flag for m in cls)
-            raise ValueError(f"unknown split mode {text!r}; use one of: {names}") from None
+            if isinstance(text, int) and not isinstance(text, bool):
+                return cls(text)
+            if isinstance(text, str):
+                return cls[text.strip().upper()]
+        except (KeyError, ValueError):
+            pass
+        names = ", ".join(m.flag for m in cls)
+        raise ValueError(f"unknown split mode {text!r}; use one of: {names}")
 
 
 SPLIT_SUM_TOLERANCE = 1e-3
@@ -41,9 +46,10 @@ class MultiGPUConfig:
     settings cannot work (tensor_split length, sum, main_gpu range, counts)."""
 
     n_gpu: int = 1
-    split_mode: SplitMode = SplitMode.LAYER
+    split_mode: SplitMode | str | int = SplitMode.LAYER
     main_gpu: int = 0
-    tensor_split: tuple[float, ...] | list[float] | None = None  # per-GPU fractions, sum 1
+    # per-GPU fractions, sum 1 (or "0.5,0.5", as -ts takes them)
+    tensor_split: tuple[float, ...] | list[float] | str | None = None
     gpu_layers: int | None = None  # None: llama-server's default (all that fit)
     n_parallel: int = 1
 
@@ -63,7 +69,12 @@ class MultiGPUConfig:
         if self.gpu_layers is not None and self.gpu_layers < 0:
             raise ValueError(f"gpu_layers must be >= 0 or None, got {self.gpu_layers}")
         if self.tensor_split is not None:
-            split = tuple(float(x) for x in self.tensor_split)
+            given = self.tensor_split
+            words = given.replace("/", ",").split(",") if isinstance(given, str) else given
+            try:  # ("0.5,0.5", as -ts takes it, too)
+                split = tuple(float(x) for x in words if not isinstance(x, str) or x.strip())
+            except (TypeError, ValueError):
+                raise ValueError(f"tensor_split: {self.tensor_split!r} is not numbers") from None
             if len(split) != self.n_gpu:
                 raise ValueError(
                     f"tensor_split has {len(split)} value(s) but n_gpu is {self.n_gpu}"
@@ -80,7 +91,7 @@ class MultiGPUConfig:
         args: list[str] = []
         if self.gpu_layers is not None:
             args += spell("n_gpu_layers", self.gpu_layers)
-        args += spell("split_mode", self.split_mode.flag)
+        args += spell("split_mode", SplitMode.parse(self.split_mode).flag)
         if self.main_gpu:
             args += spell("main_gpu", self.main_gpu)
         if self.tensor_split is not None and self.n_gpu > 1:

@@ -372,6 +372,8 @@ def one_sample(source: str = "nvml") -> RigSample | None:
     except (SourceUnavailable, ImportError):
         return None
     try:
-        return src.poll()
+        sample = src.poll()
     finally:
         src.close()
+    # auto's simulated rig stands in for GPUs that are not here: none to these functions
+    return None if sample.info.stand_in else sample
