@@ -385,7 +385,7 @@ async def test_the_quant_tables_cursor_stays_on_screen_at_80x24(model_path):
         await wait_for(lambda: screen.outcome is not None and screen.outcome.quants_done, 60)
         await pilot.pause()
         table = screen.query_one("#fit-quants")
-        assert table.row_count > 15
+        await wait_for(lambda: table.row_count > 15, 60)  # (filled on the UI thread after)
         table.focus()
         for _ in range(table.row_count):
             await pilot.press("down")

@@ -488,7 +488,7 @@ def test_every_error_on_every_tick_call(monkeypatch, function, error):
 
 STATIC_FUNCTIONS = {
     "nvmlDeviceGetName": ("name", "GPU 0"),
-    "nvmlDeviceGetUUID": ("uuid", ""),
+    "nvmlDeviceGetUUID": ("uuid", "index:0"),  # (the key of a GPU that reads no UUID)
     "nvmlDeviceGetPciInfo": ("pci_bus_id", ""),
     "nvmlDeviceGetPowerManagementDefaultLimit": ("power_limit_default_w", None),
     "nvmlDeviceGetPowerManagementLimitConstraints": ("power_limit_max_w", None),

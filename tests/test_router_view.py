@@ -207,7 +207,9 @@ async def test_the_view_serves_models_on_demand_and_says_what_a_request_would_ev
                 assert cell(screen, "one", "last") != "-"
                 # one holds the RPC server two needs: the table says two would unload it
                 await wait_for(lambda: cell(screen, "two", "request") == "unloads one", WAIT_S)
-                assert cell(screen, "three", "request") == "loads"
+                # (its room is the host's memory now: waited on, as the other processes' use
+                # comes and goes on a busy machine)
+                await wait_for(lambda: cell(screen, "three", "request") == "loads", WAIT_S)
                 answer = await asyncio.to_thread(chat, url, "two")
                 assert answer.status_code == 200, answer.text
                 await wait_for(
