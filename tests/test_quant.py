@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import tarfile
@@ -12,6 +13,7 @@ import pytest
 from support import gguf_factory as gf
 from support.llama_fixture import llama_bins
 
+from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import (
     QUANTIZE_FTYPES,
@@ -664,3 +666,12 @@ def test_llama_quantize_writes_the_predicted_files(llama_bins, tmp_path, arch):
             "quantize.imatrix.chunks_count",
         }
         out.unlink()
+
+
+def test_a_device_of_unknown_memory_is_no_yes(tmp_path, capsys):
+    """An rpc-server that did not answer: every row said "fits yes" where fit says '-'."""
+    (path,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    assert main(["quant", str(path), "--gpus", "rpc:127.0.0.1:1", "--json"]) == 0
+    rows = [r for r in json.loads(capsys.readouterr().out)["rows"] if r["devices"]]
+    assert rows and all(r["fits"] is None for r in rows)
+    assert all(r["fits_unknown_on"] == ["RPC0[127.0.0.1:1]"] for r in rows)

@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
 
 LEGEND = (
     "* needs an importance matrix (llama-quantize --imatrix); t/s: predicted decode speed; "
-    "per device: GiB allocated + margin / GiB free"
+    "per device: GiB allocated + margin / GiB free; fits ?: on a device whose free memory "
+    "is not known"
 )
 
 
@@ -132,7 +133,7 @@ def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]
             for d in q.result.devices
             if d.kind != "cpu"
         )
-        fits = "yes" if q.fits else "no"
+        fits = "?" if q.fits is None else ("yes" if q.fits else "no")
         ctx = str(q.max_ctx) if q.max_ctx else "-"
         tps = f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-"
         mark = "  <- most bits that fit" if best is q else ""

@@ -33,7 +33,23 @@ class QuantFit:
 
     @property
     def fits(self) -> bool | None:
-        return None if self.result is None else self.result.fits
+        """Whether it fits; None where it cannot be told: no estimate, or it fits where the
+        free memory is known and a device whose memory is not (an rpc-server that did not
+        answer) holds some of it."""
+        if self.result is None:
+            return None
+        if self.result.fits and self.unknown_on:
+            return None
+        return self.result.fits
+
+    @property
+    def unknown_on(self) -> list[str]:
+        """The devices holding some of it whose free memory is not known."""
+        res = self.result
+        if res is None:
+            return []
+        return [d.name for d in res.devices if d.kind != "cpu" and d.fits is None
+                and d.total_bytes > 0]  # fmt: skip
 
     @property
     def max_ctx(self) -> int | None:
@@ -47,6 +63,8 @@ class QuantFit:
     def to_json(self) -> dict[str, Any]:
         out = dict(self.row.as_dict())
         out["fits"] = self.fits
+        if self.unknown_on:
+            out["fits_unknown_on"] = self.unknown_on
         out["max_ctx"] = self.max_ctx
         speed = self.result.speed if self.result is not None else None
         out["speed"] = (
