@@ -41,8 +41,16 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"report: --server {server!r}: expected a URL, HOST:PORT or a pid", 2)
     if server is not None and not is_digits(server) and "://" not in server:
         server = "http://" + server
+    source = source_spec(args)
+    from lltui.sources.gpu.kinds import parse_source_spec, split_sources
+
+    try:  # a mistyped --source is bad input (2), as for gpus and topo; a dead one is a section
+        for spec in split_sources(source) or [source]:
+            parse_source_spec(spec)
+    except ValueError as exc:
+        raise CliError(f"report: {exc}", 2) from None
     request = ReportRequest(
-        source=source_spec(args), server=server, log=args.log,
+        source=source, server=server, log=args.log,
         api_key=os.environ.get("LLAMA_API_KEY"),
     )  # fmt: skip
     report = build_report(request)
