@@ -11,7 +11,13 @@ import pytest
 
 from lltui.app.app import create_app
 from lltui.config import Settings
-from lltui.core.monitor.fleet import FleetSample, HostState, fleet_to_json, host_row
+from lltui.core.monitor.fleet import (
+    UNKNOWN_HOST_KEYS,
+    FleetSample,
+    HostState,
+    fleet_to_json,
+    host_row,
+)
 from lltui.core.monitor.hosts_file import HostEntry, HostsFileError, parse_hosts
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.sources.gpu.fleet import Fleet, FleetFocus, fleet_hosts, fleet_specs
@@ -121,7 +127,11 @@ def test_fleet_json_keeps_each_hosts_gpus_under_it():
         "error": "refused",
         "age_s": None,
         "gpus": [],
+        "hints": [],
+        # the keys of a host that answered, null (they were left out)
+        **dict.fromkeys(UNKNOWN_HOST_KEYS),
     }
+    assert set(a) == set(b)
     assert out["reachable"] == 1 and out["total"] == 2
 
 

@@ -152,6 +152,13 @@ def host_row(state: HostState, now: float, interval: float) -> HostRow:
     )
 
 
+# what a host that answered says of itself (rig_to_json), null for one that did not
+UNKNOWN_HOST_KEYS = (
+    "simulated", "simulated_reason", "driver_version", "cuda_version", "nvml_version",
+    "rocm_version", "hostname", "host",
+)  # fmt: skip
+
+
 def fleet_to_json(fleet: FleetSample, interval: float = 1.0) -> dict[str, Any]:
     """``lltui gpus --json`` for several sources: ``hosts``, one entry per host, ``name``
     its label, with the keys of the one-source object (``gpus``, ``host`` CPU/RAM, ...)
@@ -171,8 +178,8 @@ def fleet_to_json(fleet: FleetSample, interval: float = 1.0) -> dict[str, Any]:
             rig_error = rig.pop("error")
             entry.update({k: v for k, v in rig.items() if k != "source"})
             entry["error"] = state.error or rig_error
-        else:
-            entry["gpus"] = []
+        else:  # the same keys as a host that answered, unknown (null), no GPU
+            entry.update(dict.fromkeys(UNKNOWN_HOST_KEYS), gpus=[], hints=[])
         hosts.append(entry)
     return {
         "source": ",".join(h.source for h in fleet.hosts),
