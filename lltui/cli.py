@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lltui.commands.report",
 )
 
+VIEW_NAMES = ("monitor", "topology", "nccl", "fit", "launch", "fleet")  # the app's views
 # subcommands that sample the GPUs, and so can --record what they saw
 RECORDING_COMMANDS = ("gpus",)
 
@@ -145,7 +146,8 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> argpars
         "--screenshot", metavar="FILE.svg", default=None, help="save one screen as SVG and exit"
     )
     parser.add_argument("--size", default="120x40", help="terminal size for --screenshot, WxH")
-    parser.add_argument("--view", default=None, help="view to open: monitor, ...")
+    # (spelled here: the views' table imports Textual; a test holds the two alike)
+    parser.add_argument("--view", default=None, help=f"view to open: {', '.join(VIEW_NAMES)}")
     parser.add_argument(
         "--readonly",
         action="store_true",

@@ -581,3 +581,11 @@ def test_gpu_detail_says_dash_for_clock_events_a_source_does_not_report():
     g = sample.gpus[0]
     assert "clock events: -" in render_detail(replace(g, throttle_reasons=None), model, 80, 60)
     assert "clock events: none" in render_detail(replace(g, throttle_reasons=()), model, 80, 60)
+
+
+def test_the_view_option_names_every_view():
+    """--view's help said "monitor, ..."."""
+    from lltui.app.views import VIEWS
+    from lltui.cli import VIEW_NAMES
+
+    assert tuple(v.mode for v in VIEWS) == VIEW_NAMES
