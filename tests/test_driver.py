@@ -196,3 +196,27 @@ def test_a_real_terminal_app_sleeps_gets_a_lone_escape_and_quits_at_once(tmp_pat
         assert time.monotonic() - started < 5.0
     finally:
         term.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_ends_the_app_as_quitting_does(tmp_path: Path, sig: int) -> None:
+    """SIGHUP is a dropped SSH session: its default killed the app there and then (exit
+    -1), its sources and ssh masters left running; now it closes them and exits 0."""
+    record = tmp_path / "rig.jsonl"
+    env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(ROOT))
+    env.pop("TEXTUAL_DRIVER", None)
+    argv = [sys.executable, "-m", "lltui", "--source", "sim:kaggle-2xt4", "--record", str(record)]
+    term = Terminal(argv, env)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (record.exists() and record.stat().st_size):
+            term.drain(0.1)  # (the app is up once it records)
+        assert record.stat().st_size > 0
+        term.child.send_signal(sig)
+        deadline = time.monotonic() + 30
+        while term.child.poll() is None and time.monotonic() < deadline:
+            term.drain(0.1)
+        assert term.child.returncode == 0
+    finally:
+        term.close()

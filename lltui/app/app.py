@@ -125,6 +125,8 @@ class LltuiApp(App[int]):
         # (model, settings) from the fit view, taken once by the launch view
         self.launch_prefill: tuple[str, LlamaArgs] | None = None
         self._composing = True  # until mounted: the first screen is composed then
+        self._is_ready = False  # the first frame is up (on_ready)
+        self._exit_on_ready = False  # a stop signal came before it
         self._status_due: asyncio.TimerHandle | None = None  # the status line's next redraw
         for theme in BUILTIN_THEMES:
             self.register_theme(theme)
@@ -226,6 +228,19 @@ class LltuiApp(App[int]):
             else:
                 # no SampleReady: the screen about to be composed renders the model anyway
                 self._take(sample)
+
+    def exit_when_ready(self) -> None:
+        """Exit as Ctrl-Q does, now or once the first frame is up: a stop signal at startup
+        (an exit while the first screen composes left it half-mounted, with a traceback)."""
+        if self._is_ready:
+            self.exit()
+        else:
+            self._exit_on_ready = True
+
+    def on_ready(self) -> None:
+        self._is_ready = True
+        if self._exit_on_ready:
+            self.call_after_refresh(self.exit)  # (once the first frame's work is done)
 
     def on_mount(self) -> None:
         self._composing = False

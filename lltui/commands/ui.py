@@ -76,17 +76,22 @@ def _run_app(args: argparse.Namespace) -> int:
             raise CliError(str(exc), 2) from None
         except SourceUnavailable as exc:
             raise CliError(f"source {settings.source}: {exc}", exc.exit_code) from None
-        if args.record:
-            # only once the source is open: a failed start must not empty the file
-            recorder = open_recorder(args.record, settings.source, full=args.record_full)
-            app.set_sample_listener(recorder.write)
-        if recorder is not None:
-            recorder.start(app.model.info)
-        _start_collecting()
-        if args.screenshot:
-            assert size is not None
-            return _screenshot(app, args.screenshot, size, view)
-        app.run()
+        from lltui.core.stop_signals import loop_stops_on_signal
+
+        # SIGTERM and SIGHUP (a dropped SSH session) end the app as Ctrl-Q does: its
+        # sources, ssh masters and recording closed (their default left the masters running)
+        with loop_stops_on_signal(app.exit_when_ready):
+            if args.record:
+                # only once the source is open: a failed start must not empty the file
+                recorder = open_recorder(args.record, settings.source, full=args.record_full)
+                app.set_sample_listener(recorder.write)
+            if recorder is not None:
+                recorder.start(app.model.info)
+            _start_collecting()
+            if args.screenshot:
+                assert size is not None
+                return _screenshot(app, args.screenshot, size, view)
+            app.run()
         return app.return_code or 0
     finally:
         if recorder is not None:

@@ -32,3 +32,30 @@ def raised_on_stop(make: Callable[[int], BaseException] = _interrupt) -> Iterato
     finally:
         for s, before in previous.items():  # a caller in the same process keeps its own
             signal.signal(s, before)
+
+
+@contextlib.contextmanager
+def loop_stops_on_signal(stop: Callable[[], object]) -> Iterator[None]:
+    """While the block runs an asyncio loop (the app's), SIGTERM and SIGHUP call ``stop`` on
+    it, to end it the way it ends when asked; before the loop runs (or after), ``stop`` is
+    called at once, from the handler: it must then only mark that a stop was asked."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum: int, _frame: object) -> None:
+        import asyncio  # (loaded by then: the loop runs on it)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop running (yet, or any more)
+            stop()
+            return
+        loop.call_soon_threadsafe(stop)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, before in previous.items():
+            signal.signal(s, before)
