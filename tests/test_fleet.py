@@ -349,3 +349,24 @@ def test_a_socket_path_too_long_for_ssh_falls_back_to_a_connection_per_command(
     assert target.control_path() is None
     options = target.options()
     assert "ControlPath=none" in options and "ControlMaster=no" in options
+
+
+def test_an_amd_host_in_a_fleet_keeps_the_host_timeout(monkeypatch):
+    """amd:HOST kept its tools' 20 s a command, two tools in turn: 42 s a poll of a hung host
+    under --host-timeout 3."""
+    import pytest
+
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.gpu.amd import cli
+    from lltui.sources.gpu.fleet import make_host_source
+
+    seen: list[float] = []
+
+    def hung(self: cli.AmdCliSource) -> None:
+        seen.append(self._timeout)
+        raise SourceUnavailable("ssh did not answer")
+
+    monkeypatch.setattr(cli.AmdCliSource, "open", hung)
+    with pytest.raises(SourceUnavailable):
+        make_host_source("amd:gpu-box:2222", timeout=3.0).open()
+    assert seen == [1.5]  # each of its two tools half the host's timeout

@@ -27,9 +27,12 @@ def _binding_findable() -> bool:
 class AmdSource:
     """The AMD GPUs here (binding, else tools) or on ``host`` (tools over ssh)."""
 
-    def __init__(self, host: str | None = None, *, port: int | None = None) -> None:
+    def __init__(
+        self, host: str | None = None, *, port: int | None = None, timeout: float | None = None
+    ) -> None:
         self.host = host
         self.port = port
+        self.timeout = timeout  # each tool's command (a fleet's --host-timeout)
         self.name = "amd" if host is None else f"amd:{host}"
         self._inner: GpuSource | None = None
 
@@ -54,7 +57,7 @@ class AmdSource:
                 reasons.append(str(exc))
         from lltui.sources.gpu.amd.cli import AmdCliSource
 
-        cli = AmdCliSource(self.host, port=self.port)
+        cli = AmdCliSource(self.host, port=self.port, timeout=self.timeout)
         try:
             info = cli.open()
         except SourceUnavailable as exc:
