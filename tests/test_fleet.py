@@ -213,6 +213,30 @@ def test_poll_once_reports_a_hung_host_down_within_the_deadline():
         fleet.close()
 
 
+def test_poll_once_never_overlaps_a_hosts_last_poll():
+    """lltui watch: a hung host got a new poll every round (12 in flight after 35 s), and
+    every round waited its timeout, so the healthy hosts were polled 5 times in 40 s."""
+    fleet, stuck = make_fleet()
+    opened = []
+    first_open = stuck.open
+
+    def counted() -> RigInfo:
+        opened.append(1)
+        return first_open()
+
+    stuck.open = counted  # type: ignore[method-assign]
+    try:
+        fleet.poll_once(deadline_s=1.0)
+        started = time.monotonic()
+        for _ in range(3):
+            snap = fleet.poll_once(deadline_s=1.0)
+        assert len(opened) == 1  # its first poll still hangs: no second one
+        assert time.monotonic() - started < 2.5  # nor a 1 s wait for it, round after round
+        assert snap.reachable == 2
+    finally:
+        fleet.close()
+
+
 def test_focus_hands_on_one_hosts_samples():
     fleet, _stuck = make_fleet()
     fleet.start()

@@ -104,6 +104,7 @@ class Fleet:
         from lltui.sources.gpu.prom import public_spec
 
         self._states = [HostState(h.label, public_spec(h.spec)) for h in self.hosts]
+        self._once: dict[int, threading.Thread] = {}  # poll_once's last poll of each host
         self._sources: list[GpuSource | None] = [None] * len(self.hosts)
         self._opened = [False] * len(self.hosts)
         self._stopped = threading.Event()
@@ -217,14 +218,19 @@ class Fleet:
         """Every host polled once, side by side; a host still busy after ``deadline_s``
         (default: the timeout) is reported down. For ``lltui gpus``."""
         limit = self.timeout if deadline_s is None else deadline_s
-        threads = [
-            threading.Thread(target=self.poll_host, args=(i,), daemon=True)
-            for i in range(len(self.hosts))
-        ]
-        for t in threads:
-            t.start()
+        threads: dict[int, threading.Thread] = {}
+        for i in range(len(self.hosts)):
+            # a host's last poll still running (hung past its timeout) gets no second one:
+            # `watch` piled a dozen up, and waited for each round's hung host every round
+            last = self._once.get(i)
+            if last is not None and last.is_alive():
+                continue
+            threads[i] = self._once[i] = threading.Thread(
+                target=self.poll_host, args=(i,), daemon=True
+            )
+            threads[i].start()
         end = time.monotonic() + limit
-        for i, t in enumerate(threads):
+        for i, t in threads.items():
             t.join(max(0.0, end - time.monotonic()))
             if t.is_alive():
                 self._set(
