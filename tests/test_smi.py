@@ -770,3 +770,23 @@ def test_a_source_that_fails_to_open_is_closed(monkeypatch):
     with pytest.raises(SourceUnavailable):
         kinds.open_source("smi:gpu-box")
     assert closed == [True]
+
+
+def test_a_changed_host_key_is_said_not_lost_as_a_failed_verification():
+    """ssh's "REMOTE HOST IDENTIFICATION HAS CHANGED ... man-in-the-middle" banner ends in
+    "Host key verification failed.", the line an unknown key gives: the warning was lost."""
+    from lltui.sources.gpu.smi import command_failure
+
+    banner = (
+        "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+        "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
+        "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
+        "IT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!\n"
+        "Host key verification failed.\n"
+    )
+    changed = command_failure("nvidia-smi", CommandResult(255, "", banner), "gpu-box")
+    assert "host key has CHANGED" in changed
+    unknown = CommandResult(255, "", "Host key verification failed.\n")
+    assert command_failure("nvidia-smi", unknown, "gpu-box") == (
+        "ssh to gpu-box failed: Host key verification failed."
+    )

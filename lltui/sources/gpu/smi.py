@@ -101,6 +101,10 @@ def smi_argv(
     return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), program, *args]
 
 
+# what ssh prints (in a banner of @s) where a host's key is not the one known_hosts holds
+CHANGED_KEY = "REMOTE HOST IDENTIFICATION HAS CHANGED"
+
+
 def telling_line(text: str, limit: int = 200) -> str:
     """The most telling line of a command's output: the last non-empty one."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -113,6 +117,11 @@ def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
     out = telling_line(result.stdout)
     err = telling_line(result.stderr)
     if host is not None and result.returncode == 255:
+        if CHANGED_KEY in result.stderr:  # not an unknown key: a warning, kept whole
+            return (
+                f"ssh to {host} failed: its host key has CHANGED since it was last seen "
+                "(someone may be in the middle); check it before trusting it again"
+            )
         if err.startswith("ssh: "):  # ssh's own line names the host and says why
             return err
         return f"ssh to {host} failed: {err or 'no reason given'}"
