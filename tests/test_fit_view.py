@@ -382,7 +382,15 @@ async def test_the_quant_tables_cursor_stays_on_screen_at_80x24(model_path):
         await pilot.press("4")
         screen = app.screen
         screen.query_one("#fit-model").value = str(model_path)
-        await wait_for(lambda: screen.outcome is not None and screen.outcome.quants_done, 60)
+        screen.query_one("#fit-ctx").value = "4096"  # (a path is estimated on submit)
+        await wait_for(
+            lambda: (
+                screen.outcome is not None
+                and screen.outcome.result is not None
+                and screen.outcome.quants_done
+            ),
+            60,
+        )
         await pilot.pause()
         table = screen.query_one("#fit-quants")
         await wait_for(lambda: table.row_count > 15, 60)  # (filled on the UI thread after)
@@ -413,8 +421,16 @@ async def test_rpc_servers_keep_their_names_and_one_line_each_at_80_columns(mode
             "#fit-gpus"
         ).value = "rpc:192.168.100.200:50052=24GiB,rpc:192.168.100.201:50052=24GiB"
         screen.query_one("#fit-model").value = str(model_path)
-        await wait_for(lambda: screen.outcome is not None and screen.outcome.quants_done, 60)
-        await pilot.pause()
+        screen.query_one("#fit-ctx").value = "4096"  # (a path is estimated on submit)
+        await wait_for(
+            lambda: (
+                screen.outcome is not None
+                and screen.outcome.result is not None
+                and screen.outcome.quants_done
+            ),
+            60,
+        )
+        await wait_for(lambda: screen.query_one("#fit-quants").row_count > 0, 60)
         bars = screen.query_one("#fit-bars", Static)
         lines = [line for line in str(bars.render()).splitlines() if line.startswith("RPC")]
         assert any("RPC0[…200:50052]" in line for line in lines)

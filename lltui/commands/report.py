@@ -42,11 +42,10 @@ def run(args: argparse.Namespace) -> int:
     if server is not None and not is_digits(server) and "://" not in server:
         server = "http://" + server
     source = source_spec(args)
-    from lltui.sources.gpu.kinds import parse_source_spec, split_sources
+    from lltui.services.rig import check_source
 
     try:  # a mistyped --source is bad input (2), as for gpus and topo; a dead one is a section
-        for spec in split_sources(source) or [source]:
-            parse_source_spec(spec)
+        check_source(source)
     except ValueError as exc:
         raise CliError(f"report: {exc}", 2) from None
     request = ReportRequest(

@@ -49,6 +49,15 @@ class Rig:
     fleet: Fleet | None = None
 
 
+def check_source(source: str) -> None:
+    """``--source`` checked, each spec of a fleet's too: ValueError with one line for one
+    that names no source (a mistyped one is bad input, not a dead source)."""
+    from lltui.sources.gpu.kinds import split_sources
+
+    for spec in split_sources(source) or [source]:
+        parse_source_spec(spec)
+
+
 def _fleet(request: RigRequest) -> Fleet:
     """The fleet a request names, its every spec checked now (a bad one is one line, not a
     host down later). ValueError with one line."""
