@@ -164,15 +164,16 @@ def estimate_speed(
     access, a measured all-reduce), for ``-sm tensor`` and the hops of a layer split.
     ``decode_tps_full``: decode at a full context, the same estimate at that depth (its
     attention, -nkvo's copies and a tensor split's shares priced as at any depth)."""
-    out = _estimate(
-        model, result, depth, prompt_tokens, host, calibration, backends, pcie, bandwidth,
-        clocks, links, params,
-    )  # fmt: skip
+    st = result.settings
+    host = (host or default_host()).with_threads(st.n_threads if st.n_threads > 0 else None)
+    threads_batch = st.n_threads_batch if st.n_threads_batch > 0 else None
+    rig = _Rig(host, threads_batch, backends or {}, pcie or {}, bandwidth or {}, clocks or {})
+    out = _estimate(model, result, depth, prompt_tokens, rig, calibration, links, params)
     full = out
     if result.resolved.n_ctx_seq > depth:  # (one more estimate: this one's cost again)
         full = _estimate(
-            model, result, result.resolved.n_ctx_seq, prompt_tokens, host, calibration,
-            backends, pcie, bandwidth, clocks, links, params,
+            model, result, result.resolved.n_ctx_seq, prompt_tokens, rig, calibration, links,
+            params,
         )  # fmt: skip
     return replace(out, decode_tps_full=full.decode_tps)
 
@@ -182,21 +183,15 @@ def _estimate(
     result: FitResult,
     depth: int,
     prompt_tokens: int,
-    host: HostSpec | None,
+    rig: _Rig,
     calibration: Calibration | None,
-    backends: Mapping[str, str] | None,
-    pcie: Mapping[str, tuple[int | None, int | None]] | None,
-    bandwidth: Mapping[str, float] | None,
-    clocks: Mapping[str, Clocks] | None,
     links: RigLinks | None,
     p: SpeedParams,
 ) -> SpeedEstimate:
     st = result.settings
-    host = (host or default_host()).with_threads(st.n_threads if st.n_threads > 0 else None)
-    threads_batch = st.n_threads_batch if st.n_threads_batch > 0 else None
+    host = rig.host
     ub = max(1, min(result.resolved.n_ubatch, result.resolved.n_batch, prompt_tokens))
     parts, split_layers = _parts(model, result, depth, prompt_tokens, ub, p)
-    rig = _Rig(host, threads_batch, backends or {}, pcie or {}, bandwidth or {}, clocks or {})
     notes: list[str] = []
     devs = _device_times(result, parts, ub, rig, notes, p)
     times, gpus = devs.times, devs.gpus
