@@ -149,10 +149,10 @@ def kv_fill(
     tokens = tuple(max(0, n) for n in slot_tokens)
     used = {d.name: device_used(d, tokens, layout.swa_window) for d in layout.devices}
     base = next((e for e in earlier if t - e.t <= RATE_WINDOW_S and e.t < t), None)
-    rate = None
+    rate = eta = None
     if base is not None:
         rate = (sum(tokens) - base.used_tokens) / (t - base.t)
-    eta = _seconds_to_full(layout, tokens, slot_ctx, base, t)
+        eta = _seconds_to_full(layout, tokens, slot_ctx, base, rate, t - base.t)
     devices = []
     for d in layout.devices:
         free = max(0, d.capacity_bytes - used[d.name])
@@ -178,18 +178,16 @@ def _seconds_to_full(
     layout: KvLayout,
     tokens: Sequence[int],
     slot_ctx: Sequence[int | None],
-    base: KvFill | None,
-    t: float,
+    base: KvFill,
+    rate: float,
+    dt: float,
 ) -> float | None:
     """How long until the cache can take no more tokens at the current rates: its cells
     as a whole (a unified cache), or the first slot that reaches its own limit (each slot
     its n_ctx_seq). Counted in cells, not bytes: a sliding window's bytes stop growing and
-    never fill (they made an eta 6x too long)."""
-    if base is None or t <= base.t:
-        return None
-    dt = t - base.t
+    never fill (they made an eta 6x too long). ``rate``: tokens a second over all slots
+    since ``base``, ``dt`` seconds ago."""
     found: list[float] = []
-    rate = (sum(tokens) - base.used_tokens) / dt
     if rate > 0:
         found.append(max(0, layout.capacity_tokens - sum(tokens)) / rate)
     for i, n in enumerate(tokens):
