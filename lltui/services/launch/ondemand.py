@@ -274,10 +274,7 @@ class OnDemandProxy:
             return await self._pass(request, body)  # the router says what is missing
         if not self._authorized(request):
             return error_response("invalid API key", "unauthorized")
-        if name not in self._ready and name not in self._aliases:
-            with contextlib.suppress(LoadRefused):
-                await self._states()  # the aliases as listed now
-        name = self._aliases.get(name, name)  # the router answers to a model's aliases too
+        name = await self._model_named(name)
         if request.path == UNLOAD_PATH:
             need = self.policy().needs.get(name)
             if need is not None and need.pinned:
@@ -294,11 +291,9 @@ class OnDemandProxy:
             self.last_used[name] = time.monotonic()  # (the last to be evicted, as a use)
             return web.json_response({"success": True})
         for _attempt in range(2):
-            if name not in self._ready or name in self._evicting:
-                try:
-                    await self._ensure_loaded(name)
-                except LoadRefused as exc:
-                    return error_response(str(exc), exc.code)
+            refused = await self._ready_or_refused(name)
+            if refused is not None:
+                return refused
             self._in_flight[name] = self._in_flight.get(name, 0) + 1
             try:
                 self.last_used[name] = time.monotonic()
@@ -317,16 +312,29 @@ class OnDemandProxy:
         router loads it with autoload; the answer is the router's."""
         if not self._authorized(request):
             return error_response("invalid API key", "unauthorized")
+        refused = await self._ready_or_refused(await self._model_named(asked))
+        if refused is not None:
+            return refused
+        return await self._pass(request, await request.read())
+
+    async def _model_named(self, asked: str) -> str:
+        """The model a request names: the router answers to a model's aliases too (listed
+        anew where the name is not known yet)."""
         if asked not in self._ready and asked not in self._aliases:
             with contextlib.suppress(LoadRefused):
                 await self._states()  # the aliases as listed now
-        name = self._aliases.get(asked, asked)
-        if name not in self._ready or name in self._evicting:
-            try:
-                await self._ensure_loaded(name)
-            except LoadRefused as exc:
-                return error_response(str(exc), exc.code)
-        return await self._pass(request, await request.read())
+        return self._aliases.get(asked, asked)
+
+    async def _ready_or_refused(self, name: str) -> web.Response | None:
+        """None once ``name`` is loaded (by the policy, where it is not); else the API's
+        error saying why it cannot be."""
+        if name in self._ready and name not in self._evicting:
+            return None
+        try:
+            await self._ensure_loaded(name)
+        except LoadRefused as exc:
+            return error_response(str(exc), exc.code)
+        return None
 
     def _authorized(self, request: web.Request) -> bool:
         if not self.keys:
