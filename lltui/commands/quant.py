@@ -133,7 +133,7 @@ def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]
             for d in q.result.devices
             if d.kind != "cpu"
         )
-        fits = "?" if q.fits is None else ("yes" if q.fits else "no")
+        fits = q.fits_word
         ctx = str(q.max_ctx) if q.max_ctx else "-"
         tps = f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-"
         mark = "  <- most bits that fit" if best is q else ""

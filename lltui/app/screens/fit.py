@@ -99,7 +99,7 @@ def quant_cells(q: QuantFit, layout: QuantLayout) -> tuple[str, ...]:
         name,
         file_cell(row.file_bytes, layout.wide),
         f"{row.bits_per_weight:.2f}",
-        "?" if q.fits is None else ("yes" if q.fits else "no"),
+        q.fits_word,
         str(q.max_ctx or "-"),
         f"{q.decode_tps:.0f}" if q.decode_tps and q.fits else "-",
         fullest_gpu(gpus),

@@ -43,6 +43,11 @@ class QuantFit:
         return self.result.fits
 
     @property
+    def fits_word(self) -> str:
+        """yes, no, or ? where it cannot be told (the table's fits column)."""
+        return "?" if self.fits is None else ("yes" if self.fits else "no")
+
+    @property
     def unknown_on(self) -> list[str]:
         """The devices holding some of it whose free memory is not known."""
         res = self.result
