@@ -387,12 +387,12 @@ def plan_models(
     from lltui.services.plan import PlanEntry, PlanRequest
     from lltui.services.plan import plan_models as plan
 
+    words = shlex.split(flags) if isinstance(flags, str) else list(flags)
     entries = []
     for m in models:
         path, own = (m, ()) if isinstance(m, str | os.PathLike) else (m[0], m[1])
         if isinstance(own, str):  # ("coder.gguf", "-c 8192")
             own = shlex.split(own)
-        words = shlex.split(flags) if isinstance(flags, str) else list(flags)
         entries.append(PlanEntry(os.fspath(path), parse_llama_args([*words, *own])))
     try:
         report = plan(PlanRequest(tuple(entries), gpus=gpus))

@@ -49,8 +49,8 @@ class Imbalance:
         """ok / uneven / skewed, from the larger spread (the memory's range around its mean
         counts as twice its ± figure, like the utilisation's range); unknown where the GPUs
         report neither."""
-        spreads = [2 * self.vram_spread if self.vram_spread is not None else None]
-        known = [x for x in (*spreads, self.util_spread) if x is not None]
+        vram = None if self.vram_spread is None else 2 * self.vram_spread
+        known = [x for x in (vram, self.util_spread) if x is not None]
         if not known:
             return "unknown"
         worst = max(known)
