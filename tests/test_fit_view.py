@@ -374,6 +374,21 @@ def test_quant_file_cell_fits_the_narrow_column(size):
     assert file_cell(int(size), wide=True).count(".") == 1  # the wide table keeps a decimal
 
 
+async def estimated_with_quants(screen, model_path) -> None:
+    """The fit view given ``model_path`` (and a context, which submits it), until its
+    estimate and quant table are worked out."""
+    screen.query_one("#fit-model").value = str(model_path)
+    screen.query_one("#fit-ctx").value = "4096"  # (a path is estimated on submit)
+    await wait_for(
+        lambda: (
+            screen.outcome is not None
+            and screen.outcome.result is not None
+            and screen.outcome.quants_done
+        ),
+        60,
+    )
+
+
 async def test_the_quant_tables_cursor_stays_on_screen_at_80x24(model_path):
     """The table was up to 24 rows tall in a 21-row body: its cursor went down under the
     footer, and the F16/BF16/F32 rows were never seen while moving through it."""
@@ -381,16 +396,7 @@ async def test_the_quant_tables_cursor_stays_on_screen_at_80x24(model_path):
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
         screen = app.screen
-        screen.query_one("#fit-model").value = str(model_path)
-        screen.query_one("#fit-ctx").value = "4096"  # (a path is estimated on submit)
-        await wait_for(
-            lambda: (
-                screen.outcome is not None
-                and screen.outcome.result is not None
-                and screen.outcome.quants_done
-            ),
-            60,
-        )
+        await estimated_with_quants(screen, model_path)
         await pilot.pause()
         table = screen.query_one("#fit-quants")
         await wait_for(lambda: table.row_count > 15, 60)  # (filled on the UI thread after)
@@ -420,16 +426,7 @@ async def test_rpc_servers_keep_their_names_and_one_line_each_at_80_columns(mode
         screen.query_one(
             "#fit-gpus"
         ).value = "rpc:192.168.100.200:50052=24GiB,rpc:192.168.100.201:50052=24GiB"
-        screen.query_one("#fit-model").value = str(model_path)
-        screen.query_one("#fit-ctx").value = "4096"  # (a path is estimated on submit)
-        await wait_for(
-            lambda: (
-                screen.outcome is not None
-                and screen.outcome.result is not None
-                and screen.outcome.quants_done
-            ),
-            60,
-        )
+        await estimated_with_quants(screen, model_path)
         await wait_for(lambda: screen.query_one("#fit-quants").row_count > 0, 60)
         bars = screen.query_one("#fit-bars", Static)
         lines = [line for line in str(bars.render()).splitlines() if line.startswith("RPC")]
