@@ -522,6 +522,53 @@ def test_every_host_of_a_prometheus_is_a_fleet() -> None:
     assert fleet_specs(dead, None) == [dead]
 
 
+def test_a_fleet_of_one_servers_hosts_asks_it_once_a_round(monkeypatch) -> None:
+    from lltui.sources.gpu import prom
+    from lltui.sources.gpu.fleet import Fleet, fleet_specs
+
+    monkeypatch.setattr(prom, "SHARE_MAX_AGE_S", 60.0)  # a loaded machine's round is slow
+
+    hosts = [f"h{i}" for i in range(6)]
+    page = "".join(
+        f'lltui_gpu_power_watts{{gpu="0",uuid="GPU-{h}",host="{h}"}} {i + 1}\n'
+        for i, h in enumerate(hosts)
+    ).encode()
+    with stub_server(Stub(routes={"/metrics": (200, "text/plain", page)})) as stub:
+        specs = fleet_specs(f"scrape:{stub.url}#host=*", None)
+        assert len(specs) == 6
+        fleet = Fleet(specs, interval=1.0, timeout=10.0)
+        stub.requests.clear()
+        try:
+            rounds = [fleet.poll_once() for _ in range(3)]
+        finally:
+            fleet.close()
+        asked = len(stub.requests)
+    # one page a round, that the opens took too, where each
+    # host fetched the page for itself (6 hosts, 4 requests each in three rounds)
+    assert asked == 3, asked
+    last = {h.label: h.sample.gpus[0].power_w for h in rounds[-1].hosts if h.sample}
+    assert last == {h: float(i + 1) for i, h in enumerate(hosts)}
+    assert all(h.reachable for h in rounds[-1].hosts)
+
+
+def test_a_dead_server_of_a_fleet_is_asked_once_a_round(monkeypatch) -> None:
+    from lltui.sources.gpu import prom
+    from lltui.sources.gpu.fleet import Fleet
+
+    with stub_server(Stub(hang=True)) as stub:
+        specs = [f"scrape:{stub.url}#host=h{i}" for i in range(4)]
+        monkeypatch.setattr(prom, "SHARE_MAX_AGE_S", 60.0)
+        fleet = Fleet(specs, interval=1.0, timeout=10.0)
+        try:
+            got = fleet.poll_once()
+        finally:
+            fleet.close()
+            stub.stopped.set()
+        asked = len(stub.requests)
+    assert not any(h.reachable for h in got.hosts)
+    assert asked == 1, asked
+
+
 def test_a_page_past_its_size_limit_is_one_line(monkeypatch) -> None:
     from lltui.sources.gpu import prom
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -43,6 +45,7 @@ DEFAULT_TIMEOUT_S = 3.0
 MAX_BODY_BYTES = 32 * 1024 * 1024  # a Prometheus answer for a large fleet (JSON)
 MAX_PAGE_BYTES = 8 * 1024 * 1024  # one exporter's page: a few hundred KiB on 8 GPUs
 TOKEN_ENV = "LLTUI_PROM_TOKEN"
+SHARE_MAX_AGE_S = 1.0  # a page another source of the same URL fetched is taken this long
 
 
 def check_url(kind: str, arg: str) -> None:
@@ -129,6 +132,37 @@ def _public(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+class _SharedPoll:
+    """The last answer of one URL, shared by every source that reads it: a fleet of
+    ``#host=*`` is one source per host of one server, and each host's poll fetched and parsed
+    every host's series (a tick cost hosts x hosts). The first source to poll fetches (the
+    others wait on the lock for it); each takes an answer once, and only within
+    :data:`SHARE_MAX_AGE_S` of its fetch. A failure is shared too: a dead server is asked once
+    a round, not once per host."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.fetched_at = 0.0
+        self.hosts: dict[str, RigSample] = {}
+        self.error: SourceUnavailable | None = None
+        self.seq = SequenceCounter()
+        self.rates = CounterRates()  # counters of one server: one history of them
+
+
+_SHARED: weakref.WeakValueDictionary[tuple[object, ...], _SharedPoll]
+_SHARED = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_poll(key: tuple[object, ...]) -> _SharedPoll:
+    with _SHARED_LOCK:
+        shared = _SHARED.get(key)
+        if shared is None:
+            shared = _SHARED[key] = _SharedPoll()
+        return shared
+
+
 class _PromBase:
     """What scrape: and prom: share: the URL, its host choice, the HTTP client."""
 
@@ -184,8 +218,13 @@ class _PromBase:
             )
         self._clock = clock
         self._wall = wall
-        self._seq = SequenceCounter()
-        self._rates = CounterRates()
+        if transport is None:  # (a test's transport is its own server)
+            key = (self.kind, self._url, parts.username, parts.password, token)
+            self._shared = _shared_poll(key)
+        else:
+            self._shared = _SharedPoll()
+        self._seen = 0  # the generation of the last answer this source took
+        self._seq = self._shared.seq
         self._info: RigInfo | None = None
         self._hints: tuple[str, ...] = ()
 
@@ -238,8 +277,27 @@ class _PromBase:
 
     # -- the source ------------------------------------------------------------------------
 
-    def poll_hosts(self) -> dict[str, RigSample]:
-        """One RigSample per host the metrics name. Raises SourceUnavailable."""
+    def poll_hosts(self, *, take: bool = True) -> dict[str, RigSample]:
+        """One RigSample per host the metrics name, from the URL's newest answer this source
+        has not taken yet (see :class:`_SharedPoll`); ``take=False`` (an open) leaves it to
+        the poll after. Raises SourceUnavailable."""
+        shared = self._shared
+        with shared.lock:
+            fresh = self._clock() - shared.fetched_at <= SHARE_MAX_AGE_S
+            if not (shared.generation > self._seen and fresh):
+                try:
+                    shared.hosts, shared.error = self._fetch_hosts(), None
+                except SourceUnavailable as exc:
+                    shared.hosts, shared.error = {}, exc
+                shared.generation += 1
+                shared.fetched_at = self._clock()
+            if take:
+                self._seen = shared.generation
+            if shared.error is not None:  # a new one: other threads raise this one too
+                raise SourceUnavailable(str(shared.error))
+            return shared.hosts
+
+    def _fetch_hosts(self) -> dict[str, RigSample]:
         series = self._series()
         return rigs_from_series(
             series,
@@ -248,7 +306,7 @@ class _PromBase:
             seq=self._seq.next(),
             t=self._clock(),
             wall=self._wall(),
-            rates=self._rates,
+            rates=self._shared.rates,
             down=self._down(),
         )
 
@@ -258,7 +316,7 @@ class _PromBase:
         return next(iter(hosts.values()), None)
 
     def open(self) -> RigInfo:
-        hosts = self.poll_hosts()
+        hosts = self.poll_hosts(take=False)
         if not hosts:
             raise SourceUnavailable(
                 f"{self.public_url} holds no GPU metrics lltui reads "
