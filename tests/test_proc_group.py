@@ -4,7 +4,9 @@ parked, stopped). Real processes; waits on conditions."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import signal
 import subprocess
 import threading
@@ -118,3 +120,44 @@ def test_a_probe_that_hangs_is_killed_with_what_it_started(tmp_path):
     assert wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
     child = int(pid_file.read_text())
     assert wait_for(lambda: gone(child))
+
+
+def test_a_command_that_prints_without_end_is_killed_past_its_output_limit():
+    """A remote host's answer was read whole, however long."""
+    import sys
+
+    from lltui.sources.proc_group import OutputTooLong, run_group
+
+    endless = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
+    start = time.monotonic()
+    with pytest.raises(OutputTooLong, match="more than 1 MiB"):
+        run_group([sys.executable, "-c", endless], 60.0, max_bytes=1 << 20)
+    assert time.monotonic() - start < 30  # the limit ended it, not the timeout
+    both = "import sys\nprint('a\\r\\nb')\nsys.stderr.write('e')"
+    done = run_group([sys.executable, "-c", both], 30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "a\nb\n", "e")
+
+
+def test_what_run_group_runs_dies_with_an_lltui_that_is_killed(tmp_path):
+    """atexit never runs on SIGKILL: a hung ssh of a fleet's poll lived on."""
+    import sys
+
+    pid_file = tmp_path / "child.pid"
+    hung = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)"
+    lltui = (
+        "import sys\nfrom lltui.sources.proc_group import run_group\n"
+        f"run_group([sys.executable, '-c', {hung!r}], 600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", lltui])
+    try:
+        assert wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
+        child = int(pid_file.read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        assert wait_for(lambda: gone(child)), "the command outlived a killed lltui"
+    finally:
+        parent.kill()
+        parent.wait(10)
+        if pid_file.exists() and pid_file.read_text().strip():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)

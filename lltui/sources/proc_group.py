@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -92,52 +93,97 @@ def stop_process(
     return proc.returncode
 
 
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024  # what a command may print, its two streams together
+
+
+class OutputTooLong(OSError):
+    """A command printed more than :data:`MAX_OUTPUT_BYTES` (a remote host's answer, read
+    whole, had no bound)."""
+
+
 def run_group(
-    argv: Sequence[str], timeout_s: float, *, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    timeout_s: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_OUTPUT_BYTES,
 ) -> subprocess.CompletedProcess[str]:
     """``argv`` run to its end as the leader of a group of its own, its output captured as
     text (bad bytes replaced). Past ``timeout_s`` the whole group is killed, what the
     program started included (``subprocess.run``'s timeout kills the program alone: a
-    wrapper script's children lived on), and subprocess.TimeoutExpired raised. OSError
-    where it cannot start."""
+    wrapper script's children lived on), and subprocess.TimeoutExpired raised; past
+    ``max_bytes`` of output it is killed too, and :class:`OutputTooLong` raised. OSError
+    where it cannot start. The group is killed when lltui ends, however it ends
+    (:func:`_reaper`)."""
     proc = subprocess.Popen(
         list(argv),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
         env=dict(env) if env is not None else None,
         start_new_session=True,
     )
     with _RUNNING_LOCK:
         _RUNNING.add(proc)
+        _tell_reaper(f"+{proc.pid}")
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except BaseException:  # the timeout, or lltui stopping while it waits
+        out, err = _read_capped(proc, timeout_s, max_bytes)
+    except BaseException:  # the timeout, too much output, or lltui stopping while it waits
+        # (never wait for the pipes to close: an ssh master holds a multiplexed session's
+        # output until the remote command ends)
         stop_process(proc, ((signal.SIGKILL, 5.0),))
-        try:
-            proc.communicate(timeout=KILLED_DRAIN_S)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            # another process holds the pipes (an ssh master holds a multiplexed session's
-            # output until the remote command ends): never wait on it
-            for pipe in (proc.stdout, proc.stderr):
-                with contextlib.suppress(OSError):
-                    if pipe is not None:
-                        pipe.close()
         raise
     finally:
+        for pipe in (proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
         with _RUNNING_LOCK:
             _RUNNING.discard(proc)
-    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+            _tell_reaper(f"-{proc.pid}")
+    return subprocess.CompletedProcess(list(argv), proc.returncode, _text(out), _text(err))
+
+
+def _read_capped(
+    proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
+) -> tuple[bytes, bytes]:
+    """``proc``'s two streams read to their end and ``proc`` reaped, within ``timeout_s``
+    and ``max_bytes``."""
+    deadline = time.monotonic() + timeout_s
+    chunks: dict[int, list[bytes]] = {}
+    size = 0
+    with selectors.DefaultSelector() as sel:
+        for pipe in (proc.stdout, proc.stderr):
+            assert pipe is not None
+            sel.register(pipe, selectors.EVENT_READ)
+            chunks[pipe.fileno()] = []
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                size += len(chunk)
+                if size > max_bytes:
+                    raise OutputTooLong(f"printed more than {max_bytes // (1 << 20)} MiB")
+                chunks[key.fd].append(chunk)
+    proc.wait(max(0.0, deadline - time.monotonic()))  # TimeoutExpired past the deadline
+    out, err = (b"".join(c) for c in chunks.values())
+    return out, err
+
+
+def _text(data: bytes) -> str:
+    """What text mode gave: UTF-8 with bad bytes replaced, line ends made \\n."""
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 # what run_group runs now: one a caller gave up on (a poll thread of a fleet host that
 # hangs) is stopped, with its group, when lltui exits, not left to end by its timeout
-_RUNNING: set[subprocess.Popen[str]] = set()
+_RUNNING: set[subprocess.Popen[bytes]] = set()
 _RUNNING_LOCK = threading.Lock()
-KILLED_DRAIN_S = 1.0  # what a killed command's pipes are read for, at most
 
 
 @atexit.register
@@ -146,6 +192,44 @@ def _kill_running() -> None:
         left = list(_RUNNING)
     for proc in left:
         signal_group(proc.pid, signal.SIGKILL)
+
+
+# The reaper: one small process per lltui that reads the groups run_group runs (+PGID, -PGID)
+# and, once its input ends (lltui is gone, a SIGKILL included, where atexit never runs),
+# kills what is left: a hung ssh of a fleet's poll lived on until its remote command ended.
+_REAPER_CODE = r"""
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+_reaper_proc: subprocess.Popen[bytes] | None = None
+
+
+def _tell_reaper(line: str) -> None:
+    """Tell the reaper (started on first use) of a group; called under _RUNNING_LOCK."""
+    global _reaper_proc
+    proc = _reaper_proc
+    if proc is None or proc.poll() is not None:
+        try:
+            proc = _reaper_proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _REAPER_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # (a Ctrl-C to the terminal's group must not end it)
+            )
+        except OSError:
+            return  # lltui's own exit still kills what runs
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.write(f"{line}\n".encode())
+        proc.stdin.flush()
 
 
 # Runs in the child between fork and the program: ask the kernel for the death signal when
