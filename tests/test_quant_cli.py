@@ -35,6 +35,11 @@ def test_json_rows_match_the_quantize_rules_and_carry_fit(model, capsys):
     assert [d["name"] for d in q4["devices"]][:2] == ["CUDA0", "CUDA1"]
     sizes = [r["file_bytes"] for r in data["rows"] if r["file_bytes"]]
     assert sizes == sorted(sizes)
+    # the devices offered, as fit --json names them (it was one string of words)
+    assert data["devices"] == [
+        {"name": f"CUDA{i}", "kind": "cuda", "total_bytes": 24 << 30, "free_bytes": 24 << 30}
+        for i in range(2)
+    ]
 
 
 def test_json_model_is_the_input_file(model, capsys):

@@ -78,13 +78,13 @@ def run(args: argparse.Namespace) -> int:
         return refused(exc, "quant", command.as_json)
     where = report.setup.device_label
     if command.as_json:
-        from lltui.core.fit.report import model_to_json
+        from lltui.core.fit.report import model_to_json, offered_to_json
         from lltui.core.monitor.gpus_report import simulated_json
 
         # the model read: the input file itself (the rows are what-ifs, with no file yet)
         data: dict[str, Any] = {
             "model": model_to_json(report.summary),
-            "devices": where,
+            "devices": offered_to_json(setup.devices),
             "rows": [q.to_json() for q in report.rows],
             "skipped": [{"type": t, "reason": why} for t, why in report.skipped],
         } | simulated_json(setup.rig)

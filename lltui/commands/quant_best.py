@@ -32,6 +32,7 @@ def run_best(command: FitCommand) -> int:
 
 
 def _to_json(ranked: QuantBest) -> dict[str, Any]:
+    from lltui.core.fit.report import offered_to_json
     from lltui.core.monitor.gpus_report import simulated_json
 
     rows = []
@@ -57,7 +58,7 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
     data: dict[str, Any] = {
         "model": ranked.setup.model_path,
         "goal": ranked.goal,
-        "devices": ranked.setup.device_label,
+        "devices": offered_to_json(ranked.setup.devices),
         "quants": rows,
     } | simulated_json(ranked.setup.rig)
     if ranked.repo is not None:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from lltui.core.jsonout import fields_of
 from lltui.core.memory.common import CPU
-from lltui.core.memory.devices import ROCM_PREFIX
+from lltui.core.memory.devices import ROCM_PREFIX, DeviceSpec
 from lltui.core.memory.results import DeviceEstimate, FitResult, ModelSummary, PartEstimate
 from lltui.core.speed.model import speed_line, speed_to_json
 from lltui.core.text import one_line
@@ -68,6 +68,11 @@ def device_to_json(d: DeviceEstimate, n_layer_all: int) -> dict[str, Any]:
         ),
         **({"parts": {k: b for k, b in d.parts}} if d.parts else {}),
     }
+
+
+def offered_to_json(devices: Sequence[DeviceSpec]) -> list[dict[str, Any]]:
+    """The devices a what-if is placed on (``quant --json``), with what each offers."""
+    return [fields_of(d, "name kind total_bytes free_bytes") for d in devices]
 
 
 def part_to_json(p: PartEstimate) -> dict[str, Any]:
