@@ -363,3 +363,26 @@ def test_a_log_of_two_loads_names_the_model_of_the_one_compared(capsys, tmp_path
     )
     assert main(["explain", str(log), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["model"]["ref"] == "models/beta.gguf"
+
+
+def test_a_run_appended_below_another_is_read_with_its_own_settings(tmp_path):
+    """A retry appended to one file (`>> server.log`): the earlier run's flash attention
+    (auto, set to enabled) was said of the later one, which never got that far."""
+    both = tmp_path / "retry.log"
+    both.write_bytes(
+        (LOGS / "08-jamepeng78-qwen35-recurrent-rs-2026.log").read_bytes()
+        + (LOGS / "11-llama20431-model-load-oom-2026.log").read_bytes()
+    )
+    r = explain(ExplainRequest(str(both), ask_binary=False))
+    assert r.facts.loads == 2 and r.facts.flash_attn is None
+    assert not any(f.startswith("-fa on") for f in r.settings.from_log)
+    assert r.failed is not None and r.failed.device == "CUDA0"  # the last load's own failure
+
+
+def test_a_refusal_with_room_to_spare_is_not_a_negative_shortfall():
+    """ulimit -v refused 256 MiB with 24 GiB free: the JSON said short_bytes -25e9."""
+    from lltui.core.explain.failure import Failed
+
+    f = Failed("failed", 3, "oom", device="CPU", needed_bytes=256 << 20, free_bytes=24 << 30)
+    assert f.short_bytes is None
+    assert Failed("x", 3, "oom", needed_bytes=3 << 30, free_bytes=1 << 30).short_bytes == 2 << 30

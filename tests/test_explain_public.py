@@ -139,7 +139,6 @@ def test_two_runs_pasted_together_are_two_loads():
         ("04-ollama4225-nkvo-compute-oom-2024.log", "CUDA0", 4725934080, "compute"),
         ("10-llama16725-apertus70b-rocm-compute-oom-2025.log", "ROCm0", 14822711296, "compute"),
         ("11-llama20431-model-load-oom-2026.log", "CUDA0", 151851674624, "weights"),
-        ("05-llama12728-vulkan-init-prefix-oom-2025.log", "Vulkan0", 2166360064, "compute"),
     ],
 )
 def test_failed_loads_name_the_device_and_the_size(name, device, needed, stage):
@@ -252,6 +251,16 @@ def test_an_old_logs_default_slots_under_the_newest_rules(headers):
     kv_old = checks(run(name, model=headers[name]))[(7, "CUDA_Host", "kv")]
     kv_new = checks(run(name, model=headers[name], build=11434))[(7, "CUDA_Host", "kv")]
     assert kv_old.exact and kv_new.exact
+
+
+def test_a_failed_run_above_a_working_one_is_an_earlier_load_not_the_verdict():
+    """Fixture 05 is two runs: -ctk q8_0 ran out of compute memory, the default loaded. The
+    verdict and the comparison are the last load's; the failure was paired with its numbers."""
+    r = run("05-llama12728-vulkan-init-prefix-oom-2025.log")
+    assert r.failed is None
+    assert {f.load for f in r.facts.failures} == {1}
+    said = "load 1 of 2 ran out of memory on Vulkan0 (line 3: ggml_vulkan: Device memory"
+    assert any(n.startswith(said) for n in r.notes), r.notes
 
 
 def test_llama3_kv_on_the_host_and_the_failed_compute_buffer(headers):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
 from lltui.core.explain.compare import compare
 from lltui.core.explain.devices import LogDevices, infer_split, log_devices, logged_weights
-from lltui.core.explain.failure import STAGE_KIND, Failed, summarise
+from lltui.core.explain.failure import STAGE_KIND, Failed, earlier_failures, summarise
 from lltui.core.explain.models import ExplainReport, Fix, LogSource
 from lltui.core.explain.settings import (
     Recovered,
@@ -149,6 +149,7 @@ def explain_facts(
         p: d.free_bytes for d, p in zip(devs.devices, devs.printed, strict=True) if d.free_bytes
     }
     failed = summarise(facts, free)
+    notes += earlier_failures(facts)
     if failed is not None and result is not None:
         failed = replace(failed, predicted_bytes=_predicted_failure(failed, result, devs))
     fix = None

@@ -33,10 +33,12 @@ class Failed:
 
     @property
     def short_bytes(self) -> int | None:
-        """By how much the device ran out."""
+        """By how much the device ran out (None where it had the room, by the log's own
+        numbers: what refused it was another limit)."""
         if self.needed_bytes is None or self.free_bytes is None:
             return None
-        return self.needed_bytes - self.free_bytes
+        short = self.needed_bytes - self.free_bytes
+        return short if short > 0 else None
 
     @property
     def free_below_bytes(self) -> int | None:
@@ -60,10 +62,30 @@ def _device_name(f: AllocFailure, facts: LogFacts) -> str | None:
 STAGE_KIND = {"weights": "model", "kv": "kv", "compute": "compute", "output": "output"}
 
 
-def summarise(facts: LogFacts, free_at_load: Mapping[str, int] | None = None) -> Failed | None:
-    """The failure that ended the load (None: it did not fail). ``free_at_load``: bytes
-    free per device buffer name, where the log said (else its own device lines)."""
-    failures = list(facts.failures)
+def earlier_failures(facts: LogFacts) -> list[str]:
+    """One line for each earlier load of the log that failed: the verdict and the comparison
+    are its last load's, and a run pasted or appended above it did not end that one."""
+    lines = []
+    for load in sorted({f.load for f in facts.failures if f.load < facts.loads}):
+        f = summarise(facts, load=load)
+        if f is None:
+            continue
+        what = f"ran out of memory on {f.device}" if f.kind == "oom" and f.device else "failed"
+        lines.append(
+            f"load {max(load, 1)} of {facts.loads} {what} (line {f.line}: {f.message}); "
+            f"the verdict and the comparison are load {facts.loads}'s"
+        )
+    return lines
+
+
+def summarise(
+    facts: LogFacts, free_at_load: Mapping[str, int] | None = None, *, load: int | None = None
+) -> Failed | None:
+    """The failure that ended the log's last load, or ``load`` (None: it did not fail; a
+    failure of an earlier run above it did not end it). ``free_at_load``: bytes free per
+    device buffer name, where the log said (else its own device lines)."""
+    last = facts.loads if load is None else load
+    failures = [f for f in facts.failures if f.load == last or (load is None and f.load > last)]
     if not failures:
         return None
     oom = [f for f in failures if f.kind == "oom"]
@@ -89,7 +111,7 @@ def summarise(facts: LogFacts, free_at_load: Mapping[str, int] | None = None) ->
         b.logged_bytes
         for b in facts.buffers
         if b.line < first.line
-        and b.load == facts.loads
+        and b.load == max(last, 1)
         # the host's memory: its buffers but the mapped file (page cache, given back)
         and (b.device == device or (host and is_host_buffer(b.device) and b.device != "CPU_Mapped"))
     )

@@ -334,8 +334,13 @@ def _failed_text(r: ExplainReport) -> list[str]:
         line = f"{f.device or 'a device'} ran out allocating {what}{needed}"
         if f.free_bytes is not None:
             line += f" with {_mib(f.free_bytes)} MiB free"
-            if f.short_bytes is not None and f.short_bytes > 0:
+            if f.short_bytes is not None:
                 line += f": {_mib(f.short_bytes)} MiB short"
+            elif f.needed_bytes is not None:  # it had room: the limit was not the device's
+                line += (
+                    " (more than it asked: a limit other than the device's memory refused"
+                    " it, such as ulimit -v, a container's or the driver's largest allocation)"
+                )
         elif f.free_below_bytes is not None:
             line += (
                 f": less than {_mib(f.free_below_bytes)} MiB was free at load (the log does "

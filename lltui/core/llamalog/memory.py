@@ -357,6 +357,9 @@ class MemoryFold:
         self.load = _Load()
         self.cache = None
         self.loading_started = True
+        # what a load's context says of itself (an earlier run's flash attention was not it)
+        self.flash_attn = None
+        self.pipeline_parallel = self.set_rows_off = False
 
     def _reserve_again(self) -> None:
         """The compute buffers reserved again in the same load (a warm-up of the server's
@@ -375,7 +378,8 @@ class MemoryFold:
         if len(self.failures) >= MAX_FAILURES:
             return
         stage = failure.stage or self._stage()
-        self.failures.append(replace(failure, message=failure.message.strip()[:500], stage=stage))
+        message = failure.message.strip()[:500]
+        self.failures.append(replace(failure, message=message, stage=stage, load=self.loads))
         self.last_failure = self.n
 
     def _stage(self) -> str:

@@ -86,6 +86,7 @@ class AllocFailure:
     device_index: int | None = None  # "on device N" (the backend's own index)
     needed_bytes: int | None = None
     stage: str | None = None  # weights, kv, compute, output, context, load
+    load: int = 0  # which load of the log it ended (as BufferLine.load; 0: before any)
 
 
 @dataclass(frozen=True, slots=True)
