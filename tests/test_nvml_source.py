@@ -536,7 +536,7 @@ def test_memory_total_missed_at_open_is_filled_by_the_first_reading(monkeypatch)
     fake, src, _ = start(monkeypatch)
     fake.fail(0, "nvmlDeviceGetMemoryInfo", NVML_ERROR_TIMEOUT, times=1)
     info = src.open()
-    assert info.gpus[0].memory_total == 0
+    assert info.gpus[0].memory_total is None  # unknown, not 0
     sample = src.poll()
     assert sample.gpus[0].memory_used == fake.gpus[0].memory_used
     assert sample.gpus[0].memory_total == fake.gpus[0].memory_total
@@ -1273,3 +1273,14 @@ def test_with_no_driver_to_see_nvml_is_not_loaded_to_learn_so(monkeypatch):
     source.close()
     assert info.simulated and kinds.NO_NVIDIA_DRIVER in (info.simulated_reason or "")
     assert "pynvml" not in sys.modules
+
+
+def test_memory_nvml_cannot_read_is_unknown_not_zero(monkeypatch):
+    """A GPU whose memory query is not supported read as a total of 0 bytes: `- / 0 MiB`,
+    and the exporter published 0."""
+    fake, src, _clock = start(monkeypatch, make_gpus(2))
+    fake.fail(0, "nvmlDeviceGetMemoryInfo", NVML_ERROR_NOT_SUPPORTED)
+    info = src.open()
+    assert info.gpus[0].memory_total is None
+    assert info.gpus[1].memory_total is not None and info.gpus[1].memory_total > 0
+    assert src.poll().gpus[0].memory_used is None

@@ -70,7 +70,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         uuid = call(g, "uuid", "nvmlDeviceGetUUID", convert=text)
         pci = call(g, "pci", "nvmlDeviceGetPciInfo", convert=_bus_id)
         memory = calls.versioned(g, "memory", calls.memory_variants)
-        total = int(memory.total) if memory is not None else 0
+        total = int(memory.total) if memory is not None else None
         default_limit = call(
             g, "power_default", "nvmlDeviceGetPowerManagementDefaultLimit", convert=mw_to_w
         )
