@@ -196,7 +196,7 @@ def test_plain_watch_without_a_gpu_says_so_and_stops_at_fail_on(no_nvml, capsys)
     stop = threading.Timer(60, os.kill, (os.getpid(), signal.SIGTERM))
     stop.start()
     try:
-        code = main(["watch", "--interval", "0.01", "--fail-on", "critical"])
+        code = main(["watch", "--interval", "0.25", "--fail-on", "critical"])
     finally:
         stop.cancel()
     assert code == 4
@@ -685,3 +685,14 @@ def test_vram_alert_works_out_free_memory_a_source_does_not_send():
         c for c in AlertTracker().update(1.0, rigs={None: sample}) if c.alert.kind == "vram_full"
     ]
     assert "(100 MiB free)" in change.alert.message
+
+
+def test_a_commands_interval_below_the_apps_shortest_is_refused(capsys):
+    """`watch --interval 1e-9` spun a core (the global --interval was checked, the
+    command's own was not); a replay stepped may still go as fast as it likes."""
+    for argv in (
+        ["watch", "--once", "--interval", "1e-9", "--source", "sim:kaggle-2xt4"],
+        ["exporter", "--interval", "0.1", "--source", "sim:kaggle-2xt4"],
+    ):
+        assert main(argv) == 2
+        assert "--interval must be at least 0.25 s" in capsys.readouterr().err

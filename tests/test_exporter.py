@@ -142,7 +142,7 @@ def test_a_dead_llama_server_does_not_break_the_exporter() -> None:
     from support.llama_fixture import free_port
 
     dead = f"http://user:hunter2@127.0.0.1:{free_port()}"
-    with exporter("--source", "sim:colab-t4", "--llama", dead, "--interval", "0.2") as ex:
+    with exporter("--source", "sim:colab-t4", "--llama", dead, "--interval", "0.25") as ex:
         fams = _families(get_text(ex.url))
         wait_until(
             lambda: _families(get_text(ex.url))["lltui_exporter_samples"].samples[0].value >= 3,
@@ -239,7 +239,7 @@ def test_llama_families_through_the_command(tmp_path) -> None:
 def test_a_hanging_llama_server_holds_back_neither_the_gpus_nor_the_scrapes() -> None:
     with (
         stub_server(Stub(hang=True)) as stub,
-        exporter("--source", "sim:colab-t4", "--llama", stub.url, "--interval", "0.1") as ex,
+        exporter("--source", "sim:colab-t4", "--llama", stub.url, "--interval", "0.25") as ex,
     ):
         wait_until(
             lambda: _families(get_text(ex.url))["lltui_exporter_samples"].samples[0].value >= 10,

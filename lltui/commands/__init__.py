@@ -100,8 +100,9 @@ MAX_COMMAND_INTERVAL_S = 3600.0
 
 def command_interval(args: argparse.Namespace) -> float:
     """A command's ``--interval`` (its own, else the global one, else LLTUI_INTERVAL and the
-    config file's, as the app resolves it; 1 s): more than 0 and at most an hour (a replay
-    stepped may go as fast as it likes), else one line and exit 2."""
+    config file's, as the app resolves it; 1 s): from the app's shortest (0.25 s: faster
+    polls of NVML or ssh cost more than they tell) to an hour, a replay stepped as fast as
+    it likes; else one line and exit 2."""
     value = getattr(args, "sub_interval", None)
     if value is None:
         value = getattr(args, "interval", None)
@@ -112,9 +113,15 @@ def command_interval(args: argparse.Namespace) -> float:
             value = load_settings(None, path=getattr(args, "config", None)).interval
         except ConfigError as exc:
             raise CliError(str(exc), 2) from None
+    from lltui.config import MIN_INTERVAL
+
     interval = float(value)
+    stepped = bool(getattr(args, "replay_step", False))
     if not (math.isfinite(interval) and 0 < interval <= MAX_COMMAND_INTERVAL_S):
         raise CliError("--interval must be more than 0 and at most 3600 s", 2)
+    if interval < MIN_INTERVAL and not stepped:
+        faster = "a --replay-step replay may go faster"
+        raise CliError(f"--interval must be at least {MIN_INTERVAL:g} s ({faster})", 2)
     return interval
 
 
