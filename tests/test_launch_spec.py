@@ -175,6 +175,23 @@ def test_spec_checks_its_own_values():
         LaunchSpec.of("  ")
 
 
+@pytest.mark.parametrize(
+    ("host", "needle"),
+    [
+        ("256.1.1.1", "is not an IP address"),  # ended in "internal error" (the poll's URL)
+        ("192.168.1.300", "is not an IP address"),
+        ("[::1]", "without brackets (::1)"),  # a dry run took it, the real run refused it
+        ("my host", "is not a host name"),
+    ],
+)
+def test_a_listen_address_that_is_none_is_refused_before_anything_starts(host, needle):
+    with pytest.raises(LaunchError, match=re.escape(needle)) as err:
+        LaunchSpec.of("m.gguf", host=host)
+    assert err.value.code == 2
+    for good in ("::1", "localhost", "0.0.0.0", "127.0.0.1,::1", "/run/llama.sock", "gpu-1.lan"):
+        assert LaunchSpec.of("m.gguf", host=good).host == good
+
+
 # --- argv and environment ----------------------------------------------------------------
 
 

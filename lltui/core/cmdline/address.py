@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from lltui.core.text import is_digits
 
@@ -17,6 +18,27 @@ def check_hostport(hostport: str) -> None:
     host, sep, port = hostport.rpartition(":")
     if not sep or not host or not is_digits(port) or not 0 < int(port) < 65536:
         raise AddressError(f"RPC server {hostport!r} is not HOST:PORT")
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?\Z")
+
+
+def check_listen_host(host: str) -> None:
+    """llama-server's ``--host``: each address of a comma list a host name, an IP address
+    (IPv6 bare, as llama-server takes it) or a UNIX socket's path (``.sock``); AddressError
+    for one that is none (``256.1.1.1``, ``[::1]``)."""
+    for h in (x.strip() for x in host.split(",")):
+        if h.endswith(".sock"):
+            continue
+        if h.startswith("[") and h.endswith("]"):
+            raise AddressError(f"--host {h}: give an IPv6 address without brackets ({h[1:-1]})")
+        if ":" in h or all(c.isdigit() or c == "." for c in h):
+            try:
+                ipaddress.ip_address(h)
+            except ValueError:
+                raise AddressError(f"--host {h!r} is not an IP address") from None
+        elif not _HOST_NAME.match(h):
+            raise AddressError(f"--host {h!r} is not a host name or an address")
 
 
 def check_server_url(url: str) -> None:

@@ -20,7 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lltui.core.cmdline.address import DEFAULT_HOST, AddressError, check_hostport, server_url
+from lltui.core.cmdline.address import (
+    DEFAULT_HOST,
+    AddressError,
+    check_hostport,
+    check_listen_host,
+    server_url,
+)
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.cmdline.flag_table import (
     BY_KEY,
@@ -201,6 +207,10 @@ class LaunchSpec:
     def _check_address(self) -> None:
         if not isinstance(self.host, str) or not self.host.strip():
             raise LaunchError("--host needs an address")
+        try:
+            check_listen_host(self.host)
+        except AddressError as exc:
+            raise LaunchError(str(exc)) from None
         if isinstance(self.port, bool) or not isinstance(self.port, int):
             raise LaunchError(f"--port must be a whole number, got {self.port!r}")
         if not 0 <= self.port <= 65535:
