@@ -539,3 +539,46 @@ def test_llama_fits_own_choice_is_priced_with_the_threads_given(models, capsys):
     assert main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["llama_fit"]["decode_tps"] == pytest.approx(data["speed"]["decode_tps"], rel=0.1)
+
+
+LLAMA_70B = gf.llama_spec(
+    n_embd=8192, n_ff=28672, n_head=64, n_head_kv=8, head_dim=128, n_layer=80, n_vocab=32000
+)
+
+
+def _ts(option) -> list[int]:
+    argv = list(option.argv)
+    return [int(x) for x in argv[argv.index("-ts") + 1].split(",")] if "-ts" in argv else []
+
+
+def test_a_tensor_split_shares_every_tensor_by_room_or_speed_and_smaller_sets_are_tried(
+    tmp_path,
+):
+    """70B Q4_0 on 4090, 4090, 3060: the even cut overflows the 3060. The room split was a
+    layer split's counts filled back to front (-ts 9,48,24: one 4090 a fifth of the other's
+    share, 5 layers on the host), so the whole rig's tensor split needed the host and the
+    two 4090s alone were never tried in tensor mode, though they decode fastest."""
+    model = read_gguf(str(gf.write_sparse(tmp_path / "l70.gguf", LLAMA_70B, "Q4_0")))
+    devs = parse_gpus_spec("RTX 4090,RTX 4090,RTX 3060").devices
+    opts = FitOptions(host_free_bytes=HOST)
+    plan = plan_best(model, parse_llama_args(C4K), devs, opts)
+    best = plan.options[0]
+    assert (best.split_mode, best.devices) == ("tensor", ("CUDA0", "CUDA1")), best.argv
+    whole = [o for o in plan.options if o.split_mode == "tensor" and len(o.devices) == 3 and _ts(o)]
+    assert whole and all(o.fits and o.offload == "" for o in whole), [o.argv for o in whole]
+    for o in whole:
+        a, b, c = _ts(o)
+        assert a == b > c, o.argv  # the 4090s alike, the slower and smaller 3060 less
+        assert estimate(model, parse_llama_args(list(o.argv)), devs, opts).fits, o.argv
+
+
+def test_an_even_tensor_split_is_not_offered_again_as_a_ts(tmp_path):
+    """-sm tensor's default cut is even: -ts 17,17 was the same command said twice (two
+    GPUs of one size, experts on the host: the room split tried is the even one)."""
+    spec = gf.qwen3moe_235b_a22b_spec()
+    model = read_gguf(str(gf.write_sparse(tmp_path / "q235.gguf", spec, "Q4_0")))
+    devs = parse_gpus_spec("RTX 4090,RTX 3090").devices
+    plan = plan_best(model, parse_llama_args(C4K), devs, FitOptions(host_free_bytes=HOST))
+    for o in plan.options:
+        ts = _ts(o)
+        assert not ts or len(set(ts)) > 1, o.argv

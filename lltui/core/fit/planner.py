@@ -519,13 +519,15 @@ class _Tried:
         if len(devs) < 2:
             return x
         kinds = ["room"] if x != 0 else []  # the host needed: room for more?
-        if mode == "layer" and len({_bandwidth(d) for d in devs}) > 1:  # several speeds
+        if len({_bandwidth(d) for d in devs}) > 1:  # several speeds
             kinds.append("speed")
         for kind in kinds:
             other, y = self.search.option(mode, devs, None, ts=kind)
             # (a -ts that changes nothing, or another -ts's same split, is not said twice)
             if other.ts and all(o.flags != other.flags for o in self.found if o.fits):
                 self._keep(other, y)
+                if y is not None and (x is None or y < x):
+                    x = y  # what this set needs of the host at best
         return x
 
     def _keep(self, opt: PlanOption, x: int | None) -> None:
