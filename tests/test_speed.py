@@ -208,7 +208,20 @@ def test_fit_json_and_text_carry_speed(tmp_path, capsys):
         assert {"name", "decode_ms", "prefill_ms", "bound"} <= set(d)
     assert [d["name"] for d in speed["devices"]][:2] == ["CUDA0", "CUDA1"]
     assert main(["fit", str(path), "--gpus", "4090"]) == 0
-    assert "speed: decode ~" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "speed: decode ~" in out and "(512 tokens, " in out  # how long a prompt it priced
+
+
+def test_a_ubatch_past_512_is_priced_on_a_prompt_it_fills(models):
+    """fit priced every prompt at 512 tokens, so a -ub 2048 the user gave read as -ub 512,
+    at 512's speed (and --best priced the same command on 2048 tokens)."""
+    plain = _speed(models["moe"], "h100", "-ngl", "99").speed
+    big = _speed(models["moe"], "h100", "-ngl", "99", "-ub", "2048").speed
+    assert (plain.prompt_tokens, plain.n_ubatch) == (512, 512)
+    assert (big.prompt_tokens, big.n_ubatch) == (2048, 2048)
+    assert big.prefill_tps != plain.prefill_tps
+    capped = _speed(models["moe"], "h100", "-ngl", "99", "-ub", "2048", "-b", "1024").speed
+    assert capped.prompt_tokens == 1024  # a ubatch is at most a batch
 
 
 def test_the_fit_view_shows_the_speed_line_and_quant_speeds(tmp_path):

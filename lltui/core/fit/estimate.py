@@ -74,6 +74,9 @@ def estimate(
     return replace(result, max_ctx=max_ctx, suggestions=suggestions, hints=_hints(model, p, result))
 
 
+DEFAULT_PROMPT_TOKENS = 512  # llama-bench's -p
+
+
 def speed_of(
     model: GgufModel,
     result: FitResult,
@@ -81,11 +84,16 @@ def speed_of(
     options: FitOptions,
     *,
     depth: int = 0,
-    prompt_tokens: int = 512,
+    prompt_tokens: int | None = None,
 ) -> SpeedEstimate:
     """The speed model's tokens/s for a result on these devices: their links and memory,
     the host's share (``options.host``) and this rig's own measurements (``calibration``);
-    decode at ``depth`` cells filled, a prompt of ``prompt_tokens``."""
+    decode at ``depth`` cells filled, a prompt of ``prompt_tokens`` (None: llama-bench's
+    512, or one whole ubatch where ``-ub`` and ``-b`` are larger: a -ub of 2048 was priced
+    on 512 tokens, as if not given)."""
+    if prompt_tokens is None:
+        r = result.resolved
+        prompt_tokens = max(DEFAULT_PROMPT_TOKENS, min(r.n_ubatch, r.n_batch))
     backends = {d.name: d.backend or "cuda" for d in devs if d.kind == "rpc"}
     pcie = {d.name: (d.pcie_gen, d.pcie_width) for d in devs if d.pcie_gen or d.pcie_width}
     bandwidth = {d.name: d.mem_bandwidth_gbs for d in devs if d.mem_bandwidth_gbs}

@@ -535,5 +535,5 @@ def speed_line(s: SpeedEstimate, *, fits: bool = True) -> str:
         f"speed{'' if fits else ' (if it fit)'}: decode ~{s.decode_tps:.0f} t/s{depth} "
         f"({s.bound}-bound; {parts}{link}), "
         f"~{s.decode_tps_full:.0f} t/s at a full context; prompt ~{s.prefill_tps:.0f} t/s "
-        f"({s.prefill_bound}-bound, -ub {s.n_ubatch}){cal}"
+        f"({s.prompt_tokens} tokens, {s.prefill_bound}-bound, -ub {s.n_ubatch}){cal}"
     )
