@@ -106,3 +106,21 @@ def test_fa_off_is_refused_and_unsupported_archs_fall_back(llama, tmp_path):
     res = _est(path, [])
     assert res.meta_devices == ()
     assert any("refuses to load" in w and "layer split" in w for w in res.warnings)
+
+
+def test_a_tensor_split_that_does_not_fit_is_offered_shares_sized_to_each_gpus_room(tmp_path):
+    """-sm tensor's even cut overflows the small GPU: fit offered no -ts at all (the layer
+    split's counts it tried, filled back to front, fitted nothing)."""
+    from lltui.core.memory.devices import parse_gpus_spec
+
+    spec = gf.llama_8b_spec(n_vocab=32000)
+    model = read_gguf(gf.write_sparse(tmp_path / "m.gguf", spec, "F16"))
+    devs = parse_gpus_spec("12GiB,12GiB,4GiB").devices
+    opts = FitOptions(host_free_bytes=256 << 30)
+    args = ["-c", "4096", "-sm", "tensor"]
+    res = estimate(model, parse_llama_args(args), devs, opts)
+    assert not res.fits
+    (ts,) = [s.flags for s in res.suggestions if s.flags[:1] == ("-ts",)]
+    a, b, c = (int(x) for x in ts[1].split(","))
+    assert a == b > 2 * c > 0, ts  # shares as the rooms: 12, 12 and 4 GiB less fixed costs
+    assert estimate(model, parse_llama_args([*args, *ts]), devs, opts).fits

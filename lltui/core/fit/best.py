@@ -237,6 +237,8 @@ class _Space:
                     speed = speed_of(p.model, res, p.used, p.options)
                 res = replace(res, speed=speed)
             if res is not None and change.split_mode == "tensor":
+                from lltui.core.fit.search import tensor_room_split
+
                 counts = tensor_room_split(res, self.problem)
             elif res is not None and kind == "speed":
                 counts = speed_split(res, self.problem.used)
@@ -245,63 +247,6 @@ class _Space:
                 counts = headroom_split(res, self.problem.used, other)
             self._split[key] = writable_split(counts) if counts else None
         return self._split[key]
-
-
-def tensor_room_split(res: FitResult, p: FitProblem) -> tuple[int, ...] | None:
-    """-ts for a tensor split, which cuts every tensor in these shares: each GPU's share
-    sized to what it has left after its fixed costs (every GPU then fills alike); where the
-    result has a speed, sized to each GPU's rate instead (its part of a token then takes as
-    long on each), as far as its room allows. A layer split's counts filled back to front
-    gave a 4090 9 parts of 81 beside another's 48. None: one GPU, a free size unknown, a
-    GPU with no room, or llama.cpp's own even cut."""
-    by_name = {d.name: d for d in p.used}
-    gpus = [e for e in res.devices if e.kind != "cpu" and e.name in by_name]
-    if len(gpus) < 2 or any(by_name[e.name].free_bytes is None for e in gpus):
-        return None
-    cut = [e.weights_bytes + e.kv_bytes for e in gpus]  # what the shares divide
-    total = sum(cut)
-    room = [
-        (by_name[e.name].free_bytes or 0) - (e.total_bytes + e.unaccounted_bytes - c)
-        for e, c in zip(gpus, cut, strict=True)
-    ]
-    if total <= 0 or min(room) <= 0:
-        return None  # (a GPU with no room for any share: a smaller set, which -dev tries)
-    caps = [r / total for r in room]  # the largest share each can hold
-    weights = caps
-    if res.speed is not None and sum(caps) >= 1:
-        ms = {d.name: d.decode_ms - d.decode_fixed_ms for d in res.speed.devices}
-        rates = [c / total / ms[e.name] if ms.get(e.name, 0) > 0 else 0.0
-                 for e, c in zip(gpus, cut, strict=True)]  # fmt: skip
-        if min(rates) > 0:
-            weights = rates
-    shares = _filled(weights, caps)
-    counts = [max(1, round(100 * x)) for x in shares]
-    g = math.gcd(*counts)
-    counts = [c // g for c in counts]
-    return None if len(set(counts)) == 1 else tuple(counts)
-
-
-def _filled(weights: Sequence[float], caps: Sequence[float]) -> list[float]:
-    """Shares summing to 1 in proportion to ``weights``, none above its cap (what one over it
-    cannot take goes to the others, in proportion); in proportion to the caps where they
-    sum to less than 1."""
-    if sum(caps) < 1:
-        return [c / sum(caps) for c in caps]
-    shares = [0.0] * len(weights)
-    free = set(range(len(weights)))
-    left = 1.0
-    while free:
-        w = sum(weights[i] for i in free)
-        over = [i for i in free if left * weights[i] / w > caps[i]]
-        if not over:
-            for i in free:
-                shares[i] = left * weights[i] / w
-            break
-        for i in over:
-            shares[i] = caps[i]
-            left -= caps[i]
-            free.discard(i)
-    return shares
 
 
 def _largest(top: int, ok: Callable[[int], bool], guess: int | None = None) -> int:

@@ -3,6 +3,7 @@ to each device's free memory."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -81,6 +82,63 @@ def _layer_indices(res: FitResult, devs: Sequence[DeviceSpec]) -> tuple[int, ...
     return tuple(index.get(n, -1) for n in res.layer_devices)
 
 
+def tensor_room_split(res: FitResult, p: FitProblem) -> tuple[int, ...] | None:
+    """-ts for a tensor split, which cuts every tensor in these shares: each GPU's share
+    sized to what it has left after its fixed costs (every GPU then fills alike); where the
+    result has a speed, sized to each GPU's rate instead (its part of a token then takes as
+    long on each), as far as its room allows. A layer split's counts filled back to front
+    gave a 4090 9 parts of 81 beside another's 48. None: one GPU, a free size unknown, a
+    GPU with no room, or llama.cpp's own even cut."""
+    by_name = {d.name: d for d in p.used}
+    gpus = [e for e in res.devices if e.kind != "cpu" and e.name in by_name]
+    if len(gpus) < 2 or any(by_name[e.name].free_bytes is None for e in gpus):
+        return None
+    cut = [e.weights_bytes + e.kv_bytes for e in gpus]  # what the shares divide
+    total = sum(cut)
+    room = [
+        (by_name[e.name].free_bytes or 0) - (e.total_bytes + e.unaccounted_bytes - c)
+        for e, c in zip(gpus, cut, strict=True)
+    ]
+    if total <= 0 or min(room) <= 0:
+        return None  # (a GPU with no room for any share: a smaller set, which -dev tries)
+    caps = [r / total for r in room]  # the largest share each can hold
+    weights = caps
+    if res.speed is not None and sum(caps) >= 1:
+        ms = {d.name: d.decode_ms - d.decode_fixed_ms for d in res.speed.devices}
+        rates = [c / total / ms[e.name] if ms.get(e.name, 0) > 0 else 0.0
+                 for e, c in zip(gpus, cut, strict=True)]  # fmt: skip
+        if min(rates) > 0:
+            weights = rates
+    shares = _filled(weights, caps)
+    counts = [max(1, round(100 * x)) for x in shares]
+    g = math.gcd(*counts)
+    counts = [c // g for c in counts]
+    return None if len(set(counts)) == 1 else tuple(counts)
+
+
+def _filled(weights: Sequence[float], caps: Sequence[float]) -> list[float]:
+    """Shares summing to 1 in proportion to ``weights``, none above its cap (what one over it
+    cannot take goes to the others, in proportion); in proportion to the caps where they
+    sum to less than 1."""
+    if sum(caps) < 1:
+        return [c / sum(caps) for c in caps]
+    shares = [0.0] * len(weights)
+    free = set(range(len(weights)))
+    left = 1.0
+    while free:
+        w = sum(weights[i] for i in free)
+        over = [i for i in free if left * weights[i] / w > caps[i]]
+        if not over:
+            for i in free:
+                shares[i] = left * weights[i] / w
+            break
+        for i in over:
+            shares[i] = caps[i]
+            left -= caps[i]
+            free.discard(i)
+    return shares
+
+
 def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Suggestion, ...]:
     """When the settings do not fit: a smaller context, fewer GPU layers, a better split."""
     hp, st, devs, opts = p.hp, p.args, p.used, p.options
@@ -108,8 +166,13 @@ def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Sugges
     split = st.tensor_split
     # (split, its flags: empty for the split as given)
     candidates: list[tuple[tuple[float, ...], tuple[str, ...]]] = [(split, ())]
+    tensor = st.split_mode == "tensor"
     if len(devs) > 1:
-        counts = balanced_counts(base, hp, devs, opts)
+        if tensor:
+            shares = tensor_room_split(replace(base, speed=None), p)
+            counts = list(shares) if shares else None
+        else:
+            counts = balanced_counts(base, hp, devs, opts)
         # a split -ts cannot say (16 GPUs, the last with layers) is not proposed
         written = writable_split(tuple(counts)) if counts is not None else None
         if written is not None and tuple(float(c) for c in counts or ()) != tuple(split):
@@ -120,7 +183,10 @@ def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Sugges
             out.append(
                 Suggestion(
                     ts_flags,
-                    "layers per device sized to each one's free memory; everything offloaded",
+                    "each device's share of every tensor sized to its free memory; everything "
+                    "offloaded"
+                    if tensor
+                    else "layers per device sized to each one's free memory; everything offloaded",
                 )
             )
             break
