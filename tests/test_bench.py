@@ -248,10 +248,12 @@ def test_a_point_measures_the_kind_of_work_it_spends_most_on():
     assert MeasuredPoint(False, 1.0, 0.3, 0.4).kind == "host_prefill"
 
 
-def test_a_wild_measurement_is_clamped():
-    got = fit_calibration("r", "d", [MeasuredPoint(True, 100.0, 0.001, 0.0)])
-    assert got.gpu_decode == pytest.approx(5.0, rel=0.01)
-    assert got.host_decode == 1.0  # nothing measured the host
+def test_a_wild_measurement_is_left_out_and_a_far_one_fitted():
+    wild = fit_calibration("r", "d", [MeasuredPoint(True, 100.0, 0.001, 0.0)])
+    assert (wild.gpu_decode, wild.points) == (1.0, 0)  # 100000x: a wrong setup
+    far = fit_calibration("r", "d", [MeasuredPoint(True, 0.0045, 0.001, 0.0)])
+    assert far.gpu_decode == pytest.approx(4.5, rel=0.01)
+    assert far.host_decode == 1.0  # nothing measured the host
 
 
 def _served(slower: float, date: str = "2026-02-01", decode: bool = True) -> MeasuredPoint:

@@ -190,11 +190,16 @@ def test_fitting_skips_points_that_are_not_measurements():
 # --- through the command line ---------------------------------------------------------------
 
 
-def _fake_bench(tmp_path: Path, rows: list[str]) -> Path:
-    """A stand-in for llama-bench printing ``rows`` as its JSONL output."""
+def _fake_bench(tmp_path: Path, rows: list[str], host_rows: list[str] | None = None) -> Path:
+    """A stand-in for llama-bench printing ``rows`` as its JSONL output (``host_rows`` for a
+    run with the weights on the host, ``-ngl 0``, where given)."""
     script = tmp_path / "fake-llama-bench"
-    body = "\n".join(rows)
-    script.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.write({body!r} + '\\n')\n")
+    body, host = "\n".join(rows), "\n".join(host_rows if host_rows is not None else rows)
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\na = sys.argv\n"
+        f"ngl0 = '-ngl' in a and a[a.index('-ngl') + 1] == '0'\n"
+        f"sys.stdout.write(({host!r} if ngl0 else {body!r}) + '\\n')\n"
+    )
     script.chmod(0o755)
     return script
 
@@ -227,8 +232,8 @@ def bench_here(tmp_path, monkeypatch):
 
 def test_bench_rows_that_are_not_speeds_are_skipped_with_a_count(bench_here, capsys, tmp_path):
     rows = [
-        json.dumps(_row(avg_ts=20.0)),
-        json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=300.0)),
+        json.dumps(_row(avg_ts=2000.0)),
+        json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=2500.0)),
         json.dumps(_row(avg_ts=float("nan"))),
         json.dumps(_row(avg_ts=float("inf"))),
         json.dumps(_row(avg_ts=0)),
@@ -261,7 +266,9 @@ def gpu_bench(tmp_path, monkeypatch):
 
     def run(rows: list[dict], *flags: str) -> int:
         lines = [json.dumps(r) for r in rows]
-        monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, lines)))
+        # the weights on the host: an 8B's decode there at about what the model predicts
+        host = [json.dumps({**r, "n_gpu_layers": 0, "avg_ts": 1.5}) for r in rows]
+        monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(_fake_bench(tmp_path, lines, host)))
         return main(["bench", str(model), "--quick", *flags])
 
     return gpus[0], run
@@ -336,7 +343,7 @@ def test_a_store_nested_deep_breaks_no_command(bench_here, capsys, tmp_path):
 def test_a_store_from_before_served_points_were_held_is_fitted_anew(env):
     """One served request on a busy host once moved every prediction five-fold: a store
     written then (no "held") is read with the rules of now."""
-    served = _point("served decode", tps=12.0, source="llama-server", predicted_tps=60.0)
+    served = _point("served decode", tps=15.0, source="llama-server", predicted_tps=60.0)
     path = _save(env, served)
     raw = json.loads(path.read_text())
     raw["calibration"].update(gpu_decode=5.0, points=1)
@@ -415,7 +422,7 @@ def test_a_store_of_an_earlier_speed_model_is_kept_aside_not_applied(env, capsys
 def test_host_given_is_not_calibrated_by_this_machine(bench_here, capsys, tmp_path):
     """--host describes another CPU: this EPYC's host scales were applied to it, and it
     said "calibrated on this rig"."""
-    rows = [json.dumps(_row(avg_ts=20.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=300.0))]
+    rows = [json.dumps(_row(avg_ts=2000.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=2500.0))]
     rc, _out, _err = bench_here(capsys, rows)
     assert rc == 0
     model = str(tmp_path / "m.gguf")
@@ -430,7 +437,7 @@ def test_host_given_is_not_calibrated_by_this_machine(bench_here, capsys, tmp_pa
 
 def test_quant_says_its_speeds_are_calibrated(bench_here, capsys, tmp_path):
     """quant applied this rig's calibration to its t/s column and never said so."""
-    rows = [json.dumps(_row(avg_ts=20.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=300.0))]
+    rows = [json.dumps(_row(avg_ts=2000.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=2500.0))]
     assert bench_here(capsys, rows)[0] == 0
     model = str(tmp_path / "m.gguf")
     assert main(["quant", model, "--gpus", "cpu"]) == 0
@@ -438,3 +445,25 @@ def test_quant_says_its_speeds_are_calibrated(bench_here, capsys, tmp_path):
     assert main(["quant", model, "--gpus", "cpu", "--json"]) == 0
     speeds = [r["speed"] for r in json.loads(capsys.readouterr().out)["rows"] if r["speed"]]
     assert speeds and all(s["calibrated"].startswith("calibrated on this rig") for s in speeds)
+
+
+def test_a_point_far_off_its_prediction_does_not_set_a_scale_to_the_clamp():
+    """One point 40x slower than predicted (a toy model's prompt on a busy machine) set
+    the host's prompt scale to its clamp, x5, for every later prediction on the rig."""
+    good = MeasuredPoint(False, 0.012, 0.0, 0.01)
+    wild = MeasuredPoint(False, 0.4, 0.0, 0.01)
+    got = fit_calibration("r", "d", [good, wild])
+    assert got.points == 1 and got.host_prefill == pytest.approx(1.2, rel=0.01)
+    alone = fit_calibration("r", "d", [wild])
+    assert alone.points == 0 and alone.host_prefill == 1.0
+
+
+def test_a_bench_point_far_off_its_prediction_is_left_out_and_said(gpu_bench, capsys):
+    gpu, run = gpu_bench
+    gpu.util_gpu = 0
+    assert run([_row(n_gpu_layers=99, avg_ts=1.0)], "--json") == 0  # 8B Q4_0 on a 3090
+    out = _strict(capsys.readouterr().out)
+    assert isinstance(out, dict)
+    why = out["points"][0]["left_out"]  # (the GPU's; the quick run's other is the CPU's)
+    assert why.startswith("measured ") and "x slower than predicted" in why
+    assert out["calibration"] is None or out["calibration"]["gpu_decode"] == 1.0

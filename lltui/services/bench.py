@@ -40,6 +40,7 @@ from lltui.core.speed.calibration import (
     MeasuredPoint,
     busy_gpu,
     busy_host,
+    far_off,
     fit_calibration,
     miss,
     predicted_s,
@@ -461,9 +462,11 @@ class _Measured:
 
     @property
     def small(self) -> str | None:
-        """Why it does not calibrate: the model is too small for what it measured, or
-        nothing was predicted for it."""
-        return NO_PREDICTION if self.predicted is None else too_small(self.fixed)
+        """Why it does not calibrate: the model is too small for what it measured, nothing
+        was predicted for it, or it is too far from the prediction to be this rig's speed."""
+        if self.predicted is None:
+            return NO_PREDICTION
+        return too_small(self.fixed) or (far_off(self.point) if self.point else None)
 
     def left_out(self, busy_ok: bool) -> str | None:
         return self.small or (None if busy_ok else self.busy)
@@ -624,13 +627,16 @@ def _left_out(measured: Sequence[_Measured], busy_ok: bool) -> tuple[str, ...]:
             f"{len(unpredicted)} of {len(measured)} points left out of the calibration: "
             f"{NO_PREDICTION}"
         )
-    small = [m for m in measured if m.predicted is not None and m.small is not None]
+    small = [m for m in measured if m.predicted is not None and too_small(m.fixed)]
     if small:
         worst = max(small, key=lambda m: m.fixed)
         lines.append(
             f"{len(small)} of {len(measured)} points left out of the calibration: "
             f"{worst.small}; a larger model calibrates this rig"
         )
+    off = [why for m in measured if m not in small and m.point and (why := far_off(m.point))]
+    if off:
+        lines.append(f"{len(off)} of {len(measured)} points left out of the calibration: {off[0]}")
     busy = [m for m in measured if m.small is None and m.busy is not None]
     if busy and not busy_ok:
         worst = max(busy, key=lambda m: (m.others or 0.0, m.gpu_busy or 0.0))

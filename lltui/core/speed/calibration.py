@@ -7,8 +7,8 @@ copies from host memory across the link (host experts for a prompt, ``-nkvo``'s 
 tensor split's all-reduces and the other links take. The scales are measured over predicted
 time per kind of work (GPU or host, decode or prompt; copies; all-reduces), fitted in turn
 on the points where that work takes part (a few rounds of a one-dimensional least squares in
-log space), and clamped to a factor of 5: a measurement that far off is a wrong setup, not a
-faster card.
+log space), and clamped to a factor of 5; a point further off than that is left out
+(:func:`far_off`): a measurement that far off is a wrong setup, not a faster card.
 
 Any point counts only where the host was otherwise idle while it was measured: processes
 other than lltui and what it measures took at most :data:`HOST_BUSY_MAX` of all the CPUs'
@@ -110,6 +110,23 @@ class MeasuredPoint:
         )
 
 
+def far_off(p: MeasuredPoint) -> str | None:
+    """Why a point cannot calibrate for how far it is from the uncalibrated prediction, in
+    words (None: within a factor of :data:`SCALE_LIMIT`, as far as a scale may go). A miss
+    that large is a wrong setup or what the speed model does not cover (a toy model, a
+    busy machine, a throttled card), not this rig's speed: fitted, it set its scale to the
+    clamp and every later prediction on the rig with it."""
+    predicted = p.gpu_s + p.host_s + p.other_s + p.copy_s + p.reduce_s
+    if not p.usable or 1 / SCALE_LIMIT <= p.measured_s / predicted <= SCALE_LIMIT:
+        return None
+    ratio = p.measured_s / predicted
+    how = f"{ratio:.0f}x slower" if ratio > 1 else f"{1 / ratio:.0f}x faster"
+    return (
+        f"measured {how} than predicted, past the {SCALE_LIMIT:g}x a calibration may move: "
+        "a wrong setup or what the speed model does not cover, not this rig's speed"
+    )
+
+
 def busy_host(share: float | None, over: str) -> str | None:
     """Why a speed measured over ``over`` (the request, the run) cannot calibrate this rig
     for what else used its CPUs, in words; None: the host was otherwise idle. ``share``:
@@ -204,7 +221,8 @@ def fit_calibration(rig: str, date: str, points: Sequence[MeasuredPoint]) -> Cal
     llama-bench points as they are, served points once several agree, each moving its
     scale a bounded step (see the module docstring). ``date``: where no point has one."""
     good = [p for p in points if p.usable]
-    bench = [p for p in good if not p.served]
+    # (a served point that far off is held like any other that does not agree)
+    bench = [p for p in good if not p.served and far_off(p) is None]
     served = [p for p in good if p.served]
     base = _fit(Calibration(rig=rig, date=date), bench)
     counted = _agreeing(base, served)
