@@ -451,9 +451,11 @@ def test_a_toy_models_decode_does_not_calibrate(bench_env, tmp_path, capsys):
 def test_a_budget_stops_llama_bench_and_keeps_what_ran(bench_env, tmp_path, capsys):
     spec = gf.llama_spec(n_layer=8, n_embd=1024, n_ff=4096, n_head=8, head_dim=128)
     (model,) = gf.write_model(tmp_path / "m.gguf", spec, "Q8_0")  # seconds a test, not ms
-    out = _bench_json(capsys, str(model), "--budget", "1", "-t", "1")
+    rc = main(["bench", str(model), "--budget", "1", "-t", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
     assert out["stopped"] == "the time budget ran out"
     assert len(out["points"]) < 4
+    assert rc == (0 if out["points"] else 1)  # nothing measured is no success
 
 
 @pytest.mark.slow

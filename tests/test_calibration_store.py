@@ -320,7 +320,7 @@ def test_a_row_with_out_of_range_counts_is_no_internal_error(bench_here, capsys)
     huge = json.dumps(_row()).replace('"n_prompt": 0', '"n_prompt": 1e999')
     neg = json.dumps(_row(n_gen=-(2**40)))
     rc, out, err = bench_here(capsys, [huge, neg])
-    assert rc == 0 and "internal error" not in err
+    assert rc == 1 and "internal error" not in err and "no test finished" in err
     assert out["points"] == [] and out["calibration"] is None
 
 
@@ -467,3 +467,30 @@ def test_a_bench_point_far_off_its_prediction_is_left_out_and_said(gpu_bench, ca
     why = out["points"][0]["left_out"]  # (the GPU's; the quick run's other is the CPU's)
     assert why.startswith("measured ") and "x slower than predicted" in why
     assert out["calibration"] is None or out["calibration"]["gpu_decode"] == 1.0
+
+
+def test_a_bench_that_measured_nothing_is_no_success(bench_here, capsys):
+    """llama-bench that exits 0 and prints no result: "(no test finished)" and exit 0."""
+    rc, out, err = bench_here(capsys, ["llama-bench: nothing to say"])
+    assert rc == 1 and out["points"] == []
+    assert err.strip().splitlines() == [
+        "lltui: bench: no test finished (llama-bench printed no result lltui could read)"
+    ]
+
+
+def test_no_store_says_the_calibration_shown_is_not_kept(bench_here, capsys):
+    rows = [json.dumps(_row(avg_ts=2000.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=2500.0))]
+    rc, out, _err = bench_here(capsys, rows, "--no-store")
+    assert rc == 0 and out["calibration"] is not None and out["stored"] is None
+    assert out["not_stored"].startswith("--no-store")
+
+
+def test_reset_of_a_store_that_cannot_be_removed_is_one_line(tmp_path, monkeypatch, capsys):
+    """A file where the data folder should be: "internal error" and exit 1."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker))
+    assert main(["bench", "--reset"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("lltui: bench: cannot remove ")
+    assert "internal error" not in err[0]

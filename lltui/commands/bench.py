@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(to_json(report))
     else:
         print(to_text(report))
+    if not report.points:  # nothing measured is no calibration: not a success
+        why = report.stopped or "llama-bench printed no result lltui could read"
+        sys.stderr.write(f"lltui: bench: no test finished ({why})\n")
+        return 1
     return 0
 
 
@@ -101,7 +105,12 @@ def _store_command(argv: list[str], as_json: bool) -> int:
         what = rest[0] if rest else "--show with --reset"
         raise CliError(f"bench: --show and --reset take no model or flags (got {what!r})", 2)
     if "--reset" in argv:
-        shown = reset_calibration()
+        from lltui.services.bench import BenchFailed
+
+        try:
+            shown = reset_calibration()
+        except BenchFailed as exc:
+            raise CliError(f"bench: {exc}", exc.code) from None
         if as_json:
             print_json({"path": shown.path, "removed": shown.record is not None})
         elif shown.record is not None:

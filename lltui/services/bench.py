@@ -581,6 +581,8 @@ def _finish(
                     stored = str(rig_store.save(record, request.env))
                 except OSError as exc:
                     not_stored = f"{rig_store.store_dir(request.env)}: {exc.strerror or exc}"
+            else:
+                not_stored = "--no-store: this calibration is shown, the stored one stays"
     points = []
     for m in measured:
         pred = _tps(m.predicted, m.row.decode)
@@ -772,6 +774,9 @@ def reset_calibration(env: dict[str, str] | None = None) -> StoredCalibration:
     from lltui.sources.gpu import rig_store
 
     shown = show_calibration(env)
-    with rig_store.locked(env), contextlib.suppress(FileNotFoundError):
-        os.unlink(shown.path)
+    try:
+        with rig_store.locked(env), contextlib.suppress(FileNotFoundError):
+            os.unlink(shown.path)
+    except OSError as exc:  # (a store written by root, a file where its folder should be)
+        raise BenchFailed(f"cannot remove {shown.path}: {exc.strerror or exc}", 1) from None
     return shown
