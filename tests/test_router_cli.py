@@ -78,6 +78,15 @@ def test_bad_router_input_is_one_line(folder, capsys, args, message):
     assert message in err and len(err.splitlines()) == 1
 
 
+def test_a_model_typed_on_the_command_line_that_cannot_be_read_is_refused(folder, capsys):
+    """It was left out with a warning and the router started with the others (exit 0); a
+    folder's unreadable file is still left out, the typed path is the user's typo."""
+    good = str(next(folder.glob("*.gguf")))
+    assert main(["launch", good, str(folder / "nope.gguf"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope.gguf: cannot read" in err[0], err
+
+
 def test_a_missing_source_and_router_options_without_a_router(tmp_path, capsys):
     assert main(["launch", "--models", str(tmp_path / "nowhere.ini"), "--dry-run"]) == 2
     assert "nowhere.ini" in capsys.readouterr().err

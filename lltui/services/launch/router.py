@@ -187,7 +187,9 @@ class RouterSession(Session):
             with_keep(entries, kept), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
         )
         try:
-            report = plan_models(request, skip_bad=True)
+            # a folder's or a preset's file that cannot be read is left out, with a line; a
+            # model the user typed on the command line is refused, as one model's launch is
+            report = plan_models(request, skip_bad=req.source is not None)
         except FitFailed as exc:  # (the front end puts its own name first)
             raise LaunchError(str(exc).removeprefix("launch: "), exc.code) from None
         for name, why in report.left_out:
