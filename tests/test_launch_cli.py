@@ -78,6 +78,7 @@ def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
     )  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0
+    assert len(out.splitlines()) == 1  # JSON lines, as --json says (it was one indented object)
     data = json.loads(out)
     assert data["argv"] == [
         server, "-lv", "4", "-m", str(tiny_model), "--host", "127.0.0.1", "--port", "18555",
@@ -87,6 +88,14 @@ def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
     assert set(data["env_unset"]) == {"LLAMA_API_KEY"}  # an exported GGML_CUDA_P2P stays
     assert data["url"] == "http://127.0.0.1:18555"
     assert data["binary"]["flags_checked"] is True
+
+
+def test_a_dry_run_open_to_the_network_warns_as_the_real_run_does(server_env, tiny_model, capsys):
+    assert main(["launch", str(tiny_model), "--host", "0.0.0.0", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: listening on 0.0.0.0 with no API key" in err
+    assert main(["launch", str(tiny_model), "--dry-run"]) == 0
+    assert "no API key" not in capsys.readouterr().err
 
 
 def test_a_later_part_of_a_split_model_is_launched_from_its_first(server_env, tmp_path, capsys):

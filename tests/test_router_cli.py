@@ -37,7 +37,9 @@ def test_the_dry_run_shows_the_router_and_the_preset_it_would_write(folder, caps
     code = main(["launch", "--models", str(folder), "-c", "512", "-t", "1", "--port", "8099",
                  "--pin", "alpha", "--dry-run", "--json"])  # fmt: skip
     assert code == 0
-    out = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    assert len(printed.splitlines()) == 1  # JSON lines
+    out = json.loads(printed)
     argv = out["argv"]
     assert argv[argv.index("--models-preset") + 1] == out["preset_path"]
     assert out["preset_path"].endswith("router-8099.ini")

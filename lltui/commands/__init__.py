@@ -28,10 +28,11 @@ class CliError(Exception):
         self.answered = answered
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: Any, *, line: bool = False) -> None:
     """Strict JSON: a NaN or infinity (a reading no device gives) is null, never the
-    ``NaN``/``Infinity`` tokens other tools' parsers refuse."""
-    json.dump(_finite(obj), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
+    ``NaN``/``Infinity`` tokens other tools' parsers refuse. ``line``: on one line (a
+    command whose --json is JSON lines)."""
+    json.dump(_finite(obj), sys.stdout, indent=None if line else 2, allow_nan=False)
     sys.stdout.write("\n")
 
 

@@ -71,7 +71,8 @@ def dry_run(
                     "flags_checked": flags is not None,
                 },
             }
-            | ({"rpc_hosts": rpc_json(rpc, with_argv=True)} if rpc is not None else {})
+            | ({"rpc_hosts": rpc_json(rpc, with_argv=True)} if rpc is not None else {}),
+            line=True,
         )
         return 0
     import shlex

@@ -57,7 +57,8 @@ def dry_run(
                 "on_demand": _on_demand_json(prepared),
                 "plan": plan_to_json(prepared.report.plan, prepared.report.notes),
             }
-            | ({"rpc_hosts": rpc_json(rpc, with_argv=True)} if rpc is not None else {})
+            | ({"rpc_hosts": rpc_json(rpc, with_argv=True)} if rpc is not None else {}),
+            line=True,
         )
         return 0
     _dry_run(prepared.launch, environ, as_json=False, url=prepared.url, rpc=rpc)

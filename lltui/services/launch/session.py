@@ -119,6 +119,13 @@ class Session:
         words = given.spec.args.to_argv()
         self.policy.check([*words, *(("--api-key-file",) if given.spec.api_key_file else ())])
         spec = runtime_spec(given.spec, self.environ)
+        if not is_loopback(spec.host) and not spec.api_key and not spec.api_key_file:
+            # (said by a dry run too: what it shows would be open to the network)
+            self._note(
+                "warning",
+                f"listening on {spec.host} with no API key: "
+                "anyone who can reach this machine can use the server",
+            )
         split_warning = self._split_warning(spec.args)
         if split_warning:
             self._note("warning", split_warning)
@@ -208,12 +215,6 @@ class Session:
         ``on_line``/``on_event``: the supervisor's listeners (a watch's)."""
         prepared = self._ensure_prepared()
         spec = prepared.spec
-        if not is_loopback(spec.host) and not spec.api_key and not spec.api_key_file:
-            self._note(
-                "warning",
-                f"listening on {spec.host} with no API key: "
-                "anyone who can reach this machine can use the server",
-            )
         if keep_running:
             self.log_file = self._keep_running_log(spec)
         self._keep_running = keep_running
