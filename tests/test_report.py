@@ -112,3 +112,11 @@ def test_out_never_replaces_the_log_it_reports(tmp_path, capsys):
         assert main(argv) == 2
         assert "is the log being reported" in capsys.readouterr().err
     assert log.read_bytes() == before
+
+
+def test_the_nccl_section_speaks_words_not_python(capsys):
+    """It printed "available: True": a Python value in a Markdown report."""
+    assert main(["report", "--source", "sim:kaggle-2xt4"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.startswith("available: "))
+    assert line.split()[1] in ("yes", "no") and "True" not in text and "False" not in text

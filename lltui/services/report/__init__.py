@@ -128,7 +128,8 @@ def _nccl(source: str | None) -> Section:
     except ValueError as exc:
         return Section("NCCL", f"no NCCL report: {exc}", {"error": str(exc)})
     lines = [
-        f"available: {data.get('available')}  version: {data.get('version')}",
+        f"available: {'yes' if data.get('available') else 'no'}  "
+        f"version: {data.get('version') or 'unknown'}",
         f"path: {data.get('path')}",
     ]
     lines += [f"{k}={v}" for k, v in (data.get("env") or {}).items() if v is not None]
