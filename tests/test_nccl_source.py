@@ -79,6 +79,18 @@ def test_lltui_nccl_json_with_the_real_library(capsys, monkeypatch):
         assert set(f) == {"severity", "code", "message", "hint"}
 
 
+@needs_wheel
+def test_a_lib_named_without_a_slash_is_the_file_here(capsys, monkeypatch, tmp_path):
+    """`--lib mynccl.so` went to the loader as a name to search the system's folders for
+    ("No such file"), and `--lib libnccl.so.2` in a build folder could load the system's."""
+    path, _ = WHEEL
+    (tmp_path / "mynccl.so").symlink_to(path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["nccl", "--json", "--lib", "mynccl.so"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["available"] is True and data["path"] == str(tmp_path / "mynccl.so")
+
+
 def test_lltui_nccl_without_a_library_is_exit_1(capsys, tmp_path):
     assert main(["nccl", "--lib", str(tmp_path / "libnccl.so.2")]) == 1
     out = capsys.readouterr().out

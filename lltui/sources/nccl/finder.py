@@ -197,10 +197,13 @@ def find_cudart_candidates(
 
 
 def explicit_path(lib_path: str | None, env_var: str, default_soname: str) -> str | None:
-    """A path the caller named (argument, then environment); None means search."""
-    if lib_path and lib_path != default_soname:
-        return lib_path
-    return os.environ.get(env_var) or None
+    """A path the caller named (argument, then environment); None means search. A name
+    without a slash that is a file here is that file (the loader would search the system's
+    folders for the name, and load the system's libnccl beside a build's own)."""
+    named = lib_path if lib_path and lib_path != default_soname else os.environ.get(env_var)
+    if named and os.sep not in named and os.path.isfile(named):
+        return os.path.abspath(named)
+    return named or None
 
 
 def load_cdll(path: str) -> Any:
