@@ -386,3 +386,25 @@ def test_a_refusal_with_room_to_spare_is_not_a_negative_shortfall():
     f = Failed("failed", 3, "oom", device="CPU", needed_bytes=256 << 20, free_bytes=24 << 30)
     assert f.short_bytes is None
     assert Failed("x", 3, "oom", needed_bytes=3 << 30, free_bytes=1 << 30).short_bytes == 2 << 30
+
+
+def test_a_log_through_a_pipe_is_read_as_standard_input_is(capsys, tmp_path):
+    """`lltui explain <(cat log)` said "/dev/fd/63: not a file"."""
+    import threading
+
+    fifo = tmp_path / "log.pipe"
+    os.mkfifo(fifo)
+    body = (LOGS / "11-llama20431-model-load-oom-2026.log").read_bytes()
+
+    def write() -> None:
+        with open(fifo, "wb") as f:
+            f.write(body)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        assert main(["explain", str(fifo), "--json"]) == 0
+    finally:
+        writer.join(10)
+    data = json.loads(capsys.readouterr().out)
+    assert data["failed"]["device"] == "CUDA0"

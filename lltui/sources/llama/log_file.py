@@ -9,6 +9,7 @@ characters) is refused at once. ``-`` reads standard input the same way (its hea
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,6 +57,12 @@ def _open(path: str) -> tuple[BinaryIO, int]:
         st = os.stat(path)
     except OSError as exc:
         raise LogFileError(f"{path}: {exc.strerror or exc}") from None
+    if stat.S_ISFIFO(st.st_mode):  # <(cat log), a named pipe: read as standard input is
+        try:
+            # (a named pipe waits for its writer here, as cat would)
+            return open(path, "rb"), 0  # (closed by the generator)
+        except OSError as exc:
+            raise LogFileError(f"{path}: {exc.strerror or exc}") from None
     if not os.path.isfile(path):
         raise LogFileError(f"{path}: not a file")
     try:
