@@ -408,3 +408,16 @@ def test_a_log_through_a_pipe_is_read_as_standard_input_is(capsys, tmp_path):
         writer.join(10)
     data = json.loads(capsys.readouterr().out)
     assert data["failed"]["device"] == "CUDA0"
+
+
+def test_an_allocation_that_fails_after_the_model_loaded_is_the_servings(tmp_path):
+    """It was said as the load's failure and held against the load's compute buffer."""
+    log = tmp_path / "serving.log"
+    failed = "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size"
+    log.write_text(f"{PINNED.read_text()}{failed} 9268435456\n")
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    assert r.failed is not None and r.failed.stage == "serving"
+    assert r.failed.predicted_bytes is None  # no buffer of the load's to hold it against
+    from lltui.core.explain.report import report_to_text
+
+    assert "while serving, after the model loaded" in report_to_text(r)

@@ -329,9 +329,12 @@ def _failed_text(r: ExplainReport) -> list[str]:
     assert f is not None
     out = [f"FAILED (line {f.line}): {f.message}"]
     if f.kind == "oom":
-        what = f"{f.stage} " if f.stage else ""
+        serving = f.stage == "serving"
+        what = f"{f.stage} " if f.stage and not serving else ""
         needed = f"{_mib(f.needed_bytes)} MiB" if f.needed_bytes is not None else "memory"
         line = f"{f.device or 'a device'} ran out allocating {what}{needed}"
+        if serving:
+            line += " while serving, after the model loaded (not the load's buffers)"
         if f.free_bytes is not None:
             line += f" with {_mib(f.free_bytes)} MiB free"
             if f.short_bytes is not None:

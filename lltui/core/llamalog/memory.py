@@ -110,6 +110,7 @@ class MemoryFold:
         self.unparsed_dropped = 0
         self.notes: list[str] = []
         self.loading_started = False  # the last load's start line was seen (no new one)
+        self.loaded = False  # the server said its model loaded (a failure now is serving's)
         self.cpu: str | None = None
         self.slots: tuple[int, int, str | None] | None = None
         self.mmproj_mib: float | None = None
@@ -127,6 +128,8 @@ class MemoryFold:
             self._vote(line)
         if isinstance(event, FitEnd):
             event = event.failure  # what a --fit that failed says of memory: the failure
+        if isinstance(event, Flag) and event.what == "model_loaded":
+            self.loaded = True
         if (
             event is not None
             and not isinstance(event, Instance)
@@ -357,6 +360,7 @@ class MemoryFold:
         self.load = _Load()
         self.cache = None
         self.loading_started = True
+        self.loaded = False
         # what a load's context says of itself (an earlier run's flash attention was not it)
         self.flash_attn = None
         self.pipeline_parallel = self.set_rows_off = False
@@ -377,7 +381,8 @@ class MemoryFold:
             self.model_path = path  # failure lines name the model (failed to load model 'X')
         if len(self.failures) >= MAX_FAILURES:
             return
-        stage = failure.stage or self._stage()
+        # after "model loaded", an allocation that fails is a request's, not the load's
+        stage = "serving" if self.loaded else failure.stage or self._stage()
         message = failure.message.strip()[:500]
         self.failures.append(replace(failure, message=message, stage=stage, load=self.loads))
         self.last_failure = self.n
