@@ -435,6 +435,17 @@ def test_cli_json_and_text(models, capsys):
     assert "llama.cpp's own --fit" in text
 
 
+def test_the_flags_the_planner_replaces_are_said(models, capsys):
+    """A -ts, -mg or -ncmoe given was dropped without a word (the header named neither)."""
+    argv = ["fit", models["8b"], *C4K, "-ts", "3,1", "-mg", "1", "--gpus", "4090,3060"]
+    assert main([*argv, "--best", "decode", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["planner"]["replaced"] == ["-ts", "3,1", "-mg", "1"]
+    assert main([*argv, "--best", "decode"]) == 0
+    assert "(-ts 3,1 -mg 1 given: the planner chooses these itself)" in capsys.readouterr().out
+    assert main(["fit", models["8b"], *C4K, "--gpus", "4090,3060", "--best", "decode"]) == 0
+    assert "given: the planner chooses" not in capsys.readouterr().out
+
+
 def test_cli_bad_goal_is_one_line(models, capsys):
     assert main(["fit", models["3b"], "--gpus", "24GiB", "--best", "fastest"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -68,6 +68,7 @@ def plan_json(
         "context": plan.context,
         "estimates": plan.estimates,
         "skipped_sets": plan.skipped,
+        "replaced": list(plan.replaced),
         "winner": option_json(model, plan.best) if plan.best else None,
         "options": [option_json(model, o) for o in plan.options],
         "tensor_or_layer": None
@@ -104,8 +105,10 @@ def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str |
 
     lines = [
         f"\nbest for {plan.goal} at context {plan.context} (the planner: {plan.estimates} "
-        f"estimates; -sm, -dev, -ngl/--n-cpu-moe and -ub chosen):"
+        f"estimates; -sm, -dev, -ts, -mg, -ngl/--n-cpu-moe and -ub chosen):"
     ]
+    if plan.replaced:
+        lines.append(f"  ({' '.join(plan.replaced)} given: the planner chooses these itself)")
     fitting = [o for o in plan.options if o.fits]
     if not fitting:
         lines.append("  nothing this search tried fits")

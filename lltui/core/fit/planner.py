@@ -133,6 +133,7 @@ class PlanResult:
     # the best layer split again with a KV_OPTION cache, where that is faster for the goal
     # (fewer on the host); a quality cost, so beside the ranking, not in it
     kv_option: PlanOption | None = None
+    replaced: tuple[str, ...] = ()  # the user's own flags the planner chose anew (-ts 3,1)
 
     @property
     def best(self) -> PlanOption | None:
@@ -498,6 +499,13 @@ def plan_best(
         tensor_note=refusal,
         estimates=s.done,
         skipped=skipped,
+        # (a -dev given is kept: the GPUs to choose among)
+        replaced=tuple(
+            w
+            for g in settings.given_args
+            if g.key in _CHOSEN - {"devices"}
+            for w in (g.flag, *g.values)
+        ),
         kv_option=_kv_option(search, ranked, tried.offloads),
     )
 
