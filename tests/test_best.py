@@ -175,3 +175,18 @@ def test_a_split_that_leaves_a_gpu_empty_says_so(tmp_path, capsys):
     for b in emptying:
         assert "puts every layer on one GPU" in b["gains"]
         assert "room for" not in b["gains"]
+
+
+def test_a_quantized_kv_cache_that_buys_nothing_is_not_listed(paths):
+    """The 8B fits two 24 GiB GPUs whole at its trained context: q8_0 and q4_0 caches were
+    listed below the f16 line at the same context and speeds, giving up quality for
+    nothing."""
+    model = read_gguf(paths["dense"])
+    devs = parse_gpus_spec("24GiB,24GiB").devices
+    got = best_configs(model, parse_llama_args(["-c", "4096"]), devs, OPTS, goal="context")
+    assert got and got[0].kv == "f16"
+    assert all(c.kv == "f16" for c in got), [(c.flags, c.kv) for c in got]
+    # where a cache buys something (here more layers on the GPUs, faster), it is offered
+    small = parse_gpus_spec("9GiB,9GiB").devices
+    more = best_configs(model, parse_llama_args(["-c", "32768"]), small, OPTS, goal="context")
+    assert any(c.kv != "f16" for c in more), [(c.flags, c.kv) for c in more]

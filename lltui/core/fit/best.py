@@ -728,7 +728,21 @@ def best_configs(
     for c in ranked:
         if c.flags not in {u.flags for u in unique}:
             unique.append(c)
-    return unique[:limit]
+    return [c for c in unique if not any(_cheaper(a, c) for a in unique)][:limit]
+
+
+def _cheaper(a: Candidate, b: Candidate) -> bool:
+    """``a`` gives all ``b`` gives for less quality: a K/V cache nearer f16, as much context,
+    as fast (within 2 %) at decode and prompts, and the CPU kept out where ``b`` keeps it
+    out. A q8_0 cache that buys nothing was listed beside the f16 line it equals."""
+    return (
+        KV_LOSS.get(a.kv, 0) < KV_LOSS.get(b.kv, 0)
+        and a.max_ctx >= b.max_ctx
+        and (a.fits_asked or not b.fits_asked)
+        and (a.gpu_only or not b.gpu_only)
+        and speed_tier(a.decode_tps, b.decode_tps) <= 0
+        and speed_tier(a.prefill_tps, b.prefill_tps) <= 0
+    )
 
 
 def _host_weights_given(settings: LlamaArgs) -> str | None:
