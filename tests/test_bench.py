@@ -240,6 +240,8 @@ def test_calibration_recovers_the_scales_the_points_were_made_with():
         assert getattr(got, field) == pytest.approx(getattr(truth, field), rel=0.02), field
     assert got.scales(True)[0] == pytest.approx(1.3, rel=0.02)
     assert got.note() == f"calibrated on this rig from {len(points)} points, 2026-01-01"
+    one = fit_calibration("rig", "2026-01-01", points[:1])
+    assert one.note() == "calibrated on this rig from 1 point, 2026-01-01"  # (not "1 points")
 
 
 def test_a_point_measures_the_kind_of_work_it_spends_most_on():

@@ -113,7 +113,8 @@ def _ready_line(prepared: PreparedRouter, st: LaunchState, as_json: bool) -> str
         demand = f"; loaded on demand (the router itself at {prepared.launch.spec.url})"
     return (
         f"llama-server router ready at {prepared.url} (pid {st.pid}): "
-        f"{len(names)} models: {', '.join(names)}; preset {prepared.preset_path}{demand}"
+        f"{len(names)} model{'s' if len(names) != 1 else ''}: {', '.join(names)}; "
+        f"preset {prepared.preset_path}{demand}"
     )
 
 

@@ -40,4 +40,5 @@ class Calibration:
     def note(self) -> str:
         """What a prediction that uses it says: ``calibrated on this rig from 5 points,
         2026-01-02`` (the newest point that counts)."""
-        return f"calibrated on this rig from {self.points} points, {self.date}"
+        points = f"{self.points} point{'s' if self.points != 1 else ''}"
+        return f"calibrated on this rig from {points}, {self.date}"
