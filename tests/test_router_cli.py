@@ -282,3 +282,22 @@ def test_a_log_file_is_the_routers_not_every_models(folder, tmp_path, capsys):
     argv = out["argv"]
     assert argv[argv.index("--log-file") + 1] == log
     assert "log-file" not in out["preset"]
+
+
+def test_a_request_that_loaded_its_model_is_said_after_the_load(capsys):
+    """`served b: ...` came before `b: loading` / `b: loaded`: in order, a model was served
+    before it loaded."""
+    from lltui.commands.launch_output import StatePrinter
+    from lltui.core.speed.served import SpeedCheck
+    from lltui.services.launch.state import LaunchState, ModelRow, RouterView, Speed, Tail
+
+    news = Tail(limit=256).add([ModelRow("b", "loading", False), ModelRow("b", "loaded", False)])
+    check = SpeedCheck(1, False, 20, 10, 1800.0, 1700.0, model="b")
+    st = LaunchState(
+        phase="ready",
+        router=RouterView(news=news),
+        speed=Speed(served=Tail(limit=16).add([check])),
+    )
+    StatePrinter(lambda st: [], as_json=True)(st)
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in events] == ["model", "model", "speed"]

@@ -228,11 +228,7 @@ class StatePrinter:
             self._ready_said = True
             for line in self._ready(st):
                 say(line)
-        for check in st.speed.served.since(self._served):
-            say(self._speed(check))
-        self._served = st.speed.served.total
-        self._say_kv(st)
-        if st.router is not None:
+        if st.router is not None:  # (first: a request's speed after the load it waited for)
             for line in st.router.refused.since(self._refused):
                 if self._as_json:
                     say(json.dumps({"event": "refused", "message": line}))
@@ -241,6 +237,10 @@ class StatePrinter:
             for row in st.router.news.since(self._news):
                 say(json.dumps(model_event(row)) if self._as_json else row_text(row))
             self._refused, self._news = st.router.refused.total, st.router.news.total
+        for check in st.speed.served.since(self._served):
+            say(self._speed(check))
+        self._served = st.speed.served.total
+        self._say_kv(st)
 
     def _say_kv(self, st: LaunchState) -> None:
         """The KV fill each time the slots' tokens change (an idle server's empty cache is
