@@ -138,26 +138,63 @@ def test_a_command_that_prints_without_end_is_killed_past_its_output_limit():
     assert (done.returncode, done.stdout, done.stderr) == (0, "a\nb\n", "e")
 
 
+def _hung(pid_file: Path) -> str:
+    """A command that writes its pid to ``pid_file`` and sleeps."""
+    return f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)"
+
+
+def _pid_in(path: Path) -> int | None:
+    text = path.read_text().strip() if path.exists() else ""
+    return int(text) if text else None
+
+
+def _waiting_on_output(pid: int, threads: int = 1) -> bool:
+    """``threads`` of process ``pid`` wait in epoll (run_group reading its commands'
+    output: each registered with the reaper by then)."""
+    waiting = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            waiting += (task / "wchan").read_text() in ("do_epoll_wait", "ep_poll")
+    return waiting >= threads
+
+
+def _reaper_of(pid: int) -> int | None:
+    import psutil
+
+    return next((c.pid for c in psutil.Process(pid).children() if "-I" in c.cmdline()[1:3]), None)
+
+
 def test_what_run_group_runs_dies_with_an_lltui_that_is_killed(tmp_path):
-    """atexit never runs on SIGKILL: a hung ssh of a fleet's poll lived on."""
+    """atexit never runs on SIGKILL: a hung ssh of a fleet's poll lived on. A reaper that
+    was itself killed is started anew and told of every group that runs, not only the
+    next one."""
     import sys
 
-    pid_file = tmp_path / "child.pid"
-    hung = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)"
+    first, second, go = tmp_path / "a.pid", tmp_path / "b.pid", tmp_path / "go"
     lltui = (
-        "import sys\nfrom lltui.sources.proc_group import run_group\n"
-        f"run_group([sys.executable, '-c', {hung!r}], 600)\n"
+        "import os, sys, threading, time\nfrom lltui.sources.proc_group import run_group\n"
+        f"threading.Thread(target=run_group, args=([sys.executable, '-c', {_hung(first)!r}], 600),"
+        " daemon=True).start()\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.02)\n"
+        f"run_group([sys.executable, '-c', {_hung(second)!r}], 600)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", lltui])
     try:
-        assert wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
-        child = int(pid_file.read_text())
+        assert wait_for(lambda: _pid_in(first) and _waiting_on_output(parent.pid))
+        reaper = _reaper_of(parent.pid)
+        assert reaper is not None
+        os.kill(reaper, signal.SIGKILL)  # (the OOM killer, a user's kill)
+        assert wait_for(lambda: gone(reaper))
+        go.write_text("")
+        assert wait_for(lambda: _pid_in(second) and _waiting_on_output(parent.pid, 2))
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        assert wait_for(lambda: gone(child)), "the command outlived a killed lltui"
+        for path in (first, second):
+            child = _pid_in(path)
+            assert child and wait_for(lambda c=child: gone(c)), f"{path.name} outlived lltui"
     finally:
         parent.kill()
         parent.wait(10)
-        if pid_file.exists() and pid_file.read_text().strip():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        for path in (first, second):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(_pid_in(path), signal.SIGKILL)  # type: ignore[arg-type]

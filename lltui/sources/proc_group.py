@@ -123,10 +123,10 @@ def run_group(
         env=dict(env) if env is not None else None,
         start_new_session=True,
     )
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
-        _tell_reaper(f"+{proc.pid}")
     try:
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
+            _tell_reaper(f"+{proc.pid}")
         out, err = _read_capped(proc, timeout_s, max_bytes)
     except BaseException:  # the timeout, too much output, or lltui stopping while it waits
         # (never wait for the pipes to close: an ssh master holds a multiplexed session's
@@ -198,11 +198,11 @@ def _kill_running() -> None:
 # and, once its input ends (lltui is gone, a SIGKILL included, where atexit never runs),
 # kills what is left: a hung ssh of a fleet's poll lived on until its remote command ended.
 _REAPER_CODE = r"""
-import os, signal, sys
-groups = set()
+import collections, os, signal, sys
+groups = collections.Counter()  # (a pid reused by a new group before its old one's "-")
 for line in sys.stdin:
-    (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
-for pgid in groups:
+    groups[int(line[1:])] += 1 if line[0] == "+" else -1
+for pgid in [g for g, n in groups.items() if n > 0]:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
@@ -212,13 +212,14 @@ _reaper_proc: subprocess.Popen[bytes] | None = None
 
 
 def _tell_reaper(line: str) -> None:
-    """Tell the reaper (started on first use) of a group; called under _RUNNING_LOCK."""
+    """Tell the reaper (started on first use) of a group; called under _RUNNING_LOCK. A
+    reaper started anew (the last one was killed) is told every group that runs."""
     global _reaper_proc
     proc = _reaper_proc
     if proc is None or proc.poll() is not None:
         try:
             proc = _reaper_proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _REAPER_CODE],
+                [sys.executable or "python3", "-I", "-S", "-c", _REAPER_CODE],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -226,6 +227,8 @@ def _tell_reaper(line: str) -> None:
             )
         except OSError:
             return  # lltui's own exit still kills what runs
+        running = [p.pid for p in _RUNNING if f"+{p.pid}" != line]
+        line = "".join(f"+{pid}\n" for pid in running) + line
     assert proc.stdin is not None
     with contextlib.suppress(OSError):
         proc.stdin.write(f"{line}\n".encode())
