@@ -301,3 +301,10 @@ def test_a_request_that_loaded_its_model_is_said_after_the_load(capsys):
     StatePrinter(lambda st: [], as_json=True)(st)
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["event"] for e in events] == ["model", "model", "speed"]
+
+
+def test_a_router_dry_run_on_demand_open_to_the_network_warns(folder, capsys):
+    """The proxy's warning was said only once it started: a dry run showed nothing."""
+    assert main(["launch", "--models", str(folder), "--host", "0.0.0.0", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("listening on 0.0.0.0 with no API key") == 1

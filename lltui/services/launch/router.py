@@ -155,6 +155,14 @@ class RouterSession(Session):
         prepared = self.prepare_given(
             GivenLaunch(spec=spec), file_keys, require_binary=require_binary
         )
+        if self._public is not None:  # on demand: the proxy is what clients reach
+            host = self._public[0]
+            if not is_loopback(host) and not spec.api_key and not spec.api_key_file:
+                self._note(
+                    "warning",
+                    f"listening on {host} with no API key: "
+                    "anyone who can reach this machine can use the models and load them",
+                )
         header = [f"written by lltui for llama-server --models-preset (router on port {spec.port})"]
         text = preset_text(report.plan.models, prepared.flags, header)
         self._kept = set(kept)
@@ -256,14 +264,6 @@ class RouterSession(Session):
         _check_free(*(self._public or (spec.host, spec.port)))
         super().start(keep_running=keep_running, on_line=on_line, on_event=on_event)
         if self._public is not None:
-            host = self._public[0]
-            spec = self.launch.spec
-            if not is_loopback(host) and not spec.api_key and not spec.api_key_file:
-                self._note(
-                    "warning",
-                    f"listening on {host} with no API key: "
-                    "anyone who can reach this machine can use the models and load them",
-                )
             self._start_proxy(*self._public)
 
     def _start_proxy(self, host: str, port: int) -> None:
