@@ -340,6 +340,17 @@ def test_a_store_nested_deep_breaks_no_command(bench_here, capsys, tmp_path):
     assert "could not be read" not in capsys.readouterr().out  # said once
 
 
+def test_a_store_a_far_off_point_set_to_the_limit_is_fitted_anew(env):
+    """A store fitted before such points were left out kept its x5 scale until --reset."""
+    wild = _point("tg128", tps=2.0)  # 30x slower than the 60 t/s predicted
+    path = _save(env, wild, _point("pp512", tps=50.0))
+    raw = json.loads(path.read_text())
+    raw["calibration"].update(gpu_decode=5.0)
+    path.write_text(json.dumps(raw))
+    back = rig_store.load(RIG, env)
+    assert back is not None and back.calibration.gpu_decode == 1.0
+
+
 def test_a_store_from_before_served_points_were_held_is_fitted_anew(env):
     """One served request on a busy host once moved every prediction five-fold: a store
     written then (no "held") is read with the rules of now."""

@@ -33,7 +33,12 @@ from typing import Any
 
 from lltui import paths
 from lltui.core.hardware.calibration import Calibration
-from lltui.core.speed.calibration import SCALE_LIMIT, MeasuredPoint, fit_calibration
+from lltui.core.speed.calibration import (
+    SCALE_LIMIT,
+    MeasuredPoint,
+    far_off,
+    fit_calibration,
+)
 from lltui.core.speed.params import params_mark
 
 STORE_FORMAT = 1
@@ -208,10 +213,13 @@ def decode_store(data: str | bytes) -> RigRecord:
         raise StoreUnreadable(f"not a calibration store ({str(exc)[:60]})") from None
     points = tuple(p for p in map(_point, listed) if p is not None)
     skipped = len(listed) - len(points)
-    if skipped or "held" not in raw["calibration"]:
-        # fitted with what is now skipped, or before served points were held until several
-        # agree (one request on a busy host could move every prediction): fitted anew
-        cal = fit_calibration(cal.rig, cal.date, [p.measured() for p in points])
+    measured = [p.measured() for p in points]
+    wild = any(far_off(m) for m in measured if not m.served)
+    if skipped or "held" not in raw["calibration"] or wild:
+        # fitted with what is now skipped, before served points were held until several
+        # agree (one request on a busy host could move every prediction), or with a point
+        # too far off to be the rig's speed (it set its scale to the limit): fitted anew
+        cal = fit_calibration(cal.rig, cal.date, measured)
     return RigRecord(rig, build, cal, points, skipped)
 
 
