@@ -421,3 +421,28 @@ def test_an_allocation_that_fails_after_the_model_loaded_is_the_servings(tmp_pat
     from lltui.core.explain.report import report_to_text
 
     assert "while serving, after the model loaded" in report_to_text(r)
+
+
+def test_a_run_appended_that_fails_before_its_tensors_is_a_load_of_its_own(tmp_path):
+    """A retry that could not open its file was load 1's failure, and "serving" (load 1
+    had said "model loaded")."""
+    log = tmp_path / "retry.log"
+    log.write_text(
+        PINNED.read_text()
+        + "0.00.006.479 I srv    load_model: loading model 'models/x.gguf'\n"
+        + "0.00.006.500 E gguf_init_from_file: failed to open GGUF file 'models/x.gguf'\n"
+        + "0.00.006.502 E srv    load_model: failed to load model, 'models/x.gguf'\n"
+    )
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    assert r.facts.loads == 2 and {f.load for f in r.facts.failures} == {2}
+    assert r.failed is not None and r.failed.stage != "serving"
+
+
+def test_a_failure_before_any_load_is_said_as_such(tmp_path):
+    """ "load 1 of 1 failed ...; the verdict ... are load 1's" contradicted itself."""
+    log = tmp_path / "two.log"
+    log.write_text("error: invalid argument: --no-such-flag\n" + PINNED.read_text())
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    assert r.failed is None
+    (note,) = [n for n in r.notes if "failed (line 1" in n]
+    assert note.startswith("a run before load 1 failed (line 1: ")

@@ -71,8 +71,9 @@ def earlier_failures(facts: LogFacts) -> list[str]:
         if f is None:
             continue
         what = f"ran out of memory on {f.device}" if f.kind == "oom" and f.device else "failed"
+        run = f"load {load} of {facts.loads}" if load else "a run before load 1"
         lines.append(
-            f"load {max(load, 1)} of {facts.loads} {what} (line {f.line}: {f.message}); "
+            f"{run} {what} (line {f.line}: {f.message}); "
             f"the verdict and the comparison are load {facts.loads}'s"
         )
     return lines
@@ -111,7 +112,7 @@ def summarise(
         b.logged_bytes
         for b in facts.buffers
         if b.line < first.line
-        and b.load == max(last, 1)
+        and b.load == last
         # the host's memory: its buffers but the mapped file (page cache, given back)
         and (b.device == device or (host and is_host_buffer(b.device) and b.device != "CPU_Mapped"))
     )

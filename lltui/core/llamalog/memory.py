@@ -111,6 +111,7 @@ class MemoryFold:
         self.notes: list[str] = []
         self.loading_started = False  # the last load's start line was seen (no new one)
         self.loaded = False  # the server said its model loaded (a failure now is serving's)
+        self.started_by_path = False  # a new run's "loading model" began the current load
         self.cpu: str | None = None
         self.slots: tuple[int, int, str | None] | None = None
         self.mmproj_mib: float | None = None
@@ -232,6 +233,8 @@ class MemoryFold:
         if what == "tensors":
             if self.part == "draft":
                 self.draft = _Load()
+            elif self.started_by_path:
+                self.started_by_path = False  # (the load its "loading model" began)
             else:
                 self._new_load()
         elif what == "reserving" and self.part == "model":
@@ -246,6 +249,11 @@ class MemoryFold:
         elif what in ("draft", "parts_end"):
             self.part = "draft" if what == "draft" else "model"
         elif what == "model_path":  # (the server's "loading model": one per load)
+            # a run after one that loaded or failed (appended to the same file): its own
+            # load from here (it may fail before its tensors line would begin one)
+            if self.loaded or (self.failures and self.failures[-1].load == self.loads):
+                self._new_load()
+                self.started_by_path = True
             self._model_path(value)
         elif what == "loader_path":  # (the loader's: the same file, or a draft's)
             self.model_path = self.model_path or value
@@ -360,7 +368,7 @@ class MemoryFold:
         self.load = _Load()
         self.cache = None
         self.loading_started = True
-        self.loaded = False
+        self.loaded = self.started_by_path = False
         # what a load's context says of itself (an earlier run's flash attention was not it)
         self.flash_attn = None
         self.pipeline_parallel = self.set_rows_off = False
