@@ -579,3 +579,32 @@ def test_a_page_past_its_size_limit_is_one_line(monkeypatch) -> None:
         with pytest.raises(SourceUnavailable, match="more than"):
             src.open()
         src.close()
+
+
+def test_a_hosts_samples_never_go_back_when_another_host_fetches_meanwhile(monkeypatch):
+    """Two hosts of one page: b's "no metrics this time" sample took a number after the
+    answer a fetched meanwhile, so b's next real sample looked older and was dropped."""
+    from lltui.sources.gpu import prom
+
+    monkeypatch.setattr(prom, "SHARE_MAX_AGE_S", 60.0)
+    line = 'lltui_gpu_power_watts{{gpu="0",uuid="GPU-{h}",host="{h}"}} 1\n'
+    only_a, both = line.format(h="a").encode(), (line.format(h="a") + line.format(h="b")).encode()
+    with stub_server(Stub(routes={"/metrics": (200, "text/plain", only_a)})) as stub:
+        a, b = ScrapeSource(f"{stub.url}#host=a"), ScrapeSource(f"{stub.url}#host=b")
+        pick = b._pick
+
+        def a_fetches_meanwhile(hosts):
+            got = pick(hosts)
+            stub.routes["/metrics"] = (200, "text/plain", both)
+            a.poll()  # takes the answer b took
+            a.poll()  # fetches the next, with b in it
+            return got
+
+        monkeypatch.setattr(b, "_pick", a_fetches_meanwhile)
+        missing = b.poll()
+        monkeypatch.setattr(b, "_pick", pick)
+        found = b.poll()
+        a.close()
+        b.close()
+    assert missing.error and not missing.gpus
+    assert found.gpus and found.seq > missing.seq

@@ -147,6 +147,7 @@ class _SharedPoll:
         self.hosts: dict[str, RigSample] = {}
         self.error: SourceUnavailable | None = None
         self.seq = SequenceCounter()
+        self.seq_now = 0  # the sample number of the newest answer (every host's sample has it)
         self.rates = CounterRates()  # counters of one server: one history of them
 
 
@@ -224,7 +225,7 @@ class _PromBase:
         else:
             self._shared = _SharedPoll()
         self._seen = 0  # the generation of the last answer this source took
-        self._seq = self._shared.seq
+        self._seq_taken = 0  # and its sample number
         self._info: RigInfo | None = None
         self._hints: tuple[str, ...] = ()
 
@@ -285,25 +286,26 @@ class _PromBase:
         with shared.lock:
             fresh = self._clock() - shared.fetched_at <= SHARE_MAX_AGE_S
             if not (shared.generation > self._seen and fresh):
+                shared.seq_now = shared.seq.next()
                 try:
-                    shared.hosts, shared.error = self._fetch_hosts(), None
+                    shared.hosts, shared.error = self._fetch_hosts(shared.seq_now), None
                 except SourceUnavailable as exc:
                     shared.hosts, shared.error = {}, exc
                 shared.generation += 1
                 shared.fetched_at = self._clock()
             if take:
-                self._seen = shared.generation
+                self._seen, self._seq_taken = shared.generation, shared.seq_now
             if shared.error is not None:  # a new one: other threads raise this one too
                 raise SourceUnavailable(str(shared.error))
             return shared.hosts
 
-    def _fetch_hosts(self) -> dict[str, RigSample]:
+    def _fetch_hosts(self, seq: int) -> dict[str, RigSample]:
         series = self._series()
         return rigs_from_series(
             series,
             source=self.name,
             default_host=self.default_host,
-            seq=self._seq.next(),
+            seq=seq,
             t=self._clock(),
             wall=self._wall(),
             rates=self._shared.rates,
@@ -359,7 +361,7 @@ class _PromBase:
             # Prometheus marks a failed target's series stale at once: its host vanishes
             error += f" (Prometheus cannot scrape {', '.join(down)})"
         return RigSample(
-            seq=self._seq.next(),
+            seq=self._seq_taken,  # (the answer's: a later answer's samples are newer)
             t=self._clock(),
             wall=self._wall(),
             info=info,
