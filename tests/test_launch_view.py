@@ -340,6 +340,17 @@ def test_the_launch_predicts_the_speed_it_will_be_measured_against(tmp_path):
     assert SpeedWatch.for_rig(missing.args, lambda: real, lambda: None) is None
 
 
+def test_a_router_predicts_nothing_for_itself_and_says_no_zero():
+    """A router's view read "predicted: generation ~0 tok/s, prompt ~0 tok/s"."""
+    from lltui.services.launch.speed import RouterSpeed
+    from lltui.services.launch.watch import LaunchWatch
+
+    watch = LaunchWatch(None, lambda st: None)
+    watch._speed = RouterSpeed.__new__(RouterSpeed)  # (predicts None: one per model)
+    speed = watch._predicted()
+    assert speed.predicted_decode_tps is None and speed.predicted_prefill_tps is None
+
+
 def test_the_rates_show_the_prediction_beside_the_measured_rates():
     from lltui.app.screens.launch import render_rates
     from lltui.services.launch.state import LaunchState, Rates, Speed

@@ -161,10 +161,12 @@ class LaunchWatch:
         if speed is None:
             return self._state.speed
         decode, prefill = speed.predict(False, 0, 128), speed.predict(True, 0, 512)
+        # (None where nothing is predicted: a router's models each have their own; it read
+        # "predicted ~0 tok/s")
         return replace(
             self._state.speed,
-            predicted_decode_tps=decode or 0.0,
-            predicted_prefill_tps=prefill or 0.0,
+            predicted_decode_tps=decode or None,
+            predicted_prefill_tps=prefill or None,
         )
 
     def _run(self) -> None:
