@@ -75,6 +75,23 @@ async def test_the_command_preview_comes_back_in_a_message_that_carries_it():
         assert "/models/m.gguf" in shown()  # the view shows what the newest message carried
 
 
+async def test_restart_starts_what_the_form_shows_now():
+    """Restart ran the last command: the form's new -c 512 was shown as the command while
+    the server ran on with -c 256, and with nothing started it did nothing."""
+    app = sim_app("kaggle-2xt4")
+    asked: list[tuple[str, ...]] = []
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.press("5")
+        app.launch_action = lambda what, *args: asked.append((what, *args))  # type: ignore[method-assign]
+        screen = app.screen
+        screen.query_one("#launch-model").value = "/models/m.gguf"
+        screen.query_one("#launch-flags").value = "-c 512 -t 1"
+        await pilot.click("#launch-restart")
+        await wait_for(lambda: asked)
+    ((what, model, flags, _hostport),) = asked
+    assert (what, model, flags) == ("start", "/models/m.gguf", "-c 512 -t 1")
+
+
 @pytest.mark.slow
 async def test_start_ready_complete_tokens_per_second_and_stop(server_env, tiny_model):
     port = free_port()

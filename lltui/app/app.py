@@ -521,12 +521,11 @@ class LltuiApp(App[int]):
         return isinstance(screen, ViewScreen) and screen.awaiting_data
 
     def launch_action(self, what: str, *args: FormFlags) -> None:
-        """Start (from the form: model, flags, host:port), stop, restart or follow, off the
+        """Start (from the form: model, flags, host:port), stop, force or follow, off the
         UI thread (starting and stopping block; the controller runs them one at a time)."""
         actions: dict[str, Callable[..., None]] = {
             "start": self._start_launch,
             "stop": self.launch.stop,
-            "restart": self.launch.restart,
             "force": self.launch.force,
             "follow": self.launch.follow,
             "router": self.launch.router_action,  # (load|unload|keep|unkeep, model name)

@@ -302,8 +302,8 @@ class LaunchScreen(FormScreen):
             self._do("start", *self._form())
         elif ident == "launch-stop":
             self._do("stop")
-        elif ident == "launch-restart":
-            self._do("restart")
+        elif ident == "launch-restart":  # what the form shows now (it ran the last one's)
+            self._do("start", *self._form())
         elif ident == "launch-force":
             self._do("force")
         elif ident == "launch-follow":

@@ -74,18 +74,15 @@ class LaunchController:
             self._stop()
             self._set(LaunchState(phase="error", message=message))
 
-    def restart(self) -> None:
-        self._act(lambda: self._again(force=False))
-
     def force(self) -> None:
-        """Start the request fit refused, as asked: it may not fit."""
-        self._act(lambda: self._again(force=True))
+        """Start the request fit refused, as asked: it may not fit (only one server's; a
+        router's are not refused)."""
+        self._act(self._force)
 
-    def _again(self, *, force: bool) -> None:
-        """The last request again (forced: only one server's; a router's are not refused)."""
+    def _force(self) -> None:
         last = self._last_command
-        if last is not None and (not force or isinstance(last, LaunchRequest)):
-            self._start(last, force=force)
+        if isinstance(last, LaunchRequest):
+            self._start(last, force=True)
 
     def follow(self, url: str) -> None:
         """Watch a llama-server started elsewhere: HTTP only, no process of ours."""
