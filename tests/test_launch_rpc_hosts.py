@@ -5,6 +5,7 @@ stops."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from support.launch_proc import launched, read_event
 from support.llama_fixture import free_port, llama_bins, tiny_model
+from support.proc_helpers import wait_for
 from support.ssh_fixture import SshServer, ssh_server
 
 from lltui.cli import main
@@ -251,3 +253,38 @@ def test_servers_never_started_are_not_waited_for(monkeypatch):
     with service.RpcHosts(specs):
         pass
     assert time.monotonic() - t0 < 60  # not the 2 x 120 s a wait for each would take
+
+
+def test_stopping_while_a_host_still_connects_does_not_wait_for_it(monkeypatch, tmp_path):
+    """Ctrl-C while ssh was still connecting waited STOP_WAIT_S for an rpc-server that never
+    started (about 4.5 s of silence)."""
+    import threading
+
+    from lltui.services.launch import rpc_hosts as service
+    from lltui.sources.llama import rpc_hosts
+
+    config = tmp_path / "ssh_config"
+    # a server that says its banner and nothing more: ssh waits in its key exchange until
+    # its own connect timeout (some 10 s)
+    banner = "printf 'SSH-2.0-OpenSSH_9.0\\r\\n'; exec sleep 120"
+    config.write_text(f'Host hang\n  ProxyCommand sh -c "{banner}"\n')
+    monkeypatch.setenv("LLTUI_SSH_CONFIG", str(config))
+    monkeypatch.setattr(rpc_hosts, "STOP_WAIT_S", 60.0)
+    specs, _ = service.read_rpc_hosts(["hang:6000"], bind=None, binary=None)
+    hosts = service.RpcHosts(specs)
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # (its RpcStartError once stopped)
+            hosts.start()
+
+    starting = threading.Thread(target=start)
+    starting.start()
+    try:
+        assert wait_for(lambda: all(s.proc is not None for s in hosts.servers), 30)
+        t0 = time.monotonic()
+        hosts.stop()
+        assert time.monotonic() - t0 < 6  # not until ssh gives up on its own
+        assert all(s.proc is not None and s.proc.poll() is not None for s in hosts.servers)
+    finally:
+        hosts.stop()
+        starting.join(60)

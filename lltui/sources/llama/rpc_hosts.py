@@ -234,7 +234,9 @@ class RpcHosts:
                         check=False,
                     )
         for server in self.servers:
-            if server.control is not None:  # start() began it; one never begun has no end
+            # an rpc-server asked to end has a moment to; one whose pid never came (ssh
+            # still connecting) has nothing to wait for: its ssh client is stopped at once
+            if server.control is not None and server.pid is not None:
                 server.ended.wait(STOP_WAIT_S)
             proc = server.proc
             if proc is not None and proc.poll() is None:
