@@ -50,6 +50,10 @@ PACKAGE = Path(paths.__file__).parent
             "curl https://***@h.example/p?token=***&page=2",
         ),
         ("x --url http://h/x?sig=abc&expires=1", "x --url http://h/x?sig=***&expires=1"),
+        # the word's own punctuation stays (an error line's "URL: why" lost its ':'), a
+        # colon inside a value is the value's
+        ("scrape:http://h/m?token=abc: refused", "scrape:http://h/m?token=***: refused"),
+        ("x http://h/x?token=a:b", "x http://h/x?token=***"),
         ("x hf_abcdefghijklmnopqrstuvwxyz sk-abcdefghijklmnopqrstuvwxyz", "x *** ***"),
         ("x --api-key --verbose", "x --api-key --verbose"),  # no value: the next flag stays
         ("x --api-key", "x --api-key"),

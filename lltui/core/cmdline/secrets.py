@@ -34,7 +34,10 @@ _SECRET_NAME = re.compile(
 _NOT_SECRET = re.compile(r"(?i)(?:file|path|dir|env|url|type|len|length|count|id[-_]?only)$")
 _ENV_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.+)$")
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
-_QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;#\s]+)=(?P<value>[^&;#\s]*)")
+# (a value ends before punctuation that ends the word: "...?token=abc: refused" keeps ":")
+_QUERY_PARAM = re.compile(
+    r"(?P<sep>[?&;])(?P<name>[^=&;#\s]+)=(?P<value>[^&;#\s]*?)(?=[:,.)]*(?:[&;#\s]|$))"
+)
 _TOKEN_SHAPES = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}"
     r"|github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
