@@ -93,3 +93,18 @@ def test_doctor_names_a_config_file_lltui_cannot_use(capsys, monkeypatch, tmp_pa
     main(["--config", str(good), "doctor", "--json"])
     names = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
     assert names["config"]["status"] == OK
+
+
+def test_the_text_wraps_to_the_terminal_under_its_column():
+    """`COLUMNS=80 lltui doctor` printed lines of 100 to 165 characters; a pipe (no width)
+    keeps one line a check."""
+    checks = [
+        Check("libnccl", OK, "/a/very/long/path/" + "x" * 60 + "/libnccl.so.2", version="2.32.3"),
+        Check("nvml", MISSING, "NVIDIA driver not loaded", hint="install the driver " * 6),
+    ]
+    wrapped = checks_to_text(checks, 80).splitlines()
+    long = [line for line in wrapped if len(line) > 80]
+    assert len(long) == 1 and long[0].endswith("/libnccl.so.2")  # a path is never cut
+    assert any(line.startswith(" " * 16 + "-> ") for line in wrapped)
+    assert "/a/very/long/path/" + "x" * 60 + "/libnccl.so.2" in "\n".join(wrapped)  # whole
+    assert len(checks_to_text(checks).splitlines()) == 4  # two checks, a hint, the verdict

@@ -26,5 +26,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(checks_to_json(checks))
     else:
-        print(checks_to_text(checks))
+        import shutil
+
+        print(checks_to_text(checks, shutil.get_terminal_size(fallback=(0, 0)).columns))
     return 0 if checks_ok(checks) else 1

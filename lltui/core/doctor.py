@@ -51,16 +51,40 @@ def checks_to_json(checks: tuple[Check, ...] | list[Check]) -> dict[str, Any]:
     }
 
 
-def checks_to_text(checks: tuple[Check, ...] | list[Check]) -> str:
+def checks_to_text(checks: tuple[Check, ...] | list[Check], columns: int = 0) -> str:
+    """One check a line, its hint under it; wrapped to ``columns`` (0: not wrapped) under
+    the detail's column, as gpus and topo wrap theirs."""
+    import textwrap
+
     width = max((len(c.name) for c in checks), default=0)
+    indent = " " * (width + 9)
     lines = []
+
+    def add(first: str, text: str) -> None:
+        if columns <= len(indent) + 20:
+            lines.append(first + text)
+            return
+        lines.extend(
+            textwrap.wrap(
+                text,
+                columns,
+                initial_indent=first,
+                subsequent_indent=indent,
+                break_long_words=False,  # (a path is not cut)
+                break_on_hyphens=False,
+            )
+            or [first]
+        )
+
     for c in checks:
         # details and versions come from drivers, libraries and binaries: one line each
         version = f" {one_line(c.version)}" if c.version else ""
-        detail = one_line(c.detail)
-        lines.append(f"[{_MARK.get(c.status, c.status)}] {c.name:<{width}}  {detail}{version}")
+        add(
+            f"[{_MARK.get(c.status, c.status)}] {c.name:<{width}}  ",
+            f"{one_line(c.detail)}{version}",
+        )
         if c.hint and c.status != OK:
-            lines.append(f"       {'':<{width}}  -> {one_line(c.hint)}")
+            add(f"{indent}-> ", one_line(c.hint))
     if checks_ok(checks):
         lines.append("GPU monitoring works here.")
     else:
