@@ -445,3 +445,15 @@ def test_a_profile_whose_model_is_gone_is_one_line(server_env, tiny_model, tmp_p
     assert main(["launch", "--profile", "gone", "--dry-run"]) == 2
     err = one_line_error(capsys)
     assert "profile 'gone'" in err and str(model) in err
+
+
+def test_a_crash_log_tail_shows_its_tabs_as_spaces(capsys):
+    """gdb's backtrace lines read `360\\u0009../csu/libc-start.c` under a crash."""
+    from lltui.commands.launch_output import report_exit
+    from lltui.sources.llama.supervisor import ServerExit
+
+    tail = ("#3  0x7f in __libc_start_main ()", "360\t../csu/libc-start.c: No such file")
+    crashed = ServerExit(-11, "llama-server exited with code -11", tail, False, True)
+    assert report_exit(crashed, as_json=False) == 1
+    err = capsys.readouterr().err
+    assert "  | 360 ../csu/libc-start.c: No such file" in err and "\\u0009" not in err

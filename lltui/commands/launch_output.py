@@ -199,8 +199,8 @@ def report_exit(result: ServerExit, *, as_json: bool) -> int:
     else:
         say(f"lltui: {describe_exit(result)}", err=True)
         if result.was_ready or result.reason.startswith("llama-server exited with code"):
-            for line in result.log_tail[-10:]:
-                say(f"  | {line}", err=True)
+            for line in result.log_tail[-10:]:  # (a gdb backtrace's tabs read as spaces)
+                say(f"  | {line.expandtabs(4)}", err=True)
     return 0 if result.clean else 1
 
 
