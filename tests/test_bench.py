@@ -322,13 +322,23 @@ def test_bench_json_failure_is_an_object(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bad", [["--budget", "0"], ["--budget", "x"], ["-r", "0"], ["-r", "1e9"], ["--budget", "inf"]]
+    "bad",
+    [
+        ["--budget", "0"],
+        ["--budget", "x"],
+        ["-r", "0"],
+        ["-r", "1e9"],
+        ["--budget", "inf"],
+        ["-r", "1.5"],  # ran once, as if 1 were asked
+    ],
 )
 def test_bench_bad_options(capsys, tmp_path, bad):
     assert main(["bench", str(tmp_path / "m.gguf"), *bad]) == 2
     err = capsys.readouterr().err
     assert "bench:" in err
-    if bad[1] != "x":  # the range said whole ('must be at least 1' for a billion)
+    if bad[1] == "1.5":
+        assert "whole number of repetitions, got 1.5" in err
+    elif bad[1] != "x":  # the range said whole ('must be at least 1' for a billion)
         assert "to 1e+06" in err
 
 

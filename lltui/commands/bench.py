@@ -224,7 +224,10 @@ def _request(argv: list[str]) -> Any:
     if not model:
         raise CliError("bench: no model: give MODEL.gguf or hf:OWNER/REPO", 2)
     budget = _number(words.last("--budget") or "300", "--budget", 1.0)
-    reps = int(_number(words.last("-r") or "2", "-r", 1.0))
+    repeats = _number(words.last("-r") or "2", "-r", 1.0)
+    if not repeats.is_integer():  # (1.5 ran once, as if 1 were asked)
+        raise CliError(f"bench: -r: expected a whole number of repetitions, got {repeats:g}", 2)
+    reps = int(repeats)
     return BenchRequest(
         model=model,
         args=args,
