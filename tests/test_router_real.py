@@ -124,6 +124,9 @@ def test_the_plan_matches_what_each_load_allocates(models, server_env, llama_bin
             assert check_against_log(session, "split") == []
             inst = session.log().latest("split")
             assert inst is not None and "--tensor-split" in inst.args
+            assert Path(prepared.preset_path).exists()
+        # the preset it wrote goes with it (one was left a run, router-PORT.ini by the dozen)
+        assert not Path(prepared.preset_path).exists()
 
 
 def test_a_refused_load_and_a_load_through_the_api(models, server_env, llama_bins, tmp_path):

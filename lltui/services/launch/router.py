@@ -14,6 +14,7 @@ server: they share its process group, and the supervisor sweeps the group once i
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -123,6 +124,7 @@ class RouterSession(Session):
         self._op = threading.Lock()  # one load or unload decided at a time
         self._proxy: Any = None  # OnDemandProxy while it runs (imports aiohttp)
         self._public: tuple[str, int] | None = None  # on demand: the clients' address
+        self._preset_written: str | None = None  # the preset this session wrote
         # what the proxy loaded and unloaded, for the watch: a model loaded and evicted
         # between two polls of the router's list was never said (kind, model), in order
         self._moves: list[tuple[str, str]] = []
@@ -244,6 +246,7 @@ class RouterSession(Session):
         """The preset written where the router reads it, before it starts."""
         prepared = self._prepared or self.prepare()
         _write_private(prepared.preset_path, prepared.preset)
+        self._preset_written = prepared.preset_path
         return prepared.launch
 
     def start(
@@ -454,6 +457,10 @@ class RouterSession(Session):
                 with contextlib.suppress(Exception):
                     self._client.close()
                 self._client = None
+            written, self._preset_written = self._preset_written, None
+            if written is not None and not (self._keep_running or self._detached):
+                with contextlib.suppress(OSError):  # (a router left running still reads it)
+                    os.unlink(written)
 
 
 def router_exit(result: ServerExit, lines: Sequence[str]) -> ServerExit:
