@@ -284,13 +284,15 @@ def test_a_router_with_a_key_is_locked_and_the_key_is_never_shown(models, server
         headers = {"Authorization": f"Bearer {key}"}
         assert httpx.get(f"{url}/models", headers=headers, timeout=5).status_code == 200
         preset = Path(ready["preset"]).read_text()
+        mode = Path(ready["preset"]).stat().st_mode & 0o777
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
         out = (proc.stdout.read() if proc.stdout else "") + (
             proc.stderr.read() if proc.stderr else ""
         )
     assert key not in preset and key not in out and key not in json_dump(ready)
-    assert oct(Path(ready["preset"]).stat().st_mode & 0o777) == "0o600"
+    assert oct(mode) == "0o600"
+    assert not Path(ready["preset"]).exists()  # gone with the router
 
 
 def json_dump(obj: object) -> str:
