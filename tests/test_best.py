@@ -190,3 +190,22 @@ def test_a_quantized_kv_cache_that_buys_nothing_is_not_listed(paths):
     small = parse_gpus_spec("9GiB,9GiB").devices
     more = best_configs(model, parse_llama_args(["-c", "32768"]), small, OPTS, goal="context")
     assert any(c.kv != "f16" for c in more), [(c.flags, c.kv) for c in more]
+
+
+def test_a_smaller_ubatch_gives_up_prompts_only_where_they_run_slower(paths):
+    """-ub 256 said "gives up: prompt batches of 256" where its prompts ran faster (two
+    ubatches let a layer split's GPUs overlap)."""
+    from lltui.core.fit.best import _UB_WHY
+
+    model = read_gguf(paths["dense"])
+    for gpus in ("24GiB,24GiB", "10GiB,10GiB"):
+        got = best_configs(
+            model, parse_llama_args(["-c", "8192"]), parse_gpus_spec(gpus).devices, OPTS
+        )
+        plain = {c.change.tensor_split: c for c in got if c.change.n_ubatch is None}
+        for c in got:
+            base = plain.get(c.change.tensor_split)
+            if c.change.n_ubatch is None or base is None or c.kv != base.kv:
+                continue
+            said = _UB_WHY in c.gives_up
+            assert said == (c.prefill_tps < base.prefill_tps), (c.flags, c.gives_up)

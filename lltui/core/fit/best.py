@@ -648,13 +648,17 @@ def _gain(b: Candidate, defaults: Sequence[Candidate]) -> str | None:
 
 
 def _say_slower_prompts(s: _Space, cands: Sequence[Candidate]) -> list[Candidate]:
-    """-ub 256 lines whose prompts run slower than the same line without it say so."""
+    """-ub 256 lines whose prompts run slower than the same line without it say so; those
+    whose prompts do not (two ubatches let a layer split's GPUs overlap) give up nothing
+    for it."""
     out = []
     for c in cands:
         if c.change.n_ubatch is not None:
             same = _speed(s, replace(c.change, n_ubatch=None))
-            if c.prefill_tps < same[1]:
-                c = replace(c, gives_up=c.gives_up.replace(_UB_WHY, f"{_UB_WHY} (slower prompts)"))
+            slower = c.prefill_tps < same[1]
+            said = f"{_UB_WHY} (slower prompts)" if slower else ""
+            gives = [g if g != _UB_WHY else said for g in c.gives_up.split("; ")]
+            c = replace(c, gives_up="; ".join(g for g in gives if g) or "nothing")
         out.append(c)
     return out
 
