@@ -237,6 +237,21 @@ def test_poll_once_never_overlaps_a_hosts_last_poll():
         fleet.close()
 
 
+def test_a_host_named_twice_is_told_apart_in_the_monitor():
+    """`sim:4xl4,sim:4xl4`: the fleet listed sim:4xl4#2, the monitor's header said sim:4xl4."""
+    fleet = Fleet(["sim:4xl4", "sim:4xl4"], interval=0.25, timeout=5.0)
+    focus = FleetFocus(fleet)
+    try:
+        fleet.poll_once()
+        assert focus.info().source == "sim:4xl4"
+        focus.set_focus(1)
+        assert focus.info().source == "sim:4xl4#2"
+        fleet.start()
+        assert focus.poll().info.source == "sim:4xl4#2"
+    finally:
+        focus.close()
+
+
 def test_focus_hands_on_one_hosts_samples():
     fleet, _stuck = make_fleet()
     fleet.start()

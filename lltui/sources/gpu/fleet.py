@@ -334,8 +334,16 @@ class FleetFocus:
     def info(self) -> RigInfo:
         state = self.fleet.state(self._focus)
         if state.sample is not None:
-            return state.sample.info
+            return self._named(state.sample).info
         return RigInfo(source=state.source, hostname=state.label)
+
+    def _named(self, sample: RigSample) -> RigSample:
+        """A host whose source repeats another's (``sim:4xl4`` twice) is named by its fleet
+        label's number (``sim:4xl4#2``): the monitor's header showed the first's name."""
+        number = self.fleet.hosts[self._focus].label.rpartition("#")[2]
+        if not number.isdigit() or sample.info.source.endswith(f"#{number}"):
+            return sample
+        return replace(sample, info=replace(sample.info, source=f"{sample.info.source}#{number}"))
 
     def open(self) -> RigInfo:
         return self.info()
@@ -353,7 +361,7 @@ class FleetFocus:
                 raise SourceUnavailable(f"{state.label}: no answer yet")
             self._last_seq = state.sample.seq
             self._returned = (index, state.sample.seq)
-            return state.sample
+            return self._named(state.sample)
         raise SourceUnavailable("the host in view changed")
 
     def is_current(self, sample: RigSample) -> bool:
