@@ -114,7 +114,7 @@ def run_group(
     wrapper script's children lived on), and subprocess.TimeoutExpired raised; past
     ``max_bytes`` of output it is killed too, and :class:`OutputTooLong` raised. OSError
     where it cannot start. The group is killed when lltui ends, however it ends
-    (:func:`_reaper`)."""
+    (:func:`_tell_reaper`)."""
     proc = subprocess.Popen(
         list(argv),
         stdout=subprocess.PIPE,
