@@ -446,3 +446,15 @@ def test_a_failure_before_any_load_is_said_as_such(tmp_path):
     assert r.failed is None
     (note,) = [n for n in r.notes if "failed (line 1" in n]
     assert note.startswith("a run before load 1 failed (line 1: ")
+
+
+def test_a_utf16_log_is_read_as_its_mark_says(tmp_path):
+    """Windows PowerShell 5.1's `>` writes UTF-16: it was refused as binary data."""
+    plain = explain(ExplainRequest(str(PINNED), ask_binary=False))
+    wide = tmp_path / "server.log"
+    wide.write_bytes(PINNED.read_text().encode("utf-16"))
+    r = explain(ExplainRequest(str(wide), ask_binary=False))
+    assert [(b.device, b.kind, b.mib_text) for b in r.facts.buffers] == [
+        (b.device, b.kind, b.mib_text) for b in plain.facts.buffers
+    ]
+    assert any("UTF-16" in n for n in r.source.notes)

@@ -83,6 +83,14 @@ def read_lines(path: str, read: LogRead | None = None) -> Iterator[str]:
         first = f.read(SNIFF)
         if not first:
             raise LogFileError(f"{path}: empty file" if path != "-" else "standard input is empty")
+        if first[:2] in (
+            b"\xff\xfe",
+            b"\xfe\xff",
+        ):  # UTF-16 (PowerShell 5.1's ">"), as its mark says
+            utf16 = _Utf16(f, first)
+            info.notes.append("read as UTF-16 (its byte-order mark says so)")
+            yield from _lines(utf16, utf16.read(SNIFF), 0, info)
+            return
         if _binary(first):
             raise LogFileError(f"{path}: not a text file (binary data), not a llama.cpp log")
         yield from _lines(f, first, size, info)
@@ -91,7 +99,31 @@ def read_lines(path: str, read: LogRead | None = None) -> Iterator[str]:
             f.close()
 
 
-def _lines(f: BinaryIO, first: bytes, size: int, info: LogRead) -> Iterator[str]:
+class _Utf16:
+    """A UTF-16 file read as UTF-8 bytes, as the rest of the reader takes them (read only,
+    in order: it is read as standard input is, its first HEAD_BYTES)."""
+
+    def __init__(self, f: BinaryIO, first: bytes) -> None:
+        import codecs
+
+        self._f = f
+        self._decode = codecs.getincrementaldecoder("utf-16")(errors="replace").decode
+        self._pending = self._decode(first).encode()
+
+    def read(self, n: int) -> bytes:
+        while len(self._pending) < n:
+            raw = self._f.read(CHUNK)
+            self._pending += self._decode(raw, final=not raw).encode()
+            if not raw:
+                break
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return out
+
+    def seek(self, offset: int) -> int:  # (never: it is read as a stream, size 0)
+        raise OSError("a UTF-16 log is read from its start only")
+
+
+def _lines(f: BinaryIO | _Utf16, first: bytes, size: int, info: LogRead) -> Iterator[str]:
     head_limit = HEAD_BYTES if size == 0 or size > HEAD_BYTES + TAIL_BYTES else size
     yield from _split(_chunks(f, first, head_limit, info), info)
     if size > HEAD_BYTES + TAIL_BYTES:
@@ -108,7 +140,7 @@ def _lines(f: BinaryIO, first: bytes, size: int, info: LogRead) -> Iterator[str]
         info.notes.append(f"read the first {HEAD_BYTES >> 20} MiB of standard input")
 
 
-def _chunks(f: BinaryIO, first: bytes, limit: int, info: LogRead) -> Iterator[bytes]:
+def _chunks(f: BinaryIO | _Utf16, first: bytes, limit: int, info: LogRead) -> Iterator[bytes]:
     taken = 0
     chunk = first
     while chunk and taken < limit:
