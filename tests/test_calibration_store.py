@@ -505,3 +505,22 @@ def test_reset_of_a_store_that_cannot_be_removed_is_one_line(tmp_path, monkeypat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("lltui: bench: cannot remove ")
     assert "internal error" not in err[0]
+
+
+def test_ctrl_c_shows_what_was_measured_and_keeps_none_of_it(bench_here, capsys, monkeypatch):
+    """Ctrl-C (or SIGTERM) after minutes of runs printed nothing: what was measured was
+    lost without a word, where a budget that ran out keeps it."""
+    from lltui.sources.llama import bench as llama_bench
+
+    real = llama_bench.run_bench
+
+    def then_ctrl_c(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(llama_bench, "run_bench", then_ctrl_c)
+    rows = [json.dumps(_row(avg_ts=2000.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=2500.0))]
+    rc, out, _err = bench_here(capsys, rows)
+    assert rc == 130 and out["stopped"] == "interrupted"
+    assert out["points"] and out["stored"] is None
+    assert out["not_stored"].startswith("interrupted")

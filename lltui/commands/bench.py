@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(to_json(report))
     else:
         print(to_text(report))
+    from lltui.services.bench import INTERRUPTED
+
+    if report.stopped == INTERRUPTED:  # shown, not kept; the exit Ctrl-C gives
+        return 130
     if not report.points:  # nothing measured is no calibration: not a success
         why = report.stopped or "llama-bench printed no result lltui could read"
         sys.stderr.write(f"lltui: bench: no test finished ({why})\n")

@@ -311,7 +311,6 @@ def run_bench(
     from lltui.sources.gpu.cpu import local_host
     from lltui.sources.gpu.procfs import OthersMeter
     from lltui.sources.llama.bench import BenchError, find_llama_bench
-    from lltui.sources.llama.bench import run_bench as run_llama_bench
     from lltui.sources.models.read import ModelError, read_model
 
     started = time.monotonic()
@@ -333,7 +332,6 @@ def run_bench(
     done = 0
     results: list[tuple[BenchConfig, BenchRow]] = []
     elsewhere = _OtherWork(OthersMeter(None), busiest_local_gpu if devices else None)
-    stopped = None
 
     def say(label: str) -> None:
         if progress is not None:
@@ -346,6 +344,45 @@ def run_bench(
         results.append((config, row))
         say(f"{config.label}: {row.test} {row.avg_ts:.1f} t/s")
 
+    try:
+        stopped = _run_configs(configs, deadline, say, on_row, path, binary, elsewhere, results)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: what was measured is shown, not kept
+        if not results:
+            raise
+        stopped = INTERRUPTED
+    elsewhere.ended(look_at_gpus=not request.busy_ok)
+    build = results[0][1].build if results else "unknown"
+    if build == "unknown":
+        build = _build_of(binary)
+    usable = [(c, r) for c, r in results if 0 < r.avg_ts < math.inf]
+    measured = _measured(model, usable, devices, host, elsewhere)
+    interrupted = stopped == INTERRUPTED
+    finish = replace(request, store=False) if interrupted else request
+    report = _finish(finish, rig, model, path, same_shape, build, measured, stopped, started, host)
+    if interrupted:
+        report = replace(report, not_stored="interrupted: the points measured are shown, not kept")
+    return replace(report, skipped_rows=len(results) - len(usable))
+
+
+INTERRUPTED = "interrupted"  # BenchReport.stopped where Ctrl-C or a stop signal ended it
+
+
+def _run_configs(
+    configs: Sequence[BenchConfig],
+    deadline: float,
+    say: Callable[[str], None],
+    take_row: Callable[[BenchConfig, BenchRow], None],
+    path: str,
+    binary: Path,
+    elsewhere: _OtherWork,
+    results: list[tuple[BenchConfig, BenchRow]],
+) -> str | None:
+    """Each configuration's llama-bench run in turn, until the budget ends; why it stopped
+    early (None: it did not)."""
+    from lltui.sources.llama.bench import BenchError
+    from lltui.sources.llama.bench import run_bench as run_llama_bench
+
+    stopped = None
     for config in configs:
         if time.monotonic() >= deadline:
             stopped = stopped or "the time budget ran out"
@@ -353,7 +390,7 @@ def run_bench(
         say(f"{config.label}: loading")
 
         def take(row: BenchRow, c: BenchConfig = config) -> None:
-            on_row(c, row)
+            take_row(c, row)
 
         began = elsewhere.run_begins()
         try:
@@ -368,14 +405,7 @@ def run_bench(
         if why:
             stopped = why
             break
-    elsewhere.ended(look_at_gpus=not request.busy_ok)
-    build = results[0][1].build if results else "unknown"
-    if build == "unknown":
-        build = _build_of(binary)
-    usable = [(c, r) for c, r in results if 0 < r.avg_ts < math.inf]
-    measured = _measured(model, usable, devices, host, elsewhere)
-    report = _finish(request, rig, model, path, same_shape, build, measured, stopped, started, host)
-    return replace(report, skipped_rows=len(results) - len(usable))
+    return stopped
 
 
 def _build_of(binary: Path) -> str:
