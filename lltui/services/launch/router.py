@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.cmdline.address import is_loopback
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.cmdline.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
 from lltui.core.fit.evict import Decision, Policy, Resident, decide, decide_all, policy_from_plan
@@ -158,13 +157,7 @@ class RouterSession(Session):
             GivenLaunch(spec=spec), file_keys, require_binary=require_binary
         )
         if self._public is not None:  # on demand: the proxy is what clients reach
-            host = self._public[0]
-            if not is_loopback(host) and not spec.api_key and not spec.api_key_file:
-                self._note(
-                    "warning",
-                    f"listening on {host} with no API key: "
-                    "anyone who can reach this machine can use the models and load them",
-                )
+            self._warn_if_open(self._public[0], spec, "use the models and load them")
         header = [f"written by lltui for llama-server --models-preset (router on port {spec.port})"]
         text = preset_text(report.plan.models, prepared.flags, header)
         self._kept = set(kept)

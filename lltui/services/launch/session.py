@@ -119,13 +119,8 @@ class Session:
         words = given.spec.args.to_argv()
         self.policy.check([*words, *(("--api-key-file",) if given.spec.api_key_file else ())])
         spec = runtime_spec(given.spec, self.environ)
-        if not is_loopback(spec.host) and not spec.api_key and not spec.api_key_file:
-            # (said by a dry run too: what it shows would be open to the network)
-            self._note(
-                "warning",
-                f"listening on {spec.host} with no API key: "
-                "anyone who can reach this machine can use the server",
-            )
+        # (said by a dry run too: what it shows would be open to the network)
+        self._warn_if_open(spec.host, spec, "use the server")
         split_warning = self._split_warning(spec.args)
         if split_warning:
             self._note("warning", split_warning)
@@ -306,6 +301,15 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _warn_if_open(self, host: str, spec: LaunchSpec, what: str) -> None:
+        """A warning where ``host`` is reachable beyond this machine and no key locks it."""
+        if not is_loopback(host) and not spec.api_key and not spec.api_key_file:
+            self._note(
+                "warning",
+                f"listening on {host} with no API key: anyone who can reach this machine "
+                f"can {what}",
+            )
 
     def _note(self, level: str, text: str) -> None:
         note = Note(level, text)
