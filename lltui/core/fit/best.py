@@ -230,21 +230,20 @@ class _Space:
         if key not in self._split:
             res = self.estimate(change)
             counts = None
-            if res is not None:  # (the room split goes by memory alone)
-                speed = None
-                if kind == "speed":
-                    p = self.problem
-                    speed = speed_of(p.model, res, p.used, p.options)
-                res = replace(res, speed=speed)
+            p = self.problem
+            # (the room split goes by memory alone)
+            speed = None
+            if res is not None and kind == "speed":
+                speed = speed_of(p.model, res, p.used, p.options)
             if res is not None and change.split_mode == "tensor":
                 from lltui.core.fit.search import tensor_room_split
 
-                counts = tensor_room_split(res, self.problem)
-            elif res is not None and kind == "speed":
-                counts = speed_split(res, self.problem.used)
+                counts = tensor_room_split(res, p, speed)
+            elif res is not None and speed is not None:
+                counts = speed_split(replace(res, speed=speed), p.used)
             elif res is not None:
                 other = self.estimate(replace(change, n_ctx=self.cap * self.unit))
-                counts = headroom_split(res, self.problem.used, other)
+                counts = headroom_split(res, p.used, other)
             self._split[key] = writable_split(counts) if counts else None
         return self._split[key]
 

@@ -15,7 +15,7 @@ from lltui.core.memory.common import CPU, KV_PAD, FitError, is_gpu
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.problem import FitProblem
-from lltui.core.memory.results import FitOptions, FitResult, Suggestion
+from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate, Suggestion
 
 
 def _with(st: LlamaArgs, **changes: Any) -> LlamaArgs:
@@ -82,10 +82,12 @@ def _layer_indices(res: FitResult, devs: Sequence[DeviceSpec]) -> tuple[int, ...
     return tuple(index.get(n, -1) for n in res.layer_devices)
 
 
-def tensor_room_split(res: FitResult, p: FitProblem) -> tuple[int, ...] | None:
+def tensor_room_split(
+    res: FitResult, p: FitProblem, speed: SpeedEstimate | None = None
+) -> tuple[int, ...] | None:
     """-ts for a tensor split, which cuts every tensor in these shares: each GPU's share
-    sized to what it has left after its fixed costs (every GPU then fills alike); where the
-    result has a speed, sized to each GPU's rate instead (its part of a token then takes as
+    sized to what it has left after its fixed costs (every GPU then fills alike); given the
+    result's ``speed``, sized to each GPU's rate instead (its part of a token then takes as
     long on each), as far as its room allows. A layer split's counts filled back to front
     gave a 4090 9 parts of 81 beside another's 48. None: one GPU, a free size unknown, a
     GPU with no room, or llama.cpp's own even cut."""
@@ -103,8 +105,8 @@ def tensor_room_split(res: FitResult, p: FitProblem) -> tuple[int, ...] | None:
         return None  # (a GPU with no room for any share: a smaller set, which -dev tries)
     caps = [r / total for r in room]  # the largest share each can hold
     weights = caps
-    if res.speed is not None and sum(caps) >= 1:
-        ms = {d.name: d.decode_ms - d.decode_fixed_ms for d in res.speed.devices}
+    if speed is not None and sum(caps) >= 1:
+        ms = {d.name: d.decode_ms - d.decode_fixed_ms for d in speed.devices}
         rates = [c / total / ms[e.name] if ms.get(e.name, 0) > 0 else 0.0
                  for e, c in zip(gpus, cut, strict=True)]  # fmt: skip
         if min(rates) > 0:
@@ -169,7 +171,7 @@ def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Sugges
     tensor = st.split_mode == "tensor"
     if len(devs) > 1:
         if tensor:
-            shares = tensor_room_split(replace(base, speed=None), p)
+            shares = tensor_room_split(base, p)
             counts = list(shares) if shares else None
         else:
             counts = balanced_counts(base, hp, devs, opts)
