@@ -83,10 +83,7 @@ def read_lines(path: str, read: LogRead | None = None) -> Iterator[str]:
         first = f.read(SNIFF)
         if not first:
             raise LogFileError(f"{path}: empty file" if path != "-" else "standard input is empty")
-        if first[:2] in (
-            b"\xff\xfe",
-            b"\xfe\xff",
-        ):  # UTF-16 (PowerShell 5.1's ">"), as its mark says
+        if first.startswith(_UTF16_MARKS):  # PowerShell 5.1's ">" writes UTF-16, marked
             utf16 = _Utf16(f, first)
             info.notes.append("read as UTF-16 (its byte-order mark says so)")
             yield from _lines(utf16, utf16.read(SNIFF), 0, info)
@@ -97,6 +94,9 @@ def read_lines(path: str, read: LogRead | None = None) -> Iterator[str]:
     finally:
         if f is not sys.stdin.buffer:
             f.close()
+
+
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")  # UTF-16's byte-order marks, little and big end
 
 
 class _Utf16:
