@@ -124,11 +124,15 @@ class Candidate:
     prefill_tps: float
     fits_asked: bool  # fits at the context asked for
     gpu_only: bool  # no weights left on the CPU
-    gives_up: str
+    gives: tuple[str, ...]  # what it gives up, each in words
     gains: str = ""  # what a -ts split gives over llama.cpp's default split
     split: str = ""  # the kind of -ts (see _Plan.split)
     kv: str = "f16"  # the K/V cache type, for ranking by quality
     change: Change = field(default_factory=Change, compare=False, repr=False)
+
+    @property
+    def gives_up(self) -> str:
+        return "; ".join(self.gives) or "nothing"
 
 
 def check_goal(goal: str) -> None:
@@ -477,7 +481,7 @@ def _candidate(
     asked_fit = s.estimate(at_asked)
     fits_asked = bool(asked_fit and asked_fit.fits)
     speed = _speed(s, at_asked if fits_asked else change)
-    gives = [w for w in (_offload_why(s, x), plan.kv_why, _UB_WHY if plan.ubatch else "") if w]
+    gives = (_offload_why(s, x), plan.kv_why, _UB_WHY if plan.ubatch else "")
     return Candidate(
         flags=change.flags(),
         max_ctx=max(max_ctx, change.n_ctx or 0),
@@ -485,7 +489,7 @@ def _candidate(
         prefill_tps=speed[1],
         fits_asked=fits_asked,
         gpu_only=x == 0,
-        gives_up="; ".join(gives) or "nothing",
+        gives=tuple(w for w in gives if w),
         kv=plan.kv or s.given_kv,
         split=plan.split if change.tensor_split is not None else "",
         change=change,
@@ -656,8 +660,8 @@ def _say_slower_prompts(s: _Space, cands: Sequence[Candidate]) -> list[Candidate
             same = _speed(s, replace(c.change, n_ubatch=None))
             slower = c.prefill_tps < same[1]
             said = f"{_UB_WHY} (slower prompts)" if slower else ""
-            gives = [g if g != _UB_WHY else said for g in c.gives_up.split("; ")]
-            c = replace(c, gives_up="; ".join(g for g in gives if g) or "nothing")
+            gives = (g if g != _UB_WHY else said for g in c.gives)
+            c = replace(c, gives=tuple(g for g in gives if g))
         out.append(c)
     return out
 
