@@ -11,7 +11,7 @@ import pytest
 from support import gguf_factory as gf
 
 from lltui.cli import main
-from lltui.core.text import error_text, printable
+from lltui.core.text import counted, error_text, printable
 from lltui.core.units import bar, fmt_bytes, fmt_pct, fmt_rate_kbs, fmt_watts, spark
 
 HOSTILE = "evil\x1b[2J\x1b]0;owned\x07\x9b31m"
@@ -100,3 +100,8 @@ def test_an_error_quoting_a_huge_value_stays_short(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 600
     assert "characters in all" in err
+
+
+def test_counted_says_one_thing_singular_and_none_or_many_plural() -> None:
+    assert [counted(n, "GPU") for n in (0, 1, 2)] == ["0 GPUs", "1 GPU", "2 GPUs"]
+    assert counted(1, "bonded NVLink") == "1 bonded NVLink"

@@ -12,6 +12,7 @@ from lltui.commands import CliError, print_json
 from lltui.commands.own_options import options_help, split_own
 from lltui.core.jsonout import fields_of
 from lltui.core.stop_signals import raised_on_stop
+from lltui.core.text import counted
 
 if TYPE_CHECKING:
     from lltui.services.bench import BenchProgress, BenchReport, StoredCalibration
@@ -181,16 +182,16 @@ def stored_to_text(s: StoredCalibration) -> str:
 def _scales_lines(cal: Any) -> list[str]:
     from lltui.core.speed.calibration import MIN_AGREE
 
-    counted = cal.note() if cal.points else "not calibrated yet"
+    said = cal.note() if cal.points else "not calibrated yet"
     out = [
-        f"{counted}: time measured / predicted: "
+        f"{said}: time measured / predicted: "
         f"GPU decode x{cal.gpu_decode:.2f}, prompt x{cal.gpu_prefill:.2f}; "
         f"host decode x{cal.host_decode:.2f}, prompt x{cal.host_prefill:.2f}; "
         f"copies from host memory x{cal.copy:.2f}; all-reduces x{cal.reduce:.2f}"
     ]
     if cal.held:
         out.append(
-            f"held: {cal.held} served request{'s' if cal.held != 1 else ''}, until "
+            f"held: {counted(cal.held, 'served request')}, until "
             f"{MIN_AGREE} of one kind of work agree"
         )
     return out

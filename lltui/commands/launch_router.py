@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.commands import CliError
 from lltui.commands.launch_output import say as _say
+from lltui.core.text import counted
 
 if TYPE_CHECKING:
     from lltui.core.fit.evict import Decision
@@ -113,7 +114,7 @@ def _ready_line(prepared: PreparedRouter, st: LaunchState, as_json: bool) -> str
         demand = f"; loaded on demand (the router itself at {prepared.launch.spec.url})"
     return (
         f"llama-server router ready at {prepared.url} (pid {st.pid}): "
-        f"{len(names)} model{'s' if len(names) != 1 else ''}: {', '.join(names)}; "
+        f"{counted(len(names), 'model')}: {', '.join(names)}; "
         f"preset {prepared.preset_path}{demand}"
     )
 

@@ -87,3 +87,8 @@ def is_digits(text: str) -> bool:
     refuses) and ``٣`` (which ``int`` reads as 3), neither a number anyone typed for a port,
     a pid or a build."""
     return text.isascii() and text.isdigit()
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1: "1 GPU", "3 GPUs", "0 models"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -30,6 +30,7 @@ from lltui.app.state.fit import (
     plan_text,
 )
 from lltui.core.speed.model import speed_line
+from lltui.core.text import counted
 from lltui.core.units import MIB, compact_indexes, compact_names, fmt_bytes
 from lltui.services.devices import sim_profile_names
 
@@ -243,7 +244,7 @@ def render_found(found: FoundModels | None) -> str:
             "LLTUI_MODELS=DIR adds a folder to look in[/]"
         )
     n = len(found.models)
-    return f"[$text-muted]{n} model{'s' if n != 1 else ''} found (looked in {where})[/]"
+    return f"[$text-muted]{counted(n, 'model')} found (looked in {where})[/]"
 
 
 def render_verdict(outcome: FitOutcome, found: FoundModels | None = None) -> str:
@@ -505,9 +506,7 @@ class FitScreen(FormScreen):
         select = self.query_one("#fit-found", Select)
         select.set_options(options)
         n = len(options)
-        select.prompt = (
-            f"{n} model{'s' if n != 1 else ''}: pick one" if n else "none in the usual folders"
-        )
+        select.prompt = f"{counted(n, 'model')}: pick one" if n else "none in the usual folders"
         if self.outcome is not None and self.outcome.no_model:
             self.show_fit()  # the message under the form says where it looked
 

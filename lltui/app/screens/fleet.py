@@ -21,6 +21,7 @@ from lltui.app.widgets.hanging import HangingList
 from lltui.app.widgets.status import Banner, StatusBar
 from lltui.core.monitor.fleet import FleetSample, HostRow, host_row
 from lltui.core.monitor.models import RigInfo
+from lltui.core.text import counted
 from lltui.core.units import GIB, fmt_duration
 
 
@@ -157,7 +158,7 @@ def host_note(row: HostRow) -> str:
     """Why a host is not up (or what is wrong on it), in one line; empty when all is well."""
     notes = []
     if row.lost:
-        notes.append(f"{row.lost} GPU{'s' if row.lost > 1 else ''} lost")
+        notes.append(f"{counted(row.lost, 'GPU')} lost")
     if row.error:
         notes.append(row.error)
     elif row.status in ("stale", "down"):
@@ -169,7 +170,7 @@ def fleet_summary(rows: list[HostRow]) -> str:
     """``4 hosts: 2 up, 1 down, 1 stale``: how many are in each state, in words."""
     counts = {state: sum(1 for r in rows if r.status == state) for state in STATUS_TEXT}
     said = [f"{n} {state}" for state, n in counts.items() if n]
-    return f"{len(rows)} host{'s' if len(rows) != 1 else ''}: {', '.join(said)}"
+    return f"{counted(len(rows), 'host')}: {', '.join(said)}"
 
 
 class FleetScreen(ViewScreen):

@@ -30,6 +30,7 @@ from lltui.app.widgets.text_lines import TextLines
 from lltui.core.monitor.alerts import CRITICAL, Alert
 from lltui.core.monitor.balance import Imbalance, imbalances
 from lltui.core.monitor.models import RigSample
+from lltui.core.text import counted
 from lltui.core.units import (
     GIB,
     compact_indexes,
@@ -82,7 +83,7 @@ def render_rig_line(
     lost = len(sample.gpus) - len(live)
     n = len(sample.gpus)
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(f"{n} GPU{'s' if n != 1 else ''}", styles.bold)
+    text.append(counted(n, "GPU"), styles.bold)
     text.append(
         f"  VRAM {_fmt(used, GIB, '.1f')}/{_fmt(total, GIB, '.1f')} GiB"
         f" ({_fmt(free, GIB, '.1f')} free)"
@@ -147,7 +148,7 @@ def _beside(im: Imbalance, width: int) -> str:
         return ""
     n = len(im.neighbours)
     if width < 120:
-        return f" +{n} other{'s' if n > 1 else ''}" if width else f" +{n}"
+        return f" +{counted(n, 'other')}" if width else f" +{n}"
     first = im.neighbours[0]
     held = f" {fmt_bytes(first.used_bytes)}" if first.used_bytes is not None else ""
     more = f" +{n - 1} more" if n > 1 else ""
@@ -168,7 +169,7 @@ def render_alerts(alerts: tuple[Alert, ...], styles: CardStyles, width: int = 20
     if not alerts:
         return text
     worst = styles.error_bold if alerts[0].severity == CRITICAL else styles.warn
-    text.append(f"▲ {len(alerts)} alert{'s' if len(alerts) != 1 else ''}", worst)
+    text.append(f"▲ {counted(len(alerts), 'alert')}", worst)
     for i, a in enumerate(alerts):
         item = f"{a.subject} {a.message} since {_clock(a.since)}"
         if a.host:

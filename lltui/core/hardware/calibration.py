@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lltui.core.text import counted
+
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
@@ -40,5 +42,5 @@ class Calibration:
     def note(self) -> str:
         """What a prediction that uses it says: ``calibrated on this rig from 5 points,
         2026-01-02`` (the newest point that counts)."""
-        points = f"{self.points} point{'s' if self.points != 1 else ''}"
+        points = counted(self.points, "point")
         return f"calibrated on this rig from {points}, {self.date}"

@@ -22,6 +22,7 @@ from lltui.core.llamalog.events import Instance
 from lltui.core.llamalog.lines import split_line
 from lltui.core.llamalog.models import LlamaLogSummary
 from lltui.core.llamalog.reader import LogReader
+from lltui.core.text import counted
 
 CHILD_LINE = re.compile(r"^\[\s*(?P<port>\d{1,5})\] (?P<rest>.*)$", re.DOTALL)
 MAX_INSTANCES = 64  # servers remembered over a long run (the newest of each model kept)
@@ -246,4 +247,4 @@ class RepeatFolder:
         if not self._repeats:
             return []
         n, self._repeats = self._repeats, 0
-        return [f"    (the line above {n} more time{'s' if n != 1 else ''})"]
+        return [f"    (the line above {counted(n, 'more time')})"]

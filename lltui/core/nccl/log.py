@@ -20,6 +20,7 @@ from typing import Any
 
 from lltui.core.jsonout import fields_of
 from lltui.core.nccl.enums import RESULT_NAMES
+from lltui.core.text import counted
 
 MAX_KEPT_LINES = 2000  # WARN and error lines kept; the totals count every one
 MAX_LINE_CHARS = 4096  # a longer line is cut: no NCCL record is that long
@@ -586,10 +587,10 @@ def format_log_summary(s: NcclLogSummary) -> str:
     if s.cuda_driver_version:
         head.append(f"CUDA driver {s.cuda_driver_version}")
     if s.nranks:
-        hosts = f" on {len(s.hosts)} host{'s' if len(s.hosts) != 1 else ''}" if s.hosts else ""
-        head.append(f"{s.nranks} rank{'s' if s.nranks != 1 else ''}{hosts}")
+        hosts = f" on {counted(len(s.hosts), 'host')}" if s.hosts else ""
+        head.append(f"{counted(s.nranks, 'rank')}{hosts}")
     if s.channels:
-        head.append(f"{s.channels} channel{'s' if s.channels != 1 else ''}")
+        head.append(counted(s.channels, "channel"))
     out = [" · ".join(head)]
     out.append(f"network     {s.network or '-'}")
     out.append(f"transports  {', '.join(s.transports) if s.transports else '-'}")

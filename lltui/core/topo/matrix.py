@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lltui.core.monitor.models import GpuStatic
+from lltui.core.text import counted
 
 CPU_AFFINITY = "cpu_affinity"
 NUMA_AFFINITY = "numa_affinity"
@@ -144,7 +145,7 @@ def link_distance(cell: str | None) -> int:
 def link_meaning(cell: str) -> str:
     n = nvlink_count(cell)
     if n is not None:
-        return f"{n} bonded NVLink{'s' if n != 1 else ''}"
+        return counted(n, "bonded NVLink")
     return LINK_MEANINGS.get(cell, "not a code nvidia-smi documents")
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lltui.core.jsonout import fields_of
+from lltui.core.text import counted
 from lltui.core.topo.advice import Advice
 from lltui.core.topo.matrix import (
     AFFINITY_COLUMNS,
@@ -82,9 +83,9 @@ def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[
 def _summary(topo: Topology) -> str:
     cells = [c for _, _, c in topo.links]
     n = len(topo.gpus)
-    parts = [f"{n} GPU{'s' if n != 1 else ''}"]
+    parts = [counted(n, "GPU")]
     if topo.nics:
-        parts.append(f"{len(topo.nics)} NIC{'s' if len(topo.nics) != 1 else ''}")
+        parts.append(counted(len(topo.nics), "NIC"))
     text = ", ".join(parts)
     if cells and len(set(cells)) == 1 and len(cells) == n * (n - 1) // 2:
         text += f"; every GPU pair {cells[0]} ({link_meaning(cells[0])})"

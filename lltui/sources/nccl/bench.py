@@ -13,6 +13,7 @@ from typing import Any
 from lltui.core.jsonout import fields_of
 from lltui.core.nccl.enums import RESULT_NAMES, NCCLDataType, NCCLRedOp, NCCLResult
 from lltui.core.nccl.nccl_tests import NcclTestsRow, bus_bandwidth_factor, format_rows, sweep_sizes
+from lltui.core.text import counted
 from lltui.core.units import MIB
 from lltui.sources.nccl.communicator import NCCLCommunicator
 from lltui.sources.nccl.cudart import CudaRuntime, cuda_devices, open_cuda
@@ -59,7 +60,7 @@ class BenchResult:
         """The sweep as nccl-tests prints it, with a header and the average."""
         gpus = ",".join(str(d) for d in self.devices)
         lines = [
-            f"all-reduce, float, sum · {self.nranks} GPU{'s' if self.nranks != 1 else ''} "
+            f"all-reduce, float, sum · {counted(self.nranks, 'GPU')} "
             f"({gpus}) · NCCL {self.nccl_version} · {self.iters} iterations"
         ]
         if self.p2p:
