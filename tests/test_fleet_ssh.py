@@ -245,3 +245,31 @@ def test_a_master_its_owner_forgot_is_stopped_when_lltui_exits(ssh_env: SshServe
     ]
     assert masters == []
     assert sockets(os.environ["XDG_RUNTIME_DIR"]) == []
+
+
+def test_a_poll_given_up_on_leaves_no_nvidia_smi_running_on_the_host(ssh_env: SshServer):
+    """A poll past its timeout kills the local ssh; without a terminal sshd does not signal
+    the remote command, so nvidia-smi bounds its own run there (coreutils ``timeout``)."""
+    import subprocess
+
+    from lltui.core.monitor.models import SourceUnavailable
+
+    def running(pid: int) -> bool:
+        out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
+        return bool(out.stdout.strip()) and not out.stdout.strip().startswith("Z")
+
+    src = SmiSource("fleet-a", timeout=5)
+    src.open()  # the master is up: the poll's session opens well within its timeout
+    ssh_env.hang.touch()
+    try:
+        with pytest.raises(SourceUnavailable, match="did not answer within 5 s"):
+            src.poll()
+        wait_until(lambda: ssh_env.hung_pids() != [])
+        (pid,) = ssh_env.hung_pids()
+        # the stand-in sleeps ten minutes; its own bound (5 s) ends it long before that
+        wait_until(lambda: not running(pid), timeout=30)
+    finally:
+        ssh_env.hang.unlink()
+        for pid in ssh_env.hung_pids():  # (what a failed run of this test left)
+            subprocess.run(["kill", "-KILL", str(pid)], capture_output=True)
+        src.close()

@@ -39,7 +39,14 @@ from lltui.core.monitor.smi_csv import (
 )
 from lltui.core.monitor.throttle import SMI_FIELDS
 from lltui.core.units import MIB
-from lltui.sources.gpu.smi import CommandResult, SmiSource, check_host, run_command, smi_argv
+from lltui.sources.gpu.smi import (
+    BOUNDED,
+    CommandResult,
+    SmiSource,
+    check_host,
+    run_command,
+    smi_argv,
+)
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"  # see its README.md
 CSV_FILES = sorted((REAL / "smi").glob("C*.txt"))
@@ -490,8 +497,11 @@ def test_remote_argv_is_a_list_through_ssh_without_a_shell():
     sample = src.poll()
     first = fake.calls[0]
     dashes = first.index("--")
+    # the host ends its nvidia-smi after the poll's own timeout (20 s over ssh by default)
     assert first[0] == "ssh" and first[dashes + 1 :] == [
         "admin@gpu-box",
+        *BOUNDED,
+        "20",
         "nvidia-smi",
         "--query-gpu=" + ",".join(GPU_QUERY_FIELDS),
         "--format=csv,noheader,nounits",
@@ -520,10 +530,10 @@ def test_bad_hosts_are_refused(host: str):
 
 def test_words_for_a_remote_shell_are_checked():
     with pytest.raises(ValueError):
-        smi_argv(["--query-gpu=name;reboot"], "gpu-box")
+        smi_argv(["--query-gpu=name;reboot"], "gpu-box", timeout=10)
     with pytest.raises(ValueError, match="remote shell"):  # '$' let a final newline through
-        smi_argv(["--query-gpu=name\n"], "gpu-box")
-    assert smi_argv(["-L"]) == ["nvidia-smi", "-L"]
+        smi_argv(["--query-gpu=name\n"], "gpu-box", timeout=10)
+    assert smi_argv(["-L"], timeout=10) == ["nvidia-smi", "-L"]
 
 
 def test_a_field_the_driver_lacks_is_dropped_retried_and_remembered():

@@ -28,6 +28,7 @@ from lltui.core.topo.matrix import (
 from lltui.core.topo.parse import parse_topology
 from lltui.core.topo.report import topology_to_json
 from lltui.sources.gpu import topo as topo_source
+from lltui.sources.gpu.smi import BOUNDED
 
 # --- the live sources --------------------------------------------------------------------
 
@@ -121,7 +122,8 @@ def test_smi_over_ssh_builds_a_batch_mode_argv():
     assert live.topology.source == "nvidia-smi:gpu-box"
     argv = seen[0]
     assert argv[0] == "/usr/bin/ssh" and "BatchMode=yes" in argv
-    assert argv[argv.index("gpu-box") + 1 :] == ["nvidia-smi", "topo", "-m"]
+    # bounded on the host by the local timeout (15 s), run through sh there
+    assert argv[argv.index("gpu-box") + 1 :] == [*BOUNDED, "15", "nvidia-smi", "topo", "-m"]
     assert argv[argv.index("gpu-box") - 1] == "--"  # nothing after it is an ssh option
 
 

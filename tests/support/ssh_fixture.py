@@ -12,7 +12,9 @@ is a generated ssh_config, handed to lltui through ``LLTUI_SSH_CONFIG``, with al
 The sshd's sessions have ``stand-in-bin`` first on PATH, holding ``nvidia-smi``: a clearly
 named stand-in (``STAND-IN nvidia-smi``) answering ``--query-gpu`` with the GPUs of a real
 capture (tests/fixtures/real/smi/C01..., 4x A100) in the fields asked for, nothing for
-``--query-compute-apps``, and ``--version``. Each call is one line in ``calls.log``.
+``--query-compute-apps``, and ``--version``. Each call is one line in ``calls.log``. While
+the file ``SshServer.hang`` exists, it hangs instead (a slow host): it writes its pid as one
+line of ``hang.pids`` and sleeps ten minutes.
 
 Without sshd or ssh the tests skip with one line saying what is missing (scripts/test
 installs openssh-server when it runs as root on a machine with apt).
@@ -48,12 +50,18 @@ CAPTURE_FIELDS = (
 STAND_IN = '''\
 #!{python}
 """STAND-IN nvidia-smi for lltui's tests: answers from a real capture, not a driver."""
+import os
 import sys
+import time
 
 CAPTURE = {capture!r}
 FIELDS = {fields!r}.split(",")
 with open({log!r}, "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\\n")
+if os.path.exists({hang!r}):
+    with open({hang!r} + ".pids", "a") as pids:
+        pids.write("%d\\n" % os.getpid())
+    time.sleep(600)
 args = sys.argv[1:]
 if args == ["--version"]:
     print("NVIDIA-SMI version  : 545.23.08")
@@ -136,6 +144,16 @@ class SshServer:
         """ssh connections sshd accepted (authenticated) so far."""
         return self.log.read_text(errors="replace").count("Accepted publickey")
 
+    @property
+    def hang(self) -> Path:
+        """While this file exists, the stand-in nvidia-smi hangs (see the module's doc)."""
+        return self.calls_log.with_name("hang")
+
+    def hung_pids(self) -> list[int]:
+        """The pids of the stand-ins that hung so far."""
+        pids = self.calls_log.with_name("hang.pids")
+        return [int(p) for p in pids.read_text().split()] if pids.exists() else []
+
     def calls(self) -> list[str]:
         if not self.calls_log.exists():
             return []
@@ -173,7 +191,11 @@ def ssh_server(root: Path, remote_path: str = "") -> Iterator[SshServer]:
     smi = bin_dir / "nvidia-smi"
     smi.write_text(
         STAND_IN.format(
-            python=sys.executable, capture=str(FIXTURE), fields=CAPTURE_FIELDS, log=str(calls_log)
+            python=sys.executable,
+            capture=str(FIXTURE),
+            fields=CAPTURE_FIELDS,
+            log=str(calls_log),
+            hang=str(root / "hang"),
         )
     )
     smi.chmod(0o755)

@@ -3,10 +3,15 @@
 Every command is an argv list run without a shell. Over ssh the remote side does hand the
 command to the user's login shell, so every word we send is checked to hold nothing a shell
 would interpret (it is built from our own field table, never from user text).
+
+A remote command bounds its own run: killing a local ssh past its timeout does not end the
+command on the host (without a terminal, sshd signals nothing when the session drops), so a
+slow host would gather nvidia-smi runs that nobody waits for.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -49,6 +54,15 @@ CSV_FORMAT = "--format=csv,noheader,nounits"
 _SHELL_SAFE = re.compile(r"^[A-Za-z0-9._,=-]+\Z")
 _CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9][0-9.]*)")
 _NVML_VERSION = re.compile(r"NVML version\s*:\s*([0-9][0-9.]*)", re.IGNORECASE)
+# What a host runs, ahead of SECONDS PROGRAM ARGS (through sh, whatever the login shell):
+# PROGRAM under coreutils' (or busybox's) timeout, ended after SECONDS; plainly without one.
+BOUNDED = (
+    "exec",
+    "sh",
+    "-c",
+    """'command -v timeout >/dev/null && exec timeout "$@"; shift; exec "$@"'""",
+    "sh",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,21 +98,24 @@ def smi_argv(
     target: SshTarget | None = None,
     *,
     program: str = "nvidia-smi",
+    timeout: float,
 ) -> list[str]:
     """The argv that runs ``PROGRAM ARGS`` (nvidia-smi, or AMD's amd-smi / rocm-smi) here,
     on ``host`` (``[user@]HOST[:PORT]``, read as every ``smi:`` source reads it) through
-    ssh, or on ``target`` through its persistent connection."""
+    ssh, or on ``target`` through its persistent connection. Remotely it ends itself after
+    ``timeout`` seconds (rounded up), the caller's own limit (see :data:`BOUNDED`)."""
     if host is None and target is None:
         return [program, *args]
-    for word in (program, *args):
+    remote = [str(max(1, math.ceil(timeout))), program, *args]
+    for word in remote:
         if not _SHELL_SAFE.match(word):
             raise ValueError(f"refusing to send {word!r} to a remote shell")
     if target is not None:
-        return target.argv(program, *args)
+        return target.argv(*BOUNDED, *remote)
     assert host is not None
     name, port = split_host_port(host)
     ported = ["-p", str(port)] if port is not None else []
-    return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), program, *args]
+    return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), *BOUNDED, *remote]
 
 
 # what ssh prints (in a banner of @s) where a host's key is not the one known_hosts holds
@@ -188,7 +205,8 @@ class SmiSource:
         ``clocks_event_reasons.*`` swaps in the older ``clocks_throttle_reasons.*`` names)
         and retry. Each rejected field costs one retry; the field list bounds them."""
         for _ in range(len(fields) + 2):
-            argv = smi_argv([f"{flag}={','.join(fields)}", CSV_FORMAT], self.host, self.ssh)
+            args = [f"{flag}={','.join(fields)}", CSV_FORMAT]
+            argv = smi_argv(args, self.host, self.ssh, timeout=self._timeout)
             result = self._run(argv, self._timeout)
             if result.returncode == 0:
                 return result.stdout, fields
@@ -228,7 +246,8 @@ class SmiSource:
     def _versions(self) -> tuple[str | None, str | None]:
         """CUDA and NVML versions from ``nvidia-smi --version`` (drivers 525 and later);
         None when this driver does not print them."""
-        result = self._run(smi_argv(["--version"], self.host, self.ssh), self._timeout)
+        argv = smi_argv(["--version"], self.host, self.ssh, timeout=self._timeout)
+        result = self._run(argv, self._timeout)
         if result.returncode != 0:
             return None, None
         cuda = _CUDA_VERSION.search(result.stdout)

@@ -61,7 +61,7 @@ def run_smi(
         if ssh is None:
             raise SourceUnavailable("ssh is not on PATH (needed for smi:HOST)")
         # the smi source's argv: host checked (no leading '-'), '--' before it, safe words
-        argv = [ssh, *smi_argv(args, host)[1:]]
+        argv = [ssh, *smi_argv(args, host, timeout=timeout)[1:]]
     shown = "nvidia-smi " + " ".join(args) + (f" on {host}" if host else "")
     try:
         proc = run(

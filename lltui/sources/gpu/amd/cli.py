@@ -104,7 +104,8 @@ class AmdCliSource:
         return command_failure(tool, result, self.host)
 
     def _call(self, tool: str, *args: str) -> CommandResult:
-        return self._run(smi_argv(args, self.host, self.ssh, program=tool), self._timeout)
+        argv = smi_argv(args, self.host, self.ssh, program=tool, timeout=self._timeout)
+        return self._run(argv, self._timeout)
 
     def command_output(self, tool: str, *args: str) -> str:
         """What ``tool ARGS`` prints here or on the host; SourceUnavailable when it fails."""
