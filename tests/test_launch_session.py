@@ -265,6 +265,25 @@ def test_the_views_preview_reads_profiles_too(tmp_path, no_binary):
     assert note == "flags not checked: no llama-server in this test"
 
 
+def test_the_views_router_preview_leaves_the_routers_own_port_to_start(tmp_path, no_binary):
+    """Served on demand, the router listens on a loopback port found free when Start runs:
+    the preview showed a port of its own finding instead (another at each edit), not the
+    one Start runs nor where clients connect."""
+    from lltui.services.launch.router import RouterSession
+
+    models = tmp_path / "models"
+    model_file(models, "a.gguf")
+    model_file(models, "b.gguf")
+    line, note = preview_command(str(models), "-c 512", "127.0.0.1:8099")
+    assert (line, note) == preview_command(str(models), "-c 512", "127.0.0.1:8099")
+    with RouterSession(form_request(str(models), "-c 512", "127.0.0.1:8099")) as session:
+        started = session.prepare(require_binary=False).launch
+    port = f" --port {started.spec.port} "
+    assert port in started.command.shell_line()
+    assert line == started.command.shell_line().replace(port, " --port PORT ")
+    assert note is not None and "models load on demand at http://127.0.0.1:8099 (" in note
+
+
 # --- secrets: every secret flag gets the API key's treatment ----------------------------------
 
 TOKEN = "hf_TopSecretToken4711"

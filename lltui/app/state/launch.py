@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import replace
 
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.cmdline.launch_spec import LaunchError
@@ -100,7 +101,15 @@ def _router_preview(request: RouterRequest) -> tuple[str, str | None]:
         if plan.fits
         else "not all fit together: " + "; ".join(verdict_reasons(plan))
     )
+    command = prepared.launch.command
     if prepared.proxy_url is not None:
-        verdict += f"; models load on demand at {prepared.proxy_url}"
+        # the router's own port is one free when Start runs, not the one this preview took
+        argv = list(command.argv)
+        argv[argv.index("--port") + 1] = "PORT"
+        command = replace(command, argv=tuple(argv))
+        verdict += (
+            f"; models load on demand at {prepared.proxy_url} (the router behind it "
+            "on PORT: a free loopback port, picked at start)"
+        )
     note = "; ".join([verdict, *(n.text for n in notes)])
-    return prepared.launch.command.shell_line(), note
+    return command.shell_line(), note
