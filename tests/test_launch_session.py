@@ -284,6 +284,18 @@ def test_the_views_router_preview_leaves_the_routers_own_port_to_start(tmp_path,
     assert note is not None and "models load on demand at http://127.0.0.1:8099 (" in note
 
 
+def test_the_views_router_listens_where_its_flags_say_as_one_server_does(tmp_path, no_binary):
+    """--port among the flags: one server and lltui launch --models listen there; the view's
+    router listened on the listen field's port instead, and its preview said so."""
+    models = tmp_path / "models"
+    model_file(models, "a.gguf")
+    model_file(models, "b.gguf")
+    one, _note = preview_command(str(models / "a.gguf"), "--port 8097", "127.0.0.1:8099")
+    assert "--port 8097" in one
+    _line, note = preview_command(str(models), "--port 8097", "127.0.0.1:8099")
+    assert note is not None and "models load on demand at http://127.0.0.1:8097 (" in note
+
+
 # --- secrets: every secret flag gets the API key's treatment ----------------------------------
 
 TOKEN = "hf_TopSecretToken4711"

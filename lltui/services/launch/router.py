@@ -208,11 +208,10 @@ class RouterSession(Session):
         self, req: RouterRequest, launch_args: LlamaArgs, router_words: Sequence[str]
     ) -> LaunchSpec:
         """The router's launch: its address and keys, no model flag, the preset's path."""
-        launch = {name: getattr(launch_args, name) for name in launch_args.given}
-        if req.host is not None:
-            launch["host"] = req.host
-        if req.port is not None:
-            launch["port"] = req.port
+        # the request's address (the view's listen field) under the flags', as for one server
+        launch: dict[str, Any] = {"host": req.host, "port": req.port}
+        launch = {name: value for name, value in launch.items() if value is not None}
+        launch.update({name: getattr(launch_args, name) for name in launch_args.given})
         if check_secrets(launch, req.keys_on_command_line):
             self._note("warning", SECRET_IN_PS)
         spec = runtime_spec(
