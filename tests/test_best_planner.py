@@ -11,7 +11,7 @@ from support import gguf_factory as gf
 from lltui.cli import main
 from lltui.core.cmdline.args import spell
 from lltui.core.cmdline.flags import parse_llama_args
-from lltui.core.fit.best import best_configs, speed_tier
+from lltui.core.fit.best import Candidate, _rank, best_configs, speed_tier
 from lltui.core.fit.estimate import FitOptions, estimate
 from lltui.core.fit.planner import PLAN_GOALS, plan_best, rank
 from lltui.core.gguf.reader import read_gguf
@@ -597,3 +597,12 @@ def test_an_even_tensor_split_is_not_offered_again_as_a_ts(tmp_path):
     for o in plan.options:
         ts = _ts(o)
         assert not ts or len(set(ts)) > 1, o.argv
+
+
+@pytest.mark.parametrize("goal", ["context", "speed"])
+def test_lines_alike_but_for_their_prompt_rank_the_faster_prompt_first(goal):
+    def line(flag: str, prefill: float) -> Candidate:
+        return Candidate((flag,), 8192, 40.0, prefill, True, True, ())
+
+    slow, fast = line("-ub 256", 900.0), line("-ub 512", 1500.0)
+    assert [c.flags for c in _rank([slow, fast], goal)] == [fast.flags, slow.flags]

@@ -594,9 +594,12 @@ def _rank(pool: list[Candidate], goal: str) -> list[Candidate]:
     def tier(c: Candidate) -> int:
         return speed_tier(c.decode_tps, fastest)
 
+    # lines alike in all else: the faster prompt first (it had been the order they were found)
     if goal == "speed":
-        return sorted(pool, key=lambda c: (tier(c), KV_LOSS.get(c.kv, 0), -c.max_ctx))
-    return sorted(pool, key=lambda c: (-c.max_ctx, KV_LOSS.get(c.kv, 0), tier(c)))
+        return sorted(
+            pool, key=lambda c: (tier(c), KV_LOSS.get(c.kv, 0), -c.max_ctx, -c.prefill_tps)
+        )
+    return sorted(pool, key=lambda c: (-c.max_ctx, KV_LOSS.get(c.kv, 0), tier(c), -c.prefill_tps))
 
 
 def _with_gains(pool: list[Candidate]) -> list[Candidate]:
