@@ -458,3 +458,20 @@ def test_a_utf16_log_is_read_as_its_mark_says(tmp_path):
         (b.device, b.kind, b.mib_text) for b in plain.facts.buffers
     ]
     assert any("UTF-16" in n for n in r.source.notes)
+
+
+@pytest.mark.parametrize("last", ["loading model tensors", "KV buffer size", "compute buffer"])
+def test_a_log_that_ends_mid_load_says_so(capsys, tmp_path, last):
+    """A log cut off inside its load (a capture stopped, a paste cut short) was explained as
+    if the load were whole: nothing said the buffers still to come were missing."""
+    lines = PINNED.read_text().splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if last in line) + 1
+    log = tmp_path / "cut.log"
+    log.write_text("".join(lines[:end]))
+    said = "the log ends before its load finished"
+    assert main(["explain", str(log), "--json"]) == 0
+    (note,) = json.loads(capsys.readouterr().out)["notes"]
+    assert note.startswith(said)
+    assert main(["explain", str(log)]) == 0
+    assert [n for n in capsys.readouterr().out.splitlines() if said in n] == [f"note: {note}"]
+    assert not any(said in n for n in explain(ExplainRequest(str(PINNED), ask_binary=False)).notes)

@@ -55,6 +55,10 @@ _MEMORY_WORDS = ("MiB", "buffer", "out of memory", "alloc", "OOM")
 # what the server's own lines say, nothing of memory (not counted as read here)
 _SERVER_ONLY = frozenset({"model_loaded", "listening", "http_listening", "shutdown"})
 _SERVER_ONLY |= {"fit_ok"}
+MID_LOAD = (
+    'the log ends before its load finished (no graph line, "model loaded" or failure after '
+    "its last load line): the comparison and the verdict are a partial load's"
+)
 _CLI_FUNCS = ("llama_perf_sampler_print", "llama_perf_context_print", "sampler")
 
 
@@ -111,6 +115,7 @@ class MemoryFold:
         self.notes: list[str] = []
         self.loading_started = False  # the last load's start line was seen (no new one)
         self.loaded = False  # the server said its model loaded (a failure now is serving's)
+        self.mid_load = False  # a load line came, and no graph, "model loaded" or failure since
         self.started_by_path = False  # a new run's "loading model" began the current load
         self.cpu: str | None = None
         self.slots: tuple[int, int, str | None] | None = None
@@ -131,6 +136,7 @@ class MemoryFold:
             event = event.failure  # what a --fit that failed says of memory: the failure
         if isinstance(event, Flag) and event.what == "model_loaded":
             self.loaded = True
+            self.mid_load = False
         if (
             event is not None
             and not isinstance(event, Instance)
@@ -231,6 +237,7 @@ class MemoryFold:
     def _flag(self, line: Line, ev: Flag, target: _Load) -> None:
         what, value = ev.what, ev.value or ""
         if what == "tensors":
+            self.mid_load = True
             if self.part == "draft":
                 self.draft = _Load()
             elif self.started_by_path:
@@ -242,6 +249,7 @@ class MemoryFold:
         elif what in ("reserved", "pipeline", "set_rows_off"):
             if what == "reserved":
                 target.reserved = True
+                self.mid_load = False
             else:
                 setattr(self, "pipeline_parallel" if what == "pipeline" else what, True)
         elif what in ("swa_cache", "backend", "cpu", "flash_attn"):
@@ -320,6 +328,8 @@ class MemoryFold:
     def _buffer(self, line: Line, ev: Buffer) -> None:
         part = ev.part or self.part
         kind = ev.kind
+        if part != "mmproj":  # (a projector's reserve ends in a line not read as the graph's)
+            self.mid_load = True
         if part == "model":
             if kind == "model":
                 self._model_buffer_starts_load()
@@ -387,6 +397,7 @@ class MemoryFold:
     def _fail(self, failure: AllocFailure) -> None:
         if self.model_path is None and (path := _model_named(failure.message)):
             self.model_path = path  # failure lines name the model (failed to load model 'X')
+        self.mid_load = False
         if len(self.failures) >= MAX_FAILURES:
             return
         # after "model loaded", an allocation that fails is a request's, not the load's
@@ -459,7 +470,7 @@ class MemoryFold:
             failures=tuple(self.failures),
             unparsed=tuple(self.unparsed),
             unparsed_dropped=self.unparsed_dropped,
-            notes=tuple(dict.fromkeys(self.notes)),
+            notes=tuple(dict.fromkeys([*self.notes, MID_LOAD] if self.mid_load else self.notes)),
             draft_context=tuple(draft.context.items()) if draft else (),
             draft_kv_sizes=tuple(draft.kv_sizes) if draft else (),
             mmproj_estimate_mib=self.mmproj_mib,
