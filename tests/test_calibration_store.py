@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -225,7 +226,7 @@ def bench_here(tmp_path, monkeypatch):
         # (--busy-ok: the suite's other tests may keep the CPUs busy meanwhile)
         rc = main(["bench", str(model), *flags, "--quick", "--json", "--busy-ok"])
         out = capsys.readouterr()
-        return rc, _strict(out.out), out.err  # type: ignore[return-value]
+        return rc, _strict(out.out) if out.out else None, out.err  # type: ignore[return-value]
 
     return run
 
@@ -507,20 +508,29 @@ def test_reset_of_a_store_that_cannot_be_removed_is_one_line(tmp_path, monkeypat
     assert "internal error" not in err[0]
 
 
-def test_ctrl_c_shows_what_was_measured_and_keeps_none_of_it(bench_here, capsys, monkeypatch):
+@pytest.mark.parametrize("measured", [True, False])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_shows_what_was_measured_and_keeps_none_of_it(
+    bench_here, capsys, monkeypatch, signum, measured
+):
     """Ctrl-C (or SIGTERM) after minutes of runs printed nothing: what was measured was
-    lost without a word, where a budget that ran out keeps it."""
+    lost without a word, where a budget that ran out keeps it. The exit is 128 + the
+    signal's number, whether or not a test had finished: SIGTERM exited 130, as Ctrl-C."""
     from lltui.sources.llama import bench as llama_bench
 
     real = llama_bench.run_bench
 
-    def then_ctrl_c(*args, **kwargs):
+    def then_stopped(*args, **kwargs):
         real(*args, **kwargs)
-        raise KeyboardInterrupt
+        signal.raise_signal(signum)  # its handler raises here (SIGINT's: KeyboardInterrupt)
 
-    monkeypatch.setattr(llama_bench, "run_bench", then_ctrl_c)
+    monkeypatch.setattr(llama_bench, "run_bench", then_stopped)
     rows = [json.dumps(_row(avg_ts=2000.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=2500.0))]
-    rc, out, _err = bench_here(capsys, rows)
-    assert rc == 130 and out["stopped"] == "interrupted"
+    rc, out, _err = bench_here(capsys, rows if measured else [])
+    assert rc == 128 + signum
+    if not measured:
+        assert out is None  # nothing to show
+        return
+    assert out["stopped"] == "interrupted"
     assert out["points"] and out["stored"] is None
     assert out["not_stored"].startswith("interrupted")

@@ -5,6 +5,7 @@ with llama-bench, compare with the speed prediction, keep the calibration;
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -79,11 +80,20 @@ def run(args: argparse.Namespace) -> int:
     if request is None:
         return 0
     show = sys.stderr.isatty() and not as_json
+    signum: int = signal.SIGINT  # what stopped it, if anything: Ctrl-C unless a stop signal
+
+    def stopped(by: int) -> BaseException:
+        nonlocal signum
+        signum = by
+        return KeyboardInterrupt()
+
     try:
-        with raised_on_stop():  # llama-bench stops with lltui, however it is stopped
+        with raised_on_stop(stopped):  # llama-bench stops with lltui, however it is stopped
             report = run_bench(request, _progress if show else None)
     except BenchFailed as exc:
         raise CliError(str(exc), exc.code) from None
+    except KeyboardInterrupt:  # before any test finished: nothing to show
+        return 128 + signum
     finally:
         if show:
             sys.stderr.write("\r\x1b[K")
@@ -93,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
         print(to_text(report))
     from lltui.services.bench import INTERRUPTED
 
-    if report.stopped == INTERRUPTED:  # shown, not kept; the exit Ctrl-C gives
-        return 130
+    if report.stopped == INTERRUPTED:  # shown, not kept; exit 130 for Ctrl-C, 143 for SIGTERM
+        return 128 + signum
     if not report.points:  # nothing measured is no calibration: not a success
         why = report.stopped or "llama-bench printed no result lltui could read"
         sys.stderr.write(f"lltui: bench: no test finished ({why})\n")
