@@ -234,8 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "--json" in args_list and not exc.answered:
             _json_error(line, exc.code)
         return exc.code
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal raised as one (StopSignal)
+        return int(getattr(exc, "exit_code", 130))
     except BrokenPipeError:
         # `lltui gpus | head`: the reader went away; say nothing.
         devnull = os.open(os.devnull, os.O_WRONLY)

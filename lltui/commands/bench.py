@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from lltui.commands import CliError, print_json
 from lltui.commands.own_options import options_help, split_own
 from lltui.core.jsonout import fields_of
-from lltui.core.stop_signals import raised_on_stop
+from lltui.core.stop_signals import StopSignal, raised_on_stop
 from lltui.core.text import counted
 
 if TYPE_CHECKING:
@@ -85,15 +85,13 @@ def run(args: argparse.Namespace) -> int:
     def stopped(by: int) -> BaseException:
         nonlocal signum
         signum = by
-        return KeyboardInterrupt()
+        return StopSignal(by)  # (before any test finished it ends lltui with its exit code)
 
     try:
         with raised_on_stop(stopped):  # llama-bench stops with lltui, however it is stopped
             report = run_bench(request, _progress if show else None)
     except BenchFailed as exc:
         raise CliError(str(exc), exc.code) from None
-    except KeyboardInterrupt:  # before any test finished: nothing to show
-        return 128 + signum
     finally:
         if show:
             sys.stderr.write("\r\x1b[K")

@@ -10,8 +10,18 @@ import threading
 from collections.abc import Callable, Iterator
 
 
-def _interrupt(_signum: int) -> BaseException:
-    return KeyboardInterrupt()
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP raised as Ctrl-C is (what stops on Ctrl-C stops on them too), with
+    the exit the shell gives a process that signal ended (128 + its number: 143 for SIGTERM,
+    where Ctrl-C's is 130)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.exit_code = 128 + signum
+
+
+def _interrupt(signum: int) -> BaseException:
+    return StopSignal(signum)
 
 
 @contextlib.contextmanager
