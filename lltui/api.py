@@ -302,15 +302,16 @@ def colab_t4_single_config(model_size_b: float = 7.0, n_parallel: int = 1) -> Mu
 
 
 def auto_config(
-    model_size_b: float | None = None,
+    model_size_b: ModelRef | None = None,
     context_size: int = 4096,
     n_parallel: int = 1,
     source: str = "nvml",
 ) -> MultiGPUConfig:
-    """Split settings for the GPUs here. A model that fits on one GPU (by the rough
-    estimate) stays on the GPU with the most free memory, which decodes fastest; otherwise
-    layers are split as llama.cpp splits them by default (by free memory), written out. No
-    GPU: everything on the CPU."""
+    """Split settings for the GPUs here. A model that fits on one GPU (by
+    :func:`estimate_model_vram`: for a GGUF path the file as it is, for a size in billions
+    the rough estimate at Q4_K_M) stays on the GPU with the most free memory, which decodes
+    fastest; otherwise layers are split as llama.cpp splits them by default (by free
+    memory), written out. No GPU: everything on the CPU."""
     gpus = detect_gpus(source)
     if not gpus:
         return MultiGPUConfig(
@@ -320,7 +321,7 @@ def auto_config(
         return MultiGPUConfig(n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel)
     roomiest = max(gpus, key=lambda g: g.free_memory or 0)  # (unknown: no room counted)
     if model_size_b is not None:
-        need = estimate_model_vram(model_size_b, context_size=context_size)
+        need = estimate_model_vram(model_size_b, None, context_size)
         if need <= (roomiest.free_memory or 0):
             return MultiGPUConfig(
                 n_gpu=len(gpus),

@@ -280,3 +280,19 @@ def test_what_the_review_of_the_api_found(tmp_path, monkeypatch):
     plan = api.plan_models([Path(path), (path, "-c 1024")], gpus="24GiB")
     assert len(plan["models"]) == 2
     assert RigInfo("x").stand_in is False
+
+
+def test_auto_config_sizes_a_gguf_as_the_file_is(tmp_path):
+    """auto_config sized a GGUF path as its Q4_K_M re-quantization: a 16 GB F16 file was put
+    on one GPU with 12 GB free, where it cannot load."""
+    from support import gguf_factory as gf
+
+    from lltui import api
+
+    path = gf.write_sparse(tmp_path / "8b-f16.gguf", gf.llama_8b_spec(), "F16")
+    rig = "sim:mixed-4090-3090"
+    roomiest = max(g.free_memory or 0 for g in api.detect_gpus(rig))
+    # the file does not fit on the roomiest GPU; its 4-bit re-quantization would
+    assert api.estimate_model_vram(path, "Q4_K_M") < roomiest < api.estimate_model_vram(path, None)
+    cfg = api.auto_config(path, source=rig)
+    assert cfg.split_mode is SplitMode.LAYER and cfg.n_gpu == 2
