@@ -6,7 +6,8 @@
     ['-sm', 'layer', '-ts', '0.5,0.5', '-np', '1']
 
 GPU functions read real GPUs through NVML by default and return empty results where there
-are none; pass ``source="sim:PROFILE"`` to read a simulated rig instead.
+are none; pass ``source="sim:PROFILE"`` to read a simulated rig instead, or any other
+``--source`` (``smi:HOST``, ``replay:FILE``...): one that cannot be read raises ValueError.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from lltui.services.rig import one_sample
 
 if TYPE_CHECKING:
     from lltui.core.memory.results import FitResult
+    from lltui.core.monitor.models import RigSample
     from lltui.services.fit import FitRequest
 
 __all__ = [
@@ -80,11 +82,21 @@ class GPUInfo:
     nvml_index: int = 0
 
 
-rig_sample = one_sample  # one quick read of a source; None where it cannot run
+def rig_sample(source: str = "nvml") -> RigSample | None:
+    """One quick read of a source; None where a source of this machine (nvml, smi, amd,
+    auto) finds no GPU here. ValueError (one line, as ``lltui gpus`` says it) for a spec
+    that does not parse, or another host, a file or a server that cannot be read."""
+    from lltui.core.monitor.models import SourceUnavailable
+
+    try:
+        return one_sample(source)
+    except SourceUnavailable as exc:
+        raise ValueError(f"source {source}: {exc}") from None
 
 
 def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
-    """Every visible GPU in CUDA order; an empty list when there is none or no driver."""
+    """Every visible GPU in CUDA order; an empty list when there is none or no driver here
+    (ValueError for a host, file or server ``source`` names that cannot be read)."""
     sample = rig_sample(source)
     if sample is None:
         return []

@@ -296,3 +296,20 @@ def test_auto_config_sizes_a_gguf_as_the_file_is(tmp_path):
     assert api.estimate_model_vram(path, "Q4_K_M") < roomiest < api.estimate_model_vram(path, None)
     cfg = api.auto_config(path, source=rig)
     assert cfg.split_mode is SplitMode.LAYER and cfg.n_gpu == 2
+
+
+def test_a_source_that_cannot_be_read_is_an_error_not_a_rig_without_gpus(tmp_path, monkeypatch):
+    """A mistyped recording or an unreachable host read as a rig with no GPU: gpu_count 0,
+    can_fit_model False, where ``lltui gpus`` says why it cannot read it."""
+    from lltui import api
+
+    missing = tmp_path / "nope.jsonl"
+    for fn in (api.detect_gpus, api.gpu_count, api.get_cuda_version, api.get_free_vram):
+        with pytest.raises(ValueError, match="no such recording") as err:
+            fn(source=f"replay:{missing}")
+        assert str(err.value).startswith(f"source replay:{missing}: ")
+    with pytest.raises(ValueError, match="not reachable"):
+        api.can_fit_model(7.0, source="prom:http://127.0.0.1:1")
+    # this machine without a driver (no nvidia-smi on PATH) is still no GPU, not an error
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert api.detect_gpus("smi") == [] and api.get_cuda_version("smi") is None

@@ -351,7 +351,9 @@ def open_source(
 
 
 def one_sample(source: str = "nvml") -> RigSample | None:
-    """One sample of the rig ``source`` names, or None when that source cannot run here.
+    """One sample of the rig ``source`` names, or None where a source of this machine finds
+    no GPU, driver or binding here; SourceUnavailable for another host, a file or a server
+    that cannot be read (not a rig without GPUs).
 
     For NVML only the fast fields are read (names, memory, power...): no process lists,
     PCIe throughput (20 ms per counter) or NVLink state, which these functions do not use."""
@@ -370,7 +372,9 @@ def one_sample(source: str = "nvml") -> RigSample | None:
         else:
             src, _info = open_source(source)
     except (SourceUnavailable, ImportError):
-        return None
+        if pids_here(source):
+            return None
+        raise
     try:
         sample = src.poll()
     finally:
