@@ -393,13 +393,16 @@ def plan_models(
     reference, or ``(path, its own llama-server flags)``; ``flags`` apply to every model
     first; ``gpus`` as ``--gpus`` (None: this machine's GPUs; where it has none, the CPU
     alone: the CLI shows a simulated rig there, the API does not). Raises ValueError (one
-    line) for a model that cannot be read or settings llama.cpp refuses."""
+    line) for a model that cannot be read or settings llama.cpp refuses; TypeError for one
+    path where a list of them belongs."""
     from lltui.core.cmdline.args import parse_llama_args
     from lltui.core.fit.plan_report import plan_to_json
     from lltui.services.fit import FitFailed
     from lltui.services.plan import PlanEntry, PlanRequest
     from lltui.services.plan import plan_models as plan
 
+    if isinstance(models, str | os.PathLike):  # (a str is a sequence: of one-letter paths)
+        raise TypeError(f"models: a list of models, not one path: [{os.fspath(models)!r}]")
     words = shlex.split(flags) if isinstance(flags, str) else list(flags)
     entries = []
     for m in models:

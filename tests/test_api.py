@@ -313,3 +313,14 @@ def test_a_source_that_cannot_be_read_is_an_error_not_a_rig_without_gpus(tmp_pat
     # this machine without a driver (no nvidia-smi on PATH) is still no GPU, not an error
     monkeypatch.setenv("PATH", str(tmp_path))
     assert api.detect_gpus("smi") == [] and api.get_cuda_version("smi") is None
+
+
+def test_plan_models_given_one_path_says_so():
+    """One path where a list belongs was planned letter by letter: "/: is a directory"."""
+    from pathlib import Path
+
+    from lltui.api import plan_models
+
+    for one in ("models/chat.gguf", Path("models/chat.gguf")):
+        with pytest.raises(TypeError, match=r"not one path: \['models/chat.gguf'\]"):
+            plan_models(one, gpus="24GiB")  # type: ignore[arg-type]
