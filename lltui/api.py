@@ -383,15 +383,29 @@ def explain_log(
     return report_to_json(report)
 
 
+Flags = Sequence[str | int | float] | str  # ["-c", 8192], or "-c 8192" as a shell splits it
+
+
+def _words(flags: Flags) -> list[str]:
+    """llama-server's flags as command-line words (a number as the command line writes it)."""
+    if not isinstance(flags, str):
+        return [str(w) for w in flags]
+    try:
+        return shlex.split(flags)
+    except ValueError as exc:  # "No closing quotation"
+        raise ValueError(f"flags {flags!r}: {exc}") from None
+
+
 def plan_models(
-    models: Sequence[ModelPath | tuple[ModelPath, Sequence[str] | str]],
-    flags: Sequence[str] | str = (),
+    models: Sequence[ModelPath | tuple[ModelPath, Flags]],
+    flags: Flags = (),
     gpus: str | None = None,
 ) -> dict[str, Any]:
     """A plan for several models resident together (llama-server's router, or one server
     each), as ``lltui fit A.gguf B.gguf ... --json`` prints it: each model is a path or
     reference, or ``(path, its own llama-server flags)``; ``flags`` apply to every model
-    first; ``gpus`` as ``--gpus`` (None: this machine's GPUs; where it has none, the CPU
+    first (flags: a list of words, numbers too, ``["-c", 8192]``, or one string, ``"-c
+    8192"``); ``gpus`` as ``--gpus`` (None: this machine's GPUs; where it has none, the CPU
     alone: the CLI shows a simulated rig there, the API does not). Raises ValueError (one
     line) for a model that cannot be read or settings llama.cpp refuses; TypeError for one
     path where a list of them belongs."""
@@ -403,13 +417,11 @@ def plan_models(
 
     if isinstance(models, str | os.PathLike):  # (a str is a sequence: of one-letter paths)
         raise TypeError(f"models: a list of models, not one path: [{os.fspath(models)!r}]")
-    words = shlex.split(flags) if isinstance(flags, str) else list(flags)
+    words = _words(flags)
     entries = []
     for m in models:
         path, own = (m, ()) if isinstance(m, str | os.PathLike) else (m[0], m[1])
-        if isinstance(own, str):  # ("coder.gguf", "-c 8192")
-            own = shlex.split(own)
-        entries.append(PlanEntry(os.fspath(path), parse_llama_args([*words, *own])))
+        entries.append(PlanEntry(os.fspath(path), parse_llama_args([*words, *_words(own)])))
     try:
         report = plan(PlanRequest(tuple(entries), gpus=gpus))
     except FitFailed as exc:

@@ -324,3 +324,23 @@ def test_plan_models_given_one_path_says_so():
     for one in ("models/chat.gguf", Path("models/chat.gguf")):
         with pytest.raises(TypeError, match=r"not one path: \['models/chat.gguf'\]"):
             plan_models(one, gpus="24GiB")  # type: ignore[arg-type]
+
+
+def test_plan_models_takes_numbers_among_the_flags(tmp_path):
+    """["-c", 8192] was a TypeError from inside the flag parser ("expected string or
+    bytes-like object, got 'int'"); a string with an open quote said only "No closing
+    quotation"."""
+    from support import gguf_factory as gf
+
+    from lltui.api import plan_models
+
+    path = tmp_path / "tiny.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "F16")
+    as_words = plan_models([(path, ["-c", 1024])], flags=["-np", 2], gpus="24GiB")
+    as_text = plan_models([(path, "-c 1024")], flags="-np 2", gpus="24GiB")
+    assert as_words["models"][0]["n_ctx"] == 1024
+    assert as_words["models"][0]["args"] == as_text["models"][0]["args"]
+    with pytest.raises(ValueError, match="whole number"):
+        plan_models([(path, ["-c", 1024.5])], gpus="24GiB")
+    with pytest.raises(ValueError, match=r"flags .-a 'x.: No closing quotation"):
+        plan_models([path], flags="-a 'x", gpus="24GiB")
