@@ -134,3 +134,23 @@ def test_a_quantized_source_marks_nothing(tmp_path, capsys):
     assert main(["quant", str(path), "--gpus", "24GiB", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert not [r["type"] for r in rows if r["above_source"]]
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["-ctv", "q4_0", "-fa", "off"], "quantized V cache (-ctv) requires flash attention"),
+        (["-dev", "CUDA5"], "invalid device: CUDA5"),
+        (["--mmproj", "MODEL"], "not a multimodal projector"),
+    ],
+)
+def test_settings_llama_cpp_refuses_are_one_line_and_exit_2(model, capsys, flags, needle):
+    """Refused for every type alike, as fit and quant --best refuse them (the table was 33
+    rows of the same error, exit 0)."""
+    flags = [str(model) if f == "MODEL" else f for f in flags]
+    for json_flag in ([], ["--json"]):
+        assert main(["quant", str(model), "--gpus", "24GiB", *flags, *json_flag]) == 2
+        out = capsys.readouterr()
+        err = out.err.strip().removeprefix("lltui: ")
+        said = json.loads(out.out)["error"] if json_flag else err
+        assert said.startswith("quant: ") and needle in said and len(said.splitlines()) == 1

@@ -480,9 +480,10 @@ def quant_table(
     try:
         # a header whose hyperparameters cannot be read has no quant to list: one line
         summary = model_summary(model, read_hparams(model))
+        # settings llama.cpp refuses are refused for every type alike: one line, as fit's
+        rows = table(model, setup.args, setup.devices, setup.options, setup.extra, on_row=on_row)
     except FitError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    rows = table(model, setup.args, setup.devices, setup.options, setup.extra, on_row=on_row)
     return QuantReport(setup, summary, tuple(rows), tuple(skipped_types(model)))
 
 

@@ -105,6 +105,7 @@ def quant_table(
     """One entry per llama-quantize type that makes sense for the model (see
     :func:`relevant_ftypes`), smallest file first. Each is placed, its largest context found
     and its speed predicted; the flags that would make it fit are not searched for.
+    FitError: settings llama.cpp refuses (whatever the type), as :func:`estimate` raises.
     ``extra``: the draft, projector and adapters loaded beside every one of them.
     ``on_row(done, total)`` is told after each type (a progress line)."""
     opts = replace(options or FitOptions(), suggest=False)
@@ -112,7 +113,7 @@ def quant_table(
         # a quant's header differs from the model's in its type and split keys alone
         hp: Hparams | None = read_hparams(model)
     except FitError:
-        hp = None  # each type says why, as its own estimate does
+        hp = None  # the first estimate raises why
     src = quant_source(model)
     ftypes, _skipped = relevant_ftypes(src)
     out = []
@@ -135,12 +136,9 @@ def _quant_fit(
 ) -> QuantFit:
     if row.error:
         return QuantFit(row, None, row.error)
-    try:
-        quant = as_quantized(model, row)
-        result = estimate(quant, settings, devices, opts, extra, hparams=hp)
-    except FitError as exc:
-        return QuantFit(row, None, str(exc))
-    return QuantFit(row, result)
+    # settings llama.cpp refuses (FitError) are refused for every type alike: raised
+    quant = as_quantized(model, row)
+    return QuantFit(row, estimate(quant, settings, devices, opts, extra, hparams=hp))
 
 
 def skipped_types(model: GgufModel) -> list[tuple[str, str]]:
