@@ -154,3 +154,15 @@ def test_settings_llama_cpp_refuses_are_one_line_and_exit_2(model, capsys, flags
         err = out.err.strip().removeprefix("lltui: ")
         said = json.loads(out.out)["error"] if json_flag else err
         assert said.startswith("quant: ") and needle in said and len(said.splitlines()) == 1
+
+
+@pytest.mark.parametrize("verb", ["fit", "quant"])
+def test_a_projector_or_adapter_given_as_the_model_says_what_it_is(tmp_path, capsys, verb):
+    """It said 'clip.block_count is missing' (or llama's): the file is no model at all."""
+    spec = gf.SPECS["llama"]()
+    mmproj = gf.write_mmproj(tmp_path / "mmproj.gguf", spec.n_embd)
+    lora = gf.write_lora(tmp_path / "lora.gguf", spec)
+    for path, what in ((mmproj, "a multimodal projector"), (lora, "a LoRA adapter")):
+        assert main([verb, str(path), "--gpus", "24GiB"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{path}: {what}, not a model" in err and len(err.splitlines()) == 1

@@ -180,6 +180,12 @@ def read_hparams(model: GgufModel) -> Hparams:
     arch = model.architecture
     if not arch:
         raise FitError(f"{model.path}: no general.architecture: not a llama.cpp model")
+    # files that go beside a model (convert_hf_to_gguf's general.type; a projector's arch)
+    kind = md.get("general.type")
+    if arch == "clip" or kind == "mmproj":
+        raise FitError(f"{model.path}: a multimodal projector, not a model: give it as --mmproj")
+    if kind == "adapter":
+        raise FitError(f"{model.path}: a LoRA adapter, not a model: give it as --lora")
 
     def key(k: str) -> str:
         return f"{arch}.{k}"
