@@ -163,6 +163,8 @@ def test_a_projector_or_adapter_given_as_the_model_says_what_it_is(tmp_path, cap
     mmproj = gf.write_mmproj(tmp_path / "mmproj.gguf", spec.n_embd)
     lora = gf.write_lora(tmp_path / "lora.gguf", spec)
     for path, what in ((mmproj, "a multimodal projector"), (lora, "a LoRA adapter")):
-        assert main([verb, str(path), "--gpus", "24GiB"]) == 2
-        err = capsys.readouterr().err.strip()
-        assert f"{path}: {what}, not a model" in err and len(err.splitlines()) == 1
+        # quant --best listed it once a type, each row the error, exit 0
+        for best in ([], ["--best", "context"]):
+            assert main([verb, str(path), "--gpus", "24GiB", *best]) == 2
+            err = capsys.readouterr().err.strip()
+            assert f"{path}: {what}, not a model" in err and len(err.splitlines()) == 1

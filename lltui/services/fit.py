@@ -536,6 +536,12 @@ def quant_best(
                 f"{request.verb}: no model of the repository could be read: {options[0].error}", 1
             )
     else:
+        from lltui.core.memory.hparams import read_hparams
+
+        try:  # a header with no model's hyperparameters: one line, as the table's
+            read_hparams(setup.model)
+        except FitError as exc:
+            raise FitFailed(f"{request.verb}: {exc}", 2) from None
         options = computed_options(setup.model)
     room = _room(setup, options)
     try:
