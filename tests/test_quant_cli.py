@@ -168,3 +168,22 @@ def test_a_projector_or_adapter_given_as_the_model_says_what_it_is(tmp_path, cap
             assert main([verb, str(path), "--gpus", "24GiB", *best]) == 2
             err = capsys.readouterr().err.strip()
             assert f"{path}: {what}, not a model" in err and len(err.splitlines()) == 1
+
+
+def test_the_estimates_warnings_are_said_as_fit_says_them(tmp_path, capsys):
+    """An architecture llama.cpp does not know (llama-quantize and llama-server refuse it)
+    and a context past the trained one: every type was 'fits yes' without a word."""
+    path = tmp_path / "m.gguf"
+    gf.write_model(path, gf.llama_spec(arch="foobar", n_ctx_train=4096), "F16")
+    argv = ["quant", str(path), "--gpus", "24GiB", "-c", "8192"]
+    assert main([*argv, "--json"]) == 0
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert main(["fit", *argv[1:], "--json"]) == 0
+    assert warnings == json.loads(capsys.readouterr().out)["warnings"]
+    assert any("does not know the architecture 'foobar'" in w for w in warnings)
+    assert any("past the 4096 the model was trained on" in w for w in warnings)
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if line.startswith("warning: ")] == [
+        f"warning: {w}" for w in warnings
+    ]

@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         } | simulated_json(setup.rig)
         if setup.notes:
             data["notes"] = list(setup.notes)
+        data["warnings"] = list(report.warnings)
         print_json(data)
         return 0
     from lltui.core.text import one_line
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"not listed: {t} ({why})")
     for n in setup.notes:
         print(f"note: {one_line(n)}")
+    for w in report.warnings:
+        print(f"warning: {one_line(w)}")
     return 0
 
 

@@ -460,6 +460,7 @@ class QuantReport:
     summary: ModelSummary
     rows: tuple[QuantFit, ...]  # smallest file first
     skipped: tuple[tuple[str, str], ...]  # (type, why) the table leaves out
+    warnings: tuple[str, ...] = ()  # the estimates' (of the settings and model: fit's own)
 
 
 def quant_table(
@@ -484,7 +485,8 @@ def quant_table(
         rows = table(model, setup.args, setup.devices, setup.options, setup.extra, on_row=on_row)
     except FitError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    return QuantReport(setup, summary, tuple(rows), tuple(skipped_types(model)))
+    said = dict.fromkeys(w for q in rows if q.result is not None for w in q.result.warnings)
+    return QuantReport(setup, summary, tuple(rows), tuple(skipped_types(model)), tuple(said))
 
 
 @dataclass(frozen=True)
