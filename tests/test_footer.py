@@ -72,3 +72,20 @@ async def test_keys_under_the_palette_are_scrolled_to_with_the_wheel():
         await pilot.pause()
         after = footer_line(app)
         assert "K Signal" in after and after.endswith("▏^p palette ")
+
+
+async def test_the_footer_follows_what_enter_does_once_the_table_has_processes():
+    # the table is empty when the monitor is first drawn, and enter opens the GPU's detail;
+    # once processes are listed enter opens the selected one's history: the footer said
+    # "⏎ Detail" still
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        assert "⏎ Detail" in footer_line(app)
+        feed(app, 3)
+        await pilot.pause()
+        assert app.screen.query_one("ProcessTable").row_count
+        line = footer_line(app)
+        assert "⏎ Detail" not in line and "d Detail" in line
+        await pilot.press("enter")
+        assert type(app.screen).__name__ == "ProcessDetailScreen"

@@ -142,7 +142,7 @@ def colour_rows(variables: dict[str, str]) -> list[tuple[Text, str]]:
             f"hot: {TEMP_HOT_C}°C and over, VRAM {VRAM_HOT_PCT}% full and over",
         ),
         (swatch("text-muted", "grey"), "no reading: the GPU or driver does not report it"),
-        (swatch("accent", "▎"), "the selected GPU ([ and ] move, Enter opens it)"),
+        (swatch("accent", "▎"), "the selected GPU ([ and ] move, d opens it)"),
         (swatch("error", "▎", bold=True), "a GPU lost: it fell off the bus or stopped answering"),
         (Text("faded"), "stale: no fresh sample for several intervals"),
         (swatch("bar-vram", "█"), "the VRAM bar"),

@@ -375,6 +375,7 @@ class ProcessTable(DataTable[Text]):
 
     def show(self, sample: RigSample, sort_key: str, reverse: bool) -> None:
         self._last = (sample, sort_key, reverse)
+        had_row = self.selected_row() is not None
         every = process_rows(sample)
         width_now = self.size.width
         boxed = width_now >= CONTAINER_MIN_WIDTH and any(r.container for r in every.values())
@@ -417,6 +418,8 @@ class ProcessTable(DataTable[Text]):
             )
             self._order = order
         self._mark_sorted(sort_key, reverse)
+        if (self.selected_row() is not None) != had_row:
+            self.refresh_bindings()  # enter: the process's history, or (none) the GPU's detail
 
     def _mark_sorted(self, sort_key: str, reverse: bool) -> None:
         """The sort direction on the sorted column's header (relabelled only on a change)."""
