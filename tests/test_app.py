@@ -589,3 +589,20 @@ def test_the_view_option_names_every_view():
     from lltui.cli import VIEW_NAMES
 
     assert tuple(v.mode for v in VIEWS) == VIEW_NAMES
+
+
+@pytest.mark.parametrize(("keys", "label"), [(("enter",), "GPU mem"), (("d",), "power")])
+async def test_a_detail_opened_on_a_wide_paused_screen_draws_each_sparkline_on_one_line(
+    keys, label
+):
+    # its first frame was laid out at the screen's width, wider than its box: every
+    # sparkline wrapped, and stayed so until the next sample (never, while paused)
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(200, 50)) as pilot:
+        feed(app, 30)
+        await pilot.pause()
+        await pilot.press("space", *keys)  # paused: no sample draws it again
+        await pilot.pause()
+        lines = [s.text for s in app.screen._compositor.render_strips()]
+        at = next(i for i, line in enumerate(lines) if f"│ {label:<9}" in line)
+        assert "now " in lines[at + 1]  # the range under it, not the sparkline's tail

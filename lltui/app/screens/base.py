@@ -76,6 +76,14 @@ class HistoryModal(ModelView, ModalScreen[None]):
 
     def on_mount(self) -> None:
         # the app renders only screens it sees mounted; this one draws its first frame itself
+        self._show_now()
+
+    def on_resize(self) -> None:
+        # drawn again at its box's width once laid out (the first frame guessed the screen's;
+        # while paused no sample draws it again)
+        self.call_after_refresh(self._show_now)
+
+    def _show_now(self) -> None:
         model = host_of(self).model
         with model.lock:
             self.show(model)
