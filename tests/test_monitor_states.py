@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support.app_helpers import sim_app, wait_for
 from textual.widgets import Static
 
 from lltui.app.app import create_app
 from lltui.app.screens.gpu_detail import GpuDetailScreen
 from lltui.app.screens.help import HelpScreen
+from lltui.app.screens.process_detail import ProcessDetailScreen
 from lltui.app.widgets.footer import LltuiFooter
 from lltui.app.widgets.status import StatusBar
 from lltui.config import Settings
@@ -151,3 +153,24 @@ async def test_the_gpu_page_shows_readings_now_and_the_span_its_graphs_cover():
         await pilot.pause()
         text = str(app.screen.query_one("#detail", Static).render())
         assert "over the 1m window" in text
+
+
+@pytest.mark.parametrize("opens", ["d", "enter"])
+async def test_question_mark_on_a_detail_page_opens_the_keys_of_that_page(opens):
+    # the GPU page and a process's page are modal: the app's ? and F1 did nothing there
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 90)) as pilot:
+        app.poll_sync(3)
+        await pilot.pause()
+        await pilot.press(opens)
+        detail = app.screen
+        assert isinstance(detail, GpuDetailScreen | ProcessDetailScreen)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        said = [what for _title, rows in app.screen.sections for _keys, what in rows]
+        assert "Window" in said and "Help" in said
+        assert ("Prev GPU" in said) == (opens == "d")
+        await pilot.press("f1")
+        await pilot.pause()
+        assert app.screen is detail

@@ -4,9 +4,10 @@ below, and rendering from the app's model when shown."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static
@@ -69,6 +70,12 @@ class WarningDialog(ModalScreen[Answer]):
 class HistoryModal(ModelView, ModalScreen[None]):
     """A modal over the monitor that shows one thing's history (a GPU, a process) in one
     scrolling text; ``w`` steps through the monitor's history windows."""
+
+    # a modal screen has none of the app's keys: the key help's it forwards (as help does
+    # the views'), with the app's id so a keymap moves it here too
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,f1", "app.help", "Help", id="help", show=False),
+    ]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-box"):
