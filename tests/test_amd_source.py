@@ -172,6 +172,38 @@ def test_the_three_json_shapes_of_amd_smi_read_alike() -> None:
         assert (s.util_gpu, s.power_w) == (5, 90)
 
 
+# amd-smi of ROCm 6.0 (amdsmi_cli/amdsmi_commands.py at ROCm/amdsmi tag rocm-6.0.2): bare
+# numbers, and the names its fields had before 6.1 renamed them
+STATIC_60: dict[str, Any] = {
+    "gpu": 0,
+    "asic": {"market_name": "AMD Instinct MI300X", "device_id": "0x74a1"},
+    "bus": {"bdf": "0000:0c:00.0", "max_pcie_speed": 32, "max_pcie_width": 16},
+    "limit": {"max_power": 750, "current_power": 700},
+    "driver": {"driver_name": "amdgpu", "driver_version": "6.3.6"},
+    "vram": {"vram_type": "HBM3", "vram_vendor": "N/A", "vram_size_mb": 196592},
+}
+METRIC_60: dict[str, Any] = {
+    "gpu": 0,
+    "usage": {"gfx_usage": 87, "mem_usage": 41, "mm_ip_usage": "N/A"},
+    "power": {"current_power": 542, "power_limit": 700, "throttle_status": "UNTHROTTLED"},
+    "clock": {"gfx": {"cur_clk": 2100, "max_clk": 2100}, "mem": {"cur_clk": 1300}},
+    "temperature": {"edge": "N/A", "hotspot": 71, "mem": 58},
+    "mem_usage": {"total_vram": 196592, "used_vram": 121344, "free_vram": 75248},
+}
+
+
+def test_amd_smi_of_rocm_6_0_reads_its_older_field_names() -> None:
+    """ROCm 6.0's amd-smi said gfx_usage, current_power, vram_size_mb, ...: its GPUs showed
+    no utilisation, no power, no total memory and no driver."""
+    rig = read_rig(None, json.dumps([STATIC_60]))
+    (static,) = rig.statics
+    assert static.memory_total == 196592 * 2**20 and rig.driver_version == "6.3.6"
+    assert (static.power_limit_default_w, static.power_limit_max_w) == (700, 750)
+    s = read_samples(json.dumps([METRIC_60]), rig.statics)[0]
+    assert (s.util_gpu, s.util_mem, s.power_w, s.power_limit_w) == (87, 41, 542, 700)
+    assert (s.memory_used, s.sm_clock_mhz, s.hotspot_temp_c) == (121344 * 2**20, 2100, 71)
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [

@@ -8,7 +8,11 @@ The CLI's JSON changed shape across ROCm releases, and this reads all of them:
   (see :mod:`.amd_values`);
 * fields moved: partitions went from ``static`` top level into ``"partition"``, clocks
   from ``gfx``/``mem`` to ``gfx_0``/``mem_0``, violation counters into ``"throttle"``,
-  and a process's memory from ``mem_usage`` to ``memory_usage.vram_mem``.
+  and a process's memory from ``mem_usage`` to ``memory_usage.vram_mem``;
+* fields were renamed after 6.0: ``usage.gfx_usage``/``mem_usage`` became ``gfx_activity``/
+  ``umc_activity``, ``power.current_power`` ``socket_power``, ``limit.current_power``
+  ``socket_power``, ``vram.vram_size_mb`` ``size`` and ``driver.driver_version``
+  ``version``.
 
 A field a GPU does not report is None. A GPU is keyed by its ``gpu`` index, the index
 ``amd-smi`` itself uses (the same for every subcommand of one run).
@@ -84,8 +88,10 @@ def static_of(index: int, static: Mapping[str, Any], listing: Mapping[str, Any])
         uuid=gpu_key(text(listing.get("uuid")), index),
         name=name,
         pci_bus_id=pci_bus_id(first(listing, ("bdf",)) or dig(static, "bus", "bdf")),
-        memory_total=to_bytes(dig(static, "vram", "size"), "mb"),
-        power_limit_default_w=nonneg(dig(static, "limit", "socket_power")),
+        memory_total=to_bytes(first(static, ("vram", "size"), ("vram", "vram_size_mb")), "mb"),
+        power_limit_default_w=nonneg(
+            first(static, ("limit", "socket_power"), ("limit", "current_power"))
+        ),
         power_limit_max_w=nonneg(dig(static, "limit", "max_power")),
         pcie_gen_max=pcie_gen(dig(static, "bus", "max_pcie_speed")),
         pcie_width_max=width if width else None,
@@ -112,7 +118,7 @@ def with_catalog(static: GpuStatic) -> GpuStatic:
 
 def driver_version(entries: Iterable[Mapping[str, Any]]) -> str | None:
     for entry in entries:
-        version = text(dig(entry, "driver", "version"))
+        version = text(first(entry, ("driver", "version"), ("driver", "driver_version")))
         if version:
             return version
     return None
@@ -207,11 +213,12 @@ def sample_of(metric: Mapping[str, Any], static: GpuStatic) -> GpuSample:
         ("power", "socket_power"),
         ("power", "average_socket_power"),
         ("power", "current_socket_power"),
+        ("power", "current_power"),  # 6.0
     )
     return GpuSample(
         info=static,
-        util_gpu=nonneg(dig(metric, "usage", "gfx_activity")),
-        util_mem=nonneg(dig(metric, "usage", "umc_activity")),
+        util_gpu=nonneg(first(metric, ("usage", "gfx_activity"), ("usage", "gfx_usage"))),
+        util_mem=nonneg(first(metric, ("usage", "umc_activity"), ("usage", "mem_usage"))),
         power_w=nonneg(power),
         power_limit_w=nonneg(dig(metric, "power", "power_limit")) or static.power_limit_default_w,
         energy_mj=_energy_mj(metric),
