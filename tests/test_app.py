@@ -211,6 +211,24 @@ async def test_keymap_from_config_remaps_a_binding():
         assert app.model.paused
 
 
+async def test_a_keymap_naming_no_binding_or_one_key_twice_is_said():
+    """A typo in a [keymap] id, or one key given to two bindings, was silently ignored: the
+    key did something else, or nothing, and nothing said why."""
+    from lltui.app.app import create_app
+    from lltui.config import Settings
+    from lltui.sources.gpu.sim import SimSource
+
+    keymap = {"pasue": "x", "sort": "y", "quit-q": "z", "layout": "z"}
+    settings = Settings(interval=1.0, source="sim:kaggle-2xt4", keymap=keymap)
+    app = create_app(settings, source=SimSource(), start_polling=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        said = "\n".join(n.message for n in app._notifications)
+        assert "'pasue' is no binding id; it was ignored (did you mean 'pause'?)" in said
+        assert "z is given to both layout and quit-q" in said
+        assert "sort" not in said  # a remap that is fine is not mentioned
+
+
 async def test_command_palette_lists_lltui_actions():
     from lltui.app.palette import LltuiCommands
 

@@ -252,6 +252,9 @@ class LltuiApp(App[int]):
             self.switch_mode(self._initial_view)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
+            problems = keys.keymap_problems(self.settings.keymap, keys.binding_ids())
+            if problems:
+                self.notify("\n".join(problems), title="Keymap", severity="warning", timeout=8)
         if self._poll_first:
             # the first sample was taken in on_load: the next one an interval later
             self.set_timer(self.model.interval, self.poller.start)

@@ -53,3 +53,53 @@ def step_interval(current: float, direction: int) -> float:
         return bigger[0] if bigger else MAX_INTERVAL
     smaller = [s for s in INTERVAL_STEPS if s < current]
     return smaller[-1] if smaller else MIN_INTERVAL
+
+
+def binding_ids() -> frozenset[str]:
+    """Every id a config ``[keymap]`` may remap: those of lltui's app, screens and widgets
+    (their modules imported here: the app imports most screens only when first shown)."""
+    import importlib
+    import pkgutil
+
+    from textual.dom import DOMNode
+
+    from lltui.app import screens, widgets
+
+    for package in (screens, widgets):
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    ids = {b.id for b in BINDINGS if isinstance(b, Binding) and b.id}
+    classes: list[type] = [DOMNode]
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        if cls.__module__.startswith("lltui."):
+            ids.update(
+                b.id for b in cls.__dict__.get("BINDINGS", ()) if isinstance(b, Binding) and b.id
+            )
+    return frozenset(ids)
+
+
+def keymap_problems(keymap: dict[str, str], known: frozenset[str]) -> list[str]:
+    """One line for each id of a config ``[keymap]`` that names no binding and each key it
+    gives to two bindings (Textual ignores the one and lets one of the other win, silently)."""
+    import difflib
+
+    problems = []
+    for name in sorted(set(keymap) - known):
+        near = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        problems.append(f"[keymap] {name!r} is no binding id; it was ignored{hint}")
+    owners: dict[str, list[str]] = {}
+    for name, spec in keymap.items():
+        if name not in known:
+            continue
+        for key in {k.strip() for k in spec.split(",") if k.strip()}:
+            owners.setdefault(key, []).append(name)
+    for key, names in sorted(owners.items()):
+        if len(names) > 1:
+            problems.append(
+                f"[keymap] {key} is given to both {' and '.join(sorted(names))}; "
+                "where both apply, only one works"
+            )
+    return problems
