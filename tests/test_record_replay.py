@@ -477,6 +477,15 @@ def test_foreign_and_broken_files_are_one_clear_line(
     assert message.startswith(where)
 
 
+def test_a_line_that_is_not_json_says_where_in_plain_words(tmp_path: Path):
+    """json's "Unterminated string starting at" was followed by " at column 27": "at at"."""
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(b'{"lltui_recording": 1, "info": {"source": "nv')
+    with pytest.raises(SourceUnavailable) as exc:
+        ReplaySource(path).open()
+    assert "(Unterminated string starting at column 43)" in str(exc.value)
+
+
 def test_missing_file_and_directory(tmp_path: Path):
     with pytest.raises(SourceUnavailable, match="no such recording"):
         ReplaySource(tmp_path / "nope.jsonl").open()

@@ -302,7 +302,8 @@ def loads_line(text: str, line: int) -> dict[str, Any]:
     try:
         obj = json.loads(text, parse_float=_finite_or_none, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise RecordingError(f"not JSON ({exc.msg} at column {exc.colno})", line) from None
+        what = exc.msg.removesuffix(" at")  # "Unterminated string starting at" at column ...
+        raise RecordingError(f"not JSON ({what} at column {exc.colno})", line) from None
     except RecursionError:
         raise RecordingError("not JSON (nested too deeply)", line) from None
     if not isinstance(obj, dict):
