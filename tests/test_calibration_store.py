@@ -530,8 +530,13 @@ def test_ctrl_c_shows_what_was_measured_and_keeps_none_of_it(
         signal.raise_signal(signum)  # its handler raises here (SIGINT's: KeyboardInterrupt)
 
     monkeypatch.setattr(llama_bench, "run_bench", then_stopped)
+    # Ctrl-C's own handler (a test runner's worker may have set SIGINT aside)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     rows = [json.dumps(_row(avg_ts=2000.0)), json.dumps(_row(n_prompt=512, n_gen=0, avg_ts=2500.0))]
-    rc, out, _err = bench_here(capsys, rows if measured else [])
+    try:
+        rc, out, _err = bench_here(capsys, rows if measured else [])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert rc == 128 + signum
     if not measured:
         assert out is None  # nothing to show
