@@ -10,6 +10,7 @@ from support.fake_pynvml import MIB, FakeNvml, make_gpus
 from support.nvml_helpers import close_nvml_sources  # noqa: F401 (an autouse fixture)
 
 from lltui.app.app import create_app
+from lltui.app.palette import LltuiCommands
 from lltui.app.widgets.process_table import (
     ProcessFilter,
     ProcessPane,
@@ -198,3 +199,28 @@ def test_rss_fits_its_column_whole():
     ):
         assert rss_cell(int(n)) == shown and len(shown) <= width
     assert rss_cell(None) == "-"
+
+
+async def test_s_cycles_only_through_the_columns_shown_and_a_narrower_table_falls_back():
+    """TIME is shown from 90 columns: at 80, ``s`` sorted by it with no arrow on any header."""
+    app = sim_app("2x3090-nvlink")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 3)
+        await pilot.pause()
+        table = table_of(app)
+        assert "TIME" not in table.header_text()
+        seen = []
+        for _ in range(7):
+            await pilot.press("s")
+            seen.append(app.monitor_prefs.sort_key)
+            assert len(sorted_headers(table)) == 1
+        assert "time" not in seen and seen[-1] == "sm"  # six keys, then round again
+        names = [name for name, _h, _cb in LltuiCommands(app.screen)._commands()]
+        assert "Sort processes by pid" in names and "Sort processes by time" not in names
+        await pilot.resize_terminal(100, 24)
+        await wait_for(lambda: "TIME" in table.header_text())
+        await pilot.press("s", "s", "s", "s", "s")  # sm to time
+        assert sorted_headers(table) == ["TIME▼"]
+        await pilot.resize_terminal(80, 24)  # no TIME now: the first key, with its arrow
+        await wait_for(lambda: sorted_headers(table) == ["GPU MEM▼"])
+        assert app.monitor_prefs.sort_key == "gpu_mem"

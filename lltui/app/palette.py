@@ -9,7 +9,7 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from lltui.app.app_protocol import host_of
-from lltui.app.state.monitor import SORT_KEYS, WINDOWS_S
+from lltui.app.state.monitor import WINDOWS_S
 from lltui.app.views import VIEWS
 
 Command = tuple[str, str, Callable[[], object]]
@@ -44,6 +44,7 @@ class LltuiCommands(Provider):
 
     def _monitor_commands(self) -> list[Command]:
         from lltui.app.screens.monitor import MonitorScreen
+        from lltui.app.widgets.process_table import ProcessTable
 
         stack = self.app.screen_stack
         monitor = stack[0] if stack else None
@@ -70,7 +71,7 @@ class LltuiCommands(Provider):
                     partial(monitor.action_set_window, i),
                 )
             )
-        for key in SORT_KEYS:
+        for key in monitor.query_one(ProcessTable).sort_keys:  # the columns shown
             cmds.append(
                 (
                     f"Sort processes by {key.replace('_', ' ')}",

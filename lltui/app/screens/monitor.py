@@ -243,7 +243,7 @@ class MonitorScreen(LltuiScreen):
 
     # -- actions -------------------------------------------------------------------------
     def action_cycle_sort(self) -> None:
-        self.prefs.cycle_sort()
+        self.prefs.cycle_sort(self.query_one(ProcessTable).sort_keys)
         self._render_from_app()
 
     def action_sort_by(self, key: str) -> None:
@@ -431,7 +431,9 @@ class MonitorScreen(LltuiScreen):
             if layout != self._layout:
                 self._apply_layout(layout)
             self._show_cards(model, sample, layout)
-            self.query_one(ProcessTable).show(sample, prefs.sort_key, prefs.sort_reverse)
+            table = self.query_one(ProcessTable)
+            prefs.fit_sort(table.sort_keys)  # never by a column the width leaves out
+            table.show(sample, prefs.sort_key, prefs.sort_reverse)
         self.call_after_refresh(self._check_reserve)
 
     def _show_rig(self, text: Text) -> None:

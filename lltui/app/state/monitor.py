@@ -33,8 +33,15 @@ class MonitorPrefs:
     def sort_key(self) -> str:
         return SORT_KEYS[self.sort_index]
 
-    def cycle_sort(self) -> None:
-        self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
+    def cycle_sort(self, keys: tuple[str, ...] = SORT_KEYS) -> None:
+        """The next of ``keys`` (the columns the table shows) after the current one."""
+        at = keys.index(self.sort_key) if self.sort_key in keys else -1
+        self.sort_by(keys[(at + 1) % len(keys)])
+
+    def fit_sort(self, keys: tuple[str, ...]) -> None:
+        """Sorted by a column no longer shown (a narrower terminal): by the first of ``keys``."""
+        if self.sort_key not in keys:
+            self.sort_by(keys[0])
 
     def sort_by(self, key: str) -> None:
         self.sort_index = SORT_KEYS.index(key)

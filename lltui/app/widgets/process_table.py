@@ -361,6 +361,12 @@ class ProcessTable(DataTable[Text]):
         )
 
     @property
+    def sort_keys(self) -> tuple[str, ...]:
+        """The sort keys of the columns shown at the table's width (TIME from 90 columns)."""
+        timed = self.size.width >= TIME_MIN_WIDTH
+        return tuple(k for k in SORT_KEYS if timed or k != "time")
+
+    @property
     def filter_text(self) -> str:
         return self._filter
 
