@@ -187,3 +187,22 @@ def test_the_estimates_warnings_are_said_as_fit_says_them(tmp_path, capsys):
     assert [line for line in out if line.startswith("warning: ")] == [
         f"warning: {w}" for w in warnings
     ]
+
+
+@pytest.mark.parametrize("goal", ["speed", "context"])
+def test_best_says_the_estimates_warnings_as_plain_quant_does(tmp_path, capsys, goal):
+    """quant --best ranked a model llama.cpp does not know, at a context past the trained
+    one, without a word (plain quant says both)."""
+    path = tmp_path / "m.gguf"
+    gf.write_model(path, gf.llama_spec(arch="foobar", n_ctx_train=4096), "F16")
+    argv = ["quant", str(path), "--gpus", "24GiB", "-c", "8192"]
+    assert main([*argv, "--json"]) == 0
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    assert len(warnings) == 2
+    assert main([*argv, "--best", goal, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == warnings
+    assert main([*argv, "--best", goal]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if line.startswith("warning: ")] == [
+        f"warning: {w}" for w in warnings
+    ]

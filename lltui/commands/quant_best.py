@@ -65,6 +65,7 @@ def _to_json(ranked: QuantBest) -> dict[str, Any]:
         data["commit"] = ranked.repo.commit
     if ranked.setup.notes:
         data["notes"] = list(ranked.setup.notes)
+    data["warnings"] = list(ranked.warnings)
     return data
 
 
@@ -100,4 +101,5 @@ def _lines(ranked: QuantBest) -> list[str]:
             lines.append(f"{'':>5}adds nothing: {c.option.above_source}")
     lines.append("bpw: bits per weight; t/s: predicted decode speed; * needs an importance matrix")
     lines += [f"note: {one_line(n)}" for n in ranked.setup.notes]
+    lines += [f"warning: {one_line(w)}" for w in ranked.warnings]
     return lines

@@ -495,6 +495,7 @@ class QuantBest:
     goal: str
     repo: RepoQuants | None  # the repository ranked, or None: llama-quantize's types
     choices: tuple[QuantChoice, ...]
+    warnings: tuple[str, ...] = ()  # the estimate's (of the model and settings), as quant's
 
     def model_flags(self, choice: QuantChoice) -> tuple[str, ...]:
         """How llama-server names the model: -hf REPO:QUANT where the tag picks this file
@@ -550,7 +551,23 @@ def quant_best(
         choices = rank_quants(options, setup.args, room, setup.options, goal, progress=progress)
     except ValueError as exc:  # settings llama.cpp refuses for every quantization
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    return QuantBest(setup, goal, repo, tuple(choices))
+    return QuantBest(setup, goal, repo, tuple(choices), _quant_warnings(setup, choices))
+
+
+def _quant_warnings(setup: FitSetup, choices: Sequence[QuantChoice]) -> tuple[str, ...]:
+    """What the estimate warns of the model and the settings (an architecture llama.cpp does
+    not know, a context past the trained one), as plain quant says it: the same for every
+    quantization, so of the first one estimated."""
+    first = next(
+        (c.option.model for c in choices if c.option.model is not None and not c.error), None
+    )
+    if first is None:
+        return ()
+    try:
+        res = estimate_setup(replace(setup, model=first), replace(setup.options, search=False))
+    except FitFailed:
+        return ()
+    return res.warnings
 
 
 def _read_repo(ref: str) -> RepoQuants:
