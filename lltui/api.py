@@ -8,14 +8,17 @@
 GPU functions read real GPUs through NVML by default and return empty results where there
 are none; pass ``source="sim:PROFILE"`` to read a simulated rig instead, or any other
 ``--source`` (``smi:HOST``, ``replay:FILE``...): one that cannot be read raises ValueError.
+An argument of a type a function does not take raises TypeError, in one line naming it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
@@ -82,12 +85,25 @@ class GPUInfo:
     nvml_index: int = 0
 
 
+def _check(name: str, value: object, kinds: tuple[type, ...], takes: str) -> None:
+    """TypeError, one line naming the argument and what it takes, for a value of another
+    type (True is no number here)."""
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise TypeError(f"{name}: {takes}, not {value!r}")
+
+
+_SOURCE = "a source such as 'nvml' or 'sim:PROFILE'"
+_MODEL = "a GGUF path or a size in billions of parameters"
+_TOKENS = "a number of tokens"
+
+
 def rig_sample(source: str = "nvml") -> RigSample | None:
     """One quick read of a source; None where a source of this machine (nvml, smi, amd,
     auto) finds no GPU here. ValueError (one line, as ``lltui gpus`` says it) for a spec
     that does not parse, or another host, a file or a server that cannot be read."""
     from lltui.core.monitor.models import SourceUnavailable
 
+    _check("source", source, (str,), _SOURCE)
     try:
         return one_sample(source)
     except SourceUnavailable as exc:
@@ -138,12 +154,13 @@ def get_cuda_version(source: str = "nvml") -> str | None:
 
 
 def _select(gpus: list[GPUInfo], gpu_indices: list[int] | None) -> list[GPUInfo]:
+    _check("gpu_indices", gpu_indices, (Sequence, type(None)), "a list of CUDA indices, or None")
     if gpu_indices is None:
         return gpus
     known = {g.index for g in gpus}
     missing = [i for i in gpu_indices if i not in known]
     if missing:
-        raise ValueError(f"no GPU with index {missing[0]} (have {sorted(known)})")
+        raise ValueError(f"no GPU with index {missing[0]!r} (have {sorted(known)})")
     return [g for g in gpus if g.index in set(gpu_indices)]
 
 
@@ -231,6 +248,9 @@ def estimate_model_vram(
     llama-quantize would write it (None: the file as it is); ``overhead_factor`` is not used.
     Given a size in billions of parameters, a rule of thumb: weights at the type's bits per
     weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``."""
+    _check("model_size_b", model_size_b, (Real, str, os.PathLike), _MODEL)
+    _check("quantization", quantization, (str, type(None)), "a type such as 'Q4_K_M', or None")
+    _check("context_size", context_size, (Integral,), _TOKENS)
     if isinstance(model_size_b, str | os.PathLike):
         if not quantization:
             return _exact_vram(model_size_b, context_size)
@@ -270,6 +290,9 @@ def recommend_quantization(
     the largest file that fits (F16 included), as ``lltui quant`` marks it; for a size in
     billions, by the rule of thumb, Q8_0 at most. Raises ValueError when none fits, or for a
     memory that is not a positive number."""
+    _check("model_size_b", model_size_b, (Real, str, os.PathLike), _MODEL)
+    _check("available_vram_gb", available_vram_gb, (Real, type(None)), "a number of GB, or None")
+    _check("context_size", context_size, (Integral,), _TOKENS)
     if available_vram_gb is None:
         available = get_free_vram(source=source)
     elif not 0 < available_vram_gb < 1e12:  # nan and inf too
@@ -289,9 +312,9 @@ def recommend_quantization(
         quant = best_quant_for(model_size_b, available, context_size)
         what = f"a {model_size_b:g}B model"
     if quant is None:
+        gb = math.floor(available / 1e7) / 100  # rounded down: never what would fit
         raise ValueError(
-            f"no quantization of {what} fits in {available / 1e9:.1f} GB"
-            f" with a {context_size}-token context"
+            f"no quantization of {what} fits in {gb:.2f} GB with a {context_size}-token context"
         )
     return quant
 
@@ -388,6 +411,7 @@ Flags = Sequence[str | int | float] | str  # ["-c", 8192], or "-c 8192" as a she
 
 def _words(flags: Flags) -> list[str]:
     """llama-server's flags as command-line words (a number as the command line writes it)."""
+    _check("flags", flags, (str, Sequence), "a list of llama-server's words, or one string")
     if not isinstance(flags, str):
         return [str(w) for w in flags]
     try:
@@ -417,10 +441,15 @@ def plan_models(
 
     if isinstance(models, str | os.PathLike):  # (a str is a sequence: of one-letter paths)
         raise TypeError(f"models: a list of models, not one path: [{os.fspath(models)!r}]")
+    _check("gpus", gpus, (str, type(None)), "a --gpus spec such as '24GiB,24GiB', or None")
     words = _words(flags)
     entries = []
     for m in models:
-        path, own = (m, ()) if isinstance(m, str | os.PathLike) else (m[0], m[1])
+        pair = (m, ()) if isinstance(m, str | os.PathLike) else m
+        _check("models", pair, (tuple, list), "each a path, or a (path, flags) pair")
+        if len(pair) != 2:
+            raise ValueError(f"models: each a path, or a (path, flags) pair, not {m!r}")
+        path, own = pair
         entries.append(PlanEntry(os.fspath(path), parse_llama_args([*words, *_words(own)])))
     try:
         report = plan(PlanRequest(tuple(entries), gpus=gpus))

@@ -344,3 +344,45 @@ def test_plan_models_takes_numbers_among_the_flags(tmp_path):
         plan_models([(path, ["-c", 1024.5])], gpus="24GiB")
     with pytest.raises(ValueError, match=r"flags .-a 'x.: No closing quotation"):
         plan_models([path], flags="-a 'x", gpus="24GiB")
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda a, p: a.detect_gpus(3), TypeError, "source: a source such as 'nvml'"),
+        (lambda a, p: a.estimate_model_vram(7.0, 4), TypeError, "quantization: a type such as"),
+        (lambda a, p: a.estimate_model_vram(None), TypeError, "model_size_b: a GGUF path or a"),
+        (lambda a, p: a.estimate_model_vram(7.0, context_size="4096"), TypeError, "context_size"),
+        (lambda a, p: a.plan_models([p], gpus=24), TypeError, "gpus: a --gpus spec"),
+        (lambda a, p: a.plan_models([(p,)]), ValueError, r"models: each a path, or a \(path,"),
+        (lambda a, p: a.plan_models([p], flags=3), TypeError, "flags: a list of llama-server's"),
+        (lambda a, p: a.recommend_quantization(p, "16"), TypeError, "available_vram_gb: a num"),
+        (lambda a, p: a.get_total_vram(0), TypeError, "gpu_indices: a list of CUDA indices"),
+    ],
+)
+def test_a_wrong_argument_says_which_and_what_it_takes(tmp_path, call, kind, message):
+    """Each was an error from inside: 'int' object has no attribute 'strip' (or 'split'), tuple
+    index out of range, '<' not supported between 'int' and 'str'."""
+    from lltui import api
+
+    with pytest.raises(kind, match=message) as err:
+        call(api, str(tmp_path / "m.gguf"))
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_the_memory_a_model_does_not_fit_in_is_never_said_as_one_it_fits(tmp_path):
+    """1.08 GB that no type of the demo model fits in read "fits in 1.1 GB", where 1.1 GB is
+    enough for its F16."""
+    import re
+
+    from lltui import api
+    from lltui.services.demo import make_demo
+
+    path = make_demo(str(tmp_path)).path
+    assert api.recommend_quantization(path, 1.1) == "F16"
+    with pytest.raises(ValueError, match="no quantization") as err:
+        api.recommend_quantization(path, 1.08)
+    said = re.search(r"fits in ([0-9.]+) GB", str(err.value))
+    assert said is not None and said[1] == "1.08"
+    with pytest.raises(ValueError, match="no quantization"):
+        api.recommend_quantization(path, float(said[1]))  # what it says is not enough
