@@ -85,6 +85,9 @@ def hub(big_model, small_models, monkeypatch):
                     "Q8_0/Split-Q8_0-00002-of-00002.gguf": small_models["part2"],
                 }
             ),
+            "acme/Gap-GGUF": Repo(
+                files={"Q8_0/Gap-Q8_0-00001-of-00002.gguf": small_models["part1"]}
+            ),
             "acme/Gated-GGUF": Repo(files={"Gated-Q8_0.gguf": small_models["one"]}, gated=True),
             "acme/Cut-GGUF": Repo(files={"Cut-Q8_0.gguf": small_models["cut"]}),
         },
@@ -226,6 +229,14 @@ def test_missing_files_and_repositories_are_one_line(hub):
         read_remote("hf:acme/Nope-GGUF:Q4_K_M")
     with pytest.raises(RemoteError, match="no file of quantization Q2_K"):
         read_remote("hf:acme/Big-GGUF:Q2_K")
+
+
+def test_a_missing_part_of_a_remote_split_model_is_named(hub, capsys):
+    """It said only "parts of this split model are missing", where a local one names the file."""
+    assert main(["fit", "hf:acme/Gap-GGUF:Q8_0", "--gpus", "24GiB"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert err.strip().endswith("missing: Q8_0/Gap-Q8_0-00002-of-00002.gguf")
 
 
 def test_a_truncated_header_is_one_line(hub, capsys):

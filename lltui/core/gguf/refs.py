@@ -160,9 +160,19 @@ class RepoModel:
         return None if any(s is None for s in sizes) else sum(s or 0 for s in sizes)
 
     @property
-    def complete(self) -> bool:
+    def missing(self) -> tuple[str, ...]:
+        """The parts of a split model the repository lacks, by their paths."""
         m = SPLIT_NAME_RE.match(self.path)
-        return m is None or len(self.files) == int(m.group("count"))
+        if m is None:
+            return ()
+        have = {f.path for f in self.files}
+        count = m.group("count")
+        names = (f"{m.group('prefix')}-{i:05d}-of-{count}.gguf" for i in range(1, int(count) + 1))
+        return tuple(n for n in names if n not in have)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
 
 
 def repo_models(files: Sequence[RepoFile]) -> list[RepoModel]:

@@ -332,11 +332,12 @@ def remote_files(listing: RepoListing, model: RepoModel, tok: str | None) -> lis
         )
     elif tok is None:
         hint = "private? set HF_TOKEN"
+    if model.missing:
+        gone = ", ".join(model.missing[:4]) + (" ..." if len(model.missing) > 4 else "")
+        raise RemoteError(f"{ref.text(model.path)}: parts of this split model are missing: {gone}")
     out = []
     for f in model.files:
         url = hub.hf_hub_url(ref.repo, f.path, revision=rev, endpoint=endpoint())
-        if not model.complete:
-            raise RemoteError(f"{ref.text(f.path)}: parts of this split model are missing")
         out.append(
             RemoteFile(
                 url=url,
