@@ -20,6 +20,7 @@ from lltui.core.gguf.refs import (
     RepoFile,
     UrlRef,
     display_url,
+    hf_projector,
     parse_ref,
     quant_of,
     repo_models,
@@ -59,12 +60,26 @@ def big_model(tmp_path_factory) -> Path:
 def small_models(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("small")
     (one,) = gf.write_model(d / "one.gguf", gf.llama_spec(), "Q8_0")
+    (one32,) = gf.write_model(d / "one32.gguf", gf.llama_spec(), "F32")
     parts = gf.write_model(d / "tiny.gguf", gf.qwen3_spec(), "Q8_0", split_max_tensors=25)
     assert len(parts) == 2
     cut = d / "cut.gguf"
     data = one.read_bytes()
     cut.write_bytes(data[: read_gguf(one).files[0].header_nbytes // 2])
-    return {"one": one, "part1": parts[0], "part2": parts[1], "cut": cut}
+    # projectors into Big's 4096 dimensions and one's 256 (F16, and F32: -hf picks by bits)
+    big_mm = gf.write_mmproj(d / "big-mmproj.gguf", 4096)
+    mm = gf.write_mmproj(d / "mmproj.gguf", 256, n_embd=256, image_size=336, patch_size=14)
+    mm32 = gf.write_mmproj(d / "mmproj32.gguf", 256, weight_type="F32")
+    return {
+        "one": one,
+        "one32": one32,
+        "part1": parts[0],
+        "part2": parts[1],
+        "cut": cut,
+        "big_mmproj": big_mm,
+        "mmproj": mm,
+        "mmproj32": mm32,
+    }
 
 
 @pytest.fixture
@@ -75,7 +90,7 @@ def hub(big_model, small_models, monkeypatch):
                 files={
                     "Big-Q4_K_M.gguf": big_model,
                     "Big-IQ4_XS.gguf": small_models["one"],
-                    "mmproj-Big-F16.gguf": small_models["one"],
+                    "mmproj-Big-F16.gguf": small_models["big_mmproj"],
                     "README.md": small_models["one"],
                 }
             ),
@@ -83,6 +98,15 @@ def hub(big_model, small_models, monkeypatch):
                 files={
                     "Q8_0/Split-Q8_0-00001-of-00002.gguf": small_models["part1"],
                     "Q8_0/Split-Q8_0-00002-of-00002.gguf": small_models["part2"],
+                }
+            ),
+            "acme/Vis-GGUF": Repo(
+                files={
+                    "Vis-Q8_0.gguf": small_models["one"],
+                    "Vis-F32.gguf": small_models["one32"],
+                    "mmproj-Vis-F32.gguf": small_models["mmproj32"],
+                    "mmproj-Vis-F16.gguf": small_models["mmproj"],
+                    "other/mmproj-Vis-Q8_0.gguf": small_models["mmproj32"],
                 }
             ),
             "acme/Gap-GGUF": Repo(
@@ -350,6 +374,66 @@ def test_fit_json_names_the_remote_file(hub, capsys):
     assert data["model"]["path"].startswith(f"{hub.url}/files/one") and data["rows"]
 
 
+def test_hf_picks_the_projector_as_llama_cpp_does():
+    """common/download.cpp's find_best_mmproj: the model's folder or one above it, the
+    deepest, then the bits nearest the model's, then the first listed."""
+    paths = ["MMPROJ-F16.gguf", "mmproj-BF16.gguf", "mmproj-F16.gguf", "mmproj-F32.gguf"]
+    paths += ["Q8_0/mmproj-Q8_0.gguf", "other/mmproj-F16.gguf", "mmproj.txt"]
+    assert hf_projector(paths, "M-Q4_K_M.gguf") == "mmproj-BF16.gguf"
+    assert hf_projector(paths, "M-F32.gguf") == "mmproj-F32.gguf"
+    assert hf_projector(paths, "Q8_0/M-Q8_0-00001-of-00002.gguf") == "Q8_0/mmproj-Q8_0.gguf"
+    assert hf_projector(paths, "Q4_0/M-Q4_0.gguf") == "mmproj-BF16.gguf"
+    assert hf_projector(["MMPROJ-F16.gguf", "x/mmproj.gguf"], "M-Q4_0.gguf") is None
+
+
+def _fit_json(capsys, *args: str) -> dict:
+    assert main(["fit", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_hf_counts_the_projector_llama_server_loads_beside_the_model(hub, capsys):
+    """llama-server's -hf downloads and loads the repository's mmproj file unless told
+    --no-mmproj: fit counted none of it."""
+    ref, gpus = "hf:acme/Vis-GGUF:Q8_0", ("--gpus", "24GiB")
+    mm = "hf:acme/Vis-GGUF:mmproj-Vis-F16.gguf"  # F16 nearest Q8_0's bits; other/ is not above
+    auto = _fit_json(capsys, ref, *gpus)
+    named = _fit_json(capsys, ref, *gpus, "--mmproj", mm)
+    bare = _fit_json(capsys, ref, *gpus, "--no-mmproj")
+    assert [p["path"] for p in auto["parts"]] == [mm] and not bare.get("parts")
+    totals = [[d["total_bytes"] for d in r["devices"]] for r in (auto, named, bare)]
+    assert totals[0] == totals[1] and totals[0][0] > totals[2][0]
+    note = "-hf also loads mmproj-Vis-F16.gguf (2.7 MiB), counted as --mmproj; --no-mmproj"
+    assert any(n.startswith(note) for n in auto["notes"])
+    assert not any("-hf also" in n for n in named.get("notes", []) + bare.get("notes", []))
+    assert main(["fit", ref, *gpus]) == 0
+    assert f"note: {note} leaves it out" in capsys.readouterr().out
+
+
+def test_hf_projector_left_out_by_the_environment(hub, capsys, monkeypatch):
+    ref, gpus = "hf:acme/Vis-GGUF:Q8_0", ("--gpus", "24GiB")
+    bare = _fit_json(capsys, ref, *gpus, "--no-mmproj")
+    monkeypatch.setenv("LLAMA_ARG_NO_MMPROJ_AUTO", "1")  # as llama-server reads it
+    off = _fit_json(capsys, ref, *gpus)
+    assert not off.get("parts") and off["devices"][0] == bare["devices"][0]
+
+
+def test_quant_best_ranks_each_file_beside_its_projector(hub, capsys):
+    # room for Q8_0 alone at its trained context, not with its projector beside it
+    gpus = ("--gpus", "18MiB", "--margin", "0", "--best", "gpu-only", "--json")
+    assert main(["quant", "hf:acme/Vis-GGUF", *gpus, "--no-mmproj"]) == 0
+    bare = {q["quant"]: q for q in json.loads(capsys.readouterr().out)["quants"]}
+    assert main(["quant", "hf:acme/Vis-GGUF", *gpus]) == 0
+    data = json.loads(capsys.readouterr().out)
+    auto = {q["quant"]: q for q in data["quants"]}
+    assert bare["Q8_0"]["max_ctx"] == 4096 > auto["Q8_0"]["max_ctx"]
+    # each file beside the projector llama.cpp picks for it: the nearest in bits
+    assert sorted(n.split(",")[0] for n in data["notes"] if n.startswith("-hf")) == [
+        "-hf also loads mmproj-Vis-F16.gguf (2.7 MiB) beside Q8_0",
+        "-hf also loads mmproj-Vis-F32.gguf (639.6 KiB) beside F32",
+    ]
+    assert "-hf also" not in json.dumps(bare)
+
+
 def test_a_repository_is_listed_with_its_quants_and_sizes(hub, capsys):
     assert main(["quant", "hf:acme/Big-GGUF"]) == 0
     out = capsys.readouterr().out
@@ -425,7 +509,10 @@ def test_the_python_api_takes_remote_references(hub, small_models):
 
     here = estimate_model_vram(str(small_models["one"]), None, 2048)
     assert estimate_model_vram(f"{hub.url}/files/one.gguf", None, 2048) == here
-    assert estimate_model_vram("hf:acme/Big-GGUF:IQ4_XS", None, 2048) == here
+    # the projector llama-server's -hf loads beside it is counted
+    assert estimate_model_vram("hf:acme/Big-GGUF:IQ4_XS", None, 2048) > here
+    split = estimate_model_vram(str(small_models["part1"]), None, 2048)
+    assert estimate_model_vram("hf:acme/Split-GGUF:Q8_0", None, 2048) == split
 
 
 def test_the_listings_choice_names_one_model_and_keeps_the_revision():

@@ -138,6 +138,7 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     """The header read and the devices resolved. ``whole_repo``: a reference to a repository
     (``hf:OWNER/REPO``) is left unread, for :func:`quant_best` to rank its files."""
     from lltui.core.gguf.refs import names_repo
+    from lltui.core.memory.parts import ExtraModels
     from lltui.sources.gpu.meminfo import host_available
     from lltui.sources.models.read import read_extra_models
 
@@ -147,9 +148,15 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     margin = _margin(request)
     try:
         skip = whole_repo and names_repo(request.model)
-        model = None if skip else read_model(request.model, request.verb, request.keep_remote)
+        model = projector = None
+        if not skip:
+            hf_mm = loads_hf_projector(request.model, args)
+            model, projector = _read(request.model, request.verb, request.keep_remote, hf_mm)
         devices, device_notes = _devices(request)
         extra = read_extra_models(args, request.verb)  # -md, --mmproj, --lora files
+        if projector is not None:  # counted as --mmproj would count it
+            extra = replace(extra or ExtraModels(), mmproj=projector)
+            notes.append(projector_note(projector))
     except ModelChoice as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2, choice=exc) from None
     except ModelError as exc:
@@ -285,7 +292,7 @@ def _devices(request: FitRequest) -> tuple[list[DeviceSpec], list[str]]:
     return resolve_devices(request.gpus, rpc, rpc_max_age_s=request.rpc_max_age_s)
 
 
-_remote: dict[str, tuple[float, GgufModel]] = {}
+_remote: dict[str, tuple[float, tuple[GgufModel, GgufModel | None]]] = {}
 _remote_lock = threading.Lock()
 
 
@@ -307,23 +314,55 @@ def read_model(path: str, verb: str = "fit", keep: bool = False) -> GgufModel:
     """The model's header (:class:`ModelError` with one line). ``keep``: a remote one
     (hf:..., a URL) is kept a while, so that editing a view does not ask the network again
     on every change."""
+    return _read(path, verb, keep, False)[0]
+
+
+def loads_hf_projector(model: str, args: LlamaArgs) -> bool:
+    """Whether llama-server, given ``model`` as ``-hf``, also downloads and loads the
+    repository's multimodal projector: unless ``--mmproj``, ``-mmu`` or ``--no-mmproj``
+    says otherwise (common/arg.cpp's download_mmproj)."""
+    from lltui.core.gguf.refs import HF_PREFIX
+
+    explicit = args.mmproj or args.mmproj_url
+    return model.strip().startswith(HF_PREFIX) and args.mmproj_auto and not explicit
+
+
+def projector_note(projector: GgufModel, beside: str = "") -> str:
+    """What the estimate says of the projector ``-hf`` loads by itself."""
+    from lltui.core.gguf.refs import HfRef, parse_ref
+    from lltui.core.units import fmt_bytes
+
+    ref = parse_ref(projector.path)  # hf:OWNER/REPO:FILE[@REV], as the reader named it
+    name = ref.selector if isinstance(ref, HfRef) and ref.selector else projector.path
+    return (
+        f"-hf also loads {name} ({fmt_bytes(projector.file_size)}){beside}, counted as --mmproj; "
+        "--no-mmproj leaves it out"
+    )
+
+
+def _read(path: str, verb: str, keep: bool, projector: bool) -> tuple[GgufModel, GgufModel | None]:
+    """The model's header and, with ``projector``, the one -hf loads beside it."""
     from lltui.core.gguf.refs import is_remote_ref
-    from lltui.sources.models.read import read_model as read
+    from lltui.sources.models.read import read_model as read_one
+    from lltui.sources.models.read import read_model_and_projector
+
+    def read() -> tuple[GgufModel, GgufModel | None]:
+        return read_model_and_projector(path, verb) if projector else (read_one(path, verb), None)
 
     if not keep or not is_remote_ref(path):
-        return read(path, verb)
+        return read()
     now = time.monotonic()
-    key = f"{os.environ.get('HF_ENDPOINT', '')} {path}"
+    key = f"{os.environ.get('HF_ENDPOINT', '')} {projector} {path}"
     with _remote_lock:
         hit = _remote.get(key)
     if hit is not None and now - hit[0] < REMOTE_TTL_S:
         return hit[1]
-    model = read(path, verb)
+    got = read()
     with _remote_lock:
         if len(_remote) >= 8:
             _remote.clear()
-        _remote[key] = (now, model)
-    return model
+        _remote[key] = (now, got)
+    return got
 
 
 # --- one model -----------------------------------------------------------------------------------
@@ -532,12 +571,13 @@ def quant_best(
     setup = setup or prepare(request, whole_repo=True)
     repo = None
     if setup.model is None:
-        repo = _read_repo(setup.model_path)
+        repo = _read_repo(setup.model_path, loads_hf_projector(setup.model_path, setup.args))
         options = _repo_options(repo)
         if all(o.model is None for o in options):
             raise FitFailed(
                 f"{request.verb}: no model of the repository could be read: {options[0].error}", 1
             )
+        setup, options = _with_projectors(setup, repo, options)
     else:
         from lltui.core.memory.hparams import read_hparams
 
@@ -570,12 +610,12 @@ def _quant_warnings(setup: FitSetup, choices: Sequence[QuantChoice]) -> tuple[st
     return res.warnings
 
 
-def _read_repo(ref: str) -> RepoQuants:
+def _read_repo(ref: str, projector: bool) -> RepoQuants:
     from lltui.sources.models.remote import read_repo_quants
     from lltui.sources.models.remote_gguf import RemoteError
 
     try:
-        return read_repo_quants(ref)
+        return read_repo_quants(ref, projector=projector)
     except RemoteError as exc:
         raise FitFailed(str(exc), exc.code) from None
 
@@ -602,3 +642,27 @@ def _room(setup: FitSetup, options: Sequence[QuantOption]) -> list[DeviceSpec]:
     opts = replace(setup.options, search=False)
     res = estimate_setup(replace(setup, model=first), opts)
     return list(less_free(setup.devices, res.parts))
+
+
+def _with_projectors(
+    setup: FitSetup, repo: RepoQuants, options: list[QuantOption]
+) -> tuple[FitSetup, list[QuantOption]]:
+    """Each file ranked in the room its -hf projector leaves (llama.cpp picks one per file:
+    the nearest in bits), and a note for each projector."""
+    from lltui.core.memory.parts import ExtraModels
+
+    kinds: dict[str, list[int]] = {}  # projector path -> the options it is loaded beside
+    for i, q in enumerate(repo.quants):
+        if q.projector is not None and options[i].model is not None:
+            kinds.setdefault(q.projector.path, []).append(i)
+    notes = list(setup.notes)
+    for users in kinds.values():
+        projector = repo.quants[users[0]].projector
+        assert projector is not None
+        extra = replace(setup.extra or ExtraModels(), mmproj=projector)
+        room = tuple(_room(replace(setup, extra=extra), [options[users[0]]]))
+        for i in users:
+            options[i] = replace(options[i], room=room)
+        beside = "" if len(kinds) == 1 else f" beside {', '.join(options[i].quant for i in users)}"
+        notes.append(projector_note(projector, beside))
+    return replace(setup, notes=tuple(notes)), options

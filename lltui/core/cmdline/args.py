@@ -127,6 +127,8 @@ class LlamaArgs:
     draft_type_v: str = "f16"  # -ctvd
     draft_overrides: tuple[TensorOverride, ...] = ()  # -otd, -cmoed, -ncmoed, in order
     mmproj: str | None = None  # --mmproj: the multimodal projector (fit counts it)
+    mmproj_url: str | None = None  # -mmu: a projector to download (then no -hf projector)
+    mmproj_auto: bool = True  # -hf's repository's projector loaded too (--no-mmproj: not)
     mmproj_offload: bool = True  # --no-mmproj-offload keeps it on the host
     mmproj_device: str | None = None  # -mmdev; None: the first -dev, else the first GPU
     lora: tuple[str, ...] = ()  # --lora and --lora-scaled adapters, in order

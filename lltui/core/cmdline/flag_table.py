@@ -175,6 +175,14 @@ FLAGS: tuple[Flag, ...] = (
         env="LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE",
     ),
     Flag("mmproj", _s("-mm --mmproj"), parse=v.text, env="LLAMA_ARG_MMPROJ"),
+    Flag("mmproj_url", _s("-mmu --mmproj-url"), parse=v.text, env="LLAMA_ARG_MMPROJ_URL"),
+    Flag(
+        "mmproj_auto",
+        _s("--mmproj-auto"),
+        arity=0,
+        neg=_s("--no-mmproj --no-mmproj-auto"),
+        env="LLAMA_ARG_MMPROJ_AUTO",
+    ),
     Flag("mmproj_device", _s("-mmdev --mmproj-device"), parse=v.text, env="MTMD_BACKEND_DEVICE"),
     Flag(
         "mmproj_offload",

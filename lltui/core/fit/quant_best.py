@@ -39,6 +39,7 @@ class QuantOption:
     model: GgufModel | None
     error: str = ""
     above_source: str | None = None  # a type that adds nothing over the source's weights
+    room: tuple[DeviceSpec, ...] | None = None  # the devices less its own projector's; None: all
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ def _choice(
         found = best_configs(
             opt.model,
             settings,
-            devices,
+            devices if opt.room is None else opt.room,
             options,
             goal,
             limit=1,

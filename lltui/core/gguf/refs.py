@@ -133,6 +133,44 @@ def is_mmproj(name: str) -> bool:
     return "mmproj" in name.rsplit("/", 1)[-1].lower()
 
 
+_SPLIT_STEM_RE = re.compile(r"^(.+)-[0-9]{5}-of-[0-9]{5}\Z", re.IGNORECASE)
+_TAG_RE = re.compile(r"[-.]([A-Za-z0-9_]+)\Z")
+
+
+def _quant_bits(path: str) -> int:
+    """The bits of the quantization a file name ends in (Q4_K_M 4, F16 16, none 0), as
+    common/download.cpp's extract_quant_bits reads them."""
+    if not path.endswith(".gguf"):
+        return 0
+    stem = path[: -len(".gguf")]
+    m = _SPLIT_STEM_RE.match(stem)
+    tag = _TAG_RE.search(m.group(1) if m else stem)
+    digits = re.search(r"\d+", tag.group(1)) if tag else None
+    return int(digits.group()) if digits else 0
+
+
+def hf_projector(paths: Sequence[str], model: str) -> str | None:
+    """The projector llama-server's ``-hf`` downloads and loads beside ``model`` (the path of
+    the model, a split model's first part) among a repository's ``paths``, in the order the
+    hub lists them: common/download.cpp's find_best_mmproj. A ``.gguf`` whose path holds
+    "mmproj" (in that case), in the model's folder or one above it: the deepest such folder,
+    then the quantization nearest the model's in bits, then the first listed; None if none."""
+    model_dirs = model.split("/")[:-1]
+    bits = _quant_bits(model)
+    best: tuple[int, int] | None = None
+    chosen = None
+    for p in paths:
+        if not p.endswith(".gguf") or "mmproj" not in p:
+            continue
+        dirs = p.split("/")[:-1]
+        if dirs != model_dirs[: len(dirs)]:
+            continue
+        key = (-len(dirs), abs(_quant_bits(p) - bits))
+        if best is None or key < best:
+            best, chosen = key, p
+    return chosen
+
+
 @dataclass(frozen=True)
 class RepoFile:
     """One file of a repository listing: its path, size and content id (ETag)."""

@@ -11,6 +11,7 @@ from lltui.core.gguf.reader import GgufError, GgufModel, read_gguf
 if TYPE_CHECKING:
     from lltui.core.cmdline.args import LlamaArgs
     from lltui.core.memory.parts import ExtraModels
+    from lltui.sources.models.remote import RemoteModel
 
 
 class ModelError(ValueError):
@@ -58,6 +59,19 @@ def read_model(path: str, verb: str = "fit") -> GgufModel:
         raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
+def read_model_and_projector(path: str, verb: str = "fit") -> tuple[GgufModel, GgufModel | None]:
+    """The model, and for a ``hf:`` reference the multimodal projector llama-server's ``-hf``
+    downloads and loads beside it (where ``--no-mmproj`` or ``--mmproj`` do not say otherwise:
+    the caller's to judge): the repository's mmproj file llama.cpp picks, None where it has
+    none. A file or URL has none."""
+    from lltui.core.gguf.refs import HF_PREFIX
+
+    if not path.strip().startswith(HF_PREFIX):
+        return read_model(path, verb), None
+    got = _remote(path, verb, projector=True)
+    return got.model, got.projector
+
+
 def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | None:
     """The headers of the draft model, projector and LoRA adapters ``settings`` name, read
     like the model (local files, hf: references, https URLs); None when there are none."""
@@ -84,11 +98,15 @@ def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | N
 
 
 def _read_remote(text: str, verb: str) -> GgufModel:
-    from lltui.sources.models.remote import read_remote_model
+    return _remote(text, verb).model
+
+
+def _remote(text: str, verb: str, projector: bool = False) -> RemoteModel:
+    from lltui.sources.models.remote import read_remote
     from lltui.sources.models.remote_gguf import RemoteError
 
     try:
-        return read_remote_model(text, verb)
+        return read_remote(text, verb, projector=projector)
     except RemoteError as exc:
         from lltui.sources.models.hf_hub import RepoChoice
 

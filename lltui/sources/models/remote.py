@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from lltui.core.gguf.reader import GgufModel
-from lltui.core.gguf.refs import HfRef, RefError, RepoModel, UrlRef, parse_ref
+from lltui.core.gguf.refs import (
+    HfRef,
+    RefError,
+    RepoModel,
+    UrlRef,
+    hf_projector,
+    parse_ref,
+    select_file,
+)
 from lltui.sources.models.remote_gguf import (
     ReadStats,
     RemoteError,
@@ -32,12 +40,16 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 class RemoteModel:
     model: GgufModel
     stats: ReadStats
+    projector: GgufModel | None = None  # what llama-server's -hf loads beside it (asked for)
 
 
-def read_remote(text: str, verb: str = "fit", *, deadline_s: float | None = None) -> RemoteModel:
+def read_remote(
+    text: str, verb: str = "fit", *, deadline_s: float | None = None, projector: bool = False
+) -> RemoteModel:
     """The model ``text`` names and what reading it cost, all within one deadline
     (``deadline_s``, else ``$LLTUI_NET_DEADLINE``, else DEFAULT_DEADLINE_S). RemoteError (one
-    line) when it cannot be read; RepoChoice when it names a repository but not one model."""
+    line) when it cannot be read; RepoChoice when it names a repository but not one model.
+    ``projector``: for ``hf:`` also the multimodal projector ``-hf`` loads beside it."""
     try:
         ref = parse_ref(text)
     except RefError as exc:
@@ -53,7 +65,9 @@ def read_remote(text: str, verb: str = "fit", *, deadline_s: float | None = None
         listing = hf_hub.list_repo(ref, tok, stats.deadline)
         stats.requests += 0 if listing.cached else 1
         chosen = hf_hub.choose(listing, verb)
-        return RemoteModel(_read_one(client, listing, chosen, tok, stats), stats)
+        model = _read_one(client, listing, chosen, tok, stats)
+        proj = _read_projector(client, listing, chosen, tok, stats) if projector else None
+        return RemoteModel(model, stats, proj)
 
 
 def _read_one(
@@ -66,13 +80,31 @@ def _read_one(
     return join_headers(headers)
 
 
+def _read_projector(
+    client: httpx.Client, listing: RepoListing, chosen: RepoModel, tok: str | None, stats: ReadStats
+) -> GgufModel | None:
+    """The projector llama-server's -hf downloads and loads beside ``chosen`` (None: the
+    repository has none for it); RemoteError (naming it) when it cannot be read."""
+    paths = sorted(f.path for m in listing.models for f in m.files)
+    pick = hf_projector(paths, chosen.path)
+    entry = select_file(listing.models, pick) if pick is not None else None
+    if entry is None:
+        return None
+    try:
+        return _read_one(client, listing, entry, tok, stats)
+    except RemoteError as exc:
+        raise RemoteError(f"-hf also loads {exc} (--no-mmproj leaves it out)", exc.code) from None
+
+
 @dataclass(frozen=True)
 class RepoQuant:
-    """One model of a repository: its listing entry and its header, or why it was not read."""
+    """One model of a repository: its listing entry and its header, or why it was not read;
+    with the projector ``-hf`` loads beside it (when asked for)."""
 
     entry: RepoModel
     model: GgufModel | None
     error: str | None = None
+    projector: GgufModel | None = None
 
 
 @dataclass(frozen=True)
@@ -83,10 +115,13 @@ class RepoQuants:
     stats: ReadStats
 
 
-def read_repo_quants(text: str, *, deadline_s: float | None = None) -> RepoQuants:
+def read_repo_quants(
+    text: str, *, deadline_s: float | None = None, projector: bool = False
+) -> RepoQuants:
     """The header of every model of the repository ``text`` names (split models followed,
     projectors left out), by ranged reads through one client. A model that cannot be read
-    carries its one-line error; the repository itself not read raises RemoteError."""
+    carries its one-line error; the repository itself not read raises RemoteError.
+    ``projector``: each with the projector ``-hf`` loads beside it."""
     from lltui.sources.models import hf_hub
 
     try:
@@ -107,14 +142,12 @@ def read_repo_quants(text: str, *, deadline_s: float | None = None) -> RepoQuant
     with new_client(stats.deadline) as client:
         for m in entries:
             try:
-                out.append(RepoQuant(m, _read_one(client, listing, m, tok, stats)))
+                model = _read_one(client, listing, m, tok, stats)
+                proj = _read_projector(client, listing, m, tok, stats) if projector else None
+                out.append(RepoQuant(m, model, projector=proj))
             except RemoteError as exc:
                 out.append(RepoQuant(m, None, str(exc)))
     return RepoQuants(ref, listing.commit, tuple(out), stats)
-
-
-def read_remote_model(text: str, verb: str = "fit") -> GgufModel:
-    return read_remote(text, verb).model
 
 
 def _url_auth(url: str) -> dict[str, str]:
