@@ -459,6 +459,21 @@ def test_volta_runs_quantized_prompts_on_fp16_tensor_cores(models):
     assert v100.prefill_tps > 2 * p40.prefill_tps
 
 
+def test_amd_gpus_run_with_hip_graphs():
+    """llama.cpp's HIP build runs HIP graphs on every AMD GPU (GGML_HIP_GRAPHS is on by
+    default); an AMD row's cc (0, 0) was read as a GPU before Volta, and every token paid
+    the no-graphs cost per layer (a 7900 XTX's 8B decode 14% slower)."""
+    from lltui.core.speed.gpu import overhead_s
+    from lltui.core.speed.params import PARAMS
+    from lltui.core.speed.parts import Part
+
+    part = Part(layers=32)
+    graphs = overhead_s(find_gpu("4090"), part, PARAMS)  # type: ignore[arg-type]
+    for name in ("7900 XTX", "MI300X", "MI50", "Strix Halo"):
+        assert overhead_s(find_gpu(name), part, PARAMS) == graphs, name  # type: ignore[arg-type]
+    assert overhead_s(find_gpu("p40"), part, PARAMS) > graphs  # type: ignore[arg-type]
+
+
 def test_a_simulated_profile_s_nvlink_prices_the_tensor_split(models):
     """sim:2x3090-nvlink was priced as 3090,3090 over PCIe: its topology has NV4."""
     from lltui.services.devices import sim_devices

@@ -136,8 +136,10 @@ def tile_share(g: GpuSpec, ub: int) -> float:
 
 def overhead_s(g: GpuSpec, tot: Part, p: SpeedParams) -> float:
     """Fixed costs per token: kernels and syncs per layer, more for MoE routing, more again
-    before Volta, where llama.cpp runs without CUDA graphs."""
-    per_layer = p.layer_s + (p.no_graph_layer_s if g.cc < (7, 0) else 0.0)
+    before Volta, where llama.cpp runs without CUDA graphs (its HIP build runs HIP graphs on
+    every AMD GPU: GGML_HIP_GRAPHS is on by default)."""
+    no_graphs = g.cc < (7, 0) and not g.gfx  # an AMD row's cc is (0, 0)
+    per_layer = p.layer_s + (p.no_graph_layer_s if no_graphs else 0.0)
     return tot.layers * per_layer + tot.moe_layers * p.moe_layer_s
 
 
