@@ -240,7 +240,8 @@ def _amd(
                 INFO,
                 "split-mode",
                 "every GPU pair is on XGMI (Infinity Fabric): -sm layer (the default) is safe, "
-                "and -sm tensor can all-reduce over XGMI (llama.cpp's HIP build uses RCCL)",
+                "and -sm tensor can all-reduce over XGMI (with llama.cpp's own all-reduce; "
+                "RCCL only in a build made with -DGGML_HIP_RCCL=ON, off by default)",
                 "-sm tensor is experimental: it needs -fa on (and before b9455 a float KV cache)",
             )
         )
