@@ -474,6 +474,17 @@ def test_amd_gpus_run_with_hip_graphs():
     assert overhead_s(find_gpu("p40"), part, PARAMS) > graphs  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("gpus", ["Strix Halo,7900 XTX", "gb10,4090", "Strix Halo,Strix Halo"])
+@pytest.mark.parametrize("split", ["layer", "tensor"])
+def test_a_unified_memory_gpu_beside_another_is_priced(models, gpus, split):
+    """An APU (or a GB10) has no PCIe link of its own: a hop to a GPU beside it divided by
+    its width 0 (ZeroDivisionError: lltui fit --gpus "Strix Halo,7900xtx" failed with an
+    internal error). The hop now goes over the other GPU's link."""
+    res = _speed(models["llama 8B Q4_0"], gpus, "-ngl", "99", "-sm", split, "-fa", "on")
+    link_ms = res.speed.link_decode_ms + res.speed.reduce_decode_ms
+    assert res.speed.decode_tps > 0 and 0 < link_ms < 100
+
+
 def test_a_simulated_profile_s_nvlink_prices_the_tensor_split(models):
     """sim:2x3090-nvlink was priced as 3090,3090 over PCIe: its topology has NV4."""
     from lltui.services.devices import sim_devices

@@ -61,8 +61,12 @@ def link(
         nvl = NVLINK_BY_CC.get(min(a.cc, b.cc), NVLINK_UNKNOWN)
         n = min(a.nvlink_links, b.nvlink_links) or 1
         return p.nvlink_hop_s, nvl.gbs_per_link * n, "NVLink"
-    gen = min(a.pcie_gen, b.pcie_gen)
-    width = min(a.pcie_width, b.pcie_width)
+    # a unified-memory device (an APU, GB10) has no PCIe link: the hop is the other's link
+    wired = [g for g in (a, b) if g.pcie_width]
+    if not wired:
+        return p.pcie_hop_s, min(a.bandwidth_gbs, b.bandwidth_gbs), "unified memory"
+    gen = min(g.pcie_gen for g in wired)
+    width = min(g.pcie_width for g in wired)
     lane = PCIE_GBS_PER_LANE.get(gen, PCIE_GBS_PER_LANE[PCIE_DEFAULT[0]])
     return p.pcie_hop_s, lane * width, f"PCIe {gen}.0 x{width}"
 
