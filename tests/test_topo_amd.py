@@ -115,6 +115,23 @@ def test_a_mixed_rig_is_told_which_build_sees_which_gpus() -> None:
     assert "GPU2-3 are AMD" in advice["mixed-vendors"].message.replace("GPU2, GPU3", "GPU2-3")
 
 
+def test_a_mixed_rig_s_cuda_advice_counts_its_nvidia_gpus_only() -> None:
+    """2x 4090 beside 2x W7900 (48 GiB): the main GPU was a W7900 ("-mg 2", an index no
+    CUDA build has) and the two alike 4090s were "mixed GPU models" CUDA may renumber."""
+    from dataclasses import replace
+
+    from lltui.sources.gpu.sim import PROFILES, SimSource
+
+    profile = PROFILES["2x4090-2x7900xtx"]
+    gpus = [
+        replace(g, name="AMD Radeon PRO W7900", memory_total=48 * 2**30) if g.vendor else g
+        for g in SimSource("2x4090-2x7900xtx").open().gpus
+    ]
+    advice = {a.code: a for a in advise(parse_topology(profile.topo_text), gpus)}
+    assert "W7900" not in advice["main-gpu"].message and "-mg 2" not in advice["main-gpu"].message
+    assert "cuda-device-order" not in advice and "mixed-vendors" in advice
+
+
 def test_topology_json_contract_holds_for_amd() -> None:
     out = topology_to_json(parse_topology(text("amd-smi/topology-8xmi300x-rocm6.1.0.txt")))
     assert out["links"]["GPU0-GPU7"] == "XGMI" and out["gpus"][0] == "GPU0"

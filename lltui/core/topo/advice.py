@@ -191,10 +191,13 @@ def advise(
         )
     else:
         out += _split_mode(topo, n, pairs, all_nvlink)
-    order = _cuda_order(gpus, cuda_order, env)
-    if n > 1:
-        out += _main_gpu(topo, by_label, order, links_known=missing <= 0)
-    out += _device_order(gpus, order, env, cuda_order is not None)
+    # a CUDA build sees only the NVIDIA GPUs: -mg and CUDA's numbering are theirs
+    cuda_gpus = [g for g in gpus if g.vendor != "amd"]
+    cuda_labels = [lb for lb in topo.gpus if lb not in by_label or by_label[lb].vendor != "amd"]
+    order = _cuda_order(cuda_gpus, cuda_order, env)
+    if len(cuda_labels) > 1:
+        out += _main_gpu(topo, by_label, order, cuda_labels, links_known=missing <= 0)
+    out += _device_order(cuda_gpus, order, env, cuda_order is not None)
     if n > 1:
         out += _p2p(topo, by_label, pairs, nv_pairs, all_nvlink, env)
     out += _numa(topo)
@@ -372,6 +375,7 @@ def _main_gpu(
     topo: Topology,
     by_label: Mapping[str, GpuStatic],
     order: tuple[int, ...] | None,
+    labels: Sequence[str],
     *,
     links_known: bool = True,
 ) -> list[Advice]:
@@ -385,8 +389,8 @@ def _main_gpu(
         cc = (g.compute_capability or (0, 0)) if g else (0, 0)
         return (gib, nv, cc, -(idx if idx is not None else 99))
 
-    scores = {label: score(label) for label in topo.gpus}
-    best = max(topo.gpus, key=lambda label: scores[label])
+    scores = {label: score(label) for label in labels}
+    best = max(labels, key=lambda label: scores[label])
     hint = (
         "-mg takes a CUDA index: it is the only GPU used with -sm none and holds the "
         "intermediate results with -sm row; with -sm layer it matters little"
