@@ -330,3 +330,16 @@ def test_gpus_host_port_without_size_and_ipv6_are_servers():
     assert sorted(kinds) == ["cuda", "rpc", "rpc"]
     with pytest.raises(ValueError, match="given twice"):
         parse_gpus_spec("rpc:127.0.0.1:1,127.0.0.1:1")
+
+
+@pytest.mark.parametrize("spec", ["4090:2", "4090:2:cuda", "24GiB,3090:4=24GiB"])
+def test_a_gpu_and_a_count_written_as_a_port_is_no_server(spec):
+    """``4090:2`` was RPC server 0.0.15.250:2 (the digits read as an address) and probed."""
+    from lltui.core.memory.devices import parse_gpus_spec
+
+    with pytest.raises(
+        ValueError, match=r"write [24]x(4090|3090) \(an RPC server is rpc:HOST:PORT\)"
+    ):
+        parse_gpus_spec(spec)
+    (named,) = parse_gpus_spec("rpc:4090:2").devices  # said as a server: one
+    assert named.kind == "rpc"

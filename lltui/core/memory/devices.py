@@ -228,6 +228,14 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         item = raw.strip()
         if not item:
             raise ValueError(f"--gpus: empty item in {text!r}")
+        host, _, rest = item.partition(":")
+        if _ENDPOINT.match(item) and host.isdigit() and gpu_model(host) is not None:
+            # no host is named by digits alone: a GPU and a count, written as a port
+            n = re.split("[:=]", rest)[0]
+            raise ValueError(
+                f"--gpus: {item!r}: for {n} of the {host}, write {n}x{host} "
+                "(an RPC server is rpc:HOST:PORT)"
+            )
         if item.lower().startswith("rpc:") or _ENDPOINT.match(item):
             # HOST:PORT is no GPU: an RPC server, as the items after "rpc:A" in --rpc's own
             # comma list (rpc:A,B), which were read as GPUs named "B"
