@@ -532,6 +532,48 @@ def test_scrapes_between_two_rounds_share_one_rendering() -> None:
     assert len(calls) == 6  # twenty at once after a new round: one rendering
 
 
+def test_a_request_sent_a_byte_at_a_time_is_let_go_without_a_traceback(monkeypatch, capfd) -> None:
+    """The timeout was per read: a client that sent a byte a second held its connection (and
+    a thread) for ever, and 256 of them kept every scrape out; one that sent nothing had a
+    traceback printed once its read timed out. The whole request now has the timeout, and a
+    client let go is said nowhere."""
+    import socket
+    import time
+
+    from prometheus_client import CollectorRegistry
+
+    from lltui.services.exporter import _QuietHandler, serve
+
+    monkeypatch.setattr(_QuietHandler, "timeout", 1.0)
+    httpd, thread = serve(CollectorRegistry(), "127.0.0.1", 0)
+    port = httpd.server_address[1]
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as idle:
+            idle.settimeout(10)
+            assert idle.recv(1) == b""  # nothing sent: let go
+        with socket.create_connection(("127.0.0.1", port)) as drip:
+            drip.settimeout(0.2)  # a byte every 0.2 s, each well within the timeout
+            start = time.monotonic()
+            closed = False
+            for byte in request:
+                try:
+                    drip.send(bytes([byte]))
+                    closed = drip.recv(1) == b""
+                except TimeoutError:
+                    continue
+                except OSError:
+                    closed = True
+                if closed:
+                    break
+            assert closed and time.monotonic() - start < 5
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_connections_past_the_cap_are_closed_not_given_threads(monkeypatch) -> None:
     """Idle connections each held a thread until their timeout, without bound: past the cap
     one is closed unanswered, and a scrape works again once one of them goes."""

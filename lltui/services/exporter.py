@@ -8,7 +8,11 @@ command) writes the exposition text and serves it.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -320,7 +324,7 @@ def make_registry(sampler: Sampler) -> CollectorRegistry:
 # connection attempts and each came back a second or more later (200 scrapers: p99 6 s,
 # 140 timeouts); 128 still dropped some (bench/exporter.py)
 LISTEN_BACKLOG = 1024
-REQUEST_TIMEOUT_S = 10.0  # a client that sends its request a byte at a time is let go
+REQUEST_TIMEOUT_S = 10.0  # to send the whole request: one sent a byte at a time is let go
 
 
 MAX_CONNECTIONS = 256  # served at once; each idle one holds a thread up to its timeout
@@ -356,8 +360,42 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
             self._slots.release()
 
 
+class _ReadBy(io.RawIOBase):
+    """A socket's reads, all of them by ``deadline`` (monotonic): a timeout per read let a
+    client that sent a byte every few seconds hold its connection for ever."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took too long")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
 class _QuietHandler(WSGIRequestHandler):
     timeout = REQUEST_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_ReadBy(self.connection, time.monotonic() + self.timeout))
+
+    def parse_request(self) -> bool:
+        read = super().parse_request()
+        self.connection.settimeout(self.timeout)  # the answer: its own time to be sent
+        return read
+
+    def handle(self) -> None:
+        """One request; a client that does not send it in time, or goes, is let go without
+        a word (socketserver printed a traceback for each)."""
+        with contextlib.suppress(OSError):
+            super().handle()
 
     def log_message(self, format: str, *args: Any) -> None:
         """No line per request."""
@@ -447,7 +485,6 @@ def serve(
     ``host:port`` in a thread; returns the server and its thread. ``version``: a number
     that changes with what the registry collects (``Sampler.version``), so that scrapes in
     between share one rendering. Raises OSError when the address cannot be bound."""
-    import socket
     from wsgiref.simple_server import make_server
 
     from prometheus_client import make_wsgi_app
