@@ -155,3 +155,21 @@ def test_a_clients_load_counts_as_a_use(proxy):
     r = httpx.post(f"{p.url}/models/load", json={"model": "small"}, timeout=30)
     assert r.status_code == 200, r.text
     assert "small" in p.use() and p.use()["small"].last_used is not None
+
+
+def test_a_malformed_request_is_answered_400_and_prints_no_traceback(proxy, caplog):
+    """aiohttp logged each request its parser refuses with a traceback, which reached the
+    terminal of lltui launch --models (any client could fill it); the client still gets 400."""
+    p, _ = proxy
+    for request in (
+        b"GET @elsewhere/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    ):
+        with socket.create_connection(("127.0.0.1", p.port), timeout=10) as s:
+            s.sendall(request)
+            answer = b""
+            while b"\r\n" not in answer and (chunk := s.recv(4096)):
+                answer += chunk
+            assert answer.startswith((b"HTTP/1.0 400", b"HTTP/1.1 400")), (request, answer)
+    assert not [r.getMessage() for r in caplog.records if r.exc_info]  # (pytest holds the log)

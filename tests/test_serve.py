@@ -220,6 +220,15 @@ def test_bad_requests_get_an_answer_and_no_traceback():
         # no Host at all
         hostless = _raw(port, b"GET /lltui/ HTTP/1.0\r\n\r\n")
         assert hostless.startswith((b"HTTP/1.0 403", b"HTTP/1.1 403")), hostless[:80]
+        # what aiohttp's parser refuses (each had a traceback printed on serve's terminal): an
+        # HTTP/1.1 request without Host, a header past 8 KiB, a request line that does not read
+        for request in (
+            b"GET /lltui/ HTTP/1.1\r\nConnection: close\r\n\r\n",
+            b"GET /lltui/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n",
+            b"GET @elsewhere/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        ):
+            answer = _raw(port, request)
+            assert answer.startswith((b"HTTP/1.0 400", b"HTTP/1.1 400")), answer[:80]
 
         async def malformed() -> list[str]:
             closed = []

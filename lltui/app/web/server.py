@@ -43,6 +43,7 @@ import textual_serve
 from aiohttp import WSMsgType, web
 
 from lltui.services.processes import stop_group
+from lltui.services.web import quiet_server_log
 
 APP_PATH = "/lltui/"
 TOKEN_COOKIE = "lltui_token"
@@ -161,7 +162,9 @@ class LltuiWebServer:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        runner = web.AppRunner(self.make_app(), handle_signals=False, access_log=None)
+        runner = web.AppRunner(
+            self.make_app(), handle_signals=False, access_log=None, logger=quiet_server_log()
+        )
         await runner.setup()
         try:
             await web.TCPSite(runner, self.options.host, self.options.port).start()

@@ -41,6 +41,7 @@ from lltui.core.fit.evict import Decision, Policy, Resident, decide
 from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
 from lltui.core.text import error_text
 from lltui.services.launch.state import ModelUse
+from lltui.sources.net import quiet_server_log
 
 if TYPE_CHECKING:
     from aiohttp import ClientResponse
@@ -221,7 +222,11 @@ class OnDemandProxy:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # a stop cuts streams still open short: the router and its models stop too
         self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_S
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=SHUTDOWN_S,
+            logger=quiet_server_log(),
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
