@@ -345,7 +345,7 @@ def test_a_wildcard_address_prints_this_machines_names_not_0000(monkeypatch, cap
 
     monkeypatch.setattr(LltuiWebServer, "serve", serve)
     monkeypatch.setattr("lltui.app.web.server.machine_names", lambda: {"gpu-box", "10.1.2.3",
-                                                                      "127.0.0.1"})  # fmt: skip
+                        "127.0.0.1", "fd00::2", "fe80::1", "::1"})  # fmt: skip
     assert main(["serve", "--listen", "0.0.0.0:8765", "--source", "sim:4xl4"]) == 0
     (server,) = made
     token = server.options.token
@@ -354,7 +354,13 @@ def test_a_wildcard_address_prints_this_machines_names_not_0000(monkeypatch, cap
     assert f"http://gpu-box:8765/lltui/?token={token}" in out.out
     assert f"http://10.1.2.3:8765/lltui/?token={token}" in out.out
     assert "0.0.0.0" not in out.out and "127.0.0.1" not in out.out
+    # 0.0.0.0 is IPv4 alone, :: IPv6 alone; a link-local IPv6 address opens in no browser
+    assert "fd00::2" not in out.out and "fe80" not in out.out and "::1" not in out.out
     assert "anyone with the token" in out.err
+    assert main(["serve", "--listen", "[::]:8765", "--source", "sim:4xl4"]) == 0
+    out = capsys.readouterr()
+    assert "http://[fd00::2]:8765/lltui/?token=" in out.out and "gpu-box" in out.out
+    assert "10.1.2.3" not in out.out and "fe80" not in out.out and "::1]" not in out.out
 
 
 def test_each_tab_runs_lltui_with_the_options_given_to_serve():

@@ -98,14 +98,27 @@ def machine_names() -> set[str]:
 
 def browser_urls(host: str, port: int) -> list[str]:
     """Where a browser can open a server on ``host``: for all addresses, this machine's names
-    and its non-loopback addresses (``0.0.0.0`` is no address to open)."""
+    and its addresses that reach it (``0.0.0.0`` is no address to open)."""
     if host not in ("0.0.0.0", "::", ""):
         return [f"http://{_bracket(host)}:{port}{APP_PATH}"]
     shown = []
     for name in sorted(machine_names(), key=lambda n: (_is_address(n), n)):
-        if not _is_loopback(name):
+        if not _is_loopback(name) and _reaches(name, host):
             shown.append(f"http://{_bracket(name)}:{port}{APP_PATH}")
     return shown or [f"http://127.0.0.1:{port}{APP_PATH}"]
+
+
+def _reaches(name: str, wildcard: str) -> bool:
+    """Whether ``name`` opens a server bound to ``wildcard``: ``0.0.0.0`` takes IPv4 alone,
+    ``::`` IPv6 alone (asyncio binds it IPv6-only); an IPv6 link-local address needs a zone
+    no browser takes; a name may resolve to either."""
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return True
+    if address.version == 6 and address.is_link_local:
+        return False
+    return wildcard == "" or address.version == (6 if ":" in wildcard else 4)
 
 
 def _bracket(host: str) -> str:
