@@ -145,14 +145,14 @@ def test_a_quantized_source_marks_nothing(tmp_path, capsys):
     ],
 )
 def test_settings_llama_cpp_refuses_are_one_line_and_exit_2(model, capsys, flags, needle):
-    """Refused for every type alike, as fit and quant --best refuse them (the table was 33
-    rows of the same error, exit 0)."""
+    """Refused for every type alike, as fit refuses them (the table, and --best's list, were
+    a row of the same error per type, exit 0)."""
     flags = [str(model) if f == "MODEL" else f for f in flags]
-    for json_flag in ([], ["--json"]):
+    for json_flag in ([], ["--json"], ["--best", "speed"], ["--best", "context", "--json"]):
         assert main(["quant", str(model), "--gpus", "24GiB", *flags, *json_flag]) == 2
         out = capsys.readouterr()
         err = out.err.strip().removeprefix("lltui: ")
-        said = json.loads(out.out)["error"] if json_flag else err
+        said = json.loads(out.out)["error"] if "--json" in json_flag else err
         assert said.startswith("quant: ") and needle in said and len(said.splitlines()) == 1
 
 

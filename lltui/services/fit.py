@@ -577,7 +577,7 @@ def quant_best(
             raise FitFailed(
                 f"{request.verb}: no model of the repository could be read: {options[0].error}", 1
             )
-        setup, options = _with_projectors(setup, repo, options)
+        setup, options = _with_projectors(setup, repo, options, request.verb)
     else:
         from lltui.core.memory.hparams import read_hparams
 
@@ -586,28 +586,12 @@ def quant_best(
         except FitError as exc:
             raise FitFailed(f"{request.verb}: {exc}", 2) from None
         options = computed_options(setup.model)
-    room = _room(setup, options)
+    room, warnings = _first_estimate(setup, options, request.verb)
     try:
         choices = rank_quants(options, setup.args, room, setup.options, goal, progress=progress)
-    except ValueError as exc:  # settings llama.cpp refuses for every quantization
+    except ValueError as exc:  # an unknown goal
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    return QuantBest(setup, goal, repo, tuple(choices), _quant_warnings(setup, choices))
-
-
-def _quant_warnings(setup: FitSetup, choices: Sequence[QuantChoice]) -> tuple[str, ...]:
-    """What the estimate warns of the model and the settings (an architecture llama.cpp does
-    not know, a context past the trained one), as plain quant says it: the same for every
-    quantization, so of the first one estimated."""
-    first = next(
-        (c.option.model for c in choices if c.option.model is not None and not c.error), None
-    )
-    if first is None:
-        return ()
-    try:
-        res = estimate_setup(replace(setup, model=first), replace(setup.options, search=False))
-    except FitFailed:
-        return ()
-    return res.warnings
+    return QuantBest(setup, goal, repo, tuple(choices), warnings)
 
 
 def _read_repo(ref: str, projector: bool) -> RepoQuants:
@@ -631,21 +615,27 @@ def _repo_options(repo: RepoQuants) -> list[QuantOption]:
     ]
 
 
-def _room(setup: FitSetup, options: Sequence[QuantOption]) -> list[DeviceSpec]:
-    """The devices less what the draft, projector and adapters take (sized beside the first
-    quantization read: they hardly depend on it), as ``fit --best`` searches."""
-    first = next((o.model for o in options if o.model is not None), None)
-    if setup.extra is None or first is None:
-        return list(setup.devices)
+def _first_estimate(
+    setup: FitSetup, options: Sequence[QuantOption], verb: str
+) -> tuple[list[DeviceSpec], tuple[str, ...]]:
+    """One estimate of the first quantization read, with the flags given (what holds for it
+    holds for every type): settings llama.cpp refuses are refused here, in one line
+    (FitFailed, exit 2) as plain quant refuses them, not on every row; its warnings (an
+    architecture llama.cpp does not know, a context past the trained one); and the devices
+    less what the draft, projector and adapters take (they hardly depend on the type), as
+    ``fit --best`` searches."""
     from lltui.core.memory.parts import less_free
 
-    opts = replace(setup.options, search=False)
-    res = estimate_setup(replace(setup, model=first), opts)
-    return list(less_free(setup.devices, res.parts))
+    first = next((o.model for o in options if o.model is not None), None)
+    if first is None:
+        return list(setup.devices), ()
+    res = estimate_setup(replace(setup, model=first), replace(setup.options, search=False), verb)
+    room = setup.devices if setup.extra is None else less_free(setup.devices, res.parts)
+    return list(room), res.warnings
 
 
 def _with_projectors(
-    setup: FitSetup, repo: RepoQuants, options: list[QuantOption]
+    setup: FitSetup, repo: RepoQuants, options: list[QuantOption], verb: str
 ) -> tuple[FitSetup, list[QuantOption]]:
     """Each file ranked in the room its -hf projector leaves (llama.cpp picks one per file:
     the nearest in bits), and a note for each projector."""
@@ -660,7 +650,7 @@ def _with_projectors(
         projector = repo.quants[users[0]].projector
         assert projector is not None
         extra = replace(setup.extra or ExtraModels(), mmproj=projector)
-        room = tuple(_room(replace(setup, extra=extra), [options[users[0]]]))
+        room = tuple(_first_estimate(replace(setup, extra=extra), [options[users[0]]], verb)[0])
         for i in users:
             options[i] = replace(options[i], room=room)
         beside = "" if len(kinds) == 1 else f" beside {', '.join(options[i].quant for i in users)}"
