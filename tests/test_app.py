@@ -225,8 +225,22 @@ async def test_a_keymap_naming_no_binding_or_one_key_twice_is_said():
         await pilot.pause()
         said = "\n".join(n.message for n in app._notifications)
         assert "'pasue' is no binding id; it was ignored (did you mean 'pause'?)" in said
-        assert "z is given to both layout and quit-q" in said
+        assert "z is given to layout and quit-q, which apply together" in said
         assert "sort" not in said  # a remap that is fine is not mentioned
+
+
+def test_ids_of_different_views_may_share_a_key_as_lltuis_own_do():
+    """One new key for each view's window (or previous GPU) was said to clash at every start."""
+    from lltui.app.keys import binding_owners, keymap_problems
+
+    owners = binding_owners()
+    same = {"window": "W", "detail-window": "W", "process-window": "W"}
+    assert keymap_problems(same | {"gpu-prev": "h", "detail-prev": "h"}, owners) == []
+    said = keymap_problems({"quit-q": "z", "pause": "z", "view-next": "z"}, owners)
+    assert said == [
+        "[keymap] z is given to pause, quit-q and view-next, which apply together: "
+        "only one of them works"
+    ]
 
 
 async def test_command_palette_lists_lltui_actions():

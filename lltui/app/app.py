@@ -252,7 +252,7 @@ class LltuiApp(App[int]):
             self.switch_mode(self._initial_view)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
-            problems = keys.keymap_problems(self.settings.keymap, keys.binding_ids())
+            problems = keys.keymap_problems(self.settings.keymap, keys.binding_owners())
             if problems:
                 self.notify("\n".join(problems), title="Keymap", severity="warning", timeout=8)
         if self._poll_first:

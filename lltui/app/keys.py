@@ -55,9 +55,10 @@ def step_interval(current: float, direction: int) -> float:
     return smaller[-1] if smaller else MIN_INTERVAL
 
 
-def binding_ids() -> frozenset[str]:
-    """Every id a config ``[keymap]`` may remap: those of lltui's app, screens and widgets
-    (their modules imported here: the app imports most screens only when first shown)."""
+def binding_owners() -> dict[str, frozenset[str]]:
+    """Every id a config ``[keymap]`` may remap, with what holds a binding of that id (the
+    app, a screen, a widget): lltui's classes (their modules imported here: the app imports
+    most screens only when first shown)."""
     import importlib
     import pkgutil
 
@@ -68,38 +69,51 @@ def binding_ids() -> frozenset[str]:
     for package in (screens, widgets):
         for module in pkgutil.iter_modules(package.__path__):
             importlib.import_module(f"{package.__name__}.{module.name}")
-    ids = {b.id for b in BINDINGS if isinstance(b, Binding) and b.id}
+    owners: dict[str, set[str]] = {}
+    for b in BINDINGS:
+        if isinstance(b, Binding) and b.id:
+            owners.setdefault(b.id, set()).add("app")
     classes: list[type] = [DOMNode]
     while classes:
         cls = classes.pop()
         classes.extend(cls.__subclasses__())
         if cls.__module__.startswith("lltui."):
-            ids.update(
-                b.id for b in cls.__dict__.get("BINDINGS", ()) if isinstance(b, Binding) and b.id
-            )
-    return frozenset(ids)
+            for b in cls.__dict__.get("BINDINGS", ()):
+                if isinstance(b, Binding) and b.id:
+                    owners.setdefault(b.id, set()).add(cls.__qualname__)
+    return {name: frozenset(held) for name, held in owners.items()}
 
 
-def keymap_problems(keymap: dict[str, str], known: frozenset[str]) -> list[str]:
-    """One line for each id of a config ``[keymap]`` that names no binding and each key it
-    gives to two bindings (Textual ignores the one and lets one of the other win, silently)."""
+def keymap_problems(keymap: dict[str, str], owners: dict[str, frozenset[str]]) -> list[str]:
+    """One line for each id of a config ``[keymap]`` that names no binding, and for each key
+    it gives to two bindings that apply together (Textual lets one win, silently): of one
+    screen or widget, or one of them the app's, which apply on every view. Ids of different
+    screens may share a key, as lltui's own do (``w``: each view's window)."""
     import difflib
+    import itertools
 
     problems = []
-    for name in sorted(set(keymap) - known):
-        near = difflib.get_close_matches(name, sorted(known), n=1)
+    for name in sorted(set(keymap) - set(owners)):
+        near = difflib.get_close_matches(name, sorted(owners), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         problems.append(f"[keymap] {name!r} is no binding id; it was ignored{hint}")
-    owners: dict[str, list[str]] = {}
+    ids_of: dict[str, list[str]] = {}
     for name, spec in keymap.items():
-        if name not in known:
-            continue
         for key in {k.strip() for k in spec.split(",") if k.strip()}:
-            owners.setdefault(key, []).append(name)
-    for key, names in sorted(owners.items()):
-        if len(names) > 1:
+            if name in owners:
+                ids_of.setdefault(key, []).append(name)
+    for key, names in sorted(ids_of.items()):
+        clash = sorted(
+            {
+                n
+                for a, b in itertools.combinations(names, 2)
+                if owners[a] & owners[b] or "app" in owners[a] | owners[b]
+                for n in (a, b)
+            }
+        )
+        if clash:
             problems.append(
-                f"[keymap] {key} is given to both {' and '.join(sorted(names))}; "
-                "where both apply, only one works"
+                f"[keymap] {key} is given to {', '.join(clash[:-1])} and {clash[-1]}, which "
+                "apply together: only one of them works"
             )
     return problems
