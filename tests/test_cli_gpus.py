@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -327,3 +328,12 @@ def test_a_closed_standard_input_is_one_line(argv, monkeypatch, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("standard input is closed") and len(err.splitlines()) == 1
+
+
+def test_a_six_digit_memory_keeps_its_row_in_line(capsys, monkeypatch):
+    """163540 MiB / 196592 MiB (an MI300X) is 23 characters: its row was pushed a column right."""
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["gpus", "--source", "sim:8xmi300x"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if "MI300X" in r and " MiB " in r]
+    assert len(rows) == 8 and any(re.search(r" \d{6} MiB / ", r) for r in rows)
+    assert len({r.index("%") for r in rows}) == 1  # the util column, one place for all

@@ -229,7 +229,7 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         if not item:
             raise ValueError(f"--gpus: empty item in {text!r}")
         host, _, rest = item.partition(":")
-        if _ENDPOINT.match(item) and host.isdigit() and gpu_model(host) is not None:
+        if _ENDPOINT.match(item) and is_digits(host) and gpu_model(host) is not None:
             # no host is named by digits alone: a GPU and a count, written as a port
             n = re.split("[:=]", rest)[0]
             raise ValueError(

@@ -227,7 +227,9 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
         cols = f"{'GPU':>2} {'CU':>2} {'name':<18} {'mem used/total':>11} {'util':>4}"
         lines.append(cols + f" {'power':>9} {'temp':>5} throttle")
     else:
-        cols = f"{'GPU':>3} {'CUDA':>4}  {'name':<26} {'memory used / total':>22} {'util':>5}"
+        # as wide as the widest row's (196592 MiB cards: 23 characters)
+        mem_w = max([22, *(len(_memory(g)) for g in sample.gpus if not g.lost)])
+        cols = f"{'GPU':>3} {'CUDA':>4}  {'name':<26} {'memory used / total':>{mem_w}} {'util':>5}"
         lines.append(cols + f" {'power':>13} {'temp':>5}  throttle")
     for g in sample.gpus:
         i = g.info
@@ -241,11 +243,10 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
             lines.append(f"{i.index:>3} {cuda:>4}  {name:<26} LOST: {one_line(g.error or 'gone')}")
             lines += _xid_lines(g)
             continue
-        mem = f"{fmt_mib(g.memory_used)} / {fmt_mib(i.memory_total)}"
         power = f"{fmt_watts(g.power_w)} / {fmt_watts(g.power_limit_w)}"
         reasons = one_line(", ".join(g.throttle_reasons or ()) or "-")
         lines.append(
-            f"{i.index:>3} {cuda:>4}  {name:<26} {mem:>22} {fmt_pct(g.util_gpu):>5}"
+            f"{i.index:>3} {cuda:>4}  {name:<26} {_memory(g):>{mem_w}} {fmt_pct(g.util_gpu):>5}"
             f" {power:>13} {fmt_temp(g.temp_c):>5}  {reasons}"
         )
         if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
@@ -287,6 +288,10 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
     if sample.error:
         lines.append(f"error: {one_line(sample.error)}")
     return "\n".join(lines)
+
+
+def _memory(g: GpuSample) -> str:
+    return f"{fmt_mib(g.memory_used)} / {fmt_mib(g.info.memory_total)}"
 
 
 def _mig_lines(g: GpuSample) -> list[str]:
