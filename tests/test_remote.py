@@ -118,6 +118,7 @@ def hub(big_model, small_models, monkeypatch):
         files={
             "big.gguf": big_model,
             "one.gguf": small_models["one"],
+            "mmproj.gguf": small_models["mmproj"],
             "tiny-00001-of-00002.gguf": small_models["part1"],
             "tiny-00002-of-00002.gguf": small_models["part2"],
         },
@@ -407,6 +408,18 @@ def test_hf_counts_the_projector_llama_server_loads_beside_the_model(hub, capsys
     assert not any("-hf also" in n for n in named.get("notes", []) + bare.get("notes", []))
     assert main(["fit", ref, *gpus]) == 0
     assert f"note: {note} leaves it out" in capsys.readouterr().out
+
+
+def test_a_projector_given_by_url_is_counted_as_mmproj_counts_it(hub, capsys):
+    """-mmu URL: llama-server downloads and loads it; fit counted no projector."""
+    ref, gpus = "hf:acme/Vis-GGUF:Q8_0", ("--gpus", "24GiB")
+    url = f"{hub.url}/files/mmproj.gguf"
+    by_url = _fit_json(capsys, ref, *gpus, "-mmu", url)
+    named = _fit_json(capsys, ref, *gpus, "--mmproj", url)
+    assert [p["path"] for p in by_url["parts"]] == [url]
+    totals = [[d["total_bytes"] for d in r["devices"]] for r in (by_url, named)]
+    assert totals[0] == totals[1]
+    assert not any("-hf also" in n for n in by_url.get("notes", []))
 
 
 def test_hf_projector_left_out_by_the_environment(hub, capsys, monkeypatch):

@@ -77,7 +77,11 @@ def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | N
     like the model (local files, hf: references, https URLs); None when there are none."""
     from lltui.core.memory.parts import ExtraModels
 
-    if not (settings.draft_model or settings.mmproj or settings.lora):
+    # -mmu: llama-server downloads the projector at that URL (--mmproj's file where both)
+    mmproj, mm_flag = (
+        (settings.mmproj, "--mmproj") if settings.mmproj else (settings.mmproj_url, "-mmu")
+    )
+    if not (settings.draft_model or mmproj or settings.lora):
         return None
 
     def read(path: str, flag: str) -> GgufModel:
@@ -92,7 +96,7 @@ def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | N
 
     return ExtraModels(
         draft=read(settings.draft_model, "-md") if settings.draft_model else None,
-        mmproj=read(settings.mmproj, "--mmproj") if settings.mmproj else None,
+        mmproj=read(mmproj, mm_flag) if mmproj else None,
         loras=tuple(read(p, "--lora") for p in settings.lora),
     )
 
