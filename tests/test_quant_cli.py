@@ -206,3 +206,11 @@ def test_best_says_the_estimates_warnings_as_plain_quant_does(tmp_path, capsys, 
     assert [line for line in out if line.startswith("warning: ")] == [
         f"warning: {w}" for w in warnings
     ]
+
+
+def test_best_says_its_command_lines_are_added_to_the_flags_given(model, capsys):
+    """Its lines leave out -fa on and -np 2 given here, as fit --best's do: said, as fit says it."""
+    assert main(["quant", str(model), "--gpus", "24GiB", "--best", "speed", "-fa", "on"]) == 0
+    out = capsys.readouterr().out
+    assert "command line: what is added to the flags given" in out
+    assert "-fa on" not in out.split("command line\n", 1)[1]

@@ -99,7 +99,10 @@ def _lines(ranked: QuantBest) -> list[str]:
         lines.append(f"{'':>5}gives up: {b.gives_up}" + (f"; gives: {b.gains}" if b.gains else ""))
         if c.option.above_source:
             lines.append(f"{'':>5}adds nothing: {c.option.above_source}")
-    lines.append("bpw: bits per weight; t/s: predicted decode speed; * needs an importance matrix")
+    lines.append(
+        "bpw: bits per weight; t/s: predicted decode speed; * needs an importance matrix; "
+        "command line: what is added to the flags given"
+    )
     lines += [f"note: {one_line(n)}" for n in ranked.setup.notes]
     lines += [f"warning: {one_line(w)}" for w in ranked.warnings]
     return lines
