@@ -474,13 +474,22 @@ def test_amd_gpus_run_with_hip_graphs():
     assert overhead_s(find_gpu("p40"), part, PARAMS) > graphs  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("gpus", ["Strix Halo,7900 XTX", "gb10,4090", "Strix Halo,Strix Halo"])
+@pytest.mark.parametrize(
+    ("gpus", "dev"),
+    [
+        ("Strix Halo,7900 XTX", "ROCm0,ROCm1"),
+        ("gb10,4090", "CUDA0,CUDA1"),
+        ("Strix Halo,Strix Halo", ""),
+    ],
+)
 @pytest.mark.parametrize("split", ["layer", "tensor"])
-def test_a_unified_memory_gpu_beside_another_is_priced(models, gpus, split):
+def test_a_unified_memory_gpu_beside_another_is_priced(models, gpus, dev, split):
     """An APU (or a GB10) has no PCIe link of its own: a hop to a GPU beside it divided by
     its width 0 (ZeroDivisionError: lltui fit --gpus "Strix Halo,7900xtx" failed with an
-    internal error). The hop now goes over the other GPU's link."""
-    res = _speed(models["llama 8B Q4_0"], gpus, "-ngl", "99", "-sm", split, "-fa", "on")
+    internal error). The hop now goes over the other GPU's link. (-dev: beside a discrete
+    GPU, llama.cpp uses an integrated one only where named.)"""
+    flags = ("-dev", dev) if dev else ()
+    res = _speed(models["llama 8B Q4_0"], gpus, "-ngl", "99", "-sm", split, "-fa", "on", *flags)
     link_ms = res.speed.link_decode_ms + res.speed.reduce_decode_ms
     assert res.speed.decode_tps > 0 and 0 < link_ms < 100
 
@@ -506,3 +515,23 @@ def test_ngl_0_on_a_gpu_still_sends_big_ubatches_to_it(models):
     assert none.prefill_tps == pytest.approx(one.prefill_tps, rel=0.2)
     cpu_only = _speed(m, "cpu", "-ngl", "0").speed
     assert cpu_only.prefill_tps < 0.2 * none.prefill_tps
+
+
+@pytest.mark.parametrize(
+    ("gpus", "flags", "used"),
+    [
+        ("Strix Halo,7900 XTX", (), ["ROCm1"]),  # beside a discrete GPU: left out
+        ("7900 XTX,Strix Halo", (), ["ROCm0"]),
+        ("Strix Halo,7900 XTX", ("-dev", "ROCm0,ROCm1"), ["ROCm0", "ROCm1"]),  # named: used
+        ("Strix Halo", (), ["ROCm0"]),  # alone: used
+        ("gb10,rpc:127.0.0.1:50052=24GiB", (), ["RPC0[127.0.0.1:50052]", "CUDA0"]),  # RPC: none
+    ],
+)
+def test_an_integrated_gpu_is_used_only_where_no_discrete_one_is(models, gpus, flags, used):
+    """llama_prepare_model_devices adds integrated GPUs (CUDA's and HIP's ``integrated``)
+    only where it found no other GPU: "Strix Halo,7900xtx" was planned with 28 of 32 layers
+    on the 8060S, which llama-server leaves idle."""
+    res = _speed(models["llama 8B Q4_0"], gpus, "-ngl", "99", *flags)
+    assert [d.name for d in res.devices if d.kind != "cpu"] == used
+    said = [w for w in res.warnings if "an integrated GPU" in w]
+    assert len(said) == (len(parse_gpus_spec(gpus).devices) > len(used))

@@ -128,7 +128,7 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
         pipeline_parallel=pp,
         fits=all(e.fits is not False for e in estimates),
         max_ctx=None,
-        warnings=_warnings(hp, r, st, devs),
+        warnings=_warnings(hp, r, st, devs, all_devs),
         compute_exact=compute.exact,
         compute_note=compute.note,
         meta_devices=tuple(d.name for d in meta),
@@ -242,11 +242,24 @@ def _cpu_estimate(
 
 
 def _warnings(
-    hp: Hparams, r: Resolved, st: LlamaArgs, devs: Sequence[DeviceSpec]
+    hp: Hparams,
+    r: Resolved,
+    st: LlamaArgs,
+    devs: Sequence[DeviceSpec],
+    all_devs: Sequence[DeviceSpec] = (),
 ) -> tuple[str, ...]:
     """What the estimate leaves out, llama.cpp may refuse at run time, or takes otherwise
     than the user may think."""
     warnings: list[str] = []
+    left = [d for d in all_devs if d.integrated and d not in devs]
+    if st.devices is None and left:
+        names = ",".join(
+            d.device_name for d in all_devs if d.kind != "rpc" and (d in left or d in devs)
+        )
+        warnings.append(
+            f"{', '.join(d.label for d in left)}: an integrated GPU, which llama.cpp uses only "
+            f"where no other GPU is found: left out (-dev {names} uses it)"
+        )
     if not known_to_llama_cpp(hp.arch):
         warnings.append(
             f"llama.cpp (b{PINNED_BUILD}) does not know the architecture {hp.arch!r}: its "

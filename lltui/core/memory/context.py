@@ -209,8 +209,12 @@ def _swa_cells(
 
 
 def select_devices(available: Sequence[DeviceSpec], st: LlamaArgs) -> tuple[DeviceSpec, ...]:
-    """The devices llama.cpp loads onto: -dev picks (in its order), -sm none keeps -mg."""
+    """The devices llama.cpp loads onto: -dev picks (in its order), -sm none keeps -mg.
+    Without -dev an integrated GPU is left out where a discrete one is found (RPC servers do
+    not count), as llama_prepare_model_devices leaves it."""
     devs = list(available)
+    if st.devices is None and any(d.kind != "rpc" and not d.integrated for d in devs):
+        devs = [d for d in devs if not d.integrated]
     if st.devices is not None:
         by_name: dict[str, DeviceSpec] = {}  # (llama.cpp matches names in any case)
         for d in available:

@@ -111,6 +111,15 @@ class DeviceSpec:
     def label(self) -> str:
         return f"{self.name} ({self.description})" if self.description else self.name
 
+    @property
+    def integrated(self) -> bool:
+        """A GPU that shares the host's memory (an APU, GB10, Jetson): llama.cpp's backend
+        says so (CUDA's and HIP's ``integrated``), and uses it only where no other GPU is."""
+        if self.kind == "rpc" or not self.description:
+            return False
+        known = find_gpu(self.description, (self.total_bytes or 0) // MIB or None)
+        return known is not None and known.unified
+
 
 @dataclass(frozen=True, slots=True)
 class GpusSpec:
