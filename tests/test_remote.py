@@ -113,6 +113,12 @@ def hub(big_model, small_models, monkeypatch):
                 files={"Q8_0/Gap-Q8_0-00001-of-00002.gguf": small_models["part1"]}
             ),
             "acme/Gated-GGUF": Repo(files={"Gated-Q8_0.gguf": small_models["one"]}, gated=True),
+            "acme/Fake-GGUF": Repo(  # its "projector" is a plain model
+                files={
+                    "Fake-Q8_0.gguf": small_models["one"],
+                    "mmproj-Fake.gguf": small_models["one"],
+                }
+            ),
             "acme/Cut-GGUF": Repo(files={"Cut-Q8_0.gguf": small_models["cut"]}),
         },
         files={
@@ -420,6 +426,18 @@ def test_a_projector_given_by_url_is_counted_as_mmproj_counts_it(hub, capsys):
     totals = [[d["total_bytes"] for d in r["devices"]] for r in (by_url, named)]
     assert totals[0] == totals[1]
     assert not any("-hf also" in n for n in by_url.get("notes", []))
+
+
+def test_a_repositorys_projector_that_is_none_is_said_as_hfs_own(hub, capsys):
+    """It was blamed on --mmproj, which the user had not given."""
+    ref, gpus = "hf:acme/Fake-GGUF:Q8_0", ("--gpus", "24GiB")
+    assert main(["fit", ref, *gpus]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "lltui: fit: -hf also loads mmproj-Fake.gguf, which is no multimodal projector (no "
+        "clip.* keys): llama-server fails to load it; --no-mmproj leaves it out"
+    )
+    assert main(["fit", ref, *gpus, "--no-mmproj"]) == 0
 
 
 def test_hf_projector_left_out_by_the_environment(hub, capsys, monkeypatch):

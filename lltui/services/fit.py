@@ -138,7 +138,7 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     """The header read and the devices resolved. ``whole_repo``: a reference to a repository
     (``hf:OWNER/REPO``) is left unread, for :func:`quant_best` to rank its files."""
     from lltui.core.gguf.refs import names_repo
-    from lltui.core.memory.parts import ExtraModels
+    from lltui.core.memory.parts import ExtraModels, is_projector
     from lltui.sources.gpu.meminfo import host_available
     from lltui.sources.models.read import read_extra_models
 
@@ -155,6 +155,13 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
         devices, device_notes = _devices(request)
         extra = read_extra_models(args, request.verb)  # -md, --mmproj, --lora files
         if projector is not None:  # counted as --mmproj would count it
+            if not is_projector(projector):  # (not the user's --mmproj: said as -hf's own)
+                raise FitFailed(
+                    f"{request.verb}: -hf also loads {_hf_name(projector)}, which is no "
+                    "multimodal projector (no clip.* keys): llama-server fails to load it; "
+                    "--no-mmproj leaves it out",
+                    2,
+                )
             extra = replace(extra or ExtraModels(), mmproj=projector)
             notes.append(projector_note(projector))
     except ModelChoice as exc:
@@ -329,15 +336,20 @@ def loads_hf_projector(model: str, args: LlamaArgs) -> bool:
 
 def projector_note(projector: GgufModel, beside: str = "") -> str:
     """What the estimate says of the projector ``-hf`` loads by itself."""
-    from lltui.core.gguf.refs import HfRef, parse_ref
     from lltui.core.units import fmt_bytes
 
-    ref = parse_ref(projector.path)  # hf:OWNER/REPO:FILE[@REV], as the reader named it
-    name = ref.selector if isinstance(ref, HfRef) and ref.selector else projector.path
     return (
-        f"-hf also loads {name} ({fmt_bytes(projector.file_size)}){beside}, counted as --mmproj; "
-        "--no-mmproj leaves it out"
+        f"-hf also loads {_hf_name(projector)} ({fmt_bytes(projector.file_size)}){beside}, "
+        "counted as --mmproj; --no-mmproj leaves it out"
     )
+
+
+def _hf_name(projector: GgufModel) -> str:
+    """The file's name in its repository (hf:OWNER/REPO:FILE[@REV], as the reader named it)."""
+    from lltui.core.gguf.refs import HfRef, parse_ref
+
+    ref = parse_ref(projector.path)
+    return ref.selector if isinstance(ref, HfRef) and ref.selector else projector.path
 
 
 def _read(path: str, verb: str, keep: bool, projector: bool) -> tuple[GgufModel, GgufModel | None]:

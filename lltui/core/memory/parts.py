@@ -182,10 +182,15 @@ def mmproj_compute_bytes(mm: GgufModel, flash_attn: bool, offloaded: bool) -> tu
     return pad(max(pixels + im2col, block, projector), CPU_ALIGNMENT), 0
 
 
+def is_projector(mm: GgufModel) -> bool:
+    """Whether a file is a multimodal projector: clip.cpp reads its clip.* keys."""
+    return any(str(k).startswith("clip.") for k in mm.metadata)
+
+
 def _mmproj(
     mm: GgufModel, st: LlamaArgs, main: FitResult, all_devs: Sequence[DeviceSpec]
 ) -> PartEstimate:
-    if not any(str(k).startswith("clip.") for k in mm.metadata):  # clip.cpp reads these
+    if not is_projector(mm):
         raise FitError(
             f"--mmproj {mm.path}: not a multimodal projector (no clip.* keys): llama-server "
             "fails to load it"
