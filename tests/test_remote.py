@@ -609,3 +609,19 @@ def test_a_model_of_no_layers_says_so(tmp_path, capsys):
     path = gf.write_sparse(tmp_path / "zero.gguf", gf.llama_spec(n_layer=0), "Q4_0")
     assert main(["fit", str(path), "--gpus", "24GiB"]) == 2
     assert "llama.block_count is 0" in capsys.readouterr().err
+
+
+def test_a_projector_files_share_is_read_once(hub, monkeypatch):
+    """Big-GGUF's two files both go beside mmproj-Big-F16.gguf: one read of it, not one each."""
+    from lltui.sources.models import remote
+
+    real, read = remote._read_one, []
+
+    def counted(client, listing, chosen, tok, stats):
+        read.append(chosen.path)
+        return real(client, listing, chosen, tok, stats)
+
+    monkeypatch.setattr(remote, "_read_one", counted)
+    got = remote.read_repo_quants("hf:acme/Big-GGUF", projector=True)
+    assert [q.projector is not None for q in got.quants] == [True, True]
+    assert read.count("mmproj-Big-F16.gguf") == 1

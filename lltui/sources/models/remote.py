@@ -81,19 +81,29 @@ def _read_one(
 
 
 def _read_projector(
-    client: httpx.Client, listing: RepoListing, chosen: RepoModel, tok: str | None, stats: ReadStats
+    client: httpx.Client,
+    listing: RepoListing,
+    chosen: RepoModel,
+    tok: str | None,
+    stats: ReadStats,
+    read: dict[str, GgufModel] | None = None,
 ) -> GgufModel | None:
     """The projector llama-server's -hf downloads and loads beside ``chosen`` (None: the
-    repository has none for it); RemoteError (naming it) when it cannot be read."""
+    repository has none for it); RemoteError (naming it) when it cannot be read. ``read``:
+    the projectors read so far, by path (a repository's files share one or two)."""
     paths = sorted(f.path for m in listing.models for f in m.files)
     pick = hf_projector(paths, chosen.path)
     entry = select_file(listing.models, pick) if pick is not None else None
     if entry is None:
         return None
-    try:
-        return _read_one(client, listing, entry, tok, stats)
-    except RemoteError as exc:
-        raise RemoteError(f"-hf also loads {exc} (--no-mmproj leaves it out)", exc.code) from None
+    known = read if read is not None else {}
+    if entry.path not in known:
+        try:
+            known[entry.path] = _read_one(client, listing, entry, tok, stats)
+        except RemoteError as exc:
+            msg = f"-hf also loads {exc} (--no-mmproj leaves it out)"
+            raise RemoteError(msg, exc.code) from None
+    return known[entry.path]
 
 
 @dataclass(frozen=True)
@@ -139,11 +149,16 @@ def read_repo_quants(
     if not entries:
         raise RemoteError(f"{ref.text()}: no GGUF model in this repository")
     out = []
+    projectors: dict[str, GgufModel] = {}  # each read once, whichever files it goes beside
     with new_client(stats.deadline) as client:
         for m in entries:
             try:
                 model = _read_one(client, listing, m, tok, stats)
-                proj = _read_projector(client, listing, m, tok, stats) if projector else None
+                proj = (
+                    _read_projector(client, listing, m, tok, stats, projectors)
+                    if projector
+                    else None
+                )
                 out.append(RepoQuant(m, model, projector=proj))
             except RemoteError as exc:
                 out.append(RepoQuant(m, None, str(exc)))
