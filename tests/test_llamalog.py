@@ -65,7 +65,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 85
+    assert len(names) == len(set(names)) == 86
 
 
 def test_a_build_is_read_in_both_formats():
@@ -192,3 +192,31 @@ def test_a_buffer_line_no_shape_reads_is_listed_as_not_read(line):
     was taken as known and left out of the table without a word."""
     facts = scan_lines([line])
     assert not facts.buffers and [text for _, text in facts.unparsed] == [line]
+
+
+def test_the_moe_cache_is_a_device_buffer_of_its_own(tmp_path):
+    """--moe-cache-mib (newer than b11434) keeps experts of host layers on the GPU. The line
+    as b11739 prints it: llama_moe_cache::impl's LLAMA_LOG_INFO("%s: %10s MoE cache size =
+    %8.2f MiB for %.2f MiB of host experts\\n", __func__, ...) in src/llama-moe-cache.cpp
+    (ggml-org/llama.cpp b11739, 0ce8cd114). It was a line about memory not read, and the
+    device's logged total left its 8 GiB out."""
+    log = tmp_path / "moe-cache.log"
+    log.write_text(
+        "load_tensors:        CUDA0 model buffer size =  1500.00 MiB\n"
+        "load_tensors:   CPU_Mapped model buffer size = 16000.00 MiB\n"
+        "llama_kv_cache:      CUDA0 KV buffer size =   384.00 MiB\n"
+        "impl:      CUDA0 MoE cache size =  8192.00 MiB for 16000.00 MiB of host experts\n"
+        "impl: 48 layers, q4_K:  3940 slots (64.1%)\n"
+        "sched_reserve:      CUDA0 compute buffer size =   300.75 MiB\n"
+        "llama_moe_cache: small batches: hits = 10, misses = 2, hit rate = 83.33%, "
+        "uploaded = 12.00 MiB\n"
+    )
+    facts = scan_lines(log.read_text().splitlines())
+    assert not facts.unparsed
+    assert [(b.device, b.kind, b.mib) for b in facts.buffers if b.kind == "moe_cache"] == [
+        ("CUDA0", "moe_cache", 8192.0)
+    ]
+    r = explain(ExplainRequest(str(log), ask_binary=False))
+    cuda0 = next(d for d in r.device_rows() if d.name == "CUDA0")
+    assert sum(n for _, n in cuda0.logged) == round((1500 + 384 + 8192 + 300.75) * MIB)
+    assert r.facts.build_range is not None and r.facts.build_range.first > 11434

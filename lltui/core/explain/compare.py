@@ -124,6 +124,9 @@ def compare(
         if b.part != "model":
             out.append(BufferCheck(b, None, f"the {b.part}'s buffers are not predicted here"))
             continue
+        if b.kind == "moe_cache":
+            out.append(BufferCheck(b, None, "the MoE cache (--moe-cache-mib) is not predicted"))
+            continue
         device = _internal(b.device, devs, rpc_seen, b.kind)
         owner = _owner(device if device is not None else b.device, b.kind)
         if b.kind == "model" and owner == "CPU" and mapped:

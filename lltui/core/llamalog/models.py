@@ -32,7 +32,7 @@ class BufferLine:
 
     line: int  # 1-based, in the file
     device: str  # as llama.cpp names the buffer: CUDA0, CPU_Mapped, RPC0[host:port], CUDA_Host
-    kind: str  # model, kv, rs, compute, output
+    kind: str  # model, kv, rs, compute, output, moe_cache (--moe-cache-mib)
     mib: float
     mib_text: str  # the number as printed ("3577.56")
     part: str = "model"  # whose buffer: the model, its draft, a projector (mmproj), a LoRA

@@ -122,6 +122,7 @@ KNOWN_LINES: dict[str, bool | tuple[str, ...]] = {
     **dict.fromkeys(("create_memory", "@reserve", "ggml_cuda_init", "ggml_vulkan"), True),
     **dict.fromkeys(("common_param", "@breakdown", "common_speculative_init_result"), True),
     **dict.fromkeys(("load_model", "@hybrid", "@fit", "@init", "@mmproj"), True),
+    "llama_moe_cache": True,  # its hits and uploads at exit
 }
 
 # --- the shapes ---------------------------------------------------------------------------------
@@ -710,6 +711,13 @@ SHAPES: tuple[Shape, ...] = (
            r"MiB free", _using_device, "llama_model_load_from_file_impl: using device CUDA0 "
            "(NVIDIA GeForce RTX 4090) (0000:01:00.0) - 23400 MiB free", hint="using device",
            formats=(("func", "llama_model_load_from_file_impl", _USING_DEVICE_OLD),)),
+    # --moe-cache-mib N (after b11434; b11739's llama_moe_cache::impl, so "impl:"): a device
+    # buffer of expert weights copied from the host, counted as context by the breakdown
+    _shape("moe_cache", r"^\s*(?P<name>\S+) MoE cache size\s*=\s*(?P<mib>\d{1,15}(?:\.\d+)?) MiB"
+           r" for ", lambda m, line: Buffer(m["name"], "moe_cache", m["mib"]),
+           "impl:      CUDA0 MoE cache size =  8192.00 MiB for 16000.00 MiB of host experts",
+           hint="MoE cache size",
+           formats=(("name", None, LineFormat(11435, None, "MoE cache lines")),)),
     _shape("preferred_buffer", r"preferred buffer type (?P<bt>\w+)", _known,
            "load_tensors: tensor 'token_embd.weight' (q4_K) (and 0 others) cannot be used with "
            "preferred buffer type CPU_AARCH64, using CPU instead", hint="preferred buffer type",
