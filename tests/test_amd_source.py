@@ -757,6 +757,21 @@ def test_doctor_on_an_amd_rig_with_no_nvidia_driver_says_monitoring_works(monkey
     assert code == 0 and out.rstrip().endswith("GPU monitoring works here."), out
 
 
+@pytest.mark.parametrize(("amd", "said"), [("AMD Radeon RX 7900 XTX", True), ("8060S", False)])
+def test_doctor_with_nvidia_and_amd_gpus_names_the_build_that_sees_both(monkeypatch, amd, said):
+    """One llama.cpp CUDA build cannot see the AMD GPU, a HIP build the NVIDIA one: doctor
+    said nothing of it. An APU beside the NVIDIA GPU is left out by llama.cpp anyway."""
+    from support.fake_pynvml import FakeNvml, make_gpus
+
+    from lltui.services.doctor import run_checks
+
+    FakeNvml(make_gpus(1)).install(monkeypatch)
+    FakeAmdSmi([rx7900xtx(0, name=amd)]).install(monkeypatch)
+    lines = [c.detail for c in run_checks() if c.name == "gpu-vendors"]
+    assert len(lines) == said
+    assert not said or "-DGGML_BACKEND_DL=ON -DGGML_CUDA=ON -DGGML_HIP=ON" in lines[0]
+
+
 def test_with_no_binding_and_no_tool_opening_says_so_without_loading_either(tmp_path):
     """Every NVIDIA machine's ``auto`` asks for AMD GPUs: where nothing could answer, the
     binding's and the tools' modules are not imported to say so."""

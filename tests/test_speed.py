@@ -535,3 +535,22 @@ def test_an_integrated_gpu_is_used_only_where_no_discrete_one_is(models, gpus, f
     assert [d.name for d in res.devices if d.kind != "cpu"] == used
     said = [w for w in res.warnings if "an integrated GPU" in w]
     assert len(said) == (len(parse_gpus_spec(gpus).devices) > len(used))
+
+
+@pytest.mark.parametrize(
+    ("gpus", "flags", "said"),
+    [
+        ("4090,7900 XTX", (), True),
+        ("gb10,7900 XTX,4090", (), True),
+        ("4090,7900 XTX", ("-dev", "CUDA0"), False),  # only the NVIDIA one used
+        ("4090,Strix Halo", (), False),  # the APU is left out
+        ("7900 XTX,7900 XTX", (), False),
+    ],
+)
+def test_nvidia_and_amd_gpus_in_one_server_name_the_build_that_sees_both(models, gpus, flags, said):
+    """A CUDA build of llama.cpp cannot see the AMD GPU, nor a HIP build the NVIDIA one:
+    --gpus 4090,7900xtx was planned as one llama-server with no word of it."""
+    res = _speed(models["llama 8B Q4_0"], gpus, "-ngl", "99", *flags)
+    lines = [w for w in res.warnings if "NVIDIA and AMD GPUs" in w]
+    assert len(lines) == said
+    assert not said or "-DGGML_BACKEND_DL=ON -DGGML_CUDA=ON -DGGML_HIP=ON" in lines[0]

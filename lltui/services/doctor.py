@@ -105,6 +105,12 @@ def check_nvidia_smi(
 
 def check_amd() -> Check:
     """AMD GPUs: what the amd source reads here (the binding, amd-smi or rocm-smi)."""
+    return _read_amd()[0]
+
+
+def _read_amd() -> tuple[Check, int]:
+    """The amd check and how many of its GPUs the catalog knows as discrete (an APU, or
+    an iGPU it does not know, beside an NVIDIA GPU is left out by llama.cpp anyway)."""
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.sources.gpu.amd.source import AmdSource
 
@@ -120,12 +126,16 @@ def check_amd() -> Check:
             "reads another machine over ssh",
             essential=True,
             vendor="amd",
-        )
+        ), 0
     finally:
         source.close()
     if not info.gpus:
-        return Check("amd", MISSING, f"{source.name} sees no AMD GPU", essential=True, vendor="amd")
+        missing = Check(
+            "amd", MISSING, f"{source.name} sees no AMD GPU", essential=True, vendor="amd"
+        )
+        return missing, 0
     names = ", ".join(sorted({g.name for g in info.gpus}))
+    discrete = sum(g.unified_memory is False for g in info.gpus)  # the catalog's word
     return Check(
         "amd",
         OK,
@@ -133,7 +143,7 @@ def check_amd() -> Check:
         version=info.rocm_version or info.driver_version,
         essential=True,
         vendor="amd",
-    )
+    ), discrete
 
 
 def check_nccl() -> Check:
@@ -206,7 +216,13 @@ def check_config(path: str | None = None) -> Check:
 def run_checks(config: str | None = None) -> list[Check]:
     checks = check_nvml()
     checks.append(check_nvidia_smi())
-    checks.append(check_amd())
+    amd, amd_discrete = _read_amd()
+    checks.append(amd)
+    nvidia = any(c.name == "driver" and c.status == OK for c in checks)
+    if nvidia and amd_discrete:  # one line: which llama.cpp build serves both
+        from lltui.core.memory.devices import MIXED_VENDOR_BUILD
+
+        checks.append(Check("gpu-vendors", WARN, f"NVIDIA and AMD GPUs here: {MIXED_VENDOR_BUILD}"))
     checks.append(check_nccl())
     checks.append(check_llama_server())
     checks.append(check_config(config))

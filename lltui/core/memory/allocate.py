@@ -15,7 +15,7 @@ from lltui.core.memory.common import CPU, is_gpu
 from lltui.core.memory.compute import compute_buffers
 from lltui.core.memory.compute_graph import ComputeLayout
 from lltui.core.memory.context import Resolved, layer_devices, resolve_context
-from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.devices import DeviceSpec, mixed_vendors
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.kv import KvCache, kv_caches, output_buffer, rs_buffers
 from lltui.core.memory.placement import TensorPlacement, place_tensors
@@ -260,6 +260,9 @@ def _warnings(
             f"{', '.join(d.label for d in left)}: an integrated GPU, which llama.cpp uses only "
             f"where no other GPU is found: left out (-dev {names} uses it)"
         )
+    mixed = mixed_vendors(devs)
+    if mixed:
+        warnings.append(mixed)
     if not known_to_llama_cpp(hp.arch):
         warnings.append(
             f"llama.cpp (b{PINNED_BUILD}) does not know the architecture {hp.arch!r}: its "

@@ -50,6 +50,25 @@ def backend_prefix(name: str, vendor: str | None = None) -> str:
     return ROCM_PREFIX if vendor == "amd" else CUDA_PREFIX
 
 
+# ggml's HIP backend is its CUDA backend's code under the same symbols: linked into one
+# program, one of them registers; loaded as modules (GGML_BACKEND_DL, dlopen RTLD_LOCAL),
+# both do (ggml-backend-reg.cpp loads "cuda" and "hip"). Vulkan sees every vendor's GPUs.
+MIXED_VENDOR_BUILD = (
+    "a CUDA build of llama.cpp sees only the NVIDIA GPUs and a ROCm (HIP) build only the AMD "
+    "ones; one llama-server uses both when built with -DGGML_BACKEND_DL=ON -DGGML_CUDA=ON "
+    "-DGGML_HIP=ON, or with Vulkan (-DGGML_VULKAN=ON)"
+)
+
+
+def mixed_vendors(devices: Sequence[DeviceSpec]) -> str | None:
+    """A warning where local NVIDIA and AMD GPUs are to serve in one llama-server."""
+    local = [d for d in devices if d.kind == "cuda"]
+    if {d.backend_name for d in local} >= {CUDA_PREFIX, ROCM_PREFIX}:
+        names = ", ".join(d.name for d in local if d.backend_name in (CUDA_PREFIX, ROCM_PREFIX))
+        return f"{names}: NVIDIA and AMD GPUs: {MIXED_VENDOR_BUILD}"
+    return None
+
+
 def host_buffer(devices: Sequence[DeviceSpec], index: int = 0) -> str | None:
     """The pinned host buffer of the local GPU at ``index`` (``CUDA_Host``, ``ROCm_Host``);
     None where that device is not a local GPU (the plain CPU buffer is used)."""
