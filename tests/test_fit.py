@@ -718,3 +718,24 @@ def test_fit_help_lists_every_flag_that_changes_memory(capsys):
         if f.memory:
             assert min(f.spellings, key=len) in words, f.key
     assert "ignored" not in words
+
+
+@pytest.mark.parametrize(
+    ("gpus", "free_gib"),
+    [("Strix Halo", 20), ("GB10", 20), ("Strix Halo,7900 XTX", None), ("7900 XTX", 24)],
+)
+def test_an_integrated_gpu_offers_what_the_host_has_free(tmp_path, capsys, gpus, free_gib):
+    """--gpus "Strix Halo" was planned with all 128 GiB free: its memory is the host's, and
+    llama.cpp offers an integrated GPU what the host has available (MemAvailable on CUDA;
+    ROCm's carve-out and GTT pool are of the same memory), which the OS and the host's own
+    buffers share."""
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0")
+    assert main(["fit", str(path), "--gpus", gpus, "--host-free", "20GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    gpu = [d for d in data["devices"] if d["kind"] == "cuda"]
+    said = [n for n in data.get("notes", []) if "its memory is the host's" in n]
+    if free_gib is None:  # beside a discrete GPU the APU is left out: nothing to say
+        assert [d["name"] for d in gpu] == ["ROCm1"] and not said
+        return
+    assert gpu[0]["free_bytes"] <= free_gib * GIB
+    assert len(said) == (free_gib == 20) and (not said or "20.0 GiB (as given)" in said[0])

@@ -23,7 +23,7 @@ from lltui.core.gguf.model import GgufModel
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec
 from lltui.core.memory.common import DEFAULT_MARGIN, FitError
-from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.devices import DeviceSpec, on_host_memory
 from lltui.core.memory.results import FitOptions, FitResult
 from lltui.core.units import MIB
 from lltui.services.devices import DeviceSpecError, describe, resolve_devices, with_rpc
@@ -173,11 +173,16 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
         raise FitFailed(said, code) from None
     except DeviceSpecError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    host_free = request.host_free_bytes
+    host_free = host_available() if request.host_free_bytes is None else request.host_free_bytes
+    if request.gpus is not None:  # named, not read: an integrated GPU's memory is the host's
+        given = request.host_free_bytes is not None
+        whose = "as given" if given else "this machine's; --host-free SIZE sets it"
+        devices, host_notes = on_host_memory(devices, host_free, whose)
+        notes.extend(host_notes)
     host, calibration, measured = speed_inputs(request, devices, say=notes.append)
     options = FitOptions(
         margin_bytes=margin,
-        host_free_bytes=host_available() if host_free is None else host_free,
+        host_free_bytes=host_free,
         repack_profile=request.cpu_profile,
         host=host,
         calibration=calibration,

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lltui.core.hardware.gpus import find_gpu, nearest_gpus
 from lltui.core.text import is_digits
-from lltui.core.units import MIB, parse_size
+from lltui.core.units import MIB, fmt_bytes, parse_size
 
 MAX_DEVICES = 64  # a sanity bound on ``NxMODEL`` and on list length
 _REPEAT = re.compile(r"^(?P<n>\d+)\s*[x*]\s*(?P<what>.+)$", re.IGNORECASE)
@@ -67,6 +67,34 @@ def mixed_vendors(devices: Sequence[DeviceSpec]) -> str | None:
         names = ", ".join(d.name for d in local if d.backend_name in (CUDA_PREFIX, ROCM_PREFIX))
         return f"{names}: NVIDIA and AMD GPUs: {MIXED_VENDOR_BUILD}"
     return None
+
+
+def on_host_memory(
+    devices: Sequence[DeviceSpec], host_free: int | None, whose: str = "this machine's"
+) -> tuple[list[DeviceSpec], list[str]]:
+    """Integrated GPUs given by name (an APU, GB10, Jetson), their memory the host's: free
+    is at most what the host has available, as llama.cpp's CUDA backend reads it for an
+    integrated GPU (/proc/meminfo's MemAvailable, ggml_backend_cuda_device_get_memory);
+    ROCm's hipMemGetInfo, which the HIP build reads, counts the BIOS carve-out and the GTT
+    pool, both of the same memory. ``whose``: where ``host_free`` came from, for the note
+    that says what was taken."""
+    out, notes = [], []
+    # (beside a discrete GPU an integrated one is left out unless -dev names it: no note)
+    alone = not any(d.kind == "cuda" and not d.integrated for d in devices)
+    for d in devices:
+        if host_free is not None and d.integrated and (d.free_bytes or 0) > host_free:
+            d = replace(d, free_bytes=host_free)
+            rocm = " (ROCm may offer less: the BIOS carve-out and the GTT limit)"
+            notes.append(
+                f"{d.label}: its memory is the host's: free taken as the host's available "
+                f"{fmt_bytes(host_free)} ({whose}), as llama.cpp reads it for an integrated "
+                f"GPU{rocm if d.backend_name == ROCM_PREFIX else ''}; the host's own buffers "
+                "come out of it too"
+            )
+        out.append(d)
+    if not alone:
+        notes = []
+    return out, notes
 
 
 def host_buffer(devices: Sequence[DeviceSpec], index: int = 0) -> str | None:
