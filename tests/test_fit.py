@@ -739,3 +739,23 @@ def test_an_integrated_gpu_offers_what_the_host_has_free(tmp_path, capsys, gpus,
         return
     assert gpu[0]["free_bytes"] <= free_gib * GIB
     assert len(said) == (free_gib == 20) and (not said or "20.0 GiB (as given)" in said[0])
+
+
+@pytest.mark.parametrize(("total_gib", "free_gib"), [(24, 128), (128, 110)])
+def test_an_integrated_gpu_on_another_machine_keeps_its_memory(
+    tmp_path, capsys, monkeypatch, total_gib, free_gib
+):
+    """Without --host-free, this machine's available memory caps a named integrated GPU only
+    where this machine can be the one described: a 24 GiB laptop asking about a 128 GiB Strix
+    Halo had been told the APU offers 20 GiB."""
+    from lltui.sources.gpu import meminfo
+
+    monkeypatch.setattr(meminfo, "host_memory", lambda: (total_gib * GIB, 110 * GIB))
+    monkeypatch.setattr(meminfo, "host_available", lambda: 110 * GIB)
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_0")
+    assert main(["fit", str(path), "--gpus", "Strix Halo", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (gpu,) = [d for d in data["devices"] if d["kind"] == "cuda"]
+    assert gpu["free_bytes"] == free_gib * GIB
+    (said,) = [n for n in data["notes"] if "its memory is the host's" in n]
+    assert ("is not the one described" in said) == (total_gib == 24)

@@ -139,7 +139,7 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     (``hf:OWNER/REPO``) is left unread, for :func:`quant_best` to rank its files."""
     from lltui.core.gguf.refs import names_repo
     from lltui.core.memory.parts import ExtraModels, is_projector
-    from lltui.sources.gpu.meminfo import host_available
+    from lltui.sources.gpu.meminfo import host_available, host_memory
     from lltui.sources.models.read import read_extra_models
 
     request, rig = on_rig(request)
@@ -177,7 +177,9 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     if request.gpus is not None:  # named, not read: an integrated GPU's memory is the host's
         given = request.host_free_bytes is not None
         whose = "as given" if given else "this machine's; --host-free SIZE sets it"
-        devices, host_notes = on_host_memory(devices, host_free, whose)
+        here = None if given else host_memory()
+        total = here[0] if here is not None else None
+        devices, host_notes = on_host_memory(devices, host_free, whose, total)
         notes.extend(host_notes)
     host, calibration, measured = speed_inputs(request, devices, say=notes.append)
     options = FitOptions(

@@ -70,31 +70,43 @@ def mixed_vendors(devices: Sequence[DeviceSpec]) -> str | None:
 
 
 def on_host_memory(
-    devices: Sequence[DeviceSpec], host_free: int | None, whose: str = "this machine's"
+    devices: Sequence[DeviceSpec],
+    host_free: int | None,
+    whose: str = "this machine's",
+    host_total: int | None = None,
 ) -> tuple[list[DeviceSpec], list[str]]:
     """Integrated GPUs given by name (an APU, GB10, Jetson), their memory the host's: free
     is at most what the host has available, as llama.cpp's CUDA backend reads it for an
     integrated GPU (/proc/meminfo's MemAvailable, ggml_backend_cuda_device_get_memory);
     ROCm's hipMemGetInfo, which the HIP build reads, counts the BIOS carve-out and the GTT
     pool, both of the same memory. ``whose``: where ``host_free`` came from, for the note
-    that says what was taken."""
+    that says what was taken. ``host_total``: this machine's memory where ``host_free`` is
+    its own; one smaller than the device's is not the machine described, whose memory is
+    then taken as free."""
     out, notes = [], []
     # (beside a discrete GPU an integrated one is left out unless -dev names it: no note)
     alone = not any(d.kind == "cuda" and not d.integrated for d in devices)
     for d in devices:
-        if host_free is not None and d.integrated and (d.free_bytes or 0) > host_free:
-            d = replace(d, free_bytes=host_free)
-            rocm = " (ROCm may offer less: the BIOS carve-out and the GTT limit)"
+        if host_free is None or not d.integrated or (d.free_bytes or 0) <= host_free:
+            out.append(d)
+            continue
+        if host_total is not None and host_total < 0.9 * (d.total_bytes or 0):
             notes.append(
-                f"{d.label}: its memory is the host's: free taken as the host's available "
-                f"{fmt_bytes(host_free)} ({whose}), as llama.cpp reads it for an integrated "
-                f"GPU{rocm if d.backend_name == ROCM_PREFIX else ''}; the host's own buffers "
-                "come out of it too"
+                f"{d.label}: its memory is the host's: taken as all free (this machine, with "
+                f"{fmt_bytes(host_total)}, is not the one described; --host-free SIZE says "
+                "what that one has available)"
             )
-        out.append(d)
-    if not alone:
-        notes = []
-    return out, notes
+            out.append(d)
+            continue
+        rocm = " (ROCm may offer less: the BIOS carve-out and the GTT limit)"
+        notes.append(
+            f"{d.label}: its memory is the host's: free taken as the host's available "
+            f"{fmt_bytes(host_free)} ({whose}), as llama.cpp reads it for an integrated "
+            f"GPU{rocm if d.backend_name == ROCM_PREFIX else ''}; the host's own buffers "
+            "come out of it too"
+        )
+        out.append(replace(d, free_bytes=host_free))
+    return out, notes if alone else []
 
 
 def host_buffer(devices: Sequence[DeviceSpec], index: int = 0) -> str | None:
