@@ -574,9 +574,9 @@ def test_a_request_sent_a_byte_at_a_time_is_let_go_without_a_traceback(monkeypat
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_connections_past_the_cap_are_closed_not_given_threads(monkeypatch) -> None:
-    """Idle connections each held a thread until their timeout, without bound: past the cap
-    one is closed unanswered, and a scrape works again once one of them goes."""
+def test_past_the_cap_the_oldest_idle_connection_is_let_go_for_a_scrape(monkeypatch) -> None:
+    """Past the cap it was the new connection that was closed unanswered, so idle ones kept
+    every scrape out; now the oldest connection still sending its request is let go."""
     import socket
 
     import httpx
@@ -590,16 +590,48 @@ def test_connections_past_the_cap_are_closed_not_given_threads(monkeypatch) -> N
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
     try:
         wait_until(lambda: httpd._slots._value == 0)  # both taken by their threads
-        with socket.create_connection(("127.0.0.1", port)) as third:
-            third.settimeout(10)
-            assert third.recv(1) == b""  # closed, not served
-        idle.pop().close()
-        wait_until(lambda: httpd._slots._value == 1)
         url = f"http://127.0.0.1:{port}/metrics"
         assert httpx.get(url, timeout=10.0, trust_env=False).status_code == 200
+        idle[0].settimeout(10)
+        assert idle[0].recv(1) == b""  # the oldest, let go
+        wait_until(lambda: httpd._slots._value == 1)  # the scrape's slot back; one idle left
     finally:
         for s in idle:
             s.close()
         httpd.shutdown()
         httpd.server_close()
         thread.join(10)
+
+
+def test_a_flood_of_slow_connections_keeps_neither_a_scrape_out_nor_threads_unbounded() -> None:
+    """300 connections that send nothing or half a request line, against a real exporter:
+    past its 256 threads every scrape was closed unanswered until they timed out; now a
+    scrape is answered at once and the exporter's threads stay at the cap."""
+    import socket
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    from lltui.services.exporter import MAX_CONNECTIONS
+
+    with exporter("--source", "sim:colab-t4") as ex:
+        port = int(ex.url.rsplit(":", 1)[1].split("/")[0])
+        tasks = Path(f"/proc/{ex.proc.pid}/task")
+        slow = []
+        try:
+            for i in range(MAX_CONNECTIONS + 44):
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                if i % 2:
+                    s.sendall(b"GET /metrics HTTP/1.1\r\nHo")
+                slow.append(s)
+            # all accepted: every slot taken (the first 44 let go for the last)
+            wait_until(lambda: len(list(tasks.iterdir())) >= MAX_CONNECTIONS, what="the flood")
+            began = time.monotonic()
+            resp = httpx.get(ex.url, timeout=5.0, trust_env=False)
+            assert resp.status_code == 200 and "lltui_gpu" in resp.text
+            assert time.monotonic() - began < 5.0
+            assert len(list(tasks.iterdir())) <= MAX_CONNECTIONS + 8  # (main, sampler, http)
+        finally:
+            for s in slow:
+                s.close()

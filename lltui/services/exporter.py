@@ -327,13 +327,16 @@ LISTEN_BACKLOG = 1024
 REQUEST_TIMEOUT_S = 10.0  # to send the whole request: one sent a byte at a time is let go
 
 
-MAX_CONNECTIONS = 256  # served at once; each idle one holds a thread up to its timeout
+MAX_CONNECTIONS = 256  # served at once; each holds a thread until it is answered or let go
+SLOT_WAIT_S = 2.0  # for the thread of a connection let go to end, when a new one needs its slot
 
 
 class MetricsServer(ThreadingMixIn, WSGIServer):
     """A thread per request, a real listen backlog; threads do not outlive the server.
-    Past ``max_connections`` at once a connection is closed unanswered: clients that open
-    connections and send nothing cannot make it start threads without bound."""
+    Past ``max_connections`` at once the oldest connection still sending its request (else
+    the oldest one) is let go for the new one: clients that open connections and send
+    nothing, or a byte at a time, neither start threads without bound nor keep a scrape out
+    (the new connection was the one closed, so 256 of them kept every scrape out)."""
 
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
@@ -341,12 +344,18 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
 
     def server_activate(self) -> None:
         self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._open: dict[Any, bool] = {}  # connection -> its request read, oldest first
+        self._open_lock = threading.Lock()
         super().server_activate()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
+            self._let_go_oldest()
+            if not self._slots.acquire(timeout=SLOT_WAIT_S):
+                self.shutdown_request(request)
+                return
+        with self._open_lock:
+            self._open[request] = False
         try:
             super().process_request(request, client_address)
         except BaseException:
@@ -358,6 +367,26 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def request_read(self, request: Any) -> None:
+        with self._open_lock:
+            if request in self._open:
+                self._open[request] = True
+
+    def _let_go_oldest(self) -> None:
+        """Shut the oldest connection still sending its request (else the oldest): its
+        thread's read or write fails at once and the thread ends, freeing its slot."""
+        with self._open_lock:  # (held until shut: a connection is closed only once out)
+            reading = [c for c, read in self._open.items() if not read]
+            oldest = next(iter(reading or self._open), None)
+            if oldest is not None:
+                with contextlib.suppress(OSError):
+                    oldest.shutdown(socket.SHUT_RDWR)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
 
 
 class _ReadBy(io.RawIOBase):
@@ -388,6 +417,7 @@ class _QuietHandler(WSGIRequestHandler):
 
     def parse_request(self) -> bool:
         read = super().parse_request()
+        self.server.request_read(self.connection)  # type: ignore[attr-defined]
         self.connection.settimeout(self.timeout)  # the answer: its own time to be sent
         return read
 
