@@ -116,6 +116,43 @@ def test_only_the_metrics_path_serves_metrics() -> None:
     assert metrics.status_code == 200 and "lltui_gpu_power_watts" in metrics.text
 
 
+def test_head_is_gets_answer_without_content_and_other_methods_are_405() -> None:
+    """HEAD /metrics was 405 (curl -I said the exporter was broken) and HEAD / sent the
+    page; POST / was answered as GET."""
+    import socket
+
+    from lltui.services.exporter import make_registry, serve
+
+    source = SimSource("colab-t4", seed=0)
+    source.open()
+    httpd, thread = serve(make_registry(Sampler(source, host="t")), "127.0.0.1", 0)
+
+    def ask(method: str, path: str) -> tuple[str, dict[str, str], bytes]:
+        with socket.create_connection(httpd.server_address, timeout=10) as s:
+            s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            raw = b""
+            while chunk := s.recv(65536):
+                raw += chunk
+        head, _, body = raw.partition(b"\r\n\r\n")
+        status, *lines = head.decode().split("\r\n")
+        return status, {k.lower(): v.strip() for k, _, v in (x.partition(":") for x in lines)}, body
+
+    try:
+        for path in ("/metrics", "/"):
+            status, headers, body = ask("GET", path)
+            assert " 200 " in status and len(body) == int(headers["content-length"]) > 0
+            status, headers, body = ask("HEAD", path)
+            assert " 200 " in status and body == b"", (path, status, body[:80])
+            assert int(headers["content-length"]) > 0
+        for method in ("POST", "DELETE", "OPTIONS"):
+            status, headers, body = ask(method, "/")
+            assert " 405 " in status and headers["allow"] == "GET, HEAD" and b"lltui" not in body
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
 def test_loopback_by_default() -> None:
     r = run_cli("exporter", "--listen", "0.0.0.0:9400", "--source", "sim:colab-t4")
     assert r.returncode == 2

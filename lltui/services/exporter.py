@@ -484,20 +484,36 @@ _LANDING = (
 def routed_app(metrics: WsgiApp) -> WsgiApp:
     """``/metrics`` is the metrics; ``/`` a line that says where they are; every other path
     404, as node_exporter and dcgm-exporter answer (prometheus_client's app alone serves the
-    metrics on any path, so a mistyped scrape path would look healthy)."""
+    metrics on any path, so a mistyped scrape path would look healthy). HEAD is GET's
+    answer without its content (it was 405 on /metrics, and the whole page on /); any
+    other method 405."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = str(environ.get("REQUEST_METHOD") or "GET")
         path = str(environ.get("PATH_INFO") or "/")
-        if path == METRICS_PATH:
+        if method == "HEAD":
+            said: list[Any] = []
+            got = app(dict(environ, REQUEST_METHOD="GET"), lambda *a: said.extend(a[:2]))
+            length = str(len(b"".join(got)))
+            status, headers = said
+            if not any(k.lower() == "content-length" for k, _ in headers):
+                headers = [*headers, ("Content-Length", length)]
+            start_response(status, headers)
+            return []
+        if method != "GET":
+            status, body = "405 Method Not Allowed", b"the metrics are read with GET\n"
+        elif path == METRICS_PATH:
             return metrics(environ, start_response)
-        if path == "/":
+        elif path == "/":
             status, body = "200 OK", _LANDING
         else:
             status, body = "404 Not Found", b"not found: the metrics are at /metrics\n"
-        start_response(
-            status,
-            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
-        )
+        headers = [
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Content-Length", str(len(body))),
+        ]
+        headers += [("Allow", "GET, HEAD")] if method != "GET" else []
+        start_response(status, headers)
         return [body]
 
     return app
