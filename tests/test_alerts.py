@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.alert_rig import CONFIG, EXPECTED, write_alert_recording
+from support.alert_rig import CONFIG, EXPECTED, TICKS, write_alert_recording
 from support.proc_helpers import gone, wait_for
 
 from lltui.cli import main
@@ -32,7 +32,7 @@ from lltui.core.monitor.alert_settings import (
 )
 from lltui.core.monitor.alerts import AlertChange, AlertTracker, HostStatus, exit_code
 from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest, run_hook
-from lltui.services.rig import RigRequest
+from lltui.services.rig import ReplayOptions, RigRequest
 from lltui.sources.gpu.replay import ReplaySource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,6 +102,38 @@ def test_watch_prints_one_line_per_change(rig, capsys):
     assert any("raised critical GPU0: temperature 92°C (critical at 90)" in line for line in lines)
     assert any("cleared critical GPU1: GPU is lost" in line for line in lines)
     assert signal.getsignal(signal.SIGTERM) is handler  # its SIGTERM handler is put back
+
+
+def test_a_looped_replays_alerts_go_on_later_each_loop(rig):
+    """--replay-loop: each loop plays one recording's span later on the wall clock, so every
+    alert is raised again later than the last loop's (its time and its since), and the XID
+    events it saw with them."""
+    recording, config = rig
+    request = WatchRequest(
+        rig=RigRequest(
+            source=f"replay:{recording}",
+            interval_s=0.01,
+            replay=ReplayOptions(stepped=True, loop=True),
+        ),
+        config=load_settings(None, path=str(config)).alerts,
+    )
+    watch = AlertWatch(request)
+    try:
+        changes = [c for _ in range(2 * TICKS) for c in watch.round().changes]
+    finally:
+        watch.close()
+    times = [c.at for c in changes]
+    assert times == sorted(times)
+    period = TICKS  # 21 s of samples and one 1 s gap
+    for kind in EXPECTED:
+        raised = [c.alert for c in changes if c.event == "raised" and c.alert.kind == kind]
+        assert [a.since for a in raised] == [raised[0].since, raised[0].since + period], kind
+    source = ReplaySource(recording, stepped=True, loop=True)
+    source.open()
+    played = [source.poll() for _ in range(2 * TICKS)]
+    source.close()
+    xids = [e.t for s in played for g in s.gpus for e in g.xid_events]
+    assert xids == [START + 11, START + 11 + period]  # tick 12's event, seen again a loop on
 
 
 def test_watch_fail_on_exits_with_the_severity_reached(rig, capsys):

@@ -369,15 +369,18 @@ def test_loop_starts_over_with_increasing_seq_and_time(recording):
     src.open()
     played = [src.poll() for _ in range(2 * len(samples) + 1)]
     assert all(p.error is None for p in played)
-    assert same_readings(played[len(samples)], samples[0])
+    period = 10.0  # 8 s of samples and one 2 s gap
+    assert same_readings(played[len(samples)], replace(samples[0], wall=samples[0].wall + period))
     assert [p.seq for p in played] == sorted({p.seq for p in played})
     assert all(b.t > a.t for a, b in itertools.pairwise(played))
+    assert all(b.wall > a.wall for a, b in itertools.pairwise(played))  # alerts' times too
     clock = FakeClock()
     timed = ReplaySource(path, clock=clock, loop=True)
     timed.open()
     clock.now += 10.0 + 0.1  # one period (8 s of samples + one 2 s gap) and a bit
     again = timed.poll()
-    assert same_readings(again, samples[0]) and again.seq == len(samples) + 1
+    assert same_readings(again, replace(samples[0], wall=samples[0].wall + period))
+    assert again.seq == len(samples) + 1
 
 
 def test_registry_builds_a_replay_source(recording):

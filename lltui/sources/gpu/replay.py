@@ -63,7 +63,9 @@ class ReplaySource:
     offset has elapsed on ``clock``), or ``stepped`` (the next sample on every poll).
 
     Samples keep their recorded values; ``seq`` and ``t`` are renumbered onto the replay's
-    own timeline so looping and the end stay increasing. A poll that finds no new sample due
+    own timeline so looping and the end stay increasing; each loop plays later on the wall
+    clock too (``wall`` and XID events moved on by the recording's span), so the alerts'
+    times go on increasing as well. A poll that finds no new sample due
     returns the previous one again with the same ``seq``. After the last sample it keeps
     returning the last one with the error "end of recording", unless ``loop``.
     """
@@ -97,6 +99,7 @@ class ReplaySource:
         self._ended = 0
         self._last_pos = -1
         self._last: RigSample | None = None
+        self._wall_period: float | None = None
 
     # -- opening ---------------------------------------------------------------------------
     def _fail(self, exc: RecordingError) -> SourceUnavailable:
@@ -126,6 +129,7 @@ class ReplaySource:
         self._ended = 0
         self._last_pos = -1
         self._last = None
+        self._wall_period = None
         self._info = self._infos[self._entries[0].info]
         return self._info
 
@@ -253,6 +257,8 @@ class ReplaySource:
         if pos == self._last_pos and self._last is not None:
             return self._last
         recorded = self._read(idx)
+        if loops:
+            recorded = _later(recorded, loops * self._loop_wall_s())
         sample = replace(
             recorded,
             seq=pos + 1,
@@ -264,10 +270,31 @@ class ReplaySource:
         self._info = sample.info
         return sample
 
+    def _loop_wall_s(self) -> float:
+        """How much later on the wall clock each loop plays: the recording's span and one
+        gap, on its timeline or its wall clock, whichever is longer."""
+        if self._wall_period is None:
+            first, last = self._read(0).wall, self._read(len(self._entries) - 1).wall
+            self._wall_period = max(self._offsets[-1], last - first) + self._gap
+        return self._wall_period
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _later(sample: RigSample, by: float) -> RigSample:
+    """``sample`` seen ``by`` seconds later: its wall clock and the XID events it saw, so a
+    loop's alerts and events follow the last loop's instead of going back in time. When a
+    process started is kept: its age goes on growing."""
+    gpus = tuple(
+        replace(g, xid_events=tuple(replace(e, t=e.t + by) for e in g.xid_events))
+        if g.xid_events
+        else g
+        for g in sample.gpus
+    )
+    return replace(sample, wall=sample.wall + by, gpus=gpus)
 
 
 class Recorder:
