@@ -434,6 +434,73 @@ def test_a_bad_value_is_reported_when_played(recording):
     assert str(exc.value).startswith(f"{path}:4: ") and "power_w" in str(exc.value)
 
 
+def _moved(samples: list[RigSample], t: float, wall: float) -> list[RigSample]:
+    """Samples as another run of the recorder would have them: its own clocks."""
+    return [replace(s, t=t + i, wall=wall + i) for i, s in enumerate(samples)]
+
+
+def _two_recordings(tmp_path: Path, t_b: float) -> tuple[Path, Path, list[RigSample]]:
+    """Two runs' recordings, 1 s apart: three samples of a 2-GPU rig, then, an hour later by
+    the wall clock and at ``t_b`` on the second run's own monotonic clock, four of 4 GPUs."""
+    info_a, a = sim_samples("kaggle-2xt4", 3)
+    info_b, b = sim_samples("4xl4", 4)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write(first, info_a, _moved(a, 500.0, 1_767_225_600.0))
+    write(second, info_b, _moved(b, t_b, 1_767_229_200.0))
+    return first, second, a + b
+
+
+@pytest.mark.parametrize("t_b", [20.0, 90_000.0], ids=["clock-behind", "clock-ahead"])
+def test_joined_recordings_play_one_after_the_other(tmp_path: Path, t_b: float):
+    """cat a.jsonl b.jsonl: the second plays after the first, one sample interval on, its
+    GPUs and times its own (its monotonic clock another process's: hours on, or behind)."""
+    first, second, samples = _two_recordings(tmp_path, t_b)
+    joined = tmp_path / "joined.jsonl"
+    joined.write_bytes(first.read_bytes() + second.read_bytes())
+    clock = FakeClock()
+    src = ReplaySource(joined, clock=clock)
+    assert any("line 5: another recording joined on" in h for h in src.open().hints)
+    played = []
+    for _ in samples:
+        played.append(src.poll())
+        clock.now += 1.0
+    assert [len(p.gpus) for p in played] == [2, 2, 2, 4, 4, 4, 4]
+    assert [p.gpus for p in played] == [s.gpus for s in samples]
+    assert [p.seq for p in played] == list(range(1, 8))
+    assert src.poll().ended
+    stepped = ReplaySource(joined, stepped=True, loop=True)
+    stepped.open()
+    walls = [stepped.poll().wall for _ in range(3 * len(samples))]
+    assert walls == sorted(walls)
+
+
+def test_joined_recordings_out_of_order_or_cut_short(tmp_path: Path):
+    first, second, samples = _two_recordings(tmp_path, 20.0)
+    backwards = tmp_path / "backwards.jsonl"
+    backwards.write_bytes(second.read_bytes() + first.read_bytes())
+    with pytest.raises(SourceUnavailable) as exc:
+        ReplaySource(backwards).open()
+    assert str(exc.value) == (
+        f"{backwards}:6: a recording made before the one above it is joined on here;"
+        " join them oldest first"
+    )
+    # the first cut mid-line (the recorder killed), the second joined on after it
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(first.read_bytes()[:-40] + second.read_bytes())
+    src = ReplaySource(cut, stepped=True)
+    hints = src.open().hints
+    assert any("line 4: a line cut short" in h for h in hints), hints
+    played = [src.poll() for _ in range(len(samples) - 1)]
+    assert [p.gpus for p in played] == [s.gpus for s in samples[:2] + samples[3:]]
+    assert src.poll().ended
+    newer = tmp_path / "newer.jsonl"
+    later = second.read_text().replace('"lltui_recording":1', '"lltui_recording":9', 1)
+    newer.write_text(first.read_text() + later)
+    with pytest.raises(SourceUnavailable) as exc:
+        ReplaySource(newer).open()
+    assert str(exc.value).startswith(f"{newer}:5: recording format 9 is newer")
+
+
 @pytest.mark.parametrize(
     ("content", "words", "line"),
     [

@@ -400,9 +400,16 @@ class Decoder:
         self.info = header.info
 
     def feed(self, obj: dict[str, Any], line: int) -> RigSample | None:
-        """A sample, or None for a line that changes the info."""
+        """A sample, or None for a line that changes the info (another recording's header
+        too: recordings joined into one file play one after the other)."""
         if "seq" in obj:
             return sample_from_dict(obj, self.info, line)
+        if RECORDING_KEY in obj:  # another recording joined on (cat a.jsonl b.jsonl)
+            try:
+                self.info = parse_header(obj).info
+            except RecordingError as exc:
+                raise RecordingError(str(exc), line) from None
+            return None
         if "info" in obj:
             try:
                 self.info = info_from_dict(obj["info"])

@@ -27,6 +27,7 @@ from lltui.core.monitor.models import (
     SourceUnavailable,
 )
 from lltui.core.monitor.record import (
+    RECORDING_KEY,
     TRUNCATED_HINT,
     Decoder,
     Encoder,
@@ -41,6 +42,8 @@ from lltui.core.monitor.redact import redact_sample
 from lltui.sources.gpu.base import Clock, wall_clock
 
 END_OF_RECORDING = "end of recording"
+JOINED_HEADER = b'{"' + RECORDING_KEY.encode() + b'":'  # how the Recorder starts a header
+CUT_BEFORE_JOIN_HINT = "a line cut short, another recording joined on after it; it was skipped"
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header for thousands of GPUs is well under this
 
 
@@ -153,6 +156,8 @@ class ReplaySource:
         entries: list[_Entry] = []
         hints: list[str] = []
         pending: RecordingError | None = None
+        joined: list[tuple[int, int]] = []  # (first entry, its header's line) of each
+        last_wall: object = None
         offset = len(first)
         number = 1
         for raw in f:
@@ -164,30 +169,56 @@ class ReplaySource:
                 raise pending  # a broken line with more after it is corruption, not a cut
             try:
                 obj = loads_line(raw.decode("utf-8"), number)
-            except UnicodeDecodeError:
-                pending = RecordingError("not UTF-8 text", number)
-                continue
-            except RecordingError as exc:
-                pending = exc
-                continue
+            except (UnicodeDecodeError, RecordingError) as exc:
+                at = raw.find(JOINED_HEADER, 1)
+                if at < 0:
+                    if not isinstance(exc, RecordingError):
+                        exc = RecordingError("not UTF-8 text", number)
+                    pending = exc
+                    continue
+                # a recording cut mid-line, another joined on after it (cat a.jsonl b.jsonl)
+                hints.append(f"line {number}: {CUT_BEFORE_JOIN_HINT}")
+                obj = loads_line(raw[at:].decode("utf-8", errors="replace"), number)
             if "seq" in obj:
                 # Checked in full when played; here only what the timeline needs.
                 entries.append(_Entry(start, number, sample_time(obj, number), len(recorded) - 1))
+                wall = obj.get("wall")
+                if joined and joined[-1][0] == len(entries) - 1 and _earlier(wall, last_wall):
+                    raise RecordingError(
+                        "a recording made before the one above it is joined on here;"
+                        " join them oldest first",
+                        joined[-1][1],
+                    )
+                last_wall = wall
                 continue
             decoder.feed(obj, number)  # an info line (or a line that is neither: raises)
             recorded.append(decoder.info)
+            if RECORDING_KEY in obj:  # another recording joined on: cat a.jsonl b.jsonl
+                joined.append((len(entries), number))
+                hints.append(
+                    f"line {number}: another recording joined on here, played after the one above"
+                )
         if pending is not None:
             hints.append(f"line {pending.line}: {TRUNCATED_HINT}")
         if not entries:
             raise RecordingError("the recording has a header but no samples")
         self._entries = entries
-        offsets: list[float] = []
-        t0 = entries[0].t
-        for e in entries:
-            offsets.append(max(e.t - t0, offsets[-1] if offsets else 0.0))
-        self._offsets = offsets
-        gaps = [b - a for a, b in itertools.pairwise(offsets) if b > a]
+        starts = {i for i, _ in joined}
+        gaps = [
+            b.t - a.t
+            for i, (a, b) in enumerate(itertools.pairwise(entries), 1)
+            if b.t > a.t and i not in starts
+        ]
         self._gap = statistics.median(gaps) if gaps else 1.0
+        # each recording joined on starts one gap after the one before it ends: its clock
+        # is another process's, and may be hours on or behind
+        offsets: list[float] = []
+        base = -entries[0].t
+        for i, e in enumerate(entries):
+            if i in starts and offsets:
+                base = offsets[-1] + self._gap - e.t
+            offsets.append(max(e.t + base, offsets[-1] if offsets else 0.0))
+        self._offsets = offsets
         created = f", recorded {header.created}" if header.created else ""
         what = header.source or header.info.source
         note = f"replaying {what}{created}"
@@ -282,6 +313,13 @@ class ReplaySource:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _earlier(wall: object, than: object) -> bool:
+    """Whether a recorded wall clock is before another (False where either is no number:
+    the sample says so when played)."""
+    numbers = all(type(w) is float or type(w) is int for w in (wall, than))
+    return numbers and wall < than  # type: ignore[operator]
 
 
 def _later(sample: RigSample, by: float) -> RigSample:
