@@ -48,6 +48,17 @@ def test_energy_since_start_is_the_counter_difference():
     assert h.energy_since_start_mj() == expected
 
 
+def test_energy_since_start_keeps_what_was_used_when_a_counter_goes_back():
+    """A replay's loop (or a driver reload) takes the counters back: the energy used
+    before is kept, and what is used after is added to it, never lost."""
+    h = RigHistory()
+    ss = samples(5)
+    for s in ss + ss:  # the same five samples again, as a looped replay plays them
+        h.append(s)
+    once = sum(b.energy_mj - a.energy_mj for a, b in zip(ss[0].gpus, ss[-1].gpus, strict=True))
+    assert once > 0 and h.energy_since_start_mj() == 2 * once
+
+
 def test_balance_names_the_fullest_and_emptiest_gpu():
     s = samples(1, profile="mixed-4090-3090")[0]
     (im,) = imbalances(s)

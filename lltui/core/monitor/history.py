@@ -98,7 +98,8 @@ class RigHistory:
         self._gpu: dict[str, tuple[FloatRing, dict[str, FloatRing]]] = {}
         self.first: RigSample | None = None
         self.last: RigSample | None = None
-        self._energy_start: dict[str, int] = {}
+        # uuid -> (mJ used since the first sample, the counter's last reading)
+        self._energy: dict[str, tuple[int, int]] = {}
         # pid -> (times, metric -> values), for processes seen in the window
         self._proc: dict[int, tuple[FloatRing, dict[str, FloatRing]]] = {}
 
@@ -130,8 +131,10 @@ class RigHistory:
                 if old:
                     for _ in range(min(old, len(buf) - len(times))):
                         buf.popleft()
-            if g.energy_mj is not None and uuid not in self._energy_start:
-                self._energy_start[uuid] = g.energy_mj
+            if g.energy_mj is not None:
+                used, last = self._energy.get(uuid, (0, g.energy_mj))
+                # a counter that went back (a driver reload, a replay's loop) starts again
+                self._energy[uuid] = (used + max(0, g.energy_mj - last), g.energy_mj)
             self._keep_xids(uuid, g.xid_events, g.xid_dropped)
         self._keep_processes(sample)
 
@@ -217,16 +220,17 @@ class RigHistory:
         return _window(times, buf, window_s)
 
     def energy_since_start_mj(self) -> int | None:
-        """Energy all GPUs used since the first sample, from their energy counters."""
+        """Energy all GPUs used since the first sample, from their energy counters (what
+        each counted before it went back kept)."""
         if self.last is None:
             return None
         total = 0
         seen = False
         for g in self.last.gpus:
-            start = self._energy_start.get(g.info.uuid)
-            if start is None or g.energy_mj is None:
+            kept = self._energy.get(g.info.uuid)
+            if kept is None or g.energy_mj is None:
                 continue
-            total += max(0, g.energy_mj - start)
+            total += kept[0]
             seen = True
         return total if seen else None
 
