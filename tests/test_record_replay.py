@@ -383,6 +383,26 @@ def test_loop_starts_over_with_increasing_seq_and_time(recording):
     assert again.seq == len(samples) + 1
 
 
+def test_a_loop_goes_on_past_a_bad_sample(recording):
+    """A bad value in the last sample is said each time it is played; the loop goes on."""
+    path, _, samples = recording
+    lines = path.read_text().splitlines(keepends=True)
+    obj = json.loads(lines[-1])
+    obj["gpus"][0]["power_w"] = "a lot"
+    lines[-1] = json.dumps(obj) + "\n"
+    path.write_text("".join(lines))
+    src = ReplaySource(path, stepped=True, loop=True)
+    src.open()
+    played, failed = [], 0
+    for _ in range(3 * len(samples)):
+        try:
+            played.append(src.poll())
+        except SourceUnavailable:
+            failed += 1
+    assert failed == 3 and len(played) == 3 * (len(samples) - 1)
+    assert all(b.wall > a.wall for a, b in itertools.pairwise(played))
+
+
 def test_registry_builds_a_replay_source(recording):
     path = recording[0]
     src = make_source(parse_source_spec(f"replay:{path}"))

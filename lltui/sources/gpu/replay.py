@@ -102,7 +102,7 @@ class ReplaySource:
         self._ended = 0
         self._last_pos = -1
         self._last: RigSample | None = None
-        self._wall_period: float | None = None
+        self._wall_period = 1.0  # how much later on the wall clock each loop plays
 
     # -- opening ---------------------------------------------------------------------------
     def _fail(self, exc: RecordingError) -> SourceUnavailable:
@@ -132,7 +132,6 @@ class ReplaySource:
         self._ended = 0
         self._last_pos = -1
         self._last = None
-        self._wall_period = None
         self._info = self._infos[self._entries[0].info]
         return self._info
 
@@ -157,7 +156,8 @@ class ReplaySource:
         hints: list[str] = []
         pending: RecordingError | None = None
         joined: list[tuple[int, int]] = []  # (first entry, its header's line) of each
-        last_wall: object = None
+        first_wall: float | None = None
+        last_wall: float | None = None
         offset = len(first)
         number = 1
         for raw in f:
@@ -182,13 +182,16 @@ class ReplaySource:
             if "seq" in obj:
                 # Checked in full when played; here only what the timeline needs.
                 entries.append(_Entry(start, number, sample_time(obj, number), len(recorded) - 1))
-                wall = obj.get("wall")
-                if joined and joined[-1][0] == len(entries) - 1 and _earlier(wall, last_wall):
+                wall = _number(obj.get("wall"))  # None: the sample says so when played
+                joins = joined and joined[-1][0] == len(entries) - 1
+                if joins and wall is not None and last_wall is not None and wall < last_wall:
                     raise RecordingError(
                         "a recording made before the one above it is joined on here;"
                         " join them oldest first",
                         joined[-1][1],
                     )
+                if len(entries) == 1:
+                    first_wall = wall
                 last_wall = wall
                 continue
             decoder.feed(obj, number)  # an info line (or a line that is neither: raises)
@@ -219,6 +222,8 @@ class ReplaySource:
                 base = offsets[-1] + self._gap - e.t
             offsets.append(max(e.t + base, offsets[-1] if offsets else 0.0))
         self._offsets = offsets
+        walls = last_wall - first_wall if first_wall is not None and last_wall is not None else 0.0
+        self._wall_period = max(offsets[-1], walls) + self._gap  # the longer, so never back
         created = f", recorded {header.created}" if header.created else ""
         what = header.source or header.info.source
         note = f"replaying {what}{created}"
@@ -289,7 +294,7 @@ class ReplaySource:
             return self._last
         recorded = self._read(idx)
         if loops:
-            recorded = _later(recorded, loops * self._loop_wall_s())
+            recorded = _later(recorded, loops * self._wall_period)
         sample = replace(
             recorded,
             seq=pos + 1,
@@ -301,25 +306,14 @@ class ReplaySource:
         self._info = sample.info
         return sample
 
-    def _loop_wall_s(self) -> float:
-        """How much later on the wall clock each loop plays: the recording's span and one
-        gap, on its timeline or its wall clock, whichever is longer."""
-        if self._wall_period is None:
-            first, last = self._read(0).wall, self._read(len(self._entries) - 1).wall
-            self._wall_period = max(self._offsets[-1], last - first) + self._gap
-        return self._wall_period
-
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
 
 
-def _earlier(wall: object, than: object) -> bool:
-    """Whether a recorded wall clock is before another (False where either is no number:
-    the sample says so when played)."""
-    numbers = all(type(w) is float or type(w) is int for w in (wall, than))
-    return numbers and wall < than  # type: ignore[operator]
+def _number(value: object) -> float | None:
+    return float(value) if type(value) is float or type(value) is int else None
 
 
 def _later(sample: RigSample, by: float) -> RigSample:
