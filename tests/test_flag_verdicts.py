@@ -45,8 +45,9 @@ def test_the_cases_cover_every_memory_flag():
     spelled = {a.replace("_", "-").split("=")[0] for c in CASES for a in c.argv[:1]}
     for f in FLAGS:
         # llama-server connects to --rpc servers while reading its flags: see test_fit_real;
-        # the files a run loads besides the model: see test_parts and test_parts_real
-        files = ("draft_model", "mmproj", "mmproj_url", "lora", "lora_scaled")
+        # the files a run loads besides the model: see test_parts and test_parts_real (-hfd:
+        # test_remote)
+        files = ("draft_model", "draft_hf_repo", "mmproj", "mmproj_url", "lora", "lora_scaled")
         if f.memory and f.key != "rpc" and f.key not in files:
             assert set(f.all_spellings) & spelled, f.key
 

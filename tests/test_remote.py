@@ -20,6 +20,7 @@ from lltui.core.gguf.refs import (
     RepoFile,
     UrlRef,
     display_url,
+    hf_draft_file,
     hf_projector,
     parse_ref,
     quant_of,
@@ -120,6 +121,15 @@ def hub(big_model, small_models, monkeypatch):
                 }
             ),
             "acme/Cut-GGUF": Repo(files={"Cut-Q8_0.gguf": small_models["cut"]}),
+            "acme/Draft-GGUF": Repo(
+                files={
+                    "Draft-F32.gguf": small_models["one32"],
+                    "Draft-Q8_0.gguf": small_models["one"],
+                }
+            ),
+            "acme/Mtp-GGUF": Repo(  # a model and the MTP head -hfd picks before it
+                files={"M-Q8_0.gguf": small_models["one"], "mtp-M-F32.gguf": small_models["one32"]}
+            ),
         },
         files={
             "big.gguf": big_model,
@@ -625,3 +635,48 @@ def test_a_projector_files_share_is_read_once(hub, monkeypatch):
     got = remote.read_repo_quants("hf:acme/Big-GGUF", projector=True)
     assert [q.projector is not None for q in got.quants] == [True, True]
     assert read.count("mmproj-Big-F16.gguf") == 1
+
+
+def test_hfd_picks_the_draft_as_llama_cpp_does():
+    """common/download.cpp: a sidecar (mtp-, dspark-, dflash-, eagle3-) before the model when
+    no --spec-type is given; the tag, else Q4_K_M, then Q8_0, then the first model."""
+    paths = ["A-Q8_0.gguf", "B-Q4_K_M.gguf", "mmproj-F16.gguf", "x/C-F16.gguf"]
+    assert hf_draft_file(paths, "", ()) == "B-Q4_K_M.gguf"
+    assert hf_draft_file(paths, "f16", ()) == "x/C-F16.gguf"
+    assert hf_draft_file(paths, "Q5_K", ()) is None
+    assert hf_draft_file(["Z-F32.gguf", "mmproj-F32.gguf"], "", ()) == "Z-F32.gguf"
+    split = ["S-Q8_0-00002-of-00002.gguf", "S-Q8_0-00001-of-00002.gguf"]
+    assert hf_draft_file(split, "", ()) == "S-Q8_0-00001-of-00002.gguf"
+    heads = ["M-Q8_0.gguf", "dflash-M-Q8_0.gguf", "mtp-M-F16.gguf", "mtp-M-Q8_0.gguf"]
+    assert hf_draft_file(heads, "", ()) == "mtp-M-Q8_0.gguf"  # nearest the model's bits
+    assert hf_draft_file(heads, "F16", ()) == "mtp-M-F16.gguf"  # the tag's own (no model)
+    assert hf_draft_file(heads, "", ("draft-dflash",)) == "dflash-M-Q8_0.gguf"
+    assert hf_draft_file(heads, "", ("draft-simple",)) == "M-Q8_0.gguf"
+
+
+def test_hfd_counts_the_draft_llama_server_downloads(hub, capsys, monkeypatch):
+    """-hfd OWNER/REPO[:QUANT] (--hf-repo-draft) loads a draft model as -md does: fit
+    counted nothing of it."""
+    base = ["hf:acme/Vis-GGUF:Q8_0", "--no-mmproj", "--gpus", "24GiB"]
+
+    def totals(*args: str) -> list[int]:
+        return [d["total_bytes"] for d in _fit_json(capsys, *base, *args)["devices"]]
+
+    as_md = totals("-md", "hf:acme/Draft-GGUF:F32")
+    for draft in (["-hfd", "acme/Draft-GGUF:F32"], ["--hf-repo-draft", "acme/Draft-GGUF:F32"],
+                  ["-hfd", "acme/Draft-GGUF", "-md", "Draft-F32.gguf"]):  # fmt: skip
+        got = _fit_json(capsys, *base, *draft)
+        assert [p["path"] for p in got["parts"]] == ["hf:acme/Draft-GGUF:Draft-F32.gguf"]
+        assert [d["total_bytes"] for d in got["devices"]] == as_md
+    picked = _fit_json(capsys, *base, "-hfd", "acme/Draft-GGUF")  # no Q4_K_M: Q8_0
+    assert [p["path"] for p in picked["parts"]] == ["hf:acme/Draft-GGUF:Draft-Q8_0.gguf"]
+    head = _fit_json(capsys, *base, "-hfd", "acme/Mtp-GGUF")  # the MTP head, not the model
+    assert [p["path"] for p in head["parts"]] == ["hf:acme/Mtp-GGUF:mtp-M-F32.gguf"]
+    monkeypatch.setenv("LLAMA_ARG_SPEC_DRAFT_HF_REPO", "acme/Draft-GGUF:F32")
+    assert totals() == as_md
+    monkeypatch.delenv("LLAMA_ARG_SPEC_DRAFT_HF_REPO")
+    assert main(["fit", *base, "-hfd", "acme/Draft-GGUF:Q5_K"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lltui: fit: -hfd acme/Draft-GGUF:Q5_K: no GGUF model of quantization Q5_K in this "
+        "repository to draft with"
+    )

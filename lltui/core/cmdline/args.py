@@ -119,6 +119,7 @@ class LlamaArgs:
     embedding: bool = False
     model_path: str | None = None  # -m
     draft_model: str | None = None  # -md: a second model and context (fit counts it)
+    draft_hf_repo: str | None = None  # -hfd OWNER/REPO[:QUANT]: the draft downloaded
     draft_n_gpu_layers: int = NGL_AUTO  # -ngld
     spec_types: tuple[str, ...] = ()  # --spec-type, every one given (llama-server adds them up)
     spec_draft_n_max: int = 3  # --spec-draft-n-max: tokens drafted per step

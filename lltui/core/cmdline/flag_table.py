@@ -131,6 +131,12 @@ FLAGS: tuple[Flag, ...] = (
         parse=v.text,
         env="LLAMA_ARG_SPEC_DRAFT_MODEL",
     ),
+    Flag(
+        "draft_hf_repo",
+        _s("-hfd -hfrd --hf-repo-draft --spec-draft-hf"),
+        parse=v.text,
+        env="LLAMA_ARG_SPEC_DRAFT_HF_REPO",
+    ),
     Flag("spec_types", _s("--spec-type"), parse=v.spec_types, env="LLAMA_ARG_SPEC_TYPE"),
     Flag(
         "spec_draft_n_max",

@@ -133,7 +133,7 @@ def is_mmproj(name: str) -> bool:
     return "mmproj" in name.rsplit("/", 1)[-1].lower()
 
 
-_SPLIT_STEM_RE = re.compile(r"^(.+)-[0-9]{5}-of-[0-9]{5}\Z", re.IGNORECASE)
+_SPLIT_STEM_RE = re.compile(r"^(.+)-([0-9]{5})-of-[0-9]{5}\Z", re.IGNORECASE)
 _TAG_RE = re.compile(r"[-.]([A-Za-z0-9_]+)\Z")
 
 
@@ -145,8 +145,41 @@ def _quant_bits(path: str) -> int:
     stem = path[: -len(".gguf")]
     m = _SPLIT_STEM_RE.match(stem)
     tag = _TAG_RE.search(m.group(1) if m else stem)
-    digits = re.search(r"\d+", tag.group(1)) if tag else None
+    return _bits(tag.group(1) if tag else "")
+
+
+def _bits(tag: str) -> int:
+    digits = re.search(r"\d+", tag)
     return int(digits.group()) if digits else 0
+
+
+def _first_part(path: str) -> bool:
+    """Not a split model's later part (common/download.cpp's get_gguf_split_info index)."""
+    m = _SPLIT_STEM_RE.match(path[: -len(".gguf")])
+    return m is None or int(m.group(2)) == 1
+
+
+def _best_sibling(paths: Sequence[str], model: str, keyword: str, tag: str = "") -> str | None:
+    """common/download.cpp's find_best_sibling: a ``.gguf`` whose path holds ``keyword``, in
+    the folder of ``model`` (a path, or "" for none) or one above it: the deepest such
+    folder, then one that names ``tag`` exactly, then the quantization nearest the tag's
+    bits (else the model's), then the first listed; None if none."""
+    model_dirs = model.split("/")[:-1]
+    bits = _bits(tag.upper()) if tag else _quant_bits(model)
+    exact_name = f"-{tag.upper()}." if tag else None
+    best: tuple[int, bool, int] | None = None
+    chosen = None
+    for p in paths:
+        if not p.endswith(".gguf") or keyword not in p:
+            continue
+        dirs = p.split("/")[:-1]
+        if dirs != model_dirs[: len(dirs)]:
+            continue
+        exact = exact_name is not None and exact_name in p.upper()
+        key = (-len(dirs), not exact, abs(_quant_bits(p) - bits))
+        if best is None or key < best:
+            best, chosen = key, p
+    return chosen
 
 
 def hf_projector(paths: Sequence[str], model: str) -> str | None:
@@ -155,20 +188,56 @@ def hf_projector(paths: Sequence[str], model: str) -> str | None:
     hub lists them: common/download.cpp's find_best_mmproj. A ``.gguf`` whose path holds
     "mmproj" (in that case), in the model's folder or one above it: the deepest such folder,
     then the quantization nearest the model's in bits, then the first listed; None if none."""
-    model_dirs = model.split("/")[:-1]
-    bits = _quant_bits(model)
-    best: tuple[int, int] | None = None
-    chosen = None
-    for p in paths:
-        if not p.endswith(".gguf") or "mmproj" not in p:
-            continue
-        dirs = p.split("/")[:-1]
-        if dirs != model_dirs[: len(dirs)]:
-            continue
-        key = (-len(dirs), abs(_quant_bits(p) - bits))
-        if best is None or key < best:
-            best, chosen = key, p
-    return chosen
+    return _best_sibling(paths, model, "mmproj")
+
+
+# the draft sidecars a repository may ship, by the --spec-type each is for and the word its
+# file name holds (common/download.cpp's find_best_mtp, _dspark, _dflash, _eagle3)
+DRAFT_SIDECARS = {
+    "draft-mtp": "mtp-",
+    "draft-dspark": "dspark-",
+    "draft-dflash": "dflash-",
+    "draft-eagle3": "eagle3-",
+}
+# what common/download.cpp's gguf_filename_is_model takes for no model (in the file's name)
+_NOT_A_MODEL = ("mmproj", "imatrix", *DRAFT_SIDECARS.values())
+
+
+def _best_model(paths: Sequence[str], tag: str) -> str | None:
+    """common/download.cpp's find_best_model: the first model file (a split model's first
+    part) naming the tag (else Q4_K_M, then Q8_0, then any model); None if none."""
+    models = [
+        p
+        for p in paths
+        if p.endswith(".gguf")
+        and not any(w in p.rsplit("/", 1)[-1] for w in _NOT_A_MODEL)
+        and _first_part(p)
+    ]
+    for t in (tag,) if tag else ("Q4_K_M", "Q8_0"):
+        pat = re.compile(re.escape(t) + "[.-]", re.IGNORECASE)
+        found = next((p for p in models if pat.search(p)), None)
+        if found is not None:
+            return found
+    return None if tag or not models else models[0]
+
+
+def hf_draft_file(paths: Sequence[str], tag: str, spec_types: Sequence[str]) -> str | None:
+    """The file llama-server's ``-hfd OWNER/REPO[:TAG]`` loads as the draft model, among the
+    repository's ``paths`` in the order the hub lists them (common_models_handler_init and
+    _apply): with no ``--spec-type`` given, a sidecar the repository ships (an MTP head, then
+    DSpark, DFlash, Eagle3); with ``--spec-type``, the sidecar of a type given; else the
+    model the tag names. None where there is none."""
+    primary = _best_model(paths, tag)
+    if spec_types:
+        order = [t for t in ("draft-mtp", "draft-dflash", "draft-eagle3", "draft-dspark")
+                 if t in spec_types]  # fmt: skip
+    else:
+        order = list(DRAFT_SIDECARS)
+    for t in order:
+        found = _best_sibling(paths, primary or "", DRAFT_SIDECARS[t], tag)
+        if found is not None:
+            return found
+    return primary
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from lltui.core.memory.results import (
 # What an estimate says when the file of a part was not read (estimate() with ExtraModels
 # counts it and drops the line).
 NOT_COUNTED = {
-    "draft": "the draft model (-md) is not included",
+    "draft": "the draft model (-md, -hfd) is not included",
     "mmproj": "the multimodal projector (--mmproj) is not included",
     "lora": "the LoRA adapters (--lora) are not included",
 }
@@ -271,7 +271,7 @@ def _warnings(
     extra = tensor_split_extra(st.tensor_split, len(devs))
     if extra:
         warnings.append(extra)
-    if st.draft_model:
+    if st.draft_model or st.draft_hf_repo:
         warnings.append(NOT_COUNTED["draft"])
     if st.mmproj:
         warnings.append(NOT_COUNTED["mmproj"])

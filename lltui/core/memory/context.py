@@ -80,7 +80,8 @@ def _slots(st: LlamaArgs, rules: BuildRules) -> tuple[int, bool]:
         np_ = given_np or 1
         unified = bool(st.kv_unified)
         # b6925-b7432: -np 1 without -kvu (and no draft model) meant 4 slots, one cache
-        if rules.np_default == "one-is-four" and np_ == 1 and not unified and not st.draft_model:
+        draft = st.draft_model or st.draft_hf_repo
+        if rules.np_default == "one-is-four" and np_ == 1 and not unified and not draft:
             np_, unified = 4, True
     if not rules.kv_streams:
         unified = True  # one cache every sequence shares

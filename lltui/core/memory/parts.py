@@ -60,6 +60,7 @@ def draft_settings(st: LlamaArgs, n_ctx: int) -> LlamaArgs:
         pooling=None,
         reranking=False,
         draft_model=None,
+        draft_hf_repo=None,
         mmproj=None,
         lora=(),
         spec_types=(),  # the draft context outputs one token per slot

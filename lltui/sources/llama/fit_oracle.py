@@ -32,6 +32,7 @@ _SERVER_ONLY = frozenset(
         "pooling",
         "reranking",
         "draft_model",
+        "draft_hf_repo",
         "spec_types",
         "spec_draft_n_max",
         "draft_n_gpu_layers",

@@ -81,7 +81,7 @@ def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | N
     mmproj, mm_flag = (
         (settings.mmproj, "--mmproj") if settings.mmproj else (settings.mmproj_url, "-mmu")
     )
-    if not (settings.draft_model or mmproj or settings.lora):
+    if not (settings.draft_model or settings.draft_hf_repo or mmproj or settings.lora):
         return None
 
     def read(path: str, flag: str) -> GgufModel:
@@ -94,11 +94,28 @@ def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | N
         except ModelError as exc:
             raise ModelError(f"{flag} {exc}") from None
 
+    draft = _hf_draft(settings, verb) if settings.draft_hf_repo else None
+    if draft is None and settings.draft_model:
+        draft = read(settings.draft_model, "-md")
     return ExtraModels(
-        draft=read(settings.draft_model, "-md") if settings.draft_model else None,
+        draft=draft,
         mmproj=read(mmproj, mm_flag) if mmproj else None,
         loras=tuple(read(p, "--lora") for p in settings.lora),
     )
+
+
+def _hf_draft(settings: LlamaArgs, verb: str) -> GgufModel | None:
+    """The draft ``-hfd`` downloads (with ``-md FILE``: that file of the repository); None
+    where -md names no file of it, which llama-server then loads as a path."""
+    from lltui.sources.models.remote import read_hf_draft
+    from lltui.sources.models.remote_gguf import RemoteError
+
+    repo = settings.draft_hf_repo
+    assert repo is not None
+    try:
+        return read_hf_draft(repo, settings.draft_model, settings.spec_types, verb)
+    except RemoteError as exc:
+        raise RemoteModelError(f"-hfd {exc}", exc.code) from None
 
 
 def _read_remote(text: str, verb: str) -> GgufModel:

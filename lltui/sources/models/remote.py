@@ -14,6 +14,7 @@ from lltui.core.gguf.refs import (
     RefError,
     RepoModel,
     UrlRef,
+    hf_draft_file,
     hf_projector,
     parse_ref,
     select_file,
@@ -104,6 +105,48 @@ def _read_projector(
             msg = f"-hf also loads {exc} (--no-mmproj leaves it out)"
             raise RemoteError(msg, exc.code) from None
     return known[entry.path]
+
+
+def read_hf_draft(
+    repo: str,
+    hf_file: str | None,
+    spec_types: tuple[str, ...],
+    verb: str = "fit",
+    *,
+    deadline_s: float | None = None,
+) -> GgufModel | None:
+    """The draft model llama-server's ``-hfd OWNER/REPO[:QUANT]`` downloads and loads: the
+    repository's file ``hf_file`` (``-md``'s value, which -hfd reads as a file of the
+    repository; None when the repository has no such file: llama-server then loads -md as
+    a path), else the sidecar or model :func:`~lltui.core.gguf.refs.hf_draft_file` picks.
+    RemoteError (one line) when it cannot be read or the repository holds no draft."""
+    from lltui.core.gguf.refs import HF_PREFIX
+
+    try:
+        ref = parse_ref(HF_PREFIX + repo.strip())
+    except RefError:
+        ref = None
+    if not isinstance(ref, HfRef) or ref.revision is not None:
+        raise RemoteError(f"{repo}: expected OWNER/REPO[:QUANT]")
+    stats = ReadStats(deadline=net_deadline(deadline_s))
+    assert stats.deadline is not None
+    from lltui.sources.models import hf_hub
+
+    tok = hf_hub.token()
+    listing = hf_hub.list_repo(HfRef(ref.repo), tok, stats.deadline)
+    paths = sorted(f.path for m in listing.models for f in m.files)
+    if hf_file is not None:
+        if hf_file not in paths:
+            return None
+        pick: str | None = hf_file
+    else:
+        pick = hf_draft_file(paths, ref.selector or "", spec_types)
+    entry = select_file(listing.models, pick) if pick is not None else None
+    if entry is None:
+        named = f" of quantization {ref.selector}" if ref.selector else ""
+        raise RemoteError(f"{repo}: no GGUF model{named} in this repository to draft with")
+    with new_client(stats.deadline) as client:
+        return _read_one(client, listing, entry, tok, stats)
 
 
 @dataclass(frozen=True)
