@@ -308,3 +308,44 @@ def test_a_router_dry_run_on_demand_open_to_the_network_warns(folder, capsys):
     assert main(["launch", "--models", str(folder), "--host", "0.0.0.0", "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert err.count("listening on 0.0.0.0 with no API key") == 1
+
+
+def test_a_preset_that_names_its_model_by_repository_or_url_plans_it(
+    folder, tmp_path, capsys, monkeypatch
+):
+    """hf-repo (with or without hf-file) and model-url name a model the router downloads,
+    and lltui writes them so for hf: models: such a section was left out ("it names no
+    model file"), so lltui's own preset read back lost them."""
+    from support.hub_server import Hub, HubServer, Repo
+
+    from lltui.sources.models import hf_hub
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(hf_hub, "token", lambda: None)
+    repo = Repo(files={"Alpha-Q8_0.gguf": folder / "alpha.gguf"})
+    hub = Hub(repos={"acme/Alpha-GGUF": repo}, files={"beta.gguf": folder / "beta.gguf"})
+    with HubServer(hub) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        preset = tmp_path / "models.ini"
+        preset.write_text(
+            "[a]\nhf-repo = acme/Alpha-GGUF\nhf-file = Alpha-Q8_0.gguf\nc = 512\n"
+            "[b]\nhf-repo = acme/Alpha-GGUF:Q8_0\nc = 512\n"
+            f"[c]\nmodel-url = {url}/files/beta.gguf\nc = 512\n[d]\nc = 512\n"
+        )
+        assert main(["launch", "--models", str(preset), "--dry-run", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        written = parse_preset(out["preset"])
+        assert [s.name for s in written.sections] == ["a", "b", "c"]
+        a, b, c = written.sections
+        assert (a.get("hf-repo"), a.get("hf-file")) == ("acme/Alpha-GGUF", "Alpha-Q8_0.gguf")
+        assert (b.get("hf-repo"), c.get("model-url")) == (
+            "acme/Alpha-GGUF:Q8_0",
+            f"{url}/files/beta.gguf",
+        )
+        assert len(out["plan"]["models"]) == 3
+        # lltui's own preset read back plans the same models
+        own = tmp_path / "own.ini"
+        own.write_text(out["preset"])
+        assert main(["launch", "--models", str(own), "--dry-run", "--json"]) == 0
+        again = parse_preset(json.loads(capsys.readouterr().out)["preset"])
+        assert [s.name for s in again.sections] == ["a", "b", "c"]

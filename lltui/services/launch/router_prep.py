@@ -45,7 +45,10 @@ LOG_FILE_FLAG = "--log-file"
 LOAD_ON_STARTUP = "load-on-startup"
 PIN_KEY = "lltui-pin"  # lltui's own: the model is pinned (as --pin NAME)
 PRIORITY_KEY = "lltui-priority"  # lltui's own: its priority (as --priority NAME=N)
-MODEL_KEYS = ("model", "m", "LLAMA_ARG_MODEL")
+# the flags a section names its model with (common/arg.cpp): a file, a repository's (its
+# file, or the one its tag names) or a URL, as the router passes them to the model's server
+_MODEL_FLAGS = {"-m": "m", "--model": "m", "-hf": "hf", "-hfr": "hf", "--hf-repo": "hf",
+                "-hff": "hff", "--hf-file": "hff", "-mu": "mu", "--model-url": "mu"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -211,17 +214,40 @@ def _section_entry(
     assert section is not None
     if bad := unknown_keys(section, binary):
         return f"{path}:{bad[0].line}: [{name}] left out: llama-server has no option {bad[0].key!r}"
-    model = next((section.get(k) for k in MODEL_KEYS if section.get(k)), None)
-    if not model:
-        return f"{path}:{section.line}: [{name}] left out: it names no model file (model = PATH)"
+    words: list[str] = []
+    named: dict[str, str] = {}  # how the model is named: m, hf, hff, mu (the last given)
     try:
-        words = [
-            w for e in section.entries if e.key not in MODEL_KEYS for w in entry_words(e, binary)
-        ]
+        for e in section.entries:
+            got = entry_words(e, binary)
+            if got and got[0] in _MODEL_FLAGS and len(got) == 2:
+                named[_MODEL_FLAGS[got[0]]] = got[1]
+            else:
+                words += got
         args = _with(base, words)
     except (PresetError, LaunchError) as exc:
         return f"{path}: [{name}] left out: {exc}"
-    return PlanEntry(os.path.abspath(model), args, name=name)
+    model = _model_ref(named)
+    if not model:
+        return (
+            f"{path}:{section.line}: [{name}] left out: it names no model (model = PATH, "
+            "hf-repo = OWNER/REPO[:QUANT] or model-url = URL)"
+        )
+    return PlanEntry(model, args, name=name)
+
+
+def _model_ref(named: dict[str, str]) -> str | None:
+    """The model a section's keys name, as lltui reads it (a path, ``hf:``, a URL): a
+    repository's before a URL before a file, as llama-server downloads the first two into
+    the path -m names."""
+    from lltui.core.gguf.refs import HF_PREFIX
+
+    if repo := named.get("hf", "").strip():
+        file = named.get("hff", "").strip()  # (a file named, the tag goes unread)
+        return HF_PREFIX + (f"{repo.split(':', 1)[0]}:{file}" if file else repo)
+    if url := named.get("mu", "").strip():
+        return url
+    model = named.get("m", "").strip()
+    return os.path.abspath(model) if model else None
 
 
 def _binary() -> BinaryFlags | None:
