@@ -349,3 +349,24 @@ def test_a_preset_that_names_its_model_by_repository_or_url_plans_it(
         assert main(["launch", "--models", str(own), "--dry-run", "--json"]) == 0
         again = parse_preset(json.loads(capsys.readouterr().out)["preset"])
         assert [s.name for s in again.sections] == ["a", "b", "c"]
+
+
+def test_fit_plans_a_router_command_line_as_launch_does(folder, tmp_path, capsys):
+    """llama-server --models-preset FILE (or --models-dir DIR) with no model serves the
+    file's (the folder's) models: fit said "no model" and planned none of them."""
+    preset = tmp_path / "models.ini"
+    preset.write_text(f"[chat]\nmodel = {folder / 'alpha.gguf'}\nc = 512\n[x]\nc = 1\n")
+    gpus = ["--gpus", "24GiB", "--json"]
+    assert main(["fit", "--models-preset", str(preset), "-t", "1", *gpus]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (chat,) = out["models"]
+    assert chat["name"] == "chat" and chat["n_ctx"] == 512
+    assert any("[x] left out" in n for n in out["notes"])
+    assert main(["fit", "--models-dir", str(folder), "-c", "512", *gpus]) == 0
+    names = [m["name"] for m in json.loads(capsys.readouterr().out)["models"]]
+    assert names == ["alpha", "beta"]
+    both = ["--models-dir", str(folder), "--models-preset", str(preset)]
+    assert main(["fit", *both, *gpus]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lltui: fit: give --models-dir or --models-preset, not both"
+    )

@@ -172,7 +172,10 @@ def run(args: argparse.Namespace) -> int:
 
     words = split_own(list(args.argv), "fit")
     found = group_models(words.items)
-    if len(found.models) >= 2 and not words.help:
+    from lltui.commands.fit_plan import router_source
+
+    several = len(found.models) >= 2 or router_source(found) is not None
+    if several and not words.help:
         return _run_plan(words, found, source_spec(args))  # several models: a plan for them
     command = read_command(words, "fit", HELP, partial(source_spec, args))
     if command is None:
