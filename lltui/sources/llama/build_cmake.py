@@ -122,9 +122,8 @@ def run_streaming(
         except OSError as exc:
             raise BuildError(f"{cmd[0]} could not be started: {exc}") from None
         assert proc.stdout is not None
-        # a hang-up or SIGTERM while it builds: its own group of compilers is stopped rather
-        # than orphaned, and lltui exits as the signal would have it
-        with raised_on_stop(lambda signum: SystemExit(128 + signum)):
+        # a hang-up or SIGTERM while it builds stops its own group of compilers too
+        with raised_on_stop():
             try:
                 for line in proc.stdout:
                     logf.write(line)
