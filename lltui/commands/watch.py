@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from lltui.commands import (
@@ -23,7 +22,9 @@ from lltui.commands import (
     print_json,
     rig_request,
 )
+from lltui.core.units import fmt_time
 
+STAMP = "%Y-%m-%d %H:%M:%S"  # when an alert was raised or changed
 EXIT_CODES_HELP = "exit 0 nothing at --fail-on or above, 3 a warning, 4 critical, 1 failure"
 
 
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             else:
                 for alert in result.active:
-                    print(f"{alert.line} (since {_clock(alert.since)})")
+                    print(f"{alert.line} (since {fmt_time(alert.since, STAMP)})")
                 if not result.active:
                     print("no alerts" + (f" (source: {result.error})" if result.error else ""))
                 for server in result.servers:
@@ -179,7 +180,7 @@ def _rounds(
             if as_json:
                 print(json.dumps(to_json(change)), flush=True)
             else:
-                print(f"{_clock(change.at)} {change.line}", flush=True)
+                print(f"{fmt_time(change.at, STAMP)} {change.line}", flush=True)
         code = exit_code(result.active, fail_on) if fail_on is not None else 0
         if code or result.ended:
             if code and hooks is not None:  # the alert that ends the watch pages too: its
@@ -226,10 +227,3 @@ def _server_text(s: Any) -> str:
     if f.prompt_cache is not None:
         parts.append(f.prompt_cache.line)
     return "; ".join(parts)
-
-
-def _clock(t: float) -> str:
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-    except (OverflowError, OSError, ValueError):
-        return "?"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Sequence
 
 KIB = 1024
@@ -89,6 +90,14 @@ def fmt_clock(seconds: float) -> str:
     if s >= 3600:
         return f"{s // 3600}:{(s % 3600) // 60:02d}:{s % 60:02d}"
     return f"{s // 60:02d}:{s % 60:02d}"
+
+
+def fmt_time(t: float, fmt: str = "%H:%M:%S") -> str:
+    """Local time of ``t`` (seconds since the epoch); "?" for a time no clock shows."""
+    try:
+        return time.strftime(fmt, time.localtime(t))
+    except (OverflowError, OSError, ValueError):
+        return "?"
 
 
 def parse_size(text: str) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -38,6 +37,7 @@ from lltui.core.units import (
     fmt_duration,
     fmt_energy_mj,
     fmt_pct,
+    fmt_time,
 )
 
 # the monitor's own keys (the app's are in keys.py), each with an id for the keymap
@@ -171,7 +171,7 @@ def render_alerts(alerts: tuple[Alert, ...], styles: CardStyles, width: int = 20
     worst = styles.error_bold if alerts[0].severity == CRITICAL else styles.warn
     text.append(f"▲ {counted(len(alerts), 'alert')}", worst)
     for i, a in enumerate(alerts):
-        item = f"{a.subject} {a.message} since {_clock(a.since)}"
+        item = f"{a.subject} {a.message} since {fmt_time(a.since)}"
         if a.host:
             item = f"{a.host} {item}"
         if i and text.cell_len + len(item) + 3 > width - 10:
@@ -183,13 +183,6 @@ def render_alerts(alerts: tuple[Alert, ...], styles: CardStyles, width: int = 20
         )
         text.append(" " + item)
     return text
-
-
-def _clock(t: float) -> str:
-    try:
-        return time.strftime("%H:%M:%S", time.localtime(t))
-    except (OverflowError, OSError, ValueError):
-        return "?"
 
 
 class MonitorScreen(LltuiScreen):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import textwrap
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from lltui.core.monitor.models import (
 from lltui.core.monitor.redact import redact_sample
 from lltui.core.monitor.xid import xid_meaning
 from lltui.core.text import one_line
-from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_watts
+from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_time, fmt_watts
 
 if TYPE_CHECKING:
     from lltui.core.monitor.alerts import Alert
@@ -310,17 +309,9 @@ def _mig_lines(g: GpuSample) -> list[str]:
 def _xid_lines(g: GpuSample) -> list[str]:
     """One line per XID event in this sample (or the last XID seen, when none came now)."""
     pad = " " * 10
-    lines = [f"{pad}XID {e.xid} at {_clock(e.t)}: {one_line(e.meaning)}" for e in g.xid_events]
+    lines = [f"{pad}XID {e.xid} at {fmt_time(e.t)}: {one_line(e.meaning)}" for e in g.xid_events]
     if g.xid_dropped:
         lines.append(f"{pad}{g.xid_dropped} more XID events dropped (too many to keep)")
     if not lines and g.xid is not None:
         lines.append(f"{pad}last XID {g.xid}: {xid_meaning(g.xid)}")
     return lines
-
-
-def _clock(t: float) -> str:
-    """Local time of day of ``t`` (seconds since the epoch); "?" for a time no clock shows."""
-    try:
-        return time.strftime("%H:%M:%S", time.localtime(t))
-    except (OverflowError, OSError, ValueError):
-        return "?"
