@@ -253,14 +253,20 @@ def default_probe_cache(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir(env) / PROBE_CACHE_NAME
 
 
-def _run(path: Path, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    path: Path,
+    args: list[str],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    said: str | None = None,  # the flag its errors name (else all of args)
+) -> subprocess.CompletedProcess[str]:
     from lltui.sources.proc_group import run_group
 
     try:
-        return run_group([str(path), *args], timeout_s)
+        return run_group([str(path), *args], timeout_s, env=env)
     except subprocess.TimeoutExpired:
         raise LlamaBinaryError(
-            f"{path} {' '.join(args)} did not answer in {timeout_s:.0f} s"
+            f"{path} {said or ' '.join(args)} did not answer in {timeout_s:.0f} s"
         ) from None
     except OSError as exc:
         raise LlamaBinaryError(f"{path} cannot be run: {exc.strerror or exc}") from None
@@ -399,16 +405,7 @@ def list_devices(
     ``extra_args`` such as ``--rpc HOST:PORT`` add devices that are not local.
     """
     exe = Path(path)
-    from lltui.sources.proc_group import run_group
-
-    try:
-        proc = run_group([str(exe), *extra_args, "--list-devices"], timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        raise LlamaBinaryError(
-            f"{exe} --list-devices did not answer in {timeout_s:.0f} s"
-        ) from None
-    except OSError as exc:
-        raise LlamaBinaryError(f"{exe} cannot be run: {exc.strerror or exc}") from None
+    proc = _run(exe, [*extra_args, "--list-devices"], timeout_s, env, "--list-devices")
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout).strip().splitlines()
         raise LlamaBinaryError(

@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -36,6 +36,8 @@ from lltui.core.llama.metrics import (
 )
 from lltui.core.text import error_text
 from lltui.sources.net import Deadline, http_client
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 2.0
 # The most a healthy llama-server sends: /metrics is a few KiB, /slots grows with the slots
@@ -271,23 +273,21 @@ class LlamaServerClient:
         except MetricsFormatError as exc:
             return _bad(result, str(exc)), None
 
-    def slots(self) -> tuple[EndpointResult, tuple[SlotState, ...] | None]:
-        result, data = self._get_json("/slots")
+    def _parsed(self, path: str, parse: Callable[[Any], T]) -> tuple[EndpointResult, T | None]:
+        """``path``'s JSON as ``parse`` reads it (its ValueError: a bad response)."""
+        result, data = self._get_json(path)
         if data is None:
             return result, None
         try:
-            return result, parse_slots(data)
+            return result, parse(data)
         except ValueError as exc:
             return _bad(result, str(exc)), None
 
+    def slots(self) -> tuple[EndpointResult, tuple[SlotState, ...] | None]:
+        return self._parsed("/slots", parse_slots)
+
     def props(self) -> tuple[EndpointResult, ServerProps | None]:
-        result, data = self._get_json("/props")
-        if data is None:
-            return result, None
-        try:
-            return result, parse_props(data)
-        except ValueError as exc:
-            return _bad(result, str(exc)), None
+        return self._parsed("/props", parse_props)
 
     # -- a poll ----------------------------------------------------------------------------
 
