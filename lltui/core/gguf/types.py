@@ -143,20 +143,14 @@ def type_name(type_id: int) -> str:
     return info.name if info else f"type{type_id}"
 
 
-def row_size(type_id: int, ne0: int) -> int:
-    """Bytes of one row of ``ne0`` elements (ggml_row_size); ne0 is a whole number of blocks."""
-    info = type_info(type_id)
-    return ne0 // info.block_size * info.type_size
-
-
 def tensor_nbytes(type_id: int, dims: tuple[int, ...] | list[int]) -> int:
-    """ggml_nbytes of a contiguous tensor with ggml dims (ne0 first)."""
-    if not dims:
-        return type_info(type_id).type_size
-    n_rows = 1
+    """ggml_nbytes of a contiguous tensor with ggml dims (ne0 first, a whole number of
+    blocks)."""
+    info = type_info(type_id)
+    n = (dims[0] if dims else 1) // info.block_size * info.type_size
     for d in dims[1:]:
-        n_rows *= d
-    return row_size(type_id, dims[0]) * n_rows
+        n *= d
+    return n
 
 
 class LlamaFtype(IntEnum):

@@ -22,6 +22,7 @@ from lltui.core.gguf.types import (
     QUANTIZE_FTYPES,
     GgmlType,
     LlamaFtype,
+    tensor_nbytes,
     type_info,
 )
 from lltui.core.gguf.values import ValueType
@@ -161,13 +162,7 @@ def _pad(n: int, align: int = GGUF_DEFAULT_ALIGNMENT) -> int:
     return -(-n // align) * align
 
 
-@lru_cache(maxsize=1024)
-def _nbytes(type_id: int, dims: tuple[int, ...]) -> int:
-    info = type_info(type_id)
-    n = (dims[0] if dims else 1) // info.block_size * info.type_size
-    for d in dims[1:]:
-        n *= d
-    return n
+_nbytes = lru_cache(maxsize=1024)(tensor_nbytes)
 
 
 def _imatrix_keys_bytes(imatrix_file: str, imatrix_dataset: str | None) -> int:
