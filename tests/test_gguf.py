@@ -144,13 +144,9 @@ def test_accessors_follow_the_written_hyperparameters(models, arch):
     assert m.n_head_kv == spec.n_head_kv
     assert m.n_head_kv_layers == (spec.n_head_kv,) * spec.n_layer
     assert m.n_gqa == spec.n_head // spec.n_head_kv
-    assert m.context_length == spec.n_ctx_train
     assert m.vocab_size == spec.n_vocab
-    assert m.tied_embeddings == spec.tied
     assert m.expert_count == spec.n_expert
-    assert m.expert_used_count == spec.n_expert_used
     assert m.sliding_window == (spec.sliding_window or None)
-    assert m.sliding_window_pattern == (spec.swa_pattern or None)
     assert m.arch_value("rope.freq_base") == 10000.0
     assert m.file_type_name == "Q8_0"
     assert m.tensors_nbytes == sum(t.nbytes for t in m.tensors)
@@ -173,7 +169,6 @@ def test_per_layer_head_counts_and_defaults(tmp_path):
     assert m.n_head_kv == tuple(kv)
     assert m.n_head_kv_layers == tuple(kv)
     assert m.n_gqa == spec.n_head // kv[0]
-    assert m.sliding_window_pattern == (True, True, False, True)
 
 
 # -- value types, lazy arrays -----------------------------------------------------------------

@@ -327,25 +327,12 @@ class GgufModel:
         return self.n_head // kv[0]
 
     @property
-    def context_length(self) -> int | None:
-        return self._arch_int("context_length")
-
-    @property
     def expert_count(self) -> int:
         return self._arch_int("expert_count") or 0
 
     @property
-    def expert_used_count(self) -> int:
-        return self._arch_int("expert_used_count") or 0
-
-    @property
     def sliding_window(self) -> int | None:
         return self._arch_int("attention.sliding_window")
-
-    @property
-    def sliding_window_pattern(self) -> int | tuple[Any, ...] | None:
-        """An int period, or a per-layer array (bools: True = sliding window layer)."""
-        return _scalar_or_tuple(self.arch_value("attention.sliding_window_pattern"))
 
     @property
     def kv_lora_rank(self) -> int | None:
@@ -370,11 +357,6 @@ class GgufModel:
         if embd is not None and len(embd.dims) >= 2:
             return embd.dims[1]
         return None
-
-    @property
-    def tied_embeddings(self) -> bool:
-        """No output.weight: llama.cpp reuses token_embd for the output head."""
-        return self.tensor("output.weight") is None
 
 
 def _scalar_or_tuple(v: Any) -> Any:
