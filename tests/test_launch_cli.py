@@ -382,14 +382,14 @@ def test_an_rpc_server_that_does_not_answer_is_named(server_env, tiny_model, cap
 def test_a_saved_profile_holds_what_was_given_not_the_environment(
     server_env, tiny_model, capsys, monkeypatch
 ):
-    from lltui.sources.llama.profiles import load_profile_data
+    from lltui.sources.llama.profiles import load_profile, spec_to_dict
 
     monkeypatch.setenv("LLAMA_API_KEY", "from-the-environment-123")
     argv = ["launch", str(tiny_model), "--port", "0", "--save-profile", "p0", "--dry-run"]
     assert main(argv) == 0
     out = capsys.readouterr()
     assert "from-the-environment-123" not in out.out + out.err
-    data = load_profile_data("p0")
+    data = spec_to_dict(load_profile("p0"))
     assert data.get("api_key") is None  # a key lltui was never given is not written down
     assert data.get("port") == 0  # "pick a free port" stays that, not one random port
 

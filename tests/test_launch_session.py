@@ -149,7 +149,7 @@ def test_a_profile_saved_in_one_folder_starts_from_another(tmp_path, monkeypatch
     (models / "keys").write_text(f"{KEY}\n")
     monkeypatch.chdir(models)
     prepare("m.gguf", "-c", "512", "--api-key-file", "keys", "--save-profile", "here")
-    data = profiles.load_profile_data("here")
+    data = profiles.spec_to_dict(profiles.load_profile("here"))
     assert data["model"] == str(models / "m.gguf")  # absolute, resolved when saved
     assert data["api_key_file"] == str(models / "keys")
     elsewhere = tmp_path / "elsewhere"
@@ -185,7 +185,7 @@ def test_port_zero_is_a_free_port_and_stays_zero_in_the_profile(tmp_path, no_bin
     assert prepared.spec.port != 0 and prepared.given.spec.port == 0
     argv = prepared.command.argv
     assert argv[argv.index("--port") + 1] == str(prepared.spec.port)
-    assert profiles.load_profile_data("any")["port"] == 0
+    assert profiles.spec_to_dict(profiles.load_profile("any"))["port"] == 0
 
 
 def test_an_inherited_key_locks_the_server_but_is_not_saved(tmp_path, monkeypatch, no_binary):
@@ -195,7 +195,7 @@ def test_an_inherited_key_locks_the_server_but_is_not_saved(tmp_path, monkeypatc
     assert prepared.spec.api_key == KEY and prepared.http_key == KEY
     assert dict(prepared.command.env_set)["LLAMA_API_KEY"] == KEY
     assert KEY not in prepared.command.shell_line()
-    assert "api_key" not in profiles.load_profile_data("env")
+    assert "api_key" not in profiles.spec_to_dict(profiles.load_profile("env"))
 
 
 def test_a_preview_saves_nothing_and_checks_nothing(tmp_path, no_binary):

@@ -193,8 +193,3 @@ def load_profile(name: str, directory: Path | None = None) -> LaunchSpec:
         return spec_from_dict(data, where=str(path))
     except LaunchError as exc:
         raise ProfileError(str(exc)) from None
-
-
-def load_profile_data(name: str, directory: Path | None = None) -> dict[str, Any]:
-    """A profile as plain data (what :func:`spec_to_dict` gives)."""
-    return spec_to_dict(load_profile(name, directory))
