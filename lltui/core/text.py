@@ -89,6 +89,14 @@ def is_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def int_or_none(text: str | None) -> int | None:
+    """``int(text)``; None for no text or one that is no whole number."""
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 def counted(n: int, noun: str) -> str:
     """``n`` and the noun, plural unless ``n`` is 1: "1 GPU", "3 GPUs", "0 models"."""
     return f"{n} {noun}{'' if n == 1 else 's'}"

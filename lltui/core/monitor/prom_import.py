@@ -41,6 +41,7 @@ from lltui.core.monitor.prom import (
     THROTTLE,
     Series,
 )
+from lltui.core.text import int_or_none
 
 # Values DCGM sends for a field it has no reading of (its "blank" sentinels): int64 blanks
 # start at 0x7ffffffffffffff0, float64 blanks at 140737488355328.0, int32 at 0x7ffffff0.
@@ -183,25 +184,16 @@ class _Host:
     error: str | None = None
 
 
-def _int_or_none(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
 def _host_of(s: Series, exporter: str, fallback: str) -> str:
     return s.label(*_HOST_KEYS[exporter]) or s.label("instance") or fallback
 
 
 def _gpu_key(s: Series, exporter: str) -> tuple[str | None, int | None]:
     if exporter == "lltui":
-        return s.label("uuid"), _int_or_none(s.label("gpu"))
+        return s.label("uuid"), int_or_none(s.label("gpu"))
     if exporter == "dcgm":
-        return s.label("UUID", "uuid"), _int_or_none(s.label("gpu"))
-    return s.label("gpu_uuid", "uuid"), _int_or_none(s.label("gpu_index", "index"))
+        return s.label("UUID", "uuid"), int_or_none(s.label("gpu"))
+    return s.label("gpu_uuid", "uuid"), int_or_none(s.label("gpu_index", "index"))
 
 
 def _dcgm_blank(name: str, value: float) -> bool:
@@ -241,7 +233,7 @@ def rigs_from_series(
         if s.name == ALLSMI_PROCESS:
             if not finite:
                 continue
-            pid, uuid = _int_or_none(s.label("pid")), s.label("device_uuid")
+            pid, uuid = int_or_none(s.label("pid")), s.label("device_uuid")
             if pid is not None and uuid is not None:
                 entry = (pid, s.label("name"), s.label("user"), s.value)
                 allsmi_procs.setdefault(uuid, []).append(entry)
@@ -346,7 +338,7 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
             g.static[m.attr] = v / m.scale
         elif n == GPU_INFO:
             g.pci_bus_id = s.label("pci_bus_id") or g.pci_bus_id
-            g.cuda_index = _int_or_none(s.label("cuda_index"))
+            g.cuda_index = int_or_none(s.label("cuda_index"))
             cc = (s.label("compute_capability") or "").split(".")
             if len(cc) == 2 and all(p.isdigit() for p in cc):
                 g.compute_capability = (int(cc[0]), int(cc[1]))
@@ -360,7 +352,7 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
             if reason and v >= 1 and reason not in g.throttle:
                 g.throttle.append(reason)
         elif n == PROCESS_MEMORY:
-            pid = _int_or_none(s.label("pid"))
+            pid = int_or_none(s.label("pid"))
             if pid is not None:
                 g.processes.append((pid, s.label("command"), v, None))
                 if model := s.label("model"):

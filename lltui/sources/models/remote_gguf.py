@@ -36,7 +36,7 @@ from lltui.core.gguf.reader import (
 )
 from lltui.core.gguf.refs import UrlRef, display_url, split_urls
 from lltui.core.gguf.values import as_int
-from lltui.core.text import error_text
+from lltui.core.text import error_text, int_or_none
 from lltui.core.units import MIB, fmt_bytes
 from lltui.sources.net import Deadline, http_client
 
@@ -224,7 +224,7 @@ class _Reader:
         if resp.status_code == 200 and start == 0:
             self._stream = resp
             self._chunks = resp.iter_bytes()
-            length = _int(resp.headers.get("Content-Length"))
+            length = int_or_none(resp.headers.get("Content-Length"))
             if length is not None:
                 self.total = length
             self.etag = self.etag or _etag(resp.headers)
@@ -294,13 +294,6 @@ class _Reader:
                 self.stats.bytes_read += len(chunk)
         except httpx.HTTPError as exc:
             raise _transport_error(self.f, exc, self.stats.deadline) from None
-
-
-def _int(v: str | None) -> int | None:
-    try:
-        return int(v) if v is not None else None
-    except ValueError:
-        return None
 
 
 def _content_range(v: str) -> tuple[int | None, int | None, int | None]:
