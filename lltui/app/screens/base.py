@@ -179,6 +179,7 @@ class FormScreen(ViewScreen):
     (fit's estimate, launch's command): the fields are laid out by width, each request gets
     a generation, and only the newest request's answer is shown."""
 
+    CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
     HORIZONTAL_BREAKPOINTS = FORM_BREAKPOINTS
     # the first field takes typing at once: a model path typed into a form with nothing
     # focused fired the app's keys instead (pause, interval, filter)

@@ -284,9 +284,6 @@ def render_verdict(outcome: FitOutcome, found: FoundModels | None = None) -> str
 
 
 class FitScreen(FormScreen):
-    CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
-    # the form lays out its fields by the terminal's width (classes on the screen, forms.tcss)
-
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="fit-page", classes="form-page"):
             with Grid(id="fit-source", classes="form-grid"):

@@ -174,9 +174,6 @@ def render_balance(model: RigModel, pid: int | None) -> str:
 
 
 class LaunchScreen(FormScreen):
-    CSS_PATH = "forms.tcss"  # read when a form is first shown, not at startup
-    # the form lays out its fields by the terminal's width (classes on the screen, forms.tcss)
-
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="launch-page", classes="form-page"):
             with Grid(id="launch-form", classes="form-grid"):
