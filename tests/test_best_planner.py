@@ -556,6 +556,39 @@ def test_llama_fits_own_choice_is_priced_with_the_threads_given(models, capsys):
     assert data["llama_fit"]["decode_tps"] == pytest.approx(data["speed"]["decode_tps"], rel=0.1)
 
 
+@pytest.mark.parametrize(
+    ("name", "gpus", "ctx", "host_gib", "expect"),
+    [
+        # the default split by free memory overfills the 8 GiB GPUs until the experts of
+        # 38 layers are on the host; --fit sets each GPU's layers itself
+        ("moe", "16GiB,8GiB,8GiB", 4096, 256, ("--n-cpu-moe", "4", "-ts", "27,11,11")),
+        # every expert on the host is more than it has: --fit does not look at the host
+        ("moe", "16GiB,8GiB,8GiB", 4096, 8, ("--n-cpu-moe", "4", "-ts", "27,11,11")),
+        ("8b", "RTX 3060,RTX 3060", 65536, 8, ("-ngl", "32")),
+        ("8b", "RTX 3060,RTX 3060", 65536, 0.5, ("-ngl", "32")),  # said short of memory
+    ],
+)
+def test_llama_fits_own_choice_fills_each_gpu_and_leaves_the_host_alone(
+    models, name, gpus, ctx, host_gib, expect
+):
+    """--fit's choice was sought with llama.cpp's default split and had to fit the host
+    too: on a mixed rig it was priced with 38 layers' experts on the host (3x too slow), or
+    was not shown at all where the host could not take every expert or layer."""
+    from lltui.core.fit.llama_fit import llama_fit_choice
+
+    model = read_gguf(models[name])
+    devs = parse_gpus_spec(gpus).devices
+    opts = FitOptions(host_free_bytes=int(host_gib * GIB))
+    args = parse_llama_args(["-c", str(ctx)])
+    choice = llama_fit_choice(model, args, devs, opts)
+    assert choice is not None and choice.flags == expect
+    res = estimate(model, parse_llama_args(["-c", str(ctx), *expect]), devs, opts)
+    assert all(d.fits for d in res.devices if d.kind != "cpu")
+    assert choice.decode_tps == pytest.approx(res.speed.decode_tps)
+    host_fits = all(d.fits for d in res.devices if d.kind == "cpu")
+    assert ("GiB short of memory for it" in choice.why) is not host_fits
+
+
 LLAMA_70B = gf.llama_spec(
     n_embd=8192, n_ff=28672, n_head=64, n_head_kv=8, head_dim=128, n_layer=80, n_vocab=32000
 )

@@ -7,9 +7,14 @@ be compared. After common/fit.cpp of the pinned llama.cpp, in its order of steps
    ``-c`` was given: llama.cpp keeps a context the user asked for);
 3. at that context, weights to the host: a dense model's layers from the front (``-ngl``
    the most that fit), an MoE model's expert tensors of as few layers as fit (llama.cpp
-   moves those of the last layers; ``--n-cpu-moe`` of the first ones holds the same bytes).
+   moves those of the last layers; ``--n-cpu-moe`` of the first ones holds the same bytes);
+   on several GPUs it also sets the layers per GPU (``tensor_split``, each GPU filled to
+   its target), here the ``-ts`` sized to each GPU's room where the default split does not
+   fit.
 
 It never changes the KV cache type, the ubatch or the split, which ``--best`` searches.
+"Fits" is what --fit measures: the GPUs' memory (the host's only with no GPU); a host short
+of memory for the choice is said in its ``why``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from lltui.core.cmdline.flag_values import writable_split
 from lltui.core.cmdline.flags import LlamaArgs, parse_llama_args
+from lltui.core.fit.best import headroom_split
 from lltui.core.fit.estimate import estimate
 from lltui.core.gguf.model import GgufModel
 from lltui.core.memory.common import FitError
@@ -63,7 +70,7 @@ def llama_fit_choice(
     first = run([])
     if first is None:
         return None
-    if first.fits:
+    if _fits(first):
         return _choice(first, (), "the command fits as given")
     fitc = settings.fit_ctx or 4096
     n_ctx = first.resolved.n_ctx
@@ -77,19 +84,32 @@ def llama_fit_choice(
         n_ctx = fitc
     at = () if settings.n_ctx else ("-c", str(n_ctx))
     n_all = first.model.n_layer + 1
-    if first.model.n_expert > 1:
-        k = _smallest(1, n_all - 1, lambda k: _fits(run([*at, "--n-cpu-moe", str(k)])))
-        if k is not None:
-            flags = (*at, "--n-cpu-moe", str(k))
+    placed: dict[tuple[str, ...], tuple[tuple[str, ...], FitResult] | None] = {}
+
+    def place(flags: tuple[str, ...]) -> tuple[tuple[str, ...], FitResult] | None:
+        """These flags, or with the layers per GPU set as --fit sets them, where one fits."""
+        if flags not in placed:
             res = run(flags)
-            if res is not None:
-                return _choice(res, flags, f"experts of {k} layers on the host")
-    left = _smallest(1, n_all, lambda n: _fits(run([*at, "-ngl", str(n_all - n)])))
-    if left is None:
+            found = (flags, res) if res is not None and _fits(res) else None
+            counts = headroom_split(res, devices) if res is not None and not found else None
+            counts = writable_split(counts) if counts else None
+            if counts:
+                ts = (*flags, "-ts", ",".join(map(str, counts)))
+                res = run(ts)
+                found = (ts, res) if res is not None and _fits(res) else None
+            placed[flags] = found
+        return placed[flags]
+
+    if first.model.n_expert > 1:
+        k = _smallest(1, n_all - 1, lambda k: place((*at, "--n-cpu-moe", str(k))) is not None)
+        found = place((*at, "--n-cpu-moe", str(k))) if k is not None else None
+        if found is not None:
+            return _choice(found[1], found[0], f"experts of {k} layers on the host")
+    left = _smallest(1, n_all, lambda n: place((*at, "-ngl", str(n_all - n))) is not None)
+    found = place((*at, "-ngl", str(n_all - left))) if left is not None else None
+    if found is None:
         return None
-    flags = (*at, "-ngl", str(n_all - left))
-    res = run(flags)
-    return _choice(res, flags, f"{left} of {n_all} layers on the host") if res else None
+    return _choice(found[1], found[0], f"{left} of {n_all} layers on the host")
 
 
 def fit_aborts(settings: LlamaArgs) -> str | None:
@@ -110,11 +130,19 @@ def fit_aborts(settings: LlamaArgs) -> str | None:
 
 
 def _fits(res: FitResult | None) -> bool:
-    return bool(res and res.fits)
+    """What --fit checks: the GPUs' memory (the host's only where there is no GPU)."""
+    if res is None:
+        return False
+    gpus = [d for d in res.devices if d.kind != "cpu"]
+    return all(d.fits is not False for d in gpus or res.devices)
 
 
 def _choice(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice:
     s = res.speed
+    for d in res.devices:  # --fit leaves the host's memory to the user
+        if d.kind == "cpu" and d.fits is False and len(res.devices) > 1:
+            short = (d.total_bytes - (d.free_bytes or 0)) / 2**30
+            why += f"; the host is {short:.1f} GiB short of memory for it"
     return FitChoice(
         flags,
         res.resolved.n_ctx,
