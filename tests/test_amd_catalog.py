@@ -68,8 +68,12 @@ def test_gpus_spec_names_amd_devices_as_the_rocm_build_does() -> None:
     assert names == ["RPC0[10.0.0.2:50052]", "ROCm0", "ROCm1"]
     assert [d.total_bytes for d in spec.devices[1:]] == [24560 * 2**20] * 2
     assert host_buffer(spec.devices, 1) == "ROCm_Host" and host_buffer(spec.devices, 0) is None
+    # the AMD GPUs after the NVIDIA ones, as ggml loads its backends (cuda, then hip) and
+    # llama.cpp uses them without -dev: the layers of a 4090,MI100,24GiB split had been
+    # planned on the MI100 second
     mixed = parse_gpus_spec("RTX 4090,MI100,24GiB")
-    assert [d.name for d in mixed.devices] == ["CUDA0", "ROCm0", "CUDA1"]
+    assert [d.name for d in mixed.devices] == ["CUDA0", "CUDA1", "ROCm0"]
+    assert [d.description for d in mixed.devices][1:] == ["", "AMD Instinct MI100"]
 
 
 def test_unified_apus_take_their_memory_from_the_host() -> None:

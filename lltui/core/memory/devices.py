@@ -342,6 +342,9 @@ def parse_gpus_spec(text: str) -> GpusSpec:
     if len(gpus) + len(rpcs) > MAX_DEVICES:
         raise ValueError(f"--gpus: more than {MAX_DEVICES} devices")
     devices = [rpc_device(ep, mem, i, be) for i, (ep, mem, be) in enumerate(rpcs)]
+    # AMD GPUs after the NVIDIA ones, as ggml loads its backends (cuda, then hip): the
+    # order llama.cpp uses them in without -dev, and so where -ts's shares go
+    gpus.sort(key=lambda g: backend_prefix(g[0]) == ROCM_PREFIX)
     devices += cuda_devices([(desc, size, size) for desc, size in gpus])
     return GpusSpec(devices=tuple(devices))
 
