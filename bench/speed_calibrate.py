@@ -35,7 +35,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent)]
+# --before's child process imports lltui as it was at that revision (LLTUI_AT): this tree's
+# first on the path had made it report today's model under the old revision's name
+sys.path[:0] = [str(HERE.parent / "tests"), os.environ.get("LLTUI_AT") or str(HERE.parent)]
 
 from support import speed_published as sp  # noqa: E402
 
@@ -152,14 +154,14 @@ def predictions_at(rev: str) -> dict[int, float | None]:
         ).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(ROOT / "tests")])}
-        out = subprocess.run(
-            [sys.executable, __file__, "--predictions"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        env = {**os.environ, "LLTUI_AT": tmp}
+        run = subprocess.run(
+            [sys.executable, __file__, "--predictions"], env=env, capture_output=True, text=True
+        )
+        if run.returncode != 0:  # today's point reader against that revision's lltui
+            last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+            raise SystemExit(f"--before {rev}: this bench cannot run lltui at {rev}: {last}")
+        out = run.stdout
     return {int(k): v for k, v in json.loads(out).items()}
 
 
