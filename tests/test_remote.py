@@ -130,6 +130,14 @@ def hub(big_model, small_models, monkeypatch):
             "acme/Mtp-GGUF": Repo(  # a model and the MTP head -hfd picks before it
                 files={"M-Q8_0.gguf": small_models["one"], "mtp-M-F32.gguf": small_models["one32"]}
             ),
+            "acme/Heads-GGUF": Repo(  # heads of each quantization beside the model's
+                files={
+                    "H-Q8_0.gguf": small_models["one"],
+                    "mtp-H-F32.gguf": small_models["one"],
+                    "mtp-H-Q8_0.gguf": small_models["one32"],
+                    "eagle3-H-Q8_0.gguf": small_models["one"],
+                }
+            ),
         },
         files={
             "big.gguf": big_model,
@@ -680,3 +688,46 @@ def test_hfd_counts_the_draft_llama_server_downloads(hub, capsys, monkeypatch):
         "lltui: fit: -hfd acme/Draft-GGUF:Q5_K: no GGUF model of quantization Q5_K in this "
         "repository to draft with"
     )
+
+
+def test_hf_counts_the_draft_sidecar_a_spec_type_loads(hub, capsys):
+    """-hf OWNER/REPO:Q8_0 --spec-type draft-mtp (no -md, no -hfd) downloads the repository's
+    mtp- head of the tag and loads it as the draft: fit counted none of it, and took the
+    head for a second Q8_0 model ("2 files match Q8_0")."""
+    ref, gpus = "hf:acme/Heads-GGUF:Q8_0", ("--gpus", "24GiB", "--no-mmproj")
+    head = "hf:acme/Heads-GGUF:mtp-H-Q8_0.gguf"
+    got = _fit_json(capsys, ref, *gpus, "--spec-type", "draft-mtp")
+    as_md = _fit_json(capsys, ref, *gpus, "--spec-type", "draft-mtp", "-md", head)
+    assert [p["path"] for p in got["parts"]] == [head]
+    assert [d["total_bytes"] for d in got["devices"]] == [
+        d["total_bytes"] for d in as_md["devices"]
+    ]
+    note = "-hf also loads mtp-H-Q8_0.gguf (10.5 MiB) as the draft of --spec-type draft-mtp"
+    assert any(n.startswith(note) for n in got["notes"])
+    # of several types, the MTP head before Eagle3's; with the type alone, its sidecar
+    both = _fit_json(capsys, ref, *gpus, "--spec-type", "draft-eagle3,draft-mtp")
+    assert [p["path"] for p in both["parts"]] == [head]
+    eagle = _fit_json(capsys, ref, *gpus, "--spec-type", "draft-eagle3")
+    assert [p["path"] for p in eagle["parts"]] == ["hf:acme/Heads-GGUF:eagle3-H-Q8_0.gguf"]
+    # none with no --spec-type, a type it ships none for, or a draft named otherwise
+    for more in ([], ["--spec-type", "draft-dflash"], ["-hfd", "acme/Draft-GGUF:F32"]):
+        out = _fit_json(capsys, ref, *gpus, *more)
+        assert not any(p["path"] == head for p in out.get("parts", [])), more
+        assert not any("as the draft" in n for n in out.get("notes", [])), more
+
+
+def test_draft_sidecars_are_no_models_of_the_repository():
+    from lltui.core.gguf.refs import hf_sidecar
+
+    heads = ["H-Q8_0.gguf", "mtp-H-Q8_0.gguf", "x/dspark-H-F16.gguf", "mmproj-H-F16.gguf"]
+    models = repo_models([RepoFile(p, 1) for p in heads])
+    assert [(m.path, m.kind) for m in models] == [
+        ("H-Q8_0.gguf", "model"),
+        ("mmproj-H-F16.gguf", "mmproj"),
+        ("mtp-H-Q8_0.gguf", "draft"),
+        ("x/dspark-H-F16.gguf", "draft"),
+    ]
+    assert [m.path for m in select_quant(models, "Q8_0")] == ["H-Q8_0.gguf"]
+    assert hf_sidecar(heads, "H-Q8_0.gguf", "Q8_0", ("draft-mtp",)) == "mtp-H-Q8_0.gguf"
+    assert hf_sidecar(heads, "H-Q8_0.gguf", "", ("draft-simple",)) is None
+    assert hf_sidecar(heads, "H-Q8_0.gguf", "", ("draft-dspark",)) is None  # not above x/

@@ -148,12 +148,18 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     margin = _margin(request)
     try:
         skip = whole_repo and names_repo(request.model)
-        model = projector = None
+        model = projector = sidecar = None
         if not skip:
             hf_mm = loads_hf_projector(request.model, args)
-            model, projector = _read(request.model, request.verb, request.keep_remote, hf_mm)
+            hf_md = hf_draft_types(request.model, args)
+            model, projector, sidecar = _read(
+                request.model, request.verb, request.keep_remote, hf_mm, hf_md
+            )
         devices, device_notes = _devices(request)
         extra = read_extra_models(args, request.verb)  # -md, --mmproj, --lora files
+        if sidecar is not None:  # the draft -hf loads for --spec-type, counted as -md's
+            extra = replace(extra or ExtraModels(), draft=sidecar)
+            notes.append(sidecar_note(sidecar))
         if projector is not None:  # counted as --mmproj would count it
             if not is_projector(projector):  # (not the user's --mmproj: said as -hf's own)
                 raise FitFailed(
@@ -306,7 +312,7 @@ def _devices(request: FitRequest) -> tuple[list[DeviceSpec], list[str]]:
     return resolve_devices(request.gpus, rpc, rpc_max_age_s=request.rpc_max_age_s)
 
 
-_remote: dict[str, tuple[float, tuple[GgufModel, GgufModel | None]]] = {}
+_remote: dict[str, tuple[float, tuple[GgufModel, GgufModel | None, GgufModel | None]]] = {}
 _remote_lock = threading.Lock()
 
 
@@ -341,6 +347,29 @@ def loads_hf_projector(model: str, args: LlamaArgs) -> bool:
     return model.strip().startswith(HF_PREFIX) and args.mmproj_auto and not explicit
 
 
+def hf_draft_types(model: str, args: LlamaArgs) -> tuple[str, ...]:
+    """The ``--spec-type`` values whose sidecar (``mtp-...gguf``) llama-server, given
+    ``model`` as ``-hf``, also downloads and loads as the draft: none where ``-md`` or
+    ``-hfd`` names the draft (common/arg.cpp's download_mtp and the draft fallback)."""
+    from lltui.core.gguf.refs import DRAFT_SIDECARS, HF_PREFIX
+
+    if not model.strip().startswith(HF_PREFIX) or args.draft_model or args.draft_hf_repo:
+        return ()
+    return tuple(t for t in args.spec_types if t in DRAFT_SIDECARS)
+
+
+def sidecar_note(draft: GgufModel) -> str:
+    """What the estimate says of the draft sidecar ``-hf`` loads by itself."""
+    from lltui.core.gguf.refs import sidecar_type
+    from lltui.core.units import fmt_bytes
+
+    name = _hf_name(draft)
+    return (
+        f"-hf also loads {name} ({fmt_bytes(draft.file_size)}) as the draft of --spec-type "
+        f"{sidecar_type(name)}, counted as -md; -md or -hfd names another"
+    )
+
+
 def projector_note(projector: GgufModel, beside: str = "") -> str:
     """What the estimate says of the projector ``-hf`` loads by itself."""
     from lltui.core.units import fmt_bytes
@@ -359,19 +388,24 @@ def _hf_name(projector: GgufModel) -> str:
     return ref.selector if isinstance(ref, HfRef) and ref.selector else projector.path
 
 
-def _read(path: str, verb: str, keep: bool, projector: bool) -> tuple[GgufModel, GgufModel | None]:
-    """The model's header and, with ``projector``, the one -hf loads beside it."""
+def _read(
+    path: str, verb: str, keep: bool, projector: bool, draft_types: tuple[str, ...] = ()
+) -> tuple[GgufModel, GgufModel | None, GgufModel | None]:
+    """The model's header and, with ``projector``, the one -hf loads beside it; with
+    ``draft_types``, the draft sidecar -hf loads for them."""
     from lltui.core.gguf.refs import is_remote_ref
     from lltui.sources.models.read import read_model as read_one
     from lltui.sources.models.read import read_model_and_projector
 
-    def read() -> tuple[GgufModel, GgufModel | None]:
-        return read_model_and_projector(path, verb) if projector else (read_one(path, verb), None)
+    def read() -> tuple[GgufModel, GgufModel | None, GgufModel | None]:
+        if projector or draft_types:
+            return read_model_and_projector(path, verb, projector, draft_types)
+        return read_one(path, verb), None, None
 
     if not keep or not is_remote_ref(path):
         return read()
     now = time.monotonic()
-    key = f"{os.environ.get('HF_ENDPOINT', '')} {projector} {path}"
+    key = f"{os.environ.get('HF_ENDPOINT', '')} {projector} {','.join(draft_types)} {path}"
     with _remote_lock:
         hit = _remote.get(key)
     if hit is not None and now - hit[0] < REMOTE_TTL_S:

@@ -229,15 +229,29 @@ def hf_draft_file(paths: Sequence[str], tag: str, spec_types: Sequence[str]) -> 
     model the tag names. None where there is none."""
     primary = _best_model(paths, tag)
     if spec_types:
-        order = [t for t in ("draft-mtp", "draft-dflash", "draft-eagle3", "draft-dspark")
-                 if t in spec_types]  # fmt: skip
-    else:
-        order = list(DRAFT_SIDECARS)
-    for t in order:
-        found = _best_sibling(paths, primary or "", DRAFT_SIDECARS[t], tag)
-        if found is not None:
+        return hf_sidecar(paths, primary or "", tag, spec_types) or primary
+    for word in DRAFT_SIDECARS.values():
+        if found := _best_sibling(paths, primary or "", word, tag):
             return found
     return primary
+
+
+def hf_sidecar(paths: Sequence[str], model: str, tag: str, spec_types: Sequence[str]) -> str | None:
+    """The draft sidecar llama-server downloads and loads for the ``--spec-type`` values given
+    (draft-mtp, draft-dflash, draft-eagle3, draft-dspark) from the repository of ``model``
+    (its path; ``tag``: the -hf tag, "" for none): of the types given, the first in that
+    order the repository ships one for (the others are downloaded, not loaded); None if none
+    (common_download_get_hf_plan and common_models_handler_apply)."""
+    for t in ("draft-mtp", "draft-dflash", "draft-eagle3", "draft-dspark"):
+        if t in spec_types and (found := _best_sibling(paths, model, DRAFT_SIDECARS[t], tag)):
+            return found
+    return None
+
+
+def sidecar_type(path: str) -> str | None:
+    """The --spec-type a draft sidecar's file name is for (``mtp-...gguf``: draft-mtp)."""
+    name = path.rsplit("/", 1)[-1]
+    return next((t for t, w in DRAFT_SIDECARS.items() if w in name), None)
 
 
 @dataclass(frozen=True)
@@ -255,7 +269,7 @@ class RepoModel:
 
     files: tuple[RepoFile, ...]
     quant: str | None
-    kind: str  # "model" or "mmproj"
+    kind: str  # "model", "mmproj", or "draft" (a sidecar: mtp-, dspark-, dflash-, eagle3-)
 
     @property
     def path(self) -> str:
@@ -284,7 +298,7 @@ class RepoModel:
 
 def repo_models(files: Sequence[RepoFile]) -> list[RepoModel]:
     """The GGUF models among a repository's files, split parts grouped, largest first
-    (projectors last)."""
+    (projectors and draft sidecars last)."""
     singles: list[RepoModel] = []
     groups: dict[tuple[str, str], list[RepoFile]] = {}
     for f in files:
@@ -294,25 +308,30 @@ def repo_models(files: Sequence[RepoFile]) -> list[RepoModel]:
         if m:
             groups.setdefault((m.group("prefix"), m.group("count")), []).append(f)
             continue
-        kind = "mmproj" if is_mmproj(f.path) else "model"
-        singles.append(RepoModel((f,), quant_of(f.path), kind))
+        singles.append(RepoModel((f,), quant_of(f.path), _kind(f.path)))
     for parts in groups.values():
         parts.sort(key=lambda f: f.path)
-        kind = "mmproj" if is_mmproj(parts[0].path) else "model"
-        singles.append(RepoModel(tuple(parts), quant_of(parts[0].path), kind))
+        singles.append(RepoModel(tuple(parts), quant_of(parts[0].path), _kind(parts[0].path)))
     return sorted(singles, key=lambda m: (m.kind != "model", -(m.size or 0), m.path))
+
+
+def _kind(path: str) -> str:
+    if is_mmproj(path):
+        return "mmproj"
+    return "draft" if sidecar_type(path) is not None else "model"
 
 
 def select_quant(models: Sequence[RepoModel], tag: str) -> list[RepoModel]:
     """The models whose file names carry the quantization ``tag`` (case-insensitive, as a
-    whole word: Q4_K matches neither Q4_K_M nor IQ4_K); projectors only when asked for.
+    whole word: Q4_K matches neither Q4_K_M nor IQ4_K); projectors only when asked for,
+    draft sidecars never (-hf takes neither for the model).
     Several matches: those whose quantization is exactly the tag, if any."""
     pat = re.compile(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9_])", re.IGNORECASE)
     want_proj = "mmproj" in tag.lower()
     matched = [
         m
         for m in models
-        if (m.kind == "mmproj") == want_proj
+        if m.kind == ("mmproj" if want_proj else "model")
         and (pat.search(m.path.rsplit("/", 1)[-1]) or pat.search(m.path))
     ]
     # Q4_K_M also names UD-Q4_K_M's file: the model that is exactly Q4_K_M comes first
@@ -334,13 +353,15 @@ def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit")
     lines = [f"{ref_text}: {n_models} GGUF model(s)"]
     lines.append(f"  {'quant':<12} {'size':>10}  file")
     for m in models:
-        label = "mmproj" if m.kind == "mmproj" else (m.quant or "?")
+        label = m.kind if m.kind != "model" else (m.quant or "?")
         size = fmt_bytes(m.size) if m.size is not None else "?"
         extra = f" ({len(m.files)} parts)" if len(m.files) > 1 else ""
         if not m.complete:
             extra += " (parts missing)"
         if m.kind == "mmproj":
             extra += " (multimodal projector, not a model)"
+        if m.kind == "draft":
+            extra += f" (draft for --spec-type {sidecar_type(m.path)}, not a model)"
         # file names are the hub's data: one line each
         lines.append(f"  {one_line(label):<12} {size:>10}  {one_line(m.path)}{extra}")
     example = next((m for m in models if m.kind == "model"), None)

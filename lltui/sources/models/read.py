@@ -59,17 +59,20 @@ def read_model(path: str, verb: str = "fit") -> GgufModel:
         raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def read_model_and_projector(path: str, verb: str = "fit") -> tuple[GgufModel, GgufModel | None]:
+def read_model_and_projector(
+    path: str, verb: str = "fit", projector: bool = True, draft_types: tuple[str, ...] = ()
+) -> tuple[GgufModel, GgufModel | None, GgufModel | None]:
     """The model, and for a ``hf:`` reference the multimodal projector llama-server's ``-hf``
     downloads and loads beside it (where ``--no-mmproj`` or ``--mmproj`` do not say otherwise:
-    the caller's to judge): the repository's mmproj file llama.cpp picks, None where it has
-    none. A file or URL has none."""
+    the caller's to judge, ``projector``): the repository's mmproj file llama.cpp picks, None
+    where it has none; and, for the ``--spec-type`` values ``draft_types``, the draft
+    sidecar it loads (``mtp-...gguf``; None where none is shipped). A file or URL has neither."""
     from lltui.core.gguf.refs import HF_PREFIX
 
     if not path.strip().startswith(HF_PREFIX):
-        return read_model(path, verb), None
-    got = _remote(path, verb, projector=True)
-    return got.model, got.projector
+        return read_model(path, verb), None, None
+    got = _remote(path, verb, projector=projector, draft_types=draft_types)
+    return got.model, got.projector, got.draft
 
 
 def read_extra_models(settings: LlamaArgs, verb: str = "fit") -> ExtraModels | None:
@@ -122,12 +125,14 @@ def _read_remote(text: str, verb: str) -> GgufModel:
     return _remote(text, verb).model
 
 
-def _remote(text: str, verb: str, projector: bool = False) -> RemoteModel:
+def _remote(
+    text: str, verb: str, projector: bool = False, draft_types: tuple[str, ...] = ()
+) -> RemoteModel:
     from lltui.sources.models.remote import read_remote
     from lltui.sources.models.remote_gguf import RemoteError
 
     try:
-        return read_remote(text, verb, projector=projector)
+        return read_remote(text, verb, projector=projector, draft_types=draft_types)
     except RemoteError as exc:
         from lltui.sources.models.hf_hub import RepoChoice
 

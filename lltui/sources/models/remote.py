@@ -16,6 +16,7 @@ from lltui.core.gguf.refs import (
     UrlRef,
     hf_draft_file,
     hf_projector,
+    hf_sidecar,
     parse_ref,
     select_file,
 )
@@ -42,15 +43,22 @@ class RemoteModel:
     model: GgufModel
     stats: ReadStats
     projector: GgufModel | None = None  # what llama-server's -hf loads beside it (asked for)
+    draft: GgufModel | None = None  # the draft sidecar -hf loads for --spec-type (asked for)
 
 
 def read_remote(
-    text: str, verb: str = "fit", *, deadline_s: float | None = None, projector: bool = False
+    text: str,
+    verb: str = "fit",
+    *,
+    deadline_s: float | None = None,
+    projector: bool = False,
+    draft_types: tuple[str, ...] = (),
 ) -> RemoteModel:
     """The model ``text`` names and what reading it cost, all within one deadline
     (``deadline_s``, else ``$LLTUI_NET_DEADLINE``, else DEFAULT_DEADLINE_S). RemoteError (one
     line) when it cannot be read; RepoChoice when it names a repository but not one model.
-    ``projector``: for ``hf:`` also the multimodal projector ``-hf`` loads beside it."""
+    ``projector``: for ``hf:`` also the multimodal projector ``-hf`` loads beside it;
+    ``draft_types``: the ``--spec-type`` values whose sidecar -hf loads as the draft."""
     try:
         ref = parse_ref(text)
     except RefError as exc:
@@ -68,7 +76,33 @@ def read_remote(
         chosen = hf_hub.choose(listing, verb)
         model = _read_one(client, listing, chosen, tok, stats)
         proj = _read_projector(client, listing, chosen, tok, stats) if projector else None
-        return RemoteModel(model, stats, proj)
+        draft = _read_sidecar(client, listing, chosen, tok, stats, draft_types)
+        return RemoteModel(model, stats, proj, draft)
+
+
+def _read_sidecar(
+    client: httpx.Client,
+    listing: RepoListing,
+    chosen: RepoModel,
+    tok: str | None,
+    stats: ReadStats,
+    spec_types: tuple[str, ...],
+) -> GgufModel | None:
+    """The draft sidecar llama-server's -hf downloads and loads beside ``chosen`` for
+    ``spec_types`` (None: none asked for, or the repository ships none for them)."""
+    if not spec_types:
+        return None
+    ref = listing.ref
+    tag = ref.selector if ref.selector and not ref.is_file else ""
+    paths = sorted(f.path for m in listing.models for f in m.files)
+    pick = hf_sidecar(paths, chosen.path, tag, spec_types)
+    entry = select_file(listing.models, pick) if pick is not None else None
+    if entry is None:
+        return None
+    try:
+        return _read_one(client, listing, entry, tok, stats)
+    except RemoteError as exc:
+        raise RemoteError(f"-hf also loads {exc} as the draft", exc.code) from None
 
 
 def _read_one(
