@@ -370,3 +370,40 @@ def test_fit_plans_a_router_command_line_as_launch_does(folder, tmp_path, capsys
     assert capsys.readouterr().err.strip() == (
         "lltui: fit: give --models-dir or --models-preset, not both"
     )
+
+
+def test_a_preset_repository_with_no_tag_plans_the_file_the_router_picks(
+    folder, tmp_path, capsys, monkeypatch
+):
+    """hf-repo = OWNER/REPO with no quantization: llama-server's router loads Q4_K_M's file,
+    else Q8_0's, else the first model (find_best_model); lltui asked for a quantization and
+    left the model out."""
+    from support.hub_server import Hub, HubServer, Repo
+
+    from lltui.sources.models import hf_hub
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(hf_hub, "token", lambda: None)
+    alpha, beta = folder / "alpha.gguf", folder / "beta.gguf"
+    repos = {
+        "acme/Alpha-GGUF": Repo(  # no Q4_K_M: Q8_0's, not the head nor the first listed
+            files={"Alpha-F16.gguf": beta, "Alpha-Q8_0.gguf": alpha, "mtp-Alpha-Q8_0.gguf": beta}
+        ),
+        "acme/Beta-GGUF": Repo(files={"x/Beta-BF16.gguf": beta, "y/Beta-F16.gguf": alpha}),
+        "acme/None-GGUF": Repo(files={"mmproj-F16.gguf": alpha}),
+    }
+    with HubServer(Hub(repos=repos)) as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        preset = tmp_path / "models.ini"
+        preset.write_text(
+            "[a]\nhf-repo = acme/Alpha-GGUF\nc = 512\n[b]\nhf-repo = acme/Beta-GGUF\nc = 512\n"
+            "[n]\nhf-repo = acme/None-GGUF\nc = 512\n"
+        )
+        assert main(["launch", "--models", str(preset), "--dry-run", "--json"]) == 0
+        got = capsys.readouterr()
+    out = json.loads(got.out)
+    a, b = parse_preset(out["preset"]).sections
+    assert (a.get("hf-repo"), a.get("hf-file")) == ("acme/Alpha-GGUF", "Alpha-Q8_0.gguf")
+    assert (b.get("hf-repo"), b.get("hf-file")) == ("acme/Beta-GGUF", "x/Beta-BF16.gguf")
+    assert len(out["plan"]["models"]) == 2
+    assert "[n] left out: hf:acme/None-GGUF: no GGUF model in this repository" in got.err

@@ -203,7 +203,7 @@ DRAFT_SIDECARS = {
 _NOT_A_MODEL = ("mmproj", "imatrix", *DRAFT_SIDECARS.values())
 
 
-def _best_model(paths: Sequence[str], tag: str) -> str | None:
+def best_model(paths: Sequence[str], tag: str) -> str | None:
     """common/download.cpp's find_best_model: the first model file (a split model's first
     part) naming the tag (else Q4_K_M, then Q8_0, then any model); None if none."""
     models = [
@@ -227,7 +227,7 @@ def hf_draft_file(paths: Sequence[str], tag: str, spec_types: Sequence[str]) -> 
     _apply): with no ``--spec-type`` given, a sidecar the repository ships (an MTP head, then
     DSpark, DFlash, Eagle3); with ``--spec-type``, the sidecar of a type given; else the
     model the tag names. None where there is none."""
-    primary = _best_model(paths, tag)
+    primary = best_model(paths, tag)
     if spec_types:
         return hf_sidecar(paths, primary or "", tag, spec_types) or primary
     for word in DRAFT_SIDECARS.values():

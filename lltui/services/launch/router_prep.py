@@ -31,6 +31,7 @@ from lltui.core.cmdline.preset import (
     write_preset,
 )
 from lltui.core.fit.plan import PlannedModel
+from lltui.core.gguf.refs import names_repo
 from lltui.services.plan import ALIAS_FLAGS, PlanEntry
 
 # the router's own flags: lltui sets them (it loads the models itself, by the plan)
@@ -232,6 +233,14 @@ def _section_entry(
             f"{path}:{section.line}: [{name}] left out: it names no model (model = PATH, "
             "hf-repo = OWNER/REPO[:QUANT] or model-url = URL)"
         )
+    if names_repo(model):  # no tag: the file the router's -hf picks (Q4_K_M, Q8_0, first)
+        from lltui.sources.models.remote import hf_repo_pick
+        from lltui.sources.models.remote_gguf import RemoteError
+
+        try:
+            model = hf_repo_pick(model)
+        except RemoteError as exc:
+            return f"{path}: [{name}] left out: {exc}"
     return PlanEntry(model, args, name=name)
 
 

@@ -14,6 +14,7 @@ from lltui.core.gguf.refs import (
     RefError,
     RepoModel,
     UrlRef,
+    best_model,
     hf_draft_file,
     hf_projector,
     hf_sidecar,
@@ -181,6 +182,27 @@ def read_hf_draft(
         raise RemoteError(f"{repo}: no GGUF model{named} in this repository to draft with")
     with new_client(stats.deadline) as client:
         return _read_one(client, listing, entry, tok, stats)
+
+
+def hf_repo_pick(text: str, *, deadline_s: float | None = None) -> str:
+    """``hf:OWNER/REPO`` (no quantization, no file) as the file llama-server's ``-hf
+    OWNER/REPO`` loads: Q4_K_M's, else Q8_0's, else the first model listed (common/
+    download.cpp's find_best_model), as ``hf:OWNER/REPO:FILE``. RemoteError (one line) when
+    the repository cannot be listed or holds no model."""
+    from lltui.sources.models import hf_hub
+
+    try:
+        ref = parse_ref(text)
+    except RefError as exc:
+        raise RemoteError(str(exc)) from None
+    if not isinstance(ref, HfRef) or ref.selector is not None:
+        return text
+    tok = hf_hub.token()
+    listing = hf_hub.list_repo(ref, tok, net_deadline(deadline_s))
+    pick = best_model(sorted(f.path for m in listing.models for f in m.files), "")
+    if pick is None:
+        raise RemoteError(f"{ref.text()}: no GGUF model in this repository")
+    return ref.text(pick)
 
 
 @dataclass(frozen=True)
