@@ -130,6 +130,9 @@ def hub(big_model, small_models, monkeypatch):
             "acme/Mtp-GGUF": Repo(  # a model and the MTP head -hfd picks before it
                 files={"M-Q8_0.gguf": small_models["one"], "mtp-M-F32.gguf": small_models["one32"]}
             ),
+            "acme/Preset-GGUF": Repo(  # a router's preset: -hf downloads it alone
+                files={"preset.ini": small_models["one"], "P-Q8_0.gguf": small_models["one"]}
+            ),
             "acme/Heads-GGUF": Repo(  # heads of each quantization beside the model's
                 files={
                     "H-Q8_0.gguf": small_models["one"],
@@ -731,3 +734,15 @@ def test_draft_sidecars_are_no_models_of_the_repository():
     assert hf_sidecar(heads, "H-Q8_0.gguf", "Q8_0", ("draft-mtp",)) == "mtp-H-Q8_0.gguf"
     assert hf_sidecar(heads, "H-Q8_0.gguf", "", ("draft-simple",)) is None
     assert hf_sidecar(heads, "H-Q8_0.gguf", "", ("draft-dspark",)) is None  # not above x/
+
+
+def test_a_repository_with_a_preset_is_no_model_to_count(hub, capsys):
+    """A preset.ini at the repository's root: llama-server's -hf downloads only it and runs
+    as a router of the models it names; fit counted the tag's file, which it never loads."""
+    assert main(["fit", "hf:acme/Preset-GGUF:Q8_0", "--gpus", "24GiB"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "lltui: fit: hf:acme/Preset-GGUF: ships a preset.ini: llama-server's -hf downloads "
+        "only it and serves its models as a router, none of this repository's files; plan "
+        "them with lltui fit --models-preset preset.ini"
+    )

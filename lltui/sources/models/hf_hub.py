@@ -51,6 +51,18 @@ class RepoListing:
     private: bool
     models: tuple[RepoModel, ...]
     cached: bool = False  # read from the cache (a commit's files never change): no request
+    preset: bool = False  # a preset.ini at its root: -hf downloads only it (a router's models)
+
+    def refuse_preset(self) -> None:
+        """RemoteError where the repository holds a ``preset.ini`` at its root: llama-server's
+        ``-hf`` then downloads only that file and serves the models it names as a router
+        (common/download.cpp), no model of the repository as such."""
+        if self.preset:
+            raise RemoteError(
+                f"{HfRef(self.ref.repo).text()}: ships a preset.ini: llama-server's -hf "
+                "downloads only it and serves its models as a router, none of this "
+                "repository's files; plan them with lltui fit --models-preset preset.ini"
+            )
 
 
 class RepoChoice(RemoteError):
@@ -201,7 +213,12 @@ def list_repo(ref: HfRef, tok: str | None, deadline: Deadline | None = None) -> 
         gated=gated,
         private=private,
         models=tuple(repo_models(files)),
+        preset=_has_preset(files),
     )
+
+
+def _has_preset(files: list[RepoFile]) -> bool:
+    return any(f.path == "preset.ini" for f in files)
 
 
 class _Late(Exception):
@@ -252,6 +269,7 @@ def _listing_load(ref: HfRef) -> RepoListing | None:
             private=bool(data.get("private")),
             models=tuple(repo_models(files)),
             cached=True,
+            preset=_has_preset(files),
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None

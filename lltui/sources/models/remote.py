@@ -75,6 +75,7 @@ def read_remote(
         listing = hf_hub.list_repo(ref, tok, stats.deadline)
         stats.requests += 0 if listing.cached else 1
         chosen = hf_hub.choose(listing, verb)
+        listing.refuse_preset()
         model = _read_one(client, listing, chosen, tok, stats)
         proj = _read_projector(client, listing, chosen, tok, stats) if projector else None
         draft = _read_sidecar(client, listing, chosen, tok, stats, draft_types)
@@ -199,6 +200,7 @@ def hf_repo_pick(text: str, *, deadline_s: float | None = None) -> str:
         return text
     tok = hf_hub.token()
     listing = hf_hub.list_repo(ref, tok, net_deadline(deadline_s))
+    listing.refuse_preset()
     pick = best_model(sorted(f.path for m in listing.models for f in m.files), "")
     if pick is None:
         raise RemoteError(f"{ref.text()}: no GGUF model in this repository")
