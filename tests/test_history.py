@@ -59,6 +59,25 @@ def test_energy_since_start_keeps_what_was_used_when_a_counter_goes_back():
     assert once > 0 and h.energy_since_start_mj() == 2 * once
 
 
+def test_energy_since_start_keeps_what_gpus_that_left_the_sample_used():
+    """A GPU lost (no reading), or a joined recording's other rig (other GPUs): the energy
+    the GPUs gone used is kept; it fell to 0 when the second rig's first sample came."""
+    h = RigHistory()
+    two, four = samples(5), samples(3, profile="4xl4")
+    used = [
+        sum(b.energy_mj - a.energy_mj for a, b in zip(ss[0].gpus, ss[-1].gpus, strict=True))
+        for ss in (two, four)
+    ]
+    for s in two:
+        h.append(s)
+    lost = replace(two[-1], gpus=(replace(two[-1].gpus[0], lost=True, energy_mj=None),))
+    h.append(lost)
+    assert used[0] > 0 and h.energy_since_start_mj() == used[0]
+    for s in four:
+        h.append(s)
+    assert h.energy_since_start_mj() == used[0] + used[1]
+
+
 def test_balance_names_the_fullest_and_emptiest_gpu():
     s = samples(1, profile="mixed-4090-3090")[0]
     (im,) = imbalances(s)

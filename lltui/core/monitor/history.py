@@ -221,18 +221,11 @@ class RigHistory:
 
     def energy_since_start_mj(self) -> int | None:
         """Energy all GPUs used since the first sample, from their energy counters (what
-        each counted before it went back kept)."""
-        if self.last is None:
+        each counted before it went back kept, and a GPU's that left the sample: lost, or
+        another recording's rig joined on)."""
+        if not self._energy:
             return None
-        total = 0
-        seen = False
-        for g in self.last.gpus:
-            kept = self._energy.get(g.info.uuid)
-            if kept is None or g.energy_mj is None:
-                continue
-            total += kept[0]
-            seen = True
-        return total if seen else None
+        return sum(used for used, _last in self._energy.values())
 
     def seconds(self) -> float:
         if self.first is None or self.last is None:
