@@ -570,10 +570,30 @@ def test_foreign_and_broken_files_are_one_clear_line(
 def test_a_line_that_is_not_json_says_where_in_plain_words(tmp_path: Path):
     """json's "Unterminated string starting at" was followed by " at column 27": "at at"."""
     path = tmp_path / "rec.jsonl"
-    path.write_bytes(b'{"lltui_recording": 1, "info": {"source": "nv')
+    path.write_bytes(b'{"name": 1, "info": {"source": "nv')
     with pytest.raises(SourceUnavailable) as exc:
         ReplaySource(path).open()
-    assert "(Unterminated string starting at column 43)" in str(exc.value)
+    assert str(exc.value) == (
+        f"{path}:1: not an lltui recording: not JSON (Unterminated string starting at column 32)"
+    )
+
+
+def test_a_recording_cut_inside_its_header_says_so(recording):
+    """The recorder killed while writing its header (here inside a hostname's UTF-8 too):
+    an lltui recording cut short, not 'not an lltui recording: not JSON'."""
+    path = recording[0]
+    header = path.read_bytes().split(b"\n")[0].replace(b'"source":', 'Ω"source":'.encode(), 1)
+    for cut in (header[:60], header[: header.index("Ω".encode()) + 1]):
+        path.write_bytes(cut)
+        with pytest.raises(SourceUnavailable) as exc:
+            ReplaySource(path).open()
+        assert str(exc.value) == (
+            f"{path}:1: an lltui recording cut short inside its header line; it holds no samples"
+        )
+    path.write_bytes(header[:60] + b"\n" + b'{"seq": 1, "t": 0, "gpus": []}\n')
+    with pytest.raises(SourceUnavailable) as exc:
+        ReplaySource(path).open()
+    assert str(exc.value).startswith(f"{path}:1: an lltui recording whose header line is broken")
 
 
 def test_missing_file_and_directory(tmp_path: Path):

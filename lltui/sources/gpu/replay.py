@@ -10,6 +10,7 @@ import bisect
 import itertools
 import math
 import os
+import re
 import statistics
 import threading
 import time
@@ -43,6 +44,7 @@ from lltui.sources.gpu.base import Clock, wall_clock
 
 END_OF_RECORDING = "end of recording"
 JOINED_HEADER = b'{"' + RECORDING_KEY.encode() + b'":'  # how the Recorder starts a header
+HEADER_START = re.compile(rb'\s*\{\s*"' + RECORDING_KEY.encode() + rb'"\s*:')  # edited too
 CUT_BEFORE_JOIN_HINT = "a line cut short, another recording joined on after it; it was skipped"
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header for thousands of GPUs is well under this
 
@@ -142,13 +144,18 @@ class ReplaySource:
         if not first.endswith(b"\n") and len(first) >= MAX_HEADER_BYTES:
             raise RecordingError("the first line is far too long; not an lltui recording", 1)
         try:
-            text = first.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RecordingError("not an lltui recording (not UTF-8 text)", 1) from None
-        try:
-            obj = loads_line(text, 1)
-        except RecordingError as exc:
-            raise RecordingError(f"not an lltui recording: {exc}", 1) from None
+            obj = loads_line(first.decode("utf-8"), 1)
+        except (UnicodeDecodeError, RecordingError) as exc:
+            why = " (not UTF-8 text)" if isinstance(exc, UnicodeDecodeError) else f": {exc}"
+            if not HEADER_START.match(first):
+                raise RecordingError(f"not an lltui recording{why}", 1) from None
+            if not first.endswith(b"\n"):  # the recorder stopped while writing its header
+                raise RecordingError(
+                    "an lltui recording cut short inside its header line; it holds no samples", 1
+                ) from None
+            raise RecordingError(
+                f"an lltui recording whose header line is broken{why}", 1
+            ) from None
         self.header = header = parse_header(obj)
         decoder = Decoder(header)
         recorded: list[RigInfo] = [header.info]
