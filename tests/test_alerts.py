@@ -146,6 +146,21 @@ def test_watch_fail_on_exits_with_the_severity_reached(rig, capsys):
     assert any(line.endswith("GPU0: temperature 92°C (critical at 90)") for line in lines)
 
 
+def test_a_replay_faster_than_the_rounds_misses_no_alert(rig, capsys):
+    """--replay-speed 10000 plays the 22 s recording in 2 ms, a round every 0.25 s: every
+    sample played since the last round is evaluated, so the alerts are those of a stepped
+    replay; it printed one line, the rest fell between rounds. --fail-on stops where a
+    stepped replay stops, not at the end of the round."""
+    recording, config = rig
+    base = ["--config", str(config), "--source", f"replay:{recording}", "--json"]
+    code, stepped = _watch(capsys, *base, "--replay-step", "--interval", "0.01")
+    assert code == 0 and len(stepped) >= 2 * len(EXPECTED)
+    fast = [*base, "--replay-speed", "10000", "--interval", "0.25"]
+    assert _watch(capsys, *fast) == (0, stepped)
+    code, lines = _watch(capsys, *fast, "--fail-on", "critical")
+    assert code == 4 and lines == stepped[:2]
+
+
 def test_the_alert_that_ends_a_watch_runs_its_hook_too(rig, tmp_path, capsys):
     recording, config = rig
     paged = tmp_path / "paged"

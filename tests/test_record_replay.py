@@ -363,6 +363,29 @@ def test_faster_speed(recording):
     assert same_readings(src.poll(), samples[4])
 
 
+def test_poll_all_plays_every_sample_due_since_the_last_poll(recording):
+    """A replay faster than the polls: poll passes over samples, poll_all returns each
+    in turn (on into the next loop), the last one what poll would have returned."""
+    path, _, samples = recording  # five, recorded every 2 s: a loop is 10 s
+    clock = FakeClock()
+    src = ReplaySource(path, clock=clock, speed=10.0, loop=True)
+    src.open()
+    assert [p.seq for p in src.poll_all()] == [1]
+    clock.now += 0.65  # 6.5 recorded seconds
+    assert [p.seq for p in src.poll_all()] == [2, 3, 4]
+    assert src.poll_all() == (src.poll(),)  # nothing new: the same sample again
+    clock.now += 1.0  # 16.5 s: the next loop's fourth
+    played = src.poll_all()
+    assert [p.seq for p in played] == [5, 6, 7, 8, 9]
+    assert same_readings(played[1], replace(samples[0], wall=samples[0].wall + 10.0))
+    once = ReplaySource(path, clock=clock, speed=10.0)
+    once.open()
+    clock.now += 5.0
+    *due, end = once.poll_all()
+    assert [same_readings(p, s) for p, s in zip(due, samples, strict=True)] == [True] * 5
+    assert end.ended and not any(p.ended for p in due)
+
+
 def test_loop_starts_over_with_increasing_seq_and_time(recording):
     path, _, samples = recording
     src = ReplaySource(path, stepped=True, loop=True)

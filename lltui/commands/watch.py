@@ -170,23 +170,24 @@ def _rounds(
     outcome: list[int] = []
 
     def one_round() -> None:
-        result = watch.round()
-        if result.error != last_error[0] and result.error:
-            print(f"source: {result.error}", file=sys.stderr, flush=True)
-        last_error[0] = result.error
-        if hooks is not None:
-            hooks.fire(result.changes)
-        for change in result.changes:
-            if as_json:
-                print(json.dumps(to_json(change)), flush=True)
-            else:
-                print(f"{fmt_time(change.at, STAMP)} {change.line}", flush=True)
-        code = exit_code(result.active, fail_on) if fail_on is not None else 0
-        if code or result.ended:
-            if code and hooks is not None:  # the alert that ends the watch pages too: its
-                hooks.wait(hooks.config.hook_timeout_s + 1.0)  # hooks, a hook's time at most
-            outcome.append(code)
-            rounds.stop()
+        for result in watch.rounds():  # a replay's every sample since the last, in turn
+            if result.error != last_error[0] and result.error:
+                print(f"source: {result.error}", file=sys.stderr, flush=True)
+            last_error[0] = result.error
+            if hooks is not None:
+                hooks.fire(result.changes)
+            for change in result.changes:
+                if as_json:
+                    print(json.dumps(to_json(change)), flush=True)
+                else:
+                    print(f"{fmt_time(change.at, STAMP)} {change.line}", flush=True)
+            code = exit_code(result.active, fail_on) if fail_on is not None else 0
+            if code or result.ended:
+                if code and hooks is not None:  # the alert that ends the watch pages too:
+                    hooks.wait(hooks.config.hook_timeout_s + 1.0)  # its hooks, a hook's time
+                outcome.append(code)
+                rounds.stop()
+                return
 
     rounds = Periodic(one_round, interval, name="lltui-watch")
     rounds.run()  # on this thread: SIGINT and SIGTERM stop it here

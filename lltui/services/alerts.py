@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lltui.core.cmdline.address import public_url
 from lltui.core.monitor.alert_settings import AlertConfig, AlertHook
@@ -341,21 +341,34 @@ class AlertWatch:
         return self._rig.info.simulated
 
     def round(self) -> WatchRound:
-        """Poll the rig (every host of a fleet) and the llama-servers once; evaluate."""
+        """Poll the rig (every host of a fleet) and the llama-servers once; evaluate. What
+        changed over every sample :meth:`rounds` evaluates, the rest as after the last."""
+        *earlier, last = self.rounds()
+        return replace(last, changes=tuple(c for r in (*earlier, last) for c in r.changes))
+
+    def rounds(self) -> tuple[WatchRound, ...]:
+        """Poll the rig (every host of a fleet) and the llama-servers once; evaluate, one
+        round per sample: a replay's every sample due since the last poll (a timed replay
+        faster than the polls would pass over some, and the alerts in them), else one. The
+        samples passed over are the rig's alone; the last round is the whole poll."""
         rigs: dict[str | None, RigSample] = {}
         hosts: list[HostStatus] | None = None
         ended = False
         error = failed = None
         now = self._wall()
+        passed: list[WatchRound] = []
         fleet = self._rig.fleet
         if fleet is not None:
             rigs, hosts = alert_inputs(fleet.poll_once(), self.request.rig.interval_s, once=True)
         else:
             try:
-                sample = self._rig.source.poll()
+                *skipped, sample = self._poll()
             except SourceUnavailable as exc:
                 error = failed = str(exc)
             else:
+                for earlier in skipped:  # recorded: its alerts at its own times
+                    changes = self.tracker.update(earlier.wall, rigs={None: earlier})
+                    passed.append(WatchRound(changes, self.tracker.active, error=earlier.error))
                 rigs[None] = sample
                 ended = sample.ended
                 error = sample.error if not sample.ended else None
@@ -378,7 +391,14 @@ class AlertWatch:
         changes = self.tracker.update(
             now, rigs=rigs, llama=llama, hosts=hosts, sources=sources, plans=plans
         )
-        return WatchRound(changes, self.tracker.active, ended, error, tuple(watched))
+        return (*passed, WatchRound(changes, self.tracker.active, ended, error, tuple(watched)))
+
+    def _poll(self) -> tuple[RigSample, ...]:
+        """The one rig's samples this poll: a replay's every one due since the last."""
+        from lltui.sources.gpu.replay import ReplaySource
+
+        source = self._rig.source
+        return source.poll_all() if isinstance(source, ReplaySource) else (source.poll(),)
 
     def _llama_status(self, i: int, sample: RigSample | None) -> tuple[LlamaStatus, ServerRound]:
         """A followed server's health, and its plan and KV fill this round."""

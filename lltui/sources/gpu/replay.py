@@ -274,38 +274,61 @@ class ReplaySource:
         return idx, loops, elapsed
 
     def poll(self) -> RigSample:
+        return self._poll(every=False)[-1]
+
+    def poll_all(self) -> tuple[RigSample, ...]:
+        """Every sample that came due since the last poll, oldest first, the last one what
+        :meth:`poll` would return: a timed replay faster than the polls skips none (``watch``
+        evaluates each for alerts). One that cannot be read is passed over, as ``poll``
+        passes over those it skips; the last one raises, as ``poll`` does."""
+        return self._poll(every=True)
+
+    def _poll(self, *, every: bool) -> tuple[RigSample, ...]:
         if self._file is None:
             self.open()
         n = len(self._entries)
         idx, loops, elapsed = self._position()
-        period = self._offsets[-1] + self._gap
-        if idx >= n:
-            self._ended += 1
-            base = self._start + self._offsets[-1]
-            final = self._last
-            if final is None or self._last_pos != n - 1:  # the clock ran past the last one
-                final = replace(self._read(n - 1), seq=n, t=base)
-                self._last, self._last_pos = final, n - 1
-            t = self._start + elapsed if elapsed is not None else base + self._ended * self._gap
-            length = self._offsets[-1]
-            return replace(
-                final,
-                seq=n + self._ended,
-                t=max(t, final.t),
-                error=END_OF_RECORDING,
-                ended=True,
-                playback=Playback(length, length),
-            )
-        pos = loops * n + idx
-        if pos == self._last_pos and self._last is not None:
-            return self._last
+        pos = loops * n + min(idx, n)
+        due: list[RigSample] = []
+        if every:
+            for skipped in range(self._last_pos + 1, pos):
+                try:
+                    due.append(self._play(skipped))
+                except SourceUnavailable:
+                    self._last_pos, self._last = skipped, None
+        if idx < n:
+            if pos != self._last_pos or self._last is None:
+                self._play(pos)
+            assert self._last is not None
+            return (*due, self._last)
+        self._ended += 1
+        base = self._start + self._offsets[-1]
+        final = self._last
+        if final is None or self._last_pos != n - 1:  # the clock ran past the last one
+            final = replace(self._read(n - 1), seq=n, t=base)
+            self._last, self._last_pos = final, n - 1
+        t = self._start + elapsed if elapsed is not None else base + self._ended * self._gap
+        length = self._offsets[-1]
+        end = replace(
+            final,
+            seq=n + self._ended,
+            t=max(t, final.t),
+            error=END_OF_RECORDING,
+            ended=True,
+            playback=Playback(length, length),
+        )
+        return (*due, end)
+
+    def _play(self, pos: int) -> RigSample:
+        """The ``pos``-th sample played (counting every loop's), made the last one."""
+        loops, idx = divmod(pos, len(self._entries))
         recorded = self._read(idx)
         if loops:
             recorded = _later(recorded, loops * self._wall_period)
         sample = replace(
             recorded,
             seq=pos + 1,
-            t=self._start + loops * period + self._offsets[idx],
+            t=self._start + loops * (self._offsets[-1] + self._gap) + self._offsets[idx],
             playback=Playback(self._offsets[idx], self._offsets[-1], loops),
         )
         self._last_pos = pos
