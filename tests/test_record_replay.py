@@ -461,6 +461,18 @@ def test_a_broken_line_in_the_middle_names_file_and_line(recording):
     assert rexc.value.line == 3
 
 
+def test_a_line_cut_after_its_time_is_still_found_at_once(recording):
+    """The index reads only a sample line's seq, t and wall: one cut short after them, with
+    more after it, is still corruption found on opening, not a sample."""
+    path, _, _ = recording
+    lines = path.read_text().splitlines(keepends=True)
+    lines[2] = lines[2][:120] + "\n"
+    path.write_text("".join(lines))
+    with pytest.raises(SourceUnavailable) as exc:
+        ReplaySource(path).open()
+    assert str(exc.value).startswith(f"{path}:3: not JSON")
+
+
 def test_a_bad_value_is_reported_when_played(recording):
     path, _, _ = recording
     lines = path.read_text().splitlines(keepends=True)
