@@ -174,3 +174,31 @@ async def test_question_mark_on_a_detail_page_opens_the_keys_of_that_page(opens)
         await pilot.press("f1")
         await pilot.pause()
         assert app.screen is detail
+
+
+@pytest.mark.parametrize("opens", ["d", "enter"])
+async def test_a_detail_page_has_the_monitors_sampling_keys_and_q_goes_back(opens):
+    # the GPU page and a process's page are modal: space, p, + and - did nothing there, and
+    # q (which leaves nvitop's process page) did nothing either
+    app = sim_app("16xv100-dgx2", interval=1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.poll_sync(3)
+        await pilot.pause()
+        await pilot.press(opens)
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, GpuDetailScreen | ProcessDetailScreen)
+        assert "space Pause" in footer_text(app) and "esc Close" in footer_text(app)
+        await pilot.press("space")
+        await wait_for(lambda: "space Resume" in footer_text(app))
+        assert app.model.paused and app.poller.paused
+        await pilot.press("p")
+        assert not app.model.paused
+        await pilot.press("plus")
+        assert app.model.interval == 0.5 and app.poller.interval == 0.5
+        await pilot.press("minus", "minus")
+        assert app.model.interval == 2.0
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.is_running and not isinstance(app.screen, type(detail))
+        assert "every 2s" in status_text(app)

@@ -71,15 +71,20 @@ class HistoryModal(ModelView, ModalScreen[None]):
     """A modal over the monitor that shows one thing's history (a GPU, a process) in one
     scrolling text; ``w`` steps through the monitor's history windows."""
 
-    # a modal screen has none of the app's keys: the key help's it forwards (as help does
-    # the views'), with the app's id so a keymap moves it here too
+    # a modal screen has none of the app's keys: it has the monitor's sampling keys and the
+    # key help, with the app's ids so a keymap moves them here too, and shows them in a
+    # footer (Resume while paused); each page's q closes it, as q leaves nvitop's process page
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("question_mark,f1", "app.help", "Help", id="help", show=False),
+        Binding("space,p", "toggle_pause", "Pause", id="pause"),
+        Binding("plus,equals_sign", "interval(-1)", "Faster", id="interval-down"),
+        Binding("minus", "interval(1)", "Slower", id="interval-up"),
+        Binding("question_mark,f1", "app.help", "Help", id="help"),
     ]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-box"):
             yield Static("", id="detail")
+        yield LltuiFooter()
 
     def on_mount(self) -> None:
         # the app renders only screens it sees mounted; this one draws its first frame itself
@@ -105,6 +110,12 @@ class HistoryModal(ModelView, ModalScreen[None]):
         host = host_of(self)
         host.monitor_prefs.cycle_window()
         host.render_model()
+
+    def action_toggle_pause(self) -> None:
+        host_of(self).action_toggle_pause()
+
+    def action_interval(self, direction: int) -> None:
+        host_of(self).action_interval(direction)
 
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         return  # a detail has no status line

@@ -119,7 +119,7 @@ class GpuDetailScreen(HistoryModal):
     ``[``/``]`` page through the GPUs, ``w`` through the history windows."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,enter,d", "dismiss", "Close", id="close-detail"),
+        Binding("escape,enter,d,q", "dismiss", "Close", id="close-detail"),
         Binding("left_square_bracket,k", "step(-1)", "Prev GPU", id="detail-prev"),
         Binding("right_square_bracket,j", "step(1)", "Next GPU", id="detail-next"),
         Binding("w", "cycle_window", "Window", id="detail-window"),

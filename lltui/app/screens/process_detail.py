@@ -88,7 +88,7 @@ class ProcessDetailScreen(HistoryModal):
     """A modal over the monitor for one pid; ``w`` steps through the history windows."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,enter", "dismiss", "Close", id="close-process"),
+        Binding("escape,enter,q", "dismiss", "Close", id="close-process"),
         Binding("w", "cycle_window", "Window", id="process-window"),
     ]
 
