@@ -202,3 +202,19 @@ async def test_a_detail_page_has_the_monitors_sampling_keys_and_q_goes_back(open
         await pilot.pause()
         assert app.is_running and not isinstance(app.screen, type(detail))
         assert "every 2s" in status_text(app)
+
+
+@pytest.mark.parametrize("view", ["2", "3", "4", "5", "6"])
+async def test_a_views_status_line_is_fitted_to_the_width_again_after_a_resize(view):
+    # its wording is fitted to the width when drawn; only the monitor drew it again on a
+    # resize: shrunk while paused (no sample came) the wide wording wrapped onto two rows
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.poll_sync(3)
+        await pilot.press(view)
+        await wait_for(lambda: "every 1s" in status_text(app))
+        await pilot.resize_terminal(80, 24)
+        await wait_for(lambda: "● live 1s" in status_text(app))
+        assert app.screen.query_one(StatusBar).size.height == 1
+        await pilot.resize_terminal(200, 50)
+        await wait_for(lambda: "every 1s" in status_text(app))

@@ -155,6 +155,11 @@ class ViewScreen(LltuiScreen):
         self._shown_source = source
         self.render_all()
 
+    def on_resize(self) -> None:
+        # the status line's wording is fitted to the width: fitted again once laid out at
+        # the new one (not at the next sample, which never comes while paused)
+        self.call_after_refresh(self.lltui.render_model)
+
     def rig_changed(self) -> None:
         """The rig in view is another since this view was last shown (a fleet's host
         opened): what the view read of the last one is read again."""
