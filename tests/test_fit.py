@@ -741,6 +741,89 @@ def test_an_integrated_gpu_offers_what_the_host_has_free(tmp_path, capsys, gpus,
     assert len(said) == (free_gib == 20) and (not said or "20.0 GiB (as given)" in said[0])
 
 
+@pytest.mark.parametrize(
+    ("gpus", "more", "host"),
+    [
+        ("Strix Halo", [], "ROCm_Host"),
+        ("GB10", [], "CUDA_Host"),
+        ("jetson agx orin", ["-ngl", "0"], "CUDA_Host"),
+        ("Strix Halo", ["-lm", "mmap"], "CPU_Mapped"),
+        ("Strix Halo", ["--no-host"], "CPU buffers"),
+        ("Strix Halo,7900 XTX", [], "CPU_Mapped"),  # the APU left out: not in use
+        ("Strix Halo,7900 XTX", ["-dev", "ROCm0,ROCm1"], "ROCm_Host"),
+        ("7900 XTX", [], "CPU_Mapped"),
+    ],
+)
+def test_weights_beside_an_integrated_gpu_are_not_mapped(tmp_path, capsys, gpus, more, host):
+    """llama.cpp's CUDA/HIP backend reports no mmap support for an integrated GPU, and -lm
+    auto then loads the host's weights into the pinned host buffer (load_mode = none): the
+    plan had them CPU_Mapped ("mapped from the file") on every Strix Halo, GB10 and Jetson."""
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_K")
+    argv = ["fit", str(path), "--gpus", gpus, "-ngl", "2", *more, "--host-free", "100GiB"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    gpus_in = {"ROCm0", "ROCm1", "CUDA0"}
+    on_host = {b["name"] for b in data["buffers"] if b["kind"] == "model"} - gpus_in
+    mapped = host == "CPU_Mapped"
+    assert on_host == ({"CPU", "CPU_REPACK"} if host == "CPU buffers" else {host})
+    assert (data["host"]["mapped_bytes"] > 0) == mapped
+    said = [w for w in data["warnings"] if "offers no mmap" in w]
+    assert len(said) == (not mapped) and all(f"into {host}, not mapped" in w for w in said)
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert ("mapped from the file)" in text) == mapped
+    assert all(f"warning: {w}" in text for w in said)
+
+
+CONTEXT = (
+    ("n_seq_max", 4),
+    ("n_ctx", 4096),
+    ("n_ctx_seq", 4096),
+    ("n_batch", 2048),
+    ("n_ubatch", 512),
+    ("flash_attn", "auto"),
+    ("kv_unified", "true"),
+)
+
+
+def test_explain_of_a_strix_halo_log_has_its_host_weights_in_rocm_host(tmp_path):
+    """A log of -ngl 20 on a Strix Halo, in the pinned source's formats: llama.cpp reads the
+    13 host layers and the token embeddings into ROCm_Host (load_mode = none); explain's
+    plan had them CPU_Mapped (0.00 predicted for the line, and a CPU_Mapped buffer "not in
+    the log")."""
+    from lltui.services.explain import ExplainRequest, explain
+
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_K")
+    model = read_gguf(path)
+    on_host = [t for t in model.tensors if t.name.split(".")[0] == "token_embd"] + [
+        t for t in model.tensors if t.name.startswith("blk.") and int(t.name.split(".")[1]) < 13
+    ]
+    host_mib = sum(-(-t.nbytes // 32) * 32 for t in on_host) / MIB
+    log = tmp_path / "server.log"
+    lines = [
+        "llama_model_load_from_file_impl: using device ROCm0 (AMD Radeon 8060S Graphics) "
+        "(0000:c5:00.0) - 112233 MiB free",
+        "llama_model_loader: loaded meta data with 23 key-value pairs and 291 tensors from "
+        f"{path} (version GGUF V3 (latest))",
+        "load_tensors: loading model tensors, this can take a while... (load_mode = none)",
+        "load_tensors: offloading output layer to GPU",
+        "load_tensors: offloading 19 repeating layers to GPU",
+        "load_tensors: offloaded 20/33 layers to GPU",
+        f"load_tensors:    ROCm_Host model buffer size = {host_mib:8.2f} MiB",
+        *(f"llama_context: {k:<21} = {v}" for k, v in CONTEXT),
+        "llama_context:  ROCm_Host  output buffer size =     1.96 MiB",
+        "llama_kv_cache:      ROCm0 KV buffer size =   304.00 MiB",
+        "llama_kv_cache:        CPU KV buffer size =   208.00 MiB",
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    r = explain(ExplainRequest(str(log), model=str(path), ask_binary=False))
+    assert r.result is not None
+    weights = [c for c in r.checks if c.line.kind == "model"]
+    assert [c.line.device for c in weights] == ["ROCm_Host"] and weights[0].exact
+    assert all(c.exact for c in r.checks)
+    assert not [b for b in r.result.buffers if b[0] == "CPU_Mapped"]
+
+
 @pytest.mark.parametrize(("total_gib", "free_gib"), [(24, 128), (128, 110)])
 def test_an_integrated_gpu_on_another_machine_keeps_its_memory(
     tmp_path, capsys, monkeypatch, total_gib, free_gib

@@ -170,7 +170,8 @@ class LlamaArgs:
 
     @property
     def use_mmap(self) -> bool:
-        """Weights mapped from the file (auto means mmap on every backend lltui models)."""
+        """Weights mapped from the file, as asked: auto maps them but beside an integrated GPU
+        (:func:`lltui.core.memory.placement.maps_weights` says where)."""
         return self.load_mode in ("auto", "mmap", "mmap+mlock")
 
     def to_argv(self, *, masked: bool = False) -> list[str]:

@@ -15,7 +15,7 @@ from lltui.core.memory.common import CPU, is_gpu
 from lltui.core.memory.compute import compute_buffers
 from lltui.core.memory.compute_graph import ComputeLayout
 from lltui.core.memory.context import Resolved, layer_devices, resolve_context
-from lltui.core.memory.devices import DeviceSpec, mixed_vendors
+from lltui.core.memory.devices import DeviceSpec, host_buffer, mixed_vendors
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.kv import KvCache, kv_caches, output_buffer, rs_buffers
 from lltui.core.memory.placement import TensorPlacement, place_tensors
@@ -259,6 +259,15 @@ def _warnings(
         warnings.append(
             f"{', '.join(d.label for d in left)}: an integrated GPU, which llama.cpp uses only "
             f"where no other GPU is found: left out (-dev {names} uses it)"
+        )
+    igpu = next((d for d in devs if d.integrated), None)
+    if igpu is not None and st.load_mode == "auto":  # (maps_weights)
+        first = next((i for i, d in enumerate(devs) if d.kind == "cuda"), -1)
+        where = (host_buffer(devs, first) if st.host_buffer else None) or "CPU buffers"
+        warnings.append(
+            f"{igpu.label}: integrated, and llama.cpp offers no mmap beside one: -lm auto "
+            f"reads the weights kept on the host into {where}, not mapped from the file "
+            "(-lm mmap maps them)"
         )
     mixed = mixed_vendors(devs)
     if mixed:

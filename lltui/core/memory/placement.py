@@ -119,6 +119,17 @@ def _buft(kind: str, device: int = -1) -> _Buft:
     return b
 
 
+def maps_weights(st: LlamaArgs, devices: Sequence[DeviceSpec]) -> bool:
+    """Whether the weights left on the host are mapped from the file: ``-lm mmap`` (or
+    ``mmap+mlock``), or ``auto`` where no device in use is an integrated GPU (an APU, GB10,
+    Jetson): the CUDA/HIP and Vulkan backends report no mmap support for one, and
+    load_tensors then loads them into the host buffer (``ROCm_Host``, ``CUDA_Host``), logging
+    ``load_mode = none`` (llama-model.cpp, #26081)."""
+    if st.load_mode == "auto":
+        return not any(d.integrated for d in devices)
+    return st.use_mmap
+
+
 class _Placer:
     """llama.cpp's buffer type selection (llama-model-loader.cpp create_tensor)."""
 
@@ -139,7 +150,7 @@ class _Placer:
         self.devices = devices
         self.layer_dev = layer_dev
         self.profile = repack_profile if st.repack else {}
-        self.mmap = st.use_mmap
+        self.mmap = maps_weights(st, devices)
         host_dev = next((i for i, d in enumerate(devices) if d.kind == "cuda"), None)
         self.host_dev = host_dev if st.host_buffer else None
         self.override_targets: dict[str, int] = {}
