@@ -775,6 +775,36 @@ def test_weights_beside_an_integrated_gpu_are_not_mapped(tmp_path, capsys, gpus,
     assert all(f"warning: {w}" in text for w in said)
 
 
+@pytest.mark.parametrize(
+    ("gpus", "host_free", "fits"),
+    [
+        ("Strix Halo", "5GiB", False),  # 2941 + 1024 on the GPU, 2049 on the host: 6014 MiB
+        ("Strix Halo", "7GiB", True),
+        ("orin nano 4gb", None, False),  # 4 GiB in all: no -ngl puts it on "the CPU" instead
+        ("Strix Halo,7900 XTX", "5GiB", True),  # the APU left out: the host is the host's
+    ],
+)
+def test_an_integrated_gpu_and_the_host_share_one_memory(tmp_path, capsys, gpus, host_free, fits):
+    """--gpus "Strix Halo" --host-free 5GiB -ngl 20 fitted: the GPU's row against 5 GiB and
+    the host's against the same 5 GiB again; on a 4 GiB Jetson the plan said to move 13
+    layers to the CPU, whose memory was this machine's."""
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_8b_spec(), "Q4_K")
+    more = ["--host-free", host_free] if host_free else []
+    argv = ["fit", str(path), "--gpus", gpus, "-ngl", "20" if host_free else "99", *more]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {d["kind"]: d for d in data["devices"]}
+    gpu, host = rows["cuda"], rows["cpu"]
+    assert data["fits"] == fits
+    assert not any("-ngl" in json.dumps(x) for x in data["suggestions"])  # no layers to move
+    if gpus != "Strix Halo,7900 XTX":
+        pool = gpu["free_bytes"]
+        used = gpu["total_bytes"] + gpu["unaccounted_bytes"]
+        assert host["free_bytes"] == max(0, pool - used)
+    assert main(argv) == 0
+    assert ("verdict: fits" in capsys.readouterr().out) == fits
+
+
 CONTEXT = (
     ("n_seq_max", 4),
     ("n_ctx", 4096),

@@ -112,7 +112,14 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     estimates = _device_estimates(per, dev_layers, devs, ldev[hp.n_layer_all], opts)
     host = _host_estimate(per, wbufs)
     estimates.append(
-        _cpu_estimate(host, dev_layers, ldev[hp.n_layer_all], opts, host_margin(devs, opts))
+        _cpu_estimate(
+            host,
+            dev_layers,
+            ldev[hp.n_layer_all],
+            opts,
+            host_margin(devs, opts),
+            _shared_free(devs, estimates, opts.host_free_bytes),
+        )
     )
     return FitResult(
         model=model_summary(model, hp),
@@ -215,16 +222,29 @@ def host_margin(devs: Sequence[DeviceSpec], opts: FitOptions) -> int:
     return 0 if devs else opts.margin_bytes
 
 
+def _shared_free(
+    devs: Sequence[DeviceSpec], estimates: Sequence[DeviceEstimate], host_free: int | None
+) -> int | None:
+    """The host's free memory beside an integrated GPU in use: one memory, what the GPU
+    offers (the host's available, or the whole of the machine described) less what the GPU
+    takes with its margin; else ``host_free``."""
+    shared = [(d, e) for d, e in zip(devs, estimates, strict=False) if d.integrated]
+    if not shared or shared[0][0].free_bytes is None:
+        return host_free
+    pool = shared[0][0].free_bytes or 0
+    return max(0, pool - sum(e.total_bytes + e.unaccounted_bytes for _, e in shared))
+
+
 def _cpu_estimate(
     host: HostEstimate,
     dev_layers: dict[str, list[int]],
     out_dev: int,
     opts: FitOptions,
     margin: int,
+    free: int | None,
 ) -> DeviceEstimate:
-    """The host as the last device row: its total leaves out the output buffer, its
-    verdict does not."""
-    free = opts.host_free_bytes
+    """The host as the last device row, with ``free`` host memory: its total leaves out
+    the output buffer, its verdict does not."""
     return DeviceEstimate(
         name=CPU,
         kind="cpu",

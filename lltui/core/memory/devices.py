@@ -103,7 +103,7 @@ def on_host_memory(
             f"{d.label}: its memory is the host's: free taken as the host's available "
             f"{fmt_bytes(host_free)} ({whose}), as llama.cpp reads it for an integrated "
             f"GPU{rocm if d.backend_name == ROCM_PREFIX else ''}; the host's own buffers "
-            "come out of it too"
+            "come out of it too (the host has what the GPU leaves)"
         )
         out.append(replace(d, free_bytes=host_free))
     return out, notes if alone else []
