@@ -361,3 +361,45 @@ def test_the_nccl_view_gets_a_table_that_fits_80_columns():
     assert table and all(len(line) <= 80 for line in narrow[1:])
     assert "busbw" in narrow[2] and "in-place" not in narrow[2]
     assert "in-place" in summarize_file(str(path))  # the CLI's and a wide view's: all nine
+
+
+FORMATS = Path(__file__).resolve().parent / "fixtures" / "nccl-format"  # see its README.md
+
+
+@pytest.mark.parametrize(
+    ("name", "nranks", "last", "avg"),
+    [
+        # -I 1: per-iteration statistics after each run's four columns
+        (
+            "all_reduce_perf-2.19.6-I1.txt",
+            8,
+            (3599.14, 298.33, 522.08, 3635.13, 295.38, 516.91),
+            373.244,
+        ),
+        # -S 1: a date and time end each row
+        (
+            "all_reduce_perf-2.19.6-S1.txt",
+            4,
+            (3599.14, 298.33, 447.50, 3635.13, 295.38, 443.06),
+            319.921,
+        ),
+    ],
+)
+def test_rows_with_per_iteration_columns_or_timestamps(name, nranks, last, avg, capsys):
+    path = FORMATS / name
+    t = parse_nccl_tests_text(path.read_text()).tables[0]
+    assert t.collective == "all_reduce" and t.nranks == nranks
+    assert [r.size for r in t.rows] == [1048576, 16777216, 268435456, 1073741824]
+    r = t.rows[-1]
+    got = (r.time_us_out, r.algbw_out, r.busbw_out, r.time_us_in, r.algbw_in, r.busbw_in)
+    assert got == last
+    assert (r.wrong_out, r.wrong_in) == (0, 0)
+    assert t.warnings == ()
+    assert t.nranks_from_busbw == nranks
+    # the printed average is the mean of both busbw columns of the rows read
+    both = [b for row in t.rows for b in (row.busbw_out, row.busbw_in)]
+    assert sum(both) / len(both) == pytest.approx(avg, abs=0.001)
+    assert main(["nccl", "tests", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["largest_busbw_out"] == last[2] and data["largest_busbw_in"] == last[5]
+    assert data["warnings"] == []

@@ -1,10 +1,12 @@
 """nccl-tests output (all_reduce_perf, all_gather_perf, ...) parsed into rows and a summary.
 
 A data row is ``size count type [redop [root]] time algbw busbw wrong`` for the out-of-place
-run, then the same four for in-place. The redop and root columns came in later nccl-tests
-versions and ``#wrong`` replaced an ``error`` column, so rows are read by their shape, not by
-fixed positions. Launcher prefixes (``[1,0]<stdout>:``, ``0: ``), indentation, elided rows
-(``...``), and a missing ``# Avg bus bandwidth`` line are all expected.
+run, then the same four for in-place; ``-I 1`` (nccl-tests 2.19.2+) follows each four with
+``i_min i_max i_p99 i_cv%``, and ``-S 1`` (2.17.6+) ends the row with a date and time. The
+redop and root columns came in later nccl-tests versions and ``#wrong`` replaced an ``error``
+column, so rows are read by their shape, not by fixed positions. Launcher prefixes
+(``[1,0]<stdout>:``, ``0: ``), indentation, elided rows (``...``), and a missing
+``# Avg bus bandwidth`` line are all expected.
 
 The same row model holds what ``lltui nccl bench`` measures, so both print alike.
 """
@@ -43,6 +45,8 @@ _RANK_LINE = re.compile(
 _BINARY = re.compile(r"\b(?P<name>[a-z][a-z_0-9]*?)_perf(?:_mpi)?\b")
 _STARTING = re.compile(r"Collective test starting:\s*(?P<name>[a-z_0-9]+?)(?:_perf)?\b")
 _HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
+# -S 1 ends a row with the time it was printed ("%Y-%m-%d %H:%M:%S")
+_TIMESTAMP = (re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$"))
 _ELIDED = re.compile(r"^(?:\.{3,}|…)$")
 _FAILURE = re.compile(
     r"Test (?:NCCL|CUDA) failure|NCCL failure|CUDA failure|NCCL WARN|Test FAILED|"
@@ -231,6 +235,8 @@ def _number(tok: str) -> float | None:
 def parse_row(text: str) -> NcclTestsRow | None:
     """One data row (prefix already stripped), or None when the line is not one."""
     toks = text.split()
+    if len(toks) > 2 and _TIMESTAMP[0].match(toks[-2]) and _TIMESTAMP[1].match(toks[-1]):
+        toks = toks[:-2]
     if len(toks) < 7 or not (_INT.match(toks[0]) and _INT.match(toks[1])):
         return None
     if not _TYPE.match(toks[2]):
@@ -246,9 +252,11 @@ def parse_row(text: str) -> NcclTestsRow | None:
         rest = rest[1:]
     elif rest and _number(rest[0]) is None:
         return None
-    if len(rest) in (5, 9) and _INT.match(rest[0]):
+    if len(rest) in (5, 9, 17) and _INT.match(rest[0]):
         root = int(rest[0])
         rest = rest[1:]
+    if len(rest) == 16:  # -I 1: each run's four columns, then its per-iteration statistics
+        rest = rest[0:4] + rest[8:12]
     if len(rest) not in (4, 8):
         return None
     # time, algbw and busbw must be numbers; the fourth column may say N/A.
