@@ -431,3 +431,34 @@ def test_old_nccls_direct_shared_memory_is_shm():
         "node:1:1 [0] NCCL INFO Channel 01 : 1[1] -> 0[0] via P2P/IPC\n"
     )
     assert parse_nccl_log_text(text).transport_classes == ("SHM", "P2P")
+
+
+FORMATS = Path(__file__).resolve().parent / "fixtures" / "nccl-format"  # see its README.md
+NCCL_230_LOG = FORMATS / "nccl-2.30-2node-ib-retry-exceeded.log"
+
+
+def test_nccl_230_warn_records_keep_their_host_pid_and_device(tmp_path, capsys):
+    """NCCL 2.30 prints the function after a WARN's file and line; such a record still says
+    which host, process and device warned, also in a paste of the WARN lines alone."""
+    lines = NCCL_230_LOG.read_text().splitlines()
+    s = parse_nccl_log(lines)
+    assert s.nccl_version == "2.30.7+cuda13.0" and s.nranks == 16
+    assert s.hosts == ("dgx-a01", "dgx-a02")
+    assert [w.split(" ", 1)[0] for w in s.warn_lines] == [
+        "dgx-a02:31442:31539",
+        "dgx-a02:31442:31442",
+    ]
+    grepped = tmp_path / "warn.log"
+    grepped.write_text("".join(line + "\n" for line in lines if "WARN" in line))
+    assert main(["nccl", "log", str(grepped), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["hosts"] == ["dgx-a02"] and data["pids"] == [31442] and data["devices"] == ["0"]
+    assert data["warn_total"] == 2 and data["record_lines"] == 2
+    assert data["warn_lines"][1].startswith("dgx-a02:31442:31442 [0] misc/socket.cc:49 ")
+
+
+def test_a_trace_record_keeps_its_host():
+    """NCCL_DEBUG=TRACE records give milliseconds since init before the function and line."""
+    text = "h1:7:9 [2] 1520.253418 ncclProxyProgress:884 NCCL TRACE Received ctrl on peer 3\n"
+    s = parse_nccl_log_text(text)
+    assert s.hosts == ("h1",) and s.devices == ("2",) and s.record_lines == 1

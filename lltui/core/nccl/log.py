@@ -29,10 +29,13 @@ _MAX_CONTINUATIONS = 3
 
 # ":pid:tid [dev] (file.cc:123 )?(NCCL )?LEVEL message", found first; the host name is read
 # backwards from where it starts. Searching for the host first would rescan every long run
-# of non-space characters from each of its positions.
+# of non-space characters from each of its positions. NCCL 2.30 names the function after a
+# WARN's file and line ("net.cc:541 (ncclNetSocketTest) NCCL WARN"); a TRACE gives the
+# milliseconds since init before its function and line ("[0] 1520.25 func:88 NCCL TRACE").
 _RECORD_TAIL = re.compile(
-    r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]\s]{0,16})\] "
-    r"(?:(?P<src>[\w./+-]+:\d+) )?(?P<nccl>NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
+    r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]\s]{0,16})\] (?:\d+\.\d+ )?"
+    r"(?:(?P<src>[\w./+-]+:\d+) (?:\(\S*?\) )?)?(?P<nccl>NCCL )?"
+    r"(?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
 )
 _HOST_STOP = frozenset(" \t:[]()")
 _MAX_HOST_CHARS = 255
