@@ -462,3 +462,15 @@ def test_a_trace_record_keeps_its_host():
     text = "h1:7:9 [2] 1520.253418 ncclProxyProgress:884 NCCL TRACE Received ctrl on peer 3\n"
     s = parse_nccl_log_text(text)
     assert s.hosts == ("h1",) and s.devices == ("2",) and s.record_lines == 1
+
+
+def test_ib_completion_errors_in_nccl_228s_named_status_format(capsys):
+    """NCCL 2.28.7+ names the status and opcode: status=IBV_WC_RETRY_EXC_ERR(12) ...
+    vendor_err=129."""
+    assert main(["nccl", "log", str(NCCL_230_LOG), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(e["error"], e["name"], e["vendor_err"]) for e in data["ib_errors"]] == [
+        (12, "IBV_WC_RETRY_EXC_ERR", 129)
+    ]
+    assert main(["nccl", "log", str(NCCL_230_LOG)]) == 0
+    assert "IB error    12 (IBV_WC_RETRY_EXC_ERR, vendor err 129)" in capsys.readouterr().out

@@ -53,11 +53,12 @@ _CUDA_DRIVER = re.compile(r"\bcuda ?Driver ?Version:? (?P<v>\d+)", re.IGNORECASE
 _NETWORK = re.compile(r"\bUsing (?:internal )?network (?P<net>\S.*?)[\s.]*$", re.IGNORECASE)
 # "Could not find: libnccl-net.so. Using internal network plugin.": which plugin is not said
 _NOT_A_NETWORK = ("plugin", "plugins")
-# "with error 12, opcode 0, ..." (NCCL's own IB transport) or "with status=12 opcode=0 ..."
-# (NCCL 2.19+ and the IB plugins built from it)
+# "with error 12, opcode 0, ..." (NCCL's own IB transport), "with status=12 opcode=0 ..."
+# (NCCL 2.19+ and the IB plugins built from it) or "with status=IBV_WC_RETRY_EXC_ERR(12)
+# opcode=IBV_WC_SEND(0) vendor_err=129" (NCCL 2.28.7+)
 _IB_COMPLETION = re.compile(
-    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<err>\d+)"
-    r"(?:.*?vendor err (?P<vendor>\d+))?",
+    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?:\w+\()?(?P<err>\d+)"
+    r"(?:.*?vendor[ _]err[ =](?P<vendor>\d+))?",
     re.DOTALL,
 )
 _NET_PREFIX = re.compile(r"\bNET/(?P<net>[A-Za-z][\w-]*)\s*:")
