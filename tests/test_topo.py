@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 from support.topo_fixtures import (
@@ -19,6 +20,7 @@ from support.topo_fixtures import (
     two_socket,
 )
 
+from lltui.cli import main
 from lltui.core.topo.advice import advise
 from lltui.core.topo.matrix import (
     AFFINITY_COLUMNS,
@@ -454,3 +456,17 @@ def test_a_cut_paste_judges_nothing_from_the_pairs_left():
     assert not [a for a in advice if a.code == "allreduce-cost"]
     whole = " ".join(a.message for a in advise(parse_topology(text)))
     assert "every GPU pair is on NVLink" in whole
+
+
+@pytest.mark.parametrize("name", ["p2p-r-8xH100-OK.txt", "p2p-r-2xL4-CNS.txt"])
+def test_a_p2p_status_paste_is_not_read_as_links(name, capsys):
+    """`nvidia-smi topo -p2p r` looks like `topo -m` but holds OK/CNS, not links: it was read
+    as a matrix of undocumented link codes, with advice from them."""
+    path = Path(__file__).resolve().parent / "fixtures" / "topo-format" / name
+    topo = parse_topology(path.read_text())
+    assert not topo.found and topo.gpus == ()
+    assert len(topo.warnings) == 1 and "topo -p2p" in topo.warnings[0]
+    assert parse_p2p_matrix(path.read_text())  # the live reader still reads it as P2P status
+    assert main(["topo", "--file", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "`nvidia-smi topo -p2p` output" in err[0]

@@ -51,6 +51,11 @@ NO_MATRIX = (
     "and rows such as `GPU0  X  NV4 ...`)"
 )
 
+P2P_ONLY = (
+    "no nvidia-smi topo -m matrix found: this is `nvidia-smi topo -p2p` output (whether "
+    "peer-to-peer works for each GPU pair, not the links between them); paste `nvidia-smi topo -m`"
+)
+
 _NIC_LEGEND = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)")
 _LEGEND_HEAD = re.compile(r"\s*Legend\s*:", re.I)
 _NIC_LEGEND_HEAD = re.compile(r"\s*NIC\s+Legend\s*:", re.I)
@@ -180,6 +185,12 @@ def _read_rows(
             row.cells.pop()
         rows[row.label] = row
     return rows, duplicates
+
+
+def _p2p_status_only(rows: dict[str, Row]) -> bool:
+    """The rows hold ``topo -p2p`` statuses (OK, CNS, ...) and no link at all."""
+    cells = [c for row in rows.values() for c in row.cells if c != "X"]
+    return bool(cells) and all(c in P2P_MEANINGS for c in cells)
 
 
 def _place_devices(m: _Matrix, duplicates: list[str]) -> None:
@@ -416,6 +427,8 @@ def parse_topology(text: str) -> Topology:
         return Topology(
             warnings=(f"{NO_MATRIX}: the header is there but no rows follow it",),
         )
+    if _p2p_status_only(rows) and parse_p2p_matrix(text):
+        return Topology(warnings=(P2P_ONLY,))
     m = _Matrix(header_at >= 0, device_cols, aff_cols, rows, warnings)
     _place_devices(m, duplicates)
     _column_warnings(m, ellipsis)
