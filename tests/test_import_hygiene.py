@@ -71,7 +71,7 @@ SOURCES_ALLOWED: dict[str, set[str]] = {
     "llama": {"ssh", "gpu"},  # a CUDA build asks NVML which GPUs it is for
     "nccl": set(),
 }
-SOURCES_PLAIN = {"ssh", "sources", "net", "proc_group"}
+SOURCES_PLAIN = {"ssh", "sources", "net", "http_server", "proc_group"}
 # The services the same way, read top-down: a use case calls those below it (a launch checks
 # the fit, which prices speed like a bench, on the devices of a rig), never sideways. A service
 # not named here (rig, nccl, doctor, llama, signals, demo) calls no other.

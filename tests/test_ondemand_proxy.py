@@ -173,3 +173,81 @@ def test_a_malformed_request_is_answered_400_and_prints_no_traceback(proxy, capl
                 answer += chunk
             assert answer.startswith((b"HTTP/1.0 400", b"HTTP/1.1 400")), (request, answer)
     assert not [r.getMessage() for r in caplog.records if r.exc_info]  # (pytest holds the log)
+
+
+_PROXY_WITH_FEW_FILES = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+from lltui.core.fit.evict import Policy, Room
+from lltui.services.launch.ondemand import OnDemandProxy
+proxy = OnDemandProxy(sys.argv[1], lambda: Policy({}, Room({}, None)), port=0)
+proxy.start()
+print(proxy.port, flush=True)
+sys.stdin.read()
+proxy.stop()
+"""
+
+
+def test_idle_connections_neither_take_every_file_descriptor_nor_keep_a_request_out():
+    """aiohttp kept a connection that sent nothing open for an hour and took every one: 600
+    of them took the proxy's file descriptors (ulimit -n 256 here), asyncio printed a
+    traceback per accept that failed on launch's terminal, and no request got in. Now the
+    oldest connection still sending its request is let go for a new one."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    router = StandIn()
+    root = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PROXY_WITH_FEW_FILES, f"http://127.0.0.1:{router.port}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+    )
+    idle: list[socket.socket] = []
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        for _ in range(600):
+            try:
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break  # no longer accepted
+        body = {"model": "big", "messages": []}
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=10)
+        assert r.status_code == 200, r.text
+        idle[0].settimeout(10)
+        assert idle[0].recv(1) == b""  # the oldest, let go
+    finally:
+        for s in idle:
+            s.close()
+        _, err = child.communicate("", timeout=30)
+    assert "Traceback" not in err and "Too many open files" not in err, err[:2000]
+    assert len(idle) == 600
+
+
+def test_a_request_not_sent_in_time_is_let_go(monkeypatch):
+    """A connection that sent nothing was held for 3630 s, one that sent its headers and
+    part of its body for as long as it liked."""
+    from lltui.sources import http_server
+
+    monkeypatch.setattr(http_server, "REQUEST_TIMEOUT_S", 0.5)
+    router = StandIn()
+    p = OnDemandProxy(f"http://127.0.0.1:{router.port}", lambda: Policy({}, Room({}, None)), port=0)
+    p.start()
+    try:
+        with socket.create_connection(("127.0.0.1", p.port), timeout=10) as idle:
+            assert idle.recv(1) == b""
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+        with socket.create_connection(("127.0.0.1", p.port), timeout=10) as slow:
+            slow.sendall(head)
+            answer = b""
+            while chunk := slow.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408"), answer  # and closed
+    finally:
+        p.stop()

@@ -51,8 +51,11 @@ class Served:
 
 
 @contextlib.contextmanager
-def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """``lltui serve`` on a free loopback port. Its whole group is stopped after."""
+def serving(
+    *args: str, env: dict[str, str] | None = None, files: int | None = None
+) -> Iterator[Served]:
+    """``lltui serve`` on a free loopback port (``files``: its RLIMIT_NOFILE). Its whole
+    group is stopped after."""
     port = free_port()
     environ = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     proc = subprocess.Popen(
@@ -62,6 +65,7 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
         env=environ,
         text=True,
         start_new_session=True,
+        preexec_fn=None if files is None else lambda: _limit_files(files),
     )
     try:
         assert proc.stdout is not None
@@ -71,6 +75,12 @@ def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
         yield Served(found.group(1), found.group(2) or "", proc)
     finally:
         stop_group(proc)
+
+
+def _limit_files(n: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 
 
 def stop_group(proc: subprocess.Popen[str]) -> None:
@@ -265,6 +275,30 @@ def test_sessions_are_capped():
 
     with serving("--source", "sim:kaggle-2xt4", "--max-sessions", "1") as served:
         assert asyncio.run(run(served)) == 503
+
+
+def test_idle_connections_neither_take_every_file_descriptor_nor_keep_the_page_out():
+    """aiohttp kept a connection that sent nothing open for an hour and took every one: 600
+    of them took serve's file descriptors (ulimit -n 256 here), asyncio printed a traceback
+    per accept that failed, and the page no longer opened. Now the oldest connection still
+    sending its request is let go for a new one."""
+    with serving("--source", "sim:kaggle-2xt4", files=256) as served:
+        idle: list[socket.socket] = []
+        try:
+            for _ in range(600):
+                try:
+                    idle.append(socket.create_connection(("127.0.0.1", served.port), timeout=2))
+                except OSError:
+                    break  # no longer accepted
+            assert _get(served.app())[0] == 200
+            idle[0].settimeout(10)
+            assert idle[0].recv(1) == b""  # the oldest, let go
+        finally:
+            for s in idle:
+                s.close()
+        assert len(idle) == 600
+    err = served.proc.stderr.read() if served.proc.stderr else ""
+    assert "Traceback" not in err and "Too many open files" not in err, err[:2000]
 
 
 def _app_of(server: subprocess.Popen[str]) -> Any:

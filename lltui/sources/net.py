@@ -12,7 +12,6 @@ caller to say "took longer than N s" rather than "timed out".
 from __future__ import annotations
 
 import ipaddress
-import logging
 import ssl
 import time
 import urllib.request
@@ -172,20 +171,3 @@ def http_client(
         timeout=timeout,
         **kwargs,
     )
-
-
-def quiet_server_log() -> logging.Logger:
-    """The log of an aiohttp server other programs reach (``lltui serve``, the on-demand
-    proxy): aiohttp logs each malformed request (no Host, a header past 8 KiB, a request line
-    that does not read) with its traceback, which lltui's terminal printed; such a request is
-    answered 400 and said nowhere. A fault of lltui's own is logged as before."""
-    log = logging.getLogger("lltui.http_server")
-    if not log.filters:
-        log.addFilter(_not_a_bad_request)
-    return log
-
-
-def _not_a_bad_request(record: logging.LogRecord) -> bool:
-    from aiohttp.http_exceptions import HttpProcessingError
-
-    return not (record.exc_info and isinstance(record.exc_info[1], HttpProcessingError))

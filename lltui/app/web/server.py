@@ -43,7 +43,7 @@ import textual_serve
 from aiohttp import WSMsgType, web
 
 from lltui.services.processes import stop_group
-from lltui.services.web import quiet_server_log
+from lltui.services.web import serve
 
 APP_PATH = "/lltui/"
 TOKEN_COOKIE = "lltui_token"
@@ -175,12 +175,8 @@ class LltuiWebServer:
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        runner = web.AppRunner(
-            self.make_app(), handle_signals=False, access_log=None, logger=quiet_server_log()
-        )
-        await runner.setup()
+        runner, _ = await serve(self.make_app(), self.options.host, self.options.port)
         try:
-            await web.TCPSite(runner, self.options.host, self.options.port).start()
             if self._on_ready is not None:
                 self._on_ready()
             stop = asyncio.Event()

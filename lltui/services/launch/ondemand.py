@@ -41,7 +41,7 @@ from lltui.core.fit.evict import Decision, Policy, Resident, decide
 from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
 from lltui.core.text import error_text
 from lltui.services.launch.state import ModelUse
-from lltui.sources.net import quiet_server_log
+from lltui.sources.http_server import serve
 
 if TYPE_CHECKING:
     from aiohttp import ClientResponse
@@ -221,20 +221,9 @@ class OnDemandProxy:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # a stop cuts streams still open short: the router and its models stop too
-        self._runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=SHUTDOWN_S,
-            logger=quiet_server_log(),
+        self._runner, self.port = await serve(
+            app, self.host, self.port, shutdown_timeout=SHUTDOWN_S
         )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        if self.port == 0:
-            server = site._server
-            sockets = getattr(server, "sockets", None) or []
-            self.port = sockets[0].getsockname()[1]
 
     async def _shutdown(self) -> None:
         if self._runner is not None:

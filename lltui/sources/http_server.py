@@ -1,0 +1,179 @@
+"""An aiohttp app served to other programs (the on-demand proxy, ``lltui serve``), bounded.
+
+aiohttp takes every connection offered and keeps one that sends nothing open for an hour
+(its keep-alive timeout, 3630 s, runs from the connect): a client that opened a thousand
+connections and sent nothing took every file descriptor of lltui's process (ulimit -n 1024),
+asyncio printed a traceback for each accept that failed, and lltui could open no file or
+socket. Here at most ``MAX_CONNECTIONS`` are held (a quarter of the file descriptors the
+process may have where that is fewer); past it the oldest connection still sending its
+request (else the oldest) is let go for the new one. A request, its body included, is to be
+sent within ``REQUEST_TIMEOUT_S`` of the connect (or of the answer before it on a kept-alive
+connection): one that is not is let go (its head) or answered 408 (its body). A body that
+does not read, or a client gone while sending it, is answered 400 (aiohttp printed a
+traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import resource
+from typing import Any
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web import RequestHandler
+
+MAX_CONNECTIONS = 256  # held at once: each is a file descriptor (a proxied one, two)
+LISTEN_BACKLOG = 128  # aiohttp's
+REQUEST_TIMEOUT_S = 60.0  # to send a request, a chat's images included; and a kept-alive wait
+
+
+async def serve(
+    app: web.Application, host: str | None, port: int, **runner: Any
+) -> tuple[web.AppRunner, int]:
+    """``app`` listening on ``host:port`` (OSError when it cannot be bound): its runner (to
+    ``cleanup()``) and the port it listens on. ``runner``: more of web.AppRunner's options."""
+    fds = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if fds == resource.RLIM_INFINITY:
+        fds = 1 << 20
+    # (asyncio accepts up to a backlog of connections at once, before any is let go)
+    backlog = max(min(LISTEN_BACKLOG, fds // 8), 1)
+    held = _Held(max(min(MAX_CONNECTIONS, fds // 4), 1), REQUEST_TIMEOUT_S, backlog)
+    app.middlewares.insert(0, held.middleware)
+    run = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log=None,
+        logger=quiet_server_log(),
+        keepalive_timeout=held.request_s,  # (aiohttp's runs from the connect too)
+        **runner,
+    )
+    await run.setup()
+    site = _Site(run, host, port, held)
+    try:
+        await site.start()
+    except BaseException:
+        await run.cleanup()
+        raise
+    return run, site.port
+
+
+def quiet_server_log() -> logging.Logger:
+    """The log of an aiohttp server other programs reach (``lltui serve``, the on-demand
+    proxy): aiohttp logs each malformed request (no Host, a header past 8 KiB, a request line
+    that does not read) with its traceback, which lltui's terminal printed; such a request is
+    answered 400 and said nowhere. A fault of lltui's own is logged as before."""
+    log = logging.getLogger("lltui.http_server")
+    if not log.filters:
+        log.addFilter(_not_a_bad_request)
+    return log
+
+
+def _not_a_bad_request(record: logging.LogRecord) -> bool:
+    return not (record.exc_info and isinstance(record.exc_info[1], HttpProcessingError))
+
+
+class _Held:
+    """The connections held, oldest first, each with since when it has been sending its
+    request (None while it is answered)."""
+
+    def __init__(self, most: int, request_s: float, backlog: int) -> None:
+        self.most, self.request_s, self.backlog = most, request_s, backlog
+        self.open: dict[RequestHandler, float | None] = {}
+
+    def made(self, connection: RequestHandler) -> None:
+        if len(self.open) >= self.most:
+            sending = (c for c, since in self.open.items() if since is not None)
+            oldest = next(sending, next(iter(self.open)))
+            del self.open[oldest]
+            oldest.force_close()
+        self.open[connection] = asyncio.get_running_loop().time()
+
+    def lost(self, connection: RequestHandler) -> None:
+        self.open.pop(connection, None)
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """The body read by the request's deadline; the connection not let go while the
+        request is answered."""
+        connection, loop = request.protocol, asyncio.get_running_loop()
+        since = self.open.get(connection) or loop.time()
+        try:
+            async with asyncio.timeout_at(since + self.request_s):
+                await request.read()
+        except TimeoutError:
+            return await _closing(
+                request, 408, f"the request was not sent within {self.request_s:g} s"
+            )
+        except (ConnectionError, web.RequestPayloadError):  # (gone: aiohttp printed a traceback)
+            return await _closing(request, 400, "the request's body does not read")
+        if connection in self.open:
+            self.open[connection] = None
+        try:
+            return await handler(request)
+        finally:
+            if connection in self.open:  # kept alive: its next request is being sent
+                self.open[connection] = loop.time()
+
+
+async def _closing(request: web.Request, status: int, why: str) -> web.Response:
+    """The answer, then the connection closed (aiohttp read what was left of the body for
+    another 10 s, and a stop left that read pending: "Task was destroyed")."""
+    answer = web.Response(status=status, text=f"lltui: {why}\n")
+    answer.force_close()
+    with contextlib.suppress(ConnectionError):
+        await answer.prepare(request)
+        await answer.write_eof()
+    request.protocol.force_close()
+    return answer
+
+
+class _Tracked(asyncio.Protocol):
+    """An aiohttp connection whose start and end ``held`` is told of."""
+
+    def __init__(self, connection: RequestHandler, held: _Held) -> None:
+        self.connection, self.held = connection, held
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.held.made(self.connection)
+        self.connection.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.held.lost(self.connection)
+        self.connection.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.connection.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.connection.eof_received()  # type: ignore[func-returns-value]
+
+    def pause_writing(self) -> None:
+        self.connection.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.connection.resume_writing()
+
+
+class _Site(web.BaseSite):
+    """web.TCPSite whose connections are held by ``held``."""
+
+    def __init__(self, runner: web.AppRunner, host: str | None, port: int, held: _Held) -> None:
+        super().__init__(runner)
+        self.host, self.port, self.held = host, port, held
+
+    @property
+    def name(self) -> str:
+        host = self.host or "0.0.0.0"
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _Tracked(server(), self.held), self.host, self.port, backlog=self.held.backlog
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
