@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from aiohttp import web
+from support.router_helpers import wait_for
 
 from lltui.core.fit.evict import ModelNeed, Policy, Room
 from lltui.services.launch.ondemand import OnDemandProxy
@@ -68,7 +69,14 @@ class StandIn:
         return web.json_response({"success": True})
 
     async def _chat(self, request: web.Request) -> web.Response:
-        self.queries.append((await request.json())["model"])
+        body = await request.json()
+        self.queries.append(body["model"])
+        if body.get("max_tokens"):  # generates until its client goes (then llama-server stops)
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.queries.append("client gone")
+                raise
         return web.json_response({"choices": []})
 
     def _run(self) -> None:
@@ -80,7 +88,7 @@ class StandIn:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/models/unload", self._unload)
         app.router.add_post("/models/load", self._load)
-        runner = web.AppRunner(app)
+        runner = web.AppRunner(app, handler_cancellation=True)
         self._loop.run_until_complete(runner.setup())
         self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
         self._ready.set()
@@ -126,6 +134,16 @@ def test_a_models_alias_is_served_as_the_model(proxy):
     assert r.status_code == 200, r.text
     assert router.queries == ["chat"]  # the router takes its alias as it is
     assert set(p.use()) == {"big"}  # counted, and its last use kept, as the model's
+
+
+def test_a_client_that_goes_takes_its_request_to_the_router_with_it(proxy):
+    """A client that went before the first chunk of its answer (no stream, or a stream in
+    its prompt processing) left the router generating for it to the end."""
+    p, router = proxy
+    body = {"model": "big", "max_tokens": 4096, "stream": True}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{p.url}/v1/chat/completions", json=body, timeout=1)
+    wait_for(lambda: "client gone" in router.queries, 10, "the router's request ended")
 
 
 def test_a_clients_unload_of_a_pinned_model_is_refused(proxy):

@@ -220,9 +220,12 @@ class OnDemandProxy:
         )
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        # a stop cuts streams still open short: the router and its models stop too
+        # a stop cuts streams still open short: the router and its models stop too. A client
+        # that goes takes its request to the router with it (the request's task is cancelled,
+        # which closes its connection to the router): the model stopped generating only at a
+        # stream's next chunk, and a whole answer (no stream) was generated to the end
         self._runner, self.port = await serve(
-            app, self.host, self.port, shutdown_timeout=SHUTDOWN_S
+            app, self.host, self.port, shutdown_timeout=SHUTDOWN_S, handler_cancellation=True
         )
 
     async def _shutdown(self) -> None:
