@@ -31,6 +31,7 @@ class StandIn:
     def __init__(self) -> None:
         self.queries: list[str] = []  # what reached it: query strings, models asked for
         self.states = {"big": "loaded", "small": "unloaded"}
+        self.slow_loads = False  # a model loaded stays "loading" until the test says
         self.port = _port()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -65,7 +66,7 @@ class StandIn:
     async def _load(self, request: web.Request) -> web.Response:
         name = (await request.json())["model"]
         self.queries.append("load " + name)
-        self.states[name] = "loaded"
+        self.states[name] = "loading" if self.slow_loads else "loaded"
         return web.json_response({"success": True})
 
     async def _chat(self, request: web.Request) -> web.Response:
@@ -144,6 +145,22 @@ def test_a_client_that_goes_takes_its_request_to_the_router_with_it(proxy):
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{p.url}/v1/chat/completions", json=body, timeout=1)
     wait_for(lambda: "client gone" in router.queries, 10, "the router's request ended")
+
+
+def test_a_loaded_model_is_served_while_another_loads(proxy):
+    """A request for a model already loaded (--load, or loaded through the router) waited
+    for another model's load to end, up to its load timeout (10 minutes)."""
+    p, router = proxy
+    router.slow_loads = True
+    chat = f"{p.url}/v1/chat/completions"
+    small = threading.Thread(target=lambda: httpx.post(chat, json={"model": "small"}, timeout=60))
+    small.start()
+    wait_for(lambda: "load small" in router.queries, 10, "small being loaded")
+    r = httpx.post(chat, json={"model": "big"}, timeout=10)
+    assert r.status_code == 200, r.text
+    router.states["small"] = "loaded"
+    small.join(30)
+    assert router.queries == ["load small", "big", "small"]
 
 
 def test_a_clients_unload_of_a_pinned_model_is_refused(proxy):

@@ -421,13 +421,16 @@ class OnDemandProxy:
 
     async def _ensure_loaded(self, name: str) -> None:
         assert self._lock is not None
+        # loaded already: no decision to wait for (a request for it waited out another
+        # model's load, up to load_timeout_s; one unloaded meanwhile is decided again)
+        if self._now_ready(name, (await self._states()).get(name)):
+            return
         async with self._lock:
             states = await self._states()
             if name not in states:
                 raise LoadRefused(f"model '{name}' not found", "model_not_found")
             state = states[name]
-            if state in ("loaded", "sleeping"):  # a sleeping one wakes on the request
-                self._ready.add(name)
+            if self._now_ready(name, state):
                 return
             if state in RESIDENT_STATES:  # loading (--load at start): wait for it
                 if await self._wait_state(name, ("loaded", "unloaded")) != "loaded":
@@ -445,6 +448,14 @@ class OnDemandProxy:
                 raise LoadRefused(decision.reason, decision.code or "does_not_fit")
             await self._evict(decision)
             await self._load(name)
+
+    def _now_ready(self, name: str, state: str | None) -> bool:
+        """Whether ``name``, in ``state`` as the router lists it, is loaded and not being
+        evicted: then it is ready (a sleeping one wakes on the request)."""
+        if state not in ("loaded", "sleeping") or name in self._evicting:
+            return False
+        self._ready.add(name)
+        return True
 
     async def _evict(self, decision: Decision) -> None:
         assert self._idle is not None
