@@ -286,3 +286,37 @@ def test_a_request_not_sent_in_time_is_let_go(monkeypatch):
             assert answer.startswith(b"HTTP/1.1 408"), answer  # and closed
     finally:
         p.stop()
+
+
+def test_a_request_without_its_key_is_refused_before_its_body_is_read():
+    """The proxy read a whole body (up to 256 MiB) before it checked the key: 256 clients with
+    no key could make it hold 64 GiB. A POST without the key is now refused on its head, as
+    llama-server refuses it (401); one with the key is served."""
+    router = StandIn()
+    p = OnDemandProxy(
+        f"http://127.0.0.1:{router.port}",
+        lambda: Policy({"big": ModelNeed("big", {}, 0, pinned=True)}, Room({}, None)),
+        port=_port(),
+        keys=("secret",),
+    )
+    p.start()
+    try:
+        head = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n"
+        )
+        with socket.create_connection(("127.0.0.1", p.port), timeout=20) as s:
+            s.sendall(head)  # and none of the 100 MiB it announces
+            answer = b""
+            while b"\r\n" not in answer and (chunk := s.recv(4096)):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 401"), answer
+        keyed = httpx.post(
+            f"http://127.0.0.1:{p.port}/v1/chat/completions",
+            json={"model": "big"},
+            headers={"Authorization": "Bearer secret"},
+            timeout=20,
+        )
+        assert keyed.status_code == 200 and router.queries[-1] == "big"
+    finally:
+        p.stop()

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import resource
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -30,17 +31,26 @@ LISTEN_BACKLOG = 128  # aiohttp's
 REQUEST_TIMEOUT_S = 60.0  # to send a request, a chat's images included; and a kept-alive wait
 
 
+Admit = Callable[[web.Request], web.StreamResponse | None]
+
+
 async def serve(
-    app: web.Application, host: str | None, port: int, **runner: Any
+    app: web.Application,
+    host: str | None,
+    port: int,
+    admit: Admit | None = None,
+    **runner: Any,
 ) -> tuple[web.AppRunner, int]:
     """``app`` listening on ``host:port`` (OSError when it cannot be bound): its runner (to
-    ``cleanup()``) and the port it listens on. ``runner``: more of web.AppRunner's options."""
+    ``cleanup()``) and the port it listens on. ``admit``: the answer to a request refused on
+    its head alone (a missing API key), before its body is read; None lets it in.
+    ``runner``: more of web.AppRunner's options."""
     fds = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if fds == resource.RLIM_INFINITY:
         fds = 1 << 20
     # (asyncio accepts up to a backlog of connections at once, before any is let go)
     backlog = max(min(LISTEN_BACKLOG, fds // 8), 1)
-    held = _Held(max(min(MAX_CONNECTIONS, fds // 4), 1), REQUEST_TIMEOUT_S, backlog)
+    held = _Held(max(min(MAX_CONNECTIONS, fds // 4), 1), REQUEST_TIMEOUT_S, backlog, admit)
     app.middlewares.insert(0, held.middleware)
     run = web.AppRunner(
         app,
@@ -79,8 +89,8 @@ class _Held:
     """The connections held, oldest first, each with since when it has been sending its
     request (None while it is answered)."""
 
-    def __init__(self, most: int, request_s: float, backlog: int) -> None:
-        self.most, self.request_s, self.backlog = most, request_s, backlog
+    def __init__(self, most: int, request_s: float, backlog: int, admit: Admit | None) -> None:
+        self.most, self.request_s, self.backlog, self.admit = most, request_s, backlog, admit
         self.open: dict[RequestHandler, float | None] = {}
 
     def made(self, connection: RequestHandler) -> None:
@@ -99,6 +109,10 @@ class _Held:
         """The body read by the request's deadline; the connection not let go while the
         request is answered."""
         connection, loop = request.protocol, asyncio.get_running_loop()
+        refused = self.admit(request) if self.admit is not None else None
+        if refused is not None:  # (its body unread: the connection goes with the answer)
+            refused.force_close()
+            return refused
         since = self.open.get(connection) or loop.time()
         try:
             async with asyncio.timeout_at(since + self.request_s):

@@ -225,7 +225,12 @@ class OnDemandProxy:
         # which closes its connection to the router): the model stopped generating only at a
         # stream's next chunk, and a whole answer (no stream) was generated to the end
         self._runner, self.port = await serve(
-            app, self.host, self.port, shutdown_timeout=SHUTDOWN_S, handler_cancellation=True
+            app,
+            self.host,
+            self.port,
+            self._admit,
+            shutdown_timeout=SHUTDOWN_S,
+            handler_cancellation=True,
         )
 
     async def _shutdown(self) -> None:
@@ -332,6 +337,15 @@ class OnDemandProxy:
         except LoadRefused as exc:
             return error_response(str(exc), exc.code)
         return None
+
+    def _admit(self, request: web.Request) -> web.Response | None:
+        """A request that sends a body (any but GET, HEAD and a browser's OPTIONS, which
+        llama-server answers without a key; /health and the web UI are GETs) without a key
+        the router takes is refused before its body is read: 256 clients sending 256 MiB
+        each held 64 GiB."""
+        if request.method in ("GET", "HEAD", "OPTIONS") or self._authorized(request):
+            return None
+        return error_response("invalid API key", "unauthorized")
 
     def _authorized(self, request: web.Request) -> bool:
         if not self.keys:
