@@ -415,6 +415,67 @@ def test_gpu_lines_give_devices_offload_and_per_device_buffers() -> None:
     assert s.ready and s.listening == ("http://127.0.0.1:8181",)
 
 
+# ggml/src/ggml-cuda/ggml-cuda.cu, ggml_cuda_init (pinned b11434), under GGML_USE_HIP
+HIP_DEVICE = "  Device %d: %s, %s (0x%x), VMM: %s, Wave Size: %d, VRAM: %zu MiB"
+
+
+def test_hip_device_lines_name_rocm_devices_like_cuda_ones() -> None:
+    """HIP's ggml_cuda_init line names the gcnArchName where CUDA's names the compute
+    capability: its devices are named, sized and dated as CUDA's are."""
+    from lltui.core.llamalog.classify import classify_line
+    from lltui.core.llamalog.events import Gpu
+
+    t = "0.00.001.000 I "
+    lines = [
+        t + "ggml_cuda_init: found 2 ROCm devices (Total VRAM: 163824 MiB):",
+        t
+        + c_format(HIP_DEVICE, 0, "AMD Radeon 8060S Graphics", "gfx1151", 0x1151, "no", 32, 131072),
+        # an Instinct's gcnArchName carries its target features
+        t
+        + c_format(
+            HIP_DEVICE, 1, "AMD Instinct MI100", "gfx908:sramecc+:xnack-", 0x908, "no", 64, 32752
+        ),
+        t + "load_tensors:        ROCm0 model buffer size =  4403.49 MiB",
+    ]
+    facts = parse_log(lines).memory
+    assert [(d.name, d.description, d.total_mib, d.source) for d in facts.devices] == [
+        ("ROCm0", "AMD Radeon 8060S Graphics", 131072, "ggml_cuda_init"),
+        ("ROCm1", "AMD Instinct MI100", 32752, "ggml_cuda_init"),
+    ]
+    assert facts.unparsed == ()  # (the lines were listed as memory lines not read)
+    assert facts.build_range is not None and facts.build_range.first == 8205
+    event, _ = classify_line(split_line(lines[2]))
+    assert event == Gpu(1, "AMD Instinct MI100", 32752, None, "gfx908:sramecc+:xnack-")
+    # before the VRAM was printed (and before the wave size): the same device, undated
+    older = "  Device %d: %s, %s (0x%x), VMM: %s"
+    for text in (
+        c_format(older, 0, "AMD Radeon RX 7900 XTX", "gfx1100", 0x1100, "no"),
+        c_format(
+            older + ", Wave Size: %d", 0, "AMD Radeon RX 7900 XTX", "gfx1100", 0x1100, "no", 32
+        ),
+    ):
+        old = parse_log(["ggml_cuda_init: found 1 ROCm devices:", text]).memory
+        assert [(d.name, d.description, d.total_mib) for d in old.devices] == [
+            ("ROCm0", "AMD Radeon RX 7900 XTX", None)
+        ]
+        assert old.build_range is None
+
+
+def test_cuda_device_lines_give_their_vram() -> None:
+    """``VRAM: M MiB`` (and, for a few builds, ``(F MiB free)``) after the compute capability."""
+    cuda = "  Device %d: %s, compute capability %d.%d, VMM: %s, VRAM: %zu MiB"
+    facts = parse_log(gpu_log()[:3]).memory
+    assert [(d.name, d.total_mib) for d in facts.devices] == [("CUDA0", 24080), ("CUDA1", 24080)]
+    # llama.cpp #20185's form, before #20595 dropped the free memory
+    text = c_format(
+        cuda + " (%zu MiB free)", 0, "NVIDIA GeForce RTX 4070 Laptop GPU", 8, 9, "yes", 7805, 7546
+    )
+    facts = parse_log(["ggml_cuda_init: found 1 CUDA devices (Total VRAM: 7805 MiB):", text]).memory
+    assert [(d.name, d.total_mib, d.free_mib) for d in facts.devices] == [("CUDA0", 7805, 7546)]
+    assert facts.build_range is not None
+    assert (facts.build_range.first, facts.build_range.last) == (8205, 8820)
+
+
 def test_fit_lines_for_several_devices() -> None:
     t = "0.00.001.000 I "
     lines = [

@@ -54,7 +54,7 @@ def read_line(line: Line) -> tuple[Shape | None, Event | None, tuple[LineFormat,
     for shape in WHOLE_LINE:
         m = shape.match(line)
         if m is not None and (event := shape.make(m, line)) is not None:
-            return shape, event, ()
+            return shape, event, tuple(f for g, v, f in shape.formats if _dated(m, line, g, v))
     func = line.func
     dated = FUNCTION_FORMATS.get(func)
     formats: tuple[LineFormat, ...] = (dated,) if dated is not None else ()

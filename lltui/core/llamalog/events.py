@@ -88,10 +88,15 @@ class KvInit:
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
-    """``Device N: NAME, compute capability X.Y``: named by the backend found before it."""
+    """ggml_cuda_init's ``Device N: NAME, compute capability X.Y, VMM: V[, VRAM: M MiB]``
+    (CUDA, MUSA) or HIP's ``Device N: NAME, gfxNNNN (0xNNNN), VMM: V[, Wave Size: W][, VRAM:
+    M MiB]``: named by the backend found before it."""
 
     index: int
     name: str
+    vram_mib: int | None = None  # its memory (its share of one under GGML_CUDA_DEVICES)
+    free_mib: int | None = None  # "(F MiB free)", printed for a few builds after the VRAM
+    arch: str | None = None  # HIP's gcnArchName: gfx1151, gfx90a:sramecc+:xnack-
 
 
 @dataclass(frozen=True, slots=True)

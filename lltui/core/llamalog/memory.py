@@ -202,9 +202,8 @@ class MemoryFold:
             if len(target.layers) < MAX_LAYERS:
                 target.layers[ev.layer] = ev.device
         elif isinstance(ev, Gpu):
-            self._device(
-                DeviceSeen(f"{self.cuda_prefix}{ev.index}", ev.name, source="ggml_cuda_init")
-            )
+            name = f"{self.cuda_prefix}{ev.index}"
+            self._device(DeviceSeen(name, ev.name, ev.free_mib, ev.vram_mib, "ggml_cuda_init"))
         elif isinstance(ev, Build):
             self._set_build(ev.number, ev.commit)
             if ev.bench:

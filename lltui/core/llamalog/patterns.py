@@ -374,6 +374,18 @@ def _int(text: str | None) -> int | None:
     return int(text) if text is not None else None
 
 
+def _gpu(m: re.Match[str], line: Line) -> Event:
+    arch = m.groupdict().get("arch")
+    return Gpu(int(m["idx"]), m["name"].strip(), _int(m["vram"]), _int(m["free"]), arch)
+
+
+# ggml_cuda_init's ", VRAM: M MiB" (llama.cpp #20185, after b8204), with " (F MiB free)"
+# until #20595 (before b8821): bounds from logs of b8204 and b8821, not the merges' builds
+_VRAM = r"(?:,\s+VRAM:\s+(?P<vram>\d{1,12}) MiB(?:\s+\((?P<free>\d{1,12}) MiB free\))?)?"
+_VRAM_FORMATS = (
+    ("vram", None, LineFormat(8205, None, "VRAM in ggml_cuda_init's device lines")),
+    ("free", None, LineFormat(8205, 8820, "free VRAM in ggml_cuda_init's device lines")),
+)
 _CTX, _KV, _FIT = ("@context",), ("@kv",), ("@fit",)
 _SERVER = ("llama_server", "main")
 _N_COPIES = LineFormat(2413, 7748, "pipeline parallelism (n_copies=N)")
@@ -391,11 +403,16 @@ SHAPES: tuple[Shape, ...] = (
            r"llama-completion|llama-sweep-bench|llama-batched-bench)(?:\.exe)?\s+(?P<args>-.*)$",
            _command, "$ ./llama-server -m models/7b.gguf -c 4096 -ngl 99", on="text",
            hint="llama-"),
+    # ggml-cuda.cu's ggml_cuda_init, one line a device: CUDA and MUSA name the compute
+    # capability (as HIP did before llama.cpp #11244), HIP its gcnArchName and wave size
     _shape("gpu", r"(?:^|\s)Device\s+(?P<idx>\d+):\s+(?P<name>.+?),\s+compute capability\s+"
-           r"\d+\.\d+",
-           lambda m, line: Gpu(int(m["idx"]), m["name"].strip()),
-           "  Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9, VMM: yes", on="text",
-           hint="compute capability"),
+           r"\d+\.\d+(?:,\s+VMM:\s+\w+" + _VRAM + ")?", _gpu,
+           "  Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9, VMM: yes, VRAM: 24080 MiB",
+           on="text", hint="compute capability", formats=_VRAM_FORMATS),
+    _shape("hip_gpu", r"(?:^|\s)Device\s+(?P<idx>\d+):\s+(?P<name>.+?),\s+(?P<arch>gfx[\w:+-]*)"
+           r"\s+\(0x[0-9a-fA-F]+\),\s+VMM:\s+\w+(?:,\s+Wave Size:\s+\d+)?" + _VRAM, _gpu,
+           "  Device 0: AMD Radeon 8060S Graphics, gfx1151 (0x1151), VMM: no, Wave Size: 32, "
+           "VRAM: 131072 MiB", on="text", hint=("(0x",), formats=_VRAM_FORMATS),
     # current llama.cpp's semantic version (--version, llama-bench)
     _shape("version", r"\bversion: (?P<semver>\d+\.\d+\.\d+\S*) \(build (?P<n>\d+), commit "
            r"(?P<commit>[\w.-]+)\)", lambda m, line: Build(int(m["n"]), m["commit"]),
