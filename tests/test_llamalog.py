@@ -220,3 +220,38 @@ def test_the_moe_cache_is_a_device_buffer_of_its_own(tmp_path):
     cuda0 = next(d for d in r.device_rows() if d.name == "CUDA0")
     assert sum(n for _, n in cuda0.logged) == round((1500 + 384 + 8192 + 300.75) * MIB)
     assert r.facts.build_range is not None and r.facts.build_range.first > 11434
+
+
+def test_a_launch_counts_the_moe_cache_in_its_device_s_memory(tmp_path):
+    """The launch's reader summed five kinds of buffer per device: the MoE cache (the line
+    as b11739's src/llama-moe-cache.cpp prints it, see above) was left out of the device's
+    total and of the ready event, while explain counted it."""
+    from lltui.commands.launch_output import ready_lines
+    from lltui.core.llama.exit_reason import ready_event
+
+    log = tmp_path / "moe-cache.log"
+    log.write_text(
+        "load_tensors:        CUDA0 model buffer size =  1500.00 MiB\n"
+        "load_tensors:   CPU_Mapped model buffer size = 16000.00 MiB\n"
+        "llama_kv_cache:      CUDA0 KV buffer size =   384.00 MiB\n"
+        "impl:      CUDA0 MoE cache size =  8192.00 MiB for 16000.00 MiB of host experts\n"
+        "sched_reserve:      CUDA0 compute buffer size =   300.75 MiB\n"
+        "sched_reserve: graph: nodes = 1030, splits = 3 (with bs=512), 3 (with bs=1)\n"
+    )
+    launched, _ = _replayed(log)
+    assert launched == _explained(log)
+    assert launched[("CUDA0", "moe_cache")] == 8192.0
+    s = parse_log(log.read_text())
+    cuda0 = next(p for p in s.placement() if p.name == "CUDA0")
+    assert cuda0.total_mib == 1500 + 384 + 300.75 + 8192
+    devices = s.ready_devices()
+    assert devices[0] == {
+        "name": "CUDA0",
+        "model_mib": 1500.0,
+        "kv_mib": 384.0,
+        "compute_mib": 300.75,
+        "moe_cache_mib": 8192.0,
+    }
+    assert "moe_cache_mib" not in devices[1]  # (only where the device has one)
+    (line,) = ready_lines(ready_event("http://127.0.0.1:8080", 1, [], devices))
+    assert "CUDA0: model 1500.00 MiB, KV 384.00 MiB, compute 300.75 MiB, MoE cache 8192.00" in line

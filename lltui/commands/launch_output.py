@@ -355,6 +355,8 @@ def ready_lines(event: dict[str, Any]) -> list[str]:
             f"{d['name']}: model {_mib(d['model_mib'])} MiB, KV {_mib(d['kv_mib'])} MiB, "
             f"compute {_mib(d['compute_mib'])} MiB"
         )
+        if d.get("moe_cache_mib"):
+            text += f", MoE cache {_mib(d['moe_cache_mib'])} MiB"
         p = d.get("predicted")
         if p:  # lltui's prediction for the same flags, beside what the server allocated
             text += (

@@ -14,7 +14,7 @@ from lltui.core.jsonout import fields_of
 from lltui.core.llama.builds import BuildRange
 from lltui.core.units import MIB
 
-KINDS = ("model", "kv", "rs", "compute", "output")
+KINDS = ("model", "kv", "rs", "compute", "output", "moe_cache")  # of the buffer lines
 MAX_KEPT_LINES = 100  # problems and warnings kept
 
 
@@ -166,10 +166,12 @@ class BufferSizes:
     compute_mib: float = 0.0
     output_mib: float = 0.0
     rs_mib: float = 0.0
+    moe_cache_mib: float = 0.0  # --moe-cache-mib: experts of host layers copied to the device
 
     @property
     def total_mib(self) -> float:
-        return self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.rs_mib
+        parts = (self.model_mib, self.kv_mib, self.compute_mib, self.output_mib, self.rs_mib)
+        return sum(parts) + self.moe_cache_mib
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +285,7 @@ class LogFacts:
                     mib["compute"],
                     mib["output"],
                     mib["rs"],
+                    mib["moe_cache"],
                     buffers=tuple(b.name for b in bufs),
                     layers=tuple(layers.get(dev, ())),
                     free_mib=free.get(dev),
@@ -303,7 +306,7 @@ class LogFacts:
         return out
 
 
-_SIZE_KINDS = ("model", "kv", "compute", "output", "rs")  # BufferSizes' order
+_SIZE_KINDS = ("model", "kv", "compute", "output", "rs", "moe_cache")  # BufferSizes' order
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,11 +365,13 @@ class LlamaLogSummary:
 
     def ready_devices(self) -> list[dict[str, Any]]:
         """The ``devices`` list of the launcher's ready event (``parts_mib`` where a draft
-        model or an adapter has buffers on the device)."""
+        model or an adapter has buffers on the device, ``moe_cache_mib`` where the MoE cache
+        of --moe-cache-mib has one)."""
         parts = self.memory.parts_mib()
         return [
             {
                 **fields_of(p, "name model_mib kv_mib compute_mib"),
+                **({"moe_cache_mib": p.moe_cache_mib} if p.moe_cache_mib else {}),
                 **({"parts_mib": parts[p.name]} if p.name in parts else {}),
             }
             for p in self.placement()
