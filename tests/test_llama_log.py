@@ -476,6 +476,34 @@ def test_cuda_device_lines_give_their_vram() -> None:
     assert (facts.build_range.first, facts.build_range.last) == (8205, 8820)
 
 
+def test_the_vulkan_device_line_names_the_device_without_its_driver() -> None:
+    """ggml/src/ggml-vulkan/ggml-vulkan.cpp (pinned b11434) prints the device's name and then
+    its driver's; the device's description (ggml_vk_get_device_description, and the "using
+    device" line) is the name alone, and explain showed the driver's name as part of it."""
+    vulkan = (
+        "ggml_vulkan: %zu = %s (%s) | uma: %d | fp16: %s | bf16: %d | fp4: %d | warp size: %zu"
+        " | shared memory: %d | int dot: %d | matrix cores: %s"
+    )
+    text = c_format(
+        vulkan,
+        0,
+        "AMD Radeon Graphics (RADV GFX1151)",
+        "radv",
+        1,
+        "1",
+        0,
+        0,
+        64,
+        65536,
+        1,
+        "KHR_coopmat",
+    )
+    facts = parse_log(["ggml_vulkan: Found 1 Vulkan devices:", text]).memory
+    assert [(d.name, d.description, d.total_mib) for d in facts.devices] == [
+        ("Vulkan0", "AMD Radeon Graphics (RADV GFX1151)", None)  # (shared memory: a workgroup's)
+    ]
+
+
 def test_fit_lines_for_several_devices() -> None:
     t = "0.00.001.000 I "
     lines = [

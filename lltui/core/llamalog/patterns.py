@@ -591,7 +591,9 @@ SHAPES: tuple[Shape, ...] = (
     # -- devices ----------------------------------------------------------------------------------
     _shape("backend", r"found (\d+) (?P<b>CUDA|ROCm|MUSA) devices", _flag("backend", "b"),
            "ggml_cuda_init: found 2 ROCm devices:", ("ggml_cuda_init",)),
-    _shape("vulkan_device", r"^(?P<i>\d+) = (?P<desc>.+?) \|",
+    # ggml-vulkan.cpp's "%zu = %s (%s) | uma: %d | ...": the device's name, then its driver's
+    # (its description is the name alone, as "using device" prints it); no memory size
+    _shape("vulkan_device", r"^(?P<i>\d+) = (?P<desc>.+) \([^()]*\) \| uma:",
            lambda m, line: DeviceSeen(f"Vulkan{m['i']}", m["desc"], None, None, "ggml_vulkan"),
            "ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 | fp16: 1 |",
            ("ggml_vulkan",)),
