@@ -403,3 +403,50 @@ def test_rows_with_per_iteration_columns_or_timestamps(name, nranks, last, avg, 
     data = json.loads(capsys.readouterr().out)
     assert data["largest_busbw_out"] == last[2] and data["largest_busbw_in"] == last[5]
     assert data["warnings"] == []
+
+
+def test_a_run_over_several_ops_tells_them_apart_in_text(capsys):
+    # all_reduce_perf -o all: one table, one header, the sweep once per redop; the text
+    # printed the sum and prod rows alike (only --json had the redop)
+    path = FORMATS / "all_reduce_perf-2.19.6-o-all.txt"
+    assert main(["nccl", "tests", str(path)]) == 0
+    text = capsys.readouterr().out
+    rows = [line.split() for line in text.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 18 and len({tuple(r) for r in rows}) == 18
+    assert [r[3] for r in rows[::3]] == ["sum", "prod", "max", "min", "avg", "mulsum"]
+    assert "  float mulsum      10.32 GB/s at 67108864 B" in text.splitlines()
+    assert "avg bus bandwidth   10.5403 GB/s (over all of them)" in text
+    assert main(["nccl", "tests", str(path), "--json"]) == 0
+    peaks = json.loads(capsys.readouterr().out)["peaks"]
+    assert [(p["redop"], p["busbw_out"]) for p in peaks] == [
+        ("sum", 12.91),
+        ("prod", 12.91),
+        ("max", 12.65),
+        ("min", 12.65),
+        ("avg", 11.73),
+        ("mulsum", 10.32),
+    ]
+
+
+def test_several_types_and_roots_are_shown_only_where_they_vary():
+    from lltui.core.nccl.nccl_tests import format_table
+
+    # reduce_perf -d all -r -1 (nccl-tests prints each root's row); a one-op run keeps
+    # the columns it always had
+    text = "\n".join(
+        f"{s:>12} {s // w:>12} {t:>8} sum {root:>6} 10.0 {s / 1e4:.2f} {s / 1e4:.2f} 0 "
+        f"10.0 {s / 1e4:.2f} {s / 1e4:.2f} 0"
+        for t, w in (("float", 4), ("half", 2))
+        for root in (0, 1)
+        for s in (1024, 2048)
+    )
+    out = format_table(parse_nccl_tests_text(text).tables[0]).splitlines()
+    assert out[1].split()[:4] == ["size", "count", "type", "root"]
+    assert "redop" not in out[1]
+    assert out[2].split()[:4] == ["1024", "256", "float", "0"]
+    assert "  half sum root 1   0.20 GB/s at 2048 B" in out
+    narrow = format_table(parse_nccl_tests_text(text).tables[0], narrow=True).splitlines()
+    assert narrow[1].split()[:3] == ["size", "type", "root"]
+    one = format_table(parse_nccl_tests_text(text.splitlines()[0]).tables[0]).splitlines()
+    assert one[1].split()[:3] == ["size", "count", "type"] and "root" not in one[1]
+    assert "peak bus bandwidth  0.10 GB/s at 1024 B" in one

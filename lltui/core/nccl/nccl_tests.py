@@ -135,6 +135,18 @@ class TestDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class VariantPeak:
+    type: str
+    redop: str | None
+    root: int | None
+    busbw_out: float | None  # GB/s, the highest of the variant's rows
+    size: int | None  # bytes, of that row
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_of(self, "type redop root busbw_out size")
+
+
+@dataclass(frozen=True, slots=True)
 class NcclTestsTable:
     collective: str | None  # "all_reduce"
     collective_inferred: bool  # from the columns, not printed
@@ -160,6 +172,21 @@ class NcclTestsTable:
     @property
     def largest(self) -> NcclTestsRow | None:
         return max(self.rows, key=lambda r: r.size) if self.rows else None
+
+    @property
+    def variant_peaks(self) -> tuple[VariantPeak, ...]:
+        """The peak out-of-place bus bandwidth of each type, redop and root the table ran
+        (``-d all``, ``-o all``, ``-r -1`` run several in one table), in the order run."""
+        groups: dict[tuple[str, str | None, int | None], list[NcclTestsRow]] = {}
+        for r in self.rows:
+            groups.setdefault((r.type, r.redop, r.root), []).append(r)
+        out = []
+        for (dtype, redop, root), rows in groups.items():
+            measured = [r for r in rows if r.busbw_out is not None]
+            top = max(measured, key=lambda r: (r.busbw_out or 0.0, r.size), default=None)
+            peak, size = (None, None) if top is None else (top.busbw_out, top.size)
+            out.append(VariantPeak(dtype, redop, root, peak, size))
+        return tuple(out)
 
     @property
     def wrong_rows(self) -> int:
@@ -195,6 +222,7 @@ class NcclTestsTable:
             **fields_of(
                 self, "threads gpus_per_thread min_bytes max_bytes out_of_bounds wrong_rows elided"
             ),
+            "peaks": [p.to_json() for p in self.variant_peaks],
             "failures": list(self.failures),
             "warnings": list(self.warnings),
         }
@@ -556,23 +584,45 @@ def _f(v: float | None, width: int, prec: int = 2) -> str:
     return ("-" if v is None else f"{v:.{prec}f}").rjust(width)
 
 
+def _varied(rows: Sequence[NcclTestsRow]) -> tuple[bool, bool]:
+    """Whether the rows ran more than one redop, more than one root: those columns are then
+    shown (``-o all``, ``-r -1``), else the rows would print alike."""
+    return len({r.redop for r in rows}) > 1, len({r.root for r in rows}) > 1
+
+
 def format_rows(rows: Sequence[NcclTestsRow], *, narrow: bool = False) -> list[str]:
-    """Rows as nccl-tests lays them out (size, count, type, time/algbw/busbw both ways);
-    ``narrow`` (80 columns): size, type and the out-of-place time and bandwidths alone."""
+    """Rows as nccl-tests lays them out (size, count, type, time/algbw/busbw both ways), with
+    the redop and root where the rows ran several; ``narrow`` (80 columns): size, type (redop,
+    root) and the out-of-place time and bandwidths alone."""
+    ops, roots = _varied(rows)
+
+    def which(r: NcclTestsRow | None) -> str:
+        if r is None:
+            return (
+                f"{'type':>8}"
+                + (f" {'redop':>6}" if ops else "")
+                + (f" {'root':>4}" if roots else "")
+            )
+        return (
+            f"{r.type:>8}"
+            + (f" {r.redop or '-':>6}" if ops else "")
+            + (f" {'-' if r.root is None else r.root:>4}" if roots else "")
+        )
+
     if narrow:
-        head = f"{'size':>12} {'type':>8}  {'time us':>9} {'algbw':>7} {'busbw':>7}"
+        head = f"{'size':>12} {which(None)}  {'time us':>9} {'algbw':>7} {'busbw':>7}"
         return [head] + [
-            f"{r.size:>12} {r.type:>8}  "
+            f"{r.size:>12} {which(r)}  "
             f"{_f(r.time_us_out, 9)} {_f(r.algbw_out, 7)} {_f(r.busbw_out, 7)}"
             for r in rows
         ]
     out = [
-        f"{'size':>12} {'count':>12} {'type':>8}  "
+        f"{'size':>12} {'count':>12} {which(None)}  "
         f"{'time us':>9} {'algbw':>7} {'busbw':>7}  {'in-place':>9} {'algbw':>7} {'busbw':>7}"
     ]
     for r in rows:
         out.append(
-            f"{r.size:>12} {r.count:>12} {r.type:>8}  "
+            f"{r.size:>12} {r.count:>12} {which(r)}  "
             f"{_f(r.time_us_out, 9)} {_f(r.algbw_out, 7)} {_f(r.busbw_out, 7)}  "
             f"{_f(r.time_us_in, 9)} {_f(r.algbw_in, 7)} {_f(r.busbw_in, 7)}"
         )
@@ -590,12 +640,23 @@ def format_table(t: NcclTestsTable, *, narrow: bool = False) -> str:
         head.append(f"~{t.nranks_from_busbw} ranks (from busbw/algbw)")
     out = [" · ".join(head)]
     out += format_rows(t.rows, narrow=narrow)
-    peak = t.peak_busbw_out
-    if peak is not None:
-        at = max((r for r in t.rows if r.busbw_out == peak), key=lambda r: r.size)
-        out.append(f"peak bus bandwidth  {peak:.2f} GB/s at {at.size} B")
+    peaks = t.variant_peaks
+    if len(peaks) > 1:  # -d all, -o all, -r -1: each one's peak, as a user compares them
+        _, roots = _varied(t.rows)
+        out.append("peak bus bandwidth")
+        for p in peaks:
+            name = " ".join(
+                [p.type]
+                + ([p.redop] if p.redop else [])
+                + ([f"root {p.root}"] if roots and p.root is not None else [])
+            )
+            at = "-" if p.busbw_out is None else f"{p.busbw_out:.2f} GB/s at {p.size} B"
+            out.append(f"  {name:<18}{at}")
+    elif peaks and peaks[0].busbw_out is not None:
+        out.append(f"peak bus bandwidth  {peaks[0].busbw_out:.2f} GB/s at {peaks[0].size} B")
+    over = " (over all of them)" if len(peaks) > 1 else ""
     out.append(
-        f"avg bus bandwidth   {t.avg_busbw_text} GB/s"
+        f"avg bus bandwidth   {t.avg_busbw_text} GB/s{over}"
         if t.avg_busbw_text
         else "avg bus bandwidth   not in the output"
     )
