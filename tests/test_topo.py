@@ -470,3 +470,30 @@ def test_a_p2p_status_paste_is_not_read_as_links(name, capsys):
     assert main(["topo", "--file", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "`nvidia-smi topo -p2p` output" in err[0]
+
+
+@pytest.mark.parametrize("p2p_first", [False, True])
+def test_a_paste_of_topo_m_and_p2p_r_reads_both(p2p_first, capsys, tmp_path):
+    """Users paste `nvidia-smi topo -m` and `topo -p2p r` together: the P2P table was ignored
+    after the matrix (advice: 'peer access may work; test it' though it said CNS), and before
+    it the whole paste was refused as 'topo -p2p output' (exit 2). Both are read now, the
+    P2P statuses attached as the live reader attaches them."""
+    (matrix,) = [p for p in TOPO_FILES if p.name.startswith("12-2xRTX6000Ada")]
+    p2p = Path(__file__).resolve().parent / "fixtures" / "topo-format" / "p2p-r-2xL4-CNS.txt"
+    parts = [p2p.read_text(), matrix.read_text()]
+    text = "\n".join(parts if p2p_first else parts[::-1])
+    topo = parse_topology(text)
+    assert topo.p2p == (("GPU0", "GPU1", "CNS"),) and topo.link_map() == {"GPU0-GPU1": "PHB"}
+    assert topo.warnings == () and topo.legend_complete
+    path = tmp_path / "both.txt"
+    path.write_text(text)
+    assert main(["topo", "--file", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["p2p"] == {"GPU0-GPU1": "CNS"}
+    assert out["nics"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_1"}
+    said = [a["message"] for a in out["advice"] if a["code"] == "p2p"]
+    assert said == ["peer-to-peer is not available between GPU0-GPU1 CNS (chipset not supported)"]
+    # a P2P table of GPUs the matrix has not is not attached to it
+    eight = p2p.with_name("p2p-r-8xH100-OK.txt").read_text()
+    other = parse_topology(matrix.read_text() + "\n" + eight)
+    assert other.p2p == () and "GPU2-GPU7" in other.warnings[0]

@@ -23,7 +23,8 @@ def register(sub: Any) -> None:
         "--file",
         metavar="PATH",
         default=None,
-        help="a saved `nvidia-smi topo -m` output; - reads standard input",
+        help="a saved `nvidia-smi topo -m` output (with `nvidia-smi topo -p2p r` too, if "
+        "saved with it: its P2P statuses are read); - reads standard input",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     add_source_option(

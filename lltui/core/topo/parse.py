@@ -410,19 +410,52 @@ def _legends(lines: list[str], m: _Matrix) -> tuple[bool | None, list[Named]]:
     return legend_complete, nic_names
 
 
+_P2P_LEGEND_LINE = re.compile(r"\s*(?:X|OK|CNS|GNS|TNS|NS|DBR|U)\s*=")
+
+
+def _p2p_block(lines: list[str]) -> tuple[list[str], tuple[Pair, ...]]:
+    """A ``topo -p2p r`` table pasted with the matrix (before or after it): the lines
+    without it and its legend, and the status of each GPU pair it gives."""
+    for at, line in enumerate(lines):
+        words = line.split()
+        if not words or words[0] != "GPU0" or any(gpu_index(w) is None for w in words):
+            continue
+        end = at + 1
+        while end < len(lines):
+            row = lines[end].split()
+            cells = row[1 : 1 + len(words)]
+            if not row or gpu_index(row[0]) is None or len(cells) != len(words):
+                break
+            if not all(c == "X" or c in P2P_MEANINGS for c in cells):
+                break
+            end += 1
+        if end == at + 1:
+            continue  # the header of a topo -m matrix (GPUs only), not of a P2P table
+        pairs = parse_p2p_matrix("\n".join(lines[at:end]))
+        while end < len(lines) and (
+            not lines[end].strip()
+            or _LEGEND_HEAD.match(lines[end])
+            or _P2P_LEGEND_LINE.match(lines[end])
+        ):
+            end += 1
+        return lines[:at] + [""] * (end - at) + lines[end:], pairs
+    return lines, ()
+
+
 def parse_topology(text: str) -> Topology:
     """Parse ``nvidia-smi topo -m`` output, as printed or as pasted (or AMD's: ``amd-smi
-    topology``, ``rocm-smi --showtopo``, see :mod:`.amd`). Never raises."""
+    topology``, ``rocm-smi --showtopo``, see :mod:`.amd`), with the ``topo -p2p r`` table
+    where it was pasted too. Never raises."""
     if looks_amd(text):
         return parse_amd_topology(text)
-    lines = [clean_line(raw) for raw in text.splitlines()]
+    lines, p2p = _p2p_block([clean_line(raw) for raw in text.splitlines()])
     warnings: list[str] = []
     header_at, header = _find_header(lines)
     device_cols, aff_cols, ellipsis = _header_columns(header, warnings)
     rows, duplicates = _read_rows(text, lines, header_at, device_cols, warnings)
     has_gpu_rows = any(label.startswith("GPU") for label in rows)
     if not has_gpu_rows and not [c for c in device_cols if c.startswith("GPU")]:
-        return Topology(warnings=(NO_MATRIX,))
+        return Topology(warnings=(P2P_ONLY if p2p else NO_MATRIX,))
     if not rows:
         return Topology(
             warnings=(f"{NO_MATRIX}: the header is there but no rows follow it",),
@@ -436,6 +469,13 @@ def parse_topology(text: str) -> Topology:
     links, gpu_nic = _pair_links(m)
     affinity = _affinities(m)
     legend_complete, nic_names = _legends(lines, m)
+    others = sorted({g for pair in p2p for g in pair[:2]} - set(m.gpus), key=_label_key)
+    if others:
+        m.warnings.append(
+            f"the topo -p2p table has {compact_labels(others)}, which the matrix has not "
+            "(another machine's, or a cut paste?): its statuses are not used"
+        )
+        p2p = ()
     return Topology(
         gpus=tuple(m.gpus),
         nics=tuple(m.nics),
@@ -448,6 +488,7 @@ def parse_topology(text: str) -> Topology:
         legend_complete=legend_complete,
         unreliable=tuple(sorted(m.unreliable)),
         warnings=tuple(m.warnings),
+        p2p=p2p,
     )
 
 
