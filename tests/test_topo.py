@@ -497,3 +497,16 @@ def test_a_paste_of_topo_m_and_p2p_r_reads_both(p2p_first, capsys, tmp_path):
     eight = p2p.with_name("p2p-r-8xH100-OK.txt").read_text()
     other = parse_topology(matrix.read_text() + "\n" + eight)
     assert other.p2p == () and "GPU2-GPU7" in other.warnings[0]
+
+
+def test_a_p2p_table_of_another_capability_is_not_taken_for_the_read_status():
+    """`topo -p2p n` (NVLink) pasted with the matrix says NS for every PCIe pair: taken for
+    the read status it would have said peer-to-peer is not available there."""
+    (matrix,) = [p for p in TOPO_FILES if p.name.startswith("12-2xRTX6000Ada")]
+    p2p = Path(__file__).resolve().parent / "fixtures" / "topo-format" / "p2p-r-2xL4-CNS.txt"
+    nvlink = p2p.read_text().replace("-p2p r", "-p2p n").replace("CNS", "NS")
+    topo = parse_topology(matrix.read_text() + "\n" + nvlink)
+    assert topo.p2p == () and topo.link_map() == {"GPU0-GPU1": "PHB"}
+    assert topo.warnings == ("the `topo -p2p n` table is not the P2P read status "
+                             "(`topo -p2p r`): not used",)  # fmt: skip
+    assert "topo -p2p` output" in parse_topology(nvlink).warnings[0]

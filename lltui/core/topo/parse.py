@@ -410,12 +410,14 @@ def _legends(lines: list[str], m: _Matrix) -> tuple[bool | None, list[Named]]:
     return legend_complete, nic_names
 
 
+_P2P_MODE = re.compile(r"topo\s+-p2p\s*([A-Za-z])\b")
 _P2P_LEGEND_LINE = re.compile(r"\s*(?:X|OK|CNS|GNS|TNS|NS|DBR|U)\s*=")
 
 
-def _p2p_block(lines: list[str]) -> tuple[list[str], tuple[Pair, ...]]:
+def _p2p_block(lines: list[str], warnings: list[str]) -> tuple[list[str], tuple[Pair, ...]]:
     """A ``topo -p2p r`` table pasted with the matrix (before or after it): the lines
-    without it and its legend, and the status of each GPU pair it gives."""
+    without it and its legend, and the status of each GPU pair it gives (none, with a
+    warning, where the command above it asked for another capability: w, n, a or p)."""
     for at, line in enumerate(lines):
         words = line.split()
         if not words or words[0] != "GPU0" or any(gpu_index(w) is None for w in words):
@@ -432,6 +434,14 @@ def _p2p_block(lines: list[str]) -> tuple[list[str], tuple[Pair, ...]]:
         if end == at + 1:
             continue  # the header of a topo -m matrix (GPUs only), not of a P2P table
         pairs = parse_p2p_matrix("\n".join(lines[at:end]))
+        above = next((ln for ln in reversed(lines[:at]) if ln.strip()), "")
+        mode = _P2P_MODE.search(above)
+        if mode and mode.group(1).lower() != "r":
+            warnings.append(
+                f"the `topo -p2p {mode.group(1)}` table is not the P2P read status "
+                "(`topo -p2p r`): not used"
+            )
+            pairs = ()
         while end < len(lines) and (
             not lines[end].strip()
             or _LEGEND_HEAD.match(lines[end])
@@ -448,14 +458,15 @@ def parse_topology(text: str) -> Topology:
     where it was pasted too. Never raises."""
     if looks_amd(text):
         return parse_amd_topology(text)
-    lines, p2p = _p2p_block([clean_line(raw) for raw in text.splitlines()])
     warnings: list[str] = []
+    cleaned = [clean_line(raw) for raw in text.splitlines()]
+    lines, p2p = _p2p_block(cleaned, warnings)
     header_at, header = _find_header(lines)
     device_cols, aff_cols, ellipsis = _header_columns(header, warnings)
     rows, duplicates = _read_rows(text, lines, header_at, device_cols, warnings)
     has_gpu_rows = any(label.startswith("GPU") for label in rows)
     if not has_gpu_rows and not [c for c in device_cols if c.startswith("GPU")]:
-        return Topology(warnings=(P2P_ONLY if p2p else NO_MATRIX,))
+        return Topology(warnings=(P2P_ONLY if lines != cleaned else NO_MATRIX,))
     if not rows:
         return Topology(
             warnings=(f"{NO_MATRIX}: the header is there but no rows follow it",),
