@@ -97,3 +97,28 @@ def test_the_text_lists_every_library_found_but_the_one_loaded(tmp_path, monkeyp
     listed = [c["path"] for c in data["candidates"] if c["path"] != data["path"]]
     assert [a.rsplit(" (", 1)[0] for a in also] == listed
     assert str(junk / "libnccl.so.2") in listed
+
+
+def test_counts_of_one_are_singular(capsys, tmp_path):
+    """'GPU links  PHB (1 pairs)', '1 ranks' over a one-GPU nccl-tests run, '1 iterations'
+    from `nccl bench --iters 1` and 'GPU0: 1 NVLinks to the others'."""
+    from lltui.cli import main
+    from lltui.core.topo.advice import advise
+    from lltui.core.topo.parse import parse_topology
+    from lltui.sources.nccl.bench import BenchResult
+
+    main(["nccl", "--source", "sim:kaggle-2xt4"])
+    assert "GPU links  PHB (1 pair)\n" in capsys.readouterr().out
+    one_rank = tmp_path / "one.txt"
+    one_rank.write_text(
+        "#  Rank  0 Group  0 Pid  1 on node1 device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n"
+        "8 2 float sum -1 3.50 0.00 0.00 0 0.20 0.04 0.00 0\n"
+    )
+    main(["nccl", "tests", str(one_rank)])
+    assert capsys.readouterr().out.startswith("collective not printed · 1 rank\n")
+    bench = BenchResult("2.27.3", "libnccl.so.2", "libcudart.so.12", (0,), ("0:1:0",), "float",
+                        (), (), 1, 0, None)  # fmt: skip
+    assert bench.to_text().splitlines()[0].endswith("· 1 iteration")
+    cells = "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV1\tPHB\nGPU1\tNV1\t X \tPHB\nGPU2\tPHB\tPHB\t X \n"
+    said = [a.message for a in advise(parse_topology(cells)) if a.code == "main-gpu"]
+    assert said == ["main GPU: GPU0: 1 NVLink to the others; -mg 0"]

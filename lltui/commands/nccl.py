@@ -245,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         import shutil
         import textwrap
 
+        from lltui.core.text import counted
         from lltui.core.text import one_line as q  # paths, versions, environment: data
 
         lines = []
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"CUDA runtime  {q(c['path'])} ({c['found_by']})")
         if report.links:
             kinds = sorted(set(report.links.values()))
-            lines.append(f"GPU links  {q(', '.join(kinds))} ({len(report.links)} pairs)")
+            lines.append(f"GPU links  {q(', '.join(kinds))} ({counted(len(report.links), 'pair')})")
         lines.append("environment")
         width = max(len(k) for k in env)
         for k, v in env.items():

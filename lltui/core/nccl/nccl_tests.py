@@ -21,6 +21,7 @@ from typing import Any
 
 from lltui.core.jsonout import fields_of
 from lltui.core.nccl.log import MAX_LINE_CHARS, strip_launcher_prefix
+from lltui.core.text import counted
 
 # what is kept of an input of any size (the totals count everything): a real table has tens
 # of rows, a run tens of tables
@@ -635,7 +636,7 @@ def format_table(t: NcclTestsTable, *, narrow: bool = False) -> str:
         name += " (inferred from the columns)"
     head = [name]
     if t.nranks:
-        head.append(f"{t.nranks} ranks")
+        head.append(counted(t.nranks, "rank"))
     elif t.nranks_from_busbw:
         head.append(f"~{t.nranks_from_busbw} ranks (from busbw/algbw)")
     out = [" · ".join(head)]

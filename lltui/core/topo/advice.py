@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from lltui.core.hardware.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import GpuStatic
+from lltui.core.text import counted
 from lltui.core.topo.amd import XGMI, is_amd_rig
 from lltui.core.topo.matrix import (
     LINK_MEANINGS,
@@ -407,7 +408,7 @@ def _main_gpu(
     if gib > min(v[0] for v in scores.values()) and g:
         why.append(f"the most VRAM, {fmt_bytes(g.memory_total)}")
     if nv > min(v[1] for v in scores.values()):
-        why.append(f"{nv} NVLinks to the others")
+        why.append(f"{counted(nv, 'NVLink')} to the others")
     if not why and cc > min(v[2] for v in scores.values()):
         why.append(f"the newest, compute {cc[0]}.{cc[1]}")
     name = f"{best}, {g.name}" if g else best

@@ -61,7 +61,7 @@ class BenchResult:
         gpus = ",".join(str(d) for d in self.devices)
         lines = [
             f"all-reduce, float, sum · {counted(self.nranks, 'GPU')} "
-            f"({gpus}) · NCCL {self.nccl_version} · {self.iters} iterations"
+            f"({gpus}) · NCCL {self.nccl_version} · {counted(self.iters, 'iteration')}"
         ]
         if self.p2p:
             lines.append(
