@@ -180,3 +180,34 @@ def test_a_socket_ifname_of_one_character_is_one_nccl_ignores(value):
     facts = NcclFacts(True, "2.21.5", {"NCCL_SOCKET_IFNAME": value}, interfaces=["eth0", "lo"])
     codes = {f.code: f.severity for f in nccl_findings(facts)}
     assert codes.get("socket-ifname-ignored") == INFO and "socket-ifname-missing" not in codes
+
+
+def test_p2p_disable_is_read_as_nccls_ncclgetlevel_reads_it(capsys, monkeypatch):
+    """NCCL (src/graph/paths.cc, ncclGetLevel) turns P2P off for NCCL_P2P_DISABLE=1 only and
+    then does not read NCCL_P2P_LEVEL: with NCCL_P2P_LEVEL=SYS set too nothing said it was
+    ignored (it was explained as 'P2P even across CPU sockets'), and NCCL_P2P_DISABLE=2 or
+    'true' were taken for P2P off."""
+    from lltui.cli import main
+    from lltui.core.topo.advice import advise
+    from lltui.core.topo.parse import parse_topology
+
+    both = {"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "SYS"}
+    codes = _codes(NcclFacts(True, "2.21.5", both, {"GPU0-GPU1": "SYS"}))
+    assert codes["p2p-level-ignored"] == INFO and "p2p-level-limits" not in codes
+    for name, value in both.items():
+        monkeypatch.setenv(name, value)
+    main(["nccl"])
+    out = capsys.readouterr().out
+    assert "NCCL_P2P_LEVEL      SYS  - ignored: NCCL_P2P_DISABLE=1 turns P2P off" in out
+    assert "p2p-level-ignored: NCCL_P2P_LEVEL=SYS is ignored" in out
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "2")
+    main(["nccl"])
+    out = capsys.readouterr().out
+    assert "NCCL_P2P_DISABLE    2  - P2P allowed: NCCL turns P2P off for 1 only" in out
+    assert "p2p-disabled" not in out and "SYS  - P2P even across CPU sockets" in out
+    nv = parse_topology("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\t X \n")
+    for value, said in (("2", False), ("true", False), ("0x1", True)):
+        codes = _codes(NcclFacts(True, "2.21.5", {"NCCL_P2P_DISABLE": value}, nv.link_map()))
+        assert ("p2p-disabled-nvlink" in codes) is said
+        advice = advise(nv, env={"NCCL_P2P_DISABLE": value})
+        assert any(a.code == "nccl-p2p-disabled" for a in advice) is said

@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         lines.append("environment")
         width = max(len(k) for k in env)
         for k, v in env.items():
-            shown = "(unset)" if v is None else f"{q(v)}  - {q(explain_variable(k, v))}"
+            shown = "(unset)" if v is None else f"{q(v)}  - {q(explain_variable(k, v, env))}"
             lines.append(f"  {k.ljust(width)}  {shown}")
         lines.append("findings" if findings else "findings: none")
         # wrapped to the terminal, as topo's advice is (lines of 100-140 columns at 80)

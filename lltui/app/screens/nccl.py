@@ -56,12 +56,8 @@ def env_entries(
     set_entries, suggested, unset = [], [], []
     for name, value in env.items():
         if value is not None:
-            set_entries.append(
-                (
-                    f"[b]{name}[/b]",
-                    f"{escape(value)}  [$text-muted]{escape(explain_variable(name, value))}[/]",
-                )
-            )
+            said = escape(explain_variable(name, value, env))
+            set_entries.append((f"[b]{name}[/b]", f"{escape(value)}  [$text-muted]{said}[/]"))
         elif name in named:
             suggested.append((name, "[$warning](unset; see findings)[/]"))
         else:

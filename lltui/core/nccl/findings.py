@@ -20,12 +20,14 @@ from lltui.core.nccl.variables import (
     DEBUG_LEVELS,
     INTEGER_VARIABLES,
     OTHER_KNOWN_VARIABLES,
+    P2P_LEVEL_IGNORED,
     P2P_LEVEL_VALUES,
     RCCL_PREFIXES,
     TORCH_RENAMED,
     VARIABLES,
     is_known_variable,
     nccl_int,
+    p2p_disabled,
 )
 
 # Severities, most severe first.
@@ -269,7 +271,7 @@ def _pairs(links: Mapping[str, str]) -> list[tuple[str, str]]:
 
 
 def _p2p_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]:
-    p2p_off = _truthy_int(env.get("NCCL_P2P_DISABLE")) not in (None, 0)
+    p2p_off = p2p_disabled(env)
     shm_off = _truthy_int(env.get("NCCL_SHM_DISABLE")) not in (None, 0)
     level = env.get("NCCL_P2P_LEVEL")
     pairs = _pairs(facts.links or {})
@@ -277,7 +279,16 @@ def _p2p_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]:
     not_nv = [p for p, c in pairs if link_kind(c) != "NV" and c.strip().upper() != "X"]
     consumer = [n for n in facts.gpu_names or [] if is_consumer_gpu(n)]
     out = _p2p_disable_findings(p2p_off, nv)
-    if level is not None and not p2p_off:
+    if level is not None and p2p_off:
+        out.append(
+            Finding(
+                INFO,
+                "p2p-level-ignored",
+                f"NCCL_P2P_LEVEL={level} is {P2P_LEVEL_IGNORED}",
+                "unset one of them (NCCL_P2P_LEVEL=LOC is the same as NCCL_P2P_DISABLE=1)",
+            )
+        )
+    elif level is not None:
         out += _p2p_level_findings(level, pairs, nv)
     out += _p2p_path_findings(p2p_off, shm_off, consumer, nv)
     xgmi = [p for p, c in pairs if link_kind(c) == "XGMI"]

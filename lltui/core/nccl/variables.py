@@ -369,8 +369,25 @@ def nccl_environment(environ: Mapping[str, str]) -> dict[str, str | None]:
     return env
 
 
-def explain_variable(name: str, value: str) -> str:
-    """One line on what ``name=value`` does."""
+def p2p_disabled(env: Mapping[str, str | None]) -> bool:
+    """Whether NCCL_P2P_DISABLE turns P2P off. NCCL's ncclGetLevel (src/graph/paths.cc) reads
+    it with strtol and turns P2P off for 1 only; then it does not read NCCL_P2P_LEVEL."""
+    value = env.get("NCCL_P2P_DISABLE")
+    return bool(value) and nccl_int(value or "")[0] == 1
+
+
+P2P_LEVEL_IGNORED = (
+    "ignored: NCCL_P2P_DISABLE=1 turns P2P off, and NCCL then does not read NCCL_P2P_LEVEL"
+)
+
+
+def explain_variable(name: str, value: str, env: Mapping[str, str | None] | None = None) -> str:
+    """One line on what ``name=value`` does (``env``: the rest of the environment, where a
+    variable's effect depends on another's)."""
+    if name == "NCCL_P2P_DISABLE" and nccl_int(value)[0] not in (0, 1):
+        return "P2P allowed: NCCL turns P2P off for 1 only"
+    if name == "NCCL_P2P_LEVEL" and env is not None and p2p_disabled(env):
+        return P2P_LEVEL_IGNORED
     var = VARIABLES.get(name)
     if var is not None:
         return var.explain(value)

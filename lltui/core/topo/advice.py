@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from lltui.core.hardware.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import GpuStatic
+from lltui.core.nccl.variables import p2p_disabled
 from lltui.core.text import counted
 from lltui.core.topo.amd import XGMI, is_amd_rig
 from lltui.core.topo.matrix import (
@@ -570,7 +571,7 @@ def _p2p_env(
                 "(lltui launch passes it on as it is)",
             )
         )
-    if env.get(NCCL_P2P_DISABLE_ENV, "").strip().lower() in ("1", "true", "yes") and nv_pairs:
+    if p2p_disabled(env) and nv_pairs:
         out.append(
             Advice(
                 WARN,
