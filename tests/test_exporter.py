@@ -672,3 +672,26 @@ def test_a_flood_of_slow_connections_keeps_neither_a_scrape_out_nor_threads_unbo
         finally:
             for s in slow:
                 s.close()
+
+
+def test_a_servers_recurrent_state_and_moe_cache_are_exported_where_held() -> None:
+    """A recurrent model's state (rs) and a --moe-cache-mib cache are part of what a device
+    holds: the exporter's per-kind memory left them out, so its kinds did not sum to it."""
+    from lltui.core.llamalog.models import DevicePlacement
+    from lltui.core.monitor.prom import LlamaExport
+    from lltui.core.monitor.prom_export import llama_families
+
+    placement = (
+        DevicePlacement("CUDA0", model_mib=100.0, kv_mib=10.0, rs_mib=5.0, moe_cache_mib=64.0),
+        DevicePlacement("CUDA1", model_mib=100.0, kv_mib=10.0),
+    )
+    (fam,) = [
+        f
+        for f in llama_families([LlamaExport("http://s", True, placement=placement)], host="h")
+        if f.name == "lltui_llama_device_memory_bytes"
+    ]
+    got = {(dict(lb)["device"], dict(lb)["kind"]): v for lb, v in fam.samples}
+    for d in placement:
+        held = sum(v for (dev, _k), v in got.items() if dev == d.name)
+        assert held == round(d.total_mib * 2**20)
+    assert ("CUDA1", "rs") not in got and got[("CUDA0", "moe_cache")] == 64 * 2**20

@@ -374,9 +374,12 @@ def llama_families(servers: Sequence[LlamaExport], *, host: str) -> tuple[Family
                 ("kv", d.kv_mib),
                 ("compute", d.compute_mib),
                 ("output", d.output_mib),
+                ("rs", d.rs_mib),  # a recurrent model's state; the two below only where held
+                ("moe_cache", d.moe_cache_mib),  # (they were left out of the device's sum)
             ):
-                add("lltui_llama_device_memory_bytes",
-                    (*lb, ("device", d.name), ("kind", kind)), round(mib * MIB))  # fmt: skip
+                if mib or kind not in ("rs", "moe_cache"):
+                    add("lltui_llama_device_memory_bytes",
+                        (*lb, ("device", d.name), ("kind", kind)), round(mib * MIB))  # fmt: skip
             if d.layers:
                 add("lltui_llama_device_layers", (*lb, ("device", d.name)), len(d.layers))
         add("lltui_llama_kv_tokens", lb, s.kv_tokens)
