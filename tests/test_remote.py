@@ -25,7 +25,7 @@ from lltui.core.gguf.refs import (
     parse_ref,
     quant_of,
     repo_models,
-    select_quant,
+    tag_model,
 )
 from lltui.sources.models import hf_hub, remote_gguf
 from lltui.sources.models.remote import read_remote
@@ -133,6 +133,14 @@ def hub(big_model, small_models, monkeypatch):
             "acme/Preset-GGUF": Repo(  # a router's preset: -hf downloads it alone
                 files={"preset.ini": small_models["one"], "P-Q8_0.gguf": small_models["one"]}
             ),
+            "acme/Halves-GGUF": Repo(  # tags -hf matches in more than one file
+                files={
+                    "M-BF16.gguf": small_models["one32"],
+                    "M-F16.gguf": small_models["one"],
+                    "a-Q8_0.gguf": small_models["one"],
+                    "b-Q8_0.gguf": small_models["one32"],
+                }
+            ),
             "acme/Heads-GGUF": Repo(  # heads of each quantization beside the model's
                 files={
                     "H-Q8_0.gguf": small_models["one"],
@@ -193,29 +201,61 @@ def test_an_hf_endpoint_that_is_no_url_is_one_line(monkeypatch, capsys):
 
 
 def test_quant_tags_match_as_llama_cpp_does():
+    """common/download.cpp's find_best_model: the first model file (in the hub's order) whose
+    path holds TAG. or TAG- in any case, a split model's first part."""
     files = [
         RepoFile("m-Q4_K_M.gguf", 10),
         RepoFile("m-IQ4_XS.gguf", 8),
         RepoFile("m-Q4_K.gguf", 9),
-        RepoFile("UD-Q4_K_XL/m-UD-Q4_K_XL-00001-of-00002.gguf", 5),
         RepoFile("UD-Q4_K_XL/m-UD-Q4_K_XL-00002-of-00002.gguf", 5),
+        RepoFile("UD-Q4_K_XL/m-UD-Q4_K_XL-00001-of-00002.gguf", 5),
         RepoFile("mmproj-m-F16.gguf", 1),
+        RepoFile("Q6_K/m-00001-of-00001.gguf", 1),
     ]
     models = repo_models(files)
-    assert [m.path for m in select_quant(models, "q4_k_m")] == ["m-Q4_K_M.gguf"]
-    assert [m.path for m in select_quant(models, "Q4_K")] == ["m-Q4_K.gguf"]
-    (ud,) = select_quant(models, "UD-Q4_K_XL")
-    assert len(ud.files) == 2 and ud.size == 10 and ud.complete
+
+    def picked(tag: str, among: list = models) -> str | None:
+        found = tag_model(among, tag)
+        return found.path if found is not None else None
+
+    assert picked("q4_k_m") == "m-Q4_K_M.gguf"
+    assert picked("Q4_K") == "m-Q4_K.gguf"
+    assert picked("Q4_K_XL") == picked("UD-Q4_K_XL")
+    ud = tag_model(models, "UD-Q4_K_XL")
+    assert ud is not None and len(ud.files) == 2 and ud.size == 10 and ud.complete
+    assert ud.path.endswith("-00001-of-00002.gguf")
     assert [m.kind for m in models][-1] == "mmproj"
-    assert select_quant(models, "F16") == []  # the projector is not a model
+    assert picked("F16") is None  # the projector is not a model
+    assert picked("Q6_K") is None  # a folder's name followed by '/' is no tag llama.cpp reads
     assert quant_of("x/m-UD-Q4_K_XL-00001-of-00002.gguf") == "UD-Q4_K_XL"
     assert quant_of("Q8_0/model-00001-of-00002.gguf") == "Q8_0"
     both = repo_models([RepoFile("m-Q4_K_M.gguf", 1), RepoFile("m-UD-Q4_K_M.gguf", 1)])
-    assert [m.path for m in select_quant(both, "Q4_K_M")] == ["m-Q4_K_M.gguf"]
-    assert [m.path for m in select_quant(both, "ud-q4_k_m")] == ["m-UD-Q4_K_M.gguf"]
-    two = repo_models([RepoFile("a-Q8_0.gguf", 1), RepoFile("b-Q8_0.gguf", 1)])
-    assert len(select_quant(two, "Q8_0")) == 2  # ambiguous: the file must be named
+    assert picked("Q4_K_M", both) == "m-Q4_K_M.gguf"
+    assert picked("ud-q4_k_m", both) == "m-UD-Q4_K_M.gguf"
+    # where llama-server's pick is not the file whose quantization is the tag: its pick
+    # (lltui took m.Q4_K_M.gguf, said F16's file and refused two models of one tag)
+    dots = repo_models([RepoFile("m.Q4_K_M.gguf", 1), RepoFile("m-UD-Q4_K_M.gguf", 1)])
+    assert picked("Q4_K_M", dots) == "m-UD-Q4_K_M.gguf"
+    halves = repo_models([RepoFile("M-F16.gguf", 1), RepoFile("M-BF16.gguf", 1)])
+    assert picked("F16", halves) == "M-BF16.gguf"
+    two = repo_models([RepoFile("b-Q8_0.gguf", 1), RepoFile("a-Q8_0.gguf", 1)])
+    assert picked("Q8_0", two) == "a-Q8_0.gguf"
     assert quant_of("model.gguf") is None
+
+
+def test_hf_tag_loads_the_file_llama_server_loads(hub, capsys):
+    """fit hf:REPO:F16 read M-F16.gguf where -hf REPO:F16 loads M-BF16.gguf; a tag two
+    models carry was refused where -hf loads the first; quant --best named BF16's file."""
+    got = _fit_json(capsys, "hf:acme/Halves-GGUF:F16", "--gpus", "24GiB")
+    assert got["model"]["path"] == "hf:acme/Halves-GGUF:M-BF16.gguf"
+    got = _fit_json(capsys, "hf:acme/Halves-GGUF:Q8_0", "--gpus", "24GiB")
+    assert got["model"]["path"] == "hf:acme/Halves-GGUF:a-Q8_0.gguf"
+    best = ("--gpus", "24GiB", "--best", "gpu-only", "--json")
+    assert main(["quant", "hf:acme/Halves-GGUF", *best]) == 0
+    flags = {q["file"]: q["flags"][:4] for q in json.loads(capsys.readouterr().out)["quants"]}
+    assert flags["M-F16.gguf"][:4] == ["-hf", "acme/Halves-GGUF", "-hff", "M-F16.gguf"]
+    assert flags["M-BF16.gguf"][:2] == ["-hf", "acme/Halves-GGUF:BF16"]
+    assert flags["a-Q8_0.gguf"][:2] == ["-hf", "acme/Halves-GGUF:Q8_0"]
 
 
 # -- reading headers ---------------------------------------------------------------------------
@@ -575,10 +615,10 @@ def test_the_listings_choice_names_one_model_and_keeps_the_revision():
     assert (
         listing_lines(f"hf:acme/M@{rev}", one)[-1] == f"choose one: lltui fit hf:acme/M:F16@{rev}"
     )
-    # two files of one quant: the tag would pick neither, so the file is named
-    two = repo_models([RepoFile("a/M-Q4_0.gguf", 5), RepoFile("b/M-Q4_0.gguf", 5)])
+    # two files of one quant: the tag picks the first (a/), so b/'s file is named
+    two = repo_models([RepoFile("a/M-Q4_0.gguf", 5), RepoFile("b/M-Q4_0.gguf", 6)])
     assert (
-        listing_lines("hf:acme/M:Q4_0", two)[-1] == "choose one: lltui fit hf:acme/M:a/M-Q4_0.gguf"
+        listing_lines("hf:acme/M:Q4_0", two)[-1] == "choose one: lltui fit hf:acme/M:b/M-Q4_0.gguf"
     )
 
 
@@ -730,7 +770,8 @@ def test_draft_sidecars_are_no_models_of_the_repository():
         ("mtp-H-Q8_0.gguf", "draft"),
         ("x/dspark-H-F16.gguf", "draft"),
     ]
-    assert [m.path for m in select_quant(models, "Q8_0")] == ["H-Q8_0.gguf"]
+    head = tag_model(models, "Q8_0")
+    assert head is not None and head.path == "H-Q8_0.gguf"
     assert hf_sidecar(heads, "H-Q8_0.gguf", "Q8_0", ("draft-mtp",)) == "mtp-H-Q8_0.gguf"
     assert hf_sidecar(heads, "H-Q8_0.gguf", "", ("draft-simple",)) is None
     assert hf_sidecar(heads, "H-Q8_0.gguf", "", ("draft-dspark",)) is None  # not above x/

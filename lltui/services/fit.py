@@ -590,17 +590,15 @@ class QuantBest:
     warnings: tuple[str, ...] = ()  # the estimate's (of the model and settings), as quant's
 
     def model_flags(self, choice: QuantChoice) -> tuple[str, ...]:
-        """How llama-server names the model: -hf REPO:QUANT where the tag picks this file
-        alone, else the repository and file."""
+        """How llama-server names the model: -hf REPO:QUANT where -hf's tag picks this file,
+        else the repository and file."""
         if self.repo is None:
             return ()
-        from lltui.core.gguf.refs import select_quant
+        from lltui.core.gguf.refs import tag_model
 
-        entries = [q.entry for q in self.repo.quants]
         opt = choice.option
-        if opt.quant != opt.file and select_quant(entries, opt.quant) == [
-            e for e in entries if e.path == opt.file
-        ]:
+        picked = tag_model([q.entry for q in self.repo.quants], opt.quant)
+        if opt.quant != opt.file and picked is not None and picked.path == opt.file:
             return ("-hf", f"{self.repo.ref.repo}:{opt.quant}")
         return ("-hf", self.repo.ref.repo, "-hff", opt.file)
 

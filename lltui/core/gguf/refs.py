@@ -321,22 +321,13 @@ def _kind(path: str) -> str:
     return "draft" if sidecar_type(path) is not None else "model"
 
 
-def select_quant(models: Sequence[RepoModel], tag: str) -> list[RepoModel]:
-    """The models whose file names carry the quantization ``tag`` (case-insensitive, as a
-    whole word: Q4_K matches neither Q4_K_M nor IQ4_K); projectors only when asked for,
-    draft sidecars never (-hf takes neither for the model).
-    Several matches: those whose quantization is exactly the tag, if any."""
-    pat = re.compile(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9_])", re.IGNORECASE)
-    want_proj = "mmproj" in tag.lower()
-    matched = [
-        m
-        for m in models
-        if m.kind == ("mmproj" if want_proj else "model")
-        and (pat.search(m.path.rsplit("/", 1)[-1]) or pat.search(m.path))
-    ]
-    # Q4_K_M also names UD-Q4_K_M's file: the model that is exactly Q4_K_M comes first
-    exact = [m for m in matched if m.quant == tag.upper()]
-    return exact if len(matched) > 1 and exact else matched
+def tag_model(models: Sequence[RepoModel], tag: str) -> RepoModel | None:
+    """The model llama-server's ``-hf OWNER/REPO:TAG`` loads: the first model file in the
+    hub's order whose path holds ``TAG.`` or ``TAG-`` (any case; F16 also names BF16's
+    file, Q4_K_XL UD-Q4_K_XL's), a split model's first part (:func:`best_model`); None if
+    none, where llama-server finds no file either."""
+    pick = best_model(sorted(f.path for m in models for f in m.files), tag)
+    return select_file(models, pick) if pick is not None else None
 
 
 def select_file(models: Sequence[RepoModel], path: str) -> RepoModel | None:
@@ -366,9 +357,9 @@ def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit")
         lines.append(f"  {one_line(label):<12} {size:>10}  {one_line(m.path)}{extra}")
     example = next((m for m in models if m.kind == "model"), None)
     if example is not None:
-        # its quant where that names it alone, else its file; the revision kept
-        same = [m for m in models if m.kind == "model" and m.quant == example.quant]
-        pick = example.quant if example.quant and len(same) == 1 else example.path
+        # its quant where -hf's tag picks it, else its file; the revision kept
+        quant = example.quant
+        pick = quant if quant and tag_model(models, quant) == example else example.path
         try:
             choice = parse_ref(ref_text)
         except RefError:

@@ -23,7 +23,7 @@ from lltui.core.gguf.refs import (
     choices_line,
     repo_models,
     select_file,
-    select_quant,
+    tag_model,
 )
 from lltui.core.text import error_text
 from lltui.sources.models.remote_gguf import (
@@ -293,8 +293,9 @@ def _listing_store(ref: HfRef, gated: bool, private: bool, files: list[RepoFile]
 
 
 def choose(listing: RepoListing, verb: str = "fit") -> RepoModel:
-    """The model the reference names: a file, or the one model whose name carries the tag;
-    RepoChoice (with the listing) when it names none or several."""
+    """The model the reference names: a file, or the model llama-server's -hf takes for the
+    tag (:func:`~lltui.core.gguf.refs.tag_model`); RepoChoice (with the listing) when it
+    names none."""
     ref = listing.ref
     base = HfRef(ref.repo, None, ref.revision).text()
     models = listing.models
@@ -314,19 +315,13 @@ def choose(listing: RepoListing, verb: str = "fit") -> RepoModel:
                 listing,
             )
         return found
-    matched = select_quant(models, ref.selector)
-    if not matched:
+    found = tag_model(models, ref.selector)
+    if found is None:
         raise RepoChoice(
             f"{ref.text()}: no file of quantization {ref.selector} ({choices_line(models)})",
             listing,
         )
-    if len(matched) > 1:
-        names = ", ".join(m.path for m in matched[:4])
-        raise RepoChoice(
-            f"{ref.text()}: {len(matched)} files match {ref.selector} ({names}); name the file",
-            listing,
-        )
-    return matched[0]
+    return found
 
 
 def _example(models: tuple[RepoModel, ...]) -> str:
