@@ -787,3 +787,6 @@ def test_a_repository_with_a_preset_is_no_model_to_count(hub, capsys):
         "only it and serves its models as a router, none of this repository's files; plan "
         "them with lltui fit --models-preset preset.ini"
     )
+    # quant --best ranked -hf REPO:Q8_0 lines, each of which runs the preset's router
+    assert main(["quant", "hf:acme/Preset-GGUF", "--gpus", "24GiB", "--best", "gpu-only"]) == 2
+    assert capsys.readouterr().err.strip() == err.replace("fit: ", "", 1)

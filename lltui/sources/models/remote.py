@@ -246,6 +246,7 @@ def read_repo_quants(
     tok = hf_hub.token()
     listing = hf_hub.list_repo(ref, tok, stats.deadline)
     stats.requests += 0 if listing.cached else 1
+    listing.refuse_preset()  # -hf REPO:QUANT would run its preset's router, no file ranked
     entries = [m for m in listing.models if m.kind == "model"]
     if not entries:
         raise RemoteError(f"{ref.text()}: no GGUF model in this repository")
