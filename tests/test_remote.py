@@ -777,7 +777,7 @@ def test_draft_sidecars_are_no_models_of_the_repository():
     assert hf_sidecar(heads, "H-Q8_0.gguf", "", ("draft-dspark",)) is None  # not above x/
 
 
-def test_a_repository_with_a_preset_is_no_model_to_count(hub, capsys):
+def test_a_repository_with_a_preset_is_no_model_to_count(hub, small_models, capsys):
     """A preset.ini at the repository's root: llama-server's -hf downloads only it and runs
     as a router of the models it names; fit counted the tag's file, which it never loads."""
     assert main(["fit", "hf:acme/Preset-GGUF:Q8_0", "--gpus", "24GiB"]) == 2
@@ -787,6 +787,20 @@ def test_a_repository_with_a_preset_is_no_model_to_count(hub, capsys):
         "only it and serves its models as a router, none of this repository's files; plan "
         "them with lltui fit --models-preset preset.ini"
     )
+    # -hfd of such a repository downloads only the preset: no draft, and llama-server fails
+    # ('failed to load draft model'); lltui counted P-Q8_0.gguf. With -md, -md's path loads
+    base = ["hf:acme/Vis-GGUF:Q8_0", "--no-mmproj", "--gpus", "24GiB"]
+    assert main(["fit", *base, "-hfd", "acme/Preset-GGUF"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "lltui: fit: -hfd acme/Preset-GGUF: ships a preset.ini: llama-server's -hfd downloads "
+        "only it and loads no draft, then fails ('failed to load draft model'); -md FILE or "
+        "another -hfd names one"
+    )
+    local = str(small_models["one32"])
+    got = _fit_json(capsys, *base, "-hfd", "acme/Preset-GGUF", "-md", local)
+    assert [p["path"] for p in got["parts"]] == [local]
+    assert main(["fit", *base, "-hfd", "acme/Preset-GGUF", "-md", "P-Q8_0.gguf"]) == 2
+    assert "lltui: fit: -md P-Q8_0.gguf: " in capsys.readouterr().err  # not the hub's file
     # quant --best ranked -hf REPO:Q8_0 lines, each of which runs the preset's router
     assert main(["quant", "hf:acme/Preset-GGUF", "--gpus", "24GiB", "--best", "gpu-only"]) == 2
     assert capsys.readouterr().err.strip() == err.replace("fit: ", "", 1)

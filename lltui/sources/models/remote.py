@@ -155,7 +155,8 @@ def read_hf_draft(
     repository's file ``hf_file`` (``-md``'s value, which -hfd reads as a file of the
     repository; None when the repository has no such file: llama-server then loads -md as
     a path), else the sidecar or model :func:`~lltui.core.gguf.refs.hf_draft_file` picks.
-    RemoteError (one line) when it cannot be read or the repository holds no draft."""
+    RemoteError (one line) when it cannot be read or the repository holds no draft (one
+    with a preset.ini at its root: -hfd downloads only that, and llama-server fails)."""
     from lltui.core.gguf.refs import HF_PREFIX
 
     try:
@@ -171,6 +172,14 @@ def read_hf_draft(
     tok = hf_hub.token()
     listing = hf_hub.list_repo(HfRef(ref.repo), tok, stats.deadline)
     paths = sorted(f.path for m in listing.models for f in m.files)
+    if listing.preset:  # -hfd downloads only the preset: -md's path, else no draft at all
+        if hf_file is not None:
+            return None
+        raise RemoteError(
+            f"{repo}: ships a preset.ini: llama-server's -hfd downloads only it and loads no "
+            "draft, then fails ('failed to load draft model'); -md FILE or another -hfd "
+            "names one"
+        )
     if hf_file is not None:
         if hf_file not in paths:
             return None
