@@ -141,6 +141,15 @@ def hub(big_model, small_models, monkeypatch):
                     "b-Q8_0.gguf": small_models["one32"],
                 }
             ),
+            "acme/Twins-GGUF": Repo(  # MTP heads beside two quantizations, one shared
+                files={
+                    "T-F32.gguf": small_models["one32"],
+                    "T-Q8_0.gguf": small_models["one"],
+                    "T-Q8_K_XL.gguf": small_models["one"],
+                    "mtp-T-F32.gguf": small_models["one"],
+                    "mtp-T-Q8_0.gguf": small_models["one32"],
+                }
+            ),
             "acme/Heads-GGUF": Repo(  # heads of each quantization beside the model's
                 files={
                     "H-Q8_0.gguf": small_models["one"],
@@ -804,3 +813,43 @@ def test_a_repository_with_a_preset_is_no_model_to_count(hub, small_models, caps
     # quant --best ranked -hf REPO:Q8_0 lines, each of which runs the preset's router
     assert main(["quant", "hf:acme/Preset-GGUF", "--gpus", "24GiB", "--best", "gpu-only"]) == 2
     assert capsys.readouterr().err.strip() == err.replace("fit: ", "", 1)
+
+
+def test_quant_best_ranks_each_file_beside_its_draft_sidecar(hub, capsys, monkeypatch):
+    """quant hf:REPO --best --spec-type draft-mtp: -hf REPO:QUANT loads the tag's MTP head (else
+    the nearest in bits) as the draft; each row was ranked with none. Each file is now ranked
+    as -md with its own head would rank it, and a head two files share is read once."""
+    from lltui.sources.models import remote
+
+    real, read = remote._read_one, []
+
+    def counted(client, listing, chosen, tok, stats):
+        read.append(chosen.path)
+        return real(client, listing, chosen, tok, stats)
+
+    monkeypatch.setattr(remote, "_read_one", counted)
+    ref, args = "hf:acme/Twins-GGUF", ("--gpus", "30MiB", "--margin", "0", "--best", "context")
+
+    def max_ctx(*more: str) -> tuple[dict[str, int], list[str]]:
+        assert main(["quant", ref, *args, "--json", *more]) == 0
+        data = json.loads(capsys.readouterr().out)
+        return {q["file"]: q["max_ctx"] for q in data["quants"]}, data.get("notes", [])
+
+    bare, _ = max_ctx()
+    read.clear()
+    auto, notes = max_ctx("--spec-type", "draft-mtp")
+    assert read.count("mtp-T-Q8_0.gguf") == 1  # beside Q8_0 (its tag's) and Q8_K_XL (8 bits)
+    as_md = {
+        head: max_ctx("--spec-type", "draft-mtp", "-md", f"{ref}:{head}")[0]
+        for head in ("mtp-T-F32.gguf", "mtp-T-Q8_0.gguf")
+    }
+    assert auto == {
+        "T-F32.gguf": as_md["mtp-T-F32.gguf"]["T-F32.gguf"],
+        "T-Q8_0.gguf": as_md["mtp-T-Q8_0.gguf"]["T-Q8_0.gguf"],
+        "T-Q8_K_XL.gguf": as_md["mtp-T-Q8_0.gguf"]["T-Q8_K_XL.gguf"],
+    }
+    assert auto["T-Q8_0.gguf"] < bare["T-Q8_0.gguf"]
+    assert sorted(n.split(" as the")[0] for n in notes if n.startswith("-hf also")) == [
+        "-hf also loads mtp-T-F32.gguf (2.8 MiB) beside F32",
+        "-hf also loads mtp-T-Q8_0.gguf (10.5 MiB) beside Q8_0, Q8_K_XL",
+    ]

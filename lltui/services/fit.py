@@ -358,14 +358,14 @@ def hf_draft_types(model: str, args: LlamaArgs) -> tuple[str, ...]:
     return tuple(t for t in args.spec_types if t in DRAFT_SIDECARS)
 
 
-def sidecar_note(draft: GgufModel) -> str:
+def sidecar_note(draft: GgufModel, beside: str = "") -> str:
     """What the estimate says of the draft sidecar ``-hf`` loads by itself."""
     from lltui.core.gguf.refs import sidecar_type
     from lltui.core.units import fmt_bytes
 
     name = _hf_name(draft)
     return (
-        f"-hf also loads {name} ({fmt_bytes(draft.file_size)}) as the draft of --spec-type "
+        f"-hf also loads {name} ({fmt_bytes(draft.file_size)}){beside} as the draft of --spec-type "
         f"{sidecar_type(name)}, counted as -md; -md or -hfd names another"
     )
 
@@ -594,13 +594,13 @@ class QuantBest:
         else the repository and file."""
         if self.repo is None:
             return ()
-        from lltui.core.gguf.refs import tag_model
+        from lltui.core.gguf.refs import hf_tag, select_file
 
-        opt = choice.option
-        picked = tag_model([q.entry for q in self.repo.quants], opt.quant)
-        if opt.quant != opt.file and picked is not None and picked.path == opt.file:
-            return ("-hf", f"{self.repo.ref.repo}:{opt.quant}")
-        return ("-hf", self.repo.ref.repo, "-hff", opt.file)
+        entries = [q.entry for q in self.repo.quants]
+        entry = select_file(entries, choice.option.file)
+        if entry is not None and (tag := hf_tag(entries, entry)):
+            return ("-hf", f"{self.repo.ref.repo}:{tag}")
+        return ("-hf", self.repo.ref.repo, "-hff", choice.option.file)
 
 
 def quant_best(
@@ -622,13 +622,17 @@ def quant_best(
     setup = setup or prepare(request, whole_repo=True)
     repo = None
     if setup.model is None:
-        repo = _read_repo(setup.model_path, loads_hf_projector(setup.model_path, setup.args))
+        repo = _read_repo(
+            setup.model_path,
+            loads_hf_projector(setup.model_path, setup.args),
+            hf_draft_types(setup.model_path, setup.args),
+        )
         options = _repo_options(repo)
         if all(o.model is None for o in options):
             raise FitFailed(
                 f"{request.verb}: no model of the repository could be read: {options[0].error}", 1
             )
-        setup, options = _with_projectors(setup, repo, options, request.verb)
+        setup, options = _with_hf_extras(setup, repo, options, request.verb)
     else:
         from lltui.core.memory.hparams import read_hparams
 
@@ -645,12 +649,12 @@ def quant_best(
     return QuantBest(setup, goal, repo, tuple(choices), warnings)
 
 
-def _read_repo(ref: str, projector: bool) -> RepoQuants:
+def _read_repo(ref: str, projector: bool, draft_types: tuple[str, ...]) -> RepoQuants:
     from lltui.sources.models.remote import read_repo_quants
     from lltui.sources.models.remote_gguf import RemoteError
 
     try:
-        return read_repo_quants(ref, projector=projector)
+        return read_repo_quants(ref, projector=projector, draft_types=draft_types)
     except RemoteError as exc:
         raise FitFailed(str(exc), exc.code) from None
 
@@ -685,25 +689,37 @@ def _first_estimate(
     return list(room), res.warnings
 
 
-def _with_projectors(
+def _with_hf_extras(
     setup: FitSetup, repo: RepoQuants, options: list[QuantOption], verb: str
 ) -> tuple[FitSetup, list[QuantOption]]:
-    """Each file ranked in the room its -hf projector leaves (llama.cpp picks one per file:
-    the nearest in bits), and a note for each projector."""
+    """Each file ranked in the room its -hf projector and draft sidecar leave (llama.cpp
+    picks them per file: the nearest in bits, the tag's own sidecar), and a note for each."""
     from lltui.core.memory.parts import ExtraModels
 
-    kinds: dict[str, list[int]] = {}  # projector path -> the options it is loaded beside
+    pairs: dict[tuple[str, str], list[int]] = {}  # (projector, sidecar) -> the options beside
+    projectors: dict[str, tuple[GgufModel, list[int]]] = {}  # each -hf adds, and beside whom
+    sidecars: dict[str, tuple[GgufModel, list[int]]] = {}
     for i, q in enumerate(repo.quants):
-        if q.projector is not None and options[i].model is not None:
-            kinds.setdefault(q.projector.path, []).append(i)
-    notes = list(setup.notes)
-    for users in kinds.values():
-        projector = repo.quants[users[0]].projector
-        assert projector is not None
-        extra = replace(setup.extra or ExtraModels(), mmproj=projector)
+        if options[i].model is None or (q.projector is None and q.draft is None):
+            continue
+        pairs.setdefault((_path(q.projector), _path(q.draft)), []).append(i)
+        for extra_file, found in ((q.projector, projectors), (q.draft, sidecars)):
+            if extra_file is not None:
+                found.setdefault(extra_file.path, (extra_file, []))[1].append(i)
+    for users in pairs.values():
+        q = repo.quants[users[0]]
+        extra = setup.extra or ExtraModels()
+        extra = replace(extra, mmproj=q.projector or extra.mmproj, draft=q.draft or extra.draft)
         room = tuple(_first_estimate(replace(setup, extra=extra), [options[users[0]]], verb)[0])
         for i in users:
             options[i] = replace(options[i], room=room)
-        beside = "" if len(kinds) == 1 else f" beside {', '.join(options[i].quant for i in users)}"
-        notes.append(projector_note(projector, beside))
+    notes = list(setup.notes)
+    for found, note in ((projectors, projector_note), (sidecars, sidecar_note)):
+        for extra_file, users in found.values():
+            named = ", ".join(options[i].quant for i in users)
+            notes.append(note(extra_file, "" if len(found) == 1 else f" beside {named}"))
     return replace(setup, notes=tuple(notes)), options
+
+
+def _path(model: GgufModel | None) -> str:
+    return model.path if model is not None else ""

@@ -330,6 +330,12 @@ def tag_model(models: Sequence[RepoModel], tag: str) -> RepoModel | None:
     return select_file(models, pick) if pick is not None else None
 
 
+def hf_tag(models: Sequence[RepoModel], model: RepoModel) -> str:
+    """The tag ``-hf OWNER/REPO:TAG`` names ``model`` by (its quantization, where the tag
+    picks it); "" where it takes ``-hf OWNER/REPO -hff FILE``."""
+    return model.quant if model.quant and tag_model(models, model.quant) == model else ""
+
+
 def select_file(models: Sequence[RepoModel], path: str) -> RepoModel | None:
     """The model one of whose files is ``path`` (any part of a split model names it)."""
     for m in models:
@@ -358,8 +364,7 @@ def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit")
     example = next((m for m in models if m.kind == "model"), None)
     if example is not None:
         # its quant where -hf's tag picks it, else its file; the revision kept
-        quant = example.quant
-        pick = quant if quant and tag_model(models, quant) == example else example.path
+        pick = hf_tag(models, example) or example.path
         try:
             choice = parse_ref(ref_text)
         except RefError:

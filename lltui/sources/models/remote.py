@@ -18,6 +18,7 @@ from lltui.core.gguf.refs import (
     hf_draft_file,
     hf_projector,
     hf_sidecar,
+    hf_tag,
     parse_ref,
     select_file,
 )
@@ -78,7 +79,8 @@ def read_remote(
         listing.refuse_preset()
         model = _read_one(client, listing, chosen, tok, stats)
         proj = _read_projector(client, listing, chosen, tok, stats) if projector else None
-        draft = _read_sidecar(client, listing, chosen, tok, stats, draft_types)
+        tag = ref.selector if ref.selector and not ref.is_file else ""
+        draft = _read_sidecar(client, listing, chosen, tok, stats, draft_types, tag)
         return RemoteModel(model, stats, proj, draft)
 
 
@@ -89,22 +91,26 @@ def _read_sidecar(
     tok: str | None,
     stats: ReadStats,
     spec_types: tuple[str, ...],
+    tag: str,
+    read: dict[str, GgufModel] | None = None,
 ) -> GgufModel | None:
     """The draft sidecar llama-server's -hf downloads and loads beside ``chosen`` for
-    ``spec_types`` (None: none asked for, or the repository ships none for them)."""
+    ``spec_types``, named by ``tag`` ("": by -hff), None: none asked for, or the repository
+    ships none for them. ``read``: the sidecars read so far, by path (files share them)."""
     if not spec_types:
         return None
-    ref = listing.ref
-    tag = ref.selector if ref.selector and not ref.is_file else ""
     paths = sorted(f.path for m in listing.models for f in m.files)
     pick = hf_sidecar(paths, chosen.path, tag, spec_types)
     entry = select_file(listing.models, pick) if pick is not None else None
     if entry is None:
         return None
-    try:
-        return _read_one(client, listing, entry, tok, stats)
-    except RemoteError as exc:
-        raise RemoteError(f"-hf also loads {exc} as the draft", exc.code) from None
+    known = read if read is not None else {}
+    if entry.path not in known:
+        try:
+            known[entry.path] = _read_one(client, listing, entry, tok, stats)
+        except RemoteError as exc:
+            raise RemoteError(f"-hf also loads {exc} as the draft", exc.code) from None
+    return known[entry.path]
 
 
 def _read_one(
@@ -219,12 +225,13 @@ def hf_repo_pick(text: str, *, deadline_s: float | None = None) -> str:
 @dataclass(frozen=True)
 class RepoQuant:
     """One model of a repository: its listing entry and its header, or why it was not read;
-    with the projector ``-hf`` loads beside it (when asked for)."""
+    with the projector and the draft sidecar ``-hf`` loads beside it (when asked for)."""
 
     entry: RepoModel
     model: GgufModel | None
     error: str | None = None
     projector: GgufModel | None = None
+    draft: GgufModel | None = None
 
 
 @dataclass(frozen=True)
@@ -236,12 +243,17 @@ class RepoQuants:
 
 
 def read_repo_quants(
-    text: str, *, deadline_s: float | None = None, projector: bool = False
+    text: str,
+    *,
+    deadline_s: float | None = None,
+    projector: bool = False,
+    draft_types: tuple[str, ...] = (),
 ) -> RepoQuants:
     """The header of every model of the repository ``text`` names (split models followed,
     projectors left out), by ranged reads through one client. A model that cannot be read
     carries its one-line error; the repository itself not read raises RemoteError.
-    ``projector``: each with the projector ``-hf`` loads beside it."""
+    ``projector``: each with the projector ``-hf`` loads beside it; ``draft_types``: the
+    ``--spec-type`` values whose sidecar -hf loads beside each, as its line names it."""
     from lltui.sources.models import hf_hub
 
     try:
@@ -260,7 +272,9 @@ def read_repo_quants(
     if not entries:
         raise RemoteError(f"{ref.text()}: no GGUF model in this repository")
     out = []
-    projectors: dict[str, GgufModel] = {}  # each read once, whichever files it goes beside
+    # each projector and sidecar read once, whichever files it goes beside
+    projectors: dict[str, GgufModel] = {}
+    sidecars: dict[str, GgufModel] = {}
     with new_client(stats.deadline) as client:
         for m in entries:
             try:
@@ -270,7 +284,9 @@ def read_repo_quants(
                     if projector
                     else None
                 )
-                out.append(RepoQuant(m, model, projector=proj))
+                tag = hf_tag(entries, m)
+                draft = _read_sidecar(client, listing, m, tok, stats, draft_types, tag, sidecars)
+                out.append(RepoQuant(m, model, projector=proj, draft=draft))
             except RemoteError as exc:
                 out.append(RepoQuant(m, None, str(exc)))
     return RepoQuants(ref, listing.commit, tuple(out), stats)
