@@ -772,9 +772,11 @@ def test_draft_sidecars_are_no_models_of_the_repository():
     from lltui.core.gguf.refs import hf_sidecar
 
     heads = ["H-Q8_0.gguf", "mtp-H-Q8_0.gguf", "x/dspark-H-F16.gguf", "mmproj-H-F16.gguf"]
-    models = repo_models([RepoFile(p, 1) for p in heads])
+    # an importance matrix is no model either (quant --best had ranked it)
+    models = repo_models([RepoFile(p, 1) for p in [*heads, "H.imatrix.gguf"]])
     assert [(m.path, m.kind) for m in models] == [
         ("H-Q8_0.gguf", "model"),
+        ("H.imatrix.gguf", "imatrix"),
         ("mmproj-H-F16.gguf", "mmproj"),
         ("mtp-H-Q8_0.gguf", "draft"),
         ("x/dspark-H-F16.gguf", "draft"),

@@ -269,7 +269,8 @@ class RepoModel:
 
     files: tuple[RepoFile, ...]
     quant: str | None
-    kind: str  # "model", "mmproj", or "draft" (a sidecar: mtp-, dspark-, dflash-, eagle3-)
+    # "model", "mmproj", "draft" (a sidecar: mtp-, dspark-, dflash-, eagle3-) or "imatrix"
+    kind: str
 
     @property
     def path(self) -> str:
@@ -318,6 +319,8 @@ def repo_models(files: Sequence[RepoFile]) -> list[RepoModel]:
 def _kind(path: str) -> str:
     if is_mmproj(path):
         return "mmproj"
+    if "imatrix" in path.rsplit("/", 1)[-1].lower():  # (gguf_filename_is_model: no model)
+        return "imatrix"
     return "draft" if sidecar_type(path) is not None else "model"
 
 
@@ -359,6 +362,8 @@ def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit")
             extra += " (multimodal projector, not a model)"
         if m.kind == "draft":
             extra += f" (draft for --spec-type {sidecar_type(m.path)}, not a model)"
+        if m.kind == "imatrix":
+            extra += " (importance matrix for llama-quantize, not a model)"
         # file names are the hub's data: one line each
         lines.append(f"  {one_line(label):<12} {size:>10}  {one_line(m.path)}{extra}")
     example = next((m for m in models if m.kind == "model"), None)
