@@ -386,6 +386,35 @@ def test_poll_all_plays_every_sample_due_since_the_last_poll(recording):
     assert end.ended and not any(p.ended for p in due)
 
 
+def test_poll_all_catches_up_a_bounded_way_and_says_what_it_could_not_read(recording, monkeypatch):
+    """A looped replay faster than its samples can be checked fell further behind each poll,
+    holding every sample due (10,000 then 130,000 a poll, memory without bound): poll_all
+    plays at most CATCH_UP and says how many it passed over. A sample it cannot read is
+    said (a timed watch had passed over a corrupt line without a word)."""
+    from lltui.sources.gpu import replay
+
+    monkeypatch.setattr(replay, "CATCH_UP", 3)
+    path = recording[0]  # five samples, recorded every 2 s: a loop is 10 s
+    clock = FakeClock()
+    src = ReplaySource(path, clock=clock, speed=10.0, loop=True)
+    src.open()
+    src.poll_all()
+    clock.now += 10.0  # ten loops on: 50 samples due
+    played = src.poll_all()
+    assert len(played) == 4 and "46 samples passed over" in (played[0].error or "")
+    assert not any(p.error for p in played[1:])
+    lines = path.read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace(',"temp_c"', ',XX"temp_c"', 1)  # the third sample, corrupt
+    path.write_text("".join(lines))
+    monkeypatch.setattr(replay, "CATCH_UP", 4096)
+    once = ReplaySource(path, clock=clock, speed=10.0)
+    once.open()
+    clock.now += 5.0
+    *due, end = once.poll_all()
+    assert [bool(p.error) for p in due] == [False, False, True, False, False]
+    assert ":4:" in (due[2].error or "") and due[2].gpus == due[1].gpus and end.ended
+
+
 def test_loop_starts_over_with_increasing_seq_and_time(recording):
     path, _, samples = recording
     src = ReplaySource(path, stepped=True, loop=True)

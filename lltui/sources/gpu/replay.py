@@ -41,6 +41,7 @@ from lltui.core.monitor.record import (
     sample_time,
 )
 from lltui.core.monitor.redact import redact_sample
+from lltui.core.text import counted
 from lltui.sources.gpu.base import Clock, wall_clock
 
 END_OF_RECORDING = "end of recording"
@@ -48,6 +49,7 @@ JOINED_HEADER = b'{"' + RECORDING_KEY.encode() + b'":'  # how the Recorder start
 HEADER_START = re.compile(rb'\s*\{\s*"' + RECORDING_KEY.encode() + rb'"\s*:')  # edited too
 CUT_BEFORE_JOIN_HINT = "a line cut short, another recording joined on after it; it was skipped"
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header for thousands of GPUs is well under this
+CATCH_UP = 4096  # samples poll_all plays at most (each checked for alerts: ~0.3 ms)
 
 
 # a JSON number; a sample line as the Recorder writes it starts with its seq, t and wall
@@ -320,11 +322,26 @@ class ReplaySource:
         pos = loops * n + min(idx, n)
         due: list[RigSample] = []
         if every:
-            for skipped in range(self._last_pos + 1, pos):
+            # at most CATCH_UP a poll: a looped replay faster than its samples can be checked
+            # fell further behind each poll, its memory without bound
+            first = max(self._last_pos + 1, pos - CATCH_UP)
+            behind, before = first - (self._last_pos + 1), self._last
+            for skipped in range(first, pos):
+                said, played = None, None
                 try:
-                    due.append(self._play(skipped))
-                except SourceUnavailable:
+                    played = self._play(skipped)
+                except SourceUnavailable as exc:  # said as a stepped replay says it
                     self._last_pos, self._last = skipped, None
+                    said, played = str(exc), (due[-1] if due else before)
+                if played is None:
+                    continue
+                if behind:
+                    said = (
+                        f"{counted(behind, 'sample')} passed over: the replay runs faster "
+                        "than its samples can be checked"
+                    )
+                    behind = 0
+                due.append(replace(played, error=said) if said else played)
         if idx < n:
             if pos != self._last_pos or self._last is None:
                 self._play(pos)
