@@ -798,6 +798,9 @@ def test_a_repository_with_a_preset_is_no_model_to_count(hub, small_models, caps
         "only it and serves its models as a router, none of this repository's files; plan "
         "them with lltui fit --models-preset preset.ini"
     )
+    # with no tag too (llama-server looks no further): it was the listing's choice to make
+    assert main(["fit", "hf:acme/Preset-GGUF", "--gpus", "24GiB"]) == 2
+    assert capsys.readouterr().err.strip() == err.replace("fit: ", "", 1)
     # -hfd of such a repository downloads only the preset: no draft, and llama-server fails
     # ('failed to load draft model'); lltui counted P-Q8_0.gguf. With -md, -md's path loads
     base = ["hf:acme/Vis-GGUF:Q8_0", "--no-mmproj", "--gpus", "24GiB"]

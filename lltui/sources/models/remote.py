@@ -75,8 +75,8 @@ def read_remote(
         tok = hf_hub.token()
         listing = hf_hub.list_repo(ref, tok, stats.deadline)
         stats.requests += 0 if listing.cached else 1
+        listing.refuse_preset()  # (first: llama-server looks no further, tag or file)
         chosen = hf_hub.choose(listing, verb)
-        listing.refuse_preset()
         model = _read_one(client, listing, chosen, tok, stats)
         proj = _read_projector(client, listing, chosen, tok, stats) if projector else None
         tag = ref.selector if ref.selector and not ref.is_file else ""
