@@ -243,6 +243,31 @@ async def test_an_edit_marks_the_shown_answer_as_old_until_the_new_one_comes(lla
         assert str(state.render()).strip() == ""
 
 
+async def test_a_path_typed_after_the_first_estimate_is_not_answered_by_it(model_path):
+    """The model field has focus at once: the first estimate may read a path half typed
+    (``/t``). Its answer is not shown as the answer to the path typed since: it is marked
+    old until Enter estimates that path."""
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("4")
+        screen, path = app.screen, str(model_path)
+        await pilot.press(*path[:2])
+        await wait_for(lambda: screen.current)  # whatever the first request read
+        await pilot.press(*path[2:])
+        await pilot.pause()
+        assert screen.query_one("#fit-model").value == path
+        assert not screen.current and not screen.settled
+        assert screen.query_one("#fit-results").has_class("-stale")
+        assert "Enter estimates" in str(screen.query_one("#fit-state").render())
+        await pilot.press("enter")
+        await wait_for(lambda: screen.settled)
+        await pilot.pause()
+        assert screen.outcome.result is not None
+        assert not screen.query_one("#fit-results").has_class("-stale")
+        assert str(screen.query_one("#fit-state").render()).strip() == ""
+
+
 @pytest.mark.parametrize("size", [(80, 60), (200, 60)], ids=["80", "200"])
 async def test_the_summary_groups_gpus_and_the_quant_table_fits_the_width(llama8b, size):
     app = sim_app("8xh100-sxm")

@@ -333,6 +333,7 @@ class FitScreen(FormScreen):
         self.outcome: FitOutcome | None = None  # the newest answered request's estimate
         self.found: FoundModels | None = None  # the models found, and where
         self._debounce: Timer | None = None
+        self._model_asked = ""  # the model field's text the newest request read
         self._quant_keys: list[str] = []
         self._quant_layout: QuantLayout | None = None
 
@@ -376,12 +377,21 @@ class FitScreen(FormScreen):
 
     @property
     def current(self) -> bool:
-        """The estimate shown answers the newest request (no edit waits on its debounce)."""
+        """The estimate shown answers the newest request (no edit waits on its debounce) and
+        the model the field names (a path typed is estimated when submitted)."""
         return (
             self._debounce is None
             and self.outcome is not None
             and self.outcome.generation == self.generation
+            and not self._model_unasked
         )
+
+    @property
+    def _model_unasked(self) -> bool:
+        """The model field was edited since the newest request read it (and no request
+        waits on its debounce to read it again)."""
+        asked = self._model_asked
+        return self._debounce is None and self.query_one("#fit-model", Input).value != asked
 
     @property
     def settled(self) -> bool:
@@ -404,6 +414,7 @@ class FitScreen(FormScreen):
         """Estimate the form as it is now; only the newest request's answer is shown."""
         self._debounce = None
         request = replace(self.request(), generation=self.next_generation())
+        self._model_asked = request.model_path
         self._estimate(request, self.lltui.model.latest)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -412,6 +423,8 @@ class FitScreen(FormScreen):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "fit-model":  # a path is estimated when submitted or picked
             self._changed()
+        else:
+            self.show_state()  # what is shown is not for the path typed
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "fit-found" and isinstance(event.value, str):
@@ -515,7 +528,12 @@ class FitScreen(FormScreen):
         state = self.query_one("#fit-state", Static)
         results = self.query_one("#fit-results")
         stale = outcome is not None and not self.current
-        if stale:
+        if stale and self._model_unasked:
+            state.update(
+                "[b $warning]Enter estimates the model typed[/] [$text-muted]what is shown "
+                "below is for the model before your last edit[/]"
+            )
+        elif stale:
             state.update(
                 "[b $warning]computing…[/] [$text-muted]what is shown below is for the "
                 "settings before your last edit[/]"
