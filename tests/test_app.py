@@ -131,6 +131,33 @@ async def test_window_and_graph_toggles():
         assert "19s/5m" in text_of(app, "#status")
 
 
+async def test_graphs_in_compact_lines_toggle_what_is_shown_or_say_why_not():
+    """``g`` in the compact layout: sparklines shown go at the first press; where 16
+    lines leave no room for them (80x24), a notification says so."""
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(160, 50)) as pilot:
+        feed(app, 3)
+        await pilot.press("l")  # auto -> compact
+        await pilot.pause()
+        assert "util " in str(app.screen.query(GpuCard)[0].render()).splitlines()[2]
+        await pilot.press("g")
+        await pilot.pause()
+        assert len(str(app.screen.query(GpuCard)[0].render()).splitlines()) == 2
+        await pilot.press("g")
+        await pilot.pause()
+        assert len(str(app.screen.query(GpuCard)[0].render()).splitlines()) > 2
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(80, 24)) as pilot:
+        feed(app, 3)
+        await pilot.press("l")
+        await pilot.pause()
+        assert app.monitor_prefs.layout_mode == "compact"
+        await pilot.press("g")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert any("no room for graphs under 16 compact lines" in m for m in said)
+
+
 async def test_hanging_source_keeps_ui_responsive_and_marks_data_stale():
     clock = StepClock(1000.0, step=0.0)
     source = HangingSource()

@@ -185,6 +185,11 @@ def render_alerts(alerts: tuple[Alert, ...], styles: CardStyles, width: int = 20
     return text
 
 
+def _graphs_shown(layout: MonitorLayout) -> bool:
+    """Whether the layout draws history: cards' graphs or compact lines' sparklines."""
+    return layout.graphs or layout.sparklines > 0
+
+
 class MonitorScreen(LltuiScreen):
     """Live per-GPU dashboard. Rendering reads only the app's model."""
 
@@ -256,12 +261,19 @@ class MonitorScreen(LltuiScreen):
         self._render_from_app()
 
     def action_toggle_graphs(self) -> None:
+        """Graphs off where they are shown (cards' graphs, compact lines' sparklines), else
+        on; where compact lines leave no room for them, a notification says so."""
         prefs = self.prefs
-        current = prefs.graphs
-        if current is None:  # decided by the size so far: toggle what is shown
-            current = self._layout is not None and self._layout.graphs
-        prefs.graphs = not current
+        prefs.graphs = not (prefs.graphs if self._layout is None else _graphs_shown(self._layout))
         self._render_from_app()
+        sample, layout = self.lltui.model.latest, self._layout
+        shown = layout is None or _graphs_shown(layout)
+        if prefs.graphs and sample is not None and not shown:
+            self.notify(
+                f"no room for graphs under {len(sample.gpus)} compact lines at this "
+                "height: a taller terminal shows them, or cards (l), which scroll",
+                severity="warning",
+            )
 
     def action_cycle_layout(self) -> None:
         """Auto (the richest layout that fits), compact lines, cards."""
