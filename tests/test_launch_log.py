@@ -128,3 +128,20 @@ async def test_the_prediction_column_comes_and_goes_with_the_width():
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert PREDICTED_COLUMN[0] not in table.columns
+
+
+async def test_the_placement_table_keeps_no_blank_row_after_the_terminal_shrinks():
+    """200x50 -> 80x24: the prediction's column goes after the table has narrowed; the
+    sideways scroll bar its width asked for goes with it (it was a blank row under the
+    header that pushed the last balance line off the screen)."""
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.screen.query_one("#launch-placement")
+        await pilot.resize_terminal(80, 24)
+        await wait_for(lambda: table.size.width == 77 and len(table.columns) == 6)
+        await pilot.pause()
+        assert not table.show_horizontal_scrollbar
+        assert table.size.height == 1 + table.row_count
