@@ -392,3 +392,15 @@ async def test_the_balance_pane_names_whose_balance_it_shows():
         assert "41234" in render_balance(app.model, 41234)
         ours = render_balance(app.model, 999999)
         assert "pid 999999" in ours and "41234" not in ours, ours
+
+
+async def test_the_balance_lines_keep_their_columns_past_gpu9():
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("5")
+        await pilot.pause()
+        lines = str(app.screen.query_one("#launch-balance").render()).splitlines()
+        gpu9, gpu10 = (next(ln for ln in lines if f"GPU{i} " in ln) for i in (9, 10))
+        assert gpu9.index("its") == gpu10.index("its")
+        assert gpu9.index("power") == gpu10.index("power")

@@ -87,6 +87,19 @@ async def test_the_topology_comes_back_in_a_message_that_carries_it():
         assert len([m for m in messages if isinstance(m, TopologyReady)]) == 1
 
 
+async def test_the_devices_list_keeps_its_columns_past_gpu9():
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(120, 50)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("2")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        lines = str(app.screen.query_one("#topo-devices").render()).splitlines()
+        gpu9, gpu10 = (next(ln for ln in lines if ln.startswith(f"GPU{i} ")) for i in (9, 10))
+        assert gpu9.index("Tesla") == gpu10.index("Tesla")
+        assert gpu9.index("00000000:") == gpu10.index("00000000:")
+
+
 def test_link_kinds_have_distinct_styles():
     styles = {cell_style(c) for c in ("NV12", "PIX", "PHB", "NODE", "SYS", "X")}
     assert len(styles) == 6

@@ -156,13 +156,14 @@ def render_balance(model: RigModel, pid: int | None) -> str:
         f"[b]balance[/b] {escape(im.name)} (pid {im.pid}) on GPU "
         f"{compact_indexes(im.gpu_indexes)}: {im.level} (its memory ±{fmt_pct(im.vram_spread)})"
     ]
+    gpu_w = max(len(f"GPU{idx}") for idx in im.gpu_indexes)  # GPU10 under GPU9 in columns
     for idx, own, vram, util, power in zip(
         im.gpu_indexes, im.own_bytes, im.vram_pct, im.util_pct, im.power_pct, strict=True
     ):
         held = fmt_bytes(own) if own is not None else "?"
         parts.append(
-            f"  GPU{idx}  its {held:>9}  VRAM {fmt_pct(vram):>4}  util {fmt_pct(util):>4}  "
-            f"power {fmt_pct(power):>4}"
+            f"  {f'GPU{idx}':<{gpu_w}}  its {held:>9}  VRAM {fmt_pct(vram):>4}  "
+            f"util {fmt_pct(util):>4}  power {fmt_pct(power):>4}"
         )
     for nb in im.neighbours[:3]:
         held = fmt_bytes(nb.used_bytes) if nb.used_bytes is not None else "?"

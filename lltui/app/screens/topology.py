@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import HorizontalScroll, VerticalScroll
@@ -76,20 +78,32 @@ def legend_entries(topo: Topology) -> list[Entry]:
 
 
 def render_gpus(gpus: tuple[GpuStatic, ...], topo: Topology) -> str:
-    lines = []
-    for g in gpus:
-        cuda = f"CUDA{g.cuda_index}" if g.cuda_index is not None else (g.gfx_target or "CUDA-")
-        lines.append(f"GPU{g.index}  {escape(g.name)}  {cuda}  {escape(g.pci_bus_id)}")
+    """One line per GPU, then per NIC, each in columns (GPU10's name under GPU9's)."""
+    rows = [
+        (
+            f"GPU{g.index}",
+            g.name,
+            f"CUDA{g.cuda_index}" if g.cuda_index is not None else (g.gfx_target or "CUDA-"),
+            g.pci_bus_id,
+        )
+        for g in gpus
+    ]
     names = topo.nic_map()
+    nics = []
     for nic in topo.nics:
         near = [
             f"{gpu} ({cell})"
             for gpu in topo.gpus
             if (cell := topo.link(gpu, nic) or "").upper() in ("PIX", "PXB")
         ]
-        dev = names.get(nic, "")
-        lines.append(f"{nic}  {escape(dev)}  nearest: {', '.join(near) or '-'}")
-    return "\n".join(lines)
+        nics.append((nic, names.get(nic, ""), f"nearest: {', '.join(near) or '-'}"))
+    return "\n".join(escape(line) for line in aligned(rows) + aligned(nics))
+
+
+def aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """Rows of as many cells, each column as wide as its widest cell, two spaces between."""
+    widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 def advice_entries(advice: tuple[Advice, ...]) -> list[Entry]:
