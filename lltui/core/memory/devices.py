@@ -78,11 +78,11 @@ def on_host_memory(
     """Integrated GPUs given by name (an APU, GB10, Jetson), their memory the host's: free
     is at most what the host has available, as llama.cpp's CUDA backend reads it for an
     integrated GPU (/proc/meminfo's MemAvailable, ggml_backend_cuda_device_get_memory);
-    ROCm's hipMemGetInfo, which the HIP build reads, counts the BIOS carve-out and the GTT
-    pool, both of the same memory. ``whose``: where ``host_free`` came from, for the note
-    that says what was taken. ``host_total``: this machine's memory where ``host_free`` is
-    its own; one smaller than the device's is not the machine described, whose memory is
-    then taken as free."""
+    its HIP build reads ROCm's hipMemGetInfo instead (the BIOS carve-out and the GTT pool,
+    both of the same memory), which the note says. ``whose``: where ``host_free`` came
+    from, for the note that says what was taken. ``host_total``: this machine's memory
+    where ``host_free`` is its own; one smaller than the device's is not the machine
+    described, whose memory is then taken as free."""
     out, notes = [], []
     # (beside a discrete GPU an integrated one is left out unless -dev names it: no note)
     alone = not any(d.kind == "cuda" and not d.integrated for d in devices)
@@ -98,12 +98,17 @@ def on_host_memory(
             )
             out.append(d)
             continue
-        rocm = " (ROCm may offer less: the BIOS carve-out and the GTT limit)"
+        # (the CUDA build reads MemAvailable for an integrated GPU; the HIP build does not)
+        how = (
+            "; llama.cpp's ROCm build asks ROCm instead (hipMemGetInfo: the BIOS carve-out "
+            "and the GTT pool, both of this memory), which may offer another amount"
+            if d.backend_name == ROCM_PREFIX
+            else ", as llama.cpp's CUDA build reads it for an integrated GPU"
+        )
         notes.append(
             f"{d.label}: its memory is the host's: free taken as the host's available "
-            f"{fmt_bytes(host_free)} ({whose}), as llama.cpp reads it for an integrated "
-            f"GPU{rocm if d.backend_name == ROCM_PREFIX else ''}; the host's own buffers "
-            "come out of it too (the host has what the GPU leaves)"
+            f"{fmt_bytes(host_free)} ({whose}){how}; the host's own buffers come out of it "
+            "too (the host has what the GPU leaves)"
         )
         out.append(replace(d, free_bytes=host_free))
     return out, notes if alone else []
