@@ -357,6 +357,33 @@ def test_no_llama_bench_is_one_line(capsys, tmp_path, monkeypatch):
     assert "no llama-bench found" in err and len(err.splitlines()) == 1
 
 
+def test_a_busy_host_is_named_as_the_reason_before_a_far_miss(capsys, tmp_path, monkeypatch):
+    """On a busy host llama-bench decoded 70x under its prediction: the points were said to be
+    'a wrong setup or what the speed model does not cover' and the busy host never named.
+    The busy host is the reason given; with --busy-ok the far miss still keeps them out."""
+    row = {"n_batch": 2048, "n_ubatch": 512, "n_threads": 1, "n_gpu_layers": -1}
+    rows = [row | {"n_prompt": 512, "avg_ts": 2.0}, row | {"n_gen": 128, "avg_ts": 0.5}]
+    fake = tmp_path / "llama-bench"
+    fake.write_text(
+        f"#!{sys.executable}\n" + "".join(f"print({json.dumps(json.dumps(r))})\n" for r in rows)
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(fake))
+    monkeypatch.setattr(OthersMeter, "share_since", lambda *_a, **_k: 0.6)
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(n_embd=512), "Q8_0")
+    out = _bench_json(capsys, str(model), "--quick", "-t", "1")
+    busy = "the host was busy (other processes took 60% of its CPUs; at most 10% calibrates)"
+    assert [p["left_out"] for p in out["points"]] == [busy, busy]
+    assert out["left_out"] == [
+        f"2 of 2 points left out of the calibration: {busy}; "
+        "bench again when the machine is idle (--busy-ok keeps them)"
+    ]
+    assert out["calibration"] is None and out["stored"] is None
+    out = _bench_json(capsys, str(model), "--quick", "-t", "1", "--busy-ok")
+    assert all(p["left_out"].startswith("measured ") for p in out["points"])
+    assert out["calibration"] is None and out["stored"] is None
+
+
 # --- for real: the pinned CPU llama-bench ----------------------------------------------------
 
 

@@ -492,14 +492,20 @@ class _Measured:
 
     @property
     def small(self) -> str | None:
-        """Why it does not calibrate: the model is too small for what it measured, nothing
-        was predicted for it, or it is too far from the prediction to be this rig's speed."""
+        """Why it does not calibrate: the model is too small for what it measured, or
+        nothing was predicted for it."""
         if self.predicted is None:
             return NO_PREDICTION
-        return too_small(self.fixed) or (far_off(self.point) if self.point else None)
+        return too_small(self.fixed)
+
+    @property
+    def far(self) -> str | None:
+        """Why it does not calibrate: too far from the prediction to be this rig's speed."""
+        return far_off(self.point) if self.point else None
 
     def left_out(self, busy_ok: bool) -> str | None:
-        return self.small or (None if busy_ok else self.busy)
+        """Why it does not calibrate; a busy host before a far miss (busy, it is the cause)."""
+        return self.small or (None if busy_ok else self.busy) or self.far
 
 
 NO_PREDICTION = "lltui predicts nothing for these settings"
@@ -666,11 +672,11 @@ def _left_out(measured: Sequence[_Measured], busy_ok: bool) -> tuple[str, ...]:
             f"{len(small)} of {len(measured)} points left out of the calibration: "
             f"{worst.small}; a larger model calibrates this rig"
         )
-    off = [why for m in measured if m not in small and m.point and (why := far_off(m.point))]
+    busy = [m for m in measured if m.small is None and m.busy is not None and not busy_ok]
+    off = [why for m in measured if m.small is None and m not in busy and (why := m.far)]
     if off:
         lines.append(f"{len(off)} of {len(measured)} points left out of the calibration: {off[0]}")
-    busy = [m for m in measured if m.small is None and m.busy is not None]
-    if busy and not busy_ok:
+    if busy:
         worst = max(busy, key=lambda m: (m.others or 0.0, m.gpu_busy or 0.0))
         lines.append(
             f"{len(busy)} of {len(measured)} points left out of the calibration: {worst.busy}; "
