@@ -429,3 +429,24 @@ def test_following_what_is_no_server_url_is_one_line(url):
     assert ctl.state.phase == "error" and "expected an http" in ctl.state.message
     assert "\n" not in ctl.state.message
     ctl.close()
+
+
+def test_load_steps_say_the_context_once_its_compute_buffers_are_known():
+    """Each load step is said once: the context was said at the KV cache's line, before the
+    compute reserve, as 'CPU KV 144 + compute 0 MiB' for a server that then reserved 52 MiB;
+    and a device with no KV cache (or no compute buffer) read 'KV 0' or 'compute 0'."""
+    from lltui.core.llamalog.reader import LogReader, parse_log
+    from lltui.services.launch.watch import LoadProgress, load_steps
+
+    reader, progress, said = LogReader(), LoadProgress(0.0), []
+    for line in (FIXTURES / "server_lv4_full.log").read_text().splitlines():
+        reader.feed(line)  # one line at a time: the slowest a log can come
+        said += progress.lines(reader.summary(), 0.0)
+    assert "context allocated: CPU KV 4 + compute 6 MiB" in said
+    assert not [s for s in said if " 0 MiB" in s or " 0 +" in s], said
+    vulkan = Path(__file__).resolve().parent / "fixtures" / "llama-logs"
+    log = parse_log((vulkan / "06-llama14854-vulkan-cpu-split-setrows0-2025.log").read_text())
+    assert load_steps(log)["context"] == (
+        "context allocated: Vulkan0 KV 384 + compute 1252 MiB, CPU KV 192 MiB, "
+        "Vulkan_Host compute 26 MiB"
+    )

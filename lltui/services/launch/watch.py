@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from lltui.core.llama.timings import TimingReader
-from lltui.core.llamalog.models import LlamaLogSummary
+from lltui.core.llamalog.models import BufferSizes, LlamaLogSummary
 from lltui.core.llamalog.router import RepeatFolder
 from lltui.services.launch.state import LaunchState, Speed, describe_exit
 from lltui.sources.llama.supervisor import ServerStatus
@@ -50,14 +50,12 @@ class Poll(Protocol):
 
 
 def load_steps(log: LlamaLogSummary) -> dict[str, str]:
-    """The steps of a load its log shows so far, each in a line."""
+    """The steps of a load its log shows so far, each in a line (each said once: the
+    context when its compute buffers are reserved, after the KV cache)."""
     bufs = log.buffers
     weights = ", ".join(f"{b.name} {b.model_mib:.0f} MiB" for b in bufs if b.model_mib)
-    context = ", ".join(
-        f"{b.name} KV {b.kv_mib:.0f} + compute {b.compute_mib:.0f} MiB"
-        for b in bufs
-        if b.kv_mib or b.compute_mib
-    )
+    reserved = any(b.compute_mib for b in bufs)
+    context = ", ".join(_context(b) for b in bufs if b.kv_mib or b.compute_mib) if reserved else ""
     steps = {
         "loading": log.memory.loads > 0 and "loading the model's weights",
         "weights": weights and f"weights placed: {weights}",
@@ -65,6 +63,13 @@ def load_steps(log: LlamaLogSummary) -> dict[str, str]:
         "loaded": log.model_loaded and "model loaded; warming up",
     }
     return {key: text for key, text in steps.items() if text}
+
+
+def _context(b: BufferSizes) -> str:
+    """A device's KV cache and compute buffer (only what it has: ``CPU KV 192 MiB``)."""
+    parts = [f"KV {b.kv_mib:.0f}"] if b.kv_mib else []
+    parts += [f"compute {b.compute_mib:.0f}"] if b.compute_mib else []
+    return f"{b.name} {' + '.join(parts)} MiB"
 
 
 class LoadProgress:
