@@ -76,6 +76,23 @@ def test_report_has_every_section_and_no_secret(
         assert secret not in everything, secret
 
 
+def test_a_server_that_wants_a_key_not_given_is_said_so(
+    llama_bins, tiny_model, tmp_path, capsys, monkeypatch
+):
+    """A server started with --api-key and --metrics, reported without LLAMA_API_KEY: its
+    /metrics answered 401, and the report said it was 'not started with --metrics'."""
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    log = tmp_path / "server.log"
+    extra = ("--api-key", KEY, "--metrics")
+    with llama_server(llama_bins, tiny_model, log, extra, ready=_ready_with_key) as run:
+        argv = ["report", "--source", "sim:2x3090-nvlink", "--server", run.url, "--log", str(log)]
+        assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "state: unauthorized" in text
+    assert "(no /metrics: the server asks for an API key; export LLAMA_API_KEY)" in text
+    assert "not started with --metrics" not in text and KEY not in text
+
+
 def test_a_log_that_is_not_there_is_one_line(capsys):
     assert main(["report", "--log", "/nonexistent/server.log"]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -92,6 +92,8 @@ def _rate(tokens: float | None, seconds: float | None) -> float | None:
 
 
 def _speed(poll: ServerPoll | None, report: ExplainReport | None) -> Section:
+    from lltui.sources.llama.http import STATE_UNAUTHORIZED
+
     m = poll.metrics if poll is not None else None
     speed = report.result.speed if report is not None and report.result is not None else None
     data = {
@@ -108,7 +110,9 @@ def _speed(poll: ServerPoll | None, report: ExplainReport | None) -> Section:
         return f"{v:.1f}" if isinstance(v, float) else "-" if v is None else str(v)
 
     text = "\n".join(f"{k}: {fmt(v)}" for k, v in data.items())
-    if m is None:
+    if m is None and poll is not None and poll.state == STATE_UNAUTHORIZED:
+        text += "\n(no /metrics: the server asks for an API key; export LLAMA_API_KEY)"
+    elif m is None:
         text += "\n(no /metrics: the server was not started with --metrics, or is not reachable)"
     return Section("Speed", text, data)
 
