@@ -475,6 +475,19 @@ def test_a_point_far_off_its_prediction_does_not_set_a_scale_to_the_clamp():
     assert alone.points == 0 and alone.host_prefill == 1.0
 
 
+def test_a_miss_just_past_the_limit_does_not_read_as_the_limit():
+    """tg128 at 8.6 t/s against 45.4 predicted (5.3x) read 'measured 5x slower than
+    predicted, past the 5x a calibration may move'."""
+    from lltui.core.speed.calibration import far_off
+
+    why = far_off(MeasuredPoint(True, 0.0053, 0.0, 0.001))
+    assert why is not None and why.startswith("measured 5.3x slower than predicted, past the 5x")
+    assert (far_off(MeasuredPoint(True, 0.07, 0.0, 0.001)) or "").startswith("measured 70x slower")
+    assert (far_off(MeasuredPoint(True, 0.00016, 0.0, 0.001)) or "").startswith(
+        "measured 6.2x faster"
+    )
+
+
 def test_a_bench_point_far_off_its_prediction_is_left_out_and_said(gpu_bench, capsys):
     gpu, run = gpu_bench
     gpu.util_gpu = 0

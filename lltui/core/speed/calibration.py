@@ -120,7 +120,8 @@ def far_off(p: MeasuredPoint) -> str | None:
     if not p.usable or 1 / SCALE_LIMIT <= p.measured_s / predicted <= SCALE_LIMIT:
         return None
     ratio = p.measured_s / predicted
-    how = f"{ratio:.0f}x slower" if ratio > 1 else f"{1 / ratio:.0f}x faster"
+    times = ratio if ratio > 1 else 1 / ratio  # 5.3x, past the 5x (not "5x, past the 5x")
+    how = f"{times:.{1 if times < 10 else 0}f}x " + ("slower" if ratio > 1 else "faster")
     return (
         f"measured {how} than predicted, past the {SCALE_LIMIT:g}x a calibration may move: "
         "a wrong setup or what the speed model does not cover, not this rig's speed"
