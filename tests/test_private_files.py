@@ -62,6 +62,10 @@ PACKAGE = Path(paths.__file__).parent
             "python train.py --monkey 3 --keys 4 --lr 1e-4",
         ),
         ("a  b   --api-key   k", "a  b   --api-key   ***"),  # spacing kept
+        # a quoted value with spaces, masked to its closing quote (the second half showed)
+        ('x --api-key "k 1" --port 8', "x --api-key *** --port 8"),
+        ("x --api-key='a b c' -m m", "x --api-key=*** -m m"),
+        ('x --port "a b" --api-key  "k 1"', 'x --port "a b" --api-key  ***'),
     ],
 )
 def test_secrets_in_a_command_line_are_written_as_stars(command, expected):

@@ -83,8 +83,31 @@ def redact_urls(text: str) -> str:
 @lru_cache(maxsize=1024)  # the same processes, sample after sample
 def redact_command(command: str) -> str:
     """``command`` (a command line as one string, words joined by spaces) with every secret
-    in it replaced by ``***``."""
-    return " ".join(redact_argv(command.split(" ")))
+    in it replaced by ``***``; a secret's value in quotes is masked to its closing quote
+    (``--api-key "k 1"`` had shown ``1"``)."""
+    return " ".join(redact_argv(_quoted_values(command.split(" "))))
+
+
+def _quoted_values(words: list[str]) -> list[str]:
+    """``words`` with a secret flag's quoted value that spaces split (``"k``, ``1"``) one
+    word again."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        flag, eq, value = word.partition("=")
+        prev = next((w for w in reversed(out) if w), "")
+        after = value if eq and _secret_flag(flag) else word if _secret_flag(prev) else ""
+        quote = after[:1]
+        if quote in ("'", '"') and (len(after) < 2 or not after.endswith(quote)):
+            j = i + 1
+            while j < len(words) and not words[j].endswith(quote):
+                j += 1
+            word = " ".join(words[i : j + 1])
+            i = j
+        out.append(word)
+        i += 1
+    return out
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
