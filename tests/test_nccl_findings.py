@@ -211,3 +211,36 @@ def test_p2p_disable_is_read_as_nccls_ncclgetlevel_reads_it(capsys, monkeypatch)
         assert ("p2p-disabled-nvlink" in codes) is said
         advice = advise(nv, env={"NCCL_P2P_DISABLE": value})
         assert any(a.code == "nccl-p2p-disabled" for a in advice) is said
+
+
+def test_p2p_level_is_read_as_nccls_ncclgetlevel_reads_it(capsys, monkeypatch):
+    """NCCL (src/graph/paths.cc, ncclGetLevel) matches NCCL_P2P_LEVEL case-sensitively against
+    its path names LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS, and reads a value starting
+    with a digit as an old number mapped through {LOC, PIX, PXB, PHB, SYS, SYS}, capped. 'sys'
+    was explained as SYS (NCCL ignores it), NVB warned as unknown, 7 warned (NCCL: SYS) and 4
+    read as PHB (NCCL: SYS)."""
+    from lltui.cli import main
+    from lltui.core.nccl.variables import nccl_path_level
+
+    cases = {"SYS": "SYS", "sys": None, "NVB": "NVB", "PXN": "PXN", "7": "SYS", "4": "SYS"}
+    cases |= {"3": "PHB", "0x2": "PXB", "08": "LOC", "-1": None, " PHB": None, "NET": None}
+    assert {v: nccl_path_level(v) for v in cases} == cases
+    assert p2p_level_allows("4", "SYS") is True
+    assert p2p_level_allows("sys", "SYS") is None
+    assert p2p_level_allows("NVB", "NV4") is True and p2p_level_allows("NVB", "PIX") is False
+    assert p2p_level_allows("PXN", "PXB") is True and p2p_level_allows("PXN", "NODE") is False
+    for level, invalid in (("NVB", False), ("7", False), ("C2C", False), ("sys", True)):
+        codes = _codes(NcclFacts(True, "2.21.5", {"NCCL_P2P_LEVEL": level}))
+        assert ("p2p-level-invalid" in codes) is invalid, level
+    links = {"GPU0-GPU1": "NV4", "GPU0-GPU2": "SYS"}
+    assert "p2p-level-loc" in _codes(NcclFacts(True, "2.21.5", {"NCCL_P2P_LEVEL": "00"}, links))
+    monkeypatch.setenv("NCCL_P2P_LEVEL", "sys")
+    main(["nccl"])
+    out = capsys.readouterr().out
+    assert "NCCL_P2P_LEVEL      sys  - ignored: NCCL reads only upper-case path names" in out
+    assert "-> NCCL_P2P_LEVEL=SYS" in out
+    monkeypatch.setenv("NCCL_P2P_LEVEL", "7")
+    main(["nccl"])
+    assert "7  - P2P even across CPU sockets (QPI/UPI/Infinity Fabric) (NCCL reads 7 as SYS)" in (
+        capsys.readouterr().out
+    )

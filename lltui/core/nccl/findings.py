@@ -21,12 +21,13 @@ from lltui.core.nccl.variables import (
     INTEGER_VARIABLES,
     OTHER_KNOWN_VARIABLES,
     P2P_LEVEL_IGNORED,
-    P2P_LEVEL_VALUES,
+    P2P_LEVEL_NAMES,
     RCCL_PREFIXES,
     TORCH_RENAMED,
     VARIABLES,
     is_known_variable,
     nccl_int,
+    nccl_path_level,
     p2p_disabled,
 )
 
@@ -35,8 +36,6 @@ ERROR = "error"
 WARN = "warn"
 INFO = "info"
 _SEVERITY_ORDER = {ERROR: 0, WARN: 1, INFO: 2}
-
-_PATH_ORDER = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")  # nearest first, like NCCL's paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,21 +75,20 @@ def link_kind(cell: str) -> str:
     return c
 
 
+# topo -m cells as NCCL's path types: NODE (host bridges within one NUMA node) goes through
+# the CPU, PHB to NCCL; SOC is older nvidia-smi's SYS
+_CELL_PATHS = {"NV": "NVL", "NODE": "PHB", "SOC": "SYS"}
+
+
 def p2p_level_allows(level: str, cell: str) -> bool | None:
-    """Whether NCCL_P2P_LEVEL=``level`` lets a pair joined by ``cell`` use P2P."""
-    lv = level.strip().upper()
-    numeric = {"0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "PHB", "5": "SYS"}
-    lv = numeric.get(lv, lv)
+    """Whether NCCL_P2P_LEVEL=``level`` lets a pair joined by ``cell`` use P2P (None: NCCL
+    ignores the level, or the cell is no path lltui knows)."""
+    lv = nccl_path_level(level)
     kind = link_kind(cell)
-    if lv not in _PATH_ORDER:
+    kind = _CELL_PATHS.get(kind, kind)
+    if lv is None or kind not in P2P_LEVEL_NAMES:
         return None
-    if kind == "NV":
-        return lv != "LOC"
-    if kind == "NODE":
-        kind = "PHB"  # host bridges within one NUMA node: NCCL's PHB level covers it
-    if kind not in _PATH_ORDER:
-        return None
-    return _PATH_ORDER.index(kind) <= _PATH_ORDER.index(lv)
+    return P2P_LEVEL_NAMES.index(kind) <= P2P_LEVEL_NAMES.index(lv)
 
 
 def socket_ifname_matches(spec: str, interfaces: Sequence[str]) -> list[str]:
@@ -233,13 +231,15 @@ def _value_findings(env: Mapping[str, str]) -> list[Finding]:
     """Values NCCL does not accept, and settings that override its own tuning."""
     out: list[Finding] = []
     level = env.get("NCCL_P2P_LEVEL")
-    if level is not None and level.strip().upper() not in P2P_LEVEL_VALUES:
+    if level is not None and nccl_path_level(level) is None:
         out.append(
             Finding(
                 WARN,
                 "p2p-level-invalid",
-                f"NCCL_P2P_LEVEL={level!r} is not a level NCCL knows",
-                "use one of LOC, NVL, PIX, PXB, PHB, SYS",
+                f"NCCL_P2P_LEVEL={level!r} is not a level NCCL knows, so NCCL ignores it",
+                f"NCCL_P2P_LEVEL={level.strip().upper()}"
+                if level.strip().upper() in P2P_LEVEL_NAMES
+                else f"use one of {', '.join(P2P_LEVEL_NAMES)} (upper case, as NCCL matches them)",
             )
         )
     debug = env.get("NCCL_DEBUG")
@@ -337,13 +337,12 @@ def _p2p_disable_findings(p2p_off: bool, nv: list[str]) -> list[Finding]:
 def _p2p_level_findings(level: str, pairs: list[tuple[str, str]], nv: list[str]) -> list[Finding]:
     """NCCL_P2P_LEVEL against the pairs' links: which pairs it keeps off P2P."""
     out: list[Finding] = []
-    lv = level.strip().upper()
-    if lv in ("LOC", "0"):
+    if nccl_path_level(level) == "LOC":
         out.append(
             Finding(
                 WARN if nv else INFO,
                 "p2p-level-loc",
-                "NCCL_P2P_LEVEL=LOC turns P2P off for every pair"
+                f"NCCL_P2P_LEVEL={level} turns P2P off for every pair"
                 + (" including the NVLinked ones" if nv else ""),
                 "unset NCCL_P2P_LEVEL, or NVL to keep P2P on NVLink only",
             )

@@ -44,20 +44,42 @@ class NcclVariable:
         return self.meaning
 
 
-_P2P_LEVELS: tuple[tuple[str, str], ...] = (
+# NCCL's path types, nearest first, as src/include/graph.h numbers them (PATH_LOC 0 ...
+# PATH_SYS 9) and topoPathTypeStr spells them, with what each does as NCCL_P2P_LEVEL: P2P for
+# GPU pairs whose path is this near or nearer. C2C, P2C and PXN are paths to a CPU or a NIC,
+# never between two GPUs, so as levels they reach as far as the GPU path before them.
+P2P_LEVELS: tuple[tuple[str, str], ...] = (
     ("LOC", "never use P2P (same as NCCL_P2P_DISABLE=1)"),
     ("NVL", "P2P only between GPUs joined by NVLink"),
+    ("NVB", "P2P over NVLink, also through one intermediate GPU"),
+    ("C2C", "P2P over NVLink, also through one intermediate GPU (as NVB)"),
     ("PIX", "P2P up to GPUs behind the same PCIe switch"),
     ("PXB", "P2P across PCIe switches, not through the CPU"),
+    ("P2C", "P2P across PCIe switches, not through the CPU (as PXB)"),
+    ("PXN", "P2P across PCIe switches, not through the CPU (as PXB)"),
     ("PHB", "P2P through the CPU's PCIe host bridge, within a NUMA node"),
     ("SYS", "P2P even across CPU sockets (QPI/UPI/Infinity Fabric)"),
-    ("0", "never use P2P (old numeric form of LOC)"),
-    ("1", "P2P behind one PCIe switch (old numeric form of PIX)"),
-    ("2", "P2P across PCIe switches (old numeric form of PXB)"),
-    ("3", "P2P through the PCIe root complex (old numeric form of PHB)"),
-    ("4", "P2P across root complexes within a NUMA node (old numeric form)"),
-    ("5", "P2P across CPU sockets (old numeric form of SYS)"),
 )
+P2P_LEVEL_NAMES = tuple(name for name, _ in P2P_LEVELS)
+# What NCCL reads an old numeric level as (paths.cc levelsOldToNew; past the end: the last)
+_OLD_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
+
+
+def nccl_path_level(value: str) -> str | None:
+    """NCCL's reading of NCCL_P2P_LEVEL or NCCL_NET_GDR_LEVEL (src/graph/paths.cc
+    ncclGetLevel): a path name exactly as spelled (case matters), else a value starting with a
+    digit is an old number; anything else is ignored (None) and NCCL keeps its default."""
+    if value in P2P_LEVEL_NAMES:
+        return value
+    if not value[:1].isdigit():
+        return None
+    read = nccl_int(value)[0]
+    # strtol's long (LONG_MAX past its range) kept in an int: past an int it may go negative,
+    # and NCCL then reads outside its table
+    number = ((_INT64 - 1 if read is None else read) + 2**31) % 2**32 - 2**31
+    return _OLD_LEVELS[min(number, len(_OLD_LEVELS) - 1)] if number >= 0 else None
+
+
 _BOOL_OFF_ON = (("0", "off"), ("1", "on"))
 
 # RCCL, ROCm's NCCL (same API, same NCCL_* variables), reads these besides; the HSA ones
@@ -119,7 +141,7 @@ VARIABLES: dict[str, NcclVariable] = {
         NcclVariable(
             "NCCL_P2P_LEVEL",
             "the farthest GPU pair (by topology path) that still uses P2P",
-            _P2P_LEVELS,
+            (),
             "2.3.4",
         ),
         NcclVariable(
@@ -157,7 +179,6 @@ VARIABLES: dict[str, NcclVariable] = {
         NcclVariable(
             "NCCL_NET_GDR_LEVEL",
             "the farthest NIC-to-GPU path that still uses GPUDirect RDMA",
-            _P2P_LEVELS[:6],
         ),
         NcclVariable("NCCL_NET_GDR_READ", "GPUDirect RDMA for sends", _BOOL_OFF_ON),
         NcclVariable("NCCL_IB_HCA", "which InfiniBand/RoCE adapters and ports NCCL uses"),
@@ -351,8 +372,6 @@ KEY_VARIABLES = (
     "NCCL_DEBUG",
 )
 DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE", "ABORT")
-# Every value NCCL_P2P_LEVEL accepts, names and old numbers.
-P2P_LEVEL_VALUES = frozenset(v for v, _ in _P2P_LEVELS)
 
 
 def is_known_variable(name: str) -> bool:
@@ -388,6 +407,8 @@ def explain_variable(name: str, value: str, env: Mapping[str, str | None] | None
         return "P2P allowed: NCCL turns P2P off for 1 only"
     if name == "NCCL_P2P_LEVEL" and env is not None and p2p_disabled(env):
         return P2P_LEVEL_IGNORED
+    if name in ("NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"):
+        return _explain_level(name, value)
     var = VARIABLES.get(name)
     if var is not None:
         return var.explain(value)
@@ -396,3 +417,13 @@ def explain_variable(name: str, value: str, env: Mapping[str, str | None] | None
     if name in OTHER_KNOWN_VARIABLES:
         return "an NCCL tuning variable"
     return "not a variable lltui knows"
+
+
+def _explain_level(name: str, value: str) -> str:
+    level = nccl_path_level(value)
+    if level is None:
+        return "ignored: NCCL reads only upper-case path names (LOC ... SYS) or a number"
+    read_as = "" if level == value else f" (NCCL reads {value} as {level})"
+    if name == "NCCL_NET_GDR_LEVEL":
+        return f"GPUDirect RDMA for NICs up to {level} paths from the GPU{read_as}"
+    return dict(P2P_LEVELS)[level] + read_as
