@@ -232,8 +232,29 @@ def test_geforce_on_pcie_and_cross_socket_pairs():
     assert (
         "GPU0-GPU2" in msg
         and "GPU0-GPU1" not in msg
-        and "NCCL_P2P_LEVEL" in (cross["p2p"][0].hint or "")
+        and "NCCL_P2P_LEVEL=PHB keeps P2P off the SYS pairs" in (cross["p2p"][0].hint or "")
     )
+
+
+def test_cross_socket_advice_names_a_level_nccl_reads():
+    """The advice said NCCL_P2P_LEVEL=NODE, a level NCCL does not have (it ignores it, and
+    `lltui nccl` warned about it): the level advised is one NCCL reads, that allows the NODE
+    pairs and keeps the SYS pairs off P2P, as `lltui nccl` reads it."""
+    import re
+
+    from lltui.core.nccl.findings import NcclFacts, nccl_findings, p2p_level_allows
+
+    topo = topo_of(
+        4,
+        {(i, j): "NODE" if i // 2 == j // 2 else "SYS" for i in range(4) for j in range(i + 1, 4)},
+    )
+    hint = by_code(advise(topo))["p2p"][0].hint or ""
+    level = re.search(r"NCCL_P2P_LEVEL=(\S+)", hint)
+    assert level is not None
+    assert p2p_level_allows(level[1], "NODE") is True and p2p_level_allows(level[1], "SYS") is False
+    env = {"NCCL_P2P_LEVEL": level[1], "NCCL_DEBUG": "WARN"}
+    codes = [f.code for f in nccl_findings(NcclFacts(True, "2.21.5", env, topo.link_map()))]
+    assert "p2p-level-invalid" not in codes and "p2p-level-limits" in codes
 
 
 # --- NUMA ----------------------------------------------------------------------------------

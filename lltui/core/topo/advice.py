@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from lltui.core.hardware.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import GpuStatic
-from lltui.core.nccl.variables import p2p_disabled
+from lltui.core.nccl.findings import p2p_level_allows
+from lltui.core.nccl.variables import P2P_LEVEL_NAMES, p2p_disabled
 from lltui.core.text import counted
 from lltui.core.topo.amd import XGMI, is_amd_rig
 from lltui.core.topo.matrix import (
@@ -35,6 +36,9 @@ WARN = "warn"
 GGML_P2P_ENV = "GGML_CUDA_P2P"
 NCCL_P2P_DISABLE_ENV = "NCCL_P2P_DISABLE"
 CUDA_ORDER_ENV = "CUDA_DEVICE_ORDER"
+
+# The farthest NCCL_P2P_LEVEL that keeps P2P off SYS paths (PHB), read from NCCL's table
+_NO_SYS_LEVEL = next(lv for lv in reversed(P2P_LEVEL_NAMES) if p2p_level_allows(lv, "SYS") is False)
 
 # A 70B-class dense model: what the all-reduce estimate assumes unless told the model.
 DEFAULT_N_EMBD = 8192
@@ -535,8 +539,8 @@ def _pcie_p2p(pcie_pairs: list[tuple[str, str, str]]) -> list[Advice]:
                 "p2p",
                 f"{shown} cross CPU sockets (SYS): peer-to-peer there is often unsupported or slow",
                 f"leave {GGML_P2P_ENV} unset for GPUs on different sockets; for NCCL, "
-                f"NCCL_P2P_LEVEL=NODE keeps P2P within a socket, {NCCL_P2P_DISABLE_ENV}=1 "
-                "if jobs hang",
+                f"NCCL_P2P_LEVEL={_NO_SYS_LEVEL} keeps P2P off the SYS pairs, "
+                f"{NCCL_P2P_DISABLE_ENV}=1 if jobs hang",
             )
         )
     elif pcie_pairs:
