@@ -244,3 +244,29 @@ def test_p2p_level_is_read_as_nccls_ncclgetlevel_reads_it(capsys, monkeypatch):
     assert "7  - P2P even across CPU sockets (QPI/UPI/Infinity Fabric) (NCCL reads 7 as SYS)" in (
         capsys.readouterr().out
     )
+
+
+def test_algo_and_proto_names_nccl_rejects_are_an_error():
+    """NCCL 2.24 and later (src/graph/tuning.cc parseList) fail communicator init on a name
+    they do not know in NCCL_ALGO or NCCL_PROTO ("Unrecognized element token",
+    ncclInvalidUsage); it was only an info finding like any forced algorithm. '^' exclusions,
+    per-collective entries and names in any case are valid."""
+    from lltui.core.nccl.variables import nccl_list_error
+
+    for valid in ("Ring", "ring,TREE", "^NVLS,nvlstree", "ring;allreduce:tree", "allreduce:^pat"):
+        assert nccl_list_error("NCCL_ALGO", valid) is None, valid
+    assert nccl_list_error("NCCL_PROTO", "^LL128;allreduce:LL128") is None
+    for invalid in ("Rng", "Ring, Tree", "ring;tree", "allreduc:ring", "LL128"):
+        assert nccl_list_error("NCCL_ALGO", invalid) is not None, invalid
+    got = _codes(NcclFacts(True, "2.24.3", {"NCCL_ALGO": "Rng", "NCCL_PROTO": "^LL128"}))
+    assert got["algo-invalid"] == ERROR and got["proto-forced"] == INFO
+    assert "algo-forced" not in got and "proto-invalid" not in got
+    (found,) = [
+        f
+        for f in nccl_findings(NcclFacts(True, None, {"NCCL_PROTO": "LL256"}))
+        if f.code == "proto-invalid"
+    ]
+    assert found.severity == ERROR and "'LL256'" in found.message
+    assert "fails communicator init" in found.message and "LL, LL128, Simple" in found.hint
+    # before 2.24.3 NCCL skipped names it did not know
+    assert _codes(NcclFacts(True, "2.23.4", {"NCCL_ALGO": "Rng"}))["algo-invalid"] == WARN

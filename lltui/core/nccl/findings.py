@@ -19,6 +19,9 @@ from lltui.core.nccl.enums import parse_version
 from lltui.core.nccl.variables import (
     DEBUG_LEVELS,
     INTEGER_VARIABLES,
+    NCCL_FUNCTIONS,
+    NCCL_LIST_NAMES,
+    NCCL_LIST_STRICT_SINCE,
     OTHER_KNOWN_VARIABLES,
     P2P_LEVEL_IGNORED,
     P2P_LEVEL_NAMES,
@@ -27,6 +30,7 @@ from lltui.core.nccl.variables import (
     VARIABLES,
     is_known_variable,
     nccl_int,
+    nccl_list_error,
     nccl_path_level,
     p2p_disabled,
 )
@@ -122,7 +126,7 @@ def nccl_findings(facts: NcclFacts) -> list[Finding]:
     env = {k: v for k, v in (facts.env or {}).items() if v is not None}
     out: list[Finding] = []
     out += _library_findings(facts)
-    out += _variable_findings(env)
+    out += _variable_findings(env, parse_version(facts.version))
     out += _p2p_findings(env, facts)
     out += _network_findings(env, facts)
     out += _debug_findings(env, facts)
@@ -169,13 +173,13 @@ def _library_findings(facts: NcclFacts) -> list[Finding]:
     return out
 
 
-def _variable_findings(env: Mapping[str, str]) -> list[Finding]:
+def _variable_findings(env: Mapping[str, str], version: tuple[int, ...] | None) -> list[Finding]:
     known = sorted(set(VARIABLES) | OTHER_KNOWN_VARIABLES)
     out: list[Finding] = []
     for name in sorted(env):
         if name.startswith(("NCCL_", *RCCL_PREFIXES)):
             out += _name_findings(name, env[name], known)
-    return out + _value_findings(env)
+    return out + _value_findings(env, version)
 
 
 def _name_findings(name: str, value: str, known: list[str]) -> list[Finding]:
@@ -227,7 +231,7 @@ def _name_findings(name: str, value: str, known: list[str]) -> list[Finding]:
     return out
 
 
-def _value_findings(env: Mapping[str, str]) -> list[Finding]:
+def _value_findings(env: Mapping[str, str], version: tuple[int, ...] | None) -> list[Finding]:
     """Values NCCL does not accept, and settings that override its own tuning."""
     out: list[Finding] = []
     level = env.get("NCCL_P2P_LEVEL")
@@ -252,8 +256,11 @@ def _value_findings(env: Mapping[str, str]) -> list[Finding]:
                 "use WARN, INFO or VERSION",
             )
         )
-    for name in ("NCCL_ALGO", "NCCL_PROTO"):
-        if env.get(name):
+    for name in NCCL_LIST_NAMES:
+        problem = nccl_list_error(name, env[name]) if env.get(name) else None
+        if problem is not None:
+            out.append(_list_invalid(name, env[name], problem, version))
+        elif env.get(name):
             out.append(
                 Finding(
                     INFO,
@@ -263,6 +270,24 @@ def _value_findings(env: Mapping[str, str]) -> list[Finding]:
                 )
             )
     return out
+
+
+def _list_invalid(name: str, value: str, problem: str, version: tuple[int, ...] | None) -> Finding:
+    """NCCL_ALGO or NCCL_PROTO with a name NCCL does not know: NCCL 2.24 and later fail
+    communicator init on it ("Unrecognized element token"); older ones skip it."""
+    ignored = version is not None and version < NCCL_LIST_STRICT_SINCE
+    return Finding(
+        WARN if ignored else ERROR,
+        f"{name[5:].lower()}-invalid",
+        f"{name}={value!r}: {problem}; "
+        + (
+            "this NCCL skips names it does not know"
+            if ignored
+            else "NCCL (2.24 and later) fails communicator init on it (ncclInvalidUsage)"
+        ),
+        f"names (any case): {', '.join(NCCL_LIST_NAMES[name])}, ',' between them, '^' first "
+        f"to exclude them; ';{NCCL_FUNCTIONS[-1].lower()}:NAMES' for one collective",
+    )
 
 
 def _pairs(links: Mapping[str, str]) -> list[tuple[str, str]]:

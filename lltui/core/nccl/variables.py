@@ -82,6 +82,39 @@ def nccl_path_level(value: str) -> str | None:
 
 _BOOL_OFF_ON = (("0", "off"), ("1", "on"))
 
+# The names NCCL_ALGO and NCCL_PROTO choose from, and the collectives an entry may be for
+# (src/init.cc ncclAlgoStr, ncclProtoStr, ncclFuncStr; the same since 2.24)
+NCCL_LIST_NAMES = {
+    "NCCL_ALGO": ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"),
+    "NCCL_PROTO": ("LL", "LL128", "Simple"),
+}
+NCCL_FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+# The first NCCL that fails on a name it does not know instead of ignoring it
+NCCL_LIST_STRICT_SINCE = (2, 24, 3)
+
+
+def nccl_list_error(name: str, value: str) -> str | None:
+    """What NCCL (2.24 and later, src/graph/tuning.cc parseList) rejects in NCCL_ALGO or
+    NCCL_PROTO, None where it accepts it all: ';'-separated entries, each an optional
+    'collective:' (all but the first need one) then ','-separated names, '^' to exclude them;
+    names and collectives in any case."""
+    elems = {e.lower() for e in NCCL_LIST_NAMES[name]}
+    functions = {f.lower() for f in NCCL_FUNCTIONS}
+    for i, entry in enumerate(t for t in value.split(";") if t):
+        parts = [t for t in entry.split(":") if t]
+        if len(parts) < 2 and i > 0:
+            return f"all entries but the first must name a collective ('allreduce:...'): {entry!r}"
+        if not parts:
+            return f"an empty entry: {entry!r}"
+        prefix, elem_list = (None, parts[0]) if len(parts) < 2 else parts[:2]
+        if prefix is not None and prefix.lower() not in functions:
+            return f"{prefix!r} is not a collective"
+        bad = [e for e in elem_list.removeprefix("^").split(",") if e and e.lower() not in elems]
+        if bad:
+            return f"{bad[0]!r} is not a name NCCL knows"
+    return None
+
+
 # RCCL, ROCm's NCCL (same API, same NCCL_* variables), reads these besides; the HSA ones
 # are ROCm runtime variables RCCL's documentation tells multi-GPU users to set.
 RCCL_VARIABLES: tuple[NcclVariable, ...] = (
