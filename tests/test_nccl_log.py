@@ -474,3 +474,19 @@ def test_ib_completion_errors_in_nccl_228s_named_status_format(capsys):
     ]
     assert main(["nccl", "log", str(NCCL_230_LOG)]) == 0
     assert "IB error    12 (IBV_WC_RETRY_EXC_ERR, vendor err 129)" in capsys.readouterr().out
+
+
+def test_a_log_of_rank_0_alone_counts_the_hosts_nccl_says(capsys, tmp_path):
+    """A multi-node log holding only rank 0's lines said '16 ranks on 1 host' though NCCL's
+    own line says 'nNodes 2': the host count now takes nNodes, and says how many hosts the
+    log has lines from; --json gives nnodes."""
+    fixture = NCCL_230_LOG.read_text().splitlines(keepends=True)
+    rank0 = tmp_path / "rank0.log"
+    rank0.write_text("".join(line for line in fixture if line.startswith("dgx-a01:")))
+    s = parse_nccl_log_text(rank0.read_text())
+    assert s.hosts == ("dgx-a01",) and s.nnodes == 2
+    assert main(["nccl", "log", str(rank0)]) == 0
+    assert "16 ranks on 2 hosts (lines from 1) ·" in capsys.readouterr().out
+    assert main(["nccl", "log", str(rank0), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nnodes"] == 2
+    assert "16 ranks on 2 hosts ·" in format_log_summary(parse_nccl_log(fixture))

@@ -71,6 +71,7 @@ _CHANNEL_LIST = re.compile(
 _COLL_CHANNELS = re.compile(r"\b(?P<n>\d+) coll channels\b")
 _NRANKS = re.compile(r"\bnranks (?P<n>\d+)\b", re.IGNORECASE)
 _RANK = re.compile(r"\brank (?P<r>\d+) nranks \d+", re.IGNORECASE)
+_NNODES = re.compile(r"\bnRanks \d+ nNodes (?P<n>\d+)\b")
 _ENV_SET = re.compile(r"\b(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
 _ERROR_TRACE = re.compile(
     r"^(?P<where>[\w./+-]+\.(?:cc|cu|c|cpp|h)):(?P<line>\d+) -> (?P<code>\d+)"
@@ -194,6 +195,7 @@ class NcclLogSummary:
     pids: tuple[int, ...]
     devices: tuple[str, ...]  # the [cudaDev] field values seen
     ranks_seen: tuple[int, ...] = ()  # ranks whose communicator setup is in the log
+    nnodes: int | None = None  # the hosts a communicator spans ("nNodes 2"), lines or not
     env: dict[str, str] = field(default_factory=dict)  # NCCL_X set by environment to Y
     net_devices: tuple[str, ...] = ()  # "mlx5_0:1/IB", from NET/IB : Using [0]...
     error_trace: tuple[ErrorTrace, ...] = ()
@@ -250,6 +252,7 @@ class NcclLogSummary:
             "pids": list(self.pids),
             "devices": list(self.devices),
             "ranks_seen": list(self.ranks_seen),
+            "nnodes": self.nnodes,
             "env": dict(self.env),
             "error_trace": [
                 {"where": t.where, "code": t.code, "name": t.name} for t in self.error_trace
@@ -316,6 +319,7 @@ class _Collector:
         self.cuda_code: int | None = None
         self.nranks = 0
         self.ranks_seen: set[int] = set()
+        self.nnodes = 0
         self.list_ranks = 0
         self.channel_total = 0
         self.channel_ids: set[int] = set()
@@ -438,6 +442,9 @@ def _message_facts(c: _Collector, msg: str) -> None:
         m = _RANK.search(msg)
         if m:
             c.ranks_seen.add(int(m.group("r")))
+        m = _NNODES.search(msg)
+        if m:
+            c.nnodes = max(c.nnodes, int(m.group("n")))
     if "set by environment" in msg:
         m = _ENV_SET.search(msg)
         if m:
@@ -569,6 +576,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
         pids=tuple(c.pids.list()),
         devices=tuple(c.devices.list()),
         ranks_seen=tuple(sorted(c.ranks_seen)),
+        nnodes=c.nnodes or None,
         env=dict(c.env),
         net_devices=tuple(c.net_devices.list()),
         error_trace=tuple(c.trace.list()),
@@ -591,7 +599,10 @@ def format_log_summary(s: NcclLogSummary) -> str:
     if s.cuda_driver_version:
         head.append(f"CUDA driver {s.cuda_driver_version}")
     if s.nranks:
-        hosts = f" on {counted(len(s.hosts), 'host')}" if s.hosts else ""
+        n = max(s.nnodes or 0, len(s.hosts))  # nNodes counts hosts with no lines here too
+        hosts = f" on {counted(n, 'host')}" if n else ""
+        if s.hosts and n > len(s.hosts):
+            hosts += f" (lines from {len(s.hosts)})"
         head.append(f"{counted(s.nranks, 'rank')}{hosts}")
     if s.channels:
         head.append(counted(s.channels, "channel"))
