@@ -490,3 +490,28 @@ def test_a_log_of_rank_0_alone_counts_the_hosts_nccl_says(capsys, tmp_path):
     assert main(["nccl", "log", str(rank0), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["nnodes"] == 2
     assert "16 ranks on 2 hosts ·" in format_log_summary(parse_nccl_log(fixture))
+
+
+def test_hosts_running_different_nccl_versions_are_called_out(capsys, tmp_path):
+    """Hosts printing different NCCL versions in one log went unnoticed (only the first
+    version was reported), though NCCL fails init with 'Mismatched NCCL version detected':
+    the text now says which version runs where, and --json lists the version per host. A
+    different +cuda build of one version is no mismatch to NCCL."""
+    fixture = NCCL_230_LOG.read_text()
+    other = "dgx-a02:31442:31442 [0] NCCL INFO NCCL version 2.28.3+cuda12.9\n"
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text(fixture + other)
+    assert main(["nccl", "log", str(mixed)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "versions    differ between hosts: 2.30.7+cuda13.0 on dgx-a01; 2.28.3+cuda12.9 on "
+        "dgx-a02" in out
+    )
+    assert main(["nccl", "log", str(mixed), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["host_versions"] == {"dgx-a01": "2.30.7+cuda13.0", "dgx-a02": "2.28.3+cuda12.9"}
+    assert data["versions_differ"] is True
+    same = parse_nccl_log_text(fixture + other.replace("2.28.3+cuda12.9", "2.30.7+cuda12.9"))
+    assert not same.mismatched_versions and "versions " not in format_log_summary(same)
+    one = parse_nccl_log_text(fixture)
+    assert one.host_versions == {"dgx-a01": "2.30.7+cuda13.0"} and not one.mismatched_versions

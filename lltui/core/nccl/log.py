@@ -196,6 +196,7 @@ class NcclLogSummary:
     devices: tuple[str, ...]  # the [cudaDev] field values seen
     ranks_seen: tuple[int, ...] = ()  # ranks whose communicator setup is in the log
     nnodes: int | None = None  # the hosts a communicator spans ("nNodes 2"), lines or not
+    host_versions: dict[str, str] = field(default_factory=dict)  # host -> NCCL version printed
     env: dict[str, str] = field(default_factory=dict)  # NCCL_X set by environment to Y
     net_devices: tuple[str, ...] = ()  # "mlx5_0:1/IB", from NET/IB : Using [0]...
     error_trace: tuple[ErrorTrace, ...] = ()
@@ -223,6 +224,15 @@ class NcclLogSummary:
     def failed(self) -> bool:
         """The run hit an error: an error line, an ABORT, or a failure code passed up."""
         return bool(self.error_total or self.failure_total)
+
+    @property
+    def mismatched_versions(self) -> dict[str, list[str]]:
+        """NCCL version -> the hosts running it, where hosts run different versions (NCCL
+        compares the version number, not the +cuda build, and fails init on a mismatch)."""
+        by_version: dict[str, list[str]] = {}
+        for host, version in self.host_versions.items():
+            by_version.setdefault(version, []).append(host)
+        return by_version if len({v.split("+")[0] for v in by_version}) > 1 else {}
 
     @property
     def transport_classes(self) -> tuple[str, ...]:
@@ -253,6 +263,8 @@ class NcclLogSummary:
             "devices": list(self.devices),
             "ranks_seen": list(self.ranks_seen),
             "nnodes": self.nnodes,
+            "host_versions": dict(self.host_versions),
+            "versions_differ": bool(self.mismatched_versions),
             "env": dict(self.env),
             "error_trace": [
                 {"where": t.where, "code": t.code, "name": t.name} for t in self.error_trace
@@ -320,6 +332,8 @@ class _Collector:
         self.nranks = 0
         self.ranks_seen: set[int] = set()
         self.nnodes = 0
+        self.host: str | None = None  # the host of the record being read
+        self.host_versions: dict[str, str] = {}
         self.list_ranks = 0
         self.channel_total = 0
         self.channel_ids: set[int] = set()
@@ -396,10 +410,13 @@ class _Collector:
 def _message_facts(c: _Collector, msg: str) -> None:
     """Facts any NCCL message can carry (INFO and WARN alike). Substring checks gate the
     regular expressions: most lines carry none of these facts."""
-    if c.version is None and "NCCL version" in msg:
+    if "NCCL version" in msg:
         m = _VERSION.search(msg)
         if m:
-            c.version = m.group("v").rstrip(",.;:)")
+            version = m.group("v").rstrip(",.;:)")
+            c.version = c.version or version
+            if c.host is not None and len(c.host_versions) < MAX_KEPT_LINES:
+                c.host_versions.setdefault(c.host, version)
     if c.cuda_code is None and "ersion" in msg:
         m = _CUDA_DRIVER.search(msg)
         if m:
@@ -489,7 +506,8 @@ def _feed(c: _Collector, raw: str) -> None:
     if rec is not None:
         start, m = rec
         c.record_lines += 1
-        c.hosts.add(line[start : m.start()])
+        c.host = line[start : m.start()]
+        c.hosts.add(c.host)
         pid = int(m.group("pid"))
         c.pids.add(pid)
         c.devices.add(m.group("dev"))
@@ -498,6 +516,7 @@ def _feed(c: _Collector, raw: str) -> None:
         bare = _BARE_RECORD.search(line) if has_level and "NCCL " in line else None
         if bare:
             c.record_lines += 1
+            c.host = None
             level, msg, text = bare.group("level"), bare.group("msg"), line[bare.start() :]
         else:
             level, msg, text = "", "", ""
@@ -577,6 +596,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogSummary:
         devices=tuple(c.devices.list()),
         ranks_seen=tuple(sorted(c.ranks_seen)),
         nnodes=c.nnodes or None,
+        host_versions=dict(c.host_versions),
         env=dict(c.env),
         net_devices=tuple(c.net_devices.list()),
         error_trace=tuple(c.trace.list()),
@@ -607,6 +627,12 @@ def format_log_summary(s: NcclLogSummary) -> str:
     if s.channels:
         head.append(counted(s.channels, "channel"))
     out = [" · ".join(head)]
+    if s.mismatched_versions:
+        shown = "; ".join(f"{v} on {', '.join(h)}" for v, h in s.mismatched_versions.items())
+        out.append(
+            f"versions    differ between hosts: {shown} (ranks of one communicator need one "
+            "NCCL version: init fails with 'Mismatched NCCL version detected')"
+        )
     out.append(f"network     {s.network or '-'}")
     out.append(f"transports  {', '.join(s.transports) if s.transports else '-'}")
     if s.env:
