@@ -618,3 +618,20 @@ def test_findings_are_wrapped_to_the_terminal(capsys, monkeypatch):
     out = capsys.readouterr().out.splitlines()
     findings = out[out.index("findings") + 1 :]
     assert findings and all(len(line) <= 80 for line in findings), findings
+
+
+def test_a_named_library_that_does_not_load_names_its_path_once(capsys, tmp_path):
+    """`nccl bench --lib /nonexistent` said 'cannot load /nonexistent: /nonexistent: cannot
+    open shared object file': dlopen's message starts with the path, and lltui put it first
+    too. The same for --cudart."""
+    from lltui.sources.nccl.cudart import load_cudart
+
+    missing = str(tmp_path / "libnccl.so.2")
+    for load in (src.load_nccl, load_cudart):
+        with pytest.raises(src.NcclUnavailable) as err:
+            load(missing)
+        assert str(err.value) == f"cannot load {missing}: cannot open shared object file: " + (
+            "No such file or directory"
+        )
+    assert main(["nccl", "bench", "--lib", missing]) == 1
+    assert capsys.readouterr().err.count(missing) == 1

@@ -16,6 +16,7 @@ from lltui.sources.nccl.finder import (
     explicit_path,
     find_cudart_candidates,
     load_cdll,
+    load_failure,
 )
 
 _P = ctypes.c_void_p
@@ -192,9 +193,9 @@ def load_cudart(
         try:
             return CudaRuntime(loader(c.path), c.path, c.found_by)
         except (OSError, AttributeError) as exc:
-            errors.append(f"{c.path}: {exc}")
+            errors.append(load_failure(c.path, exc))
     if explicit:
-        raise NcclUnavailable(f"cannot load {explicit}: {errors[0].split(': ', 1)[-1]}")
+        raise NcclUnavailable(f"cannot load {errors[0]}")
     raise NcclUnavailable(
         "the CUDA runtime (libcudart) was not found; pip install nvidia-cuda-runtime-cu12"
     )

@@ -206,6 +206,11 @@ def explicit_path(lib_path: str | None, env_var: str, default_soname: str) -> st
     return named or None
 
 
+def load_failure(path: str, exc: Exception) -> str:
+    """``path: why`` it did not load, the path once (dlopen's own message starts with it)."""
+    return f"{path}: {str(exc).removeprefix(f'{path}: ')}"
+
+
 def load_cdll(path: str) -> Any:
     # Local binding: two copies of NCCL (a wheel's and torch's, say) must not interpose.
     check_whole_elf(path)

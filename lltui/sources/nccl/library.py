@@ -20,6 +20,7 @@ from lltui.sources.nccl.finder import (
     explicit_path,
     find_nccl_candidates,
     load_cdll,
+    load_failure,
 )
 
 _P = ctypes.c_void_p
@@ -108,9 +109,9 @@ def load_nccl(
         try:
             return NcclLibrary(loader(c.path), c.path, c.found_by)
         except (OSError, AttributeError, NCCLError) as exc:
-            errors.append(f"{c.path}: {exc}")
+            errors.append(load_failure(c.path, exc))
     if explicit:
-        raise NcclUnavailable(f"cannot load {explicit}: {errors[0].split(': ', 1)[-1]}")
+        raise NcclUnavailable(f"cannot load {errors[0]}")
     raise NcclUnavailable(
         "libnccl.so.2 not found, nor ROCm's librccl.so.1 (looked in LD_LIBRARY_PATH, "
         "ldconfig, system directories, /opt/rocm, nvidia-nccl-cu12/cu13 wheels, torch); "
