@@ -24,7 +24,7 @@ from lltui.services.launch.controller import LaunchController
 from lltui.services.launch.session import LaunchSession
 from lltui.services.launch.state import describe_exit
 from lltui.sources.llama import profiles
-from lltui.sources.llama.supervisor import ServerExit
+from lltui.sources.llama.supervisor import ServerExit, ServerStatus
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md
 KEY = "sk-session-51f0a9"
@@ -450,3 +450,62 @@ def test_load_steps_say_the_context_once_its_compute_buffers_are_known():
         "context allocated: Vulkan0 KV 384 + compute 1252 MiB, CPU KV 192 MiB, "
         "Vulkan_Host compute 26 MiB"
     )
+
+
+class ReplaySupervisor(FakeSupervisor):
+    """A real server's log replayed whole as the server starts (faster than any tick of a
+    watch), ready at its listening line as the real supervisor is."""
+
+    def start(self) -> None:
+        from lltui.core.llamalog.reader import LogReader
+
+        self.reader = LogReader()
+        for line in (FIXTURES / "server_lv4_full.log").read_text().splitlines():
+            events = self.reader.feed(line)
+            self.kw["on_line"](line)
+            if "ready" in events:
+                self.is_ready = True
+                self.kw["on_event"]("ready")
+
+    def status(self) -> ServerStatus:
+        state = "ready" if self.is_ready else "loading"
+        return ServerStatus(state, self.pid, self.kw["url"] or "", 200, self.reader.summary(), None)
+
+    def facts(self):
+        return self.reader.summary().memory
+
+
+def test_every_load_step_is_said_once_in_order_however_slow_the_tick(
+    tmp_path, monkeypatch, no_binary
+):
+    """A load that ends between two ticks still says each step its log shows, in order,
+    before the ready state: the ready fold said none (a tiny model, ready within the 0.1 s
+    tick, printed no load line at all four times in five; a busy machine lost the last)."""
+    import threading
+
+    from lltui.core.llamalog.reader import parse_log
+    from lltui.services.launch.watch import LaunchWatch, load_steps
+
+    monkeypatch.setattr("lltui.sources.llama.supervisor.Supervisor", ReplaySupervisor)
+    ready = threading.Event()
+    seen: list = []
+
+    def changed(st) -> None:
+        seen.append(st)
+        if st.ready_at is not None:
+            ready.set()
+
+    model = model_file(tmp_path)
+    with LaunchSession(S.LaunchRequest(words=(str(model), "-c", "512"))) as session:
+        session.prepare(require_binary=False)
+        watch = LaunchWatch(session, changed, tick_s=60.0)  # far slower than the log
+        try:
+            watch.start()
+            assert ready.wait(10), "never ready"
+        finally:
+            watch.close()
+    steps = tuple(load_steps(parse_log((FIXTURES / "server_lv4_full.log").read_text())).values())
+    assert len(steps) == 4 and steps[-1] == "model loaded; warming up"
+    first_ready = next(st for st in seen if st.ready_at is not None)
+    assert first_ready.progress.items == steps  # each once, in order, before the ready line
+    assert watch.state.progress.items == steps

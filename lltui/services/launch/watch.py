@@ -248,14 +248,15 @@ class LaunchWatch:
             if st.ready_at is None and st.phase in ("starting", "loading"):
                 st = replace(st, progress=st.progress.add(self._progress.lines(None, now)))
             return st
+        ready = session.is_ready  # (asked first: the log read next has all it said by then)
         status = session.status()
         if status is None:
             return st
         st = self._fold_log(st, status)
-        if st.ready_at is None and session.is_ready:
-            st = replace(st, ready_at=now, check=_loaded_check(session))
-        elif st.ready_at is None:
+        if st.ready_at is None:  # every step the log shows, however few ticks the load took
             st = replace(st, progress=st.progress.add(self._progress.lines(status.log, now)))
+            if ready:
+                st = replace(st, ready_at=now, check=_loaded_check(session))
         if status.exit is not None:
             ended = session.judged_exit(status.exit)
             return replace(
