@@ -216,6 +216,36 @@ def test_signals_stop_the_server_cleanly(server_env, tiny_model, sig, servers):
     assert wait_gone(server_pid)
 
 
+def _pending(pid: int) -> int:
+    """The signals sent to ``pid``'s process that wait for it (a stopped process's)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(ln.split()[1], 16) for ln in f if ln.startswith("ShdPnd:"))
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_second_signal_that_cuts_the_stop_short_says_so(
+    server_env, tiny_model, sig, code, servers
+):
+    """A second signal while the server shuts down kills it at once: that was said as
+    'killed after it did not exit in time' and lltui exited 0 (``timeout`` sends its signal
+    twice); it says what ended it and exits as the first signal says (130, 143)."""
+    with launched(tiny_model, server_env) as proc:
+        server_pid = read_event(proc)["pid"]
+        servers.append(server_pid)
+        os.kill(server_pid, signal.SIGSTOP)  # a server slow to stop: lltui's SIGTERM waits
+        proc.send_signal(sig)
+        deadline = time.monotonic() + GONE_WITHIN_S
+        while not _pending(server_pid) & (1 << (signal.SIGTERM - 1)):
+            assert time.monotonic() < deadline, "lltui sent no SIGTERM"
+            time.sleep(0.02)
+        proc.send_signal(sig)  # the second: no more waiting
+        end = read_event(proc, GONE_WITHIN_S)
+        assert proc.wait(timeout=GONE_WITHIN_S) == code
+    assert end["event"] == "exit" and end["code"] == -9
+    assert end["reason"] == "stopped at once: a second signal to lltui cut its shutdown short"
+    assert wait_gone(server_pid)
+
+
 def test_sigkill_of_lltui_takes_the_server_with_it(server_env, tiny_model, servers):
     with launched(tiny_model, server_env) as proc:
         server_pid = read_event(proc)["pid"]

@@ -49,7 +49,8 @@ options:
 {options_help("launch", ROUTER)}
 
 exit codes: 0 stopped cleanly, 1 the server failed or a signal from outside lltui stopped it,
-            2 bad input
+            2 bad input, 130 (143 for SIGTERM, 129 for SIGHUP) a second signal cut the
+            server's shutdown short
 """
 
 

@@ -122,6 +122,7 @@ def foreground(
     import signal
     import threading
 
+    from lltui.core.stop_signals import signal_exit_code
     from lltui.services.launch.watch import LaunchWatch
 
     signals_seen: list[int] = []
@@ -161,7 +162,9 @@ def foreground(
     if watch.state.exit is None:
         say("lltui: llama-server did not exit", err=True)
         return 1
-    return report_exit(watch.state.exit, as_json=as_json)
+    code = report_exit(watch.state.exit, as_json=as_json)
+    # a second signal cut the stop short: the exit the first one gives (130 for Ctrl-C)
+    return signal_exit_code(signals_seen[0]) if watch.state.exit.hurried else code
 
 
 def _detach(session: Session, *, as_json: bool) -> int:

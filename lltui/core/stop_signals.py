@@ -17,7 +17,12 @@ class StopSignal(KeyboardInterrupt):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
-        self.exit_code = 128 + signum
+        self.exit_code = signal_exit_code(signum)
+
+
+def signal_exit_code(signum: int) -> int:
+    """The exit the shell gives a process ``signum`` ended (130 for SIGINT, 143 for SIGTERM)."""
+    return 128 + signum
 
 
 def _interrupt(signum: int) -> BaseException:

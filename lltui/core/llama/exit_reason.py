@@ -30,6 +30,7 @@ _RE_SECOND = re.compile(r"Received second interrupt")
 # llama-server's signal handler ends its main loop; these lines follow (the second one when a
 # second signal cut the clean-up short).
 _RE_SHUTDOWN = re.compile(r"cleaning up before exit|Received second interrupt")
+HURRIED = "stopped at once: a second signal to lltui cut its shutdown short"
 STOPPED_FROM_OUTSIDE = "stopped by a signal from outside lltui (SIGTERM or SIGINT to the server)"
 _RE_LEVEL_PREFIX = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} )?([IWED]) ")
 
@@ -64,13 +65,16 @@ def exit_reason(
     *,
     stopped: bool = False,
     supervised: bool = False,
+    hurried: bool = False,
 ) -> str:
     """Why llama-server exited, in words, from its exit code and its log.
 
-    ``stopped``: lltui asked it to stop. ``supervised``: lltui started and watched it, so a
-    clean shutdown it did not ask for came from someone else's signal (a log read afterwards
-    cannot tell who sent it). Known failures get a plain name (model not found, port in use,
-    out of memory, a flag the build lacks); otherwise the last error line is quoted.
+    ``stopped``: lltui asked it to stop (``hurried``: a second signal to lltui cut the
+    stop's waits short, and the server did not exit 0). ``supervised``: lltui started and
+    watched it, so a clean shutdown it did not ask for came from someone else's signal (a log
+    read afterwards cannot tell who sent it). Known failures get a plain name (model not
+    found, port in use, out of memory, a flag the build lacks); otherwise the last error line
+    is quoted.
     """
     text = "\n".join(lines)
     m = _RE_INVALID_ARG.search(text)
@@ -110,6 +114,8 @@ def exit_reason(
         return "llama-server could not load the model" + (f": {err}" if err else "")
     sig = signal_name(returncode)
     if stopped:
+        if hurried:
+            return HURRIED
         if _RE_SECOND.search(text):
             # (lltui's own after its grace period, with a request still streaming, or yours)
             return "stopped (still busy after the first stop signal: a second one ended it)"

@@ -462,7 +462,7 @@ def router_exit(result: ServerExit, lines: Sequence[str]) -> ServerExit:
     stopped, code = result.stopped, result.returncode
     return replace(
         result,
-        reason=exit_reason(code, own, stopped=stopped, supervised=True),
+        reason=exit_reason(code, own, stopped=stopped, supervised=True, hurried=result.hurried),
         from_outside=stopped_from_outside(code, own, stopped=stopped),
     )
 

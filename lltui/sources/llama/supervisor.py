@@ -84,6 +84,7 @@ class ServerExit:
     was_ready: bool
     pid: int | None = None
     from_outside: bool = False  # shut down by a signal someone other than lltui sent
+    hurried: bool = False  # stopped, and a second signal to lltui cut its shutdown short
 
     @property
     def signal(self) -> str | None:
@@ -322,14 +323,18 @@ class Supervisor:
         with self._lock:
             lines = list(self._lines)
             stopped = self._stop_requested
+            hurried = stopped and self._hurry.is_set() and returncode != 0
             self._exit = ServerExit(
                 returncode=returncode,
-                reason=exit_reason(returncode, lines, stopped=stopped, supervised=True),
+                reason=exit_reason(
+                    returncode, lines, stopped=stopped, supervised=True, hurried=hurried
+                ),
                 log_tail=tuple(lines[-TAIL_LINES:]),
                 stopped=stopped,
                 was_ready=self._ready.is_set(),
                 pid=self._proc.pid if self._proc else None,
                 from_outside=stopped_from_outside(returncode, lines, stopped=stopped),
+                hurried=hurried,
             )
             self._state = "exited"
         self._done.set()
