@@ -659,3 +659,33 @@ def test_llama_bench_ends_with_lltui_however_it_is_stopped(bench_env, tmp_path, 
         proc.kill()
         for pid in _benches_of(model):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_bench_stopped_before_its_first_result_says_nothing_was_kept(
+    bench_env, tmp_path, sig, code, as_json
+):
+    """Stopped before any test finished, lltui exited 130 or 143 and printed nothing at all
+    (with --json, an empty answer); it says in one line that nothing was measured or kept."""
+    (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    argv = [sys.executable, "-m", "lltui", "bench", str(model), "--quick", "-t", "1"]
+    argv += ["--busy-ok", "-r", "100000"] + (["--json"] if as_json else [])  # no result comes
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(argv, env=env, stdout=pipe, stderr=pipe, text=True)
+    try:
+        assert wait_for(lambda: _benches_of(model), 120), "llama-bench never started"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        assert wait_for(lambda: not _benches_of(model), 30), _benches_of(model)
+    finally:
+        proc.kill()
+        for pid in _benches_of(model):
+            os.kill(pid, signal.SIGKILL)
+    line = "bench: stopped before any test finished: nothing was measured or kept"
+    assert proc.returncode == code
+    assert err.splitlines() == [f"lltui: {line}"]
+    assert json.loads(out) == {"error": line, "exit_code": code} if as_json else out == ""
+    assert not list(Path(os.environ["XDG_DATA_HOME"]).rglob("rig-*.json"))  # nothing kept

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from lltui.commands import CliError, print_json
 from lltui.commands.own_options import options_help, split_own
 from lltui.core.jsonout import fields_of
-from lltui.core.stop_signals import StopSignal, raised_on_stop
+from lltui.core.stop_signals import StopSignal, raised_on_stop, signal_exit_code
 from lltui.core.text import counted
 
 if TYPE_CHECKING:
@@ -92,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
             report = run_bench(request, _progress if show else None)
     except BenchFailed as exc:
         raise CliError(str(exc), exc.code) from None
+    except KeyboardInterrupt:  # before any test finished (after one, the report says so)
+        raise CliError(
+            "bench: stopped before any test finished: nothing was measured or kept",
+            signal_exit_code(signum),
+        ) from None
     finally:
         if show:
             sys.stderr.write("\r\x1b[K")
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from lltui.services.bench import INTERRUPTED
 
     if report.stopped == INTERRUPTED:  # shown, not kept; exit 130 for Ctrl-C, 143 for SIGTERM
-        return 128 + signum
+        return signal_exit_code(signum)
     if not report.points:  # nothing measured is no calibration: not a success
         why = report.stopped or "llama-bench printed no result lltui could read"
         sys.stderr.write(f"lltui: bench: no test finished ({why})\n")
