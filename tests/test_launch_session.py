@@ -444,6 +444,14 @@ def test_load_steps_say_the_context_once_its_compute_buffers_are_known():
         said += progress.lines(reader.summary(), 0.0)
     assert "context allocated: CPU KV 4 + compute 6 MiB" in said
     assert not [s for s in said if " 0 MiB" in s or " 0 +" in s], said
+    # a buffer under one MiB read 'CPU KV 0 + compute 6 MiB' beside the ready line's 'KV
+    # 0.50 MiB' (a 512-token context of the demo model)
+    small = (FIXTURES / "server_lv4_full.log").read_text()
+    small = small.replace("model buffer size =     3.18 MiB", "model buffer size =     0.16 MiB")
+    small = small.replace("CPU KV buffer size =     4.00 MiB", "CPU KV buffer size =     0.50 MiB")
+    steps = load_steps(parse_log(small))
+    assert steps["weights"] == "weights placed: CPU_Mapped 0.16 MiB"
+    assert steps["context"] == "context allocated: CPU KV 0.50 + compute 6 MiB"
     vulkan = Path(__file__).resolve().parent / "fixtures" / "llama-logs"
     log = parse_log((vulkan / "06-llama14854-vulkan-cpu-split-setrows0-2025.log").read_text())
     assert load_steps(log)["context"] == (

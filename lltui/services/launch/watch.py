@@ -53,7 +53,7 @@ def load_steps(log: LlamaLogSummary) -> dict[str, str]:
     """The steps of a load its log shows so far, each in a line (each said once: the
     context when its compute buffers are reserved, after the KV cache)."""
     bufs = log.buffers
-    weights = ", ".join(f"{b.name} {b.model_mib:.0f} MiB" for b in bufs if b.model_mib)
+    weights = ", ".join(f"{b.name} {_mib(b.model_mib)} MiB" for b in bufs if b.model_mib)
     reserved = any(b.compute_mib for b in bufs)
     context = ", ".join(_context(b) for b in bufs if b.kv_mib or b.compute_mib) if reserved else ""
     steps = {
@@ -67,9 +67,14 @@ def load_steps(log: LlamaLogSummary) -> dict[str, str]:
 
 def _context(b: BufferSizes) -> str:
     """A device's KV cache and compute buffer (only what it has: ``CPU KV 192 MiB``)."""
-    parts = [f"KV {b.kv_mib:.0f}"] if b.kv_mib else []
-    parts += [f"compute {b.compute_mib:.0f}"] if b.compute_mib else []
+    parts = [f"KV {_mib(b.kv_mib)}"] if b.kv_mib else []
+    parts += [f"compute {_mib(b.compute_mib)}"] if b.compute_mib else []
     return f"{b.name} {' + '.join(parts)} MiB"
+
+
+def _mib(x: float) -> str:
+    """Whole MiB, but a buffer under one MiB to two decimals (a 0.5 MiB KV cache read 'KV 0')."""
+    return f"{x:.0f}" if x >= 1 else f"{x:.2f}"
 
 
 class LoadProgress:
