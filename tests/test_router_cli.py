@@ -365,6 +365,9 @@ def test_fit_plans_a_router_command_line_as_launch_does(folder, tmp_path, capsys
     assert main(["fit", "--models-dir", str(folder), "-c", "512", *gpus]) == 0
     names = [m["name"] for m in json.loads(capsys.readouterr().out)["models"]]
     assert names == ["alpha", "beta"]
+    # one model's plan says so in the singular ("1 models ... they fit together")
+    assert main(["fit", "--models-preset", str(preset), "-t", "1", "--gpus", "24GiB"]) == 0
+    assert capsys.readouterr().out.startswith("1 model on CUDA0 and the host: it fits\n")
     both = ["--models-dir", str(folder), "--models-preset", str(preset)]
     assert main(["fit", *both, *gpus]) == 2
     assert capsys.readouterr().err.strip() == (

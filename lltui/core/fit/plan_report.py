@@ -12,6 +12,7 @@ from lltui.core.fit.report import mib_text as _mib
 from lltui.core.fit.report import result_to_json
 from lltui.core.jsonout import fields_of
 from lltui.core.memory.common import CPU
+from lltui.core.text import counted
 
 NAME_W = 10  # a model's column in the table
 DEVICE_W = 26
@@ -54,8 +55,12 @@ def plan_to_text(plan: SetPlan, notes: Sequence[str] = ()) -> str:
     n = len(models)
     where = [d.name for d in plan.devices if d.name != CPU]
     lines = [
-        f"{n} models on {', '.join(where) + ' and ' if where else ''}the host: "
-        + ("they fit together" if plan.fits else "they do not all fit together"),
+        f"{counted(n, 'model')} on {', '.join(where) + ' and ' if where else ''}the host: "
+        + (
+            ("it fits" if plan.fits else "it does not fit")
+            if n == 1
+            else ("they fit together" if plan.fits else "they do not all fit together")
+        ),
         "",
         f"{'model':<{NAME_W + 2}} {'context':>8}  layers",
     ]
