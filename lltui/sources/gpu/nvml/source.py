@@ -7,13 +7,13 @@ Fields are read at three rates:
   clocks, compute capability, serial, VBIOS, persistence mode, max PCIe link, NVLink links,
   and the index CUDA gives the GPU (see :mod:`lltui.core.monitor.cuda_order`).
 * **fast**, every poll: memory, utilisation, power, energy counter, enforced power limit,
-  temperature, clocks, fan, P-state and clock-event reasons. Energy, power and the power
-  limit come from one ``nvmlDeviceGetFieldValues`` call where the driver answers it, so a fast
-  poll costs 9 NVML calls per GPU (10 where it does not; the enforced limit then moves to
-  the slow TTL).
-* **slow**, on TTLs given to the constructor: ECC counts (volatile and aggregate), retired
-  pages, current PCIe link, NVLink state and throughput and the enforced limit
-  (``slow_ttl_s``); processes (``process_ttl_s``); PCIe throughput (``pcie_ttl_s``).
+  temperature, SM clock and clock-event reasons. Energy, power and the power limit come from
+  one ``nvmlDeviceGetFieldValues`` call where the driver answers it, so a fast poll costs 6
+  NVML calls per GPU (7 where it does not; the enforced limit then moves to the slow TTL).
+* **slow**, on TTLs given to the constructor: fan, memory clock, P-state, the memory's
+  temperature, ECC counts (volatile and aggregate), retired pages, NVLink throughput and
+  the enforced limit (``slow_ttl_s``); the current PCIe link and NVLink state; processes
+  (``process_ttl_s``); PCIe throughput (``pcie_ttl_s``).
   ``nvmlDeviceGetPcieThroughput`` samples for about 20 ms per counter, so it never runs on
   the fast path: it runs inside the poll whose PCIe TTL has expired, on the poller's worker
   thread (two counters x 8 GPUs adds about 320 ms to that one poll; the UI does not wait).
