@@ -24,15 +24,19 @@ from lltui.core.nccl.variables import (
     NCCL_LIST_STRICT_SINCE,
     OTHER_KNOWN_VARIABLES,
     P2P_LEVEL_IGNORED,
-    P2P_LEVEL_NAMES,
     RCCL_PREFIXES,
     TORCH_RENAMED,
     VARIABLES,
     is_known_variable,
     nccl_int,
     nccl_list_error,
+)
+from lltui.core.topo.p2p_levels import (  # (the table topology's advice reads too)
+    P2P_LEVEL_NAMES,
+    link_kind,
     nccl_path_level,
     p2p_disabled,
+    p2p_level_allows,
 )
 
 # Severities, most severe first.
@@ -69,30 +73,6 @@ class NcclFacts:
 def _truthy_int(value: str | None) -> int | None:
     """What NCCL reads of an integer variable that may be unset (None: unset, or its default)."""
     return None if not value else nccl_int(value)[0]
-
-
-def link_kind(cell: str) -> str:
-    """A topo -m cell reduced to its kind: ``NV4`` -> ``NV``; ``PIX``, ``SYS``, ... as is."""
-    c = cell.strip().upper()
-    if re.fullmatch(r"NV\d+", c):
-        return "NV"
-    return c
-
-
-# topo -m cells as NCCL's path types: NODE (host bridges within one NUMA node) goes through
-# the CPU, PHB to NCCL; SOC is older nvidia-smi's SYS
-_CELL_PATHS = {"NV": "NVL", "NODE": "PHB", "SOC": "SYS"}
-
-
-def p2p_level_allows(level: str, cell: str) -> bool | None:
-    """Whether NCCL_P2P_LEVEL=``level`` lets a pair joined by ``cell`` use P2P (None: NCCL
-    ignores the level, or the cell is no path lltui knows)."""
-    lv = nccl_path_level(level)
-    kind = link_kind(cell)
-    kind = _CELL_PATHS.get(kind, kind)
-    if lv is None or kind not in P2P_LEVEL_NAMES:
-        return None
-    return P2P_LEVEL_NAMES.index(kind) <= P2P_LEVEL_NAMES.index(lv)
 
 
 def socket_ifname_matches(spec: str, interfaces: Sequence[str]) -> list[str]:

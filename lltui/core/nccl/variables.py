@@ -3,26 +3,15 @@ which names are documented, which PyTorch renamed, which NCCL reads as integers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# NCCL reads an integer variable with strtoll(value, NULL, 0): its leading number (0x hex,
-# 0 octal), the rest ignored; no number at all reads as 0; only an overflow keeps the default
-_LEADING_INT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
-_INT64 = 2**63
-
-
-def nccl_int(value: str) -> tuple[int | None, str]:
-    """NCCL's reading of an integer variable (None: out of range, the default kept), and
-    what it left unread (all of it where no number leads)."""
-    m = _LEADING_INT.match(value)
-    if m is None:
-        return 0, value.strip()
-    sign, digits = m.groups()
-    base = 16 if digits[:2] in ("0x", "0X") else 8 if digits.startswith("0") else 10
-    n = int(digits, base) * (-1 if sign == "-" else 1)
-    return (n if -_INT64 <= n < _INT64 else None), value[m.end() :].strip()
+from lltui.core.topo.p2p_levels import (  # (the table topology's advice reads too)
+    P2P_LEVELS,
+    nccl_int,
+    nccl_path_level,
+    p2p_disabled,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,42 +31,6 @@ class NcclVariable:
             if v.upper() == candidate.upper():
                 return words
         return self.meaning
-
-
-# NCCL's path types, nearest first, as src/include/graph.h numbers them (PATH_LOC 0 ...
-# PATH_SYS 9) and topoPathTypeStr spells them, with what each does as NCCL_P2P_LEVEL: P2P for
-# GPU pairs whose path is this near or nearer. C2C, P2C and PXN are paths to a CPU or a NIC,
-# never between two GPUs, so as levels they reach as far as the GPU path before them.
-P2P_LEVELS: tuple[tuple[str, str], ...] = (
-    ("LOC", "never use P2P (same as NCCL_P2P_DISABLE=1)"),
-    ("NVL", "P2P only between GPUs joined by NVLink"),
-    ("NVB", "P2P over NVLink, also through one intermediate GPU"),
-    ("C2C", "P2P over NVLink, also through one intermediate GPU (as NVB)"),
-    ("PIX", "P2P up to GPUs behind the same PCIe switch"),
-    ("PXB", "P2P across PCIe switches, not through the CPU"),
-    ("P2C", "P2P across PCIe switches, not through the CPU (as PXB)"),
-    ("PXN", "P2P across PCIe switches, not through the CPU (as PXB)"),
-    ("PHB", "P2P through the CPU's PCIe host bridge, within a NUMA node"),
-    ("SYS", "P2P even across CPU sockets (QPI/UPI/Infinity Fabric)"),
-)
-P2P_LEVEL_NAMES = tuple(name for name, _ in P2P_LEVELS)
-# What NCCL reads an old numeric level as (paths.cc levelsOldToNew; past the end: the last)
-_OLD_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
-
-
-def nccl_path_level(value: str) -> str | None:
-    """NCCL's reading of NCCL_P2P_LEVEL or NCCL_NET_GDR_LEVEL (src/graph/paths.cc
-    ncclGetLevel): a path name exactly as spelled (case matters), else a value starting with a
-    digit is an old number; anything else is ignored (None) and NCCL keeps its default."""
-    if value in P2P_LEVEL_NAMES:
-        return value
-    if not value[:1].isdigit():
-        return None
-    read = nccl_int(value)[0]
-    # strtol's long (LONG_MAX past its range) kept in an int: past an int it may go negative,
-    # and NCCL then reads outside its table
-    number = ((_INT64 - 1 if read is None else read) + 2**31) % 2**32 - 2**31
-    return _OLD_LEVELS[min(number, len(_OLD_LEVELS) - 1)] if number >= 0 else None
 
 
 _BOOL_OFF_ON = (("0", "off"), ("1", "on"))
@@ -419,13 +372,6 @@ def nccl_environment(environ: Mapping[str, str]) -> dict[str, str | None]:
         if k.startswith(("NCCL_", *RCCL_PREFIXES)) and k not in env:
             env[k] = environ[k]
     return env
-
-
-def p2p_disabled(env: Mapping[str, str | None]) -> bool:
-    """Whether NCCL_P2P_DISABLE turns P2P off. NCCL's ncclGetLevel (src/graph/paths.cc) reads
-    it with strtol and turns P2P off for 1 only; then it does not read NCCL_P2P_LEVEL."""
-    value = env.get("NCCL_P2P_DISABLE")
-    return bool(value) and nccl_int(value or "")[0] == 1
 
 
 P2P_LEVEL_IGNORED = (

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from lltui.core.hardware.links import NVLINK_BY_CC, NVLINK_UNKNOWN, PCIE_GBS_PER_LANE
 from lltui.core.monitor.cuda_order import CudaCandidate, enumeration_order
 from lltui.core.monitor.models import GpuStatic
-from lltui.core.nccl.findings import p2p_level_allows
-from lltui.core.nccl.variables import P2P_LEVEL_NAMES, p2p_disabled
 from lltui.core.text import counted
 from lltui.core.topo.amd import XGMI, is_amd_rig
 from lltui.core.topo.matrix import (
@@ -28,6 +26,7 @@ from lltui.core.topo.matrix import (
     link_meaning,
     nvlink_count,
 )
+from lltui.core.topo.p2p_levels import P2P_LEVEL_NAMES, p2p_disabled, p2p_level_allows
 from lltui.core.units import GIB, fmt_bytes
 
 INFO = "info"
