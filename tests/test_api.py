@@ -386,3 +386,26 @@ def test_the_memory_a_model_does_not_fit_in_is_never_said_as_one_it_fits(tmp_pat
     assert said is not None and said[1] == "1.08"
     with pytest.raises(ValueError, match="no quantization"):
         api.recommend_quantization(path, float(said[1]))  # what it says is not enough
+
+
+@pytest.mark.parametrize(
+    ("value", "p2p", "ib"),
+    [("1", "disabled", "disabled"), ("0x1", "disabled", "disabled"), ("2", "enabled", "disabled"),
+     ("true", "enabled", "enabled"), ("0", "enabled", "enabled")],
+)  # fmt: skip
+def test_print_nccl_info_reads_p2p_and_ib_as_nccl_and_lltui_nccl_do(
+    monkeypatch, capsys, value, p2p, ib
+):
+    """NCCL_P2P_DISABLE=2 (or 'true') printed 'P2P : disabled' where NCCL turns P2P off for 1
+    only, and 'true' 'IB : disabled' where NCCL reads no number (lltui nccl: allowed)."""
+    from lltui.api import print_nccl_info
+    from lltui.services.nccl import nccl_report
+
+    monkeypatch.setenv("NCCL_P2P_DISABLE", value)
+    monkeypatch.setenv("NCCL_IB_DISABLE", value)
+    print_nccl_info()
+    out = capsys.readouterr().out.splitlines()
+    assert f"P2P       : {p2p}" in out and f"IB        : {ib}" in out
+    said = {f.code for f in nccl_report("nvml").findings}
+    assert ("p2p-disabled" in said) == (p2p == "disabled")
+    assert ("ib-disabled" in said) == (ib == "disabled")

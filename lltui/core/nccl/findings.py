@@ -27,6 +27,7 @@ from lltui.core.nccl.variables import (
     RCCL_PREFIXES,
     TORCH_RENAMED,
     VARIABLES,
+    ib_disabled,
     is_known_variable,
     nccl_int,
     nccl_list_error,
@@ -485,7 +486,7 @@ def _network_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]
                     "cannot reach other nodes",
                 )
             )
-    ib_off = _truthy_int(env.get("NCCL_IB_DISABLE")) not in (None, 0)
+    ib_off = ib_disabled(env)
     if ib_off and env.get("NCCL_IB_HCA"):
         out.append(
             Finding(

@@ -374,6 +374,13 @@ def nccl_environment(environ: Mapping[str, str]) -> dict[str, str | None]:
     return env
 
 
+def ib_disabled(env: Mapping[str, str | None]) -> bool:
+    """Whether NCCL_IB_DISABLE turns InfiniBand/RoCE off: NCCL reads it as an integer
+    (ncclParamIbDisable) and any number but 0 does."""
+    value = env.get("NCCL_IB_DISABLE")
+    return bool(value) and nccl_int(value or "")[0] not in (None, 0)
+
+
 P2P_LEVEL_IGNORED = (
     "ignored: NCCL_P2P_DISABLE=1 turns P2P off, and NCCL then does not read NCCL_P2P_LEVEL"
 )

@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 from lltui.core.nccl.findings import socket_ifname_matches
+from lltui.core.nccl.variables import ib_disabled, p2p_disabled
 from lltui.sources.nccl.errors import NcclUnavailable
 from lltui.sources.nccl.finder import NCCL_SONAME
 from lltui.sources.nccl.library import load_nccl, probe_nccl
@@ -54,8 +55,8 @@ def get_nccl_info() -> dict[str, Any]:
 def print_nccl_info() -> None:
     """Print NCCL's availability, version and P2P/IB settings."""
     info = get_nccl_info()
-    p2p_off = info["nccl_p2p_disable"] not in ("0", "", None)
-    ib_off = info["nccl_ib_disable"] not in ("0", "", None)
+    # as NCCL reads them (P2P off for 1 only, IB off for any number but 0), as lltui nccl says
+    p2p_off, ib_off = p2p_disabled(info["env"]), ib_disabled(info["env"])
     print("NCCL Info")
     print("---------")
     print(f"Available : {info['available']}")
