@@ -433,26 +433,25 @@ def plan_models(
     alone: the CLI shows a simulated rig there, the API does not). Raises ValueError (one
     line) for a model that cannot be read or settings llama.cpp refuses; TypeError for one
     path where a list of them belongs."""
-    from lltui.core.cmdline.args import parse_llama_args
     from lltui.core.fit.plan_report import plan_to_json
     from lltui.services.fit import FitFailed
-    from lltui.services.plan import PlanEntry, PlanRequest
+    from lltui.services.plan import PlanRequest, read_entry
     from lltui.services.plan import plan_models as plan
 
     if isinstance(models, str | os.PathLike):  # (a str is a sequence: of one-letter paths)
         raise TypeError(f"models: a list of models, not one path: [{os.fspath(models)!r}]")
     _check("gpus", gpus, (str, type(None)), "a --gpus spec such as '24GiB,24GiB', or None")
     words = _words(flags)
-    entries = []
+    pairs = []
     for m in models:
         pair = (m, ()) if isinstance(m, str | os.PathLike) else m
         _check("models", pair, (tuple, list), "each a path, or a (path, flags) pair")
         if len(pair) != 2:
             raise ValueError(f"models: each a path, or a (path, flags) pair, not {m!r}")
-        path, own = pair
-        entries.append(PlanEntry(os.fspath(path), parse_llama_args([*words, *_words(own)])))
+        pairs.append((os.fspath(pair[0]), [*words, *_words(pair[1])]))
     try:
-        report = plan(PlanRequest(tuple(entries), gpus=gpus))
+        entries = tuple(read_entry(path, own) for path, own in pairs)
+        report = plan(PlanRequest(entries, gpus=gpus))
     except FitFailed as exc:
         raise ValueError(str(exc)) from None
     return plan_to_json(report.plan, report.notes)

@@ -409,3 +409,23 @@ def test_print_nccl_info_reads_p2p_and_ib_as_nccl_and_lltui_nccl_do(
     said = {f.code for f in nccl_report("nvml").findings}
     assert ("p2p-disabled" in said) == (p2p == "disabled")
     assert ("ib-disabled" in said) == (ib == "disabled")
+
+
+def test_plan_models_refuses_a_model_named_by_m_as_fit_does(tmp_path, capsys):
+    """plan_models([A], flags=["-m", B]) planned A and pinned '-m B' in the router's flags for
+    it; lltui fit A -m B refuses it. Both read each model's words through the plan service."""
+    from support import gguf_factory as gf
+
+    from lltui.api import plan_models
+    from lltui.cli import main
+
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    gf.write_model(a, gf.SPECS["llama"](), "F16")
+    gf.write_model(b, gf.SPECS["llama"](), "Q8_0")
+    said = f"fit: {a}: give each model as a word (A.gguf B.gguf), not with -m"
+    for flags, own in ((["-m", str(b)], ()), ((), f"--model {b}")):
+        with pytest.raises(ValueError) as err:
+            plan_models([(a, own)], flags=flags, gpus="24GiB")
+        assert str(err.value) == said
+    assert main(["fit", str(b), str(a), "-m", str(b), "--gpus", "24GiB", "--json"]) == 2
+    assert capsys.readouterr().err.strip() == f"lltui: {said}"

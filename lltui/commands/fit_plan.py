@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
     """Each model with the shared flags and then its own, read as llama-server reads them
     (LLAMA_ARG_* variables first)."""
-    from lltui.core.cmdline.args import parse_llama_args
-    from lltui.services.plan import PlanEntry
+    from lltui.services.fit import FitFailed
+    from lltui.services.plan import read_entry
 
     if found.stray is not None:
         raise CliError(
@@ -27,18 +27,13 @@ def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
             "references or URLs)",
             2,
         )
-    out = []
-    for model, words in found.models:
-        try:
-            args = parse_llama_args([*found.shared, *words], env=os.environ)
-        except ValueError as exc:
-            raise CliError(f"{verb}: {model}: {exc}", 2) from None
-        if args.model_path is not None:
-            raise CliError(
-                f"{verb}: {model}: give each model as a word (A.gguf B.gguf), not with -m", 2
-            )
-        out.append(PlanEntry(model, args))
-    return tuple(out)
+    try:
+        return tuple(
+            read_entry(model, [*found.shared, *words], verb, os.environ)
+            for model, words in found.models
+        )
+    except FitFailed as exc:
+        raise CliError(str(exc), exc.code) from None
 
 
 # llama-server's router mode: its models from a folder or a preset file, no model of its own

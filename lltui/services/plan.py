@@ -10,7 +10,7 @@ Failures are :class:`~lltui.services.fit.FitFailed`: one line and an exit code.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
@@ -39,6 +39,25 @@ class PlanEntry:
     args: LlamaArgs
     name: str | None = None
     keep: bool = False
+
+
+def read_entry(
+    model: str, words: Sequence[str], verb: str = "fit", env: Mapping[str, str] | None = None
+) -> PlanEntry:
+    """One model of a set with its llama-server words (the shared ones first), read as
+    llama-server reads them (``env``: its LLAMA_ARG_* variables). FitFailed (one line) for
+    words it refuses, or a ``-m`` beside the model: each model is named once, as a word."""
+    from lltui.core.cmdline.args import parse_llama_args
+
+    try:
+        args = parse_llama_args(words, env=env)
+    except ValueError as exc:
+        raise FitFailed(f"{verb}: {model}: {exc}", 2) from None
+    if args.model_path is not None:
+        raise FitFailed(
+            f"{verb}: {model}: give each model as a word (A.gguf B.gguf), not with -m", 2
+        )
+    return PlanEntry(model, args)
 
 
 @dataclass(frozen=True)
