@@ -33,7 +33,7 @@ from lltui.services.nccl import (
     print_nccl_info,
     setup_nccl_environment,
 )
-from lltui.services.rig import one_sample
+from lltui.services.rig import RigRequest, one_sample
 
 if TYPE_CHECKING:
     from lltui.core.memory.results import FitResult
@@ -100,10 +100,13 @@ _TOKENS = "a number of tokens"
 def rig_sample(source: str = "nvml") -> RigSample | None:
     """One quick read of a source; None where a source of this machine (nvml, smi, amd,
     auto) finds no GPU here. ValueError (one line, as ``lltui gpus`` says it) for a spec
-    that does not parse, or another host, a file or a server that cannot be read."""
+    that does not parse or names several rigs (``smi:a,smi:b``), or another host, a file or
+    a server that cannot be read."""
     from lltui.core.monitor.models import SourceUnavailable
 
     _check("source", source, (str,), _SOURCE)
+    if RigRequest(source).is_fleet:  # (read as one spec, the rest was the first one's argument)
+        raise ValueError(f"source {source}: a fleet is several rigs: give one source")
     try:
         return one_sample(source)
     except SourceUnavailable as exc:

@@ -429,3 +429,15 @@ def test_plan_models_refuses_a_model_named_by_m_as_fit_does(tmp_path, capsys):
         assert str(err.value) == said
     assert main(["fit", str(b), str(a), "-m", str(b), "--gpus", "24GiB", "--json"]) == 2
     assert capsys.readouterr().err.strip() == f"lltui: {said}"
+
+
+@pytest.mark.parametrize("fleet", ["smi:gpu1,smi:gpu2", "sim:4xl4,sim:colab-t4", "nvml,sim:4xl4"])
+def test_a_fleet_source_is_said_to_be_several_rigs(fleet):
+    """A --source of several rigs was read as one: 'host 'gpu1,smi:gpu2' holds a comma: give
+    each host its kind (smi:h1,smi:h2)' (they had), or an unknown profile '4xl4,sim:colab-t4'."""
+    from lltui import api
+
+    for fn in (api.detect_gpus, api.gpu_count, api.get_cuda_version):
+        with pytest.raises(ValueError) as err:
+            fn(fleet)
+        assert str(err.value) == f"source {fleet}: a fleet is several rigs: give one source"
