@@ -399,6 +399,8 @@ def explain_log(
     from lltui.core.llama.builds import parse_build
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain
 
+    _check("log", log, (str, os.PathLike), "a llama.cpp log's path")
+    _check("model", model, (str, os.PathLike, type(None)), "a GGUF path or hf: reference, or None")
     number = parse_build(build) if build is not None else None
     ref = os.fspath(model) if model is not None else None
     try:
@@ -443,6 +445,7 @@ def plan_models(
 
     if isinstance(models, str | os.PathLike):  # (a str is a sequence: of one-letter paths)
         raise TypeError(f"models: a list of models, not one path: [{os.fspath(models)!r}]")
+    _check("models", models, (Sequence,), "a list of models")
     _check("gpus", gpus, (str, type(None)), "a --gpus spec such as '24GiB,24GiB', or None")
     words = _words(flags)
     pairs = []
@@ -451,6 +454,7 @@ def plan_models(
         _check("models", pair, (tuple, list), "each a path, or a (path, flags) pair")
         if len(pair) != 2:
             raise ValueError(f"models: each a path, or a (path, flags) pair, not {m!r}")
+        _check("models", pair[0], (str, os.PathLike), "each a path, or a (path, flags) pair")
         pairs.append((os.fspath(pair[0]), [*words, *_words(pair[1])]))
     try:
         entries = tuple(read_entry(path, own) for path, own in pairs)

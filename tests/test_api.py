@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from lltui.api import (
@@ -358,6 +360,15 @@ def test_plan_models_takes_numbers_among_the_flags(tmp_path):
         (lambda a, p: a.plan_models([p], flags=3), TypeError, "flags: a list of llama-server's"),
         (lambda a, p: a.recommend_quantization(p, "16"), TypeError, "available_vram_gb: a num"),
         (lambda a, p: a.get_total_vram(0), TypeError, "gpu_indices: a list of CUDA indices"),
+        # each was a TypeError of the inside ('NoneType' object is not iterable, expected
+        # str, bytes or os.PathLike object) or an AttributeError ('int' object has no
+        # attribute 'upper')
+        (lambda a, p: a.plan_models(None), TypeError, "models: a list of models, not None"),
+        (lambda a, p: a.plan_models([(3, [])]), TypeError, "models: each a path, or a"),
+        (lambda a, p: a.explain_log(None), TypeError, "log: a llama.cpp log's path, not None"),
+        (lambda a, p: a.explain_log(p, model=3), TypeError, "model: a GGUF path or hf:"),
+        (lambda a, p: a.setup_nccl_environment(debug=3), TypeError, "debug: a string, or"),
+        (lambda a, p: a.setup_nccl_environment(socket_ifname=0), TypeError, "socket_ifname: a"),
     ],
 )
 def test_a_wrong_argument_says_which_and_what_it_takes(tmp_path, call, kind, message):
@@ -441,3 +452,17 @@ def test_a_fleet_source_is_said_to_be_several_rigs(fleet):
         with pytest.raises(ValueError) as err:
             fn(fleet)
         assert str(err.value) == f"source {fleet}: a fleet is several rigs: give one source"
+
+
+def test_setup_nccl_environment_refuses_a_debug_level_nccl_does_not_know(monkeypatch):
+    """debug="loud" set NCCL_DEBUG=LOUD, which NCCL logs nothing extra for (lltui nccl warns
+    debug-invalid about it); a level in any case is set upper-cased, as before."""
+    from lltui.api import setup_nccl_environment
+
+    for k in ("NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE"):  # (each put back after)
+        monkeypatch.setenv(k, "")
+        monkeypatch.delenv(k)
+    with pytest.raises(ValueError, match=r"debug: 'loud' is not a level NCCL knows \(use VERSION"):
+        setup_nccl_environment(socket_ifname=None, debug="loud")
+    assert "NCCL_DEBUG" not in os.environ and "NCCL_P2P_DISABLE" not in os.environ
+    assert setup_nccl_environment(socket_ifname=None, debug="info")["NCCL_DEBUG"] == "INFO"

@@ -10,7 +10,7 @@ import warnings
 from typing import Any
 
 from lltui.core.nccl.findings import socket_ifname_matches
-from lltui.core.nccl.variables import ib_disabled, p2p_disabled
+from lltui.core.nccl.variables import DEBUG_LEVELS, ib_disabled, p2p_disabled
 from lltui.sources.nccl.errors import NcclUnavailable
 from lltui.sources.nccl.finder import NCCL_SONAME
 from lltui.sources.nccl.library import load_nccl, probe_nccl
@@ -84,8 +84,17 @@ def setup_nccl_environment(
 
     NCCL_SOCKET_IFNAME is set only when it names an interface this host has: an interface
     that does not exist stops NCCL from starting at all, so a missing one is skipped with a
-    warning. Returns what was set.
+    warning. Returns what was set. A ``debug`` level NCCL does not know is a ValueError
+    (NCCL would log nothing extra), set nothing; an argument of another type a TypeError.
     """
+    for name, value in (("socket_ifname", socket_ifname), ("debug", debug)):
+        if not isinstance(value, str | None):
+            raise TypeError(f"{name}: a string, or None, not {value!r}")
+    level = (debug or "").strip().upper()
+    if level and level not in DEBUG_LEVELS:  # NCCL logs nothing extra for it
+        raise ValueError(
+            f"debug: {debug!r} is not a level NCCL knows (use {', '.join(DEBUG_LEVELS)})"
+        )
     applied = {
         "NCCL_P2P_DISABLE": "1" if disable_p2p else "0",
         "NCCL_IB_DISABLE": "1" if disable_ib else "0",
@@ -101,8 +110,8 @@ def setup_nccl_environment(
                 RuntimeWarning,
                 stacklevel=2,
             )
-    if debug:
-        applied["NCCL_DEBUG"] = debug.upper()
+    if level:
+        applied["NCCL_DEBUG"] = level
     os.environ.update(applied)
     return applied
 
