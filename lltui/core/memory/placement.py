@@ -256,13 +256,25 @@ def place_tensors(
     plan = _routes(
         model.shapes,
         hp,
-        st,
+        _placing(st),
         tuple(devices),
         tuple(all_devices or devices),
         tuple(layer_dev),
         repack_profile,
     )
     return _place(plan, model.tensors)
+
+
+def _placing(st: LlamaArgs) -> LlamaArgs:
+    """What of the settings the routes read (-ot, --no-repack, --no-host, the load mode),
+    the rest left at their defaults: every context, ubatch and K/V type of one layout shares
+    its routes (and what is worked out from them, see :func:`derived`)."""
+    return LlamaArgs(
+        overrides=st.overrides,
+        repack=st.repack,
+        host_buffer=st.host_buffer,
+        load_mode=st.load_mode,
+    )
 
 
 _NOT_MADE = TensorPlacement("", "", "", 0, 0, None)  # a memo miss (None is a copy not made)
