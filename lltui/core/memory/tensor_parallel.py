@@ -15,7 +15,7 @@ from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
 from lltui.core.gguf.types import GGML_TYPES, type_from_name
 from lltui.core.llama.builds import NEWEST, BuildRules
-from lltui.core.memory.common import CPU, device_alloc_size, f32, tensor_kv_refused
+from lltui.core.memory.common import CPU, backend_of, device_alloc_size, f32, tensor_kv_refused
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.hparams import Hparams
@@ -367,6 +367,28 @@ def tensor_parallel_devices(
     return tuple(devices)
 
 
+@dataclass(slots=True)
+class _Memo:
+    """What split_over_meta works out once per model: its tensor types by name, and each
+    weight's slices per split (n devices, -ts, their backends)."""
+
+    model: GgufModel
+    hp: Hparams
+    types: dict[str, int]
+    slices: dict[tuple[object, ...], dict[tuple[object, ...], tuple[int, ...]]]
+
+
+_MEMO: list[_Memo] = []  # the last model's (held: its identity names it)
+
+
+def _memo_of(model: GgufModel, hp: Hparams) -> _Memo:
+    if _MEMO and _MEMO[0].model is model and _MEMO[0].hp is hp:
+        return _MEMO[0]
+    memo = _Memo(model, hp, {t.name: t.type for t in model.tensors}, {})
+    _MEMO[:] = [memo]
+    return memo
+
+
 def split_over_meta(
     model: GgufModel,
     hp: Hparams,
@@ -384,17 +406,28 @@ def split_over_meta(
     first = meta[0].name
     n = len(meta)
     ts = tuple(st.tensor_split)
-    types = {t.name: t.type for t in model.tensors}
+    memo = _memo_of(model, hp)
+    types = memo.types
+    # each weight's slices hang on its name, shape, type and bytes, the split and the
+    # devices' backends alone: worked out once for every estimate of the model
+    slices = memo.slices.setdefault((n, ts, tuple(backend_of(d) for d in meta)), {})
     weights = [0] * n
     for p in placements:
         if p.device != first:
             continue
-        state = split_state(p.name, p.dims, hp, types, n, ts)
-        for j, d in enumerate(meta):
-            sd = slice_dims(p.dims, state, j)
-            nb = p.nbytes if state.axis == MIRRORED else slice_nbytes(p.type_id, sd)
-            weights[j] += device_alloc_size(d, p.type_id, sd, nb)
-    new_kv = tuple(_split_cache(c, hp, r, st, meta, types, ts, layer_dev) for c in kv)
+        key = (p.name, p.dims, p.type_id, p.nbytes)
+        sizes = slices.get(key)
+        if sizes is None:
+            state = split_state(p.name, p.dims, hp, types, n, ts)
+            made = []
+            for j, d in enumerate(meta):
+                sd = slice_dims(p.dims, state, j)
+                nb = p.nbytes if state.axis == MIRRORED else slice_nbytes(p.type_id, sd)
+                made.append(device_alloc_size(d, p.type_id, sd, nb))
+            sizes = slices[key] = tuple(made)
+        for j, size in enumerate(sizes):
+            weights[j] += size
+    new_kv = tuple(_split_cache(c, hp, r, st, meta, types, ts, layer_dev, slices) for c in kv)
     out: list[tuple[str, str, int]] = []
     for name, kind, nbytes in buffers:
         if kind == "KV":
@@ -419,6 +452,7 @@ def _split_cache(
     types: Mapping[str, int],
     ts: Sequence[float],
     layer_dev: Sequence[int],
+    memo: dict[tuple[object, ...], tuple[int, ...]] | None = None,
 ) -> KvCache:
     """One KV cache's buffers per device: ``cache_k_l{il}`` and ``cache_v_l{il}`` are cut
     along the heads (axis 0), whole Q groups per device."""
@@ -441,11 +475,22 @@ def _split_cache(
                 host += device_alloc_size(None, t, dims, slice_nbytes(t, dims))
                 host_cell += slice_nbytes(t, (ne0, 1, 1))
                 continue
-            state = split_state(f"{prefix}_l{il}", dims, hp, types, n, ts)
-            for j, d in enumerate(meta):
-                sd = slice_dims(dims, state, j)
-                per[j] += device_alloc_size(d, t, sd, slice_nbytes(t, sd))
-                cell[j] += slice_nbytes(t, (sd[0], 1, 1))
+            # (each device's bytes, then its bytes per cell; ``memo``: split_over_meta's)
+            key = (prefix, il, t, dims)
+            sizes = memo.get(key) if memo is not None else None
+            if sizes is None:
+                state = split_state(f"{prefix}_l{il}", dims, hp, types, n, ts)
+                made = [0] * (2 * n)
+                for j, d in enumerate(meta):
+                    sd = slice_dims(dims, state, j)
+                    made[j] = device_alloc_size(d, t, sd, slice_nbytes(t, sd))
+                    made[n + j] = slice_nbytes(t, (sd[0], 1, 1))
+                sizes = tuple(made)
+                if memo is not None:
+                    memo[key] = sizes
+            for j in range(n):
+                per[j] += sizes[j]
+                cell[j] += sizes[n + j]
     bufs = [(d.name, per[j]) for j, d in enumerate(meta) if any(per)]
     cells = [(d.name, cell[j]) for j, d in enumerate(meta) if any(per)]
     if host:
