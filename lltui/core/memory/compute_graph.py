@@ -243,14 +243,27 @@ def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
 PERIODIC_FROM = 2
 
 
+_BY_LAYER: dict[int, tuple[Sequence[tuple[str, int]], dict[int, frozenset[tuple[str, int]]]]] = {}
+
+
 def _by_layer(entries: Sequence[tuple[str, int]]) -> dict[int, frozenset[tuple[str, int]]]:
-    """(name, value) entries of blk.N weights, per layer N, the name without its prefix."""
-    out: dict[int, set[tuple[str, int]]] = {}
+    """(name, value) entries of blk.N weights, per layer N, the name without its prefix.
+    Remembered by the entries themselves (a shape's moved weights and host weight types,
+    the same tuple in every shape of a placement, read for each run cut and renumbered):
+    held, so their id names them; not to be changed by the caller."""
+    got = _BY_LAYER.get(id(entries))
+    if got is not None and got[0] is entries:
+        return got[1]
+    per: dict[int, set[tuple[str, int]]] = {}
     for name, value in entries:
         parts = name.split(".", 2)
         if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
-            out.setdefault(int(parts[1]), set()).add((parts[2], value))
-    return {il: frozenset(v) for il, v in out.items()}
+            per.setdefault(int(parts[1]), set()).add((parts[2], value))
+    out = {il: frozenset(v) for il, v in per.items()}
+    if len(_BY_LAYER) >= 256:
+        _BY_LAYER.clear()
+    _BY_LAYER[id(entries)] = (entries, out)
+    return out
 
 
 def _renumbered(
