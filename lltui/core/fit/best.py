@@ -200,6 +200,10 @@ class _Space:
             self._results[change] = res
         return self._results[change]
 
+    def known(self, change: Change) -> FitResult | None:
+        """The estimate of ``change`` where one was made already (None: none, or refused)."""
+        return self._results.get(change)
+
     def fits(self, change: Change) -> tuple[bool, bool]:
         """(the GPUs fit, the host fits) with these settings."""
         res = self.estimate(change)

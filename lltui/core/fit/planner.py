@@ -308,8 +308,11 @@ class _Search:
         p = self.s.problem
         over: list[list[tuple[str, float]]] = []
         for change in (least, most):
+            # the search's own estimate where it made one (a refusal is made again, for
+            # its words)
+            res = self.s.known(change)
             try:
-                res = estimate_once(p.with_args(change.apply(p.args)))
+                res = res or estimate_once(p.with_args(change.apply(p.args)))
             except (FitError, ValueError) as exc:
                 return f"llama.cpp refuses it: {exc}"
             over.append(
