@@ -270,28 +270,30 @@ class _Planner:
                 state[s].children += 1
                 if s in inputs:
                     allocate(s, b)
+        free = self.free
         for node, srcs, b in steps:
             for s in srcs:
                 # (externals, views and what is placed already are left as they are)
                 if not s.external and s.view_src is None and not state[s].allocated:
                     allocate(s, b)
-            allocate(node, b, srcs)
+            if not node.external and node.view_src is None:  # (allocate's own test, first)
+                allocate(node, b, srcs)
             for s in srcs:
-                self._release(s, state[s])
+                # one consumer of ``s`` has run: free it (or its view's source) after the
+                # last (inlined: every source of every node comes here)
+                p_hn = state[s]
+                p_hn.children -= 1
+                if p_hn.children != 0 or p_hn.views != 0:
+                    continue
+                vs_t = s.view_src
+                if vs_t is not None:
+                    vs = state[vs_t]
+                    vs.views -= 1
+                    if vs.views == 0 and vs.children == 0 and vs.allocated:
+                        free(vs_t)
+                elif p_hn.allocated:
+                    free(s)
         return [a.size() for a in self.allocs]
-
-    def _release(self, parent: Tensor, p_hn: _State) -> None:
-        """One consumer of ``parent`` has run: free it (or its view's source) after the last."""
-        p_hn.children -= 1
-        if p_hn.children != 0 or p_hn.views != 0:
-            return
-        if parent.view_src is not None:
-            vs = self.state[parent.view_src]
-            vs.views -= 1
-            if vs.views == 0 and vs.children == 0 and vs.allocated:
-                self.free(parent.view_src)
-        elif p_hn.allocated:
-            self.free(parent)
 
 
 def plan(graph: Graph | Schedule, bufts: Sequence[BufferType]) -> list[int]:
