@@ -25,10 +25,13 @@ from dataclasses import dataclass, replace
 from lltui.core.cmdline.flag_values import writable_split
 from lltui.core.cmdline.flags import LlamaArgs, parse_llama_args
 from lltui.core.fit.best import headroom_split
-from lltui.core.fit.estimate import estimate
+from lltui.core.fit.estimate import speed_of
 from lltui.core.gguf.model import GgufModel
+from lltui.core.memory.allocate import estimate_once
 from lltui.core.memory.common import FitError
+from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
+from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult
 
 _STEP = 256
@@ -62,10 +65,17 @@ def llama_fit_choice(
     base += ["-tb", str(settings.n_threads_batch)] if settings.n_threads_batch > 0 else []
 
     def run(flags: Sequence[str]) -> FitResult | None:
+        # estimate's result without its speed: only the one chosen is priced (_choice)
         try:
-            return estimate(model, parse_llama_args([*base, *flags]), devices, opts)
+            return estimate_once(
+                FitProblem.of(model, parse_llama_args([*base, *flags]), devices, opts)
+            )
         except (FitError, ValueError):
             return None
+
+    def _choice(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice:
+        used = select_devices(tuple(devices), res.settings)
+        return _chosen(replace(res, speed=speed_of(model, res, used, opts)), flags, why)
 
     first = run([])
     if first is None:
@@ -137,7 +147,7 @@ def _fits(res: FitResult | None) -> bool:
     return all(d.fits is not False for d in gpus or res.devices)
 
 
-def _choice(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice:
+def _chosen(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice:
     s = res.speed
     for d in res.devices:  # --fit leaves the host's memory to the user
         if d.kind == "cpu" and d.fits is False and len(res.devices) > 1:
