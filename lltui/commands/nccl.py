@@ -229,6 +229,7 @@ def run_tests(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lltui.core.nccl.conf import CONF_ORDER, ENVIRONMENT, conf_file_line
     from lltui.core.nccl.variables import explain_variable
     from lltui.services.nccl import nccl_report
 
@@ -268,9 +269,15 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"GPU links  {q(', '.join(kinds))} ({counted(len(report.links), 'pair')})")
         lines.append("environment")
         width = max(len(k) for k in env)
+        env_from = report.env_from or {}
         for k, v in env.items():
             shown = "(unset)" if v is None else f"{q(v)}  - {q(explain_variable(k, v, env))}"
+            if env_from.get(k, ENVIRONMENT) != ENVIRONMENT:
+                shown += f"  [{q(env_from[k])}]"
             lines.append(f"  {k.ljust(width)}  {shown}")
+        if report.env_from is not None:
+            lines.append(f"config files  {CONF_ORDER}")
+            lines += [f"  {conf_file_line(f)}" for f in report.conf_files]
         lines.append("findings" if findings else "findings: none")
         # wrapped to the terminal, as topo's advice is (lines of 100-140 columns at 80)
         cols = max(60, min(160, shutil.get_terminal_size((80, 24)).columns))

@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.monitor.models import SourceUnavailable
-from lltui.core.nccl.findings import INFO, Finding, NcclFacts, findings_to_json, nccl_findings
+from lltui.core.nccl.conf import conf_files_json, conf_findings, spaced_names
+from lltui.core.nccl.enums import parse_version
+from lltui.core.nccl.findings import (
+    INFO,
+    Finding,
+    NcclFacts,
+    findings_to_json,
+    nccl_findings,
+    severity_rank,
+)
 from lltui.core.nccl.variables import nccl_environment
 from lltui.sources.nccl import (  # the seed API's NCCL names, served as they are
     NCCLCommunicator as NCCLCommunicator,
@@ -20,6 +29,7 @@ from lltui.sources.nccl import is_nccl_available as is_nccl_available
 from lltui.sources.nccl import kaggle_nccl_config as kaggle_nccl_config
 from lltui.sources.nccl import print_nccl_info as print_nccl_info
 from lltui.sources.nccl import setup_nccl_environment as setup_nccl_environment
+from lltui.sources.nccl.conf import nccl_settings
 from lltui.sources.nccl.finder import LibraryCandidate, library_kind
 
 if TYPE_CHECKING:
@@ -75,6 +85,10 @@ class NcclReport:
     env: dict[str, str | None]  # every known NCCL_* variable, None where unset
     findings: tuple[Finding, ...]
     links: dict[str, str] = field(default_factory=dict)  # {"GPU0-GPU1": "NV4"} used for advice
+    # where each set variable came from, "environment" or a config file's "PATH:LINE", and
+    # the files NCCL reads at start (this machine's NCCL only: a simulated rig has neither)
+    env_from: dict[str, str] | None = None
+    conf_files: tuple[dict[str, Any], ...] = ()
 
     @property
     def available(self) -> bool:
@@ -84,6 +98,9 @@ class NcclReport:
         out = self.info.to_json()
         out["env"] = dict(self.env)
         out["findings"] = findings_to_json(self.findings)
+        if self.env_from is not None:
+            out["env_from"] = dict(self.env_from)
+            out["conf_files"] = list(self.conf_files)
         return out
 
 
@@ -149,7 +166,10 @@ def _local_report(
 
     probe = probe_nccl(lib_path)
     environ = os.environ if environ is None else environ
-    env_all = {k: v for k, v in environ.items() if k.startswith("NCCL_")}
+    # the environment NCCL runs with: this one plus what its configuration files add
+    settings = nccl_settings(environ, parse_version(probe.version))
+    env_all = {k: v for k, v in settings.env.items() if k.startswith("NCCL_")}
+    spaced = spaced_names(settings)  # said once, by conf_findings
     info = NcclInfo(
         available=probe.available,
         version=probe.version,
@@ -168,15 +188,18 @@ def _local_report(
     facts = NcclFacts(
         available=probe.available,
         version=probe.version,
-        env=env_all,
+        env={k: v for k, v in env_all.items() if k not in spaced},
         links=links or None,
         gpu_names=_local_gpu_names(),
         interfaces=local_interfaces() or None,
     )
-    findings = nccl_findings(facts)
+    findings = sorted(nccl_findings(facts) + conf_findings(settings), key=severity_rank)
     if not here:  # a replay, another host, a Prometheus server: its NCCL is not read
         findings.insert(0, Finding(INFO, "this-machine", f"{THIS_MACHINE} ({source})"))
-    return NcclReport(info, nccl_environment(env_all), tuple(findings), links)
+    env = nccl_environment(env_all)
+    origin = {k: settings.origin[k] for k, v in env.items() if v is not None}
+    conf = tuple(conf_files_json(settings))
+    return NcclReport(info, env, tuple(findings), links, origin, conf)
 
 
 THIS_MACHINE = "the NCCL, environment and interfaces of this machine, not of the rig shown"

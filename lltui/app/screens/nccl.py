@@ -17,6 +17,7 @@ from lltui.app.messages import NcclBenchDone, NcclFileLoaded, NcclReady
 from lltui.app.screens.base import LoadOnceScreen
 from lltui.app.state.nccl import NcclState, read_report, run_bench_text, summarize_file
 from lltui.app.widgets.hanging import Entry, HangingList
+from lltui.core.nccl.conf import CONF_ORDER, ENVIRONMENT, conf_file_line
 from lltui.core.nccl.findings import Finding
 from lltui.core.nccl.variables import explain_variable
 
@@ -48,15 +49,21 @@ def render_library(info: dict[str, Any]) -> str:
 
 
 def env_entries(
-    env: dict[str, str | None], findings: tuple[Finding, ...]
+    env: dict[str, str | None],
+    findings: tuple[Finding, ...],
+    env_from: dict[str, str] | None = None,
 ) -> tuple[list[Entry], str]:
-    """Set variables first with their value and what it does, then unset ones a finding
-    names; and the line of the other unset ones."""
+    """Set variables first with their value, what it does and the config file line that set
+    it (where one did), then unset ones a finding names; and the line of the other unset
+    ones."""
     named = {v for f in findings for v in env if v in f.message or v in f.hint}
     set_entries, suggested, unset = [], [], []
     for name, value in env.items():
         if value is not None:
             said = escape(explain_variable(name, value, env))
+            where = (env_from or {}).get(name, ENVIRONMENT)
+            if where != ENVIRONMENT:
+                said += " " + escape(f"[{where}]")
             set_entries.append((f"[b]{name}[/b]", f"{escape(value)}  [$text-muted]{said}[/]"))
         elif name in named:
             suggested.append((name, "[$warning](unset; see findings)[/]"))
@@ -190,9 +197,13 @@ class NcclScreen(LoadOnceScreen):
             self.query_one("#nccl-findings", HangingList).set_entries(
                 finding_entries(report.findings)
             )
-            entries, unset = env_entries(report.env, report.findings)
+            entries, unset = env_entries(report.env, report.findings, report.env_from)
             self.query_one("#nccl-env", HangingList).set_entries(entries)
-            self.query_one("#nccl-env-unset", Static).update(unset)
+            files = [escape(conf_file_line(f)) for f in report.conf_files]
+            if files:
+                unset += f"\n[$text-muted]config files {escape(CONF_ORDER)}[/]\n"
+                unset += "\n".join(files)
+            self.query_one("#nccl-env-unset", Static).update(unset.lstrip("\n"))
         bench = self.query_one("#nccl-bench-result", Static)
         bench.display = bool(state.bench_text)
         bench.update(state.bench_text)

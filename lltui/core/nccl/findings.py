@@ -111,8 +111,13 @@ def nccl_findings(facts: NcclFacts) -> list[Finding]:
     out += _p2p_findings(env, facts)
     out += _network_findings(env, facts)
     out += _debug_findings(env, facts)
-    out.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity, 9))
+    out.sort(key=severity_rank)
     return out
+
+
+def severity_rank(finding: Finding) -> int:
+    """Sorts findings most severe first (a stable sort keeps their order within each)."""
+    return _SEVERITY_ORDER.get(finding.severity, 9)
 
 
 def _library_findings(facts: NcclFacts) -> list[Finding]:

@@ -1,0 +1,36 @@
+"""The NCCL configuration files of this machine, read as NCCL would (lltui.core.nccl.conf)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from lltui.core.nccl.conf import ConfFile, NcclSettings, apply_conf, conf_paths, parse_conf
+
+MAX_CONF_BYTES = 1 << 20  # far past any real one; /dev/zero as a file ends here
+
+
+def _passwd_home() -> str | None:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError):
+        return None
+
+
+def read_conf_file(path: str, why: str, version: tuple[int, ...] | None) -> ConfFile:
+    try:  # not blocking: a FIFO without a writer reads as empty instead of hanging lltui
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            data = f.read(MAX_CONF_BYTES) or b""
+    except FileNotFoundError:
+        return ConfFile(path, why, "not found")
+    except OSError as exc:  # NCCL skips a file it cannot read, as one that is not there
+        return ConfFile(path, why, f"not read: {exc.strerror or exc}")
+    return ConfFile(path, why, "read", tuple(parse_conf(path, data, version)))
+
+
+def nccl_settings(environ: Mapping[str, str], version: tuple[int, ...] | None) -> NcclSettings:
+    """``environ`` plus what NCCL ``version`` (None: the newest) adds from its files."""
+    paths = conf_paths(environ, version, _passwd_home())
+    return apply_conf(environ, [read_conf_file(p, why, version) for p, why in paths])
