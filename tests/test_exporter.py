@@ -640,6 +640,57 @@ def test_past_the_cap_the_oldest_idle_connection_is_let_go_for_a_scrape(monkeypa
         thread.join(10)
 
 
+def test_a_hung_collection_does_not_stall_accepting(monkeypatch) -> None:
+    """Every slot held by a scrape being answered (a collection that hangs): each new
+    connection waited SLOT_WAIT_S for a slot that shutting the oldest scrape could not free
+    (its thread is in the collection, not reading), one after another, 2 s a connection. Now
+    the new connection is closed at once and the oldest scrape cut."""
+    import socket
+    import time
+
+    import httpx
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.registry import Collector
+
+    from lltui.services.exporter import SLOT_WAIT_S, MetricsServer, serve
+
+    release = threading.Event()
+
+    class Hung(Collector):
+        def collect(self) -> list:
+            release.wait(60)
+            return []
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Hung())
+    monkeypatch.setattr(MetricsServer, "max_connections", 3)
+    httpd, thread = serve(registry, "127.0.0.1", 0)
+    port = httpd.server_address[1]
+    scrapes = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(3)]
+    try:
+        for s in scrapes:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_until(lambda: len(httpd._open) == 3 and all(httpd._open.values()), what="3 in")
+        n = 10
+        began = time.monotonic()
+        for _ in range(n):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+                assert c.recv(1) == b""  # closed unanswered
+        assert time.monotonic() - began < n * SLOT_WAIT_S / 4
+        assert scrapes[0].recv(1) == b""  # the oldest scrape, cut
+        release.set()
+        assert scrapes[1].recv(64).startswith(b"HTTP/1.")  # the others answered at last
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert httpx.get(url, timeout=10.0, trust_env=False).status_code == 200
+    finally:
+        release.set()
+        for s in scrapes:
+            s.close()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
 def test_a_flood_of_slow_connections_keeps_neither_a_scrape_out_nor_threads_unbounded() -> None:
     """300 connections that send nothing or half a request line, against a real exporter:
     past its 256 threads every scrape was closed unanswered until they timed out; now a

@@ -333,10 +333,13 @@ SLOT_WAIT_S = 2.0  # for the thread of a connection let go to end, when a new on
 
 class MetricsServer(ThreadingMixIn, WSGIServer):
     """A thread per request, a real listen backlog; threads do not outlive the server.
-    Past ``max_connections`` at once the oldest connection still sending its request (else
-    the oldest one) is let go for the new one: clients that open connections and send
-    nothing, or a byte at a time, neither start threads without bound nor keep a scrape out
-    (the new connection was the one closed, so 256 of them kept every scrape out)."""
+    Past ``max_connections`` at once the oldest connection still sending its request is let
+    go for the new one: clients that open connections and send nothing, or a byte at a time,
+    neither start threads without bound nor keep a scrape out (the new connection was the
+    one closed, so 256 of them kept every scrape out). When every connection is being
+    answered (a slow or hung collection), nothing frees a slot soon: the oldest scrape being
+    answered is cut and the new connection closed at once, so that accepting never waits
+    behind the answers (it waited SLOT_WAIT_S for each new connection, one after another)."""
 
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
@@ -350,8 +353,13 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
-            self._let_go_oldest()
-            if not self._slots.acquire(timeout=SLOT_WAIT_S):
+            # a connection let go while sending its request ends at once; one being
+            # answered only once the answer is made: no waiting for that
+            if self._let_go_oldest():
+                freed = self._slots.acquire(timeout=SLOT_WAIT_S)
+            else:
+                freed = self._slots.acquire(blocking=False)
+            if not freed:
                 self.shutdown_request(request)
                 return
         with self._open_lock:
@@ -373,15 +381,17 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
             if request in self._open:
                 self._open[request] = True
 
-    def _let_go_oldest(self) -> None:
-        """Shut the oldest connection still sending its request (else the oldest): its
-        thread's read or write fails at once and the thread ends, freeing its slot."""
+    def _let_go_oldest(self) -> bool:
+        """Shut the oldest connection still sending its request (else the oldest, being
+        answered); whether it was still sending it: then its thread's read fails at once and
+        the thread ends, freeing its slot (one being answered fails only when it writes)."""
         with self._open_lock:  # (held until shut: a connection is closed only once out)
             reading = [c for c, read in self._open.items() if not read]
             oldest = next(iter(reading or self._open), None)
             if oldest is not None:
                 with contextlib.suppress(OSError):
                     oldest.shutdown(socket.SHUT_RDWR)
+            return bool(reading)
 
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
