@@ -113,21 +113,71 @@ async def test_the_placement_table_fits_80_columns():
         assert width <= 80 - 3  # the page's padding and scrollbar
 
 
-async def test_the_prediction_column_comes_and_goes_with_the_width():
-    from lltui.app.screens.launch import PREDICTED_COLUMN
+def fits(table) -> bool:
+    """The table's columns fit the width it has beside its rows' scroll bar."""
+    return (
+        not table.show_horizontal_scrollbar
+        and table.virtual_size.width <= table.scrollable_content_region.width
+    )
 
+
+def test_the_placement_keeps_its_most_useful_columns_that_fit():
+    from lltui.app.screens.launch import placement_columns
+
+    every = ("device", "model MiB", "KV MiB", "compute MiB", "out MiB", "layers")
+    assert placement_columns(95) == (*every, "predicted MiB")
+    assert placement_columns(94) == (*every[:4], "layers", "predicted MiB")  # out MiB first
+    assert placement_columns(77) == every
+    assert placement_columns(70) == (*every[:4], "layers")  # then lltui's prediction
+    assert placement_columns(10) == ("device",)
+
+
+WIDTHS = (80, 100, 120, 140, 160, 200)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_the_placement_table_opens_with_columns_that_fit_its_width(width):
+    """At 120-160 columns the table is 3/5 of the screen: the prediction's column went by
+    the screen's width, and the table opened scrolled sideways."""
     app = sim_app("8xh100-sxm")
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(width, 40)) as pilot:
         await pilot.press("5")
-        await pilot.pause()
         table = app.screen.query_one("#launch-placement")
-        assert PREDICTED_COLUMN[0] not in table.columns
-        await pilot.resize_terminal(120, 40)
+        await wait_for(lambda: table.columns and fits(table))
         await pilot.pause()
-        assert PREDICTED_COLUMN[0] in table.columns
-        await pilot.resize_terminal(80, 24)
-        await pilot.pause()
-        assert PREDICTED_COLUMN[0] not in table.columns
+        assert fits(table)
+        assert {"device", "model MiB", "KV MiB", "compute MiB"} <= set(table.columns)
+        assert table.size.height == 1  # its header, shown
+
+
+async def test_the_placement_columns_follow_the_tables_width_over_its_rows():
+    """A twelfth row brings the rows' scroll bar (two cells) and leaves the table's size as
+    it was; then a resize through the widths: every width fits, each row keeps its cells."""
+    from lltui.app.screens.launch import PlacementTable
+
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(97, 60)) as pilot:
+        await pilot.press("5")
+        table = app.screen.query_one("#launch-placement", PlacementTable)
+        cells = {"model MiB": "1000.50", "KV MiB": "20.00", "compute MiB": "300.00",
+                 "out MiB": "0.00", "layers": "0-1", "predicted MiB": "-"}  # fmt: skip
+
+        def show(n: int) -> None:
+            table.show_rows({f"CUDA{i}": {"device": f"CUDA{i}", **cells} for i in range(n)})
+
+        show(11)
+        await wait_for(lambda: len(table.columns) == 7 and table.size.height == 12)
+        show(17)
+        await wait_for(lambda: table.show_vertical_scrollbar and fits(table))
+        for width in (*WIDTHS[-2::-1], *WIDTHS[1:]):
+            before = table.size.width
+            await pilot.resize_terminal(width, 40)
+            await wait_for(lambda b=before: table.size.width != b and fits(table))
+            await pilot.pause()
+            assert fits(table), width
+            assert table.row_count == 17
+            row = dict(zip(table.columns, table.get_row("CUDA16"), strict=True))
+            assert row == {"device": "CUDA16", **{k: cells[k] for k in table.columns if k in cells}}
 
 
 async def test_the_placement_table_keeps_no_blank_row_after_the_terminal_shrinks():

@@ -37,13 +37,80 @@ PHASE_STYLE = {
     "error": "$error",
     "idle": "$text-muted",
 }
-# every column but lltui's prediction on screen at 80 (77 cells with the padding): a long
-# RPC device name is cut
+# (label, width) in their order on screen
 PLACEMENT_COLUMNS = (("device", 16), ("model MiB", 10), ("KV MiB", 8), ("compute MiB", 11),
-                     ("out MiB", 8), ("layers", 12))  # fmt: skip
-# lltui's prediction beside them where the screen has room for it
-PREDICTED_COLUMN = ("predicted MiB", 16)
-PREDICTED_FROM = 100  # columns
+                     ("out MiB", 8), ("layers", 12), ("predicted MiB", 16))  # fmt: skip
+# kept in this order while the table has room for them, so the last goes first: the output
+# buffer (a MiB or two of the host's, none on a GPU), then lltui's prediction (the check's
+# line under the rates says how it compares), then the layers (only a -v log names them)
+PLACEMENT_KEPT = ("device", "model MiB", "KV MiB", "compute MiB", "layers", "predicted MiB",
+                  "out MiB")  # fmt: skip
+
+
+def placement_columns(width: int, padding: int = 1) -> tuple[str, ...]:
+    """The most useful columns a table ``width`` cells wide shows whole (each cell with
+    ``padding`` either side), in their order on screen; the device's is always there."""
+    widths = dict(PLACEMENT_COLUMNS)
+    kept: set[str] = set()
+    used = 0
+    for label in PLACEMENT_KEPT:
+        need = widths[label] + 2 * padding
+        if not kept or used + need <= width:
+            kept.add(label)
+            used += need
+    return tuple(label for label, _w in PLACEMENT_COLUMNS if label in kept)
+
+
+class PlacementTable(DataTable[str]):
+    """The server's placement, one row a device: the columns are chosen by the table's own
+    width (placement_columns), again whenever it changes, so it never scrolls sideways."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(cursor_type="none", id=id)
+        self._rows: dict[str, dict[str, str]] = {}  # each device's cells by column label
+        self._shown: tuple[str, ...] = ()
+
+    def on_mount(self) -> None:
+        # every column until the table is laid out: a header from the first frame (the
+        # table's height, fixed by then, stayed 0 where its first columns came later)
+        self._set_columns(tuple(label for label, _w in PLACEMENT_COLUMNS))
+
+    def on_resize(self) -> None:
+        self._fit_columns()
+
+    def watch_show_vertical_scrollbar(self) -> None:
+        # the rows' scroll bar takes its cells from the columns' width
+        self.call_after_refresh(self._fit_columns)
+
+    def _fit_columns(self) -> None:
+        width = self.scrollable_content_region.width
+        shown = placement_columns(width, self.cell_padding) if width else self._shown
+        if shown != self._shown:
+            self._set_columns(shown)
+
+    def _set_columns(self, shown: tuple[str, ...]) -> None:
+        self.clear(columns=True)
+        widths = dict(PLACEMENT_COLUMNS)
+        for label in shown:
+            self.add_column(label, key=label, width=widths[label])
+        self._shown = shown
+        for key, cells in self._rows.items():
+            self.add_row(*(cells[label] for label in shown), key=key)
+
+    def show_rows(self, rows: dict[str, dict[str, str]]) -> None:
+        """Each device's cells by column label, keyed by its name: changed cells updated
+        in place, gone devices removed."""
+        if self._shown:
+            for key in self._rows.keys() - rows.keys():
+                self.remove_row(key)
+            for key, cells in rows.items():
+                if key not in self._rows:
+                    self.add_row(*(cells[label] for label in self._shown), key=key)
+                    continue
+                for label in self._shown:
+                    if cells[label] != self._rows[key][label]:
+                        self.update_cell(key, label, cells[label])
+        self._rows = dict(rows)
 
 
 def predicted_cell(st: LaunchState, name: str, logged_mib: float) -> str:
@@ -202,7 +269,7 @@ class LaunchScreen(FormScreen):
             yield RouterTable(id="launch-models")
             yield Static("", id="launch-router-note")
             with Container(id="launch-middle"):
-                yield DataTable(id="launch-placement", cursor_type="none")
+                yield PlacementTable(id="launch-placement")
                 with Vertical(id="launch-side"):
                     yield Static("", id="launch-rates")
                     yield Static("", id="launch-balance")
@@ -211,15 +278,10 @@ class LaunchScreen(FormScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self._placement_keys: set[str] = set()
         self._lines_shown = 0
         self._carried: tuple[str, LlamaArgs] | None = None  # (flags text, the fit settings)
 
     def on_mount(self) -> None:
-        table = self.query_one("#launch-placement", DataTable)
-        for label, width in PLACEMENT_COLUMNS:
-            table.add_column(label, key=label, width=width)
-        self._sync_placement_columns()
         self._take_prefill()
         self.render_all()
 
@@ -361,7 +423,7 @@ class LaunchScreen(FormScreen):
         view = st.router
         table = self.query_one("#launch-models", RouterTable)
         table.display = view is not None
-        self.query_one("#launch-placement", DataTable).display = view is None
+        self.query_one("#launch-placement", PlacementTable).display = view is None
         note = self.query_one("#launch-router-note", Static)
         note.display = view is not None
         if view is not None:
@@ -371,46 +433,17 @@ class LaunchScreen(FormScreen):
                 keys = f"models load on demand at {view.on_demand_url}; {keys}"
             note.update(Text(f"{view.note}\n{keys}" if view.note else keys))
 
-    def on_resize(self) -> None:
-        if self._sync_placement_columns():
-            self.show_launch()  # the rows' cells of the column added
-
-    def _sync_placement_columns(self) -> bool:
-        """The prediction's column shown from PREDICTED_FROM columns; whether it changed."""
-        table = self.query_one("#launch-placement", DataTable)
-        label, width = PREDICTED_COLUMN
-        wide = self.app.size.width >= PREDICTED_FROM
-        if wide == (label in table.columns):
-            return False
-        if wide:
-            table.add_column(label, key=label, width=width, default="-")
-        else:
-            table.remove_column(label)
-        return True
-
     def _show_placement(self, st: LaunchState) -> None:
-        table = self.query_one("#launch-placement", DataTable)
-        columns = [*PLACEMENT_COLUMNS, PREDICTED_COLUMN][: len(table.columns)]
-        seen = set()
+        rows = {}
         for dev in st.placement:
-            key = dev.name
-            seen.add(key)
-            layers = compact_indexes(dev.layers) if dev.layers else "-"
             cells = (
                 escape(dev.name),  # "RPC0[127.0.0.1:50052]": brackets are not markup here
                 f"{dev.model_mib:.2f}",
                 f"{dev.kv_mib:.2f}",
                 f"{dev.compute_mib:.2f}",
                 f"{dev.output_mib:.2f}",
-                layers,
+                compact_indexes(dev.layers) if dev.layers else "-",
                 predicted_cell(st, dev.name, dev.total_mib),
-            )[: len(columns)]
-            if key not in self._placement_keys:
-                table.add_row(*cells, key=key)
-                self._placement_keys.add(key)
-            else:
-                for (col, _w), value in zip(columns, cells, strict=True):
-                    table.update_cell(key, col, value)
-        for key in self._placement_keys - seen:
-            table.remove_row(key)
-        self._placement_keys &= seen
+            )
+            rows[dev.name] = dict(zip((c for c, _w in PLACEMENT_COLUMNS), cells, strict=True))
+        self.query_one("#launch-placement", PlacementTable).show_rows(rows)
