@@ -460,3 +460,20 @@ async def test_rpc_servers_keep_their_names_and_one_line_each_at_80_columns(mode
         table = screen.query_one("#fit-quants")
         fullest = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
         assert any(cell.split()[-1].isdigit() for cell in fullest), fullest
+
+
+@pytest.mark.parametrize(("profile", "width"), [("8xh100-sxm", 130), ("16xv100-dgx2", 178)])
+async def test_the_quant_table_keeps_room_for_its_rows_scroll_bar(model_path, profile, width):
+    """At 24 rows the table scrolls its rows: the per-GPU column was sized for the table's
+    whole width, and the scroll bar's two cells had the table scroll sideways."""
+    app = sim_app(profile)
+    async with app.run_test(size=(width, 24)) as pilot:
+        app.poll_sync(2)
+        await pilot.press("4")
+        screen = app.screen
+        await estimated_with_quants(screen, model_path)
+        table = screen.query_one("#fit-quants")
+        await wait_for(lambda: table.row_count > 15 and table.show_vertical_scrollbar, 60)
+        await pilot.pause()
+        assert table.virtual_size.width <= table.scrollable_content_region.width
+        assert not table.show_horizontal_scrollbar

@@ -12,6 +12,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
+from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
@@ -283,6 +284,17 @@ def render_verdict(outcome: FitOutcome, found: FoundModels | None = None) -> str
     return "\n".join(lines)
 
 
+class QuantTable(DataTable[str]):
+    """The quant table: its columns are laid out for its own width (quant_layout), which
+    changes without the screen's (the page's scroll bar comes once the results are long)."""
+
+    class Resized(Message):
+        """The table's width changed: its columns are laid out again."""
+
+    def on_resize(self) -> None:
+        self.post_message(self.Resized())
+
+
 class FitScreen(FormScreen):
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="fit-page", classes="form-page"):
@@ -321,7 +333,7 @@ class FitScreen(FormScreen):
                 plan.display = False  # shown once there is a plan to show
                 yield plan
                 yield Static("", id="fit-bars")
-                yield DataTable(id="fit-quants", cursor_type="row")
+                yield QuantTable(id="fit-quants", cursor_type="row")
 
     def _device_options(self) -> list[tuple[str, str]]:
         opts = [("this rig, free memory now", LIVE)]
@@ -359,6 +371,10 @@ class FitScreen(FormScreen):
 
     def on_resize(self) -> None:
         self.show_fit()  # the bars' length and the quant table's columns follow the width
+
+    @on(QuantTable.Resized)
+    def _quants_resized(self) -> None:
+        self.show_fit()
 
     # -- the form ------------------------------------------------------------------------
     def request(self) -> FitRequest:
@@ -572,10 +588,12 @@ class FitScreen(FormScreen):
         shown.display = bool(text)
 
     def _show_quants(self, outcome: FitOutcome) -> None:
-        table = self.query_one("#fit-quants", DataTable)
+        table = self.query_one("#fit-quants", QuantTable)
         devices = [] if outcome.result is None else outcome.result.devices
         names = [d.name for d in devices if d.kind != "cpu"]
-        layout = quant_layout(table.size.width or self.size.width - 3, names)
+        # the cells of the rows' scroll bar kept free: it comes with the rows, after this
+        width = (table.size.width or self.size.width - 3) - table.styles.scrollbar_size_vertical
+        layout = quant_layout(width, names)
         if layout != self._quant_layout:
             table.clear(columns=True)
             self._quant_keys = []
