@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -318,5 +319,58 @@ def test_a_request_without_its_key_is_refused_before_its_body_is_read():
             timeout=20,
         )
         assert keyed.status_code == 200 and router.queries[-1] == "big"
+    finally:
+        p.stop()
+
+
+def test_a_kept_alive_request_has_its_whole_time_to_be_sent(monkeypatch):
+    """A request after the first on a kept-alive connection had only what was left of the
+    time since the last answer: one begun 2 s after it, its body sent over 1.5 s, was cut
+    mid-body at 3 s. Its time now runs from its head."""
+    from lltui.sources import http_server
+
+    monkeypatch.setattr(http_server, "REQUEST_TIMEOUT_S", 3.0)
+    router = StandIn()
+    p = OnDemandProxy(f"http://127.0.0.1:{router.port}", lambda: Policy({}, Room({}, None)), port=0)
+    p.start()
+    try:
+        with socket.create_connection(("127.0.0.1", p.port), timeout=20) as s:
+            s.sendall(b"GET /slots HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            time.sleep(2.0)  # idle, as a client between two requests (not a wait on state)
+            body = b'{"model": "big"}'
+            s.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body[:5])
+            )
+            time.sleep(1.5)  # the rest of the body later, as a slow upload sends it
+            s.sendall(body[5:])
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        p.stop()
+
+
+def test_a_running_answer_is_not_cut_for_a_new_connection(monkeypatch):
+    """With every connection held being answered, a new one cut the oldest answer (and the
+    router's generation with it) for a client that had sent nothing; it is closed itself."""
+    from lltui.sources import http_server
+
+    monkeypatch.setattr(http_server, "MAX_CONNECTIONS", 1)
+    router = StandIn()
+    p = OnDemandProxy(f"http://127.0.0.1:{router.port}", lambda: Policy({}, Room({}, None)), port=0)
+    p.start()
+    try:
+        with socket.create_connection(("127.0.0.1", p.port), timeout=20) as busy:
+            body = b'{"model": "big", "max_tokens": 4096}'
+            busy.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+            wait_for(lambda: "big" in router.queries, 10, "the generation started")
+            with socket.create_connection(("127.0.0.1", p.port), timeout=20) as late:
+                assert late.recv(1) == b""  # closed at once
+            assert "client gone" not in router.queries
     finally:
         p.stop()

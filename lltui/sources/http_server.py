@@ -6,11 +6,12 @@ connections and sent nothing took every file descriptor of lltui's process (ulim
 asyncio printed a traceback for each accept that failed, and lltui could open no file or
 socket. Here at most ``MAX_CONNECTIONS`` are held (a quarter of the file descriptors the
 process may have where that is fewer); past it the oldest connection still sending its
-request (else the oldest) is let go for the new one. A request, its body included, is to be
-sent within ``REQUEST_TIMEOUT_S`` of the connect (or of the answer before it on a kept-alive
-connection): one that is not is let go (its head) or answered 408 (its body). A body that
-does not read, or a client gone while sending it, is answered 400 (aiohttp printed a
-traceback).
+request (or idle) is let go for the new one. A request, its body included, is to be
+sent within ``REQUEST_TIMEOUT_S`` of the connect (a later one on a kept-alive connection, of
+its head; the wait for it is aiohttp's keep-alive, as long): one that is not is let go (its
+head) or answered 408 (its body). Where every connection held is being answered, a new one
+is closed at once: no running answer is cut for it. A body that does not read, or a client
+gone while sending it, is answered 400 (aiohttp printed a traceback).
 """
 
 from __future__ import annotations
@@ -87,22 +88,30 @@ def _not_a_bad_request(record: logging.LogRecord) -> bool:
 
 class _Held:
     """The connections held, oldest first, each with since when it has been sending its
-    request (None while it is answered)."""
+    request or waiting idle for the next (None while it is answered)."""
 
     def __init__(self, most: int, request_s: float, backlog: int, admit: Admit | None) -> None:
         self.most, self.request_s, self.backlog, self.admit = most, request_s, backlog, admit
         self.open: dict[RequestHandler, float | None] = {}
+        self.answered: set[RequestHandler] = set()  # kept alive after an answer
 
-    def made(self, connection: RequestHandler) -> None:
+    def made(self, connection: RequestHandler) -> bool:
+        """Whether ``connection`` is held: past the cap the oldest still sending its request
+        (or idle) is let go for it; where every one is being answered none is cut (a
+        running answer, a generation, for a client that has sent nothing) and False."""
         if len(self.open) >= self.most:
-            sending = (c for c, since in self.open.items() if since is not None)
-            oldest = next(sending, next(iter(self.open)))
+            oldest = next((c for c, since in self.open.items() if since is not None), None)
+            if oldest is None:
+                return False
             del self.open[oldest]
+            self.answered.discard(oldest)
             oldest.force_close()
         self.open[connection] = asyncio.get_running_loop().time()
+        return True
 
     def lost(self, connection: RequestHandler) -> None:
         self.open.pop(connection, None)
+        self.answered.discard(connection)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -113,7 +122,11 @@ class _Held:
         if refused is not None:  # (its body unread: the connection goes with the answer)
             refused.force_close()
             return refused
-        since = self.open.get(connection) or loop.time()
+        # the first request's deadline runs from the connect (its head included); a later
+        # one's from its head (its idle wait is aiohttp's keep-alive): it had only what was
+        # left of the idle time after the last answer, and was cut mid-body
+        first = connection not in self.answered
+        since = (self.open.get(connection) if first else None) or loop.time()
         try:
             async with asyncio.timeout_at(since + self.request_s):
                 await request.read()
@@ -130,6 +143,7 @@ class _Held:
         finally:
             if connection in self.open:  # kept alive: its next request is being sent
                 self.open[connection] = loop.time()
+                self.answered.add(connection)
 
 
 async def _closing(request: web.Request, status: int, why: str) -> web.Response:
@@ -149,26 +163,37 @@ class _Tracked(asyncio.Protocol):
 
     def __init__(self, connection: RequestHandler, held: _Held) -> None:
         self.connection, self.held = connection, held
+        self.refused = False  # no room: closed at once, never aiohttp's
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.held.made(self.connection)
+        if not self.held.made(self.connection):
+            self.refused = True
+            transport.close()
+            return
         self.connection.connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.refused:
+            return
         self.held.lost(self.connection)
         self.connection.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        self.connection.data_received(data)
+        if not self.refused:
+            self.connection.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if self.refused:
+            return None
         return self.connection.eof_received()  # type: ignore[func-returns-value]
 
     def pause_writing(self) -> None:
-        self.connection.pause_writing()
+        if not self.refused:
+            self.connection.pause_writing()
 
     def resume_writing(self) -> None:
-        self.connection.resume_writing()
+        if not self.refused:
+            self.connection.resume_writing()
 
 
 class _Site(web.BaseSite):
