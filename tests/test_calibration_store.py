@@ -551,8 +551,9 @@ def test_ctrl_c_shows_what_was_measured_and_keeps_none_of_it(
     finally:
         signal.signal(signal.SIGINT, previous)
     assert rc == 128 + signum
-    if not measured:
-        assert out is None  # nothing to show
+    if not measured:  # nothing to show, and it says so (it had printed nothing at all)
+        said = "bench: stopped before any test finished: nothing was measured or kept"
+        assert out == {"error": said, "exit_code": 128 + signum}
         return
     assert out["stopped"] == "interrupted"
     assert out["points"] and out["stored"] is None
