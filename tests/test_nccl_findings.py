@@ -189,8 +189,12 @@ def test_p2p_disable_is_read_as_nccls_ncclgetlevel_reads_it(capsys, monkeypatch)
     'true' were taken for P2P off."""
     from lltui.cli import main
     from lltui.core.topo.advice import advise
+    from lltui.core.topo.p2p_levels import p2p_disabled
     from lltui.core.topo.parse import parse_topology
 
+    # strtol's long kept in an int: 4294967297 is 1 to NCCL (P2P off), 4294967296 is 0
+    assert p2p_disabled({"NCCL_P2P_DISABLE": "4294967297"})
+    assert not p2p_disabled({"NCCL_P2P_DISABLE": "4294967296"})
     both = {"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "SYS"}
     codes = _codes(NcclFacts(True, "2.21.5", both, {"GPU0-GPU1": "SYS"}))
     assert codes["p2p-level-ignored"] == INFO and "p2p-level-limits" not in codes
@@ -256,7 +260,9 @@ def test_algo_and_proto_names_nccl_rejects_are_an_error():
     for valid in ("Ring", "ring,TREE", "^NVLS,nvlstree", "ring;allreduce:tree", "allreduce:^pat"):
         assert nccl_list_error("NCCL_ALGO", valid) is None, valid
     assert nccl_list_error("NCCL_PROTO", "^LL128;allreduce:LL128") is None
-    for invalid in ("Rng", "Ring, Tree", "ring;tree", "allreduc:ring", "LL128"):
+    # (';Ring': strtok skips the ';', so the first entry is not at the start and needs a
+    # collective too)
+    for invalid in ("Rng", "Ring, Tree", "ring;tree", "allreduc:ring", "LL128", ";Ring"):
         assert nccl_list_error("NCCL_ALGO", invalid) is not None, invalid
     got = _codes(NcclFacts(True, "2.24.3", {"NCCL_ALGO": "Rng", "NCCL_PROTO": "^LL128"}))
     assert got["algo-invalid"] == ERROR and got["proto-forced"] == INFO

@@ -55,7 +55,9 @@ def nccl_list_error(name: str, value: str) -> str | None:
     functions = {f.lower() for f in NCCL_FUNCTIONS}
     for i, entry in enumerate(t for t in value.split(";") if t):
         parts = [t for t in entry.split(":") if t]
-        if len(parts) < 2 and i > 0:
+        # (strtok skips a leading ';': the first entry then is not the string's start, and
+        # NCCL asks it for a collective too)
+        if len(parts) < 2 and (i > 0 or value.startswith(";")):
             return f"all entries but the first must name a collective ('allreduce:...'): {entry!r}"
         if not parts:
             return f"an empty entry: {entry!r}"

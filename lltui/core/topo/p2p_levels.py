@@ -55,11 +55,16 @@ def nccl_path_level(value: str) -> str | None:
         return value
     if not value[:1].isdigit():
         return None
-    read = nccl_int(value)[0]
-    # strtol's long (LONG_MAX past its range) kept in an int: past an int it may go negative,
-    # and NCCL then reads outside its table
-    number = ((_INT64 - 1 if read is None else read) + 2**31) % 2**32 - 2**31
+    # (past an int it may go negative, and NCCL then reads outside its table)
+    number = nccl_c_int(value)
     return _OLD_LEVELS[min(number, len(_OLD_LEVELS) - 1)] if number >= 0 else None
+
+
+def nccl_c_int(value: str) -> int:
+    """What NCCL keeps of ``value`` read with strtol into an int: the long (LONG_MAX past
+    its range) wrapped to 32 bits (4294967297 is 1)."""
+    read = nccl_int(value)[0]
+    return ((_INT64 - 1 if read is None else read) + 2**31) % 2**32 - 2**31
 
 
 def link_kind(cell: str) -> str:
@@ -90,4 +95,4 @@ def p2p_disabled(env: Mapping[str, str | None]) -> bool:
     """Whether NCCL_P2P_DISABLE turns P2P off. NCCL's ncclGetLevel (src/graph/paths.cc) reads
     it with strtol and turns P2P off for 1 only; then it does not read NCCL_P2P_LEVEL."""
     value = env.get("NCCL_P2P_DISABLE")
-    return bool(value) and nccl_int(value or "")[0] == 1
+    return bool(value) and nccl_c_int(value or "") == 1  # (kept in an int, as NCCL keeps it)
