@@ -18,6 +18,7 @@ from lltui.core.fit.evict import (
     decide_all,
     policy_from_plan,
 )
+from lltui.core.fit.plan import DeviceRoom
 from lltui.core.memory.common import CPU
 from lltui.core.units import MIB
 
@@ -162,8 +163,8 @@ def test_the_policy_from_a_plan_counts_host_buffers_cache_and_process():
             planned("b", 6 * GIB, 0, [], keep=True),
         ),
         devices=(
-            SimpleNamespace(name="CUDA0", free_bytes=10 * GIB),
-            SimpleNamespace(name=CPU, free_bytes=32 * GIB),
+            DeviceRoom("CUDA0", "cuda", 10 * GIB, 11 * GIB),
+            DeviceRoom(CPU, "cpu", 32 * GIB, 100 * MIB),
         ),
     )
     got = policy_from_plan(plan, priority={"a": 3}, overhead_bytes=50 * MIB)

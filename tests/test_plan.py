@@ -330,3 +330,34 @@ def test_a_key_among_the_flags_is_never_printed(models, capsys):
     assert main([*argv, "--json"]) == 0
     args = json.loads(capsys.readouterr().out)["models"][0]["args"]
     assert args[args.index("--api-key") + 1] == "***"
+
+
+def test_an_integrated_gpu_and_the_host_are_one_memory_for_the_set(tmp_path, capsys):
+    """Two models at -ngl 20 on a Strix Halo with 10 GiB free: 3965 MiB each on ROCm0 and
+    2049 each on the host, 12028 in all; the plan offered ROCm0 10 GiB and the host 10 GiB
+    again, and said they fit together. As a single fit, the host has what the GPU leaves."""
+    from support import gguf_factory as gf
+
+    from lltui.core.fit.evict import Resident, decide, policy_from_plan
+
+    a, b = (gf.write_sparse(tmp_path / f"{n}.gguf", gf.llama_8b_spec(), "Q4_K") for n in "ab")
+    flags = ["-ngl", "20", "-c", "4096", str(a), str(b), "--gpus", "Strix Halo"]
+    assert main(["fit", *flags, "--host-free", "10GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    gpu, host = data["devices"]
+    assert gpu["name"] == "ROCm0" and gpu["free_bytes"] == 10 * GIB
+    assert host["free_bytes"] == 10 * GIB - gpu["used_bytes"]
+    assert data["fits"] is False and data["fit_together"] == [["a"], ["b"]]
+    assert any("its memory is the host's" in n for n in data["notes"])
+
+    # three such models: the gate and the router's evictions count the one memory too
+    args = parse_llama_args(["-ngl", "20", "-c", "4096", "-cram", "0"])  # (no prompt cache)
+    entries = tuple(PlanEntry(str(a), args, name=n) for n in ("a", "b", "c"))
+    plan = plan_models(PlanRequest(entries, gpus="Strix Halo", host_free_bytes=10 * GIB)).plan
+    assert plan.fit_together == (("a",), ("b",), ("c",))
+    one = plan.model("a")
+    left = 10 * GIB - one.bytes_on("ROCm0") * 2 - one.bytes_on("CPU")
+    assert load_refusal(plan, "b", []) is None
+    assert f"the host has {left / MIB:.0f} MiB left" in (load_refusal(plan, "b", ["a"]) or "")
+    decision = decide(policy_from_plan(plan, overhead_bytes=0), "b", [Resident("a")])
+    assert decision.evict == ("a",)

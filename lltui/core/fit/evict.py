@@ -129,10 +129,14 @@ def policy_from_plan(
     """Each planned model's needs (its usage by device; the host: its buffers there, its
     prompt cache and its process) and the room the plan shares out."""
     prio = priority or {}
+    host_room = next((d for d in plan.devices if d.name == CPU), None)
+    shares = host_room.shares if host_room is not None else ()
     needs = {}
     for m in plan.models:
         usage = dict(m.usage)
-        host = usage.pop(CPU, 0) + cache_ram_bytes(m.args) + overhead_bytes
+        # what it takes on an integrated GPU is the host's memory too
+        host = usage.pop(CPU, 0) + sum(usage.get(s, 0) for s in shares)
+        host += cache_ram_bytes(m.args) + overhead_bytes
         needs[m.name] = ModelNeed(
             name=m.name,
             devices={d: b for d, b in usage.items() if b},
@@ -142,7 +146,9 @@ def policy_from_plan(
             priority=prio.get(m.name, 0),
         )
     devices = {d.name: d.free_bytes for d in plan.devices if d.name != CPU}
-    host_free = next((d.free_bytes for d in plan.devices if d.name == CPU), None)
+    host_free = None if host_room is None else host_room.free_bytes
+    if shares and host_room is not None:  # the whole of the one memory, before any loads
+        host_free = host_room.pool_bytes
     return Policy(needs, Room(devices, host_free))
 
 

@@ -102,6 +102,11 @@ class DeviceRoom:
     free_bytes: int | None
     used_bytes: int
     description: str = ""
+    # the devices whose memory is this one's (an integrated GPU's is the host's), and that
+    # memory's free bytes before any model loads: free is what they leave of it with every
+    # model loaded, as a single model's estimate gives the host
+    shares: tuple[str, ...] = ()
+    pool_bytes: int | None = None
 
     @property
     def left_bytes(self) -> int | None:
@@ -127,6 +132,14 @@ class SetPlan:
 
     def model(self, name: str) -> PlannedModel:
         return next(m for m in self.models if m.name == name)
+
+    def free_beside(self, room: DeviceRoom, names: Sequence[str]) -> int | None:
+        """The room's free memory with only the models ``names`` loaded: of a memory it
+        shares, what those models leave of it on the other devices."""
+        if not room.shares or room.pool_bytes is None:
+            return room.free_bytes
+        taken = (self.model(n).bytes_on(s) for n in set(names) for s in room.shares)
+        return room.pool_bytes - sum(taken)
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -256,16 +269,18 @@ def plan_set(
             raise FitError(f"{m.name}: {exc}") from None
 
     base = [est(m, m.args, m.devices, quick) for m in members]
+    pool = _host_pool(members, options)
     defaults = [r.resolved.n_ctx for r in base]
-    contexts = _share_contexts(members, base, defaults, options, est)
+    contexts = _share_contexts(members, base, defaults, options, pool, est)
     planned = [
         _pin(m, ctx, default, options, est)
         for m, ctx, default in zip(members, contexts, defaults, strict=True)
     ]
     planned = [
-        _with_shared_ctx(p, m, planned, options, est) for p, m in zip(planned, members, strict=True)
+        _with_shared_ctx(p, m, planned, options, pool, est)
+        for p, m in zip(planned, members, strict=True)
     ]
-    devices = _rooms(members, planned, options)
+    devices = _rooms(members, planned, pool)
     conflicts = _conflicts(planned)
     fit_together, tried = _fit_together(planned, devices, conflicts)
     return SetPlan(tuple(planned), devices, conflicts, fit_together, tried)
@@ -276,6 +291,7 @@ def _share_contexts(
     base: Sequence[FitResult],
     defaults: Sequence[int],
     options: FitOptions,
+    pool: HostPool,
     est: Estimator,
 ) -> list[int | None]:
     """Each model's context: None where ``-c`` was given, else its default or, when the set
@@ -284,9 +300,9 @@ def _share_contexts(
     their defaults, as far as it takes for that device to fit (lowering a model elsewhere
     would free nothing there). A set two of whose models share an RPC server cannot be
     resident together however small their contexts: theirs stay at the defaults."""
-    free = _free_by_device(members, options)
+    free = _free_by_device(members, pool)
     given = [None if _ctx_given(m.args) else defaults[i] for i, m in enumerate(members)]
-    uses = [usage_of(r) for r in base]
+    uses = [_pooled(usage_of(r), pool) for r in base]
     short = _short_devices(uses, free)
     servers = [
         set(rpc_servers(m.args, r, m.devices)[0]) for m, r in zip(members, base, strict=True)
@@ -296,7 +312,8 @@ def _share_contexts(
     open_ = [i for i, g in enumerate(given) if g is not None and any(uses[i].get(d) for d in short)]
     out = list(given)
     for group in _groups(open_, uses, short):
-        for i, ctx in _lowered(group, members, base, defaults, uses, free, options, est).items():
+        lowered = _lowered(group, members, base, defaults, uses, free, options, pool, est)
+        for i, ctx in lowered.items():
             out[i] = ctx
     return out
 
@@ -322,6 +339,7 @@ def _lowered(
     uses: Sequence[Mapping[str, int]],
     free: Mapping[str, int | None],
     options: FitOptions,
+    pool: HostPool,
     est: Estimator,
 ) -> dict[int, int]:
     """The contexts of one group: the largest common share of their defaults (down to
@@ -341,7 +359,7 @@ def _lowered(
         for i in group:
             ctx = _scaled(defaults[i], floors[i], units[i], scale)
             args = _with_ctx(members[i].args, ctx)
-            now[i] = usage_of(est(members[i], args, members[i].devices, quick))
+            now[i] = _pooled(usage_of(est(members[i], args, members[i].devices, quick)), pool)
         return _set_fits([{d: b for d, b in u.items() if d in mine} for u in now], mine)
 
     lo, hi = 0.0, 1.0  # the set does not fit at hi; at lo (the floors) it may not either
@@ -404,33 +422,68 @@ def _with_shared_ctx(
     m: SetMember,
     planned: Sequence[PlannedModel],
     options: FitOptions,
+    pool: HostPool,
     est: Estimator,
 ) -> PlannedModel:
     """The model's largest context with every other model loaded: searched in what they
-    leave of each device and of the host."""
+    leave of each device and of the host (of the one memory an integrated GPU and the host
+    share, what they take on either)."""
     others = [o for o in planned if o.name != p.name]
     if any(set(o.rpc) & set(p.rpc) for o in others):
         return p
+    shares, host_free = pool
+
+    def taken(name: str) -> int:
+        names = (*shares, CPU) if shares and name in (*shares, CPU) else (name,)
+        return sum(o.bytes_on(n) for o in others for n in names)
+
     devices = tuple(
-        d
-        if d.free_bytes is None
-        else replace(d, free_bytes=max(0, d.free_bytes - sum(o.bytes_on(d.name) for o in others)))
+        d if d.free_bytes is None else replace(d, free_bytes=max(0, d.free_bytes - taken(d.name)))
         for d in m.devices
     )
-    host_free = options.host_free_bytes
     if host_free is not None:
-        host_free = max(0, host_free - sum(o.bytes_on(CPU) for o in others))
+        host_free = max(0, host_free - taken(CPU))
     opts = replace(options, search=True, suggest=False, host_free_bytes=host_free)
     shared = est(m, p.args, devices, opts)
     return replace(p, max_ctx_shared=shared.max_ctx)
 
 
-def _free_by_device(members: Sequence[SetMember], options: FitOptions) -> dict[str, int | None]:
+# the integrated GPUs the models load onto, whose memory is the host's, and that one
+# memory's free bytes; ((), host's free) where no model loads onto one
+HostPool = tuple[tuple[str, ...], int | None]
+
+
+def _host_pool(members: Sequence[SetMember], options: FitOptions) -> HostPool:
+    """One memory for an integrated GPU in use and the host, as a single model's estimate
+    takes it: what the GPU offers (the host's available, or the whole of the machine
+    described)."""
+    from lltui.core.memory.context import select_devices
+
+    shared: dict[str, int | None] = {}
+    for m in members:
+        for d in select_devices(m.devices, m.args):
+            if d.integrated and d.free_bytes is not None:
+                shared.setdefault(d.name, d.free_bytes)
+    if not shared:
+        return (), options.host_free_bytes
+    return tuple(shared), next(iter(shared.values()))
+
+
+def _pooled(use: Mapping[str, int], pool: HostPool) -> dict[str, int]:
+    """A model's usage with what it takes on an integrated GPU counted on the host too
+    (one memory)."""
+    shares = pool[0]
+    out = dict(use)
+    out[CPU] = out.get(CPU, 0) + sum(use.get(s, 0) for s in shares)
+    return out
+
+
+def _free_by_device(members: Sequence[SetMember], pool: HostPool) -> dict[str, int | None]:
     free: dict[str, int | None] = {}
     for m in members:
         for d in m.devices:
             free.setdefault(d.name, d.free_bytes)
-    free[CPU] = options.host_free_bytes
+    free[CPU] = pool[1]
     return free
 
 
@@ -451,7 +504,7 @@ def _set_fits(uses: Sequence[Mapping[str, int]], free: Mapping[str, int | None])
 
 
 def _rooms(
-    members: Sequence[SetMember], planned: Sequence[PlannedModel], options: FitOptions
+    members: Sequence[SetMember], planned: Sequence[PlannedModel], pool: HostPool
 ) -> tuple[DeviceRoom, ...]:
     specs: dict[str, DeviceSpec] = {}
     for m in members:
@@ -463,7 +516,11 @@ def _rooms(
         if used or any(name in dict(p.usage) for p in planned):
             rooms.append(DeviceRoom(name, d.kind, d.free_bytes, used, d.description))
     host_used = sum(p.bytes_on(CPU) for p in planned)
-    rooms.append(DeviceRoom(CPU, "cpu", options.host_free_bytes, host_used, "host"))
+    shares, pool_free = pool
+    host_free = pool_free
+    if shares and pool_free is not None:  # the host has what the integrated GPUs leave
+        host_free = max(0, pool_free - sum(p.bytes_on(s) for p in planned for s in shares))
+    rooms.append(DeviceRoom(CPU, "cpu", host_free, host_used, "host", shares, pool_free))
     return tuple(rooms)
 
 
@@ -476,19 +533,16 @@ def _conflicts(planned: Sequence[PlannedModel]) -> tuple[tuple[str, str, str], .
     return tuple(out)
 
 
-def fits_with(
-    plan: SetPlan, names: Sequence[str], rooms: Sequence[DeviceRoom] | None = None
-) -> bool:
+def fits_with(plan: SetPlan, names: Sequence[str]) -> bool:
     """Whether the models ``names`` of the plan fit together (no RPC server shared, every
     device's free memory enough)."""
     chosen = set(names)
     for a, b, _ep in plan.conflicts:
         if a in chosen and b in chosen:
             return False
-    for d in rooms if rooms is not None else plan.devices:
-        if d.free_bytes is None:
-            continue
-        if sum(plan.model(n).bytes_on(d.name) for n in chosen) > d.free_bytes:
+    for d in plan.devices:
+        free = plan.free_beside(d, names)
+        if free is not None and sum(plan.model(n).bytes_on(d.name) for n in chosen) > free:
             return False
     return True
 

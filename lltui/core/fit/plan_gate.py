@@ -17,10 +17,11 @@ def _short(plan: SetPlan, names: Sequence[str]) -> list[tuple[DeviceRoom, int, i
     *others, new = names
     out = []
     for d in plan.devices:
-        if d.free_bytes is None:
+        free = plan.free_beside(d, names)
+        if free is None:
             continue
         need = plan.model(new).bytes_on(d.name)
-        left = d.free_bytes - sum(plan.model(n).bytes_on(d.name) for n in others)
+        left = free - sum(plan.model(n).bytes_on(d.name) for n in others)
         if need and need > left:
             out.append((d, left, need))
     return out
