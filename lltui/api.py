@@ -434,13 +434,15 @@ def plan_models(
     each), as ``lltui fit A.gguf B.gguf ... --json`` prints it: each model is a path or
     reference, or ``(path, its own llama-server flags)``; ``flags`` apply to every model
     first (flags: a list of words, numbers too, ``["-c", 8192]``, or one string, ``"-c
-    8192"``); ``gpus`` as ``--gpus`` (None: this machine's GPUs; where it has none, the CPU
-    alone: the CLI shows a simulated rig there, the API does not). Raises ValueError (one
-    line) for a model that cannot be read or settings llama.cpp refuses; TypeError for one
-    path where a list of them belongs."""
+    8192"``); with no model, ``--models-dir DIR`` or ``--models-preset FILE`` among them
+    plans a router's models, as ``lltui fit --models-preset FILE`` does; ``gpus`` as
+    ``--gpus`` (None: this machine's GPUs; where it has none, the CPU alone: the CLI shows a
+    simulated rig there, the API does not). Raises ValueError (one line) for a model that
+    cannot be read, settings llama.cpp refuses or no model at all; TypeError for one path
+    where a list of them belongs."""
     from lltui.core.fit.plan_report import plan_to_json
     from lltui.services.fit import FitFailed
-    from lltui.services.plan import PlanRequest, read_entry
+    from lltui.services.plan import PlanRequest, given_entries
     from lltui.services.plan import plan_models as plan
 
     if isinstance(models, str | os.PathLike):  # (a str is a sequence: of one-letter paths)
@@ -455,10 +457,10 @@ def plan_models(
         if len(pair) != 2:
             raise ValueError(f"models: each a path, or a (path, flags) pair, not {m!r}")
         _check("models", pair[0], (str, os.PathLike), "each a path, or a (path, flags) pair")
-        pairs.append((os.fspath(pair[0]), [*words, *_words(pair[1])]))
+        pairs.append((os.fspath(pair[0]), _words(pair[1])))
     try:
-        entries = tuple(read_entry(path, own) for path, own in pairs)
-        report = plan(PlanRequest(entries, gpus=gpus))
+        entries, notes = given_entries(pairs, words)
+        report = plan(PlanRequest(entries, gpus=gpus, notes=notes))
     except FitFailed as exc:
         raise ValueError(str(exc)) from None
     return plan_to_json(report.plan, report.notes)

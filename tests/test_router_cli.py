@@ -375,6 +375,30 @@ def test_fit_plans_a_router_command_line_as_launch_does(folder, tmp_path, capsys
     )
 
 
+def test_the_python_api_plans_a_router_command_line_as_fit_does(folder, tmp_path, capsys):
+    """plan_models([], flags=["--models-preset", FILE]) said "fit: no model could be read"
+    where lltui fit planned the preset's models; with nothing at all it said the same."""
+    from lltui.api import plan_models
+
+    preset = tmp_path / "models.ini"
+    preset.write_text(f"[chat]\nmodel = {folder / 'alpha.gguf'}\nc = 512\n[x]\nc = 1\n")
+    got = plan_models([], flags=["--models-preset", str(preset), "-t", "1"], gpus="24GiB")
+    assert (
+        main(["fit", "--models-preset", str(preset), "-t", "1", "--gpus", "24GiB", "--json"]) == 0
+    )
+    cli = json.loads(capsys.readouterr().out)  # (the host's free memory is measured twice)
+    assert [m["args"] for m in got["models"]] == [m["args"] for m in cli["models"]]
+    assert got["notes"] == cli["notes"]
+    assert [m["name"] for m in got["models"]] == ["chat"]
+    assert any("[x] left out" in n for n in got["notes"])
+    dir_plan = plan_models([], flags=f"--models-dir {folder} -c 512", gpus="24GiB")
+    assert [m["name"] for m in dir_plan["models"]] == ["alpha", "beta"]
+    with pytest.raises(ValueError, match=r"^fit: no model given"):
+        plan_models([], gpus="24GiB")
+    with pytest.raises(ValueError, match=r"not both$"):
+        plan_models([], flags=["--models-dir", str(folder), "--models-preset", str(preset)])
+
+
 def test_a_preset_repository_with_no_tag_plans_the_file_the_router_picks(
     folder, tmp_path, capsys, monkeypatch
 ):

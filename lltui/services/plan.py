@@ -60,6 +60,60 @@ def read_entry(
     return PlanEntry(model, args)
 
 
+# llama-server's router mode: its models from a folder or a preset file, no model of its own
+ROUTER_SOURCES = ("--models-dir", "--models-preset")
+MODEL_FLAGS = frozenset(("-m", "--model", "-hf", "-hfr", "--hf-repo", "-mu", "--model-url"))
+
+
+def router_source(shared: Sequence[str], models: bool = False) -> str | None:
+    """The folder or preset a router command line serves its models from (the last given);
+    None where ``models`` are given or a model flag is among ``shared`` (llama-server serves
+    a model given, whatever else)."""
+    if models or any(w in MODEL_FLAGS for w in shared):
+        return None
+    got = [shared[i + 1] for i, w in enumerate(shared[:-1]) if w in ROUTER_SOURCES]
+    return got[-1] if got else None
+
+
+def given_entries(
+    models: Sequence[tuple[str, Sequence[str]]],
+    shared: Sequence[str],
+    verb: str = "fit",
+    env: Mapping[str, str] | None = None,
+) -> tuple[tuple[PlanEntry, ...], tuple[str, ...]]:
+    """The models of a set as given, and a line for each one left out: each model with the
+    ``shared`` words first and then its own; with no model, those a router would serve from
+    ``--models-dir DIR`` or ``--models-preset FILE`` among ``shared`` (each section's flags
+    after the shared ones), as ``lltui launch --models`` reads them. FitFailed (one line)
+    for words llama-server refuses, a folder or preset that cannot be read, or no model."""
+    source = router_source(shared, bool(models))
+    if source is None:
+        if not models:
+            raise FitFailed(
+                f"{verb}: no model given (a .gguf model, or --models-dir DIR or "
+                "--models-preset FILE)",
+                2,
+            )
+        return tuple(read_entry(m, [*shared, *own], verb, env) for m, own in models), ()
+    from lltui.core.cmdline.args import parse_llama_args
+    from lltui.core.cmdline.launch_spec import LaunchError
+    from lltui.services.launch.router_prep import RouterRequest, read_models
+
+    if len({w for w in shared if w in ROUTER_SOURCES}) > 1:
+        raise FitFailed(f"{verb}: give --models-dir or --models-preset, not both", 2)
+    rest, skip = [], False
+    for w in shared:
+        if skip or w in ROUTER_SOURCES:
+            skip = not skip
+            continue
+        rest.append(w)
+    try:
+        read = read_models(RouterRequest(source=source), parse_llama_args(rest, env=env))
+    except (ValueError, LaunchError) as exc:
+        raise FitFailed(f"{verb}: {exc}", 2) from None
+    return read.entries, read.notes
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     entries: tuple[PlanEntry, ...]
@@ -70,6 +124,7 @@ class PlanRequest:
     verb: str = "fit"
     use_rig: bool = False  # gpus None: the rig in use (see FitRequest.use_rig)
     rig_source: str | None = None
+    notes: tuple[str, ...] = ()  # lines on models left out before (given_entries)
 
 
 @dataclass(frozen=True)
@@ -167,6 +222,8 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
     from lltui.services.fit import estimate_setup
     from lltui.sources.gpu.meminfo import host_available
 
+    if not request.entries:
+        raise FitFailed(f"{request.verb}: no model given", 2)
     host_free = request.host_free_bytes
     if host_free is None:
         host_free = host_available()
@@ -221,5 +278,5 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
         plan = plan_set(members, setups[0].options)
     except FitError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    notes = tuple(dict.fromkeys(n for s in setups for n in s.notes))
+    notes = tuple(dict.fromkeys((*request.notes, *(n for s in setups for n in s.notes))))
     return PlanReport(plan, tuple(setups), notes, tuple(left_out), rig)
