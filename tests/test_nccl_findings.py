@@ -92,6 +92,15 @@ def test_network_variables():
     assert _codes(NcclFacts(True, "2.21.5", {"NCCL_IB_DISABLE": "1"}))["ib-disabled"] == INFO
 
 
+@pytest.mark.parametrize("hca", [{}, {"NCCL_IB_HCA": "mlx5_0"}])
+def test_ib_disabled_quotes_the_value_given(hca):
+    """NCCL_IB_DISABLE=2 (any number but 0 turns InfiniBand off) was said as
+    "NCCL_IB_DISABLE=1: ...", a value the user never set."""
+    facts = NcclFacts(True, "2.21.5", {"NCCL_IB_DISABLE": "2", **hca})
+    (said,) = [f.message for f in nccl_findings(facts) if f.code.startswith("ib-disabled")]
+    assert said.startswith("NCCL_IB_DISABLE=2") and "=1" not in said
+
+
 def test_variables_that_nccl_ignores():
     got = _codes(
         NcclFacts(

@@ -497,7 +497,8 @@ def _network_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]
             Finding(
                 WARN,
                 "ib-disabled-hca-set",
-                "NCCL_IB_DISABLE=1 together with NCCL_IB_HCA: the adapters listed are never used",
+                f"NCCL_IB_DISABLE={env['NCCL_IB_DISABLE']} together with NCCL_IB_HCA: the "
+                "adapters listed are never used",
                 "unset one of them",
             )
         )
@@ -506,7 +507,8 @@ def _network_findings(env: Mapping[str, str], facts: NcclFacts) -> list[Finding]
             Finding(
                 INFO,
                 "ib-disabled",
-                "NCCL_IB_DISABLE=1: traffic between machines uses TCP sockets; no effect "
+                f"NCCL_IB_DISABLE={env['NCCL_IB_DISABLE']}: traffic between machines uses TCP "
+                "sockets; no effect "
                 "inside one machine",
                 "unset it on clusters with InfiniBand or RoCE",
             )
