@@ -345,32 +345,42 @@ def auto_config(
     n_parallel: int = 1,
     source: str = "nvml",
 ) -> MultiGPUConfig:
-    """Split settings for the GPUs here. A model that fits on one GPU (by
-    :func:`estimate_model_vram`: for a GGUF path the file as it is, for a size in billions
-    the rough estimate at Q4_K_M) stays on the GPU with the most free memory, which decodes
-    fastest; otherwise layers are split as llama.cpp splits them by default (by free
-    memory), written out. No GPU: everything on the CPU."""
-    gpus = detect_gpus(source)
+    """Split settings for the GPUs here, as fit resolves them (llama.cpp's order, AMD GPUs
+    after NVIDIA ones; an integrated GPU beside a discrete one left out, as llama.cpp leaves
+    it). A model that fits on one GPU (by :func:`estimate_model_vram`: for a GGUF path the
+    file as it is, for a size in billions the rough estimate at Q4_K_M) stays on the GPU with
+    the most free memory, which decodes fastest; otherwise layers are split as llama.cpp
+    splits them by default (by free memory), written out. No GPU: everything on the CPU.
+    ``warnings``: what fit warns of these GPUs (NVIDIA and AMD GPUs in one server, an
+    integrated GPU left out)."""
+    from lltui.services.devices import split_devices
+
+    sample = rig_sample(source)
+    gpus, said = split_devices(sample) if sample is not None else ([], [])
+    warnings = tuple(said)
     if not gpus:
         return MultiGPUConfig(
             n_gpu=1, split_mode=SplitMode.NONE, gpu_layers=0, n_parallel=n_parallel
         )
     if len(gpus) == 1:
-        return MultiGPUConfig(n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel)
-    roomiest = max(gpus, key=lambda g: g.free_memory or 0)  # (unknown: no room counted)
+        return MultiGPUConfig(
+            n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel, warnings=warnings
+        )
+    # (unknown free memory: no room counted)
+    roomiest = max(range(len(gpus)), key=lambda i: gpus[i].free_bytes or 0)
     if model_size_b is not None:
         need = estimate_model_vram(model_size_b, None, context_size)
-        if need <= (roomiest.free_memory or 0):
+        if need <= (gpus[roomiest].free_bytes or 0):
             return MultiGPUConfig(
                 n_gpu=len(gpus),
                 split_mode=SplitMode.NONE,
-                main_gpu=roomiest.index,
+                main_gpu=roomiest,
                 n_parallel=n_parallel,
+                warnings=warnings,
             )
     from lltui.core.memory.context import default_split
-    from lltui.core.memory.devices import DeviceSpec
 
-    split = default_split([DeviceSpec(g.name, "cuda", g.total_memory, g.free_memory) for g in gpus])
+    split = default_split(gpus)
     shares = [round(x / sum(split), 3) for x in split]
     shares[-1] = round(1.0 - sum(shares[:-1]), 3)
     return MultiGPUConfig(
@@ -379,6 +389,7 @@ def auto_config(
         main_gpu=0,
         tensor_split=shares,
         n_parallel=n_parallel,
+        warnings=warnings,
     )
 
 

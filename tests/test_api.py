@@ -466,3 +466,39 @@ def test_setup_nccl_environment_refuses_a_debug_level_nccl_does_not_know(monkeyp
         setup_nccl_environment(socket_ifname=None, debug="loud")
     assert "NCCL_DEBUG" not in os.environ and "NCCL_P2P_DISABLE" not in os.environ
     assert setup_nccl_environment(socket_ifname=None, debug="info")["NCCL_DEBUG"] == "INFO"
+
+
+def test_auto_config_resolves_the_gpus_as_fit_does(monkeypatch):
+    """auto_config made its own CUDA device list: AMD GPUs first on the bus were split
+    between the NVIDIA ones, an integrated GPU beside a discrete one was given layers that
+    llama.cpp never puts there, and NVIDIA with AMD in one server went unwarned."""
+    from dataclasses import replace
+
+    from lltui import api
+
+    mixed = api.rig_sample("sim:2x4090-2x7900xtx")
+    assert mixed is not None
+    nvidia, amd = mixed.gpus[:2], mixed.gpus[2:]
+    # the AMD GPUs first on the bus: llama.cpp still lists them after the NVIDIA ones
+    amd_first = [replace(g, info=replace(g.info, index=i)) for i, g in enumerate(amd)]
+    nv_after = [replace(g, info=replace(g.info, index=i + 2)) for i, g in enumerate(nvidia)]
+    sample = replace(mixed, gpus=(*amd_first, *nv_after))
+    monkeypatch.setattr(api, "rig_sample", lambda source: sample)
+    cfg = api.auto_config(405.0, source="sim:2x4090-2x7900xtx")
+    frees = [g.free_bytes for g in (*nvidia, *amd)]
+    shares = [f / sum(frees) for f in frees]
+    assert cfg.n_gpu == 4 and cfg.tensor_split is not None
+    assert [round(s, 2) for s in cfg.tensor_split] == [round(s, 2) for s in shares]
+    (warning,) = cfg.warnings
+    assert warning.startswith("CUDA0, CUDA1, ROCm0, ROCm1: NVIDIA and AMD GPUs")
+    assert (
+        cfg.to_llama_args() == api.MultiGPUConfig(4, "layer", 0, cfg.tensor_split).to_llama_args()
+    )
+
+    # a GB10 (integrated) beside a 4090: llama.cpp uses the 4090 alone
+    gb10 = replace(nvidia[1], info=replace(nvidia[1].info, name="NVIDIA GB10"))
+    monkeypatch.setattr(api, "rig_sample", lambda source: replace(mixed, gpus=(nvidia[0], gb10)))
+    cfg = api.auto_config(405.0)
+    assert (cfg.n_gpu, cfg.split_mode, cfg.tensor_split) == (1, SplitMode.NONE, None)
+    (warning,) = cfg.warnings
+    assert warning.startswith("CUDA1 (NVIDIA GB10): an integrated GPU") and "left out" in warning

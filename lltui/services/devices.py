@@ -100,16 +100,22 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         whole = devices_from_sample(replace(sample, gpus=tuple(gpus))) if gpus else []
         slices = mig_devices(sample, firsts)
         return [replace(d, name=f"CUDA{i}") for i, d in enumerate([*whole, *slices])]
+    # AMD GPUs (no CUDA index: ROCm numbers them apart) after the NVIDIA ones, as a backend
+    # that sees both lists them; an NVIDIA GPU CUDA_VISIBLE_DEVICES hides has no CUDA index
     ordered = sorted(
         gpus,
-        key=lambda g: g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
+        key=lambda g: (
+            g.info.vendor == "amd",
+            g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
+        ),
     )
+    cuda_known = any(g.info.cuda_index is not None for g in gpus)
     used = [
         g
         for g in ordered
-        if g.info.cuda_index is not None or all(x.info.cuda_index is None for x in gpus)
+        if g.info.cuda_index is not None or g.info.vendor == "amd" or not cuda_known
     ]
-    mems = [(g.info.name, g.info.memory_total, g.memory_free) for g in used]
+    mems = [(g.info.name, g.info.memory_total, g.free_bytes) for g in used]
     # the PCIe link, memory, power limit, clock and NVLink each reports, for the speed (the
     # table's otherwise)
     return [
@@ -127,6 +133,21 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         )
         for d, g in zip(cuda_devices(mems, [g.info.vendor for g in used]), used, strict=True)
     ]
+
+
+def split_devices(sample: RigSample) -> tuple[list[DeviceSpec], list[str]]:
+    """The GPUs of a rig llama-server splits a model over, as fit resolves them (llama.cpp's
+    names and order; an integrated GPU beside a discrete one left out, as llama.cpp leaves
+    it), and fit's warnings about them (NVIDIA and AMD GPUs in one server, ...)."""
+    from lltui.core.cmdline.args import LlamaArgs
+    from lltui.core.memory.allocate import integrated_left_out
+    from lltui.core.memory.context import select_devices
+    from lltui.core.memory.devices import mixed_vendors
+
+    devices = devices_from_sample(sample)
+    used = list(select_devices(devices, LlamaArgs()))
+    said = (integrated_left_out(used, devices), mixed_vendors(used))
+    return used, [w for w in said if w]
 
 
 def _sample(kind: str) -> RigSample:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lltui.core.cmdline.args import spell
 from lltui.core.cmdline.flag_values import check_proportions
@@ -52,6 +52,9 @@ class MultiGPUConfig:
     tensor_split: tuple[float, ...] | list[float] | str | None = None
     gpu_layers: int | None = None  # None: llama-server's default (all that fit)
     n_parallel: int = 1
+    # what lltui warns of the GPUs these settings were chosen for (auto_config: fit's
+    # warnings, such as NVIDIA and AMD GPUs in one server); no flag, not compared
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         mode = SplitMode.parse(self.split_mode)

@@ -271,15 +271,9 @@ def _warnings(
     """What the estimate leaves out, llama.cpp may refuse at run time, or takes otherwise
     than the user may think."""
     warnings: list[str] = []
-    left = [d for d in all_devs if d.integrated and d not in devs]
-    if st.devices is None and left:
-        names = ",".join(
-            d.device_name for d in all_devs if d.kind != "rpc" and (d in left or d in devs)
-        )
-        warnings.append(
-            f"{', '.join(d.label for d in left)}: an integrated GPU, which llama.cpp uses only "
-            f"where no other GPU is found: left out (-dev {names} uses it)"
-        )
+    left = integrated_left_out(devs, all_devs) if st.devices is None else None
+    if left:
+        warnings.append(left)
     igpu = next((d for d in devs if d.integrated), None)
     if igpu is not None and st.load_mode == "auto":  # (maps_weights)
         first = next((i for i, d in enumerate(devs) if d.kind == "cuda"), -1)
@@ -319,6 +313,21 @@ def _warnings(
     if 0 < hp.n_ctx_train < r.n_ctx_seq:
         warnings.append(_past_training(hp.n_ctx_train, r, st))
     return tuple(warnings)
+
+
+def integrated_left_out(devs: Sequence[DeviceSpec], all_devs: Sequence[DeviceSpec]) -> str | None:
+    """Where llama.cpp leaves an integrated GPU out beside a discrete one (no -dev), the
+    warning that says so."""
+    left = [d for d in all_devs if d.integrated and d not in devs]
+    if not left:
+        return None
+    names = ",".join(
+        d.device_name for d in all_devs if d.kind != "rpc" and (d in left or d in devs)
+    )
+    return (
+        f"{', '.join(d.label for d in left)}: an integrated GPU, which llama.cpp uses only "
+        f"where no other GPU is found: left out (-dev {names} uses it)"
+    )
 
 
 def _past_training(trained: int, r: Resolved, st: LlamaArgs) -> str:
