@@ -453,7 +453,8 @@ def plan_models(
     where a list of them belongs."""
     from lltui.core.fit.plan_report import plan_to_json
     from lltui.services.fit import FitFailed
-    from lltui.services.plan import PlanRequest, given_entries
+    from lltui.services.launch.router_prep import given_entries
+    from lltui.services.plan import PlanRequest
     from lltui.services.plan import plan_models as plan
 
     if isinstance(models, str | os.PathLike):  # (a str is a sequence: of one-letter paths)

@@ -54,7 +54,8 @@ def plan_request(
     ``--models-preset FILE``)."""
     from lltui.commands.own_options import memory_options
     from lltui.services.fit import FitFailed
-    from lltui.services.plan import PlanRequest, given_entries
+    from lltui.services.launch.router_prep import given_entries
+    from lltui.services.plan import PlanRequest
 
     _no_stray(found, verb)
     try:

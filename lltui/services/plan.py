@@ -75,45 +75,6 @@ def router_source(shared: Sequence[str], models: bool = False) -> str | None:
     return got[-1] if got else None
 
 
-def given_entries(
-    models: Sequence[tuple[str, Sequence[str]]],
-    shared: Sequence[str],
-    verb: str = "fit",
-    env: Mapping[str, str] | None = None,
-) -> tuple[tuple[PlanEntry, ...], tuple[str, ...]]:
-    """The models of a set as given, and a line for each one left out: each model with the
-    ``shared`` words first and then its own; with no model, those a router would serve from
-    ``--models-dir DIR`` or ``--models-preset FILE`` among ``shared`` (each section's flags
-    after the shared ones), as ``lltui launch --models`` reads them. FitFailed (one line)
-    for words llama-server refuses, a folder or preset that cannot be read, or no model."""
-    source = router_source(shared, bool(models))
-    if source is None:
-        if not models:
-            raise FitFailed(
-                f"{verb}: no model given (a .gguf model, or --models-dir DIR or "
-                "--models-preset FILE)",
-                2,
-            )
-        return tuple(read_entry(m, [*shared, *own], verb, env) for m, own in models), ()
-    from lltui.core.cmdline.args import parse_llama_args
-    from lltui.core.cmdline.launch_spec import LaunchError
-    from lltui.services.launch.router_prep import RouterRequest, read_models
-
-    if len({w for w in shared if w in ROUTER_SOURCES}) > 1:
-        raise FitFailed(f"{verb}: give --models-dir or --models-preset, not both", 2)
-    rest, skip = [], False
-    for w in shared:
-        if skip or w in ROUTER_SOURCES:
-            skip = not skip
-            continue
-        rest.append(w)
-    try:
-        read = read_models(RouterRequest(source=source), parse_llama_args(rest, env=env))
-    except (ValueError, LaunchError) as exc:
-        raise FitFailed(f"{verb}: {exc}", 2) from None
-    return read.entries, read.notes
-
-
 @dataclass(frozen=True)
 class PlanRequest:
     entries: tuple[PlanEntry, ...]

@@ -13,7 +13,7 @@ every model's own, llama-server giving the command line precedence over a preset
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
@@ -32,7 +32,14 @@ from lltui.core.cmdline.preset import (
 )
 from lltui.core.fit.plan import PlannedModel
 from lltui.core.gguf.refs import names_repo
-from lltui.services.plan import ALIAS_FLAGS, PlanEntry
+from lltui.services.fit import FitFailed
+from lltui.services.plan import (
+    ALIAS_FLAGS,
+    ROUTER_SOURCES,
+    PlanEntry,
+    read_entry,
+    router_source,
+)
 
 # the router's own flags: lltui sets them (it loads the models itself, by the plan)
 ROUTER_FLAGS = (
@@ -354,3 +361,38 @@ def named(names: Sequence[str], wanted: Sequence[str], what: str) -> tuple[str, 
 
 def with_keep(entries: Sequence[PlanEntry], keep: Sequence[str]) -> tuple[PlanEntry, ...]:
     return tuple(replace(e, keep=True) if e.name in keep else e for e in entries)
+
+
+def given_entries(
+    models: Sequence[tuple[str, Sequence[str]]],
+    shared: Sequence[str],
+    verb: str = "fit",
+    env: Mapping[str, str] | None = None,
+) -> tuple[tuple[PlanEntry, ...], tuple[str, ...]]:
+    """The models of a set as given, and a line for each one left out: each model with the
+    ``shared`` words first and then its own; with no model, those a router would serve from
+    ``--models-dir DIR`` or ``--models-preset FILE`` among ``shared`` (each section's flags
+    after the shared ones), as ``lltui launch --models`` reads them. FitFailed (one line)
+    for words llama-server refuses, a folder or preset that cannot be read, or no model."""
+    source = router_source(shared, bool(models))
+    if source is None:
+        if not models:
+            raise FitFailed(
+                f"{verb}: no model given (a .gguf model, or --models-dir DIR or "
+                "--models-preset FILE)",
+                2,
+            )
+        return tuple(read_entry(m, [*shared, *own], verb, env) for m, own in models), ()
+    if len({w for w in shared if w in ROUTER_SOURCES}) > 1:
+        raise FitFailed(f"{verb}: give --models-dir or --models-preset, not both", 2)
+    rest, skip = [], False
+    for w in shared:
+        if skip or w in ROUTER_SOURCES:
+            skip = not skip
+            continue
+        rest.append(w)
+    try:
+        read = read_models(RouterRequest(source=source), parse_llama_args(rest, env=env))
+    except (ValueError, LaunchError) as exc:
+        raise FitFailed(f"{verb}: {exc}", 2) from None
+    return read.entries, read.notes
