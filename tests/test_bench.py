@@ -674,7 +674,13 @@ def test_a_bench_stopped_before_its_first_result_says_nothing_was_kept(
     argv = [sys.executable, "-m", "lltui", "bench", str(model), "--quick", "-t", "1"]
     argv += ["--busy-ok", "-r", "100000"] + (["--json"] if as_json else [])  # no result comes
     pipe = subprocess.PIPE
-    proc = subprocess.Popen(argv, env=env, stdout=pipe, stderr=pipe, text=True)
+
+    def ctrl_c_as_a_terminal_gives_it() -> None:  # (a test worker may set SIGINT aside)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen(
+        argv, env=env, stdout=pipe, stderr=pipe, text=True, preexec_fn=ctrl_c_as_a_terminal_gives_it
+    )
     try:
         assert wait_for(lambda: _benches_of(model), 120), "llama-bench never started"
         proc.send_signal(sig)
