@@ -295,6 +295,10 @@ def test_the_parser_registers_the_named_command_and_falls_back_to_all(capsys):
         (["watch", "--once", "--source", "sim", "--llama", "http://[::1"], "--llama"),
         (["exporter", "--source", "sim", "--llama", "http://h:99999"], "expected an http://"),
         (["gpus", "--source", "smi:fleet-a,fleet-b"], "holds a comma: give each host its kind"),
+        # a fleet's host that ssh cannot be given: bad input, not a host down retried for ever
+        (["gpus", "--source", "smi:gpu1,gpu2,sim:4xl4"], "holds a comma: give each host its"),
+        (["watch", "--once", "--source", "sim:4xl4,smi:gpu1:0"], "port 0 in 'gpu1:0' is out"),
+        (["gpus", "--source", "sim:4xl4,amd:-oProxyCommand=x"], "would be read as an ssh option"),
     ],
 )
 def test_a_bad_value_is_one_line_and_exit_2_whatever_uses_it(capsys, argv, said):

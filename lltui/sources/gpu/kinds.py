@@ -75,8 +75,15 @@ def _no_arg(name: str) -> Callable[[str], str | None]:
     return check
 
 
-def _optional(arg: str) -> str | None:
-    return arg or None
+def _ssh_host(arg: str) -> str | None:
+    """``[user@]host[:port]`` as ssh will be given it (None: this machine). A fleet's host
+    that ssh cannot be given is bad input, not a host down and retried for ever."""
+    if not arg:
+        return None
+    from lltui.sources.ssh import check_host, split_host_port
+
+    check_host(split_host_port(arg)[0])
+    return arg
 
 
 def _sim_profile(arg: str) -> str:
@@ -180,11 +187,11 @@ _REMOTE_TOPOLOGY = "holds no topology lltui can read: pass a saved nvidia-smi to
 SOURCE_KINDS: tuple[SourceKind, ...] = (
     SourceKind("auto", ("auto",), _no_arg("auto"), None, "default"),
     SourceKind("nvml", ("nvml",), _no_arg("nvml"), _make_nvml, local_pids=True, xids=True),
-    SourceKind("smi", ("smi", "smi:HOST"), _optional, _make_smi, host_arg=True, local_pids=True),
+    SourceKind("smi", ("smi", "smi:HOST"), _ssh_host, _make_smi, host_arg=True, local_pids=True),
     SourceKind(
         "amd",
         ("amd", "amd:HOST"),
-        _optional,
+        _ssh_host,
         _make_amd,
         "AMD: amdsmi, amd-smi, rocm-smi",
         host_arg=True,
