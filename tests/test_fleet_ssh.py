@@ -273,3 +273,43 @@ def test_a_poll_given_up_on_leaves_no_nvidia_smi_running_on_the_host(ssh_env: Ss
         for pid in ssh_env.hung_pids():  # (what a failed run of this test left)
             subprocess.run(["kill", "-KILL", str(pid)], capture_output=True)
         src.close()
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_watch_once_stopped_while_its_hosts_answer_says_nothing_was_checked(
+    ssh_env: SshServer, sig: str, code: int
+):
+    """Ctrl-C while every host's poll was in flight: `watch --once` exited 0 with nothing
+    printed, the exit that tells cron nothing is at --fail-on or above (SIGTERM: killed
+    outright, the ssh masters left up); it says nothing was checked, and stops its ssh."""
+    import signal
+    import subprocess
+    import sys
+
+    seen = len(ssh_env.hung_pids())
+    argv = [sys.executable, "-m", "lltui", "--host-timeout", "60", "watch", "--once", "--json"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    pipe = subprocess.PIPE
+    ssh_env.hang.touch()
+    proc = subprocess.Popen(
+        [*argv, "--source", "smi:fleet-a,smi:fleet-b"], env=env, stdout=pipe, stderr=pipe, text=True
+    )
+    try:
+        wait_until(lambda: len(ssh_env.hung_pids()) >= seen + 2)  # both hosts' polls in flight
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=30)
+    finally:
+        ssh_env.hang.unlink()
+        proc.kill()
+        for pid in ssh_env.hung_pids()[seen:]:
+            subprocess.run(["kill", "-KILL", str(pid)], capture_output=True)
+    line = "watch: stopped before its look finished: no alert was checked"
+    assert proc.returncode == code, err
+    assert err.splitlines() == [f"lltui: {line}"]
+    assert json.loads(out) == {"error": line, "exit_code": code}
+
+    def masters() -> list[str]:
+        ps = subprocess.run(["ps", "-eww", "-o", "stat,args"], capture_output=True, text=True)
+        return [ln for ln in ps.stdout.splitlines() if f"/ssh/{proc.pid}-" in ln and ln[0] != "Z"]
+
+    wait_until(lambda: masters() == [], 15)

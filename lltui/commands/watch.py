@@ -3,12 +3,14 @@
 Without ``--once`` it prints one line per alert change (raised, changed, cleared) until
 stopped, or until an alert at ``--fail-on`` or above is raised. With ``--once`` it looks
 once and prints the alerts raised now. Exit codes: 0 nothing at ``--fail-on`` or above, 3 a
-warning, 4 a critical alert, 1 the source failed, 2 bad input.
+warning, 4 a critical alert, 1 the source failed, 2 bad input; ``--once`` stopped before its
+look finished (Ctrl-C, SIGTERM) 130 or 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Any
 
@@ -22,6 +24,7 @@ from lltui.commands import (
     print_json,
     rig_request,
 )
+from lltui.core.stop_signals import raised_on_stop, signal_exit_code
 from lltui.core.units import fmt_time
 
 STAMP = "%Y-%m-%d %H:%M:%S"  # when an alert was raised or changed
@@ -117,10 +120,11 @@ def run(args: argparse.Namespace) -> int:
         hooks = HookRunner(settings.alerts, lambda r: print(r.line, file=sys.stderr, flush=True))
     try:
         if args.once:
-            result = watch.round()
-            if hooks is not None:
-                hooks.fire(result.changes)
-                hooks.wait()  # each bounded by its timeout
+            with raised_on_stop():  # SIGTERM, SIGHUP: as Ctrl-C (the polls in flight stop)
+                result = watch.round()
+                if hooks is not None:
+                    hooks.fire(result.changes)
+                    hooks.wait()  # each bounded by its timeout
             if args.json:
                 from lltui.core.monitor.gpus_report import simulated_json
 
@@ -139,8 +143,14 @@ def run(args: argparse.Namespace) -> int:
                     print(_server_text(server))
             return exit_code(result.active, fail_on or "warning")
         return _loop(watch, hooks, interval, args.json, fail_on, change_to_json)
-    except KeyboardInterrupt:
-        return 0
+    except KeyboardInterrupt as exc:
+        if not args.once:
+            return 0  # a watch that goes on ends so
+        # exit 0 would say nothing is at --fail-on or above: nothing was looked at
+        code = getattr(exc, "exit_code", signal_exit_code(signal.SIGINT))
+        raise CliError(
+            "watch: stopped before its look finished: no alert was checked", code
+        ) from None
     finally:
         if hooks is not None:
             hooks.close()  # those waiting are dropped (said), those running end by their timeout
@@ -152,8 +162,6 @@ def _loop(
 ) -> int:
     """One line per change until stopped (SIGINT, SIGTERM, SIGHUP: the hooks running are
     stopped too), the source ends, or ``fail_on`` is reached."""
-    from lltui.core.stop_signals import raised_on_stop
-
     with raised_on_stop():
         return _rounds(watch, hooks, interval, as_json, fail_on, to_json)
 
