@@ -409,3 +409,18 @@ def test_an_amd_host_in_a_fleet_keeps_the_host_timeout(monkeypatch):
     with pytest.raises(SourceUnavailable):
         make_host_source("amd:gpu-box:2222", timeout=3.0).open()
     assert seen == [1.5]  # each of its two tools half the host's timeout
+
+
+def test_watch_once_json_names_every_host_of_the_fleet_as_gpus_does(capsys):
+    """`watch --once --json` over a fleet said "source": "sim:4xl4", its first host alone, as
+    if one rig was watched; `gpus --json` of the same fleet named them all."""
+    import json
+
+    from lltui.cli import main
+
+    fleet = ["--source", "sim:4xl4,sim:kaggle-2xt4,sim:4xl4"]
+    assert main(["gpus", "--json", *fleet]) == 0
+    said = json.loads(capsys.readouterr().out)["source"]
+    main(["watch", "--once", "--json", *fleet])
+    assert json.loads(capsys.readouterr().out)["source"] == said
+    assert said == "sim:4xl4,sim:kaggle-2xt4,sim:4xl4"

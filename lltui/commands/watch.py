@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 
                 alerts = alerts_to_json(result.active)
                 print_json(
-                    {"alerts": alerts, "error": result.error, "source": watch.info.source}
+                    {"alerts": alerts, "error": result.error, "source": watch.source}
                     | {"servers": [_server_json(s) for s in result.servers]}
                     | simulated_json(watch.info)
                 )

@@ -340,6 +340,15 @@ class AlertWatch:
     def simulated(self) -> bool:
         return self._rig.info.simulated
 
+    @property
+    def source(self) -> str:
+        """What is watched: the rig's source; a fleet's every host, as ``gpus --json`` says
+        it (its first host alone read as the one rig watched)."""
+        fleet = self._rig.fleet
+        if fleet is None:
+            return self._rig.info.source
+        return ",".join(h.source for h in fleet.snapshot().hosts)
+
     def round(self) -> WatchRound:
         """Poll the rig (every host of a fleet) and the llama-servers once; evaluate. What
         changed over every sample :meth:`rounds` evaluates, the rest as after the last."""
