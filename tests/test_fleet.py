@@ -424,3 +424,14 @@ def test_watch_once_json_names_every_host_of_the_fleet_as_gpus_does(capsys):
     main(["watch", "--once", "--json", *fleet])
     assert json.loads(capsys.readouterr().out)["source"] == said
     assert said == "sim:4xl4,sim:kaggle-2xt4,sim:4xl4"
+
+
+def test_watch_takes_host_timeout_after_its_name_as_gpus_does(capsys):
+    """`lltui watch --hosts FILE --host-timeout 5` was 'unrecognized arguments' (exit 2) where
+    `lltui gpus --hosts FILE --host-timeout 5` was taken."""
+    from lltui.cli import main
+
+    fleet = ["--source", "sim:4xl4,sim:kaggle-2xt4"]
+    assert main(["watch", "--once", *fleet, "--host-timeout", "5"]) == 0
+    assert main(["watch", "--once", *fleet, "--host-timeout", "0"]) == 2
+    assert "--host-timeout 0 is out of range" in capsys.readouterr().err

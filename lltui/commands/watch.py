@@ -45,6 +45,14 @@ def register(sub: Any) -> None:
         "--hosts", dest="sub_hosts", metavar="FILE", default=None, help="as the global --hosts"
     )
     p.add_argument(
+        "--host-timeout",
+        dest="sub_host_timeout",
+        type=float,
+        metavar="S",
+        default=None,
+        help="as the global --host-timeout",
+    )
+    p.add_argument(
         "--interval",
         dest="sub_interval",
         type=float,
