@@ -291,8 +291,17 @@ def test_watch_once_stopped_while_its_hosts_answer_says_nothing_was_checked(
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     pipe = subprocess.PIPE
     ssh_env.hang.touch()
+
+    def ctrl_c_as_a_terminal_gives_it() -> None:  # (a test worker may set SIGINT aside)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     proc = subprocess.Popen(
-        [*argv, "--source", "smi:fleet-a,smi:fleet-b"], env=env, stdout=pipe, stderr=pipe, text=True
+        [*argv, "--source", "smi:fleet-a,smi:fleet-b"],
+        env=env,
+        stdout=pipe,
+        stderr=pipe,
+        text=True,
+        preexec_fn=ctrl_c_as_a_terminal_gives_it,
     )
     try:
         wait_until(lambda: len(ssh_env.hung_pids()) >= seen + 2)  # both hosts' polls in flight
