@@ -321,32 +321,30 @@ class ReplaySource:
         idx, loops, elapsed = self._position()
         pos = loops * n + min(idx, n)
         due: list[RigSample] = []
+        said: list[str] = []  # for the next sample played: what it could not play before it
         if every:
             # at most CATCH_UP a poll: a looped replay faster than its samples can be checked
             # fell further behind each poll, its memory without bound
             first = max(self._last_pos + 1, pos - CATCH_UP)
-            behind, before = first - (self._last_pos + 1), self._last
+            if first > self._last_pos + 1:
+                behind = counted(first - self._last_pos - 1, "sample")
+                said.append(
+                    f"{behind} passed over: the replay runs faster than they can be checked"
+                )
             for skipped in range(first, pos):
-                said, played = None, None
                 try:
                     played = self._play(skipped)
                 except SourceUnavailable as exc:  # said as a stepped replay says it
                     self._last_pos, self._last = skipped, None
-                    said, played = str(exc), (due[-1] if due else before)
-                if played is None:
+                    said.append(str(exc))
                     continue
-                if behind:
-                    said = (
-                        f"{counted(behind, 'sample')} passed over: the replay runs faster "
-                        "than its samples can be checked"
-                    )
-                    behind = 0
-                due.append(replace(played, error=said) if said else played)
+                due.append(_saying(played, said))
+                said = []
         if idx < n:
             if pos != self._last_pos or self._last is None:
                 self._play(pos)
             assert self._last is not None
-            return (*due, self._last)
+            return (*due, _saying(self._last, said))
         self._ended += 1
         base = self._start + self._offsets[-1]
         final = self._last
@@ -363,7 +361,7 @@ class ReplaySource:
             ended=True,
             playback=Playback(length, length),
         )
-        return (*due, end)
+        return (*due, _saying(end, said))
 
     def _play(self, pos: int) -> RigSample:
         """The ``pos``-th sample played (counting every loop's), made the last one."""
@@ -402,6 +400,13 @@ def _timing(raw: bytes) -> tuple[float, float | None] | None:
             return None
     t, wall = float(m[1]), float(m[2])
     return (t, wall) if math.isfinite(t) and math.isfinite(wall) else None
+
+
+def _saying(sample: RigSample, said: list[str]) -> RigSample:
+    """``sample`` with what could not be played before it said first in its error."""
+    if not said:
+        return sample
+    return replace(sample, error="; ".join([*said, *([sample.error] if sample.error else [])]))
 
 
 def _number(value: object) -> float | None:
