@@ -73,9 +73,12 @@ def llama_fit_choice(
         except (FitError, ValueError):
             return None
 
-    def _choice(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice:
+    def _choice(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice | None:
         used = select_devices(tuple(devices), res.settings)
-        return _chosen(replace(res, speed=speed_of(model, res, used, opts)), flags, why)
+        try:  # (one that cannot be priced is no choice, as when run() priced every one)
+            return _chosen(replace(res, speed=speed_of(model, res, used, opts)), flags, why)
+        except (FitError, ValueError):
+            return None
 
     first = run([])
     if first is None:

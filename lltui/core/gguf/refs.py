@@ -328,7 +328,8 @@ def tag_model(models: Sequence[RepoModel], tag: str) -> RepoModel | None:
     """The model llama-server's ``-hf OWNER/REPO:TAG`` loads: the first model file in the
     hub's order whose path holds ``TAG.`` or ``TAG-`` (any case; F16 also names BF16's
     file, Q4_K_XL UD-Q4_K_XL's), a split model's first part (:func:`best_model`); None if
-    none, where llama-server finds no file either."""
+    none, where llama-server finds no file either. The hub's order is taken as its paths
+    sorted: its tree listing, as read here, is (git trees list their entries in byte order)."""
     pick = best_model(sorted(f.path for m in models for f in m.files), tag)
     return select_file(models, pick) if pick is not None else None
 
