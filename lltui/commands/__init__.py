@@ -62,6 +62,21 @@ def add_replay_options(p: argparse.ArgumentParser, default: object = None) -> No
     p.add_argument("--replay-loop", action="store_true", default=flag_default, help="loop a replay")
 
 
+def add_fleet_options(p: argparse.ArgumentParser) -> None:
+    """``--hosts`` and ``--host-timeout`` after a subcommand's name, as the global ones."""
+    p.add_argument(
+        "--hosts", dest="sub_hosts", metavar="FILE", default=None, help="as the global --hosts"
+    )
+    p.add_argument(
+        "--host-timeout",
+        dest="sub_host_timeout",
+        type=float,
+        metavar="S",
+        default=None,
+        help="as the global --host-timeout",
+    )
+
+
 def check_global_values(args: argparse.Namespace) -> None:
     """The global options' values, whatever the command (one that does not use them too):
     one line and exit 2 for a bad one, as the app says it."""

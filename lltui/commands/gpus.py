@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.commands import (
     CliError,
+    add_fleet_options,
     add_replay_options,
     add_source_option,
     open_recorder,
@@ -25,17 +26,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("gpus", help="one snapshot of every GPU (and host CPU/RAM)")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_source_option(p, sub=True)
-    p.add_argument(
-        "--hosts", dest="sub_hosts", metavar="FILE", default=None, help="as the global --hosts"
-    )
-    p.add_argument(
-        "--host-timeout",
-        dest="sub_host_timeout",
-        type=float,
-        metavar="S",
-        default=None,
-        help="as the global --host-timeout",
-    )
+    add_fleet_options(p)
     add_replay_options(p, argparse.SUPPRESS)
     p.set_defaults(func=run)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from lltui.commands import (
     CliError,
+    add_fleet_options,
     add_replay_options,
     add_source_option,
     check_llama_urls,
@@ -41,17 +42,7 @@ def register(sub: Any) -> None:
         ),
     )
     add_source_option(p, sub=True, note="what to watch (a list watches a fleet)")
-    p.add_argument(
-        "--hosts", dest="sub_hosts", metavar="FILE", default=None, help="as the global --hosts"
-    )
-    p.add_argument(
-        "--host-timeout",
-        dest="sub_host_timeout",
-        type=float,
-        metavar="S",
-        default=None,
-        help="as the global --host-timeout",
-    )
+    add_fleet_options(p)
     p.add_argument(
         "--interval",
         dest="sub_interval",

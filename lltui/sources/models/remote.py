@@ -101,6 +101,20 @@ def _read_sidecar(
         return None
     paths = sorted(f.path for m in listing.models for f in m.files)
     pick = hf_sidecar(paths, chosen.path, tag, spec_types)
+    return _read_beside(client, listing, pick, tok, stats, read, "{} as the draft")
+
+
+def _read_beside(
+    client: httpx.Client,
+    listing: RepoListing,
+    pick: str | None,
+    tok: str | None,
+    stats: ReadStats,
+    read: dict[str, GgufModel] | None,
+    said: str,
+) -> GgufModel | None:
+    """The file ``pick`` -hf loads beside the model, read once (``read``: those read so far,
+    by path); RemoteError ("-hf also loads " + ``said`` of the error) where it cannot be."""
     entry = select_file(listing.models, pick) if pick is not None else None
     if entry is None:
         return None
@@ -109,7 +123,7 @@ def _read_sidecar(
         try:
             known[entry.path] = _read_one(client, listing, entry, tok, stats)
         except RemoteError as exc:
-            raise RemoteError(f"-hf also loads {exc} as the draft", exc.code) from None
+            raise RemoteError("-hf also loads " + said.format(exc), exc.code) from None
     return known[entry.path]
 
 
@@ -136,17 +150,7 @@ def _read_projector(
     the projectors read so far, by path (a repository's files share one or two)."""
     paths = sorted(f.path for m in listing.models for f in m.files)
     pick = hf_projector(paths, chosen.path)
-    entry = select_file(listing.models, pick) if pick is not None else None
-    if entry is None:
-        return None
-    known = read if read is not None else {}
-    if entry.path not in known:
-        try:
-            known[entry.path] = _read_one(client, listing, entry, tok, stats)
-        except RemoteError as exc:
-            msg = f"-hf also loads {exc} (--no-mmproj leaves it out)"
-            raise RemoteError(msg, exc.code) from None
-    return known[entry.path]
+    return _read_beside(client, listing, pick, tok, stats, read, "{} (--no-mmproj leaves it out)")
 
 
 def read_hf_draft(
