@@ -322,3 +322,28 @@ def test_watch_once_stopped_while_its_hosts_answer_says_nothing_was_checked(
         return [ln for ln in ps.stdout.splitlines() if f"/ssh/{proc.pid}-" in ln and ln[0] != "Z"]
 
     wait_until(lambda: masters() == [], 15)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gpus", "--source", "smi:bob:hunter2@fleet-a"],
+        ["gpus", "--json", "--source", "smi:fleet-b,smi:bob:hunter2@fleet-a:22"],
+        ["watch", "--once", "--json", "--source", "smi:fleet-b,amd:bob:hunter2@fleet-a"],
+        ["gpus", "--hosts", "HOSTS"],
+    ],
+)
+def test_a_password_in_a_host_is_refused_and_never_printed(
+    ssh_env: SshServer, tmp_path, capsys, argv
+):
+    """``user:password@host`` was taken as ssh's user name: the password was the host's label
+    and was in its error line, --json and ssh's own message. ssh takes no password on its
+    command line; the form is refused in one line that does not repeat it."""
+    from lltui.cli import main
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("fleet-b\nbob:hunter2@fleet-a\n")
+    assert main([str(hosts) if a == "HOSTS" else a for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert "hunter2" not in out + err
+    assert "holds a password" in err and "with a key" in err

@@ -27,6 +27,8 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from lltui.core.monitor.hosts_file import PASSWORD_REFUSED
+
 SSH_CONFIG_ENV = "LLTUI_SSH_CONFIG"
 CONTROL_PERSIST_S = 30  # a master nobody uses any more exits after this long
 CONNECT_TIMEOUT_S = 5
@@ -48,9 +50,12 @@ _BRACKETED = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?\Z
 
 def check_host(host: str) -> str:
     """A host name for ssh as the user gave it; ValueError for one ssh would take as an
-    option (leading ``-``) or that holds whitespace or control characters."""
+    option (leading ``-``), that holds whitespace or control characters, or a password
+    (``user:password@host``: the message never repeats it)."""
     if not host:
         raise ValueError("an ssh host name is empty")
+    if ":" in host.rpartition("@")[0]:
+        raise ValueError(PASSWORD_REFUSED)
     if host.startswith("-"):
         raise ValueError(f"host {host!r} starts with '-' and would be read as an ssh option")
     if any(c.isspace() or not c.isprintable() for c in host):

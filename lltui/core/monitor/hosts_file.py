@@ -20,6 +20,13 @@ _HOST = re.compile(r"^(?:[A-Za-z0-9._+-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\
 _WITH_PORT = re.compile(r"^(?P<host>(?:[^@\s]+@)?(?:\[[^\]]+\]|[^:\[\]]+))(?::(?P<port>[^:]*))?$")
 
 
+# ssh reads a password from a terminal only: one in a host spec would just be printed
+PASSWORD_REFUSED = (
+    "a host holds a password (user:password@host); ssh takes none on its command line: "
+    "log in with a key, or name the host in your ssh_config (or LLTUI_SSH_CONFIG)"
+)
+
+
 class HostsFileError(ValueError):
     """A line of a hosts file that is not a host; ``str()`` names the line."""
 
@@ -50,6 +57,8 @@ def parse_hosts(text: str, name: str = "hosts file") -> tuple[HostEntry, ...]:
         if not line:
             continue
         words = line.split()
+        if ":" in words[0].rpartition("@")[0]:
+            raise HostsFileError(f"{where}: {PASSWORD_REFUSED}")
         port: int | None = None
         if len(words) == 3 and words[1] == "-p":
             port = _port(words[2], where)
