@@ -260,6 +260,7 @@ def test_a_poll_given_up_on_leaves_no_nvidia_smi_running_on_the_host(ssh_env: Ss
 
     src = SmiSource("fleet-a", timeout=5)
     src.open()  # the master is up: the poll's session opens well within its timeout
+    src.poll()  # (the first poll takes the GPU rows open read)
     ssh_env.hang.touch()
     try:
         with pytest.raises(SourceUnavailable, match="did not answer within 5 s"):
@@ -347,3 +348,25 @@ def test_a_password_in_a_host_is_refused_and_never_printed(
     out, err = capsys.readouterr()
     assert "hunter2" not in out + err
     assert "holds a password" in err and "with a key" in err
+
+
+def test_a_host_that_answers_within_the_timeout_is_up(ssh_env: SshServer, tmp_path, capsys):
+    """A poll ran four nvidia-smi calls in turn (query-gpu at open, --version, query-gpu
+    again, compute-apps), each allowed the whole --host-timeout while the poll was too: a
+    host answering each in 2.5 s was 'did not answer within 9.8 s' (four calls take 10 s,
+    whatever ssh adds). The poll's calls now share its timeout, and its first poll takes the
+    GPU rows its open read: three calls, 7.5 s and ssh's time."""
+    from lltui.cli import main
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("fleet-a\n")
+    ssh_env.slow.write_text("2.5")
+    try:
+        code = main(["--host-timeout", "9.8", "gpus", "--json", "--hosts", str(hosts)])
+    finally:
+        ssh_env.slow.unlink()
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    host = out["hosts"][0]
+    assert (host["reachable"], host["error"], len(host["gpus"])) == (True, None, 4), host
+    assert host["cuda_version"] == "12.3"

@@ -14,7 +14,8 @@ named stand-in (``STAND-IN nvidia-smi``) answering ``--query-gpu`` with the GPUs
 capture (tests/fixtures/real/smi/C01..., 4x A100) in the fields asked for, nothing for
 ``--query-compute-apps``, and ``--version``. Each call is one line in ``calls.log``. While
 the file ``SshServer.hang`` exists, it hangs instead (a slow host): it writes its pid as one
-line of ``hang.pids`` and sleeps ten minutes.
+line of ``hang.pids`` and sleeps ten minutes. While the file ``SshServer.slow`` exists, each
+call first sleeps the seconds it holds.
 
 Without sshd or ssh the tests skip with one line saying what is missing (scripts/test
 installs openssh-server when it runs as root on a machine with apt).
@@ -62,6 +63,8 @@ if os.path.exists({hang!r}):
     with open({hang!r} + ".pids", "a") as pids:
         pids.write("%d\\n" % os.getpid())
     time.sleep(600)
+if os.path.exists({slow!r}):
+    time.sleep(float(open({slow!r}).read()))
 args = sys.argv[1:]
 if args == ["--version"]:
     print("NVIDIA-SMI version  : 545.23.08")
@@ -149,6 +152,12 @@ class SshServer:
         """While this file exists, the stand-in nvidia-smi hangs (see the module's doc)."""
         return self.calls_log.with_name("hang")
 
+    @property
+    def slow(self) -> Path:
+        """While this file exists, the stand-in nvidia-smi sleeps the seconds it holds
+        before it answers (a host that is slow, not hung)."""
+        return self.calls_log.with_name("slow")
+
     def hung_pids(self) -> list[int]:
         """The pids of the stand-ins that hung so far."""
         pids = self.calls_log.with_name("hang.pids")
@@ -196,6 +205,7 @@ def ssh_server(root: Path, remote_path: str = "") -> Iterator[SshServer]:
             fields=CAPTURE_FIELDS,
             log=str(calls_log),
             hang=str(root / "hang"),
+            slow=str(root / "slow"),
         )
     )
     smi.chmod(0o755)

@@ -15,6 +15,7 @@ import math
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -192,6 +193,10 @@ class SmiSource:
         self._info: RigInfo | None = None
         self._statics: dict[str, GpuStatic] = {}
         self._seq = SequenceCounter()
+        # one poll's commands share its timeout (a host answering each in 2 s of a 5 s poll
+        # was called down after four); the rows open() read are the first poll's
+        self._deadline = 0.0
+        self._opened_rows: tuple[tuple[SmiGpuRow, ...], str] | None = None
 
     # -- commands ------------------------------------------------------------------------
     def _where(self) -> str:
@@ -200,14 +205,25 @@ class SmiSource:
     def _failure(self, result: CommandResult) -> str:
         return command_failure("nvidia-smi", result, self.host)
 
+    def _run_smi(self, args: Sequence[str]) -> CommandResult:
+        """Run nvidia-smi with what is left of this poll's timeout."""
+        late = f"nvidia-smi {self._where()} did not answer within {self._timeout:g} s"
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise SourceUnavailable(late)
+        argv = smi_argv(args, self.host, self.ssh, timeout=left)
+        result = self._run(argv, left)
+        if result.returncode == 124 and result.stderr.startswith(f"{argv[0]} did not answer"):
+            # (the runner's words give what was left: the poll's whole timeout is meant)
+            return replace(result, stderr=f"{argv[0]} did not answer within {self._timeout:g} s")
+        return result
+
     def _query(self, flag: str, fields: list[str]) -> tuple[str, list[str]]:
         """Run one query; on ``Field "x" is not a valid field to query`` drop x (a rejected
         ``clocks_event_reasons.*`` swaps in the older ``clocks_throttle_reasons.*`` names)
         and retry. Each rejected field costs one retry; the field list bounds them."""
         for _ in range(len(fields) + 2):
-            args = [f"{flag}={','.join(fields)}", CSV_FORMAT]
-            argv = smi_argv(args, self.host, self.ssh, timeout=self._timeout)
-            result = self._run(argv, self._timeout)
+            result = self._run_smi([f"{flag}={','.join(fields)}", CSV_FORMAT])
             if result.returncode == 0:
                 return result.stdout, fields
             rejected = unknown_field(result.stdout + "\n" + result.stderr)
@@ -246,8 +262,10 @@ class SmiSource:
     def _versions(self) -> tuple[str | None, str | None]:
         """CUDA and NVML versions from ``nvidia-smi --version`` (drivers 525 and later);
         None when this driver does not print them."""
-        argv = smi_argv(["--version"], self.host, self.ssh, timeout=self._timeout)
-        result = self._run(argv, self._timeout)
+        try:
+            result = self._run_smi(["--version"])
+        except SourceUnavailable:  # the poll's time is up: its GPUs matter more
+            return None, None
         if result.returncode != 0:
             return None, None
         cuda = _CUDA_VERSION.search(result.stdout)
@@ -260,7 +278,9 @@ class SmiSource:
             raise SourceUnavailable(
                 "nvidia-smi is not on PATH here (is the NVIDIA driver installed?)"
             )
-        rows, _ = self._gpu_rows()
+        self._deadline = time.monotonic() + self._timeout
+        self._opened_rows = None
+        rows, chatter = self._gpu_rows()
         if not rows:
             raise SourceUnavailable(f"nvidia-smi lists no GPU {self._where()}")
         statics = tuple(sorted((r.static for r in rows), key=lambda s: s.index))
@@ -280,6 +300,7 @@ class SmiSource:
             gpus=statics,
             hints=self._hints(),
         )
+        self._opened_rows = rows, chatter
         return self._info
 
     def _hints(self) -> tuple[str, ...]:
@@ -321,7 +342,12 @@ class SmiSource:
         if self._info is None:
             self.open()
         assert self._info is not None
-        rows, chatter = self._gpu_rows()
+        opened, self._opened_rows = self._opened_rows, None
+        if opened is not None and time.monotonic() < self._deadline:
+            rows, chatter = opened  # open() read them within this poll's time
+        else:
+            self._deadline = time.monotonic() + self._timeout
+            rows, chatter = self._gpu_rows()
         now, wall = self._clock(), self._wall()
         errors: list[str] = []
         # processes change slowly and cost a second nvidia-smi run (an ssh session remotely)
