@@ -372,6 +372,9 @@ def test_fleet_host_down_is_raised_and_cleared_when_it_answers(tmp_path):
         first = watch.round()
         assert [(c.event, c.alert.kind) for c in first.changes] == [("raised", "host_down")]
         assert "no such recording" in first.active[0].message
+        down = first.active[0]  # its host is named (it was None), and said once in its line
+        assert down.host == f"replay:{later}" and down.subject == f"host replay:{later}"
+        assert down.line.startswith(f"critical host replay:{later}: ")
         write_alert_recording(later)  # the host comes up
         second = watch.round()
         assert ("cleared", "host_down") in [(c.event, c.alert.kind) for c in second.changes]

@@ -184,8 +184,10 @@ def test_gpus_over_ssh_lists_each_hosts_gpus(ssh_env: SshServer, tmp_path, capsy
         ("fleet-down", False, 0),
     ]
     assert out["hosts"][0]["gpus"][0]["uuid"] == "GPU-stand-in-0"
-    # the host that did not answer is the alert watch raises for it
-    assert [(a["kind"], a["subject"]) for a in out["alerts"]] == [("host_down", "host fleet-down")]
+    # the host that did not answer is the alert watch raises for it, its host named (it was
+    # null, the host only in the subject's words)
+    alerts = [(a["kind"], a["subject"], a["host"]) for a in out["alerts"]]
+    assert alerts == [("host_down", "host fleet-down", "fleet-down")]
 
 
 def test_watch_takes_the_host_timeout_given(ssh_env: SshServer, capsys):

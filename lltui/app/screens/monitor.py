@@ -171,9 +171,7 @@ def render_alerts(alerts: tuple[Alert, ...], styles: CardStyles, width: int = 20
     worst = styles.error_bold if alerts[0].severity == CRITICAL else styles.warn
     text.append(f"▲ {counted(len(alerts), 'alert')}", worst)
     for i, a in enumerate(alerts):
-        item = f"{a.subject} {a.message} since {fmt_time(a.since)}"
-        if a.host:
-            item = f"{a.host} {item}"
+        item = f"{a.where} {a.message} since {fmt_time(a.since)}"
         if i and text.cell_len + len(item) + 3 > width - 10:
             text.append(f"  +{len(alerts) - i} more", styles.muted)
             break

@@ -51,10 +51,16 @@ class Alert:
         return (self.kind, self.host or "", self.gpu_uuid or self.server or self.subject)
 
     @property
+    def where(self) -> str:
+        """The subject with its host (``gpu2 GPU1``); a host's own alert names it once."""
+        if self.host and self.subject != f"host {self.host}":
+            return f"{self.host} {self.subject}"
+        return self.subject
+
+    @property
     def line(self) -> str:
         """``critical GPU1: temperature 91°C (critical at 90)``."""
-        where = f"{self.host} {self.subject}" if self.host else self.subject
-        return f"{self.severity} {where}: {self.message}"
+        return f"{self.severity} {self.where}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +349,7 @@ class AlertTracker:
                 subject=f"host {h.label}",
                 message=h.error or "does not answer",
                 since=0.0,
+                host=h.label,
             )
             out.append(_Finding(alert))
         return [f for f in out if self._on(f.alert.kind)]
