@@ -260,6 +260,19 @@ def test_a_simulated_rig_asked_for_raises_nothing_but_says_it_is_simulated(capsy
     assert "SIMULATED rig (sim:kaggle-2xt4)" in err
 
 
+def test_a_simulated_fleet_says_it_is_simulated_as_one_rig_does(capsys):
+    """A fleet of simulated rigs said "simulated": false and no SIMULATED line (its first
+    host's info, read before any host answered, stood for the fleet)."""
+    fleet = ["--source", "sim:4xl4,sim:kaggle-2xt4"]
+    assert main(["watch", "--once", "--json", *fleet]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert data["simulated"] is True and "rig kaggle-2xt4" in data["simulated_reason"]
+    assert "SIMULATED rig (sim:4xl4,sim:kaggle-2xt4): the simulated rig 4xl4" in err
+    assert main(["watch", "--once", *fleet]) == 0
+    assert err.count("SIMULATED") == 1 and "SIMULATED" in capsys.readouterr().err
+
+
 def test_gpus_json_without_a_gpu_has_the_alert_too(no_nvml, capsys):
     assert main(["gpus", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

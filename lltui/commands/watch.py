@@ -110,10 +110,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from None
     except SourceUnavailable as exc:
         raise CliError(f"source {request.rig.source or 'auto'}: {exc}", exc.exit_code) from None
-    if watch.info.simulated:  # said where a person looks, whatever stdout is for
-        from lltui.core.monitor.gpus_report import simulated_line
-
-        print(f"lltui watch: {simulated_line(watch.info)}", file=sys.stderr, flush=True)
+    said = _say_simulated(watch)  # (a fleet's hosts: once they answered)
     hooks = None
     if not args.no_hooks and settings.alerts.hooks:
         hooks = HookRunner(settings.alerts, lambda r: print(r.line, file=sys.stderr, flush=True))
@@ -121,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         if args.once:
             with raised_on_stop():  # SIGTERM, SIGHUP: as Ctrl-C (the polls in flight stop)
                 result = watch.round()
+                said = said or _say_simulated(watch)
                 if hooks is not None:
                     hooks.fire(result.changes)
                     hooks.wait()  # each bounded by its timeout
@@ -131,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 print_json(
                     {"alerts": alerts, "error": result.error, "source": watch.source}
                     | {"servers": [_server_json(s) for s in result.servers]}
-                    | simulated_json(watch.info)
+                    | simulated_json(watch.simulated_info)
                 )
             else:
                 for alert in result.active:
@@ -141,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 for server in result.servers:
                     print(_server_text(server))
             return exit_code(result.active, fail_on or "warning")
-        return _loop(watch, hooks, interval, args.json, fail_on, change_to_json)
+        return _loop(watch, hooks, interval, args.json, fail_on, change_to_json, said)
     except KeyboardInterrupt as exc:
         if not args.once:
             return 0  # a watch that goes on ends so
@@ -156,17 +154,40 @@ def run(args: argparse.Namespace) -> int:
         watch.close()
 
 
+def _say_simulated(watch: Any) -> bool:
+    """The SIMULATED line, on stderr (where a person looks, whatever stdout is for), where
+    the rig is simulated; whether it was said."""
+    info = watch.simulated_info
+    if info is not None:
+        from lltui.core.monitor.gpus_report import simulated_line
+
+        print(f"lltui watch: {simulated_line(info)}", file=sys.stderr, flush=True)
+    return info is not None
+
+
 def _loop(
-    watch: Any, hooks: Any, interval: float, as_json: bool, fail_on: str | None, to_json: Any
+    watch: Any,
+    hooks: Any,
+    interval: float,
+    as_json: bool,
+    fail_on: str | None,
+    to_json: Any,
+    said: bool = False,
 ) -> int:
     """One line per change until stopped (SIGINT, SIGTERM, SIGHUP: the hooks running are
     stopped too), the source ends, or ``fail_on`` is reached."""
     with raised_on_stop():
-        return _rounds(watch, hooks, interval, as_json, fail_on, to_json)
+        return _rounds(watch, hooks, interval, as_json, fail_on, to_json, said)
 
 
 def _rounds(
-    watch: Any, hooks: Any, interval: float, as_json: bool, fail_on: str | None, to_json: Any
+    watch: Any,
+    hooks: Any,
+    interval: float,
+    as_json: bool,
+    fail_on: str | None,
+    to_json: Any,
+    said: bool = False,
 ) -> int:
     import json
 
@@ -176,8 +197,11 @@ def _rounds(
     last_error: list[str | None] = [None]
     outcome: list[int] = []
 
+    simulated = [said]
+
     def one_round() -> None:
         for result in watch.rounds():  # a replay's every sample since the last, in turn
+            simulated[0] = simulated[0] or _say_simulated(watch)
             if result.error != last_error[0] and result.error:
                 print(f"source: {result.error}", file=sys.stderr, flush=True)
             last_error[0] = result.error

@@ -338,7 +338,25 @@ class AlertWatch:
 
     @property
     def simulated(self) -> bool:
-        return self._rig.info.simulated
+        return self.simulated_info is not None
+
+    @property
+    def simulated_info(self) -> RigInfo | None:
+        """The rig where it is simulated (a fleet: its simulated hosts together, once they
+        answered: its first host's info was a placeholder, never simulated); else None."""
+        fleet = self._rig.fleet
+        if fleet is None:
+            return self._rig.info if self._rig.info.simulated else None
+        hosts = [(h.label, h.sample.info) for h in fleet.snapshot().hosts if h.sample is not None]
+        simulated = [(label, info) for label, info in hosts if info.simulated]
+        if not simulated:
+            return None
+        why = dict.fromkeys(info.simulated_reason or "asked for" for _, info in simulated)
+        return RigInfo(
+            source=",".join(label for label, _ in simulated),
+            simulated=True,
+            simulated_reason="; ".join(why),
+        )
 
     @property
     def source(self) -> str:
