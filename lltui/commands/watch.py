@@ -176,19 +176,6 @@ def _loop(
 ) -> int:
     """One line per change until stopped (SIGINT, SIGTERM, SIGHUP: the hooks running are
     stopped too), the source ends, or ``fail_on`` is reached."""
-    with raised_on_stop():
-        return _rounds(watch, hooks, interval, as_json, fail_on, to_json, said)
-
-
-def _rounds(
-    watch: Any,
-    hooks: Any,
-    interval: float,
-    as_json: bool,
-    fail_on: str | None,
-    to_json: Any,
-    said: bool = False,
-) -> int:
     import json
 
     from lltui.core.monitor.alerts import exit_code
@@ -221,7 +208,8 @@ def _rounds(
                 return
 
     rounds = Periodic(one_round, interval, name="lltui-watch")
-    rounds.run()  # on this thread: SIGINT and SIGTERM stop it here
+    with raised_on_stop():
+        rounds.run()  # on this thread: SIGINT and SIGTERM stop it here
     return outcome[0] if outcome else 0
 
 
