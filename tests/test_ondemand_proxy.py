@@ -6,10 +6,12 @@ off midway reaches the client as a broken one, not a clean end."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -111,6 +113,26 @@ def proxy() -> Iterator[tuple[OnDemandProxy, StandIn]]:
         yield p, router
     finally:
         p.stop()
+
+
+@contextlib.contextmanager
+def _running(policy: Policy | None = None, **kw: Any) -> Iterator[tuple[OnDemandProxy, StandIn]]:
+    """A proxy on a port of its own before a stand-in router, stopped after."""
+    router = StandIn()
+    chosen = policy if policy is not None else Policy({}, Room({}, None))
+    p = OnDemandProxy(f"http://127.0.0.1:{router.port}", lambda: chosen, port=0, **kw)
+    p.start()
+    try:
+        yield p, router
+    finally:
+        p.stop()
+
+
+def _post_head(length: int) -> bytes:
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+    )
 
 
 def test_autoload_never_reaches_the_router(proxy):
@@ -272,10 +294,7 @@ def test_a_request_not_sent_in_time_is_let_go(monkeypatch):
     from lltui.sources import http_server
 
     monkeypatch.setattr(http_server, "REQUEST_TIMEOUT_S", 0.5)
-    router = StandIn()
-    p = OnDemandProxy(f"http://127.0.0.1:{router.port}", lambda: Policy({}, Room({}, None)), port=0)
-    p.start()
-    try:
+    with _running() as (p, _):
         with socket.create_connection(("127.0.0.1", p.port), timeout=10) as idle:
             assert idle.recv(1) == b""
         head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
@@ -285,29 +304,16 @@ def test_a_request_not_sent_in_time_is_let_go(monkeypatch):
             while chunk := slow.recv(4096):
                 answer += chunk
             assert answer.startswith(b"HTTP/1.1 408"), answer  # and closed
-    finally:
-        p.stop()
 
 
 def test_a_request_without_its_key_is_refused_before_its_body_is_read():
     """The proxy read a whole body (up to 256 MiB) before it checked the key: 256 clients with
     no key could make it hold 64 GiB. A POST without the key is now refused on its head, as
     llama-server refuses it (401); one with the key is served."""
-    router = StandIn()
-    p = OnDemandProxy(
-        f"http://127.0.0.1:{router.port}",
-        lambda: Policy({"big": ModelNeed("big", {}, 0, pinned=True)}, Room({}, None)),
-        port=_port(),
-        keys=("secret",),
-    )
-    p.start()
-    try:
-        head = (
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n"
-        )
+    pinned = Policy({"big": ModelNeed("big", {}, 0, pinned=True)}, Room({}, None))
+    with _running(pinned, keys=("secret",)) as (p, router):
         with socket.create_connection(("127.0.0.1", p.port), timeout=20) as s:
-            s.sendall(head)  # and none of the 100 MiB it announces
+            s.sendall(_post_head(104857600))  # and none of the 100 MiB it announces
             answer = b""
             while b"\r\n" not in answer and (chunk := s.recv(4096)):
                 answer += chunk
@@ -319,8 +325,6 @@ def test_a_request_without_its_key_is_refused_before_its_body_is_read():
             timeout=20,
         )
         assert keyed.status_code == 200 and router.queries[-1] == "big"
-    finally:
-        p.stop()
 
 
 def test_a_kept_alive_request_has_its_whole_time_to_be_sent(monkeypatch):
@@ -330,25 +334,15 @@ def test_a_kept_alive_request_has_its_whole_time_to_be_sent(monkeypatch):
     from lltui.sources import http_server
 
     monkeypatch.setattr(http_server, "REQUEST_TIMEOUT_S", 3.0)
-    router = StandIn()
-    p = OnDemandProxy(f"http://127.0.0.1:{router.port}", lambda: Policy({}, Room({}, None)), port=0)
-    p.start()
-    try:
-        with socket.create_connection(("127.0.0.1", p.port), timeout=20) as s:
-            s.sendall(b"GET /slots HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert s.recv(4096).startswith(b"HTTP/1.1 200")
-            time.sleep(2.0)  # idle, as a client between two requests (not a wait on state)
-            body = b'{"model": "big"}'
-            s.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                % (len(body), body[:5])
-            )
-            time.sleep(1.5)  # the rest of the body later, as a slow upload sends it
-            s.sendall(body[5:])
-            assert s.recv(4096).startswith(b"HTTP/1.1 200")
-    finally:
-        p.stop()
+    with _running() as (p, _), socket.create_connection(("127.0.0.1", p.port), timeout=20) as s:
+        s.sendall(b"GET /slots HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        time.sleep(2.0)  # idle, as a client between two requests (not a wait on state)
+        body = b'{"model": "big"}'
+        s.sendall(_post_head(len(body)) + body[:5])
+        time.sleep(1.5)  # the rest of the body later, as a slow upload sends it
+        s.sendall(body[5:])
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
 
 
 def test_a_running_answer_is_not_cut_for_a_new_connection(monkeypatch):
@@ -357,20 +351,13 @@ def test_a_running_answer_is_not_cut_for_a_new_connection(monkeypatch):
     from lltui.sources import http_server
 
     monkeypatch.setattr(http_server, "MAX_CONNECTIONS", 1)
-    router = StandIn()
-    p = OnDemandProxy(f"http://127.0.0.1:{router.port}", lambda: Policy({}, Room({}, None)), port=0)
-    p.start()
-    try:
-        with socket.create_connection(("127.0.0.1", p.port), timeout=20) as busy:
-            body = b'{"model": "big", "max_tokens": 4096}'
-            busy.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                % (len(body), body)
-            )
-            wait_for(lambda: "big" in router.queries, 10, "the generation started")
-            with socket.create_connection(("127.0.0.1", p.port), timeout=20) as late:
-                assert late.recv(1) == b""  # closed at once
-            assert "client gone" not in router.queries
-    finally:
-        p.stop()
+    with (
+        _running() as (p, router),
+        socket.create_connection(("127.0.0.1", p.port), timeout=20) as busy,
+    ):
+        body = b'{"model": "big", "max_tokens": 4096}'
+        busy.sendall(_post_head(len(body)) + body)
+        wait_for(lambda: "big" in router.queries, 10, "the generation started")
+        with socket.create_connection(("127.0.0.1", p.port), timeout=20) as late:
+            assert late.recv(1) == b""  # closed at once
+        assert "client gone" not in router.queries
