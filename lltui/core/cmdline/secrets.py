@@ -85,7 +85,10 @@ def redact_command(command: str) -> str:
     """``command`` (a command line as one string, words joined by spaces) with every secret
     in it replaced by ``***``; a secret's value in quotes is masked to its closing quote
     (``--api-key "k 1"`` had shown ``1"``)."""
-    return " ".join(redact_argv(_quoted_values(command.split(" "))))
+    words = command.split(" ")
+    if '"' in command or "'" in command:  # (a process table's command lines rarely quote)
+        words = _quoted_values(words)
+    return " ".join(redact_argv(words))
 
 
 def _quoted_values(words: list[str]) -> list[str]:
