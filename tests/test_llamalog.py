@@ -21,6 +21,8 @@ from lltui.services.explain import ExplainRequest, explain
 from lltui.sources.llama.supervisor import Supervisor
 
 LOGS = Path(__file__).parent / "fixtures" / "llama-logs"
+# logs laid out from llama.cpp's format strings, of devices no public log here shows whole
+FORMAT_LOGS = Path(__file__).parent / "fixtures" / "llama-log-format"
 SERVER_LOGS = Path(__file__).parent / "fixtures" / "llama-server"
 PACKAGE = Path(patterns.__file__).parent
 # what splits a line into its parts, not a shape of llama.cpp's lines: the colour codes,
@@ -65,7 +67,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 87
+    assert len(names) == len(set(names)) == 89
 
 
 def test_a_build_is_read_in_both_formats():
@@ -139,9 +141,12 @@ def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], int]:
     return table, summary.memory.lines
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in LOGS.glob("*.log")))
-def test_explain_and_a_replayed_launch_give_the_same_buffer_table(name):
-    path = LOGS / name
+@pytest.mark.parametrize(
+    "path",
+    [*sorted(LOGS.glob("*.log")), *sorted(FORMAT_LOGS.glob("*.log"))],
+    ids=lambda p: p.name,
+)
+def test_explain_and_a_replayed_launch_give_the_same_buffer_table(path):
     launched, lines = _replayed(path)
     assert lines == len(path.read_text(encoding="utf-8").splitlines())
     explained = _explained(path)
@@ -255,3 +260,44 @@ def test_a_launch_counts_the_moe_cache_in_its_device_s_memory(tmp_path):
     assert "moe_cache_mib" not in devices[1]  # (only where the device has one)
     (line,) = ready_lines(ready_event("http://127.0.0.1:8080", 1, [], devices))
     assert "CUDA0: model 1500.00 MiB, KV 384.00 MiB, compute 300.75 MiB, MoE cache 8192.00" in line
+
+
+@pytest.mark.parametrize(
+    ("name", "device", "owned"),
+    [
+        # b11434's ggml-metal: the device is MTL0, its mapped weights MTL0_Mapped
+        ("metal-mtl0-server-lv4.log", "MTL0", ("MTL0_Mapped", "MTL0")),
+        # builds before the MTL<i> names: ggml_metal_init, buffers Metal and Metal_Mapped
+        ("metal-ggml_metal_init-cli-2025.log", "Metal", ("Metal_Mapped", "Metal")),
+    ],
+)
+def test_a_metal_device_is_one_device_with_its_gpu_and_its_memory(name, device, owned):
+    """A Metal load's weights (MTL0_Mapped) were a device of their own beside MTL0, the
+    estimate placed layers on both, and the GPU line and its working-set size were not
+    read: the device is one, named by its GPU, its total Metal's working set."""
+    path = FORMAT_LOGS / name
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    assert r.devices.printed == (device,)
+    rows = {row.name: row for row in r.device_rows()}
+    assert list(rows) == [device, "host"]
+    logged = {b.device for b in r.facts.buffers if not b.device.startswith("CPU")}
+    assert logged == set(owned)
+    assert dict(rows[device].logged)["model"] == round(4403.49 * MIB)
+    seen = {d.name: d for d in r.facts.devices}[device]
+    # recommendedMaxWorkingSetSize = 22906.50 MB (1e6 bytes): 21845 MiB
+    assert (seen.description, seen.free_mib, seen.total_mib) == ("Apple M2 Max", 21845, 21845)
+    (placed,) = [p for p in parse_log(path.read_text()).placement() if p.name != "CPU"]
+    assert placed.name == device and set(placed.buffers) == set(owned)
+
+
+def test_a_metal_device_s_mapped_weights_meet_their_prediction(tmp_path):
+    """With the model's header, MTL0_Mapped's line is compared with MTL0's predicted
+    weights (it was a device lltui predicted nothing on)."""
+    from support.gguf_factory import llama_8b_spec, write_sparse
+
+    model = write_sparse(tmp_path / "l8b.gguf", llama_8b_spec(n_vocab=128256), "Q4_K")
+    path = FORMAT_LOGS / "metal-mtl0-server-lv4.log"
+    r = explain(ExplainRequest(str(path), model=str(model), ask_binary=False))
+    (mapped,) = [c for c in r.checks if c.line.device == "MTL0_Mapped"]
+    assert mapped.predicted_bytes is not None and mapped.within(0.10)
+    assert r.comparison.not_logged == ()

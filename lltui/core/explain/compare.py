@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from lltui.core.explain.devices import LogDevices
 from lltui.core.explain.settings import is_host_buffer
-from lltui.core.llamalog.models import BufferLine
+from lltui.core.llamalog.models import BufferLine, device_of_buffer
 from lltui.core.memory.results import FitResult
 from lltui.core.units import MIB
 
@@ -161,7 +161,8 @@ def _internal(name: str, devs: LogDevices, rpc_seen: dict[str, int], kind: str) 
     """The estimate's name for a logged device buffer (a repeated RPC name: the next one)."""
     if is_host_buffer(name):
         return None
-    hits = [d.name for d, p in zip(devs.devices, devs.printed, strict=True) if p == name]
+    device = device_of_buffer(name)  # (MTL0_Mapped: MTL0's)
+    hits = [d.name for d, p in zip(devs.devices, devs.printed, strict=True) if p == device]
     if not hits:
         return None
     if len(hits) == 1:

@@ -13,7 +13,7 @@ from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.explain.settings import is_host_buffer
 from lltui.core.gguf.model import GgufModel
 from lltui.core.llamalog.memory import MAX_DEVICES
-from lltui.core.llamalog.models import DeviceSeen, LogFacts, rpc_endpoint
+from lltui.core.llamalog.models import DeviceSeen, LogFacts, device_of_buffer, rpc_endpoint
 from lltui.core.memory.common import CPU
 from lltui.core.memory.devices import DeviceSpec, gpu_model
 from lltui.core.memory.hparams import Hparams
@@ -54,7 +54,7 @@ def _order(facts: LogFacts) -> list[tuple[str, DeviceSeen | None]]:
     """Device buffer names in llama.cpp's order, one per device (a repeated RPC name counts
     once per weights line, as each is another server), with what the log said of each."""
     last = [b for b in facts.last_load() if b.part == "model"]
-    buffer_names = list(dict.fromkeys(b.device for b in last))
+    buffer_names = list(dict.fromkeys(device_of_buffer(b.device) for b in last))
     out: list[tuple[str, DeviceSeen | None]] = [
         (_buffer_name(d, buffer_names), d) for d in facts.devices if d.source == "using device"
     ]
@@ -65,8 +65,8 @@ def _order(facts: LogFacts) -> list[tuple[str, DeviceSeen | None]]:
     have = Counter(n for n, _ in out)
     seen: Counter[str] = Counter()
     for b in last:
-        name = b.device
-        if is_host_buffer(name) or len(out) >= MAX_DEVICES:
+        name = device_of_buffer(b.device)  # (MTL0_Mapped: MTL0's)
+        if is_host_buffer(b.device) or len(out) >= MAX_DEVICES:
             continue
         seen[name] += b.kind == "model"
         # another weights line of an RPC name is another server; else one device a name
@@ -169,7 +169,7 @@ def logged_weights(facts: LogFacts, devs: LogDevices) -> list[int] | None:
     used: dict[str, int] = {}
     for name in devs.printed:
         k = used.get(name, 0)
-        lines = [b for b in last if b.device == name]
+        lines = [b for b in last if device_of_buffer(b.device) == name]
         if k >= len(lines):
             return None
         out.append(lines[k].logged_bytes)

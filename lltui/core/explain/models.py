@@ -10,7 +10,7 @@ from lltui.core.explain.devices import LogDevices
 from lltui.core.explain.failure import Failed
 from lltui.core.explain.settings import Recovered, is_host_buffer
 from lltui.core.llama.builds import BuildRules
-from lltui.core.llamalog.models import LogFacts
+from lltui.core.llamalog.models import LogFacts, device_of_buffer
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.results import FitResult
 from lltui.core.units import MIB
@@ -86,7 +86,7 @@ class ExplainReport:
         logged: dict[str, dict[str, int]] = {}
         predicted: dict[str, dict[str, int]] = {}
         for c in last:
-            owner = "host" if is_host_buffer(c.line.device) else c.line.device
+            owner = "host" if is_host_buffer(c.line.device) else device_of_buffer(c.line.device)
             if owner not in order:
                 order.append(owner)
             slot = logged.setdefault(owner, {})

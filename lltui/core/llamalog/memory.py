@@ -44,6 +44,7 @@ from lltui.core.llamalog.models import (
     MemoryBreakdownRow,
 )
 from lltui.core.llamalog.patterns import MMPROJ_FUNCS, SERVER_FUNCS
+from lltui.core.units import MIB
 
 MAX_BUFFERS = 20_000  # buffer lines kept (a -v log of many fit probes has thousands)
 MAX_UNPARSED = 200
@@ -121,6 +122,7 @@ class MemoryFold:
         self.slots: tuple[int, int, str | None] | None = None
         self.mmproj_mib: float | None = None
         self.mmproj_backend: str | None = None
+        self.metal: str | None = None  # the Metal device whose lines these are
 
     def take(self, c: Classified) -> None:
         """One line, classified."""
@@ -188,6 +190,8 @@ class MemoryFold:
         elif isinstance(ev, AllocFailure):
             self._fail(replace(ev, line=self.n))
         elif isinstance(ev, DeviceSeen):
+            if ev.source == "ggml_metal":
+                self.metal = ev.name
             self._device(ev)
         elif isinstance(ev, MemoryBreakdownRow):
             if ev.kind == "device":
@@ -274,6 +278,9 @@ class MemoryFold:
             self.mmproj_mib = float(value)
         elif what == "mmproj_backend":
             self.mmproj_backend = value
+        elif what == "metal_total":
+            total = int(float(value) * 1e6 // MIB)
+            self._device(DeviceSeen(self.metal or "Metal", None, None, total, "ggml_metal"))
         elif what == "exiting":
             self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
         elif what == "argument":  # refused before loading: the flags never applied

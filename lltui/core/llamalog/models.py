@@ -387,8 +387,12 @@ def rpc_endpoint(name: str) -> str | None:
     return m.group("endpoint") if m is not None else None
 
 
+_DEVICE_BUFFERS = ("_Mapped", "_Private")  # a device's buffer types named after it
+
+
 def device_of_buffer(name: str, rpc_endpoints: Mapping[str, str] | None = None) -> str:
-    """The device owning a backend buffer; host buffers (``CPU_Mapped``, ``CUDA_Host``) -> CPU.
+    """The device owning a backend buffer; host buffers (``CPU_Mapped``, ``CUDA_Host``) -> CPU,
+    a Metal device's mapped file and private memory (``MTL0_Mapped``) -> the device.
 
     RPC buffers are named after the remote server's own device index and endpoint
     (``RPC0[127.0.0.1:50052]``), while the device is ``RPC<n>`` with the endpoint as its
@@ -396,6 +400,9 @@ def device_of_buffer(name: str, rpc_endpoints: Mapping[str, str] | None = None) 
     """
     if name == "CPU" or name.startswith("CPU_") or name.endswith("_Host"):
         return "CPU"
+    for kind in _DEVICE_BUFFERS:  # Metal's other buffer types: MTL0_Mapped, MTL0_Private
+        if name.endswith(kind):
+            return name.removesuffix(kind)
     endpoint = rpc_endpoint(name)
     if endpoint and rpc_endpoints and endpoint in rpc_endpoints:
         return rpc_endpoints[endpoint]

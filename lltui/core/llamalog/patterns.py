@@ -77,6 +77,8 @@ _GROUPS: dict[str, str] = {
     ),
     **dict.fromkeys(("common_init_from_params", "common_init_"), "@init"),
     **dict.fromkeys(BREAKDOWN_FUNCS, "@breakdown"),
+    # ggml-metal's device (ggml_metal_device_init; ggml_metal_init before the device split)
+    **dict.fromkeys(("ggml_metal_init", "ggml_metal_device_init"), "@metal"),
 }
 
 
@@ -119,7 +121,7 @@ KNOWN_LINES: dict[str, bool | tuple[str, ...]] = {
     "llama_model_loader": ("Dumping", "loaded meta", "- kv", "- type"),
     "@kv": ("layer", "n_rot", "attn_rot", "creating", "kv_size"),
     "@context": ("constructing", "enumerating", "backend_ptrs", "n_ctx_", "n_ctx"),
-    **dict.fromkeys(("create_memory", "@reserve", "ggml_cuda_init", "ggml_vulkan"), True),
+    **dict.fromkeys(("create_memory", "@reserve", "ggml_cuda_init", "ggml_vulkan", "@metal"), True),
     **dict.fromkeys(("common_param", "@breakdown", "common_speculative_init_result"), True),
     **dict.fromkeys(("load_model", "@hybrid", "@fit", "@init", "@mmproj"), True),
     "llama_moe_cache": True,  # its hits and uploads at exit
@@ -597,6 +599,17 @@ SHAPES: tuple[Shape, ...] = (
            lambda m, line: DeviceSeen(f"Vulkan{m['i']}", m["desc"], None, None, "ggml_vulkan"),
            "ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 | fp16: 1 |",
            ("ggml_vulkan",)),
+    # ggml-metal-device.m's "GPU name:   %s (%s)" (the device MTL<i>, then its GPU); before
+    # the MTL<i> names, ggml_metal_init's "GPU name:   %s" (the GPU alone; its buffers "Metal")
+    _shape("metal_device", r"^GPU name:\s+(?:(?P<name>MTL\d+) \((?P<desc>.*)\)|(?P<gpu>.*\S))\s*$",
+           lambda m, line: DeviceSeen(m["name"] or "Metal", m["desc"] or m["gpu"], None, None,
+                                      "ggml_metal"),
+           "ggml_metal_device_init: GPU name:   MTL0 (Apple M2 Max)", ("@metal",)),
+    # the device's total as Metal counts it ("%8.2f MB": 1e6 bytes), what "using device"
+    # subtracts the allocated from; of the GPU named just above
+    _shape("metal_total", r"^recommendedMaxWorkingSetSize\s*=\s*(?P<mb>\d{1,15}(?:\.\d+)?) MB",
+           _flag("metal_total", "mb"),
+           "ggml_metal_device_init: recommendedMaxWorkingSetSize  = 22906.50 MB", ("@metal",)),
     # no two parts can take the same characters (a name has no space and no ": "; the
     # description runs greedily to the last "(N MiB,"): linear on a line of thousands of tabs
     _shape("device_info", r"^\s*(?:-\s+)?(?P<name>(?:[^\s:]|:(?!\s))+)\s*:\s(?P<desc>.*)"
