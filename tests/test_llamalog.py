@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lltui.core.explain.report import report_to_text
 from lltui.core.llamalog import patterns
 from lltui.core.llamalog.classify import read_line
 from lltui.core.llamalog.lines import split_line
@@ -67,7 +68,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 89
+    assert len(names) == len(set(names)) == 90
 
 
 def test_a_build_is_read_in_both_formats():
@@ -118,7 +119,7 @@ def _explained(path: Path) -> dict[tuple[str, str], float]:
     out: dict[tuple[str, str], float] = {}
     for row in report.device_rows():
         device = "CPU" if row.name == "host" else device_of_buffer(row.name, endpoints)
-        for kind, n in row.logged:
+        for kind, n in (*row.logged, *row.parts):  # (a part: draft, lora, mmproj)
             out[(device, kind)] = out.get((device, kind), 0.0) + n / MIB
     return {k: round(v, 2) for k, v in out.items() if round(v, 2)}
 
@@ -138,6 +139,9 @@ def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], int]:
         for kind in KINDS
         if getattr(p, f"{kind}_mib")
     }
+    for device, parts in summary.memory.parts_mib().items():
+        for part, mib in parts.items():
+            table[(device, part)] = table.get((device, part), 0.0) + mib
     return table, summary.memory.lines
 
 
@@ -301,3 +305,24 @@ def test_a_metal_device_s_mapped_weights_meet_their_prediction(tmp_path):
     (mapped,) = [c for c in r.checks if c.line.device == "MTL0_Mapped"]
     assert mapped.predicted_bytes is not None and mapped.within(0.10)
     assert r.comparison.not_logged == ()
+
+
+def test_a_projector_s_weights_and_buffers_show_on_their_devices():
+    """llama-mtmd-cli's projector (clip.cpp) prints its weights as load_hparams' "model
+    size" and its compute buffers per device: the weights were not read, and explain's
+    device table left the projector out (an empty table for a projector-only log)."""
+    path = LOGS / "29-pr22790-mtmd-cli-gemma3-4b-clip-2026.log"
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    weights = [b for b in r.facts.buffers if b.kind == "model"]
+    assert [(b.line, b.device, b.mib_text, b.part) for b in weights] == [
+        (25, "CUDA0", "811.79", "mmproj")
+    ]
+    rows = {row.name: dict(row.parts) for row in r.device_rows()}
+    assert rows == {
+        "CUDA0": {"mmproj": round(811.79 * MIB) + round(121.25 * MIB)},
+        "host": {"mmproj": round(9.19 * MIB)},
+    }
+    parts = parse_log(path.read_text()).memory.parts_mib()
+    assert parts == {"CUDA0": {"mmproj": 933.04}, "CPU": {"mmproj": 9.19}}
+    text = report_to_text(r)
+    assert "(+ mmproj 933.04 MiB)" in text

@@ -437,12 +437,16 @@ def test_the_log_parser_keeps_the_draft_projector_and_adapter_apart():
     assert (m.mmproj_backend, m.mmproj_estimate_mib, sizes("mmproj")) == (
         "CPU",
         0.38,
-        {"CPU": (0.0, 0.0, 0.04)},
+        {"CPU": (0.34, 0.0, 0.04)},  # its weights (load_hparams' model size) and compute
     )
     assert m.slots == (2, 1024, "false") and s.ready
     (cpu,) = s.ready_devices()  # launch's ready event: the model's numbers, the parts beside
     assert (cpu["model_mib"], cpu["kv_mib"]) == (2.80, 2.0)
-    assert cpu["parts_mib"] == {"draft": round(1.19 + 1.0 + 3.77 + 0.01, 2), "lora": 0.10}
+    assert cpu["parts_mib"] == {
+        "draft": round(1.19 + 1.0 + 3.77 + 0.01, 2),
+        "lora": 0.10,
+        "mmproj": 0.38,  # (llama-server's own estimate of the projector, above)
+    }
 
 
 def test_drafting_gives_the_model_an_output_per_drafted_token(files):

@@ -46,6 +46,8 @@ class DeviceRow:
     layers: tuple[int, ...]  # the estimate's (the log prints them only at -v)
     logged: tuple[tuple[str, int], ...]
     predicted: tuple[tuple[str, int], ...] | None
+    # the buffers of the other parts on it (a projector, a draft model, a LoRA): bytes by part
+    parts: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +79,19 @@ class ExplainReport:
 
     def device_rows(self) -> list[DeviceRow]:
         """Per device of the last load: logged and predicted bytes by kind."""
-        last = [
-            c
-            for c in self.checks
-            if c.line.load == self.facts.loads and c.line.part == "model" and not c.line.superseded
-        ]
+        last = [c for c in self.checks if c.line.load == self.facts.loads and not c.line.superseded]
         order: list[str] = []
         logged: dict[str, dict[str, int]] = {}
         predicted: dict[str, dict[str, int]] = {}
+        parts: dict[str, dict[str, int]] = {}
         for c in last:
             owner = "host" if is_host_buffer(c.line.device) else device_of_buffer(c.line.device)
             if owner not in order:
                 order.append(owner)
+            if c.line.part != "model":
+                slot = parts.setdefault(owner, {})
+                slot[c.line.part] = slot.get(c.line.part, 0) + c.line.logged_bytes
+                continue
             slot = logged.setdefault(owner, {})
             slot[c.line.kind] = slot.get(c.line.kind, 0) + c.line.logged_bytes
             if c.predicted_bytes is not None:
@@ -126,6 +129,7 @@ class ExplainReport:
                     predicted=tuple(predicted.get(name, {}).items())
                     if self.result is not None
                     else None,
+                    parts=tuple(parts.get(name, {}).items()),
                 )
             )
         return rows

@@ -199,6 +199,7 @@ def report_to_json(r: ExplainReport) -> dict[str, Any]:
                 "layers": list(d.layers),
                 "logged": dict(d.logged),
                 "predicted": dict(d.predicted) if d.predicted is not None else None,
+                "parts": dict(d.parts),
             }
             for d in r.device_rows()
         ],
@@ -282,7 +283,10 @@ def _device_table(r: ExplainReport) -> list[str]:
         n_layer = r.hparams.n_layer_all if r.hparams is not None else None
         layers = _ranges(d.layers, n_layer)
         cells = f"{_mib(d.free_bytes):>10} {_mib(logged):>11} {_mib(pred):>11}"
-        out.append(f"{d.name[:24]:<24} {cells}  {layers}")
+        beside = ", ".join(f"{part} {_mib(n)}" for part, n in d.parts)
+        out.append(
+            f"{d.name[:24]:<24} {cells}  {layers}" + (f"  (+ {beside} MiB)" if beside else "")
+        )
     return out
 
 

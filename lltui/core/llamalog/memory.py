@@ -278,6 +278,8 @@ class MemoryFold:
             self.mmproj_mib = float(value)
         elif what == "mmproj_backend":
             self.mmproj_backend = value
+        elif what == "mmproj_weights":  # in the buffer of the backend named before
+            self._buffer(line, Buffer(self.mmproj_backend or "CPU", "model", value, part="mmproj"))
         elif what == "metal_total":
             total = int(float(value) * 1e6 // MIB)
             self._device(DeviceSeen(self.metal or "Metal", None, None, total, "ggml_metal"))

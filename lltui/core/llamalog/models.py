@@ -294,11 +294,11 @@ class LogFacts:
         return tuple(out)
 
     def parts_mib(self) -> dict[str, dict[str, float]]:
-        """MiB of the draft's context and the LoRA adapters per device (the host as CPU):
-        device -> {"draft": MiB, "lora": MiB}."""
+        """MiB of the draft's context, the LoRA adapters and the projector per device (the
+        host as CPU): device -> {"draft": MiB, "lora": MiB, "mmproj": MiB}."""
         endpoints = {d.description: d.name for d in self.devices if d.description}
         out: dict[str, dict[str, float]] = {}
-        for part in ("draft", "lora"):
+        for part in ("draft", "lora", "mmproj"):
             for b in self.last_load():
                 if b.part == part:
                     slot = out.setdefault(device_of_buffer(b.device, endpoints), {})

@@ -57,7 +57,7 @@ CONTEXT_FUNCS = frozenset(
 )
 MMPROJ_FUNCS = frozenset(
     {"clip_model_loader", "clip_ctx", "alloc_compute_meta", "reserve_compute_meta", "load_hparams"}
-    | {"warmup", "clip_init"}
+    | {"warmup", "clip_init", "get_dummy_batch"}
 )
 BREAKDOWN_FUNCS = (
     "common_memory_breakdown_print",
@@ -644,6 +644,11 @@ SHAPES: tuple[Shape, ...] = (
            "load_model: loading model '/models/7b.gguf'", ("load_model", "main", "@init")),
     _shape("clip_backend", r"CLIP using (?P<b>\S+) backend", _flag("mmproj_backend", "b"),
            "clip_ctx: CLIP using CUDA0 backend", ("@mmproj",)),
+    # clip.cpp's load_hparams: the projector's weights (its tensors' bytes), allocated in the
+    # CLIP backend's buffer (no buffer line of their own)
+    _shape("mmproj_weights", r"^model size:\s+(?P<mib>\d{1,15}(?:\.\d+)?) MiB",
+           _flag("mmproj_weights", "mib"), "load_hparams: model size:         811.79 MiB",
+           ("@mmproj",)),
     _shape("mmproj_estimate", r"estimated worst-case memory usage of mmproj is "
            r"(?P<mib>\d{1,15}(?:\.\d+)?) MiB",
            _flag("mmproj_mib", "mib"), "load_model: estimated worst-case memory usage of mmproj "
