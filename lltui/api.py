@@ -72,7 +72,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GPUInfo:
-    """One GPU as the API reports it. ``index`` is the CUDA device index where known."""
+    """One GPU as the API reports it. ``index`` is the CUDA device index where known (an AMD
+    GPU's: its place after the NVIDIA ones, as llama.cpp numbers its devices)."""
 
     index: int
     name: str
@@ -114,8 +115,9 @@ def rig_sample(source: str = "nvml") -> RigSample | None:
 
 
 def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
-    """Every visible GPU in CUDA order; an empty list when there is none or no driver here
-    (ValueError for a host, file or server ``source`` names that cannot be read)."""
+    """Every visible GPU in llama.cpp's order (CUDA's, AMD GPUs after); an empty list when
+    there is none or no driver here (ValueError for a host, file or server ``source`` names
+    that cannot be read)."""
     sample = rig_sample(source)
     if sample is None:
         return []
@@ -123,15 +125,26 @@ def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
     # NVIDIA GPUs CUDA_VISIBLE_DEVICES hides have no CUDA index: this process cannot use them
     # (an AMD GPU has none either way)
     cuda_known = any(g.info.cuda_index is not None for g in sample.gpus)
-    for g in sample.gpus:
+    # llama.cpp's order, as fit's: the NVIDIA GPUs, then the AMD ones (ggml lists CUDA's
+    # devices before HIP's), numbered on from the last NVIDIA one, wherever they sit on the bus
+    ordered = sorted(
+        sample.gpus,
+        key=lambda g: (
+            g.info.vendor == "amd",
+            g.info.cuda_index if g.info.cuda_index is not None else g.info.index,
+        ),
+    )
+    index = 0
+    for g in ordered:
         hidden = cuda_known and g.info.cuda_index is None and g.info.vendor != "amd"
         if g.lost or hidden:
             continue
         info = g.info
         cc = info.compute_capability
+        index = info.cuda_index if info.cuda_index is not None else index
         out.append(
             GPUInfo(
-                index=info.cuda_index if info.cuda_index is not None else info.index,
+                index=index,
                 name=info.name,
                 total_memory=info.memory_total,
                 free_memory=g.free_bytes,  # (None: unknown, never 0)
@@ -142,7 +155,8 @@ def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
                 nvml_index=info.index,
             )
         )
-    return sorted(out, key=lambda g: g.index)
+        index += 1
+    return out
 
 
 def gpu_count(source: str = "nvml") -> int:

@@ -182,6 +182,27 @@ def test_amd_gpus_beside_nvidia_ones_are_counted():
     assert api.gpu_count("sim:8xmi300x") == 8
 
 
+def test_detect_gpus_lists_amd_gpus_after_nvidia_ones_wherever_they_sit(monkeypatch):
+    """AMD GPUs first on the bus were numbered by their bus place, between the NVIDIA ones
+    (0, 0, 1, 1): llama.cpp, fit and ``--gpus 4090,7900xtx`` put them after."""
+    from dataclasses import replace
+
+    from lltui import api
+
+    mixed = api.rig_sample("sim:2x4090-2x7900xtx")
+    assert mixed is not None
+    nvidia, amd = mixed.gpus[:2], mixed.gpus[2:]
+    amd_first = [replace(g, info=replace(g.info, index=i)) for i, g in enumerate(amd)]
+    nv_after = [replace(g, info=replace(g.info, index=i + 2)) for i, g in enumerate(nvidia)]
+    monkeypatch.setattr(
+        api, "rig_sample", lambda source: replace(mixed, gpus=(*amd_first, *nv_after))
+    )
+    found = api.detect_gpus()
+    assert [(g.index, g.nvml_index) for g in found] == [(0, 2), (1, 3), (2, 0), (3, 1)]
+    assert [g.name.split()[0] for g in found] == ["NVIDIA", "NVIDIA", "AMD", "AMD"]
+    assert api.get_total_vram([2, 3]) == sum(g.info.memory_total or 0 for g in amd)
+
+
 def test_nvml_reads_for_the_api_skip_slow_fields_and_hidden_gpus(monkeypatch):
     from support.fake_pynvml import FakeNvml, make_gpus
 
