@@ -361,3 +361,28 @@ def test_an_integrated_gpu_and_the_host_are_one_memory_for_the_set(tmp_path, cap
     assert f"the host has {left / MIB:.0f} MiB left" in (load_refusal(plan, "b", ["a"]) or "")
     decision = decide(policy_from_plan(plan, overhead_bytes=0), "b", [Resident("a")])
     assert decision.evict == ("a",)
+
+
+@pytest.mark.parametrize(("total_gib", "free_gib"), [(24, 128), (128, 110)])
+def test_a_named_integrated_gpu_has_the_single_fits_memory_in_a_set(
+    tmp_path, capsys, monkeypatch, total_gib, free_gib
+):
+    """The plan read this machine's available memory and passed it on as given: a 24 GiB
+    laptop planning two models on a 128 GiB Strix Halo was told the APU offers 110 GiB
+    ("as given", where nothing was), where ``lltui fit`` of either model says 128."""
+    from support import gguf_factory as gf
+
+    from lltui.sources.gpu import meminfo
+
+    monkeypatch.setattr(meminfo, "host_memory", lambda: (total_gib * GIB, 110 * GIB))
+    monkeypatch.setattr(meminfo, "host_available", lambda: 110 * GIB)
+    a, b = (gf.write_sparse(tmp_path / f"{n}.gguf", gf.llama_8b_spec(), "Q4_0") for n in "ab")
+    assert main(["fit", str(a), "--gpus", "Strix Halo", "--json"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert main(["fit", str(a), str(b), "--gpus", "Strix Halo", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    gpu = next(d for d in single["devices"] if d["kind"] == "cuda")
+    room = next(d for d in data["devices"] if d["kind"] == "cuda")
+    assert room["free_bytes"] == gpu["free_bytes"] == free_gib * GIB
+    said = [n for n in data["notes"] if "its memory is the host's" in n]
+    assert said == [n for n in single["notes"] if "its memory is the host's" in n]

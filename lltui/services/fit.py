@@ -73,6 +73,7 @@ class FitRequest:
     watch_rig: bool = False
     margin_mib: float | None = None
     host_free_bytes: int | None = None
+    host_free_read: bool = False  # host_free_bytes is this machine's, read once for a set
     cpu_profile: str = "x86"
     host: str | None = None  # --host: the CPU side (cores=16,mem=2xDDR5-5600); None: detected
     rpc_max_age_s: float = 0.0  # an --rpc server's answer this old stands (a view's edits)
@@ -181,7 +182,7 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
     host_free = host_available() if request.host_free_bytes is None else request.host_free_bytes
     if request.gpus is not None:  # named, not read: an integrated GPU's memory is the host's
-        given = request.host_free_bytes is not None
+        given = request.host_free_bytes is not None and not request.host_free_read
         whose = "as given" if given else "this machine's; --host-free SIZE sets it"
         here = None if given else host_memory()
         total = here[0] if here is not None else None

@@ -212,6 +212,7 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
             watch_rig=on.watch_rig,
             margin_mib=request.margin_mib,
             host_free_bytes=host_free,
+            host_free_read=request.host_free_bytes is None,
             cpu_profile=request.cpu_profile,
             verb=request.verb,
         )
