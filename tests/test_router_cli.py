@@ -375,6 +375,34 @@ def test_fit_plans_a_router_command_line_as_launch_does(folder, tmp_path, capsys
     )
 
 
+def test_the_router_command_line_overrides_the_preset(folder, tmp_path, capsys):
+    """llama-server's router gives a model its preset's [*], then its own section, then the
+    router's command line, each over the one before (the pinned build started the model of
+    ``--models-preset P -c 2048`` with a section's ``c = 1024`` at --ctx-size 2048): lltui
+    had the file over the command line, planning and launching it at 1024."""
+    preset = tmp_path / "models.ini"
+    preset.write_text(
+        f"[*]\nc = 256\nt = 2\n[a]\nmodel = {folder / 'alpha.gguf'}\nc = 1024\n"
+        f"[b]\nmodel = {folder / 'beta.gguf'}\n"
+    )
+    gpus = ["--gpus", "24GiB", "--json"]
+    assert main(["fit", "--models-preset", str(preset), *gpus]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [m["n_ctx"] for m in plan["models"]] == [1024, 256]  # the file alone
+    assert main(["fit", "--models-preset", str(preset), "-c", "2048", *gpus]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [m["n_ctx"] for m in plan["models"]] == [2048, 2048]
+    code = main(["launch", "--models", str(preset), "-c", "2048", "--port", "8099",
+                 "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    written = parse_preset(json.loads(capsys.readouterr().out)["preset"])
+    for name in ("a", "b"):
+        section = written.section(name)
+        assert section is not None
+        words = section_words(section)
+        assert words[words.index("-c") + 1] == "2048" and words[words.index("-t") + 1] == "2"
+
+
 def test_the_python_api_plans_a_router_command_line_as_fit_does(folder, tmp_path, capsys):
     """plan_models([], flags=["--models-preset", FILE]) said "fit: no model could be read"
     where lltui fit planned the preset's models; with nothing at all it said the same."""

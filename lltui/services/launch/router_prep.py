@@ -134,8 +134,9 @@ def _with(base: LlamaArgs, words: Sequence[str]) -> LlamaArgs:
 
 
 def read_models(request: RouterRequest, shared: LlamaArgs) -> ModelsRead:
-    """The models the request names, each with the shared flags first (LaunchError for a
-    source that cannot be read at all)."""
+    """The models the request names, each with the shared flags (a preset's sections under
+    them: the router's command line overrides the file); LaunchError for a source that
+    cannot be read at all."""
     from lltui.sources.llama.router_models import ModelsDirError
 
     if request.source is None:
@@ -185,13 +186,13 @@ def _from_preset(path: str, shared: LlamaArgs) -> ModelsRead:
             f"{path}:{bad[0].line}: [{GLOBAL_SECTION}] has a key llama-server does not know: "
             f"{bad[0].key!r} (every model would get it; the router would not start)"
         )
-    try:
-        base = _with(shared, section_words(glob, binary))
+    try:  # (the router's command line comes last: llama-server has it override the file)
+        base = read_flags(section_words(glob, binary))
     except (PresetError, LaunchError) as exc:
         raise LaunchError(f"{path}: [{GLOBAL_SECTION}]: {exc}") from None
     entries, load, notes, pin, priority = [], [], [], [], []
     for section in preset.sections:
-        found = _section_entry(path, preset, section.name, base, binary)
+        found = _section_entry(path, preset, section.name, base, shared, binary)
         if isinstance(found, str):
             notes.append(found)
             continue
@@ -215,9 +216,16 @@ def _on(value: str | None) -> bool:
 
 
 def _section_entry(
-    path: str, preset: Preset, name: str, base: LlamaArgs, binary: BinaryFlags | None
+    path: str,
+    preset: Preset,
+    name: str,
+    base: LlamaArgs,
+    shared: LlamaArgs,
+    binary: BinaryFlags | None,
 ) -> PlanEntry | str:
-    """A section as a model to plan, or the line that says why it is left out."""
+    """A section as a model to plan, or the line that says why it is left out: ``base``
+    ([*]'s settings), the section's, then the router's command line (``shared``), each
+    overriding the one before, as llama-server's router gives them."""
     section = preset.section(name)
     assert section is not None
     if bad := unknown_keys(section, binary):
@@ -231,7 +239,7 @@ def _section_entry(
                 named[_MODEL_FLAGS[got[0]]] = got[1]
             else:
                 words += got
-        args = _with(base, words)
+        args = _with(base, words).then(shared)
     except (PresetError, LaunchError) as exc:
         return f"{path}: [{name}] left out: {exc}"
     model = _model_ref(named)
@@ -371,9 +379,10 @@ def given_entries(
 ) -> tuple[tuple[PlanEntry, ...], tuple[str, ...]]:
     """The models of a set as given, and a line for each one left out: each model with the
     ``shared`` words first and then its own; with no model, those a router would serve from
-    ``--models-dir DIR`` or ``--models-preset FILE`` among ``shared`` (each section's flags
-    after the shared ones), as ``lltui launch --models`` reads them. FitFailed (one line)
-    for words llama-server refuses, a folder or preset that cannot be read, or no model."""
+    ``--models-dir DIR`` or ``--models-preset FILE`` among ``shared`` (the shared ones over
+    each section's, as llama-server's router has them), as ``lltui launch --models`` reads
+    them. FitFailed (one line) for words llama-server refuses, a folder or preset that
+    cannot be read, or no model."""
     source = router_source(shared, bool(models))
     if source is None:
         if not models:
