@@ -340,6 +340,25 @@ def test_gpus_json_with_several_sources(capsys):
     assert "hosts" not in one and len(one["gpus"]) == 4
 
 
+def test_gpus_json_of_a_fleet_says_whether_it_is_simulated(capsys):
+    """The fleet's object had no top-level ``simulated`` (the one-source object and
+    ``watch --once --json`` of the same fleet have it): a script reading it took a fleet of
+    simulated hosts for real GPUs."""
+    from lltui.cli import main
+
+    assert main(["gpus", "--json", "--source", "sim:4xl4,sim:kaggle-2xt4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["simulated"] is True
+    assert out["simulated_reason"] == (
+        "the simulated rig 4xl4 was asked for; the simulated rig kaggle-2xt4 was asked for"
+    )
+    real = FleetSample(1.0, (HostState("b", "smi:b", reachable=False, error="refused"),))
+    assert (fleet_to_json(real)["simulated"], fleet_to_json(real)["simulated_reason"]) == (
+        False,
+        None,
+    )
+
+
 def test_gpus_with_a_bad_hosts_file_is_one_line(tmp_path, capsys):
     from lltui.cli import main
 

@@ -32,7 +32,7 @@ from lltui.core.monitor.alerts import (
     SourceStatus,
     change_to_json,
 )
-from lltui.core.monitor.fleet import alert_inputs
+from lltui.core.monitor.fleet import alert_inputs, simulated_hosts
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
 from lltui.services.follow import FollowState, FoundServers, ServerFollow
@@ -347,16 +347,7 @@ class AlertWatch:
         fleet = self._rig.fleet
         if fleet is None:
             return self._rig.info if self._rig.info.simulated else None
-        hosts = [(h.label, h.sample.info) for h in fleet.snapshot().hosts if h.sample is not None]
-        simulated = [(label, info) for label, info in hosts if info.simulated]
-        if not simulated:
-            return None
-        why = dict.fromkeys(info.simulated_reason or "asked for" for _, info in simulated)
-        return RigInfo(
-            source=",".join(label for label, _ in simulated),
-            simulated=True,
-            simulated_reason="; ".join(why),
-        )
+        return simulated_hosts(fleet.snapshot())
 
     @property
     def source(self) -> str:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lltui.core.monitor.alerts import HostStatus
-from lltui.core.monitor.gpus_report import rig_to_json
-from lltui.core.monitor.models import RigSample
+from lltui.core.monitor.gpus_report import rig_to_json, simulated_json
+from lltui.core.monitor.models import RigInfo, RigSample
 
 STALE_FACTOR = 3.0  # a host that has not answered for this many intervals is stale
 STALE_MIN_S = 3.0
@@ -159,10 +159,29 @@ UNKNOWN_HOST_KEYS = (
 )  # fmt: skip
 
 
+def simulated_hosts(fleet: FleetSample) -> RigInfo | None:
+    """The fleet's simulated hosts as one rig (its source their labels, its reason theirs),
+    once they answered; None where no host that answered is simulated."""
+    simulated = [
+        (h.label, h.sample.info)
+        for h in fleet.hosts
+        if h.sample is not None and h.sample.info.simulated
+    ]
+    if not simulated:
+        return None
+    why = dict.fromkeys(info.simulated_reason or "asked for" for _, info in simulated)
+    return RigInfo(
+        source=",".join(label for label, _ in simulated),
+        simulated=True,
+        simulated_reason="; ".join(why),
+    )
+
+
 def fleet_to_json(fleet: FleetSample, interval: float = 1.0) -> dict[str, Any]:
     """``lltui gpus --json`` for several sources: ``hosts``, one entry per host, ``name``
     its label, with the keys of the one-source object (``gpus``, ``host`` CPU/RAM, ...)
-    under it when it answered, ``gpus: []`` when not."""
+    under it when it answered, ``gpus: []`` when not; ``simulated`` (and why) as the
+    one-source object says it, true where a host that answered is simulated."""
     hosts = []
     for state in fleet.hosts:
         entry: dict[str, Any] = {
@@ -183,6 +202,7 @@ def fleet_to_json(fleet: FleetSample, interval: float = 1.0) -> dict[str, Any]:
         hosts.append(entry)
     return {
         "source": ",".join(h.source for h in fleet.hosts),
+        **simulated_json(simulated_hosts(fleet)),
         "hosts": hosts,
         "reachable": fleet.reachable,
         "total": len(fleet.hosts),
