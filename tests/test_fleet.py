@@ -409,25 +409,39 @@ def test_a_socket_path_too_long_for_ssh_falls_back_to_a_connection_per_command(
     assert "ControlPath=none" in options and "ControlMaster=no" in options
 
 
-def test_an_amd_host_in_a_fleet_keeps_the_host_timeout(monkeypatch):
-    """amd:HOST kept its tools' 20 s a command, two tools in turn: 42 s a poll of a hung host
-    under --host-timeout 3."""
-    import pytest
+def test_an_amd_hosts_tools_share_the_host_timeout(monkeypatch, tmp_path):
+    """amd:HOST gave each of its two tools half of --host-timeout: a host without amd-smi
+    (it fails at once) whose rocm-smi answers in 6 s of a 10 s host timeout was down, "did
+    not answer within 5 s". An open's commands, and its first poll's, now share the host's
+    timeout; each command is given what is left of it, never more (it was 20 s, twice)."""
+    from pathlib import Path
 
-    from lltui.core.monitor.models import SourceUnavailable
     from lltui.sources.gpu.amd import cli
     from lltui.sources.gpu.fleet import make_host_source
+    from lltui.sources.gpu.smi import CommandResult
 
-    seen: list[float] = []
+    rocm = Path(__file__).parent / "fixtures/amd/rocm-smi/7900xt-productname-use-meminfo.json"
+    given: list[tuple[str, float]] = []
 
-    def hung(self: cli.AmdCliSource) -> None:
-        seen.append(self._timeout)
-        raise SourceUnavailable("ssh did not answer")
+    def host(argv, timeout: float) -> CommandResult:  # rocm-smi takes 6 s to answer
+        tool = "amd-smi" if "amd-smi" in argv else "rocm-smi"
+        given.append((tool, timeout))
+        if tool == "amd-smi":
+            return CommandResult(127, "", "bash: line 1: amd-smi: command not found")
+        if timeout < 6:
+            return CommandResult(124, "", f"{argv[0]} did not answer within {timeout:g} s")
+        return CommandResult(0, rocm.read_text(encoding="utf-8"), "")
 
-    monkeypatch.setattr(cli.AmdCliSource, "open", hung)
-    with pytest.raises(SourceUnavailable):
-        make_host_source("amd:gpu-box:2222", timeout=3.0).open()
-    assert seen == [1.5]  # each of its two tools half the host's timeout
+    monkeypatch.setattr(cli, "run_command", host)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # (too deep for a master: no ssh)
+    source = make_host_source("amd:gpu-box:2222", timeout=10.0)
+    try:
+        assert source.open().gpus[0].name == "Radeon RX 7900 XT"
+        assert source.poll().gpus[0].memory_total
+    finally:
+        source.close()
+    assert [tool for tool, _ in given] == ["amd-smi", "rocm-smi", "rocm-smi"]
+    assert all(6 <= t <= 10 for _, t in given[1:]), given
 
 
 def test_watch_once_json_names_every_host_of_the_fleet_as_gpus_does(capsys):

@@ -56,9 +56,9 @@ def fleet_hosts(specs: Sequence[str]) -> tuple[FleetHost, ...]:
 
 
 def make_host_source(spec: str, *, timeout: float, seed: int = 0) -> GpuSource:
-    """The source of one host; ``smi:`` and ``amd:`` hosts get ``timeout`` for each ssh
-    command (an amd: host kept its tools' 20 s, twice: 42 s a poll of a hung host).
-    ValueError for a spec that is not a source."""
+    """The source of one host; ``smi:`` and ``amd:`` hosts get ``timeout`` for each poll,
+    its ssh commands sharing it (an amd: host kept its tools' 20 s, twice: 42 s a poll of a
+    hung host). ValueError for a spec that is not a source."""
     from lltui.sources.gpu.kinds import make_source, parse_source_spec
 
     parsed = parse_source_spec(spec)
@@ -69,7 +69,7 @@ def make_host_source(spec: str, *, timeout: float, seed: int = 0) -> GpuSource:
         if parsed.kind == "amd":
             from lltui.sources.gpu.amd.source import AmdSource
 
-            return AmdSource(host, port=port, timeout=timeout / 2)  # (two tools, in turn)
+            return AmdSource(host, port=port, timeout=timeout)
         from lltui.sources.gpu.smi import SmiSource
 
         return SmiSource(host, port=port, timeout=timeout)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -95,6 +96,10 @@ class AmdCliSource:
         self._procs_t: float | None = None
         self._hints: list[str] = []
         self._seq = SequenceCounter()
+        # an open's commands, and its first poll's, share one timeout, both tools in turn (a
+        # tool missing or failing fast leaves the other the rest: each had its own half)
+        self._deadline = 0.0
+        self._fresh = False  # open() ran, and its poll has not: that poll keeps its time
 
     # -- commands ----------------------------------------------------------------------------
     def _where(self) -> str:
@@ -103,12 +108,25 @@ class AmdCliSource:
     def _failure(self, tool: str, result: CommandResult) -> str:
         return command_failure(tool, result, self.host)
 
+    def _start(self) -> None:
+        self._deadline = time.monotonic() + self._timeout
+
     def _call(self, tool: str, *args: str) -> CommandResult:
-        argv = smi_argv(args, self.host, self.ssh, program=tool, timeout=self._timeout)
-        return self._run(argv, self._timeout)
+        """Run ``tool ARGS`` with what is left of this open's or poll's timeout."""
+        late = f"{tool} {self._where()} did not answer within {self._timeout:g} s"
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            return CommandResult(124, "", late)
+        argv = smi_argv(args, self.host, self.ssh, program=tool, timeout=left)
+        result = self._run(argv, left)
+        if result.returncode == 124 and result.stderr.startswith(f"{argv[0]} did not answer"):
+            # (the runner's words give what was left: the whole timeout is meant)
+            return replace(result, stderr=f"{argv[0]} did not answer within {self._timeout:g} s")
+        return result
 
     def command_output(self, tool: str, *args: str) -> str:
         """What ``tool ARGS`` prints here or on the host; SourceUnavailable when it fails."""
+        self._start()
         return self._json(tool, *args)
 
     def _json(self, tool: str, *args: str) -> str:
@@ -122,6 +140,7 @@ class AmdCliSource:
     def open(self) -> RigInfo:
         tools = (self.tool,) if self.tool else TOOLS
         reasons = []
+        self._start()
         for tool in tools:
             if self.host is None and self._which(tool) is None:
                 reasons.append(not_on_path(tool))
@@ -135,6 +154,7 @@ class AmdCliSource:
             if tool == ROCM_SMI and reasons:
                 self._hints.append(f"reading rocm-smi: {reasons[-1]}")
             self._info = replace(info, hints=tuple(self._hints))
+            self._fresh = True
             return self._info
         raise SourceUnavailable("; ".join(reasons) or "no AMD tool to run")
 
@@ -219,6 +239,9 @@ class AmdCliSource:
         if self._info is None:
             self.open()
         assert self._info is not None
+        if not self._fresh:
+            self._start()
+        self._fresh = False
         readings = self._readings()
         now, wall = self._clock(), self._wall()
         error = self._processes(now)

@@ -32,7 +32,7 @@ class AmdSource:
     ) -> None:
         self.host = host
         self.port = port
-        self.timeout = timeout  # each tool's command (a fleet's --host-timeout)
+        self.timeout = timeout  # an open's, a poll's commands (a fleet's --host-timeout)
         self.name = "amd" if host is None else f"amd:{host}"
         self._inner: GpuSource | None = None
 
