@@ -372,3 +372,35 @@ def test_a_host_that_answers_within_the_timeout_is_up(ssh_env: SshServer, tmp_pa
     host = out["hosts"][0]
     assert (host["reachable"], host["error"], len(host["gpus"])) == (True, None, 4), host
     assert host["cuda_version"] == "12.3"
+
+
+def test_a_jump_host_that_fails_says_why(
+    ssh_env: SshServer, tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
+):
+    """A host reached through a jump host (ProxyJump) that refuses, or will not take the
+    user, was down with ssh's generic last line, "kex_exchange_identification: Connection
+    closed by remote host": a master (ControlPersist) sends the jump's own error to
+    /dev/null. That error now reaches the host's error and its host_down alert."""
+    from lltui.cli import main
+
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host via-down via-baduser\n  HostName 127.0.0.1\n  Port {ssh_env.port}\n"
+        "Host via-down\n  ProxyJump fleet-down\n"
+        "Host via-baduser\n  ProxyJump nosuchuser@fleet-a\n" + ssh_env.config.read_text()
+    )
+    monkeypatch.setenv(SSH_CONFIG_ENV, str(config))
+    code = main(
+        ["--host-timeout", "20", "gpus", "--json", "--source", "smi:via-down,smi:via-baduser"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    down, baduser = (h["error"] for h in out["hosts"])
+    jump = "failed at its jump host (ProxyJump/ProxyCommand)"
+    assert f"ssh to via-down {jump}: ssh: connect to host 127.0.0.1 port" in down, down
+    assert down.endswith("Connection refused")
+    assert (
+        baduser
+        == f"ssh to via-baduser {jump}: nosuchuser@127.0.0.1: Permission denied (publickey)."
+    ), baduser
+    assert [a["message"] for a in out["alerts"]] == [down, baduser]

@@ -119,14 +119,58 @@ def smi_argv(
     return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), *BOUNDED, *remote]
 
 
+def run_tool(
+    run: Runner,
+    args: Sequence[str],
+    host: str | None,
+    target: SshTarget | None,
+    *,
+    program: str,
+    timeout: float,
+) -> CommandResult:
+    """Run ``PROGRAM ARGS`` as :func:`smi_argv` builds it. An ssh that could not connect
+    through its host's master and says only that the connection closed is asked once more
+    without a master, within what is left of ``timeout``: a master (ControlPersist) sends its
+    ProxyJump's or ProxyCommand's error to /dev/null, and that error is the reason."""
+    started = time.monotonic()
+    result = run(smi_argv(args, host, target, program=program, timeout=timeout), timeout)
+    left = timeout - (time.monotonic() - started)
+    if (
+        target is None
+        or target.control_path() is None
+        or result.returncode != 255
+        or ssh_reason(result.stderr)[0]
+        or left < 1
+    ):
+        return result
+    direct = SshTarget(target.host, target.port, target.config_file, multiplex=False)
+    again = run(smi_argv(args, host, direct, program=program, timeout=left), left)
+    return result if again.returncode == 124 else again
+
+
 # what ssh prints (in a banner of @s) where a host's key is not the one known_hosts holds
 CHANGED_KEY = "REMOTE HOST IDENTIFICATION HAS CHANGED"
+# what ssh says when the connection its proxy (ProxyJump, ProxyCommand) gave it closed: the
+# proxy's own line, before it, says why
+_PROXY_CLOSED = re.compile(
+    r"^(?:kex_exchange_identification|banner exchange): |^Connection (?:closed|reset) by UNKNOWN"
+)
 
 
 def telling_line(text: str, limit: int = 200) -> str:
     """The most telling line of a command's output: the last non-empty one."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:limit] if lines else ""
+
+
+def ssh_reason(stderr: str) -> tuple[str, bool]:
+    """ssh's last line that says why it failed (empty when it only says that its proxy's
+    connection closed), and whether such a line followed it (the reason is its proxy's)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    told = [line for line in lines if not _PROXY_CLOSED.match(line)]
+    if not told:
+        return "", False
+    return told[-1][:200], told[-1] != lines[-1]
 
 
 def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
@@ -140,9 +184,12 @@ def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
                 f"ssh to {host} failed: its host key has CHANGED since it was last seen "
                 "(someone may be in the middle); check it before trusting it again"
             )
-        if err.startswith("ssh: "):  # ssh's own line names the host and says why
-            return err
-        return f"ssh to {host} failed: {err or 'no reason given'}"
+        reason, proxied = ssh_reason(result.stderr)
+        if proxied:
+            return f"ssh to {host} failed at its jump host (ProxyJump/ProxyCommand): {reason}"
+        if reason.startswith("ssh: "):  # ssh's own line names the host and says why
+            return reason
+        return f"ssh to {host} failed: {reason or err or 'no reason given'}"
     if result.returncode == 127:
         return f"{tool} is not installed {where}" + (f" ({err})" if err and host else "")
     if result.returncode == 124:
@@ -211,11 +258,11 @@ class SmiSource:
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise SourceUnavailable(late)
-        argv = smi_argv(args, self.host, self.ssh, timeout=left)
-        result = self._run(argv, left)
-        if result.returncode == 124 and result.stderr.startswith(f"{argv[0]} did not answer"):
+        result = run_tool(self._run, args, self.host, self.ssh, program="nvidia-smi", timeout=left)
+        argv0 = "nvidia-smi" if self.ssh is None else "ssh"
+        if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
             # (the runner's words give what was left: the poll's whole timeout is meant)
-            return replace(result, stderr=f"{argv[0]} did not answer within {self._timeout:g} s")
+            return replace(result, stderr=f"{argv0} did not answer within {self._timeout:g} s")
         return result
 
     def _query(self, flag: str, fields: list[str]) -> tuple[str, list[str]]:

@@ -41,7 +41,7 @@ from lltui.sources.gpu.smi import (
     Runner,
     command_failure,
     run_command,
-    smi_argv,
+    run_tool,
 )
 from lltui.sources.ssh import SshTarget, check_host
 
@@ -117,11 +117,11 @@ class AmdCliSource:
         left = self._deadline - time.monotonic()
         if left <= 0:
             return CommandResult(124, "", late)
-        argv = smi_argv(args, self.host, self.ssh, program=tool, timeout=left)
-        result = self._run(argv, left)
-        if result.returncode == 124 and result.stderr.startswith(f"{argv[0]} did not answer"):
+        result = run_tool(self._run, args, self.host, self.ssh, program=tool, timeout=left)
+        argv0 = tool if self.ssh is None else "ssh"
+        if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
             # (the runner's words give what was left: the whole timeout is meant)
-            return replace(result, stderr=f"{argv[0]} did not answer within {self._timeout:g} s")
+            return replace(result, stderr=f"{argv0} did not answer within {self._timeout:g} s")
         return result
 
     def command_output(self, tool: str, *args: str) -> str:
