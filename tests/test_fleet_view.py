@@ -247,3 +247,49 @@ async def test_a_host_keeps_its_history_and_energy_when_another_is_opened():
         await pilot.pause()
         assert app.model is second  # the second host's history too
         assert app.host_model(0) is first and app.host_model(1) is second
+
+
+async def test_every_down_hosts_reason_is_on_screen_at_80x24():
+    """14 hosts down at 80x24: the notes under the table, one a host, showed 2 of them (the
+    table took the screen). They are one a reason now, its hosts named, and whole on screen;
+    the table, which scrolls, gives up the rows they need."""
+    from lltui.core.monitor.models import SourceUnavailable
+
+    refused = [f"127.0.0.1:{port}" for port in range(40001, 40013)]
+    unknown = ["nosuch-a.invalid", "nosuch-b.invalid"]
+
+    class Down(SimSource):
+        def __init__(self, host: str) -> None:
+            super().__init__("4xl4")
+            self.host = host
+
+        def open(self):  # type: ignore[override]
+            if self.host in unknown:
+                why = f"Could not resolve hostname {self.host}: Name or service not known"
+            else:
+                why = f"connect to host 127.0.0.1 port {self.host[-5:]}: Connection refused"
+            raise SourceUnavailable(f"ssh: {why}")
+
+    specs = ["sim:4xl4", *(f"smi:{h}" for h in refused + unknown)]
+    fleet = Fleet(
+        specs,
+        interval=0.05,
+        make=lambda spec, i: SimSource("4xl4") if i == 0 else Down(spec.partition(":")[2]),
+    )
+    source = FleetFocus(fleet)
+    settings = Settings(interval=0.05, source=",".join(specs))
+    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: all(fleet.state(i).error for i in range(1, 15)))
+        app.screen.show_fleet()
+        await pilot.pause()
+        notes = app.screen.query_one("#fleet-notes", HangingList)
+        assert notes.plain_lines() == [
+            f"12 hosts ssh: Connection refused ({', '.join(refused)})",
+            "2 hosts ssh: Could not resolve hostname: Name or service not known "
+            "(nosuch-a.invalid, nosuch-b.invalid)",
+        ]
+        await wait_for(lambda: "(nosuch-a.invalid, nosuch-b.invalid)" in screen_text(app))
+        text = screen_text(app)
+        assert "15 hosts: 1 up, 14 down" in text and "12 hosts ssh: Connection refused" in text
+        assert "127.0.0.1:40011, 127.0.0.1:40012)" in text  # the last line of the first note

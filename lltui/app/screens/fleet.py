@@ -7,6 +7,7 @@ not the table. A host that is down stays listed, marked down, while the others u
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -166,6 +167,36 @@ def host_note(row: HostRow) -> str:
     return "; ".join(notes)[:400]
 
 
+# ssh's words for a host name the address it tried: without it, hosts down for one reason
+# have one note
+_ADDRESSED = (
+    (re.compile(r"^ssh: connect to host \S+ port \d+: "), "ssh: "),
+    (
+        re.compile(r"^ssh: Could not resolve hostname [^:\s]+: "),
+        "ssh: Could not resolve hostname: ",
+    ),
+)
+
+
+def note_groups(rows: list[HostRow], fits: int = 0) -> list[tuple[list[HostRow], str]]:
+    """The notes of hosts not up that a note column ``fits`` cells wide cannot show whole,
+    one per reason: its hosts, and its note whole (one host) or without the address ssh
+    tried (several, whose labels name them)."""
+    groups: dict[str, tuple[list[HostRow], str]] = {}
+    for row in rows:
+        note = host_note(row)
+        if not note or len(note) <= fits:
+            continue
+        reason = note
+        for pattern, said in _ADDRESSED:
+            reason = pattern.sub(said, reason)
+        groups.setdefault(reason, ([], note))[0].append(row)
+    return [
+        (members, note if len(members) == 1 else reason)
+        for reason, (members, note) in groups.items()
+    ]
+
+
 def fleet_summary(rows: list[HostRow]) -> str:
     """``4 hosts: 2 up, 1 down, 1 stale``: how many are in each state, in words."""
     counts = {state: sum(1 for r in rows if r.status == state) for state in STATUS_TEXT}
@@ -254,6 +285,8 @@ class FleetScreen(ViewScreen):
             layout = self._set_columns(table)
             for row in rows:
                 self._show_row(table, layout, row)
+            # as tall as its rows where they fit; shorter (it scrolls) where the notes need it
+            table.styles.max_height = len(rows) + 2
             summary.update(
                 f"[b]{escape(fleet_summary(rows))}[/b]  "
                 f"{sum(r.gpus or 0 for r in rows if r.status != 'down')} GPUs  "
@@ -279,14 +312,17 @@ class FleetScreen(ViewScreen):
 
     def _notes(self, rows: list[HostRow], layout: FleetLayout) -> list[tuple[str, str]]:
         """Each note the table cannot show whole (all of them without a note column), under
-        the table: the host, then why, wrapped under itself."""
+        the table, one per reason: the host (or how many), then why and which, wrapped
+        under itself (a note a host each showed 2 of 14 down hosts at 80x24)."""
         out = []
-        for row in rows:
-            note = host_note(row)
-            if not note or (layout.note_width and len(note) <= layout.note_width):
+        for members, note in note_groups(rows, layout.note_width):
+            style = STATUS_STYLE.get(members[0].status, ("text", False))[0]
+            if len(members) == 1:
+                out.append((f"[${style}]{escape(members[0].label)}[/]", escape(note)))
                 continue
-            style = STATUS_STYLE.get(row.status, ("text", False))[0]
-            out.append((f"[${style}]{escape(row.label)}[/]", escape(note)))
+            hosts = ", ".join(r.label for r in members)
+            label = counted(len(members), "host")
+            out.append((f"[${style}]{label}[/]", escape(f"{note} ({hosts})")))
         return out
 
     def _header(self, snap: FleetSample, interval: float) -> None:
