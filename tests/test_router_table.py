@@ -1,15 +1,19 @@
 """The launch view's router table from a launch state: each model's state, pin, priority,
 pod, last use and requests (the on-demand proxy's counts), tokens/s and what a request would
-do now; a refresh updates the cells of the rows it keeps, by model."""
+do now; a refresh updates the cells of the rows it keeps, by model. Its columns fit its width
+(none scroll sideways, at 80 columns or 160), and the selected model's line says what its row
+leaves out or cuts short."""
 
 from __future__ import annotations
 
 import pytest
+from support.app_helpers import sim_app, wait_for
 from textual.app import App, ComposeResult
+from textual.widgets import Static
 
-from lltui.app.widgets.router_table import COLUMNS, RouterTable, row_cells
+from lltui.app.widgets.router_table import COLUMNS, RouterTable, row_cells, row_detail
 from lltui.core.fit.evict import Decision
-from lltui.services.launch.state import ModelRow, ModelUse
+from lltui.services.launch.state import LaunchState, ModelRow, ModelUse, RouterView
 
 KEYS = [key for key, _label, _w in COLUMNS]
 
@@ -63,7 +67,7 @@ class TableApp(App[None]):
 
 async def test_a_refresh_updates_cells_in_place_by_model() -> None:
     app = TableApp()
-    async with app.run_test() as pilot:
+    async with app.run_test(size=(210, 24)) as pilot:  # every column shown
         table = app.query_one(RouterTable)
         table.show_rows([CODER, CHAT], now=100.0)
         await pilot.pause()
@@ -91,3 +95,49 @@ async def test_a_refresh_updates_cells_in_place_by_model() -> None:
         table.show_rows([loaded], now=100.0)
         await pilot.pause()
         assert [k.value for k in table.rows] == ["chat"]
+
+
+BIG = ModelRow(
+    "qwen3-coder-30b-a3b-instruct",
+    "unloaded",
+    kept=False,
+    n_ctx=32768,
+    planned_bytes=20_000 * 1024 * 1024,
+    on_request=Decision("big", "cannot", code="does_not_fit", reason="CUDA0 short by 3 GiB"),
+)
+
+
+def test_the_detail_says_what_the_row_leaves_out_or_cuts_short() -> None:
+    shown = ("model", "state", "request")
+    got = row_detail(BIG, shown)
+    # the whole name, the refusal cut short in its column, the columns left out (none unknown)
+    assert got == (
+        "qwen3-coder-30b-a3b-instruct: ON REQUEST refused: CUDA0 short by 3 GiB, "
+        "CTX 32768, PLAN MiB 20000"
+    )
+    assert row_detail(CHAT, [key for key, _l, _w in COLUMNS], now=100.0) == "chat"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+async def test_the_launch_views_router_table_fits_its_width(size) -> None:
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("5")
+        view = RouterView(rows=(CODER, CHAT, BIG), note="coder loaded")
+        app.launch._set(LaunchState(phase="ready", router=view))
+        table = app.screen.query_one("#launch-models", RouterTable)
+        detail = app.screen.query_one("#launch-model-detail", Static)
+        await wait_for(lambda: table.row_count == 3 and str(detail.render()).startswith("coder"))
+        await pilot.pause()
+        assert table.virtual_size.width <= table.scrollable_content_region.width
+        assert not table.show_horizontal_scrollbar
+        shown = [str(c.label) for c in table.columns.values()]
+        assert shown[:3] == ["MODEL", "STATE", "KEPT"] and "ON REQUEST" in shown
+        if size[0] >= 160:
+            assert "TOK/S" in shown and "KV TOKENS" in shown
+        else:  # the rest of the selected row is its detail line
+            assert "TOK/S" not in shown and "TOK/S 41.3" in str(detail.render())
+        table.focus()
+        await pilot.press("down", "down")
+        await wait_for(lambda: str(detail.render()).startswith(BIG.name))
+        assert "refused: CUDA0 short by 3 GiB" in str(detail.render())

@@ -267,6 +267,7 @@ class LaunchScreen(FormScreen):
             yield Static("", id="launch-argv")
             yield Static("[$text-muted]no server[/]", id="launch-server")
             yield RouterTable(id="launch-models")
+            yield Static("", id="launch-model-detail")
             yield Static("", id="launch-router-note")
             with Container(id="launch-middle"):
                 yield PlacementTable(id="launch-placement")
@@ -372,6 +373,10 @@ class LaunchScreen(FormScreen):
     def _do(self, what: str, *args: FormFlags) -> None:
         self.lltui.launch_action(what, *args)
 
+    @on(RouterTable.DetailChanged)
+    def _model_detail(self, message: RouterTable.DetailChanged) -> None:
+        self.query_one("#launch-model-detail", Static).update(Text(message.text))
+
     @on(RouterTable.ActionWanted)
     def _router_action(self, message: RouterTable.ActionWanted) -> None:
         self._do("router", message.what, message.name)
@@ -426,6 +431,7 @@ class LaunchScreen(FormScreen):
         self.query_one("#launch-placement", PlacementTable).display = view is None
         note = self.query_one("#launch-router-note", Static)
         note.display = view is not None
+        self.query_one("#launch-model-detail", Static).display = view is not None
         if view is not None:
             table.show_rows(view.rows, time.monotonic())
             keys = "l load, u unload, k keep (on the selected model)"

@@ -4,7 +4,8 @@ on-demand proxy last served it and how many requests, tokens/s, and for a model 
 what a request for it would do now (load, or unload which models first). ``l`` loads the
 selected model (if the plan says it fits), ``u`` unloads it, ``k`` keeps it loaded or lets
 it go. The table only says what was asked (a message); the screen asks the launch
-controller."""
+controller. Its columns are chosen by its own width (router_columns), so it never scrolls
+sideways; the selected model's facts in the columns left out are its detail line."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("last", "LAST USE", 8),
     ("reqs", "REQS", 4),
     ("tps", "TOK/S", 7),
-    ("request", "ON REQUEST", 26),
+    ("request", "ON REQUEST", 20),
     ("ctx", "CTX", 7),
     ("plan", "PLAN MiB", 9),
     ("log", "LOG MiB", 9),
@@ -40,6 +41,12 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("busy", "BUSY", 4),
     ("devices", "DEVICES (from its log)", 36),
 )
+# kept in this order while the table has room for them, so the last goes first: what its
+# log says it allocated (the plan's figure and the memory its process holds come earlier),
+# then the plan's context and size, then the server's own polls; at 80 columns the model,
+# its state and pin, what a request would do and its pod
+KEPT = ("model", "state", "kept", "request", "pod", "tps", "last", "reqs", "prio", "held",
+        "busy", "kv", "ctx", "plan", "log", "devices")  # fmt: skip
 # each state's theme variable (resolved to a colour when the table is mounted)
 STATE_STYLE = {
     "loaded": "gpu-ok",
@@ -103,6 +110,32 @@ def row_cells(
     )
 
 
+def router_columns(width: int, padding: int = 1) -> tuple[str, ...]:
+    """The keys of the most useful columns a table ``width`` cells wide shows whole (each
+    cell with ``padding`` either side), in their order on screen; the model's is always
+    there."""
+    widths = {key: w for key, _label, w in COLUMNS}
+    kept: set[str] = set()
+    used = 0
+    for key in KEPT:
+        need = widths[key] + 2 * padding
+        if not kept or used + need <= width:
+            kept.add(key)
+            used += need
+    return tuple(key for key, _label, _w in COLUMNS if key in kept)
+
+
+def row_detail(row: ModelRow, shown: Sequence[str], now: float | None = None) -> str:
+    """The model's whole name and what its row does not show whole: its cells in the
+    columns left out or cut short (none unknown)."""
+    facts = [
+        f"{label} {cell}"
+        for (key, label, width), cell in zip(COLUMNS[1:], row_cells(row, now=now)[1:], strict=True)
+        if (key not in shown or len(cell) > width) and str(cell) != "-"
+    ]
+    return f"{row.name}: {', '.join(facts)}" if facts else row.name
+
+
 class RouterTable(DataTable[Text]):
     """The models of the router the launch view started."""
 
@@ -111,6 +144,12 @@ class RouterTable(DataTable[Text]):
         Binding("u", "ask('unload')", "Unload", id="router-unload"),
         Binding("k", "ask('keep')", "Keep", id="router-keep"),
     ]
+
+    @dataclass
+    class DetailChanged(Message):
+        """The selected model's detail line (row_detail) changed."""
+
+        text: str
 
     @dataclass
     class ActionWanted(Message):
@@ -122,37 +161,92 @@ class RouterTable(DataTable[Text]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(cursor_type="row", id=id)
         self._keys: list[str] = []
-        self._kept: set[str] = set()
+        self._rows: dict[str, ModelRow] = {}
+        self._now: float | None = None
+        self._shown: tuple[str, ...] = ()
+        self._detail = ""
         self._styles: dict[str, str] = {}
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
         variables = self.app.get_css_variables()
         self._styles = {state: variables.get(name, "") for state, name in STATE_STYLE.items()}
+        # every column until the table is laid out (as the placement table)
+        self._set_columns(tuple(key for key, _label, _w in COLUMNS))
+
+    def on_resize(self) -> None:
+        self._fit_columns()
+
+    def watch_show_vertical_scrollbar(self) -> None:
+        # the rows' scroll bar takes its cells from the columns' width
+        self.call_after_refresh(self._fit_columns)
+
+    def _fit_columns(self) -> None:
+        width = self.scrollable_content_region.width
+        shown = router_columns(width, self.cell_padding) if width else self._shown
+        if shown != self._shown:
+            self._set_columns(shown)
+
+    def _cells(self, row: ModelRow) -> dict[str, Text]:
+        cells = row_cells(row, self._styles, self._now)
+        return {key: cell for (key, _l, _w), cell in zip(COLUMNS, cells, strict=True)}
+
+    def _set_columns(self, shown: tuple[str, ...]) -> None:
+        cursor = self.cursor_row
+        self.clear(columns=True)
+        for key, label, width in COLUMNS:
+            if key in shown:
+                self.add_column(label, key=key, width=width)
+        self._shown = shown
+        for name in self._keys:
+            cells = self._cells(self._rows[name])
+            self.add_row(*(cells[key] for key in shown), key=name)
+        if self._keys:
+            self.move_cursor(row=min(max(cursor, 0), len(self._keys) - 1))
+        self._tell_detail()
 
     def show_rows(self, rows: Sequence[ModelRow], now: float | None = None) -> None:
         """Update the rows in place: changed cells only, gone models removed."""
+        self._now = now
         seen = []
         for row in rows:
             seen.append(row.name)
-            cells = row_cells(row, self._styles, now)
+            self._rows[row.name] = row
+            cells = self._cells(row)
             if row.name not in self._keys:
-                self.add_row(*cells, key=row.name)
+                self.add_row(*(cells[key] for key in self._shown), key=row.name)
                 self._keys.append(row.name)
                 continue
-            for (col, _label, _w), cell in zip(COLUMNS, cells, strict=True):
-                if self.get_cell(row.name, col) != cell:
-                    self.update_cell(row.name, col, cell)
+            for key in self._shown:
+                if self.get_cell(row.name, key) != cells[key]:
+                    self.update_cell(row.name, key, cells[key])
         for name in [k for k in self._keys if k not in seen]:
             self.remove_row(name)
             self._keys.remove(name)
-        self._kept = {r.name for r in rows if r.kept}
+            del self._rows[name]
+        self._tell_detail()
+
+    @property
+    def selected(self) -> ModelRow | None:
+        """The model under the cursor."""
+        if not self._keys or self.cursor_row < 0 or self.cursor_row >= len(self._keys):
+            return None
+        name = str(self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value)
+        return self._rows.get(name)
+
+    def on_data_table_row_highlighted(self) -> None:
+        self._tell_detail()
+
+    def _tell_detail(self) -> None:
+        row = self.selected
+        text = "" if row is None else row_detail(row, self._shown, self._now)
+        if text != self._detail:
+            self._detail = text
+            self.post_message(self.DetailChanged(text))
 
     def action_ask(self, what: str) -> None:
-        if not self._keys or self.cursor_row < 0 or self.cursor_row >= len(self._keys):
+        row = self.selected
+        if row is None:
             return
-        name = str(self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value)
-        if what == "keep" and name in self._kept:
+        if what == "keep" and row.kept:
             what = "unkeep"
-        self.post_message(self.ActionWanted(what, name))
+        self.post_message(self.ActionWanted(what, row.name))
