@@ -122,3 +122,36 @@ def test_counts_of_one_are_singular(capsys, tmp_path):
     cells = "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV1\tPHB\nGPU1\tNV1\t X \tPHB\nGPU2\tPHB\tPHB\t X \n"
     said = [a.message for a in advise(parse_topology(cells)) if a.code == "main-gpu"]
     assert said == ["main GPU: GPU0: 1 NVLink to the others; -mg 0"]
+
+
+AMD_ENV = {
+    "RCCL_MSCCL_ENABLE": "0",
+    "HSA_FORCE_FINE_GRAIN_PCIE": "1",
+    "HSA_OVERRIDE_GFX_VERSION": "11.0.0",
+    "HIP_VISIBLE_DEVICES": "0,1",
+    "ROCR_VISIBLE_DEVICES": "0,1,2",
+    "CUDA_VISIBLE_DEVICES": "1",
+}
+
+
+def test_the_environment_shows_rccl_rocm_and_the_visible_gpus(monkeypatch, capsys):
+    """An AMD user's RCCL_*, HSA_* and HIP/ROCR_VISIBLE_DEVICES (and CUDA_VISIBLE_DEVICES)
+    were left out of this machine's environment: only NCCL_* was read. Text and --json list
+    the same variables; the rest of the environment stays out."""
+    from lltui.cli import main
+
+    env = {**AMD_ENV, "NCCL_DEBUG": "WARN", "PATH": "/usr/bin", "HIP_PATH": "/opt/rocm"}
+    report = nccl_report("nvml", environ=env)
+    shown = {k: v for k, v in report.env.items() if v is not None}
+    assert shown == {**AMD_ENV, "NCCL_DEBUG": "WARN"}
+    assert report.env_from == dict.fromkeys(shown, "environment")
+    for name, value in {**AMD_ENV, "NCCL_DEBUG": "WARN"}.items():
+        monkeypatch.setenv(name, value)
+    main(["nccl", "--source", "nvml", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    main(["nccl", "--source", "nvml"])
+    text = capsys.readouterr().out
+    section = text.split("environment\n", 1)[1].split("config files", 1)[0]
+    listed = [line.split()[0] for line in section.splitlines()]
+    assert listed == list(data["env"]) and set(AMD_ENV) <= set(listed)
+    assert "HIP_VISIBLE_DEVICES        0,1  - ROCm: which GPUs a HIP process" in section

@@ -19,7 +19,7 @@ from lltui.core.nccl.findings import (
     nccl_findings,
     severity_rank,
 )
-from lltui.core.nccl.variables import nccl_environment
+from lltui.core.nccl.variables import SHOWN_PREFIXES, nccl_environment
 from lltui.sources.nccl import (  # the seed API's NCCL names, served as they are
     NCCLCommunicator as NCCLCommunicator,
 )
@@ -168,7 +168,7 @@ def _local_report(
     environ = os.environ if environ is None else environ
     # the environment NCCL runs with: this one plus what its configuration files add
     settings = nccl_settings(environ, parse_version(probe.version))
-    env_all = {k: v for k, v in settings.env.items() if k.startswith("NCCL_")}
+    env_all = {k: v for k, v in settings.env.items() if k.startswith(SHOWN_PREFIXES)}
     spaced = spaced_names(settings)  # said once, by conf_findings
     info = NcclInfo(
         available=probe.available,

@@ -116,6 +116,40 @@ RCCL_VARIABLES: tuple[NcclVariable, ...] = (
     ),
 )
 RCCL_PREFIXES = ("RCCL_", "HSA_FORCE_FINE_GRAIN_PCIE", "HSA_NO_SCRATCH_RECLAIM")
+# Shown beside them where set, not NCCL's own (so not checked for typos as its are): which
+# GPUs a process, so its communicator, sees (HIP reads CUDA_VISIBLE_DEVICES too), and the
+# ROCm runtime's HSA_* variables
+DEVICE_VARIABLES: tuple[NcclVariable, ...] = (
+    NcclVariable(
+        "CUDA_VISIBLE_DEVICES",
+        "which GPUs a process sees (indices or UUIDs, numbered from 0 in this order), so the "
+        "GPUs its NCCL communicator can use; ROCm's HIP reads it too",
+        (("", "no GPU visible"),),
+    ),
+    NcclVariable(
+        "HIP_VISIBLE_DEVICES",
+        "ROCm: which GPUs a HIP process (and its RCCL) sees, numbered from 0 in this order",
+        (("", "no GPU visible"),),
+    ),
+    NcclVariable(
+        "ROCR_VISIBLE_DEVICES",
+        "ROCm: which GPUs the ROCm runtime exposes at all (indices or UUIDs), before "
+        "HIP_VISIBLE_DEVICES picks among them",
+        (("", "no GPU visible"),),
+    ),
+    NcclVariable(
+        "HSA_OVERRIDE_GFX_VERSION",
+        "ROCm: the GFX version the runtime reports for every GPU (10.3.0, 11.0.0), to run "
+        "kernels built for another GPU of the family",
+    ),
+    NcclVariable(
+        "HSA_ENABLE_SDMA",
+        "ROCm: whether copies use the GPUs' DMA engines (the default) or copy kernels",
+        (("0", "copies by kernels, not the DMA engines"), ("1", "copies by the DMA engines")),
+    ),
+)
+SHOWN_PREFIXES = ("NCCL_", *RCCL_PREFIXES, "HSA_", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                  "ROCR_VISIBLE_DEVICES")  # fmt: skip
 
 VARIABLES: dict[str, NcclVariable] = {
     v.name: v
@@ -201,6 +235,7 @@ VARIABLES: dict[str, NcclVariable] = {
         NcclVariable("NCCL_SOCKET_NTHREADS", "CPU threads per socket connection"),
         NcclVariable("NCCL_NSOCKS_PERTHREAD", "sockets per thread"),
         *RCCL_VARIABLES,
+        *DEVICE_VARIABLES,
     )
 }
 
@@ -367,11 +402,12 @@ def is_known_variable(name: str) -> bool:
 
 
 def nccl_environment(environ: Mapping[str, str]) -> dict[str, str | None]:
-    """The NCCL_* part of an environment (and RCCL's own variables): the key variables
-    (None when unset), then the rest that are set, sorted."""
+    """The NCCL_* part of an environment (and RCCL's, the ROCm runtime's and which GPUs are
+    visible: SHOWN_PREFIXES): the key variables (None when unset), then the rest that are
+    set, sorted."""
     env: dict[str, str | None] = {k: environ.get(k) for k in KEY_VARIABLES}
     for k in sorted(environ):
-        if k.startswith(("NCCL_", *RCCL_PREFIXES)) and k not in env:
+        if k.startswith(SHOWN_PREFIXES) and k not in env:
             env[k] = environ[k]
     return env
 
