@@ -1,6 +1,7 @@
 """The report behind `lltui nccl`: typed library facts whose JSON keeps its keys and order."""
 
 import json
+import os
 
 from lltui.services.nccl import NcclInfo, nccl_report
 from lltui.sources.nccl.finder import LibraryCandidate
@@ -155,3 +156,18 @@ def test_the_environment_shows_rccl_rocm_and_the_visible_gpus(monkeypatch, capsy
     listed = [line.split()[0] for line in section.splitlines()]
     assert listed == list(data["env"]) and set(AMD_ENV) <= set(listed)
     assert "HIP_VISIBLE_DEVICES        0,1  - ROCm: which GPUs a HIP process" in section
+
+
+def test_a_secret_in_the_environment_is_masked(monkeypatch, capsys):
+    """A variable whose name says it holds a secret (a network plugin's token) was printed
+    whole by lltui nccl, text and --json, and so into lltui report."""
+    from lltui.cli import main
+
+    monkeypatch.setenv("NCCL_NET_PLUGIN_TOKEN", "s3cr3t-value")
+    monkeypatch.setenv("HSA_API_KEY", "s3cr3t-value")
+    report = nccl_report("nvml", environ=dict(os.environ))
+    assert report.env["NCCL_NET_PLUGIN_TOKEN"] == report.env["HSA_API_KEY"] == "***"
+    for argv in (["nccl", "--source", "nvml"], ["nccl", "--source", "nvml", "--json"]):
+        main(argv)
+        out = capsys.readouterr().out
+        assert "NCCL_NET_PLUGIN_TOKEN" in out and "s3cr3t" not in out
