@@ -404,3 +404,17 @@ async def test_the_balance_lines_keep_their_columns_past_gpu9():
         gpu9, gpu10 = (next(ln for ln in lines if f"GPU{i} " in ln) for i in (9, 10))
         assert gpu9.index("its") == gpu10.index("its")
         assert gpu9.index("power") == gpu10.index("power")
+
+
+def test_a_router_served_on_demand_shows_where_clients_connect():
+    """The server line gave the private router's address, where a request for a model not
+    loaded fails, not the on-demand address the form asked to listen on."""
+    from lltui.app.screens.launch import render_server
+    from lltui.services.launch.state import LaunchState, RouterView
+
+    router = RouterView(on_demand_url="http://127.0.0.1:8080")
+    st = LaunchState(phase="ready", url="http://127.0.0.1:41234", router=router)
+    head = render_server(st).splitlines()[0]
+    assert "on demand at http://127.0.0.1:8080 (the router at http://127.0.0.1:41234)" in head
+    plain = LaunchState(phase="ready", url="http://127.0.0.1:8080", router=RouterView())
+    assert "  http://127.0.0.1:8080" in render_server(plain)

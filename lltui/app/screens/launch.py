@@ -127,7 +127,10 @@ def render_server(st: LaunchState) -> str:
     head = f"[b {style}]{st.phase.upper()}[/]"
     if st.pid:
         head += f"  pid {st.pid}"
-    if st.url:
+    proxy = st.router.on_demand_url if st.router is not None else None
+    if st.url and proxy:  # clients connect to the proxy: the router behind it is private
+        head += f"  on demand at {escape(proxy)} (the router at {escape(st.url)})"
+    elif st.url:
         head += f"  {escape(st.url)}"
     if st.health:
         head += f"  /health: {escape(st.health)}"
