@@ -1,4 +1,17 @@
+import os
+
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def environment_put_back():
+    """Code under test that sets variables itself (setup_nccl_environment) leaves none for
+    the next test in the worker: monkeypatch puts back only what a test set through it."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(autouse=True)
