@@ -1,6 +1,6 @@
 """``lltui nccl``: the NCCL library and environment, NCCL logs, nccl-tests output, a bench.
 
-lltui nccl [--json]              library, version, NCCL_* environment, findings
+lltui nccl [--json]              library, version, NCCL_*/RCCL_* environment, findings
 lltui nccl log FILE [--json]     an NCCL_DEBUG=INFO log summarised (FILE or - for stdin)
 lltui nccl tests FILE [--json]   nccl-tests output (all_reduce_perf, ...) summarised
 lltui nccl bench [--json]        all-reduce bandwidth across the local GPUs
@@ -27,7 +27,7 @@ MAX_INPUT_BYTES = 1 << 30
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "nccl",
-        help="NCCL library, version, NCCL_* environment, advice; logs, nccl-tests, bench",
+        help="NCCL library, version, NCCL_*/RCCL_* environment, advice; logs, nccl-tests, bench",
         description=(
             "Without a subcommand: which libnccl.so.2 lltui finds, its version, the NCCL_* "
             "environment and findings about it (exit 1 when no libnccl is found). "
