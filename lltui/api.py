@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.api_args import check_arg as _check
 from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
@@ -84,13 +85,6 @@ class GPUInfo:
     uuid: str = ""
     pci_bus_id: str = ""
     nvml_index: int = 0
-
-
-def _check(name: str, value: object, kinds: tuple[type, ...], takes: str) -> None:
-    """TypeError, one line naming the argument and what it takes, for a value of another
-    type (True is no number here)."""
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise TypeError(f"{name}: {takes}, not {value!r}")
 
 
 _SOURCE = "a source such as 'nvml' or 'sim:PROFILE'"
@@ -171,7 +165,13 @@ def get_cuda_version(source: str = "nvml") -> str | None:
 
 
 def _select(gpus: list[GPUInfo], gpu_indices: list[int] | None) -> list[GPUInfo]:
-    _check("gpu_indices", gpu_indices, (Sequence, type(None)), "a list of CUDA indices, or None")
+    _check(
+        "gpu_indices",
+        gpu_indices,
+        (Sequence, type(None)),
+        "a list of CUDA indices, or None",
+        items=(Integral,),
+    )
     if gpu_indices is None:
         return gpus
     known = {g.index for g in gpus}
@@ -252,6 +252,12 @@ def _quant_needs(
     }
 
 
+def _check_model(model_size_b: object, quantization: object, context_size: object) -> None:
+    _check("model_size_b", model_size_b, (Real, str, os.PathLike), _MODEL)
+    _check("quantization", quantization, (str, type(None)), "a type such as 'Q4_K_M', or None")
+    _check("context_size", context_size, (Integral,), _TOKENS)
+
+
 def estimate_model_vram(
     model_size_b: ModelRef,
     quantization: str | None = "Q4_K_M",
@@ -265,9 +271,8 @@ def estimate_model_vram(
     llama-quantize would write it (None: the file as it is); ``overhead_factor`` is not used.
     Given a size in billions of parameters, a rule of thumb: weights at the type's bits per
     weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``."""
-    _check("model_size_b", model_size_b, (Real, str, os.PathLike), _MODEL)
-    _check("quantization", quantization, (str, type(None)), "a type such as 'Q4_K_M', or None")
-    _check("context_size", context_size, (Integral,), _TOKENS)
+    _check_model(model_size_b, quantization, context_size)
+    _check("overhead_factor", overhead_factor, (Real,), "a number such as 1.15")
     if isinstance(model_size_b, str | os.PathLike):
         if not quantization:
             return _exact_vram(model_size_b, context_size)
@@ -292,6 +297,7 @@ def can_fit_model(
     :func:`estimate_model_vram` gives: for a GGUF path the file as it is (or its
     ``quantization`` as llama-quantize would write it), for a size in billions a rule of
     thumb at ``quantization`` (None: Q4_K_M); False where there is no GPU."""
+    _check_model(model_size_b, quantization, context_size)
     free = get_free_vram(gpu_indices, source=source)
     return free > 0 and estimate_model_vram(model_size_b, quantization, context_size) <= free
 
@@ -307,9 +313,8 @@ def recommend_quantization(
     the largest file that fits (F16 included), as ``lltui quant`` marks it; for a size in
     billions, by the rule of thumb, Q8_0 at most. Raises ValueError when none fits, or for a
     memory that is not a positive number."""
-    _check("model_size_b", model_size_b, (Real, str, os.PathLike), _MODEL)
+    _check_model(model_size_b, None, context_size)
     _check("available_vram_gb", available_vram_gb, (Real, type(None)), "a number of GB, or None")
-    _check("context_size", context_size, (Integral,), _TOKENS)
     if available_vram_gb is None:
         available = get_free_vram(source=source)
     elif not 0 < available_vram_gb < 1e12:  # nan and inf too
@@ -338,6 +343,7 @@ def recommend_quantization(
 
 def kaggle_t4_dual_config(model_size_b: float = 7.0, n_parallel: int = 2) -> MultiGPUConfig:
     """Kaggle's two Tesla T4s on PCIe: layer split, even halves, main GPU 0."""
+    _check("model_size_b", model_size_b, (Real,), "a size in billions of parameters")
     return MultiGPUConfig(
         n_gpu=2,
         split_mode=SplitMode.LAYER,
@@ -350,6 +356,7 @@ def kaggle_t4_dual_config(model_size_b: float = 7.0, n_parallel: int = 2) -> Mul
 
 def colab_t4_single_config(model_size_b: float = 7.0, n_parallel: int = 1) -> MultiGPUConfig:
     """Colab's single Tesla T4: no split."""
+    _check("model_size_b", model_size_b, (Real,), "a size in billions of parameters")
     return MultiGPUConfig(n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel)
 
 
@@ -369,6 +376,8 @@ def auto_config(
     integrated GPU left out)."""
     from lltui.services.devices import split_devices
 
+    _check("model_size_b", model_size_b, (Real, str, os.PathLike, type(None)), _MODEL)
+    _check("context_size", context_size, (Integral,), _TOKENS)
     sample = rig_sample(source)
     gpus, said = split_devices(sample) if sample is not None else ([], [])
     warnings = tuple(said)
@@ -426,6 +435,7 @@ def explain_log(
 
     _check("log", log, (str, os.PathLike), "a llama.cpp log's path")
     _check("model", model, (str, os.PathLike, type(None)), "a GGUF path or hf: reference, or None")
+    _check("model_from_log", model_from_log, (bool,), "True or False")
     number = parse_build(build) if build is not None else None
     ref = os.fspath(model) if model is not None else None
     try:
@@ -441,7 +451,13 @@ Flags = Sequence[str | int | float] | str  # ["-c", 8192], or "-c 8192" as a she
 
 def _words(flags: Flags) -> list[str]:
     """llama-server's flags as command-line words (a number as the command line writes it)."""
-    _check("flags", flags, (str, Sequence), "a list of llama-server's words, or one string")
+    _check(
+        "flags",
+        flags,
+        (str, Sequence),
+        "a list of llama-server's words, or one string",
+        items=(str, Real),
+    )
     if not isinstance(flags, str):
         return [str(w) for w in flags]
     try:

@@ -390,6 +390,23 @@ def test_plan_models_takes_numbers_among_the_flags(tmp_path):
         (lambda a, p: a.explain_log(p, model=3), TypeError, "model: a GGUF path or hf:"),
         (lambda a, p: a.setup_nccl_environment(debug=3), TypeError, "debug: a string, or"),
         (lambda a, p: a.setup_nccl_environment(socket_ifname=0), TypeError, "socket_ifname: a"),
+        # a string was a list of one-letter indices ("no GPU with index '0'"), a list in the
+        # list "unhashable type: 'list'", True GPU 1; a string or a float for a number was
+        # "must be real number, not str" or taken as it was ("yes" for True, "no" too)
+        (lambda a, p: a.get_total_vram("01", "sim:4xl4"), TypeError, "gpu_indices: a list .*'01'"),
+        (lambda a, p: a.get_free_vram([[0]], "sim:4xl4"), TypeError, "gpu_indices: .* item 0 is"),
+        (lambda a, p: a.get_total_vram([True], "sim:4xl4"), TypeError, "item 0 is True"),
+        (lambda a, p: a.get_total_vram([1.0], "sim:4xl4"), TypeError, "item 0 is 1.0"),
+        (lambda a, p: a.estimate_model_vram(7, overhead_factor="x"), TypeError, "overhead_factor"),
+        (lambda a, p: a.can_fit_model(7, context_size="x", source=p), TypeError, "context_size"),
+        (lambda a, p: a.auto_config(context_size="x", source=p), TypeError, "context_size"),
+        (lambda a, p: a.kaggle_t4_dual_config("7B"), TypeError, "model_size_b: a size in"),
+        (lambda a, p: a.explain_log(p, model_from_log="yes"), TypeError, "model_from_log: True"),
+        (lambda a, p: a.plan_models([p], flags=["-c", None]), TypeError, "flags: .* item 1 is"),
+        (lambda a, p: a.setup_nccl_environment(disable_p2p="no"), TypeError, "disable_p2p: True"),
+        (lambda a, p: a.is_nccl_available(None), TypeError, "lib_path: a string"),
+        (lambda a, p: a.NCCLCommunicator(device_ids="01"), TypeError, "device_ids: a list of"),
+        (lambda a, p: a.NCCLCommunicator(n_devs=2.0), TypeError, "n_devs: a number of GPUs"),
     ],
 )
 def test_a_wrong_argument_says_which_and_what_it_takes(tmp_path, call, kind, message):

@@ -60,8 +60,10 @@ CORE_ALLOWED: dict[str, set[str]] = {
     "nccl": {"topo", "monitor", "hardware"},
 }
 # (stop_signals: SIGTERM and SIGHUP as an exception while a block runs, for the commands
-# and the build alike)
+# and the build alike; api_args: the one check of the public API's arguments, lltui.api's and
+# the seed API's NCCL names)
 CORE_PLAIN = {"units", "text", "jsonout", "doctor", "core", "gc_pause", "periodic", "stop_signals"}
+CORE_PLAIN |= {"api_args"}
 # The sources by domain, the same way; ssh is the plain transport GPU sources and RPC hosts
 # share; proc_group (stopping a process group) and periodic (a step run on an interval) are
 # the plain tools every domain uses. A new GPU backend is a folder under gpu/ with no new arrow.

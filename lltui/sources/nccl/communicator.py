@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable, Sequence
+from numbers import Integral
 from typing import Any
 
+from lltui.core.api_args import check_arg
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
 from lltui.sources.nccl.errors import NCCLError
 from lltui.sources.nccl.finder import NCCL_SONAME
@@ -39,6 +41,15 @@ class NCCLCommunicator:
         *,
         library: NcclLibrary | None = None,
     ) -> None:
+        check_arg("n_devs", n_devs, (Integral,), "a number of GPUs")
+        check_arg(
+            "device_ids",
+            device_ids,
+            (Sequence, type(None)),
+            "a list of CUDA indices, or None",
+            items=(Integral,),
+        )
+        check_arg("lib_path", lib_path, (str,), "a string: libnccl's name or path")
         ids = list(device_ids) if device_ids is not None else list(range(n_devs))
         if not ids:
             raise ValueError("a communicator needs at least one device")

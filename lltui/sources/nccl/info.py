@@ -9,6 +9,7 @@ import socket
 import warnings
 from typing import Any
 
+from lltui.core.api_args import check_arg
 from lltui.core.nccl.findings import socket_ifname_matches
 from lltui.core.nccl.variables import DEBUG_LEVELS, ib_disabled, p2p_disabled
 from lltui.sources.nccl.errors import NcclUnavailable
@@ -18,6 +19,7 @@ from lltui.sources.nccl.library import load_nccl, probe_nccl
 
 def is_nccl_available(lib_path: str = NCCL_SONAME) -> bool:
     """Whether libnccl can be loaded here (no GPU needed)."""
+    check_arg("lib_path", lib_path, (str,), "a string: libnccl's name or path")
     try:
         load_nccl(lib_path)
     except NcclUnavailable:
@@ -27,6 +29,7 @@ def is_nccl_available(lib_path: str = NCCL_SONAME) -> bool:
 
 def get_nccl_version(lib_path: str = NCCL_SONAME) -> str | None:
     """The NCCL version ("2.18.5"), or None when NCCL cannot be loaded."""
+    check_arg("lib_path", lib_path, (str,), "a string: libnccl's name or path")
     try:
         return load_nccl(lib_path).version
     except NcclUnavailable:
@@ -87,9 +90,10 @@ def setup_nccl_environment(
     warning. Returns what was set. A ``debug`` level NCCL does not know is a ValueError
     (NCCL would log nothing extra), set nothing; an argument of another type a TypeError.
     """
-    for name, value in (("socket_ifname", socket_ifname), ("debug", debug)):
-        if not isinstance(value, str | None):
-            raise TypeError(f"{name}: a string, or None, not {value!r}")
+    check_arg("disable_p2p", disable_p2p, (bool,), "True or False")
+    check_arg("disable_ib", disable_ib, (bool,), "True or False")
+    check_arg("socket_ifname", socket_ifname, (str, type(None)), "a string, or None")
+    check_arg("debug", debug, (str, type(None)), "a string, or None")
     level = (debug or "").strip().upper()
     if level and level not in DEBUG_LEVELS:  # NCCL logs nothing extra for it
         raise ValueError(
