@@ -481,7 +481,6 @@ def plan_models(
     simulated rig there, the API does not). Raises ValueError (one line) for a model that
     cannot be read, settings llama.cpp refuses or no model at all; TypeError for one path
     where a list of them belongs."""
-    from lltui.core.fit.plan_report import plan_to_json
     from lltui.services.fit import FitFailed
     from lltui.services.launch.router_prep import given_entries
     from lltui.services.plan import PlanRequest
@@ -505,4 +504,4 @@ def plan_models(
         report = plan(PlanRequest(entries, gpus=gpus, notes=notes))
     except FitFailed as exc:
         raise ValueError(str(exc)) from None
-    return plan_to_json(report.plan, report.notes)
+    return report.to_json()

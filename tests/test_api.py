@@ -540,3 +540,26 @@ def test_auto_config_resolves_the_gpus_as_fit_does(monkeypatch):
     assert (cfg.n_gpu, cfg.split_mode, cfg.tensor_split) == (1, SplitMode.NONE, None)
     (warning,) = cfg.warnings
     assert warning.startswith("CUDA1 (NVIDIA GB10): an integrated GPU") and "left out" in warning
+
+
+def test_plan_models_is_the_cli_json(tmp_path, capsys):
+    """plan_models had no "simulated" (nor "simulated_reason") where lltui fit A B --json
+    says "simulated": false: the API and the command print one object, made once."""
+    import json
+
+    from support import gguf_factory as gf
+
+    from lltui.api import plan_models
+    from lltui.cli import main
+
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    gf.write_model(a, gf.SPECS["llama"](), "F16")
+    gf.write_model(b, gf.SPECS["llama"](), "Q8_0")
+    data = plan_models([a, b], gpus="24GiB")
+    assert main(["fit", str(a), str(b), "--gpus", "24GiB", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert list(data) == list(cli)
+    assert (data["simulated"], data["simulated_reason"]) == (False, None)
+    # (the host's free memory is read again by each)
+    assert [m["usage"] for m in data["models"]] == [m["usage"] for m in cli["models"]]
+    assert [d["name"] for d in data["devices"]] == [d["name"] for d in cli["devices"]]

@@ -199,12 +199,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_plan(words: Split, found: ModelSet, source: str) -> int:
     from lltui.commands.fit_plan import plan_set
-    from lltui.core.fit.plan_report import plan_to_json, plan_to_text
-    from lltui.core.monitor.gpus_report import simulated_json
+    from lltui.core.fit.plan_report import plan_to_text
 
     report = plan_set(words, found, source)
     if "--json" in words.switches:
-        print_json(plan_to_json(report.plan, report.notes) | simulated_json(report.rig))
+        print_json(report.to_json())
     else:
         lines = rig_lines(report.rig, report.device_label)
         print("\n".join([*lines, plan_to_text(report.plan, report.notes)]))

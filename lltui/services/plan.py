@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.fit.plan import SetMember, SetPlan
@@ -105,6 +105,14 @@ class PlanReport:
             for d in s.devices:
                 seen.setdefault(d.name, d)
         return describe(list(seen.values()))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``lltui fit A.gguf B.gguf ... --json`` object (and the API's ``plan_models``):
+        the plan, with whether its devices are a simulated rig's."""
+        from lltui.core.fit.plan_report import plan_to_json
+        from lltui.core.monitor.gpus_report import simulated_json
+
+        return plan_to_json(self.plan, self.notes) | simulated_json(self.rig)
 
 
 def alias_of(args: LlamaArgs) -> str | None:
