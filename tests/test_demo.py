@@ -68,12 +68,17 @@ def test_every_command_it_suggests_runs(demo, tmp_path, capsys):
     capsys.readouterr()
 
 
-def test_a_path_that_is_no_folder_is_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("under", ["", "x.gguf", "sub", "sub/x.gguf"])
+def test_a_path_that_is_no_folder_is_one_line(tmp_path, capsys, under):
+    """A file in the folder part of the path (file.txt/x.gguf, file.txt/sub) was exit 1
+    with 'cannot write it: File exists' or 'Not a directory', where file.txt itself is
+    exit 2 'not a folder': each is now the latter, naming the file."""
     plain = tmp_path / "file.txt"
     plain.write_text("x")
-    assert main(["demo", str(plain)]) == 2
+    assert main(["demo", str(plain / under) if under else str(plain)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "not a folder" in err and len(err.splitlines()) == 1
+    assert err == f"lltui: demo: {plain}: not a folder (give a folder or a .gguf path)"
+    assert plain.read_text() == "x"
 
 
 def test_a_file_that_is_not_the_demo_is_never_written_over(tmp_path, capsys):
@@ -103,13 +108,8 @@ def test_a_file_beside_it_is_never_followed_or_written_over(tmp_path, capsys):
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "where", ["{dir}/lltui-demo.gguf/sub/x.gguf", "{dir}/" + "a" * 300 + ".gguf"]
-)
-def test_a_path_that_cannot_be_written_is_one_line(tmp_path, capsys, where):
-    assert main(["demo", str(tmp_path)]) == 0  # a file where the folder would be
-    capsys.readouterr()
-    assert main(["demo", where.format(dir=tmp_path)]) == 1
+def test_a_path_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    assert main(["demo", str(tmp_path / ("a" * 300 + ".gguf"))]) == 1  # a name too long
     err = capsys.readouterr().err.strip()
     assert err.startswith("lltui: demo: ") and len(err.splitlines()) == 1
     assert "internal error" not in err

@@ -23,13 +23,17 @@ class Demo:
 def make_demo(where: str | None = None) -> Demo:
     """Write the demo model into the folder ``where`` (None: the current one), or to
     ``where`` itself when it names a ``.gguf`` file. The same file each time, written over
-    only where it is the demo already. ValueError for a path that is neither, or a file
-    that is something else; DemoError (one line) when it cannot be written."""
+    only where it is the demo already. ValueError for a path that is neither (a file in its
+    folder part too), or a file that is something else; DemoError (one line) when it cannot
+    be written."""
     target = Path(where or ".")
     try:
-        if target.suffix.lower() != ".gguf":
-            if target.exists() and not target.is_dir():
-                raise ValueError(f"{target}: not a folder (give a folder or a .gguf path)")
+        folder = target.parent if target.suffix.lower() == ".gguf" else target
+        # the first part of the path there is must be a folder (foo.txt/x.gguf, foo.txt/sub)
+        there = next((p for p in (folder, *folder.parents) if p.exists()), None)
+        if there is not None and not there.is_dir():
+            raise ValueError(f"{there}: not a folder (give a folder or a .gguf path)")
+        if folder is target:
             target = target / DEMO_FILE
         if target.is_dir():
             raise ValueError(f"{target}: is a folder")
