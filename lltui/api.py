@@ -328,7 +328,8 @@ def recommend_quantization(
             for name, (need, size, above) in needs.items()
             if need <= available and not above  # (F32 of an F16 file adds nothing)
         ]
-        quant = max(fitting)[1] if fitting else None
+        # the largest file; of two the same size, the first listed, as lltui quant marks it
+        quant = max(fitting, key=lambda f: f[0])[1] if fitting else None
         what = os.fspath(model_size_b)
     else:
         quant = best_quant_for(model_size_b, available, context_size)

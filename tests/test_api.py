@@ -419,6 +419,31 @@ def test_a_wrong_argument_says_which_and_what_it_takes(tmp_path, call, kind, mes
     assert len(str(err.value).splitlines()) == 1
 
 
+def test_recommend_quantization_is_the_type_lltui_quant_marks(tmp_path, capsys):
+    """Of two types of one file size (Q5_0 and Q5_K_S of the demo model), the API gave the
+    one later in the alphabet where lltui quant marks the first listed."""
+    import json
+    from collections import Counter
+
+    from lltui import api
+    from lltui.cli import main
+    from lltui.services.demo import make_demo
+
+    path = str(make_demo(str(tmp_path)).path)
+    assert main(["quant", path, "--gpus", "24GiB", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    sizes = Counter(r["file_bytes"] for r in rows if not r["above_source"])
+    tied = [r for r in rows if sizes[r["file_bytes"]] > 1 and not r["above_source"]]
+    assert tied, "the demo model has types of one size"
+    for row in tied:
+        gpus = [d for d in row["devices"] if d["kind"] != "cpu"]
+        need = sum(d["total_bytes"] + d["unaccounted_bytes"] for d in gpus)
+        assert main(["quant", path, "--gpus", f"{need}B"]) == 0
+        (marked,) = [ln for ln in capsys.readouterr().out.splitlines() if "most bits" in ln]
+        said = api.recommend_quantization(path, (need + 1) / 1e9)  # (GB as a float: not short)
+        assert said == marked.split()[0].rstrip("*")
+
+
 def test_the_memory_a_model_does_not_fit_in_is_never_said_as_one_it_fits(tmp_path):
     """1.08 GB that no type of the demo model fits in read "fits in 1.1 GB", where 1.1 GB is
     enough for its F16."""
