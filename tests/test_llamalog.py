@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from lltui.core.explain.failure import summarise
 from lltui.core.explain.report import report_to_text
 from lltui.core.llamalog import patterns
 from lltui.core.llamalog.classify import read_line
 from lltui.core.llamalog.lines import split_line
-from lltui.core.llamalog.models import KINDS, device_of_buffer
+from lltui.core.llamalog.models import KINDS, AllocFailure, LogFacts, device_of_buffer
 from lltui.core.llamalog.reader import parse_log, scan_lines
 from lltui.core.units import MIB
 from lltui.services.explain import ExplainRequest, explain
@@ -68,7 +69,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 90
+    assert len(names) == len(set(names)) == 93
 
 
 def test_a_build_is_read_in_both_formats():
@@ -112,8 +113,8 @@ def test_one_read_gives_the_server_state_and_the_memory_facts():
     assert cpu.name == "CPU" and cpu.model_mib == 3.18
 
 
-def _explained(path: Path) -> dict[tuple[str, str], float]:
-    """The per-device table ``lltui explain`` prints, by (device, kind), MiB."""
+def _explained(path: Path) -> tuple[dict[tuple[str, str], float], tuple[AllocFailure, ...]]:
+    """The per-device table ``lltui explain`` prints, by (device, kind), MiB; the failures."""
     report = explain(ExplainRequest(str(path), ask_binary=False))
     endpoints = {d.description: d.name for d in report.facts.devices if d.description}
     out: dict[tuple[str, str], float] = {}
@@ -121,12 +122,12 @@ def _explained(path: Path) -> dict[tuple[str, str], float]:
         device = "CPU" if row.name == "host" else device_of_buffer(row.name, endpoints)
         for kind, n in (*row.logged, *row.parts):  # (a part: draft, lora, mmproj)
             out[(device, kind)] = out.get((device, kind), 0.0) + n / MIB
-    return {k: round(v, 2) for k, v in out.items() if round(v, 2)}
+    return {k: round(v, 2) for k, v in out.items() if round(v, 2)}, report.facts.failures
 
 
-def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], int]:
+def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], LogFacts]:
     """The placement a launch keeps, its server replaying the log (``cat`` in its place);
-    and how many lines the launch read."""
+    and the memory facts the launch read."""
     from lltui.core.cmdline.launch_spec import LaunchCommand
 
     with Supervisor(LaunchCommand(argv=("/bin/cat", str(path))), url=None) as sup:
@@ -142,7 +143,7 @@ def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], int]:
     for device, parts in summary.memory.parts_mib().items():
         for part, mib in parts.items():
             table[(device, part)] = table.get((device, part), 0.0) + mib
-    return table, summary.memory.lines
+    return table, summary.memory
 
 
 @pytest.mark.parametrize(
@@ -151,12 +152,13 @@ def _replayed(path: Path) -> tuple[dict[tuple[str, str], float], int]:
     ids=lambda p: p.name,
 )
 def test_explain_and_a_replayed_launch_give_the_same_buffer_table(path):
-    launched, lines = _replayed(path)
-    assert lines == len(path.read_text(encoding="utf-8").splitlines())
-    explained = _explained(path)
+    launched, facts = _replayed(path)
+    assert facts.lines == len(path.read_text(encoding="utf-8").splitlines())
+    explained, failures = _explained(path)
     assert launched.keys() == explained.keys()
     for key, mib in explained.items():
         assert launched[key] == pytest.approx(mib, abs=0.011), key
+    assert facts.failures == failures  # (and so what failed, on which device)
 
 
 @pytest.mark.parametrize(
@@ -248,7 +250,7 @@ def test_a_launch_counts_the_moe_cache_in_its_device_s_memory(tmp_path):
         "sched_reserve: graph: nodes = 1030, splits = 3 (with bs=512), 3 (with bs=1)\n"
     )
     launched, _ = _replayed(log)
-    assert launched == _explained(log)
+    assert launched == _explained(log)[0]
     assert launched[("CUDA0", "moe_cache")] == 8192.0
     s = parse_log(log.read_text())
     cuda0 = next(p for p in s.placement() if p.name == "CUDA0")
@@ -326,3 +328,108 @@ def test_a_projector_s_weights_and_buffers_show_on_their_devices():
     assert parts == {"CUDA0": {"mmproj": 933.04}, "CPU": {"mmproj": 9.19}}
     text = report_to_text(r)
     assert "(+ mmproj 933.04 MiB)" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "failed"),
+    [
+        # ggml_metal_buffer_init's MiB, then ggml-metal's "Metal buffer of N bytes" (the
+        # device is MTL0 whatever it says) and the buffer type's line; the weights it holds
+        # are MTL0_Mapped's
+        ("metal-oom-kv-server-b11434.log", ("MTL0", 8589934592, "kv", 10922 - 4403.49)),
+        # ggml-vulkan's two lines (no device), the allocator's, the context's
+        ("vulkan-oom-compute-cli-b11434.log", ("Vulkan0", 4563402752, "compute", 3388.51)),
+        # ggml-sycl's trace (no function) and buffer type (no device), the allocator's
+        ("sycl-oom-weights-cli-b11434.log", ("SYCL0", 4617420800, "weights", 5928.0)),
+    ],
+)
+def test_a_backend_s_allocation_failure_names_its_device_and_what_it_asked(name, failed):
+    """Metal's, Vulkan's and SYCL's allocation failures name no device, and Metal's and
+    SYCL's were not read: explain said a device ran out of "memory", or nothing."""
+    r = explain(ExplainRequest(str(FORMAT_LOGS / name), ask_binary=False))
+    f = r.failed
+    assert f is not None and f.kind == "oom" and r.facts.unparsed == ()
+    device, needed, stage, free_mib = failed
+    assert (f.device, f.needed_bytes, f.stage) == (device, needed, stage)
+    assert f.free_bytes == round(free_mib * MIB)
+    assert f"{device} ran out allocating {stage} {needed / MIB:.2f} MiB" in report_to_text(r)
+
+
+@pytest.mark.parametrize(
+    ("lines", "device", "needed", "stage"),
+    [
+        # b11434's ggml-metal, nothing else of the load: the device is Metal's
+        (
+            [
+                "load_tensors: offloaded 33/33 layers to GPU",
+                "ggml_backend_metal_buffer_type_alloc_buffer: failed to allocate Metal buffer "
+                "of 4617420800 bytes (out of memory)",
+                "ggml_metal_buffer_init: error: failed to allocate buffer, size =  4403.49 MiB",
+            ],
+            "Metal",
+            4617420800,
+            "weights",
+        ),
+        # ggml_metal_add_buffer of 2023 ("MB" for MiB)
+        (
+            [
+                "ggml_metal_add_buffer: error: failed to allocate 'data            ' buffer, "
+                "size =  4403.49 MB"
+            ],
+            "Metal",
+            round(4403.49 * MIB),
+            "weights",
+        ),
+        # ggml-vulkan before b5000: the limit in other words; its one device named above
+        (
+            [
+                "ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 | fp16: 1",
+                "ggml_vulkan: Device memory allocation of size 2166360064 failed.",
+                "ggml_vulkan: Requested buffer size exceeds device memory allocation limit: "
+                "ErrorOutOfDeviceMemory",
+            ],
+            "Vulkan0",
+            2166360064,
+            "weights",
+        ),
+        # ggml-sycl before b4000 (no newline: the allocator's line runs on)
+        (
+            [
+                "ggml_backend_sycl_buffer_type_alloc_buffer: can't malloc 3278637056 Bytes "
+                "memory on deviceggml_gallocr_reserve_n: failed to allocate SYCL0 buffer of "
+                "size 3278637056"
+            ],
+            "SYCL0",
+            3278637056,
+            "weights",
+        ),
+        # llama_context's output buffer (MiB, not a device), then the host's
+        (
+            [
+                "output_reserve: failed to allocate output buffer of size 27.82 MiB",
+                "llama_init_from_model: failed to initialize the context: failed to reserve "
+                "initial output buffer",
+            ],
+            None,
+            round(27.82 * MIB),
+            "output",
+        ),
+        # a recurrent model's state cache
+        (
+            [
+                "ggml_backend_buft_alloc_buffer_n_default: failed to allocate CUDA0 buffer of size "
+                "67108864",
+                "llama_init_from_model: failed to initialize the context: failed to allocate "
+                "buffer for rs cache",
+            ],
+            "CUDA0",
+            67108864,
+            "rs",
+        ),
+    ],
+)
+def test_an_allocation_failure_of_any_build_is_read(lines, device, needed, stage):
+    facts = scan_lines(lines)
+    f = summarise(facts)
+    assert facts.unparsed == () and f is not None and f.kind == "oom"
+    assert (f.device, f.needed_bytes, f.stage) == (device, needed, stage)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lltui.core.explain.settings import is_host_buffer
-from lltui.core.llamalog.models import AllocFailure, LogFacts
+from lltui.core.llamalog.models import AllocFailure, LogFacts, device_of_buffer
 from lltui.core.units import MIB
 
 NEAR_LINES = 8  # lines of one failure
@@ -52,11 +52,27 @@ class Failed:
 def _device_name(f: AllocFailure, facts: LogFacts) -> str | None:
     if f.device is not None:
         return f.device
+    if f.backend is not None:
+        return _backend_device(f.backend, facts)
     if f.device_index is None:
         return None
     prefixes = [d.name.rstrip("0123456789") for d in facts.devices if d.name[-1:].isdigit()]
     prefix = next((p for p in prefixes if p and not p.startswith("RPC")), "CUDA")
     return f"{prefix}{f.device_index}"
+
+
+def _backend_device(backend: str, facts: LogFacts) -> str | None:
+    """The device of a backend's line that names none (Metal's, Vulkan's, SYCL's): the one
+    device of it the log names (MTL0, Vulkan0; "Metal" before the MTL names), Metal's own
+    name where the log names none, else None (several: which is not said)."""
+    names = {d.name for d in facts.devices} | {device_of_buffer(b.device) for b in facts.buffers}
+    prefix = "MTL" if backend == "Metal" else backend
+    found = {n for n in names if n.startswith(prefix) and n[len(prefix) :].isdigit()}
+    if backend == "Metal":
+        found |= names & {"Metal"}
+        if not found:
+            return "Metal"
+    return found.pop() if len(found) == 1 else None
 
 
 STAGE_KIND = {"weights": "model", "kv": "kv", "compute": "compute", "output": "output"}
@@ -95,13 +111,15 @@ def summarise(
     device = next((f.device for f in cluster if f.device is not None), None)
     if device is None:
         device = next((n for f in cluster if (n := _device_name(f, facts)) is not None), None)
-    exact = [f.needed_bytes for f in cluster if f.needed_bytes is not None and f.device]
+    exact = [f.needed_bytes for f in cluster if f.needed_bytes is not None and not f.rounded]
     rough = [f.needed_bytes for f in cluster if f.needed_bytes is not None]
     needed = exact[0] if exact else (rough[0] if rough else None)
     # alloc_tensor_range allocates the KV cache as it allocates weights: the line after it
     # that names what the buffer was for ("failed to allocate buffer for kv cache") says
     at = next((i for i, f in enumerate(cluster) if f.device), len(cluster))
-    after = [f.stage for f in cluster[at + 1 :] if not f.device and f.stage in ("kv", "compute")]
+    after = [
+        f.stage for f in cluster[at + 1 :] if not f.device and f.stage in ("kv", "rs", "compute")
+    ]
     stage = next(iter(after), None) or next(
         (f.stage for f in cluster if f.device and f.stage), first.stage
     )
@@ -113,8 +131,17 @@ def summarise(
         for b in facts.buffers
         if b.line < first.line
         and b.load == last
-        # the host's memory: its buffers but the mapped file (page cache, given back)
-        and (b.device == device or (host and is_host_buffer(b.device) and b.device != "CPU_Mapped"))
+        # the host's memory: its buffers but the mapped file (page cache, given back); a
+        # Metal device's: its mapped file and private buffers too (MTL0_Mapped)
+        and (
+            b.device == device
+            or (host and is_host_buffer(b.device) and b.device != "CPU_Mapped")
+            or (
+                not host
+                and device is not None
+                and device_of_buffer(b.device) == device_of_buffer(device)
+            )
+        )
     )
     free = dict(free_at_load or {})
     for d in facts.devices:

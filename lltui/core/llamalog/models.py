@@ -85,8 +85,12 @@ class AllocFailure:
     device: str | None = None  # as llama.cpp names it
     device_index: int | None = None  # "on device N" (the backend's own index)
     needed_bytes: int | None = None
-    stage: str | None = None  # weights, kv, compute, output, context, load
+    stage: str | None = None  # weights, kv, rs, compute, output, context, load
     load: int = 0  # which load of the log it ended (as BufferLine.load; 0: before any)
+    # the backend of a line that names no device (Metal's, Vulkan's, SYCL's): the log's one
+    # device of it is the device
+    backend: str | None = None
+    rounded: bool = False  # needed_bytes read from MiB with two decimals (bytes said win)
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,13 +239,38 @@ def _buffer(m: re.Match[str], line: Line) -> Event | None:
 def _cuda_malloc(m: re.Match[str], line: Line) -> Event:
     kind = "oom" if "memory" in m["why"] else "error"
     needed = round(float(m["mib"]) * MIB)
-    return AllocFailure(0, line.body, kind, device_index=int(m["dev"]), needed_bytes=needed)
+    return AllocFailure(
+        0, line.body, kind, device_index=int(m["dev"]), needed_bytes=needed, rounded=True
+    )
 
 
 def _failed_buffer(m: re.Match[str], line: Line) -> Event:
+    if m["mib"]:  # llama_context's output buffer, in MiB: named by what it is for
+        needed = round(float(m["bytes"] + m["mib"]) * MIB)
+        return AllocFailure(0, line.body, "oom", needed_bytes=needed, stage="output", rounded=True)
     stage = "weights" if line.func == "alloc_tensor_range" else None
     stage = "compute" if line.func.startswith("ggml_gallocr") else stage
-    return AllocFailure(0, line.body, "oom", m["name"], needed_bytes=int(m["bytes"]), stage=stage)
+    # ggml-metal's own line says "Metal" whatever the device's name (MTL0 since the split)
+    name, backend = (None, "Metal") if m["name"] == "Metal" else (m["name"], None)
+    needed = int(m["bytes"])
+    return AllocFailure(
+        0, line.body, "oom", name, needed_bytes=needed, stage=stage, backend=backend
+    )
+
+
+def _backend_failed(backend: str | None, unit: float = 1) -> _Make:
+    """A backend's line that names no device: its size (group ``size``, in ``unit`` bytes) and
+    the backend (None: Metal where the function is ggml-metal's)."""
+
+    def make(m: re.Match[str], line: Line) -> Event:
+        size = m.groupdict().get("size")
+        needed = round(float(size) * unit) if size else None
+        of = backend or ("Metal" if "metal" in line.func else None)
+        rounded = unit == MIB
+        text = line.message.strip()  # (ggml-sycl's trace has no function)
+        return AllocFailure(0, text, "oom", needed_bytes=needed, backend=of, rounded=rounded)
+
+    return make
 
 
 def _kv_size(m: re.Match[str], line: Line) -> Event:
@@ -419,6 +444,11 @@ SHAPES: tuple[Shape, ...] = (
     _shape("version", r"\bversion: (?P<semver>\d+\.\d+\.\d+\S*) \(build (?P<n>\d+), commit "
            r"(?P<commit>[\w.-]+)\)", lambda m, line: Build(int(m["n"]), m["commit"]),
            "version: 0.3.0-dev (build 10621, commit c1d0e7a00)", on="text", hint="(build "),
+    # ggml-sycl's memory trace: "[SYCL-MEMTRACE] alloc FAILED: %9.3f MiB %s" (no function)
+    _shape("sycl_memtrace", r"^\s*\[SYCL-MEMTRACE\] alloc FAILED:\s*(?P<size>\d{1,15}(?:\.\d+)?) "
+           r"MiB", _backend_failed("SYCL", MIB),
+           "[SYCL-MEMTRACE] alloc FAILED:  4403.488 MiB buffer", on="message",
+           hint="alloc FAILED"),
     _shape("argument", r"^\s*(?:error: invalid argument: \S+|error while handling argument "
            r".*?)\s*$",
            _flag("argument"), "error: invalid argument: --no-such-flag", on="message",
@@ -458,7 +488,11 @@ SHAPES: tuple[Shape, ...] = (
            r"(?P<why>.+)$", _cuda_malloc, "ggml_backend_cuda_buffer_type_alloc_buffer: "
            "allocating 1024.00 MiB on device 0: cudaMalloc failed: out of memory",
            hint="allocating"),
-    _shape("failed_buffer", r"failed to allocate (?P<name>\S+) buffer of size (?P<bytes>\d{1,20})",
+    # ggml-alloc.c's and ggml-backend.cpp's "failed to allocate %s buffer of size %zu" (the
+    # buffer type), ggml-metal's "failed to allocate Metal buffer of %zu bytes (out of
+    # memory)", llama-context.cpp's "failed to allocate output buffer of size %.2f MiB"
+    _shape("failed_buffer", r"failed to allocate (?P<name>\S+) buffer of (?:size )?"
+           r"(?P<bytes>\d{1,20})(?:(?P<mib>\.\d{1,6}) MiB)?(?![\d.])",
            _failed_buffer, "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 1024",
            hint="failed to allocate"),
     _shape("host_failed", r"failed to allocate buffer of size (?P<bytes>\d{1,20})",
@@ -468,21 +502,45 @@ SHAPES: tuple[Shape, ...] = (
     _shape("malloc_mb", r"insufficient memory \(attempted to allocate (?P<mb>\d{1,15}(?:\.\d+)?) "
            r"MB\)",
            lambda m, line: AllocFailure(
-               0, line.body, "oom", "CPU", needed_bytes=round(float(m["mb"]) * MIB)),
+               0, line.body, "oom", "CPU", needed_bytes=round(float(m["mb"]) * MIB), rounded=True),
            "ggml_backend_cpu_buffer_type_alloc_buffer: insufficient memory (attempted to "
            "allocate 78125.00 MB)", hint="insufficient memory"),
     _shape("unable_buffer", r"unable to allocate (?P<name>\S+) buffer",
            lambda m, line: AllocFailure(0, line.body, "oom", m["name"], stage="weights"),
            "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
            hint="unable to allocate"),
-    _shape("vulkan_failed", r"Device memory allocation of size (?P<bytes>\d{1,20}) failed",
-           lambda m, line: AllocFailure(0, line.body, "oom", needed_bytes=int(m["bytes"])),
+    # ggml-vulkan's "Device memory allocation of size %zu failed." (a device buffer) and
+    # "Memory allocation of size %zu failed." (ggml_vk_create_buffer_check's)
+    _shape("vulkan_failed", r"(?:Device m|M)emory allocation of size (?P<size>\d{1,20}) failed",
+           _backend_failed("Vulkan"),
            "ggml_vulkan: Device memory allocation of size 4294967296 failed.",
-           hint="Device memory allocation"),
-    _shape("device_oom", r"OutOfDeviceMemory|exceeds device memory", _fail("oom"),
+           hint="emory allocation of size"),
+    # the Vulkan error on the line after (vk::SystemError's what(): "vk::Device::allocateMemory:
+    # ErrorOutOfDeviceMemory", "Requested buffer size exceeds device memory allocation limit:
+    # ErrorOutOfDeviceMemory", "... device buffer size limit: ...")
+    _shape("device_oom", r"OutOfDeviceMemory|exceeds device (?:memory|buffer size)",
+           _backend_failed("Vulkan"),
            "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
-           hint=("OutOfDeviceMemory", "exceeds device memory")),
-    _shape("kv_failed", r"(?i)failed to allocate buffer for kv cache", _fail("oom", "kv"),
+           hint=("OutOfDeviceMemory", "exceeds device")),
+    # ggml-metal's "error: failed to allocate buffer, size = %8.2f MiB" (ggml_metal_buffer_init
+    # and _map; ggml_backend_metal_buffer_type_alloc_buffer and _from_ptr before the split);
+    # ggml_metal_add_buffer's "failed to allocate '%-16s' buffer, size = %8.2f MB" of 2023
+    _shape("metal_failed", r"failed to allocate (?:'[^']*' )?buffer, size =\s*"
+           r"(?P<size>\d{1,15}(?:\.\d+)?) Mi?B", _backend_failed(None, MIB),
+           "ggml_metal_buffer_init: error: failed to allocate buffer, size =  4403.49 MiB",
+           hint="buffer, size ="),
+    # ggml-sycl's "can't allocate %zu Bytes of memory on device" (the buffer type; "on
+    # device/GPU": its pool; "on host": host memory), "can't malloc %lu Bytes memory on
+    # device" before b4000 (without its newline: the next line may follow on the same one)
+    _shape("sycl_failed", r"can't (?:allocate|malloc) (?P<size>\d{1,20}) Bytes (?:of )?memory "
+           r"on (?P<on>device|host)",
+           lambda m, line: AllocFailure(0, line.body, "oom", "CPU" if m["on"] == "host" else None,
+                                        needed_bytes=int(m["size"]),
+                                        backend=None if m["on"] == "host" else "SYCL"),
+           "ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate 4617420800 Bytes of "
+           "memory on device", hint="Bytes"),
+    _shape("kv_failed", r"(?i)failed to allocate buffer for (?P<c>kv|rs) cache",
+           lambda m, line: AllocFailure(0, line.body, "oom", stage=m["c"].lower()),
            "llama_init_from_model: failed to allocate buffer for kv cache", hint="to allocate"),
     _shape("compute_failed", r"(?i)failed to allocate compute", _fail("oom", "compute"),
            "llama_init_from_model: failed to allocate compute buffers", hint="to allocate"),
