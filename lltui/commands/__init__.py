@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lltui.config import Settings
     from lltui.services.rig import ReplayOptions, RigRequest
 
 
@@ -111,6 +112,17 @@ def replay_options(args: argparse.Namespace) -> ReplayOptions:
     )
 
 
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The settings of the config file (``--config``) and LLTUI_* variables; one line and
+    exit 2 for a bad one."""
+    from lltui.config import ConfigError, load_settings
+
+    try:
+        return load_settings(None, path=getattr(args, "config", None))
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
+
+
 MAX_COMMAND_INTERVAL_S = 3600.0
 
 
@@ -123,12 +135,7 @@ def command_interval(args: argparse.Namespace) -> float:
     if value is None:
         value = getattr(args, "interval", None)
     if value is None:
-        from lltui.config import ConfigError, load_settings
-
-        try:
-            value = load_settings(None, path=getattr(args, "config", None)).interval
-        except ConfigError as exc:
-            raise CliError(str(exc), 2) from None
+        value = settings_of(args).interval
     from lltui.config import MIN_INTERVAL
 
     interval = float(value)
@@ -239,12 +246,7 @@ def source_spec(args: argparse.Namespace) -> str:
     given = getattr(args, "sub_source", None) or getattr(args, "source", None)
     if given:
         return str(given)
-    from lltui.config import ConfigError, load_settings
-
-    try:
-        return load_settings(None, path=getattr(args, "config", None)).source
-    except ConfigError as exc:
-        raise CliError(str(exc), 2) from None
+    return settings_of(args).source
 
 
 def open_recorder(path: str, source: str, *, full: bool = False) -> Any:

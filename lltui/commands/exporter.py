@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from lltui.config import ConfigError, load_settings
+    from lltui.commands import settings_of
     from lltui.core.cmdline.address import is_loopback
     from lltui.services.exporter import ExportFailed, ExportRequest, LlamaFollow, Serving, export
 
@@ -134,10 +134,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--llama-log FILE needs a --llama URL for each FILE", 2)
     api_key = llama_api_key(args.llama_api_key_file)
     check_llama_urls(args.llama)
-    try:
-        thresholds = load_settings(None, path=getattr(args, "config", None)).alerts.thresholds
-    except ConfigError as exc:
-        raise CliError(str(exc), 2) from None
+    thresholds = settings_of(args).alerts.thresholds
     logs = [Path(p) for p in args.llama_log]
     request = ExportRequest(
         rig_request(args),

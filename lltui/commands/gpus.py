@@ -77,15 +77,11 @@ def _alerts(
     simulated stand-in for a missing GPU is an alert (as in ``lltui watch``)."""
     import time
 
-    from lltui.config import ConfigError, load_settings
+    from lltui.commands import settings_of
     from lltui.core.monitor.alerts import AlertTracker, SourceStatus
     from lltui.services.rig import kind_of, source_problem
 
-    try:
-        settings = load_settings(None, path=getattr(args, "config", None))
-    except ConfigError as exc:
-        raise CliError(str(exc), 2) from None
-    tracker = AlertTracker(settings.alerts.thresholds, instant=True)
+    tracker = AlertTracker(settings_of(args).alerts.thresholds, instant=True)
     sources = None
     if source is not None and not kind_of(source).recorded:
         sources = [SourceStatus(source, source_problem(source, rigs[None].info))]

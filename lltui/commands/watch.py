@@ -79,21 +79,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _settings(args: argparse.Namespace) -> Any:
-    from lltui.config import ConfigError, load_settings
-
-    try:
-        return load_settings(None, path=getattr(args, "config", None))
-    except ConfigError as exc:
-        raise CliError(str(exc), 2) from None
-
-
 def run(args: argparse.Namespace) -> int:
+    from lltui.commands import settings_of
     from lltui.core.monitor.alerts import alerts_to_json, change_to_json, exit_code
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.alerts import AlertWatch, HookRunner, WatchRequest
 
-    settings = _settings(args)
+    settings = settings_of(args)
     interval = command_interval(args)
     check_llama_urls(args.llama)
     fail_on = args.fail_on or ("warning" if args.once else None)
