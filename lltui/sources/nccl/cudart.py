@@ -181,13 +181,7 @@ def load_cudart(
 ) -> CudaRuntime:
     """Load the CUDA runtime: the path given (or $LLTUI_CUDART_LIB), else the first found."""
     explicit = explicit_path(lib_path, CUDART_LIB_ENV, "")
-    if explicit:
-        candidates = [LibraryCandidate(explicit, "explicit")]
-    else:
-        candidates = [
-            *find_cudart_candidates(),
-            *(LibraryCandidate(so, "dlopen") for so in CUDART_SONAMES),
-        ]
+    candidates = [LibraryCandidate(explicit, "explicit")] if explicit else _candidates()
     errors: list[str] = []
     for c in candidates:
         try:
@@ -196,9 +190,15 @@ def load_cudart(
             errors.append(load_failure(c.path, exc))
     if explicit:
         raise NcclUnavailable(f"cannot load {errors[0]}")
-    raise NcclUnavailable(
-        "the CUDA runtime (libcudart) was not found; pip install nvidia-cuda-runtime-cu12"
-    )
+    raise NcclUnavailable(_NOT_FOUND)
+
+
+_NOT_FOUND = "the CUDA runtime (libcudart) was not found; pip install nvidia-cuda-runtime-cu12"
+
+
+def _candidates() -> list[LibraryCandidate]:
+    """The CUDA runtimes found on this machine, then the sonames dlopen may find."""
+    return [*find_cudart_candidates(), *(LibraryCandidate(so, "dlopen") for so in CUDART_SONAMES)]
 
 
 _CUDA_NO_DEVICE = 100
@@ -245,12 +245,8 @@ def open_cuda(
     if explicit:
         rt = load_cudart(explicit, loader=loader)
         return rt, cuda_devices(rt)
-    candidates = [
-        *find_cudart_candidates(),
-        *(LibraryCandidate(so, "dlopen") for so in CUDART_SONAMES),
-    ]
     first_reason: str | None = None
-    for c in candidates:
+    for c in _candidates():
         try:
             rt = CudaRuntime(loader(c.path), c.path, c.found_by)
         except (OSError, AttributeError):
@@ -259,8 +255,4 @@ def open_cuda(
             return rt, cuda_devices(rt)
         except NcclUnavailable as exc:
             first_reason = first_reason or str(exc)
-    if first_reason is None:
-        raise NcclUnavailable(
-            "the CUDA runtime (libcudart) was not found; pip install nvidia-cuda-runtime-cu12"
-        )
-    raise NcclUnavailable(first_reason)
+    raise NcclUnavailable(first_reason or _NOT_FOUND)
