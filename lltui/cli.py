@@ -192,6 +192,42 @@ def _unknown_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> st
     return None
 
 
+def _command_at(parser: argparse.ArgumentParser, words: Sequence[str]) -> int | None:
+    """Where the subcommand stands: the first command word that is no option's value."""
+    names = set(command_names())
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in names:
+            return i
+        action = parser._option_string_actions.get(word.split("=", 1)[0])
+        if action is None:
+            return None
+        takes = action.nargs if isinstance(action.nargs, int) else (0 if action.nargs == 0 else 1)
+        i += 1 if "=" in word else 1 + takes
+    return None
+
+
+def _misplaced_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
+    """The first word after the subcommand that is an option of lltui itself and not of
+    that command (``lltui fit M.gguf --source sim:4xl4``): fit, quant and launch would blame
+    llama-server for it, the others say only that they do not know it."""
+    at = _command_at(parser, words)
+    subs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    command = subs.choices.get(words[at]) if subs is not None and at is not None else None
+    if command is None or at is None:
+        return None
+    for word in words[at + 1 :]:
+        name = word.split("=", 1)[0]
+        lltuis = name in parser._option_string_actions and name not in ("--help", "--version")
+        if lltuis and name not in command._option_string_actions and name.startswith("--"):
+            return (
+                f"{words[at]}: {name} is an option of lltui itself: give it before "
+                f"the command (lltui {name} ... {words[at]} ...)"
+            )
+    return None
+
+
 def _json_error(line: str, code: int) -> None:
     """With --json, a failure is also a JSON object on standard output: scripts read one
     stream, and an empty one is not an answer."""
@@ -208,8 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         unknown = _unknown_option(build_parser(with_commands=False), args_list)
         if unknown is not None:
             raise CliError(f"lltui: unknown option {unknown} (see lltui --help)", 2)
+        parser = build_parser(wants_command(args_list), named_command(args_list))
+        if (misplaced := _misplaced_option(parser, args_list)) is not None:
+            raise CliError(misplaced, 2)
         try:
-            parser = build_parser(wants_command(args_list), named_command(args_list))
             args = parser.parse_args(args_list)
         except CliError:  # a usage error: the full parser says it (lists the subcommands)
             args = build_parser().parse_args(args_list)

@@ -87,3 +87,26 @@ def test_best_without_a_goal_lists_the_goals(model, capsys, verb):
     if verb == "fit":  # and the planner's
         goals += ", decode, prompt, joules, fewest-gpus"
     assert err.endswith(f"--best expects a value (GOAL): one of {goals}"), err
+
+
+@pytest.mark.parametrize(
+    ("words", "name"),
+    [
+        (["fit", "MODEL", "--source", "sim:8xh100-sxm"], "--source"),
+        (["quant", "MODEL", "--config=x.toml"], "--config"),
+        (["launch", "MODEL", "--readonly", "--dry-run"], "--readonly"),
+        (["gpus", "--interval", "2"], "--interval"),
+    ],
+)
+def test_an_option_of_lltui_itself_after_the_command_says_where_it_goes(model, capsys, words, name):
+    """`lltui fit M --source S` was 'llama-server has no --source flag', though lltui takes
+    it (before the command); `gpus --interval 2` was 'unrecognized arguments'."""
+    words = [model if w == "MODEL" else w for w in words]
+    assert main(words) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"lltui: {words[0]}: {name} is an option of lltui itself: give it before the command "
+        f"(lltui {name} ... {words[0]} ...)"
+    ), err
+    # where the command takes it too, it stays the command's
+    assert main(["gpus", "--source", "sim:4xl4"]) == 0
