@@ -90,14 +90,12 @@ class Hparams:
     has_memory: bool = True
     causal: bool = True  # {arch}.attention.causal (llama.cpp's default: true)
     # MoE routing (the compute graph's shape): gating function (llama.cpp's enum: 1 softmax,
-    # 2 sigmoid; 0 unset), weight scale and normalisation, shared experts, expert groups
+    # 2 sigmoid; 0 unset), weight scale and normalisation, expert groups
     expert_gating: int = 0
     expert_weights_scale: float = 0.0
     expert_weights_norm: bool = False
-    n_expert_shared: int = 0
     n_expert_groups: int = 0
     n_group_used: int = 0
-    n_ff_shexp: int = 0  # the shared expert's width where the file says it (qwen2moe)
     attn_temp_scale: float = 0.0  # mistral3's attention temperature scaling (an input per token)
     # MLA (deepseek2): the low-rank sizes and the full head sizes K/V decompress to; rope dims
     kv_lora_rank: int = 0
@@ -243,10 +241,8 @@ def read_hparams(model: GgufModel) -> Hparams:
         expert_gating=meta_int(md.get(key("expert_gating_func"))) or 0,
         expert_weights_scale=_meta_float(md.get(key("expert_weights_scale"))),
         expert_weights_norm=bool(meta_int(md.get(key("expert_weights_norm"))) or 0),
-        n_expert_shared=meta_int(md.get(key("expert_shared_count"))) or 0,
         n_expert_groups=meta_int(md.get(key("expert_group_count"))) or 0,
         n_group_used=meta_int(md.get(key("expert_group_used_count"))) or 0,
-        n_ff_shexp=meta_int(md.get(key("expert_shared_feed_forward_length"))) or 0,
         attn_temp_scale=_meta_float(md.get(key("attention.temperature_scale"))),
         kv_lora_rank=meta_int(md.get(key("attention.kv_lora_rank"))) or 0,
         q_lora_rank=meta_int(md.get(key("attention.q_lora_rank"))) or 0,
