@@ -63,7 +63,6 @@ class Recipe:
     gating: int = 1
     gating_from_file: bool = False
     norm_w: bool | None = True
-    moe_act: str = "silu"  # "swiglu_oai" (gpt-oss): same shapes, another op
     # llama4: experts chosen by the router's logits, their weights applied to the input
     weight_before_ffn: bool = False
     # the shared expert: "add" (experts + shared), "gated" (qwen2moe: shared scaled by the
@@ -93,7 +92,7 @@ RECIPES: dict[str, Recipe] = {
     "phi3": Recipe(q_scale=True, add_res_first=True),
     "gpt2": Recipe(norm=LAYER, rope="none"),
     "starcoder": Recipe(norm=LAYER, rope="none"),
-    "gpt-oss": Recipe(gating=3, norm_w=False, moe_act="swiglu_oai", out_rows="after"),
+    "gpt-oss": Recipe(gating=3, norm_w=False, out_rows="after"),
     "glm4moe": Recipe(
         qk_order="norms", gating=2, gating_from_file=True, norm_w=None, n_pos="sections"
     ),
