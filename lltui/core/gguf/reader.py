@@ -148,7 +148,7 @@ def _parse_header(
         for name, dims, type_id, offset, nbytes in raw_tensors
     )
     del raw_tensors
-    _check_tensor_data(tensors, size, alignment, data_offset, path)
+    _check_tensor_data(tensors, size, alignment, path)
     return GgufFile(
         path=path,
         version=version,
@@ -345,7 +345,7 @@ def _read_tensor_entry(cur: Cursor, i: int, seen: set[str]) -> _RawTensor:
 
 
 def _check_tensor_data(
-    tensors: tuple[GgufTensor, ...], size: int, alignment: int, data_offset: int, path: str
+    tensors: tuple[GgufTensor, ...], size: int, alignment: int, path: str
 ) -> None:
     for t in tensors:
         if t.offset % alignment:
