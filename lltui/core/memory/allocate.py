@@ -116,7 +116,6 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
             host,
             dev_layers,
             ldev[hp.n_layer_all],
-            opts,
             host_margin(devs, opts),
             _shared_free(devs, estimates, opts.host_free_bytes),
         )
@@ -239,7 +238,6 @@ def _cpu_estimate(
     host: HostEstimate,
     dev_layers: dict[str, list[int]],
     out_dev: int,
-    opts: FitOptions,
     margin: int,
     free: int | None,
 ) -> DeviceEstimate:
