@@ -397,7 +397,7 @@ class _Builder:
             cur = self.hadamard(cur, ci.v_rot)
         return self.mm_b("attn_output", cur)
 
-    def indexer(self, lay: LayerShape, cur: Tensor, qr: Tensor) -> Tensor:
+    def indexer(self, cur: Tensor, qr: Tensor) -> Tensor:
         """The lightning indexer of a layer with a full one: its keys go to their own cache,
         every cached key is scored for every token (fused), the best top_k cells kept."""
         s, g, T = self.s, self.g, self.T
@@ -434,7 +434,7 @@ class _Builder:
         if self.has("attn_q_a.weight"):
             qr = self.norm(gg.mul_mat(self.w("attn_q_a.weight"), cur), "attn_q_a_norm")
             if s.dsa and lay.indexer:
-                self.top_k = self.indexer(lay, cur, qr)
+                self.top_k = self.indexer(cur, qr)
             q = gg.mul_mat(self.w("attn_q_b.weight"), qr)
         else:  # the lite variants: one Q matrix
             q = gg.mul_mat(self.w("attn_q.weight"), cur)
