@@ -57,7 +57,7 @@ def estimate(
     result = estimate_once(p)
     if extra:
         parts = estimate_parts(result, extra, settings, p.devices, p.options)
-        result = with_parts(result, parts, p.options)
+        result = with_parts(result, parts)
         # the search sizes the main model in what the other parts leave free
         p = p.with_devices(less_free(p.devices, parts), less_free(p.used, parts))
         host_parts = sum(part.bytes_on("CPU") for part in parts)

@@ -275,7 +275,7 @@ def estimate_parts(
     return tuple(out)
 
 
-def with_parts(result: FitResult, parts: Sequence[PartEstimate], opts: FitOptions) -> FitResult:
+def with_parts(result: FitResult, parts: Sequence[PartEstimate]) -> FitResult:
     """``result`` with each part's bytes added to the devices (and host) that hold them, a
     per-device breakdown, and the verdicts made again."""
     if not parts:
