@@ -166,17 +166,13 @@ def model_summary(model: GgufModel, hp: Hparams) -> ModelSummary:
         tied_embeddings=model.tensor("output.weight") is None,
         split_files=len(model.files),
         quantization_version=meta_int(model.metadata.get("general.quantization_version")),
-        causal=_causal(model, hp),
+        causal=hp.causal and hp.has_memory,
         pooling=_pooling(model, hp),
     )
 
 
 # llama_pooling_type, as {arch}.pooling_type stores it
 POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
-
-
-def _causal(model: GgufModel, hp: Hparams) -> bool:
-    return hp.causal and hp.has_memory
 
 
 def _pooling(model: GgufModel, hp: Hparams) -> str | None:
