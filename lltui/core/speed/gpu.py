@@ -143,7 +143,7 @@ def overhead_s(g: GpuSpec, tot: Part, p: SpeedParams) -> float:
     return tot.layers * per_layer + tot.moe_layers * p.moe_layer_s
 
 
-def kv_fetch_s(g: GpuSpec, tot: Part, ub: int, p: SpeedParams) -> tuple[float, float]:
+def kv_fetch_s(g: GpuSpec, tot: Part, p: SpeedParams) -> tuple[float, float]:
     """-nkvo with flash attention: (s per token, s per ubatch) of copying the K/V cells the
     attention reads from host memory, and the two graph splits each such layer adds."""
     if not tot.kv_host_layers:
@@ -164,7 +164,7 @@ def gpu_times(
     dec_mem = (tot.decode_read_s_bytes + tot.decode_kv_bytes) / bw
     dec_cmp = (tot.decode_flops + tot.attn_decode_flops) / (g.fp16_tflops * 1e12 * a.f16)
     overhead = overhead_s(g, tot, p)
-    fetch_dec, fetch_pre = kv_fetch_s(g, tot, ub, p)
+    fetch_dec, fetch_pre = kv_fetch_s(g, tot, p)
     pre_mem = tot.prefill_bytes / bw
     mmvq = ub <= p.mmvq_max_batch  # a few tokens: matrix-vector kernels, as in decode
     pre_cmp = 0.0 if mmvq else matmul_s(g, tot, p) / pre_clock
