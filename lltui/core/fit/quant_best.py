@@ -24,8 +24,7 @@ from lltui.core.fit.best import Candidate, Progress, best_configs, check_goal, s
 from lltui.core.gguf.model import GgufModel
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
-from lltui.core.memory.hparams import read_hparams
-from lltui.core.memory.results import FitOptions, model_summary
+from lltui.core.memory.results import FitOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +51,7 @@ class QuantChoice:
 
 def bits_per_weight(model: GgufModel) -> float | None:
     """Tensor bits per parameter, as llama.cpp prints ``file size`` in BPW."""
-    summary = model_summary(model, read_hparams(model))
-    return summary.tensor_bytes * 8 / summary.n_params if summary.n_params else None
+    return model.tensors_nbytes * 8 / model.n_params if model.n_params else None
 
 
 def _choice(
