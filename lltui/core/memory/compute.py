@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.memory.common import (
     CPU,
     CUDA_ALIGNMENT,
@@ -118,7 +117,7 @@ def formula_compute_buffers(layout: ComputeLayout) -> dict[str, int]:
         layout.placements,
         layout.pipeline_parallel,
     )
-    g = _Graph(hp, r, st, pipeline_parallel, kv_host=bool(devices) and not st.kv_offload)
+    g = _Graph(hp, r, pipeline_parallel, kv_host=bool(devices) and not st.kv_offload)
     # the first local CUDA device takes big-batch ops off host weights (RPC backends never do)
     offload_to = next((d for d in devices if d.kind == "cuda"), None)
     op_offload = bool(offload_to and st.op_offload and g.T >= OP_OFFLOAD_MIN_BATCH)
@@ -158,9 +157,7 @@ def _largest_copy(to: DeviceSpec, placements: Sequence[TensorPlacement]) -> int 
 class _Graph:
     """The worst-case graph's sizes that every backend's buffer is made of."""
 
-    def __init__(
-        self, hp: Hparams, r: Resolved, st: LlamaArgs, pipeline_parallel: bool, kv_host: bool
-    ) -> None:
+    def __init__(self, hp: Hparams, r: Resolved, pipeline_parallel: bool, kv_host: bool) -> None:
         self.hp = hp
         self.r = r
         # without flash attention llama.cpp runs everything between the KV store and the
