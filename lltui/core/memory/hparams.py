@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lltui.core.gguf.model import GgufModel
-from lltui.core.gguf.values import GgufArray
+from lltui.core.gguf.values import GgufArray, as_int
 from lltui.core.llama.limits import MAX_LAYERS as LLAMA_MAX_LAYERS
 from lltui.core.memory.common import FitError
 
@@ -143,15 +143,6 @@ class Hparams:
         return self.n_head_kv[il] > 0
 
 
-def meta_int(v: Any) -> int | None:
-    """A metadata value as an integer (booleans count); None for anything else."""
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    return None
-
-
 def _per_layer(md: Mapping[str, Any], key: str, n: int, default: int) -> tuple[int, ...]:
     v = md.get(key)
     if isinstance(v, GgufArray):
@@ -160,7 +151,7 @@ def _per_layer(md: Mapping[str, Any], key: str, n: int, default: int) -> tuple[i
             return (default,) * n
         items = (items + [items[-1]] * n)[:n]
         return tuple(items)
-    iv = meta_int(v)
+    iv = as_int(v)
     return ((iv if iv is not None else default),) * n
 
 
@@ -188,16 +179,16 @@ def read_hparams(model: GgufModel) -> Hparams:
     def key(k: str) -> str:
         return f"{arch}.{k}"
 
-    given = meta_int(md.get(key("block_count")))
+    given = as_int(md.get(key("block_count")))
     n_layer_all = given or 0
     if n_layer_all <= 0:
         why = "is missing" if given is None else f"is {given}: a model has at least one layer"
         raise FitError(f"{model.path}: {arch}.block_count {why}")
     if n_layer_all > LLAMA_MAX_LAYERS:
         raise FitError(f"{model.path}: {n_layer_all} layers; llama.cpp allows {LLAMA_MAX_LAYERS}")
-    n_nextn = min(meta_int(md.get(key("nextn_predict_layers"))) or 0, n_layer_all)
+    n_nextn = min(as_int(md.get(key("nextn_predict_layers"))) or 0, n_layer_all)
     n_layer = n_layer_all - n_nextn
-    n_embd = meta_int(md.get(key("embedding_length"))) or 0
+    n_embd = as_int(md.get(key("embedding_length"))) or 0
     n_head = _per_layer(md, key("attention.head_count"), n_layer_all, 0)
     n_head_kv = (
         _per_layer(md, key("attention.head_count_kv"), n_layer_all, 0)
@@ -215,7 +206,7 @@ def read_hparams(model: GgufModel) -> Hparams:
         n_layer=n_layer,
         n_embd=n_embd,
         n_vocab=_n_vocab(model),
-        n_ctx_train=meta_int(md.get(key("context_length"))) or 0,
+        n_ctx_train=as_int(md.get(key("context_length"))) or 0,
         n_head=n_head,
         n_head_kv=n_head_kv,
         n_ff=_per_layer(md, key("feed_forward_length"), n_layer_all, 0),
@@ -227,8 +218,8 @@ def read_hparams(model: GgufModel) -> Hparams:
         n_swa=n_swa,
         is_recurrent=is_recurrent,
         mla=(
-            meta_int(md.get(key("attention.key_length_mla"))) is not None
-            and meta_int(md.get(key("attention.value_length_mla"))) is not None
+            as_int(md.get(key("attention.key_length_mla"))) is not None
+            and as_int(md.get(key("attention.value_length_mla"))) is not None
         ),
         n_expert=n_expert,
         n_expert_used=n_expert_used,
@@ -238,23 +229,23 @@ def read_hparams(model: GgufModel) -> Hparams:
         n_embd_s=n_embd_s,
         has_memory=arch not in _NO_MEMORY,
         causal=md.get(key("attention.causal")) is not False,
-        expert_gating=meta_int(md.get(key("expert_gating_func"))) or 0,
+        expert_gating=as_int(md.get(key("expert_gating_func"))) or 0,
         expert_weights_scale=_meta_float(md.get(key("expert_weights_scale"))),
-        expert_weights_norm=bool(meta_int(md.get(key("expert_weights_norm"))) or 0),
-        n_expert_groups=meta_int(md.get(key("expert_group_count"))) or 0,
-        n_group_used=meta_int(md.get(key("expert_group_used_count"))) or 0,
+        expert_weights_norm=bool(as_int(md.get(key("expert_weights_norm"))) or 0),
+        n_expert_groups=as_int(md.get(key("expert_group_count"))) or 0,
+        n_group_used=as_int(md.get(key("expert_group_used_count"))) or 0,
         attn_temp_scale=_meta_float(md.get(key("attention.temperature_scale"))),
-        kv_lora_rank=meta_int(md.get(key("attention.kv_lora_rank"))) or 0,
-        q_lora_rank=meta_int(md.get(key("attention.q_lora_rank"))) or 0,
-        head_k_mla=meta_int(md.get(key("attention.key_length_mla"))) or 0,
-        head_v_mla=meta_int(md.get(key("attention.value_length_mla"))) or 0,
-        n_rot=meta_int(md.get(key("rope.dimension_count"))) or 0,
+        kv_lora_rank=as_int(md.get(key("attention.kv_lora_rank"))) or 0,
+        q_lora_rank=as_int(md.get(key("attention.q_lora_rank"))) or 0,
+        head_k_mla=as_int(md.get(key("attention.key_length_mla"))) or 0,
+        head_v_mla=as_int(md.get(key("attention.value_length_mla"))) or 0,
+        n_rot=as_int(md.get(key("rope.dimension_count"))) or 0,
         embedding_scale=_meta_float(md.get(key("embedding_scale"))),
         residual_scale=_meta_float(md.get(key("residual_scale"))),
         logit_scale=_meta_float(md.get(key("logit_scale"))),
         final_logit_softcapping=_meta_float(md.get(key("final_logit_softcapping")), 30.0),
         clamp_kqv=_meta_float(md.get(key("attention.clamp_kqv"))),
-        parallel_residual=bool(meta_int(md.get(key("use_parallel_residual"))) or 0),
+        parallel_residual=bool(as_int(md.get(key("use_parallel_residual"))) or 0),
         mrope=_mrope(md.get(key("rope.dimension_sections"))),
         **_indexer(md, key, arch, n_layer),
     )
@@ -273,18 +264,18 @@ def _indexer(md: Mapping[str, Any], key: _Key, arch: str, n_layer: int) -> dict[
         return {}
     full: tuple[bool, ...] = (True,) * n_layer
     if arch == "glm-dsa":
-        if (meta_int(md.get(key("context_length"))) or 0) >= _GLM_52_CTX:
+        if (as_int(md.get(key("context_length"))) or 0) >= _GLM_52_CTX:
             full = tuple(il < 2 or (il % 4 == 2 and il < 78) for il in range(n_layer))
         listed = md.get(key("attention.indexer.types"))
         if isinstance(listed, GgufArray):
             full = tuple(bool(x) for x in listed.values())[:n_layer]
             full += (full[-1] if full else False,) * (n_layer - len(full))
-        elif meta_int(listed) is not None:
-            full = (bool(meta_int(listed)),) * n_layer
+        elif as_int(listed) is not None:
+            full = (bool(as_int(listed)),) * n_layer
     return {
-        "indexer_head_size": meta_int(md.get(key("attention.indexer.key_length"))) or 0,
-        "indexer_n_head": meta_int(md.get(key("attention.indexer.head_count"))) or 0,
-        "indexer_top_k": meta_int(md.get(key("attention.indexer.top_k"))) or 0,
+        "indexer_head_size": as_int(md.get(key("attention.indexer.key_length"))) or 0,
+        "indexer_n_head": as_int(md.get(key("attention.indexer.head_count"))) or 0,
+        "indexer_top_k": as_int(md.get(key("attention.indexer.top_k"))) or 0,
         "indexer_layers": full,
     }
 
@@ -310,12 +301,12 @@ def _head_sizes(
     """K and V head sizes, then their sliding-window variants."""
     h0 = n_head[0] if n_head else 0
     default_head = n_embd // h0 if h0 else 0
-    head_k = meta_int(md.get(key("attention.key_length"))) or default_head
-    head_v = meta_int(md.get(key("attention.value_length"))) or default_head
+    head_k = as_int(md.get(key("attention.key_length"))) or default_head
+    head_v = as_int(md.get(key("attention.value_length"))) or default_head
     if h0 == 0:
         head_k = head_v = 0
-    head_k_swa = meta_int(md.get(key("attention.key_length_swa"))) or head_k
-    head_v_swa = meta_int(md.get(key("attention.value_length_swa"))) or head_v
+    head_k_swa = as_int(md.get(key("attention.key_length_swa"))) or head_k
+    head_v_swa = as_int(md.get(key("attention.value_length_swa"))) or head_v
     return head_k, head_v, head_k_swa, head_v_swa
 
 
@@ -324,7 +315,7 @@ def _swa_layers(
 ) -> tuple[tuple[bool, ...], int]:
     """Which layers use the sliding window, and the window."""
     is_swa = (False,) * n_layer_all
-    n_swa = meta_int(md.get(key("attention.sliding_window"))) or 0
+    n_swa = as_int(md.get(key("attention.sliding_window"))) or 0
     rule = _SWA.get(arch)
     enabled = rule is not None
     if arch == "llama4":
@@ -346,7 +337,7 @@ def _swa_layers(
     explicit = _bool_array(md, key("attention.sliding_window_pattern"), n_layer_all)
     if explicit is not None:
         return explicit, n_swa
-    p = meta_int(md.get(key("attention.sliding_window_pattern")))
+    p = as_int(md.get(key("attention.sliding_window_pattern")))
     if p is None:
         p = period
     if dense_first:
@@ -375,21 +366,21 @@ def _recurrent_layers(
     if not hybrid_marker:
         return (False,) * n_layer_all
     if md.get(key("full_attention_interval")) is not None:
-        interval = meta_int(md.get(key("full_attention_interval"))) or 1
+        interval = as_int(md.get(key("full_attention_interval"))) or 1
         return tuple(il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all))
     return tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
 
 
 def _recurrent_state_sizes(md: Mapping[str, Any], key: _Key, n_embd: int) -> tuple[int, int]:
     """Floats per sequence per recurrent layer: the conv (r) and SSM/WKV (s) states."""
-    d_conv = meta_int(md.get(key("ssm.conv_kernel"))) or 0
-    d_inner = meta_int(md.get(key("ssm.inner_size"))) or 0
-    d_state = meta_int(md.get(key("ssm.state_size"))) or 0
-    n_group = meta_int(md.get(key("ssm.group_count"))) or 0
-    wkv = meta_int(md.get(key("wkv.head_size"))) or 0
-    l_cache = meta_int(md.get(key("shortconv.l_cache"))) or 0
+    d_conv = as_int(md.get(key("ssm.conv_kernel"))) or 0
+    d_inner = as_int(md.get(key("ssm.inner_size"))) or 0
+    d_state = as_int(md.get(key("ssm.state_size"))) or 0
+    n_group = as_int(md.get(key("ssm.group_count"))) or 0
+    wkv = as_int(md.get(key("wkv.head_size"))) or 0
+    l_cache = as_int(md.get(key("shortconv.l_cache"))) or 0
     if wkv:
-        shift = meta_int(md.get(key("token_shift_count"))) or 2
+        shift = as_int(md.get(key("token_shift_count"))) or 2
         return shift * n_embd, n_embd * wkv
     if l_cache:
         return n_embd * (l_cache - 1), 0
@@ -402,23 +393,23 @@ def _kv_from_start(md: Mapping[str, Any], key: _Key, arch: str, n_layer_all: int
     if arch == "gemma3n":
         return 20
     if arch == "gemma4":
-        shared = meta_int(md.get(key("attention.shared_kv_layers"))) or 0
+        shared = as_int(md.get(key("attention.shared_kv_layers"))) or 0
         return n_layer_all - shared
     return -1
 
 
 def _experts(md: Mapping[str, Any], key: _Key) -> tuple[int, int, int]:
     """Expert count, experts used per token and expert FFN width (max over layers)."""
-    n_expert = meta_int(md.get(key("expert_count"))) or 0
+    n_expert = as_int(md.get(key("expert_count"))) or 0
     used = md.get(key("expert_used_count"))
     n_expert_used = (
-        max(int(x) for x in used.values()) if isinstance(used, GgufArray) else (meta_int(used) or 0)
+        max(int(x) for x in used.values()) if isinstance(used, GgufArray) else (as_int(used) or 0)
     )
     n_ff_exp_v = md.get(key("expert_feed_forward_length"))
     n_ff_exp = (
         max(int(x) for x in n_ff_exp_v.values())
         if isinstance(n_ff_exp_v, GgufArray)
-        else (meta_int(n_ff_exp_v) or 0)
+        else (as_int(n_ff_exp_v) or 0)
     )
     return n_expert, n_expert_used, n_ff_exp
 

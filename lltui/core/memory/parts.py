@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 
 from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
+from lltui.core.gguf.values import as_int
 from lltui.core.memory.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.memory.devices import DeviceSpec
-from lltui.core.memory.hparams import meta_int
 from lltui.core.memory.results import FitOptions, FitResult, PartDevice, PartEstimate
 
 PART_NAMES = ("model", "draft", "mmproj", "lora")
@@ -145,7 +145,7 @@ def mmproj_device(st: LlamaArgs, all_devs: Sequence[DeviceSpec]) -> DeviceSpec |
 
 def _clip_int(md: Mapping[str, object], *keys: str) -> int:
     for k in keys:
-        x = meta_int(md.get(k))
+        x = as_int(md.get(k))
         if x:
             return x
     return 0

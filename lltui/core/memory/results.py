@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
+from lltui.core.gguf.values import as_int
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec
 from lltui.core.hardware.links import RigLinks
 from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.memory.common import DEFAULT_MARGIN
 from lltui.core.memory.context import Resolved
-from lltui.core.memory.hparams import Hparams, meta_int
+from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.kv import KvCache
 from lltui.core.memory.placement import TensorPlacement
 
@@ -165,7 +166,7 @@ def model_summary(model: GgufModel, hp: Hparams) -> ModelSummary:
         recurrent_layers=sum(hp.is_recurrent),
         tied_embeddings=model.tensor("output.weight") is None,
         split_files=len(model.files),
-        quantization_version=meta_int(model.metadata.get("general.quantization_version")),
+        quantization_version=as_int(model.metadata.get("general.quantization_version")),
         causal=hp.causal and hp.has_memory,
         pooling=_pooling(model, hp),
     )
@@ -176,7 +177,7 @@ POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 
 
 def _pooling(model: GgufModel, hp: Hparams) -> str | None:
-    value = meta_int(model.metadata.get(f"{hp.arch}.pooling_type"))
+    value = as_int(model.metadata.get(f"{hp.arch}.pooling_type"))
     return None if value is None else POOLING_NAMES.get(value, str(value))
 
 
