@@ -287,14 +287,6 @@ class GgufModel:
         return self._arch_int("block_count") or 0
 
     @property
-    def n_embd(self) -> int:
-        return self._arch_int("embedding_length") or 0
-
-    @property
-    def n_ff(self) -> int | tuple[int, ...] | None:
-        return _scalar_or_tuple(self.arch_value("feed_forward_length"))
-
-    @property
     def n_head_layers(self) -> tuple[int, ...]:
         return self._per_layer("attention.head_count", 0)
 
@@ -305,38 +297,14 @@ class GgufModel:
         return layers[0] if layers else (self._arch_int("attention.head_count") or 0)
 
     @property
-    def n_head_kv(self) -> int | tuple[int, ...]:
-        """KV heads as stored: one number, or one per layer; n_head when absent."""
-        value = _scalar_or_tuple(self.arch_value("attention.head_count_kv"))
-        if value is None:
-            return _scalar_or_tuple(self.arch_value("attention.head_count")) or 0
-        return value
-
-    @property
     def n_head_kv_layers(self) -> tuple[int, ...]:
         if self.arch_value("attention.head_count_kv") is None:
             return self.n_head_layers
         return self._per_layer("attention.head_count_kv", 0)
 
     @property
-    def n_gqa(self) -> int:
-        """n_head / n_head_kv of layer 0 (0 when layer 0 has no KV heads), as llama.cpp."""
-        kv = self.n_head_kv_layers
-        if not kv or kv[0] == 0:
-            return 0
-        return self.n_head // kv[0]
-
-    @property
     def expert_count(self) -> int:
         return self._arch_int("expert_count") or 0
-
-    @property
-    def sliding_window(self) -> int | None:
-        return self._arch_int("attention.sliding_window")
-
-    @property
-    def kv_lora_rank(self) -> int | None:
-        return self._arch_int("attention.kv_lora_rank")
 
     # -- vocabulary and embeddings --------------------------------------------------------
     @property
@@ -357,9 +325,3 @@ class GgufModel:
         if embd is not None and len(embd.dims) >= 2:
             return embd.dims[1]
         return None
-
-
-def _scalar_or_tuple(v: Any) -> Any:
-    if isinstance(v, GgufArray):
-        return v.values()
-    return v
