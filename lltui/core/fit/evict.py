@@ -236,23 +236,19 @@ def _choose(
     ``name`` fits, then each not needed kept back, the most valuable first. None: no way."""
     need = policy.needs[name]
     chosen = list(must)
-
-    def fits(going: Sequence[str]) -> bool:
-        return not _short(policy, name, [n for n in running if n not in going])
-
     for r in order:
-        if fits(chosen):
+        if fits_without(policy, name, running, chosen):
             break
         other = policy.needs[r.name]
         if not other.pinned and _in_pod(need, other):
             chosen.append(r.name)
-    if not fits(chosen):
+    if not fits_without(policy, name, running, chosen):
         return None
     for n in reversed(chosen):
         if n in must:
             continue
         trial = [c for c in chosen if c != n]
-        if fits(trial):
+        if fits_without(policy, name, running, trial):
             chosen = trial
     ranked = {r.name: i for i, r in enumerate(order)}
     return sorted(chosen, key=lambda n: (n not in must, ranked.get(n, -1)))
