@@ -191,7 +191,6 @@ class GpusSpec:
     then come from the profile, resolved by the caller)."""
 
     devices: tuple[DeviceSpec, ...] = ()
-    cpu_only: bool = False
     sim_profile: str | None = None
 
 
@@ -288,7 +287,7 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         raise ValueError("--gpus: empty; use e.g. 24GiB,24GiB or T4,T4 or cpu or sim:kaggle-2xt4")
     low = spec.lower()
     if low in ("cpu", "none"):
-        return GpusSpec(cpu_only=True)
+        return GpusSpec()  # the host only: no devices
     if low.startswith("sim:"):
         name = spec[4:].strip()
         if not name:
