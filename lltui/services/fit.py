@@ -465,7 +465,7 @@ def fit(
         planned = best in PLAN_GOALS
     setup = prepare(request)
     result = estimate_setup(setup)
-    plan = _plan(setup, result, best, progress) if best is not None and planned else None
+    plan = plan_setup(setup, result, best, progress) if best is not None and planned else None
     found = _best(setup, result, best, progress) if best is not None and not planned else None
     checked = _oracle(setup, setup.here) if oracle else None
     fit_choice = aborts = None
@@ -484,10 +484,6 @@ def plan_setup(
 ) -> PlanResult:
     """The planner's ranking of a setup already estimated (``fit --best decode`` and the
     fit view): splits, GPU sets, -ub and host experts, for ``goal``."""
-    return _plan(setup, result, goal, progress)
-
-
-def _plan(setup: FitSetup, result: FitResult, goal: str, progress: Progress | None) -> PlanResult:
     from lltui.core.fit.planner import plan_best
     from lltui.core.memory.parts import less_free
 
