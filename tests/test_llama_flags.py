@@ -12,9 +12,9 @@ from lltui.core.cmdline.flags import (
     NGL_ALL,
     NGL_AUTO,
     NP_AUTO,
-    flag_arity,
     is_memory_flag,
     parse_llama_args,
+    pinned_arity,
 )
 from lltui.core.fit.llama_fit import fit_aborts
 
@@ -160,11 +160,11 @@ def test_kv_cache_types_are_the_ones_llama_server_allows():
 
 
 def test_flag_arity():
-    assert flag_arity("-c") == 1
-    assert flag_arity("--metrics") == 0
-    assert flag_arity("--control-vector-layer-range") == 2
-    assert flag_arity("--no_kv_offload") == 0
-    assert flag_arity("--nope") is None
+    assert pinned_arity("-c") == 1
+    assert pinned_arity("--metrics") == 0
+    assert pinned_arity("--control-vector-layer-range") == 2
+    assert pinned_arity("--no_kv_offload") == 0
+    assert pinned_arity("--nope") is None
 
 
 def test_fit_and_draft_settings_are_kept():

@@ -51,18 +51,11 @@ __all__ = [
     "TensorOverride",
     "arity_of",
     "canonical",
-    "flag_arity",
     "is_memory_flag",
     "parse_llama_args",
     "pinned_arity",
     "spell",
 ]
-
-
-def flag_arity(arg: str) -> int | None:
-    """How many values a flag of the pinned llama-server takes (0, 1, 2); None if it is not
-    one (or this build removed it)."""
-    return pinned_arity(arg)
 
 
 def is_memory_flag(arg: str) -> bool:

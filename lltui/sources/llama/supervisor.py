@@ -152,14 +152,14 @@ def binary_flags(probe: ServerProbe) -> BinaryFlags:
     """A probed llama-server's flags in the form
     :func:`lltui.core.cmdline.launch_spec.build_command` takes."""
     version = probe.version.version if probe.version is not None else None
-    from lltui.core.cmdline.flags import flag_arity
+    from lltui.core.cmdline.flags import pinned_arity
 
     return BinaryFlags(
         flags=probe.flags,
         env_vars=frozenset(env for _, env in probe.env_vars),
         path=probe.path,
         version=version,
-        arity={f: n for f in probe.flags if (n := flag_arity(f)) is not None},
+        arity={f: n for f in probe.flags if (n := pinned_arity(f)) is not None},
         env_flags={env: flag for flag, env in probe.env_vars},
     )
 
