@@ -175,44 +175,31 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> argpars
     return parser
 
 
-def _unknown_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
-    """The first word before the subcommand that looks like an option lltui does not have
-    (argparse would take the word after it for the subcommand and say that instead)."""
-    names = set(command_names())
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in names or not word.startswith("--"):
-            return None
-        action = parser._option_string_actions.get(word.split("=", 1)[0])
-        if action is None:
-            return word
-        takes = action.nargs if isinstance(action.nargs, int) else (0 if action.nargs == 0 else 1)
-        i += 1 if "=" in word else 1 + takes
-    return None
-
-
-def _command_at(parser: argparse.ArgumentParser, words: Sequence[str]) -> int | None:
-    """Where the subcommand stands: the first command word that is no option's value."""
+def _before_command(
+    parser: argparse.ArgumentParser, words: Sequence[str]
+) -> tuple[int | None, str | None]:
+    """Where the subcommand stands (the first command word no option takes as its value), and
+    the first word before it that looks like an option lltui does not have (argparse would
+    take the word after it for the subcommand and say that instead)."""
     names = set(command_names())
     i = 0
     while i < len(words):
         word = words[i]
         if word in names:
-            return i
+            return i, None
         action = parser._option_string_actions.get(word.split("=", 1)[0])
         if action is None:
-            return None
+            return None, word if word.startswith("--") else None
         takes = action.nargs if isinstance(action.nargs, int) else (0 if action.nargs == 0 else 1)
         i += 1 if "=" in word else 1 + takes
-    return None
+    return None, None
 
 
 def _misplaced_option(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
     """The first word after the subcommand that is an option of lltui itself and not of
     that command (``lltui fit M.gguf --source sim:4xl4``): fit, quant and launch would blame
     llama-server for it, the others say only that they do not know it."""
-    at = _command_at(parser, words)
+    at, _unknown = _before_command(parser, words)
     subs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     command = subs.choices.get(words[at]) if subs is not None and at is not None else None
     if command is None or at is None:
@@ -241,7 +228,7 @@ def _json_error(line: str, code: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        unknown = _unknown_option(build_parser(with_commands=False), args_list)
+        _at, unknown = _before_command(build_parser(with_commands=False), args_list)
         if unknown is not None:
             raise CliError(f"lltui: unknown option {unknown} (see lltui --help)", 2)
         parser = build_parser(wants_command(args_list), named_command(args_list))

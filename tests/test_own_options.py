@@ -110,3 +110,14 @@ def test_an_option_of_lltui_itself_after_the_command_says_where_it_goes(model, c
     ), err
     # where the command takes it too, it stays the command's
     assert main(["gpus", "--source", "sim:4xl4"]) == 0
+
+
+@pytest.mark.parametrize(
+    "words", [["--foo", "gpus"], ["--source", "sim:4xl4", "--foo", "gpus"], ["--foo=1", "gpus"]]
+)
+def test_an_option_lltui_lacks_before_the_command_is_named(capsys, words):
+    """argparse would take the word after an unknown option for the command and say that."""
+    assert main(words) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"lltui: unknown option {words[-2]} (see lltui --help)"
+    )
