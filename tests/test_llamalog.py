@@ -13,13 +13,16 @@ import pytest
 
 from lltui.core.explain.failure import summarise
 from lltui.core.explain.report import report_to_text
+from lltui.core.llama.exit_reason import exit_reason
 from lltui.core.llamalog import patterns
 from lltui.core.llamalog.classify import read_line
 from lltui.core.llamalog.lines import split_line
+from lltui.core.llamalog.memory import PINNED_REFUSED
 from lltui.core.llamalog.models import KINDS, AllocFailure, LogFacts, device_of_buffer
 from lltui.core.llamalog.reader import parse_log, scan_lines
 from lltui.core.units import MIB
 from lltui.services.explain import ExplainRequest, explain
+from lltui.services.launch.watch import load_steps
 from lltui.sources.llama.supervisor import Supervisor
 
 LOGS = Path(__file__).parent / "fixtures" / "llama-logs"
@@ -69,7 +72,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 93
+    assert len(names) == len(set(names)) == 95
 
 
 def test_a_build_is_read_in_both_formats():
@@ -433,3 +436,93 @@ def test_an_allocation_failure_of_any_build_is_read(lines, device, needed, stage
     f = summarise(facts)
     assert facts.unparsed == () and f is not None and f.kind == "oom"
     assert (f.device, f.needed_bytes, f.stage) == (device, needed, stage)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cuda-pinned-nkvo-2024.log",
+        "vulkan-pinned-cli-2025.log",
+        "vulkan-pinned-nkvo-cli-b11434.log",
+    ],
+)
+def test_pinned_memory_refused_is_a_note_not_a_failed_load(name):
+    """A host buffer that could not have pinned memory falls back to pageable memory and the
+    load goes on: explain said FAILED ('a device ran out allocating kv memory'), and a launch
+    whose server then ended said 'the model does not fit in memory'."""
+    from lltui.core.cmdline.launch_spec import LaunchCommand
+
+    path = FORMAT_LOGS / name
+    r = explain(ExplainRequest(str(path), ask_binary=False))
+    assert r.failed is None and r.facts.failures == () and r.facts.unparsed == ()
+    assert PINNED_REFUSED in r.notes
+    assert "FAILED" not in report_to_text(r)
+    with Supervisor(LaunchCommand(argv=("/bin/cat", str(path))), url=None) as sup:
+        sup.start()
+        ended = sup.wait_exit(60)
+        summary = sup.summary()
+    assert ended is not None and ended.reason == "llama-server exited"
+    assert summary.memory.failures == () and summary.problems == ()
+    assert load_steps(summary)["pinned"] == PINNED_REFUSED
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # b11434's ggml-cuda (a debug line: -lv 4) and its host registration
+        "0.01.234.567 D ggml_cuda_host_malloc: failed to allocate 1024.00 MiB of pinned memory: "
+        "out of memory",
+        "0.01.234.567 D ggml_backend_cuda_register_host_buffer: failed to register 4403.49 MiB "
+        "of pinned memory: out of memory",
+        # ggml-sycl's two (the older at the error level), ggml-cann's, ggml-vulkan's host
+        # memory that is not host-visible
+        "0.01.234.567 E WARNING: failed to allocate 1024.00 MB of pinned memory: "
+        "syclGetErrorString is not supported",
+        "0.01.234.567 W ggml_backend_sycl_host_malloc: failed to allocate 1024.00 MiB of pinned "
+        "memory",
+        "0.01.234.567 W ggml_backend_cann_host_malloc: failed to allocate 1024.00 MiB of pinned "
+        "memory: EL0004: Failed to allocate memory.",
+        "WARNING: failed to allocate 1024.00 MB of pinned memory",
+        "ggml_vulkan: Failed to allocate pinned memory (vk::Device::allocateMemory: "
+        "ErrorOutOfDeviceMemory)",
+    ],
+)
+def test_every_backend_s_pinned_memory_warning_is_a_warning(line):
+    summary = parse_log(["0.00.001.000 I srv  llama_server: initializing ...", line])
+    assert summary.memory.failures == () and summary.memory.unparsed == ()
+    assert summary.problems == () and summary.memory.notes == (PINNED_REFUSED,)
+    assert exit_reason(1, [line]) == "llama-server exited with code 1"
+
+
+def test_a_load_that_runs_out_after_a_pinned_memory_warning_still_failed():
+    """The warning (and ggml-vulkan's reason line under it) is passed over, not the failure
+    after it: its device, its size, what it was for."""
+    cuda = [
+        "ggml_cuda_host_malloc: failed to allocate 0.98 MiB of pinned memory: out of memory",
+        "load_tensors:        CUDA0 model buffer size =  4403.49 MiB",
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 16384.00 MiB on device 0: "
+        "cudaMalloc failed: out of memory",
+        "alloc_tensor_range: failed to allocate CUDA0 buffer of size 17179869184",
+        "llama_init_from_model: failed to initialize the context: failed to allocate buffer for "
+        "kv cache",
+    ]
+    f = summarise(scan_lines(cuda))
+    assert f is not None and f.kind == "oom" and f.line == 3
+    assert (f.device, f.needed_bytes, f.stage) == ("CUDA0", 17179869184, "kv")
+    assert exit_reason(1, cuda).endswith(
+        "does not fit in memory: failed to allocate buffer for kv cache"
+    )
+    vulkan = [
+        "ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 | fp16: 1",
+        "ggml_vulkan: Failed to allocate pinned memory.",
+        "ggml_vulkan: Requested buffer size exceeds device memory allocation limit: "
+        "ErrorOutOfDeviceMemory",
+        "ggml_vulkan: Device memory allocation of size 2166360064 failed.",
+        "ggml_vulkan: Requested buffer size exceeds device memory allocation limit: "
+        "ErrorOutOfDeviceMemory",
+        "ggml_gallocr_reserve_n: failed to allocate Vulkan0 buffer of size 2166360064",
+    ]
+    facts = scan_lines(vulkan)
+    f = summarise(facts)
+    assert [x.line for x in facts.failures] == [4, 5, 6]
+    assert f is not None and (f.device, f.needed_bytes) == ("Vulkan0", 2166360064)

@@ -76,6 +76,8 @@ def exit_reason(
     found, port in use, out of memory, a flag the build lacks); otherwise the last error line
     is quoted.
     """
+    # a host buffer refused pinned memory falls back to pageable memory: no reason to stop
+    lines = [x for x in lines if "pinned memory" not in x]
     text = "\n".join(lines)
     m = _RE_INVALID_ARG.search(text)
     if m:

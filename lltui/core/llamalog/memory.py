@@ -60,6 +60,9 @@ MID_LOAD = (
     'the log ends before its load finished (no graph line, "model loaded" or failure after '
     "its last load line): the comparison and the verdict are a partial load's"
 )
+PINNED_REFUSED = (
+    "pinned host memory refused: host buffers fell back to pageable memory; slower host-GPU copies"
+)
 _CLI_FUNCS = ("llama_perf_sampler_print", "llama_perf_context_print", "sampler")
 
 
@@ -123,6 +126,7 @@ class MemoryFold:
         self.mmproj_mib: float | None = None
         self.mmproj_backend: str | None = None
         self.metal: str | None = None  # the Metal device whose lines these are
+        self.pinned_at = -1  # the line of the last pinned-memory warning
 
     def take(self, c: Classified) -> None:
         """One line, classified."""
@@ -188,7 +192,11 @@ class MemoryFold:
             cache = self.cache if ev.cells is not None else None
             target.kv_sizes.append(replace(ev, line=self.n, cache=cache))
         elif isinstance(ev, AllocFailure):
-            self._fail(replace(ev, line=self.n))
+            # ggml-vulkan's reason under its pinned-memory warning (older builds) is the
+            # warning's, not a device's failure
+            reason = ev.backend == "Vulkan" and ev.needed_bytes is None
+            if not (reason and self.n == self.pinned_at + 1):
+                self._fail(replace(ev, line=self.n))
         elif isinstance(ev, DeviceSeen):
             if ev.source == "ggml_metal":
                 self.metal = ev.name
@@ -283,6 +291,10 @@ class MemoryFold:
         elif what == "metal_total":
             total = int(float(value) * 1e6 // MIB)
             self._device(DeviceSeen(self.metal or "Metal", None, None, total, "ggml_metal"))
+        elif what == "pinned":  # the host buffer falls back to pageable memory; the load goes on
+            self.pinned_at = self.n
+            if PINNED_REFUSED not in self.notes:
+                self.notes.append(PINNED_REFUSED)
         elif what == "exiting":
             self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
         elif what == "argument":  # refused before loading: the flags never applied

@@ -483,6 +483,20 @@ SHAPES: tuple[Shape, ...] = (
                ("name", "CPU_AARCH64", _AARCH64), ("name", "CPU_REPACK", _REPACK),
                ("kind", "output", LineFormat(2413, None, "output buffer lines")),
                ("kind", "RS", LineFormat(5856, None, "RS buffer lines")))),
+    # a host buffer refused pinned (page-locked) memory: the backend falls back to the host's
+    # pageable memory and the load goes on (a warning, not a failure). ggml-cuda's
+    # "%s: failed to allocate %.2f MiB of pinned memory: %s" (ggml_cuda_host_malloc; a debug
+    # line in b11434) and "failed to register", ggml-sycl's and ggml-cann's; older builds'
+    # (and ggml-vulkan's) "WARNING: failed to allocate %.2f MB of pinned memory[: %s]"
+    _shape("pinned", r"failed to (?:allocate|register) \d{1,15}(?:\.\d+)? Mi?B of "
+           r"pinned memory", _flag("pinned"),
+           "ggml_cuda_host_malloc: failed to allocate 1024.00 MiB of pinned memory: out of memory",
+           hint="pinned memory"),
+    # ggml-vulkan's "Failed to allocate pinned memory (%s)" (the exception's what()); before,
+    # "Failed to allocate pinned memory." and the what() on the line after it
+    _shape("vulkan_pinned", r"^Failed to allocate pinned memory(?: \(|\.)", _flag("pinned"),
+           "ggml_vulkan: Failed to allocate pinned memory (Requested buffer size exceeds device "
+           "buffer size limit: ErrorOutOfDeviceMemory)", hint="pinned memory"),
     _shape("cuda_malloc", r"allocating (?P<mib>\d{1,15}(?:\.\d+)?) MiB on device (?P<dev>\d+): "
            r"\w+ failed: "
            r"(?P<why>.+)$", _cuda_malloc, "ggml_backend_cuda_buffer_type_alloc_buffer: "
@@ -517,8 +531,9 @@ SHAPES: tuple[Shape, ...] = (
            hint="emory allocation of size"),
     # the Vulkan error on the line after (vk::SystemError's what(): "vk::Device::allocateMemory:
     # ErrorOutOfDeviceMemory", "Requested buffer size exceeds device memory allocation limit:
-    # ErrorOutOfDeviceMemory", "... device buffer size limit: ...")
-    _shape("device_oom", r"OutOfDeviceMemory|exceeds device (?:memory|buffer size)",
+    # ErrorOutOfDeviceMemory", "... device buffer size limit: ..."), the end of its line (in
+    # brackets it is a pinned-memory warning's)
+    _shape("device_oom", r"(?:OutOfDeviceMemory|exceeds device (?:memory|buffer size)[^()]*)\s*$",
            _backend_failed("Vulkan"),
            "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
            hint=("OutOfDeviceMemory", "exceeds device")),

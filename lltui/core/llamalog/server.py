@@ -113,13 +113,19 @@ class ServerFold:
             return self._raw(msg, ev)
         if not msg.strip():
             return []
-        if line.level == "W" or (not line.prefixed and msg.startswith(("warn", "warning:"))):
+        # (ggml-sycl says its pinned-memory warning at the error level)
+        pinned = isinstance(ev, Flag) and ev.what == "pinned"
+        if (
+            line.level == "W"
+            or pinned
+            or (not line.prefixed and msg.startswith(("warn", "warning:")))
+        ):
             self._keep(self.warnings, msg.strip(), "warnings_dropped")
         name = group(line.func)
         if name != "@breakdown":
             self.breakdown_open = False
         events = self._event(name, line.func, line.rest, line.level, ev)
-        if line.level == "E":
+        if line.level == "E" and not pinned:
             events += self._problem(strip_tag(msg), "E", ev)
         elif not line.prefixed:
             events += self._raw(msg, ev)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from lltui.core.llama.timings import TimingReader
+from lltui.core.llamalog.memory import PINNED_REFUSED
 from lltui.core.llamalog.models import BufferSizes, LlamaLogSummary
 from lltui.core.llamalog.router import RepeatFolder
 from lltui.services.launch.state import LaunchState, Speed, describe_exit
@@ -59,6 +60,7 @@ def load_steps(log: LlamaLogSummary) -> dict[str, str]:
     steps = {
         "loading": log.memory.loads > 0 and "loading the model's weights",
         "weights": weights and f"weights placed: {weights}",
+        "pinned": PINNED_REFUSED in log.memory.notes and PINNED_REFUSED,
         "context": context and f"context allocated: {context}",
         "loaded": log.model_loaded and "model loaded; warming up",
     }
