@@ -11,13 +11,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Container, Grid, Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
-from textual.widgets import Button, DataTable, Input, Label, RichLog, Static
+from textual.widgets import Button, Input, Label, RichLog, Static
 
 from lltui.app.background import off_thread_reported
 from lltui.app.messages import LaunchPreview
 from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import FormScreen, field_input
 from lltui.app.state.launch import DEFAULT_HOSTPORT, FormFlags, preview_command
+from lltui.app.widgets.fitted_table import FittedTable, columns_that_fit
 from lltui.app.widgets.router_table import RouterTable
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.memory.kv_fill import fill_line
@@ -50,18 +51,10 @@ PLACEMENT_KEPT = ("device", "model MiB", "KV MiB", "compute MiB", "layers", "pre
 def placement_columns(width: int, padding: int = 1) -> tuple[str, ...]:
     """The most useful columns a table ``width`` cells wide shows whole (each cell with
     ``padding`` either side), in their order on screen; the device's is always there."""
-    widths = dict(PLACEMENT_COLUMNS)
-    kept: set[str] = set()
-    used = 0
-    for label in PLACEMENT_KEPT:
-        need = widths[label] + 2 * padding
-        if not kept or used + need <= width:
-            kept.add(label)
-            used += need
-    return tuple(label for label, _w in PLACEMENT_COLUMNS if label in kept)
+    return columns_that_fit(dict(PLACEMENT_COLUMNS), PLACEMENT_KEPT, width, padding)
 
 
-class PlacementTable(DataTable[str]):
+class PlacementTable(FittedTable[str]):
     """The server's placement, one row a device: the columns are chosen by the table's own
     width (placement_columns), again whenever it changes, so it never scrolls sideways."""
 
@@ -75,18 +68,8 @@ class PlacementTable(DataTable[str]):
         # table's height, fixed by then, stayed 0 where its first columns came later)
         self._set_columns(tuple(label for label, _w in PLACEMENT_COLUMNS))
 
-    def on_resize(self) -> None:
-        self._fit_columns()
-
-    def watch_show_vertical_scrollbar(self) -> None:
-        # the rows' scroll bar takes its cells from the columns' width
-        self.call_after_refresh(self._fit_columns)
-
-    def _fit_columns(self) -> None:
-        width = self.scrollable_content_region.width
-        shown = placement_columns(width, self.cell_padding) if width else self._shown
-        if shown != self._shown:
-            self._set_columns(shown)
+    def columns_for(self, width: int) -> tuple[str, ...]:
+        return placement_columns(width, self.cell_padding)
 
     def _set_columns(self, shown: tuple[str, ...]) -> None:
         self.clear(columns=True)

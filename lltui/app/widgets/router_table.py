@@ -17,8 +17,8 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.message import Message
-from textual.widgets import DataTable
 
+from lltui.app.widgets.fitted_table import FittedTable, columns_that_fit
 from lltui.core.fit.evict import Decision
 from lltui.core.units import fmt_duration
 from lltui.services.launch.state import ModelRow
@@ -114,15 +114,7 @@ def router_columns(width: int, padding: int = 1) -> tuple[str, ...]:
     """The keys of the most useful columns a table ``width`` cells wide shows whole (each
     cell with ``padding`` either side), in their order on screen; the model's is always
     there."""
-    widths = {key: w for key, _label, w in COLUMNS}
-    kept: set[str] = set()
-    used = 0
-    for key in KEPT:
-        need = widths[key] + 2 * padding
-        if not kept or used + need <= width:
-            kept.add(key)
-            used += need
-    return tuple(key for key, _label, _w in COLUMNS if key in kept)
+    return columns_that_fit({key: w for key, _label, w in COLUMNS}, KEPT, width, padding)
 
 
 def row_detail(row: ModelRow, shown: Sequence[str], now: float | None = None) -> str:
@@ -136,7 +128,7 @@ def row_detail(row: ModelRow, shown: Sequence[str], now: float | None = None) ->
     return f"{row.name}: {', '.join(facts)}" if facts else row.name
 
 
-class RouterTable(DataTable[Text]):
+class RouterTable(FittedTable[Text]):
     """The models of the router the launch view started."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -173,18 +165,8 @@ class RouterTable(DataTable[Text]):
         # every column until the table is laid out (as the placement table)
         self._set_columns(tuple(key for key, _label, _w in COLUMNS))
 
-    def on_resize(self) -> None:
-        self._fit_columns()
-
-    def watch_show_vertical_scrollbar(self) -> None:
-        # the rows' scroll bar takes its cells from the columns' width
-        self.call_after_refresh(self._fit_columns)
-
-    def _fit_columns(self) -> None:
-        width = self.scrollable_content_region.width
-        shown = router_columns(width, self.cell_padding) if width else self._shown
-        if shown != self._shown:
-            self._set_columns(shown)
+    def columns_for(self, width: int) -> tuple[str, ...]:
+        return router_columns(width, self.cell_padding)
 
     def _cells(self, row: ModelRow) -> dict[str, Text]:
         cells = row_cells(row, self._styles, self._now)
