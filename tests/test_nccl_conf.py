@@ -117,3 +117,37 @@ def test_the_view_shows_the_file_line_beside_the_value():
 
     entries, _ = env_entries({"NCCL_DEBUG": "INFO"}, (), {"NCCL_DEBUG": "/h/.nccl.conf:2"})
     assert entries[0][1].endswith(r"\[/h/.nccl.conf:2][/]")
+
+
+def test_a_secret_in_a_conf_file_is_masked_wherever_it_is_shown(rig, monkeypatch, capsys):
+    """A value whose name says it is a secret was masked in the environment only: set by
+    ~/.nccl.conf, $NCCL_CONF_FILE or /etc/nccl.conf it was printed whole in conf_files, in a
+    finding's hint ('write NCCL_NET_PLUGIN_TOKEN=...') and message, and so in lltui report."""
+    from lltui.app.state.nccl import read_report
+    from lltui.cli import main
+
+    home, system, _ = rig
+    (home / ".nccl.conf").write_text("NCCL_NET_PLUGIN_TOKEN =hunter9\nNCCL_IB_TOKEN= hunter8\n")
+    mine = home / "mine.conf"
+    mine.write_text("NCCL_IB_TOKEN=hunter7\nNCCL_PLUGIN_TOKEN =hunter6\n")
+    system.write_text("NCCL_NET_PLUGIN_TOKEN=hunter5\nNCCL_DB_PASSWORD=hunter4\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NCCL_IB_TOKEN", "hunter3")  # its lines in the files are overridden
+    monkeypatch.delenv("NCCL_CONF_FILE", raising=False)
+    monkeypatch.setenv("LLTUI_NCCL_LIB", str(home / "libnccl.so.2"))
+    source = f"replay:{home / 'r.jsonl'}"
+    shown = []
+    for conf_file in (None, str(mine)):
+        if conf_file:
+            monkeypatch.setenv("NCCL_CONF_FILE", conf_file)
+        view, _ = read_report(source)  # what the NCCL view shows
+        assert view is not None and view.env["NCCL_IB_TOKEN"] == "***"
+        assert {"conf-spaced-name", "conf-overridden"} <= {f.code for f in view.findings}
+        shown += [f"{f.message} {f.hint}" for f in view.findings]
+        shown += [str(view.conf_files), str(view.env)]
+        for argv in (["nccl"], ["nccl", "--json"], ["report"], ["report", "--json"]):
+            main([*argv, "--source", source])
+            shown.append(capsys.readouterr().out)
+    everything = "\n".join(shown)
+    assert "NCCL_NET_PLUGIN_TOKEN" in everything and "hunter" not in everything
+    assert "write NCCL_NET_PLUGIN_TOKEN=***" in everything

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.cmdline.secrets import REDACTED, secret_name
 from lltui.core.monitor.models import SourceUnavailable
 from lltui.core.nccl.conf import conf_files_json, conf_findings, spaced_names
 from lltui.core.nccl.enums import parse_version
@@ -167,14 +166,10 @@ def _local_report(
 
     probe = probe_nccl(lib_path)
     environ = os.environ if environ is None else environ
-    # the environment NCCL runs with: this one plus what its configuration files add; a
-    # value whose name says it is a secret (a plugin's token) shown as ***
+    # the environment NCCL runs with: this one plus what its configuration files add (a
+    # secret's value already ***)
     settings = nccl_settings(environ, parse_version(probe.version))
-    env_all = {
-        k: REDACTED if secret_name(k) else v
-        for k, v in settings.env.items()
-        if k.startswith(SHOWN_PREFIXES)
-    }
+    env_all = {k: v for k, v in settings.env.items() if k.startswith(SHOWN_PREFIXES)}
     spaced = spaced_names(settings)  # said once, by conf_findings
     info = NcclInfo(
         available=probe.available,

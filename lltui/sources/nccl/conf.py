@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
+from lltui.core.cmdline.secrets import REDACTED, secret_name
 from lltui.core.nccl.conf import ConfFile, NcclSettings, apply_conf, conf_paths, parse_conf
 
 MAX_CONF_BYTES = 1 << 20  # far past any real one; /dev/zero as a file ends here
@@ -31,6 +33,17 @@ def read_conf_file(path: str, why: str, version: tuple[int, ...] | None) -> Conf
 
 
 def nccl_settings(environ: Mapping[str, str], version: tuple[int, ...] | None) -> NcclSettings:
-    """``environ`` plus what NCCL ``version`` (None: the newest) adds from its files."""
+    """``environ`` plus what NCCL ``version`` (None: the newest) adds from its files; a value
+    whose name says it is a secret (a plugin's token), from either, is ``***`` here, so that
+    nothing shown from them (text, JSON, findings) can hold it."""
     paths = conf_paths(environ, version, _passwd_home())
-    return apply_conf(environ, [read_conf_file(p, why, version) for p, why in paths])
+    files = [read_conf_file(p, why, version) for p, why in paths]
+    masked = [
+        replace(f, lines=tuple(replace(c, value=_masked(c.name, c.value)) for c in f.lines))
+        for f in files
+    ]
+    return apply_conf({k: _masked(k, v) for k, v in environ.items()}, masked)
+
+
+def _masked(name: str, value: str) -> str:
+    return REDACTED if value and secret_name(name) else value
