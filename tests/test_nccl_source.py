@@ -289,6 +289,18 @@ def test_fake_version_goes_through_ctypes(fake, monkeypatch):
     assert src.get_nccl_version(str(path)) == "2.22.3"
 
 
+def test_lib_path_takes_a_path_and_none_searches(fake, monkeypatch):
+    """None (search, as before the API's argument check) and a pathlib.Path were refused:
+    'lib_path: a string: libnccl's name or path, not None'."""
+    path, _ = fake
+    monkeypatch.setenv("FAKE_NCCL_VERSION", "22203")
+    assert src.is_nccl_available(path) and src.get_nccl_version(path) == "2.22.3"
+    assert src.NCCLCommunicator(lib_path=path).library.version == "2.22.3"
+    monkeypatch.setenv("LLTUI_NCCL_LIB", str(path))  # what the search finds first
+    assert src.is_nccl_available(None) and src.get_nccl_version(None) == "2.22.3"
+    assert src.NCCLCommunicator(lib_path=None).library.path == str(path)
+
+
 def test_collectives_compute_across_two_devices(fake):
     path, counters = fake
     lib, rt = _libs(path)

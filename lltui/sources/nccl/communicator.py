@@ -4,6 +4,7 @@ the collectives the seed API offers."""
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable, Sequence
 from numbers import Integral
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from lltui.core.api_args import check_arg
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
 from lltui.sources.nccl.errors import NCCLError
-from lltui.sources.nccl.finder import NCCL_SONAME
+from lltui.sources.nccl.finder import NCCL_SONAME, lib_path_arg
 from lltui.sources.nccl.library import NcclLibrary, load_nccl
 
 
@@ -37,7 +38,7 @@ class NCCLCommunicator:
         self,
         n_devs: int = 2,
         device_ids: list[int] | None = None,
-        lib_path: str = NCCL_SONAME,
+        lib_path: str | os.PathLike[str] | None = NCCL_SONAME,
         *,
         library: NcclLibrary | None = None,
     ) -> None:
@@ -49,7 +50,7 @@ class NCCLCommunicator:
             "a list of CUDA indices, or None",
             items=(Integral,),
         )
-        check_arg("lib_path", lib_path, (str,), "a string: libnccl's name or path")
+        lib = lib_path_arg(lib_path)
         ids = list(device_ids) if device_ids is not None else list(range(n_devs))
         if not ids:
             raise ValueError("a communicator needs at least one device")
@@ -58,7 +59,7 @@ class NCCLCommunicator:
         if any(i < 0 for i in ids):
             raise ValueError(f"device ids must be >= 0: {ids}")
         self.device_ids = ids
-        self.lib_path = lib_path
+        self.lib_path = lib
         self._lib = library
         self._comms: list[int] = []
 

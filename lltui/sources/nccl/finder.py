@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.api_args import check_arg
+
 NCCL_SONAME = "libnccl.so.2"
 RCCL_SONAME = "librccl.so.1"  # ROCm's NCCL: the same API, ncclGetVersion and all
 ROCM_LIB_DIRS = ("/opt/rocm/lib", "/opt/rocm/lib64")
@@ -194,6 +196,17 @@ def find_cudart_candidates(
         site_dirs=site_dirs,
         system_dirs=system_dirs,
     )
+
+
+def lib_path_arg(lib_path: str | os.PathLike[str] | None) -> str | None:
+    """The public API's ``lib_path`` as a string (None: search); TypeError for another type."""
+    check_arg(
+        "lib_path",
+        lib_path,
+        (str, os.PathLike, type(None)),
+        "libnccl's name or path (a string or path), or None to search",
+    )
+    return None if lib_path is None else os.fspath(lib_path)
 
 
 def explicit_path(lib_path: str | None, env_var: str, default_soname: str) -> str | None:

@@ -13,25 +13,23 @@ from lltui.core.api_args import check_arg
 from lltui.core.nccl.findings import socket_ifname_matches
 from lltui.core.nccl.variables import DEBUG_LEVELS, ib_disabled, p2p_disabled
 from lltui.sources.nccl.errors import NcclUnavailable
-from lltui.sources.nccl.finder import NCCL_SONAME
+from lltui.sources.nccl.finder import NCCL_SONAME, lib_path_arg
 from lltui.sources.nccl.library import load_nccl, probe_nccl
 
 
-def is_nccl_available(lib_path: str = NCCL_SONAME) -> bool:
+def is_nccl_available(lib_path: str | os.PathLike[str] | None = NCCL_SONAME) -> bool:
     """Whether libnccl can be loaded here (no GPU needed)."""
-    check_arg("lib_path", lib_path, (str,), "a string: libnccl's name or path")
     try:
-        load_nccl(lib_path)
+        load_nccl(lib_path_arg(lib_path))
     except NcclUnavailable:
         return False
     return True
 
 
-def get_nccl_version(lib_path: str = NCCL_SONAME) -> str | None:
+def get_nccl_version(lib_path: str | os.PathLike[str] | None = NCCL_SONAME) -> str | None:
     """The NCCL version ("2.18.5"), or None when NCCL cannot be loaded."""
-    check_arg("lib_path", lib_path, (str,), "a string: libnccl's name or path")
     try:
-        return load_nccl(lib_path).version
+        return load_nccl(lib_path_arg(lib_path)).version
     except NcclUnavailable:
         return None
 
