@@ -252,10 +252,23 @@ def _quant_needs(
     }
 
 
-def _check_model(model_size_b: object, quantization: object, context_size: object) -> None:
+# llama.cpp's -c: a count in an int32
+_MAX_CONTEXT = 2**31 - 1
+
+
+def _check_context(context_size: int) -> None:
+    """The same context sizes for a GGUF path and a size in billions: what -c takes."""
+    _check("context_size", context_size, (Integral,), _TOKENS)
+    if not 0 <= context_size <= _MAX_CONTEXT:
+        raise ValueError(
+            f"context_size: {context_size} is out of range (0 to {_MAX_CONTEXT}, as llama.cpp's -c)"
+        )
+
+
+def _check_model(model_size_b: object, quantization: object, context_size: int) -> None:
     _check("model_size_b", model_size_b, (Real, str, os.PathLike), _MODEL)
     _check("quantization", quantization, (str, type(None)), "a type such as 'Q4_K_M', or None")
-    _check("context_size", context_size, (Integral,), _TOKENS)
+    _check_context(context_size)
 
 
 def estimate_model_vram(
@@ -270,7 +283,8 @@ def estimate_model_vram(
     compute buffers) for that file at ``context_size``, or for its ``quantization`` as
     llama-quantize would write it (None: the file as it is); ``overhead_factor`` is not used.
     Given a size in billions of parameters, a rule of thumb: weights at the type's bits per
-    weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``."""
+    weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``. Either way
+    ValueError for a ``context_size`` llama.cpp's -c does not take (0 to 2**31 - 1)."""
     _check_model(model_size_b, quantization, context_size)
     _check("overhead_factor", overhead_factor, (Real,), "a number such as 1.15")
     if isinstance(model_size_b, str | os.PathLike):
@@ -378,7 +392,7 @@ def auto_config(
     from lltui.services.devices import split_devices
 
     _check("model_size_b", model_size_b, (Real, str, os.PathLike, type(None)), _MODEL)
-    _check("context_size", context_size, (Integral,), _TOKENS)
+    _check_context(context_size)
     sample = rig_sample(source)
     gpus, said = split_devices(sample) if sample is not None else ([], [])
     warnings = tuple(said)

@@ -590,3 +590,21 @@ def test_plan_models_is_the_cli_json(tmp_path, capsys):
     # (the host's free memory is read again by each)
     assert [m["usage"] for m in data["models"]] == [m["usage"] for m in cli["models"]]
     assert [d["name"] for d in data["devices"]] == [d["name"] for d in cli["devices"]]
+
+
+@pytest.mark.parametrize("context_size", [-5, 2**31, 10**15])
+def test_context_size_is_refused_alike_for_a_gguf_and_a_size(tmp_path, context_size):
+    """A size in billions took any context (10**15 tokens: 1.5e20 bytes) where a GGUF path
+    refused it, naming the flag (-c: ... is out of range) rather than the argument."""
+    from support import gguf_factory as gf
+
+    from lltui import api
+
+    path = tmp_path / "tiny.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "F16")
+    for model in (7.0, path):
+        with pytest.raises(ValueError, match=rf"^context_size: {context_size} is out of range"):
+            api.estimate_model_vram(model, None, context_size)
+        with pytest.raises(ValueError, match=r"^context_size: "):
+            api.recommend_quantization(model, 24.0, context_size)
+    assert api.estimate_model_vram(7.0, context_size=2**31 - 1) > 0
