@@ -357,7 +357,8 @@ def recommend_quantization(
 
 
 def kaggle_t4_dual_config(model_size_b: float = 7.0, n_parallel: int = 2) -> MultiGPUConfig:
-    """Kaggle's two Tesla T4s on PCIe: layer split, even halves, main GPU 0."""
+    """Kaggle's two Tesla T4s on PCIe: layer split, even halves, main GPU 0; ``n_parallel``
+    as :class:`MultiGPUConfig` takes it (TypeError for no whole number, ValueError below 1)."""
     _check("model_size_b", model_size_b, (Real,), "a size in billions of parameters")
     return MultiGPUConfig(
         n_gpu=2,
@@ -370,7 +371,7 @@ def kaggle_t4_dual_config(model_size_b: float = 7.0, n_parallel: int = 2) -> Mul
 
 
 def colab_t4_single_config(model_size_b: float = 7.0, n_parallel: int = 1) -> MultiGPUConfig:
-    """Colab's single Tesla T4: no split."""
+    """Colab's single Tesla T4: no split; ``n_parallel`` as :class:`MultiGPUConfig` takes it."""
     _check("model_size_b", model_size_b, (Real,), "a size in billions of parameters")
     return MultiGPUConfig(n_gpu=1, split_mode=SplitMode.NONE, n_parallel=n_parallel)
 

@@ -409,6 +409,13 @@ def test_plan_models_takes_numbers_among_the_flags(tmp_path):
         (lambda a, p: a.NCCLCommunicator(lib_path=2), TypeError, "lib_path: libnccl's name"),
         (lambda a, p: a.NCCLCommunicator(device_ids="01"), TypeError, "device_ids: a list of"),
         (lambda a, p: a.NCCLCommunicator(n_devs=2.0), TypeError, "n_devs: a number of GPUs"),
+        # each was a ValueError, where the module promises a TypeError for a wrong type
+        (lambda a, p: a.MultiGPUConfig(n_gpu="2"), TypeError, "n_gpu: a whole number, not '2'"),
+        (lambda a, p: a.kaggle_t4_dual_config(n_parallel="x"), TypeError, "n_parallel: a whole"),
+        (lambda a, p: a.colab_t4_single_config(n_parallel=1.0), TypeError, "n_parallel: a whole"),
+        (lambda a, p: a.MultiGPUConfig(gpu_layers=1.5), TypeError, "gpu_layers: a whole number"),
+        (lambda a, p: a.MultiGPUConfig(split_mode=None), TypeError, "split_mode: a SplitMode"),
+        (lambda a, p: a.MultiGPUConfig(n_gpu=2, tensor_split=5), TypeError, "tensor_split: frac"),
     ],
 )
 def test_a_wrong_argument_says_which_and_what_it_takes(tmp_path, call, kind, message):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 
+from lltui.core.api_args import check_arg
 from lltui.core.cmdline.args import spell
 from lltui.core.cmdline.flag_values import check_proportions
 
@@ -42,8 +45,9 @@ SPLIT_SUM_TOLERANCE = 1e-3
 
 @dataclass(frozen=True)
 class MultiGPUConfig:
-    """How llama-server should use the GPUs. Raises ValueError on construction when the
-    settings cannot work (tensor_split length, sum, main_gpu range, counts)."""
+    """How llama-server should use the GPUs. Raises TypeError on construction for a value of
+    a type a field does not take (``n_gpu="2"``), ValueError when the settings cannot work
+    (tensor_split length, sum, main_gpu range, counts)."""
 
     n_gpu: int = 1
     split_mode: SplitMode | str | int = SplitMode.LAYER
@@ -57,14 +61,21 @@ class MultiGPUConfig:
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        check_arg("split_mode", self.split_mode, (SplitMode, str, int), "a SplitMode or its name")
+        check_arg("gpu_layers", self.gpu_layers, (Integral, type(None)), "a whole number, or None")
+        for name in ("n_gpu", "main_gpu", "n_parallel"):
+            check_arg(name, getattr(self, name), (Integral,), "a whole number")
+        check_arg(
+            "tensor_split",
+            self.tensor_split,
+            (str, Sequence, type(None)),
+            "fractions such as [0.5, 0.5] or '0.5,0.5', or None",
+            items=(Real, str),
+        )
         mode = SplitMode.parse(self.split_mode)
         object.__setattr__(self, "split_mode", mode)
-        if isinstance(self.n_gpu, bool) or not isinstance(self.n_gpu, int) or self.n_gpu < 1:
+        if self.n_gpu < 1:
             raise ValueError(f"n_gpu must be a whole number >= 1, got {self.n_gpu!r}")
-        for name in ("main_gpu", "n_parallel", "gpu_layers"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{name} must be a whole number, got {value!r}")
         if not 0 <= self.main_gpu < self.n_gpu:
             raise ValueError(f"main_gpu {self.main_gpu} is not one of the {self.n_gpu} GPU(s)")
         if self.n_parallel < 1:
