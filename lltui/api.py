@@ -17,7 +17,7 @@ import math
 import os
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from lltui.services.nccl import (
 from lltui.services.rig import RigRequest, one_sample
 
 if TYPE_CHECKING:
+    from lltui.core.fit.quant_table import QuantFit
     from lltui.core.memory.results import FitResult
     from lltui.core.monitor.models import RigSample
     from lltui.services.fit import FitRequest
@@ -113,8 +114,10 @@ def detect_gpus(source: str = "nvml") -> list[GPUInfo]:
     there is none or no driver here (ValueError for a host, file or server ``source`` names
     that cannot be read)."""
     sample = rig_sample(source)
-    if sample is None:
-        return []
+    return _gpu_infos(sample) if sample is not None else []
+
+
+def _gpu_infos(sample: RigSample) -> list[GPUInfo]:
     out = []
     # NVIDIA GPUs CUDA_VISIBLE_DEVICES hides have no CUDA index: this process cannot use them
     # (an AMD GPU has none either way)
@@ -189,13 +192,18 @@ def get_total_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -
 def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -> int:
     """Free VRAM in bytes now over all GPUs or the CUDA indices given (0 without one).
     ValueError where a GPU does not report it (a vGPU's [N/A]): 0 would read as full."""
-    gpus = _select(detect_gpus(source), gpu_indices)
-    unknown = [g.index for g in gpus if g.free_memory is None]
+    return sum(g.free_memory or 0 for g in _known_free(detect_gpus(source), gpu_indices))
+
+
+def _known_free(gpus: list[GPUInfo], gpu_indices: list[int] | None) -> list[GPUInfo]:
+    """The GPUs chosen, each reporting its free memory (ValueError for one that does not)."""
+    chosen = _select(gpus, gpu_indices)
+    unknown = [g.index for g in chosen if g.free_memory is None]
     if unknown:
         raise ValueError(
             f"GPU {unknown[0]} does not report its free memory: give the memory to fit in"
         )
-    return sum(g.free_memory or 0 for g in gpus)
+    return chosen
 
 
 # -- the rough path: sizes in billions of parameters ----------------------------------------
@@ -210,13 +218,21 @@ ModelPath = str | os.PathLike[str]
 _ONE_BIG_GPU = "1048576GiB"
 
 
-def _one_gpu(path: str | os.PathLike[str], context_size: int) -> FitRequest:
+def _one_gpu(
+    path: str | os.PathLike[str], context_size: int, sample: RigSample | None = None
+) -> FitRequest:
+    """Every layer on the GPUs at ``context_size`` with one slot: on one GPU larger than any
+    model, or on the GPUs of ``sample`` as they are now (as the fit view fits the rig it
+    watches)."""
     from lltui.core.cmdline.args import parse_llama_args, spell
     from lltui.core.cmdline.flag_values import NGL_ALL
     from lltui.services.fit import FitRequest
 
     words = spell("n_ctx", context_size) + spell("n_gpu_layers", NGL_ALL) + spell("n_parallel", 1)
-    return FitRequest(os.fspath(path), parse_llama_args(words), gpus=_ONE_BIG_GPU)
+    args = parse_llama_args(words)
+    if sample is not None:
+        return FitRequest(os.fspath(path), args, sample=sample, watch_rig=True)
+    return FitRequest(os.fspath(path), args, gpus=_ONE_BIG_GPU)
 
 
 def _on_gpus(result: FitResult) -> int:
@@ -234,22 +250,51 @@ def _exact_vram(path: str | os.PathLike[str], context_size: int) -> int:
         raise ValueError(str(exc)) from None
 
 
+def _quant_rows(request: FitRequest) -> dict[str, QuantFit]:
+    """Each llama-quantize type of the GGUF placed as ``request`` asks, by name."""
+    from lltui.services.fit import FitFailed, quant_table
+
+    try:
+        rows = quant_table(request).rows
+    except FitFailed as exc:
+        raise ValueError(str(exc)) from None
+    return {r.row.name.upper(): r for r in rows if r.result is not None}
+
+
+def _quant_row(request: FitRequest, quantization: str) -> QuantFit:
+    key = quantization.strip().upper().replace("-", "_")  # as normalize_quant reads it
+    row = _quant_rows(request).get(key)
+    if row is None:
+        raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
+    return row
+
+
 def _quant_needs(
     path: str | os.PathLike[str], context_size: int
 ) -> dict[str, tuple[int, int, bool]]:
     """Each llama-quantize type of the GGUF, by name -> (what it needs on one GPU, its file's
     bytes, whether it is above the source's precision: it adds nothing)."""
-    from lltui.services.fit import FitFailed, quant_table
-
-    try:
-        rows = quant_table(_one_gpu(path, context_size)).rows
-    except FitFailed as exc:
-        raise ValueError(str(exc)) from None
     return {
-        r.row.name.upper(): (_on_gpus(r.result), r.row.file_bytes, bool(r.row.above_source))
-        for r in rows
+        name: (_on_gpus(r.result), r.row.file_bytes, bool(r.row.above_source))
+        for name, r in _quant_rows(_one_gpu(path, context_size)).items()
         if r.result is not None
     }
+
+
+def _fits_on(
+    path: str | os.PathLike[str], quantization: str | None, context_size: int, sample: RigSample
+) -> bool:
+    """Whether fit places every layer of the GGUF (or of its ``quantization``) on the GPUs of
+    ``sample`` in their free memory, each GPU with its own margin and compute buffers."""
+    from lltui.services.fit import FitFailed, fit
+
+    request = _one_gpu(path, context_size, sample)
+    if quantization:
+        return bool(_quant_row(request, quantization).fits)
+    try:
+        return fit(request).result.fits
+    except FitFailed as exc:
+        raise ValueError(str(exc)) from None
 
 
 # llama.cpp's -c: a count in an int32
@@ -290,11 +335,9 @@ def estimate_model_vram(
     if isinstance(model_size_b, str | os.PathLike):
         if not quantization:
             return _exact_vram(model_size_b, context_size)
-        key = quantization.strip().upper().replace("-", "_")  # as normalize_quant reads it
-        need = _quant_needs(model_size_b, context_size).get(key)
-        if need is None:
-            raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
-        return need[0]
+        row = _quant_row(_one_gpu(model_size_b, context_size), quantization)
+        assert row.result is not None  # (_quant_rows keeps the rows placed)
+        return _on_gpus(row.result)
     return estimate_vram_bytes(
         model_size_b, quantization or "Q4_K_M", context_size, overhead_factor
     )
@@ -307,12 +350,25 @@ def can_fit_model(
     gpu_indices: list[int] | None = None,
     source: str = "nvml",
 ) -> bool:
-    """Whether the free VRAM of the GPUs (all, or these CUDA indices) covers what
-    :func:`estimate_model_vram` gives: for a GGUF path the file as it is (or its
-    ``quantization`` as llama-quantize would write it), for a size in billions a rule of
-    thumb at ``quantization`` (None: Q4_K_M); False where there is no GPU."""
+    """Whether the model runs with every layer on the GPUs (all, or these CUDA indices, as
+    llama.cpp sees them under ``CUDA_VISIBLE_DEVICES``) in their free memory now, with one
+    slot of ``context_size`` tokens. For a GGUF path (the file as it is, or its
+    ``quantization`` as llama-quantize would write it) the placement ``lltui fit -c N -ngl
+    all -np 1`` makes on these GPUs: each keeps its own margin and compute buffers, and
+    layers are whole. For a size in billions only a rough check: the rule of thumb of
+    :func:`estimate_model_vram` at ``quantization`` (None: Q4_K_M) against the free memory
+    summed over the GPUs, which no placement is. False where there is no GPU; ValueError
+    where a GPU does not report its free memory."""
     _check_model(model_size_b, quantization, context_size)
-    free = get_free_vram(gpu_indices, source=source)
+    sample = rig_sample(source)
+    chosen = _known_free(_gpu_infos(sample) if sample is not None else [], gpu_indices)
+    if sample is None or not chosen:
+        return False
+    if isinstance(model_size_b, str | os.PathLike):
+        keep = {g.nvml_index for g in chosen}
+        gpus = tuple(g for g in sample.gpus if g.info.index in keep)
+        return _fits_on(model_size_b, quantization, context_size, replace(sample, gpus=gpus))
+    free = sum(g.free_memory or 0 for g in chosen)
     return free > 0 and estimate_model_vram(model_size_b, quantization, context_size) <= free
 
 

@@ -615,3 +615,59 @@ def test_context_size_is_refused_alike_for_a_gguf_and_a_size(tmp_path, context_s
         with pytest.raises(ValueError, match=r"^context_size: "):
             api.recommend_quantization(model, 24.0, context_size)
     assert api.estimate_model_vram(7.0, context_size=2**31 - 1) > 0
+
+
+def test_can_fit_a_gguf_is_the_placement_lltui_fit_makes_on_those_gpus(tmp_path, capsys):
+    """can_fit_model compared a one-GPU need with the free memory summed over the GPUs: an
+    8B Q4_K at 99092 tokens "fit" Kaggle's two T4s, where lltui fit on them says it does not
+    (each GPU keeps its own margin and compute buffers; layers are whole)."""
+    import json
+
+    from support import gguf_factory as gf
+
+    from lltui import api
+    from lltui.cli import main
+
+    path = gf.write_sparse(tmp_path / "8b.gguf", gf.llama_8b_spec(), "Q4_K")
+    rig = "sim:kaggle-2xt4"
+    free = {g.index: g.free_memory for g in api.detect_gpus(rig)}
+
+    def cli_fits(context: int, indices: list[int]) -> bool:
+        gpus = ",".join(f"{free[i]}B" for i in indices)
+        words = ["-c", str(context), "-ngl", "all", "-np", "1", "--gpus", gpus, "--json"]
+        assert main(["fit", str(path), *words]) == 0
+        return bool(json.loads(capsys.readouterr().out)["fits"])
+
+    assert api.estimate_model_vram(path, None, 99092) <= api.get_free_vram(source=rig)
+    assert not cli_fits(99092, [0, 1])
+    assert not api.can_fit_model(path, None, 99092, source=rig)
+    seen = set()
+    for context, indices in ((60000, [0, 1]), (60000, [1]), (8192, [1]), (8192, [0, 1])):
+        fits = cli_fits(context, indices)
+        seen.add(fits)
+        assert api.can_fit_model(path, None, context, indices, source=rig) is fits
+    assert seen == {True, False}
+    # a type llama-quantize would write, as lltui quant places it
+    assert (
+        main(
+            [
+                "quant",
+                str(path),
+                "-c",
+                "99092",
+                "-ngl",
+                "all",
+                "-np",
+                "1",
+                "--gpus",
+                f"{free[0]}B,{free[1]}B",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    marks = {r["type"]: r["fits"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert marks["Q1_0"] and not marks["IQ1_S"]
+    assert api.can_fit_model(path, "Q1_0", 99092, source=rig)
+    assert not api.can_fit_model(path, "iq1-s", 99092, source=rig)
+    assert not api.can_fit_model(path, None, 8192, [], source=rig)  # no GPU
