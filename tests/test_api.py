@@ -56,6 +56,23 @@ def test_multigpu_config_rejects_settings_that_cannot_work(kwargs, message):
         MultiGPUConfig(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_parallel": 10**12}, r"^n_parallel: 1000000000000 is out of range \(as .* -np\)$"),
+        ({"gpu_layers": 10**12}, r"^gpu_layers: 1000000000000 is out of range \(as .* -ngl\)$"),
+        ({"n_gpu": 2**40, "main_gpu": 2**31}, r"^main_gpu: 2147483648 is out of range"),
+        ({"n_gpu": 16, "tensor_split": [1 / 16] * 16}, r"^tensor_split: 16 proportions"),
+    ],
+)
+def test_multigpu_config_refuses_what_its_flag_would_on_construction(kwargs, message):
+    """n_parallel=10**12 built a config that failed only in to_llama_args, naming -np."""
+    with pytest.raises(ValueError, match=message):
+        MultiGPUConfig(**kwargs)
+    edge = MultiGPUConfig(n_parallel=2**31 - 1, gpu_layers=2**31 - 1)
+    assert edge.to_llama_args()[-1] == str(2**31 - 1)
+
+
 def test_multigpu_config_to_llama_flags():
     cfg = MultiGPUConfig(
         n_gpu=2, split_mode="row", main_gpu=1, tensor_split=[0.6, 0.4], gpu_layers=99, n_parallel=4

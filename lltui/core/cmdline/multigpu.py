@@ -43,11 +43,25 @@ class SplitMode(enum.Enum):
 SPLIT_SUM_TOLERANCE = 1e-3
 
 
+def _as_flag(name: str, key: str, value: object) -> None:
+    """A field's value in the range its llama-server flag takes (the flag table's check),
+    refused naming the field: ``n_parallel: 10**12`` failed only later, in to_llama_args,
+    naming ``-np``."""
+    if value is None:
+        return
+    try:
+        spell(key, value)
+    except ValueError as exc:
+        flag, _, why = str(exc).partition(": ")
+        raise ValueError(f"{name}: {why} (as llama-server's {flag})") from None
+
+
 @dataclass(frozen=True)
 class MultiGPUConfig:
     """How llama-server should use the GPUs. Raises TypeError on construction for a value of
     a type a field does not take (``n_gpu="2"``), ValueError when the settings cannot work
-    (tensor_split length, sum, main_gpu range, counts)."""
+    (tensor_split length, sum, main_gpu range, counts) or a value is past what its
+    llama-server flag takes (``n_parallel=10**12``: -np's int32), naming the field."""
 
     n_gpu: int = 1
     split_mode: SplitMode | str | int = SplitMode.LAYER
@@ -82,6 +96,9 @@ class MultiGPUConfig:
             raise ValueError(f"n_parallel must be >= 1, got {self.n_parallel}")
         if self.gpu_layers is not None and self.gpu_layers < 0:
             raise ValueError(f"gpu_layers must be >= 0 or None, got {self.gpu_layers}")
+        _as_flag("gpu_layers", "n_gpu_layers", self.gpu_layers)
+        _as_flag("main_gpu", "main_gpu", self.main_gpu)
+        _as_flag("n_parallel", "n_parallel", self.n_parallel)
         if self.tensor_split is not None:
             given = self.tensor_split
             words = given.replace("/", ",").split(",") if isinstance(given, str) else given
@@ -96,6 +113,7 @@ class MultiGPUConfig:
             check_proportions("tensor_split", split)
             if abs(sum(split) - 1.0) > SPLIT_SUM_TOLERANCE:
                 raise ValueError(f"tensor_split fractions must sum to 1, got {sum(split):.4f}")
+            _as_flag("tensor_split", "tensor_split", split)
             object.__setattr__(self, "tensor_split", split)
         if mode is SplitMode.NONE and self.tensor_split is not None and self.n_gpu > 1:
             raise ValueError("split_mode none uses one GPU; drop tensor_split or pick layer")
