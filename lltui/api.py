@@ -301,19 +301,26 @@ def _fits_on(
 _MAX_CONTEXT = 2**31 - 1
 
 
-def _check_context(context_size: int) -> None:
-    """The same context sizes for a GGUF path and a size in billions: what -c takes."""
+def _check_context(context_size: int, model: object = None) -> None:
+    """The same context sizes for a GGUF path and a size in billions: what -c takes. 0 is
+    the model's trained context, as -c 0 reads it, which only a GGUF says: refused for a
+    size in billions (``model``), where it read as no KV cache at all."""
     _check("context_size", context_size, (Integral,), _TOKENS)
     if not 0 <= context_size <= _MAX_CONTEXT:
         raise ValueError(
             f"context_size: {context_size} is out of range (0 to {_MAX_CONTEXT}, as llama.cpp's -c)"
+        )
+    if context_size == 0 and isinstance(model, Real):
+        raise ValueError(
+            "context_size: 0 is the model's trained context (llama.cpp's -c 0), which a size "
+            "in billions does not say: give the context in tokens"
         )
 
 
 def _check_model(model_size_b: object, quantization: object, context_size: int) -> None:
     _check("model_size_b", model_size_b, (Real, str, os.PathLike), _MODEL)
     _check("quantization", quantization, (str, type(None)), "a type such as 'Q4_K_M', or None")
-    _check_context(context_size)
+    _check_context(context_size, model_size_b)
 
 
 def estimate_model_vram(
@@ -329,7 +336,9 @@ def estimate_model_vram(
     llama-quantize would write it (None: the file as it is); ``overhead_factor`` is not used.
     Given a size in billions of parameters, a rule of thumb: weights at the type's bits per
     weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``. Either way
-    ValueError for a ``context_size`` llama.cpp's -c does not take (0 to 2**31 - 1)."""
+    ValueError for a ``context_size`` llama.cpp's -c does not take (0 to 2**31 - 1); 0 is
+    the model's trained context, as -c 0 reads it: a GGUF path's only (every function here
+    refuses it for a size in billions, which says none)."""
     _check_model(model_size_b, quantization, context_size)
     _check("overhead_factor", overhead_factor, (Real,), "a number such as 1.15")
     if isinstance(model_size_b, str | os.PathLike):
@@ -449,7 +458,7 @@ def auto_config(
     from lltui.services.devices import split_devices
 
     _check("model_size_b", model_size_b, (Real, str, os.PathLike, type(None)), _MODEL)
-    _check_context(context_size)
+    _check_context(context_size, model_size_b)
     sample = rig_sample(source)
     gpus, said = split_devices(sample) if sample is not None else ([], [])
     warnings = tuple(said)

@@ -688,3 +688,28 @@ def test_can_fit_a_gguf_is_the_placement_lltui_fit_makes_on_those_gpus(tmp_path,
     assert api.can_fit_model(path, "Q1_0", 99092, source=rig)
     assert not api.can_fit_model(path, "iq1-s", 99092, source=rig)
     assert not api.can_fit_model(path, None, 8192, [], source=rig)  # no GPU
+
+
+def test_context_size_0_is_the_trained_context_and_a_size_in_billions_has_none(tmp_path):
+    """context_size=0 was the model's trained context for a GGUF path (as -c 0: 131072
+    tokens of Llama 3.1 8B, 22.7 GB) but no KV cache at all for a size in billions (5.6 GB
+    for 8B at Q4_K_M, less than at any context)."""
+    from support import gguf_factory as gf
+
+    from lltui import api
+
+    spec = gf.llama_8b_spec(n_ctx_train=131072)
+    path = gf.write_sparse(tmp_path / "8b.gguf", spec, "Q4_K")
+    assert api.estimate_model_vram(path, None, 0) == api.estimate_model_vram(path, None, 131072)
+    rig = "sim:kaggle-2xt4"
+    calls = (
+        lambda: api.estimate_model_vram(8.0, "Q4_K_M", 0),
+        lambda: api.can_fit_model(8.0, None, 0, source=rig),
+        lambda: api.recommend_quantization(8.0, 6.0, 0),
+        lambda: api.auto_config(8.0, 0, source=rig),
+        lambda: api.auto_config(8.0, 0, source="sim:colab-t4"),  # (one GPU: no estimate)
+    )
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^context_size: 0 is the model's trained context"):
+            call()
+    assert api.auto_config(None, 0, source=rig).n_gpu == 2
