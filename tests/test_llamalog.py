@@ -72,7 +72,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 95
+    assert len(names) == len(set(names)) == 96
 
 
 def test_a_build_is_read_in_both_formats():
@@ -331,6 +331,27 @@ def test_a_projector_s_weights_and_buffers_show_on_their_devices():
     assert parts == {"CUDA0": {"mmproj": 933.04}, "CPU": {"mmproj": 9.19}}
     text = report_to_text(r)
     assert "(+ mmproj 933.04 MiB)" in text
+
+
+def test_a_projector_with_vision_and_audio_counts_its_file_s_weights_once():
+    """clip.cpp's loader sums every tensor of the file and load_hparams prints that sum once
+    per modality: an omni projector's 1600 MiB were counted twice (3371.25 MiB, not 1771.25).
+    A second projector file (its loader's lines) counts again."""
+    one = [
+        "clip_model_loader: n_tensors:    1220",
+        "clip_model_loader: has vision encoder",
+        "clip_model_loader: has audio encoder",
+    ]
+    for budget in ("121.25", "50.00"):
+        one += [
+            "clip_ctx: CLIP using CUDA0 backend",
+            "load_hparams: projector:          qwen2.5o",
+            "load_hparams: model size:         1600.00 MiB",
+            "load_hparams: metadata size:      0.15 MiB",
+            f"alloc_compute_meta:      CUDA0 compute buffer size =   {budget} MiB",
+        ]
+    assert parse_log(one).memory.parts_mib() == {"CUDA0": {"mmproj": 1771.25}}
+    assert parse_log(one + one).memory.parts_mib() == {"CUDA0": {"mmproj": 3542.5}}
 
 
 @pytest.mark.parametrize(

@@ -125,6 +125,7 @@ class MemoryFold:
         self.slots: tuple[int, int, str | None] | None = None
         self.mmproj_mib: float | None = None
         self.mmproj_backend: str | None = None
+        self.mmproj_weighed = False  # the projector file's weights were taken
         self.metal: str | None = None  # the Metal device whose lines these are
         self.pinned_at = -1  # the line of the last pinned-memory warning
 
@@ -286,8 +287,13 @@ class MemoryFold:
             self.mmproj_mib = float(value)
         elif what == "mmproj_backend":
             self.mmproj_backend = value
-        elif what == "mmproj_weights":  # in the buffer of the backend named before
+        elif what == "mmproj_file":
+            self.mmproj_weighed = False
+        elif what == "mmproj_weights" and not self.mmproj_weighed:
+            # in the buffer of the backend named before; clip.cpp's loader prints its whole
+            # file's size once per modality (vision, then audio): the file's weights, once
             self._buffer(line, Buffer(self.mmproj_backend or "CPU", "model", value, part="mmproj"))
+            self.mmproj_weighed = True
         elif what == "metal_total":
             total = int(float(value) * 1e6 // MIB)
             self._device(DeviceSeen(self.metal or "Metal", None, None, total, "ggml_metal"))
@@ -399,6 +405,7 @@ class MemoryFold:
         self.cache = None
         self.loading_started = True
         self.loaded = self.started_by_path = False
+        self.mmproj_weighed = False
         # what a load's context says of itself (an earlier run's flash attention was not it)
         self.flash_attn = None
         self.pipeline_parallel = self.set_rows_off = False

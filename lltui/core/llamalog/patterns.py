@@ -717,6 +717,9 @@ SHAPES: tuple[Shape, ...] = (
            "load_model: loading model '/models/7b.gguf'", ("load_model", "main", "@init")),
     _shape("clip_backend", r"CLIP using (?P<b>\S+) backend", _flag("mmproj_backend", "b"),
            "clip_ctx: CLIP using CUDA0 backend", ("@mmproj",)),
+    # clip.cpp's clip_model_loader opens a projector file (its weights follow, once per modality)
+    _shape("mmproj_file", r"^n_tensors:\s+\d+\s*$", _flag("mmproj_file"),
+           "clip_model_loader: n_tensors:    439", ("@mmproj",)),
     # clip.cpp's load_hparams: the projector's weights (its tensors' bytes), allocated in the
     # CLIP backend's buffer (no buffer line of their own)
     _shape("mmproj_weights", r"^model size:\s+(?P<mib>\d{1,15}(?:\.\d+)?) MiB",
