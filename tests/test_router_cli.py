@@ -403,6 +403,38 @@ def test_the_router_command_line_overrides_the_preset(folder, tmp_path, capsys):
         assert words[words.index("-c") + 1] == "2048" and words[words.index("-t") + 1] == "2"
 
 
+def test_a_later_preset_layer_replaces_the_tensor_overrides(folder, tmp_path, capsys):
+    """llama-server's router keeps one value an option for each model ([*], its section, the
+    router's command line, each over the one before): the pinned build started a section's
+    ``override-tensor = blk\\.0...`` under ``-ot blk\\.1...`` with only blk.1's. lltui
+    added -ot (and --rpc) up across the layers, planning and writing both rules."""
+    preset = tmp_path / "models.ini"
+    zero, one, two = (rf"blk\.{i}\.ffn_.*=CPU" for i in range(3))
+    preset.write_text(
+        f"[*]\noverride-tensor = {two}\n[a]\nmodel = {folder / 'alpha.gguf'}\n"
+        f"override-tensor = {zero}\n[b]\nmodel = {folder / 'beta.gguf'}\n"
+    )
+    gpus = ["--gpus", "24GiB", "--json"]
+
+    def rules(args):
+        return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]
+
+    assert main(["fit", "--models-preset", str(preset), *gpus]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [rules(m["args"]) for m in plan["models"]] == [[zero], [two]]
+    assert main(["fit", "--models-preset", str(preset), "-ot", one, *gpus]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [rules(m["args"]) for m in plan["models"]] == [[one], [one]]
+    code = main(["launch", "--models", str(preset), "-ot", one, "--port", "8099",
+                 "--dry-run", "--json"])  # fmt: skip
+    assert code == 0
+    written = parse_preset(json.loads(capsys.readouterr().out)["preset"])
+    for name in ("a", "b"):
+        section = written.section(name)
+        assert section is not None
+        assert rules(section_words(section)) == [one]
+
+
 def test_the_python_api_plans_a_router_command_line_as_fit_does(folder, tmp_path, capsys):
     """plan_models([], flags=["--models-preset", FILE]) said "fit: no model could be read"
     where lltui fit planned the preset's models; with nothing at all it said the same."""

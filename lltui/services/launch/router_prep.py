@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.cmdline.args import ADDING_KEYS, LlamaArgs, parse_llama_args
 from lltui.core.cmdline.flag_table import BinaryFlags
 from lltui.core.cmdline.launch_spec import LAUNCH_KEYS, LaunchError, flags_argv, read_flags
 from lltui.core.cmdline.preset import (
@@ -130,7 +130,14 @@ def _router_log(words: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _with(base: LlamaArgs, words: Sequence[str]) -> LlamaArgs:
-    return base.then(read_flags(words)) if words else base
+    return _over(base, read_flags(words)) if words else base
+
+
+def _over(base: LlamaArgs, later: LlamaArgs) -> LlamaArgs:
+    """``later``'s settings over ``base``'s, as llama-server's router layers a model's
+    ([*], its section, the router's command line): one value an option, the later layer's,
+    ``-ot``, ``--rpc`` and the like too (they do not add up across layers)."""
+    return base.without(later.given & ADDING_KEYS).then(later)
 
 
 def read_models(request: RouterRequest, shared: LlamaArgs) -> ModelsRead:
@@ -239,7 +246,7 @@ def _section_entry(
                 named[_MODEL_FLAGS[got[0]]] = got[1]
             else:
                 words += got
-        args = _with(base, words).then(shared)
+        args = _over(_with(base, words), shared)
     except (PresetError, LaunchError) as exc:
         return f"{path}: [{name}] left out: {exc}"
     model = _model_ref(named)
