@@ -220,11 +220,13 @@ NOT_IN_A_PLAIN_FIT = (
     "shutil",  # bz2 and lzma with it: argparse's own width lookup (lltui.cli gives the width)
     "lltui.core.fit.best",
     "lltui.core.fit.planner",
+    "lltui.core.fit.plan",  # several models' plan (lltui.services.plan), not one model's
     "lltui.core.llamalog.models",
     "lltui.core.memory.tensor_parallel",  # -sm tensor's alone
     "lltui.core.monitor.alerts",
     "lltui.core.monitor.models",
     "lltui.services.bench",
+    "lltui.services.plan",
     "lltui.sources.gpu.rig_store",
     "lltui.sources.gpu.kinds",  # the source kinds: --source's help spells them when printed
     "lltui.sources.llama.rpc_probe",

@@ -42,6 +42,8 @@ def entries(found: ModelSet, verb: str) -> tuple[PlanEntry, ...]:
 def router_source(found: ModelSet) -> str | None:
     """The folder or preset a router command line serves its models from (see
     :func:`lltui.services.plan.router_source`)."""
+    if found.models:  # a model given is served, whatever else: no router (nor its import)
+        return None
     from lltui.services.plan import router_source as source_of
 
     return source_of(found.shared, bool(found.models))
