@@ -221,6 +221,7 @@ NOT_IN_A_PLAIN_FIT = (
     "lltui.core.fit.best",
     "lltui.core.fit.planner",
     "lltui.core.fit.plan",  # several models' plan (lltui.services.plan), not one model's
+    "lltui.core.gguf.refs",  # a remote reference's parsing: a file here is no reference
     "lltui.core.llamalog.models",
     "lltui.core.memory.tensor_parallel",  # -sm tensor's alone
     "lltui.core.monitor.alerts",

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from lltui.commands.progress import Progress
     from lltui.core.fit.quant_table import best_fitting
     from lltui.core.gc_pause import gc_paused
-    from lltui.core.gguf.refs import display_url
+    from lltui.core.gguf.ref_kind import display_url
     from lltui.services.fit import FitFailed, prepare, quant_table
 
     command = read_command(list(args.argv), "quant", HELP, partial(source_spec, args))
@@ -117,7 +117,7 @@ LEGEND = (
 
 def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]:
     """The text table: one line per type, then the legend."""
-    from lltui.core.gguf.refs import display_url
+    from lltui.core.gguf.ref_kind import display_url
     from lltui.core.units import GIB, fmt_bytes
 
     lines = [f"{display_url(model_path)}: every llama-quantize type on {where}"]

@@ -138,7 +138,7 @@ class FitReport:
 def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     """The header read and the devices resolved. ``whole_repo``: a reference to a repository
     (``hf:OWNER/REPO``) is left unread, for :func:`quant_best` to rank its files."""
-    from lltui.core.gguf.refs import names_repo
+    from lltui.core.gguf.ref_kind import is_remote_ref
     from lltui.core.memory.parts import ExtraModels, is_projector
     from lltui.sources.gpu.meminfo import host_available, host_memory
     from lltui.sources.models.read import read_extra_models
@@ -148,7 +148,11 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
     notes = [f"{name}={value} from the environment" for name, value in args.from_env]
     margin = _margin(request)
     try:
-        skip = whole_repo and names_repo(request.model)
+        skip = False
+        if whole_repo and is_remote_ref(request.model):  # (a file here is no repository)
+            from lltui.core.gguf.refs import names_repo
+
+            skip = names_repo(request.model)
         model = projector = sidecar = None
         if not skip:
             hf_mm = loads_hf_projector(request.model, args)
@@ -342,7 +346,7 @@ def loads_hf_projector(model: str, args: LlamaArgs) -> bool:
     """Whether llama-server, given ``model`` as ``-hf``, also downloads and loads the
     repository's multimodal projector: unless ``--mmproj``, ``-mmu`` or ``--no-mmproj``
     says otherwise (common/arg.cpp's download_mmproj)."""
-    from lltui.core.gguf.refs import HF_PREFIX
+    from lltui.core.gguf.ref_kind import HF_PREFIX
 
     explicit = args.mmproj or args.mmproj_url
     return model.strip().startswith(HF_PREFIX) and args.mmproj_auto and not explicit
@@ -352,10 +356,12 @@ def hf_draft_types(model: str, args: LlamaArgs) -> tuple[str, ...]:
     """The ``--spec-type`` values whose sidecar (``mtp-...gguf``) llama-server, given
     ``model`` as ``-hf``, also downloads and loads as the draft: none where ``-md`` or
     ``-hfd`` names the draft (common/arg.cpp's download_mtp and the draft fallback)."""
-    from lltui.core.gguf.refs import DRAFT_SIDECARS, HF_PREFIX
+    from lltui.core.gguf.ref_kind import HF_PREFIX
 
     if not model.strip().startswith(HF_PREFIX) or args.draft_model or args.draft_hf_repo:
         return ()
+    from lltui.core.gguf.refs import DRAFT_SIDECARS
+
     return tuple(t for t in args.spec_types if t in DRAFT_SIDECARS)
 
 
@@ -394,7 +400,7 @@ def _read(
 ) -> tuple[GgufModel, GgufModel | None, GgufModel | None]:
     """The model's header and, with ``projector``, the one -hf loads beside it; with
     ``draft_types``, the draft sidecar -hf loads for them."""
-    from lltui.core.gguf.refs import is_remote_ref
+    from lltui.core.gguf.ref_kind import is_remote_ref
     from lltui.sources.models.read import read_model as read_one
     from lltui.sources.models.read import read_model_and_projector
 

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from lltui.core.cmdline.secrets import redact_urls
 from lltui.core.gguf.reader import SPLIT_NAME_RE
+from lltui.core.gguf.ref_kind import HF_PREFIX, display_url, is_remote_ref
 from lltui.core.llama.limits import first_split_part
 from lltui.core.text import one_line
 from lltui.core.units import fmt_bytes
 
-HF_PREFIX = "hf:"
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 # the quantization a file name carries: Q4_K_M, IQ2_XXS, UD-Q4_K_XL, F16, BF16, MXFP4_MOE ...
 _QUANT_RE = re.compile(
@@ -55,24 +54,6 @@ class HfRef:
 @dataclass(frozen=True)
 class UrlRef:
     url: str
-
-
-def display_url(url: str) -> str:
-    """``url`` without the user and password it may carry and with its secret query values
-    as ``***`` (a signed URL's signature, a token), for messages, output and caches."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # not a URL urllib reads: whatever sits before an @ goes
-        return redact_urls(re.sub(r"//[^/]*@", "//", url, count=1))
-    if "@" in parts.netloc:
-        url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return redact_urls(url)
-
-
-def is_remote_ref(text: str) -> bool:
-    """True for ``hf:...`` and ``http(s)://...``: references read over the network."""
-    t = text.strip()
-    return t.startswith(HF_PREFIX) or t.lower().startswith(("https://", "http://"))
 
 
 def llama_model_flags(ref: str) -> list[tuple[str, str]]:

@@ -41,7 +41,7 @@ class ModelChoice(RemoteModelError):
 def read_model(path: str, verb: str = "fit") -> GgufModel:
     """The GGUF header; ModelError with one line for a missing or corrupt file. A remote
     reference (hf:OWNER/REPO..., an https URL) is read by ranged requests."""
-    from lltui.core.gguf.refs import is_remote_ref
+    from lltui.core.gguf.ref_kind import is_remote_ref
 
     if is_remote_ref(path):
         return _read_remote(path, verb)
@@ -67,7 +67,7 @@ def read_model_and_projector(
     the caller's to judge, ``projector``): the repository's mmproj file llama.cpp picks, None
     where it has none; and, for the ``--spec-type`` values ``draft_types``, the draft
     sidecar it loads (``mtp-...gguf``; None where none is shipped). A file or URL has neither."""
-    from lltui.core.gguf.refs import HF_PREFIX
+    from lltui.core.gguf.ref_kind import HF_PREFIX
 
     if not path.strip().startswith(HF_PREFIX):
         return read_model(path, verb), None, None
