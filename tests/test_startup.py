@@ -141,3 +141,30 @@ def test_collection_is_back_on_after_the_app_ran_or_failed(tmp_path):
     assert gc.isenabled()
     assert main(["--source", "sim:colab-t4", "--screenshot", str(tmp_path / "s.svg")]) == 0
     assert gc.isenabled()
+
+
+def test_a_fit_run_as_the_program_collects_nothing_and_freezes_its_objects_for_the_exit(
+    tmp_path,
+):
+    from support import gguf_factory as gf
+
+    model = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec(n_layer=2), "F16")
+    code = (
+        "import gc, sys\nfrom lltui.cli import main\n"
+        "sys.argv = ['lltui', *sys.argv[1:]]\nrc = main()\n"
+        "print(rc, gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)"
+    )
+
+    def state(*words: str) -> str:
+        run = [sys.executable, "-c", code, *words]
+        return subprocess.run(run, capture_output=True, text=True, check=True).stderr.split()
+
+    for verb in ("fit", "quant"):
+        assert state(verb, str(model), "--gpus", "4090") == ["0", "False", "True"], verb
+    # a command that may run on (and a caller's main([...])) collects as usual
+    assert state("gpus", "--source", "sim:colab-t4") == ["0", "True", "False"]
+    import gc
+
+    frozen = gc.get_freeze_count()  # (the app's run in this process may have frozen some)
+    assert main(["fit", str(model), "--gpus", "4090"]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() <= frozen
