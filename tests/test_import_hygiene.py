@@ -218,6 +218,7 @@ def test_cli_help_does_not_import_textual():
 NOT_IN_A_PLAIN_FIT = (
     "httpx",  # a local model reads no network
     "shutil",  # bz2 and lzma with it: argparse's own width lookup (lltui.cli gives the width)
+    "difflib",  # the GPU names nearest one the catalog does not know
     "lltui.core.fit.best",
     "lltui.core.fit.planner",
     "lltui.core.fit.plan",  # several models' plan (lltui.services.plan), not one model's

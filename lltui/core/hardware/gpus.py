@@ -24,7 +24,6 @@ catalog does not know.
 from __future__ import annotations
 
 import csv
-import difflib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -187,6 +186,8 @@ _LAPTOP_NOISE = re.compile(r"with|maxq|design|laptop|mobile|notebook|gpu|generat
 def nearest_gpus(name: str, n: int = 3) -> list[str]:
     """The catalog rows most like ``name`` (a GPU it does not know): the same model number
     first (a laptop 4070 is near the 4070s), then the most similar names."""
+    import difflib  # (a name the catalog does not know: not every lookup's import)
+
     key = _LAPTOP_NOISE.sub("", normalise_name(name))
     if not key:
         return []
