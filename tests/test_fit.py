@@ -515,6 +515,14 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, argv):
     assert err and "\n" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("item", ["4091", "40", "2x4091", "T4=4091", "rpc:127.0.0.1:50052=4091"])
+def test_a_number_with_no_unit_is_no_memory_size(item):
+    """A GPU model mistyped (4091) was a device of 4091 bytes: 'does NOT fit', exit 0."""
+    with pytest.raises(ValueError, match=r"^--gpus: '[^']+' is (neither|not) a memory size"):
+        parse_gpus_spec(item)
+    assert parse_gpus_spec("4091B").devices[0].total_bytes == 4091  # with its unit, a size
+
+
 def test_cli_corrupt_or_missing_model(tmp_path, capsys):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)

@@ -212,14 +212,15 @@ def gpu_model(name: str) -> tuple[str, int] | None:
 
 
 def _size(text: str) -> int | None:
-    """A memory size, or None for text that is none; a size of nothing is refused."""
+    """A memory size, or None for text that is none (a number with no unit, ``4091``: a GPU
+    model mistyped, not 4091 bytes); a size of nothing is refused."""
     try:
         n = parse_size(text)
     except ValueError:
         return None
     if n <= 0:
         raise ValueError(f"--gpus: {text!r}: a device's memory must be more than 0")
-    return n
+    return n if any(c.isalpha() for c in text) else None
 
 
 def rpc_device(endpoint: str, memory: int | None, index: int, backend: str = "cuda") -> DeviceSpec:
