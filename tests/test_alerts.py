@@ -22,7 +22,7 @@ from support.alert_rig import CONFIG, EXPECTED, TICKS, write_alert_recording
 from support.proc_helpers import gone, wait_for
 
 from lltui.cli import main
-from lltui.config import ConfigError, load_settings
+from lltui.config import ConfigError, Settings, load_settings
 from lltui.core.monitor.alert_settings import (
     KINDS,
     AlertConfig,
@@ -287,6 +287,34 @@ def test_report_without_a_gpu_has_the_alert_too(no_nvml, capsys):
     assert [a["kind"] for a in json.loads(capsys.readouterr().out)["alerts"]] == ["no_gpu"]
     assert main(["report", "--json", "--source", "sim:kaggle-2xt4"]) == 0
     assert json.loads(capsys.readouterr().out)["alerts"] == []
+
+
+async def test_the_monitor_without_a_gpu_shows_the_alert_and_runs_its_hook(no_nvml, tmp_path):
+    """The monitor left the source out of its alerts: no ``no_gpu`` line, and a hook on it
+    never ran, where ``watch``, ``gpus`` and ``report`` raised it."""
+    from support.app_helpers import wait_for as settle
+
+    from lltui.app.app import create_app
+    from lltui.app.widgets.text_lines import TextLines
+
+    paged = tmp_path / "paged"
+    script = "import os, sys; open(sys.argv[1], 'a').write(os.environ['LLTUI_ALERT_KIND'])"
+    config = tmp_path / "config.toml"
+    hook = json.dumps([sys.executable, "-c", script, str(paged)])
+    config.write_text(f"[alerts.hooks]\nno_gpu = {hook}\n")
+    app = create_app(load_settings(None, path=str(config)), start_polling=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(1)
+        await pilot.pause()
+        line = str(app.screen.query_one("#alerts", TextLines).render())
+        assert "CRIT source auto no NVIDIA GPU here: nvidia-ml-py is not installed" in line
+        await settle(lambda: paged.exists() and paged.read_text() == "no_gpu")
+    # a simulated rig asked for is no alert in the monitor either
+    app = create_app(Settings(source="sim:kaggle-2xt4"), start_polling=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(1)
+        await pilot.pause()
+        assert not app.screen.query_one("#alerts", TextLines).display
 
 
 def test_a_source_that_fails_is_critical_until_it_answers():

@@ -155,6 +155,7 @@ class LltuiApp(App[int]):
             clock=self.clock,
             alerts=AlertTracker(settings.alerts.thresholds),
             hosts=self._host_statuses if self._fleet is not None else None,
+            source=settings.source if self._fleet is None else None,
             on_alerts=self._hooks.fire if self._hooks is not None else None,
             energy_price=settings.energy_price,
             currency=settings.currency,

@@ -13,6 +13,7 @@ from lltui.core.monitor.history import RigHistory
 from lltui.core.monitor.models import RigInfo, RigSample
 from lltui.core.monitor.plan_reality import PlanReality
 from lltui.services.follow import FoundServers
+from lltui.services.rig import source_statuses
 
 STALE_FACTOR = 3.0  # data older than this many intervals is stale
 STALE_MIN_S = 3.0
@@ -35,6 +36,9 @@ class RigModel:
     alerts: AlertTracker = field(default_factory=AlertTracker)
     # a fleet's hosts as they stand, given with each sample (None: no fleet)
     hosts: Callable[[], list[HostStatus]] | None = None
+    # the one rig's --source as given ("auto"), whose stand-in for a missing GPU is the
+    # no_gpu alert, as in lltui watch (None: a fleet's, whose hosts are alerts of their own)
+    source: str | None = None
     # heard with each sample's alert changes, on the poller thread (hooks)
     on_alerts: Callable[[tuple[AlertChange, ...]], None] | None = None
     energy_price: float | None = None  # per kWh, to show what the energy cost
@@ -83,7 +87,13 @@ class RigModel:
                 skip = {self.launched.pid} if self.launched is not None else set()
                 found = [f.plan for _, f in self.found.fold(sample, skip) if f.plan is not None]
                 plans = self._keep_plans(found)
-            changes = self.alerts.update(sample.wall, rigs={None: sample}, hosts=hosts, plans=plans)
+            sources = None
+            if self.source is not None:
+                failed = sample.error if not sample.gpus and not sample.ended else None
+                sources = source_statuses(self.source, sample.info, failed)
+            changes = self.alerts.update(
+                sample.wall, rigs={None: sample}, hosts=hosts, sources=sources, plans=plans
+            )
             if changes and self.on_alerts is not None:
                 self.on_alerts(changes)
             return True

@@ -78,13 +78,11 @@ def _alerts(
     import time
 
     from lltui.commands import settings_of
-    from lltui.core.monitor.alerts import AlertTracker, SourceStatus
-    from lltui.services.rig import kind_of, source_problem
+    from lltui.core.monitor.alerts import AlertTracker
+    from lltui.services.rig import source_statuses
 
     tracker = AlertTracker(settings_of(args).alerts.thresholds, instant=True)
-    sources = None
-    if source is not None and not kind_of(source).recorded:
-        sources = [SourceStatus(source, source_problem(source, rigs[None].info))]
+    sources = None if source is None else source_statuses(source, rigs[None].info)
     tracker.update(time.time(), rigs=rigs, sources=sources, hosts=hosts)
     return tracker.active
 

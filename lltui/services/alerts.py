@@ -29,14 +29,13 @@ from lltui.core.monitor.alerts import (
     AlertTracker,
     HostStatus,
     LlamaStatus,
-    SourceStatus,
     change_to_json,
 )
 from lltui.core.monitor.fleet import alert_inputs, simulated_hosts
 from lltui.core.monitor.models import RigInfo, RigSample, SourceUnavailable
 from lltui.core.text import error_text, printable
 from lltui.services.follow import FollowState, FoundServers, ServerFollow
-from lltui.services.rig import Rig, RigRequest, kind_of, open_rig, source_problem
+from lltui.services.rig import Rig, RigRequest, kind_of, open_rig, source_statuses
 from lltui.sources.proc_group import dies_with_us, group_gone, stop_process
 
 MAX_RUNNING_HOOKS = 4  # a storm of alerts runs at most this many commands at once
@@ -403,9 +402,8 @@ class AlertWatch:
         plans = [r.follow.plan for r in watched if r.follow.plan is not None]
         # no real GPU where one was expected is critical, a simulated rig asked for is not
         sources = None
-        if fleet is None and not kind_of(self._rig.source.name).recorded:
-            label = self.request.rig.source or "auto"
-            sources = [SourceStatus(label, source_problem(label, self._rig.info, failed))]
+        if fleet is None:
+            sources = source_statuses(self.request.rig.source, self._rig.info, failed)
         changes = self.tracker.update(
             now, rigs=rigs, llama=llama, hosts=hosts, sources=sources, plans=plans
         )

@@ -14,6 +14,7 @@ from lltui.sources.gpu.kinds import pids_here as pids_here  # whose pids are in 
 from lltui.sources.gpu.kinds import source_help as source_help  # --source's help
 
 if TYPE_CHECKING:
+    from lltui.core.monitor.alerts import SourceStatus
     from lltui.core.monitor.fleet import FleetSample
     from lltui.core.monitor.models import GpuSource, RigInfo, RigSample
     from lltui.core.topo.matrix import TopologyReport
@@ -188,6 +189,21 @@ def start_recording(path: str, source: str, *, full: bool = False) -> Recorder:
         return Recorder(path, full=full)
     except OSError as exc:
         raise ValueError(f"--record {path}: {exc.strerror or exc}") from None
+
+
+def source_statuses(
+    asked: str | None, info: RigInfo, error: str | None = None
+) -> list[SourceStatus] | None:
+    """The one rig's source as its alerts take it (``no_gpu``), in the monitor, ``watch``,
+    ``gpus`` and ``report`` alike: ``asked`` as ``--source`` gives it (None: auto), ``info``
+    what it opened, ``error`` why its poll saw no GPU. None for a recording (its GPUs are
+    not this machine's)."""
+    from lltui.core.monitor.alerts import SourceStatus
+
+    label = asked or "auto"
+    if kind_of(label).recorded:
+        return None
+    return [SourceStatus(label, source_problem(label, info, error))]
 
 
 def source_problem(asked: str, info: RigInfo, error: str | None = None) -> str | None:

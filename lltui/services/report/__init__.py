@@ -138,17 +138,15 @@ def _nccl(source: str | None) -> Section:
 
 
 def _alerts(sample: RigSample | None, source: str | None) -> Section:
-    from lltui.core.monitor.alerts import AlertTracker, SourceStatus, alerts_to_json
+    from lltui.core.monitor.alerts import AlertTracker, alerts_to_json
 
     if sample is None:
         return Section("Alerts", "no GPU sample", [])
-    from lltui.services.rig import kind_of, source_problem
+    from lltui.services.rig import source_statuses
 
     tracker = AlertTracker(instant=True)
-    label = source or "auto"
     # a simulated rig standing in for GPUs that were expected is the alert watch raises
-    problem = None if kind_of(label).recorded else source_problem(label, sample.info)
-    tracker.update(sample.wall, rigs={None: sample}, sources=[SourceStatus(label, problem)])
+    tracker.update(sample.wall, rigs={None: sample}, sources=source_statuses(source, sample.info))
     alerts = tracker.active
     text = "\n".join(a.line for a in alerts) or "none raised now"
     return Section("Alerts", text, alerts_to_json(alerts))
