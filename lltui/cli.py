@@ -278,10 +278,12 @@ def _main(args_list: list[str]) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal raised as one (StopSignal)
         return int(getattr(exc, "exit_code", 130))
     except BrokenPipeError:
-        # `lltui gpus | head`: the reader went away; say nothing.
+        # `lltui gpus | head`: the reader went away, which is no failure of ours: say
+        # nothing, exit 0; what is left to flush at exit goes to /dev/null (no "Exception
+        # ignored" line then)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return 0
     except Exception as exc:  # a bug of ours: one line unless asked for the traceback
         if os.environ.get("LLTUI_DEBUG"):
             raise

@@ -1,5 +1,8 @@
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -341,3 +344,39 @@ def test_a_six_digit_memory_keeps_its_row_in_line(capsys, monkeypatch):
     rows = [r for r in capsys.readouterr().out.splitlines() if "MI300X" in r and " MiB " in r]
     assert len(rows) == 8 and any(re.search(r" \d{6} MiB / ", r) for r in rows)
     assert len({r.index("%") for r in rows}) == 1  # the util column, one place for all
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gpus"],
+        ["gpus", "--json"],
+        ["fit", "{model}"],
+        ["fit", "{model}", "--json"],
+        ["quant", "{model}"],
+        ["watch", "--once", "--json"],
+    ],
+)
+def test_output_cut_short_by_its_reader_exits_0_quietly(tmp_path, argv):
+    """``lltui fit M.gguf | head -1`` exited 1, which reads as lltui failing."""
+    from support import gguf_factory as gf
+
+    model = tmp_path / "m.gguf"
+    gf.write_model(model, gf.llama_spec())
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    words = [w.replace("{model}", str(model)) for w in argv]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lltui", "--source", "sim:kaggle-2xt4", *words],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    err = proc.stderr
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "Exception" not in err and "pipe" not in err.lower(), err
