@@ -702,6 +702,15 @@ def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp
     assert any(
         "RoPE scaling as asked (--rope-scaling yarn --rope-scale 4)" in w for w in data["warnings"]
     )
+    # two slots: the largest is the trained context in each, and said so (it was "the
+    # trained context, which caps a slot" for twice the trained context)
+    assert main([*base, "-np", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_ctx"] == 16384
+    assert main([*base, "-np", "2"]) == 0
+    assert (
+        "largest context that fits: 16384 (the trained context per slot x 2 slots: "
+        "llama-server caps each slot at 8192)" in capsys.readouterr().out
+    )
     # within the trained context: no word of it
     assert main(["fit", str(path), "--gpus", "cpu", "-c", "8192", "--json"]) == 0
     assert not [w for w in json.loads(capsys.readouterr().out)["warnings"] if "trained" in w]

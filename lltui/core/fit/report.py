@@ -266,10 +266,16 @@ def result_to_text(res: FitResult) -> str:
     # the search stops at the trained context per stream (a multiple of 256 each)
     cap = m.n_ctx_train // 256 * 256 * r.n_stream
     trained_cap = res.max_ctx is not None and 0 < cap <= res.max_ctx
+    why = "the trained context, which caps a slot"
+    if r.n_stream > 1:  # a KV stream a slot: the largest is each slot's cap over them all
+        why = (
+            f"the trained context per slot x {r.n_stream} slots: llama-server caps each "
+            f"slot at {cap // r.n_stream}"
+        )
     lines.append(
         f"verdict: {verdict}"
         + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
-        + (" (the trained context, which caps a slot)" if past and trained_cap else "")
+        + (f" ({why})" if past and trained_cap else "")
     )
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
