@@ -29,6 +29,25 @@ def test_doctor_without_a_driver_says_what_is_missing(capsys, monkeypatch, tmp_p
     assert "lltui llama install" in names["llama-server"]["hint"]
 
 
+def test_doctor_and_gpus_give_one_reason_for_no_driver(capsys, monkeypatch, tmp_path):
+    """doctor said "libnvidia-ml.so.1 not found" where gpus and fit said "no /dev/nvidiactl
+    or /proc/driver/nvidia here", of the same machine."""
+    import sys
+
+    from lltui.sources.gpu import kinds
+
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setattr(kinds, "NVIDIA_DRIVER_PATHS", ("/nonexistent/nvidiactl",))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    main(["doctor", "--json"])
+    names = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert names["nvml"]["detail"] == kinds.NO_NVIDIA_DRIVER
+    assert "install the NVIDIA driver" in names["nvml"]["hint"]
+    assert main(["gpus", "--json"]) == 0
+    gpus = json.loads(capsys.readouterr().out)
+    assert f"no NVIDIA GPU here: {kinds.NO_NVIDIA_DRIVER}" in gpus["simulated_reason"]
+
+
 def test_doctor_with_a_driver_says_monitoring_works(capsys, monkeypatch, tmp_path):
     FakeNvml(make_gpus(2)).install(monkeypatch)
     monkeypatch.setenv("PATH", str(tmp_path))

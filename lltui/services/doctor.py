@@ -12,10 +12,13 @@ SMI_TIMEOUT_S = 10.0
 
 
 def check_nvml() -> list[Check]:
-    """NVML, the driver behind it and the CUDA version the driver supports."""
+    """NVML, the driver behind it and the CUDA version the driver supports; a machine that
+    shows no NVIDIA driver said so as ``gpus`` and the monitor say it (NVML not loaded)."""
+    from lltui.sources.gpu.kinds import NO_NVIDIA_DRIVER, nvidia_driver_seen
+
     try:
-        from lltui.sources.gpu.nvml import probe_nvml
-        from lltui.sources.gpu.nvml.probe import LOST_HINT
+        from lltui.sources.gpu.nvml import NvmlProbe, probe_nvml
+        from lltui.sources.gpu.nvml.probe import LOST_HINT, NO_DRIVER_HINT
     except ImportError as exc:
         return [
             Check(
@@ -27,7 +30,10 @@ def check_nvml() -> list[Check]:
                 vendor="nvidia",
             )
         ]
-    probe = probe_nvml()
+    if nvidia_driver_seen():
+        probe = probe_nvml()
+    else:
+        probe = NvmlProbe(False, NO_NVIDIA_DRIVER, hint=NO_DRIVER_HINT)
     if not probe.available:
         return [
             Check(

@@ -46,15 +46,17 @@ def cuda_version_text(version: int) -> str:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
+NO_DRIVER_HINT = (
+    "install the NVIDIA driver; in a container, start it with the GPUs passed in "
+    "(docker run --gpus all)"
+)
+
+
 def init_failure(nv: Any, exc: BaseException) -> tuple[str, str]:
     """(reason, hint) in words for an ``nvmlInit`` failure."""
     code = error_code(exc)
     if code == ERR_LIBRARY_NOT_FOUND:
-        return (
-            "NVIDIA driver not loaded (libnvidia-ml.so.1 not found)",
-            "install the NVIDIA driver; in a container, start it with the GPUs passed in "
-            "(docker run --gpus all)",
-        )
+        return "NVIDIA driver not loaded (libnvidia-ml.so.1 not found)", NO_DRIVER_HINT
     if code == ERR_DRIVER_NOT_LOADED:
         return (
             "NVIDIA driver not loaded (the nvidia kernel module is not running)",
