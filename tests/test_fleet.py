@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -409,39 +410,110 @@ def test_a_socket_path_too_long_for_ssh_falls_back_to_a_connection_per_command(
     assert "ControlPath=none" in options and "ControlMaster=no" in options
 
 
-def test_an_amd_hosts_tools_share_the_host_timeout(monkeypatch, tmp_path):
-    """amd:HOST gave each of its two tools half of --host-timeout: a host without amd-smi
-    (it fails at once) whose rocm-smi answers in 6 s of a 10 s host timeout was down, "did
-    not answer within 5 s". An open's commands, and its first poll's, now share the host's
-    timeout; each command is given what is left of it, never more (it was 20 s, twice)."""
-    from pathlib import Path
+AMD_FIX = Path(__file__).parent / "fixtures" / "amd"
+
+
+def slow_amd_host(monkeypatch, tmp_path, seconds: dict[str, float], amd_smi: bool):
+    """A host whose amd-smi commands (or, without amd-smi, rocm-smi) each take their
+    ``seconds`` on a fake clock that the source reads: the timeouts each is given."""
+    import types
 
     from lltui.sources.gpu.amd import cli
-    from lltui.sources.gpu.fleet import make_host_source
     from lltui.sources.gpu.smi import CommandResult
 
-    rocm = Path(__file__).parent / "fixtures/amd/rocm-smi/7900xt-productname-use-meminfo.json"
+    now = [1000.0]
+    monkeypatch.setattr(cli, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    out = {
+        "static": (AMD_FIX / "amd-smi/static-mi210-gpu_data.json").read_text(),
+        "metric": (AMD_FIX / "amd-smi/metric-power-rocm6.1.0.json").read_text(),
+        "process": (AMD_FIX / "amd-smi/process-2procs-rocm6.2.json").read_text(),
+        "list": "",
+        "version": "AMDSMI Tool: 24.6.2 | ROCm version: 6.2.0",
+        "rocm-smi": (AMD_FIX / "rocm-smi/7900xt-productname-use-meminfo.json").read_text(),
+    }
     given: list[tuple[str, float]] = []
 
-    def host(argv, timeout: float) -> CommandResult:  # rocm-smi takes 6 s to answer
-        tool = "amd-smi" if "amd-smi" in argv else "rocm-smi"
-        given.append((tool, timeout))
-        if tool == "amd-smi":
+    def host(argv, timeout: float) -> CommandResult:
+        if "amd-smi" in argv and not amd_smi:
+            given.append(("amd-smi", timeout))
             return CommandResult(127, "", "bash: line 1: amd-smi: command not found")
-        if timeout < 6:
+        what = next(w for w in out if w in argv)
+        given.append((what, timeout))
+        if timeout < seconds[what]:
+            now[0] += timeout
             return CommandResult(124, "", f"{argv[0]} did not answer within {timeout:g} s")
-        return CommandResult(0, rocm.read_text(encoding="utf-8"), "")
+        now[0] += seconds[what]
+        return CommandResult(0, out[what], "")
 
     monkeypatch.setattr(cli, "run_command", host)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # (too deep for a master: no ssh)
-    source = make_host_source("amd:gpu-box:2222", timeout=10.0)
+    return given
+
+
+def test_an_amd_hosts_tools_share_the_host_timeout(monkeypatch, tmp_path):
+    """amd:HOST gave each of its two tools half of --host-timeout: a host without amd-smi
+    (it fails at once) whose rocm-smi answers in 6 s of a 10 s host timeout was down, "did
+    not answer within 5 s". Then its open's commands and its first poll's shared one 10 s:
+    the poll ran rocm-smi again with the 4 s left, and the fleet, reopening the host after
+    the failed poll, had it down every round ("did not answer within 10 s"). An open's
+    commands share the host's timeout, each poll's too; the first poll takes the rocm-smi
+    output open read."""
+    given = slow_amd_host(monkeypatch, tmp_path, {"rocm-smi": 6.0}, amd_smi=False)
+    fleet = Fleet(["amd:gpu-box:2222"], timeout=10.0)
     try:
-        assert source.open().gpus[0].name == "Radeon RX 7900 XT"
-        assert source.poll().gpus[0].memory_total
+        states = [fleet.poll_host(0) for _ in range(3)]
+    finally:
+        fleet.close()
+    assert [(s.reachable, s.error) for s in states] == [(True, None)] * 3
+    assert states[0].sample is not None
+    assert states[0].sample.gpus[0].info.name == "Radeon RX 7900 XT"
+    assert given == [("amd-smi", 10.0), ("rocm-smi", 10.0), ("rocm-smi", 10.0), ("rocm-smi", 10.0)]
+
+
+def test_an_amd_hosts_polls_each_have_the_host_timeout(monkeypatch, tmp_path):
+    """amd-smi answering each command in 3 s of a 10 s --host-timeout: open runs static,
+    list and version (9 s) and its first poll's metric had the 1 s left: down every round
+    of the fleet. Each poll now has the whole timeout, its commands sharing it."""
+    seconds = dict.fromkeys(("static", "metric", "process", "list", "version"), 3.0)
+    given = slow_amd_host(monkeypatch, tmp_path, seconds, amd_smi=True)
+    fleet = Fleet(["amd:gpu-box"], timeout=10.0)
+    try:
+        states = [fleet.poll_host(0) for _ in range(2)]
+    finally:
+        fleet.close()
+    assert [(s.reachable, s.error) for s in states] == [(True, None)] * 2
+    assert given[:5] == [
+        ("static", 10.0), ("list", 7.0), ("version", 4.0), ("metric", 10.0), ("process", 7.0)
+    ]  # fmt: skip
+
+
+def test_a_command_given_what_was_left_says_so(monkeypatch, tmp_path):
+    """A command given only what the ones before it left said it did not answer within the
+    whole timeout ('within 10 s' of a process listing given 4 s), and one not run at all
+    (amd-smi took the 10 s) said rocm-smi did not answer. Each says what it was given."""
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.gpu.fleet import make_host_source
+
+    seconds = {"static": 1.0, "list": 1.0, "version": 1.0, "metric": 6.0, "process": 5.0}
+    slow_amd_host(monkeypatch, tmp_path, seconds, amd_smi=True)
+    source = make_host_source("amd:gpu-box", timeout=10.0)
+    try:
+        source.open()
+        sample = source.poll()  # metric 6 s: the process listing had the 4 s left
     finally:
         source.close()
-    assert [tool for tool, _ in given] == ["amd-smi", "rocm-smi", "rocm-smi"]
-    assert all(6 <= t <= 10 for _, t in given[1:]), given
+    assert sample.error == "process list: ssh did not answer within the 4.0 s left of 10 s"
+    source = make_host_source("amd:gpu-box", timeout=10.0)
+    seconds["static"] = 12.0
+    try:
+        with pytest.raises(SourceUnavailable) as err:
+            source.open()
+    finally:
+        source.close()
+    assert str(err.value) == (
+        "ssh did not answer within 10 s; "
+        "rocm-smi on gpu-box was not run: the commands before it took all of 10 s"
+    )
 
 
 def test_watch_once_json_names_every_host_of_the_fleet_as_gpus_does(capsys):

@@ -157,6 +157,16 @@ _PROXY_CLOSED = re.compile(
 )
 
 
+def late(who: str, given: float, whole: float) -> str:
+    """``who`` did not answer within the ``given`` seconds: the ``whole`` timeout, or what
+    the commands before it left of it (none: it was not run)."""
+    if given <= 0:
+        return f"{who} was not run: the commands before it took all of {whole:g} s"
+    if whole - given < 0.05:
+        return f"{who} did not answer within {whole:g} s"
+    return f"{who} did not answer within the {given:.1f} s left of {whole:g} s"
+
+
 def telling_line(text: str, limit: int = 200) -> str:
     """The most telling line of a command's output: the last non-empty one."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -254,15 +264,13 @@ class SmiSource:
 
     def _run_smi(self, args: Sequence[str]) -> CommandResult:
         """Run nvidia-smi with what is left of this poll's timeout."""
-        late = f"nvidia-smi {self._where()} did not answer within {self._timeout:g} s"
         left = self._deadline - time.monotonic()
         if left <= 0:
-            raise SourceUnavailable(late)
+            raise SourceUnavailable(late(f"nvidia-smi {self._where()}", 0.0, self._timeout))
         result = run_tool(self._run, args, self.host, self.ssh, program="nvidia-smi", timeout=left)
         argv0 = "nvidia-smi" if self.ssh is None else "ssh"
         if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
-            # (the runner's words give what was left: the poll's whole timeout is meant)
-            return replace(result, stderr=f"{argv0} did not answer within {self._timeout:g} s")
+            return replace(result, stderr=late(argv0, left, self._timeout))
         return result
 
     def _query(self, flag: str, fields: list[str]) -> tuple[str, list[str]]:

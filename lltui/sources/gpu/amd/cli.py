@@ -40,6 +40,7 @@ from lltui.sources.gpu.smi import (
     CommandResult,
     Runner,
     command_failure,
+    late,
     run_command,
     run_tool,
 )
@@ -96,10 +97,11 @@ class AmdCliSource:
         self._procs_t: float | None = None
         self._hints: list[str] = []
         self._seq = SequenceCounter()
-        # an open's commands, and its first poll's, share one timeout, both tools in turn (a
-        # tool missing or failing fast leaves the other the rest: each had its own half)
+        # an open's commands share one timeout, both tools in turn (a tool missing or failing
+        # fast leaves the other the rest: each had its own half), and so do a poll's; the
+        # first poll takes the rocm-smi output its open read (amd-smi's open reads no metric)
         self._deadline = 0.0
-        self._fresh = False  # open() ran, and its poll has not: that poll keeps its time
+        self._opened_out: str | None = None
 
     # -- commands ----------------------------------------------------------------------------
     def _where(self) -> str:
@@ -113,15 +115,13 @@ class AmdCliSource:
 
     def _call(self, tool: str, *args: str) -> CommandResult:
         """Run ``tool ARGS`` with what is left of this open's or poll's timeout."""
-        late = f"{tool} {self._where()} did not answer within {self._timeout:g} s"
         left = self._deadline - time.monotonic()
         if left <= 0:
-            return CommandResult(124, "", late)
+            return CommandResult(124, "", late(f"{tool} {self._where()}", 0.0, self._timeout))
         result = run_tool(self._run, args, self.host, self.ssh, program=tool, timeout=left)
         argv0 = tool if self.ssh is None else "ssh"
         if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
-            # (the runner's words give what was left: the whole timeout is meant)
-            return replace(result, stderr=f"{argv0} did not answer within {self._timeout:g} s")
+            return replace(result, stderr=late(argv0, left, self._timeout))
         return result
 
     def command_output(self, tool: str, *args: str) -> str:
@@ -141,6 +141,7 @@ class AmdCliSource:
         tools = (self.tool,) if self.tool else TOOLS
         reasons = []
         self._start()
+        self._opened_out = None
         for tool in tools:
             if self.host is None and self._which(tool) is None:
                 reasons.append(not_on_path(tool))
@@ -154,7 +155,6 @@ class AmdCliSource:
             if tool == ROCM_SMI and reasons:
                 self._hints.append(f"reading rocm-smi: {reasons[-1]}")
             self._info = replace(info, hints=tuple(self._hints))
-            self._fresh = True
             return self._info
         raise SourceUnavailable("; ".join(reasons) or "no AMD tool to run")
 
@@ -193,10 +193,12 @@ class AmdCliSource:
         return result.stdout
 
     def _open_rocm_smi(self) -> RigInfo:
-        cards, driver = read_cards(self._rocm_smi_output(), ROCM_SMI)
+        out = self._rocm_smi_output()
+        cards, driver = read_cards(out, ROCM_SMI)
         if not cards:
             raise SourceUnavailable(f"rocm-smi lists no GPU {self._where()}")
         self._statics = tuple(c.static for c in cards)
+        self._opened_out = out
         return RigInfo(
             source=self.name, driver_version=driver, hostname=self._hostname(), gpus=self._statics
         )
@@ -207,11 +209,11 @@ class AmdCliSource:
             self._host_sampler = HostSampler()
         return self._host_sampler
 
-    def _readings(self) -> dict[int, GpuSample]:
+    def _readings(self, opened: str | None) -> dict[int, GpuSample]:
         try:
             if self.tool == AMD_SMI:
                 return read_samples(self._json(AMD_SMI, "metric", "--json"), self._statics)
-            cards, _ = read_cards(self._rocm_smi_output(), ROCM_SMI)
+            cards, _ = read_cards(opened or self._rocm_smi_output(), ROCM_SMI)
         except AmdJsonError as exc:
             raise SourceUnavailable(str(exc)) from None
         known = {s.index: s for s in self._statics}
@@ -239,10 +241,10 @@ class AmdCliSource:
         if self._info is None:
             self.open()
         assert self._info is not None
-        if not self._fresh:
+        opened, self._opened_out = self._opened_out, None
+        if opened is None:
             self._start()
-        self._fresh = False
-        readings = self._readings()
+        readings = self._readings(opened)
         now, wall = self._clock(), self._wall()
         error = self._processes(now)
         sampler = self._host() if self.host is None else None
