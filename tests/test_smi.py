@@ -804,3 +804,38 @@ def test_a_changed_host_key_is_said_not_lost_as_a_failed_verification():
     assert command_failure("nvidia-smi", unknown, "gpu-box") == (
         "ssh to gpu-box failed: Host key verification failed."
     )
+
+
+def test_a_remote_nvidia_smi_exiting_255_runs_once_and_says_why(monkeypatch):
+    """nvidia-smi's own "Other error" is exit 255, its reason on stdout, as ssh's failures
+    are: a 255 with nothing on stderr was taken for a jump host's hidden error, nvidia-smi
+    was run again without the master, and the error said "ssh to gpu-box failed: no reason
+    given". Only ssh's "connection closed" lines, alone, are asked again."""
+    import shutil
+    import tempfile
+
+    runtime = tempfile.mkdtemp(prefix="lr-")  # (short: a master's socket path fits)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    answers: list[CommandResult] = []
+    masterless: list[bool] = []
+
+    def host(argv: Sequence[str], timeout: float) -> CommandResult:
+        masterless.append("ControlPath=none" in argv)
+        return answers.pop(0) if answers else CommandResult(255, gone, "")
+
+    gone = "Unable to determine the device handle for GPU0000:41:00.0: Unknown Error\n"
+    src = SmiSource("gpu-box", runner=host, timeout=10.0)
+    try:
+        with pytest.raises(SourceUnavailable) as err:
+            src.open()
+        assert str(err.value) == f"nvidia-smi failed on gpu-box: {gone.strip()}"
+        assert masterless == [False]
+        closed = "Connection closed by UNKNOWN port 65535\r\n"
+        refused = "ssh: connect to host bastion port 22: Connection refused\r\n"
+        answers.extend([CommandResult(255, "", closed), CommandResult(255, "", refused + closed)])
+        with pytest.raises(SourceUnavailable, match=r"failed at its jump host .*refused$"):
+            src.open()
+        assert masterless == [False, False, True]
+    finally:
+        src.close()
+        shutil.rmtree(runtime, ignore_errors=True)

@@ -140,6 +140,7 @@ def run_tool(
         or target.control_path() is None
         or result.returncode != 255
         or ssh_reason(result.stderr)[0]
+        or not result.stderr.strip()  # (255 is also nvidia-smi's own "Other error")
         or left < 1
     ):
         return result
@@ -188,7 +189,8 @@ def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
     where = "here" if host is None else f"on {host}"
     out = telling_line(result.stdout)
     err = telling_line(result.stderr)
-    if host is not None and result.returncode == 255:
+    # (a tool exiting 255 itself, as nvidia-smi's "Other error", says why on its stdout)
+    if host is not None and result.returncode == 255 and (err or not out):
         if CHANGED_KEY in result.stderr:  # not an unknown key: a warning, kept whole
             return (
                 f"ssh to {host} failed: its host key has CHANGED since it was last seen "
