@@ -293,3 +293,31 @@ async def test_every_down_hosts_reason_is_on_screen_at_80x24():
         text = screen_text(app)
         assert "15 hosts: 1 up, 14 down" in text and "12 hosts ssh: Connection refused" in text
         assert "127.0.0.1:40011, 127.0.0.1:40012)" in text  # the last line of the first note
+
+
+def test_hosts_down_for_one_reason_that_names_them_have_one_note():
+    """14 hosts behind one dead jump host had 14 notes at 80x24, each naming its host ("ssh to
+    gpu00 failed at its jump host ..."); so had a key every host refuses and a host key that
+    is unknown. Each host's own name is HOST in the note the hosts share."""
+    from lltui.app.screens.fleet import note_groups
+    from lltui.sources.gpu.smi import CommandResult, command_failure
+
+    def down(label: str, stderr: str) -> HostRow:
+        host = label.partition(":")[0]  # (the source's host: a port apart)
+        error = command_failure("nvidia-smi", CommandResult(255, "", stderr), host)
+        return HostRow(label, "down", None, 0, *(None,) * 8, error)
+
+    hosts = [f"gpu{i:02d}" for i in range(14)]
+    jump = "ssh: connect to host bastion port 22: Connection refused\r\n"
+    jump += "Connection closed by UNKNOWN port 65535\r\n"
+    rows = [down(h, jump) for h in hosts]
+    rows += [down(f"alice@{h}:2222", f"alice@{h}: Permission denied (publickey).") for h in hosts]
+    rows += [down(f"{h}.lan", "Host key verification failed.") for h in hosts]
+    assert [(len(members), note) for members, note in note_groups(rows, fits=30)] == [
+        (14, "ssh to HOST failed at its jump host (ProxyJump/ProxyCommand): "
+             "ssh: connect to host bastion port 22: Connection refused"),
+        (14, "ssh to alice@HOST failed: alice@HOST: Permission denied (publickey)."),
+        (14, "ssh to HOST failed: Host key verification failed."),
+    ]  # fmt: skip
+    (alone,) = note_groups(rows[:1], fits=30)
+    assert alone[1].startswith("ssh to gpu00 failed at its jump host")  # one host: whole

@@ -178,10 +178,20 @@ _ADDRESSED = (
 )
 
 
+def _unnamed(note: str, label: str) -> str:
+    """A host's note with its own name (``gpu1`` of label ``alice@gpu1:2222#2``, with the
+    port ssh may add) said as ``HOST``: hosts down for one reason (a jump host, a key) have
+    one note."""
+    name = re.sub(r"(?::\d+)?(?:#\d+)?$", "", label.rsplit("@", 1)[-1])
+    if not name:
+        return note
+    return re.sub(rf"(?<![\w.-]){re.escape(name)}(?::\d+)?(?![\w-]|\.\w)", "HOST", note)
+
+
 def note_groups(rows: list[HostRow], fits: int = 0) -> list[tuple[list[HostRow], str]]:
     """The notes of hosts not up that a note column ``fits`` cells wide cannot show whole,
     one per reason: its hosts, and its note whole (one host) or without the address ssh
-    tried (several, whose labels name them)."""
+    tried and with HOST for each host's name (several, whose labels name them)."""
     groups: dict[str, tuple[list[HostRow], str]] = {}
     for row in rows:
         note = host_note(row)
@@ -190,6 +200,7 @@ def note_groups(rows: list[HostRow], fits: int = 0) -> list[tuple[list[HostRow],
         reason = note
         for pattern, said in _ADDRESSED:
             reason = pattern.sub(said, reason)
+        reason = _unnamed(reason, row.label)
         groups.setdefault(reason, ([], note))[0].append(row)
     return [
         (members, note if len(members) == 1 else reason)
