@@ -173,3 +173,51 @@ def test_the_policy_from_a_plan_counts_host_buffers_cache_and_process():
     assert got.needs["b"].host_bytes == (DEFAULT_CACHE_RAM_MIB + 50) * MIB
     assert got.needs["b"].pinned
     assert decide(got, "b", running("a")).evict == ("a",)
+
+
+def test_the_gate_and_the_eviction_agree(tmp_path):
+    """A load lltui is asked for (the view's l, --load) went through a policy of its own:
+    the fewest models, the smallest first, blind to --priority, last use and each server's
+    prompt cache and process. Asked to load beta beside alpha (priority 5) and gamma, it
+    said 'unload alpha first' where a request for beta unloads gamma. Both now decide by
+    one policy, and say the same."""
+    from support.llama_fixture import write_tiny_llama
+
+    from lltui.core.llama.router_api import RouterModel
+    from lltui.services.launch.router import RouterSession
+    from lltui.services.launch.router_prep import RouterRequest
+
+    write_tiny_llama(tmp_path / "alpha.gguf", layers=4, ctx=32768, seed=1)  # 5.8 MiB
+    write_tiny_llama(tmp_path / "beta.gguf", layers=6, embd=256, ff=512, ctx=32768)  # 13.9
+    write_tiny_llama(tmp_path / "gamma.gguf", layers=5, ctx=2048, seed=3)  # 6.3
+    request = RouterRequest(
+        source=str(tmp_path),
+        words=("-c", "512", "-cram", "0"),
+        gpus="21MiB",  # any two fit, not three
+        margin_mib=0,
+        priority=(("alpha", 5),),
+    )
+    listed = (
+        RouterModel("alpha", "loaded"),
+        RouterModel("beta", "unloaded"),
+        RouterModel("gamma", "loaded"),
+    )
+    with RouterSession(request) as session:
+        policy = session.prepare(require_binary=False).policy()
+        resident = [Resident("alpha"), Resident("gamma")]
+        assert decide(policy, "beta", resident).evict == ("gamma",)
+        line = session.refusal("beta", listed)
+        assert line is not None and line.endswith("; unload gamma first")
+        assert line.startswith("beta does not fit with alpha, gamma loaded: CUDA0 has ")
+        from lltui.core.fit.evict import refusal
+
+        assert line == refusal(policy, "beta", resident)
+        # for each state the two say the same: a line exactly where a load is not 'load'
+        for name in ("alpha", "beta", "gamma"):
+            for state in ([], ["alpha"], ["gamma"], ["alpha", "gamma"], ["beta"]):
+                res = [Resident(n, float(i)) for i, n in enumerate(state)]
+                d = decide(policy, name, res)
+                said = refusal(policy, name, res)
+                assert (said is None) == (d.action in ("load", "loaded")), (name, state)
+                if d.action == "evict":
+                    assert (said or "").endswith(f"unload {' and '.join(d.evict)} first")

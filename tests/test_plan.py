@@ -14,8 +14,8 @@ from support.llama_fixture import write_tiny_llama
 from lltui.cli import main
 from lltui.core.cmdline.args import parse_llama_args
 from lltui.core.fit.estimate import estimate
+from lltui.core.fit.evict import SERVER_OVERHEAD_MIB, Resident, policy_from_plan, refusal
 from lltui.core.fit.plan import SetMember, fits_with, plan_set
-from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.fit.report import result_to_text
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.memory.devices import DeviceSpec, rpc_device
@@ -36,6 +36,12 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "beta": write_tiny_llama(root / "beta.gguf", layers=6, embd=256, ff=512, ctx=32768),
         "gamma": write_tiny_llama(root / "gamma.gguf", layers=5, ctx=2048, seed=3),
     }
+
+
+def load_refusal(plan, name: str, resident, kept=(), priority=None):
+    """The gate's line, the least recently used of ``resident`` first."""
+    policy = policy_from_plan(plan, kept, priority)
+    return refusal(policy, name, [Resident(n, float(i)) for i, n in enumerate(resident)])
 
 
 def gpu(name: str, mib: float) -> DeviceSpec:
@@ -169,8 +175,10 @@ def test_the_gate_names_what_to_unload(models):
     line = load_refusal(plan, "beta", ["alpha", "gamma"])
     assert line is not None and line.startswith("beta does not fit with alpha, gamma loaded: ")
     assert "CUDA0 has " in line and "beta needs " in line
-    if fits_with(plan, ["alpha", "beta"]):
-        assert line.endswith("unload gamma first")  # the one that frees enough, least taken
+    # only alpha's going lets beta in: gamma, the least recently used, is kept back
+    assert fits_with(plan, ["gamma", "beta"]) and not fits_with(plan, ["alpha", "beta"])
+    assert line.endswith("; unload alpha first")
+    assert (load_refusal(plan, "beta", ["gamma", "alpha"]) or "").endswith("; unload alpha first")
     kept = load_refusal(plan, "beta", ["alpha", "gamma"], kept=["alpha", "gamma"])
     assert kept is not None and kept.endswith("kept (alpha, gamma): unkeep one first")
     assert load_refusal(plan, "delta", []) == (
@@ -356,9 +364,13 @@ def test_an_integrated_gpu_and_the_host_are_one_memory_for_the_set(tmp_path, cap
     plan = plan_models(PlanRequest(entries, gpus="Strix Halo", host_free_bytes=10 * GIB)).plan
     assert plan.fit_together == (("a",), ("b",), ("c",))
     one = plan.model("a")
-    left = 10 * GIB - one.bytes_on("ROCm0") * 2 - one.bytes_on("CPU")
+    # a model's server takes its ROCm0 and CPU buffers and its process of the one memory
+    takes = one.bytes_on("ROCm0") + one.bytes_on("CPU") + SERVER_OVERHEAD_MIB * MIB
+    left = 10 * GIB - takes
     assert load_refusal(plan, "b", []) is None
-    assert f"the host has {left / MIB:.0f} MiB left" in (load_refusal(plan, "b", ["a"]) or "")
+    assert f"the host has {left / MIB:.0f} MiB left, b needs {takes / MIB:.0f} MiB" in (
+        load_refusal(plan, "b", ["a"]) or ""
+    )
     decision = decide(policy_from_plan(plan, overhead_bytes=0), "b", [Resident("a")])
     assert decision.evict == ("a",)
 

@@ -1,7 +1,19 @@
-"""Which models a router must unload before it loads another, decided by memory.
+"""Which models a router must unload before it loads another, decided by memory: the one
+policy for the on-demand proxy's evictions and for the loads lltui is asked for (the launch
+view's ``l``, ``lltui launch --load``), so the two never disagree.
 
-A request names a model; the plan (:mod:`lltui.core.fit.plan`) says what it takes on each
-device and on the host. :func:`decide` answers one of:
+What llama-server does itself (tools/server/server-models.cpp): with ``--models-max N``
+(default 4; 0: no limit) a load that would make N+1 models running unloads one first, the
+least recently used of the models that are loaded or sleeping, idle (no request in flight)
+and not wanted by a queued request; a model still loading is never unloaded for another, and
+when every model is busy the request waits. A model's last use is when its load started and
+each POST request the router forwards to it (a GET is no use). It counts models, never memory,
+and knows no priority or pin. lltui starts the router with ``--models-max 0`` and
+``--no-models-autoload``, so llama-server unloads nothing by itself: every load and unload is
+lltui's, by this policy.
+
+What lltui adds: the memory. A request names a model; the plan (:mod:`lltui.core.fit.plan`)
+says what it takes on each device and on the host. :func:`decide` answers one of:
 
 - ``loaded``: it is already resident (loading, loaded or sleeping): nothing to do;
 - ``load``: it fits beside the resident models: load it now;
@@ -10,11 +22,17 @@ device and on the host. :func:`decide` answers one of:
   ``does_not_fit`` (not even alone), ``pinned`` (only by unloading a pinned model),
   ``host_memory`` (the host's RAM would run out: the host would swap).
 
-The policy: a pinned model is never unloaded; the candidates are ordered lowest priority
-first, then least recently used; lltui unloads along that order until the model fits, then
-keeps back each candidate (the most valuable first) whose unloading turns out not to be
-needed, so no model goes that need not. A model that shares an RPC server with the one asked
-for must go whatever its memory (an RPC server serves one llama-server at a time).
+:func:`refusal` says the same decision as the one line a load lltui is asked for gets (None:
+it loads): what is short, and the models to unload first.
+
+The order: a pinned model is never unloaded; the candidates are ordered lowest priority
+first, then least recently used (llama-server's order where priorities are equal); lltui
+unloads along that order until the model fits, then keeps back each candidate (the most
+valuable first) whose unloading turns out not to be needed, so no model goes that need not.
+A model that shares an RPC server with the one asked for must go whatever its memory (an RPC
+server serves one llama-server at a time). Unlike llama-server, the order does not pass over a
+model that is busy or still loading: the proxy answers an evicted model's requests in flight
+before it unloads it (:mod:`lltui.services.launch.ondemand`).
 
 Pods: a model that runs on GPUs unloads only models that share one of its GPUs; a model
 elsewhere keeps serving whatever its age.
@@ -153,7 +171,8 @@ def policy_from_plan(
 
 
 def _mib(n: int) -> str:
-    return f"{n / MIB:.0f} MiB"
+    v = n / MIB
+    return f"{v:.0f} MiB" if abs(v) >= 100 else f"{v:.2f} MiB"
 
 
 def _label(device: str) -> str:
@@ -290,3 +309,39 @@ def fits_without(policy: Policy, name: str, running: Sequence[str], going: Seque
 def decide_all(policy: Policy, resident: Sequence[Resident]) -> dict[str, Decision]:
     """The decision for each model of the policy with ``resident`` running."""
     return {n: decide(policy, n, resident) for n in policy.needs}
+
+
+def refusal(policy: Policy, name: str, resident: Sequence[Resident]) -> str | None:
+    """:func:`decide`'s answer as the one line a load lltui is asked for gets: None when
+    ``name`` loads (or is in already); else why it does not fit with ``resident`` and the
+    models to unload first, or why none may go."""
+    if name not in policy.needs:
+        return f"{name} is not in the plan (lltui loads only the models it sized)"
+    decision = decide(policy, name, resident)
+    if decision.action in ("loaded", "load"):
+        return None
+    alone = _short(policy, name, ())
+    if alone:
+        why = ", ".join(
+            f"{_label(d)} has {_mib(left)} free, it needs {_mib(w)}" for d, left, w in alone
+        )
+        return f"{name} does not fit on this rig even alone: {why}"
+    need = policy.needs[name]
+    loaded = [r.name for r in resident if r.name in policy.needs and r.name != name]
+    reasons = [
+        f"{other} holds the RPC server {ep}, which serves one llama-server at a time"
+        for other in loaded
+        for ep in need.rpc
+        if ep in policy.needs[other].rpc
+    ]
+    reasons += [
+        f"{_label(d)} has {_mib(max(left, 0))} left, {name} needs {_mib(w)}"
+        for d, left, w in _short(policy, name, loaded)
+    ]
+    head = f"{name} does not fit with {', '.join(loaded)} loaded: {'; '.join(reasons)}"
+    if decision.action == "evict":
+        return f"{head}; unload {' and '.join(decision.evict)} first"
+    if decision.code == "pinned":
+        kept = [n for n in loaded if policy.needs[n].pinned]
+        return f"{head}; the models in the way are kept ({', '.join(kept)}): unkeep one first"
+    return decision.reason  # (what it is short of beside the models it may not unload)

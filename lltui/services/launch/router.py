@@ -23,9 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.cmdline.launch_spec import ANY_LAUNCH, LaunchError, LaunchPolicy, LaunchSpec
-from lltui.core.fit.evict import Decision, Policy, Resident, decide, decide_all, policy_from_plan
+from lltui.core.fit.evict import (
+    Decision,
+    Policy,
+    Resident,
+    decide,
+    decide_all,
+    policy_from_plan,
+    refusal,
+)
 from lltui.core.fit.plan import fits_with
-from lltui.core.fit.plan_gate import load_refusal
 from lltui.core.llama.exit_reason import exit_reason, stopped_from_outside
 from lltui.core.llama.router_api import RouterModel
 from lltui.core.llamalog.router import CHILD_LINE, RouterLogReader, RouterLogSummary
@@ -328,11 +335,20 @@ class RouterSession(Session):
             raise RouterRefused(str(exc)) from None
 
     def refusal(self, name: str, listed: tuple[RouterModel, ...]) -> str | None:
-        resident = [m.name for m in listed if m.resident and m.name != name]
+        """Why ``name`` may not load now, by the policy the proxy evicts by (None: it may)."""
         state = next((m.state for m in listed if m.name == name), None)
         if state in ("loading", "loaded", "sleeping"):
             return f"{name} is already {state}"
-        return load_refusal(self.prepared.report.plan, name, resident, sorted(self._kept))
+        return refusal(self.prepared.policy(sorted(self._kept)), name, self._resident(listed))
+
+    def _resident(self, listed: tuple[RouterModel, ...] | None) -> list[Resident]:
+        """The models the router lists resident, each with its last use as the proxy saw it."""
+        use = self._proxy.use() if self._proxy is not None else {}
+        return [
+            Resident(m.name, (u.last_used or 0.0) if (u := use.get(m.name)) else 0.0)
+            for m in listed or ()
+            if m.resident
+        ]
 
     def load(self, name: str) -> None:
         """Load ``name`` if the plan says it fits with what is loaded now; RouterRefused
@@ -415,11 +431,7 @@ class RouterSession(Session):
             return {}
         use = proxy.use()
         policy = self.prepared.policy(sorted(self._kept))
-        resident = [
-            Resident(m.name, (u.last_used or 0.0) if (u := use.get(m.name)) else 0.0)
-            for m in listed or ()
-            if m.resident
-        ]
+        resident = self._resident(listed)
         out: dict[str, dict[str, Any]] = {}
         for name, need in policy.needs.items():
             out[name] = {
