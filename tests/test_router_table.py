@@ -6,6 +6,8 @@ leaves out or cuts short."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support.app_helpers import sim_app, wait_for
 from textual.app import App, ComposeResult
@@ -141,3 +143,29 @@ async def test_the_launch_views_router_table_fits_its_width(size) -> None:
         await pilot.press("down", "down")
         await wait_for(lambda: str(detail.render()).startswith(BIG.name))
         assert "refused: CUDA0 short by 3 GiB" in str(detail.render())
+
+
+def test_the_note_of_a_load_says_what_is_true_now():
+    """The note kept saying 'loading alpha' after alpha had loaded (the last action's word,
+    never revisited): it follows the model now, as each poll folds the router's list."""
+    from lltui.services.launch.polls import RouterPoll
+
+    poll = RouterPoll(None, per_model=False)  # type: ignore[arg-type]  # (fold only)
+    asked = RouterView(rows=(ModelRow("alpha", "unloaded", False),), note="loading alpha")
+    st = LaunchState(phase="ready", router=replace(asked, acted=("load", "alpha")))
+    notes = []
+    for state in ("unloaded", "loading", "loaded", "unloaded"):
+        st = poll.fold(st, (ModelRow("alpha", state, False),), None, [], 0.0)
+        notes.append(st.router.note if st.router else None)
+    assert notes == ["loading alpha", "loading alpha", "alpha: loaded", "alpha: unloaded"]
+    # an unload, and a load that fails
+    for what, states, said in (
+        ("unload", ("loaded", "unloaded"), ["unloading alpha", "alpha: unloaded"]),
+        ("load", ("loading", "failed"), ["loading alpha", "alpha: failed"]),
+    ):
+        st = replace(st, router=replace(st.router or asked, acted=(what, "alpha")))
+        notes = []
+        for state in states:
+            st = poll.fold(st, (ModelRow("alpha", state, False),), None, [], 0.0)
+            notes.append(st.router.note if st.router else None)
+        assert notes == said

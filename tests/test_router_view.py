@@ -113,6 +113,8 @@ async def test_the_view_follows_the_router_and_gates_its_loads(
                 await select(pilot, screen, "one")
                 await pilot.press("l")
                 await wait_for(lambda: row_state(screen, "one") == "loaded", WAIT_S)
+                # the note says so too (it said "loading one" for good)
+                await wait_for(lambda: router_note(app) == "one: loaded")
                 # one holds the RPC server: two is refused, in a line naming what to unload
                 await select(pilot, screen, "two")
                 await pilot.press("l")

@@ -113,13 +113,14 @@ class LaunchController:
         session, watch = self._session, self._watch
         if not isinstance(session, RouterSession) or watch is None:
             return
+        acted = None  # a load or unload: the note follows the model's state from here
         try:
             if what == "load":
                 session.load(name)
-                said = f"loading {name}"
+                said, acted = f"loading {name}", (what, name)
             elif what == "unload":
                 session.unload(name)
-                said = f"unloading {name}"
+                said, acted = f"unloading {name}", (what, name)
             else:
                 session.keep(name, what == "keep")
                 said = f"{name} {'kept' if what == 'keep' else 'no longer kept'}"
@@ -128,9 +129,9 @@ class LaunchController:
         kept = session.kept
 
         def tell(st: LaunchState) -> LaunchState:
-            view = st.router or RouterView()
+            view = replace(st.router or RouterView(), note=said, acted=acted)
             rows = tuple(replace(r, kept=r.name in kept) for r in view.rows)
-            return replace(st, router=replace(view, note=said, rows=rows))
+            return replace(st, router=view.following(rows))
 
         watch.post(tell)
 

@@ -265,16 +265,10 @@ class RouterPoll:
         news = [*(moved or ()), *self._news.changed(rows, now)]
         if rows == view.rows and note is None and not news and not refused:
             return st
-        return replace(
-            st,
-            router=replace(
-                view,
-                rows=rows,
-                note=note if note is not None else view.note,
-                news=view.news.add(news),
-                refused=view.refused.add(refused),
-            ),
-        )
+        if note is not None:  # a word of the poll's own: the note follows no model now
+            view = replace(view, note=note, acted=None)
+        view = replace(view, news=view.news.add(news), refused=view.refused.add(refused))
+        return replace(st, router=view.following(rows))
 
     def _measured(self, rows: tuple[ModelRow, ...]) -> tuple[ModelRow, ...]:
         """Each loaded model's own server, asked on its port (the router spawned it on

@@ -10,7 +10,7 @@ A new kind of fact is a new field here and a new fold in the watch."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from lltui.core.cmdline.address import public_url
@@ -136,6 +136,23 @@ class RouterView:
     on_demand_url: str | None = None  # where clients connect, served on demand
     news: Tail[ModelRow] = field(default_factory=lambda: Tail(limit=256))
     refused: Tail[str] = field(default_factory=lambda: Tail(limit=64))
+    # the model the note follows: (load|unload, name) while that is under way, ("", name)
+    # once it is done (the note then says the model's state as the rows have it)
+    acted: tuple[str, str] | None = None
+
+    def following(self, rows: tuple[ModelRow, ...]) -> RouterView:
+        """The view with ``rows``, its note true of them: "loading alpha" while the load
+        asked for is under way, then "alpha: loaded" (or failed, or unloaded since)."""
+        if self.acted is None:
+            return replace(self, rows=rows)
+        what, name = self.acted
+        state = next((r.state for r in rows if r.name == name), None)
+        if state is None:
+            return replace(self, rows=rows)
+        done = {"load": ("loaded", "sleeping", "failed"), "unload": ("unloaded", "failed")}
+        if what and state not in done[what]:
+            return replace(self, rows=rows, note=f"{what}ing {name}")
+        return replace(self, rows=rows, note=f"{name}: {state}", acted=("", name))
 
 
 @dataclass(frozen=True, slots=True)
