@@ -787,3 +787,28 @@ def test_a_commands_interval_below_the_apps_shortest_is_refused(capsys):
     ):
         assert main(argv) == 2
         assert "--interval must be at least 0.25 s" in capsys.readouterr().err
+
+
+def test_watch_ends_quietly_when_its_reader_goes_though_no_alert_changes(tmp_path):
+    """`lltui watch --json | head -1` never ended: after its first line nothing changed, so
+    it wrote nothing and never learned that head had gone (it lingered, its poller and
+    hooks with it)."""
+    config = tmp_path / "watch.toml"
+    config.write_text("[alerts]\ngpu_temp_warning = 1\ngpu_temp_critical = 2\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    argv = [sys.executable, "-m", "lltui", "--config", str(config), "watch", "--json"]
+    argv += ["--interval", "0.25", "--source", "sim:4xl4"]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = json.loads(proc.stdout.readline())
+        assert first["event"] == "raised" and first["kind"] == "gpu_temp"
+        proc.stdout.close()  # head -1 has what it wanted
+        assert proc.wait(30) == 0  # (a wait past a few rounds: it lingered)
+        err = proc.stderr.read().splitlines()  # no traceback, no "Exception ignored"
+        assert all(line.startswith("lltui watch: SIMULATED rig") for line in err), err
+    finally:
+        proc.kill()
+        proc.wait()

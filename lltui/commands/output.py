@@ -3,7 +3,11 @@ servers and process lists show as escapes, and an error is one line."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import select
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +53,26 @@ def printable_output() -> Iterator[None]:
         yield
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+def check_reader(stream: TextIO | None = None) -> None:
+    """Raise :class:`BrokenPipeError`, as a write would, once the reader of ``stream``
+    (stdout) has gone: the read end of its pipe closed (``lltui watch | head -1``), its
+    socket's peer shut. A command that streams calls it each round, so one that has nothing
+    to write for hours still ends with its reader (the CLI exits 0, quietly); a terminal or a
+    file has no reader to lose."""
+    try:
+        fd = (stream or sys.stdout).fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, ValueError, OSError):
+        return
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) or not hasattr(select, "poll"):
+        return
+    poller = select.poll()
+    poller.register(fd, 0)  # errors and hang-ups are reported whatever is asked for
+    # (the write end of a pipe whose reader closed reports POLLERR, a socket POLLHUP)
+    if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output has gone")
 
 
 MAX_ERROR_CHARS = 400  # a message quoting a megabyte of a file is still one readable line

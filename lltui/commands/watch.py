@@ -170,6 +170,7 @@ def _loop(
     stopped too), the source ends, or ``fail_on`` is reached."""
     import json
 
+    from lltui.commands.output import check_reader
     from lltui.core.monitor.alerts import exit_code
     from lltui.core.periodic import Periodic
 
@@ -179,6 +180,7 @@ def _loop(
     simulated = [said]
 
     def one_round() -> None:
+        check_reader()  # a reader gone while no alert changed ends the watch as a write would
         for result in watch.rounds():  # a replay's every sample since the last, in turn
             simulated[0] = simulated[0] or _say_simulated(watch)
             if result.error != last_error[0] and result.error:
