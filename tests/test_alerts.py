@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.alert_rig import CONFIG, EXPECTED, TICKS, write_alert_recording
@@ -315,6 +316,79 @@ async def test_the_monitor_without_a_gpu_shows_the_alert_and_runs_its_hook(no_nv
         app.poll_sync(1)
         await pilot.pause()
         assert not app.screen.query_one("#alerts", TextLines).display
+
+
+class _NvmlSource:
+    """A rig read through NVML (a simulated one, told as real): its polls fail from the
+    ``fail_from``-th on, as a driver gone does."""
+
+    name = "nvml"
+
+    def __init__(self, fail_from: int = 1) -> None:
+        from lltui.sources.gpu.sim import SimSource
+
+        self.inner = SimSource("kaggle-2xt4", seed=0)
+        self.fail_from, self.polls = fail_from, 0
+
+    def open(self) -> Any:
+        from dataclasses import replace
+
+        return replace(self.inner.open(), source="nvml", simulated=False, stand_in=False)
+
+    def poll(self) -> Any:
+        from dataclasses import replace
+
+        from lltui.core.monitor.models import SourceUnavailable
+
+        self.polls += 1
+        if self.polls >= self.fail_from:
+            raise SourceUnavailable("NVML: driver gone (Driver Not Loaded)")
+        return replace(self.inner.poll(), info=self.open())
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("fail_from", [1, 2])  # before any sample, after one
+async def test_the_monitor_whose_source_fails_shows_the_alert_and_runs_its_hook(
+    tmp_path, fail_from
+):
+    """A poll that failed outright only set the status line's error: the monitor raised no
+    ``no_gpu`` alert and ran none of its hooks, where ``watch`` raised it. A recording that
+    stopped (an error of the same path) is no source failure."""
+    from dataclasses import replace
+
+    from support.app_helpers import wait_for as settle
+
+    from lltui.app.app import create_app
+    from lltui.app.widgets.text_lines import TextLines
+
+    paged = tmp_path / "paged"
+    script = "import os, sys; open(sys.argv[1], 'a').write(os.environ['LLTUI_ALERT_KIND'])"
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[alerts.hooks]\nno_gpu = {json.dumps([sys.executable, '-c', script, str(paged)])}\n"
+    )
+    settings = replace(load_settings(None, path=str(config)), source="nvml", interval=0.25)
+    app = create_app(settings, source=_NvmlSource(fail_from))  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(lambda: app.model.error is not None)
+        await pilot.pause()
+        line = str(app.screen.query_one("#alerts", TextLines).render())
+        assert "CRIT source nvml NVML: driver gone (Driver Not Loaded)" in line, line
+        await settle(lambda: paged.exists() and paged.read_text() == "no_gpu")
+
+    def full_disk(sample: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    app = create_app(
+        settings, source=_NvmlSource(fail_from=99), on_sample=full_disk, start_polling=False
+    )  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(1)
+        await pilot.pause()
+        assert app.model.error == "recording stopped: [Errno 28] No space left on device"
+        assert not app.model.alerts.active
 
 
 def test_a_source_that_fails_is_critical_until_it_answers():

@@ -359,7 +359,7 @@ class LltuiApp(App[int]):
             try:
                 self._on_sample(sample)
             except Exception as exc:  # a full disk must not stop the monitor
-                self.report_error(f"recording stopped: {exc}")
+                self.report_error(f"recording stopped: {exc}", polled=False)
                 self._on_sample = None
         return True
 
@@ -377,8 +377,9 @@ class LltuiApp(App[int]):
             samples.append(sample)
         return samples
 
-    def report_error(self, error: str) -> None:
-        self.model.fail(error)
+    def report_error(self, error: str, *, polled: bool = True) -> None:
+        """An error for the status line; ``polled``: the source's poll failed (an alert)."""
+        self.model.fail(error, polled=polled)
         self.post_message(PollFailed(error))
 
     def on_sample_ready(self, message: SampleReady) -> None:

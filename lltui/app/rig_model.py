@@ -98,9 +98,20 @@ class RigModel:
                 self.on_alerts(changes)
             return True
 
-    def fail(self, error: str) -> None:
+    def fail(self, error: str, *, polled: bool = True) -> None:
+        """An error to show; ``polled``: the poll itself failed (no sample), which the one
+        rig's source alert (``no_gpu``) takes as ``watch`` does (not a recording that
+        stopped, after a sample was taken)."""
         with self.lock:
             self.error = error
+            if not polled or self.source is None:
+                return
+            sources = source_statuses(self.source, self.info, error)
+            if sources is None:  # a replay's: its alerts go by its own clock
+                return
+            changes = self.alerts.update(time.time(), sources=sources)
+            if changes and self.on_alerts is not None:
+                self.on_alerts(changes)
 
     def age(self) -> float | None:
         if self.received_at is None:

@@ -426,6 +426,7 @@ class MonitorScreen(LltuiScreen):
             self.query_one("#rig", TextLines).update(
                 "[$text-muted]waiting for the first sample…[/]"
             )
+            self._show_alerts(model)  # a source failing from its first poll (no_gpu)
             return
         with self.app.batch_update():
             self._show_rig(render_rig_line(sample, model, self._card_styles(), self.size.width))
