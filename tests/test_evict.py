@@ -221,3 +221,37 @@ def test_the_gate_and_the_eviction_agree(tmp_path):
                 assert (said is None) == (d.action in ("load", "loaded")), (name, state)
                 if d.action == "evict":
                     assert (said or "").endswith(f"unload {' and '.join(d.evict)} first")
+
+
+def test_a_load_lltui_asked_for_counts_as_a_use(tmp_path):
+    """llama-server's router counts a load as a use; lltui's loads (the view's l, --load)
+    went straight to the router, unseen by the proxy, so their last use stayed 0 and the
+    model loaded last was the first to go."""
+    from support.llama_fixture import write_tiny_llama
+
+    from lltui.core.llama.router_api import RouterModel
+    from lltui.services.launch.router import RouterSession
+    from lltui.services.launch.router_prep import RouterRequest
+
+    write_tiny_llama(tmp_path / "alpha.gguf", layers=4, ctx=32768, seed=1)
+    write_tiny_llama(tmp_path / "beta.gguf", layers=5, ctx=2048, seed=2)
+    write_tiny_llama(tmp_path / "gamma.gguf", layers=5, ctx=2048, seed=3)
+    request = RouterRequest(
+        source=str(tmp_path), words=("-c", "512", "-cram", "0"), gpus="14MiB", margin_mib=0
+    )
+    states = {"alpha": "unloaded", "beta": "unloaded", "gamma": "unloaded"}
+
+    class Router:  # the router's load and list, as far as the session asks them
+        def load(self, name: str) -> None:
+            states[name] = "loaded"
+
+        def models(self) -> list[RouterModel]:
+            return [RouterModel(n, s) for n, s in states.items()]
+
+    with RouterSession(request) as session:
+        session.prepare(require_binary=False)
+        session._client = Router()
+        session.load("beta")  # first: the older use
+        session.load("alpha")
+        line = session.refusal("gamma", tuple(Router().models()))
+    assert line is not None and line.endswith("; unload beta first"), line

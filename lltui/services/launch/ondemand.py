@@ -239,6 +239,11 @@ class OnDemandProxy:
         if self._client is not None:
             await self._client.close()
 
+    def note_use(self, name: str, at: float) -> None:
+        """A use of ``name`` at ``at`` (monotonic) the proxy did not see: a load lltui asked
+        the router for itself, which llama-server's router counts as a use."""
+        self.last_used[name] = max(self.last_used.get(name, 0.0), at)
+
     def use(self) -> dict[str, ModelUse]:
         """What it served of each model so far (a snapshot, from any thread)."""
         last, served = dict(self.last_used), dict(self._served)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -55,7 +56,7 @@ from lltui.services.launch.router_prep import (
     with_keep,
 )
 from lltui.services.launch.session import Session
-from lltui.services.launch.state import ModelRow
+from lltui.services.launch.state import ModelRow, ModelUse
 from lltui.services.plan import PlanReport, PlanRequest, named_entries, plan_models
 from lltui.sources.llama.supervisor import DEFAULT_LOG_LINES, ServerExit, free_port
 
@@ -109,6 +110,11 @@ def _allocated(result: FitResult) -> int:
     return sum(d.total_bytes for d in result.devices if d.kind != "cpu") + result.host.total_bytes
 
 
+def last_used(use: ModelUse | None) -> float:
+    """When the proxy last forwarded a request for a model (0: never)."""
+    return (use.last_used or 0.0) if use is not None else 0.0
+
+
 class RouterSession(Session):
     """One router, from a request to its exit: :meth:`prepare`, :meth:`start`, load and
     unload by the plan, :meth:`stop`; :meth:`close` (or ``with``) leaves nothing running."""
@@ -129,6 +135,9 @@ class RouterSession(Session):
         self._client: Any = None  # RouterClient, made once the router runs (imports httpx)
         self._op = threading.Lock()  # one load or unload decided at a time
         self._proxy: Any = None  # OnDemandProxy while it runs (imports aiohttp)
+        # when lltui loaded each model (the view's l, --load): a use, as llama-server's router
+        # counts a load; the proxy sees only the loads and requests that pass through it
+        self._loaded_at: dict[str, float] = {}
         self._public: tuple[str, int] | None = None  # on demand: the clients' address
         self._preset_written: str | None = None  # the preset this session wrote
         # what the proxy loaded and unloaded, for the watch: a model loaded and evicted
@@ -345,7 +354,7 @@ class RouterSession(Session):
         """The models the router lists resident, each with its last use as the proxy saw it."""
         use = self._proxy.use() if self._proxy is not None else {}
         return [
-            Resident(m.name, (u.last_used or 0.0) if (u := use.get(m.name)) else 0.0)
+            Resident(m.name, max(self._loaded_at.get(m.name, 0.0), last_used(use.get(m.name))))
             for m in listed or ()
             if m.resident
         ]
@@ -363,6 +372,9 @@ class RouterSession(Session):
                 self.client.load(name)
             except RouterHttpError as exc:
                 raise RouterRefused(f"{name}: {exc}") from None
+            self._loaded_at[name] = time.monotonic()
+            if self._proxy is not None:  # (its own evictions go by last use too)
+                self._proxy.note_use(name, self._loaded_at[name])
 
     def unload(self, name: str) -> None:
         from lltui.sources.llama.router_http import RouterHttpError
