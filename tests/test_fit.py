@@ -684,7 +684,7 @@ def test_a_largest_context_below_the_trained_one_is_not_called_the_trained(tmp_p
 def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp_path, capsys):
     path = tmp_path / "small.gguf"
     gf.write_model(path, gf.llama_spec(n_ctx_train=8192))
-    base = ["fit", str(path), "--gpus", "cpu", "-c", "1000000"]
+    base = ["fit", str(path), "--gpus", "cpu", "-c", "1000000", "-np", "1"]
     assert main([*base, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["max_ctx"] == 8192
@@ -711,6 +711,22 @@ def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp
         "largest context that fits: 16384 (the trained context per slot x 2 slots: "
         "llama-server caps each slot at 8192)" in capsys.readouterr().out
     )
+    # one unified cache (-kvu, and -np auto's 4 slots) is shared by the slots, each capped
+    # at the trained context (llama-server's n_ctx_slot): they fill the slots' sum as well.
+    # It stopped at 8192 (-np 2 -kvu: 'n_ctx_seq = 1000192', 'new slot, n_ctx = 8192' twice)
+    for flags, slots in ((["-np", "2", "-kvu"], 2), (["-np", "-1"], 4)):
+        assert main([*base, *flags, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["settings"]["kv_unified"] and data["max_ctx"] == slots * 8192
+        assert f"the KV cache past {slots * 8192} cells is never used" in data["warnings"][-1]
+        assert main([*base, *flags]) == 0
+        assert (
+            f"largest context that fits: {slots * 8192} (the trained context per slot x "
+            f"{slots} slots: llama-server caps each slot at 8192)" in capsys.readouterr().out
+        )
+    # the largest past one slot's cap is said where the context asked is within it
+    assert main(["fit", str(path), "--gpus", "cpu", "-c", "8192", "-np", "2", "-kvu"]) == 0
+    assert "fits: 16384 (the trained context per slot x 2 slots" in capsys.readouterr().out
     # within the trained context: no word of it
     assert main(["fit", str(path), "--gpus", "cpu", "-c", "8192", "--json"]) == 0
     assert not [w for w in json.loads(capsys.readouterr().out)["warnings"] if "trained" in w]

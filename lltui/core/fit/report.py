@@ -262,20 +262,23 @@ def result_to_text(res: FitResult) -> str:
     if res.fits and unknown:  # (an RPC server that did not answer, a device of no size)
         verdict = f"fits where the free memory is known (not on {', '.join(unknown)})"
     lines.append("")
-    past = 0 < m.n_ctx_train < r.n_ctx_seq and not st.rope_scaling
-    # the search stops at the trained context per stream (a multiple of 256 each)
-    cap = m.n_ctx_train // 256 * 256 * r.n_stream
-    trained_cap = res.max_ctx is not None and 0 < cap <= res.max_ctx
-    why = "the trained context, which caps a slot"
-    if r.n_stream > 1:  # a KV stream a slot: the largest is each slot's cap over them all
+    # the search stops at the trained context per slot (a multiple of 256 a stream): said
+    # where the context asked is past it, or the largest is past one slot's
+    unit = 256 * r.n_stream
+    cap = r.slots_ctx(m.n_ctx_train) // unit * unit
+    largest = 0 if st.rope_scaling or m.n_ctx_train <= 0 else res.max_ctx or 0
+    capped = 0 < cap <= largest and max(r.n_ctx_seq, largest) > m.n_ctx_train
+    why = "the trained context, which caps a slot" if capped else ""
+    if r.n_seq_max > 1 and (capped or largest > m.n_ctx_train):
+        # the largest is over every slot, each capped at the trained context
         why = (
-            f"the trained context per slot x {r.n_stream} slots: llama-server caps each "
-            f"slot at {cap // r.n_stream}"
+            f"{'the trained context per slot x ' if capped else ''}{r.n_seq_max} slots: "
+            f"llama-server caps each slot at {m.n_ctx_train}"
         )
     lines.append(
         f"verdict: {verdict}"
         + (f"; largest context that fits: {res.max_ctx}" if res.max_ctx else "")
-        + (f" ({why})" if past and trained_cap else "")
+        + (f" ({why})" if why else "")
     )
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")

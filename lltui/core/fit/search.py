@@ -23,14 +23,14 @@ def _with(st: LlamaArgs, **changes: Any) -> LlamaArgs:
 
 
 def largest_context(p: FitProblem, base: FitResult) -> int | None:
-    """The largest n_ctx (a multiple of 256 x streams, up to the trained context per stream,
+    """The largest n_ctx (a multiple of 256 x streams, up to the trained context per slot,
     or the -c given past it with RoPE scaling) at which every device fits; None when not
     even the smallest does."""
     hp, st, devs, opts = p.hp, p.args, p.used, p.options
     r = base.resolved
     unit = KV_PAD * r.n_stream
     # past the trained context a slot is capped (llama-server), unless RoPE scaling was asked
-    trained = hp.n_ctx_train * r.n_stream
+    trained = r.slots_ctx(hp.n_ctx_train)
     cap = (max(trained, r.n_ctx) if st.rope_scaling else trained) // unit
     if cap < 1:
         return None

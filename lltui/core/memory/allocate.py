@@ -341,7 +341,7 @@ def _past_training(trained: int, r: Resolved, st: LlamaArgs) -> str:
             f"{said}; RoPE scaling as asked ({' '.join(st.rope_scaling)}): llama.cpp reckons "
             "the trained context from it and llama-server caps each slot there"
         )
-    useful = trained * (r.n_seq_max if r.kv_unified else r.n_stream)
+    useful = r.slots_ctx(trained)
     waste = f"; the KV cache past {useful} cells is never used" if r.n_ctx > useful else ""
     return (
         f"{said}: llama-server caps each slot at {trained}{waste}; to go further, scale "

@@ -64,6 +64,12 @@ class Resolved:
     mla_v_cache: bool = False  # MLA models cache V beside K (b5137-b7831)
     output_rows: str = "n_seq_max"  # the host output buffer's rows (BuildRules.output_rows)
 
+    def slots_ctx(self, n_ctx_train: int) -> int:
+        """The most context llama-server's slots use: it caps each slot at the trained
+        context (n_ctx_slot), so with -np N a cache past N times that is never used, one
+        unified cache (-kvu) or a stream a slot alike."""
+        return n_ctx_train * self.n_seq_max
+
 
 LLAMA_MAX_SEQ = 256  # llama-cparams.h: more sequences (-np) and llama_init_from_model refuses
 
