@@ -494,3 +494,44 @@ def test_a_preset_repository_with_no_tag_plans_the_file_the_router_picks(
     assert (b.get("hf-repo"), b.get("hf-file")) == ("acme/Beta-GGUF", "x/Beta-BF16.gguf")
     assert len(out["plan"]["models"]) == 2
     assert "[n] left out: hf:acme/None-GGUF: no GGUF model in this repository" in got.err
+
+
+def test_a_flag_given_twice_in_one_router_layer_keeps_the_last(folder, tmp_path, capsys):
+    """llama-server's router reads its command line and each preset section into one value
+    an option: the pinned build started ``-ot A -ot B`` on the router's command line, and
+    ``override-tensor`` twice in a section, with only the last rule. lltui planned both and
+    wrote them comma-joined. A plain llama-server adds them up: kept there."""
+    preset = tmp_path / "models.ini"
+    zero, one, two, three = (rf"blk\.{i}\.ffn_.*=CPU" for i in range(4))
+    preset.write_text(
+        f"[*]\noverride-tensor = {two}\noverride-tensor = {three}\n"
+        f"[a]\nmodel = {folder / 'alpha.gguf'}\noverride-tensor = {zero}\n"
+        f"override-tensor = {one}\n[b]\nmodel = {folder / 'beta.gguf'}\n"
+    )
+    gpus = ["--gpus", "24GiB", "--json"]
+
+    def rules(args):
+        return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]
+
+    assert main(["fit", "--models-preset", str(preset), *gpus]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [rules(m["args"]) for m in plan["models"]] == [[one], [three]]
+    said = [n for n in plan["notes"] if "given 2 times" in n]
+    assert [n.split(":")[1] for n in said] == [" [*]", " [a]"]
+    assert said[1].endswith(f"keeps only the last, --override-tensor {one} (give one, its values "
+                            "comma-separated)")  # fmt: skip
+    ot = ["-ot", zero, "-ot", one]
+    assert main(["fit", "--models-preset", str(preset), *ot, *gpus]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [rules(m["args"]) for m in plan["models"]] == [[one], [one]]
+    assert any(n.startswith("the command line: -ot is given 2 times") for n in plan["notes"])
+    code = main(["launch", "--models", str(preset), *ot, "--port", "8099", "--dry-run", "--json"])
+    assert code == 0
+    written = parse_preset(json.loads(capsys.readouterr().out)["preset"])
+    assert [written.section(n).get("ot") for n in ("a", "b")] == [one, one]  # type: ignore[union-attr]
+    # one model, no router: llama-server adds the rules up
+    code = main(
+        ["launch", str(folder / "alpha.gguf"), *ot, "--port", "8099", "--dry-run", "--json"]
+    )
+    assert code == 0
+    assert rules(json.loads(capsys.readouterr().out)["argv"]) == [zero, one]

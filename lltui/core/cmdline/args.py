@@ -194,6 +194,14 @@ class LlamaArgs:
         kept = tuple(g for g in self.given_args if g.key is None or g.key not in replaced)
         return _fold(env, (*kept, *later.given_args))
 
+    def one_each(self) -> LlamaArgs:
+        """These settings as llama-server's router holds one layer of them (its own command
+        line, a preset section): one value an option, the last given, for the flags that add
+        up on a server's own command line (``-ot A -ot B``) too."""
+        last = {g.key: g for g in self.given_args if g.key in ADDING_KEYS}
+        kept = tuple(g for g in self.given_args if g.key not in last or last[g.key] is g)
+        return _fold(dict(self.from_env), kept)
+
     def without(self, keys: frozenset[str] | set[str]) -> LlamaArgs:
         """These settings with the flags for ``keys`` taken out (back to llama-server's
         defaults): what a launcher sets itself is not passed on twice."""

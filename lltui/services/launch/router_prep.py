@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.cmdline.args import ADDING_KEYS, LlamaArgs, parse_llama_args
+from lltui.core.cmdline.args import ADDING_KEYS, GivenFlag, LlamaArgs, parse_llama_args
 from lltui.core.cmdline.flag_table import BinaryFlags
 from lltui.core.cmdline.launch_spec import LAUNCH_KEYS, LaunchError, flags_argv, read_flags
 from lltui.core.cmdline.preset import (
@@ -25,7 +25,6 @@ from lltui.core.cmdline.preset import (
     PresetError,
     entry_words,
     parse_preset,
-    section_words,
     unknown_keys,
     words_to_entries,
     write_preset,
@@ -53,6 +52,8 @@ LOG_FILE_FLAG = "--log-file"
 LOAD_ON_STARTUP = "load-on-startup"
 PIN_KEY = "lltui-pin"  # lltui's own: the model is pinned (as --pin NAME)
 PRIORITY_KEY = "lltui-priority"  # lltui's own: its priority (as --priority NAME=N)
+# the flags that add up and take a comma list (the router keeps one of each: a list keeps all)
+_COMMA_LISTS = frozenset({"overrides", "draft_overrides", "rpc", "lora", "spec_types"})
 # the flags a section names its model with (common/arg.cpp): a file, a repository's (its
 # file, or the one its tag names) or a URL, as the router passes them to the model's server
 _MODEL_FLAGS = {"-m": "m", "--model": "m", "-hf": "hf", "-hfr": "hf", "--hf-repo": "hf",
@@ -133,6 +134,27 @@ def _with(base: LlamaArgs, words: Sequence[str]) -> LlamaArgs:
     return _over(base, read_flags(words)) if words else base
 
 
+def router_layer(args: LlamaArgs, where: str) -> tuple[LlamaArgs, tuple[str, ...]]:
+    """One layer of a model's flags (the router's command line, a preset section) as
+    llama-server's router reads it: into a map of one value an option, the last given
+    (common_params_to_map, the preset file's reader), and a line for each flag that adds up
+    on a server's own command line (``-ot A -ot B``) and loses values here."""
+    given: dict[str, list[GivenFlag]] = {}
+    for g in args.given_args:
+        if g.key in ADDING_KEYS:
+            given.setdefault(g.key, []).append(g)
+    notes = []
+    for key, flags in given.items():
+        if len({g.values for g in flags}) > 1:
+            last = flags[-1]
+            joined = " (give one, its values comma-separated)" if key in _COMMA_LISTS else ""
+            notes.append(
+                f"{where}: {last.flag} is given {len(flags)} times; llama-server's router "
+                f"keeps only the last, {' '.join(last.tokens)}{joined}"
+            )
+    return args.one_each(), tuple(notes)
+
+
 def _over(base: LlamaArgs, later: LlamaArgs) -> LlamaArgs:
     """``later``'s settings over ``base``'s, as llama-server's router layers a model's
     ([*], its section, the router's command line): one value an option, the later layer's,
@@ -150,12 +172,15 @@ def read_models(request: RouterRequest, shared: LlamaArgs) -> ModelsRead:
         return ModelsRead(request.entries, (), ())
     if request.entries:
         raise LaunchError("give the models either with --models or on the command line")
+    shared, notes = router_layer(shared, "the command line")
     try:
         if os.path.isdir(request.source):
-            return _from_dir(request.source, shared)
-        return _from_preset(request.source, shared)
+            read = _from_dir(request.source, shared)
+        else:
+            read = _from_preset(request.source, shared)
     except ModelsDirError as exc:
         raise LaunchError(str(exc)) from None
+    return replace(read, notes=(*notes, *read.notes))
 
 
 def _from_dir(directory: str, shared: LlamaArgs) -> ModelsRead:
@@ -194,12 +219,14 @@ def _from_preset(path: str, shared: LlamaArgs) -> ModelsRead:
             f"{bad[0].key!r} (every model would get it; the router would not start)"
         )
     try:  # (the router's command line comes last: llama-server has it override the file)
-        base = read_flags(section_words(glob, binary))
+        words = [w for e in glob.entries for w in entry_words(e, binary)] if glob else []
+        base, said = router_layer(read_flags(words), f"{path}: [{GLOBAL_SECTION}]")
     except (PresetError, LaunchError) as exc:
         raise LaunchError(f"{path}: [{GLOBAL_SECTION}]: {exc}") from None
-    entries, load, notes, pin, priority = [], [], [], [], []
+    entries, load, notes, pin, priority = [], [], list(said), [], []
     for section in preset.sections:
-        found = _section_entry(path, preset, section.name, base, shared, binary)
+        found, said = _section_entry(path, preset, section.name, base, shared, binary)
+        notes += said
         if isinstance(found, str):
             notes.append(found)
             continue
@@ -229,14 +256,16 @@ def _section_entry(
     base: LlamaArgs,
     shared: LlamaArgs,
     binary: BinaryFlags | None,
-) -> PlanEntry | str:
+) -> tuple[PlanEntry | str, tuple[str, ...]]:
     """A section as a model to plan, or the line that says why it is left out: ``base``
     ([*]'s settings), the section's, then the router's command line (``shared``), each
-    overriding the one before, as llama-server's router gives them."""
+    overriding the one before, as llama-server's router gives them; and the lines
+    :func:`router_layer` says of the section."""
     section = preset.section(name)
     assert section is not None
     if bad := unknown_keys(section, binary):
-        return f"{path}:{bad[0].line}: [{name}] left out: llama-server has no option {bad[0].key!r}"
+        why = f"{path}:{bad[0].line}: [{name}] left out: llama-server has no option {bad[0].key!r}"
+        return why, ()
     words: list[str] = []
     named: dict[str, str] = {}  # how the model is named: m, hf, hff, mu (the last given)
     try:
@@ -246,15 +275,16 @@ def _section_entry(
                 named[_MODEL_FLAGS[got[0]]] = got[1]
             else:
                 words += got
-        args = _over(_with(base, words), shared)
+        own, notes = router_layer(read_flags(words), f"{path}: [{name}]")
+        args = _over(_over(base, own), shared)
     except (PresetError, LaunchError) as exc:
-        return f"{path}: [{name}] left out: {exc}"
+        return f"{path}: [{name}] left out: {exc}", ()
     model = _model_ref(named)
     if not model:
         return (
             f"{path}:{section.line}: [{name}] left out: it names no model (model = PATH, "
             "hf-repo = OWNER/REPO[:QUANT] or model-url = URL)"
-        )
+        ), notes
     if names_repo(model):  # no tag: the file the router's -hf picks (Q4_K_M, Q8_0, first)
         from lltui.sources.models.remote import hf_repo_pick
         from lltui.sources.models.remote_gguf import RemoteError
@@ -262,8 +292,8 @@ def _section_entry(
         try:
             model = hf_repo_pick(model)
         except RemoteError as exc:
-            return f"{path}: [{name}] left out: {exc}"
-    return PlanEntry(model, args, name=name)
+            return f"{path}: [{name}] left out: {exc}", notes
+    return PlanEntry(model, args, name=name), notes
 
 
 def _model_ref(named: dict[str, str]) -> str | None:
