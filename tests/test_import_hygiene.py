@@ -227,6 +227,7 @@ NOT_IN_A_PLAIN_FIT = (
     "lltui.core.memory.tensor_parallel",  # -sm tensor's alone
     "lltui.core.monitor.alerts",
     "lltui.core.monitor.models",
+    "lltui.core.monitor.gpus_report",  # --json says simulated: false from a module of its own
     "lltui.services.bench",
     "lltui.services.plan",
     "lltui.sources.gpu.rig_store",
@@ -241,11 +242,11 @@ def test_fit_and_quant_of_a_local_model_load_only_what_they_use(tmp_path):
     from support import gguf_factory as gf
 
     path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec(n_layer=2), "F16")
-    for verb in ("fit", "quant"):
+    for verb, *json in (("fit",), ("quant",), ("fit", "--json"), ("quant", "--json")):
         code = (
             "import contextlib, io\nfrom lltui.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    main([{verb!r}, {str(path)!r}, '--gpus', '4090,4090'])"
+            f"    main([{verb!r}, {str(path)!r}, '--gpus', '4090,4090', *{json!r}])"
         )
         mods = _modules_after(code)
         assert "lltui.core.fit.estimate" in mods, "the command ran"

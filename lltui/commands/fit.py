@@ -214,7 +214,7 @@ def rig_lines(rig: RigInfo | None, devices: str) -> list[str]:
     """The SIMULATED line, first, where the devices are a simulated rig's."""
     if rig is None or not rig.simulated:
         return []
-    from lltui.core.monitor.gpus_report import simulated_line
+    from lltui.core.monitor.simulated import simulated_line
 
     return [
         f"{simulated_line(rig)}; estimated for its GPUs ({devices}); --gpus cpu estimates "
@@ -224,7 +224,7 @@ def rig_lines(rig: RigInfo | None, devices: str) -> list[str]:
 
 def _to_json(report: FitReport) -> dict[str, Any]:
     from lltui.core.fit.report import oracle_to_json, result_to_json
-    from lltui.core.monitor.gpus_report import simulated_json
+    from lltui.core.monitor.simulated import simulated_json
 
     data = result_to_json(report.result) | simulated_json(report.setup.rig)
     if report.setup.notes:

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     where = report.setup.device_label
     if command.as_json:
         from lltui.core.fit.report import model_to_json, offered_to_json
-        from lltui.core.monitor.gpus_report import simulated_json
+        from lltui.core.monitor.simulated import simulated_json
 
         # the model read: the input file itself (the rows are what-ifs, with no file yet)
         data: dict[str, Any] = {

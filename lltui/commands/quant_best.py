@@ -33,7 +33,7 @@ def run_best(command: FitCommand) -> int:
 
 def _to_json(ranked: QuantBest) -> dict[str, Any]:
     from lltui.core.fit.report import offered_to_json
-    from lltui.core.monitor.gpus_report import simulated_json
+    from lltui.core.monitor.simulated import simulated_json
 
     rows = []
     for c in ranked.choices:

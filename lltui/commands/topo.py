@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
     import shutil
 
-    from lltui.core.monitor.gpus_report import simulated_json, simulated_line
     from lltui.core.monitor.models import GpuStatic, RigInfo, SourceUnavailable
+    from lltui.core.monitor.simulated import simulated_json, simulated_line
     from lltui.core.topo.advice import advise
     from lltui.core.topo.matrix import Topology
     from lltui.core.topo.parse import decode_text, parse_topology

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                     hooks.fire(result.changes)
                     hooks.wait()  # each bounded by its timeout
             if args.json:
-                from lltui.core.monitor.gpus_report import simulated_json
+                from lltui.core.monitor.simulated import simulated_json
 
                 alerts = alerts_to_json(result.active)
                 print_json(
@@ -151,7 +151,7 @@ def _say_simulated(watch: Any) -> bool:
     the rig is simulated; whether it was said."""
     info = watch.simulated_info
     if info is not None:
-        from lltui.core.monitor.gpus_report import simulated_line
+        from lltui.core.monitor.simulated import simulated_line
 
         print(f"lltui watch: {simulated_line(info)}", file=sys.stderr, flush=True)
     return info is not None

@@ -110,7 +110,7 @@ class PlanReport:
         """The ``lltui fit A.gguf B.gguf ... --json`` object (and the API's ``plan_models``):
         the plan, with whether its devices are a simulated rig's."""
         from lltui.core.fit.plan_report import plan_to_json
-        from lltui.core.monitor.gpus_report import simulated_json
+        from lltui.core.monitor.simulated import simulated_json
 
         return plan_to_json(self.plan, self.notes) | simulated_json(self.rig)
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lltui.core.monitor.alerts import HostStatus
-from lltui.core.monitor.gpus_report import rig_to_json, simulated_json
+from lltui.core.monitor.gpus_report import rig_to_json
 from lltui.core.monitor.models import RigInfo, RigSample
+from lltui.core.monitor.simulated import simulated_json
 
 STALE_FACTOR = 3.0  # a host that has not answered for this many intervals is stale
 STALE_MIN_S = 3.0

@@ -14,10 +14,10 @@ from lltui.core.monitor.models import (
     GpuProcess,
     GpuSample,
     MigDevice,
-    RigInfo,
     RigSample,
 )
 from lltui.core.monitor.redact import redact_sample
+from lltui.core.monitor.simulated import simulated_json, simulated_line
 from lltui.core.monitor.xid import xid_meaning
 from lltui.core.text import one_line
 from lltui.core.units import GIB, fmt_mib, fmt_pct, fmt_rate_kbs, fmt_temp, fmt_time, fmt_watts
@@ -120,22 +120,6 @@ def mig_processes(m: MigDevice, g: GpuSample) -> list[GpuProcess]:
         if p.gpu_instance_id == m.gpu_instance_id
         and p.compute_instance_id in (None, m.compute_instance_id)
     ]
-
-
-def simulated_json(info: RigInfo | None) -> dict[str, Any]:
-    """Whether a rig is simulated and why, as every JSON output says it (false for a real
-    rig, and where no rig was used: devices described by --gpus)."""
-    simulated = info is not None and info.simulated
-    return {
-        "simulated": simulated,
-        "simulated_reason": info.simulated_reason if info is not None and simulated else None,
-    }
-
-
-def simulated_line(info: RigInfo) -> str:
-    """``SIMULATED rig (sim:kaggle-2xt4): why``, as every text output says it."""
-    why = one_line(info.simulated_reason or "asked for")
-    return f"SIMULATED rig ({one_line(info.source)}): {why}"
 
 
 def rig_to_json(sample: RigSample) -> dict[str, Any]:
