@@ -190,3 +190,23 @@ def test_dev_names_a_device_in_any_case_as_llama_cpp_does(llama8b, capsys):
     assert main(["fit", llama8b, "--gpus", "2x24GiB", "-dev", "cuda1", "--json"]) == 0
     devices = json.loads(capsys.readouterr().out)["devices"]
     assert [d["name"] for d in devices if d["layers"]] == ["CUDA1"]
+
+
+def test_fit_on_the_rig_in_use_reads_only_what_it_uses(llama8b, capsys, monkeypatch):
+    """fit sampled the rig as the monitor does: every GPU's process list and PCIe
+    throughput (NVML takes 20 ms a counter a GPU) and a tenth of a second's wait for rates,
+    none of which a fit reads."""
+    import time
+
+    fake = FakeNvml(make_gpus(4)).install(monkeypatch)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    waits: list[float] = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: (waits.append(s), real_sleep(0))[1])
+    rc, out, _err = run(capsys, "fit", llama8b, "-c", "4096")
+    assert rc == 0 and out.count("CUDA") >= 4
+    called = {fn for (_g, fn) in fake.calls}
+    assert "nvmlDeviceGetPcieThroughput" not in called
+    assert not {fn for fn in called if "RunningProcesses" in fn}
+    assert "nvmlDeviceGetPowerManagementLimit" in called or any("Power" in f for f in called)
+    assert not [s for s in waits if s >= 0.05]

@@ -227,7 +227,7 @@ def on_rig(request: FitRequest) -> tuple[FitRequest, RigInfo | None]:
     if wanted.is_fleet:
         raise FitFailed(f"{request.verb}: a fleet is several rigs: give --gpus SPEC", 2)
     try:
-        sample = sample_once(wanted)
+        sample = sample_once(wanted, facts_only=True)  # (no rates: fit reads none)
     except ValueError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
     except SourceUnavailable as exc:

@@ -151,12 +151,19 @@ def _info(source: str | None) -> RigInfo:
     return info
 
 
-def sample_once(request: RigRequest, settle_s: float = 0.1) -> RigSample:
+def sample_once(
+    request: RigRequest, settle_s: float = 0.1, *, facts_only: bool = False
+) -> RigSample:
     """One sample of a single source (``settle_s`` after opening a real one, so that host
-    CPU% and rate counters have an interval to measure). SourceUnavailable or ValueError."""
+    CPU% and rate counters have an interval to measure; ``facts_only``: what the GPUs are
+    and hold, no rates, process lists or PCIe throughput, and no wait). SourceUnavailable
+    or ValueError."""
     import time
 
-    source, info = open_source(request.source, seed=request.seed, replay=request.replay)
+    source, info = open_source(
+        request.source, seed=request.seed, replay=request.replay, facts_only=facts_only
+    )
+    settle_s = 0 if facts_only else settle_s
     try:
         if not info.simulated and settle_s > 0:
             time.sleep(settle_s)

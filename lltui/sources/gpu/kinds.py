@@ -5,6 +5,7 @@ simulated rig. A new GPU backend is one module and one row here."""
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,6 +37,9 @@ class MakeOptions:
     sim_reason: str | None = None  # why a simulated rig stands in (auto without a GPU)
     seed: int = 0
     replay: ReplayOptions | None = None
+    # one look at what the GPUs are and hold (fit): no process lists or PCIe throughput,
+    # which NVML takes 20 ms a counter a GPU to give
+    facts_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,8 @@ def _make_nvml(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
         raise SourceUnavailable(NO_NVIDIA_DRIVER)
     from lltui.sources.gpu.nvml import NvmlSource
 
+    if opts.facts_only:
+        return NvmlSource(process_ttl_s=math.inf, pcie_ttl_s=math.inf)
     return NvmlSource()
 
 
@@ -293,12 +299,13 @@ def make_source(
     sim_reason: str | None = None,
     seed: int = 0,
     replay: ReplayOptions | None = None,
+    facts_only: bool = False,
 ) -> GpuSource:
     """Construct (but do not open) the source a spec names."""
     kind = KINDS.get(spec.kind)
     if kind is None or kind.make is None:
         raise ValueError(f"cannot construct source {spec}")
-    return kind.make(spec, MakeOptions(sim_reason=sim_reason, seed=seed, replay=replay))
+    return kind.make(spec, MakeOptions(sim_reason, seed, replay, facts_only))
 
 
 # what ``auto`` tries, in order; every one that opens is shown (a host with NVIDIA and AMD
@@ -320,9 +327,13 @@ def _opened(source: GpuSource) -> RigInfo:
 
 
 def open_source(
-    text: str | None, *, seed: int = 0, replay: ReplayOptions | None = None
+    text: str | None,
+    *,
+    seed: int = 0,
+    replay: ReplayOptions | None = None,
+    facts_only: bool = False,
 ) -> tuple[GpuSource, RigInfo]:
-    """Open the source ``--source`` names.
+    """Open the source ``--source`` names (``facts_only``: see MakeOptions).
 
     ``auto`` is every vendor's source that opens with at least one GPU (NVML, then AMD;
     both: one combined rig); none: the default simulated rig, whose RigInfo says SIMULATED
@@ -333,13 +344,13 @@ def open_source(
 
     spec = parse_source_spec(text)
     if spec.kind != "auto":
-        source = make_source(spec, seed=seed, replay=replay)
+        source = make_source(spec, seed=seed, replay=replay, facts_only=facts_only)
         return source, _opened(source)
     opened: list[tuple[GpuSource, RigInfo]] = []
     reasons = []
     for name in AUTO_ORDER:
         try:
-            source = make_source(SourceSpec(name))
+            source = make_source(SourceSpec(name), facts_only=facts_only)
             opened.append((source, _opened(source)))
         except SourceUnavailable as exc:
             reasons.append(f"{_AUTO_WORDS[name]}: {exc}")
