@@ -479,3 +479,32 @@ def test_an_architecture_llama_cpp_does_not_know_is_said(tmp_path):
     gf.write_model(path, spec, "F16")
     res = estimate(read_gguf(path), parse_llama_args([]), cuda(1), NO_SEARCH)
     assert any("does not know the architecture 'zzzzz'" in w for w in res.warnings)
+
+
+def test_estimates_leave_no_cycle_for_the_collector(tmp_path, capsys):
+    """lltui fit and quant run with the collector off (lltui.cli.main): an estimate's
+    placements held their plan, whose memo held them again (placement.tracked, the speed's
+    weight sums), so every plan _routes' cache let go of lived to the exit (quant --best
+    of a 235B MoE: 217 MB where 95 with the collector)."""
+    import gc
+
+    from lltui.core.memory import placement
+
+    path = tmp_path / "moe.gguf"
+    gf.write_sparse(path, gf.qwen3moe_spec(), "F16")
+    gc.collect()
+    gc.disable()
+    try:
+        assert main(["quant", str(path), "--gpus", "4090", "--best", "speed"]) == 0
+        placement._routes.cache_clear()  # (as plans leave it in a long search)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = {
+            type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("lltui.core")
+        }
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    capsys.readouterr()
+    assert not left, left

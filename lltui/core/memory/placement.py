@@ -346,7 +346,9 @@ def tracked(
             values.pop(i, None)
         else:
             values[i] = v
-    state.last = placements
+    # its weights alone: the placements hold the plan whose memo holds this state, a cycle
+    # that only the collector would free once the plan leaves _routes' cache
+    state.last = tuple(placements)
     return [values[i] for i in sorted(values)]
 
 

@@ -222,7 +222,7 @@ class _WeightSums:
             self._add(self.facts[i], -1)
             fact = self.facts[i] = _weight_fact(placements[i], self.layer_dev, self.names)
             self._add(fact, 1)
-        self.last = placements
+        self.last = tuple(placements)  # (its weights alone: see placement.tracked)
         total = sum(self.bytes.values()) + sum(self.elems.values())
         if not self.exact or total >= _EXACT:
             return None
