@@ -418,11 +418,11 @@ def slow_amd_host(monkeypatch, tmp_path, seconds: dict[str, float], amd_smi: boo
     ``seconds`` on a fake clock that the source reads: the timeouts each is given."""
     import types
 
-    from lltui.sources.gpu.amd import cli
+    from lltui.sources.gpu import smi
     from lltui.sources.gpu.smi import CommandResult
 
     now = [1000.0]
-    monkeypatch.setattr(cli, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(smi, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     out = {
         "static": (AMD_FIX / "amd-smi/static-mi210-gpu_data.json").read_text(),
         "metric": (AMD_FIX / "amd-smi/metric-power-rocm6.1.0.json").read_text(),
@@ -445,7 +445,7 @@ def slow_amd_host(monkeypatch, tmp_path, seconds: dict[str, float], amd_smi: boo
         now[0] += seconds[what]
         return CommandResult(0, out[what], "")
 
-    monkeypatch.setattr(cli, "run_command", host)
+    monkeypatch.setattr(smi, "run_command", host)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # (too deep for a master: no ssh)
     return given
 

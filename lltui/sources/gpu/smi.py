@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypedDict, Unpack
 
 from lltui.core.monitor.models import (
     GpuSample,
@@ -212,7 +213,83 @@ def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
 PROCESS_TTL_S = 2.0  # as the NVML source reads processes
 
 
-class SmiSource:
+class ToolOptions(TypedDict, total=False):
+    """What a :class:`ToolSource` may be given besides its host (defaults: its __init__)."""
+
+    port: int | None
+    runner: Runner | None
+    timeout: float | None  # an open's, a poll's commands; 10 s here, 20 s on a host
+    which: Callable[[str], str | None]
+    host_sampler: HostSampler | None
+    clock: Clock
+    wall: Clock
+    process_ttl_s: float
+
+
+class ToolSource:
+    """What the sources that run a vendor's tool (nvidia-smi, amd-smi, rocm-smi) here or on
+    ``host`` over ssh share: the host and its one persistent connection (closed by close()),
+    one timeout that an open's or a poll's commands share (:meth:`_start`, :meth:`_call`),
+    the host's sampler (local only), the clocks and the sample numbers."""
+
+    prefix = ""  # the source's name here; ``PREFIX:HOST`` on a host
+
+    def __init__(self, host: str | None = None, **options: Unpack[ToolOptions]) -> None:
+        self.host = check_host(host) if host is not None else None
+        self.ssh = SshTarget(self.host, options.get("port")) if self.host is not None else None
+        self.name = self.prefix if self.ssh is None else f"{self.prefix}:{self.ssh.label}"
+        self._run = options.get("runner") or run_command
+        timeout = options.get("timeout")
+        self._timeout = timeout if timeout is not None else (10.0 if host is None else 20.0)
+        self._which = options.get("which", shutil.which)
+        self._host_sampler = options.get("host_sampler")
+        self._clock = options.get("clock", mono_clock)
+        self._wall = options.get("wall", wall_clock)
+        self.process_ttl_s = options.get("process_ttl_s", PROCESS_TTL_S)
+        self._info: RigInfo | None = None
+        self._seq = SequenceCounter()
+        # one open's or poll's commands share its timeout (a host answering each in 2 s of
+        # a 5 s poll was called down after four); the first poll takes what open() read
+        self._deadline = 0.0
+
+    def _where(self) -> str:
+        return "here" if self.host is None else f"on {self.host}"
+
+    def _failure(self, tool: str, result: CommandResult) -> str:
+        return command_failure(tool, result, self.host)
+
+    def _start(self) -> None:
+        """Start the timeout of an open's or a poll's commands."""
+        self._deadline = time.monotonic() + self._timeout
+
+    def _call(self, tool: str, *args: str) -> CommandResult:
+        """Run ``tool ARGS`` with what is left of this open's or poll's timeout."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            return CommandResult(124, "", late(f"{tool} {self._where()}", 0.0, self._timeout))
+        result = run_tool(self._run, args, self.host, self.ssh, program=tool, timeout=left)
+        argv0 = tool if self.ssh is None else "ssh"
+        if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
+            return replace(result, stderr=late(argv0, left, self._timeout))
+        return result
+
+    def _hostname(self) -> str | None:
+        if self.host is not None:
+            return self.host.rsplit("@", 1)[-1]
+        return self._host().sample().hostname
+
+    def _host(self) -> HostSampler:
+        if self._host_sampler is None:  # built on first use: it primes the host's CPU counter
+            self._host_sampler = HostSampler()
+        return self._host_sampler
+
+    def close(self) -> None:
+        self._info = None
+        if self.ssh is not None:
+            self.ssh.close()  # the host's persistent connection ends with the source
+
+
+class SmiSource(ToolSource):
     """GPUs as ``nvidia-smi`` reports them, on this machine or on ``host`` over ssh.
 
     Fields an older driver rejects are dropped (and remembered) the first time it rejects
@@ -220,72 +297,30 @@ class SmiSource:
     what nvidia-smi says and None for the host.
     """
 
-    def __init__(
-        self,
-        host: str | None = None,
-        *,
-        port: int | None = None,
-        runner: Runner | None = None,
-        timeout: float | None = None,
-        which: Callable[[str], str | None] = shutil.which,
-        host_sampler: HostSampler | None = None,
-        clock: Clock = mono_clock,
-        wall: Clock = wall_clock,
-        process_ttl_s: float = PROCESS_TTL_S,
-    ) -> None:
-        self.host = check_host(host) if host is not None else None
-        # one persistent connection per host (closed by close())
-        self.ssh = SshTarget(self.host, port) if self.host is not None else None
-        self.process_ttl_s = process_ttl_s
+    prefix = "smi"
+
+    def __init__(self, host: str | None = None, **options: Unpack[ToolOptions]) -> None:
+        super().__init__(host, **options)
         self._apps: tuple[SmiAppRow, ...] = ()
         self._apps_t: float | None = None
-        self.name = "smi" if self.ssh is None else f"smi:{self.ssh.label}"
-        self._run = runner or run_command
-        self._timeout = timeout if timeout is not None else (10.0 if host is None else 20.0)
-        self._which = which
-        self._host_sampler = host_sampler
-        self._clock = clock
-        self._wall = wall
         self._gpu_fields: list[str] = list(GPU_QUERY_FIELDS)
         self._app_fields: list[str] = list(APP_QUERY_FIELDS)
         self.dropped_fields: list[str] = []  # fields this driver rejected, in order
-        self._info: RigInfo | None = None
         self._statics: dict[str, GpuStatic] = {}
-        self._seq = SequenceCounter()
-        # one poll's commands share its timeout (a host answering each in 2 s of a 5 s poll
-        # was called down after four); the rows open() read are the first poll's
-        self._deadline = 0.0
         self._opened_rows: tuple[tuple[SmiGpuRow, ...], str] | None = None
 
     # -- commands ------------------------------------------------------------------------
-    def _where(self) -> str:
-        return "here" if self.host is None else f"on {self.host}"
-
-    def _failure(self, result: CommandResult) -> str:
-        return command_failure("nvidia-smi", result, self.host)
-
-    def _run_smi(self, args: Sequence[str]) -> CommandResult:
-        """Run nvidia-smi with what is left of this poll's timeout."""
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise SourceUnavailable(late(f"nvidia-smi {self._where()}", 0.0, self._timeout))
-        result = run_tool(self._run, args, self.host, self.ssh, program="nvidia-smi", timeout=left)
-        argv0 = "nvidia-smi" if self.ssh is None else "ssh"
-        if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
-            return replace(result, stderr=late(argv0, left, self._timeout))
-        return result
-
     def _query(self, flag: str, fields: list[str]) -> tuple[str, list[str]]:
         """Run one query; on ``Field "x" is not a valid field to query`` drop x (a rejected
         ``clocks_event_reasons.*`` swaps in the older ``clocks_throttle_reasons.*`` names)
         and retry. Each rejected field costs one retry; the field list bounds them."""
         for _ in range(len(fields) + 2):
-            result = self._run_smi([f"{flag}={','.join(fields)}", CSV_FORMAT])
+            result = self._call("nvidia-smi", f"{flag}={','.join(fields)}", CSV_FORMAT)
             if result.returncode == 0:
                 return result.stdout, fields
             rejected = unknown_field(result.stdout + "\n" + result.stderr)
             if rejected is None or rejected not in fields or len(fields) == 1:
-                raise SourceUnavailable(self._failure(result))
+                raise SourceUnavailable(self._failure("nvidia-smi", result))
             if rejected.startswith(EVENT_REASON_PREFIX):
                 # Drivers before 535 call the whole family clocks_throttle_reasons.*
                 fields = [
@@ -319,11 +354,8 @@ class SmiSource:
     def _versions(self) -> tuple[str | None, str | None]:
         """CUDA and NVML versions from ``nvidia-smi --version`` (drivers 525 and later);
         None when this driver does not print them."""
-        try:
-            result = self._run_smi(["--version"])
-        except SourceUnavailable:  # the poll's time is up: its GPUs matter more
-            return None, None
-        if result.returncode != 0:
+        result = self._call("nvidia-smi", "--version")
+        if result.returncode != 0:  # (or the poll's time is up: its GPUs matter more)
             return None, None
         cuda = _CUDA_VERSION.search(result.stdout)
         nvml = _NVML_VERSION.search(result.stdout)
@@ -335,7 +367,7 @@ class SmiSource:
             raise SourceUnavailable(
                 "nvidia-smi is not on PATH here (is the NVIDIA driver installed?)"
             )
-        self._deadline = time.monotonic() + self._timeout
+        self._start()
         self._opened_rows = None
         rows, chatter = self._gpu_rows()
         if not rows:
@@ -343,17 +375,12 @@ class SmiSource:
         statics = tuple(sorted((r.static for r in rows), key=lambda s: s.index))
         self._statics = {self._key(s): s for s in statics}
         cuda, nvml = self._versions()
-        hostname: str | None
-        if self.host is None:
-            hostname = self._host().sample().hostname
-        else:
-            hostname = self.host.rsplit("@", 1)[-1]
         self._info = RigInfo(
             source=self.name,
             driver_version=next((r.driver_version for r in rows if r.driver_version), None),
             cuda_version=cuda,
             nvml_version=nvml,
-            hostname=hostname,
+            hostname=self._hostname(),
             gpus=statics,
             hints=self._hints(),
         )
@@ -385,16 +412,6 @@ class SmiSource:
                     return static
         return None
 
-    def _host(self) -> HostSampler:
-        if self._host_sampler is None:  # built on first use: it primes the host's CPU counter
-            self._host_sampler = HostSampler()
-        return self._host_sampler
-
-    def close(self) -> None:
-        self._info = None
-        if self.ssh is not None:
-            self.ssh.close()  # the host's persistent connection ends with the source
-
     def poll(self) -> RigSample:
         if self._info is None:
             self.open()
@@ -403,7 +420,7 @@ class SmiSource:
         if opened is not None and time.monotonic() < self._deadline:
             rows, chatter = opened  # open() read them within this poll's time
         else:
-            self._deadline = time.monotonic() + self._timeout
+            self._start()
             rows, chatter = self._gpu_rows()
         now, wall = self._clock(), self._wall()
         errors: list[str] = []

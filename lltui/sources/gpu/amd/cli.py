@@ -11,10 +11,8 @@ marks the sample; the GPUs keep updating).
 from __future__ import annotations
 
 import re
-import shutil
-import time
-from collections.abc import Callable
 from dataclasses import replace
+from typing import Unpack
 
 from lltui.core.monitor.amd_smi_json import (
     AmdJsonError,
@@ -34,19 +32,8 @@ from lltui.core.monitor.models import (
 from lltui.core.monitor.rocm_smi_json import read_cards
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
 from lltui.sources.gpu.amd.tools import AMD_SMI, ROCM_SMI, TOOLS, not_on_path
-from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
-from lltui.sources.gpu.host_facts import HostSampler
-from lltui.sources.gpu.smi import (
-    CommandResult,
-    Runner,
-    command_failure,
-    late,
-    run_command,
-    run_tool,
-)
-from lltui.sources.ssh import SshTarget, check_host
+from lltui.sources.gpu.smi import ToolOptions, ToolSource
 
-PROCESS_TTL_S = 2.0
 # one rocm-smi run gives every reading; -a is the fallback for a rocm-smi too old for one
 ROCM_SMI_FLAGS: tuple[str, ...] = (
     "--showproductname", "--showbus", "--showuniqueid", "--showuse", "--showmemuse",
@@ -58,72 +45,36 @@ _ROCM_VERSION = re.compile(r"ROCm version:\s*([0-9][0-9.]*)")
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|invalid choice|unknown option", re.I)
 
 
-class AmdCliSource:
+class AmdCliSource(ToolSource):
     """GPUs as ``amd-smi`` or ``rocm-smi`` report them, on this machine or on ``host``.
 
     ``tool`` forces one; by default ``amd-smi`` is tried first and ``rocm-smi`` stands in
     when it is not installed or fails at open (the hint says so)."""
 
+    prefix = "amd"
+
     def __init__(
         self,
         host: str | None = None,
         *,
-        port: int | None = None,
         tool: str | None = None,
-        runner: Runner | None = None,
-        timeout: float | None = None,
-        which: Callable[[str], str | None] = shutil.which,
-        host_sampler: HostSampler | None = None,
-        clock: Clock = mono_clock,
-        wall: Clock = wall_clock,
-        process_ttl_s: float = PROCESS_TTL_S,
         proc_root: str = "/",
+        **options: Unpack[ToolOptions],
     ) -> None:
-        self.host = check_host(host) if host is not None else None
-        self.ssh = SshTarget(self.host, port) if self.host is not None else None
-        self.name = "amd" if self.ssh is None else f"amd:{self.ssh.label}"
+        super().__init__(host, **options)
         self.tool = tool
-        self._run = runner or run_command
-        self._timeout = timeout if timeout is not None else (10.0 if host is None else 20.0)
-        self._which = which
-        self._host_sampler = host_sampler
-        self._clock, self._wall = clock, wall
-        self.process_ttl_s = process_ttl_s
         self._proc_root = proc_root
         self._rocm_args: tuple[str, ...] = ROCM_SMI_FLAGS
         self._statics: tuple[GpuStatic, ...] = ()
-        self._info: RigInfo | None = None
         self._procs: dict[int, tuple[GpuProcess, ...]] = {}
         self._procs_t: float | None = None
         self._hints: list[str] = []
-        self._seq = SequenceCounter()
         # an open's commands share one timeout, both tools in turn (a tool missing or failing
         # fast leaves the other the rest: each had its own half), and so do a poll's; the
         # first poll takes the rocm-smi output its open read (amd-smi's open reads no metric)
-        self._deadline = 0.0
         self._opened_out: str | None = None
 
     # -- commands ----------------------------------------------------------------------------
-    def _where(self) -> str:
-        return "here" if self.host is None else f"on {self.host}"
-
-    def _failure(self, tool: str, result: CommandResult) -> str:
-        return command_failure(tool, result, self.host)
-
-    def _start(self) -> None:
-        self._deadline = time.monotonic() + self._timeout
-
-    def _call(self, tool: str, *args: str) -> CommandResult:
-        """Run ``tool ARGS`` with what is left of this open's or poll's timeout."""
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            return CommandResult(124, "", late(f"{tool} {self._where()}", 0.0, self._timeout))
-        result = run_tool(self._run, args, self.host, self.ssh, program=tool, timeout=left)
-        argv0 = tool if self.ssh is None else "ssh"
-        if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
-            return replace(result, stderr=late(argv0, left, self._timeout))
-        return result
-
     def command_output(self, tool: str, *args: str) -> str:
         """What ``tool ARGS`` prints here or on the host; SourceUnavailable when it fails."""
         self._start()
@@ -157,11 +108,6 @@ class AmdCliSource:
             self._info = replace(info, hints=tuple(self._hints))
             return self._info
         raise SourceUnavailable("; ".join(reasons) or "no AMD tool to run")
-
-    def _hostname(self) -> str | None:
-        if self.host is not None:
-            return self.host.rsplit("@", 1)[-1]
-        return self._host().sample().hostname
 
     def _open_amd_smi(self) -> RigInfo:
         static_out = self._json(AMD_SMI, "static", "--json")
@@ -204,11 +150,6 @@ class AmdCliSource:
         )
 
     # -- poll --------------------------------------------------------------------------------
-    def _host(self) -> HostSampler:
-        if self._host_sampler is None:
-            self._host_sampler = HostSampler()
-        return self._host_sampler
-
     def _readings(self, opened: str | None) -> dict[int, GpuSample]:
         try:
             if self.tool == AMD_SMI:
@@ -269,8 +210,3 @@ class AmdCliSource:
             host=sampler.sample() if sampler is not None else HostSample(),
             error=error,
         )
-
-    def close(self) -> None:
-        self._info = None
-        if self.ssh is not None:
-            self.ssh.close()
