@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 Clock = Callable[[], float]
+PROCESS_TTL_S = 2.0  # how long a source keeps the process lists it read
 
 
 class SequenceCounter:

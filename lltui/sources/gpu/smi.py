@@ -43,7 +43,7 @@ from lltui.core.monitor.smi_csv import (
     processes_by_gpu,
     unknown_field,
 )
-from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
+from lltui.sources.gpu.base import PROCESS_TTL_S, Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.proc_group import run_group
 from lltui.sources.ssh import SshTarget, split_host_port
@@ -208,9 +208,6 @@ def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
     if result.returncode == 124:
         return err or f"{tool} did not answer {where}"
     return f"{tool} failed {where}: {out or err or f'exit status {result.returncode}'}"
-
-
-PROCESS_TTL_S = 2.0  # as the NVML source reads processes
 
 
 class ToolOptions(TypedDict, total=False):

@@ -33,7 +33,7 @@ from lltui.core.monitor.throttle import AMD_THROTTLED, AMD_VIOLATIONS
 from lltui.core.text import error_text
 from lltui.core.units import KIB
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
-from lltui.sources.gpu.base import Clock, SequenceCounter, mono_clock, wall_clock
+from lltui.sources.gpu.base import PROCESS_TTL_S, Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.host_facts import HostSampler
 
 # amdsmi_status_t codes (amdsmi.h): fixed by the C ABI, written out for old bindings
@@ -49,7 +49,6 @@ INIT_WORDS = {
     NO_PERM: "permission denied (is this user in the render and video groups?)",
     NOT_FOUND: "no AMD GPU found",
 }
-PROCESS_TTL_S = 2.0
 MICRO = 1e-6
 
 

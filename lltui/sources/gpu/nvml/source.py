@@ -56,7 +56,7 @@ from lltui.core.monitor.models import (
     SourceUnavailable,
 )
 from lltui.core.text import error_text
-from lltui.sources.gpu.base import SequenceCounter, mono_clock, wall_clock
+from lltui.sources.gpu.base import PROCESS_TTL_S, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.nvml.calls import GpuLost, NvmlCalls
 from lltui.sources.gpu.nvml.codes import (
     ERR_GPU_IS_LOST,
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from lltui.sources.gpu.host_facts import HostSampler
 
 DEFAULT_SLOW_TTL_S = 5.0
-DEFAULT_PROCESS_TTL_S = 2.0
+DEFAULT_PROCESS_TTL_S = PROCESS_TTL_S
 DEFAULT_PCIE_TTL_S = 5.0
 DEFAULT_LINK_TTL_S = 30.0
 FELL_OFF_WORDS = "GPU is lost: it has fallen off the bus (XID 79); it needs a reset or reboot"
