@@ -131,12 +131,13 @@ class CpuMeter:
         return round(min(100.0, 100.0 * busy / total), 1)
 
 
-def _boot_time(stat: Path) -> float:
-    with open(stat, "rb") as f:
+def _word(path: Path, key: bytes) -> bytes:
+    """The word after ``key`` on the line of ``path`` that starts with it; OSError if none."""
+    with open(path, "rb") as f:
         for line in f:
-            if line.startswith(b"btime "):
-                return float(line.split()[1])
-    raise OSError(f"no btime in {stat}")
+            if line.startswith(key):
+                return line.split()[1]
+    raise OSError(f"no {key.decode().strip(' :')} in {path}")
 
 
 @lru_cache(maxsize=256)
@@ -145,14 +146,6 @@ def _user(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:  # a uid without a passwd entry (a container's): its number
         return str(uid)
-
-
-def _real_uid(status: Path) -> int:
-    with open(status, "rb") as f:
-        for line in f:
-            if line.startswith(b"Uid:"):
-                return int(line.split()[1])
-    raise OSError(f"no Uid in {status}")
 
 
 class ProcReader:
@@ -190,7 +183,8 @@ class ProcReader:
             with open(folder / "statm", "rb") as f:
                 rss_pages = parse_statm(f.read())
             now = time.monotonic()
-            user = _user(_real_uid(folder / "status"))  # read each time: a uid may change
+            # the real uid, read each time: a uid may change
+            user = _user(int(_word(folder / "status", b"Uid:")))
             seen = self._seen.get(pid)
             if seen is not None and seen[0] == stat.start_ticks:
                 started = seen[1]
@@ -224,7 +218,8 @@ class ProcReader:
         """Seconds since the epoch: the boot time now (read anew for each new process, as
         psutil does) and the ticks since boot the process started at."""
         try:
-            return _boot_time(self._proc / "stat") + start_ticks / self._ticks_per_s
+            boot = float(_word(self._proc / "stat", b"btime "))
+            return boot + start_ticks / self._ticks_per_s
         except (OSError, ValueError):
             return None
 
