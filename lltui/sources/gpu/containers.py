@@ -191,10 +191,9 @@ def inside_container(root: str | os.PathLike[str] = "/") -> str | None:
     if os.environ.get("KUBERNETES_SERVICE_HOST") and str(base) == "/":
         return "a Kubernetes pod"
     raw = _read(base / "proc/1/cgroup", MAX_CGROUP_BYTES)
-    if raw is not None and container_of(raw.decode("utf-8", errors="replace")) is not None:
-        ref = container_of(raw.decode("utf-8", errors="replace"))
-        if ref is not None and ref.runtime not in ("systemd", "slurm"):
-            return ref.runtime
+    ref = container_of(raw.decode("utf-8", errors="replace")) if raw is not None else None
+    if ref is not None and ref.runtime not in ("systemd", "slurm"):
+        return ref.runtime
     return None
 
 
