@@ -280,6 +280,21 @@ class ToolSource:
             self._host_sampler = HostSampler()
         return self._host_sampler
 
+    def _rig_sample(
+        self, now: float, wall: float, gpus: list[GpuSample], error: str | None
+    ) -> RigSample:
+        """A poll's sample, numbered; the host's CPU and memory where the GPUs are local."""
+        assert self._info is not None
+        return RigSample(
+            seq=self._seq.next(),
+            t=now,
+            wall=wall,
+            info=self._info,
+            gpus=tuple(gpus),
+            host=self._host().sample() if self.host is None else HostSample(),
+            error=error,
+        )
+
     def close(self) -> None:
         self._info = None
         if self.ssh is not None:
@@ -454,7 +469,6 @@ class SmiSource(ToolSource):
             # enrich all at once: the sampler keeps only the pids of its latest call
             enriched = iter(sampler.enrich([p for ps in procs.values() for p in ps]))
             procs = {gpu: tuple(next(enriched) for _ in ps) for gpu, ps in procs.items()}
-        host = sampler.sample() if sampler is not None else HostSample()
         gpus = []
         for static in statics:
             sample = seen.get(self._key(static))
@@ -463,12 +477,4 @@ class SmiSource(ToolSource):
                 gpus.append(GpuSample(info=static, lost=True, error=reason))
                 continue
             gpus.append(replace(sample, processes=procs.get(static.index, ())))
-        return RigSample(
-            seq=self._seq.next(),
-            t=now,
-            wall=wall,
-            info=self._info,
-            gpus=tuple(gpus),
-            host=host,
-            error="; ".join(errors) or None,
-        )
+        return self._rig_sample(now, wall, gpus, "; ".join(errors) or None)

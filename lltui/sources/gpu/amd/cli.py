@@ -24,7 +24,6 @@ from lltui.core.monitor.models import (
     GpuProcess,
     GpuSample,
     GpuStatic,
-    HostSample,
     RigInfo,
     RigSample,
     SourceUnavailable,
@@ -201,12 +200,4 @@ class AmdCliSource(ToolSource):
             if sampler is not None and procs:
                 procs = sampler.enrich(procs)
             gpus.append(replace(sample, processes=procs))
-        return RigSample(
-            seq=self._seq.next(),
-            t=now,
-            wall=wall,
-            info=self._info,
-            gpus=tuple(gpus),
-            host=sampler.sample() if sampler is not None else HostSample(),
-            error=error,
-        )
+        return self._rig_sample(now, wall, gpus, error)
