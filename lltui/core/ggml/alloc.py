@@ -72,47 +72,53 @@ class DynAllocator:
         self.chunks: list[_Chunk] = []
 
     def alloc(self, size: int) -> tuple[int, int]:
-        size = _align(size, self.alignment)
+        a = self.alignment
+        size = (size + a - 1) // a * a
+        chunks = self.chunks
         best_c = best_b = -1
         # best fit among the blocks before each chunk's last one
-        for c, chunk in enumerate(self.chunks):
+        for c, chunk in enumerate(chunks):
+            blocks = chunk.blocks
             best_size = SIZE_MAX
-            for i in range(len(chunk.blocks) - 1):
-                bsize = chunk.blocks[i][1]
-                if bsize >= size and bsize <= best_size:
+            for i in range(len(blocks) - 1):
+                bsize = blocks[i][1]
+                if size <= bsize <= best_size:
                     best_c, best_b, best_size = c, i, bsize
         if best_b == -1:
             # the last block of a chunk: the one that grows the chunk least, or wastes least
             best_reuse = _INT64_MIN
-            for c, chunk in enumerate(self.chunks):
-                if not chunk.blocks:
+            for c, chunk in enumerate(chunks):
+                blocks = chunk.blocks
+                if not blocks:
                     continue
-                off, bsize = chunk.blocks[-1]
+                off, bsize = blocks[-1]
                 reuse = chunk.max_size - off - size
                 better_reuse = best_reuse < 0 and reuse > best_reuse
                 better_fit = reuse >= 0 and reuse < best_reuse
                 if bsize >= size and (better_reuse or better_fit):
-                    best_c, best_b, best_reuse = c, len(chunk.blocks) - 1, reuse
+                    best_c, best_b, best_reuse = c, len(blocks) - 1, reuse
         if best_b == -1:
-            if len(self.chunks) >= MAX_CHUNKS:
+            if len(chunks) >= MAX_CHUNKS:
                 raise ValueError("graph allocation: out of chunks")
             first = max(size, self.max_chunk)
-            if len(self.chunks) == MAX_CHUNKS - 1:
+            if len(chunks) == MAX_CHUNKS - 1:
                 first = _HALF_MAX
-            self.chunks.append(_Chunk(first))
-            best_c, best_b = len(self.chunks) - 1, 0
-        chunk = self.chunks[best_c]
+            chunks.append(_Chunk(first))
+            best_c, best_b = len(chunks) - 1, 0
+        chunk = chunks[best_c]
         block = chunk.blocks[best_b]
         offset = block[0]
         block[0] += size
         block[1] -= size
         if block[1] == 0:
             del chunk.blocks[best_b]
-        chunk.max_size = max(chunk.max_size, offset + size)
+        if offset + size > chunk.max_size:
+            chunk.max_size = offset + size
         return best_c, offset
 
     def free(self, chunk_id: int, offset: int, size: int) -> None:
-        size = _align(size, self.alignment)
+        a = self.alignment
+        size = (size + a - 1) // a * a
         blocks = self.chunks[chunk_id].blocks
         for i, block in enumerate(blocks):
             if block[0] + block[1] == offset:
@@ -176,13 +182,14 @@ def single_backend(graph: Graph) -> Schedule:
 
 
 class _State:
-    __slots__ = ("addr", "allocated", "buffer", "children", "views")
+    __slots__ = ("addr", "allocated", "buffer", "children", "size", "views")
 
     def __init__(self) -> None:
         self.children = 0
         self.views = 0
         self.buffer = 0
         self.addr = (0, 0)
+        self.size = 0  # the buffer type's alloc size, once allocated
         self.allocated = False
 
 
@@ -191,21 +198,10 @@ class _Planner:
 
     def __init__(self, sched: Schedule, bufts: Sequence[BufferType]) -> None:
         self.sched = sched
-        self.bufts = bufts
         self.allocs = [DynAllocator(b.alignment, b.max_size) for b in bufts]
+        self.alloc_size = [b.alloc_size for b in bufts]
         self.state: defaultdict[Tensor, _State] = defaultdict(_State)
         self.outputs = sched.outputs
-        self._sizes: list[dict[Tensor, int]] = [{} for _ in bufts]
-
-    def size_of(self, buffer: int, t: Tensor) -> int:
-        sizes = self._sizes[buffer]
-        size = sizes.get(t)
-        if size is None:
-            size = sizes[t] = self.bufts[buffer].alloc_size(t)
-        return size
-
-    def is_output(self, t: Tensor) -> bool:
-        return t in self.outputs
 
     def allocate(self, t: Tensor, buffer: int, srcs: tuple[Tensor, ...] = ()) -> None:
         if t.external or t.view_src is not None:
@@ -217,41 +213,36 @@ class _Planner:
         if t.op in INPLACE_OPS and self._reuse_parent(t, hn, srcs):
             return
         hn.buffer = buffer
-        hn.addr = self.allocs[buffer].alloc(self.size_of(buffer, t))
+        # (a tensor's size is asked once, here: its free uses the one kept)
+        hn.size = size = self.alloc_size[buffer](t)
+        hn.addr = self.allocs[buffer].alloc(size)
 
     def _reuse_parent(self, t: Tensor, hn: _State, srcs: tuple[Tensor, ...]) -> bool:
+        outputs = self.outputs
         for parent in srcs:
             p_hn = self.state[parent]
             if not p_hn.allocated:
                 continue  # external, a view, or not placed by the planner
-            if self.is_output(parent) or (
-                parent.view_src is not None and self.is_output(parent.view_src)
-            ):
+            if parent in outputs or (parent.view_src is not None and parent.view_src in outputs):
                 continue
-            if (parent.type, parent.ne, parent.nb) != (t.type, t.ne, t.nb):
+            if parent.type != t.type or parent.ne != t.ne or parent.nb != t.nb:
                 continue
             if p_hn.children == 1 and p_hn.views == 0:
                 # (a view parent is never "allocated", so only plain parents get here)
                 hn.buffer = p_hn.buffer
                 hn.addr = p_hn.addr
                 p_hn.allocated = False
-                self._free_extra(t, hn, parent, p_hn)
+                self._free_extra(t, hn, p_hn)
                 return True
         return False
 
-    def _free_extra(self, t: Tensor, hn: _State, parent: Tensor, p_hn: _State) -> None:
+    def _free_extra(self, t: Tensor, hn: _State, p_hn: _State) -> None:
         alloc = self.allocs[p_hn.buffer]
-        p_size = _align(self.size_of(p_hn.buffer, parent), alloc.alignment)
-        n_size = _align(self.size_of(hn.buffer, t), alloc.alignment)
+        hn.size = self.alloc_size[hn.buffer](t)
+        p_size = _align(p_hn.size, alloc.alignment)
+        n_size = _align(hn.size, alloc.alignment)
         if p_size > n_size:
             alloc.free(p_hn.addr[0], p_hn.addr[1] + n_size, p_size - n_size)
-
-    def free(self, t: Tensor) -> None:
-        if self.is_output(t):
-            return
-        hn = self.state[t]
-        self.allocs[hn.buffer].free(hn.addr[0], hn.addr[1], self.size_of(hn.buffer, t))
-        hn.allocated = False
 
     def run(self) -> list[int]:
         sc = self.sched
@@ -259,7 +250,8 @@ class _Planner:
         state = self.state
         allocate = self.allocate
         for leaf, b in zip(sc.leafs, sc.leaf_backend, strict=True):
-            allocate(leaf, b)
+            if not leaf.external and leaf.view_src is None:  # (allocate's own test, first)
+                allocate(leaf, b)
         steps = list(zip(sc.nodes, sc.srcs, sc.node_backend, strict=True))
         for node, srcs, b in steps:
             if node.view_src is not None and node.op != "NONE":
@@ -267,32 +259,48 @@ class _Planner:
             if node in inputs:
                 allocate(node, b)
             for s in srcs:
+                if s.external:
+                    continue  # (never placed nor freed here: not counted)
                 state[s].children += 1
                 if s in inputs:
                     allocate(s, b)
-        free = self.free
+        allocs, alloc_size, outputs = self.allocs, self.alloc_size, self.outputs
+        reuse_parent = self._reuse_parent
         for node, srcs, b in steps:
             for s in srcs:
                 # (externals, views and what is placed already are left as they are)
                 if not s.external and s.view_src is None and not state[s].allocated:
                     allocate(s, b)
-            if not node.external and node.view_src is None:  # (allocate's own test, first)
-                allocate(node, b, srcs)
+            if not node.external and node.view_src is None:
+                # (allocate, inlined: every node comes here)
+                hn = state[node]
+                if not hn.allocated:
+                    hn.allocated = True
+                    if node.op not in INPLACE_OPS or not reuse_parent(node, hn, srcs):
+                        hn.buffer = b
+                        hn.size = size = alloc_size[b](node)
+                        hn.addr = allocs[b].alloc(size)
             for s in srcs:
                 # one consumer of ``s`` has run: free it (or its view's source) after the
-                # last (inlined: every source of every node comes here)
+                # last, unless it is a graph output (free, inlined: every source of every
+                # node comes here)
+                if s.external:
+                    continue
                 p_hn = state[s]
                 p_hn.children -= 1
                 if p_hn.children != 0 or p_hn.views != 0:
                     continue
-                vs_t = s.view_src
-                if vs_t is not None:
-                    vs = state[vs_t]
-                    vs.views -= 1
-                    if vs.views == 0 and vs.children == 0 and vs.allocated:
-                        free(vs_t)
-                elif p_hn.allocated:
-                    free(s)
+                t = s.view_src
+                if t is not None:
+                    p_hn = state[t]
+                    p_hn.views -= 1
+                    if p_hn.views != 0 or p_hn.children != 0:
+                        continue
+                else:
+                    t = s
+                if p_hn.allocated and t not in outputs:
+                    allocs[p_hn.buffer].free(p_hn.addr[0], p_hn.addr[1], p_hn.size)
+                    p_hn.allocated = False
         return [a.size() for a in self.allocs]
 
 
