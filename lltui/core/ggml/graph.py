@@ -87,6 +87,8 @@ def row_bytes(type_id: int, n: int) -> int:
 
 
 def _ne(dims: Sequence[int]) -> Ne:
+    if len(dims) == 4:  # (most: every op's own shape)
+        return (dims[0], dims[1], dims[2], dims[3])
     d = [*dims, 1, 1, 1, 1]
     return (d[0], d[1], d[2], d[3])
 
@@ -121,8 +123,11 @@ class Graph:
             for s in rest:
                 if s not in seen:
                     seen.add(s)
-                    stack.append((s, iter(s.src)))
-                    break
+                    if s.src:
+                        stack.append((s, iter(s.src)))
+                        break
+                    # (a tensor without sources is placed at once, not walked: leafs mostly)
+                    (leafs if s.op == "NONE" else nodes).append(s)
             else:
                 stack.pop()
                 (leafs if cur.op == "NONE" else nodes).append(cur)
@@ -150,7 +155,8 @@ def external(
     """A tensor with its own buffer on device ``loc``: a weight, or the KV cache."""
     ne = _ne(dims)
     nb = contiguous_nb(type_id, ne)
-    return Tensor("NONE", type_id, ne, nb, external=True, name=name, loc=loc, weight=weight)
+    # (positional: a graph has hundreds of weights, and keywords cost a third more)
+    return Tensor("NONE", type_id, ne, nb, (), None, True, False, name, loc, weight)
 
 
 def pinned(t: Tensor, backend: int) -> Tensor:
@@ -169,7 +175,8 @@ def dup_of(a: Tensor, op: str, src: Sequence[Tensor]) -> Tensor:
 
 def _view(a: Tensor, op: str, ne: Ne, nb: Ne, src: Sequence[Tensor] | None = None) -> Tensor:
     root = a.view_src if a.view_src is not None else a
-    return Tensor(op, a.type, ne, nb, tuple(src) if src is not None else (a,), view_src=root)
+    # (view_src positional: a graph has hundreds of views, and keywords cost a third more)
+    return Tensor(op, a.type, ne, nb, tuple(src) if src is not None else (a,), root)
 
 
 # -- views ---------------------------------------------------------------------------------------

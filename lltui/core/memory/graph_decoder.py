@@ -155,6 +155,7 @@ class _Builder:
         # llama.cpp pins each layer's norms to its device for small batches or full offload
         self.pin_norms = s.full_offload or ub.n_tokens < 32
         self.il = -1  # the layer being built
+        self.prefix = ""  # its weights' names start so: "blk.N."
         T = self.T
         self.pos = gg.new_input(I32, (T * s.n_pos,), "inp_pos")
         self.attn_scale = gg.new_input(F32, (1, 1, T), "inp_attn_scale") if s.attn_scale else None
@@ -193,15 +194,17 @@ class _Builder:
 
     def w(self, name: str) -> Tensor:
         """A weight of the current layer (or outside the layers), where llama.cpp put it."""
-        dims = (self.lw if self.il >= 0 else self.top)[name]
-        full = f"blk.{self.il}.{name}" if self.il >= 0 else name
+        il = self.il
+        dims = (self.lw if il >= 0 else self.top)[name]
+        full = self.prefix + name if il >= 0 else name
         self.used.add(full)
-        if self.il < 0 and name.startswith(INPUT_TENSORS):
+        if il < 0 and name.startswith(INPUT_TENSORS):
             loc = HOST  # the input layer's weights stay in host memory
         elif name.startswith("token_embd_norm."):
             loc = self.dev(0)  # llama.cpp gives it layer 0's buffer type
         else:
-            loc = self.moved.get(full, self.dev(self.il))
+            moved = self.moved.get(full)
+            loc = self.dev(il) if moved is None else moved
         return gg.external(self.types.get(full, F32), dims, full, loc=loc)
 
     def w_opt(self, name: str) -> Tensor | None:
@@ -756,6 +759,7 @@ class _Builder:
         layer = {"seq": self.layer_seq, "post": self.layer_post}.get(r.layout, self.layer_parallel)
         for il, lay in enumerate(s.layers):
             self.il = il
+            self.prefix = f"blk.{il}."
             self.lw = dict(lay.weights)
             inp = layer(lay, inp)
         self.il = -1
