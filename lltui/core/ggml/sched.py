@@ -54,7 +54,11 @@ class _Scheduler:
         self.op_offload = op_offload
         self.n_copies = n_copies
         self.assigned: dict[Tensor, int] = {}
-        self.srcs: dict[Tensor, list[Tensor]] = {n: list(n.src) for n in graph.nodes}
+        # the nodes whose sources pass 5 swapped for copies (the others keep their own src)
+        self.srcs: dict[Tensor, tuple[Tensor, ...]] = {}
+        # the non-view nodes: the only ones passes 2 and 3 look at
+        self.ops = [n for n in graph.nodes if n.op not in VIEW_OPS]
+        self._of_device: dict[int, int] = {}
         self.copies: dict[tuple[Tensor, int], list[Tensor]] = {}
         self.outputs: set[Tensor] = set(graph.outputs)
         self.inputs: set[Tensor] = {t for t in graph.leafs if t.is_input}
@@ -67,10 +71,11 @@ class _Scheduler:
         return dev == loc or (dev == HOST and loc == REPACK)
 
     def backend_of_device(self, loc: int) -> int:
-        for b in range(len(self.backends)):
-            if self.supports(b, loc):
-                return b
-        return self.cpu
+        b = self._of_device.get(loc)
+        if b is None:  # (asked for every weight: remembered per device)
+            ok = (b for b in range(len(self.backends)) if self.supports(b, loc))
+            b = self._of_device[loc] = next(ok, self.cpu)
+        return b
 
     def _buffer_loc(self, t: Tensor) -> int | None:
         """The device of the buffer a tensor already has (weights, KV, views of them)."""
@@ -94,9 +99,9 @@ class _Scheduler:
     # -- pass 1: from the buffers of the weights ---------------------------------------------
 
     def from_cur(self, t: Tensor) -> int:
-        loc = self._buffer_loc(t)
-        if loc is not None:
-            return self.backend_of_device(loc)
+        base = t.view_src if t.view_src is not None else t  # (_buffer_loc, inlined)
+        if base.external:
+            return self.backend_of_device(base.loc)
         if t.is_input:
             return self.cpu
         if t.op in _NO_WEIGHT_CHOICE:
@@ -113,22 +118,21 @@ class _Scheduler:
         return -1
 
     def pass1(self) -> None:
+        assigned, of_device, from_cur = self.assigned, self.backend_of_device, self.from_cur
         for t in (*self.g.leafs, *self.g.nodes):
             if t.pin is not None:
-                self.assigned[t] = self.backend_of_device(t.pin)
+                assigned[t] = of_device(t.pin)
             else:
-                b = self.from_cur(t)
+                b = from_cur(t)
                 if b != -1:
-                    self.assigned[t] = b
+                    assigned[t] = b
 
     # -- pass 2 and 3: spread to the neighbours ----------------------------------------------
 
     def _expand(self, order: Sequence[Tensor], skip_cpu: bool) -> None:
         cur = -1
         assigned, cpu = self.assigned, self.cpu
-        for n in order:
-            if n.op in VIEW_OPS:
-                continue
+        for n in order:  # (views left out)
             b = assigned.get(n, -1)
             if b != -1:
                 cur = -1 if (skip_cpu and b == cpu) else b
@@ -136,21 +140,22 @@ class _Scheduler:
                 assigned[n] = cur
 
     def pass2(self) -> None:
-        nodes = self.g.nodes
+        nodes = self.ops
         self._expand(nodes, True)
         self._expand(nodes[::-1], True)
         self._expand(nodes, False)
         self._expand(nodes[::-1], False)
 
     def pass3(self) -> None:
-        for n in self.g.nodes:
-            if n.op in VIEW_OPS or self.get(n) != -1:
+        assigned = self.assigned
+        for n in self.ops:
+            if n in assigned:  # (assigned: never -1)
                 continue
             best, best_b = -1, -1
             for b in range(len(self.backends)):
                 count = sum(
                     1
-                    for s in self.srcs[n]
+                    for s in n.src
                     if (self.get(s) != -1 or self.get(s.view_src) != -1)
                     and self.buffer_supported(s, b)
                 )
@@ -160,14 +165,16 @@ class _Scheduler:
 
     def pass4(self) -> None:
         assigned = self.assigned
+        get = assigned.get
         for n in self.g.nodes:
-            if n.view_src is not None and assigned.get(n, -1) == -1:
-                assigned[n] = assigned.get(n.view_src, -1)
-            for s in self.srcs[n]:
-                if assigned.get(s, -1) == -1:
+            bn = get(n, -1)  # (no source is the node itself: it holds over the loop)
+            if bn == -1 and n.view_src is not None:
+                bn = assigned[n] = get(n.view_src, -1)
+            for s in n.src:
+                if get(s, -1) == -1:
                     vs = s.view_src
-                    assigned[s] = assigned.get(vs, -1) if vs is not None else assigned.get(n, -1)
-            if assigned.get(n, -1) == -1:
+                    assigned[s] = get(vs, -1) if vs is not None else bn
+            if bn == -1:
                 assigned[n] = 0
 
     # -- pass 5: splits and their input copies -----------------------------------------------
@@ -182,42 +189,45 @@ class _Scheduler:
             self.outputs.update(made)
         return made
 
+    def _foreign_weight(self, n: Tensor, b: int) -> bool:
+        """Whether ``n`` reads a weight backend ``b`` cannot (a new split then)."""
+        get = self.assigned.get
+        for s in n.src:
+            if s.external and s.weight and get(s, -1) != b and not self.buffer_supported(s, b):
+                return True
+        return False
+
     def pass5(self) -> list[_Split]:
         nodes = self.g.nodes
         assigned = self.assigned
         first = next((i for i, n in enumerate(nodes) if n.op not in VIEW_OPS), 0)
         split = _Split(self.get(nodes[first]) if nodes else self.cpu, 0, inputs=[])
         splits = [split]
+        supported, copies = self.buffer_supported, self.copies
         for i in range(first, len(nodes)):
             n = nodes[i]
             if n.op in VIEW_OPS:
                 continue
             nb = assigned.get(n, -1)
-            new_split = (
-                nb == split.backend
-                and bool(split.inputs)
-                and any(
-                    s.external
-                    and s.weight
-                    and self.get(s) != split.backend
-                    and not self.buffer_supported(s, split.backend)
-                    for s in self.srcs[n]
-                )
-            )
-            if nb != split.backend or new_split:
+            sb = split.backend
+            if nb != sb or (split.inputs and self._foreign_weight(n, sb)):
                 split.end = i
                 split = _Split(nb, i, inputs=[])
                 splits.append(split)
-            srcs = self.srcs[n]
-            sb = split.backend
-            for j, s in enumerate(srcs):
-                if assigned.get(s, -1) != sb and not self.buffer_supported(s, sb):
-                    key = (s, split.backend)
-                    if key not in self.copies:
-                        self.copies[key] = self._copy(s, split.backend)
+                sb = nb
+            swapped: list[Tensor] | None = None
+            for j, s in enumerate(n.src):
+                if assigned.get(s, -1) != sb and not supported(s, sb):
+                    key = (s, sb)
+                    if key not in copies:
+                        copies[key] = self._copy(s, sb)
                         assert split.inputs is not None
                         split.inputs.append(s)
-                    srcs[j] = self.copies[key][0]
+                    if swapped is None:
+                        swapped = list(n.src)
+                    swapped[j] = copies[key][0]
+            if swapped is not None:
+                self.srcs[n] = tuple(swapped)
         split.end = len(nodes)
         return splits
 
@@ -227,6 +237,7 @@ class _Scheduler:
         nodes: list[Tensor] = []
         srcs: list[tuple[Tensor, ...]] = []
         node_b: list[int] = []
+        get, swapped = self.assigned.get, self.srcs
         for sp in splits:
             for inp in sp.inputs or ():
                 root = inp.view_src if inp.view_src is not None else inp
@@ -238,10 +249,10 @@ class _Scheduler:
                 nodes.append(cpy)
                 srcs.append(())
                 node_b.append(sp.backend)
-            for n in self.g.nodes[sp.start : sp.end]:
-                nodes.append(n)
-                srcs.append(tuple(self.srcs[n]))
-                node_b.append(self.get(n))
+            part = self.g.nodes[sp.start : sp.end]
+            nodes.extend(part)
+            srcs.extend([swapped.get(n, n.src) for n in part])
+            node_b.extend([get(n, -1) for n in part])
         leafs: list[Tensor] = []
         leaf_b: list[int] = []
         if self.n_copies > 1:
