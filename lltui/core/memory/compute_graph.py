@@ -288,10 +288,11 @@ def shortened(shape: DecoderShape, keep: int) -> DecoderShape | None:
         empty: frozenset[tuple[str, int]] = frozenset()
         return (shape.layers[il], dev[il], moves.get(il, empty), types.get(il, empty))
 
+    sigs = [sig(il) for il in range(n)]  # (each once: a layer is compared with both neighbours)
     kept: list[int] = []
     run = 0
     for il in range(n):
-        run = run + 1 if il and il != n - 1 and sig(il) == sig(il - 1) else 1
+        run = run + 1 if il and il != n - 1 and sigs[il] == sigs[il - 1] else 1
         if il == n - 1 or run <= keep:
             kept.append(il)
     if len(kept) == n:
