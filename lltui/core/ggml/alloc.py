@@ -218,17 +218,16 @@ class _Planner:
         hn.addr = self.allocs[buffer].alloc(size)
 
     def _reuse_parent(self, t: Tensor, hn: _State, srcs: tuple[Tensor, ...]) -> bool:
-        outputs = self.outputs
+        outputs, state = self.outputs, self.state
         for parent in srcs:
-            p_hn = self.state[parent]
-            if not p_hn.allocated:
-                continue  # external, a view, or not placed by the planner
-            if parent in outputs or (parent.view_src is not None and parent.view_src in outputs):
+            if parent.external or parent.view_src is not None:
+                continue  # never placed by the planner (nor given a state for it)
+            p_hn = state[parent]
+            if not p_hn.allocated or parent in outputs:
                 continue
             if parent.type != t.type or parent.ne != t.ne or parent.nb != t.nb:
                 continue
             if p_hn.children == 1 and p_hn.views == 0:
-                # (a view parent is never "allocated", so only plain parents get here)
                 hn.buffer = p_hn.buffer
                 hn.addr = p_hn.addr
                 p_hn.allocated = False
