@@ -93,6 +93,13 @@ def _ne(dims: Sequence[int]) -> Ne:
     return (d[0], d[1], d[2], d[3])
 
 
+@lru_cache(maxsize=4096)  # a graph makes hundreds of tensors of a few shapes
+def _shape(type_id: int, dims: tuple[int, ...]) -> tuple[Ne, Ne]:
+    """ne and nb of a contiguous tensor of that type and dims."""
+    ne = _ne(dims)
+    return ne, contiguous_nb(type_id, ne)
+
+
 def nelements(t: Tensor) -> int:
     return t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]
 
@@ -140,21 +147,20 @@ class Graph:
 
 
 def new(type_id: int, dims: Sequence[int], op: str = "NONE", src: Sequence[Tensor] = ()) -> Tensor:
-    ne = _ne(dims)
-    return Tensor(op, type_id, ne, contiguous_nb(type_id, ne), tuple(src))
+    ne, nb = _shape(type_id, tuple(dims))
+    return Tensor(op, type_id, ne, nb, tuple(src))
 
 
 def new_input(type_id: int, dims: Sequence[int], name: str = "") -> Tensor:
-    ne = _ne(dims)
-    return Tensor("NONE", type_id, ne, contiguous_nb(type_id, ne), is_input=True, name=name)
+    ne, nb = _shape(type_id, tuple(dims))
+    return Tensor("NONE", type_id, ne, nb, is_input=True, name=name)
 
 
 def external(
     type_id: int, dims: Sequence[int], name: str = "", loc: int = HOST, weight: bool = True
 ) -> Tensor:
     """A tensor with its own buffer on device ``loc``: a weight, or the KV cache."""
-    ne = _ne(dims)
-    nb = contiguous_nb(type_id, ne)
+    ne, nb = _shape(type_id, tuple(dims))
     # (positional: a graph has hundreds of weights, and keywords cost a third more)
     return Tensor("NONE", type_id, ne, nb, (), None, True, False, name, loc, weight)
 
@@ -183,8 +189,8 @@ def _view(a: Tensor, op: str, ne: Ne, nb: Ne, src: Sequence[Tensor] | None = Non
 
 
 def reshape(a: Tensor, *dims: int) -> Tensor:
-    ne = _ne(dims)
-    return _view(a, "RESHAPE", ne, contiguous_nb(a.type, ne))
+    ne, nb = _shape(a.type, dims)
+    return _view(a, "RESHAPE", ne, nb)
 
 
 def view(a: Tensor, dims: Sequence[int], strides: Sequence[int]) -> Tensor:
