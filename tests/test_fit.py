@@ -515,12 +515,38 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, argv):
     assert err and "\n" not in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("item", ["4091", "40", "2x4091", "T4=4091", "rpc:127.0.0.1:50052=4091"])
+@pytest.mark.parametrize(
+    "item",
+    ["4091", "40", "2x4091", "T4=4091", "rpc:127.0.0.1:50052=4091", "24e9", "1e10", "T4=24e9"],
+)
 def test_a_number_with_no_unit_is_no_memory_size(item):
-    """A GPU model mistyped (4091) was a device of 4091 bytes: 'does NOT fit', exit 0."""
-    with pytest.raises(ValueError, match=r"^--gpus: '[^']+' is (neither|not) a memory size"):
+    """A GPU model mistyped (4091) was a device of 4091 bytes: 'does NOT fit', exit 0; 24e9
+    too (its letter was taken for a unit)."""
+    with pytest.raises(
+        ValueError, match=r"^--gpus: '[^']+'(: a memory size needs| is (neither|not))"
+    ):
         parse_gpus_spec(item)
     assert parse_gpus_spec("4091B").devices[0].total_bytes == 4091  # with its unit, a size
+    assert parse_gpus_spec("24 gib").devices[0].total_bytes == 24 * GIB
+
+
+@pytest.mark.parametrize(
+    ("item", "near"),
+    [
+        ("24", ""),
+        ("0", ""),
+        ("-5", ""),
+        ("4091", " (nearest known: NVIDIA GeForce RTX 4090, NVIDIA GeForce RTX 4090 D)"),
+    ],
+)
+def test_a_bare_number_is_told_it_needs_its_unit(tmp_path, capsys, item, near):
+    """--gpus 24 offered '24=24GiB' and the T4, P4 and L4 as nearest; --gpus 0 said a
+    device's memory must be more than 0, as if 0 were a size."""
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "--gpus", f"T4,{item}"]) == 2
+    err = capsys.readouterr().err.strip()
+    want = f"--gpus: '{item}': a memory size needs its unit (e.g. 24GiB); no GPU model is named "
+    assert err.endswith(f"{want}{item}{near}")
 
 
 def test_cli_corrupt_or_missing_model(tmp_path, capsys):
@@ -732,7 +758,7 @@ def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp
     assert not [w for w in json.loads(capsys.readouterr().out)["warnings"] if "trained" in w]
 
 
-@pytest.mark.parametrize("spec", ["0GiB", "2x0GiB", "T4=0", "24GiB,0"])
+@pytest.mark.parametrize("spec", ["0GiB", "2x0GiB", "T4=0MiB", "24GiB,0B"])
 def test_a_device_of_no_memory_is_refused_as_such(tmp_path, capsys, spec):
     path = make(tmp_path, gf.llama_spec())
     assert main(["fit", str(path), "--gpus", spec]) == 2

@@ -11,6 +11,22 @@ KIB = 1024
 MIB = 1024 * 1024
 GIB = 1024 * 1024 * 1024
 
+# the units a size may end in, lower case, each before any that ends it (gib before b)
+SIZE_UNITS = {
+    "tib": 1024**4,
+    "gib": GIB,
+    "mib": MIB,
+    "kib": KIB,
+    "tb": 10**12,
+    "gb": 10**9,
+    "mb": 10**6,
+    "kb": 10**3,
+    "t": 1024**4,
+    "g": GIB,
+    "m": MIB,
+    "k": KIB,
+    "b": 1,
+}
 NA = "-"
 MAX_SIZE_BYTES = 1 << 60  # a size past any device or host memory (1 EiB): refused as input
 # A value that is None, NaN or infinite (a file or a driver sent it) shows as NA.
@@ -109,25 +125,10 @@ def parse_size(text: str) -> int:
     s = text.strip().replace(" ", "")
     if not s:
         raise ValueError("empty size")
-    units = {
-        "tib": 1024**4,
-        "gib": GIB,
-        "mib": MIB,
-        "kib": KIB,
-        "tb": 10**12,
-        "gb": 10**9,
-        "mb": 10**6,
-        "kb": 10**3,
-        "t": 1024**4,
-        "g": GIB,
-        "m": MIB,
-        "k": KIB,
-        "b": 1,
-    }
     lower = s.lower()
-    suffix = next((u for u in units if lower.endswith(u)), "")
+    suffix = next((u for u in SIZE_UNITS if lower.endswith(u)), "")
     number = lower[: len(lower) - len(suffix)]
-    mult = units.get(suffix, 1)
+    mult = SIZE_UNITS.get(suffix, 1)
     try:
         value = float(number)
     except ValueError:

@@ -183,9 +183,9 @@ def find_gpu(name: str, mib: int | None = None) -> GpuSpec | None:
 _LAPTOP_NOISE = re.compile(r"with|maxq|design|laptop|mobile|notebook|gpu|generation|edition")
 
 
-def nearest_gpus(name: str, n: int = 3) -> list[str]:
+def nearest_gpus(name: str, n: int = 3, cutoff: float = 0.5) -> list[str]:
     """The catalog rows most like ``name`` (a GPU it does not know): the same model number
-    first (a laptop 4070 is near the 4070s), then the most similar names."""
+    first (a laptop 4070 is near the 4070s), then the names at least ``cutoff`` similar."""
     import difflib  # (a name the catalog does not know: not every lookup's import)
 
     key = _LAPTOP_NOISE.sub("", normalise_name(name))
@@ -200,7 +200,7 @@ def nearest_gpus(name: str, n: int = 3) -> list[str]:
         same = bool(number) and any(number in k for k in names)
         scored.append((same, sim, g.name))
     scored.sort(reverse=True)
-    return [name for same, sim, name in scored[:n] if same or sim >= 0.5]
+    return [name for same, sim, name in scored[:n] if same or sim >= cutoff]
 
 
 def _find(name: str) -> GpuSpec | None:

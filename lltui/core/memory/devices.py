@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from lltui.core.hardware.gpus import find_gpu, nearest_gpus
 from lltui.core.text import is_digits
-from lltui.core.units import MIB, fmt_bytes, parse_size
+from lltui.core.units import MIB, SIZE_UNITS, fmt_bytes, parse_size
 
 MAX_DEVICES = 64  # a sanity bound on ``NxMODEL`` and on list length
 _REPEAT = re.compile(r"^(?P<n>\d+)\s*[x*]\s*(?P<what>.+)$", re.IGNORECASE)
@@ -37,6 +37,7 @@ _REPEAT = re.compile(r"^(?P<n>\d+)\s*[x*]\s*(?P<what>.+)$", re.IGNORECASE)
 _MIG_PROFILE = re.compile(r"^(?:mig[\s:\-]*)?(?P<g>[1-8])g\.(?P<gb>\d{1,3})gb$", re.IGNORECASE)
 _MIG_UUID = re.compile(r"^MIG-[0-9a-fA-F\-/]{8,}$")
 _BACKEND = re.compile(r"[A-Za-z]+")
+_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$", re.IGNORECASE)
 CUDA_PREFIX, ROCM_PREFIX = "CUDA", "ROCm"
 
 
@@ -213,14 +214,16 @@ def gpu_model(name: str) -> tuple[str, int] | None:
 
 def _size(text: str) -> int | None:
     """A memory size, or None for text that is none (a number with no unit, ``4091``: a GPU
-    model mistyped, not 4091 bytes); a size of nothing is refused."""
+    model mistyped, not 4091 bytes; ``24e9``); a size of nothing is refused."""
+    if not text.strip().lower().endswith(tuple(SIZE_UNITS)):
+        return None
     try:
         n = parse_size(text)
     except ValueError:
         return None
     if n <= 0:
         raise ValueError(f"--gpus: {text!r}: a device's memory must be more than 0")
-    return n if any(c.isalpha() for c in text) else None
+    return n
 
 
 def rpc_device(endpoint: str, memory: int | None, index: int, backend: str = "cuda") -> DeviceSpec:
@@ -238,6 +241,13 @@ def rpc_device(endpoint: str, memory: int | None, index: int, backend: str = "cu
 
 
 def _unknown(item: str) -> str:
+    if _NUMBER.match(item):  # a size without its unit, or a GPU model mistyped (4091)
+        near = nearest_gpus(item, cutoff=0.6)  # (24 is not near a T4)
+        hint = f" (nearest known: {', '.join(near)})" if near else ""
+        return (
+            f"--gpus: {item!r}: a memory size needs its unit (e.g. 24GiB); no GPU model is "
+            f"named {item}{hint}"
+        )
     near = nearest_gpus(item)
     hint = f"nearest known: {', '.join(near)}; " if near else ""
     return (
