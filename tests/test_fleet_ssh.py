@@ -404,3 +404,14 @@ def test_a_jump_host_that_fails_says_why(
         == f"ssh to via-baduser {jump}: nosuchuser@127.0.0.1: Permission denied (publickey)."
     ), baduser
     assert [a["message"] for a in out["alerts"]] == [down, baduser]
+
+
+def test_amd_topology_over_ssh_reaches_the_port_given(ssh_env: SshServer, capsys):
+    """topo --source amd:HOST:PORT sent 'HOST:PORT' to ssh as the host's name ('Could not
+    resolve hostname fleet-down:PORT'); smi: split the port off."""
+    from lltui.cli import main
+
+    # fleet-down's own port has nothing listening: only the port given reaches the sshd
+    assert main(["topo", "--json", "--source", f"amd:fleet-down:{ssh_env.port}"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["links"] == {"GPU0-GPU1": "PHB"}, out

@@ -15,7 +15,9 @@ capture (tests/fixtures/real/smi/C01..., 4x A100) in the fields asked for, nothi
 ``--query-compute-apps``, and ``--version``. Each call is one line in ``calls.log``. While
 the file ``SshServer.hang`` exists, it hangs instead (a slow host): it writes its pid as one
 line of ``hang.pids`` and sleeps ten minutes. While the file ``SshServer.slow`` exists, each
-call first sleeps the seconds it holds.
+call first sleeps the seconds it holds. Beside it, a stand-in ``amd-smi`` (``STAND-IN
+amd-smi``) answers ``static``, ``metric`` and ``topology`` with recorded output
+(tests/fixtures/amd/amd-smi, an MI210) and fails everything else; it is slow alike.
 
 Without sshd or ssh the tests skip with one line saying what is missing (scripts/test
 installs openssh-server when it runs as root on a machine with apt).
@@ -87,6 +89,28 @@ for index, row in enumerate(sorted(rows.values(), key=lambda r: r["pci.bus_id"])
         out.append(value.replace(" MiB", "").replace(" %", ""))
     print(", ".join(out))
 '''
+
+AMD_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/amd/amd-smi"
+AMD_STAND_IN = '''\
+#!{python}
+"""STAND-IN amd-smi for lltui's tests: answers from recorded output, not a driver."""
+import os
+import sys
+import time
+
+ANSWERS = {answers!r}
+if os.path.exists({slow!r}):
+    time.sleep(float(open({slow!r}).read()))
+answer = ANSWERS.get(" ".join(sys.argv[1:]))
+if answer is None:
+    sys.exit("STAND-IN amd-smi: no answer for this")
+print(open(answer).read())
+'''
+AMD_ANSWERS = {
+    "static --json": str(AMD_FIXTURES / "static-mi210-gpu_data.json"),
+    "metric --json": str(AMD_FIXTURES / "metric-power-rocm6.1.0.json"),
+    "topology --json": str(AMD_FIXTURES / "topology-2gpu-pcie-rocm6.1.0.json"),
+}
 
 
 def free_port() -> int:
@@ -209,6 +233,11 @@ def ssh_server(root: Path, remote_path: str = "") -> Iterator[SshServer]:
         )
     )
     smi.chmod(0o755)
+    amd = bin_dir / "amd-smi"
+    amd.write_text(
+        AMD_STAND_IN.format(python=sys.executable, answers=AMD_ANSWERS, slow=str(root / "slow"))
+    )
+    amd.chmod(0o755)
     path = ":".join(p for p in (str(bin_dir), remote_path, "/usr/bin:/bin") if p)
     port = free_port()
     pid_file = root / "sshd.pid"

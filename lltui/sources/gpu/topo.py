@@ -535,9 +535,12 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
         live = LiveTopology(topo, gpus, f"the simulated rig {name} (SIMULATED)")
         return TopologyReport(live, dict(profile.nccl_env))
     if spec.kind == "amd":
+        from lltui.sources.gpu.amd.cli import AmdCliSource
         from lltui.sources.gpu.amd.topo import read_amd_topology
+        from lltui.sources.ssh import split_host_port
 
-        amd = LiveTopology(*read_amd_topology(host=spec.arg))
+        host, port = split_host_port(spec.arg) if spec.arg else (None, None)
+        amd = LiveTopology(*read_amd_topology(AmdCliSource(host, port=port)))
         return TopologyReport(amd, dict(os.environ) if spec.arg is None else None)
     host = spec.arg if kind.host_arg else None
     live = read_live_topology(host=host)

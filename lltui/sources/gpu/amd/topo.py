@@ -11,12 +11,9 @@ from lltui.core.topo.matrix import Topology
 from lltui.sources.gpu.amd.cli import AMD_SMI, ROCM_SMI, AmdCliSource
 
 
-def read_amd_topology(
-    source: AmdCliSource | None = None, host: str | None = None
-) -> tuple[Topology, tuple[GpuStatic, ...], str]:
-    """(topology, GPUs, how it was read) of the AMD GPUs ``source`` (or a new one for
-    ``host``) reads; SourceUnavailable with one line when neither tool answers."""
-    src = source or AmdCliSource(host)
+def read_amd_topology(src: AmdCliSource) -> tuple[Topology, tuple[GpuStatic, ...], str]:
+    """(topology, GPUs, how it was read) of the AMD GPUs ``src`` reads (here or on its
+    host); SourceUnavailable with one line when neither tool answers."""
     info = src.open()
     try:
         if src.tool == AMD_SMI:
@@ -28,5 +25,5 @@ def read_amd_topology(
     topo = parse_amd_topology(text)
     if not topo.gpus:
         raise SourceUnavailable(f"{src.tool} printed no topology: {topo.warnings[0]}")
-    where = f"{src.tool} {'on ' + host if host else 'here'}"
+    where = f"{src.tool} {'on ' + src.ssh.label if src.ssh else 'here'}"
     return dataclasses.replace(topo, source=src.tool or "amd"), info.gpus, where
