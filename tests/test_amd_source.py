@@ -425,6 +425,17 @@ def test_ssh_failure_is_the_line_ssh_printed() -> None:
         src.open()
 
 
+def test_a_host_ssh_cannot_reach_is_not_asked_for_its_other_tool() -> None:
+    """amd:HOST over a dead connection said ssh's reason twice (and waited twice): rocm-smi
+    was tried after amd-smi over the same host."""
+    refused = CommandResult(255, "", "ssh: connect to host box port 22: Connection refused")
+    tools = Tools({("static", "--json"): refused, ("--json",): refused})
+    with pytest.raises(SourceUnavailable) as err:
+        AmdCliSource("box", runner=tools).open()
+    assert str(err.value) == "ssh: connect to host box port 22: Connection refused"
+    assert [c[-2:] for c in tools.calls] == [["static", "--json"]]
+
+
 # --- the binding --------------------------------------------------------------------------------
 
 

@@ -185,13 +185,19 @@ def ssh_reason(stderr: str) -> tuple[str, bool]:
     return told[-1][:200], told[-1] != lines[-1]
 
 
+def ssh_failed(result: CommandResult, host: str | None) -> bool:
+    """Whether ssh failed to reach ``host`` (exit 255, its reason on stderr), not the command
+    it ran (a tool exiting 255 itself, as nvidia-smi's "Other error", says why on stdout)."""
+    err, out = telling_line(result.stderr), telling_line(result.stdout)
+    return host is not None and result.returncode == 255 and bool(err or not out)
+
+
 def command_failure(tool: str, result: CommandResult, host: str | None) -> str:
     """One line for a failed run of ``tool`` here or on ``host``, in words."""
     where = "here" if host is None else f"on {host}"
     out = telling_line(result.stdout)
     err = telling_line(result.stderr)
-    # (a tool exiting 255 itself, as nvidia-smi's "Other error", says why on its stdout)
-    if host is not None and result.returncode == 255 and (err or not out):
+    if ssh_failed(result, host):
         if CHANGED_KEY in result.stderr:  # not an unknown key: a warning, kept whole
             return (
                 f"ssh to {host} failed: its host key has CHANGED since it was last seen "

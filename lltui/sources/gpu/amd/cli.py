@@ -31,7 +31,7 @@ from lltui.core.monitor.models import (
 from lltui.core.monitor.rocm_smi_json import read_cards
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
 from lltui.sources.gpu.amd.tools import AMD_SMI, ROCM_SMI, TOOLS, not_on_path
-from lltui.sources.gpu.smi import ToolOptions, ToolSource
+from lltui.sources.gpu.smi import CommandResult, ToolOptions, ToolSource, ssh_failed
 
 # one rocm-smi run gives every reading; -a is the fallback for a rocm-smi too old for one
 ROCM_SMI_FLAGS: tuple[str, ...] = (
@@ -42,6 +42,10 @@ ROCM_SMI_FLAGS: tuple[str, ...] = (
 ROCM_SMI_ALL: tuple[str, ...] = ("-a", "--json")
 _ROCM_VERSION = re.compile(r"ROCm version:\s*([0-9][0-9.]*)")
 _UNKNOWN_FLAG = re.compile(r"unrecognized arguments|invalid choice|unknown option", re.I)
+
+
+class _HostUnreachable(SourceUnavailable):
+    """ssh did not reach the host: its other tool would fail alike (and wait as long)."""
 
 
 class AmdCliSource(ToolSource):
@@ -83,8 +87,12 @@ class AmdCliSource(ToolSource):
         """A command's stdout; SourceUnavailable (one line) when it fails."""
         result = self._call(tool, *args)
         if result.returncode != 0:
-            raise SourceUnavailable(self._failure(tool, result))
+            raise self._unavailable(tool, result)
         return result.stdout
+
+    def _unavailable(self, tool: str, result: CommandResult) -> SourceUnavailable:
+        kind = _HostUnreachable if ssh_failed(result, self.host) else SourceUnavailable
+        return kind(self._failure(tool, result))
 
     # -- open --------------------------------------------------------------------------------
     def open(self) -> RigInfo:
@@ -100,6 +108,8 @@ class AmdCliSource(ToolSource):
                 info = self._open_amd_smi() if tool == AMD_SMI else self._open_rocm_smi()
             except (SourceUnavailable, AmdJsonError) as exc:
                 reasons.append(str(exc))
+                if isinstance(exc, _HostUnreachable):
+                    break  # not the tool's failure: the next one's over the same dead host
                 continue
             self.tool = tool
             if tool == ROCM_SMI and reasons:
@@ -134,7 +144,7 @@ class AmdCliSource(ToolSource):
             self._hints.append("this rocm-smi is too old for its --show flags; using -a")
             result = self._call(ROCM_SMI, *self._rocm_args)
         if result.returncode != 0:
-            raise SourceUnavailable(self._failure(ROCM_SMI, result))
+            raise self._unavailable(ROCM_SMI, result)
         return result.stdout
 
     def _open_rocm_smi(self) -> RigInfo:
