@@ -415,3 +415,22 @@ def test_amd_topology_over_ssh_reaches_the_port_given(ssh_env: SshServer, capsys
     assert main(["topo", "--json", "--source", f"amd:fleet-down:{ssh_env.port}"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["links"] == {"GPU0-GPU1": "PHB"}, out
+
+
+@pytest.mark.parametrize("stage", ["open", "poll"])
+def test_closing_a_fleet_stops_an_amd_hosts_ssh_mid_command(ssh_env: SshServer, stage: str):
+    """Fleet.close closed a host busy in a command only if it was an smi: one: an amd:
+    host's ssh master ran on for ControlPersist (30 s) past the command's end, and one still
+    opening could not be reached by its close at all."""
+    fleet = Fleet(["amd:fleet-a"], interval=60, timeout=30)
+    if stage == "poll":
+        assert fleet.poll_host(0).reachable
+    ssh_env.slow.write_text("5")
+    try:
+        fleet.start()
+        word = "static" if stage == "open" else "metric"
+        wait_until(lambda: any(f"amd-smi {word}" in line for line in ssh_children_of_us()))
+    finally:
+        ssh_env.slow.unlink()
+    fleet.close()
+    wait_until(lambda: not ssh_children_of_us(), timeout=10)

@@ -256,15 +256,14 @@ class Fleet:
             loop.stop()
         with self._changed:
             self._changed.notify_all()
-        from lltui.sources.gpu.smi import SmiSource
-
         for index, source in enumerate(self._sources):
             if source is None:
                 continue
             busy = self._states[index].polling_since is not None
-            # ssh is safe to close under a running poll (that command ends); a driver call
-            # in flight (NVML) is left alone, as the app leaves its own source
-            if busy and not isinstance(source, SmiSource):
+            # ssh is safe to close under a running poll (that command ends), a host's smi:
+            # or amd: alike; a driver call in flight (NVML, amdsmi) is left alone, as the app
+            # leaves its own source
+            if busy and getattr(source, "host", None) is None:
                 continue
             with contextlib.suppress(Exception):
                 source.close()

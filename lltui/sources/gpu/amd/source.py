@@ -57,12 +57,13 @@ class AmdSource:
                 reasons.append(str(exc))
         from lltui.sources.gpu.amd.cli import AmdCliSource
 
-        cli = AmdCliSource(self.host, port=self.port, timeout=self.timeout)
-        try:
+        cli = self._inner = AmdCliSource(self.host, port=self.port, timeout=self.timeout)
+        try:  # (a close while it opens stops its ssh)
             info = cli.open()
         except SourceUnavailable as exc:
+            self._inner = None
+            cli.close()  # its ssh master, where the host answered and its tools did not
             raise SourceUnavailable("; ".join([*reasons, str(exc)])) from None
-        self._inner = cli
         self.name = cli.name
         return info
 
