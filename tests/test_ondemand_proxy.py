@@ -35,6 +35,8 @@ class StandIn:
         self.queries: list[str] = []  # what reached it: query strings, models asked for
         self.states = {"big": "loaded", "small": "unloaded"}
         self.slow_loads = False  # a model loaded stays "loading" until the test says
+        self.gates: dict[str, threading.Event] = {}  # a load of the model waits for its event
+        self.most_resident = 0  # the most models loading or loaded at once
         self.port = _port()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -69,7 +71,12 @@ class StandIn:
     async def _load(self, request: web.Request) -> web.Response:
         name = (await request.json())["model"]
         self.queries.append("load " + name)
+        gate = self.gates.get(name)
+        if gate is not None:  # the router has not taken the load yet
+            await asyncio.get_running_loop().run_in_executor(None, gate.wait, 30)
         self.states[name] = "loading" if self.slow_loads else "loaded"
+        resident = [n for n, s in self.states.items() if s in ("loading", "loaded")]
+        self.most_resident = max(self.most_resident, len(resident))
         return web.json_response({"success": True})
 
     async def _chat(self, request: web.Request) -> web.Response:
@@ -361,3 +368,95 @@ def test_a_running_answer_is_not_cut_for_a_new_connection(monkeypatch):
         with socket.create_connection(("127.0.0.1", p.port), timeout=20) as late:
             assert late.recv(1) == b""  # closed at once
         assert "client gone" not in router.queries
+
+
+class _Watched:
+    """A lock that says when someone had to wait for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waited = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        self.waited.set()
+        return self._lock.acquire(blocking, timeout) if blocking else False
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("first", ["lltui", "client"])
+def test_a_load_lltui_is_asked_for_and_a_clients_are_decided_one_at_a_time(tmp_path, first):
+    """alpha and beta each fit alone, not together. The view's l (and --load) decided under
+    the session's lock and a client's request under the proxy's: while the router had not
+    yet taken one load, the other was decided on the same list, and both loaded (the GPU
+    over-committed). Now they take one lock: the load that comes second sees the first's
+    model resident, and a client's evicts it while lltui's own load is refused."""
+    from support.llama_fixture import write_tiny_llama
+
+    from lltui.services.launch.router import RouterRefused, RouterSession
+    from lltui.services.launch.router_prep import RouterRequest
+    from lltui.sources.llama.router_http import RouterClient
+
+    write_tiny_llama(tmp_path / "alpha.gguf", layers=4, seed=1)
+    write_tiny_llama(tmp_path / "beta.gguf", layers=5, seed=2)
+    router = StandIn()
+    router.states = {"alpha": "unloaded", "beta": "unloaded"}
+    request = RouterRequest(
+        source=str(tmp_path),
+        words=("-c", "512", "-cram", "0"),
+        gpus="10MiB",
+        margin_mib=0,
+        host="127.0.0.1",
+        port=router.port,
+    )
+    said: list[str] = []
+    answered: list[int] = []
+
+    def view_load() -> None:
+        try:
+            session.load("alpha")
+            said.append("loading alpha")
+        except RouterRefused as exc:
+            said.append(str(exc))
+
+    def client() -> None:
+        body = {"model": "beta", "messages": [{"role": "user", "content": "hi"}]}
+        answered.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30).status_code)
+
+    with RouterSession(request) as session:
+        session.prepare(require_binary=False)
+        lock = session._op = _Watched()  # type: ignore[assignment]
+        session._client = RouterClient(session.url, timeout_s=30)  # (a load waits its turn)
+        session._start_proxy("127.0.0.1", 0)
+        url = session.proxy.url
+        gated, other = (view_load, client) if first == "lltui" else (client, view_load)
+        gate = router.gates["alpha" if first == "lltui" else "beta"] = threading.Event()
+        one, two = threading.Thread(target=gated), threading.Thread(target=other)
+        one.start()
+        wait_for(lambda: len(router.queries) == 1, 10, "the first load sent, not taken")
+        two.start()
+        # the second load sent too (the over-commit), or waiting for the first's decision
+        wait_for(lambda: len(router.queries) >= 2 or lock.waited.is_set(), 10, "the second")
+        gate.set()
+        one.join(30)
+        two.join(30)
+    assert router.most_resident == 1, router.queries
+    assert answered == [200]
+    if first == "lltui":  # the client's request evicts what lltui loaded
+        assert said == ["loading alpha"]
+        assert router.queries == ["load alpha", "unload alpha", "load beta", "beta"]
+    else:  # lltui's own load is refused, with what to unload
+        assert said == [
+            "alpha does not fit with beta loaded: CUDA0 has 3.65 MiB left, alpha needs "
+            "5.85 MiB; unload beta first"
+        ]
+        assert router.queries == ["load beta", "beta"]

@@ -8,7 +8,9 @@ policy names (``POST /models/unload``, once their requests in flight are answere
 the model (``POST /models/load``), waits until the router lists it ``loaded``, and forwards
 the request; a client's ``POST /models/load`` is decided the same way, and its
 ``POST /models/unload`` of a pinned model refused. One decision at a
-time (a lock): two requests for models that cannot be resident together are served in turn.
+time (a lock): two requests for models that cannot be resident together are served in turn,
+and a load lltui is asked for itself (the launch view's ``l``, ``--load``) is decided under
+the same lock, so neither decides on a list that misses the other's load.
 Every other request, and every request for a model already loaded, is forwarded as it is;
 responses (streams included) are passed through as they come. What lltui refuses is
 answered in the OpenAI error format (``{"error": {"message", "type", "code"}}``), naming why.
@@ -26,7 +28,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +134,9 @@ class LoadRefused(Exception):
 class OnDemandProxy:
     """``router_url``: the router's private address; ``policy``: called for the current
     policy at each decision (pinned models change); ``keys``: the API keys a client must
-    give when the router has any (lltui checks before it loads anything)."""
+    give when the router has any (lltui checks before it loads anything); ``decisions``: the
+    lock lltui's own loads are decided under, held by each decision of the proxy's from the
+    router's list it reads until the router has taken the load (then lists it loading)."""
 
     def __init__(
         self,
@@ -144,6 +148,7 @@ class OnDemandProxy:
         keys: Sequence[str] = (),
         on_event: Callable[[ProxyEvent], None] | None = None,
         load_timeout_s: float = LOAD_TIMEOUT_S,
+        decisions: threading.Lock | None = None,
     ) -> None:
         self.router_url = router_url.rstrip("/")
         self.policy = policy
@@ -151,6 +156,7 @@ class OnDemandProxy:
         self.keys = tuple(k for k in keys if k)
         self.on_event = on_event
         self.load_timeout_s = load_timeout_s
+        self._decisions = decisions or threading.Lock()
         self.last_used: dict[str, float] = {}
         self._served: dict[str, int] = {}  # requests forwarded, by model
         self._ready: set[str] = set()  # loaded, as far as the proxy knows
@@ -445,28 +451,43 @@ class OnDemandProxy:
         if self._now_ready(name, (await self._states()).get(name)):
             return
         async with self._lock:
-            states = await self._states()
-            if name not in states:
-                raise LoadRefused(f"model '{name}' not found", "model_not_found")
-            state = states[name]
-            if self._now_ready(name, state):
-                return
-            if state in RESIDENT_STATES:  # loading (--load at start): wait for it
-                if await self._wait_state(name, ("loaded", "unloaded")) != "loaded":
-                    raise LoadRefused(f"model '{name}' failed to load", "load_failed")
-                self._ready.add(name)
-                return
-            resident = [
-                Resident(n, self.last_used.get(n, 0.0))
-                for n, s in states.items()
-                if s in RESIDENT_STATES
-            ]
-            decision = decide(self.policy(), name, resident)
-            if not decision.can_load:
-                self._emit(ProxyEvent("refused", name, reason=decision.reason))
-                raise LoadRefused(decision.reason, decision.code or "does_not_fit")
-            await self._evict(decision)
-            await self._load(name)
+            async with self._deciding():
+                states = await self._states()
+                if name not in states:
+                    raise LoadRefused(f"model '{name}' not found", "model_not_found")
+                state = states[name]
+                if self._now_ready(name, state):
+                    return
+                if state not in RESIDENT_STATES:  # (loading: --load at start, or lltui's l)
+                    resident = [
+                        Resident(n, self.last_used.get(n, 0.0))
+                        for n, s in states.items()
+                        if s in RESIDENT_STATES
+                    ]
+                    decision = decide(self.policy(), name, resident)
+                    if not decision.can_load:
+                        self._emit(ProxyEvent("refused", name, reason=decision.reason))
+                        raise LoadRefused(decision.reason, decision.code or "does_not_fit")
+                    await self._evict(decision)
+                    self._emit(ProxyEvent("load", name))
+                    await self._post("/models/load", name)
+            # listed loading from here: lltui's own decisions count it resident
+            if await self._wait_state(name, ("loaded", "unloaded")) != "loaded":
+                self._emit(ProxyEvent("failed", name))
+                why = f"model '{name}' failed to load (the router's log says why)"
+                raise LoadRefused(why, "load_failed")
+            self._ready.add(name)
+
+    @contextlib.asynccontextmanager
+    async def _deciding(self) -> AsyncIterator[None]:
+        """The lock lltui's own loads are decided under, waited for without holding up the
+        loop (the thread that holds it is asking the router for one load)."""
+        while not self._decisions.acquire(blocking=False):
+            await asyncio.sleep(POLL_S)
+        try:
+            yield
+        finally:
+            self._decisions.release()
 
     def _now_ready(self, name: str, state: str | None) -> bool:
         """Whether ``name``, in ``state`` as the router lists it, is loaded and not being
@@ -505,16 +526,6 @@ class OnDemandProxy:
                 self._emit(ProxyEvent("unloaded", victim))
         finally:
             self._evicting.difference_update(decision.evict)
-
-    async def _load(self, name: str) -> None:
-        self._emit(ProxyEvent("load", name))
-        await self._post("/models/load", name)
-        state = await self._wait_state(name, ("loaded", "unloaded"))
-        if state != "loaded":
-            self._emit(ProxyEvent("failed", name))
-            why = f"model '{name}' failed to load (the router's log says why)"
-            raise LoadRefused(why, "load_failed")
-        self._ready.add(name)
 
     async def _post(self, path: str, name: str) -> None:
         assert self._client is not None

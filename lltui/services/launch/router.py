@@ -133,7 +133,7 @@ class RouterSession(Session):
         self._prepared: PreparedRouter | None = None
         self._kept: set[str] = set()
         self._client: Any = None  # RouterClient, made once the router runs (imports httpx)
-        self._op = threading.Lock()  # one load or unload decided at a time
+        self._op = threading.Lock()  # one load or unload decided at a time, the proxy's too
         self._proxy: Any = None  # OnDemandProxy while it runs (imports aiohttp)
         # when lltui loaded each model (the view's l, --load): a use, as llama-server's router
         # counts a load; the proxy sees only the loads and requests that pass through it
@@ -300,6 +300,7 @@ class RouterSession(Session):
             port=port,
             keys=keys,
             on_event=said,
+            decisions=self._op,
         )
         try:
             proxy.start()
