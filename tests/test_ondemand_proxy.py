@@ -460,3 +460,29 @@ def test_a_load_lltui_is_asked_for_and_a_clients_are_decided_one_at_a_time(tmp_p
             "5.85 MiB; unload beta first"
         ]
         assert router.queries == ["load beta", "beta"]
+
+
+def test_a_use_lltui_notes_never_replaces_a_later_one(proxy):
+    """note_use (a load lltui asked for, from the session's thread) read a model's last use
+    and wrote the later of it and its own: a request the proxy forwarded in between (a later
+    use, written on the proxy's loop) was replaced by the earlier time, and the model it had
+    just served was the first evicted."""
+    p, _ = proxy
+    loop_thread = p._thread
+    written: list[float] = []
+
+    class Racing(dict):  # the proxy forwards a request for small between a read and a write
+        def get(self, key: str, default: float = 0.0) -> float:
+            seen = super().get(key, default)
+            if threading.current_thread() is not loop_thread:
+                self[key] = 200.0
+            return seen
+
+        def __setitem__(self, key: str, value: float) -> None:
+            written.append(value)
+            super().__setitem__(key, value)
+
+    p.last_used = Racing()
+    p.note_use("small", 100.0)
+    wait_for(lambda: "small" in p.use(), 10, "the use noted")
+    assert p.last_used["small"] == max(written), written

@@ -247,8 +247,18 @@ class OnDemandProxy:
 
     def note_use(self, name: str, at: float) -> None:
         """A use of ``name`` at ``at`` (monotonic) the proxy did not see: a load lltui asked
-        the router for itself, which llama-server's router counts as a use."""
-        self.last_used[name] = max(self.last_used.get(name, 0.0), at)
+        the router for itself, which llama-server's router counts as a use. From any thread:
+        kept on the proxy's loop, where its own uses are, so a later one is never lost."""
+
+        def note() -> None:
+            self.last_used[name] = max(self.last_used.get(name, 0.0), at)
+
+        loop = self._loop
+        if loop is None:
+            note()
+            return
+        with contextlib.suppress(RuntimeError):  # (closed: the proxy serves nothing more)
+            loop.call_soon_threadsafe(note)
 
     def use(self) -> dict[str, ModelUse]:
         """What it served of each model so far (a snapshot, from any thread)."""
