@@ -403,6 +403,11 @@ def test_the_router_command_line_overrides_the_preset(folder, tmp_path, capsys):
         assert words[words.index("-c") + 1] == "2048" and words[words.index("-t") + 1] == "2"
 
 
+def _ot_rules(args):
+    """The -ot rules of a planned model's flags."""
+    return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]
+
+
 def test_a_later_preset_layer_replaces_the_tensor_overrides(folder, tmp_path, capsys):
     """llama-server's router keeps one value an option for each model ([*], its section, the
     router's command line, each over the one before): the pinned build started a section's
@@ -416,15 +421,12 @@ def test_a_later_preset_layer_replaces_the_tensor_overrides(folder, tmp_path, ca
     )
     gpus = ["--gpus", "24GiB", "--json"]
 
-    def rules(args):
-        return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]
-
     assert main(["fit", "--models-preset", str(preset), *gpus]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert [rules(m["args"]) for m in plan["models"]] == [[zero], [two]]
+    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[zero], [two]]
     assert main(["fit", "--models-preset", str(preset), "-ot", one, *gpus]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert [rules(m["args"]) for m in plan["models"]] == [[one], [one]]
+    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[one], [one]]
     code = main(["launch", "--models", str(preset), "-ot", one, "--port", "8099",
                  "--dry-run", "--json"])  # fmt: skip
     assert code == 0
@@ -432,7 +434,7 @@ def test_a_later_preset_layer_replaces_the_tensor_overrides(folder, tmp_path, ca
     for name in ("a", "b"):
         section = written.section(name)
         assert section is not None
-        assert rules(section_words(section)) == [one]
+        assert _ot_rules(section_words(section)) == [one]
 
 
 def test_the_python_api_plans_a_router_command_line_as_fit_does(folder, tmp_path, capsys):
@@ -510,12 +512,9 @@ def test_a_flag_given_twice_in_one_router_layer_keeps_the_last(folder, tmp_path,
     )
     gpus = ["--gpus", "24GiB", "--json"]
 
-    def rules(args):
-        return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]
-
     assert main(["fit", "--models-preset", str(preset), *gpus]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert [rules(m["args"]) for m in plan["models"]] == [[one], [three]]
+    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[one], [three]]
     said = [n for n in plan["notes"] if "given 2 times" in n]
     assert [n.split(":")[1] for n in said] == [" [*]", " [a]"]
     assert said[1].endswith(f"keeps only the last, --override-tensor {one} (give one, its values "
@@ -523,7 +522,7 @@ def test_a_flag_given_twice_in_one_router_layer_keeps_the_last(folder, tmp_path,
     ot = ["-ot", zero, "-ot", one]
     assert main(["fit", "--models-preset", str(preset), *ot, *gpus]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert [rules(m["args"]) for m in plan["models"]] == [[one], [one]]
+    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[one], [one]]
     assert any(n.startswith("the command line: -ot is given 2 times") for n in plan["notes"])
     code = main(["launch", "--models", str(preset), *ot, "--port", "8099", "--dry-run", "--json"])
     assert code == 0
@@ -534,4 +533,4 @@ def test_a_flag_given_twice_in_one_router_layer_keeps_the_last(folder, tmp_path,
         ["launch", str(folder / "alpha.gguf"), *ot, "--port", "8099", "--dry-run", "--json"]
     )
     assert code == 0
-    assert rules(json.loads(capsys.readouterr().out)["argv"]) == [zero, one]
+    assert _ot_rules(json.loads(capsys.readouterr().out)["argv"]) == [zero, one]
