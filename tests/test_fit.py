@@ -531,22 +531,30 @@ def test_a_number_with_no_unit_is_no_memory_size(item):
 
 
 @pytest.mark.parametrize(
-    ("item", "near"),
+    ("item", "number", "example", "near"),
     [
-        ("24", ""),
-        ("0", ""),
-        ("-5", ""),
-        ("4091", " (nearest known: NVIDIA GeForce RTX 4090, NVIDIA GeForce RTX 4090 D)"),
+        ("24", "24", "24GiB", ""),
+        ("0", "0", "24GiB", ""),
+        ("-5", "-5", "24GiB", ""),
+        ("80", "80", "80GiB", ""),  # (not the RTX 8000, H800 and 5080)
+        ("2x80", "80", "2x80GiB", ""),
+        (
+            "4091",
+            "4091",
+            "4091GiB",
+            " (nearest known: NVIDIA GeForce RTX 4090, NVIDIA GeForce RTX 4090 D)",
+        ),
     ],
 )
-def test_a_bare_number_is_told_it_needs_its_unit(tmp_path, capsys, item, near):
+def test_a_bare_number_is_told_it_needs_its_unit(tmp_path, capsys, item, number, example, near):
     """--gpus 24 offered '24=24GiB' and the T4, P4 and L4 as nearest; --gpus 0 said a
-    device's memory must be more than 0, as if 0 were a size."""
+    device's memory must be more than 0, as if 0 were a size; 2x80 was told to write
+    '2x80=24GiB' (two 24 GiB GPUs)."""
     path = make(tmp_path, gf.llama_spec())
     assert main(["fit", str(path), "--gpus", f"T4,{item}"]) == 2
     err = capsys.readouterr().err.strip()
-    want = f"--gpus: '{item}': a memory size needs its unit (e.g. 24GiB); no GPU model is named "
-    assert err.endswith(f"{want}{item}{near}")
+    want = f"--gpus: '{item}': a memory size needs its unit (e.g. {example}); no GPU model is "
+    assert err.endswith(f"{want}named {number}{near}"), err
 
 
 def test_cli_corrupt_or_missing_model(tmp_path, capsys):

@@ -241,12 +241,17 @@ def rpc_device(endpoint: str, memory: int | None, index: int, backend: str = "cu
 
 
 def _unknown(item: str) -> str:
-    if _NUMBER.match(item):  # a size without its unit, or a GPU model mistyped (4091)
-        near = nearest_gpus(item, cutoff=0.6)  # (24 is not near a T4)
+    m = _REPEAT.match(item)
+    count, what = (f"{m['n']}x", m["what"].strip()) if m else ("", item)
+    if _NUMBER.match(what):  # a size without its unit, or a GPU model mistyped (4091)
+        # only a model number's digits are near a model's (24 is not near a T4, 80 an H800)
+        model_like = what.isdigit() and len(what) in (3, 4)
+        near = nearest_gpus(what, cutoff=0.6) if model_like else []
         hint = f" (nearest known: {', '.join(near)})" if near else ""
+        size = what if what.isdigit() and int(what) else "24"  # (the number given, as a size)
         return (
-            f"--gpus: {item!r}: a memory size needs its unit (e.g. 24GiB); no GPU model is "
-            f"named {item}{hint}"
+            f"--gpus: {item!r}: a memory size needs its unit (e.g. {count}{size}GiB); no GPU "
+            f"model is named {what}{hint}"
         )
     near = nearest_gpus(item)
     hint = f"nearest known: {', '.join(near)}; " if near else ""
