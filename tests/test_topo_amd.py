@@ -192,3 +192,17 @@ def test_an_xgmi_hive_is_one_finding_not_pcie_advice() -> None:
         for f in nccl_findings(NcclFacts(available=True, version="2.22.3", env={}, links=links))
     ]
     assert "xgmi-all" in codes and "pcie-only" not in codes
+
+
+@pytest.mark.parametrize(
+    ("source", "tool"),
+    [("amd:127.0.0.1:1", "amd-smi topology"), ("smi:127.0.0.1:1", "nvidia-smi topo -m")],
+)
+def test_a_rig_that_cannot_be_read_is_told_its_own_tool_to_save(capsys, source, tool):
+    """An AMD host that could not be read was told to save `nvidia-smi topo -m` (which it
+    has not) and pass it with --file; --file reads amd-smi topology too."""
+    from lltui.cli import main
+
+    assert main(["topo", "--source", source]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"; save `{tool}` on the rig and pass it with --file"), err

@@ -83,15 +83,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         from lltui.services.rig import topology_in_use
 
+        source = source_spec(args)
         try:
             # auto without nvidia-smi or NVML: the simulated rig the monitor shows, said so
-            report, rig = topology_in_use(source_spec(args))
+            report, rig = topology_in_use(source)
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         except SourceUnavailable as exc:
-            raise CliError(
-                f"{exc}; save `nvidia-smi topo -m` on the rig and pass it with --file", 1
-            ) from None
+            amd = (source or "").partition(":")[0].lower() == "amd"  # (--file reads both)
+            tool = "amd-smi topology" if amd else "nvidia-smi topo -m"
+            raise CliError(f"{exc}; save `{tool}` on the rig and pass it with --file", 1) from None
         topo, gpus, where = report.live.topology, report.live.gpus, report.live.where
         env = report.env
 
