@@ -238,6 +238,71 @@ def test_poll_once_never_overlaps_a_hosts_last_poll():
         fleet.close()
 
 
+class DriverSource:
+    """A local driver source (NVML, amdsmi: no ssh host) whose poll blocks until released;
+    it records a close that came while a poll ran."""
+
+    name = "driver"
+    host: str | None = None
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.polling = threading.Event()
+        self.closed = threading.Event()
+        self.closed_mid_poll = False
+
+    def open(self) -> RigInfo:
+        return RigInfo(source="nvml")
+
+    def poll(self) -> RigSample:
+        self.polling.set()
+        self.release.wait(30)
+        self.polling.clear()
+        return sim_sample()
+
+    def close(self) -> None:
+        self.closed_mid_poll = self.closed_mid_poll or self.polling.is_set()
+        self.closed.set()
+
+
+def test_close_leaves_a_hung_driver_poll_alone_until_it_returns():
+    """A poll that poll_once gave up on (did not answer in time) still runs: closing the
+    fleet then shut NVML down under the running call (a crash or hang in the driver)."""
+    driver = DriverSource()
+    fleet = Fleet(["nvml"], make=lambda spec, i: driver)
+    try:
+        snap = fleet.poll_once(deadline_s=0.2)
+        assert snap.hosts[0].reachable is False and driver.polling.is_set()
+        fleet.close()
+        assert not driver.closed.is_set()  # its call has not returned
+    finally:
+        driver.release.set()
+    wait_until(driver.closed.is_set)  # closed once it returned, on its poll's thread
+    assert not driver.closed_mid_poll
+
+
+def test_close_stops_a_hung_ssh_hosts_poll_at_once():
+    """An ssh host's source (smi:, amd:) is closed under its running poll: that stops its
+    ssh command."""
+    remote = DriverSource()
+    remote.host = "gpu1"
+    fleet = Fleet(["smi:gpu1"], make=lambda spec, i: remote)
+    try:
+        fleet.poll_once(deadline_s=0.2)
+        fleet.close()
+        assert remote.closed.is_set() and remote.closed_mid_poll
+    finally:
+        remote.release.set()
+
+
+def test_a_closed_fleet_starts_no_poll():
+    driver = DriverSource()
+    fleet = Fleet(["nvml"], make=lambda spec, i: driver)
+    fleet.close()
+    driver.release.set()
+    assert fleet.poll_host(0).polls == 0 and not driver.closed.is_set()
+
+
 def test_a_host_named_twice_is_told_apart_in_the_monitor():
     """`sim:4xl4,sim:4xl4`: the fleet listed sim:4xl4#2, the monitor's header said sim:4xl4."""
     fleet = Fleet(["sim:4xl4", "sim:4xl4"], interval=0.25, timeout=5.0)

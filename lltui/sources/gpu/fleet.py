@@ -106,6 +106,9 @@ class Fleet:
         self._states = [HostState(h.label, public_spec(h.spec)) for h in self.hosts]
         self._once: dict[int, threading.Thread] = {}  # poll_once's last poll of each host
         self._sources: list[GpuSource | None] = [None] * len(self.hosts)
+        # hosts whose poll runs now, to its end (polling_since says when one began, for the
+        # view: poll_once clears it on a poll it gives up on, which still runs)
+        self._busy: set[int] = set()
         self._opened = [False] * len(self.hosts)
         self._stopped = threading.Event()
         self._loops: list[Periodic] = []
@@ -160,7 +163,22 @@ class Fleet:
         return self.interval if reachable else max(self.interval, RETRY_MIN_S)
 
     def poll_host(self, index: int) -> HostState:
-        """Open (if needed) and poll one host once, on the calling thread."""
+        """Open (if needed) and poll one host once, on the calling thread (none once the
+        fleet is closed)."""
+        with self._lock:
+            if self._stopped.is_set():
+                return self._states[index]
+            self._busy.add(index)
+        try:
+            return self._poll_host(index)
+        finally:
+            with self._lock:
+                self._busy.discard(index)
+                # the fleet closed while this ran: close what close() left to this thread
+                left = self._take(index) if self._stopped.is_set() else None
+            _close(left)
+
+    def _poll_host(self, index: int) -> HostState:
         started = self._clock()
         self._set(index, polling_since=started)
         try:
@@ -251,22 +269,32 @@ class Fleet:
 
     def close(self) -> None:
         """Stop the threads and close every source (ssh masters included)."""
-        self._stopped.set()
+        with self._changed:
+            self._stopped.set()
+            self._changed.notify_all()
+            # ssh is safe to close under a running poll (that command ends), a host's smi:
+            # or amd: alike; a driver call in flight (NVML, amdsmi) is left to its poll's
+            # thread, which closes it once the call returns
+            taken = [
+                self._take(i)
+                for i, source in enumerate(self._sources)
+                if i not in self._busy or getattr(source, "host", None) is not None
+            ]
         for loop in self._loops:
             loop.stop()
-        with self._changed:
-            self._changed.notify_all()
-        for index, source in enumerate(self._sources):
-            if source is None:
-                continue
-            busy = self._states[index].polling_since is not None
-            # ssh is safe to close under a running poll (that command ends), a host's smi:
-            # or amd: alike; a driver call in flight (NVML, amdsmi) is left alone, as the app
-            # leaves its own source
-            if busy and getattr(source, "host", None) is None:
-                continue
-            with contextlib.suppress(Exception):
-                source.close()
+        for source in taken:
+            _close(source)
+
+    def _take(self, index: int) -> GpuSource | None:
+        """The host's source, to be closed by the caller alone (under the lock)."""
+        source, self._sources[index] = self._sources[index], None
+        return source
+
+
+def _close(source: GpuSource | None) -> None:
+    if source is not None:
+        with contextlib.suppress(Exception):
+            source.close()
 
 
 def _one_line(exc: BaseException) -> str:
