@@ -163,7 +163,7 @@ async def test_the_placement_columns_follow_the_tables_width_over_its_rows():
                  "out MiB": "0.00", "layers": "0-1", "predicted MiB": "-"}  # fmt: skip
 
         def show(n: int) -> None:
-            table.show_rows({f"CUDA{i}": {"device": f"CUDA{i}", **cells} for i in range(n)})
+            table.show_cells({f"CUDA{i}": {"device": f"CUDA{i}", **cells} for i in range(n)})
 
         show(11)
         await wait_for(lambda: len(table.columns) == 7 and table.size.height == 12)

@@ -58,42 +58,13 @@ class PlacementTable(FittedTable[str]):
     """The server's placement, one row a device: the columns are chosen by the table's own
     width (placement_columns), again whenever it changes, so it never scrolls sideways."""
 
+    COLUMNS = tuple((label, label, width) for label, width in PLACEMENT_COLUMNS)
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(cursor_type="none", id=id)
-        self._rows: dict[str, dict[str, str]] = {}  # each device's cells by column label
-        self._shown: tuple[str, ...] = ()
-
-    def on_mount(self) -> None:
-        # every column until the table is laid out: a header from the first frame (the
-        # table's height, fixed by then, stayed 0 where its first columns came later)
-        self._set_columns(tuple(label for label, _w in PLACEMENT_COLUMNS))
 
     def columns_for(self, width: int) -> tuple[str, ...]:
         return placement_columns(width, self.cell_padding)
-
-    def _set_columns(self, shown: tuple[str, ...]) -> None:
-        self.clear(columns=True)
-        widths = dict(PLACEMENT_COLUMNS)
-        for label in shown:
-            self.add_column(label, key=label, width=widths[label])
-        self._shown = shown
-        for key, cells in self._rows.items():
-            self.add_row(*(cells[label] for label in shown), key=key)
-
-    def show_rows(self, rows: dict[str, dict[str, str]]) -> None:
-        """Each device's cells by column label, keyed by its name: changed cells updated
-        in place, gone devices removed."""
-        if self._shown:
-            for key in self._rows.keys() - rows.keys():
-                self.remove_row(key)
-            for key, cells in rows.items():
-                if key not in self._rows:
-                    self.add_row(*(cells[label] for label in self._shown), key=key)
-                    continue
-                for label in self._shown:
-                    if cells[label] != self._rows[key][label]:
-                        self.update_cell(key, label, cells[label])
-        self._rows = dict(rows)
 
 
 def predicted_cell(st: LaunchState, name: str, logged_mib: float) -> str:
@@ -438,4 +409,4 @@ class LaunchScreen(FormScreen):
                 predicted_cell(st, dev.name, dev.total_mib),
             )
             rows[dev.name] = dict(zip((c for c, _w in PLACEMENT_COLUMNS), cells, strict=True))
-        self.query_one("#launch-placement", PlacementTable).show_rows(rows)
+        self.query_one("#launch-placement", PlacementTable).show_cells(rows)

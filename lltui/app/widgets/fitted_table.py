@@ -1,11 +1,11 @@
 """A table that never scrolls sideways: its columns are the most useful ones its own width
-shows whole, chosen again whenever that width changes (the launch view's placement and
-router tables)."""
+shows whole, chosen again whenever that width changes, and its rows are keyed and updated in
+place (the launch view's placement and router tables)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from textual.widgets import DataTable
 
@@ -29,16 +29,48 @@ def columns_that_fit(
 
 
 class FittedTable(DataTable[_Cell]):
-    """A DataTable whose subclass says which columns a width shows (``columns_for``) and
-    lays them out (``_set_columns``, which records them in ``_shown``)."""
+    """A DataTable of ``COLUMNS`` (key, label, width, in their order on screen) whose subclass
+    says which a width shows (``columns_for``); its rows' cells come by column key, each row
+    by its own key (``show_cells``)."""
 
-    _shown: tuple[str, ...] = ()
+    COLUMNS: ClassVar[tuple[tuple[str, str, int], ...]] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._cells: dict[str, dict[str, _Cell]] = {}  # each row's cells by column key
+        self._shown: tuple[str, ...] = ()
+
+    def on_mount(self) -> None:
+        # every column until the table is laid out: a header from the first frame (the
+        # table's height, fixed by then, stayed 0 where its first columns came later)
+        self._set_columns(tuple(key for key, _label, _w in self.COLUMNS))
 
     def columns_for(self, width: int) -> tuple[str, ...]:
         raise NotImplementedError
 
     def _set_columns(self, shown: tuple[str, ...]) -> None:
-        raise NotImplementedError
+        self.clear(columns=True)
+        for key, label, width in self.COLUMNS:
+            if key in shown:
+                self.add_column(label, key=key, width=width)
+        self._shown = shown
+        for key, cells in self._cells.items():
+            self.add_row(*(cells[column] for column in shown), key=key)
+
+    def show_cells(self, rows: dict[str, dict[str, _Cell]]) -> None:
+        """Each row's cells by column key, keyed by the row: changed cells updated in
+        place, gone rows removed."""
+        if self._shown:
+            for key in self._cells.keys() - rows.keys():
+                self.remove_row(key)
+            for key, cells in rows.items():
+                if key not in self._cells:
+                    self.add_row(*(cells[column] for column in self._shown), key=key)
+                    continue
+                for column in self._shown:
+                    if cells[column] != self._cells[key][column]:
+                        self.update_cell(key, column, cells[column])
+        self._cells = dict(rows)
 
     def on_resize(self) -> None:
         self._fit_columns()

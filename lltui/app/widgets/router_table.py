@@ -150,67 +150,45 @@ class RouterTable(FittedTable[Text]):
         what: str
         name: str
 
+    COLUMNS = COLUMNS
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(cursor_type="row", id=id)
-        self._keys: list[str] = []
         self._rows: dict[str, ModelRow] = {}
         self._now: float | None = None
-        self._shown: tuple[str, ...] = ()
         self._detail = ""
         self._styles: dict[str, str] = {}
 
     def on_mount(self) -> None:
+        # (Textual runs FittedTable's on_mount after this one: it lays out the columns)
         variables = self.app.get_css_variables()
         self._styles = {state: variables.get(name, "") for state, name in STATE_STYLE.items()}
-        # every column until the table is laid out (as the placement table)
-        self._set_columns(tuple(key for key, _label, _w in COLUMNS))
 
     def columns_for(self, width: int) -> tuple[str, ...]:
         return router_columns(width, self.cell_padding)
 
-    def _cells(self, row: ModelRow) -> dict[str, Text]:
-        cells = row_cells(row, self._styles, self._now)
-        return {key: cell for (key, _l, _w), cell in zip(COLUMNS, cells, strict=True)}
-
     def _set_columns(self, shown: tuple[str, ...]) -> None:
         cursor = self.cursor_row
-        self.clear(columns=True)
-        for key, label, width in COLUMNS:
-            if key in shown:
-                self.add_column(label, key=key, width=width)
-        self._shown = shown
-        for name in self._keys:
-            cells = self._cells(self._rows[name])
-            self.add_row(*(cells[key] for key in shown), key=name)
-        if self._keys:
-            self.move_cursor(row=min(max(cursor, 0), len(self._keys) - 1))
+        super()._set_columns(shown)
+        if self._rows:
+            self.move_cursor(row=min(max(cursor, 0), len(self._rows) - 1))
         self._tell_detail()
 
     def show_rows(self, rows: Sequence[ModelRow], now: float | None = None) -> None:
         """Update the rows in place: changed cells only, gone models removed."""
         self._now = now
-        seen = []
-        for row in rows:
-            seen.append(row.name)
-            self._rows[row.name] = row
-            cells = self._cells(row)
-            if row.name not in self._keys:
-                self.add_row(*(cells[key] for key in self._shown), key=row.name)
-                self._keys.append(row.name)
-                continue
-            for key in self._shown:
-                if self.get_cell(row.name, key) != cells[key]:
-                    self.update_cell(row.name, key, cells[key])
-        for name in [k for k in self._keys if k not in seen]:
-            self.remove_row(name)
-            self._keys.remove(name)
-            del self._rows[name]
+        self._rows = {row.name: row for row in rows}
+        self.show_cells({row.name: self._row_cells(row) for row in rows})
         self._tell_detail()
+
+    def _row_cells(self, row: ModelRow) -> dict[str, Text]:
+        cells = row_cells(row, self._styles, self._now)
+        return {key: cell for (key, _l, _w), cell in zip(COLUMNS, cells, strict=True)}
 
     @property
     def selected(self) -> ModelRow | None:
         """The model under the cursor."""
-        if not self._keys or self.cursor_row < 0 or self.cursor_row >= len(self._keys):
+        if not self._rows or self.cursor_row < 0 or self.cursor_row >= len(self._rows):
             return None
         name = str(self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value)
         return self._rows.get(name)
