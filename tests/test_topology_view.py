@@ -74,7 +74,7 @@ async def test_the_topology_comes_back_in_a_message_that_carries_it():
         await pilot.pause()
         ready = [m for m in messages if isinstance(m, TopologyReady)]
         assert len(ready) == 1  # read once
-        message = ready[0]
+        message = ready[0].state
         assert message.error is None and message.report is not None
         assert len(message.report.live.topology.gpus) == 8
         assert any("NVLink" in a.message for a in message.advice)

@@ -12,12 +12,11 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from lltui.app.state.fit import FitOutcome
+    from lltui.app.state.topology import TopologyState
     from lltui.core.fit.planner import PlanResult
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.gguf.refs import ModelFile
     from lltui.core.monitor.models import RigSample
-    from lltui.core.topo.advice import Advice
-    from lltui.core.topo.matrix import TopologyReport
     from lltui.services.nccl import NcclReport
 
 
@@ -44,11 +43,9 @@ class PollFailed(Message):
 
 @dataclass
 class TopologyReady(Message, bubble=False):
-    """The topology was read, with its advice; or why it could not be (``error``)."""
+    """The topology was read, with its advice; or why it could not be (its ``error``)."""
 
-    report: TopologyReport | None
-    advice: tuple[Advice, ...] = ()
-    error: str | None = None
+    state: TopologyState
 
 
 @dataclass

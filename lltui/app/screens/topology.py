@@ -156,11 +156,11 @@ class TopologyScreen(LoadOnceScreen):
         state = await off_thread_reported(self, lambda: read_topology(source), "topology")
         if state is None:  # a bug, already reported: the view must not wait forever
             state = TopologyState(error="reading the topology failed")
-        self.post_message(TopologyReady(state.report, state.advice, state.error))
+        self.post_message(TopologyReady(state))
 
     @on(TopologyReady)
     def _topology_ready(self, message: TopologyReady) -> None:
-        self.state = TopologyState(message.report, message.advice, message.error)
+        self.state = message.state
         self.show_topology()
 
     def show_view(self) -> None:
