@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 
 from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import ViewScreen
+from lltui.app.widgets.gpu_card import num
 from lltui.app.widgets.hanging import HangingList
 from lltui.app.widgets.status import Banner, StatusBar
 from lltui.core.monitor.fleet import FleetSample, HostRow, host_row
@@ -119,9 +120,6 @@ def row_cells(row: HostRow, layout: FleetLayout | None = None) -> tuple[str, ...
     """The cells of one host's row, as plain text, in the layout's column order (the wide
     one by default), the host name and the note cut to their columns."""
     narrow = layout is not None and layout.narrow
-
-    def num(value: float | None, fmt: str) -> str:
-        return "-" if value is None else fmt.format(value)
 
     vram = (
         "-"

@@ -10,6 +10,7 @@ from textual.markup import escape
 from lltui.app.app_protocol import host_of
 from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import HistoryModal
+from lltui.app.widgets.gpu_card import num
 from lltui.app.widgets.status import fmt_window
 from lltui.core.monitor.commands import command_label
 from lltui.core.monitor.models import GpuSample
@@ -101,17 +102,13 @@ def now_lines(g: GpuSample) -> list[str]:
     used = "-" if g.memory_used is None else f"{g.memory_used / GIB:.1f}"
     total = "-" if info.memory_total is None else f"{info.memory_total / GIB:.1f}"  # never 0
     return [
-        f"[b]now[/b]  power {_num(g.power_w, '{:.0f}')}/{_num(g.power_limit_w, '{:.0f} W')}"
-        f"   util {_num(g.util_gpu, '{:.0f}%')}   mem util {_num(g.util_mem, '{:.0f}%')}",
-        f"     VRAM {used}/{total} GiB   temp {_num(g.temp_c, '{:.0f}°C')}"
-        f"   fan {_num(g.fan_pct, '{:.0f}%')}   P-state {_num(g.pstate, 'P{}')}",
-        f"     clocks SM {_num(g.sm_clock_mhz, '{}')}/{_num(info.max_sm_clock_mhz, '{}')} MHz"
-        f"   memory {_num(g.mem_clock_mhz, '{}')}/{_num(info.max_mem_clock_mhz, '{}')} MHz",
+        f"[b]now[/b]  power {num(g.power_w, '{:.0f}')}/{num(g.power_limit_w, '{:.0f} W')}"
+        f"   util {num(g.util_gpu, '{:.0f}%')}   mem util {num(g.util_mem, '{:.0f}%')}",
+        f"     VRAM {used}/{total} GiB   temp {num(g.temp_c, '{:.0f}°C')}"
+        f"   fan {num(g.fan_pct, '{:.0f}%')}   P-state {num(g.pstate, 'P{}')}",
+        f"     clocks SM {num(g.sm_clock_mhz, '{}')}/{num(info.max_sm_clock_mhz, '{}')} MHz"
+        f"   memory {num(g.mem_clock_mhz, '{}')}/{num(info.max_mem_clock_mhz, '{}')} MHz",
     ]
-
-
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else fmt.format(value)
 
 
 class GpuDetailScreen(HistoryModal):

@@ -114,7 +114,8 @@ class CardStyles:
         return self.ok
 
 
-def _num(v: float | None, fmt: str = "{:.0f}") -> str:
+def num(v: float | None, fmt: str = "{:.0f}") -> str:
+    """``v`` in ``fmt``, or "-" where it is unknown (never a 0)."""
     return "-" if v is None else fmt.format(v)
 
 
@@ -209,16 +210,16 @@ def _card_title(g: GpuSample, selected: bool, styles: CardStyles) -> Text:
 def _card_state(g: GpuSample, styles: CardStyles) -> Text:
     """Temperature, fan and P-state, right of the title."""
     text = Text()  # a style given to Text() would colour all that is appended after
-    text.append(f"{_num(g.temp_c)}°C", styles.level(g.temp_c, TEMP_WARN_C, TEMP_HOT_C))
+    text.append(f"{num(g.temp_c)}°C", styles.level(g.temp_c, TEMP_WARN_C, TEMP_HOT_C))
     if g.hotspot_temp_c is not None and g.hotspot_temp_c != g.temp_c:
-        text.append(f" jct {_num(g.hotspot_temp_c)}°C")
+        text.append(f" jct {num(g.hotspot_temp_c)}°C")
     if g.mem_temp_c is not None:
         text.append(
-            f" mem {_num(g.mem_temp_c)}°C",
+            f" mem {num(g.mem_temp_c)}°C",
             styles.level(g.mem_temp_c, MEM_TEMP_WARN_C, MEM_TEMP_HOT_C),
         )
     if g.fan_pct is not None:
-        text.append(f" fan {_num(g.fan_pct)}%")
+        text.append(f" fan {num(g.fan_pct)}%")
     if g.pstate is not None:
         text.append(f" P{g.pstate}")
     return text
@@ -244,7 +245,7 @@ def _power_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
     text = Text(f"{'PWR':<{LABEL_W}}")
     _bar(text, pwr_frac, bar_w, styles.power, styles)
     text.append(
-        f" {_num(g.power_w)}/{_num(limit)} W"
+        f" {num(g.power_w)}/{num(limit)} W"
         f" {fmt_pct(None if pwr_frac is None else 100 * pwr_frac, width=4)}  util"
     )
     text.append(fmt_pct(g.util_gpu, width=4), styles.level(g.util_gpu, 101, 101))
@@ -255,11 +256,11 @@ def _power_line(g: GpuSample, bar_w: int, styles: CardStyles) -> Text:
 def _clocks_line(g: GpuSample, styles: CardStyles) -> Text:
     info = g.info
     text = Text(
-        f"SM {_num(g.sm_clock_mhz)}/{_num(info.max_sm_clock_mhz)}"
-        f" MEM {_num(g.mem_clock_mhz)}/{_num(info.max_mem_clock_mhz)} MHz"
+        f"SM {num(g.sm_clock_mhz)}/{num(info.max_sm_clock_mhz)}"
+        f" MEM {num(g.mem_clock_mhz)}/{num(info.max_mem_clock_mhz)} MHz"
     )
     if g.pcie_gen is not None or g.pcie_rx_kbs is not None:
-        link = f"{_num(g.pcie_gen)}x{_num(g.pcie_width)}"
+        link = f"{num(g.pcie_gen)}x{num(g.pcie_width)}"
         degraded = (
             info.pcie_width_max is not None
             and g.pcie_width is not None
@@ -415,8 +416,8 @@ def _compact_text(
     total_s = "-" if total is None else f"{total / GIB:.0f}"  # unknown: never 0
     mem = f"{used_s}/{total_s} GiB" if wide else f"{used_s}/{total_s}G"
     util = fmt_pct(g.util_gpu, width=4)
-    power = f"{_num(g.power_w):>4}/{_num(g.power_limit_w)}W" if wide else f"{_num(g.power_w):>4}W"
-    temp = f"{_num(g.temp_c):>3}°C" if wide else f"{_num(g.temp_c):>3}°"
+    power = f"{num(g.power_w):>4}/{num(g.power_limit_w)}W" if wide else f"{num(g.power_w):>4}W"
+    temp = f"{num(g.temp_c):>3}°C" if wide else f"{num(g.temp_c):>3}°"
     slow = _throttle(g)
     flag = THROTTLE_SHORT.get(slow[0], ("!", slow[0]))[1 if wide else 0] if slow else ""
     util_label = " util" if wide else " "
@@ -455,9 +456,9 @@ def _compact_second_line(
     room for, added to ``text`` (its indent) as much of it as fits ``width`` (whole items,
     none cut)."""
     info = g.info
-    sm = f"SM {_num(g.sm_clock_mhz)}"
+    sm = f"SM {num(g.sm_clock_mhz)}"
     items: list[tuple[str, Style]] = [
-        (f"{sm}/{_num(info.max_sm_clock_mhz)} MHz" if wide else f"{sm} MHz", styles.muted)
+        (f"{sm}/{num(info.max_sm_clock_mhz)} MHz" if wide else f"{sm} MHz", styles.muted)
     ]
     slow = _throttle(g)
     if slow:
@@ -475,7 +476,7 @@ def _compact_second_line(
         rates = f"↓{fmt_rate_kbs(g.xgmi_rx_kbs)} ↑{fmt_rate_kbs(g.xgmi_tx_kbs)}"
         items.append(("XGMI " + rates, styles.muted))
     if g.fan_pct is not None:
-        items.append((f"fan {_num(g.fan_pct)}%", styles.muted))
+        items.append((f"fan {num(g.fan_pct)}%", styles.muted))
     if g.pstate is not None:
         items.append((f"P{g.pstate}", styles.muted))
     indent = len(text)
