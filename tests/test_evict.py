@@ -17,6 +17,7 @@ from lltui.core.fit.evict import (
     decide,
     decide_all,
     policy_from_plan,
+    refusal,
 )
 from lltui.core.fit.plan import DeviceRoom
 from lltui.core.memory.common import CPU
@@ -52,6 +53,29 @@ def test_the_least_recently_used_goes_first():
     assert (got.action, got.evict) == ("evict", ("b",))
     got = decide(p, "c", running("a", "b"))
     assert got.evict == ("a",)
+
+
+def test_a_busy_or_loading_model_is_passed_over_while_an_idle_one_makes_room():
+    """A model answering requests, or still loading, was the first to go when it was the
+    least recently used (the proxy then waited up to 10 minutes for it, or killed its load);
+    llama-server passes over both."""
+    p = policy(need("a", 10), need("b", 10), need("c", 10))
+    for busy in (Resident("a", 0.0, in_flight=2), Resident("a", 0.0, loading=True)):
+        assert decide(p, "c", [busy, Resident("b", 1.0)]).evict == ("b",)
+        assert refusal(p, "c", [busy, Resident("b", 1.0)]) == (
+            "c does not fit with a, b loaded: CUDA0 has 4096 MiB left, c needs 10240 MiB; "
+            "unload b first"
+        )
+
+
+def test_only_busy_models_in_the_way_are_named_and_the_gate_says_so():
+    p = policy(need("a", 10), need("b", 10, pinned=True), need("c", 10))
+    got = decide(p, "c", [Resident("a", 0.0, in_flight=2), Resident("b", 1.0)])
+    assert (got.action, got.evict) == ("evict", ("a",))  # the proxy waits for its requests
+    said = refusal(p, "c", [Resident("a", 0.0, in_flight=2), Resident("b", 1.0)])
+    assert said is not None and said.endswith("; unload a first (it is serving 2 requests)")
+    said = refusal(p, "c", [Resident("a", 0.0, loading=True), Resident("b", 1.0)])
+    assert said is not None and said.endswith("; unload a first (it is still loading)")
 
 
 def test_lower_priority_goes_before_an_older_one():

@@ -19,6 +19,7 @@ from aiohttp import web
 from support.router_helpers import wait_for
 
 from lltui.core.fit.evict import ModelNeed, Policy, Room
+from lltui.core.units import MIB
 from lltui.services.launch.ondemand import OnDemandProxy
 
 
@@ -65,6 +66,8 @@ class StandIn:
     async def _unload(self, request: web.Request) -> web.Response:
         name = (await request.json())["model"]
         self.queries.append("unload " + name)
+        if self.states.get(name) == "loading":  # llama-server kills its server mid-load
+            self.queries.append("killed " + name)
         self.states[name] = "unloaded"
         return web.json_response({"success": True})
 
@@ -486,3 +489,50 @@ def test_a_use_lltui_notes_never_replaces_a_later_one(proxy):
     p.note_use("small", 100.0)
     wait_for(lambda: "small" in p.use(), 10, "the use noted")
     assert p.last_used["small"] == max(written), written
+
+
+def _two_of_three() -> Policy:
+    """a, b and c take 10 GiB of CUDA0 each, which has 24: two fit."""
+    needs = {n: ModelNeed(n, {"CUDA0": 10240 * MIB}, 0) for n in "abc"}
+    return Policy(needs, Room({"CUDA0": 24576 * MIB}, None))
+
+
+def test_an_idle_model_goes_before_a_busy_one_served_longer_ago():
+    """a, answering a request, was the least recently used and the one named to unload: the
+    request for c waited for a's answer to end (up to 10 minutes) while b sat idle."""
+    with _running(_two_of_three()) as (p, router):
+        router.states = {"a": "loaded", "b": "loaded", "c": "unloaded"}
+        body = b'{"model": "a", "max_tokens": 64}'
+        with socket.create_connection(("127.0.0.1", p.port)) as held:  # a generates on
+            held.sendall(_post_head(len(body)) + body)
+            wait_for(lambda: p._in_flight.get("a") == 1, 10, "a's request in flight")
+            chat = f"{p.url}/v1/chat/completions"
+            assert httpx.post(chat, json={"model": "b"}, timeout=10).status_code == 200
+            r = httpx.post(chat, json={"model": "c"}, timeout=10)
+            assert r.status_code == 200, r.text
+            assert router.queries == ["a", "b", "unload b", "load c", "c"]
+        wait_for(lambda: not p._in_flight.get("a"), 10, "a's request ended with its client")
+
+
+def test_a_loading_model_is_never_unloaded_mid_load():
+    """a, still loading, was named to unload (never served: the least recently used), and
+    the router killed its load. Passed over while b makes room; where only a does, lltui
+    waits until it has loaded."""
+    with _running(_two_of_three()) as (p, router):
+        router.states = {"a": "loading", "b": "loaded", "c": "unloaded"}
+        chat = f"{p.url}/v1/chat/completions"
+        assert httpx.post(chat, json={"model": "c"}, timeout=10).status_code == 200
+        assert router.queries == ["unload b", "load c", "c"]
+    kept = _two_of_three()
+    kept = Policy(
+        {**kept.needs, "b": ModelNeed("b", {"CUDA0": 10240 * MIB}, 0, pinned=True)}, kept.room
+    )
+    with _running(kept) as (p, router):
+        router.states = {"a": "loading", "b": "loaded", "c": "unloaded"}
+        chat = f"{p.url}/v1/chat/completions"
+        asked = threading.Thread(target=lambda: httpx.post(chat, json={"model": "c"}, timeout=30))
+        asked.start()
+        wait_for(lambda: p._evicting == {"a"}, 10, "a named to unload")
+        router.states["a"] = "loaded"
+        asked.join(30)
+        assert router.queries == ["unload a", "load c", "c"]

@@ -30,9 +30,11 @@ first, then least recently used (llama-server's order where priorities are equal
 unloads along that order until the model fits, then keeps back each candidate (the most
 valuable first) whose unloading turns out not to be needed, so no model goes that need not.
 A model that shares an RPC server with the one asked for must go whatever its memory (an RPC
-server serves one llama-server at a time). Unlike llama-server, the order does not pass over a
-model that is busy or still loading: the proxy answers an evicted model's requests in flight
-before it unloads it (:mod:`lltui.services.launch.ondemand`).
+server serves one llama-server at a time). As llama-server, the order passes over a model that
+is busy (requests in flight) or still loading: only when the idle models cannot make room are
+busy ones named, and the proxy waits for them (a loading one to load, then every model's
+requests in flight to be answered) before it unloads them
+(:mod:`lltui.services.launch.ondemand`).
 
 Pods: a model that runs on GPUs unloads only models that share one of its GPUs; a model
 elsewhere keeps serving whatever its age.
@@ -77,10 +79,17 @@ class ModelNeed:
 
 @dataclass(frozen=True, slots=True)
 class Resident:
-    """A model whose server runs now, and when it last served (a monotonic time)."""
+    """A model whose server runs now, when it last served (a monotonic time), the requests
+    it is answering and whether it is still loading."""
 
     name: str
     last_used: float = 0.0
+    in_flight: int = 0
+    loading: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return self.in_flight > 0 or self.loading
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,14 +247,18 @@ def decide(policy: Policy, name: str, resident: Sequence[Resident]) -> Decision:
         (r for r in others if r.name not in must),
         key=lambda r: (policy.needs[r.name].priority, r.last_used),
     )
-    evict = _choose(policy, name, [r.name for r in others], must, order)
+    running = [r.name for r in others]
+    idle = [r for r in order if not r.busy]
+    evict = _choose(policy, name, running, must, idle)
+    if evict is None and len(idle) < len(order):  # only busy models make room: wait for them
+        evict = _choose(policy, name, running, must, order)
     if evict is not None:
         if not evict:
             return Decision(name, "load")
         return Decision(
             name, "evict", tuple(evict), reason=f"unload {', '.join(evict)} to load {name}"
         )
-    return _why_not(policy, name, [r.name for r in others], must, order)
+    return _why_not(policy, name, running, must, order)
 
 
 def _choose(
@@ -340,8 +353,20 @@ def refusal(policy: Policy, name: str, resident: Sequence[Resident]) -> str | No
     ]
     head = f"{name} does not fit with {', '.join(loaded)} loaded: {'; '.join(reasons)}"
     if decision.action == "evict":
-        return f"{head}; unload {' and '.join(decision.evict)} first"
+        busy = [_busy(r, len(decision.evict)) for r in resident if r.name in decision.evict]
+        doing = f" ({'; '.join(b for b in busy if b)})" if any(busy) else ""
+        return f"{head}; unload {' and '.join(decision.evict)} first{doing}"
     if decision.code == "pinned":
         kept = [n for n in loaded if policy.needs[n].pinned]
         return f"{head}; the models in the way are kept ({', '.join(kept)}): unkeep one first"
     return decision.reason  # (what it is short of beside the models it may not unload)
+
+
+def _busy(r: Resident, of: int) -> str:
+    """What a model to unload is doing ('' when idle): "it is serving 2 requests"."""
+    who = "it" if of == 1 else r.name
+    if r.loading:
+        return f"{who} is still loading"
+    if r.in_flight:
+        return f"{who} is serving {r.in_flight} request{'s' if r.in_flight != 1 else ''}"
+    return ""

@@ -4,7 +4,8 @@ Clients talk to lltui on the address they were given; the router listens on a pr
 loopback port. A request that names a model (``POST /v1/chat/completions`` and the other
 inference endpoints, the ``model`` field of their JSON body) for a model that is not loaded
 goes through the eviction policy (:mod:`lltui.core.fit.evict`): lltui unloads the models the
-policy names (``POST /models/unload``, once their requests in flight are answered), loads
+policy names, idle ones where they make room (``POST /models/unload``; a busy one once its
+requests in flight are answered, one loading once it has loaded), loads
 the model (``POST /models/load``), waits until the router lists it ``loaded``, and forwards
 the request; a client's ``POST /models/load`` is decided the same way, and its
 ``POST /models/unload`` of a pinned model refused. One decision at a
@@ -260,6 +261,10 @@ class OnDemandProxy:
         with contextlib.suppress(RuntimeError):  # (closed: the proxy serves nothing more)
             loop.call_soon_threadsafe(note)
 
+    def in_flight(self) -> dict[str, int]:
+        """The requests each model is answering now (a snapshot, from any thread)."""
+        return {n: k for n, k in dict(self._in_flight).items() if k}
+
     def use(self) -> dict[str, ModelUse]:
         """What it served of each model so far (a snapshot, from any thread)."""
         last, served = dict(self.last_used), dict(self._served)
@@ -470,7 +475,12 @@ class OnDemandProxy:
                     return
                 if state not in RESIDENT_STATES:  # (loading: --load at start, or lltui's l)
                     resident = [
-                        Resident(n, self.last_used.get(n, 0.0))
+                        Resident(
+                            n,
+                            self.last_used.get(n, 0.0),
+                            self._in_flight.get(n, 0),
+                            loading=s == "loading",
+                        )
                         for n, s in states.items()
                         if s in RESIDENT_STATES
                     ]
@@ -478,7 +488,8 @@ class OnDemandProxy:
                     if not decision.can_load:
                         self._emit(ProxyEvent("refused", name, reason=decision.reason))
                         raise LoadRefused(decision.reason, decision.code or "does_not_fit")
-                    await self._evict(decision)
+                    loading = [n for n in decision.evict if states.get(n) == "loading"]
+                    await self._evict(decision, loading)
                     self._emit(ProxyEvent("load", name))
                     await self._post("/models/load", name)
             # listed loading from here: lltui's own decisions count it resident
@@ -507,13 +518,17 @@ class OnDemandProxy:
         self._ready.add(name)
         return True
 
-    async def _evict(self, decision: Decision) -> None:
+    async def _evict(self, decision: Decision, loading: Sequence[str] = ()) -> None:
+        """Unload ``decision.evict``: one still ``loading`` loads first (an unload kills it
+        mid-load), then their requests in flight are answered."""
         assert self._idle is not None
         if not decision.evict:
             return
         self._emit(ProxyEvent("evict", decision.model, decision.evict, decision.reason))
         self._evicting.update(decision.evict)
         try:
+            for victim in loading:
+                await self._wait_state(victim, ("loaded", "sleeping", "unloaded"))
             async with self._idle:  # their requests in flight are answered first (bounded)
                 try:
                     await asyncio.wait_for(

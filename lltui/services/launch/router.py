@@ -352,10 +352,18 @@ class RouterSession(Session):
         return refusal(self.prepared.policy(sorted(self._kept)), name, self._resident(listed))
 
     def _resident(self, listed: tuple[RouterModel, ...] | None) -> list[Resident]:
-        """The models the router lists resident, each with its last use as the proxy saw it."""
-        use = self._proxy.use() if self._proxy is not None else {}
+        """The models the router lists resident, each with its last use and its requests in
+        flight as the proxy saw them, and whether it is still loading."""
+        proxy = self._proxy
+        use = proxy.use() if proxy is not None else {}
+        busy = proxy.in_flight() if proxy is not None else {}
         return [
-            Resident(m.name, max(self._loaded_at.get(m.name, 0.0), last_used(use.get(m.name))))
+            Resident(
+                m.name,
+                max(self._loaded_at.get(m.name, 0.0), last_used(use.get(m.name))),
+                busy.get(m.name, 0),
+                loading=m.state == "loading",
+            )
             for m in listed or ()
             if m.resident
         ]
