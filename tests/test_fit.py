@@ -557,6 +557,24 @@ def test_a_bare_number_is_told_it_needs_its_unit(tmp_path, capsys, item, number,
     assert err.endswith(f"{want}named {number}{near}"), err
 
 
+@pytest.mark.parametrize(
+    ("item", "want"),
+    [
+        ("3080M", "'3080M': 3080 MiB or a laptop RTX 3080? write 3080MiB, or 'RTX 3080 Laptop="),
+        ("2x4070m", "'4070m': 4070 MiB or a laptop RTX 4070? write 4070MiB, or 'RTX 4070 Laptop="),
+        ("4090G", "'4090G': 4090 GiB or the RTX 4090? write 4090GiB, or 'RTX 4090'"),
+    ],
+)
+def test_a_size_whose_number_is_a_gpu_model_is_asked_about(tmp_path, capsys, item, want):
+    """--gpus 3080M (a laptop RTX 3080, as laptops are written) was a GPU of 3080 MiB."""
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "--gpus", item]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"--gpus: {want}" in err, err
+    for size, mib in (("16000M", 16000), ("24G", 24 * 1024), ("3080MiB", 3080), ("24GiB", 24576)):
+        assert parse_gpus_spec(size).devices[0].total_bytes == mib * 2**20
+
+
 def test_cli_corrupt_or_missing_model(tmp_path, capsys):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)

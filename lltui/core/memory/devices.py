@@ -261,6 +261,27 @@ def _unknown(item: str) -> str:
     )
 
 
+# a size in a single-letter unit whose number is also a GPU model's: 3080M, a laptop's 3080
+_MODEL_SIZE = re.compile(r"^(?P<n>\d{4})\s*(?P<unit>[mg])$", re.IGNORECASE)
+
+
+def _refuse_model_number_size(item: str) -> None:
+    """``3080M`` is 3080 MiB or a laptop RTX 3080 (its M for mobile), ``4090G`` 4090 GiB
+    or an RTX 4090: refused, both readings named."""
+    m = _MODEL_SIZE.match(item)
+    hit = find_gpu(m["n"]) if m else None
+    if m is None or hit is None:
+        return
+    unit = f"{m['unit'].upper()}iB"
+    model = re.sub(r"^(?:NVIDIA |AMD )?(?:GeForce |Radeon )?", "", hit.name)
+    gpu = (f"a laptop {model}", f"'{model} Laptop=8GiB' (with its memory)")
+    if unit == "GiB":
+        gpu = (f"the {model}", f"'{model}'")
+    raise ValueError(
+        f"--gpus: {item!r}: {m['n']} {unit} or {gpu[0]}? write {m['n']}{unit}, or {gpu[1]}"
+    )
+
+
 def _named_size(name: str, mem: str) -> tuple[str, int]:
     """``MODEL=SIZE``: a GPU with the memory it has; a model the catalog does not know keeps
     its name (the speed model says which known one it assumed)."""
@@ -353,6 +374,7 @@ def parse_gpus_spec(text: str) -> GpusSpec:
                 f"--gpus: {item!r} is a MIG slice of this machine: give it alone "
                 "(--gpus MIG-...), or its profile (3g.40gb)"
             )
+        _refuse_model_number_size(item)
         size = _size(item)
         if size is None:
             raise ValueError(_unknown(item))
