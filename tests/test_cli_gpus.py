@@ -302,6 +302,12 @@ def test_the_parser_registers_the_named_command_and_falls_back_to_all(capsys):
         (["gpus", "--source", "smi:gpu1,gpu2,sim:4xl4"], "holds a comma: give each host its"),
         (["watch", "--once", "--source", "sim:4xl4,smi:gpu1:0"], "port 0 in 'gpu1:0' is out"),
         (["gpus", "--source", "sim:4xl4,amd:-oProxyCommand=x"], "would be read as an ssh option"),
+        # a port that is no number went to ssh as part of the host: could not resolve host:abc
+        (["gpus", "--source", "amd:host:abc"], "port 'abc' in 'host:abc' is not a number"),
+        (["topo", "--source", "amd:host:abc"], "port 'abc' in 'host:abc' is not a number"),
+        (["topo", "--source", "smi:host:"], "port '' in 'host:' is not a number"),
+        (["gpus", "--source", "smi:[::1]:x,sim"], "port 'x' in '[::1]:x' is not a number"),
+        (["gpus", "--source", "smi:host:123456"], "port 123456 in 'host:123456' is out of range"),
     ],
 )
 def test_a_bad_value_is_one_line_and_exit_2_whatever_uses_it(capsys, argv, said):

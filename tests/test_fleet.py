@@ -67,8 +67,10 @@ def test_host_port_split():
     assert split_host_port("root@gpu2:2222") == ("root@gpu2", 2222)
     assert split_host_port("[::1]:2201") == ("::1", 2201)
     assert split_host_port("gpu1") == ("gpu1", None)
-    with pytest.raises(ValueError):
-        split_host_port("gpu:0")
+    assert split_host_port("fe80::1") == ("fe80::1", None)  # (an IPv6 address, bare)
+    for bad in ("gpu:0", "gpu:abc", "gpu:", "[::1]:x", "gpu:123456"):
+        with pytest.raises(ValueError, match=r"^port "):
+            split_host_port(bad)
 
 
 def test_fleet_specs_join_list_and_file(tmp_path):

@@ -44,8 +44,9 @@ BASE_OPTIONS: tuple[str, ...] = (
     "ServerAliveCountMax=2",
 )
 
-_PORTED = re.compile(r"^(?P<host>[^:\[\]]+):(?P<port>\d{1,5})\Z")
-_BRACKETED = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?\Z")
+# one colon: HOST:PORT, whatever follows it (an IPv6 address, with more, is no HOST:PORT)
+_PORTED = re.compile(r"^(?P<host>[^:\[\]]+):(?P<port>[^:]*)\Z")
+_BRACKETED = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\])(?::(?P<port>[^:]*))?\Z")
 
 
 def check_host(host: str) -> str:
@@ -69,7 +70,7 @@ def check_host(host: str) -> str:
 
 def split_host_port(text: str) -> tuple[str, int | None]:
     """``[user@]host[:port]`` (``[v6]:port`` too) as (``[user@]host``, port or None);
-    ValueError with one line for a port out of range."""
+    ValueError with one line for a port that is no number or out of range."""
     user, at, rest = text.rpartition("@")
     prefix = f"{user}{at}"
     for pattern in (_BRACKETED, _PORTED):
@@ -79,6 +80,8 @@ def split_host_port(text: str) -> tuple[str, int | None]:
             port_text = m.group("port")
             if port_text is None:
                 return prefix + host, None
+            if not port_text.isascii() or not port_text.isdigit():
+                raise ValueError(f"port {port_text!r} in {text!r} is not a number (HOST:PORT)")
             port = int(port_text)
             if not 0 < port < 65536:
                 raise ValueError(f"port {port} in {text!r} is out of range (1-65535)")
