@@ -93,7 +93,8 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="S",
         default=None,
-        help="a fleet host that has not answered one poll in S seconds is down (default 10)",
+        help="a host over ssh (smi:HOST, amd:HOST, a fleet's) that has not answered one poll "
+        "in S seconds is down (default 10 in a fleet, 20 alone)",
     )
     add_replay_options(p)
 

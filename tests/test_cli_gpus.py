@@ -287,6 +287,7 @@ def test_the_parser_registers_the_named_command_and_falls_back_to_all(capsys):
         (["--interval", "-1", "gpus"], "interval must be between"),
         (["--energy-price", "-1", "gpus"], "energy_price must be a price per kWh"),
         (["--host-timeout", "-3", "gpus"], "--host-timeout -3 is out of range"),
+        (["gpus", "--source", "sim", "--host-timeout", "0"], "--host-timeout 0 is out of range"),
         (["--replay-speed", "-2", "gpus"], "replay speed must be above 0"),
         (["serve", "--listen", "127.0.0.1:18766", "--source", "bogus"], "unknown source 'bogus'"),
         (["serve", "--listen", "127.0.0.1:18766", "--interval", "-2"], "interval must be"),

@@ -374,6 +374,21 @@ def test_a_host_that_answers_within_the_timeout_is_up(ssh_env: SshServer, tmp_pa
     assert host["cuda_version"] == "12.3"
 
 
+@pytest.mark.parametrize("kind", ["smi", "amd"])
+def test_one_host_takes_the_host_timeout_given(ssh_env: SshServer, capsys, kind: str):
+    """--host-timeout was a fleet's only: one slow host (--source smi:HOST or amd:HOST) kept
+    its source's 20 s, whatever was given."""
+    from lltui.cli import main
+
+    ssh_env.slow.write_text("10")
+    try:
+        code = main(["--host-timeout", "2", "gpus", "--json", "--source", f"{kind}:fleet-a"])
+    finally:
+        ssh_env.slow.unlink()
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and "did not answer within 2 s" in out["error"], out
+
+
 def test_a_jump_host_that_fails_says_why(
     ssh_env: SshServer, tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
 ):

@@ -67,14 +67,31 @@ def _fleet(request: RigRequest) -> Fleet:
     specs = fleet_specs(request.source, request.hosts_file)
     for spec in specs:
         parse_source_spec(spec)
-    timeout = request.host_timeout_s
-    if timeout is not None:
-        check_host_timeout(timeout)
+    timeout = _host_timeout(request)
     return Fleet(specs, interval=request.interval_s, timeout=timeout or HOST_TIMEOUT_S)
 
 
+def _host_timeout(request: RigRequest) -> float | None:
+    """``--host-timeout``, checked (None: not given)."""
+    if request.host_timeout_s is not None:
+        check_host_timeout(request.host_timeout_s)
+    return request.host_timeout_s
+
+
+def _open(request: RigRequest, *, facts_only: bool = False) -> tuple[GpuSource, RigInfo]:
+    """The single source a request names, opened; another host's commands within
+    ``--host-timeout`` as a fleet's host's."""
+    return open_source(
+        request.source,
+        seed=request.seed,
+        replay=request.replay,
+        facts_only=facts_only,
+        host_timeout=_host_timeout(request),
+    )
+
+
 def check_host_timeout(seconds: float) -> None:
-    """ValueError with one line for a fleet host's timeout out of range."""
+    """ValueError with one line for a host's timeout out of range."""
     if not 0 < seconds <= MAX_HOST_TIMEOUT_S:
         raise ValueError(f"--host-timeout {seconds:g} is out of range (0-3600 s)")
 
@@ -95,7 +112,7 @@ def open_rig(request: RigRequest) -> Rig:
         fleet = _fleet(request)
         focus = FleetFocus(fleet)
         return Rig(focus, focus.open(), fleet)
-    source, info = open_source(request.source, seed=request.seed, replay=request.replay)
+    source, info = _open(request)
     return Rig(source, info)
 
 
@@ -106,7 +123,7 @@ def check_rig(request: RigRequest) -> None:
     if request.is_fleet:
         _fleet(request)
         return
-    source, _info = open_source(request.source, seed=request.seed, replay=request.replay)
+    source, _info = _open(request)
     source.close()
 
 
@@ -160,9 +177,7 @@ def sample_once(
     or ValueError."""
     import time
 
-    source, info = open_source(
-        request.source, seed=request.seed, replay=request.replay, facts_only=facts_only
-    )
+    source, info = _open(request, facts_only=facts_only)
     settle_s = 0 if facts_only else settle_s
     try:
         if not info.simulated and settle_s > 0:

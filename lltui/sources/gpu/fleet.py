@@ -62,20 +62,9 @@ def make_host_source(spec: str, *, timeout: float, seed: int = 0) -> GpuSource:
     from lltui.sources.gpu.kinds import make_source, parse_source_spec
 
     parsed = parse_source_spec(spec)
-    if parsed.kind in ("smi", "amd") and parsed.arg:
-        from lltui.sources.ssh import split_host_port
-
-        host, port = split_host_port(parsed.arg)
-        if parsed.kind == "amd":
-            from lltui.sources.gpu.amd.source import AmdSource
-
-            return AmdSource(host, port=port, timeout=timeout)
-        from lltui.sources.gpu.smi import SmiSource
-
-        return SmiSource(host, port=port, timeout=timeout)
     if parsed.kind == "auto":
         parsed = parse_source_spec("nvml")
-    return make_source(parsed, seed=seed)
+    return make_source(parsed, seed=seed, host_timeout=timeout)
 
 
 class Fleet:

@@ -40,6 +40,9 @@ class MakeOptions:
     # one look at what the GPUs are and hold (fit): no process lists or PCIe throughput,
     # which NVML takes 20 ms a counter a GPU to give
     facts_only: bool = False
+    # another host's (smi:HOST, amd:HOST) open's and poll's commands, shared (--host-timeout;
+    # None: the source's own)
+    host_timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def _make_smi(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
     from lltui.sources.ssh import split_host_port
 
     host, port = split_host_port(spec.arg) if spec.arg else (None, None)
-    return SmiSource(host=host, port=port)
+    return SmiSource(host=host, port=port, timeout=opts.host_timeout if host else None)
 
 
 def _make_amd(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
@@ -161,7 +164,7 @@ def _make_amd(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
     from lltui.sources.ssh import split_host_port
 
     host, port = split_host_port(spec.arg)
-    return AmdSource(host, port=port)
+    return AmdSource(host, port=port, timeout=opts.host_timeout)
 
 
 def _make_sim(spec: SourceSpec, opts: MakeOptions) -> GpuSource:
@@ -300,12 +303,13 @@ def make_source(
     seed: int = 0,
     replay: ReplayOptions | None = None,
     facts_only: bool = False,
+    host_timeout: float | None = None,
 ) -> GpuSource:
     """Construct (but do not open) the source a spec names."""
     kind = KINDS.get(spec.kind)
     if kind is None or kind.make is None:
         raise ValueError(f"cannot construct source {spec}")
-    return kind.make(spec, MakeOptions(sim_reason, seed, replay, facts_only))
+    return kind.make(spec, MakeOptions(sim_reason, seed, replay, facts_only, host_timeout))
 
 
 # what ``auto`` tries, in order; every one that opens is shown (a host with NVIDIA and AMD
@@ -332,8 +336,10 @@ def open_source(
     seed: int = 0,
     replay: ReplayOptions | None = None,
     facts_only: bool = False,
+    host_timeout: float | None = None,
 ) -> tuple[GpuSource, RigInfo]:
-    """Open the source ``--source`` names (``facts_only``: see MakeOptions).
+    """Open the source ``--source`` names (``facts_only``, ``host_timeout``: see
+    MakeOptions).
 
     ``auto`` is every vendor's source that opens with at least one GPU (NVML, then AMD;
     both: one combined rig); none: the default simulated rig, whose RigInfo says SIMULATED
@@ -344,7 +350,9 @@ def open_source(
 
     spec = parse_source_spec(text)
     if spec.kind != "auto":
-        source = make_source(spec, seed=seed, replay=replay, facts_only=facts_only)
+        source = make_source(
+            spec, seed=seed, replay=replay, facts_only=facts_only, host_timeout=host_timeout
+        )
         return source, _opened(source)
     opened: list[tuple[GpuSource, RigInfo]] = []
     reasons = []
