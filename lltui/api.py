@@ -22,6 +22,7 @@ from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 from lltui.core.api_args import check_arg as _check
+from lltui.core.api_args import check_indices
 from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
@@ -168,13 +169,7 @@ def get_cuda_version(source: str = "nvml") -> str | None:
 
 
 def _select(gpus: list[GPUInfo], gpu_indices: list[int] | None) -> list[GPUInfo]:
-    _check(
-        "gpu_indices",
-        gpu_indices,
-        (Sequence, type(None)),
-        "a list of CUDA indices, or None",
-        items=(Integral,),
-    )
+    check_indices("gpu_indices", gpu_indices)
     if gpu_indices is None:
         return gpus
     known = {g.index for g in gpus}

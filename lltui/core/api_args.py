@@ -4,7 +4,8 @@ what it takes, before anything is read or set."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from numbers import Integral
 
 _TEXT = (str, bytes, bytearray)
 
@@ -34,3 +35,8 @@ def check_arg(
         for i, item in enumerate(value):
             if not _is(item, items):
                 raise TypeError(f"{name}: {takes}; item {i} is {item!r}")
+
+
+def check_indices(name: str, value: object) -> None:
+    """TypeError unless ``value`` is a list of CUDA device indices, or None."""
+    check_arg(name, value, (Sequence, type(None)), "a list of CUDA indices, or None", (Integral,))

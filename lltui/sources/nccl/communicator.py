@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from numbers import Integral
 from typing import Any
 
-from lltui.core.api_args import check_arg
+from lltui.core.api_args import check_arg, check_indices
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
 from lltui.sources.nccl.errors import NCCLError
 from lltui.sources.nccl.finder import NCCL_SONAME, lib_path_arg
@@ -43,13 +43,7 @@ class NCCLCommunicator:
         library: NcclLibrary | None = None,
     ) -> None:
         check_arg("n_devs", n_devs, (Integral,), "a number of GPUs")
-        check_arg(
-            "device_ids",
-            device_ids,
-            (Sequence, type(None)),
-            "a list of CUDA indices, or None",
-            items=(Integral,),
-        )
+        check_indices("device_ids", device_ids)
         lib = lib_path_arg(lib_path)
         ids = list(device_ids) if device_ids is not None else list(range(n_devs))
         if not ids:
