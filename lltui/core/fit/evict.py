@@ -52,7 +52,9 @@ from dataclasses import dataclass, field
 
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.fit.plan import SetPlan
+from lltui.core.llama.router_api import RESIDENT_STATES
 from lltui.core.memory.common import CPU
+from lltui.core.text import counted
 from lltui.core.units import MIB
 
 # llama-server's prompt cache limit without --cache-ram (common.h: cache_ram_mib = 8192)
@@ -90,6 +92,18 @@ class Resident:
     @property
     def busy(self) -> bool:
         return self.in_flight > 0 or self.loading
+
+
+def residents(
+    states: Mapping[str, str], last_used: Mapping[str, float], in_flight: Mapping[str, int]
+) -> list[Resident]:
+    """The models a router lists resident (``states``: each model's state as it lists it),
+    each with its last use, its requests in flight and whether it is still loading."""
+    return [
+        Resident(n, last_used.get(n, 0.0), in_flight.get(n, 0), loading=s == "loading")
+        for n, s in states.items()
+        if s in RESIDENT_STATES
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,5 +382,5 @@ def _busy(r: Resident, of: int) -> str:
     if r.loading:
         return f"{who} is still loading"
     if r.in_flight:
-        return f"{who} is serving {r.in_flight} request{'s' if r.in_flight != 1 else ''}"
+        return f"{who} is serving {counted(r.in_flight, 'request')}"
     return ""

@@ -40,7 +40,7 @@ from aiohttp.client_exceptions import (
     ServerDisconnectedError,
 )
 
-from lltui.core.fit.evict import Decision, Policy, Resident, decide
+from lltui.core.fit.evict import Decision, Policy, decide, residents
 from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
 from lltui.core.text import error_text
 from lltui.services.launch.state import ModelUse
@@ -474,16 +474,7 @@ class OnDemandProxy:
                 if self._now_ready(name, state):
                     return
                 if state not in RESIDENT_STATES:  # (loading: --load at start, or lltui's l)
-                    resident = [
-                        Resident(
-                            n,
-                            self.last_used.get(n, 0.0),
-                            self._in_flight.get(n, 0),
-                            loading=s == "loading",
-                        )
-                        for n, s in states.items()
-                        if s in RESIDENT_STATES
-                    ]
+                    resident = residents(states, self.last_used, self._in_flight)
                     decision = decide(self.policy(), name, resident)
                     if not decision.can_load:
                         self._emit(ProxyEvent("refused", name, reason=decision.reason))

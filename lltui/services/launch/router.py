@@ -32,10 +32,11 @@ from lltui.core.fit.evict import (
     decide_all,
     policy_from_plan,
     refusal,
+    residents,
 )
 from lltui.core.fit.plan import fits_with
 from lltui.core.llama.exit_reason import exit_reason, stopped_from_outside
-from lltui.core.llama.router_api import RouterModel
+from lltui.core.llama.router_api import RESIDENT_STATES, RouterModel
 from lltui.core.llamalog.router import CHILD_LINE, RouterLogReader, RouterLogSummary
 from lltui.paths import state_dir
 from lltui.services.launch.request import (
@@ -347,7 +348,7 @@ class RouterSession(Session):
     def refusal(self, name: str, listed: tuple[RouterModel, ...]) -> str | None:
         """Why ``name`` may not load now, by the policy the proxy evicts by (None: it may)."""
         state = next((m.state for m in listed if m.name == name), None)
-        if state in ("loading", "loaded", "sleeping"):
+        if state in RESIDENT_STATES:
             return f"{name} is already {state}"
         return refusal(self.prepared.policy(sorted(self._kept)), name, self._resident(listed))
 
@@ -357,16 +358,9 @@ class RouterSession(Session):
         proxy = self._proxy
         use = proxy.use() if proxy is not None else {}
         busy = proxy.in_flight() if proxy is not None else {}
-        return [
-            Resident(
-                m.name,
-                max(self._loaded_at.get(m.name, 0.0), last_used(use.get(m.name))),
-                busy.get(m.name, 0),
-                loading=m.state == "loading",
-            )
-            for m in listed or ()
-            if m.resident
-        ]
+        states = {m.name: m.state for m in listed or ()}
+        last = {n: max(self._loaded_at.get(n, 0.0), last_used(use.get(n))) for n in states}
+        return residents(states, last, busy)
 
     def load(self, name: str) -> None:
         """Load ``name`` if the plan says it fits with what is loaded now; RouterRefused
