@@ -46,7 +46,7 @@ def router_source(found: ModelSet) -> str | None:
         return None
     from lltui.services.plan import router_source as source_of
 
-    return source_of(found.shared, bool(found.models))
+    return source_of(found.shared)
 
 
 def plan_request(
