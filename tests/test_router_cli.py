@@ -408,6 +408,13 @@ def _ot_rules(args):
     return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]
 
 
+def _preset_plan(preset, capsys, *flags):
+    """lltui fit's plan (--json) of a preset's models on one 24 GiB GPU, and their -ot rules."""
+    assert main(["fit", "--models-preset", str(preset), *flags, "--gpus", "24GiB", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    return plan, [_ot_rules(m["args"]) for m in plan["models"]]
+
+
 def test_a_later_preset_layer_replaces_the_tensor_overrides(folder, tmp_path, capsys):
     """llama-server's router keeps one value an option for each model ([*], its section, the
     router's command line, each over the one before): the pinned build started a section's
@@ -419,14 +426,8 @@ def test_a_later_preset_layer_replaces_the_tensor_overrides(folder, tmp_path, ca
         f"[*]\noverride-tensor = {two}\n[a]\nmodel = {folder / 'alpha.gguf'}\n"
         f"override-tensor = {zero}\n[b]\nmodel = {folder / 'beta.gguf'}\n"
     )
-    gpus = ["--gpus", "24GiB", "--json"]
-
-    assert main(["fit", "--models-preset", str(preset), *gpus]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[zero], [two]]
-    assert main(["fit", "--models-preset", str(preset), "-ot", one, *gpus]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[one], [one]]
+    assert _preset_plan(preset, capsys)[1] == [[zero], [two]]
+    assert _preset_plan(preset, capsys, "-ot", one)[1] == [[one], [one]]
     code = main(["launch", "--models", str(preset), "-ot", one, "--port", "8099",
                  "--dry-run", "--json"])  # fmt: skip
     assert code == 0
@@ -510,19 +511,15 @@ def test_a_flag_given_twice_in_one_router_layer_keeps_the_last(folder, tmp_path,
         f"[a]\nmodel = {folder / 'alpha.gguf'}\noverride-tensor = {zero}\n"
         f"override-tensor = {one}\n[b]\nmodel = {folder / 'beta.gguf'}\n"
     )
-    gpus = ["--gpus", "24GiB", "--json"]
-
-    assert main(["fit", "--models-preset", str(preset), *gpus]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[one], [three]]
+    plan, rules = _preset_plan(preset, capsys)
+    assert rules == [[one], [three]]
     said = [n for n in plan["notes"] if "given 2 times" in n]
     assert [n.split(":")[1] for n in said] == [" [*]", " [a]"]
     assert said[1].endswith(f"keeps only the last, --override-tensor {one} (give one, its values "
                             "comma-separated)")  # fmt: skip
     ot = ["-ot", zero, "-ot", one]
-    assert main(["fit", "--models-preset", str(preset), *ot, *gpus]) == 0
-    plan = json.loads(capsys.readouterr().out)
-    assert [_ot_rules(m["args"]) for m in plan["models"]] == [[one], [one]]
+    plan, rules = _preset_plan(preset, capsys, *ot)
+    assert rules == [[one], [one]]
     assert any(n.startswith("the command line: -ot is given 2 times") for n in plan["notes"])
     code = main(["launch", "--models", str(preset), *ot, "--port", "8099", "--dry-run", "--json"])
     assert code == 0
