@@ -517,6 +517,15 @@ def slow_amd_host(monkeypatch, tmp_path, seconds: dict[str, float], amd_smi: boo
     return given
 
 
+def _rounds(spec, n):
+    """A fleet of the one host ``spec`` (a 10 s host timeout), polled ``n`` rounds."""
+    fleet = Fleet([spec], timeout=10.0)
+    try:
+        return [fleet.poll_host(0) for _ in range(n)]
+    finally:
+        fleet.close()
+
+
 def test_an_amd_hosts_tools_share_the_host_timeout(monkeypatch, tmp_path):
     """amd:HOST gave each of its two tools half of --host-timeout: a host without amd-smi
     (it fails at once) whose rocm-smi answers in 6 s of a 10 s host timeout was down, "did
@@ -526,11 +535,7 @@ def test_an_amd_hosts_tools_share_the_host_timeout(monkeypatch, tmp_path):
     commands share the host's timeout, each poll's too; the first poll takes the rocm-smi
     output open read."""
     given = slow_amd_host(monkeypatch, tmp_path, {"rocm-smi": 6.0}, amd_smi=False)
-    fleet = Fleet(["amd:gpu-box:2222"], timeout=10.0)
-    try:
-        states = [fleet.poll_host(0) for _ in range(3)]
-    finally:
-        fleet.close()
+    states = _rounds("amd:gpu-box:2222", 3)
     assert [(s.reachable, s.error) for s in states] == [(True, None)] * 3
     assert states[0].sample is not None
     assert states[0].sample.gpus[0].info.name == "Radeon RX 7900 XT"
@@ -543,11 +548,7 @@ def test_an_amd_hosts_polls_each_have_the_host_timeout(monkeypatch, tmp_path):
     of the fleet. Each poll now has the whole timeout, its commands sharing it."""
     seconds = dict.fromkeys(("static", "metric", "process", "list", "version"), 3.0)
     given = slow_amd_host(monkeypatch, tmp_path, seconds, amd_smi=True)
-    fleet = Fleet(["amd:gpu-box"], timeout=10.0)
-    try:
-        states = [fleet.poll_host(0) for _ in range(2)]
-    finally:
-        fleet.close()
+    states = _rounds("amd:gpu-box", 2)
     assert [(s.reachable, s.error) for s in states] == [(True, None)] * 2
     assert given[:5] == [
         ("static", 10.0), ("list", 7.0), ("version", 4.0), ("metric", 10.0), ("process", 7.0)
