@@ -60,7 +60,11 @@ def test_a_busy_or_loading_model_is_passed_over_while_an_idle_one_makes_room():
     least recently used (the proxy then waited up to 10 minutes for it, or killed its load);
     llama-server passes over both."""
     p = policy(need("a", 10), need("b", 10), need("c", 10))
-    for busy in (Resident("a", 0.0, in_flight=2), Resident("a", 0.0, loading=True)):
+    for busy in (
+        Resident("a", 0.0, in_flight=2),
+        Resident("a", 0.0, loading=True),
+        Resident("a", 0.0, queued=1),  # a request waits at the proxy for it
+    ):
         assert decide(p, "c", [busy, Resident("b", 1.0)]).evict == ("b",)
         assert refusal(p, "c", [busy, Resident("b", 1.0)]) == (
             "c does not fit with a, b loaded: CUDA0 has 4096 MiB left, c needs 10240 MiB; "
@@ -76,6 +80,8 @@ def test_only_busy_models_in_the_way_are_named_and_the_gate_says_so():
     assert said is not None and said.endswith("; unload a first (it is serving 2 requests)")
     said = refusal(p, "c", [Resident("a", 0.0, loading=True), Resident("b", 1.0)])
     assert said is not None and said.endswith("; unload a first (it is still loading)")
+    said = refusal(p, "c", [Resident("a", 0.0, queued=1), Resident("b", 1.0)])
+    assert said is not None and said.endswith("; unload a first (it has 1 request waiting)")
 
 
 def test_lower_priority_goes_before_an_older_one():

@@ -457,8 +457,10 @@ def test_a_load_lltui_is_asked_for_and_a_clients_are_decided_one_at_a_time(tmp_p
     if first == "lltui":  # the client's request evicts what lltui loaded
         assert said == ["loading alpha"]
         assert router.queries == ["load alpha", "unload alpha", "load beta", "beta"]
-    else:  # lltui's own load is refused, with what to unload (beta may be serving then)
-        assert [line.removesuffix(" (it is serving 1 request)") for line in said] == [
+    else:  # lltui's own load is refused, with what to unload (beta may be serving then,
+        # or the client's request still waiting for its load)
+        doing = (" (it is serving 1 request)", " (it has 1 request waiting)")
+        assert [line.removesuffix(doing[0]).removesuffix(doing[1]) for line in said] == [
             "alpha does not fit with beta loaded: CUDA0 has 3.65 MiB left, alpha needs "
             "5.85 MiB; unload beta first"
         ]
@@ -536,3 +538,43 @@ def test_a_loading_model_is_never_unloaded_mid_load():
         router.states["a"] = "loaded"
         asked.join(30)
         assert router.queries == ["unload a", "load c", "c"]
+
+
+def _queued_at_lock(p: OnDemandProxy) -> int:
+    """The requests waiting for the proxy's decision lock."""
+    return len(getattr(p._lock, "_waiters", None) or ())
+
+
+def test_a_model_with_requests_waiting_for_it_is_not_the_one_unloaded():
+    """b (loaded by lltui's l) had a request waiting at the proxy for it while another model
+    loaded; the next decision saw b idle, never used, and unloaded it before that request was
+    served (which then loaded b again in a's place). A model with requests waiting counts as
+    busy: the idle a goes."""
+    needs = {n: ModelNeed(n, {"CUDA0": 10240 * MIB}, 0) for n in "abcd"}
+    with _running(Policy(needs, Room({"CUDA0": 34816 * MIB}, None))) as (p, router):
+        router.states = {"a": "loaded", "b": "loading", "c": "unloaded", "d": "unloaded"}
+        router.slow_loads = True
+        chat = f"{p.url}/v1/chat/completions"
+        assert httpx.post(chat, json={"model": "a"}, timeout=10).status_code == 200
+        answered: dict[str, int] = {}
+
+        def ask(model: str) -> None:
+            answered[model] = httpx.post(chat, json={"model": model}, timeout=60).status_code
+
+        asked = [threading.Thread(target=ask, args=(m,)) for m in "dcb"]
+        asked[0].start()  # d loads, holding the decision
+        wait_for(lambda: "load d" in router.queries, 10, "d loading")
+        asked[1].start()
+        wait_for(lambda: _queued_at_lock(p) == 1, 10, "c's request waiting")
+        asked[2].start()
+        wait_for(lambda: _queued_at_lock(p) == 2, 10, "b's request waiting")
+        router.slow_loads = False
+        router.states.update(b="loaded", d="loaded")
+        for t in asked:
+            t.join(60)
+        assert answered == {"d": 200, "c": 200, "b": 200}
+        assert [q for q in router.queries if q.startswith(("load", "unload"))] == [
+            "load d",
+            "unload a",
+            "load c",
+        ]

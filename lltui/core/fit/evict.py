@@ -31,9 +31,9 @@ unloads along that order until the model fits, then keeps back each candidate (t
 valuable first) whose unloading turns out not to be needed, so no model goes that need not.
 A model that shares an RPC server with the one asked for must go whatever its memory (an RPC
 server serves one llama-server at a time). As llama-server, the order passes over a model that
-is busy (requests in flight) or still loading: only when the idle models cannot make room are
-busy ones named, and the proxy waits for them (a loading one to load, then every model's
-requests in flight to be answered) before it unloads them
+is busy (requests in flight, or waiting at the proxy for it) or still loading: only when the
+idle models cannot make room are busy ones named, and the proxy waits for them (a loading one
+to load, then every model's requests in flight to be answered) before it unloads them
 (:mod:`lltui.services.launch.ondemand`).
 
 Pods: a model that runs on GPUs unloads only models that share one of its GPUs; a model
@@ -82,25 +82,32 @@ class ModelNeed:
 @dataclass(frozen=True, slots=True)
 class Resident:
     """A model whose server runs now, when it last served (a monotonic time), the requests
-    it is answering and whether it is still loading."""
+    it is answering, those waiting at the proxy for it (their turn to be decided) and
+    whether it is still loading."""
 
     name: str
     last_used: float = 0.0
     in_flight: int = 0
     loading: bool = False
+    queued: int = 0
 
     @property
     def busy(self) -> bool:
-        return self.in_flight > 0 or self.loading
+        return self.in_flight > 0 or self.queued > 0 or self.loading
 
 
 def residents(
-    states: Mapping[str, str], last_used: Mapping[str, float], in_flight: Mapping[str, int]
+    states: Mapping[str, str],
+    last_used: Mapping[str, float],
+    in_flight: Mapping[str, int],
+    queued: Mapping[str, int] | None = None,
 ) -> list[Resident]:
     """The models a router lists resident (``states``: each model's state as it lists it),
-    each with its last use, its requests in flight and whether it is still loading."""
+    each with its last use, its requests in flight and waiting, and whether it is still
+    loading."""
+    waiting = queued or {}
     return [
-        Resident(n, last_used.get(n, 0.0), in_flight.get(n, 0), loading=s == "loading")
+        Resident(n, last_used.get(n, 0.0), in_flight.get(n, 0), s == "loading", waiting.get(n, 0))
         for n, s in states.items()
         if s in RESIDENT_STATES
     ]
@@ -383,4 +390,6 @@ def _busy(r: Resident, of: int) -> str:
         return f"{who} is still loading"
     if r.in_flight:
         return f"{who} is serving {counted(r.in_flight, 'request')}"
+    if r.queued:
+        return f"{who} has {counted(r.queued, 'request')} waiting"
     return ""

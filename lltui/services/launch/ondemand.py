@@ -163,6 +163,7 @@ class OnDemandProxy:
         self._ready: set[str] = set()  # loaded, as far as the proxy knows
         self._evicting: set[str] = set()
         self._in_flight: dict[str, int] = {}
+        self._queued: dict[str, int] = {}  # requests waiting for their model to be decided
         self._aliases: dict[str, str] = {}  # an alias -> the model's name, as last listed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -265,6 +266,10 @@ class OnDemandProxy:
         """The requests each model is answering now (a snapshot, from any thread)."""
         return {n: k for n, k in dict(self._in_flight).items() if k}
 
+    def queued(self) -> dict[str, int]:
+        """The requests waiting at the proxy for each model (a snapshot, from any thread)."""
+        return {n: k for n, k in dict(self._queued).items() if k}
+
     def use(self) -> dict[str, ModelUse]:
         """What it served of each model so far (a snapshot, from any thread)."""
         last, served = dict(self.last_used), dict(self._served)
@@ -358,10 +363,14 @@ class OnDemandProxy:
         error saying why it cannot be."""
         if name in self._ready and name not in self._evicting:
             return None
+        # waiting its turn, it makes its model busy: a decision before it unloads another
+        self._queued[name] = self._queued.get(name, 0) + 1
         try:
             await self._ensure_loaded(name)
         except LoadRefused as exc:
             return error_response(str(exc), exc.code)
+        finally:
+            self._queued[name] -= 1
         return None
 
     def _admit(self, request: web.Request) -> web.Response | None:
@@ -474,7 +483,7 @@ class OnDemandProxy:
                 if self._now_ready(name, state):
                     return
                 if state not in RESIDENT_STATES:  # (loading: --load at start, or lltui's l)
-                    resident = residents(states, self.last_used, self._in_flight)
+                    resident = residents(states, self.last_used, self._in_flight, self._queued)
                     decision = decide(self.policy(), name, resident)
                     if not decision.can_load:
                         self._emit(ProxyEvent("refused", name, reason=decision.reason))

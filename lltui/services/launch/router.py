@@ -354,13 +354,14 @@ class RouterSession(Session):
 
     def _resident(self, listed: tuple[RouterModel, ...] | None) -> list[Resident]:
         """The models the router lists resident, each with its last use and its requests in
-        flight as the proxy saw them, and whether it is still loading."""
+        flight and waiting as the proxy saw them, and whether it is still loading."""
         proxy = self._proxy
         use = proxy.use() if proxy is not None else {}
         busy = proxy.in_flight() if proxy is not None else {}
+        queued = proxy.queued() if proxy is not None else {}
         states = {m.name: m.state for m in listed or ()}
         last = {n: max(self._loaded_at.get(n, 0.0), last_used(use.get(n))) for n in states}
-        return residents(states, last, busy)
+        return residents(states, last, busy, queued)
 
     def load(self, name: str) -> None:
         """Load ``name`` if the plan says it fits with what is loaded now; RouterRefused
