@@ -578,3 +578,33 @@ def test_a_model_with_requests_waiting_for_it_is_not_the_one_unloaded():
             "unload a",
             "load c",
         ]
+
+
+def test_requests_that_waited_for_a_load_that_failed_do_not_load_it_again():
+    """Three requests for small at once: the first loaded it, the other two waited their
+    turn and, the load having failed, each loaded small again (a model that fails after a
+    minute failed three times over, each unloading what it needed room from). The requests
+    that waited for that load are answered its failure."""
+    with _running(Policy({"small": ModelNeed("small", {}, 0)}, Room({}, None))) as (p, router):
+        router.states = {"small": "unloaded"}
+        router.slow_loads = True
+        chat = f"{p.url}/v1/chat/completions"
+        answered: list[int] = []
+
+        def ask() -> None:
+            answered.append(httpx.post(chat, json={"model": "small"}, timeout=60).status_code)
+
+        asked = [threading.Thread(target=ask) for _ in range(3)]
+        for t in asked:
+            t.start()
+        wait_for(lambda: "load small" in router.queries, 10, "small loading")
+        wait_for(lambda: _queued_at_lock(p) == 2, 10, "two requests waiting for it")
+        router.slow_loads = False  # (a load asked for again would succeed)
+        router.states["small"] = "unloaded"  # its server exited while loading
+        for t in asked:
+            t.join(60)
+        assert answered == [503, 503, 503]
+        assert router.queries == ["load small"]
+        # a request after the failure loads it again
+        assert httpx.post(chat, json={"model": "small"}, timeout=60).status_code == 200
+        assert router.queries == ["load small", "load small", "small"]

@@ -11,7 +11,8 @@ the request; a client's ``POST /models/load`` is decided the same way, and its
 ``POST /models/unload`` of a pinned model refused. One decision at a
 time (a lock): two requests for models that cannot be resident together are served in turn,
 and a load lltui is asked for itself (the launch view's ``l``, ``--load``) is decided under
-the same lock, so neither decides on a list that misses the other's load.
+the same lock, so neither decides on a list that misses the other's load. The requests that
+waited their turn for a load that failed are answered its failure (it is not tried again).
 Every other request, and every request for a model already loaded, is forwarded as it is;
 responses (streams included) are passed through as they come. What lltui refuses is
 answered in the OpenAI error format (``{"error": {"message", "type", "code"}}``), naming why.
@@ -164,6 +165,7 @@ class OnDemandProxy:
         self._evicting: set[str] = set()
         self._in_flight: dict[str, int] = {}
         self._queued: dict[str, int] = {}  # requests waiting for their model to be decided
+        self._failed: dict[str, int] = {}  # the loads of each model that failed, counted
         self._aliases: dict[str, str] = {}  # an alias -> the model's name, as last listed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -470,11 +472,14 @@ class OnDemandProxy:
 
     async def _ensure_loaded(self, name: str) -> None:
         assert self._lock is not None
+        failed = self._failed.get(name, 0)
         # loaded already: no decision to wait for (a request for it waited out another
         # model's load, up to load_timeout_s; one unloaded meanwhile is decided again)
         if self._now_ready(name, (await self._states()).get(name)):
             return
         async with self._lock:
+            if self._failed.get(name, 0) != failed:  # the load it waited for failed
+                raise LoadRefused(_failed_to_load(name), "load_failed")
             async with self._deciding():
                 states = await self._states()
                 if name not in states:
@@ -494,9 +499,9 @@ class OnDemandProxy:
                     await self._post("/models/load", name)
             # listed loading from here: lltui's own decisions count it resident
             if await self._wait_state(name, ("loaded", "unloaded")) != "loaded":
+                self._failed[name] = self._failed.get(name, 0) + 1
                 self._emit(ProxyEvent("failed", name))
-                why = f"model '{name}' failed to load (the router's log says why)"
-                raise LoadRefused(why, "load_failed")
+                raise LoadRefused(_failed_to_load(name), "load_failed")
             self._ready.add(name)
 
     @contextlib.asynccontextmanager
@@ -590,6 +595,10 @@ class OnDemandProxy:
             if time.monotonic() > deadline:
                 raise LoadRefused(f"model '{name}' is still {state}", "load_timeout")
             await asyncio.sleep(POLL_S)
+
+
+def _failed_to_load(name: str) -> str:
+    return f"model '{name}' failed to load (the router's log says why)"
 
 
 def _response(upstream: ClientResponse, body: bytes) -> web.Response:
