@@ -608,3 +608,27 @@ def test_requests_that_waited_for_a_load_that_failed_do_not_load_it_again():
         # a request after the failure loads it again
         assert httpx.post(chat, json={"model": "small"}, timeout=60).status_code == 200
         assert router.queries == ["load small", "load small", "small"]
+
+
+def test_a_router_that_is_gone_is_a_502_saying_so(caplog):
+    """With llama-server gone (killed, before lltui saw it exit), a request naming a model got
+    503 and aiohttp's words for the failed connection ("the router's model list: Cannot
+    connect to host 127.0.0.1:PORT ssl:default [...]"), a request naming none 502 "the router
+    is not reachable": every one is now the 502, in one line."""
+    policy = Policy({"a": ModelNeed("a", {}, 0)}, Room({}, None))
+    p = OnDemandProxy(f"http://127.0.0.1:{_port()}", lambda: policy, port=0)
+    p.start()
+    try:
+        for method, path, body in (
+            ("POST", "/v1/chat/completions", {"model": "a"}),
+            ("POST", "/models/load", {"model": "a"}),
+            ("GET", "/props?model=a", None),
+            ("GET", "/v1/models", None),
+        ):
+            r = httpx.request(method, f"{p.url}{path}", json=body, timeout=30)
+            assert r.status_code == 502, (path, r.text)
+            assert r.json()["error"]["code"] == "router_unavailable"
+            assert r.json()["error"]["message"] == "the router is not reachable"
+    finally:
+        p.stop()
+    assert not [r.getMessage() for r in caplog.records if r.exc_info]

@@ -102,7 +102,14 @@ MAX_BODY = 256 * 1024 * 1024  # a request's body (images in a chat request)
 LOAD_TIMEOUT_S = 600.0
 POLL_S = 0.05
 SHUTDOWN_S = 2.0
-STATUS = {"model_not_found": 404, "invalid_request": 400, "unauthorized": 401}
+STATUS = {
+    "model_not_found": 404,
+    "invalid_request": 400,
+    "unauthorized": 401,
+    "router_unavailable": 502,  # llama-server is not answering (it died, lltui exits next)
+    "router_error": 502,
+}
+UNREACHABLE = "the router is not reachable"
 
 
 def error_body(message: str, code: str, kind: str | None = None) -> dict[str, Any]:
@@ -428,9 +435,9 @@ class OnDemandProxy:
                     return _response(upstream, await upstream.read())
                 return await self._stream(request, upstream)
         except (TimeoutError, ClientConnectionError):
-            return error_response("the router is not reachable", "router_unavailable", 502)
+            return error_response(UNREACHABLE, "router_unavailable")
         except ClientError as exc:
-            return error_response(f"the router: {exc}", "router_error", 502)
+            return error_response(f"the router: {exc}", "router_error")
 
     async def _send(
         self, method: str, url: str, headers: dict[str, str], body: bytes
@@ -564,8 +571,10 @@ class OnDemandProxy:
                 self.router_url + path, json={"model": name}, headers=self._own_headers()
             ) as resp:
                 text = await resp.read()
-        except (TimeoutError, ClientError) as exc:
-            raise LoadRefused(f"{path}: the router: {exc}", "router_unavailable") from None
+        except (TimeoutError, ClientConnectionError):
+            raise LoadRefused(UNREACHABLE, "router_unavailable") from None
+        except ClientError as exc:
+            raise LoadRefused(f"{path}: the router: {exc}", "router_error") from None
         if resp.status != 200 and b"already running" not in text and b"not running" not in text:
             raise LoadRefused(f"{path} {name}: HTTP {resp.status}", "router_error")
 
@@ -582,8 +591,10 @@ class OnDemandProxy:
             models = parse_router_models(data)
             self._aliases = {a: m.name for m in models for a in m.aliases if a != m.name}
             return {m.name: m.state for m in models}
-        except (TimeoutError, ClientError, ValueError) as exc:
-            raise LoadRefused(f"the router's model list: {exc}", "router_unavailable") from None
+        except (TimeoutError, ClientConnectionError):
+            raise LoadRefused(UNREACHABLE, "router_unavailable") from None
+        except (ClientError, ValueError) as exc:
+            raise LoadRefused(f"the router's model list: {exc}", "router_error") from None
 
     async def _wait_state(self, name: str, wanted: tuple[str, ...]) -> str:
         """Poll the router's list until ``name`` is in one of ``wanted`` (bounded)."""
