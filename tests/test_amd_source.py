@@ -748,14 +748,14 @@ def test_the_mixed_rig_keeps_cuda_numbers_for_the_nvidia_gpus_only() -> None:
 
 def test_doctor_says_what_the_amd_source_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     from lltui.core.doctor import MISSING, OK
-    from lltui.services.doctor import check_amd
+    from lltui.services.doctor import _read_amd
 
     FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
-    check = check_amd()
+    check, _discrete = _read_amd()
     assert check.status == OK and check.detail == "2 AMD GPU(s) through amdsmi: AMD Instinct MI300X"
     monkeypatch.setitem(sys.modules, "amdsmi", None)
     monkeypatch.setattr("shutil.which", lambda _: None)
-    assert check_amd().status == MISSING
+    assert _read_amd()[0].status == MISSING
 
 
 def test_doctor_on_an_amd_rig_with_no_nvidia_driver_says_monitoring_works(monkeypatch, capsys):

@@ -109,14 +109,10 @@ def check_nvidia_smi(
     return Check("nvidia-smi", OK, path, version=out[0].strip() if out else None)
 
 
-def check_amd() -> Check:
-    """AMD GPUs: what the amd source reads here (the binding, amd-smi or rocm-smi)."""
-    return _read_amd()[0]
-
-
 def _read_amd() -> tuple[Check, int]:
-    """The amd check and how many of its GPUs the catalog knows as discrete (an APU, or
-    an iGPU it does not know, beside an NVIDIA GPU is left out by llama.cpp anyway)."""
+    """The amd check (what the amd source reads here: the binding, amd-smi or rocm-smi) and
+    how many of its GPUs the catalog knows as discrete (an APU, or an iGPU it does not know,
+    beside an NVIDIA GPU is left out by llama.cpp anyway)."""
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.sources.gpu.amd.source import AmdSource
 
