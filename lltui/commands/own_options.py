@@ -42,7 +42,7 @@ def _cpu_spec(value: str) -> bool:
 @dataclass(frozen=True)
 class OwnOption:
     """One of lltui's options: how it is spelled, the commands that take it, its help.
-    ``metavar`` None: a switch. ``repeat``: every value kept (else the last counts).
+    ``metavar`` None: a switch (else every value is kept: :class:`Split` gives the last or all).
     ``kept``: left among the words too, for what reads them after (launch's ``--profile``,
     and llama-server's own ``--host`` that lltui reads). ``claims``: whether a value is this
     option's (else the word is llama-server's flag of the same name). ``group``: a heading
@@ -52,7 +52,6 @@ class OwnOption:
     metavar: str | None
     commands: tuple[str, ...]
     help: str
-    repeat: bool = False
     kept: bool = False
     claims: Callable[[str], bool] | None = None
     group: str = ""
@@ -218,7 +217,6 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "(repeatable) start llama.cpp's rpc-server on HOST over ssh, listening on PORT there "
         "(default 50052), and give llama-server its devices (--rpc); all of them stop when "
         "lltui stops, however it stops",
-        repeat=True,
     ),
     OwnOption(
         "--rpc-bind",
@@ -252,7 +250,6 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "NAME",
         (LAUNCH,),
         "(repeatable) keep NAME loaded: loaded at start, never named to unload",
-        repeat=True,
         group=ROUTER,
     ),
     OwnOption(
@@ -260,7 +257,6 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "NAME",
         (LAUNCH,),
         "(repeatable) load NAME once the router is ready",
-        repeat=True,
         group=ROUTER,
     ),
     OwnOption(
@@ -269,7 +265,6 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         (LAUNCH,),
         "(repeatable) NAME's priority when lltui unloads models to load another (default 0; "
         "a lower priority is unloaded first)",
-        repeat=True,
         group=ROUTER,
     ),
     OwnOption(
