@@ -24,7 +24,6 @@ from typing import Any
 APPLIED = False
 ORIGINAL: Any = None  # Textual's own render_segments, kept (the tests compare the two)
 LINES_APPLIED = False
-ORIGINAL_PARTIAL: Any = None  # Textual's own Compositor.render_partial_update
 
 
 def render_segments(self: Any, console: Any) -> str:
@@ -146,18 +145,16 @@ def apply() -> bool:
 def apply_lines() -> bool:
     """Render only the changed lines in partial updates; False (and nothing changed) where
     Textual's compositor is not the one this was written for."""
-    global LINES_APPLIED, ORIGINAL_PARTIAL
+    global LINES_APPLIED
     if LINES_APPLIED:
         return True
     try:
         from textual._compositor import Compositor
     except ImportError:
         return False
-    original = getattr(Compositor, "render_partial_update", None)
-    needed = ("_regions_to_spans", "_render_chops", "cuts", "visible_widgets")
-    if original is None or not all(hasattr(Compositor, name) for name in needed):
+    needed = "render_partial_update _regions_to_spans _render_chops cuts visible_widgets"
+    if not all(hasattr(Compositor, name) for name in needed.split()):
         return False
-    ORIGINAL_PARTIAL = original
     setattr(Compositor, "render_partial_update", render_partial_update)  # noqa: B010
     LINES_APPLIED = True
     return True
