@@ -239,8 +239,8 @@ def _changed(
 ) -> BenchConfig:
     """A run of the given command with ``flags`` (pairs of flag and value) set instead."""
     bench, serve = list(given), list(server)
-    for flag in flags[::2]:
-        bench, serve = _drop_value(bench, flag), _drop_value(serve, flag)
+    for flag in flags[::2]:  # one at a time: a bare flag before another does not hide it
+        bench, serve = drop_flags(bench, (flag,)), drop_flags(serve, (flag,))
     return BenchConfig(label, (*bench, *flags, *tests), (*serve, *flags), 2)
 
 
@@ -251,17 +251,15 @@ def _tensor_allowed(a: LlamaArgs, hp: Hparams) -> bool:
     return not sm_tensor_refused(hp, a.without({"flash_attn"}))
 
 
-def _drop_value(words: Sequence[str], flag: str) -> list[str]:
+def drop_flags(words: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """``words`` without the flags named (each with its one value)."""
     out: list[str] = []
-    skip = False
-    for w in words:
-        if skip:
-            skip = False
-            continue
-        if w == flag:
-            skip = True
-            continue
-        out.append(w)
+    rest = iter(words)
+    for w in rest:
+        if w in flags:
+            next(rest, None)  # its value
+        else:
+            out.append(w)
     return out
 
 

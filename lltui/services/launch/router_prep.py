@@ -31,6 +31,7 @@ from lltui.core.cmdline.preset import (
 )
 from lltui.core.fit.plan import PlannedModel
 from lltui.core.gguf.refs import names_repo
+from lltui.services.bench import drop_flags
 from lltui.services.fit import FitFailed
 from lltui.services.plan import (
     ALIAS_FLAGS,
@@ -321,21 +322,6 @@ def _binary() -> BinaryFlags | None:
 # --- the preset lltui writes -----------------------------------------------------------------
 
 
-def _drop(words: Sequence[str], flags: Sequence[str]) -> list[str]:
-    """``words`` without the flags named (each with its one value)."""
-    out: list[str] = []
-    skip = False
-    for w in words:
-        if skip:
-            skip = False
-            continue
-        if w in flags:
-            skip = True
-            continue
-        out.append(w)
-    return out
-
-
 # flags whose values name devices: RPC devices are renumbered when a server is left out
 _DEVICE_FLAGS = frozenset({"-dev", "--device", "-devd", "--device-draft", "--spec-draft-device",
                            "-mmdev", "--mmproj-device"})  # fmt: skip
@@ -355,9 +341,9 @@ def section_for(p: PlannedModel, binary: BinaryFlags | None) -> list[tuple[str, 
     loads onto (a server given ``--rpc`` connects to each, and an RPC server serves one at
     a time), its ``-dev`` names renumbered to match."""
     words = flags_argv(p.args, binary)
-    words = _drop(words, ALIAS_FLAGS)  # the section's name is the model's name
+    words = drop_flags(words, ALIAS_FLAGS)  # the section's name is the model's name
     if tuple(dict.fromkeys(p.args.rpc)) != p.rpc:
-        words = _drop(words, ("--rpc",))
+        words = drop_flags(words, ("--rpc",))
         words = _renamed(words, dict(p.rpc_renames))
         if p.rpc:
             words += ["--rpc", ",".join(p.rpc)]
