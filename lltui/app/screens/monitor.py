@@ -220,16 +220,13 @@ class MonitorScreen(LltuiScreen):
         # cards scrolled into view show the latest sample they were given
         self.watch(self.query_one("#cards-scroll"), "scroll_y", self._flush_cards, init=False)
         # the cards' colours are worked out from the theme: a new theme redraws them (paused too)
-        self.watch(self.app, "theme", self._render_from_app, init=False)
-        self._render_from_app()
+        self.watch(self.app, "theme", self.lltui.render_model, init=False)
+        self.lltui.render_model()
 
     def on_screen_resume(self) -> None:
-        self._render_from_app()
+        self.lltui.render_model()
 
     def on_resize(self) -> None:
-        self._render_from_app()
-
-    def _render_from_app(self) -> None:
         self.lltui.render_model()
 
     @property
@@ -240,30 +237,30 @@ class MonitorScreen(LltuiScreen):
     # -- actions -------------------------------------------------------------------------
     def action_cycle_sort(self) -> None:
         self.prefs.cycle_sort(self.query_one(ProcessTable).sort_keys)
-        self._render_from_app()
+        self.lltui.render_model()
 
     def action_sort_by(self, key: str) -> None:
         self.prefs.sort_by(key)
-        self._render_from_app()
+        self.lltui.render_model()
 
     def action_reverse_sort(self) -> None:
         self.prefs.reverse_sort()
-        self._render_from_app()
+        self.lltui.render_model()
 
     def action_cycle_window(self) -> None:
         self.prefs.cycle_window()
-        self._render_from_app()
+        self.lltui.render_model()
 
     def action_set_window(self, index: int) -> None:
         self.prefs.set_window(index)
-        self._render_from_app()
+        self.lltui.render_model()
 
     def action_toggle_graphs(self) -> None:
         """Graphs off where they are shown (cards' graphs, compact lines' sparklines), else
         on; where compact lines leave no room for them, a notification says so."""
         prefs = self.prefs
         prefs.graphs = not (prefs.graphs if self._layout is None else _graphs_shown(self._layout))
-        self._render_from_app()
+        self.lltui.render_model()
         sample, layout = self.lltui.model.latest, self._layout
         shown = layout is None or _graphs_shown(layout)
         if prefs.graphs and sample is not None and not shown:
@@ -277,12 +274,12 @@ class MonitorScreen(LltuiScreen):
         """Auto (the richest layout that fits), compact lines, cards."""
         self.prefs.cycle_layout()
         self.notify(f"layout: {self.prefs.layout_mode}", timeout=2)
-        self._render_from_app()
+        self.lltui.render_model()
 
     def action_select_gpu(self, step: int) -> None:
         sample = self.lltui.model.latest
         self.prefs.step_selection(step, len(sample.gpus) if sample else 0)
-        self._render_from_app()
+        self.lltui.render_model()
 
     def action_gpu_detail(self) -> None:
         from lltui.app.screens.gpu_detail import GpuDetailScreen  # first opened here
@@ -305,7 +302,7 @@ class MonitorScreen(LltuiScreen):
                     self.action_gpu_detail()
                 else:
                     self.prefs.selected = pos
-                    self._render_from_app()
+                    self.lltui.render_model()
                 return
 
     @on(ProcessTable.HistoryWanted)
@@ -380,7 +377,7 @@ class MonitorScreen(LltuiScreen):
     def _check_reserve(self) -> None:
         # the table learns its columns' width after a frame: plan again if that changed it
         if self._process_reserve() != self._reserve:
-            self._render_from_app()
+            self.lltui.render_model()
 
     def _apply_layout(self, layout: MonitorLayout) -> None:
         grid = self.query_one("#cards", Grid)
@@ -429,7 +426,9 @@ class MonitorScreen(LltuiScreen):
             self._show_alerts(model)  # a source failing from its first poll (no_gpu)
             return
         with self.app.batch_update():
-            self._show_rig(render_rig_line(sample, model, self._card_styles(), self.size.width))
+            # the columns that changed are repainted; a relayout only when the lines do
+            rig = render_rig_line(sample, model, self._card_styles(), self.size.width)
+            self.query_one("#rig", TextLines).update(rig)
             self._show_alerts(model)
             layout = self.plan(len(sample.gpus))
             if layout != self._layout:
@@ -439,10 +438,6 @@ class MonitorScreen(LltuiScreen):
             prefs.fit_sort(table.sort_keys)  # never by a column the width leaves out
             table.show(sample, prefs.sort_key, prefs.sort_reverse)
         self.call_after_refresh(self._check_reserve)
-
-    def _show_rig(self, text: Text) -> None:
-        # the columns that changed are repainted; a relayout only when the lines do
-        self.query_one("#rig", TextLines).update(text)
 
     def _show_alerts(self, model: RigModel) -> None:
         """The alerts line, built only when the alerts (or the width) changed."""
