@@ -128,8 +128,6 @@ def build_parser(with_commands: bool = True, only: str | None = None) -> argpars
     parser = _Parser(
         prog="lltui",
         description="A terminal control room for llama.cpp on several NVIDIA GPUs.",
-        # no abbreviations: a pasted llama-server --host must not read as lltui's --hosts
-        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"lltui {__version__}")
     add_source_options(parser)
