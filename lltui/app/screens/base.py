@@ -229,12 +229,3 @@ class LoadOnceScreen(ViewScreen):
 
     def rig_changed(self) -> None:
         self.start_loading(self.lltui.model.info.source)
-
-    @property
-    def pending(self) -> bool:
-        """Whether the read has not answered yet."""
-        raise NotImplementedError
-
-    @property
-    def awaiting_data(self) -> bool:
-        return self.pending

@@ -117,7 +117,7 @@ class NcclScreen(LoadOnceScreen):
         self.state = NcclState()
 
     @property
-    def pending(self) -> bool:
+    def awaiting_data(self) -> bool:
         return self.state.loading
 
     def start_loading(self, source: str) -> None:

@@ -144,7 +144,7 @@ class TopologyScreen(LoadOnceScreen):
             yield HangingList(id="topo-advice")
 
     @property
-    def pending(self) -> bool:
+    def awaiting_data(self) -> bool:
         return self.state.loading
 
     def start_loading(self, source: str) -> None:
