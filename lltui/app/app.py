@@ -556,7 +556,7 @@ class LltuiApp(App[int]):
 
         self._llama_alerts()
         if isinstance(self.screen, LaunchScreen):
-            self.screen.show_launch()
+            self.screen.show_view()
 
     def _llama_alerts(self) -> None:
         """The launched (or followed) llama-server's health, into the alerts."""

@@ -366,15 +366,12 @@ class FitScreen(FormScreen):
         profile = profile_in_use(self.lltui.model.info)
         self.query_one("#fit-devices", Select).value = profile if profile is not None else LIVE
 
-    def show_view(self) -> None:
-        self.show_fit()
-
     def on_resize(self) -> None:
-        self.show_fit()  # the bars' length and the quant table's columns follow the width
+        self.show_view()  # the bars' length and the quant table's columns follow the width
 
     @on(QuantTable.Resized)
     def _quants_resized(self) -> None:
-        self.show_fit()
+        self.show_view()
 
     # -- the form ------------------------------------------------------------------------
     def request(self) -> FitRequest:
@@ -500,7 +497,7 @@ class FitScreen(FormScreen):
         if not self.is_newest(message.outcome.generation):
             return  # an older request finished after a newer one was made
         self.outcome = message.outcome
-        self.show_fit()
+        self.show_view()
 
     @on(PlanReady)
     def _plan_ready(self, message: PlanReady) -> None:
@@ -521,7 +518,7 @@ class FitScreen(FormScreen):
         if message.error:
             outcome.notes.append(message.error)
         outcome.quants_done = True
-        self.show_fit()
+        self.show_view()
 
     # -- results -------------------------------------------------------------------------
     def show_found(self) -> None:
@@ -534,7 +531,7 @@ class FitScreen(FormScreen):
         n = len(options)
         select.prompt = f"{counted(n, 'model')}: pick one" if n else "none in the usual folders"
         if self.outcome is not None and self.outcome.no_model:
-            self.show_fit()  # the message under the form says where it looked
+            self.show_view()  # the message under the form says where it looked
 
     def show_state(self) -> None:
         """Whether what is shown answers the form as it is now: a mark while it does not."""
@@ -562,7 +559,7 @@ class FitScreen(FormScreen):
             state.update("")
         results.set_class(stale, "-stale")
 
-    def show_fit(self) -> None:
+    def show_view(self) -> None:
         self.show_state()
         outcome = self.outcome
         if outcome is None or not self.is_mounted:

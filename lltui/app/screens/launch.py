@@ -263,9 +263,6 @@ class LaunchScreen(FormScreen):
         self._take_prefill()
         self.render_all()
 
-    def show_view(self) -> None:
-        self.show_launch()
-
     # -- the form ------------------------------------------------------------------------
     @property
     def carried(self) -> LlamaArgs | None:
@@ -358,7 +355,7 @@ class LaunchScreen(FormScreen):
             text = f"[$warning]{escape(note or '')}[/]"
         argv.update(text)
 
-    def show_launch(self) -> None:
+    def show_view(self) -> None:
         if not self.is_mounted:
             return
         st = self.lltui.launch.state

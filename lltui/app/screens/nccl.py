@@ -125,9 +125,6 @@ class NcclScreen(LoadOnceScreen):
             source = "auto"  # (as `lltui nccl` reads it; a profile's NCCL is made up)
         self._load(source)
 
-    def show_view(self) -> None:
-        self.show_nccl()
-
     # -- loaders: each a worker of this screen, each result a message to it ------------------
     @work(group="nccl", exclusive=True, exit_on_error=False)
     async def _load(self, source: str) -> None:
@@ -153,19 +150,19 @@ class NcclScreen(LoadOnceScreen):
     @on(NcclReady)
     def _nccl_ready(self, message: NcclReady) -> None:
         self.state = replace(self.state, report=message.report, error=message.error)
-        self.show_nccl()
+        self.show_view()
 
     @on(NcclBenchDone)
     def _bench_done(self, message: NcclBenchDone) -> None:
         text = self.state.bench_text if message.text is None else message.text
         self.state = replace(self.state, bench_running=False, bench_text=text)
-        self.show_nccl()
+        self.show_view()
         self._bring_into_view("#nccl-bench-result")
 
     @on(NcclFileLoaded)
     def _file_loaded(self, message: NcclFileLoaded) -> None:
         self.state = replace(self.state, file_text=message.text)
-        self.show_nccl()
+        self.show_view()
         self._bring_into_view("#nccl-file-result")
 
     def _bring_into_view(self, selector: str) -> None:
@@ -178,13 +175,13 @@ class NcclScreen(LoadOnceScreen):
         if event.button.id == "nccl-bench" and not self.state.bench_running:
             self.state = replace(self.state, bench_running=True)
             self._bench(self.lltui.model.info.simulated)
-            self.show_nccl()
+            self.show_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "nccl-file" and event.value.strip():
             self._load_file(event.value.strip())
 
-    def show_nccl(self) -> None:
+    def show_view(self) -> None:
         state = self.state
         if not self.is_mounted:
             return

@@ -161,12 +161,9 @@ class TopologyScreen(LoadOnceScreen):
     @on(TopologyReady)
     def _topology_ready(self, message: TopologyReady) -> None:
         self.state = message.state
-        self.show_topology()
+        self.show_view()
 
     def show_view(self) -> None:
-        self.show_topology()
-
-    def show_topology(self) -> None:
         state = self.state
         if not self.is_mounted:
             return
