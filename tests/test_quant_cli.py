@@ -128,12 +128,30 @@ def test_a_type_above_the_sources_precision_is_marked_and_never_recommended(mode
     assert ranked[-2:] == ["BF16", "F32"] and ranked.index("Q6_K") < ranked.index("F32")
 
 
-def test_a_quantized_source_marks_nothing(tmp_path, capsys):
-    path = tmp_path / "q8.gguf"
-    gf.write_model(path, gf.SPECS["llama"](), "Q8_0")
+def test_a_type_above_a_quantized_sources_own_quant_is_marked_and_never_recommended(
+    tmp_path, capsys
+):
+    """Requantizing Q4_0 weights to more bits restores nothing of what Q4_0 dropped (and
+    llama-quantize warns it can severely reduce quality): Q8_0 and F16 of a Q4_0 file were
+    recommended as the most bits that fit and ranked first by --best."""
+    path = tmp_path / "q4.gguf"
+    gf.write_model(path, gf.SPECS["llama"](), "Q4_0")
     assert main(["quant", str(path), "--gpus", "24GiB", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
-    assert not [r["type"] for r in rows if r["above_source"]]
+    rows = {r["type"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    above = {t for t, r in rows.items() if r["above_source"]}
+    assert {"Q4_1", "Q5_K_M", "Q6_K", "Q8_0", "F16", "BF16", "F32"} <= above
+    assert rows["Q8_0"]["above_source"] == "above the source's precision, Q4_0"
+    assert rows["Q4_0"]["above_source"] is None and rows["Q3_K_M"]["above_source"] is None
+    assert main(["quant", str(path), "--gpus", "24GiB"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [best] = [line for line in lines if line.endswith("<- most bits that fit")]
+    assert best.startswith("Q4_0 ")
+    [q8] = [line for line in lines if line.startswith("Q8_0 ")]
+    assert q8.endswith("(adds nothing: above the source's precision, Q4_0)")
+    assert main(["quant", str(path), "--gpus", "24GiB", "--best", "context", "--json"]) == 0
+    ranked = [q["quant"] for q in json.loads(capsys.readouterr().out)["quants"] if q["fits"]]
+    assert ranked[0].rstrip("*") not in above
+    assert {q.rstrip("*") for q in ranked[-len(above) :]} == above
 
 
 @pytest.mark.parametrize(

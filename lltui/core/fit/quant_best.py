@@ -9,9 +9,9 @@ quantizations are then ranked:
 - ``speed``: the fastest decode at the context asked for, then quality;
 - ``gpu-only``: nothing on the CPU, the largest context, then quality, then speed.
 
-A type above the source's own precision (F32 of an F16 model) adds nothing: it comes after
-every other that fits. Those where nothing fits come last, as do those that could not be read
-(with why).
+A type above the source's own precision (F32 of an F16 model, Q8_0 of a Q4_0 one) adds
+nothing: it comes after every other that fits. Those where nothing fits come last, as do those
+that could not be read (with why).
 """
 
 from __future__ import annotations

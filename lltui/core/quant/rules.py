@@ -223,8 +223,8 @@ class PreparedSource:
     n_attention_wv: int
     has_tied_embeddings: bool
     any_source_quantized: bool = False  # some tensor is quantized already
-    # the float type (F32, F16, BF16) most weights llama-quantize would touch are in; None
-    # when they are quantized already (the model's original precision is then not known)
+    # the type (F16, Q4_0, ...) most weights llama-quantize would touch are in: no type with
+    # more bits gets back what it dropped; None when there are none
     precision: GgmlType | None = None
 
 
@@ -259,7 +259,7 @@ def prepare(src: QuantSource) -> PreparedSource:
 
 
 def _precision(facts: Sequence[TensorFacts]) -> GgmlType | None:
-    """The type of most elements llama-quantize would quantize, where it is a float type."""
+    """The type of most elements llama-quantize would quantize."""
     elements: dict[int, int] = {}
     for f in facts:
         if f.quantizable:
@@ -269,8 +269,7 @@ def _precision(facts: Sequence[TensorFacts]) -> GgmlType | None:
             elements[f.tensor.type] = elements.get(f.tensor.type, 0) + n
     if not elements:
         return None
-    main = max(elements, key=lambda t: elements[t])
-    return None if type_info(main).quantized else GgmlType(main)
+    return GgmlType(max(elements, key=lambda t: elements[t]))
 
 
 class _State:

@@ -108,7 +108,8 @@ class QuantRow:
     error: str | None = None  # llama-quantize would stop; sizes are then 0
     # what every type of the same source shares (names, shapes, the tensors copied unchanged)
     kept: _Kept | None = field(default=None, compare=False, repr=False)
-    # why this type adds nothing over the source's own float weights (F32 of an F16 model)
+    # why this type adds nothing over the source's own weights (F32 of an F16 model, Q8_0 of
+    # a Q4_0 one)
     above_source: str | None = None
 
     @property
@@ -350,19 +351,17 @@ def quant_sizes(
     ]
 
 
-_FLOATS = (_G.F32, _G.F16, _G.BF16)
-
-
 def _bits(t: GgmlType) -> float:
     info = type_info(t)
     return info.type_size * 8 / info.block_size
 
 
 def above_source(wanted: GgmlType, source: GgmlType | None) -> str | None:
-    """Why making ``wanted`` of weights in ``source`` adds nothing: a float type with more
-    bits (F32 of F16 weights) or as many in another form (BF16 of F16 weights holds less).
-    ``source`` None: weights quantized already, whose original precision is not known."""
-    if source is None or wanted == source or wanted not in _FLOATS:
+    """Why making ``wanted`` of weights in ``source`` adds nothing: a type with more bits
+    (F32 of F16 weights, Q8_0 of Q4_0 ones: requantizing restores nothing the source's own
+    type dropped) or as many in another form (BF16 of F16 weights holds less).
+    ``source`` None: no weights llama-quantize would touch."""
+    if source is None or wanted == source:
         return None
     name = type_info(source).canonical
     if _bits(wanted) > _bits(source):
