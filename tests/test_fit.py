@@ -784,12 +784,33 @@ def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp
     assert not [w for w in json.loads(capsys.readouterr().out)["warnings"] if "trained" in w]
 
 
-@pytest.mark.parametrize("spec", ["0GiB", "2x0GiB", "T4=0MiB", "24GiB,0B"])
+@pytest.mark.parametrize(
+    "spec", ["0GiB", "2x0GiB", "T4=0MiB", "24GiB,0B", "-24GiB", "2x-8GiB", "T4=-16GiB"]
+)
 def test_a_device_of_no_memory_is_refused_as_such(tmp_path, capsys, spec):
+    """-24GiB was 'neither a memory size ... nor a MIG profile' with an NVIDIA GH200 480GB as
+    the nearest known GPU."""
     path = make(tmp_path, gf.llama_spec())
     assert main(["fit", str(path), "--gpus", spec]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("a device's memory must be more than 0") and "neither" not in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "want"),
+    [
+        ("cpu,4090", "--gpus: 'cpu' means no GPU: give it alone (--gpus cpu)"),
+        ("4090,none", "--gpus: 'none' means no GPU: give it alone (--gpus none)"),
+        ("MIG-abc", "--gpus: 'MIG-abc' is neither a MIG profile (3g.40gb) nor a MIG slice's UUID"),
+        ("4090,mig-0000", "--gpus: 'mig-0000' is neither a MIG profile (3g.40gb) nor a MIG"),
+    ],
+)
+def test_a_word_that_is_no_gpu_is_told_what_it_is(tmp_path, capsys, spec, want):
+    """cpu in a list of GPUs was offered as a GPU ('cpu=24GiB'), MIG-abc as an AMD MI50."""
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "--gpus", spec]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and want in err and "nearest" not in err and "=24GiB" not in err, err
 
 
 def test_fit_help_lists_every_flag_that_changes_memory(capsys):

@@ -214,14 +214,15 @@ def gpu_model(name: str) -> tuple[str, int] | None:
 
 def _size(text: str) -> int | None:
     """A memory size, or None for text that is none (a number with no unit, ``4091``: a GPU
-    model mistyped, not 4091 bytes; ``24e9``); a size of nothing is refused."""
+    model mistyped, not 4091 bytes; ``24e9``); a size of nothing, or less, is refused."""
     if not text.strip().lower().endswith(tuple(SIZE_UNITS)):
         return None
+    body = text.strip()
     try:
-        n = parse_size(text)
+        n = parse_size(body.removeprefix("-"))
     except ValueError:
         return None
-    if n <= 0:
+    if n <= 0 or body.startswith("-"):
         raise ValueError(f"--gpus: {text!r}: a device's memory must be more than 0")
     return n
 
@@ -252,6 +253,11 @@ def _unknown(item: str) -> str:
         return (
             f"--gpus: {item!r}: a memory size needs its unit (e.g. {count}{size}GiB); no GPU "
             f"model is named {what}{hint}"
+        )
+    if item.lower().startswith("mig-"):  # a UUID (of no slice) is known only on its machine
+        return (
+            f"--gpus: {item!r} is neither a MIG profile (3g.40gb) nor a MIG slice's UUID (MIG- "
+            "and the hex nvidia-smi -L shows, of a slice of this machine's GPUs)"
         )
     near = nearest_gpus(item)
     hint = f"nearest known: {', '.join(near)}; " if near else ""
@@ -337,6 +343,11 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         item = raw.strip()
         if not item:
             raise ValueError(f"--gpus: empty item in {text!r}")
+        if item.lower() in ("cpu", "none"):
+            raise ValueError(
+                f"--gpus: {item!r} means no GPU: give it alone (--gpus {item.lower()}); the "
+                "host is always counted beside the GPUs"
+            )
         host, _, rest = item.partition(":")
         if _ENDPOINT.match(item) and is_digits(host) and gpu_model(host) is not None:
             # no host is named by digits alone: a GPU and a count, written as a port
