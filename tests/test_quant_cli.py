@@ -232,3 +232,16 @@ def test_best_says_its_command_lines_are_added_to_the_flags_given(model, capsys)
     out = capsys.readouterr().out
     assert "command line: what is added to the flags given" in out
     assert "-fa on" not in out.split("command line\n", 1)[1]
+
+
+def test_best_takes_fits_words_for_the_fastest_decode(model, capsys):
+    """fit --best decode and --best speed are one goal; quant --best decode was refused
+    ('expected one of context, speed, gpu-only')."""
+    argv = ["quant", str(model), "--gpus", "24GiB", "-c", "2048", "--json", "--best"]
+    assert main([*argv, "speed"]) == 0
+    speed = json.loads(capsys.readouterr().out)
+    assert main([*argv, "decode"]) == 0
+    decode = json.loads(capsys.readouterr().out)
+    assert decode == speed and decode["goal"] == "speed"
+    assert main(["quant", str(model), "--best"]) == 2
+    assert "one of context, speed, gpu-only, decode" in capsys.readouterr().err

@@ -22,9 +22,9 @@ ESTIMATES = (FIT, QUANT)
 
 
 def _goals() -> tuple[str, ...]:
-    from lltui.core.fit.best import GOALS
+    from lltui.core.fit.best import GOAL_WORDS, GOALS
 
-    return GOALS
+    return (*GOALS, *GOAL_WORDS)
 
 
 def _fit_goals() -> tuple[str, ...]:
@@ -128,10 +128,10 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "--best",
         "GOAL",
         (QUANT,),
-        "rank the quantizations by the best command line each has for GOAL (context, speed, "
-        "gpu-only; see lltui fit --best): for hf:OWNER/REPO the GGUF files the repository "
-        "offers (each header read by ranged requests), else the types above; with the file "
-        "size and what each line gives up",
+        "rank the quantizations by the best command line each has for GOAL (context, speed "
+        "or decode, gpu-only; see lltui fit --best): for hf:OWNER/REPO the GGUF files the "
+        "repository offers (each header read by ranged requests), else the types above; with "
+        "the file size and what each line gives up",
         choices=_goals,
     ),
     # bench

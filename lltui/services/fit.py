@@ -619,7 +619,7 @@ def quant_best(
     from lltui.core.fit.quant_best import computed_options, rank_quants
 
     try:
-        check_goal(goal)
+        goal = check_goal(goal)
     except ValueError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
     setup = setup or prepare(request, whole_repo=True)

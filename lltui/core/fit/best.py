@@ -44,6 +44,9 @@ from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult
 
 GOALS = ("context", "speed", "gpu-only")
+# other words for GOALS' goals: the fastest decode is "decode" to fit's planner (fit takes
+# "speed" for it too); quant --best takes each
+GOAL_WORDS = {"decode": "speed"}
 KV_TYPES: tuple[tuple[str, str], ...] = (
     ("f16", ""),
     ("q8_0", "K/V cache in q8_0 (a little quality)"),
@@ -135,9 +138,12 @@ class Candidate:
         return "; ".join(self.gives) or "nothing"
 
 
-def check_goal(goal: str) -> None:
-    if goal not in GOALS:
-        raise ValueError(f"--best: expected one of {', '.join(GOALS)}, got {goal!r}")
+def check_goal(goal: str) -> str:
+    """The goal of GOALS ``goal`` names (decode: speed); ValueError for none."""
+    if goal not in GOALS and goal not in GOAL_WORDS:
+        words = ", ".join((*GOALS, *GOAL_WORDS))
+        raise ValueError(f"--best: expected one of {words}, got {goal!r}")
+    return GOAL_WORDS.get(goal, goal)
 
 
 def speed_tier(tps: float, reference: float) -> int:
@@ -692,7 +698,7 @@ def best_configs(
     ``kv_types``: the K/V cache types tried (None: all; empty: the one given);
     ``small_ubatch``: also try -ub 256; ``splits``: also try the split sized to the GPUs'
     room."""
-    check_goal(goal)
+    goal = check_goal(goal)
     if goal == "gpu-only" and (host_given := _host_weights_given(settings)):  # kept in every line
         raise ValueError(
             f"{host_given} given keeps weights on the CPU: every line --best gpu-only "

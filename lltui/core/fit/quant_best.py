@@ -119,7 +119,7 @@ def rank_quants(
     """Every quantization with its best command line for ``goal``, best first; ValueError
     for a goal that is not one of :data:`lltui.core.fit.best.GOALS`. ``progress`` is told
     (quantizations done, all of them)."""
-    check_goal(goal)
+    goal = check_goal(goal)
     choices = []
     for i, o in enumerate(opts):
         choices.append(_choice(o, settings, devices, options, goal))
