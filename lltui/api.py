@@ -554,9 +554,10 @@ def plan_models(
     8192"``); with no model, ``--models-dir DIR`` or ``--models-preset FILE`` among them
     plans a router's models, as ``lltui fit --models-preset FILE`` does; ``gpus`` as
     ``--gpus`` (None: this machine's GPUs; where it has none, the CPU alone: the CLI shows a
-    simulated rig there, the API does not). Raises ValueError (one line) for a model that
-    cannot be read, settings llama.cpp refuses or no model at all; TypeError for one path
-    where a list of them belongs."""
+    simulated rig there, the API does not). A folder's or preset's model that cannot be read
+    is left out, with a note (as the router leaves it out). Raises ValueError (one line) for
+    a model given that cannot be read, settings llama.cpp refuses or no model at all;
+    TypeError for one path where a list of them belongs."""
     from lltui.services.fit import FitFailed
     from lltui.services.launch.router_prep import given_entries
     from lltui.services.plan import PlanRequest

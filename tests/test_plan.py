@@ -261,11 +261,10 @@ def test_a_model_that_cannot_be_read_is_named(models, tmp_path, capsys):
         PlanRequest(
             (
                 PlanEntry(str(models["alpha"]), parse_llama_args([])),
-                PlanEntry(str(junk), parse_llama_args([])),
+                PlanEntry(str(junk), parse_llama_args([]), listed=True),
             ),
             gpus="T4",
         ),
-        skip_bad=True,
     )
     assert [m.name for m in report.plan.models] == ["alpha"]
     assert report.left_out[0][0] == "junk"

@@ -375,6 +375,29 @@ def test_fit_plans_a_router_command_line_as_launch_does(folder, tmp_path, capsys
     )
 
 
+def test_fit_leaves_out_a_folders_unreadable_model_as_launch_does(folder, tmp_path, capsys):
+    """fit --models-dir DIR gave up on every model (exit 2, no plan) for one truncated
+    .gguf, where launch --models DIR leaves it out with a line and serves the others."""
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "alpha.gguf").symlink_to(folder / "alpha.gguf")
+    (mixed / "broken.gguf").write_bytes((folder / "beta.gguf").read_bytes()[:100_000])
+    gpus = ["--gpus", "24GiB", "-c", "512"]
+    assert main(["launch", "--models", str(mixed), "--dry-run", *gpus]) == 0
+    said = capsys.readouterr().err
+    (line,) = [n for n in said.splitlines() if "broken left out: " in n]
+    why = line.removeprefix("lltui: warning: ")
+    assert main(["fit", "--models-dir", str(mixed), *gpus, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in out["models"]] == ["alpha"] and why in out["notes"]
+    assert main(["fit", "--models-dir", str(mixed), *gpus]) == 0
+    assert f"note: {why}\n" in capsys.readouterr().out
+    (mixed / "alpha.gguf").unlink()
+    assert main(["fit", "--models-dir", str(mixed), *gpus]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lltui: fit: no model could be read (broken: ") and "\n" not in err
+
+
 def test_the_router_command_line_overrides_the_preset(folder, tmp_path, capsys):
     """llama-server's router gives a model its preset's [*], then its own section, then the
     router's command line, each over the one before (the pinned build started the model of

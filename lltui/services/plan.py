@@ -33,12 +33,15 @@ _NAME_CHARS = re.compile(r"[\[\]\s\x00-\x1f\x7f]+")
 class PlanEntry:
     """One model of the set: a path or reference, its own llama-server settings (the shared
     ones already applied), the name to serve it under (None: ``--alias``, else the file's
-    name), and whether the user keeps it loaded."""
+    name), and whether the user keeps it loaded. ``listed``: read from a folder or a
+    preset, so left out (with a line) when it cannot be read, as the router leaves it out;
+    a model typed on the command line is refused instead."""
 
     model: str
     args: LlamaArgs
     name: str | None = None
     keep: bool = False
+    listed: bool = False
 
 
 def read_entry(
@@ -181,10 +184,14 @@ def named_entries(entries: Sequence[PlanEntry]) -> tuple[PlanEntry, ...]:
     return tuple(replace(e, name=n) for e, n in zip(entries, names, strict=True))
 
 
-def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
-    """Read every model of the set and plan them resident together. ``skip_bad``: a model
+def left_out_line(name: str, why: str) -> str:
+    return f"{name} left out: {why}"
+
+
+def plan_models(request: PlanRequest) -> PlanReport:
+    """Read every model of the set and plan them resident together. A ``listed`` model
     whose header cannot be read, or whose settings llama.cpp refuses, is left out (named
-    in ``left_out`` with why) rather than failing the whole plan."""
+    in ``left_out`` and the notes, with why) rather than failing the whole plan."""
     from dataclasses import replace
 
     from lltui.core.fit.plan import plan_set
@@ -226,12 +233,12 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
         )
         try:
             setup = prepare(fit_request)
-            if skip_bad:  # settings llama.cpp refuses: found now, for this model alone
+            if entry.listed:  # settings llama.cpp refuses: found now, for this model alone
                 estimate_setup(setup, replace(setup.options, search=False, suggest=False))
         except FitFailed as exc:
-            if not skip_bad:
+            if not entry.listed:
                 raise
-            left_out.append((name, str(exc)))
+            left_out.append((name, str(exc).removeprefix(f"{request.verb}: ")))
             continue
         setup = _own_rpc(setup, entry.args.rpc)
         setups.append(setup)
@@ -241,12 +248,13 @@ def plan_models(request: PlanRequest, *, skip_bad: bool = False) -> PlanReport:
             )
         )
     if not members:
-        prefix = f"{request.verb}: "
-        why = "; ".join(f"{name}: {said.removeprefix(prefix)}" for name, said in left_out)
-        raise FitFailed(f"{prefix}no model could be read" + (f" ({why})" if why else ""), 2)
+        why = "; ".join(f"{name}: {said}" for name, said in left_out)
+        raise FitFailed(f"{request.verb}: no model could be read" + (f" ({why})" if why else ""), 2)
     try:
         plan = plan_set(members, setups[0].options)
     except FitError as exc:
         raise FitFailed(f"{request.verb}: {exc}", 2) from None
-    notes = tuple(dict.fromkeys((*request.notes, *(n for s in setups for n in s.notes))))
+    dropped = (left_out_line(name, why) for name, why in left_out)
+    notes = (*request.notes, *dropped, *(n for s in setups for n in s.notes))
+    notes = tuple(dict.fromkeys(notes))
     return PlanReport(plan, tuple(setups), notes, tuple(left_out), rig)

@@ -58,7 +58,13 @@ from lltui.services.launch.router_prep import (
 )
 from lltui.services.launch.session import Session
 from lltui.services.launch.state import ModelRow, ModelUse
-from lltui.services.plan import PlanReport, PlanRequest, named_entries, plan_models
+from lltui.services.plan import (
+    PlanReport,
+    PlanRequest,
+    left_out_line,
+    named_entries,
+    plan_models,
+)
 from lltui.sources.llama.supervisor import DEFAULT_LOG_LINES, ServerExit, free_port
 
 LOOPBACK = "127.0.0.1"
@@ -209,11 +215,11 @@ class RouterSession(Session):
         try:
             # a folder's or a preset's file that cannot be read is left out, with a line; a
             # model the user typed on the command line is refused, as one model's launch is
-            report = plan_models(request, skip_bad=req.source is not None)
+            report = plan_models(request)
         except FitFailed as exc:  # (the front end puts its own name first)
             raise LaunchError(str(exc).removeprefix("launch: "), exc.code) from None
         for name, why in report.left_out:
-            self._note("warning", f"{name} left out: {why}")
+            self._note("warning", left_out_line(name, why))
         planned = set(report.plan.model_names)
         kept = tuple(n for n in kept if n in planned)
         loads = tuple(n for n in loads if n in planned and n not in kept)

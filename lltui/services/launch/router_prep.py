@@ -199,7 +199,7 @@ def _from_dir(directory: str, shared: LlamaArgs) -> ModelsRead:
             words += ["--mmproj", m.mmproj]
         if m.draft:
             words += ["-md", m.draft]
-        entries.append(PlanEntry(m.path, _with(shared, words), name=m.name))
+        entries.append(PlanEntry(m.path, _with(shared, words), name=m.name, listed=True))
     if not entries:
         raise LaunchError(f"{directory}: no .gguf model in it")
     return ModelsRead(tuple(entries), (), tuple(notes))
@@ -294,7 +294,7 @@ def _section_entry(
             model = hf_repo_pick(model)
         except RemoteError as exc:
             return f"{path}: [{name}] left out: {exc}", notes
-    return PlanEntry(model, args, name=name), notes
+    return PlanEntry(model, args, name=name, listed=True), notes
 
 
 def _model_ref(named: dict[str, str]) -> str | None:
