@@ -274,6 +274,9 @@ def test_output_buffer_is_logits_per_slot_in_host_memory(tmp_path):
     assert res.buffer_bytes("CUDA_Host", "output") == 4 * spec.n_vocab * 3
     assert res.host.output_bytes == 4 * spec.n_vocab * 3
     assert all(d.kind == "cpu" or d.weights_bytes for d in res.devices)
+    # the host's row counts it as the host line does (its total was 16 KiB short of it)
+    (cpu,) = [d for d in res.devices if d.kind == "cpu"]
+    assert cpu.total_bytes == res.host.total_bytes
 
 
 def test_without_a_gpu_the_fit_target_is_kept_on_the_host(tmp_path):
@@ -474,7 +477,8 @@ def test_json_contract(tmp_path):
         }
         for k in ("weights_bytes", "kv_bytes", "compute_bytes", "total_bytes"):
             assert isinstance(d[k], int)
-        assert d["total_bytes"] == d["weights_bytes"] + d["kv_bytes"] + d["compute_bytes"]
+        parts = ("weights_bytes", "kv_bytes", "compute_bytes", "output_bytes")
+        assert d["total_bytes"] == sum(d[k] for k in parts)
     assert [d["name"] for d in data["devices"]] == ["CUDA0", "CUDA1", "CPU"]
     assert set(data["host"]) >= {
         "weights_bytes",

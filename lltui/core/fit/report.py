@@ -63,8 +63,8 @@ def device_to_json(d: DeviceEstimate, n_layer_all: int) -> dict[str, Any]:
         "layers": [il for il in d.layers if il < n_layer_all],
         **fields_of(
             d,
-            "output_layer weights_bytes kv_bytes compute_bytes total_bytes unaccounted_bytes "
-            "free_bytes fits description",
+            "output_layer weights_bytes kv_bytes compute_bytes output_bytes total_bytes "
+            "unaccounted_bytes free_bytes fits description",
         ),
         **({"parts": {k: b for k, b in d.parts}} if d.parts else {}),
     }

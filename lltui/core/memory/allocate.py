@@ -241,8 +241,9 @@ def _cpu_estimate(
     margin: int,
     free: int | None,
 ) -> DeviceEstimate:
-    """The host as the last device row, with ``free`` host memory: its total leaves out
-    the output buffer, its verdict does not."""
+    """The host as the last device row, with ``free`` host memory: its total counts the
+    output buffer (host memory, as the host line's does; llama.cpp's memory breakdown
+    leaves it out)."""
     return DeviceEstimate(
         name=CPU,
         kind="cpu",
@@ -250,7 +251,8 @@ def _cpu_estimate(
         weights_bytes=host.weights_bytes,
         kv_bytes=host.kv_bytes,
         compute_bytes=host.compute_bytes,
-        total_bytes=host.total_bytes - host.output_bytes,
+        output_bytes=host.output_bytes,
+        total_bytes=host.total_bytes,
         unaccounted_bytes=margin,
         free_bytes=free,
         fits=None if free is None else host.total_bytes + margin <= free,

@@ -283,29 +283,23 @@ def with_parts(result: FitResult, parts: Sequence[PartEstimate]) -> FitResult:
     devices = []
     for d in result.devices:
         rows = [(p.part, pd) for p in parts for pd in p.devices if pd.device == d.name]
-        # the breakdown sums to the row's total (the host row leaves out output buffers)
+        # the breakdown sums to the row's total (the host row's output buffers too)
         breakdown: dict[str, int] = {"model": d.total_bytes}
         for part, pd in rows:
-            breakdown[part] = breakdown.get(part, 0) + pd.total_bytes - pd.output_bytes
+            breakdown[part] = breakdown.get(part, 0) + pd.total_bytes
         w = d.weights_bytes + sum(pd.weights_bytes for _, pd in rows)
         kv = d.kv_bytes + sum(pd.kv_bytes for _, pd in rows)
         c = d.compute_bytes + sum(pd.compute_bytes for _, pd in rows)
-        out = sum(pd.output_bytes for _, pd in rows)
-        total = d.total_bytes + w - d.weights_bytes + kv - d.kv_bytes + c - d.compute_bytes
-        if d.name == CPU:
-            fits = (
-                None
-                if d.free_bytes is None
-                else result.host.total_bytes + out + total - d.total_bytes <= d.free_bytes
-            )
-        else:
-            fits = None if d.free_bytes is None else total + d.unaccounted_bytes <= d.free_bytes
+        out = d.output_bytes + sum(pd.output_bytes for _, pd in rows)
+        total = d.total_bytes + sum(pd.total_bytes for _, pd in rows)
+        fits = None if d.free_bytes is None else total + d.unaccounted_bytes <= d.free_bytes
         devices.append(
             replace(
                 d,
                 weights_bytes=w,
                 kv_bytes=kv,
                 compute_bytes=c,
+                output_bytes=out,
                 total_bytes=total,
                 fits=fits,
                 parts=tuple((k, breakdown[k]) for k in PART_NAMES if k in breakdown),

@@ -39,8 +39,9 @@ class FitOptions:
 
 @dataclass(frozen=True, slots=True)
 class DeviceEstimate:
-    """One device as llama.cpp will fill it. ``total_bytes`` is what llama.cpp allocates;
-    ``unaccounted_bytes`` the margin kept for what it does not count."""
+    """One device as llama.cpp will fill it. ``total_bytes`` is what llama.cpp allocates
+    (the host's: its output buffers too, ``output_bytes``); ``unaccounted_bytes`` the margin
+    kept for what it does not count."""
 
     name: str
     kind: str  # cuda, rpc, cpu
@@ -55,6 +56,7 @@ class DeviceEstimate:
     description: str = ""
     output_layer: bool = False
     device_name: str = ""  # llama.cpp's device name (RPC1) where it differs from ``name``
+    output_bytes: int = 0  # logits and embeddings: in host memory, so on the host's row alone
     # bytes of each part on this device when more than the model is loaded:
     # (("model", n), ("draft", n), ("mmproj", n), ("lora", n)); the slots above include them
     parts: tuple[tuple[str, int], ...] = ()
