@@ -147,11 +147,11 @@ def test_gpus_json_text_and_the_exporter_list_the_instances(monkeypatch):
 
 
 def test_fit_gpus_takes_mig_profiles_and_slices(monkeypatch):
-    spec = parse_gpus_spec("3g.40gb,2x1g.10gb")
+    spec = parse_gpus_spec("a100 mig 3g.40gb,2xH100:1g.10gb")
     assert [(d.name, d.description, d.total_bytes) for d in spec.devices] == [
-        ("CUDA0", "MIG 3g.40gb", 40 * 10**9),
-        ("CUDA1", "MIG 1g.10gb", 10 * 10**9),
-        ("CUDA2", "MIG 1g.10gb", 10 * 10**9),
+        ("CUDA0", f"{A100} MIG 3g.40gb", 40 * 10**9),
+        ("CUDA1", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", 10 * 10**9),
+        ("CUDA2", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", 10 * 10**9),
     ]
     _fake, src, _clock = open_source(monkeypatch)
     sample = src.poll()
@@ -178,11 +178,11 @@ def test_fit_cli_with_a_mig_profile(tmp_path, capsys):
 
     model = tmp_path / "tiny.gguf"
     write_model(model, llama_spec())
-    assert main(["fit", str(model), "--gpus", "1g.10gb", "--json", "-c", "2048"]) == 0
+    assert main(["fit", str(model), "--gpus", "1g.6gb", "--json", "-c", "2048"]) == 0
     data = json.loads(capsys.readouterr().out)
     cuda = [d for d in data["devices"] if d["kind"] == "cuda"]
-    assert len(cuda) == 1 and cuda[0]["free_bytes"] == 10 * 10**9
-    assert cuda[0]["description"] == "MIG 1g.10gb" and cuda[0]["fits"] is True
+    assert len(cuda) == 1 and cuda[0]["free_bytes"] == 6 * 10**9
+    assert cuda[0]["description"] == "NVIDIA A30 MIG 1g.6gb" and cuda[0]["fits"] is True
 
 
 def test_a_vgpu_host_lists_the_vgpus_it_serves(monkeypatch):
@@ -220,14 +220,37 @@ def test_a_vgpu_host_lists_the_vgpus_it_serves(monkeypatch):
     assert not [f for f in fake.functions_called(0) if "Vgpu" in f]
 
 
-def test_a_mig_profile_given_as_gpus_is_said_to_be_a_slice(tmp_path, capsys):
-    """--gpus 3g.40gb: its speed note named an AMD MI50 as the 'nearest known' GPU."""
+def test_a_mig_profile_is_a_slice_of_its_card(tmp_path, capsys):
+    """--gpus 3g.40gb (a profile of the A100 80GB and the H100 80GB alike) was priced as an
+    RTX 3090, and a local slice (NVML's 'NVIDIA A100-SXM4-80GB MIG 3g.40gb') as no card the
+    catalog knew: a slice is now its share of its card, and a profile of several cards is
+    refused, naming them."""
     from support import gguf_factory as gf
 
     from lltui.cli import main
+    from lltui.core.hardware.gpus import find_gpu
 
+    card = find_gpu("H100")
+    part = find_gpu("NVIDIA H100 80GB HBM3 MIG 3g.40gb")
+    assert card is not None and part is not None
+    assert part.bandwidth_gbs == card.bandwidth_gbs * 40 / 80
+    assert part.fp16_tflops == card.fp16_tflops * 3 / 7
+    assert find_gpu(f"{A100} MIG 3g.40gb") == find_gpu("a100 3g.40gb") != part
+    assert find_gpu("NVIDIA A30 MIG 1g.6gb").int8_tops == find_gpu("A30").int8_tops / 4
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
-    assert main(["fit", str(model), "--gpus", "3g.40gb"]) == 0
-    notes = [ln for ln in capsys.readouterr().out.splitlines() if "speed note: CUDA0" in ln]
-    assert notes and "a MIG slice of a GPU not named" in notes[0]
-    assert "nearest" not in notes[0]
+    assert main(["fit", str(model), "--gpus", "3g.40gb"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "3g.40gb is a MIG profile of 8 GPUs (" in err and "H100 80GB HBM3" in err
+    assert err.endswith("name the card, e.g. 'A100 80GB PCIe MIG 3g.40gb'"), err
+    assert main(["fit", str(model), "--gpus", "H100 MIG 3g.40gb"]) == 0
+    out = capsys.readouterr().out
+    assert "speed note: CUDA0" not in out  # no other card's numbers assumed
+    assert "\nCUDA0 MIG 3g.40gb H100 80G " in out  # its profile before the card, not cut off
+    for gpus, said in [
+        ("A100-40GB MIG 3g.40gb", "its profiles: 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb"),
+        ("4090 MIG 1g.10gb", "it has no MIG profile this knows"),
+        ("2g.30gb", "no GPU this knows has the MIG profile 2g.30gb"),
+    ]:
+        assert main(["fit", str(model), "--gpus", gpus]) == 2
+        err = capsys.readouterr().err.strip()
+        assert said in err and "\n" not in err, err

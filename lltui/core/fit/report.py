@@ -226,7 +226,9 @@ def result_to_text(res: FitResult) -> str:
     for d in res.devices:
         label = one_line(d.name) if d.kind != "cpu" else "CPU (host)"
         if d.description and d.kind == "cuda":
-            label = f"{label} {one_line(d.description.replace('NVIDIA ', ''))}"
+            card, mig, profile = d.description.replace("NVIDIA ", "").partition(" MIG ")
+            # a MIG slice's profile first: the column is cut at 26 characters
+            label = f"{label} {one_line(f'{mig.strip()} {profile} {card}' if mig else card)}"
         fits = "-" if d.fits is None else ("yes" if d.fits else "NO")
         margin = _mib(d.unaccounted_bytes) if d.unaccounted_bytes else "-"
         lines.append(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -167,10 +167,97 @@ def _variants() -> dict[str, tuple[GpuSpec, ...]]:
     return {k: tuple(sorted(v, key=lambda g: bool(g.nvml_name))) for k, v in out.items()}
 
 
+# The MIG profiles of each card that has them (NVIDIA's MIG user guide, its supported
+# profiles; the +me ones, a slice with the media engines, are the same size), the whole card
+# last. A slice Ng.Mgb has N of the card's compute slices and M of its GB of memory, and that
+# share of its memory bandwidth (each memory slice is its share of the controllers and L2).
+_MIG_A100_40GB = ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
+_MIG_80GB = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+_MIG_H100_NVL = ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")
+_MIG_GH200 = ("1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb")
+_MIG_H200 = ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")
+_MIG_B200 = ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb")
+_MIG_RTX_PRO_6000 = ("1g.24gb", "2g.48gb", "4g.96gb")
+MIG_PROFILES: dict[str, tuple[str, ...]] = {
+    "NVIDIA A30": ("1g.6gb", "2g.12gb", "4g.24gb"),
+    "NVIDIA A100-PCIE-40GB": _MIG_A100_40GB,
+    "NVIDIA A100-SXM4-40GB": _MIG_A100_40GB,
+    "NVIDIA A800 40GB Active": _MIG_A100_40GB,
+    "NVIDIA A100 80GB PCIe": _MIG_80GB,
+    "NVIDIA A100-SXM4-80GB": _MIG_80GB,
+    "NVIDIA A800-SXM4-80GB": _MIG_80GB,
+    "NVIDIA A800 80GB PCIe": _MIG_80GB,
+    "NVIDIA H100 PCIe": _MIG_80GB,
+    "NVIDIA H100 80GB HBM3": _MIG_80GB,
+    "NVIDIA H800": _MIG_80GB,
+    "NVIDIA H800 PCIe": _MIG_80GB,
+    "NVIDIA H100 NVL": _MIG_H100_NVL,
+    "NVIDIA GH200 480GB": _MIG_GH200,
+    "NVIDIA H200": _MIG_H200,
+    "NVIDIA H200 NVL": _MIG_H200,
+    "NVIDIA B200": _MIG_B200,
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": _MIG_RTX_PRO_6000,
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": _MIG_RTX_PRO_6000,
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": _MIG_RTX_PRO_6000,
+}
+# a MIG slice as NVML names it ("NVIDIA A100-SXM4-80GB MIG 3g.40gb") or short ("h100 3g.40gb",
+# "MIG 1g.10gb", "3g.40gb": no card)
+_MIG_NAME = re.compile(
+    r"^(?P<card>.*?)[\s:/\-]*(?:\bmig[\s:\-]*)?(?P<g>[1-8])g\.(?P<gb>\d{1,3})gb$", re.IGNORECASE
+)
+
+
+def split_mig(name: str) -> tuple[str, str] | None:
+    """(the card's name, "" where none is given; the profile, ``3g.40gb``) of a MIG slice's
+    name; None for a name that is no slice's."""
+    m = _MIG_NAME.match(name.strip())
+    if m is None:
+        return None
+    return m["card"].strip(), f"{m['g']}g.{m['gb']}gb"
+
+
+def mig_slice(card: GpuSpec, profile: str) -> GpuSpec | None:
+    """The slice ``profile`` of ``card``: its share of the card's compute and memory; None
+    where the card has no such profile."""
+    profiles = MIG_PROFILES.get(card.name, ())
+    if profile not in profiles:
+        return None
+
+    def size(p: str) -> tuple[int, int]:
+        g, gb = p.split(".")
+        return int(g[:-1]), int(gb[:-2])
+
+    (g, gb), (whole_g, whole_gb) = size(profile), size(profiles[-1])
+    compute, memory = g / whole_g, gb / whole_gb
+    return replace(
+        card,
+        name=f"{card.name} MIG {profile}",
+        aliases=(),
+        nvml_name="",
+        mib=gb * 10**9 // 2**20,
+        bandwidth_gbs=card.bandwidth_gbs * memory,
+        fp16_tflops=card.fp16_tflops * compute,
+        int8_tops=card.int8_tops * compute,
+        fp32_tflops=None if card.fp32_tflops is None else card.fp32_tflops * compute,
+        sm_count=None if card.sm_count is None else round(card.sm_count * compute),
+        nvlink_links=0,  # a MIG slice has no peer access to another GPU
+    )
+
+
+def mig_cards(profile: str) -> tuple[GpuSpec, ...]:
+    """The catalog's cards with the MIG profile ``profile`` (``3g.40gb``)."""
+    return tuple(g for g in all_gpus() if profile in MIG_PROFILES.get(g.name, ()))
+
+
 def find_gpu(name: str, mib: int | None = None) -> GpuSpec | None:
-    """The catalog's row for a GPU named as NVML names it or by a short name; None when it
-    knows no such GPU. ``mib``: the memory the device reports, which picks among products
-    sharing one NVML name (RTX 3060 12 GB or 8 GB)."""
+    """The catalog's row for a GPU named as NVML names it or by a short name (a MIG slice
+    of a card: its share of the card, :func:`mig_slice`); None when it knows no such GPU.
+    ``mib``: the memory the device reports, which picks among products sharing one NVML
+    name (RTX 3060 12 GB or 8 GB)."""
+    mig = split_mig(name)
+    if mig is not None and mig[0]:
+        card = find_gpu(mig[0])
+        return None if card is None else mig_slice(card, mig[1])
     hit = _find(name)
     if hit is None or mib is None:
         return hit

@@ -27,14 +27,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.hardware.gpus import find_gpu, nearest_gpus
+from lltui.core.hardware.gpus import find_gpu, nearest_gpus, split_mig
 from lltui.core.text import is_digits
 from lltui.core.units import MIB, SIZE_UNITS, fmt_bytes, parse_size
 
 MAX_DEVICES = 64  # a sanity bound on ``NxMODEL`` and on list length
 _REPEAT = re.compile(r"^(?P<n>\d+)\s*[x*]\s*(?P<what>.+)$", re.IGNORECASE)
-# a MIG profile as nvidia-smi names it: 1g.10gb, 3g.40gb, 7g.80gb (also "MIG 3g.40gb")
-_MIG_PROFILE = re.compile(r"^(?:mig[\s:\-]*)?(?P<g>[1-8])g\.(?P<gb>\d{1,3})gb$", re.IGNORECASE)
 _MIG_UUID = re.compile(r"^MIG-[0-9a-fA-F\-/]{8,}$")
 _BACKEND = re.compile(r"[A-Za-z]+")
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$", re.IGNORECASE)
@@ -124,13 +122,41 @@ def host_buffer(devices: Sequence[DeviceSpec], index: int = 0) -> str | None:
 
 
 def mig_profile(text: str) -> tuple[str, int] | None:
-    """(description, bytes) of a MIG slice named by its profile. Its nominal size, in
-    decimal GB: a little under what NVML reports for the slice (1g.10gb has 9856 MiB on an
-    A100 80GB, against 9537 here), so an estimate on it errs on the safe side."""
-    m = _MIG_PROFILE.match(text.strip())
-    if m is None:
+    """(description, bytes) of a MIG slice named by its profile, with its card (``H100 MIG
+    3g.40gb``) or alone where only one card the catalog knows has that profile (``1g.6gb``:
+    an A30's); None for text that names no slice (or a card the catalog does not know).
+    ValueError (one line) for a profile its card does not have, or one of several cards
+    (``3g.40gb``: the A100 80GB's and the H100's, whose speeds differ). Its size is the
+    nominal one, in decimal GB: a little under what NVML reports for the slice (1g.10gb has
+    9856 MiB on an A100 80GB, against 9537 here), so an estimate on it errs on the safe side."""
+    from lltui.core.hardware.gpus import MIG_PROFILES, mig_cards, mig_slice, short_gpu_name
+
+    got = split_mig(text)
+    if got is None:
         return None
-    return f"MIG {m.group('g')}g.{m.group('gb')}gb", int(m.group("gb")) * 10**9
+    card_name, profile = got
+    size = int(profile.split(".")[1][:-2]) * 10**9
+    if not card_name:
+        cards = mig_cards(profile)
+        if not cards:
+            raise ValueError(f"--gpus {text!r}: no GPU this knows has the MIG profile {profile}")
+        if len(cards) > 1:
+            names = ", ".join(short_gpu_name(g.name) for g in cards)
+            raise ValueError(
+                f"--gpus {text!r}: {profile} is a MIG profile of {len(cards)} GPUs ({names}), "
+                f"whose speeds differ: name the card, e.g. "
+                f"'{short_gpu_name(cards[0].name)} MIG {profile}'"
+            )
+        card_name = cards[0].name
+    card = find_gpu(card_name)
+    if card is None:
+        return None
+    found = mig_slice(card, profile)
+    if found is None:
+        has = MIG_PROFILES.get(card.name)
+        them = f"its profiles: {', '.join(has)}" if has else "it has no MIG profile this knows"
+        raise ValueError(f"--gpus {text!r}: the {card.name} has no MIG profile {profile} ({them})")
+    return found.name, size
 
 
 def is_mig_uuid(text: str) -> bool:
@@ -376,7 +402,7 @@ def parse_gpus_spec(text: str) -> GpusSpec:
         if sep and named.strip():
             gpus.extend([_named_size(named.strip(), mem.strip())] * count)
             continue
-        known = gpu_model(item) or mig_profile(item)
+        known = mig_profile(item) or gpu_model(item)
         if known is not None:
             gpus.extend([known] * count)
             continue

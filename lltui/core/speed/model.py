@@ -100,12 +100,6 @@ def _gpu(description: str) -> tuple[GpuSpec, bool, str]:
     assert fallback is not None
     if not description:
         return fallback, True, f"GPU model not known; {fallback.name}'s numbers assumed"
-    if description.startswith("MIG "):  # a slice of a GPU the profile does not name
-        return (
-            fallback,
-            True,
-            f"{description!r} is a MIG slice of a GPU not named; {fallback.name}'s",
-        )
     said = f" (nearest known: {', '.join(near)})" if near else ""
     return fallback, True, f"{description!r} is not in the GPU catalog{said}; {fallback.name}'s"
 
