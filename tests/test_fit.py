@@ -519,6 +519,25 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, argv):
     assert err and "\n" not in err and "Traceback" not in err
 
 
+def test_a_model_given_as_a_word_and_with_m_is_refused_as_launch_refuses_it(
+    tmp_path, capsys, monkeypatch
+):
+    """fit X -m Y (or -m X X) planned X and dropped -m without a word, where launch says the
+    model is given twice; a model in LLAMA_ARG_MODEL is still one a word overrides."""
+    path = make(tmp_path, gf.llama_spec())
+    for verb, argv in [
+        ("fit", ["fit", "-m", str(path), str(path), "--gpus", "T4"]),
+        ("fit", ["fit", str(path), "-m", str(tmp_path / "other.gguf"), "--gpus", "T4"]),
+        ("launch", ["launch", str(path), "-m", str(path), "--dry-run"]),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"lltui: {verb}: the model is given twice (MODEL and -m)"
+    monkeypatch.setenv("LLAMA_ARG_MODEL", str(tmp_path / "other.gguf"))
+    assert main(["fit", str(path), "--gpus", "T4", "--json"]) == 0
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(
     "item",
     ["4091", "40", "2x4091", "T4=4091", "rpc:127.0.0.1:50052=4091", "24e9", "1e10", "T4=24e9"],

@@ -121,14 +121,14 @@ def read_command(
         sys.stdout.write(help_text)
         return None
     given, llama, stray = words.single()
+    if stray is not None:
+        raise CliError(f"{verb}: unexpected argument {stray!r} (one model file only)", 2)
     try:
         # LLAMA_ARG_* variables set llama-server's defaults: read them as it does
         args = parse_llama_args(llama, env=os.environ)
+        model = args.model_of(given)
     except ValueError as exc:
         raise CliError(f"{verb}: {exc}", 2) from None
-    if stray is not None:
-        raise CliError(f"{verb}: unexpected argument {stray!r} (one model file only)", 2)
-    model = given or args.model_path
     if not model:
         raise CliError(f"{verb}: no model: give MODEL.gguf (or -m MODEL.gguf)", 2)
     margin, host_free = memory_options(words, verb)

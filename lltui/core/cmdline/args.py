@@ -208,6 +208,14 @@ class LlamaArgs:
         env = {n: val for n, val in self.from_env if _env_key(n) not in keys}
         return _fold(env, tuple(g for g in self.given_args if g.key not in keys))
 
+    def model_of(self, word: str | None) -> str | None:
+        """The model a command names: its word (``lltui fit MODEL``), else ``-m`` (or
+        LLAMA_ARG_MODEL, which a word overrides). ValueError where a word and ``-m`` both
+        name one: one of them would be dropped without a word."""
+        if word is not None and any(g.key == "model_path" for g in self.given_args):
+            raise ValueError("the model is given twice (MODEL and -m)")
+        return word or self.model_path
+
     def with_model(self, path: str) -> LlamaArgs:
         """These settings for the model ``path`` (``-m`` first, in place of any given)."""
         rest = tuple(g for g in self.given_args if g.key != "model_path")

@@ -146,8 +146,10 @@ def read_request(request: LaunchRequest) -> GivenLaunch:
     if model is None and words and not words[0].startswith("-"):
         model, words = words[0], words[1:]  # MODEL first, as `lltui launch MODEL [flags]`
     args = request.args if request.args is not None else read_flags(words)
-    if model is not None and "model_path" in args.given:
-        raise LaunchError("the model is given twice (MODEL and -m)")
+    try:
+        args.model_of(model)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
     if model is not None:
         args = args.with_model(model)
     secret = check_secrets(args.given, request.keys_on_command_line)
