@@ -475,3 +475,28 @@ def test_a_log_that_ends_mid_load_says_so(capsys, tmp_path, last):
     assert main(["explain", str(log)]) == 0
     assert [n for n in capsys.readouterr().out.splitlines() if said in n] == [f"note: {note}"]
     assert not any(said in n for n in explain(ExplainRequest(str(PINNED), ask_binary=False)).notes)
+
+
+def test_a_split_model_s_mapped_buffers_are_summed(capsys, tmp_path):
+    """A model in two files (tests/fixtures/llama-logs/30-...): llama.cpp maps one
+    CPU_Mapped buffer per file, and both lines are its weights. The first was compared with
+    the whole prediction (+2.38 MiB) and the second called the same buffer printed again:
+    3 of 4 lines exact, in explain and in a launch's ready line."""
+    from support import gguf_factory as gf
+
+    from lltui.core.cmdline.args import parse_llama_args
+    from lltui.services.launch.compare import check_launch
+
+    log = LOGS / "30-lltui-launch-split-model-cpu-2026.log"
+    first, _ = gf.write_model(tmp_path / "sp.gguf", gf.llama_spec(), "F16", split_max_tensors=20)
+    assert main(["explain", str(log), "--model", str(first), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["compared"] == out["summary"]["exact"] == 4
+    mapped = [b for b in out["buffers"] if b["device"] == "CPU_Mapped"]
+    assert [b["logged_mib"] for b in mapped] == ["2.88", "2.38"]
+    assert mapped[0]["exact"] and abs(mapped[0]["diff_bytes"]) < 0.01 * 2**20
+    assert mapped[0]["summed_lines"] == [mapped[1]["line"]]
+    assert mapped[1]["predicted_bytes"] is None and "sum" in mapped[1]["note"]
+    facts = scan_lines(log.read_text().splitlines())
+    check = check_launch(facts, {}, parse_llama_args([]), str(first), None)
+    assert (check.compared, check.exact) == (4, 4)

@@ -24,30 +24,40 @@ _KINDS = {"model": "model", "KV": "kv", "RS": "rs", "compute": "compute", "outpu
 
 @dataclass(frozen=True, slots=True)
 class BufferCheck:
-    """One logged buffer line and lltui's prediction for it (None: no prediction, ``why``)."""
+    """One logged buffer line and lltui's prediction for it (None: no prediction, ``why``);
+    ``also``: the device's other weights buffers of the same type (one per file of a split
+    model), whose printed sizes add to this line's against the prediction."""
 
     line: BufferLine
     predicted_bytes: int | None
     why: str | None = None
+    also: tuple[BufferLine, ...] = ()
+
+    @property
+    def logged_bytes(self) -> int:
+        return self.line.logged_bytes + sum(b.logged_bytes for b in self.also)
 
     @property
     def diff_bytes(self) -> int | None:
         if self.predicted_bytes is None:
             return None
-        return self.predicted_bytes - self.line.logged_bytes
+        return self.predicted_bytes - self.logged_bytes
 
     @property
     def exact(self) -> bool:
-        """The prediction prints as the log printed it (llama.cpp's two decimals)."""
-        return self.predicted_bytes is not None and (
-            f"{self.predicted_bytes / MIB:.2f}" == f"{self.line.mib:.2f}"
-        )
+        """The prediction prints as the log printed it (llama.cpp's two decimals; each
+        line summed adds its own rounding)."""
+        if self.predicted_bytes is None:
+            return False
+        if not self.also:
+            return f"{self.predicted_bytes / MIB:.2f}" == f"{self.line.mib:.2f}"
+        return abs(self.predicted_bytes - self.logged_bytes) <= 0.005 * MIB * (1 + len(self.also))
 
     def within(self, fraction: float) -> bool:
         if self.predicted_bytes is None:
             return False
-        logged = self.line.logged_bytes
-        slack = max(fraction * logged, 0.005 * MIB)  # the print's own rounding
+        logged = self.logged_bytes
+        slack = max(fraction * logged, 0.005 * MIB * (1 + len(self.also)))  # the print's rounding
         return abs(self.predicted_bytes - logged) <= slack
 
 
@@ -113,8 +123,24 @@ def compare(
     mapped = _mapped_alias(predicted)
     occurrences: dict[_Key, int] = {}
     rpc_seen: dict[str, int] = {}
-    out = []
+    keys: list[_Key | None] = []
     for b in lines:
+        if b.load != last_load or b.superseded or b.part != "model" or b.kind == "moe_cache":
+            keys.append(None)
+            continue
+        device = _internal(b.device, devs, rpc_seen, b.kind)
+        owner = _owner(device if device is not None else b.device, b.kind)
+        if b.kind == "model" and owner == "CPU" and mapped:
+            owner = "CPU_Mapped"  # before b3990 mapped weights were a CPU buffer
+        keys.append((owner, b.kind, b.cache if b.cache in ("base", "swa") else None))
+    # llama.cpp prints every weights buffer it made: a mapped one per file of a split model
+    # (and per device), each of the file's part; their sum is what the estimate sizes
+    weights: dict[_Key, list[BufferLine]] = {}
+    for b, key in zip(lines, keys, strict=True):
+        if key is not None and b.kind == "model":
+            weights.setdefault(key, []).append(b)
+    out = []
+    for b, key in zip(lines, keys, strict=True):
         if b.load != last_load:
             out.append(BufferCheck(b, None, "an earlier load (a fit probe or a run above)"))
             continue
@@ -127,16 +153,22 @@ def compare(
         if b.kind == "moe_cache":
             out.append(BufferCheck(b, None, "the MoE cache (--moe-cache-mib) is not predicted"))
             continue
-        device = _internal(b.device, devs, rpc_seen, b.kind)
-        owner = _owner(device if device is not None else b.device, b.kind)
-        if b.kind == "model" and owner == "CPU" and mapped:
-            owner = "CPU_Mapped"  # before b3990 mapped weights were a CPU buffer
-        cache = b.cache if b.cache in ("base", "swa") else None
-        key = (owner, b.kind, cache)
+        assert key is not None
         seen = occurrences.get(key, 0)
         occurrences[key] = seen + 1
+        group = weights.get(key, [])
+        if seen and len(group) > 1:
+            out.append(BufferCheck(b, None, f"in line {group[0].line}'s sum"))
+            continue
         if seen:
             out.append(BufferCheck(b, None, "the same buffer printed again"))
+            continue
+        if len(group) > 1:
+            why = (
+                f"lines {'+'.join(str(g.line) for g in group)}: {sum(g.mib for g in group):.2f}"
+                " MiB, a weights buffer per file of a split model"
+            )
+            out.append(BufferCheck(b, predicted.get(key, 0), why, tuple(group[1:])))
             continue
         out.append(BufferCheck(b, predicted.get(key, 0)))
     kinds = {c.line.kind for c in out if c.predicted_bytes is not None}

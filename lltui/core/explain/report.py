@@ -3,7 +3,9 @@
 The JSON contract: ``build`` (int or null), ``failed`` (null or ``{device, needed_bytes,
 free_bytes, message}``), ``buffers`` (one object per buffer line the log printed:
 ``{device, kind, logged_bytes, predicted_bytes}``, ``device`` as llama.cpp names it,
-``kind`` model, kv, rs, compute or output, ``predicted_bytes`` null without a header),
+``kind`` model, kv, rs, compute or output, ``predicted_bytes`` null without a header; a
+split model's weights lines of one device are compared as their sum, on the first, with
+``summed_lines`` naming the others),
 ``unparsed`` (``[{line, text}]``) and ``case``: the comparison as data a user attaches to a
 bug report (hparams, tensor types, flags, devices, free memory, every buffer line, build).
 """
@@ -64,6 +66,8 @@ def check_to_json(c: BufferCheck) -> dict[str, Any]:
         out["cache"] = b.cache
     if c.why is not None:
         out["note"] = c.why
+    if c.also:  # a split model's other files: their lines add to this one's logged bytes
+        out["summed_lines"] = [a.line for a in c.also]
     return out
 
 
@@ -321,7 +325,7 @@ def _buffer_table(r: ExplainReport) -> list[str]:
         else:
             diff = c.diff_bytes or 0
             said = f"{'exact':>9}" if c.exact else f"{diff / MIB:>+9.2f}"
-            tail = f"{_mib(c.predicted_bytes):>11} {said}"
+            tail = f"{_mib(c.predicted_bytes):>11} {said}" + (f"  {c.why}" if c.why else "")
         out.append(f"{b.line:>6}  {b.device[:24]:<24} {kind:<8} {b.mib_text:>11} {tail}")
     if len(r.checks) > 200:
         out.append(f"  ... {len(r.checks) - 200} more lines (--json lists them all)")
