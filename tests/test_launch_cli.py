@@ -19,6 +19,7 @@ from support.launch_proc import launched, read_event
 from support.llama_fixture import llama_bins, rpc_servers, tiny_model
 
 from lltui.cli import main
+from lltui.core.stop_signals import SIGNAL_BURST_S
 
 __all__ = ["llama_bins", "tiny_model"]  # session fixtures used by name
 
@@ -234,9 +235,12 @@ def test_a_second_signal_that_cuts_the_stop_short_says_so(
         servers.append(server_pid)
         os.kill(server_pid, signal.SIGSTOP)  # a server slow to stop: lltui's SIGTERM waits
         proc.send_signal(sig)
-        deadline = time.monotonic() + GONE_WITHIN_S
+        first = time.monotonic()
+        deadline = first + GONE_WITHIN_S
         while not _pending(server_pid) & (1 << (signal.SIGTERM - 1)):
             assert time.monotonic() < deadline, "lltui sent no SIGTERM"
+            time.sleep(0.02)
+        while time.monotonic() - first < SIGNAL_BURST_S:  # (sooner is the same ask)
             time.sleep(0.02)
         proc.send_signal(sig)  # the second: no more waiting
         end = read_event(proc, GONE_WITHIN_S)
@@ -244,6 +248,42 @@ def test_a_second_signal_that_cuts_the_stop_short_says_so(
     assert end["event"] == "exit" and end["code"] == -9
     assert end["reason"] == "stopped at once: a second signal to lltui cut its shutdown short"
     assert wait_gone(server_pid)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_the_same_signal_twice_at_once_is_one_stop(
+    server_env, tiny_model, sig, monkeypatch, capsys
+):
+    """``timeout 8 lltui launch`` sends SIGTERM to lltui, then to its whole group: the copy
+    that came as lltui began to stop the server was taken as a second signal and the server
+    was killed (-9, 'a second signal to lltui cut its shutdown short'). A burst of one
+    signal is one ask; the same signal again a moment later still cuts the stop short (the
+    test above)."""
+    from lltui.commands.launch_output import foreground
+    from lltui.services.launch.request import LaunchRequest
+    from lltui.services.launch.session import LaunchSession
+
+    words = (str(tiny_model), "-t", "1", "--port", "0", "--no-warmup")
+    with LaunchSession(LaunchRequest(words=words)) as session:
+        session.prepare()
+        stop = session.stop
+
+        def stop_in_a_burst() -> object:
+            os.kill(os.getpid(), sig)  # the group's copy, as lltui begins to stop
+            return stop()
+
+        monkeypatch.setattr(session, "stop", stop_in_a_burst)
+        asked: list[int] = []
+
+        def printer(st: object) -> None:
+            if getattr(st, "ready_at", None) is not None and not asked:
+                asked.append(sig)
+                os.kill(os.getpid(), sig)
+
+        code = foreground(session, printer, as_json=True)
+    end = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert asked and end["event"] == "exit"
+    assert (end["code"], end["reason"], code) == (0, "stopped", 0)
 
 
 def test_sigkill_of_lltui_takes_the_server_with_it(server_env, tiny_model, servers):

@@ -117,21 +117,29 @@ def foreground(
     polls: Sequence[Poll] = (),
 ) -> int:
     """Run a server or a router in the foreground, its watch's changes printed, until it
-    exits or a signal asks lltui to stop it (a second signal cuts the waits short);
+    exits or a signal asks lltui to stop it (a second signal cuts the waits short: another
+    one, or the same one again SIGNAL_BURST_S after it, not the burst ``timeout`` sends);
     ``keep_running``: until it is ready, then left running."""
     import signal
     import threading
+    import time
 
-    from lltui.core.stop_signals import signal_exit_code
+    from lltui.core.stop_signals import SIGNAL_BURST_S, signal_exit_code
     from lltui.services.launch.watch import LaunchWatch
 
     signals_seen: list[int] = []
+    first_at = 0.0
     wake = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        signals_seen.append(signum)
-        if len(signals_seen) > 1:
+        nonlocal first_at
+        now = time.monotonic()
+        if not signals_seen:
+            first_at = now
+        elif signum != signals_seen[0] or now - first_at >= SIGNAL_BURST_S:
             session.hurry()  # a second Ctrl-C: skip the waits
+        # else: the same signal again at once is one ask (timeout signals lltui, then its group)
+        signals_seen.append(signum)
         wake.set()
 
     def changed(st: LaunchState) -> None:

@@ -9,6 +9,10 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
+# The same signal again within this many seconds of the first is one ask, not a second (GNU
+# timeout signals its child, then the child's whole group: two SIGTERMs at once).
+SIGNAL_BURST_S = 0.5
+
 
 class StopSignal(KeyboardInterrupt):
     """SIGTERM or SIGHUP raised as Ctrl-C is (what stops on Ctrl-C stops on them too), with
