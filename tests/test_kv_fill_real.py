@@ -167,3 +167,27 @@ def test_a_server_started_with_no_slots_says_why_there_is_no_fill(
             proc.send_signal(signal.SIGINT)
     assert ready["event"] == "ready"
     assert "--no-slots" in event["note"] and "devices" not in event
+
+
+def test_a_log_level_that_hides_the_buffer_lines_fills_by_lltui_s_own_prediction(
+    server_env, tiny_model
+):
+    """``-lv 1`` hides the buffer lines lltui compares with: it said 'no KV fill: no
+    prediction of this server's caches to size the tokens by' though it had a plan for the
+    command. It says the level hides them, and the KV fill follows its own prediction."""
+    per_token = token_bytes(tiny_model)
+    with launched(tiny_model, server_env, "-lv", "1", "-np", "1") as proc:
+        ready = read_event(proc)
+        try:
+            answer = ask(ready["url"], 0, 40, 20)
+            event: dict = {}
+            while not event.get("tokens"):
+                event = next(
+                    e for e in iter(lambda: read_event(proc, 30), None) if e["event"] == "kv"
+                )
+                assert "note" not in event, event
+        finally:
+            proc.send_signal(signal.SIGINT)
+    assert ready["prediction"]["note"].startswith("-lv 1 hides the buffer lines lltui reads")
+    assert event["tokens"] == _kept(answer)
+    assert sum(d["bytes_per_token"] for d in event["devices"]) == per_token

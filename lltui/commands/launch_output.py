@@ -377,7 +377,9 @@ def ready_lines(event: dict[str, Any]) -> list[str]:
         parts.append(text)
     lines = [" | ".join(parts)]
     pred = event.get("prediction")
-    if pred:
+    if pred and not pred["compared"] and pred.get("note"):  # no line to compare: why
+        lines.append(f"  {pred['note']}")
+    elif pred:
         lines.append(
             f"  lltui's prediction ({pred['rules']}): {pred['exact']} of {pred['compared']} "
             f"buffer lines exact, {pred['within_1pct']} within 1%"

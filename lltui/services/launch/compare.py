@@ -125,6 +125,44 @@ def check_launch(
     )
 
 
+def unlogged_check(model: str, args: LlamaArgs, log_verbosity: int) -> LaunchCheck | None:
+    """A loaded server whose log printed no buffer line: None where its log level shows
+    them (nothing to say), else lltui's own prediction for this machine's devices (the
+    launch's plan: its KV fill) with a note that the level hides the lines it reads."""
+    from lltui.core.cmdline.launch_spec import PLACEMENT_LOG_VERBOSITY
+    from lltui.core.explain.compare import predicted_lines
+    from lltui.services.fit import FitFailed, FitRequest, estimate_setup, prepare
+
+    if log_verbosity >= PLACEMENT_LOG_VERBOSITY:
+        return None
+    note = (
+        f"-lv {log_verbosity} hides the buffer lines lltui reads (llama-server prints them "
+        f"at -lv {PLACEMENT_LOG_VERBOSITY})"
+    )
+    try:
+        setup = prepare(FitRequest(model=model, args=args, verb="launch"))
+        result = estimate_setup(setup, verb="launch")
+    except FitFailed as exc:
+        return LaunchCheck((), None, "-", 0, 0, 0, note=f"{note}; no prediction: {exc}")
+    rows: dict[str, dict[str, int]] = {}
+    for (owner, kind, cache), nbytes in predicted_lines(result).items():
+        if cache is None and nbytes:
+            name = "CPU" if owner in ("host", "pinned") or is_host_buffer(owner) else owner
+            row = rows.setdefault(name, {})
+            row[kind] = row.get(kind, 0) + nbytes
+    names = {b: "CPU" if is_host_buffer(b) else b for b, _, _ in result.buffers}
+    return LaunchCheck(
+        devices=tuple(DeviceCheck(name, (), tuple(kinds.items())) for name, kinds in rows.items()),
+        build=None,
+        rules="lltui's plan",
+        compared=0,
+        exact=0,
+        within_1pct=0,
+        note=f"{note}: lltui's own prediction stands alone",
+        kv=kv_layout(result, names),
+    )
+
+
 def predicted_mib(d: DeviceCheck) -> dict[str, float] | None:
     """A device's prediction as the ready event's devices give MiB (model, kv, compute)."""
     if not d.predicted:

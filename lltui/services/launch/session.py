@@ -360,15 +360,16 @@ class LaunchSession(Session):
 
     def loaded_check(self) -> LaunchCheck | None:
         """The server's buffer lines beside lltui's prediction for its settings and build
-        (None before the first buffer line)."""
-        from lltui.services.launch.compare import build_of_binary, check_launch
+        (None before the first buffer line, unless its log level hides them)."""
+        from lltui.services.launch.compare import build_of_binary, check_launch, unlogged_check
 
         if self._sup is None or self._launch is None:
             return None
         facts = self._sup.facts()
-        if not facts.buffers:
-            return None
         prepared = self._launch
+        if not facts.buffers:
+            spec = prepared.spec
+            return unlogged_check(spec.model, spec.args, spec.log_verbosity)
         by_buffer = {b: p.name for p in facts.placement() for b in p.buffers}
         build = build_of_binary(prepared.command.argv[0] if prepared.command.argv else None)
         return check_launch(facts, by_buffer, prepared.spec.args, prepared.spec.model, build)
