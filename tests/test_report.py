@@ -137,3 +137,17 @@ def test_the_nccl_section_speaks_words_not_python(capsys):
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if ln.startswith("available: "))
     assert line.split()[1] in ("yes", "no") and "True" not in text and "False" not in text
+
+
+def test_a_server_of_this_machine_is_predicted_on_its_cpu(llama_bins, tiny_model, tmp_path, capsys):
+    """A llama-server running here: the report predicted its speed on an assumed desktop CPU
+    (1827 t/s where launch and fit, on this machine's CPU, said 2152). It takes this
+    machine's host facts, as launch and ``fit --gpus cpu`` do."""
+    log = tmp_path / "server.log"
+    with llama_server(llama_bins, tiny_model, log, ("--metrics",)) as run:
+        argv = ["report", "--source", "sim:2x3090-nvlink", "--server", run.url, "--log", str(log)]
+        assert main([*argv, "--json"]) == 0
+        reported = json.loads(capsys.readouterr().out)["speed"]["predicted_decode_tps"]
+    assert main(["fit", str(tiny_model), "--gpus", "cpu", "-t", "1", "-c", "512", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)["speed"]["decode_tps"]
+    assert reported == pytest.approx(fit, abs=0.1)

@@ -30,6 +30,7 @@ from lltui.core.explain.settings import (
     recover,
 )
 from lltui.core.gguf.model import GgufModel
+from lltui.core.hardware.host import HostSpec
 from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
 from lltui.core.llamalog.classify import classify
 from lltui.core.llamalog.memory import MemoryFold
@@ -64,13 +65,17 @@ class ExplainRequest:
     """A log to explain. ``model``: the GGUF (a path, ``hf:OWNER/REPO[:QUANT]``, a URL);
     ``model_from_log``: read the model the log names (else it is named, not opened);
     ``build``: the llama.cpp build that wrote the log (else its build line, its formats, or
-    the llama-server found here)."""
+    the llama-server found here); ``args``: the server's own command line, where it can be
+    read (a server of this machine); ``host``: the CPU it ran on, where known (a server of
+    this machine: its own), for the predicted speed (else a desktop CPU is assumed)."""
 
     log: str
     model: str | None = None
     build: int | None = None
     ask_binary: bool = True
     model_from_log: bool = False
+    args: LlamaArgs | None = None
+    host: HostSpec | None = None
 
 
 def explain(request: ExplainRequest) -> ExplainReport:
@@ -100,6 +105,8 @@ def explain(request: ExplainRequest) -> ExplainReport:
         ask_binary=request.ask_binary,
         near=near if request.model_from_log else None,
         from_log=request.model_from_log,
+        args=request.args,
+        host=request.host,
     )
 
 
@@ -113,10 +120,11 @@ def explain_facts(
     args: LlamaArgs | None = None,
     near: str | None = None,
     from_log: bool = False,
+    host: HostSpec | None = None,
 ) -> ExplainReport:
     """A scanned log explained. ``args``: the exact settings, when known (a launch);
     ``from_log``: read the model the log names (``near``: the log's folder, where a relative
-    path is also looked for)."""
+    path is also looked for); ``host``: the CPU it ran on, for the speed (None: assumed)."""
     notes: list[str] = []
     found, build_source = _build(facts, build, ask_binary)
     rules = rules_for(found, facts.tool or "server")
@@ -142,6 +150,11 @@ def explain_facts(
     if gguf is not None and hp is not None:
         result, run_args, devs, why, more = _estimate_split(facts, devs, gguf, hp, run_args, rules)
         notes += more
+        if result is not None and host is not None:
+            from lltui.core.fit.estimate import speed_of
+
+            options = replace(_options(rules, facts), host=host)
+            result = replace(result, speed=speed_of(gguf, result, devs.devices, options))
         if why:
             model_note = why
     comparison = compare(facts.buffers, result, devs, facts.loads, model_note or "no prediction")

@@ -4,6 +4,7 @@ on its log), and its measured speed beside the predicted one."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import time
 from dataclasses import dataclass
@@ -72,16 +73,29 @@ def _build(
     return Section("llama.cpp build and flags", text or "no server given", data)
 
 
-def _load(request: ReportRequest, url: str | None) -> tuple[Section, ExplainReport | None]:
+def _load(
+    request: ReportRequest, url: str | None, pid: int | None, argv: tuple[str, ...] | None
+) -> tuple[Section, ExplainReport | None]:
+    """A server with a ``pid`` runs here: predicted with this machine's CPU and, where its
+    command line (``argv``) can be read, its own flags, as launch predicts it."""
+    from lltui.core.cmdline.args import parse_llama_args
     from lltui.core.explain.report import report_to_json, report_to_text
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain
+    from lltui.sources.gpu.cpu import local_host
 
     log = log_of(request, url)
     if log is None or not log.exists():
         why = "no log of the server (give --log FILE)"
         return Section("Load and prediction", why, {"error": why}), None
     try:
-        report = explain(ExplainRequest(str(log), ask_binary=False, model_from_log=True))
+        args = None
+        with contextlib.suppress(ValueError):
+            args = parse_llama_args(argv[1:], keep_unknown=True) if argv else None
+        host = local_host() if pid is not None else None
+        explained = ExplainRequest(
+            str(log), ask_binary=False, model_from_log=True, args=args, host=host
+        )
+        report = explain(explained)
     except ExplainFailed as exc:
         return Section("Load and prediction", str(exc), {"error": str(exc)}), None
     return Section("Load and prediction", report_to_text(report), report_to_json(report)), report
@@ -130,7 +144,7 @@ def server_sections(request: ReportRequest, sample: RigSample | None) -> list[Se
         pid = listening_server(url)  # its command line too, where it is this user's here
         argv = own_argv(pid) if pid is not None else None
     poll = _poll(url, request.api_key) if url is not None else None
-    load, report = _load(request, url)
+    load, report = _load(request, url, pid, argv)
     sections = [_build(argv, poll, url, pid), load, _speed(poll, report)]
     return [*sections, _held(request, url, pid, sample, poll)]
 
