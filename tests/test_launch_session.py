@@ -13,7 +13,7 @@ from support.launch_proc import FakeSupervisor, RecordedPoll, no_server
 
 from lltui.app.state.launch import form_request, preview_command
 from lltui.core.cmdline.launch_spec import LaunchError, LaunchSpec
-from lltui.core.llama.exit_reason import (
+from lltui.core.llamalog.exit_reason import (
     STOPPED_FROM_OUTSIDE,
     exit_reason,
     exit_sentence,

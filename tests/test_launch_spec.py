@@ -25,7 +25,7 @@ from lltui.core.cmdline.launch_spec import (
     read_flags,
     relevant_inherited_env,
 )
-from lltui.core.llama.exit_reason import exit_event, exit_reason
+from lltui.core.llamalog.exit_reason import exit_event, exit_reason
 from lltui.sources.llama import profiles
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llama-server"  # see its README.md

@@ -422,7 +422,7 @@ HIP_DEVICE = "  Device %d: %s, %s (0x%x), VMM: %s, Wave Size: %d, VRAM: %zu MiB"
 def test_hip_device_lines_name_rocm_devices_like_cuda_ones() -> None:
     """HIP's ggml_cuda_init line names the gcnArchName where CUDA's names the compute
     capability: its devices are named, sized and dated as CUDA's are."""
-    from lltui.core.llamalog.classify import classify_line
+    from lltui.core.llamalog.classify import classify
     from lltui.core.llamalog.events import Gpu
 
     t = "0.00.001.000 I "
@@ -444,7 +444,7 @@ def test_hip_device_lines_name_rocm_devices_like_cuda_ones() -> None:
     ]
     assert facts.unparsed == ()  # (the lines were listed as memory lines not read)
     assert facts.build_range is not None and facts.build_range.first == 8205
-    event, _ = classify_line(split_line(lines[2]))
+    event = classify(lines[2]).event
     assert event == Gpu(1, "AMD Instinct MI100", 32752, None, "gfx908:sramecc+:xnack-")
     # before the VRAM was printed (and before the wave size): the same device, undated
     older = "  Device %d: %s, %s (0x%x), VMM: %s"

@@ -13,9 +13,9 @@ import pytest
 
 from lltui.core.explain.failure import summarise
 from lltui.core.explain.report import report_to_text
-from lltui.core.llama.exit_reason import exit_reason
 from lltui.core.llamalog import patterns
 from lltui.core.llamalog.classify import read_line
+from lltui.core.llamalog.exit_reason import exit_reason
 from lltui.core.llamalog.lines import split_line
 from lltui.core.llamalog.memory import PINNED_REFUSED
 from lltui.core.llamalog.models import KINDS, AllocFailure, LogFacts, device_of_buffer
@@ -72,7 +72,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 96
+    assert len(names) == len(set(names)) == 104
 
 
 def test_a_build_is_read_in_both_formats():
@@ -241,7 +241,7 @@ def test_a_launch_counts_the_moe_cache_in_its_device_s_memory(tmp_path):
     as b11739's src/llama-moe-cache.cpp prints it, see above) was left out of the device's
     total and of the ready event, while explain counted it."""
     from lltui.commands.launch_output import ready_lines
-    from lltui.core.llama.exit_reason import ready_event
+    from lltui.core.llamalog.exit_reason import ready_event
 
     log = tmp_path / "moe-cache.log"
     log.write_text(

@@ -102,7 +102,7 @@ def test_a_hostile_log_stays_bounded():
 def test_a_router_stopped_cleanly_is_not_blamed_for_a_models_failed_load(log_text):
     """The log holds one model's failed load (forwarded as ``[port] ...``); the router itself
     stopped cleanly when asked: its end is judged on its own lines."""
-    from lltui.core.llama.exit_reason import exit_reason
+    from lltui.core.llamalog.exit_reason import exit_reason
     from lltui.services.launch.router import router_exit
     from lltui.sources.llama.supervisor import ServerExit
 

@@ -196,7 +196,7 @@ def _detach(session: Session, *, as_json: bool) -> int:
 
 
 def report_exit(result: ServerExit, *, as_json: bool) -> int:
-    from lltui.core.llama.exit_reason import exit_event
+    from lltui.core.llamalog.exit_reason import exit_event
     from lltui.services.launch.state import describe_exit
 
     if as_json:
@@ -340,7 +340,7 @@ def _round(x: float | None, digits: int = 1) -> float | None:
 def ready_event(st: LaunchState) -> dict[str, Any]:
     """The ``ready`` event: URL, pid, argv (masked) and memory per device from the server's
     log, each device with lltui's prediction beside it."""
-    from lltui.core.llama.exit_reason import ready_event as event_of
+    from lltui.core.llamalog.exit_reason import ready_event as event_of
     from lltui.services.launch.compare import check_summary, predicted_mib
 
     devices = st.log_summary.ready_devices() if st.log_summary is not None else []

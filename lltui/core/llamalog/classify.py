@@ -31,6 +31,16 @@ class Classified:
     event: Event | None
     formats: tuple[LineFormat, ...]
     text: str
+    shape: Shape | None = None  # the table's shape that read it
+
+    def said(self) -> str:
+        """The line from where its shape's expression read it (or its group ``said``): a
+        failure in its own words."""
+        m = self.shape.match(self.line) if self.shape is not None else None
+        if m is None or self.shape is None:
+            return self.line.body
+        start = m.start("said") if "said" in m.re.groupindex else m.start()
+        return getattr(self.line, self.shape.on)[start:].strip()
 
 
 def classify(raw: str) -> Classified:
@@ -39,14 +49,8 @@ def classify(raw: str) -> Classified:
     if stripped.startswith("{") and stripped.endswith("}") and '"' in stripped:
         return _json(raw, stripped)
     line = split_line(raw)
-    event, formats = classify_line(line)
-    return Classified(line, event, formats, line.text)
-
-
-def classify_line(line: Line) -> tuple[Event | None, tuple[LineFormat, ...]]:
-    """The event of a split line and the formats that date it."""
-    _, event, formats = read_line(line)
-    return event, formats
+    shape, event, formats = read_line(line)
+    return Classified(line, event, formats, line.text, shape)
 
 
 def read_line(line: Line) -> tuple[Shape | None, Event | None, tuple[LineFormat, ...]]:
@@ -95,8 +99,8 @@ def _json(raw: str, stripped: str) -> Classified:
         level = JSON_LEVELS.get(str(obj.get("level")))
         # a message may span lines (a chat template); only its first carries meaning
         line = split_line(msg.split("\n", 1)[0], level, t if isinstance(t, int) else None, True)
-        event, formats = classify_line(line) if line.message.strip() else (None, ())
-        return Classified(line, event, formats, text)
+        shape, event, formats = read_line(line) if line.message.strip() else (None, None, ())
+        return Classified(line, event, formats, text, shape)
     line = Line(text, text, body=stripped, rest=stripped)
     if kind == "fit_memory_breakdown":
         data = obj.get("data")

@@ -23,7 +23,7 @@ from lltui.core.llamalog.models import (
 # the table's shapes that make each show their lines.
 Mark = Literal[
     "known", "tensors", "draft", "parts_end", "pipeline", "reserving", "reserved", "set_rows_off",
-    "swa_cache", "meta_start", "backend", "cpu", "flash_attn", "breakdown", "bench", "argument",
+    "swa_cache", "meta_start", "backend", "cpu", "flash_attn", "breakdown", "bench", "abort_at",
     "model_path", "loader_path", "mmproj_mib", "mmproj_backend", "padded", "model_loaded",
     "shutdown", "exiting", "listening", "http_listening", "fit_start", "fit_no_change", "fit_ok",
     "metal_total", "mmproj_weights", "pinned", "mmproj_file",
@@ -39,6 +39,16 @@ class Flag:
 
 
 KNOWN = Flag("known")
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """Why llama-server cannot go on (a flag, a value, an environment variable, a port
+    (``bind``: name the host), an rpc-server, a model file, the loader's error) and why."""
+
+    what: Literal["flag", "value", "env", "bind", "rpc", "missing", "file", "damaged", "load"]
+    name: str = ""
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,5 +212,5 @@ Event = (
     Flag | Instance | Buffer | Build | Command | Setting | KvInit | Gpu | Offloaded | LayerDevice
     | MetaMember | Slots | BreakdownTable | JsonRecord | FitProjected | FitTarget | FitContext
     | FitEnd | AllocFailure | DeviceSeen | KvSizeLine | MemoryBreakdownRow | FitDeviceProjection
-    | FitDeviceLayers | PromptCache
+    | FitDeviceLayers | PromptCache | Fatal
 )  # fmt: skip

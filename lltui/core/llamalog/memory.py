@@ -21,6 +21,7 @@ from lltui.core.llamalog.events import (
     Build,
     Command,
     Event,
+    Fatal,
     FitContext,
     FitEnd,
     Flag,
@@ -55,7 +56,7 @@ MAX_LAYERS = 4096
 _MEMORY_WORDS = ("MiB", "buffer", "out of memory", "alloc", "OOM")
 # what the server's own lines say, nothing of memory (not counted as read here)
 _SERVER_ONLY = frozenset({"model_loaded", "listening", "http_listening", "shutdown"})
-_SERVER_ONLY |= {"fit_ok"}
+_SERVER_ONLY |= {"fit_ok", "abort_at"}
 MID_LOAD = (
     'the log ends before its load finished (no graph line, "model loaded" or failure after '
     "its last load line): the comparison and the verdict are a partial load's"
@@ -239,6 +240,11 @@ class MemoryFold:
             self.slots = (ev.n, ev.ctx, ev.unified)
         elif isinstance(ev, FitContext):
             self.notes.append(f"--fit reduced the context from {ev.ctx_from} to {ev.ctx_to}")
+        elif isinstance(ev, Fatal) and ev.what in ("flag", "value"):
+            # refused before loading: the flags never applied
+            self._fail(AllocFailure(self.n, line.message, "error", stage="arguments"))
+        elif isinstance(ev, Fatal) and ev.what in ("load", "damaged"):
+            self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
         elif isinstance(ev, JsonRecord):
             self._vote(line, "server")
             if ev.build is not None:
@@ -303,8 +309,6 @@ class MemoryFold:
                 self.notes.append(PINNED_REFUSED)
         elif what == "exiting":
             self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
-        elif what == "argument":  # refused before loading: the flags never applied
-            self._fail(AllocFailure(self.n, line.message, "error", stage="arguments"))
         elif what == "bench":
             self._vote(line, "bench")
 

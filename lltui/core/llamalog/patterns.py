@@ -22,6 +22,7 @@ from lltui.core.llamalog.events import (
     Build,
     Command,
     Event,
+    Fatal,
     FitContext,
     FitEnd,
     FitProjected,
@@ -354,10 +355,8 @@ def _fit_end(status: Literal["failed", "error"]) -> _Make:
 
     def make(m: re.Match[str], line: Line) -> Event:
         reason = line.rest.split("memory:", 1)[-1].strip() or None
-        failure = next((e for s in FAILURES if (e := _read(s, line)) is not None), None)
-        return FitEnd(
-            status, reason, failure=failure if isinstance(failure, AllocFailure) else None
-        )
+        failure = next((e for s in FAILURES if isinstance(e := _read(s, line), AllocFailure)), None)
+        return FitEnd(status, reason, failure=failure)
 
     return make
 
@@ -371,6 +370,19 @@ def _read(shape: Shape, line: Line) -> Event | None:
 def _cuda_error(m: re.Match[str], line: Line) -> Event:
     kind = "oom" if "out of memory" in line.rest.lower() else "error"
     return AllocFailure(0, line.body, kind)
+
+
+def _bad_value(m: re.Match[str], line: Line) -> Event:
+    why = m["why"].strip().removeprefix("error: ").strip()
+    if m["of"] == "argument":
+        return Fatal("value", m["name"], why or "invalid value")
+    return Fatal("env", m["name"], why)
+
+
+def _load_error(m: re.Match[str], line: Line) -> Event:
+    why = m["why"].strip()
+    damaged = any(w in why for w in ("corrupted", "incomplete", "bounds", "invalid"))
+    return Fatal("damaged" if damaged else "load", why=why)
 
 
 def _cuda_device(m: re.Match[str], line: Line) -> Event:
@@ -449,10 +461,34 @@ SHAPES: tuple[Shape, ...] = (
            r"MiB", _backend_failed("SYCL", MIB),
            "[SYCL-MEMTRACE] alloc FAILED:  4403.488 MiB buffer", on="message",
            hint="alloc FAILED"),
-    _shape("argument", r"^\s*(?:error: invalid argument: \S+|error while handling argument "
-           r".*?)\s*$",
-           _flag("argument"), "error: invalid argument: --no-such-flag", on="message",
-           hint="argument"),
+    # what stops llama-server's start; ggml_abort's "FILE:LINE: message" before a backtrace
+    _shape("bad_flag", r"^\s*error: invalid argument: (?P<name>\S+)\s*$",
+           lambda m, line: Fatal("flag", m["name"]), "error: invalid argument: --no-such-flag",
+           on="message", hint="argument"),
+    _shape("bad_value", r'^\s*error while handling (?P<of>argument|environment variable) '
+           r'"(?P<name>[^"]+)":?(?P<why>.*)$', _bad_value,
+           'error while handling argument "-sm": invalid value', on="message", hint="handling"),
+    _shape("bind", r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), port: "
+           r"(?P<port>\d+)", lambda m, line: Fatal("bind", m["host"], m["port"]),
+           "start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080",
+           on="message", hint="couldn't bind"),
+    _shape("rpc_connect", r"Failed to connect to (?P<at>\S+)",
+           lambda m, line: Fatal("rpc", m["at"]), "Failed to connect to 192.168.1.2:50052",
+           on="message", hint="Failed to connect"),
+    _shape("gguf_open", r"failed to open GGUF file '(?P<path>.+)' \((?P<why>.+)\)",
+           lambda m, line: Fatal("missing" if "No such file" in m["why"] else "file", m["path"],
+                                 m["why"]),
+           "gguf_init_from_file: failed to open GGUF file 'm.gguf' (No such file or directory)",
+           on="message", hint="failed to open GGUF"),
+    # after llama-server's signal handler ends its main loop (a second signal: at once)
+    _shape("shutdown", r"cleaning up before exit", _flag("shutdown"),
+           "operator(): cleaning up before exit...", on="message", hint="cleaning up"),
+    _shape("second_interrupt", r"^\s*Received second interrupt", lambda m, line: Flag("shutdown",
+           "second"), "Received second interrupt, terminating immediately.", on="message",
+           hint="second interrupt"),
+    _shape("abort_at", r"^\S+\.(?:c|cc|cpp|cu|cuh|h|hpp|m|mm):\d+: (?P<what>.+)$",
+           _flag("abort_at", "what"), "ggml/src/ggml-cuda/ggml-cuda.cu:88: CUDA error",
+           on="message", hint=(".c", ".h", ".m")),
     # -- every function: the system, a build, a buffer, how --fit ended, a failure ---------------
     _shape("system_info", r"^.{0,29}system_info", _system_info,
            "system_info: n_threads = 8 / 16 | CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 |", on="body",
@@ -498,8 +534,8 @@ SHAPES: tuple[Shape, ...] = (
            "ggml_vulkan: Failed to allocate pinned memory (Requested buffer size exceeds device "
            "buffer size limit: ErrorOutOfDeviceMemory)", hint="pinned memory"),
     _shape("cuda_malloc", r"allocating (?P<mib>\d{1,15}(?:\.\d+)?) MiB on device (?P<dev>\d+): "
-           r"\w+ failed: "
-           r"(?P<why>.+)$", _cuda_malloc, "ggml_backend_cuda_buffer_type_alloc_buffer: "
+           r"(?P<said>\w+ failed: "
+           r"(?P<why>.+))$", _cuda_malloc, "ggml_backend_cuda_buffer_type_alloc_buffer: "
            "allocating 1024.00 MiB on device 0: cudaMalloc failed: out of memory",
            hint="allocating"),
     # ggml-alloc.c's and ggml-backend.cpp's "failed to allocate %s buffer of size %zu" (the
@@ -574,9 +610,14 @@ SHAPES: tuple[Shape, ...] = (
     _shape("fit_tool_failed", r"failed to fit CLI arguments", _fail("error", "fit"),
            "llama_fit_params: failed to fit CLI arguments to free memory, exiting...",
            hint="failed to fit CLI"),
+    _shape("load_error", r"error loading model: (?P<why>.+)", _load_error,
+           "llama_model_load: error loading model: error loading model vocabulary: unknown "
+           "tokenizer: 'x'", hint="error loading model", fallback=True),
+    _shape("model_failed", r"(?i)failed to load model", lambda m, line: Fatal("load"),
+           "common_init_from_params: failed to load model '/models/x.gguf'", hint="load model"),
     _shape("load_failed", r"(?i)error loading model|failed to load model|failed to create "
            r"context|failed to initialize the context", _fail("error", "load"),
-           "common_init_from_params: failed to load model '/models/x.gguf'",
+           "common_init_from_params: failed to create context with model '/models/x.gguf'",
            hint=("model", "context"), fallback=True),
     # -- the weights ------------------------------------------------------------------------------
     _shape("tensors", r"^loading model tensors", _flag("tensors"),
@@ -748,8 +789,6 @@ SHAPES: tuple[Shape, ...] = (
            lambda m, line: Flag("http_listening", f"http://{m[1]}:{m[2]}"),
            "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 3",
            _SERVER),
-    _shape("shutdown", r"cleaning up before exit", _flag("shutdown"),
-           "operator(): cleaning up before exit...", ("operator()",)),
     # -- --fit ------------------------------------------------------------------------------------
     _shape("fit_start", r"^(?:getting device memory data for initial parameters|fitting params "
            r"to device memory)", _flag("fit_start"), "common_init_: fitting params to device "

@@ -11,6 +11,7 @@ from lltui.core.llamalog.classify import Classified
 from lltui.core.llamalog.events import (
     BreakdownTable,
     Event,
+    Fatal,
     FitContext,
     FitEnd,
     FitProjected,
@@ -40,7 +41,7 @@ def classify_problem(message: str, ev: Event | None = None) -> str:
         return "oom"
     if "couldn't bind" in message:
         return "bind"
-    if isinstance(ev, Flag) and ev.what == "argument":
+    if isinstance(ev, Fatal) and ev.what in ("flag", "value"):
         return "argument"
     if "CUDA error" in message:
         return "cuda"
@@ -179,7 +180,7 @@ class ServerFold:
         """A line without llama-server's prefix: llama-server refusing its arguments, or the
         last words of a process that aborts."""
         s = msg.strip()
-        if isinstance(ev, Flag) and ev.what == "argument":
+        if isinstance(ev, Fatal) and ev.what in ("flag", "value"):
             return self._problem(s, None, ev, kind="argument")
         if "CUDA error" in s or "GGML_ASSERT" in s or "GGML_ABORT" in s:
             return self._problem(s, None, ev)

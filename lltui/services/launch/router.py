@@ -35,8 +35,8 @@ from lltui.core.fit.evict import (
     residents,
 )
 from lltui.core.fit.plan import fits_with
-from lltui.core.llama.exit_reason import exit_reason, stopped_from_outside
 from lltui.core.llama.router_api import RESIDENT_STATES, RouterModel
+from lltui.core.llamalog.exit_reason import exit_reason, stopped_from_outside
 from lltui.core.llamalog.router import CHILD_LINE, RouterLogReader, RouterLogSummary
 from lltui.paths import state_dir
 from lltui.services.launch.request import (

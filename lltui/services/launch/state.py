@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from lltui.core.cmdline.address import public_url
 from lltui.core.fit.evict import Decision
-from lltui.core.llama.exit_reason import exit_sentence
 from lltui.core.llama.timings import RequestTimings
+from lltui.core.llamalog.exit_reason import exit_sentence
 from lltui.core.llamalog.models import DevicePlacement, LlamaLogSummary
 from lltui.core.memory.kv_fill import KvFill
 from lltui.core.monitor.alerts import LlamaStatus

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from lltui.core.cmdline.launch_spec import BinaryFlags, LaunchCommand
-from lltui.core.llama.exit_reason import exit_reason, signal_name, stopped_from_outside
+from lltui.core.llamalog.exit_reason import exit_reason, signal_name, stopped_from_outside
 from lltui.core.llamalog.models import LlamaLogSummary, LogFacts
 from lltui.core.llamalog.reader import LogReader
 from lltui.sources.llama import http as llama_http

@@ -1,38 +1,31 @@
-"""Why a llama-server stopped, in words, from its exit code and log; the ``ready`` and
-``exit`` events ``lltui launch`` prints."""
+"""Why a llama-server stopped, in words, from its exit code and log (each line read by the
+one reader, :mod:`lltui.core.llamalog`); the ``ready`` and ``exit`` events ``lltui launch``
+prints."""
 
 from __future__ import annotations
 
-import re
 import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-_RE_INVALID_ARG = re.compile(r"error: invalid argument: (\S+)")
-_RE_BAD_VALUE = re.compile(r'error while handling argument "([^"]+)": ?(.*)')
-_RE_BAD_ENV = re.compile(r'error while handling environment variable "([^"]+)"')
-_RE_NO_FILE = re.compile(r"failed to open GGUF file '(.+)' \((.+)\)")
-_RE_CORRUPT = re.compile(r"error loading model: (.*(?:corrupted|incomplete|bounds|invalid).*)")
-_RE_BIND = re.compile(r"couldn't bind HTTP server socket, hostname: (\S+), port: (\d+)")
-_RE_MEMORY = re.compile(
-    r"(failed to allocate[^\n]*|insufficient memory[^\n]*|out of memory[^\n]*"
-    r"|unable to allocate[^\n]*|cudaMalloc failed[^\n]*)",
-    re.IGNORECASE,
-)
-# GGML_ABORT / GGML_ASSERT print "FILE:LINE: message" before the backtrace
-_RE_GGML_ABORT = re.compile(r"^\S+\.(?:c|cc|cpp|cu|cuh|h|hpp|m|mm):\d+: (.+)$", re.MULTILINE)
-_RE_RPC_CONNECT = re.compile(r"Failed to connect to (\S+)")
-_RE_LOAD_FAILED = re.compile(r"exiting due to model loading error|failed to load model")
-# the loader's own reason; the E lines after it (failed to load model, exiting due to model
-# loading error) only say that it failed
-_RE_LOAD_ERROR = re.compile(r"error loading model: (.+)")
-_RE_SECOND = re.compile(r"Received second interrupt")
-# llama-server's signal handler ends its main loop; these lines follow (the second one when a
-# second signal cut the clean-up short).
-_RE_SHUTDOWN = re.compile(r"cleaning up before exit|Received second interrupt")
+from lltui.core.llamalog.classify import Classified, classify
+from lltui.core.llamalog.events import Fatal, Flag
+from lltui.core.llamalog.models import AllocFailure
+
 HURRIED = "stopped at once: a second signal to lltui cut its shutdown short"
 STOPPED_FROM_OUTSIDE = "stopped by a signal from outside lltui (SIGTERM or SIGINT to the server)"
-_RE_LEVEL_PREFIX = re.compile(r"^(?:\d+\.\d{2}\.\d{3}\.\d{3} )?([IWED]) ")
+_RPC = "(start rpc-server there, or leave it out of --rpc)"
+_SAYS = {  # what stops a start, in words; of the lines that say one, the first ranked is told
+    "flag": "llama-server does not accept the flag {name}",
+    "value": "llama-server rejected the value of {name}: {why}",
+    "env": "llama-server rejected the environment variable {name}",
+    "bind": "port {why} on {name} is in use or cannot be bound",
+    "rpc": "no rpc-server answered at {name} " + _RPC,
+    "missing": "model not found: {name}",
+    "file": "cannot open model {name}: {why}",
+    "damaged": "the model file is damaged: {why}",
+}
+_SHUTDOWN = (Flag("shutdown"), Flag("shutdown", "second"))  # the signal handler's lines
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -45,18 +38,18 @@ def signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
-def _last_error_line(lines: Sequence[str]) -> str | None:
-    for line in reversed(lines):
-        m = _RE_LEVEL_PREFIX.match(line)
-        if (m and m.group(1) == "E") or line.startswith("error"):
-            return line[m.end() :].strip() if m else line.strip()
+def _last_error(read: Sequence[Classified]) -> str | None:
+    """The last line at the error level (or one that starts ``error``), without its prefix."""
+    for c in reversed(read):
+        if c.line.level == "E" or c.text.startswith(("E ", "error")):
+            return c.line.message.strip().removeprefix("E ").strip()
     return None
 
 
 def stopped_from_outside(returncode: int | None, lines: Sequence[str], *, stopped: bool) -> bool:
     """True when a server lltui watched shut down on a signal lltui did not send: it exited 0
     after its signal handler's clean-up, and lltui had not asked it to stop."""
-    return not stopped and returncode == 0 and _RE_SHUTDOWN.search("\n".join(lines)) is not None
+    return not stopped and returncode == 0 and any(classify(x).event in _SHUTDOWN for x in lines)
 
 
 def exit_reason(
@@ -77,48 +70,33 @@ def exit_reason(
     is quoted.
     """
     # a host buffer refused pinned memory falls back to pageable memory: no reason to stop
-    lines = [x for x in lines if "pinned memory" not in x]
-    text = "\n".join(lines)
-    m = _RE_INVALID_ARG.search(text)
-    if m:
-        return f"llama-server does not accept the flag {m.group(1)}"
-    m = _RE_BAD_VALUE.search(text)
-    if m:
-        detail = m.group(2).strip().removeprefix("error: ").strip() or "invalid value"
-        return f"llama-server rejected the value of {m.group(1)}: {detail}"
-    m = _RE_BAD_ENV.search(text)
-    if m:
-        return f"llama-server rejected the environment variable {m.group(1)}"
-    m = _RE_BIND.search(text)
-    if m:
-        return f"port {m.group(2)} on {m.group(1)} is in use or cannot be bound"
-    m = _RE_RPC_CONNECT.search(text)
-    if m:
-        return (
-            f"no rpc-server answered at {m.group(1)} (start rpc-server there, or leave it out "
-            "of --rpc)"
-        )
-    m = _RE_NO_FILE.search(text)
-    if m:
-        if "No such file" in m.group(2):
-            return f"model not found: {m.group(1)}"
-        return f"cannot open model {m.group(1)}: {m.group(2)}"
-    m = _RE_CORRUPT.search(text)
-    if m:
-        return f"the model file is damaged: {m.group(1).strip()}"
-    found = _RE_MEMORY.findall(text)
-    if found and (returncode is None or returncode != 0 or not stopped):
+    read = [c for c in map(classify, lines) if c.event != Flag("pinned")]
+    events = [c.event for c in read]
+    fatal = [e for e in events if isinstance(e, Fatal)]
+    if said := [f for f in fatal if f.what in _SAYS]:
+        first = min(said, key=lambda f: list(_SAYS).index(f.what))
+        return _SAYS[first.what].format(name=first.name, why=first.why)
+    # (ggml-vulkan's reason line repeats the line above it: a failure's or a pinned warning's)
+    oom = [
+        c
+        for c in read
+        if isinstance(e := c.event, AllocFailure)
+        and e.kind == "oom"
+        and (e.backend != "Vulkan" or e.needed_bytes)
+    ]
+    if oom and (returncode is None or returncode != 0 or not stopped):
         # The last allocation line is the most specific ("... buffer for kv cache").
-        return f"the model does not fit in memory: {found[-1].strip()}"
-    if _RE_LOAD_FAILED.search(text):
-        why = _RE_LOAD_ERROR.findall(text)
-        err = why[-1].strip() if why else _last_error_line(lines)
+        return f"the model does not fit in memory: {oom[-1].said()}"
+    loader = [f for f in fatal if f.what == "load"]
+    if loader or Flag("exiting", "model loading error") in events:
+        # the loader's own reason; the lines after it only say that it failed
+        err = next((f.why for f in reversed(loader) if f.why), None) or _last_error(read)
         return "llama-server could not load the model" + (f": {err}" if err else "")
     sig = signal_name(returncode)
     if stopped:
         if hurried:
             return HURRIED
-        if _RE_SECOND.search(text):
+        if Flag("shutdown", "second") in events:
             # (lltui's own after its grace period, with a request still streaming, or yours)
             return "stopped (still busy after the first stop signal: a second one ended it)"
         if sig == "SIGKILL":
@@ -126,17 +104,17 @@ def exit_reason(
         if sig is not None:
             return f"stopped by {sig} (still loading, so no clean shutdown)"
         return "stopped"
-    if supervised and stopped_from_outside(returncode, lines, stopped=stopped):
+    if supervised and returncode == 0 and any(e in _SHUTDOWN for e in events):
         return STOPPED_FROM_OUTSIDE
     if sig == "SIGABRT":
-        found_abort = _RE_GGML_ABORT.findall(text)
-        err = found_abort[-1].strip() if found_abort else _last_error_line(lines)
+        at = [e.value for e in events if isinstance(e, Flag) and e.what == "abort_at"]
+        err = at[-1] if at else _last_error(read)
         return "llama-server aborted" + (f": {err}" if err else "")
     if sig is not None:
         return f"llama-server was killed by {sig}"
     if returncode == 0:
         return "llama-server exited"
-    err = _last_error_line(lines)
+    err = _last_error(read)
     return f"llama-server exited with code {returncode}" + (f": {err}" if err else "")
 
 
