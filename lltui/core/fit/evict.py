@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lltui.core.cmdline.args import LlamaArgs
-from lltui.core.fit.plan import SetPlan
+from lltui.core.fit.plan import SetPlan, pool_bytes
 from lltui.core.llama.router_api import RESIDENT_STATES
 from lltui.core.memory.common import CPU
 from lltui.core.text import counted
@@ -181,13 +181,11 @@ def policy_from_plan(
     shares = host_room.shares if host_room is not None else ()
     needs = {}
     for m in plan.models:
-        usage = dict(m.usage)
         # what it takes on an integrated GPU is the host's memory too
-        host = usage.pop(CPU, 0) + sum(usage.get(s, 0) for s in shares)
-        host += cache_ram_bytes(m.args) + overhead_bytes
+        host = pool_bytes([dict(m.usage)], shares) + cache_ram_bytes(m.args) + overhead_bytes
         needs[m.name] = ModelNeed(
             name=m.name,
-            devices={d: b for d, b in usage.items() if b},
+            devices={d: b for d, b in m.usage if b and d != CPU},
             host_bytes=host,
             rpc=m.rpc,
             pinned=m.name in pinned or m.keep,

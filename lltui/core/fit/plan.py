@@ -26,7 +26,7 @@ together (the second one's load waits until the first unloads). The plan says so
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -138,8 +138,8 @@ class SetPlan:
         shares, what those models leave of it on the other devices."""
         if not room.shares or room.pool_bytes is None:
             return room.free_bytes
-        taken = (self.model(n).bytes_on(s) for n in set(names) for s in room.shares)
-        return room.pool_bytes - sum(taken)
+        usages = (dict(self.model(n).usage) for n in set(names))
+        return room.pool_bytes - pool_bytes(usages, room.shares, host=False)
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -434,8 +434,9 @@ def _with_shared_ctx(
     shares, host_free = pool
 
     def taken(name: str) -> int:
-        names = (*shares, CPU) if shares and name in (*shares, CPU) else (name,)
-        return sum(o.bytes_on(n) for o in others for n in names)
+        if shares and name in (*shares, CPU):
+            return pool_bytes((dict(o.usage) for o in others), shares)
+        return sum(o.bytes_on(name) for o in others)
 
     devices = tuple(
         d if d.free_bytes is None else replace(d, free_bytes=max(0, d.free_bytes - taken(d.name)))
@@ -469,13 +470,18 @@ def _host_pool(members: Sequence[SetMember], options: FitOptions) -> HostPool:
     return tuple(shared), next(iter(shared.values()))
 
 
+def pool_bytes(
+    usages: Iterable[Mapping[str, int]], shares: Sequence[str], *, host: bool = True
+) -> int:
+    """What the usages (bytes by device) take of the one memory the host shares with its
+    integrated GPUs (``shares``): on those GPUs and, with ``host``, on the host."""
+    return sum(u.get(n, 0) for u in usages for n in ((CPU, *shares) if host else shares))
+
+
 def _pooled(use: Mapping[str, int], pool: HostPool) -> dict[str, int]:
     """A model's usage with what it takes on an integrated GPU counted on the host too
     (one memory)."""
-    shares = pool[0]
-    out = dict(use)
-    out[CPU] = out.get(CPU, 0) + sum(use.get(s, 0) for s in shares)
-    return out
+    return {**use, CPU: pool_bytes([use], pool[0])}
 
 
 def _free_by_device(members: Sequence[SetMember], pool: HostPool) -> dict[str, int | None]:
@@ -519,7 +525,9 @@ def _rooms(
     shares, pool_free = pool
     host_free = pool_free
     if shares and pool_free is not None:  # the host has what the integrated GPUs leave
-        host_free = max(0, pool_free - sum(p.bytes_on(s) for p in planned for s in shares))
+        host_free = max(
+            0, pool_free - pool_bytes((dict(p.usage) for p in planned), shares, host=False)
+        )
     rooms.append(DeviceRoom(CPU, "cpu", host_free, host_used, "host", shares, pool_free))
     return tuple(rooms)
 
