@@ -49,15 +49,9 @@ class BenchRow:
     n_cpu_moe: int
     n_threads: int
     flash_attn: int  # -1 auto, 0 off, 1 on
-    type_k: str
-    type_v: str
     avg_ts: float
     stddev_ts: float
     build: str  # "b1234 (abcdef0)" or "unknown"
-    backends: str
-    gpu_info: str
-    cpu_info: str
-    model_type: str
 
     @property
     def decode(self) -> bool:
@@ -94,15 +88,9 @@ def parse_row(line: str) -> BenchRow | None:
             n_cpu_moe=_count(raw, "n_cpu_moe", 0),
             n_threads=_count(raw, "n_threads", 0),
             flash_attn=_count(raw, "flash_attn", -1, low=-1),
-            type_k=str(raw.get("type_k", "f16")),
-            type_v=str(raw.get("type_v", "f16")),
             avg_ts=float(raw["avg_ts"]),
             stddev_ts=stddev if 0 <= stddev < math.inf else 0.0,
             build=f"b{number} ({commit})" if number else commit,
-            backends=str(raw.get("backends", "")),
-            gpu_info=str(raw.get("gpu_info", "")),
-            cpu_info=str(raw.get("cpu_info", "")),
-            model_type=str(raw.get("model_type", "")),
         )
     except (TypeError, ValueError, OverflowError):
         return None
