@@ -124,9 +124,8 @@ def build(
     plan = BuildPlan(
         root=root, version=version, cuda=cuda, jobs=jobs or default_jobs(), backend=backend
     )
-    stamp = read_stamp(plan)
-    if stamp is not None:
-        return result_of(plan, built_now=False, stamp=stamp)
+    if read_stamp(plan) is not None:
+        return result_of(plan, built_now=False)
     toolchain = check_toolchain(cuda, env, backend=backend)
     if cuda:
         archs = cuda_archs or detect_cuda_architectures()
@@ -134,9 +133,8 @@ def build(
     if backend == "rocm":
         plan = replace(plan, gpu_targets=gpu_targets or detect_gpu_targets())
     with build_lock(plan.lock_path, lock_timeout_s, say):
-        stamp = read_stamp(plan)  # another caller may have finished while we waited
-        if stamp is not None:
-            return result_of(plan, built_now=False, stamp=stamp)
+        if read_stamp(plan) is not None:  # another caller may have finished while we waited
+            return result_of(plan, built_now=False)
         missing = missing_targets(plan)
         if missing:
             return _complete(plan, toolchain, missing, say)
@@ -151,12 +149,12 @@ def build(
         args = configure_and_build(plan, toolchain, src, say)
         _install_binaries(plan)
         seconds = time.monotonic() - started
-        stamp = write_stamp(plan, args, seconds)
+        write_stamp(plan, args, seconds)
         if not keep_build_tree:
             shutil.rmtree(plan.build_dir, ignore_errors=True)
             shutil.rmtree(plan.src_dir, ignore_errors=True)
         say(f"llama.cpp {version} ({plan.flavor}) built in {seconds:.0f} s: {plan.bin_dir}")
-        return result_of(plan, built_now=True, stamp=stamp, seconds=seconds)
+        return result_of(plan, built_now=True, seconds=seconds)
 
 
 def _complete(
@@ -181,9 +179,9 @@ def _complete(
     for name in missing:
         _install_one(plan, name)
     seconds = time.monotonic() - started
-    stamp = write_stamp(plan, (), seconds, added=old)
+    write_stamp(plan, (), seconds, added=old)
     say(f"added {', '.join(missing)} in {seconds:.0f} s: {plan.bin_dir}")
-    return result_of(plan, built_now=True, stamp=stamp, seconds=seconds)
+    return result_of(plan, built_now=True, seconds=seconds)
 
 
 def _old_stamp(plan: BuildPlan) -> dict[str, object]:

@@ -9,7 +9,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from lltui.paths import cache_dir
@@ -100,7 +100,6 @@ class BuildResult:
     flavor: str
     built_now: bool
     seconds: float = 0.0
-    cmake_args: tuple[str, ...] = field(default_factory=tuple)
 
 
 def flavor_root(
@@ -180,23 +179,14 @@ def installed(
     """The finished build of this flavor in the cache, or None."""
     root = flavor_root(cuda, version, env, backend=backend)
     plan = BuildPlan(root=root, version=version, cuda=cuda, backend=backend)
-    stamp = read_stamp(plan)
-    if stamp is None:
-        # a build from before a target joined (llama-bench) still serves what it holds:
-        # its llama-server was called no build at all; `lltui llama install` adds the rest
-        if missing_targets(plan) is None:
-            return None
-        stamp = _valid_stamp(plan)
-        if stamp is None:
-            return None
-    return result_of(plan, built_now=False, stamp=stamp)
+    # a build from before a target joined (llama-bench) still serves what it holds:
+    # its llama-server was called no build at all; `lltui llama install` adds the rest
+    if read_stamp(plan) is None and missing_targets(plan) is None:
+        return None
+    return result_of(plan, built_now=False)
 
 
-def result_of(
-    plan: BuildPlan, built_now: bool, stamp: Mapping[str, object], seconds: float = 0.0
-) -> BuildResult:
-    raw_args = stamp.get("cmake_args")
-    args = tuple(str(a) for a in raw_args) if isinstance(raw_args, list) else ()
+def result_of(plan: BuildPlan, built_now: bool, seconds: float = 0.0) -> BuildResult:
     return BuildResult(
         bin_dir=plan.bin_dir,
         binaries={name: plan.bin_dir / name for name in TARGETS if _present(plan, name)},
@@ -204,7 +194,6 @@ def result_of(
         flavor=plan.flavor,
         built_now=built_now,
         seconds=seconds,
-        cmake_args=args,
     )
 
 
