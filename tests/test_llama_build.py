@@ -120,7 +120,7 @@ def test_cuda_without_nvcc_is_refused(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(BuildError, match="--cuda needs the CUDA toolkit's nvcc"):
         check_toolchain(cuda=True, env=env)
     found = check_toolchain(env=env)
-    assert Path(found.cxx).name == "g++" and found.cmake_version is not None
+    assert Path(found.cxx).name == "g++"
 
 
 def test_too_old_cmake_is_refused(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ class Toolchain:
     cmake: str
     cxx: str
     nvcc: str | None = None
-    cmake_version: tuple[int, ...] | None = None
     hip_compiler: str | None = None  # ROCm's clang++, the HIP compiler llama.cpp's HIP build uses
     rocm_path: str | None = None
     glslc: str | None = None  # the Vulkan shader compiler the Vulkan build needs
@@ -129,7 +128,7 @@ def check_toolchain(
             "--cuda needs the CUDA toolkit's nvcc, which is not on PATH nor in "
             "/usr/local/cuda/bin: install the toolkit or build without --cuda"
         )
-    tools = Toolchain(cmake=cmake, cxx=cxx, nvcc=nvcc if cuda else None, cmake_version=version)
+    tools = Toolchain(cmake=cmake, cxx=cxx, nvcc=nvcc if cuda else None)
     return _gpu_tools(tools, backend, env)
 
 
