@@ -79,10 +79,6 @@ def test_start_ready_complete_measure_and_stop(llama_bins, tiny_model):
         assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()
         status = sup.status()
         assert status.state == "ready" and status.health == 200
-        # Health only moves forward: refused -> 503 -> 200 (a fast load may skip a step).
-        order = {"refused": 0, 503: 1, 200: 2}
-        steps = [order[h] for h in status.health_history]
-        assert steps == sorted(steps) and steps[-1] == 2
         assert status.log.ready and status.log.model_loaded
 
         # Placement from the log: everything on the CPU; KV is 512 cells x 8 layers x

@@ -30,7 +30,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from lltui.core.cmdline.launch_spec import BinaryFlags, LaunchCommand
@@ -106,7 +106,6 @@ class ServerStatus:
     health: int | str | None  # last /health answer: a status code, "refused", or None
     log: LlamaLogSummary
     exit: ServerExit | None = None
-    health_history: tuple[int | str, ...] = field(default=())
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -217,7 +216,6 @@ class Supervisor:
         self._proc: subprocess.Popen[bytes] | None = None
         self._state = "idle"
         self._health: int | str | None = None
-        self._health_history: list[int | str] = []
         self._first_200: float | None = None
         self._exited_flag = False
         self._stop_requested = False
@@ -415,8 +413,6 @@ class Supervisor:
     def _note_health(self, status: int | str) -> None:
         with self._lock:
             self._health = status
-            if not self._health_history or self._health_history[-1] != status:
-                self._health_history.append(status)
             if status == 200 and self._first_200 is None:
                 self._first_200 = time.monotonic()
 
@@ -499,7 +495,6 @@ class Supervisor:
                 health=self._health,
                 log=self._parser.summary(),
                 exit=self._exit,
-                health_history=tuple(self._health_history),
             )
 
     # -- stopping -------------------------------------------------------------------------
