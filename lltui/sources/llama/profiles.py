@@ -37,10 +37,6 @@ class ProfileError(Exception):
         self.code = code
 
 
-def profiles_dir() -> Path:
-    return paths.profiles_dir()
-
-
 def profile_path(name: str, directory: Path | None = None) -> Path:
     """The file of profile ``name``; raises :class:`ProfileError` for a name that is not a
     plain file name (letters, digits, ``_ . -``)."""
@@ -49,7 +45,7 @@ def profile_path(name: str, directory: Path | None = None) -> Path:
             f"profile name {name!r} must be letters, digits, '_', '.' or '-' (at most 64), "
             "starting with a letter or digit"
         )
-    return (directory or profiles_dir()) / f"{name}.toml"
+    return (directory or paths.profiles_dir()) / f"{name}.toml"
 
 
 def with_absolute_paths(spec: LaunchSpec) -> LaunchSpec:
@@ -64,7 +60,7 @@ def with_absolute_paths(spec: LaunchSpec) -> LaunchSpec:
 
 
 def list_profiles(directory: Path | None = None) -> list[str]:
-    d = directory or profiles_dir()
+    d = directory or paths.profiles_dir()
     if not d.is_dir():
         return []
     return sorted(p.stem for p in d.glob("*.toml") if _NAME.fullmatch(p.stem))
