@@ -410,14 +410,14 @@ def parse_exposition(text: str, *, where: str = "the page") -> list[Series]:
     """Series of Prometheus exposition text; raises SourceUnavailable for text that is not."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    out: list[Series] = []
     try:
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                out.append(series_from_labels(s.name, s.labels, float(s.value)))
+        return [
+            series_from_labels(s.name, s.labels, float(s.value))
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        ]
     except (ValueError, TypeError, IndexError) as exc:
         raise SourceUnavailable(f"{where} is not Prometheus text: {exc}") from None
-    return out
 
 
 def parse_query_result(body: bytes, *, where: str = "the server") -> list[Series]:

@@ -205,13 +205,12 @@ def cpu_list(indexes: Sequence[int]) -> str:
 
 
 def _mask_bits(words: Any, bits_per_word: int = 64) -> list[int]:
-    out: list[int] = []
-    for w, word in enumerate(words):
-        value = int(word)
-        for b in range(bits_per_word):
-            if value >> b & 1:
-                out.append(w * bits_per_word + b)
-    return out
+    return [
+        w * bits_per_word + b
+        for w, value in enumerate(map(int, words))
+        for b in range(bits_per_word)
+        if value >> b & 1
+    ]
 
 
 def _text(value: Any) -> str:

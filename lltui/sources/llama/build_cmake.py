@@ -254,10 +254,8 @@ def _heartbeat(say: Callable[[], None], every_s: float | None = None) -> Iterato
 
 
 def find_built(build_dir: Path, name: str) -> Path | None:
-    for candidate in (build_dir / "bin" / name, build_dir / "bin" / "Release" / name):
-        if candidate.is_file():
-            return candidate
-    return None
+    candidates = (build_dir / "bin" / name, build_dir / "bin" / "Release" / name)
+    return next((c for c in candidates if c.is_file()), None)
 
 
 def smoke_test(binary: Path) -> None:

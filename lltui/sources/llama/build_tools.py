@@ -37,10 +37,7 @@ def find_nvcc(env: Mapping[str, str] | None = None) -> str | None:
     cuda_home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
     candidates = [os.path.join(cuda_home, "bin", "nvcc")] if cuda_home else []
     candidates += NVCC_FALLBACKS  # read at call time: tests narrow it
-    for path in candidates:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+    return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
 def _cmake_version(cmake: str) -> tuple[int, ...] | None:

@@ -86,11 +86,10 @@ class BenchResult:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        rows = []
-        for r, dev_us in zip(self.rows, self.device_time_us, strict=True):
-            row = r.to_json()
-            row["device_time_us_out"] = dev_us
-            rows.append(row)
+        rows = [
+            {**r.to_json(), "device_time_us_out": dev_us}
+            for r, dev_us in zip(self.rows, self.device_time_us, strict=True)
+        ]
         return {
             "collective": "all_reduce",
             "nranks": self.nranks,
@@ -164,11 +163,7 @@ def _wait_all(
     deadline = clock() + timeout_s
     pending = list(enumerate(streams))
     while pending:
-        still = []
-        for rank, s in pending:
-            if not cudart.stream_done(s):
-                still.append((rank, s))
-        pending = still
+        pending = [(rank, s) for rank, s in pending if not cudart.stream_done(s)]
         if not pending:
             return
         for rank in range(comm.n_devs):

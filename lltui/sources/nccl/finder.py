@@ -83,16 +83,12 @@ def _ldconfig_listing() -> str:
 
 def python_site_dirs() -> list[str]:
     """Directories where pip puts packages for this interpreter, in sys.path order."""
-    dirs: list[str] = []
     extra: list[str] = []
     with contextlib.suppress(AttributeError):  # some virtualenv builds lack these
         extra += site.getsitepackages()
     with contextlib.suppress(AttributeError):
         extra.append(site.getusersitepackages())
-    for d in [*sys.path, *extra]:
-        if d and os.path.isdir(d) and d not in dirs:
-            dirs.append(d)
-    return dirs
+    return list(dict.fromkeys(d for d in [*sys.path, *extra] if d and os.path.isdir(d)))
 
 
 def _find_candidates(
