@@ -11,14 +11,12 @@ communicator: NCCLCommunicator; bench: the all-reduce sweep; info: the seed API'
 report: what ``lltui nccl`` and the NCCL view show.
 """
 
-from lltui.core.nccl.enums import NCCLDataType, NCCLRedOp, NCCLResult
-from lltui.sources.nccl.bench import BenchResult, run_allreduce_bench
+from lltui.core.nccl.enums import NCCLRedOp, NCCLResult
+from lltui.sources.nccl.bench import run_allreduce_bench
 from lltui.sources.nccl.communicator import NCCLCommunicator
-from lltui.sources.nccl.cudart import CudaRuntime, cuda_devices, load_cudart, open_cuda
+from lltui.sources.nccl.cudart import CudaRuntime, load_cudart, open_cuda
 from lltui.sources.nccl.errors import CudaError, NCCLError, NcclUnavailable
 from lltui.sources.nccl.finder import (
-    NCCL_SONAME,
-    LibraryCandidate,
     find_cudart_candidates,
     find_nccl_candidates,
     parse_ldconfig,
@@ -28,27 +26,20 @@ from lltui.sources.nccl.info import (
     get_nccl_version,
     is_nccl_available,
     kaggle_nccl_config,
-    local_interfaces,
     print_nccl_info,
     setup_nccl_environment,
 )
-from lltui.sources.nccl.library import NcclLibrary, NcclProbe, load_nccl, probe_nccl
+from lltui.sources.nccl.library import NcclLibrary, load_nccl, probe_nccl
 
 __all__ = [
-    "NCCL_SONAME",
-    "BenchResult",
     "CudaError",
     "CudaRuntime",
-    "LibraryCandidate",
     "NCCLCommunicator",
-    "NCCLDataType",
     "NCCLError",
     "NCCLRedOp",
     "NCCLResult",
     "NcclLibrary",
-    "NcclProbe",
     "NcclUnavailable",
-    "cuda_devices",
     "find_cudart_candidates",
     "find_nccl_candidates",
     "get_nccl_info",
@@ -57,7 +48,6 @@ __all__ = [
     "kaggle_nccl_config",
     "load_cudart",
     "load_nccl",
-    "local_interfaces",
     "open_cuda",
     "parse_ldconfig",
     "print_nccl_info",

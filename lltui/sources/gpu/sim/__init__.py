@@ -5,21 +5,16 @@ screenshots. See :mod:`lltui.sources.gpu.sim.source`; the rigs are in :mod:`.rig
 
 from __future__ import annotations
 
-from lltui.sources.gpu.sim.profile import ServedModel, SimGpu, SimProfile, cuda_order, render_topo
+from lltui.sources.gpu.sim.profile import cuda_order
 from lltui.sources.gpu.sim.rigs import DEFAULT_PROFILE, PROFILES
 from lltui.sources.gpu.sim.source import SimSource, StepClock
-from lltui.sources.gpu.sim.workload import SERVER_PID, phase_at
+from lltui.sources.gpu.sim.workload import phase_at
 
 __all__ = [
     "DEFAULT_PROFILE",
     "PROFILES",
-    "SERVER_PID",
-    "ServedModel",
-    "SimGpu",
-    "SimProfile",
     "SimSource",
     "StepClock",
     "cuda_order",
     "phase_at",
-    "render_topo",
 ]
