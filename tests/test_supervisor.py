@@ -83,7 +83,7 @@ def test_start_ready_complete_measure_and_stop(llama_bins, tiny_model):
 
         # Placement from the log: everything on the CPU; KV is 512 cells x 8 layers x
         # (64 K + 64 V) x 2 bytes = 1 MiB, and the weights are the file's tensor data.
-        devices = sup.ready_devices()
+        devices = sup.summary().ready_devices()
         assert [d["name"] for d in devices] == ["CPU"]
         assert devices[0]["kv_mib"] == pytest.approx(1.0)
         assert devices[0]["model_mib"] == pytest.approx(tiny_model.stat().st_size / MIB, abs=0.1)
@@ -134,7 +134,7 @@ def test_rpc_devices_and_their_buffers_are_in_the_placement(llama_bins, tiny_mod
         with supervised(llama_bins, spec) as sup:
             sup.start()
             assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()
-            devices = {d["name"]: d for d in sup.ready_devices()}
+            devices = {d["name"]: d for d in sup.summary().ready_devices()}
             used = [d.name for d in sup.facts().devices if d.source == "using device"]
     # The devices as llama-server lists them, one per RPC server, in --rpc order.
     assert used == ["RPC0", "RPC1"]
@@ -338,7 +338,7 @@ def test_keep_running_leaves_the_server_and_its_log(llama_bins, tiny_model, tmp_
         sup.start()
         assert sup.wait_ready(READY_TIMEOUT_S), sup.log_tail()
         assert not any("earlier run" in ln for ln in sup.log_tail(10_000))
-        assert sup.ready_devices()[0]["kv_mib"] == pytest.approx(1.0)
+        assert sup.summary().ready_devices()[0]["kv_mib"] == pytest.approx(1.0)
         sup.detach()
         pid = sup.pid
         assert pid is not None

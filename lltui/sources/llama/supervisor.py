@@ -482,10 +482,6 @@ class Supervisor:
         with self._lock:
             return read(self._parser)
 
-    def ready_devices(self) -> list[dict[str, object]]:
-        """Per-device model/KV/compute MiB parsed from the log (the ready event's devices)."""
-        return self.summary().ready_devices()
-
     def status(self) -> ServerStatus:
         with self._lock:
             return ServerStatus(
