@@ -316,10 +316,7 @@ def _expand_all_hosts(specs: list[str]) -> list[str]:
     """``prom:URL#host=*`` becomes one spec per host its server names (asked once, now)."""
     from lltui.sources.gpu.prom import expand_all_hosts, wants_all_hosts
 
-    out: list[str] = []
-    for spec in specs:
-        out += expand_all_hosts(spec) if wants_all_hosts(spec) else [spec]
-    return out
+    return [x for s in specs for x in (expand_all_hosts(s) if wants_all_hosts(s) else [s])]
 
 
 class FleetFocus:

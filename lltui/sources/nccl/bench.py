@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -267,11 +268,8 @@ def _fitting_sizes(
 
 
 def _peer_access(rt: CudaRuntime, devs: Sequence[int]) -> dict[str, bool]:
-    p2p: dict[str, bool] = {}
-    for i, a in enumerate(devs):
-        for b in devs[i + 1 :]:
-            p2p[f"GPU{a}-GPU{b}"] = rt.can_access_peer(a, b)
-    return p2p
+    pairs = itertools.combinations(devs, 2)
+    return {f"GPU{a}-GPU{b}": rt.can_access_peer(a, b) for a, b in pairs}
 
 
 def _time_one(

@@ -19,7 +19,6 @@ from typing import ClassVar
 from lltui.core.monitor.models import (
     GpuSample,
     GpuStatic,
-    HostSample,
     RigInfo,
     RigSample,
     SourceUnavailable,
@@ -170,7 +169,7 @@ class SimSource:
             wall=self._wall_start + elapsed,
             info=self._info,
             gpus=gpus,
-            host=self._host_sample(t, phase),
+            host=host_sample(self.profile, self.seed, t, phase),
         )
 
     # -- the workload --------------------------------------------------------------------
@@ -196,9 +195,6 @@ class SimSource:
             rng=rng,
             wall0=self._wall_start,
         )
-
-    def _host_sample(self, t: float, phase: str) -> HostSample:
-        return host_sample(self.profile, self.seed, t, phase)
 
 
 def _amd_static(static: GpuStatic, g: SimGpu, rng: random.Random) -> GpuStatic:
