@@ -164,10 +164,8 @@ class ContainerReader:
             entries = os.listdir(self._path("var/log/containers"))
         except OSError:
             return None
-        for entry in entries:
-            if entry.startswith(prefix) and entry.endswith(suffix):
-                return entry[len(prefix) : -len(suffix)] or None
-        return None
+        named = (e for e in entries if e.startswith(prefix) and e.endswith(suffix))
+        return next((e[len(prefix) : -len(suffix)] or None for e in named), None)
 
     def _slurm(self, ref: ContainerRef, pid: int) -> ContainerRef:
         raw = _read(self._path("proc", str(pid), "environ"), MAX_ENVIRON_BYTES)

@@ -142,8 +142,5 @@ def extract_llama_cpp(archive: Path, dest: Path) -> Path:
 
 
 def _llama_cpp_dir(dest: Path) -> Path | None:
-    for top in sorted(dest.iterdir()) if dest.is_dir() else []:
-        candidate = top / "llama.cpp"
-        if (candidate / "CMakeLists.txt").is_file():
-            return candidate
-    return None
+    found = (top / "llama.cpp" for top in (sorted(dest.iterdir()) if dest.is_dir() else []))
+    return next((c for c in found if (c / "CMakeLists.txt").is_file()), None)

@@ -194,8 +194,7 @@ def probe_all(
     with _recent_lock:
         if len(_recent) + len(answers) > RECENT_MAX:
             _recent.clear()
-        for ep, got in answers.items():
-            _recent[ep] = (now, got)
+        _recent.update((ep, (now, got)) for ep, got in answers.items())
     return [fresh[ep] if ep in fresh else answers[ep] for ep in endpoints]
 
 
