@@ -38,7 +38,7 @@ from lltui.core.monitor.alert_settings import AlertConfig, alert_config_from_map
 from lltui.paths import default_config_path
 
 MIN_INTERVAL = 0.25  # NVML latency makes faster polling meaningless and costly
-MAX_INTERVAL = 60.0
+MAX_INTERVAL = 3600.0
 
 
 class ConfigError(ValueError):
@@ -63,16 +63,20 @@ class Settings:
     config_path: str | None = None  # the file these came from, if any
 
 
-def _interval(value: Any, where: str) -> float:
+def check_interval(value: Any, where: str, stepped: bool = False) -> float:
+    """The one rule for an interval, wherever it is given (config file, LLTUI_INTERVAL, the
+    global ``--interval``, a command's own): from MIN_INTERVAL to MAX_INTERVAL seconds, or
+    anything above 0 for a replay stepped (``stepped``); else ConfigError naming ``where``."""
     try:
         if isinstance(value, bool):  # true is no number of seconds (float(True) is 1)
             raise TypeError
         v = float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: interval must be a number of seconds, got {value!r}") from None
-    if not MIN_INTERVAL <= v <= MAX_INTERVAL:
+    if not (0 if stepped else MIN_INTERVAL) <= v <= MAX_INTERVAL or v == 0:
         raise ConfigError(
-            f"{where}: interval must be between {MIN_INTERVAL} and {MAX_INTERVAL} s, got {v}"
+            f"{where}: interval must be between {MIN_INTERVAL:g} and {MAX_INTERVAL:g} s"
+            f" (shorter only for a --replay-step replay), got {v:g}"
         )
     return v
 
@@ -92,7 +96,7 @@ def _from_mapping(data: dict[str, Any], base: Settings, where: str) -> Settings:
         )
     out = base
     if "interval" in data:
-        out = replace(out, interval=_interval(data["interval"], where))
+        out = replace(out, interval=check_interval(data["interval"], where))
     for key in ("theme", "source"):
         if key in data:
             if not isinstance(data[key], str) or not data[key]:

@@ -411,8 +411,27 @@ def test_a_source_that_fails_is_critical_until_it_answers():
 
 def test_watch_interval_zero_is_refused(capsys):
     assert main(["watch", "--once", "--interval", "0", "--source", "sim:kaggle-2xt4"]) == 2
-    assert "--interval must be more than 0" in capsys.readouterr().err
+    assert "interval must be between 0.25 and 3600 s" in capsys.readouterr().err
     assert main(["--interval", "0", "watch", "--once", "--source", "sim:kaggle-2xt4"]) == 2
+
+
+def test_an_interval_has_one_rule_before_the_command_or_after_it(capsys):
+    """`lltui --interval 120 watch --once` was refused (between 0.25 and 60.0 s) while
+    `lltui watch --interval 120 --once` was taken (at most 3600 s), and 0 and 0.01 after the
+    command were refused in two other words: each is now the same answer both ways."""
+    for value, code in (("120", 0), ("0", 2), ("0.01", 2), ("4000", 2)):
+        said = []
+        for argv in (
+            ["--interval", value, "watch", "--once", "--source", "sim:kaggle-2xt4"],
+            ["watch", "--once", "--interval", value, "--source", "sim:kaggle-2xt4"],
+        ):
+            assert main(argv) == code, (argv, capsys.readouterr().err)
+            said.append([ln for ln in capsys.readouterr().err.splitlines() if "interval" in ln])
+        assert said[0] == said[1], said
+        assert code == 0 or said[0] == [
+            "lltui: command line: interval must be between 0.25 and 3600 s (shorter only for"
+            f" a --replay-step replay), got {value}"
+        ]
 
 
 @pytest.mark.parametrize(
@@ -860,7 +879,7 @@ def test_a_commands_interval_below_the_apps_shortest_is_refused(capsys):
         ["exporter", "--interval", "0.1", "--source", "sim:kaggle-2xt4"],
     ):
         assert main(argv) == 2
-        assert "--interval must be at least 0.25 s" in capsys.readouterr().err
+        assert "interval must be between 0.25 and 3600 s" in capsys.readouterr().err
 
 
 def test_watch_ends_quietly_when_its_reader_goes_though_no_alert_changes(tmp_path):

@@ -41,7 +41,7 @@ def test_keymap_merges_from_the_file(isolated_config):
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("interval = 0.01\n", "between 0.25 and 60"),
+        ("interval = 0.01\n", "between 0.25 and 3600"),
         ('interval = "fast"\n', "number of seconds"),
         ("interval = true\n", "number of seconds"),  # float(True) is 1: it was 1 s
         ("history_minutes = true\n", "history_minutes must be a number"),

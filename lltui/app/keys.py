@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.binding import Binding, BindingType
 
 from lltui.app.views import VIEWS
-from lltui.config import MAX_INTERVAL, MIN_INTERVAL
+from lltui.config import MIN_INTERVAL
 
 INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
@@ -50,7 +50,7 @@ def step_interval(current: float, direction: int) -> float:
     """The next sampling interval up (``direction`` > 0) or down from ``current``."""
     if direction > 0:
         bigger = [s for s in INTERVAL_STEPS if s > current]
-        return bigger[0] if bigger else MAX_INTERVAL
+        return bigger[0] if bigger else max(current, INTERVAL_STEPS[-1])
     smaller = [s for s in INTERVAL_STEPS if s < current]
     return smaller[-1] if smaller else MIN_INTERVAL
 

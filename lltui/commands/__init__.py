@@ -81,15 +81,19 @@ def add_fleet_options(p: argparse.ArgumentParser) -> None:
 def check_global_values(args: argparse.Namespace) -> None:
     """The global options' values, whatever the command (one that does not use them too):
     one line and exit 2 for a bad one, as the app says it."""
-    values = {k: getattr(args, k, None) for k in ("interval", "energy_price")}
-    given = {k: v for k, v in values.items() if v is not None}
+    interval = getattr(args, "interval", None)
+    energy_price = getattr(args, "energy_price", None)
     host_timeout = getattr(args, "host_timeout", None)
     replay_speed = getattr(args, "replay_speed", None)
     try:
-        if given:
+        if interval is not None:
+            from lltui.config import check_interval
+
+            check_interval(interval, "command line", bool(getattr(args, "replay_step", False)))
+        if energy_price is not None:
             from lltui.config import check_values
 
-            check_values(given, "command line")
+            check_values({"energy_price": energy_price}, "command line")
         if host_timeout is not None or replay_speed is not None:
             from lltui.services.rig import check_host_timeout, check_replay_speed
 
@@ -123,29 +127,21 @@ def settings_of(args: argparse.Namespace) -> Settings:
         raise CliError(str(exc), 2) from None
 
 
-MAX_COMMAND_INTERVAL_S = 3600.0
-
-
 def command_interval(args: argparse.Namespace) -> float:
     """A command's ``--interval`` (its own, else the global one, else LLTUI_INTERVAL and the
-    config file's, as the app resolves it; 1 s): from the app's shortest (0.25 s: faster
-    polls of NVML or ssh cost more than they tell) to an hour, a replay stepped as fast as
-    it likes; else one line and exit 2."""
+    config file's, as the app resolves it; 1 s), under the one rule config.check_interval
+    has for them all; else one line and exit 2."""
+    from lltui.config import ConfigError, check_interval
+
     value = getattr(args, "sub_interval", None)
     if value is None:
         value = getattr(args, "interval", None)
     if value is None:
         value = settings_of(args).interval
-    from lltui.config import MIN_INTERVAL
-
-    interval = float(value)
-    stepped = bool(getattr(args, "replay_step", False))
-    if not (math.isfinite(interval) and 0 < interval <= MAX_COMMAND_INTERVAL_S):
-        raise CliError("--interval must be more than 0 and at most 3600 s", 2)
-    if interval < MIN_INTERVAL and not stepped:
-        faster = "a --replay-step replay may go faster"
-        raise CliError(f"--interval must be at least {MIN_INTERVAL:g} s ({faster})", 2)
-    return interval
+    try:
+        return check_interval(value, "command line", bool(getattr(args, "replay_step", False)))
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
 
 
 def check_llama_urls(urls: Sequence[str]) -> None:
