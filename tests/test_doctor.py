@@ -48,6 +48,26 @@ def test_doctor_and_gpus_give_one_reason_for_no_driver(capsys, monkeypatch, tmp_
     assert f"no NVIDIA GPU here: {kinds.NO_NVIDIA_DRIVER}" in gpus["simulated_reason"]
 
 
+def test_topo_gives_the_reason_for_no_driver_the_others_give(capsys, monkeypatch, tmp_path):
+    """topo said "NVIDIA driver not loaded (libnvidia-ml.so.1 not found)" where gpus, doctor
+    and watch said "(no /dev/nvidiactl or /proc/driver/nvidia here)": it loaded nvidia-ml-py
+    to read the topology without looking for the driver first, and with the binding loaded
+    the rig behind it was opened as if the driver were there."""
+    import sys
+
+    from lltui.sources.gpu import kinds
+
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setattr(kinds, "NVIDIA_DRIVER_PATHS", ("/nonexistent/nvidiactl",))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["topo", "--json"]) == 0
+    topo = json.loads(capsys.readouterr().out)
+    assert main(["gpus", "--json"]) == 0
+    gpus = json.loads(capsys.readouterr().out)
+    assert topo["simulated_reason"] == gpus["simulated_reason"]
+    assert f"no NVIDIA GPU here: {kinds.NO_NVIDIA_DRIVER}" in topo["simulated_reason"]
+
+
 def test_doctor_with_a_driver_says_monitoring_works(capsys, monkeypatch, tmp_path):
     FakeNvml(make_gpus(2)).install(monkeypatch)
     monkeypatch.setenv("PATH", str(tmp_path))

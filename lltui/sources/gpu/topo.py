@@ -224,6 +224,12 @@ def read_nvml_topology(nvml: Any = None, *, cpu_count: int | None = None) -> Liv
     SourceUnavailable when NVML cannot start; any single call that fails leaves its value
     out instead of failing the whole read."""
     if nvml is None:
+        from lltui.sources.gpu.kinds import NO_NVIDIA_DRIVER, nvidia_driver_seen
+
+        # no driver here: said as the monitor says it, and no binding loaded (one loaded
+        # would count as a driver to the source opened next)
+        if not nvidia_driver_seen():
+            raise SourceUnavailable(NO_NVIDIA_DRIVER)
         try:
             import pynvml as nvml_module
         except ImportError as exc:
