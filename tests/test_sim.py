@@ -151,3 +151,13 @@ def test_a_rig_on_the_real_clock_reads_the_real_time_of_day():
     assert started and all(before - 7 * 86400 < s <= live.wall for s in started)
     tested = SimSource("kaggle-2xt4", clock=StepClock(step=1.0)).poll()
     assert abs(tested.wall - 1_767_225_600.0) < 10  # a fixed date where the clock is injected
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_used_free_and_reserved_add_up_to_the_total(profile):
+    """16xv100-dgx2's GPU15 said 32723 of 32768 MiB used and 390 MiB reserved (more than the
+    card has), so 0 MiB free beside 45 MiB left: NVML's used leaves the reserved out."""
+    for sample in run(profile, 0, ticks=60)[::10]:
+        for g in sample.gpus:
+            parts = (g.memory_used, g.memory_free, g.memory_reserved)
+            assert sum(p or 0 for p in parts) == g.memory_total, (g.index, parts)

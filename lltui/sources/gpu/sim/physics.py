@@ -154,8 +154,9 @@ def gpu_sample(
     base_used = DISPLAY_BYTES if g.has_fan else 0
     base_used += side_bytes(profile, i) if loaded else 0
     total = st.memory_total or 0  # a simulated GPU always has its catalog's memory
-    memory_used = min(total, base_used + used)
     reserved = 390 * MIB if total > 16 * GIB else 252 * MIB
+    # what the driver reserves is neither used nor free (NVML: total = used + free + reserved)
+    memory_used = min(total - reserved, base_used + used)
     clocks = gpu_clocks(g, phase, load, loaded=loaded, rng=rng)
     links = gpu_links(profile, g, phase, share, load, serving=serving, rng=rng)
     server_bytes = max(0, memory_used - base_used - CUDA_CONTEXT)
