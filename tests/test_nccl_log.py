@@ -492,6 +492,15 @@ def test_a_log_of_rank_0_alone_counts_the_hosts_nccl_says(capsys, tmp_path):
     assert "16 ranks on 2 hosts ·" in format_log_summary(parse_nccl_log(fixture))
 
 
+def test_a_log_that_does_not_say_how_many_hosts_claims_none(capsys):
+    """64 ranks of 8 hosts, the lines of one of them and no 'nNodes': the text said '64 ranks
+    on 1 host' where --json said nnodes null; it says what the log has lines from."""
+    log = FIXTURES / "nccl" / "N16-ncclinfo-64rank-NVLS-coll-channels-init-complete.txt"
+    assert main(["nccl", "log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "64 ranks (lines from 1 host) ·" in out and "on 1 host" not in out
+
+
 def test_hosts_running_different_nccl_versions_are_called_out(capsys, tmp_path):
     """Hosts printing different NCCL versions in one log went unnoticed (only the first
     version was reported), though NCCL fails init with 'Mismatched NCCL version detected':

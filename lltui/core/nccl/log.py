@@ -619,10 +619,13 @@ def format_log_summary(s: NcclLogSummary) -> str:
     if s.cuda_driver_version:
         head.append(f"CUDA driver {s.cuda_driver_version}")
     if s.nranks:
-        n = max(s.nnodes or 0, len(s.hosts))  # nNodes counts hosts with no lines here too
+        # nNodes counts hosts with no lines here too; without it the hosts are not known
+        n = max(s.nnodes, len(s.hosts)) if s.nnodes else 0
         hosts = f" on {counted(n, 'host')}" if n else ""
         if s.hosts and n > len(s.hosts):
             hosts += f" (lines from {len(s.hosts)})"
+        elif s.hosts and not n:
+            hosts = f" (lines from {counted(len(s.hosts), 'host')})"
         head.append(f"{counted(s.nranks, 'rank')}{hosts}")
     if s.channels:
         head.append(counted(s.channels, "channel"))
