@@ -871,6 +871,31 @@ def test_vram_alert_works_out_free_memory_a_source_does_not_send():
     assert "(100 MiB free)" in change.alert.message
 
 
+def test_a_card_with_nothing_free_is_critical_though_nvml_used_leaves_reserved_out():
+    """NVML's used leaves the driver's reserved memory out: a full 32 GB V100 showed 98.8 %
+    used and only warned, under the 99 % critical line it could never reach."""
+    from dataclasses import replace
+
+    from lltui.core.monitor.alerts import CRITICAL
+    from lltui.core.monitor.models import RigSample
+    from lltui.sources.gpu.sim import SimSource
+
+    src = SimSource("kaggle-2xt4", seed=0)
+    src.open()
+    s = src.poll()
+    g = s.gpus[0]
+    total = g.info.memory_total
+    assert total is not None
+    reserved = 390 * 2**20
+    full = replace(g, memory_used=total - reserved, memory_reserved=reserved, memory_free=0)
+    sample: RigSample = replace(s, gpus=(full, *s.gpus[1:]))
+    (change,) = [
+        c for c in AlertTracker().update(1.0, rigs={None: sample}) if c.alert.kind == "vram_full"
+    ]
+    assert change.alert.severity == CRITICAL
+    assert change.alert.message == "VRAM 100.0% full (0 MiB free)"
+
+
 def test_a_commands_interval_below_the_apps_shortest_is_refused(capsys):
     """`watch --interval 1e-9` spun a core (the global --interval was checked, the
     command's own was not); a replay stepped may still go as fast as it likes."""

@@ -212,10 +212,14 @@ class GpuSample:
 
     @property
     def memory_pct(self) -> float | None:
+        """How full the memory is: what no allocation can get (NVML's used leaves the
+        driver's reserved memory out, so a card with nothing free stays under 99 %)."""
         total = self.info.memory_total
         if self.memory_used is None or total is None or total <= 0:
             return None
-        return 100.0 * self.memory_used / total
+        free = self.memory_free
+        taken = total - free if free is not None else self.memory_used + (self.memory_reserved or 0)
+        return 100.0 * min(taken, total) / total
 
     @property
     def free_bytes(self) -> int | None:
