@@ -1,6 +1,7 @@
 """fit --best: ranked command lines that fit, searched over placement, KV type and ubatch."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from support import gguf_factory as gf
@@ -209,3 +210,34 @@ def test_a_smaller_ubatch_gives_up_prompts_only_where_they_run_slower(paths):
                 continue
             said = _UB_WHY in c.gives_up
             assert said == (c.prefill_tps < base.prefill_tps), (c.flags, c.gives_up)
+
+
+def test_floors_answer_as_the_whole_estimate_with_fewer_estimates(paths):
+    """gpus_fit, host_fits and all_fit say no from an estimate without compute buffers, or
+    with the prompt batch's alone, where that does not fit; they answer as the whole
+    estimate everywhere, and estimate fewer settings whole."""
+    from lltui.core.fit.best import Change, make_space
+
+    model = read_gguf(paths["moe"])
+    devs = parse_gpus_spec("16GiB,16GiB").devices
+    opts = FitOptions(host_free_bytes=16 * GIB)
+
+    def space():
+        made = make_space(model, parse_llama_args(["-c", "8192"]), devs, opts)
+        assert made
+        return made[0]
+
+    whole = space()
+    points = [
+        replace(whole.placement(Change(kv=kv), x), n_ctx=u * whole.unit)
+        for kv in ("f16", "q8_0")
+        for x in (0, 8, 16, 24, 32, 48)
+        for u in (1, 16, whole.cap)
+    ]
+    expected = [whole.fits(c) for c in points]
+    assert {(False, True), (True, False), (True, True)} <= set(expected)
+    for i, ask in enumerate(("gpus_fit", "host_fits", "all_fit")):
+        lazy = space()
+        answers = [getattr(lazy, ask)(c) for c in points]
+        assert answers == [all(e) if i == 2 else e[i] for e in expected], ask
+        assert len(lazy._results) < len(whole._results) - 3, ask

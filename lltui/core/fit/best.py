@@ -56,6 +56,8 @@ KV_LOSS = {kv: i for i, (kv, _why) in enumerate(KV_TYPES)}  # 0 f16, 1 q8_0, 2 q
 SMALL_UBATCH = 256
 _UB_WHY = f"prompt batches of {SMALL_UBATCH}"
 _CPU_MOE = ("cpu_moe", "n_cpu_moe")
+# floors of an estimate, cheapest first: no compute buffer; the prompt batch's alone
+_FLOORS = ("none", "prompt")
 
 Progress = Callable[[int, int], None]  # (steps done, steps planned)
 
@@ -175,7 +177,10 @@ class _Space:
     planned: int = 1
     _results: dict[Change, FitResult | None] = field(default_factory=dict)
     _split: dict[tuple[Change, str], tuple[int, ...] | None] = field(default_factory=dict)
-    _placed: dict[Change, Placed] = field(default_factory=dict)  # by change without -c
+    # by change without -c, -ub or K/V type (the weights' routes read none of them)
+    _placed: dict[Change, Placed] = field(default_factory=dict)
+    # (the GPUs may fit, the host may) at each floor of _FLOORS made so far
+    _floors: dict[Change, list[tuple[bool, bool]]] = field(default_factory=dict)
 
     def step(self) -> None:
         self.done += 1
@@ -190,21 +195,48 @@ class _Space:
 
     def estimate(self, change: Change) -> FitResult | None:
         """The estimate at exactly these settings; None where llama.cpp would refuse them.
-        Placements are made once per layout and reused at every context (the weights do not
-        move with -c)."""
+        Placements are made once per layout and reused at every context, ubatch and K/V
+        type (the weights do not move with -c, -ub, -ctk or -fa)."""
         if change not in self._results:
-            self.step()
-            p = self.problem
-            layout = replace(change, n_ctx=None)
-            problem = p.with_args(change.apply(p.args))
-            try:
-                res: FitResult | None = estimate_once(problem, self._placed.get(layout))
-            except (FitError, ValueError):
-                res = None
-            if res is not None and layout not in self._placed:
-                self._placed[layout] = placed_of(res, problem.used)
-            self._results[change] = res
+            if change not in self._floors:
+                self.step()
+            self._results[change] = self._estimate(change, "all")
         return self._results[change]
+
+    def _estimate(self, change: Change, compute: str) -> FitResult | None:
+        p = self.problem
+        layout = replace(change, n_ctx=None, n_ubatch=None, kv=None)
+        problem = p.with_args(change.apply(p.args))
+        try:
+            res: FitResult | None = estimate_once(
+                problem, self._placed.get(layout), compute=compute
+            )
+        except (FitError, ValueError):
+            res = None
+        if res is not None and layout not in self._placed:
+            self._placed[layout] = placed_of(res, problem.used)
+        return res
+
+    def _may_fit(self, change: Change, owners: tuple[int, ...]) -> bool:
+        """Whether ``owners`` (0: the GPUs, 1: the host) may fit with these settings: False
+        where one does not even with no compute buffer (no graph planned), or with the
+        prompt batch's alone (the token's not planned); True where the estimate must say.
+        Only what fits is estimated whole. The first floor is a step of the search, as an
+        estimate is."""
+        if change in self._results:
+            return True
+        floors = self._floors.setdefault(change, [])
+        for compute in _FLOORS:
+            if len(floors) <= _FLOORS.index(compute):
+                if not floors:
+                    self.step()
+                res = self._estimate(change, compute)
+                # (a refusal is left to the estimate, which says it)
+                floors.append((True, True) if res is None else _owners_fit(res))
+            floor = floors[_FLOORS.index(compute)]
+            if not all(floor[i] for i in owners):
+                return False
+        return True
 
     def known(self, change: Change) -> FitResult | None:
         """The estimate of ``change`` where one was made already (None: none, or refused)."""
@@ -215,25 +247,49 @@ class _Space:
         res = self.estimate(change)
         if res is None:
             return False, False
-        gpus = all(d.fits is not False for d in res.devices if d.kind != "cpu")
-        host = all(d.fits is not False for d in res.devices if d.kind == "cpu")
-        return gpus, host
+        return _owners_fit(res)
+
+    def gpus_fit(self, change: Change) -> bool:
+        """Whether the GPUs fit with these settings (``fits``' first), estimated whole only
+        where their floors fit (see :meth:`_may_fit`)."""
+        return self._may_fit(change, (0,)) and self.fits(change)[0]
+
+    def host_fits(self, change: Change) -> bool:
+        """Whether the host fits with these settings (``fits``' second), likewise."""
+        return self._may_fit(change, (1,)) and self.fits(change)[1]
+
+    def all_fit(self, change: Change) -> bool:
+        """Whether the GPUs and the host fit with these settings, likewise."""
+        return self._may_fit(change, (0, 1)) and all(self.fits(change))
 
     def limits(self, at: Callable[[int], Change]) -> tuple[int, int]:
         """The largest contexts (in units) at which the GPUs fit and at which the host does,
         each alone, for one placement (``at``: units -> its settings at that context; 0: not
-        even one unit). Exact: memory grows about linearly with the context, so two
-        estimates guess where each limit is and the search starts there, but the answer is
-        always checked on both sides. Where everything fits at the largest context, that is
-        both limits (memory only grows with the context): the smallest is not estimated."""
-        if all(self.fits(at(self.cap))):
-            return self.cap, self.cap
-        lo, hi = self.estimate(at(1)), self.estimate(at(self.cap))
-        guess_g, guess_h = _guesses(lo, hi, self.cap)
-        return (
-            _largest(self.cap, lambda k: self.fits(at(k))[0], guess_g),
-            _largest(self.cap, lambda k: self.fits(at(k))[1], guess_h),
-        )
+        even one unit); see :meth:`limit`."""
+        return self.limit(at, gpus=True), self.limit(at, gpus=False)
+
+    def limit(self, at: Callable[[int], Change], *, gpus: bool) -> int:
+        """The largest context (in units) at which the GPUs (``gpus``) or the host fit, for
+        one placement. Exact: memory grows about linearly with the context, so two
+        estimates guess where the limit is and the search starts there (made only where it
+        lies between them), but the answer is always checked on both sides. Where
+        everything fits at the largest context, that is the limit (memory only grows with
+        the context): the smallest is not estimated."""
+        if self.all_fit(at(self.cap)):
+            return self.cap
+        fit = self.gpus_fit if gpus else self.host_fits
+
+        def guess() -> int | None:
+            lo, hi = self.estimate(at(1)), self.estimate(at(self.cap))
+            return _guesses(lo, hi, self.cap)[0 if gpus else 1]
+
+        return _largest(self.cap, lambda k: fit(at(k)), guess)
+
+    def room(self, at: Callable[[int], Change]) -> int:
+        """The largest context (in units) at which everything fits for one placement: the
+        smaller limit (the host's not searched where the GPUs hold nothing)."""
+        g = self.limit(at, gpus=True)
+        return min(g, self.limit(at, gpus=False)) if g else 0
 
     def split(self, change: Change, kind: str = "room") -> tuple[int, ...] | None:
         """-ts for ``change``: sized to what each GPU has left (``kind`` "room", see
@@ -262,14 +318,25 @@ class _Space:
         return self._split[key]
 
 
-def _largest(top: int, ok: Callable[[int], bool], guess: int | None = None) -> int:
+def _owners_fit(res: FitResult) -> tuple[bool, bool]:
+    """(the GPUs fit, the host fits) in an estimate."""
+    gpus = all(d.fits is not False for d in res.devices if d.kind != "cpu")
+    host = all(d.fits is not False for d in res.devices if d.kind == "cpu")
+    return gpus, host
+
+
+def _largest(
+    top: int, ok: Callable[[int], bool], guessed: Callable[[], int | None] | None = None
+) -> int:
     """The largest k in [1, top] with ok(k), ok monotone (true up to a point); 0: none.
-    ``guess``: where to look first; the bracket around it widens until it holds the answer."""
+    ``guessed``: where to look first (asked only where the answer lies between the ends);
+    the bracket around it widens until it holds the answer."""
     if top < 1 or not ok(1):
         return 0
     if ok(top):
         return top
     lo, hi = 1, top  # ok(lo), not ok(hi)
+    guess = guessed() if guessed is not None else None
     if guess is not None and lo < guess < hi:
         step = 1
         if ok(guess):
@@ -369,8 +436,8 @@ def least_offload(s: _Space, at: Layout, units: int, hint: int | None = None) ->
     no amount. ``hint``: where a like search ended (the same plan with another ubatch)."""
     n = s.n_offload
     guess = hint if hint is not None else _offload_guess(s, at, units)
-    x = _first(0, n, lambda x: s.fits(at(x, units))[0], guess)
-    if x is None or not s.fits(at(x, units))[1]:
+    x = _first(0, n, lambda x: s.gpus_fit(at(x, units)), guess)
+    if x is None or not s.host_fits(at(x, units)):
         return None
     return x
 
@@ -403,8 +470,11 @@ def most_context(s: _Space, at: Layout, hint: int | None = None) -> tuple[int, i
     def lim(x: int) -> tuple[int, int]:
         return s.limits(lambda units: at(x, units))
 
+    def gpus_limit(x: int) -> int:
+        return s.limit(lambda units: at(x, units), gpus=True)
+
     if s.n_offload == 0:
-        best = min(lim(0))
+        best = s.room(lambda units: at(0, units))
         return (0, best) if best else None
     # the first offload at which the GPUs' limit reaches the host's (guessed as a line)
     guess = hint
@@ -415,11 +485,11 @@ def most_context(s: _Space, at: Layout, hint: int | None = None) -> tuple[int, i
     short = _Short(s, at)
     cross = _first(0, s.n_offload, short.crossed, guess)
     if cross is None:  # the GPUs bind everywhere: offload all there is
-        best_x, best = s.n_offload, min(lim(s.n_offload))
+        best_x, best = s.n_offload, s.room(lambda units: at(s.n_offload, units))
     else:
-        best_x, best = cross, min(lim(cross))
-        if cross > 0 and lim(cross - 1)[0] >= best:  # one step less: the GPUs' limit
-            best = lim(cross - 1)[0]
+        best_x, best = cross, s.room(lambda units: at(cross, units))
+        if cross > 0 and gpus_limit(cross - 1) >= best:  # one step less: the GPUs' limit
+            best = gpus_limit(cross - 1)
             if best:  # (0: nothing fits either way)
                 best_x = _first(0, cross - 1, lambda x: short.gpus_hold(x, best), cross - 1) or 0
     return (best_x, best) if best else None
@@ -438,17 +508,19 @@ class _Short:
     def gpus_hold(self, x: int, units: int) -> bool:
         """Whether the GPUs' limit at offload ``x`` is ``units`` or more: whether they fit
         there (memory only grows with the context): one estimate, no limit searched."""
-        return x > self.upto and self.s.fits(self.at(x, units))[0]
+        return x > self.upto and self.s.gpus_fit(self.at(x, units))
 
     def crossed(self, x: int) -> bool:
         """Whether the GPUs' limit at offload ``x`` reaches the host's. Where the GPUs do
         not hold one unit, theirs is 0: reached only where the host's is 0 too."""
         if x <= self.upto:
-            return not self.s.fits(self.at(x, 1))[1]
-        g, h = self.s.limits(lambda units: self.at(x, units))
-        if g == 0 and not self.s.fits(self.at(x, 1))[0]:  # (estimated by limits already)
+            return not self.s.host_fits(self.at(x, 1))
+        g = self.s.limit(lambda units: self.at(x, units), gpus=True)
+        if g == 0:  # (not even one unit: the host's limit is 0 where it does not hold one)
             self.upto = x
-        return g >= h
+            return not self.s.host_fits(self.at(x, 1))
+        # (no limit is past the largest context)
+        return g == self.s.cap or g >= self.s.limit(lambda units: self.at(x, units), gpus=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,11 +650,11 @@ def _search_one(
     found: tuple[int, int] | None
     if goal == "speed":
         x = least_offload(s, at, units, hint)
-        room = min(s.limits(lambda u: at(x, u))) if x is not None else 0
+        room = s.room(lambda u: at(x, u)) if x is not None else 0
         found = (x, units) if x is not None else None
         max_units = max(room, units)
     elif goal == "gpu-only":
-        room = min(s.limits(lambda u: at(0, u)))
+        room = s.room(lambda u: at(0, u))
         found = (0, room) if room else None
         max_units = room
     else:

@@ -256,8 +256,7 @@ class _Search:
                     change = replace(change, tensor_split=counts)
             return replace(change, n_ctx=u * s.unit)
 
-        gpus, host = s.fits(at(0, units))
-        x = 0 if gpus and host else least_offload(s, at, units, hint)
+        x = 0 if s.all_fit(at(0, units)) else least_offload(s, at, units, hint)
         ub_used = ub or self.settings.n_ubatch
         if x is None:
             why = self._why_not(at(0, units), at(s.n_offload, units))

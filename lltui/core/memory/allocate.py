@@ -12,7 +12,7 @@ from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.llama.builds import PINNED_BUILD
 from lltui.core.memory.arch_table import known_to_llama_cpp
 from lltui.core.memory.common import CPU, is_gpu
-from lltui.core.memory.compute import compute_buffers
+from lltui.core.memory.compute import ComputeBuffers, compute_buffers
 from lltui.core.memory.compute_graph import ComputeLayout
 from lltui.core.memory.context import Resolved, layer_devices, resolve_context
 from lltui.core.memory.devices import DeviceSpec, host_buffer, mixed_vendors
@@ -57,9 +57,13 @@ def pipeline_parallel(
     )
 
 
-def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
+def estimate_once(
+    p: FitProblem, placed: Placed | None = None, *, compute: str = "all"
+) -> FitResult:
     """The estimate for exactly these settings (no search); ``placed`` reuses a placement
-    made for the same layers and devices."""
+    made for the same layers and devices. ``compute`` "none" (no compute buffer, no graph
+    planned) or "prompt" (the prompt batch's graph alone, not the token's): a floor of
+    every device's total, where it does not fit, the estimate does not either."""
     model, hp, st, all_devs, devs, opts = p.model, p.hp, p.args, p.devices, p.used, p.options
     r = resolve_context(hp, st, server=opts.server, rules=opts.rules)
     devs = tuple(devs)
@@ -94,8 +98,9 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
     # -sm tensor: the Meta device's graph is planned as one device's (its buffer type sizes
     # each tensor whole)
     st_c = replace(st, split_mode="layer") if meta else st
-    compute = compute_buffers(ComputeLayout(hp, r, st_c, devs, ldev, placements, pp))
-    buffers.extend((n, "compute", b) for n, b in compute.sizes.items())
+    layout = ComputeLayout(hp, r, st_c, devs, ldev, placements, pp, compute == "prompt")
+    buffers_of = compute_buffers(layout) if compute != "none" else ComputeBuffers({}, False)
+    buffers.extend((n, "compute", b) for n, b in buffers_of.sizes.items())
     if meta:
         from lltui.core.memory.tensor_parallel import split_over_meta
 
@@ -135,8 +140,8 @@ def estimate_once(p: FitProblem, placed: Placed | None = None) -> FitResult:
         fits=all(e.fits is not False for e in estimates),
         max_ctx=None,
         warnings=_warnings(hp, r, st, devs, all_devs),
-        compute_exact=compute.exact,
-        compute_note=compute.note,
+        compute_exact=buffers_of.exact,
+        compute_note=buffers_of.note,
         meta_devices=tuple(d.name for d in meta),
     )
 

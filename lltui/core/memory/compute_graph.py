@@ -486,6 +486,8 @@ class ComputeLayout:
     layer_dev: Sequence[int]
     placements: Sequence[TensorPlacement]
     pipeline_parallel: bool
+    # the prompt batch's graph alone (a floor of the buffers: each is the larger of two)
+    prompt_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -566,7 +568,7 @@ def _planned(layout: ComputeLayout) -> Planned | str:
     )
     pp, tg = reserve_ubatches(r)
     pp_sizes = planned_peak(shape, pp, backends)
-    tg_sizes = planned_peak(shape, tg, backends)
+    tg_sizes = pp_sizes if layout.prompt_only else planned_peak(shape, tg, backends)
     sizes = [max(a, b) for a, b in zip(pp_sizes, tg_sizes, strict=True)]
     out = {d.name: size for d, size in zip(devices, sizes, strict=False) if size > 1}
     # the CPU backend allocates in the first device's host buffer type (CUDA_Host for CUDA)
