@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lltui.core.cmdline.args import LlamaArgs, cpu_moe_overrides, spell
 from lltui.core.cmdline.flag_values import NGL_ALL, writable_split
@@ -77,24 +78,24 @@ class Change:
 
     def apply(self, args: LlamaArgs) -> LlamaArgs:
         """The settings with this change made (typed: nothing is spelled or parsed)."""
-        out = args
+        out: dict[str, Any] = {}  # (one replace: the settings have many fields)
         if self.split_mode is not None:
-            out = replace(out, split_mode=self.split_mode)
+            out.update(split_mode=self.split_mode)
         if self.devices is not None:
-            out = replace(out, devices=self.devices, tensor_split=(), main_gpu=0)
+            out.update(devices=self.devices, tensor_split=(), main_gpu=0)
         if self.n_gpu_layers is not None:
-            out = replace(out, n_gpu_layers=self.n_gpu_layers)
+            out.update(n_gpu_layers=self.n_gpu_layers)
         if self.n_cpu_moe:
-            out = replace(out, overrides=out.overrides + tuple(cpu_moe_overrides(self.n_cpu_moe)))
+            out.update(overrides=args.overrides + tuple(cpu_moe_overrides(self.n_cpu_moe)))
         if self.kv is not None and self.kv != "f16":
-            out = replace(out, type_k=self.kv, type_v=self.kv, flash_attn="on")
+            out.update(type_k=self.kv, type_v=self.kv, flash_attn="on")
         if self.n_ubatch is not None:
-            out = replace(out, n_ubatch=self.n_ubatch)
+            out.update(n_ubatch=self.n_ubatch)
         if self.tensor_split is not None:
-            out = replace(out, tensor_split=tuple(float(x) for x in self.tensor_split))
+            out.update(tensor_split=tuple(float(x) for x in self.tensor_split))
         if self.n_ctx is not None:
-            out = replace(out, n_ctx=self.n_ctx, kv_unified_per_slot=0)
-        return out
+            out.update(n_ctx=self.n_ctx, kv_unified_per_slot=0)
+        return replace(args, **out) if out else args
 
     def flags(self) -> tuple[str, ...]:
         """The change as llama-server flags, spelled from the flag table."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 CATALOG_FILE = "gpus.csv"
@@ -249,6 +249,7 @@ def mig_cards(profile: str) -> tuple[GpuSpec, ...]:
     return tuple(g for g in all_gpus() if profile in MIG_PROFILES.get(g.name, ()))
 
 
+@lru_cache(maxsize=256)  # asked per device of every estimate (is it integrated?)
 def find_gpu(name: str, mib: int | None = None) -> GpuSpec | None:
     """The catalog's row for a GPU named as NVML names it or by a short name (a MIG slice
     of a card: its share of the card, :func:`mig_slice`); None when it knows no such GPU.

@@ -27,7 +27,7 @@ from lltui.core.ggml.graph import HOST, REPACK
 from lltui.core.ggml.sched import Backend, schedule
 from lltui.core.gguf.types import type_from_name
 from lltui.core.memory.arch_table import Recipe, approximate_reason, recipe_of
-from lltui.core.memory.common import CPU, SCHED_MAX_COPIES, backend_of, is_gpu
+from lltui.core.memory.common import CPU, KV_PAD, SCHED_MAX_COPIES, backend_of, is_gpu
 from lltui.core.memory.context import Resolved
 from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.graph_decoder import (
@@ -441,13 +441,17 @@ _UNMODELLED: dict[int, tuple[DecoderShape, tuple[str, ...]]] = {}
 
 
 def _unmodelled_of(shape: DecoderShape) -> tuple[str, ...]:
-    """unmodelled_weights of ``shape`` whatever its placement, remembered by the shape
-    itself (decoder_shape's, shared by every quant of a model): a shape holding a million
-    weights is not hashed again each time. The shape is held, so its id names it."""
+    """unmodelled_weights of ``shape`` whatever its placement and context (the cache's size
+    shapes tensors, never which weights are read), remembered by the shape itself
+    (decoder_shape's, shared by every quant of a model): a shape holding a million weights
+    is not hashed again each time. The shape is held, so its id names it."""
     got = _UNMODELLED.get(id(shape))
     if got is not None and got[0] is shape:
         return got[1]
-    missing = unmodelled_weights(replace(shape, layer_dev=(), moved=()))
+    swa = KV_PAD if shape.kv_size_swa else 0
+    missing = unmodelled_weights(
+        replace(shape, layer_dev=(), moved=(), kv_size=KV_PAD, kv_size_swa=swa)
+    )
     if len(_UNMODELLED) >= 64:
         _UNMODELLED.clear()
     _UNMODELLED[id(shape)] = (shape, missing)

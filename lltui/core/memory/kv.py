@@ -67,28 +67,36 @@ def kv_caches(
         groups.append((True, swa, [il for il in layers if hp.is_swa[il]]))
     else:
         groups.append((False, r.n_ctx_seq, layers))
+    tk, tv = type_from_name(r.type_k), type_from_name(r.type_v)
+    with_v = not hp.mla or r.mla_v_cache  # MLA's V shared K's rows from b7832
     out = []
     for is_swa, cells, ls in groups:
         k_total = v_total = 0
         bufs: dict[str, int] = {}
         per_cell: dict[str, int] = {}
+        # (buffer, K bytes, V bytes, allocated, bytes per cell) of a layer's device and rows:
+        # worked out once for the layers alike
+        alike: dict[tuple[int, int, int], tuple[str, int, int, int, int]] = {}
         for il in ls:
             dev_i = layer_dev[il] if st.kv_offload else -1
-            dev = devices[dev_i] if dev_i >= 0 else None
-            buf = dev.name if dev is not None else CPU
             nk = hp.n_embd_k_gqa(il)
             nv = v_max if v_trans else hp.n_embd_v_gqa(il)
-            k = _row(r.type_k, nk) * cells * r.n_stream
-            tk = type_from_name(r.type_k)
-            size = device_alloc_size(dev, tk, (nk, cells, r.n_stream), k)
+            got = alike.get((dev_i, nk, nv))
+            if got is None:
+                dev = devices[dev_i] if dev_i >= 0 else None
+                k = _row(r.type_k, nk) * cells * r.n_stream
+                size = device_alloc_size(dev, tk, (nk, cells, r.n_stream), k)
+                cell = _row(r.type_k, nk)
+                v = 0
+                if with_v:
+                    v = _row(r.type_v, nv) * cells * r.n_stream
+                    size += device_alloc_size(dev, tv, (nv, cells, r.n_stream), v)
+                    cell += _row(r.type_v, nv)
+                buf = dev.name if dev is not None else CPU
+                got = alike[(dev_i, nk, nv)] = (buf, k, v, size, cell)
+            buf, k, v, size, cell = got
             k_total += k
-            cell = _row(r.type_k, nk)
-            if not hp.mla or r.mla_v_cache:  # MLA's V shared K's rows from b7832
-                v = _row(r.type_v, nv) * cells * r.n_stream
-                tv = type_from_name(r.type_v)
-                size += device_alloc_size(dev, tv, (nv, cells, r.n_stream), v)
-                v_total += v
-                cell += _row(r.type_v, nv)
+            v_total += v
             bufs[buf] = bufs.get(buf, 0) + size
             per_cell[buf] = per_cell.get(buf, 0) + cell
         out.append(
