@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -633,6 +634,7 @@ def test_every_amd_field_reaches_the_exporter_and_reads_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sample = _amd_sample(monkeypatch)
+    sample = replace(sample, info=replace(sample.info, rocm_version="6.4.1"))
     families = {f.name: f for f in rig_families(sample, host="h")}
     amd_metrics = [m for m in GPU_METRICS if m.attr in AMD_FIELDS]
     assert len(amd_metrics) == len(AMD_FIELDS)
@@ -646,6 +648,8 @@ def test_every_amd_field_reaches_the_exporter_and_reads_back(
     ).values()
     g = back.gpus[0]
     assert g.hotspot_temp_c == sample.gpus[0].hotspot_temp_c and g.info.gfx_target == "gfx942"
+    # the rig's ROCm release too (a scrape of an AMD rig dropped it: 'gpus' said no ROCm)
+    assert back.info.rocm_version == "6.4.1"
     assert g.gtt_used == sample.gpus[0].gtt_used
 
 

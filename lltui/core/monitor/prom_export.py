@@ -85,6 +85,7 @@ def rig_families(
         simulated="true" if info.simulated else "false",
         driver_version=info.driver_version,
         cuda_version=info.cuda_version,
+        rocm_version=info.rocm_version,
     )
     # a simulated rig's GPUs say so on every series, so a Prometheus that scrapes one
     # cannot take its numbers for a real GPU's

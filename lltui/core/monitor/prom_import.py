@@ -179,6 +179,7 @@ class _Host:
     host: dict[str, float] = field(default_factory=dict)
     driver_version: str | None = None
     cuda_version: str | None = None
+    rocm_version: str | None = None
     simulated: bool = False
     exporters: set[str] = field(default_factory=set)
     error: str | None = None
@@ -303,6 +304,7 @@ def _take_host_series(h: _Host, s: Series, exporter: str) -> bool:
         if n == RIG_INFO:
             h.driver_version = s.label("driver_version") or h.driver_version
             h.cuda_version = s.label("cuda_version") or h.cuda_version
+            h.rocm_version = s.label("rocm_version") or h.rocm_version
             h.simulated = s.label("simulated") == "true"
             return True
         table = {
@@ -460,6 +462,7 @@ def _rig(host_name: str, h: _Host, *, source: str, seq: int, t: float, wall: flo
         simulated_reason="the exporter serves a simulated rig" if h.simulated else None,
         driver_version=h.driver_version,
         cuda_version=h.cuda_version,
+        rocm_version=h.rocm_version,
         hostname=host_name,
         gpus=tuple(g.info for g in samples),
     )
