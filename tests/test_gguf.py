@@ -239,6 +239,22 @@ def test_long_arrays_stay_lazy_until_asked(tmp_path):
     assert sc.values() == pytest.approx(scores)
 
 
+def test_long_arrays_of_strings_of_every_length_are_stepped_over(tmp_path):
+    # runs of short strings are stepped over by one regex match each, the rest one at a time:
+    # lengths from 0 past 256 (a uint64 length whose low byte alone looks short), in runs
+    # that are all short, all long and mixed; the tensor table after them reads whole
+    n = EAGER_ARRAY_ITEMS * 3 + 7
+    tokens = [("ab" * 150)[: (i * 7) % 301] if i % 1000 > 600 else f"t{i}" for i in range(n)]
+    tokens[5] = "\x00" * 9  # NUL bytes in a token
+    _, scores, types = gf.spm_vocab(n)
+    spec = gf.qwen3_spec(n_vocab=n)
+    p = tmp_path / "lengths.gguf"
+    gf.write_model(p, spec, "F16", vocab=(tokens, scores, types))
+    m = read_gguf(p)
+    assert m.tokens is not None and m.tokens.values() == tuple(tokens)
+    assert [t.name for t in m.tensors] == [name for name, _ in gf.tensor_plan(spec)]
+
+
 def test_lazy_array_reports_a_file_changed_underneath(tmp_path):
     n = EAGER_ARRAY_ITEMS + 10
     p = tmp_path / "shrinks.gguf"

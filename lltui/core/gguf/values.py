@@ -3,7 +3,9 @@ arrays too long to decode up front kept as lazy GgufArray values (offset, count,
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import stat
 import struct
 from collections.abc import Iterator
@@ -245,6 +247,17 @@ def _decode_items(
     raise GgufError(f"{path}: unknown value type {item_type} in an array")
 
 
+_RUN = 256  # strings stepped over by one match
+_SHORT = 64  # strings up to this many bytes long are matched (a vocabulary's, nearly all)
+
+
+@functools.cache
+def _short_strings() -> re.Pattern[bytes]:
+    """_RUN strings in a row, each its uint64 length (under _SHORT) and that many bytes."""
+    one = b"|".join(re.escape(bytes([n])) + bytes(7) + b".{%d}" % n for n in range(_SHORT))
+    return re.compile(b"(?s)(?:%s){%d}+" % (one, _RUN))  # possessive: nothing to back into
+
+
 def _skip_items(
     buf: Any, pos: int, item_type: int, count: int, end: int, path: str, depth: int
 ) -> int:
@@ -257,10 +270,22 @@ def _skip_items(
     if item_type in _FIXED:
         return pos + count * min_size
     if item_type == ValueType.STRING:
+        # whole runs of short strings are stepped over by one regex match each (in C); a run
+        # the regex does not match (a long string, the end of the bytes) is walked in Python
+        runs = _short_strings().match
         unpack = U64.unpack_from
         try:
-            for _ in range(count):
-                pos += 8 + unpack(buf, pos)[0]
+            while count:
+                step = min(count, _RUN)
+                count -= step
+                matched = runs(buf, pos, end) if step == _RUN else None
+                if matched is not None:
+                    pos = matched.end()
+                    continue
+                for _ in range(step):
+                    pos += 8 + unpack(buf, pos)[0]
+                    if pos > end:
+                        break
                 if pos > end:
                     break
         except struct.error:
