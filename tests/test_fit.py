@@ -416,6 +416,30 @@ def test_suggests_fewer_gpu_layers_when_weights_do_not_fit(tmp_path):
     assert check.fits
 
 
+def test_an_estimate_without_compute_buffers_is_a_lower_bound(tmp_path):
+    # the -ngl search asks first without the compute graph: what does not fit then cannot
+    # fit with it, and the graph is planned only for settings that may fit
+    from lltui.core.memory.allocate import estimate_once
+    from lltui.core.memory.compute_graph import clear_plans, planned_peak
+    from lltui.core.memory.problem import FitProblem
+
+    path = make(tmp_path, gf.llama_spec(n_layer=8))
+    model = read_gguf(path)
+    weights = sum(t.nbytes for t in model.tensors)
+    dev = (DeviceSpec("CUDA0", "cuda", weights // 2, weights // 2),)
+    for ngl in range(10):
+        args = parse_llama_args(["-c", "512", "-ub", "16", "-ngl", str(ngl)])
+        p = FitProblem.of(model, args, dev, FitOptions(margin_bytes=0))
+        clear_plans()
+        low = estimate_once(p, compute="none")
+        assert planned_peak.cache_info().misses == 0  # no graph planned
+        full = estimate_once(p)
+        assert low.fits >= full.fits
+        assert not any(k == "compute" for _, k, _ in low.buffers)
+        for a, b in zip(low.devices, full.devices, strict=True):
+            assert a.total_bytes == b.total_bytes - b.compute_bytes
+
+
 def test_balanced_split_for_unequal_gpus(tmp_path):
     path = make(tmp_path, gf.llama_spec(n_layer=8))
     model = read_gguf(path)

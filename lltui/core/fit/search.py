@@ -159,8 +159,9 @@ def suggest(p: FitProblem, base: FitResult, max_ctx: int | None) -> tuple[Sugges
         return tuple(out)
 
     def fits(s: LlamaArgs) -> bool:
-        try:
-            return estimate_once(replace(p, args=s)).fits
+        q = replace(p, args=s)
+        try:  # the compute graph is planned only where the rest fits (buffers only add)
+            return estimate_once(q, compute="none").fits and estimate_once(q).fits
         except FitError:
             return False
 
