@@ -12,7 +12,6 @@ from lltui.core.cmdline.flags import (
     NGL_ALL,
     NGL_AUTO,
     NP_AUTO,
-    is_memory_flag,
     parse_llama_args,
     pinned_arity,
 )
@@ -128,7 +127,6 @@ def test_other_llama_server_flags_are_accepted_and_ignored():
 def test_memory_args_keep_what_changes_memory_as_given():
     s = parse_llama_args(["--port", "1", "-c", "4096", "--jinja", "-ngl", "all"])
     assert s.memory_args == ("-c", "4096", "-ngl", "all")
-    assert is_memory_flag("--ctx-size") and not is_memory_flag("--port")
 
 
 def test_unknown_and_malformed_flags_are_one_line_errors():

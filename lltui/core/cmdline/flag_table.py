@@ -38,10 +38,6 @@ class Flag:
     # a secret: never in argv (``ps`` shows it) nor printed; passed in this variable instead
     secret_env: str | None = None
 
-    @property
-    def all_spellings(self) -> tuple[str, ...]:
-        return self.spellings + self.neg
-
 
 def _s(text: str) -> tuple[str, ...]:
     return tuple(text.split())
@@ -251,7 +247,6 @@ BY_SPELLING: Mapping[str, tuple[Flag, bool]] = {
     **{s: (f, True) for f in FLAGS for s in f.spellings},
     **{s: (f, False) for f in FLAGS for s in f.neg},
 }
-MEMORY_SPELLINGS: frozenset[str] = frozenset(s for f in FLAGS if f.memory for s in f.all_spellings)
 # settings that are secrets, and the variables llama-server reads them from
 SECRET_FIELDS: tuple[str, ...] = tuple(f.key for f in FLAGS if f.secret_env)
 MASK = "***"  # a secret wherever lltui shows it

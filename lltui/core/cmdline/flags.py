@@ -16,7 +16,6 @@ from lltui.core.cmdline.args import (
 )
 from lltui.core.cmdline.flag_table import (
     FLAGS,
-    MEMORY_SPELLINGS,
     REMOVED,
     BinaryFlags,
     Flag,
@@ -51,13 +50,7 @@ __all__ = [
     "TensorOverride",
     "arity_of",
     "canonical",
-    "is_memory_flag",
     "parse_llama_args",
     "pinned_arity",
     "spell",
 ]
-
-
-def is_memory_flag(arg: str) -> bool:
-    """Whether the flag changes what llama-server allocates (the ones fit reads)."""
-    return canonical(arg) in MEMORY_SPELLINGS
