@@ -28,7 +28,6 @@ from lltui.core.gguf.types import (
     GGML_TYPES,
     GgmlType,
     LlamaFtype,
-    ftype_from_name,
     tensor_nbytes,
     type_from_name,
     type_info,
@@ -65,7 +64,6 @@ def test_type_helpers():
     assert type_from_name("q4_K") == type_from_name("Q4_K") == GgmlType.Q4_K
     assert tensor_nbytes(GgmlType.Q4_K, (512,)) == 2 * 144
     assert tensor_nbytes(GgmlType.Q8_0, (64, 3, 2)) == 2 * 34 * 3 * 2
-    assert ftype_from_name("q4_k") == LlamaFtype.MOSTLY_Q4_K_M  # llama-quantize's alias
     assert set(FTYPE_DEFAULT_TYPE) <= set(FTYPE_NAMES)
     with pytest.raises(ValueError):
         type_from_name("q9_Z")

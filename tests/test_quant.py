@@ -16,10 +16,10 @@ from support.llama_fixture import llama_bins
 from lltui.cli import main
 from lltui.core.gguf.reader import read_gguf
 from lltui.core.gguf.types import (
+    FTYPE_NAMES,
     QUANTIZE_FTYPES,
     GgmlType,
     LlamaFtype,
-    ftype_from_name,
     tensor_nbytes,
     type_from_name,
 )
@@ -387,7 +387,6 @@ def test_quant_sizes_covers_every_llama_quantize_type():
     by_name = {r.name: r for r in rows}
     assert by_name["Q2_K"].file_bytes < by_name["Q4_K_M"].file_bytes < by_name["Q8_0"].file_bytes
     assert by_name["Q8_0"].file_bytes < by_name["F16"].file_bytes < by_name["F32"].file_bytes
-    assert ftype_from_name("Q4_K_M") == by_name["Q4_K_M"].ftype
 
 
 # -- against real files ----------------------------------------------------------------------
@@ -604,6 +603,9 @@ def _parse_schema(text: str) -> dict[str, tuple[str, dict[str, str]]]:
     return sections
 
 
+FTYPE_BY_NAME = {name: ftype for ftype, name in FTYPE_NAMES.items()}
+
+
 @pytest.mark.parametrize("model", list(SNAPSHOT_MODELS))
 def test_matches_llama_cpp_type_selection_snapshots(snapshots, model):
     sections = _parse_schema(snapshots[model])
@@ -611,7 +613,7 @@ def test_matches_llama_cpp_type_selection_snapshots(snapshots, model):
     assert len(sections) > 30
     for ftype_name, (default, overrides) in sections.items():
         # the snapshots are made without an importance matrix
-        row = quant_row(src, ftype_from_name(ftype_name), imatrix=False)
+        row = quant_row(src, FTYPE_BY_NAME[ftype_name], imatrix=False)
         assert row.error is None, (ftype_name, row.error)
         got = {t.name: t.type for t in row.tensors if t.quantizable}
         assert set(overrides) <= set(got), ftype_name
@@ -638,7 +640,7 @@ def test_llama_quantize_writes_the_predicted_files(llama_bins, tmp_path, arch):
     for name, with_imatrix in runs:
         row = quant_row(
             quant_source(model),
-            ftype_from_name(name),
+            FTYPE_BY_NAME[name],
             imatrix=with_imatrix,
             imatrix_file=str(imatrix),
             imatrix_dataset="calibration.txt",

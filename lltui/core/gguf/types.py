@@ -314,24 +314,7 @@ QUANTIZE_FTYPES: tuple[LlamaFtype, ...] = (
     _F.ALL_F32,
 )
 
-# llama-quantize's aliases.
-FTYPE_ALIASES: dict[str, LlamaFtype] = {
-    "Q3_K": _F.MOSTLY_Q3_K_M,
-    "Q4_K": _F.MOSTLY_Q4_K_M,
-    "Q5_K": _F.MOSTLY_Q5_K_M,
-}
-
-_FTYPE_BY_NAME: dict[str, LlamaFtype] = {v: k for k, v in FTYPE_NAMES.items()} | FTYPE_ALIASES
-
 LLAMA_FTYPE_GUESSED = 1024
-
-
-def ftype_from_name(name: str) -> LlamaFtype:
-    """``Q4_K_M``, ``q4_k_m`` or an alias (``Q4_K``) -> LlamaFtype; ValueError if unknown."""
-    ft = _FTYPE_BY_NAME.get(name.strip().upper())
-    if ft is None:
-        raise ValueError(f"unknown quantization type {name!r}")
-    return ft
 
 
 def ftype_name(ftype: int) -> str:
