@@ -36,10 +36,6 @@ PCIE_GBS_PER_LANE: dict[int, float] = {
     6: 7.563,
 }
 
-# What llama.cpp's -sm tensor reduces over (GGML_CUDA_ALLREDUCE): NCCL, its own kernel, or
-# neither (peer copies and adds); "auto" picks by the rig (see lltui.core.speed.split).
-ALLREDUCE_PATHS = ("auto", "nccl", "internal", "none")
-
 
 @dataclass(frozen=True, slots=True)
 class RigLinks:
@@ -53,4 +49,6 @@ class RigLinks:
     p2p: bool | None = None
     allreduce_gbs: float | None = None  # measured bus bandwidth of a large all-reduce
     allreduce_us: float | None = None  # measured time of a small one (latency)
-    allreduce: str = "auto"  # one of ALLREDUCE_PATHS
+    # What -sm tensor reduces over (GGML_CUDA_ALLREDUCE): nccl, internal (llama.cpp's own
+    # kernel) or none (peer copies and adds); auto picks by the rig (lltui.core.speed.split).
+    allreduce: str = "auto"
