@@ -29,10 +29,6 @@ def signal_exit_code(signum: int) -> int:
     return 128 + signum
 
 
-def _interrupt(signum: int) -> BaseException:
-    return StopSignal(signum)
-
-
 @contextlib.contextmanager
 def _handled(handler: Callable[[int, object], None]) -> Iterator[None]:
     """SIGTERM and SIGHUP go to ``handler`` while the block runs; the handlers before are put
@@ -49,7 +45,7 @@ def _handled(handler: Callable[[int, object], None]) -> Iterator[None]:
 
 
 def raised_on_stop(
-    make: Callable[[int], BaseException] = _interrupt,
+    make: Callable[[int], BaseException] = StopSignal,
 ) -> contextlib.AbstractContextManager[None]:
     """While the block runs, SIGTERM and SIGHUP raise ``make(signum)`` (Ctrl-C's
     KeyboardInterrupt unless told otherwise)."""
