@@ -43,10 +43,7 @@ def checks_to_json(checks: tuple[Check, ...] | list[Check]) -> dict[str, Any]:
     return {
         "ok": checks_ok(checks),
         "checks": [
-            {
-                **fields_of(c, "name status detail version hint essential vendor"),
-            }
-            for c in checks
+            fields_of(c, "name status detail version hint essential vendor") for c in checks
         ],
     }
 

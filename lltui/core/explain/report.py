@@ -128,16 +128,9 @@ def case_to_json(r: ExplainReport) -> dict[str, Any]:
         "flags_assumed": list(r.settings.assumed),
         "command": list(f.command),
         "context": dict(f.context),
-        "devices": [
-            {
-                **fields_of(d, "name description free_mib total_mib source"),
-            }
-            for d in f.devices
-        ],
+        "devices": [fields_of(d, "name description free_mib total_mib source") for d in f.devices],
         "kv_sizes": [
-            {
-                **fields_of(k, "line size_mib cells layers seqs k_type v_type k_mib v_mib cache"),
-            }
+            fields_of(k, "line size_mib cells layers seqs k_type v_type k_mib v_mib cache")
             for k in f.kv_sizes
         ],
         "buffers": [

@@ -134,9 +134,7 @@ def rig_to_json(sample: RigSample) -> dict[str, Any]:
         **fields_of(info, "driver_version cuda_version nvml_version rocm_version"),
         "hostname": host.hostname or info.hostname,
         "gpus": [gpu_to_json(g) for g in sample.gpus],
-        "host": {
-            **fields_of(host, "cpu_pct mem_total mem_used cpu_count load_1m"),
-        },
+        "host": fields_of(host, "cpu_pct mem_total mem_used cpu_count load_1m"),
         "hints": list(info.hints),
         "error": sample.error,
     }

@@ -214,12 +214,7 @@ class NcclTestsTable:
             "max_size": largest.size if largest else None,
             "largest_busbw_out": largest.busbw_out if largest else None,
             "largest_busbw_in": largest.busbw_in if largest else None,
-            "devices": [
-                {
-                    **fields_of(d, "rank pid host device bus name"),
-                }
-                for d in self.devices
-            ],
+            "devices": [fields_of(d, "rank pid host device bus name") for d in self.devices],
             **fields_of(
                 self, "threads gpus_per_thread min_bytes max_bytes out_of_bounds wrong_rows elided"
             ),
