@@ -116,9 +116,7 @@ GGML_TYPES: dict[int, GgmlTypeInfo] = {
     int(t): GgmlTypeInfo(t, name, blck, size, quant) for t, name, blck, size, quant in _TABLE
 }
 
-_BY_NAME: dict[str, GgmlTypeInfo] = {}
-for _info in GGML_TYPES.values():
-    _BY_NAME[_info.name.lower()] = _info
+_BY_NAME: dict[str, GgmlTypeInfo] = {info.name.lower(): info for info in GGML_TYPES.values()}
 
 
 def type_info(type_id: int) -> GgmlTypeInfo:

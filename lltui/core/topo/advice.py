@@ -170,9 +170,7 @@ def advise(
     if not topo.gpus:
         return ()
     env = env or {}
-    by_label: dict[str, GpuStatic] = {}
-    for g in gpus:
-        by_label[f"GPU{g.index}"] = g
+    by_label = {f"GPU{g.index}": g for g in gpus}
     if is_amd_rig(gpus, topo):
         return _amd(topo, by_label, env, n_embd, n_layer)
     out: list[Advice] = []
