@@ -74,14 +74,10 @@ def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
 
 
-def threshold_keys() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(AlertThresholds))
-
-
 def thresholds_from_mapping(data: Mapping[str, Any], where: str = "alerts") -> AlertThresholds:
     """Thresholds from a config's ``[alerts]`` table (hook keys are read elsewhere and
     skipped here). ValueError with one line naming the key."""
-    known = set(threshold_keys())
+    known = {f.name for f in fields(AlertThresholds)}
     out = AlertThresholds()
     for key, value in data.items():
         name = f"{where}.{key}"

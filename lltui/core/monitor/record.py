@@ -291,16 +291,12 @@ def _finite_or_none(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _no_constant(_name: str) -> None:
-    return None
-
-
 def loads_line(text: str, line: int) -> dict[str, Any]:
     """One line's JSON object; RecordingError naming the line for anything else. A reading
     that is NaN or infinite (``NaN``, ``Infinity``, ``1e999``) is read as unknown (None): no
     GPU reports such a value, and every consumer of a sample takes None for "not known"."""
     try:
-        obj = json.loads(text, parse_float=_finite_or_none, parse_constant=_no_constant)
+        obj = json.loads(text, parse_float=_finite_or_none, parse_constant=lambda _name: None)
     except json.JSONDecodeError as exc:
         what = exc.msg.removesuffix(" at")  # "Unterminated string starting at" at column ...
         raise RecordingError(f"not JSON ({what} at column {exc.colno})", line) from None

@@ -19,10 +19,6 @@ from lltui.core.topo.matrix import (
 )
 
 
-def advice_to_json(item: Advice) -> dict[str, Any]:
-    return fields_of(item, "severity code message hint")
-
-
 def topology_to_json(topo: Topology, advice: Sequence[Advice] = ()) -> dict[str, Any]:
     """The ``topo --json`` contract: absent columns are absent keys."""
     out: dict[str, Any] = {
@@ -36,7 +32,7 @@ def topology_to_json(topo: Topology, advice: Sequence[Advice] = ()) -> dict[str,
         if values is not None:
             out[key] = values
     out["warnings"] = list(topo.warnings)
-    out["advice"] = [advice_to_json(a) for a in advice]
+    out["advice"] = [fields_of(a, "severity code message hint") for a in advice]
     out["nic_labels"] = list(topo.nics)
     if topo.p2p:
         out["p2p"] = topo.p2p_map()
