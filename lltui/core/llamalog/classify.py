@@ -112,8 +112,7 @@ def _json(raw: str, stripped: str) -> Classified:
         return Classified(line, KNOWN, (), text)
     build, commit = obj.get("build"), obj.get("commit")
     error = msg if obj.get("level") in ("ERR", "ERROR", "error") and isinstance(msg, str) else None
-    number = build if isinstance(build, int) and not isinstance(build, bool) else None
-    record = JsonRecord(number, commit if isinstance(commit, str) else "?", error)
+    record = JsonRecord(_int_or_none(build), commit if isinstance(commit, str) else "?", error)
     return Classified(line, record, (), text)
 
 
