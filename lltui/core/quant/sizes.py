@@ -95,7 +95,6 @@ class QuantRow:
 
     ftype: LlamaFtype
     name: str  # as llama-quantize spells it: "Q4_K_M"
-    default_type: GgmlType
     tensors: tuple[QuantTensor, ...]  # in the order llama-quantize writes them
     meta_bytes: int  # header, metadata and tensor table, before padding
     header_bytes: int  # meta_bytes padded to 32: where the tensor data starts
@@ -216,9 +215,7 @@ def quant_row(
             if reads_imatrix(ftype):  # else the same types come out again
                 chosen, n_fallback, needs = choose_types(src, ftype, use_imatrix, prep)
     except QuantizeRefused as exc:
-        return QuantRow(
-            ftype, name, default, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc)
-        )
+        return QuantRow(ftype, name, (), 0, 0, 0, 0, 0, False, bool(imatrix), False, str(exc))
 
     tensors, weights, padded = _row_tensors(chosen, {} if made is None else made, kept)
     meta = GGUF_HEADER_BYTES + src.kv_bytes + sum(_kv_u32_bytes(k) for k in _ADDED_U32_KEYS)
@@ -235,7 +232,6 @@ def quant_row(
     return QuantRow(
         ftype=ftype,
         name=name,
-        default_type=default,
         tensors=tensors,
         meta_bytes=meta,
         header_bytes=header,
