@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import (
     Callable,
     ItemsView,
@@ -102,10 +103,7 @@ class GgufTensor:
 
     @property
     def n_elements(self) -> int:
-        n = 1
-        for d in self.dims:
-            n *= d
-        return n
+        return math.prod(self.dims)
 
     @property
     def n_dims(self) -> int:

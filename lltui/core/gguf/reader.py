@@ -10,6 +10,7 @@ count and type, decoded only when asked.
 from __future__ import annotations
 
 import itertools
+import math
 import mmap
 import os
 import struct
@@ -283,9 +284,7 @@ def _read_tensor_table(cur: Cursor, n_tensors: int) -> list[_RawTensor]:
                     dims = dims_structs[n_dims].unpack_from(buf, nend + 4)
                     type_id, offset = _TYPE_OFFSET.unpack_from(buf, end - 12)
                     info = types.get(type_id)
-                    n_elem = 1
-                    for d in dims:
-                        n_elem *= d
+                    n_elem = math.prod(dims)
                     if (
                         info is not None
                         and n_elem <= INT64_MAX

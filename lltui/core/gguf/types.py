@@ -7,6 +7,7 @@ and src/llama-quant.cpp. A test checks the table against gguf-py's GGML_QUANT_SI
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -145,10 +146,7 @@ def tensor_nbytes(type_id: int, dims: tuple[int, ...] | list[int]) -> int:
     """ggml_nbytes of a contiguous tensor with ggml dims (ne0 first, a whole number of
     blocks)."""
     info = type_info(type_id)
-    n = (dims[0] if dims else 1) // info.block_size * info.type_size
-    for d in dims[1:]:
-        n *= d
-    return n
+    return (dims[0] if dims else 1) // info.block_size * info.type_size * math.prod(dims[1:])
 
 
 class LlamaFtype(IntEnum):

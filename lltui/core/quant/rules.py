@@ -4,6 +4,7 @@ tensor_type_fallback), applied to a model's tensor names and shapes."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -263,10 +264,7 @@ def _precision(facts: Sequence[TensorFacts]) -> GgmlType | None:
     elements: dict[int, int] = {}
     for f in facts:
         if f.quantizable:
-            n = 1
-            for d in f.tensor.dims:
-                n *= d
-            elements[f.tensor.type] = elements.get(f.tensor.type, 0) + n
+            elements[f.tensor.type] = elements.get(f.tensor.type, 0) + math.prod(f.tensor.dims)
     if not elements:
         return None
     return GgmlType(max(elements, key=lambda t: elements[t]))

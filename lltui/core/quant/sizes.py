@@ -8,6 +8,7 @@ the sizes of every quantization can be predicted from any GGUF of the model.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -115,13 +116,7 @@ class QuantRow:
     def n_elements(self) -> int:
         if self.kept is not None and self.tensors:
             return self.kept.n_elements  # every type of a source has its tensors' shapes
-        total = 0
-        for t in self.tensors:
-            n = 1
-            for d in t.dims:
-                n *= d
-            total += n
-        return total
+        return sum(math.prod(t.dims) for t in self.tensors)
 
     @property
     def bits_per_weight(self) -> float:
@@ -278,12 +273,7 @@ class _Kept:
             padded += _pad(nbytes)
         shapes = Shapes((f.tensor.name, f.tensor.dims) for f in prep.ordered)
         index = {name: i for i, (name, _) in enumerate(shapes)}
-        n_elements = 0
-        for _, dims in shapes:
-            n = 1
-            for d in dims:
-                n *= d
-            n_elements += n
+        n_elements = sum(math.prod(dims) for _, dims in shapes)
         return cls(tuple(tensors), weights, padded, tuple(chosen), shapes, index, n_elements)
 
 
