@@ -18,7 +18,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from lltui.core.gguf.types import GGML_TYPES, ftype_name
+from lltui.core.gguf.types import GGML_TYPES, ftype_name, n_dims
 from lltui.core.gguf.values import GgufArray, ValueType, as_int
 
 T = TypeVar("T")
@@ -107,11 +107,7 @@ class GgufTensor:
 
     @property
     def n_dims(self) -> int:
-        """ggml_n_dims: trailing dimensions of 1 do not count; at least 1."""
-        for i in range(len(self.dims) - 1, 0, -1):
-            if self.dims[i] > 1:
-                return i + 1
-        return 1
+        return n_dims(self.dims)
 
     @property
     def shape(self) -> tuple[int, ...]:

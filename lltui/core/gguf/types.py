@@ -8,6 +8,7 @@ and src/llama-quant.cpp. A test checks the table against gguf-py's GGML_QUANT_SI
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -140,6 +141,14 @@ def type_name(type_id: int) -> str:
     """ggml's own spelling (``q4_K``); ``type<N>`` for unknown ids."""
     info = GGML_TYPES.get(int(type_id))
     return info.name if info else f"type{type_id}"
+
+
+def n_dims(dims: Sequence[int]) -> int:
+    """ggml_n_dims: trailing dimensions of 1 do not count; at least 1."""
+    for i in range(len(dims) - 1, 0, -1):
+        if dims[i] > 1:
+            return i + 1
+    return 1
 
 
 def tensor_nbytes(type_id: int, dims: tuple[int, ...] | list[int]) -> int:

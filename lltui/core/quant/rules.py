@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from lltui.core.gguf.types import FTYPE_DEFAULT_TYPE, GgmlType, LlamaFtype, type_info
+from lltui.core.gguf.types import FTYPE_DEFAULT_TYPE, GgmlType, LlamaFtype, n_dims, type_info
 
 
 class _Members:
@@ -75,14 +75,6 @@ def tensor_category(name: str) -> Category:
         if needle in name:
             return cat
     return _C.OTHER
-
-
-def n_dims(dims: Sequence[int]) -> int:
-    """ggml_n_dims: trailing dimensions of 1 do not count; at least 1."""
-    for i in range(len(dims) - 1, 0, -1):
-        if dims[i] > 1:
-            return i + 1
-    return 1
 
 
 _NOT_QUANTIZED_SUBSTRINGS = (

@@ -23,6 +23,7 @@ from lltui.core.gguf.types import (
     QUANTIZE_FTYPES,
     GgmlType,
     LlamaFtype,
+    n_dims,
     tensor_nbytes,
     type_info,
 )
@@ -33,7 +34,6 @@ from lltui.core.quant.rules import (
     QuantSource,
     SourceTensor,
     choose_types,
-    n_dims,
     prepare,
     reads_imatrix,
 )
