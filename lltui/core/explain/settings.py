@@ -88,10 +88,7 @@ def parse_pasted(words: Sequence[str]) -> tuple[LlamaArgs, list[str], str | None
 
 def _offender(message: str, argv: Sequence[str]) -> int | None:
     head = message.split(":", 1)[0].strip()
-    for i, w in enumerate(argv):
-        if w == head or w.split("=", 1)[0] == head:
-            return i
-    return None
+    return next((i for i, w in enumerate(argv) if head in (w, w.split("=", 1)[0])), None)
 
 
 def recover(facts: LogFacts, rules: BuildRules) -> Recovered:

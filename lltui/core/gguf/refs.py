@@ -323,10 +323,7 @@ def hf_tag(models: Sequence[RepoModel], model: RepoModel) -> str:
 
 def select_file(models: Sequence[RepoModel], path: str) -> RepoModel | None:
     """The model one of whose files is ``path`` (any part of a split model names it)."""
-    for m in models:
-        if any(f.path == path for f in m.files):
-            return m
-    return None
+    return next((m for m in models if any(f.path == path for f in m.files)), None)
 
 
 def listing_lines(ref_text: str, models: Sequence[RepoModel], verb: str = "fit") -> list[str]:

@@ -88,10 +88,7 @@ NAME_PREFIXES = ("NVIDIA GeForce ", "NVIDIA ", "Tesla ", "AMD ")  # what a short
 def short_gpu_name(name: str) -> str:
     """The name without the vendor's words: ``NVIDIA H100 80GB HBM3`` -> ``H100 80GB HBM3``,
     ``Tesla V100-SXM3-32GB`` -> ``V100-SXM3-32GB``."""
-    for prefix in NAME_PREFIXES:
-        if name.startswith(prefix):
-            return name[len(prefix) :]
-    return name
+    return next((name[len(p) :] for p in NAME_PREFIXES if name.startswith(p)), name)
 
 
 def normalise_name(name: str) -> str:

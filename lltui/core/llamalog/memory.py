@@ -175,10 +175,8 @@ class MemoryFold:
     def _tool(self) -> str | None:
         if self.command is not None:
             return self.command.tool
-        for tool in ("server", "bench", "mtmd", "cli"):  # a server with --mmproj votes mtmd too
-            if self.votes.get(tool):
-                return tool
-        return None
+        # a server with --mmproj votes mtmd too
+        return next((t for t in ("server", "bench", "mtmd", "cli") if self.votes.get(t)), None)
 
     # -- the events -----------------------------------------------------------------------
 

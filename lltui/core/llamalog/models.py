@@ -234,10 +234,7 @@ class LogFacts:
     def context_value(self, *keys: str) -> str | None:
         """The last printed value of the first of ``keys`` the context printed."""
         found = dict(self.context)
-        for k in keys:
-            if k in found:
-                return found[k]
-        return None
+        return next((found[k] for k in keys if k in found), None)
 
     def context_int(self, *keys: str) -> int | None:
         value = self.context_value(*keys)

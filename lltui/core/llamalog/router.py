@@ -178,10 +178,7 @@ class RouterLogReader:
         return []
 
     def _newest(self, name: str) -> _Instance | None:
-        for inst in reversed(self._instances):
-            if inst.name == name:
-                return inst
-        return None
+        return next((i for i in reversed(self._instances) if i.name == name), None)
 
     def _forget_old(self) -> None:
         """Keep the newest server of each model and, of the ended ones, the latest few."""

@@ -50,10 +50,7 @@ def parse_fdinfo(text: str) -> DrmClient | None:
         return None
 
     def first(keys: tuple[str, ...]) -> int | None:
-        for key in keys:
-            if key in fields:
-                return to_bytes(fields[key], "b")
-        return None
+        return next((to_bytes(fields[k], "b") for k in keys if k in fields), None)
 
     return DrmClient(
         pdev=pci_bus_id(fields["drm-pdev"]),
