@@ -202,7 +202,8 @@ def advise(
         out += _main_gpu(topo, by_label, order, cuda_labels, links_known=missing <= 0)
     out += _device_order(cuda_gpus, order, env, cuda_order is not None)
     if n > 1:
-        out += _p2p(topo, by_label, pairs, nv_pairs, all_nvlink, env)
+        out += _p2p_access(topo, by_label, pairs, nv_pairs, all_nvlink, GGML_P2P_ENV in env)
+        out += _p2p_env(env, nv_pairs, all_nvlink)
     out += _numa(topo)
     if n > 1 and missing <= 0:
         out += _allreduce(topo, by_label, n, n_embd, n_layer)
@@ -456,18 +457,6 @@ def _device_order(
             )
         ]
     return []
-
-
-def _p2p(
-    topo: Topology,
-    by_label: Mapping[str, GpuStatic],
-    pairs: list[tuple[str, str, str]],
-    nv_pairs: list[tuple[str, str, str]],
-    all_nvlink: bool,
-    env: Mapping[str, str],
-) -> list[Advice]:
-    out = _p2p_access(topo, by_label, pairs, nv_pairs, all_nvlink, GGML_P2P_ENV in env)
-    return out + _p2p_env(env, nv_pairs, all_nvlink)
 
 
 _ANY_VALUE = "any value turns it on, even 0; unset it to turn it off"
