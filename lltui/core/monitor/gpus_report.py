@@ -85,9 +85,7 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
             {
                 "instance": v.instance,
                 "type": v.type_name,
-                "vm": v.vm,
-                "memory_total": v.memory_total,
-                "memory_used": v.memory_used,
+                **fields_of(v, "vm memory_total memory_used"),
             }
             for v in g.vgpus
         ],
