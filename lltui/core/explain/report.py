@@ -91,17 +91,13 @@ def hparams_to_json(hp: Hparams) -> dict[str, Any]:
     return {
         "arch": hp.arch,
         "n_layer": hp.n_layer_all,
-        "n_embd": hp.n_embd,
-        "n_vocab": hp.n_vocab,
-        "n_ctx_train": hp.n_ctx_train,
+        **fields_of(hp, "n_embd n_vocab n_ctx_train"),
         "n_head": hp.n_head[0] if hp.n_head else 0,
         "n_head_kv": hp.n_head_kv[0] if hp.n_head_kv else 0,
         "head_k": hp.head_k,
         "head_v": hp.head_v,
         "n_ff": max(hp.n_ff) if hp.n_ff else 0,
-        "n_expert": hp.n_expert,
-        "n_expert_used": hp.n_expert_used,
-        "n_swa": hp.n_swa,
+        **fields_of(hp, "n_expert n_expert_used n_swa"),
         "swa_layers": sum(hp.is_swa),
         "recurrent_layers": sum(hp.is_recurrent),
         "mla": hp.mla,
@@ -135,13 +131,9 @@ def case_to_json(r: ExplainReport) -> dict[str, Any]:
         ],
         "buffers": [
             {
-                "line": b.line,
-                "device": b.device,
-                "kind": b.kind,
+                **fields_of(b, "line device kind"),
                 "mib": b.mib_text,
-                "part": b.part,
-                "load": b.load,
-                "cache": b.cache,
+                **fields_of(b, "part load cache"),
             }
             for b in f.buffers
         ],
@@ -190,9 +182,7 @@ def report_to_json(r: ExplainReport) -> dict[str, Any]:
         else {"argv": list(r.fix.argv), "flags": list(r.fix.flags), "reason": r.fix.reason},
         "devices": [
             {
-                "name": d.name,
-                "description": d.description,
-                "free_bytes": d.free_bytes,
+                **fields_of(d, "name description free_bytes"),
                 "layers": list(d.layers),
                 "logged": dict(d.logged),
                 "predicted": dict(d.predicted) if d.predicted is not None else None,

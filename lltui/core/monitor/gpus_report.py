@@ -53,7 +53,7 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         "ecc_volatile_corrected": g.ecc_corrected,
         "ecc_volatile_uncorrected": g.ecc_uncorrected,
         **fields_of(g, "ecc_aggregate_corrected ecc_aggregate_uncorrected retired_pages xid"),
-        "xid_events": [{"xid": e.xid, "meaning": e.meaning, "t": e.t} for e in g.xid_events],
+        "xid_events": [{**fields_of(e, "xid meaning t")} for e in g.xid_events],
         "xid_dropped": g.xid_dropped,
         "persistence_mode": info.persistence_mode,
         "processes": [
@@ -62,9 +62,7 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
                 "type": p.kind,
                 **fields_of(p, "command host_rss cpu_pct sm_util mem_util started"),
                 "container": container_to_json(p.container),
-                "gpu_instance_id": p.gpu_instance_id,
-                "compute_instance_id": p.compute_instance_id,
-                "gtt_memory": p.gtt_memory,
+                **fields_of(p, "gpu_instance_id compute_instance_id gtt_memory"),
             }
             for p in g.processes
         ],

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lltui.core.jsonout import fields_of
 from lltui.core.nccl.findings import INFO, WARN, Finding
 from lltui.core.text import counted, one_line
 
@@ -135,14 +136,10 @@ def conf_file_line(f: Mapping[str, Any]) -> str:
 def conf_files_json(settings: NcclSettings) -> list[dict[str, Any]]:
     return [
         {
-            "path": f.path,
-            "why": f.why,
-            "status": f.status,
+            **fields_of(f, "path why status"),
             "settings": [
                 {
-                    "line": c.line,
-                    "name": c.name,
-                    "value": c.value,
+                    **fields_of(c, "line name value"),
                     "overridden_by": settings.overridden.get((c.path, c.line)),
                 }
                 for c in f.lines

@@ -28,6 +28,7 @@ from lltui.core.gguf.types import (
     type_info,
 )
 from lltui.core.gguf.values import ValueType
+from lltui.core.jsonout import fields_of
 from lltui.core.quant.rules import (
     PreparedSource,
     QuantizeRefused,
@@ -132,13 +133,9 @@ class QuantRow:
         return {
             "type": self.name,
             "ftype": int(self.ftype),
-            "file_bytes": self.file_bytes,
-            "weights_bytes": self.weights_bytes,
-            "header_bytes": self.header_bytes,
+            **fields_of(self, "file_bytes weights_bytes header_bytes"),
             "bits_per_weight": round(self.bits_per_weight, 3),
-            "n_fallback": self.n_fallback,
-            "requires_imatrix": self.requires_imatrix,
-            "requantize": self.requantize,
+            **fields_of(self, "n_fallback requires_imatrix requantize"),
             "tensor_types": self.type_counts(),
             "error": self.error,
             "above_source": self.above_source,

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from lltui.core.hardware.gpus import GpuSpec, find_gpu, nearest_gpus
 from lltui.core.hardware.host import HostSpec, default_host
 from lltui.core.hardware.links import RigLinks
+from lltui.core.jsonout import fields_of
 from lltui.core.memory.common import CPU
 from lltui.core.memory.results import DeviceSpeed, FitResult, SpeedEstimate
 from lltui.core.speed.calibration import Calibration
@@ -474,9 +475,7 @@ def speed_to_json(s: SpeedEstimate) -> dict[str, object]:
     return {
         "decode_tps": round(s.decode_tps, 1),
         "prefill_tps": round(s.prefill_tps, 1),
-        "bound": s.bound,
-        "prefill_bound": s.prefill_bound,
-        "depth": s.depth,
+        **fields_of(s, "bound prefill_bound depth"),
         "decode_tps_full_ctx": round(s.decode_tps_full, 1),
         "prompt_tokens": s.prompt_tokens,
         "n_ubatch": s.n_ubatch,
@@ -492,9 +491,7 @@ def speed_to_json(s: SpeedEstimate) -> dict[str, object]:
                 "description": d.description,
                 "decode_ms": round(d.decode_ms, 4),
                 "prefill_ms": round(d.prefill_ms, 4),
-                "bound": d.bound,
-                "prefill_bound": d.prefill_bound,
-                "decode_bytes": d.decode_bytes,
+                **fields_of(d, "bound prefill_bound decode_bytes"),
                 "copy_decode_ms": round(d.copy_decode_ms, 4),
                 "copy_prefill_ms": round(d.copy_prefill_ms, 4),
                 "assumed": d.assumed,
