@@ -59,8 +59,7 @@ def check_to_json(c: BufferCheck) -> dict[str, Any]:
         "logged_mib": b.mib_text,
         "diff_bytes": c.diff_bytes,
         "exact": c.exact if c.predicted_bytes is not None else None,
-        "part": b.part,
-        "load": b.load,
+        **fields_of(b, "part load"),
     }
     if b.cache is not None:
         out["cache"] = b.cache
@@ -79,8 +78,7 @@ def rules_to_json(rules: BuildRules) -> dict[str, Any]:
     }
     return {
         "follows": rules.build,
-        "tool": rules.tool,
-        "label": rules.label,
+        **fields_of(rules, "tool label"),
         "values": values,
         "not_modelled": [n for n in rules.notes if n.startswith("not modelled")],
         "notes": [n for n in rules.notes if not n.startswith("not modelled")],
@@ -94,14 +92,12 @@ def hparams_to_json(hp: Hparams) -> dict[str, Any]:
         **fields_of(hp, "n_embd n_vocab n_ctx_train"),
         "n_head": hp.n_head[0] if hp.n_head else 0,
         "n_head_kv": hp.n_head_kv[0] if hp.n_head_kv else 0,
-        "head_k": hp.head_k,
-        "head_v": hp.head_v,
+        **fields_of(hp, "head_k head_v"),
         "n_ff": max(hp.n_ff) if hp.n_ff else 0,
         **fields_of(hp, "n_expert n_expert_used n_swa"),
         "swa_layers": sum(hp.is_swa),
         "recurrent_layers": sum(hp.is_recurrent),
-        "mla": hp.mla,
-        "kv_lora_rank": hp.kv_lora_rank,
+        **fields_of(hp, "mla kv_lora_rank"),
     }
 
 
@@ -110,8 +106,7 @@ def case_to_json(r: ExplainReport) -> dict[str, Any]:
     f = r.facts
     return {
         "format": CASE_FORMAT,
-        "build": r.build,
-        "build_source": r.build_source,
+        **fields_of(r, "build build_source"),
         "tool": r.rules.tool,
         "rules": rules_to_json(r.rules)["values"],
         "model": r.model_ref,
@@ -163,8 +158,7 @@ def report_to_json(r: ExplainReport) -> dict[str, Any]:
             "lines": r.source.lines,
             "notes": list(r.source.notes),
         },
-        "build": r.build,
-        "build_source": r.build_source,
+        **fields_of(r, "build build_source"),
         "build_note": build_note(r),
         "build_range": f.build_range.label if f.build_range is not None else None,
         "rules": rules_to_json(r.rules),

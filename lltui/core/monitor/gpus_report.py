@@ -40,16 +40,14 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         **fields_of(g, "memory_used memory_free memory_reserved power_w power_limit_w"),
         "power_limit_default_w": info.power_limit_default_w,
         **fields_of(g, "energy_mj util_gpu util_mem temp_c sm_clock_mhz mem_clock_mhz"),
-        "max_sm_clock_mhz": info.max_sm_clock_mhz,
-        "max_mem_clock_mhz": info.max_mem_clock_mhz,
+        **fields_of(info, "max_sm_clock_mhz max_mem_clock_mhz"),
         **fields_of(
             g,
             "fan_pct pstate pcie_gen pcie_width pcie_rx_kbs pcie_tx_kbs nvlink_active "
             "nvlink_rx_kbs nvlink_tx_kbs",
         ),
         "throttle_reasons": list(g.throttle_reasons) if g.throttle_reasons is not None else None,
-        "ecc_uncorrected": g.ecc_uncorrected,
-        "ecc_corrected": g.ecc_corrected,
+        **fields_of(g, "ecc_uncorrected ecc_corrected"),
         "ecc_volatile_corrected": g.ecc_corrected,
         "ecc_volatile_uncorrected": g.ecc_uncorrected,
         **fields_of(g, "ecc_aggregate_corrected ecc_aggregate_uncorrected retired_pages xid"),
@@ -66,8 +64,7 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
             }
             for p in g.processes
         ],
-        "error": g.error,
-        "mem_temp_c": g.mem_temp_c,
+        **fields_of(g, "error mem_temp_c"),
         "mig_mode": info.mig_mode,
         "mig": [mig_to_json(m, g) for m in g.mig],
         **fields_of(

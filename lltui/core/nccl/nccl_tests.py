@@ -203,8 +203,7 @@ class NcclTestsTable:
     def to_json(self) -> dict[str, Any]:
         largest = self.largest
         return {
-            "collective": self.collective,
-            "nranks": self.nranks,
+            **fields_of(self, "collective nranks"),
             "rows": [r.to_json() for r in self.rows],
             **fields_of(
                 self,

@@ -137,8 +137,7 @@ class QuantRow:
             "bits_per_weight": round(self.bits_per_weight, 3),
             **fields_of(self, "n_fallback requires_imatrix requantize"),
             "tensor_types": self.type_counts(),
-            "error": self.error,
-            "above_source": self.above_source,
+            **fields_of(self, "error above_source"),
         }
 
 
