@@ -51,7 +51,7 @@ def gpu_to_json(g: GpuSample) -> dict[str, Any]:
         "ecc_volatile_corrected": g.ecc_corrected,
         "ecc_volatile_uncorrected": g.ecc_uncorrected,
         **fields_of(g, "ecc_aggregate_corrected ecc_aggregate_uncorrected retired_pages xid"),
-        "xid_events": [{**fields_of(e, "xid meaning t")} for e in g.xid_events],
+        "xid_events": [fields_of(e, "xid meaning t") for e in g.xid_events],
         "xid_dropped": g.xid_dropped,
         "persistence_mode": info.persistence_mode,
         "processes": [

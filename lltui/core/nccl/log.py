@@ -265,13 +265,11 @@ class NcclLogSummary:
             "host_versions": dict(self.host_versions),
             "versions_differ": bool(self.mismatched_versions),
             "env": dict(self.env),
-            "error_trace": [{**fields_of(t, "where code name")} for t in self.error_trace],
+            "error_trace": [fields_of(t, "where code name") for t in self.error_trace],
             "failed": self.failed,
             "failure_lines": list(self.failure_lines),
             "failure_total": self.failure_total,
-            "ib_errors": [
-                {**fields_of(e, "error name meaning vendor_err")} for e in self.ib_errors
-            ],
+            "ib_errors": [fields_of(e, "error name meaning vendor_err") for e in self.ib_errors],
             **fields_of(self, "init_complete lines record_lines"),
         }
 
