@@ -402,6 +402,23 @@ def test_a_default_verbosity_server_log_gives_its_slots_and_says_how_to_see_buff
     assert "-lv 4" in report_to_text(r)
 
 
+def test_a_logs_thread_count_is_the_estimates_t(tmp_path):
+    """system_info's ``n_threads = 2`` is the -t the server ran with: a log explained alone
+    is predicted at it, as with -t 2 given (it was at the assumed CPU's own count)."""
+    from support.llama_fixture import write_tiny_llama
+
+    from lltui.core.cmdline.args import parse_llama_args
+
+    log = Path(__file__).parent / "fixtures" / "llama-server" / "server_lv4_full.log"
+    model = str(write_tiny_llama(tmp_path / "tiny.gguf"))
+    alone = explain(ExplainRequest(str(log), model=model, ask_binary=False))
+    given = parse_llama_args(["-t", "2"])
+    with_t = explain(ExplainRequest(str(log), model=model, ask_binary=False, args=given))
+    assert "-t 2 (n_threads = 2)" in alone.settings.from_log
+    assert alone.result is not None and with_t.result is not None
+    assert alone.result.speed == with_t.result.speed
+
+
 def test_a_header_of_another_model_is_said(headers):
     """Log 24 loaded DeepSeek-V3 (129280 tokens); TinyLlama's header is not its model."""
     r = run(

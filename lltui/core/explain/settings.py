@@ -112,6 +112,11 @@ def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
     _context_flags(facts, take)
     _kv_flags(facts, take)
     _offload_flags(facts, take)
+    if facts.threads is not None and "n_threads" not in base.given:
+        t, tb = facts.threads
+        take(("-t", str(t)), f"n_threads = {t}")
+        if tb != t:
+            take(("-tb", str(tb)), f"n_threads_batch = {tb}")
     args = base.then(parse_llama_args(printed)) if printed else base
     assumed = _assumed(args, rules, facts)
     return Recovered(
@@ -189,6 +194,7 @@ def _is_default(flags: Sequence[str], rules: BuildRules) -> bool:
         or (flags[0] == "-ub" and value == "512")
         or (flags[0] in ("-ctk", "-ctv") and value == "f16")
         or (flags[0] == "-fa" and value == rules.fa_default)
+        or flags[0] in ("-t", "-tb")  # (a log cannot tell -t given from llama.cpp's own count)
     )
 
 

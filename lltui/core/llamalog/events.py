@@ -23,7 +23,7 @@ from lltui.core.llamalog.models import (
 # the table's shapes that make each show their lines.
 Mark = Literal[
     "known", "tensors", "draft", "parts_end", "pipeline", "reserving", "reserved", "set_rows_off",
-    "swa_cache", "meta_start", "backend", "cpu", "flash_attn", "breakdown", "bench", "abort_at",
+    "swa_cache", "meta_start", "backend", "flash_attn", "breakdown", "bench", "abort_at",
     "model_path", "loader_path", "mmproj_mib", "mmproj_backend", "padded", "model_loaded",
     "shutdown", "exiting", "listening", "http_listening", "fit_start", "fit_no_change", "fit_ok",
     "metal_total", "mmproj_weights", "pinned", "mmproj_file",
@@ -135,6 +135,15 @@ class MetaMember:
 
 
 @dataclass(frozen=True, slots=True)
+class SystemInfo:
+    """``system_info: n_threads = T (n_threads_batch = B) / N | CPU : AVX2 = 1 | ...``: the
+    CPU's repack rules (x86, x86-avx512, arm; None where it says none) and the threads."""
+
+    cpu: str | None
+    threads: tuple[int, int] | None  # (-t, -tb) the run used
+
+
+@dataclass(frozen=True, slots=True)
 class Slots:
     """llama-server's ``n_slots = N, n_ctx_slot = C[, kv_unified = 'U']``."""
 
@@ -210,7 +219,7 @@ class Instance:
 
 Event = (
     Flag | Instance | Buffer | Build | Command | Setting | KvInit | Gpu | Offloaded | LayerDevice
-    | MetaMember | Slots | BreakdownTable | JsonRecord | FitProjected | FitTarget | FitContext
-    | FitEnd | AllocFailure | DeviceSeen | KvSizeLine | MemoryBreakdownRow | FitDeviceProjection
-    | FitDeviceLayers | PromptCache | Fatal
+    | MetaMember | Slots | SystemInfo | BreakdownTable | JsonRecord | FitProjected | FitTarget
+    | FitContext | FitEnd | AllocFailure | DeviceSeen | KvSizeLine | MemoryBreakdownRow
+    | FitDeviceProjection | FitDeviceLayers | PromptCache | Fatal
 )  # fmt: skip

@@ -34,6 +34,7 @@ from lltui.core.llamalog.events import (
     Offloaded,
     Setting,
     Slots,
+    SystemInfo,
 )
 from lltui.core.llamalog.lines import Line
 from lltui.core.llamalog.models import (
@@ -123,6 +124,7 @@ class MemoryFold:
         self.mid_load = False  # a load line came, and no graph, "model loaded" or failure since
         self.started_by_path = False  # a new run's "loading model" began the current load
         self.cpu: str | None = None
+        self.threads: tuple[int, int] | None = None
         self.slots: tuple[int, int, str | None] | None = None
         self.mmproj_mib: float | None = None
         self.mmproj_backend: str | None = None
@@ -233,6 +235,9 @@ class MemoryFold:
             target.kv_init = dict(ev.values)
         elif isinstance(ev, MetaMember):
             self.meta_devices.append((ev.name, ev.description))
+        elif isinstance(ev, SystemInfo):
+            self.cpu = ev.cpu or self.cpu
+            self.threads = ev.threads or self.threads
         elif isinstance(ev, Slots):
             self.part = "model"
             self.slots = (ev.n, ev.ctx, ev.unified)
@@ -268,7 +273,7 @@ class MemoryFold:
                 self.mid_load = False
             else:
                 setattr(self, "pipeline_parallel" if what == "pipeline" else what, True)
-        elif what in ("swa_cache", "backend", "cpu", "flash_attn"):
+        elif what in ("swa_cache", "backend", "flash_attn"):
             setattr(self, {"swa_cache": "cache", "backend": "cuda_prefix"}.get(what, what), value)
         elif what in ("draft", "parts_end"):
             self.part = "draft" if what == "draft" else "model"
@@ -495,6 +500,7 @@ class MemoryFold:
             flash_attn=self.flash_attn,
             set_rows_off=self.set_rows_off,
             cpu=self.cpu,
+            threads=self.threads,
             slots=self.slots,
             failures=tuple(self.failures),
             unparsed=tuple(self.unparsed),

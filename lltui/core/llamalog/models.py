@@ -220,6 +220,7 @@ class LogFacts:
     flash_attn: str | None = None  # "enabled"/"disabled" where -fa auto said what it chose
     set_rows_off: bool = False  # LLAMA_SET_ROWS=0: one KV stream (b5913-b6070)
     cpu: str | None = None  # the host CPU's repack rules from system_info: x86, x86-avx512, arm
+    threads: tuple[int, int] | None = None  # system_info's n_threads and n_threads_batch
     slots: tuple[int, int, str | None] | None = None  # llama-server: n_slots, n_ctx_slot, unified
     failures: tuple[AllocFailure, ...] = ()
     unparsed: tuple[tuple[int, str], ...] = ()  # lines about memory no rule could read

@@ -37,6 +37,7 @@ from lltui.core.llamalog.events import (
     Offloaded,
     Setting,
     Slots,
+    SystemInfo,
 )
 from lltui.core.llamalog.lines import Line
 from lltui.core.llamalog.models import (
@@ -300,13 +301,15 @@ def _using_device(m: re.Match[str], line: Line) -> Event:
 
 
 def _system_info(m: re.Match[str], line: Line) -> Event:
-    """The CPU's features say which weights it repacks (CPU_REPACK)."""
+    """The CPU's features say which weights it repacks (CPU_REPACK); the threads, the -t
+    and -tb the run used (-tb is -t where the line does not say it)."""
     body = line.body
+    threads = (int(m["t"]), int(m["tb"] or m["t"])) if m["t"] else None
     if "NEON = 1" in body or "ARM_FMA = 1" in body:
-        return Flag("cpu", "arm")
+        return SystemInfo("arm", threads)
     if "AVX512 = 1" in body:
-        return Flag("cpu", "x86-avx512")
-    return Flag("cpu", "x86") if "AVX2 = 1" in body or "AVX = 1" in body else KNOWN
+        return SystemInfo("x86-avx512", threads)
+    return SystemInfo("x86" if "AVX2 = 1" in body or "AVX = 1" in body else None, threads)
 
 
 def _build(m: re.Match[str], line: Line) -> Event | None:
@@ -490,7 +493,8 @@ SHAPES: tuple[Shape, ...] = (
            _flag("abort_at", "what"), "ggml/src/ggml-cuda/ggml-cuda.cu:88: CUDA error",
            on="message", hint=(".c", ".h", ".m")),
     # -- every function: the system, a build, a buffer, how --fit ended, a failure ---------------
-    _shape("system_info", r"^.{0,29}system_info", _system_info,
+    _shape("system_info", r"^.{0,29}system_info(?:: n_threads = (?P<t>\d{1,6})(?: "
+           r"\(n_threads_batch = (?P<tb>\d{1,6})\))?)?", _system_info,
            "system_info: n_threads = 8 / 16 | CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 |", on="body",
            hint="system_info"),
     _shape("bench_build", r"^build: (?P<commit>[0-9a-f]{6,}) \((?P<n>\d+)\)\s*$",
