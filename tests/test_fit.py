@@ -547,12 +547,14 @@ def test_a_model_given_as_a_word_and_with_m_is_refused_as_launch_refuses_it(
     tmp_path, capsys, monkeypatch
 ):
     """fit X -m Y (or -m X X) planned X and dropped -m without a word, where launch says the
-    model is given twice; a model in LLAMA_ARG_MODEL is still one a word overrides."""
+    model is given twice (launch -m X X said X was an unexpected argument); a model in
+    LLAMA_ARG_MODEL is still one a word overrides."""
     path = make(tmp_path, gf.llama_spec())
     for verb, argv in [
         ("fit", ["fit", "-m", str(path), str(path), "--gpus", "T4"]),
         ("fit", ["fit", str(path), "-m", str(tmp_path / "other.gguf"), "--gpus", "T4"]),
         ("launch", ["launch", str(path), "-m", str(path), "--dry-run"]),
+        ("launch", ["launch", "-m", str(path), str(path), "--dry-run"]),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()

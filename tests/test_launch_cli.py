@@ -91,6 +91,13 @@ def test_dry_run_json_is_the_exact_command(server_env, tiny_model, capsys):
     assert data["binary"]["flags_checked"] is True
 
 
+def test_the_model_may_follow_flags_as_fit_takes_it(server_env, tiny_model, capsys):
+    """launch -c 512 MODEL said 'no model given' where fit -c 512 MODEL plans MODEL."""
+    assert main(["launch", "-c", "512", str(tiny_model), "--dry-run", "--json"]) == 0
+    argv = json.loads(capsys.readouterr().out)["argv"]
+    assert argv[argv.index("-m") + 1] == str(tiny_model) and "512" in argv
+
+
 def test_a_dry_run_open_to_the_network_warns_as_the_real_run_does(server_env, tiny_model, capsys):
     assert main(["launch", str(tiny_model), "--host", "0.0.0.0", "--dry-run"]) == 0
     err = capsys.readouterr().err

@@ -123,6 +123,19 @@ def _router_mode(own: _Own, words: list[str]) -> bool:
     return len(group_models(split_own(words, "launch").items).models) >= 2
 
 
+def _model_first(own: _Own, words: list[str]) -> list[str]:
+    """One server's words with MODEL first, where the session reads it: the first bare word
+    that is no flag's value, as fit takes it (``-c 512 X``; ``-m X X`` is the model given
+    twice). Left as typed where a flag the pinned table lacks may take a value."""
+    from lltui.core.cmdline.flag_table import is_flag_token
+
+    if own.unknown:
+        return words
+    items = split_own(words, "launch").items
+    at = next((i for i, item in enumerate(items) if not is_flag_token(item[0])), 0)
+    return [*items[at], *(w for i, item in enumerate(items) if i != at for w in item)]
+
+
 def run(args: argparse.Namespace) -> int:
     from lltui.core.cmdline.launch_spec import LaunchError
     from lltui.services.launch.request import LaunchRequest
@@ -142,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
             "(--models)",
             2,
         )
-    session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
+    request = LaunchRequest(words=tuple(_model_first(own, words)))
+    session = LaunchSession(request, on_note=_say_note)
     try:
         with session:
             prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
@@ -213,7 +227,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
                     for line in rpc.describe():
                         _say(f"lltui: {line}", err=True)
                 return _run_router(own, ["--rpc", rpc.rpc_value(), *words], rpc)
-            words = [*words, "--rpc", rpc.rpc_value()]
+            words = [*_model_first(own, words), "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
             with session:
                 prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
