@@ -105,6 +105,9 @@ def test_a_log_that_is_not_there_is_one_line(capsys):
         (["--server=-5"], "report: --server '-5': expected a URL, HOST:PORT or a pid"),
         # a mistyped source is bad input, as for gpus (it exited 0, each section saying so)
         (["--source", "sim:nope"], "report: unknown simulated profile 'nope'"),
+        # said before the seconds of gathering (it was 'cannot write', exit 1, after them)
+        (["--out", "/nonexistent/dir/r.md"], "report: --out /nonexistent/dir/r.md: no folder "),
+        (["--out", "."], "report: --out .: is a directory"),
     ],
 )
 def test_a_bad_log_or_server_is_one_line(capsys, argv, said):

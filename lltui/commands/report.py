@@ -33,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     if args.log is not None and not os.path.isfile(args.log):
         what = "is a directory" if os.path.isdir(args.log) else "no such file"
         raise CliError(f"report: {args.log}: {what}", 2)
+    if args.out and os.path.isdir(args.out):  # (said before the seconds of gathering)
+        raise CliError(f"report: --out {args.out}: is a directory", 2)
+    if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        raise CliError(f"report: --out {args.out}: no folder {os.path.dirname(args.out)}", 2)
     # the report would replace what it reads
     if args.out and args.log and os.path.exists(args.out) and os.path.samefile(args.out, args.log):
         raise CliError(f"report: --out {args.out} is the log being reported", 2)
