@@ -556,6 +556,20 @@ def test_llama_fits_own_choice_is_priced_with_the_threads_given(models, capsys):
     assert data["llama_fit"]["decode_tps"] == pytest.approx(data["speed"]["decode_tps"], rel=0.1)
 
 
+def test_one_layer_and_one_thread_are_said_in_the_singular(models, capsys):
+    """'experts of 1 layers on the host' (the planner's and --fit's choice), '... on the
+    CPU' (--best context's trade) and 'a desktop CPU: 1 threads'."""
+    said = ""
+    for gib, goal in (("31500MiB", "decode"), ("31500MiB", "context"), ("32800MiB", "context")):
+        argv = ["fit", models["moe"], *C4K, "--gpus", f"4090={gib}", "-t", "1", "--best", goal]
+        assert main(argv) == 0
+        said += capsys.readouterr().out
+    assert "experts of 1 layer on the host" in said and "experts of 1 layer on the CPU" in said
+    assert "(experts of 1 layer on the host)" in said  # llama.cpp's --fit's choice
+    assert ": 1 thread," in said
+    assert " 1 layers" not in said and " 1 threads" not in said
+
+
 @pytest.mark.parametrize(
     ("name", "gpus", "ctx", "host_gib", "expect"),
     [

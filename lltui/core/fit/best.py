@@ -43,6 +43,7 @@ from lltui.core.memory.common import CPU, KV_PAD, FitError
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult
+from lltui.core.text import counted
 
 GOALS = ("context", "speed", "gpu-only")
 # other words for GOALS' goals: the fastest decode is "decode" to fit's planner (fit takes
@@ -593,7 +594,7 @@ def _offload_why(s: _Space, x: int) -> str:
     if x == 0:
         return ""
     if s.moe:
-        return f"experts of {x} layers on the CPU (slower decode)"
+        return f"experts of {counted(x, 'layer')} on the CPU (slower decode)"
     return f"{x} of {s.n_offload} layers on the CPU (slower)"
 
 

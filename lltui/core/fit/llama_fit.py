@@ -33,6 +33,7 @@ from lltui.core.memory.context import select_devices
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import FitOptions, FitResult
+from lltui.core.text import counted
 
 _STEP = 256
 
@@ -116,8 +117,8 @@ def llama_fit_choice(
     if first.model.n_expert > 1:
         k = _smallest(1, n_all - 1, lambda k: place((*at, "--n-cpu-moe", str(k))) is not None)
         found = place((*at, "--n-cpu-moe", str(k))) if k is not None else None
-        if found is not None:
-            return _choice(found[1], found[0], f"experts of {k} layers on the host")
+        if found is not None and k is not None:
+            return _choice(found[1], found[0], f"experts of {counted(k, 'layer')} on the host")
     left = _smallest(1, n_all, lambda n: place((*at, "-ngl", str(n_all - n))) is not None)
     found = place((*at, "-ngl", str(n_all - left))) if left is not None else None
     if found is None:

@@ -48,6 +48,7 @@ from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.results import FitOptions, FitResult, SpeedEstimate
 from lltui.core.memory.tensor_parallel import not_modelled, sm_tensor_refused
 from lltui.core.speed.params import PARAMS
+from lltui.core.text import counted
 from lltui.core.units import GIB
 
 PLAN_GOALS = ("decode", "prompt", "joules", "fewest-gpus")
@@ -340,7 +341,7 @@ def _offload_text(s: _Space, x: int) -> str:
     if x == 0:
         return ""
     if s.moe:
-        return f"experts of {x} layers on the host"
+        return f"experts of {counted(x, 'layer')} on the host"
     return f"{x} of {s.n_offload} layers on the host"
 
 

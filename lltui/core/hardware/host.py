@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from lltui.core.text import is_digits
+from lltui.core.text import counted, is_digits
 
 # The vector paths llama.cpp's CPU backend takes, best first, with the multiply-accumulate
 # work one core issues per cycle on each (nominal: two FMA pipes; one 512-bit VNNI or AMX
@@ -86,7 +86,8 @@ class HostSpec:
 
     def describe(self) -> str:
         bw = f"{self.mem_gbs:g} GB/s ({self.mem_source})"
-        return f"{self.name}: {self.workers} threads, {self.isa}, {self.ghz:g} GHz, memory {bw}"
+        threads = counted(self.workers, "thread")
+        return f"{self.name}: {threads}, {self.isa}, {self.ghz:g} GHz, memory {bw}"
 
     def with_threads(self, threads: int | None) -> HostSpec:
         return self if not threads or threads < 1 else replace(self, threads=threads)
