@@ -554,7 +554,8 @@ def test_show_says_what_is_kept_fit_says_it_uses_it_and_reset_clears_it(
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert main(["bench", "--show"]) == 0
-    assert "no calibration" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "no calibration" in text and "--reset" not in text  # nothing kept to forget
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
     rig = local_rig([], local_host())
     day = "2026-01-02"
@@ -568,6 +569,7 @@ def test_show_says_what_is_kept_fit_says_it_uses_it_and_reset_clears_it(
     text = capsys.readouterr().out
     assert str(path) in text and "calibrated on this rig from 2 points, 2026-01-02" in text
     assert "-17%" in text and "+50%" in text  # each point's miss, one convention
+    assert text.rstrip().endswith("`lltui bench --reset` forgets it")
     assert main(["bench", "--show", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["path"] == str(path) and shown["calibration"]["points"] == 2

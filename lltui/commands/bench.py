@@ -188,7 +188,8 @@ def stored_to_text(s: StoredCalibration) -> str:
         lines.append(f"left out {rec.skipped} stored points that were no measurement")
     for aside, why in s.set_aside:
         lines.append(f"set aside ({why}): {aside}")
-    lines.append("`lltui bench --reset` forgets it")
+    if rec is not None:  # (a store to forget: --reset leaves what is set aside)
+        lines.append("`lltui bench --reset` forgets it")
     return "\n".join(lines)
 
 
