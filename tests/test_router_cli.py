@@ -80,6 +80,23 @@ def test_bad_router_input_is_one_line(folder, capsys, args, message):
     assert message in err and len(err.splitlines()) == 1
 
 
+def test_a_wrong_name_is_offered_the_models_served(folder, tmp_path, capsys):
+    """A folder's file that cannot be read is left out: it was among the choices offered
+    for a --pin or --load that names no model."""
+    both = tmp_path / "models"
+    both.mkdir()
+    for name in ("alpha", "beta"):
+        (both / f"{name}.gguf").symlink_to(folder / f"{name}.gguf")
+    (both / "broken.gguf").write_bytes(b"GGUF" + bytes(60))
+    for flag in ("--pin", "--load"):
+        assert main(["launch", "--models", str(both), flag, "nope", "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} nope: no model of that name (models: alpha, beta)\n" in err, err
+    # a left-out model pinned is dropped with the line that says why, as before
+    assert main(["launch", "--models", str(both), "--pin", "broken", "--dry-run"]) == 0
+    assert "broken left out" in capsys.readouterr().err
+
+
 def test_a_model_typed_on_the_command_line_that_cannot_be_read_is_refused(folder, capsys):
     """It was left out with a warning and the router started with the others (exit 0); a
     folder's unreadable file is still left out, the typed path is the user's typo."""

@@ -204,13 +204,10 @@ class RouterSession(Session):
         for line in read.notes:
             self._note("warning", line)
         entries = named_entries(read.entries)
-        names = [e.name or "" for e in entries]
-        kept = named(names, (*read.pin, *req.keep), "--pin")
-        loads = named(names, (*read.load, *req.load), "--load")
-        named(names, [n for n, _ in req.priority], "--priority")
+        pins = (*read.pin, *req.keep)
         priority = tuple(dict((*read.priority, *req.priority)).items())
         request = PlanRequest(
-            with_keep(entries, kept), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
+            with_keep(entries, pins), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
         )
         try:
             # a folder's or a preset's file that cannot be read is left out, with a line; a
@@ -220,9 +217,14 @@ class RouterSession(Session):
             raise LaunchError(str(exc).removeprefix("launch: "), exc.code) from None
         for name, why in report.left_out:
             self._note("warning", left_out_line(name, why))
+        # a name checked against the models served (one left out is dropped: said above)
         planned = set(report.plan.model_names)
-        kept = tuple(n for n in kept if n in planned)
-        loads = tuple(n for n in loads if n in planned and n not in kept)
+        served = [e.name or "" for e in entries if e.name in planned]
+        left = {name for name, _ in report.left_out}
+        kept = named(served, [n for n in pins if n not in left], "--pin")
+        loads = named(served, [n for n in (*read.load, *req.load) if n not in left], "--load")
+        named(served, [n for n, _ in req.priority if n not in left], "--priority")
+        loads = tuple(n for n in loads if n not in kept)
         if kept and not fits_with(report.plan, kept):
             raise LaunchError(f"the kept models do not fit together: {', '.join(kept)}")
         return report, kept, loads, priority
