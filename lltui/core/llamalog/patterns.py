@@ -375,7 +375,9 @@ def _cuda_error(m: re.Match[str], line: Line) -> Event:
     return AllocFailure(0, line.body, kind)
 
 
-def _bad_value(m: re.Match[str], line: Line) -> Event:
+def _bad_arg(m: re.Match[str], line: Line) -> Event:
+    if m["flag"]:
+        return Fatal("flag", m["flag"])
     why = m["why"].strip().removeprefix("error: ").strip()
     if m["of"] == "argument":
         return Fatal("value", m["name"], why or "invalid value")
@@ -465,12 +467,9 @@ SHAPES: tuple[Shape, ...] = (
            "[SYCL-MEMTRACE] alloc FAILED:  4403.488 MiB buffer", on="message",
            hint="alloc FAILED"),
     # what stops llama-server's start; ggml_abort's "FILE:LINE: message" before a backtrace
-    _shape("bad_flag", r"^\s*error: invalid argument: (?P<name>\S+)\s*$",
-           lambda m, line: Fatal("flag", m["name"]), "error: invalid argument: --no-such-flag",
-           on="message", hint="argument"),
-    _shape("bad_value", r'^\s*error while handling (?P<of>argument|environment variable) '
-           r'"(?P<name>[^"]+)":?(?P<why>.*)$', _bad_value,
-           'error while handling argument "-sm": invalid value', on="message", hint="handling"),
+    _shape("bad_arg", r'^\s*error(?:: invalid argument: (?P<flag>\S+)\s*| while handling '
+           r'(?P<of>argument|environment variable) "(?P<name>[^"]+)":?(?P<why>.*))$', _bad_arg,
+           'error while handling argument "-sm": invalid value', on="message", hint="error"),
     _shape("bind", r"couldn't bind HTTP server socket, hostname: (?P<host>\S+), port: "
            r"(?P<port>\d+)", lambda m, line: Fatal("bind", m["host"], m["port"]),
            "start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080",
