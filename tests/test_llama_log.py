@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support.llama_fixture import llama_bins, llama_server, rpc_servers, stop_group, tiny_model
 
+from lltui.core.llamalog.classify import classify
 from lltui.core.llamalog.lines import split_line
 from lltui.core.llamalog.models import LlamaLogSummary, device_of_buffer
 from lltui.core.llamalog.patterns import parse_breakdown_row
@@ -630,9 +631,17 @@ def test_device_of_buffer() -> None:
 
 
 def test_classify_problem() -> None:
-    assert classify_problem("couldn't bind HTTP server socket, hostname: h, port: 1") == "bind"
-    assert classify_problem("GGML_ASSERT(x) failed") == "abort"
-    assert classify_problem("something else went wrong") == "error"
+    said = {
+        "couldn't bind HTTP server socket, hostname: h, port: 1": "bind",
+        "GGML_ASSERT(x) failed": "abort",
+        "something else went wrong": "error",
+        "common_fit_params: encountered an error while trying to fit params to free device "
+        "memory: failed to load model": "load",
+        "common_fit_params: encountered an error while trying to fit params to free device "
+        "memory: out of range": "fit",
+    }
+    for line, kind in said.items():
+        assert classify_problem(line, classify(line).event) == kind, line
 
 
 def test_garbage_never_raises_and_memory_stays_bounded() -> None:

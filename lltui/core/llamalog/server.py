@@ -33,22 +33,22 @@ from lltui.core.llamalog.models import (
 )
 from lltui.core.llamalog.patterns import group
 
+_KIND = {"bind": "bind", "flag": "argument", "value": "argument", "load": "load", "damaged": "load"}
+
 
 def classify_problem(message: str, ev: Event | None = None) -> str:
-    """A word for what kind of failure an error line reports (``ev``: what the table read
-    of it: an allocation that failed, an argument refused)."""
+    """A word for what kind of failure an error line reports: from what the table read of it
+    (``ev``), else from its words (a CUDA error, an abort, --fit's end: read only in part)."""
     if isinstance(ev, AllocFailure) and ev.kind == "oom":
         return "oom"
-    if "couldn't bind" in message:
-        return "bind"
-    if isinstance(ev, Fatal) and ev.what in ("flag", "value"):
-        return "argument"
+    if isinstance(ev, FitEnd) and ev.failure is not None and ev.failure.stage == "load":
+        return "load"  # a --fit probe's model that did not load
+    if isinstance(ev, Fatal):
+        return _KIND.get(ev.what, "error")
     if "CUDA error" in message:
         return "cuda"
     if "GGML_ASSERT" in message or "GGML_ABORT" in message:
         return "abort"
-    if "failed to load model" in message or "error loading model" in message:
-        return "load"
     return "fit" if "fit params" in message else "error"
 
 
@@ -180,11 +180,10 @@ class ServerFold:
         """A line without llama-server's prefix: llama-server refusing its arguments, or the
         last words of a process that aborts."""
         s = msg.strip()
-        if isinstance(ev, Fatal) and ev.what in ("flag", "value"):
-            return self._problem(s, None, ev, kind="argument")
-        if "CUDA error" in s or "GGML_ASSERT" in s or "GGML_ABORT" in s:
+        argument = isinstance(ev, Fatal) and ev.what in ("flag", "value")
+        if argument or "CUDA error" in s or "GGML_ASSERT" in s or "GGML_ABORT" in s:
             return self._problem(s, None, ev)
-        if s.startswith("Received second interrupt"):
+        if ev == Flag("shutdown", "second"):
             self.shutting_down = True
             return ["shutdown"]
         return []
