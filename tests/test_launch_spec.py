@@ -395,6 +395,19 @@ def test_kv_cache_allocation_failure_reads_as_does_not_fit():
     assert reason == "the model does not fit in memory: failed to allocate buffer for kv cache"
 
 
+def test_metals_command_buffer_out_of_memory_reads_as_does_not_fit():
+    # ggml-metal's words when a command buffer runs out of memory (ggml-metal-context.m)
+    lines = [
+        "ggml_metal_graph_compute: error: command buffer 0 failed with status 5",
+        "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+        "graph_compute: ggml_backend_sched_graph_compute_async failed with error -1",
+    ]
+    assert exit_reason(1, lines) == (
+        "the model does not fit in memory: "
+        "Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+    )
+
+
 def test_stops_are_told_apart_from_crashes():
     clean = (FIXTURES / "shutdown_sigterm_lv4.log").read_text().splitlines()
     assert exit_reason(0, clean, stopped=True) == "stopped"

@@ -371,7 +371,8 @@ def _read(shape: Shape, line: Line) -> Event | None:
 
 
 def _cuda_error(m: re.Match[str], line: Line) -> Event:
-    kind = "oom" if "out of memory" in line.rest.lower() else "error"
+    rest = line.rest.lower()
+    kind = "oom" if "out of memory" in rest or "insufficient memory" in rest else "error"
     return AllocFailure(0, line.body, kind)
 
 
@@ -605,7 +606,8 @@ SHAPES: tuple[Shape, ...] = (
            _cuda_device,
            "  current device: 1, in function alloc at ggml/src/ggml-cuda/ggml-cuda.cu:399",
            on="message", hint="current device"),
-    _shape("cuda_error", r"(?i)cuda error|out of memory", _cuda_error,
+    # Metal's command buffer out of memory: "error: Insufficient Memory (00000008:kIOGPU...)"
+    _shape("cuda_error", r"(?i)cuda error|out of memory|insufficient memory", _cuda_error,
            "ggml_cuda_compute_forward: CUDA error: an illegal memory access was encountered",
            on="body", hint=("error", "memory"), fallback=True),
     _shape("exiting", r"(?i)exiting due to (?P<why>.+?)\s*$", _flag("exiting", "why"),
