@@ -499,6 +499,10 @@ def test_a_log_that_does_not_say_how_many_hosts_claims_none(capsys):
     assert main(["nccl", "log", str(log)]) == 0
     out = capsys.readouterr().out
     assert "64 ranks (lines from 1 host) ·" in out and "on 1 host" not in out
+    # where every rank's lines are here, so are its hosts' (one rank: one host)
+    one = FIXTURES / "nccl" / "N20-ncclinfo-2.19.3-single-rank-socket-32-channels.txt"
+    assert main(["nccl", "log", str(one)]) == 0
+    assert "1 rank on 1 host ·" in capsys.readouterr().out
 
 
 def test_hosts_running_different_nccl_versions_are_called_out(capsys, tmp_path):

@@ -611,8 +611,10 @@ def format_log_summary(s: NcclLogSummary) -> str:
     if s.cuda_driver_version:
         head.append(f"CUDA driver {s.cuda_driver_version}")
     if s.nranks:
-        # nNodes counts hosts with no lines here too; without it the hosts are not known
-        n = max(s.nnodes, len(s.hosts)) if s.nnodes else 0
+        # nNodes counts hosts with no lines here too; without it the hosts are known only
+        # where every rank's lines are here (one rank: its one host)
+        every_rank = s.nranks == 1 or len(s.ranks_seen) >= s.nranks
+        n = max(s.nnodes, len(s.hosts)) if s.nnodes else len(s.hosts) if every_rank else 0
         hosts = f" on {counted(n, 'host')}" if n else ""
         if s.hosts and n > len(s.hosts):
             hosts += f" (lines from {len(s.hosts)})"
