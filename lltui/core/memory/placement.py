@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 from lltui.core.cmdline.args import TensorOverride
 from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel, GgufTensor
-from lltui.core.gguf.types import GgmlType
+from lltui.core.gguf.types import GgmlType, n_dims
 from lltui.core.memory.common import CPU, CPU_ALIGNMENT, FitError, device_alloc_size, pad
 from lltui.core.memory.devices import DeviceSpec, host_buffer
 from lltui.core.memory.hparams import Hparams
@@ -69,18 +69,11 @@ class TensorPlacement:
     dims: tuple[int, ...] = ()  # ggml dims, ne0 first (a copy's size on the GPU hangs on them)
 
 
-def _n_dims(dims: Sequence[int]) -> int:
-    for i in range(len(dims) - 1, 0, -1):
-        if dims[i] > 1:
-            return i + 1
-    return 1
-
-
 def _matmul_op(name: str, dims: tuple[int, ...]) -> str | None:
     """MUL_MAT for 2-D weights, MUL_MAT_ID for 3-D expert stacks; None for anything else."""
     if name.endswith(".bias") or name.startswith(INPUT_TENSORS):
         return None
-    nd = _n_dims(dims)
+    nd = n_dims(dims)
     if nd == 3 and "_exps" in name:
         return "mul_mat_id"
     if nd == 2:
@@ -91,7 +84,7 @@ def _matmul_op(name: str, dims: tuple[int, ...]) -> str | None:
 def _repack_ok(t: GgufTensor, profile: Mapping[int, int], op: str | None) -> bool:
     if op is None:
         return False
-    if op == "mul_mat" and _n_dims(t.dims) != 2:
+    if op == "mul_mat" and t.n_dims != 2:
         return False
     multiple = profile.get(t.type)
     if multiple is None:
