@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.cmdline.args import LlamaArgs, drop_flags, parse_llama_args
 from lltui.core.cmdline.flag_values import NGL_ALL, NGL_AUTO
 from lltui.core.hardware.calibration import Calibration
 from lltui.core.memory.common import CPU, FitError
@@ -249,18 +249,6 @@ def _tensor_allowed(a: LlamaArgs, hp: Hparams) -> bool:
     from lltui.core.memory.tensor_parallel import sm_tensor_refused
 
     return not sm_tensor_refused(hp, a.without({"flash_attn"}))
-
-
-def drop_flags(words: Sequence[str], flags: Sequence[str]) -> list[str]:
-    """``words`` without the flags named (each with its one value)."""
-    out: list[str] = []
-    rest = iter(words)
-    for w in rest:
-        if w in flags:
-            next(rest, None)  # its value
-        else:
-            out.append(w)
-    return out
 
 
 # --- the model -----------------------------------------------------------------------------------

@@ -496,3 +496,15 @@ def spell(key: str, value: object) -> tuple[str, ...]:
         out = (f.spellings[0], _value_text(key, value))
     parse_llama_args(out)
     return out
+
+
+def drop_flags(words: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """``words`` without the flags named (each with its one value)."""
+    out: list[str] = []
+    rest = iter(words)
+    for w in rest:
+        if w in flags:
+            next(rest, None)  # its value
+        else:
+            out.append(w)
+    return out

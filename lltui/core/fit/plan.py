@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.cmdline.args import LlamaArgs, drop_flags, parse_llama_args
 from lltui.core.cmdline.flag_values import NGL_AUTO
 from lltui.core.gguf.model import GgufModel
 from lltui.core.memory.common import CPU, KV_PAD, FitError
@@ -381,7 +381,7 @@ def _pin(
     first = est(m, args, m.devices, quick)
     pinned = pinned_flags(replace(m, args=args), first)
     if ctx is not None:
-        pinned = ("-c", str(ctx), *(p for p in _drop_ctx(pinned)))
+        pinned = ("-c", str(ctx), *drop_flags(pinned, ("-c",)))
     final_args = m.args.then(parse_llama_args(list(pinned)))
     alone = est(m, final_args, m.devices, replace(options, search=True, suggest=False))
     rpc, renames = rpc_servers(final_args, alone, m.devices)
@@ -401,20 +401,6 @@ def _pin(
         max_ctx_shared=None,
         keep=m.keep,
     )
-
-
-def _drop_ctx(flags: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for f in flags:
-        if skip:
-            skip = False
-            continue
-        if f == "-c":
-            skip = True
-            continue
-        out.append(f)
-    return out
 
 
 def _with_shared_ctx(

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.cmdline.args import ADDING_KEYS, GivenFlag, LlamaArgs, parse_llama_args
+from lltui.core.cmdline.args import ADDING_KEYS, GivenFlag, LlamaArgs, drop_flags, parse_llama_args
 from lltui.core.cmdline.flag_table import BinaryFlags
 from lltui.core.cmdline.launch_spec import LAUNCH_KEYS, LaunchError, flags_argv, read_flags
 from lltui.core.cmdline.preset import (
@@ -31,7 +31,6 @@ from lltui.core.cmdline.preset import (
 )
 from lltui.core.fit.plan import PlannedModel
 from lltui.core.gguf.refs import names_repo
-from lltui.services.bench import drop_flags
 from lltui.services.fit import FitFailed
 from lltui.services.plan import (
     ALIAS_FLAGS,
