@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from lltui.core.cmdline.flags import LlamaArgs
 from lltui.core.gguf.model import GgufModel
-from lltui.core.gguf.types import GGML_TYPES, type_from_name
+from lltui.core.gguf.types import GGML_TYPES, tensor_nbytes, type_from_name
 from lltui.core.llama.builds import NEWEST, BuildRules
 from lltui.core.memory.common import CPU, backend_of, device_alloc_size, f32, tensor_kv_refused
 from lltui.core.memory.context import Resolved
@@ -311,15 +311,6 @@ def slice_dims(dims: Sequence[int], state: SplitState, device: int) -> tuple[int
     return tuple(out)
 
 
-def slice_nbytes(t_type: int, dims: Sequence[int]) -> int:
-    """ggml_nbytes of a contiguous tensor of these dims."""
-    info = GGML_TYPES[t_type]
-    n = 1
-    for d in dims[1:]:
-        n *= d
-    return (dims[0] // info.block_size) * info.type_size * n if dims else 0
-
-
 def fold_meta(
     buffers: Sequence[tuple[str, str, int]], meta_devices: Sequence[str]
 ) -> list[tuple[str, str, int]]:
@@ -422,7 +413,7 @@ def split_over_meta(
             made = []
             for j, d in enumerate(meta):
                 sd = slice_dims(p.dims, state, j)
-                nb = p.nbytes if state.axis == MIRRORED else slice_nbytes(p.type_id, sd)
+                nb = p.nbytes if state.axis == MIRRORED else tensor_nbytes(p.type_id, sd)
                 made.append(device_alloc_size(d, p.type_id, sd, nb))
             sizes = slices[key] = tuple(made)
         for j, size in enumerate(sizes):
@@ -472,8 +463,8 @@ def _split_cache(
         for prefix, t, ne0 in parts:
             dims = (ne0, cache.cells, r.n_stream)
             if not on_meta:
-                host += device_alloc_size(None, t, dims, slice_nbytes(t, dims))
-                host_cell += slice_nbytes(t, (ne0, 1, 1))
+                host += device_alloc_size(None, t, dims, tensor_nbytes(t, dims))
+                host_cell += tensor_nbytes(t, (ne0, 1, 1))
                 continue
             # (each device's bytes, then its bytes per cell; ``memo``: split_over_meta's)
             key = (prefix, il, t, dims)
@@ -483,8 +474,8 @@ def _split_cache(
                 made = [0] * (2 * n)
                 for j, d in enumerate(meta):
                     sd = slice_dims(dims, state, j)
-                    made[j] = device_alloc_size(d, t, sd, slice_nbytes(t, sd))
-                    made[n + j] = slice_nbytes(t, (sd[0], 1, 1))
+                    made[j] = device_alloc_size(d, t, sd, tensor_nbytes(t, sd))
+                    made[n + j] = tensor_nbytes(t, (sd[0], 1, 1))
                 sizes = tuple(made)
                 if memo is not None:
                     memo[key] = sizes
