@@ -89,10 +89,7 @@ _SHAPES: tuple[tuple[float, RoughShape], ...] = (
 
 
 def rough_shape(model_size_b: float) -> RoughShape:
-    for limit, shape in _SHAPES:
-        if model_size_b <= limit:
-            return shape
-    return _SHAPES[-1][1]  # pragma: no cover - the last limit is infinite
+    return next(shape for limit, shape in _SHAPES if model_size_b <= limit)
 
 
 def normalize_quant(name: str) -> str:
