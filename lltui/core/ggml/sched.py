@@ -192,10 +192,10 @@ class _Scheduler:
     def _foreign_weight(self, n: Tensor, b: int) -> bool:
         """Whether ``n`` reads a weight backend ``b`` cannot (a new split then)."""
         get = self.assigned.get
-        for s in n.src:
-            if s.external and s.weight and get(s, -1) != b and not self.buffer_supported(s, b):
-                return True
-        return False
+        return any(
+            s.external and s.weight and get(s, -1) != b and not self.buffer_supported(s, b)
+            for s in n.src
+        )
 
     def pass5(self) -> list[_Split]:
         nodes = self.g.nodes
