@@ -143,42 +143,29 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
     return {
         "model": model_to_json(res.model),
         "settings": {
-            "n_ctx": r.n_ctx,
-            "n_ctx_seq": r.n_ctx_seq,
+            **fields_of(r, "n_ctx n_ctx_seq"),
             "n_parallel": r.n_seq_max,
-            "kv_unified": r.kv_unified,
-            "type_k": r.type_k,
-            "type_v": r.type_v,
+            **fields_of(r, "kv_unified type_k type_v"),
             "flash_attn": r.flash_attn_mode,
             **fields_of(r, "n_batch n_ubatch n_gpu_layers split_mode"),
             "tensor_split": list(st.tensor_split) if any(st.tensor_split) else None,
-            "n_stream": r.n_stream,
-            "n_outputs_max": r.n_outputs_max,
-            "load_mode": st.load_mode,
-            "kv_offload": st.kv_offload,
+            **fields_of(r, "n_stream n_outputs_max"),
+            **fields_of(st, "load_mode kv_offload"),
             "pipeline_parallel": res.pipeline_parallel,
         },
         "devices": [device_to_json(d, n_all) for d in res.devices],
-        "host": {
-            "weights_bytes": res.host.weights_bytes,
-            "mapped_bytes": res.host.mapped_bytes,
-            "kv_bytes": res.host.kv_bytes,
-            "output_bytes": res.host.output_bytes,
-            "compute_bytes": res.host.compute_bytes,
-            "total_bytes": res.host.total_bytes,
-        },
+        "host": fields_of(
+            res.host, "weights_bytes mapped_bytes kv_bytes output_bytes compute_bytes total_bytes"
+        ),
         **fields_of(res, "fits max_ctx compute_exact compute_note"),
         # "fits" holds where the free memory is known: the devices it is not known on
         "fits_unknown_on": unknown_room(res),
         "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
         "kv_caches": [
             {
-                "swa": c.swa,
-                "indexer": c.indexer,
-                "cells": c.cells,
+                **fields_of(c, "swa indexer cells"),
                 "layers": len(c.layers),
-                "k_bytes": c.k_bytes,
-                "v_bytes": c.v_bytes,
+                **fields_of(c, "k_bytes v_bytes"),
             }
             for c in res.kv
         ],
