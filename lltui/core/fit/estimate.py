@@ -63,7 +63,9 @@ def estimate(
         host_parts = sum(part.bytes_on("CPU") for part in parts)
         host_free = p.options.host_free_bytes
         if host_free is not None and host_parts:
-            p = p.with_options(replace(p.options, host_free_bytes=max(0, host_free - host_parts)))
+            p = replace(
+                p, options=replace(p.options, host_free_bytes=max(0, host_free - host_parts))
+            )
     result = replace(result, speed=speed_of(model, result, p.used, p.options))
     if not p.options.search:
         return result

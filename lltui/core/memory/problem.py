@@ -50,8 +50,5 @@ class FitProblem:
         """The same problem for other settings (the devices used picked again)."""
         return replace(self, args=args, used=select_devices(self.devices, args))
 
-    def with_options(self, options: FitOptions) -> FitProblem:
-        return replace(self, options=options)
-
     def with_devices(self, devices: Sequence[DeviceSpec], used: Sequence[DeviceSpec]) -> FitProblem:
         return replace(self, devices=tuple(devices), used=tuple(used))
