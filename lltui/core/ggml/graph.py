@@ -61,14 +61,10 @@ def span_bytes(type_id: int, ne: Ne, nb: Ne) -> int:
         return 0
     info = type_info(type_id)
     if info.block_size == 1:
-        size = info.type_size
-        for n, b in zip(ne, nb, strict=True):
-            size += (n - 1) * b
-        return size
-    size = ne[0] * nb[0] // info.block_size
-    for n, b in zip(ne[1:], nb[1:], strict=True):
-        size += (n - 1) * b
-    return size
+        return info.type_size + sum((n - 1) * b for n, b in zip(ne, nb, strict=True))
+    return ne[0] * nb[0] // info.block_size + sum(
+        (n - 1) * b for n, b in zip(ne[1:], nb[1:], strict=True)
+    )
 
 
 @lru_cache(maxsize=4096)  # the same few shapes come back in every layer
