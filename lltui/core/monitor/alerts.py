@@ -259,7 +259,7 @@ class AlertTracker:
             ),
         ]  # fmt: skip
         out += [f for f in found if f is not None]
-        pct = g.memory_pct
+        pct = g.memory_full_pct
         level = _level(pct, th.vram_warning_pct, th.vram_critical_pct)
         if level is not None and pct is not None:
             free = g.free_bytes

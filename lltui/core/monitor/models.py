@@ -212,13 +212,21 @@ class GpuSample:
 
     @property
     def memory_pct(self) -> float | None:
-        """How full the memory is: what no allocation can get (NVML's used leaves the
-        driver's reserved memory out, so a card with nothing free stays under 99 %)."""
         total = self.info.memory_total
         if self.memory_used is None or total is None or total <= 0:
             return None
+        return 100.0 * self.memory_used / total
+
+    @property
+    def memory_full_pct(self) -> float | None:
+        """How full the memory is for an allocation: what it cannot get, the driver's
+        reserved memory too (NVML's used leaves that out: a card with nothing free would
+        stay under 99 % used)."""
+        total, used = self.info.memory_total, self.memory_used
+        if used is None or total is None or total <= 0:
+            return None
         free = self.memory_free
-        taken = total - free if free is not None else self.memory_used + (self.memory_reserved or 0)
+        taken = total - free if free is not None else used + (self.memory_reserved or 0)
         return 100.0 * min(taken, total) / total
 
     @property
