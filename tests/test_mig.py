@@ -237,6 +237,8 @@ def test_a_mig_profile_is_a_slice_of_its_card(tmp_path, capsys):
     assert part.fp16_tflops == card.fp16_tflops * 3 / 7
     assert find_gpu(f"{A100} MIG 3g.40gb") == find_gpu("a100 3g.40gb") != part
     assert find_gpu("NVIDIA A30 MIG 1g.6gb").int8_tops == find_gpu("A30").int8_tops / 4
+    # a slice with the media engines is the same size (NVML: 'MIG 1g.10gb+me')
+    assert find_gpu("NVIDIA H100 80GB HBM3 MIG 3g.40gb+me") == part
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
     assert main(["fit", str(model), "--gpus", "3g.40gb"]) == 2
     err = capsys.readouterr().err.strip()

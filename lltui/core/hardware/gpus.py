@@ -198,9 +198,10 @@ MIG_PROFILES: dict[str, tuple[str, ...]] = {
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": _MIG_RTX_PRO_6000,
 }
 # a MIG slice as NVML names it ("NVIDIA A100-SXM4-80GB MIG 3g.40gb") or short ("h100 3g.40gb",
-# "MIG 1g.10gb", "3g.40gb": no card)
+# "MIG 1g.10gb", "3g.40gb": no card); "+me" (with the media engines) is the same size
 _MIG_NAME = re.compile(
-    r"^(?P<card>.*?)[\s:/\-]*(?:\bmig[\s:\-]*)?(?P<g>[1-8])g\.(?P<gb>\d{1,3})gb$", re.IGNORECASE
+    r"^(?P<card>.*?)[\s:/\-]*(?:\bmig[\s:\-]*)?(?P<g>[1-8])g\.(?P<gb>\d{1,3})gb(?:\+me)?$",
+    re.IGNORECASE,
 )
 
 

@@ -127,8 +127,10 @@ def mig_profile(text: str) -> tuple[str, int] | None:
     an A30's); None for text that names no slice (or a card the catalog does not know).
     ValueError (one line) for a profile its card does not have, or one of several cards
     (``3g.40gb``: the A100 80GB's and the H100's, whose speeds differ). Its size is the
-    nominal one, in decimal GB: a little under what NVML reports for the slice (1g.10gb has
-    9856 MiB on an A100 80GB, against 9537 here), so an estimate on it errs on the safe side."""
+    nominal one, in decimal GB: under what NVML reports for the slice by 3-6 % (an A100
+    80GB's 1g.10gb has 9856 MiB against 9537 here, its 3g.40gb about 40192 against 38147),
+    so an estimate on it errs on the safe side; a slice's real size is NVML's on the rig
+    itself, or given (``'H100 MIG 3g.40gb=40192MiB'``)."""
     from lltui.core.hardware.gpus import MIG_PROFILES, mig_cards, mig_slice, short_gpu_name
 
     got = split_mig(text)
