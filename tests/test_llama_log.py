@@ -644,6 +644,34 @@ def test_classify_problem() -> None:
         assert classify_problem(line, classify(line).event) == kind, line
 
 
+def test_older_builds_fit_end_is_read() -> None:
+    """Builds 7407-9150 print --fit's end from llama_params_fit (common_fit_params since):
+    its error line was no event, its summary said nothing of how the fit ended."""
+    lines = [
+        "0.00.001.000 I llama_params_fit_impl: projected to use 11602 MiB of device memory vs. "
+        "10874 MiB of free device memory",
+        "0.00.002.000 E llama_params_fit: encountered an error while trying to fit params to "
+        "free device memory: failed to create llama_context from model",
+        "0.00.003.000 I llama_params_fit: fitting params to free memory took 0.44 seconds",
+    ]
+    s = parse_log(lines)
+    assert (s.fit.status, s.fit.reason) == ("error", "failed to create llama_context from model")
+    assert s.fit.seconds == 0.44
+    assert [p.kind for p in s.problems] == ["fit"]
+    failed = parse_log(
+        [
+            "llama_params_fit: failed to fit params to free device memory: n_gpu_layers already "
+            "set by user to 26, abort",
+        ]
+    )
+    assert (failed.fit.status, failed.fit.reason) == (
+        "failed",
+        "n_gpu_layers already set by user to 26, abort",
+    )
+    ok = parse_log(["llama_params_fit: successfully fit params to free device memory"])
+    assert ok.fit.status == "changed"
+
+
 def test_garbage_never_raises_and_memory_stays_bounded() -> None:
     parser = LogReader()
     junk = [

@@ -432,6 +432,8 @@ _VRAM_FORMATS = (
     ("free", None, LineFormat(8205, 8820, "free VRAM in ggml_cuda_init's device lines")),
 )
 _CTX, _KV, _FIT = ("@context",), ("@kv",), ("@fit",)
+# how --fit ended: common_fit_params's lines, llama_params_fit's (group @fit) in b7407-b9150
+_FIT_END = ("common_fit_params", "@fit")
 _SERVER = ("llama_server", "main")
 _N_COPIES = LineFormat(2413, 7748, "pipeline parallelism (n_copies=N)")
 _N_CTX_SEQ = (
@@ -509,11 +511,11 @@ SHAPES: tuple[Shape, ...] = (
     _shape("fit_failed", r"failed to fit params to free device memory", _fit_end("failed"),
            "common_fit_params: failed to fit params to free device memory: n_gpu_layers already "
            "set by user to 99, "
-           "abort", ("common_fit_params",)),
+           "abort", _FIT_END),
     _shape("fit_error", r"encountered an error while trying to fit params", _fit_end("error"),
            "common_fit_params: encountered an error while trying to fit params to free device "
            "memory: out of range",
-           ("common_fit_params",)),
+           _FIT_END),
     _shape("buffer", r"^\s*(?P<name>\S+)\s+(?P<kind>(?:[\w/-]+\s+)*?)buffer size\s*=\s*"
            r"(?P<mib>-?\d{1,15}(?:\.\d+)?)\s*MiB", _buffer,  # (no MiB too large to hold)
            "load_tensors:        CUDA0 model buffer size =  3577.56 MiB", hint="buffer size",
@@ -827,12 +829,10 @@ SHAPES: tuple[Shape, ...] = (
     _shape("fit_no_change", r"no changes needed", _flag("fit_no_change"),
            "common_params_fit_impl: the default parameters fit, no changes needed", _FIT),
     _shape("fit_ok", r"successfully fit params", _flag("fit_ok"),
-           "common_fit_params: successfully fit params to free device memory",
-           ("common_fit_params",)),
+           "common_fit_params: successfully fit params to free device memory", _FIT_END),
     _shape("fit_took", r"fitting params to free memory took (\d{1,15}(?:\.\d+)?) seconds",
            lambda m, line: FitEnd("took", seconds=float(m[1])),
-           "common_fit_params: fitting params to free memory took 1.25 seconds",
-           ("common_fit_params",)),
+           "common_fit_params: fitting params to free memory took 1.25 seconds", _FIT_END),
     # -- a router and its model servers (tools/server/server-models.cpp) ------------------------
     _shape("spawned", r"^spawning server instance with name=(?P<name>.+) on port (?P<port>\d+)\s*$",
            lambda m, line: Instance("spawned", m["name"], m["port"]),
