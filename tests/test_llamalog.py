@@ -15,6 +15,7 @@ from lltui.core.explain.failure import summarise
 from lltui.core.explain.report import report_to_text
 from lltui.core.llamalog import patterns
 from lltui.core.llamalog.classify import read_line
+from lltui.core.llamalog.events import Flag
 from lltui.core.llamalog.exit_reason import exit_reason
 from lltui.core.llamalog.lines import split_line
 from lltui.core.llamalog.memory import PINNED_REFUSED
@@ -72,7 +73,34 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 103
+    assert len(names) == len(set(names)) == 104
+
+
+@pytest.mark.parametrize(
+    ("text", "event"),
+    [
+        # ggml-cuda's ggml_cuda_error (GGML_CUDA_NAME " error: %s"), with llama-server's
+        # prefix (-lv 4) and without: the splitter took "error" for the line's function
+        (
+            "0.01.000.001 E CUDA error: an illegal memory access was encountered",
+            AllocFailure(
+                0, "CUDA error: an illegal memory access was encountered", "error", backend="CUDA"
+            ),
+        ),
+        (
+            "ROCm error: out of memory",
+            AllocFailure(0, "ROCm error: out of memory", "oom", backend="ROCm"),
+        ),
+        # ggml_abort's "FILE:LINE: message" behind journald's "ident[pid]: "
+        (
+            "Jan 01 00:00:00 host llama-server[123]: /src/ggml/src/ggml.c:1234: "
+            "GGML_ASSERT(n_backends <= 16) failed",
+            Flag("abort_at", "GGML_ASSERT(n_backends <= 16) failed"),
+        ),
+    ],
+)
+def test_ggml_s_own_error_lines_are_read(text, event):
+    assert read_line(split_line(text))[1] == event
 
 
 def test_a_build_is_read_in_both_formats():

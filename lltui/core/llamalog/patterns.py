@@ -370,10 +370,13 @@ def _read(shape: Shape, line: Line) -> Event | None:
     return shape.make(m, line) if m is not None else None
 
 
+def _error_kind(said: str) -> str:
+    low = said.lower()
+    return "oom" if "out of memory" in low or "insufficient memory" in low else "error"
+
+
 def _cuda_error(m: re.Match[str], line: Line) -> Event:
-    rest = line.rest.lower()
-    kind = "oom" if "out of memory" in rest or "insufficient memory" in rest else "error"
-    return AllocFailure(0, line.body, kind)
+    return AllocFailure(0, line.body, _error_kind(line.rest), backend="CUDA" if m["cuda"] else None)
 
 
 def _bad_arg(m: re.Match[str], line: Line) -> Event:
@@ -431,6 +434,13 @@ _VRAM_FORMATS = (
     ("vram", None, LineFormat(8205, None, "VRAM in ggml_cuda_init's device lines")),
     ("free", None, LineFormat(8205, 8820, "free VRAM in ggml_cuda_init's device lines")),
 )
+# at the start of a line's message, or behind journald's "ident[pid]: " (ggml's own lines,
+# which have no function)
+_BEHIND = r"(?:^|\]:\s)"
+# ggml-cuda's names (GGML_CUDA_NAME): its error line's and its abort's
+CUDA_BACKENDS = ("CUDA", "ROCm", "MUSA")
+BACKEND_ABORTS = frozenset(f"{b} error" for b in CUDA_BACKENDS)
+_CUDA_NAMES = "|".join(CUDA_BACKENDS)
 _CTX, _KV, _FIT = ("@context",), ("@kv",), ("@fit",)
 # how --fit ended: common_fit_params's lines, llama_params_fit's (group @fit) in b7407-b9150
 _FIT_END = ("common_fit_params", "@fit")
@@ -491,9 +501,16 @@ SHAPES: tuple[Shape, ...] = (
     _shape("second_interrupt", r"^\s*Received second interrupt", lambda m, line: Flag("shutdown",
            "second"), "Received second interrupt, terminating immediately.", on="message",
            hint="second interrupt"),
-    _shape("abort_at", r"^\S+\.(?:c|cc|cpp|cu|cuh|h|hpp|m|mm):\d+: (?P<what>.+)$",
+    _shape("abort_at", _BEHIND + r"\S+\.(?:c|cc|cpp|cu|cuh|h|hpp|m|mm):\d+: (?P<what>.+)$",
            _flag("abort_at", "what"), "ggml/src/ggml-cuda/ggml-cuda.cu:88: CUDA error",
            on="message", hint=(".c", ".h", ".m")),
+    # ggml-cuda's ggml_cuda_error: GGML_CUDA_NAME " error: %s" (no function), then the device
+    # (cuda_device), the call, and GGML_ABORT(GGML_CUDA_NAME " error") (abort_at)
+    _shape("backend_error", _BEHIND + rf"(?P<said>(?P<b>{_CUDA_NAMES}) error: "
+           r"(?P<why>.*\S))",
+           lambda m, line: AllocFailure(0, m["said"], _error_kind(m["why"]), backend=m["b"]),
+           "CUDA error: an illegal memory access was encountered", on="message",
+           hint=" error: "),
     # -- every function: the system, a build, a buffer, how --fit ended, a failure ---------------
     _shape("system_info", r"^.{0,29}system_info(?:: n_threads = (?P<t>\d{1,6})(?: "
            r"\(n_threads_batch = (?P<tb>\d{1,6})\))?)?", _system_info,
@@ -609,7 +626,7 @@ SHAPES: tuple[Shape, ...] = (
            "  current device: 1, in function alloc at ggml/src/ggml-cuda/ggml-cuda.cu:399",
            on="message", hint="current device"),
     # Metal's command buffer out of memory: "error: Insufficient Memory (00000008:kIOGPU...)"
-    _shape("cuda_error", r"(?i)cuda error|out of memory|insufficient memory", _cuda_error,
+    _shape("cuda_error", r"(?i)(?P<cuda>cuda) error|out of memory|insufficient memory", _cuda_error,
            "ggml_cuda_compute_forward: CUDA error: an illegal memory access was encountered",
            on="body", hint=("error", "memory"), fallback=True),
     _shape("exiting", r"(?i)exiting due to (?P<why>.+?)\s*$", _flag("exiting", "why"),
