@@ -633,7 +633,10 @@ def test_device_of_buffer() -> None:
 def test_classify_problem() -> None:
     said = {
         "couldn't bind HTTP server socket, hostname: h, port: 1": "bind",
-        "GGML_ASSERT(x) failed": "abort",
+        "ggml/src/ggml.c:1234: GGML_ASSERT(x) failed": "abort",
+        "ggml/src/ggml-cuda/ggml-cuda.cu:88: ROCm error": "cuda",
+        "ROCm error: an illegal memory access was encountered": "cuda",
+        "CUDA error: out of memory": "oom",
         "something else went wrong": "error",
         "common_fit_params: encountered an error while trying to fit params to free device "
         "memory: failed to load model": "load",
@@ -641,7 +644,25 @@ def test_classify_problem() -> None:
         "memory: out of range": "fit",
     }
     for line, kind in said.items():
-        assert classify_problem(line, classify(line).event) == kind, line
+        assert classify_problem(classify(line).event) == kind, line
+
+
+def test_a_dying_process_s_last_words_are_problems() -> None:
+    """The raw stderr lines of a process that aborts, with llama-server's prefixes on: a
+    ROCm build's error, and the abort behind journald's prefix."""
+    lines = [
+        "0.00.001.000 I srv  llama_server: listening on http://127.0.0.1:1",
+        "ROCm error: an illegal memory access was encountered",
+        "Jan 01 00:00:00 host llama-server[123]: /src/ggml/src/ggml.c:1234: fatal error",
+    ]
+    s = parse_log(lines)
+    assert [(p.kind, p.message) for p in s.problems] == [
+        ("cuda", "ROCm error: an illegal memory access was encountered"),
+        (
+            "abort",
+            "Jan 01 00:00:00 host llama-server[123]: /src/ggml/src/ggml.c:1234: fatal error",
+        ),
+    ]
 
 
 def test_older_builds_fit_end_is_read() -> None:

@@ -31,25 +31,33 @@ from lltui.core.llamalog.models import (
     MemoryBreakdownRow,
     PromptCache,
 )
-from lltui.core.llamalog.patterns import group
+from lltui.core.llamalog.patterns import BACKEND_ABORTS, CUDA_BACKENDS, group
 
 _KIND = {"bind": "bind", "flag": "argument", "value": "argument", "load": "load", "damaged": "load"}
 
 
-def classify_problem(message: str, ev: Event | None = None) -> str:
-    """A word for what kind of failure an error line reports: from what the table read of it
-    (``ev``), else from its words (a CUDA error, an abort, --fit's end: read only in part)."""
-    if isinstance(ev, AllocFailure) and ev.kind == "oom":
-        return "oom"
-    if isinstance(ev, FitEnd) and ev.failure is not None and ev.failure.stage == "load":
-        return "load"  # a --fit probe's model that did not load
+def classify_problem(ev: Event | None) -> str:
+    """A word for what kind of failure an error line reports, from what the table read of it
+    (``ev``): out of memory, a ggml-cuda error, an abort, --fit's end, a flag, ..."""
+    if isinstance(ev, AllocFailure):
+        if ev.kind in ("oom", "abort"):
+            return ev.kind
+        return "cuda" if ev.backend in CUDA_BACKENDS else "error"
+    if isinstance(ev, FitEnd):  # (a --fit probe's model that did not load: the load's)
+        return "load" if ev.failure is not None and ev.failure.stage == "load" else "fit"
     if isinstance(ev, Fatal):
         return _KIND.get(ev.what, "error")
-    if "CUDA error" in message:
-        return "cuda"
-    if "GGML_ASSERT" in message or "GGML_ABORT" in message:
-        return "abort"
-    return "fit" if "fit params" in message else "error"
+    if isinstance(ev, Flag) and ev.what == "abort_at":
+        return "cuda" if ev.value in BACKEND_ABORTS else "abort"
+    return "error"
+
+
+def _last_words(ev: Event | None) -> bool:
+    """A raw stderr line of a process that aborts: a ggml-cuda error (its out of memory
+    too), an assertion, ggml_abort's FILE:LINE line."""
+    if isinstance(ev, AllocFailure):
+        return ev.kind == "abort" or ev.backend in CUDA_BACKENDS
+    return isinstance(ev, Flag) and ev.what == "abort_at"
 
 
 def _fit(fit: FitSummary, ev: Event | None) -> FitSummary:
@@ -181,7 +189,7 @@ class ServerFold:
         last words of a process that aborts."""
         s = msg.strip()
         argument = isinstance(ev, Fatal) and ev.what in ("flag", "value")
-        if argument or "CUDA error" in s or "GGML_ASSERT" in s or "GGML_ABORT" in s:
+        if argument or _last_words(ev):
             return self._problem(s, None, ev)
         if ev == Flag("shutdown", "second"):
             self.shutting_down = True
@@ -191,7 +199,7 @@ class ServerFold:
     def _problem(
         self, message: str, level: str | None, ev: Event | None, kind: str | None = None
     ) -> list[str]:
-        problem = LogProblem(kind or classify_problem(message, ev), message.strip(), level)
+        problem = LogProblem(kind or classify_problem(ev), message.strip(), level)
         if not self.problems or self.problems[-1] != problem:
             self._keep(self.problems, problem, "problems_dropped")
         return ["error"]
