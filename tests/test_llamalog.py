@@ -91,6 +91,13 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
             "ROCm error: out of memory",
             AllocFailure(0, "ROCm error: out of memory", "oom", backend="ROCm"),
         ),
+        # 2023's CUDA_CHECK: "CUDA error %d at %s:%d: %s"
+        (
+            "CUDA error 2 at ggml-cuda.cu:8555: out of memory",
+            AllocFailure(
+                0, "CUDA error 2 at ggml-cuda.cu:8555: out of memory", "oom", backend="CUDA"
+            ),
+        ),
         # ggml_abort's "FILE:LINE: message" behind journald's "ident[pid]: "
         (
             "Jan 01 00:00:00 host llama-server[123]: /src/ggml/src/ggml.c:1234: "

@@ -505,12 +505,13 @@ SHAPES: tuple[Shape, ...] = (
            _flag("abort_at", "what"), "ggml/src/ggml-cuda/ggml-cuda.cu:88: CUDA error",
            on="message", hint=(".c", ".h", ".m")),
     # ggml-cuda's ggml_cuda_error: GGML_CUDA_NAME " error: %s" (no function), then the device
-    # (cuda_device), the call, and GGML_ABORT(GGML_CUDA_NAME " error") (abort_at)
-    _shape("backend_error", _BEHIND + rf"(?P<said>(?P<b>{_CUDA_NAMES}) error: "
-           r"(?P<why>.*\S))",
+    # (cuda_device), the call, and GGML_ABORT(GGML_CUDA_NAME " error") (abort_at); 2023's
+    # CUDA_CHECK: "CUDA error %d at %s:%d: %s"
+    _shape("backend_error", _BEHIND + rf"(?P<said>(?P<b>{_CUDA_NAMES}) error(?: \d{{1,6}} at "
+           r"\S+:\d{1,9})?: (?P<why>.*\S))",
            lambda m, line: AllocFailure(0, m["said"], _error_kind(m["why"]), backend=m["b"]),
            "CUDA error: an illegal memory access was encountered", on="message",
-           hint=" error: "),
+           hint=" error"),
     # -- every function: the system, a build, a buffer, how --fit ended, a failure ---------------
     _shape("system_info", r"^.{0,29}system_info(?:: n_threads = (?P<t>\d{1,6})(?: "
            r"\(n_threads_batch = (?P<tb>\d{1,6})\))?)?", _system_info,
