@@ -142,3 +142,47 @@ async def test_advice_wraps_under_its_message_at_80_columns():
             # a line goes on the message (indented under it) or starts the next advice
             assert line.startswith(" info ") or line.startswith(" " * indent), line
         assert any(line.startswith(" " * indent) for line in body[1:])  # it did wrap
+
+
+async def test_a_host_whose_topology_cannot_be_read_shows_none_of_the_last_hosts(monkeypatch):
+    """Open a fleet host, see its topology, then open one whose topology cannot be read: its
+    error, with the first host's matrix, legend, devices and advice gone."""
+    from lltui.app.app import create_app
+    from lltui.app.screens import topology
+    from lltui.app.state.topology import TopologyState
+    from lltui.config import Settings
+    from lltui.sources.gpu.fleet import Fleet, FleetFocus
+    from lltui.sources.gpu.sim import SimSource
+
+    read = topology.read_topology
+
+    def read_or_fail(source: str) -> TopologyState:
+        if source == "sim:kaggle-2xt4":  # as an unreachable host's nvidia-smi would
+            return TopologyState(error="nvidia-smi topo -m on gpu9.invalid failed")
+        return read(source)
+
+    monkeypatch.setattr(topology, "read_topology", read_or_fail)
+    specs = ["sim:16xv100-dgx2", "sim:kaggle-2xt4"]
+    fleet = Fleet(specs, interval=0.05, make=lambda spec, i: SimSource(spec[4:], seed=i))
+    source = FleetFocus(fleet)
+    settings = Settings(interval=0.05, source=",".join(specs))
+    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    async with app.run_test(size=(120, 50)) as pilot:
+        app.focus_host(0)
+        await pilot.press("2")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        assert "NV6" in "\n".join(_screen_lines(app))
+        app.focus_host(1)
+        await pilot.press("2")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        text = "\n".join(_screen_lines(app))
+        assert "topology unavailable" in text and "gpu9.invalid failed" in text
+        for old in ("NV6", "legend", "Tesla", "advice"):
+            assert old not in text, old
+        app.focus_host(0)
+        await pilot.press("2")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        assert "NV6" in "\n".join(_screen_lines(app))  # the first host's, read again

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import HorizontalScroll, VerticalScroll
+from textual.containers import HorizontalScroll, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Static
 
@@ -19,6 +19,7 @@ from lltui.core.monitor.models import GpuStatic
 from lltui.core.topo.advice import Advice
 from lltui.core.topo.matrix import Topology, link_meaning
 
+LOADING = "[$text-muted]reading the topology…[/]"
 SEVERITY_STYLE = {"error": "$error", "warn": "$warning", "warning": "$warning", "info": "$primary"}
 
 
@@ -130,24 +131,26 @@ class TopologyScreen(LoadOnceScreen):
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="topo-page"):
-            yield Static("[$text-muted]reading the topology…[/]", id="topo-title")
-            with HorizontalScroll(id="topo-matrix-scroll"):
-                yield Static("", id="topo-matrix")
-            yield Static("[b]legend[/b]", id="topo-legend-title", classes="topo-section")
-            yield HangingList(id="topo-legend")
-            yield Static("", id="topo-devices", classes="topo-section")
-            yield Static(
-                "[b $warning]warnings[/]", id="topo-warnings-title", classes="topo-section"
-            )
-            yield HangingList(id="topo-warnings")
-            yield Static("[b]advice[/b]", id="topo-advice-title", classes="topo-section")
-            yield HangingList(id="topo-advice")
+            yield Static(LOADING, id="topo-title")
+            with Vertical(id="topo-body"):  # drawn from a topology read, hidden without one
+                with HorizontalScroll(id="topo-matrix-scroll"):
+                    yield Static("", id="topo-matrix")
+                yield Static("[b]legend[/b]", id="topo-legend-title", classes="topo-section")
+                yield HangingList(id="topo-legend")
+                yield Static("", id="topo-devices", classes="topo-section")
+                yield Static(
+                    "[b $warning]warnings[/]", id="topo-warnings-title", classes="topo-section"
+                )
+                yield HangingList(id="topo-warnings")
+                yield Static("[b]advice[/b]", id="topo-advice-title", classes="topo-section")
+                yield HangingList(id="topo-advice")
 
     @property
     def awaiting_data(self) -> bool:
         return self.state.loading
 
     def start_loading(self, source: str) -> None:
+        self.state = TopologyState()  # loading: what was read of another host is not this one's
         self._load(source)
 
     @work(group="topology", exclusive=True, exit_on_error=False)
@@ -168,10 +171,13 @@ class TopologyScreen(LoadOnceScreen):
         if not self.is_mounted:
             return
         title = self.query_one("#topo-title", Static)
+        # no topology (loading, or this host's error): none of another host's under the title
+        self.query_one("#topo-body").display = state.report is not None
         if state.error:
             title.update(f"[b $error]topology unavailable:[/] {escape(state.error)}")
             return
         if state.report is None:
+            title.update(LOADING)
             return
         live = state.report.live
         topo = live.topology
