@@ -174,3 +174,44 @@ async def test_a_rig_simulated_for_want_of_a_gpu_shows_this_machines_library(mon
         await pilot.pause()
         assert asked == ["auto"]
         assert "SIMULATED" not in text(app, "#nccl-library")
+
+
+async def test_another_fleet_host_shows_none_of_the_last_hosts_test_or_findings(monkeypatch):
+    """Run the bandwidth test on a fleet host, then open one whose NCCL facts cannot be read:
+    its error, without the first host's test result, findings or environment."""
+    from lltui.app.app import create_app
+    from lltui.app.screens import nccl
+    from lltui.config import Settings
+    from lltui.sources.gpu.fleet import Fleet, FleetFocus
+    from lltui.sources.gpu.sim import SimSource
+
+    read = nccl.read_report
+
+    def read_or_fail(source: str):
+        if source == "sim:kaggle-2xt4":  # as an unreachable host's would
+            return None, "ldconfig on gpu9.invalid failed"
+        return read(source)
+
+    monkeypatch.setattr(nccl, "read_report", read_or_fail)
+    specs = ["sim:2x3090-nvlink", "sim:kaggle-2xt4"]
+    fleet = Fleet(specs, interval=0.05, make=lambda spec, i: SimSource(spec[4:], seed=i))
+    source = FleetFocus(fleet)
+    settings = Settings(interval=0.05, source=",".join(specs))
+    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.focus_host(0)
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        await pilot.click("#nccl-bench")
+        await wait_for(lambda: bool(state(app).bench_text))
+        await pilot.pause()
+        assert "NVLink" in text(app, "#nccl-findings") and "NCCL_" in text(app, "#nccl-env")
+        app.focus_host(1)
+        await pilot.press("3")
+        await wait_for(lambda: loaded(app))
+        await pilot.pause()
+        assert "gpu9.invalid failed" in text(app, "#nccl-library")
+        assert text(app, "#nccl-findings") == text(app, "#nccl-env") == ""
+        assert text(app, "#nccl-env-unset") == ""
+        assert state(app).bench_text == ""
+        assert not app.screen.query_one("#nccl-bench-result").display

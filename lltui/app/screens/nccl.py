@@ -21,6 +21,7 @@ from lltui.core.nccl.conf import CONF_ORDER, ENVIRONMENT, conf_file_line
 from lltui.core.nccl.findings import Finding
 from lltui.core.nccl.variables import explain_variable
 
+LOADING = "[$text-muted]looking for libnccl…[/]"
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 SEVERITY_STYLE = {"error": "$error", "warn": "$warning", "info": "$primary"}
 
@@ -96,7 +97,7 @@ class NcclScreen(LoadOnceScreen):
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="nccl-page"):
-            yield Static("[$text-muted]looking for libnccl…[/]", id="nccl-library")
+            yield Static(LOADING, id="nccl-library")
             yield Static("[b]findings[/b]", classes="nccl-section nccl-title")
             yield HangingList(id="nccl-findings")
             yield Static("[b]environment[/b]", classes="nccl-section nccl-title")
@@ -123,6 +124,10 @@ class NcclScreen(LoadOnceScreen):
     def start_loading(self, source: str) -> None:
         if self.lltui.model.info.stand_in:  # auto found no GPU: the library is still real
             source = "auto"  # (as `lltui nccl` reads it; a profile's NCCL is made up)
+        # what was read and tested with another host is not this one's (a file loaded from
+        # this machine is the same file still)
+        self.workers.cancel_group(self, "nccl-bench")
+        self.state = NcclState(file_text=self.state.file_text)
         self._load(source)
 
     # -- loaders: each a worker of this screen, each result a message to it ------------------
@@ -186,21 +191,26 @@ class NcclScreen(LoadOnceScreen):
         if not self.is_mounted:
             return
         library = self.query_one("#nccl-library", Static)
+        findings: list[Entry] = []
+        env: list[Entry] = []
+        unset = ""
         if state.error:
             library.update(f"[b $error]NCCL facts unavailable:[/] {escape(state.error)}")
-        elif state.report is not None:
+        elif state.report is None:
+            library.update(LOADING)
+        else:
             report = state.report
             library.update(render_library(report.info.to_json()))
-            self.query_one("#nccl-findings", HangingList).set_entries(
-                finding_entries(report.findings)
-            )
-            entries, unset = env_entries(report.env, report.findings, report.env_from)
-            self.query_one("#nccl-env", HangingList).set_entries(entries)
+            findings = finding_entries(report.findings)
+            env, unset = env_entries(report.env, report.findings, report.env_from)
             files = [escape(conf_file_line(f)) for f in report.conf_files]
             if files:
                 unset += f"\n[$text-muted]config files {escape(CONF_ORDER)}[/]\n"
                 unset += "\n".join(files)
-            self.query_one("#nccl-env-unset", Static).update(unset.lstrip("\n"))
+        # none of another host's findings under this one's error or while it loads
+        self.query_one("#nccl-findings", HangingList).set_entries(findings)
+        self.query_one("#nccl-env", HangingList).set_entries(env)
+        self.query_one("#nccl-env-unset", Static).update(unset.lstrip("\n"))
         bench = self.query_one("#nccl-bench-result", Static)
         bench.display = bool(state.bench_text)
         bench.update(state.bench_text)
