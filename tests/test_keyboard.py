@@ -173,3 +173,18 @@ async def test_the_palette_offers_every_view_and_the_keys():
         await wait_for(lambda: isinstance(app.screen, HelpScreen))
         await pilot.press("escape")
         await wait_for(lambda: not isinstance(app.screen, HelpScreen))
+
+
+async def test_every_key_the_palette_names_for_a_view_opens_it():
+    from lltui.app.palette import LltuiCommands
+
+    app = sim_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        said = {name: text for name, text, _cb in LltuiCommands(app.screen)._commands()}
+        for view in VIEW_KEYS:
+            keys = said[f"View: {view}"].split("(key", 1)[1].lstrip("s ").rstrip(")")
+            for key in keys.split(", "):
+                app.switch_mode("topology" if view == "monitor" else "monitor")
+                await pilot.pause()
+                await pilot.press(key.lower())
+                await wait_for(lambda v=view: app.current_mode == v and app.screen.is_mounted)

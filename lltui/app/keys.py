@@ -16,12 +16,18 @@ INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 # field does not type them; they reach the app over SSH and tmux). Not alt+digit: terminals
 # send it as ESC and the digit, which Textual reads as one Latin-1 character (alt+4 is "¢").
 # F1 is help, as in most terminal programs, so the first view has only its digit.
+def view_keys(n: int) -> tuple[str, ...]:
+    """The keys of the ``n``-th view of the views table (from 1): its digit and F``n``
+    (n > 1)."""
+    return (f"{n}", f"f{n}") if n > 1 else (f"{n}",)
+
+
 def view_bindings(namespace: str = "") -> list[BindingType]:
-    """``n`` and F``n`` (n > 1) switch to the n-th view of the views table; ``namespace``
-    "app." where a screen above the views has them too."""
+    """The keys of each view of the views table (``view_keys``); ``namespace`` "app." where a
+    screen above the views has them too."""
     return [
         Binding(
-            f"{n},f{n}" if n > 1 else f"{n}",
+            ",".join(view_keys(n)),
             f"{namespace}view('{v.mode}')",
             v.label,
             id=f"view-{v.mode}",

@@ -9,10 +9,16 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from lltui.app.app_protocol import host_of
+from lltui.app.keys import view_keys
 from lltui.app.state.monitor import WINDOWS_S
 from lltui.app.views import VIEWS
 
 Command = tuple[str, str, Callable[[], object]]
+
+
+def keys_said(keys: tuple[str, ...]) -> str:
+    """``keys`` as the palette names them: "key 1", "keys 2, F2"."""
+    return f"key{'s' if len(keys) > 1 else ''} {', '.join(keys).upper()}"
 
 
 class LltuiCommands(Provider):
@@ -35,7 +41,7 @@ class LltuiCommands(Provider):
             cmds.append(
                 (
                     f"View: {view.mode}",
-                    f"{view.label} view (keys {n}, F{n})",
+                    f"{view.label} view ({keys_said(view_keys(n))})",
                     partial(app.action_view, view.mode),
                 )
             )
