@@ -133,7 +133,7 @@ async def test_help_lists_the_apps_keys_first_and_fits_80x24():
         assert box.region.width <= 80 and box.region.height <= 24
         sections = app.screen.sections
         assert sections[0][0] == "lltui"
-        assert ("1", "Monitor") in sections[0][1][:4]
+        assert ("1 f7", "Monitor") in sections[0][1][:4]
         await pilot.press("question_mark")
         await wait_for(lambda: not isinstance(app.screen, HelpScreen))
         await pilot.press("question_mark")
@@ -188,3 +188,25 @@ async def test_every_key_the_palette_names_for_a_view_opens_it():
                 await pilot.pause()
                 await pilot.press(key.lower())
                 await wait_for(lambda v=view: app.current_mode == v and app.screen.is_mounted)
+
+
+@pytest.mark.parametrize("view", FORM_VIEWS)
+async def test_the_monitor_has_a_key_a_text_field_does_not_type(view):
+    """The form views focus a field, which types the monitor's digit; F1 is help: its key
+    there is F7, which the help lists."""
+    app = sim_app("8xh100-sxm")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.poll_sync(2)
+        await pilot.press(VIEW_KEYS[view])
+        await wait_for(lambda: app.current_mode == view and isinstance(app.focused, Input))
+        await pilot.press("f1")
+        await wait_for(lambda: isinstance(app.screen, HelpScreen))
+        assert ("f7", "Monitor") in app.screen.sections[0][1]  # a field types the digit
+        await pilot.press("escape")
+        await wait_for(lambda: not isinstance(app.screen, HelpScreen))
+        field = app.focused
+        assert isinstance(field, Input)
+        before = field.value
+        await pilot.press("f7")
+        await wait_for(lambda: app.current_mode == "monitor")
+        assert field.value == before

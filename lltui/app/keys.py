@@ -15,11 +15,11 @@ INTERVAL_STEPS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 # The views' keys: digits where no text field takes the key; F-keys from anywhere (a text
 # field does not type them; they reach the app over SSH and tmux). Not alt+digit: terminals
 # send it as ESC and the digit, which Textual reads as one Latin-1 character (alt+4 is "¢").
-# F1 is help, as in most terminal programs, so the first view has only its digit.
+# F1 is help, as in most terminal programs, so the first view's F-key is the one after the
+# last view's (F7): from a form's field, where its digit is typed, the monitor is a key away.
 def view_keys(n: int) -> tuple[str, ...]:
-    """The keys of the ``n``-th view of the views table (from 1): its digit and F``n``
-    (n > 1)."""
-    return (f"{n}", f"f{n}") if n > 1 else (f"{n}",)
+    """The keys of the ``n``-th view of the views table (from 1): its digit and its F-key."""
+    return f"{n}", f"f{n if n > 1 else len(VIEWS) + 1}"
 
 
 def view_bindings(namespace: str = "") -> list[BindingType]:
