@@ -175,6 +175,40 @@ async def test_quitting_the_app_stops_its_server(server_env, tiny_model):
                 os.killpg(pid, signal.SIGKILL)
 
 
+async def test_the_quit_question_quits_on_y_or_its_button_never_on_enter_alone():
+    """Stay has the focus, so enter stays; with no button focused enter does nothing either:
+    only y or the button "Stop it and quit" stops the server and quits."""
+    from lltui.app.screens.quit_dialog import QuitDialog
+
+    app = sim_app("kaggle-2xt4")
+    answers: list[bool | None] = []
+    async with app.run_test(size=(80, 24)) as pilot:
+
+        async def ask() -> QuitDialog:
+            dialog = QuitDialog("llama-server (pid 1)")
+            app.push_screen(dialog, answers.append)
+            await wait_for(lambda: getattr(app.focused, "id", None) == "quit-no")  # Stay
+            return dialog
+
+        await ask()
+        await pilot.press("enter")  # on Stay
+        await wait_for(lambda: answers == [False])
+        dialog = await ask()
+        dialog.set_focus(None)
+        await wait_for(lambda: app.focused is None)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is dialog and answers == [False]
+        await pilot.press("escape")
+        await wait_for(lambda: answers == [False, False])
+        await ask()
+        await pilot.press("tab", "enter")  # on "Stop it and quit"
+        await wait_for(lambda: answers == [False, False, True])
+        await ask()
+        await pilot.press("y")
+        await wait_for(lambda: answers == [False, False, True, True])
+
+
 @pytest.mark.slow
 async def test_a_start_fit_refuses_is_refused_with_what_fits_and_can_be_forced(
     server_env, tiny_model

@@ -14,10 +14,11 @@ from lltui.app.screens.base import WarningDialog
 
 
 class QuitDialog(WarningDialog[bool]):
-    """``y`` or enter: stop the server and quit; ``n`` or escape: stay. Answers True to quit."""
+    """``y``: stop the server and quit; ``n`` or escape: stay; enter presses the button with
+    the focus, Stay at first (enter alone never quits). Answers True to quit."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y,enter", "answer(True)", "Stop it and quit", id="quit-yes"),
+        Binding("y", "answer(True)", "Stop it and quit", id="quit-yes"),
         Binding("n,escape", "answer(False)", "Stay", id="quit-no"),
     ]
 
