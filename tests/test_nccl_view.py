@@ -215,3 +215,13 @@ async def test_another_fleet_host_shows_none_of_the_last_hosts_test_or_findings(
         assert text(app, "#nccl-env-unset") == ""
         assert state(app).bench_text == ""
         assert not app.screen.query_one("#nccl-bench-result").display
+
+
+def test_the_bandwidth_test_of_another_host_says_it_tests_this_machine():
+    """The view's button tests this machine's GPUs whatever host is open: a fleet's ssh
+    host's result read as that host's."""
+    from lltui.app.state.nccl import run_bench_text
+
+    remote = run_bench_text(False, "smi:gpu9.example")
+    assert "of this machine's GPUs, not smi:gpu9.example's" in remote
+    assert run_bench_text(False, "nvml").startswith("[b]bandwidth test[/b]: ")

@@ -139,8 +139,10 @@ class NcclScreen(LoadOnceScreen):
         self.post_message(NcclReady(report, error))
 
     @work(group="nccl-bench", exclusive=True, exit_on_error=False)
-    async def _bench(self, simulated: bool) -> None:
-        text = await off_thread_reported(self, lambda: run_bench_text(simulated), "nccl-bench")
+    async def _bench(self, simulated: bool, source: str) -> None:
+        text = await off_thread_reported(
+            self, lambda: run_bench_text(simulated, source), "nccl-bench"
+        )
         self.post_message(NcclBenchDone(text))
 
     @work(group="nccl-file", exclusive=True, exit_on_error=False)
@@ -179,7 +181,8 @@ class NcclScreen(LoadOnceScreen):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "nccl-bench" and not self.state.bench_running:
             self.state = replace(self.state, bench_running=True)
-            self._bench(self.lltui.model.info.simulated)
+            info = self.lltui.model.info
+            self._bench(info.simulated, info.source)
             self.show_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

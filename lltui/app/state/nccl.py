@@ -42,22 +42,26 @@ def read_report(source: str) -> tuple[NcclReport | None, str | None]:
         return None, error_text(exc)
 
 
-def run_bench_text(simulated: bool) -> str:
-    """A quick all-reduce sweep on the local GPUs, as text; the reason in words when none."""
+def run_bench_text(simulated: bool, source: str | None = None) -> str:
+    """A quick all-reduce sweep on the local GPUs, as text; the reason in words when none
+    (``source``: the rig shown; another host's is not this machine's to test)."""
     if simulated:
         return (
             "[b]bandwidth test[/b]: a simulated rig has no GPUs to test; "
             "run lltui on the rig (or `lltui nccl bench` there)"
         )
-    from lltui.services.nccl import BenchFailed, allreduce_bench
+    from textual.markup import escape
 
+    from lltui.services.nccl import BenchFailed, allreduce_bench, on_this_machine
+
+    head = "[b]bandwidth test[/b]"
+    if source not in (None, "auto") and not on_this_machine(source):
+        head += escape(f" of this machine's GPUs, not {source}'s (`lltui nccl bench` there)")
     try:
         result = allreduce_bench(max_bytes=64 * 1024 * 1024, factor=4, iters=10, warmup=3)
     except BenchFailed as exc:
-        return f"[b]bandwidth test[/b]: {exc}"
-    from textual.markup import escape
-
-    return "[b]bandwidth test[/b]\n" + escape(result.to_text())
+        return f"{head}: {exc}"
+    return f"{head}\n" + escape(result.to_text())
 
 
 def summarize_file(path: str, *, narrow: bool = False) -> str:
