@@ -121,11 +121,12 @@ def read_command(
         sys.stdout.write(help_text)
         return None
     given, llama, stray = words.single()
-    if stray is not None:
-        raise CliError(f"{verb}: unexpected argument {stray!r} (one model file only)", 2)
     try:
-        # LLAMA_ARG_* variables set llama-server's defaults: read them as it does
+        # LLAMA_ARG_* variables set llama-server's defaults: read them as it does; a flag's
+        # bad value first (a value -fa took from -c leaves -c's as a stray word)
         args = parse_llama_args(llama, env=os.environ)
+        if stray is not None:
+            raise ValueError(f"unexpected argument {stray!r} (one model file only)")
         model = args.model_of(given)
     except ValueError as exc:
         raise CliError(f"{verb}: {exc}", 2) from None
