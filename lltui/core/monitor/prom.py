@@ -185,8 +185,12 @@ STATIC_METRICS: tuple[GpuMetric, ...] = (
 GPU_INFO = "lltui_gpu_info"
 # GpuStatic text facts that ride on the info series as labels (absent where None)
 INFO_TEXT_LABELS = ("vendor", "gfx_target", "compute_partition", "memory_partition")
+# GpuStatic yes/no facts that ride on it too, as "true" or "false" (absent where None)
+INFO_BOOL_LABELS = ("persistence_mode", "mig_mode", "unified_memory")
 GPU_LOST = "lltui_gpu_lost"
 THROTTLE = "lltui_gpu_throttle_reason_active"
+# how many reasons hold the clocks down: 0 says none does (absent: the GPU does not say)
+THROTTLE_COUNT = "lltui_gpu_throttle_reasons"
 XID_ERRORS = "lltui_gpu_xid_errors_total"
 PROCESS_MEMORY = "lltui_gpu_process_memory_bytes"
 RIG_INFO = "lltui_rig_info"

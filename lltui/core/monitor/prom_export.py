@@ -27,12 +27,14 @@ from lltui.core.monitor.prom import (
     HOST_LOAD1,
     HOST_MEM_TOTAL,
     HOST_MEM_USED,
+    INFO_BOOL_LABELS,
     INFO_TEXT_LABELS,
     MIB,
     PROCESS_MEMORY,
     RIG_INFO,
     STATIC_METRICS,
     THROTTLE,
+    THROTTLE_COUNT,
     XID_ERRORS,
     Family,
     LlamaExport,
@@ -41,6 +43,10 @@ from lltui.core.monitor.prom import (
 
 def _labels(**kv: str | None) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, v in kv.items() if v is not None)
+
+
+def _bool_label(value: bool | None) -> str | None:
+    return None if value is None else "true" if value else "false"
 
 
 def _finite(value: float | int | None) -> bool:
@@ -120,6 +126,7 @@ def _gpu_identity(sample: RigSample, gpu_labels: Mapping[str, _Labels]) -> tuple
             cuda_index=str(s.cuda_index) if s.cuda_index is not None else None,
             compute_capability=cc,
             **{k: getattr(s, k) for k in INFO_TEXT_LABELS},
+            **{k: _bool_label(getattr(s, k)) for k in INFO_BOOL_LABELS},
         )
         info_samples.append((gpu_labels[s.uuid] + extra, 1.0))
     lost = tuple((gpu_labels[g.info.uuid], 1.0 if g.lost else 0.0) for g in sample.gpus)
@@ -153,13 +160,20 @@ def _gpu_values(
             Family(XID_ERRORS, "counter", "XID errors the driver reported since the exporter "
                    "started.", "", tuple(rows))
         )  # fmt: skip
-    throttle = []
+    throttle, counts = [], []
     for g in sample.gpus:
-        for reason in g.throttle_reasons or ():
+        if g.throttle_reasons is None:
+            continue
+        counts.append((gpu_labels[g.info.uuid], float(len(g.throttle_reasons))))
+        for reason in g.throttle_reasons:
             throttle.append((gpu_labels[g.info.uuid] + (("reason", reason),), 1.0))
     out.append(
         Family(THROTTLE, "gauge", "A reason the GPU's clocks are held down now; 1.", "",
                tuple(throttle))
+    )  # fmt: skip
+    out.append(
+        Family(THROTTLE_COUNT, "gauge", "How many reasons hold the GPU's clocks down now "
+               "(0: none does).", "", tuple(counts))
     )  # fmt: skip
     return out
 

@@ -31,6 +31,7 @@ from lltui.core.monitor.prom import (
     HOST_LOAD1,
     HOST_MEM_TOTAL,
     HOST_MEM_USED,
+    INFO_BOOL_LABELS,
     INFO_TEXT_LABELS,
     KIB,
     MIB,
@@ -39,6 +40,7 @@ from lltui.core.monitor.prom import (
     RIG_INFO,
     STATIC_METRICS,
     THROTTLE,
+    THROTTLE_COUNT,
     Series,
 )
 from lltui.core.text import int_or_none
@@ -165,12 +167,13 @@ class _Gpu:
     retired: dict[str, float] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)  # attribute -> counter reading
     lost: bool = False
-    throttle: list[str] = field(default_factory=list)
+    throttle: list[str] | None = None  # None: no series says
     processes: list[tuple[int, str | None, float, str | None]] = field(default_factory=list)
     models: dict[int, str] = field(default_factory=dict)  # pid -> the model it serves
     cuda_index: int | None = None
     compute_capability: tuple[int, int] | None = None
     info_text: dict[str, str] = field(default_factory=dict)
+    info_bool: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -347,11 +350,15 @@ def _take_gpu_series(h: _Host, g: _Gpu, s: Series, exporter: str) -> None:
             for key in INFO_TEXT_LABELS:
                 if s.label(key):
                     g.info_text[key] = s.label(key) or ""
+            for key in INFO_BOOL_LABELS:
+                if s.label(key) in ("true", "false"):
+                    g.info_bool[key] = s.label(key) == "true"
         elif n == GPU_LOST:
             g.lost = v >= 1
-        elif n == THROTTLE:
+        elif n in (THROTTLE, THROTTLE_COUNT):
+            g.throttle = g.throttle if g.throttle is not None else []
             reason = s.label("reason")
-            if reason and v >= 1 and reason not in g.throttle:
+            if n == THROTTLE and reason and v >= 1 and reason not in g.throttle:
                 g.throttle.append(reason)
         elif n == PROCESS_MEMORY:
             pid = int_or_none(s.label("pid"))
@@ -403,10 +410,16 @@ _INT_FIELDS = {m.attr for m in GPU_METRICS if m.integer} | {
 }
 
 
+def _unscaled(v: float) -> float:
+    """A reading brought back from a page's unit without the float noise of the scaling
+    (0.28 read as percent is 28.000000000000004): 12 significant digits."""
+    return float(f"{v:.12g}")
+
+
 def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
     values: dict[str, float | int] = {}
     for attr, v in {**g.fallbacks, **g.values}.items():
-        values[attr] = round(v) if attr in _INT_FIELDS else v
+        values[attr] = round(v) if attr in _INT_FIELDS else _unscaled(v)
     if g.retired:
         values["retired_pages"] = round(sum(g.retired.values()))
     total_f = g.static.get("memory_total")
@@ -431,6 +444,7 @@ def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
         cuda_index=g.cuda_index,
         compute_capability=g.compute_capability,
         **g.info_text,  # type: ignore[arg-type]
+        **g.info_bool,  # type: ignore[arg-type]
         **static_kw,  # type: ignore[arg-type]
     )
     processes = tuple(
@@ -445,7 +459,7 @@ def _gpu_sample(g: _Gpu, position: int) -> GpuSample:
         for pid, cmd, mem, user in g.processes
     )
     sample = GpuSample(info=info, lost=g.lost, processes=processes)
-    if g.throttle:
+    if g.throttle is not None:
         sample = replace(sample, throttle_reasons=tuple(g.throttle))
     return replace(sample, **values)  # type: ignore[arg-type]
 
@@ -468,7 +482,7 @@ def _rig(host_name: str, h: _Host, *, source: str, seq: int, t: float, wall: flo
     )
     host_kw: dict[str, float | int] = {}
     for attr, v in h.host.items():
-        host_kw[attr] = round(v) if attr in ("mem_total", "mem_used", "cpu_count") else v
+        host_kw[attr] = round(v) if attr in ("mem_total", "mem_used", "cpu_count") else _unscaled(v)
     host = HostSample(hostname=host_name, **host_kw)  # type: ignore[arg-type]
     return RigSample(seq=seq, t=t, wall=wall, info=info, gpus=samples, host=host, error=h.error)
 
