@@ -361,12 +361,14 @@ def can_fit_model(
     all -np 1`` makes on these GPUs: each keeps its own margin and compute buffers, and
     layers are whole. For a size in billions only a rough check: the rule of thumb of
     :func:`estimate_model_vram` at ``quantization`` (None: Q4_K_M) against the free memory
-    summed over the GPUs, which no placement is. False where there is no GPU; ValueError
-    where a GPU does not report its free memory."""
+    summed over the GPUs, which no placement is. False where there is no GPU (a model that
+    cannot be read, or a type it has not, is a ValueError all the same); ValueError where a
+    GPU does not report its free memory."""
     _check_model(model_size_b, quantization, context_size)
     sample = rig_sample(source)
     chosen = _known_free(_gpu_infos(sample) if sample is not None else [], gpu_indices)
     if sample is None or not chosen:
+        estimate_model_vram(model_size_b, quantization, context_size)  # (raises as with GPUs)
         return False
     if isinstance(model_size_b, str | os.PathLike):
         keep = {g.nvml_index for g in chosen}
@@ -449,11 +451,12 @@ def auto_config(
     the most free memory, which decodes fastest; otherwise layers are split as llama.cpp
     splits them by default (by free memory), written out. No GPU: everything on the CPU.
     ``warnings``: what fit warns of these GPUs (NVIDIA and AMD GPUs in one server, an
-    integrated GPU left out)."""
+    integrated GPU left out). A model that cannot be read is a ValueError, GPUs or not."""
     from lltui.services.devices import split_devices
 
     _check("model_size_b", model_size_b, (Real, str, os.PathLike, type(None)), _MODEL)
     _check_context(context_size, model_size_b)
+    need = None if model_size_b is None else estimate_model_vram(model_size_b, None, context_size)
     sample = rig_sample(source)
     gpus, said = split_devices(sample) if sample is not None else ([], [])
     warnings = tuple(said)
@@ -467,16 +470,14 @@ def auto_config(
         )
     # (unknown free memory: no room counted)
     roomiest = max(range(len(gpus)), key=lambda i: gpus[i].free_bytes or 0)
-    if model_size_b is not None:
-        need = estimate_model_vram(model_size_b, None, context_size)
-        if need <= (gpus[roomiest].free_bytes or 0):
-            return MultiGPUConfig(
-                n_gpu=len(gpus),
-                split_mode=SplitMode.NONE,
-                main_gpu=roomiest,
-                n_parallel=n_parallel,
-                warnings=warnings,
-            )
+    if need is not None and need <= (gpus[roomiest].free_bytes or 0):
+        return MultiGPUConfig(
+            n_gpu=len(gpus),
+            split_mode=SplitMode.NONE,
+            main_gpu=roomiest,
+            n_parallel=n_parallel,
+            warnings=warnings,
+        )
     from lltui.core.memory.context import default_split
 
     split = default_split(gpus)

@@ -38,6 +38,27 @@ def test_no_source_means_no_gpus(monkeypatch):
     assert api.detect_gpus() == [] and api.gpu_count() == 0
 
 
+@pytest.mark.parametrize("source", ["none", "sim:colab-t4", "sim:4xl4"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a, src: a.can_fit_model("/nonexistent.gguf", source=src),
+        lambda a, src: a.can_fit_model(13.0, "Q9_Z", source=src),
+        lambda a, src: a.auto_config("/nonexistent.gguf", source=src),
+        lambda a, src: a.auto_config("70", source=src),
+    ],
+)
+def test_a_model_that_cannot_work_is_said_with_or_without_gpus(monkeypatch, call, source):
+    # without a GPU (or with one) can_fit_model said False and auto_config gave a config for
+    # a model path that cannot be read, where with several GPUs both raised
+    from lltui import api
+
+    if source == "none":
+        monkeypatch.setattr(api, "rig_sample", lambda source="nvml": None)
+    with pytest.raises(ValueError, match=r"cannot read|unknown quantization"):
+        call(api, source)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
