@@ -191,6 +191,17 @@ def test_bad_key_401_is_unauthorized_and_the_key_never_shows() -> None:
     assert SECRET not in repr(vars(client))
 
 
+def test_a_401_when_no_key_was_sent_says_a_key_is_needed_and_how_to_give_it() -> None:
+    # it said 'rejected the API key' of a key never sent
+    routes = ready_routes()
+    routes["/metrics"] = reply(401, BAD_KEY)
+    with client_for(FakeServer(routes)) as client:
+        poll = client.poll()
+    assert poll.state == STATE_UNAUTHORIZED and poll.message is not None
+    assert poll.message.startswith("/metrics: needs an API key, and none was sent")
+    assert "--llama-api-key-file" in poll.message and "LLAMA_API_KEY" in poll.message
+
+
 def test_garbage_bodies_are_bad_responses() -> None:
     routes = ready_routes()
     routes["/metrics"] = reply(200, "<html>proxy login</html>")

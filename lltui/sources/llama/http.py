@@ -313,7 +313,7 @@ class LlamaServerClient:
                 state=state,
                 health=health,
                 endpoints=(health,),
-                message=_describe(health),
+                message=_describe(health, keyed=self._key is not None),
             )
         self._was_ready = True
         endpoints = [health]
@@ -346,7 +346,7 @@ class LlamaServerClient:
             props=self._props,
             throughput=throughput,
             endpoints=tuple(endpoints),
-            message=_describe(refused[0]) if refused else None,
+            message=_describe(refused[0], keyed=self._key is not None) if refused else None,
         )
 
     def _note(self, result: EndpointResult) -> EndpointResult:
@@ -397,14 +397,18 @@ def _body_message(body: _Body) -> str | None:
     return text[:200] if text else None
 
 
-def _describe(result: EndpointResult) -> str:
+def _describe(result: EndpointResult, *, keyed: bool) -> str:
+    """An endpoint's failure in words; ``keyed``: whether the request carried an API key (a
+    401 to a request without one rejected no key: it asks for one)."""
+    no_key = result.status == UNAUTHORIZED and not keyed
     what = {
         DOWN: "not reachable (connection refused)",
         TIMEOUT: "did not answer in time",
         LOADING: "loading the model",
-        UNAUTHORIZED: "rejected the API key",
+        UNAUTHORIZED: "needs an API key, and none was sent" if no_key else "rejected the API key",
         DISABLED: "endpoint not enabled",
         BAD_RESPONSE: "sent a response lltui cannot read",
     }.get(result.status, "answered with an error")
     detail = f" ({result.http_status}: {result.message})" if result.http_status else ""
-    return f"{result.endpoint}: {what}{detail}"
+    fix = ": give --llama-api-key-file FILE or set LLAMA_API_KEY" if no_key else ""
+    return f"{result.endpoint}: {what}{detail}{fix}"
