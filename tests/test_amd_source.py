@@ -703,8 +703,8 @@ def test_a_mixed_rig_numbers_every_gpu_and_survives_a_failing_part(
     info = both.open()
     assert both.name == "sim:2x3090-nvlink+amdsmi"
     assert [(g.index, g.vendor) for g in info.gpus] == [
-        (0, None),
-        (1, None),
+        (0, "nvidia"),
+        (1, "nvidia"),
         (2, "amd"),
         (3, "amd"),
     ]
@@ -747,7 +747,7 @@ def test_the_simulated_mi300x_rig_reports_what_amd_smi_would() -> None:
 def test_the_mixed_rig_keeps_cuda_numbers_for_the_nvidia_gpus_only() -> None:
     info = SimSource("2x4090-2x7900xtx").open()
     assert [g.cuda_index for g in info.gpus] == [0, 1, None, None]
-    assert [g.vendor for g in info.gpus] == [None, None, "amd", "amd"]
+    assert [g.vendor for g in info.gpus] == ["nvidia", "nvidia", "amd", "amd"]
 
 
 def test_doctor_says_what_the_amd_source_reads(monkeypatch: pytest.MonkeyPatch) -> None:

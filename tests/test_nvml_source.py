@@ -112,6 +112,7 @@ def test_sample_reports_what_the_driver_reports_in_lltui_units(monkeypatch):
         assert (st.pcie_gen_max, st.pcie_width_max) == (fg.pcie_gen_max, fg.pcie_width_max)
         assert st.nvlink_links == len(fg.nvlink_states)
         assert st.serial is None and st.vbios == fg.vbios and st.persistence_mode is True
+        assert st.vendor == "nvidia"
         assert not gs.lost and gs.error is None
         assert gs.memory_used == fg.memory_used
         assert gs.memory_reserved == fg.memory_reserved

@@ -258,6 +258,17 @@ def test_a_readback_gives_the_json_of_the_sample_it_exported(profile: str) -> No
         assert got["throttle_reasons"] == []
 
 
+def test_every_gpu_names_its_vendor_in_json_and_on_its_info_series() -> None:
+    # an NVIDIA GPU said vendor null in gpus --json and "" on lltui_gpu_info, an AMD one "amd"
+    src = SimSource("2x4090-2x7900xtx", seed=3)
+    src.open()
+    sample = src.poll()
+    want = ["nvidia", "nvidia", "amd", "amd"]
+    assert [g["vendor"] for g in rig_to_json(sample)["gpus"]] == want
+    (info,) = [f for f in rig_families(sample, host="h") if f.name == "lltui_gpu_info"]
+    assert [dict(labels).get("vendor") for labels, _ in info.samples] == want
+
+
 # --- sources over HTTP ------------------------------------------------------------------------
 
 

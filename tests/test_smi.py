@@ -185,6 +185,10 @@ def test_reordered_columns_are_read_by_the_header():
     assert parsed(shuffled) == parsed(f"{HEADER}\n{ROW0}\n{ROW1}")
 
 
+def test_nvidia_smi_gpus_are_nvidias():
+    assert [static.vendor for static, _ in parsed(f"{HEADER}\n{ROW0}\n{ROW1}")] == ["nvidia"] * 2
+
+
 def test_noheader_rows_are_read_by_the_field_list_asked_for():
     fields = [canonical_field(c)[0] for c in HEADER.split(",")]
     by_list = parsed(f"{ROW0}\n{ROW1}\n", fields)

@@ -199,6 +199,7 @@ def _static(row: _Row, index: int) -> GpuStatic:
         serial=row.text("serial"),
         vbios=row.text("vbios_version"),
         persistence_mode=BOOL_WORDS.get((row.text("persistence_mode") or "").lower()),
+        vendor="nvidia",
     )
 
 

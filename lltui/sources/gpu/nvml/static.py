@@ -37,7 +37,7 @@ CUDA_ORDER_HINT = (
 
 def placeholder_static(index: int) -> GpuStatic:
     """What stands for a GPU whose facts could not be read."""
-    return GpuStatic(index, "", f"GPU {index}", "", 0)
+    return GpuStatic(index, "", f"GPU {index}", "", 0, vendor="nvidia")
 
 
 def _bus_id(p: Any) -> str:
@@ -116,6 +116,7 @@ def read_static(calls: NvmlCalls, g: GpuState) -> GpuState:
         mem_bus_width_bits=bus or None,
         mig_mode=mig,
         virtualization=virt,
+        vendor="nvidia",
     )
     return g
 

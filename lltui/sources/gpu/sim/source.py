@@ -120,6 +120,7 @@ class SimSource:
                 serial=str(rng.randrange(10**12, 10**13)),
                 vbios="96.00.89.00.01" if g.nvlinks == 18 else "94.02.42.00.0B",
                 persistence_mode=True,
+                vendor=g.spec.vendor,
             )
             out.append(_amd_static(static, g, rng) if g.amd else static)
         return tuple(out)
@@ -210,7 +211,6 @@ def _amd_static(static: GpuStatic, g: SimGpu, rng: random.Random) -> GpuStatic:
         serial=f"0x{rng.randrange(16**15, 16**16):016X}",
         vbios="113-M3000100-103" if instinct else "113-D7020100-102",
         persistence_mode=None,
-        vendor="amd",
         gfx_target=g.spec.gfx,
         compute_partition="SPX" if instinct else None,
         memory_partition="NPS1" if instinct else None,
