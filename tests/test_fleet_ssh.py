@@ -432,6 +432,19 @@ def test_amd_topology_over_ssh_reaches_the_port_given(ssh_env: SshServer, capsys
     assert out["links"] == {"GPU0-GPU1": "PHB"}, out
 
 
+def test_smi_topology_over_ssh_takes_the_hosts_ssh_config(ssh_env: SshServer, capsys):
+    """topo --source smi:HOST ran a plain ssh of its own, without LLTUI_SSH_CONFIG's -F
+    ('Could not resolve hostname fleet-a') while gpus and amd: reached the host; it runs
+    through the host's one connection now, as the smi source does."""
+    from lltui.cli import main
+
+    before = ssh_env.connections()
+    assert main(["topo", "--json", "--source", "smi:fleet-a"]) == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert out["links"]["GPU0-GPU3"] == "NV12", out
+    assert ssh_env.connections() - before == 1  # topo -m, -p2p and the GPU query: one login
+
+
 @pytest.mark.parametrize("stage", ["open", "poll"])
 def test_closing_a_fleet_stops_an_amd_hosts_ssh_mid_command(ssh_env: SshServer, stage: str):
     """Fleet.close closed a host busy in a command only if it was an smi: one: an amd:

@@ -504,10 +504,12 @@ def test_bad_hosts_are_refused(host: str):
 
 
 def test_words_for_a_remote_shell_are_checked():
+    from lltui.sources.ssh import SshTarget
+
     with pytest.raises(ValueError):
-        smi_argv(["--query-gpu=name;reboot"], "gpu-box", timeout=10)
+        smi_argv(["--query-gpu=name;reboot"], SshTarget("gpu-box"), timeout=10)
     with pytest.raises(ValueError, match="remote shell"):  # '$' let a final newline through
-        smi_argv(["--query-gpu=name\n"], "gpu-box", timeout=10)
+        smi_argv(["--query-gpu=name\n"], SshTarget("gpu-box"), timeout=10)
     assert smi_argv(["-L"], timeout=10) == ["nvidia-smi", "-L"]
 
 

@@ -12,10 +12,11 @@ is a generated ssh_config, handed to lltui through ``LLTUI_SSH_CONFIG``, with al
 The sshd's sessions have ``stand-in-bin`` first on PATH, holding ``nvidia-smi``: a clearly
 named stand-in (``STAND-IN nvidia-smi``) answering ``--query-gpu`` with the GPUs of a real
 capture (tests/fixtures/real/smi/C01..., 4x A100) in the fields asked for, nothing for
-``--query-compute-apps``, and ``--version``. Each call is one line in ``calls.log``. While
-the file ``SshServer.hang`` exists, it hangs instead (a slow host): it writes its pid as one
-line of ``hang.pids`` and sleeps ten minutes. While the file ``SshServer.slow`` exists, each
-call first sleeps the seconds it holds. Beside it, a stand-in ``amd-smi`` (``STAND-IN
+``--query-compute-apps``, ``--version``, and ``topo -m`` (the four GPUs NVLinked, NV12).
+Each call is one line in ``calls.log``. While the file ``SshServer.hang`` exists, it hangs
+instead (a slow host): it writes its pid as one line of ``hang.pids`` and sleeps ten
+minutes. While the file ``SshServer.slow`` exists, each call first sleeps the seconds it
+holds. Beside it, a stand-in ``amd-smi`` (``STAND-IN
 amd-smi``) answers ``static``, ``metric`` and ``topology`` with recorded output
 (tests/fixtures/amd/amd-smi, an MI210) and fails everything else; it is slow alike.
 
@@ -39,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from support.topo_fixtures import render
 
 SSHD = "/usr/sbin/sshd"
 FIXTURE = (
@@ -68,6 +71,11 @@ if os.path.exists({hang!r}):
 if os.path.exists({slow!r}):
     time.sleep(float(open({slow!r}).read()))
 args = sys.argv[1:]
+if args == ["topo", "-m"]:
+    print({topo!r})
+    sys.exit(0)
+if args[:1] == ["topo"]:
+    sys.exit("STAND-IN nvidia-smi: no answer for this")
 if args == ["--version"]:
     print("NVIDIA-SMI version  : 545.23.08")
     print("DRIVER version      : 545.23.08")
@@ -230,6 +238,7 @@ def ssh_server(root: Path, remote_path: str = "") -> Iterator[SshServer]:
             log=str(calls_log),
             hang=str(root / "hang"),
             slow=str(root / "slow"),
+            topo=render({(a, b): "NV12" for a in range(4) for b in range(a + 1, 4)}, 4),
         )
     )
     smi.chmod(0o755)

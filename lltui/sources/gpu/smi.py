@@ -46,10 +46,9 @@ from lltui.core.monitor.smi_csv import (
 from lltui.sources.gpu.base import PROCESS_TTL_S, Clock, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.host_facts import HostSampler
 from lltui.sources.proc_group import run_group
-from lltui.sources.ssh import SshTarget, split_host_port
+from lltui.sources.ssh import SshTarget
 from lltui.sources.ssh import check_host as check_host
 
-SSH_OPTIONS: tuple[str, ...] = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5")
 CSV_FORMAT = "--format=csv,noheader,nounits"
 
 # Words sent to a remote shell: letters, digits and . , _ = - only.
@@ -96,34 +95,26 @@ def run_command(argv: Sequence[str], timeout: float) -> CommandResult:
 
 def smi_argv(
     args: Sequence[str],
-    host: str | None = None,
     target: SshTarget | None = None,
     *,
     program: str = "nvidia-smi",
     timeout: float,
 ) -> list[str]:
     """The argv that runs ``PROGRAM ARGS`` (nvidia-smi, or AMD's amd-smi / rocm-smi) here,
-    on ``host`` (``[user@]HOST[:PORT]``, read as every ``smi:`` source reads it) through
-    ssh, or on ``target`` through its persistent connection. Remotely it ends itself after
+    or on ``target``'s host through its persistent connection. Remotely it ends itself after
     ``timeout`` seconds (rounded up), the caller's own limit (see :data:`BOUNDED`)."""
-    if host is None and target is None:
+    if target is None:
         return [program, *args]
     remote = [str(max(1, math.ceil(timeout))), program, *args]
     for word in remote:
         if not _SHELL_SAFE.match(word):
             raise ValueError(f"refusing to send {word!r} to a remote shell")
-    if target is not None:
-        return target.argv(*BOUNDED, *remote)
-    assert host is not None
-    name, port = split_host_port(host)
-    ported = ["-p", str(port)] if port is not None else []
-    return ["ssh", *SSH_OPTIONS, *ported, "--", check_host(name), *BOUNDED, *remote]
+    return target.argv(*BOUNDED, *remote)
 
 
 def run_tool(
     run: Runner,
     args: Sequence[str],
-    host: str | None,
     target: SshTarget | None,
     *,
     program: str,
@@ -134,7 +125,7 @@ def run_tool(
     without a master, within what is left of ``timeout``: a master (ControlPersist) sends its
     ProxyJump's or ProxyCommand's error to /dev/null, and that error is the reason."""
     started = time.monotonic()
-    result = run(smi_argv(args, host, target, program=program, timeout=timeout), timeout)
+    result = run(smi_argv(args, target, program=program, timeout=timeout), timeout)
     left = timeout - (time.monotonic() - started)
     if (
         target is None
@@ -146,7 +137,7 @@ def run_tool(
     ):
         return result
     direct = SshTarget(target.host, target.port, target.config_file, multiplex=False)
-    again = run(smi_argv(args, host, direct, program=program, timeout=left), left)
+    again = run(smi_argv(args, direct, program=program, timeout=left), left)
     return result if again.returncode == 124 else again
 
 
@@ -270,7 +261,7 @@ class ToolSource:
         left = self._deadline - time.monotonic()
         if left <= 0:
             return CommandResult(124, "", late(f"{tool} {self._where()}", 0.0, self._timeout))
-        result = run_tool(self._run, args, self.host, self.ssh, program=tool, timeout=left)
+        result = run_tool(self._run, args, self.ssh, program=tool, timeout=left)
         argv0 = tool if self.ssh is None else "ssh"
         if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
             return replace(result, stderr=late(argv0, left, self._timeout))

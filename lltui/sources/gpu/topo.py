@@ -1,9 +1,11 @@
 """The live topology: ``nvidia-smi topo -m`` (here or on a host over ssh), or NVML when there
 is no nvidia-smi.
 
-nvidia-smi runs from an argv list, never through a shell, and under a timeout. The NVML path
-builds the same :class:`Topology` from the pairwise common PCIe ancestor, the NVLink remote
-ends of each link and the P2P status; ``pynvml`` (nvidia-ml-py) is imported only when used.
+nvidia-smi runs from an argv list, never through a shell, and under a timeout; on a host,
+through the ssh the smi source uses (:func:`smi_argv`: its ssh_config, one connection). The
+NVML path builds the same :class:`Topology` from the pairwise common PCIe ancestor, the
+NVLink remote ends of each link and the P2P status; ``pynvml`` (nvidia-ml-py) is imported
+only when used.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from lltui.core.topo.matrix import LiveTopology, Topology, TopologyReport
 from lltui.core.topo.parse import parse_p2p_matrix, parse_topology
 from lltui.core.units import MIB
 from lltui.sources.gpu.smi import smi_argv
+from lltui.sources.ssh import SshTarget, split_host_port
 
 SMI_TIMEOUT_S = 15.0
 QUERY_FIELDS = (
@@ -45,24 +48,25 @@ class SmiMissing(SourceUnavailable):
 def run_smi(
     args: Sequence[str],
     *,
-    host: str | None = None,
+    ssh: SshTarget | None = None,
     run: Runner = subprocess.run,
     which: Which = shutil.which,
     timeout: float = SMI_TIMEOUT_S,
 ) -> str:
-    """nvidia-smi's stdout; raises SourceUnavailable (SmiMissing when absent) with one line."""
-    if host is None:
+    """nvidia-smi's stdout, here or on ``ssh``'s host; raises SourceUnavailable (SmiMissing
+    when absent) with one line."""
+    if ssh is None:
         path = which("nvidia-smi")
         if path is None:
             raise SmiMissing("nvidia-smi is not on PATH")
         argv = [path, *args]
     else:
-        ssh = which("ssh")
-        if ssh is None:
+        client = which("ssh")
+        if client is None:
             raise SourceUnavailable("ssh is not on PATH (needed for smi:HOST)")
         # the smi source's argv: host checked (no leading '-'), '--' before it, safe words
-        argv = [ssh, *smi_argv(args, host, timeout=timeout)[1:]]
-    shown = "nvidia-smi " + " ".join(args) + (f" on {host}" if host else "")
+        argv = [client, *smi_argv(args, ssh, timeout=timeout)[1:]]
+    shown = "nvidia-smi " + " ".join(args) + (f" on {ssh.label}" if ssh else "")
     try:
         proc = run(
             argv,
@@ -132,7 +136,7 @@ def _is_number(text: str) -> bool:
 
 
 def read_smi_gpus(
-    *, host: str | None = None, run: Runner = subprocess.run, which: Which = shutil.which
+    *, ssh: SshTarget | None = None, run: Runner = subprocess.run, which: Which = shutil.which
 ) -> tuple[GpuStatic, ...]:
     """The GPU models as nvidia-smi names them; () when it cannot tell. Old drivers lack
     ``compute_cap``, so the query is retried without it."""
@@ -140,7 +144,7 @@ def read_smi_gpus(
         try:
             text = run_smi(
                 [f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-                host=host,
+                ssh=ssh,
                 run=run,
                 which=which,
             )
@@ -156,19 +160,27 @@ def read_smi_topology(
     *, host: str | None = None, run: Runner = subprocess.run, which: Which = shutil.which
 ) -> LiveTopology:
     """``nvidia-smi topo -m`` parsed, with the P2P read status and the GPU models where
-    nvidia-smi gives them."""
-    text = run_smi(["topo", "-m"], host=host, run=run, which=which)
-    topo = parse_topology(text)
-    if not topo.found:
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "nothing")
-        raise SourceUnavailable(f"nvidia-smi topo -m printed no matrix (it said: {first[:120]})")
+    nvidia-smi gives them; on ``host`` (``[user@]HOST[:PORT]``) over one ssh connection."""
+    ssh = SshTarget(*split_host_port(host)) if host is not None else None
     try:
-        p2p = parse_p2p_matrix(run_smi(["topo", "-p2p", "r"], host=host, run=run, which=which))
-    except SourceUnavailable:
-        p2p = ()
+        text = run_smi(["topo", "-m"], ssh=ssh, run=run, which=which)
+        topo = parse_topology(text)
+        if not topo.found:
+            first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "nothing")
+            raise SourceUnavailable(
+                f"nvidia-smi topo -m printed no matrix (it said: {first[:120]})"
+            )
+        try:
+            p2p = parse_p2p_matrix(run_smi(["topo", "-p2p", "r"], ssh=ssh, run=run, which=which))
+        except SourceUnavailable:
+            p2p = ()
+        gpus = read_smi_gpus(ssh=ssh, run=run, which=which)
+    finally:
+        if ssh is not None:
+            ssh.close()  # the host's connection ends with the read
     where = "nvidia-smi topo -m" + (f" on {host}" if host else "")
     topo = dataclasses.replace(topo, p2p=p2p, source="nvidia-smi" + (f":{host}" if host else ""))
-    return LiveTopology(topo, read_smi_gpus(host=host, run=run, which=which), where)
+    return LiveTopology(topo, gpus, where)
 
 
 # --- NVML -------------------------------------------------------------------------------
