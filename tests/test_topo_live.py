@@ -451,3 +451,23 @@ def test_cli_sim_profile(capsys):
 def test_cli_sources_topo_cannot_read_are_exit_2(capsys, source, needle):
     assert main(["topo", "--source", source]) == 2
     assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--hosts", "HOSTS", "topo"],
+        ["--source", "sim:4xl4,sim:8xh100-sxm", "topo"],
+        ["topo", "--json", "--source", "smi:fleet-a,smi:fleet-b"],
+    ],
+)
+def test_cli_topo_of_a_fleet_says_it_reads_one_rig(tmp_path, capsys, argv):
+    """--hosts FILE showed a SIMULATED rig (exit 0, the fleet's hosts never asked), and a
+    --source list was read as one spec ('unknown simulated profile 4xl4,sim:...'): topo
+    reads one rig, and says how to pick one host."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("fleet-a\nfleet-b\n")
+    assert main([str(hosts) if a == "HOSTS" else a for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert "SIMULATED" not in out and len(err.strip().splitlines()) == 1, (out, err)
+    assert "topo reads one rig" in err and "--source smi:HOST topo" in err, err

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from lltui.commands import CliError, add_source_option, print_json, source_spec
+from lltui.commands import CliError, add_source_option, print_json, rig_request, source_spec
 
 MAX_INPUT_BYTES = 8 * 1024 * 1024  # a 16-GPU, 16-NIC matrix with legends is a few KiB
 
@@ -83,6 +83,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         from lltui.services.rig import topology_in_use
 
+        request = rig_request(args)
+        if request.is_fleet:  # (auto would show this machine's rig, or a simulated one)
+            fleet = f"--hosts {request.hosts_file}" if request.hosts_file else request.source
+            raise CliError(
+                f"topo reads one rig, and {fleet} is a fleet: pick one host with "
+                "`lltui --source smi:HOST topo` (amd:HOST for AMD GPUs)",
+                2,
+            )
         source = source_spec(args)
         try:
             # auto without nvidia-smi or NVML: the simulated rig the monitor shows, said so
