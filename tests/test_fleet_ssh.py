@@ -389,6 +389,34 @@ def test_one_host_takes_the_host_timeout_given(ssh_env: SshServer, capsys, kind:
     assert code == 1 and "did not answer within 2 s" in out["error"], out
 
 
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        ("fleet-a", "nvidia-smi on fleet-a did not answer within 5 s (its ssh connection is up)"),
+        ("fleet-hang", "ssh did not answer within 5 s"),  # (it never logged in)
+    ],
+)
+def test_a_host_that_does_not_answer_says_whether_ssh_or_the_tool_hung(
+    ssh_env: SshServer, capsys, host: str, said: str
+):
+    """A host whose nvidia-smi hung (ssh had logged in) was 'ssh did not answer within 5 s',
+    as one whose ssh never connected: the host's connection being up tells them apart."""
+    import subprocess
+
+    from lltui.cli import main
+
+    seen = len(ssh_env.hung_pids())
+    ssh_env.hang.touch()
+    try:
+        code = main(["--host-timeout", "5", "gpus", "--json", "--source", f"smi:{host}"])
+    finally:
+        ssh_env.hang.unlink()
+        for pid in ssh_env.hung_pids()[seen:]:
+            subprocess.run(["kill", "-KILL", str(pid)], capture_output=True)
+    out = json.loads(capsys.readouterr().out)
+    assert (code, out["error"]) == (1, f"source smi:{host}: {said}"), out
+
+
 def test_a_jump_host_that_fails_says_why(
     ssh_env: SshServer, tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
 ):

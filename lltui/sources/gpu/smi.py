@@ -264,8 +264,21 @@ class ToolSource:
         result = run_tool(self._run, args, self.ssh, program=tool, timeout=left)
         argv0 = tool if self.ssh is None else "ssh"
         if result.returncode == 124 and result.stderr.startswith(f"{argv0} did not answer"):
-            return replace(result, stderr=late(argv0, left, self._timeout))
+            return replace(result, stderr=self._silent(tool, left))
         return result
+
+    def _silent(self, tool: str, given: float) -> str:
+        """Who did not answer within ``given`` seconds: on a host, ``tool`` where the host's
+        ssh connection is up (ssh logged in; the tool hung), ssh where none came up, and
+        both where no connection is kept (it cannot tell)."""
+        if self.ssh is None:
+            return late(tool, given, self._timeout)
+        host = self.ssh.label
+        if self.ssh.control_path() is None:
+            return f"{late(host, given, self._timeout)} (ssh or {tool})"
+        if self.ssh.master_running(timeout=2.0):
+            return f"{late(f'{tool} on {host}', given, self._timeout)} (its ssh connection is up)"
+        return late("ssh", given, self._timeout)
 
     def _hostname(self) -> str | None:
         if self.host is not None:
