@@ -177,6 +177,28 @@ def test_the_alert_that_ends_a_watch_runs_its_hook_too(rig, tmp_path, capsys):
     assert len(paged.read_text().splitlines()) == 2  # both alerts paged before it ended
 
 
+def test_a_watch_that_ends_runs_every_hook_still_waiting(rig, tmp_path, capsys):
+    """A replay played to its end dropped the hooks still waiting (`8 waiting not run
+    (closing)`): the alerts it printed were never announced. It waits for them now, each
+    bounded by the hook's timeout."""
+    recording, config = rig
+    paged = tmp_path / "paged"
+    script = (  # slower than the whole replay: most wait in line when it ends
+        "import os, sys, time; time.sleep(1.0); open(sys.argv[1], 'a').write("
+        "os.environ['LLTUI_ALERT_KIND'] + ' ' + os.environ['LLTUI_ALERT_EVENT'] + '\\n')"
+    )
+    hook = json.dumps([sys.executable, "-c", script, str(paged)])
+    config.write_text(config.read_text() + f"hook = {hook}\nhook_timeout_s = 30\n")
+    argv = ["--config", str(config), "watch", "--source", f"replay:{recording}"]
+    code = main([*argv, "--replay-step", "--interval", "0.01"])
+    out, err = capsys.readouterr()
+    assert code == 0 and out.count(" cleared ") == len(EXPECTED)
+    assert "not run" not in err and "killed" not in err
+    told = set(paged.read_text().splitlines())  # a raised still waiting folds into its clear
+    cleared = {line for line in told if line.endswith(" cleared")}
+    assert cleared == {f"{kind} cleared" for kind in EXPECTED}
+
+
 def test_watch_once_exit_codes_by_severity(tmp_path, capsys):
     from support.alert_rig import alert_samples
 
@@ -789,6 +811,20 @@ def test_a_hanging_hook_does_not_starve_the_others_and_close_stops_it(tmp_path):
     assert time.monotonic() - started < 15
     hung = [int(p) for p in pids.read_text().split()]
     assert hung and wait_for(lambda: all(gone(p) for p in hung), 10)
+
+
+def test_hooks_dropped_at_close_name_the_alerts_they_did_not_announce():
+    """Ctrl-C said only `3 waiting not run (closing)`: which alerts went unannounced?"""
+    heard: list[str] = []
+    config = AlertConfig(hooks=(AlertHook(("sleep", "300")),), hook_timeout_s=300)
+    runner = HookRunner(config, lambda r: heard.append(r.line), max_running=1)
+    runner.fire([_gpu_change(i) for i in range(4)])
+    assert wait_for(lambda: runner.started == 1)  # GPU0's runs, the rest wait
+    runner.close()
+    assert heard == [
+        "alert hooks: 3 waiting not run (closing); not announced: xid GPU1, xid GPU2, xid GPU3",
+        "alert hook sleep: stopped (closing)",  # not its timeout: 300 s
+    ]
 
 
 def test_a_nul_in_a_hooks_argv_is_one_line_not_a_traceback(tmp_path, capsys):

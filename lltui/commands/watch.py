@@ -195,8 +195,8 @@ def _loop(
                     print(f"{fmt_time(change.at, STAMP)} {change.line}", flush=True)
             code = exit_code(result.active, fail_on) if fail_on is not None else 0
             if code or result.ended:
-                if code and hooks is not None:  # the alert that ends the watch pages too:
-                    hooks.wait(hooks.config.hook_timeout_s + 1.0)  # its hooks, a hook's time
+                if hooks is not None:  # every alert printed pages too (Ctrl-C: said, unrun)
+                    hooks.drain()  # at most one hook's timeout more
                 outcome.append(code)
                 rounds.stop()
                 return

@@ -135,6 +135,8 @@ def run_hook(
     else:
         return HookResult(hook.argv, proc.returncode)
     steps = ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S))
+    if time.monotonic() < deadline:  # the runner is closing, not this hook's timeout
+        return HookResult(hook.argv, stop_process(proc, steps), error="stopped (closing)")
     return HookResult(hook.argv, stop_process(proc, steps), timed_out=True)
 
 
@@ -263,18 +265,26 @@ class HookRunner:
         with self._lock:
             return self._lock.wait_for(lambda: not self._queue and not self._running, timeout_s)
 
+    def drain(self) -> bool:
+        """Wait for the hooks waiting and running, at most one hook's timeout (and the kill's
+        grace): quick ones all run, hung ones hold the end no longer; whether they all ran."""
+        return self.wait(self.config.hook_timeout_s + 2 * KILL_GRACE_S)
+
     def close(self, timeout_s: float | None = None) -> None:
-        """Drop the hooks still waiting (one line says how many), stop those running (their
-        whole groups) and wait for that: none outlives the caller."""
+        """Drop the hooks still waiting (one line names the alerts they were to announce),
+        stop those running (their whole groups) and wait for that: none outlives the
+        caller."""
         self._closing.set()
         with self._lock:
             self._closed = True
-            left = len(self._queue)
+            dropped = list(self._queue.values())
             self._queue.clear()
-            self.dropped += left
+            self.dropped += len(dropped)
             self._lock.notify_all()
-        if left:
-            self._report(HookResult((), None, error=f"{left} waiting not run (closing)"))
+        if dropped:
+            alerts = dict.fromkeys(f"{j.change.alert.kind} {j.change.alert.where}" for j in dropped)
+            why = f"{len(dropped)} waiting not run (closing); not announced: {', '.join(alerts)}"
+            self._report(HookResult((), None, error=printable(why, one_line=True)))
         self.wait(timeout_s)
 
 
