@@ -216,6 +216,26 @@ def test_poll_once_reports_a_hung_host_down_within_the_deadline():
         fleet.close()
 
 
+def test_a_host_that_answered_a_one_shot_poll_is_up_however_slow_another_was():
+    """`lltui gpus --json --source smi:a,smi:slow`: the snapshot is taken once the slow host
+    gave up (past the 3 s stale limit), so the host that answered at once was "stale" (its
+    text table showed it fine). One poll: a host that answered in it is up."""
+    fleet, _stuck = make_fleet()
+    try:
+        snap = fleet.poll_once(deadline_s=3.5)  # the hung host holds the snapshot past 3 s
+        states = {s.label: s for s in snap.hosts}
+        assert (states["sim:4xl4"].age(snap.t) or 0) > 3.0
+        status = {h["name"]: h["status"] for h in fleet_to_json(snap)["hosts"]}
+        assert status == {
+            "sim:4xl4": "up",
+            "down": "down",
+            "stuck": "down",
+            "sim:kaggle-2xt4": "up",
+        }
+    finally:
+        fleet.close()
+
+
 def test_poll_once_never_overlaps_a_hosts_last_poll():
     """lltui watch: a hung host got a new poll every round (12 in flight after 35 s), and
     every round waited its timeout, so the healthy hosts were polled 5 times in 40 s."""

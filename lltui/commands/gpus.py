@@ -112,9 +112,8 @@ def _run_fleet(args: argparse.Namespace, request: RigRequest) -> int:
         columns = shutil.get_terminal_size(fallback=(0, 0)).columns
         blocks = []
         for state in snapshot.hosts:
-            status = status_of(state, snapshot.t, 1.0)
             label = one_line(state.label)
-            if state.sample is None or status == "down":
+            if state.sample is None or status_of(state, snapshot.t, 1.0, once=True) == "down":
                 blocks.append(f"== {label}: down: {one_line(state.error or 'no answer')}")
             else:
                 blocks.append(f"== {label}\n" + rig_to_text(state.sample, width=columns or None))

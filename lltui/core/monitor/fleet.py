@@ -75,7 +75,11 @@ def stale_after(interval: float) -> float:
     return max(STALE_MIN_S, STALE_FACTOR * interval)
 
 
-def status_of(state: HostState, now: float, interval: float) -> str:
+def status_of(state: HostState, now: float, interval: float, *, once: bool = False) -> str:
+    """``once``: one poll (``lltui gpus``, ``watch``), where a host that answered in it is up
+    however long the slowest host took, and one that did not is down."""
+    if once:
+        return "up" if state.reachable and state.sample is not None else "down"
     limit = stale_after(interval)
     if state.reachable is False:
         return "down"
@@ -95,7 +99,7 @@ def alert_inputs(
     rigs: dict[str | None, RigSample] = {}
     hosts = []
     for h in snapshot.hosts:
-        down = status_of(h, snapshot.t, interval) == "down" or (once and h.sample is None)
+        down = status_of(h, snapshot.t, interval, once=once) == "down"
         hosts.append(HostStatus(h.label, down, h.error))
         if h.sample is not None and not down:
             rigs[h.label] = h.sample
@@ -178,18 +182,19 @@ def simulated_hosts(fleet: FleetSample) -> RigInfo | None:
     )
 
 
-def fleet_to_json(fleet: FleetSample, interval: float = 1.0) -> dict[str, Any]:
-    """``lltui gpus --json`` for several sources: ``hosts``, one entry per host, ``name``
-    its label, with the keys of the one-source object (``gpus``, ``host`` CPU/RAM, ...)
-    under it when it answered, ``gpus: []`` when not; ``simulated`` (and why) as the
-    one-source object says it, true where a host that answered is simulated."""
+def fleet_to_json(fleet: FleetSample) -> dict[str, Any]:
+    """``lltui gpus --json`` for several sources, each polled once: ``hosts``, one entry per
+    host, ``name`` its label, ``status`` up where it answered (else down), with the keys of
+    the one-source object (``gpus``, ``host`` CPU/RAM, ...) under it when it answered,
+    ``gpus: []`` when not; ``simulated`` (and why) as the one-source object says it, true
+    where a host that answered is simulated."""
     hosts = []
     for state in fleet.hosts:
         entry: dict[str, Any] = {
             "name": state.label,
             "source": state.source,
             "reachable": bool(state.reachable),
-            "status": status_of(state, fleet.t, interval),
+            "status": status_of(state, fleet.t, 1.0, once=True),
             "error": state.error,
             "age_s": state.age(fleet.t),
         }
