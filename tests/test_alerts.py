@@ -966,3 +966,24 @@ def test_watch_ends_quietly_when_its_reader_goes_though_no_alert_changes(tmp_pat
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_hooks_failure_is_one_write_with_its_newline(monkeypatch):
+    """Hooks end on several threads at once: print wrote the text and the newline apart,
+    and two failures ran into one line."""
+    import io
+    import sys
+
+    from lltui.commands.watch import say_hook
+    from lltui.services.alerts import HookResult
+
+    writes: list[str] = []
+
+    class Stream(io.StringIO):
+        def write(self, s: str) -> int:
+            writes.append(s)
+            return len(s)
+
+    monkeypatch.setattr(sys, "stderr", Stream())
+    say_hook(HookResult(("hook.sh",), None, timed_out=True))
+    assert len(writes) == 1 and writes[0].endswith("\n") and "hook.sh" in writes[0]

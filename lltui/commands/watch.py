@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lltui.commands import (
     CliError,
@@ -27,6 +27,9 @@ from lltui.commands import (
 )
 from lltui.core.stop_signals import raised_on_stop, signal_exit_code
 from lltui.core.units import fmt_time
+
+if TYPE_CHECKING:
+    from lltui.services.alerts import HookResult
 
 STAMP = "%Y-%m-%d %H:%M:%S"  # when an alert was raised or changed
 EXIT_CODES_HELP = "exit 0 nothing at --fail-on or above, 3 a warning, 4 critical, 1 failure"
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     said = _say_simulated(watch)  # (a fleet's hosts: once they answered)
     hooks = None
     if not args.no_hooks and settings.alerts.hooks:
-        hooks = HookRunner(settings.alerts, lambda r: print(r.line, file=sys.stderr, flush=True))
+        hooks = HookRunner(settings.alerts, say_hook)
     try:
         if args.once:
             with raised_on_stop():  # SIGTERM, SIGHUP: as Ctrl-C (the polls in flight stop)
@@ -241,3 +244,10 @@ def _server_text(s: Any) -> str:
     if f.prompt_cache is not None:
         parts.append(f.prompt_cache.line)
     return "; ".join(parts)
+
+
+def say_hook(result: HookResult) -> None:
+    """A hook's failure on stderr in one write: hooks end on several threads at once, and
+    print's text and newline, written apart, ran two lines into one."""
+    sys.stderr.write(f"{result.line}\n")
+    sys.stderr.flush()
