@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -885,9 +885,8 @@ def test_hooks_end_with_watch_when_the_terminal_closes_or_it_is_killed(tmp_path,
                 os.kill(int(line), signal.SIGKILL)
 
 
-def test_vram_alert_works_out_free_memory_a_source_does_not_send():
-    """all-smi sends used and total, no free: the alert said "0 MiB free" of a GPU with
-    100 MiB left."""
+def _vram_alert(memory: Callable[[int], dict[str, int | None]]) -> AlertChange:
+    """The VRAM alert a simulated GPU 0 raises with the memory fields ``memory(total)``."""
     from dataclasses import replace
 
     from lltui.core.monitor.models import RigSample
@@ -899,35 +898,33 @@ def test_vram_alert_works_out_free_memory_a_source_does_not_send():
     g = s.gpus[0]
     total = g.info.memory_total
     assert total is not None
-    full = replace(g, memory_used=total - 100 * 2**20, memory_free=None)
-    sample: RigSample = replace(s, gpus=(full, *s.gpus[1:]))
+    sample: RigSample = replace(s, gpus=(replace(g, **memory(total)), *s.gpus[1:]))
     (change,) = [
         c for c in AlertTracker().update(1.0, rigs={None: sample}) if c.alert.kind == "vram_full"
     ]
+    return change
+
+
+def test_vram_alert_works_out_free_memory_a_source_does_not_send():
+    """all-smi sends used and total, no free: the alert said "0 MiB free" of a GPU with
+    100 MiB left."""
+    change = _vram_alert(lambda total: {"memory_used": total - 100 * 2**20, "memory_free": None})
     assert "(100 MiB free)" in change.alert.message
 
 
 def test_a_card_with_nothing_free_is_critical_though_nvml_used_leaves_reserved_out():
     """NVML's used leaves the driver's reserved memory out: a full 32 GB V100 showed 98.8 %
     used and only warned, under the 99 % critical line it could never reach."""
-    from dataclasses import replace
-
     from lltui.core.monitor.alerts import CRITICAL
-    from lltui.core.monitor.models import RigSample
-    from lltui.sources.gpu.sim import SimSource
 
-    src = SimSource("kaggle-2xt4", seed=0)
-    src.open()
-    s = src.poll()
-    g = s.gpus[0]
-    total = g.info.memory_total
-    assert total is not None
     reserved = 390 * 2**20
-    full = replace(g, memory_used=total - reserved, memory_reserved=reserved, memory_free=0)
-    sample: RigSample = replace(s, gpus=(full, *s.gpus[1:]))
-    (change,) = [
-        c for c in AlertTracker().update(1.0, rigs={None: sample}) if c.alert.kind == "vram_full"
-    ]
+    change = _vram_alert(
+        lambda total: {
+            "memory_used": total - reserved,
+            "memory_reserved": reserved,
+            "memory_free": 0,
+        }
+    )
     assert change.alert.severity == CRITICAL
     assert change.alert.message == "VRAM 100.0% full (0 MiB free)"
 

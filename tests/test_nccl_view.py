@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from support.app_helpers import sim_app, wait_for
+from support.app_helpers import sim_app, sim_fleet_app, wait_for
 
 from lltui.app.screens.nccl import NcclScreen
 from lltui.sources.gpu.sim import PROFILES
@@ -179,11 +179,7 @@ async def test_a_rig_simulated_for_want_of_a_gpu_shows_this_machines_library(mon
 async def test_another_fleet_host_shows_none_of_the_last_hosts_test_or_findings(monkeypatch):
     """Run the bandwidth test on a fleet host, then open one whose NCCL facts cannot be read:
     its error, without the first host's test result, findings or environment."""
-    from lltui.app.app import create_app
     from lltui.app.screens import nccl
-    from lltui.config import Settings
-    from lltui.sources.gpu.fleet import Fleet, FleetFocus
-    from lltui.sources.gpu.sim import SimSource
 
     read = nccl.read_report
 
@@ -194,10 +190,7 @@ async def test_another_fleet_host_shows_none_of_the_last_hosts_test_or_findings(
 
     monkeypatch.setattr(nccl, "read_report", read_or_fail)
     specs = ["sim:2x3090-nvlink", "sim:kaggle-2xt4"]
-    fleet = Fleet(specs, interval=0.05, make=lambda spec, i: SimSource(spec[4:], seed=i))
-    source = FleetFocus(fleet)
-    settings = Settings(interval=0.05, source=",".join(specs))
-    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    app = sim_fleet_app(specs)
     async with app.run_test(size=(120, 40)) as pilot:
         app.focus_host(0)
         await pilot.press("3")

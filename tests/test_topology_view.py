@@ -1,7 +1,7 @@
 """The topology view: loads off the UI thread, colours the matrix, shows advice."""
 
 import pytest
-from support.app_helpers import sim_app, wait_for
+from support.app_helpers import sim_app, sim_fleet_app, wait_for
 
 from lltui.app.screens.topology import TopologyScreen, cell_style
 from lltui.sources.gpu.sim import PROFILES
@@ -147,12 +147,8 @@ async def test_advice_wraps_under_its_message_at_80_columns():
 async def test_a_host_whose_topology_cannot_be_read_shows_none_of_the_last_hosts(monkeypatch):
     """Open a fleet host, see its topology, then open one whose topology cannot be read: its
     error, with the first host's matrix, legend, devices and advice gone."""
-    from lltui.app.app import create_app
     from lltui.app.screens import topology
     from lltui.app.state.topology import TopologyState
-    from lltui.config import Settings
-    from lltui.sources.gpu.fleet import Fleet, FleetFocus
-    from lltui.sources.gpu.sim import SimSource
 
     read = topology.read_topology
 
@@ -163,10 +159,7 @@ async def test_a_host_whose_topology_cannot_be_read_shows_none_of_the_last_hosts
 
     monkeypatch.setattr(topology, "read_topology", read_or_fail)
     specs = ["sim:16xv100-dgx2", "sim:kaggle-2xt4"]
-    fleet = Fleet(specs, interval=0.05, make=lambda spec, i: SimSource(spec[4:], seed=i))
-    source = FleetFocus(fleet)
-    settings = Settings(interval=0.05, source=",".join(specs))
-    app = create_app(settings, source=source, info=source.open(), view="fleet", fleet=fleet)
+    app = sim_fleet_app(specs)
     async with app.run_test(size=(120, 50)) as pilot:
         app.focus_host(0)
         await pilot.press("2")

@@ -30,6 +30,16 @@ def sim_app(
     )
 
 
+def sim_fleet_app(specs: list[str], view: str = "fleet") -> LltuiApp:
+    """An app watching a fleet of simulated hosts (``sim:PROFILE`` each), polled fast."""
+    from lltui.sources.gpu.fleet import Fleet, FleetFocus
+
+    fleet = Fleet(specs, interval=0.05, make=lambda spec, i: SimSource(spec[4:], seed=i))
+    source = FleetFocus(fleet)
+    settings = Settings(interval=0.05, source=",".join(specs))
+    return create_app(settings, source=source, info=source.open(), view=view, fleet=fleet)
+
+
 def feed(app: LltuiApp, n: int) -> list[RigSample]:
     """Poll the app's source n times on this thread, as the poller would."""
     return app.poll_sync(n)
