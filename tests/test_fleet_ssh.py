@@ -417,6 +417,39 @@ def test_a_host_that_does_not_answer_says_whether_ssh_or_the_tool_hung(
     assert (code, out["error"]) == (1, f"source smi:{host}: {said}"), out
 
 
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        ("fleet-a", "nvidia-smi topo -m on fleet-a did not answer within 3 s (its ssh "
+         "connection is up)"),
+        ("fleet-hang", "ssh did not answer within 3 s"),  # (it never logged in)
+    ],
+)  # fmt: skip
+def test_a_topology_read_that_hangs_says_whether_ssh_or_nvidia_smi_did(
+    ssh_env: SshServer, host: str, said: str
+):
+    """topo over a host whose nvidia-smi hung said 'nvidia-smi topo -m on HOST did not
+    answer' whether or not ssh had logged in; it tells them apart as gpus does."""
+    import subprocess
+
+    from lltui.core.monitor.models import SourceUnavailable
+    from lltui.sources.gpu.topo import run_smi
+    from lltui.sources.ssh import SshTarget, split_host_port
+
+    seen = len(ssh_env.hung_pids())
+    ssh = SshTarget(*split_host_port(host))
+    ssh_env.hang.touch()
+    try:
+        with pytest.raises(SourceUnavailable) as raised:
+            run_smi(["topo", "-m"], ssh=ssh, timeout=3)
+    finally:
+        ssh_env.hang.unlink()
+        ssh.close()
+        for pid in ssh_env.hung_pids()[seen:]:
+            subprocess.run(["kill", "-KILL", str(pid)], capture_output=True)
+    assert str(raised.value) == said
+
+
 def test_a_jump_host_that_fails_says_why(
     ssh_env: SshServer, tmp_path, capsys, monkeypatch: pytest.MonkeyPatch
 ):

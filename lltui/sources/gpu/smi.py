@@ -150,6 +150,20 @@ _PROXY_CLOSED = re.compile(
 )
 
 
+def silent(ssh: SshTarget | None, tool: str, given: float, whole: float) -> str:
+    """Who did not answer within ``given`` seconds (of ``whole``): on a host, ``tool`` where
+    the host's ssh connection is up (ssh logged in; the tool hung), ssh where none came up,
+    and both where no connection is kept (it cannot tell)."""
+    if ssh is None:
+        return late(tool, given, whole)
+    host = ssh.label
+    if ssh.control_path() is None:
+        return f"{late(host, given, whole)} (ssh or {tool})"
+    if ssh.master_running(timeout=2.0):
+        return f"{late(f'{tool} on {host}', given, whole)} (its ssh connection is up)"
+    return late("ssh", given, whole)
+
+
 def late(who: str, given: float, whole: float) -> str:
     """``who`` did not answer within the ``given`` seconds: the ``whole`` timeout, or what
     the commands before it left of it (none: it was not run)."""
@@ -268,17 +282,7 @@ class ToolSource:
         return result
 
     def _silent(self, tool: str, given: float) -> str:
-        """Who did not answer within ``given`` seconds: on a host, ``tool`` where the host's
-        ssh connection is up (ssh logged in; the tool hung), ssh where none came up, and
-        both where no connection is kept (it cannot tell)."""
-        if self.ssh is None:
-            return late(tool, given, self._timeout)
-        host = self.ssh.label
-        if self.ssh.control_path() is None:
-            return f"{late(host, given, self._timeout)} (ssh or {tool})"
-        if self.ssh.master_running(timeout=2.0):
-            return f"{late(f'{tool} on {host}', given, self._timeout)} (its ssh connection is up)"
-        return late("ssh", given, self._timeout)
+        return silent(self.ssh, tool, given, self._timeout)
 
     def _hostname(self) -> str | None:
         if self.host is not None:

@@ -23,7 +23,7 @@ from lltui.core.monitor.models import GpuStatic, SourceUnavailable
 from lltui.core.topo.matrix import LiveTopology, Topology, TopologyReport
 from lltui.core.topo.parse import parse_p2p_matrix, parse_topology
 from lltui.core.units import MIB
-from lltui.sources.gpu.smi import smi_argv
+from lltui.sources.gpu.smi import silent, smi_argv
 from lltui.sources.ssh import SshTarget, split_host_port
 
 SMI_TIMEOUT_S = 15.0
@@ -76,8 +76,9 @@ def run_smi(
             timeout=timeout,
             check=False,
         )
-    except subprocess.TimeoutExpired:
-        raise SourceUnavailable(f"{shown} did not answer within {timeout:g} s") from None
+    except subprocess.TimeoutExpired:  # (the tool or, on a host, ssh: said which)
+        tool = "nvidia-smi " + " ".join(args)
+        raise SourceUnavailable(silent(ssh, tool, timeout, timeout)) from None
     except OSError as exc:
         raise SourceUnavailable(f"could not run {shown}: {exc}") from None
     if proc.returncode != 0:
