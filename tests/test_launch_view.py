@@ -452,3 +452,15 @@ def test_a_router_served_on_demand_shows_where_clients_connect():
     assert "on demand at http://127.0.0.1:8080 (the router at http://127.0.0.1:41234)" in head
     plain = LaunchState(phase="ready", url="http://127.0.0.1:8080", router=RouterView())
     assert "  http://127.0.0.1:8080" in render_server(plain)
+
+
+async def test_a_server_change_while_the_view_is_torn_down_is_no_error():
+    """The server's last change came while the app closed (its widgets already gone):
+    the view looked up '#launch-server' and the app ended on NoMatches."""
+    app = sim_app("kaggle-2xt4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        screen = app.screen
+        assert isinstance(screen, LaunchScreen)
+        await screen.query_one("#launch-server").remove()  # as the app's close removes it
+        screen.show_view()  # nothing to show it in: no error

@@ -356,7 +356,8 @@ class LaunchScreen(FormScreen):
         argv.update(text)
 
     def show_view(self) -> None:
-        if not self.is_mounted:
+        # (a server's last change can come while the app closes and its widgets are gone)
+        if not self.is_mounted or not self.query("#launch-server"):
             return
         st = self.lltui.launch.state
         self.query_one("#launch-server", Static).update(render_server(st))
