@@ -159,6 +159,11 @@ def test_each_models_state_is_said_once_a_listing_that_left_it_out_being_no_news
     # a failure with a new reason is news, the same one is not
     assert [n.problem for n in news.changed((row("failed", problem="oom"),), 9.0)] == ["oom"]
     assert news.changed((row("failed", problem="oom"),), 9.5) == []
+    # a failure whose log has not said why yet waits a little for its line (its first
+    # event had no problem: the router lists it failed before its child's last lines are read)
+    other = ModelNews()
+    assert other.changed((row("failed"),), 0.0) == []
+    assert [n.problem for n in other.changed((row("failed", problem="bad"),), 0.5)] == ["bad"]
 
 
 def test_a_model_the_proxy_loaded_and_evicted_between_two_polls_is_said():

@@ -173,7 +173,7 @@ class ModelNews:
     """Which models' rows are news: a state (or its problem) other than the one last said,
     each said once. A model the router's listing left out for a moment (``unknown``) is no
     news: said, it came back as a second line of the state it had. A model just loaded
-    waits a little for its buffer lines."""
+    waits a little for its buffer lines, one that failed for the line that says why."""
 
     def __init__(self) -> None:
         self._said: dict[str, tuple[str, str | None]] = {}
@@ -185,7 +185,9 @@ class ModelNews:
             said = self._said.get(row.name, ("unloaded", None))
             if row.state == "unknown" or (row.state, row.problem) == said:
                 continue
-            if row.state == "loaded" and not row.placement:
+            # its buffer lines, or the line saying why it failed, may trail the router's word
+            trailing = row.state == "failed" and row.problem is None
+            if (row.state == "loaded" and not row.placement) or trailing:
                 first = self._waiting.setdefault(row.name, now)
                 if now - first < PLACEMENT_WAIT_S:
                     continue
