@@ -579,6 +579,13 @@ def test_a_number_with_no_unit_is_no_memory_size(item):
     assert parse_gpus_spec("24 gib").devices[0].total_bytes == 24 * GIB
 
 
+def _gpus_refused(tmp_path, capsys, gpus: str) -> str:
+    """The one line (exit 2) fit answers a --gpus it cannot take with."""
+    path = make(tmp_path, gf.llama_spec())
+    assert main(["fit", str(path), "--gpus", gpus]) == 2
+    return capsys.readouterr().err.strip()
+
+
 @pytest.mark.parametrize(
     ("item", "number", "example", "near"),
     [
@@ -599,9 +606,7 @@ def test_a_bare_number_is_told_it_needs_its_unit(tmp_path, capsys, item, number,
     """--gpus 24 offered '24=24GiB' and the T4, P4 and L4 as nearest; --gpus 0 said a
     device's memory must be more than 0, as if 0 were a size; 2x80 was told to write
     '2x80=24GiB' (two 24 GiB GPUs)."""
-    path = make(tmp_path, gf.llama_spec())
-    assert main(["fit", str(path), "--gpus", f"T4,{item}"]) == 2
-    err = capsys.readouterr().err.strip()
+    err = _gpus_refused(tmp_path, capsys, f"T4,{item}")
     want = f"--gpus: '{item}': a memory size needs its unit (e.g. {example}); no GPU model is "
     assert err.endswith(f"{want}named {number}{near}"), err
 
@@ -616,9 +621,7 @@ def test_a_bare_number_is_told_it_needs_its_unit(tmp_path, capsys, item, number,
 )
 def test_a_size_whose_number_is_a_gpu_model_is_asked_about(tmp_path, capsys, item, want):
     """--gpus 3080M (a laptop RTX 3080, as laptops are written) was a GPU of 3080 MiB."""
-    path = make(tmp_path, gf.llama_spec())
-    assert main(["fit", str(path), "--gpus", item]) == 2
-    err = capsys.readouterr().err.strip()
+    err = _gpus_refused(tmp_path, capsys, item)
     assert "\n" not in err and f"--gpus: {want}" in err, err
     for size, mib in (("16000M", 16000), ("24G", 24 * 1024), ("3080MiB", 3080), ("24GiB", 24576)):
         assert parse_gpus_spec(size).devices[0].total_bytes == mib * 2**20
@@ -839,9 +842,7 @@ def test_a_context_past_the_trained_one_warns_and_the_largest_is_the_trained(tmp
 def test_a_device_of_no_memory_is_refused_as_such(tmp_path, capsys, spec):
     """-24GiB was 'neither a memory size ... nor a MIG profile' with an NVIDIA GH200 480GB as
     the nearest known GPU."""
-    path = make(tmp_path, gf.llama_spec())
-    assert main(["fit", str(path), "--gpus", spec]) == 2
-    err = capsys.readouterr().err.strip()
+    err = _gpus_refused(tmp_path, capsys, spec)
     assert err.endswith("a device's memory must be more than 0") and "neither" not in err
 
 
@@ -856,9 +857,7 @@ def test_a_device_of_no_memory_is_refused_as_such(tmp_path, capsys, spec):
 )
 def test_a_word_that_is_no_gpu_is_told_what_it_is(tmp_path, capsys, spec, want):
     """cpu in a list of GPUs was offered as a GPU ('cpu=24GiB'), MIG-abc as an AMD MI50."""
-    path = make(tmp_path, gf.llama_spec())
-    assert main(["fit", str(path), "--gpus", spec]) == 2
-    err = capsys.readouterr().err.strip()
+    err = _gpus_refused(tmp_path, capsys, spec)
     assert "\n" not in err and want in err and "nearest" not in err and "=24GiB" not in err, err
 
 
