@@ -183,7 +183,7 @@ def _local_report(
         cudart=tuple(find_cudart_candidates()),
     )
     links = _local_links() if spec.kind in ("auto", "nvml", "smi") and not spec.arg else {}
-    here = spec.kind == "auto" or on_this_machine(source)
+    here = on_this_machine(source)
     facts = NcclFacts(
         available=probe.available,
         version=probe.version,
@@ -206,10 +206,11 @@ THIS_MACHINE = "the NCCL, environment and interfaces of this machine, not of the
 
 def on_this_machine(source: str | None) -> bool:
     """Whether the rig a source of this name shows is this machine's (its NCCL and GPUs the
-    ones lltui can read and test), not another host's, a recording's or a made-up one."""
-    from lltui.sources.gpu.kinds import pids_here
+    ones lltui can read and test; auto: this machine's), not another host's, a recording's
+    or a made-up one."""
+    from lltui.sources.gpu.kinds import kind_of, pids_here
 
-    return pids_here(source)
+    return kind_of(source).name == "auto" or pids_here(source)
 
 
 def nccl_report(

@@ -55,7 +55,7 @@ def run_bench_text(simulated: bool, source: str | None = None) -> str:
     from lltui.services.nccl import BenchFailed, allreduce_bench, on_this_machine
 
     head = "[b]bandwidth test[/b]"
-    if source not in (None, "auto") and not on_this_machine(source):
+    if not on_this_machine(source):
         head += escape(f" of this machine's GPUs, not {source}'s (`lltui nccl bench` there)")
     try:
         result = allreduce_bench(max_bytes=64 * 1024 * 1024, factor=4, iters=10, warmup=3)
