@@ -340,6 +340,57 @@ def test_the_periodic_shortcut_holds_across_devices_and_moved_weights(cuda, flas
     assert planned_peak(shape, ub, backends) == full
 
 
+@pytest.mark.parametrize(("n", "split", "moved"), [(24, 13, 15), (25, 13, 15)])
+def test_a_token_graph_that_settles_every_second_layer_is_planned_from_cuts(
+    n, split, moved, monkeypatch
+):
+    """qwen3moe-30B's shapes on two GPUs, experts of the first layers on the host: a token's
+    graph plans differently cut to 3 and to 4 layers a run (its KiB-sized blocks are reused
+    in turn), so cuts of each run's own parity stand for it, not every layer."""
+    from lltui.core.ggml.graph import HOST
+    from lltui.core.memory import compute_graph as cg
+    from lltui.core.memory.graph_decoder import LayerShape
+
+    e, hd, ff, ne, vocab = 2048, 128, 768, 128, 151936
+    exps = [("ffn_down_exps.weight", (ff, e, ne))]
+    exps += [(f"ffn_{w}_exps.weight", (e, ff, ne)) for w in ("gate", "up")]
+    weights = [("attn_k.weight", (e, 4 * hd)), ("attn_v.weight", (e, 4 * hd))]
+    weights += [("attn_q.weight", (e, 32 * hd)), ("attn_output.weight", (32 * hd, e))]
+    weights += [(f"attn_{w}_norm.weight", (hd,)) for w in "qk"]
+    weights += [("attn_norm.weight", (e,)), ("ffn_norm.weight", (e,))]
+    weights += [*exps, ("ffn_gate_inp.weight", (e, ne))]
+    host = sorted(f"blk.{i}.{name}" for i in range(moved) for name, _ in exps)
+    norm = ("output_norm.weight", (e,))
+    shape = replace(
+        _shape(n, moe=True, flash=True),
+        n_embd=e,
+        n_vocab=vocab,
+        layers=(LayerShape(32, 4, hd, hd, tuple(sorted(weights))),) * n,
+        top=(*((f"{w}.weight", (e, vocab)) for w in ("output", "token_embd")), norm),
+        kv_size=8192,
+        n_expert_used=8,
+        layer_dev=(0,) * split + (1,) * (n - split + 1),
+        moved=tuple((name, HOST) for name in host),
+        weight_types=tuple((name, int(GgmlType.F16)) for name in host),
+    )
+    backends = cg.Backends((True, True), 1, True, (True, True))
+    ub = Ubatch(1, 1, 1)
+    short, longer = (cg.shortened(shape, PERIODIC_FROM + k) for k in (1, 2))
+    assert short is not None and longer is not None
+    assert plan_every_layer(short, ub, backends) != plan_every_layer(longer, ub, backends)
+    full = plan_every_layer(shape, ub, backends)
+    planned: list[int] = []
+
+    def counted(s: DecoderShape, u: Ubatch, b: cg.Backends) -> tuple[int, ...]:
+        planned.append(len(s.layers))
+        return plan_every_layer(s, u, b)
+
+    monkeypatch.setattr(cg, "plan_every_layer", counted)
+    clear_plans()
+    assert planned_peak(shape, ub, backends) == full
+    assert max(planned) < n
+
+
 @pytest.mark.parametrize("cuda", [False, True])
 @pytest.mark.parametrize("copies", [1, 4])
 @pytest.mark.parametrize(

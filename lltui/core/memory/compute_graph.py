@@ -239,7 +239,10 @@ def reserve_ubatches(r: Resolved) -> tuple[Ubatch, Ubatch]:
 # Runs of identical layers (same shape, device and weight placement) leave each allocator in
 # the same state after the first few: a model whose runs are cut to PERIODIC_FROM + 1 and to
 # PERIODIC_FROM + 2 layers (the last layer, which keeps only the output rows, stays) that
-# plans the same stands for any depth; otherwise every layer is planned.
+# plans the same stands for any depth. Some come back to a state every second layer (a
+# token's graph with host experts: its KiB-sized blocks are reused in turn): cut each run to
+# a length of its own parity, two apart, that plan the same stand for it. Otherwise every
+# layer is planned.
 PERIODIC_FROM = 2
 
 
@@ -276,9 +279,10 @@ def _renumbered(
     return tuple(sorted(out))
 
 
-def shortened(shape: DecoderShape, keep: int) -> DecoderShape | None:
-    """``shape`` with every run of identical layers cut to ``keep`` layers; None when no
-    run is longer."""
+def shortened(shape: DecoderShape, keep: int, parity: bool = False) -> DecoderShape | None:
+    """``shape`` with every run of identical layers cut to ``keep`` layers (``parity``: to
+    ``keep`` or ``keep + 1``, as many as the run's length is odd or even); None when no run
+    is longer."""
     n = len(shape.layers)
     moves = _by_layer(shape.moved)
     types = _by_layer(shape.weight_types)
@@ -289,12 +293,12 @@ def shortened(shape: DecoderShape, keep: int) -> DecoderShape | None:
         return (shape.layers[il], dev[il], moves.get(il, empty), types.get(il, empty))
 
     sigs = [sig(il) for il in range(n)]  # (each once: a layer is compared with both neighbours)
+    starts = [il for il in range(n) if not il or il == n - 1 or sigs[il] != sigs[il - 1]]
     kept: list[int] = []
-    run = 0
-    for il in range(n):
-        run = run + 1 if il and il != n - 1 and sigs[il] == sigs[il - 1] else 1
-        if il == n - 1 or run <= keep:
-            kept.append(il)
+    for start, end in zip(starts, [*starts[1:], n], strict=True):
+        length = end - start
+        cut = keep + (length - keep) % 2 if parity and length > keep else keep
+        kept.extend(range(start, min(end, start + cut)))
     if len(kept) == n:
         return None
     return replace(
@@ -404,9 +408,11 @@ def planned_peak(
 ) -> tuple[int, ...]:
     """Each backend's peak for the graph of ``ub`` (cached; identical layers shortened,
     alike devices planned once)."""
-    short = shortened(shape, PERIODIC_FROM + 1)
-    longer = shortened(shape, PERIODIC_FROM + 2)
-    if short is not None and longer is not None:
+    for step, parity in ((1, False), (2, True)):
+        short = shortened(shape, PERIODIC_FROM + 1, parity)
+        longer = shortened(shape, PERIODIC_FROM + 1 + step, parity)
+        if short is None or longer is None:
+            break
         a = plan_layers(short, ub, backends)
         if a == plan_layers(longer, ub, backends):
             return a
