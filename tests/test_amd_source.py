@@ -40,6 +40,7 @@ from lltui.core.monitor.prom_export import rig_families
 from lltui.core.monitor.prom_import import rigs_from_series
 from lltui.core.monitor.record import sample_from_dict, sample_to_dict
 from lltui.core.monitor.rocm_smi_json import read_cards
+from lltui.services.devices import devices_from_sample
 from lltui.sources.gpu.amd.binding import AmdSmiSource
 from lltui.sources.gpu.amd.cli import AmdCliSource
 from lltui.sources.gpu.amd.fdinfo import read_drm_processes
@@ -339,6 +340,32 @@ def test_amd_smi_source_reads_the_rig_and_polls_it() -> None:
     assert [g.memory_used for g in sample.gpus] == [1000 * 2**20, 2000 * 2**20]
     assert [p.pid for p in sample.gpus[0].processes] == [420157, 420315]
     assert sample.error is None
+
+
+def test_a_strix_halo_is_planned_with_the_gtt_pool_rocm_offers() -> None:
+    """A Strix Halo read here (BIOS carve-out 512 MiB, GTT 96 GiB) was planned with the
+    carve-out alone: ROCm0 had 212 MiB free and lltui fit said no model fits, where ROCm's
+    hipMemGetInfo offers llama.cpp's HIP build both pools. A discrete GPU's GTT is no
+    device memory to it."""
+    static = [
+        {"gpu": 0,
+         "asic": {"market_name": "AMD Radeon 8060S Graphics", "target_graphics_version": "gfx1151"},
+         "vram": {"size": v(512, "MB")}}
+    ]  # fmt: skip
+    metric = [
+        {"gpu": 0,
+         "mem_usage": {"total_vram": v(512, "MB"), "used_vram": v(300, "MB"),
+                       "total_gtt": v(98304, "MB"), "used_gtt": v(4096, "MB")}}
+    ]  # fmt: skip
+    tools = Tools(
+        {("static", "--json"): json.dumps(static), ("metric", "--json"): json.dumps(metric)}
+    )
+    (apu,) = devices_from_sample(cli(tools).poll())
+    assert (apu.name, apu.integrated) == ("ROCm0", True)
+    assert apu.total_bytes == (512 + 98304) * 2**20
+    assert apu.free_bytes == (512 - 300 + 98304 - 4096) * 2**20
+    mi300x = cli(amd_smi_tools()).poll()  # its 64357 MB of GTT not counted
+    assert devices_from_sample(mi300x)[0].free_bytes == mi300x.gpus[0].memory_free
 
 
 def test_a_failing_process_listing_marks_the_sample_and_the_gpus_keep_updating() -> None:

@@ -22,7 +22,7 @@ from lltui.core.memory.devices import (
 from lltui.core.units import MIB, compact_names, fmt_bytes
 
 if TYPE_CHECKING:  # the rig's models are imported where a rig is read (fit --gpus skips it)
-    from lltui.core.monitor.models import RigSample
+    from lltui.core.monitor.models import GpuSample, RigSample
 
 
 class DeviceSpecError(ValueError):
@@ -87,6 +87,17 @@ def _cuda_visible_migs() -> list[str]:
     return [v.strip() for v in visible.split(",") if v.strip().startswith("MIG-")]
 
 
+def _hip_memory(g: GpuSample) -> tuple[int | None, int | None]:
+    """(total, free) bytes of a GPU as its runtime offers them. An APU whose GTT pool is
+    larger than its BIOS carve-out (Strix Halo's 512 MiB) has ROCm allocate from both, and
+    hipMemGetInfo, which llama.cpp's HIP build asks, counts both; elsewhere its memory."""
+    total, free, gtt = g.info.memory_total, g.free_bytes, g.gtt_total
+    if not g.info.unified_memory or total is None or gtt is None or gtt <= total:
+        return total, free
+    gtt_free = max(gtt - (g.gtt_used or 0), 0)
+    return total + gtt, None if free is None else free + gtt_free
+
+
 def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
     """The GPUs of a rig sample in CUDA order, with the free memory they report now. Where
     CUDA_VISIBLE_DEVICES names MIG slices, those slices; a GPU in MIG mode is its first
@@ -115,7 +126,7 @@ def devices_from_sample(sample: RigSample) -> list[DeviceSpec]:
         for g in ordered
         if g.info.cuda_index is not None or g.info.vendor == "amd" or not cuda_known
     ]
-    mems = [(g.info.name, g.info.memory_total, g.free_bytes) for g in used]
+    mems = [(g.info.name, *_hip_memory(g)) for g in used]
     # the PCIe link, memory, power limit, clock and NVLink each reports, for the speed (the
     # table's otherwise)
     return [
