@@ -368,6 +368,29 @@ def test_a_strix_halo_is_planned_with_the_gtt_pool_rocm_offers() -> None:
     assert devices_from_sample(mi300x)[0].free_bytes == mi300x.gpus[0].memory_free
 
 
+def test_gpus_text_shows_the_gtt_an_apu_keeps_its_model_in() -> None:
+    """lltui gpus on a Strix Halo said 300 MiB / 512 MiB (the carve-out) and nothing of the
+    GTT pool holding the model, which the monitor's card and gpus --json show; a discrete
+    GPU with little GTT mapped still gets no such line."""
+    static = [
+        {"gpu": 0,
+         "asic": {"market_name": "AMD Radeon 8060S Graphics"},
+         "vram": {"size": v(512, "MB")}}
+    ]  # fmt: skip
+    metric = [
+        {"gpu": 0,
+         "mem_usage": {"total_vram": v(512, "MB"), "used_vram": v(300, "MB"),
+                       "total_gtt": v(98304, "MB"), "used_gtt": v(61440, "MB")}}
+    ]  # fmt: skip
+    tools = Tools(
+        {("static", "--json"): json.dumps(static), ("metric", "--json"): json.dumps(metric)}
+    )
+    apu = cli(tools).poll()
+    for width in (None, 60):
+        assert "GTT 61440 MiB / 98304 MiB" in rig_to_text(apu, width)
+    assert "GTT" not in rig_to_text(cli(amd_smi_tools()).poll())  # 65 MB of GTT: no line
+
+
 def test_a_failing_process_listing_marks_the_sample_and_the_gpus_keep_updating() -> None:
     tools = amd_smi_tools(process_json=CommandResult(1, "", "ERROR: insufficient permissions"))
     tools.answers[("process", "--json")] = CommandResult(1, "", "ERROR: insufficient permissions")

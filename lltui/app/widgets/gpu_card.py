@@ -295,9 +295,9 @@ def _extras(g: GpuSample, styles: CardStyles) -> list[Text]:
                 f" ↑{fmt_rate_kbs(g.xgmi_tx_kbs)}"
             )
         )
-    if g.gtt_used is not None and (g.info.unified_memory or g.gtt_used >= GIB):
+    if g.gtt_shown:
         # host memory the GPU maps: where an APU's model lives, a spill on a discrete card
-        extras.append(Text(f"GTT {g.gtt_used / GIB:.1f}/{(g.gtt_total or 0) / GIB:.0f}G"))
+        extras.append(Text(f"GTT {(g.gtt_used or 0) / GIB:.1f}/{(g.gtt_total or 0) / GIB:.0f}G"))
     if g.ecc_uncorrected:
         extras.append(Text(f"ECC uncorrected {g.ecc_uncorrected}", styles.error_bold))
     if g.ecc_deferred:

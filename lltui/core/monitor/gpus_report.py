@@ -182,6 +182,13 @@ def _narrow_row(g: GpuSample) -> str:
     )
 
 
+def _gtt_lines(g: GpuSample, indent: int) -> list[str]:
+    """Its GTT where it matters (an APU keeps its model there, not in the carve-out)."""
+    if g.lost or not g.gtt_shown:
+        return []
+    return [f"{'':>{indent}}GTT {fmt_mib(g.gtt_used)} / {fmt_mib(g.gtt_total)}"]
+
+
 def _rig_text(sample: RigSample, *, narrow: bool) -> str:
     # every string here came from a driver, a server, a recording or another user's
     # process: each is one line (a break in a GPU's name or a command prints no line)
@@ -209,6 +216,7 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
         i = g.info
         if narrow:
             lines.append(_narrow_row(g))
+            lines += _gtt_lines(g, 3)
             lines += _xid_lines(g)
             continue
         cuda = "-" if i.cuda_index is None else str(i.cuda_index)
@@ -227,6 +235,7 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
             lines.append(
                 f"{'':>10}PCIe rx {fmt_rate_kbs(g.pcie_rx_kbs)}  tx {fmt_rate_kbs(g.pcie_tx_kbs)}"
             )
+        lines += _gtt_lines(g, 10)
         lines += _mig_lines(g)
         lines += [
             f"{'':>6}vGPU {v.instance} {v.type_name}  {fmt_mib(v.memory_used)} / "

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
 from lltui.core.llama.served_model import served_model_of_command
+from lltui.core.units import GIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +217,14 @@ class GpuSample:
         if self.memory_used is None or total is None or total <= 0:
             return None
         return 100.0 * self.memory_used / total
+
+    @property
+    def gtt_shown(self) -> bool:
+        """Whether its GTT (host memory the GPU maps) is worth a line: an APU's, where its
+        model lives, or a GiB or more spilled from a discrete card."""
+        if self.gtt_used is None:
+            return False
+        return bool(self.info.unified_memory) or self.gtt_used >= GIB
 
     @property
     def memory_full_pct(self) -> float | None:
