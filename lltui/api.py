@@ -190,6 +190,12 @@ def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") ->
     return sum(g.free_memory or 0 for g in _known_free(detect_gpus(source), gpu_indices))
 
 
+def _only(sample: RigSample, chosen: list[GPUInfo]) -> RigSample:
+    """``sample`` with the GPUs chosen alone."""
+    keep = {g.nvml_index for g in chosen}
+    return replace(sample, gpus=tuple(g for g in sample.gpus if g.info.index in keep))
+
+
 def _known_free(gpus: list[GPUInfo], gpu_indices: list[int] | None) -> list[GPUInfo]:
     """The GPUs chosen, each reporting its free memory (ValueError for one that does not)."""
     chosen = _select(gpus, gpu_indices)
@@ -262,18 +268,6 @@ def _quant_row(request: FitRequest, quantization: str) -> QuantFit:
     if row is None:
         raise ValueError(f"llama-quantize has no type {quantization!r} for this model")
     return row
-
-
-def _quant_needs(
-    path: str | os.PathLike[str], context_size: int
-) -> dict[str, tuple[int, int, bool]]:
-    """Each llama-quantize type of the GGUF, by name -> (what it needs on one GPU, its file's
-    bytes, whether it is above the source's precision: it adds nothing)."""
-    return {
-        name: (_on_gpus(r.result), r.row.file_bytes, bool(r.row.above_source))
-        for name, r in _quant_rows(_one_gpu(path, context_size)).items()
-        if r.result is not None
-    }
 
 
 def _fits_on(
@@ -371,9 +365,7 @@ def can_fit_model(
         estimate_model_vram(model_size_b, quantization, context_size)  # (raises as with GPUs)
         return False
     if isinstance(model_size_b, str | os.PathLike):
-        keep = {g.nvml_index for g in chosen}
-        gpus = tuple(g for g in sample.gpus if g.info.index in keep)
-        return _fits_on(model_size_b, quantization, context_size, replace(sample, gpus=gpus))
+        return _fits_on(model_size_b, quantization, context_size, _only(sample, chosen))
     free = sum(g.free_memory or 0 for g in chosen)
     return free > 0 and estimate_model_vram(model_size_b, quantization, context_size) <= free
 
@@ -385,24 +377,33 @@ def recommend_quantization(
     source: str = "nvml",
 ) -> str:
     """The highest-quality llama-quantize type that fits ``available_vram_gb`` (GB of 10^9
-    bytes; None reads the free VRAM of the GPUs now): for a GGUF path, by the exact estimator,
-    the largest file that fits (F16 included), as ``lltui quant`` marks it; for a size in
-    billions, by the rule of thumb, Q8_0 at most. Raises ValueError when none fits, or for a
-    memory that is not a positive number."""
+    bytes, as one GPU; None: the GPUs now, in their free memory): for a GGUF path, by the
+    exact estimator, the largest file that fits (F16 included), as ``lltui quant`` marks it
+    (on the GPUs now, placed as it places it: each GPU with its own margin and compute
+    buffers, layers whole); for a size in billions, by the rule of thumb against the free
+    memory summed, Q8_0 at most. Raises ValueError when none fits, or for a memory that is
+    not a positive number."""
     _check_model(model_size_b, None, context_size)
     _check("available_vram_gb", available_vram_gb, (Real, type(None)), "a number of GB, or None")
+    sample = rig_sample(source) if available_vram_gb is None else None
+    chosen = _known_free(_gpu_infos(sample), None) if sample is not None else []
     if available_vram_gb is None:
-        available = get_free_vram(source=source)
+        available = sum(g.free_memory or 0 for g in chosen)
     elif not 0 < available_vram_gb < 1e12:  # nan and inf too
         raise ValueError(f"available_vram_gb: {available_vram_gb!r} is not a memory size in GB")
     else:
         available = int(available_vram_gb * 1e9)
     if isinstance(model_size_b, str | os.PathLike):
-        needs = _quant_needs(model_size_b, context_size)
+        if sample is not None and chosen:  # on the GPUs, each with its margin, as quant
+            rows = _quant_rows(_one_gpu(model_size_b, context_size, _only(sample, chosen)))
+            fits = {name: r.fits is True for name, r in rows.items()}
+        else:  # one GPU of the memory given
+            rows = _quant_rows(_one_gpu(model_size_b, context_size))
+            fits = {name: _on_gpus(r.result) <= available for name, r in rows.items() if r.result}
         fitting = [
-            (size, name)
-            for name, (need, size, above) in needs.items()
-            if need <= available and not above  # (F32 of an F16 file adds nothing)
+            (r.row.file_bytes, name)
+            for name, r in rows.items()
+            if fits.get(name) and not r.row.above_source  # (F32 of an F16 file adds nothing)
         ]
         # the largest file; of two the same size, the first listed, as lltui quant marks it
         quant = max(fitting, key=lambda f: f[0])[1] if fitting else None

@@ -734,3 +734,31 @@ def test_context_size_0_is_the_trained_context_and_a_size_in_billions_has_none(t
         with pytest.raises(ValueError, match=r"^context_size: 0 is the model's trained context"):
             call()
     assert api.auto_config(None, 0, source=rig).n_gpu == 2
+
+
+def test_recommend_quantization_of_a_gguf_places_it_on_the_gpus_as_lltui_quant_does(
+    tmp_path, capsys
+):
+    """With no memory given, recommend_quantization compared a one-GPU need with the free
+    memory summed over the GPUs: an 8B F16 at 16384 tokens was "F16" on Kaggle's two T4s,
+    which can_fit_model and lltui quant on them say does not fit (Q8_0 does)."""
+    import json
+
+    from support import gguf_factory as gf
+
+    from lltui import api
+    from lltui.cli import main
+
+    path = gf.write_sparse(tmp_path / "8b.gguf", gf.llama_8b_spec(), "F16")
+    rig = "sim:kaggle-2xt4"
+    gpus = ",".join(f"{g.free_memory}B" for g in api.detect_gpus(rig))
+    for context in (4096, 16384):
+        words = ["-c", str(context), "-ngl", "all", "-np", "1", "--gpus", gpus]
+        assert main(["quant", str(path), *words]) == 0
+        (marked,) = [ln for ln in capsys.readouterr().out.splitlines() if "most bits" in ln]
+        said = api.recommend_quantization(path, None, context, source=rig)
+        assert said == marked.split()[0].rstrip("*")
+        assert api.can_fit_model(path, said, context, source=rig)
+    assert main(["quant", str(path), *words, "--json"]) == 0
+    rows = {r["type"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert not rows["F16"]["fits"] and said == "Q8_0"
