@@ -25,6 +25,7 @@ from lltui.core.api_args import check_arg as _check
 from lltui.core.api_args import check_indices
 from lltui.core.cmdline.multigpu import MultiGPUConfig, SplitMode
 from lltui.core.fit.rough import best_quant_for, estimate_vram_bytes
+from lltui.core.monitor.models import RigSample  # (rig_sample's type, read at run time too)
 from lltui.core.nccl.enums import NCCLDataType, NCCLResult
 from lltui.services.nccl import (
     NCCLCommunicator,
@@ -40,7 +41,6 @@ from lltui.services.rig import RigRequest, one_sample
 if TYPE_CHECKING:
     from lltui.core.fit.quant_table import QuantFit
     from lltui.core.memory.results import FitResult
-    from lltui.core.monitor.models import RigSample
     from lltui.services.fit import FitRequest
 
 __all__ = [

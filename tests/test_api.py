@@ -762,3 +762,17 @@ def test_recommend_quantization_of_a_gguf_places_it_on_the_gpus_as_lltui_quant_d
     assert main(["quant", str(path), *words, "--json"]) == 0
     rows = {r["type"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     assert not rows["F16"]["fits"] and said == "Q8_0"
+
+
+def test_every_public_function_s_annotations_resolve_at_run_time():
+    """rig_sample's return type named a class imported for type checkers alone:
+    typing.get_type_hints (Sphinx, typer, pydantic's validate_call) raised NameError."""
+    import inspect
+    import typing
+
+    from lltui import api
+
+    for name in api.__all__:
+        obj = getattr(api, name)
+        if inspect.isfunction(obj):
+            typing.get_type_hints(obj)
