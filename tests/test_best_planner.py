@@ -457,24 +457,34 @@ def test_cli_bad_goal_is_one_line(models, capsys):
 
 
 @pytest.mark.parametrize(
-    ("given", "why"),
+    ("model", "given", "why"),
     [
-        (["-ngl", "20"], "-ngl"),
-        (["-ts", "1,1"], "-ts"),
-        (["--n-cpu-moe", "4"], "--n-cpu-moe"),
-        (["-sm", "tensor"], "-sm tensor"),
-        ([], None),
-        (["-ngl", "20", "--fit", "off"], None),
+        ("8b", ["-ngl", "99"], "-ngl"),
+        ("8b", ["-ts", "1,1"], "-ts"),
+        ("moe", ["--n-cpu-moe", "4"], "--n-cpu-moe"),
+        ("3b", ["-sm", "tensor"], "-sm tensor"),  # (--fit's first check: even where it fits)
+        ("8b", ["-sm", "tensor", "-ngl", "99"], "-sm tensor"),
+        ("8b", [], None),
+        ("8b", ["-ngl", "99", "--fit", "off"], None),
+        # a placement of the user's that fits as given: --fit has nothing to change and
+        # returns before it looks at -ngl, -ts or -ot (it said 'aborts' for these)
+        ("3b", ["-ngl", "20"], None),
+        ("3b", ["-ts", "1,1"], None),
+        ("moe", ["--n-cpu-moe", "40"], None),
     ],
 )
-def test_says_when_llama_cpp_fit_aborts(models, capsys, given, why):
-    argv = ["fit", models["3b"], *C4K, *given, "--gpus", "24GiB,24GiB", "--best", "decode"]
+def test_says_when_llama_cpp_fit_aborts(models, capsys, model, given, why):
+    gpus = "24GiB,24GiB" if model == "3b" else "8GiB,8GiB"
+    argv = ["fit", models[model], *C4K, *given, "--gpus", gpus, "--best", "decode"]
     assert main([*argv, "--json"]) == 0
-    aborts = json.loads(capsys.readouterr().out)["planner"]["llama_fit_aborts"]
+    data = json.loads(capsys.readouterr().out)
+    aborts = data["planner"]["llama_fit_aborts"]
     assert (aborts is None) if why is None else (why in aborts)
-    if why is not None:
-        assert main(argv) == 0
-        assert "--fit aborts for the command given" in capsys.readouterr().out
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert ("--fit aborts for the command given" in out) == (why is not None)
+    if why is None and "--fit" not in given:
+        assert "llama.cpp's own --fit would run:" in out
 
 
 def test_the_most_layers_on_the_faster_gpu_of_a_mixed_pair(tmp_path):

@@ -481,7 +481,7 @@ def fit(
 
         room = list(less_free(setup.devices, result.parts))
         fit_choice = llama_fit_choice(setup.gguf, setup.args, room, setup.options)
-        aborts = fit_aborts(setup.args)
+        aborts = fit_aborts(setup.args, fit_choice)
     return FitReport(setup, result, found, checked, fit_choice, plan, aborts)
 
 

@@ -126,10 +126,16 @@ def llama_fit_choice(
     return _choice(found[1], found[0], f"{left} of {n_all} layers on the host")
 
 
-def fit_aborts(settings: LlamaArgs) -> str | None:
+def fit_aborts(settings: LlamaArgs, choice: FitChoice | None = None) -> str | None:
     """Why llama.cpp's --fit leaves this command as it is (it aborts and the load goes on
-    unfitted, common/fit.cpp): a placement the user set; None: --fit is free to act."""
+    unfitted, common/fit.cpp): -sm tensor, else a placement the user set where the command
+    does not fit as given (``choice``: llama_fit_choice's; one that fits as given needs no
+    change, and --fit returns before it looks at the placement); None: --fit is free to act."""
     if not settings.fit:
+        return None
+    if settings.split_mode == "tensor":  # (its first check)
+        return "it is not implemented for -sm tensor"
+    if choice is not None and not choice.flags:
         return None
     given = settings.given
     if "n_gpu_layers" in given:
@@ -138,8 +144,8 @@ def fit_aborts(settings: LlamaArgs) -> str | None:
         return "-ts is set"
     if settings.overrides:
         return "-ot, --cpu-moe or --n-cpu-moe is set"
-    if settings.split_mode in ("row", "tensor"):
-        return f"it is not implemented for -sm {settings.split_mode}"
+    if settings.split_mode == "row":
+        return "it is not implemented for -sm row"
     return None
 
 
