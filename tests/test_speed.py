@@ -83,6 +83,18 @@ def test_depth_costs_kv_reads(models):
     assert res.speed.decode_tps_full < res.speed.decode_tps
 
 
+def test_a_sequence_reads_only_its_own_stream_of_the_kv_cache(models):
+    """-np 4 without -kvu: four streams of 4096 cells, and a sequence's decode reads its
+    own. Each cell was priced at the bytes of all four streams (-c 16384 -np 4 decoded at
+    a full context as slowly as one sequence 16384 deep)."""
+    m = models["llama 8B Q4_0"]
+    four = _speed(m, "4090", "-ngl", "99", "-c", "16384", "-np", "4").speed
+    one = _speed(m, "4090", "-ngl", "99", "-c", "4096", "-np", "1").speed
+    deep = _speed(m, "4090", "-ngl", "99", "-c", "16384", "-np", "1").speed
+    assert four.decode_tps_full == pytest.approx(one.decode_tps_full, rel=0.01)
+    assert four.decode_tps_full > deep.decode_tps_full * 1.05
+
+
 @pytest.mark.parametrize("flags", [("-nkvo",), ("-fa", "off"), ("-sm", "tensor")])
 def test_decode_at_a_full_context_is_the_estimate_at_that_depth(models, flags):
     """The "at a full context" figure priced the KV past depth at memory bandwidth alone:

@@ -336,10 +336,13 @@ def add_layers_and_attention(
     # a GPU's decode without flash attention: the KQ and KQV products broadcast each K/V
     # head to its query heads and read it once per query head
     kv_reads = 1.0 if flash else max(1.0, heads / max(1, m.n_head_kv))
+    streams = max(1, result.resolved.n_stream)
     for cache in result.kv:
         if not cache.cells or not cache.layers:
             continue
-        cell_bytes = (cache.k_bytes + cache.v_bytes) / cache.cells / len(cache.layers)
+        # a cell of one sequence's stream (the cache holds n_stream of them, -np without
+        # -kvu; a sequence reads its own)
+        cell_bytes = (cache.k_bytes + cache.v_bytes) / (cache.cells * streams) / len(cache.layers)
         read = min(max(depth, 1), cache.cells)  # a sliding window reads at most its own cells
         pre_kv = min(prompt_kv, cache.cells)
         for il in cache.layers:
