@@ -77,6 +77,27 @@ def test_tensor_on_nvlink_layer_on_pcie_x4(models):
     assert "slower" in next(o for o in on_x4.options if o.split_mode == "tensor").lost
 
 
+@pytest.mark.parametrize("goal", ["decode", "prompt"])
+def test_tensor_or_layer_within_2_percent_names_the_one_ranked_first(goal):
+    """Decodes 0.1 % apart tie, and the ranking puts first the one with the faster other
+    speed; the answer named the other (a 30B-A3B F16 on a 4090 and a 3090: '1. -sm layer',
+    then 'tensor or layer? tensor: about as fast', tensor's prompt a third of layer's)."""
+    from lltui.core.fit.planner import PlanOption, split_answer
+
+    layer = PlanOption("layer", ("CUDA0", "CUDA1"), 512, True, decode_tps=43.40)
+    tensor = PlanOption("tensor", ("CUDA0", "CUDA1"), 512, True, decode_tps=43.45)
+    if goal == "decode":
+        layer, tensor = replace(layer, prefill_tps=3306.0), replace(tensor, prefill_tps=931.0)
+    else:  # prompts 0.1 % apart: the faster decode ranks first
+        layer = replace(layer, decode_tps=45.0, prefill_tps=931.0)
+        tensor = replace(tensor, decode_tps=40.0, prefill_tps=931.5)
+    ranked = rank(goal, [tensor, layer])
+    assert ranked[0].split_mode == "layer"
+    answer = split_answer(ranked, goal)
+    assert answer.winner == "layer" and "about as fast" in answer.why
+    assert answer.layer.split_mode == "layer" and answer.decode_gain == 0.0
+
+
 def test_a_brute_force_agrees_with_the_first_choice(models):
     """Every split, set, order and -ub through the public estimate: none decodes faster
     than the planner's first (to the 2 % the ranking treats as equal)."""

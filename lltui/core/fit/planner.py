@@ -664,6 +664,9 @@ def split_answer(ranked: Sequence[PlanOption], goal: str) -> SplitAnswer | None:
     win_t = metric(tensor) > metric(layer)
     a, b = (tensor, layer) if win_t else (layer, tensor)
     gain = metric(a) / metric(b) - 1 if metric(b) > 0 else 0.0
+    if abs(gain) < 0.02 and win_t != (ranked.index(tensor) < ranked.index(layer)):
+        # about as fast: the one the ranking put first (fewer GPUs, the other speed)
+        win_t, a, b, gain = not win_t, b, a, 0.0
     what = f"prompt ({PROMPT_TOKENS} tokens)" if prompt else "decode"
     reduce = (
         f"-sm tensor's two all-reduces per layer take {tensor.reduce_ms:.2f} of its "
