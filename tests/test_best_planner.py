@@ -373,6 +373,15 @@ def test_no_gpu_plans_for_the_host_alone(models):
     assert plan.split is None and plan.tensor_note == "no GPU"
 
 
+def test_no_gpu_and_nothing_fits_says_the_cpu(models, capsys):
+    """The layout that did not fit read 'x -sm layer on : the host is over ...'."""
+    argv = ["fit", models["3b"], *C4K, "--gpus", "cpu", "--host-free", "1GiB", "--best", "decode"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "  x on the CPU: the host is over even with nothing offloaded" in out
+    assert " on :" not in out
+
+
 def test_never_tensor_for_an_architecture_llama_cpp_does_not_split(tmp_path):
     path = tmp_path / "ds2.gguf"
     gf.write_model(path, gf.deepseek2_spec())

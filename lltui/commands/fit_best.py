@@ -127,7 +127,8 @@ def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str |
             lines.append(f"     lost: {o.lost}")
     missing = [o for o in plan.options if not o.fits]
     for o in missing[:SHOWN_MISSING]:
-        lines.append(f"  x -sm {o.split_mode} on {compact_names(o.devices)}: {o.why_not}")
+        where = f"-sm {o.split_mode} on {compact_names(o.devices)}" if o.devices else "on the CPU"
+        lines.append(f"  x {where}: {o.why_not}")
     if len(missing) > SHOWN_MISSING:
         lines.append(f"  ... and {len(missing) - SHOWN_MISSING} more that do not fit")
     lines += _kv_lines(model, plan)
