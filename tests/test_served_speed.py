@@ -277,6 +277,25 @@ def test_a_tiny_model_is_too_small_to_calibrate(tiny, idle_host):
     assert _record(env) is None
 
 
+def test_a_tiny_models_short_request_is_refused_for_its_size_not_the_hosts_load(tiny, idle_host):
+    """A toy model's request is over in milliseconds, too short for /proc to tell the
+    host's load: the reason given is the one no longer request changes, its size."""
+    watch_for, proc, clock, env = idle_host
+    watch = watch_for(tiny)
+    predicted = watch.predict(False, 32 + 64, 128)
+    assert predicted is not None
+    ms = 128 / (predicted / 10) * 1000
+    watch.feed(_start(1))
+    clock.t += ms / 1000
+    proc.advance(total=10, server=5)  # fewer ticks than the meter needs to tell
+    watch.feed(_line(1, True, 32, 10.0))
+    check = watch.feed(_line(1, False, 128, ms))
+    assert check is not None and check.large_miss and check.calibration is not None
+    assert "too small for the speed model to apply" in check.calibration
+    assert "could not be told" not in check.calibration
+    assert _record(env) is None
+
+
 def test_a_request_beside_another_or_a_busy_gpu_is_not_kept(large, idle_host):
     watch_for, proc, clock, env = idle_host
     watch = watch_for(large)

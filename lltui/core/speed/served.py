@@ -111,7 +111,12 @@ class ServeConditions:
 
 
 def refusal(c: ServeConditions) -> str | None:
-    """Why a served request cannot calibrate this rig, in words (None: it can)."""
+    """Why a served request cannot calibrate this rig, in words (None: it can). A model too
+    small comes first, as for llama-bench's points: no other request of it calibrates either
+    (a toy model's request is also too short for the host's load to be told)."""
+    small = too_small(c.fixed_share)
+    if small is not None:
+        return small
     busy = busy_host(c.host_busy, "the request")
     if busy is not None:
         return busy
@@ -120,7 +125,7 @@ def refusal(c: ServeConditions) -> str | None:
         return gpu
     if c.shared:
         return "another request was served at the same time"
-    return too_small(c.fixed_share)
+    return None
 
 
 class ServedTasks:
