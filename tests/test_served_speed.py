@@ -419,3 +419,28 @@ def test_a_servers_rpc_devices_are_in_its_served_prediction(llama_bins, large, t
     assert [d.kind for d in devices] == ["rpc", "rpc"]
     res = estimate(read_model(str(large)), args, devices, FitOptions(search=False))
     assert [d.name for d in watch.basis.result.devices] == [d.name for d in res.devices]
+
+
+def test_a_launch_says_its_speed_predictions_are_this_rigs_calibrated_ones(large, idle_host):
+    """Launch held each served request against a calibrated prediction but never said so
+    (fit says it): the ready line and event now do, and nothing where none applies."""
+    from lltui.commands.launch_output import ready_event, ready_lines
+    from lltui.core.hardware.calibration import Calibration
+    from lltui.services.launch.state import LaunchState, Speed
+
+    watch_for, _proc, _clock, env = idle_host
+
+    def ready(watch: SpeedWatch) -> tuple[dict, list[str]]:
+        speed = Speed(calibrated=watch.calibrated)
+        event = ready_event(LaunchState(url="http://127.0.0.1:8080", pid=7, speed=speed))
+        return event, ready_lines(event)
+
+    event, lines = ready(watch_for(large))
+    assert event["calibrated"] is None and not any("calibrated" in ln for ln in lines)
+    rig = local_rig([], local_host())
+    cal = Calibration(rig.describe(), "2026-01-02", host_decode=2.0, points=2)
+    rig_store.save(rig_store.RigRecord(rig, "b1", cal), env)
+    event, lines = ready(watch_for(large))
+    said = "calibrated on this rig from 2 points, 2026-01-02"
+    assert event["calibrated"] == said
+    assert f"  speed predictions: {said}" in lines

@@ -351,6 +351,7 @@ def ready_event(st: LaunchState) -> dict[str, Any]:
             found = check.device(str(d["name"]))
             d["predicted"] = None if found is None else predicted_mib(found)
         event["prediction"] = check_summary(check)
+    event["calibrated"] = st.speed.calibrated  # the served requests' predictions: this rig's
     return event
 
 
@@ -385,6 +386,8 @@ def ready_lines(event: dict[str, Any]) -> list[str]:
             f"buffer lines exact, {pred['within_1pct']} within 1%"
             + (f"; {pred['note']}" if pred.get("note") else "")
         )
+    if event.get("calibrated"):
+        lines.append(f"  speed predictions: {event['calibrated']}")
     return lines
 
 

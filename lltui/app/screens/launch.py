@@ -132,7 +132,9 @@ def render_rates(st: LaunchState, width: int, now: float | None = None) -> str:
         # fit's prediction for this command, to hold the measured rates against
         lines.append(
             f"[$text-muted]predicted: generation ~{speed.predicted_decode_tps:.0f} tok/s, "
-            f"prompt ~{speed.predicted_prefill_tps:.0f} tok/s[/]"
+            f"prompt ~{speed.predicted_prefill_tps:.0f} tok/s"
+            + (f"; {escape(speed.calibrated)}" if speed.calibrated else "")
+            + "[/]"
         )
     for check in (speed.latest(prompt=False), speed.latest(prompt=True)):
         if check is not None:

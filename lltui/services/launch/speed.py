@@ -168,6 +168,12 @@ class SpeedWatch:
             gpu_busy=gpu_busy,
         )
 
+    @property
+    def calibrated(self) -> str | None:
+        """What fit says of its prediction where this rig's calibration applies (None:
+        the speed model as it is)."""
+        return self.basis.estimate(False, 0, 128, calibrated=True).calibrated
+
     def predict(self, prompt: bool, depth: int, tokens: int) -> float | None:
         """Predicted tokens/s (this rig's calibration applied) of a prompt of ``tokens`` or
         of generation at ``depth``."""
@@ -250,6 +256,7 @@ class RouterSpeed:
     load beside a request."""
 
     stored: tuple[str, ...] = ()
+    calibrated: str | None = None  # (each model's own watch, not the router's)
 
     def __init__(self, report: PlanReport, env: dict[str, str] | None = None) -> None:
         self._report = report

@@ -73,6 +73,7 @@ class Speed:
 
     predicted_decode_tps: float | None = None
     predicted_prefill_tps: float | None = None
+    calibrated: str | None = None  # "calibrated on this rig from N points, DATE": it applied
     last_request: RequestTimings | None = None  # from the server's timing lines
     last_request_at: float | None = None  # time.monotonic()
     served: Tail[SpeedCheck] = field(default_factory=lambda: Tail(limit=16))

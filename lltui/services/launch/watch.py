@@ -179,6 +179,7 @@ class LaunchWatch:
             self._state.speed,
             predicted_decode_tps=decode or None,
             predicted_prefill_tps=prefill or None,
+            calibrated=speed.calibrated,
         )
 
     def _run(self) -> None:
