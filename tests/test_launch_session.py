@@ -517,3 +517,26 @@ def test_every_load_step_is_said_once_in_order_however_slow_the_tick(
     first_ready = next(st for st in seen if st.ready_at is not None)
     assert first_ready.progress.items == steps  # each once, in order, before the ready line
     assert watch.state.progress.items == steps
+
+
+def test_a_launch_says_it_set_an_unreadable_calibration_store_aside(tmp_path, monkeypatch):
+    """fit's check before a launch read this rig's calibration store and set a cut-short
+    one aside, its line kept in fit's notes, which a launch never shows: the store was
+    renamed without a word. The launch's notes now say it, once."""
+    from lltui.services.bench import local_rig
+    from lltui.services.launch.check import judge
+    from lltui.sources.gpu import rig_store
+    from lltui.sources.gpu.cpu import local_host
+    from lltui.sources.models.demo import write_demo
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no GPU here: the host's rig
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    model = tmp_path / "demo.gguf"
+    write_demo(model)
+    store = rig_store.record_path(local_rig([], local_host()))
+    store.parent.mkdir(parents=True)
+    store.write_text('{"format": 1,')
+    verdict = judge(LaunchSpec.of(str(model), ["-c", "512"]))
+    said = [n for n in verdict.notes if "could not be read" in n]
+    assert len(said) == 1 and said[0].startswith(f"the calibration store {store} ")
+    assert not store.exists() and rig_store.kept_aside(store)

@@ -135,9 +135,12 @@ class FitReport:
 # --- reading a request ---------------------------------------------------------------------------
 
 
-def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
+def prepare(
+    request: FitRequest, *, whole_repo: bool = False, say: Callable[[str], None] | None = None
+) -> FitSetup:
     """The header read and the devices resolved. ``whole_repo``: a reference to a repository
-    (``hf:OWNER/REPO``) is left unread, for :func:`quant_best` to rank its files."""
+    (``hf:OWNER/REPO``) is left unread, for :func:`quant_best` to rank its files. ``say``:
+    told too where a stored calibration is set aside (for a caller that shows no notes)."""
     from lltui.core.gguf.ref_kind import is_remote_ref
     from lltui.core.memory.parts import ExtraModels, is_projector
     from lltui.sources.gpu.meminfo import host_available, host_memory
@@ -192,7 +195,13 @@ def prepare(request: FitRequest, *, whole_repo: bool = False) -> FitSetup:
         total = here[0] if here is not None else None
         devices, host_notes = on_host_memory(devices, host_free, whose, total)
         notes.extend(host_notes)
-    host, calibration, measured = speed_inputs(request, devices, say=notes.append)
+
+    def told(line: str) -> None:
+        notes.append(line)
+        if say is not None:
+            say(line)
+
+    host, calibration, measured = speed_inputs(request, devices, say=told)
     options = FitOptions(
         margin_bytes=margin,
         host_free_bytes=host_free,

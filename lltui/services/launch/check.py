@@ -47,23 +47,24 @@ def judge(spec: LaunchSpec, binary_path: str | None = None) -> Verdict:
     from lltui.services.fit import FitFailed, FitRequest, estimate_setup, prepare
 
     request = FitRequest(model=spec.model, args=spec.args, verb="launch")
+    store: list[str] = []  # a calibration store set aside: fit's notes say it, launch here
     try:
-        setup = prepare(request)
+        setup = prepare(request, say=store.append)
         result = estimate_setup(setup, verb="launch")
     except FitFailed as exc:
         said = str(exc).removeprefix("launch: ")  # the command line puts its own name first
         if exc.code == 2:
             raise LaunchError(said, 2) from None
-        return Verdict(None, notes=(f"{UNCHECKED}: {said}",))
+        return Verdict(None, notes=(*store, f"{UNCHECKED}: {said}"))
     gpus = any(d.kind == "cuda" for d in setup.devices)
     if not gpus and _binary_sees_gpus(binary_path):
-        return Verdict(None, notes=(f"llama-server sees GPUs NVML does not: {UNCHECKED}",))
+        return Verdict(None, notes=(*store, f"llama-server sees GPUs NVML does not: {UNCHECKED}"))
     if result.fits is not False:
-        return Verdict(True if result.fits else None)
+        return Verdict(True if result.fits else None, notes=tuple(store))
     problem = _problem(result, spec, setup)
     if not setup.devices:
         problem += " (no NVIDIA GPU here: all of it on the host)"
-    return Verdict(False, problem)
+    return Verdict(False, problem, tuple(store))
 
 
 def _problem(result: FitResult, spec: LaunchSpec, setup: FitSetup) -> str:
