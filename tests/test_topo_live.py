@@ -168,6 +168,26 @@ def test_cli_topo_reaches_a_smi_host_port_as_gpus_does(capsys):
         assert len(err.strip().splitlines()) == 1
 
 
+def test_cli_topo_of_a_host_keeps_to_the_host_timeout(capsys):
+    """``--host-timeout`` bounds topo's ssh as it bounds gpus': a port that takes the
+    connection and never says a word (no ssh banner) is given up after 1 s, not topo's own
+    15, and the line says which."""
+    import shutil
+    import socket
+
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client")
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(4)
+        port = mute.getsockname()[1]
+        rc = main(["--host-timeout", "1", "--source", f"smi:127.0.0.1:{port}", "topo"])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "within 1 s" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("host", ["-oProxyCommand=touch /tmp/x", "box; rm -rf ~", "a b"])
 def test_smi_over_ssh_refuses_hosts_ssh_would_misread(host):
     def run(argv, **kw):

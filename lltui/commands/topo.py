@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         source = source_spec(args)
         try:
             # auto without nvidia-smi or NVML: the simulated rig the monitor shows, said so
-            report, rig = topology_in_use(source)
+            report, rig = topology_in_use(source, request.host_timeout_s)
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         except SourceUnavailable as exc:

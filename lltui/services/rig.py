@@ -139,19 +139,24 @@ def fleet_focus(source: GpuSource) -> FleetFocus | None:
     return source if isinstance(source, FleetFocus) else None
 
 
-def topology_in_use(source: str | None) -> tuple[TopologyReport, RigInfo | None]:
-    """The topology of the rig ``source`` (``--source``) names: live (nvidia-smi, else NVML);
-    for ``auto`` where neither answers, the simulated rig the monitor then shows, as the
-    topology view shows it; with the RigInfo of a simulated rig (saying so and why).
-    ValueError for a spec with no topology, SourceUnavailable when it cannot be read."""
+def topology_in_use(
+    source: str | None, host_timeout: float | None = None
+) -> tuple[TopologyReport, RigInfo | None]:
+    """The topology of the rig ``source`` (``--source``) names: live (nvidia-smi, else NVML;
+    a host's commands within ``host_timeout``, ``--host-timeout``); for ``auto`` where
+    neither answers, the simulated rig the monitor then shows, as the topology view shows it;
+    with the RigInfo of a simulated rig (saying so and why). ValueError for a spec with no
+    topology or a bad timeout, SourceUnavailable when it cannot be read."""
     from lltui.core.monitor.models import SourceUnavailable
     from lltui.sources.gpu.topo import topology_for_source
 
+    if host_timeout is not None:
+        check_host_timeout(host_timeout)
     spec = parse_source_spec(source)
     if kind_of(spec.kind).simulated:
         return topology_for_source(str(spec)), _info(str(spec))
     try:
-        return topology_for_source(str(spec)), None
+        return topology_for_source(str(spec), host_timeout), None
     except SourceUnavailable:
         if spec.kind != "auto":
             raise

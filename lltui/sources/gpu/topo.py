@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -137,7 +138,11 @@ def _is_number(text: str) -> bool:
 
 
 def read_smi_gpus(
-    *, ssh: SshTarget | None = None, run: Runner = subprocess.run, which: Which = shutil.which
+    *,
+    ssh: SshTarget | None = None,
+    run: Runner = subprocess.run,
+    which: Which = shutil.which,
+    timeout: float = SMI_TIMEOUT_S,
 ) -> tuple[GpuStatic, ...]:
     """The GPU models as nvidia-smi names them; () when it cannot tell. Old drivers lack
     ``compute_cap``, so the query is retried without it."""
@@ -148,6 +153,7 @@ def read_smi_gpus(
                 ssh=ssh,
                 run=run,
                 which=which,
+                timeout=timeout,
             )
         except SourceUnavailable:
             continue
@@ -158,13 +164,19 @@ def read_smi_gpus(
 
 
 def read_smi_topology(
-    *, host: str | None = None, run: Runner = subprocess.run, which: Which = shutil.which
+    *,
+    host: str | None = None,
+    run: Runner = subprocess.run,
+    which: Which = shutil.which,
+    timeout: float = SMI_TIMEOUT_S,
 ) -> LiveTopology:
     """``nvidia-smi topo -m`` parsed, with the P2P read status and the GPU models where
-    nvidia-smi gives them; on ``host`` (``[user@]HOST[:PORT]``) over one ssh connection."""
+    nvidia-smi gives them; on ``host`` (``[user@]HOST[:PORT]``) over one ssh connection,
+    each command within ``timeout`` seconds."""
     ssh = SshTarget(*split_host_port(host)) if host is not None else None
+    smi = functools.partial(run_smi, ssh=ssh, run=run, which=which, timeout=timeout)
     try:
-        text = run_smi(["topo", "-m"], ssh=ssh, run=run, which=which)
+        text = smi(["topo", "-m"])
         topo = parse_topology(text)
         if not topo.found:
             first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "nothing")
@@ -172,10 +184,10 @@ def read_smi_topology(
                 f"nvidia-smi topo -m printed no matrix (it said: {first[:120]})"
             )
         try:
-            p2p = parse_p2p_matrix(run_smi(["topo", "-p2p", "r"], ssh=ssh, run=run, which=which))
+            p2p = parse_p2p_matrix(smi(["topo", "-p2p", "r"]))
         except SourceUnavailable:
             p2p = ()
-        gpus = read_smi_gpus(ssh=ssh, run=run, which=which)
+        gpus = read_smi_gpus(ssh=ssh, run=run, which=which, timeout=timeout)
     finally:
         if ssh is not None:
             ssh.close()  # the host's connection ends with the read
@@ -500,11 +512,13 @@ def read_live_topology(
     run: Runner = subprocess.run,
     which: Which = shutil.which,
     nvml: Any = None,
+    timeout: float = SMI_TIMEOUT_S,
 ) -> LiveTopology:
-    """nvidia-smi topo -m, or NVML where nvidia-smi is not installed. Raises
-    SourceUnavailable with one line when neither can tell."""
+    """nvidia-smi topo -m (each command within ``timeout`` seconds), or NVML where
+    nvidia-smi is not installed. Raises SourceUnavailable with one line when neither can
+    tell."""
     try:
-        return read_smi_topology(host=host, run=run, which=which)
+        return read_smi_topology(host=host, run=run, which=which, timeout=timeout)
     except SmiMissing as smi_missing:
         if host is not None:
             raise
@@ -523,11 +537,11 @@ def nvidia_missing(which: Which = shutil.which) -> bool:
     return bool(which("amd-smi") or which("rocm-smi"))
 
 
-def topology_for_source(spec_text: str | None) -> TopologyReport:
+def topology_for_source(spec_text: str | None, timeout: float | None = None) -> TopologyReport:
     """The topology behind a ``--source`` spec: a simulated profile's own text, or live from
-    nvidia-smi (NVML where it is missing), locally or on ``smi:HOST``. Raises ValueError for
-    a kind with no topology (a replay, a Prometheus server) and SourceUnavailable when it
-    cannot be read."""
+    nvidia-smi (NVML where it is missing), locally or on ``smi:HOST``, each command within
+    ``timeout`` seconds (None: the tool's own default). Raises ValueError for a kind with no
+    topology (a replay, a Prometheus server) and SourceUnavailable when it cannot be read."""
     import dataclasses
     import os
 
@@ -558,8 +572,8 @@ def topology_for_source(spec_text: str | None) -> TopologyReport:
         from lltui.sources.ssh import split_host_port
 
         host, port = split_host_port(spec.arg) if spec.arg else (None, None)
-        amd = LiveTopology(*read_amd_topology(AmdCliSource(host, port=port)))
+        amd = LiveTopology(*read_amd_topology(AmdCliSource(host, port=port, timeout=timeout)))
         return TopologyReport(amd, dict(os.environ) if spec.arg is None else None)
     host = spec.arg if kind.host_arg else None
-    live = read_live_topology(host=host)
+    live = read_live_topology(host=host, timeout=timeout or SMI_TIMEOUT_S)
     return TopologyReport(live, dict(os.environ) if host is None else None)
