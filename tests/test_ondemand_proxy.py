@@ -93,6 +93,11 @@ class StandIn:
                 raise
         return web.json_response({"choices": []})
 
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        self.queries.append(f"{form['model']} heard {form['file'].file.read()!r}")
+        return web.json_response({"text": ""})
+
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
@@ -102,6 +107,7 @@ class StandIn:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/models/unload", self._unload)
         app.router.add_post("/models/load", self._load)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         runner = web.AppRunner(app, handler_cancellation=True)
         self._loop.run_until_complete(runner.setup())
         self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
@@ -194,6 +200,20 @@ def test_a_loaded_model_is_served_while_another_loads(proxy):
     router.states["small"] = "loaded"
     small.join(30)
     assert router.queries == ["load small", "big", "small"]
+
+
+def test_a_transcription_names_its_model_in_its_form(proxy):
+    """An audio transcription is a multipart form, whose model field llama-server's router
+    reads: lltui passed it on without loading, and the client got 400 'model is not
+    loaded' (a form was no JSON body, and the path was not one that names a model)."""
+    p, router = proxy
+    url = f"{p.url}/v1/audio/transcriptions"
+    form = {"model": "small", "language": "en"}
+    r = httpx.post(url, data=form, files={"file": ("a.wav", b"RIFF--\r\n", "audio/wav")})
+    assert r.status_code == 200, r.text
+    assert router.queries == ["load small", "small heard b'RIFF--\\r\\n'"]
+    bad = httpx.post(url, content=b"x", headers={"Content-Type": "multipart/form-data"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
 
 
 def test_a_clients_unload_of_a_pinned_model_is_refused(proxy):

@@ -9,7 +9,10 @@ Each entry has an ``id``, a ``status`` object with ``value`` (``unloaded``, ``lo
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from email.message import Message
+from email.parser import BytesHeaderParser
 from typing import Any
 
 # states in which the model's server runs and holds its memory
@@ -66,3 +69,34 @@ def parse_router_models(data: Any) -> tuple[RouterModel, ...]:
             )
         )
     return tuple(out)
+
+
+def request_fields(content_type: str, body: bytes) -> Any:
+    """What a router reads a POST's ``model`` from: its JSON body, or a multipart form's
+    text fields (server-http.cpp turns those into the JSON body, a name given twice into a
+    list: an audio transcription names its model so). ValueError: neither."""
+    head = Message()
+    head["Content-Type"] = content_type
+    if head.get_content_type() != "multipart/form-data":
+        return json.loads(body)
+    boundary = head.get_param("boundary")
+    if not isinstance(boundary, str) or not boundary:
+        raise ValueError("a multipart form without its boundary")
+    fields: dict[str, Any] = {}
+    for part in body.split(b"--" + boundary.encode())[1:]:
+        if part.startswith(b"--"):  # the closing delimiter
+            break
+        raw, blank, content = part.lstrip(b"\r\n").partition(b"\r\n\r\n")
+        if not blank:
+            raise ValueError("a multipart form part without its headers")
+        headers = BytesHeaderParser().parsebytes(raw + b"\r\n\r\n")
+        name = headers.get_param("name", header="content-disposition")
+        if not isinstance(name, str) or headers.get_filename() is not None:
+            continue  # a file
+        value = content.removesuffix(b"\r\n").decode("utf-8", "replace")
+        if name in fields:
+            had = fields[name]
+            fields[name] = [*(had if isinstance(had, list) else [had]), value]
+        else:
+            fields[name] = value
+    return fields

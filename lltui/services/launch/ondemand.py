@@ -2,20 +2,20 @@
 
 Clients talk to lltui on the address they were given; the router listens on a private
 loopback port. A request that names a model (``POST /v1/chat/completions`` and the other
-inference endpoints, the ``model`` field of their JSON body) for a model that is not loaded
-goes through the eviction policy (:mod:`lltui.core.fit.evict`): lltui unloads the models the
-policy names, idle ones where they make room (``POST /models/unload``; a busy one once its
-requests in flight are answered, one loading once it has loaded), loads
-the model (``POST /models/load``), waits until the router lists it ``loaded``, and forwards
-the request; a client's ``POST /models/load`` is decided the same way, and its
-``POST /models/unload`` of a pinned model refused. One decision at a
-time (a lock): two requests for models that cannot be resident together are served in turn,
-and a load lltui is asked for itself (the launch view's ``l``, ``--load``) is decided under
-the same lock, so neither decides on a list that misses the other's load. The requests that
+inference endpoints, the ``model`` field of their JSON body or multipart form) for a model
+that is not loaded goes through the eviction policy (:mod:`lltui.core.fit.evict`): lltui
+unloads the models the policy names, idle ones where they make room (``POST
+/models/unload``; a busy one once its requests in flight are answered, one loading once it
+has loaded), loads the model (``POST /models/load``), waits until the router lists it
+``loaded``, and forwards the request; a client's ``POST /models/load`` is decided the same
+way, and its ``POST /models/unload`` of a pinned model refused. One decision at a time (a
+lock): two requests for models that cannot be resident together are served in turn, and a
+load lltui is asked for itself (the launch view's ``l``, ``--load``) is decided under the
+same lock, so neither decides on a list that misses the other's load. The requests that
 waited their turn for a load that failed are answered its failure (it is not tried again).
 Every other request, and every request for a model already loaded, is forwarded as it is;
-responses (streams included) are passed through as they come. What lltui refuses is
-answered in the OpenAI error format (``{"error": {"message", "type", "code"}}``), naming why.
+responses (streams included) are passed through as they come. What lltui refuses is answered
+in the OpenAI error format (``{"error": {"message", "type", "code"}}``), naming why.
 
 The proxy runs an asyncio loop on a thread of its own (:meth:`OnDemandProxy.start`,
 :meth:`OnDemandProxy.stop`); it starts no process.
@@ -27,7 +27,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hmac
-import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -42,7 +41,7 @@ from aiohttp.client_exceptions import (
 )
 
 from lltui.core.fit.evict import Decision, Policy, decide, residents
-from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models
+from lltui.core.llama.router_api import RESIDENT_STATES, parse_router_models, request_fields
 from lltui.core.text import error_text
 from lltui.services.launch.state import ModelUse
 from lltui.sources.http_server import serve
@@ -65,6 +64,8 @@ MODEL_PATHS = frozenset(
         "/v1/chat/completions/input_tokens",
         "/responses/input_tokens",
         "/v1/responses/input_tokens",
+        "/v1/audio/transcriptions",  # (a multipart form: its text fields are the body)
+        "/audio/transcriptions",
         "/v1/messages",
         "/v1/messages/count_tokens",
         "/embedding",
@@ -308,9 +309,11 @@ class OnDemandProxy:
             return await self._pass(request, await request.read())
         body = await request.read()
         try:
-            data = json.loads(body)
+            data = request_fields(request.headers.get("Content-Type", ""), body)
         except (ValueError, RecursionError):
-            return error_response("the request body is not JSON", "invalid_request")
+            return error_response(
+                "the request body is neither JSON nor a multipart form", "invalid_request"
+            )
         name = data.get("model") if isinstance(data, dict) else None
         if not isinstance(name, str) or not name:
             return await self._pass(request, body)  # the router says what is missing
