@@ -536,6 +536,29 @@ def test_an_idle_model_goes_before_a_busy_one_served_longer_ago():
         wait_for(lambda: not p._in_flight.get("a"), 10, "a's request ended with its client")
 
 
+def test_a_request_that_leaves_while_its_room_is_made_unloads_nothing_said():
+    """a answered a request while a request for b waited to unload it, and b's client left:
+    nothing was unloaded, yet lltui had said 'unloading a to load b' when it began to wait."""
+    events: list[str] = []
+    one_fits = Policy({n: ModelNeed(n, {"CUDA0": 10240 * MIB}, 0) for n in "ab"},
+                      Room({"CUDA0": 12288 * MIB}, None))  # fmt: skip
+    with _running(one_fits, on_event=lambda e: events.append(e.kind)) as (p, router):
+        router.states = {"a": "loaded", "b": "unloaded"}
+        body = b'{"model": "a", "max_tokens": 64}'
+        with socket.create_connection(("127.0.0.1", p.port)) as held:  # a generates on
+            held.sendall(_post_head(len(body)) + body)
+            wait_for(lambda: p._in_flight.get("a") == 1, 10, "a's request in flight")
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{p.url}/v1/chat/completions", json={"model": "b"}, timeout=1)
+            wait_for(lambda: not p._evicting, 10, "b's request gone")
+        wait_for(lambda: not p._in_flight.get("a"), 10, "a's request ended with its client")
+        assert router.queries == ["a", "client gone"] and events == []
+        r = httpx.post(f"{p.url}/v1/chat/completions", json={"model": "b"}, timeout=10)
+        assert r.status_code == 200, r.text
+        assert router.queries[2:] == ["unload a", "load b", "b"]
+        assert events == ["evict", "unloaded", "load"]
+
+
 def test_a_loading_model_is_never_unloaded_mid_load():
     """a, still loading, was named to unload (never served: the least recently used), and
     the router killed its load. Passed over while b makes room; where only a does, lltui

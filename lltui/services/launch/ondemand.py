@@ -539,7 +539,6 @@ class OnDemandProxy:
         assert self._idle is not None
         if not decision.evict:
             return
-        self._emit(ProxyEvent("evict", decision.model, decision.evict, decision.reason))
         self._evicting.update(decision.evict)
         try:
             for victim in loading:
@@ -558,6 +557,8 @@ class OnDemandProxy:
                         f"'{decision.model}' needs {busy} unloaded, still answering requests",
                         "load_timeout",
                     ) from None
+            # said once it goes ahead: a request that leaves while they answer unloads none
+            self._emit(ProxyEvent("evict", decision.model, decision.evict, decision.reason))
             for victim in decision.evict:
                 self._ready.discard(victim)
                 await self._post("/models/unload", victim)
