@@ -448,6 +448,27 @@ def test_the_router_command_line_overrides_the_preset(folder, tmp_path, capsys):
         assert words[words.index("-c") + 1] == "2048" and words[words.index("-t") + 1] == "2"
 
 
+def test_a_models_aliases_stay_in_the_preset_written(folder, tmp_path, capsys):
+    """A preset section's alias (chat, assistant) names the model to llama-server's router
+    too, but lltui wrote the preset without it: a client's request for chat through lltui
+    was 404 model_not_found. An alias that is another model's name, or an earlier model's
+    alias, is left out: the router would not start on the clash."""
+    preset = tmp_path / "models.ini"
+    preset.write_text(
+        f"[a]\nmodel = {folder / 'alpha.gguf'}\nalias = chat, assistant,b\n"
+        f"[b]\nmodel = {folder / 'beta.gguf'}\nalias = chat\n"
+    )
+    flags = ["--port", "8099", "--dry-run", "--json"]
+    assert main(["launch", "--models", str(preset), *flags]) == 0
+    written = parse_preset(json.loads(capsys.readouterr().out)["preset"])
+    assert [s.get("alias") for s in written.sections] == ["chat,assistant", None]
+    # on the command line, the first alias names the model, the others stay its aliases
+    words = [str(folder / "alpha.gguf"), "--alias", "x,y", str(folder / "beta.gguf"), "-a", "x"]
+    assert main(["launch", *words, *flags]) == 0
+    written = parse_preset(json.loads(capsys.readouterr().out)["preset"])
+    assert [(s.name, s.get("alias")) for s in written.sections] == [("x", "y"), ("x-2", None)]
+
+
 def _ot_rules(args):
     """The -ot rules of a planned model's flags."""
     return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]

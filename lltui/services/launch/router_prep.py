@@ -334,13 +334,16 @@ def _renamed(words: Sequence[str], renames: dict[str, str]) -> list[str]:
     return out
 
 
-def section_for(p: PlannedModel, binary: BinaryFlags | None) -> list[tuple[str, str]]:
+def section_for(
+    p: PlannedModel, binary: BinaryFlags | None, aliases: Sequence[str] = ()
+) -> list[tuple[str, str]]:
     """A model's section: its file, then its flags and the plan's pinned ones, spelled as
     the binary spells them; ``--rpc`` naming only the servers the plan says its server
     loads onto (a server given ``--rpc`` connects to each, and an RPC server serves one at
-    a time), its ``-dev`` names renumbered to match."""
-    words = flags_argv(p.args, binary)
-    words = drop_flags(words, ALIAS_FLAGS)  # the section's name is the model's name
+    a time), its ``-dev`` names renumbered to match; ``aliases``: its other names."""
+    words = drop_flags(flags_argv(p.args, binary), ALIAS_FLAGS)  # the section names it
+    if aliases:  # the router serves it under these too
+        words += ["--alias", ",".join(aliases)]
     if tuple(dict.fromkeys(p.args.rpc)) != p.rpc:
         words = drop_flags(words, ("--rpc",))
         words = _renamed(words, dict(p.rpc_renames))
@@ -369,9 +372,25 @@ def preset_text(
     models: Sequence[PlannedModel], binary: BinaryFlags | None, header: Sequence[str] = ()
 ) -> str:
     try:
-        return write_preset([(p.name, section_for(p, binary)) for p in models], header=header)
+        sections = [(p.name, section_for(p, binary, aliases)) for p, aliases in _aliases(models)]
+        return write_preset(sections, header=header)
     except PresetError as exc:
         raise LaunchError(str(exc)) from None
+
+
+def _aliases(models: Sequence[PlannedModel]) -> list[tuple[PlannedModel, list[str]]]:
+    """Each model with the names its ``--alias`` gives besides its own (the router serves it
+    under them too), less those a model is named or an earlier one has: the router would
+    not start on such a clash (a command line's ``--alias`` already names the model)."""
+    taken = {p.name for p in models}
+    out = []
+    for p in models:
+        given = [a.strip() for g in p.args.given_args if g.flag in ALIAS_FLAGS
+                 for v in g.values for a in v.split(",")]  # fmt: skip
+        aliases = [a for a in dict.fromkeys(given) if a and a not in taken]
+        taken.update(aliases)
+        out.append((p, aliases))
+    return out
 
 
 def router_args(more: Sequence[str] = ()) -> LlamaArgs:
