@@ -469,6 +469,23 @@ def test_a_models_aliases_stay_in_the_preset_written(folder, tmp_path, capsys):
     assert [(s.name, s.get("alias")) for s in written.sections] == [("x", "y"), ("x-2", None)]
 
 
+def test_a_folders_entries_that_are_not_models_say_why(folder, tmp_path, capsys):
+    """A .gguf the folder's scan passed over was said to be 'not .gguf': a broken link
+    (its model deleted from the cache it pointed into) and a projector alone alike."""
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "alpha.gguf").symlink_to(folder / "alpha.gguf")
+    (mixed / "gone.gguf").symlink_to(tmp_path / "deleted.gguf")
+    (mixed / "mmproj-f16.gguf").write_bytes(b"GGUF")
+    (mixed / "notes.txt").write_text("")
+    assert main(["launch", "--models", str(mixed), "--port", "8099", "--dry-run"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "not a model" in line]
+    assert said == [
+        f"lltui: warning: {mixed}: 3 not a model: gone.gguf (a broken link), mmproj-f16.gguf "
+        "(a projector beside no model of its own), notes.txt"
+    ]
+
+
 def _ot_rules(args):
     """The -ot rules of a planned model's flags."""
     return [args[i + 1] for i, w in enumerate(args) if w == "-ot"]

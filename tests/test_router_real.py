@@ -217,7 +217,7 @@ def test_bad_input_leaves_the_other_models_serving(models, server_env, tmp_path)
     assert (end["code"], end["reason"]) == (0, "stopped")
     lines = [line for line in err.splitlines() if line.startswith("lltui: warning:")]
     assert lines == [
-        f"lltui: warning: {models_dir}: 1 not a model (not .gguf): notes.txt",
+        f"lltui: warning: {models_dir}: 1 not a model: notes.txt",
         f"lltui: warning: broken left out: {models_dir}/broken.gguf: not a GGUF file "
         "(17 bytes, too small)",
     ]

@@ -190,7 +190,7 @@ def _from_dir(directory: str, shared: LlamaArgs) -> ModelsRead:
     notes = []
     if scan.ignored:
         shown = ", ".join(scan.ignored[:5]) + (", ..." if len(scan.ignored) > 5 else "")
-        notes.append(f"{directory}: {len(scan.ignored)} not a model (not .gguf): {shown}")
+        notes.append(f"{directory}: {len(scan.ignored)} not a model: {shown}")
     entries = []
     for m in scan.models:
         words: list[str] = []

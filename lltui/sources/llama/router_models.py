@@ -34,7 +34,7 @@ class DirModel:
 @dataclass(frozen=True, slots=True)
 class DirScan:
     models: tuple[DirModel, ...]
-    ignored: tuple[str, ...]  # entries that are not models, as named in the directory
+    ignored: tuple[str, ...]  # entries that are not models, as named there (why, for a .gguf)
 
 
 def _is_mmproj(name: str) -> bool:
@@ -86,15 +86,18 @@ def scan_models_dir(directory: str) -> DirScan:
                 if found is not None:
                     models.append(found)
                 else:
-                    ignored.append(entry.name + "/")
+                    ignored.append(entry.name + "/ (no .gguf model in it)")
                 continue
-            if not entry.is_file() or not entry.name.endswith(".gguf"):
+            if not entry.name.endswith(".gguf"):
                 ignored.append(entry.name)
-                continue
-            if _is_mmproj(entry.name) or _is_draft(entry.name):
-                ignored.append(entry.name)  # a projector or draft beside no model of its own
-                continue
-            models.append(DirModel(entry.name.replace(".gguf", ""), entry.path))
+            elif not entry.is_file():
+                gone = entry.is_symlink() and not os.path.exists(entry.path)
+                ignored.append(entry.name + (" (a broken link)" if gone else " (not a file)"))
+            elif _is_mmproj(entry.name) or _is_draft(entry.name):
+                kind = "projector" if _is_mmproj(entry.name) else "draft"
+                ignored.append(f"{entry.name} (a {kind} beside no model of its own)")
+            else:
+                models.append(DirModel(entry.name.replace(".gguf", ""), entry.path))
     except OSError as exc:
         raise ModelsDirError(f"{directory}: {exc.strerror or exc}") from None
     return DirScan(tuple(models), tuple(ignored))
