@@ -232,6 +232,23 @@ def test_values_read_whatever_the_version_printed() -> None:
         load_json("[" * (33 * 2**20), "amd-smi metric")
 
 
+@pytest.mark.parametrize("absurd", [1e308, "1e400", "inf", "nan", -5])
+def test_an_absurd_value_reads_as_unsupported_not_a_crash(absurd: Any) -> None:
+    """1e308 J of energy or GB of memory overflowed to a float infinity and a traceback."""
+    static = GpuStatic(0, "u", "x", "", None)
+    fields = ("energy_mj", "memory_used", "gtt_total", "sm_clock_mhz", "ecc_corrected")
+    metric = {
+        "gpu": 0,
+        "energy": {"total_energy_consumption": v(absurd, "J")},
+        "mem_usage": {"used_vram": v(absurd, "GB"), "total_gtt": v(absurd, "MB")},
+        "clock": {"gfx_0": {"clk": v(absurd, "MHz")}},
+        "ecc": {"total_correctable_count": absurd},
+    }
+    s = read_samples(json.dumps([metric]), [static])[0]
+    assert [getattr(s, f) for f in fields] == [None] * len(fields)
+    assert to_bytes(v(absurd, "GB")) is None and pcie_gen(absurd) is None
+
+
 # --- recorded rocm-smi output ------------------------------------------------------------------
 
 

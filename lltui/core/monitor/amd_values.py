@@ -4,7 +4,8 @@
 number (6.0), a ``{"value": 42, "unit": "W"}`` object (6.1 on), and ``"N/A"`` or an
 object whose value is ``"N/A"`` where the GPU does not say. ``rocm-smi --json`` prints
 strings: ``"42.0"``, ``"(800Mhz)"``, ``"42%"``. Every reader here takes any of these and
-gives a number in the unit asked for, or None; none raises on a value it cannot read.
+gives a number in the unit asked for, or None; none raises on a value it cannot read. A
+value no 64-bit counter of the driver could hold (``1e308``) is one it cannot read.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ BYTE_UNITS: dict[str, int] = {
 }
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _UNIT = re.compile(r"[-+]?\d+(?:\.\d+)?\s*([A-Za-z/%]+)")
+# more than any reading of these tools: the driver keeps its counters in 64 bits
+LARGEST = 2.0**64
 # the most a JSON document from one of these tools holds (a 64-GPU host prints ~2 MB)
 MAX_JSON_CHARS = 32 * MIB
 
@@ -46,6 +49,10 @@ def is_na(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() in NA_WORDS
 
 
+def _finite(number: float) -> float | None:
+    return number if math.isfinite(number) and abs(number) < LARGEST else None
+
+
 def _split(value: Any) -> tuple[float | None, str | None]:
     """(number, unit) of one value, either None where it does not read."""
     unit: str | None = None
@@ -55,8 +62,7 @@ def _split(value: Any) -> tuple[float | None, str | None]:
     if isinstance(value, bool) or value is None:
         return None, unit
     if isinstance(value, int | float):
-        number = float(value)
-        return (number if math.isfinite(number) else None), unit
+        return _finite(float(value)), unit
     if not isinstance(value, str) or is_na(value):
         return None, unit
     found = _NUMBER.search(value)
@@ -65,8 +71,7 @@ def _split(value: Any) -> tuple[float | None, str | None]:
     if unit is None:
         named = _UNIT.search(value)
         unit = named.group(1) if named else None
-    number = float(found.group(0))
-    return (number if math.isfinite(number) else None), unit
+    return _finite(float(found.group(0))), unit
 
 
 def number(value: Any) -> float | None:
@@ -75,8 +80,9 @@ def number(value: Any) -> float | None:
 
 
 def integer(value: Any) -> int | None:
+    """A whole reading that cannot be negative (an index, a width, a clock, a count)."""
     n = number(value)
-    return None if n is None else round(n)
+    return None if n is None or n < 0 else round(n)
 
 
 def nonneg(value: Any) -> float | None:
@@ -91,7 +97,7 @@ def to_bytes(value: Any, default_unit: str = "b") -> int | None:
     if n is None or n < 0:
         return None
     scale = BYTE_UNITS.get((unit or default_unit).strip().lower())
-    if scale is None:
+    if scale is None or n * scale >= LARGEST:
         return None
     return round(n * scale)
 
