@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from lltui.core.topo.report import topology_to_json
 from lltui.sources.gpu.amd.cli import AmdCliSource
 from lltui.sources.gpu.amd.topo import read_amd_topology
 from lltui.sources.gpu.smi import CommandResult
+from lltui.sources.nccl.errors import NcclUnavailable
 from lltui.sources.nccl.finder import find_nccl_candidates, library_kind
+from lltui.sources.nccl.library import load_nccl
 
 FIX = Path(__file__).parent / "fixtures" / "amd"
 
@@ -167,6 +170,34 @@ def test_rccl_is_found_beside_nccl_and_named(tmp_path: Path) -> None:
     )
     assert [os.path.basename(c.path) for c in found] == ["librccl.so.1"]
     assert library_kind(found[0].path) == "rccl" and library_kind("/usr/lib/libnccl.so.2") == "nccl"
+
+
+def test_on_a_rig_of_amd_gpus_alone_rccl_is_tried_before_nccl(tmp_path, monkeypatch) -> None:
+    """`lltui nccl` on an MI300X rig loaded the libnccl.so.2 a CUDA wheel brought along,
+    before ROCm's RCCL; on an NVIDIA rig (or one without GPUs) libnccl stays first."""
+    from support.fake_amdsmi import FakeAmdSmi, mi300x
+
+    from lltui.services.nccl import nccl_report
+
+    for so in ("libnccl.so.2", "librccl.so.1"):
+        (tmp_path / so).write_bytes(b"")  # found, not loadable
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVIDIA binding, no driver
+    monkeypatch.setattr("shutil.which", lambda _: None)  # no amd-smi, no rocm-smi
+
+    def order() -> list[str]:
+        found = [c.path for c in nccl_report("auto").info.candidates]
+        return [os.path.basename(p) for p in found if p.startswith(str(tmp_path))]
+
+    assert order() == ["libnccl.so.2", "librccl.so.1"]  # no GPU here
+    FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
+    assert order() == ["librccl.so.1", "libnccl.so.2"]
+
+    def cannot_load(path: str) -> None:
+        raise OSError(f"{path}: cannot open shared object file")
+
+    with pytest.raises(NcclUnavailable, match=r"^ROCm's librccl.so.1 not found.*ships with ROCm"):
+        load_nccl(rccl_first=True, loader=cannot_load)
 
 
 def test_rccl_variables_are_known_and_explained() -> None:

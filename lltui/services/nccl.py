@@ -114,6 +114,21 @@ def _local_gpu_names() -> list[str]:
     return [] if sample is None else [g.info.name for g in sample.gpus if not g.lost]
 
 
+def _amd_gpus_alone(nvidia_names: list[str]) -> bool:
+    """Whether this machine's GPUs are AMD's alone (none of NVIDIA's, one of AMD's): ROCm's
+    RCCL is the library for them, before a libnccl that a CUDA wheel brought along."""
+    if nvidia_names:
+        return False
+    from lltui.sources.gpu.kinds import open_source
+
+    try:
+        source, info = open_source("amd", facts_only=True)
+    except (SourceUnavailable, ImportError, OSError):  # no tool, binding or GPU here
+        return False
+    source.close()
+    return bool(info.gpus)
+
+
 def _local_links() -> dict[str, str]:
     """GPU pair links from the live topology; empty where it cannot be read."""
     from lltui.core.topo.parse import parse_topology
@@ -164,7 +179,8 @@ def _local_report(
     from lltui.sources.nccl.info import local_interfaces
     from lltui.sources.nccl.library import probe_nccl
 
-    probe = probe_nccl(lib_path)
+    gpu_names = _local_gpu_names()
+    probe = probe_nccl(lib_path, rccl_first=_amd_gpus_alone(gpu_names))
     environ = os.environ if environ is None else environ
     # the environment NCCL runs with: this one plus what its configuration files add (a
     # secret's value already ***)
@@ -189,7 +205,7 @@ def _local_report(
         version=probe.version,
         env={k: v for k, v in env_all.items() if k not in spaced},
         links=links or None,
-        gpu_names=_local_gpu_names(),
+        gpu_names=gpu_names,
         interfaces=local_interfaces() or None,
     )
     findings = sorted(nccl_findings(facts) + conf_findings(settings), key=severity_rank)

@@ -142,9 +142,11 @@ def find_nccl_candidates(
     ldconfig_text: str | None = None,
     site_dirs: Sequence[str] | None = None,
     system_dirs: Sequence[str] = SYSTEM_LIB_DIRS,
+    rccl_first: bool = False,
 ) -> list[LibraryCandidate]:
-    """Every libnccl.so.2 on this machine, then every RCCL (librccl.so.1, ROCm's, in
-    /opt/rocm and torch's ROCm wheels), in the order lltui tries them."""
+    """Every libnccl.so.2 on this machine and every RCCL (librccl.so.1, ROCm's, in
+    /opt/rocm and torch's ROCm wheels), in the order lltui tries them: NVIDIA's first, RCCL
+    first where the caller knows the GPUs are all AMD (``rccl_first``)."""
     env = os.environ if environ is None else environ
     nccl = _find_candidates(
         (NCCL_SONAME,),
@@ -165,7 +167,8 @@ def find_nccl_candidates(
         site_dirs=site_dirs,
         system_dirs=[*system_dirs, *rocm],
     )
-    return nccl + [c for c in rccl if c.path not in {n.path for n in nccl}]
+    first, then = (rccl, nccl) if rccl_first else (nccl, rccl)
+    return first + [c for c in then if c.path not in {f.path for f in first}]
 
 
 def library_kind(path: str | None) -> str | None:

@@ -93,9 +93,13 @@ class NcclLibrary:
 
 
 def load_nccl(
-    lib_path: str | None = None, *, loader: Callable[[str], Any] = load_cdll
+    lib_path: str | None = None,
+    *,
+    loader: Callable[[str], Any] = load_cdll,
+    rccl_first: bool = False,
 ) -> NcclLibrary:
-    """Load libnccl: the path given (or $LLTUI_NCCL_LIB), else the first candidate that loads.
+    """Load libnccl: the path given (or $LLTUI_NCCL_LIB), else the first candidate that loads
+    (ROCm's RCCL tried first with ``rccl_first``, for a rig of AMD GPUs alone).
 
     Raises NcclUnavailable with where it looked.
     """
@@ -103,7 +107,8 @@ def load_nccl(
     if explicit:
         candidates = [LibraryCandidate(explicit, "explicit")]
     else:
-        candidates = [*find_nccl_candidates(), LibraryCandidate(NCCL_SONAME, "dlopen")]
+        found = find_nccl_candidates(rccl_first=rccl_first)
+        candidates = [*found, LibraryCandidate(NCCL_SONAME, "dlopen")]
     errors: list[str] = []
     for c in candidates:
         try:
@@ -112,10 +117,17 @@ def load_nccl(
             errors.append(load_failure(c.path, exc))
     if explicit:
         raise NcclUnavailable(f"cannot load {errors[0]}")
+    looked = (
+        "(looked in LD_LIBRARY_PATH, ldconfig, system directories, /opt/rocm, "
+        "nvidia-nccl-cu12/cu13 wheels, torch)"
+    )
+    if rccl_first:
+        raise NcclUnavailable(
+            f"ROCm's librccl.so.1 not found, nor libnccl.so.2 {looked}; RCCL ships with "
+            f"ROCm (/opt/rocm/lib), or name it with {NCCL_LIB_ENV}"
+        )
     raise NcclUnavailable(
-        "libnccl.so.2 not found, nor ROCm's librccl.so.1 (looked in LD_LIBRARY_PATH, "
-        "ldconfig, system directories, /opt/rocm, nvidia-nccl-cu12/cu13 wheels, torch); "
-        "pip install nvidia-nccl-cu12"
+        f"libnccl.so.2 not found, nor ROCm's librccl.so.1 {looked}; pip install nvidia-nccl-cu12"
     )
 
 
@@ -137,12 +149,12 @@ class NcclProbe:
         }
 
 
-def probe_nccl(lib_path: str | None = None) -> NcclProbe:
+def probe_nccl(lib_path: str | None = None, *, rccl_first: bool = False) -> NcclProbe:
     """What libnccl is here, without raising."""
     explicit = explicit_path(lib_path, NCCL_LIB_ENV, NCCL_SONAME)
-    candidates = tuple(find_nccl_candidates()) if not explicit else ()
+    candidates = tuple(find_nccl_candidates(rccl_first=rccl_first)) if not explicit else ()
     try:
-        lib = load_nccl(lib_path)
+        lib = load_nccl(lib_path, rccl_first=rccl_first)
     except NcclUnavailable as exc:
         return NcclProbe(False, None, None, None, None, candidates, str(exc))
     return NcclProbe(True, lib.version, lib.version_code, lib.path, lib.found_by, candidates)
