@@ -839,6 +839,32 @@ def test_doctor_on_an_amd_rig_with_no_nvidia_driver_says_monitoring_works(monkey
     assert code == 0 and out.rstrip().endswith("GPU monitoring works here."), out
 
 
+@pytest.mark.parametrize("vendor", ["amd", "nvidia"])
+def test_doctor_speaks_of_the_nccl_of_the_rig(monkeypatch, vendor) -> None:
+    """An MI300X rig was told "libnccl.so.2 not found -> pip install nvidia-nccl-cu12 (only
+    needed for `lltui nccl bench`)": its library is ROCm's RCCL, and the bench, which drives
+    GPUs through the CUDA runtime, does not run on its GPUs."""
+    from support.fake_pynvml import FakeNvml, make_gpus
+
+    from lltui.services.doctor import run_checks
+
+    monkeypatch.setenv("LLTUI_NCCL_LIB", "/nonexistent/libnccl.so.2")
+    if vendor == "amd":
+        FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
+        monkeypatch.setitem(sys.modules, "pynvml", None)
+    else:
+        FakeNvml(make_gpus(1)).install(monkeypatch)
+        monkeypatch.setitem(sys.modules, "amdsmi", None)
+        monkeypatch.setattr("shutil.which", lambda name, **_: None)
+    (nccl,) = [c for c in run_checks() if c.name == "libnccl"]
+    if vendor == "amd":
+        assert nccl.detail == "librccl.so.1 not found" and nccl.hint
+        assert "ships with ROCm" in nccl.hint and "does not run on AMD GPUs" in nccl.hint
+    else:
+        assert nccl.detail == "libnccl.so.2 not found"
+        assert nccl.hint == "pip install nvidia-nccl-cu12 (only needed for `lltui nccl bench`)"
+
+
 @pytest.mark.parametrize(("amd", "said"), [("AMD Radeon RX 7900 XTX", True), ("8060S", False)])
 def test_doctor_with_nvidia_and_amd_gpus_names_the_build_that_sees_both(monkeypatch, amd, said):
     """One llama.cpp CUDA build cannot see the AMD GPU, a HIP build the NVIDIA one: doctor

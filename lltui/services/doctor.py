@@ -148,23 +148,35 @@ def _read_amd() -> tuple[Check, int]:
     ), discrete
 
 
-def check_nccl() -> Check:
+# what a rig of AMD GPUs alone is told of its NCCL: ROCm's RCCL, which the bench cannot drive
+RCCL_HINT = (
+    "RCCL ships with ROCm (/opt/rocm/lib; LLTUI_NCCL_LIB names another); `lltui nccl` reads "
+    "its version and settings, `lltui nccl bench` does not run on AMD GPUs (it drives GPUs "
+    "through the CUDA runtime)"
+)
+
+
+def check_nccl(amd_alone: bool = False) -> Check:
+    """The NCCL library; on a rig of AMD GPUs alone (``amd_alone``), ROCm's RCCL."""
     try:
-        from lltui.sources.nccl import get_nccl_info
+        from lltui.sources.nccl import probe_nccl
     except ImportError as exc:
         return Check("libnccl", ERROR, f"NCCL probe unavailable: {exc}")
+    soname = "librccl.so.1" if amd_alone else "libnccl.so.2"
     try:
-        info = get_nccl_info()
+        probe = probe_nccl(rccl_first=amd_alone)
     except Exception as exc:  # a broken library must not break the doctor
-        return Check("libnccl", ERROR, f"libnccl.so.2 could not be read: {exc}")
-    if not info.get("available"):
+        return Check("libnccl", ERROR, f"{soname} could not be read: {exc}")
+    if not probe.available:
+        if amd_alone:
+            return Check("libnccl", MISSING, f"{soname} not found", hint=RCCL_HINT)
         return Check(
             "libnccl",
             MISSING,
-            "libnccl.so.2 not found",
+            f"{soname} not found",
             hint="pip install nvidia-nccl-cu12 (only needed for `lltui nccl bench`)",
         )
-    return Check("libnccl", OK, str(info.get("path") or "found"), version=info.get("version"))
+    return Check("libnccl", OK, probe.path or "found", version=probe.version)
 
 
 def check_llama_server() -> Check:
@@ -225,7 +237,7 @@ def run_checks(config: str | None = None) -> list[Check]:
         from lltui.core.memory.devices import MIXED_VENDOR_BUILD
 
         checks.append(Check("gpu-vendors", WARN, f"NVIDIA and AMD GPUs here: {MIXED_VENDOR_BUILD}"))
-    checks.append(check_nccl())
+    checks.append(check_nccl(amd_alone=amd.status == OK and not nvidia))
     checks.append(check_llama_server())
     checks.append(check_config(config))
     return checks
