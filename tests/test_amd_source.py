@@ -823,10 +823,26 @@ def test_doctor_says_what_the_amd_source_reads(monkeypatch: pytest.MonkeyPatch) 
 
     FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
     check, _discrete = _read_amd()
-    assert check.status == OK and check.detail == "2 AMD GPU(s) through amdsmi: AMD Instinct MI300X"
+    assert check.status == OK and (check.detail, check.version) == (
+        "2 AMD GPU(s) through the amdsmi binding: AMD Instinct MI300X; amdgpu driver",
+        "6.10.5",
+    )
     monkeypatch.setitem(sys.modules, "amdsmi", None)
     monkeypatch.setattr("shutil.which", lambda _: None)
     assert _read_amd()[0].status == MISSING
+    # the tools: "through amd: ... 6.4.1" said neither amd-smi nor that 6.4.1 is ROCm's
+    rocm_smi = Tools({("--json",): fixture("rocm-smi/7900xt-productname-use-meminfo.json")})
+    for tools, which, detail, version in [
+        (amd_smi_tools(), "amd-smi", "2 AMD GPU(s) through amd-smi: AMD Instinct MI300X; ROCm",
+         "6.4.1"),
+        (rocm_smi, "rocm-smi", "1 AMD GPU(s) through rocm-smi: Radeon RX 7900 XT", None),
+    ]:  # fmt: skip
+        here = AmdCliSource(
+            runner=tools, which=lambda t, w=which: t if t == w else None, host_sampler=NO_HOST
+        )
+        monkeypatch.setattr("lltui.sources.gpu.amd.cli.AmdCliSource", lambda *a, h=here, **k: h)
+        check = _read_amd()[0]
+        assert (check.detail, check.version) == (detail, version)
 
 
 def test_doctor_on_an_amd_rig_with_no_nvidia_driver_says_monitoring_works(monkeypatch, capsys):

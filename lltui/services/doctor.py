@@ -138,11 +138,13 @@ def _read_amd() -> tuple[Check, int]:
         return missing, 0
     names = ", ".join(sorted({g.name for g in info.gpus}))
     discrete = sum(g.unified_memory is False for g in info.gpus)  # the catalog's word
+    version = info.rocm_version or info.driver_version
+    of = ("; ROCm" if info.rocm_version else "; amdgpu driver") if version else ""
     return Check(
         "amd",
         OK,
-        f"{len(info.gpus)} AMD GPU(s) through {source.name}: {names}",
-        version=info.rocm_version or info.driver_version,
+        f"{len(info.gpus)} AMD GPU(s) through {source.reader or source.name}: {names}{of}",
+        version=version,
         essential=True,
         vendor="amd",
     ), discrete

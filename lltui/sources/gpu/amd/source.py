@@ -34,6 +34,7 @@ class AmdSource:
         self.port = port
         self.timeout = timeout  # an open's, a poll's commands (a fleet's --host-timeout)
         self.name = "amd" if host is None else f"amd:{host}"
+        self.reader: str | None = None  # what answered: the amdsmi binding, amd-smi, rocm-smi
         self._inner: GpuSource | None = None
 
     def open(self) -> RigInfo:
@@ -50,6 +51,7 @@ class AmdSource:
                 info = binding.open()
                 self._inner = binding
                 self.name = binding.name
+                self.reader = "the amdsmi binding"
                 return info
             except ImportError:
                 reasons.append(NO_BINDING)
@@ -65,6 +67,7 @@ class AmdSource:
             cli.close()  # its ssh master, where the host answered and its tools did not
             raise SourceUnavailable("; ".join([*reasons, str(exc)])) from None
         self.name = cli.name
+        self.reader = cli.tool
         return info
 
     def poll(self) -> RigSample:
