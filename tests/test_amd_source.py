@@ -163,6 +163,14 @@ def test_every_metric_field_of_amd_smi_reaches_the_sample() -> None:
     assert s.throttle_reasons == ("power cap", "hbm thermal")
 
 
+def test_amd_smi_pcie_traffic_is_mib_per_second() -> None:
+    """amd-smi prints a second's PCIe bytes // 1024 // 1024 as "Mb/s" (amdsmi_cli's
+    amdsmi_commands.py, ROCm/amdsmi): 100 of them were read as 100 MB/s, 4.6% short."""
+    pcie = {"current_bandwidth_sent": v(100, "Mb/s"), "current_bandwidth_received": 25}
+    s = read_samples(json.dumps([{"gpu": 0, "pcie": pcie}]), [GpuStatic(0, "u", "x", "", None)])
+    assert (s[0].pcie_tx_kbs, s[0].pcie_rx_kbs) == (100 * 1024, 25 * 1024)
+
+
 def test_the_three_json_shapes_of_amd_smi_read_alike() -> None:
     static = GpuStatic(0, "u", "x", "", None)
     bare = {"gpu": 0, "usage": {"gfx_activity": 5}, "power": {"average_socket_power": 90}}

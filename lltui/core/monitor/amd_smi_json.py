@@ -46,7 +46,9 @@ from lltui.core.units import KIB, MIB
 VENDOR = "amd"
 # Mb/s (amd-smi's PCIe bandwidth unit) -> KiB/s (lltui's link rates, as NVML gives them)
 MBIT_TO_KIBS = 1e6 / 8 / KIB
-MBYTE_TO_KIBS = 1e6 / KIB
+# the PCIe traffic amd-smi prints as "Mb/s" (older releases "MB/s") is MiB/s: its CLI divides the
+# bytes of a second by 1024 twice (amdsmi_cli/amdsmi_commands.py, ROCm/amdsmi)
+MIB_TO_KIBS = MIB / KIB
 
 
 def gpu_entries(output: str, what: str) -> list[dict[str, Any]]:
@@ -179,8 +181,8 @@ def _pcie(metric: Mapping[str, Any]) -> dict[str, Any]:
         "pcie_gen": pcie_gen(pcie.get("speed")),
         "pcie_width": width if width else None,
         "pcie_bw_kbs": None if bw is None else bw * MBIT_TO_KIBS,
-        "pcie_tx_kbs": None if sent is None else sent * MBYTE_TO_KIBS,
-        "pcie_rx_kbs": None if received is None else received * MBYTE_TO_KIBS,
+        "pcie_tx_kbs": None if sent is None else sent * MIB_TO_KIBS,
+        "pcie_rx_kbs": None if received is None else received * MIB_TO_KIBS,
     }
 
 
