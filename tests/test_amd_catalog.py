@@ -76,6 +76,28 @@ def test_gpus_spec_names_amd_devices_as_the_rocm_build_does() -> None:
     assert [d.description for d in mixed.devices][1:] == ["", "AMD Instinct MI100"]
 
 
+@pytest.mark.parametrize(
+    ("gpus", "words"),
+    [("2x7900 XTX", "ROCm's HIP build shares the CUDA backend's"), ("RTX 4090,7900 XTX", "CUDA's")],
+)
+def test_the_compute_buffer_note_names_the_backend_planned(tmp_path, gpus, words) -> None:
+    """fit on two RX 7900 XTX said "CUDA's allocation rules are planned": ROCm's rules are
+    the CUDA backend's, which HIP shares, and the note now says so."""
+    from support import gguf_factory as gf
+
+    from lltui.core.cmdline.flags import parse_llama_args
+    from lltui.core.fit.estimate import FitOptions, estimate
+    from lltui.core.fit.report import result_to_text
+    from lltui.core.gguf.reader import read_gguf
+
+    path = tmp_path / "llama.gguf"
+    gf.write_model(path, gf.llama_spec(), "F16")
+    devices = parse_gpus_spec(gpus).devices
+    res = estimate(read_gguf(path), parse_llama_args(["-c", "1024"]), devices, FitOptions(False))
+    assert res.compute_note.startswith(words), res.compute_note
+    assert f"compute buffers: approximate ({res.compute_note})" in result_to_text(res)
+
+
 def test_unified_apus_take_their_memory_from_the_host() -> None:
     halo = find_gpu("Strix Halo")
     assert halo is not None and halo.unified and halo.mib == 128 * 1024

@@ -819,6 +819,27 @@ def test_the_simulated_mi300x_rig_reports_what_amd_smi_would() -> None:
         assert s.temp_c == s.hotspot_temp_c and s.gtt_total and s.pstate is None
 
 
+def test_a_rig_of_amd_gpus_alone_shows_no_cuda_column_or_cuda_index() -> None:
+    """Every AMD GPU's CUDA cell was "-" under a CUDA column, and its detail screen said
+    "CUDA index -": CUDA does not see them. The column stays where an NVIDIA GPU is."""
+    from lltui.app.rig_model import RigModel
+    from lltui.app.screens.gpu_detail import render_detail
+    from lltui.core.monitor.history import RigHistory
+
+    for profile, column in (("8xmi300x", False), ("2x4090-2x7900xtx", True)):
+        source = SimSource(profile)
+        source.open()
+        sample = source.poll()
+        for width in (None, 70):
+            head = next(ln for ln in rig_to_text(sample, width).splitlines() if ln[:3] == "GPU")
+            assert (" CU" in head) == column, head
+        model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+        model.apply(sample)
+        title = render_detail(sample.gpus[-1], model, 80, 60).splitlines()[0]
+        assert "CUDA" not in title and "gfx target gfx" in title
+        assert column or title.endswith("partition SPX/NPS1")
+
+
 def test_the_mixed_rig_keeps_cuda_numbers_for_the_nvidia_gpus_only() -> None:
     info = SimSource("2x4090-2x7900xtx").open()
     assert [g.cuda_index for g in info.gpus] == [0, 1, None, None]

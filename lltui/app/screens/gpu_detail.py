@@ -13,7 +13,7 @@ from lltui.app.screens.base import HistoryModal
 from lltui.app.widgets.gpu_card import num
 from lltui.app.widgets.status import fmt_window
 from lltui.core.monitor.commands import command_label
-from lltui.core.monitor.models import GpuSample
+from lltui.core.monitor.models import GpuSample, GpuStatic
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, fmt_energy_mj, spark
 
 
@@ -28,11 +28,20 @@ def _v(value: object) -> str:
     return "-" if value is None else escape(str(value))
 
 
+def _runtime(info: GpuStatic) -> str:
+    """Its CUDA index; an AMD GPU, which CUDA does not see: the ISA HIP builds for, and an
+    Instinct's partition modes (as its card says)."""
+    if info.vendor != "amd":
+        return f"CUDA index {_v(info.cuda_index)}"
+    parts = "/".join(p for p in (info.compute_partition, info.memory_partition) if p)
+    return f"gfx target {_v(info.gfx_target)}" + (f"  partition {escape(parts)}" if parts else "")
+
+
 def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> str:
     info = g.info
     cc = info.compute_capability
     lines = [
-        f"[b]GPU{info.index} {escape(info.name)}[/b]  CUDA index {_v(info.cuda_index)}",
+        f"[b]GPU{info.index} {escape(info.name)}[/b]  {_runtime(info)}",
         f"UUID {escape(info.uuid)}   PCI {escape(info.pci_bus_id)}",
         f"compute {cc[0]}.{cc[1]}" if cc else "compute -",
         f"VBIOS {_v(info.vbios)}   serial {_v(info.serial)}"

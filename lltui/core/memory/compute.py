@@ -13,16 +13,18 @@ from lltui.core.memory.common import (
     SCHED_MAX_COPIES,
     buffer_alignment,
     device_alloc_size,
+    is_gpu,
     pad,
 )
 from lltui.core.memory.compute_graph import (
     CUDA_NOTE,
+    ROCM_NOTE,
     ComputeLayout,
     Planned,
     planned_compute_buffers,
 )
 from lltui.core.memory.context import Resolved
-from lltui.core.memory.devices import DeviceSpec, host_buffer
+from lltui.core.memory.devices import ROCM_PREFIX, DeviceSpec, host_buffer
 from lltui.core.memory.hparams import Hparams
 from lltui.core.memory.placement import TensorPlacement, derived, is_matmul_name
 
@@ -105,7 +107,9 @@ def compute_buffers(layout: ComputeLayout) -> ComputeBuffers:
     them: from the modelled graph where it covers the model and layout, else the formula."""
     planned = planned_compute_buffers(layout)
     if isinstance(planned, Planned):
-        return ComputeBuffers(planned.sizes, planned.exact, "" if planned.exact else CUDA_NOTE)
+        gpus = {d.backend_name for d in layout.devices if is_gpu(d)}
+        note = ROCM_NOTE if gpus == {ROCM_PREFIX} else CUDA_NOTE
+        return ComputeBuffers(planned.sizes, planned.exact, "" if planned.exact else note)
     return ComputeBuffers(formula_compute_buffers(layout), False, f"formula: {planned}")
 
 

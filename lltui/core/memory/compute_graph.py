@@ -512,6 +512,11 @@ class Planned:
 
 
 CUDA_NOTE = "CUDA's allocation rules are planned, not checked on a GPU"
+# an AMD rig's devices: HIP is the CUDA backend's code, its allocation rules the same
+ROCM_NOTE = (
+    "ROCm's HIP build shares the CUDA backend's allocation rules; they are planned, "
+    "not checked on a GPU"
+)
 
 
 def planned_compute_buffers(layout: ComputeLayout) -> Planned | str:

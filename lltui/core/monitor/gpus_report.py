@@ -163,13 +163,20 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GIB:.1f}"
 
 
-def _narrow_row(g: GpuSample) -> str:
+def _cuda_column(sample: RigSample) -> bool:
+    """Whether the table has a CUDA index column: not on a rig of AMD GPUs alone, which CUDA
+    does not see (ROCm numbers them apart, and the tools read no HIP order to show)."""
+    return not sample.gpus or any(g.info.vendor != "amd" for g in sample.gpus)
+
+
+def _narrow_row(g: GpuSample, cuda_column: bool = True) -> str:
     """One GPU in about 60 columns: short name, GiB, watts."""
     i = g.info
     cuda = "-" if i.cuda_index is None else str(i.cuda_index)
+    ids = f"{i.index:>2} {cuda:>2}" if cuda_column else f"{i.index:>2}"
     name = one_line(short_gpu_name(i.name))[:18]
     if g.lost:
-        return f"{i.index:>2} {cuda:>2} {name:<18} LOST: {one_line(g.error or 'gone')}"
+        return f"{ids} {name:<18} LOST: {one_line(g.error or 'gone')}"
     mem = f"{_gib(g.memory_used)}/{_gib(i.memory_total)}G"
     watts = g.power_w is not None and math.isfinite(g.power_w)
     limit = g.power_limit_w is not None and math.isfinite(g.power_limit_w)
@@ -177,7 +184,7 @@ def _narrow_row(g: GpuSample) -> str:
     power += f"/{g.power_limit_w:.0f}W" if limit else "W"
     reasons = one_line(", ".join(g.throttle_reasons or ()) or "-")
     return (
-        f"{i.index:>2} {cuda:>2} {name:<18} {mem:>11} {fmt_pct(g.util_gpu):>4}"
+        f"{ids} {name:<18} {mem:>11} {fmt_pct(g.util_gpu):>4}"
         f" {power:>9} {fmt_temp(g.temp_c):>5} {reasons}"
     )
 
@@ -204,38 +211,44 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
     if info.rocm_version:
         head += f"  ROCm {one_line(info.rocm_version)}"
     lines.append(head)
+    cuda_column = _cuda_column(sample)
     if narrow:
-        cols = f"{'GPU':>2} {'CU':>2} {'name':<18} {'mem used/total':>11} {'util':>4}"
+        ids = f"{'GPU':>2} {'CU':>2}" if cuda_column else f"{'GPU':>2}"
+        cols = f"{ids} {'name':<18} {'mem used/total':>11} {'util':>4}"
         lines.append(cols + f" {'power':>9} {'temp':>5} throttle")
     else:
         # as wide as the widest row's (196592 MiB cards: 23 characters)
         mem_w = max([22, *(len(_memory(g)) for g in sample.gpus if not g.lost)])
-        cols = f"{'GPU':>3} {'CUDA':>4}  {'name':<26} {'memory used / total':>{mem_w}} {'util':>5}"
+        ids = f"{'GPU':>3} {'CUDA':>4}" if cuda_column else f"{'GPU':>3}"
+        cols = f"{ids}  {'name':<26} {'memory used / total':>{mem_w}} {'util':>5}"
         lines.append(cols + f" {'power':>13} {'temp':>5}  throttle")
+    lead = 10 if cuda_column else 5  # where the name column starts
     for g in sample.gpus:
         i = g.info
         if narrow:
-            lines.append(_narrow_row(g))
+            lines.append(_narrow_row(g, cuda_column))
             lines += _gtt_lines(g, 3)
             lines += _xid_lines(g)
             continue
         cuda = "-" if i.cuda_index is None else str(i.cuda_index)
+        ids = f"{i.index:>3} {cuda:>4}" if cuda_column else f"{i.index:>3}"
         name = one_line(i.name)[:26]
         if g.lost:
-            lines.append(f"{i.index:>3} {cuda:>4}  {name:<26} LOST: {one_line(g.error or 'gone')}")
+            lines.append(f"{ids}  {name:<26} LOST: {one_line(g.error or 'gone')}")
             lines += _xid_lines(g)
             continue
         power = f"{fmt_watts(g.power_w)} / {fmt_watts(g.power_limit_w)}"
         reasons = one_line(", ".join(g.throttle_reasons or ()) or "-")
         lines.append(
-            f"{i.index:>3} {cuda:>4}  {name:<26} {_memory(g):>{mem_w}} {fmt_pct(g.util_gpu):>5}"
+            f"{ids}  {name:<26} {_memory(g):>{mem_w}} {fmt_pct(g.util_gpu):>5}"
             f" {power:>13} {fmt_temp(g.temp_c):>5}  {reasons}"
         )
         if g.pcie_rx_kbs is not None or g.pcie_tx_kbs is not None:
             lines.append(
-                f"{'':>10}PCIe rx {fmt_rate_kbs(g.pcie_rx_kbs)}  tx {fmt_rate_kbs(g.pcie_tx_kbs)}"
+                f"{'':>{lead}}PCIe rx {fmt_rate_kbs(g.pcie_rx_kbs)}"
+                f"  tx {fmt_rate_kbs(g.pcie_tx_kbs)}"
             )
-        lines += _gtt_lines(g, 10)
+        lines += _gtt_lines(g, lead)
         lines += _mig_lines(g)
         lines += [
             f"{'':>6}vGPU {v.instance} {v.type_name}  {fmt_mib(v.memory_used)} / "
