@@ -840,6 +840,26 @@ def test_a_rig_of_amd_gpus_alone_shows_no_cuda_column_or_cuda_index() -> None:
         assert column or title.endswith("partition SPX/NPS1")
 
 
+@pytest.mark.parametrize("profile", ["8xmi300x", "8xh100-sxm"])
+def test_the_narrow_table_s_header_stands_over_its_columns(profile: str) -> None:
+    """The narrow gpus table: its header's words start (the name) and end (the memory) where
+    each row's cells do; they were one column to the right of the rows (with or without the
+    CUDA column)."""
+    import re
+
+    source = SimSource(profile)
+    source.open()
+    lines = rig_to_text(source.poll(), 70).splitlines()
+    source.close()
+    at = next(k for k, ln in enumerate(lines) if ln.lstrip().startswith("GPU"))
+    head, row = lines[at], lines[at + 1]
+    name = row.split()[2 if " CU " in head else 1]
+    assert head.index("name") == row.index(name), (head, row)
+    mem = re.search(r"\S+/\S+G", row)
+    assert mem is not None
+    assert head.index("used/total") + len("used/total") == mem.end(), (head, row)
+
+
 def test_the_mixed_rig_keeps_cuda_numbers_for_the_nvidia_gpus_only() -> None:
     info = SimSource("2x4090-2x7900xtx").open()
     assert [g.cuda_index for g in info.gpus] == [0, 1, None, None]

@@ -173,7 +173,7 @@ def _narrow_row(g: GpuSample, cuda_column: bool = True) -> str:
     """One GPU in about 60 columns: short name, GiB, watts."""
     i = g.info
     cuda = "-" if i.cuda_index is None else str(i.cuda_index)
-    ids = f"{i.index:>2} {cuda:>2}" if cuda_column else f"{i.index:>2}"
+    ids = f"{i.index:>3} {cuda:>2}" if cuda_column else f"{i.index:>3}"
     name = one_line(short_gpu_name(i.name))[:18]
     if g.lost:
         return f"{ids} {name:<18} LOST: {one_line(g.error or 'gone')}"
@@ -213,8 +213,8 @@ def _rig_text(sample: RigSample, *, narrow: bool) -> str:
     lines.append(head)
     cuda_column = _cuda_column(sample)
     if narrow:
-        ids = f"{'GPU':>2} {'CU':>2}" if cuda_column else f"{'GPU':>2}"
-        cols = f"{ids} {'name':<18} {'mem used/total':>11} {'util':>4}"
+        ids = f"{'GPU':>3} {'CU':>2}" if cuda_column else f"{'GPU':>3}"
+        cols = f"{ids} {'name':<18} {'used/total':>11} {'util':>4}"
         lines.append(cols + f" {'power':>9} {'temp':>5} throttle")
     else:
         # as wide as the widest row's (196592 MiB cards: 23 characters)
