@@ -912,8 +912,12 @@ def test_doctor_speaks_of_the_nccl_of_the_rig(monkeypatch, vendor) -> None:
     from support.fake_pynvml import FakeNvml, make_gpus
 
     from lltui.services.doctor import run_checks
+    from lltui.sources import nccl as nccl_source
+    from lltui.sources.nccl.library import NcclProbe
 
-    monkeypatch.setenv("LLTUI_NCCL_LIB", "/nonexistent/libnccl.so.2")
+    monkeypatch.delenv("LLTUI_NCCL_LIB", raising=False)
+    missing = NcclProbe(False, None, None, None, None, (), "not found")
+    monkeypatch.setattr(nccl_source, "probe_nccl", lambda *a, **k: missing)
     if vendor == "amd":
         FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
         monkeypatch.setitem(sys.modules, "pynvml", None)
@@ -928,6 +932,20 @@ def test_doctor_speaks_of_the_nccl_of_the_rig(monkeypatch, vendor) -> None:
     else:
         assert nccl.detail == "libnccl.so.2 not found"
         assert nccl.hint == "pip install nvidia-nccl-cu12 (only needed for `lltui nccl bench`)"
+
+
+def test_doctor_says_why_the_nccl_library_named_did_not_load(monkeypatch) -> None:
+    """LLTUI_NCCL_LIB naming a library that does not load: doctor said "libnccl.so.2 not
+    found -> pip install nvidia-nccl-cu12", as if it had searched; it says the load's error,
+    as lltui nccl does, and how to search instead."""
+    from lltui.core.doctor import ERROR
+    from lltui.services.doctor import check_nccl
+
+    monkeypatch.setenv("LLTUI_NCCL_LIB", "/nonexistent/libnccl.so.2")
+    check = check_nccl()
+    assert check.status == ERROR
+    assert check.detail.startswith("cannot load /nonexistent/libnccl.so.2"), check.detail
+    assert check.hint and "unset LLTUI_NCCL_LIB" in check.hint
 
 
 @pytest.mark.parametrize(("amd", "said"), [("AMD Radeon RX 7900 XTX", True), ("8060S", False)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -162,6 +163,7 @@ def check_nccl(amd_alone: bool = False) -> Check:
     """The NCCL library; on a rig of AMD GPUs alone (``amd_alone``), ROCm's RCCL."""
     try:
         from lltui.sources.nccl import probe_nccl
+        from lltui.sources.nccl.finder import NCCL_LIB_ENV
     except ImportError as exc:
         return Check("libnccl", ERROR, f"NCCL probe unavailable: {exc}")
     soname = "librccl.so.1" if amd_alone else "libnccl.so.2"
@@ -170,6 +172,13 @@ def check_nccl(amd_alone: bool = False) -> Check:
     except Exception as exc:  # a broken library must not break the doctor
         return Check("libnccl", ERROR, f"{soname} could not be read: {exc}")
     if not probe.available:
+        if os.environ.get(NCCL_LIB_ENV):  # the library named: why it did not load, not a search
+            return Check(
+                "libnccl",
+                ERROR,
+                probe.reason or f"{NCCL_LIB_ENV} did not load",
+                hint=f"unset {NCCL_LIB_ENV} to search for {soname}, or name one that loads",
+            )
         if amd_alone:
             return Check("libnccl", MISSING, f"{soname} not found", hint=RCCL_HINT)
         return Check(
