@@ -200,6 +200,29 @@ def test_on_a_rig_of_amd_gpus_alone_rccl_is_tried_before_nccl(tmp_path, monkeypa
         load_nccl(rccl_first=True, loader=cannot_load)
 
 
+def test_nccl_bench_on_amd_gpus_alone_says_it_does_not_run_there(monkeypatch, capsys) -> None:
+    """`lltui nccl bench` on an MI300X rig said to pip install NVIDIA's CUDA runtime: the
+    bench drives GPUs through it and cannot drive AMD's at all."""
+    from support.fake_amdsmi import FakeAmdSmi, mi300x
+
+    from lltui import sources
+    from lltui.cli import main
+
+    def no_cudart(**_: object) -> None:
+        raise NcclUnavailable("the CUDA runtime (libcudart) was not found; pip install it")
+
+    monkeypatch.setattr(sources.nccl, "run_allreduce_bench", no_cudart)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr("shutil.which", lambda _: None)
+    assert main(["nccl", "bench"]) == 1
+    assert "pip install" in capsys.readouterr().err  # no GPU here: the library is the miss
+    FakeAmdSmi([mi300x(0), mi300x(1)]).install(monkeypatch)
+    assert main(["nccl", "bench"]) == 1
+    err = capsys.readouterr().err
+    assert "does not run on AMD GPUs" in err and "pip install" not in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_rccl_variables_are_known_and_explained() -> None:
     assert is_known_variable("RCCL_MSCCL_ENABLE") and is_known_variable("HSA_FORCE_FINE_GRAIN_PCIE")
     assert "MSCCL off" in explain_variable("RCCL_MSCCL_ENABLE", "0")

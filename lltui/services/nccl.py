@@ -244,6 +244,12 @@ def nccl_report(
     return _local_report(spec, source, lib_path, environ)
 
 
+AMD_BENCH = (
+    "the bandwidth test drives GPUs through the CUDA runtime and does not run on AMD GPUs; "
+    "rccl-tests' all_reduce_perf measures RCCL there (lltui nccl tests FILE reads its output)"
+)
+
+
 class BenchFailed(Exception):
     """The all-reduce bench could not run or failed; ``str()`` is one line, ``code`` 2 for
     settings it refused, 1 for a library or GPU that failed."""
@@ -261,6 +267,8 @@ def allreduce_bench(**settings: Any) -> BenchResult:
     try:
         return run_allreduce_bench(**settings)
     except (NcclUnavailable, NCCLError, CudaError, OSError) as exc:
+        if _amd_gpus_alone(_local_gpu_names()):  # not a library to install: no AMD path
+            raise BenchFailed(AMD_BENCH) from None
         raise BenchFailed(str(exc)) from None
     except ValueError as exc:
         raise BenchFailed(str(exc), 2) from None
