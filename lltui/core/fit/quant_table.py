@@ -33,14 +33,9 @@ class QuantFit:
 
     @property
     def fits(self) -> bool | None:
-        """Whether it fits; None where it cannot be told: no estimate, or it fits where the
-        free memory is known and a device whose memory is not (an rpc-server that did not
-        answer) holds some of it."""
-        if self.result is None:
-            return None
-        if self.result.fits and self.unknown_on:
-            return None
-        return self.result.fits
+        """Whether it fits; None where it cannot be told: no estimate, or a device's free
+        memory is not known (FitResult.fits_told)."""
+        return None if self.result is None else self.result.fits_told
 
     @property
     def fits_word(self) -> str:
@@ -49,12 +44,8 @@ class QuantFit:
 
     @property
     def unknown_on(self) -> list[str]:
-        """The devices holding some of it whose free memory is not known."""
-        res = self.result
-        if res is None:
-            return []
-        return [d.name for d in res.devices if d.kind != "cpu" and d.fits is None
-                and d.total_bytes > 0]  # fmt: skip
+        """The devices whose free memory is not known."""
+        return [] if self.result is None else self.result.unknown_on
 
     @property
     def max_ctx(self) -> int | None:

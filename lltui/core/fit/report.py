@@ -129,12 +129,6 @@ def _part_line(p: PartEstimate) -> str:
     return f"{label} {one_line(p.path)}: {', '.join(where) or 'nothing'} MiB{approx}"
 
 
-def unknown_room(res: FitResult) -> list[str]:
-    """The devices whose free memory is not known (an rpc-server that did not answer, a
-    device given with no size): whether the model fits there cannot be told."""
-    return [d.name for d in res.devices if d.kind != "cpu" and d.fits is None]
-
-
 def result_to_json(res: FitResult) -> dict[str, Any]:
     """The ``fit --json`` contract (DESIGN.md), integer bytes, plus the details behind it."""
     r = res.resolved
@@ -157,9 +151,10 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
         "host": fields_of(
             res.host, "weights_bytes mapped_bytes kv_bytes output_bytes compute_bytes total_bytes"
         ),
-        **fields_of(res, "fits max_ctx compute_exact compute_note"),
-        # "fits" holds where the free memory is known: the devices it is not known on
-        "fits_unknown_on": unknown_room(res),
+        # null where some of it is on a device whose free memory is not known: those devices
+        "fits": res.fits_told,
+        "fits_unknown_on": res.unknown_on,
+        **fields_of(res, "max_ctx compute_exact compute_note"),
         "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
         "kv_caches": [
             {
@@ -247,9 +242,9 @@ def result_to_text(res: FitResult) -> str:
     if res.pipeline_parallel:
         lines.append("pipeline parallelism: on (compute buffers hold 4 copies of their inputs)")
     verdict = "fits" if res.fits else "does NOT fit"
-    unknown = [one_line(name) for name in unknown_room(res)]
-    if res.fits and unknown:  # (an RPC server that did not answer, a device of no size)
-        verdict = f"fits where the free memory is known (not on {', '.join(unknown)})"
+    if res.fits_told is None:  # (an RPC server that did not answer, a device of no size)
+        unknown = ", ".join(one_line(name) for name in res.unknown_on)
+        verdict = f"unknown: the free memory of {unknown} is not known (fits on the rest)"
     lines.append("")
     # the search stops at the trained context per slot (a multiple of 256 a stream): said
     # where the context asked is past it, or the largest is past one slot's

@@ -249,5 +249,17 @@ class FitResult:
     # -sm tensor: the devices behind llama.cpp's one Meta() device (each row its own slice)
     meta_devices: tuple[str, ...] = ()
 
+    @property
+    def unknown_on(self) -> list[str]:
+        """The devices whose free memory is not known (an rpc-server that did not answer, a
+        device given with no size): whether it fits there cannot be told."""
+        return [d.name for d in self.devices if d.kind != "cpu" and d.fits is None]
+
+    @property
+    def fits_told(self) -> bool | None:
+        """``fits`` as fit and quant report it: None where it fits where the free memory is
+        known and a device's is not."""
+        return None if self.fits and self.unknown_on else self.fits
+
     def buffer_bytes(self, name: str, kind: str) -> int:
         return sum(b for n, k, b in self.buffers if n == name and k == kind)
