@@ -506,7 +506,9 @@ def explain_log(
     ``model``: the GGUF; ``model_from_log``: read the model the log names instead (a log is
     data: it is not opened unless asked); ``build``: the llama.cpp build that wrote it,
     where the log does not say (5300 or "b5300"). Raises ValueError (one line) for a file
-    that is not a llama.cpp log or cannot be read, or a build that is no build number."""
+    that is not a llama.cpp log or cannot be read, a ``model`` path that does not exist (a
+    model that is there but cannot be read is ``model.note``), or a build that is no build
+    number."""
     from lltui.core.explain.report import report_to_json
     from lltui.core.llama.builds import parse_build
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain

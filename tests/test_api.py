@@ -294,6 +294,8 @@ def test_explain_log_is_the_cli_json(tmp_path):
     # a build as people write it, the model as a Path; a build that is none is a ValueError
     assert explain_log(log, build="b11434")["buffers"] == data["buffers"]
     assert explain_log(log, model=Path(log), build=11434)["build"] == 11434
+    with pytest.raises(ValueError, match=r"^explain: model .*nope\.gguf: no such file$"):
+        explain_log(log, model=tmp_path / "nope.gguf", build=11434)  # (it was a note)
     for bad in (0, -1, 5000.5, "latest"):
         with pytest.raises(ValueError, match="expected a build number"):
             explain_log(log, build=bad)

@@ -80,6 +80,18 @@ def test_a_model_that_cannot_be_read_leaves_the_log_explained(capsys, tmp_path):
     assert data["buffers"] and all(b["predicted_bytes"] is None for b in data["buffers"])
 
 
+def test_a_model_path_given_that_is_not_there_is_one_line(capsys, tmp_path):
+    """A typo in --model: exit 2 and one line (it was exit 0 with a note in the report);
+    the model the log names, not found, stays a note."""
+    nope = str(tmp_path / "nope.gguf")
+    said = refused(capsys, str(PINNED), "--model", nope)
+    assert said == f"lltui: explain: model {nope}: no such file"
+    assert main(["explain", str(PINNED), "--model", nope, "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 2
+    assert main(["explain", str(PINNED), "--model-from-log", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["header_read"] is False
+
+
 def test_two_gib_sparse_log_reads_its_head_and_tail(tmp_path):
     """A 2 GiB file: the log's load at its start, a crash at its end, a hole between (no disk
     used). Read in bounded pieces: the start and the end, with a note."""

@@ -79,7 +79,13 @@ class ExplainRequest:
 
 
 def explain(request: ExplainRequest) -> ExplainReport:
-    """The log read, scanned and compared with lltui's prediction."""
+    """The log read, scanned and compared with lltui's prediction. A model path given that
+    is not there is ExplainFailed (a file that is there but cannot be read is a note)."""
+    from lltui.core.gguf.refs import is_remote_ref
+
+    given = request.model
+    if given is not None and not is_remote_ref(given) and not os.path.lexists(given):
+        raise ExplainFailed(f"explain: model {given}: no such file")
     read = LogRead(request.log)
     memory = MemoryFold()
     try:
