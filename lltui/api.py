@@ -83,7 +83,7 @@ class GPUInfo:
     total_memory: int | None  # bytes; None where the source does not say
     free_memory: int | None  # bytes, when read (total less used where only that is said)
     compute_capability: str  # "7.5"
-    cuda_version: str  # the driver's CUDA version, "12.4"
+    cuda_version: str  # the driver's CUDA version, "12.4"; "" for an AMD GPU or where unknown
     uuid: str = ""
     pci_bus_id: str = ""
     nvml_index: int = 0
@@ -147,7 +147,8 @@ def _gpu_infos(sample: RigSample) -> list[GPUInfo]:
                 total_memory=info.memory_total,
                 free_memory=g.free_bytes,  # (None: unknown, never 0)
                 compute_capability=f"{cc[0]}.{cc[1]}" if cc else "",
-                cuda_version=sample.info.cuda_version or "",
+                # (a mixed rig's CUDA version is its NVIDIA GPUs', none of an AMD one's)
+                cuda_version="" if info.vendor == "amd" else sample.info.cuda_version or "",
                 uuid=info.uuid,
                 pci_bus_id=info.pci_bus_id,
                 nvml_index=info.index,

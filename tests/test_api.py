@@ -220,6 +220,17 @@ def test_amd_gpus_beside_nvidia_ones_are_counted():
     assert api.gpu_count("sim:8xmi300x") == 8
 
 
+def test_an_amd_gpu_beside_nvidia_ones_has_no_cuda_version():
+    """The rig's CUDA version is its NVIDIA GPUs': an AMD GPU's is "" as on an AMD rig (a
+    7900 XTX beside 4090s said cuda_version '13.0')."""
+    from lltui import api
+
+    found = api.detect_gpus("sim:2x4090-2x7900xtx")
+    versions = {g.name: g.cuda_version for g in found}
+    assert versions == {"NVIDIA GeForce RTX 4090": "13.0", "AMD Radeon RX 7900 XTX": ""}
+    assert {g.cuda_version for g in api.detect_gpus("sim:8xmi300x")} == {""}
+
+
 def test_detect_gpus_lists_amd_gpus_after_nvidia_ones_wherever_they_sit(monkeypatch):
     """AMD GPUs first on the bus were numbered by their bus place, between the NVIDIA ones
     (0, 0, 1, 1): llama.cpp, fit and ``--gpus 4090,7900xtx`` put them after."""
