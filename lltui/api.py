@@ -181,8 +181,13 @@ def _select(gpus: list[GPUInfo], gpu_indices: list[int] | None) -> list[GPUInfo]
 
 
 def get_total_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -> int:
-    """Total VRAM in bytes over all GPUs or the CUDA indices given."""
-    return sum(g.total_memory or 0 for g in _select(detect_gpus(source), gpu_indices))
+    """Total VRAM in bytes over all GPUs or the CUDA indices given (0 without one).
+    ValueError where a GPU does not report it, as get_free_vram: 0 would count it as none."""
+    chosen = _select(detect_gpus(source), gpu_indices)
+    unknown = [g.index for g in chosen if g.total_memory is None]
+    if unknown:
+        raise ValueError(f"GPU {unknown[0]} does not report its total memory")
+    return sum(g.total_memory or 0 for g in chosen)
 
 
 def get_free_vram(gpu_indices: list[int] | None = None, source: str = "nvml") -> int:

@@ -356,6 +356,23 @@ def test_what_the_review_of_the_api_found(tmp_path, monkeypatch):
     assert RigInfo("x").stand_in is False
 
 
+def test_a_total_memory_not_reported_is_an_error_as_a_free_one(monkeypatch):
+    """get_total_vram counted a GPU of unknown total as 0 (two T4s summed to one's 15 GiB),
+    where get_free_vram raises."""
+    from dataclasses import replace
+
+    from lltui import api
+
+    sim = api.rig_sample("sim:kaggle-2xt4")
+    assert sim is not None
+    first = replace(sim.gpus[0], info=replace(sim.gpus[0].info, memory_total=None))
+    blind = replace(sim, gpus=(first, *sim.gpus[1:]))
+    monkeypatch.setattr(api, "rig_sample", lambda source="nvml": blind)
+    with pytest.raises(ValueError, match=r"^GPU 0 does not report its total memory$"):
+        api.get_total_vram()
+    assert api.get_total_vram([1]) == sim.gpus[1].info.memory_total
+
+
 def test_auto_config_sizes_a_gguf_as_the_file_is(tmp_path):
     """auto_config sized a GGUF path as its Q4_K_M re-quantization: a 16 GB F16 file was put
     on one GPU with 12 GB free, where it cannot load."""
