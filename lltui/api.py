@@ -328,9 +328,10 @@ def estimate_model_vram(
 
     Given a GGUF path, the exact estimator: what llama.cpp allocates (weights, KV cache,
     compute buffers) for that file at ``context_size``, or for its ``quantization`` as
-    llama-quantize would write it (None: the file as it is); ``overhead_factor`` is not used.
-    Given a size in billions of parameters, a rule of thumb: weights at the type's bits per
-    weight plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``. Either way
+    llama-quantize would write it (None or "": the file as it is); ``overhead_factor`` is not
+    used. Given a size in billions of parameters, a rule of thumb: weights at the type's bits
+    per weight (None or "": Q4_K_M, as a size has no file; every llama-quantize type but
+    MXFP4_MOE) plus an f16 KV cache of a Llama-class shape, times ``overhead_factor``. Either way
     ValueError for a ``context_size`` llama.cpp's -c does not take (0 to 2**31 - 1); 0 is
     the model's trained context, as -c 0 reads it: a GGUF path's only (every function here
     refuses it for a size in billions, which says none)."""

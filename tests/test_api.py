@@ -126,6 +126,26 @@ def test_rough_estimate_grows_with_size_bits_and_context():
     assert estimate_model_vram(7.0) == int((int(7e9 * 4.89 / 8) + 2 * 32 * 1024 * 4096 * 2) * 1.15)
 
 
+def test_rough_estimate_takes_every_type_quant_lists():
+    """Q1_0 and Q2_0 (listed by quant and the exact path) were "unknown quantization" for a
+    size in billions: every llama-quantize type ggml has a size for is taken, at its ggml
+    type's bits per weight where the rule-of-thumb table has none. None or "" is Q4_K_M."""
+    from lltui.api import estimate_model_vram
+    from lltui.core.gguf.types import FTYPE_NAMES, QUANTIZE_FTYPES
+
+    kv = 2 * 32 * 1024 * 4096 * 2  # 7B: Llama-class shape, f16 KV at 4096 cells
+    assert estimate_model_vram(7.0, "Q1_0") == int((int(7e9 * 18 * 8 / 128 / 8) + kv) * 1.15)
+    assert estimate_model_vram(7.0, "q2_0") == int((int(7e9 * 18 * 8 / 64 / 8) + kv) * 1.15)
+    for ftype in QUANTIZE_FTYPES:
+        name = FTYPE_NAMES[ftype]
+        if name != "MXFP4_MOE":  # (MXFP4 experts or all Q8_0: a size says neither)
+            assert estimate_model_vram(7.0, name) > kv, name
+    with pytest.raises(ValueError, match="unknown quantization 'MXFP4_MOE'"):
+        estimate_model_vram(7.0, "MXFP4_MOE")
+    q4_k_m = estimate_model_vram(7.0)
+    assert estimate_model_vram(7.0, "") == estimate_model_vram(7.0, None) == q4_k_m
+
+
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [

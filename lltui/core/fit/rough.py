@@ -11,7 +11,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# Effective bits per weight of a whole model file (mixes included), Llama-class models.
+from lltui.core.gguf.types import FTYPE_DEFAULT_TYPE, FTYPE_NAMES, LlamaFtype, type_info
+
+# Effective bits per weight of a whole model file (mixes included), Llama-class models; the
+# other llama-quantize types (Q1_0, Q2_0, TQ1_0, TQ2_0) at their ggml type's (_BPW).
 BITS_PER_WEIGHT: dict[str, float] = {
     "F32": 32.0,
     "F16": 16.0,
@@ -92,16 +95,30 @@ def rough_shape(model_size_b: float) -> RoughShape:
     return next(shape for limit, shape in _SHAPES if model_size_b <= limit)
 
 
+def _bits_per_weight() -> dict[str, float]:
+    """BITS_PER_WEIGHT, then every other llama-quantize type ggml has a size for (not
+    MXFP4_MOE: MXFP4 experts, Q8_0 on a dense model, and a size in billions says neither)."""
+    pure = {
+        FTYPE_NAMES[f]: type_info(t).bits_per_weight
+        for f, t in FTYPE_DEFAULT_TYPE.items()
+        if f != LlamaFtype.MOSTLY_MXFP4_MOE
+    }
+    return BITS_PER_WEIGHT | {k: v for k, v in pure.items() if k not in BITS_PER_WEIGHT}
+
+
+_BPW = _bits_per_weight()
+
+
 def normalize_quant(name: str) -> str:
     key = name.strip().upper().replace("-", "_")
-    if key not in BITS_PER_WEIGHT:
-        known = ", ".join(BITS_PER_WEIGHT)
+    if key not in _BPW:
+        known = ", ".join(_BPW)
         raise ValueError(f"unknown quantization {name!r}; known: {known}")
     return key
 
 
 def rough_weights_bytes(model_size_b: float, quantization: str) -> int:
-    bpw = BITS_PER_WEIGHT[normalize_quant(quantization)]
+    bpw = _BPW[normalize_quant(quantization)]
     return int(model_size_b * 1e9 * bpw / 8)
 
 
