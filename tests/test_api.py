@@ -826,3 +826,18 @@ def test_every_public_function_s_annotations_resolve_at_run_time():
         obj = getattr(api, name)
         if inspect.isfunction(obj):
             typing.get_type_hints(obj)
+
+
+def test_nccl_communicator_refuses_n_devs_and_device_ids_that_disagree():
+    """n_devs=2 with device_ids=[0] quietly made a one-GPU communicator; device_ids alone
+    still sets the count (nccl bench gives 4 or 8), n_devs alone range(n_devs)."""
+    from lltui.api import NCCLCommunicator
+
+    with pytest.raises(ValueError, match=r"^n_devs=2 but device_ids=\[0\] names 1 GPU\(s\)"):
+        NCCLCommunicator(n_devs=2, device_ids=[0])
+    assert NCCLCommunicator(device_ids=[0, 1, 2, 3]).n_devs == 4
+    assert NCCLCommunicator(n_devs=3).device_ids == [0, 1, 2]
+    assert NCCLCommunicator().device_ids == [0, 1]
+    assert NCCLCommunicator(n_devs=1, device_ids=[1]).device_ids == [1]
+    with pytest.raises(ValueError, match="at least one device"):
+        NCCLCommunicator(n_devs=0)

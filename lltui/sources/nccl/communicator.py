@@ -28,7 +28,8 @@ class NCCLCommunicator:
     ``stream=0`` means each device's default stream. Collectives over several devices are
     issued inside one ncclGroupStart/ncclGroupEnd, as NCCL requires when one thread drives
     several GPUs. A failed call raises :class:`NCCLError`; success returns
-    ``NCCLResult.SUCCESS``.
+    ``NCCLResult.SUCCESS``. ``n_devs`` (None: as many as ``device_ids``, else 2) and
+    ``device_ids`` (None: ``range(n_devs)``), both given, must agree: ValueError otherwise.
 
         with NCCLCommunicator(n_devs=2) as comm:
             comm.all_reduce([send0, send1], [recv0, recv1], count=1024)
@@ -36,16 +37,22 @@ class NCCLCommunicator:
 
     def __init__(
         self,
-        n_devs: int = 2,
+        n_devs: int | None = None,
         device_ids: list[int] | None = None,
         lib_path: str | os.PathLike[str] | None = NCCL_SONAME,
         *,
         library: NcclLibrary | None = None,
     ) -> None:
-        check_arg("n_devs", n_devs, (Integral,), "a number of GPUs")
+        check_arg("n_devs", n_devs, (Integral, type(None)), "a number of GPUs")
         check_indices("device_ids", device_ids)
         lib = lib_path_arg(lib_path)
-        ids = list(device_ids) if device_ids is not None else list(range(n_devs))
+        if n_devs is not None and device_ids is not None and n_devs != len(device_ids):
+            raise ValueError(
+                f"n_devs={n_devs} but device_ids={list(device_ids)} names {len(device_ids)} "
+                "GPU(s): give one or make them agree"
+            )
+        count = 2 if n_devs is None else n_devs
+        ids = list(device_ids) if device_ids is not None else list(range(count))
         if not ids:
             raise ValueError("a communicator needs at least one device")
         if len(set(ids)) != len(ids):
