@@ -28,6 +28,7 @@ DENSE_3B = gf.llama_spec(
 )
 DENSE_8B = gf.llama_8b_spec(n_vocab=32000)
 MOE = gf.qwen3moe_30b_a3b_spec(n_vocab=32000, n_ctx_train=32768)
+DENSE_8B_128K = gf.llama_8b_spec(n_vocab=32000, n_ctx_train=131072)
 HOST = 256 * GIB
 C4K = ["-c", "4096"]
 
@@ -39,6 +40,7 @@ def models(tmp_path_factory):
         "3b": str(gf.write_sparse(d / "dense3b.gguf", DENSE_3B, "Q4_0")),
         "8b": str(gf.write_sparse(d / "dense8b.gguf", DENSE_8B, "F16")),
         "moe": str(gf.write_sparse(d / "moe.gguf", MOE, "Q8_0")),
+        "8b-128k": str(gf.write_sparse(d / "dense8b-128k.gguf", DENSE_8B_128K, "F16")),
     }
 
 
@@ -515,6 +517,38 @@ def test_says_when_llama_cpp_fit_aborts(models, capsys, model, given, why):
     assert ("--fit aborts for the command given" in out) == (why is not None)
     if why is None and "--fit" not in given:
         assert "llama.cpp's own --fit would run:" in out
+
+
+@pytest.mark.parametrize(
+    ("gpus", "margin", "given", "ctx", "aborts", "flags"),
+    [
+        # llama-fit-params of the pinned build, on loopback RPC devices of 24105 MiB free
+        # with --fit-target 3625: '-c 53760 -ngl 99' (one device: it stops at the cut)
+        ("24105MiB", 3625, ["-ngl", "99"], 53760, None, ["-c", "53760"]),
+        # two devices, --fit-target 11817 each: 'context size reduced from 131072 to 75008',
+        # then 'n_gpu_layers already set by user to 99, abort'; without -ngl
+        # '-c 75008 -ngl 33 -ts 16,17' (lltui's CUDA compute buffers leave 256 more)
+        ("24105MiB,24105MiB", 11817, ["-ngl", "99"], 75264, "-ngl is set", ["-c", "75264"]),
+        ("24105MiB,24105MiB", 11817, [], 75264, None, ["-c", "75264", "-ts", "16,17"]),
+    ],
+)
+def test_llama_fit_cuts_an_unset_context_before_it_aborts(
+    models, capsys, gpus, margin, given, ctx, aborts, flags
+):
+    """--fit cuts a context the user did not set first, then aborts on -ngl (several
+    GPUs; the cut context stays) or stops there (one GPU); lltui said it aborts outright."""
+    argv = ["fit", models["8b-128k"], "-np", "1", *given, "--gpus", gpus]
+    argv += ["--margin", str(margin), "--best", "decode"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["planner"]["llama_fit_aborts"] == aborts
+    assert data["llama_fit"]["flags"] == flags and data["llama_fit"]["n_ctx"] == ctx
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    if aborts:
+        assert f"--fit cuts the context to {ctx}, then aborts (-ngl is set)" in out
+    else:
+        assert f"--fit would run: {' '.join(flags)} (context {ctx}," in out
 
 
 def test_the_most_layers_on_the_faster_gpu_of_a_mixed_pair(tmp_path):

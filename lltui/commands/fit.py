@@ -324,7 +324,7 @@ def _to_text(report: FitReport, goal: str | None) -> str:
         if report.fit_aborts:
             from lltui.commands.fit_best import aborts_line
 
-            text += f"\n  {aborts_line(report.fit_aborts)}"
+            text += f"\n  {aborts_line(report.fit_aborts, lf)}"
         elif lf is not None:
             flags = " ".join(lf.flags) or "(the flags as given)"
             text += (

@@ -90,7 +90,7 @@ def plan_json(
 def _vs_fit(plan: PlanResult, fit: FitChoice | None) -> float | None:
     """The winner's decode over llama.cpp's --fit choice's (1.2: 20 % faster)."""
     best = plan.best
-    if best is None or fit is None or fit.decode_tps <= 0:
+    if best is None or fit is None or fit.aborts or fit.decode_tps <= 0:
         return None
     return round(best.decode_tps / fit.decode_tps, 3)
 
@@ -164,8 +164,15 @@ def _kv_lines(model: str, plan: PlanResult) -> list[str]:
     ]
 
 
-def aborts_line(aborts: str) -> str:
-    """What llama.cpp's --fit does with a placement the user set: nothing."""
+def aborts_line(aborts: str, fit: FitChoice | None = None) -> str:
+    """What llama.cpp's --fit does with a placement the user set: nothing, past the context
+    it may have cut first."""
+    if fit is not None and fit.flags:
+        return (
+            f"llama.cpp's own --fit cuts the context to {fit.n_ctx}, then aborts ({aborts}): "
+            f"it loads with {' '.join(fit.flags)} and the rest as given, unfitted, and may "
+            "run out of memory"
+        )
     return (
         f"llama.cpp's own --fit aborts for the command given ({aborts}): it loads "
         "unfitted, and may run out of memory"
@@ -174,7 +181,7 @@ def aborts_line(aborts: str) -> str:
 
 def _fit_lines(plan: PlanResult, fit: FitChoice | None, aborts: str | None) -> list[str]:
     if aborts:
-        return [aborts_line(aborts)]
+        return [aborts_line(aborts, fit)]
     if fit is None:
         return []
     flags = " ".join(fit.flags) or "(the flags as given)"

@@ -2,10 +2,15 @@
 that does not fit, and its predicted speed: shown beside ``--best``'s lines so the two can
 be compared. After common/fit.cpp of the pinned llama.cpp, in its order of steps:
 
-1. the command as given, if it fits;
-2. a smaller context, down to ``-fitc`` (4096), everything still on the GPUs (not when
-   ``-c`` was given: llama.cpp keeps a context the user asked for);
-3. at that context, weights to the host: a dense model's layers from the front (``-ngl``
+1. -sm tensor: it aborts, even where the command fits;
+2. the command as given, if it fits;
+3. where the memory is short in all (not only on one GPU) and ``-c`` was not given, a
+   smaller context, down to ``-fitc`` (4096): the one the memory measured at the trained
+   context and at -fitc says would fill what is free (on several GPUs less a guess at what
+   whole layers waste); on one GPU, or none, it stops there unless even -fitc is too much;
+4. with no GPU, it aborts; else where the user set -ngl, (on several GPUs) -ts or -sm row,
+   or -ot/--n-cpu-moe, it aborts: the load goes on as given, at the context it cut;
+5. at that context, weights to the host: a dense model's layers from the front (``-ngl``
    the most that fit), an MoE model's expert tensors of as few layers as fit (llama.cpp
    moves those of the last layers; ``--n-cpu-moe`` of the first ones holds the same bytes);
    on several GPUs it also sets the layers per GPU (``tensor_split``, each GPU filled to
@@ -47,6 +52,8 @@ class FitChoice:
     decode_tps: float
     prefill_tps: float
     why: str
+    # why it then aborts, leaving the rest as given (flags: at most the context it cut)
+    aborts: str = ""
 
 
 def llama_fit_choice(
@@ -74,29 +81,35 @@ def llama_fit_choice(
         except (FitError, ValueError):
             return None
 
-    def _choice(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice | None:
+    def _choice(
+        res: FitResult, flags: tuple[str, ...], why: str, aborts: str = ""
+    ) -> FitChoice | None:
         used = select_devices(tuple(devices), res.settings)
         try:  # (one that cannot be priced is no choice, as when run() priced every one)
-            return _chosen(replace(res, speed=speed_of(model, res, used, opts)), flags, why)
+            priced = replace(res, speed=speed_of(model, res, used, opts))
+            return replace(_chosen(priced, flags, why), aborts=aborts)
         except (FitError, ValueError):
             return None
 
     first = run([])
     if first is None:
         return None
+    if settings.split_mode == "tensor":  # (its first check: even where it fits)
+        return _choice(first, (), "the command as given", TENSOR)
     if _fits(first):
         return _choice(first, (), "the command fits as given")
-    fitc = settings.fit_ctx or 4096
-    n_ctx = first.resolved.n_ctx
-    if not settings.n_ctx and n_ctx > fitc:
-        ctx = _largest_ctx(fitc, n_ctx, lambda c: _fits(run(["-c", str(c)])))
-        if ctx is not None:
-            flags = ("-c", str(ctx))
-            res = run(flags)
-            if res is not None:
-                return _choice(res, flags, f"context cut to {ctx}")
-        n_ctx = fitc
-    at = () if settings.n_ctx else ("-c", str(n_ctx))
+    n_gpus = sum(d.kind != "cpu" for d in first.devices)
+    cut = None if settings.n_ctx else _cut_ctx(first, settings, n_gpus, run)
+    ctx = cut[0] if cut else None
+    at = ("-c", str(ctx)) if ctx is not None else ()
+    if cut is not None and cut[1] and n_gpus <= 1:  # (it returns without measuring again)
+        res = run(at)
+        return None if res is None else _choice(res, at, f"context cut to {ctx}")
+    stop = _placement_set(settings, n_gpus)
+    if stop:  # (the context it cut stays)
+        res = run(at) if at else first
+        why = f"context cut to {ctx}" if at else "the command as given"
+        return None if res is None else _choice(res, at, why, stop)
     n_all = first.model.n_layer + 1
     placed: dict[tuple[str, ...], tuple[tuple[str, ...], FitResult] | None] = {}
 
@@ -114,38 +127,96 @@ def llama_fit_choice(
             placed[flags] = found
         return placed[flags]
 
+    def moe(k: int) -> tuple[str, ...]:
+        return (*at, "--n-cpu-moe", str(k)) if k else at
+
+    def dense(n: int) -> tuple[str, ...]:
+        return (*at, "-ngl", str(n_all - n)) if n else at
+
+    cut_to = f"context cut to {ctx}; " if at else ""
     if first.model.n_expert > 1:
-        k = _smallest(1, n_all - 1, lambda k: place((*at, "--n-cpu-moe", str(k))) is not None)
-        found = place((*at, "--n-cpu-moe", str(k))) if k is not None else None
+        k = _smallest(0, n_all - 1, lambda k: place(moe(k)) is not None)
+        found = place(moe(k)) if k is not None else None
         if found is not None and k is not None:
-            return _choice(found[1], found[0], f"experts of {counted(k, 'layer')} on the host")
-    left = _smallest(1, n_all, lambda n: place((*at, "-ngl", str(n_all - n))) is not None)
-    found = place((*at, "-ngl", str(n_all - left))) if left is not None else None
-    if found is None:
+            where = f"experts of {counted(k, 'layer')} on the host" if k else "all on the GPUs"
+            return _choice(found[1], found[0], cut_to + where)
+    left = _smallest(0, n_all, lambda n: place(dense(n)) is not None)
+    found = place(dense(left)) if left is not None else None
+    if found is None or left is None:
         return None
-    return _choice(found[1], found[0], f"{left} of {n_all} layers on the host")
+    where = f"{left} of {n_all} layers on the host" if left else "all on the GPUs"
+    return _choice(found[1], found[0], cut_to + where)
+
+
+TENSOR = "it is not implemented for -sm tensor"
 
 
 def fit_aborts(settings: LlamaArgs, choice: FitChoice | None = None) -> str | None:
-    """Why llama.cpp's --fit leaves this command as it is (it aborts and the load goes on
-    unfitted, common/fit.cpp): -sm tensor, else a placement the user set where the command
-    does not fit as given (``choice``: llama_fit_choice's; one that fits as given needs no
-    change, and --fit returns before it looks at the placement); None: --fit is free to act."""
+    """Why llama.cpp's --fit stops short of placing the weights (it aborts and the load goes
+    on as the command was given, at most with the context it cut, common/fit.cpp): -sm
+    tensor, else a placement the user set where the command does not fit as given
+    (``choice``: llama_fit_choice's, which says; without one, any such placement); None:
+    --fit is free to act."""
     if not settings.fit:
         return None
-    if settings.split_mode == "tensor":  # (its first check)
-        return "it is not implemented for -sm tensor"
-    if choice is not None and not choice.flags:
+    if choice is not None:
+        return choice.aborts or None
+    if settings.split_mode == "tensor":
+        return TENSOR
+    return _placement_set(settings, 2)
+
+
+def _cut_ctx(
+    first: FitResult,
+    settings: LlamaArgs,
+    n_gpus: int,
+    run: Callable[[Sequence[str]], FitResult | None],
+) -> tuple[int, bool] | None:
+    """The context --fit's step 2 sets where the memory is short in all (not just on one
+    GPU): from the memory at the trained context and at -fitc, the context that would use
+    what is free less the targets (on several GPUs less about half a layer per GPU more, a
+    sixth for MoE models), rounded down to 256 per stream, and True; -fitc and False where
+    even that is over. None: it leaves the context as it is."""
+    rows = [d for d in first.devices if d.kind != "cpu"] or list(first.devices)
+    free = sum((d.free_bytes or 0) - d.unaccounted_bytes for d in rows)
+    used = sum(d.total_bytes for d in rows)
+    n_max, n_min = first.resolved.n_ctx, _min_ctx(first, settings)
+    if free - used >= 0 or n_max <= n_min:
         return None
-    given = settings.given
-    if "n_gpu_layers" in given:
+    low = run(["-c", str(n_min)])
+    if low is None:
+        return None
+    used_min = sum(d.total_bytes for d in low.devices if d.name in {r.name for r in rows})
+    if n_gpus > 1:
+        ngl = settings.n_gpu_layers
+        per_layer = sum(d.weights_bytes for d in rows) // max(
+            1, min(ngl, first.model.n_layer) if ngl >= 0 else first.model.n_layer
+        )
+        free -= (n_gpus + 1) * per_layer // (6 if first.model.n_expert else 2)
+    if free <= used_min:
+        return n_min, False
+    ctx = n_min + (n_max - n_min) * (free - used_min) // (used - used_min)
+    align = _STEP * first.resolved.n_stream
+    return max(ctx - ctx % align, n_min), True
+
+
+def _min_ctx(first: FitResult, settings: LlamaArgs) -> int:
+    return (settings.fit_ctx or 4096) * first.resolved.n_stream
+
+
+def _placement_set(settings: LlamaArgs, n_gpus: int) -> str | None:
+    """--fit's checks after the context, in its order (-ts and -sm row only count on
+    several GPUs): what it will not change, so it aborts."""
+    if n_gpus == 0:
+        return "with no GPU it only cuts an unset context, and that is not enough"
+    if "n_gpu_layers" in settings.given:
         return "-ngl is set"
-    if any(x != 0 for x in settings.tensor_split):
+    if n_gpus > 1 and any(x != 0 for x in settings.tensor_split):
         return "-ts is set"
+    if n_gpus > 1 and settings.split_mode == "row":
+        return "it is not implemented for -sm row"
     if settings.overrides:
         return "-ot, --cpu-moe or --n-cpu-moe is set"
-    if settings.split_mode == "row":
-        return "it is not implemented for -sm row"
     return None
 
 
@@ -170,20 +241,6 @@ def _chosen(res: FitResult, flags: tuple[str, ...], why: str) -> FitChoice:
         s.prefill_tps if s else 0.0,
         why,
     )
-
-
-def _largest_ctx(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-    """The largest multiple of 256 in [lo, hi] with ok (monotone); None: not even lo."""
-    a, b = -(-lo // _STEP), hi // _STEP
-    if a > b or not ok(a * _STEP):
-        return None
-    while a < b:
-        mid = (a + b + 1) // 2
-        if ok(mid * _STEP):
-            a = mid
-        else:
-            b = mid - 1
-    return a * _STEP
 
 
 def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
