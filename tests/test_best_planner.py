@@ -519,6 +519,22 @@ def test_says_when_llama_cpp_fit_aborts(models, capsys, model, given, why):
         assert "llama.cpp's own --fit would run:" in out
 
 
+@pytest.mark.parametrize(("goal", "does"), [("prompt", "takes a prompt"), ("decode", "decodes")])
+def test_the_planners_first_is_held_to_llama_fits_choice_at_the_goal(models, capsys, goal, does):
+    """--best prompt compared the decode speeds (2.00x where the prompt's was 1.00x)."""
+    argv = ["fit", models["8b"], "-c", "65536", "--gpus", "RTX 3060,RTX 3060", "--best", goal]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    key = "prefill_tps" if goal == "prompt" else "decode_tps"
+    ours, theirs = data["planner"]["winner"][key], data["llama_fit"][key]
+    assert data["planner"]["vs_llama_fit"] == pytest.approx(ours / theirs, abs=0.01)
+    assert main(argv) == 0
+    ratio = data["planner"]["vs_llama_fit"]
+    assert f"the planner's first {does} {ratio:.2f}x as fast as --fit's choice" in (
+        capsys.readouterr().out
+    )
+
+
 @pytest.mark.parametrize(
     ("gpus", "margin", "given", "ctx", "aborts", "flags"),
     [

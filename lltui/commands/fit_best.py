@@ -88,11 +88,16 @@ def plan_json(
 
 
 def _vs_fit(plan: PlanResult, fit: FitChoice | None) -> float | None:
-    """The winner's decode over llama.cpp's --fit choice's (1.2: 20 % faster)."""
+    """The winner's speed for the goal (prompt for ``prompt``, else decode) over llama.cpp's
+    --fit choice's (1.2: 20 % faster)."""
     best = plan.best
-    if best is None or fit is None or fit.aborts or fit.decode_tps <= 0:
+    if best is None or fit is None or fit.aborts:
         return None
-    return round(best.decode_tps / fit.decode_tps, 3)
+    if plan.goal == "prompt":
+        ours, theirs = best.prefill_tps, fit.prefill_tps
+    else:
+        ours, theirs = best.decode_tps, fit.decode_tps
+    return round(ours / theirs, 3) if theirs > 0 else None
 
 
 def _gib(n: int | None) -> str:
@@ -187,9 +192,10 @@ def _fit_lines(plan: PlanResult, fit: FitChoice | None, aborts: str | None) -> l
     flags = " ".join(fit.flags) or "(the flags as given)"
     out = [
         f"llama.cpp's own --fit would run: {flags} (context {fit.n_ctx}, decode "
-        f"~{fit.decode_tps:.1f} t/s; {fit.why})"
+        f"~{fit.decode_tps:.1f} t/s, prompt ~{fit.prefill_tps:.0f} t/s; {fit.why})"
     ]
     ratio = _vs_fit(plan, fit)
+    does = "takes a prompt" if plan.goal == "prompt" else "decodes"
     if ratio is not None:
-        out.append(f"  the planner's first decodes {ratio:.2f}x as fast as --fit's choice")
+        out.append(f"  the planner's first {does} {ratio:.2f}x as fast as --fit's choice")
     return out
