@@ -613,6 +613,25 @@ def test_a_calibration_of_an_earlier_model_is_shown_set_aside_and_not_used(
     assert "no calibration" in text and "set aside (of another speed model)" in text
 
 
+@pytest.mark.parametrize("verb", ["--show", "--reset"])
+def test_a_folder_where_the_store_should_be_is_set_aside_and_said(
+    tmp_path, capsys, monkeypatch, verb
+):
+    """--show said "no calibration" and nothing more; --reset failed ("Is a directory")."""
+    from lltui.services.bench import local_rig
+    from lltui.sources.gpu.cpu import local_host
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    path = rig_store.record_path(local_rig([], local_host()))
+    path.mkdir(parents=True)
+    assert main(["bench", verb]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and f"store {path} could not be read (a folder" in err
+    assert not path.exists() and len(rig_store.kept_aside(path)) == 1
+    if verb == "--show":
+        assert "no calibration" in out and "set aside (could not be read)" in out
+
+
 def test_show_and_reset_take_no_model(capsys):
     assert main(["bench", "--show", "m.gguf"]) == 2
     assert "take no model" in capsys.readouterr().err

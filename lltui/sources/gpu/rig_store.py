@@ -175,9 +175,13 @@ def load(
 def _read(path: Path) -> bytes:
     """At most one byte past the cap, from a regular file only (never waits on a FIFO)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # (before fdopen, which refuses a folder with an OSError)
+        os.close(fd)
+        raise StoreUnreadable(
+            "a folder, not a file" if stat.S_ISDIR(mode) else "not a regular file"
+        )
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise StoreUnreadable("not a regular file")
         return f.read(MAX_STORE_BYTES + 1)
 
 
