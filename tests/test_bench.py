@@ -381,6 +381,15 @@ def test_a_busy_host_is_named_as_the_reason_before_a_far_miss(capsys, tmp_path, 
     out = _bench_json(capsys, str(model), "--quick", "-t", "1", "--busy-ok")
     assert all(p["left_out"].startswith("measured ") for p in out["points"])
     assert out["calibration"] is None and out["stored"] is None
+    # the summary gives each point's own figure (it gave the first one's for both)
+    hows = [
+        p["left_out"].split(" than predicted")[0].removeprefix("measured ") for p in out["points"]
+    ]
+    (line,) = out["left_out"]
+    assert line.startswith(
+        f"2 of 2 points left out of the calibration: measured {hows[0]} (pp512), {hows[1]} "
+        "(tg128) than predicted, past the 5x"
+    )
 
 
 # --- for real: the pinned CPU llama-bench ----------------------------------------------------

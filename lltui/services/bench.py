@@ -40,7 +40,9 @@ from lltui.core.speed.calibration import (
     MeasuredPoint,
     busy_gpu,
     busy_host,
+    far_how,
     far_off,
+    far_text,
     fit_calibration,
     miss,
     predicted_s,
@@ -659,9 +661,16 @@ def _left_out(measured: Sequence[_Measured], busy_ok: bool) -> tuple[str, ...]:
             f"{worst.small}; a larger model calibrates this rig"
         )
     busy = [m for m in measured if m.small is None and m.busy is not None and not busy_ok]
-    off = [why for m in measured if m.small is None and m not in busy and (why := m.far)]
-    if off:
-        lines.append(f"{len(off)} of {len(measured)} points left out of the calibration: {off[0]}")
+    off = [m for m in measured if m.small is None and m not in busy and m.far]
+    if off:  # each point's own figure: '4179x slower (pp512), 4597x slower (tg128)'
+        runs = len({m.config for m in off}) > 1
+        hows = [
+            f"{far_how(m.point)} ({m.row.test}{f', {m.config}' if runs else ''})"
+            for m in off
+            if m.point
+        ]
+        why = far_text(", ".join(hows)) if len(off) > 1 else off[0].far
+        lines.append(f"{len(off)} of {len(measured)} points left out of the calibration: {why}")
     if busy:
         worst = max(busy, key=lambda m: (m.others or 0.0, m.gpu_busy or 0.0))
         lines.append(

@@ -116,12 +116,23 @@ def far_off(p: MeasuredPoint) -> str | None:
     that large is a wrong setup or what the speed model does not cover (a toy model, a
     busy machine, a throttled card), not this rig's speed: fitted, it set its scale to the
     clamp and every later prediction on the rig with it."""
+    how = far_how(p)
+    return None if how is None else far_text(how)
+
+
+def far_how(p: MeasuredPoint) -> str | None:
+    """``5.3x slower``: how far a point is from its prediction, where it is too far to
+    calibrate (None: it is not)."""
     predicted = p.gpu_s + p.host_s + p.other_s + p.copy_s + p.reduce_s
     if not p.usable or 1 / SCALE_LIMIT <= p.measured_s / predicted <= SCALE_LIMIT:
         return None
     ratio = p.measured_s / predicted
     times = ratio if ratio > 1 else 1 / ratio  # 5.3x, past the 5x (not "5x, past the 5x")
-    how = f"{times:.{1 if times < 10 else 0}f}x " + ("slower" if ratio > 1 else "faster")
+    return f"{times:.{1 if times < 10 else 0}f}x " + ("slower" if ratio > 1 else "faster")
+
+
+def far_text(how: str) -> str:
+    """far_off's words around one or more far_how figures."""
     return (
         f"measured {how} than predicted, past the {SCALE_LIMIT:g}x a calibration may move: "
         "a wrong setup or what the speed model does not cover, not this rig's speed"
