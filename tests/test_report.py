@@ -154,3 +154,36 @@ def test_a_server_of_this_machine_is_predicted_on_its_cpu(llama_bins, tiny_model
     assert main(["fit", str(tiny_model), "--gpus", "cpu", "-t", "1", "-c", "512", "--json"]) == 0
     fit = json.loads(capsys.readouterr().out)["speed"]["decode_tps"]
     assert reported == pytest.approx(fit, abs=0.1)
+
+
+def test_a_server_of_this_machine_is_predicted_with_this_rigs_calibration(
+    llama_bins, tiny_model, tmp_path, capsys, monkeypatch
+):
+    """With a calibration kept for this rig, launch and fit predict with it; the report did
+    not (twice fit's decode here) and did not say which it used."""
+    from lltui.core.speed.calibration import fit_calibration
+    from lltui.services.bench import local_rig
+    from lltui.sources.gpu import rig_store
+    from lltui.sources.gpu.cpu import local_host
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    rig, day = local_rig([], local_host()), "2026-01-02"
+    points = (  # the host decodes at half its prediction, prompts at 1.5x
+        rig_store.StoredPoint("m.gguf", "CPU", "tg128", True, 50, 100, 0, 0.01, 0, day),
+        rig_store.StoredPoint("m.gguf", "CPU", "pp512", False, 300, 200, 0, 0.005, 0, day),
+    )
+    cal = fit_calibration(rig.describe(), day, [p.measured() for p in points])
+    rig_store.save(rig_store.RigRecord(rig, "b1 (x)", cal, points))
+    said = "calibrated on this rig from 2 points, 2026-01-02"
+    log = tmp_path / "server.log"
+    with llama_server(llama_bins, tiny_model, log, ("--metrics",)) as run:
+        argv = ["report", "--source", "sim:2x3090-nvlink", "--server", run.url, "--log", str(log)]
+        assert main([*argv, "--json"]) == 0
+        speed = json.loads(capsys.readouterr().out)["speed"]
+        assert main(argv) == 0
+        assert f"predicted: {said}" in capsys.readouterr().out
+    assert speed["predicted_calibrated"] == said
+    assert main(["fit", str(tiny_model), "--gpus", "cpu", "-t", "1", "-c", "512", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)["speed"]
+    assert fit["calibrated"] == said
+    assert speed["predicted_decode_tps"] == pytest.approx(fit["decode_tps"], abs=0.1)

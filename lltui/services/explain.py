@@ -30,6 +30,7 @@ from lltui.core.explain.settings import (
     recover,
 )
 from lltui.core.gguf.model import GgufModel
+from lltui.core.hardware.calibration import Calibration
 from lltui.core.hardware.host import HostSpec
 from lltui.core.llama.builds import PINNED_BUILD, BuildRules, rules_for
 from lltui.core.llamalog.classify import classify
@@ -67,7 +68,8 @@ class ExplainRequest:
     ``build``: the llama.cpp build that wrote the log (else its build line, its formats, or
     the llama-server found here); ``args``: the server's own command line, where it can be
     read (a server of this machine); ``host``: the CPU it ran on, where known (a server of
-    this machine: its own), for the predicted speed (else a desktop CPU is assumed)."""
+    this machine: its own), for the predicted speed (else a desktop CPU is assumed), with
+    ``calibration``: this rig's, where one is kept (the speed says so)."""
 
     log: str
     model: str | None = None
@@ -76,6 +78,7 @@ class ExplainRequest:
     model_from_log: bool = False
     args: LlamaArgs | None = None
     host: HostSpec | None = None
+    calibration: Calibration | None = None
 
 
 def explain(request: ExplainRequest) -> ExplainReport:
@@ -113,6 +116,7 @@ def explain(request: ExplainRequest) -> ExplainReport:
         from_log=request.model_from_log,
         args=request.args,
         host=request.host,
+        calibration=request.calibration,
     )
 
 
@@ -127,10 +131,12 @@ def explain_facts(
     near: str | None = None,
     from_log: bool = False,
     host: HostSpec | None = None,
+    calibration: Calibration | None = None,
 ) -> ExplainReport:
     """A scanned log explained. ``args``: the exact settings, when known (a launch);
     ``from_log``: read the model the log names (``near``: the log's folder, where a relative
-    path is also looked for); ``host``: the CPU it ran on, for the speed (None: assumed)."""
+    path is also looked for); ``host``: the CPU it ran on, for the speed (None: assumed),
+    with ``calibration`` (this rig's) applied."""
     notes: list[str] = []
     found, build_source = _build(facts, build, ask_binary)
     rules = rules_for(found, facts.tool or "server")
@@ -159,7 +165,7 @@ def explain_facts(
         if result is not None and host is not None:
             from lltui.core.fit.estimate import speed_of
 
-            options = replace(_options(rules, facts), host=host)
+            options = replace(_options(rules, facts), host=host, calibration=calibration)
             result = replace(result, speed=speed_of(gguf, result, devs.devices, options))
         if why:
             model_note = why

@@ -76,10 +76,13 @@ def _build(
 def _load(
     request: ReportRequest, url: str | None, pid: int | None, argv: tuple[str, ...] | None
 ) -> tuple[Section, ExplainReport | None]:
-    """A server with a ``pid`` runs here: predicted with this machine's CPU and, where its
-    command line (``argv``) can be read, its own flags, as launch predicts it."""
+    """A server with a ``pid`` runs here: predicted with this machine's CPU and this rig's
+    calibration and, where its command line (``argv``) can be read, its own flags, as launch
+    predicts it."""
     from lltui.core.cmdline.args import parse_llama_args
     from lltui.core.explain.report import report_to_json, report_to_text
+    from lltui.services.bench import local_calibration
+    from lltui.services.devices import local_devices
     from lltui.services.explain import ExplainFailed, ExplainRequest, explain
     from lltui.sources.gpu.cpu import local_host
 
@@ -92,8 +95,9 @@ def _load(
         with contextlib.suppress(ValueError):
             args = parse_llama_args(argv[1:], keep_unknown=True) if argv else None
         host = local_host() if pid is not None else None
+        cal = local_calibration(local_devices()[0], host) if host is not None else None
         explained = ExplainRequest(
-            str(log), ask_binary=False, model_from_log=True, args=args, host=host
+            str(log), ask_binary=False, model_from_log=True, args=args, host=host, calibration=cal
         )
         report = explain(explained)
     except ExplainFailed as exc:
@@ -118,12 +122,17 @@ def _speed(poll: ServerPoll | None, report: ExplainReport | None) -> Section:
         "predicted_decode_tps": speed.decode_tps if speed else None,
         "predicted_prefill_tps": speed.prefill_tps if speed else None,
         "predicted_bound": speed.bound if speed else None,
+        # "calibrated on this rig from N points, DATE" (None: the speed model as it is)
+        "predicted_calibrated": speed.calibrated if speed else None,
     }
 
     def fmt(v: object) -> str:
         return f"{v:.1f}" if isinstance(v, float) else "-" if v is None else str(v)
 
-    text = "\n".join(f"{k}: {fmt(v)}" for k, v in data.items())
+    text = "\n".join(f"{k}: {fmt(v)}" for k, v in data.items() if k != "predicted_calibrated")
+    if speed is not None:
+        said = speed.calibrated or "uncalibrated (the speed model as it is)"
+        text += f"\npredicted: {said}"
     if m is None and poll is not None and poll.state == STATE_UNAUTHORIZED:
         text += "\n(no /metrics: the server asks for an API key; export LLAMA_API_KEY)"
     elif m is None:
