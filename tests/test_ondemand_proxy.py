@@ -29,6 +29,10 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+# POSTs llama-server's router sends to the model the body names (server.cpp: proxy_post)
+ROUTED_POSTS = ("/props", "/lora-adapters", "/v1/systemone", "/v1/chat/completions/control")
+
+
 class StandIn:
     """A router stand-in on its own loop: records the query strings it got."""
 
@@ -93,6 +97,18 @@ class StandIn:
                 raise
         return web.json_response({"choices": []})
 
+    async def _routed(self, request: web.Request) -> web.Response:
+        """A POST llama-server's router sends to the model its body names."""
+        name = (await request.json())["model"]
+        if self.states.get(name) != "loaded":
+            return web.json_response({"error": {"message": "model is not loaded"}}, status=400)
+        self.queries.append(f"{request.path} {name}")
+        return web.json_response({})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        self.queries.append("health")
+        return web.json_response({"status": "ok"})
+
     async def _transcribe(self, request: web.Request) -> web.Response:
         form = await request.post()
         self.queries.append(f"{form['model']} heard {form['file'].file.read()!r}")
@@ -108,6 +124,10 @@ class StandIn:
         app.router.add_post("/models/unload", self._unload)
         app.router.add_post("/models/load", self._load)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_get("/health", self._health)
+        for path in ROUTED_POSTS:
+            app.router.add_post(path, self._routed)
+        app.router.add_post("/slots/{slot}", self._routed)
         runner = web.AppRunner(app, handler_cancellation=True)
         self._loop.run_until_complete(runner.setup())
         self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
@@ -235,6 +255,27 @@ def test_a_get_naming_an_unloaded_model_loads_it(proxy):
     assert router.queries == ["load small", "model=small"]
     r = httpx.get(f"{p.url}/slots?model=nothing", timeout=30)
     assert r.status_code == 404 and "not found" in r.text
+
+
+@pytest.mark.parametrize("path", [*ROUTED_POSTS, "/slots/0?action=save"])
+def test_every_post_the_router_sends_to_its_model_loads_it(proxy, path):
+    """POST /props, /lora-adapters, /slots/:id, /v1/systemone and /v1/chat/completions/control
+    name their model in the body, which llama-server's router reads (proxy_post): lltui
+    passed them on with their model unloaded, and the client got 400 'model is not
+    loaded'."""
+    p, router = proxy
+    r = httpx.post(f"{p.url}{path}", json={"model": "small"}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert router.queries == ["load small", f"{path.split('?')[0]} small"]
+
+
+def test_a_get_the_router_answers_itself_loads_no_model(proxy):
+    """A GET naming a model loads it only where llama-server's router sends that GET to the
+    model (/slots, /props, /metrics, /lora-adapters): GET /health?model=small loaded small."""
+    p, router = proxy
+    r = httpx.get(f"{p.url}/health?model=small", timeout=30)
+    assert r.status_code == 200, r.text
+    assert router.queries == ["health"]
 
 
 def test_a_clients_load_counts_as_a_use(proxy):

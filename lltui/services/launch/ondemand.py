@@ -79,8 +79,16 @@ MODEL_PATHS = frozenset(
         "/tokenize",
         "/detokenize",
         "/apply-template",
+        "/props",
+        "/lora-adapters",
+        "/v1/chat/completions/control",
+        "/v1/systemone",
     }
 )
+SLOT_PATH = "/slots/"  # POST /slots/:id_slot (save, restore, erase a slot) names it too
+# the GETs the router sends to the model ``?model=`` names (server.cpp's proxy_get; GET
+# /props without one is the router's own): a GET elsewhere naming one loads nothing
+MODEL_GET_PATHS = frozenset({"/metrics", "/props", "/lora-adapters", "/slots"})
 # the router's own load (server.cpp): through lltui it loads by the policy, unloading first
 LOAD_PATH = "/models/load"
 UNLOAD_PATH = "/models/unload"  # a client's unload: refused for a pinned model, else passed on
@@ -302,10 +310,11 @@ class OnDemandProxy:
             return error_response(f"lltui: {error_text(exc)}", "internal_error", 500)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        asked = request.query.get("model") if request.method == "GET" else None
+        get = request.method == "GET" and request.path in MODEL_GET_PATHS
+        asked = request.query.get("model") if get else None
         if asked:  # /props?model=, /slots?model=: the router loads for these too
             return await self._serve_get(request, asked)
-        if request.method != "POST" or request.path not in MODEL_PATHS | {LOAD_PATH, UNLOAD_PATH}:
+        if request.method != "POST" or not _names_model(request.path):
             return await self._pass(request, await request.read())
         body = await request.read()
         try:
@@ -610,6 +619,14 @@ class OnDemandProxy:
             if time.monotonic() > deadline:
                 raise LoadRefused(f"model '{name}' is still {state}", "load_timeout")
             await asyncio.sleep(POLL_S)
+
+
+def _names_model(path: str) -> bool:
+    """Whether a POST to ``path`` names its model in its body (or is a load or unload)."""
+    if path.startswith(SLOT_PATH):
+        slot = path.removeprefix(SLOT_PATH)
+        return bool(slot) and "/" not in slot
+    return path in MODEL_PATHS or path in (LOAD_PATH, UNLOAD_PATH)
 
 
 def _failed_to_load(name: str) -> str:
