@@ -614,3 +614,26 @@ def test_a_flag_given_twice_in_one_router_layer_keeps_the_last(folder, tmp_path,
     )
     assert code == 0
     assert _ot_rules(json.loads(capsys.readouterr().out)["argv"]) == [zero, one]
+
+
+def test_pin_load_and_priority_take_a_models_alias(folder, tmp_path, capsys):
+    """The router serves [alpha] under its alias chat too, yet `--pin chat` (and --load,
+    --priority) said 'no model of that name'."""
+    from lltui.services.launch.router import RouterSession
+    from lltui.services.launch.router_prep import RouterRequest
+
+    preset = tmp_path / "models.ini"
+    preset.write_text(
+        f"[alpha]\nmodel = {folder / 'alpha.gguf'}\nalias = chat,helper\n"
+        f"[beta]\nmodel = {folder / 'beta.gguf'}\n"
+    )
+    base = ["launch", "--models", str(preset), "-c", "512", "--dry-run", "--json"]
+    assert main([*base, "--pin", "chat"]) == 0
+    assert json.loads(capsys.readouterr().out)["keep"] == ["alpha"]
+    assert main([*base, "--load", "helper", "--load", "beta"]) == 0
+    assert json.loads(capsys.readouterr().out)["load"] == ["alpha", "beta"]
+    request = RouterRequest(source=str(preset), words=("-c", "512"), priority=(("chat", 3),))
+    with RouterSession(request) as session:
+        assert session.prepare(require_binary=False).priority == (("alpha", 3),)
+    assert main([*base, "--pin", "nope"]) == 2
+    assert "--pin nope: no model of that name (models: alpha, beta)" in capsys.readouterr().err

@@ -49,6 +49,7 @@ from lltui.services.launch.request import (
 )
 from lltui.services.launch.router_prep import (
     RouterRequest,
+    alias_map,
     named,
     preset_text,
     read_models,
@@ -204,8 +205,11 @@ class RouterSession(Session):
         for line in read.notes:
             self._note("warning", line)
         entries = named_entries(read.entries)
-        pins = (*read.pin, *req.keep)
-        priority = tuple(dict((*read.priority, *req.priority)).items())
+        # a model named by one of its aliases (--pin chat), as the router serves it
+        model_of = alias_map([(e.name or "", e.args) for e in entries])
+        pins = (*read.pin, *(model_of.get(n, n) for n in req.keep))
+        given = [(model_of.get(n, n), v) for n, v in req.priority]
+        priority = tuple(dict((*read.priority, *given)).items())
         request = PlanRequest(
             with_keep(entries, pins), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
         )
@@ -222,8 +226,9 @@ class RouterSession(Session):
         served = [e.name or "" for e in entries if e.name in planned]
         left = {name for name, _ in report.left_out}
         kept = named(served, [n for n in pins if n not in left], "--pin")
-        loads = named(served, [n for n in (*read.load, *req.load) if n not in left], "--load")
-        named(served, [n for n, _ in req.priority if n not in left], "--priority")
+        wanted = (*read.load, *(model_of.get(n, n) for n in req.load))
+        loads = named(served, [n for n in wanted if n not in left], "--load")
+        named(served, [n for n, _ in given if n not in left], "--priority")
         loads = tuple(n for n in loads if n not in kept)
         if kept and not fits_with(report.plan, kept):
             raise LaunchError(f"the kept models do not fit together: {', '.join(kept)}")

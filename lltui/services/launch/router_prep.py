@@ -379,18 +379,28 @@ def preset_text(
 
 
 def _aliases(models: Sequence[PlannedModel]) -> list[tuple[PlannedModel, list[str]]]:
-    """Each model with the names its ``--alias`` gives besides its own (the router serves it
-    under them too), less those a model is named or an earlier one has: the router would
-    not start on such a clash (a command line's ``--alias`` already names the model)."""
-    taken = {p.name for p in models}
+    return list(zip(models, served_aliases([(p.name, p.args) for p in models]), strict=True))
+
+
+def served_aliases(models: Sequence[tuple[str, LlamaArgs]]) -> list[list[str]]:
+    """Each model's (name, flags) names its ``--alias`` gives besides its own (the router
+    serves it under them too), less those a model is named or an earlier one has: the router
+    would not start on such a clash (a command line's ``--alias`` already names the model)."""
+    taken = {name for name, _ in models}
     out = []
-    for p in models:
-        given = [a.strip() for g in p.args.given_args if g.flag in ALIAS_FLAGS
+    for _name, args in models:
+        given = [a.strip() for g in args.given_args if g.flag in ALIAS_FLAGS
                  for v in g.values for a in v.split(",")]  # fmt: skip
         aliases = [a for a in dict.fromkeys(given) if a and a not in taken]
         taken.update(aliases)
-        out.append((p, aliases))
+        out.append(aliases)
     return out
+
+
+def alias_map(models: Sequence[tuple[str, LlamaArgs]]) -> dict[str, str]:
+    """Each alias the router serves a model under -> the model's name."""
+    aliased = zip(models, served_aliases(models), strict=True)
+    return {a: name for (name, _), aliases in aliased for a in aliases}
 
 
 def router_args(more: Sequence[str] = ()) -> LlamaArgs:
