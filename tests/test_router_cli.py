@@ -637,3 +637,22 @@ def test_pin_load_and_priority_take_a_models_alias(folder, tmp_path, capsys):
         assert session.prepare(require_binary=False).priority == (("alpha", 3),)
     assert main([*base, "--pin", "nope"]) == 2
     assert "--pin nope: no model of that name (models: alpha, beta)" in capsys.readouterr().err
+
+
+def test_the_dry_run_says_which_loads_at_start_would_be_refused(folder, capsys):
+    """`--load alpha --load beta` where beta does not fit beside alpha: the run refuses beta
+    once the router is ready (a request for it later unloads alpha), the dry run said only
+    'beta: would unload alpha, then load', as if --load beta were done so."""
+    base = ["launch", "--models", str(folder), "-c", "512", "-t", "1", "--cache-ram", "0",
+            "--gpus", "1500MiB", "--load", "alpha", "--load", "beta", "--dry-run"]  # fmt: skip
+    assert main([*base, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (line,) = out["load_refused"].values()
+    assert list(out["load_refused"]) == ["beta"]
+    assert line.startswith("beta does not fit with alpha loaded: CUDA0 has ")
+    assert line.endswith("; unload alpha first")
+    assert out["on_demand"]["models"]["beta"]["evict"] == ["alpha"]
+    assert main(base) == 0
+    assert f"\nrefused at start: {line}\n" in capsys.readouterr().out
+    assert main([*base[:-5], "--load", "alpha", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["load_refused"] == {}

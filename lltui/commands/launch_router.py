@@ -55,6 +55,7 @@ def dry_run(
                 "preset": prepared.preset,
                 "keep": list(prepared.kept),
                 "load": list(prepared.load),
+                "load_refused": prepared.at_start()[1],
                 "on_demand": _on_demand_json(prepared),
                 "plan": plan_to_json(prepared.report.plan, prepared.report.notes),
             }
@@ -66,6 +67,8 @@ def dry_run(
     _say(f"preset: {prepared.preset_path}")
     for line in prepared.preset.rstrip().splitlines():
         _say(f"  {line}")
+    for line in prepared.at_start()[1].values():  # (as the run says them, once ready)
+        _say(f"refused at start: {line}")
     if prepared.proxy_url is not None:
         _say(f"on demand at {prepared.proxy_url} (the router at {prepared.launch.spec.url}):")
         for name, d in prepared.on_demand().items():

@@ -103,14 +103,23 @@ class PreparedRouter:
         pinned = self.kept if kept is None else kept
         return policy_from_plan(self.report.plan, pinned, dict(self.priority))
 
-    def on_demand(self) -> dict[str, Decision]:
-        """For each model, what a request for it would do once the start's loads are done."""
+    def at_start(self) -> tuple[list[Resident], dict[str, str]]:
+        """The start's loads as :meth:`RouterSession.load_at_start` decides them: the models
+        resident after, and for each load refused the line it is refused with."""
         policy = self.policy()
         resident: list[Resident] = []
+        refused: dict[str, str] = {}
         for name in (*self.kept, *self.load):
-            if decide(policy, name, resident).action == "load":
+            line = refusal(policy, name, resident)
+            if line is not None:
+                refused[name] = line
+            elif decide(policy, name, resident).action == "load":
                 resident.append(Resident(name, float(len(resident))))
-        return decide_all(policy, resident)
+        return resident, refused
+
+    def on_demand(self) -> dict[str, Decision]:
+        """For each model, what a request for it would do once the start's loads are done."""
+        return decide_all(self.policy(), self.at_start()[0])
 
 
 def _allocated(result: FitResult) -> int:
