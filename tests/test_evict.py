@@ -183,8 +183,10 @@ def test_the_prompt_cache_is_counted_unless_set():
 def test_the_policy_from_a_plan_counts_host_buffers_cache_and_process():
     def planned(name: str, gpu: int, host: int, flags: list[str], keep: bool = False) -> Any:
         usage = (("CUDA0", gpu), (CPU, host))
+        args = parse_llama_args(flags)
+        path = f"/m/{name}.gguf"
         return SimpleNamespace(
-            name=name, usage=usage, args=parse_llama_args(flags), rpc=(), keep=keep
+            name=name, usage=usage, args=args, rpc=(), keep=keep, path=path, ref=""
         )
 
     plan: Any = SimpleNamespace(
@@ -199,7 +201,9 @@ def test_the_policy_from_a_plan_counts_host_buffers_cache_and_process():
     )
     got = policy_from_plan(plan, priority={"a": 3}, overhead_bytes=50 * MIB)
     assert got.room == Room({"CUDA0": 10 * GIB}, 32 * GIB)
-    assert got.needs["a"] == ModelNeed("a", {"CUDA0": 5 * GIB}, 1174 * MIB, (), False, 3)
+    assert got.needs["a"] == ModelNeed(
+        "a", {"CUDA0": 5 * GIB}, 1174 * MIB, (), False, 3, path="/m/a.gguf"
+    )
     assert got.needs["b"].host_bytes == (DEFAULT_CACHE_RAM_MIB + 50) * MIB
     assert got.needs["b"].pinned
     assert decide(got, "b", running("a")).evict == ("a",)
@@ -234,6 +238,7 @@ def test_the_gate_and_the_eviction_agree(tmp_path):
     )
     with RouterSession(request) as session:
         policy = session.prepare(require_binary=False).policy()
+        assert policy.needs["beta"].path == str(tmp_path / "beta.gguf")  # (checked to load)
         resident = [Resident("alpha"), Resident("gamma")]
         assert decide(policy, "beta", resident).evict == ("gamma",)
         line = session.refusal("beta", listed)

@@ -716,3 +716,33 @@ def test_a_router_that_is_gone_is_a_502_saying_so(caplog):
     finally:
         p.stop()
     assert not [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+def test_a_model_whose_file_is_gone_unloads_nothing_and_says_so(tmp_path):
+    """small's file was deleted while lltui served: a request for it unloaded big to make
+    room, then the load failed, and the client got 503 load_failed '(the router's log says
+    why)'."""
+    room = Room({"CUDA0": 12288 * MIB}, None)
+    needs = {
+        "big": ModelNeed("big", {"CUDA0": 10240 * MIB}, 0, path=str(tmp_path / "big.gguf")),
+        "small": ModelNeed("small", {"CUDA0": 4096 * MIB}, 0, path=str(tmp_path / "small.gguf")),
+    }
+    (tmp_path / "big.gguf").write_bytes(b"GGUF")
+    events: list[str] = []
+    with _running(Policy(needs, room), on_event=lambda e: events.append(e.reason)) as (p, router):
+        r = httpx.post(f"{p.url}/v1/chat/completions", json={"model": "small"}, timeout=30)
+        assert r.status_code == 404, r.text
+        gone = f"model 'small' cannot load: its file {tmp_path / 'small.gguf'} is gone"
+        assert r.json() == {
+            "error": {
+                "message": gone,
+                "type": "invalid_request_error",
+                "code": "model_file_missing",
+            }
+        }
+        assert router.queries == [] and router.states["big"] == "loaded"
+        assert events == [gone]
+        (tmp_path / "small.gguf").write_bytes(b"GGUF")  # put back: it loads
+        r = httpx.post(f"{p.url}/v1/chat/completions", json={"model": "small"}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert router.queries == ["unload big", "load small", "small"]

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.fit.plan import SetPlan, pool_bytes
+from lltui.core.gguf.ref_kind import is_remote_ref
 from lltui.core.llama.router_api import RESIDENT_STATES
 from lltui.core.memory.common import CPU
 from lltui.core.text import counted
@@ -69,7 +70,8 @@ CACHE_RAM_FLAGS = ("-cram", "--cache-ram")
 @dataclass(frozen=True, slots=True)
 class ModelNeed:
     """What one model's server takes: bytes per GPU-like device, bytes of host RAM, the RPC
-    servers it holds; whether it is pinned and its priority (higher stays longer)."""
+    servers it holds; whether it is pinned and its priority (higher stays longer); the file
+    its server loads ('' where the router downloads it)."""
 
     name: str
     devices: Mapping[str, int]
@@ -77,6 +79,7 @@ class ModelNeed:
     rpc: tuple[str, ...] = ()
     pinned: bool = False
     priority: int = 0
+    path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +193,7 @@ def policy_from_plan(
             rpc=m.rpc,
             pinned=m.name in pinned or m.keep,
             priority=prio.get(m.name, 0),
+            path="" if is_remote_ref(m.ref or m.path) else m.path,
         )
     devices = {d.name: d.free_bytes for d in plan.devices if d.name != CPU}
     host_free = None if host_room is None else host_room.free_bytes

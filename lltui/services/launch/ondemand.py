@@ -27,6 +27,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hmac
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -113,6 +114,7 @@ POLL_S = 0.05
 SHUTDOWN_S = 2.0
 STATUS = {
     "model_not_found": 404,
+    "model_file_missing": 404,  # (until the file is put back)
     "invalid_request": 400,
     "unauthorized": 401,
     "router_unavailable": 502,  # llama-server is not answering (it died, lltui exits next)
@@ -507,8 +509,14 @@ class OnDemandProxy:
                 if self._now_ready(name, state):
                     return
                 if state not in RESIDENT_STATES:  # (loading: --load at start, or lltui's l)
+                    policy = self.policy()
+                    # a load that cannot start unloads nothing for it
+                    gone = _file_gone(policy, name)
+                    if gone is not None:
+                        self._emit(ProxyEvent("refused", name, reason=gone))
+                        raise LoadRefused(gone, "model_file_missing")
                     resident = residents(states, self.last_used, self._in_flight, self._queued)
-                    decision = decide(self.policy(), name, resident)
+                    decision = decide(policy, name, resident)
                     if not decision.can_load:
                         self._emit(ProxyEvent("refused", name, reason=decision.reason))
                         raise LoadRefused(decision.reason, decision.code or "does_not_fit")
@@ -627,6 +635,15 @@ def _names_model(path: str) -> bool:
         slot = path.removeprefix(SLOT_PATH)
         return bool(slot) and "/" not in slot
     return path in MODEL_PATHS or path in (LOAD_PATH, UNLOAD_PATH)
+
+
+def _file_gone(policy: Policy, name: str) -> str | None:
+    """Why ``name`` cannot load where the file its server would load is gone (deleted or
+    moved since lltui read it); None otherwise."""
+    need = policy.needs.get(name)
+    if need is None or not need.path or os.path.exists(need.path):
+        return None
+    return f"model '{name}' cannot load: its file {need.path} is gone"
 
 
 def _failed_to_load(name: str) -> str:
