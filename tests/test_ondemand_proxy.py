@@ -746,3 +746,30 @@ def test_a_model_whose_file_is_gone_unloads_nothing_and_says_so(tmp_path):
         r = httpx.post(f"{p.url}/v1/chat/completions", json={"model": "small"}, timeout=30)
         assert r.status_code == 200, r.text
         assert router.queries == ["unload big", "load small", "small"]
+
+
+def test_a_model_that_can_never_fit_is_a_400_one_that_may_later_a_503():
+    """A model too big for the rig even alone was a 503, which OpenAI's clients retry by
+    themselves (openai-python twice, each time refused again); a load that may succeed once
+    another model goes stays a 503."""
+    room = Room({"CUDA0": 12288 * MIB}, None)
+    needs = {
+        "big": ModelNeed("big", {"CUDA0": 10240 * MIB}, 0, pinned=True),
+        "small": ModelNeed("small", {"CUDA0": 4096 * MIB}, 0),
+        "huge": ModelNeed("huge", {"CUDA0": 16384 * MIB}, 0),
+    }
+    with _running(Policy(needs, room)) as (p, router):
+        router.states = {"big": "loaded", "small": "unloaded", "huge": "unloaded"}
+        chat = f"{p.url}/v1/chat/completions"
+        never = httpx.post(chat, json={"model": "huge"}, timeout=30)
+        assert never.status_code == 400, never.text
+        error = never.json()["error"]
+        assert (error["code"], error["type"]) == ("does_not_fit", "invalid_request_error")
+        assert error["message"].startswith("huge does not fit even alone: CUDA0 has ")
+        later = httpx.post(chat, json={"model": "small"}, timeout=30)  # once big is unpinned
+        assert later.status_code == 503, later.text
+        error = later.json()["error"]
+        assert (error["code"], error["type"]) == ("pinned", "unavailable_error")
+        load = httpx.post(f"{p.url}/models/load", json={"model": "huge"}, timeout=30)
+        assert load.status_code == 400 and load.json()["error"]["code"] == "does_not_fit"
+        assert router.queries == []

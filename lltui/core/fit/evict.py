@@ -20,7 +20,8 @@ says what it takes on each device and on the host. :func:`decide` answers one of
 - ``evict``: it fits once ``evict`` are unloaded: unload them, then load it;
 - ``cannot``: it cannot load, ``code`` and ``reason`` say why: ``model_not_found``,
   ``does_not_fit`` (not even alone), ``pinned`` (only by unloading a pinned model),
-  ``host_memory`` (the host's RAM would run out: the host would swap).
+  ``host_memory`` (the host's RAM would run out: the host would swap); ``final`` where no
+  unload can change it (not found, or not even alone).
 
 :func:`refusal` says the same decision as the one line a load lltui is asked for gets (None:
 it loads): what is short, and the models to unload first.
@@ -132,6 +133,9 @@ class Decision:
     evict: tuple[str, ...] = ()
     code: str | None = None  # why not, for ``cannot``
     reason: str = ""
+    # ``cannot`` whatever is unloaded (not found, or too big even alone): asking again never
+    # helps, where a model in the way may go later
+    final: bool = False
 
     @property
     def can_load(self) -> bool:
@@ -248,14 +252,16 @@ def decide(policy: Policy, name: str, resident: Sequence[Resident]) -> Decision:
     """What to do for a request for ``name`` with ``resident`` running (see the module)."""
     need = policy.needs.get(name)
     if need is None:
-        return Decision(name, "cannot", code="model_not_found", reason=f"model '{name}' not found")
+        why = f"model '{name}' not found"
+        return Decision(name, "cannot", code="model_not_found", reason=why, final=True)
     if any(r.name == name for r in resident):
         return Decision(name, "loaded")
     alone = _short(policy, name, ())
     if alone:
         code = "host_memory" if all(d == CPU for d, _, _ in alone) else "does_not_fit"
         why = "; ".join(f"{_label(d)} has {_mib(left)}, it needs {_mib(w)}" for d, left, w in alone)
-        return Decision(name, "cannot", code=code, reason=f"{name} does not fit even alone: {why}")
+        why = f"{name} does not fit even alone: {why}"
+        return Decision(name, "cannot", code=code, reason=why, final=True)
     others = [r for r in resident if r.name in policy.needs and r.name != name]
     must = [r.name for r in others if _shares_rpc(need, policy.needs[r.name])]
     pinned_must = [n for n in must if policy.needs[n].pinned]

@@ -123,15 +123,17 @@ STATUS = {
 UNREACHABLE = "the router is not reachable"
 
 
-def error_body(message: str, code: str, kind: str | None = None) -> dict[str, Any]:
+def error_body(message: str, code: str, status: int) -> dict[str, Any]:
     """An error as OpenAI's API (and llama-server's) shapes it."""
-    if kind is None:
-        kind = "invalid_request_error" if STATUS.get(code, 503) < 500 else "unavailable_error"
+    kind = "invalid_request_error" if status < 500 else "unavailable_error"
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
 def error_response(message: str, code: str, status: int | None = None) -> web.Response:
-    return web.json_response(error_body(message, code), status=status or STATUS.get(code, 503))
+    """The error, 503 where ``code`` has no status of its own (asking again may succeed:
+    OpenAI's clients retry a 5xx by themselves, never a 4xx)."""
+    status = status or STATUS.get(code, 503)
+    return web.json_response(error_body(message, code, status), status=status)
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,9 @@ class ProxyEvent:
 
 
 class LoadRefused(Exception):
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: str, code: str, status: int | None = None) -> None:
         super().__init__(message)
-        self.code = code
+        self.code, self.status = code, status
 
 
 class OnDemandProxy:
@@ -343,7 +345,7 @@ class OnDemandProxy:
             try:
                 await self._ensure_loaded(name)
             except LoadRefused as exc:
-                return error_response(str(exc), exc.code)
+                return error_response(str(exc), exc.code, exc.status)
             self.last_used[name] = time.monotonic()  # (the last to be evicted, as a use)
             return web.json_response({"success": True})
         for _attempt in range(2):
@@ -391,7 +393,7 @@ class OnDemandProxy:
         try:
             await self._ensure_loaded(name)
         except LoadRefused as exc:
-            return error_response(str(exc), exc.code)
+            return error_response(str(exc), exc.code, exc.status)
         finally:
             self._queued[name] -= 1
         return None
@@ -519,7 +521,11 @@ class OnDemandProxy:
                     decision = decide(policy, name, resident)
                     if not decision.can_load:
                         self._emit(ProxyEvent("refused", name, reason=decision.reason))
-                        raise LoadRefused(decision.reason, decision.code or "does_not_fit")
+                        code = decision.code or "does_not_fit"
+                        # one that can never load is a 400, which no client retries
+                        final = decision.final and code not in STATUS
+                        status = STATUS["invalid_request"] if final else None
+                        raise LoadRefused(decision.reason, code, status)
                     loading = [n for n in decision.evict if states.get(n) == "loading"]
                     await self._evict(decision, loading)
                     self._emit(ProxyEvent("load", name))
