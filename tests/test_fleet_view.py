@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from support.app_helpers import wait_for
@@ -321,3 +322,18 @@ def test_hosts_down_for_one_reason_that_names_them_have_one_note():
     ]  # fmt: skip
     (alone,) = note_groups(rows[:1], fits=30)
     assert alone[1].startswith("ssh to gpu00 failed at its jump host")  # one host: whole
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_a_host_with_more_than_a_thousand_gib_shows_its_vram_whole(width):
+    """8 MI300X hold 1535.7 GiB: the cell read ``567.3/1535.``, a cut number."""
+    from lltui.app.screens.fleet import row_cells
+    from lltui.core.units import GIB
+
+    layout = fleet_layout(width, 15)
+    used, total = int(567.3 * GIB), int(1535.7 * GIB)
+    row = HostRow("sim:8xmi300x", "up", 8, 0, used, total, None, None, None, None, 1, 0, None)
+    vram = row_cells(row, layout)[[c.key for c in layout.columns].index("vram")]
+    assert vram == "567/1536"
+    small = replace(row, memory_used=int(12.2 * GIB), memory_total=30 * GIB)
+    assert row_cells(small, layout)[3] == "12.2/30.0"  # tenths where they fit

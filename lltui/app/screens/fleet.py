@@ -49,6 +49,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("llama", "llama", 5, 5),
     Column("age", "Age", 5, 5),
 )
+VRAM_COLUMN = next(c for c in COLUMNS if c.key == "vram")
 NOTE = Column("error", "Note", 0, 0)
 NOTE_MIN = 16  # a note column narrower than this is no help: the notes go under the table
 HOST_MAX = 32
@@ -116,16 +117,22 @@ def _power(watts: float | None, narrow: bool) -> str:
     return f"{watts:.0f} W"
 
 
+def _vram(row: HostRow, width: int) -> str:
+    """``used/total`` GiB, in whole GiB where tenths do not fit the column (a host of 8
+    MI300X has 1535.7: the table cut it to ``567.3/1535.``)."""
+    if row.memory_total is None:
+        return "-"
+    used, total = (row.memory_used or 0) / GIB, row.memory_total / GIB
+    text = f"{used:.1f}/{total:.1f}"
+    return text if len(text) <= width else f"{used:.0f}/{total:.0f}"
+
+
 def row_cells(row: HostRow, layout: FleetLayout | None = None) -> tuple[str, ...]:
     """The cells of one host's row, as plain text, in the layout's column order (the wide
     one by default), the host name and the note cut to their columns."""
     narrow = layout is not None and layout.narrow
 
-    vram = (
-        "-"
-        if row.memory_total is None
-        else f"{(row.memory_used or 0) / GIB:.1f}/{row.memory_total / GIB:.1f}"
-    )
+    vram = _vram(row, VRAM_COLUMN.narrow if narrow else VRAM_COLUMN.wide)
     gpus = "-" if row.gpus is None else str(row.gpus)
     if row.lost and not narrow:  # narrow: the note says it
         gpus += f" ({row.lost} lost)"
