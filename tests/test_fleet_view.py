@@ -337,3 +337,24 @@ def test_a_host_with_more_than_a_thousand_gib_shows_its_vram_whole(width):
     assert vram == "567/1536"
     small = replace(row, memory_used=int(12.2 * GIB), memory_total=30 * GIB)
     assert row_cells(small, layout)[3] == "12.2/30.0"  # tenths where they fit
+
+
+async def test_paused_the_fleet_view_holds_still_and_resumed_it_moves_on():
+    """Space put PAUSED on the fleet view while its rows went on changing with each poll."""
+    app = _two_host_app()
+    fleet = app.fleet
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: all(fleet.state(i).sample is not None for i in range(2)))
+        await pilot.press("space")
+        await pilot.pause()
+        held = screen_text(app)
+        assert "PAUSED" in held
+        seqs = [fleet.state(i).sample.seq for i in range(2)]
+        # the hosts are still polled (the monitor's histories): several samples later
+        await wait_for(lambda: all(fleet.state(i).sample.seq > s + 5 for i, s in enumerate(seqs)))
+        app.screen.show_fleet()
+        await pilot.pause()
+        assert screen_text(app) == held
+        await pilot.press("space")
+        await wait_for(lambda: "PAUSED" not in screen_text(app))
+        await wait_for(lambda: screen_text(app).split("\n")[3:] != held.split("\n")[3:])

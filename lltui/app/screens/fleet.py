@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -25,6 +26,9 @@ from lltui.core.monitor.fleet import FleetSample, HostRow, host_row
 from lltui.core.monitor.models import RigInfo
 from lltui.core.text import counted
 from lltui.core.units import GIB, fmt_duration
+
+if TYPE_CHECKING:
+    from lltui.services.rig import Fleet
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +236,7 @@ class FleetScreen(ViewScreen):
         self._status_text = ""
         self._styles: dict[str, str] = {}
         self._layout: FleetLayout | None = None  # the columns the table has now
+        self._held: FleetSample | None = None  # the states shown while paused
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="fleet-summary")
@@ -281,7 +286,7 @@ class FleetScreen(ViewScreen):
             self._layout = layout
         return layout
 
-    def show_fleet(self, snapshot: FleetSample | None = None) -> None:
+    def show_fleet(self) -> None:
         """Update the rows from the fleet's latest states (cells that changed only)."""
         if not self.is_mounted or not self.is_attached:
             return
@@ -293,7 +298,7 @@ class FleetScreen(ViewScreen):
                 "or [b]--hosts FILE[/b]."
             )
             return
-        snap = snapshot or fleet.snapshot()
+        snap = self._snapshot(fleet)
         self._header(snap, fleet.interval)
         table: DataTable[Text] = self.query_one(DataTable)
         rows = [host_row(state, snap.t, fleet.interval) for state in snap.hosts]
@@ -310,6 +315,17 @@ class FleetScreen(ViewScreen):
                 "[$text-muted]Enter: open a host in the monitor[/]"
             )
             self.query_one("#fleet-notes", HangingList).set_entries(self._notes(rows, layout))
+
+    def _snapshot(self, fleet: Fleet) -> FleetSample:
+        """The fleet's states now; while sampling is paused, as they were when this view
+        first showed them paused: the rows hold still, as the monitor does (they went on
+        changing under PAUSED)."""
+        if not self.lltui.model.paused:
+            self._held = None
+            return fleet.snapshot()
+        if self._held is None:
+            self._held = fleet.snapshot()
+        return self._held
 
     def _show_row(self, table: DataTable[Text], layout: FleetLayout, row: HostRow) -> None:
         cells = row_cells(row, layout)
