@@ -279,3 +279,26 @@ def test_a_reused_pid_is_not_signalled(children):
     assert child.poll() is None
     outcome = signals.send_signal(shown, "TERM")
     assert outcome.sent and child.wait(10) == -signal.SIGTERM
+
+
+async def test_tagged_processes_are_offered_kill_while_any_of_them_is_left(monkeypatch, children):
+    """The first tagged process exited on TERM, another ignored it: the dialog said "Send
+    SIGTERM to the 2 tagged processes" with only Close, and the one left ran on."""
+    quick, stubborn = spawn(children), spawn(children, STUBBORN)
+    app = nvml_app(monkeypatch, quick.pid, stubborn.pid)
+    async with app.run_test(size=(120, 30)) as pilot:
+        table = await select(app, pilot, quick.pid)
+        await pilot.press("t")
+        table.move_cursor(row=table.get_row_index(str(stubborn.pid)))
+        await pilot.press("t", "K")
+        dialog = app.screen
+        assert isinstance(dialog, SignalDialog) and len(dialog.group) == 2
+        await pilot.press("t")
+        await wait_for(lambda: quick.poll() is not None)
+        # looked again since the first exited (or gave up looking)
+        await wait_for(lambda: dialog.state != "termed" or dialog.rechecks >= 3)
+        assert dialog.state == "termed" and stubborn.poll() is None
+        assert "SIGKILL to those left" in str(dialog.query_one("#signal-text").render())
+        await pilot.press("k")
+        await wait_for(lambda: stubborn.poll() is not None)
+        assert stubborn.returncode == -signal.SIGKILL

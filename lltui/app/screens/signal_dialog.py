@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
+from textual.timer import Timer
 from textual.widgets import Button, Static
 
 from lltui.app.app_protocol import host_of
@@ -65,6 +66,7 @@ class SignalDialog(WarningDialog[None]):
         self.group = group if len(group) > 1 else ()
         self.state = REFUSED if target is None else ASK
         self.rechecks = 0  # looks after SIGTERM at whether the process is still there
+        self._rechecking: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="signal-box", classes="dialog-box"):
@@ -106,6 +108,8 @@ class SignalDialog(WarningDialog[None]):
         )
         more = f"\n… and {len(self.group) - 8} more" if len(self.group) > 8 else ""
         n = len(self.group)
+        if self.state == EXITED:
+            return f"{who}{more}\n\n[$gpu-ok]They exited after SIGTERM.[/] Nothing more to send."
         if self.state == TERMED:
             return (
                 f"{who}{more}\n\nSIGTERM sent to {n} processes. Send [b]SIGKILL[/b] to those left?"
@@ -133,15 +137,18 @@ class SignalDialog(WarningDialog[None]):
             return self.state == TERMED
         return True
 
-    def _send(self, name: str) -> bool:
-        """Send SIG``name`` to the process (or the tagged ones) checked at opening; say what
-        happened."""
+    def _targets(self) -> tuple[ProcessIdentity, ...]:
+        """The process (or the tagged ones) checked at opening."""
         assert self.target is not None
+        return self.group or (self.target,)
+
+    def _send(self, name: str, targets: tuple[ProcessIdentity, ...]) -> bool:
+        """Send SIG``name`` to ``targets``; say what happened."""
         if host_of(self).readonly:  # refused where it is done, not only where it is shown
             self.app.notify("read-only: no signal is sent from this app", severity="error")
             return False
         sent = False
-        for target in self.group or (self.target,):
+        for target in targets:
             outcome = send_signal(target, name)
             self.app.notify(outcome.message, severity="information" if outcome.sent else "error")
             sent = sent or outcome.sent
@@ -150,22 +157,29 @@ class SignalDialog(WarningDialog[None]):
     def action_term(self) -> None:
         if self.state != ASK:
             return
-        if not self._send("TERM"):
+        if not self._send("TERM", self._targets()):
             self.dismiss()
             return
         self.state = TERMED
         self._recheck()  # one that exits at once is never offered a KILL
         if self.state == TERMED:
-            self.set_interval(RECHECK_S, self._recheck)
+            self._rechecking = self.set_interval(RECHECK_S, self._recheck)
             self._show_state()
 
+    def _left(self) -> tuple[ProcessIdentity, ...]:
+        """Those of the targets still running."""
+        return tuple(t for t in self._targets() if still_running(t))
+
     def _recheck(self) -> None:
-        """After SIGTERM: once the process is gone, say so and offer no KILL."""
+        """After SIGTERM: once the process (every tagged one) is gone, say so, offer no
+        KILL and look no more."""
         if self.state != TERMED or self.target is None:
             return
         self.rechecks += 1
-        if not still_running(self.target):
+        if not self._left():
             self.state = EXITED
+            if self._rechecking is not None:
+                self._rechecking.stop()
             self._show_state()
 
     def _show_state(self) -> None:
@@ -175,10 +189,11 @@ class SignalDialog(WarningDialog[None]):
     def action_kill(self) -> None:
         if self.state != TERMED:
             return
-        self._recheck()
-        if self.state != TERMED:
+        left = self._left()
+        if not left:
+            self._recheck()
             return  # it exited a moment ago: the dialog says so, nothing is sent
-        self._send("KILL")
+        self._send("KILL", left)
         self.dismiss()
 
     def action_cancel(self) -> None:
