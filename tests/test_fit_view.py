@@ -477,3 +477,14 @@ async def test_the_quant_table_keeps_room_for_its_rows_scroll_bar(model_path, pr
         await pilot.pause()
         assert table.virtual_size.width <= table.scrollable_content_region.width
         assert not table.show_horizontal_scrollbar
+
+
+def test_the_fastest_command_says_which_of_the_flags_given_the_planner_replaced(model_path):
+    """The view's fastest line is added to the form's flags; a -ts 3,1 (or --cpu-moe) the
+    planner chose anew was kept there without a word, where fit --best says it."""
+    from lltui.app.state.fit import compute_estimate, compute_plan, plan_text
+
+    outcome = compute_estimate(FitRequest(1, str(model_path), {"ts": "3,1"}, "", "sim:4xl4"), None)
+    plan, error = compute_plan(outcome)
+    assert error is None and plan is not None and plan.replaced == ("-ts", "3,1")
+    assert "(-ts 3,1 given: the planner chooses these itself)" in plan_text(plan)

@@ -159,8 +159,8 @@ def compute_plan(outcome: FitOutcome) -> tuple[PlanResult | None, str | None]:
 
 def plan_text(plan: PlanResult) -> list[str]:
     """The planner's answer in a few lines: its first choice's flags (added to those given,
-    as ``fit --best`` prints them), speeds and memory, the other split's speed and why it
-    lost."""
+    but for those it chooses itself, named, as ``fit --best`` prints them), speeds and
+    memory, the other split's speed and why it lost."""
     best = plan.best
     if best is None:
         why = plan.options[0].why_not if plan.options else "nothing fits"
@@ -170,6 +170,8 @@ def plan_text(plan: PlanResult) -> list[str]:
         f"decode, ~{best.prefill_tps:.0f} t/s prompt"
         + (f", {best.offload}" if best.offload else "")
     ]
+    if plan.replaced:  # (not added to: the command goes without them, as fit --best says)
+        lines.append(f"({' '.join(plan.replaced)} given: the planner chooses these itself)")
     kv = plan.kv_option
     if kv is not None:
         lines.append(
