@@ -19,7 +19,7 @@ from lltui.core.speed.model import estimate_speed
 
 # llama-bench's models, as shapes (the data is a hole in a sparse file)
 LLAMA7B = sp.SHAPES["llama2-7b"]
-LLAMA8B = gf.llama_8b_spec()
+LLAMA8B = gf.llama_8b_spec(n_ctx_train=131072)  # Llama 3.1 8B: deep contexts are real ones
 LLAMA3B = sp.SHAPES["llama3.2-3b"]
 SHAPES = {
     "llama 7B Q4_0": (LLAMA7B, "Q4_0"),
@@ -93,6 +93,25 @@ def test_a_sequence_reads_only_its_own_stream_of_the_kv_cache(models):
     deep = _speed(m, "4090", "-ngl", "99", "-c", "16384", "-np", "1").speed
     assert four.decode_tps_full == pytest.approx(one.decode_tps_full, rel=0.01)
     assert four.decode_tps_full > deep.decode_tps_full * 1.05
+
+
+def test_a_full_context_stops_where_llama_server_caps_the_slots(tmp_path, capsys):
+    """-c 1000000 on a model trained at 4096: llama-server caps each slot at 4096, so no
+    token reads more cells than the slots reach; decode "at a full context" was priced a
+    million cells deep (~18 t/s for the demo model on a CPU, ~1447 at 4096)."""
+    path = tmp_path / "m.gguf"
+    gf.write_model(path, gf.llama_spec(n_ctx_train=4096))
+
+    def full(*flags):
+        assert main(["fit", str(path), "--gpus", "cpu", "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)["speed"]["decode_tps_full_ctx"]
+
+    trained = full("-c", "4096", "-np", "1")
+    assert full("-c", "1000000", "-np", "1") == trained  # one slot: the trained context
+    assert full("-c", "1000000", "-np", "2") == trained  # a stream a slot
+    assert full("-c", "1000000") == full("-c", "16384")  # one unified cache of 4 slots
+    # RoPE scaling asked for: the context asked is what a slot reaches
+    assert full("-c", "1000000", "-np", "1", "--rope-scaling", "yarn") < trained / 10
 
 
 @pytest.mark.parametrize("flags", [("-nkvo",), ("-fa", "off"), ("-sm", "tensor")])

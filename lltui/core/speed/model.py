@@ -165,12 +165,23 @@ def estimate_speed(
     rig = _Rig(host, threads_batch, backends or {}, pcie or {}, bandwidth or {}, clocks or {})
     out = _estimate(model, result, depth, prompt_tokens, rig, calibration, links, params)
     full = out
-    if result.resolved.n_ctx_seq > depth:  # (one more estimate: this one's cost again)
+    full_depth = _full_depth(result)
+    if full_depth > depth:  # (one more estimate: this one's cost again)
         full = _estimate(
-            model, result, result.resolved.n_ctx_seq, prompt_tokens, rig, calibration, links,
-            params,
+            model, result, full_depth, prompt_tokens, rig, calibration, links, params
         )  # fmt: skip
     return replace(out, decode_tps_full=full.decode_tps)
+
+
+def _full_depth(result: FitResult) -> int:
+    """The KV cells a token reads at a full context: the cache's per sequence, but no more
+    than llama-server's slots reach, each capped at the trained context (n_ctx_slot; a
+    unified cache the slots' sum), unless RoPE scaling was asked for."""
+    r = result.resolved
+    trained = result.model.n_ctx_train
+    if trained <= 0 or result.settings.rope_scaling:
+        return r.n_ctx_seq
+    return min(r.n_ctx_seq, r.slots_ctx(trained) if r.kv_unified else trained)
 
 
 def _estimate(
