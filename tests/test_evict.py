@@ -202,11 +202,44 @@ def test_the_policy_from_a_plan_counts_host_buffers_cache_and_process():
     got = policy_from_plan(plan, priority={"a": 3}, overhead_bytes=50 * MIB)
     assert got.room == Room({"CUDA0": 10 * GIB}, 32 * GIB)
     assert got.needs["a"] == ModelNeed(
-        "a", {"CUDA0": 5 * GIB}, 1174 * MIB, (), False, 3, path="/m/a.gguf"
+        "a", {"CUDA0": 5 * GIB}, 1174 * MIB, (), False, 3, path="/m/a.gguf", cache_bytes=1024 * MIB
     )
     assert got.needs["b"].host_bytes == (DEFAULT_CACHE_RAM_MIB + 50) * MIB
     assert got.needs["b"].pinned
     assert decide(got, "b", running("a")).evict == ("a",)
+
+
+def test_a_host_short_for_the_prompt_cache_says_so():
+    """A 5 MiB model on a host with 8000 MiB available: the router's on-demand plan said
+    'the host has 8000 MiB, it needs 8307 MiB', naming neither the 8192 MiB prompt cache
+    counted for it nor the flag that sets it."""
+    usage = (("CUDA0", 0), (CPU, 19 * MIB))
+    plan: Any = SimpleNamespace(
+        models=(
+            SimpleNamespace(
+                name="a",
+                usage=usage,
+                args=parse_llama_args([]),
+                rpc=(),
+                keep=False,
+                ref="a",
+                path="/m/a.gguf",
+            ),
+        ),
+        devices=(DeviceRoom(CPU, "cpu", 8000 * MIB, 8000 * MIB),),
+    )
+    p = policy_from_plan(plan)
+    said = "8192 MiB of it the prompt cache llama-server may fill (--cache-ram MIB sets it)"
+    got = decide(p, "a", [])
+    assert (got.code, got.reason) == (
+        "host_memory",
+        f"a does not fit even alone: the host has 8000 MiB, it needs 8307 MiB, {said}",
+    )
+    assert said in (refusal(p, "a", []) or "")
+    # a GPU short says nothing of it; a --cache-ram 0 host nothing either
+    assert "prompt cache" not in decide(policy(need("big", gpu0=30)), "big", []).reason
+    got = decide(policy(need("big", host=50), host=48), "big", [])
+    assert got.reason == "big does not fit even alone: the host has 49152 MiB, it needs 51200 MiB"
 
 
 def test_the_gate_and_the_eviction_agree(tmp_path):

@@ -70,9 +70,10 @@ CACHE_RAM_FLAGS = ("-cram", "--cache-ram")
 
 @dataclass(frozen=True, slots=True)
 class ModelNeed:
-    """What one model's server takes: bytes per GPU-like device, bytes of host RAM, the RPC
-    servers it holds; whether it is pinned and its priority (higher stays longer); the file
-    its server loads ('' where the router downloads it)."""
+    """What one model's server takes: bytes per GPU-like device, bytes of host RAM (of which
+    ``cache_bytes`` its prompt cache may fill), the RPC servers it holds; whether it is
+    pinned and its priority (higher stays longer); the file its server loads ('' where the
+    router downloads it)."""
 
     name: str
     devices: Mapping[str, int]
@@ -81,6 +82,7 @@ class ModelNeed:
     pinned: bool = False
     priority: int = 0
     path: str = ""
+    cache_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +191,8 @@ def policy_from_plan(
     needs = {}
     for m in plan.models:
         # what it takes on an integrated GPU is the host's memory too
-        host = pool_bytes([dict(m.usage)], shares) + cache_ram_bytes(m.args) + overhead_bytes
+        cache = cache_ram_bytes(m.args)
+        host = pool_bytes([dict(m.usage)], shares) + cache + overhead_bytes
         needs[m.name] = ModelNeed(
             name=m.name,
             devices={d: b for d, b in m.usage if b and d != CPU},
@@ -198,6 +201,7 @@ def policy_from_plan(
             pinned=m.name in pinned or m.keep,
             priority=prio.get(m.name, 0),
             path="" if is_remote_ref(m.ref or m.path) else m.path,
+            cache_bytes=cache,
         )
     devices = {d.name: d.free_bytes for d in plan.devices if d.name != CPU}
     host_free = None if host_room is None else host_room.free_bytes
@@ -213,6 +217,17 @@ def _mib(n: int) -> str:
 
 def _label(device: str) -> str:
     return "the host" if device == CPU else device
+
+
+def _needs(need: ModelNeed, device: str, want: int) -> str:
+    """What ``need`` takes on ``device``; on the host, how much of it is the prompt cache
+    (llama-server's 8192 MiB by default: the most of a small model's need)."""
+    if device != CPU or not need.cache_bytes:
+        return _mib(want)
+    return (
+        f"{_mib(want)}, {_mib(need.cache_bytes)} of it the prompt cache llama-server may "
+        "fill (--cache-ram MIB sets it)"
+    )
 
 
 def _short(policy: Policy, name: str, staying: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -259,7 +274,9 @@ def decide(policy: Policy, name: str, resident: Sequence[Resident]) -> Decision:
     alone = _short(policy, name, ())
     if alone:
         code = "host_memory" if all(d == CPU for d, _, _ in alone) else "does_not_fit"
-        why = "; ".join(f"{_label(d)} has {_mib(left)}, it needs {_mib(w)}" for d, left, w in alone)
+        why = "; ".join(
+            f"{_label(d)} has {_mib(left)}, it needs {_needs(need, d, w)}" for d, left, w in alone
+        )
         why = f"{name} does not fit even alone: {why}"
         return Decision(name, "cannot", code=code, reason=why, final=True)
     others = [r for r in resident if r.name in policy.needs and r.name != name]
@@ -326,7 +343,8 @@ def _why_not(
     # what is short with every model unloaded that may be (the pinned ones stay)
     short = _short(policy, name, [n for n in running if n not in going or n in pinned])
     why = "; ".join(
-        f"{_label(d)} has {_mib(max(left, 0))} left, it needs {_mib(w)}" for d, left, w in short
+        f"{_label(d)} has {_mib(max(left, 0))} left, it needs {_needs(need, d, w)}"
+        for d, left, w in short
     )
     if pinned and fits_without(policy, name, running, [*going, *pinned]):
         return Decision(
@@ -362,13 +380,14 @@ def refusal(policy: Policy, name: str, resident: Sequence[Resident]) -> str | No
     decision = decide(policy, name, resident)
     if decision.action in ("loaded", "load"):
         return None
+    need = policy.needs[name]
     alone = _short(policy, name, ())
     if alone:
         why = ", ".join(
-            f"{_label(d)} has {_mib(left)} free, it needs {_mib(w)}" for d, left, w in alone
+            f"{_label(d)} has {_mib(left)} free, it needs {_needs(need, d, w)}"
+            for d, left, w in alone
         )
         return f"{name} does not fit on this rig even alone: {why}"
-    need = policy.needs[name]
     loaded = [r.name for r in resident if r.name in policy.needs and r.name != name]
     reasons = [
         f"{other} holds the RPC server {ep}, which serves one llama-server at a time"
@@ -377,7 +396,7 @@ def refusal(policy: Policy, name: str, resident: Sequence[Resident]) -> str | No
         if ep in policy.needs[other].rpc
     ]
     reasons += [
-        f"{_label(d)} has {_mib(max(left, 0))} left, {name} needs {_mib(w)}"
+        f"{_label(d)} has {_mib(max(left, 0))} left, {name} needs {_needs(need, d, w)}"
         for d, left, w in _short(policy, name, loaded)
     ]
     head = f"{name} does not fit with {', '.join(loaded)} loaded: {'; '.join(reasons)}"
