@@ -121,6 +121,15 @@ def test_a_pid_that_is_no_process_here_is_said_so(capsys):
     assert "pid 999999999: no such process here" in capsys.readouterr().out
 
 
+def test_no_server_given_is_not_called_one_without_metrics(capsys):
+    """`lltui report` alone: its speed section said the server 'was not started with
+    --metrics, or is not reachable', of a server no one named."""
+    assert main(["report", "--source", "sim:colab-t4"]) == 0
+    text = capsys.readouterr().out
+    assert "(no /metrics: no server address to ask; --server URL names one)" in text
+    assert "not started with --metrics" not in text
+
+
 def test_out_never_replaces_the_log_it_reports(tmp_path, capsys):
     log = tmp_path / "server.log"
     log.write_text("main: build = 5300 (abc)\nllama_model_loader: loaded meta data\n")

@@ -135,6 +135,8 @@ def _speed(poll: ServerPoll | None, report: ExplainReport | None) -> Section:
         text += f"\npredicted: {said}"
     if m is None and poll is not None and poll.state == STATE_UNAUTHORIZED:
         text += "\n(no /metrics: the server asks for an API key; export LLAMA_API_KEY)"
+    elif poll is None:  # (no address: none given, or none found for the pid)
+        text += "\n(no /metrics: no server address to ask; --server URL names one)"
     elif m is None:
         text += "\n(no /metrics: the server was not started with --metrics, or is not reachable)"
     return Section("Speed", text, data)
