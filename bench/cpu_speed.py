@@ -64,6 +64,14 @@ TESTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("dense", "Q4_K_M", PP),
     ("dense", "Q4_0", ("-p", "256", "-n", "0", "-ub", "64")),
     ("dense", "Q4_0", ("-p", "0", "-n", "64", "-d", "2048")),
+    # the CPU's attention at depth: a token's (cell by cell) and a ubatch's (tiled), two
+    # head sizes (the dense model's 128, the MoE's 64)
+    ("dense", "Q4_0", ("-p", "0", "-n", "64", "-d", "1024")),
+    ("dense", "Q4_0", ("-p", "0", "-n", "64", "-d", "4096")),
+    ("moe", "Q4_0", ("-p", "0", "-n", "64", "-d", "2048")),
+    ("moe", "Q4_0", ("-p", "0", "-n", "64", "-d", "4096")),
+    ("dense", "Q4_0", ("-p", "512", "-n", "0", "-d", "2048")),
+    ("moe", "Q4_0", ("-p", "512", "-n", "0", "-d", "2048")),
     ("moe", "Q4_0", TG),
     ("moe", "Q4_0", PP),
     ("moe", "Q8_0", TG),

@@ -209,6 +209,24 @@ def test_a_cpu_only_rig_is_predicted_from_its_cores_and_memory(models):
     assert base.devices[0].name == "CPU" and "desktop" in base.host
 
 
+def test_a_cpus_decode_at_depth_pays_for_every_cell_it_visits(tmp_path):
+    """ggml's CPU flash attention visits a token's cells one by one (an expf and the
+    softmax's bookkeeping a cell and query head, K and V converted from F16): llama-bench
+    on this project's machine (tests/fixtures/cpu_bench_measured.json, one thread) decoded
+    the 18-layer dense shape 3.8x slower at 4096 cells than at none, and the 64-wide MoE
+    shape 8.5x at 4096; lltui priced the cells by their flops alone (1.7x and 2.2x)."""
+    dense = gf.llama_spec(
+        n_layer=18, n_embd=1536, n_ff=5632, n_head=12, n_head_kv=4, head_dim=128, n_vocab=32000
+    )
+    model = read_gguf(gf.write_sparse(tmp_path / "dense.gguf", dense, "Q4_0"))
+    epyc = HostSpec(name="epyc", cores=2, isa="avx512vnni", ghz=2.6, mem_gbs=89.6, source="t")
+    at = {d: _speed(model, ["-t", "1"], host=epyc, depth=d).decode_tps for d in (32, 4128)}
+    assert 3.8 / 1.25 < at[32] / at[4128] < 3.8 * 1.25, at
+    # a ubatch's tiled path is far cheaper a cell: the prompt slows by much less
+    pp = {d: _speed(model, ["-t", "1"], host=epyc, depth=d).prefill_tps for d in (0, 2048)}
+    assert 81.4 / 59.7 / 1.25 < pp[0] / pp[2048] < 81.4 / 59.7 * 1.25, pp
+
+
 def test_experts_on_the_host_cost_the_hosts_bandwidth_and_the_pcie_copy(models):
     on_gpu = _speed(models["moe"], [], "RTX 4090")
     host = _speed(models["moe"], ["--n-cpu-moe", "40"], "RTX 4090")

@@ -113,6 +113,11 @@ class SpeedParams:
     host_layer_s: float = 100e-6  # per layer and token: the barriers of its ~20 ops (threads)
     host_op_layer_s: float = 30e-6  # per layer and token with one thread: dispatching its ops
     host_attn_eff: float = 0.48  # attention on the CPU, of the f32 rate
+    # and its cycles per cell and query head, and per SIMD vector of K and V it reads:
+    # a token's (ggml's split-KV path, a cell at a time) and a ubatch's (the tiled path),
+    # measured on this project's machine (bench/cpu_speed.py's deep points)
+    host_attn_dec_cycles: tuple[float, float] = (69.0, 2.9)
+    host_attn_pre_cycles: tuple[float, float] = (9.0, 0.0)
     host_decode_eff: dict[str, float] = field(default_factory=lambda: dict(HOST_DECODE_EFF))
     host_prefill_eff: dict[str, float] = field(default_factory=lambda: dict(HOST_PREFILL_EFF))
 
@@ -122,7 +127,7 @@ PARAMS = SpeedParams()
 
 # raised when a rule of the model (not one of its constants) changes what it predicts: the
 # stored calibrations fitted against the old predictions are then set aside too
-MODEL_REVISION = 2
+MODEL_REVISION = 3
 
 
 def params_mark(params: SpeedParams = PARAMS) -> str:

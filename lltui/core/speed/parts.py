@@ -76,6 +76,10 @@ class Part:
     prefill_int8_flops: float = 0.0  # tile-adjusted, quant factor not applied (Volta)
     prefill_f16_flops: float = 0.0
     attn_decode_flops: float = 0.0
+    # cells times query heads a token's attention visits (the CPU's work per cell is more
+    # than its flops: see host_times), and that per ubatch
+    attn_decode_cells: float = 0.0
+    attn_cells: float = 0.0
     attn_flops: float = 0.0  # prompt attention, per ubatch
     attn_kv_bytes: float = 0.0  # the KV one pass over the cells reads, per ubatch
     attn_score_bytes: float = 0.0  # without flash attention: KQ scores written and read
@@ -358,6 +362,8 @@ def add_layers_and_attention(
             acc.decode_bytes += cell_bytes * read
             acc.decode_kv_bytes += cell_bytes * read * kv_reads
             acc.attn_decode_flops += per_cell * read
+            acc.attn_decode_cells += heads * read
+            acc.attn_cells += heads * ub * pre_kv
             acc.attn_flops += per_cell * ub * pre_kv
             acc.attn_kv_bytes += cell_bytes * pre_kv
             if not flash:
