@@ -106,6 +106,29 @@ def test_a_dry_run_open_to_the_network_warns_as_the_real_run_does(server_env, ti
     assert "no API key" not in capsys.readouterr().err
 
 
+def test_an_rpc_server_beyond_loopback_is_warned_of(
+    server_env, tiny_model, tmp_path, capsys, monkeypatch
+):
+    """launch --rpc 10.0.0.5:50052 said nothing of RPC's missing authentication (fit did):
+    fit's note went into the plan check, whose notes a launch that fits never shows."""
+    from lltui.sources.llama import rpc_probe
+
+    def refused(endpoints, *_a, **_k):  # no network in a test: every server is down
+        return [rpc_probe.RpcProbeError(f"rpc-server {ep}: cannot connect") for ep in endpoints]
+
+    monkeypatch.setattr(rpc_probe, "probe_all", refused)
+    far = "no authentication and no encryption"
+    assert main(["launch", str(tiny_model), "--rpc", "10.0.0.5:50052", "--dry-run"]) == 0
+    assert f"warning: --rpc 10.0.0.5:50052: llama.cpp RPC has {far}" in capsys.readouterr().err
+    (tmp_path / "b.gguf").write_bytes(tiny_model.read_bytes())
+    two = [str(tiny_model), "-c", "512", str(tmp_path / "b.gguf")]
+    assert main(["launch", "--rpc", "10.0.0.5:50052", *two, "--dry-run"]) == 0  # a router
+    assert capsys.readouterr().err.count(far) == 1
+    assert main(["launch", str(tiny_model), "--rpc", "127.0.0.1:50052", "--dry-run"]) == 0
+    assert main(["launch", str(tiny_model), "--rpc", "localhost:50052", "--dry-run"]) == 0
+    assert far not in capsys.readouterr().err
+
+
 def test_a_later_part_of_a_split_model_is_launched_from_its_first(server_env, tmp_path, capsys):
     """llama-server refuses any part but the first ("illegal split file idx"): part 2 was
     passed as given."""

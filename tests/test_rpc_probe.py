@@ -170,10 +170,10 @@ def test_a_host_that_drops_the_connection_attempt_is_not_called_busy(monkeypatch
 
 
 def test_only_the_loopback_network_escapes_the_warning():
-    from lltui.services.devices import _loopback
+    from lltui.core.cmdline.address import endpoint_is_loopback as loopback
 
-    assert _loopback("127.0.0.1:1") and _loopback("[::1]:1") and _loopback("localhost:1")
-    assert not _loopback("127.evil.example:1") and not _loopback("10.0.0.1:1")
+    assert loopback("127.0.0.1:1") and loopback("[::1]:1") and loopback("localhost:1")
+    assert not loopback("127.evil.example:1") and not loopback("10.0.0.1:1")
 
 
 def test_probe_all_asks_servers_at_once():

@@ -5,11 +5,11 @@ API."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from lltui.core.cmdline.address import endpoint_is_loopback
 from lltui.core.hardware.gpus import short_gpu_name
 from lltui.core.memory.devices import (
     DeviceSpec,
@@ -293,7 +293,7 @@ def with_rpc(
                 f"RPC{len(out) - 1} {d.endpoint}: {fmt_bytes(mem.free_bytes)} free of "
                 f"{fmt_bytes(mem.total_bytes)} (rpc-server {'.'.join(map(str, got.version))})"
             )
-    if any(not _loopback(ep) for ep in ask):
+    if any(not endpoint_is_loopback(ep) for ep in ask):
         notes.append(RPC_WARNING)
     return out + [d for d in devices if d.kind != "rpc"], notes
 
@@ -302,16 +302,6 @@ RPC_WARNING = (
     "llama.cpp RPC has no authentication and no encryption: "
     "keep rpc-server ports on a private network"
 )
-
-
-def _loopback(endpoint: str) -> bool:
-    host = endpoint.rpartition(":")[0].strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:  # "127.evil.example" is a name, not the loopback network
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def describe(devices: Sequence[Any]) -> str:

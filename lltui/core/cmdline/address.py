@@ -86,6 +86,17 @@ def is_loopback(host: str) -> bool:
     return True
 
 
+def endpoint_is_loopback(endpoint: str) -> bool:
+    """Whether an RPC server's ``HOST:PORT`` is on this machine's loopback network."""
+    host = endpoint.rpartition(":")[0].strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:  # "127.evil.example" is a name, not the loopback network
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def public_url(url: str) -> str:
     """``url`` without user, password, query or fragment: fit for a label or a message."""
     from urllib.parse import urlsplit, urlunsplit

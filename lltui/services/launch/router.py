@@ -191,6 +191,7 @@ class RouterSession(Session):
         )
         if self._public is not None:  # on demand: the proxy is what clients reach
             self._warn_if_open(self._public[0], spec, "use the models and load them")
+        self._warn_if_rpc_open(ep for model in report.plan.models for ep in model.args.rpc)
         header = [f"written by lltui for llama-server --models-preset (router on port {spec.port})"]
         text = preset_text(report.plan.models, prepared.flags, header)
         self._kept = set(kept)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from lltui.core.cmdline.address import is_loopback
+from lltui.core.cmdline.address import endpoint_is_loopback, is_loopback
 from lltui.core.cmdline.args import LlamaArgs
 from lltui.core.cmdline.flag_values import tensor_split_extra
 from lltui.core.cmdline.launch_spec import (
@@ -121,6 +121,7 @@ class Session:
         spec = runtime_spec(given.spec, self.environ)
         # (said by a dry run too: what it shows would be open to the network)
         self._warn_if_open(spec.host, spec, "use the server")
+        self._warn_if_rpc_open(spec.args.rpc)
         split_warning = self._split_warning(spec.args)
         if split_warning:
             self._note("warning", split_warning)
@@ -310,6 +311,14 @@ class Session:
                 f"listening on {host} with no API key: anyone who can reach this machine "
                 f"can {what}",
             )
+
+    def _warn_if_rpc_open(self, endpoints: Iterable[str]) -> None:
+        """A warning where llama-server reaches an rpc-server beyond loopback."""
+        from lltui.services.devices import RPC_WARNING
+
+        far = [ep for ep in dict.fromkeys(endpoints) if not endpoint_is_loopback(ep)]
+        if far:
+            self._note("warning", f"--rpc {','.join(far)}: {RPC_WARNING}")
 
     def _note(self, level: str, text: str) -> None:
         note = Note(level, text)
