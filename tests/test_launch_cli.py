@@ -479,6 +479,27 @@ def test_an_rpc_server_that_does_not_answer_is_named(server_env, tiny_model, cap
     )
 
 
+def test_an_rpc_server_that_takes_the_connection_and_says_nothing_is_refused(
+    server_env, tiny_model, capsys
+):
+    """A port that is no rpc-server, or one busy with another llama-server (it serves one
+    client at a time): llama-server waited on it for ever, and launch said 'still loading'
+    every 10 s; fit's probe had already found it silent."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)  # the kernel takes the connection; nothing ever answers
+        port = held.getsockname()[1]
+        words = ["launch", str(tiny_model), "-c", "512", "--rpc", f"127.0.0.1:{port}"]
+        assert main(words) == 1
+        assert one_line_error(capsys).endswith(
+            f"rpc-server 127.0.0.1:{port}: no answer within 3 s (it serves one client at a "
+            "time: is a llama-server using it?): llama-server would wait on it without end; "
+            "add --force to start it anyway"
+        )
+        assert main([*words, "--dry-run"]) == 0
+        assert "warning: rpc-server" in capsys.readouterr().err
+
+
 def test_a_saved_profile_holds_what_was_given_not_the_environment(
     server_env, tiny_model, capsys, monkeypatch
 ):

@@ -26,6 +26,7 @@ class Verdict:
     fits: bool | None
     problem: str = ""  # one line: who runs out by how much, and the command that fits
     notes: tuple[str, ...] = ()
+    hang: str = ""  # one line: an --rpc server llama-server would wait on without end
 
 
 def _binary_sees_gpus(binary_path: str | None) -> bool:
@@ -56,6 +57,9 @@ def judge(spec: LaunchSpec, binary_path: str | None = None) -> Verdict:
         if exc.code == 2:
             raise LaunchError(said, 2) from None
         return Verdict(None, notes=(*store, f"{UNCHECKED}: {said}"))
+    hang = _silent_rpc(setup)
+    if hang:
+        return Verdict(None, notes=tuple(store), hang=hang)
     gpus = any(d.kind == "cuda" for d in setup.devices)
     if not gpus and _binary_sees_gpus(binary_path):
         return Verdict(None, notes=(*store, f"llama-server sees GPUs NVML does not: {UNCHECKED}"))
@@ -65,6 +69,19 @@ def judge(spec: LaunchSpec, binary_path: str | None = None) -> Verdict:
     if not setup.devices:
         problem += " (no NVIDIA GPU here: all of it on the host)"
     return Verdict(False, problem, tuple(store))
+
+
+def _silent_rpc(setup: FitSetup) -> str:
+    """The first ``--rpc`` server that took fit's connection and never answered (busy with
+    another client, or no rpc-server): llama-server would wait on it, loading without end.
+    Empty where there is none. (fit has just asked: its answers are taken as they are.)"""
+    from lltui.sources.llama.rpc_probe import RpcProbeError, probe_all
+
+    asked = [d.endpoint for d in setup.devices if d.endpoint and d.total_bytes is None]
+    for got in probe_all(asked, max_age_s=60.0) if asked else ():
+        if isinstance(got, RpcProbeError) and got.silent:
+            return f"{got}: llama-server would wait on it without end"
+    return ""
 
 
 def _problem(result: FitResult, spec: LaunchSpec, setup: FitSetup) -> str:

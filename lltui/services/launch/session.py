@@ -153,6 +153,10 @@ class Session:
         verdict = judge(spec, binary_path)
         for text in verdict.notes:
             self._note("note", text)
+        if verdict.hang and plan == "refuse":
+            raise LaunchError(f"{verdict.hang}; {FORCE_HINT}", 1)
+        if verdict.hang:
+            self._note("warning", verdict.hang if plan == "warn" else f"forced: {verdict.hang}")
         if verdict.fits is not False:
             return
         if plan == "refuse":

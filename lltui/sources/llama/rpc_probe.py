@@ -60,7 +60,13 @@ class RpcServerInfo:
 
 
 class RpcProbeError(Exception):
-    """The server could not be asked; ``str()`` is one line naming the endpoint."""
+    """The server could not be asked; ``str()`` is one line naming the endpoint. ``silent``:
+    it took the connection and said nothing (busy with a client, or no rpc-server):
+    llama-server would wait on it without end."""
+
+    def __init__(self, message: str, silent: bool = False) -> None:
+        super().__init__(message)
+        self.silent = silent
 
 
 class _Conn:
@@ -146,7 +152,8 @@ def probe(endpoint: str, timeout_s: float = TIMEOUT_S) -> RpcServerInfo:
         # connected but silent: rpc-server serves one client at a time (llama-server, say)
         raise RpcProbeError(
             f"rpc-server {endpoint}: no answer within {timeout_s:g} s "
-            "(it serves one client at a time: is a llama-server using it?)"
+            "(it serves one client at a time: is a llama-server using it?)",
+            silent=True,
         ) from None
     except OSError as exc:
         why = error_text(exc)
