@@ -182,6 +182,23 @@ def test_a_host_that_refuses_stops_the_others_and_is_one_line(env, tiny_model):
 
 
 @pytest.mark.slow
+def test_the_plan_is_checked_on_the_hosts_memory_and_names_the_hosts(env, tiny_model):
+    """fit's check ran before the rpc-servers started, so their memory was unknown and never
+    judged, and the command it suggested named this run's ssh tunnel (--rpc 127.0.0.1:N, a
+    port gone once lltui exits) where the user gave --rpc-host."""
+    ports = [free_port()]
+    # a context no machine holds: on the rpc-server (and the host)
+    huge = ["-c", str(2**30), "-np", "1"]
+    with launched(tiny_model, env, "--rpc-host", f"fleet-a:{ports[0]}", *huge) as proc:
+        assert proc.wait(timeout=60) == 1
+        assert proc.stderr is not None
+        err = proc.stderr.read().strip().splitlines()[-1]
+    assert "does not fit: RPC0[127.0.0.1:" in err and " GiB free; " in err, err
+    assert f"--rpc-host fleet-a:{ports[0]} " in err and "--rpc " not in err, err
+    assert wait_no_leftovers(ports) == []
+
+
+@pytest.mark.slow
 def test_sigkill_of_lltui_takes_the_rpc_servers_with_it(env, tiny_model):
     ports = [free_port()]
     with launched(tiny_model, env, "--rpc-host", f"fleet-a:{ports[0]}") as proc:

@@ -197,6 +197,8 @@ def _run_router(own: _Own, words: list[str], rpc: RpcHosts | None = None) -> int
 def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
     """rpc-server on each ``--rpc-host`` over ssh, then llama-server with their devices;
     every rpc-server and ssh session stopped on the way out, however lltui leaves."""
+    import shlex
+
     from lltui.core.cmdline.launch_spec import LaunchError
     from lltui.core.stop_signals import raised_on_stop
     from lltui.services.launch.request import LaunchRequest
@@ -230,15 +232,21 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
             words = [*_model_first(own, words), "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
             with session:
+                if not own.dry_run:  # fit asks them for their memory, so they run first
+                    rpc.start()
+                    for line in rpc.describe():
+                        _say(f"lltui: {line}", err=True)
                 prepared = session.prepare(require_binary=not own.dry_run, plan=_plan(own))
                 if own.dry_run:
                     return _dry_run(prepared, session.environ, as_json=own.json, rpc=rpc)
-                rpc.start()
-                for line in rpc.describe():
-                    _say(f"lltui: {line}", err=True)
                 return _supervise(session, as_json=own.json, keep_running=False, rpc=rpc)
     except LaunchError as exc:
-        raise CliError(f"launch: {exc}", exc.code) from None
+        # a command fit suggests names the hosts as given, not this run's ssh tunnels
+        given = [w for h in own.rpc_hosts for w in ("--rpc-host", h)]
+        given += ["--rpc-bind", own.rpc_bind] if own.rpc_bind else []
+        given += ["--rpc-server", own.rpc_server] if own.rpc_server else []
+        said = str(exc).replace(f"--rpc {rpc.rpc_value()}", shlex.join(given))
+        raise CliError(f"launch: {said}", exc.code) from None
     except RpcStartError as exc:
         raise CliError(f"launch: {exc}", 1) from None
 
