@@ -87,6 +87,22 @@ def test_device_lines():
     assert device_line("  endpoint       : 127.0.0.1:50052") is None
 
 
+def test_each_host_is_named_as_llama_server_names_its_devices():
+    """The line named a host RPC<host index>[endpoint]: a name llama.cpp gives nothing (its
+    buffers are RPC<i>[endpoint] counted within a server, its -dev names RPC<n> counted over
+    every server's devices), so the second host of two was 'RPC1[...]', and after a host
+    with two GPUs its devices' names were off by one."""
+    from lltui.sources.llama.rpc_hosts import RpcHosts
+
+    rpc = RpcHosts([parse_rpc_host("gpu2"), parse_rpc_host("gpu3", bind="10.0.0.3")])
+    two, one = rpc.servers
+    two.devices = [("CUDA0", "RTX 4090"), ("CUDA1", "RTX 4090")]
+    one.devices = [("CUDA0", "RTX 3090")]
+    first, second = rpc.describe()
+    assert first.startswith(f"RPC0,RPC1 ({two.endpoint}) = rpc-server on gpu2 "), first
+    assert second.startswith("RPC2 (10.0.0.3:50052) = rpc-server on gpu3 "), second
+
+
 def test_rpc_and_rpc_host_together_is_bad_input(tiny_model, capsys):
     code = main(["launch", str(tiny_model), "--rpc", "a:1", "--rpc-host", "b", "--dry-run"])
     assert code == 2 and "not both" in capsys.readouterr().err

@@ -107,13 +107,19 @@ class RpcHosts:
         return ",".join(s.endpoint for s in self.servers)
 
     def describe(self) -> list[str]:
-        """One line per host: where it runs, how llama-server reaches it, its devices."""
+        """One line per host: where it runs, how llama-server reaches it, its devices, named
+        as llama-server names them (``-dev`` and its ready line: RPC<n> counted over every
+        server's devices; its buffer lines: RPC<i>[HOST:PORT], counted within a server)."""
         out = []
-        for i, s in enumerate(self.servers):
+        first = 0
+        for s in self.servers:
+            count = max(len(s.devices), 1)
+            names = ",".join(f"RPC{first + i}" for i in range(count))
+            first += count
             via = f"through ssh, {s.endpoint} here" if s.local_port is not None else "directly"
             devices = ", ".join(f"{n} {d}" for n, d in s.devices) or "devices not listed"
             out.append(
-                f"RPC{i}[{s.endpoint}] = rpc-server on {s.spec.host} "
+                f"{names} ({s.endpoint}) = rpc-server on {s.spec.host} "
                 f"({s.spec.bind}:{s.spec.port}, {via}): {devices}"
             )
         return out
