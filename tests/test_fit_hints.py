@@ -75,6 +75,19 @@ def test_the_fewest_gpus_are_found_and_none_fewer_would_do(llama70b):
             assert not _fit(llama70b, "sim:4xl4", "-c", "4096", "-dev", ",".join(subset)).fits
 
 
+def test_many_gpus_fixed_costs_do_not_hide_that_one_holds_it(tmp_path, capsys):
+    # sixteen GPUs' compute buffers and margins together outweigh one V100, but one holds it
+    path = tmp_path / "qwen3moe-30b.gguf"
+    gf.write_sparse(path, gf.qwen3moe_30b_a3b_spec(), "Q4_0")
+    rc, out, _ = run(capsys, "fit", str(path), "--gpus", "sim:16xv100-dgx2")
+    assert rc == 0
+    assert "fewer GPUs: -dev CUDA0: one GPU holds it" in out
+    assert "the other 15 stay free" in out
+    rc, out, _ = run(capsys, "fit", str(path), "--gpus", "sim:16xv100-dgx2", "--json")
+    assert [h["flags"] for h in json.loads(out)["hints"]] == [["-dev", "CUDA0"]]
+    assert _fit(str(path), "sim:16xv100-dgx2", "-dev", "CUDA0").fits
+
+
 @pytest.mark.parametrize(
     ("gpus", "flags"),
     [

@@ -33,7 +33,9 @@ def fewest_devices(
     # most free memory first (to the GiB: two 24 GB cards are a tie); a tie keeps
     # llama.cpp's order
     ranked = sorted(p.used, key=lambda d: -round((d.free_bytes or 0) / GIB))
-    need = sum(d.total_bytes + d.unaccounted_bytes for d in holding(base))
+    # a lower bound: the weights and KV move between GPUs; the buffers and margin each GPU
+    # adds are not counted (sixteen GPUs' of them can outweigh what one GPU spares)
+    need = sum(d.weights_bytes + d.kv_bytes for d in holding(base))
     lo = 1
     while lo < len(ranked) and sum(d.free_bytes or 0 for d in ranked[:lo]) < need:
         lo += 1
