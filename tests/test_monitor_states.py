@@ -106,6 +106,33 @@ async def test_the_pause_key_reads_resume_while_paused_and_the_palette_has_one_p
         assert "Pause" in footer_text(app) and "Resume" not in footer_text(app)
 
 
+async def test_the_palettes_gpu_detail_over_an_open_one_opens_no_second():
+    from textual.command import CommandPalette
+
+    app = sim_app("16xv100-dgx2")
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.poll_sync(2)
+        await pilot.pause()
+        await pilot.press("right_square_bracket", "d")
+        assert isinstance(app.screen, GpuDetailScreen)
+        await pilot.press("ctrl+p")
+        await wait_for(lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"GPU detail")
+        options = app.screen.query_one("CommandList")
+
+        def first() -> str:
+            return str(options.get_option_at_index(0).prompt) if options.option_count else ""
+
+        await wait_for(lambda: first().startswith("GPU detail"))
+        await pilot.press("enter")
+        await wait_for(lambda: not isinstance(app.screen, CommandPalette))
+        await pilot.pause()
+        assert [type(s).__name__ for s in app.screen_stack] == ["MonitorScreen", "GpuDetailScreen"]
+        assert "GPU1 " in str(app.screen.query_one("#detail").render())
+        await pilot.press("escape")
+        assert [type(s).__name__ for s in app.screen_stack] == ["MonitorScreen"]
+
+
 def screen_text(app) -> str:
     return "\n".join(
         "".join(seg.text for seg in strip).rstrip()

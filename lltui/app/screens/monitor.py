@@ -287,6 +287,8 @@ class MonitorScreen(LltuiScreen):
         sample = self.lltui.model.latest
         if sample is None or not sample.gpus:
             return
+        if any(isinstance(s, GpuDetailScreen) for s in self.app.screen_stack):
+            return  # open already (the palette's entry, over it): it shows the selected GPU
         g = sample.gpus[min(self.prefs.selected, len(sample.gpus) - 1)]
         self.app.push_screen(GpuDetailScreen(g.info.uuid))
 
