@@ -340,21 +340,42 @@ def test_a_host_with_more_than_a_thousand_gib_shows_its_vram_whole(width):
 
 
 async def test_paused_the_fleet_view_holds_still_and_resumed_it_moves_on():
-    """Space put PAUSED on the fleet view while its rows went on changing with each poll."""
+    """Space put PAUSED on the fleet view while its rows went on changing with each poll;
+    and every host went on being polled under "Stop polling the source". Paused, no host is
+    polled (as a single source is not); resumed, the hosts' histories go on."""
+    import math
+
     app = _two_host_app()
     fleet = app.fleet
+    parked: set[int] = set()
+    pace = fleet._pace
+
+    def spy(index: int) -> float:
+        rest = pace(index)
+        if rest == math.inf:
+            parked.add(index)  # its loop waits until woken: no poll until resumed
+        return rest
+
+    fleet._pace = spy  # the loops take it when they start (on mount)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: all(fleet.state(i).sample is not None for i in range(2)))
+        app.focus_host(1)
+        app.focus_host(0)  # host 1 opened before: its own history, fed while not in view
+        app.switch_mode("fleet")
+        await wait_for(lambda: app.host_model(1).latest is not None)
         await pilot.press("space")
         await pilot.pause()
         held = screen_text(app)
         assert "PAUSED" in held
-        seqs = [fleet.state(i).sample.seq for i in range(2)]
-        # the hosts are still polled (the monitor's histories): several samples later
-        await wait_for(lambda: all(fleet.state(i).sample.seq > s + 5 for i, s in enumerate(seqs)))
+        await wait_for(lambda: parked == {0, 1})
+        polls = [fleet.state(i).polls for i in range(2)]
+        seqs = [app.model.latest.seq, app.host_model(1).latest.seq]
         app.screen.show_fleet()
         await pilot.pause()
         assert screen_text(app) == held
+        assert [fleet.state(i).polls for i in range(2)] == polls
         await pilot.press("space")
         await wait_for(lambda: "PAUSED" not in screen_text(app))
         await wait_for(lambda: screen_text(app).split("\n")[3:] != held.split("\n")[3:])
+        await wait_for(lambda: app.model.latest.seq > seqs[0])
+        await wait_for(lambda: app.host_model(1).latest.seq > seqs[1])

@@ -623,10 +623,15 @@ class LltuiApp(App[int]):
 
     def action_toggle_pause(self) -> None:
         self.model.paused = not self.model.paused
+        fleet = self._fleet  # every host of one too, as a single source: none polled
         if self.model.paused:
             self.poller.pause()
+            if fleet is not None:
+                fleet.pause()
         else:
             self.poller.resume()
+            if fleet is not None:
+                fleet.resume()
         self.refresh_bindings()  # the footer's key says Resume now, or Pause again
         self.render_model()
         if not self.model.paused:

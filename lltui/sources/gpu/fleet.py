@@ -11,6 +11,7 @@ keep one persistent connection each (see :mod:`lltui.sources.ssh`), stopped by
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -100,6 +101,7 @@ class Fleet:
         self._busy: set[int] = set()
         self._opened = [False] * len(self.hosts)
         self._stopped = threading.Event()
+        self._paused = False
         self._loops: list[Periodic] = []
 
     def __len__(self) -> int:
@@ -136,7 +138,7 @@ class Fleet:
             return
         self._loops = [
             Periodic(
-                partial(self.poll_host, i),
+                partial(self._tick, i),
                 self.interval,
                 name=f"lltui-fleet-{host.label}",
                 pace=partial(self._pace, i),
@@ -146,8 +148,15 @@ class Fleet:
         for loop in self._loops:
             loop.start()
 
+    def _tick(self, index: int) -> None:
+        if not self._paused:  # woken while paused (its interval ran out): nothing to do
+            self.poll_host(index)
+
     def _pace(self, index: int) -> float:
-        """The interval; a host that failed is tried again no sooner than RETRY_MIN_S."""
+        """The interval; a host that failed is tried again no sooner than RETRY_MIN_S;
+        paused, until resumed."""
+        if self._paused:
+            return math.inf
         reachable = self._states[index].reachable
         return self.interval if reachable else max(self.interval, RETRY_MIN_S)
 
@@ -250,6 +259,16 @@ class Fleet:
 
     def set_interval(self, seconds: float) -> None:
         self.interval = seconds
+
+    def pause(self) -> None:
+        """No host is polled until :meth:`resume` (a poll running now finishes)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        """Every host polled again, at once."""
+        self._paused = False
+        for loop in self._loops:
+            loop.wake()
 
     def nudge(self) -> None:
         """Wake whoever waits in :meth:`wait_sample` (the host in view changed)."""
