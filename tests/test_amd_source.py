@@ -840,6 +840,32 @@ def test_a_rig_of_amd_gpus_alone_shows_no_cuda_column_or_cuda_index() -> None:
         assert column or title.endswith("partition SPX/NPS1")
 
 
+@pytest.mark.parametrize(
+    ("profile", "said", "unsaid"),
+    [
+        ("8xmi300x", "XGMI links up 7", "NVLink"),  # an Instinct's Infinity Fabric
+        ("2x4090-2x7900xtx", "PCIe gen", "NVLink"),  # a Radeon: no GPU-to-GPU links
+        ("8xh100-sxm", "NVLink links 18 active 18", "XGMI"),
+    ],
+)
+def test_the_detail_page_names_the_links_of_the_gpus_vendor(
+    profile: str, said: str, unsaid: str
+) -> None:
+    """An AMD GPU's detail page read "NVLink links - active -": it has XGMI, or nothing."""
+    from lltui.app.rig_model import RigModel
+    from lltui.app.screens.gpu_detail import render_detail
+    from lltui.core.monitor.history import RigHistory
+
+    source = SimSource(profile)
+    source.open()
+    sample = source.poll()
+    model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+    model.apply(sample)
+    text = render_detail(sample.gpus[-1], model, 80, 60)
+    pcie = next(ln for ln in text.splitlines() if ln.startswith("PCIe gen"))
+    assert said in pcie and unsaid not in text, pcie
+
+
 @pytest.mark.parametrize("profile", ["8xmi300x", "8xh100-sxm"])
 def test_the_narrow_table_s_header_stands_over_its_columns(profile: str) -> None:
     """The narrow gpus table: its header's words start (the name) and end (the memory) where

@@ -37,6 +37,14 @@ def _runtime(info: GpuStatic) -> str:
     return f"gfx target {_v(info.gfx_target)}" + (f"  partition {escape(parts)}" if parts else "")
 
 
+def _links(g: GpuSample) -> str:
+    """Its GPU-to-GPU links: NVLink's; an AMD GPU's XGMI (as its card says), where it has
+    them (a Radeon has none)."""
+    if g.info.vendor != "amd":
+        return f"   NVLink links {_v(g.info.nvlink_links)} active {_v(g.nvlink_active)}"
+    return "" if g.xgmi_active is None else f"   XGMI links up {g.xgmi_active}"
+
+
 def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> str:
     info = g.info
     cc = info.compute_capability
@@ -49,8 +57,7 @@ def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> s
         f"power limit {_v(g.power_limit_w)} W (default {_v(info.power_limit_default_w)},"
         f" max {_v(info.power_limit_max_w)})",
         f"PCIe gen {_v(g.pcie_gen)}/{_v(info.pcie_gen_max)} width x{_v(g.pcie_width)}"
-        f"/x{_v(info.pcie_width_max)}   NVLink links {_v(info.nvlink_links)}"
-        f" active {_v(g.nvlink_active)}",
+        f"/x{_v(info.pcie_width_max)}{_links(g)}",
         f"ECC uncorrected {_v(g.ecc_uncorrected)} corrected {_v(g.ecc_corrected)}"
         f"   retired pages {_v(g.retired_pages)}   XID {_v(g.xid)}",
         f"memory reserved {fmt_bytes(g.memory_reserved)}   energy counter"
