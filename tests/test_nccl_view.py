@@ -218,3 +218,19 @@ def test_the_bandwidth_test_of_another_host_says_it_tests_this_machine():
     remote = run_bench_text(False, "smi:gpu9.example")
     assert "of this machine's GPUs, not smi:gpu9.example's" in remote
     assert run_bench_text(False, "nvml").startswith("[b]bandwidth test[/b]: ")
+
+
+def test_a_bandwidth_test_error_is_shown_whole(monkeypatch):
+    """The error's own brackets were read as markup: "[dlopen]" was dropped from the line."""
+    from textual.content import Content
+
+    import lltui.services.nccl as nccl
+    from lltui.app.state.nccl import run_bench_text
+
+    said = "libnccl.so.2: [dlopen] cannot open shared object file [/dlopen] [b]"
+
+    def failed(**_settings):
+        raise nccl.BenchFailed(said)
+
+    monkeypatch.setattr(nccl, "allreduce_bench", failed)
+    assert Content.from_markup(run_bench_text(False, "nvml")).plain == f"bandwidth test: {said}"

@@ -60,7 +60,7 @@ def run_bench_text(simulated: bool, source: str | None = None) -> str:
     try:
         result = allreduce_bench(max_bytes=64 * 1024 * 1024, factor=4, iters=10, warmup=3)
     except BenchFailed as exc:
-        return f"{head}: {exc}"
+        return f"{head}: " + escape(str(exc))
     return f"{head}\n" + escape(result.to_text())
 
 
