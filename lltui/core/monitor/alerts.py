@@ -205,7 +205,8 @@ class AlertTracker:
         (None for the one rig watched), the llama-servers followed, a fleet's hosts, the
         one rig's source, the watched servers' plans against their processes."""
         for host, sample in (rigs or {}).items():
-            self._groups[f"rig:{host or ''}"] = self._index(self._rig_findings(sample, host))
+            found = (f for g in sample.gpus for f in self._gpu_findings(g, host))
+            self._groups[f"rig:{host or ''}"] = self._index(found)
         if llama is not None:
             self._groups["llama"] = self._index(self._llama_findings(llama))
         if hosts is not None:
@@ -217,31 +218,21 @@ class AlertTracker:
         return self._settle(now)
 
     # -- findings ----------------------------------------------------------------------------
-    @staticmethod
-    def _index(findings: Iterable[_Finding]) -> dict[tuple[str, str, str], _Finding]:
-        return {f.alert.key: f for f in findings}
-
-    def _on(self, kind: str) -> bool:
-        return kind not in self.thresholds.disabled
+    def _index(self, findings: Iterable[_Finding]) -> dict[tuple[str, str, str], _Finding]:
+        """The findings by key, less those of a kind the settings turn off."""
+        off = self.thresholds.disabled
+        return {f.alert.key: f for f in findings if f.alert.kind not in off}
 
     def _raised(self, kind: str, host: str | None, uuid: str) -> bool:
         return (kind, host or "", uuid) in self._active
 
-    def _rig_findings(self, sample: RigSample, host: str | None) -> list[_Finding]:
-        out: list[_Finding] = []
-        for g in sample.gpus:
-            out += self._gpu_findings(g, host)
-        return [f for f in out if self._on(f.alert.kind)]
-
     def _gpu_findings(self, g: GpuSample, host: str | None) -> list[_Finding]:
         th = self.thresholds
         uuid = g.info.uuid
-        xid_hold = th.event_hold_s
         out: list[_Finding] = []
         for event in g.xid_events:
-            message = f"XID {event.xid}: {event.meaning}"
-            severity = CRITICAL
-            out.append(_Finding(_gpu_alert(g, host, "xid", severity, message), hold_s=xid_hold))
+            alert = _gpu_alert(g, host, "xid", CRITICAL, f"XID {event.xid}: {event.meaning}")
+            out.append(_Finding(alert, hold_s=th.event_hold_s))
         if g.lost:
             reason = g.error or "the GPU fell off the bus"
             if g.xid == XID_FELL_OFF_THE_BUS and "XID" not in reason:
@@ -317,7 +308,7 @@ class AlertTracker:
             )
             wait = 0.0 if down else self.thresholds.llama_not_ready_for_s
             out.append(_Finding(alert, for_s=wait))
-        return [f for f in out if self._on(f.alert.kind)]
+        return out
 
     def _plan_findings(self, plans: Iterable[PlanReality]) -> list[_Finding]:
         th = self.thresholds
@@ -336,7 +327,7 @@ class AlertTracker:
                 )
                 wait = th.plan_growth_for_s if growth else th.plan_placement_for_s
                 out.append(_Finding(alert, for_s=wait))
-        return [f for f in out if self._on(f.alert.kind)]
+        return out
 
     def _host_findings(self, hosts: Iterable[HostStatus]) -> list[_Finding]:
         out = []
@@ -352,7 +343,7 @@ class AlertTracker:
                 host=h.label,
             )
             out.append(_Finding(alert))
-        return [f for f in out if self._on(f.alert.kind)]
+        return out
 
     def _source_findings(self, sources: Iterable[SourceStatus]) -> list[_Finding]:
         out = []
@@ -361,7 +352,7 @@ class AlertTracker:
                 continue
             alert = Alert("no_gpu", CRITICAL, f"source {s.label}", s.problem, since=0.0)
             out.append(_Finding(alert))
-        return [f for f in out if self._on(f.alert.kind)]
+        return out
 
     # -- over time ---------------------------------------------------------------------------
     def _settle(self, now: float) -> tuple[AlertChange, ...]:
