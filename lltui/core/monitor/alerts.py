@@ -40,7 +40,7 @@ class Alert:
     severity: str
     subject: str  # what it is about, as shown: "GPU1", "host gpu2", "llama 127.0.0.1:8080"
     message: str  # what is wrong, with the number: "temperature 91°C (critical at 90)"
-    since: float  # when it was raised, seconds since the epoch
+    since: float = 0.0  # when it was raised, seconds since the epoch (0: not yet raised)
     host: str | None = None  # a fleet's host label (None: the one rig watched)
     gpu_index: int | None = None
     gpu_uuid: str | None = None
@@ -125,7 +125,6 @@ def _gpu_alert(g: GpuSample, host: str | None, kind: str, severity: str, message
         severity=severity,
         subject=f"GPU{g.info.index}",
         message=message,
-        since=0.0,
         host=host,
         gpu_index=g.info.index,
         gpu_uuid=g.info.uuid,
@@ -303,7 +302,6 @@ class AlertTracker:
                 severity=CRITICAL if down else WARNING,
                 subject=f"llama {s.server}",
                 message=words,
-                since=0.0,
                 server=s.server,
             )
             wait = 0.0 if down else self.thresholds.llama_not_ready_for_s
@@ -321,7 +319,6 @@ class AlertTracker:
                     severity=WARNING,
                     subject=f"llama {reality.server} GPU{f.gpu_index}",
                     message=f.message,
-                    since=0.0,
                     gpu_index=f.gpu_index,
                     server=reality.server,
                 )
@@ -339,7 +336,6 @@ class AlertTracker:
                 severity=CRITICAL,
                 subject=f"host {h.label}",
                 message=h.error or "does not answer",
-                since=0.0,
                 host=h.label,
             )
             out.append(_Finding(alert))
@@ -350,7 +346,7 @@ class AlertTracker:
         for s in sources:
             if s.problem is None:
                 continue
-            alert = Alert("no_gpu", CRITICAL, f"source {s.label}", s.problem, since=0.0)
+            alert = Alert("no_gpu", CRITICAL, f"source {s.label}", s.problem)
             out.append(_Finding(alert))
         return out
 
