@@ -94,15 +94,13 @@ def test_essential_checks_decide_ok():
 
 
 def test_nvidia_smi_check_reports_a_failing_binary(monkeypatch, tmp_path):
-    import subprocess
-
     fake = tmp_path / "nvidia-smi"
     fake.write_text(
         "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate'\nexit 9\n"
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    check = doctor.check_nvidia_smi(subprocess.run)
+    check = doctor.check_nvidia_smi()
     assert check.status == ERROR and "could not communicate" in check.detail
 
 

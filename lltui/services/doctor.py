@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
 
 from lltui.core.doctor import ERROR, MISSING, OK, WARN, Check
 
@@ -80,9 +79,7 @@ def check_nvml() -> list[Check]:
     return checks
 
 
-def check_nvidia_smi(
-    run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
-) -> Check:
+def check_nvidia_smi() -> Check:
     path = shutil.which("nvidia-smi")
     if path is None:
         return Check(
@@ -92,7 +89,7 @@ def check_nvidia_smi(
             hint="it ships with the NVIDIA driver; `lltui topo --file` reads a pasted topo -m",
         )
     try:
-        proc = run(
+        proc = subprocess.run(
             [path, "--query-gpu=driver_version", "--format=csv,noheader"],
             capture_output=True,
             text=True,
