@@ -106,14 +106,13 @@ def allreduce_seconds_per_token(
     gbs: float,
     n_embd: int = DEFAULT_N_EMBD,
     n_layer: int = DEFAULT_N_LAYER,
-    value_bytes: int = ACTIVATION_BYTES,
 ) -> float:
     """Transfer time of tensor parallelism's all-reduces for one token: two per layer
     (after attention and after the feed-forward), each moving 2(N-1)/N x bytes over the
     slowest link of the ring. Latency is not counted."""
     if n_gpus < 2 or gbs <= 0:
         return 0.0
-    per_reduce = 2 * (n_gpus - 1) / n_gpus * n_embd * value_bytes / (gbs * 1e9)
+    per_reduce = 2 * (n_gpus - 1) / n_gpus * n_embd * ACTIVATION_BYTES / (gbs * 1e9)
     return 2 * n_layer * per_reduce
 
 
