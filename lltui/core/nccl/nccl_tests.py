@@ -575,8 +575,8 @@ def parse_nccl_tests_text(text: str) -> NcclTestsResult:
     return parse_nccl_tests(text.splitlines())
 
 
-def _f(v: float | None, width: int, prec: int = 2) -> str:
-    return ("-" if v is None else f"{v:.{prec}f}").rjust(width)
+def _f(v: float | None, width: int) -> str:
+    return ("-" if v is None else f"{v:.2f}").rjust(width)
 
 
 def _varied(rows: Sequence[NcclTestsRow]) -> tuple[bool, bool]:
