@@ -221,8 +221,8 @@ def info_to_dict(info: RigInfo) -> dict[str, Any]:
     return to_dict(info, compact=False)
 
 
-def info_from_dict(data: Any, where: str = "info") -> RigInfo:
-    info = from_dict(RigInfo, data, where)
+def info_from_dict(data: Any) -> RigInfo:
+    info = from_dict(RigInfo, data, "info")
     assert isinstance(info, RigInfo)
     return info
 
