@@ -522,7 +522,6 @@ def predict_row(
     row: BenchRow,
     devices: Sequence[DeviceSpec],
     host: HostSpec,
-    calibration: Calibration | None = None,
 ) -> SpeedEstimate | None:
     """The speed model's prediction of one llama-bench test on this rig (None: it cannot):
     fit's own (:func:`speed_of`: the cards' power caps, clocks and links), or a point would
@@ -534,7 +533,7 @@ def predict_row(
     words += ["-t", str(row.n_threads)] if row.n_threads else []
     try:
         args = parse_llama_args(words)
-        opts = FitOptions(search=False, host=host, calibration=calibration)
+        opts = FitOptions(search=False, host=host)
         res = estimate(model, args, list(devices), opts)
     except (FitError, ValueError):
         return None
