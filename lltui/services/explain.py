@@ -14,6 +14,7 @@ Failures are :class:`ExplainFailed`: one line and an exit code.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -299,11 +300,7 @@ def _other_model(facts: LogFacts, hp: Hparams) -> list[str]:
 
 
 def _tensor_types(gguf: GgufModel) -> tuple[tuple[str, int], ...]:
-    counts: dict[str, int] = {}
-    for t in gguf.tensors:
-        name = t.type_name
-        counts[name] = counts.get(name, 0) + 1
-    return tuple(sorted(counts.items()))
+    return tuple(sorted(Counter(t.type_name for t in gguf.tensors).items()))
 
 
 # --- the estimate -------------------------------------------------------------------------------
