@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from lltui.core.cmdline.args import LlamaArgs
-from lltui.core.fit.plan import SetMember, SetPlan
+from lltui.core.cmdline.args import LlamaArgs, parse_llama_args
+from lltui.core.fit.plan import SetMember, SetPlan, plan_set
 from lltui.core.memory.common import FitError
 from lltui.core.memory.devices import DeviceSpec
-from lltui.services.fit import FitFailed, FitRequest, FitSetup, on_rig, prepare
+from lltui.services.fit import FitFailed, FitRequest, FitSetup, estimate_setup, on_rig, prepare
 
 if TYPE_CHECKING:
     from lltui.core.monitor.models import RigInfo
@@ -50,8 +50,6 @@ def read_entry(
     """One model of a set with its llama-server words (the shared ones first), read as
     llama-server reads them (``env``: its LLAMA_ARG_* variables). FitFailed (one line) for
     words it refuses, or a ``-m`` beside the model: each model is named once, as a word."""
-    from lltui.core.cmdline.args import parse_llama_args
-
     try:
         args = parse_llama_args(words, env=env)
     except ValueError as exc:
@@ -168,8 +166,6 @@ def _own_rpc(setup: FitSetup, rpc: Sequence[str]) -> FitSetup:
     """The setup with only the RPC devices the model's own ``--rpc`` names: ``--gpus
     rpc:HOST:PORT...`` describes servers (memory, backend); which model uses one is its
     flags' say, as the router passes each model its own flags."""
-    from dataclasses import replace
-
     kept = tuple(d for d in setup.devices if d.kind != "rpc" or d.endpoint in rpc)
     return setup if kept == setup.devices else replace(setup, devices=kept)
 
@@ -177,8 +173,6 @@ def _own_rpc(setup: FitSetup, rpc: Sequence[str]) -> FitSetup:
 def named_entries(entries: Sequence[PlanEntry]) -> tuple[PlanEntry, ...]:
     """Each entry with the name it is served under: its own, else ``--alias``, else its
     file's name; repeats numbered."""
-    from dataclasses import replace
-
     wanted = [e.name or alias_of(e.args) or model_name(e.model) for e in entries]
     names = unique_names([safe_name(n) for n in wanted])
     return tuple(replace(e, name=n) for e, n in zip(entries, names, strict=True))
@@ -192,10 +186,6 @@ def plan_models(request: PlanRequest) -> PlanReport:
     """Read every model of the set and plan them resident together. A ``listed`` model
     whose header cannot be read, or whose settings llama.cpp refuses, is left out (named
     in ``left_out`` and the notes, with why) rather than failing the whole plan."""
-    from dataclasses import replace
-
-    from lltui.core.fit.plan import plan_set
-    from lltui.services.fit import estimate_setup
     from lltui.sources.gpu.meminfo import host_available
 
     if not request.entries:
