@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -541,8 +541,6 @@ def serve(
     ``host:port`` in a thread; returns the server and its thread. ``version``: a number
     that changes with what the registry collects (``Sampler.version``), so that scrapes in
     between share one rendering. Raises OSError when the address cannot be bound."""
-    from wsgiref.simple_server import make_server
-
     from prometheus_client import make_wsgi_app
 
     family, _, _, _, sockaddr = socket.getaddrinfo(
@@ -629,8 +627,6 @@ def export(
 ) -> None:
     """Sample the rig and serve its metrics until ``stop`` is set; everything it started is
     stopped and closed on the way out. ExportFailed when it cannot start."""
-    import socket
-
     from lltui.sources.gpu.prom import public_spec
 
     rig = _open_rig(request.rig)
