@@ -5,6 +5,7 @@ API."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from lltui.core.memory.devices import (
     cuda_devices,
     is_mig_uuid,
     memory_bandwidth_gbs,
+    mixed_vendors,
     parse_gpus_spec,
     rpc_device,
 )
@@ -81,8 +83,6 @@ def mig_devices(sample: RigSample, wanted: Sequence[str]) -> list[DeviceSpec]:
 
 
 def _cuda_visible_migs() -> list[str]:
-    import os
-
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     return [v.strip() for v in visible.split(",") if v.strip().startswith("MIG-")]
 
@@ -153,7 +153,6 @@ def split_devices(sample: RigSample) -> tuple[list[DeviceSpec], list[str]]:
     from lltui.core.cmdline.args import LlamaArgs
     from lltui.core.memory.allocate import integrated_left_out
     from lltui.core.memory.context import select_devices
-    from lltui.core.memory.devices import mixed_vendors
 
     devices = devices_from_sample(sample)
     used = list(select_devices(devices, LlamaArgs()))
