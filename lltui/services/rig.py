@@ -4,11 +4,13 @@ exporter all open what they watch here."""
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lltui.sources.gpu.kinds import ReplayOptions as ReplayOptions  # the front ends' too
-from lltui.sources.gpu.kinds import is_fleet, kind_of, open_source, parse_source_spec
+from lltui.sources.gpu.kinds import is_fleet, kind_of, open_source, parse_source_spec, split_sources
 from lltui.sources.gpu.kinds import one_sample as one_sample  # the API's quick read
 from lltui.sources.gpu.kinds import pids_here as pids_here  # whose pids are in /proc
 from lltui.sources.gpu.kinds import source_help as source_help  # --source's help
@@ -53,8 +55,6 @@ class Rig:
 def check_source(source: str) -> None:
     """``--source`` checked, each spec of a fleet's too: ValueError with one line for one
     that names no source (a mistyped one is bad input, not a dead source)."""
-    from lltui.sources.gpu.kinds import split_sources
-
     for spec in split_sources(source) or [source]:
         parse_source_spec(spec)
 
@@ -180,8 +180,6 @@ def sample_once(
     CPU% and rate counters have an interval to measure; ``facts_only``: what the GPUs are
     and hold, no rates, process lists or PCIe throughput, and no wait). SourceUnavailable
     or ValueError."""
-    import time
-
     source, info = _open(request, facts_only=facts_only)
     settle_s = 0 if facts_only else settle_s
     try:
@@ -205,8 +203,6 @@ def start_recording(path: str, source: str, *, full: bool = False) -> Recorder:
     """A Recorder writing ``path`` (``--record``); ``full`` keeps command lines' secrets.
     ValueError (one line) where it would overwrite the recording being replayed or cannot
     be written."""
-    import os
-
     from lltui.sources.gpu.replay import Recorder
 
     replayed = source.partition(":")[2]
