@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lltui.core.cmdline.secrets import redact_argv, redact_command
-from lltui.core.monitor.models import GpuProcess, RigSample
+from lltui.core.monitor.models import GpuProcess, RigSample, SourceUnavailable
 from lltui.services.report.server import ReportRequest, Section, server_sections
 
 __all__ = ["IssueReport", "ReportRequest", "Section", "build_report"]
@@ -94,7 +94,6 @@ def own_processes_only(sample: RigSample) -> RigSample:
 
 def _rig(source: str | None) -> tuple[Section, RigSample | None]:
     from lltui.core.monitor.gpus_report import rig_to_json, rig_to_text
-    from lltui.core.monitor.models import SourceUnavailable
     from lltui.services.rig import RigRequest, sample_once
 
     try:
@@ -105,7 +104,6 @@ def _rig(source: str | None) -> tuple[Section, RigSample | None]:
 
 
 def _topology(source: str | None) -> Section:
-    from lltui.core.monitor.models import SourceUnavailable
     from lltui.core.topo.advice import advise
     from lltui.core.topo.report import topology_to_json, topology_to_text
     from lltui.services.rig import topology_in_use
