@@ -52,9 +52,7 @@ SMI_FIELDS: dict[str, str] = {
 def reasons_from_mask(mask: int) -> tuple[str, ...]:
     """Words for the bits set in an NVML clock-event mask, in NVML's bit order."""
     words = [word for bit, word in REASONS if mask & bit]
-    known = 0
-    for bit, _ in REASONS:
-        known |= bit
+    known = sum(bit for bit, _ in REASONS)  # each reason one bit of its own
     if mask & ~known:
         words.append(f"other (0x{mask & ~known:x})")
     return tuple(words)
