@@ -72,6 +72,8 @@ TESTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("moe", "Q4_0", ("-p", "0", "-n", "64", "-d", "4096")),
     ("dense", "Q4_0", ("-p", "512", "-n", "0", "-d", "2048")),
     ("moe", "Q4_0", ("-p", "512", "-n", "0", "-d", "2048")),
+    # a q8_0 cache: ggml tiles only F16/F32 ones, so a ubatch visits each query's cells
+    ("dense", "Q4_0", (*PP, "-d", "2048", "-fa", "1", "-ctk", "q8_0", "-ctv", "q8_0")),
     ("moe", "Q4_0", TG),
     ("moe", "Q4_0", PP),
     ("moe", "Q8_0", TG),
@@ -147,6 +149,7 @@ def predict(path: Path, row: dict, host) -> float:
     args = ["-c", str(max(4096, n_prompt + n_gen + depth)), "-ub", str(row["n_ubatch"])]
     fa = {-1: "auto", 0: "off", 1: "on"}.get(row["flash_attn"], "auto")
     args += ["-b", str(row["n_batch"]), "-t", str(row["n_threads"]), "-fa", fa]
+    args += ["-ctk", row.get("type_k") or "f16", "-ctv", row.get("type_v") or "f16"]
     res = estimate(
         model,
         parse_llama_args(args),
@@ -176,6 +179,8 @@ def compare_saved(bins, host) -> int:
             "n_batch": 2048,
             "n_threads": p["threads"],
             "flash_attn": p.get("fa", -1),
+            "type_k": p.get("ctk") or "f16",
+            "type_v": p.get("ctv") or "f16",
         }
         pred = predict(paths[(p["model"], p["quant"])], row, host)
         print(
@@ -234,6 +239,8 @@ def main() -> int:
                     "ub": row["n_ubatch"],
                     "threads": row["n_threads"],
                     "fa": row["flash_attn"],
+                    "ctk": row.get("type_k", "f16"),
+                    "ctv": row.get("type_v", "f16"),
                     "tps": round(got, 2),
                     "wall_tps": round(row["avg_ts"], 2),
                     "stddev": round(row["stddev_ts"], 2),

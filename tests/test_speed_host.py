@@ -225,6 +225,11 @@ def test_a_cpus_decode_at_depth_pays_for_every_cell_it_visits(tmp_path):
     # a ubatch's tiled path is far cheaper a cell: the prompt slows by much less
     pp = {d: _speed(model, ["-t", "1"], host=epyc, depth=d).prefill_tps for d in (0, 2048)}
     assert 81.4 / 59.7 / 1.25 < pp[0] / pp[2048] < 81.4 / 59.7 * 1.25, pp
+    # but ggml tiles only an F16 or F32 cache: a q8_0 one visits each query's cells one by
+    # one, and the prompt at 2048 cells ran at 25.3 t/s where the F16 cache's ran at 59.7
+    q8 = ["-t", "1", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0"]
+    q8_pp = _speed(model, q8, host=epyc, depth=2048).prefill_tps
+    assert 25.3 / 1.25 < q8_pp < 25.3 * 1.25, q8_pp
 
 
 def test_experts_on_the_host_cost_the_hosts_bandwidth_and_the_pcie_copy(models):

@@ -414,10 +414,12 @@ def load_cpu_points(path: Path) -> list[Point]:
             quant=p["quant"],
             test=p["test"],
             tps=p["tps"],
-            fa=0,
+            fa=0 if p.get("fa", -1) == 0 else 1,  # (-fa auto turns it on on the CPU)
             split="fit",
             ub=p["ub"] if p["ub"] != 512 else 0,
             threads=p["threads"],
+            ctk=p.get("ctk") or "",
+            ctv=p.get("ctv") or "",
             host=host,
         )
         for i, p in enumerate(raw["points"])

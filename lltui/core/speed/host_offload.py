@@ -47,9 +47,8 @@ def host_times(
         2.0 * n / host_rate(host, kind, p.host_decode_eff) for kind, n in tot.decode_elems.items()
     )
     f32 = host.rates[0] * host.workers * host.ghz * 1e9
-    attn_dec = tot.attn_decode_flops / (f32 * p.host_attn_eff) + _cells_s(
-        tot.attn_decode_cells, tot.attn_decode_flops, host, p.host_attn_dec_cycles
-    )
+    attn_dec = tot.attn_decode_flops / (f32 * p.host_attn_eff)
+    attn_dec += _cells_s(tot.attn_decode_cells, tot.attn_cell_elems, host, p.host_attn_dec_cycles)
     # per layer: dispatching its ops, and with several threads the barriers between them
     sync = p.host_layer_s * (1.0 - 1.0 / host.workers)
     fixed = (tot.layers + tot.split_layers) * (p.host_op_layer_s + sync)
@@ -62,7 +61,10 @@ def host_times(
     pre_mem = tot.prefill_bytes / stream
     bf32 = batch_host.rates[0] * batch_host.workers * batch_host.ghz * 1e9
     attn_pre = tot.attn_flops / (bf32 * p.host_attn_eff) + tot.attn_kv_bytes / stream
-    attn_pre += _cells_s(tot.attn_cells, tot.attn_flops, batch_host, p.host_attn_pre_cycles)
+    attn_pre += _cells_s(tot.attn_cells, tot.attn_cell_elems, batch_host, p.host_attn_pre_cycles)
+    attn_pre += _cells_s(
+        tot.attn_cells_by_cell, tot.attn_cell_elems, batch_host, p.host_attn_dec_cycles
+    )
     return Times(
         max(dec_mem, dec_cmp) + attn_dec + fixed,
         max(pre_cmp, pre_mem) + attn_pre + fixed,
@@ -73,18 +75,18 @@ def host_times(
     )
 
 
-def _cells_s(cells: float, flops: float, host: HostSpec, cycles: tuple[float, float]) -> float:
-    """Seconds the CPU's attention spends per cell and query head besides its flops at the
-    f32 rate: ``cycles`` (each cell's, each SIMD vector's of its K and V rows). ggml's
-    flash attention on the CPU visits a token's cells one by one (the split-KV path): an
-    expf, the online softmax's bookkeeping and three calls a cell, and K and V read from F16
-    and the accumulator converted back and forth a vector; a ubatch's tiled path pays its
-    softmax's share a cell."""
+def _cells_s(cells: float, elems: int, host: HostSpec, cycles: tuple[float, float]) -> float:
+    """Seconds the CPU's attention spends on ``cells`` (cells times query heads) besides its
+    flops at the f32 rate: ``cycles`` each, and each per SIMD vector of its ``elems`` K and V
+    elements. ggml's flash attention on the CPU visits a token's cells one by one: an expf,
+    the online softmax's bookkeeping and three calls a cell, K and V read from F16 (or
+    dequantized) and the accumulator converted back and forth a vector; a ubatch's tiled
+    path pays its softmax's share a cell."""
     if not cells:
         return 0.0
     lanes = host.rates[0] / 4.0  # f32 lanes of its vector unit (two FMA pipes)
-    vectors = flops / 2.0 / lanes  # K and V elements a cell's dot and update read, per vector
-    return (cells * cycles[0] + vectors * cycles[1]) / (host.workers * host.ghz * 1e9)
+    per_cell = cycles[0] + elems / lanes * cycles[1]
+    return cells * per_cell / (host.workers * host.ghz * 1e9)
 
 
 def copy_seconds(g: GpuSpec, nbytes: float, pinned: float, p: SpeedParams) -> float:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 OFFLOAD_MIN_BATCH = 32  # llama.cpp copies host weights to the GPU for batches this big
 ACT_BYTES = 4  # f32 activations
+CPU_FA_TILE_Q = 64  # GGML_FA_TILE_Q: the fewest tokens ggml's CPU flash attention tiles
 
 
 def weight_class(type_id: int) -> str:
@@ -77,9 +78,13 @@ class Part:
     prefill_f16_flops: float = 0.0
     attn_decode_flops: float = 0.0
     # cells times query heads a token's attention visits (the CPU's work per cell is more
-    # than its flops: see host_times), and that per ubatch
+    # than its flops: see host_times), and a ubatch's: on ggml's tiled path, or on its
+    # cell-by-cell one (a quantized K/V cache, a ubatch under a tile); the K and V elements
+    # of a cell and head
     attn_decode_cells: float = 0.0
     attn_cells: float = 0.0
+    attn_cells_by_cell: float = 0.0
+    attn_cell_elems: int = 0
     attn_flops: float = 0.0  # prompt attention, per ubatch
     attn_kv_bytes: float = 0.0  # the KV one pass over the cells reads, per ubatch
     attn_score_bytes: float = 0.0  # without flash attention: KQ scores written and read
@@ -341,6 +346,12 @@ def add_layers_and_attention(
     # head to its query heads and read it once per query head
     kv_reads = 1.0 if flash else max(1.0, heads / max(1, m.n_head_kv))
     streams = max(1, result.resolved.n_stream)
+    r = result.resolved
+    # ggml's CPU flash attention tiles a ubatch only over an F16 or F32 cache (K and V
+    # alike) and a tile's worth of tokens; else it visits each query's cells one by one
+    tiled = not flash or (
+        ub >= CPU_FA_TILE_Q and r.type_k == r.type_v and r.type_k in ("f16", "f32")
+    )
     for cache in result.kv:
         if not cache.cells or not cache.layers:
             continue
@@ -363,7 +374,11 @@ def add_layers_and_attention(
             acc.decode_kv_bytes += cell_bytes * read * kv_reads
             acc.attn_decode_flops += per_cell * read
             acc.attn_decode_cells += heads * read
-            acc.attn_cells += heads * ub * pre_kv
+            if tiled:
+                acc.attn_cells += heads * ub * pre_kv
+            else:
+                acc.attn_cells_by_cell += heads * ub * pre_kv
+            acc.attn_cell_elems = 2 * max(1, m.head_dim)
             acc.attn_flops += per_cell * ub * pre_kv
             acc.attn_kv_bytes += cell_bytes * pre_kv
             if not flash:
