@@ -743,3 +743,17 @@ def test_lines_alike_but_for_their_prompt_rank_the_faster_prompt_first(goal):
 
     slow, fast = line("-ub 256", 900.0), line("-ub 512", 1500.0)
     assert [c.flags for c in _rank([slow, fast], goal)] == [fast.flags, slow.flags]
+
+
+def test_decode_at_the_context_stops_where_llama_server_caps_the_slots(tmp_path, capsys):
+    """--best's 'decode at the context' is fit's 'at a full context': -c 1000000 -np 1 on a
+    model trained at 4096 reads no more than the slot's 4096 cells; the planner priced a
+    million cells deep (1.8 t/s on a CPU against fit's 367)."""
+    path = tmp_path / "m.gguf"
+    gf.write_model(path, gf.llama_spec(n_ctx_train=4096))
+    for flags in (["-c", "1000000", "-np", "1"], ["-c", "8192", "-np", "2"], ["-c", "1000000"]):
+        argv = ["fit", str(path), "--gpus", "cpu", *flags, "--best", "decode", "--json"]
+        assert main(argv) == 0
+        out = json.loads(capsys.readouterr().out)
+        deep = {o["decode_tps_at_context"] for o in out["planner"]["options"] if o["fits"]}
+        assert deep == {out["speed"]["decode_tps_full_ctx"]}, flags

@@ -92,7 +92,8 @@ class PlanOption:
     argv: tuple[str, ...] = ()  # the whole command line's flags
     offload: str = ""  # what goes to the host ("" nothing)
     decode_tps: float = 0.0  # at depth 0
-    decode_tps_deep: float = 0.0  # at the context asked for
+    # at the context asked for, full: as deep as llama-server's slots reach (fit's own)
+    decode_tps_deep: float = 0.0
     prefill_tps: float = 0.0  # a PROMPT_TOKENS prompt
     joules_per_token: float | None = None  # the GPUs' energy per decoded token
     reduce_ms: float = 0.0  # of a token's decode, tensor's all-reduces
@@ -218,7 +219,6 @@ class _Search:
     s: _Space
     model: GgufModel
     settings: LlamaArgs
-    asked: int
     goal: str
     every: tuple[str, ...]  # every GPU llama.cpp sees, in its order (no -dev: these)
     rpc_flags: tuple[str, ...] = ()  # --rpc for servers given as devices, where one is used
@@ -273,7 +273,6 @@ class _Search:
     ) -> PlanOption:
         p = self.s.problem
         fast = speed_of(self.model, res, p.devices, p.options, prompt_tokens=PROMPT_TOKENS)
-        deep = speed_of(self.model, res, p.devices, p.options, depth=self.asked)
         if change.n_ctx == self.settings.n_ctx:
             change = replace(change, n_ctx=None)  # -c as given: not said again
         flags = change.flags()
@@ -288,7 +287,7 @@ class _Search:
             argv=tuple(command.to_argv()),
             offload=_offload_text(self.s, x),
             decode_tps=fast.decode_tps,
-            decode_tps_deep=deep.decode_tps,
+            decode_tps_deep=fast.decode_tps_full,
             prefill_tps=fast.prefill_tps,
             joules_per_token=joules_per_token(fast, p.devices),
             reduce_ms=fast.reduce_decode_ms,
@@ -485,7 +484,7 @@ def plan_best(
     if made is None:
         raise ValueError("llama.cpp refuses the command as given")
     s, asked = made
-    search = _Search(s, model, base, asked, goal, every, _rpc_flags(settings, devices))
+    search = _Search(s, model, base, goal, every, _rpc_flags(settings, devices))
     gpus = tuple(d for d in s.problem.devices if d.kind != "cpu")
     refusal = tensor_refusal(s.problem.hp, base, len(gpus), s.problem.options.rules)
     modes = ("layer",) if refusal else ("layer", "tensor")
