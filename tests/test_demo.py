@@ -81,6 +81,17 @@ def test_a_path_that_is_no_folder_is_one_line(tmp_path, capsys, under):
     assert plain.read_text() == "x"
 
 
+@pytest.mark.parametrize("where", ["gone", "gone/x.gguf", "gone/deeper/x.gguf"])
+def test_a_folder_that_is_not_there_is_one_line_and_nothing_is_made(tmp_path, capsys, where):
+    """demo made the missing folders (as root, /nonexistent/x for /nonexistent/x/y.gguf):
+    a folder not there is exit 2, one line, as other commands' missing paths."""
+    assert main(["demo", str(tmp_path / where)]) == 2
+    err = capsys.readouterr().err.strip()
+    folder = (tmp_path / where).parent if where.endswith(".gguf") else tmp_path / where
+    assert err == f"lltui: demo: {folder}: no such folder; nothing written"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_file_that_is_not_the_demo_is_never_written_over(tmp_path, capsys):
     theirs = tmp_path / "my-model.gguf"
     theirs.write_bytes(b"GGUF a model of the user's")

@@ -12,7 +12,8 @@ from lltui.commands import CliError, print_json
 HELP = (
     "Write a small GGUF of llama.cpp's llama architecture (4 layers, 5 MiB, random weights: "
     "llama-server loads and serves it, what it says is noise) into DIR (default: here) or to "
-    "FILE.gguf, and print the fit, quant and launch command lines to try on it. No network."
+    "FILE.gguf, in a folder that is there already (none is made), and print the fit, quant "
+    "and launch command lines to try on it. No network."
 )
 
 

@@ -22,10 +22,10 @@ class Demo:
 
 def make_demo(where: str | None = None) -> Demo:
     """Write the demo model into the folder ``where`` (None: the current one), or to
-    ``where`` itself when it names a ``.gguf`` file. The same file each time, written over
-    only where it is the demo already. ValueError for a path that is neither (a file in its
-    folder part too), or a file that is something else; DemoError (one line) when it cannot
-    be written."""
+    ``where`` itself when it names a ``.gguf`` file; the folder must be there already. The
+    same file each time, written over only where it is the demo already. ValueError for a
+    path that is neither (a file in its folder part too), a folder not there, or a file
+    that is something else; DemoError (one line) when it cannot be written."""
     target = Path(where or ".")
     try:
         folder = target.parent if target.suffix.lower() == ".gguf" else target
@@ -33,6 +33,8 @@ def make_demo(where: str | None = None) -> Demo:
         there = next((p for p in (folder, *folder.parents) if p.exists()), None)
         if there is not None and not there.is_dir():
             raise ValueError(f"{there}: not a folder (give a folder or a .gguf path)")
+        if there != folder:  # nothing is made but the model (a typo made folders as root)
+            raise ValueError(f"{folder}: no such folder; nothing written")
         if folder is target:
             target = target / DEMO_FILE
         if target.is_dir():

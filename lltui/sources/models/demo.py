@@ -163,7 +163,6 @@ def write_demo(path: Path, shape: LlamaShape = DEMO, seed: int = 0) -> int:
     header = writer.gguf_header(_metadata(shape, DEMO_NAME), infos)
     tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         # a name of its own, created here (O_EXCL): a file or link already beside the model
         # (someone's download.part) is never followed or written over
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
