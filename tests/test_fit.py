@@ -594,10 +594,12 @@ def _gpus_refused(tmp_path, capsys, gpus: str) -> str:
         ("-5", "-5", "24GiB", ""),
         ("80", "80", "80GiB", ""),  # (not the RTX 8000, H800 and 5080)
         ("2x80", "80", "2x80GiB", ""),
+        ("288", "288", "288GiB", ""),  # a GB300's
+        ("289", "289", "289MiB", ""),
         (
             "4091",
             "4091",
-            "4091GiB",
+            "4091MiB",  # (more GiB than any GPU has: not 4091GiB)
             " (nearest known: NVIDIA GeForce RTX 4090, NVIDIA GeForce RTX 4090 D)",
         ),
     ],
@@ -605,7 +607,8 @@ def _gpus_refused(tmp_path, capsys, gpus: str) -> str:
 def test_a_bare_number_is_told_it_needs_its_unit(tmp_path, capsys, item, number, example, near):
     """--gpus 24 offered '24=24GiB' and the T4, P4 and L4 as nearest; --gpus 0 said a
     device's memory must be more than 0, as if 0 were a size; 2x80 was told to write
-    '2x80=24GiB' (two 24 GiB GPUs)."""
+    '2x80=24GiB' (two 24 GiB GPUs); --gpus 4091 was told 4091GiB (4 TiB, no GPU's), where
+    the README wrote 4091B: a number more GiB than any GPU has is told MiB, nvidia-smi's."""
     err = _gpus_refused(tmp_path, capsys, f"T4,{item}")
     want = f"--gpus: '{item}': a memory size needs its unit (e.g. {example}); no GPU model is "
     assert err.endswith(f"{want}named {number}{near}"), err

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.hardware.gpus import find_gpu, nearest_gpus, split_mig
+from lltui.core.hardware.gpus import all_gpus, find_gpu, nearest_gpus, split_mig
 from lltui.core.text import is_digits
 from lltui.core.units import MIB, SIZE_UNITS, fmt_bytes, parse_size
 
@@ -278,8 +278,10 @@ def _unknown(item: str) -> str:
         near = nearest_gpus(what, cutoff=0.6) if model_like else []
         hint = f" (nearest known: {', '.join(near)})" if near else ""
         size = what if what.isdigit() and int(what) else "24"  # (the number given, as a size)
+        # more GiB than any GPU has (4091) is MiB, as nvidia-smi counts; else GiB (24, 80)
+        unit = "MiB" if int(size) * 1024 > max(g.mib for g in all_gpus()) else "GiB"
         return (
-            f"--gpus: {item!r}: a memory size needs its unit (e.g. {count}{size}GiB); no GPU "
+            f"--gpus: {item!r}: a memory size needs its unit (e.g. {count}{size}{unit}); no GPU "
             f"model is named {what}{hint}"
         )
     if item.lower().startswith("mig-"):  # a UUID (of no slice) is known only on its machine
