@@ -510,3 +510,14 @@ def test_a_p2p_table_of_another_capability_is_not_taken_for_the_read_status():
     assert topo.warnings == ("the `topo -p2p n` table is not the P2P read status "
                              "(`topo -p2p r`): not used",)  # fmt: skip
     assert "topo -p2p` output" in parse_topology(nvlink).warnings[0]
+
+
+def test_the_title_is_wrapped_between_words_never_inside_the_file_name(monkeypatch, capsys):
+    """COLUMNS=60 lltui topo --file .../18-2xRTX3090-NVLink-bridge-...txt cut the file's
+    name in two lines ('...NVLi' / 'nk-bridge...'): a word longer than a line is kept whole."""
+    path = Path(__file__).parent / "fixtures" / "real" / "topo"
+    path = path / "18-2xRTX3090-NVLink-bridge-NV4-with-prompts.txt"
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["topo", "--file", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"GPU topology from\n  {path}:\n  2 GPUs; every GPU pair NV4")

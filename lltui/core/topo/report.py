@@ -72,7 +72,7 @@ def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[
         initial_indent=indent if first is None else first,
         subsequent_indent=indent,
         break_on_hyphens=False,
-        break_long_words=True,
+        break_long_words=False,  # a path (the title's file) is never cut mid-name
     )
 
 
