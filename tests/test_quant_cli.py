@@ -72,6 +72,17 @@ def test_text_marks_imatrix_types_and_explains_columns(model, capsys):
         assert f"  {column} " in help_text
 
 
+def test_the_legend_explains_a_mark_only_where_a_row_shows_it(model, capsys):
+    """The footer always explained 'fits ?', though no row said '?' unless a device's free
+    memory was unknown (an rpc-server that does not answer)."""
+    assert main(["quant", str(model), "--gpus", "24GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "fits ?" not in out and "per device: GiB allocated" in out
+    assert main(["quant", str(model), "--gpus", "rpc:127.0.0.1:1"]) == 0
+    out = capsys.readouterr().out
+    assert " ? " in out and "; fits ?: on a device whose free memory is not known" in out
+
+
 def test_a_device_too_small_fits_nothing(model, capsys):
     assert (
         main(["quant", str(model), "--gpus", "1MiB", "-ngl", "99", "--margin", "0", "--json"]) == 0

@@ -108,10 +108,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# the legend, a part each: the columns always, a mark only where a row shows it
 LEGEND = (
-    "* needs an importance matrix (llama-quantize --imatrix); t/s: predicted decode speed; "
-    "per device: GiB allocated + margin / GiB free; fits ?: on a device whose free memory "
-    "is not known"
+    ("*", "* needs an importance matrix (llama-quantize --imatrix)"),
+    ("", "t/s: predicted decode speed; per device: GiB allocated + margin / GiB free"),
+    ("?", "fits ?: on a device whose free memory is not known"),
 )
 
 
@@ -146,7 +147,9 @@ def quant_lines(model_path: str, where: str, table: Any, best: Any) -> list[str]
             f"{name:<10} {fmt_bytes(row.file_bytes):>10} {row.bits_per_weight:>6.2f}  "
             f"{fits:<4} {ctx:>8} {tps:>6}  {per_dev}{mark}"
         )
-    lines.append(LEGEND)
+    marks = {"*": any(q.row.requires_imatrix for q in table)}
+    marks["?"] = any(q.result is not None and q.fits_word == "?" for q in table)
+    lines.append("; ".join(text for mark, text in LEGEND if marks.get(mark, True)))
     calibrated = next((q.result.speed.calibrated for q in table if q.result and
                        q.result.speed and q.result.speed.calibrated), None)  # fmt: skip
     if calibrated:
