@@ -565,6 +565,9 @@ def test_show_says_what_is_kept_fit_says_it_uses_it_and_reset_clears_it(
     assert main(["bench", "--show"]) == 0
     text = capsys.readouterr().out
     assert "no calibration" in text and "--reset" not in text  # nothing kept to forget
+    # nothing written yet: where it would be, not 'kept in' a file that is not there
+    where = rig_store.record_path(local_rig([], local_host()))
+    assert f"\nnone stored yet; would be kept in: {where}\n" in text
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(), "Q8_0")
     rig = local_rig([], local_host())
     day = "2026-01-02"
@@ -576,7 +579,8 @@ def test_show_says_what_is_kept_fit_says_it_uses_it_and_reset_clears_it(
     path = rig_store.save(rig_store.RigRecord(rig, "b1 (x)", cal, points))
     assert main(["bench", "--show"]) == 0
     text = capsys.readouterr().out
-    assert str(path) in text and "calibrated on this rig from 2 points, 2026-01-02" in text
+    assert f"\nkept in: {path}\n" in text
+    assert "calibrated on this rig from 2 points, 2026-01-02" in text
     assert "-17%" in text and "+50%" in text  # each point's miss, one convention
     assert text.rstrip().endswith("`lltui bench --reset` forgets it")
     assert main(["bench", "--show", "--json"]) == 0

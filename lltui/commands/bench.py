@@ -170,7 +170,10 @@ def stored_to_text(s: StoredCalibration) -> str:
     from lltui.core.text import one_line
 
     rec = s.record
-    lines = [f"rig: {s.rig.describe()}", f"kept in: {s.path}"]
+    kept = (
+        f"kept in: {s.path}" if rec is not None else f"none stored yet; would be kept in: {s.path}"
+    )
+    lines = [f"rig: {s.rig.describe()}", kept]
     if rec is None or not rec.points:
         lines.append("no calibration: predictions on this rig use the speed model as it is")
     else:
