@@ -268,6 +268,20 @@ def test_remote_rpc_hosts_are_warned_about():
     assert any("no authentication" in n for n in notes)
 
 
+def test_a_remote_rpc_server_given_with_its_memory_is_warned_about_once(tmp_path, capsys):
+    """fit --gpus rpc:10.0.0.5:50052=24GiB asks that server nothing: the warning came only
+    with a probe, so fit said nothing of RPC's missing authentication."""
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec())
+    far = "no authentication and no encryption"
+    given = ["--gpus", "rpc:10.0.0.5:50052=24GiB"]
+    assert main(["fit", str(path), *given, "--json"]) == 0
+    assert sum(far in n for n in json.loads(capsys.readouterr().out)["notes"]) == 1
+    assert main(["fit", str(path), *given, "--rpc", "10.0.0.5:50052"]) == 0
+    assert capsys.readouterr().out.count(far) == 1
+    assert main(["fit", str(path), "--gpus", "rpc:127.0.0.1:50052=24GiB"]) == 0
+    assert far not in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_probe_the_real_rpc_server(tmp_path, capsys):
     from support.llama_fixture import build_llama, rpc_servers

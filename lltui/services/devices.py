@@ -257,8 +257,10 @@ def with_rpc(
     extra_rpc = [ep for ep in dict.fromkeys(rpc) if ep not in known_rpc]
     rpc_all = rpc_now + [rpc_device(ep, None, 0, backend="") for ep in extra_rpc]
     ask = [d.endpoint for d in rpc_all if d.total_bytes is None and d.endpoint]
+    # every server beyond loopback, asked or given with its memory (--gpus rpc:HOST:PORT=SIZE)
+    far = [RPC_WARNING] if any(not endpoint_is_loopback(d.endpoint or "") for d in rpc_all) else []
     if not ask:
-        return rpc_all + [d for d in devices if d.kind != "rpc"], []
+        return rpc_all + [d for d in devices if d.kind != "rpc"], far
     from lltui.sources.llama.rpc_probe import TIMEOUT_S, RpcProbeError, probe_all
 
     got_all = probe_all(ask, TIMEOUT_S if timeout_s is None else timeout_s, max_age_s)
@@ -292,9 +294,7 @@ def with_rpc(
                 f"RPC{len(out) - 1} {d.endpoint}: {fmt_bytes(mem.free_bytes)} free of "
                 f"{fmt_bytes(mem.total_bytes)} (rpc-server {'.'.join(map(str, got.version))})"
             )
-    if any(not endpoint_is_loopback(ep) for ep in ask):
-        notes.append(RPC_WARNING)
-    return out + [d for d in devices if d.kind != "rpc"], notes
+    return out + [d for d in devices if d.kind != "rpc"], notes + far
 
 
 RPC_WARNING = (
