@@ -225,18 +225,26 @@ def test_sigkill_of_lltui_takes_the_rpc_servers_with_it(env, tiny_model):
     assert wait_no_leftovers(ports) == []
 
 
-def test_dry_run_shows_the_ssh_commands_and_warns_beyond_loopback(env, tiny_model, capsys):
+def test_dry_run_shows_the_ssh_commands_and_warns_beyond_loopback(
+    env, tiny_model, tmp_path, capsys
+):
     words = ["launch", str(tiny_model), "--rpc-host", "fleet-a:6000", "--rpc-bind", "0.0.0.0"]
     code = main([*words, "--rpc-server", "/opt/llama/rpc-server", "--dry-run", "--json"])
     captured = capsys.readouterr()
     assert code == 0
     assert "NO authentication" in captured.err and "WARNING" in captured.err
+    # one warning: llama-server's --rpc fleet-a:6000 (beyond loopback) was warned of again
+    assert captured.err.lower().count("authentication") == 1
     out = json.loads(captured.out)
     assert out["argv"][out["argv"].index("--rpc") + 1] == "fleet-a:6000"
     (host,) = out["rpc_hosts"]
     assert host["endpoint"] == "fleet-a:6000" and host["tunnel"] is False
     assert "-tt" in host["argv"] and "fleet-a" in host["argv"]
     assert "b=/opt/llama/rpc-server" in shlex.split(host["argv"][-1])[-1]
+    b = tmp_path / "b.gguf"
+    b.write_bytes(tiny_model.read_bytes())
+    assert main([*words, str(b), "--dry-run"]) == 0  # two models: a router
+    assert capsys.readouterr().err.lower().count("authentication") == 1
 
 
 @pytest.mark.slow

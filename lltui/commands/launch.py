@@ -231,6 +231,7 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
                 return _run_router(own, ["--rpc", rpc.rpc_value(), *words], rpc)
             words = [*_model_first(own, words), "--rpc", rpc.rpc_value()]
             session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
+            session.rpc_warned.update(rpc.exposed())  # the warning above said it
             with session:
                 if not own.dry_run:  # fit asks them for their memory, so they run first
                     rpc.start()

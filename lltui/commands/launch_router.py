@@ -166,6 +166,8 @@ def run_router(
         priority=_priorities(priority),
     )
     session = RouterSession(request, on_note=_say_note)
+    if rpc is not None:
+        session.rpc_warned.update(rpc.exposed())  # --rpc-host's own warning said it
     try:
         with session:
             prepared = session.prepare(require_binary=not dry)

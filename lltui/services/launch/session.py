@@ -84,6 +84,9 @@ class Session:
         self._detached = False
         self.log_file: Path | None = None
         self.notes: list[Note] = []  # every note said, in order
+        # --rpc endpoints whose missing authentication was said (here, or by the front end:
+        # --rpc-host's warning of an rpc-server it binds beyond loopback)
+        self.rpc_warned: set[str] = set()
 
     @property
     def subject(self) -> str:
@@ -320,7 +323,12 @@ class Session:
         """A warning where llama-server reaches an rpc-server beyond loopback."""
         from lltui.services.devices import RPC_WARNING
 
-        far = [ep for ep in dict.fromkeys(endpoints) if not endpoint_is_loopback(ep)]
+        far = [
+            ep
+            for ep in dict.fromkeys(endpoints)
+            if not endpoint_is_loopback(ep) and ep not in self.rpc_warned
+        ]
+        self.rpc_warned.update(far)
         if far:
             self._note("warning", f"--rpc {','.join(far)}: {RPC_WARNING}")
 

@@ -106,6 +106,10 @@ class RpcHosts:
         """llama-server's ``--rpc`` value."""
         return ",".join(s.endpoint for s in self.servers)
 
+    def exposed(self) -> list[str]:
+        """The endpoints of the servers bound beyond loopback (reached directly)."""
+        return [s.endpoint for s in self.servers if not s.spec.loopback]
+
     def describe(self) -> list[str]:
         """One line per host: where it runs, how llama-server reaches it, its devices, named
         as llama-server names them (``-dev`` and its ready line: RPC<n> counted over every
