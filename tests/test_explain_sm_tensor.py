@@ -39,6 +39,7 @@ def test_an_even_split_is_explained_line_for_line(model):
     assert all(c.predicted_bytes is not None and c.exact for c in compared)
     assert report.failed is None
     assert any("-sm tensor over 2 devices" in n for n in report.notes)
+    assert not any("even split" in n or "layer split" in n for n in report.notes)
     # each device's own share is listed, every layer on each
     rows = {r.name: r for r in report.device_rows()}
     shares = [r for name, r in rows.items() if name.startswith("RPC")]
@@ -55,3 +56,6 @@ def test_a_split_the_log_does_not_print_is_not_claimed(model):
     assert not by_kind["model"].exact and by_kind["model"].predicted_bytes is not None
     assert by_kind["model"].predicted_bytes < by_kind["model"].line.logged_bytes
     assert by_kind["compute"].exact  # every device plans the whole graph
+    # the even split is said to be assumed; no layer split is looked for in the log
+    assert any("assumes an even split" in n and "-ts" in n for n in report.notes)
+    assert not any("layer split" in n for n in report.notes)

@@ -411,7 +411,14 @@ def _estimate_split(
         for v, n in variants:
             tries.insert(0, (v, printed, [*n, "layers per device as the log printed them (-v)"]))
     split_notes: list[str] = []
-    if len(devs.devices) > 1 and "tensor_split" not in args.given:
+    if result.meta_devices and "tensor_split" not in args.given:
+        # one Meta() line per kind, the largest device's: no split to recover a -ts from
+        split_notes = [
+            "-sm tensor: each device's share assumes an even split: the log does not record "
+            "-ts, and the Meta() weights line (the largest device's share) does not match an "
+            "even split's"
+        ]
+    elif len(devs.devices) > 1 and "tensor_split" not in args.given:
         for v, n in variants:
             split, note = _split(facts, v, gguf, hp, args)
             if split is not args:
