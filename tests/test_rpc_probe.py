@@ -357,3 +357,35 @@ def test_a_gpu_and_a_count_written_as_a_port_is_no_server(spec):
         parse_gpus_spec(spec)
     (named,) = parse_gpus_spec("rpc:4090:2").devices  # said as a server: one
     assert named.kind == "rpc"
+
+
+def test_rpc_servers_on_the_cpu_backend_are_not_called_gpus(tmp_path, capsys):
+    """Two rpc-servers on the CPU backend (alignment 32): fit said 'fewer GPUs: -dev RPC0:
+    one GPU holds it' and kept its margin for 'the CUDA context, cuBLAS' on no GPU."""
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec())
+    cpu = lambda c: fake_rpc_server(c, alignment=32)  # noqa: E731
+    with serving(cpu) as a, serving(cpu) as b:
+        assert main(["fit", str(path), "--gpus", "cpu", "--rpc", f"{a},{b}"]) == 0
+        out = capsys.readouterr().out
+        assert main(["fit", str(path), "--gpus", "cpu", "--rpc", f"{a},{b}", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+    assert "fewer devices: -dev RPC0: one device holds it" in out
+    assert "the other device stays free" in out
+    assert "(MiB; no margin kept on these devices)" in out
+    assert "per GPU" not in out and "CUDA" not in out
+    assert data["hints"][0]["reason"].startswith("one device holds it")
+
+
+def test_an_rpc_server_of_unknown_backend_says_it_is_taken_as_a_cuda_gpu(tmp_path, capsys):
+    """A server that does not answer, or is given with its memory only, was estimated as a
+    CUDA GPU (its margin, the RTX 3090's speed) without saying so."""
+    path = gf.write_sparse(tmp_path / "m.gguf", gf.llama_spec())
+    dead = _closed_port()
+    assert main(["fit", str(path), "--gpus", "cpu", "--rpc", dead, "--json"]) == 0
+    (note,) = [n for n in json.loads(capsys.readouterr().out)["notes"] if dead in n]
+    assert "free memory is unknown" in note and "backend: estimated as a CUDA GPU" in note
+    assert main(["fit", str(path), "--gpus", "rpc:127.0.0.1:50052=24GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "RPC0 127.0.0.1:50052: estimated as a CUDA GPU: its backend is not given" in out
+    assert main(["fit", str(path), "--gpus", "rpc:127.0.0.1:50052:cpu=24GiB"]) == 0
+    assert "estimated as" not in capsys.readouterr().out

@@ -259,8 +259,15 @@ def with_rpc(
     ask = [d.endpoint for d in rpc_all if d.total_bytes is None and d.endpoint]
     # every server beyond loopback, asked or given with its memory (--gpus rpc:HOST:PORT=SIZE)
     far = [RPC_WARNING] if any(not endpoint_is_loopback(d.endpoint or "") for d in rpc_all) else []
+    # given with its memory and not asked: its backend is what the spec says, else a guess
+    guessed = [
+        f"{d.device_name} {d.endpoint}: {CUDA_GUESS}: its backend is not given "
+        "(rpc:HOST:PORT:cpu=SIZE for the CPU backend)"
+        for d in rpc_all
+        if not d.backend and d.total_bytes is not None
+    ]
     if not ask:
-        return rpc_all + [d for d in devices if d.kind != "rpc"], far
+        return rpc_all + [d for d in devices if d.kind != "rpc"], guessed + far
     from lltui.sources.llama.rpc_probe import TIMEOUT_S, RpcProbeError, probe_all
 
     got_all = probe_all(ask, TIMEOUT_S if timeout_s is None else timeout_s, max_age_s)
@@ -271,8 +278,9 @@ def with_rpc(
         got = answers.get(d.endpoint or "")
         if isinstance(got, RpcProbeError):
             notes.append(
-                f"{got}: its free memory is unknown (llama-server would not start); "
-                "give it with --gpus rpc:HOST:PORT=SIZE"
+                f"{got}: its free memory is unknown (llama-server would not start) and so is "
+                f"its backend: {CUDA_GUESS}; give them with --gpus rpc:HOST:PORT=SIZE "
+                "(rpc:HOST:PORT:cpu=SIZE for the CPU backend)"
             )
         if got is None or isinstance(got, RpcProbeError):
             out.append(replace(d, dev_name=f"RPC{len(out)}"))
@@ -294,7 +302,11 @@ def with_rpc(
                 f"RPC{len(out) - 1} {d.endpoint}: {fmt_bytes(mem.free_bytes)} free of "
                 f"{fmt_bytes(mem.total_bytes)} (rpc-server {'.'.join(map(str, got.version))})"
             )
-    return out + [d for d in devices if d.kind != "rpc"], notes + far
+    return out + [d for d in devices if d.kind != "rpc"], guessed + notes + far
+
+
+# an RPC server whose backend neither the spec nor the server said (llama.cpp's own default)
+CUDA_GUESS = "estimated as a CUDA GPU"
 
 
 RPC_WARNING = (

@@ -30,6 +30,7 @@ from lltui.app.state.fit import (
     form_flags,
     plan_text,
 )
+from lltui.core.fit.fewer import hint_heading
 from lltui.core.speed.model import speed_line
 from lltui.core.text import counted
 from lltui.core.units import MIB, compact_indexes, compact_names, fmt_bytes
@@ -274,7 +275,7 @@ def render_verdict(outcome: FitOutcome, found: FoundModels | None = None) -> str
     for s in res.suggestions:
         lines.append(f"  try [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
     for s in res.hints:
-        lines.append(f"  fewer GPUs: [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
+        lines.append(f"  {hint_heading(s)}: [b]{escape(' '.join(s.flags))}[/b]: {escape(s.reason)}")
     if res.speed is not None:
         lines.append(escape(speed_line(res.speed, fits=res.fits)))
     for seen in outcome.measured:

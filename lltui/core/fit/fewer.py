@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from lltui.core.cmdline.args import spell
 from lltui.core.memory.allocate import estimate_once
-from lltui.core.memory.common import FitError
+from lltui.core.memory.common import FitError, is_gpu
 from lltui.core.memory.devices import DeviceSpec
 from lltui.core.memory.problem import FitProblem
 from lltui.core.memory.results import DeviceEstimate, FitResult, Suggestion
@@ -89,9 +89,11 @@ def fewer_hint(
     taken = (fullest.total_bytes + fullest.unaccounted_bytes) / GIB
     free = (fullest.free_bytes or 0) / GIB
     k = len(picked)
-    what = "one GPU holds it" if k == 1 else f"{k} GPUs hold it"
+    # an rpc-server on the CPU backend is no GPU
+    unit = "GPU" if all(is_gpu(d) for d in p.used) else "device"
+    what = f"one {unit} holds it" if k == 1 else f"{k} {unit}s hold it"
     others = len(p.used) - k
-    rest = "the other GPU stays free" if others == 1 else f"the other {others} stay free"
+    rest = f"the other {unit} stays free" if others == 1 else f"the other {others} stay free"
     reason = (
         f"{what} ({compact_names(names)}: {taken:.1f} of {free:.1f} GiB"
         f"{' at most' if k > 1 else ''}); {rest}"
@@ -106,3 +108,9 @@ def fewer_hint(
             f" over {len(holding(base))}"
         )
     return Suggestion(flags, reason)
+
+
+def hint_heading(hint: Suggestion) -> str:
+    """The words before a :func:`fewer_hint`'s flags: fewer GPUs, or fewer devices where
+    some are none (an rpc-server on the CPU backend)."""
+    return "fewer GPUs" if " GPU" in hint.reason else "fewer devices"

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lltui.core.fit.fewer import hint_heading
 from lltui.core.jsonout import fields_of
 from lltui.core.memory.common import CPU
 from lltui.core.memory.devices import ROCM_PREFIX, DeviceSpec
@@ -219,8 +220,11 @@ def result_to_text(res: FitResult) -> str:
             f"{_mib(d.total_bytes):>9} {margin:>8} "
             f"{_mib(d.free_bytes) if d.free_bytes is not None else '-':>9}  {fits}"
         )
-    if any(d.kind != "cpu" for d in res.devices):
-        lines.append(f"(MiB; margin: kept per GPU for the {_runtime(res.devices)} and the pool)")
+    margined = [d for d in res.devices if d.kind != "cpu" and d.unaccounted_bytes]
+    if margined:
+        lines.append(f"(MiB; margin: kept per GPU for the {_runtime(margined)} and the pool)")
+    elif any(d.kind != "cpu" for d in res.devices):  # rpc-servers on the CPU backend
+        lines.append("(MiB; no margin kept on these devices)")
     else:
         lines.append("(MiB; margin: kept free on the host, as llama.cpp's fit does without a GPU)")
     if not res.compute_exact:
@@ -267,7 +271,7 @@ def result_to_text(res: FitResult) -> str:
     for s in res.suggestions:
         lines.append(f"  try {' '.join(s.flags)}: {s.reason}")
     for s in res.hints:
-        lines.append(f"  fewer GPUs: {' '.join(s.flags)}: {s.reason}")
+        lines.append(f"  {hint_heading(s)}: {' '.join(s.flags)}: {s.reason}")
     if res.speed is not None:
         lines.append(speed_line(res.speed, fits=res.fits))
         if res.speed.host and any(d.name == "CPU" for d in res.speed.devices):
