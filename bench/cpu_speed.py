@@ -74,6 +74,7 @@ TESTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("moe", "Q4_0", ("-p", "512", "-n", "0", "-d", "2048")),
     # a q8_0 cache: ggml tiles only F16/F32 ones, so a ubatch visits each query's cells
     ("dense", "Q4_0", (*PP, "-d", "2048", "-fa", "1", "-ctk", "q8_0", "-ctv", "q8_0")),
+    ("dense", "Q4_0", (*TG, "-d", "2048", "-fa", "1", "-ctk", "q8_0", "-ctv", "q8_0")),
     ("moe", "Q4_0", TG),
     ("moe", "Q4_0", PP),
     ("moe", "Q8_0", TG),
