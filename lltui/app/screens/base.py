@@ -117,9 +117,6 @@ class HistoryModal(ModelView, ModalScreen[None]):
     def action_interval(self, direction: int) -> None:
         host_of(self).action_interval(direction)
 
-    def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
-        return  # a detail has no status line
-
 
 class LltuiScreen(ModelView, Screen[None]):
     """A screen of the lltui app."""
