@@ -207,9 +207,6 @@ class FormScreen(ViewScreen):
         self.generation += 1
         return self.generation
 
-    def is_newest(self, generation: int) -> bool:
-        return generation == self.generation
-
 
 class LoadOnceScreen(ViewScreen):
     """A view that reads its data once, in a worker of its own, when first shown (the

@@ -495,7 +495,7 @@ class FitScreen(FormScreen):
 
     @on(FitReady)
     def _fit_ready(self, message: FitReady) -> None:
-        if not self.is_newest(message.outcome.generation):
+        if message.outcome.generation != self.generation:
             return  # an older request finished after a newer one was made
         self.outcome = message.outcome
         self.show_view()

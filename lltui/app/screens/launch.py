@@ -301,7 +301,7 @@ class LaunchScreen(FormScreen):
 
     @on(LaunchPreview)
     def _preview_ready(self, message: LaunchPreview) -> None:
-        if not self.is_newest(message.generation):
+        if message.generation != self.generation:
             return  # an older form's command, finished after a newer one was asked for
         self.show_preview(message.line, message.note)
 
