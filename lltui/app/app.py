@@ -436,8 +436,6 @@ class LltuiApp(App[int]):
             self._arm_status(STATUS_REFRESH_S)
 
     def _refresh_status(self) -> None:
-        if not self.is_running:  # the timer can fire while the screens are being closed
-            return
         busy_for = self.busy_for()
         age = self.model.age()
         if busy_for is None and age is not None and age < self.model.interval:
