@@ -98,9 +98,8 @@ class LltuiFooter(Widget, can_focus=False):
     }
     """
 
-    def __init__(self, *, show_command_palette: bool = True, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.show_command_palette = show_command_palette
         self._keys: tuple[ShownKey, ...] = ()
         self._palette: ShownKey | None = None
         self._shown: object = None  # the bindings the keys were last worked out from
@@ -125,7 +124,7 @@ class LltuiFooter(Widget, can_focus=False):
             described = host_of(self).key_description(binding)
             by_action.setdefault(binding.action, (binding, enabled, tooltip, described))
         palette = active.get(self.app.COMMAND_PALETTE_BINDING)
-        if not (self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE):
+        if not self.app.ENABLE_COMMAND_PALETTE:
             palette = None
         return tuple(by_action.values()), palette
 
