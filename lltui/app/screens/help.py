@@ -84,6 +84,14 @@ def _keys_of(bindings: list[Binding]) -> list[str]:
 def render_keys(
     sections: list[tuple[str, list[tuple[str, str]]]], key_display: Callable[[str], str]
 ) -> Table:
+    return _table(
+        (title, [(" ".join(map(key_display, keys.split(" "))), what) for keys, what in rows])
+        for title, rows in sections
+    )
+
+
+def _table(sections: Iterable[tuple[str, Iterable[tuple[Text | str, str]]]]) -> Table:
+    """Titled sections of (term, meaning) rows, the terms right-aligned in bold."""
     table = Table.grid(padding=(0, 2))
     table.add_column(justify="right", style="bold", no_wrap=True)
     table.add_column()
@@ -91,8 +99,8 @@ def render_keys(
         if n:
             table.add_row("", "")
         table.add_row("", Text(title, style="bold underline"))
-        for keys, what in rows:
-            table.add_row(" ".join(key_display(k) for k in keys.split(" ")), what)
+        for term, meaning in rows:
+            table.add_row(term, meaning)
     return table
 
 
@@ -151,21 +159,13 @@ def colour_rows(variables: dict[str, str]) -> list[tuple[Text, str]]:
 
 
 def render_legend(variables: dict[str, str]) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(justify="right", style="bold", no_wrap=True)
-    table.add_column()
-    sections: list[tuple[str, list[tuple[Text | str, str]]]] = [
-        ("the monitor's lines", list(MONITOR_LINES)),
-        ("the process table", list(PROCESS_COLUMNS)),
-        ("colours", list(colour_rows(variables))),
-    ]
-    for n, (title, rows) in enumerate(sections):
-        if n:
-            table.add_row("", "")
-        table.add_row("", Text(title, style="bold underline"))
-        for term, meaning in rows:
-            table.add_row(term, meaning)
-    return table
+    return _table(
+        (
+            ("the monitor's lines", MONITOR_LINES),
+            ("the process table", PROCESS_COLUMNS),
+            ("colours", colour_rows(variables)),
+        )
+    )
 
 
 class HelpScreen(ModalScreen[None]):
