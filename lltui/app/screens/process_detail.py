@@ -13,19 +13,15 @@ from lltui.app.app_protocol import host_of
 from lltui.app.rig_model import RigModel
 from lltui.app.screens.base import HistoryModal
 from lltui.app.screens.gpu_detail import span_words
+from lltui.app.widgets.gpu_card import num
 from lltui.core.cmdline.secrets import redact_command
-from lltui.core.monitor.models import GpuProcess, RigSample
 from lltui.core.units import GIB, fmt_bytes, fmt_duration, spark
-
-
-def _now_of(sample: RigSample, pid: int) -> list[GpuProcess]:
-    return [p for g in sample.gpus for p in g.processes if p.pid == pid]
 
 
 def render_process(pid: int, model: RigModel, width: int, window: float) -> str:
     """The process's facts (as the latest sample has them) and its sparklines."""
     sample = model.latest
-    now = _now_of(sample, pid) if sample is not None else []
+    now = [p for g in sample.gpus for p in g.processes if p.pid == pid] if sample else []
     seen = model.history.process_seen(pid)
     lines = []
     if now:
@@ -74,14 +70,10 @@ def render_process(pid: int, model: RigModel, width: int, window: float) -> str:
         lines.append("")
         for q in now:
             lines.append(
-                f"GPU{q.gpu_index}  {fmt_bytes(q.used_memory)}  SM {_pct(q.sm_util)}"
-                f"  memory {_pct(q.mem_util)}  ({q.kind})"
+                f"GPU{q.gpu_index}  {fmt_bytes(q.used_memory)}  SM {num(q.sm_util, '{:.0f}%')}"
+                f"  memory {num(q.mem_util, '{:.0f}%')}  ({q.kind})"
             )
     return "\n".join(lines)
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}%"
 
 
 class ProcessDetailScreen(HistoryModal):
