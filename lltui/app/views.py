@@ -8,61 +8,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 from textual.screen import Screen
-
-
-def _monitor() -> Screen[Any]:
-    from lltui.app.screens.monitor import MonitorScreen
-
-    return MonitorScreen()
-
-
-def _topology() -> Screen[Any]:
-    from lltui.app.screens.topology import TopologyScreen
-
-    return TopologyScreen()
-
-
-def _nccl() -> Screen[Any]:
-    from lltui.app.screens.nccl import NcclScreen
-
-    return NcclScreen()
-
-
-def _fit() -> Screen[Any]:
-    from lltui.app.screens.fit import FitScreen
-
-    return FitScreen()
-
-
-def _launch() -> Screen[Any]:
-    from lltui.app.screens.launch import LaunchScreen
-
-    return LaunchScreen()
-
-
-def _fleet() -> Screen[Any]:
-    from lltui.app.screens.fleet import FleetScreen
-
-    return FleetScreen()
 
 
 @dataclass(frozen=True, slots=True)
 class View:
     mode: str
     label: str
-    make: Callable[[], Screen[Any]]
+    screen: str  # "module:Class" in lltui.app.screens, imported when the view first opens
+
+    def make(self) -> Screen[Any]:
+        module, name = self.screen.split(":")
+        screen: type[Screen[Any]] = getattr(import_module(f"lltui.app.screens.{module}"), name)
+        return screen()
 
 
 VIEWS: tuple[View, ...] = (
-    View("monitor", "Monitor", _monitor),
-    View("topology", "Topology", _topology),
-    View("nccl", "NCCL", _nccl),
-    View("fit", "Fit", _fit),
-    View("launch", "Launch", _launch),
-    View("fleet", "Fleet", _fleet),
+    View("monitor", "Monitor", "monitor:MonitorScreen"),
+    View("topology", "Topology", "topology:TopologyScreen"),
+    View("nccl", "NCCL", "nccl:NcclScreen"),
+    View("fit", "Fit", "fit:FitScreen"),
+    View("launch", "Launch", "launch:LaunchScreen"),
+    View("fleet", "Fleet", "fleet:FleetScreen"),
 )
 MODES: dict[str, str | Callable[[], Screen[Any]]] = {v.mode: v.make for v in VIEWS}
 
