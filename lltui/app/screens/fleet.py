@@ -260,9 +260,6 @@ class FleetScreen(ViewScreen):
     def show_view(self) -> None:
         self.show_fleet()
 
-    def show(self, model: RigModel) -> None:
-        self.refresh_status(model, None)
-
     def refresh_status(self, model: RigModel, busy_for: float | None) -> None:
         if not self.is_mounted:
             return
