@@ -262,8 +262,7 @@ class LaunchScreen(FormScreen):
         self.update_preview()
 
     def on_screen_resume(self) -> None:
-        self._take_prefill()
-        self.render_all()
+        self._take_prefill()  # (ViewScreen.on_screen_resume then renders it all)
 
     # -- the form ------------------------------------------------------------------------
     @property
