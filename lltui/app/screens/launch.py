@@ -314,12 +314,11 @@ class LaunchScreen(FormScreen):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         ident = event.button.id or ""
-        if ident == "launch-start":
+        # restart starts what the form shows now (it ran the last one's)
+        if ident in ("launch-start", "launch-restart"):
             self._do("start", *self._form())
         elif ident == "launch-stop":
             self._do("stop")
-        elif ident == "launch-restart":  # what the form shows now (it ran the last one's)
-            self._do("start", *self._form())
         elif ident == "launch-force":
             self._do("force")
         elif ident == "launch-follow":
