@@ -589,9 +589,6 @@ class ProcessPane(Vertical):
     def table(self) -> ProcessTable:
         return self.query_one(ProcessTable)
 
-    def show(self, sample: RigSample, sort_key: str, reverse: bool) -> None:
-        self.table.show(sample, sort_key, reverse)
-
     @on(ProcessTable.FilterWanted)
     async def _open_filter(self, event: ProcessTable.FilterWanted) -> None:
         event.stop()
