@@ -411,12 +411,9 @@ class LltuiApp(App[int]):
         screen = self.screen
         if isinstance(screen, ModelView) and screen.is_mounted:
             screen.show(self.model)
-        base = self.get_screen_stack_base()
+        base = self.screen_stack[0] if self.screen_stack else screen
         if base is not screen and isinstance(base, ModelView) and base.is_mounted:
             base.show(self.model)
-
-    def get_screen_stack_base(self) -> Screen[Any]:
-        return self.screen_stack[0] if self.screen_stack else self.screen
 
     def _arm_status(self, delay: float) -> None:
         """Redraw the status line ``delay`` seconds from now, then every second, unless a
