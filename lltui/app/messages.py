@@ -20,25 +20,26 @@ if TYPE_CHECKING:
     from lltui.services.nccl import NcclReport
 
 
+class Coalescing(Message):
+    """A message that a newer one of its kind replaces while it waits in the queue."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, type(self))
+
+
 @dataclass
-class SampleReady(Message):
+class SampleReady(Coalescing):
     """The model took a new sample: render it. Coalesces: only the newest pending one is
     handled (the model's history already holds every sample)."""
 
     sample: RigSample
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SampleReady)
-
 
 @dataclass
-class PollFailed(Message):
+class PollFailed(Coalescing):
     """The source raised; the poller keeps going and the UI shows the error."""
 
     error: str
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, PollFailed)
 
 
 @dataclass
@@ -72,22 +73,16 @@ class NcclFileLoaded(Message, bubble=False):
 
 
 @dataclass
-class FleetChanged(Message):
+class FleetChanged(Coalescing):
     """A host of the fleet has a new state (``index``: the latest to change). Coalesces:
     the view reads every host's latest state from the fleet."""
 
     index: int
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, FleetChanged)
 
-
-class LaunchChanged(Message):
+class LaunchChanged(Coalescing):
     """The launched (or followed) server changed: a log line, a poll, a state. Coalesces;
     the controller's state is read under its lock."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, LaunchChanged)
 
 
 @dataclass
