@@ -310,22 +310,19 @@ class LaunchScreen(FormScreen):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "launch-url":
-            self._do("follow", event.value)
+            self.lltui.launch_action("follow", event.value)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         ident = event.button.id or ""
         # restart starts what the form shows now (it ran the last one's)
         if ident in ("launch-start", "launch-restart"):
-            self._do("start", *self._form())
+            self.lltui.launch_action("start", *self._form())
         elif ident == "launch-stop":
-            self._do("stop")
+            self.lltui.launch_action("stop")
         elif ident == "launch-force":
-            self._do("force")
+            self.lltui.launch_action("force")
         elif ident == "launch-follow":
-            self._do("follow", self.query_one("#launch-url", Input).value)
-
-    def _do(self, what: str, *args: FormFlags) -> None:
-        self.lltui.launch_action(what, *args)
+            self.lltui.launch_action("follow", self.query_one("#launch-url", Input).value)
 
     @on(RouterTable.DetailChanged)
     def _model_detail(self, message: RouterTable.DetailChanged) -> None:
@@ -333,7 +330,7 @@ class LaunchScreen(FormScreen):
 
     @on(RouterTable.ActionWanted)
     def _router_action(self, message: RouterTable.ActionWanted) -> None:
-        self._do("router", message.what, message.name)
+        self.lltui.launch_action("router", message.what, message.name)
 
     # -- rendering -----------------------------------------------------------------------
     def show(self, model: RigModel) -> None:
