@@ -81,9 +81,6 @@ class CardStyles:
 
     @classmethod
     def from_variables(cls, theme: str, variables: dict[str, str]) -> CardStyles:
-        def colour(name: str) -> str:
-            return theme_colour(variables, name)
-
         def fg(name: str, bold: bool = False) -> Style:
             return theme_style(variables, name, bold=bold)
 
@@ -99,7 +96,7 @@ class CardStyles:
             error_bold=fg("error", bold=True),
             vram=fg("bar-vram"),
             power=fg("bar-power"),
-            empty=Style(bgcolor=colour("bar-empty")),
+            empty=Style(bgcolor=theme_colour(variables, "bar-empty")),
             spark=fg("spark"),
             reverse_bold=Style(reverse=True, bold=True),
         )
