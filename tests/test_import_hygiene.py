@@ -87,7 +87,9 @@ SERVICES_ALLOWED: dict[str, set[str]] = {
     "follow": {"rig", "explain", "fit"},  # a followed server's plan: its log, else predicted
     "exporter": {"rig", "follow"},
     "alerts": {"rig", "follow"},
-    "report": {"rig", "nccl", "explain", "follow"},  # follow: the log a launch left
+    # follow: the log a launch left; bench and devices: this rig's calibration, for a server
+    # running here, as fit and launch price it
+    "report": {"rig", "nccl", "explain", "follow", "bench", "devices"},
 }
 SERVICES_PLAIN = {"services"}
 
