@@ -367,11 +367,8 @@ def test_amd_smi_source_reads_the_rig_and_polls_it() -> None:
     assert sample.error is None
 
 
-def test_a_strix_halo_is_planned_with_the_gtt_pool_rocm_offers() -> None:
-    """A Strix Halo read here (BIOS carve-out 512 MiB, GTT 96 GiB) was planned with the
-    carve-out alone: ROCm0 had 212 MiB free and lltui fit said no model fits, where ROCm's
-    hipMemGetInfo offers llama.cpp's HIP build both pools. A discrete GPU's GTT is no
-    device memory to it."""
+def _strix_halo(gtt_used_mb: int) -> AmdCliSource:
+    """amd-smi on a Strix Halo: a 512 MiB BIOS carve-out (300 used), a 96 GiB GTT pool."""
     static = [
         {"gpu": 0,
          "asic": {"market_name": "AMD Radeon 8060S Graphics", "target_graphics_version": "gfx1151"},
@@ -380,12 +377,19 @@ def test_a_strix_halo_is_planned_with_the_gtt_pool_rocm_offers() -> None:
     metric = [
         {"gpu": 0,
          "mem_usage": {"total_vram": v(512, "MB"), "used_vram": v(300, "MB"),
-                       "total_gtt": v(98304, "MB"), "used_gtt": v(4096, "MB")}}
+                       "total_gtt": v(98304, "MB"), "used_gtt": v(gtt_used_mb, "MB")}}
     ]  # fmt: skip
-    tools = Tools(
-        {("static", "--json"): json.dumps(static), ("metric", "--json"): json.dumps(metric)}
+    return cli(
+        Tools({("static", "--json"): json.dumps(static), ("metric", "--json"): json.dumps(metric)})
     )
-    (apu,) = devices_from_sample(cli(tools).poll())
+
+
+def test_a_strix_halo_is_planned_with_the_gtt_pool_rocm_offers() -> None:
+    """A Strix Halo read here (BIOS carve-out 512 MiB, GTT 96 GiB) was planned with the
+    carve-out alone: ROCm0 had 212 MiB free and lltui fit said no model fits, where ROCm's
+    hipMemGetInfo offers llama.cpp's HIP build both pools. A discrete GPU's GTT is no
+    device memory to it."""
+    (apu,) = devices_from_sample(_strix_halo(gtt_used_mb=4096).poll())
     assert (apu.name, apu.integrated) == ("ROCm0", True)
     assert apu.total_bytes == (512 + 98304) * 2**20
     assert apu.free_bytes == (512 - 300 + 98304 - 4096) * 2**20
@@ -397,20 +401,7 @@ def test_gpus_text_shows_the_gtt_an_apu_keeps_its_model_in() -> None:
     """lltui gpus on a Strix Halo said 300 MiB / 512 MiB (the carve-out) and nothing of the
     GTT pool holding the model, which the monitor's card and gpus --json show; a discrete
     GPU with little GTT mapped still gets no such line."""
-    static = [
-        {"gpu": 0,
-         "asic": {"market_name": "AMD Radeon 8060S Graphics"},
-         "vram": {"size": v(512, "MB")}}
-    ]  # fmt: skip
-    metric = [
-        {"gpu": 0,
-         "mem_usage": {"total_vram": v(512, "MB"), "used_vram": v(300, "MB"),
-                       "total_gtt": v(98304, "MB"), "used_gtt": v(61440, "MB")}}
-    ]  # fmt: skip
-    tools = Tools(
-        {("static", "--json"): json.dumps(static), ("metric", "--json"): json.dumps(metric)}
-    )
-    apu = cli(tools).poll()
+    apu = _strix_halo(gtt_used_mb=61440).poll()
     for width in (None, 60):
         assert "GTT 61440 MiB / 98304 MiB" in rig_to_text(apu, width)
     assert "GTT" not in rig_to_text(cli(amd_smi_tools()).poll())  # 65 MB of GTT: no line
